@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what airlock's tests need on a fresh Debian machine: ClickHouse
+# (audit tests), Chromium (browser tests) and the npm MCP servers (executor
+# and gateway tests). Idempotent: it installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v clickhouse-server >/dev/null 2>&1 || need_apt+=(clickhouse-server clickhouse-client)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "installing Debian packages: ${need_apt[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if [ -f tests/node/package.json ]; then
+  if [ ! -d tests/node/node_modules ] || [ tests/node/package.json -nt tests/node/node_modules ]; then
+    echo "installing npm packages for tests/node"
+    npm install --prefix tests/node --no-audit --no-fund --loglevel=error
+    touch tests/node/node_modules
+  fi
+fi

@@ -1,0 +1,151 @@
+package airlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// completeCall publishes what the executor would: the call's completed event.
+func completeCall(t *testing.T, pub *envelope.Publisher, agent, call string, rev uint32, result string) {
+	t.Helper()
+	ev := &airlockv1.Event{
+		EventId: envelope.EventID(call, rev, "completed"), AgentId: agent, CallId: call, Revision: rev,
+		Body: &airlockv1.Event_Completed{Completed: &airlockv1.Completed{ResultJson: result}},
+	}
+	if _, err := pub.Publish(context.Background(), ev, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAwaitReturnsOutcomePublishedBeforeItStarted(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	nc, _ := testenv.Connect(t, n.URL())
+	c, err := airlock.New(nc, "bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	id, err := c.Submit(ctx, airlock.Call{Tool: "demo__echo", Args: map[string]any{"x": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	completeCall(t, deps.Publisher("executor"), "bot", id, 1, `{"echo":1}`)
+
+	// A fresh client stands in for the agent after a restart.
+	nc2, _ := testenv.Connect(t, n.URL())
+	restarted, _ := airlock.New(nc2, "bot")
+	out, err := restarted.Await(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != airlock.StatusCompleted || string(out.Result) != `{"echo":1}` {
+		t.Fatalf("outcome %+v", out)
+	}
+}
+
+func TestAwaitFollowsLiveAndSkipsSupersededRevisions(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	nc, _ := testenv.Connect(t, n.URL())
+	c, _ := airlock.New(nc, "bot")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pub := deps.Publisher("approval")
+
+	id, err := c.Submit(ctx, airlock.Call{Tool: "fs__write_file", Args: map[string]any{"path": "/tmp/a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &airlockv1.Event{EventId: envelope.EventID(id, 1, "changes_requested"), AgentId: "bot", CallId: id, Revision: 1,
+		Body: &airlockv1.Event_ChangesRequested{ChangesRequested: &airlockv1.ChangesRequested{Feedback: "use /tmp/b"}}}
+	if _, err := pub.Publish(ctx, ev, ""); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Await(ctx, id)
+	if err != nil || out.Status != airlock.StatusChangesRequested || out.Feedback != "use /tmp/b" {
+		t.Fatalf("first await: %+v, %v", out, err)
+	}
+	if _, err := c.Submit(ctx, airlock.Call{ID: id, Revision: 2, Tool: "fs__write_file", Args: map[string]any{"path": "/tmp/b"}}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan airlock.Outcome, 1)
+	go func() {
+		o, _ := c.Await(ctx, id)
+		got <- o
+	}()
+	completeCall(t, pub, "bot", id, 2, `"ok"`)
+	select {
+	case o := <-got:
+		if o.Status != airlock.StatusCompleted || o.Revision != 2 {
+			t.Fatalf("second await: %+v", o)
+		}
+	case <-ctx.Done():
+		t.Fatal("Await did not return the live outcome")
+	}
+}
+
+func TestAwaitSurvivesNATSRestart(t *testing.T) {
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	testenv.Deps(t, cfg) // provisions the stream
+	nc, _ := testenv.Connect(t, n.URL())
+	c, _ := airlock.New(nc, "bot")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := c.Submit(ctx, airlock.Call{Tool: "demo__echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan airlock.Outcome, 1)
+	go func() {
+		o, err := c.Await(ctx, id)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- o
+	}()
+	time.Sleep(300 * time.Millisecond) // let Await subscribe before the server goes away
+	n.Restart()
+	_, js := testenv.Connect(t, n.URL())
+	completeCall(t, envelope.NewPublisher(js, "airlock/executor"), "bot", id, 1, `"after restart"`)
+	select {
+	case o := <-got:
+		if o.Status != airlock.StatusCompleted || string(o.Result) != `"after restart"` {
+			t.Fatalf("outcome %+v", o)
+		}
+	case <-ctx.Done():
+		t.Fatal("Await did not return after the NATS restart")
+	}
+}
+
+func TestSubmitRefusesInvalidCallsLocally(t *testing.T) {
+	n := testenv.StartNATS(t)
+	nc, _ := testenv.Connect(t, n.URL())
+	c, _ := airlock.New(nc, "bot", airlock.WithMaxRequestBytes(512))
+	tests := []struct {
+		name string
+		call airlock.Call
+	}{
+		{"no_tool", airlock.Call{}},
+		{"no_server", airlock.Call{Tool: "read_file"}},
+		{"bad_call_id", airlock.Call{ID: "a.b", Tool: "fs__read_file"}},
+		{"oversized", airlock.Call{Tool: "fs__write_file", Args: map[string]any{"content": string(make([]byte, 1000))}}},
+		{"unencodable_args", airlock.Call{Tool: "fs__x", Args: map[string]any{"ch": make(chan int)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := c.Submit(context.Background(), tt.call); !errors.Is(err, airlock.ErrInvalid) {
+				t.Fatalf("Submit error = %v, want ErrInvalid", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/embedded"
+	"github.com/airlock-gate/airlock/services/shared/obs"
+	"github.com/airlock-gate/airlock/services/shared/svc"
+)
+
+func newDevCmd(g *globals) *cobra.Command {
+	var dataDir, httpAddr string
+	var natsPort int
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run everything in one process: embedded NATS, every service, the console",
+		Long: `Starts an embedded NATS server with JetStream on a file store under --data,
+provisions the events stream and KV buckets, and runs every airlock service
+and the HTTP server (console, REST API, /healthz, /metrics). Ctrl-C drains and
+exits; starting again keeps all data.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("data") {
+				cfg.Dev.DataDir = dataDir
+			}
+			if cmd.Flags().Changed("nats-port") {
+				cfg.Dev.NATSPort = natsPort
+			}
+			if cmd.Flags().Changed("http") {
+				cfg.HTTP.Addr = httpAddr
+			}
+			return runDev(cmd.Context(), g, cfg)
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data", ".airlock", "data directory (NATS store, tokens, sandbox)")
+	cmd.Flags().IntVar(&natsPort, "nats-port", 4222, "port of the embedded NATS server")
+	cmd.Flags().StringVar(&httpAddr, "http", "127.0.0.1:8080", "address of the console, REST API, /healthz and /metrics")
+	return cmd
+}
+
+func runDev(ctx context.Context, g *globals, cfg config.Config) error {
+	log, err := g.logger(cfg)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.Dev.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir %s: %w", cfg.Dev.DataDir, err)
+	}
+	interval, _ := config.ParseSync(cfg.Dev.Sync) // validated by Load
+	ns, err := embedded.Start(embedded.Options{
+		Host: cfg.Dev.NATSHost, Port: cfg.Dev.NATSPort,
+		StoreDir:   filepath.Join(cfg.Dev.DataDir, "nats"),
+		SyncAlways: interval == 0, SyncInterval: interval,
+	})
+	if err != nil {
+		return err
+	}
+	defer ns.Stop()
+	cfg.NATS.URL = ns.URL()
+
+	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (pick another address with --http)", cfg.HTTP.Addr, err)
+	}
+
+	deps, err := connectDeps(ctx, cfg, log, "airlock-dev")
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	names := serviceNames()
+	services, err := buildServices(ctx, deps, names)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	e := newHTTP(deps, names)
+	fmt.Fprintf(os.Stdout, `airlock dev is running
+  NATS      %s   (JetStream store %s, fsync %s)
+  HTTP      http://%s   (/healthz, /metrics)
+  services  %s
+  data      %s
+Press Ctrl-C to stop.
+`, ns.URL(), filepath.Join(cfg.Dev.DataDir, "nats"), syncText(cfg.Dev.Sync), ln.Addr(), strings.Join(names, ", "), cfg.Dev.DataDir)
+	err = run(ctx, deps, services, e, ln)
+	fmt.Fprintln(os.Stdout, "airlock dev stopped")
+	return err
+}
+
+// connectDeps connects, provisions and returns what services are built from.
+func connectDeps(ctx context.Context, cfg config.Config, log *slog.Logger, name string) (svc.Deps, error) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	nc, err := bus.Connect(cctx, cfg.NATS, name, log)
+	if err != nil {
+		return svc.Deps{}, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return svc.Deps{}, fmt.Errorf("jetstream: %w", err)
+	}
+	changes, err := bus.Provision(cctx, js, cfg)
+	if err != nil {
+		nc.Close()
+		return svc.Deps{}, err
+	}
+	for _, c := range changes {
+		log.Info("provisioned", "kind", c.Kind, "name", c.Name, "action", c.Action)
+	}
+	return svc.Deps{Config: cfg, Log: log, NC: nc, JS: js, Metrics: obs.NewMetrics()}, nil
+}
+
+func syncText(s string) string {
+	if s == "always" {
+		return "every write"
+	}
+	return "every " + s
+}

@@ -1,0 +1,49 @@
+// Command airlock runs airlock: every service in one process (`airlock dev`),
+// one service against an external NATS (`airlock serve <service>`), and the
+// agent, reviewer, auditor and operator commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signalContext()
+	defer stop()
+	if err := newRootCmd().ExecuteContext(ctx); err != nil {
+		var ex exitError
+		if errors.As(err, &ex) {
+			os.Exit(ex.code)
+		}
+		fmt.Fprintln(os.Stderr, "airlock:", err)
+		os.Exit(1)
+	}
+}
+
+// exitError ends the process with a code and no further message, e.g. when
+// `airlock call` printed an outcome that was not "completed".
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// signalContext is canceled on the first SIGINT/SIGTERM; a second one exits
+// at once, for when a graceful drain hangs.
+func signalContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		fmt.Fprintln(os.Stderr, "airlock: shutting down (Ctrl-C again to force)")
+		cancel()
+		<-sigs
+		fmt.Fprintln(os.Stderr, "airlock: forced exit")
+		os.Exit(130)
+	}()
+	return ctx, func() { signal.Stop(sigs); cancel() }
+}

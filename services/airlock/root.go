@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/obs"
+)
+
+// globals are the flags every command takes.
+type globals struct {
+	configFile string
+	natsURL    string
+	logLevel   string
+}
+
+func newRootCmd() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "airlock",
+		Short:         "A human-in-the-loop gate for AI-agent tool calls",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.configFile, "config", os.Getenv("AIRLOCK_CONFIG"), "YAML config file (env AIRLOCK_CONFIG); every setting has a default")
+	root.PersistentFlags().StringVar(&g.natsURL, "nats", "", "NATS URL (default the config's nats.url, nats://127.0.0.1:4222 for `airlock dev`)")
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "", "debug, info, warn or error")
+	root.AddCommand(
+		newDevCmd(g),
+		newServeCmd(g),
+		newCallCmd(g),
+	)
+	return root
+}
+
+// load reads the configuration and applies the global flags over it.
+func (g *globals) load() (config.Config, error) {
+	cfg, err := config.Load(g.configFile, os.Environ())
+	if err != nil {
+		return cfg, err
+	}
+	if g.natsURL != "" {
+		cfg.NATS.URL = g.natsURL
+	}
+	if g.logLevel != "" {
+		cfg.Log.Level = g.logLevel
+	}
+	return cfg, nil
+}
+
+func (g *globals) logger(cfg config.Config) (*slog.Logger, error) {
+	return obs.NewLogger(cfg.Log, os.Stderr)
+}
+
+// connect dials NATS for a short-lived CLI command: it gives up after 5s.
+func connect(ctx context.Context, cfg config.Config, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	nc, err := bus.Connect(cctx, cfg.NATS, "airlock-cli", log)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return nc, js, nil
+}
+
+// argsExactly wraps cobra.ExactArgs with a sentence.
+func usageErr(cmd *cobra.Command, format string, args ...any) error {
+	return fmt.Errorf("%s (see `%s --help`)", fmt.Sprintf(format, args...), cmd.CommandPath())
+}

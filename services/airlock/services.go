@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/obs"
+	"github.com/airlock-gate/airlock/services/shared/svc"
+)
+
+// constructors builds each service by name; `airlock dev` runs them all,
+// `airlock serve NAME...` the ones named.
+func constructors() map[string]func(context.Context, svc.Deps) (svc.Service, error) {
+	return map[string]func(context.Context, svc.Deps) (svc.Service, error){
+		"policy": func(ctx context.Context, d svc.Deps) (svc.Service, error) { return policy.NewFromConfig(ctx, d) },
+	}
+}
+
+func serviceNames() []string {
+	var names []string
+	for n := range constructors() {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func buildServices(ctx context.Context, deps svc.Deps, names []string) ([]svc.Service, error) {
+	all := constructors()
+	var out []svc.Service
+	for _, n := range names {
+		mk, ok := all[n]
+		if !ok {
+			return nil, fmt.Errorf("unknown service %q: choose from %s", n, strings.Join(serviceNames(), ", "))
+		}
+		s, err := mk(ctx, deps)
+		if err != nil {
+			return nil, fmt.Errorf("start %s: %w", n, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// newHTTP builds the process's HTTP server: /healthz and /metrics always;
+// the console and REST API when the console service runs here.
+func newHTTP(deps svc.Deps, names []string) *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	health := obs.Health{NC: deps.NC, Services: names, Started: time.Now()}
+	e.GET("/healthz", echo.WrapHandler(health))
+	e.GET("/metrics", echo.WrapHandler(deps.Metrics.MetricsHandler()))
+	return e
+}
+
+// run runs services and the HTTP server until ctx ends, then stops the
+// services (each finishes its in-flight message), closes HTTP and drains NATS.
+func run(ctx context.Context, deps svc.Deps, services []svc.Service, e *echo.Echo, ln net.Listener) error {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(services)+1)
+	var wg sync.WaitGroup
+	for _, s := range services {
+		wg.Add(1)
+		go func(s svc.Service) {
+			defer wg.Done()
+			if err := s.Run(runCtx); err != nil {
+				errs <- fmt.Errorf("%s: %w", s.Name(), err)
+				cancel()
+			}
+		}(s)
+	}
+	if ln != nil {
+		srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errs <- fmt.Errorf("http: %w", err)
+				cancel()
+			}
+		}()
+		defer func() {
+			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer scancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+	<-runCtx.Done()
+	stopped := make(chan struct{})
+	go func() { wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(deps.Config.NATS.DrainTimeout):
+		deps.Log.Warn("services did not stop in time; draining anyway", "timeout", deps.Config.NATS.DrainTimeout)
+	}
+	if err := bus.Drain(deps.NC, deps.Config.NATS.DrainTimeout); err != nil {
+		deps.Log.Warn("drain", "err", err)
+	}
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}

@@ -1,0 +1,76 @@
+package policy_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// TestMalformedRequestsBecomeInvalid publishes requests the way a buggy or
+// hostile agent might, straight onto the bus, and checks that each yields one
+// `invalid` event with a reason a person can act on, and nothing else.
+func TestMalformedRequestsBecomeInvalid(t *testing.T) {
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	cfg.Limits.MaxRequestBytes = 2048
+	deps := testenv.Deps(t, cfg)
+	engine, err := policy.NewEngine(context.Background(), deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunService(t, policy.New(deps, engine))
+
+	pb := func(ev *airlockv1.Event) []byte {
+		b, err := proto.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	tests := []struct {
+		name, call string
+		data       []byte
+		json       bool
+		want       string
+	}{
+		{"does_not_decode", "c1", []byte{0xff, 0x01, 0x02}, false, "does not decode"},
+		{"not_json", "c2", []byte(`{"requested":`), true, "not valid JSON"},
+		{"arguments_not_an_object", "c3", []byte(`{"requested":{"call":{"tool":"fs__read_file","arguments":["/etc/passwd"]}}}`), true, "arguments must be a JSON object"},
+		{"no_tool", "c4", []byte(`{"requested":{"call":{"server":"fs"}}}`), true, "tool is required"},
+		{"no_call", "c5", []byte(`{"requested":{}}`), true, "has no call"},
+		{"wrong_body", "c6", pb(&airlockv1.Event{Body: &airlockv1.Event_Approved{Approved: &airlockv1.Approved{}}}), false, `must be "requested"`},
+		{"spoofed_agent", "c7", []byte(`{"agentId":"admin","requested":{"call":{"tool":"fs__read_file"}}}`), true, "does not match the subject"},
+		{"oversized", "c8", []byte(`{"requested":{"call":{"tool":"fs__write_file","arguments":{"content":"` + strings.Repeat("x", 3000) + `"}}}}`), true, "over the 2048-byte limit"},
+		{"bad_tool_name", "c9", []byte(`{"requested":{"call":{"tool":"fs__read file!"}}}`), true, "must be 1-128 characters"},
+		{"unknown_field", "c10", []byte(`{"requested":{"call":{"tool":"fs__read_file","sudo":true}}}`), true, "does not decode"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msg := nats.NewMsg("airlock.evt.bot." + tt.call + ".requested")
+			msg.Data = tt.data
+			if tt.json {
+				msg.Header.Set("Content-Type", "application/json")
+			}
+			if _, err := deps.JS.PublishMsg(context.Background(), msg); err != nil {
+				t.Fatal(err)
+			}
+			filter := subject.OfCall("bot", tt.call)
+			ev := testenv.WaitForEvent(t, deps.JS, filter, subject.Invalid, 10*time.Second)
+			if !strings.Contains(ev.GetInvalid().GetReason(), tt.want) {
+				t.Fatalf("reason %q does not mention %q", ev.GetInvalid().GetReason(), tt.want)
+			}
+			if got := testenv.SubjectTypes(t, deps.JS, filter); len(got) != 2 || got[0] != "requested" || got[1] != "invalid" {
+				t.Fatalf("events for the call: %v, want [requested invalid]", got)
+			}
+		})
+	}
+}

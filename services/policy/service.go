@@ -1,0 +1,99 @@
+// Package policy is the policy service: it takes every `requested` event,
+// refuses malformed ones as `invalid`, decides the rest with Rego, and
+// publishes exactly one of `allowed`, `denied` or `approval_requested` per
+// call revision.
+package policy
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/consume"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/svc"
+)
+
+// Decider decides one validated call. Implementations fail closed: when
+// they cannot decide they return a deny decision, not an error.
+type Decider interface {
+	Decide(ctx context.Context, call *airlockv1.ToolCall) *airlockv1.Decision
+}
+
+// Service consumes requests and publishes decisions.
+type Service struct {
+	deps    svc.Deps
+	decider Decider
+	pub     *envelope.Publisher
+}
+
+// Durable is the consumer every policy replica shares.
+const Durable = "policy"
+
+// New builds the service around decider.
+func New(deps svc.Deps, decider Decider) *Service {
+	return &Service{deps: deps, decider: decider, pub: deps.Publisher("policy")}
+}
+
+// Name implements svc.Service.
+func (s *Service) Name() string { return "policy" }
+
+// Run implements svc.Service.
+func (s *Service) Run(ctx context.Context) error {
+	return consume.Run(ctx, s.deps.JS, consume.Spec{
+		Service: "policy", Stream: s.deps.Config.Stream.Name, Durable: Durable,
+		FilterSubjects: []string{subject.OfType(subject.Requested)},
+		Workers:        s.deps.Config.Policy.Workers,
+	}, s.deps.Log, s.deps.Metrics, s.handle)
+}
+
+func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
+	meta, err := m.Metadata()
+	if err != nil {
+		return consume.Permanent(fmt.Errorf("message without JetStream metadata: %w", err))
+	}
+	trace := m.Headers().Get(envelope.HeaderTraceparent)
+	call, refusal := ingress.Request(m.Subject(), m.Data(), m.Headers(), s.deps.Config.Limits.MaxRequestBytes)
+	if refusal != nil {
+		ev, _ := ingress.InvalidEvent(m.Subject(), meta.Sequence.Stream, m.Data(), refusal)
+		if _, err := s.pub.Publish(ctx, ev, trace); err != nil {
+			return fmt.Errorf("record invalid request %s: %w", m.Subject(), err)
+		}
+		s.deps.Log.Info("request refused as invalid", "subject", m.Subject(), "reason", refusal.Reason)
+		return nil
+	}
+	d := s.decider.Decide(ctx, call)
+	ev := DecisionEvent(call, d)
+	if _, err := s.pub.Publish(ctx, ev, trace); err != nil {
+		return fmt.Errorf("publish decision for call %s: %w", call.CallId, err)
+	}
+	return nil
+}
+
+// DecisionEvent wraps a decision in its event. All three outcomes share the
+// event id "<call>.<revision>.decision", so however often a request is
+// redelivered, and whichever replica decides, the stream keeps one decision
+// per call revision.
+func DecisionEvent(call *airlockv1.ToolCall, d *airlockv1.Decision) *airlockv1.Event {
+	ev := &airlockv1.Event{
+		EventId:  envelope.EventID(call.CallId, call.Revision, "decision"),
+		AgentId:  call.AgentId,
+		CallId:   call.CallId,
+		Revision: call.Revision,
+		ThreadId: call.ThreadId,
+		Actor:    &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "policy"},
+	}
+	switch d.GetAction() {
+	case airlockv1.Action_ACTION_ALLOW:
+		ev.Body = &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{Call: call, Decision: d}}
+	case airlockv1.Action_ACTION_ASK:
+		ev.Body = &airlockv1.Event_ApprovalRequested{ApprovalRequested: &airlockv1.ApprovalRequested{Call: call, Decision: d}}
+	default:
+		ev.Body = &airlockv1.Event_Denied{Denied: &airlockv1.Denied{Call: call, Decision: d}}
+	}
+	return ev
+}

@@ -1,0 +1,79 @@
+// Package bus connects to NATS and provisions the stream and buckets.
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/airlock-gate/airlock/services/shared/config"
+)
+
+// Connect dials NATS and keeps reconnecting forever, so a server restart or
+// a cluster node's loss is ridden out instead of ending the service. It
+// fails only when the first connection cannot be made within ctx.
+func Connect(ctx context.Context, cfg config.NATS, name string, log *slog.Logger) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(cfg.ReconnectWait),
+		nats.RetryOnFailedConnect(false),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("disconnected from NATS; reconnecting", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			log.Error("NATS async error", "subject", subj, "err", err)
+		}),
+	}
+	if cfg.Credentials != "" {
+		opts = append(opts, nats.UserCredentials(cfg.Credentials))
+	}
+	var lastErr error
+	for {
+		nc, err := nats.Connect(cfg.URL, opts...)
+		if err == nil {
+			return nc, nil
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connect to NATS at %s: %w (is the server running? `airlock dev` starts one)", cfg.URL, lastErr)
+		case <-time.After(cfg.ReconnectWait):
+		}
+	}
+}
+
+// Drain lets in-flight messages finish, flushes publishes and closes nc,
+// waiting at most timeout.
+func Drain(nc *nats.Conn, timeout time.Duration) error {
+	if nc == nil || nc.IsClosed() {
+		return nil
+	}
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			return nil
+		}
+		return fmt.Errorf("drain NATS connection: %w", err)
+	}
+	select {
+	case <-closed:
+		return nil
+	case <-time.After(timeout):
+		nc.Close()
+		return fmt.Errorf("drain NATS connection: not done after %s, closed it", timeout)
+	}
+}

@@ -1,0 +1,120 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+)
+
+// Change is one thing Provision did.
+type Change struct {
+	// Kind is "stream" or "bucket"; Name its name; Action "created" or "updated".
+	Kind, Name, Action string
+}
+
+// StreamConfig is the events stream as configured.
+func StreamConfig(cfg config.Stream) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        cfg.Name,
+		Description: "airlock lifecycle events",
+		Subjects:    []string{subject.AllEvents},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     storage(cfg.Storage),
+		Replicas:    cfg.Replicas,
+		MaxAge:      cfg.MaxAge,
+		Duplicates:  cfg.DuplicateWindow,
+		MaxMsgSize:  cfg.MaxMsgSize,
+		Discard:     jetstream.DiscardOld,
+	}
+}
+
+// BucketConfigs are the KV buckets as configured.
+func BucketConfigs(cfg config.Buckets) []jetstream.KeyValueConfig {
+	mk := func(name, desc string) jetstream.KeyValueConfig {
+		return jetstream.KeyValueConfig{
+			Bucket: name, Description: desc, History: cfg.History,
+			Storage: storage(cfg.Storage), Replicas: cfg.Replicas,
+		}
+	}
+	return []jetstream.KeyValueConfig{
+		mk(cfg.Approvals, "approval state machine, one record per call"),
+		mk(cfg.Executions, "executor claims, one record per call revision"),
+		mk(cfg.Policy, "policy rules and data edited at run time"),
+		mk(cfg.Grants, "standing grants (always allow)"),
+	}
+}
+
+// Provision makes the events stream and every KV bucket match cfg. It is
+// idempotent: a second run with the same configuration changes nothing; a
+// changed setting (max age, replicas, ...) is applied in place. It returns
+// what it created or updated.
+func Provision(ctx context.Context, js jetstream.JetStream, cfg config.Config) ([]Change, error) {
+	var changes []Change
+	want := StreamConfig(cfg.Stream)
+	s, err := js.Stream(ctx, want.Name)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		if _, err := js.CreateStream(ctx, want); err != nil {
+			return changes, fmt.Errorf("create stream %s: %w", want.Name, err)
+		}
+		changes = append(changes, Change{"stream", want.Name, "created"})
+	case err != nil:
+		return changes, fmt.Errorf("look up stream %s: %w", want.Name, err)
+	default:
+		if !sameStream(s.CachedInfo().Config, want) {
+			if _, err := js.UpdateStream(ctx, want); err != nil {
+				return changes, fmt.Errorf("update stream %s: %w", want.Name, err)
+			}
+			changes = append(changes, Change{"stream", want.Name, "updated"})
+		}
+	}
+
+	for _, kvc := range BucketConfigs(cfg.Buckets) {
+		kv, err := js.KeyValue(ctx, kvc.Bucket)
+		switch {
+		case errors.Is(err, jetstream.ErrBucketNotFound):
+			if _, err := js.CreateKeyValue(ctx, kvc); err != nil {
+				return changes, fmt.Errorf("create bucket %s: %w", kvc.Bucket, err)
+			}
+			changes = append(changes, Change{"bucket", kvc.Bucket, "created"})
+		case err != nil:
+			return changes, fmt.Errorf("look up bucket %s: %w", kvc.Bucket, err)
+		default:
+			st, err := kv.Status(ctx)
+			if err != nil {
+				return changes, fmt.Errorf("status of bucket %s: %w", kvc.Bucket, err)
+			}
+			si := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
+			if int64(kvc.History) != si.Config.MaxMsgsPerSubject || kvc.Replicas != si.Config.Replicas || kvc.Description != si.Config.Description {
+				if _, err := js.UpdateKeyValue(ctx, kvc); err != nil {
+					return changes, fmt.Errorf("update bucket %s: %w", kvc.Bucket, err)
+				}
+				changes = append(changes, Change{"bucket", kvc.Bucket, "updated"})
+			}
+		}
+	}
+	return changes, nil
+}
+
+// sameStream compares the settings Provision owns.
+func sameStream(have, want jetstream.StreamConfig) bool {
+	return reflect.DeepEqual(have.Subjects, want.Subjects) &&
+		have.Description == want.Description &&
+		have.Storage == want.Storage && have.Replicas == want.Replicas &&
+		have.MaxAge == want.MaxAge && have.Duplicates == want.Duplicates &&
+		have.MaxMsgSize == want.MaxMsgSize && have.Retention == want.Retention &&
+		have.Discard == want.Discard
+}
+
+func storage(s string) jetstream.StorageType {
+	if s == "memory" {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}

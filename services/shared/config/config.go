@@ -1,0 +1,226 @@
+// Package config is airlock's configuration: one YAML file plus environment
+// overrides, with a working default for every setting.
+//
+// Every setting can be overridden by an environment variable named after its
+// YAML path: nats.url → AIRLOCK_NATS_URL, clickhouse.dsn → AIRLOCK_CLICKHOUSE_DSN,
+// stream.max_age → AIRLOCK_STREAM_MAX_AGE. Lists take comma-separated values.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole configuration. Each service reads its own section.
+type Config struct {
+	NATS       NATS       `yaml:"nats"`
+	Stream     Stream     `yaml:"stream"`
+	Buckets    Buckets    `yaml:"buckets"`
+	Dev        Dev        `yaml:"dev"`
+	HTTP       HTTP       `yaml:"http"`
+	Log        Log        `yaml:"log"`
+	Limits     Limits     `yaml:"limits"`
+	Policy     Policy     `yaml:"policy"`
+	Approval   Approval   `yaml:"approval"`
+	Executor   Executor   `yaml:"executor"`
+	ClickHouse ClickHouse `yaml:"clickhouse"`
+	Audit      Audit      `yaml:"audit"`
+	Console    Console    `yaml:"console"`
+	Slack      Slack      `yaml:"slack"`
+}
+
+// NATS is how services reach the bus.
+type NATS struct {
+	// URL of the NATS server or a comma-separated list of cluster URLs.
+	URL string `yaml:"url"`
+	// Credentials is a .creds file (JWT + nkey); empty for none.
+	Credentials string `yaml:"credentials"`
+	// Name shown in the server's connection list.
+	Name string `yaml:"name"`
+	// ReconnectWait between reconnect attempts; services reconnect forever.
+	ReconnectWait time.Duration `yaml:"reconnect_wait"`
+	// DrainTimeout bounds the graceful drain on shutdown.
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
+}
+
+// Stream is the events stream every lifecycle event is stored in.
+type Stream struct {
+	Name string `yaml:"name"`
+	// Storage is "file" or "memory".
+	Storage string `yaml:"storage"`
+	// Replicas: 1 for a single server, 3 for a production cluster.
+	Replicas int `yaml:"replicas"`
+	// MaxAge is how long events are retained (the audit back-fill horizon
+	// when ClickHouse is added later).
+	MaxAge time.Duration `yaml:"max_age"`
+	// DuplicateWindow during which a re-published Nats-Msg-Id is stored once (≥ 2 min).
+	DuplicateWindow time.Duration `yaml:"duplicate_window"`
+	// MaxMsgSize is the largest message the stream stores.
+	MaxMsgSize int32 `yaml:"max_msg_size"`
+}
+
+// Buckets are the JetStream KV buckets that hold mutable state.
+type Buckets struct {
+	Approvals  string `yaml:"approvals"`
+	Executions string `yaml:"executions"`
+	Policy     string `yaml:"policy"`
+	Grants     string `yaml:"grants"`
+	Storage    string `yaml:"storage"`
+	Replicas   int    `yaml:"replicas"`
+	// History kept per key (1–64); more helps forensics, costs space.
+	History uint8 `yaml:"history"`
+}
+
+// Dev configures the embedded NATS server that `airlock dev` starts.
+type Dev struct {
+	DataDir  string `yaml:"data_dir"`
+	NATSHost string `yaml:"nats_host"`
+	NATSPort int    `yaml:"nats_port"`
+	// Sync is the JetStream fsync policy: "always" fsyncs every write before
+	// acknowledging it (an OS crash loses nothing acknowledged, writes are
+	// about 10× slower); a duration such as "1s" fsyncs at that interval (an
+	// OS crash can lose up to that much acknowledged work; a process crash
+	// loses nothing). See ARCHITECTURE.md "Durability".
+	Sync string `yaml:"sync"`
+}
+
+// HTTP is the listener for the console, the REST API, /healthz and /metrics.
+type HTTP struct {
+	Addr string `yaml:"addr"`
+	// PublicURL is how people reach the console (links in Slack messages).
+	PublicURL string `yaml:"public_url"`
+}
+
+// Log configures log/slog output.
+type Log struct {
+	// Level is debug, info, warn or error.
+	Level string `yaml:"level"`
+	// Format is text or json.
+	Format string `yaml:"format"`
+}
+
+// Limits bound what agents may send.
+type Limits struct {
+	// MaxRequestBytes is the largest request accepted; larger ones become `invalid`.
+	MaxRequestBytes int `yaml:"max_request_bytes"`
+}
+
+// Default returns a configuration in which every setting has a working value:
+// a laptop running `airlock dev`.
+func Default() Config {
+	return Config{
+		NATS: NATS{
+			URL:           "nats://127.0.0.1:4222",
+			Name:          "airlock",
+			ReconnectWait: 500 * time.Millisecond,
+			DrainTimeout:  10 * time.Second,
+		},
+		Stream: Stream{
+			Name:            "AIRLOCK_EVENTS",
+			Storage:         "file",
+			Replicas:        1,
+			MaxAge:          90 * 24 * time.Hour,
+			DuplicateWindow: 2 * time.Minute,
+			MaxMsgSize:      1 << 20,
+		},
+		Buckets: Buckets{
+			Approvals:  "airlock_approvals",
+			Executions: "airlock_executions",
+			Policy:     "airlock_policy",
+			Grants:     "airlock_grants",
+			Storage:    "file",
+			Replicas:   1,
+			History:    5,
+		},
+		Dev: Dev{
+			DataDir:  ".airlock",
+			NATSHost: "127.0.0.1",
+			NATSPort: 4222,
+			Sync:     "1s",
+		},
+		HTTP:       HTTP{Addr: "127.0.0.1:8080", PublicURL: "http://127.0.0.1:8080"},
+		Log:        Log{Level: "info", Format: "text"},
+		Limits:     Limits{MaxRequestBytes: 256 << 10},
+		Policy:     defaultPolicy(),
+		Approval:   defaultApproval(),
+		Executor:   defaultExecutor(),
+		ClickHouse: defaultClickHouse(),
+		Audit:      defaultAudit(),
+		Console:    defaultConsole(),
+		Slack:      defaultSlack(),
+	}
+}
+
+// Load reads path (if non-empty) over the defaults, then applies
+// environment overrides from env (os.Environ form), then validates.
+// A missing file named explicitly is an error; unknown keys are errors so
+// that a typo does not silently fall back to a default.
+func Load(path string, env []string) (Config, error) {
+	cfg := Default()
+	if path != "" {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, fmt.Errorf("read config %s: %w", path, err)
+		}
+		if err := decodeStrict(raw, &cfg); err != nil {
+			return cfg, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	if err := applyEnv(&cfg, env); err != nil {
+		return cfg, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+func decodeStrict(raw []byte, cfg *Config) error {
+	dec := yaml.NewDecoder(bytesReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, errEOF) {
+		return err
+	}
+	return nil
+}
+
+// Validate checks settings that would otherwise fail later and obscurely.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Stream.DuplicateWindow < 2*time.Minute {
+		errs = append(errs, fmt.Errorf("stream.duplicate_window is %s: it must be at least 2m so a retried publish is stored once", c.Stream.DuplicateWindow))
+	}
+	if c.Stream.Storage != "file" && c.Stream.Storage != "memory" {
+		errs = append(errs, fmt.Errorf("stream.storage is %q: use file or memory", c.Stream.Storage))
+	}
+	if c.Buckets.Storage != "file" && c.Buckets.Storage != "memory" {
+		errs = append(errs, fmt.Errorf("buckets.storage is %q: use file or memory", c.Buckets.Storage))
+	}
+	if c.Stream.Replicas < 1 || c.Stream.Replicas > 5 || c.Buckets.Replicas < 1 || c.Buckets.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("replicas must be between 1 and 5 (stream %d, buckets %d)", c.Stream.Replicas, c.Buckets.Replicas))
+	}
+	if c.Limits.MaxRequestBytes <= 0 || int32(c.Limits.MaxRequestBytes) > c.Stream.MaxMsgSize {
+		errs = append(errs, fmt.Errorf("limits.max_request_bytes (%d) must be positive and at most stream.max_msg_size (%d)", c.Limits.MaxRequestBytes, c.Stream.MaxMsgSize))
+	}
+	if _, err := ParseSync(c.Dev.Sync); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ParseSync reads dev.sync: "always" → (0, nil) meaning fsync every write,
+// otherwise a positive duration.
+func ParseSync(s string) (time.Duration, error) {
+	if s == "always" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("dev.sync is %q: use \"always\" or a duration such as \"1s\"", s)
+	}
+	return d, nil
+}

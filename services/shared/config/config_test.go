@@ -1,0 +1,85 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultIsValid(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadLayersFileThenEnvironment(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "airlock.yaml")
+	yaml := "nats:\n  url: nats://file:4222\nstream:\n  max_age: 48h\npolicy:\n  profiles:\n    bot: readonly\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(path, []string{
+		"AIRLOCK_NATS_URL=nats://env:4222",
+		"AIRLOCK_CLICKHOUSE_DSN=clickhouse://127.0.0.1:9000/airlock",
+		"AIRLOCK_LIMITS_MAX_REQUEST_BYTES=1000",
+		"AIRLOCK_APPROVAL_DEFAULT_TIMEOUT=2m",
+		"UNRELATED=1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"env_beats_file", cfg.NATS.URL, "nats://env:4222"},
+		{"file_beats_default", cfg.Stream.MaxAge, 48 * time.Hour},
+		{"env_sets_top_level_section", cfg.ClickHouse.DSN, "clickhouse://127.0.0.1:9000/airlock"},
+		{"env_sets_integers", cfg.Limits.MaxRequestBytes, 1000},
+		{"env_sets_durations", cfg.Approval.DefaultTimeout, 2 * time.Minute},
+		{"file_sets_maps", cfg.Policy.Profiles["bot"], "readonly"},
+		{"untouched_keeps_default", cfg.Stream.DuplicateWindow, 2 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Fatalf("got %v, want %v", tt.got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadRefusesMistakes(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name, yaml string
+		env        []string
+		want       string
+	}{
+		{"unknown_key", "nats:\n  ulr: x\n", nil, "field ulr not found"},
+		{"short_duplicate_window", "stream:\n  duplicate_window: 10s\n", nil, "at least 2m"},
+		{"bad_env_duration", "", []string{"AIRLOCK_STREAM_MAX_AGE=soon"}, "AIRLOCK_STREAM_MAX_AGE"},
+		{"bad_sync", "dev:\n  sync: sometimes\n", nil, "dev.sync"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(dir, tt.name+".yaml")
+			if err := os.WriteFile(path, []byte(tt.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(path, tt.env)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error = %v, want it to mention %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestMissingExplicitFileIsAnError(t *testing.T) {
+	if _, err := Load(filepath.Join(t.TempDir(), "nope.yaml"), nil); err == nil {
+		t.Fatal("a missing config file was accepted")
+	}
+}

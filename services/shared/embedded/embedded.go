@@ -1,0 +1,169 @@
+// Package embedded runs a NATS server with JetStream inside the process, for
+// `airlock dev` and for tests (single servers and 3-node clusters).
+package embedded
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Options configure an embedded server.
+type Options struct {
+	// Name of the server (unique within a cluster).
+	Name string
+	Host string
+	// Port; -1 picks a free one.
+	Port int
+	// StoreDir holds JetStream's file store; reusing it keeps all data.
+	StoreDir string
+	// SyncAlways fsyncs every write before acknowledging it; otherwise
+	// SyncInterval (0 = the server's default of 2 min) applies.
+	SyncAlways   bool
+	SyncInterval time.Duration
+	// ClusterName, ClusterPort and Routes make it one node of a cluster.
+	ClusterName string
+	ClusterPort int
+	Routes      []string
+	// Log enables the server's own logging to stderr.
+	Log bool
+}
+
+// Server is a running embedded NATS server.
+type Server struct {
+	*server.Server
+	opts Options
+}
+
+// Start starts a server and waits until it accepts connections.
+func Start(o Options) (*Server, error) {
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if o.Name == "" {
+		o.Name = "airlock-dev"
+	}
+	so := &server.Options{
+		ServerName:   o.Name,
+		Host:         o.Host,
+		Port:         o.Port,
+		JetStream:    true,
+		StoreDir:     o.StoreDir,
+		SyncAlways:   o.SyncAlways,
+		SyncInterval: o.SyncInterval,
+		NoSigs:       true,
+		NoLog:        !o.Log,
+		MaxPayload:   8 << 20,
+	}
+	if o.ClusterName != "" {
+		so.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: o.Host, Port: o.ClusterPort}
+		so.Routes = server.RoutesFromStr(joinRoutes(o.Routes))
+	}
+	s, err := server.NewServer(so)
+	if err != nil {
+		return nil, fmt.Errorf("configure embedded NATS: %w", err)
+	}
+	if o.Log {
+		s.ConfigureLogger()
+	}
+	go s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		s.Shutdown()
+		return nil, fmt.Errorf("embedded NATS on %s:%d did not start within 30s (is the port in use? pick another with --nats-port)", o.Host, o.Port)
+	}
+	return &Server{Server: s, opts: o}, nil
+}
+
+// URL is the client URL of the running server.
+func (s *Server) URL() string { return s.ClientURL() }
+
+// Options returns what the server was started with, with the chosen port.
+func (s *Server) Options() Options {
+	o := s.opts
+	if addr, ok := s.Addr().(*net.TCPAddr); ok {
+		o.Port = addr.Port
+	}
+	return o
+}
+
+// Stop shuts the server down and waits for it to finish.
+func (s *Server) Stop() {
+	s.Shutdown()
+	s.WaitForShutdown()
+}
+
+// FreePort returns a loopback TCP port nobody listens on right now.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// StartCluster starts n JetStream nodes on loopback that route to each
+// other, with stores under dir/<name>, and waits until JetStream is ready.
+func StartCluster(dir string, n int) ([]*Server, error) {
+	clientPorts := make([]int, n)
+	clusterPorts := make([]int, n)
+	for i := range n {
+		var err error
+		if clientPorts[i], err = FreePort(); err != nil {
+			return nil, err
+		}
+		if clusterPorts[i], err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	var routes []string
+	for _, p := range clusterPorts {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	servers := make([]*Server, 0, n)
+	for i := range n {
+		name := fmt.Sprintf("n%d", i+1)
+		s, err := Start(Options{
+			Name: name, Port: clientPorts[i], StoreDir: filepath.Join(dir, name),
+			ClusterName: "airlock", ClusterPort: clusterPorts[i], Routes: routes,
+		})
+		if err != nil {
+			for _, started := range servers {
+				started.Stop()
+			}
+			return nil, err
+		}
+		servers = append(servers, s)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if servers[0].JetStreamIsClustered() && servers[0].JetStreamIsLeader() || anyLeader(servers) {
+			return servers, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return servers, fmt.Errorf("cluster of %d did not elect a JetStream meta leader within 30s", n)
+}
+
+func anyLeader(servers []*Server) bool {
+	for _, s := range servers {
+		if s.Running() && s.JetStreamIsLeader() {
+			return true
+		}
+	}
+	return false
+}
+
+func joinRoutes(r []string) string {
+	out := ""
+	for i, s := range r {
+		if i > 0 {
+			out += ","
+		}
+		out += s
+	}
+	return out
+}

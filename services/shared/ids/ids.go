@@ -1,0 +1,39 @@
+// Package ids validates and creates the identifiers that appear in subjects.
+package ids
+
+import (
+	"crypto/rand"
+	"fmt"
+	"regexp"
+)
+
+// MaxLen is the longest agent or call id accepted.
+const MaxLen = 64
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// Validate reports whether s is a usable agent or call id: 1–64 characters
+// from [A-Za-z0-9_-], so that it is always exactly one NATS subject token and
+// NATS permissions can confine an agent to its own calls. kind names the id
+// in the error ("agent id", "call id").
+func Validate(kind, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%s is empty: set it to 1-%d characters from A-Z a-z 0-9 _ -", kind, MaxLen)
+	case len(s) > MaxLen:
+		return fmt.Errorf("%s %.20q... is %d characters long: the limit is %d", kind, s, len(s), MaxLen)
+	case !idPattern.MatchString(s):
+		return fmt.Errorf("%s %q has characters outside A-Z a-z 0-9 _ -: use only those", kind, s)
+	}
+	return nil
+}
+
+// New returns a random id with the given prefix, e.g. New("call") → "call_3f9c…".
+// 96 random bits make collisions negligible without coordination.
+func New(prefix string) string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // cannot happen on supported platforms
+	}
+	return fmt.Sprintf("%s_%x", prefix, b)
+}

@@ -1,0 +1,187 @@
+// Package ingress decides whether a request an agent published may enter
+// airlock. Anything it refuses becomes an `invalid` event with a reason a
+// person can act on, and goes no further.
+package ingress
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+)
+
+// Limits on the free-text and name fields of a call.
+const (
+	MaxNameLen   = 128
+	MaxReasonLen = 4096
+	MaxThreadLen = 128
+)
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
+
+// Refusal is why a request was refused; Reason is the sentence recorded in
+// the `invalid` event and returned to the agent.
+type Refusal struct {
+	Reason string
+}
+
+func (r *Refusal) Error() string { return r.Reason }
+
+func refuse(format string, args ...any) *Refusal { return &Refusal{Reason: fmt.Sprintf(format, args...)} }
+
+// Request checks one message received on airlock.evt.<agent>.<call>.requested.
+// It returns the normalized call (server and tool split from "server__tool",
+// revision defaulted, ids filled from the subject) or a Refusal.
+func Request(subj string, data []byte, header nats.Header, maxBytes int) (*airlockv1.ToolCall, *Refusal) {
+	if len(data) > maxBytes {
+		return nil, refuse("request is %d bytes, over the %d-byte limit: pass large inputs by reference (a path or URL) instead of inline", len(data), maxBytes)
+	}
+	p, err := subject.Parse(subj)
+	if err != nil {
+		return nil, refuse("bad subject: %v", err)
+	}
+	if envelope.IsJSON(header) {
+		if r := checkJSONShape(data); r != nil {
+			return nil, r
+		}
+	}
+	ev, err := envelope.Decode(data, header)
+	if err != nil {
+		return nil, refuse("request does not decode as an airlock.v1.Event (protobuf, or protojson with Content-Type: application/json): %v", err)
+	}
+	req := ev.GetRequested()
+	if req == nil {
+		return nil, refuse("request body must be \"requested\", got %q", envelope.TypeOf(ev))
+	}
+	call := req.GetCall()
+	if call == nil {
+		return nil, refuse("request has no call: set requested.call")
+	}
+	for _, c := range []struct{ field, inEvent, inCall, fromSubject string }{
+		{"agent_id", ev.AgentId, call.AgentId, p.Agent},
+		{"call_id", ev.CallId, call.CallId, p.Call},
+	} {
+		for _, v := range []string{c.inEvent, c.inCall} {
+			if v != "" && v != c.fromSubject {
+				return nil, refuse("%s %q does not match the subject's %q: publish on airlock.evt.<agent_id>.<call_id>.requested", c.field, v, c.fromSubject)
+			}
+		}
+	}
+	call.AgentId, call.CallId = p.Agent, p.Call
+	if call.Revision == 0 {
+		call.Revision = 1
+	}
+	if ev.Revision != 0 && ev.Revision != call.Revision {
+		return nil, refuse("event revision %d does not match call revision %d", ev.Revision, call.Revision)
+	}
+	if err := Call(call); err != nil {
+		return nil, err
+	}
+	return call, nil
+}
+
+// Call validates and normalizes a call's own fields. The SDK runs it before
+// publishing, so most mistakes are caught without a round trip.
+func Call(call *airlockv1.ToolCall) *Refusal {
+	if err := ids.Validate("agent id", call.AgentId); err != nil {
+		return refuse("%v", err)
+	}
+	if err := ids.Validate("call id", call.CallId); err != nil {
+		return refuse("%v", err)
+	}
+	if call.Server == "" {
+		if srv, tool, ok := strings.Cut(call.Tool, "__"); ok {
+			call.Server, call.Tool = srv, tool
+		}
+	}
+	if call.Tool == "" {
+		return refuse("tool is required: name the tool to run, e.g. \"fs__read_file\" or server \"fs\" and tool \"read_file\"")
+	}
+	if call.Server == "" {
+		return refuse("server is required: name it, or use a qualified tool name such as \"fs__read_file\"")
+	}
+	for _, f := range []struct{ name, v string }{{"server", call.Server}, {"tool", call.Tool}} {
+		if len(f.v) > MaxNameLen || !namePattern.MatchString(f.v) {
+			return refuse("%s %q must be 1-%d characters from A-Z a-z 0-9 _ . : -", f.name, truncate(f.v, 40), MaxNameLen)
+		}
+	}
+	if strings.Contains(call.Server, "__") {
+		return refuse("server %q must not contain \"__\": that separates server from tool", call.Server)
+	}
+	if len(call.ThreadId) > MaxThreadLen || !utf8.ValidString(call.ThreadId) {
+		return refuse("thread_id must be valid UTF-8 of at most %d bytes", MaxThreadLen)
+	}
+	if len(call.Reason) > MaxReasonLen {
+		return refuse("reason is %d bytes: keep it under %d", len(call.Reason), MaxReasonLen)
+	}
+	if call.Arguments == nil {
+		call.Arguments = &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	}
+	if call.Revision == 0 {
+		call.Revision = 1
+	}
+	return nil
+}
+
+// checkJSONShape gives a precise reason for the commonest protojson mistake,
+// arguments that are not an object, before the generic decoder error.
+func checkJSONShape(data []byte) *Refusal {
+	var top struct {
+		Requested *struct {
+			Call *struct {
+				Arguments json.RawMessage `json:"arguments"`
+			} `json:"call"`
+		} `json:"requested"`
+	}
+	if err := json.Unmarshal(data, &top); err != nil {
+		return refuse("request is not valid JSON: %v", err)
+	}
+	if top.Requested == nil || top.Requested.Call == nil || len(top.Requested.Call.Arguments) == 0 {
+		return nil
+	}
+	if a := strings.TrimSpace(string(top.Requested.Call.Arguments)); a != "null" && !strings.HasPrefix(a, "{") {
+		return refuse("arguments must be a JSON object such as {\"path\": \"/tmp/x\"}, got %s", truncate(a, 40))
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// InvalidEvent builds the `invalid` event for a refused request, published on
+// the same agent and call tokens so the agent sees it, with an id derived
+// from the stream sequence so a redelivered request is refused once.
+func InvalidEvent(subj string, seq uint64, data []byte, r *Refusal) (*airlockv1.Event, bool) {
+	tokens := strings.Split(subj, ".")
+	if len(tokens) != 5 || ids.Validate("agent id", tokens[2]) != nil || ids.Validate("call id", tokens[3]) != nil {
+		// Nowhere valid to answer; record it under the system agent.
+		tokens = []string{"airlock", "evt", subject.SystemAgent, "_invalid", subject.Invalid}
+	}
+	excerpt := string(data)
+	if len(excerpt) > 256 {
+		excerpt = excerpt[:256]
+	}
+	if !utf8.ValidString(excerpt) {
+		excerpt = strings.ToValidUTF8(excerpt, "?")
+	}
+	return &airlockv1.Event{
+		EventId: fmt.Sprintf("invalid.%d", seq),
+		AgentId: tokens[2],
+		CallId:  tokens[3],
+		Actor:   &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "ingress"},
+		Body:    &airlockv1.Event_Invalid{Invalid: &airlockv1.Invalid{Reason: r.Reason, RawExcerpt: excerpt}},
+	}, true
+}

@@ -1,0 +1,105 @@
+// Package obs is logging, metrics and health, the same for every service.
+package obs
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/airlock-gate/airlock/services/shared/config"
+)
+
+// NewLogger returns a slog logger writing to w in the configured format and level.
+func NewLogger(cfg config.Log, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.Level)); err != nil {
+		return nil, fmt.Errorf("log.level %q: use debug, info, warn or error", cfg.Level)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(cfg.Format) {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("log.format %q: use text or json", cfg.Format)
+	}
+}
+
+// Metrics are the instruments every service shares; services label them
+// with their own name. One Metrics per process, passed in, never global.
+type Metrics struct {
+	Registry *prometheus.Registry
+	// Handled counts messages a service processed, by outcome (ok, retry, dropped).
+	Handled *prometheus.CounterVec
+	// Latency of handling one message, in seconds.
+	Latency *prometheus.HistogramVec
+	// Published counts events published, by type.
+	Published *prometheus.CounterVec
+}
+
+// NewMetrics builds the registry with Go and process collectors and the shared instruments.
+func NewMetrics() *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := &Metrics{
+		Registry: reg,
+		Handled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "airlock_messages_handled_total", Help: "Messages handled by a service, by outcome.",
+		}, []string{"service", "outcome"}),
+		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "airlock_handle_seconds", Help: "Time to handle one message.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10),
+		}, []string{"service"}),
+		Published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "airlock_events_published_total", Help: "Lifecycle events published, by type.",
+		}, []string{"service", "type"}),
+	}
+	reg.MustRegister(m.Handled, m.Latency, m.Published)
+	return m
+}
+
+// Observe records one handled message.
+func (m *Metrics) Observe(service, outcome string, started time.Time) {
+	m.Handled.WithLabelValues(service, outcome).Inc()
+	m.Latency.WithLabelValues(service).Observe(time.Since(started).Seconds())
+}
+
+// MetricsHandler serves the registry in the Prometheus text format.
+func (m *Metrics) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// Health reports a process's readiness: the NATS connection and the services it runs.
+type Health struct {
+	NC       *nats.Conn
+	Services []string
+	Started  time.Time
+}
+
+// ServeHTTP answers 200 with JSON while NATS is connected, 503 otherwise.
+func (h Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	status, code := "ok", http.StatusOK
+	natsStatus := "none"
+	if h.NC != nil {
+		natsStatus = strings.ToLower(h.NC.Status().String())
+		if !h.NC.IsConnected() {
+			status, code = "degraded", http.StatusServiceUnavailable
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"status": status, "nats": natsStatus, "services": h.Services,
+		"uptime_seconds": int(time.Since(h.Started).Seconds()),
+	})
+}

@@ -1,0 +1,57 @@
+package subject
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestEventBuildsAndParsesRoundTrip(t *testing.T) {
+	s, err := Event("agent-1", "call_42", Approved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s != "airlock.evt.agent-1.call_42.approved" {
+		t.Fatalf("got %q", s)
+	}
+	p, err := Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p != (Parsed{Agent: "agent-1", Call: "call_42", Type: Approved}) {
+		t.Fatalf("got %+v", p)
+	}
+}
+
+func TestEventRefusesBadInput(t *testing.T) {
+	tests := []struct {
+		name, agent, call, typ, want string
+	}{
+		{"rejects_dot_in_agent", "a.b", "c", Requested, "characters outside"},
+		{"rejects_wildcard_in_call", "a", "*", Requested, "characters outside"},
+		{"rejects_empty_agent", "", "c", Requested, "empty"},
+		{"rejects_long_call", "a", strings.Repeat("x", 65), Requested, "limit is 64"},
+		{"rejects_unknown_type", "a", "c", "exploded", "unknown event type"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Event(tt.agent, tt.call, tt.typ)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Event(%q,%q,%q) error = %v, want it to mention %q", tt.agent, tt.call, tt.typ, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseRefusesForeignSubjects(t *testing.T) {
+	for _, s := range []string{"airlock.evt.a.b", "other.evt.a.b.requested", "airlock.evt.a.b.c.requested", "airlock.evt.a$.b.requested"} {
+		if _, err := Parse(s); err == nil {
+			t.Errorf("Parse(%q) accepted it", s)
+		}
+	}
+}
+
+func TestTypesAreEveryEventBody(t *testing.T) {
+	if len(Types) != 16 {
+		t.Fatalf("SPEC §3 lists 16 event types, Types has %d", len(Types))
+	}
+}

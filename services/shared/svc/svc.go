@@ -1,0 +1,40 @@
+// Package svc defines what an airlock service is built from and how it runs,
+// so `airlock dev` and `airlock serve <name>` start every service the same way.
+package svc
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/obs"
+)
+
+// Deps are the connections and settings a service is constructed with.
+// Every field is set by the caller; services keep no package-level state.
+type Deps struct {
+	Config  config.Config
+	Log     *slog.Logger
+	NC      *nats.Conn
+	JS      jetstream.JetStream
+	Metrics *obs.Metrics
+}
+
+// Publisher returns an event publisher whose ce-source is "airlock/<service>".
+func (d Deps) Publisher(service string) *envelope.Publisher {
+	return envelope.NewPublisher(d.JS, "airlock/"+service)
+}
+
+// Service is a long-running airlock service.
+type Service interface {
+	// Name is the service's short name ("policy", "executor", ...).
+	Name() string
+	// Run processes messages until ctx is canceled, then stops its consumers
+	// (letting in-flight work finish) and returns. A non-nil error means the
+	// service could not run at all.
+	Run(ctx context.Context) error
+}

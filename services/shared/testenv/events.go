@@ -1,0 +1,102 @@
+package testenv
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+)
+
+// Events returns every event currently stored on subjects matching filter,
+// in stream order. It fails the test on a message that does not decode.
+func Events(t testing.TB, js jetstream.JetStream, filter string) []*airlockv1.Event {
+	t.Helper()
+	var out []*airlockv1.Event
+	for _, m := range Messages(t, js, filter) {
+		ev, err := envelope.Decode(m.Data(), m.Headers())
+		if err != nil {
+			t.Fatalf("undecodable event on %s: %v", m.Subject(), err)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// SubjectTypes returns the event type token of every message stored on
+// filter, in stream order, whether or not its body decodes.
+func SubjectTypes(t testing.TB, js jetstream.JetStream, filter string) []string {
+	t.Helper()
+	var out []string
+	for _, m := range Messages(t, js, filter) {
+		out = append(out, m.Subject()[strings.LastIndex(m.Subject(), ".")+1:])
+	}
+	return out
+}
+
+// Messages returns every message currently stored on filter, in stream order.
+func Messages(t testing.TB, js jetstream.JetStream, filter string) []jetstream.Msg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cons, err := js.OrderedConsumer(ctx, config.Default().Stream.Name, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []jetstream.Msg
+	for pending := info.NumPending; pending > 0; {
+		batch, err := cons.Fetch(int(min(pending, 500)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			out = append(out, m)
+			meta, _ := m.Metadata()
+			pending = meta.NumPending
+		}
+		if n == 0 {
+			break
+		}
+	}
+	return out
+}
+
+// Types lists the event types of evs in order.
+func Types(evs []*airlockv1.Event) []string {
+	out := make([]string, len(evs))
+	for i, ev := range evs {
+		out[i] = envelope.TypeOf(ev)
+	}
+	return out
+}
+
+// WaitForEvent waits until an event of type typ is stored on filter and returns it.
+func WaitForEvent(t testing.TB, js jetstream.JetStream, filter, typ string, timeout time.Duration) *airlockv1.Event {
+	t.Helper()
+	var found *airlockv1.Event
+	Eventually(t, timeout, "a "+typ+" event on "+filter, func() bool {
+		for _, m := range Messages(t, js, filter) {
+			if strings.HasSuffix(m.Subject(), "."+typ) {
+				ev, err := envelope.Decode(m.Data(), m.Headers())
+				if err != nil {
+					t.Fatalf("undecodable %s event: %v", typ, err)
+				}
+				found = ev
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}

@@ -1,0 +1,159 @@
+// Package testenv starts real embedded NATS servers for tests: one server
+// with a file store in a temp dir that can be restarted on the same data, or
+// a 3-node cluster. Nothing about the bus is mocked.
+package testenv
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/embedded"
+	"github.com/airlock-gate/airlock/services/shared/obs"
+	"github.com/airlock-gate/airlock/services/shared/svc"
+)
+
+// NATS is an embedded server for one test.
+type NATS struct {
+	t      testing.TB
+	Server *embedded.Server
+	Dir    string
+	port   int
+}
+
+// StartNATS starts a JetStream server on a free loopback port with its store
+// in a temp dir; it is stopped when the test ends.
+func StartNATS(t testing.TB) *NATS {
+	t.Helper()
+	n := &NATS{t: t, Dir: t.TempDir()}
+	s, err := embedded.Start(embedded.Options{Port: -1, StoreDir: n.Dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Server = s
+	n.port = s.Options().Port
+	t.Cleanup(func() { n.Server.Stop() })
+	return n
+}
+
+// URL is the server's client URL; it stays the same across Restart.
+func (n *NATS) URL() string { return n.Server.URL() }
+
+// Restart stops the server and starts it again on the same port and data dir.
+func (n *NATS) Restart() {
+	n.t.Helper()
+	n.Server.Stop()
+	var err error
+	for i := 0; i < 50; i++ { // the port can take a moment to be free again
+		n.Server, err = embedded.Start(embedded.Options{Port: n.port, StoreDir: n.Dir})
+		if err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	n.t.Fatalf("restart NATS: %v", err)
+}
+
+// Config returns the default configuration pointed at url, with a short
+// sweep interval so time-based tests run quickly.
+func Config(url string) config.Config {
+	cfg := config.Default()
+	cfg.NATS.URL = url
+	cfg.NATS.ReconnectWait = 50 * time.Millisecond
+	cfg.Approval.SweepInterval = 50 * time.Millisecond
+	return cfg
+}
+
+// Deps connects to url, provisions the stream and buckets, and returns the
+// dependencies a service is built from. The connection is drained when the
+// test ends.
+func Deps(t testing.TB, cfg config.Config) svc.Deps {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	log := Logger(t)
+	nc, err := bus.Connect(ctx, cfg.NATS, "test", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bus.Drain(nc, 5*time.Second) })
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.Provision(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return svc.Deps{Config: cfg, Log: log, NC: nc, JS: js, Metrics: obs.NewMetrics()}
+}
+
+// Connect opens a plain client connection, closed when the test ends.
+func Connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+// Logger writes to the test log when AIRLOCK_TEST_LOG is set, else discards.
+func Logger(t testing.TB) *slog.Logger {
+	if os.Getenv("AIRLOCK_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// RunService runs s until the test ends (or stop is called) and fails the
+// test if it returns an error.
+func RunService(t testing.TB, s svc.Service) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	var stopped bool
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("service %s: %v", s.Name(), err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("service %s did not stop within 15s", s.Name())
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// Eventually polls cond every 20ms until it is true or timeout passes.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", timeout, what)
+}
