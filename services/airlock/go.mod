@@ -3,6 +3,12 @@ module github.com/airlock-gate/airlock/services/airlock
 go 1.26.0
 
 require (
+	github.com/airlock-gate/airlock/policies v0.0.0
+	github.com/airlock-gate/airlock/services/approval v0.0.0
+	github.com/airlock-gate/airlock/services/audit v0.0.0
+	github.com/airlock-gate/airlock/services/console v0.0.0
+	github.com/airlock-gate/airlock/services/executor v0.0.0
+	github.com/airlock-gate/airlock/services/slack v0.0.0
 	github.com/airlock-gate/airlock/sdk v0.0.0
 	github.com/airlock-gate/airlock/services/policy v0.0.0
 	github.com/airlock-gate/airlock/services/shared v0.0.0
@@ -45,6 +51,12 @@ require (
 )
 
 replace (
+	github.com/airlock-gate/airlock/policies => ../../policies
+	github.com/airlock-gate/airlock/services/approval => ../approval
+	github.com/airlock-gate/airlock/services/audit => ../audit
+	github.com/airlock-gate/airlock/services/console => ../console
+	github.com/airlock-gate/airlock/services/executor => ../executor
+	github.com/airlock-gate/airlock/services/slack => ../slack
 	github.com/airlock-gate/airlock/proto => ../../proto
 	github.com/airlock-gate/airlock/sdk => ../../sdk
 	github.com/airlock-gate/airlock/services/policy => ../policy

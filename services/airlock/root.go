@@ -38,6 +38,7 @@ func newRootCmd() *cobra.Command {
 		newDevCmd(g),
 		newServeCmd(g),
 		newCallCmd(g),
+		newBenchCmd(g),
 	)
 	return root
 }

@@ -1,0 +1,82 @@
+// Package approvalapi is the client every front-end (console, Slack, CLI,
+// REST) uses to reach the approval service's endpoints. The service alone
+// authorizes; callers pass the principal they authenticated.
+package approvalapi
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/rpc"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+)
+
+// Service is the micro service name; endpoints are airlock.api.approval.<name>.
+const Service = "approval"
+
+// Endpoint names.
+const (
+	List          = "list"
+	Get           = "get"
+	Decide        = "decide"
+	Cancel        = "cancel"
+	ApproveThread = "approve_thread"
+	GrantsCreate  = "grants.create"
+	GrantsList    = "grants.list"
+	GrantsRevoke  = "grants.revoke"
+)
+
+// Subject of an endpoint.
+func Subject(endpoint string) string { return subject.API(Service, endpoint) }
+
+// Client calls the approval service over NATS.
+type Client struct{ nc *nats.Conn }
+
+// New returns a client over nc.
+func New(nc *nats.Conn) *Client { return &Client{nc: nc} }
+
+func (c *Client) List(ctx context.Context, req *airlockv1.ListRequest) (*airlockv1.ListResponse, error) {
+	resp := &airlockv1.ListResponse{}
+	return resp, rpc.Call(ctx, c.nc, Subject(List), req, resp)
+}
+
+func (c *Client) Get(ctx context.Context, callID string) (*airlockv1.ApprovalRecord, error) {
+	resp := &airlockv1.GetResponse{}
+	err := rpc.Call(ctx, c.nc, Subject(Get), &airlockv1.GetRequest{CallId: callID}, resp)
+	return resp.GetRecord(), err
+}
+
+func (c *Client) Decide(ctx context.Context, req *airlockv1.DecideRequest) (*airlockv1.DecideResponse, error) {
+	resp := &airlockv1.DecideResponse{}
+	return resp, rpc.Call(ctx, c.nc, Subject(Decide), req, resp)
+}
+
+func (c *Client) Cancel(ctx context.Context, req *airlockv1.CancelRequest) (*airlockv1.CancelResponse, error) {
+	resp := &airlockv1.CancelResponse{}
+	return resp, rpc.Call(ctx, c.nc, Subject(Cancel), req, resp)
+}
+
+func (c *Client) ApproveThread(ctx context.Context, req *airlockv1.ApproveThreadRequest) (*airlockv1.ApproveThreadResponse, error) {
+	resp := &airlockv1.ApproveThreadResponse{}
+	return resp, rpc.Call(ctx, c.nc, Subject(ApproveThread), req, resp)
+}
+
+func (c *Client) CreateGrant(ctx context.Context, req *airlockv1.CreateGrantRequest) (*airlockv1.StandingGrant, error) {
+	resp := &airlockv1.CreateGrantResponse{}
+	err := rpc.Call(ctx, c.nc, Subject(GrantsCreate), req, resp)
+	return resp.GetGrant(), err
+}
+
+func (c *Client) ListGrants(ctx context.Context, includeInactive bool) ([]*airlockv1.StandingGrant, error) {
+	resp := &airlockv1.ListGrantsResponse{}
+	err := rpc.Call(ctx, c.nc, Subject(GrantsList), &airlockv1.ListGrantsRequest{IncludeInactive: includeInactive}, resp)
+	return resp.GetGrants(), err
+}
+
+func (c *Client) RevokeGrant(ctx context.Context, req *airlockv1.RevokeGrantRequest) (*airlockv1.StandingGrant, error) {
+	resp := &airlockv1.RevokeGrantResponse{}
+	err := rpc.Call(ctx, c.nc, Subject(GrantsRevoke), req, resp)
+	return resp.GetGrant(), err
+}
