@@ -97,9 +97,9 @@ func (c *Client) Await(ctx context.Context, callID string) (Outcome, error) {
 
 // follower folds a call's events into the outcome of each revision.
 type follower struct {
-	callID   string
-	latest   uint32
-	ends     map[uint32]Outcome
+	callID string
+	latest uint32
+	ends   map[uint32]Outcome
 }
 
 func (f *follower) add(ev *airlockv1.Event) {

@@ -89,4 +89,3 @@ func Generate(ctx context.Context, root string) (map[string][]byte, error) {
 }
 
 func strPtr(s string) *string { return &s }
-

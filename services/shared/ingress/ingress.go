@@ -36,7 +36,9 @@ type Refusal struct {
 
 func (r *Refusal) Error() string { return r.Reason }
 
-func refuse(format string, args ...any) *Refusal { return &Refusal{Reason: fmt.Sprintf(format, args...)} }
+func refuse(format string, args ...any) *Refusal {
+	return &Refusal{Reason: fmt.Sprintf(format, args...)}
+}
 
 // Request checks one message received on airlock.evt.<agent>.<call>.requested.
 // It returns the normalized call (server and tool split from "server__tool",
