@@ -497,13 +497,17 @@ type StandingGrant struct {
 	// Argument constraints: JSON pointer → glob the value must match.
 	ArgumentGlobs map[string]string `protobuf:"bytes,5,rep,name=argument_globs,json=argumentGlobs,proto3" json:"argument_globs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Remaining uses; 0 means unlimited.
-	UsesLeft      uint32                 `protobuf:"varint,6,opt,name=uses_left,json=usesLeft,proto3" json:"uses_left,omitempty"`
-	LimitedUses   bool                   `protobuf:"varint,7,opt,name=limited_uses,json=limitedUses,proto3" json:"limited_uses,omitempty"`
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	CreatedBy     *Actor                 `protobuf:"bytes,9,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	FromCallId    string                 `protobuf:"bytes,11,opt,name=from_call_id,json=fromCallId,proto3" json:"from_call_id,omitempty"`
-	Revoked       bool                   `protobuf:"varint,12,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	UsesLeft    uint32                 `protobuf:"varint,6,opt,name=uses_left,json=usesLeft,proto3" json:"uses_left,omitempty"`
+	LimitedUses bool                   `protobuf:"varint,7,opt,name=limited_uses,json=limitedUses,proto3" json:"limited_uses,omitempty"`
+	ExpiresAt   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	CreatedBy   *Actor                 `protobuf:"bytes,9,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	CreatedAt   *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	FromCallId  string                 `protobuf:"bytes,11,opt,name=from_call_id,json=fromCallId,proto3" json:"from_call_id,omitempty"`
+	Revoked     bool                   `protobuf:"varint,12,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	// "<call>.<revision>" keys that used this grant (most recent last, bounded),
+	// so a redelivered request never spends a use twice.
+	UsedBy        []string `protobuf:"bytes,13,rep,name=used_by,json=usedBy,proto3" json:"used_by,omitempty"`
+	RevokedBy     *Actor   `protobuf:"bytes,14,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -622,6 +626,20 @@ func (x *StandingGrant) GetRevoked() bool {
 	return false
 }
 
+func (x *StandingGrant) GetUsedBy() []string {
+	if x != nil {
+		return x.UsedBy
+	}
+	return nil
+}
+
+func (x *StandingGrant) GetRevokedBy() *Actor {
+	if x != nil {
+		return x.RevokedBy
+	}
+	return nil
+}
+
 var File_airlock_v1_record_proto protoreflect.FileDescriptor
 
 const file_airlock_v1_record_proto_rawDesc = "" +
@@ -667,7 +685,7 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\vfinished_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x18\n" +
-	"\aoutcome\x18\v \x01(\tR\aoutcome\"\xa1\x04\n" +
+	"\aoutcome\x18\v \x01(\tR\aoutcome\"\xec\x04\n" +
 	"\rStandingGrant\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
@@ -685,7 +703,10 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12 \n" +
 	"\ffrom_call_id\x18\v \x01(\tR\n" +
 	"fromCallId\x12\x18\n" +
-	"\arevoked\x18\f \x01(\bR\arevoked\x1a@\n" +
+	"\arevoked\x18\f \x01(\bR\arevoked\x12\x17\n" +
+	"\aused_by\x18\r \x03(\tR\x06usedBy\x120\n" +
+	"\n" +
+	"revoked_by\x18\x0e \x01(\v2\x11.airlock.v1.ActorR\trevokedBy\x1a@\n" +
 	"\x12ArgumentGlobsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xbb\x02\n" +
@@ -755,11 +776,12 @@ var file_airlock_v1_record_proto_depIdxs = []int32{
 	9,  // 15: airlock.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
 	11, // 16: airlock.v1.StandingGrant.created_by:type_name -> airlock.v1.Actor
 	9,  // 17: airlock.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	11, // 18: airlock.v1.StandingGrant.revoked_by:type_name -> airlock.v1.Actor
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_record_proto_init() }
