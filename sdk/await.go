@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -56,43 +60,108 @@ func (o Outcome) Completed() bool { return o.Status == StatusCompleted }
 // starts after the outcome was published, after the agent restarted, and
 // across NATS reconnects. It returns when ctx ends without an outcome.
 func (c *Client) Await(ctx context.Context, callID string) (Outcome, error) {
-	cons, err := c.js.OrderedConsumer(ctx, c.stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject.OfCall(c.agent, callID)},
-	})
-	if err != nil {
-		return Outcome{}, fmt.Errorf("await call %s: %w", callID, err)
-	}
 	f := follower{callID: callID, ends: map[uint32]Outcome{}}
+	var lastSeq uint64
 	for {
-		if err := ctx.Err(); err != nil {
-			return Outcome{}, fmt.Errorf("await call %s: %w", callID, err)
+		out, done, err := c.follow(ctx, callID, &f, &lastSeq)
+		if done || err != nil {
+			return out, err
 		}
-		fetchCtx, cancel := context.WithTimeout(ctx, pollInterval)
-		m, err := cons.Next(jetstream.FetchContext(fetchCtx))
-		cancel()
+		// The call was quiet for a while: recreate the consumer from where we
+		// were. nats.go's ordered consumer resets itself on missed
+		// heartbeats, but during a cluster leader change it can stall
+		// silently; a fresh consumer costs one request per idle period.
+	}
+}
+
+// follow reads the call's events from lastSeq+1 until an outcome (done), an
+// error, or idleRecreate passes without a message (neither). It uses a
+// plain ephemeral consumer (memory, R1, no acks) it controls fully, rather
+// than nats.go's ordered consumer, whose reset can stall silently while a
+// cluster elects a new stream leader.
+func (c *Client) follow(ctx context.Context, callID string, f *follower, lastSeq *uint64) (Outcome, bool, error) {
+	cc := jetstream.ConsumerConfig{
+		Name:              ids.New("await"),
+		FilterSubject:     subject.OfCall(c.agent, callID),
+		AckPolicy:         jetstream.AckNonePolicy,
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		InactiveThreshold: 2 * idleRecreate,
+		MemoryStorage:     true,
+		Replicas:          1,
+	}
+	if *lastSeq > 0 {
+		cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, *lastSeq+1
+	}
+	cctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	cons, err := c.js.CreateConsumer(cctx, c.stream, cc)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return Outcome{}, false, fmt.Errorf("await call %s: %w", callID, ctx.Err())
+		}
+		if isPermanent(err) {
+			return Outcome{}, false, fmt.Errorf("await call %s: %w", callID, err)
+		}
+		// The cluster may be electing a leader or the connection reconnecting.
+		select {
+		case <-ctx.Done():
+		case <-time.After(heartbeat):
+		}
+		return Outcome{}, false, nil
+	}
+	defer func() {
+		dctx, dcancel := context.WithTimeout(context.Background(), requestTimeout)
+		defer dcancel()
+		_ = c.js.DeleteConsumer(dctx, c.stream, cc.Name) // best effort: InactiveThreshold cleans up otherwise
+	}()
+	lastMsg := time.Now()
+	reconnects := c.nc.Stats().Reconnects
+	for {
+		fctx, fcancel := context.WithTimeout(ctx, heartbeat)
+		m, err := cons.Next(jetstream.FetchContext(fctx))
+		fcancel()
+		if ctx.Err() != nil {
+			return Outcome{}, false, fmt.Errorf("await call %s: %w", callID, ctx.Err())
+		}
 		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, jetstream.ErrNoMessages) {
-				continue
+			// Recreate after a reconnect (the server may have lost the
+			// in-memory consumer), after a long quiet spell, or on any other error.
+			if c.nc.Stats().Reconnects != reconnects || time.Since(lastMsg) > idleRecreate ||
+				!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
+				return Outcome{}, false, nil // recreate from lastSeq+1
 			}
-			// Connection trouble: the ordered consumer resumes where it was.
 			continue
+		}
+		lastMsg = time.Now()
+		meta, _ := m.Metadata()
+		if meta != nil {
+			*lastSeq = meta.Sequence.Stream
 		}
 		ev, err := envelope.Decode(m.Data(), m.Headers())
 		if err != nil {
 			continue // an undecodable message is the policy service's to refuse, not ours
 		}
 		f.add(ev)
-		meta, _ := m.Metadata()
 		if meta != nil && meta.NumPending > 0 {
 			continue // still catching up: a later revision may follow
 		}
 		if out, ok := f.ends[f.latest]; ok {
 			if out.Status == StatusInvalid {
-				return out, fmt.Errorf("%w: %s", ErrInvalid, out.Reason)
+				return out, true, fmt.Errorf("%w: %s", ErrInvalid, out.Reason)
 			}
-			return out, nil
+			return out, true, nil
 		}
 	}
+}
+
+// isPermanent reports errors that retrying will not fix: no such stream,
+// or no permission to read this call.
+func isPermanent(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.Code == 403 || apiErr.Code == 404 && apiErr.ErrorCode == jetstream.JSErrCodeStreamNotFound) {
+		return true
+	}
+	return errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(err.Error(), "Permissions Violation")
 }
 
 // follower folds a call's events into the outcome of each revision.

@@ -155,5 +155,12 @@ func (c *Client) Do(ctx context.Context, call Call) (Outcome, error) {
 	return c.Await(ctx, id)
 }
 
-// pollInterval bounds how long Await waits on a quiet call before checking ctx.
-const pollInterval = time.Second
+// heartbeat bounds one wait for the next message of an awaited call.
+const heartbeat = time.Second
+
+// requestTimeout bounds one JetStream API request.
+const requestTimeout = 5 * time.Second
+
+// idleRecreate is how long Await waits on a quiet call before recreating
+// its consumer, in case it stalled unnoticed.
+const idleRecreate = 10 * time.Second

@@ -30,6 +30,10 @@ type Options struct {
 	Routes      []string
 	// Log enables the server's own logging to stderr.
 	Log bool
+	// ConfigFile, when set, is a nats-server configuration (accounts, users,
+	// permissions, ...) read first; the fields above override its listen and
+	// store settings.
+	ConfigFile string
 }
 
 // Server is a running embedded NATS server.
@@ -46,18 +50,17 @@ func Start(o Options) (*Server, error) {
 	if o.Name == "" {
 		o.Name = "airlock-dev"
 	}
-	so := &server.Options{
-		ServerName:   o.Name,
-		Host:         o.Host,
-		Port:         o.Port,
-		JetStream:    true,
-		StoreDir:     o.StoreDir,
-		SyncAlways:   o.SyncAlways,
-		SyncInterval: o.SyncInterval,
-		NoSigs:       true,
-		NoLog:        !o.Log,
-		MaxPayload:   8 << 20,
+	so := &server.Options{}
+	if o.ConfigFile != "" {
+		var err error
+		if so, err = server.ProcessConfigFile(o.ConfigFile); err != nil {
+			return nil, fmt.Errorf("read NATS config %s: %w", o.ConfigFile, err)
+		}
 	}
+	so.ServerName, so.Host, so.Port = o.Name, o.Host, o.Port
+	so.JetStream, so.StoreDir = true, o.StoreDir
+	so.SyncAlways, so.SyncInterval = o.SyncAlways, o.SyncInterval
+	so.NoSigs, so.NoLog, so.MaxPayload = true, !o.Log, 8<<20
 	if o.ClusterName != "" {
 		so.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: o.Host, Port: o.ClusterPort}
 		so.Routes = server.RoutesFromStr(joinRoutes(o.Routes))
@@ -140,21 +143,26 @@ func StartCluster(dir string, n int) ([]*Server, error) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if servers[0].JetStreamIsClustered() && servers[0].JetStreamIsLeader() || anyLeader(servers) {
+		if clusterReady(servers) {
 			return servers, nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return servers, fmt.Errorf("cluster of %d did not elect a JetStream meta leader within 30s", n)
+	return servers, fmt.Errorf("cluster of %d did not elect a JetStream meta leader that knows every peer within 30s", n)
 }
 
-func anyLeader(servers []*Server) bool {
+// clusterReady: a meta leader exists, it knows every peer, and every node is current.
+func clusterReady(servers []*Server) bool {
+	leader := false
 	for _, s := range servers {
-		if s.Running() && s.JetStreamIsLeader() {
-			return true
+		if !s.JetStreamIsCurrent() {
+			return false
+		}
+		if s.JetStreamIsLeader() {
+			leader = len(s.JetStreamClusterPeers()) == len(servers)
 		}
 	}
-	return false
+	return leader
 }
 
 func joinRoutes(r []string) string {

@@ -1,0 +1,138 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/embedded"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+)
+
+// TestClusterSurvivesLossOfStreamLeader provisions R3 on a 3-node cluster,
+// starts following a call, kills the node leading the events stream, and
+// checks that publishing, KV compare-and-set and Await carry on.
+func TestClusterSurvivesLossOfStreamLeader(t *testing.T) {
+	servers, err := embedded.StartCluster(t.TempDir(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			if s.Running() {
+				s.Stop()
+			}
+		}
+	})
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, s.URL())
+	}
+	cfg := config.Default()
+	cfg.Stream.Replicas, cfg.Buckets.Replicas = 3, 3
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+
+	connect := func() (*nats.Conn, jetstream.JetStream) {
+		nc, err := nats.Connect(strings.Join(urls, ","), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, _ := jetstream.New(nc)
+		return nc, js
+	}
+	_, js := connect()
+	if _, err := bus.Provision(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	agentNC, _ := connect()
+	client, _ := airlock.New(agentNC, "bot")
+	id, err := client.Submit(ctx, airlock.Call{Tool: "demo__echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, cfg.Buckets.Executions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(ctx, id+".1", []byte("claimed")); err != nil {
+		t.Fatal(err)
+	}
+
+	got := make(chan airlock.Outcome, 1)
+	go func() {
+		o, err := client.Await(ctx, id)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- o
+	}()
+
+	s, err := js.Stream(ctx, cfg.Stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := s.CachedInfo().Cluster.Leader
+	killed := false
+	for _, srv := range servers {
+		if srv.Name() == leader {
+			srv.Stop()
+			killed = true
+		}
+	}
+	if !killed {
+		t.Fatalf("stream leader %q is not one of the servers", leader)
+	}
+
+	// The claim survives and still refuses a second claimant.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := kv.Create(actx, id+".1", []byte("second"))
+		acancel()
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			break
+		}
+		if err == nil {
+			t.Fatal("a second claim succeeded after failover")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("KV not usable 30s after losing a node: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	pub := envelope.NewPublisher(js, "airlock/executor")
+	done := &airlockv1.Event{EventId: envelope.EventID(id, 1, "result"), AgentId: "bot", CallId: id, Revision: 1,
+		Body: &airlockv1.Event_Completed{Completed: &airlockv1.Completed{ResultJson: `"after failover"`}}}
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := pub.Publish(pctx, done, "")
+		pcancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("publishing not possible 30s after losing a node: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	select {
+	case o := <-got:
+		if o.Status != airlock.StatusCompleted || string(o.Result) != `"after failover"` {
+			t.Fatalf("outcome %+v", o)
+		}
+	case <-ctx.Done():
+		t.Fatal("Await did not return after the stream leader was killed")
+	}
+}
