@@ -10,7 +10,10 @@ func newBenchCmd(g *globals) *cobra.Command {
 		Short: "Measure airlock against its quality bars (SPEC §8)",
 	}
 	cmd.AddCommand(
-	// bench subcommands are added here, one line each.
+		// bench subcommands are added here, one line each.
+		newBenchRoundtripCmd(g),
+		newBenchPolicyCmd(g),
+		newBenchAuditCmd(g),
 	)
 	return cmd
 }

@@ -84,20 +84,25 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		ln.Close()
 		return err
 	}
+	consoleText, err := bootstrapConsole(ctx, &deps, cfg.Dev.DataDir, ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	names := serviceNames()
 	services, err := buildServices(ctx, deps, names)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	e := newHTTP(deps, names)
+	e := newHTTP(deps, names, services...)
 	fmt.Fprintf(os.Stdout, `airlock dev is running
   NATS      %s   (JetStream store %s, fsync %s)
   HTTP      http://%s   (/healthz, /metrics)
   services  %s
   data      %s
-Press Ctrl-C to stop.
-`, ns.URL(), filepath.Join(cfg.Dev.DataDir, "nats"), syncText(cfg.Dev.Sync), ln.Addr(), strings.Join(names, ", "), cfg.Dev.DataDir)
+%sPress Ctrl-C to stop.
+`, ns.URL(), filepath.Join(cfg.Dev.DataDir, "nats"), syncText(cfg.Dev.Sync), ln.Addr(), strings.Join(names, ", "), cfg.Dev.DataDir, consoleText)
 	err = run(ctx, deps, services, e, ln)
 	fmt.Fprintln(os.Stdout, "airlock dev stopped")
 	return err

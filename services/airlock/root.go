@@ -39,6 +39,10 @@ func newRootCmd() *cobra.Command {
 		newServeCmd(g),
 		newCallCmd(g),
 		newBenchCmd(g),
+		newApprovalsCmd(g),
+		newUsersCmd(g),
+		newAuditCmd(g),
+		newPolicyCmd(g),
 	)
 	return root
 }

@@ -44,7 +44,7 @@ replicas as you like: they share durable consumers and KV state.`,
 				return err
 			}
 			log.Info("serving", "services", names, "nats", cfg.NATS.URL, "http", ln.Addr().String())
-			return run(cmd.Context(), deps, services, newHTTP(deps, names), ln)
+			return run(cmd.Context(), deps, services, newHTTP(deps, names, services...), ln)
 		},
 	}
 	cmd.Flags().StringVar(&httpAddr, "http", "127.0.0.1:8080", "address for /healthz and /metrics (and the console if served)")

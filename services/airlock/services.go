@@ -13,6 +13,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/airlock-gate/airlock/services/approval"
+	"github.com/airlock-gate/airlock/services/audit"
+	"github.com/airlock-gate/airlock/services/console"
+	"github.com/airlock-gate/airlock/services/executor"
 	"github.com/airlock-gate/airlock/services/policy"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/obs"
@@ -24,6 +28,14 @@ import (
 func constructors() map[string]func(context.Context, svc.Deps) (svc.Service, error) {
 	return map[string]func(context.Context, svc.Deps) (svc.Service, error){
 		"policy": func(ctx context.Context, d svc.Deps) (svc.Service, error) { return policy.NewFromConfig(ctx, d) },
+		"approval": func(ctx context.Context, d svc.Deps) (svc.Service, error) {
+			return approval.NewFromConfig(ctx, d, notifiers(d)...)
+		},
+		"executor": func(ctx context.Context, d svc.Deps) (svc.Service, error) { return executor.NewFromConfig(ctx, d) },
+		"audit":    func(ctx context.Context, d svc.Deps) (svc.Service, error) { return audit.NewFromConfig(ctx, d) },
+		"console": func(ctx context.Context, d svc.Deps) (svc.Service, error) {
+			return console.New(ctx, d, console.Options{Audit: newConsoleAudit(d)})
+		},
 	}
 }
 
@@ -54,13 +66,20 @@ func buildServices(ctx context.Context, deps svc.Deps, names []string) ([]svc.Se
 }
 
 // newHTTP builds the process's HTTP server: /healthz and /metrics always;
-// the console and REST API when the console service runs here.
-func newHTTP(deps svc.Deps, names []string) *echo.Echo {
+// the console and REST API when the console service runs here (every
+// service with a Register(*echo.Echo) method mounts its routes).
+func newHTTP(deps svc.Deps, names []string, services ...svc.Service) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	health := obs.Health{NC: deps.NC, Services: names, Started: time.Now()}
 	e.GET("/healthz", echo.WrapHandler(health))
 	e.GET("/metrics", echo.WrapHandler(deps.Metrics.MetricsHandler()))
+	for _, s := range services {
+		if r, ok := s.(interface{ Register(*echo.Echo) }); ok {
+			r.Register(e)
+		}
+	}
+	mountSlack(e, deps)
 	return e
 }
 

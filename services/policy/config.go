@@ -3,25 +3,17 @@ package policy
 import (
 	"context"
 
-	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
-// NewFromConfig builds the policy service as configured.
-// TODO(policy issue): replace askEverything with the Rego engine.
+// NewFromConfig builds the policy service as configured: the Rego engine
+// (cfg.Policy.Dir or the built-in default policy, run-time rules from the
+// policy bucket, profile bindings from cfg.Policy.Profiles, standing grants)
+// and, because the engine can be edited, the rules endpoints.
 func NewFromConfig(ctx context.Context, deps svc.Deps) (*Service, error) {
 	e, err := NewEngine(ctx, deps)
 	if err != nil {
 		return nil, err
 	}
 	return New(deps, e), nil
-}
-
-// NewEngine builds the decision engine.
-func NewEngine(context.Context, svc.Deps) (Decider, error) { return askEverything{}, nil }
-
-type askEverything struct{}
-
-func (askEverything) Decide(context.Context, *airlockv1.ToolCall) *airlockv1.Decision {
-	return &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, Reason: "no policy engine yet"}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/consume"
@@ -42,8 +43,25 @@ func New(deps svc.Deps, decider Decider) *Service {
 // Name implements svc.Service.
 func (s *Service) Name() string { return "policy" }
 
-// Run implements svc.Service.
+// Run implements svc.Service. With the Rego Engine as decider it also
+// follows policy changes and serves the rules endpoints while it runs.
 func (s *Service) Run(ctx context.Context) error {
+	if e, ok := s.decider.(*Engine); ok {
+		api, err := e.serveAPI()
+		if err != nil {
+			return err
+		}
+		defer func() { _ = api.Stop() }()
+		ectx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- e.Run(ectx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				s.deps.Log.Error("policy watcher stopped", "err", err)
+			}
+		}()
+	}
 	return consume.Run(ctx, s.deps.JS, consume.Spec{
 		Service: "policy", Stream: s.deps.Config.Stream.Name, Durable: Durable,
 		FilterSubjects: []string{subject.OfType(subject.Requested)},
@@ -91,7 +109,15 @@ func DecisionEvent(call *airlockv1.ToolCall, d *airlockv1.Decision) *airlockv1.E
 	case airlockv1.Action_ACTION_ALLOW:
 		ev.Body = &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{Call: call, Decision: d}}
 	case airlockv1.Action_ACTION_ASK:
-		ev.Body = &airlockv1.Event_ApprovalRequested{ApprovalRequested: &airlockv1.ApprovalRequested{Call: call, Decision: d}}
+		ar := &airlockv1.ApprovalRequested{Call: call, Decision: d}
+		if d.GetDecidedAt() != nil {
+			timeout := DefaultTimeout
+			if d.GetTimeout().AsDuration() > 0 {
+				timeout = d.GetTimeout().AsDuration()
+			}
+			ar.Deadline = timestamppb.New(d.GetDecidedAt().AsTime().Add(timeout))
+		}
+		ev.Body = &airlockv1.Event_ApprovalRequested{ApprovalRequested: ar}
 	default:
 		ev.Body = &airlockv1.Event_Denied{Denied: &airlockv1.Denied{Call: call, Decision: d}}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -43,10 +44,12 @@ func BucketConfigs(cfg config.Buckets) []jetstream.KeyValueConfig {
 		}
 	}
 	return []jetstream.KeyValueConfig{
-		mk(cfg.Approvals, "approval state machine, one record per call"),
+		mk(cfg.Approvals, "approval state machine, one record per call revision"),
 		mk(cfg.Executions, "executor claims, one record per call revision"),
 		mk(cfg.Policy, "policy rules and data edited at run time"),
 		mk(cfg.Grants, "standing grants (always allow)"),
+		mk(cfg.Console, "console users, sessions and API tokens"),
+		slackSeen(mk(cfg.SlackSeen, "Slack interactions already handled and cards already posted")),
 	}
 }
 
@@ -117,4 +120,14 @@ func storage(s string) jetstream.StorageType {
 		return jetstream.MemoryStorage
 	}
 	return jetstream.FileStorage
+}
+
+// SlackSeenTTL is how long the Slack bucket remembers an entry. Slack
+// signatures are accepted up to 5 minutes either side of their timestamp, so
+// a payload can be replayed for up to 10 minutes after it was first seen.
+const SlackSeenTTL = 10 * time.Minute
+
+func slackSeen(kvc jetstream.KeyValueConfig) jetstream.KeyValueConfig {
+	kvc.TTL = SlackSeenTTL
+	return kvc
 }

@@ -9,9 +9,26 @@ type Approval struct {
 	// SweepInterval is how often deadlines, reminders and escalations are checked.
 	SweepInterval time.Duration `yaml:"sweep_interval"`
 	// Groups maps a group name to its member principals, for approvers like "group:oncall".
+	// Console users' groups (console.users[].groups) are added to these.
 	Groups map[string][]string `yaml:"groups"`
+	// DefaultApprovers decide calls whose policy decision names no approvers.
+	DefaultApprovers []string `yaml:"default_approvers"`
+	// NotifyTimeout bounds one delivery to one notification channel, so a
+	// slow channel delays nobody else.
+	NotifyTimeout time.Duration `yaml:"notify_timeout"`
+	// LogNotifier writes every announcement and outcome to the log (a channel named "log").
+	LogNotifier bool `yaml:"log_notifier"`
+	// Workers handle approval_requested/started/completed/failed events concurrently.
+	Workers int `yaml:"workers"`
 }
 
 func defaultApproval() Approval {
-	return Approval{DefaultTimeout: 5 * time.Minute, SweepInterval: time.Second}
+	return Approval{
+		DefaultTimeout:   5 * time.Minute,
+		SweepInterval:    time.Second,
+		DefaultApprovers: []string{"group:reviewers"},
+		NotifyTimeout:    10 * time.Second,
+		LogNotifier:      true,
+		Workers:          8,
+	}
 }

@@ -69,6 +69,8 @@ type Buckets struct {
 	Executions string `yaml:"executions"`
 	Policy     string `yaml:"policy"`
 	Grants     string `yaml:"grants"`
+	Console    string `yaml:"console"` // console users created at run time, sessions, API tokens
+	SlackSeen  string `yaml:"slack_seen"`
 	Storage    string `yaml:"storage"`
 	Replicas   int    `yaml:"replicas"`
 	// History kept per key (1–64); more helps forensics, costs space.
@@ -132,6 +134,8 @@ func Default() Config {
 			Executions: "airlock_executions",
 			Policy:     "airlock_policy",
 			Grants:     "airlock_grants",
+			Console:    "airlock_console",
+			SlackSeen:  "airlock_slack_seen",
 			Storage:    "file",
 			Replicas:   1,
 			History:    5,
@@ -209,6 +213,7 @@ func (c Config) Validate() error {
 	if _, err := ParseSync(c.Dev.Sync); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.Slack.validate()...)
 	return errors.Join(errs...)
 }
 

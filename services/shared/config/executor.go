@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"path/filepath"
+	"time"
+)
 
 // Executor configures the executor and its tool registry.
 type Executor struct {
@@ -8,14 +11,28 @@ type Executor struct {
 	ToolsFile string `yaml:"tools_file"`
 	// Sandbox is the directory the demo file tools are confined to; empty means <data dir>/sandbox.
 	Sandbox string `yaml:"sandbox"`
-	// DefaultTimeout per tool call.
+	// DefaultTimeout per tool call, for tools whose registry entry sets none.
 	DefaultTimeout time.Duration `yaml:"default_timeout"`
 	// MaxResultBytes: larger results are truncated with a marker.
 	MaxResultBytes int `yaml:"max_result_bytes"`
 	// Workers running calls concurrently in this process.
 	Workers int `yaml:"workers"`
+	// AckWait is how long the executor's consumer waits for a message to be
+	// acknowledged before redelivering it. While a tool runs the executor keeps
+	// extending it and heartbeats its claim every AckWait/4, so AckWait bounds
+	// how quickly another replica takes over a call whose executor died
+	// (about 1.5 × AckWait). Shorter means faster recovery and more keep-alive traffic.
+	AckWait time.Duration `yaml:"ack_wait"`
+}
+
+// SandboxDir is the directory the demo file tools are confined to.
+func (c Config) SandboxDir() string {
+	if c.Executor.Sandbox != "" {
+		return c.Executor.Sandbox
+	}
+	return filepath.Join(c.Dev.DataDir, "sandbox")
 }
 
 func defaultExecutor() Executor {
-	return Executor{DefaultTimeout: 30 * time.Second, MaxResultBytes: 64 << 10, Workers: 8}
+	return Executor{DefaultTimeout: 30 * time.Second, MaxResultBytes: 64 << 10, Workers: 32, AckWait: 10 * time.Second}
 }

@@ -1,14 +1,28 @@
 package config
 
+import "time"
+
 // Policy configures the policy service.
 type Policy struct {
 	// Dir holds the .rego files (and data.json); empty means the built-in default policy.
+	// Changes to the files are picked up without a restart (see ReloadInterval).
 	Dir string `yaml:"dir"`
-	// Profiles binds agents to named profiles (seed 001): agent id → profile.
+	// Profiles binds agents to named profiles (seed 001): agent id → profile;
+	// "*" binds every agent without a binding of its own.
 	// The binding is configuration; nothing an agent sends can change it.
 	Profiles map[string]string `yaml:"profiles"`
 	// Replicas of the decision consumer in this process.
 	Workers int `yaml:"workers"`
+	// ReloadInterval is how often Dir is checked for changed files (default 1s).
+	ReloadInterval time.Duration `yaml:"reload_interval"`
 }
 
-func defaultPolicy() Policy { return Policy{Workers: 4} }
+// ReloadIntervalOrDefault is ReloadInterval, or 1s when unset.
+func (p Policy) ReloadIntervalOrDefault() time.Duration {
+	if p.ReloadInterval <= 0 {
+		return time.Second
+	}
+	return p.ReloadInterval
+}
+
+func defaultPolicy() Policy { return Policy{Workers: 4, ReloadInterval: time.Second} }

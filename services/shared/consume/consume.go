@@ -83,6 +83,9 @@ func Run(ctx context.Context, js jetstream.JetStream, spec Spec, log *slog.Logge
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, spec.Stream, cc)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // shut down while starting: a clean stop
+		}
 		return fmt.Errorf("%s: create consumer %s on %s: %w", spec.Service, spec.Durable, spec.Stream, err)
 	}
 	log = log.With("service", spec.Service, "consumer", spec.Durable)
@@ -102,6 +105,9 @@ func Run(ctx context.Context, js jetstream.JetStream, spec Spec, log *slog.Logge
 
 	it, err := cons.Messages(jetstream.PullMaxMessages(256))
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("%s: start consuming %s: %w", spec.Service, spec.Durable, err)
 	}
 	go func() {

@@ -1,0 +1,210 @@
+# airlock's default decision policy.
+#
+# Entry point: data.airlock.decision, an object with action (allow | deny |
+# ask), reason, rule_id, risk, redact and, when the deciding rule names them,
+# approvers, quorum, timeout, notify, escalate_to, escalate_after,
+# remind_after. The policy service fills the defaults it leaves out and
+# denies when the document is missing or malformed (fail closed).
+#
+# input.call: agent_id, call_id, revision, thread_id, on_behalf_of, server,
+#             tool, arguments, reason (the agent's own words, never trusted).
+# data.airlock.rules:    priority-ordered rules (seed 000), from data.json and
+#                        the run-time rules bucket.
+# data.airlock.profiles: named allow / ask / deny glob lists (seed 001).
+# data.airlock.bindings: agent id -> profile name, from configuration only
+#                        ("*" binds every agent without its own binding).
+package airlock
+
+# name is the qualified tool name that patterns and profiles match.
+name := concat("__", [input.call.server, input.call.tool])
+
+severity := {"allow": 0, "ask": 1, "deny": 2}
+
+risk_rank := {"low": 1, "medium": 2, "high": 3, "critical": 4}
+
+# Indexed by the highest rank of the matching rules; 0 (none rated) is medium.
+risk_levels := ["medium", "low", "medium", "high", "critical"]
+
+# Keys a deciding rule or profile passes through to the decision.
+passthrough := ["approvers", "quorum", "timeout", "notify", "escalate_to", "escalate_after", "remind_after"]
+
+# ---------------------------------------------------------------- rules (seed 000)
+
+# hits holds one entry per rule that matches the call:
+#   [class, priority, index, risk rank]
+# class is 0 for deny and 1 otherwise, so min(hits) is a matching deny rule
+# if there is one (precedence deny > ask > allow) and else the first match
+# in priority order (seed 000; ties keep the list order). index points into
+# data.airlock.rules; rule_verdict(i), redact_of(i) and solo(i) give the rule's
+# part of the decision (action, rule_id, reason, passthrough keys), the paths
+# it masks, and the whole decision when it is the only match.
+#
+# airlock's loader compiles the rules into Rego (data.airlock.compiled, with
+# lookup tables in data.airlock_compiled): one body per rule holding only the
+# conditions it sets, which OPA's rule index narrows to the rules whose server
+# and tool can match. Without it (opa test, opa eval) the same conditions are
+# evaluated here; both decide alike (a Go test checks it).
+hits := data.airlock.compiled.hits if {
+	data.airlock.compiled.ok == true
+} else := {entry(r, i) |
+	some i, r in rule_list
+	word_matches(r.words)
+	server_keys[r.server]
+	tool_keys[r.tool]
+	agent_keys[r.agent]
+	glob.match(r.tool_glob, null, input.call.tool)
+	glob.match(r.name_glob, null, name)
+	every ptr, pattern in r.args {
+		arg_matches(ptr, pattern)
+	}
+}
+
+entry(r, i) := [object.get({"deny": 0}, r.effect, 1), r.priority, i, rank_of(r)]
+
+rank_of(r) := object.get(risk_rank, object.get(r, "risk", ""), 0)
+
+# The compiled tables hold these precomputed, one entry per rule.
+rule_verdict(i) := data.airlock_compiled.verdict[i] if {
+	data.airlock.compiled.ok == true
+} else := object.union(object.filter(r, passthrough), {"action": r.effect, "rule_id": r.id, "reason": rule_reason(r)}) if {
+	r := rule_list[i]
+}
+
+redact_of(i) := data.airlock_compiled.redact[i] if {
+	data.airlock.compiled.ok == true
+} else := object.get(rule_list[i], "redact", [])
+
+solo(i) := data.airlock_compiled.solo[i] if {
+	data.airlock.compiled.ok == true
+} else := object.union(rule_verdict(i), {"risk": risk_levels[rank_of(rule_list[i])], "redact": {p | some p in redact_of(i)}})
+
+rule_reason(r) := r.reason if {
+	r.reason != ""
+} else := sprintf("rule %v (priority %v) says %v", [r.id, r.priority, r.effect])
+
+# rule_list holds the rules in normalized form: every condition present,
+# "*" for any.
+rule_list := [normalize(r, i) | some i, r in data.airlock.rules]
+
+normalize(r, i) := object.union(r, {
+	"id": object.get(r, "id", sprintf("#%d", [i])),
+	"priority": object.get(r, "priority", 0),
+	"reason": object.get(r, "reason", ""),
+	"server": star(object.get(r, "server", "")),
+	"tool": star(object.get(r, "tool", "")),
+	"agent": star(object.get(r, "agent", "")),
+	"tool_glob": star(object.get(r, "tool_pattern", "")),
+	"name_glob": star(object.get(r, "pattern", "")),
+	"args": object.get(r, "args", {}),
+	"words": {w | some w in object.get(r, "tool_words", ["*"])},
+})
+
+star(s) := "*" if {
+	s == ""
+} else := s
+
+server_keys := {"*", input.call.server}
+
+tool_keys := {"*", input.call.tool}
+
+agent_keys := {"*", input.call.agent_id}
+
+# tool_words are the lower-case words of the tool name, split at _ - . and
+# camelCase humps: "deleteFile" and "delete_file" are both delete, file.
+# airlock passes them in the input; opa test and opa eval compute them here.
+tool_words := input.call.tool_words if {
+	input.call.tool_words
+} else := [w | some w in regex.split(`[_.\-]+`, lower(regex.replace(input.call.tool, `([a-z0-9])([A-Z])`, "${1}_${2}"))); w != ""]
+
+# A rule without tool_words matches any tool; with them, a tool any of whose
+# words is listed.
+word_matches(words) if words["*"]
+
+word_matches(words) if words[tool_words[_]]
+
+# args maps JSON pointers to globs; every one must match a string argument.
+arg_matches(ptr, pattern) if {
+	value := object.get(input.call.arguments, pointer(ptr), null)
+	is_string(value)
+	clean(value)
+	glob.match(pattern, ["/"], value)
+}
+
+pointer(ptr) := [replace(replace(s, "~1", "/"), "~0", "~") | some s in split(trim_prefix(ptr, "/"), "/")]
+
+# A path with "." or ".." segments never matches an argument glob, so
+# "/tmp/../etc/passwd" is not "under /tmp": such calls fall through to a
+# person instead of riding on an allow rule.
+clean(value) if {
+	every s in split(value, "/") {
+		not s in {".", ".."}
+	}
+}
+
+rules_verdict := rule_verdict(min(hits)[2])
+
+# ---------------------------------------------------------------- profiles (seed 001)
+
+# The binding comes from configuration (data.airlock.bindings), never from
+# anything the agent sends.
+profile_name := p if {
+	p := data.airlock.bindings[input.call.agent_id]
+} else := data.airlock.bindings["*"]
+
+# Most agents have no profile: profile_name is then undefined and nothing
+# below is evaluated.
+profile_verdict := profile_decide(pn) if pn := profile_name
+
+profile_decide(pn) := {"action": "deny", "rule_id": concat(":", ["profile", pn]), "reason": sprintf("agent %s is bound to profile %q, which the policy does not define: fix policy.profiles or the profile data", [input.call.agent_id, pn])} if {
+	not data.airlock.profiles[pn]
+} else := object.union(object.filter(p, passthrough), {"action": "deny", "rule_id": concat(":", ["profile", pn]), "reason": sprintf("profile %q denies %s (matches %q)", [pn, name, m[0]])}) if {
+	p := data.airlock.profiles[pn]
+	m := profile_matches(p, "deny")
+	count(m) > 0
+} else := object.union(object.filter(p, passthrough), {"action": "ask", "rule_id": concat(":", ["profile", pn]), "reason": sprintf("profile %q asks a person about %s (matches %q)", [pn, name, m[0]])}) if {
+	p := data.airlock.profiles[pn]
+	m := profile_matches(p, "ask")
+	count(m) > 0
+} else := object.union(object.filter(p, passthrough), {"action": "allow", "rule_id": concat(":", ["profile", pn]), "reason": sprintf("profile %q allows %s (matches %q)", [pn, name, m[0]])}) if {
+	p := data.airlock.profiles[pn]
+	m := profile_matches(p, "allow")
+	count(m) > 0
+} else := {"action": "deny", "rule_id": concat(":", ["profile", pn]), "reason": sprintf("profile %q allows only its allow list, and %s is not on it", [pn, name])} if {
+	p := data.airlock.profiles[pn]
+	count(object.get(p, "allow", [])) > 0
+}
+
+profile_matches(p, list) := [g | some g in object.get(p, list, []); glob.match(g, null, name)]
+
+# ---------------------------------------------------------------- decision
+
+# The stricter of the rules' and the profile's verdicts wins; on a tie the
+# rule decides (it carries approvers and the like). Nothing matching asks.
+verdict := profile_verdict if {
+	severity[profile_verdict.action] > severity[rules_verdict.action]
+} else := rules_verdict if {
+	rules_verdict
+} else := profile_verdict if {
+	profile_verdict
+} else := {"action": "ask", "rule_id": "", "reason": sprintf("no rule matches %s: a person decides", [name])}
+
+# risk is the highest any matching rule assigns: a property of the call,
+# whichever rule decides. Calls no rule rates are medium.
+risk := r if {
+	r := risk_levels[max({h[3] | some h in hits})]
+} else := "medium"
+
+# redact collects the argument paths every matching rule masks.
+redact := {p | some h in hits; some p in redact_of(h[2])}
+
+# The common cases, an agent without a profile whose call matches one rule
+# or several, are decided in one body each: this runs for every call.
+decision := solo(min(h)[2]) if {
+	not profile_name
+	h := hits
+	count(h) == 1
+} else := object.union(rule_verdict(top[2]), {"risk": risk_levels[max({e[3] | some e in h})], "redact": {p | some e in h; some p in redact_of(e[2])}}) if {
+	not profile_name
+	h := hits
+	top := min(h) # undefined when nothing matches
+} else := object.union(verdict, {"risk": risk, "redact": redact})

@@ -1,0 +1,264 @@
+package airlock_test
+
+import data.airlock
+
+call(server, tool, args) := {"call": {"agent_id": "bot", "call_id": "c1", "revision": 1, "server": server, "tool": tool, "arguments": args}}
+
+agent_call(agent, server, tool) := {"call": {"agent_id": agent, "call_id": "c1", "revision": 1, "server": server, "tool": tool, "arguments": {}}}
+
+# ------------------------------------------------------------ seed 000: priority-ordered rules, first match wins
+
+seed000_rules := [
+	{"id": "p1", "priority": 1, "tool_pattern": "delete_*", "effect": "ask"},
+	{"id": "p2", "priority": 2, "server": "fs-server", "tool": "read_file", "effect": "allow"},
+	{"id": "p10", "priority": 10, "tool": "*", "effect": "ask"},
+]
+
+test_seed000_delete_file_asks_by_priority_1 if {
+	d := airlock.decision with input as call("fs-server", "delete_file", {}) with data.airlock.rules as seed000_rules
+	d.action == "ask"
+	d.rule_id == "p1"
+}
+
+test_seed000_read_file_on_fs_server_is_allowed_by_priority_2 if {
+	d := airlock.decision with input as call("fs-server", "read_file", {}) with data.airlock.rules as seed000_rules
+	d.action == "allow"
+	d.rule_id == "p2"
+}
+
+test_seed000_other_server_random_tool_asks_by_priority_10 if {
+	d := airlock.decision with input as call("other-server", "random_tool", {}) with data.airlock.rules as seed000_rules
+	d.action == "ask"
+	d.rule_id == "p10"
+}
+
+test_seed000_rule_order_in_data_does_not_matter_priority_does if {
+	d := airlock.decision with input as call("fs-server", "read_file", {}) with data.airlock.rules as array.reverse(seed000_rules)
+	d.rule_id == "p2"
+}
+
+test_seed000_server_scoped_rule_does_not_match_other_servers if {
+	d := airlock.decision with input as call("other-server", "read_file", {}) with data.airlock.rules as seed000_rules
+	d.rule_id == "p10"
+}
+
+test_no_rule_matches_asks if {
+	d := airlock.decision with input as call("x", "frobnicate", {}) with data.airlock.rules as []
+	d.action == "ask"
+	d.rule_id == ""
+	contains(d.reason, "no rule matches x__frobnicate")
+}
+
+test_pattern_matches_the_qualified_name if {
+	rules := [{"id": "gl", "priority": 1, "pattern": "gitlab__*", "effect": "deny"}]
+	airlock.decision.action == "deny" with input as call("gitlab", "merge", {}) with data.airlock.rules as rules
+	airlock.decision.action == "ask" with input as call("github", "merge", {}) with data.airlock.rules as rules
+}
+
+test_rule_scoped_to_an_agent_matches_only_that_agent if {
+	rules := [{"id": "a", "priority": 1, "agent": "ci", "tool": "deploy", "effect": "allow"}]
+	airlock.decision.action == "allow" with input as agent_call("ci", "k8s", "deploy") with data.airlock.rules as rules
+	airlock.decision.action == "ask" with input as agent_call("bot", "k8s", "deploy") with data.airlock.rules as rules
+}
+
+# ------------------------------------------------------------ precedence deny > ask > allow
+
+test_deny_rule_wins_over_an_earlier_allow if {
+	rules := [
+		{"id": "allow-all", "priority": 1, "tool": "*", "effect": "allow"},
+		{"id": "no-drop", "priority": 50, "tool": "drop_table", "effect": "deny"},
+	]
+	d := airlock.decision with input as call("db", "drop_table", {}) with data.airlock.rules as rules
+	d.action == "deny"
+	d.rule_id == "no-drop"
+}
+
+test_deny_rule_wins_over_an_earlier_ask if {
+	rules := [
+		{"id": "ask-all", "priority": 1, "tool": "*", "effect": "ask"},
+		{"id": "no-drop", "priority": 50, "tool": "drop_table", "effect": "deny"},
+	]
+	airlock.decision.action == "deny" with input as call("db", "drop_table", {}) with data.airlock.rules as rules
+}
+
+# ------------------------------------------------------------ seed 004: the default policy
+
+test_seed004_read_list_search_tools_are_allowed if {
+	every t in ["read_file", "list_files", "search_files", "list_directory", "get_file_info", "directory_tree"] {
+		airlock.decision.action == "allow" with input as call("fs", t, {})
+	}
+}
+
+test_seed004_write_delete_execute_mkdir_move_tools_ask if {
+	every t in ["write_file", "delete_file", "execute_command", "create_directory", "move_file", "edit_file"] {
+		airlock.decision.action == "ask" with input as call("fs", t, {})
+	}
+}
+
+test_seed004_unknown_tools_ask if {
+	d := airlock.decision with input as call("weird", "frobnicate", {})
+	d.action == "ask"
+	d.risk == "medium"
+}
+
+test_read_and_delete_in_one_tool_asks if {
+	airlock.decision.action == "ask" with input as call("fs", "read_and_delete", {})
+}
+
+test_quick_start_demo_tools if {
+	airlock.decision.action == "allow" with input as call("demo", "echo", {"text": "hi"})
+	airlock.decision.action == "allow" with input as call("demo", "read_file", {"path": "README.md"})
+	airlock.decision.action == "ask" with input as call("demo", "write_file", {"path": "/tmp/x", "content": "y"})
+}
+
+# ------------------------------------------------------------ argument-level rules
+
+test_fs_delete_under_tmp_is_allowed if {
+	d := airlock.decision with input as call("fs", "delete_file", {"path": "/tmp/scratch/a.txt"})
+	d.action == "allow"
+	d.rule_id == "fs-delete-tmp"
+}
+
+test_fs_delete_elsewhere_asks if {
+	d := airlock.decision with input as call("fs", "delete_file", {"path": "/home/me/notes.txt"})
+	d.action == "ask"
+	d.rule_id == "destructive"
+}
+
+test_fs_delete_under_etc_is_denied if {
+	d := airlock.decision with input as call("fs", "delete_file", {"path": "/etc/passwd"})
+	d.action == "deny"
+	d.rule_id == "fs-delete-etc"
+	d.risk == "critical"
+}
+
+test_fs_delete_with_dot_dot_escaping_tmp_is_not_allowed if {
+	airlock.decision.action == "ask" with input as call("fs", "delete_file", {"path": "/tmp/../etc/passwd"})
+}
+
+test_fs_delete_without_a_path_asks if {
+	airlock.decision.action == "ask" with input as call("fs", "delete_file", {})
+	airlock.decision.action == "ask" with input as call("fs", "delete_file", {"path": 42})
+}
+
+test_nested_argument_pointer if {
+	rules := [{"id": "prod", "priority": 1, "tool": "deploy", "args": {"/target/env": "prod*"}, "effect": "deny"}]
+	airlock.decision.action == "deny" with input as call("k8s", "deploy", {"target": {"env": "prod-eu"}}) with data.airlock.rules as rules
+	airlock.decision.action == "ask" with input as call("k8s", "deploy", {"target": {"env": "staging"}}) with data.airlock.rules as rules
+}
+
+# ------------------------------------------------------------ risk, approvers, quorum, redact
+
+test_destructive_tools_are_high_risk if {
+	airlock.decision.risk == "high" with input as call("fs", "delete_file", {"path": "/home/x"})
+	airlock.decision.risk == "high" with input as call("fs", "delete_file", {"path": "/tmp/x"})
+	airlock.decision.risk == "high" with input as call("sh", "execute_command", {})
+}
+
+test_billing_tools_are_critical_and_go_to_finance if {
+	d := airlock.decision with input as call("stripe", "create_refund", {})
+	d.action == "ask"
+	d.risk == "critical"
+	d.approvers == ["group:finance"]
+	d.timeout == "15m"
+}
+
+test_read_tools_are_low_risk if {
+	airlock.decision.risk == "low" with input as call("fs", "read_file", {})
+}
+
+test_rule_approvers_quorum_notify_pass_through if {
+	rules := [{
+		"id": "deploy", "priority": 1, "tool": "deploy", "effect": "ask", "risk": "high",
+		"approvers": ["alice", "group:sre"], "quorum": 2, "timeout": "10m", "notify": ["console", "slack:#ops"],
+		"redact": ["/token"],
+	}]
+	d := airlock.decision with input as call("k8s", "deploy", {"token": "s3cret"}) with data.airlock.rules as rules
+	d.approvers == ["alice", "group:sre"]
+	d.quorum == 2
+	d.timeout == "10m"
+	d.notify == ["console", "slack:#ops"]
+	d.redact == {"/token"}
+}
+
+test_redact_collects_every_matching_rule if {
+	rules := [
+		{"id": "a", "priority": 1, "tool": "login", "effect": "allow", "redact": ["/password"]},
+		{"id": "b", "priority": 2, "tool": "*", "effect": "ask", "redact": ["/token"]},
+	]
+	d := airlock.decision with input as call("auth", "login", {}) with data.airlock.rules as rules
+	d.action == "allow"
+	d.redact == {"/password", "/token"}
+}
+
+# ------------------------------------------------------------ seed 001: profiles
+
+test_seed001_safe_profile_allows_its_allowlist if {
+	d := airlock.decision with input as agent_call("reader", "time", "now") with data.airlock.bindings as {"reader": "safe"}
+	d.action == "allow"
+	d.rule_id == "profile:safe"
+}
+
+test_seed001_allowlist_present_and_not_matching_denies if {
+	d := airlock.decision with input as agent_call("reader", "fs", "write_file") with data.airlock.bindings as {"reader": "safe"}
+	d.action == "deny"
+	contains(d.reason, "only its allow list")
+}
+
+test_seed001_denylist_beats_asklist if {
+	d := airlock.decision with input as agent_call("sup", "filesystem", "delete_file") with data.airlock.bindings as {"sup": "supervised"}
+	d.action == "deny"
+	d.rule_id == "profile:supervised"
+}
+
+test_seed001_asklist_beats_a_rule_that_allows if {
+	d := airlock.decision with input as agent_call("sup", "filesystem", "read_file") with data.airlock.bindings as {"sup": "supervised"}
+	d.action == "ask"
+	d.rule_id == "profile:supervised"
+}
+
+test_seed001_profile_precedence_deny_over_ask_over_allow if {
+	profiles := {"p": {"allow": ["x__*"], "ask": ["x__*"], "deny": ["x__bad"]}}
+	airlock.decision.action == "deny" with input as agent_call("a", "x", "bad") with data.airlock.bindings as {"a": "p"} with data.airlock.profiles as profiles
+	airlock.decision.action == "ask" with input as agent_call("a", "x", "good") with data.airlock.bindings as {"a": "p"} with data.airlock.profiles as profiles
+}
+
+test_seed001_agent_without_binding_gets_no_profile if {
+	d := airlock.decision with input as agent_call("other", "filesystem", "read_file") with data.airlock.bindings as {"sup": "supervised"}
+	d.action == "allow"
+	d.rule_id == "read-only"
+}
+
+test_seed001_profile_cannot_be_chosen_by_the_agent if {
+	inp := {"call": {"agent_id": "sup", "server": "filesystem", "tool": "read_file", "arguments": {"profile": "safe"}}, "profile": "safe"}
+	d := airlock.decision with input as inp with data.airlock.bindings as {"sup": "supervised"}
+	d.action == "ask"
+	d.rule_id == "profile:supervised"
+}
+
+test_seed001_star_binding_applies_to_unbound_agents if {
+	d := airlock.decision with input as agent_call("anyone", "filesystem", "delete_file") with data.airlock.bindings as {"*": "supervised"}
+	d.action == "deny"
+}
+
+test_binding_to_an_undefined_profile_denies if {
+	d := airlock.decision with input as agent_call("a", "fs", "read_file") with data.airlock.bindings as {"a": "nope"}
+	d.action == "deny"
+	contains(d.reason, "does not define")
+}
+
+test_profile_deny_beats_rule_allow if {
+	d := airlock.decision with input as call("fs", "delete_file", {"path": "/tmp/x"}) with data.airlock.bindings as {"bot": "no-fs"} with data.airlock.profiles as {"no-fs": {"deny": ["fs__*"]}}
+	d.action == "deny"
+}
+
+test_rule_deny_beats_profile_allow if {
+	d := airlock.decision with input as call("fs", "delete_file", {"path": "/etc/x"}) with data.airlock.bindings as {"bot": "all"} with data.airlock.profiles as {"all": {"allow": ["*"]}}
+	d.action == "deny"
+	d.rule_id == "fs-delete-etc"
+}
+
+test_tool_words_split_camel_case_and_separators if {
+	airlock.decision.rule_id == "destructive" with input as call("fs", "deleteFile", {})
+	airlock.decision.rule_id == "read-only" with input as call("fs", "list-allowed.directories", {})
+}

@@ -1,0 +1,325 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+)
+
+// apiClient is the reviewer CLI's client of the console's REST API.
+type apiClient struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// apiFlags are the flags every `airlock approvals` command takes.
+type apiFlags struct {
+	api       string
+	tokenFile string
+	json      bool
+}
+
+func (f *apiFlags) client(g *globals) (*apiClient, error) {
+	path := f.tokenFile
+	if path == "" {
+		cfg, err := g.load()
+		if err != nil {
+			return nil, err
+		}
+		path = filepath.Join(cfg.Dev.DataDir, "admin.token")
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the API token: %w (create a personal token in the console under Tokens and pass --token-file, or run `airlock dev`, which writes %s)", err, path)
+	}
+	return &apiClient{base: strings.TrimRight(f.api, "/"), token: strings.TrimSpace(string(raw)), http: &http.Client{Timeout: 60 * time.Second}}, nil
+}
+
+// do sends a request and decodes a successful reply into out (a proto
+// message or any JSON value). An error reply becomes the API's sentence.
+func (c *apiClient) do(ctx context.Context, method, path string, body any, out any) error {
+	var r io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		r = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("X-Airlock-Channel", "cli")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("reach the airlock API at %s: %w (is `airlock dev` running? set --api)", c.base, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var e struct{ Code, Message string }
+		if json.Unmarshal(data, &e) == nil && e.Message != "" {
+			return fmt.Errorf("%s (%s)", e.Message, e.Code)
+		}
+		return fmt.Errorf("the API answered %s", resp.Status)
+	}
+	switch o := out.(type) {
+	case nil:
+		return nil
+	case proto.Message:
+		return protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(data, o)
+	default:
+		return json.Unmarshal(data, out)
+	}
+}
+
+func newApprovalsCmd(g *globals) *cobra.Command {
+	f := &apiFlags{}
+	cmd := &cobra.Command{
+		Use:   "approvals",
+		Short: "List and decide pending calls through the REST API (as a reviewer)",
+		Long: `Reviewer commands on top of the console's REST API. They act as the owner of
+the API token: by default the admin token that ` + "`airlock dev`" + ` writes to
+<data dir>/admin.token; create a personal token in the console (Tokens) for
+anyone else. The approval service decides whether that person may decide.`,
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&f.api, "api", envOr("AIRLOCK_API", "http://127.0.0.1:8080"), "URL of the console / REST API (env AIRLOCK_API)")
+	pf.StringVar(&f.tokenFile, "token-file", "", "file holding an API token (default <data dir>/admin.token)")
+	pf.BoolVar(&f.json, "json", false, "print the API's JSON")
+	cmd.AddCommand(
+		approvalsListCmd(g, f), approvalsShowCmd(g, f),
+		approvalsDecideCmd(g, f, "approve", "Approve a pending call"),
+		approvalsDecideCmd(g, f, "reject", "Reject a pending call; the agent receives the reason"),
+		approvalsDecideCmd(g, f, "changes", "Request changes; the agent receives the feedback and may submit a revision"),
+		approvalsDecideCmd(g, f, "edit", "Approve a pending call with edited arguments"),
+	)
+	return cmd
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func printJSON(m proto.Message) {
+	data, _ := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true}.Marshal(m)
+	fmt.Println(string(data))
+}
+
+func approvalsListCmd(g *globals, f *apiFlags) *cobra.Command {
+	var state, agent, tool, risk string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List pending calls (or --state decided, approved, rejected, ...)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client(g)
+			if err != nil {
+				return err
+			}
+			q := url.Values{}
+			for k, v := range map[string]string{"state": state, "agent": agent, "tool": tool, "risk": risk} {
+				if v != "" {
+					q.Set(k, v)
+				}
+			}
+			var out airlockv1.ListResponse
+			if err := c.do(cmd.Context(), http.MethodGet, "/api/v1/approvals?"+q.Encode(), nil, &out); err != nil {
+				return fmt.Errorf("list approvals: %w", err)
+			}
+			if f.json {
+				printJSON(&out)
+				return nil
+			}
+			if len(out.Records) == 0 {
+				fmt.Println("no calls")
+				return nil
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+			fmt.Fprintln(w, "CALL\tTOOL\tAGENT\tRISK\tSTATE\tASKED\tPOLICY")
+			for _, r := range out.Records {
+				asked := ""
+				if r.GetCreatedAt() != nil {
+					asked = time.Since(r.GetCreatedAt().AsTime()).Round(time.Second).String() + " ago"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.GetCall().GetCallId(), cliTool(r.GetCall()), r.GetCall().GetAgentId(),
+					cliEnum(r.GetDecision().GetRisk().String(), "RISK_"), cliEnum(r.GetState().String(), "APPROVAL_STATE_"), asked, cliOneLine(r.GetDecision().GetReason(), 60))
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&state, "state", "", "pending (default), decided, or a state such as approved, rejected")
+	cmd.Flags().StringVar(&agent, "agent", "", "only this agent's calls")
+	cmd.Flags().StringVar(&tool, "tool", "", "only this tool (server__tool)")
+	cmd.Flags().StringVar(&risk, "risk", "", "only calls of at least this risk (low, medium, high, critical)")
+	return cmd
+}
+
+func cliTool(c *airlockv1.ToolCall) string {
+	if c.GetServer() == "" {
+		return c.GetTool()
+	}
+	return c.GetServer() + "__" + c.GetTool()
+}
+
+func cliEnum(s, prefix string) string { return strings.ToLower(strings.TrimPrefix(s, prefix)) }
+
+func cliOneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n-3] + "..."
+	}
+	return s
+}
+
+func approvalsShowCmd(g *globals, f *apiFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show CALL_ID",
+		Short: "Show one call: tool, arguments, policy reason, votes, state",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client(g)
+			if err != nil {
+				return err
+			}
+			var out airlockv1.GetResponse
+			if err := c.do(cmd.Context(), http.MethodGet, "/api/v1/approvals/"+url.PathEscape(args[0]), nil, &out); err != nil {
+				return fmt.Errorf("show %s: %w", args[0], err)
+			}
+			if f.json {
+				printJSON(&out)
+				return nil
+			}
+			r := out.Record
+			var argsBuf bytes.Buffer
+			enc := json.NewEncoder(&argsBuf)
+			enc.SetEscapeHTML(false)
+			enc.SetIndent("          ", "  ")
+			_ = enc.Encode(r.GetCall().GetArguments().AsMap())
+			argsJSON := strings.TrimSpace(argsBuf.String())
+			fmt.Printf("call      %s (revision %d)\ntool      %s\nagent     %s\nstate     %s\nrisk      %s\npolicy    %s (rule %s)\nreason    %s\nvotes     %d of %d\narguments %s\n",
+				r.GetCall().GetCallId(), max(r.GetCall().GetRevision(), 1), cliTool(r.GetCall()), r.GetCall().GetAgentId(),
+				cliEnum(r.GetState().String(), "APPROVAL_STATE_"), cliEnum(r.GetDecision().GetRisk().String(), "RISK_"),
+				r.GetDecision().GetReason(), r.GetDecision().GetRuleId(), r.GetCall().GetReason(),
+				len(r.GetVotes()), max(r.GetDecision().GetQuorum(), 1), argsJSON)
+			if r.GetDecidedBy() != nil {
+				fmt.Printf("decided   by %s: %s\n", r.GetDecidedBy().GetId(), r.GetReason())
+			}
+			var tl struct {
+				Events []struct {
+					Type, Actor, Detail string
+					Time                time.Time
+				}
+			}
+			if err := c.do(cmd.Context(), http.MethodGet, "/api/v1/approvals/"+url.PathEscape(args[0])+"/events", nil, &tl); err != nil {
+				return fmt.Errorf("events of %s: %w", args[0], err)
+			}
+			fmt.Println("timeline")
+			for _, e := range tl.Events {
+				fmt.Printf("  %s  %-20s %-24s %s\n", e.Time.UTC().Format(time.TimeOnly), e.Type, e.Actor, cliOneLine(e.Detail, 80))
+			}
+			return nil
+		},
+	}
+}
+
+func approvalsDecideCmd(g *globals, f *apiFlags, name, short string) *cobra.Command {
+	var reason, argsJSON string
+	var revision uint32
+	cmd := &cobra.Command{
+		Use:   name + " CALL_ID",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body := map[string]any{"revision": revision}
+			path := "/api/v1/approvals/" + url.PathEscape(args[0]) + "/"
+			switch name {
+			case "approve":
+				path += "approve"
+				body["reason"] = reason
+			case "edit":
+				path += "approve"
+				var edited map[string]any
+				if err := json.Unmarshal([]byte(argsJSON), &edited); err != nil || edited == nil {
+					return usageErr(cmd, "--args must be a JSON object such as '{\"path\":\"/tmp/x\"}'")
+				}
+				body["reason"], body["arguments"] = reason, edited
+			case "reject":
+				if strings.TrimSpace(reason) == "" {
+					return usageErr(cmd, "--reason is required: the agent receives it")
+				}
+				path += "reject"
+				body["reason"] = reason
+			case "changes":
+				if strings.TrimSpace(reason) == "" {
+					return usageErr(cmd, "--feedback is required: the agent receives it")
+				}
+				path += "changes"
+				body["feedback"] = reason
+			}
+			c, err := f.client(g)
+			if err != nil {
+				return err
+			}
+			var out airlockv1.DecideResponse
+			if err := c.do(cmd.Context(), http.MethodPost, path, body, &out); err != nil {
+				return fmt.Errorf("%s %s: %w", name, args[0], err)
+			}
+			if f.json {
+				printJSON(&out)
+				return nil
+			}
+			msg := out.GetMessage()
+			if msg == "" {
+				msg = cliEnum(out.GetRecord().GetState().String(), "APPROVAL_STATE_")
+			}
+			if !out.GetChanged() {
+				msg += " (nothing changed)"
+			}
+			fmt.Printf("%s: %s\n", args[0], msg)
+			return nil
+		},
+	}
+	switch name {
+	case "changes":
+		cmd.Flags().StringVar(&reason, "feedback", "", "what the agent should change (required)")
+	case "reject":
+		cmd.Flags().StringVar(&reason, "reason", "", "why (required; the agent receives it)")
+	default:
+		cmd.Flags().StringVar(&reason, "comment", "", "a comment recorded with the approval")
+	}
+	if name == "edit" {
+		cmd.Flags().StringVar(&argsJSON, "args", "", "the arguments to run with, as a JSON object (required)")
+		_ = cmd.MarkFlagRequired("args")
+	}
+	cmd.Flags().Uint32Var(&revision, "revision", 0, "the call revision you reviewed (0: the current one)")
+	return cmd
+}

@@ -1,0 +1,329 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/airlock-gate/airlock/policies"
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
+	"github.com/airlock-gate/airlock/services/shared/policyapi"
+)
+
+func newPolicyCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Test, dry-run and edit the policy (Rego tests, eval, run-time rules)",
+	}
+	cmd.AddCommand(newPolicyTestCmd(g), newPolicyEvalCmd(g), newPolicyRulesCmd(g))
+	return cmd
+}
+
+// policyFS is the policy directory to use: the argument, else policy.dir
+// from the configuration, else the built-in default policy.
+func policyFS(cfg config.Config, dir string) (fs.FS, string) {
+	if dir == "" {
+		dir = cfg.Policy.Dir
+	}
+	if dir == "" {
+		return policies.Default(), "built-in default policy"
+	}
+	return os.DirFS(dir), dir
+}
+
+func newPolicyTestCmd(g *globals) *cobra.Command {
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "test [DIR]",
+		Short: "Run the Rego unit tests (*_test.rego) of a policy directory",
+		Long: `Runs every test_* rule of the *_test.rego files in DIR (default: policy.dir,
+else the built-in default policy) against the policy and its data.json, like
+opa test. Exit status 1 when a test fails or the policy does not compile.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			dir := ""
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			fsys, name := policyFS(cfg, dir)
+			results, err := policy.RunRegoTests(cmd.Context(), fsys)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			if len(results) == 0 {
+				return fmt.Errorf("%s has no tests: add test_* rules in *_test.rego files", name)
+			}
+			failed := 0
+			for _, r := range results {
+				switch {
+				case r.Error != "":
+					failed++
+					fmt.Printf("ERROR %s: %s\n", r.Name, r.Error)
+				case !r.Pass:
+					failed++
+					fmt.Printf("FAIL  %s\n", r.Name)
+				case verbose:
+					fmt.Printf("PASS  %s (%s)\n", r.Name, r.Duration.Round(time.Microsecond))
+				}
+			}
+			fmt.Printf("%s: %d/%d passed\n", name, len(results)-failed, len(results))
+			if failed > 0 {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "list passing tests too")
+	return cmd
+}
+
+func newPolicyEvalCmd(g *globals) *cobra.Command {
+	var file, dir string
+	var live bool
+	cmd := &cobra.Command{
+		Use:   "eval --call FILE|-",
+		Short: "Dry-run one call and print the decision document as JSON",
+		Long: `Reads a tool call as JSON (FILE, or - for stdin), for example
+  {"agent_id": "bot", "tool": "fs__delete_file", "arguments": {"path": "/etc/passwd"}}
+and prints the decision the policy makes about it. By default the policy is
+evaluated here, without a bus: --dir, else policy.dir, else the built-in
+default, with the profile bindings of the configuration. --live asks the
+running policy service instead, which includes the run-time rules. Standing
+grants are never used and nothing is published.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return usageErr(cmd, "--call is required (a JSON file, or - for stdin)")
+			}
+			var raw []byte
+			var err error
+			if file == "-" {
+				raw, err = io.ReadAll(os.Stdin)
+			} else {
+				raw, err = os.ReadFile(file)
+			}
+			if err != nil {
+				return fmt.Errorf("read call: %w", err)
+			}
+			call := &airlockv1.ToolCall{}
+			if err := protojson.Unmarshal(raw, call); err != nil {
+				return fmt.Errorf("the call is not a JSON airlock.v1.ToolCall such as {\"agent_id\":\"bot\",\"tool\":\"fs__read_file\",\"arguments\":{}}: %w", err)
+			}
+			if call.AgentId == "" {
+				call.AgentId = "cli"
+			}
+			if call.CallId == "" {
+				call.CallId = "eval"
+			}
+			if r := ingress.Call(call); r != nil {
+				return fmt.Errorf("call refused: %s", r.Reason)
+			}
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			var d *airlockv1.Decision
+			if live {
+				log, err := g.logger(cfg)
+				if err != nil {
+					return err
+				}
+				nc, _, err := connect(cmd.Context(), cfg, log)
+				if err != nil {
+					return err
+				}
+				defer nc.Close()
+				ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+				defer cancel()
+				if d, err = policyapi.New(nc).Eval(ctx, call); err != nil {
+					return err
+				}
+			} else {
+				fsys, name := policyFS(cfg, dir)
+				code, err := policy.CodeFromFS(fsys)
+				if err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				ev, err := policy.NewEvaluator(cmd.Context(), code, nil, cfg.Policy.Profiles)
+				if err != nil {
+					return err
+				}
+				d, _ = ev.Evaluate(cmd.Context(), call, time.Now())
+			}
+			out, err := protojson.MarshalOptions{Multiline: true, UseProtoNames: true}.Marshal(d)
+			if err != nil {
+				return err
+			}
+			fmt.Println(string(out))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&file, "call", "", "JSON file holding the call, or - for stdin")
+	f.StringVar(&dir, "dir", "", "policy directory (default policy.dir, else the built-in policy)")
+	f.BoolVar(&live, "live", false, "ask the running policy service (includes run-time rules)")
+	return cmd
+}
+
+func newPolicyRulesCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rules",
+		Short: "List, add and remove run-time rules (take effect on every replica without restart)",
+	}
+	client := func(cmd *cobra.Command) (*policyapi.Client, func(), error) {
+		cfg, err := g.load()
+		if err != nil {
+			return nil, nil, err
+		}
+		log, err := g.logger(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		nc, _, err := connect(cmd.Context(), cfg, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return policyapi.New(nc), nc.Close, nil
+	}
+	var by string
+	cmd.PersistentFlags().StringVar(&by, "by", currentUser(), "who makes the change (recorded in the rule and in policy_changed)")
+	actor := func() *airlockv1.Actor {
+		return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: by, Channel: "cli"}
+	}
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the run-time rules as JSON",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, done, err := client(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			resp, err := c.ListRules(cmd.Context())
+			if err != nil {
+				return err
+			}
+			out, _ := protojson.MarshalOptions{Multiline: true, UseProtoNames: true, EmitUnpopulated: false}.Marshal(resp)
+			fmt.Println(string(out))
+			return nil
+		},
+	}
+
+	var (
+		r                 airlockv1.PolicyRule
+		jsonRule          string
+		argGlobs          []string
+		approvers, notify []string
+		redact, words     []string
+	)
+	add := &cobra.Command{
+		Use:   "add --id ID --effect allow|ask|deny [conditions...]",
+		Short: "Create or replace a run-time rule",
+		Long: `Creates or replaces rule ID. Conditions that are set must all hold: --server,
+--tool (exact, "*" for any), --tool-pattern (glob on the tool name),
+--pattern (glob on server__tool), --agent, --arg /json/pointer=GLOB,
+--tool-word WORD. The matching rule with the lowest --priority decides; a
+matching deny rule always wins. Or give the whole rule with --json.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rule := &r
+			if jsonRule != "" {
+				rule = &airlockv1.PolicyRule{}
+				if err := protojson.Unmarshal([]byte(jsonRule), rule); err != nil {
+					return usageErr(cmd, "--json is not a rule: %v", err)
+				}
+			}
+			for _, a := range argGlobs {
+				ptr, glob, ok := strings.Cut(a, "=")
+				if !ok {
+					return usageErr(cmd, "--arg %q must be /json/pointer=GLOB, e.g. /path=/tmp/**", a)
+				}
+				if rule.Args == nil {
+					rule.Args = map[string]string{}
+				}
+				rule.Args[ptr] = glob
+			}
+			rule.Approvers = append(rule.Approvers, approvers...)
+			rule.Notify = append(rule.Notify, notify...)
+			rule.Redact = append(rule.Redact, redact...)
+			rule.ToolWords = append(rule.ToolWords, words...)
+			if err := policy.ValidateRule(rule); err != nil {
+				return usageErr(cmd, "%v", err)
+			}
+			c, done, err := client(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			resp, err := c.PutRule(cmd.Context(), rule, actor())
+			if err != nil {
+				return err
+			}
+			fmt.Printf("rule %s stored (bucket revision %d); every policy replica applies it within moments\n", resp.GetRule().GetId(), resp.GetKvRevision())
+			return nil
+		},
+	}
+	f := add.Flags()
+	f.StringVar(&r.Id, "id", "", "rule id ([A-Za-z0-9_-])")
+	f.Int32Var(&r.Priority, "priority", 50, "lower is evaluated first (the default rules use 10-210)")
+	f.StringVar(&r.Effect, "effect", "", "allow, ask or deny")
+	f.StringVar(&r.Server, "server", "", "exact server name")
+	f.StringVar(&r.Tool, "tool", "", "exact tool name")
+	f.StringVar(&r.ToolPattern, "tool-pattern", "", "glob on the tool name, e.g. delete_*")
+	f.StringVar(&r.Pattern, "pattern", "", "glob on server__tool, e.g. fs__*")
+	f.StringVar(&r.Agent, "agent", "", "exact agent id")
+	f.StringArrayVar(&argGlobs, "arg", nil, "argument constraint /json/pointer=GLOB (repeatable)")
+	f.StringArrayVar(&words, "tool-word", nil, "word of the tool name (repeatable)")
+	f.StringVar(&r.Risk, "risk", "", "low, medium, high or critical")
+	f.StringVar(&r.Reason, "reason", "", "why, shown to reviewers and agents")
+	f.StringArrayVar(&approvers, "approver", nil, "principal or group:name allowed to decide (repeatable)")
+	f.Uint32Var(&r.Quorum, "quorum", 0, "distinct approvals needed (default 1)")
+	f.StringVar(&r.Timeout, "timeout", "", "how long a person has to decide, e.g. 10m (default 5m)")
+	f.StringArrayVar(&notify, "notify", nil, "notification channel, e.g. console or slack:#ops (repeatable)")
+	f.StringArrayVar(&redact, "redact", nil, "argument JSON pointer to mask in the audit copy (repeatable)")
+	f.StringVar(&jsonRule, "json", "", "the whole rule as JSON instead of flags")
+
+	rm := &cobra.Command{
+		Use:   "rm ID",
+		Short: "Delete a rule (a run-time rule, or one of the policy's data.json)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, done, err := client(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := c.DeleteRule(cmd.Context(), args[0], actor()); err != nil {
+				return err
+			}
+			fmt.Printf("rule %s deleted\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(list, add, rm)
+	return cmd
+}
+
+func currentUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "cli"
+}

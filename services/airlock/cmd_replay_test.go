@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/audit"
+	"github.com/airlock-gate/airlock/services/audit/chtest"
+	"github.com/airlock-gate/airlock/services/audit/replay"
+	"github.com/airlock-gate/airlock/services/audit/store"
+	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+func TestPolicyReplayReportsTheCallsAChangedRuleWouldFlip(t *testing.T) {
+	ch := chtest.Start(t)
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	dsn := ch.DSN(t)
+	sink, err := audit.New(deps, audit.Options{DSN: dsn, FlushInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunService(t, sink)
+
+	// Record decisions made by the shipped policy.
+	ctx := context.Background()
+	current, err := policy.LoadDir(ctx, "../../policies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := envelope.NewPublisher(deps.JS, "airlock/policy")
+	calls := []struct{ tool, path string }{
+		{"read_file", "/a"}, {"read_file", "/b"}, {"list_directory", "/"}, {"read_file", "/c"},
+		{"write_file", "/d"}, {"write_file", "/e"}, {"delete_file", "/etc/passwd"},
+	}
+	for i, c := range calls {
+		args, _ := structpb.NewStruct(map[string]any{"path": c.path})
+		call := &airlockv1.ToolCall{CallId: fmt.Sprintf("rp-%d", i), AgentId: "bot", Server: "fs", Tool: c.tool, Arguments: args, Revision: 1}
+		d, err := current.Evaluate(ctx, call, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pub.Publish(ctx, policy.DecisionEvent(call, d), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := store.OpenWriter(ctx, dsn) // creates the database if the sink has not yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	testenv.Eventually(t, 15*time.Second, "7 decisions in ClickHouse", func() bool {
+		n, err := st.Count(ctx, store.Filter{})
+		return err == nil && n == 7
+	})
+
+	// The candidate asks before reading: the read-only rule becomes "ask".
+	cand := t.TempDir()
+	for _, f := range []string{"airlock.rego", "data.json"} {
+		raw, err := os.ReadFile(filepath.Join("../../policies", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "data.json" {
+			var doc map[string]any
+			if err := json.Unmarshal(raw, &doc); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range doc["airlock"].(map[string]any)["rules"].([]any) {
+				if rule := r.(map[string]any); rule["id"] == "read-only" {
+					rule["effect"] = "ask"
+				}
+			}
+			raw, _ = json.Marshal(doc)
+		}
+		if err := os.WriteFile(filepath.Join(cand, f), raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	run := func(args ...string) string {
+		cmd := newPolicyReplayCmd(&globals{})
+		var out strings.Builder
+		cmd.SetOut(&out)
+		cmd.SetArgs(append([]string{"--policy", cand, "--clickhouse", dsn}, args...))
+		if err := cmd.ExecuteContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	var rep replay.Report
+	if err := json.Unmarshal([]byte(run("--json", "--since", "")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Replayed != 7 || rep.Changed != 4 || rep.Unchanged != 3 || len(rep.Transitions) != 1 {
+		t.Fatalf("report %+v; want 7 replayed, 4 changed (the reads), 3 unchanged", rep)
+	}
+	tr := rep.Transitions[0]
+	if tr.From != "allow" || tr.To != "ask" || tr.Count != 4 || len(tr.Examples) != 4 || tr.Examples[0].BeforeRule != "read-only" {
+		t.Fatalf("transition %+v; want allow → ask ×4 from rule read-only", tr)
+	}
+	for _, ex := range tr.Examples {
+		if ex.Tool != "fs__read_file" && ex.Tool != "fs__list_directory" {
+			t.Errorf("example %s (%s) should not have changed", ex.Call, ex.Tool)
+		}
+	}
+	if text := run(); !strings.Contains(text, "would change: 4") || !strings.Contains(text, "allow → ask: 4 call(s)") {
+		t.Fatalf("text report:\n%s", text)
+	}
+
+	t.Run("the shipped policy itself changes nothing", func(t *testing.T) {
+		cmd := newPolicyReplayCmd(&globals{})
+		var out strings.Builder
+		cmd.SetOut(&out)
+		cmd.SetArgs([]string{"--policy", "../../policies", "--clickhouse", dsn, "--json"})
+		if err := cmd.ExecuteContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var rep replay.Report
+		if err := json.Unmarshal([]byte(out.String()), &rep); err != nil || rep.Changed != 0 || rep.Replayed != 7 {
+			t.Fatalf("report %s, %v", out.String(), err)
+		}
+	})
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/airlock-gate/airlock/services/console"
+	"github.com/airlock-gate/airlock/services/shared/svc"
+)
+
+// bootstrapConsole creates the first admin and the admin API token of an
+// `airlock dev` installation (once; later starts reuse them) and returns the
+// lines dev prints about the console. The password appears only on the
+// start that created the user: it is stored as a bcrypt hash. It adds the
+// admin to its groups in deps' approval.groups, so that the approval service
+// (built from deps afterwards) lets the admin decide what the default policy
+// asks of "group:reviewers".
+func bootstrapConsole(ctx context.Context, deps *svc.Deps, dataDir, httpAddr string) (string, error) {
+	admin, err := console.Bootstrap(ctx, *deps, dataDir)
+	if err != nil {
+		return "", fmt.Errorf("prepare the console: %w", err)
+	}
+	groups := map[string][]string{}
+	for g, members := range deps.Config.Approval.Groups {
+		groups[g] = slices.Clone(members)
+	}
+	for _, g := range admin.Groups {
+		if !slices.Contains(groups[g], admin.User) {
+			groups[g] = append(groups[g], admin.User)
+		}
+	}
+	deps.Config.Approval.Groups = groups
+	text := fmt.Sprintf("  console   http://%s   ", httpAddr)
+	if admin.Password != "" {
+		text += fmt.Sprintf("sign in as %s with password %s\n            (shown only now: write it down; it is stored as a bcrypt hash)\n", admin.User, admin.Password)
+	} else {
+		text += fmt.Sprintf("sign in as %s (password printed at the first start)\n", admin.User)
+	}
+	text += fmt.Sprintf("  API token %s   (airlock approvals list --token-file %s)\n", admin.TokenFile, admin.TokenFile)
+	return text, nil
+}

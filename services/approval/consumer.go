@@ -1,0 +1,141 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/approval/internal/domain"
+	"github.com/airlock-gate/airlock/services/shared/consume"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+)
+
+// handle takes one approval_requested, started, completed or failed event.
+// Redelivery is harmless: the record is created with KV Create (an existing
+// record means "already done") and every later step is a CAS transition that
+// changes nothing the second time.
+func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
+	p, err := subject.Parse(m.Subject())
+	if err != nil {
+		return consume.Permanent(err)
+	}
+	ev, err := envelope.Decode(m.Data(), m.Headers())
+	if err != nil {
+		return consume.Permanent(fmt.Errorf("%s: %w", m.Subject(), err))
+	}
+	if ev.GetCallId() != p.Call || ev.GetAgentId() != p.Agent || envelope.TypeOf(ev) != p.Type {
+		return consume.Permanent(fmt.Errorf("%s: the event's ids or type do not match its subject", m.Subject()))
+	}
+	switch b := ev.Body.(type) {
+	case *airlockv1.Event_ApprovalRequested:
+		if c := b.ApprovalRequested.GetCall(); c.GetCallId() != p.Call || c.GetAgentId() != p.Agent {
+			return consume.Permanent(fmt.Errorf("%s: the call in the event is %s of agent %s", m.Subject(), c.GetCallId(), c.GetAgentId()))
+		}
+		return s.requested(ctx, ev)
+	case *airlockv1.Event_Started:
+		return s.executed(ctx, ev, func(r *airlockv1.ApprovalRecord) *airlockv1.ApprovalRecord { return domain.Started(r, s.now()) })
+	case *airlockv1.Event_Completed:
+		return s.executed(ctx, ev, func(r *airlockv1.ApprovalRecord) *airlockv1.ApprovalRecord { return domain.Finished(r, true, s.now()) })
+	case *airlockv1.Event_Failed:
+		return s.executed(ctx, ev, func(r *airlockv1.ApprovalRecord) *airlockv1.ApprovalRecord { return domain.Finished(r, false, s.now()) })
+	}
+	return nil
+}
+
+// requested creates the pending record and announces it. A redelivered
+// event finds the record: if it was never announced (the previous attempt
+// died in between) it is announced now.
+func (s *Service) requested(ctx context.Context, ev *airlockv1.Event) error {
+	rec, err := domain.NewRecord(ev, s.settings, s.now())
+	if err != nil {
+		return consume.Permanent(err)
+	}
+	key := domain.Key(rec.GetCall().GetCallId(), domain.Revision(rec))
+	if _, err := s.store.create(ctx, rec); err != nil {
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return err
+		}
+		if rec, _, err = s.store.get(ctx, key); err != nil {
+			return err
+		}
+		if rec.GetState() != domain.Pending || len(rec.GetNotifications()) > 0 {
+			return nil
+		}
+	} else {
+		s.deps.Log.Info("call waits for approval", "key", key, "approvers", rec.GetDecision().GetApprovers(), "deadline", rec.GetDeadline().AsTime())
+	}
+	if err := s.supersede(ctx, rec); err != nil {
+		return err
+	}
+	return s.announce(ctx, key, rec)
+}
+
+// supersede cancels earlier revisions of the call that are still pending:
+// once the agent submitted a new revision, only that one may run.
+func (s *Service) supersede(ctx context.Context, rec *airlockv1.ApprovalRecord) error {
+	call, rev := rec.GetCall().GetCallId(), domain.Revision(rec)
+	older := s.index.selectRecords(func(r *airlockv1.ApprovalRecord) bool {
+		return r.GetCall().GetCallId() == call && domain.Revision(r) < rev && r.GetState() == domain.Pending
+	})
+	for _, o := range older {
+		by := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"}
+		reason := fmt.Sprintf("superseded by revision %d", rev)
+		key := domain.Key(call, domain.Revision(o))
+		if _, _, _, err := s.transition(ctx, key, func(cur *airlockv1.ApprovalRecord) (domain.Outcome, error) {
+			return domain.Cancel(cur, by, reason, s.dir, s.now())
+		}); err != nil {
+			return fmt.Errorf("cancel superseded %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// announce tells the channels and stores where they put their messages. If
+// the call was decided meanwhile, the fresh messages are updated at once.
+func (s *Service) announce(ctx context.Context, key string, rec *airlockv1.ApprovalRecord) error {
+	refs := s.fan.announce(ctx, rec)
+	if len(refs) == 0 {
+		return nil
+	}
+	stored, _, _, err := mutate(ctx, s.store, key, func(cur *airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, struct{}, error) {
+		next := proto.Clone(cur).(*airlockv1.ApprovalRecord)
+		for _, ref := range refs {
+			if !slices.ContainsFunc(next.Notifications, func(n *airlockv1.NotificationRef) bool { return n.GetChannel() == ref.GetChannel() }) {
+				next.Notifications = append(next.Notifications, ref)
+			}
+		}
+		return next, struct{}{}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("store notification refs of %s: %w", key, err)
+	}
+	if domain.Final(stored) {
+		s.updateChannels(stored)
+	}
+	return nil
+}
+
+// executed applies the executor's progress to the record of the event's
+// revision. Calls that policy allowed have no record: nothing to do.
+func (s *Service) executed(ctx context.Context, ev *airlockv1.Event, step func(*airlockv1.ApprovalRecord) *airlockv1.ApprovalRecord) error {
+	key := domain.Key(ev.GetCallId(), max(ev.GetRevision(), 1))
+	rec, wrote, _, err := mutate(ctx, s.store, key, func(cur *airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, struct{}, error) {
+		return step(cur), struct{}{}, nil
+	})
+	if errors.Is(err, errNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if wrote && (rec.GetState() == domain.Completed || rec.GetState() == domain.Failed) {
+		s.updateChannels(rec)
+	}
+	return nil
+}

@@ -1,0 +1,133 @@
+package approval
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/approval/internal/domain"
+	"github.com/airlock-gate/airlock/services/shared/notify"
+)
+
+// fanout tells every notification channel at once. Each delivery runs in
+// its own goroutine with its own timeout, so a slow or broken channel delays
+// no other channel and no decision; each success is recorded as `notified`.
+type fanout struct {
+	notifiers []notify.Notifier
+	timeout   time.Duration
+	log       *slog.Logger
+	// record publishes a `notified` event; failures are logged, not retried.
+	record func(ctx context.Context, ev *airlockv1.Event)
+}
+
+// announce tells every channel that wants rec about it and returns where
+// each one put its message.
+func (f *fanout) announce(ctx context.Context, rec *airlockv1.ApprovalRecord) []*airlockv1.NotificationRef {
+	var (
+		mu   sync.Mutex
+		refs []*airlockv1.NotificationRef
+		wg   sync.WaitGroup
+	)
+	for _, n := range f.notifiers {
+		if !f.wants(n, rec) {
+			continue
+		}
+		wg.Add(1)
+		go func(n notify.Notifier) {
+			defer wg.Done()
+			dctx, cancel := context.WithTimeout(ctx, f.timeout)
+			defer cancel()
+			// Each channel gets its own copy: one channel cannot disturb what another sees.
+			own := proto.Clone(rec).(*airlockv1.ApprovalRecord)
+			ref, err := safely(func() (string, error) { return n.Announce(dctx, own) })
+			if err != nil {
+				f.log.Warn("announcing a pending call failed on one channel; the others are unaffected",
+					"channel", n.Name(), "call", domain.Key(rec.GetCall().GetCallId(), domain.Revision(rec)), "err", err)
+				return
+			}
+			mu.Lock()
+			refs = append(refs, &airlockv1.NotificationRef{Channel: n.Name(), Ref: ref})
+			mu.Unlock()
+			f.record(ctx, domain.NotifiedEvent(rec, n.Name(), ref, "announce"))
+		}(n)
+	}
+	wg.Wait()
+	return refs
+}
+
+// remind re-announces rec on every channel that announced it (kind
+// "remind" or "escalate").
+func (f *fanout) remind(ctx context.Context, rec *airlockv1.ApprovalRecord, kind string) {
+	f.eachRef(ctx, rec, kind, func(ctx context.Context, n notify.Notifier, r *airlockv1.ApprovalRecord, ref string) error {
+		return n.Remind(ctx, r, ref)
+	})
+}
+
+// update shows rec's outcome on every channel that announced it.
+func (f *fanout) update(ctx context.Context, rec *airlockv1.ApprovalRecord) {
+	f.eachRef(ctx, rec, "outcome", func(ctx context.Context, n notify.Notifier, r *airlockv1.ApprovalRecord, ref string) error {
+		return n.Update(ctx, r, ref)
+	})
+}
+
+func (f *fanout) eachRef(ctx context.Context, rec *airlockv1.ApprovalRecord, kind string, do func(context.Context, notify.Notifier, *airlockv1.ApprovalRecord, string) error) {
+	var wg sync.WaitGroup
+	for _, ref := range rec.GetNotifications() {
+		n := f.byName(ref.GetChannel())
+		if n == nil {
+			continue // a channel this process does not run (another replica's, or removed)
+		}
+		wg.Add(1)
+		go func(n notify.Notifier, ref string) {
+			defer wg.Done()
+			dctx, cancel := context.WithTimeout(ctx, f.timeout)
+			defer cancel()
+			own := proto.Clone(rec).(*airlockv1.ApprovalRecord)
+			if _, err := safely(func() (string, error) { return "", do(dctx, n, own, ref) }); err != nil {
+				f.log.Warn("notification failed on one channel; the others are unaffected", "channel", n.Name(), "kind", kind,
+					"call", domain.Key(rec.GetCall().GetCallId(), domain.Revision(rec)), "err", err)
+				return
+			}
+			f.record(ctx, domain.NotifiedEvent(rec, n.Name(), ref, kind))
+		}(n, ref.GetRef())
+	}
+	wg.Wait()
+}
+
+func (f *fanout) wants(n notify.Notifier, rec *airlockv1.ApprovalRecord) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			f.log.Error("notifier panicked in Wants; skipping it for this call", "channel", n.Name(), "panic", r)
+			ok = false
+		}
+	}()
+	return n.Wants(rec)
+}
+
+func (f *fanout) byName(name string) notify.Notifier {
+	for _, n := range f.notifiers {
+		if n.Name() == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// safely contains a notifier's panic as an error, so one broken channel
+// cannot take the service down.
+func safely(fn func() (string, error)) (ref string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &panicError{r}
+		}
+	}()
+	return fn()
+}
+
+type panicError struct{ v any }
+
+func (p *panicError) Error() string { return "notifier panicked: " + slog.AnyValue(p.v).String() }

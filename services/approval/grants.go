@@ -1,0 +1,139 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/approval/internal/domain"
+	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/ids"
+)
+
+// Standing grants live in the grants bucket, key = grant id, value the
+// protobuf binary of airlock.v1.StandingGrant. This service creates, lists
+// and revokes them; the policy service reads them and spends a use with CAS
+// (uses_left - 1, used_by += "<call>.<revision>").
+
+// CreateGrant builds an "always allow" grant from a call (endpoint
+// "grants.create"): agent, server and tool come from the call's newest
+// revision, narrowed by the request's argument globs, use limit and expiry.
+// Only a principal who may approve that call may create it.
+func (s *Service) CreateGrant(ctx context.Context, req *airlockv1.CreateGrantRequest) (*airlockv1.CreateGrantResponse, error) {
+	by, err := human(req.GetBy())
+	if err != nil {
+		return nil, err
+	}
+	if err := ids.Validate("call id", req.GetFromCallId()); err != nil {
+		return nil, apierr.New(apierr.InvalidRequest, "from_call_id: %v", err)
+	}
+	rec, _, err := s.store.latest(ctx, req.GetFromCallId(), s.index.latestRevision(req.GetFromCallId()))
+	if err != nil {
+		return nil, s.storeErr(req.GetFromCallId(), err)
+	}
+	g, err := domain.NewGrant(rec, req.GetGrant(), by, s.dir, ids.New("grant"), s.now())
+	if err != nil {
+		return nil, s.domainErr(ctx, rec, by, err)
+	}
+	data, err := proto.Marshal(g)
+	if err != nil {
+		return nil, fmt.Errorf("encode grant: %w", err)
+	}
+	if _, err := s.grants.Create(ctx, g.Id, data); err != nil {
+		return nil, apierr.Wrap(apierr.Unavailable, err, "the grant could not be stored; try again")
+	}
+	s.deps.Log.Info("standing grant created", "grant", g.Id, "agent", g.AgentId, "tool", g.Server+"__"+g.Tool, "by", by.GetId(), "from_call", g.FromCallId)
+	return &airlockv1.CreateGrantResponse{Grant: g}, nil
+}
+
+// ListGrants lists grants (endpoint "grants.list"): the active ones, or all
+// with include_inactive (revoked, expired, used up).
+func (s *Service) ListGrants(ctx context.Context, req *airlockv1.ListGrantsRequest) (*airlockv1.ListGrantsResponse, error) {
+	lister, err := s.grants.ListKeys(ctx)
+	if err != nil {
+		return nil, apierr.Wrap(apierr.Unavailable, err, "grants could not be listed; try again")
+	}
+	now := s.now()
+	resp := &airlockv1.ListGrantsResponse{}
+	for key := range lister.Keys() {
+		g, _, err := s.grant(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, apierr.Wrap(apierr.Unavailable, err, "grant %s could not be read; try again", key)
+		}
+		if req.GetIncludeInactive() || domain.GrantActive(g, now) {
+			resp.Grants = append(resp.Grants, g)
+		}
+	}
+	slices.SortFunc(resp.Grants, func(a, b *airlockv1.StandingGrant) int {
+		return b.GetCreatedAt().AsTime().Compare(a.GetCreatedAt().AsTime())
+	})
+	return resp, nil
+}
+
+// RevokeGrant revokes a grant (endpoint "grants.revoke"). Its creator or an
+// approver of the call it came from may; revoking twice changes nothing.
+func (s *Service) RevokeGrant(ctx context.Context, req *airlockv1.RevokeGrantRequest) (*airlockv1.RevokeGrantResponse, error) {
+	by, err := human(req.GetBy())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetGrantId() == "" {
+		return nil, apierr.New(apierr.InvalidRequest, "grant_id is empty: name the grant to revoke (grants.list shows them)")
+	}
+	for range maxCASAttempts {
+		g, rev, err := s.grant(ctx, req.GetGrantId())
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrInvalidKey) {
+			return nil, apierr.New(apierr.NotFound, "no grant %s: grants.list shows the existing ones", req.GetGrantId())
+		}
+		if err != nil {
+			return nil, apierr.Wrap(apierr.Unavailable, err, "grant %s could not be read; try again", req.GetGrantId())
+		}
+		rec, _, rerr := s.store.latest(ctx, g.GetFromCallId(), s.index.latestRevision(g.GetFromCallId()))
+		if rerr != nil {
+			rec = nil
+		}
+		next, changed, err := domain.Revoke(g, rec, by, s.dir)
+		if err != nil {
+			if rec == nil {
+				rec = &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{CallId: g.GetFromCallId(), AgentId: g.GetAgentId()}}
+			}
+			return nil, s.domainErr(ctx, rec, by, err)
+		}
+		if !changed {
+			return &airlockv1.RevokeGrantResponse{Grant: g}, nil
+		}
+		data, err := proto.Marshal(next)
+		if err != nil {
+			return nil, fmt.Errorf("encode grant: %w", err)
+		}
+		if _, err := s.grants.Update(ctx, g.GetId(), data, rev); err != nil {
+			if isConflict(err) {
+				continue // the policy service spent a use meanwhile: revoke the fresh grant
+			}
+			return nil, apierr.Wrap(apierr.Unavailable, err, "grant %s could not be revoked; try again", g.GetId())
+		}
+		s.deps.Log.Info("standing grant revoked", "grant", g.GetId(), "by", by.GetId())
+		return &airlockv1.RevokeGrantResponse{Grant: next}, nil
+	}
+	return nil, apierr.New(apierr.Conflict, "grant %s keeps changing; try again", req.GetGrantId())
+}
+
+func (s *Service) grant(ctx context.Context, key string) (*airlockv1.StandingGrant, uint64, error) {
+	e, err := s.grants.Get(ctx, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	g := &airlockv1.StandingGrant{}
+	if err := proto.Unmarshal(e.Value(), g); err != nil {
+		return nil, 0, fmt.Errorf("decode grant %s: %w", key, err)
+	}
+	return g, e.Revision(), nil
+}

@@ -1,0 +1,226 @@
+package approval_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/approval"
+	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/notify"
+	"github.com/airlock-gate/airlock/services/shared/svc"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// world is one embedded NATS server with the approval service running, a
+// client for its endpoints, and a publisher standing in for the policy
+// service (these tests do not need policy: they publish approval_requested).
+type world struct {
+	t      testing.TB
+	nats   *testenv.NATS
+	cfg    config.Config
+	deps   svc.Deps
+	js     jetstream.JetStream
+	api    *approvalapi.Client
+	policy *envelope.Publisher
+	stops  []func()
+	// replica are the dependencies of the replica started last.
+	replica svc.Deps
+}
+
+func newWorld(t testing.TB, tweak ...func(*config.Config)) *world {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	cfg.Approval.Groups = map[string][]string{"reviewers": {"alice", "bob", "carol"}, "oncall": {"dave"}}
+	cfg.Console.Users = []config.User{{Name: "erin", Groups: []string{"reviewers"}}}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	deps := testenv.Deps(t, cfg)
+	nc, js := testenv.Connect(t, n.URL())
+	return &world{t: t, nats: n, cfg: cfg, deps: deps, js: js, api: approvalapi.New(nc), policy: deps.Publisher("policy")}
+}
+
+// start runs one replica of the service with its own connection.
+func (w *world) start(notifiers ...notify.Notifier) {
+	w.t.Helper()
+	deps := testenv.Deps(w.t, w.cfg)
+	w.replica = deps
+	s, err := approval.NewFromConfig(context.Background(), deps, notifiers...)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.stops = append(w.stops, testenv.RunService(w.t, s))
+	w.waitServing()
+}
+
+// stopAll stops every replica.
+func (w *world) stopAll() {
+	for _, stop := range w.stops {
+		stop()
+	}
+	w.stops = nil
+}
+
+func (w *world) waitServing() {
+	w.t.Helper()
+	testenv.Eventually(w.t, 10*time.Second, "the approval endpoints to answer", func() bool {
+		_, err := w.api.List(context.Background(), &airlockv1.ListRequest{})
+		return err == nil
+	})
+}
+
+// gauge reads a gauge from the metrics of the replica started last.
+func (w *world) gauge(name string) float64 {
+	w.t.Helper()
+	fams, err := w.replica.Metrics.Registry.Gather()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == name && len(f.GetMetric()) > 0 {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
+// ask publishes approval_requested for call as the policy service would.
+func (w *world) ask(call *airlockv1.ToolCall, d *airlockv1.Decision) {
+	w.t.Helper()
+	if call.Revision == 0 {
+		call.Revision = 1
+	}
+	if call.AgentId == "" {
+		call.AgentId = "bot"
+	}
+	if call.Server == "" {
+		call.Server, call.Tool = "fs", "write_file"
+	}
+	if call.Arguments == nil {
+		call.Arguments, _ = structpb.NewStruct(map[string]any{"path": "/tmp/x", "text": "hello"})
+	}
+	if d == nil {
+		d = &airlockv1.Decision{}
+	}
+	d.Action = airlockv1.Action_ACTION_ASK
+	if d.PolicyRevision == "" {
+		d.PolicyRevision = "rev-test"
+	}
+	ev := &airlockv1.Event{
+		EventId: envelope.EventID(call.CallId, call.Revision, "decision"), AgentId: call.AgentId, CallId: call.CallId,
+		Revision: call.Revision, ThreadId: call.ThreadId,
+		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "policy"},
+		Body:  &airlockv1.Event_ApprovalRequested{ApprovalRequested: &airlockv1.ApprovalRequested{Call: call, Decision: d}},
+	}
+	if _, err := w.policy.Publish(context.Background(), ev, ""); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// pending asks for call and waits until its revision is pending.
+func (w *world) pending(call *airlockv1.ToolCall, d *airlockv1.Decision) *airlockv1.ApprovalRecord {
+	w.t.Helper()
+	w.ask(call, d)
+	return w.waitState(call.CallId, call.Revision, airlockv1.ApprovalState_APPROVAL_STATE_PENDING)
+}
+
+func (w *world) waitState(callID string, rev uint32, st airlockv1.ApprovalState) *airlockv1.ApprovalRecord {
+	w.t.Helper()
+	var rec *airlockv1.ApprovalRecord
+	testenv.Eventually(w.t, 10*time.Second, "call "+callID+" to be "+st.String(), func() bool {
+		r, err := w.api.Get(context.Background(), callID)
+		if err != nil {
+			return false
+		}
+		rec = r
+		return r.GetState() == st && r.GetCall().GetRevision() == rev
+	})
+	return rec
+}
+
+func (w *world) decide(callID, who string, kind airlockv1.DecisionKind, reason string) (*airlockv1.DecideResponse, error) {
+	return w.api.Decide(context.Background(), &airlockv1.DecideRequest{
+		CallId: callID, Kind: kind, Reason: reason,
+		Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: who, Channel: "console"},
+	})
+}
+
+func (w *world) approve(callID, who string) (*airlockv1.DecideResponse, error) {
+	return w.decide(callID, who, airlockv1.DecisionKind_DECISION_KIND_APPROVE, "")
+}
+
+// events returns the stored events of one type for a call.
+func (w *world) events(agent, callID, typ string) []*airlockv1.Event {
+	w.t.Helper()
+	return testenv.Events(w.t, w.js, "airlock.evt."+agent+"."+callID+"."+typ)
+}
+
+func mustCode(t testing.TB, err error, code apierr.Code) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("expected a %s error, got success", code)
+	}
+	if got := apierr.CodeOf(err); got != code {
+		t.Fatalf("expected a %s error, got %s: %v", code, got, err)
+	}
+}
+
+func seconds(s float64) *durationpb.Duration {
+	return durationpb.New(time.Duration(s * float64(time.Second)))
+}
+
+// recorder is a real notification channel that keeps what it was told, for
+// tests to wait on.
+type recorder struct {
+	name string
+	// block makes Announce wait for its context to end and fail (a channel that hangs).
+	block bool
+	mu    sync.Mutex
+	seen  []string // "announce:<call>", "remind:<call>", "update:<call>:<state>"
+}
+
+func (r *recorder) Name() string                         { return r.name }
+func (r *recorder) Wants(*airlockv1.ApprovalRecord) bool { return true }
+func (r *recorder) Announce(ctx context.Context, rec *airlockv1.ApprovalRecord) (string, error) {
+	if r.block {
+		<-ctx.Done()
+		return "", errors.New("channel unreachable")
+	}
+	r.add("announce:" + rec.GetCall().GetCallId())
+	return r.name + "/" + rec.GetCall().GetCallId(), nil
+}
+func (r *recorder) Remind(_ context.Context, rec *airlockv1.ApprovalRecord, _ string) error {
+	r.add("remind:" + rec.GetCall().GetCallId())
+	return nil
+}
+func (r *recorder) Update(_ context.Context, rec *airlockv1.ApprovalRecord, _ string) error {
+	r.add("update:" + rec.GetCall().GetCallId() + ":" + rec.GetState().String())
+	return nil
+}
+func (r *recorder) add(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen = append(r.seen, s)
+}
+func (r *recorder) has(s string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, x := range r.seen {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,195 @@
+package approval
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/approval/internal/domain"
+)
+
+// index is this replica's read model of the approvals bucket, fed by a KV
+// watcher: the list endpoints and the sweeper read it; every write still goes
+// through CAS on the bucket itself. It is derived state — rebuilt from the
+// bucket at start — so losing it loses nothing.
+type index struct {
+	log *slog.Logger
+	// reconnects counts the connection's reconnects: after one, the watch is
+	// started again rather than trusting it resumed (an ordered consumer on a
+	// restarted server can take many seconds to notice it is gone).
+	reconnects func() uint64
+
+	mu     sync.RWMutex
+	recs   map[string]*airlockv1.ApprovalRecord
+	latest map[string]uint32 // call id → newest revision seen
+	// unsettled: keys whose record reached a decision and whose event this
+	// replica has not yet confirmed in the stream (see sweeper.settle).
+	unsettled map[string]bool
+	// published: keys whose decision event this process published itself.
+	published map[string]bool
+}
+
+func newIndex(log *slog.Logger, reconnects func() uint64) *index {
+	return &index{log: log, reconnects: reconnects, recs: map[string]*airlockv1.ApprovalRecord{}, latest: map[string]uint32{},
+		unsettled: map[string]bool{}, published: map[string]bool{}}
+}
+
+// watch follows the bucket until ctx ends. ready is closed once the bucket's
+// current content is loaded. If the watch breaks off, it is started again:
+// replaying the bucket over the index is harmless.
+func (ix *index) watch(ctx context.Context, kv jetstream.KeyValue, ready chan<- struct{}) error {
+	loaded := false
+	for {
+		w, err := kv.WatchAll(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if !loaded {
+				return fmt.Errorf("watch approvals bucket %s: %w", kv.Bucket(), err)
+			}
+			ix.log.Warn("watching the approvals bucket failed; retrying", "err", err)
+		} else {
+			loaded = ix.follow(ctx, w, ready, loaded)
+			_ = w.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// follow applies updates until the watcher ends or ctx does; it returns
+// whether the initial content has been loaded.
+func (ix *index) follow(ctx context.Context, w jetstream.KeyWatcher, ready chan<- struct{}, loaded bool) bool {
+	seen := ix.reconnects()
+	check := time.NewTicker(250 * time.Millisecond)
+	defer check.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return loaded
+		case <-check.C:
+			if n := ix.reconnects(); n != seen {
+				ix.log.Info("reconnected to NATS; reloading the approvals index")
+				return loaded
+			}
+		case e, ok := <-w.Updates():
+			if !ok {
+				if ctx.Err() == nil {
+					ix.log.Warn("the approvals bucket watch ended; restarting it")
+				}
+				return loaded
+			}
+			if e == nil {
+				if !loaded {
+					loaded = true
+					close(ready)
+				}
+				continue
+			}
+			ix.apply(e)
+		}
+	}
+}
+
+func (ix *index) apply(e jetstream.KeyValueEntry) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(ix.recs, e.Key())
+		return
+	}
+	rec := &airlockv1.ApprovalRecord{}
+	if err := proto.Unmarshal(e.Value(), rec); err != nil {
+		ix.log.Error("undecodable approval record ignored", "key", e.Key(), "err", err)
+		return
+	}
+	ix.recs[e.Key()] = rec
+	call, rev := rec.GetCall().GetCallId(), domain.Revision(rec)
+	if rev > ix.latest[call] {
+		ix.latest[call] = rev
+	}
+	if hasDecisionEvent(rec) {
+		if ix.published[e.Key()] {
+			delete(ix.published, e.Key())
+		} else {
+			ix.unsettled[e.Key()] = true
+		}
+	}
+}
+
+// hasDecisionEvent: states whose entry publishes a decision event.
+func hasDecisionEvent(rec *airlockv1.ApprovalRecord) bool {
+	switch rec.GetState() {
+	case domain.Approved, domain.Rejected, domain.ChangesRequested, domain.Expired, domain.Canceled:
+		return true
+	}
+	return false
+}
+
+// markPublished notes that this process published key's decision event.
+func (ix *index) markPublished(key string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.unsettled[key] {
+		delete(ix.unsettled, key)
+		return
+	}
+	ix.published[key] = true
+}
+
+// takeUnsettled returns (and forgets) unsettled records last updated before cutoff.
+func (ix *index) takeUnsettled(cutoff time.Time) []*airlockv1.ApprovalRecord {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	var out []*airlockv1.ApprovalRecord
+	for key := range ix.unsettled {
+		rec := ix.recs[key]
+		if rec == nil || !hasDecisionEvent(rec) {
+			delete(ix.unsettled, key)
+			continue
+		}
+		if rec.GetUpdatedAt().AsTime().Before(cutoff) {
+			out = append(out, rec)
+			delete(ix.unsettled, key)
+		}
+	}
+	return out
+}
+
+func (ix *index) latestRevision(callID string) uint32 {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.latest[callID]
+}
+
+// select returns the records that keep returns true for, newest first.
+func (ix *index) selectRecords(keep func(*airlockv1.ApprovalRecord) bool) []*airlockv1.ApprovalRecord {
+	ix.mu.RLock()
+	var out []*airlockv1.ApprovalRecord
+	for _, rec := range ix.recs {
+		if keep(rec) {
+			out = append(out, rec)
+		}
+	}
+	ix.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *airlockv1.ApprovalRecord) int {
+		return b.GetCreatedAt().AsTime().Compare(a.GetCreatedAt().AsTime())
+	})
+	return out
+}
+
+// pending returns every pending record.
+func (ix *index) pending() []*airlockv1.ApprovalRecord {
+	return ix.selectRecords(func(r *airlockv1.ApprovalRecord) bool { return r.GetState() == domain.Pending })
+}

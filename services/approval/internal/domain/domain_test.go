@@ -1,0 +1,322 @@
+package domain
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/canon"
+)
+
+var (
+	t0  = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	dir = NewDirectory(map[string][]string{"reviewers": {"alice", "bob"}, "oncall": {"dave"}}, map[string][]string{"group:reviewers": {"erin"}})
+	set = Settings{DefaultTimeout: 5 * time.Minute, DefaultApprovers: []string{"group:reviewers"}}
+)
+
+func human(id string) *airlockv1.Actor {
+	return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: id, Channel: "console"}
+}
+
+func requested(d *airlockv1.Decision, deadline *timestamppb.Timestamp) *airlockv1.Event {
+	args, _ := structpb.NewStruct(map[string]any{"path": "/etc/hosts"})
+	return &airlockv1.Event{EventId: "x", Time: timestamppb.New(t0), Body: &airlockv1.Event_ApprovalRequested{ApprovalRequested: &airlockv1.ApprovalRequested{
+		Call:     &airlockv1.ToolCall{CallId: "c1", AgentId: "bot", OnBehalfOf: "zoe", Server: "fs", Tool: "write_file", Arguments: args},
+		Decision: d, Deadline: deadline,
+	}}}
+}
+
+func pending(t *testing.T, d *airlockv1.Decision) *airlockv1.ApprovalRecord {
+	t.Helper()
+	rec, err := NewRecord(requested(d, nil), set, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func TestNewRecordDeadline(t *testing.T) {
+	cases := []struct {
+		name     string
+		d        *airlockv1.Decision
+		deadline *timestamppb.Timestamp
+		want     time.Time
+	}{
+		{"uses_the_default_timeout_when_policy_names_none", &airlockv1.Decision{}, nil, t0.Add(5 * time.Minute)},
+		{"uses_the_decision_timeout", &airlockv1.Decision{Timeout: durationpb.New(time.Minute)}, nil, t0.Add(time.Minute)},
+		{"uses_the_event_deadline_above_all", &airlockv1.Decision{Timeout: durationpb.New(time.Minute)}, timestamppb.New(t0.Add(time.Hour)), t0.Add(time.Hour)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec, err := NewRecord(requested(c.d, c.deadline), set, t0.Add(time.Hour)) // the clock is late: redelivery
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := Deadline(rec); !got.Equal(c.want) {
+				t.Fatalf("deadline %v, want %v", got, c.want)
+			}
+			if rec.GetState() != Pending || Revision(rec) != 1 || Key("c1", Revision(rec)) != "c1.1" {
+				t.Fatalf("record %v", rec)
+			}
+		})
+	}
+}
+
+func TestNewRecordRefusesAnEventWithoutACall(t *testing.T) {
+	_, err := NewRecord(&airlockv1.Event{Body: &airlockv1.Event_ApprovalRequested{ApprovalRequested: &airlockv1.ApprovalRequested{}}}, set, t0)
+	var inv *Invalid
+	if !errors.As(err, &inv) {
+		t.Fatalf("err = %v, want *Invalid", err)
+	}
+}
+
+func TestAuthorize(t *testing.T) {
+	cases := []struct {
+		name      string
+		approvers []string
+		who       string
+		refused   string // part of the reason, "" = allowed
+	}{
+		{"allows_a_named_principal", []string{"carol"}, "carol", ""},
+		{"allows_a_member_of_a_configured_group", []string{"group:oncall"}, "dave", ""},
+		{"allows_a_console_user_through_their_groups", []string{"group:reviewers"}, "erin", ""},
+		{"refuses_someone_outside_the_approvers", []string{"group:oncall"}, "alice", "not among the approvers"},
+		{"refuses_the_principal_the_call_acts_for_even_if_an_approver", []string{"zoe"}, "zoe", "on their behalf"},
+		{"refuses_an_empty_principal", []string{"group:reviewers"}, "", "no principal"},
+		{"does_not_treat_a_group_name_as_a_principal", []string{"group:oncall"}, "oncall", "not among the approvers"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec := pending(t, &airlockv1.Decision{Approvers: c.approvers})
+			r := Authorize(rec, dir, c.who, "approve")
+			switch {
+			case c.refused == "" && r != nil:
+				t.Fatalf("refused: %s", r.Why)
+			case c.refused != "" && (r == nil || !strings.Contains(r.Why, c.refused)):
+				t.Fatalf("refusal %v, want one saying %q", r, c.refused)
+			}
+		})
+	}
+}
+
+func TestDecide(t *testing.T) {
+	edited, _ := structpb.NewStruct(map[string]any{"path": "/tmp/hosts"})
+	cases := []struct {
+		name      string
+		d         *airlockv1.Decision
+		decisions []Decision
+		at        time.Time
+		wantState airlockv1.ApprovalState
+		wantEvent string // of the last decision
+		applied   bool   // of the last decision
+		errKind   string // "refusal" or "invalid" for the last decision
+	}{
+		{"approves_with_quorum_one", nil, []Decision{{Kind: Approve, By: human("alice")}}, t0, Approved, "approved", true, ""},
+		{"rejects", nil, []Decision{{Kind: Reject, By: human("bob"), Reason: "no"}}, t0, Rejected, "rejected", true, ""},
+		{"requests_changes_with_feedback", nil, []Decision{{Kind: RequestChanges, By: human("bob"), Reason: "use /tmp"}}, t0, ChangesRequested, "changes_requested", true, ""},
+		{"refuses_change_requests_without_feedback", nil, []Decision{{Kind: RequestChanges, By: human("bob")}}, t0, Pending, "", false, "invalid"},
+		{"refuses_edits_on_a_rejection", nil, []Decision{{Kind: Reject, By: human("bob"), Edited: edited}}, t0, Pending, "", false, "invalid"},
+		{"keeps_quorum_two_pending_after_one_vote", &airlockv1.Decision{Quorum: 2}, []Decision{{Kind: Approve, By: human("alice")}}, t0, Pending, "", true, ""},
+		{"does_not_count_the_same_person_twice", &airlockv1.Decision{Quorum: 2}, []Decision{{Kind: Approve, By: human("alice")}, {Kind: Approve, By: human("alice")}}, t0, Pending, "", false, ""},
+		{"approves_when_a_second_person_votes", &airlockv1.Decision{Quorum: 2}, []Decision{{Kind: Approve, By: human("alice")}, {Kind: Approve, By: human("bob")}}, t0, Approved, "approved", true, ""},
+		{"lets_one_person_reject_a_quorum_call", &airlockv1.Decision{Quorum: 2}, []Decision{{Kind: Approve, By: human("alice")}, {Kind: Reject, By: human("bob")}}, t0, Rejected, "rejected", true, ""},
+		{"never_changes_a_decided_call", nil, []Decision{{Kind: Reject, By: human("bob")}, {Kind: Approve, By: human("alice")}}, t0, Rejected, "", false, ""},
+		{"expires_instead_of_deciding_after_the_deadline", nil, []Decision{{Kind: Approve, By: human("alice")}}, t0.Add(5 * time.Minute), Expired, "expired", false, ""},
+		{"refuses_an_outsider_and_changes_nothing", nil, []Decision{{Kind: Approve, By: human("mallory")}}, t0, Pending, "", false, "refusal"},
+		{"refuses_an_outsider_even_after_the_decision", nil, []Decision{{Kind: Approve, By: human("alice")}, {Kind: Reject, By: human("mallory")}}, t0, Approved, "", false, "refusal"},
+		{"approves_edited_arguments", nil, []Decision{{Kind: Approve, By: human("alice"), Edited: edited}}, t0, Approved, "approved", true, ""},
+		{"resets_votes_for_other_arguments_when_edited", &airlockv1.Decision{Quorum: 2}, []Decision{{Kind: Approve, By: human("alice")}, {Kind: Approve, By: human("bob"), Edited: edited}}, t0, Pending, "", true, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec := pending(t, c.d)
+			var out Outcome
+			var err error
+			for i, d := range c.decisions {
+				out, err = Decide(rec, d, dir, c.at)
+				if i < len(c.decisions)-1 && err != nil {
+					t.Fatalf("decision %d: %v", i, err)
+				}
+				if out.Record != nil {
+					rec = out.Record
+				}
+			}
+			var ref *Refusal
+			var inv *Invalid
+			switch c.errKind {
+			case "refusal":
+				if !errors.As(err, &ref) {
+					t.Fatalf("err = %v, want a refusal", err)
+				}
+			case "invalid":
+				if !errors.As(err, &inv) {
+					t.Fatalf("err = %v, want invalid", err)
+				}
+			default:
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if rec.GetState() != c.wantState || out.Event != c.wantEvent || out.Applied != c.applied {
+				t.Fatalf("state %v event %q applied %v (%q); want %v %q %v", rec.GetState(), out.Event, out.Applied, out.Message, c.wantState, c.wantEvent, c.applied)
+			}
+		})
+	}
+}
+
+func TestDecideDoesNotModifyItsInput(t *testing.T) {
+	rec := pending(t, nil)
+	before := proto.Clone(rec)
+	if _, err := Decide(rec, Decision{Kind: Approve, By: human("alice")}, dir, t0); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(rec, before) {
+		t.Fatal("Decide changed the record it was given: a CAS retry would see a corrupted record")
+	}
+}
+
+func TestApprovedEventBindsTheArgumentsThatRun(t *testing.T) {
+	edited, _ := structpb.NewStruct(map[string]any{"path": "/tmp/hosts"})
+	rec := pending(t, &airlockv1.Decision{PolicyRevision: "p7"})
+	out, err := Decide(rec, Decision{Kind: Approve, By: human("alice"), Edited: edited}, dir, t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := FinalEvent(out.Record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ev.GetApproved()
+	want, _ := canon.Digest(edited)
+	orig, _ := canon.Digest(rec.GetCall().GetArguments())
+	if ev.GetEventId() != "c1.1.approved" || a.GetArgumentsDigest() != want || a.GetOriginalArgumentsDigest() != orig ||
+		!proto.Equal(a.GetCall().GetArguments(), edited) || a.GetPolicyRevision() != "p7" || ev.GetActor().GetId() != "alice" {
+		t.Fatalf("approved event %v", ev)
+	}
+	again, _ := FinalEvent(out.Record)
+	if !proto.Equal(ev, again) {
+		t.Fatal("the decision event is not a function of the record: republishing it would not deduplicate")
+	}
+}
+
+func TestCancel(t *testing.T) {
+	agent := func(id string) *airlockv1.Actor {
+		return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: id}
+	}
+	cases := []struct {
+		name    string
+		by      *airlockv1.Actor
+		refused bool
+	}{
+		{"lets_the_agent_cancel_its_own_call", agent("bot"), false},
+		{"refuses_another_agent", agent("other"), true},
+		{"lets_an_approver_cancel", human("alice"), false},
+		{"lets_the_person_the_call_acts_for_withdraw_it", human("zoe"), false},
+		{"refuses_anyone_else", human("mallory"), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := Cancel(pending(t, nil), c.by, "", dir, t0)
+			var r *Refusal
+			if c.refused != errors.As(err, &r) {
+				t.Fatalf("err = %v", err)
+			}
+			if !c.refused && (out.Record.GetState() != Canceled || out.Event != "canceled") {
+				t.Fatalf("outcome %v", out)
+			}
+		})
+	}
+}
+
+func TestTimers(t *testing.T) {
+	d := &airlockv1.Decision{RemindAfter: durationpb.New(time.Minute), EscalateAfter: durationpb.New(2 * time.Minute), EscalateTo: []string{"group:oncall"}}
+	rec := pending(t, d)
+	if _, _, ok := DueTimer(rec, t0.Add(30*time.Second)); ok {
+		t.Fatal("a timer fired early")
+	}
+	next, tm, ok := DueTimer(rec, t0.Add(61*time.Second))
+	if !ok || tm != Remind || !next.GetReminded() {
+		t.Fatalf("reminder: %v %v", tm, ok)
+	}
+	if _, _, ok := DueTimer(next, t0.Add(90*time.Second)); ok {
+		t.Fatal("the reminder fired twice")
+	}
+	if Authorize(next, dir, "dave", "approve") == nil {
+		t.Fatal("dave may approve before escalation")
+	}
+	esc, tm, ok := DueTimer(next, t0.Add(121*time.Second))
+	if !ok || tm != Escalate || !esc.GetEscalated() {
+		t.Fatalf("escalation: %v %v", tm, ok)
+	}
+	if r := Authorize(esc, dir, "dave", "approve"); r != nil {
+		t.Fatalf("escalation did not widen the approvers: %s", r.Why)
+	}
+	if _, _, ok := DueTimer(esc, t0.Add(4*time.Minute)); ok {
+		t.Fatal("a timer fired after everything was done")
+	}
+	if _, _, ok := DueTimer(rec, t0.Add(6*time.Minute)); ok {
+		t.Fatal("a timer fired past the deadline")
+	}
+	if out := Expire(rec, t0.Add(5*time.Minute)); out.Record.GetState() != Expired || out.Event != "expired" {
+		t.Fatalf("expire at the deadline: %v", out)
+	}
+	if out := Expire(rec, t0.Add(4*time.Minute)); out.Record != nil {
+		t.Fatal("expired before the deadline")
+	}
+}
+
+func TestExecutionProgress(t *testing.T) {
+	rec := pending(t, nil)
+	if Started(rec, t0) != nil || Finished(rec, true, t0) != nil {
+		t.Fatal("a pending call moved on an executor event")
+	}
+	out, _ := Decide(rec, Decision{Kind: Approve, By: human("alice")}, dir, t0)
+	run := Started(out.Record, t0)
+	if run.GetState() != Executing || Started(run, t0) != nil {
+		t.Fatalf("started: %v", run)
+	}
+	if done := Finished(run, false, t0); done.GetState() != Failed || Finished(done, true, t0) != nil {
+		t.Fatalf("finished: %v", done)
+	}
+}
+
+func TestGrants(t *testing.T) {
+	rec := pending(t, nil)
+	_, err := NewGrant(rec, &airlockv1.StandingGrant{}, human("mallory"), dir, "g1", t0)
+	var r *Refusal
+	if !errors.As(err, &r) {
+		t.Fatalf("an outsider created a grant: %v", err)
+	}
+	if _, err := NewGrant(rec, &airlockv1.StandingGrant{ArgumentGlobs: map[string]string{"path": "/tmp/*"}}, human("alice"), dir, "g1", t0); err == nil {
+		t.Fatal("accepted an argument constraint that is not a JSON pointer")
+	}
+	g, err := NewGrant(rec, &airlockv1.StandingGrant{UsesLeft: 2, ArgumentGlobs: map[string]string{"/path": "/tmp/*"}}, human("alice"), dir, "g1", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.GetAgentId() != "bot" || g.GetServer() != "fs" || g.GetTool() != "write_file" || !g.GetLimitedUses() || g.GetUsesLeft() != 2 || !GrantActive(g, t0) {
+		t.Fatalf("grant %v", g)
+	}
+	if _, _, err := Revoke(g, rec, human("mallory"), dir); !errors.As(err, &r) {
+		t.Fatalf("an outsider revoked a grant: %v", err)
+	}
+	rv, changed, err := Revoke(g, rec, human("bob"), dir)
+	if err != nil || !changed || !rv.GetRevoked() || rv.GetRevokedBy().GetId() != "bob" || GrantActive(rv, t0) {
+		t.Fatalf("revoke: %v %v %v", rv, changed, err)
+	}
+	if _, changed, _ := Revoke(rv, rec, human("alice"), dir); changed {
+		t.Fatal("revoking twice changed the grant")
+	}
+	used := proto.Clone(g).(*airlockv1.StandingGrant)
+	used.UsesLeft = 0
+	if GrantActive(used, t0) {
+		t.Fatal("a used-up grant is active")
+	}
+}

@@ -1,0 +1,130 @@
+package domain
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/canon"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+)
+
+// FinalEvent returns the lifecycle event that records how rec was decided
+// (approved, rejected, changes_requested, expired, canceled), or nil for a
+// record that is pending or only records the executor's progress. It depends
+// on the record alone — id "<call>.<revision>.<type>", time = the record's
+// update time — so publishing it again after a crash or a retried request
+// stores one event.
+func FinalEvent(rec *airlockv1.ApprovalRecord) (*airlockv1.Event, error) {
+	typ := ""
+	switch rec.GetState() {
+	case Approved:
+		typ = "approved"
+	case Rejected:
+		typ = "rejected"
+	case ChangesRequested:
+		typ = "changes_requested"
+	case Expired:
+		typ = "expired"
+	case Canceled:
+		typ = "canceled"
+	default:
+		return nil, nil
+	}
+	ev := base(rec, typ)
+	switch typ {
+	case "approved":
+		a, err := approvedBody(rec)
+		if err != nil {
+			return nil, err
+		}
+		ev.Body = &airlockv1.Event_Approved{Approved: a}
+	case "rejected":
+		reason := rec.GetReason()
+		if reason == "" {
+			reason = "rejected by " + rec.GetDecidedBy().GetId()
+		}
+		ev.Body = &airlockv1.Event_Rejected{Rejected: &airlockv1.Rejected{Reason: reason}}
+	case "changes_requested":
+		ev.Body = &airlockv1.Event_ChangesRequested{ChangesRequested: &airlockv1.ChangesRequested{Feedback: rec.GetReason()}}
+	case "expired":
+		ev.Body = &airlockv1.Event_Expired{Expired: &airlockv1.Expired{Deadline: rec.GetDeadline()}}
+	case "canceled":
+		ev.Body = &airlockv1.Event_Canceled{Canceled: &airlockv1.Canceled{Reason: rec.GetReason()}}
+	}
+	return ev, nil
+}
+
+func base(rec *airlockv1.ApprovalRecord, typ string) *airlockv1.Event {
+	call := rec.GetCall()
+	actor := rec.GetDecidedBy()
+	if actor == nil {
+		actor = &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"}
+	}
+	return &airlockv1.Event{
+		EventId:  envelope.EventID(call.GetCallId(), Revision(rec), typ),
+		AgentId:  call.GetAgentId(),
+		CallId:   call.GetCallId(),
+		Revision: Revision(rec),
+		ThreadId: call.GetThreadId(),
+		Time:     rec.GetUpdatedAt(),
+		Actor:    actor,
+	}
+}
+
+// approvedBody binds the approval to exact arguments: the call carries the
+// arguments to run (the edited ones after an edit) and their digest, and the
+// agent's originals are kept beside them for the audit.
+func approvedBody(rec *airlockv1.ApprovalRecord) (*airlockv1.Approved, error) {
+	call := proto.Clone(rec.GetCall()).(*airlockv1.ToolCall)
+	args := Arguments(rec)
+	digest, err := canon.Digest(args)
+	if err != nil {
+		return nil, fmt.Errorf("digest of approved arguments of %s: %w", Key(call.GetCallId(), Revision(rec)), err)
+	}
+	a := &airlockv1.Approved{
+		Decision:        rec.GetDecision(),
+		Votes:           rec.GetVotes(),
+		ArgumentsDigest: digest,
+		PolicyRevision:  rec.GetPolicyRevision(),
+	}
+	if rec.GetEditedArguments() != nil {
+		a.Edited = true
+		a.OriginalArguments = call.GetArguments()
+		if a.OriginalArgumentsDigest, err = canon.Digest(call.GetArguments()); err != nil {
+			return nil, fmt.Errorf("digest of original arguments of %s: %w", Key(call.GetCallId(), Revision(rec)), err)
+		}
+		call.Arguments = proto.Clone(args).(*structpb.Struct)
+	}
+	a.Call = call
+	return a, nil
+}
+
+// UnauthorizedEvent records a refused attempt by actor on the call of rec.
+// Attempts can repeat, so the id is random (left empty for the envelope).
+func UnauthorizedEvent(call *airlockv1.ToolCall, actor *airlockv1.Actor, r *Refusal) *airlockv1.Event {
+	return &airlockv1.Event{
+		AgentId:  call.GetAgentId(),
+		CallId:   call.GetCallId(),
+		Revision: max(call.GetRevision(), 1),
+		ThreadId: call.GetThreadId(),
+		Actor:    actor,
+		Body:     &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{Action: r.Action, Why: r.Why}},
+	}
+}
+
+// NotifiedEvent records one delivery to one channel (kind announce, remind,
+// escalate or outcome). Deliveries can repeat, so the id is random.
+func NotifiedEvent(rec *airlockv1.ApprovalRecord, channel, ref, kind string) *airlockv1.Event {
+	call := rec.GetCall()
+	return &airlockv1.Event{
+		AgentId:  call.GetAgentId(),
+		CallId:   call.GetCallId(),
+		Revision: Revision(rec),
+		ThreadId: call.GetThreadId(),
+		Actor:    &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"},
+		Body:     &airlockv1.Event_Notified{Notified: &airlockv1.Notified{Channel: channel, Ref: ref, Kind: kind}},
+	}
+}

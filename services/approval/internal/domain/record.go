@@ -1,0 +1,400 @@
+package domain
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/canon"
+	"github.com/airlock-gate/airlock/services/shared/ids"
+)
+
+// State names used in messages.
+const (
+	Pending          = airlockv1.ApprovalState_APPROVAL_STATE_PENDING
+	Approved         = airlockv1.ApprovalState_APPROVAL_STATE_APPROVED
+	Rejected         = airlockv1.ApprovalState_APPROVAL_STATE_REJECTED
+	ChangesRequested = airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED
+	Canceled         = airlockv1.ApprovalState_APPROVAL_STATE_CANCELED
+	Expired          = airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED
+	Executing        = airlockv1.ApprovalState_APPROVAL_STATE_EXECUTING
+	Completed        = airlockv1.ApprovalState_APPROVAL_STATE_COMPLETED
+	Failed           = airlockv1.ApprovalState_APPROVAL_STATE_FAILED
+)
+
+// StateName is the short lower-case name of a state ("pending", "changes_requested").
+func StateName(s airlockv1.ApprovalState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "APPROVAL_STATE_"))
+}
+
+// Key is the KV key of one call revision: "<call>.<revision>". A call keeps
+// its id across revisions and each revision is decided afresh, so each
+// revision has its own record and a decided revision is never overwritten.
+func Key(callID string, revision uint32) string {
+	return fmt.Sprintf("%s.%d", callID, max(revision, 1))
+}
+
+// Revision of the record's call (a missing revision is 1).
+func Revision(rec *airlockv1.ApprovalRecord) uint32 { return max(rec.GetCall().GetRevision(), 1) }
+
+// Quorum is the number of distinct approvals the record needs (at least 1).
+func Quorum(rec *airlockv1.ApprovalRecord) int { return int(max(rec.GetDecision().GetQuorum(), 1)) }
+
+// Deadline is when the record expires.
+func Deadline(rec *airlockv1.ApprovalRecord) time.Time { return rec.GetDeadline().AsTime() }
+
+// Arguments are what the executor will run when the record is approved: the
+// reviewer's edited arguments if any, else the agent's.
+func Arguments(rec *airlockv1.ApprovalRecord) *structpb.Struct {
+	if rec.GetEditedArguments() != nil {
+		return rec.GetEditedArguments()
+	}
+	return rec.GetCall().GetArguments()
+}
+
+// Settings are the service-wide defaults the domain needs.
+type Settings struct {
+	// DefaultTimeout applies when neither the event nor the decision sets a deadline.
+	DefaultTimeout time.Duration
+	// DefaultApprovers decide calls whose decision names none.
+	DefaultApprovers []string
+}
+
+// NewRecord builds the pending record for an approval_requested event. The
+// deadline is the event's, else the event time plus the decision's timeout,
+// else plus the default timeout; computing it from the event (not the clock)
+// gives the same record however often the event is redelivered.
+func NewRecord(ev *airlockv1.Event, s Settings, now time.Time) (*airlockv1.ApprovalRecord, error) {
+	ar := ev.GetApprovalRequested()
+	if ar == nil || ar.GetCall() == nil {
+		return nil, invalid("approval_requested event %s carries no call", ev.GetEventId())
+	}
+	call := proto.Clone(ar.GetCall()).(*airlockv1.ToolCall)
+	if err := ids.Validate("call id", call.GetCallId()); err != nil {
+		return nil, invalid("approval_requested event %s: %v", ev.GetEventId(), err)
+	}
+	if err := ids.Validate("agent id", call.GetAgentId()); err != nil {
+		return nil, invalid("approval_requested event %s: %v", ev.GetEventId(), err)
+	}
+	call.Revision = max(call.Revision, 1)
+	d := proto.Clone(ar.GetDecision()).(*airlockv1.Decision)
+	if d == nil {
+		d = &airlockv1.Decision{}
+	}
+	if len(d.Approvers) == 0 {
+		d.Approvers = slices.Clone(s.DefaultApprovers)
+	}
+	created := now
+	if ev.GetTime() != nil {
+		created = ev.GetTime().AsTime()
+	}
+	deadline := ar.GetDeadline()
+	if deadline == nil {
+		timeout := s.DefaultTimeout
+		if t := d.GetTimeout(); t != nil && t.AsDuration() > 0 {
+			timeout = t.AsDuration()
+		}
+		deadline = timestamppb.New(created.Add(timeout))
+	}
+	digest, err := canon.Digest(call.GetArguments())
+	if err != nil {
+		return nil, invalid("approval_requested event %s: %v", ev.GetEventId(), err)
+	}
+	return &airlockv1.ApprovalRecord{
+		Call:            call,
+		Decision:        d,
+		State:           Pending,
+		Deadline:        deadline,
+		ArgumentsDigest: digest,
+		PolicyRevision:  d.GetPolicyRevision(),
+		CreatedAt:       timestamppb.New(created),
+		UpdatedAt:       timestamppb.New(created),
+	}, nil
+}
+
+// Outcome is what a step of the state machine decided.
+type Outcome struct {
+	// Record is the next record to write with CAS; nil means write nothing.
+	Record *airlockv1.ApprovalRecord
+	// Applied is false when the request changed nothing (already decided,
+	// duplicate vote): the caller answers with the current record.
+	Applied bool
+	// Event is the lifecycle event type to publish once Record is written
+	// ("approved", "expired", ...), or "".
+	Event string
+	// Message is a sentence for the person who asked.
+	Message string
+}
+
+// Kind of decision a principal makes.
+type Kind int
+
+const (
+	Approve Kind = iota + 1
+	Reject
+	RequestChanges
+)
+
+func (k Kind) action() string {
+	switch k {
+	case Approve:
+		return "approve"
+	case Reject:
+		return "reject"
+	case RequestChanges:
+		return "request_changes"
+	}
+	return "decide"
+}
+
+// Decision is one principal's decision about one record.
+type Decision struct {
+	Kind Kind
+	// By is the human deciding; By.Id is matched against the approvers.
+	By *airlockv1.Actor
+	// Reason: rejection reason, change feedback, or approval comment.
+	Reason string
+	// Edited arguments to approve instead of the agent's (Approve only).
+	Edited *structpb.Struct
+}
+
+// Authorize checks that principal may decide rec: they must match the
+// record's approvers and must not be the principal the call acts for.
+func Authorize(rec *airlockv1.ApprovalRecord, dir Directory, principal, action string) *Refusal {
+	call := rec.GetCall()
+	switch {
+	case principal == "":
+		return &Refusal{Action: action, Why: "no principal given: the front-end must say who decides"}
+	case principal == call.GetOnBehalfOf():
+		return &Refusal{Action: action, Why: fmt.Sprintf("%s cannot decide call %s: the agent acts on their behalf, so another approver must decide", principal, call.GetCallId())}
+	case !dir.Matches(rec.GetDecision().GetApprovers(), principal):
+		return &Refusal{Action: action, Why: fmt.Sprintf("%s is not among the approvers of call %s (%s): ask one of them to decide", principal, call.GetCallId(), strings.Join(rec.GetDecision().GetApprovers(), ", "))}
+	}
+	return nil
+}
+
+// Decide applies a principal's decision to rec at now. It returns a
+// *Refusal when the principal may not decide (nothing changes), an *Invalid
+// when the decision is malformed, else the Outcome. A record that is no
+// longer pending is never changed: the Outcome says its current state. A
+// pending record past its deadline expires instead of being decided.
+func Decide(rec *airlockv1.ApprovalRecord, d Decision, dir Directory, now time.Time) (Outcome, error) {
+	if d.Kind < Approve || d.Kind > RequestChanges {
+		return Outcome{}, invalid("decision kind is missing: approve, reject or request changes")
+	}
+	if d.By.GetId() == "" {
+		return Outcome{}, invalid("the decision names no principal: the front-end must pass who decides")
+	}
+	if d.Kind != Approve && d.Edited != nil {
+		return Outcome{}, invalid("edited arguments come only with an approval")
+	}
+	if d.Kind == RequestChanges && strings.TrimSpace(d.Reason) == "" {
+		return Outcome{}, invalid("requesting changes needs feedback: tell the agent what to change")
+	}
+	if r := Authorize(rec, dir, d.By.GetId(), d.Kind.action()); r != nil {
+		return Outcome{}, r
+	}
+	if rec.GetState() != Pending {
+		return Outcome{Message: Settled(rec)}, nil
+	}
+	if !now.Before(Deadline(rec)) {
+		return expire(rec, now), nil
+	}
+	next := proto.Clone(rec).(*airlockv1.ApprovalRecord)
+	next.UpdatedAt = timestamppb.New(now)
+	switch d.Kind {
+	case Reject:
+		next.State, next.DecidedBy, next.Reason = Rejected, d.By, d.Reason
+		return Outcome{Record: next, Applied: true, Event: "rejected", Message: "rejected by " + d.By.GetId()}, nil
+	case RequestChanges:
+		next.State, next.DecidedBy, next.Reason = ChangesRequested, d.By, d.Reason
+		return Outcome{Record: next, Applied: true, Event: "changes_requested", Message: "changes requested by " + d.By.GetId()}, nil
+	}
+	return approve(next, d, now)
+}
+
+func approve(next *airlockv1.ApprovalRecord, d Decision, now time.Time) (Outcome, error) {
+	quorum := Quorum(next)
+	reset := false
+	if d.Edited != nil {
+		digest, err := canon.Digest(d.Edited)
+		if err != nil {
+			return Outcome{}, invalid("edited arguments: %v", err)
+		}
+		if digest != next.ArgumentsDigest {
+			// Earlier votes approved other arguments; they do not count for these.
+			reset = len(next.Votes) > 0
+			next.Votes = nil
+			next.EditedArguments = proto.Clone(d.Edited).(*structpb.Struct)
+			next.ArgumentsDigest = digest
+		}
+	}
+	for _, v := range next.Votes {
+		if v.GetBy().GetId() == d.By.GetId() {
+			return Outcome{Message: fmt.Sprintf("%s already approved: %d of %d approvals", d.By.GetId(), len(next.Votes), quorum)}, nil
+		}
+	}
+	next.Votes = append(next.Votes, &airlockv1.Vote{By: d.By, At: timestamppb.New(now), Comment: d.Reason})
+	if len(next.Votes) < quorum {
+		msg := fmt.Sprintf("%d of %d approvals: waiting for %d more approver(s)", len(next.Votes), quorum, quorum-len(next.Votes))
+		if reset {
+			msg = "arguments edited, earlier approvals were for other arguments and no longer count; " + msg
+		}
+		return Outcome{Record: next, Applied: true, Message: msg}, nil
+	}
+	next.State, next.DecidedBy, next.Reason = Approved, d.By, d.Reason
+	msg := "approved by " + voters(next)
+	if next.EditedArguments != nil {
+		msg += " with edited arguments"
+	}
+	return Outcome{Record: next, Applied: true, Event: "approved", Message: msg}, nil
+}
+
+func voters(rec *airlockv1.ApprovalRecord) string {
+	var names []string
+	for _, v := range rec.GetVotes() {
+		names = append(names, v.GetBy().GetId())
+	}
+	return strings.Join(names, " and ")
+}
+
+// Settled describes a record that is no longer pending, for a person whose
+// decision came too late: "already rejected by bob".
+func Settled(rec *airlockv1.ApprovalRecord) string {
+	by := ""
+	if id := rec.GetDecidedBy().GetId(); id != "" {
+		by = " by " + id
+	}
+	switch rec.GetState() {
+	case Approved, Executing, Completed, Failed:
+		if rec.GetState() == Approved {
+			return "already approved" + by + "; nothing changed"
+		}
+		return "already approved" + by + " and " + StateName(rec.GetState()) + "; nothing changed"
+	case Expired:
+		return "the call expired at " + Deadline(rec).UTC().Format(time.RFC3339) + " without a decision; it will not run"
+	case Canceled:
+		return "the call was canceled" + by + "; it will not run"
+	case Pending:
+		return "still pending"
+	case ChangesRequested:
+		return "changes were already requested" + by + "; nothing changed (the agent may submit a new revision)"
+	}
+	return "already " + StateName(rec.GetState()) + by + "; nothing changed"
+}
+
+// Cancel withdraws a pending record. An agent (By.Type AGENT) may cancel
+// only its own calls; a person may cancel a call they could decide or that
+// acts on their behalf. Anything but pending is left as it is.
+func Cancel(rec *airlockv1.ApprovalRecord, by *airlockv1.Actor, reason string, dir Directory, now time.Time) (Outcome, error) {
+	switch by.GetType() {
+	case airlockv1.ActorType_ACTOR_TYPE_AGENT:
+		if by.GetId() != rec.GetCall().GetAgentId() {
+			return Outcome{}, &Refusal{Action: "cancel", Why: fmt.Sprintf("agent %s cannot cancel call %s: it belongs to another agent", by.GetId(), rec.GetCall().GetCallId())}
+		}
+	case airlockv1.ActorType_ACTOR_TYPE_SERVICE:
+	default:
+		if by.GetId() == "" {
+			return Outcome{}, invalid("the cancel request names no principal: the front-end must pass who cancels")
+		}
+		if by.GetId() != rec.GetCall().GetOnBehalfOf() && !dir.Matches(rec.GetDecision().GetApprovers(), by.GetId()) {
+			return Outcome{}, &Refusal{Action: "cancel", Why: fmt.Sprintf("%s cannot cancel call %s: only its approvers or the person it acts for can", by.GetId(), rec.GetCall().GetCallId())}
+		}
+	}
+	if rec.GetState() != Pending {
+		return Outcome{Message: Settled(rec)}, nil
+	}
+	next := proto.Clone(rec).(*airlockv1.ApprovalRecord)
+	next.State, next.DecidedBy, next.Reason, next.UpdatedAt = Canceled, by, reason, timestamppb.New(now)
+	if next.Reason == "" {
+		next.Reason = "canceled by " + by.GetId()
+	}
+	return Outcome{Record: next, Applied: true, Event: "canceled", Message: "canceled by " + by.GetId()}, nil
+}
+
+// Expire ends a pending record whose deadline has passed; otherwise it
+// changes nothing.
+func Expire(rec *airlockv1.ApprovalRecord, now time.Time) Outcome {
+	if rec.GetState() != Pending || now.Before(Deadline(rec)) {
+		return Outcome{}
+	}
+	return expire(rec, now)
+}
+
+func expire(rec *airlockv1.ApprovalRecord, now time.Time) Outcome {
+	next := proto.Clone(rec).(*airlockv1.ApprovalRecord)
+	next.State, next.UpdatedAt = Expired, timestamppb.New(now)
+	next.DecidedBy = &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"}
+	next.Reason = "no decision before the deadline"
+	return Outcome{Record: next, Event: "expired", Message: Settled(next)}
+}
+
+// Timer is a reminder or an escalation that fell due.
+type Timer string
+
+const (
+	Remind   Timer = "remind"
+	Escalate Timer = "escalate"
+)
+
+// DueTimer returns the record with the first due timer marked done
+// (reminded, or escalated with escalate_to added to the approvers), and which
+// timer it was; ok is false when nothing is due. Timers count from the
+// record's creation and only run while it is pending and before its deadline.
+func DueTimer(rec *airlockv1.ApprovalRecord, now time.Time) (next *airlockv1.ApprovalRecord, t Timer, ok bool) {
+	if rec.GetState() != Pending || !now.Before(Deadline(rec)) {
+		return nil, "", false
+	}
+	created := rec.GetCreatedAt().AsTime()
+	d := rec.GetDecision()
+	if !rec.GetEscalated() && len(d.GetEscalateTo()) > 0 && d.GetEscalateAfter() != nil && !now.Before(created.Add(d.GetEscalateAfter().AsDuration())) {
+		next = proto.Clone(rec).(*airlockv1.ApprovalRecord)
+		for _, a := range d.GetEscalateTo() {
+			if !slices.Contains(next.Decision.Approvers, a) {
+				next.Decision.Approvers = append(next.Decision.Approvers, a)
+			}
+		}
+		next.Escalated, next.UpdatedAt = true, timestamppb.New(now)
+		return next, Escalate, true
+	}
+	if !rec.GetReminded() && d.GetRemindAfter() != nil && d.GetRemindAfter().AsDuration() > 0 && !now.Before(created.Add(d.GetRemindAfter().AsDuration())) {
+		next = proto.Clone(rec).(*airlockv1.ApprovalRecord)
+		next.Reminded, next.UpdatedAt = true, timestamppb.New(now)
+		return next, Remind, true
+	}
+	return nil, "", false
+}
+
+// Started moves an approved record to executing; any other state is left alone
+// (an executor event can be redelivered, or arrive for a call policy allowed).
+func Started(rec *airlockv1.ApprovalRecord, now time.Time) *airlockv1.ApprovalRecord {
+	if rec.GetState() != Approved {
+		return nil
+	}
+	next := proto.Clone(rec).(*airlockv1.ApprovalRecord)
+	next.State, next.UpdatedAt = Executing, timestamppb.New(now)
+	return next
+}
+
+// Finished moves an approved or executing record to completed or failed.
+func Finished(rec *airlockv1.ApprovalRecord, ok bool, now time.Time) *airlockv1.ApprovalRecord {
+	if rec.GetState() != Approved && rec.GetState() != Executing {
+		return nil
+	}
+	next := proto.Clone(rec).(*airlockv1.ApprovalRecord)
+	next.State, next.UpdatedAt = Failed, timestamppb.New(now)
+	if ok {
+		next.State = Completed
+	}
+	return next
+}
+
+// Final reports whether rec's decision is made (every state but pending);
+// after it only the executor's progress changes the record.
+func Final(rec *airlockv1.ApprovalRecord) bool { return rec.GetState() != Pending }

@@ -1,0 +1,259 @@
+// Package approval is the approval service: it keeps one record per call
+// revision in a JetStream KV bucket and moves it through the state machine
+// pending → approved / rejected / changes_requested / canceled / expired, then
+// approved → executing → completed / failed.
+//
+// It consumes approval_requested (creates the pending record and announces it
+// on every notification channel) and the executor's started / completed /
+// failed; it answers the front-ends' decisions on the micro endpoints
+// airlock.api.approval.* and agents' cancels on airlock.agent.<agent>.cancel;
+// and a sweeper expires, reminds and escalates from the deadlines stored in
+// the records. Who may decide is enforced here and nowhere else.
+//
+// Every transition is one compare-and-set write of the record, and every
+// decision event has a deterministic id, so any number of replicas can run,
+// crash and restart: each decision, expiry and reminder happens once.
+package approval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/approval/internal/domain"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/consume"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/notify"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/svc"
+)
+
+// Durable is the events consumer every approval replica shares.
+const Durable = "approval"
+
+// Service is the approval service. Build it with New or NewFromConfig and run
+// it with Run.
+type Service struct {
+	deps     svc.Deps
+	cfg      config.Approval
+	dir      domain.Directory
+	settings domain.Settings
+	pub      *envelope.Publisher
+	store    records
+	grants   jetstream.KeyValue
+	index    *index
+	fan      *fanout
+	now      func() time.Time
+	pending  prometheus.Gauge
+
+	bg sync.WaitGroup // notifier updates running after a decision was answered
+}
+
+// NewFromConfig builds the service from deps.Config with the given
+// notification channels. It fails when the approvals or grants bucket is
+// missing (`airlock dev` and `airlock serve` provision them).
+func NewFromConfig(ctx context.Context, deps svc.Deps, notifiers ...notify.Notifier) (*Service, error) {
+	return New(ctx, deps, notifiers)
+}
+
+// New builds the service. Group membership for approvers like
+// "group:oncall" comes from approval.groups plus console.users[].groups.
+func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Service, error) {
+	cfg := deps.Config
+	kv, err := deps.JS.KeyValue(ctx, cfg.Buckets.Approvals)
+	if err != nil {
+		return nil, fmt.Errorf("approval: open bucket %s: %w (run `airlock dev` or `airlock serve`, which provision it)", cfg.Buckets.Approvals, err)
+	}
+	gkv, err := deps.JS.KeyValue(ctx, cfg.Buckets.Grants)
+	if err != nil {
+		return nil, fmt.Errorf("approval: open bucket %s: %w (run `airlock dev` or `airlock serve`, which provision it)", cfg.Buckets.Grants, err)
+	}
+	seen := map[string]bool{}
+	for _, n := range notifiers {
+		if n == nil {
+			return nil, errors.New("approval: a nil notifier was passed")
+		}
+		if seen[n.Name()] {
+			return nil, fmt.Errorf("approval: two notifiers are named %q: each channel needs its own name", n.Name())
+		}
+		seen[n.Name()] = true
+	}
+	users := map[string][]string{}
+	for _, u := range cfg.Console.Users {
+		for _, g := range u.Groups {
+			users[g] = append(users[g], u.Name)
+		}
+	}
+	a := cfg.Approval
+	if a.DefaultTimeout <= 0 {
+		a.DefaultTimeout = 5 * time.Minute
+	}
+	if a.SweepInterval <= 0 {
+		a.SweepInterval = time.Second
+	}
+	if a.NotifyTimeout <= 0 {
+		a.NotifyTimeout = 10 * time.Second
+	}
+	if len(a.DefaultApprovers) == 0 {
+		a.DefaultApprovers = []string{"group:reviewers"}
+	}
+	s := &Service{
+		deps:     deps,
+		cfg:      a,
+		dir:      domain.NewDirectory(a.Groups, users),
+		settings: domain.Settings{DefaultTimeout: a.DefaultTimeout, DefaultApprovers: a.DefaultApprovers},
+		pub:      deps.Publisher("approval"),
+		store:    records{kv: kv},
+		grants:   gkv,
+		index:    newIndex(deps.Log.With("service", "approval"), func() uint64 { return deps.NC.Stats().Reconnects }),
+		now:      time.Now,
+		pending:  pendingGauge(deps.Metrics.Registry),
+	}
+	s.fan = &fanout{notifiers: notifiers, timeout: a.NotifyTimeout, log: deps.Log.With("service", "approval"), record: s.recordNotified}
+	return s, nil
+}
+
+// Name implements svc.Service.
+func (s *Service) Name() string { return "approval" }
+
+// Run loads the records, serves the endpoints, runs the sweeper and consumes
+// events until ctx ends; then it stops serving, lets in-flight work finish
+// and returns.
+func (s *Service) Run(ctx context.Context) error {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	ready := make(chan struct{})
+	watchErr := make(chan error, 1)
+	go func() { watchErr <- s.index.watch(runCtx, s.store.kv, ready) }()
+	select {
+	case <-ready:
+	case err := <-watchErr:
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+
+	api, err := s.serveAPI(runCtx)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); s.sweep(runCtx) }()
+
+	workers := s.cfg.Workers
+	if workers <= 0 {
+		workers = 8
+	}
+	err = consume.Run(runCtx, s.deps.JS, consume.Spec{
+		Service: "approval", Stream: s.deps.Config.Stream.Name, Durable: Durable,
+		FilterSubjects: []string{
+			subject.OfType(subject.ApprovalRequested), subject.OfType(subject.Started),
+			subject.OfType(subject.Completed), subject.OfType(subject.Failed),
+		},
+		Workers: workers,
+	}, s.deps.Log, s.deps.Metrics, s.handle)
+	// Stop everything else whether the consumer ended by shutdown or failed.
+	cancel()
+	api.stop()
+	wg.Wait()
+	s.bg.Wait()
+	if ctx.Err() != nil {
+		// Shut down while still starting (e.g. creating the consumer): not a failure.
+		return nil
+	}
+	return err
+}
+
+// publish stores ev in the events stream.
+func (s *Service) publish(ctx context.Context, ev *airlockv1.Event) error {
+	if _, err := s.pub.Publish(ctx, ev, ""); err != nil {
+		return err
+	}
+	s.deps.Metrics.Published.WithLabelValues("approval", envelope.TypeOf(ev)).Inc()
+	return nil
+}
+
+// publishDecision publishes the decision event of rec (if its state has
+// one) and notes it as published, then updates every channel in the
+// background. A failed publish is repaired by the sweeper's settle pass.
+func (s *Service) publishDecision(ctx context.Context, rec *airlockv1.ApprovalRecord) error {
+	ev, err := domain.FinalEvent(rec)
+	if err != nil || ev == nil {
+		return err
+	}
+	if err := s.publish(ctx, ev); err != nil {
+		return fmt.Errorf("publish %s event of call %s: %w", envelope.TypeOf(ev), ev.CallId, err)
+	}
+	s.index.markPublished(domain.Key(ev.CallId, ev.Revision))
+	s.updateChannels(rec)
+	return nil
+}
+
+// updateChannels shows rec's state on every channel that announced it,
+// without holding up the caller.
+func (s *Service) updateChannels(rec *airlockv1.ApprovalRecord) {
+	if len(rec.GetNotifications()) == 0 {
+		return
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.fan.update(context.Background(), rec)
+	}()
+}
+
+func (s *Service) recordNotified(ctx context.Context, ev *airlockv1.Event) {
+	if err := s.publish(ctx, ev); err != nil {
+		s.deps.Log.Warn("recording a notification failed", "call", ev.CallId, "err", err)
+	}
+}
+
+// refused records an unauthorized attempt; the caller answers not_authorized.
+func (s *Service) refused(ctx context.Context, call *airlockv1.ToolCall, actor *airlockv1.Actor, r *domain.Refusal) {
+	s.deps.Log.Info("decision refused", "call", call.GetCallId(), "actor", actor.GetId(), "action", r.Action, "why", r.Why)
+	if err := s.publish(ctx, domain.UnauthorizedEvent(call, actor, r)); err != nil {
+		s.deps.Log.Error("recording an unauthorized attempt failed", "call", call.GetCallId(), "actor", actor.GetId(), "err", err)
+	}
+}
+
+// transition runs step on the record at key with CAS and publishes the
+// decision event when the write ended in a decided state. It returns the
+// record as it stands, whether it was written, and step's outcome.
+func (s *Service) transition(ctx context.Context, key string, step func(*airlockv1.ApprovalRecord) (domain.Outcome, error)) (*airlockv1.ApprovalRecord, bool, domain.Outcome, error) {
+	rec, wrote, out, err := mutate(ctx, s.store, key, func(cur *airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, domain.Outcome, error) {
+		out, err := step(cur)
+		return out.Record, out, err
+	})
+	if err != nil {
+		return rec, false, out, err
+	}
+	if wrote && out.Event != "" {
+		// The record is the truth and is written; a failed publish is
+		// repaired by the sweeper's settle pass, so the caller still succeeds.
+		if err := s.publishDecision(ctx, rec); err != nil {
+			s.deps.Log.Error("decision stored but its event is not published yet; the sweeper will retry", "key", key, "err", err)
+		}
+	}
+	return rec, wrote, out, nil
+}
+
+// apiServer is the running micro service, kept for shutdown.
+type apiServer struct {
+	svc micro.Service
+}
+
+// stop drains the endpoint subscriptions: requests already received are answered.
+func (a apiServer) stop() { _ = a.svc.Stop() }

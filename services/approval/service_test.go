@@ -1,0 +1,370 @@
+package approval_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+func human(id string) *airlockv1.Actor {
+	return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: id, Channel: "console"}
+}
+
+func TestAgentCancelsOnlyItsOwnPendingCall(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.pending(&airlockv1.ToolCall{CallId: "k1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	nc, _ := testenv.Connect(t, w.nats.URL())
+	evil, _ := airlock.New(nc, "evil")
+	if err := evil.Cancel(ctx, "k1", "mine now"); err == nil || !strings.Contains(err.Error(), "belongs to another agent") {
+		t.Fatalf("another agent's cancel answered %v", err)
+	}
+	ev := testenv.WaitForEvent(t, w.js, "airlock.evt.bot.k1.>", "unauthorized_attempt", 5*time.Second)
+	if ev.GetActor().GetType() != airlockv1.ActorType_ACTOR_TYPE_AGENT || ev.GetActor().GetId() != "evil" {
+		t.Fatalf("unauthorized_attempt actor %v", ev.GetActor())
+	}
+
+	bot, _ := airlock.New(nc, "bot")
+	if err := bot.Cancel(ctx, "k1", "no longer needed"); err != nil {
+		t.Fatal(err)
+	}
+	if out := await(t, w, "bot", "k1"); out.Status != airlock.StatusCanceled || out.Reason != "no longer needed" {
+		t.Fatalf("agent got %+v", out)
+	}
+	if err := bot.Cancel(ctx, "k1", "again"); err != nil {
+		t.Fatalf("canceling a canceled call should answer with its state, not fail: %v", err)
+	}
+	if err := bot.Cancel(ctx, "nope", ""); err == nil || !strings.Contains(err.Error(), "no approval for call nope") {
+		t.Fatalf("cancel of an unknown call answered %v", err)
+	}
+	if resp, err := w.approve("k1", "alice"); err != nil || resp.Changed {
+		t.Fatalf("approving a canceled call: %v %v", resp, err)
+	}
+}
+
+func TestOperatorCancelNeedsAnApproverOrTheRequester(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.pending(&airlockv1.ToolCall{CallId: "oc", OnBehalfOf: "zoe"}, nil)
+	_, err := w.api.Cancel(context.Background(), &airlockv1.CancelRequest{CallId: "oc", By: human("mallory")})
+	mustCode(t, err, apierr.NotAuthorized)
+	resp, err := w.api.Cancel(context.Background(), &airlockv1.CancelRequest{CallId: "oc", By: human("zoe"), Reason: "changed my mind"})
+	if err != nil || !resp.Changed || resp.Record.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_CANCELED {
+		t.Fatalf("cancel by the requester: %v %v", resp, err)
+	}
+}
+
+func TestApproveThreadAuthorizesEachCall(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.pending(&airlockv1.ToolCall{CallId: "t1", ThreadId: "th"}, nil)
+	w.pending(&airlockv1.ToolCall{CallId: "t2", ThreadId: "th"}, nil)
+	w.pending(&airlockv1.ToolCall{CallId: "t3", ThreadId: "th", OnBehalfOf: "alice"}, nil)
+	w.pending(&airlockv1.ToolCall{CallId: "t4", ThreadId: "other"}, nil)
+	resp, err := w.api.ApproveThread(context.Background(), &airlockv1.ApproveThreadRequest{ThreadId: "th", Principal: human("alice")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Results) != 2 || len(resp.Refused) != 1 || !strings.Contains(resp.Refused["t3"], "on their behalf") {
+		t.Fatalf("approve_thread answered %v", resp)
+	}
+	for _, r := range resp.Results {
+		if !r.Changed || r.Record.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_APPROVED {
+			t.Fatalf("result %v", r)
+		}
+	}
+	if rec, _ := w.api.Get(context.Background(), "t4"); rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+		t.Fatal("a call of another thread was approved")
+	}
+}
+
+func TestListFiltersPendingCalls(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.pending(&airlockv1.ToolCall{CallId: "ls1", AgentId: "a1"}, &airlockv1.Decision{Risk: airlockv1.Risk_RISK_HIGH})
+	w.pending(&airlockv1.ToolCall{CallId: "ls2", AgentId: "a2"}, &airlockv1.Decision{Risk: airlockv1.Risk_RISK_LOW})
+	if _, err := w.approve("ls2", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, "airlock_approvals_pending to count the one pending call", func() bool {
+		return w.gauge("airlock_approvals_pending") == 1
+	})
+	cases := []struct {
+		name string
+		req  *airlockv1.ListRequest
+		want []string
+	}{
+		{"lists_pending_calls", &airlockv1.ListRequest{States: []airlockv1.ApprovalState{airlockv1.ApprovalState_APPROVAL_STATE_PENDING}}, []string{"ls1"}},
+		{"filters_by_agent", &airlockv1.ListRequest{AgentId: "a2"}, []string{"ls2"}},
+		{"filters_by_minimum_risk", &airlockv1.ListRequest{MinRisk: airlockv1.Risk_RISK_MEDIUM}, []string{"ls1"}},
+		{"filters_by_tool_as_server__tool", &airlockv1.ListRequest{Tool: "fs__write_file", Limit: 1}, []string{"ls2"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got []string
+			testenv.Eventually(t, 5*time.Second, "the list to match", func() bool {
+				resp, err := w.api.List(context.Background(), c.req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = nil
+				for _, r := range resp.Records {
+					got = append(got, r.GetCall().GetCallId())
+				}
+				return strings.Join(got, ",") == strings.Join(c.want, ",")
+			})
+		})
+	}
+}
+
+// Every channel is told at once; a channel that hangs delays neither the
+// others nor the decision; the channels that announced are updated.
+func TestNotifierFanOutIsolatesASlowChannel(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) { c.Approval.NotifyTimeout = 3 * time.Second })
+	stuck := &recorder{name: "stuck", block: true}
+	fast := &recorder{name: "fast"}
+	w.start(stuck, fast)
+	w.ask(&airlockv1.ToolCall{CallId: "n1"}, nil)
+	testenv.Eventually(t, 1500*time.Millisecond, "the fast channel to be told while the stuck one hangs", func() bool { return fast.has("announce:n1") })
+	if _, err := w.approve("n1", "alice"); err != nil {
+		t.Fatalf("a hanging channel blocked the decision: %v", err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the fast channel to show the outcome", func() bool {
+		return fast.has("update:n1:APPROVAL_STATE_APPROVED")
+	})
+	rec, _ := w.api.Get(context.Background(), "n1")
+	if len(rec.GetNotifications()) != 1 || rec.GetNotifications()[0].GetChannel() != "fast" || rec.GetNotifications()[0].GetRef() != "fast/n1" {
+		t.Fatalf("notification refs %v", rec.GetNotifications())
+	}
+	kinds := map[string]bool{}
+	testenv.Eventually(t, 5*time.Second, "notified events for announce and outcome", func() bool {
+		for _, ev := range w.events("bot", "n1", "notified") {
+			kinds[ev.GetNotified().GetChannel()+":"+ev.GetNotified().GetKind()] = true
+		}
+		return kinds["fast:announce"] && kinds["fast:outcome"]
+	})
+	if kinds["stuck:announce"] {
+		t.Fatal("a failed delivery was recorded as notified")
+	}
+}
+
+func TestReminderThenEscalationWidensApprovers(t *testing.T) {
+	w := newWorld(t)
+	ch := &recorder{name: "rec"}
+	w.start(ch)
+	w.pending(&airlockv1.ToolCall{CallId: "r1"}, &airlockv1.Decision{
+		Timeout: seconds(30), RemindAfter: seconds(0.2), EscalateAfter: seconds(1.5), EscalateTo: []string{"group:oncall"},
+	})
+	_, err := w.approve("r1", "dave")
+	mustCode(t, err, apierr.NotAuthorized)
+	testenv.Eventually(t, 5*time.Second, "a reminder", func() bool { return ch.has("remind:r1") })
+	testenv.Eventually(t, 5*time.Second, "the escalation", func() bool {
+		rec, err := w.api.Get(context.Background(), "r1")
+		return err == nil && rec.GetEscalated()
+	})
+	resp, err := w.approve("r1", "dave")
+	if err != nil || !resp.Changed {
+		t.Fatalf("dave after escalation: %v %v", resp, err)
+	}
+	kinds := map[string]int{}
+	for _, ev := range w.events("bot", "r1", "notified") {
+		kinds[ev.GetNotified().GetKind()]++
+	}
+	if kinds["remind"] != 1 || kinds["escalate"] != 1 {
+		t.Fatalf("notified kinds %v, want one remind and one escalate", kinds)
+	}
+}
+
+// With two replicas sweeping the same records, an expiry is one CAS write.
+func TestTwoReplicasExpireACallOnce(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.start()
+	w.ask(&airlockv1.ToolCall{CallId: "x1"}, &airlockv1.Decision{Timeout: seconds(0.3)})
+	testenv.WaitForEvent(t, w.js, "airlock.evt.bot.x1.>", "expired", 5*time.Second)
+	// Let both replicas sweep several more times (every 50 ms) before counting.
+	<-time.After(400 * time.Millisecond)
+	kv, err := w.js.KeyValue(context.Background(), w.cfg.Buckets.Approvals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist, err := kv.History(context.Background(), "x1.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiries := 0
+	for _, e := range hist {
+		rec := &airlockv1.ApprovalRecord{}
+		if err := proto.Unmarshal(e.Value(), rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED {
+			expiries++
+		}
+	}
+	if expiries != 1 {
+		t.Fatalf("%d writes to expired, want 1", expiries)
+	}
+	if n := len(w.events("bot", "x1", "expired")); n != 1 {
+		t.Fatalf("%d expired events, want 1", n)
+	}
+}
+
+// A replica that wrote a decision and died before publishing its event
+// leaves a decided record without an event; a running replica publishes it.
+func TestDecisionWhoseEventWasLostIsPublished(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	rec := w.pending(&airlockv1.ToolCall{CallId: "lost"}, nil)
+	kv, err := w.js.KeyValue(context.Background(), w.cfg.Buckets.Approvals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stand in for the replica that died: write the rejection, publish nothing.
+	rec.State, rec.DecidedBy, rec.Reason = airlockv1.ApprovalState_APPROVAL_STATE_REJECTED, human("bob"), "too risky"
+	rec.UpdatedAt = timestamppb.New(time.Now().Add(-5 * time.Second))
+	data, _ := proto.Marshal(rec)
+	if _, err := kv.Put(context.Background(), "lost.1", data); err != nil {
+		t.Fatal(err)
+	}
+	ev := testenv.WaitForEvent(t, w.js, "airlock.evt.bot.lost.>", "rejected", 5*time.Second)
+	if ev.GetRejected().GetReason() != "too risky" || ev.GetEventId() != envelope.EventID("lost", 1, "rejected") {
+		t.Fatalf("republished event %v", ev)
+	}
+}
+
+func TestExecutorProgressMovesApprovedRecords(t *testing.T) {
+	w := newWorld(t)
+	ch := &recorder{name: "rec"}
+	w.start(ch)
+	w.pending(&airlockv1.ToolCall{CallId: "ex"}, nil)
+	if _, err := w.approve("ex", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	exec := w.deps.Publisher("executor")
+	for _, ev := range []*airlockv1.Event{
+		{EventId: "ex.1.started", AgentId: "bot", CallId: "ex", Revision: 1, Body: &airlockv1.Event_Started{Started: &airlockv1.Started{ExecutorId: "e1"}}},
+		{EventId: "ex.1.completed", AgentId: "bot", CallId: "ex", Revision: 1, Body: &airlockv1.Event_Completed{Completed: &airlockv1.Completed{ResultJson: "{}"}}},
+		// An allowed call has no approval record: ignored, not retried forever.
+		{EventId: "free.1.started", AgentId: "bot", CallId: "free", Revision: 1, Body: &airlockv1.Event_Started{Started: &airlockv1.Started{}}},
+	} {
+		if _, err := exec.Publish(context.Background(), ev, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.waitState("ex", 1, airlockv1.ApprovalState_APPROVAL_STATE_COMPLETED)
+	testenv.Eventually(t, 5*time.Second, "the channel to show completion", func() bool {
+		return ch.has("update:ex:APPROVAL_STATE_COMPLETED")
+	})
+}
+
+func TestStandingGrantsCreateListRevoke(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.pending(&airlockv1.ToolCall{CallId: "g1", OnBehalfOf: "zoe"}, nil)
+	ctx := context.Background()
+
+	_, err := w.api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromCallId: "g1", By: human("mallory")})
+	mustCode(t, err, apierr.NotAuthorized)
+	_, err = w.api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromCallId: "g1", By: human("zoe")})
+	mustCode(t, err, apierr.NotAuthorized)
+
+	g, err := w.api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromCallId: "g1", By: human("alice"),
+		Grant: &airlockv1.StandingGrant{UsesLeft: 2, ArgumentGlobs: map[string]string{"/path": "/tmp/*"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.GetAgentId() != "bot" || g.GetServer() != "fs" || g.GetTool() != "write_file" || g.GetUsesLeft() != 2 || !g.GetLimitedUses() || g.GetCreatedBy().GetId() != "alice" {
+		t.Fatalf("grant %v", g)
+	}
+	// The policy service reads it from the grants bucket by id.
+	kv, err := w.js.KeyValue(ctx, w.cfg.Buckets.Grants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, g.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := &airlockv1.StandingGrant{}
+	if err := proto.Unmarshal(e.Value(), stored); err != nil || !proto.Equal(stored, g) {
+		t.Fatalf("stored grant %v (%v)", stored, err)
+	}
+	list, err := w.api.ListGrants(ctx, false)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("list %v %v", list, err)
+	}
+	_, err = w.api.RevokeGrant(ctx, &airlockv1.RevokeGrantRequest{GrantId: g.GetId(), By: human("mallory")})
+	mustCode(t, err, apierr.NotAuthorized)
+	rv, err := w.api.RevokeGrant(ctx, &airlockv1.RevokeGrantRequest{GrantId: g.GetId(), By: human("bob")})
+	if err != nil || !rv.GetRevoked() || rv.GetRevokedBy().GetId() != "bob" {
+		t.Fatalf("revoke %v %v", rv, err)
+	}
+	if list, _ := w.api.ListGrants(ctx, false); len(list) != 0 {
+		t.Fatalf("a revoked grant is listed as active: %v", list)
+	}
+	if list, _ := w.api.ListGrants(ctx, true); len(list) != 1 {
+		t.Fatalf("include_inactive lists %d grants", len(list))
+	}
+	_, err = w.api.RevokeGrant(ctx, &airlockv1.RevokeGrantRequest{GrantId: "grant_nope", By: human("bob")})
+	mustCode(t, err, apierr.NotFound)
+}
+
+func TestMalformedRequestsAreRefusedWithASentence(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.pending(&airlockv1.ToolCall{CallId: "m1"}, nil)
+	cases := []struct {
+		name string
+		req  *airlockv1.DecideRequest
+		code apierr.Code
+	}{
+		{"refuses_a_decision_without_principal", &airlockv1.DecideRequest{CallId: "m1", Kind: approve}, apierr.InvalidRequest},
+		{"refuses_a_decision_without_kind", &airlockv1.DecideRequest{CallId: "m1", Principal: human("alice")}, apierr.InvalidRequest},
+		{"refuses_a_bad_call_id", &airlockv1.DecideRequest{CallId: "a.b", Kind: approve, Principal: human("alice")}, apierr.InvalidRequest},
+		{"answers_not_found_for_an_unknown_call", &airlockv1.DecideRequest{CallId: "nope", Kind: approve, Principal: human("alice")}, apierr.NotFound},
+		{"refuses_an_agent_as_decider", &airlockv1.DecideRequest{CallId: "m1", Kind: approve, Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: "bot"}}, apierr.NotAuthorized},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := w.api.Decide(context.Background(), c.req)
+			mustCode(t, err, c.code)
+		})
+	}
+	if rec, _ := w.api.Get(context.Background(), "m1"); rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+		t.Fatalf("a malformed request changed the record: %v", rec)
+	}
+}
+
+// The service rides out a NATS restart: the endpoints, the consumer and the
+// index that feeds lists and timers all resume.
+func TestServiceKeepsWorkingAcrossANATSRestart(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.pending(&airlockv1.ToolCall{CallId: "before"}, nil)
+	w.nats.Restart()
+	w.waitServing()
+	w.pending(&airlockv1.ToolCall{CallId: "after"}, &airlockv1.Decision{Timeout: seconds(3)})
+	if _, err := w.approve("before", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the index to list the approval made after the restart", func() bool {
+		resp, err := w.api.List(context.Background(), &airlockv1.ListRequest{States: []airlockv1.ApprovalState{airlockv1.ApprovalState_APPROVAL_STATE_APPROVED}})
+		return err == nil && len(resp.Records) == 1 && resp.Records[0].GetCall().GetCallId() == "before"
+	})
+	testenv.WaitForEvent(t, w.js, "airlock.evt.bot.after.>", "expired", 10*time.Second)
+}

@@ -1,0 +1,126 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/approval/internal/domain"
+)
+
+// errNotFound: no record for the key.
+var errNotFound = errors.New("no approval record")
+
+// maxCASAttempts bounds a compare-and-set retry loop; each conflict means
+// another writer made progress, so running out is a sign of a bug, not load.
+const maxCASAttempts = 200
+
+// records is the JetStream KV adapter for approval records: key
+// "<call>.<revision>", value the protobuf binary of airlock.v1.ApprovalRecord.
+type records struct {
+	kv jetstream.KeyValue
+}
+
+func (s records) get(ctx context.Context, key string) (*airlockv1.ApprovalRecord, uint64, error) {
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, fmt.Errorf("%w %s", errNotFound, key)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("read approval %s: %w", key, err)
+	}
+	rec := &airlockv1.ApprovalRecord{}
+	if err := proto.Unmarshal(e.Value(), rec); err != nil {
+		return nil, 0, fmt.Errorf("decode approval %s: %w", key, err)
+	}
+	return rec, e.Revision(), nil
+}
+
+// latest returns the newest revision's record of a call, starting the search
+// at hint (a revision known to exist, or 0).
+func (s records) latest(ctx context.Context, callID string, hint uint32) (*airlockv1.ApprovalRecord, uint64, error) {
+	rev := max(hint, 1)
+	rec, kvrev, err := s.get(ctx, domain.Key(callID, rev))
+	if err != nil {
+		return nil, 0, err
+	}
+	for {
+		next, nrev, err := s.get(ctx, domain.Key(callID, rev+1))
+		if errors.Is(err, errNotFound) {
+			return rec, kvrev, nil
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		rec, kvrev, rev = next, nrev, rev+1
+	}
+}
+
+// create stores a new record; it returns jetstream.ErrKeyExists when the
+// key is taken (the record was created before: a redelivery).
+func (s records) create(ctx context.Context, rec *airlockv1.ApprovalRecord) (uint64, error) {
+	data, err := proto.Marshal(rec)
+	if err != nil {
+		return 0, fmt.Errorf("encode approval: %w", err)
+	}
+	key := domain.Key(rec.GetCall().GetCallId(), domain.Revision(rec))
+	rev, err := s.kv.Create(ctx, key, data)
+	if err != nil {
+		return 0, fmt.Errorf("create approval %s: %w", key, err)
+	}
+	return rev, nil
+}
+
+// mutate is the compare-and-set loop every transition goes through: it reads
+// the record, asks step for the next one, and writes it only if nobody wrote
+// in between; on a conflict it starts over from the fresh record. step
+// returns nil to write nothing. It returns the record as it now stands,
+// whether mutate wrote it, and what step said the last time it ran.
+func mutate[T any](ctx context.Context, s records, key string, step func(*airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, T, error)) (*airlockv1.ApprovalRecord, bool, T, error) {
+	var zero T
+	for range maxCASAttempts {
+		cur, kvrev, err := s.get(ctx, key)
+		if err != nil {
+			return nil, false, zero, err
+		}
+		next, out, err := step(cur)
+		if err != nil || next == nil {
+			return cur, false, out, err
+		}
+		data, err := proto.Marshal(next)
+		if err != nil {
+			return nil, false, out, fmt.Errorf("encode approval %s: %w", key, err)
+		}
+		_, err = s.kv.Update(ctx, key, data, kvrev)
+		if err == nil {
+			return next, true, out, nil
+		}
+		if !isConflict(err) {
+			return nil, false, out, fmt.Errorf("write approval %s: %w", key, err)
+		}
+	}
+	return nil, false, zero, fmt.Errorf("write approval %s: still conflicting after %d attempts", key, maxCASAttempts)
+}
+
+func isConflict(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
+}
+
+// parseKey splits "<call>.<revision>".
+func parseKey(key string) (string, uint32, bool) {
+	i := strings.LastIndexByte(key, '.')
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseUint(key[i+1:], 10, 32)
+	if err != nil {
+		return "", 0, false
+	}
+	return key[:i], uint32(n), true
+}

@@ -1,0 +1,154 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/approval/internal/domain"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+)
+
+// settleGrace is how long after a decision the sweeper waits before checking
+// that its event reached the stream (the deciding replica publishes it
+// within milliseconds); settleHorizon is how far back a restarted replica
+// checks.
+const (
+	settleGrace   = 3 * time.Second
+	settleHorizon = 24 * time.Hour
+)
+
+// sweep runs every approval.sweep_interval until ctx ends. Every timer is
+// derived from the records (deadline, created_at + remind_after /
+// escalate_after, the reminded / escalated flags), so a restarted replica
+// picks them up, and with several replicas each firing is one CAS write that
+// only one of them wins.
+func (s *Service) sweep(ctx context.Context) {
+	t := time.NewTicker(s.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.sweepOnce(ctx)
+		}
+	}
+}
+
+func (s *Service) sweepOnce(ctx context.Context) {
+	now := s.now()
+	pending := s.index.pending()
+	s.pending.Set(float64(len(pending)))
+	for _, rec := range pending {
+		if ctx.Err() != nil {
+			return
+		}
+		key := domain.Key(rec.GetCall().GetCallId(), domain.Revision(rec))
+		if !now.Before(domain.Deadline(rec)) {
+			if _, _, _, err := s.transition(ctx, key, func(cur *airlockv1.ApprovalRecord) (domain.Outcome, error) {
+				return domain.Expire(cur, s.now()), nil
+			}); err != nil && !errors.Is(err, errNotFound) {
+				s.deps.Log.Warn("expiring a call failed; will retry", "key", key, "err", err)
+			}
+			continue
+		}
+		if _, _, due := domain.DueTimer(rec, now); due {
+			s.fireTimer(ctx, key)
+		}
+	}
+	s.settle(ctx)
+}
+
+// fireTimer marks the due reminder or escalation done with CAS and, if this
+// replica won, re-notifies every channel.
+func (s *Service) fireTimer(ctx context.Context, key string) {
+	var fired domain.Timer
+	rec, wrote, _, err := mutate(ctx, s.store, key, func(cur *airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, struct{}, error) {
+		next, t, _ := domain.DueTimer(cur, s.now())
+		fired = t
+		return next, struct{}{}, nil
+	})
+	if err != nil {
+		s.deps.Log.Warn("reminder or escalation failed; will retry", "key", key, "err", err)
+		return
+	}
+	if !wrote {
+		return
+	}
+	s.deps.Log.Info("call still pending", "key", key, "timer", fired, "approvers", rec.GetDecision().GetApprovers())
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.fan.remind(context.Background(), rec, string(fired))
+	}()
+}
+
+// settle makes sure every decision reached the events stream: a replica
+// that wrote a decision and died before publishing its event leaves a
+// decided record without one. Records this process published itself are
+// skipped; for the others the stream is asked and the event (deterministic
+// id) published if missing.
+func (s *Service) settle(ctx context.Context) {
+	now := s.now()
+	recs := s.index.takeUnsettled(now.Add(-settleGrace))
+	if len(recs) == 0 {
+		return
+	}
+	stream, err := s.deps.JS.Stream(ctx, s.deps.Config.Stream.Name)
+	if err != nil {
+		s.deps.Log.Warn("cannot check decision events", "err", err)
+		return
+	}
+	for _, rec := range recs {
+		if rec.GetUpdatedAt().AsTime().Before(now.Add(-settleHorizon)) {
+			continue
+		}
+		ev, err := domain.FinalEvent(rec)
+		if err != nil || ev == nil {
+			continue
+		}
+		stored, err := eventStored(ctx, stream, ev)
+		if err != nil {
+			s.deps.Log.Warn("cannot check a decision event", "call", ev.CallId, "err", err)
+			continue
+		}
+		if stored {
+			continue
+		}
+		if err := s.publish(ctx, ev); err != nil {
+			s.deps.Log.Error("republishing a decision event failed", "call", ev.CallId, "type", envelope.TypeOf(ev), "err", err)
+			continue
+		}
+		s.deps.Log.Warn("published a decision event that was missing (its writer stopped before publishing)", "call", ev.CallId, "type", envelope.TypeOf(ev))
+		s.updateChannels(rec)
+	}
+}
+
+// eventStored reports whether the stream holds ev (or a later revision's
+// event of the same type, which implies ev's revision was dealt with).
+func eventStored(ctx context.Context, stream jetstream.Stream, ev *airlockv1.Event) (bool, error) {
+	subj, err := envelope.Subject(ev)
+	if err != nil {
+		return false, err
+	}
+	m, err := stream.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up %s: %w", subj, err)
+	}
+	if m.Header.Get(jetstream.MsgIDHeader) == ev.EventId {
+		return true, nil
+	}
+	last, err := envelope.Decode(m.Data, m.Header)
+	if err != nil {
+		return false, nil
+	}
+	return last.GetRevision() >= ev.GetRevision(), nil
+}

@@ -1,0 +1,447 @@
+// Package audit is the audit service: a durable consumer of every event
+// that writes hash-chained rows to ClickHouse in batches.
+//
+// Guarantees:
+//   - Nothing is lost: an event is acknowledged only after the batch holding
+//     it is committed to ClickHouse. While ClickHouse is unreachable the
+//     sink retries with backoff and the events wait in the stream.
+//   - Nothing is counted twice: the sink remembers the sequence of the last
+//     committed row (the chain head, read from ClickHouse at start and after
+//     every error) and skips redelivered events at or below it; a row that
+//     is written twice anyway (an insert that failed ambiguously, two
+//     replicas racing) is byte-identical, and every read uses FINAL on a
+//     ReplacingMergeTree keyed by the sequence.
+//   - One chain: rows are chained in stream-sequence order and a row is a
+//     pure function of its stream message and the previous hash. A writer
+//     only ever extends the chain from the head it read from ClickHouse;
+//     when its next message is further along than head+1 (another replica
+//     holds the ones in between, or ClickHouse was added after the events
+//     were acknowledged) it reads the missing range from the stream itself.
+//     So replicas cannot fork the chain; a second replica only duplicates
+//     work (one replica, restarted by the platform, is the intended setup).
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/airlock-gate/airlock/services/audit/record"
+	"github.com/airlock-gate/airlock/services/audit/store"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/svc"
+)
+
+// Durable is the consumer name of the sink.
+const Durable = "audit"
+
+// priorityGroup is the consumer's one priority group: with the pinned
+// policy, the server delivers to a single sink replica at a time.
+const priorityGroup = "audit"
+
+// Options configure the sink.
+type Options struct {
+	// DSN of ClickHouse; required.
+	DSN string
+	// Stream is the events stream (config stream.name).
+	Stream string
+	// Durable consumer name (default "audit").
+	Durable string
+	// BatchSize is the most events per insert (default 5000; config default 10000).
+	BatchSize int
+	// FlushInterval bounds how long an event waits for its batch (default 500ms).
+	FlushInterval time.Duration
+	// MaxBackoff caps the wait between retries while ClickHouse is down (default 2s).
+	MaxBackoff time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Durable == "" {
+		o.Durable = Durable
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 5000
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = 500 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 2 * time.Second
+	}
+	return o
+}
+
+// Service is the audit sink.
+type Service struct {
+	deps svc.Deps
+	opt  Options
+	log  *slog.Logger
+}
+
+// New builds the sink. It connects to ClickHouse when it runs, not here,
+// so a ClickHouse that is down at start-up only delays the audit trail.
+func New(deps svc.Deps, opt Options) (*Service, error) {
+	opt = opt.withDefaults()
+	if opt.DSN == "" {
+		return nil, errors.New("audit sink: no ClickHouse DSN (set clickhouse.dsn or AIRLOCK_CLICKHOUSE_DSN)")
+	}
+	if opt.Stream == "" {
+		opt.Stream = deps.Config.Stream.Name
+	}
+	return &Service{deps: deps, opt: opt, log: deps.Log.With("service", "audit")}, nil
+}
+
+// NewFromConfig builds the sink from deps.Config. Without clickhouse.dsn it
+// returns a service that only says so and waits: the audit trail is then
+// read from the stream (store.Stream), and when ClickHouse is configured
+// later the durable consumer starts at the stream's beginning and
+// back-fills everything still retained.
+func NewFromConfig(_ context.Context, deps svc.Deps) (svc.Service, error) {
+	c := deps.Config
+	if c.ClickHouse.DSN == "" {
+		return idle{log: deps.Log}, nil
+	}
+	return New(deps, Options{DSN: c.ClickHouse.DSN, Stream: c.Stream.Name,
+		BatchSize: c.Audit.BatchSize, FlushInterval: c.Audit.FlushInterval})
+}
+
+type idle struct{ log *slog.Logger }
+
+func (idle) Name() string { return "audit" }
+
+func (i idle) Run(ctx context.Context) error {
+	i.log.Info("audit: no ClickHouse configured (clickhouse.dsn); the audit trail is read from the events stream, and is back-filled when ClickHouse is configured", "service", "audit")
+	<-ctx.Done()
+	return nil
+}
+
+// Name implements svc.Service.
+func (s *Service) Name() string { return "audit" }
+
+// Run implements svc.Service: it writes events until ctx is canceled.
+// ClickHouse or NATS being unreachable is retried forever, never fatal.
+//
+// Two stages overlap: a fetcher pulls the next batch and builds its rows
+// (decode, redact, payload; in parallel) while the writer seals and
+// inserts the previous one. At most three batches are unacknowledged
+// (one committing, one queued, one being fetched), within MaxAckPending.
+func (s *Service) Run(ctx context.Context) error {
+	cons, err := s.consumer(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.unpin()
+	fctx, stopFetch := context.WithCancel(ctx)
+	defer stopFetch()
+	batches := make(chan prepared, 1)
+	go s.fetch(fctx, cons, batches)
+
+	var w *writer
+	defer func() {
+		if w != nil {
+			w.st.Close()
+		}
+	}()
+	delay := 50 * time.Millisecond
+	var lastWarn time.Time
+	for b := range batches {
+		started := time.Now()
+		for {
+			if w == nil {
+				if w, err = s.connect(ctx); err != nil {
+					w = nil
+				}
+			}
+			if w != nil {
+				if err = w.commit(ctx, b.rows); err == nil {
+					break
+				}
+				w.resync = true
+			}
+			if ctx.Err() != nil {
+				return nil // unacknowledged: redelivered to the next run
+			}
+			s.deps.Metrics.Observe("audit", "retry", started)
+			// A long outage retries every MaxBackoff; say so every 30 s, not every time.
+			if time.Since(lastWarn) >= 30*time.Second {
+				lastWarn = time.Now()
+				s.log.Warn("audit: batch not committed; retrying until ClickHouse accepts it (its events wait in the stream)", "err", err, "events", len(b.rows), "waiting", time.Since(started).Round(time.Second))
+			}
+			delay = s.sleep(ctx, delay)
+		}
+		if delay > 50*time.Millisecond {
+			s.log.Info("audit: ClickHouse accepts writes again", "waited", time.Since(started).Round(time.Millisecond))
+		}
+		delay, lastWarn = 50*time.Millisecond, time.Time{}
+		// AckAll: acknowledging the highest sequence acknowledges every
+		// earlier one, and all of them are committed (head ≥ that sequence).
+		if err := b.last.Ack(); err != nil {
+			s.log.Warn("audit: ack failed; the batch will be redelivered and skipped", "err", err)
+		}
+		s.deps.Metrics.Observe("audit", "ok", started)
+		s.log.Debug("audit: batch committed", "events", len(b.rows), "last_seq", w.headSeq, "commit", time.Since(started), "fetch_build", b.took)
+	}
+	return nil
+}
+
+// prepared is one fetched batch with its rows built (not yet sealed),
+// sorted by sequence; last is the message with the highest sequence.
+type prepared struct {
+	rows []record.Row
+	last jetstream.Msg
+	took time.Duration // fetching and building it
+}
+
+// fetch pulls batches until ctx ends, then closes out.
+func (s *Service) fetch(ctx context.Context, cons jetstream.Consumer, out chan<- prepared) {
+	defer close(out)
+	delay := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		started := time.Now()
+		batch, err := cons.Fetch(s.opt.BatchSize, jetstream.FetchMaxWait(s.opt.FlushInterval), jetstream.FetchPriorityGroup(priorityGroup))
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Warn("audit: fetch failed; retrying", "err", err)
+			delay = s.sleep(ctx, delay)
+			continue
+		}
+		delay = 50 * time.Millisecond
+		var msgs []record.Msg
+		var last jetstream.Msg
+		var lastSeq uint64
+		for m := range batch.Messages() {
+			meta, err := m.Metadata()
+			if err != nil {
+				continue // not a JetStream message: nothing to record or ack
+			}
+			msgs = append(msgs, record.Msg{Seq: meta.Sequence.Stream, Time: meta.Timestamp, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+			if meta.Sequence.Stream >= lastSeq {
+				last, lastSeq = m, meta.Sequence.Stream
+			}
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		p := prepared{rows: buildAll(msgs), last: last, took: time.Since(started)}
+		select {
+		case out <- p:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// buildAll builds rows for msgs on every core and returns them sorted by sequence.
+func buildAll(msgs []record.Msg) []record.Row {
+	rows := make([]record.Row, len(msgs))
+	workers := min(runtime.GOMAXPROCS(0), 1+len(msgs)/256)
+	var wg sync.WaitGroup
+	chunk := (len(msgs) + workers - 1) / workers
+	for lo := 0; lo < len(msgs); lo += chunk {
+		hi := min(lo+chunk, len(msgs))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				rows[i] = record.Build(msgs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Seq < rows[j].Seq })
+	return rows
+}
+
+// unpin releases the pinned delivery on shutdown so a standby replica (or
+// this one restarted) takes over at once instead of after PinnedTTL. If
+// another replica held the pin it is simply pinned again on its next pull.
+func (s *Service) unpin() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := s.deps.JS.Stream(ctx, s.opt.Stream)
+	if err == nil {
+		err = st.UnpinConsumer(ctx, s.opt.Durable, priorityGroup)
+	}
+	if err != nil {
+		s.log.Debug("audit: unpin on shutdown failed; a standby takes over after the pinned TTL", "err", err)
+	}
+}
+
+func (s *Service) sleep(ctx context.Context, d time.Duration) time.Duration {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	return min(d*2, s.opt.MaxBackoff)
+}
+
+// consumer creates (or updates) the durable consumer: every event, from
+// the stream's beginning, acknowledged cumulatively.
+func (s *Service) consumer(ctx context.Context) (jetstream.Consumer, error) {
+	var lastErr error
+	for ctx.Err() == nil {
+		cons, err := s.deps.JS.CreateOrUpdateConsumer(ctx, s.opt.Stream, jetstream.ConsumerConfig{
+			Durable:       s.opt.Durable,
+			Description:   "airlock audit sink: every event into ClickHouse",
+			AckPolicy:     jetstream.AckAllPolicy,
+			AckWait:       60 * time.Second,
+			MaxAckPending: 4 * s.opt.BatchSize,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+			FilterSubject: subject.AllEvents,
+			// One replica at a time gets the messages (the pinned client);
+			// another takes over when it stops pulling for PinnedTTL.
+			PriorityPolicy: jetstream.PriorityPolicyPinned,
+			PriorityGroups: []string{priorityGroup},
+			PinnedTTL:      max(5*time.Second, 10*s.opt.FlushInterval),
+		})
+		if err == nil {
+			return cons, nil
+		}
+		if lastErr == nil {
+			s.log.Warn("audit: cannot create consumer yet; retrying", "err", err)
+		}
+		lastErr = err
+		s.sleep(ctx, time.Second)
+	}
+	if lastErr != nil {
+		return nil, fmt.Errorf("audit: create consumer %s on %s: %w", s.opt.Durable, s.opt.Stream, lastErr)
+	}
+	return nil, ctx.Err()
+}
+
+func (s *Service) connect(ctx context.Context) (*writer, error) {
+	st, err := store.OpenWriter(ctx, s.opt.DSN)
+	if err != nil {
+		return nil, err
+	}
+	w := &writer{st: st, js: s.deps.JS, stream: s.opt.Stream, batch: s.opt.BatchSize, resync: true, log: s.log}
+	return w, nil
+}
+
+// writer extends the chain in ClickHouse.
+type writer struct {
+	st     *store.ClickHouse
+	js     jetstream.JetStream
+	stream string
+	batch  int
+	log    *slog.Logger
+
+	headSeq  uint64
+	headHash string
+	resync   bool // re-read the head from ClickHouse before the next write
+}
+
+// commit seals and writes every row of built (sorted by sequence, not
+// yet sealed) that is not yet in ClickHouse, first filling any gap between
+// the head and the batch from the stream. On return without error, every
+// sequence ≤ the largest in built is committed.
+func (w *writer) commit(ctx context.Context, built []record.Row) error {
+	if w.resync {
+		seq, hash, err := w.st.Head(ctx)
+		if err != nil {
+			return err
+		}
+		w.headSeq, w.headHash, w.resync = seq, hash, false
+	}
+	in := built
+	skip := func() {
+		for len(in) > 0 && in[0].Seq <= w.headSeq {
+			in = in[1:] // redelivered: already committed
+		}
+	}
+	skip()
+	if len(in) == 0 {
+		return nil
+	}
+	if in[0].Seq > w.headSeq+1 {
+		// Another replica may have written the gap meanwhile: look first.
+		seq, hash, err := w.st.Head(ctx)
+		if err != nil {
+			return err
+		}
+		w.headSeq, w.headHash = seq, hash
+		if skip(); len(in) == 0 {
+			return nil
+		}
+	}
+	if in[0].Seq > w.headSeq+1 {
+		if err := w.fill(ctx, in[0].Seq-1); err != nil {
+			return err
+		}
+	}
+	rows := make([]record.Row, 0, len(in))
+	prev, last := w.headHash, w.headSeq
+	for _, r := range in {
+		if r.Seq <= last {
+			continue // a duplicate within the batch
+		}
+		if r.Seq > last+1 {
+			// A hole inside one fetch: messages the stream no longer has,
+			// or another replica's. Read them from the stream first.
+			if err := w.insert(ctx, rows); err != nil {
+				return err
+			}
+			rows = rows[:0]
+			if err := w.fill(ctx, r.Seq-1); err != nil {
+				return err
+			}
+			prev, last = w.headHash, w.headSeq
+		}
+		record.Seal(&r, prev)
+		prev, last = r.Hash, r.Seq
+		rows = append(rows, r)
+	}
+	return w.insert(ctx, rows)
+}
+
+// insert commits sealed rows and advances the head.
+func (w *writer) insert(ctx context.Context, rows []record.Row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	if err := w.st.Insert(ctx, rows); err != nil {
+		return err
+	}
+	w.headSeq, w.headHash = rows[len(rows)-1].Seq, rows[len(rows)-1].Hash
+	return nil
+}
+
+// fill writes the stream's messages after the head up to and including
+// seq, in chunks, reading them from the stream (back-fill, or another
+// replica's in-flight messages). Sequences the stream no longer holds are
+// skipped: the chain links across them.
+func (w *writer) fill(ctx context.Context, seq uint64) error {
+	from := w.headSeq + 1
+	w.log.Info("audit: writing events missing before this batch from the stream", "from", from, "to", seq)
+	var rows []record.Row
+	prev := w.headHash
+	err := store.ReadRange(ctx, w.js, w.stream, from, seq, func(m record.Msg) error {
+		if m.Seq <= w.headSeq {
+			return nil
+		}
+		r := record.Build(m)
+		record.Seal(&r, prev)
+		prev = r.Hash
+		rows = append(rows, r)
+		if len(rows) >= w.batch {
+			if err := w.insert(ctx, rows); err != nil {
+				return err
+			}
+			rows = rows[:0]
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("back-fill %d-%d from the stream: %w", from, seq, err)
+	}
+	return w.insert(ctx, rows)
+}

@@ -1,0 +1,301 @@
+// Package local runs a private clickhouse-server process: a generated config
+// under a data directory, free loopback ports, readiness wait, stop and
+// restart on the same data. Tests (via chtest) and `airlock dev` (via
+// audit.StartLocal) use it; production points at a real ClickHouse.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrNotInstalled is returned when no clickhouse-server binary is on PATH.
+var ErrNotInstalled = errors.New("clickhouse-server not found: run `go tool task test:deps` (or install clickhouse-server)")
+
+// Server is one clickhouse-server process owned by the caller.
+type Server struct {
+	Dir      string
+	TCPPort  int
+	HTTPPort int
+	bin      string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Binary finds clickhouse-server on PATH or in /usr/sbin (Debian installs it there).
+func Binary() (string, error) {
+	if p, err := exec.LookPath("clickhouse-server"); err == nil {
+		return p, nil
+	}
+	for _, p := range []string{"/usr/sbin/clickhouse-server", "/usr/bin/clickhouse-server", "/usr/local/bin/clickhouse-server"} {
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	return "", ErrNotInstalled
+}
+
+// New prepares a server under dir (created if missing) on free loopback
+// ports; tcpPort 0 picks a free one. It does not start it. The same dir keeps
+// its data across Start/Stop, and the ports chosen are written into the
+// config so a restart comes back on the same address.
+func New(dir string, tcpPort int) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse dir %s: %w", dir, err)
+	}
+	s := &Server{Dir: abs, bin: bin, TCPPort: tcpPort}
+	if s.TCPPort == 0 {
+		if s.TCPPort, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	if s.HTTPPort, err = freePort(); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"data", "tmp", "user_files", "log"} {
+		if err := os.MkdirAll(filepath.Join(abs, d), 0o755); err != nil {
+			return nil, fmt.Errorf("clickhouse dir: %w", err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(abs, "config.xml"), []byte(s.config()), 0o644); err != nil {
+		return nil, fmt.Errorf("write clickhouse config: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(abs, "users.xml"), []byte(usersXML), 0o644); err != nil {
+		return nil, fmt.Errorf("write clickhouse users: %w", err)
+	}
+	return s, nil
+}
+
+// DSN is the native-protocol address of database db on this server.
+func (s *Server) DSN(db string) string {
+	return fmt.Sprintf("clickhouse://127.0.0.1:%d/%s?dial_timeout=2s", s.TCPPort, db)
+}
+
+// Addr is host:port of the native protocol.
+func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.TCPPort) }
+
+// Start launches the process and waits (up to timeout) until it accepts
+// native connections and answers a query.
+func (s *Server) Start(ctx context.Context, timeout time.Duration) error {
+	s.mu.Lock()
+	if s.cmd != nil {
+		s.mu.Unlock()
+		return nil
+	}
+	logf, err := os.OpenFile(filepath.Join(s.Dir, "log", "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("clickhouse log: %w", err)
+	}
+	cmd := exec.Command(s.bin, "--config-file="+filepath.Join(s.Dir, "config.xml"))
+	cmd.Dir = s.Dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Own process group so a stop never reaches the caller's, and children die with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		s.mu.Unlock()
+		logf.Close()
+		return fmt.Errorf("start clickhouse-server: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+
+	deadline := time.Now().Add(timeout)
+	for {
+		if ready(s.Addr()) {
+			return nil
+		}
+		select {
+		case <-done:
+			s.mu.Lock()
+			s.cmd = nil
+			s.mu.Unlock()
+			return fmt.Errorf("clickhouse-server exited during start-up; see %s", filepath.Join(s.Dir, "log"))
+		case <-ctx.Done():
+			s.Stop()
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.Stop()
+			return fmt.Errorf("clickhouse-server not ready on %s after %s; see %s", s.Addr(), timeout, filepath.Join(s.Dir, "log"))
+		}
+	}
+}
+
+// Stop terminates the process (SIGTERM, then SIGKILL after 10 s) and waits for it.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// Kill stops the process at once (SIGKILL), as a crash would.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-done
+}
+
+// Running reports whether the process is up.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}
+
+// ready sends a native-protocol Hello and reports whether the server answered
+// with its own Hello: accepting TCP alone happens before tables are loaded.
+func ready(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	// ClientHello: packet 0, name, version major/minor, revision, db, user, password.
+	var b []byte
+	b = append(b, 0)
+	b = appendStr(b, "airlock-probe")
+	b = append(b, 1, 1)
+	b = appendUvarint(b, 54213)
+	b = appendStr(b, "")
+	b = appendStr(b, "default")
+	b = appendStr(b, "")
+	if _, err := c.Write(b); err != nil {
+		return false
+	}
+	buf := make([]byte, 1)
+	if _, err := c.Read(buf); err != nil {
+		return false
+	}
+	return buf[0] == 0 // ServerHello
+}
+
+func appendStr(b []byte, s string) []byte { return append(appendUvarint(b, uint64(len(s))), s...) }
+
+func appendUvarint(b []byte, v uint64) []byte {
+	for v >= 0x80 {
+		b = append(b, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(b, byte(v))
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (s *Server) config() string {
+	r := strings.NewReplacer("{DIR}", s.Dir, "{TCP}", fmt.Sprint(s.TCPPort), "{HTTP}", fmt.Sprint(s.HTTPPort))
+	return r.Replace(configXML)
+}
+
+// configXML works on 18.16 (root element <yandex>) and current releases,
+// which still accept it. Caches are small: this is a test or laptop instance.
+const configXML = `<?xml version="1.0"?>
+<yandex>
+    <logger>
+        <level>warning</level>
+        <log>{DIR}/log/clickhouse-server.log</log>
+        <errorlog>{DIR}/log/clickhouse-server.err.log</errorlog>
+        <size>10M</size>
+        <count>2</count>
+    </logger>
+    <listen_host>127.0.0.1</listen_host>
+    <tcp_port>{TCP}</tcp_port>
+    <http_port>{HTTP}</http_port>
+    <path>{DIR}/data/</path>
+    <tmp_path>{DIR}/tmp/</tmp_path>
+    <user_files_path>{DIR}/user_files/</user_files_path>
+    <users_config>{DIR}/users.xml</users_config>
+    <default_profile>default</default_profile>
+    <default_database>default</default_database>
+    <timezone>UTC</timezone>
+    <mark_cache_size>268435456</mark_cache_size>
+    <uncompressed_cache_size>268435456</uncompressed_cache_size>
+    <max_concurrent_queries>100</max_concurrent_queries>
+    <mlock_executable>false</mlock_executable>
+</yandex>
+`
+
+// usersXML: "default" for the sink (loopback only) and a read-only "auditor"
+// (as shipped in deploy/clickhouse/users.d/auditor.xml).
+const usersXML = `<?xml version="1.0"?>
+<yandex>
+    <profiles>
+        <default>
+            <max_memory_usage>2000000000</max_memory_usage>
+        </default>
+        <readonly>
+            <readonly>1</readonly>
+        </readonly>
+    </profiles>
+    <users>
+        <default>
+            <password></password>
+            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+            <profile>default</profile>
+            <quota>default</quota>
+        </default>
+        <auditor>
+            <password>auditor</password>
+            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+            <profile>readonly</profile>
+            <quota>default</quota>
+        </auditor>
+    </users>
+    <quotas>
+        <default>
+            <interval>
+                <duration>3600</duration>
+                <queries>0</queries>
+                <errors>0</errors>
+                <result_rows>0</result_rows>
+                <read_rows>0</read_rows>
+                <execution_time>0</execution_time>
+            </interval>
+        </default>
+    </quotas>
+</yandex>
+`

@@ -1,0 +1,179 @@
+package record_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/audit/record"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+)
+
+func args(t *testing.T, m map[string]any) *structpb.Struct {
+	t.Helper()
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestRedactArgs(t *testing.T) {
+	in := map[string]any{
+		"password": "p", "nested": map[string]any{"key": "k", "keep": "v"},
+		"list": []any{"a", map[string]any{"secret": "s"}}, "a/b": "slash", "m~n": "tilde",
+	}
+	cases := []struct {
+		name  string
+		paths []string
+		want  []string // substrings of the JSON after redaction
+		gone  []string
+	}{
+		{"masks a top-level key", []string{"/password"}, []string{`"password":"[REDACTED]"`, `"keep":"v"`}, []string{`"p"`}},
+		{"masks a nested key and leaves its siblings", []string{"/nested/key"}, []string{`"key":"[REDACTED]"`, `"keep":"v"`}, []string{`"k"`}},
+		{"masks inside an array by index", []string{"/list/1/secret"}, []string{`"secret":"[REDACTED]"`, `"a"`}, []string{`"s"`}},
+		{"masks a whole subtree", []string{"/nested"}, []string{`"nested":"[REDACTED]"`}, []string{`"keep"`}},
+		{"understands ~1 and ~0 escapes", []string{"/a~1b", "/m~0n"}, []string{`"a/b":"[REDACTED]"`, `"m~n":"[REDACTED]"`}, []string{"slash", "tilde"}},
+		{"ignores paths that do not exist", []string{"/nope", "/list/9", "/password/x"}, []string{`"password":"p"`}, nil},
+		{"tolerates a path without its leading slash", []string{"password"}, []string{`"password":"[REDACTED]"`}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := args(t, in)
+			record.RedactArgs(a, c.paths)
+			b, _ := a.MarshalJSON()
+			got := record.Canonicalize(b)
+			for _, w := range c.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("%s lacks %s", got, w)
+				}
+			}
+			for _, g := range c.gone {
+				if strings.Contains(got, g) {
+					t.Errorf("%s still has %s", got, g)
+				}
+			}
+		})
+	}
+}
+
+func msg(t *testing.T, seq uint64, ev *airlockv1.Event) record.Msg {
+	t.Helper()
+	m, err := envelope.Encode(ev, "test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return record.Msg{Seq: seq, Time: time.Unix(1_700_000_000, 123_456_789), Subject: m.Subject, Header: m.Header, Data: m.Data}
+}
+
+func TestBuildIsAPureFunctionOfTheMessage(t *testing.T) {
+	ev := &airlockv1.Event{EventId: "e1", AgentId: "bot", CallId: "c1", Revision: 1,
+		Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: &airlockv1.ToolCall{CallId: "c1", AgentId: "bot", Server: "fs", Tool: "w",
+			Arguments: args(t, map[string]any{"b": 1, "a": map[string]any{"z": true, "y": "x"}})}}}}
+	m := msg(t, 7, ev)
+	first := record.Build(m)
+	for i := 0; i < 20; i++ { // protojson varies its whitespace at random; the payload must not
+		if again := record.Build(m); again.Payload != first.Payload || record.Hash(again) != record.Hash(first) {
+			t.Fatalf("build %d differs:\n%s\n%s", i, first.Payload, again.Payload)
+		}
+	}
+	if first.Time.Nanosecond() != 123_000_000 {
+		t.Errorf("time kept %d ns; want millisecond precision", first.Time.Nanosecond())
+	}
+}
+
+func TestUndecodableMessageStillBecomesARow(t *testing.T) {
+	r := record.Build(record.Msg{Seq: 3, Time: time.Now(), Subject: "airlock.evt.bot.c9.requested", Header: nil, Data: []byte{0xff, 0x01, 0x02}})
+	if r.Type != "requested" || r.Agent != "bot" || r.Call != "c9" || r.Decision != "undecodable" || !strings.Contains(r.Payload, "base16:") {
+		t.Fatalf("row %+v", r)
+	}
+}
+
+func TestChainAndVerifier(t *testing.T) {
+	rows := make([]record.Row, 5)
+	for i := range rows {
+		rows[i] = record.Row{Seq: uint64(i + 1), EventID: "e", Type: "notified", Time: time.Unix(int64(i), 0)}
+	}
+	record.Chain(rows, record.GenesisHash)
+	cases := []struct {
+		name    string
+		mutate  func([]record.Row) []record.Row
+		wantSeq uint64
+	}{
+		{"an untouched chain verifies", func(r []record.Row) []record.Row { return r }, 0},
+		{"a changed field is named", func(r []record.Row) []record.Row { r[2].Reason = "x"; return r }, 3},
+		{"a removed row breaks the next link", func(r []record.Row) []record.Row { return append(r[:1], r[2:]...) }, 3},
+		{"swapped rows break the link", func(r []record.Row) []record.Row { r[1], r[2] = r[2], r[1]; return r }, 3},
+		{"a chain whose oldest rows expired still verifies", func(r []record.Row) []record.Row { return r[2:] }, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cp := append([]record.Row(nil), rows...)
+			var v record.Verifier
+			for _, r := range c.mutate(cp) {
+				v.Add(r)
+			}
+			switch {
+			case c.wantSeq == 0 && v.First != nil:
+				t.Fatalf("unexpected break %+v", v.First)
+			case c.wantSeq != 0 && (v.First == nil || v.First.Seq != c.wantSeq):
+				t.Fatalf("break %+v, want at seq %d", v.First, c.wantSeq)
+			}
+		})
+	}
+}
+
+func TestAnalyze(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var rows []record.Row
+	seq := uint64(0)
+	add := func(call, typ, tool, actor string, at time.Duration) {
+		seq++
+		rows = append(rows, record.Row{Seq: seq, Call: call, Revision: 1, Type: typ, Server: "fs", Tool: tool, ActorType: "human", ActorID: actor, Time: t0.Add(at)})
+	}
+	// stamp approves four write calls within a second each; care takes minutes and rejects one.
+	for i, c := range []string{"w1", "w2", "w3", "w4"} {
+		off := time.Duration(i) * time.Hour
+		add(c, "approval_requested", "write", "", off)
+		add(c, "approved", "write", "stamp", off+time.Second)
+	}
+	add("d1", "approval_requested", "delete", "", 0)
+	add("d1", "rejected", "", "care", 10*time.Minute)
+	add("d2", "approval_requested", "delete", "", 0)
+	add("d2", "approved", "delete", "care", 2*time.Minute)
+	add("d2", "approved", "delete", "care", 3*time.Minute) // a duplicate outcome counts once
+	add("r1", "allowed", "read", "", 0)
+	add("x1", "approval_requested", "exec", "", 0)
+	add("x1", "expired", "", "", 5*time.Minute)
+
+	a := record.Analyze(rows, record.AnalyticsOptions{})
+	tools := map[string]record.ToolStats{}
+	for _, ts := range a.Tools {
+		tools[ts.Tool] = ts
+	}
+	reviewers := map[string]record.Reviewer{}
+	for _, r := range a.Reviewers {
+		reviewers[r.ID] = r
+	}
+	cases := []struct {
+		name string
+		ok   bool
+	}{
+		{"approval rate per tool", tools["fs__write"].ApprovalRate == 1 && tools["fs__delete"].ApprovalRate == 0.5},
+		{"auto-allowed calls are counted apart from asked ones", tools["fs__read"].Allowed == 1 && tools["fs__read"].Asked == 0},
+		{"expired calls are not decisions", tools["fs__exec"].Expired == 1 && a.DecideCount == 6},
+		{"time to decide p50 and p95", a.DecideP50 == 1 && a.DecideP95 == 600},
+		{"the fast approver is a rubber-stamper", reviewers["stamp"].RubberStamper && reviewers["stamp"].FastApprovals == 4},
+		{"the careful reviewer is not", !reviewers["care"].RubberStamper && reviewers["care"].Decisions == 2},
+		{"rubber-stampers come first", len(a.Reviewers) > 0 && a.Reviewers[0].ID == "stamp"},
+		{"most-asked tools in order", len(a.MostAsked) == 3 && a.MostAsked[0].Tool == "fs__write" && a.MostAsked[0].Asked == 4},
+	}
+	for _, c := range cases {
+		if !c.ok {
+			t.Errorf("%s: does not hold (%+v)", c.name, a)
+		}
+	}
+}

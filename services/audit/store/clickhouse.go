@@ -1,0 +1,350 @@
+// Package store reads and writes the audit trail. ClickHouse is the store
+// (Open / OpenWriter); Stream reads the same rows straight from the events
+// stream when no ClickHouse is configured. Both implement Reader, which is
+// what the CLI and the console use: Query, Each, Analytics, Verify, and
+// Export on top of them.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/airlock-gate/airlock/services/audit/record"
+)
+
+// Row, Filter and the analytics types are the record package's; they are
+// repeated here so a reader needs one import.
+type (
+	Row              = record.Row
+	Filter           = record.Filter
+	Analytics        = record.Analytics
+	AnalyticsOptions = record.AnalyticsOptions
+	ToolStats        = record.ToolStats
+	Reviewer         = record.Reviewer
+	Break            = record.Break
+)
+
+// VerifyResult is the outcome of recomputing the chain.
+type VerifyResult struct {
+	OK    bool   `json:"ok"`
+	Count uint64 `json:"count"`
+	// Break is the first row whose hash or link does not hold (nil when OK).
+	Break *Break `json:"break,omitempty"`
+	// FirstSeq and LastSeq bound the rows checked; Head is the last hash.
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
+	Head     string `json:"head"`
+	Source   string `json:"source"`
+}
+
+// Reader is the read side of the audit trail; *ClickHouse and *Stream implement it.
+type Reader interface {
+	// Query returns rows matching f in stream order (f.Limit caps them).
+	Query(ctx context.Context, f Filter) ([]Row, error)
+	// Each calls fn for every row matching f, in stream order, without
+	// holding them all in memory; an error from fn stops it and is returned.
+	Each(ctx context.Context, f Filter, fn func(Row) error) error
+	// Analytics computes approval rates, time to decide, rubber-stampers and most-asked tools.
+	Analytics(ctx context.Context, opt AnalyticsOptions) (Analytics, error)
+	// Verify recomputes the hash chain over every row.
+	Verify(ctx context.Context) (VerifyResult, error)
+	// Source names where rows come from ("clickhouse" or "stream").
+	Source() string
+	Close() error
+}
+
+// ClickHouse is the audit store. Every read uses FINAL, so a row written
+// twice is returned once.
+type ClickHouse struct {
+	conn driver.Conn
+	db   string
+}
+
+// columns in insert and select order.
+var columns = []string{"seq", "event_id", "ts", "ts_ms", "type", "agent_id", "thread_id", "call_id", "revision",
+	"server", "tool", "actor_type", "actor_id", "actor_channel", "decision", "reason", "risk", "rule_id",
+	"policy_revision", "decision_id", "args_digest", "payload", "latency_ms", "prev_hash", "hash"}
+
+// Open connects to the ClickHouse at dsn (clickhouse://user:pass@host:9000/db)
+// for reading. It neither creates nor migrates anything, so the read-only
+// auditor user can use it.
+func Open(ctx context.Context, dsn string) (*ClickHouse, error) {
+	opts, err := parseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return connect(ctx, opts, dsn)
+}
+
+// OpenWriter connects for the sink: it creates the database if missing
+// and applies the migrations.
+func OpenWriter(ctx context.Context, dsn string) (*ClickHouse, error) {
+	opts, err := parseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	db := opts.Auth.Database
+	if db != "" && db != "default" {
+		admin := *opts
+		admin.Auth.Database = "default"
+		c, err := connect(ctx, &admin, dsn)
+		if err != nil {
+			return nil, err
+		}
+		err = c.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+quoteIdent(db))
+		c.Close()
+		if err != nil {
+			return nil, fmt.Errorf("create database %s: %w", db, err)
+		}
+	}
+	c, err := connect(ctx, opts, dsn)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Migrate(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func parseDSN(dsn string) (*clickhouse.Options, error) {
+	if dsn == "" {
+		return nil, errors.New("no ClickHouse DSN: set clickhouse.dsn, AIRLOCK_CLICKHOUSE_DSN or --clickhouse (e.g. clickhouse://127.0.0.1:9000/airlock)")
+	}
+	opts, err := clickhouse.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("ClickHouse DSN %q: %w (expected e.g. clickhouse://127.0.0.1:9000/airlock)", redactDSN(dsn), err)
+	}
+	if opts.Auth.Database == "" {
+		opts.Auth.Database = "default"
+	}
+	if opts.DialTimeout == 0 || opts.DialTimeout > 5*time.Second {
+		opts.DialTimeout = 5 * time.Second
+	}
+	// Old servers (18.16) make the driver warn on every connection; the
+	// features used here work there, so keep its logging quiet.
+	opts.Debug = false
+	return opts, nil
+}
+
+func connect(ctx context.Context, opts *clickhouse.Options, dsn string) (*ClickHouse, error) {
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("connect to ClickHouse %s: %w", redactDSN(dsn), err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := conn.Ping(pctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("ClickHouse %s is not reachable: %w (is clickhouse-server running? check the DSN)", redactDSN(dsn), err)
+	}
+	return &ClickHouse{conn: conn, db: opts.Auth.Database}, nil
+}
+
+// redactDSN hides a password in a DSN shown in an error.
+func redactDSN(dsn string) string {
+	if at := strings.Index(dsn, "@"); at > 0 {
+		if scheme := strings.Index(dsn, "://"); scheme >= 0 && scheme < at {
+			user := dsn[scheme+3 : at]
+			if u, _, ok := strings.Cut(user, ":"); ok {
+				return dsn[:scheme+3] + u + ":***" + dsn[at:]
+			}
+		}
+	}
+	return dsn
+}
+
+func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+func nowUTC() time.Time { return time.Now().UTC().Truncate(time.Second) }
+
+// Source implements Reader.
+func (c *ClickHouse) Source() string { return "clickhouse" }
+
+// Close implements Reader.
+func (c *ClickHouse) Close() error { return c.conn.Close() }
+
+// Conn exposes the driver connection (tests, benchmarks, ad-hoc SQL).
+func (c *ClickHouse) Conn() driver.Conn { return c.conn }
+
+// Head returns the sequence and hash of the last row, or (0, GenesisHash)
+// for an empty table. The sink extends the chain from here.
+func (c *ClickHouse) Head(ctx context.Context) (uint64, string, error) {
+	rows, err := c.conn.Query(ctx, "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
+	if err != nil {
+		return 0, "", fmt.Errorf("read the audit chain head: %w", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return 0, record.GenesisHash, rows.Err()
+	}
+	var seq uint64
+	var hash string
+	if err := rows.Scan(&seq, &hash); err != nil {
+		return 0, "", fmt.Errorf("read the audit chain head: %w", err)
+	}
+	return seq, hash, nil
+}
+
+// Insert writes rows (already sealed) in one batch insert. It returns only
+// after ClickHouse committed them. Inserting rows that are already there
+// adds nothing visible: reads use FINAL.
+func (c *ClickHouse) Insert(ctx context.Context, rows []Row) error {
+	return c.InsertInto(ctx, "events", rows)
+}
+
+// InsertInto is Insert into another table of the same shape (benchmarks).
+func (c *ClickHouse) InsertInto(ctx context.Context, table string, rows []Row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	b, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+quoteIdent(table)+" ("+strings.Join(columns, ", ")+", ingested_at)")
+	if err != nil {
+		return fmt.Errorf("prepare audit insert: %w", err)
+	}
+	now := nowUTC()
+	for _, r := range rows {
+		t := r.Time.UTC()
+		err := b.Append(r.Seq, r.EventID, t.Truncate(time.Second), uint16(t.Nanosecond()/1e6), r.Type, r.Agent, r.Thread, r.Call, r.Revision,
+			r.Server, r.Tool, r.ActorType, r.ActorID, r.ActorChannel, r.Decision, r.Reason, r.Risk, r.RuleID,
+			r.PolicyRevision, r.DecisionID, r.ArgsDigest, r.Payload, r.LatencyMS, r.PrevHash, r.Hash, now)
+		if err != nil {
+			_ = b.Abort()
+			return fmt.Errorf("audit insert row seq %d: %w", r.Seq, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("audit insert of %d rows (seq %d-%d): %w", len(rows), rows[0].Seq, rows[len(rows)-1].Seq, err)
+	}
+	return nil
+}
+
+// where builds the WHERE clause and its bound arguments for f.
+func where(f Filter) (string, []any) {
+	var conds []string
+	var args []any
+	eq := func(col, v string) {
+		if v != "" {
+			conds = append(conds, col+" = ?")
+			args = append(args, v)
+		}
+	}
+	eq("call_id", f.Call)
+	eq("thread_id", f.Thread)
+	eq("agent_id", f.Agent)
+	eq("actor_id", f.Actor)
+	eq("type", f.Type)
+	eq("decision", f.Decision)
+	if f.Tool != "" {
+		conds = append(conds, "call_id IN (SELECT call_id FROM events WHERE tool != '' AND (tool = ? OR concat(server, '__', tool) = ?))")
+		args = append(args, f.Tool, f.Tool)
+	}
+	if !f.Since.IsZero() {
+		conds = append(conds, "ts >= toDateTime(?) AND toUInt64(ts) * 1000 + ts_ms >= ?")
+		args = append(args, f.Since.Unix(), uint64(f.Since.UnixMilli()))
+	}
+	if !f.Until.IsZero() {
+		conds = append(conds, "toUInt64(ts) * 1000 + ts_ms < ?")
+		args = append(args, uint64(f.Until.UnixMilli()))
+	}
+	if f.AfterSeq != 0 {
+		conds = append(conds, "seq > ?")
+		args = append(args, f.AfterSeq)
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// Each implements Reader.
+func (c *ClickHouse) Each(ctx context.Context, f Filter, fn func(Row) error) error {
+	w, args := where(f)
+	q := "SELECT " + strings.Join(columns, ", ") + " FROM events FINAL" + w + " ORDER BY seq"
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	rows, err := c.conn.Query(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("query audit events: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r Row
+		var ts time.Time
+		var ms uint16
+		if err := rows.Scan(&r.Seq, &r.EventID, &ts, &ms, &r.Type, &r.Agent, &r.Thread, &r.Call, &r.Revision,
+			&r.Server, &r.Tool, &r.ActorType, &r.ActorID, &r.ActorChannel, &r.Decision, &r.Reason, &r.Risk, &r.RuleID,
+			&r.PolicyRevision, &r.DecisionID, &r.ArgsDigest, &r.Payload, &r.LatencyMS, &r.PrevHash, &r.Hash); err != nil {
+			return fmt.Errorf("read audit row: %w", err)
+		}
+		r.Time = ts.UTC().Add(time.Duration(ms) * time.Millisecond)
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Query implements Reader.
+func (c *ClickHouse) Query(ctx context.Context, f Filter) ([]Row, error) {
+	var out []Row
+	err := c.Each(ctx, f, func(r Row) error { out = append(out, r); return nil })
+	return out, err
+}
+
+// Count returns how many distinct rows match f.
+func (c *ClickHouse) Count(ctx context.Context, f Filter) (uint64, error) {
+	w, args := where(f)
+	var n uint64
+	if err := c.conn.QueryRow(ctx, "SELECT count() FROM events FINAL"+w, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count audit events: %w", err)
+	}
+	return n, nil
+}
+
+// Analytics implements Reader: ClickHouse narrows the rows to decision
+// events, and record.Analyze computes the figures (the same code the
+// stream reader uses, so both agree).
+func (c *ClickHouse) Analytics(ctx context.Context, opt AnalyticsOptions) (Analytics, error) {
+	var rows []Row
+	for _, typ := range record.AnalyticsTypes {
+		f := Filter{Type: typ}
+		if !opt.Since.IsZero() && typ != "approved" && typ != "rejected" && typ != "changes_requested" && typ != "expired" && typ != "canceled" {
+			f.Since = opt.Since
+		}
+		if err := c.Each(ctx, f, func(r Row) error { r.Payload = ""; rows = append(rows, r); return nil }); err != nil {
+			return Analytics{}, fmt.Errorf("audit analytics: %w", err)
+		}
+	}
+	sortBySeq(rows)
+	return record.Analyze(rows, opt), nil
+}
+
+// Verify implements Reader: it reads every row in stream order and
+// recomputes each hash and link.
+func (c *ClickHouse) Verify(ctx context.Context) (VerifyResult, error) {
+	var v record.Verifier
+	res := VerifyResult{Source: c.Source()}
+	err := c.Each(ctx, Filter{}, func(r Row) error {
+		if res.Count == 0 {
+			res.FirstSeq = r.Seq
+		}
+		res.Count++
+		res.LastSeq = r.Seq
+		v.Add(r)
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("verify audit chain: %w", err)
+	}
+	res.Break, res.OK, res.Head = v.First, v.First == nil, v.Head()
+	return res, nil
+}

@@ -1,0 +1,104 @@
+package store
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Migrations holds the DDL, one file per version (NNN_name.sql, one
+// statement each). deploy/clickhouse/migrations is a copy for operators.
+//
+//go:embed migrations/*.sql
+var Migrations embed.FS
+
+type migration struct {
+	version uint32
+	name    string
+	sql     string
+}
+
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(Migrations, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		num, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("migration file %s: name it NNN_name.sql", e.Name())
+		}
+		raw, err := fs.ReadFile(Migrations, "migrations/"+e.Name())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: uint32(v), name: name, sql: stripComments(string(raw))})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	return out, nil
+}
+
+func stripComments(s string) string {
+	var keep []string
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "--") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.TrimSpace(strings.Join(keep, "\n"))
+}
+
+// Migrate creates the database (when missing) and applies every migration
+// not yet recorded in schema_migrations, in order. It is idempotent: each
+// statement is CREATE ... IF NOT EXISTS (or checks before it alters), and
+// a version is recorded only after it applied, so running it again — or
+// from several replicas at once — changes nothing.
+func (c *ClickHouse) Migrate(ctx context.Context) error {
+	if err := c.conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS schema_migrations (version UInt32, name String, applied_at DateTime('UTC')) ENGINE = ReplacingMergeTree() ORDER BY version"); err != nil {
+		return fmt.Errorf("create schema_migrations in %s: %w", c.db, err)
+	}
+	done := map[uint32]bool{}
+	rows, err := c.conn.Query(ctx, "SELECT version FROM schema_migrations")
+	if err != nil {
+		return fmt.Errorf("read schema_migrations: %w", err)
+	}
+	for rows.Next() {
+		var v uint32
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return fmt.Errorf("read schema_migrations: %w", err)
+		}
+		done[v] = true
+	}
+	rows.Close()
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if done[m.version] {
+			continue
+		}
+		if err := c.conn.Exec(ctx, m.sql); err != nil {
+			return fmt.Errorf("apply migration %03d_%s: %w", m.version, m.name, err)
+		}
+		b, err := c.conn.PrepareBatch(ctx, "INSERT INTO schema_migrations (version, name, applied_at)")
+		if err != nil {
+			return fmt.Errorf("record migration %03d: %w", m.version, err)
+		}
+		if err := b.Append(m.version, m.name, nowUTC()); err != nil {
+			_ = b.Abort()
+			return fmt.Errorf("record migration %03d: %w", m.version, err)
+		}
+		if err := b.Send(); err != nil {
+			return fmt.Errorf("record migration %03d: %w", m.version, err)
+		}
+	}
+	return nil
+}

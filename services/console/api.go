@@ -1,0 +1,438 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+)
+
+func validAgent(agent string) error {
+	if err := ids.Validate("agent id", agent); err != nil {
+		return apierr.Wrap(apierr.InvalidRequest, err, "%s", err.Error())
+	}
+	return nil
+}
+
+// readJSON decodes the request body into v; an empty body leaves v as is.
+// Unknown fields are refused so that a misspelt field is not silently ignored.
+func readJSON(c echo.Context, v any, limit int64) error {
+	body := http.MaxBytesReader(c.Response(), c.Request().Body, limit)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return apierr.New(apierr.InvalidRequest, "the request body is over %d bytes", limit)
+		}
+		return apierr.New(apierr.InvalidRequest, "the request body is not the JSON this endpoint takes: %v", err)
+	}
+	return nil
+}
+
+func protoJSONBlob(c echo.Context, status int, m proto.Message) error {
+	data, err := protoJSON.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return c.JSONBlob(status, data)
+}
+
+// --- agents ---
+
+// submitRequest is the body of POST /api/v1/calls.
+type submitRequest struct {
+	CallID         string         `json:"call_id"`
+	Revision       uint32         `json:"revision"`
+	Server         string         `json:"server"`
+	Tool           string         `json:"tool"`
+	Arguments      map[string]any `json:"arguments"`
+	ThreadID       string         `json:"thread_id"`
+	OnBehalfOf     string         `json:"on_behalf_of"`
+	Reason         string         `json:"reason"`
+	IdempotencyKey string         `json:"idempotency_key"`
+}
+
+type submitResponse struct {
+	CallID string `json:"call_id"`
+	Status string `json:"status"`
+	// Await is where the outcome can be long-polled.
+	Await string `json:"await"`
+}
+
+func (con *Console) agentClient(agent string) (*airlock.Client, error) {
+	return airlock.New(con.nc, agent, airlock.WithStream(con.cfg.Stream.Name), airlock.WithMaxRequestBytes(con.cfg.Limits.MaxRequestBytes))
+}
+
+// apiSubmit publishes a call as the token's agent, through the SDK (the same
+// checks and envelope as a Go agent). Submitting the same call id and
+// revision again is harmless.
+func (con *Console) apiSubmit(c echo.Context) error {
+	p := principal(c)
+	var req submitRequest
+	if err := readJSON(c, &req, int64(con.cfg.Limits.MaxRequestBytes)*2); err != nil {
+		return err
+	}
+	client, err := con.agentClient(p.AgentID)
+	if err != nil {
+		return apierr.Wrap(apierr.InvalidRequest, err, "%s", err.Error())
+	}
+	id, err := client.Submit(c.Request().Context(), airlock.Call{
+		ID: req.CallID, Revision: req.Revision, Server: req.Server, Tool: req.Tool, Args: req.Arguments,
+		Thread: req.ThreadID, OnBehalfOf: req.OnBehalfOf, Reason: req.Reason, IdempotencyKey: req.IdempotencyKey,
+	})
+	if errors.Is(err, airlock.ErrInvalid) {
+		return apierr.New(apierr.InvalidRequest, "%s", strings.TrimPrefix(err.Error(), airlock.ErrInvalid.Error()+": "))
+	}
+	if err != nil {
+		return apierr.Wrap(apierr.Unavailable, err, "the call could not be stored: try again")
+	}
+	return c.JSON(http.StatusAccepted, submitResponse{CallID: id, Status: "submitted", Await: "/api/v1/calls/" + id + "?wait=30s"})
+}
+
+// awaitResponse is the body of GET /api/v1/calls/{id}: the SDK's outcome, or
+// status "pending" when wait passed first.
+type awaitResponse struct {
+	airlock.Outcome
+}
+
+// apiAwait long-polls a call's outcome for up to ?wait= (default 0: answer
+// at once), capped by console.max_wait.
+func (con *Console) apiAwait(c echo.Context) error {
+	p := principal(c)
+	id := c.Param("id")
+	if err := ids.Validate("call id", id); err != nil {
+		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
+	}
+	wait := time.Duration(0)
+	if w := c.QueryParam("wait"); w != "" {
+		d, err := time.ParseDuration(w)
+		if err != nil || d < 0 {
+			return apierr.New(apierr.InvalidRequest, "wait=%q is not a duration such as 30s", w)
+		}
+		wait = min(d, con.cfg.Console.MaxWait)
+	}
+	ctx := c.Request().Context()
+	if err := con.callExists(ctx, p.AgentID, id); err != nil {
+		return err
+	}
+	client, err := con.agentClient(p.AgentID)
+	if err != nil {
+		return err
+	}
+	// Even without waiting, give Await a moment to read the call's history.
+	actx, cancel := context.WithTimeout(ctx, max(wait, 500*time.Millisecond))
+	defer cancel()
+	out, err := client.Await(actx, id)
+	if out.Status == "" {
+		if ctx.Err() != nil {
+			return nil // the client went away
+		}
+		if err != nil && actx.Err() == nil {
+			return apierr.Wrap(apierr.Unavailable, err, "follow call %s", id)
+		}
+		return c.JSON(http.StatusOK, map[string]any{"call_id": id, "status": "pending"})
+	}
+	return c.JSON(http.StatusOK, awaitResponse{out})
+}
+
+// callExists checks that the agent submitted the call, so that awaiting a
+// mistyped id fails at once instead of after the whole wait.
+func (con *Console) callExists(ctx context.Context, agent, id string) error {
+	stream, err := con.js.Stream(ctx, con.cfg.Stream.Name)
+	if err != nil {
+		return apierr.Wrap(apierr.Unavailable, err, "read the events stream")
+	}
+	subj, err := subject.Event(agent, id, subject.Requested)
+	if err != nil {
+		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
+	}
+	if _, err := stream.GetLastMsgForSubject(ctx, subj); err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return apierr.New(apierr.NotFound, "agent %s submitted no call %s", agent, id)
+		}
+		return apierr.Wrap(apierr.Unavailable, err, "read the events stream")
+	}
+	return nil
+}
+
+// --- reviewers ---
+
+func (con *Console) apiList(c echo.Context) error {
+	states := []airlockv1.ApprovalState{airlockv1.ApprovalState_APPROVAL_STATE_PENDING}
+	if s := c.QueryParam("state"); s != "" {
+		states = nil
+		for _, name := range strings.Split(s, ",") {
+			if name == "decided" {
+				states = append(states, finalStates...)
+				continue
+			}
+			st, ok := parseState(strings.TrimSpace(name))
+			if !ok {
+				return apierr.New(apierr.InvalidRequest, "state %q is not pending, approved, rejected, changes_requested, canceled, expired, executing, completed, failed or decided", name)
+			}
+			states = append(states, st)
+		}
+	}
+	limit := uint64(100)
+	if l := c.QueryParam("limit"); l != "" {
+		n, err := strconv.ParseUint(l, 10, 32)
+		if err != nil {
+			return apierr.New(apierr.InvalidRequest, "limit=%q is not a number", l)
+		}
+		limit = n
+	}
+	f := filterFrom(c)
+	resp, err := con.approvals.List(c.Request().Context(), &airlockv1.ListRequest{
+		States: states, AgentId: f.Agent, Tool: f.Tool, MinRisk: parseRisk(f.Risk), ThreadId: c.QueryParam("thread"), Limit: uint32(limit),
+	})
+	if err != nil {
+		return err
+	}
+	kept := resp.GetRecords()[:0]
+	for _, rec := range resp.GetRecords() {
+		v := newCallView(rec)
+		if f.matches(&v) {
+			kept = append(kept, rec)
+		}
+	}
+	resp.Records = kept
+	return protoJSONBlob(c, http.StatusOK, resp)
+}
+
+func (con *Console) apiGet(c echo.Context) error {
+	rec, err := con.record(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return protoJSONBlob(c, http.StatusOK, &airlockv1.GetResponse{Record: rec})
+}
+
+// timelineJSON is one event of a call in GET /api/v1/approvals/{id}/events.
+type timelineJSON struct {
+	Type     string    `json:"type"`
+	Time     time.Time `json:"time"`
+	Revision uint32    `json:"revision"`
+	Actor    string    `json:"actor,omitempty"`
+	Detail   string    `json:"detail,omitempty"`
+}
+
+// apiEvents returns every event of the call from the events stream, in order.
+func (con *Console) apiEvents(c echo.Context) error {
+	rec, err := con.record(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	entries, err := con.timeline(c.Request().Context(), rec.GetCall().GetAgentId(), rec.GetCall().GetCallId())
+	if err != nil {
+		return err
+	}
+	out := make([]timelineJSON, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, timelineJSON(e))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"events": out})
+}
+
+// decideBody is the body of the approve, reject and changes endpoints.
+type decideBody struct {
+	Revision  uint32         `json:"revision"`
+	Reason    string         `json:"reason"`
+	Feedback  string         `json:"feedback"`
+	Arguments map[string]any `json:"arguments"`
+}
+
+func (con *Console) apiDecide(c echo.Context, kind airlockv1.DecisionKind) error {
+	var b decideBody
+	if err := readJSON(c, &b, int64(con.cfg.Limits.MaxRequestBytes)*2); err != nil {
+		return err
+	}
+	reason := b.Reason
+	if kind == airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES {
+		reason = firstNonEmpty(b.Feedback, b.Reason)
+	}
+	var edited *structpb.Struct
+	if b.Arguments != nil {
+		if kind != airlockv1.DecisionKind_DECISION_KIND_APPROVE {
+			return apierr.New(apierr.InvalidRequest, "arguments can only be edited when approving")
+		}
+		raw, _ := json.Marshal(b.Arguments)
+		s, err := parseArguments(string(raw))
+		if err != nil {
+			return err
+		}
+		edited = s
+	}
+	resp, err := con.decide(c.Request().Context(), principal(c), channel(c), c.Param("id"), b.Revision, kind, reason, edited)
+	if err != nil {
+		return err
+	}
+	return protoJSONBlob(c, http.StatusOK, resp)
+}
+
+func (con *Console) apiApprove(c echo.Context) error {
+	return con.apiDecide(c, airlockv1.DecisionKind_DECISION_KIND_APPROVE)
+}
+
+func (con *Console) apiReject(c echo.Context) error {
+	return con.apiDecide(c, airlockv1.DecisionKind_DECISION_KIND_REJECT)
+}
+
+func (con *Console) apiChanges(c echo.Context) error {
+	return con.apiDecide(c, airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES)
+}
+
+func (con *Console) apiApproveThread(c echo.Context) error {
+	var b decideBody
+	if err := readJSON(c, &b, 64<<10); err != nil {
+		return err
+	}
+	resp, err := con.approveThread(c.Request().Context(), principal(c), channel(c), c.Param("thread"), b.Reason)
+	if err != nil {
+		return err
+	}
+	return protoJSONBlob(c, http.StatusOK, resp)
+}
+
+// --- grants ---
+
+func (con *Console) apiListGrants(c echo.Context) error {
+	grants, err := con.approvals.ListGrants(c.Request().Context(), c.QueryParam("all") != "")
+	if err != nil {
+		return err
+	}
+	return protoJSONBlob(c, http.StatusOK, &airlockv1.ListGrantsResponse{Grants: grants})
+}
+
+type grantBody struct {
+	FromCallID    string            `json:"from_call_id"`
+	AgentID       string            `json:"agent_id"`
+	Tool          string            `json:"tool"`
+	ArgumentGlobs map[string]string `json:"argument_globs"`
+	Uses          int               `json:"uses"`
+	ExpiresIn     string            `json:"expires_in"`
+}
+
+func (con *Console) apiCreateGrant(c echo.Context) error {
+	var b grantBody
+	if err := readJSON(c, &b, 64<<10); err != nil {
+		return err
+	}
+	var ttl time.Duration
+	if b.ExpiresIn != "" {
+		d, err := time.ParseDuration(b.ExpiresIn)
+		if err != nil || d < 0 {
+			return apierr.New(apierr.InvalidRequest, "expires_in %q is not a duration such as 24h", b.ExpiresIn)
+		}
+		ttl = d
+	}
+	if b.Uses < 0 {
+		return apierr.New(apierr.InvalidRequest, "uses must be 0 (unlimited) or more")
+	}
+	req, err := con.grantRequest(b.FromCallID, b.AgentID, b.Tool, b.ArgumentGlobs, b.Uses, ttl, principal(c), channel(c))
+	if err != nil {
+		return err
+	}
+	g, err := con.approvals.CreateGrant(c.Request().Context(), req)
+	if err != nil {
+		return err
+	}
+	return protoJSONBlob(c, http.StatusCreated, &airlockv1.CreateGrantResponse{Grant: g})
+}
+
+func (con *Console) apiRevokeGrant(c echo.Context) error {
+	g, err := con.approvals.RevokeGrant(c.Request().Context(), &airlockv1.RevokeGrantRequest{GrantId: c.Param("id"), By: principal(c).Actor(channel(c))})
+	if err != nil {
+		return err
+	}
+	return protoJSONBlob(c, http.StatusOK, &airlockv1.RevokeGrantResponse{Grant: g})
+}
+
+// --- tokens ---
+
+type tokenBody struct {
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	AgentID string `json:"agent_id"`
+	Days    int    `json:"days"`
+}
+
+type tokenJSON struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Kind      string     `json:"kind"`
+	Owner     string     `json:"owner"`
+	AgentID   string     `json:"agent_id,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Token is the secret, returned once at creation.
+	Token string `json:"token,omitempty"`
+}
+
+func tokenOut(r tokenRecord, secret string) tokenJSON {
+	t := tokenJSON{ID: r.ID, Name: r.Name, Kind: r.Kind, Owner: r.Owner, AgentID: r.AgentID, CreatedAt: r.CreatedAt, Token: secret}
+	if !r.ExpiresAt.IsZero() {
+		e := r.ExpiresAt
+		t.ExpiresAt = &e
+	}
+	return t
+}
+
+func (con *Console) apiListTokens(c echo.Context) error {
+	p := principal(c)
+	owner := p.Name
+	if p.Has("admin") {
+		owner = ""
+	}
+	recs, err := con.store.tokens(c.Request().Context(), owner)
+	if err != nil {
+		return err
+	}
+	out := []tokenJSON{}
+	for _, r := range recs {
+		out = append(out, tokenOut(r, ""))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"tokens": out})
+}
+
+func (con *Console) apiCreateToken(c echo.Context) error {
+	var b tokenBody
+	if err := readJSON(c, &b, 16<<10); err != nil {
+		return err
+	}
+	secret, rec, err := con.createToken(c.Request().Context(), principal(c), b.Name, b.Kind, b.AgentID, b.Days)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, tokenOut(rec, secret))
+}
+
+func (con *Console) apiRevokeToken(c echo.Context) error {
+	if err := con.store.revokeToken(c.Request().Context(), c.Param("id"), principal(c)); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (con *Console) apiWhoami(c echo.Context) error {
+	p := principal(c)
+	return c.JSON(http.StatusOK, map[string]any{"name": p.Name, "roles": p.Roles, "groups": p.Groups, "via": p.Via})
+}

@@ -1,0 +1,196 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/airlock-gate/airlock/services/shared/apierr"
+)
+
+// Audit is the read side of the audit trail that the audit and analytics
+// pages use. The console does not depend on the audit service's module: the
+// airlock binary passes an adapter over its store (ClickHouse, or the
+// events stream when no ClickHouse is configured). Nil hides the pages.
+type Audit interface {
+	// Source names where rows come from ("clickhouse" or "stream").
+	Source() string
+	// Search returns rows matching q in stream order, at most q.Limit.
+	Search(ctx context.Context, q AuditQuery) ([]AuditRow, error)
+	// Export writes every row matching q to w as csv, json or jsonl and
+	// returns how many it wrote.
+	Export(ctx context.Context, w io.Writer, format string, q AuditQuery) (int, error)
+	// Stats computes approval rates, time to decide, rubber-stamping
+	// reviewers and the most-asked tools since a time (zero: all).
+	Stats(ctx context.Context, since time.Time) (AuditStats, error)
+}
+
+// AuditQuery selects audit rows; empty fields match everything.
+type AuditQuery struct {
+	Call, Thread, Agent, Tool, Actor, Type, Decision string
+	Since, Until                                     time.Time
+	Limit                                            int
+}
+
+// AuditRow is one audited event.
+type AuditRow struct {
+	Seq                                                     uint64
+	Revision                                                uint32
+	Time                                                    time.Time
+	Type, Agent, Thread, Call, Tool, Actor, Channel         string
+	Decision, Reason, Risk, RuleID, PolicyRevision, ArgsSHA string
+	Hash                                                    string
+}
+
+// AuditStats is what the analytics page shows.
+type AuditStats struct {
+	DecideCount          int
+	DecideP50, DecideP95 float64
+	Tools, MostAsked     []AuditToolStats
+	Reviewers            []AuditReviewer
+	FastApproval         time.Duration
+}
+
+// AuditToolStats counts what happened to one tool's calls.
+type AuditToolStats struct {
+	Tool                                                     string
+	Allowed, Denied, Asked, Approved, Rejected, Changes, Exp int
+	ApprovalRate                                             float64
+}
+
+// AuditReviewer is one reviewer's decisions; RubberStamper flags one who
+// approves nearly everything within seconds.
+type AuditReviewer struct {
+	ID                                 string
+	Decisions, Approvals, FastApproved int
+	FastShare, MedianSeconds           float64
+	RubberStamper                      bool
+}
+
+// auditPage is the audit page's data.
+type auditPage struct {
+	Source string
+	Q      url.Values
+	// Export links carry the page's filters.
+	ExportCSV, ExportJSON, ExportJSONL string
+	Rows                               []AuditRow
+	More                               bool
+	Stats                              *AuditStats
+	Since                              string
+}
+
+const auditPageRows = 200
+
+func auditQueryFrom(c echo.Context, now time.Time) (AuditQuery, error) {
+	q := AuditQuery{
+		Call: c.QueryParam("call"), Thread: c.QueryParam("thread"), Agent: c.QueryParam("agent"), Tool: c.QueryParam("tool"),
+		Actor: c.QueryParam("actor"), Type: c.QueryParam("type"), Decision: c.QueryParam("decision"),
+	}
+	for _, p := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		v := strings.TrimSpace(c.QueryParam(p.name))
+		if v == "" {
+			continue
+		}
+		t, err := parseWhen(v, now)
+		if err != nil {
+			return q, apierr.New(apierr.InvalidRequest, "%s=%q: use a duration back from now (24h) or a time (2026-01-02 or 2026-01-02T15:04:05Z)", p.name, v)
+		}
+		*p.dst = t
+	}
+	return q, nil
+}
+
+// parseWhen reads "24h" (that long ago), a date or an RFC 3339 time.
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	return time.Parse(time.DateOnly, s)
+}
+
+func (con *Console) auditPage(c echo.Context) error {
+	if con.opts.Audit == nil {
+		return apierr.New(apierr.Unavailable, "the audit trail is not available in this process")
+	}
+	q, err := auditQueryFrom(c, con.opts.Now())
+	if err != nil {
+		return err
+	}
+	q.Limit = auditPageRows + 1
+	rows, err := con.opts.Audit.Search(c.Request().Context(), q)
+	if err != nil {
+		return apierr.Wrap(apierr.Unavailable, err, "read the audit trail: %v", err)
+	}
+	d := auditPage{Source: con.opts.Audit.Source(), Q: c.QueryParams(), Rows: rows}
+	for format, dst := range map[string]*string{"csv": &d.ExportCSV, "json": &d.ExportJSON, "jsonl": &d.ExportJSONL} {
+		v := url.Values{}
+		for k, vs := range c.QueryParams() {
+			v[k] = vs
+		}
+		v.Set("format", format)
+		*dst = "/audit/export?" + v.Encode()
+	}
+	if len(rows) > auditPageRows {
+		d.Rows, d.More = rows[:auditPageRows], true
+	}
+	return con.render(c, http.StatusOK, "audit", pageData{Title: "Audit", Any: d})
+}
+
+func (con *Console) auditExport(c echo.Context) error {
+	if con.opts.Audit == nil {
+		return apierr.New(apierr.Unavailable, "the audit trail is not available in this process")
+	}
+	q, err := auditQueryFrom(c, con.opts.Now())
+	if err != nil {
+		return err
+	}
+	format := c.QueryParam("format")
+	ctype := map[string]string{"csv": "text/csv; charset=utf-8", "json": "application/json", "jsonl": "application/x-ndjson"}[format]
+	if ctype == "" {
+		return apierr.New(apierr.InvalidRequest, "format=%q: use csv, json or jsonl", format)
+	}
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, ctype)
+	w.Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="airlock-audit-%s.%s"`, con.opts.Now().UTC().Format("20060102-150405"), format))
+	w.WriteHeader(http.StatusOK)
+	if _, err := con.opts.Audit.Export(c.Request().Context(), w, format, q); err != nil {
+		// The status is sent; all we can do is log and cut the download short.
+		con.log.Error("audit export failed mid-way", "err", err)
+	}
+	return nil
+}
+
+func (con *Console) analyticsPage(c echo.Context) error {
+	if con.opts.Audit == nil {
+		return apierr.New(apierr.Unavailable, "the audit trail is not available in this process")
+	}
+	since := firstNonEmpty(c.QueryParam("since"), "720h")
+	t, err := parseWhen(since, con.opts.Now())
+	if err != nil {
+		return apierr.New(apierr.InvalidRequest, "since=%q: use a duration back from now (24h) or a date", since)
+	}
+	st, err := con.opts.Audit.Stats(c.Request().Context(), t)
+	if err != nil {
+		return apierr.Wrap(apierr.Unavailable, err, "compute analytics: %v", err)
+	}
+	return con.render(c, http.StatusOK, "analytics", pageData{Title: "Analytics", Nav: "audit", Any: auditPage{Source: con.opts.Audit.Source(), Stats: &st, Since: since}})
+}
+
+func pct(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) + "%" }
+
+func secsText(s float64) string {
+	return (time.Duration(s * float64(time.Second))).Round(100 * time.Millisecond).String()
+}

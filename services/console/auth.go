@@ -1,0 +1,254 @@
+package console
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/config"
+)
+
+// Principal is who a request acts for, after authentication.
+type Principal struct {
+	Name   string
+	Roles  []string
+	Groups []string
+	// Via is "session" (console cookie) or "token" (bearer).
+	Via string
+	// TokenKind and AgentID are set for bearer tokens.
+	TokenKind string
+	AgentID   string
+	// CSRF is the session's anti-forgery token (sessions only).
+	CSRF string
+}
+
+// Has reports whether p holds role; admin holds every role.
+func (p Principal) Has(role string) bool {
+	return slices.Contains(p.Roles, role) || slices.Contains(p.Roles, config.RoleAdmin)
+}
+
+// CanDecide reports whether p may send decisions to the approval service
+// (which still checks that p is among the call's approvers).
+func (p Principal) CanDecide() bool { return p.Has(config.RoleReviewer) }
+
+// Actor is p as the approval service sees it.
+func (p Principal) Actor(channel string) *airlockv1.Actor {
+	return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: p.Name, Channel: channel}
+}
+
+// channel names where a decision came from: "console" for the web pages,
+// "api" for REST (the CLI sets X-Airlock-Channel: cli on its requests).
+func channel(c echo.Context) string {
+	if strings.HasPrefix(c.Path(), "/api/") {
+		if c.Request().Header.Get("X-Airlock-Channel") == "cli" {
+			return "cli"
+		}
+		return "api"
+	}
+	return "console"
+}
+
+const (
+	sessionCookie    = "airlock_session"
+	loginCSRFCookie  = "airlock_login"
+	csrfField        = "_csrf"
+	csrfHeader       = "X-CSRF-Token"
+	principalKey     = "airlock.principal"
+	contentSecPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+		"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+
+// access says who may reach a route.
+type access int
+
+const (
+	public       access = iota // no sign-in (sign-in page, static assets)
+	signedIn                   // any console user or personal token
+	reviewerOnly               // reviewer or admin
+	auditorOnly                // auditor or admin
+	adminOnly                  // admin
+	agentOnly                  // an agent token
+)
+
+func (a access) allows(p Principal) bool {
+	switch a {
+	case public:
+		return true
+	case agentOnly:
+		return p.TokenKind == TokenAgent
+	}
+	if p.TokenKind == TokenAgent {
+		return false // agent tokens only submit and await calls
+	}
+	switch a {
+	case reviewerOnly:
+		return p.Has(config.RoleReviewer)
+	case auditorOnly:
+		return p.Has(config.RoleAuditor)
+	case adminOnly:
+		return p.Has(config.RoleAdmin)
+	}
+	return p.Name != ""
+}
+
+func (a access) need() string {
+	switch a {
+	case reviewerOnly:
+		return "the reviewer role"
+	case auditorOnly:
+		return "the auditor role"
+	case adminOnly:
+		return "the admin role"
+	case agentOnly:
+		return "an agent token"
+	}
+	return "a signed-in user"
+}
+
+// securityHeaders sets the strict content security policy and friends on every console response.
+func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", contentSecPolicy)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		return next(c)
+	}
+}
+
+// authenticate resolves the principal (bearer token or session cookie),
+// enforces the route's access and, for cookie-authenticated state changes,
+// the CSRF token. Bearer-token requests are exempt from CSRF: a browser never
+// attaches them by itself.
+func (con *Console) authenticate(a access) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if a == public {
+				return next(c)
+			}
+			ctx := c.Request().Context()
+			var p Principal
+			if auth := c.Request().Header.Get(echo.HeaderAuthorization); auth != "" {
+				secret, ok := strings.CutPrefix(auth, "Bearer ")
+				if !ok {
+					return apierr.New(apierr.Unauthenticated, "use Authorization: Bearer <token>")
+				}
+				tok, err := con.store.token(ctx, strings.TrimSpace(secret))
+				if err != nil {
+					return err
+				}
+				p = Principal{Name: tok.Owner, Via: "token", TokenKind: tok.Kind, AgentID: tok.AgentID}
+				if tok.Kind == TokenAgent {
+					// Never the admin who created it: an agent token speaks only for its agent.
+					p.Name = "agent:" + tok.AgentID
+				}
+				if tok.Kind == TokenPersonal {
+					u, ok, err := con.store.user(ctx, tok.Owner)
+					if err != nil {
+						return err
+					}
+					if !ok {
+						return apierr.New(apierr.Unauthenticated, "the API token's user %s no longer exists", tok.Owner)
+					}
+					p.Roles, p.Groups = u.Roles, u.Groups
+				}
+			} else {
+				ck, err := c.Cookie(sessionCookie)
+				if err != nil {
+					return con.signInFirst(c)
+				}
+				sess, err := con.store.session(ctx, ck.Value)
+				if err != nil {
+					if apierr.CodeOf(err) == apierr.Unauthenticated {
+						return con.signInFirst(c)
+					}
+					return err
+				}
+				u, ok, err := con.store.user(ctx, sess.User)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return con.signInFirst(c)
+				}
+				p = Principal{Name: u.Name, Roles: u.Roles, Groups: u.Groups, Via: "session", CSRF: sess.CSRF}
+				if unsafeMethod(c.Request().Method) {
+					if err := checkCSRF(c, sess.CSRF); err != nil {
+						return err
+					}
+				}
+			}
+			if !a.allows(p) {
+				return apierr.New(apierr.NotAuthorized, "%s may not do this: it needs %s", p.Name, a.need())
+			}
+			c.Set(principalKey, p)
+			return next(c)
+		}
+	}
+}
+
+func unsafeMethod(m string) bool {
+	return m != http.MethodGet && m != http.MethodHead && m != http.MethodOptions
+}
+
+func checkCSRF(c echo.Context, want string) error {
+	got := c.Request().Header.Get(csrfHeader)
+	if got == "" {
+		got = c.FormValue(csrfField)
+	}
+	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		return apierr.New(apierr.NotAuthorized, "the form's anti-forgery token is missing or stale: reload the page and try again")
+	}
+	return nil
+}
+
+// signInFirst sends a browser to the sign-in page and an API client a 401.
+func (con *Console) signInFirst(c echo.Context) error {
+	if isAPI(c) || c.Request().Method != http.MethodGet {
+		return apierr.New(apierr.Unauthenticated, "sign in first (console) or send Authorization: Bearer <token> (API)")
+	}
+	return c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(c.Request().URL.RequestURI()))
+}
+
+func isAPI(c echo.Context) bool {
+	return strings.HasPrefix(c.Request().URL.Path, "/api/")
+}
+
+func principal(c echo.Context) Principal {
+	p, _ := c.Get(principalKey).(Principal)
+	return p
+}
+
+// secure reports whether cookies should carry the Secure attribute.
+func (con *Console) secure(c echo.Context) bool {
+	return con.cfg.Console.SecureCookies || c.Scheme() == "https" ||
+		strings.HasPrefix(con.cfg.HTTP.PublicURL, "https://")
+}
+
+func (con *Console) setCookie(c echo.Context, name, value string, maxAge time.Duration) {
+	ck := &http.Cookie{
+		Name: name, Value: value, Path: "/", HttpOnly: true, Secure: con.secure(c),
+		SameSite: http.SameSiteLaxMode, MaxAge: int(maxAge.Seconds()),
+	}
+	if maxAge < 0 {
+		ck.MaxAge = -1
+	}
+	c.SetCookie(ck)
+}
+
+// safeNext keeps a post-sign-in redirect on this site.
+func safeNext(next string) string {
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/"
+	}
+	return next
+}

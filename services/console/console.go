@@ -1,0 +1,273 @@
+// Package console is airlock's web console and REST API, served by echo.
+//
+// People sign in (local users with bcrypt hashes, sessions in the console KV
+// bucket so that every replica shares them and a restart keeps them) and see
+// pending calls live: the console follows the events stream and pushes
+// server-sent events to open inboxes. Every decision goes to the approval
+// service with the signed-in principal as actor; the console authorizes only
+// what a role may reach, the approval service decides whether that person
+// may decide that call.
+//
+// Agents that do not speak NATS use the REST API (POST /api/v1/calls,
+// GET /api/v1/calls/{id}?wait=30s) with agent tokens; reviewers and scripts
+// (the `airlock approvals` CLI) use personal tokens.
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/policyapi"
+	"github.com/airlock-gate/airlock/services/shared/svc"
+)
+
+//go:embed web/templates/*.html web/static/*
+var webFS embed.FS
+
+// Options adjust a Console; the zero value is fine.
+type Options struct {
+	// Now is the clock (tests move it); default time.Now.
+	Now func() time.Time
+	// HealthWait bounds how long the health page collects micro stats replies.
+	HealthWait time.Duration
+	// SweepEvery is how often expired sessions are deleted (default 10m).
+	SweepEvery time.Duration
+	// Audit reads the audit trail for the audit and analytics pages; nil
+	// leaves them out.
+	Audit Audit
+}
+
+// Console is the web console, the REST API and the live feed behind the inbox.
+// It implements svc.Service: Run follows the events stream for the feed.
+type Console struct {
+	cfg       config.Config
+	log       *slog.Logger
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	approvals *approvalapi.Client
+	policy    *policyapi.Client
+	store     *store
+	pages     map[string]*template.Template
+	feed      *feed
+	opts      Options
+}
+
+// New builds the console from deps. The console bucket must exist
+// (bus.Provision creates it); users in the configuration are checked here so
+// a bad hash is refused at start, not at the first sign-in.
+func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.SweepEvery == 0 {
+		opts.SweepEvery = 10 * time.Minute
+	}
+	if opts.HealthWait == 0 {
+		opts.HealthWait = 300 * time.Millisecond
+	}
+	kv, err := deps.JS.KeyValue(ctx, deps.Config.Buckets.Console)
+	if err != nil {
+		return nil, fmt.Errorf("console bucket %s: %w (is the bus provisioned?)", deps.Config.Buckets.Console, err)
+	}
+	st, err := newStore(kv, deps.Config.Console, opts.Now)
+	if err != nil {
+		return nil, err
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{
+		cfg: deps.Config, log: deps.Log, nc: deps.NC, js: deps.JS,
+		approvals: approvalapi.New(deps.NC), policy: policyapi.New(deps.NC), store: st, pages: pages, opts: opts,
+	}
+	c.feed = newFeed(c)
+	if len(deps.Config.Console.Users) == 0 {
+		if n, err := st.runtimeUsers(ctx); err == nil && n == 0 {
+			deps.Log.Warn("console: nobody can sign in yet: add console.users to the configuration (hash passwords with `airlock users hash-password`) or start `airlock dev` once to create the first admin")
+		}
+	}
+	return c, nil
+}
+
+// Name implements svc.Service.
+func (con *Console) Name() string { return "console" }
+
+// Run follows the events stream and fans pending and decided calls out to
+// every open inbox until ctx ends. Each replica follows the stream on its
+// own (an ordered consumer from "now"), because each serves its own browsers.
+func (con *Console) Run(ctx context.Context) error {
+	go con.sweep(ctx)
+	return con.feed.run(ctx)
+}
+
+// sweep removes expired sessions every SweepEvery until ctx ends.
+func (con *Console) sweep(ctx context.Context) {
+	t := time.NewTicker(con.opts.SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := con.store.sweepSessions(ctx); err != nil {
+				con.log.Warn("sweep expired sessions", "err", err)
+			} else if n > 0 {
+				con.log.Info("swept expired sessions", "count", n)
+			}
+		}
+	}
+}
+
+// Register mounts the console pages, the REST API and the static assets on e,
+// and makes the console's error handler e's: errors become JSON
+// {"code","message"} under /api/ and an error page elsewhere, with the HTTP
+// status from apierr.HTTPStatus.
+func (con *Console) Register(e *echo.Echo) {
+	e.HTTPErrorHandler = con.handleError
+	static, _ := fs.Sub(webFS, "web/static")
+	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", http.FileServer(http.FS(static)))), securityHeaders, cacheStatic)
+
+	r := func(method, path string, h echo.HandlerFunc, a access) {
+		e.Add(method, path, h, securityHeaders, con.authenticate(a))
+	}
+	// pages
+	r(http.MethodGet, "/login", con.loginPage, public)
+	r(http.MethodPost, "/login", con.login, public)
+	r(http.MethodPost, "/logout", con.logout, signedIn)
+	r(http.MethodGet, "/", con.inboxPage, signedIn)
+	r(http.MethodGet, "/inbox/events", con.inboxEvents, signedIn)
+	r(http.MethodGet, "/calls/:id", con.callPage, signedIn)
+	r(http.MethodPost, "/calls/:id/approve", con.approveForm, reviewerOnly)
+	r(http.MethodPost, "/calls/:id/reject", con.rejectForm, reviewerOnly)
+	r(http.MethodPost, "/calls/:id/changes", con.changesForm, reviewerOnly)
+	r(http.MethodPost, "/calls/:id/edit", con.editForm, reviewerOnly)
+	r(http.MethodPost, "/threads/:thread/approve", con.approveThreadForm, reviewerOnly)
+	r(http.MethodGet, "/history", con.historyPage, signedIn)
+	r(http.MethodGet, "/grants", con.grantsPage, signedIn)
+	r(http.MethodGet, "/grants/new", con.newGrantPage, reviewerOnly)
+	r(http.MethodPost, "/grants", con.createGrantForm, reviewerOnly)
+	r(http.MethodPost, "/grants/:id/revoke", con.revokeGrantForm, reviewerOnly)
+	r(http.MethodGet, "/rules", con.rulesPage, signedIn)
+	r(http.MethodPost, "/rules", con.putRuleForm, adminOnly)
+	r(http.MethodPost, "/rules/:id/delete", con.deleteRuleForm, adminOnly)
+	r(http.MethodPost, "/rules/eval", con.evalForm, signedIn)
+	r(http.MethodGet, "/health", con.healthPage, signedIn)
+	r(http.MethodGet, "/audit", con.auditPage, auditorOnly)
+	r(http.MethodGet, "/audit/export", con.auditExport, auditorOnly)
+	r(http.MethodGet, "/audit/analytics", con.analyticsPage, auditorOnly)
+	r(http.MethodGet, "/tokens", con.tokensPage, signedIn)
+	r(http.MethodPost, "/tokens", con.createTokenForm, signedIn)
+	r(http.MethodPost, "/tokens/:id/revoke", con.revokeTokenForm, signedIn)
+
+	// REST API
+	r(http.MethodPost, "/api/v1/calls", con.apiSubmit, agentOnly)
+	r(http.MethodGet, "/api/v1/calls/:id", con.apiAwait, agentOnly)
+	r(http.MethodGet, "/api/v1/approvals", con.apiList, signedIn)
+	r(http.MethodGet, "/api/v1/approvals/:id", con.apiGet, signedIn)
+	r(http.MethodGet, "/api/v1/approvals/:id/events", con.apiEvents, signedIn)
+	r(http.MethodPost, "/api/v1/approvals/:id/approve", con.apiApprove, reviewerOnly)
+	r(http.MethodPost, "/api/v1/approvals/:id/reject", con.apiReject, reviewerOnly)
+	r(http.MethodPost, "/api/v1/approvals/:id/changes", con.apiChanges, reviewerOnly)
+	r(http.MethodPost, "/api/v1/threads/:thread/approve", con.apiApproveThread, reviewerOnly)
+	r(http.MethodGet, "/api/v1/grants", con.apiListGrants, signedIn)
+	r(http.MethodPost, "/api/v1/grants", con.apiCreateGrant, reviewerOnly)
+	r(http.MethodDelete, "/api/v1/grants/:id", con.apiRevokeGrant, reviewerOnly)
+	r(http.MethodGet, "/api/v1/tokens", con.apiListTokens, signedIn)
+	r(http.MethodPost, "/api/v1/tokens", con.apiCreateToken, signedIn)
+	r(http.MethodDelete, "/api/v1/tokens/:id", con.apiRevokeToken, signedIn)
+	r(http.MethodGet, "/api/v1/whoami", con.apiWhoami, signedIn)
+}
+
+func cacheStatic(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set("Cache-Control", "no-cache")
+		return next(c)
+	}
+}
+
+// apiError is the JSON body of every REST error.
+type apiError struct {
+	Code    apierr.Code `json:"code"`
+	Message string      `json:"message"`
+}
+
+// handleError is the one place an error becomes an HTTP status: apierr codes
+// through apierr.HTTPStatus, echo's own errors (no route, bad method, body
+// too large) through their status.
+func (con *Console) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	code, msg := apierr.CodeOf(err), ""
+	var he *echo.HTTPError
+	var ae *apierr.Error
+	switch {
+	case errors.As(err, &ae):
+		msg = ae.Message
+	case errors.As(err, &he):
+		code = codeForStatus(he.Code)
+		msg = fmt.Sprint(he.Message)
+		if he.Code == http.StatusNotFound {
+			msg = "no such page or endpoint: " + c.Request().URL.Path
+		}
+	}
+	status := apierr.HTTPStatus(code)
+	if he != nil && ae == nil {
+		status = he.Code
+	}
+	if code == apierr.Internal {
+		con.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		msg = "something went wrong on our side; the log has the details"
+	} else if msg == "" {
+		msg = err.Error()
+	}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(status)
+		return
+	}
+	if isAPI(c) || strings.Contains(c.Request().Header.Get(echo.HeaderAccept), "application/json") {
+		_ = c.JSON(status, apiError{Code: code, Message: msg})
+		return
+	}
+	c.Response().Header().Set("Content-Security-Policy", contentSecPolicy)
+	back := "/"
+	if rest, ok := strings.CutPrefix(c.Request().URL.Path, "/calls/"); ok {
+		back = "/calls/" + strings.SplitN(rest, "/", 2)[0]
+	}
+	_ = con.render(c, status, "error", pageData{Title: "Error", Error: msg, Code: string(code), Back: back})
+}
+
+func codeForStatus(s int) apierr.Code {
+	switch s {
+	case http.StatusNotFound:
+		return apierr.NotFound
+	case http.StatusUnauthorized:
+		return apierr.Unauthenticated
+	case http.StatusForbidden:
+		return apierr.NotAuthorized
+	case http.StatusConflict:
+		return apierr.Conflict
+	case http.StatusServiceUnavailable:
+		return apierr.Unavailable
+	}
+	if s >= 400 && s < 500 {
+		return apierr.InvalidRequest
+	}
+	return apierr.Internal
+}

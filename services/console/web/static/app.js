@@ -1,0 +1,70 @@
+// airlock console: the live inbox (server-sent events) and client-side JSON
+// checks. Loaded as a file so the Content-Security-Policy can forbid inline
+// script. Rows arrive as HTML rendered (and escaped) by the server.
+"use strict";
+
+(function () {
+  function setCount(n) {
+    var count = document.getElementById("inbox-count");
+    if (count) count.textContent = String(n);
+    document.title = "(" + n + ") Inbox · airlock";
+    var empty = document.getElementById("inbox-empty");
+    if (empty) empty.hidden = n > 0;
+  }
+
+  function rowsFrom(html) {
+    var t = document.createElement("template");
+    t.innerHTML = html;
+    return Array.prototype.slice.call(t.content.querySelectorAll("tr.call-row"));
+  }
+
+  function liveInbox() {
+    var table = document.getElementById("inbox");
+    var body = document.getElementById("inbox-rows");
+    var status = document.getElementById("live-status");
+    if (!table || !body || !window.EventSource) return;
+    var count = function () { setCount(body.querySelectorAll("tr.call-row").length); };
+    var es = new EventSource(table.getAttribute("data-live"));
+    es.addEventListener("open", function () { if (status) status.textContent = "live updates: on"; });
+    es.addEventListener("error", function () { if (status) status.textContent = "live updates: reconnecting…"; });
+    es.addEventListener("sync", function (e) {
+      body.replaceChildren.apply(body, rowsFrom(e.data));
+      count();
+      table.setAttribute("data-synced", "true");
+    });
+    es.addEventListener("pending", function (e) {
+      rowsFrom(e.data).forEach(function (row) {
+        var old = document.getElementById(row.id);
+        if (old) old.replaceWith(row); else body.prepend(row);
+      });
+      count();
+    });
+    es.addEventListener("decided", function (e) {
+      var row = document.getElementById("call-" + e.data);
+      if (row) row.remove();
+      count();
+    });
+  }
+
+  function jsonForms() {
+    document.querySelectorAll("form[data-json-field]").forEach(function (form) {
+      form.addEventListener("submit", function (ev) {
+        var field = form.elements[form.getAttribute("data-json-field")];
+        var msg = form.querySelector("[data-json-error]");
+        try {
+          var v = JSON.parse(field.value);
+          if (v === null || typeof v !== "object" || Array.isArray(v)) throw new Error("the arguments must be a JSON object");
+          if (msg) msg.hidden = true;
+        } catch (err) {
+          ev.preventDefault();
+          if (msg) { msg.textContent = "Not valid JSON: " + err.message; msg.hidden = false; }
+        }
+      });
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    liveInbox();
+    jsonForms();
+  });
+})();

@@ -1,0 +1,60 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Request is one tool invocation handed to an adapter.
+type Request struct {
+	// Server and Tool name the tool; the registry's name for it is Server + "__" + Tool.
+	Server, Tool string
+	// Arguments are the approved arguments, a JSON object.
+	Arguments map[string]any
+	// IdempotencyKey is the same for every attempt of one call revision, so
+	// a tool that deduplicates on it recognises a retry after a crash.
+	IdempotencyKey string
+	CallID         string
+	Revision       uint32
+	Attempt        uint32
+}
+
+// Adapter runs the tools of one registry entry (an MCP server, a webhook
+// endpoint, the built-in demo tools).
+//
+// Contract, checked for every adapter by the shared contract test suite:
+//   - Call returns the tool's result as a JSON value, or an error;
+//   - a failure the tool itself reports is a *ToolError (the call ran and said no);
+//   - a tool the adapter does not have gives an error wrapping ErrUnknownTool;
+//   - Call honours ctx: when ctx ends it returns promptly with an error
+//     wrapping ctx's error;
+//   - Call is safe for concurrent use;
+//   - Tools lists the tool names (without the server prefix) Call accepts;
+//   - Close releases processes and connections; it may be called once.
+type Adapter interface {
+	Call(ctx context.Context, req Request) (json.RawMessage, error)
+	Tools(ctx context.Context) ([]string, error)
+	Close() error
+}
+
+// ErrUnknownTool: the adapter has no tool of that name.
+var ErrUnknownTool = errors.New("unknown tool")
+
+// ToolError is a failure reported by the tool (an MCP result with isError,
+// a webhook answering with an error status). The call reached the tool.
+type ToolError struct {
+	Message string
+	// Indeterminate is set when the tool may have applied its side effect
+	// despite the error (a connection lost mid-request, a 5xx after the body
+	// was sent), so a non-idempotent call must not be assumed not to have run.
+	Indeterminate bool
+}
+
+func (e *ToolError) Error() string { return e.Message }
+
+// toolErrorf builds a determinate ToolError.
+func toolErrorf(format string, args ...any) error {
+	return &ToolError{Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,167 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
+	"github.com/airlock-gate/airlock/services/shared/policyapi"
+	"github.com/airlock-gate/airlock/services/shared/rpc"
+)
+
+// serveAPI registers the policy micro service (airlock.api.policy.*) on
+// this replica; every replica serves it in one queue group, and every
+// replica applies the resulting bucket change through its watcher.
+func (e *Engine) serveAPI() (micro.Service, error) {
+	srv, err := micro.AddService(e.deps.NC, micro.Config{
+		Name: policyapi.Service, Version: "1.0.0",
+		Description: "airlock policy: run-time rules and dry-run evaluation",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start policy endpoints: %w", err)
+	}
+	g := srv.AddGroup(policyapi.Group)
+	add := func(name, subj string, h micro.HandlerFunc) error {
+		return g.AddEndpoint(name, h, micro.WithEndpointSubject(subj))
+	}
+	log := e.log
+	errs := []error{
+		add("rules_list", policyapi.EndpointRulesList, rpc.Handle(log, func() *airlockv1.RulesListRequest { return &airlockv1.RulesListRequest{} }, e.listRules)),
+		add("rules_put", policyapi.EndpointRulesPut, rpc.Handle(log, func() *airlockv1.RulePutRequest { return &airlockv1.RulePutRequest{} }, e.putRule)),
+		add("rules_delete", policyapi.EndpointRulesDelete, rpc.Handle(log, func() *airlockv1.RuleDeleteRequest { return &airlockv1.RuleDeleteRequest{} }, e.deleteRule)),
+		add("eval", policyapi.EndpointEval, rpc.Handle(log, func() *airlockv1.PolicyEvalRequest { return &airlockv1.PolicyEvalRequest{} }, e.evalCall)),
+	}
+	if err := errors.Join(errs...); err != nil {
+		_ = srv.Stop()
+		return nil, fmt.Errorf("add policy endpoints: %w", err)
+	}
+	return srv, nil
+}
+
+// listRules answers with the run-time rules in the bucket (tombstones left out).
+func (e *Engine) listRules(ctx context.Context, _ *airlockv1.RulesListRequest) (*airlockv1.RulesListResponse, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	resp := &airlockv1.RulesListResponse{PolicyRevision: e.Revision()}
+	for _, id := range slices.Sorted(maps.Keys(e.kvRules)) {
+		if r := e.kvRules[id]; !r.Deleted {
+			resp.Rules = append(resp.Rules, proto.Clone(r).(*airlockv1.PolicyRule))
+		}
+	}
+	return resp, nil
+}
+
+// putRule validates and stores a rule; it takes effect on every replica
+// when their watchers see the write. The policy is built with the rule
+// before it is stored, so a rule that would break evaluation is refused here.
+func (e *Engine) putRule(ctx context.Context, req *airlockv1.RulePutRequest) (*airlockv1.RulePutResponse, error) {
+	r := req.GetRule()
+	if err := ValidateRule(r); err != nil {
+		return nil, apierr.Wrap(apierr.InvalidRequest, err, "rule refused")
+	}
+	if req.GetBy().GetId() == "" {
+		return nil, apierr.New(apierr.InvalidRequest, "say who makes the change: set by.id")
+	}
+	r = proto.Clone(r).(*airlockv1.PolicyRule)
+	r.Deleted = false
+	r.UpdatedBy = req.GetBy()
+	r.UpdatedAt = timestamppb.Now()
+	if err := e.tryRule(ctx, r); err != nil {
+		return nil, apierr.Wrap(apierr.PolicyError, err, "rule %s would break the policy, so it was not stored", r.Id)
+	}
+	rev, err := e.store(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return &airlockv1.RulePutResponse{Rule: r, KvRevision: rev}, nil
+}
+
+// deleteRule stores a tombstone naming who deleted the rule, so the change
+// and its author stay in the bucket history and in policy_changed. A rule of
+// the policy's own data.json can be deleted the same way.
+func (e *Engine) deleteRule(ctx context.Context, req *airlockv1.RuleDeleteRequest) (*airlockv1.RuleDeleteResponse, error) {
+	if req.GetBy().GetId() == "" {
+		return nil, apierr.New(apierr.InvalidRequest, "say who makes the change: set by.id")
+	}
+	if !idPattern(req.GetId()) {
+		return nil, apierr.New(apierr.InvalidRequest, "rule id %q is not valid", req.GetId())
+	}
+	if !e.hasRule(req.GetId()) {
+		return nil, apierr.New(apierr.NotFound, "no rule %q: `airlock policy rules list` shows the rules", req.GetId())
+	}
+	r := &airlockv1.PolicyRule{Id: req.GetId(), Deleted: true, UpdatedBy: req.GetBy(), UpdatedAt: timestamppb.Now()}
+	if _, err := e.store(ctx, r); err != nil {
+		return nil, err
+	}
+	return &airlockv1.RuleDeleteResponse{Deleted: true}, nil
+}
+
+func (e *Engine) hasRule(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if r, ok := e.kvRules[id]; ok {
+		return !r.Deleted
+	}
+	if list, ok := e.code.Data["airlock"].(map[string]any)["rules"].([]any); ok {
+		for _, x := range list {
+			if m, ok := x.(map[string]any); ok && m["id"] == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (e *Engine) tryRule(ctx context.Context, r *airlockv1.PolicyRule) error {
+	e.mu.Lock()
+	rules := make([]*airlockv1.PolicyRule, 0, len(e.kvRules)+1)
+	for id, x := range e.kvRules {
+		if id != r.Id {
+			rules = append(rules, x)
+		}
+	}
+	code := e.code
+	e.mu.Unlock()
+	_, err := NewEvaluator(ctx, code, append(rules, r), e.deps.Config.Policy.Profiles)
+	return err
+}
+
+func (e *Engine) store(ctx context.Context, r *airlockv1.PolicyRule) (uint64, error) {
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(r)
+	if err != nil {
+		return 0, fmt.Errorf("encode rule %s: %w", r.Id, err)
+	}
+	rev, err := e.rules.Put(ctx, RulePrefix+r.Id, b)
+	if err != nil {
+		return 0, apierr.Wrap(apierr.Unavailable, err, "store rule %s", r.Id)
+	}
+	return rev, nil
+}
+
+// evalCall dry-runs a call against the policy in force: no grant is spent
+// and nothing is published.
+func (e *Engine) evalCall(ctx context.Context, req *airlockv1.PolicyEvalRequest) (*airlockv1.PolicyEvalResponse, error) {
+	call := proto.Clone(req.GetCall()).(*airlockv1.ToolCall)
+	if call.AgentId == "" {
+		call.AgentId = "cli"
+	}
+	if call.CallId == "" {
+		call.CallId = "eval"
+	}
+	if r := ingress.Call(call); r != nil {
+		return nil, apierr.New(apierr.InvalidRequest, "%s", r.Reason)
+	}
+	d, _ := e.Evaluator().Evaluate(ctx, call, time.Now())
+	return &airlockv1.PolicyEvalResponse{Decision: d}, nil
+}

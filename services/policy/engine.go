@@ -1,0 +1,394 @@
+package policy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/svc"
+)
+
+// RulePrefix starts the key of every run-time rule in the policy bucket: "rules.<id>".
+const RulePrefix = "rules."
+
+// Engine is the policy service's Decider: the Rego evaluator in force, kept
+// current from the rules bucket and the policy directory, plus standing
+// grants. Every replica runs one; they converge on the same revision
+// because they build it from the same code and the same bucket.
+type Engine struct {
+	deps   svc.Deps
+	log    *slog.Logger
+	pub    *envelope.Publisher
+	rules  jetstream.KeyValue
+	grants jetstream.KeyValue
+	dir    string
+
+	cur atomic.Pointer[Evaluator]
+
+	mu      sync.Mutex // guards what follows and serialises rebuilds
+	code    *Code
+	kvRules map[string]*airlockv1.PolicyRule
+	badHash string // a directory state that was refused, so it is not retried every tick
+
+	// Grants have their own lock, so deciding never waits for a rebuild.
+	gmu      sync.Mutex
+	grantMap map[string]*airlockv1.StandingGrant
+}
+
+// Evaluator returns the evaluator in force.
+func (e *Engine) Evaluator() *Evaluator { return e.cur.Load() }
+
+// Revision is the policy revision in force.
+func (e *Engine) Revision() string { return e.cur.Load().Revision() }
+
+// NewEngine loads the policy (cfg.Policy.Dir, or the built-in default), the
+// run-time rules and the standing grants, and returns an engine ready to
+// decide. A policy that does not compile is an error: the service refuses to
+// start rather than deciding with nothing. Call Run to follow changes.
+func NewEngine(ctx context.Context, deps svc.Deps) (*Engine, error) {
+	e := &Engine{
+		deps: deps, log: deps.Log.With("service", "policy"), pub: deps.Publisher("policy"),
+		dir: deps.Config.Policy.Dir, kvRules: map[string]*airlockv1.PolicyRule{}, grantMap: map[string]*airlockv1.StandingGrant{},
+	}
+	var err error
+	if e.dir != "" {
+		e.code, err = CodeFromDir(e.dir)
+	} else {
+		e.code, err = DefaultCode()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if e.rules, err = deps.JS.KeyValue(ctx, deps.Config.Buckets.Policy); err != nil {
+		return nil, fmt.Errorf("policy bucket %s: %w (run `airlock dev` or provision the buckets)", deps.Config.Buckets.Policy, err)
+	}
+	if e.grants, err = deps.JS.KeyValue(ctx, deps.Config.Buckets.Grants); err != nil {
+		return nil, fmt.Errorf("grants bucket %s: %w", deps.Config.Buckets.Grants, err)
+	}
+	if err := e.initial(ctx, e.rules, RulePrefix+">", func(en jetstream.KeyValueEntry) {
+		if _, err := e.applyRule(en); err != nil {
+			e.log.Error("run-time rule ignored: it is not valid", "key", en.Key(), "err", err)
+		}
+	}); err != nil {
+		return nil, err
+	}
+	if err := e.initial(ctx, e.grants, ">", func(en jetstream.KeyValueEntry) { e.applyGrant(en) }); err != nil {
+		return nil, err
+	}
+	ev, err := e.build(ctx, e.code)
+	if err != nil {
+		return nil, err
+	}
+	e.cur.Store(ev)
+	return e, nil
+}
+
+// initial reads the current values under filter.
+func (e *Engine) initial(ctx context.Context, kv jetstream.KeyValue, filter string, apply func(jetstream.KeyValueEntry)) error {
+	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("read bucket %s: %w", kv.Bucket(), err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case en := <-w.Updates():
+			if en == nil {
+				return nil
+			}
+			apply(en)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (e *Engine) build(ctx context.Context, code *Code) (*Evaluator, error) {
+	rules := slices.Collect(maps.Values(e.kvRules))
+	return NewEvaluator(ctx, code, rules, e.deps.Config.Policy.Profiles)
+}
+
+// applyRule updates the rule map from one bucket entry and reports what
+// changed; a value that does not decode is refused and the old rule kept.
+func (e *Engine) applyRule(en jetstream.KeyValueEntry) (change string, err error) {
+	id := strings.TrimPrefix(en.Key(), RulePrefix)
+	if en.Operation() != jetstream.KeyValuePut {
+		delete(e.kvRules, id)
+		return fmt.Sprintf("rule %s removed from the bucket", id), nil
+	}
+	r := &airlockv1.PolicyRule{}
+	if err := protojson.Unmarshal(en.Value(), r); err != nil {
+		return "", fmt.Errorf("rule %s does not decode: %w", id, err)
+	}
+	if err := ValidateRule(r); err != nil && !r.Deleted {
+		return "", err
+	}
+	if r.Id != id {
+		return "", fmt.Errorf("rule under key %s has id %q", en.Key(), r.Id)
+	}
+	e.kvRules[id] = r
+	who := actorName(r.UpdatedBy)
+	if r.Deleted {
+		return fmt.Sprintf("rule %s deleted by %s", id, who), nil
+	}
+	return fmt.Sprintf("rule %s put by %s: %s", id, who, describeRule(r)), nil
+}
+
+func describeRule(r *airlockv1.PolicyRule) string {
+	var what []string
+	for _, kv := range [][2]string{{"server", r.Server}, {"tool", r.Tool}, {"tool_pattern", r.ToolPattern}, {"pattern", r.Pattern}, {"agent", r.Agent}} {
+		if kv[1] != "" {
+			what = append(what, kv[0]+"="+kv[1])
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Args)) {
+		what = append(what, "args"+k+"="+r.Args[k])
+	}
+	return fmt.Sprintf("priority %d, %s → %s", r.Priority, strings.Join(what, " "), r.Effect)
+}
+
+func actorName(a *airlockv1.Actor) string {
+	if a.GetId() == "" {
+		return "unknown"
+	}
+	if a.GetChannel() != "" {
+		return a.GetId() + " via " + a.GetChannel()
+	}
+	return a.GetId()
+}
+
+func (e *Engine) applyGrant(en jetstream.KeyValueEntry) {
+	if en.Operation() != jetstream.KeyValuePut {
+		delete(e.grantMap, en.Key())
+		return
+	}
+	g := &airlockv1.StandingGrant{}
+	if err := proto.Unmarshal(en.Value(), g); err != nil {
+		e.log.Warn("standing grant does not decode; ignoring it", "grant", en.Key(), "err", err)
+		delete(e.grantMap, en.Key())
+		return
+	}
+	e.grantMap[en.Key()] = g
+}
+
+// Run follows the rules bucket, the grants bucket and the policy directory
+// until ctx ends. Every accepted change swaps the evaluator atomically and
+// publishes policy_changed; a refused one publishes policy_changed with
+// refused=true and leaves the evaluator in force.
+func (e *Engine) Run(ctx context.Context) error {
+	rw, err := e.rules.Watch(ctx, RulePrefix+">")
+	if err != nil {
+		return fmt.Errorf("watch rules: %w", err)
+	}
+	defer func() { _ = rw.Stop() }()
+	gw, err := e.grants.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watch grants: %w", err)
+	}
+	defer func() { _ = gw.Stop() }()
+	var tick <-chan time.Time
+	if e.dir != "" {
+		t := time.NewTicker(e.deps.Config.Policy.ReloadIntervalOrDefault())
+		defer t.Stop()
+		tick = t.C
+	}
+	live := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case en := <-rw.Updates():
+			if en == nil {
+				live = true
+				continue
+			}
+			e.onRule(ctx, en, live)
+		case en := <-gw.Updates():
+			if en != nil {
+				e.gmu.Lock()
+				e.applyGrant(en)
+				e.gmu.Unlock()
+			}
+		case <-tick:
+			e.reloadDir(ctx)
+		}
+	}
+}
+
+func (e *Engine) onRule(ctx context.Context, en jetstream.KeyValueEntry, live bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	prevRule, had := e.kvRules[strings.TrimPrefix(en.Key(), RulePrefix)]
+	change, err := e.applyRule(en)
+	id := fmt.Sprintf("policy.kv.%d", en.Revision())
+	prev := e.cur.Load()
+	if err == nil {
+		var ev *Evaluator
+		if ev, err = e.build(ctx, e.code); err == nil {
+			e.cur.Store(ev)
+			if live && ev.Revision() != prev.Revision() {
+				e.changed(ctx, id, change, prev.Revision(), ev.Revision(), nil)
+			}
+			return
+		}
+		// Put the rule map back as it was: the old policy stays in force.
+		key := strings.TrimPrefix(en.Key(), RulePrefix)
+		if had {
+			e.kvRules[key] = prevRule
+		} else {
+			delete(e.kvRules, key)
+		}
+	}
+	e.log.Error("rule change refused; the previous policy stays in force", "key", en.Key(), "err", err)
+	if live {
+		e.changed(ctx, id+".refused", "rule change "+en.Key()+" refused", prev.Revision(), prev.Revision(), err)
+	}
+}
+
+// reloadDir rebuilds the policy when the .rego files or data.json changed.
+func (e *Engine) reloadDir(ctx context.Context) {
+	hash, err := dirHash(e.dir)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err == nil && (hash == e.code.Hash || hash == e.badHash) {
+		return
+	}
+	prev := e.cur.Load()
+	var code *Code
+	if err == nil {
+		code, err = CodeFromDir(e.dir)
+	}
+	var ev *Evaluator
+	if err == nil {
+		ev, err = e.build(ctx, code)
+	}
+	if err != nil {
+		if hash == e.badHash && hash != "" {
+			return
+		}
+		e.badHash = hash
+		e.log.Error("policy reload refused; the previous policy stays in force", "dir", e.dir, "err", err)
+		e.changed(ctx, "policy.refused."+prev.Code().Hash+"."+hash, "rego reload of "+e.dir+" refused", prev.Revision(), prev.Revision(), err)
+		return
+	}
+	e.badHash = ""
+	e.code = code
+	e.cur.Store(ev)
+	e.log.Info("policy reloaded", "dir", e.dir, "revision", ev.Revision())
+	e.changed(ctx, "policy.code."+prev.Code().Hash+"."+code.Hash, "rego reloaded from "+e.dir+" ("+strings.Join(slices.Sorted(maps.Keys(code.Modules)), ", ")+")", prev.Revision(), ev.Revision(), nil)
+}
+
+// dirHash digests the policy files of dir as loaded (tests excluded).
+func dirHash(dir string) (string, error) {
+	fsys := os.DirFS(dir)
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	data := []byte("{}")
+	for _, en := range entries {
+		n := en.Name()
+		if en.IsDir() || strings.HasSuffix(n, "_test.rego") || !(strings.HasSuffix(n, ".rego") || n == "data.json") {
+			continue
+		}
+		b, err := fs.ReadFile(fsys, n)
+		if err != nil {
+			return "", err
+		}
+		if n == "data.json" {
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				return "", fmt.Errorf("data.json: %w", err)
+			}
+			if m == nil {
+				m = map[string]any{}
+			}
+			data, _ = json.Marshal(m) // canonical, as NewCode hashes it
+			continue
+		}
+		fmt.Fprintf(h, "%s\x00%s\x00", n, b)
+	}
+	h.Write(data)
+	return hex.EncodeToString(h.Sum(nil))[:12], nil
+}
+
+// changed publishes policy_changed under the system subject. id is derived
+// from the change itself, so every replica that sees it publishes the same
+// event and the stream keeps one.
+func (e *Engine) changed(ctx context.Context, id, change, prevRev, newRev string, refusal error) {
+	pc := &airlockv1.PolicyChanged{Change: change, PolicyRevision: newRev, PreviousRevision: prevRev}
+	if refusal != nil {
+		pc.Refused, pc.Error = true, refusal.Error()
+	}
+	ev := &airlockv1.Event{
+		EventId: id, AgentId: subject.SystemAgent, CallId: subject.SystemCall,
+		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "policy"},
+		Body:  &airlockv1.Event_PolicyChanged{PolicyChanged: pc},
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := e.pub.Publish(pctx, ev, ""); err != nil {
+		e.log.Error("could not publish policy_changed", "change", change, "err", err)
+	}
+}
+
+// Decide implements Decider: the Rego decision, then for an ask a standing
+// grant that applies turns it into an allow naming the grant. A deny is
+// never overridden. Spending a grant's use is a compare-and-set on the
+// grants bucket; a redelivered request finds its own use already recorded
+// and is allowed again without spending another.
+func (e *Engine) Decide(ctx context.Context, call *airlockv1.ToolCall) *airlockv1.Decision {
+	now := time.Now()
+	ev := e.cur.Load()
+	d, err := ev.Evaluate(ctx, call, now)
+	if err != nil {
+		e.log.Error("policy failed; denying", "call", call.GetCallId(), "revision", ev.Revision(), "err", err)
+		return d
+	}
+	if d.Action != airlockv1.Action_ACTION_ASK {
+		return d
+	}
+	e.gmu.Lock()
+	ids := candidates(e.grantMap, call, now)
+	e.gmu.Unlock()
+	gs := grantStore{kv: e.grants}
+	for _, id := range ids {
+		g, err := gs.spend(ctx, id, call, now)
+		if err != nil {
+			// Safe side: without the grant a person decides.
+			e.log.Warn("could not use standing grant; asking a person instead", "grant", id, "call", call.GetCallId(), "err", err)
+			continue
+		}
+		if g == nil {
+			continue
+		}
+		d.Action = airlockv1.Action_ACTION_ALLOW
+		d.GrantId = g.Id
+		if d.GrantId == "" {
+			d.GrantId = id
+		}
+		d.Reason = fmt.Sprintf("standing grant %s (created by %s) allows it; the policy said: %s", d.GrantId, actorName(g.CreatedBy), d.Reason)
+		d.Approvers, d.Quorum, d.Timeout, d.Notify = nil, 0, nil, nil
+		return d
+	}
+	return d
+}

@@ -1,0 +1,173 @@
+package policy_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/rego"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/policy"
+)
+
+func call(server, tool string, args map[string]any) *airlockv1.ToolCall {
+	st, _ := structpb.NewStruct(args)
+	return &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Revision: 1, Server: server, Tool: tool, Arguments: st}
+}
+
+// The compiled rules (what the service evaluates) and the plain data path
+// (what `opa test` evaluates) must decide every call alike.
+func TestCompiledRulesDecideLikeThePlainPolicy(t *testing.T) {
+	ctx := context.Background()
+	ev, err := policy.NewEvaluator(ctx, mustDefault(t), append(policy.BenchRules(100), &airlockv1.PolicyRule{Id: "camel", Priority: 1, ToolPattern: "bulk*", Effect: "deny", Redact: []string{"/token"}}), map[string]string{"sup": "supervised"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods := ev.Modules()
+	delete(mods, policy.GeneratedModule)
+	data := ev.Data()
+	var regoOpts []func(*rego.Rego)
+	for n, m := range mods {
+		regoOpts = append(regoOpts, rego.Module(n, m))
+	}
+	plain, err := rego.New(append(regoOpts, rego.Query(policy.Query), rego.Store(storeOf(t, data)))...).PrepareForEval(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := []*airlockv1.ToolCall{
+		call("fs", "read_file", map[string]any{"path": "/x"}),
+		call("fs", "delete_file", map[string]any{"path": "/etc/x"}),
+		call("fs", "delete_file", map[string]any{"path": "/tmp/x"}),
+		call("fs", "deleteFile", map[string]any{}),
+		call("srv3", "tool_3", map[string]any{}),
+		call("x", "op12_thing", map[string]any{}),
+		call("fs", "tool_9", map[string]any{"path": "/data/9/a"}),
+		call("fs", "bulk_delete", map[string]any{"token": "t"}),
+		call("stripe", "create_refund", map[string]any{}),
+		call("weird", "frobnicate", map[string]any{}),
+		{AgentId: "sup", CallId: "c", Revision: 1, Server: "filesystem", Tool: "read_file", Arguments: &structpb.Struct{}},
+	}
+	for _, c := range calls {
+		got, err := ev.Evaluate(ctx, c, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, _ := policy.Input(c)
+		m := in.(map[string]any)["call"].(map[string]any)
+		delete(m, "tool_words") // the plain path computes them itself
+		rs, err := plain.Eval(ctx, rego.EvalInput(in))
+		if err != nil || len(rs) == 0 {
+			t.Fatalf("%s__%s plain: %v", c.Server, c.Tool, err)
+		}
+		want := rs[0].Expressions[0].Value.(map[string]any)
+		if got.Action.String() != "ACTION_"+strings.ToUpper(want["action"].(string)) || got.RuleId != want["rule_id"] || got.Reason != want["reason"] {
+			t.Errorf("%s__%s: compiled %v %q %q, plain %v %q %q", c.Server, c.Tool, got.Action, got.RuleId, got.Reason, want["action"], want["rule_id"], want["reason"])
+		}
+		if fmt.Sprint(got.Redact) != fmt.Sprint(want["redact"]) || !strings.EqualFold("RISK_"+fmt.Sprint(want["risk"]), got.Risk.String()) {
+			t.Errorf("%s__%s: compiled risk %v redact %v, plain %v %v", c.Server, c.Tool, got.Risk, got.Redact, want["risk"], want["redact"])
+		}
+	}
+}
+
+func TestSeedExamplesDecideAsTheSeedsSay(t *testing.T) {
+	ctx := context.Background()
+	seed000 := []*airlockv1.PolicyRule{
+		{Id: "p1", Priority: 1, ToolPattern: "delete_*", Effect: "ask"},
+		{Id: "p2", Priority: 2, Server: "fs-server", Tool: "read_file", Effect: "allow"},
+		{Id: "p10", Priority: 10, Tool: "*", Effect: "ask"},
+	}
+	code, err := policy.NewCode(mustDefault(t).Modules, nil) // the seed's rules alone
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := policy.NewEvaluator(ctx, code, seed000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ server, tool, action, rule string }{
+		{"fs-server", "delete_file", "ACTION_ASK", "p1"},
+		{"fs-server", "read_file", "ACTION_ALLOW", "p2"},
+		{"other-server", "random_tool", "ACTION_ASK", "p10"},
+	} {
+		d, err := ev.Evaluate(ctx, call(tt.server, tt.tool, nil), time.Now())
+		if err != nil || d.Action.String() != tt.action || d.RuleId != tt.rule {
+			t.Errorf("%s/%s: %v by %q (%v), want %s by %s", tt.server, tt.tool, d.Action, d.RuleId, err, tt.action, tt.rule)
+		}
+	}
+}
+
+func TestMalformedOrUndefinedDecisionDenies(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct{ name, rego, want string }{
+		{"undefined", "package airlock\n\ndecision := {\"action\": \"allow\"} if input.call.tool == \"never\"\n", "undefined"},
+		{"unknown_action", "package airlock\n\ndecision := {\"action\": \"maybe\"}\n", `"action" must be`},
+		{"unknown_key", "package airlock\n\ndecision := {\"action\": \"allow\", \"aprovers\": [\"x\"]}\n", `unknown key "aprovers"`},
+		{"not_an_object", "package airlock\n\ndecision := \"allow\"\n", "must be an object"},
+		{"conflict", "package airlock\n\ndecision := {\"action\": \"allow\"} if input.call.tool\ndecision := {\"action\": \"deny\"} if input.call.server\n", "evaluation error"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte(tt.rego), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ev, err := policy.LoadDir(ctx, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := ev.Evaluate(ctx, call("fs", "read_file", nil), time.Now())
+			if err == nil || d.Action != airlockv1.Action_ACTION_DENY || !strings.Contains(d.Reason, tt.want) || !strings.Contains(d.Reason, "fail closed") {
+				t.Fatalf("%v %q (err %v): want a deny saying %q and that it failed closed", d.Action, d.Reason, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestPolicyThatDoesNotCompileIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	_ = os.WriteFile(filepath.Join(dir, "p.rego"), []byte("package airlock\n\ndecision := {\"action\": x}\n"), 0o644)
+	if _, err := policy.LoadDir(context.Background(), dir); err == nil || !strings.Contains(err.Error(), "p.rego") {
+		t.Fatalf("err %v: want a compile error naming p.rego", err)
+	}
+}
+
+func mustDefault(t *testing.T) *policy.Code {
+	t.Helper()
+	c, err := policy.DefaultCode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// ExampleEvaluator decides one call with the built-in default policy, as
+// `airlock policy eval` and `airlock policy replay` do, without a bus.
+func ExampleEvaluator() {
+	ctx := context.Background()
+	ev, err := policy.LoadDefault(ctx)
+	if err != nil {
+		panic(err)
+	}
+	args, _ := structpb.NewStruct(map[string]any{"path": "/etc/passwd"})
+	d, _ := ev.Evaluate(ctx, &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Revision: 1, Server: "fs", Tool: "delete_file", Arguments: args}, time.Now())
+	out, _ := json.Marshal(map[string]any{"action": d.Action.String(), "rule": d.RuleId, "risk": d.Risk.String(), "reason": d.Reason})
+	fmt.Println(string(out))
+	// Output: {"action":"ACTION_DENY","reason":"deleting files under /etc is never allowed","risk":"RISK_CRITICAL","rule":"fs-delete-etc"}
+}
+
+func TestToolWordsSplitLikeThePolicy(t *testing.T) {
+	for tool, want := range map[string]string{
+		"delete_file": "delete file", "deleteFile": "delete file", "list-allowed.dirs": "list allowed dirs",
+		"getHTTPResponse": "get httpresponse", "v2Upload": "v2 upload", "__x__": "x", "": "",
+	} {
+		if got := strings.Join(policy.ToolWords(tool), " "); got != want {
+			t.Errorf("ToolWords(%q) = %q, want %q", tool, got, want)
+		}
+	}
+}

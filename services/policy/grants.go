@@ -1,0 +1,165 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gobwas/glob"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+)
+
+// MaxUsedBy bounds StandingGrant.used_by: the most recent uses are kept,
+// enough to recognise a redelivered request.
+const MaxUsedBy = 100
+
+// UseKey is how a call revision is recorded in StandingGrant.used_by.
+func UseKey(call *airlockv1.ToolCall) string {
+	return fmt.Sprintf("%s.%d", call.GetCallId(), call.GetRevision())
+}
+
+// GrantApplies reports whether grant g may turn an ask about call into an
+// allow at time now: not revoked, not expired, the same agent, server and
+// tool, every argument glob matching, and a use left — or this very call
+// revision already spent one (a redelivery).
+func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, now time.Time) bool {
+	if g == nil || g.Revoked {
+		return false
+	}
+	if g.ExpiresAt != nil && !now.Before(g.ExpiresAt.AsTime()) {
+		return false
+	}
+	if g.AgentId != call.GetAgentId() || g.Server != call.GetServer() || g.Tool != call.GetTool() {
+		return false
+	}
+	for ptr, pattern := range g.ArgumentGlobs {
+		if !argMatches(call.GetArguments(), ptr, pattern) {
+			return false
+		}
+	}
+	if slices.Contains(g.UsedBy, UseKey(call)) {
+		return true
+	}
+	return !g.LimitedUses || g.UsesLeft > 0
+}
+
+// argMatches applies the same rule as the Rego policy: the value at the JSON
+// pointer is a string with no "." or ".." segments, matching the glob with
+// "/" as separator.
+func argMatches(args *structpb.Struct, ptr, pattern string) bool {
+	v := lookup(args, ptr)
+	s, ok := v.GetKind().(*structpb.Value_StringValue)
+	if !ok || !cleanPath(s.StringValue) {
+		return false
+	}
+	g, err := compileGlob(pattern, []rune{'/'})
+	return err == nil && g.Match(s.StringValue)
+}
+
+func lookup(args *structpb.Struct, ptr string) *structpb.Value {
+	cur := structpb.NewStructValue(args)
+	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		st := cur.GetStructValue()
+		if st == nil {
+			return nil
+		}
+		cur = st.GetFields()[tok]
+		if cur == nil {
+			return nil
+		}
+	}
+	return cur
+}
+
+func cleanPath(v string) bool {
+	for s := range strings.SplitSeq(v, "/") {
+		if s == "." || s == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+func compileGlob(pattern string, sep []rune) (*glob.Pattern, error) {
+	return glob.Compile(pattern, sep...)
+}
+
+// grantStore spends standing grants in the grants bucket.
+type grantStore struct {
+	kv jetstream.KeyValue
+}
+
+// spend records that call used grant id, with compare-and-set: it returns
+// the grant as stored after the use, or nil when the grant no longer applies
+// (revoked, used up, deleted meanwhile). A call revision already in used_by
+// is a redelivery: it is allowed again without spending another use.
+func (s grantStore) spend(ctx context.Context, id string, call *airlockv1.ToolCall, now time.Time) (*airlockv1.StandingGrant, error) {
+	key := UseKey(call)
+	for attempt := 0; attempt < 20; attempt++ {
+		e, err := s.kv.Get(ctx, id)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read grant %s: %w", id, err)
+		}
+		g := &airlockv1.StandingGrant{}
+		if err := proto.Unmarshal(e.Value(), g); err != nil {
+			return nil, nil // an unreadable grant grants nothing
+		}
+		if !GrantApplies(g, call, now) {
+			return nil, nil
+		}
+		if slices.Contains(g.UsedBy, key) {
+			return g, nil
+		}
+		if g.LimitedUses {
+			g.UsesLeft--
+		}
+		g.UsedBy = append(g.UsedBy, key)
+		if len(g.UsedBy) > MaxUsedBy {
+			g.UsedBy = g.UsedBy[len(g.UsedBy)-MaxUsedBy:]
+		}
+		b, err := proto.Marshal(g)
+		if err != nil {
+			return nil, fmt.Errorf("encode grant %s: %w", id, err)
+		}
+		_, err = s.kv.Update(ctx, id, b, e.Revision())
+		if err == nil {
+			return g, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("spend grant %s: %w", id, err)
+		}
+		// Someone else changed the grant meanwhile: read it again.
+	}
+	return nil, fmt.Errorf("spend grant %s: too much contention, gave up", id)
+}
+
+// candidates returns the grants that apply to call, in a stable order
+// (unlimited first, then by id) so replicas pick the same one.
+func candidates(grants map[string]*airlockv1.StandingGrant, call *airlockv1.ToolCall, now time.Time) []string {
+	var ids []string
+	for id, g := range grants {
+		if GrantApplies(g, call, now) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		a, b := grants[ids[i]], grants[ids[j]]
+		if a.LimitedUses != b.LimitedUses {
+			return !a.LimitedUses
+		}
+		return ids[i] < ids[j]
+	})
+	return ids
+}

@@ -1,0 +1,375 @@
+package policy_test
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/airlock-gate/airlock/policies"
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/shared/canon"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/policyapi"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/svc"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// replica builds and runs one policy service replica with its own connection.
+func replica(t *testing.T, cfg config.Config) (*policy.Engine, svc.Deps) {
+	t.Helper()
+	deps := testenv.Deps(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, err := policy.NewEngine(ctx, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunService(t, policy.New(deps, e))
+	return e, deps
+}
+
+func submit(t *testing.T, js jetstream.JetStream, agent, call, server, tool string, args map[string]any) *airlockv1.ToolCall {
+	t.Helper()
+	st, err := structpb.NewStruct(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &airlockv1.ToolCall{CallId: call, AgentId: agent, Server: server, Tool: tool, Arguments: st, Revision: 1}
+	ev := &airlockv1.Event{
+		EventId: envelope.EventID(call, 1, subject.Requested), AgentId: agent, CallId: call, Revision: 1,
+		Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: c}},
+	}
+	if _, err := envelope.NewPublisher(js, "agent/"+agent).Publish(context.Background(), ev, ""); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+var decisionTypes = []string{subject.Allowed, subject.Denied, subject.ApprovalRequested}
+
+// decisions returns the decision events stored for a call.
+func decisions(t *testing.T, js jetstream.JetStream, agent, call string) []*airlockv1.Event {
+	var out []*airlockv1.Event
+	for _, ev := range testenv.Events(t, js, subject.OfCall(agent, call)) {
+		for _, typ := range decisionTypes {
+			if envelope.TypeOf(ev) == typ {
+				out = append(out, ev)
+			}
+		}
+	}
+	return out
+}
+
+func waitDecision(t *testing.T, js jetstream.JetStream, agent, call string) *airlockv1.Event {
+	t.Helper()
+	var got []*airlockv1.Event
+	testenv.Eventually(t, 10*time.Second, "a decision for "+call, func() bool {
+		got = decisions(t, js, agent, call)
+		return len(got) > 0
+	})
+	return got[0]
+}
+
+func decisionOf(ev *airlockv1.Event) *airlockv1.Decision {
+	switch b := ev.Body.(type) {
+	case *airlockv1.Event_Allowed:
+		return b.Allowed.Decision
+	case *airlockv1.Event_Denied:
+		return b.Denied.Decision
+	case *airlockv1.Event_ApprovalRequested:
+		return b.ApprovalRequested.Decision
+	}
+	return nil
+}
+
+func TestRequestedBecomesEachOutcome(t *testing.T) {
+	n := testenv.StartNATS(t)
+	_, deps := replica(t, testenv.Config(n.URL()))
+	tests := []struct {
+		name, call, server, tool string
+		args                     map[string]any
+		want                     string
+		rule                     string
+	}{
+		{"echo_is_allowed", "o1", "demo", "echo", map[string]any{"text": "hi"}, subject.Allowed, "demo-echo"},
+		{"delete_under_etc_is_denied", "o2", "fs", "delete_file", map[string]any{"path": "/etc/passwd"}, subject.Denied, "fs-delete-etc"},
+		{"write_asks_a_person", "o3", "demo", "write_file", map[string]any{"path": "/tmp/x", "content": "y"}, subject.ApprovalRequested, "write"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			call := submit(t, deps.JS, "bot", tt.call, tt.server, tt.tool, tt.args)
+			ev := waitDecision(t, deps.JS, "bot", tt.call)
+			if envelope.TypeOf(ev) != tt.want {
+				t.Fatalf("decision %s (%s), want %s", envelope.TypeOf(ev), decisionOf(ev).GetReason(), tt.want)
+			}
+			d := decisionOf(ev)
+			digest, _ := canon.Digest(call.Arguments)
+			switch {
+			case d.RuleId != tt.rule:
+				t.Errorf("rule_id %q, want %q", d.RuleId, tt.rule)
+			case d.ArgumentsDigest != digest:
+				t.Errorf("arguments_digest %q, want %q", d.ArgumentsDigest, digest)
+			case d.PolicyRevision == "" || d.DecisionId == "" || d.DecidedAt == nil || d.Reason == "":
+				t.Errorf("decision lacks revision, id, time or reason: %v", d)
+			case ev.EventId != tt.call+".1.decision":
+				t.Errorf("event id %q, want %s.1.decision", ev.EventId, tt.call)
+			}
+			if tt.want == subject.ApprovalRequested {
+				ar := ev.GetApprovalRequested()
+				if got := ar.Deadline.AsTime().Sub(d.DecidedAt.AsTime()); got != 5*time.Minute {
+					t.Errorf("deadline is decided_at + %s, want 5m", got)
+				}
+				if strings.Join(d.Approvers, ",") != "group:reviewers" || d.Quorum != 1 || strings.Join(d.Notify, ",") != "console" {
+					t.Errorf("defaults not filled: approvers %v quorum %d notify %v", d.Approvers, d.Quorum, d.Notify)
+				}
+			}
+		})
+	}
+}
+
+func TestTwoReplicasDecideEachCallOnce(t *testing.T) {
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	replica(t, cfg)
+	_, deps := replica(t, cfg)
+	const calls = 30
+	for i := 0; i < calls; i++ {
+		submit(t, deps.JS, "bot", fmt.Sprintf("r%d", i), "demo", "echo", map[string]any{"i": float64(i)})
+	}
+	// A retried publish of the same request (the agent's own retry) is
+	// stored once; a redelivered request yields the same decision event id.
+	submit(t, deps.JS, "bot", "r0", "demo", "echo", map[string]any{"i": float64(0)})
+	testenv.Eventually(t, 15*time.Second, "a decision for every call", func() bool {
+		return len(testenv.SubjectTypes(t, deps.JS, subject.OfType(subject.Allowed))) >= calls
+	})
+	for i := 0; i < calls; i++ {
+		if got := decisions(t, deps.JS, "bot", fmt.Sprintf("r%d", i)); len(got) != 1 {
+			t.Errorf("call r%d has %d decisions, want 1", i, len(got))
+		}
+	}
+}
+
+func TestRulePutThroughEndpointChangesNextDecisionOnBothReplicas(t *testing.T) {
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	a, _ := replica(t, cfg)
+	b, deps := replica(t, cfg)
+	call := &airlockv1.ToolCall{AgentId: "bot", CallId: "x", Revision: 1, Server: "demo", Tool: "write_file", Arguments: &structpb.Struct{}}
+	for _, e := range []*policy.Engine{a, b} {
+		if d := e.Decide(context.Background(), call); d.Action != airlockv1.Action_ACTION_ASK {
+			t.Fatalf("before the rule: %v, want ask", d.Action)
+		}
+	}
+	before := a.Revision()
+
+	client := policyapi.New(deps.NC)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	testenv.Eventually(t, 5*time.Second, "the rules endpoint to answer", func() bool {
+		_, err := client.ListRules(ctx)
+		if err != nil {
+			t.Log(err)
+		}
+		return err == nil
+	})
+	rule := &airlockv1.PolicyRule{Id: "trust-demo-writes", Priority: 5, Server: "demo", Tool: "write_file", Effect: "allow", Reason: "demo writes are sandboxed"}
+	if _, err := client.PutRule(ctx, rule, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice", Channel: "cli"}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "both replicas on the new revision", func() bool {
+		return a.Revision() != before && a.Revision() == b.Revision()
+	})
+	for i, e := range []*policy.Engine{a, b} {
+		if d := e.Decide(context.Background(), call); d.Action != airlockv1.Action_ACTION_ALLOW || d.RuleId != "trust-demo-writes" {
+			t.Errorf("replica %d after the rule: %v by %q, want allow by trust-demo-writes", i, d.Action, d.RuleId)
+		}
+	}
+	submit(t, deps.JS, "bot", "w1", "demo", "write_file", map[string]any{"path": "/tmp/a"})
+	if ev := waitDecision(t, deps.JS, "bot", "w1"); envelope.TypeOf(ev) != subject.Allowed {
+		t.Errorf("published call: %s, want allowed", envelope.TypeOf(ev))
+	}
+	pc := testenv.WaitForEvent(t, deps.JS, subject.OfCall(subject.SystemAgent, subject.SystemCall), subject.PolicyChanged, 5*time.Second).GetPolicyChanged()
+	if !strings.Contains(pc.Change, "trust-demo-writes") || !strings.Contains(pc.Change, "alice") || pc.PolicyRevision != a.Revision() || pc.PreviousRevision != before {
+		t.Errorf("policy_changed %+v does not say who changed what", pc)
+	}
+	if got := testenv.SubjectTypes(t, deps.JS, subject.OfType(subject.PolicyChanged)); len(got) != 1 {
+		t.Errorf("%d policy_changed events for one change on two replicas, want 1", len(got))
+	}
+
+	// The list shows it; an invalid rule is refused with a sentence; delete restores the ask.
+	list, err := client.ListRules(ctx)
+	if err != nil || len(list.Rules) != 1 || list.Rules[0].UpdatedBy.GetId() != "alice" {
+		t.Fatalf("list: %v %v", list, err)
+	}
+	if _, err := client.PutRule(ctx, &airlockv1.PolicyRule{Id: "bad", Effect: "maybe"}, &airlockv1.Actor{Id: "alice"}); err == nil || !strings.Contains(err.Error(), "must be allow, ask or deny") {
+		t.Errorf("invalid rule: %v", err)
+	}
+	if err := client.DeleteRule(ctx, "trust-demo-writes", &airlockv1.Actor{Id: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "both replicas back to ask", func() bool {
+		return a.Decide(ctx, call).Action == airlockv1.Action_ACTION_ASK && b.Decide(ctx, call).Action == airlockv1.Action_ACTION_ASK
+	})
+}
+
+// copyDefault writes the default policy into a fresh directory.
+func copyDefault(t *testing.T) string {
+	dir := t.TempDir()
+	for _, f := range []string{"airlock.rego", "data.json"} {
+		b, err := fs.ReadFile(policies.Default(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestBrokenRegoIsRefusedAndTheOldPolicyStays(t *testing.T) {
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	cfg.Policy.Dir = copyDefault(t)
+	cfg.Policy.ReloadInterval = 50 * time.Millisecond
+	e, deps := replica(t, cfg)
+	before := e.Revision()
+
+	if err := os.WriteFile(filepath.Join(cfg.Policy.Dir, "broken.rego"), []byte("package airlock\n\ndecision := {\"action\": \n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pc := testenv.WaitForEvent(t, deps.JS, subject.OfCall(subject.SystemAgent, subject.SystemCall), subject.PolicyChanged, 10*time.Second).GetPolicyChanged()
+	if !pc.Refused || !strings.Contains(pc.Error, "broken.rego") || pc.PolicyRevision != before {
+		t.Fatalf("policy_changed %+v: want refused, naming broken.rego, revision unchanged", pc)
+	}
+	if e.Revision() != before {
+		t.Fatalf("revision changed to %s after a refused reload", e.Revision())
+	}
+	submit(t, deps.JS, "bot", "b1", "demo", "echo", map[string]any{})
+	if ev := waitDecision(t, deps.JS, "bot", "b1"); envelope.TypeOf(ev) != subject.Allowed || decisionOf(ev).PolicyRevision != before {
+		t.Fatalf("decision under the old policy: %s at %s", envelope.TypeOf(ev), decisionOf(ev).PolicyRevision)
+	}
+
+	// Fixing the file is accepted: a rule in Rego now denies echo.
+	fixed := "package airlock\n\nextra_deny if input.call.tool == \"echo\"\n"
+	if err := os.WriteFile(filepath.Join(cfg.Policy.Dir, "broken.rego"), []byte(fixed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the fixed policy in force", func() bool { return e.Revision() != before })
+	types := testenv.Events(t, deps.JS, subject.OfType(subject.PolicyChanged))
+	if len(types) != 2 || types[1].GetPolicyChanged().Refused || !strings.Contains(types[1].GetPolicyChanged().Change, "broken.rego") {
+		t.Fatalf("policy_changed events %v: want the refusal then the accepted reload", types)
+	}
+}
+
+func TestEvaluationErrorDenies(t *testing.T) {
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	cfg.Policy.Dir = t.TempDir()
+	rego := `package airlock
+
+decision := {"action": "allow", "reason": "small enough"} if {
+	to_number(input.call.arguments.n) < 10
+} else := {"action": "ask"}
+`
+	if err := os.WriteFile(filepath.Join(cfg.Policy.Dir, "p.rego"), []byte(rego), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, deps := replica(t, cfg)
+	submit(t, deps.JS, "bot", "e1", "calc", "add", map[string]any{"n": "not a number"})
+	ev := waitDecision(t, deps.JS, "bot", "e1")
+	if envelope.TypeOf(ev) != subject.Denied || !strings.Contains(decisionOf(ev).Reason, "fail closed") {
+		t.Fatalf("%s: %q, want denied saying it failed closed", envelope.TypeOf(ev), decisionOf(ev).Reason)
+	}
+	submit(t, deps.JS, "bot", "e2", "calc", "add", map[string]any{"n": "3"})
+	if ev := waitDecision(t, deps.JS, "bot", "e2"); envelope.TypeOf(ev) != subject.Allowed {
+		t.Fatalf("a good call under the same policy: %s", envelope.TypeOf(ev))
+	}
+}
+
+func TestStandingGrantTurnsAskIntoAllowForItsUses(t *testing.T) {
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	d := testenv.Deps(t, cfg)
+	grants, err := d.JS.KeyValue(context.Background(), cfg.Buckets.Grants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(g *airlockv1.StandingGrant) {
+		b, _ := proto.Marshal(g)
+		if _, err := grants.Put(context.Background(), g.Id, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(&airlockv1.StandingGrant{Id: "g1", AgentId: "bot", Server: "demo", Tool: "write_file",
+		ArgumentGlobs: map[string]string{"/path": "/tmp/**"}, LimitedUses: true, UsesLeft: 2,
+		CreatedBy: &airlockv1.Actor{Id: "alice"}})
+	put(&airlockv1.StandingGrant{Id: "g-revoked", AgentId: "bot", Server: "demo", Tool: "write_file", Revoked: true})
+	put(&airlockv1.StandingGrant{Id: "g-expired", AgentId: "bot", Server: "demo", Tool: "write_file", ExpiresAt: timestamppb.New(time.Now().Add(-time.Minute))})
+	e, deps2 := replica(t, cfg)
+
+	args := map[string]any{"path": "/tmp/a", "content": "x"}
+	for i, want := range []string{subject.Allowed, subject.Allowed, subject.ApprovalRequested} {
+		id := fmt.Sprintf("g%d", i)
+		submit(t, deps2.JS, "bot", id, "demo", "write_file", args)
+		ev := waitDecision(t, deps2.JS, "bot", id)
+		if envelope.TypeOf(ev) != want {
+			t.Fatalf("call %d: %s (%s), want %s", i, envelope.TypeOf(ev), decisionOf(ev).Reason, want)
+		}
+		if want == subject.Allowed && decisionOf(ev).GrantId != "g1" {
+			t.Errorf("call %d allowed without naming grant g1: %q", i, decisionOf(ev).GrantId)
+		}
+	}
+	// A redelivered request for a call that already used the grant is
+	// allowed again and spends nothing.
+	again := &airlockv1.ToolCall{AgentId: "bot", CallId: "g0", Revision: 1, Server: "demo", Tool: "write_file", Arguments: mustStruct(t, args)}
+	if d := e.Decide(context.Background(), again); d.Action != airlockv1.Action_ACTION_ALLOW || d.GrantId != "g1" {
+		t.Errorf("redelivered g0: %v %q, want allow by g1", d.Action, d.GrantId)
+	}
+	en, err := grants.Get(context.Background(), "g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &airlockv1.StandingGrant{}
+	_ = proto.Unmarshal(en.Value(), g)
+	if g.UsesLeft != 0 || strings.Join(g.UsedBy, ",") != "g0.1,g1.1" {
+		t.Errorf("grant after use: uses_left %d used_by %v, want 0 and [g0.1 g1.1]", g.UsesLeft, g.UsedBy)
+	}
+	// Arguments outside the grant's globs, another agent, or a deny: no grant.
+	for _, c := range []*airlockv1.ToolCall{
+		{AgentId: "bot", CallId: "o1", Revision: 1, Server: "demo", Tool: "write_file", Arguments: mustStruct(t, map[string]any{"path": "/home/a"})},
+		{AgentId: "other", CallId: "o2", Revision: 1, Server: "demo", Tool: "write_file", Arguments: mustStruct(t, args)},
+	} {
+		if d := e.Decide(context.Background(), c); d.Action != airlockv1.Action_ACTION_ASK {
+			t.Errorf("%s/%v: %v, want ask", c.AgentId, c.Arguments.AsMap(), d.Action)
+		}
+	}
+	put(&airlockv1.StandingGrant{Id: "g-etc", AgentId: "bot", Server: "fs", Tool: "delete_file"})
+	testenv.Eventually(t, 5*time.Second, "the grant to be seen", func() bool {
+		return e.Decide(context.Background(), &airlockv1.ToolCall{AgentId: "bot", CallId: "h", Revision: 1, Server: "fs", Tool: "delete_file", Arguments: mustStruct(t, map[string]any{"path": "/home/x"})}).GrantId == "g-etc"
+	})
+	if d := e.Decide(context.Background(), &airlockv1.ToolCall{AgentId: "bot", CallId: "d1", Revision: 1, Server: "fs", Tool: "delete_file", Arguments: mustStruct(t, map[string]any{"path": "/etc/passwd"})}); d.Action != airlockv1.Action_ACTION_DENY {
+		t.Errorf("a grant overrode a deny: %v", d.Action)
+	}
+}
+
+func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

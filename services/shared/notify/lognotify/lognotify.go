@@ -1,0 +1,65 @@
+// Package lognotify is the simplest notification channel: it writes every
+// pending call, reminder and outcome to a structured log. It wants every
+// call, never fails, and is safe for concurrent use.
+package lognotify
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+)
+
+// Name is the channel name in `notified` events.
+const Name = "log"
+
+// Notifier logs to a slog.Logger.
+type Notifier struct{ log *slog.Logger }
+
+// New returns a notifier writing to log.
+func New(log *slog.Logger) *Notifier { return &Notifier{log: log.With("channel", Name)} }
+
+// Name implements notify.Notifier.
+func (n *Notifier) Name() string { return Name }
+
+// Wants implements notify.Notifier: the log is told about every call.
+func (n *Notifier) Wants(*airlockv1.ApprovalRecord) bool { return true }
+
+// Announce implements notify.Notifier. The ref is "<call>.<revision>";
+// announcing again (after a crash) just logs again.
+func (n *Notifier) Announce(ctx context.Context, rec *airlockv1.ApprovalRecord) (string, error) {
+	c := rec.GetCall()
+	ref := Ref(rec)
+	n.log.InfoContext(ctx, "approval needed", "ref", ref, "agent", c.GetAgentId(), "tool", c.GetServer()+"__"+c.GetTool(),
+		"on_behalf_of", c.GetOnBehalfOf(), "risk", risk(rec), "reason", rec.GetDecision().GetReason(),
+		"approvers", strings.Join(rec.GetDecision().GetApprovers(), ","), "deadline", rec.GetDeadline().AsTime())
+	return ref, nil
+}
+
+// Remind implements notify.Notifier.
+func (n *Notifier) Remind(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error {
+	n.log.InfoContext(ctx, "approval still needed", "ref", ref, "approvers", strings.Join(rec.GetDecision().GetApprovers(), ","),
+		"deadline", rec.GetDeadline().AsTime())
+	return nil
+}
+
+// Update implements notify.Notifier.
+func (n *Notifier) Update(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error {
+	n.log.InfoContext(ctx, "approval outcome", "ref", ref, "state", state(rec), "by", rec.GetDecidedBy().GetId(), "reason", rec.GetReason())
+	return nil
+}
+
+// Ref is the reference Announce returns for rec.
+func Ref(rec *airlockv1.ApprovalRecord) string {
+	return fmt.Sprintf("%s.%d", rec.GetCall().GetCallId(), max(rec.GetCall().GetRevision(), 1))
+}
+
+func state(rec *airlockv1.ApprovalRecord) string {
+	return strings.ToLower(strings.TrimPrefix(rec.GetState().String(), "APPROVAL_STATE_"))
+}
+
+func risk(rec *airlockv1.ApprovalRecord) string {
+	return strings.ToLower(strings.TrimPrefix(rec.GetDecision().GetRisk().String(), "RISK_"))
+}

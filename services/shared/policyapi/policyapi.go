@@ -1,0 +1,68 @@
+// Package policyapi is the client for the policy service's endpoints
+// (airlock.api.policy.*): run-time rules and dry-run evaluation. Any policy
+// replica answers; the change reaches every replica through the policy
+// bucket.
+package policyapi
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/rpc"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+)
+
+// Service is the micro service name.
+const Service = "policy"
+
+// Group is the subject prefix of every endpoint.
+const Group = subject.APIPrefix + "." + Service
+
+// Endpoint names, relative to Group.
+const (
+	EndpointRulesList   = "rules.list"
+	EndpointRulesPut    = "rules.put"
+	EndpointRulesDelete = "rules.delete"
+	EndpointEval        = "eval"
+)
+
+// Endpoint subjects.
+var (
+	RulesList   = subject.API(Service, EndpointRulesList)
+	RulesPut    = subject.API(Service, EndpointRulesPut)
+	RulesDelete = subject.API(Service, EndpointRulesDelete)
+	Eval        = subject.API(Service, EndpointEval)
+)
+
+// Client calls the policy service over NATS.
+type Client struct{ nc *nats.Conn }
+
+// New returns a client over nc.
+func New(nc *nats.Conn) *Client { return &Client{nc: nc} }
+
+// ListRules returns the run-time rules and the revision in force.
+func (c *Client) ListRules(ctx context.Context) (*airlockv1.RulesListResponse, error) {
+	resp := &airlockv1.RulesListResponse{}
+	return resp, rpc.Call(ctx, c.nc, RulesList, &airlockv1.RulesListRequest{}, resp)
+}
+
+// PutRule creates or replaces a rule; by says who changes it. An invalid
+// rule comes back as apierr.InvalidRequest with what to fix.
+func (c *Client) PutRule(ctx context.Context, rule *airlockv1.PolicyRule, by *airlockv1.Actor) (*airlockv1.RulePutResponse, error) {
+	resp := &airlockv1.RulePutResponse{}
+	return resp, rpc.Call(ctx, c.nc, RulesPut, &airlockv1.RulePutRequest{Rule: rule, By: by}, resp)
+}
+
+// DeleteRule deletes a rule (a run-time rule or one of the policy's data.json).
+func (c *Client) DeleteRule(ctx context.Context, id string, by *airlockv1.Actor) error {
+	return rpc.Call(ctx, c.nc, RulesDelete, &airlockv1.RuleDeleteRequest{Id: id, By: by}, &airlockv1.RuleDeleteResponse{})
+}
+
+// Eval dry-runs call against the policy in force.
+func (c *Client) Eval(ctx context.Context, call *airlockv1.ToolCall) (*airlockv1.Decision, error) {
+	resp := &airlockv1.PolicyEvalResponse{}
+	err := rpc.Call(ctx, c.nc, Eval, &airlockv1.PolicyEvalRequest{Call: call}, resp)
+	return resp.GetDecision(), err
+}

@@ -1,0 +1,449 @@
+package slack
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	slackgo "github.com/slack-go/slack"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+)
+
+// Action ids of the card's buttons, and the block and callback ids the
+// interactions endpoint recognises. Only these ids (and the JSON value of
+// the button) are read back from Slack; nothing is ever parsed from text.
+const (
+	ActionApprove        = "airlock_approve"
+	ActionReject         = "airlock_reject"
+	ActionRequestChanges = "airlock_request_changes"
+	ActionOpenConsole    = "airlock_open_console"
+	BlockActions         = "airlock_actions"
+	CallbackReason       = "airlock_reason"
+	BlockReason          = "airlock_reason_block"
+	InputReason          = "airlock_reason_input"
+)
+
+// Limits that keep a card inside Slack's block limits (section text 3000
+// characters, header 150, button value 2000) whatever an agent sends.
+const (
+	maxValueChars    = 120  // one argument value in the summary
+	maxArguments     = 15   // arguments listed before "and N more"
+	maxSummaryChars  = 2600 // the whole argument summary
+	maxReasonChars   = 600  // policy reason, agent reason, reviewer reason
+	maxHeaderChars   = 140
+	redactedMarker   = "[redacted]"
+	argumentsMissing = "(no arguments)"
+)
+
+// ButtonValue is what every card button carries: the call and the revision
+// the card shows, and the agent (needed for the event subject when a
+// refusal is recorded). Slack returns it verbatim in the signed interaction
+// payload, so the endpoint never reads ids from message text.
+type ButtonValue struct {
+	Call     string `json:"call"`
+	Revision uint32 `json:"rev"`
+	Agent    string `json:"agent"`
+}
+
+// Encode returns the value string for a button.
+func (v ButtonValue) Encode() string {
+	b, _ := json.Marshal(v) // three plain fields: cannot fail
+	return string(b)
+}
+
+// ParseButtonValue reads a value written by Encode.
+func ParseButtonValue(s string) (ButtonValue, error) {
+	var v ButtonValue
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return v, fmt.Errorf("button value %.60q is not an airlock value: %w", s, err)
+	}
+	if v.Call == "" || v.Agent == "" {
+		return v, fmt.Errorf("button value %.60q lacks the call or agent id", s)
+	}
+	return v, nil
+}
+
+// Message is a rendered card: the notification text (what Slack shows in
+// notifications and to screen readers) and the blocks.
+type Message struct {
+	Text   string
+	Blocks []slackgo.Block
+}
+
+// Options returns the chat.postMessage / chat.update options for m.
+func (m Message) Options() []slackgo.MsgOption {
+	return []slackgo.MsgOption{slackgo.MsgOptionText(m.Text, false), slackgo.MsgOptionBlocks(m.Blocks...)}
+}
+
+// ConsoleLink is the console page of a call.
+func ConsoleLink(publicURL, callID string) string {
+	return strings.TrimRight(publicURL, "/") + "/calls/" + callID
+}
+
+// Render draws the card for rec in its current state: the buttons while it
+// is pending, the outcome once it is decided. publicURL is the console's
+// base URL (config http.public_url).
+func Render(rec *airlockv1.ApprovalRecord, publicURL string) Message {
+	call := rec.GetCall()
+	blocks := []slackgo.Block{
+		slackgo.NewHeaderBlock(plain(shorten(headerText(rec), maxHeaderChars))),
+	}
+	blocks = append(blocks, detailBlocks(rec, publicURL)...)
+	if rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+		if q := quorumText(rec); q != "" {
+			blocks = append(blocks, slackgo.NewContextBlock("airlock_quorum", mrkdwn(q)))
+		}
+		blocks = append(blocks, actionsBlock(rec, publicURL))
+	} else {
+		blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn(OutcomeText(rec)), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_outcome")))
+	}
+	return Message{Text: fmt.Sprintf("%s: %s (risk %s, call %s)", statusWord(rec), toolName(call), riskWord(rec.GetDecision().GetRisk()), call.GetCallId()), Blocks: blocks}
+}
+
+// RenderSuperseded draws a card for a revision the agent has since
+// replaced: it keeps the details of what the card showed and says where
+// the call stands now, without buttons.
+func RenderSuperseded(rec *airlockv1.ApprovalRecord, cardRevision uint32, publicURL string) Message {
+	m := Render(rec, publicURL)
+	m.Blocks = append(m.Blocks[:len(m.Blocks)-1], slackgo.NewSectionBlock(mrkdwn(fmt.Sprintf(
+		":arrows_counterclockwise: This card is for revision %d; the agent has since submitted revision %d (%s), which has its own message.",
+		cardRevision, rec.GetCall().GetRevision(), stateWord(rec.GetState()))), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_outcome")))
+	m.Text = fmt.Sprintf("Superseded: %s (call %s)", toolName(rec.GetCall()), rec.GetCall().GetCallId())
+	return m
+}
+
+func headerText(rec *airlockv1.ApprovalRecord) string {
+	return statusWord(rec) + ": " + toolName(rec.GetCall())
+}
+
+func statusWord(rec *airlockv1.ApprovalRecord) string {
+	if rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+		return "Approval needed"
+	}
+	return capitalize(stateWord(rec.GetState()))
+}
+
+func detailBlocks(rec *airlockv1.ApprovalRecord, publicURL string) []slackgo.Block {
+	call, d := rec.GetCall(), rec.GetDecision()
+	agent := "`" + escape(call.GetAgentId()) + "`"
+	if call.GetOnBehalfOf() != "" {
+		agent += " on behalf of *" + escape(call.GetOnBehalfOf()) + "*"
+	}
+	fields := []*slackgo.TextBlockObject{
+		mrkdwn("*Tool*\n`" + escape(toolName(call)) + "`"),
+		mrkdwn("*Risk*\n" + riskBadge(d.GetRisk())),
+		mrkdwn("*Agent*\n" + agent),
+		mrkdwn("*Deadline*\n" + deadlineText(rec.GetDeadline().AsTime(), rec.GetDeadline() != nil)),
+	}
+	blocks := []slackgo.Block{slackgo.NewSectionBlock(nil, fields, nil, slackgo.SectionBlockOptionBlockID("airlock_fields"))}
+
+	why := "*Why a person must decide:* " + escape(shorten(orDash(d.GetReason()), maxReasonChars))
+	if d.GetRuleId() != "" {
+		why += " _(rule `" + escape(d.GetRuleId()) + "`)_"
+	}
+	if call.GetReason() != "" {
+		why += "\n*Agent's stated reason:* " + escape(shorten(call.GetReason(), maxReasonChars))
+	}
+	blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn(why), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_reason")))
+
+	blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn("*Arguments*\n```"+codeSafe(escape(ArgumentSummary(rec)))+"```"), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_arguments")))
+
+	ctx := fmt.Sprintf("call `%s` · revision %d", escape(call.GetCallId()), call.GetRevision())
+	if call.GetThreadId() != "" {
+		ctx += " · thread `" + escape(call.GetThreadId()) + "`"
+	}
+	ctx += " · <" + ConsoleLink(publicURL, call.GetCallId()) + "|Open in the console>"
+	blocks = append(blocks, slackgo.NewContextBlock("airlock_ids", mrkdwn(ctx)))
+	return blocks
+}
+
+func actionsBlock(rec *airlockv1.ApprovalRecord, publicURL string) slackgo.Block {
+	call := rec.GetCall()
+	value := ButtonValue{Call: call.GetCallId(), Revision: call.GetRevision(), Agent: call.GetAgentId()}.Encode()
+	approve := slackgo.NewButtonBlockElement(ActionApprove, value, plain("Approve"))
+	approve.Style = slackgo.StylePrimary
+	reject := slackgo.NewButtonBlockElement(ActionReject, value, plain("Reject"))
+	reject.Style = slackgo.StyleDanger
+	changes := slackgo.NewButtonBlockElement(ActionRequestChanges, value, plain("Request changes"))
+	console := slackgo.NewButtonBlockElement(ActionOpenConsole, "", plain("Open in console")).WithURL(ConsoleLink(publicURL, call.GetCallId()))
+	return slackgo.NewActionBlock(BlockActions, approve, reject, changes, console)
+}
+
+// OutcomeText is the sentence that replaces the buttons once a call is
+// decided: who decided, where, and what they said.
+func OutcomeText(rec *airlockv1.ApprovalRecord) string {
+	by := actorText(rec.GetDecidedBy())
+	reason := ""
+	if r := rec.GetReason(); r != "" {
+		reason = ": " + escape(shorten(r, maxReasonChars))
+	}
+	switch rec.GetState() {
+	case airlockv1.ApprovalState_APPROVAL_STATE_APPROVED, airlockv1.ApprovalState_APPROVAL_STATE_EXECUTING,
+		airlockv1.ApprovalState_APPROVAL_STATE_COMPLETED, airlockv1.ApprovalState_APPROVAL_STATE_FAILED:
+		s := ":white_check_mark: *Approved* by " + approversText(rec, by) + reason
+		if rec.GetEditedArguments() != nil {
+			s += "\n_Approved with edited arguments._"
+		}
+		switch rec.GetState() {
+		case airlockv1.ApprovalState_APPROVAL_STATE_EXECUTING:
+			s += "\nRunning now."
+		case airlockv1.ApprovalState_APPROVAL_STATE_COMPLETED:
+			s += "\nThe tool ran and completed."
+		case airlockv1.ApprovalState_APPROVAL_STATE_FAILED:
+			s += "\nThe tool ran and failed; see the console."
+		}
+		return s
+	case airlockv1.ApprovalState_APPROVAL_STATE_REJECTED:
+		return ":no_entry: *Rejected* by " + by + reason + "\nThe call will not run."
+	case airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED:
+		return ":leftwards_arrow_with_hook: *Changes requested* by " + by + reason + "\nThe agent may submit a revised call."
+	case airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED:
+		return ":hourglass: *Expired*: nobody decided before " + deadlineText(rec.GetDeadline().AsTime(), rec.GetDeadline() != nil) + ". The call will not run."
+	case airlockv1.ApprovalState_APPROVAL_STATE_CANCELED:
+		return ":heavy_multiplication_x: *Canceled* by " + by + reason + "\nThe call will not run."
+	case airlockv1.ApprovalState_APPROVAL_STATE_PENDING:
+		return ":hourglass_flowing_sand: *Waiting for a decision.*"
+	}
+	return "State: " + stateWord(rec.GetState())
+}
+
+// approversText names everyone whose approval counted when there was a quorum.
+func approversText(rec *airlockv1.ApprovalRecord, decidedBy string) string {
+	if len(rec.GetVotes()) < 2 {
+		return decidedBy
+	}
+	var names []string
+	for _, v := range rec.GetVotes() {
+		names = append(names, actorText(v.GetBy()))
+	}
+	return strings.Join(names, ", ")
+}
+
+func quorumText(rec *airlockv1.ApprovalRecord) string {
+	q := rec.GetDecision().GetQuorum()
+	if q <= 1 && len(rec.GetVotes()) == 0 {
+		return ""
+	}
+	if q == 0 {
+		q = 1
+	}
+	var names []string
+	for _, v := range rec.GetVotes() {
+		names = append(names, actorText(v.GetBy()))
+	}
+	s := fmt.Sprintf("Approvals: %d of %d", len(rec.GetVotes()), q)
+	if len(names) > 0 {
+		s += " (" + strings.Join(names, ", ") + ")"
+	}
+	return s
+}
+
+func actorText(a *airlockv1.Actor) string {
+	if a == nil || a.GetId() == "" {
+		return "airlock"
+	}
+	s := "*" + escape(a.GetId()) + "*"
+	if a.GetChannel() != "" {
+		s += " (" + escape(a.GetChannel()) + ")"
+	} else if a.GetType() == airlockv1.ActorType_ACTOR_TYPE_AGENT {
+		s += " (agent)"
+	}
+	return s
+}
+
+// ArgumentSummary lists the call's arguments one per line as
+// "key: value" with values in compact JSON, long values shortened, paths
+// the policy redacts masked, and the whole bounded in size. It is plain
+// text; callers escape it for mrkdwn.
+func ArgumentSummary(rec *airlockv1.ApprovalRecord) string {
+	args := rec.GetCall().GetArguments().AsMap()
+	if len(args) == 0 {
+		return argumentsMissing
+	}
+	for _, p := range rec.GetDecision().GetRedact() {
+		redact(args, p)
+	}
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i == maxArguments || b.Len() > maxSummaryChars {
+			fmt.Fprintf(&b, "… and %d more arguments (see the console)", len(keys)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(shorten(k, 40))
+		b.WriteString(": ")
+		b.WriteString(valueText(args[k]))
+	}
+	return b.String()
+}
+
+func valueText(v any) string {
+	var s string
+	if str, ok := v.(string); ok {
+		s = strconv.Quote(str)
+	} else {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			raw = []byte(fmt.Sprint(v))
+		}
+		s = string(raw)
+	}
+	n := utf8.RuneCountInString(s)
+	if n <= maxValueChars {
+		return s
+	}
+	return string([]rune(s)[:maxValueChars]) + fmt.Sprintf("… (%d characters)", n)
+}
+
+// redact masks the value at JSON pointer p (RFC 6901) in m, if present.
+func redact(m map[string]any, p string) {
+	if !strings.HasPrefix(p, "/") {
+		return
+	}
+	parts := strings.Split(p[1:], "/")
+	var cur any = m
+	for i, raw := range parts {
+		tok := strings.ReplaceAll(strings.ReplaceAll(raw, "~1", "/"), "~0", "~")
+		last := i == len(parts)-1
+		switch c := cur.(type) {
+		case map[string]any:
+			if _, ok := c[tok]; !ok {
+				return
+			}
+			if last {
+				c[tok] = redactedMarker
+				return
+			}
+			cur = c[tok]
+		case []any:
+			idx, err := strconv.Atoi(tok)
+			if err != nil || idx < 0 || idx >= len(c) {
+				return
+			}
+			if last {
+				c[idx] = redactedMarker
+				return
+			}
+			cur = c[idx]
+		default:
+			return
+		}
+	}
+}
+
+func toolName(call *airlockv1.ToolCall) string {
+	if call.GetServer() == "" {
+		return call.GetTool()
+	}
+	return call.GetServer() + "__" + call.GetTool()
+}
+
+func riskWord(r airlockv1.Risk) string {
+	switch r {
+	case airlockv1.Risk_RISK_LOW:
+		return "low"
+	case airlockv1.Risk_RISK_MEDIUM:
+		return "medium"
+	case airlockv1.Risk_RISK_HIGH:
+		return "high"
+	case airlockv1.Risk_RISK_CRITICAL:
+		return "critical"
+	}
+	return "unrated"
+}
+
+func riskBadge(r airlockv1.Risk) string {
+	emoji := map[airlockv1.Risk]string{
+		airlockv1.Risk_RISK_LOW: ":large_green_circle:", airlockv1.Risk_RISK_MEDIUM: ":large_yellow_circle:",
+		airlockv1.Risk_RISK_HIGH: ":large_orange_circle:", airlockv1.Risk_RISK_CRITICAL: ":red_circle:",
+	}[r]
+	if emoji == "" {
+		emoji = ":white_circle:"
+	}
+	return emoji + " " + riskWord(r)
+}
+
+func stateWord(s airlockv1.ApprovalState) string {
+	switch s {
+	case airlockv1.ApprovalState_APPROVAL_STATE_PENDING:
+		return "pending"
+	case airlockv1.ApprovalState_APPROVAL_STATE_APPROVED:
+		return "approved"
+	case airlockv1.ApprovalState_APPROVAL_STATE_REJECTED:
+		return "rejected"
+	case airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED:
+		return "changes requested"
+	case airlockv1.ApprovalState_APPROVAL_STATE_CANCELED:
+		return "canceled"
+	case airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED:
+		return "expired"
+	case airlockv1.ApprovalState_APPROVAL_STATE_EXECUTING:
+		return "approved, running"
+	case airlockv1.ApprovalState_APPROVAL_STATE_COMPLETED:
+		return "approved, completed"
+	case airlockv1.ApprovalState_APPROVAL_STATE_FAILED:
+		return "approved, failed"
+	}
+	return "unknown"
+}
+
+// deadlineText uses Slack's date formatting so each reader sees their own
+// time zone; the fallback is UTC.
+func deadlineText(t time.Time, set bool) string {
+	if !set {
+		return "none"
+	}
+	return fmt.Sprintf("<!date^%d^{date_short_pretty} {time}|%s>", t.Unix(), t.UTC().Format("2006-01-02 15:04 UTC"))
+}
+
+func plain(s string) *slackgo.TextBlockObject {
+	return slackgo.NewTextBlockObject(slackgo.PlainTextType, s, false, false)
+}
+
+func mrkdwn(s string) *slackgo.TextBlockObject {
+	return slackgo.NewTextBlockObject(slackgo.MarkdownType, s, false, false)
+}
+
+// escape makes agent-written text inert in mrkdwn: without it an agent
+// could write "<!channel>" or a link whose label says something else.
+func escape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// codeSafe keeps text inside a ``` block from closing it early.
+func codeSafe(s string) string {
+	return strings.ReplaceAll(s, "```", "`\u200b`\u200b`")
+}
+
+func shorten(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}

@@ -1,0 +1,374 @@
+package slack_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/airlock-gate/airlock/policies"
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/embedded"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+	airlockslack "github.com/airlock-gate/airlock/services/slack"
+)
+
+// The end-to-end tests run the real `airlock dev` binary (policy, approval,
+// executor, console and this Slack integration wired as in production)
+// against the Slack fake, and act as Slack (signed posts to
+// /slack/interactions), as an agent (the Go SDK) and as the console (the
+// approval API).
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func airlockBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "airlock-slack-e2e-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "airlock")
+		out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", binPath,
+			"github.com/airlock-gate/airlock/services/airlock").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build airlock: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// e2eRules route demo__write_file to Slack #ops for alice; agent
+// bot-expire's calls expire after 2 seconds.
+const e2eRules = `{"airlock": {"rules": [
+  {"id": "slack-expiring", "priority": 1, "agent": "bot-expire", "server": "demo", "tool": "write_file",
+   "effect": "ask", "risk": "high", "reason": "short deadline for the expiry test",
+   "approvers": ["alice"], "notify": ["slack:#ops"], "timeout": "2s"},
+  {"id": "slack-writes", "priority": 2, "server": "demo", "tool": "write_file",
+   "effect": "ask", "risk": "high", "reason": "writes to the sandbox need a person",
+   "approvers": ["alice"], "notify": ["console", "slack:#ops"], "timeout": "2m"}
+ ], "profiles": {}, "bindings": {}}}`
+
+type e2eEnv struct {
+	f        *fakeSlack
+	endpoint string
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	out      *bytes.Buffer
+}
+
+func startAirlock(t *testing.T) *e2eEnv {
+	t.Helper()
+	bin := airlockBinary(t)
+	f := startFakeSlack(t)
+	dir := t.TempDir()
+	policyDir := filepath.Join(dir, "policy")
+	if err := os.MkdirAll(policyDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rego, err := fs.ReadFile(policies.Default(), "airlock.rego")
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, os.WriteFile(filepath.Join(policyDir, "airlock.rego"), rego, 0o600))
+	must(t, os.WriteFile(filepath.Join(policyDir, "data.json"), []byte(e2eRules), 0o600))
+	natsPort, err := embedded.FreePort()
+	must(t, err)
+	httpPort, err := embedded.FreePort()
+	must(t, err)
+	cfg := fmt.Sprintf(`http:
+  public_url: %s
+policy:
+  dir: %s
+executor:
+  sandbox: %s
+slack:
+  bot_token: xoxb-e2e
+  signing_secret: %s
+  api_url: %s
+  users:
+    U_ALICE: alice
+    U_BOB: bob
+`, publicURL, policyDir, filepath.Join(dir, "sandbox"), signingSecret, f.GetAPIURL())
+	cfgPath := filepath.Join(dir, "airlock.yaml")
+	must(t, os.WriteFile(cfgPath, []byte(cfg), 0o600))
+
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", httpPort)
+	cmd := exec.Command(bin, "dev", "--data", filepath.Join(dir, "data"), "--nats-port", fmt.Sprint(natsPort), "--http", httpAddr)
+	cmd.Env = append(os.Environ(), "AIRLOCK_CONFIG="+cfgPath)
+	out := &bytes.Buffer{}
+	var mu sync.Mutex
+	cmd.Stdout = lockedWriter{&mu, out}
+	cmd.Stderr = cmd.Stdout
+	must(t, cmd.Start())
+	var exitErr error
+	exited := make(chan struct{})
+	go func() { exitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+			if t.Failed() {
+				t.Logf("airlock dev exited: %v", exitErr)
+			}
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Log("airlock dev did not stop within 15s of SIGINT; killed")
+		}
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("airlock dev output:\n%s", out.String())
+			mu.Unlock()
+		}
+	})
+	testenv.Eventually(t, 60*time.Second, "airlock dev to answer /healthz", func() bool {
+		select {
+		case <-exited:
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("airlock dev exited early (%v):\n%s", exitErr, out.String())
+		default:
+		}
+		resp, err := http.Get("http://" + httpAddr + "/healthz")
+		if err != nil {
+			return false
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	nc, js := testenv.Connect(t, fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
+	return &e2eEnv{f: f, endpoint: "http://" + httpAddr + airlockslack.InteractionsPath, nc: nc, js: js, out: out}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// submit sends a demo__write_file call as agent and waits for its card.
+func (e *e2eEnv) submit(t *testing.T, agent, callID string) (*airlock.Client, apiCall, string, string) {
+	t.Helper()
+	client, err := airlock.New(e.nc, agent)
+	must(t, err)
+	_, err = client.Submit(context.Background(), airlock.Call{
+		ID: callID, Server: "demo", Tool: "write_file", Thread: "thread-e2e",
+		Args: map[string]any{"path": callID + ".txt", "content": "hello from " + callID}, Reason: "e2e test",
+	})
+	must(t, err)
+	posted := e.f.next(t, "chat.postMessage")
+	if posted.Form.Get("channel") != "#ops" || !strings.Contains(cardStrings(t, posted.Blocks()), "call `"+callID+"`") {
+		t.Fatalf("expected the card of %s in #ops, got %v", callID, posted.Form)
+	}
+	// The approval service stores the card's channel/ts with the approval.
+	var ch, ts string
+	testenv.Eventually(t, 10*time.Second, "the approval record to hold the Slack ref", func() bool {
+		rec, err := approvalapi.New(e.nc).Get(context.Background(), callID)
+		if err != nil {
+			return false
+		}
+		for _, n := range rec.GetNotifications() {
+			if n.GetChannel() == "slack" {
+				ch, ts, _ = strings.Cut(n.GetRef(), "/")
+				return true
+			}
+		}
+		return false
+	})
+	return client, posted, ch, ts
+}
+
+func (e *e2eEnv) click(t *testing.T, payload map[string]any) {
+	t.Helper()
+	body := formBody(payload)
+	code, resp, took := post(t, e.endpoint, sign(signingSecret, time.Now(), body), body)
+	if code != http.StatusOK || took > 3*time.Second {
+		t.Fatalf("interaction answered %d %q after %s", code, resp, took)
+	}
+}
+
+// nextUpdate waits for a chat.update of the card ch/ts and returns its text.
+func (e *e2eEnv) nextUpdate(t *testing.T, ch, ts, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case u := <-e.f.calls["chat.update"]:
+			text := cardStrings(t, u.Blocks())
+			if u.Form.Get("channel") == ch && u.Form.Get("ts") == ts && strings.Contains(text, want) {
+				return text
+			}
+		case <-time.After(time.Until(deadline)):
+		}
+	}
+	t.Fatalf("card %s/%s was not updated to show %q within 15s", ch, ts, want)
+	return ""
+}
+
+func await(t *testing.T, c *airlock.Client, callID string) airlock.Outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o, err := c.Await(ctx, callID)
+	must(t, err)
+	return o
+}
+
+func TestEndToEndWithTheAirlockBinary(t *testing.T) {
+	t.Parallel()
+	e := startAirlock(t)
+
+	t.Run("approve_in_slack_runs_the_call_and_updates_the_card", func(t *testing.T) {
+		client, posted, ch, ts := e.submit(t, "bot", "e2e_approve")
+		start := time.Now()
+		e.click(t, buttonClick(t, "U_ALICE", posted, ch, ts, airlockslack.ActionApprove))
+		e.nextUpdate(t, ch, ts, "*Approved* by *alice* (slack)")
+		t.Logf("click to updated card: %s", time.Since(start))
+		if o := await(t, client, "e2e_approve"); o.Status != airlock.StatusCompleted {
+			t.Fatalf("outcome %+v, want completed", o)
+		}
+		approved := testenv.WaitForEvent(t, e.js, subject.OfCall("bot", "e2e_approve"), subject.Approved, 5*time.Second)
+		if a := approved.GetActor(); a.GetId() != "alice" || a.GetChannel() != "slack" {
+			t.Fatalf("approved by %v, want alice via slack", a)
+		}
+		started, err := subject.Event("bot", "e2e_approve", subject.Started)
+		must(t, err)
+		if n := len(testenv.Events(t, e.js, started)); n != 1 {
+			t.Fatalf("the call started %d times", n)
+		}
+	})
+
+	t.Run("reject_via_modal_delivers_the_reason_to_the_agent", func(t *testing.T) {
+		client, posted, ch, ts := e.submit(t, "bot", "e2e_reject")
+		e.click(t, buttonClick(t, "U_ALICE", posted, ch, ts, airlockslack.ActionReject))
+		opened := e.f.next(t, "views.open")
+		e.click(t, viewSubmission(t, "U_ALICE", opened, "not during the release freeze"))
+		e.nextUpdate(t, ch, ts, "*Rejected* by *alice* (slack): not during the release freeze")
+		o := await(t, client, "e2e_reject")
+		if o.Status != airlock.StatusRejected || o.Reason != "not during the release freeze" {
+			t.Fatalf("agent got %+v, want rejected with alice's reason", o)
+		}
+	})
+
+	t.Run("unmapped_and_unauthorized_users_are_refused_and_recorded_then_console_approval_updates_the_card", func(t *testing.T) {
+		client, posted, ch, ts := e.submit(t, "bot", "e2e_authz")
+
+		e.click(t, buttonClick(t, "U_CAROL", posted, ch, ts, airlockslack.ActionApprove)) // not in slack.users
+		e.click(t, buttonClick(t, "U_BOB", posted, ch, ts, airlockslack.ActionApprove))   // mapped, not an approver
+		var refused []*airlockv1.Event
+		testenv.Eventually(t, 15*time.Second, "two unauthorized_attempt events", func() bool {
+			refused = nil
+			for _, ev := range testenv.Events(t, e.js, subject.OfCall("bot", "e2e_authz")) {
+				if ev.GetUnauthorizedAttempt() != nil {
+					refused = append(refused, ev)
+				}
+			}
+			return len(refused) == 2
+		})
+		who := map[string]bool{}
+		for _, ev := range refused {
+			who[ev.GetActor().GetId()] = true
+		}
+		if !who["slack:U_CAROL"] || !who["bob"] {
+			t.Fatalf("refusals recorded for %v, want slack:U_CAROL (unmapped) and bob (not an approver)", who)
+		}
+		for range 2 {
+			if eph := e.f.next(t, "chat.postEphemeral"); !strings.Contains(eph.Form.Get("text"), "recorded") {
+				t.Fatalf("refused user told %q", eph.Form.Get("text"))
+			}
+		}
+
+		// The console decides through the same approval API.
+		resp, err := approvalapi.New(e.nc).Decide(context.Background(), &airlockv1.DecideRequest{
+			CallId: "e2e_authz", Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE,
+			Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice", Channel: "console"},
+		})
+		must(t, err)
+		if !resp.GetChanged() {
+			t.Fatalf("console approval changed nothing: %v", resp)
+		}
+		e.nextUpdate(t, ch, ts, "*Approved* by *alice* (console)")
+		if o := await(t, client, "e2e_authz"); o.Status != airlock.StatusCompleted {
+			t.Fatalf("outcome %+v", o)
+		}
+	})
+
+	t.Run("slack_outage_neither_stops_the_console_nor_loses_the_outcome", func(t *testing.T) {
+		client, _, ch, ts := e.submit(t, "bot", "e2e_outage")
+		e.f.down.Store(true)
+		start := time.Now()
+		resp, err := approvalapi.New(e.nc).Decide(context.Background(), &airlockv1.DecideRequest{
+			CallId: "e2e_outage", Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE,
+			Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice", Channel: "console"},
+		})
+		took := time.Since(start)
+		must(t, err)
+		// Slack comes back once the card update has failed at least once,
+		// before the notifier's retries run out.
+		testenv.Eventually(t, 5*time.Second, "the card update to hit the outage", func() bool { return e.f.refused.Load() > 0 })
+		e.f.down.Store(false)
+		t.Logf("console decision answered in %s while Slack answered 503", took)
+		if !resp.GetChanged() || took > 2*time.Second {
+			t.Fatalf("console decision during a Slack outage: changed=%v after %s", resp.GetChanged(), took)
+		}
+		if o := await(t, client, "e2e_outage"); o.Status != airlock.StatusCompleted {
+			t.Fatalf("outcome %+v", o)
+		}
+		e.nextUpdate(t, ch, ts, "*Approved* by *alice* (console)")
+	})
+
+	t.Run("expiry_updates_the_card", func(t *testing.T) {
+		client, _, ch, ts := e.submit(t, "bot-expire", "e2e_expire")
+		e.nextUpdate(t, ch, ts, "*Expired*")
+		if o := await(t, client, "e2e_expire"); o.Status != airlock.StatusExpired {
+			t.Fatalf("outcome %+v, want expired", o)
+		}
+	})
+
+	t.Run("click_on_the_expired_card_answers_with_the_current_state", func(t *testing.T) {
+		_, posted, ch, ts := e.submit(t, "bot-expire", "e2e_stale")
+		e.nextUpdate(t, ch, ts, "*Expired*")
+		e.click(t, buttonClick(t, "U_ALICE", posted, ch, ts, airlockslack.ActionApprove))
+		e.nextUpdate(t, ch, ts, "*Expired*")
+		if eph := e.f.next(t, "chat.postEphemeral"); !strings.Contains(eph.Form.Get("text"), "expired") {
+			t.Fatalf("alice was told %q", eph.Form.Get("text"))
+		}
+	})
+}

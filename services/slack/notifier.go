@@ -1,0 +1,326 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	slackgo "github.com/slack-go/slack"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/notify"
+	"github.com/airlock-gate/airlock/services/shared/svc"
+)
+
+// Name is the channel name in `notified` events and NotificationRefs.
+const Name = "slack"
+
+// Option adjusts a Notifier or Interactions handler (tests, mostly).
+type Option func(*options)
+
+type options struct {
+	retry     Retry
+	approvals approvals
+	budget    time.Duration
+}
+
+// DefaultBudget bounds how long one card post or update keeps being
+// retried, whatever the caller's deadline.
+const DefaultBudget = 2 * time.Minute
+
+// WithRetry replaces DefaultRetry().
+func WithRetry(r Retry) Option { return func(o *options) { o.retry = r } }
+
+func buildOptions(deps svc.Deps, opts []Option) options {
+	o := options{retry: DefaultRetry(), budget: DefaultBudget}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.approvals == nil && deps.NC != nil {
+		o.approvals = approvalapi.New(deps.NC)
+	}
+	return o
+}
+
+// Enabled reports whether Slack is configured (slack.bot_token is set).
+func Enabled(deps svc.Deps) bool { return deps.Config.Slack.BotToken != "" }
+
+// Notifier posts a Block Kit card for each pending call routed to Slack and
+// keeps it up to date. It implements notify.Notifier; the approval service
+// calls it, possibly from several replicas, and may repeat a call after a
+// crash: a repeated Announce finds the card already posted (in the shared
+// bucket) instead of posting a second one.
+type Notifier struct {
+	api       *api
+	store     *store
+	channel   string
+	publicURL string
+	log       *slog.Logger
+	budget    time.Duration
+
+	mu      sync.Mutex
+	flights map[string]*flight // card posts in progress, by card key
+}
+
+var _ notify.Notifier = (*Notifier)(nil)
+
+// NewNotifier builds the notifier from deps.Config (slack.*, http.public_url,
+// buckets.slack_seen). It refuses to start without a bot token.
+func NewNotifier(ctx context.Context, deps svc.Deps, opts ...Option) (*Notifier, error) {
+	cfg := deps.Config.Slack
+	if cfg.BotToken == "" {
+		return nil, errors.New("slack.bot_token is empty: set it (xoxb-...) or AIRLOCK_SLACK_BOT_TOKEN to enable Slack")
+	}
+	o := buildOptions(deps, opts)
+	st, err := openStore(ctx, deps.JS, deps.Config.Buckets.SlackSeen)
+	if err != nil {
+		return nil, err
+	}
+	log := deps.Log.With("notifier", Name)
+	return &Notifier{
+		api: newAPI(cfg.BotToken, cfg.APIURL, o.retry, log), store: st,
+		channel: cfg.Channel, publicURL: deps.Config.HTTP.PublicURL, log: log, budget: o.budget,
+		flights: map[string]*flight{},
+	}, nil
+}
+
+// Name implements notify.Notifier.
+func (n *Notifier) Name() string { return Name }
+
+// Wants implements notify.Notifier: true when the policy decision's notify
+// list names Slack ("slack" or "slack:<channel>").
+func (n *Notifier) Wants(rec *airlockv1.ApprovalRecord) bool { return len(n.Targets(rec)) > 0 }
+
+// Targets lists the Slack channels rec is routed to, in the order the
+// policy names them, without repeats: "slack:#ops" → "#ops", a bare
+// "slack" → slack.channel.
+func (n *Notifier) Targets(rec *airlockv1.ApprovalRecord) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, entry := range rec.GetDecision().GetNotify() {
+		entry = strings.TrimSpace(entry)
+		var ch string
+		switch {
+		case entry == Name:
+			ch = n.channel
+		case strings.HasPrefix(entry, Name+":"):
+			ch = strings.TrimSpace(strings.TrimPrefix(entry, Name+":"))
+		}
+		if ch != "" && !seen[ch] {
+			seen[ch] = true
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+// Announce implements notify.Notifier: it posts one card per target
+// channel, all channels at once, and returns their references joined by
+// commas ("C123/1700000000.000100,C456/..."). When some channels fail it
+// still returns the others' references (without error) so their cards get
+// the outcome; it fails only when no card could be posted. A post that
+// outlives ctx (Slack asked to wait longer) carries on in the background,
+// and a repeated Announce finds it instead of posting twice.
+func (n *Notifier) Announce(ctx context.Context, rec *airlockv1.ApprovalRecord) (string, error) {
+	targets := n.Targets(rec)
+	msg := Render(rec, n.publicURL)
+	refs := make([]string, len(targets))
+	errs := make([]error, len(targets))
+	var wg sync.WaitGroup
+	for i, ch := range targets {
+		wg.Go(func() {
+			refs[i], errs[i] = detached(ctx, n.budget, func(ctx context.Context) (string, error) {
+				return n.announceTo(ctx, rec, ch, msg)
+			})
+		})
+	}
+	wg.Wait()
+	ref := joinRefs(refs)
+	err := errors.Join(errs...)
+	switch {
+	case err == nil:
+		return ref, nil
+	case ref != "":
+		n.log.Error("card not posted in some Slack channels", "call", rec.GetCall().GetCallId(), "posted", ref, "err", err)
+		return ref, nil
+	}
+	return "", fmt.Errorf("announce call %s in Slack: %w", rec.GetCall().GetCallId(), err)
+}
+
+// detached runs f with its own time budget, so that Slack's Retry-After is
+// honoured even when the caller gives up sooner: the caller's ctx bounds
+// how long it waits, not how long the card keeps being retried.
+func detached[T any](ctx context.Context, budget time.Duration, f func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
+		defer cancel()
+		v, err := f(dctx)
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		return zero, fmt.Errorf("Slack has not answered yet; still retrying in the background: %w", ctx.Err())
+	}
+}
+
+// detachedErr is detached for work without a result.
+func (n *Notifier) detachedErr(ctx context.Context, f func(context.Context) error) error {
+	_, err := detached(ctx, n.budget, func(ctx context.Context) (struct{}, error) { return struct{}{}, f(ctx) })
+	return err
+}
+
+// announceTo posts rec's card in channel once: it reuses a card already
+// posted (by this or another replica, as remembered in the bucket) and
+// joins a post of the same card still in flight in this process.
+func (n *Notifier) announceTo(ctx context.Context, rec *airlockv1.ApprovalRecord, channel string, msg Message) (string, error) {
+	key := fmt.Sprintf("%s.%d.%s", rec.GetCall().GetCallId(), rec.GetCall().GetRevision(), digest(channel))
+	n.mu.Lock()
+	if f, ok := n.flights[key]; ok {
+		n.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.ref, f.err
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	f := &flight{done: make(chan struct{})}
+	n.flights[key] = f
+	n.mu.Unlock()
+
+	f.ref, f.err = n.postCard(ctx, rec, channel, msg, key)
+	n.mu.Lock()
+	delete(n.flights, key)
+	n.mu.Unlock()
+	close(f.done)
+	return f.ref, f.err
+}
+
+// flight is a card post in progress.
+type flight struct {
+	done chan struct{}
+	ref  string
+	err  error
+}
+
+func (n *Notifier) postCard(ctx context.Context, rec *airlockv1.ApprovalRecord, channel string, msg Message, key string) (string, error) {
+	ref, err := n.store.posted(ctx, key)
+	if err != nil || ref != "" {
+		return ref, err
+	}
+	ch, ts, err := n.api.post(ctx, channel, msg.Options()...)
+	if err != nil {
+		return "", err
+	}
+	ref = ch + "/" + ts
+	if err := n.store.markPosted(ctx, key, ref); err != nil {
+		// The card is out; only a repeated Announce could post it twice.
+		n.log.Warn("card posted but not remembered", "call", rec.GetCall().GetCallId(), "ref", ref, "err", err)
+	}
+	n.log.Info("card posted", "call", rec.GetCall().GetCallId(), "channel", channel, "ref", ref)
+	return ref, nil
+}
+
+// Update implements notify.Notifier: every message in ref is redrawn for
+// rec's current state (chat.update), all at once. A message Slack no longer
+// has (deleted, channel archived) is skipped, since retrying cannot help.
+func (n *Notifier) Update(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error {
+	msg := Render(rec, n.publicURL)
+	err := eachMessage(ref, func(ch, ts string) error {
+		return n.detachedErr(ctx, func(ctx context.Context) error {
+			err := n.api.update(ctx, ch, ts, msg.Options()...)
+			if gone(err) {
+				n.log.Warn("card can no longer be updated; skipping it", "call", rec.GetCall().GetCallId(), "ref", ch+"/"+ts, "err", err)
+				return nil
+			}
+			return err
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("update Slack card of call %s: %w", rec.GetCall().GetCallId(), err)
+	}
+	return nil
+}
+
+// Remind implements notify.Notifier: a reply in each card's thread, also
+// shown in the channel, saying the call still waits (or was escalated).
+func (n *Notifier) Remind(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error {
+	call := rec.GetCall()
+	text := fmt.Sprintf(":alarm_clock: Reminder: `%s` (call `%s`) is still waiting for a decision; deadline %s.",
+		escape(toolName(call)), escape(call.GetCallId()), deadlineText(rec.GetDeadline().AsTime(), rec.GetDeadline() != nil))
+	if rec.GetEscalated() {
+		text = fmt.Sprintf(":rotating_light: Escalated: `%s` (call `%s`) is still waiting; now also asked: %s. Deadline %s.",
+			escape(toolName(call)), escape(call.GetCallId()), escape(strings.Join(rec.GetDecision().GetEscalateTo(), ", ")),
+			deadlineText(rec.GetDeadline().AsTime(), rec.GetDeadline() != nil))
+	}
+	err := eachMessage(ref, func(ch, ts string) error {
+		return n.detachedErr(ctx, func(ctx context.Context) error {
+			_, _, err := n.api.post(ctx, ch, slackgo.MsgOptionText(text, false), slackgo.MsgOptionTS(ts), slackgo.MsgOptionBroadcast())
+			if gone(err) {
+				return nil
+			}
+			return err
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("remind in Slack about call %s: %w", call.GetCallId(), err)
+	}
+	return nil
+}
+
+// eachMessage runs f for every "channel/ts" in ref concurrently.
+func eachMessage(ref string, f func(ch, ts string) error) error {
+	var parts []string
+	for p := range strings.SplitSeq(ref, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			parts = append(parts, p)
+		}
+	}
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		ch, ts, ok := strings.Cut(p, "/")
+		if !ok || ch == "" || ts == "" {
+			errs[i] = fmt.Errorf("Slack reference %q is not channel/ts", p)
+			continue
+		}
+		wg.Go(func() { errs[i] = f(ch, ts) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func joinRefs(refs []string) string {
+	var ok []string
+	for _, r := range refs {
+		if r != "" {
+			ok = append(ok, r)
+		}
+	}
+	return strings.Join(ok, ",")
+}
+
+// gone reports Slack errors meaning the message cannot be touched again.
+func gone(err error) bool {
+	switch slackErrorCode(err) {
+	case "message_not_found", "cant_update_message", "channel_not_found", "is_archived", "thread_not_found":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,367 @@
+package slack_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+	airlockslack "github.com/airlock-gate/airlock/services/slack"
+)
+
+// cardStrings returns every string in a blocks JSON document, one per
+// line, so tests can look for text without caring about JSON escaping.
+func cardStrings(t *testing.T, blocksJSON string) string {
+	t.Helper()
+	var doc any
+	if err := json.Unmarshal([]byte(blocksJSON), &doc); err != nil {
+		t.Fatalf("blocks are not JSON: %v\n%s", err, blocksJSON)
+	}
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			out = append(out, x)
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				walk(x[k])
+			}
+		}
+	}
+	walk(doc)
+	return strings.Join(out, "\n")
+}
+
+// buttonValues returns action id → value of every button on the card.
+func buttonValues(t *testing.T, blocksJSON string) map[string]string {
+	t.Helper()
+	var blocks []struct {
+		Type     string `json:"type"`
+		Elements []struct {
+			ActionID string `json:"action_id"`
+			Value    string `json:"value"`
+			URL      string `json:"url"`
+		} `json:"elements"`
+	}
+	if err := json.Unmarshal([]byte(blocksJSON), &blocks); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, b := range blocks {
+		if b.Type == "actions" {
+			for _, e := range b.Elements {
+				out[e.ActionID] = e.Value + e.URL
+			}
+		}
+	}
+	return out
+}
+
+func newNotifier(t *testing.T) (*airlockslack.Notifier, *fakeSlack) {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	f := startFakeSlack(t)
+	deps := config(t, n.URL(), f)
+	notifier, err := airlockslack.NewNotifier(context.Background(), deps, fastRetry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return notifier, f
+}
+
+func TestPendingCallPostsOneCardWithWhatAReviewerNeeds(t *testing.T) {
+	t.Parallel()
+	notifier, f := newNotifier(t)
+	ctx := context.Background()
+	rec := pendingRecord(t, "call_card")
+
+	ref, err := notifier.Announce(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	posted := f.next(t, "chat.postMessage")
+	if got := posted.Form.Get("channel"); got != "#ops" {
+		t.Fatalf("card posted to %q, want #ops (the policy's slack:#ops)", got)
+	}
+	if !strings.HasPrefix(ref, "COPS/1700000000.") || strings.Contains(ref, ",") {
+		t.Fatalf("ref = %q, want the one message as channel id/ts", ref)
+	}
+	text := cardStrings(t, posted.Blocks())
+	deadline := rec.Deadline.AsTime().Unix()
+	for _, tt := range []struct{ name, want string }{
+		{"names_server_and_tool", "fs__write_file"},
+		{"shows_risk", "high"},
+		{"shows_policy_reason", "tools that change things need a person's approval"},
+		{"shows_rule", "rule `write`"},
+		{"shows_call_id_and_revision", "call `call_card` · revision 1"},
+		{"shows_thread_id", "thread `thread-9`"},
+		{"shows_agent_and_principal", "`bot-1` on behalf of *dave*"},
+		{"shows_deadline_in_readers_time_zone", fmt.Sprintf("<!date^%d^{date_short_pretty} {time}|2026-11-21 06:00 UTC>", deadline)},
+		{"links_to_console", "<" + publicURL + "/calls/call_card|Open in the console>"},
+		{"summarizes_short_arguments", `path: "/srv/app/config.yaml"`},
+		{"summarizes_numbers", "mode: 420"},
+		{"shortens_long_values", "… (502 characters)"},
+		{"masks_redacted_paths", `password: "[redacted]"`},
+		{"escapes_agent_text", "update config &lt;!channel&gt;"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(text, tt.want) {
+				t.Fatalf("card lacks %q:\n%s", tt.want, text)
+			}
+		})
+	}
+	for _, tt := range []struct{ name, absent string }{
+		{"never_shows_a_redacted_secret", "hunter2"},
+		{"never_shows_a_long_value_whole", strings.Repeat("x", 200)},
+		{"never_lets_an_agent_mention_the_channel", "<!channel>"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if strings.Contains(text, tt.absent) {
+				t.Fatalf("card contains %q:\n%s", tt.absent, text)
+			}
+		})
+	}
+
+	t.Run("buttons_carry_call_id_revision_and_agent", func(t *testing.T) {
+		values := buttonValues(t, posted.Blocks())
+		for _, id := range []string{airlockslack.ActionApprove, airlockslack.ActionReject, airlockslack.ActionRequestChanges} {
+			v, err := airlockslack.ParseButtonValue(values[id])
+			if err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+			if v != (airlockslack.ButtonValue{Call: "call_card", Revision: 1, Agent: "bot-1"}) {
+				t.Fatalf("%s carries %+v", id, v)
+			}
+		}
+		if got := values[airlockslack.ActionOpenConsole]; got != publicURL+"/calls/call_card" {
+			t.Fatalf("console button opens %q", got)
+		}
+	})
+
+	t.Run("announcing_again_after_a_crash_reuses_the_card", func(t *testing.T) {
+		again, err := notifier.Announce(ctx, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again != ref {
+			t.Fatalf("second Announce returned %q, first %q", again, ref)
+		}
+		f.none(t, "chat.postMessage")
+	})
+}
+
+func TestRoutingFollowsThePolicysNotifyList(t *testing.T) {
+	t.Parallel()
+	notifier, _ := newNotifier(t)
+	for _, tt := range []struct {
+		name   string
+		notify []string
+		want   []string
+	}{
+		{"no_notify_entries_means_no_slack", nil, nil},
+		{"console_only_means_no_slack", []string{"console"}, nil},
+		{"bare_slack_uses_the_configured_channel", []string{"slack"}, []string{"#airlock"}},
+		{"each_named_channel_once_in_order", []string{"slack:#ops", "console", "slack:C0123", "slack:#ops"}, []string{"#ops", "C0123"}},
+		{"other_prefixes_are_not_slack", []string{"slackish:#x", "email:ops@example.com"}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &airlockv1.ApprovalRecord{Decision: &airlockv1.Decision{Notify: tt.notify}}
+			if got := notifier.Targets(rec); !slices.Equal(got, tt.want) {
+				t.Fatalf("Targets = %q, want %q", got, tt.want)
+			}
+			if notifier.Wants(rec) != (len(tt.want) > 0) {
+				t.Fatalf("Wants = %v with targets %q", notifier.Wants(rec), tt.want)
+			}
+		})
+	}
+}
+
+func TestUpdateShowsTheOutcomeOnEveryCard(t *testing.T) {
+	t.Parallel()
+	notifier, f := newNotifier(t)
+	ctx := context.Background()
+	human := func(id, channel string) *airlockv1.Actor {
+		return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: id, Channel: channel}
+	}
+	for _, tt := range []struct {
+		name   string
+		state  airlockv1.ApprovalState
+		by     *airlockv1.Actor
+		reason string
+		want   []string
+	}{
+		{"approved_in_the_console_names_who_and_where", airlockv1.ApprovalState_APPROVAL_STATE_APPROVED, human("alice", "console"), "",
+			[]string{":white_check_mark: *Approved* by *alice* (console)"}},
+		{"rejected_shows_the_reason", airlockv1.ApprovalState_APPROVAL_STATE_REJECTED, human("bob", "slack"), "not during the freeze",
+			[]string{":no_entry: *Rejected* by *bob* (slack): not during the freeze", "will not run"}},
+		{"changes_requested_shows_the_feedback", airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED, human("bob", "cli"), "use the staging path",
+			[]string{"*Changes requested* by *bob* (cli): use the staging path"}},
+		{"expired_says_nobody_decided", airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED, nil, "",
+			[]string{":hourglass: *Expired*: nobody decided before", "will not run"}},
+		{"canceled_by_the_agent", airlockv1.ApprovalState_APPROVAL_STATE_CANCELED, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: "bot-1"}, "no longer needed",
+			[]string{"*Canceled* by *bot-1* (agent): no longer needed"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := pendingRecord(t, "call_"+fmt.Sprint(tt.state.Number()))
+			rec.Decision.Notify = []string{"slack:#ops", "slack:#sec"}
+			ref, err := notifier.Announce(ctx, rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.next(t, "chat.postMessage")
+			f.next(t, "chat.postMessage")
+
+			done := proto.Clone(rec).(*airlockv1.ApprovalRecord)
+			done.State, done.DecidedBy, done.Reason = tt.state, tt.by, tt.reason
+			if err := notifier.Update(ctx, done, ref); err != nil {
+				t.Fatal(err)
+			}
+			var updated []string
+			for range 2 {
+				u := f.next(t, "chat.update")
+				updated = append(updated, u.Form.Get("channel")+"/"+u.Form.Get("ts"))
+				text := cardStrings(t, u.Blocks())
+				for _, w := range tt.want {
+					if !strings.Contains(text, w) {
+						t.Fatalf("updated card lacks %q:\n%s", w, text)
+					}
+				}
+				if len(buttonValues(t, u.Blocks())) != 0 {
+					t.Fatalf("a decided card still has buttons: %s", u.Blocks())
+				}
+			}
+			slices.Sort(updated)
+			if strings.Join(updated, ",") != ref {
+				t.Fatalf("updated %v, want every message of %q", updated, ref)
+			}
+		})
+	}
+}
+
+func TestRateLimitedChannelIsRetriedWithoutHoldingUpOthers(t *testing.T) {
+	t.Parallel()
+	notifier, f := newNotifier(t)
+	f.rateLimit("#busy", 1)
+	rec := pendingRecord(t, "call_429")
+	rec.Decision.Notify = []string{"slack:#busy", "slack:#calm"}
+
+	start := time.Now()
+	ref, err := notifier.Announce(context.Background(), rec)
+	if err != nil {
+		t.Fatalf("Announce gave up on a single 429: %v", err)
+	}
+	first, second := f.next(t, "chat.postMessage"), f.next(t, "chat.postMessage")
+	if first.Form.Get("channel") != "#calm" || second.Form.Get("channel") != "#busy" {
+		t.Fatalf("posted to %s then %s; want #calm at once and #busy after its Retry-After", first.Form.Get("channel"), second.Form.Get("channel"))
+	}
+	calm, busy := first.At.Sub(start), second.At.Sub(start)
+	t.Logf("calm channel posted after %s, rate-limited channel after %s (Retry-After: 1)", calm, busy)
+	if busy < time.Second {
+		t.Fatalf("the rate-limited post was retried after %s, before Retry-After (1s)", busy)
+	}
+	if calm > 500*time.Millisecond {
+		t.Fatalf("the other channel waited %s for the rate-limited one", calm)
+	}
+	if !strings.HasPrefix(ref, "CBUSY/") || !strings.Contains(ref, ",CCALM/") {
+		t.Fatalf("ref %q should list #busy's then #calm's message", ref)
+	}
+}
+
+func TestRemindRepliesInTheCardsThread(t *testing.T) {
+	t.Parallel()
+	notifier, f := newNotifier(t)
+	ctx := context.Background()
+	rec := pendingRecord(t, "call_remind")
+	ref, err := notifier.Announce(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.next(t, "chat.postMessage")
+	if err := notifier.Remind(ctx, rec, ref); err != nil {
+		t.Fatal(err)
+	}
+	r := f.next(t, "chat.postMessage")
+	_, ts, _ := strings.Cut(ref, "/")
+	if r.Form.Get("thread_ts") != ts || r.Form.Get("reply_broadcast") != "true" {
+		t.Fatalf("reminder %v is not a broadcast reply to %s", r.Form, ts)
+	}
+	if !strings.Contains(r.Form.Get("text"), "still waiting for a decision") {
+		t.Fatalf("reminder text %q", r.Form.Get("text"))
+	}
+}
+
+func TestCardPostOutlivingTheCallersDeadlineStillArrivesOnce(t *testing.T) {
+	t.Parallel()
+	notifier, f := newNotifier(t)
+	f.rateLimit("#busy", 1)
+	rec := pendingRecord(t, "call_late")
+	rec.Decision.Notify = []string{"slack:#busy"}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := notifier.Announce(ctx, rec); err == nil || !strings.Contains(err.Error(), "still retrying in the background") {
+		t.Fatalf("Announce within 300ms of a Retry-After: 1 returned %v", err)
+	}
+	late := f.next(t, "chat.postMessage") // after Retry-After, without anyone calling again
+	if late.Form.Get("channel") != "#busy" {
+		t.Fatalf("late post went to %q", late.Form.Get("channel"))
+	}
+	testenv.Eventually(t, 5*time.Second, "the late card to be remembered", func() bool {
+		ref, err := notifier.Announce(context.Background(), rec)
+		return err == nil && strings.HasPrefix(ref, "CBUSY/")
+	})
+	f.none(t, "chat.postMessage")
+}
+
+func TestSlackErrorsAreRetriedOnlyWhenRetryingCanHelp(t *testing.T) {
+	t.Parallel()
+	notifier, f := newNotifier(t)
+	f.mu.Lock()
+	f.broken["#flaky"] = 2
+	f.missing["#gone"] = true
+	f.mu.Unlock()
+
+	t.Run("server_errors_are_retried_with_backoff", func(t *testing.T) {
+		rec := pendingRecord(t, "call_5xx")
+		rec.Decision.Notify = []string{"slack:#flaky"}
+		ref, err := notifier.Announce(context.Background(), rec)
+		if err != nil || !strings.HasPrefix(ref, "CFLAKY/") {
+			t.Fatalf("Announce after two 500s: ref %q, err %v", ref, err)
+		}
+		if n := f.attempts("#flaky"); n != 3 {
+			t.Fatalf("%d attempts, want 3 (two 500s, then success)", n)
+		}
+	})
+	t.Run("a_missing_channel_fails_at_once_without_hiding_the_others", func(t *testing.T) {
+		rec := pendingRecord(t, "call_gone")
+		rec.Decision.Notify = []string{"slack:#gone"}
+		if _, err := notifier.Announce(context.Background(), rec); err == nil || !strings.Contains(err.Error(), "channel_not_found") {
+			t.Fatalf("Announce to a missing channel: %v", err)
+		}
+		if n := f.attempts("#gone"); n != 1 {
+			t.Fatalf("%d attempts at a channel that does not exist, want 1", n)
+		}
+		rec.Decision.Notify = []string{"slack:#gone", "slack:#fine"}
+		ref, err := notifier.Announce(context.Background(), rec)
+		if err != nil || !strings.HasPrefix(ref, "CFINE/") || strings.Contains(ref, ",") {
+			t.Fatalf("one good channel of two: ref %q, err %v; want the good card and no error", ref, err)
+		}
+	})
+}

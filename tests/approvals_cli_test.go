@@ -1,0 +1,102 @@
+package tests
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	airlock "github.com/airlock-gate/airlock/sdk"
+)
+
+// TestApprovalsCLIDecidesCallsEndToEnd runs `airlock approvals` against
+// `airlock dev` with the admin token dev wrote: list, show, approve (the
+// tool runs), reject (the agent gets the reason), and a clear error for an
+// unknown call.
+func TestApprovalsCLIDecidesCallsEndToEnd(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_EXECUTOR_SANDBOX="+t.TempDir())
+	token := adminToken(t, dev)
+	cli := func(args ...string) (string, error) {
+		t.Helper()
+		args = append(args, "--api", dev.HTTPURL, "--token-file", filepath.Join(dev.DataDir, "admin.token"))
+		out, err := exec.Command(airlockBinary(t), append([]string{"approvals"}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+
+	nc, err := nats.Connect(dev.NATSURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	agent, _ := airlock.New(nc, "cli-bot")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	id, err := agent.Submit(ctx, airlock.Call{Tool: "demo__write_file", Args: map[string]any{"path": "cli.txt", "content": "from the cli test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPending(t, dev, token, id)
+
+	out, err := cli("list")
+	if err != nil || !strings.Contains(out, id) || !strings.Contains(out, "demo__write_file") {
+		t.Fatalf("approvals list: %v\n%s", err, out)
+	}
+	out, err = cli("show", id)
+	if err != nil || !strings.Contains(out, `"content": "from the cli test"`) || !strings.Contains(out, "state     pending") || !strings.Contains(out, "approval_requested") {
+		t.Fatalf("approvals show: %v\n%s", err, out)
+	}
+	out, err = cli("approve", id, "--comment", "fine")
+	if err != nil || !strings.Contains(out, "approved") {
+		t.Fatalf("approvals approve: %v\n%s", err, out)
+	}
+	res, err := agent.Await(ctx, id)
+	if err != nil || res.Status != airlock.StatusCompleted {
+		t.Fatalf("the approved call did not complete: %+v %v", res, err)
+	}
+	out, err = cli("approve", id)
+	if err != nil || !strings.Contains(out, "nothing changed") {
+		t.Fatalf("a second approval: %v\n%s", err, out)
+	}
+
+	id2, err := agent.Submit(ctx, airlock.Call{Tool: "demo__write_file", Args: map[string]any{"path": "no.txt", "content": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPending(t, dev, token, id2)
+	if out, err := cli("reject", id2); err == nil || !strings.Contains(out, "--reason is required") {
+		t.Fatalf("reject without a reason: %v\n%s", err, out)
+	}
+	if out, err := cli("reject", id2, "--reason", "not from the CLI test"); err != nil {
+		t.Fatalf("approvals reject: %v\n%s", err, out)
+	}
+	res, err = agent.Await(ctx, id2)
+	if err != nil || res.Status != airlock.StatusRejected || res.Reason != "not from the CLI test" {
+		t.Fatalf("the agent did not get the rejection: %+v %v", res, err)
+	}
+
+	out, err = cli("approve", "no_such_call")
+	if err == nil || !strings.Contains(out, "(not_found)") {
+		t.Fatalf("approving an unknown call: %v\n%s", err, out)
+	}
+
+	// The console's audit export (read from the events stream: no
+	// ClickHouse here) names who approved over the CLI.
+	req, _ := http.NewRequest(http.MethodGet, dev.HTTPURL+"/audit/export?format=csv&call="+id, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "approved") || !strings.Contains(string(body), "admin") || !strings.Contains(string(body), "cli") {
+		t.Fatalf("audit export: %d\n%s", resp.StatusCode, body)
+	}
+}
