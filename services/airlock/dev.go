@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-gate/airlock/services/audit"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
@@ -23,6 +24,7 @@ import (
 func newDevCmd(g *globals) *cobra.Command {
 	var dataDir, httpAddr string
 	var natsPort int
+	var clickhouseLocal bool
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run everything in one process: embedded NATS, every service, the console",
@@ -45,12 +47,16 @@ exits; starting again keeps all data.`,
 			if cmd.Flags().Changed("http") {
 				cfg.HTTP.Addr = httpAddr
 			}
+			if cmd.Flags().Changed("clickhouse-local") {
+				cfg.ClickHouse.StartLocal = clickhouseLocal
+			}
 			return runDev(cmd.Context(), g, cfg)
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data", ".airlock", "data directory (NATS store, tokens, sandbox)")
 	cmd.Flags().IntVar(&natsPort, "nats-port", 4222, "port of the embedded NATS server")
 	cmd.Flags().StringVar(&httpAddr, "http", "127.0.0.1:8080", "address of the console, REST API, /healthz and /metrics")
+	cmd.Flags().BoolVar(&clickhouseLocal, "clickhouse-local", false, "start a private clickhouse-server under --data for the audit trail (needs clickhouse-server installed)")
 	return cmd
 }
 
@@ -73,6 +79,20 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 	}
 	defer ns.Stop()
 	cfg.NATS.URL = ns.URL()
+
+	auditText := "  audit     read from the stream (no ClickHouse configured; --clickhouse-local starts one)\n"
+	switch {
+	case cfg.ClickHouse.DSN != "":
+		auditText = "  audit     " + cfg.ClickHouse.DSN + "\n"
+	case cfg.ClickHouse.StartLocal:
+		dsn, stop, err := audit.StartLocal(ctx, cfg.Dev.DataDir)
+		if err != nil {
+			return fmt.Errorf("start a local ClickHouse: %w (install it with `apt-get install clickhouse-server`, or run without --clickhouse-local)", err)
+		}
+		defer stop()
+		cfg.ClickHouse.DSN = dsn
+		auditText = "  audit     " + dsn + "   (local clickhouse-server under " + filepath.Join(cfg.Dev.DataDir, "clickhouse") + ")\n"
+	}
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
@@ -101,8 +121,8 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
   HTTP      http://%s   (/healthz, /metrics)
   services  %s
   data      %s
-%sPress Ctrl-C to stop.
-`, ns.URL(), filepath.Join(cfg.Dev.DataDir, "nats"), syncText(cfg.Dev.Sync), ln.Addr(), strings.Join(names, ", "), cfg.Dev.DataDir, consoleText)
+%s%sPress Ctrl-C to stop.
+`, ns.URL(), filepath.Join(cfg.Dev.DataDir, "nats"), syncText(cfg.Dev.Sync), ln.Addr(), strings.Join(names, ", "), cfg.Dev.DataDir, auditText, consoleText)
 	err = run(ctx, deps, services, e, ln)
 	fmt.Fprintln(os.Stdout, "airlock dev stopped")
 	return err
