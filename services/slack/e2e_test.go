@@ -1,18 +1,13 @@
 package slack_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,33 +30,6 @@ import (
 // /slack/interactions), as an agent (the Go SDK) and as the console (the
 // approval API).
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-func airlockBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "airlock-slack-e2e-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "airlock")
-		out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", binPath,
-			"github.com/airlock-gate/airlock/services/airlock").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build airlock: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
 // e2eRules route demo__write_file to Slack #ops for alice; agent
 // bot-expire's calls expire after 2 seconds.
 const e2eRules = `{"airlock": {"rules": [
@@ -78,12 +46,11 @@ type e2eEnv struct {
 	endpoint string
 	nc       *nats.Conn
 	js       jetstream.JetStream
-	out      *bytes.Buffer
+	proc     *testenv.Process
 }
 
 func startAirlock(t *testing.T) *e2eEnv {
 	t.Helper()
-	bin := airlockBinary(t)
 	f := startFakeSlack(t)
 	dir := t.TempDir()
 	policyDir := filepath.Join(dir, "policy")
@@ -118,62 +85,10 @@ slack:
 	must(t, os.WriteFile(cfgPath, []byte(cfg), 0o600))
 
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", httpPort)
-	cmd := exec.Command(bin, "dev", "--data", filepath.Join(dir, "data"), "--nats-port", fmt.Sprint(natsPort), "--http", httpAddr)
-	cmd.Env = append(os.Environ(), "AIRLOCK_CONFIG="+cfgPath)
-	out := &bytes.Buffer{}
-	var mu sync.Mutex
-	cmd.Stdout = lockedWriter{&mu, out}
-	cmd.Stderr = cmd.Stdout
-	must(t, cmd.Start())
-	var exitErr error
-	exited := make(chan struct{})
-	go func() { exitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-			if t.Failed() {
-				t.Logf("airlock dev exited: %v", exitErr)
-			}
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Log("airlock dev did not stop within 15s of SIGINT; killed")
-		}
-		if t.Failed() {
-			mu.Lock()
-			t.Logf("airlock dev output:\n%s", out.String())
-			mu.Unlock()
-		}
-	})
-	testenv.Eventually(t, 60*time.Second, "airlock dev to answer /healthz", func() bool {
-		select {
-		case <-exited:
-			mu.Lock()
-			defer mu.Unlock()
-			t.Fatalf("airlock dev exited early (%v):\n%s", exitErr, out.String())
-		default:
-		}
-		resp, err := http.Get("http://" + httpAddr + "/healthz")
-		if err != nil {
-			return false
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	p := testenv.StartAirlock(t, httpAddr, []string{"AIRLOCK_CONFIG=" + cfgPath},
+		"dev", "--data", filepath.Join(dir, "data"), "--nats-port", fmt.Sprint(natsPort), "--http", httpAddr)
 	nc, js := testenv.Connect(t, fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
-	return &e2eEnv{f: f, endpoint: "http://" + httpAddr + airlockslack.InteractionsPath, nc: nc, js: js, out: out}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return &e2eEnv{f: f, endpoint: "http://" + httpAddr + airlockslack.InteractionsPath, nc: nc, js: js, proc: p}
 }
 
 func must(t *testing.T, err error) {

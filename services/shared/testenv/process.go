@@ -1,0 +1,158 @@
+package testenv
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is the airlock command built once per test binary; the build is
+// shared by every test that runs the real process.
+var binary = struct {
+	once sync.Once
+	path string
+	err  error
+}{}
+
+// AirlockBinary builds the airlock command (once per test binary) and
+// returns its path.
+func AirlockBinary(t testing.TB) string {
+	t.Helper()
+	binary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "airlock-bin-")
+		if err != nil {
+			binary.err = err
+			return
+		}
+		binary.path = filepath.Join(dir, "airlock")
+		out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", binary.path,
+			"github.com/airlock-gate/airlock/services/airlock").CombinedOutput()
+		if err != nil {
+			binary.err = fmt.Errorf("go build airlock: %v\n%s", err, out)
+		}
+	})
+	if binary.err != nil {
+		t.Fatal(binary.err)
+	}
+	return binary.path
+}
+
+// Process is a running airlock command.
+type Process struct {
+	t      testing.TB
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	out    strings.Builder
+	exited chan error
+	done   bool
+	// HTTPURL is the process's HTTP base, e.g. http://127.0.0.1:34567.
+	HTTPURL string
+}
+
+// StartAirlock runs the airlock binary with args and extra environment, and
+// waits until http://httpAddr/healthz answers 200. When the test ends a
+// process still running is interrupted (killed after 15s); its output is
+// logged if the test failed.
+func StartAirlock(t testing.TB, httpAddr string, env []string, args ...string) *Process {
+	t.Helper()
+	cmd := exec.Command(AirlockBinary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	p := &Process{t: t, cmd: cmd, exited: make(chan error, 1), HTTPURL: "http://" + httpAddr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.out.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+		}
+		p.exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if !p.done {
+			_ = cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-p.exited:
+			case <-time.After(15 * time.Second):
+				_ = cmd.Process.Kill()
+			}
+		}
+		if t.Failed() {
+			t.Logf("airlock %s output:\n%s", strings.Join(args, " "), p.Output())
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(p.HTTPURL + "/healthz"); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		select {
+		case err := <-p.exited:
+			p.done = true
+			t.Fatalf("airlock %s exited early (%v):\n%s", args[0], err, p.Output())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	t.Fatalf("airlock %s did not answer /healthz within 60s:\n%s", args[0], p.Output())
+	return nil
+}
+
+// Output is everything the process printed so far.
+func (p *Process) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// Interrupt sends SIGINT, as Ctrl-C would, and fails the test unless the
+// process exits cleanly within the given time.
+func (p *Process) Interrupt(within time.Duration) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		p.t.Fatal(err)
+	}
+	select {
+	case err := <-p.exited:
+		p.done = true
+		if err != nil {
+			p.t.Fatalf("airlock exited with %v after SIGINT:\n%s", err, p.Output())
+		}
+	case <-time.After(within):
+		p.t.Fatalf("airlock did not exit within %s of SIGINT:\n%s", within, p.Output())
+	}
+}
+
+// Kill sends SIGKILL, as a crash would, and waits until the process is gone.
+func (p *Process) Kill() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		p.t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+		p.done = true
+	case <-time.After(10 * time.Second):
+		p.t.Fatal("the process did not die within 10s of SIGKILL")
+	}
+}
