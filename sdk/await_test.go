@@ -113,7 +113,12 @@ func TestAwaitSurvivesNATSRestart(t *testing.T) {
 		}
 		got <- o
 	}()
-	time.Sleep(300 * time.Millisecond) // let Await subscribe before the server goes away
+	// Restart only once Await is following the call, so the restart hits a live consumer.
+	_, js0 := testenv.Connect(t, n.URL())
+	testenv.Eventually(t, 10*time.Second, "Await's consumer on the stream", func() bool {
+		s, err := js0.Stream(ctx, cfg.Stream.Name)
+		return err == nil && s.CachedInfo().State.Consumers > 0
+	})
 	n.Restart()
 	_, js := testenv.Connect(t, n.URL())
 	completeCall(t, envelope.NewPublisher(js, "airlock/executor"), "bot", id, 1, `"after restart"`)
