@@ -35,17 +35,19 @@ passthrough := ["approvers", "quorum", "timeout", "notify", "escalate_to", "esca
 # class is 0 for deny and 1 otherwise, so min(hits) is a matching deny rule
 # if there is one (precedence deny > ask > allow) and else the first match
 # in priority order (seed 000; ties keep the list order). index points into
-# data.airlock.rules; rule_verdict(i), redact_of(i) and solo(i) give the rule's
-# part of the decision (action, rule_id, reason, passthrough keys), the paths
-# it masks, and the whole decision when it is the only match.
+# data.airlock.rules; rule_verdict(i) and redact_of(i) give the rule's part
+# of the decision (action, rule_id, reason, passthrough keys) and the paths
+# it masks.
 #
-# airlock's loader compiles the rules into Rego (data.airlock.compiled, with
-# lookup tables in data.airlock_compiled): one body per rule holding only the
-# conditions it sets, which OPA's rule index narrows to the rules whose server
-# and tool can match. Without it (opa test, opa eval) the same conditions are
-# evaluated here; both decide alike (a Go test checks it).
-hits := data.airlock.compiled.hits if {
-	data.airlock.compiled.ok == true
+# airlock's loader compiles the rules into Rego (package
+# airlock_compiled_rules, with lookup tables in data.airlock_compiled): one
+# body per rule (per word, for tool_words) holding only the conditions it
+# sets, which OPA's rule index narrows to the rules whose server, tool and
+# words can match. Its entries carry a fifth element, the whole decision when
+# the rule is the only match. Without it (opa test, opa eval) the same
+# conditions are evaluated here; both decide alike (a Go test checks it).
+hits := data.airlock_compiled_rules.hits if {
+	data.airlock_compiled_rules.ok == true
 } else := {entry(r, i) |
 	some i, r in rule_list
 	word_matches(r.words)
@@ -65,18 +67,14 @@ rank_of(r) := object.get(risk_rank, object.get(r, "risk", ""), 0)
 
 # The compiled tables hold these precomputed, one entry per rule.
 rule_verdict(i) := data.airlock_compiled.verdict[i] if {
-	data.airlock.compiled.ok == true
+	data.airlock_compiled_rules.ok == true
 } else := object.union(object.filter(r, passthrough), {"action": r.effect, "rule_id": r.id, "reason": rule_reason(r)}) if {
 	r := rule_list[i]
 }
 
 redact_of(i) := data.airlock_compiled.redact[i] if {
-	data.airlock.compiled.ok == true
+	data.airlock_compiled_rules.ok == true
 } else := object.get(rule_list[i], "redact", [])
-
-solo(i) := data.airlock_compiled.solo[i] if {
-	data.airlock.compiled.ok == true
-} else := object.union(rule_verdict(i), {"risk": risk_levels[rank_of(rule_list[i])], "redact": {p | some p in redact_of(i)}})
 
 rule_reason(r) := r.reason if {
 	r.reason != ""
@@ -198,13 +196,23 @@ risk := r if {
 redact := {p | some h in hits; some p in redact_of(h[2])}
 
 # The common cases, an agent without a profile whose call matches one rule
-# or several, are decided in one body each: this runs for every call.
-decision := solo(min(h)[2]) if {
-	not profile_name
-	h := hits
+# or several, are decided in one body each straight from the compiled rules
+# (data.airlock_compiled_rules.hits, whose entries carry the decision a rule
+# makes alone, and the tables in data.airlock_compiled). This runs for every
+# call and every step costs: a profile binding is looked up positively in the
+# compiled copy of the bindings (a `not` costs a nested evaluation), and
+# without the compiled rules (opa test, opa eval) only the last body applies,
+# deciding alike.
+decision := general if {
+	data.airlock_compiled.bindings[input.call.agent_id]
+} else := general if {
+	data.airlock_compiled.bindings["*"]
+} else := min(h)[4] if {
+	h := data.airlock_compiled_rules.hits
 	count(h) == 1
-} else := object.union(rule_verdict(top[2]), {"risk": risk_levels[max({e[3] | some e in h})], "redact": {p | some e in h; some p in redact_of(e[2])}}) if {
-	not profile_name
-	h := hits
+} else := object.union(data.airlock_compiled.verdict[top[2]], {"risk": risk_levels[max({e[3] | some e in h})], "redact": {p | some e in h; some p in data.airlock_compiled.redact[e[2]]}}) if {
+	h := data.airlock_compiled_rules.hits
 	top := min(h) # undefined when nothing matches
-} else := object.union(verdict, {"risk": risk, "redact": redact})
+} else := general
+
+general := object.union(verdict, {"risk": risk, "redact": redact})

@@ -2,6 +2,7 @@ package airlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -14,9 +15,15 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
-// Watcher is a fast path for agents that submit many calls: one core NATS
-// subscription on the agent's events (airlock.evt.<agent>.>) feeds every
-// waiting call, instead of one JetStream consumer per Await.
+// Watcher is a fast path for agents that submit many calls: core NATS
+// subscriptions on the agent's events feed every waiting call, instead of
+// one JetStream consumer per Await.
+//
+// It subscribes only to the event types that can end a call revision
+// (airlock.evt.<agent>.*.<type> for denied, rejected, changes_requested,
+// expired, canceled, completed, failed and invalid): the requested, allowed,
+// started, ... events of every call are never sent to it, which saves the
+// server, the connection and the agent work on every call.
 //
 // It sees only events published while it is subscribed, so it serves calls
 // submitted through it (DoFast registers before submitting). Events
@@ -24,40 +31,71 @@ import (
 // DoFast notices a reconnect it falls back to Await, which reads the call's
 // history from the stream. Use Await to follow a call after an agent restart.
 type Watcher struct {
-	c   *Client
-	sub *nats.Subscription
+	c    *Client
+	subs []*nats.Subscription
 
 	mu      sync.Mutex
 	waiters map[string]*waiter
 }
 
 type waiter struct {
-	f    follower
+	f follower
+	// rev is the revision DoFast submitted.
+	rev  uint32
 	done chan Outcome
+}
+
+// endTypes are the event types that end a call revision (see follower.add).
+var endTypes = []string{
+	subject.Denied, subject.Rejected, subject.ChangesRequested, subject.Expired,
+	subject.Canceled, subject.Completed, subject.Failed, subject.Invalid,
 }
 
 // Watch subscribes to the agent's events. Close it when done.
 func (c *Client) Watch() (*Watcher, error) {
 	w := &Watcher{c: c, waiters: map[string]*waiter{}}
-	sub, err := c.nc.Subscribe(subject.OfAgent(c.agent), w.onMsg)
-	if err != nil {
-		return nil, fmt.Errorf("watch the events of agent %s: %w", c.agent, err)
+	for _, typ := range endTypes {
+		subj := subject.EventsPrefix + "." + c.agent + ".*." + typ
+		sub, err := c.nc.Subscribe(subj, w.onMsg)
+		if err == nil {
+			if err = sub.SetPendingLimits(-1, -1); err != nil {
+				_ = sub.Unsubscribe()
+			}
+		}
+		if err != nil {
+			_ = w.Close()
+			return nil, fmt.Errorf("watch the events of agent %s: %w", c.agent, err)
+		}
+		w.subs = append(w.subs, sub)
 	}
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		_ = sub.Unsubscribe()
-		return nil, fmt.Errorf("watch the events of agent %s: %w", c.agent, err)
-	}
-	w.sub = sub
 	return w, nil
 }
 
-func (w *Watcher) onMsg(m *nats.Msg) {
-	p, err := subject.Parse(m.Subject)
-	if err != nil {
-		return
+// callOf returns the <call> token of airlock.evt.<agent>.<call>.<type>
+// without validating it: the subscriptions only match that shape, and a
+// call id that is not waited for is ignored anyway.
+func callOf(subj string) string {
+	dots := 0
+	start := 0
+	for i := 0; i < len(subj); i++ {
+		if subj[i] != '.' {
+			continue
+		}
+		dots++
+		switch dots {
+		case 3:
+			start = i + 1
+		case 4:
+			return subj[start:i]
+		}
 	}
+	return ""
+}
+
+func (w *Watcher) onMsg(m *nats.Msg) {
+	call := callOf(m.Subject)
 	w.mu.Lock()
-	wt, ok := w.waiters[p.Call]
+	wt, ok := w.waiters[call]
 	w.mu.Unlock()
 	if !ok {
 		return
@@ -66,28 +104,35 @@ func (w *Watcher) onMsg(m *nats.Msg) {
 	if err != nil {
 		return
 	}
+	if ev.GetRevision() == 0 && ev.GetInvalid() != nil {
+		// An invalid request is recorded without a revision (the request
+		// could not be read): it answers the revision being waited for.
+		ev.Revision = wt.rev
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.waiters[p.Call] != wt {
+	if w.waiters[call] != wt {
 		return
 	}
 	wt.f.add(ev)
-	// Over one subscription a call's events arrive in publish order; the
-	// first end of the latest revision seen ends the wait.
+	// The first end of the submitted revision, or of a later one, ends
+	// the wait; ends of earlier revisions (a late duplicate) do not.
 	if out, ok := wt.f.ends[wt.f.latest]; ok {
-		delete(w.waiters, p.Call)
+		delete(w.waiters, call)
 		wt.done <- out
 	}
 }
 
 // DoFast submits call and waits for its outcome through the watcher, with
-// Do's semantics. If the connection reconnected while it waited (events may
+// Do's semantics: the outcome of the submitted revision, or of a later
+// revision of the same call whose end arrives first. If the connection reconnected while it waited (events may
 // have been missed) it finishes with Await.
 func (w *Watcher) DoFast(ctx context.Context, call Call) (Outcome, error) {
 	if call.ID == "" {
 		call.ID = ids.New("call")
 	}
-	wt := &waiter{f: follower{callID: call.ID, ends: map[uint32]Outcome{}}, done: make(chan Outcome, 1)}
+	rev := max(call.Revision, 1)
+	wt := &waiter{f: follower{callID: call.ID, latest: rev, ends: map[uint32]Outcome{}}, rev: rev, done: make(chan Outcome, 1)}
 	reconnects := w.c.nc.Stats().Reconnects
 	w.mu.Lock()
 	w.waiters[call.ID] = wt
@@ -125,4 +170,12 @@ func (w *Watcher) DoFast(ctx context.Context, call Call) (Outcome, error) {
 }
 
 // Close unsubscribes; calls still waiting end with their context.
-func (w *Watcher) Close() error { return w.sub.Unsubscribe() }
+func (w *Watcher) Close() error {
+	var errs []error
+	for _, sub := range w.subs {
+		if err := sub.Unsubscribe(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -2,6 +2,7 @@ package airlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -66,4 +67,59 @@ func TestDoFastDeliversEachCallItsOwnOutcome(t *testing.T) {
 	if err != nil || out.Status != airlock.StatusDenied || out.Reason != "not today" {
 		t.Fatalf("denied call: outcome %+v, err %v", out, err)
 	}
+}
+
+// TestDoFastEndsOnTheSubmittedRevision answers a revision-2 request with a
+// late end of revision 1 first, then revision 2's own end, and an
+// unreadable request with an invalid event (which carries no revision).
+func TestDoFastEndsOnTheSubmittedRevision(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	pub := deps.Publisher("executor")
+	sub, err := deps.NC.Subscribe(subject.OfType(subject.Requested), func(m *nats.Msg) {
+		p, _ := subject.Parse(m.Subject)
+		var evs []*airlockv1.Event
+		switch p.Call {
+		case "revised":
+			for _, rev := range []uint32{1, 2} {
+				evs = append(evs, &airlockv1.Event{EventId: envelope.EventID(p.Call, rev, "result"), AgentId: p.Agent, CallId: p.Call, Revision: rev,
+					Body: &airlockv1.Event_Completed{Completed: &airlockv1.Completed{ResultJson: fmt.Sprintf(`"revision %d"`, rev)}}})
+			}
+		case "unreadable":
+			evs = append(evs, &airlockv1.Event{EventId: "invalid.1", AgentId: p.Agent, CallId: p.Call,
+				Body: &airlockv1.Event_Invalid{Invalid: &airlockv1.Invalid{Reason: "cannot read it"}}})
+		}
+		for _, ev := range evs {
+			if _, err := pub.Publish(context.Background(), ev, ""); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+
+	nc, _ := testenv.Connect(t, n.URL())
+	c, _ := airlock.New(nc, "bot")
+	w, err := c.Watch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	t.Run("a late end of an earlier revision does not end the wait", func(t *testing.T) {
+		out, err := w.DoFast(ctx, airlock.Call{ID: "revised", Revision: 2, Tool: "demo__echo"})
+		if err != nil || out.Revision != 2 || string(out.Result) != `"revision 2"` {
+			t.Fatalf("outcome %+v, err %v; want revision 2's result", out, err)
+		}
+	})
+	t.Run("an invalid event answers the revision being waited for", func(t *testing.T) {
+		out, err := w.DoFast(ctx, airlock.Call{ID: "unreadable", Revision: 3, Tool: "demo__echo"})
+		if !errors.Is(err, airlock.ErrInvalid) || out.Status != airlock.StatusInvalid {
+			t.Fatalf("outcome %+v, err %v; want invalid", out, err)
+		}
+	})
 }

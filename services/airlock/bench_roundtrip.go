@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -54,6 +55,10 @@ type throughput struct {
 	Completed   int     `json:"completed"`
 	Seconds     float64 `json:"seconds"`
 	Concurrency int     `json:"concurrency"`
+	// CPUPerOpUs is the CPU time (user + system) the whole process — NATS
+	// server, services and clients — spent per completed operation. On a
+	// CPU-bound machine it, not latency, bounds the sustained rate.
+	CPUPerOpUs float64 `json:"cpu_us_per_op"`
 }
 
 // roundtripReport holds every figure of one run.
@@ -69,7 +74,9 @@ type roundtripReport struct {
 		Throughput throughput `json:"throughput"`
 	} `json:"round_trip"`
 	AsyncPublishPerSecond float64 `json:"async_publish_per_second"`
-	Ratios                struct {
+	// AsyncPublishCPUus is the process's CPU time per async publish.
+	AsyncPublishCPUus float64 `json:"async_publish_cpu_us_per_msg"`
+	Ratios            struct {
 		P50        float64 `json:"p50"`
 		P99        float64 `json:"p99"`
 		Throughput float64 `json:"calls_per_async_publish"`
@@ -177,7 +184,7 @@ func runRoundtripBench(ctx context.Context, cfg config.Config, o roundtripOption
 	rep.Decider = decider
 	rep.RoundTrip.Latency, rep.RoundTrip.Throughput = rt.lat, rt.tput
 
-	if rep.AsyncPublishPerSecond, err = benchAsyncPublish(ctx, ns.URL(), o.Publishes); err != nil {
+	if rep.AsyncPublishPerSecond, rep.AsyncPublishCPUus, err = benchAsyncPublish(ctx, ns.URL(), o.Publishes); err != nil {
 		return nil, fmt.Errorf("async publish: %w", err)
 	}
 	rep.Ratios.P50 = rep.RoundTrip.Latency.P50us / rep.RawHop.Latency.P50us
@@ -220,6 +227,7 @@ func measure(ctx context.Context, o roundtripOptions, op func(ctx context.Contex
 	var once sync.Once
 	runCtx, cancel := context.WithTimeout(ctx, o.Duration)
 	defer cancel()
+	cpu0 := processCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := 0; i < o.Concurrency; i++ {
@@ -241,11 +249,24 @@ func measure(ctx context.Context, o roundtripOptions, op func(ctx context.Contex
 	}
 	wg.Wait()
 	elapsed := time.Since(start).Seconds()
+	cpu := processCPU() - cpu0
 	if firstErr != nil {
 		return m, firstErr
 	}
 	m.tput = throughput{PerSecond: float64(done.Load()) / elapsed, Completed: int(done.Load()), Seconds: elapsed, Concurrency: o.Concurrency}
+	if n := done.Load(); n > 0 {
+		m.tput.CPUPerOpUs = float64(cpu.Microseconds()) / float64(n)
+	}
 	return m, nil
+}
+
+// processCPU is the user + system CPU time this process has used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // benchRawHop: the client publishes to a stream; a durable pull consumer (on
@@ -454,30 +475,32 @@ func (allowAll) Decide(_ context.Context, call *airlockv1.ToolCall) *airlockv1.D
 }
 
 // benchAsyncPublish publishes n 256-byte messages with PublishAsync and
-// returns messages acknowledged per second.
-func benchAsyncPublish(ctx context.Context, url string, n int) (float64, error) {
+// returns messages acknowledged per second and the process's CPU µs per message.
+func benchAsyncPublish(ctx context.Context, url string, n int) (float64, float64, error) {
 	nc, err := nats.Connect(url)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "BENCH_ASYNC", Subjects: []string{"bench.async"}, Storage: jetstream.FileStorage}); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	payload := make([]byte, 256)
+	cpu0 := processCPU()
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		if _, err := js.PublishAsync("bench.async", payload, jetstream.WithStallWait(10*time.Second)); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	select {
 	case <-js.PublishAsyncComplete():
 	case <-time.After(2 * time.Minute):
-		return 0, errors.New("async publishes not acknowledged within 2 minutes")
+		return 0, 0, errors.New("async publishes not acknowledged within 2 minutes")
 	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	rate := float64(n) / time.Since(start).Seconds()
+	return rate, float64((processCPU() - cpu0).Microseconds()) / float64(n), nil
 }
 
 func printRoundtrip(w io.Writer, r *roundtripReport) {
@@ -491,7 +514,9 @@ func printRoundtrip(w io.Writer, r *roundtripReport) {
 	fmt.Fprintf(w, "%-26s %10s %10s %12s\n", "", "p50", "p99", "per second")
 	fmt.Fprintf(w, "%-26s %8.0fµs %8.0fµs %12.0f  (%d in flight)\n", "raw JetStream hop", r.RawHop.Latency.P50us, r.RawHop.Latency.P99us, r.RawHop.Throughput.PerSecond, r.RawHop.Throughput.Concurrency)
 	fmt.Fprintf(w, "%-26s %8.0fµs %8.0fµs %12.0f  (%d in flight)\n", "auto-allowed round trip", r.RoundTrip.Latency.P50us, r.RoundTrip.Latency.P99us, r.RoundTrip.Throughput.PerSecond, r.RoundTrip.Throughput.Concurrency)
-	fmt.Fprintf(w, "%-26s %10s %10s %12.0f\n\n", "raw async publish", "", "", r.AsyncPublishPerSecond)
+	fmt.Fprintf(w, "%-26s %10s %10s %12.0f\n", "raw async publish", "", "", r.AsyncPublishPerSecond)
+	fmt.Fprintf(w, "process CPU per operation: raw hop %.0fµs, round trip %.0fµs, async publish %.1fµs\n\n",
+		r.RawHop.Throughput.CPUPerOpUs, r.RoundTrip.Throughput.CPUPerOpUs, r.AsyncPublishCPUus)
 	fmt.Fprintf(w, "round trip p50 = %.2f× raw hop (goal ≤ %.0f×): %s\n", r.Ratios.P50, r.Goals.P50Max, ok(r.Goals.P50Met))
 	fmt.Fprintf(w, "round trip p99 = %.2f× raw hop (goal ≤ %.0f×): %s\n", r.Ratios.P99, r.Goals.P99Max, ok(r.Goals.P99Met))
 	fmt.Fprintf(w, "calls/s = %.3f× async publishes/s (goal ≥ %.2f×): %s\n", r.Ratios.Throughput, r.Goals.ThroughputMin, ok(r.Goals.ThroughputMet))

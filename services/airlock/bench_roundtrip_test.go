@@ -22,7 +22,8 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 	}
 	figures := []float64{rep.RawHop.Latency.P50us, rep.RawHop.Latency.P99us, rep.RawHop.Throughput.PerSecond,
 		rep.RoundTrip.Latency.P50us, rep.RoundTrip.Latency.P99us, rep.RoundTrip.Throughput.PerSecond,
-		rep.AsyncPublishPerSecond, rep.Ratios.P50, rep.Ratios.P99, rep.Ratios.Throughput}
+		rep.AsyncPublishPerSecond, rep.Ratios.P50, rep.Ratios.P99, rep.Ratios.Throughput,
+		rep.RawHop.Throughput.CPUPerOpUs, rep.RoundTrip.Throughput.CPUPerOpUs, rep.AsyncPublishCPUus}
 	for i, f := range figures {
 		if !(f > 0) {
 			t.Fatalf("figure %d is %v in %+v", i, f, rep)
@@ -32,7 +33,7 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"raw_hop"`, `"round_trip"`, `"async_publish_per_second"`, `"ratios"`, `"goals"`, `"p50_us"`, `"per_second"`} {
+	for _, key := range []string{`"raw_hop"`, `"round_trip"`, `"async_publish_per_second"`, `"ratios"`, `"goals"`, `"p50_us"`, `"per_second"`, `"cpu_us_per_op"`} {
 		if !strings.Contains(string(b), key) {
 			t.Fatalf("--json output lacks %s: %s", key, b)
 		}

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -296,9 +297,7 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, cl Claim) er
 	base := context.WithoutCancel(ctx)
 	owned, lose := context.WithCancelCause(base)
 	runCtx, cancel := context.WithTimeoutCause(owned, tool.Timeout, errTimeout)
-	finalRev := make(chan uint64, 1)
-	stopBeat := make(chan struct{})
-	go s.beat(base, x.req.Key, cl, lose, stopBeat, finalRev)
+	hb := s.startHeartbeat(base, x.req.Key, cl, lose)
 
 	started := time.Now()
 	raw, err := tool.Adapter.Call(runCtx, Request{
@@ -308,8 +307,7 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, cl Claim) er
 	latency := time.Since(started)
 	timedOut := errors.Is(context.Cause(runCtx), errTimeout)
 	cancel()
-	close(stopBeat)
-	cl.Rev = <-finalRev
+	cl.Rev = hb.stop()
 	if errors.Is(context.Cause(owned), errLostClaim) {
 		s.deps.Log.Warn("another executor took over this call while it ran; its result is theirs to report", "call", x.req.Key)
 		return nil
@@ -344,6 +342,12 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, cl Claim) er
 		outcome = ReasonToolError
 		ev = s.failedEvent(x, ReasonToolError, OutcomeError, err.Error(), latency, attempt)
 	}
+	// Encoded before waiting for started's ack, so that the result goes
+	// out as soon as the ack is in.
+	resultMsg, err := envelope.Encode(ev, "airlock/executor", x.trace)
+	if err != nil {
+		return consume.Permanent(err)
+	}
 	pubCtx, pcancel := context.WithTimeout(base, 30*time.Second)
 	defer pcancel()
 	select {
@@ -354,11 +358,12 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, cl Claim) er
 	case <-pubCtx.Done():
 		return fmt.Errorf("call %s: publish started: %w", x.req.Key, pubCtx.Err())
 	}
-	if _, err := s.publish(pubCtx, x, ev); err != nil {
+	if _, err := s.deps.JS.PublishMsg(pubCtx, resultMsg); err != nil {
 		// Not acknowledged: the redelivery finds the claim orphaned and
 		// settles it (indeterminate, or a retry of an idempotent tool).
-		return err
+		return fmt.Errorf("call %s: publish %s: %w", x.req.Key, resultMsg.Subject, err)
 	}
+	s.deps.Metrics.Published.WithLabelValues("executor", envelope.TypeOf(ev)).Inc()
 	if _, _, err := s.claims.Finish(pubCtx, x.req.Key, cl, state, outcome); err != nil {
 		if errors.Is(err, ErrClaimChanged) {
 			return nil // taken over meanwhile; the stream keeps the first result
@@ -368,33 +373,63 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, cl Claim) er
 	return nil
 }
 
-// beat heart-beats the claim until stop is closed, then sends the claim's
-// last revision. Losing the claim cancels the run with errLostClaim.
-func (s *Service) beat(ctx context.Context, key string, cl Claim, lose context.CancelCauseFunc, stop <-chan struct{}, final chan<- uint64) {
-	t := time.NewTicker(s.heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			final <- cl.Rev
-			return
-		case <-t.C:
-			hctx, cancel := context.WithTimeout(ctx, s.heartbeat)
-			rev, err := s.claims.Heartbeat(hctx, key, cl)
-			cancel()
-			switch {
-			case err == nil:
-				cl.Rev = rev
-			case errors.Is(err, ErrClaimChanged):
-				lose(errLostClaim)
-				<-stop
-				final <- cl.Rev
-				return
-			default:
-				s.deps.Log.Warn("claim heartbeat failed; retrying", "call", key, "err", err)
-			}
-		}
+// heartbeat keeps a running claim alive: every s.heartbeat it rewrites the
+// claim so that observers see its owner is alive. It runs on a timer, not
+// a goroutine of its own, so a tool that ends within one period (most do)
+// costs no heartbeat at all, and stopping it needs no hand-off.
+type heartbeat struct {
+	s    *Service
+	ctx  context.Context
+	key  string
+	lose context.CancelCauseFunc
+
+	mu      sync.Mutex // held while a heartbeat is written, so stop waits for it
+	cl      Claim
+	stopped bool
+	timer   *time.Timer
+}
+
+// startHeartbeat starts heart-beating cl. Losing the claim cancels the run
+// with errLostClaim.
+func (s *Service) startHeartbeat(ctx context.Context, key string, cl Claim, lose context.CancelCauseFunc) *heartbeat {
+	h := &heartbeat{s: s, ctx: ctx, key: key, lose: lose, cl: cl}
+	h.mu.Lock()
+	h.timer = time.AfterFunc(s.heartbeat, h.beat)
+	h.mu.Unlock()
+	return h
+}
+
+func (h *heartbeat) beat() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return
 	}
+	began := time.Now()
+	hctx, cancel := context.WithTimeout(h.ctx, h.s.heartbeat)
+	rev, err := h.s.claims.Heartbeat(hctx, h.key, h.cl)
+	cancel()
+	switch {
+	case err == nil:
+		h.cl.Rev = rev
+	case errors.Is(err, ErrClaimChanged):
+		h.lose(errLostClaim)
+		return // no more heartbeats: the claim is someone else's
+	default:
+		h.s.deps.Log.Warn("claim heartbeat failed; retrying", "call", h.key, "err", err)
+	}
+	// Keep the period from start to start, as observers expect.
+	h.timer.Reset(max(h.s.heartbeat-time.Since(began), time.Millisecond))
+}
+
+// stop ends the heartbeat (waiting for one being written) and returns the
+// claim's last revision.
+func (h *heartbeat) stop() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopped = true
+	h.timer.Stop()
+	return h.cl.Rev
 }
 
 // reconcile handles an orphaned claim whose owner published its result but

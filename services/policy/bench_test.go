@@ -9,6 +9,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/policy/policybench"
 )
 
 // BenchmarkDecision is one decision with the default policy and 100
@@ -28,6 +29,29 @@ func BenchmarkDecision(b *testing.B) {
 	if d, err := ev.Evaluate(ctx, call, now); err != nil || d.Action != airlockv1.Action_ACTION_ALLOW {
 		b.Fatalf("sample call: %v %v", d, err)
 	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := ev.Evaluate(ctx, call, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecisionFloor is Evaluate with a policy whose decision is a
+// constant (policybench.FloorPolicy): the input, query and document costs
+// every decision pays before a rule runs.
+func BenchmarkDecisionFloor(b *testing.B) {
+	ctx := context.Background()
+	code, err := policy.NewCode(map[string]string{"floor.rego": policybench.FloorPolicy}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ev, err := policy.NewEvaluator(ctx, code, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	call, now := policy.BenchCall(), time.Now()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

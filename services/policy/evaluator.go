@@ -9,15 +9,20 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
+	"github.com/open-policy-agent/opa/v1/topdown"
 	"github.com/open-policy-agent/opa/v1/topdown/cache"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -26,7 +31,6 @@ import (
 
 	"github.com/airlock-gate/airlock/policies"
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
-	"github.com/airlock-gate/airlock/services/shared/canon"
 )
 
 // Query is the one decision path every evaluation asks for.
@@ -263,19 +267,45 @@ func (e *Evaluator) Evaluate(ctx context.Context, call *airlockv1.ToolCall, now 
 }
 
 func (e *Evaluator) evaluate(ctx context.Context, call *airlockv1.ToolCall) (*airlockv1.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("policy evaluation not started: %w", err)
+	}
 	input, err := inputValue(call)
 	if err != nil {
 		return nil, err
 	}
-	rs, err := e.pq.Eval(ctx, rego.EvalParsedInput(input), rego.EvalInterQueryBuiltinValueCache(e.cache))
+	// rego starts a goroutine per evaluation to watch ctx unless it is given
+	// a Cancel; AfterFunc does the same watching without one.
+	cancel := topdown.NewCancel()
+	stop := context.AfterFunc(ctx, cancel.Cancel)
+	defer stop()
+	rs, err := e.pq.Eval(ctx,
+		rego.EvalParsedInput(input),
+		rego.EvalInterQueryBuiltinValueCache(e.cache),
+		rego.EvalExternalCancel(cancel),
+		// Nobody reads per-evaluation metrics; a fresh set costs allocations.
+		rego.EvalMetrics(metrics.NoOp()),
+		// The document is read from its AST form (decisionFromValue), so
+		// skip rego's conversion to Go maps.
+		rego.EvalGenerateJSON(keepTerm),
+	)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("policy evaluation error: %w (%w)", err, ctx.Err())
+		}
 		return nil, fmt.Errorf("policy evaluation error: %w", err)
 	}
 	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
 		return nil, fmt.Errorf("%s is undefined for this call", Query)
 	}
-	return parseDecision(rs[0].Expressions[0].Value)
+	t, ok := rs[0].Expressions[0].Value.(*ast.Term)
+	if !ok {
+		return nil, fmt.Errorf("malformed decision: %s evaluated to %T", Query, rs[0].Expressions[0].Value)
+	}
+	return decisionFromValue(t.Value)
 }
+
+func keepTerm(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }
 
 // stamp adds what every decision carries: defaults, revision, ids, digest.
 func (e *Evaluator) stamp(d *airlockv1.Decision, call *airlockv1.ToolCall, now time.Time) {
@@ -299,9 +329,113 @@ func (e *Evaluator) stamp(d *airlockv1.Decision, call *airlockv1.ToolCall, now t
 	d.PolicyRevision = e.revision
 	d.DecisionId = newDecisionID()
 	d.DecidedAt = timestamppb.New(now)
-	if dg, err := canon.Digest(call.GetArguments()); err == nil {
+	if dg, err := argumentsDigest(call.GetArguments()); err == nil {
 		d.ArgumentsDigest = dg
 	}
+}
+
+// argumentsDigest is canon.Digest(args), byte for byte, without the detour
+// through AsMap and reflection-driven encoding/json that canon.JSON takes:
+// it writes the same canonical JSON (keys sorted, encoding/json's number and
+// string forms) straight from the Struct. A string it cannot vouch for
+// (anything but printable ASCII without " \ < > &) is encoded by
+// encoding/json itself; a NaN or infinity fails, as encoding/json does.
+func argumentsDigest(args *structpb.Struct) (string, error) {
+	buf := make([]byte, 0, 256)
+	buf, err := appendCanonStruct(buf, args)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(buf)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+func appendCanonStruct(b []byte, s *structpb.Struct) ([]byte, error) {
+	fields := s.GetFields()
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // encoding/json sorts map keys by their bytes, too
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = appendCanonString(b, k); err != nil {
+			return nil, err
+		}
+		b = append(b, ':')
+		if b, err = appendCanonValue(b, fields[k]); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
+func appendCanonValue(b []byte, v *structpb.Value) ([]byte, error) {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_NullValue, nil:
+		return append(b, "null"...), nil
+	case *structpb.Value_BoolValue:
+		return strconv.AppendBool(b, k.BoolValue), nil
+	case *structpb.Value_NumberValue:
+		return appendCanonFloat(b, k.NumberValue)
+	case *structpb.Value_StringValue:
+		return appendCanonString(b, k.StringValue)
+	case *structpb.Value_StructValue:
+		return appendCanonStruct(b, k.StructValue)
+	case *structpb.Value_ListValue:
+		b = append(b, '[')
+		for i, e := range k.ListValue.GetValues() {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = appendCanonValue(b, e); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, ']'), nil
+	default:
+		return nil, fmt.Errorf("canonical arguments: value of unsupported kind %T", k)
+	}
+}
+
+// appendCanonFloat writes f as encoding/json writes a float64.
+func appendCanonFloat(b []byte, f float64) ([]byte, error) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return nil, fmt.Errorf("canonical arguments: unsupported number %v", f)
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// encoding/json writes e-07 as e-7.
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b, nil
+}
+
+func appendCanonString(b []byte, s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, err := json.Marshal(s)
+			if err != nil {
+				return nil, fmt.Errorf("canonical arguments: %w", err)
+			}
+			return append(b, q...), nil
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"'), nil
 }
 
 func newDecisionID() string {
@@ -310,28 +444,55 @@ func newDecisionID() string {
 	return "dec_" + hex.EncodeToString(b)
 }
 
+// Keys of the input document, built once: every decision reuses them (OPA
+// never modifies input terms), which saves an allocation and a hash each.
+var (
+	keyCall          = ast.StringTerm("call")
+	keyAgentID       = ast.StringTerm("agent_id")
+	keyCallID        = ast.StringTerm("call_id")
+	keyRevision      = ast.StringTerm("revision")
+	keyThreadID      = ast.StringTerm("thread_id")
+	keyOnBehalfOf    = ast.StringTerm("on_behalf_of")
+	keyServer        = ast.StringTerm("server")
+	keyTool          = ast.StringTerm("tool")
+	keyToolInitial   = ast.StringTerm("tool_initial")
+	keyServerInitial = ast.StringTerm("server_initial")
+	keyToolWords     = ast.StringTerm("tool_words")
+	keyReason        = ast.StringTerm("reason")
+	keyArguments     = ast.StringTerm("arguments")
+)
+
 // inputValue builds {"call": {...}} as an ast value directly: no JSON round trip.
 func inputValue(call *airlockv1.ToolCall) (ast.Value, error) {
 	args, err := structValue(call.GetArguments())
 	if err != nil {
 		return nil, err
 	}
+	// One block for the value terms instead of an allocation each.
+	v := make([]ast.Term, 11)
+	str := func(i int, s string) *ast.Term {
+		v[i].Value = ast.String(s)
+		return &v[i]
+	}
+	v[2].Value = ast.InternedTerm(int(call.GetRevision())).Value
+	v[9].Value = wordsValue(call.GetTool())
+	v[10].Value = args
 	c := ast.NewObject(
-		ast.Item(ast.StringTerm("agent_id"), ast.StringTerm(call.GetAgentId())),
-		ast.Item(ast.StringTerm("call_id"), ast.StringTerm(call.GetCallId())),
-		ast.Item(ast.StringTerm("revision"), ast.IntNumberTerm(int(call.GetRevision()))),
-		ast.Item(ast.StringTerm("thread_id"), ast.StringTerm(call.GetThreadId())),
-		ast.Item(ast.StringTerm("on_behalf_of"), ast.StringTerm(call.GetOnBehalfOf())),
-		ast.Item(ast.StringTerm("server"), ast.StringTerm(call.GetServer())),
-		ast.Item(ast.StringTerm("tool"), ast.StringTerm(call.GetTool())),
+		ast.Item(keyAgentID, str(0, call.GetAgentId())),
+		ast.Item(keyCallID, str(1, call.GetCallId())),
+		ast.Item(keyRevision, &v[2]),
+		ast.Item(keyThreadID, str(3, call.GetThreadId())),
+		ast.Item(keyOnBehalfOf, str(4, call.GetOnBehalfOf())),
+		ast.Item(keyServer, str(5, call.GetServer())),
+		ast.Item(keyTool, str(6, call.GetTool())),
 		// First characters, for the rule index (see compileRules).
-		ast.Item(ast.StringTerm("tool_initial"), ast.StringTerm(initial(call.GetTool()))),
-		ast.Item(ast.StringTerm("server_initial"), ast.StringTerm(initial(call.GetServer()))),
-		ast.Item(ast.StringTerm("tool_words"), ast.NewTerm(wordsValue(call.GetTool()))),
-		ast.Item(ast.StringTerm("reason"), ast.StringTerm(call.GetReason())),
-		ast.Item(ast.StringTerm("arguments"), ast.NewTerm(args)),
+		ast.Item(keyToolInitial, str(7, initial(call.GetTool()))),
+		ast.Item(keyServerInitial, str(8, initial(call.GetServer()))),
+		ast.Item(keyToolWords, &v[9]),
+		ast.Item(keyReason, ast.StringTerm(call.GetReason())),
+		ast.Item(keyArguments, &v[10]),
 	)
-	return ast.NewObject(ast.Item(ast.StringTerm("call"), ast.NewTerm(c))), nil
+	return ast.NewObject(ast.Item(keyCall, ast.NewTerm(c))), nil
 }
 
 // ToolWords splits a tool name as airlock.rego's tool_words does: at runs
@@ -363,30 +524,38 @@ func ToolWords(tool string) []string {
 
 func wordsValue(tool string) ast.Value {
 	words := ToolWords(tool)
+	block := make([]ast.Term, len(words))
 	terms := make([]*ast.Term, len(words))
 	for i, w := range words {
-		terms[i] = ast.StringTerm(w)
+		block[i].Value = ast.String(w)
+		terms[i] = &block[i]
 	}
 	return ast.NewArray(terms...)
 }
 
 func initial(s string) string {
-	for _, r := range s {
-		return string(r)
+	r, n := utf8.DecodeRuneInString(s)
+	if r == utf8.RuneError {
+		return string(r) // as ranging over s yields it: "" stays ""
 	}
-	return ""
+	return s[:n]
 }
 
 func structValue(s *structpb.Struct) (ast.Value, error) {
-	obj := ast.NewObject()
-	for k, v := range s.GetFields() {
+	fields := s.GetFields()
+	// Key and value terms in one block, the object built in one go.
+	terms := make([]ast.Term, 2*len(fields))
+	items := make([][2]*ast.Term, 0, len(fields))
+	for k, v := range fields {
 		av, err := protoValue(v)
 		if err != nil {
 			return nil, err
 		}
-		obj.Insert(ast.StringTerm(k), ast.NewTerm(av))
+		kt, vt := &terms[2*len(items)], &terms[2*len(items)+1]
+		kt.Value, vt.Value = ast.String(k), av
+		items = append(items, [2]*ast.Term{kt, vt})
 	}
-	return obj, nil
+	return ast.NewObject(items...), nil
 }
 
 func protoValue(v *structpb.Value) (ast.Value, error) {
@@ -396,7 +565,7 @@ func protoValue(v *structpb.Value) (ast.Value, error) {
 	case *structpb.Value_BoolValue:
 		return ast.Boolean(k.BoolValue), nil
 	case *structpb.Value_NumberValue:
-		return ast.NumberTerm(json.Number(fmt.Sprint(k.NumberValue))).Value, nil
+		return ast.Number(strconv.FormatFloat(k.NumberValue, 'g', -1, 64)), nil // as fmt.Sprint writes it
 	case *structpb.Value_StringValue:
 		return ast.String(k.StringValue), nil
 	case *structpb.Value_StructValue:
@@ -420,48 +589,58 @@ var actions = map[string]airlockv1.Action{"allow": airlockv1.Action_ACTION_ALLOW
 
 var risks = map[string]airlockv1.Risk{"low": airlockv1.Risk_RISK_LOW, "medium": airlockv1.Risk_RISK_MEDIUM, "high": airlockv1.Risk_RISK_HIGH, "critical": airlockv1.Risk_RISK_CRITICAL}
 
-// parseDecision reads the policy's document strictly: an unknown key, a
-// wrong type or an unknown action is malformed, and malformed denies.
-func parseDecision(v any) (*airlockv1.Decision, error) {
-	m, ok := v.(map[string]any)
+// decisionKeys are the keys a decision document may have, for the message
+// that names an unknown one.
+const decisionKeys = "action, reason, rule_id, risk, approvers, quorum, timeout, notify, redact, escalate_to, escalate_after, remind_after"
+
+// decisionFromValue reads the policy's document strictly, from its AST form
+// (no conversion to Go maps): an unknown key, a wrong type or an unknown
+// action is malformed, and malformed denies. Keys are checked in sorted
+// order, so the first problem reported does not depend on map order.
+func decisionFromValue(v ast.Value) (*airlockv1.Decision, error) {
+	obj, ok := v.(ast.Object)
 	if !ok {
-		return nil, fmt.Errorf("malformed decision: %s must be an object, got %T", Query, v)
+		return nil, fmt.Errorf("malformed decision: %s must be an object, got %T", Query, jsonOf(v))
 	}
 	d := &airlockv1.Decision{}
-	bad := func(key, want string) error {
-		return fmt.Errorf("malformed decision: %q must be %s, got %v", key, want, m[key])
-	}
-	for _, key := range slices.Sorted(maps.Keys(m)) {
-		val := m[key]
+	err := obj.Iter(func(kt, vt *ast.Term) error {
+		key, ok := kt.Value.(ast.String)
+		if !ok {
+			return fmt.Errorf("malformed decision: unknown key %v (allowed: %s)", kt, decisionKeys)
+		}
+		bad := func(want string) error {
+			return fmt.Errorf("malformed decision: %q must be %s, got %v", string(key), want, jsonOf(vt.Value))
+		}
+		val := vt.Value
 		switch key {
 		case "action":
-			s, _ := val.(string)
-			a, ok := actions[s]
+			s, _ := val.(ast.String)
+			a, ok := actions[string(s)]
 			if !ok {
-				return nil, bad(key, `"allow", "deny" or "ask"`)
+				return bad(`"allow", "deny" or "ask"`)
 			}
 			d.Action = a
 		case "reason", "rule_id":
-			s, ok := val.(string)
+			s, ok := val.(ast.String)
 			if !ok {
-				return nil, bad(key, "a string")
+				return bad("a string")
 			}
 			if key == "reason" {
-				d.Reason = s
+				d.Reason = string(s)
 			} else {
-				d.RuleId = s
+				d.RuleId = string(s)
 			}
 		case "risk":
-			s, _ := val.(string)
-			r, ok := risks[s]
+			s, _ := val.(ast.String)
+			r, ok := risks[string(s)]
 			if !ok {
-				return nil, bad(key, `"low", "medium", "high" or "critical"`)
+				return bad(`"low", "medium", "high" or "critical"`)
 			}
 			d.Risk = r
 		case "approvers", "notify", "redact", "escalate_to":
 			list, ok := stringList(val)
 			if !ok {
-				return nil, bad(key, "a list of strings")
+				return bad("a list of strings")
 			}
 			switch key {
 			case "approvers":
@@ -474,16 +653,16 @@ func parseDecision(v any) (*airlockv1.Decision, error) {
 				d.EscalateTo = list
 			}
 		case "quorum":
-			n, ok := val.(json.Number)
-			q, err := n.Int64()
+			n, ok := val.(ast.Number)
+			q, err := json.Number(n).Int64()
 			if !ok || err != nil || q < 0 || q > 100 {
-				return nil, bad(key, "a whole number from 0 to 100")
+				return bad("a whole number from 0 to 100")
 			}
 			d.Quorum = uint32(q)
 		case "timeout", "escalate_after", "remind_after":
 			dur, ok := duration(val)
 			if !ok {
-				return nil, bad(key, `a duration such as "10m" or a number of seconds`)
+				return bad(`a duration such as "10m" or a number of seconds`)
 			}
 			switch key {
 			case "timeout":
@@ -494,8 +673,12 @@ func parseDecision(v any) (*airlockv1.Decision, error) {
 				d.RemindAfter = durationpb.New(dur)
 			}
 		default:
-			return nil, fmt.Errorf("malformed decision: unknown key %q (allowed: action, reason, rule_id, risk, approvers, quorum, timeout, notify, redact, escalate_to, escalate_after, remind_after)", key)
+			return fmt.Errorf("malformed decision: unknown key %q (allowed: %s)", string(key), decisionKeys)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if d.Action == airlockv1.Action_ACTION_UNSPECIFIED {
 		return nil, fmt.Errorf("malformed decision: it has no action")
@@ -506,29 +689,53 @@ func parseDecision(v any) (*airlockv1.Decision, error) {
 	return d, nil
 }
 
-func stringList(v any) ([]string, bool) {
-	arr, ok := v.([]any)
-	if !ok {
+// jsonOf is v as Go values, for messages (what rego's own results hold).
+func jsonOf(v ast.Value) any {
+	j, err := ast.JSON(v)
+	if err != nil {
+		return v.String()
+	}
+	return j
+}
+
+// stringList reads an array or a set (in sorted order, as rego's JSON
+// conversion gives it) of strings.
+func stringList(v ast.Value) ([]string, bool) {
+	var n int
+	switch c := v.(type) {
+	case *ast.Array:
+		n = c.Len()
+	case ast.Set:
+		n = c.Len()
+	default:
 		return nil, false
 	}
-	out := make([]string, 0, len(arr))
-	for _, e := range arr {
-		s, ok := e.(string)
-		if !ok {
-			return nil, false
-		}
-		out = append(out, s)
+	out := make([]string, 0, n)
+	ok := true
+	add := func(t *ast.Term) {
+		s, isStr := t.Value.(ast.String)
+		ok = ok && isStr
+		out = append(out, string(s))
+	}
+	switch c := v.(type) {
+	case *ast.Array:
+		c.Foreach(add)
+	case ast.Set:
+		c.Foreach(add)
+	}
+	if !ok {
+		return nil, false
 	}
 	return out, true
 }
 
-func duration(v any) (time.Duration, bool) {
+func duration(v ast.Value) (time.Duration, bool) {
 	switch x := v.(type) {
-	case string:
-		d, err := time.ParseDuration(x)
+	case ast.String:
+		d, err := time.ParseDuration(string(x))
 		return d, err == nil && d >= 0
-	case json.Number:
-		f, err := x.Float64()
+	case ast.Number:
+		f, err := json.Number(x).Float64()
 		return time.Duration(f * float64(time.Second)), err == nil && f >= 0
 	}
 	return 0, false
@@ -726,18 +933,21 @@ arg_matches(ptr, pattern) if {
 `
 
 // CompiledDataKey is the top-level data document holding the tables of the
-// compiled rules: by_word, verdict, redact and solo (see airlock.rego).
+// compiled rules: verdict and redact, indexed like data.airlock.rules, and a
+// copy of the bindings (see airlock.rego).
 const CompiledDataKey = "airlock_compiled"
 
 // GeneratedModule names the module compiled from the rules data.
 const GeneratedModule = "airlock_compiled_rules.rego"
 
 // compileRules turns data.airlock.rules into Rego (package
-// airlock.compiled): one `hits` body per rule holding only the conditions
-// the rule sets, so OPA's rule index discards the rules whose server and
-// tool cannot match before evaluating anything, and the normalized rules as
-// a constant. airlock.rego uses it when present and otherwise evaluates the
-// same conditions over the plain data (opa test, opa eval); both decide alike.
+// airlock_compiled_rules, outside data.airlock, whose mix of rules and base
+// data makes every lookup there dearer): one `hits` body per rule (per word
+// for tool_words) holding only the conditions the rule sets, so OPA's rule
+// index discards the rules whose server, tool and words cannot match before
+// evaluating anything, and the tables for CompiledDataKey. airlock.rego uses
+// it when present and otherwise evaluates the same conditions over the plain
+// data (opa test, opa eval); both decide alike.
 func compileRules(data map[string]any) (string, map[string]any) {
 	al, _ := data["airlock"].(map[string]any)
 	list, _ := al["rules"].([]any)
@@ -749,10 +959,9 @@ func compileRules(data map[string]any) (string, map[string]any) {
 	}
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	var b strings.Builder
-	b.WriteString("# Generated by the airlock policy service from data.airlock.rules; do not edit.\npackage airlock.compiled\n\nok := true\n\n")
+	b.WriteString("# Generated by the airlock policy service from data.airlock.rules; do not edit.\npackage airlock_compiled_rules\n\nok := true\n\n")
 	passthrough := []string{"approvers", "quorum", "timeout", "notify", "escalate_to", "escalate_after", "remind_after"}
-	byWord := map[string][]any{}
-	var verdicts, redacts, solos []any
+	var verdicts, redacts []any
 	for i, x := range list {
 		raw := x.(map[string]any)
 		m := maps.Clone(raw)
@@ -761,7 +970,8 @@ func compileRules(data map[string]any) (string, map[string]any) {
 		args, _ := m["args"].(map[string]any)
 
 		// The entry airlock.rego's entry() builds, [class, priority, index,
-		// risk rank], and the rule's verdict, redact and solo tables.
+		// risk rank], the rule's verdict and redact tables, and its decision
+		// when it is the only match (solo).
 		class := 1
 		if m["effect"] == "deny" {
 			class = 0
@@ -795,8 +1005,9 @@ func compileRules(data map[string]any) (string, map[string]any) {
 		solo["redact"] = slices.Compact(red)
 		verdicts = append(verdicts, verdict)
 		redacts = append(redacts, redact)
-		solos = append(solos, solo)
-		entry, _ := json.Marshal([]any{class, m["priority"], i, rank})
+		// The whole decision rides in the entry as a fifth element: the entry
+		// that decides alone is the decision, with no table to read.
+		entry, _ := json.Marshal([]any{class, m["priority"], i, rank, solo})
 
 		var conds []string
 		if m["server"] != "*" {
@@ -826,43 +1037,44 @@ func compileRules(data map[string]any) (string, map[string]any) {
 			pat, _ := args[ptr].(string)
 			conds = append(conds, "arg_matches("+q(ptr)+", "+q(pat)+")")
 		}
-		if words, ok := m["tool_words"].([]any); ok && len(words) > 0 {
-			if len(conds) == 0 {
-				// Word-only rules share one body and a table: two lookups per
-				// word of the tool name instead of one body per rule.
-				for _, w := range words {
-					var e any
-					_ = json.Unmarshal(entry, &e)
-					byWord[fmt.Sprint(w)] = append(byWord[fmt.Sprint(w)], e)
+		// A rule with tool_words matches a tool any of whose words is listed
+		// ("*" matches every tool; an empty list none), as airlock.rego's
+		// word_matches says. One body per word, `"w" in input.call.tool_words`,
+		// is a membership OPA's rule index looks up by the tool's own words,
+		// so only the bodies of words the tool has are evaluated.
+		words := []string{""}
+		if ws, ok := m["tool_words"].([]any); ok {
+			words = words[:0]
+			for _, w := range ws {
+				if w == "*" {
+					words = []string{""}
+					break
 				}
-				continue
+				words = append(words, fmt.Sprint(w))
 			}
-			set := make([]string, 0, len(words))
-			for _, w := range words {
-				set = append(set, q(fmt.Sprint(w)))
+			slices.Sort(words)
+			words = slices.Compact(words)
+		}
+		for _, w := range words {
+			fmt.Fprintf(&b, "hits contains %s if {\n", entry)
+			if len(conds) == 0 && w == "" {
+				b.WriteString("\ttrue\n")
 			}
-			fmt.Fprintf(&b, "words_%d := {%s}\n\n", i, strings.Join(set, ", "))
-			conds = append(conds, fmt.Sprintf("words_%d[input.call.tool_words[_]]", i))
+			if w != "" {
+				b.WriteString("\t" + q(w) + " in input.call.tool_words\n")
+			}
+			for _, c := range conds {
+				b.WriteString("\t" + c + "\n")
+			}
+			b.WriteString("}\n\n")
 		}
-		fmt.Fprintf(&b, "hits contains %s if {\n", entry)
-		if len(conds) == 0 {
-			b.WriteString("\ttrue\n")
-		}
-		for _, c := range conds {
-			b.WriteString("\t" + c + "\n")
-		}
-		b.WriteString("}\n\n")
-	}
-	if len(byWord) > 0 {
-		b.WriteString("hits contains entry if {\n\tentry := data." + CompiledDataKey + ".by_word[input.call.tool_words[_]][_]\n}\n")
 	}
 	// Helpers of its own, so the module compiles beside any policy.
 	b.WriteString(generatedHelpers)
-	words := map[string]any{}
-	for w, es := range byWord {
-		words[w] = es
-	}
-	return b.String(), map[string]any{"by_word": words, "verdict": verdicts, "redact": redacts, "solo": solos}
+	// The bindings ride along so the decision's fast path reads them outside
+	// data.airlock, where each read costs several times more (OPA merges the
+	// package's rules with its base data there).
+	return b.String(), map[string]any{"verdict": verdicts, "redact": redacts, "bindings": al["bindings"]}
 }
 
 func jsonNumber(v any) string {

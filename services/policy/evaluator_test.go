@@ -15,6 +15,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/shared/canon"
 )
 
 func call(server, tool string, args map[string]any) *airlockv1.ToolCall {
@@ -25,8 +26,31 @@ func call(server, tool string, args map[string]any) *airlockv1.ToolCall {
 // The compiled rules (what the service evaluates) and the plain data path
 // (what `opa test` evaluates) must decide every call alike.
 func TestCompiledRulesDecideLikeThePlainPolicy(t *testing.T) {
+	for _, bindings := range []map[string]string{{"sup": "supervised"}, {"*": "safe", "sup": "supervised"}} {
+		t.Run(fmt.Sprint(bindings), func(t *testing.T) { compiledDecidesLikePlain(t, bindings) })
+	}
+}
+
+func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 	ctx := context.Background()
-	ev, err := policy.NewEvaluator(ctx, mustDefault(t), append(policy.BenchRules(100), &airlockv1.PolicyRule{Id: "camel", Priority: 1, ToolPattern: "bulk*", Effect: "deny", Redact: []string{"/token"}}), map[string]string{"sup": "supervised"})
+	rules := append(policy.BenchRules(100),
+		&airlockv1.PolicyRule{Id: "camel", Priority: 1, ToolPattern: "bulk*", Effect: "deny", Redact: []string{"/token"}},
+		// "*" among tool_words matches every tool, as word_matches says.
+		&airlockv1.PolicyRule{Id: "any-word", Priority: 2, Server: "starsrv", ToolWords: []string{"zzz", "*"}, Effect: "deny", Risk: "high"},
+		&airlockv1.PolicyRule{Id: "words-and-server", Priority: 3, Server: "mail", ToolWords: []string{"send"}, Effect: "ask", Approvers: []string{"group:comms"}, Redact: []string{"/body", "/to"}},
+	)
+	// An empty tool_words list in data.json matches no tool, as word_matches says.
+	def := mustDefault(t)
+	raw, _ := json.Marshal(def.Data)
+	var data0 map[string]any
+	_ = json.Unmarshal(raw, &data0)
+	al := data0["airlock"].(map[string]any)
+	al["rules"] = append(al["rules"].([]any), map[string]any{"id": "no-words", "priority": 4, "server": "mail", "tool_words": []any{}, "effect": "deny"})
+	code, err := policy.NewCode(def.Modules, data0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := policy.NewEvaluator(ctx, code, rules, bindings)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +62,12 @@ func TestCompiledRulesDecideLikeThePlainPolicy(t *testing.T) {
 		regoOpts = append(regoOpts, rego.Module(n, m))
 	}
 	plain, err := rego.New(append(regoOpts, rego.Query(policy.Query), rego.Store(storeOf(t, data)))...).PrepareForEval(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same modules plus the generated one, as OPA's REST server runs them:
+	// its whole document must equal the plain policy's, key for key.
+	compiled, err := rego.New(append(regoOpts, rego.Module(policy.GeneratedModule, ev.Modules()[policy.GeneratedModule]), rego.Query(policy.Query), rego.Store(storeOf(t, data)))...).PrepareForEval(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +83,11 @@ func TestCompiledRulesDecideLikeThePlainPolicy(t *testing.T) {
 		call("stripe", "create_refund", map[string]any{}),
 		call("weird", "frobnicate", map[string]any{}),
 		{AgentId: "sup", CallId: "c", Revision: 1, Server: "filesystem", Tool: "read_file", Arguments: &structpb.Struct{}},
+		{AgentId: "sup", CallId: "c", Revision: 1, Server: "filesystem", Tool: "delete_file", Arguments: &structpb.Struct{}},
+		call("starsrv", "frobnicate", map[string]any{}),
+		call("mail", "sendMessage", map[string]any{"to": "x", "body": "y"}),
+		call("mail", "read_inbox", map[string]any{}),
+		call("fs", "delete_file", map[string]any{"path": "/tmp/../etc/passwd"}),
 	}
 	for _, c := range calls {
 		got, err := ev.Evaluate(ctx, c, time.Now())
@@ -67,6 +102,16 @@ func TestCompiledRulesDecideLikeThePlainPolicy(t *testing.T) {
 			t.Fatalf("%s__%s plain: %v", c.Server, c.Tool, err)
 		}
 		want := rs[0].Expressions[0].Value.(map[string]any)
+		full, _ := policy.Input(c) // with tool_words, as the service sends it
+		crs, err := compiled.Eval(ctx, rego.EvalInput(full))
+		if err != nil || len(crs) == 0 {
+			t.Fatalf("%s__%s compiled: %v", c.Server, c.Tool, err)
+		}
+		pj, _ := json.Marshal(want)
+		cj, _ := json.Marshal(crs[0].Expressions[0].Value)
+		if string(pj) != string(cj) {
+			t.Errorf("%s__%s (agent %s): compiled document %s, plain %s", c.Server, c.Tool, c.AgentId, cj, pj)
+		}
 		if got.Action.String() != "ACTION_"+strings.ToUpper(want["action"].(string)) || got.RuleId != want["rule_id"] || got.Reason != want["reason"] {
 			t.Errorf("%s__%s: compiled %v %q %q, plain %v %q %q", c.Server, c.Tool, got.Action, got.RuleId, got.Reason, want["action"], want["rule_id"], want["reason"])
 		}
@@ -129,6 +174,19 @@ func TestMalformedOrUndefinedDecisionDenies(t *testing.T) {
 	}
 }
 
+func TestCanceledEvaluationDenies(t *testing.T) {
+	ev, err := policy.LoadDefault(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d, err := ev.Evaluate(ctx, call("demo", "echo", nil), time.Now())
+	if err == nil || d.Action != airlockv1.Action_ACTION_DENY || !strings.Contains(d.Reason, "fail closed") {
+		t.Fatalf("%v %q (err %v): want a deny that says it failed closed", d.Action, d.Reason, err)
+	}
+}
+
 func TestPolicyThatDoesNotCompileIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	_ = os.WriteFile(filepath.Join(dir, "p.rego"), []byte("package airlock\n\ndecision := {\"action\": x}\n"), 0o644)
@@ -169,5 +227,41 @@ func TestToolWordsSplitLikeThePolicy(t *testing.T) {
 		if got := strings.Join(policy.ToolWords(tool), " "); got != want {
 			t.Errorf("ToolWords(%q) = %q, want %q", tool, got, want)
 		}
+	}
+}
+
+// The decision's arguments_digest binds approvals to arguments, so the
+// policy's own encoder must give canon.Digest's bytes for every value.
+func TestArgumentsDigestIsCanonDigest(t *testing.T) {
+	ctx := context.Background()
+	ev, err := policy.LoadDefault(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, args := range map[string]map[string]any{
+		"empty":             {},
+		"plain":             {"path": "/tmp/x", "encoding": "utf-8"},
+		"keys sort by byte": {"b": 1, "a": 2, "B": 3, "é": 4, "a\x00": 5, "aa": 6},
+		"numbers":           {"int": 3, "neg": -2.5, "tiny": 1e-7, "small": 0.000001, "big": 1e21, "just under": 1e20, "pi": 3.141592653589793, "zero": 0, "negzero": -0.0, "max": 1.7976931348623157e308},
+		"escaped strings":   {"html": "<a href=\"x\">&</a>", "lt": "a<b", "gt": "a>b", "amp": "a&b", "ctl": "tab\there\nnew\x01", "unicode": "héllo ☃ \u2028 \u2029", "slash": `back\slash /`},
+		"nesting":           {"list": []any{1, "two", nil, true, false, []any{}, map[string]any{}}, "obj": map[string]any{"z": map[string]any{"y": []any{map[string]any{"x": "<>"}}}}},
+	} {
+		st, err := structpb.NewStruct(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "escaped strings" { // NewStruct refuses invalid UTF-8; a decoded message may still hold it
+			st.Fields["bad utf8 \xff"] = structpb.NewStringValue("\xff\xfe")
+		}
+		d, _ := ev.Evaluate(ctx, &airlockv1.ToolCall{AgentId: "bot", CallId: "c", Revision: 1, Server: "fs", Tool: "read_file", Arguments: st}, time.Now())
+		want, _ := canon.Digest(st)
+		if d.ArgumentsDigest != want {
+			raw, _ := canon.JSON(st)
+			t.Errorf("%s: digest %s, canon.Digest %s (canonical JSON %s)", name, d.ArgumentsDigest, want, raw)
+		}
+	}
+	d, _ := ev.Evaluate(ctx, &airlockv1.ToolCall{AgentId: "bot", CallId: "c", Revision: 1, Server: "fs", Tool: "read_file"}, time.Now())
+	if want, _ := canon.Digest(nil); d.ArgumentsDigest != want {
+		t.Errorf("no arguments: digest %s, canon.Digest %s", d.ArgumentsDigest, want)
 	}
 }

@@ -70,13 +70,14 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
-	meta, err := m.Metadata()
-	if err != nil {
-		return consume.Permanent(fmt.Errorf("message without JetStream metadata: %w", err))
-	}
 	trace := m.Headers().Get(envelope.HeaderTraceparent)
 	call, refusal := ingress.Request(m.Subject(), m.Data(), m.Headers(), s.deps.Config.Limits.MaxRequestBytes)
 	if refusal != nil {
+		// The stream sequence names the invalid event (its request has no usable id).
+		meta, err := m.Metadata()
+		if err != nil {
+			return consume.Permanent(fmt.Errorf("message without JetStream metadata: %w", err))
+		}
 		ev, _ := ingress.InvalidEvent(m.Subject(), meta.Sequence.Stream, m.Data(), refusal)
 		if _, err := s.pub.Publish(ctx, ev, trace); err != nil {
 			return fmt.Errorf("record invalid request %s: %w", m.Subject(), err)

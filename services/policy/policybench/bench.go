@@ -20,6 +20,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/logging"
 	"github.com/open-policy-agent/opa/v1/runtime"
 
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy"
 )
 
@@ -59,13 +60,20 @@ type Result struct {
 	MeetsP50       bool    `json:"meets_p50_goal"`
 	MeetsRatio     bool    `json:"meets_ratio_goal"`
 	OPAServer      string  `json:"opa_server"`
+	// The same measurement with FloorPolicy: what each way costs when the
+	// policy does nothing. RatioP50 cannot exceed FloorRatioP50 by much, as
+	// the policy's own work adds to both sides.
+	FloorInProcP50us float64 `json:"floor_in_process_p50_us"`
+	FloorRESTP50us   float64 `json:"floor_rest_p50_us"`
+	FloorRatioP50    float64 `json:"floor_ratio_p50"`
 }
 
 // Run measures one decision of SampleCall with the default policy plus
 // opts.Rules rules: first in process (the service's Evaluate: input, prepared
 // query, document, digest), then the same modules, data and input through
 // OPA's REST server (POST /v1/data/airlock/decision over a kept-alive
-// loopback connection), started from the OPA Go module for the run.
+// loopback connection), started from the OPA Go module for the run; then
+// both again with FloorPolicy, the floor of each way.
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Rules == 0 {
 		opts.Rules = 100
@@ -88,16 +96,69 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	res := &Result{Rules: opts.Rules, PolicyRevision: ev.Revision(), Call: call.Server + "__" + call.Tool,
 		Decisions: opts.Decisions, RESTDecisions: opts.RESTDecisions, GoalP50us: GoalP50Micros, GoalRatio: GoalRatio}
 
-	now := time.Now()
-	d, err := ev.Evaluate(ctx, call, now)
+	d, err := ev.Evaluate(ctx, call, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("sample decision: %w", err)
 	}
 	res.Action, res.RuleID = strings.ToLower(strings.TrimPrefix(d.Action.String(), "ACTION_")), d.RuleId
-	for i := 0; i < opts.Decisions/10; i++ { // warm up
+	lat, err := inProcess(ctx, ev, call, opts.Decisions)
+	if err != nil {
+		return nil, err
+	}
+	res.InProcP50us, res.InProcP99us, res.InProcMeanus = stats(lat)
+	rlat, url, err := throughREST(ctx, ev, call, d, opts.RESTDecisions)
+	if err != nil {
+		return nil, err
+	}
+	res.OPAServer = url
+	res.RESTP50us, res.RESTP99us, res.RESTMeanus = stats(rlat)
+	res.RatioP50 = res.RESTP50us / res.InProcP50us
+	res.RatioP99 = res.RESTP99us / res.InProcP99us
+	res.MeetsP50 = res.InProcP50us <= GoalP50Micros
+	res.MeetsRatio = res.RatioP50 >= GoalRatio
+
+	// The floor: a policy whose decision is a constant, through both ways.
+	// The real policy's work adds about the same time to each, so the real
+	// ratio can only be below this one.
+	fcode, err := policy.NewCode(map[string]string{"floor.rego": FloorPolicy}, nil)
+	if err != nil {
+		return nil, err
+	}
+	fev, err := policy.NewEvaluator(ctx, fcode, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := fev.Evaluate(ctx, call, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("floor decision: %w", err)
+	}
+	if lat, err = inProcess(ctx, fev, call, opts.Decisions); err != nil {
+		return nil, err
+	}
+	res.FloorInProcP50us, _, _ = stats(lat)
+	if rlat, _, err = throughREST(ctx, fev, call, fd, opts.RESTDecisions); err != nil {
+		return nil, err
+	}
+	res.FloorRESTP50us, _, _ = stats(rlat)
+	res.FloorRatioP50 = res.FloorRESTP50us / res.FloorInProcP50us
+	return res, nil
+}
+
+// FloorPolicy is the cheapest policy there is: every call gets the same
+// decision, so measuring it shows what each way costs before any rule runs.
+const FloorPolicy = `package airlock
+
+decision := {"action": "allow", "rule_id": "floor", "reason": "constant", "risk": "low", "redact": []}
+`
+
+// inProcess times n decisions of call by ev.Evaluate, as the service makes
+// them (input, prepared query, document, digest), after a warm-up.
+func inProcess(ctx context.Context, ev *policy.Evaluator, call *airlockv1.ToolCall, n int) ([]time.Duration, error) {
+	now := time.Now()
+	for i := 0; i < n/10; i++ {
 		_, _ = ev.Evaluate(ctx, call, now)
 	}
-	lat := make([]time.Duration, opts.Decisions)
+	lat := make([]time.Duration, n)
 	for i := range lat {
 		t0 := time.Now()
 		if _, err := ev.Evaluate(ctx, call, now); err != nil {
@@ -105,20 +166,25 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 		lat[i] = time.Since(t0)
 	}
-	res.InProcP50us, res.InProcP99us, res.InProcMeanus = stats(lat)
+	return lat, nil
+}
 
+// throughREST serves ev's modules and data with OPA's REST server and times
+// n decisions of call through it, each read into Go values as a client
+// would. It first checks that the server decides as in process (want).
+func throughREST(ctx context.Context, ev *policy.Evaluator, call *airlockv1.ToolCall, want *airlockv1.Decision, n int) ([]time.Duration, string, error) {
 	rest, err := startOPA(ctx, ev)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer rest.stop()
-	res.OPAServer = rest.url
 	in, err := policy.Input(call)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	body, _ := json.Marshal(map[string]any{"input": in})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}, Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
 	post := func() (map[string]any, error) {
 		resp, err := client.Post(rest.url+"/v1/data/airlock/decision", "application/json", bytes.NewReader(body))
 		if err != nil {
@@ -139,28 +205,26 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	first, err := post()
 	if err != nil {
-		return nil, fmt.Errorf("OPA REST decision: %w", err)
+		return nil, "", fmt.Errorf("OPA REST decision: %w", err)
 	}
-	if first["action"] != res.Action || first["rule_id"] != res.RuleID {
-		return nil, fmt.Errorf("OPA's REST server decided %v by %v, in process %s by %s: not the same policy", first["action"], first["rule_id"], res.Action, res.RuleID)
+	action := strings.ToLower(strings.TrimPrefix(want.Action.String(), "ACTION_"))
+	risk := strings.ToLower(strings.TrimPrefix(want.Risk.String(), "RISK_"))
+	if first["action"] != action || first["rule_id"] != want.RuleId || first["reason"] != want.Reason || first["risk"] != risk {
+		return nil, "", fmt.Errorf("OPA's REST server decided %v by %v (%v, risk %v), in process %s by %s (%s, risk %s): not the same policy",
+			first["action"], first["rule_id"], first["reason"], first["risk"], action, want.RuleId, want.Reason, risk)
 	}
-	for i := 0; i < opts.RESTDecisions/10; i++ {
+	for i := 0; i < n/10; i++ {
 		_, _ = post()
 	}
-	rlat := make([]time.Duration, opts.RESTDecisions)
-	for i := range rlat {
+	lat := make([]time.Duration, n)
+	for i := range lat {
 		t0 := time.Now()
 		if _, err := post(); err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		rlat[i] = time.Since(t0)
+		lat[i] = time.Since(t0)
 	}
-	res.RESTP50us, res.RESTP99us, res.RESTMeanus = stats(rlat)
-	res.RatioP50 = res.RESTP50us / res.InProcP50us
-	res.RatioP99 = res.RESTP99us / res.InProcP99us
-	res.MeetsP50 = res.InProcP50us <= GoalP50Micros
-	res.MeetsRatio = res.RatioP50 >= GoalRatio
-	return res, nil
+	return lat, rest.url, nil
 }
 
 func stats(lat []time.Duration) (p50, p99, mean float64) {

@@ -9,9 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -90,21 +88,40 @@ func Run(ctx context.Context, js jetstream.JetStream, spec Spec, log *slog.Logge
 	}
 	log = log.With("service", spec.Service, "consumer", spec.Durable)
 
-	queues := make([]chan jetstream.Msg, spec.Workers)
+	// Each worker's queue can hold every message the server lets this
+	// consumer have outstanding (MaxAckPending plus one pull batch), so the
+	// fetch loop never blocks on one busy worker while the others idle.
+	queueLen := pullBatch + 1000
+	if spec.MaxAckPending > 0 {
+		queueLen = pullBatch + min(spec.MaxAckPending, maxQueue)
+	}
+	queues := make([]chan fetched, spec.Workers)
+	keep := newKeeper(spec.Workers, spec.AckWait)
 	var wg sync.WaitGroup
 	for i := range queues {
-		queues[i] = make(chan jetstream.Msg, 64)
+		queues[i] = make(chan fetched, queueLen)
 		wg.Add(1)
-		go func(q chan jetstream.Msg) {
+		go func(i int, q chan fetched) {
 			defer wg.Done()
-			for m := range q {
-				handle(ctx, m, spec, log, metrics, h)
+			for f := range q {
+				keep.begin(i, f)
+				handle(ctx, f.m, spec, log, metrics, h)
+				keep.end(i)
 			}
-		}(queues[i])
+		}(i, queues[i])
 	}
+	keepCtx, stopKeep := context.WithCancel(context.Background())
+	keepDone := make(chan struct{})
+	go func() { defer close(keepDone); keep.run(keepCtx) }()
 
-	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	it, err := cons.Messages(jetstream.PullMaxMessages(pullBatch))
 	if err != nil {
+		for _, q := range queues {
+			close(q)
+		}
+		wg.Wait()
+		stopKeep()
+		<-keepDone
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -123,37 +140,101 @@ func Run(ctx context.Context, js jetstream.JetStream, spec Spec, log *slog.Logge
 			log.Warn("fetching messages failed; retrying", "err", err)
 			continue
 		}
-		queues[shard(m.Subject(), spec.Workers)] <- m
+		queues[shard(m.Subject(), spec.Workers)] <- fetched{m: m, at: time.Now()}
 	}
 	for _, q := range queues {
 		close(q)
 	}
 	wg.Wait()
+	stopKeep()
+	<-keepDone
 	return nil
 }
 
-// handle runs h for one message with ack-wait extension, panic containment and the ack decision.
-func handle(ctx context.Context, m jetstream.Msg, spec Spec, log *slog.Logger, metrics *obs.Metrics, h Handler) {
-	started := time.Now()
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(spec.AckWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = m.InProgress() // best effort: a lost keep-alive only risks a redelivery the handler tolerates
+const (
+	// pullBatch is how many messages one pull request asks for.
+	pullBatch = 256
+	// maxQueue bounds a worker's queue when MaxAckPending is very large
+	// (or unlimited); past it the fetch loop waits for that worker again.
+	maxQueue = 10000
+)
+
+// fetched is a message and when it arrived, which is when its ack wait began.
+type fetched struct {
+	m  jetstream.Msg
+	at time.Time
+}
+
+// keeper extends the ack wait of messages whose handler is still running.
+// One goroutine serves every worker (a worker handles one message at a
+// time), instead of a goroutine and a ticker per message: most handlers
+// finish in well under a millisecond and never need a keep-alive.
+type keeper struct {
+	every time.Duration
+	slots []keepSlot
+}
+
+type keepSlot struct {
+	mu sync.Mutex
+	m  jetstream.Msg
+	// last is when the message's ack wait last (re)started: its arrival
+	// (it may have waited in its worker's queue), then each keep-alive.
+	last time.Time
+}
+
+func newKeeper(workers int, ackWait time.Duration) *keeper {
+	// A message that starts just after a round is looked at two rounds
+	// later at the latest: ackWait/2, well inside its ack wait.
+	return &keeper{every: max(ackWait/4, time.Millisecond), slots: make([]keepSlot, workers)}
+}
+
+func (k *keeper) begin(i int, f fetched) {
+	s := &k.slots[i]
+	s.mu.Lock()
+	s.m, s.last = f.m, f.at
+	s.mu.Unlock()
+}
+
+func (k *keeper) end(i int) {
+	s := &k.slots[i]
+	s.mu.Lock()
+	s.m = nil
+	s.mu.Unlock()
+}
+
+func (k *keeper) run(ctx context.Context) {
+	t := time.NewTicker(k.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			for i := range k.slots {
+				s := &k.slots[i]
+				s.mu.Lock()
+				m := s.m
+				due := m != nil && now.Sub(s.last) >= k.every
+				if due {
+					s.last = now
+				}
+				s.mu.Unlock()
+				if due {
+					_ = m.InProgress() // best effort: a lost keep-alive only risks a redelivery the handler tolerates
+				}
 			}
 		}
-	}()
+	}
+}
+
+// handle runs h for one message with panic containment and the ack decision
+// (the worker's keeper extends the ack wait meanwhile).
+func handle(ctx context.Context, m jetstream.Msg, spec Spec, log *slog.Logger, metrics *obs.Metrics, h Handler) {
+	started := time.Now()
 	err := safeCall(ctx, m, h)
-	close(done)
 
 	// Handlers run with the service context; when it is canceled mid-work
 	// the message is left unacknowledged and will be redelivered.
-	meta, _ := m.Metadata()
 	switch {
 	case err == nil:
 		if aerr := m.Ack(); aerr != nil {
@@ -165,6 +246,7 @@ func handle(ctx context.Context, m jetstream.Msg, spec Spec, log *slog.Logger, m
 		_ = m.TermWithReason(truncate(err.Error(), 200))
 		metrics.Observe(spec.Service, "dropped", started)
 	default:
+		meta, _ := m.Metadata()
 		delay := backoff(meta)
 		log.Warn("handling failed; will retry", "subject", m.Subject(), "err", err, "retry_in", delay)
 		_ = m.NakWithDelay(delay)
@@ -193,18 +275,32 @@ func backoff(meta *jetstream.MsgMetadata) time.Duration {
 	return d
 }
 
-// shard keeps one call's messages on one worker: airlock.evt.<agent>.<call>.<type>.
+// shard keeps one call's messages on one worker: airlock.evt.<agent>.<call>.<type>
+// is hashed on "<agent>.<call>" (FNV-1a, without allocating).
 func shard(subj string, n int) int {
 	if n == 1 {
 		return 0
 	}
 	key := subj
-	if parts := strings.SplitN(subj, ".", 5); len(parts) == 5 {
-		key = parts[2] + "." + parts[3]
+	// <agent>.<call> lies between the second and the fourth dot.
+	var dots [4]int
+	found := 0
+	for i := 0; i < len(subj) && found < 4; i++ {
+		if subj[i] == '.' {
+			dots[found] = i
+			found++
+		}
 	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(key))
-	return int(h.Sum32() % uint32(n))
+	if found == 4 {
+		key = subj[dots[1]+1 : dots[3]]
+	}
+	const offset32, prime32 = 2166136261, 16777619
+	h := uint32(offset32)
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(key[i])
+		h *= prime32
+	}
+	return int(h % uint32(n))
 }
 
 func truncate(s string, n int) string {

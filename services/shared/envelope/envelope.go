@@ -9,9 +9,8 @@ package envelope
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -38,11 +37,14 @@ const (
 	ContentJSON       = "application/json"
 )
 
+// bodyOneof is the Event's body oneof, looked up once rather than by name
+// on every encode.
+var bodyOneof = (&airlockv1.Event{}).ProtoReflect().Descriptor().Oneofs().ByName("body")
+
 // TypeOf returns the event type (the body oneof's field name, which is also
 // the subject's last token), or "" for an event without a body.
 func TypeOf(ev *airlockv1.Event) string {
-	od := ev.ProtoReflect().Descriptor().Oneofs().ByName("body")
-	fd := ev.ProtoReflect().WhichOneof(od)
+	fd := ev.ProtoReflect().WhichOneof(bodyOneof)
 	if fd == nil {
 		return ""
 	}
@@ -81,17 +83,26 @@ func Encode(ev *airlockv1.Event, source, parentTrace string) (*nats.Msg, error) 
 	if err != nil {
 		return nil, fmt.Errorf("encode %s event for call %s: %w", typ, ev.CallId, err)
 	}
-	msg := nats.NewMsg(subj)
-	msg.Data = data
-	msg.Header.Set(HeaderContentType, ContentProtobuf)
-	msg.Header.Set(HeaderCEID, ev.EventId)
-	msg.Header.Set(HeaderCEType, "airlock.v1."+typ)
-	msg.Header.Set(HeaderCESource, source)
-	msg.Header.Set(HeaderCETime, ev.Time.AsTime().UTC().Format(time.RFC3339Nano))
-	msg.Header.Set(HeaderCESpec, "1.0")
-	msg.Header.Set(HeaderTraceparent, ChildTrace(parentTrace))
-	msg.Header.Set(jetstream.MsgIDHeader, ev.EventId)
-	return msg, nil
+	// Every event is encoded on a hot path (each call publishes several):
+	// the header is built in one sized map over one backing array of
+	// values rather than grown key by key.
+	vals := [...]string{
+		ContentProtobuf,
+		ev.EventId,
+		"airlock.v1." + typ,
+		source,
+		ev.Time.AsTime().UTC().Format(time.RFC3339Nano),
+		"1.0",
+		ChildTrace(parentTrace),
+		ev.EventId,
+	}
+	keys := [len(vals)]string{HeaderContentType, HeaderCEID, HeaderCEType, HeaderCESource, HeaderCETime, HeaderCESpec, HeaderTraceparent, jetstream.MsgIDHeader}
+	backing := vals[:]
+	h := make(nats.Header, len(keys))
+	for i, k := range keys {
+		h[k] = backing[i : i+1 : i+1]
+	}
+	return &nats.Msg{Subject: subj, Data: data, Header: h}, nil
 }
 
 // Decode parses an event from a message body and its headers.
@@ -145,25 +156,49 @@ func (p *Publisher) Publish(ctx context.Context, ev *airlockv1.Event, parentTrac
 // ChildTrace returns a traceparent in the trace of parent with a new span
 // id, or a new trace when parent is not a valid traceparent.
 func ChildTrace(parent string) string {
-	traceID := ""
-	if p := strings.Split(parent, "-"); len(p) == 4 && p[0] == "00" && len(p[1]) == 32 && len(p[2]) == 16 && isHex(p[1]) {
-		traceID = p[1]
+	// 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>
+	var b [55]byte
+	copy(b[:], "00-")
+	if len(parent) >= 53 && parent[:3] == "00-" && parent[35] == '-' && parent[52] == '-' && !strings.Contains(parent[53:], "-") &&
+		isHex(parent[3:35]) && strings.Trim(parent[3:35], "0") != "" && !strings.Contains(parent[36:52], "-") {
+		copy(b[3:35], parent[3:35])
+	} else {
+		putRandomHex(b[3:35])
 	}
-	if traceID == "" {
-		traceID = randomHex(16)
-	}
-	return "00-" + traceID + "-" + randomHex(8) + "-01"
+	b[35] = '-'
+	putRandomHex(b[36:52])
+	copy(b[52:], "-01")
+	return string(b[:])
 }
 
 func isHex(s string) bool {
-	_, err := hex.DecodeString(s)
-	return err == nil && strings.Trim(s, "0") != ""
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return len(s)%2 == 0
 }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
-	return hex.EncodeToString(b)
+// putRandomHex fills dst with random lowercase hex digits. Trace, span and
+// generated event ids must be unique, not secret: they come from the
+// runtime's per-thread ChaCha8 generator (seeded from the OS), which needs
+// no system call and no lock on the publish path.
+func putRandomHex(dst []byte) {
+	const digits = "0123456789abcdef"
+	for i := 0; i < len(dst); i += 16 {
+		r := rand.Uint64()
+		for j := i; j < len(dst) && j < i+16; j++ {
+			dst[j] = digits[r&0xf]
+			r >>= 4
+		}
+	}
 }
 
-func randomID() string { return "evt_" + randomHex(12) }
+func randomID() string {
+	var b [4 + 24]byte // 96 random bits, as ids.New
+	copy(b[:], "evt_")
+	putRandomHex(b[4:])
+	return string(b[:])
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 )
@@ -74,6 +75,63 @@ func TestChildTraceStartsNewTraceFromGarbage(t *testing.T) {
 		tp := ChildTrace(parent)
 		if p := strings.Split(tp, "-"); len(p) != 4 || len(p[1]) != 32 || len(p[2]) != 16 {
 			t.Fatalf("ChildTrace(%q) = %q", parent, tp)
+		}
+	}
+}
+
+func TestChildTraceKeepsTheParentsTraceWithANewSpan(t *testing.T) {
+	tests := []struct{ name, parent, keep string }{
+		{"a valid parent keeps its trace id", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "0af7651916cd43dd8448eb211c80319c"},
+		{"upper-case hex is accepted as before", "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", "0AF7651916CD43DD8448EB211C80319C"},
+		{"a trace id that is not hex starts a new trace", "00-0af7651916cd43dd8448eb211c80319z-b7ad6b7169203331-01", ""},
+		{"an extra field starts a new trace", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-xx", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := ChildTrace(tt.parent), ChildTrace(tt.parent)
+			pa, pb := strings.Split(a, "-"), strings.Split(b, "-")
+			if len(pa) != 4 || len(pa[1]) != 32 || len(pa[2]) != 16 || pa[3] != "01" || !isHex(pa[1]) || !isHex(pa[2]) {
+				t.Fatalf("ChildTrace(%q) = %q: not a traceparent", tt.parent, a)
+			}
+			if (tt.keep != "") != (pa[1] == tt.keep) {
+				t.Fatalf("ChildTrace(%q) = %q: trace id kept = %v, want %v", tt.parent, a, pa[1] == tt.keep, tt.keep != "")
+			}
+			if pa[2] == pb[2] {
+				t.Fatalf("two children of %q got the same span id %s", tt.parent, pa[2])
+			}
+			if tt.keep == "" && pa[1] == pb[1] {
+				t.Fatalf("two new traces got the same trace id %s", pa[1])
+			}
+		})
+	}
+}
+
+func TestGeneratedEventIDsDiffer(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 1000; i++ {
+		id := randomID()
+		if len(id) != len("evt_")+24 || !strings.HasPrefix(id, "evt_") || !isHex(id[4:]) || seen[id] {
+			t.Fatalf("generated event id %q is malformed or repeated", id)
+		}
+		seen[id] = true
+	}
+}
+
+func BenchmarkEncodeDecode(b *testing.B) {
+	args, _ := structpb.NewStruct(map[string]any{"text": "hello from the bench"})
+	parent := ChildTrace("")
+	b.ReportAllocs()
+	for b.Loop() {
+		ev := &airlockv1.Event{
+			EventId: EventID("call_1", 1, "requested"), AgentId: "bench", CallId: "call_1", Revision: 1,
+			Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: &airlockv1.ToolCall{CallId: "call_1", AgentId: "bench", Tool: "demo__echo", Arguments: args}}},
+		}
+		msg, err := Encode(ev, "agent/bench", parent)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Decode(msg.Data, msg.Header); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -1,0 +1,141 @@
+package consume
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+func TestShardHashesAgentAndCallLikeFNV(t *testing.T) {
+	tests := []struct{ name, subj, key string }{
+		{"an event subject is sharded on its agent and call", "airlock.evt.bot.call_1.requested", "bot.call_1"},
+		{"two types of one call land on the same worker", "airlock.evt.bot.call_1.completed", "bot.call_1"},
+		{"a subject with fewer tokens is sharded whole", "airlock.evt.bot", "airlock.evt.bot"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := fnv.New32a()
+			_, _ = h.Write([]byte(tt.key))
+			if got, want := shard(tt.subj, 7), int(h.Sum32()%7); got != want {
+				t.Fatalf("shard(%q) = %d, want %d (FNV-1a of %q)", tt.subj, got, want, tt.key)
+			}
+		})
+	}
+}
+
+// run starts Run on a fresh stream-backed consumer and returns the
+// publisher's JetStream and a stop function that waits for Run to return.
+func run(t *testing.T, spec Spec, h Handler) (jetstream.JetStream, func()) {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	spec.Service, spec.Stream = "test", deps.Config.Stream.Name
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, deps.JS, spec, deps.Log, deps.Metrics, h) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run returned %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return deps.JS, stop
+}
+
+func publish(t *testing.T, js jetstream.JetStream, agent, call, typ string) {
+	t.Helper()
+	subj, err := subject.Event(agent, call, typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(context.Background(), subj, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHandlerLongerThanAckWaitIsKeptAliveAndNotRedelivered(t *testing.T) {
+	var deliveries atomic.Int32
+	finished := make(chan struct{})
+	js, _ := run(t, Spec{Durable: "slow", FilterSubjects: []string{subject.OfType(subject.Requested)}, AckWait: time.Second},
+		func(ctx context.Context, m jetstream.Msg) error {
+			if deliveries.Add(1) == 1 {
+				time.Sleep(2500 * time.Millisecond) // the work itself: 2.5 ack waits
+				close(finished)
+			}
+			return nil
+		})
+	publish(t, js, "bot", "slow", subject.Requested)
+	select {
+	case <-finished:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the handler never finished")
+	}
+	// The server would have redelivered by now (AckWait passed twice during the work).
+	cons, err := js.Consumer(context.Background(), testenv.Config("").Stream.Name, "slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumRedelivered != 0 || deliveries.Load() != 1 {
+		t.Fatalf("the message was redelivered (%d redelivered, %d handled) while its handler ran; keep-alives should have prevented it",
+			info.NumRedelivered, deliveries.Load())
+	}
+}
+
+func TestBusyWorkerDoesNotHoldUpOtherCalls(t *testing.T) {
+	const workers = 2
+	// Pick a second call that lands on the other worker than "blocked".
+	other := ""
+	for i := 0; other == ""; i++ {
+		c := fmt.Sprintf("other-%d", i)
+		if shard("airlock.evt.bot."+c+".requested", workers) != shard("airlock.evt.bot.blocked.requested", workers) {
+			other = c
+		}
+	}
+	release := make(chan struct{})
+	otherDone := make(chan struct{})
+	var once sync.Once
+	js, _ := run(t, Spec{Durable: "hol", FilterSubjects: []string{subject.OfAgent("bot")}, Workers: workers},
+		func(ctx context.Context, m jetstream.Msg) error {
+			switch p, _ := subject.Parse(m.Subject()); p.Call {
+			case "blocked":
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			case other:
+				once.Do(func() { close(otherDone) })
+			}
+			return nil
+		})
+	defer close(release)
+	// More messages for the blocked call than a small per-worker queue
+	// holds, then one for a call on the idle worker.
+	for i := 0; i < 150; i++ {
+		publish(t, js, "bot", "blocked", subject.Requested)
+	}
+	publish(t, js, "bot", other, subject.Requested)
+	select {
+	case <-otherDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a call on an idle worker waited behind another call's backlog")
+	}
+}
