@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // apiClient is the reviewer CLI's client of the console's REST API.
@@ -170,7 +171,7 @@ func approvalsListCmd(g *globals, f *apiFlags) *cobra.Command {
 				if r.GetCreatedAt() != nil {
 					asked = time.Since(r.GetCreatedAt().AsTime()).Round(time.Second).String() + " ago"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.GetCall().GetCallId(), cliTool(r.GetCall()), r.GetCall().GetAgentId(),
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.GetCall().GetCallId(), calls.QualifiedTool(r.GetCall()), r.GetCall().GetAgentId(),
 					cliEnum(r.GetDecision().GetRisk().String(), "RISK_"), cliEnum(r.GetState().String(), "APPROVAL_STATE_"), asked, cliOneLine(r.GetDecision().GetReason(), 60))
 			}
 			return w.Flush()
@@ -181,13 +182,6 @@ func approvalsListCmd(g *globals, f *apiFlags) *cobra.Command {
 	cmd.Flags().StringVar(&tool, "tool", "", "only this tool (server__tool)")
 	cmd.Flags().StringVar(&risk, "risk", "", "only calls of at least this risk (low, medium, high, critical)")
 	return cmd
-}
-
-func cliTool(c *airlockv1.ToolCall) string {
-	if c.GetServer() == "" {
-		return c.GetTool()
-	}
-	return c.GetServer() + "__" + c.GetTool()
 }
 
 func cliEnum(s, prefix string) string { return strings.ToLower(strings.TrimPrefix(s, prefix)) }
@@ -226,7 +220,7 @@ func approvalsShowCmd(g *globals, f *apiFlags) *cobra.Command {
 			_ = enc.Encode(r.GetCall().GetArguments().AsMap())
 			argsJSON := strings.TrimSpace(argsBuf.String())
 			fmt.Printf("call      %s (revision %d)\ntool      %s\nagent     %s\nstate     %s\nrisk      %s\npolicy    %s (rule %s)\nreason    %s\nvotes     %d of %d\narguments %s\n",
-				r.GetCall().GetCallId(), max(r.GetCall().GetRevision(), 1), cliTool(r.GetCall()), r.GetCall().GetAgentId(),
+				r.GetCall().GetCallId(), max(r.GetCall().GetRevision(), 1), calls.QualifiedTool(r.GetCall()), r.GetCall().GetAgentId(),
 				cliEnum(r.GetState().String(), "APPROVAL_STATE_"), cliEnum(r.GetDecision().GetRisk().String(), "RISK_"),
 				r.GetDecision().GetReason(), r.GetDecision().GetRuleId(), r.GetCall().GetReason(),
 				len(r.GetVotes()), max(r.GetDecision().GetQuorum(), 1), argsJSON)

@@ -18,6 +18,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
@@ -202,7 +203,7 @@ func (con *Console) apiList(c echo.Context) error {
 	}
 	f := filterFrom(c)
 	resp, err := con.approvals.List(c.Request().Context(), &airlockv1.ListRequest{
-		States: states, AgentId: f.Agent, Tool: f.Tool, MinRisk: parseRisk(f.Risk), ThreadId: c.QueryParam("thread"), Limit: uint32(limit),
+		States: states, AgentId: f.Agent, Tool: f.Tool, MinRisk: calls.ParseRisk(f.Risk), ThreadId: c.QueryParam("thread"), Limit: uint32(limit),
 	})
 	if err != nil {
 		return err

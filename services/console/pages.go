@@ -22,6 +22,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -212,7 +213,7 @@ func (f inboxFilter) matches(v *callView) bool {
 	if f.Tool != "" && v.FullTool != f.Tool && v.Tool != f.Tool {
 		return false
 	}
-	if min := parseRisk(f.Risk); min != airlockv1.Risk_RISK_UNSPECIFIED && parseRisk(v.Risk) < min {
+	if min := calls.ParseRisk(f.Risk); min != airlockv1.Risk_RISK_UNSPECIFIED && calls.ParseRisk(v.Risk) < min {
 		return false
 	}
 	return true
@@ -226,7 +227,7 @@ func filterFrom(c echo.Context) inboxFilter {
 // (the service filters too; filtering again keeps the inbox and the live
 // feed consistent whatever the service does with a filter).
 func (con *Console) list(ctx context.Context, states []airlockv1.ApprovalState, f inboxFilter, limit uint32) ([]callView, error) {
-	resp, err := con.approvals.List(ctx, &airlockv1.ListRequest{States: states, AgentId: f.Agent, Tool: f.Tool, MinRisk: parseRisk(f.Risk), Limit: limit})
+	resp, err := con.approvals.List(ctx, &airlockv1.ListRequest{States: states, AgentId: f.Agent, Tool: f.Tool, MinRisk: calls.ParseRisk(f.Risk), Limit: limit})
 	if err != nil {
 		return nil, err
 	}

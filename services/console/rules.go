@@ -13,6 +13,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // ruleView is a run-time policy rule for the rules page.
@@ -168,7 +169,7 @@ func (con *Console) evalForm(c echo.Context) error {
 		return err
 	}
 	d := con.rulesData(c.Request().Context())
-	d.Eval, d.EvalTool, d.EvalArgs, d.EvalRisk = dec, tool, prettyJSON(args), riskName(dec.GetRisk())
+	d.Eval, d.EvalTool, d.EvalArgs, d.EvalRisk = dec, tool, prettyJSON(args), calls.RiskName(dec.GetRisk())
 	d.EvalAction = strings.ToLower(strings.TrimPrefix(dec.GetAction().String(), "ACTION_"))
 	return con.render(c, http.StatusOK, "rules", pageData{Title: "Rules", Any: d})
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 )
 
@@ -45,34 +46,6 @@ type voteView struct {
 	At                   time.Time
 }
 
-func riskName(r airlockv1.Risk) string {
-	switch r {
-	case airlockv1.Risk_RISK_LOW:
-		return "low"
-	case airlockv1.Risk_RISK_MEDIUM:
-		return "medium"
-	case airlockv1.Risk_RISK_HIGH:
-		return "high"
-	case airlockv1.Risk_RISK_CRITICAL:
-		return "critical"
-	}
-	return "unknown"
-}
-
-func parseRisk(s string) airlockv1.Risk {
-	switch strings.ToLower(s) {
-	case "low":
-		return airlockv1.Risk_RISK_LOW
-	case "medium":
-		return airlockv1.Risk_RISK_MEDIUM
-	case "high":
-		return airlockv1.Risk_RISK_HIGH
-	case "critical":
-		return airlockv1.Risk_RISK_CRITICAL
-	}
-	return airlockv1.Risk_RISK_UNSPECIFIED
-}
-
 func stateName(s airlockv1.ApprovalState) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "APPROVAL_STATE_"))
 }
@@ -80,14 +53,6 @@ func stateName(s airlockv1.ApprovalState) string {
 func parseState(s string) (airlockv1.ApprovalState, bool) {
 	v, ok := airlockv1.ApprovalState_value["APPROVAL_STATE_"+strings.ToUpper(s)]
 	return airlockv1.ApprovalState(v), ok && v != 0
-}
-
-// fullTool is "server__tool", the name policies and grants use.
-func fullTool(c *airlockv1.ToolCall) string {
-	if c.GetServer() == "" {
-		return c.GetTool()
-	}
-	return c.GetServer() + "__" + c.GetTool()
 }
 
 // encodeJSON keeps <, > and & as they are: the text is shown to a person
@@ -126,9 +91,9 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 	c, d := rec.GetCall(), rec.GetDecision()
 	v := callView{
 		ID: c.GetCallId(), Agent: c.GetAgentId(), Thread: c.GetThreadId(), OnBehalfOf: c.GetOnBehalfOf(),
-		Server: c.GetServer(), Tool: c.GetTool(), FullTool: fullTool(c), Reason: c.GetReason(),
+		Server: c.GetServer(), Tool: c.GetTool(), FullTool: calls.QualifiedTool(c), Reason: c.GetReason(),
 		Revision: max(c.GetRevision(), 1),
-		Risk:     riskName(d.GetRisk()), HighRisk: d.GetRisk() >= airlockv1.Risk_RISK_HIGH,
+		Risk:     calls.RiskName(d.GetRisk()), HighRisk: d.GetRisk() >= airlockv1.Risk_RISK_HIGH,
 		PolicyReason: d.GetReason(), RuleID: d.GetRuleId(), PolicyRev: firstNonEmpty(rec.GetPolicyRevision(), d.GetPolicyRevision()),
 		Approvers: d.GetApprovers(), GrantID: d.GetGrantId(),
 		State: stateName(rec.GetState()), Pending: rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
@@ -194,7 +159,7 @@ func newTimelineEntry(ev *airlockv1.Event) timelineEntry {
 	}
 	switch b := ev.Body.(type) {
 	case *airlockv1.Event_Requested:
-		t.Detail = "asked to run " + fullTool(b.Requested.GetCall())
+		t.Detail = "asked to run " + calls.QualifiedTool(b.Requested.GetCall())
 		if r := b.Requested.GetCall().GetReason(); r != "" {
 			t.Detail += ": " + r
 		}
@@ -235,7 +200,7 @@ func newTimelineEntry(ev *airlockv1.Event) timelineEntry {
 }
 
 func decisionDetail(d *airlockv1.Decision) string {
-	s := fmt.Sprintf("risk %s, rule %s: %s", riskName(d.GetRisk()), firstNonEmpty(d.GetRuleId(), "(none)"), d.GetReason())
+	s := fmt.Sprintf("risk %s, rule %s: %s", calls.RiskName(d.GetRisk()), firstNonEmpty(d.GetRuleId(), "(none)"), d.GetReason())
 	if d.GetGrantId() != "" {
 		s += " (standing grant " + d.GetGrantId() + ")"
 	}

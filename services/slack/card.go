@@ -12,6 +12,7 @@ import (
 	slackgo "github.com/slack-go/slack"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // Action ids of the card's buttons, and the block and callback ids the
@@ -102,7 +103,7 @@ func Render(rec *airlockv1.ApprovalRecord, publicURL string) Message {
 	} else {
 		blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn(OutcomeText(rec)), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_outcome")))
 	}
-	return Message{Text: fmt.Sprintf("%s: %s (risk %s, call %s)", statusWord(rec), toolName(call), riskWord(rec.GetDecision().GetRisk()), call.GetCallId()), Blocks: blocks}
+	return Message{Text: fmt.Sprintf("%s: %s (risk %s, call %s)", statusWord(rec), calls.QualifiedTool(call), calls.RiskName(rec.GetDecision().GetRisk()), call.GetCallId()), Blocks: blocks}
 }
 
 // RenderSuperseded draws a card for a revision the agent has since
@@ -113,12 +114,12 @@ func RenderSuperseded(rec *airlockv1.ApprovalRecord, cardRevision uint32, public
 	m.Blocks = append(m.Blocks[:len(m.Blocks)-1], slackgo.NewSectionBlock(mrkdwn(fmt.Sprintf(
 		":arrows_counterclockwise: This card is for revision %d; the agent has since submitted revision %d (%s), which has its own message.",
 		cardRevision, rec.GetCall().GetRevision(), stateWord(rec.GetState()))), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_outcome")))
-	m.Text = fmt.Sprintf("Superseded: %s (call %s)", toolName(rec.GetCall()), rec.GetCall().GetCallId())
+	m.Text = fmt.Sprintf("Superseded: %s (call %s)", calls.QualifiedTool(rec.GetCall()), rec.GetCall().GetCallId())
 	return m
 }
 
 func headerText(rec *airlockv1.ApprovalRecord) string {
-	return statusWord(rec) + ": " + toolName(rec.GetCall())
+	return statusWord(rec) + ": " + calls.QualifiedTool(rec.GetCall())
 }
 
 func statusWord(rec *airlockv1.ApprovalRecord) string {
@@ -135,7 +136,7 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, publicURL string) []slackgo.Blo
 		agent += " on behalf of *" + escape(call.GetOnBehalfOf()) + "*"
 	}
 	fields := []*slackgo.TextBlockObject{
-		mrkdwn("*Tool*\n`" + escape(toolName(call)) + "`"),
+		mrkdwn("*Tool*\n`" + escape(calls.QualifiedTool(call)) + "`"),
 		mrkdwn("*Risk*\n" + riskBadge(d.GetRisk())),
 		mrkdwn("*Agent*\n" + agent),
 		mrkdwn("*Deadline*\n" + deadlineText(rec.GetDeadline().AsTime(), rec.GetDeadline() != nil)),
@@ -343,27 +344,6 @@ func redact(m map[string]any, p string) {
 	}
 }
 
-func toolName(call *airlockv1.ToolCall) string {
-	if call.GetServer() == "" {
-		return call.GetTool()
-	}
-	return call.GetServer() + "__" + call.GetTool()
-}
-
-func riskWord(r airlockv1.Risk) string {
-	switch r {
-	case airlockv1.Risk_RISK_LOW:
-		return "low"
-	case airlockv1.Risk_RISK_MEDIUM:
-		return "medium"
-	case airlockv1.Risk_RISK_HIGH:
-		return "high"
-	case airlockv1.Risk_RISK_CRITICAL:
-		return "critical"
-	}
-	return "unrated"
-}
-
 func riskBadge(r airlockv1.Risk) string {
 	emoji := map[airlockv1.Risk]string{
 		airlockv1.Risk_RISK_LOW: ":large_green_circle:", airlockv1.Risk_RISK_MEDIUM: ":large_yellow_circle:",
@@ -372,7 +352,7 @@ func riskBadge(r airlockv1.Risk) string {
 	if emoji == "" {
 		emoji = ":white_circle:"
 	}
-	return emoji + " " + riskWord(r)
+	return emoji + " " + calls.RiskName(r)
 }
 
 func stateWord(s airlockv1.ApprovalState) string {

@@ -17,6 +17,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/obs"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -413,7 +414,7 @@ func reasonModal(c click, rec *airlockv1.ApprovalRecord, meta string) slackgo.Mo
 	}
 	what := fmt.Sprintf("call `%s`, revision %d", escape(c.value.Call), c.value.Revision)
 	if rec != nil {
-		what = "`" + escape(toolName(rec.GetCall())) + "` · " + what
+		what = "`" + escape(calls.QualifiedTool(rec.GetCall())) + "` · " + what
 	}
 	input := slackgo.NewPlainTextInputBlockElement(plain("Be specific"), InputReason)
 	input.Multiline = true

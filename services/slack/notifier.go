@@ -13,6 +13,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
@@ -263,10 +264,10 @@ func (n *Notifier) Update(ctx context.Context, rec *airlockv1.ApprovalRecord, re
 func (n *Notifier) Remind(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error {
 	call := rec.GetCall()
 	text := fmt.Sprintf(":alarm_clock: Reminder: `%s` (call `%s`) is still waiting for a decision; deadline %s.",
-		escape(toolName(call)), escape(call.GetCallId()), deadlineText(rec.GetDeadline().AsTime(), rec.GetDeadline() != nil))
+		escape(calls.QualifiedTool(call)), escape(call.GetCallId()), deadlineText(rec.GetDeadline().AsTime(), rec.GetDeadline() != nil))
 	if rec.GetEscalated() {
 		text = fmt.Sprintf(":rotating_light: Escalated: `%s` (call `%s`) is still waiting; now also asked: %s. Deadline %s.",
-			escape(toolName(call)), escape(call.GetCallId()), escape(strings.Join(rec.GetDecision().GetEscalateTo(), ", ")),
+			escape(calls.QualifiedTool(call)), escape(call.GetCallId()), escape(strings.Join(rec.GetDecision().GetEscalateTo(), ", ")),
 			deadlineText(rec.GetDeadline().AsTime(), rec.GetDeadline() != nil))
 	}
 	err := eachMessage(ref, func(ch, ts string) error {
