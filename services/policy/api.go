@@ -23,6 +23,17 @@ import (
 // serveAPI registers the policy micro service (airlock.api.policy.*) on
 // this replica; every replica serves it in one queue group, and every
 // replica applies the resulting bucket change through its watcher.
+// Serve answers the rules endpoints and follows policy changes (rules,
+// grants, .rego files) until ctx ends.
+func (e *Engine) Serve(ctx context.Context) error {
+	api, err := e.serveAPI()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = api.Stop() }()
+	return e.Run(ctx)
+}
+
 func (e *Engine) serveAPI() (micro.Service, error) {
 	srv, err := micro.AddService(e.deps.NC, micro.Config{
 		Name: policyapi.Service, Version: "1.0.0",

@@ -7,6 +7,7 @@ package policy
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -27,46 +28,54 @@ type Decider interface {
 
 // Service consumes requests and publishes decisions.
 type Service struct {
-	deps    svc.Deps
-	decider Decider
-	pub     *envelope.Publisher
+	deps      svc.Deps
+	decider   Decider
+	pub       *envelope.Publisher
+	alongside []func(context.Context) error
 }
 
 // Durable is the consumer every policy replica shares.
 const Durable = "policy"
 
-// New builds the service around decider.
-func New(deps svc.Deps, decider Decider) *Service {
-	return &Service{deps: deps, decider: decider, pub: deps.Publisher("policy")}
+// New builds the service around decider. Each alongside function runs for
+// as long as the service does (the engine's change watchers and endpoints);
+// one that fails stops the service with its error.
+func New(deps svc.Deps, decider Decider, alongside ...func(context.Context) error) *Service {
+	return &Service{deps: deps, decider: decider, pub: deps.Publisher("policy"), alongside: alongside}
 }
 
 // Name implements svc.Service.
 func (s *Service) Name() string { return "policy" }
 
-// Run implements svc.Service. With the Rego Engine as decider it also
-// follows policy changes and serves the rules endpoints while it runs.
+// Run implements svc.Service.
 func (s *Service) Run(ctx context.Context) error {
-	if e, ok := s.decider.(*Engine); ok {
-		api, err := e.serveAPI()
-		if err != nil {
-			return err
-		}
-		defer func() { _ = api.Stop() }()
-		ectx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- e.Run(ectx) }()
-		defer func() {
-			cancel()
-			if err := <-done; err != nil {
-				s.deps.Log.Error("policy watcher stopped", "err", err)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	failed := make(chan error, len(s.alongside))
+	var wg sync.WaitGroup
+	for _, f := range s.alongside {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				failed <- err
+				cancel()
 			}
 		}()
 	}
-	return consume.Run(ctx, s.deps.JS, consume.Spec{
+	err := consume.Run(ctx, s.deps.JS, consume.Spec{
 		Service: "policy", Stream: s.deps.Config.Stream.Name, Durable: Durable,
 		FilterSubjects: []string{subject.OfType(subject.Requested)},
 		Workers:        s.deps.Config.Policy.Workers,
 	}, s.deps.Log, s.deps.Metrics, s.handle)
+	cancel()
+	wg.Wait()
+	select {
+	case ferr := <-failed:
+		return ferr
+	default:
+		return err
+	}
 }
 
 func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {

@@ -37,7 +37,7 @@ func replica(t *testing.T, cfg config.Config) (*policy.Engine, svc.Deps) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.RunService(t, policy.New(deps, e))
+	testenv.RunService(t, policy.New(deps, e, e.Serve))
 	return e, deps
 }
 
