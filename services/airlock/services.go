@@ -18,8 +18,10 @@ import (
 	"github.com/airlock-gate/airlock/services/console"
 	"github.com/airlock-gate/airlock/services/executor"
 	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/obs"
+	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
@@ -71,7 +73,7 @@ func buildServices(ctx context.Context, deps svc.Deps, names []string) ([]svc.Se
 func newHTTP(deps svc.Deps, names []string, services ...svc.Service) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	health := obs.Health{NC: deps.NC, Services: names, Started: time.Now()}
+	health := obs.Health{NC: deps.NC, Services: names, Endpoints: endpointsOf(names), Started: time.Now()}
 	e.GET("/healthz", echo.WrapHandler(health))
 	e.GET("/metrics", echo.WrapHandler(deps.Metrics.MetricsHandler()))
 	for _, s := range services {
@@ -81,6 +83,21 @@ func newHTTP(deps svc.Deps, names []string, services ...svc.Service) *echo.Echo 
 	}
 	mountSlack(e, deps)
 	return e
+}
+
+// endpointsOf names the micro services that the named services serve, which
+// must answer before /healthz reports the process ready.
+func endpointsOf(names []string) []string {
+	var out []string
+	for _, n := range names {
+		switch n {
+		case "approval":
+			out = append(out, approvalapi.Service)
+		case "policy":
+			out = append(out, policyapi.Service)
+		}
+	}
+	return out
 }
 
 // run runs services and the HTTP server until ctx ends, then stops the

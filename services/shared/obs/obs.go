@@ -79,27 +79,46 @@ func (m *Metrics) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
 }
 
-// Health reports a process's readiness: the NATS connection and the services it runs.
+// Health reports a process's readiness: the NATS connection, and that the
+// request/reply endpoints of the services it runs answer.
 type Health struct {
 	NC       *nats.Conn
 	Services []string
-	Started  time.Time
+	// Endpoints are nats.go/micro service names that must answer $SRV.PING
+	// before the process is ready (e.g. "approval", "policy").
+	Endpoints []string
+	Started   time.Time
 }
 
-// ServeHTTP answers 200 with JSON while NATS is connected, 503 otherwise.
+// ServeHTTP answers 200 with JSON while NATS is connected and every
+// endpoint answers, 503 ("starting" or "degraded") otherwise.
 func (h Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	status, code := "ok", http.StatusOK
 	natsStatus := "none"
+	var waiting []string
 	if h.NC != nil {
 		natsStatus = strings.ToLower(h.NC.Status().String())
 		if !h.NC.IsConnected() {
 			status, code = "degraded", http.StatusServiceUnavailable
+		} else {
+			for _, name := range h.Endpoints {
+				if _, err := h.NC.Request("$SRV.PING."+name, nil, 500*time.Millisecond); err != nil {
+					waiting = append(waiting, name)
+				}
+			}
+			if len(waiting) > 0 {
+				status, code = "starting", http.StatusServiceUnavailable
+			}
 		}
+	}
+	body := map[string]any{
+		"status": status, "nats": natsStatus, "services": h.Services,
+		"uptime_seconds": int(time.Since(h.Started).Seconds()),
+	}
+	if len(waiting) > 0 {
+		body["waiting_for"] = waiting
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"status": status, "nats": natsStatus, "services": h.Services,
-		"uptime_seconds": int(time.Since(h.Started).Seconds()),
-	})
+	_ = json.NewEncoder(w).Encode(body)
 }
