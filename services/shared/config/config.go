@@ -7,8 +7,10 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -184,9 +186,9 @@ func Load(path string, env []string) (Config, error) {
 }
 
 func decodeStrict(raw []byte, cfg *Config) error {
-	dec := yaml.NewDecoder(bytesReader(raw))
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil && !errors.Is(err, errEOF) {
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
 	return nil

@@ -1,18 +1,12 @@
 package config
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"reflect"
 	"strconv"
 	"strings"
 	"time"
 )
-
-var errEOF = io.EOF
-
-func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
 // EnvPrefix starts every environment override.
 const EnvPrefix = "AIRLOCK_"
