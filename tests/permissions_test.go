@@ -90,6 +90,38 @@ func TestShippedNATSPermissionsConfineAgents(t *testing.T) {
 		}
 	}
 
+	// Refused: reading from, redefining or deleting a service's durable consumer.
+	if _, err := adminJS.CreateOrUpdateConsumer(ctx, config.Default().Stream.Name, jetstream.ConsumerConfig{
+		Durable: "executor", FilterSubject: "airlock.evt.*.*.approved", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	for name, try := range map[string]func(context.Context) error{
+		"fetch": func(c context.Context) error {
+			cons, err := botJS.Consumer(c, config.Default().Stream.Name, "executor")
+			if err != nil {
+				return err
+			}
+			_, err = cons.Fetch(1, jetstream.FetchMaxWait(300*time.Millisecond))
+			return err
+		},
+		"redefine": func(c context.Context) error {
+			_, err := botJS.CreateOrUpdateConsumer(c, config.Default().Stream.Name, jetstream.ConsumerConfig{
+				Durable: "executor", FilterSubject: "airlock.evt.bot.>", AckPolicy: jetstream.AckExplicitPolicy})
+			return err
+		},
+		"delete": func(c context.Context) error { return botJS.DeleteConsumer(c, config.Default().Stream.Name, "executor") },
+	} {
+		c, ccancel := context.WithTimeout(ctx, time.Second)
+		err := try(c)
+		ccancel()
+		if err == nil {
+			t.Errorf("agent bot could %s the executor's consumer", name)
+		}
+	}
+	if info, err := adminJS.Consumer(ctx, config.Default().Stream.Name, "executor"); err != nil || info.CachedInfo().Config.FilterSubject != "airlock.evt.*.*.approved" {
+		t.Fatalf("the executor's consumer was changed or removed by an agent (%v)", err)
+	}
+
 	// Refused: reading another agent's calls.
 	other, _ := airlock.New(bot, "other")
 	actx, acancel := context.WithTimeout(ctx, 3*time.Second)

@@ -316,6 +316,9 @@ func (con *Console) inboxEvents(c echo.Context) error {
 func writeSSE(w http.ResponseWriter, event, data string) {
 	var b strings.Builder
 	b.WriteString("event: " + event + "\n")
+	// A bare \r also ends a line in the event-stream format: normalise it so
+	// text an agent wrote can never end the event early and inject another.
+	data = strings.ReplaceAll(strings.ReplaceAll(data, "\r\n", "\n"), "\r", "\n")
 	for _, line := range strings.Split(data, "\n") {
 		b.WriteString("data: " + line + "\n")
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
@@ -119,8 +120,11 @@ func Call(call *airlockv1.ToolCall) *Refusal {
 	if strings.Contains(call.Server, "__") {
 		return refuse("server %q must not contain \"__\": that separates server from tool", call.Server)
 	}
-	if len(call.ThreadId) > MaxThreadLen || !utf8.ValidString(call.ThreadId) {
-		return refuse("thread_id must be valid UTF-8 of at most %d bytes", MaxThreadLen)
+	if len(call.ThreadId) > MaxThreadLen || !utf8.ValidString(call.ThreadId) || strings.IndexFunc(call.ThreadId, unicode.IsControl) >= 0 {
+		return refuse("thread_id must be valid UTF-8 of at most %d bytes without control characters", MaxThreadLen)
+	}
+	if strings.IndexFunc(call.OnBehalfOf, unicode.IsControl) >= 0 || len(call.OnBehalfOf) > MaxNameLen {
+		return refuse("on_behalf_of must be at most %d bytes without control characters", MaxNameLen)
 	}
 	if len(call.Reason) > MaxReasonLen {
 		return refuse("reason is %d bytes: keep it under %d", len(call.Reason), MaxReasonLen)

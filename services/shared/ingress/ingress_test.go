@@ -33,3 +33,14 @@ func TestRequestAcceptsProtobuf(t *testing.T) {
 		t.Fatal(r)
 	}
 }
+
+func TestCallRefusesControlCharactersInThreadAndPrincipal(t *testing.T) {
+	for _, call := range []*airlockv1.ToolCall{
+		{AgentId: "a", CallId: "c", Tool: "fs__read_file", ThreadId: "x\r\revent: sync\rdata: \r\r"},
+		{AgentId: "a", CallId: "c", Tool: "fs__read_file", OnBehalfOf: "alice\n"},
+	} {
+		if r := Call(call); r == nil {
+			t.Errorf("accepted %q / %q", call.ThreadId, call.OnBehalfOf)
+		}
+	}
+}
