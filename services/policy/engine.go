@@ -368,11 +368,11 @@ func (e *Engine) Decide(ctx context.Context, call *airlockv1.ToolCall) *airlockv
 		return d
 	}
 	e.gmu.Lock()
-	ids := candidates(e.grantMap, call, now)
+	ids := candidates(e.grantMap, call, d, now)
 	e.gmu.Unlock()
 	gs := grantStore{kv: e.grants}
 	for _, id := range ids {
-		g, err := gs.spend(ctx, id, call, now)
+		g, err := gs.spend(ctx, id, call, d, now)
 		if err != nil {
 			// Safe side: without the grant a person decides.
 			e.log.Warn("could not use standing grant; asking a person instead", "grant", id, "call", call.GetCallId(), "err", err)

@@ -30,8 +30,16 @@ func UseKey(call *airlockv1.ToolCall) string {
 // allow at time now: not revoked, not expired, the same agent, server and
 // tool, every argument glob matching, and a use left — or this very call
 // revision already spent one (a redelivery).
-func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, now time.Time) bool {
+func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlockv1.Decision, now time.Time) bool {
 	if g == nil || g.Revoked {
+		return false
+	}
+	// A grant answers one rule's ask for one approver; it never stands in
+	// for a quorum, for another rule, or for the grantor's own calls.
+	if g.RuleId != d.GetRuleId() || d.GetQuorum() > 1 {
+		return false
+	}
+	if by := g.GetCreatedBy().GetId(); by != "" && by == call.GetOnBehalfOf() {
 		return false
 	}
 	if g.ExpiresAt != nil && !now.Before(g.ExpiresAt.AsTime()) {
@@ -102,7 +110,7 @@ type grantStore struct {
 // the grant as stored after the use, or nil when the grant no longer applies
 // (revoked, used up, deleted meanwhile). A call revision already in used_by
 // is a redelivery: it is allowed again without spending another use.
-func (s grantStore) spend(ctx context.Context, id string, call *airlockv1.ToolCall, now time.Time) (*airlockv1.StandingGrant, error) {
+func (s grantStore) spend(ctx context.Context, id string, call *airlockv1.ToolCall, d *airlockv1.Decision, now time.Time) (*airlockv1.StandingGrant, error) {
 	key := UseKey(call)
 	for attempt := 0; attempt < 20; attempt++ {
 		e, err := s.kv.Get(ctx, id)
@@ -116,7 +124,7 @@ func (s grantStore) spend(ctx context.Context, id string, call *airlockv1.ToolCa
 		if err := proto.Unmarshal(e.Value(), g); err != nil {
 			return nil, nil // an unreadable grant grants nothing
 		}
-		if !GrantApplies(g, call, now) {
+		if !GrantApplies(g, call, d, now) {
 			return nil, nil
 		}
 		if slices.Contains(g.UsedBy, key) {
@@ -147,10 +155,10 @@ func (s grantStore) spend(ctx context.Context, id string, call *airlockv1.ToolCa
 
 // candidates returns the grants that apply to call, in a stable order
 // (unlimited first, then by id) so replicas pick the same one.
-func candidates(grants map[string]*airlockv1.StandingGrant, call *airlockv1.ToolCall, now time.Time) []string {
+func candidates(grants map[string]*airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlockv1.Decision, now time.Time) []string {
 	var ids []string
 	for id, g := range grants {
-		if GrantApplies(g, call, now) {
+		if GrantApplies(g, call, d, now) {
 			ids = append(ids, id)
 		}
 	}

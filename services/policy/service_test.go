@@ -314,11 +314,12 @@ func TestStandingGrantTurnsAskIntoAllowForItsUses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put(&airlockv1.StandingGrant{Id: "g1", AgentId: "bot", Server: "demo", Tool: "write_file",
+	put(&airlockv1.StandingGrant{Id: "g1", AgentId: "bot", Server: "demo", Tool: "write_file", RuleId: "write",
 		ArgumentGlobs: map[string]string{"/path": "/tmp/**"}, LimitedUses: true, UsesLeft: 2,
 		CreatedBy: &airlockv1.Actor{Id: "alice"}})
-	put(&airlockv1.StandingGrant{Id: "g-revoked", AgentId: "bot", Server: "demo", Tool: "write_file", Revoked: true})
-	put(&airlockv1.StandingGrant{Id: "g-expired", AgentId: "bot", Server: "demo", Tool: "write_file", ExpiresAt: timestamppb.New(time.Now().Add(-time.Minute))})
+	put(&airlockv1.StandingGrant{Id: "g-revoked", AgentId: "bot", Server: "demo", Tool: "write_file", RuleId: "write", Revoked: true})
+	put(&airlockv1.StandingGrant{Id: "g-expired", AgentId: "bot", Server: "demo", Tool: "write_file", RuleId: "write", ExpiresAt: timestamppb.New(time.Now().Add(-time.Minute))})
+	put(&airlockv1.StandingGrant{Id: "g-other-rule", AgentId: "bot", Server: "demo", Tool: "write_file", RuleId: "destructive"})
 	e, deps2 := replica(t, cfg)
 
 	args := map[string]any{"path": "/tmp/a", "content": "x"}
@@ -348,16 +349,18 @@ func TestStandingGrantTurnsAskIntoAllowForItsUses(t *testing.T) {
 	if g.UsesLeft != 0 || strings.Join(g.UsedBy, ",") != "g0.1,g1.1" {
 		t.Errorf("grant after use: uses_left %d used_by %v, want 0 and [g0.1 g1.1]", g.UsesLeft, g.UsedBy)
 	}
-	// Arguments outside the grant's globs, another agent, or a deny: no grant.
+	// Arguments outside the grant's globs, another agent, a call on behalf of
+	// the grant's creator, or a deny: no grant.
 	for _, c := range []*airlockv1.ToolCall{
 		{AgentId: "bot", CallId: "o1", Revision: 1, Server: "demo", Tool: "write_file", Arguments: mustStruct(t, map[string]any{"path": "/home/a"})},
 		{AgentId: "other", CallId: "o2", Revision: 1, Server: "demo", Tool: "write_file", Arguments: mustStruct(t, args)},
+		{AgentId: "bot", CallId: "o3", Revision: 1, Server: "demo", Tool: "write_file", Arguments: mustStruct(t, args), OnBehalfOf: "alice"},
 	} {
 		if d := e.Decide(context.Background(), c); d.Action != airlockv1.Action_ACTION_ASK {
 			t.Errorf("%s/%v: %v, want ask", c.AgentId, c.Arguments.AsMap(), d.Action)
 		}
 	}
-	put(&airlockv1.StandingGrant{Id: "g-etc", AgentId: "bot", Server: "fs", Tool: "delete_file"})
+	put(&airlockv1.StandingGrant{Id: "g-etc", AgentId: "bot", Server: "fs", Tool: "delete_file", RuleId: "destructive"})
 	testenv.Eventually(t, 5*time.Second, "the grant to be seen", func() bool {
 		return e.Decide(context.Background(), &airlockv1.ToolCall{AgentId: "bot", CallId: "h", Revision: 1, Server: "fs", Tool: "delete_file", Arguments: mustStruct(t, map[string]any{"path": "/home/x"})}).GrantId == "g-etc"
 	})

@@ -506,8 +506,12 @@ type StandingGrant struct {
 	Revoked     bool                   `protobuf:"varint,12,opt,name=revoked,proto3" json:"revoked,omitempty"`
 	// "<call>.<revision>" keys that used this grant (most recent last, bounded),
 	// so a redelivered request never spends a use twice.
-	UsedBy        []string `protobuf:"bytes,13,rep,name=used_by,json=usedBy,proto3" json:"used_by,omitempty"`
-	RevokedBy     *Actor   `protobuf:"bytes,14,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
+	UsedBy    []string `protobuf:"bytes,13,rep,name=used_by,json=usedBy,proto3" json:"used_by,omitempty"`
+	RevokedBy *Actor   `protobuf:"bytes,14,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
+	// The policy rule whose "ask" this grant answers. The grant applies only
+	// when that same rule asks again, with a quorum of one: it never widens
+	// what a stricter rule (more approvers, another group) requires.
+	RuleId        string `protobuf:"bytes,15,opt,name=rule_id,json=ruleId,proto3" json:"rule_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -640,6 +644,13 @@ func (x *StandingGrant) GetRevokedBy() *Actor {
 	return nil
 }
 
+func (x *StandingGrant) GetRuleId() string {
+	if x != nil {
+		return x.RuleId
+	}
+	return ""
+}
+
 var File_airlock_v1_record_proto protoreflect.FileDescriptor
 
 const file_airlock_v1_record_proto_rawDesc = "" +
@@ -685,7 +696,7 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\vfinished_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x18\n" +
-	"\aoutcome\x18\v \x01(\tR\aoutcome\"\xec\x04\n" +
+	"\aoutcome\x18\v \x01(\tR\aoutcome\"\x85\x05\n" +
 	"\rStandingGrant\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
@@ -706,7 +717,8 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\arevoked\x18\f \x01(\bR\arevoked\x12\x17\n" +
 	"\aused_by\x18\r \x03(\tR\x06usedBy\x120\n" +
 	"\n" +
-	"revoked_by\x18\x0e \x01(\v2\x11.airlock.v1.ActorR\trevokedBy\x1a@\n" +
+	"revoked_by\x18\x0e \x01(\v2\x11.airlock.v1.ActorR\trevokedBy\x12\x17\n" +
+	"\arule_id\x18\x0f \x01(\tR\x06ruleId\x1a@\n" +
 	"\x12ArgumentGlobsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xbb\x02\n" +

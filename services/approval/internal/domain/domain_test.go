@@ -304,6 +304,13 @@ func TestGrants(t *testing.T) {
 	if g.GetAgentId() != "bot" || g.GetServer() != "fs" || g.GetTool() != "write_file" || !g.GetLimitedUses() || g.GetUsesLeft() != 2 || !GrantActive(g, t0) {
 		t.Fatalf("grant %v", g)
 	}
+	if g.GetRuleId() != rec.GetDecision().GetRuleId() {
+		t.Fatalf("grant rule %q, want the asking rule %q", g.GetRuleId(), rec.GetDecision().GetRuleId())
+	}
+	quorum2 := pending(t, &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, Approvers: []string{"alice", "bob"}, Quorum: 2})
+	if _, err := NewGrant(quorum2, &airlockv1.StandingGrant{}, human("alice"), dir, "g2", t0); err == nil {
+		t.Fatal("one approver turned a call needing two approvals into a standing grant")
+	}
 	if _, _, err := Revoke(g, rec, human("mallory"), dir); !errors.As(err, &r) {
 		t.Fatalf("an outsider revoked a grant: %v", err)
 	}

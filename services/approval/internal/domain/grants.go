@@ -23,6 +23,9 @@ func NewGrant(rec *airlockv1.ApprovalRecord, want *airlockv1.StandingGrant, by *
 	if r := Authorize(rec, dir, by.GetId(), "grant"); r != nil {
 		return nil, r
 	}
+	if q := Quorum(rec); q > 1 {
+		return nil, invalid("this call needs %d approvals: a standing grant would let one person stand in for all of them, so it cannot be made from it", q)
+	}
 	for ptr, glob := range want.GetArgumentGlobs() {
 		if !strings.HasPrefix(ptr, "/") {
 			return nil, invalid("argument constraint %q is not a JSON pointer: write it like /path", ptr)
@@ -53,6 +56,7 @@ func NewGrant(rec *airlockv1.ApprovalRecord, want *airlockv1.StandingGrant, by *
 		CreatedBy:     by,
 		CreatedAt:     timestamppb.New(now),
 		FromCallId:    call.GetCallId(),
+		RuleId:        rec.GetDecision().GetRuleId(),
 	}
 	return g, nil
 }
