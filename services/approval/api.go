@@ -149,7 +149,7 @@ func (s *Service) Decide(ctx context.Context, req *airlockv1.DecideRequest) (*ai
 	if err != nil {
 		return nil, err
 	}
-	d := domain.Decision{Kind: kind, By: by, Reason: req.GetReason(), Edited: req.GetEditedArguments()}
+	d := domain.Decision{Kind: kind, By: by, Reason: req.GetReason(), Edited: req.GetEditedArguments(), SawDigest: req.GetArgumentsDigest()}
 	return s.decideKey(ctx, key, d)
 }
 

@@ -255,10 +255,13 @@ func (con *Console) apiEvents(c echo.Context) error {
 
 // decideBody is the body of the approve, reject and changes endpoints.
 type decideBody struct {
-	Revision  uint32         `json:"revision"`
-	Reason    string         `json:"reason"`
-	Feedback  string         `json:"feedback"`
-	Arguments map[string]any `json:"arguments"`
+	Revision uint32 `json:"revision"`
+	// ArgumentsDigest of the call as the reviewer saw it (needed to approve
+	// arguments another reviewer edited).
+	ArgumentsDigest string         `json:"arguments_digest"`
+	Reason          string         `json:"reason"`
+	Feedback        string         `json:"feedback"`
+	Arguments       map[string]any `json:"arguments"`
 }
 
 func (con *Console) apiDecide(c echo.Context, kind airlockv1.DecisionKind) error {
@@ -282,7 +285,7 @@ func (con *Console) apiDecide(c echo.Context, kind airlockv1.DecisionKind) error
 		}
 		edited = s
 	}
-	resp, err := con.decide(c.Request().Context(), principal(c), channel(c), c.Param("id"), b.Revision, kind, reason, edited)
+	resp, err := con.decide(c.Request().Context(), principal(c), channel(c), c.Param("id"), b.Revision, b.ArgumentsDigest, kind, reason, edited)
 	if err != nil {
 		return err
 	}

@@ -417,7 +417,7 @@ func formRevision(c echo.Context) (uint32, error) {
 }
 
 // decide sends one decision as p and returns the service's sentence.
-func (con *Console) decide(ctx context.Context, p Principal, ch, id string, rev uint32, kind airlockv1.DecisionKind, reason string, edited *structpb.Struct) (*airlockv1.DecideResponse, error) {
+func (con *Console) decide(ctx context.Context, p Principal, ch, id string, rev uint32, sawDigest string, kind airlockv1.DecisionKind, reason string, edited *structpb.Struct) (*airlockv1.DecideResponse, error) {
 	if _, err := con.record(ctx, id); err != nil {
 		return nil, err
 	}
@@ -433,6 +433,7 @@ func (con *Console) decide(ctx context.Context, p Principal, ch, id string, rev 
 	}
 	resp, err := con.approvals.Decide(ctx, &airlockv1.DecideRequest{
 		CallId: id, Revision: rev, Principal: p.Actor(ch), Kind: kind, Reason: strings.TrimSpace(reason), EditedArguments: edited,
+		ArgumentsDigest: sawDigest,
 	})
 	if err != nil {
 		return nil, err
@@ -453,7 +454,7 @@ func (con *Console) formDecision(c echo.Context, kind airlockv1.DecisionKind, fi
 	if err != nil {
 		return err
 	}
-	resp, err := con.decide(c.Request().Context(), principal(c), channel(c), id, rev, kind, c.FormValue(field), edited)
+	resp, err := con.decide(c.Request().Context(), principal(c), channel(c), id, rev, c.FormValue("arguments_digest"), kind, c.FormValue(field), edited)
 	if err != nil {
 		return err
 	}

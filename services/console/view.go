@@ -33,6 +33,7 @@ type callView struct {
 	Args                            string // pretty JSON
 	ArgsCompact                     string // one line, for summaries
 	EditedArgs                      string
+	ArgsDigest                      string // digest of the arguments shown (edited ones when edited)
 	Edited                          bool
 	Quorum                          int
 	Votes                           []voteView
@@ -97,7 +98,7 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 		PolicyReason: d.GetReason(), RuleID: d.GetRuleId(), PolicyRev: firstNonEmpty(rec.GetPolicyRevision(), d.GetPolicyRevision()),
 		Approvers: d.GetApprovers(), GrantID: d.GetGrantId(),
 		State: stateName(rec.GetState()), Pending: rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
-		Args: prettyJSON(c.GetArguments()), ArgsCompact: compactJSON(c.GetArguments()),
+		Args: prettyJSON(c.GetArguments()), ArgsCompact: compactJSON(c.GetArguments()), ArgsDigest: rec.GetArgumentsDigest(),
 		Quorum: max(int(d.GetQuorum()), 1), DecidedBy: rec.GetDecidedBy().GetId(), DecisionReason: rec.GetReason(),
 	}
 	if rec.GetCreatedAt() != nil {

@@ -88,6 +88,10 @@ type DecideRequest struct {
 	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Approve with these arguments instead of the agent's (edit).
 	EditedArguments *structpb.Struct `protobuf:"bytes,6,opt,name=edited_arguments,json=editedArguments,proto3" json:"edited_arguments,omitempty"`
+	// The arguments digest of the record the decider saw. Required to approve
+	// arguments another reviewer edited: a vote only counts for arguments its
+	// voter has seen.
+	ArgumentsDigest string `protobuf:"bytes,7,opt,name=arguments_digest,json=argumentsDigest,proto3" json:"arguments_digest,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -162,6 +166,13 @@ func (x *DecideRequest) GetEditedArguments() *structpb.Struct {
 		return x.EditedArguments
 	}
 	return nil
+}
+
+func (x *DecideRequest) GetArgumentsDigest() string {
+	if x != nil {
+		return x.ArgumentsDigest
+	}
+	return ""
 }
 
 type DecideResponse struct {
@@ -967,14 +978,15 @@ var File_airlock_v1_approval_api_proto protoreflect.FileDescriptor
 const file_airlock_v1_approval_api_proto_rawDesc = "" +
 	"\n" +
 	"\x1dairlock/v1/approval_api.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x17airlock/v1/record.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xff\x01\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x17airlock/v1/record.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xaa\x02\n" +
 	"\rDecideRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\rR\brevision\x12/\n" +
 	"\tprincipal\x18\x03 \x01(\v2\x11.airlock.v1.ActorR\tprincipal\x12,\n" +
 	"\x04kind\x18\x04 \x01(\x0e2\x18.airlock.v1.DecisionKindR\x04kind\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12B\n" +
-	"\x10edited_arguments\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x0feditedArguments\"x\n" +
+	"\x10edited_arguments\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x0feditedArguments\x12)\n" +
+	"\x10arguments_digest\x18\a \x01(\tR\x0fargumentsDigest\"x\n" +
 	"\x0eDecideResponse\x122\n" +
 	"\x06record\x18\x01 \x01(\v2\x1a.airlock.v1.ApprovalRecordR\x06record\x12\x18\n" +
 	"\achanged\x18\x02 \x01(\bR\achanged\x12\x18\n" +

@@ -108,6 +108,7 @@ func TestAuthorize(t *testing.T) {
 
 func TestDecide(t *testing.T) {
 	edited, _ := structpb.NewStruct(map[string]any{"path": "/tmp/hosts"})
+	editedDigest, _ := canon.Digest(edited)
 	cases := []struct {
 		name      string
 		d         *airlockv1.Decision
@@ -133,6 +134,8 @@ func TestDecide(t *testing.T) {
 		{"refuses_an_outsider_even_after_the_decision", nil, []Decision{{Kind: Approve, By: human("alice")}, {Kind: Reject, By: human("mallory")}}, t0, Approved, "", false, "refusal"},
 		{"approves_edited_arguments", nil, []Decision{{Kind: Approve, By: human("alice"), Edited: edited}}, t0, Approved, "approved", true, ""},
 		{"resets_votes_for_other_arguments_when_edited", &airlockv1.Decision{Quorum: 2}, []Decision{{Kind: Approve, By: human("alice")}, {Kind: Approve, By: human("bob"), Edited: edited}}, t0, Pending, "", true, ""},
+		{"does_not_count_a_vote_for_edited_arguments_its_voter_has_not_seen", &airlockv1.Decision{Quorum: 2}, []Decision{{Kind: Approve, By: human("alice"), Edited: edited}, {Kind: Approve, By: human("bob"), SawDigest: "digest-of-the-original"}}, t0, Pending, "", false, ""},
+		{"counts_a_vote_for_edited_arguments_its_voter_has_seen", &airlockv1.Decision{Quorum: 2}, []Decision{{Kind: Approve, By: human("alice"), Edited: edited}, {Kind: Approve, By: human("bob"), SawDigest: editedDigest}}, t0, Approved, "approved", true, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

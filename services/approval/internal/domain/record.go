@@ -162,6 +162,9 @@ type Decision struct {
 	Reason string
 	// Edited arguments to approve instead of the agent's (Approve only).
 	Edited *structpb.Struct
+	// SawDigest is the arguments digest the decider was shown; a plain
+	// approval of arguments someone else edited counts only if it matches.
+	SawDigest string
 }
 
 // Authorize checks that principal may decide rec: they must match the
@@ -235,6 +238,11 @@ func approve(next *airlockv1.ApprovalRecord, d Decision, now time.Time) (Outcome
 			next.ArgumentsDigest = digest
 		}
 	}
+	if d.Edited == nil && next.EditedArguments != nil && d.SawDigest != next.ArgumentsDigest {
+		// Someone edited the arguments after this approver looked: their vote
+		// must not approve arguments they have not seen.
+		return Outcome{Message: fmt.Sprintf("the arguments were edited (now %s…): review the edited arguments and approve them again", short(next.ArgumentsDigest))}, nil
+	}
 	for _, v := range next.Votes {
 		if v.GetBy().GetId() == d.By.GetId() {
 			return Outcome{Message: fmt.Sprintf("%s already approved: %d of %d approvals", d.By.GetId(), len(next.Votes), quorum)}, nil
@@ -254,6 +262,13 @@ func approve(next *airlockv1.ApprovalRecord, d Decision, now time.Time) (Outcome
 		msg += " with edited arguments"
 	}
 	return Outcome{Record: next, Applied: true, Event: "approved", Message: msg}, nil
+}
+
+func short(digest string) string {
+	if len(digest) > 12 {
+		return digest[:12]
+	}
+	return digest
 }
 
 func voters(rec *airlockv1.ApprovalRecord) string {
