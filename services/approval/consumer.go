@@ -16,7 +16,8 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
-// handle takes one approval_requested, started, completed or failed event.
+// handle takes one approval_requested, allowed, denied, started, completed
+// or failed event.
 // Redelivery is harmless: the record is created with KV Create (an existing
 // record means "already done") and every later step is a CAS transition that
 // changes nothing the second time.
@@ -38,6 +39,12 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 			return consume.Permanent(fmt.Errorf("%s: the call in the event is %s of agent %s", m.Subject(), c.GetCallId(), c.GetAgentId()))
 		}
 		return s.requested(ctx, ev)
+	case *airlockv1.Event_Allowed:
+		// A later revision decided without a person still supersedes an
+		// earlier one waiting for approval: only the newest revision may run.
+		return s.supersedeBy(ctx, b.Allowed.GetCall())
+	case *airlockv1.Event_Denied:
+		return s.supersedeBy(ctx, b.Denied.GetCall())
 	case *airlockv1.Event_Started:
 		return s.executed(ctx, ev, func(r *airlockv1.ApprovalRecord) *airlockv1.ApprovalRecord { return domain.Started(r, s.now()) })
 	case *airlockv1.Event_Completed:
@@ -76,12 +83,22 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event) error {
 	return s.announce(ctx, key, rec)
 }
 
+// supersedeBy cancels earlier pending revisions of call, which policy
+// decided without a person (revision 1 has none).
+func (s *Service) supersedeBy(ctx context.Context, call *airlockv1.ToolCall) error {
+	if call.GetRevision() <= 1 {
+		return nil
+	}
+	return s.supersede(ctx, &airlockv1.ApprovalRecord{Call: call})
+}
+
 // supersede cancels earlier revisions of the call that are still pending:
 // once the agent submitted a new revision, only that one may run.
 func (s *Service) supersede(ctx context.Context, rec *airlockv1.ApprovalRecord) error {
 	call, rev := rec.GetCall().GetCallId(), domain.Revision(rec)
 	older := s.index.selectRecords(func(r *airlockv1.ApprovalRecord) bool {
-		return r.GetCall().GetCallId() == call && domain.Revision(r) < rev && r.GetState() == domain.Pending
+		return r.GetCall().GetCallId() == call && r.GetCall().GetAgentId() == rec.GetCall().GetAgentId() &&
+			domain.Revision(r) < rev && r.GetState() == domain.Pending
 	})
 	for _, o := range older {
 		by := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"}

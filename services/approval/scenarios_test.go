@@ -14,6 +14,7 @@ import (
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/canon"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -325,4 +326,31 @@ func await(t *testing.T, w *world, agent, callID string) airlock.Outcome {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// A revision that policy allows without a person cancels the earlier
+// revision still waiting for one: otherwise a reviewer could later approve
+// the old revision and both would run.
+func TestLaterRevisionAllowedByPolicyCancelsThePendingOne(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.pending(&airlockv1.ToolCall{CallId: "s1"}, nil)
+	args, _ := structpb.NewStruct(map[string]any{"path": "/tmp/ok"})
+	call := &airlockv1.ToolCall{CallId: "s1", AgentId: "bot", Revision: 2, Server: "fs", Tool: "read_file", Arguments: args}
+	ev := &airlockv1.Event{
+		EventId: envelope.EventID("s1", 2, "decision"), AgentId: "bot", CallId: "s1", Revision: 2,
+		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "policy"},
+		Body:  &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{Call: call, Decision: &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW}}},
+	}
+	if _, err := w.policy.Publish(context.Background(), ev, ""); err != nil {
+		t.Fatal(err)
+	}
+	w.waitState("s1", 1, airlockv1.ApprovalState_APPROVAL_STATE_CANCELED)
+	if resp, err := w.api.Decide(context.Background(), &airlockv1.DecideRequest{CallId: "s1", Revision: 1, Kind: approve,
+		Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice"}}); err == nil && resp.GetChanged() {
+		t.Fatal("the superseded revision was approved")
+	}
+	if evs := w.events("bot", "s1", "approved"); len(evs) != 0 {
+		t.Fatalf("approved events %v", evs)
+	}
 }

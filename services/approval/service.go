@@ -160,7 +160,8 @@ func (s *Service) Run(ctx context.Context) error {
 	err = consume.Run(runCtx, s.deps.JS, consume.Spec{
 		Service: "approval", Stream: s.deps.Config.Stream.Name, Durable: Durable,
 		FilterSubjects: []string{
-			subject.OfType(subject.ApprovalRequested), subject.OfType(subject.Started),
+			subject.OfType(subject.ApprovalRequested), subject.OfType(subject.Allowed), subject.OfType(subject.Denied),
+			subject.OfType(subject.Started),
 			subject.OfType(subject.Completed), subject.OfType(subject.Failed),
 		},
 		Workers: workers,
