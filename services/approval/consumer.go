@@ -143,6 +143,9 @@ func (s *Service) announce(ctx context.Context, key string, rec *airlockv1.Appro
 func (s *Service) executed(ctx context.Context, ev *airlockv1.Event, step func(*airlockv1.ApprovalRecord) *airlockv1.ApprovalRecord) error {
 	key := domain.Key(ev.GetCallId(), max(ev.GetRevision(), 1))
 	rec, wrote, _, err := mutate(ctx, s.store, key, func(cur *airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, struct{}, error) {
+		if cur.GetCall().GetAgentId() != ev.GetAgentId() {
+			return nil, struct{}{}, nil // another agent's call with the same id: not this record
+		}
 		return step(cur), struct{}{}, nil
 	})
 	if errors.Is(err, errNotFound) {

@@ -99,6 +99,11 @@ func executorID() string {
 func (s *Service) ID() string { return s.id }
 
 // Name implements svc.Service.
+// ClaimKey is the executions-bucket key of a call revision: "<agent>.<call>.<revision>".
+func ClaimKey(call *airlockv1.ToolCall) string {
+	return fmt.Sprintf("%s.%s.%d", call.GetAgentId(), call.GetCallId(), max(call.GetRevision(), 1))
+}
+
 func (s *Service) Name() string { return "executor" }
 
 // Run implements svc.Service: it consumes allowed and approved events with
@@ -169,7 +174,9 @@ func prepare(subj string, ev *airlockv1.Event) (*execution, error) {
 	if x.call.Revision == 0 {
 		x.call.Revision = 1 // as ingress numbers a first submission
 	}
-	key := fmt.Sprintf("%s.%d", x.call.CallId, x.call.Revision)
+	// The agent is part of the key: call ids are chosen by agents, and one
+	// agent reusing another's call id must never take over its claim.
+	key := ClaimKey(x.call)
 	idem := x.call.IdempotencyKey
 	if idem == "" {
 		idem = key

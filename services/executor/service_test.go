@@ -433,7 +433,7 @@ func TestAClaimWhoseExecutorDiedIsSettled(t *testing.T) {
 		rec := &airlockv1.ExecutionRecord{CallId: call.CallId, Revision: 1, State: airlockv1.ExecutionState_EXECUTION_STATE_RUNNING,
 			ExecutorId: "dead-1", Attempt: 1, IdempotencyKey: call.CallId + "-key", ArgumentsDigest: digestOf(t, call)}
 		b, _ := proto.Marshal(rec)
-		if _, err := kv.Create(context.Background(), call.CallId+".1", b); err != nil {
+		if _, err := kv.Create(context.Background(), executor.ClaimKey(call), b); err != nil {
 			t.Fatal(err)
 		}
 	}
