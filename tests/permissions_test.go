@@ -109,7 +109,9 @@ func TestShippedNATSPermissionsConfineAgents(t *testing.T) {
 				Durable: "executor", FilterSubject: "airlock.evt.bot.>", AckPolicy: jetstream.AckExplicitPolicy})
 			return err
 		},
-		"delete": func(c context.Context) error { return botJS.DeleteConsumer(c, config.Default().Stream.Name, "executor") },
+		"delete": func(c context.Context) error {
+			return botJS.DeleteConsumer(c, config.Default().Stream.Name, "executor")
+		},
 	} {
 		c, ccancel := context.WithTimeout(ctx, time.Second)
 		err := try(c)
