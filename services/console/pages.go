@@ -22,6 +22,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
@@ -356,36 +357,18 @@ func (con *Console) record(ctx context.Context, id string) (*airlockv1.ApprovalR
 func (con *Console) timeline(ctx context.Context, agent, call string) ([]timelineEntry, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cons, err := con.js.OrderedConsumer(ctx, con.cfg.Stream.Name, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject.OfCall(agent, call)}})
-	if err != nil {
-		return nil, apierr.Wrap(apierr.Unavailable, err, "read the events of call %s", call)
-	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return nil, apierr.Wrap(apierr.Unavailable, err, "read the events of call %s", call)
-	}
 	var out []timelineEntry
-	for pending := info.NumPending; pending > 0; {
-		batch, err := cons.Fetch(int(min(pending, 500)), jetstream.FetchMaxWait(2*time.Second))
+	err := bus.ReadStored(ctx, con.js, con.cfg.Stream.Name, []string{subject.OfCall(agent, call)}, func(m jetstream.Msg) bool {
+		ev, err := envelope.Decode(m.Data(), m.Headers())
 		if err != nil {
-			return out, apierr.Wrap(apierr.Unavailable, err, "read the events of call %s", call)
+			out = append(out, timelineEntry{Type: m.Subject()[strings.LastIndex(m.Subject(), ".")+1:], Detail: "undecodable: " + err.Error()})
+			return true
 		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			if meta, err := m.Metadata(); err == nil {
-				pending = meta.NumPending
-			}
-			ev, err := envelope.Decode(m.Data(), m.Headers())
-			if err != nil {
-				out = append(out, timelineEntry{Type: m.Subject()[strings.LastIndex(m.Subject(), ".")+1:], Detail: "undecodable: " + err.Error()})
-				continue
-			}
-			out = append(out, newTimelineEntry(ev))
-		}
-		if n == 0 {
-			break
-		}
+		out = append(out, newTimelineEntry(ev))
+		return true
+	})
+	if err != nil {
+		return out, apierr.Wrap(apierr.Unavailable, err, "read the events of call %s", call)
 	}
 	return out, nil
 }

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
@@ -486,38 +487,19 @@ func (s *Service) findResult(ctx context.Context, x *execution) (*airlockv1.Even
 		}
 		filters = append(filters, subj)
 	}
-	cons, err := s.deps.JS.OrderedConsumer(ctx, s.deps.Config.Stream.Name, jetstream.OrderedConsumerConfig{FilterSubjects: filters})
+	var found *airlockv1.Event
+	err := bus.ReadStored(ctx, s.deps.JS, s.deps.Config.Stream.Name, filters, func(m jetstream.Msg) bool {
+		ev, err := envelope.Decode(m.Data(), m.Headers())
+		if err == nil && max(ev.GetRevision(), 1) == x.call.Revision {
+			found = ev
+			return false
+		}
+		return true
+	})
 	if err != nil {
 		return nil, fmt.Errorf("look up the result of %s: %w", x.req.Key, err)
 	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("look up the result of %s: %w", x.req.Key, err)
-	}
-	for pending := info.NumPending; pending > 0; {
-		batch, err := cons.Fetch(int(min(pending, 100)), jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			return nil, fmt.Errorf("look up the result of %s: %w", x.req.Key, err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			if meta, err := m.Metadata(); err == nil {
-				pending = meta.NumPending
-			}
-			ev, err := envelope.Decode(m.Data(), m.Headers())
-			if err != nil {
-				continue
-			}
-			if max(ev.GetRevision(), 1) == x.call.Revision {
-				return ev, nil
-			}
-		}
-		if n == 0 {
-			break
-		}
-	}
-	return nil, nil
+	return found, nil
 }
 
 func (s *Service) event(x *execution, body any) *airlockv1.Event {

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 )
@@ -44,30 +45,12 @@ func Messages(t testing.TB, js jetstream.JetStream, filter string) []jetstream.M
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cons, err := js.OrderedConsumer(ctx, config.Default().Stream.Name, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []jetstream.Msg
-	for pending := info.NumPending; pending > 0; {
-		batch, err := cons.Fetch(int(min(pending, 500)), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			out = append(out, m)
-			meta, _ := m.Metadata()
-			pending = meta.NumPending
-		}
-		if n == 0 {
-			break
-		}
+	if err := bus.ReadStored(ctx, js, config.Default().Stream.Name, []string{filter}, func(m jetstream.Msg) bool {
+		out = append(out, m)
+		return true
+	}); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
