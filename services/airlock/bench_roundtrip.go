@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime/pprof"
 	"sort"
 	"strconv"
 	"sync"
@@ -113,15 +112,11 @@ p99 ≤ 6× the raw hop; calls/s ≥ 0.10 × async publishes/s.`,
 				return err
 			}
 			if o.CPUProfile != "" {
-				f, err := os.Create(o.CPUProfile)
+				stop, err := startCPUProfile(o.CPUProfile)
 				if err != nil {
 					return err
 				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+				defer stop()
 			}
 			rep, err := runRoundtripBench(cmd.Context(), cfg, o)
 			if err != nil {

@@ -39,11 +39,7 @@ failed, expired, ...); 2 means the call could not be submitted or awaited.`,
 			if err != nil {
 				return err
 			}
-			log, err := g.logger(cfg)
-			if err != nil {
-				return err
-			}
-			nc, _, err := connect(cmd.Context(), cfg, log)
+			nc, _, err := g.connect(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}

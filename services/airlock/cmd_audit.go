@@ -73,11 +73,7 @@ func (a *auditFlags) open(ctx context.Context, g *globals) (rd store.Reader, clo
 		}
 		return st, func() { st.Close() }, nil
 	}
-	log, err := g.logger(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	nc, js, err := connect(ctx, cfg, log)
+	nc, js, err := g.connect(ctx, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("no ClickHouse configured, so the audit trail is read from the events stream, but NATS is not reachable: %w (pass --clickhouse DSN, or start airlock)", err)
 	}

@@ -139,11 +139,7 @@ grants are never used and nothing is published.`,
 			}
 			var d *airlockv1.Decision
 			if live {
-				log, err := g.logger(cfg)
-				if err != nil {
-					return err
-				}
-				nc, _, err := connect(cmd.Context(), cfg, log)
+				nc, _, err := g.connect(cmd.Context(), cfg)
 				if err != nil {
 					return err
 				}
@@ -190,11 +186,7 @@ func newPolicyRulesCmd(g *globals) *cobra.Command {
 		if err != nil {
 			return nil, nil, err
 		}
-		log, err := g.logger(cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		nc, _, err := connect(cmd.Context(), cfg, log)
+		nc, _, err := g.connect(cmd.Context(), cfg)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -66,8 +67,13 @@ func (g *globals) logger(cfg config.Config) (*slog.Logger, error) {
 	return obs.NewLogger(cfg.Log, os.Stderr)
 }
 
-// connect dials NATS for a short-lived CLI command: it gives up after 5s.
-func connect(ctx context.Context, cfg config.Config, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
+// connect dials NATS for a short-lived CLI command, logging as configured:
+// it gives up after 5s.
+func (g *globals) connect(ctx context.Context, cfg config.Config) (*nats.Conn, jetstream.JetStream, error) {
+	log, err := g.logger(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	nc, err := bus.Connect(cctx, cfg.NATS, "airlock-cli", log)
@@ -82,7 +88,20 @@ func connect(ctx context.Context, cfg config.Config, log *slog.Logger) (*nats.Co
 	return nc, js, nil
 }
 
-// argsExactly wraps cobra.ExactArgs with a sentence.
+// startCPUProfile writes a CPU profile to path until the returned stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// usageErr is a usage mistake, with where to read the command's help.
 func usageErr(cmd *cobra.Command, format string, args ...any) error {
 	return fmt.Errorf("%s (see `%s --help`)", fmt.Sprintf(format, args...), cmd.CommandPath())
 }
