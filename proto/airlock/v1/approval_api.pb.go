@@ -92,8 +92,11 @@ type DecideRequest struct {
 	// arguments another reviewer edited: a vote only counts for arguments its
 	// voter has seen.
 	ArgumentsDigest string `protobuf:"bytes,7,opt,name=arguments_digest,json=argumentsDigest,proto3" json:"arguments_digest,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The agent whose call this is; call ids are chosen by agents and are
+	// unique only per agent.
+	AgentId       string `protobuf:"bytes,8,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DecideRequest) Reset() {
@@ -171,6 +174,13 @@ func (x *DecideRequest) GetEditedArguments() *structpb.Struct {
 func (x *DecideRequest) GetArgumentsDigest() string {
 	if x != nil {
 		return x.ArgumentsDigest
+	}
+	return ""
+}
+
+func (x *DecideRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
 	}
 	return ""
 }
@@ -368,8 +378,11 @@ func (x *ListResponse) GetRecords() []*ApprovalRecord {
 
 // GetRequest: endpoint "get".
 type GetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	CallId  string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	AgentId string                 `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// 0 means the newest revision.
+	Revision      uint32 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -409,6 +422,20 @@ func (x *GetRequest) GetCallId() string {
 		return x.CallId
 	}
 	return ""
+}
+
+func (x *GetRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *GetRequest) GetRevision() uint32 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
 }
 
 type GetResponse struct {
@@ -461,6 +488,7 @@ type CancelRequest struct {
 	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	By            *Actor                 `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
 	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	AgentId       string                 `protobuf:"bytes,4,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -512,6 +540,13 @@ func (x *CancelRequest) GetBy() *Actor {
 func (x *CancelRequest) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *CancelRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
 	}
 	return ""
 }
@@ -571,10 +606,15 @@ func (x *CancelResponse) GetChanged() bool {
 // ApproveThreadRequest: endpoint "approve_thread": approve every pending call
 // of a thread, each one authorized on its own.
 type ApproveThreadRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ThreadId      string                 `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
-	Principal     *Actor                 `protobuf:"bytes,2,opt,name=principal,proto3" json:"principal,omitempty"`
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ThreadId  string                 `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	Principal *Actor                 `protobuf:"bytes,2,opt,name=principal,proto3" json:"principal,omitempty"`
+	Reason    string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Threads are named by agents: a thread is one agent's.
+	AgentId string `protobuf:"bytes,4,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// Exactly the call revisions the reviewer was shown and confirmed; only
+	// those that are still pending are approved. Required.
+	Calls         []*CallRef `protobuf:"bytes,5,rep,name=calls,proto3" json:"calls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -630,6 +670,81 @@ func (x *ApproveThreadRequest) GetReason() string {
 	return ""
 }
 
+func (x *ApproveThreadRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *ApproveThreadRequest) GetCalls() []*CallRef {
+	if x != nil {
+		return x.Calls
+	}
+	return nil
+}
+
+// CallRef names one call revision: (agent, call, revision).
+type CallRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Revision      uint32                 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallRef) Reset() {
+	*x = CallRef{}
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallRef) ProtoMessage() {}
+
+func (x *CallRef) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallRef.ProtoReflect.Descriptor instead.
+func (*CallRef) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CallRef) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *CallRef) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *CallRef) GetRevision() uint32 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 type ApproveThreadResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Results []*DecideResponse      `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
@@ -641,7 +756,7 @@ type ApproveThreadResponse struct {
 
 func (x *ApproveThreadResponse) Reset() {
 	*x = ApproveThreadResponse{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[9]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +768,7 @@ func (x *ApproveThreadResponse) String() string {
 func (*ApproveThreadResponse) ProtoMessage() {}
 
 func (x *ApproveThreadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[9]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +781,7 @@ func (x *ApproveThreadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveThreadResponse.ProtoReflect.Descriptor instead.
 func (*ApproveThreadResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{9}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ApproveThreadResponse) GetResults() []*DecideResponse {
@@ -686,17 +801,22 @@ func (x *ApproveThreadResponse) GetRefused() map[string]string {
 // CreateGrantRequest: endpoint "grants.create". The grant's scope comes from
 // the call it is created from, narrowed by the fields set in grant.
 type CreateGrantRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	FromCallId    string                 `protobuf:"bytes,1,opt,name=from_call_id,json=fromCallId,proto3" json:"from_call_id,omitempty"`
-	Grant         *StandingGrant         `protobuf:"bytes,2,opt,name=grant,proto3" json:"grant,omitempty"`
-	By            *Actor                 `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	FromCallId   string                 `protobuf:"bytes,1,opt,name=from_call_id,json=fromCallId,proto3" json:"from_call_id,omitempty"`
+	Grant        *StandingGrant         `protobuf:"bytes,2,opt,name=grant,proto3" json:"grant,omitempty"`
+	By           *Actor                 `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
+	FromAgentId  string                 `protobuf:"bytes,4,opt,name=from_agent_id,json=fromAgentId,proto3" json:"from_agent_id,omitempty"`
+	FromRevision uint32                 `protobuf:"varint,5,opt,name=from_revision,json=fromRevision,proto3" json:"from_revision,omitempty"`
+	// Chosen by the front-end for this request: a replayed request creates
+	// the same grant once.
+	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateGrantRequest) Reset() {
 	*x = CreateGrantRequest{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[10]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +828,7 @@ func (x *CreateGrantRequest) String() string {
 func (*CreateGrantRequest) ProtoMessage() {}
 
 func (x *CreateGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[10]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +841,7 @@ func (x *CreateGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGrantRequest.ProtoReflect.Descriptor instead.
 func (*CreateGrantRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{10}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateGrantRequest) GetFromCallId() string {
@@ -745,6 +865,27 @@ func (x *CreateGrantRequest) GetBy() *Actor {
 	return nil
 }
 
+func (x *CreateGrantRequest) GetFromAgentId() string {
+	if x != nil {
+		return x.FromAgentId
+	}
+	return ""
+}
+
+func (x *CreateGrantRequest) GetFromRevision() uint32 {
+	if x != nil {
+		return x.FromRevision
+	}
+	return 0
+}
+
+func (x *CreateGrantRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type CreateGrantResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Grant         *StandingGrant         `protobuf:"bytes,1,opt,name=grant,proto3" json:"grant,omitempty"`
@@ -754,7 +895,7 @@ type CreateGrantResponse struct {
 
 func (x *CreateGrantResponse) Reset() {
 	*x = CreateGrantResponse{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[11]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +907,7 @@ func (x *CreateGrantResponse) String() string {
 func (*CreateGrantResponse) ProtoMessage() {}
 
 func (x *CreateGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[11]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +920,7 @@ func (x *CreateGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGrantResponse.ProtoReflect.Descriptor instead.
 func (*CreateGrantResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{11}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateGrantResponse) GetGrant() *StandingGrant {
@@ -798,7 +939,7 @@ type ListGrantsRequest struct {
 
 func (x *ListGrantsRequest) Reset() {
 	*x = ListGrantsRequest{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[12]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +951,7 @@ func (x *ListGrantsRequest) String() string {
 func (*ListGrantsRequest) ProtoMessage() {}
 
 func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[12]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +964,7 @@ func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGrantsRequest.ProtoReflect.Descriptor instead.
 func (*ListGrantsRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{12}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListGrantsRequest) GetIncludeInactive() bool {
@@ -842,7 +983,7 @@ type ListGrantsResponse struct {
 
 func (x *ListGrantsResponse) Reset() {
 	*x = ListGrantsResponse{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[13]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +995,7 @@ func (x *ListGrantsResponse) String() string {
 func (*ListGrantsResponse) ProtoMessage() {}
 
 func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[13]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +1008,7 @@ func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGrantsResponse.ProtoReflect.Descriptor instead.
 func (*ListGrantsResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{13}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListGrantsResponse) GetGrants() []*StandingGrant {
@@ -887,7 +1028,7 @@ type RevokeGrantRequest struct {
 
 func (x *RevokeGrantRequest) Reset() {
 	*x = RevokeGrantRequest{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[14]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +1040,7 @@ func (x *RevokeGrantRequest) String() string {
 func (*RevokeGrantRequest) ProtoMessage() {}
 
 func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[14]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1053,7 @@ func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantRequest.ProtoReflect.Descriptor instead.
 func (*RevokeGrantRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{14}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RevokeGrantRequest) GetGrantId() string {
@@ -938,7 +1079,7 @@ type RevokeGrantResponse struct {
 
 func (x *RevokeGrantResponse) Reset() {
 	*x = RevokeGrantResponse{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[15]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1091,7 @@ func (x *RevokeGrantResponse) String() string {
 func (*RevokeGrantResponse) ProtoMessage() {}
 
 func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[15]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1104,7 @@ func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantResponse.ProtoReflect.Descriptor instead.
 func (*RevokeGrantResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{15}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RevokeGrantResponse) GetGrant() *StandingGrant {
@@ -978,7 +1119,7 @@ var File_airlock_v1_approval_api_proto protoreflect.FileDescriptor
 const file_airlock_v1_approval_api_proto_rawDesc = "" +
 	"\n" +
 	"\x1dairlock/v1/approval_api.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x17airlock/v1/record.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xaa\x02\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x17airlock/v1/record.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xc5\x02\n" +
 	"\rDecideRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\rR\brevision\x12/\n" +
@@ -986,7 +1127,8 @@ const file_airlock_v1_approval_api_proto_rawDesc = "" +
 	"\x04kind\x18\x04 \x01(\x0e2\x18.airlock.v1.DecisionKindR\x04kind\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12B\n" +
 	"\x10edited_arguments\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x0feditedArguments\x12)\n" +
-	"\x10arguments_digest\x18\a \x01(\tR\x0fargumentsDigest\"x\n" +
+	"\x10arguments_digest\x18\a \x01(\tR\x0fargumentsDigest\x12\x19\n" +
+	"\bagent_id\x18\b \x01(\tR\aagentId\"x\n" +
 	"\x0eDecideResponse\x122\n" +
 	"\x06record\x18\x01 \x01(\v2\x1a.airlock.v1.ApprovalRecordR\x06record\x12\x18\n" +
 	"\achanged\x18\x02 \x01(\bR\achanged\x12\x18\n" +
@@ -999,34 +1141,47 @@ const file_airlock_v1_approval_api_proto_rawDesc = "" +
 	"\tthread_id\x18\x05 \x01(\tR\bthreadId\x12\x14\n" +
 	"\x05limit\x18\x06 \x01(\rR\x05limit\"D\n" +
 	"\fListResponse\x124\n" +
-	"\arecords\x18\x01 \x03(\v2\x1a.airlock.v1.ApprovalRecordR\arecords\"%\n" +
+	"\arecords\x18\x01 \x03(\v2\x1a.airlock.v1.ApprovalRecordR\arecords\"\\\n" +
 	"\n" +
 	"GetRequest\x12\x17\n" +
-	"\acall_id\x18\x01 \x01(\tR\x06callId\"A\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\rR\brevision\"A\n" +
 	"\vGetResponse\x122\n" +
-	"\x06record\x18\x01 \x01(\v2\x1a.airlock.v1.ApprovalRecordR\x06record\"c\n" +
+	"\x06record\x18\x01 \x01(\v2\x1a.airlock.v1.ApprovalRecordR\x06record\"~\n" +
 	"\rCancelRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12!\n" +
 	"\x02by\x18\x02 \x01(\v2\x11.airlock.v1.ActorR\x02by\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"^\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x19\n" +
+	"\bagent_id\x18\x04 \x01(\tR\aagentId\"^\n" +
 	"\x0eCancelResponse\x122\n" +
 	"\x06record\x18\x01 \x01(\v2\x1a.airlock.v1.ApprovalRecordR\x06record\x12\x18\n" +
-	"\achanged\x18\x02 \x01(\bR\achanged\"|\n" +
+	"\achanged\x18\x02 \x01(\bR\achanged\"\xc2\x01\n" +
 	"\x14ApproveThreadRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12/\n" +
 	"\tprincipal\x18\x02 \x01(\v2\x11.airlock.v1.ActorR\tprincipal\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xd3\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x19\n" +
+	"\bagent_id\x18\x04 \x01(\tR\aagentId\x12)\n" +
+	"\x05calls\x18\x05 \x03(\v2\x13.airlock.v1.CallRefR\x05calls\"Y\n" +
+	"\aCallRef\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\rR\brevision\"\xd3\x01\n" +
 	"\x15ApproveThreadResponse\x124\n" +
 	"\aresults\x18\x01 \x03(\v2\x1a.airlock.v1.DecideResponseR\aresults\x12H\n" +
 	"\arefused\x18\x02 \x03(\v2..airlock.v1.ApproveThreadResponse.RefusedEntryR\arefused\x1a:\n" +
 	"\fRefusedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8a\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf2\x01\n" +
 	"\x12CreateGrantRequest\x12 \n" +
 	"\ffrom_call_id\x18\x01 \x01(\tR\n" +
 	"fromCallId\x12/\n" +
 	"\x05grant\x18\x02 \x01(\v2\x19.airlock.v1.StandingGrantR\x05grant\x12!\n" +
-	"\x02by\x18\x03 \x01(\v2\x11.airlock.v1.ActorR\x02by\"F\n" +
+	"\x02by\x18\x03 \x01(\v2\x11.airlock.v1.ActorR\x02by\x12\"\n" +
+	"\rfrom_agent_id\x18\x04 \x01(\tR\vfromAgentId\x12#\n" +
+	"\rfrom_revision\x18\x05 \x01(\rR\ffromRevision\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"F\n" +
 	"\x13CreateGrantResponse\x12/\n" +
 	"\x05grant\x18\x01 \x01(\v2\x19.airlock.v1.StandingGrantR\x05grant\">\n" +
 	"\x11ListGrantsRequest\x12)\n" +
@@ -1057,7 +1212,7 @@ func file_airlock_v1_approval_api_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_v1_approval_api_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_airlock_v1_approval_api_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_airlock_v1_approval_api_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_airlock_v1_approval_api_proto_goTypes = []any{
 	(DecisionKind)(0),             // 0: airlock.v1.DecisionKind
 	(*DecideRequest)(nil),         // 1: airlock.v1.DecideRequest
@@ -1069,46 +1224,48 @@ var file_airlock_v1_approval_api_proto_goTypes = []any{
 	(*CancelRequest)(nil),         // 7: airlock.v1.CancelRequest
 	(*CancelResponse)(nil),        // 8: airlock.v1.CancelResponse
 	(*ApproveThreadRequest)(nil),  // 9: airlock.v1.ApproveThreadRequest
-	(*ApproveThreadResponse)(nil), // 10: airlock.v1.ApproveThreadResponse
-	(*CreateGrantRequest)(nil),    // 11: airlock.v1.CreateGrantRequest
-	(*CreateGrantResponse)(nil),   // 12: airlock.v1.CreateGrantResponse
-	(*ListGrantsRequest)(nil),     // 13: airlock.v1.ListGrantsRequest
-	(*ListGrantsResponse)(nil),    // 14: airlock.v1.ListGrantsResponse
-	(*RevokeGrantRequest)(nil),    // 15: airlock.v1.RevokeGrantRequest
-	(*RevokeGrantResponse)(nil),   // 16: airlock.v1.RevokeGrantResponse
-	nil,                           // 17: airlock.v1.ApproveThreadResponse.RefusedEntry
-	(*Actor)(nil),                 // 18: airlock.v1.Actor
-	(*structpb.Struct)(nil),       // 19: google.protobuf.Struct
-	(*ApprovalRecord)(nil),        // 20: airlock.v1.ApprovalRecord
-	(ApprovalState)(0),            // 21: airlock.v1.ApprovalState
-	(Risk)(0),                     // 22: airlock.v1.Risk
-	(*StandingGrant)(nil),         // 23: airlock.v1.StandingGrant
+	(*CallRef)(nil),               // 10: airlock.v1.CallRef
+	(*ApproveThreadResponse)(nil), // 11: airlock.v1.ApproveThreadResponse
+	(*CreateGrantRequest)(nil),    // 12: airlock.v1.CreateGrantRequest
+	(*CreateGrantResponse)(nil),   // 13: airlock.v1.CreateGrantResponse
+	(*ListGrantsRequest)(nil),     // 14: airlock.v1.ListGrantsRequest
+	(*ListGrantsResponse)(nil),    // 15: airlock.v1.ListGrantsResponse
+	(*RevokeGrantRequest)(nil),    // 16: airlock.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),   // 17: airlock.v1.RevokeGrantResponse
+	nil,                           // 18: airlock.v1.ApproveThreadResponse.RefusedEntry
+	(*Actor)(nil),                 // 19: airlock.v1.Actor
+	(*structpb.Struct)(nil),       // 20: google.protobuf.Struct
+	(*ApprovalRecord)(nil),        // 21: airlock.v1.ApprovalRecord
+	(ApprovalState)(0),            // 22: airlock.v1.ApprovalState
+	(Risk)(0),                     // 23: airlock.v1.Risk
+	(*StandingGrant)(nil),         // 24: airlock.v1.StandingGrant
 }
 var file_airlock_v1_approval_api_proto_depIdxs = []int32{
-	18, // 0: airlock.v1.DecideRequest.principal:type_name -> airlock.v1.Actor
+	19, // 0: airlock.v1.DecideRequest.principal:type_name -> airlock.v1.Actor
 	0,  // 1: airlock.v1.DecideRequest.kind:type_name -> airlock.v1.DecisionKind
-	19, // 2: airlock.v1.DecideRequest.edited_arguments:type_name -> google.protobuf.Struct
-	20, // 3: airlock.v1.DecideResponse.record:type_name -> airlock.v1.ApprovalRecord
-	21, // 4: airlock.v1.ListRequest.states:type_name -> airlock.v1.ApprovalState
-	22, // 5: airlock.v1.ListRequest.min_risk:type_name -> airlock.v1.Risk
-	20, // 6: airlock.v1.ListResponse.records:type_name -> airlock.v1.ApprovalRecord
-	20, // 7: airlock.v1.GetResponse.record:type_name -> airlock.v1.ApprovalRecord
-	18, // 8: airlock.v1.CancelRequest.by:type_name -> airlock.v1.Actor
-	20, // 9: airlock.v1.CancelResponse.record:type_name -> airlock.v1.ApprovalRecord
-	18, // 10: airlock.v1.ApproveThreadRequest.principal:type_name -> airlock.v1.Actor
-	2,  // 11: airlock.v1.ApproveThreadResponse.results:type_name -> airlock.v1.DecideResponse
-	17, // 12: airlock.v1.ApproveThreadResponse.refused:type_name -> airlock.v1.ApproveThreadResponse.RefusedEntry
-	23, // 13: airlock.v1.CreateGrantRequest.grant:type_name -> airlock.v1.StandingGrant
-	18, // 14: airlock.v1.CreateGrantRequest.by:type_name -> airlock.v1.Actor
-	23, // 15: airlock.v1.CreateGrantResponse.grant:type_name -> airlock.v1.StandingGrant
-	23, // 16: airlock.v1.ListGrantsResponse.grants:type_name -> airlock.v1.StandingGrant
-	18, // 17: airlock.v1.RevokeGrantRequest.by:type_name -> airlock.v1.Actor
-	23, // 18: airlock.v1.RevokeGrantResponse.grant:type_name -> airlock.v1.StandingGrant
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	20, // 2: airlock.v1.DecideRequest.edited_arguments:type_name -> google.protobuf.Struct
+	21, // 3: airlock.v1.DecideResponse.record:type_name -> airlock.v1.ApprovalRecord
+	22, // 4: airlock.v1.ListRequest.states:type_name -> airlock.v1.ApprovalState
+	23, // 5: airlock.v1.ListRequest.min_risk:type_name -> airlock.v1.Risk
+	21, // 6: airlock.v1.ListResponse.records:type_name -> airlock.v1.ApprovalRecord
+	21, // 7: airlock.v1.GetResponse.record:type_name -> airlock.v1.ApprovalRecord
+	19, // 8: airlock.v1.CancelRequest.by:type_name -> airlock.v1.Actor
+	21, // 9: airlock.v1.CancelResponse.record:type_name -> airlock.v1.ApprovalRecord
+	19, // 10: airlock.v1.ApproveThreadRequest.principal:type_name -> airlock.v1.Actor
+	10, // 11: airlock.v1.ApproveThreadRequest.calls:type_name -> airlock.v1.CallRef
+	2,  // 12: airlock.v1.ApproveThreadResponse.results:type_name -> airlock.v1.DecideResponse
+	18, // 13: airlock.v1.ApproveThreadResponse.refused:type_name -> airlock.v1.ApproveThreadResponse.RefusedEntry
+	24, // 14: airlock.v1.CreateGrantRequest.grant:type_name -> airlock.v1.StandingGrant
+	19, // 15: airlock.v1.CreateGrantRequest.by:type_name -> airlock.v1.Actor
+	24, // 16: airlock.v1.CreateGrantResponse.grant:type_name -> airlock.v1.StandingGrant
+	24, // 17: airlock.v1.ListGrantsResponse.grants:type_name -> airlock.v1.StandingGrant
+	19, // 18: airlock.v1.RevokeGrantRequest.by:type_name -> airlock.v1.Actor
+	24, // 19: airlock.v1.RevokeGrantResponse.grant:type_name -> airlock.v1.StandingGrant
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_approval_api_proto_init() }
@@ -1125,7 +1282,7 @@ func file_airlock_v1_approval_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_approval_api_proto_rawDesc), len(file_airlock_v1_approval_api_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

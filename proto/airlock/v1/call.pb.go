@@ -160,10 +160,25 @@ type ToolCall struct {
 	// Passed to idempotent tools so a retried execution is recognised downstream.
 	IdempotencyKey string `protobuf:"bytes,9,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// 1 for the first submission, +1 for each revision after "changes requested".
-	Revision      uint32                 `protobuf:"varint,10,opt,name=revision,proto3" json:"revision,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Revision  uint32                 `protobuf:"varint,10,opt,name=revision,proto3" json:"revision,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// Set by the policy service, never by the agent: true when on_behalf_of
+	// comes from a binding airlock trusts (configuration, or a front-end that
+	// authenticated the agent and sealed the request). Only a verified
+	// requester can be asked to confirm their own call.
+	OnBehalfOfVerified bool `protobuf:"varint,12,opt,name=on_behalf_of_verified,json=onBehalfOfVerified,proto3" json:"on_behalf_of_verified,omitempty"`
+	// Gate-only call: the agent runs the tool itself once airlock allows it;
+	// the executor never runs it, and the agent reports the result.
+	AgentRuns bool `protobuf:"varint,13,opt,name=agent_runs,json=agentRuns,proto3" json:"agent_runs,omitempty"`
+	// Tool annotations (readOnlyHint, destructiveHint, ...) as the upstream
+	// declared them, for the policy's input.
+	Annotations *structpb.Struct `protobuf:"bytes,14,opt,name=annotations,proto3" json:"annotations,omitempty"`
+	// Set by the policy service: true only when a front-end (the MCP gateway)
+	// sealed the request and vouches that the annotations come from an
+	// upstream the registry marks trusted.
+	AnnotationsTrusted bool `protobuf:"varint,15,opt,name=annotations_trusted,json=annotationsTrusted,proto3" json:"annotations_trusted,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ToolCall) Reset() {
@@ -271,6 +286,34 @@ func (x *ToolCall) GetCreatedAt() *timestamppb.Timestamp {
 		return x.CreatedAt
 	}
 	return nil
+}
+
+func (x *ToolCall) GetOnBehalfOfVerified() bool {
+	if x != nil {
+		return x.OnBehalfOfVerified
+	}
+	return false
+}
+
+func (x *ToolCall) GetAgentRuns() bool {
+	if x != nil {
+		return x.AgentRuns
+	}
+	return false
+}
+
+func (x *ToolCall) GetAnnotations() *structpb.Struct {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *ToolCall) GetAnnotationsTrusted() bool {
+	if x != nil {
+		return x.AnnotationsTrusted
+	}
+	return false
 }
 
 // Decision is the policy's decision document about one call revision.
@@ -461,7 +504,7 @@ var File_airlock_v1_call_proto protoreflect.FileDescriptor
 const file_airlock_v1_call_proto_rawDesc = "" +
 	"\n" +
 	"\x15airlock/v1/call.proto\x12\n" +
-	"airlock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf8\x02\n" +
+	"airlock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb6\x04\n" +
 	"\bToolCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1b\n" +
@@ -476,7 +519,12 @@ const file_airlock_v1_call_proto_rawDesc = "" +
 	"\brevision\x18\n" +
 	" \x01(\rR\brevision\x129\n" +
 	"\n" +
-	"created_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x94\x05\n" +
+	"created_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x121\n" +
+	"\x15on_behalf_of_verified\x18\f \x01(\bR\x12onBehalfOfVerified\x12\x1d\n" +
+	"\n" +
+	"agent_runs\x18\r \x01(\bR\tagentRuns\x129\n" +
+	"\vannotations\x18\x0e \x01(\v2\x17.google.protobuf.StructR\vannotations\x12/\n" +
+	"\x13annotations_trusted\x18\x0f \x01(\bR\x12annotationsTrusted\"\x94\x05\n" +
 	"\bDecision\x12*\n" +
 	"\x06action\x18\x01 \x01(\x0e2\x12.airlock.v1.ActionR\x06action\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x17\n" +
@@ -538,17 +586,18 @@ var file_airlock_v1_call_proto_goTypes = []any{
 var file_airlock_v1_call_proto_depIdxs = []int32{
 	4, // 0: airlock.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
 	5, // 1: airlock.v1.ToolCall.created_at:type_name -> google.protobuf.Timestamp
-	0, // 2: airlock.v1.Decision.action:type_name -> airlock.v1.Action
-	1, // 3: airlock.v1.Decision.risk:type_name -> airlock.v1.Risk
-	6, // 4: airlock.v1.Decision.timeout:type_name -> google.protobuf.Duration
-	5, // 5: airlock.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
-	6, // 6: airlock.v1.Decision.escalate_after:type_name -> google.protobuf.Duration
-	6, // 7: airlock.v1.Decision.remind_after:type_name -> google.protobuf.Duration
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	4, // 2: airlock.v1.ToolCall.annotations:type_name -> google.protobuf.Struct
+	0, // 3: airlock.v1.Decision.action:type_name -> airlock.v1.Action
+	1, // 4: airlock.v1.Decision.risk:type_name -> airlock.v1.Risk
+	6, // 5: airlock.v1.Decision.timeout:type_name -> google.protobuf.Duration
+	5, // 6: airlock.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
+	6, // 7: airlock.v1.Decision.escalate_after:type_name -> google.protobuf.Duration
+	6, // 8: airlock.v1.Decision.remind_after:type_name -> google.protobuf.Duration
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_call_proto_init() }

@@ -92,6 +92,10 @@ type Event struct {
 	Actor *Actor `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`
 	// The thread of the call, repeated on every event so audit queries by thread need no join.
 	ThreadId string `protobuf:"bytes,7,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// HMAC seal of the decision an `allowed` or `approved` event carries,
+	// made with the decision key that only the policy and approval services
+	// hold; the executor runs nothing whose seal does not verify.
+	Seal string `protobuf:"bytes,8,opt,name=seal,proto3" json:"seal,omitempty"`
 	// Types that are valid to be assigned to Body:
 	//
 	//	*Event_Requested
@@ -190,6 +194,13 @@ func (x *Event) GetActor() *Actor {
 func (x *Event) GetThreadId() string {
 	if x != nil {
 		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *Event) GetSeal() string {
+	if x != nil {
+		return x.Seal
 	}
 	return ""
 }
@@ -506,10 +517,18 @@ func (x *Actor) GetChannel() string {
 	return ""
 }
 
-// Requested: an agent asks to run a call.
+// Requested: an agent asks to run a call. Agents publish it to the intake
+// stream (airlock.req.<agent>.<call>); the policy service copies each
+// request it accepts into the events stream, with where it came from.
 type Requested struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Call          *ToolCall              `protobuf:"bytes,1,opt,name=call,proto3" json:"call,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Call  *ToolCall              `protobuf:"bytes,1,opt,name=call,proto3" json:"call,omitempty"`
+	// Sequence of the agent's message in the intake stream (set by the policy service).
+	IntakeSeq uint64 `protobuf:"varint,2,opt,name=intake_seq,json=intakeSeq,proto3" json:"intake_seq,omitempty"`
+	// When the intake stream stored the agent's message (set by the policy service).
+	ReceivedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
+	// The front-end that sealed the request ("console", "gateway"), if any.
+	SealedBy      string `protobuf:"bytes,4,opt,name=sealed_by,json=sealedBy,proto3" json:"sealed_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -549,6 +568,27 @@ func (x *Requested) GetCall() *ToolCall {
 		return x.Call
 	}
 	return nil
+}
+
+func (x *Requested) GetIntakeSeq() uint64 {
+	if x != nil {
+		return x.IntakeSeq
+	}
+	return 0
+}
+
+func (x *Requested) GetReceivedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReceivedAt
+	}
+	return nil
+}
+
+func (x *Requested) GetSealedBy() string {
+	if x != nil {
+		return x.SealedBy
+	}
+	return ""
 }
 
 // Allowed: policy lets the call run without a person.
@@ -1519,7 +1559,7 @@ var File_airlock_v1_event_proto protoreflect.FileDescriptor
 const file_airlock_v1_event_proto_rawDesc = "" +
 	"\n" +
 	"\x16airlock/v1/event.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x85\t\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\t\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x17\n" +
@@ -1527,7 +1567,8 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\brevision\x18\x04 \x01(\rR\brevision\x12.\n" +
 	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12'\n" +
 	"\x05actor\x18\x06 \x01(\v2\x11.airlock.v1.ActorR\x05actor\x12\x1b\n" +
-	"\tthread_id\x18\a \x01(\tR\bthreadId\x125\n" +
+	"\tthread_id\x18\a \x01(\tR\bthreadId\x12\x12\n" +
+	"\x04seal\x18\b \x01(\tR\x04seal\x125\n" +
 	"\trequested\x18\n" +
 	" \x01(\v2\x15.airlock.v1.RequestedH\x00R\trequested\x12/\n" +
 	"\aallowed\x18\v \x01(\v2\x13.airlock.v1.AllowedH\x00R\aallowed\x12,\n" +
@@ -1549,9 +1590,14 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\x05Actor\x12)\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x15.airlock.v1.ActorTypeR\x04type\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +
-	"\achannel\x18\x03 \x01(\tR\achannel\"5\n" +
+	"\achannel\x18\x03 \x01(\tR\achannel\"\xae\x01\n" +
 	"\tRequested\x12(\n" +
-	"\x04call\x18\x01 \x01(\v2\x14.airlock.v1.ToolCallR\x04call\"e\n" +
+	"\x04call\x18\x01 \x01(\v2\x14.airlock.v1.ToolCallR\x04call\x12\x1d\n" +
+	"\n" +
+	"intake_seq\x18\x02 \x01(\x04R\tintakeSeq\x12;\n" +
+	"\vreceived_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"receivedAt\x12\x1b\n" +
+	"\tsealed_by\x18\x04 \x01(\tR\bsealedBy\"e\n" +
 	"\aAllowed\x12(\n" +
 	"\x04call\x18\x01 \x01(\v2\x14.airlock.v1.ToolCallR\x04call\x120\n" +
 	"\bdecision\x18\x02 \x01(\v2\x14.airlock.v1.DecisionR\bdecision\"d\n" +
@@ -1685,27 +1731,28 @@ var file_airlock_v1_event_proto_depIdxs = []int32{
 	19, // 17: airlock.v1.Event.invalid:type_name -> airlock.v1.Invalid
 	0,  // 18: airlock.v1.Actor.type:type_name -> airlock.v1.ActorType
 	21, // 19: airlock.v1.Requested.call:type_name -> airlock.v1.ToolCall
-	21, // 20: airlock.v1.Allowed.call:type_name -> airlock.v1.ToolCall
-	22, // 21: airlock.v1.Allowed.decision:type_name -> airlock.v1.Decision
-	21, // 22: airlock.v1.Denied.call:type_name -> airlock.v1.ToolCall
-	22, // 23: airlock.v1.Denied.decision:type_name -> airlock.v1.Decision
-	21, // 24: airlock.v1.ApprovalRequested.call:type_name -> airlock.v1.ToolCall
-	22, // 25: airlock.v1.ApprovalRequested.decision:type_name -> airlock.v1.Decision
-	20, // 26: airlock.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
-	2,  // 27: airlock.v1.Vote.by:type_name -> airlock.v1.Actor
-	20, // 28: airlock.v1.Vote.at:type_name -> google.protobuf.Timestamp
-	21, // 29: airlock.v1.Approved.call:type_name -> airlock.v1.ToolCall
-	22, // 30: airlock.v1.Approved.decision:type_name -> airlock.v1.Decision
-	8,  // 31: airlock.v1.Approved.votes:type_name -> airlock.v1.Vote
-	23, // 32: airlock.v1.Approved.original_arguments:type_name -> google.protobuf.Struct
-	20, // 33: airlock.v1.Expired.deadline:type_name -> google.protobuf.Timestamp
-	24, // 34: airlock.v1.Completed.latency:type_name -> google.protobuf.Duration
-	24, // 35: airlock.v1.Failed.latency:type_name -> google.protobuf.Duration
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	20, // 20: airlock.v1.Requested.received_at:type_name -> google.protobuf.Timestamp
+	21, // 21: airlock.v1.Allowed.call:type_name -> airlock.v1.ToolCall
+	22, // 22: airlock.v1.Allowed.decision:type_name -> airlock.v1.Decision
+	21, // 23: airlock.v1.Denied.call:type_name -> airlock.v1.ToolCall
+	22, // 24: airlock.v1.Denied.decision:type_name -> airlock.v1.Decision
+	21, // 25: airlock.v1.ApprovalRequested.call:type_name -> airlock.v1.ToolCall
+	22, // 26: airlock.v1.ApprovalRequested.decision:type_name -> airlock.v1.Decision
+	20, // 27: airlock.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	2,  // 28: airlock.v1.Vote.by:type_name -> airlock.v1.Actor
+	20, // 29: airlock.v1.Vote.at:type_name -> google.protobuf.Timestamp
+	21, // 30: airlock.v1.Approved.call:type_name -> airlock.v1.ToolCall
+	22, // 31: airlock.v1.Approved.decision:type_name -> airlock.v1.Decision
+	8,  // 32: airlock.v1.Approved.votes:type_name -> airlock.v1.Vote
+	23, // 33: airlock.v1.Approved.original_arguments:type_name -> google.protobuf.Struct
+	20, // 34: airlock.v1.Expired.deadline:type_name -> google.protobuf.Timestamp
+	24, // 35: airlock.v1.Completed.latency:type_name -> google.protobuf.Duration
+	24, // 36: airlock.v1.Failed.latency:type_name -> google.protobuf.Duration
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_event_proto_init() }
