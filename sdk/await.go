@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -55,126 +56,164 @@ type Outcome struct {
 // Completed reports whether the tool ran and returned a result.
 func (o Outcome) Completed() bool { return o.Status == StatusCompleted }
 
-// Await returns the outcome of the call's latest revision. It reads the
-// call's history from the stream, then follows it live, so it works when it
-// starts after the outcome was published, after the agent restarted, and
+// Await returns the outcome of the call's newest revision. It reads the
+// call's last events from the stream, then follows it live, so it works when
+// it starts after the outcome was published, after the agent restarted, and
 // across NATS reconnects. It returns when ctx ends without an outcome.
 func (c *Client) Await(ctx context.Context, callID string) (Outcome, error) {
-	f := follower{callID: callID, ends: map[uint32]Outcome{}}
-	var lastSeq uint64
+	return c.AwaitRevision(ctx, callID, 0)
+}
+
+// AwaitRevision returns the outcome of revision rev of the call (0: the
+// newest revision), or of a later revision of the same call if that ends
+// first.
+func (c *Client) AwaitRevision(ctx context.Context, callID string, rev uint32) (Outcome, error) {
+	if err := ids.Validate("call id", callID); err != nil {
+		return Outcome{}, fmt.Errorf("await: %w", err)
+	}
+	f := newFollower(callID, rev)
+	// Live first, then the stored events: an event stored in between is
+	// seen by one or the other (or both, which is harmless).
+	live := make(chan *nats.Msg, 64)
+	sub, err := c.nc.ChanSubscribe(subject.OutOfCall(c.agent, callID), live)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("await call %s: %w", callID, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.nc.FlushWithContext(ctx); err != nil && ctx.Err() == nil {
+		return Outcome{}, fmt.Errorf("await call %s: %w", callID, err)
+	}
+	reconnects := c.nc.Stats().Reconnects
+	resync := time.NewTicker(resyncEvery)
+	defer resync.Stop()
+	needSync := true
 	for {
-		out, done, err := c.follow(ctx, callID, &f, &lastSeq)
-		if done || err != nil {
-			return out, err
+		if needSync {
+			needSync = false
+			if err := c.readStored(ctx, callID, f); err != nil {
+				if ctx.Err() != nil {
+					return Outcome{}, fmt.Errorf("await call %s: %w", callID, ctx.Err())
+				}
+				if isPermanent(err) {
+					return Outcome{}, fmt.Errorf("await call %s: %w", callID, err)
+				}
+				// The server may be restarting or electing a leader: try again at the next tick.
+			}
 		}
-		// The call was quiet for a while: recreate the consumer from where we
-		// were. nats.go's ordered consumer resets itself on missed
-		// heartbeats, but during a cluster leader change it can stall
-		// silently; a fresh consumer costs one request per idle period.
+		if out, ok := f.outcome(); ok {
+			if out.Status == StatusInvalid {
+				return out, fmt.Errorf("%w: %s", ErrInvalid, out.Reason)
+			}
+			return out, nil
+		}
+		select {
+		case m := <-live:
+			if ev, seq, ok := c.eventOf(m, callID); ok {
+				f.add(ev, seq)
+			}
+		case <-resync.C:
+			// Core NATS delivers at most once: a republished event can be
+			// missed during a reconnect or a slow spell, so a quiet call is
+			// read again from the stream now and then.
+			needSync = true
+			if n := c.nc.Stats().Reconnects; n != reconnects {
+				reconnects = n
+			}
+		case <-ctx.Done():
+			return Outcome{}, fmt.Errorf("await call %s: %w", callID, ctx.Err())
+		}
 	}
 }
 
-// follow reads the call's events from lastSeq+1 until an outcome (done), an
-// error, or idleRecreate passes without a message (neither). It uses a
-// plain ephemeral consumer (memory, R1, no acks) it controls fully, rather
-// than nats.go's ordered consumer, whose reset can stall silently while a
-// cluster elects a new stream leader.
-func (c *Client) follow(ctx context.Context, callID string, f *follower, lastSeq *uint64) (Outcome, bool, error) {
-	cc := jetstream.ConsumerConfig{
-		Name:              ids.New("await"),
-		FilterSubject:     subject.OfCall(c.agent, callID),
-		AckPolicy:         jetstream.AckNonePolicy,
-		DeliverPolicy:     jetstream.DeliverAllPolicy,
-		InactiveThreshold: 2 * idleRecreate,
-		MemoryStorage:     true,
-		Replicas:          1,
-	}
-	if *lastSeq > 0 {
-		cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, *lastSeq+1
-	}
-	cctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	cons, err := c.js.CreateConsumer(cctx, c.stream, cc)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return Outcome{}, false, fmt.Errorf("await call %s: %w", callID, ctx.Err())
-		}
-		if isPermanent(err) {
-			return Outcome{}, false, fmt.Errorf("await call %s: %w", callID, err)
-		}
-		// The cluster may be electing a leader or the connection reconnecting.
-		select {
-		case <-ctx.Done():
-		case <-time.After(heartbeat):
-		}
-		return Outcome{}, false, nil
-	}
-	defer func() {
-		dctx, dcancel := context.WithTimeout(context.Background(), requestTimeout)
-		defer dcancel()
-		_ = c.js.DeleteConsumer(dctx, c.stream, cc.Name) // best effort: InactiveThreshold cleans up otherwise
-	}()
-	lastMsg := time.Now()
-	reconnects := c.nc.Stats().Reconnects
-	for {
-		fctx, fcancel := context.WithTimeout(ctx, heartbeat)
-		m, err := cons.Next(jetstream.FetchContext(fctx))
-		fcancel()
-		if ctx.Err() != nil {
-			return Outcome{}, false, fmt.Errorf("await call %s: %w", callID, ctx.Err())
-		}
+// endTypes are the event types that end a call revision (see follower.add).
+var endTypes = []string{
+	subject.Denied, subject.Rejected, subject.ChangesRequested, subject.Expired,
+	subject.Canceled, subject.Completed, subject.Failed, subject.Invalid,
+}
+
+// readStored feeds f the last stored event of each type that ends a
+// revision, and the last accepted request (which names the newest revision).
+func (c *Client) readStored(ctx context.Context, callID string, f *follower) error {
+	for _, typ := range append([]string{subject.Requested}, endTypes...) {
+		subj, err := subject.Event(c.agent, callID, typ)
 		if err != nil {
-			// Recreate after a reconnect (the server may have lost the
-			// in-memory consumer), after a long quiet spell, or on any other error.
-			if c.nc.Stats().Reconnects != reconnects || time.Since(lastMsg) > idleRecreate ||
-				!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
-				return Outcome{}, false, nil // recreate from lastSeq+1
-			}
+			return err
+		}
+		m, err := c.lastStored(ctx, subj)
+		if err != nil {
+			return err
+		}
+		if m == nil {
 			continue
 		}
-		lastMsg = time.Now()
-		meta, _ := m.Metadata()
-		if meta != nil {
-			*lastSeq = meta.Sequence.Stream
-		}
-		ev, err := envelope.Decode(m.Data(), m.Headers())
-		if err != nil {
-			continue // an undecodable message is the policy service's to refuse, not ours
-		}
-		f.add(ev)
-		if meta != nil && meta.NumPending > 0 {
-			continue // still catching up: a later revision may follow
-		}
-		if out, ok := f.ends[f.latest]; ok {
-			if out.Status == StatusInvalid {
-				return out, true, fmt.Errorf("%w: %s", ErrInvalid, out.Reason)
-			}
-			return out, true, nil
+		if ev, seq, ok := c.eventOf(m, callID); ok {
+			f.add(ev, seq)
 		}
 	}
+	return nil
+}
+
+// lastStored is the last message stored on subj (Direct Get), or nil.
+func (c *Client) lastStored(ctx context.Context, subj string) (*nats.Msg, error) {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return bus.LastStored(rctx, c.nc, c.stream, subj)
+}
+
+// eventOf decodes a republished or directly read event of this agent's
+// call. Anything else is ignored: another agent can make the server answer
+// one of its own requests onto this agent's subjects, but what it sends is
+// then about its own calls, which this check refuses.
+func (c *Client) eventOf(m *nats.Msg, callID string) (*airlockv1.Event, uint64, bool) {
+	stored := m.Header.Get(jetstream.SubjectHeader)
+	p, err := subject.Parse(stored)
+	if err != nil || p.Agent != c.agent || p.Call != callID {
+		return nil, 0, false
+	}
+	ev, err := envelope.Decode(m.Data, m.Header)
+	if err != nil || ev.GetAgentId() != c.agent || ev.GetCallId() != callID || envelope.TypeOf(ev) != p.Type {
+		return nil, 0, false
+	}
+	return ev, bus.StoredSeq(m), true
 }
 
 // isPermanent reports errors that retrying will not fix: no such stream,
 // or no permission to read this call.
 func isPermanent(err error) bool {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.Code == 403 || apiErr.Code == 404 && apiErr.ErrorCode == jetstream.JSErrCodeStreamNotFound) {
-		return true
-	}
-	return errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(err.Error(), "Permissions Violation")
+	return errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(err.Error(), "Permissions Violation")
 }
 
-// follower folds a call's events into the outcome of each revision.
+// follower folds a call's events into the outcome of each revision: the
+// first end (lowest stream sequence) of a revision is its end, and the
+// newest revision seen, or the one awaited, is the one that counts.
 type follower struct {
 	callID string
+	// want is the revision awaited (0: the newest).
+	want   uint32
 	latest uint32
 	ends   map[uint32]Outcome
+	seqs   map[uint32]uint64
 }
 
-func (f *follower) add(ev *airlockv1.Event) {
+func newFollower(callID string, want uint32) *follower {
+	return &follower{callID: callID, want: want, latest: want, ends: map[uint32]Outcome{}, seqs: map[uint32]uint64{}}
+}
+
+// outcome is the end of the revision that counts, if it has one.
+func (f *follower) outcome() (Outcome, bool) {
+	if f.latest == 0 {
+		return Outcome{}, false
+	}
+	out, ok := f.ends[f.latest]
+	return out, ok
+}
+
+func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 	rev := ev.GetRevision()
 	if rev == 0 {
-		rev = 1
+		// An invalid request is recorded without a revision when the request
+		// could not be read: it answers the revision being waited for.
+		rev = max(f.want, 1)
 	}
 	if rev > f.latest {
 		f.latest = rev
@@ -209,7 +248,7 @@ func (f *follower) add(ev *airlockv1.Event) {
 	default:
 		return
 	}
-	if _, done := f.ends[rev]; !done { // the first end of a revision is its end
-		f.ends[rev] = out
+	if prev, done := f.seqs[rev]; !done || seq < prev {
+		f.ends[rev], f.seqs[rev] = out, seq
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,13 +30,23 @@ import (
 )
 
 // Client submits and follows one agent's calls. It is safe for concurrent use.
+//
+// An agent needs no JetStream access: it publishes a request on
+// airlock.req.<agent>.<call> (stored in the intake stream), follows its
+// call's events on airlock.out.<agent>.<call>.> (every event the events
+// stream stores is republished there), and reads the last event of a
+// subject with Direct Get when it starts following a call it did not submit
+// in this process. NATS permissions confine an agent to its own ids in all
+// three (deploy/nats, ARCHITECTURE.md "Trust boundaries").
 type Client struct {
 	agent    string
 	js       jetstream.JetStream
 	nc       *nats.Conn
-	pub      *envelope.Publisher
 	stream   string
 	maxBytes int
+	// seal, set by front-ends that submit for an agent they authenticated
+	// (console, gateway), vouches for the request's on_behalf_of.
+	seal func(*nats.Msg)
 }
 
 // Option adjusts a Client.
@@ -48,9 +59,14 @@ func WithStream(name string) Option { return func(c *Client) { c.stream = name }
 // oversized call is refused before it is sent.
 func WithMaxRequestBytes(n int) Option { return func(c *Client) { c.maxBytes = n } }
 
-// New returns a client that acts as agentID over nc.
+// WithRequestSeal lets a front-end seal each request it submits for the
+// agent (see package seal); agents themselves never need it.
+func WithRequestSeal(seal func(*nats.Msg)) Option { return func(c *Client) { c.seal = seal } }
+
+// New returns a client that acts as agentID over nc. The connection must be
+// the agent's own (its credentials decide what it may do); see Connect.
 func New(nc *nats.Conn, agentID string, opts ...Option) (*Client, error) {
-	if err := ids.Validate("agent id", agentID); err != nil {
+	if err := ids.ValidateAgent(agentID); err != nil {
 		return nil, err
 	}
 	js, err := jetstream.New(nc)
@@ -62,9 +78,11 @@ func New(nc *nats.Conn, agentID string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
-	c.pub = envelope.NewPublisher(js, "agent/"+agentID)
 	return c, nil
 }
+
+// Agent is the agent id the client acts as.
+func (c *Client) Agent() string { return c.agent }
 
 // Call is what an agent asks to run.
 type Call struct {
@@ -77,23 +95,27 @@ type Call struct {
 	Args         map[string]any
 	Thread       string
 	// OnBehalfOf is the person the agent acts for; they cannot approve it.
+	// A binding in airlock's configuration takes precedence.
 	OnBehalfOf     string
 	Reason         string
 	IdempotencyKey string
+	// AgentRuns marks a gate-only call: airlock decides it, the agent runs
+	// the tool itself (coding-agent hooks).
+	AgentRuns bool
 }
 
 // ErrInvalid is returned when airlock refused a request as malformed.
 var ErrInvalid = errors.New("airlock refused the request as invalid")
 
 // Submit validates and publishes the call and returns its id. Publishing the
-// same call id and revision again is harmless: the stream stores it once.
+// same call again is harmless: the policy service records a revision once,
+// and a repeated request with the same content changes nothing.
 func (c *Client) Submit(ctx context.Context, call Call) (string, error) {
 	tc, err := c.toolCall(call)
 	if err != nil {
 		return "", err
 	}
 	ev := &airlockv1.Event{
-		EventId: envelope.EventID(tc.CallId, tc.Revision, subject.Requested),
 		AgentId: c.agent, CallId: tc.CallId, Revision: tc.Revision, ThreadId: tc.ThreadId,
 		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: c.agent},
 		Body:  &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: tc}},
@@ -101,10 +123,28 @@ func (c *Client) Submit(ctx context.Context, call Call) (string, error) {
 	if size := proto.Size(ev); size > c.maxBytes {
 		return "", fmt.Errorf("%w: request is %d bytes, over the %d-byte limit: pass large inputs by reference", ErrInvalid, size, c.maxBytes)
 	}
-	if _, err := c.pub.Publish(ctx, ev, ""); err != nil {
+	msg, err := envelope.EncodeRequest(ev, "agent/"+c.agent, "")
+	if err != nil {
 		return "", fmt.Errorf("submit call %s: %w", tc.CallId, err)
 	}
+	if c.seal != nil {
+		c.seal(msg)
+	}
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		return "", fmt.Errorf("submit call %s: %w%s", tc.CallId, err, hint(err))
+	}
 	return tc.CallId, nil
+}
+
+// hint says what to do about the commonest submit failures.
+func hint(err error) string {
+	switch {
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
+		return " (no intake stream answers: is airlock running, and is this connection an airlock agent's?)"
+	case strings.Contains(err.Error(), "maximum bytes"), strings.Contains(err.Error(), "message size exceeds"):
+		return " (airlock's intake is full or the request is too large: try again later, or pass large inputs by reference)"
+	}
+	return ""
 }
 
 func (c *Client) toolCall(call Call) (*airlockv1.ToolCall, error) {
@@ -115,14 +155,11 @@ func (c *Client) toolCall(call Call) (*airlockv1.ToolCall, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: arguments must be a JSON object of plain values: %v", ErrInvalid, err)
 	}
-	key := call.IdempotencyKey
-	if key == "" {
-		key = fmt.Sprintf("%s.%d", call.ID, max(call.Revision, 1))
-	}
 	tc := &airlockv1.ToolCall{
 		CallId: call.ID, AgentId: c.agent, ThreadId: call.Thread, OnBehalfOf: call.OnBehalfOf,
 		Server: call.Server, Tool: call.Tool, Arguments: args, Reason: call.Reason,
-		IdempotencyKey: key, Revision: call.Revision, CreatedAt: timestamppb.Now(),
+		IdempotencyKey: call.IdempotencyKey, Revision: call.Revision, CreatedAt: timestamppb.Now(),
+		AgentRuns: call.AgentRuns,
 	}
 	if r := ingress.Call(tc); r != nil {
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, r.Reason)
@@ -146,21 +183,21 @@ func (c *Client) Cancel(ctx context.Context, callID, reason string) error {
 	return nil
 }
 
-// Do submits call and awaits its outcome.
+// Do submits call and awaits the outcome of the revision it submitted.
 func (c *Client) Do(ctx context.Context, call Call) (Outcome, error) {
+	if call.ID == "" {
+		call.ID = ids.New("call")
+	}
 	id, err := c.Submit(ctx, call)
 	if err != nil {
 		return Outcome{}, err
 	}
-	return c.Await(ctx, id)
+	return c.AwaitRevision(ctx, id, max(call.Revision, 1))
 }
 
-// heartbeat bounds one wait for the next message of an awaited call.
-const heartbeat = time.Second
-
-// requestTimeout bounds one JetStream API request.
+// requestTimeout bounds one Direct Get.
 const requestTimeout = 5 * time.Second
 
-// idleRecreate is how long Await waits on a quiet call before recreating
-// its consumer, in case it stalled unnoticed.
-const idleRecreate = 10 * time.Second
+// resyncEvery is how often Await re-reads a quiet call's last events, in
+// case a republished event was missed (core NATS delivers at most once).
+const resyncEvery = 5 * time.Second

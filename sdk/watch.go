@@ -10,20 +10,20 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
-// Watcher is a fast path for agents that submit many calls: core NATS
-// subscriptions on the agent's events feed every waiting call, instead of
-// one JetStream consumer per Await.
+// Watcher is a fast path for agents that submit many calls: one set of
+// subscriptions on the agent's republished events feeds every waiting call,
+// instead of a subscription and a stream read per Await.
 //
 // It subscribes only to the event types that can end a call revision
-// (airlock.evt.<agent>.*.<type> for denied, rejected, changes_requested,
+// (airlock.out.<agent>.*.<type> for denied, rejected, changes_requested,
 // expired, canceled, completed, failed and invalid): the requested, allowed,
-// started, ... events of every call are never sent to it, which saves the
-// server, the connection and the agent work on every call.
+// started, ... events of every call are never sent to it. What it receives
+// was stored: the events stream republishes a message only once it has
+// stored it, so a publish the stream refused is never reported.
 //
 // It sees only events published while it is subscribed, so it serves calls
 // submitted through it (DoFast registers before submitting). Events
@@ -39,24 +39,15 @@ type Watcher struct {
 }
 
 type waiter struct {
-	f follower
-	// rev is the revision DoFast submitted.
-	rev  uint32
+	f    *follower
 	done chan Outcome
-}
-
-// endTypes are the event types that end a call revision (see follower.add).
-var endTypes = []string{
-	subject.Denied, subject.Rejected, subject.ChangesRequested, subject.Expired,
-	subject.Canceled, subject.Completed, subject.Failed, subject.Invalid,
 }
 
 // Watch subscribes to the agent's events. Close it when done.
 func (c *Client) Watch() (*Watcher, error) {
 	w := &Watcher{c: c, waiters: map[string]*waiter{}}
 	for _, typ := range endTypes {
-		subj := subject.EventsPrefix + "." + c.agent + ".*." + typ
-		sub, err := c.nc.Subscribe(subj, w.onMsg)
+		sub, err := c.nc.Subscribe(subject.OutOfAgentType(c.agent, typ), w.onMsg)
 		if err == nil {
 			if err = sub.SetPendingLimits(-1, -1); err != nil {
 				_ = sub.Unsubscribe()
@@ -71,7 +62,7 @@ func (c *Client) Watch() (*Watcher, error) {
 	return w, nil
 }
 
-// callOf returns the <call> token of airlock.evt.<agent>.<call>.<type>
+// callOf returns the <call> token of airlock.out.<agent>.<call>.<type>
 // without validating it: the subscriptions only match that shape, and a
 // call id that is not waited for is ignored anyway.
 func callOf(subj string) string {
@@ -100,24 +91,19 @@ func (w *Watcher) onMsg(m *nats.Msg) {
 	if !ok {
 		return
 	}
-	ev, err := envelope.Decode(m.Data, m.Header)
-	if err != nil {
+	ev, seq, ok := w.c.eventOf(m, call)
+	if !ok {
 		return
-	}
-	if ev.GetRevision() == 0 && ev.GetInvalid() != nil {
-		// An invalid request is recorded without a revision (the request
-		// could not be read): it answers the revision being waited for.
-		ev.Revision = wt.rev
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.waiters[call] != wt {
 		return
 	}
-	wt.f.add(ev)
+	wt.f.add(ev, seq)
 	// The first end of the submitted revision, or of a later one, ends
 	// the wait; ends of earlier revisions (a late duplicate) do not.
-	if out, ok := wt.f.ends[wt.f.latest]; ok {
+	if out, ok := wt.f.outcome(); ok {
 		delete(w.waiters, call)
 		wt.done <- out
 	}
@@ -132,7 +118,7 @@ func (w *Watcher) DoFast(ctx context.Context, call Call) (Outcome, error) {
 		call.ID = ids.New("call")
 	}
 	rev := max(call.Revision, 1)
-	wt := &waiter{f: follower{callID: call.ID, latest: rev, ends: map[uint32]Outcome{}}, rev: rev, done: make(chan Outcome, 1)}
+	wt := &waiter{f: newFollower(call.ID, rev), done: make(chan Outcome, 1)}
 	reconnects := w.c.nc.Stats().Reconnects
 	w.mu.Lock()
 	w.waiters[call.ID] = wt
@@ -160,7 +146,7 @@ func (w *Watcher) DoFast(ctx context.Context, call Call) (Outcome, error) {
 		case <-tick.C:
 			if w.c.nc.Stats().Reconnects != reconnects {
 				forget()
-				return w.c.Await(ctx, call.ID)
+				return w.c.AwaitRevision(ctx, call.ID, rev)
 			}
 		case <-ctx.Done():
 			forget()

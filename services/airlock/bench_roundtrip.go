@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 	"io"
 	"log/slog"
 	"os"
@@ -161,6 +162,7 @@ func runRoundtripBench(ctx context.Context, cfg config.Config, o roundtripOption
 	cfg.Dev.DataDir = dir
 	cfg.Executor.ToolsFile = "" // demo tools only
 	cfg.Executor.Sandbox = ""
+	cfg.Security.DecisionKey, cfg.Security.FrontendKey = seal.NewKey().Hex(), seal.NewKey().Hex()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	rep := &roundtripReport{Setup: fmt.Sprintf("embedded NATS, file store, fsync %s; policy and executor in-process; Go SDK as the agent", syncText(cfg.Dev.Sync))}
@@ -410,7 +412,7 @@ func benchRoundTrip(ctx context.Context, cfg config.Config, log *slog.Logger, o 
 		if o.FixedAllow {
 			decider = "fixed allow (--fixed-allow)"
 		}
-		if _, err := start("policy-fixed", func(d svc.Deps) (svc.Service, error) { return policy.New(d, allowAll{}), nil }); err != nil {
+		if _, err := start("policy-fixed", func(d svc.Deps) (svc.Service, error) { return policy.New(d, allowAll{}) }); err != nil {
 			return measured{}, "", err
 		}
 	}

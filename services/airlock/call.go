@@ -16,6 +16,7 @@ func newCallCmd(g *globals) *cobra.Command {
 	var (
 		c       airlock.Call
 		agent   string
+		creds   string
 		argsRaw string
 		wait    time.Duration
 	)
@@ -39,22 +40,26 @@ failed, expired, ...); 2 means the call could not be submitted or awaited.`,
 			if err != nil {
 				return err
 			}
-			nc, _, err := g.connect(cmd.Context(), cfg)
+			file, err := agentCredential(cfg.Dev.DataDir, agent, creds)
 			if err != nil {
 				return err
 			}
-			defer nc.Close()
-			client, err := airlock.New(nc, agent, airlock.WithStream(cfg.Stream.Name), airlock.WithMaxRequestBytes(cfg.Limits.MaxRequestBytes))
+			cctx, ccancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+			client, err := airlock.Connect(cctx, file, g.natsURL, airlock.WithStream(cfg.Stream.Name), airlock.WithMaxRequestBytes(cfg.Limits.MaxRequestBytes))
+			ccancel()
 			if err != nil {
 				return err
 			}
+			defer client.Close()
 			id, err := client.Submit(cmd.Context(), c)
 			if err != nil {
 				return err
 			}
+			fmt.Fprintf(os.Stderr, "call %s/%s revision %d submitted as agent %s; waiting up to %s for its outcome (if a person must decide: the console's inbox, or `airlock approvals list`)\n",
+				client.Agent(), id, max(c.Revision, 1), client.Agent(), wait)
 			ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 			defer cancel()
-			out, err := client.Await(ctx, id)
+			out, err := client.AwaitRevision(ctx, id, max(c.Revision, 1))
 			if err != nil && out.Status == "" {
 				fmt.Fprintf(os.Stderr, "call %s submitted, but no outcome yet: %v (follow it later with the SDK's Await)\n", id, err)
 				return exitError{2}
@@ -69,7 +74,9 @@ failed, expired, ...); 2 means the call could not be submitted or awaited.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&agent, "agent", "cli", "agent id to act as")
+	f.StringVar(&agent, "agent", "bot", "agent to act as: its credential is <data dir>/agents/AGENT.creds.json (see `airlock agents`)")
+	f.StringVar(&creds, "creds", "", "agent credential file to act with (overrides --agent)")
+	f.Uint32Var(&c.Revision, "revision", 0, "revision to submit (2 or more after a reviewer requested changes; with --call-id)")
 	f.StringVar(&c.Tool, "tool", "", "tool to call, as server__tool (e.g. demo__echo)")
 	f.StringVar(&argsRaw, "args", "{}", "arguments as a JSON object")
 	f.StringVar(&c.Thread, "thread", "", "thread (conversation) id")

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
@@ -52,12 +53,21 @@ func (f *apiFlags) client(g *globals) (*apiClient, error) {
 	return &apiClient{base: strings.TrimRight(f.api, "/"), token: strings.TrimSpace(string(raw)), http: &http.Client{Timeout: 60 * time.Second}}, nil
 }
 
+// protoBody sends a protobuf message as its protojson.
+type protoBody struct{ proto.Message }
+
 // do sends a request and decodes a successful reply into out (a proto
 // message or any JSON value). An error reply becomes the API's sentence.
 func (c *apiClient) do(ctx context.Context, method, path string, body any, out any) error {
 	var r io.Reader
 	if body != nil {
-		data, err := json.Marshal(body)
+		var data []byte
+		var err error
+		if pb, ok := body.(protoBody); ok {
+			data, err = protojson.Marshal(pb.Message)
+		} else {
+			data, err = json.Marshal(body)
+		}
 		if err != nil {
 			return err
 		}
@@ -171,7 +181,7 @@ func approvalsListCmd(g *globals, f *apiFlags) *cobra.Command {
 				if r.GetCreatedAt() != nil {
 					asked = time.Since(r.GetCreatedAt().AsTime()).Round(time.Second).String() + " ago"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.GetCall().GetCallId(), calls.QualifiedTool(r.GetCall()), r.GetCall().GetAgentId(),
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.GetCall().GetAgentId()+"/"+r.GetCall().GetCallId(), calls.QualifiedTool(r.GetCall()), r.GetCall().GetAgentId(),
 					cliEnum(r.GetDecision().GetRisk().String(), "RISK_"), cliEnum(r.GetState().String(), "APPROVAL_STATE_"), asked, cliOneLine(r.GetDecision().GetReason(), 60))
 			}
 			return w.Flush()
@@ -182,6 +192,20 @@ func approvalsListCmd(g *globals, f *apiFlags) *cobra.Command {
 	cmd.Flags().StringVar(&tool, "tool", "", "only this tool (server__tool)")
 	cmd.Flags().StringVar(&risk, "risk", "", "only calls of at least this risk (low, medium, high, critical)")
 	return cmd
+}
+
+// callArg reads a call named on the command line as AGENT/CALL_ID (call ids
+// are chosen by agents and unique only per agent) and returns its API path.
+func callArg(cmd *cobra.Command, s string) (string, error) {
+	agent, call, ok := strings.Cut(s, "/")
+	if !ok {
+		return "", usageErr(cmd, "name the call as AGENT/CALL_ID (e.g. bot/call_3f9c...), as `airlock approvals list` shows it")
+	}
+	ref, err := callref.New(agent, call, 0)
+	if err != nil {
+		return "", usageErr(cmd, "%v", err)
+	}
+	return "/api/v1/approvals/" + url.PathEscape(ref.Agent) + "/" + url.PathEscape(ref.Call), nil
 }
 
 func cliEnum(s, prefix string) string { return strings.ToLower(strings.TrimPrefix(s, prefix)) }
@@ -196,16 +220,20 @@ func cliOneLine(s string, n int) string {
 
 func approvalsShowCmd(g *globals, f *apiFlags) *cobra.Command {
 	return &cobra.Command{
-		Use:   "show CALL_ID",
+		Use:   "show AGENT/CALL_ID",
 		Short: "Show one call: tool, arguments, policy reason, votes, state",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := callArg(cmd, args[0])
+			if err != nil {
+				return err
+			}
 			c, err := f.client(g)
 			if err != nil {
 				return err
 			}
 			var out airlockv1.GetResponse
-			if err := c.do(cmd.Context(), http.MethodGet, "/api/v1/approvals/"+url.PathEscape(args[0]), nil, &out); err != nil {
+			if err := c.do(cmd.Context(), http.MethodGet, path, nil, &out); err != nil {
 				return fmt.Errorf("show %s: %w", args[0], err)
 			}
 			if f.json {
@@ -233,7 +261,7 @@ func approvalsShowCmd(g *globals, f *apiFlags) *cobra.Command {
 					Time                time.Time
 				}
 			}
-			if err := c.do(cmd.Context(), http.MethodGet, "/api/v1/approvals/"+url.PathEscape(args[0])+"/events", nil, &tl); err != nil {
+			if err := c.do(cmd.Context(), http.MethodGet, path+"/events", nil, &tl); err != nil {
 				return fmt.Errorf("events of %s: %w", args[0], err)
 			}
 			fmt.Println("timeline")
@@ -249,12 +277,16 @@ func approvalsDecideCmd(g *globals, f *apiFlags, name, short string) *cobra.Comm
 	var reason, argsJSON string
 	var revision uint32
 	cmd := &cobra.Command{
-		Use:   name + " CALL_ID",
+		Use:   name + " AGENT/CALL_ID",
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body := map[string]any{"revision": revision}
-			path := "/api/v1/approvals/" + url.PathEscape(args[0]) + "/"
+			path, err := callArg(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			path += "/"
 			switch name {
 			case "approve":
 				path += "approve"
@@ -314,6 +346,6 @@ func approvalsDecideCmd(g *globals, f *apiFlags, name, short string) *cobra.Comm
 		cmd.Flags().StringVar(&argsJSON, "args", "", "the arguments to run with, as a JSON object (required)")
 		_ = cmd.MarkFlagRequired("args")
 	}
-	cmd.Flags().Uint32Var(&revision, "revision", 0, "the call revision you reviewed (0: the current one)")
+	cmd.Flags().Uint32Var(&revision, "revision", 0, "the call revision you reviewed (required once a call has more than one)")
 	return cmd
 }

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 	"io"
 	"io/fs"
+	"net/http"
+	"net/url"
 	"os"
-	"os/user"
 	"strings"
 	"time"
 
@@ -146,7 +148,7 @@ grants are never used and nothing is published.`,
 				defer nc.Close()
 				ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
 				defer cancel()
-				if d, err = policyapi.New(nc).Eval(ctx, call); err != nil {
+				if d, err = policyapi.New(nc, seal.Key{}, "cli").Eval(ctx, call); err != nil {
 					return err
 				}
 			} else {
@@ -180,7 +182,15 @@ func newPolicyRulesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rules",
 		Short: "List, add and remove run-time rules (take effect on every replica without restart)",
+		Long: `Rules are changed through the console's REST API, as the person who owns the
+API token (by default the admin token ` + "`airlock dev`" + ` writes): the change is
+recorded with that person, and only admins may make it. Listing reads the
+policy service over NATS.`,
 	}
+	api := &apiFlags{}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&api.api, "api", envOr("AIRLOCK_API", "http://127.0.0.1:8080"), "URL of the console / REST API (env AIRLOCK_API)")
+	pf.StringVar(&api.tokenFile, "token-file", "", "file holding an admin's API token (default <data dir>/admin.token)")
 	client := func(cmd *cobra.Command) (*policyapi.Client, func(), error) {
 		cfg, err := g.load()
 		if err != nil {
@@ -190,12 +200,7 @@ func newPolicyRulesCmd(g *globals) *cobra.Command {
 		if err != nil {
 			return nil, nil, err
 		}
-		return policyapi.New(nc), nc.Close, nil
-	}
-	var by string
-	cmd.PersistentFlags().StringVar(&by, "by", currentUser(), "who makes the change (recorded in the rule and in policy_changed)")
-	actor := func() *airlockv1.Actor {
-		return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: by, Channel: "cli"}
+		return policyapi.New(nc, seal.Key{}, "cli"), nc.Close, nil
 	}
 
 	list := &cobra.Command{
@@ -259,14 +264,13 @@ matching deny rule always wins. Or give the whole rule with --json.`,
 			if err := policy.ValidateRule(rule); err != nil {
 				return usageErr(cmd, "%v", err)
 			}
-			c, done, err := client(cmd)
+			c, err := api.client(g)
 			if err != nil {
 				return err
 			}
-			defer done()
-			resp, err := c.PutRule(cmd.Context(), rule, actor())
-			if err != nil {
-				return err
+			var resp airlockv1.RulePutResponse
+			if err := c.do(cmd.Context(), http.MethodPost, "/api/v1/rules", protoBody{rule}, &resp); err != nil {
+				return fmt.Errorf("add rule %s: %w", rule.GetId(), err)
 			}
 			fmt.Printf("rule %s stored (bucket revision %d); every policy replica applies it within moments\n", resp.GetRule().GetId(), resp.GetKvRevision())
 			return nil
@@ -297,13 +301,12 @@ matching deny rule always wins. Or give the whole rule with --json.`,
 		Short: "Delete a rule (a run-time rule, or one of the policy's data.json)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, done, err := client(cmd)
+			c, err := api.client(g)
 			if err != nil {
 				return err
 			}
-			defer done()
-			if err := c.DeleteRule(cmd.Context(), args[0], actor()); err != nil {
-				return err
+			if err := c.do(cmd.Context(), http.MethodDelete, "/api/v1/rules/"+url.PathEscape(args[0]), nil, nil); err != nil {
+				return fmt.Errorf("delete rule %s: %w", args[0], err)
 			}
 			fmt.Printf("rule %s deleted\n", args[0])
 			return nil
@@ -311,11 +314,4 @@ matching deny rule always wins. Or give the whole rule with --json.`,
 	}
 	cmd.AddCommand(list, add, rm)
 	return cmd
-}
-
-func currentUser() string {
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return u.Username
-	}
-	return "cli"
 }

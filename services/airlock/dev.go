@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/obs"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
@@ -69,16 +70,24 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		return fmt.Errorf("create data dir %s: %w", cfg.Dev.DataDir, err)
 	}
 	interval, _ := config.ParseSync(cfg.Dev.Sync) // validated by Load
+	// Secure by default: the embedded server takes only the credentials
+	// generated here, with the same accounts and permissions as production.
+	creds := natsauth.Dev{DataDir: cfg.Dev.DataDir}
+	if err := creds.Ensure(cfg, fmt.Sprintf("nats://%s:%d", cfg.Dev.NATSHost, cfg.Dev.NATSPort)); err != nil {
+		return fmt.Errorf("generate airlock dev's credentials under %s: %w", cfg.Dev.DataDir, err)
+	}
 	ns, err := embedded.Start(embedded.Options{
 		Host: cfg.Dev.NATSHost, Port: cfg.Dev.NATSPort,
 		StoreDir:   filepath.Join(cfg.Dev.DataDir, "nats"),
 		SyncAlways: interval == 0, SyncInterval: interval,
+		ConfigFile: creds.ConfigFile(),
 	})
 	if err != nil {
 		return err
 	}
 	defer ns.Stop()
 	cfg.NATS.URL = ns.URL()
+	creds.Apply(&cfg, natsauth.RoleDev)
 
 	auditText := "  audit     read from the stream (no ClickHouse configured; --clickhouse-local starts one)\n"
 	switch {
@@ -116,20 +125,67 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		return err
 	}
 	e := newHTTP(deps, names, services...)
+	agents, err := natsauth.AgentCredentials(creds.AgentsDir())
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	var agentLines strings.Builder
+	for _, a := range agents {
+		fmt.Fprintf(&agentLines, "  agent     %-10s %s\n", a.Agent, creds.CredentialFile(a.Agent))
+	}
 	fmt.Fprintf(os.Stdout, `airlock dev is running
-  NATS      %s   (JetStream store %s, fsync %s)
+  NATS      %s   (JetStream store %s, fsync %s; credentials required)
   HTTP      http://%s   (/healthz, /metrics)
   services  %s
   data      %s
-%s%sPress Ctrl-C to stop.
-`, ns.URL(), filepath.Join(cfg.Dev.DataDir, "nats"), syncText(cfg.Dev.Sync), ln.Addr(), strings.Join(names, ", "), cfg.Dev.DataDir, auditText, consoleText)
+%s%s%s            add an agent: airlock agents add NAME   (its credential lands in %s)
+Press Ctrl-C to stop.
+`, ns.URL(), filepath.Join(cfg.Dev.DataDir, "nats"), syncText(cfg.Dev.Sync), ln.Addr(), strings.Join(names, ", "), cfg.Dev.DataDir,
+		auditText, consoleText, agentLines.String(), creds.AgentsDir())
+	go followAgents(ctx, creds, cfg, ns, log)
 	err = run(ctx, deps, services, e, ln)
 	fmt.Fprintln(os.Stdout, "airlock dev stopped")
 	return err
 }
 
+// followAgents re-renders the embedded server's accounts whenever an agent
+// credential is added to or removed from the agents dir (`airlock agents
+// add`), and reloads the server: no restart needed.
+func followAgents(ctx context.Context, creds natsauth.Dev, cfg config.Config, ns *embedded.Server, log *slog.Logger) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		changed, err := creds.Render(cfg)
+		if err != nil {
+			log.Error("agent credentials could not be read; the server keeps the previous ones", "dir", creds.AgentsDir(), "err", err)
+			continue
+		}
+		if !changed {
+			continue
+		}
+		if err := ns.Reload(); err != nil {
+			log.Error("reloading the NATS accounts failed", "err", err)
+			continue
+		}
+		log.Info("agents reloaded", "dir", creds.AgentsDir())
+	}
+}
+
 // connectDeps connects, provisions and returns what services are built from.
 func connectDeps(ctx context.Context, cfg config.Config, log *slog.Logger, name string) (svc.Deps, error) {
+	return connect(ctx, cfg, log, name, true)
+}
+
+// connect connects and returns what services are built from; with
+// provision it creates or updates the streams and buckets first (which
+// needs administrator permissions), otherwise it checks they exist.
+func connect(ctx context.Context, cfg config.Config, log *slog.Logger, name string, provision bool) (svc.Deps, error) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	nc, err := bus.Connect(cctx, cfg.NATS, name, log)
@@ -141,13 +197,18 @@ func connectDeps(ctx context.Context, cfg config.Config, log *slog.Logger, name 
 		nc.Close()
 		return svc.Deps{}, fmt.Errorf("jetstream: %w", err)
 	}
-	changes, err := bus.Provision(cctx, js, cfg)
-	if err != nil {
+	if provision {
+		changes, err := bus.Provision(cctx, js, cfg)
+		if err != nil {
+			nc.Close()
+			return svc.Deps{}, err
+		}
+		for _, c := range changes {
+			log.Info("provisioned", "kind", c.Kind, "name", c.Name, "action", c.Action)
+		}
+	} else if err := bus.CheckProvisioned(cctx, js, cfg); err != nil {
 		nc.Close()
 		return svc.Deps{}, err
-	}
-	for _, c := range changes {
-		log.Info("provisioned", "kind", c.Kind, "name", c.Name, "action", c.Action)
 	}
 	return svc.Deps{Config: cfg, Log: log, NC: nc, JS: js, Metrics: obs.NewMetrics()}, nil
 }

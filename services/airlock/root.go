@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/obs"
 )
 
@@ -44,6 +45,10 @@ func newRootCmd() *cobra.Command {
 		newUsersCmd(g),
 		newAuditCmd(g),
 		newPolicyCmd(g),
+		newProvisionCmd(g),
+		newAgentsCmd(g),
+		newNATSCmd(g),
+		newKeysCmd(),
 	)
 	return root
 }
@@ -74,6 +79,12 @@ func (g *globals) connect(ctx context.Context, cfg config.Config) (*nats.Conn, j
 	if err != nil {
 		return nil, nil, err
 	}
+	if cfg.NATS.NkeySeedFile == "" && cfg.NATS.Credentials == "" {
+		// Next to `airlock dev`, act as its operator without being told.
+		if seed := (natsauth.Dev{DataDir: cfg.Dev.DataDir}).SeedFile(natsauth.RoleAdmin); fileExists(seed) {
+			cfg.NATS.NkeySeedFile = seed
+		}
+	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	nc, err := bus.Connect(cctx, cfg.NATS, "airlock-cli", log)
@@ -86,6 +97,11 @@ func (g *globals) connect(ctx context.Context, cfg config.Config) (*nats.Conn, j
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
 	return nc, js, nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // startCPUProfile writes a CPU profile to path until the returned stop is called.

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/airlock-gate/airlock/services/shared/bus"
 )
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -15,7 +17,9 @@ func newServeCmd(g *globals) *cobra.Command {
 		Short: "Run one or more services against an external NATS server or cluster",
 		Long: "Runs the named services (" + strings.Join(serviceNames(), ", ") + `) against the NATS
 given by --nats or nats.url, with /healthz and /metrics on --http. Run as many
-replicas as you like: they share durable consumers and KV state.`,
+replicas as you like: they share durable consumers and KV state. Each service
+runs with its own NATS user (nats.nkey_seed_file), which may not create
+streams: run ` + "`airlock provision`" + ` once with administrator credentials first.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, names []string) error {
 			cfg, err := g.load()
@@ -33,7 +37,7 @@ replicas as you like: they share durable consumers and KV state.`,
 			if err != nil {
 				return fmt.Errorf("listen on %s: %w (pick another address with --http)", cfg.HTTP.Addr, err)
 			}
-			deps, err := connectDeps(cmd.Context(), cfg, log, "airlock-"+strings.Join(names, "-"))
+			deps, err := connect(cmd.Context(), cfg, log, "airlock-"+strings.Join(names, "-"), false)
 			if err != nil {
 				ln.Close()
 				return err
@@ -43,7 +47,7 @@ replicas as you like: they share durable consumers and KV state.`,
 				ln.Close()
 				return err
 			}
-			log.Info("serving", "services", names, "nats", cfg.NATS.URL, "http", ln.Addr().String())
+			log.Info("serving", "services", names, "nats", bus.Redact(cfg.NATS.URL), "http", ln.Addr().String())
 			return run(cmd.Context(), deps, services, newHTTP(deps, names, services...), ln)
 		},
 	}

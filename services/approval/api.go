@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -39,18 +40,21 @@ func (s *Service) serveAPI(ctx context.Context) (apiServer, error) {
 		return apiServer{}, fmt.Errorf("approval: start micro service: %w", err)
 	}
 	log := s.deps.Log.With("service", "approval")
+	// Everything that changes a record acts for a person a front-end
+	// authenticated: it is sealed with the front-end key or refused.
+	gate := &rpc.Gate{Key: s.frontend, Now: s.now, Refused: s.refusedRequest}
 	endpoints := []struct {
 		name, subject string
 		h             micro.HandlerFunc
 	}{
 		{"list", approvalapi.Subject(approvalapi.List), rpc.Handle(log, func() *airlockv1.ListRequest { return &airlockv1.ListRequest{} }, timed(s.List))},
 		{"get", approvalapi.Subject(approvalapi.Get), rpc.Handle(log, func() *airlockv1.GetRequest { return &airlockv1.GetRequest{} }, timed(s.Get))},
-		{"decide", approvalapi.Subject(approvalapi.Decide), rpc.Handle(log, func() *airlockv1.DecideRequest { return &airlockv1.DecideRequest{} }, timed(s.Decide))},
-		{"cancel", approvalapi.Subject(approvalapi.Cancel), rpc.Handle(log, func() *airlockv1.CancelRequest { return &airlockv1.CancelRequest{} }, timed(s.Cancel))},
-		{"approve_thread", approvalapi.Subject(approvalapi.ApproveThread), rpc.Handle(log, func() *airlockv1.ApproveThreadRequest { return &airlockv1.ApproveThreadRequest{} }, timed(s.ApproveThread))},
-		{"grants_create", approvalapi.Subject(approvalapi.GrantsCreate), rpc.Handle(log, func() *airlockv1.CreateGrantRequest { return &airlockv1.CreateGrantRequest{} }, timed(s.CreateGrant))},
+		{"decide", approvalapi.Subject(approvalapi.Decide), rpc.HandleSealed(log, gate, func() *airlockv1.DecideRequest { return &airlockv1.DecideRequest{} }, timed(s.Decide))},
+		{"cancel", approvalapi.Subject(approvalapi.Cancel), rpc.HandleSealed(log, gate, func() *airlockv1.CancelRequest { return &airlockv1.CancelRequest{} }, timed(s.Cancel))},
+		{"approve_thread", approvalapi.Subject(approvalapi.ApproveThread), rpc.HandleSealed(log, gate, func() *airlockv1.ApproveThreadRequest { return &airlockv1.ApproveThreadRequest{} }, timed(s.ApproveThread))},
+		{"grants_create", approvalapi.Subject(approvalapi.GrantsCreate), rpc.HandleSealed(log, gate, func() *airlockv1.CreateGrantRequest { return &airlockv1.CreateGrantRequest{} }, timed(s.CreateGrant))},
 		{"grants_list", approvalapi.Subject(approvalapi.GrantsList), rpc.Handle(log, func() *airlockv1.ListGrantsRequest { return &airlockv1.ListGrantsRequest{} }, timed(s.ListGrants))},
-		{"grants_revoke", approvalapi.Subject(approvalapi.GrantsRevoke), rpc.Handle(log, func() *airlockv1.RevokeGrantRequest { return &airlockv1.RevokeGrantRequest{} }, timed(s.RevokeGrant))},
+		{"grants_revoke", approvalapi.Subject(approvalapi.GrantsRevoke), rpc.HandleSealed(log, gate, func() *airlockv1.RevokeGrantRequest { return &airlockv1.RevokeGrantRequest{} }, timed(s.RevokeGrant))},
 		{"agent_cancel", subject.AgentCancel("*"), s.agentCancel},
 	}
 	for _, e := range endpoints {
@@ -71,8 +75,9 @@ func timed[Req, Resp any](fn func(context.Context, Req) (Resp, error)) func(cont
 }
 
 // human normalizes the principal a front-end passes: a person, with the
-// channel they used. Agents never decide.
-func human(a *airlockv1.Actor) (*airlockv1.Actor, error) {
+// channel they used (the sealing front-end when the request names none).
+// Agents never decide.
+func human(ctx context.Context, a *airlockv1.Actor) (*airlockv1.Actor, error) {
 	if a.GetId() == "" {
 		return nil, apierr.New(apierr.InvalidRequest, "no principal given: pass the authenticated person's id")
 	}
@@ -81,33 +86,63 @@ func human(a *airlockv1.Actor) (*airlockv1.Actor, error) {
 	default:
 		return nil, apierr.New(apierr.NotAuthorized, "only people decide calls; %s is a %s", a.GetId(), strings.ToLower(strings.TrimPrefix(a.GetType().String(), "ACTOR_TYPE_")))
 	}
-	return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: a.GetId(), Channel: a.GetChannel()}, nil
+	channel := a.GetChannel()
+	if channel == "" {
+		channel = rpc.Frontend(ctx)
+	}
+	return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: a.GetId(), Channel: channel}, nil
 }
 
-// resolve finds the key of a call's record: the given revision, or the
-// newest one when revision is 0.
-func (s *Service) resolve(ctx context.Context, callID string, revision uint32) (string, error) {
-	if err := ids.Validate("call id", callID); err != nil {
-		return "", apierr.New(apierr.InvalidRequest, "%v", err)
+// refusedRequest records a request no front-end sealed as an
+// unauthorized_attempt, on the call it names when it names one.
+func (s *Service) refusedRequest(subj string, data []byte, err error) {
+	var named struct {
+		AgentID string `json:"agentId"`
+		CallID  string `json:"callId"`
 	}
-	if revision != 0 {
-		if latest := s.index.latestRevision(callID); latest > revision {
-			return "", apierr.New(apierr.Conflict, "revision %d of call %s was superseded by revision %d: reload the call and decide the new revision", revision, callID, latest)
-		}
-		return domain.Key(callID, revision), nil
+	_ = json.Unmarshal(data, &named)
+	call := &airlockv1.ToolCall{AgentId: subject.SystemAgent, CallId: "_approval"}
+	if ref, rerr := callref.New(named.AgentID, named.CallID, 0); rerr == nil {
+		call = &airlockv1.ToolCall{AgentId: ref.Agent, CallId: ref.Call}
 	}
-	rec, _, err := s.store.latest(ctx, callID, s.index.latestRevision(callID))
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	s.refused(ctx, call, &airlockv1.Actor{Id: "unknown"}, &domain.Refusal{
+		Action: strings.TrimPrefix(subj, approvalapi.Subject("")),
+		Why:    "request not sealed by an airlock front-end: " + err.Error(),
+	})
+}
+
+// resolve finds the record key of the revision a request names. Revision
+// 0 means revision 1 for a call that has only that one; once a call has a
+// later revision the request must name the revision its person reviewed.
+func (s *Service) resolve(ctx context.Context, agent, callID string, revision uint32) (callref.Ref, error) {
+	ref, err := callref.New(agent, callID, revision)
 	if err != nil {
-		return "", s.storeErr(callID, err)
+		return callref.Ref{}, apierr.New(apierr.InvalidRequest, "name the call by agent_id and call_id: %v", err)
 	}
-	return domain.Key(callID, domain.Revision(rec)), nil
+	latest := s.index.latestRevision(ref)
+	if revision != 0 {
+		if latest.Rev > revision {
+			return callref.Ref{}, apierr.New(apierr.Conflict, "revision %d of call %s was superseded by revision %d: reload the call and decide the new revision", revision, ref.Call, latest.Rev)
+		}
+		return ref, nil
+	}
+	rec, _, err := s.store.latest(ctx, latest)
+	if err != nil {
+		return callref.Ref{}, s.storeErr(ref, err)
+	}
+	if newest := domain.RefOf(rec); newest.Rev > 1 {
+		return callref.Ref{}, apierr.New(apierr.InvalidRequest, "call %s has %d revisions: name the revision you reviewed (revision %d is the newest)", ref.Call, newest.Rev, newest.Rev)
+	}
+	return ref.WithRev(1), nil
 }
 
-func (s *Service) storeErr(callID string, err error) error {
+func (s *Service) storeErr(ref callref.Ref, err error) error {
 	if errors.Is(err, errNotFound) {
-		return apierr.New(apierr.NotFound, "no approval for call %s: check the id (`airlock approvals list` shows pending calls); calls that policy allowed or denied have none", callID)
+		return apierr.New(apierr.NotFound, "no approval for call %s: check the agent and call id (`airlock approvals list` shows pending calls); calls that policy allowed or denied have none", ref)
 	}
-	return apierr.Wrap(apierr.Unavailable, err, "approval %s could not be read; try again", callID)
+	return apierr.Wrap(apierr.Unavailable, err, "approval %s could not be read; try again", ref)
 }
 
 // domainErr turns the domain's refusals into API errors, recording refused
@@ -122,7 +157,7 @@ func (s *Service) domainErr(ctx context.Context, rec *airlockv1.ApprovalRecord, 
 	case errors.As(err, &inv):
 		return apierr.New(apierr.InvalidRequest, "%s", inv.Why)
 	case errors.Is(err, errNotFound):
-		return s.storeErr(rec.GetCall().GetCallId(), err)
+		return s.storeErr(domain.RefOf(rec), err)
 	}
 	return apierr.Wrap(apierr.Unavailable, err, "the decision could not be stored; try again")
 }
@@ -133,7 +168,7 @@ func (s *Service) domainErr(ctx context.Context, rec *airlockv1.ApprovalRecord, 
 // A principal who may not decide gets not_authorized, and the attempt is
 // published as unauthorized_attempt.
 func (s *Service) Decide(ctx context.Context, req *airlockv1.DecideRequest) (*airlockv1.DecideResponse, error) {
-	by, err := human(req.GetPrincipal())
+	by, err := human(ctx, req.GetPrincipal())
 	if err != nil {
 		return nil, err
 	}
@@ -145,15 +180,16 @@ func (s *Service) Decide(ctx context.Context, req *airlockv1.DecideRequest) (*ai
 	if kind == 0 {
 		return nil, apierr.New(apierr.InvalidRequest, "kind is missing: approve, reject or request changes")
 	}
-	key, err := s.resolve(ctx, req.GetCallId(), req.GetRevision())
+	ref, err := s.resolve(ctx, req.GetAgentId(), req.GetCallId(), req.GetRevision())
 	if err != nil {
 		return nil, err
 	}
 	d := domain.Decision{Kind: kind, By: by, Reason: req.GetReason(), Edited: req.GetEditedArguments(), SawDigest: req.GetArgumentsDigest()}
-	return s.decideKey(ctx, key, d)
+	return s.decideRef(ctx, ref, d)
 }
 
-func (s *Service) decideKey(ctx context.Context, key string, d domain.Decision) (*airlockv1.DecideResponse, error) {
+func (s *Service) decideRef(ctx context.Context, ref callref.Ref, d domain.Decision) (*airlockv1.DecideResponse, error) {
+	key := ref.Key()
 	var seen *airlockv1.ApprovalRecord
 	rec, wrote, out, err := s.transition(ctx, key, func(cur *airlockv1.ApprovalRecord) (domain.Outcome, error) {
 		seen = cur
@@ -161,21 +197,28 @@ func (s *Service) decideKey(ctx context.Context, key string, d domain.Decision) 
 	})
 	if err != nil {
 		if seen == nil {
-			seen = &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{CallId: strings.Split(key, ".")[0]}}
+			seen = &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev}}
 		}
 		return nil, s.domainErr(ctx, seen, d.By, err)
 	}
 	return &airlockv1.DecideResponse{Record: rec, Changed: wrote && out.Applied, Message: out.Message}, nil
 }
 
-// Get returns the newest revision's record of a call (endpoint "get").
+// Get returns the record of a call revision, the newest when the request
+// names none (endpoint "get").
 func (s *Service) Get(ctx context.Context, req *airlockv1.GetRequest) (*airlockv1.GetResponse, error) {
-	if err := ids.Validate("call id", req.GetCallId()); err != nil {
-		return nil, apierr.New(apierr.InvalidRequest, "%v", err)
-	}
-	rec, _, err := s.store.latest(ctx, req.GetCallId(), s.index.latestRevision(req.GetCallId()))
+	ref, err := callref.New(req.GetAgentId(), req.GetCallId(), req.GetRevision())
 	if err != nil {
-		return nil, s.storeErr(req.GetCallId(), err)
+		return nil, apierr.New(apierr.InvalidRequest, "name the call by agent_id and call_id: %v", err)
+	}
+	var rec *airlockv1.ApprovalRecord
+	if req.GetRevision() != 0 {
+		rec, _, err = s.store.get(ctx, ref.Key())
+	} else {
+		rec, _, err = s.store.latest(ctx, s.index.latestRevision(ref))
+	}
+	if err != nil {
+		return nil, s.storeErr(ref, err)
 	}
 	return &airlockv1.GetResponse{Record: rec}, nil
 }
@@ -210,57 +253,98 @@ func (s *Service) List(_ context.Context, req *airlockv1.ListRequest) (*airlockv
 // one of its approvers, or the person it acts for. Agents use
 // airlock.agent.<agent>.cancel instead.
 func (s *Service) Cancel(ctx context.Context, req *airlockv1.CancelRequest) (*airlockv1.CancelResponse, error) {
-	by, err := human(req.GetBy())
+	by, err := human(ctx, req.GetBy())
 	if err != nil {
 		return nil, err
 	}
-	key, err := s.resolve(ctx, req.GetCallId(), 0)
+	ref, err := s.newest(ctx, req.GetAgentId(), req.GetCallId())
 	if err != nil {
 		return nil, err
 	}
-	rec, changed, err := s.cancelKey(ctx, key, by, req.GetReason())
+	rec, changed, err := s.cancelRef(ctx, ref, by, req.GetReason())
 	if err != nil {
 		return nil, err
 	}
 	return &airlockv1.CancelResponse{Record: rec, Changed: changed}, nil
 }
 
-func (s *Service) cancelKey(ctx context.Context, key string, by *airlockv1.Actor, reason string) (*airlockv1.ApprovalRecord, bool, error) {
+// newest is the newest revision of a call: cancelling withdraws whatever
+// of the call is still pending.
+func (s *Service) newest(ctx context.Context, agent, callID string) (callref.Ref, error) {
+	ref, err := callref.New(agent, callID, 0)
+	if err != nil {
+		return callref.Ref{}, apierr.New(apierr.InvalidRequest, "name the call by agent_id and call_id: %v", err)
+	}
+	rec, _, err := s.store.latest(ctx, s.index.latestRevision(ref))
+	if err != nil {
+		return callref.Ref{}, s.storeErr(ref, err)
+	}
+	return domain.RefOf(rec), nil
+}
+
+func (s *Service) cancelRef(ctx context.Context, ref callref.Ref, by *airlockv1.Actor, reason string) (*airlockv1.ApprovalRecord, bool, error) {
 	var seen *airlockv1.ApprovalRecord
-	rec, wrote, out, err := s.transition(ctx, key, func(cur *airlockv1.ApprovalRecord) (domain.Outcome, error) {
+	rec, wrote, out, err := s.transition(ctx, ref.Key(), func(cur *airlockv1.ApprovalRecord) (domain.Outcome, error) {
 		seen = cur
 		return domain.Cancel(cur, by, reason, s.dir, s.now())
 	})
 	if err != nil {
 		if seen == nil {
-			seen = &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{CallId: strings.Split(key, ".")[0]}}
+			seen = &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev}}
 		}
 		return nil, false, s.domainErr(ctx, seen, by, err)
 	}
 	return rec, wrote && out.Applied, nil
 }
 
-// ApproveThread approves every pending call of a thread (endpoint
-// "approve_thread"), each authorized on its own: the calls the principal
-// may not approve are listed in refused with why, and recorded as
-// unauthorized_attempt.
+// ApproveThread approves the pending calls of one agent's thread that the
+// reviewer was shown and confirmed (endpoint "approve_thread"): exactly the
+// revisions listed in calls, each still pending, of agent_id, in thread_id,
+// each authorized on its own. A thread id is chosen by its agent, so it
+// never reaches another agent's calls, and a call that joined the thread
+// after the reviewer looked is not approved. Calls the principal may not
+// approve, or that are no longer pending, are listed in refused with why.
 func (s *Service) ApproveThread(ctx context.Context, req *airlockv1.ApproveThreadRequest) (*airlockv1.ApproveThreadResponse, error) {
-	by, err := human(req.GetPrincipal())
+	by, err := human(ctx, req.GetPrincipal())
 	if err != nil {
 		return nil, err
+	}
+	if err := ids.ValidateAgent(req.GetAgentId()); err != nil {
+		return nil, apierr.New(apierr.InvalidRequest, "agent_id: %v: a thread belongs to one agent", err)
 	}
 	if req.GetThreadId() == "" {
 		return nil, apierr.New(apierr.InvalidRequest, "thread_id is empty: name the thread whose calls to approve")
 	}
+	if len(req.GetCalls()) == 0 {
+		return nil, apierr.New(apierr.InvalidRequest, "calls is empty: list the call revisions the reviewer was shown (list the thread's pending calls first)")
+	}
 	resp := &airlockv1.ApproveThreadResponse{Refused: map[string]string{}}
-	pending := s.index.selectRecords(func(r *airlockv1.ApprovalRecord) bool {
-		return r.GetState() == domain.Pending && r.GetCall().GetThreadId() == req.GetThreadId()
-	})
-	for _, rec := range pending {
-		key := domain.Key(rec.GetCall().GetCallId(), domain.Revision(rec))
-		r, err := s.decideKey(ctx, key, domain.Decision{Kind: domain.Approve, By: by, Reason: req.GetReason()})
+	for _, c := range req.GetCalls() {
+		ref, err := callref.OfProto(c)
 		if err != nil {
-			resp.Refused[rec.GetCall().GetCallId()] = apiMessage(err)
+			return nil, apierr.New(apierr.InvalidRequest, "calls: %v", err)
+		}
+		if ref.Agent != req.GetAgentId() {
+			resp.Refused[ref.String()] = fmt.Sprintf("call %s belongs to agent %s, not to %s whose thread this is", ref.Call, ref.Agent, req.GetAgentId())
+			continue
+		}
+		rec, _, err := s.store.get(ctx, ref.Key())
+		switch {
+		case errors.Is(err, errNotFound):
+			resp.Refused[ref.String()] = "no such call revision waits for approval"
+			continue
+		case err != nil:
+			return nil, s.storeErr(ref, err)
+		case rec.GetCall().GetThreadId() != req.GetThreadId():
+			resp.Refused[ref.String()] = fmt.Sprintf("call %s is not in thread %s", ref.Call, req.GetThreadId())
+			continue
+		case rec.GetState() != domain.Pending:
+			resp.Refused[ref.String()] = domain.Settled(rec)
+			continue
+		}
+		r, err := s.decideRef(ctx, ref, domain.Decision{Kind: domain.Approve, By: by, Reason: req.GetReason(), SawDigest: rec.GetArgumentsDigest()})
+		if err != nil {
+			resp.Refused[ref.String()] = apiMessage(err)
 			continue
 		}
 		resp.Results = append(resp.Results, r)
@@ -293,7 +377,8 @@ type agentCancelReply struct {
 
 // agentCancel lets an agent withdraw one of its own pending calls. The agent
 // is the subject's token, which NATS permissions tie to the agent's
-// credentials; a call of another agent is refused and recorded.
+// credentials, and the call is looked up under that agent only: an agent
+// can name only its own calls.
 func (s *Service) agentCancel(r micro.Request) {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
@@ -309,7 +394,7 @@ func (s *Service) agentCancel(r micro.Request) {
 		return
 	}
 	agent := tokens[2]
-	if err := ids.Validate("agent id", agent); err != nil {
+	if err := ids.ValidateAgent(agent); err != nil {
 		fail(apierr.New(apierr.InvalidRequest, "%v", err))
 		return
 	}
@@ -318,7 +403,7 @@ func (s *Service) agentCancel(r micro.Request) {
 		fail(apierr.New(apierr.InvalidRequest, "cancel request is not JSON like {\"call_id\":\"...\",\"reason\":\"...\"}: %v", err))
 		return
 	}
-	key, err := s.resolve(ctx, req.CallID, 0)
+	ref, err := s.newest(ctx, agent, req.CallID)
 	if err != nil {
 		fail(err)
 		return
@@ -327,7 +412,7 @@ func (s *Service) agentCancel(r micro.Request) {
 	if reason == "" {
 		reason = "canceled by agent " + agent
 	}
-	rec, changed, err := s.cancelKey(ctx, key, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: agent}, reason)
+	rec, changed, err := s.cancelRef(ctx, ref, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: agent}, reason)
 	if err != nil {
 		fail(err)
 		return

@@ -11,6 +11,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -63,7 +64,7 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event) error {
 	if err != nil {
 		return consume.Permanent(err)
 	}
-	key := domain.Key(rec.GetCall().GetCallId(), domain.Revision(rec))
+	key := domain.RefOf(rec).Key()
 	if _, err := s.store.create(ctx, rec); err != nil {
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return err
@@ -95,15 +96,15 @@ func (s *Service) supersedeBy(ctx context.Context, call *airlockv1.ToolCall) err
 // supersede cancels earlier revisions of the call that are still pending:
 // once the agent submitted a new revision, only that one may run.
 func (s *Service) supersede(ctx context.Context, rec *airlockv1.ApprovalRecord) error {
-	call, rev := rec.GetCall().GetCallId(), domain.Revision(rec)
+	ref := domain.RefOf(rec)
 	older := s.index.selectRecords(func(r *airlockv1.ApprovalRecord) bool {
-		return r.GetCall().GetCallId() == call && r.GetCall().GetAgentId() == rec.GetCall().GetAgentId() &&
-			domain.Revision(r) < rev && r.GetState() == domain.Pending
+		o := domain.RefOf(r)
+		return o.CallKey() == ref.CallKey() && o.Rev < ref.Rev && r.GetState() == domain.Pending
 	})
 	for _, o := range older {
 		by := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"}
-		reason := fmt.Sprintf("superseded by revision %d", rev)
-		key := domain.Key(call, domain.Revision(o))
+		reason := fmt.Sprintf("superseded by revision %d", ref.Rev)
+		key := domain.RefOf(o).Key()
 		if _, _, _, err := s.transition(ctx, key, func(cur *airlockv1.ApprovalRecord) (domain.Outcome, error) {
 			return domain.Cancel(cur, by, reason, s.dir, s.now())
 		}); err != nil {
@@ -141,11 +142,8 @@ func (s *Service) announce(ctx context.Context, key string, rec *airlockv1.Appro
 // executed applies the executor's progress to the record of the event's
 // revision. Calls that policy allowed have no record: nothing to do.
 func (s *Service) executed(ctx context.Context, ev *airlockv1.Event, step func(*airlockv1.ApprovalRecord) *airlockv1.ApprovalRecord) error {
-	key := domain.Key(ev.GetCallId(), max(ev.GetRevision(), 1))
+	key := callref.OfEvent(ev).Key()
 	rec, wrote, _, err := mutate(ctx, s.store, key, func(cur *airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, struct{}, error) {
-		if cur.GetCall().GetAgentId() != ev.GetAgentId() {
-			return nil, struct{}{}, nil // another agent's call with the same id: not this record
-		}
 		return step(cur), struct{}{}, nil
 	})
 	if errors.Is(err, errNotFound) {

@@ -46,7 +46,7 @@ func (f *fanout) announce(ctx context.Context, rec *airlockv1.ApprovalRecord) []
 			ref, err := safely(func() (string, error) { return n.Announce(dctx, own) })
 			if err != nil {
 				f.log.Warn("announcing a pending call failed on one channel; the others are unaffected",
-					"channel", n.Name(), "call", domain.Key(rec.GetCall().GetCallId(), domain.Revision(rec)), "err", err)
+					"channel", n.Name(), "call", domain.RefOf(rec).Key(), "err", err)
 				return
 			}
 			mu.Lock()
@@ -89,7 +89,7 @@ func (f *fanout) eachRef(ctx context.Context, rec *airlockv1.ApprovalRecord, kin
 			own := proto.Clone(rec).(*airlockv1.ApprovalRecord)
 			if _, err := safely(func() (string, error) { return "", do(dctx, n, own, ref) }); err != nil {
 				f.log.Warn("notification failed on one channel; the others are unaffected", "channel", n.Name(), "kind", kind,
-					"call", domain.Key(rec.GetCall().GetCallId(), domain.Revision(rec)), "err", err)
+					"call", domain.RefOf(rec).Key(), "err", err)
 				return
 			}
 			f.record(ctx, domain.NotifiedEvent(rec, n.Name(), ref, kind))

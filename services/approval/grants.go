@@ -12,6 +12,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 )
 
@@ -25,18 +26,27 @@ import (
 // revision, narrowed by the request's argument globs, use limit and expiry.
 // Only a principal who may approve that call may create it.
 func (s *Service) CreateGrant(ctx context.Context, req *airlockv1.CreateGrantRequest) (*airlockv1.CreateGrantResponse, error) {
-	by, err := human(req.GetBy())
+	by, err := human(ctx, req.GetBy())
 	if err != nil {
 		return nil, err
 	}
-	if err := ids.Validate("call id", req.GetFromCallId()); err != nil {
-		return nil, apierr.New(apierr.InvalidRequest, "from_call_id: %v", err)
-	}
-	rec, _, err := s.store.latest(ctx, req.GetFromCallId(), s.index.latestRevision(req.GetFromCallId()))
+	ref, err := s.resolve(ctx, req.GetFromAgentId(), req.GetFromCallId(), req.GetFromRevision())
 	if err != nil {
-		return nil, s.storeErr(req.GetFromCallId(), err)
+		return nil, err
 	}
-	g, err := domain.NewGrant(rec, req.GetGrant(), by, s.dir, ids.New("grant"), s.now())
+	rec, _, err := s.store.get(ctx, ref.Key())
+	if err != nil {
+		return nil, s.storeErr(ref, err)
+	}
+	id := ids.New("grant")
+	if req.GetRequestId() != "" {
+		// A replayed request creates the same grant once.
+		if err := ids.Validate("request id", req.GetRequestId()); err != nil {
+			return nil, apierr.New(apierr.InvalidRequest, "%v", err)
+		}
+		id = "grant_" + req.GetRequestId()
+	}
+	g, err := domain.NewGrant(rec, req.GetGrant(), by, s.dir, id, s.now())
 	if err != nil {
 		return nil, s.domainErr(ctx, rec, by, err)
 	}
@@ -45,6 +55,12 @@ func (s *Service) CreateGrant(ctx context.Context, req *airlockv1.CreateGrantReq
 		return nil, fmt.Errorf("encode grant: %w", err)
 	}
 	if _, err := s.grants.Create(ctx, g.Id, data); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) && req.GetRequestId() != "" {
+			existing, _, gerr := s.grant(ctx, g.Id)
+			if gerr == nil {
+				return &airlockv1.CreateGrantResponse{Grant: existing}, nil
+			}
+		}
 		return nil, apierr.Wrap(apierr.Unavailable, err, "the grant could not be stored; try again")
 	}
 	s.deps.Log.Info("standing grant created", "grant", g.Id, "agent", g.AgentId, "tool", g.Server+"__"+g.Tool, "by", by.GetId(), "from_call", g.FromCallId)
@@ -81,7 +97,7 @@ func (s *Service) ListGrants(ctx context.Context, req *airlockv1.ListGrantsReque
 // RevokeGrant revokes a grant (endpoint "grants.revoke"). Its creator or an
 // approver of the call it came from may; revoking twice changes nothing.
 func (s *Service) RevokeGrant(ctx context.Context, req *airlockv1.RevokeGrantRequest) (*airlockv1.RevokeGrantResponse, error) {
-	by, err := human(req.GetBy())
+	by, err := human(ctx, req.GetBy())
 	if err != nil {
 		return nil, err
 	}
@@ -96,9 +112,11 @@ func (s *Service) RevokeGrant(ctx context.Context, req *airlockv1.RevokeGrantReq
 		if err != nil {
 			return nil, apierr.Wrap(apierr.Unavailable, err, "grant %s could not be read; try again", req.GetGrantId())
 		}
-		rec, _, rerr := s.store.latest(ctx, g.GetFromCallId(), s.index.latestRevision(g.GetFromCallId()))
-		if rerr != nil {
-			rec = nil
+		var rec *airlockv1.ApprovalRecord
+		if from, rerr := callref.New(g.GetAgentId(), g.GetFromCallId(), 0); rerr == nil {
+			if rec, _, rerr = s.store.latest(ctx, s.index.latestRevision(from)); rerr != nil {
+				rec = nil
+			}
 		}
 		next, changed, err := domain.Revoke(g, rec, by, s.dir)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 )
 
 // index is this replica's read model of the approvals bucket, fed by a KV
@@ -28,7 +29,7 @@ type index struct {
 
 	mu     sync.RWMutex
 	recs   map[string]*airlockv1.ApprovalRecord
-	latest map[string]uint32 // call id → newest revision seen
+	latest map[string]uint32 // "<agent>.<call>" → newest revision seen
 	// unsettled: keys whose record reached a decision and whose event this
 	// replica has not yet confirmed in the stream (see sweeper.settle).
 	unsettled map[string]bool
@@ -115,9 +116,9 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 		return
 	}
 	ix.recs[e.Key()] = rec
-	call, rev := rec.GetCall().GetCallId(), domain.Revision(rec)
-	if rev > ix.latest[call] {
-		ix.latest[call] = rev
+	ref := domain.RefOf(rec)
+	if ref.Rev > ix.latest[ref.CallKey()] {
+		ix.latest[ref.CallKey()] = ref.Rev
 	}
 	if hasDecisionEvent(rec) {
 		if ix.published[e.Key()] {
@@ -167,10 +168,12 @@ func (ix *index) takeUnsettled(cutoff time.Time) []*airlockv1.ApprovalRecord {
 	return out
 }
 
-func (ix *index) latestRevision(callID string) uint32 {
+// latestRevision is ref with the newest revision of its call this replica
+// has seen (1 when none).
+func (ix *index) latestRevision(ref callref.Ref) callref.Ref {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return ix.latest[callID]
+	return ref.WithRev(ix.latest[ref.CallKey()])
 }
 
 // select returns the records that keep returns true for, newest first.

@@ -28,10 +28,12 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/notify"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
@@ -53,6 +55,9 @@ type Service struct {
 	fan      *fanout
 	now      func() time.Time
 	pending  prometheus.Gauge
+	// decisions seals `approved` events; frontend checks that decisions
+	// come from a front-end that authenticated the person.
+	decisions, frontend seal.Key
 
 	bg sync.WaitGroup // notifier updates running after a decision was answered
 }
@@ -75,6 +80,14 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 	gkv, err := deps.JS.KeyValue(ctx, cfg.Buckets.Grants)
 	if err != nil {
 		return nil, fmt.Errorf("approval: open bucket %s: %w (run `airlock dev` or `airlock serve`, which provision it)", cfg.Buckets.Grants, err)
+	}
+	dk, err := deps.DecisionKey()
+	if err != nil {
+		return nil, fmt.Errorf("approval: %w", err)
+	}
+	fk, err := deps.FrontendKey()
+	if err != nil {
+		return nil, fmt.Errorf("approval: %w", err)
 	}
 	seen := map[string]bool{}
 	for _, n := range notifiers {
@@ -116,6 +129,8 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		index:    newIndex(deps.Log.With("service", "approval"), func() uint64 { return deps.NC.Stats().Reconnects }),
 		now:      time.Now,
 		pending:  pendingGauge(deps.Metrics.Registry),
+		decisions: dk,
+		frontend:  fk,
 	}
 	s.fan = &fanout{notifiers: notifiers, timeout: a.NotifyTimeout, log: deps.Log.With("service", "approval"), record: s.recordNotified}
 	return s, nil
@@ -195,10 +210,13 @@ func (s *Service) publishDecision(ctx context.Context, rec *airlockv1.ApprovalRe
 	if err != nil || ev == nil {
 		return err
 	}
+	if err := s.decisions.SealDecision(ev); err != nil {
+		return err
+	}
 	if err := s.publish(ctx, ev); err != nil {
 		return fmt.Errorf("publish %s event of call %s: %w", envelope.TypeOf(ev), ev.CallId, err)
 	}
-	s.index.markPublished(domain.Key(ev.CallId, ev.Revision))
+	s.index.markPublished(callref.OfEvent(ev).Key())
 	s.updateChannels(rec)
 	return nil
 }
@@ -224,9 +242,9 @@ func (s *Service) recordNotified(ctx context.Context, ev *airlockv1.Event) {
 
 // refused records an unauthorized attempt; the caller answers not_authorized.
 func (s *Service) refused(ctx context.Context, call *airlockv1.ToolCall, actor *airlockv1.Actor, r *domain.Refusal) {
-	s.deps.Log.Info("decision refused", "call", call.GetCallId(), "actor", actor.GetId(), "action", r.Action, "why", r.Why)
+	s.deps.Log.Info("decision refused", "call", callref.Of(call).String(), "actor", actor.GetId(), "action", r.Action, "why", r.Why)
 	if err := s.publish(ctx, domain.UnauthorizedEvent(call, actor, r)); err != nil {
-		s.deps.Log.Error("recording an unauthorized attempt failed", "call", call.GetCallId(), "actor", actor.GetId(), "err", err)
+		s.deps.Log.Error("recording an unauthorized attempt failed", "call", callref.Of(call).String(), "actor", actor.GetId(), "err", err)
 	}
 }
 

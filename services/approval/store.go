@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 )
 
 // errNotFound: no record for the key.
@@ -22,7 +21,8 @@ var errNotFound = errors.New("no approval record")
 const maxCASAttempts = 200
 
 // records is the JetStream KV adapter for approval records: key
-// "<call>.<revision>", value the protobuf binary of airlock.v1.ApprovalRecord.
+// "<agent>.<call>.<revision>" (callref), value the protobuf binary of
+// airlock.v1.ApprovalRecord.
 type records struct {
 	kv jetstream.KeyValue
 }
@@ -43,15 +43,15 @@ func (s records) get(ctx context.Context, key string) (*airlockv1.ApprovalRecord
 }
 
 // latest returns the newest revision's record of a call, starting the search
-// at hint (a revision known to exist, or 0).
-func (s records) latest(ctx context.Context, callID string, hint uint32) (*airlockv1.ApprovalRecord, uint64, error) {
-	rev := max(hint, 1)
-	rec, kvrev, err := s.get(ctx, domain.Key(callID, rev))
+// at ref.Rev (a revision known to exist, or 1).
+func (s records) latest(ctx context.Context, ref callref.Ref) (*airlockv1.ApprovalRecord, uint64, error) {
+	rev := max(ref.Rev, 1)
+	rec, kvrev, err := s.get(ctx, ref.WithRev(rev).Key())
 	if err != nil {
 		return nil, 0, err
 	}
 	for {
-		next, nrev, err := s.get(ctx, domain.Key(callID, rev+1))
+		next, nrev, err := s.get(ctx, ref.WithRev(rev+1).Key())
 		if errors.Is(err, errNotFound) {
 			return rec, kvrev, nil
 		}
@@ -69,7 +69,7 @@ func (s records) create(ctx context.Context, rec *airlockv1.ApprovalRecord) (uin
 	if err != nil {
 		return 0, fmt.Errorf("encode approval: %w", err)
 	}
-	key := domain.Key(rec.GetCall().GetCallId(), domain.Revision(rec))
+	key := domain.RefOf(rec).Key()
 	rev, err := s.kv.Create(ctx, key, data)
 	if err != nil {
 		return 0, fmt.Errorf("create approval %s: %w", key, err)
@@ -110,17 +110,4 @@ func mutate[T any](ctx context.Context, s records, key string, step func(*airloc
 
 func isConflict(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
-}
-
-// parseKey splits "<call>.<revision>".
-func parseKey(key string) (string, uint32, bool) {
-	i := strings.LastIndexByte(key, '.')
-	if i <= 0 {
-		return "", 0, false
-	}
-	n, err := strconv.ParseUint(key[i+1:], 10, 32)
-	if err != nil {
-		return "", 0, false
-	}
-	return key[:i], uint32(n), true
 }

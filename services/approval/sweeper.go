@@ -48,7 +48,7 @@ func (s *Service) sweepOnce(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		key := domain.Key(rec.GetCall().GetCallId(), domain.Revision(rec))
+		key := domain.RefOf(rec).Key()
 		if !now.Before(domain.Deadline(rec)) {
 			if _, _, _, err := s.transition(ctx, key, func(cur *airlockv1.ApprovalRecord) (domain.Outcome, error) {
 				return domain.Expire(cur, s.now()), nil

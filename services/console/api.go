@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -18,6 +19,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -79,18 +81,25 @@ type submitResponse struct {
 	Await string `json:"await"`
 }
 
+// agentClient submits as agent, sealing each request as the console: the
+// console authenticated the agent's token, and vouches for the person the
+// token binds its calls to.
 func (con *Console) agentClient(agent string) (*airlock.Client, error) {
-	return airlock.New(con.nc, agent, airlock.WithStream(con.cfg.Stream.Name), airlock.WithMaxRequestBytes(con.cfg.Limits.MaxRequestBytes))
+	return airlock.New(con.nc, agent, airlock.WithStream(con.cfg.Stream.Name), airlock.WithMaxRequestBytes(con.cfg.Limits.MaxRequestBytes),
+		airlock.WithRequestSeal(func(m *nats.Msg) { con.frontend.Request(m, Frontend, con.opts.Now()) }))
 }
 
 // apiSubmit publishes a call as the token's agent, through the SDK (the same
-// checks and envelope as a Go agent). Submitting the same call id and
-// revision again is harmless.
+// checks and envelope as a Go agent). Submitting the same call again is
+// harmless. Whom the call acts for comes from the token, never the body.
 func (con *Console) apiSubmit(c echo.Context) error {
 	p := principal(c)
 	var req submitRequest
 	if err := readJSON(c, &req, int64(con.cfg.Limits.MaxRequestBytes)*2); err != nil {
 		return err
+	}
+	if req.OnBehalfOf != "" && req.OnBehalfOf != p.OnBehalfOf {
+		return apierr.New(apierr.InvalidRequest, "on_behalf_of comes from the agent token (%q), not the request: leave it out, or ask an admin for a token bound to %q", p.OnBehalfOf, req.OnBehalfOf)
 	}
 	client, err := con.agentClient(p.AgentID)
 	if err != nil {
@@ -98,7 +107,7 @@ func (con *Console) apiSubmit(c echo.Context) error {
 	}
 	id, err := client.Submit(c.Request().Context(), airlock.Call{
 		ID: req.CallID, Revision: req.Revision, Server: req.Server, Tool: req.Tool, Args: req.Arguments,
-		Thread: req.ThreadID, OnBehalfOf: req.OnBehalfOf, Reason: req.Reason, IdempotencyKey: req.IdempotencyKey,
+		Thread: req.ThreadID, OnBehalfOf: p.OnBehalfOf, Reason: req.Reason, IdempotencyKey: req.IdempotencyKey,
 	})
 	if errors.Is(err, airlock.ErrInvalid) {
 		return apierr.New(apierr.InvalidRequest, "%s", strings.TrimPrefix(err.Error(), airlock.ErrInvalid.Error()+": "))
@@ -156,23 +165,35 @@ func (con *Console) apiAwait(c echo.Context) error {
 }
 
 // callExists checks that the agent submitted the call, so that awaiting a
-// mistyped id fails at once instead of after the whole wait.
+// mistyped id fails at once instead of after the whole wait: its request is
+// recorded in the events stream, or still waits in the intake stream.
 func (con *Console) callExists(ctx context.Context, agent, id string) error {
-	stream, err := con.js.Stream(ctx, con.cfg.Stream.Name)
-	if err != nil {
-		return apierr.Wrap(apierr.Unavailable, err, "read the events stream")
-	}
-	subj, err := subject.Event(agent, id, subject.Requested)
+	recorded, err := subject.Event(agent, id, subject.Requested)
 	if err != nil {
 		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
 	}
-	if _, err := stream.GetLastMsgForSubject(ctx, subj); err != nil {
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return apierr.New(apierr.NotFound, "agent %s submitted no call %s", agent, id)
-		}
-		return apierr.Wrap(apierr.Unavailable, err, "read the events stream")
+	queued, err := subject.Request(agent, id)
+	if err != nil {
+		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
 	}
-	return nil
+	for _, w := range []struct{ stream, subject string }{{con.cfg.Stream.Name, recorded}, {con.cfg.Intake.Name, queued}} {
+		stream, err := con.js.Stream(ctx, w.stream)
+		if err != nil {
+			return apierr.Wrap(apierr.Unavailable, err, "read stream %s", w.stream)
+		}
+		_, err = stream.GetLastMsgForSubject(ctx, w.subject)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return apierr.Wrap(apierr.Unavailable, err, "read stream %s", w.stream)
+		}
+	}
+	// The policy service may be taking it from the intake right now.
+	if m, err := bus.LastStored(ctx, con.nc, con.cfg.Stream.Name, recorded); err == nil && m != nil {
+		return nil
+	}
+	return apierr.New(apierr.NotFound, "agent %s submitted no call %s", agent, id)
 }
 
 // --- reviewers ---
@@ -220,7 +241,11 @@ func (con *Console) apiList(c echo.Context) error {
 }
 
 func (con *Console) apiGet(c echo.Context) error {
-	rec, err := con.record(c.Request().Context(), c.Param("id"))
+	rev, err := revisionParam(c.QueryParam("rev"))
+	if err != nil {
+		return err
+	}
+	rec, err := con.record(c.Request().Context(), c.Param("agent"), c.Param("id"), rev)
 	if err != nil {
 		return err
 	}
@@ -238,7 +263,7 @@ type timelineJSON struct {
 
 // apiEvents returns every event of the call from the events stream, in order.
 func (con *Console) apiEvents(c echo.Context) error {
-	rec, err := con.record(c.Request().Context(), c.Param("id"))
+	rec, err := con.record(c.Request().Context(), c.Param("agent"), c.Param("id"), 0)
 	if err != nil {
 		return err
 	}
@@ -285,7 +310,7 @@ func (con *Console) apiDecide(c echo.Context, kind airlockv1.DecisionKind) error
 		}
 		edited = s
 	}
-	resp, err := con.decide(c.Request().Context(), principal(c), channel(c), c.Param("id"), b.Revision, b.ArgumentsDigest, kind, reason, edited)
+	resp, err := con.decide(c.Request().Context(), principal(c), channel(c), c.Param("agent"), c.Param("id"), b.Revision, b.ArgumentsDigest, kind, reason, edited)
 	if err != nil {
 		return err
 	}
@@ -304,12 +329,20 @@ func (con *Console) apiChanges(c echo.Context) error {
 	return con.apiDecide(c, airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES)
 }
 
+// threadBody is the body of POST /api/v1/threads/{agent}/{thread}/approve:
+// the calls ("<call>.<revision>") the reviewer was shown, e.g. by
+// GET /api/v1/approvals?agent=A&thread=T.
+type threadBody struct {
+	Calls  []string `json:"calls"`
+	Reason string   `json:"reason"`
+}
+
 func (con *Console) apiApproveThread(c echo.Context) error {
-	var b decideBody
+	var b threadBody
 	if err := readJSON(c, &b, 64<<10); err != nil {
 		return err
 	}
-	resp, err := con.approveThread(c.Request().Context(), principal(c), channel(c), c.Param("thread"), b.Reason)
+	resp, err := con.approveThread(c.Request().Context(), principal(c), channel(c), c.Param("agent"), c.Param("thread"), b.Calls, b.Reason)
 	if err != nil {
 		return err
 	}
@@ -328,6 +361,7 @@ func (con *Console) apiListGrants(c echo.Context) error {
 
 type grantBody struct {
 	FromCallID    string            `json:"from_call_id"`
+	FromRevision  uint32            `json:"from_revision"`
 	AgentID       string            `json:"agent_id"`
 	Tool          string            `json:"tool"`
 	ArgumentGlobs map[string]string `json:"argument_globs"`
@@ -351,7 +385,7 @@ func (con *Console) apiCreateGrant(c echo.Context) error {
 	if b.Uses < 0 {
 		return apierr.New(apierr.InvalidRequest, "uses must be 0 (unlimited) or more")
 	}
-	req, err := con.grantRequest(b.FromCallID, b.AgentID, b.Tool, b.ArgumentGlobs, b.Uses, ttl, principal(c), channel(c))
+	req, err := con.grantRequest(b.FromCallID, b.FromRevision, b.AgentID, b.Tool, b.ArgumentGlobs, b.Uses, ttl, principal(c), channel(c))
 	if err != nil {
 		return err
 	}
@@ -376,6 +410,8 @@ type tokenBody struct {
 	Name    string `json:"name"`
 	Kind    string `json:"kind"`
 	AgentID string `json:"agent_id"`
+	// OnBehalfOf binds an agent token to the person its calls act for.
+	OnBehalfOf string `json:"on_behalf_of"`
 	Days    int    `json:"days"`
 }
 
@@ -422,7 +458,7 @@ func (con *Console) apiCreateToken(c echo.Context) error {
 	if err := readJSON(c, &b, 16<<10); err != nil {
 		return err
 	}
-	secret, rec, err := con.createToken(c.Request().Context(), principal(c), b.Name, b.Kind, b.AgentID, b.Days)
+	secret, rec, err := con.createToken(c.Request().Context(), principal(c), b.Name, b.Kind, b.AgentID, b.OnBehalfOf, b.Days)
 	if err != nil {
 		return err
 	}

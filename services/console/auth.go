@@ -25,6 +25,8 @@ type Principal struct {
 	// TokenKind and AgentID are set for bearer tokens.
 	TokenKind string
 	AgentID   string
+	// OnBehalfOf is the agent token's binding (agent tokens only).
+	OnBehalfOf string
 	// CSRF is the session's anti-forgery token (sessions only).
 	CSRF string
 }
@@ -146,7 +148,7 @@ func (con *Console) authenticate(a access) echo.MiddlewareFunc {
 				if err != nil {
 					return err
 				}
-				p = Principal{Name: tok.Owner, Via: "token", TokenKind: tok.Kind, AgentID: tok.AgentID}
+				p = Principal{Name: tok.Owner, Via: "token", TokenKind: tok.Kind, AgentID: tok.AgentID, OnBehalfOf: tok.OnBehalfOf}
 				if tok.Kind == TokenAgent {
 					// Never the admin who created it: an agent token speaks only for its agent.
 					p.Name = "agent:" + tok.AgentID

@@ -31,6 +31,8 @@ import (
 
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -60,6 +62,9 @@ type Console struct {
 	nc        *nats.Conn
 	js        jetstream.JetStream
 	approvals *approvalapi.Client
+	// frontend seals what the console does for a person or an agent it
+	// authenticated (decisions, rule changes, REST submissions).
+	frontend seal.Key
 	policy    *policyapi.Client
 	store     *store
 	pages     map[string]*template.Template
@@ -92,9 +97,13 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
+	fk, err := deps.FrontendKey()
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
 	c := &Console{
-		cfg: deps.Config, log: deps.Log, nc: deps.NC, js: deps.JS,
-		approvals: approvalapi.New(deps.NC), policy: policyapi.New(deps.NC), store: st, pages: pages, opts: opts,
+		cfg: deps.Config, log: deps.Log, nc: deps.NC, js: deps.JS, frontend: fk,
+		approvals: approvalapi.New(deps.NC, fk, Frontend), policy: policyapi.New(deps.NC, fk, Frontend), store: st, pages: pages, opts: opts,
 	}
 	c.feed = newFeed(c)
 	if len(deps.Config.Console.Users) == 0 {
@@ -104,6 +113,9 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 	}
 	return c, nil
 }
+
+// Frontend is the name the console seals its requests with.
+const Frontend = "console"
 
 // Name implements svc.Service.
 func (con *Console) Name() string { return "console" }
@@ -152,12 +164,12 @@ func (con *Console) Register(e *echo.Echo) {
 	r(http.MethodPost, "/logout", con.logout, signedIn)
 	r(http.MethodGet, "/", con.inboxPage, signedIn)
 	r(http.MethodGet, "/inbox/events", con.inboxEvents, signedIn)
-	r(http.MethodGet, "/calls/:id", con.callPage, signedIn)
-	r(http.MethodPost, "/calls/:id/approve", con.approveForm, reviewerOnly)
-	r(http.MethodPost, "/calls/:id/reject", con.rejectForm, reviewerOnly)
-	r(http.MethodPost, "/calls/:id/changes", con.changesForm, reviewerOnly)
-	r(http.MethodPost, "/calls/:id/edit", con.editForm, reviewerOnly)
-	r(http.MethodPost, "/threads/:thread/approve", con.approveThreadForm, reviewerOnly)
+	r(http.MethodGet, "/calls/:agent/:id", con.callPage, signedIn)
+	r(http.MethodPost, "/calls/:agent/:id/approve", con.approveForm, reviewerOnly)
+	r(http.MethodPost, "/calls/:agent/:id/reject", con.rejectForm, reviewerOnly)
+	r(http.MethodPost, "/calls/:agent/:id/changes", con.changesForm, reviewerOnly)
+	r(http.MethodPost, "/calls/:agent/:id/edit", con.editForm, reviewerOnly)
+	r(http.MethodPost, "/threads/approve", con.approveThreadForm, reviewerOnly)
 	r(http.MethodGet, "/history", con.historyPage, signedIn)
 	r(http.MethodGet, "/grants", con.grantsPage, signedIn)
 	r(http.MethodGet, "/grants/new", con.newGrantPage, reviewerOnly)
@@ -179,12 +191,12 @@ func (con *Console) Register(e *echo.Echo) {
 	r(http.MethodPost, "/api/v1/calls", con.apiSubmit, agentOnly)
 	r(http.MethodGet, "/api/v1/calls/:id", con.apiAwait, agentOnly)
 	r(http.MethodGet, "/api/v1/approvals", con.apiList, signedIn)
-	r(http.MethodGet, "/api/v1/approvals/:id", con.apiGet, signedIn)
-	r(http.MethodGet, "/api/v1/approvals/:id/events", con.apiEvents, signedIn)
-	r(http.MethodPost, "/api/v1/approvals/:id/approve", con.apiApprove, reviewerOnly)
-	r(http.MethodPost, "/api/v1/approvals/:id/reject", con.apiReject, reviewerOnly)
-	r(http.MethodPost, "/api/v1/approvals/:id/changes", con.apiChanges, reviewerOnly)
-	r(http.MethodPost, "/api/v1/threads/:thread/approve", con.apiApproveThread, reviewerOnly)
+	r(http.MethodGet, "/api/v1/approvals/:agent/:id", con.apiGet, signedIn)
+	r(http.MethodGet, "/api/v1/approvals/:agent/:id/events", con.apiEvents, signedIn)
+	r(http.MethodPost, "/api/v1/approvals/:agent/:id/approve", con.apiApprove, reviewerOnly)
+	r(http.MethodPost, "/api/v1/approvals/:agent/:id/reject", con.apiReject, reviewerOnly)
+	r(http.MethodPost, "/api/v1/approvals/:agent/:id/changes", con.apiChanges, reviewerOnly)
+	r(http.MethodPost, "/api/v1/threads/:agent/:thread/approve", con.apiApproveThread, reviewerOnly)
 	r(http.MethodGet, "/api/v1/grants", con.apiListGrants, signedIn)
 	r(http.MethodPost, "/api/v1/grants", con.apiCreateGrant, reviewerOnly)
 	r(http.MethodDelete, "/api/v1/grants/:id", con.apiRevokeGrant, reviewerOnly)
@@ -192,6 +204,8 @@ func (con *Console) Register(e *echo.Echo) {
 	r(http.MethodPost, "/api/v1/tokens", con.apiCreateToken, signedIn)
 	r(http.MethodDelete, "/api/v1/tokens/:id", con.apiRevokeToken, signedIn)
 	r(http.MethodGet, "/api/v1/whoami", con.apiWhoami, signedIn)
+	r(http.MethodPost, "/api/v1/rules", con.apiPutRule, adminOnly)
+	r(http.MethodDelete, "/api/v1/rules/:id", con.apiDeleteRule, adminOnly)
 }
 
 func cacheStatic(next echo.HandlerFunc) echo.HandlerFunc {
@@ -247,8 +261,8 @@ func (con *Console) handleError(err error, c echo.Context) {
 	}
 	c.Response().Header().Set("Content-Security-Policy", contentSecPolicy)
 	back := "/"
-	if rest, ok := strings.CutPrefix(c.Request().URL.Path, "/calls/"); ok {
-		back = "/calls/" + strings.SplitN(rest, "/", 2)[0]
+	if agent, id := c.Param("agent"), c.Param("id"); agent != "" && id != "" && ids.Validate("agent id", agent) == nil && ids.Validate("call id", id) == nil {
+		back = callPath(agent, id)
 	}
 	_ = con.render(c, status, "error", pageData{Title: "Error", Error: msg, Code: string(code), Back: back})
 }

@@ -23,9 +23,11 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -339,18 +341,38 @@ func (con *Console) rowsHTML(calls []callView) (string, error) {
 
 // --- call page and actions ---
 
-func (con *Console) record(ctx context.Context, id string) (*airlockv1.ApprovalRecord, error) {
-	if id == "" || len(id) > 64 || strings.ContainsAny(id, ".*> ") {
-		return nil, apierr.New(apierr.InvalidRequest, "call id %q is not valid", id)
+// record reads the approval record of an agent's call: the given
+// revision, or the newest when rev is 0.
+func (con *Console) record(ctx context.Context, agent, id string, rev uint32) (*airlockv1.ApprovalRecord, error) {
+	if _, err := callref.New(agent, id, rev); err != nil {
+		return nil, apierr.New(apierr.InvalidRequest, "%v", err)
 	}
-	rec, err := con.approvals.Get(ctx, id)
+	rec, err := con.approvals.Get(ctx, agent, id, rev)
 	if err != nil {
 		return nil, err
 	}
 	if rec == nil || rec.GetCall() == nil {
-		return nil, apierr.New(apierr.NotFound, "no call %s is waiting or was decided by a person", id)
+		return nil, apierr.New(apierr.NotFound, "no call %s of agent %s is waiting or was decided by a person", id, agent)
 	}
 	return rec, nil
+}
+
+// threadCalls are the pending calls of an agent's thread, oldest first.
+func (con *Console) threadCalls(ctx context.Context, agent, thread string) ([]callView, error) {
+	resp, err := con.approvals.List(ctx, &airlockv1.ListRequest{
+		States: []airlockv1.ApprovalState{airlockv1.ApprovalState_APPROVAL_STATE_PENDING}, AgentId: agent, ThreadId: thread,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []callView
+	for _, rec := range resp.GetRecords() {
+		if rec.GetCall().GetAgentId() == agent && rec.GetCall().GetThreadId() == thread {
+			out = append(out, newCallView(rec))
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out, nil
 }
 
 // timeline reads every event of the call from the stream, in order.
@@ -375,11 +397,20 @@ func (con *Console) timeline(ctx context.Context, agent, call string) ([]timelin
 
 func (con *Console) callPage(c echo.Context) error {
 	ctx := c.Request().Context()
-	rec, err := con.record(ctx, c.Param("id"))
+	rev, err := revisionParam(c.QueryParam("rev"))
+	if err != nil {
+		return err
+	}
+	rec, err := con.record(ctx, c.Param("agent"), c.Param("id"), rev)
 	if err != nil {
 		return err
 	}
 	v := newCallView(rec)
+	if v.Pending && v.Thread != "" {
+		if v.ThreadCalls, err = con.threadCalls(ctx, v.Agent, v.Thread); err != nil {
+			return err
+		}
+	}
 	events, err := con.timeline(ctx, v.Agent, v.ID)
 	if err != nil {
 		return err
@@ -387,8 +418,9 @@ func (con *Console) callPage(c echo.Context) error {
 	return con.render(c, http.StatusOK, "call", pageData{Title: v.FullTool + " · " + v.ID, Nav: "inbox", Call: &v, Events: events})
 }
 
-func formRevision(c echo.Context) (uint32, error) {
-	s := c.FormValue("revision")
+func formRevision(c echo.Context) (uint32, error) { return revisionParam(c.FormValue("revision")) }
+
+func revisionParam(s string) (uint32, error) {
 	if s == "" {
 		return 0, nil
 	}
@@ -400,8 +432,8 @@ func formRevision(c echo.Context) (uint32, error) {
 }
 
 // decide sends one decision as p and returns the service's sentence.
-func (con *Console) decide(ctx context.Context, p Principal, ch, id string, rev uint32, sawDigest string, kind airlockv1.DecisionKind, reason string, edited *structpb.Struct) (*airlockv1.DecideResponse, error) {
-	if _, err := con.record(ctx, id); err != nil {
+func (con *Console) decide(ctx context.Context, p Principal, ch, agent, id string, rev uint32, sawDigest string, kind airlockv1.DecisionKind, reason string, edited *structpb.Struct) (*airlockv1.DecideResponse, error) {
+	if _, err := con.record(ctx, agent, id, rev); err != nil {
 		return nil, err
 	}
 	switch kind {
@@ -415,7 +447,7 @@ func (con *Console) decide(ctx context.Context, p Principal, ch, id string, rev 
 		}
 	}
 	resp, err := con.approvals.Decide(ctx, &airlockv1.DecideRequest{
-		CallId: id, Revision: rev, Principal: p.Actor(ch), Kind: kind, Reason: strings.TrimSpace(reason), EditedArguments: edited,
+		AgentId: agent, CallId: id, Revision: rev, Principal: p.Actor(ch), Kind: kind, Reason: strings.TrimSpace(reason), EditedArguments: edited,
 		ArgumentsDigest: sawDigest,
 	})
 	if err != nil {
@@ -432,16 +464,16 @@ func decideMessage(resp *airlockv1.DecideResponse, fallback string) string {
 }
 
 func (con *Console) formDecision(c echo.Context, kind airlockv1.DecisionKind, field string, edited *structpb.Struct) error {
-	id := c.Param("id")
+	agent, id := c.Param("agent"), c.Param("id")
 	rev, err := formRevision(c)
 	if err != nil {
 		return err
 	}
-	resp, err := con.decide(c.Request().Context(), principal(c), channel(c), id, rev, c.FormValue("arguments_digest"), kind, c.FormValue(field), edited)
+	resp, err := con.decide(c.Request().Context(), principal(c), channel(c), agent, id, rev, c.FormValue("arguments_digest"), kind, c.FormValue(field), edited)
 	if err != nil {
 		return err
 	}
-	return con.flashAndRedirect(c, "/calls/"+url.PathEscape(id), decideMessage(resp, "done"))
+	return con.flashAndRedirect(c, callPath(agent, id), decideMessage(resp, "done"))
 }
 
 func (con *Console) approveForm(c echo.Context) error {
@@ -488,11 +520,29 @@ func (con *Console) editForm(c echo.Context) error {
 	return con.formDecision(c, airlockv1.DecisionKind_DECISION_KIND_APPROVE, "reason", args)
 }
 
-func (con *Console) approveThread(ctx context.Context, p Principal, ch, thread, reason string) (*airlockv1.ApproveThreadResponse, error) {
+// approveThread approves exactly the listed revisions ("<call>.<rev>") of
+// an agent's thread that are still pending.
+func (con *Console) approveThread(ctx context.Context, p Principal, ch, agent, thread string, listed []string, reason string) (*airlockv1.ApproveThreadResponse, error) {
 	if strings.TrimSpace(thread) == "" {
 		return nil, apierr.New(apierr.InvalidRequest, "no thread given")
 	}
-	return con.approvals.ApproveThread(ctx, &airlockv1.ApproveThreadRequest{ThreadId: thread, Principal: p.Actor(ch), Reason: reason})
+	req := &airlockv1.ApproveThreadRequest{AgentId: agent, ThreadId: thread, Principal: p.Actor(ch), Reason: reason}
+	for _, l := range listed {
+		id, revText, _ := strings.Cut(l, ".")
+		rev, err := revisionParam(revText)
+		if err != nil {
+			return nil, err
+		}
+		ref, err := callref.New(agent, id, rev)
+		if err != nil {
+			return nil, apierr.New(apierr.InvalidRequest, "%v", err)
+		}
+		req.Calls = append(req.Calls, ref.Proto())
+	}
+	if len(req.Calls) == 0 {
+		return nil, apierr.New(apierr.InvalidRequest, "no calls listed: open the call and confirm the calls of its thread you were shown")
+	}
+	return con.approvals.ApproveThread(ctx, req)
 }
 
 func threadSummary(resp *airlockv1.ApproveThreadResponse) string {
@@ -515,13 +565,18 @@ func threadSummary(resp *airlockv1.ApproveThreadResponse) string {
 }
 
 func (con *Console) approveThreadForm(c echo.Context) error {
-	resp, err := con.approveThread(c.Request().Context(), principal(c), channel(c), c.Param("thread"), c.FormValue("reason"))
+	form, err := c.FormParams()
+	if err != nil {
+		return apierr.New(apierr.InvalidRequest, "the form does not parse: %v", err)
+	}
+	agent := c.FormValue("agent")
+	resp, err := con.approveThread(c.Request().Context(), principal(c), channel(c), agent, c.FormValue("thread"), form["call"], c.FormValue("reason"))
 	if err != nil {
 		return err
 	}
 	back := "/"
-	if id := c.FormValue("from"); id != "" {
-		back = "/calls/" + url.PathEscape(id)
+	if id := c.FormValue("from"); ids.Validate("call id", id) == nil && ids.Validate("agent id", agent) == nil {
+		back = callPath(agent, id)
 	}
 	return con.flashAndRedirect(c, back, threadSummary(resp))
 }
@@ -563,6 +618,7 @@ func (con *Console) historyPage(c echo.Context) error {
 // grantForm is the "always allow" form, pre-filled from a call.
 type grantForm struct {
 	FromCall, Agent, Tool, Globs string
+	FromRevision                 uint32
 	Uses                         int
 	ExpiresHours                 int
 }
@@ -581,7 +637,11 @@ func (con *Console) grantsPage(c echo.Context) error {
 }
 
 func (con *Console) newGrantPage(c echo.Context) error {
-	rec, err := con.record(c.Request().Context(), c.QueryParam("from"))
+	rev, err := revisionParam(c.QueryParam("rev"))
+	if err != nil {
+		return err
+	}
+	rec, err := con.record(c.Request().Context(), c.QueryParam("agent"), c.QueryParam("from"), rev)
 	if err != nil {
 		return err
 	}
@@ -600,7 +660,7 @@ func (con *Console) newGrantPage(c echo.Context) error {
 			globs = append(globs, "/"+k+" = "+s)
 		}
 	}
-	form := grantForm{FromCall: v.ID, Agent: v.Agent, Tool: v.FullTool, Globs: strings.Join(globs, "\n"), Uses: 10, ExpiresHours: 24}
+	form := grantForm{FromCall: v.ID, FromRevision: v.Revision, Agent: v.Agent, Tool: v.FullTool, Globs: strings.Join(globs, "\n"), Uses: 10, ExpiresHours: 24}
 	return con.render(c, http.StatusOK, "grant_new", pageData{Title: "Always allow", Nav: "grants", Call: &v, Grant: form})
 }
 
@@ -635,10 +695,14 @@ func (con *Console) grantFromForm(c echo.Context) (*airlockv1.CreateGrantRequest
 	if err != nil || hours < 0 {
 		return nil, apierr.New(apierr.InvalidRequest, "expiry must be a whole number of hours, 0 for none")
 	}
-	return con.grantRequest(c.FormValue("from"), c.FormValue("agent"), c.FormValue("tool"), globs, uses, time.Duration(hours)*time.Hour, principal(c), channel(c))
+	rev, err := revisionParam(c.FormValue("from_revision"))
+	if err != nil {
+		return nil, err
+	}
+	return con.grantRequest(c.FormValue("from"), rev, c.FormValue("agent"), c.FormValue("tool"), globs, uses, time.Duration(hours)*time.Hour, principal(c), channel(c))
 }
 
-func (con *Console) grantRequest(from, agent, tool string, globs map[string]string, uses int, ttl time.Duration, p Principal, ch string) (*airlockv1.CreateGrantRequest, error) {
+func (con *Console) grantRequest(from string, fromRev uint32, agent, tool string, globs map[string]string, uses int, ttl time.Duration, p Principal, ch string) (*airlockv1.CreateGrantRequest, error) {
 	if from == "" {
 		return nil, apierr.New(apierr.InvalidRequest, "a grant is created from a call: give its id")
 	}
@@ -654,7 +718,8 @@ func (con *Console) grantRequest(from, agent, tool string, globs map[string]stri
 	if ttl > 0 {
 		g.ExpiresAt = timestamppb.New(con.opts.Now().Add(ttl))
 	}
-	return &airlockv1.CreateGrantRequest{FromCallId: from, Grant: g, By: p.Actor(ch)}, nil
+	return &airlockv1.CreateGrantRequest{FromAgentId: g.AgentId, FromCallId: from, FromRevision: fromRev, Grant: g, By: p.Actor(ch),
+		RequestId: randomSecret(12)}, nil
 }
 
 func (con *Console) createGrantForm(c echo.Context) error {
@@ -710,7 +775,7 @@ func (con *Console) tokensPage(c echo.Context) error {
 }
 
 // createToken makes a personal token for p, or an agent token (admins only).
-func (con *Console) createToken(ctx context.Context, p Principal, name, kind, agent string, days int) (string, tokenRecord, error) {
+func (con *Console) createToken(ctx context.Context, p Principal, name, kind, agent, onBehalfOf string, days int) (string, tokenRecord, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
 		return "", tokenRecord{}, apierr.New(apierr.InvalidRequest, "name the token after what will use it, e.g. \"ci\" or \"laptop\"")
@@ -732,7 +797,7 @@ func (con *Console) createToken(ctx context.Context, p Principal, name, kind, ag
 		if err := validAgent(agent); err != nil {
 			return "", tokenRecord{}, err
 		}
-		rec.Kind, rec.AgentID = TokenAgent, agent
+		rec.Kind, rec.AgentID, rec.OnBehalfOf = TokenAgent, agent, strings.TrimSpace(onBehalfOf)
 	default:
 		return "", tokenRecord{}, apierr.New(apierr.InvalidRequest, "token kind %q: use personal or agent", kind)
 	}
@@ -741,7 +806,7 @@ func (con *Console) createToken(ctx context.Context, p Principal, name, kind, ag
 
 func (con *Console) createTokenForm(c echo.Context) error {
 	days, _ := strconv.Atoi(c.FormValue("days"))
-	secret, _, err := con.createToken(c.Request().Context(), principal(c), c.FormValue("name"), c.FormValue("kind"), strings.TrimSpace(c.FormValue("agent")), days)
+	secret, _, err := con.createToken(c.Request().Context(), principal(c), c.FormValue("name"), c.FormValue("kind"), strings.TrimSpace(c.FormValue("agent")), c.FormValue("on_behalf_of"), days)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package console
 import (
 	"context"
 	"fmt"
+	"google.golang.org/protobuf/encoding/protojson"
+	"io"
 	"net/http"
 	"sort"
 	"strconv"
@@ -172,4 +174,30 @@ func (con *Console) evalForm(c echo.Context) error {
 	d.Eval, d.EvalTool, d.EvalArgs, d.EvalRisk = dec, tool, prettyJSON(args), calls.RiskName(dec.GetRisk())
 	d.EvalAction = strings.ToLower(strings.TrimPrefix(dec.GetAction().String(), "ACTION_"))
 	return con.render(c, http.StatusOK, "rules", pageData{Title: "Rules", Any: d})
+}
+
+// apiPutRule is POST /api/v1/rules: the body is a PolicyRule (protojson);
+// the change is made as the token's person (admins only).
+func (con *Console) apiPutRule(c echo.Context) error {
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, 64<<10))
+	if err != nil {
+		return apierr.New(apierr.InvalidRequest, "read the rule: %v", err)
+	}
+	r := &airlockv1.PolicyRule{}
+	if err := protojson.Unmarshal(body, r); err != nil {
+		return apierr.New(apierr.InvalidRequest, "the body is not a rule (PolicyRule as JSON): %v", err)
+	}
+	resp, err := con.policy.PutRule(c.Request().Context(), r, principal(c).Actor(channel(c)))
+	if err != nil {
+		return err
+	}
+	return protoJSONBlob(c, http.StatusOK, resp)
+}
+
+// apiDeleteRule is DELETE /api/v1/rules/{id}, as the token's person (admins only).
+func (con *Console) apiDeleteRule(c echo.Context) error {
+	if err := con.policy.DeleteRule(c.Request().Context(), c.Param("id"), principal(c).Actor(channel(c))); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"deleted": c.Param("id")})
 }

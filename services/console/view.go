@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -20,7 +21,16 @@ import (
 // may come from an agent; templates escape them (html/template), and nothing
 // here builds HTML.
 type callView struct {
-	ID, Agent, Thread, OnBehalfOf   string
+	ID, Agent, Thread, OnBehalfOf string
+	// Key is "<agent>.<call>", unique across agents (call ids are not): the
+	// inbox row's id and what the live feed removes by.
+	Key string
+	// Path is the call's page, /calls/<agent>/<call>; ids are validated to
+	// [A-Za-z0-9_-] where they enter, and escaped here all the same.
+	Path string
+	// ThreadCalls are the pending calls of the same agent's thread, listed
+	// before "approve all of this thread" is confirmed.
+	ThreadCalls                     []callView
 	Server, Tool, FullTool, Reason  string
 	Revision                        uint32
 	Risk                            string
@@ -45,6 +55,11 @@ type callView struct {
 type voteView struct {
 	By, Channel, Comment string
 	At                   time.Time
+}
+
+// callPath is the page of an agent's call.
+func callPath(agent, call string) string {
+	return "/calls/" + url.PathEscape(agent) + "/" + url.PathEscape(call)
 }
 
 func stateName(s airlockv1.ApprovalState) string {
@@ -92,6 +107,7 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 	c, d := rec.GetCall(), rec.GetDecision()
 	v := callView{
 		ID: c.GetCallId(), Agent: c.GetAgentId(), Thread: c.GetThreadId(), OnBehalfOf: c.GetOnBehalfOf(),
+		Key: c.GetAgentId() + "." + c.GetCallId(), Path: callPath(c.GetAgentId(), c.GetCallId()),
 		Server: c.GetServer(), Tool: c.GetTool(), FullTool: calls.QualifiedTool(c), Reason: c.GetReason(),
 		Revision: max(c.GetRevision(), 1),
 		Risk:     calls.RiskName(d.GetRisk()), HighRisk: d.GetRisk() >= airlockv1.Risk_RISK_HIGH,

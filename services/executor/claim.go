@@ -6,46 +6,62 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 )
 
-// ClaimStore holds one ExecutionRecord per call revision with
-// compare-and-set semantics (JetStream KV in production, see KVStore).
-type ClaimStore interface {
-	// Create stores rec under key only if key does not exist yet; otherwise
-	// it returns an error wrapping ErrClaimExists.
-	Create(ctx context.Context, key string, rec *airlockv1.ExecutionRecord) (rev uint64, err error)
-	// Get returns the record and its revision.
-	Get(ctx context.Context, key string) (*airlockv1.ExecutionRecord, uint64, error)
-	// Update replaces the record only if its revision is still rev;
-	// otherwise it returns an error wrapping ErrClaimChanged.
-	Update(ctx context.Context, key string, rec *airlockv1.ExecutionRecord, rev uint64) (uint64, error)
+// Ledger is a call's execution history: the events stream, where the
+// executor's events of a call are appended with compare-and-append on the
+// call's subjects (JetStream's Nats-Expected-Last-Subject-Sequence on
+// airlock.evt.<agent>.<call>.>). StreamLedger is the production one; the
+// claim logic below is tested against an in-memory one.
+type Ledger interface {
+	// Inspect returns what is stored for the revision. Implementations read
+	// the call's last sequence before anything else, so that an Append after
+	// State.Last can only succeed if nothing was stored since the read.
+	Inspect(ctx context.Context, ref callref.Ref) (State, error)
+	// Append stores ev if the call's last stored event is still afterSeq
+	// (0: the call has no event), and returns ev's sequence; otherwise it
+	// returns an error wrapping ErrConflict.
+	Append(ctx context.Context, ev *airlockv1.Event, afterSeq uint64) (uint64, error)
 }
 
-var (
-	// ErrClaimExists: another message or replica claimed the call revision first.
-	ErrClaimExists = errors.New("the call revision is already claimed")
-	// ErrClaimChanged: the record changed since it was read (a concurrent
-	// claim, heartbeat or finish won the compare-and-set).
-	ErrClaimChanged = errors.New("the execution record changed concurrently")
-)
+// Liveness holds the heartbeat of long executions (the executions bucket).
+type Liveness interface {
+	// Beat records that the handling holding claim is alive.
+	Beat(ctx context.Context, ref callref.Ref, rec *airlockv1.ExecutionRecord) error
+	// Look returns a value that changes with every Beat of ref (0: none yet).
+	Look(ctx context.Context, ref callref.Ref) (uint64, error)
+}
+
+// ErrConflict: another event of the call was stored since it was read.
+var ErrConflict = errors.New("the call changed since it was read")
+
+// State is what the ledger holds for one call revision.
+type State struct {
+	// Started is the revision's newest `started` event, nil when none.
+	Started *airlockv1.Started
+	// StartedSeq is its sequence.
+	StartedSeq uint64
+	// Ended: a `completed` or `failed` of the revision is stored.
+	Ended bool
+	// Last is the sequence of the call's last stored event (any revision, any type).
+	Last uint64
+}
 
 // Verdict says what a handler must do after claiming.
 type Verdict int
 
 const (
-	// Run: this executor owns the claim and must start the tool.
+	// Run: this handling owns the execution and must start the tool.
 	Run Verdict = iota + 1
-	// Done: the call revision has ended (or is settled by someone else); nothing to run.
+	// Done: the revision has ended; nothing to do.
 	Done
-	// Busy: a live executor is running it; look again later.
+	// Busy: a live handling owns it; look again later.
 	Busy
-	// Orphaned: the claim is RUNNING but its owner stopped heart-beating
-	// (it died mid-run). The caller retries it (idempotent tools, Retry) or
-	// ends it indeterminate (Abandon).
+	// Orphaned: a `started` has no end and its owner shows no sign of life
+	// (it died mid-run): the caller runs an idempotent tool again (TakeOver)
+	// or ends the call indeterminate.
 	Orphaned
 )
 
@@ -63,46 +79,42 @@ func (v Verdict) String() string {
 	return fmt.Sprintf("verdict(%d)", int(v))
 }
 
-// Claim is the outcome of claiming: the verdict and the record as last seen.
+// Claim is the outcome of claiming: the verdict, the state as last seen,
+// and for Run the sequence of the `started` this handling stored.
 type Claim struct {
 	Verdict Verdict
-	Record  *airlockv1.ExecutionRecord
-	Rev     uint64
+	State   State
+	Seq     uint64
 }
 
-// ClaimRequest identifies what is claimed.
-type ClaimRequest struct {
-	// Key is "<call>.<revision>".
-	Key            string
-	CallID         string
-	Revision       uint32
-	Digest         string
-	IdempotencyKey string
-}
+// maxAppendAttempts bounds compare-and-append retries; each conflict means
+// another event of the call (a notification, a refused decision) was stored.
+const maxAppendAttempts = 50
 
-// Claimer is the exactly-once logic, independent of the broker: a call
-// revision is claimed by creating its record (whoever creates it runs the
-// tool), the owner heart-beats the record while the tool runs, and a claim
-// that stops changing while RUNNING is orphaned.
+// Claimer is the exactly-once logic, independent of the broker:
 //
-// Why a heartbeat rather than "a redelivery means the owner died": the same
-// call revision can arrive in several messages at once (duplicate approvals,
-// an allowed and an approved), handled by different replicas; only a
-// record that stops changing tells that its owner is gone.
+//   - a revision is claimed by appending its `started` event (attempt 1,
+//     a claim token random per handling) with compare-and-append: of any
+//     number of handlings, one appends it and runs the tool;
+//   - a terminal event (completed / failed) is appended only after checking
+//     that none is stored and that the `started` is still this handling's,
+//     again with compare-and-append, so a revision ends exactly once;
+//   - an owner that runs for long heart-beats its liveness record; a
+//     `started` without an end whose liveness record does not change for the
+//     watch period belonged to a handling that died.
 type Claimer struct {
-	store      ClaimStore
-	executorID string
-	// watch is how long a RUNNING record is observed for a heartbeat; it
-	// must exceed the heartbeat period (see Heartbeat) with margin.
+	ledger   Ledger
+	liveness Liveness
+	// watch is how long an owner is observed for a heartbeat; it must exceed
+	// the heartbeat period with margin.
 	watch time.Duration
-	now   func() time.Time
 	wait  func(ctx context.Context, d time.Duration) error
 }
 
-// NewClaimer returns a Claimer for executorID whose owners heart-beat every
-// heartbeat and whose observers presume an owner dead after 2 × heartbeat without change.
-func NewClaimer(store ClaimStore, executorID string, heartbeat time.Duration) *Claimer {
-	return &Claimer{store: store, executorID: executorID, watch: 2 * heartbeat, now: time.Now, wait: sleepCtx}
+// NewClaimer returns a Claimer whose owners heart-beat every heartbeat and
+// whose observers presume an owner dead after 2 × heartbeat without one.
+func NewClaimer(ledger Ledger, liveness Liveness, heartbeat time.Duration) *Claimer {
+	return &Claimer{ledger: ledger, liveness: liveness, watch: 2 * heartbeat, wait: sleepCtx}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -116,144 +128,160 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Terminal reports whether rec has ended (completed or failed).
-func Terminal(rec *airlockv1.ExecutionRecord) bool {
-	s := rec.GetState()
-	return s == airlockv1.ExecutionState_EXECUTION_STATE_COMPLETED || s == airlockv1.ExecutionState_EXECUTION_STATE_FAILED
+// Claim appends started (whose Started.claim is this handling's token)
+// after the call's event at hint — the decision being handled, usually the
+// call's last event. When that is no longer the last event it reads the
+// revision: ended → Done; started by this handling (a publish whose ack was
+// lost) → Run; started by another → Busy or Orphaned after watching its
+// owner; nothing → append after the new last event.
+func (c *Claimer) Claim(ctx context.Context, ref callref.Ref, started *airlockv1.Event, hint uint64) (Claim, error) {
+	after := hint
+	for range maxAppendAttempts {
+		seq, err := c.ledger.Append(ctx, started, after)
+		if err == nil {
+			return Claim{Verdict: Run, Seq: seq}, nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return Claim{}, fmt.Errorf("claim %s: %w", ref, err)
+		}
+		st, err := c.ledger.Inspect(ctx, ref)
+		if err != nil {
+			return Claim{}, fmt.Errorf("claim %s: %w", ref, err)
+		}
+		switch {
+		case st.Ended:
+			return Claim{Verdict: Done, State: st}, nil
+		case st.Started != nil && st.Started.GetClaim() == started.GetStarted().GetClaim():
+			return Claim{Verdict: Run, State: st, Seq: st.StartedSeq}, nil
+		case st.Started != nil:
+			return c.observe(ctx, ref, st)
+		}
+		after = st.Last
+	}
+	return Claim{}, fmt.Errorf("claim %s: the call kept changing; will retry", ref)
 }
 
-// Claim creates the record as RUNNING, attempt 1, owned by this executor
-// (verdict Run). When the record exists it inspects it: ended → Done;
-// changing (its owner heart-beats or finishes) → Busy; unchanged for the
-// watch period → Orphaned.
-func (c *Claimer) Claim(ctx context.Context, r ClaimRequest) (Claim, error) {
-	now := timestamppb.New(c.now())
-	rec := &airlockv1.ExecutionRecord{
-		CallId: r.CallID, Revision: r.Revision, State: airlockv1.ExecutionState_EXECUTION_STATE_RUNNING,
-		ExecutorId: c.executorID, Attempt: 1, IdempotencyKey: r.IdempotencyKey, ArgumentsDigest: r.Digest,
-		ClaimedAt: now, StartedAt: now,
-	}
-	rev, err := c.store.Create(ctx, r.Key, rec)
-	if err == nil {
-		return Claim{Verdict: Run, Record: rec, Rev: rev}, nil
-	}
-	if !errors.Is(err, ErrClaimExists) {
-		return Claim{}, fmt.Errorf("claim %s: %w", r.Key, err)
-	}
-	return c.Inspect(ctx, r.Key)
-}
-
-// Inspect looks at an existing claim: ended → Done; changing (its owner
-// heart-beats or finishes) → Busy; unchanged for the watch period → Orphaned.
-func (c *Claimer) Inspect(ctx context.Context, key string) (Claim, error) {
-	rec, rev, err := c.store.Get(ctx, key)
+// Inspect reads the revision and, when a `started` has no end, watches its
+// owner: Done, Busy, Orphaned, or Run (nothing started yet: State.Last is
+// where a claim would be appended).
+func (c *Claimer) Inspect(ctx context.Context, ref callref.Ref) (Claim, error) {
+	st, err := c.ledger.Inspect(ctx, ref)
 	if err != nil {
-		return Claim{}, fmt.Errorf("read claim %s: %w", key, err)
+		return Claim{}, fmt.Errorf("inspect %s: %w", ref, err)
 	}
-	if Terminal(rec) {
-		return Claim{Verdict: Done, Record: rec, Rev: rev}, nil
+	switch {
+	case st.Ended:
+		return Claim{Verdict: Done, State: st}, nil
+	case st.Started != nil:
+		return c.observe(ctx, ref, st)
 	}
-	// Look several times during the watch period, so that a duplicate of a
-	// call that is about to finish does not wait the whole period.
+	return Claim{Verdict: Run, State: st}, nil
+}
+
+// observe watches the owner of st.Started for the watch period: it ends →
+// Done; its liveness record changes → Busy; nothing → Orphaned.
+func (c *Claimer) observe(ctx context.Context, ref callref.Ref, st State) (Claim, error) {
+	first, err := c.liveness.Look(ctx, ref)
+	if err != nil {
+		return Claim{}, fmt.Errorf("observe %s: %w", ref, err)
+	}
+	// Look several times, so that a duplicate of a call about to finish
+	// does not wait the whole period.
 	const looks = 8
-	for i := 0; i < looks; i++ {
+	for range looks {
 		if err := c.wait(ctx, c.watch/looks); err != nil {
 			return Claim{}, err
 		}
-		rec2, rev2, err := c.store.Get(ctx, key)
+		now, err := c.ledger.Inspect(ctx, ref)
 		if err != nil {
-			return Claim{}, fmt.Errorf("read claim %s: %w", key, err)
+			return Claim{}, fmt.Errorf("observe %s: %w", ref, err)
 		}
 		switch {
-		case Terminal(rec2):
-			return Claim{Verdict: Done, Record: rec2, Rev: rev2}, nil
-		case rev2 != rev:
-			return Claim{Verdict: Busy, Record: rec2, Rev: rev2}, nil
+		case now.Ended:
+			return Claim{Verdict: Done, State: now}, nil
+		case now.StartedSeq != st.StartedSeq:
+			return Claim{Verdict: Busy, State: now}, nil // taken over meanwhile
 		}
-		rec, rev = rec2, rev2
+		beat, err := c.liveness.Look(ctx, ref)
+		if err != nil {
+			return Claim{}, fmt.Errorf("observe %s: %w", ref, err)
+		}
+		if beat != first {
+			return Claim{Verdict: Busy, State: now}, nil
+		}
+		st = now
 	}
-	return Claim{Verdict: Orphaned, Record: rec, Rev: rev}, nil
+	return Claim{Verdict: Orphaned, State: st}, nil
 }
 
-// Refuse claims the call revision as already FAILED with reason, so that
-// it never runs, whatever message arrives later. Verdict Run means this
-// caller settled it and must publish the failure; Done means the revision
-// was claimed before (by a run or another refusal) and nothing is to be done
-// by this caller beyond making sure a terminal record has its event.
-func (c *Claimer) Refuse(ctx context.Context, r ClaimRequest, reason string) (Claim, error) {
-	now := timestamppb.New(c.now())
-	rec := &airlockv1.ExecutionRecord{
-		CallId: r.CallID, Revision: r.Revision, State: airlockv1.ExecutionState_EXECUTION_STATE_FAILED,
-		ExecutorId: c.executorID, IdempotencyKey: r.IdempotencyKey, ArgumentsDigest: r.Digest,
-		ClaimedAt: now, FinishedAt: now, Outcome: reason,
-	}
-	rev, err := c.store.Create(ctx, r.Key, rec)
-	if err == nil {
-		return Claim{Verdict: Run, Record: rec, Rev: rev}, nil
-	}
-	if !errors.Is(err, ErrClaimExists) {
-		return Claim{}, fmt.Errorf("claim %s: %w", r.Key, err)
-	}
-	existing, erev, err := c.store.Get(ctx, r.Key)
-	if err != nil {
-		return Claim{}, fmt.Errorf("read claim %s: %w", r.Key, err)
-	}
-	return Claim{Verdict: Done, Record: existing, Rev: erev}, nil
-}
-
-// Retry takes over an orphaned claim for another attempt with the same
-// idempotency key. Verdict Run: this executor now owns attempt+1. Busy:
-// another replica took it over first.
-func (c *Claimer) Retry(ctx context.Context, key string, orphan Claim) (Claim, error) {
-	rec := proto.Clone(orphan.Record).(*airlockv1.ExecutionRecord)
-	rec.Attempt++
-	rec.ExecutorId = c.executorID
-	rec.StartedAt = timestamppb.New(c.now())
-	rev, err := c.store.Update(ctx, key, rec, orphan.Rev)
-	if errors.Is(err, ErrClaimChanged) {
-		return Claim{Verdict: Busy, Record: orphan.Record, Rev: orphan.Rev}, nil
-	}
-	if err != nil {
-		return Claim{}, fmt.Errorf("take over claim %s: %w", key, err)
-	}
-	return Claim{Verdict: Run, Record: rec, Rev: rev}, nil
-}
-
-// Abandon ends an orphaned claim FAILED with outcome indeterminate: the
-// tool may or may not have run, and it is not safe to run again. Verdict
-// Run: this caller settled it and must publish the failure; Busy: another
-// replica settled or took it first.
-func (c *Claimer) Abandon(ctx context.Context, key string, orphan Claim) (Claim, error) {
-	rev, rec, err := c.Finish(ctx, key, orphan, airlockv1.ExecutionState_EXECUTION_STATE_FAILED, ReasonIndeterminate)
-	if errors.Is(err, ErrClaimChanged) {
-		return Claim{Verdict: Busy, Record: orphan.Record, Rev: orphan.Rev}, nil
+// TakeOver appends ev — a `started` of the next attempt (an idempotent tool
+// run again) or a `failed` (the call ends indeterminate) — after the
+// orphaned state it follows. Run: this handling took it over (ev is stored,
+// at Seq). Busy: something else was stored first; look again.
+func (c *Claimer) TakeOver(ctx context.Context, orphan State, ev *airlockv1.Event) (Claim, error) {
+	seq, err := c.ledger.Append(ctx, ev, orphan.Last)
+	if errors.Is(err, ErrConflict) {
+		return Claim{Verdict: Busy, State: orphan}, nil
 	}
 	if err != nil {
 		return Claim{}, err
 	}
-	return Claim{Verdict: Run, Record: rec, Rev: rev}, nil
+	return Claim{Verdict: Run, State: orphan, Seq: seq}, nil
 }
 
-// Finish records the end of the claim cl. It fails with ErrClaimChanged
-// when the claim was taken over meanwhile.
-func (c *Claimer) Finish(ctx context.Context, key string, cl Claim, state airlockv1.ExecutionState, outcome string) (uint64, *airlockv1.ExecutionRecord, error) {
-	rec := proto.Clone(cl.Record).(*airlockv1.ExecutionRecord)
-	rec.State, rec.Outcome, rec.FinishedAt = state, outcome, timestamppb.New(c.now())
-	rev, err := c.store.Update(ctx, key, rec, cl.Rev)
-	if err != nil {
-		return 0, nil, fmt.Errorf("finish claim %s: %w", key, err)
+// Refuse ends a revision that must not run (arguments not approved, tool
+// unknown) with failed, unless it was claimed or ended before. Run: the
+// refusal is stored. Otherwise the verdict of what is there (Done, Busy,
+// Orphaned).
+func (c *Claimer) Refuse(ctx context.Context, ref callref.Ref, failed *airlockv1.Event, hint uint64) (Claim, error) {
+	after := hint
+	for range maxAppendAttempts {
+		seq, err := c.ledger.Append(ctx, failed, after)
+		if err == nil {
+			return Claim{Verdict: Run, Seq: seq}, nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return Claim{}, fmt.Errorf("refuse %s: %w", ref, err)
+		}
+		st, err := c.ledger.Inspect(ctx, ref)
+		if err != nil {
+			return Claim{}, fmt.Errorf("refuse %s: %w", ref, err)
+		}
+		switch {
+		case st.Ended:
+			return Claim{Verdict: Done, State: st}, nil
+		case st.Started != nil:
+			return c.observe(ctx, ref, st)
+		}
+		after = st.Last
 	}
-	return rev, rec, nil
+	return Claim{}, fmt.Errorf("refuse %s: the call kept changing; will retry", ref)
 }
 
-// Heartbeat rewrites the claim unchanged so that its revision moves on,
-// which is how observers tell a live owner from a dead one. It returns the
-// new revision, or an error wrapping ErrClaimChanged when the claim was
-// taken over (the owner has lost it and must not publish a result).
-func (c *Claimer) Heartbeat(ctx context.Context, key string, cl Claim) (uint64, error) {
-	rev, err := c.store.Update(ctx, key, cl.Record, cl.Rev)
-	if err != nil {
-		return 0, fmt.Errorf("heartbeat claim %s: %w", key, err)
+// End appends terminal (completed or failed) for the handling that stored
+// the `started` at startedSeq. It returns false when the revision was
+// ended or taken over by another handling meanwhile: the stream keeps
+// theirs and this result is dropped.
+func (c *Claimer) End(ctx context.Context, ref callref.Ref, terminal *airlockv1.Event, startedSeq uint64) (bool, error) {
+	after := startedSeq
+	for range maxAppendAttempts {
+		_, err := c.ledger.Append(ctx, terminal, after)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return false, fmt.Errorf("end %s: %w", ref, err)
+		}
+		st, err := c.ledger.Inspect(ctx, ref)
+		if err != nil {
+			return false, fmt.Errorf("end %s: %w", ref, err)
+		}
+		if st.Ended || st.StartedSeq != startedSeq {
+			// Ended (by a take-over, or by this very publish whose ack was
+			// lost), or taken over for another attempt.
+			return st.Ended && st.StartedSeq == startedSeq, nil
+		}
+		after = st.Last
 	}
-	return rev, nil
+	return false, fmt.Errorf("end %s: the call kept changing; will retry", ref)
 }

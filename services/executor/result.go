@@ -11,6 +11,8 @@ const (
 	ReasonTimeout           = "timeout"
 	ReasonUnknownTool       = "unknown_tool"
 	ReasonArgumentsMismatch = "arguments_mismatch"
+	// ReasonGaveUp: the executor failed on the call delivery after delivery.
+	ReasonGaveUp = "gave_up"
 	// ReasonIndeterminate: the executor running the call died mid-run and the
 	// tool is not idempotent, so it was not run again.
 	ReasonIndeterminate = "indeterminate"
@@ -19,9 +21,6 @@ const (
 	OutcomeError = "error"
 	// OutcomeIndeterminate: the tool may or may not have applied the call.
 	OutcomeIndeterminate = "indeterminate"
-
-	// outcomeCompleted is the ExecutionRecord outcome of a completed call.
-	outcomeCompleted = "completed"
 )
 
 // TruncatedResult is the JSON that replaces a result over the size limit:

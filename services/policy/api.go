@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
@@ -18,6 +19,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // serveAPI registers the policy micro service (airlock.api.policy.*) on
@@ -47,10 +49,11 @@ func (e *Engine) serveAPI() (micro.Service, error) {
 		return g.AddEndpoint(name, h, micro.WithEndpointSubject(subj))
 	}
 	log := e.log
+	gate := &rpc.Gate{Key: e.frontend, Refused: e.refusedRequest}
 	errs := []error{
 		add("rules_list", policyapi.EndpointRulesList, rpc.Handle(log, func() *airlockv1.RulesListRequest { return &airlockv1.RulesListRequest{} }, e.listRules)),
-		add("rules_put", policyapi.EndpointRulesPut, rpc.Handle(log, func() *airlockv1.RulePutRequest { return &airlockv1.RulePutRequest{} }, e.putRule)),
-		add("rules_delete", policyapi.EndpointRulesDelete, rpc.Handle(log, func() *airlockv1.RuleDeleteRequest { return &airlockv1.RuleDeleteRequest{} }, e.deleteRule)),
+		add("rules_put", policyapi.EndpointRulesPut, rpc.HandleSealed(log, gate, func() *airlockv1.RulePutRequest { return &airlockv1.RulePutRequest{} }, e.putRule)),
+		add("rules_delete", policyapi.EndpointRulesDelete, rpc.HandleSealed(log, gate, func() *airlockv1.RuleDeleteRequest { return &airlockv1.RuleDeleteRequest{} }, e.deleteRule)),
 		add("eval", policyapi.EndpointEval, rpc.Handle(log, func() *airlockv1.PolicyEvalRequest { return &airlockv1.PolicyEvalRequest{} }, e.evalCall)),
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -58,6 +61,36 @@ func (e *Engine) serveAPI() (micro.Service, error) {
 		return nil, fmt.Errorf("add policy endpoints: %w", err)
 	}
 	return srv, nil
+}
+
+// refusedRequest records a rule change that no front-end sealed as an
+// unauthorized_attempt under the system's policy subject.
+func (e *Engine) refusedRequest(subj string, _ []byte, err error) {
+	ev := &airlockv1.Event{
+		AgentId: subject.SystemAgent, CallId: subject.SystemCall,
+		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_UNSPECIFIED, Id: "unknown"},
+		Body: &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{
+			Action: "policy:" + strings.TrimPrefix(subj, policyapi.Group+"."), Why: err.Error()}},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, perr := e.pub.Publish(ctx, ev, ""); perr != nil {
+		e.log.Error("could not record a refused policy request", "subject", subj, "err", perr)
+	}
+	e.log.Warn("policy request refused: not sealed by a front-end", "subject", subj, "err", err)
+}
+
+// principal is who changes a rule: the person the sealing front-end
+// authenticated, with the front-end as the channel when it gave none.
+func principal(ctx context.Context, by *airlockv1.Actor) (*airlockv1.Actor, error) {
+	if by.GetId() == "" {
+		return nil, apierr.New(apierr.InvalidRequest, "say who makes the change: set by.id to the authenticated person")
+	}
+	a := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: by.GetId(), Channel: by.GetChannel()}
+	if a.Channel == "" {
+		a.Channel = rpc.Frontend(ctx)
+	}
+	return a, nil
 }
 
 // listRules answers with the run-time rules in the bucket (tombstones left out).
@@ -81,12 +114,13 @@ func (e *Engine) putRule(ctx context.Context, req *airlockv1.RulePutRequest) (*a
 	if err := ValidateRule(r); err != nil {
 		return nil, apierr.Wrap(apierr.InvalidRequest, err, "rule refused")
 	}
-	if req.GetBy().GetId() == "" {
-		return nil, apierr.New(apierr.InvalidRequest, "say who makes the change: set by.id")
+	by, err := principal(ctx, req.GetBy())
+	if err != nil {
+		return nil, err
 	}
 	r = proto.Clone(r).(*airlockv1.PolicyRule)
 	r.Deleted = false
-	r.UpdatedBy = req.GetBy()
+	r.UpdatedBy = by
 	r.UpdatedAt = timestamppb.Now()
 	if err := e.tryRule(ctx, r); err != nil {
 		return nil, apierr.Wrap(apierr.PolicyError, err, "rule %s would break the policy, so it was not stored", r.Id)
@@ -102,8 +136,9 @@ func (e *Engine) putRule(ctx context.Context, req *airlockv1.RulePutRequest) (*a
 // and its author stay in the bucket history and in policy_changed. A rule of
 // the policy's own data.json can be deleted the same way.
 func (e *Engine) deleteRule(ctx context.Context, req *airlockv1.RuleDeleteRequest) (*airlockv1.RuleDeleteResponse, error) {
-	if req.GetBy().GetId() == "" {
-		return nil, apierr.New(apierr.InvalidRequest, "say who makes the change: set by.id")
+	by, err := principal(ctx, req.GetBy())
+	if err != nil {
+		return nil, err
 	}
 	if !idPattern(req.GetId()) {
 		return nil, apierr.New(apierr.InvalidRequest, "rule id %q is not valid", req.GetId())
@@ -111,7 +146,7 @@ func (e *Engine) deleteRule(ctx context.Context, req *airlockv1.RuleDeleteReques
 	if !e.hasRule(req.GetId()) {
 		return nil, apierr.New(apierr.NotFound, "no rule %q: `airlock policy rules list` shows the rules", req.GetId())
 	}
-	r := &airlockv1.PolicyRule{Id: req.GetId(), Deleted: true, UpdatedBy: req.GetBy(), UpdatedAt: timestamppb.Now()}
+	r := &airlockv1.PolicyRule{Id: req.GetId(), Deleted: true, UpdatedBy: by, UpdatedAt: timestamppb.Now()}
 	if _, err := e.store(ctx, r); err != nil {
 		return nil, err
 	}

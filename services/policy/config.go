@@ -15,5 +15,5 @@ func NewFromConfig(ctx context.Context, deps svc.Deps) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return New(deps, e, e.Serve), nil
+	return New(deps, e, e.Serve)
 }

@@ -22,6 +22,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
@@ -40,6 +41,8 @@ type Engine struct {
 	rules  jetstream.KeyValue
 	grants jetstream.KeyValue
 	dir    string
+	// frontend checks that rule changes come from a front-end.
+	frontend seal.Key
 
 	cur atomic.Pointer[Evaluator]
 
@@ -69,6 +72,9 @@ func NewEngine(ctx context.Context, deps svc.Deps) (*Engine, error) {
 		dir: deps.Config.Policy.Dir, kvRules: map[string]*airlockv1.PolicyRule{}, grantMap: map[string]*airlockv1.StandingGrant{},
 	}
 	var err error
+	if e.frontend, err = deps.FrontendKey(); err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
 	if e.dir != "" {
 		e.code, err = CodeFromDir(e.dir)
 	} else {

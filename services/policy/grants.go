@@ -15,16 +15,16 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 )
 
 // MaxUsedBy bounds StandingGrant.used_by: the most recent uses are kept,
 // enough to recognise a redelivered request.
 const MaxUsedBy = 100
 
-// UseKey is how a call revision is recorded in StandingGrant.used_by.
-func UseKey(call *airlockv1.ToolCall) string {
-	return fmt.Sprintf("%s.%d", call.GetCallId(), call.GetRevision())
-}
+// UseKey is how a call revision is recorded in StandingGrant.used_by:
+// its callref key, which includes the agent.
+func UseKey(call *airlockv1.ToolCall) string { return callref.Of(call).Key() }
 
 // GrantApplies reports whether grant g may turn an ask about call into an
 // allow at time now: not revoked, not expired, the same agent, server and

@@ -1,21 +1,29 @@
-// Package policy is the policy service: it takes every `requested` event,
-// refuses malformed ones as `invalid`, decides the rest with Rego, and
-// publishes exactly one of `allowed`, `denied` or `approval_requested` per
-// call revision.
+// Package policy is the policy service: it takes every request agents put
+// in the intake stream, refuses malformed ones as `invalid`, records each
+// accepted call revision as `requested` in the events stream, decides it
+// with Rego, and publishes exactly one sealed `allowed`, `denied` or
+// `approval_requested` per call revision.
 package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
@@ -31,6 +39,8 @@ type Service struct {
 	deps      svc.Deps
 	decider   Decider
 	pub       *envelope.Publisher
+	decisions seal.Key
+	frontend  seal.Key
 	alongside []func(context.Context) error
 }
 
@@ -39,9 +49,19 @@ const Durable = "policy"
 
 // New builds the service around decider. Each alongside function runs for
 // as long as the service does (the engine's change watchers and endpoints);
-// one that fails stops the service with its error.
-func New(deps svc.Deps, decider Decider, alongside ...func(context.Context) error) *Service {
-	return &Service{deps: deps, decider: decider, pub: deps.Publisher("policy"), alongside: alongside}
+// one that fails stops the service with its error. It needs the decision
+// key (to seal what it allows) and the front-end key (to recognise what a
+// front-end vouches for).
+func New(deps svc.Deps, decider Decider, alongside ...func(context.Context) error) (*Service, error) {
+	dk, err := deps.DecisionKey()
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	fk, err := deps.FrontendKey()
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	return &Service{deps: deps, decider: decider, pub: deps.Publisher("policy"), decisions: dk, frontend: fk, alongside: alongside}, nil
 }
 
 // Name implements svc.Service.
@@ -64,8 +84,8 @@ func (s *Service) Run(ctx context.Context) error {
 		}()
 	}
 	err := consume.Run(ctx, s.deps.JS, consume.Spec{
-		Service: "policy", Stream: s.deps.Config.Stream.Name, Durable: Durable,
-		FilterSubjects: []string{subject.OfType(subject.Requested)},
+		Service: "policy", Stream: s.deps.Config.Intake.Name, Durable: Durable,
+		FilterSubjects: []string{subject.AllRequests},
 		Workers:        s.deps.Config.Policy.Workers,
 	}, s.deps.Log, s.deps.Metrics, s.handle)
 	cancel()
@@ -78,37 +98,229 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 }
 
+// intake is one request as it came out of the intake stream.
+type intake struct {
+	subject  string
+	seq      uint64
+	received time.Time
+	trace    string
+}
+
 func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
-	trace := m.Headers().Get(envelope.HeaderTraceparent)
+	meta, err := m.Metadata()
+	if err != nil {
+		return consume.Permanent(fmt.Errorf("message without JetStream metadata: %w", err))
+	}
+	in := intake{subject: m.Subject(), seq: meta.Sequence.Stream, received: meta.Timestamp, trace: m.Headers().Get(envelope.HeaderTraceparent)}
 	call, refusal := ingress.Request(m.Subject(), m.Data(), m.Headers(), s.deps.Config.Limits.MaxRequestBytes)
 	if refusal != nil {
-		// The stream sequence names the invalid event (its request has no usable id).
-		meta, err := m.Metadata()
-		if err != nil {
-			return consume.Permanent(fmt.Errorf("message without JetStream metadata: %w", err))
+		return s.refuse(ctx, in, 0, m.Data(), refusal)
+	}
+	sealedBy, _ := s.frontend.VerifyRequest(m.Subject(), m.Headers(), m.Data(), time.Now())
+	s.vouch(call, sealedBy)
+	req := &airlockv1.Requested{Call: call, IntakeSeq: in.seq, ReceivedAt: timestamppb.New(in.received), SealedBy: sealedBy}
+	ref := callref.Of(call)
+	switch v, why, err := s.accept(ctx, in, ref, req); {
+	case err != nil:
+		return err
+	case v == refused:
+		return s.refuse(ctx, in, ref.Rev, m.Data(), &ingress.Refusal{Reason: why})
+	case v == repeated:
+		decided, err := s.decided(ctx, ref)
+		if err != nil || decided {
+			return err // a repeat of a decided revision changes nothing
 		}
-		ev, _ := ingress.InvalidEvent(m.Subject(), meta.Sequence.Stream, m.Data(), refusal)
-		if _, err := s.pub.Publish(ctx, ev, trace); err != nil {
-			return fmt.Errorf("record invalid request %s: %w", m.Subject(), err)
-		}
-		s.deps.Log.Info("request refused as invalid", "subject", m.Subject(), "reason", refusal.Reason)
-		return nil
 	}
 	d := s.decider.Decide(ctx, call)
 	ev := DecisionEvent(call, d)
-	if _, err := s.pub.Publish(ctx, ev, trace); err != nil {
-		return fmt.Errorf("publish decision for call %s: %w", call.CallId, err)
+	if err := s.decisions.SealDecision(ev); err != nil {
+		return err
 	}
+	if _, err := s.pub.Publish(ctx, ev, in.trace); err != nil {
+		return fmt.Errorf("publish decision for call %s: %w", ref, err)
+	}
+	s.deps.Metrics.Published.WithLabelValues("policy", envelope.TypeOf(ev)).Inc()
 	return nil
 }
 
+// vouch sets what only airlock may say about a call: whom it acts for
+// (a configured binding wins; a front-end's sealed request is believed; an
+// agent's own word is kept, but only to keep that person from approving)
+// and whether its tool annotations come from a trusted upstream (only a
+// front-end, the MCP gateway, vouches for that).
+func (s *Service) vouch(call *airlockv1.ToolCall, sealedBy string) {
+	sealed := sealedBy != ""
+	call.OnBehalfOfVerified = sealed && call.OnBehalfOf != ""
+	call.AnnotationsTrusted = sealed && call.AnnotationsTrusted
+	if p, ok := s.deps.Config.Policy.OnBehalfOf[call.AgentId]; ok && p != "" {
+		call.OnBehalfOf, call.OnBehalfOfVerified = p, true
+	}
+}
+
+func (s *Service) refuse(ctx context.Context, in intake, rev uint32, data []byte, r *ingress.Refusal) error {
+	ev := ingress.InvalidEvent(in.subject, in.seq, rev, data, r)
+	if _, err := s.pub.Publish(ctx, ev, in.trace); err != nil {
+		return fmt.Errorf("record invalid request %s: %w", in.subject, err)
+	}
+	s.deps.Metrics.Published.WithLabelValues("policy", subject.Invalid).Inc()
+	s.deps.Log.Info("request refused as invalid", "subject", in.subject, "reason", r.Reason)
+	return nil
+}
+
+type verdict int
+
+const (
+	accepted verdict = iota + 1 // the request starts its revision: recorded now
+	repeated                    // the same request was recorded before (a redelivery, a retried publish)
+	refused                     // it may not start this revision; why says so
+)
+
+// maxAcceptAttempts bounds the compare-and-append retries of accept; each
+// conflict means another event of the call was stored meanwhile.
+const maxAcceptAttempts = 20
+
+// accept records req as `requested` in the events stream, the one place a
+// call revision begins. A revision is recorded once: revision 1 only for a
+// call id the agent never used, revision n+1 only after changes were
+// requested on revision n. The write is a compare-and-append on the call's
+// subjects, so two replicas, or a request and its redelivery, can never
+// record a revision twice.
+func (s *Service) accept(ctx context.Context, in intake, ref callref.Ref, req *airlockv1.Requested) (verdict, string, error) {
+	ev := &airlockv1.Event{
+		EventId: ref.EventID(subject.Requested), AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev,
+		ThreadId: req.GetCall().GetThreadId(),
+		Actor:    &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: ref.Agent},
+		Body:     &airlockv1.Event_Requested{Requested: req},
+	}
+	callSubjects := subject.OfCall(ref.Agent, ref.Call)
+	var expect uint64 // the fast path: a new call has no events at all
+	if ref.Rev > 1 {
+		expect = ^uint64(0) // no guess: read first
+	}
+	for range maxAcceptAttempts {
+		if expect != ^uint64(0) {
+			_, err := s.pub.PublishAfter(ctx, ev, in.trace, callSubjects, expect)
+			if err == nil {
+				s.deps.Metrics.Published.WithLabelValues("policy", subject.Requested).Inc()
+				return accepted, "", nil
+			}
+			if !errors.Is(err, envelope.ErrConflict) {
+				return 0, "", fmt.Errorf("record request %s: %w", ref, err)
+			}
+		}
+		v, why, last, err := s.sequence(ctx, ref, in, req)
+		if err != nil || v != accepted {
+			return v, why, err
+		}
+		expect = last
+	}
+	return 0, "", fmt.Errorf("record request %s: the call kept changing; will retry", ref)
+}
+
+// sequence reads the call's newest recorded revision and says whether req
+// may start revision ref.Rev (accepted, with the sequence of the call's last
+// event to append after), repeats what is recorded, or is refused.
+func (s *Service) sequence(ctx context.Context, ref callref.Ref, in intake, req *airlockv1.Requested) (verdict, string, uint64, error) {
+	last, err := s.lastEvent(ctx, ref, subject.Requested)
+	if err != nil {
+		return 0, "", 0, err
+	}
+	if last == nil {
+		if ref.Rev != 1 {
+			return refused, fmt.Sprintf("call %s has no revision 1: submit revision 1 first (revisions follow a request for changes)", ref.Call), 0, nil
+		}
+		seq, err := s.lastSeq(ctx, subject.OfCall(ref.Agent, ref.Call))
+		return accepted, "", seq, err
+	}
+	prev := last.ev.GetRequested()
+	prevRev := max(last.ev.GetRevision(), 1)
+	switch {
+	case prevRev == ref.Rev:
+		if prev.GetIntakeSeq() == in.seq || sameRequest(prev.GetCall(), req.GetCall()) {
+			return repeated, "", 0, nil
+		}
+		return refused, fmt.Sprintf("call id %s revision %d was already submitted with other content: use a new call id for a new call, or submit revision %d of this one after a reviewer requests changes", ref.Call, ref.Rev, ref.Rev+1), 0, nil
+	case ref.Rev == prevRev+1:
+		cr, err := s.lastEvent(ctx, ref, subject.ChangesRequested)
+		if err != nil {
+			return 0, "", 0, err
+		}
+		if cr == nil || max(cr.ev.GetRevision(), 1) != prevRev {
+			return refused, fmt.Sprintf("revision %d of call %s can follow only a request for changes to revision %d, and none was made: use a new call id for a new call", ref.Rev, ref.Call, prevRev), 0, nil
+		}
+		seq, err := s.lastSeq(ctx, subject.OfCall(ref.Agent, ref.Call))
+		return accepted, "", seq, err
+	case ref.Rev < prevRev:
+		return refused, fmt.Sprintf("revision %d of call %s is older than its newest revision %d: submit revision %d after a reviewer requests changes", ref.Rev, ref.Call, prevRev, prevRev+1), 0, nil
+	}
+	return refused, fmt.Sprintf("revision %d of call %s skips revisions: the newest is %d", ref.Rev, ref.Call, prevRev), 0, nil
+}
+
+// sameRequest reports whether two requests ask for the same thing (the
+// agent's timestamps aside): the same request published twice.
+func sameRequest(a, b *airlockv1.ToolCall) bool {
+	a, b = proto.Clone(a).(*airlockv1.ToolCall), proto.Clone(b).(*airlockv1.ToolCall)
+	a.CreatedAt, b.CreatedAt = nil, nil
+	return proto.Equal(a, b)
+}
+
+// decided reports whether the revision's decision is already stored.
+func (s *Service) decided(ctx context.Context, ref callref.Ref) (bool, error) {
+	for _, typ := range []string{subject.Allowed, subject.Denied, subject.ApprovalRequested} {
+		last, err := s.lastEvent(ctx, ref, typ)
+		if err != nil {
+			return false, err
+		}
+		if last != nil && max(last.ev.GetRevision(), 1) == ref.Rev {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+type stored struct {
+	ev  *airlockv1.Event
+	seq uint64
+}
+
+// lastEvent is the call's last stored event of type typ, or nil.
+func (s *Service) lastEvent(ctx context.Context, ref callref.Ref, typ string) (*stored, error) {
+	subj, err := subject.Event(ref.Agent, ref.Call, typ)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.lastMsg(ctx, subj)
+	if err != nil || m == nil {
+		return nil, err
+	}
+	ev, err := envelope.Decode(m.Data, m.Header)
+	if err != nil {
+		return nil, fmt.Errorf("decode the last %s event of %s: %w", typ, ref, err)
+	}
+	return &stored{ev: ev, seq: bus.StoredSeq(m)}, nil
+}
+
+func (s *Service) lastSeq(ctx context.Context, subj string) (uint64, error) {
+	m, err := s.lastMsg(ctx, subj)
+	if err != nil || m == nil {
+		return 0, err
+	}
+	return bus.StoredSeq(m), nil
+}
+
+func (s *Service) lastMsg(ctx context.Context, subj string) (*nats.Msg, error) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return bus.LastStored(rctx, s.deps.NC, s.deps.Config.Stream.Name, subj)
+}
+
 // DecisionEvent wraps a decision in its event. All three outcomes share the
-// event id "<call>.<revision>.decision", so however often a request is
+// event id "<agent>.<call>.<rev>.decision", so however often a request is
 // redelivered, and whichever replica decides, the stream keeps one decision
 // per call revision.
 func DecisionEvent(call *airlockv1.ToolCall, d *airlockv1.Decision) *airlockv1.Event {
 	ev := &airlockv1.Event{
-		EventId:  envelope.EventID(call.CallId, call.Revision, "decision"),
+		EventId:  callref.Of(call).EventID("decision"),
 		AgentId:  call.AgentId,
 		CallId:   call.CallId,
 		Revision: call.Revision,

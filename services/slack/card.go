@@ -3,6 +3,7 @@ package slack
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -82,8 +83,8 @@ func (m Message) Options() []slackgo.MsgOption {
 }
 
 // ConsoleLink is the console page of a call.
-func ConsoleLink(publicURL, callID string) string {
-	return strings.TrimRight(publicURL, "/") + "/calls/" + callID
+func ConsoleLink(publicURL, agent, callID string) string {
+	return strings.TrimRight(publicURL, "/") + "/calls/" + url.PathEscape(agent) + "/" + url.PathEscape(callID)
 }
 
 // Render draws the card for rec in its current state: the buttons while it
@@ -158,7 +159,7 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, publicURL string) []slackgo.Blo
 	if call.GetThreadId() != "" {
 		ctx += " · thread `" + escape(call.GetThreadId()) + "`"
 	}
-	ctx += " · <" + ConsoleLink(publicURL, call.GetCallId()) + "|Open in the console>"
+	ctx += " · <" + ConsoleLink(publicURL, call.GetAgentId(), call.GetCallId()) + "|Open in the console>"
 	blocks = append(blocks, slackgo.NewContextBlock("airlock_ids", mrkdwn(ctx)))
 	return blocks
 }
@@ -171,7 +172,7 @@ func actionsBlock(rec *airlockv1.ApprovalRecord, publicURL string) slackgo.Block
 	reject := slackgo.NewButtonBlockElement(ActionReject, value, plain("Reject"))
 	reject.Style = slackgo.StyleDanger
 	changes := slackgo.NewButtonBlockElement(ActionRequestChanges, value, plain("Request changes"))
-	console := slackgo.NewButtonBlockElement(ActionOpenConsole, "", plain("Open in console")).WithURL(ConsoleLink(publicURL, call.GetCallId()))
+	console := slackgo.NewButtonBlockElement(ActionOpenConsole, "", plain("Open in console")).WithURL(ConsoleLink(publicURL, call.GetAgentId(), call.GetCallId()))
 	return slackgo.NewActionBlock(BlockActions, approve, reject, changes, console)
 }
 

@@ -28,7 +28,7 @@ import (
 // decides whether a principal may act on a call.
 type approvals interface {
 	Decide(ctx context.Context, req *airlockv1.DecideRequest) (*airlockv1.DecideResponse, error)
-	Get(ctx context.Context, callID string) (*airlockv1.ApprovalRecord, error)
+	Get(ctx context.Context, agent, callID string, revision uint32) (*airlockv1.ApprovalRecord, error)
 }
 
 // InteractionsPath is where the interactions endpoint is mounted; Slack's
@@ -85,6 +85,9 @@ func NewInteractions(ctx context.Context, deps svc.Deps, opts ...Option) (*Inter
 	}
 	if cfg.BotToken == "" {
 		return nil, errors.New("slack.bot_token is empty: set it (xoxb-...) or AIRLOCK_SLACK_BOT_TOKEN to enable Slack")
+	}
+	if _, err := deps.FrontendKey(); err != nil && deps.NC != nil {
+		return nil, fmt.Errorf("slack interactions decide for people Slack authenticated, which needs the front-end key: %w", err)
 	}
 	o := buildOptions(deps, opts)
 	if o.approvals == nil {
@@ -306,7 +309,7 @@ func (h *Interactions) principal(ctx context.Context, c click) (string, bool) {
 	agent, thread := c.value.Agent, ""
 	// The record, when the approval service answers, is the authority on
 	// which agent the call belongs to.
-	if rec, err := h.approvals.Get(ctx, c.value.Call); err == nil && rec.GetCall().GetAgentId() != "" {
+	if rec, err := h.approvals.Get(ctx, c.value.Agent, c.value.Call, c.value.Revision); err == nil && rec.GetCall().GetAgentId() != "" {
 		agent, thread = rec.GetCall().GetAgentId(), rec.GetCall().GetThreadId()
 	}
 	ev := &airlockv1.Event{
@@ -336,7 +339,7 @@ func (h *Interactions) principal(ctx context.Context, c click) (string, bool) {
 // once, and covers a card that was posted twice).
 func (h *Interactions) decide(ctx context.Context, c click, principal string) {
 	req := &airlockv1.DecideRequest{
-		CallId: c.value.Call, Revision: c.value.Revision, Kind: c.kind, Reason: c.reason,
+		AgentId: c.value.Agent, CallId: c.value.Call, Revision: c.value.Revision, Kind: c.kind, Reason: c.reason,
 		Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: principal, Channel: Name},
 	}
 	resp, err := h.decideRetrying(ctx, req)
@@ -353,11 +356,11 @@ func (h *Interactions) decide(ctx context.Context, c click, principal string) {
 		h.tell(ctx, c, ":no_entry_sign: airlock refused your decision: "+escape(errMessage(err))+" The attempt was recorded.")
 	case apierr.CodeOf(err) == apierr.Unavailable || errors.Is(err, context.DeadlineExceeded):
 		log.Error("approval service unavailable for a Slack decision", "err", err)
-		h.tell(ctx, c, ":warning: airlock's approval service did not answer, so your decision was not recorded. Try again in a minute, or decide in the console: "+ConsoleLink(h.publicURL, c.value.Call))
+		h.tell(ctx, c, ":warning: airlock's approval service did not answer, so your decision was not recorded. Try again in a minute, or decide in the console: "+ConsoleLink(h.publicURL, c.value.Agent, c.value.Call))
 	default:
 		// Already decided, superseded revision, unknown call...: show where it stands.
 		log.Info("Slack decision not applied", "err", err)
-		if rec, gerr := h.approvals.Get(ctx, c.value.Call); gerr == nil && rec != nil {
+		if rec, gerr := h.approvals.Get(ctx, c.value.Agent, c.value.Call, 0); gerr == nil && rec != nil {
 			h.showOnCard(ctx, c, rec)
 			h.tell(ctx, c, "This card was out of date: the call is "+stateWord(rec.GetState())+". "+escape(errMessage(err)))
 			return
@@ -392,7 +395,7 @@ func (h *Interactions) decideRetrying(ctx context.Context, req *airlockv1.Decide
 func (h *Interactions) openReasonModal(ctx context.Context, c click) {
 	// The trigger id expires 3 s after the click: look the call up quickly.
 	gctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
-	rec, err := h.approvals.Get(gctx, c.value.Call)
+	rec, err := h.approvals.Get(gctx, c.value.Agent, c.value.Call, 0)
 	cancel()
 	if err == nil && rec != nil && (rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING || rec.GetCall().GetRevision() != c.value.Revision) {
 		h.showOnCard(ctx, c, rec)
@@ -403,7 +406,7 @@ func (h *Interactions) openReasonModal(ctx context.Context, c click) {
 	meta, _ := json.Marshal(modalMeta{ButtonValue: c.value, Kind: c.kind, Channel: c.channel, TS: c.ts})
 	if err := h.api.openView(ctx, c.trigger, reasonModal(c, rec, string(meta))); err != nil {
 		h.log.Error("could not open the Slack modal", "call", c.value.Call, "err", err)
-		h.tell(ctx, c, ":warning: Slack did not open the form ("+escape(err.Error())+"). Click again, or decide in the console: "+ConsoleLink(h.publicURL, c.value.Call))
+		h.tell(ctx, c, ":warning: Slack did not open the form ("+escape(err.Error())+"). Click again, or decide in the console: "+ConsoleLink(h.publicURL, c.value.Agent, c.value.Call))
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -37,13 +38,19 @@ const DefaultBudget = 2 * time.Minute
 // WithRetry replaces DefaultRetry().
 func WithRetry(r Retry) Option { return func(o *options) { o.retry = r } }
 
+// Frontend is the name Slack interactions seal their decisions with.
+const Frontend = "slack"
+
 func buildOptions(deps svc.Deps, opts []Option) options {
 	o := options{retry: DefaultRetry(), budget: DefaultBudget}
 	for _, f := range opts {
 		f(&o)
 	}
 	if o.approvals == nil && deps.NC != nil {
-		o.approvals = approvalapi.New(deps.NC)
+		// Without the front-end key decisions are refused by the approval
+		// service; NewInteractions reports that at start.
+		fk, _ := deps.FrontendKey()
+		o.approvals = approvalapi.New(deps.NC, fk, Frontend)
 	}
 	return o
 }
@@ -190,7 +197,7 @@ func (n *Notifier) detachedErr(ctx context.Context, f func(context.Context) erro
 // posted (by this or another replica, as remembered in the bucket) and
 // joins a post of the same card still in flight in this process.
 func (n *Notifier) announceTo(ctx context.Context, rec *airlockv1.ApprovalRecord, channel string, msg Message) (string, error) {
-	key := fmt.Sprintf("%s.%d.%s", rec.GetCall().GetCallId(), rec.GetCall().GetRevision(), digest(channel))
+	key := callref.Of(rec.GetCall()).Key() + "." + digest(channel)
 	n.mu.Lock()
 	if f, ok := n.flights[key]; ok {
 		n.mu.Unlock()

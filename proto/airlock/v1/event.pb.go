@@ -1166,8 +1166,12 @@ type Started struct {
 	ExecutorId     string                 `protobuf:"bytes,1,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
 	Attempt        uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	IdempotencyKey string                 `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Random per handling of the call: tells an executor that a `started` it
+	// finds in the stream is its own publish (one whose ack was lost), not
+	// another handler's claim.
+	Claim         string `protobuf:"bytes,4,opt,name=claim,proto3" json:"claim,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Started) Reset() {
@@ -1217,6 +1221,13 @@ func (x *Started) GetAttempt() uint32 {
 func (x *Started) GetIdempotencyKey() string {
 	if x != nil {
 		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *Started) GetClaim() string {
+	if x != nil {
+		return x.Claim
 	}
 	return ""
 }
@@ -1632,12 +1643,13 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\aExpired\x126\n" +
 	"\bdeadline\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\"\n" +
 	"\bCanceled\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"m\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x83\x01\n" +
 	"\aStarted\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12'\n" +
-	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\"\x99\x01\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12\x14\n" +
+	"\x05claim\x18\x04 \x01(\tR\x05claim\"\x99\x01\n" +
 	"\tCompleted\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
 	"resultJson\x12\x1c\n" +

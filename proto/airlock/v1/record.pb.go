@@ -361,8 +361,11 @@ func (x *ApprovalRecord) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
-// ExecutionRecord is the executor's claim on one call revision (key: "<call>.<revision>").
-// Created with KV Create before the tool starts: whoever creates it runs the call.
+// ExecutionRecord is the liveness record of a long-running execution (key:
+// "<agent>.<call>.<revision>"): its owner rewrites it while the tool runs so
+// that another executor can tell a live owner from a dead one. The claim
+// itself is the `started` event, appended to the call's events with
+// compare-and-append.
 type ExecutionRecord struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	CallId          string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
@@ -377,8 +380,11 @@ type ExecutionRecord struct {
 	FinishedAt      *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
 	Outcome         string                 `protobuf:"bytes,11,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	AgentId         string                 `protobuf:"bytes,12,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The claim token of the handling that owns the execution (Started.claim).
+	Claim         string                 `protobuf:"bytes,13,opt,name=claim,proto3" json:"claim,omitempty"`
+	HeartbeatAt   *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=heartbeat_at,json=heartbeatAt,proto3" json:"heartbeat_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecutionRecord) Reset() {
@@ -493,6 +499,20 @@ func (x *ExecutionRecord) GetAgentId() string {
 		return x.AgentId
 	}
 	return ""
+}
+
+func (x *ExecutionRecord) GetClaim() string {
+	if x != nil {
+		return x.Claim
+	}
+	return ""
+}
+
+func (x *ExecutionRecord) GetHeartbeatAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.HeartbeatAt
+	}
+	return nil
 }
 
 // StandingGrant is an "always allow" created from an approval: scoped, limited, revocable.
@@ -687,7 +707,7 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xef\x03\n" +
+	"updated_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xc4\x04\n" +
 	"\x0fExecutionRecord\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\rR\brevision\x120\n" +
@@ -705,7 +725,9 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x18\n" +
 	"\aoutcome\x18\v \x01(\tR\aoutcome\x12\x19\n" +
-	"\bagent_id\x18\f \x01(\tR\aagentId\"\x85\x05\n" +
+	"\bagent_id\x18\f \x01(\tR\aagentId\x12\x14\n" +
+	"\x05claim\x18\r \x01(\tR\x05claim\x12=\n" +
+	"\fheartbeat_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\"\x85\x05\n" +
 	"\rStandingGrant\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
@@ -793,16 +815,17 @@ var file_airlock_v1_record_proto_depIdxs = []int32{
 	9,  // 11: airlock.v1.ExecutionRecord.claimed_at:type_name -> google.protobuf.Timestamp
 	9,  // 12: airlock.v1.ExecutionRecord.started_at:type_name -> google.protobuf.Timestamp
 	9,  // 13: airlock.v1.ExecutionRecord.finished_at:type_name -> google.protobuf.Timestamp
-	6,  // 14: airlock.v1.StandingGrant.argument_globs:type_name -> airlock.v1.StandingGrant.ArgumentGlobsEntry
-	9,  // 15: airlock.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
-	11, // 16: airlock.v1.StandingGrant.created_by:type_name -> airlock.v1.Actor
-	9,  // 17: airlock.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
-	11, // 18: airlock.v1.StandingGrant.revoked_by:type_name -> airlock.v1.Actor
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	9,  // 14: airlock.v1.ExecutionRecord.heartbeat_at:type_name -> google.protobuf.Timestamp
+	6,  // 15: airlock.v1.StandingGrant.argument_globs:type_name -> airlock.v1.StandingGrant.ArgumentGlobsEntry
+	9,  // 16: airlock.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
+	11, // 17: airlock.v1.StandingGrant.created_by:type_name -> airlock.v1.Actor
+	9,  // 18: airlock.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
+	11, // 19: airlock.v1.StandingGrant.revoked_by:type_name -> airlock.v1.Actor
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_record_proto_init() }

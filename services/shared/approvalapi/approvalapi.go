@@ -1,6 +1,8 @@
 // Package approvalapi is the client every front-end (console, Slack, CLI,
-// REST) uses to reach the approval service's endpoints. The service alone
-// authorizes; callers pass the principal they authenticated.
+// REST, gateway) uses to reach the approval service's endpoints. The service
+// alone authorizes; callers pass the principal they authenticated and seal
+// the request with the front-end key, without which the service acts on
+// nothing.
 package approvalapi
 
 import (
@@ -10,6 +12,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -32,51 +35,54 @@ const (
 func Subject(endpoint string) string { return subject.API(Service, endpoint) }
 
 // Client calls the approval service over NATS.
-type Client struct{ nc *nats.Conn }
+type Client struct{ c rpc.Caller }
 
-// New returns a client over nc.
-func New(nc *nats.Conn) *Client { return &Client{nc: nc} }
+// New returns a client whose requests are sealed as frontend with key.
+func New(nc *nats.Conn, key seal.Key, frontend string) *Client {
+	return &Client{c: rpc.Caller{NC: nc, Key: key, Frontend: frontend}}
+}
 
 func (c *Client) List(ctx context.Context, req *airlockv1.ListRequest) (*airlockv1.ListResponse, error) {
 	resp := &airlockv1.ListResponse{}
-	return resp, rpc.Call(ctx, c.nc, Subject(List), req, resp)
+	return resp, c.c.Call(ctx, Subject(List), req, resp)
 }
 
-func (c *Client) Get(ctx context.Context, callID string) (*airlockv1.ApprovalRecord, error) {
+// Get returns the record of a call revision (revision 0: the newest).
+func (c *Client) Get(ctx context.Context, agent, callID string, revision uint32) (*airlockv1.ApprovalRecord, error) {
 	resp := &airlockv1.GetResponse{}
-	err := rpc.Call(ctx, c.nc, Subject(Get), &airlockv1.GetRequest{CallId: callID}, resp)
+	err := c.c.Call(ctx, Subject(Get), &airlockv1.GetRequest{AgentId: agent, CallId: callID, Revision: revision}, resp)
 	return resp.GetRecord(), err
 }
 
 func (c *Client) Decide(ctx context.Context, req *airlockv1.DecideRequest) (*airlockv1.DecideResponse, error) {
 	resp := &airlockv1.DecideResponse{}
-	return resp, rpc.Call(ctx, c.nc, Subject(Decide), req, resp)
+	return resp, c.c.Call(ctx, Subject(Decide), req, resp)
 }
 
 func (c *Client) Cancel(ctx context.Context, req *airlockv1.CancelRequest) (*airlockv1.CancelResponse, error) {
 	resp := &airlockv1.CancelResponse{}
-	return resp, rpc.Call(ctx, c.nc, Subject(Cancel), req, resp)
+	return resp, c.c.Call(ctx, Subject(Cancel), req, resp)
 }
 
 func (c *Client) ApproveThread(ctx context.Context, req *airlockv1.ApproveThreadRequest) (*airlockv1.ApproveThreadResponse, error) {
 	resp := &airlockv1.ApproveThreadResponse{}
-	return resp, rpc.Call(ctx, c.nc, Subject(ApproveThread), req, resp)
+	return resp, c.c.Call(ctx, Subject(ApproveThread), req, resp)
 }
 
 func (c *Client) CreateGrant(ctx context.Context, req *airlockv1.CreateGrantRequest) (*airlockv1.StandingGrant, error) {
 	resp := &airlockv1.CreateGrantResponse{}
-	err := rpc.Call(ctx, c.nc, Subject(GrantsCreate), req, resp)
+	err := c.c.Call(ctx, Subject(GrantsCreate), req, resp)
 	return resp.GetGrant(), err
 }
 
 func (c *Client) ListGrants(ctx context.Context, includeInactive bool) ([]*airlockv1.StandingGrant, error) {
 	resp := &airlockv1.ListGrantsResponse{}
-	err := rpc.Call(ctx, c.nc, Subject(GrantsList), &airlockv1.ListGrantsRequest{IncludeInactive: includeInactive}, resp)
+	err := c.c.Call(ctx, Subject(GrantsList), &airlockv1.ListGrantsRequest{IncludeInactive: includeInactive}, resp)
 	return resp.GetGrants(), err
 }
 
 func (c *Client) RevokeGrant(ctx context.Context, req *airlockv1.RevokeGrantRequest) (*airlockv1.StandingGrant, error) {
 	resp := &airlockv1.RevokeGrantResponse{}
-	err := rpc.Call(ctx, c.nc, Subject(GrantsRevoke), req, resp)
+	err := c.c.Call(ctx, Subject(GrantsRevoke), req, resp)
 	return resp.GetGrant(), err
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,6 +41,13 @@ func Connect(ctx context.Context, cfg config.NATS, name string, log *slog.Logger
 	if cfg.Credentials != "" {
 		opts = append(opts, nats.UserCredentials(cfg.Credentials))
 	}
+	if cfg.NkeySeedFile != "" {
+		o, err := nats.NkeyOptionFromSeed(cfg.NkeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("NATS credentials: %w (nats.nkey_seed_file names a file holding an nkey seed)", err)
+		}
+		opts = append(opts, o)
+	}
 	var lastErr error
 	for {
 		nc, err := nats.Connect(cfg.URL, opts...)
@@ -48,10 +57,26 @@ func Connect(ctx context.Context, cfg config.NATS, name string, log *slog.Logger
 		lastErr = err
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("connect to NATS at %s: %w (is the server running? `airlock dev` starts one)", cfg.URL, lastErr)
+			return nil, fmt.Errorf("connect to NATS at %s: %w (is the server running? `airlock dev` starts one)", Redact(cfg.URL), lastErr)
 		case <-time.After(cfg.ReconnectWait):
 		}
 	}
+}
+
+// Redact hides any password in a NATS URL list, for logs and messages.
+func Redact(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			continue
+		}
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
 }
 
 // Drain lets in-flight messages finish, flushes publishes and closes nc,

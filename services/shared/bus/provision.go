@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,7 +20,12 @@ type Change struct {
 	Kind, Name, Action string
 }
 
-// StreamConfig is the events stream as configured.
+// StreamConfig is the events stream as configured. Only services write it
+// (agents write the intake stream), so the message ids services use for
+// once-per-revision events cannot be pre-empted. Every stored event is
+// republished on airlock.out.<agent>.<call>.<type>, where an agent follows
+// its own calls without any access to the JetStream API, and Direct Get
+// lets it read the last event of a subject of its own.
 func StreamConfig(cfg config.Stream) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        cfg.Name,
@@ -31,9 +37,42 @@ func StreamConfig(cfg config.Stream) jetstream.StreamConfig {
 		MaxAge:      cfg.MaxAge,
 		Duplicates:  cfg.DuplicateWindow,
 		MaxMsgSize:  cfg.MaxMsgSize,
+		MaxBytes:    -1,
 		Discard:     jetstream.DiscardOld,
+		AllowDirect: true,
+		RePublish:   &jetstream.RePublish{Source: subject.AllEvents, Destination: subject.AllOut},
+		DenyDelete:  true,
+		DenyPurge:   true,
 	}
 }
+
+// IntakeConfig is the stream agents publish their requests to. It is a work
+// queue (a request leaves it once the policy service has recorded or refused
+// it), bounded, and refuses new requests rather than dropping old ones when
+// full. Its duplicate window is the server's minimum: agents choose their
+// message ids, so airlock never relies on them (the policy service
+// recognises a repeated request by its content), and one agent's id can
+// never hold back another's request for longer than that.
+func IntakeConfig(stream config.Stream, cfg config.Intake) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        cfg.Name,
+		Description: "airlock agent requests, waiting for the policy service",
+		Subjects:    []string{subject.RequestsPrefix + ".*.*"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     storage(stream.Storage),
+		Replicas:    stream.Replicas,
+		MaxAge:      stream.MaxAge,
+		MaxBytes:    cfg.MaxBytes,
+		Duplicates:  IntakeDuplicateWindow,
+		MaxMsgSize:  cfg.MaxMsgSize,
+		Discard:     jetstream.DiscardNew,
+		DenyDelete:  true,
+		DenyPurge:   true,
+	}
+}
+
+// IntakeDuplicateWindow is the smallest duplicate window JetStream accepts.
+const IntakeDuplicateWindow = 100 * time.Millisecond
 
 // BucketConfigs are the KV buckets as configured.
 func BucketConfigs(cfg config.Buckets) []jetstream.KeyValueConfig {
@@ -45,7 +84,7 @@ func BucketConfigs(cfg config.Buckets) []jetstream.KeyValueConfig {
 	}
 	return []jetstream.KeyValueConfig{
 		mk(cfg.Approvals, "approval state machine, one record per call revision"),
-		mk(cfg.Executions, "executor claims, one record per call revision"),
+		withTTL(mk(cfg.Executions, "liveness of long-running executions, one record per call revision"), ExecutionsTTL),
 		mk(cfg.Policy, "policy rules and data edited at run time"),
 		mk(cfg.Grants, "standing grants (always allow)"),
 		mk(cfg.Console, "console users, sessions and API tokens"),
@@ -59,22 +98,23 @@ func BucketConfigs(cfg config.Buckets) []jetstream.KeyValueConfig {
 // what it created or updated.
 func Provision(ctx context.Context, js jetstream.JetStream, cfg config.Config) ([]Change, error) {
 	var changes []Change
-	want := StreamConfig(cfg.Stream)
-	s, err := js.Stream(ctx, want.Name)
-	switch {
-	case errors.Is(err, jetstream.ErrStreamNotFound):
-		if _, err := js.CreateStream(ctx, want); err != nil {
-			return changes, fmt.Errorf("create stream %s: %w", want.Name, err)
-		}
-		changes = append(changes, Change{"stream", want.Name, "created"})
-	case err != nil:
-		return changes, fmt.Errorf("look up stream %s: %w", want.Name, err)
-	default:
-		if !sameStream(s.CachedInfo().Config, want) {
-			if _, err := js.UpdateStream(ctx, want); err != nil {
-				return changes, fmt.Errorf("update stream %s: %w", want.Name, err)
+	for _, want := range []jetstream.StreamConfig{StreamConfig(cfg.Stream), IntakeConfig(cfg.Stream, cfg.Intake)} {
+		s, err := js.Stream(ctx, want.Name)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			if _, err := js.CreateStream(ctx, want); err != nil {
+				return changes, fmt.Errorf("create stream %s: %w", want.Name, err)
 			}
-			changes = append(changes, Change{"stream", want.Name, "updated"})
+			changes = append(changes, Change{"stream", want.Name, "created"})
+		case err != nil:
+			return changes, fmt.Errorf("look up stream %s: %w", want.Name, err)
+		default:
+			if !sameStream(s.CachedInfo().Config, want) {
+				if _, err := js.UpdateStream(ctx, want); err != nil {
+					return changes, fmt.Errorf("update stream %s: %w", want.Name, err)
+				}
+				changes = append(changes, Change{"stream", want.Name, "updated"})
+			}
 		}
 	}
 
@@ -112,7 +152,31 @@ func sameStream(have, want jetstream.StreamConfig) bool {
 		have.Storage == want.Storage && have.Replicas == want.Replicas &&
 		have.MaxAge == want.MaxAge && have.Duplicates == want.Duplicates &&
 		have.MaxMsgSize == want.MaxMsgSize && have.Retention == want.Retention &&
-		have.Discard == want.Discard
+		have.Discard == want.Discard && have.MaxBytes == want.MaxBytes &&
+		have.AllowDirect == want.AllowDirect && have.DenyDelete == want.DenyDelete && have.DenyPurge == want.DenyPurge &&
+		reflect.DeepEqual(have.RePublish, want.RePublish)
+}
+
+// CheckProvisioned reports, as one sentence an operator can act on, a
+// stream or bucket of cfg that does not exist. Services run with only the
+// permissions they need, which do not include creating streams: they check
+// instead, and `airlock provision` (with administrator credentials) creates.
+func CheckProvisioned(ctx context.Context, js jetstream.JetStream, cfg config.Config) error {
+	var missing []string
+	for _, name := range []string{cfg.Stream.Name, cfg.Intake.Name} {
+		if _, err := js.Stream(ctx, name); err != nil {
+			missing = append(missing, fmt.Sprintf("stream %s (%v)", name, err))
+		}
+	}
+	for _, kvc := range BucketConfigs(cfg.Buckets) {
+		if _, err := js.KeyValue(ctx, kvc.Bucket); err != nil {
+			missing = append(missing, fmt.Sprintf("bucket %s (%v)", kvc.Bucket, err))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("not provisioned: %s: run `airlock provision` with administrator credentials first", strings.Join(missing, "; "))
+	}
+	return nil
 }
 
 func storage(s string) jetstream.StorageType {
@@ -127,7 +191,14 @@ func storage(s string) jetstream.StorageType {
 // a payload can be replayed for up to 10 minutes after it was first seen.
 const SlackSeenTTL = 10 * time.Minute
 
-func slackSeen(kvc jetstream.KeyValueConfig) jetstream.KeyValueConfig {
-	kvc.TTL = SlackSeenTTL
+func slackSeen(kvc jetstream.KeyValueConfig) jetstream.KeyValueConfig { return withTTL(kvc, SlackSeenTTL) }
+
+// ExecutionsTTL is how long a liveness record outlives its last heartbeat
+// (the executor rewrites it every few seconds while a tool runs; a finished
+// call needs it no more).
+const ExecutionsTTL = 24 * time.Hour
+
+func withTTL(kvc jetstream.KeyValueConfig, ttl time.Duration) jetstream.KeyValueConfig {
+	kvc.TTL = ttl
 	return kvc
 }

@@ -22,8 +22,8 @@ func TestProvisionIsIdempotentAndAppliesChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(first) != 7 {
-		t.Fatalf("first run should create the stream and 6 buckets, did %v", first)
+	if len(first) != 8 {
+		t.Fatalf("first run should create the events and intake streams and 6 buckets, did %v", first)
 	}
 	second, err := bus.Provision(ctx, js, cfg)
 	if err != nil {
@@ -39,8 +39,8 @@ func TestProvisionIsIdempotentAndAppliesChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(third) != 7 {
-		t.Fatalf("changed max age and history should update 7 things, did %v", third)
+	if len(third) != 8 {
+		t.Fatalf("changed max age (both streams) and history (6 buckets) should update 8 things, did %v", third)
 	}
 	s, err := js.Stream(ctx, cfg.Stream.Name)
 	if err != nil {

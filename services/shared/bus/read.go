@@ -3,9 +3,13 @@ package bus
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // ReadStored calls fn for every message stored on filters right now, in
@@ -43,4 +47,30 @@ func ReadStored(ctx context.Context, js jetstream.JetStream, stream string, filt
 		}
 	}
 	return nil
+}
+
+// LastStored returns the last message stored on subj (which may end in a
+// wildcard) in stream, with JetStream's Direct Get, or nil when there is
+// none. The subject form of Direct Get is the one agents are allowed, on
+// their own subjects; services use it too.
+func LastStored(ctx context.Context, nc *nats.Conn, stream, subj string) (*nats.Msg, error) {
+	m, err := nc.RequestWithContext(ctx, subject.DirectGet(stream, subj), nil)
+	if err != nil {
+		return nil, fmt.Errorf("read the last message on %s: %w", subj, err)
+	}
+	switch m.Header.Get("Status") {
+	case "":
+		return m, nil
+	case "404":
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("read the last message on %s: %s %s", subj, m.Header.Get("Status"), m.Header.Get("Description"))
+	}
+}
+
+// StoredSeq is the stream sequence of a message read with LastStored or
+// republished by the stream (0 when it carries none).
+func StoredSeq(m *nats.Msg) uint64 {
+	seq, _ := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	return seq
 }

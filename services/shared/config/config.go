@@ -21,6 +21,8 @@ import (
 type Config struct {
 	NATS       NATS       `yaml:"nats"`
 	Stream     Stream     `yaml:"stream"`
+	Intake     Intake     `yaml:"intake"`
+	Security   Security   `yaml:"security"`
 	Buckets    Buckets    `yaml:"buckets"`
 	Dev        Dev        `yaml:"dev"`
 	HTTP       HTTP       `yaml:"http"`
@@ -41,6 +43,10 @@ type NATS struct {
 	URL string `yaml:"url"`
 	// Credentials is a .creds file (JWT + nkey); empty for none.
 	Credentials string `yaml:"credentials"`
+	// NkeySeedFile authenticates with an nkey (the file holds the seed,
+	// "SU..."); the server's configuration lists the public key with the
+	// permissions of this service. Empty for none.
+	NkeySeedFile string `yaml:"nkey_seed_file"`
 	// Name shown in the server's connection list.
 	Name string `yaml:"name"`
 	// ReconnectWait between reconnect attempts; services reconnect forever.
@@ -148,6 +154,7 @@ func Default() Config {
 			NATSPort: 4222,
 			Sync:     "1s",
 		},
+		Intake:     defaultIntake(),
 		HTTP:       HTTP{Addr: "127.0.0.1:8080", PublicURL: "http://127.0.0.1:8080"},
 		Log:        Log{Level: "info", Format: "text"},
 		Limits:     Limits{MaxRequestBytes: 256 << 10},
@@ -211,6 +218,9 @@ func (c Config) Validate() error {
 	}
 	if c.Limits.MaxRequestBytes <= 0 || int32(c.Limits.MaxRequestBytes) > c.Stream.MaxMsgSize {
 		errs = append(errs, fmt.Errorf("limits.max_request_bytes (%d) must be positive and at most stream.max_msg_size (%d)", c.Limits.MaxRequestBytes, c.Stream.MaxMsgSize))
+	}
+	if c.Intake.MaxMsgSize < int32(c.Limits.MaxRequestBytes) {
+		errs = append(errs, fmt.Errorf("intake.max_msg_size (%d) must be at least limits.max_request_bytes (%d), so that an oversized request is told why", c.Intake.MaxMsgSize, c.Limits.MaxRequestBytes))
 	}
 	if _, err := ParseSync(c.Dev.Sync); err != nil {
 		errs = append(errs, err)

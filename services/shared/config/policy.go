@@ -11,6 +11,12 @@ type Policy struct {
 	// "*" binds every agent without a binding of its own.
 	// The binding is configuration; nothing an agent sends can change it.
 	Profiles map[string]string `yaml:"profiles"`
+	// OnBehalfOf binds agents to the person they act for: agent id →
+	// principal. A bound agent's calls always act for that principal,
+	// whatever the agent sends; an unbound agent's own claim only ever
+	// restricts (that person cannot approve) and never lets anyone confirm
+	// their own call.
+	OnBehalfOf map[string]string `yaml:"on_behalf_of"`
 	// Replicas of the decision consumer in this process (default 32). A
 	// decision takes microseconds of CPU but waits a stream round trip for
 	// its PubAck, so many more workers than cores keep the CPU busy.

@@ -50,6 +50,27 @@ func Start(o Options) (*Server, error) {
 	if o.Name == "" {
 		o.Name = "airlock-dev"
 	}
+	so, err := o.serverOptions()
+	if err != nil {
+		return nil, err
+	}
+	s, err := server.NewServer(so)
+	if err != nil {
+		return nil, fmt.Errorf("configure embedded NATS: %w", err)
+	}
+	if o.Log {
+		s.ConfigureLogger()
+	}
+	go s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		s.Shutdown()
+		return nil, fmt.Errorf("embedded NATS on %s:%d did not start within 30s (is the port in use? pick another with --nats-port)", o.Host, o.Port)
+	}
+	return &Server{Server: s, opts: o}, nil
+}
+
+// serverOptions reads ConfigFile (if any) and applies the fields of o over it.
+func (o Options) serverOptions() (*server.Options, error) {
 	so := &server.Options{}
 	if o.ConfigFile != "" {
 		var err error
@@ -65,19 +86,21 @@ func Start(o Options) (*Server, error) {
 		so.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: o.Host, Port: o.ClusterPort}
 		so.Routes = server.RoutesFromStr(joinRoutes(o.Routes))
 	}
-	s, err := server.NewServer(so)
+	return so, nil
+}
+
+// Reload re-reads ConfigFile and applies what changed in it (users,
+// permissions, accounts) without a restart; listen and store settings stay.
+func (s *Server) Reload() error {
+	o := s.Options()
+	so, err := o.serverOptions()
 	if err != nil {
-		return nil, fmt.Errorf("configure embedded NATS: %w", err)
+		return err
 	}
-	if o.Log {
-		s.ConfigureLogger()
+	if err := s.ReloadOptions(so); err != nil {
+		return fmt.Errorf("reload NATS config %s: %w", o.ConfigFile, err)
 	}
-	go s.Start()
-	if !s.ReadyForConnections(30 * time.Second) {
-		s.Shutdown()
-		return nil, fmt.Errorf("embedded NATS on %s:%d did not start within 30s (is the port in use? pick another with --nats-port)", o.Host, o.Port)
-	}
-	return &Server{Server: s, opts: o}, nil
+	return nil
 }
 
 // URL is the client URL of the running server.

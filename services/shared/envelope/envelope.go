@@ -9,8 +9,10 @@ package envelope
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,33 +53,48 @@ func TypeOf(ev *airlockv1.Event) string {
 	return string(fd.Name())
 }
 
-// EventID is the deterministic id for an event that happens at most once
-// per call revision, e.g. "call_1.2.approved".
-func EventID(call string, revision uint32, typ string) string {
-	return fmt.Sprintf("%s.%d.%s", call, revision, typ)
-}
-
 // Subject returns the subject the event is published on.
 func Subject(ev *airlockv1.Event) (string, error) {
 	return subject.Event(ev.GetAgentId(), ev.GetCallId(), TypeOf(ev))
 }
 
-// Encode builds the message for ev. A missing event id or time is filled in.
-// parentTrace, when a valid traceparent, makes this event a child span of it.
+// Encode builds the message for ev in the events stream. A missing event id
+// or time is filled in. parentTrace, when a valid traceparent, makes this
+// event a child span of it. The event id is also the Nats-Msg-Id: only
+// services write the events stream, so no one else can pre-empt it.
 func Encode(ev *airlockv1.Event, source, parentTrace string) (*nats.Msg, error) {
 	typ := TypeOf(ev)
 	if typ == "" {
 		return nil, fmt.Errorf("encode event for call %s: it has no body", ev.GetCallId())
 	}
+	subj, err := Subject(ev)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s event: %w", typ, err)
+	}
+	return encode(ev, subj, typ, source, parentTrace, true)
+}
+
+// EncodeRequest builds an agent's request for the intake stream, on
+// airlock.req.<agent>.<call>. It carries no Nats-Msg-Id: agents choose
+// their message ids, so airlock never relies on them there (the policy
+// service recognises a repeated request by its content).
+func EncodeRequest(ev *airlockv1.Event, source, parentTrace string) (*nats.Msg, error) {
+	if ev.GetRequested() == nil {
+		return nil, fmt.Errorf("encode request for call %s: the event is not a request", ev.GetCallId())
+	}
+	subj, err := subject.Request(ev.GetAgentId(), ev.GetCallId())
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	return encode(ev, subj, subject.Requested, source, parentTrace, false)
+}
+
+func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgID bool) (*nats.Msg, error) {
 	if ev.EventId == "" {
 		ev.EventId = randomID()
 	}
 	if ev.Time == nil {
 		ev.Time = timestamppb.Now()
-	}
-	subj, err := Subject(ev)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s event: %w", typ, err)
 	}
 	data, err := proto.Marshal(ev)
 	if err != nil {
@@ -97,9 +114,13 @@ func Encode(ev *airlockv1.Event, source, parentTrace string) (*nats.Msg, error) 
 		ev.EventId,
 	}
 	keys := [len(vals)]string{HeaderContentType, HeaderCEID, HeaderCEType, HeaderCESource, HeaderCETime, HeaderCESpec, HeaderTraceparent, jetstream.MsgIDHeader}
+	n := len(keys)
+	if !withMsgID {
+		n--
+	}
 	backing := vals[:]
-	h := make(nats.Header, len(keys))
-	for i, k := range keys {
+	h := make(nats.Header, n)
+	for i, k := range keys[:n] {
 		h[k] = backing[i : i+1 : i+1]
 	}
 	return &nats.Msg{Subject: subj, Data: data, Header: h}, nil
@@ -152,6 +173,39 @@ func (p *Publisher) Publish(ctx context.Context, ev *airlockv1.Event, parentTrac
 	}
 	return ack, nil
 }
+
+// ErrConflict is returned by PublishAfter when the subject's last stored
+// message is not the expected one: another writer got there first.
+var ErrConflict = errors.New("another event was stored first")
+
+// PublishAfter stores ev only if the last message stored on expectSubject
+// (which may end in a wildcard) has sequence expectSeq (0: there is none) —
+// JetStream's compare-and-append. It carries no message id: a message id
+// would let the stream answer a competing writer "duplicate" instead of
+// refusing it (NOTES), so a writer that cannot tell whether its publish
+// landed reads the subject back instead. A refused append is ErrConflict.
+func (p *Publisher) PublishAfter(ctx context.Context, ev *airlockv1.Event, parentTrace, expectSubject string, expectSeq uint64) (*jetstream.PubAck, error) {
+	msg, err := Encode(ev, p.source, parentTrace)
+	if err != nil {
+		return nil, err
+	}
+	msg.Header.Del(jetstream.MsgIDHeader)
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expectSeq, 10))
+	msg.Header.Set(headerExpectedLastSubjSeqSubj, expectSubject)
+	ack, err := p.js.PublishMsg(ctx, msg)
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+			return nil, fmt.Errorf("publish %s: %w", msg.Subject, ErrConflict)
+		}
+		return nil, fmt.Errorf("publish %s: %w", msg.Subject, err)
+	}
+	return ack, nil
+}
+
+// headerExpectedLastSubjSeqSubj names the subject (or wildcard) whose last
+// sequence Nats-Expected-Last-Subject-Sequence is compared with.
+const headerExpectedLastSubjSeqSubj = "Nats-Expected-Last-Subject-Sequence-Subject"
 
 // ChildTrace returns a traceparent in the trace of parent with a new span
 // id, or a new trace when parent is not a valid traceparent.

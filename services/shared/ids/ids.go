@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // MaxLen is the longest agent or call id accepted.
@@ -24,6 +25,23 @@ func Validate(kind, s string) error {
 		return fmt.Errorf("%s %.20q... is %d characters long: the limit is %d", kind, s, len(s), MaxLen)
 	case !idPattern.MatchString(s):
 		return fmt.Errorf("%s %q has characters outside A-Z a-z 0-9 _ -: use only those", kind, s)
+	}
+	return nil
+}
+
+// ReservedPrefix starts the ids airlock keeps for itself ("_system",
+// "_invalid"): no agent may be named with it, so no agent can read or write
+// the system's events.
+const ReservedPrefix = "_"
+
+// ValidateAgent is Validate for an agent id, which also may not start with
+// ReservedPrefix.
+func ValidateAgent(s string) error {
+	if err := Validate("agent id", s); err != nil {
+		return err
+	}
+	if strings.HasPrefix(s, ReservedPrefix) {
+		return fmt.Errorf("agent id %q starts with %q, which airlock reserves for its own events: choose another name", s, ReservedPrefix)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ package ingress
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"unicode"
@@ -27,7 +28,38 @@ const (
 	MaxThreadLen = 128
 )
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
+var (
+	namePattern   = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
+	threadPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+)
+
+// nonFinite finds a NaN or infinite number in v and returns its JSON pointer.
+func nonFinite(s *structpb.Struct, at string) (string, bool) {
+	for k, v := range s.GetFields() {
+		if p, ok := nonFiniteValue(v, at+"/"+k); ok {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+func nonFiniteValue(v *structpb.Value, at string) (string, bool) {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_NumberValue:
+		if math.IsNaN(k.NumberValue) || math.IsInf(k.NumberValue, 0) {
+			return at, true
+		}
+	case *structpb.Value_StructValue:
+		return nonFinite(k.StructValue, at)
+	case *structpb.Value_ListValue:
+		for i, e := range k.ListValue.GetValues() {
+			if p, ok := nonFiniteValue(e, fmt.Sprintf("%s/%d", at, i)); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
 
 // Refusal is why a request was refused; Reason is the sentence recorded in
 // the `invalid` event and returned to the agent.
@@ -41,17 +73,25 @@ func refuse(format string, args ...any) *Refusal {
 	return &Refusal{Reason: fmt.Sprintf(format, args...)}
 }
 
-// Request checks one message received on airlock.evt.<agent>.<call>.requested.
+// Request checks one message an agent published on airlock.req.<agent>.<call>.
 // It returns the normalized call (server and tool split from "server__tool",
-// revision defaulted, ids filled from the subject) or a Refusal.
+// revision defaulted, ids filled from the subject, the fields only airlock
+// may set cleared) or a Refusal.
 func Request(subj string, data []byte, header nats.Header, maxBytes int) (*airlockv1.ToolCall, *Refusal) {
 	if len(data) > maxBytes {
 		return nil, refuse("request is %d bytes, over the %d-byte limit: pass large inputs by reference (a path or URL) instead of inline", len(data), maxBytes)
 	}
-	p, err := subject.Parse(subj)
-	if err != nil {
-		return nil, refuse("bad subject: %v", err)
+	agent, callID, ok := subject.RequestTokens(subj)
+	if !ok {
+		return nil, refuse("bad subject %q: publish on airlock.req.<agent_id>.<call_id>", subj)
 	}
+	if err := ids.ValidateAgent(agent); err != nil {
+		return nil, refuse("%v", err)
+	}
+	if err := ids.Validate("call id", callID); err != nil {
+		return nil, refuse("%v", err)
+	}
+	p := subject.Parsed{Agent: agent, Call: callID}
 	if envelope.IsJSON(header) {
 		if r := checkJSONShape(data); r != nil {
 			return nil, r
@@ -75,11 +115,13 @@ func Request(subj string, data []byte, header nats.Header, maxBytes int) (*airlo
 	} {
 		for _, v := range []string{c.inEvent, c.inCall} {
 			if v != "" && v != c.fromSubject {
-				return nil, refuse("%s %q does not match the subject's %q: publish on airlock.evt.<agent_id>.<call_id>.requested", c.field, v, c.fromSubject)
+				return nil, refuse("%s %q does not match the subject's %q: publish on airlock.req.<agent_id>.<call_id>", c.field, v, c.fromSubject)
 			}
 		}
 	}
 	call.AgentId, call.CallId = p.Agent, p.Call
+	// Only airlock vouches for these (the policy service sets them).
+	call.OnBehalfOfVerified, call.AnnotationsTrusted = false, false
 	if call.Revision == 0 {
 		call.Revision = 1
 	}
@@ -95,7 +137,7 @@ func Request(subj string, data []byte, header nats.Header, maxBytes int) (*airlo
 // Call validates and normalizes a call's own fields. The SDK runs it before
 // publishing, so most mistakes are caught without a round trip.
 func Call(call *airlockv1.ToolCall) *Refusal {
-	if err := ids.Validate("agent id", call.AgentId); err != nil {
+	if err := ids.ValidateAgent(call.AgentId); err != nil {
 		return refuse("%v", err)
 	}
 	if err := ids.Validate("call id", call.CallId); err != nil {
@@ -120,8 +162,8 @@ func Call(call *airlockv1.ToolCall) *Refusal {
 	if strings.Contains(call.Server, "__") {
 		return refuse("server %q must not contain \"__\": that separates server from tool", call.Server)
 	}
-	if len(call.ThreadId) > MaxThreadLen || !utf8.ValidString(call.ThreadId) || strings.IndexFunc(call.ThreadId, unicode.IsControl) >= 0 {
-		return refuse("thread_id must be valid UTF-8 of at most %d bytes without control characters", MaxThreadLen)
+	if call.ThreadId != "" && (len(call.ThreadId) > MaxThreadLen || !threadPattern.MatchString(call.ThreadId)) {
+		return refuse("thread_id %q must be 1-%d characters from A-Z a-z 0-9 _ -: map other session ids (a hash, or a safe encoding) before sending", truncate(call.ThreadId, 40), MaxThreadLen)
 	}
 	if strings.IndexFunc(call.OnBehalfOf, unicode.IsControl) >= 0 || len(call.OnBehalfOf) > MaxNameLen {
 		return refuse("on_behalf_of must be at most %d bytes without control characters", MaxNameLen)
@@ -131,6 +173,9 @@ func Call(call *airlockv1.ToolCall) *Refusal {
 	}
 	if call.Arguments == nil {
 		call.Arguments = &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	}
+	if path, ok := nonFinite(call.Arguments, ""); ok {
+		return refuse("argument %s is not a finite number (NaN or infinity): JSON cannot carry it, send a finite number or a string", path)
 	}
 	if call.Revision == 0 {
 		call.Revision = 1
@@ -167,14 +212,18 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// InvalidEvent builds the `invalid` event for a refused request, published on
-// the same agent and call tokens so the agent sees it, with an id derived
-// from the stream sequence so a redelivered request is refused once.
-func InvalidEvent(subj string, seq uint64, data []byte, r *Refusal) (*airlockv1.Event, bool) {
-	tokens := strings.Split(subj, ".")
-	if len(tokens) != 5 || ids.Validate("agent id", tokens[2]) != nil || ids.Validate("call id", tokens[3]) != nil {
-		// Nowhere valid to answer; record it under the system agent.
-		tokens = []string{"airlock", "evt", subject.SystemAgent, "_invalid", subject.Invalid}
+// InvalidEvent builds the `invalid` event for a refused request, on the
+// agent's own call subject so the agent sees it (a call token that is not a
+// valid id is recorded under the call id "_invalid"). Its id is derived from
+// the request's intake sequence, so a redelivered request is refused once.
+// The agent token is trusted: NATS permissions let an agent publish only on
+// its own.
+func InvalidEvent(subj string, intakeSeq uint64, revision uint32, data []byte, r *Refusal) *airlockv1.Event {
+	agent, callID, ok := subject.RequestTokens(subj)
+	if !ok || ids.ValidateAgent(agent) != nil {
+		agent, callID = subject.SystemAgent, subject.InvalidCall
+	} else if ids.Validate("call id", callID) != nil {
+		callID = subject.InvalidCall
 	}
 	excerpt := string(data)
 	if len(excerpt) > 256 {
@@ -184,10 +233,11 @@ func InvalidEvent(subj string, seq uint64, data []byte, r *Refusal) (*airlockv1.
 		excerpt = strings.ToValidUTF8(excerpt, "?")
 	}
 	return &airlockv1.Event{
-		EventId: fmt.Sprintf("invalid.%d", seq),
-		AgentId: tokens[2],
-		CallId:  tokens[3],
-		Actor:   &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "ingress"},
-		Body:    &airlockv1.Event_Invalid{Invalid: &airlockv1.Invalid{Reason: r.Reason, RawExcerpt: excerpt}},
-	}, true
+		EventId:  fmt.Sprintf("intake.%d.invalid", intakeSeq),
+		AgentId:  agent,
+		CallId:   callID,
+		Revision: revision,
+		Actor:    &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "ingress"},
+		Body:     &airlockv1.Event_Invalid{Invalid: &airlockv1.Invalid{Reason: r.Reason, RawExcerpt: excerpt}},
+	}
 }

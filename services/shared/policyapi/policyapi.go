@@ -11,6 +11,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -36,33 +37,38 @@ var (
 	Eval        = subject.API(Service, EndpointEval)
 )
 
-// Client calls the policy service over NATS.
-type Client struct{ nc *nats.Conn }
+// Client calls the policy service over NATS. Rule changes act for the
+// principal the front-end authenticated, so they are sealed with the
+// front-end key; reading rules and dry runs need no seal.
+type Client struct{ c rpc.Caller }
 
-// New returns a client over nc.
-func New(nc *nats.Conn) *Client { return &Client{nc: nc} }
+// New returns a client whose requests are sealed as frontend with key (a
+// zero key: unsealed, enough for reading and dry runs).
+func New(nc *nats.Conn, key seal.Key, frontend string) *Client {
+	return &Client{c: rpc.Caller{NC: nc, Key: key, Frontend: frontend}}
+}
 
 // ListRules returns the run-time rules and the revision in force.
 func (c *Client) ListRules(ctx context.Context) (*airlockv1.RulesListResponse, error) {
 	resp := &airlockv1.RulesListResponse{}
-	return resp, rpc.Call(ctx, c.nc, RulesList, &airlockv1.RulesListRequest{}, resp)
+	return resp, c.c.Call(ctx, RulesList, &airlockv1.RulesListRequest{}, resp)
 }
 
 // PutRule creates or replaces a rule; by says who changes it. An invalid
 // rule comes back as apierr.InvalidRequest with what to fix.
 func (c *Client) PutRule(ctx context.Context, rule *airlockv1.PolicyRule, by *airlockv1.Actor) (*airlockv1.RulePutResponse, error) {
 	resp := &airlockv1.RulePutResponse{}
-	return resp, rpc.Call(ctx, c.nc, RulesPut, &airlockv1.RulePutRequest{Rule: rule, By: by}, resp)
+	return resp, c.c.Call(ctx, RulesPut, &airlockv1.RulePutRequest{Rule: rule, By: by}, resp)
 }
 
 // DeleteRule deletes a rule (a run-time rule or one of the policy's data.json).
 func (c *Client) DeleteRule(ctx context.Context, id string, by *airlockv1.Actor) error {
-	return rpc.Call(ctx, c.nc, RulesDelete, &airlockv1.RuleDeleteRequest{Id: id, By: by}, &airlockv1.RuleDeleteResponse{})
+	return c.c.Call(ctx, RulesDelete, &airlockv1.RuleDeleteRequest{Id: id, By: by}, &airlockv1.RuleDeleteResponse{})
 }
 
 // Eval dry-runs call against the policy in force.
 func (c *Client) Eval(ctx context.Context, call *airlockv1.ToolCall) (*airlockv1.Decision, error) {
 	resp := &airlockv1.PolicyEvalResponse{}
-	err := rpc.Call(ctx, c.nc, Eval, &airlockv1.PolicyEvalRequest{Call: call}, resp)
+	err := c.c.Call(ctx, Eval, &airlockv1.PolicyEvalRequest{Call: call}, resp)
 	return resp.GetDecision(), err
 }

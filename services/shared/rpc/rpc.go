@@ -1,7 +1,9 @@
 // Package rpc is the one place request/reply endpoints encode messages and
 // errors: protojson bodies, and apierr codes carried in the nats.go/micro
 // error headers (Nats-Service-Error-Code holds the apierr code,
-// Nats-Service-Error the sentence).
+// Nats-Service-Error the sentence). It is also where front-end requests are
+// sealed (Caller) and where endpoints that act for a person check the seal
+// (HandleSealed).
 package rpc
 
 import (
@@ -9,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -16,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 )
 
 var unmarshal = protojson.UnmarshalOptions{DiscardUnknown: true}
@@ -24,7 +29,64 @@ var unmarshal = protojson.UnmarshalOptions{DiscardUnknown: true}
 // into a new Req, calls fn, and replies with the protojson of its result or
 // with the error's code and sentence.
 func Handle[Req, Resp proto.Message](log *slog.Logger, newReq func() Req, fn func(context.Context, Req) (Resp, error)) micro.HandlerFunc {
+	return handle(log, nil, newReq, fn)
+}
+
+// Gate checks the front-end seal of requests to endpoints that act for a
+// person (decide, cancel, grants, rule changes).
+type Gate struct {
+	Key seal.Key
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Refused records a request that was not sealed (an unauthorized_attempt).
+	Refused func(subject string, data []byte, err error)
+}
+
+type frontendKey struct{}
+
+// Frontend is the front-end that sealed the request being handled ("" when
+// the endpoint does not require a seal).
+func Frontend(ctx context.Context) string {
+	s, _ := ctx.Value(frontendKey{}).(string)
+	return s
+}
+
+// HandleSealed is Handle for an endpoint that acts only on requests a
+// front-end sealed: any other request, however it was delivered, changes
+// nothing, is answered not_authorized and is recorded through g.Refused.
+func HandleSealed[Req, Resp proto.Message](log *slog.Logger, g *Gate, newReq func() Req, fn func(context.Context, Req) (Resp, error)) micro.HandlerFunc {
+	return handle(log, g, newReq, fn)
+}
+
+// replyOK reports whether a reply subject is an inbox: NATS lets a
+// requester name any reply subject, and a reply must never be published on
+// a stream's or a service's subject on its say-so.
+func replyOK(reply string) bool {
+	return strings.HasPrefix(reply, "_INBOX.") || strings.HasPrefix(reply, "_R_.")
+}
+
+func handle[Req, Resp proto.Message](log *slog.Logger, g *Gate, newReq func() Req, fn func(context.Context, Req) (Resp, error)) micro.HandlerFunc {
 	return func(r micro.Request) {
+		if !replyOK(r.Reply()) {
+			log.Warn("request with a reply subject that is not an inbox ignored", "subject", r.Subject(), "reply", r.Reply())
+			return
+		}
+		ctx := context.Background()
+		if g != nil {
+			now := time.Now
+			if g.Now != nil {
+				now = g.Now
+			}
+			fe, err := g.Key.VerifyRequest(r.Subject(), nats.Header(r.Headers()), r.Data(), now())
+			if err != nil {
+				if g.Refused != nil {
+					g.Refused(r.Subject(), r.Data(), err)
+				}
+				respondErr(log, r, apierr.Wrap(apierr.NotAuthorized, err, "%s acts only on requests from an airlock front-end (console, Slack, REST, gateway)", r.Subject()))
+				return
+			}
+			ctx = context.WithValue(ctx, frontendKey{}, fe)
+		}
 		req := newReq()
 		if len(r.Data()) > 0 {
 			if err := unmarshal.Unmarshal(r.Data(), req); err != nil {
@@ -32,7 +94,6 @@ func Handle[Req, Resp proto.Message](log *slog.Logger, newReq func() Req, fn fun
 				return
 			}
 		}
-		ctx := context.Background()
 		resp, err := fn(ctx, req)
 		if err != nil {
 			respondErr(log, r, err)
@@ -59,14 +120,31 @@ func respondErr(log *slog.Logger, r micro.Request, err error) {
 	}
 }
 
+// Caller sends requests, sealed as Frontend with Key when Key is valid.
+type Caller struct {
+	NC       *nats.Conn
+	Key      seal.Key
+	Frontend string
+}
+
+// Call sends req to subject and decodes the reply into resp, unsealed.
+func Call(ctx context.Context, nc *nats.Conn, subject string, req, resp proto.Message) error {
+	return Caller{NC: nc}.Call(ctx, subject, req, resp)
+}
+
 // Call sends req to subject and decodes the reply into resp. Error replies
 // come back as *apierr.Error with their code; no responder is Unavailable.
-func Call(ctx context.Context, nc *nats.Conn, subject string, req, resp proto.Message) error {
+func (c Caller) Call(ctx context.Context, subject string, req, resp proto.Message) error {
 	data, err := protojson.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("encode request for %s: %w", subject, err)
 	}
-	msg, err := nc.RequestWithContext(ctx, subject, data)
+	out := nats.NewMsg(subject)
+	out.Data = data
+	if c.Key.Valid() {
+		c.Key.Request(out, c.Frontend, time.Now())
+	}
+	msg, err := c.NC.RequestMsgWithContext(ctx, out)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return apierr.New(apierr.Unavailable, "no service answers on %s: is it running?", subject)
 	}

@@ -1,8 +1,14 @@
 // Package subject is the one place airlock subjects are built and parsed.
 //
-// Lifecycle events: airlock.evt.<agent>.<call>.<type>. Putting the agent and
-// the call in the subject lets NATS permissions confine an agent to its own
-// calls (publish airlock.evt.X.*.requested, subscribe airlock.evt.X.>).
+//   - airlock.req.<agent>.<call>: an agent's request, in the intake stream.
+//     Agents write nothing else.
+//   - airlock.evt.<agent>.<call>.<type>: lifecycle events, in the events
+//     stream, written only by services.
+//   - airlock.out.<agent>.<call>.<type>: the events stream republishes every
+//     stored event here; an agent follows its own calls on it.
+//
+// Putting the agent and the call in every subject lets NATS permissions
+// confine an agent to its own calls.
 package subject
 
 import (
@@ -19,6 +25,14 @@ const (
 	AllEvents = EventsPrefix + ".>"
 	// APIPrefix starts every request/reply (micro) endpoint.
 	APIPrefix = "airlock.api"
+	// RequestsPrefix starts every agent request in the intake stream.
+	RequestsPrefix = "airlock.req"
+	// AllRequests matches every agent request.
+	AllRequests = RequestsPrefix + ".>"
+	// OutPrefix starts the republished copy of every stored event.
+	OutPrefix = "airlock.out"
+	// AllOut matches every republished event.
+	AllOut = OutPrefix + ".>"
 )
 
 // Event types, the last token of an event subject. They equal the field
@@ -47,10 +61,13 @@ var Types = []string{Requested, Allowed, Denied, ApprovalRequested, Notified, Ap
 	ChangesRequested, Expired, Canceled, Started, Completed, Failed, UnauthorizedAttempt, PolicyChanged, Invalid}
 
 // SystemAgent is the agent token used for events that belong to no agent's
-// call (policy_changed); SystemCall likewise.
+// call (policy_changed); SystemCall likewise. InvalidCall stands for a call
+// id too malformed to use as a subject token. Agent ids never start with "_"
+// (ids.ValidateAgent), so none of these can collide with an agent's.
 const (
 	SystemAgent = "_system"
 	SystemCall  = "_policy"
+	InvalidCall = "_invalid"
 )
 
 // Event builds airlock.evt.<agent>.<call>.<type>, refusing ids that are not
@@ -93,6 +110,49 @@ func Parse(s string) (Parsed, error) {
 	}
 	return p, nil
 }
+
+// Request builds airlock.req.<agent>.<call>, where an agent publishes a call.
+func Request(agent, call string) (string, error) {
+	if err := ids.ValidateAgent(agent); err != nil {
+		return "", err
+	}
+	if err := ids.Validate("call id", call); err != nil {
+		return "", err
+	}
+	return RequestsPrefix + "." + agent + "." + call, nil
+}
+
+// RequestTokens returns the agent and call tokens of an intake subject
+// without validating them (the caller refuses what is not valid), and false
+// when the subject is not airlock.req.<agent>.<call>.
+func RequestTokens(s string) (agent, call string, ok bool) {
+	rest, found := strings.CutPrefix(s, RequestsPrefix+".")
+	if !found {
+		return "", "", false
+	}
+	agent, call, found = strings.Cut(rest, ".")
+	if !found || agent == "" || call == "" || strings.Contains(call, ".") {
+		return "", "", false
+	}
+	return agent, call, true
+}
+
+// Out is where the events stream republishes a stored event subject:
+// airlock.evt.A.C.T → airlock.out.A.C.T.
+func Out(eventSubject string) string {
+	return OutPrefix + strings.TrimPrefix(eventSubject, EventsPrefix)
+}
+
+// OutOfCall matches the republished events of one call.
+func OutOfCall(agent, call string) string { return OutPrefix + "." + agent + "." + call + ".>" }
+
+// OutOfAgentType matches the republished events of one type of every call of one agent.
+func OutOfAgentType(agent, typ string) string { return OutPrefix + "." + agent + ".*." + typ }
+
+// DirectGet is the subject that answers the last message stored on subj in
+// stream (JetStream Direct Get, subject form). An agent is allowed only the
+// form with its own events subjects, so it can read nothing else.
+func DirectGet(stream, subj string) string { return "$JS.API.DIRECT.GET." + stream + "." + subj }
 
 // OfType matches events of one type from every agent and call.
 func OfType(typ string) string { return EventsPrefix + ".*.*." + typ }

@@ -12,6 +12,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/obs"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 )
 
 // Deps are the connections and settings a service is constructed with.
@@ -37,4 +38,16 @@ type Service interface {
 	// (letting in-flight work finish) and returns. A non-nil error means the
 	// service could not run at all.
 	Run(ctx context.Context) error
+}
+
+// DecisionKey is the key that seals `allowed` and `approved` events.
+func (d Deps) DecisionKey() (seal.Key, error) {
+	s := d.Config.Security
+	return seal.Load("security.decision_key", s.DecisionKey, s.DecisionKeyFile)
+}
+
+// FrontendKey is the key that seals front-end requests.
+func (d Deps) FrontendKey() (seal.Key, error) {
+	s := d.Config.Security
+	return seal.Load("security.frontend_key", s.FrontendKey, s.FrontendKeyFile)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/obs"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
@@ -69,6 +70,8 @@ func Config(url string) config.Config {
 	cfg.NATS.URL = url
 	cfg.NATS.ReconnectWait = 50 * time.Millisecond
 	cfg.Approval.SweepInterval = 50 * time.Millisecond
+	// Fresh seal keys: every service built from this configuration shares them.
+	cfg.Security.DecisionKey, cfg.Security.FrontendKey = seal.NewKey().Hex(), seal.NewKey().Hex()
 	return cfg
 }
 

@@ -8,7 +8,6 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/canon"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 )
 
 // FinalEvent returns the lifecycle event that records how rec was decided
@@ -64,7 +63,7 @@ func base(rec *airlockv1.ApprovalRecord, typ string) *airlockv1.Event {
 		actor = &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"}
 	}
 	return &airlockv1.Event{
-		EventId:  envelope.EventID(call.GetCallId(), Revision(rec), typ),
+		EventId:  RefOf(rec).EventID(typ),
 		AgentId:  call.GetAgentId(),
 		CallId:   call.GetCallId(),
 		Revision: Revision(rec),
@@ -82,7 +81,7 @@ func approvedBody(rec *airlockv1.ApprovalRecord) (*airlockv1.Approved, error) {
 	args := Arguments(rec)
 	digest, err := canon.Digest(args)
 	if err != nil {
-		return nil, fmt.Errorf("digest of approved arguments of %s: %w", Key(call.GetCallId(), Revision(rec)), err)
+		return nil, fmt.Errorf("digest of approved arguments of %s: %w", RefOf(rec), err)
 	}
 	a := &airlockv1.Approved{
 		Decision:        rec.GetDecision(),
@@ -94,7 +93,7 @@ func approvedBody(rec *airlockv1.ApprovalRecord) (*airlockv1.Approved, error) {
 		a.Edited = true
 		a.OriginalArguments = call.GetArguments()
 		if a.OriginalArgumentsDigest, err = canon.Digest(call.GetArguments()); err != nil {
-			return nil, fmt.Errorf("digest of original arguments of %s: %w", Key(call.GetCallId(), Revision(rec)), err)
+			return nil, fmt.Errorf("digest of original arguments of %s: %w", RefOf(rec), err)
 		}
 		call.Arguments = proto.Clone(args).(*structpb.Struct)
 	}

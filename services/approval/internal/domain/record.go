@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 )
@@ -33,12 +34,12 @@ func StateName(s airlockv1.ApprovalState) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "APPROVAL_STATE_"))
 }
 
-// Key is the KV key of one call revision: "<call>.<revision>". A call keeps
-// its id across revisions and each revision is decided afresh, so each
-// revision has its own record and a decided revision is never overwritten.
-func Key(callID string, revision uint32) string {
-	return fmt.Sprintf("%s.%d", callID, max(revision, 1))
-}
+// RefOf is the identity of rec's call revision; its Key is the record's KV
+// key. A call keeps its id across revisions and each revision is decided
+// afresh, so each revision has its own record and a decided revision is
+// never overwritten; the agent is part of the key because agents choose
+// their call ids.
+func RefOf(rec *airlockv1.ApprovalRecord) callref.Ref { return callref.Of(rec.GetCall()) }
 
 // Revision of the record's call (a missing revision is 1).
 func Revision(rec *airlockv1.ApprovalRecord) uint32 { return max(rec.GetCall().GetRevision(), 1) }

@@ -1,0 +1,64 @@
+package airlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
+)
+
+// Connect reads an agent credential file (what `airlock agents add` and
+// `airlock dev` write: agent id, NATS URL, nkey seed), connects as that
+// agent and returns its Client. url, when not empty, overrides the
+// credential's. Close the client's connection with Client.Close.
+func Connect(ctx context.Context, credentialFile, url string, opts ...Option) (*Client, error) {
+	cred, err := natsauth.ReadCredential(credentialFile)
+	if err != nil {
+		return nil, err
+	}
+	if url == "" {
+		url = cred.URL
+	}
+	nc, err := Dial(ctx, cred, url)
+	if err != nil {
+		return nil, err
+	}
+	c, err := New(nc, cred.Agent, opts...)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Dial opens the NATS connection of an agent credential: authenticated with
+// its nkey and with the agent's own inbox prefix, which is the only reply
+// subject its permissions let it receive on.
+func Dial(ctx context.Context, cred natsauth.Credential, url string) (*nats.Conn, error) {
+	kp, err := cred.KeyPair()
+	if err != nil {
+		return nil, err
+	}
+	pub, _ := kp.PublicKey()
+	opts := []nats.Option{
+		nats.Name("airlock-agent-" + cred.Agent),
+		nats.Nkey(pub, kp.Sign),
+		nats.CustomInboxPrefix(natsauth.InboxPrefix(cred.Agent)),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		opts = append(opts, nats.Timeout(time.Until(deadline)))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to airlock's NATS at %s as agent %s: %w (is airlock running? is the credential current?)", url, cred.Agent, err)
+	}
+	return nc, nil
+}
+
+// Close closes the client's connection.
+func (c *Client) Close() { c.nc.Close() }

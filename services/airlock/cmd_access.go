@@ -1,0 +1,183 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
+	"github.com/airlock-gate/airlock/services/shared/seal"
+)
+
+// newProvisionCmd creates or updates the streams and buckets. Services run
+// with least-privilege NATS users that cannot; an operator runs this once
+// (and after a configuration change) with administrator credentials.
+func newProvisionCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "provision",
+		Short: "Create or update the streams and KV buckets (needs administrator NATS credentials)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			log, err := g.logger(cfg)
+			if err != nil {
+				return err
+			}
+			deps, err := connect(cmd.Context(), cfg, log, "airlock-provision", true)
+			if err != nil {
+				return err
+			}
+			deps.NC.Close()
+			fmt.Println("streams and buckets are provisioned")
+			return nil
+		},
+	}
+}
+
+func newAgentsCmd(g *globals) *cobra.Command {
+	var dataDir string
+	cmd := &cobra.Command{
+		Use:   "agents",
+		Short: "Manage the agents of `airlock dev` (credentials under its data dir)",
+		Long: `Each agent authenticates with its own credential (an nkey) and may only
+submit and follow its own calls. ` + "`airlock dev`" + ` picks up added agents
+within a second, without a restart. For a production NATS, render the
+accounts with ` + "`airlock nats config`" + ` instead.`,
+	}
+	cmd.PersistentFlags().StringVar(&dataDir, "data", ".airlock", "data directory of `airlock dev`")
+	add := &cobra.Command{
+		Use:   "add NAME",
+		Short: "Create an agent and write its credential file",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			d := natsauth.Dev{DataDir: dataDir}
+			file := d.CredentialFile(args[0])
+			if _, err := natsauth.NewCredential(file, args[0], fmt.Sprintf("nats://%s:%d", cfg.Dev.NATSHost, cfg.Dev.NATSPort)); err != nil {
+				return err
+			}
+			fmt.Printf("agent %s created; its credential is %s (keep it secret)\n", args[0], file)
+			fmt.Printf("  try it:   airlock call --agent %s --tool demo__echo --args '{\"text\":\"hi\"}'\n", args[0])
+			fmt.Printf("  from Go:  airlock.Connect(ctx, %q, \"\")\n", file)
+			return nil
+		},
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the agents and their credential files",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d := natsauth.Dev{DataDir: dataDir}
+			creds, err := natsauth.AgentCredentials(d.AgentsDir())
+			if err != nil {
+				return err
+			}
+			if len(creds) == 0 {
+				fmt.Printf("no agents under %s: start `airlock dev` once, or run `airlock agents add NAME`\n", d.AgentsDir())
+			}
+			for _, c := range creds {
+				fmt.Printf("%s\t%s\n", c.Agent, d.CredentialFile(c.Agent))
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(add, list)
+	return cmd
+}
+
+func newNATSCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "nats",
+		Short: "Render airlock's NATS accounts and permissions, and make keys for them",
+	}
+	var out string
+	config := &cobra.Command{
+		Use:   "config",
+		Short: "Print the shipped nats-server configuration (deploy/nats/airlock.conf)",
+		Long: `Prints the nats-server configuration airlock ships: the AIRLOCK account with
+one least-privilege user per service, the AGENTS account with its imports,
+and an example agent, every public key read from the environment
+($AIRLOCK_<ROLE>_NKEY). ` + "`go tool task generate`" + ` writes it to deploy/nats/airlock.conf.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			text, err := natsauth.Shipped(cfg)
+			if err != nil {
+				return err
+			}
+			if out == "" {
+				fmt.Print(text)
+				return nil
+			}
+			return os.WriteFile(out, []byte(text), 0o644)
+		},
+	}
+	config.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of stdout")
+	keys := &cobra.Command{
+		Use:   "keys DIR",
+		Short: "Write an nkey seed per service role into DIR and print the variables the server reads",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			roles := append([]string{natsauth.RoleAdmin}, natsauth.ServiceRoles...)
+			for _, role := range roles {
+				file := filepath.Join(args[0], role+".nk")
+				pub, err := natsauth.EnsureSeed(file)
+				if err != nil {
+					return err
+				}
+				fmt.Printf("export %s=%s   # seed: %s (give it to the %s service as nats.nkey_seed_file)\n", natsauth.EnvVar(role)[1:], pub, file, role)
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(config, keys)
+	return cmd
+}
+
+func newKeysCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "keys",
+		Short: "Make the seal keys (security.decision_key_file, security.frontend_key_file)",
+	}
+	gen := &cobra.Command{
+		Use:   "generate FILE",
+		Short: "Write a new random key to FILE (mode 0600); refuses to overwrite one",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := os.Stat(args[0]); err == nil {
+				return fmt.Errorf("%s exists: keep it (services sealing and checking with it must agree) or remove it first", args[0])
+			}
+			if _, err := seal.Ensure(args[0]); err != nil {
+				return err
+			}
+			fmt.Printf("key written to %s\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(gen)
+	return cmd
+}
+
+// agentCredential is the credential file `airlock call` acts with: --creds,
+// else the agent's file under the dev data dir.
+func agentCredential(dataDir, agent, creds string) (string, error) {
+	if creds != "" {
+		return creds, nil
+	}
+	file := natsauth.Dev{DataDir: dataDir}.CredentialFile(agent)
+	if _, err := os.Stat(file); err != nil {
+		return "", fmt.Errorf("no credential for agent %s at %s: create one with `airlock agents add %s` (airlock dev), or pass --creds FILE", agent, file, agent)
+	}
+	return file, nil
+}

@@ -1,0 +1,154 @@
+package natsauth
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/airlock-gate/airlock/services/shared/ids"
+)
+
+// EnsureSeed returns the public key of the nkey user whose seed is in file,
+// creating the file (mode 0600) with a new seed when it does not exist.
+func EnsureSeed(file string) (string, error) {
+	if raw, err := os.ReadFile(file); err == nil {
+		return publicOf(raw, file)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read nkey seed %s: %w", file, err)
+	}
+	seed, pub, err := newUser()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return "", fmt.Errorf("create %s: %w", filepath.Dir(file), err)
+	}
+	if err := os.WriteFile(file, append(seed, '\n'), 0o600); err != nil {
+		return "", fmt.Errorf("write nkey seed %s: %w", file, err)
+	}
+	return pub, nil
+}
+
+func newUser() (seed []byte, pub string, err error) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, "", fmt.Errorf("create nkey: %w", err)
+	}
+	if seed, err = kp.Seed(); err != nil {
+		return nil, "", fmt.Errorf("nkey seed: %w", err)
+	}
+	if pub, err = kp.PublicKey(); err != nil {
+		return nil, "", fmt.Errorf("nkey public key: %w", err)
+	}
+	return seed, pub, nil
+}
+
+func publicOf(seed []byte, where string) (string, error) {
+	kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(seed))))
+	if err != nil {
+		return "", fmt.Errorf("%s does not hold an nkey seed: %w", where, err)
+	}
+	return kp.PublicKey()
+}
+
+// Credential is an agent's credential file: who it is, where airlock's NATS
+// is, and the nkey seed it authenticates with. The server's configuration
+// holds only the public key, with the agent's permissions.
+type Credential struct {
+	Agent string `json:"agent"`
+	URL   string `json:"url"`
+	Seed  string `json:"seed"`
+}
+
+// PublicKey of the credential's nkey.
+func (c Credential) PublicKey() (string, error) { return publicOf([]byte(c.Seed), "credential of "+c.Agent) }
+
+// ReadCredential reads an agent credential file.
+func ReadCredential(file string) (Credential, error) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return Credential{}, fmt.Errorf("read agent credential: %w", err)
+	}
+	var c Credential
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return Credential{}, fmt.Errorf("agent credential %s is not JSON like {\"agent\",\"url\",\"seed\"}: %w", file, err)
+	}
+	if err := ids.ValidateAgent(c.Agent); err != nil {
+		return Credential{}, fmt.Errorf("agent credential %s: %w", file, err)
+	}
+	if _, err := c.PublicKey(); err != nil {
+		return Credential{}, err
+	}
+	return c, nil
+}
+
+// NewCredential creates an agent credential file (mode 0600) for agent,
+// refusing to overwrite one.
+func NewCredential(file, agent, url string) (Credential, error) {
+	if err := ids.ValidateAgent(agent); err != nil {
+		return Credential{}, err
+	}
+	seed, _, err := newUser()
+	if err != nil {
+		return Credential{}, err
+	}
+	c := Credential{Agent: agent, URL: url, Seed: string(seed)}
+	data, _ := json.MarshalIndent(c, "", "  ")
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return Credential{}, fmt.Errorf("create %s: %w", filepath.Dir(file), err)
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return Credential{}, fmt.Errorf("agent %s already has a credential at %s", agent, file)
+		}
+		return Credential{}, fmt.Errorf("write agent credential: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		return Credential{}, fmt.Errorf("write agent credential: %w", err)
+	}
+	return c, nil
+}
+
+// CredentialSuffix ends every agent credential file name: <agent>.creds.json.
+const CredentialSuffix = ".creds.json"
+
+// AgentCredentials reads every agent credential in dir, sorted by agent.
+func AgentCredentials(dir string) ([]Credential, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read agent credentials in %s: %w", dir, err)
+	}
+	var out []Credential
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), CredentialSuffix) {
+			continue
+		}
+		c, err := ReadCredential(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Agent < out[j].Agent })
+	return out, nil
+}
+
+// KeyPair is the credential's nkey, for signing the server's challenge.
+func (c Credential) KeyPair() (nkeys.KeyPair, error) {
+	kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(c.Seed)))
+	if err != nil {
+		return nil, fmt.Errorf("credential of %s does not hold an nkey seed: %w", c.Agent, err)
+	}
+	return kp, nil
+}

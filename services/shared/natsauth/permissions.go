@@ -1,0 +1,250 @@
+// Package natsauth is airlock's NATS trust boundary written once: the
+// accounts, the exports and imports between them, and the permissions of
+// every service and agent user. `airlock dev` renders it with the keys it
+// generates; deploy/nats/airlock.conf is the same rendering with the public
+// keys left to the environment (a test keeps the two in step).
+//
+// Two accounts:
+//
+//   - AIRLOCK holds JetStream (both streams, every bucket) and the services,
+//     each with only the subjects it needs.
+//   - AGENTS holds the agents and has no JetStream at all. It imports from
+//     AIRLOCK exactly four things: publishing a request on
+//     airlock.req.<agent>.<call> (answered with the intake stream's ack),
+//     cancelling one's own call, Direct Get of the last event on a subject
+//     under airlock.evt.<agent>.>, and the republished events on
+//     airlock.out.>. Each agent user is confined to its own agent token in
+//     all four. Because every reply to an agent crosses the account boundary
+//     through the import, a reply subject an agent chooses can never land a
+//     message in a stream or on a service subject.
+package natsauth
+
+import (
+	"fmt"
+
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+)
+
+// Accounts.
+const (
+	AccountAirlock = "AIRLOCK"
+	AccountAgents  = "AGENTS"
+)
+
+// Roles of service users. RoleAdmin provisions and runs the operator CLI;
+// RoleDev is `airlock dev`, every service in one process (and provisioning).
+const (
+	RoleAdmin    = "admin"
+	RoleDev      = "dev"
+	RolePolicy   = "policy"
+	RoleApproval = "approval"
+	RoleExecutor = "executor"
+	RoleAudit    = "audit"
+	RoleConsole  = "console"
+	RoleGateway  = "gateway"
+)
+
+// ServiceRoles are the roles of the separately deployed services, in the
+// order they are rendered.
+var ServiceRoles = []string{RolePolicy, RoleApproval, RoleExecutor, RoleAudit, RoleConsole, RoleGateway}
+
+// Permissions of one user. An empty allow list with Unrestricted false
+// allows nothing.
+type Permissions struct {
+	Unrestricted   bool
+	PublishAllow   []string
+	PublishDeny    []string
+	SubscribeAllow []string
+	// AllowResponses lets the user reply to the requests it receives
+	// without a publish permission on the reply subject.
+	AllowResponses bool
+}
+
+// names the streams, buckets and durables permissions refer to.
+type names struct {
+	events, intake                                  string
+	approvals, executions, policy, grants, console  string
+	slackSeen                                       string
+	policyDurable, approvalDurable, executorDurable string
+	auditDurable                                    string
+}
+
+func namesOf(cfg config.Config) names {
+	return names{
+		events: cfg.Stream.Name, intake: cfg.Intake.Name,
+		approvals: cfg.Buckets.Approvals, executions: cfg.Buckets.Executions, policy: cfg.Buckets.Policy,
+		grants: cfg.Buckets.Grants, console: cfg.Buckets.Console, slackSeen: cfg.Buckets.SlackSeen,
+		policyDurable: "policy", approvalDurable: "approval", executorDurable: "executor", auditDurable: "audit",
+	}
+}
+
+// durable is what a service needs to run one durable pull consumer.
+func durable(stream, name string) []string {
+	return []string{
+		"$JS.API.STREAM.INFO." + stream,
+		"$JS.API.CONSUMER.CREATE." + stream + "." + name,
+		"$JS.API.CONSUMER.CREATE." + stream + "." + name + ".>",
+		"$JS.API.CONSUMER.DURABLE.CREATE." + stream + "." + name,
+		"$JS.API.CONSUMER.INFO." + stream + "." + name,
+		"$JS.API.CONSUMER.MSG.NEXT." + stream + "." + name,
+		"$JS.ACK." + stream + "." + name + ".>",
+	}
+}
+
+// bucket is what a service needs to read, watch and write one KV bucket.
+func bucket(name string) []string {
+	s := "KV_" + name
+	return []string{
+		"$KV." + name + ".>",
+		"$JS.API.STREAM.INFO." + s,
+		"$JS.API.DIRECT.GET." + s + ".>",
+		"$JS.API.STREAM.MSG.GET." + s,
+		"$JS.API.CONSUMER.CREATE." + s + ".>",
+		"$JS.API.CONSUMER.DELETE." + s + ".>",
+		"$JS.API.CONSUMER.INFO." + s + ".>",
+		"$JS.API.CONSUMER.MSG.NEXT." + s + ".>",
+	}
+}
+
+// events are publish permissions on event types of every agent's calls.
+func events(types ...string) []string {
+	out := make([]string, 0, len(types))
+	for _, t := range types {
+		out = append(out, subject.OfType(t))
+	}
+	return out
+}
+
+// directGet lets a service read the last event of one type of any call.
+func directGet(stream string, types ...string) []string {
+	out := make([]string, 0, len(types))
+	for _, t := range types {
+		out = append(out, subject.DirectGet(stream, subject.OfType(t)))
+	}
+	return out
+}
+
+// readAll lets a service read any range of a stream with short-lived
+// ordered consumers (the console's timeline and feed, the audit back-fill).
+func readAll(stream string) []string {
+	return []string{
+		"$JS.API.STREAM.INFO." + stream,
+		"$JS.API.CONSUMER.CREATE." + stream + ".>",
+		"$JS.API.CONSUMER.DELETE." + stream + ".>",
+		"$JS.API.CONSUMER.INFO." + stream + ".>",
+		"$JS.API.CONSUMER.MSG.NEXT." + stream + ".>",
+		"$JS.API.DIRECT.GET." + stream + ".>",
+	}
+}
+
+var (
+	micro    = []string{"$SRV.>"}
+	inbox    = []string{"_INBOX.>"}
+	healthOf = []string{"$SRV.PING.>", "$SRV.PING"}
+)
+
+func join(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+// Service returns the permissions of a service role. Unknown roles are an error.
+func Service(role string, cfg config.Config) (Permissions, error) {
+	n := namesOf(cfg)
+	switch role {
+	case RoleAdmin, RoleDev:
+		return Permissions{Unrestricted: true}, nil
+	case RolePolicy:
+		return Permissions{
+			PublishAllow: join(
+				durable(n.intake, n.policyDurable),
+				[]string{"$JS.API.STREAM.INFO." + n.events},
+				events(subject.Requested, subject.Allowed, subject.Denied, subject.ApprovalRequested, subject.Invalid),
+				[]string{subject.EventsPrefix + "." + subject.SystemAgent + ".*." + subject.PolicyChanged},
+				directGet(n.events, subject.Requested, subject.Allowed, subject.Denied, subject.ApprovalRequested, subject.ChangesRequested),
+				bucket(n.policy), bucket(n.grants), healthOf,
+			),
+			SubscribeAllow: join(inbox, micro, []string{subject.APIPrefix + ".policy.>"}),
+			AllowResponses: true,
+		}, nil
+	case RoleApproval:
+		return Permissions{
+			PublishAllow: join(
+				durable(n.events, n.approvalDurable),
+				events(subject.Approved, subject.Rejected, subject.ChangesRequested, subject.Expired, subject.Canceled,
+					subject.Notified, subject.UnauthorizedAttempt),
+				bucket(n.approvals), bucket(n.grants), bucket(n.slackSeen),
+				[]string{subject.API("policy", "eval")}, healthOf,
+			),
+			SubscribeAllow: join(inbox, micro, []string{subject.APIPrefix + ".approval.>", subject.AgentCancel("*")}),
+			AllowResponses: true,
+		}, nil
+	case RoleExecutor:
+		return Permissions{
+			PublishAllow: join(
+				durable(n.events, n.executorDurable),
+				events(subject.Started, subject.Completed, subject.Failed),
+				directGet(n.events, subject.Started, subject.Completed, subject.Failed),
+				bucket(n.executions),
+			),
+			SubscribeAllow: inbox,
+		}, nil
+	case RoleAudit:
+		return Permissions{
+			PublishAllow:   join(durable(n.events, n.auditDurable), readAll(n.events)),
+			SubscribeAllow: inbox,
+		}, nil
+	case RoleConsole:
+		return Permissions{
+			PublishAllow: join(
+				[]string{subject.AllRequests, subject.APIPrefix + ".approval.>", subject.APIPrefix + ".policy.>"},
+				events(subject.UnauthorizedAttempt),
+				readAll(n.events),
+				bucket(n.console), bucket(n.slackSeen), healthOf,
+			),
+			SubscribeAllow: join(inbox, micro, []string{subject.AllOut}),
+		}, nil
+	case RoleGateway:
+		return Permissions{
+			PublishAllow: join(
+				[]string{subject.AllRequests, subject.API("approval", "decide"), subject.API("approval", "get")},
+				[]string{subject.DirectGet(n.events, subject.AllEvents)},
+			),
+			SubscribeAllow: join(inbox, []string{subject.AllOut}),
+		}, nil
+	}
+	return Permissions{}, fmt.Errorf("unknown service role %q: use one of admin, dev, %v", role, ServiceRoles)
+}
+
+// Agent returns the permissions of agent id in the AGENTS account: its own
+// requests, its own cancellations, the last event of its own subjects, its
+// own republished events and its own inbox. Nothing else, in particular no
+// JetStream API (the account has none) and no airlock.api.*.
+func Agent(agent string, cfg config.Config) Permissions {
+	return Permissions{
+		PublishAllow: []string{
+			subject.RequestsPrefix + "." + agent + ".*",
+			subject.AgentCancel(agent),
+			subject.DirectGet(cfg.Stream.Name, subject.OfAgent(agent)),
+		},
+		SubscribeAllow: []string{subject.OutPrefix + "." + agent + ".>", InboxPrefix(agent) + ".>"},
+	}
+}
+
+// InboxPrefix is the reply-subject prefix an agent's connection uses
+// (nats.CustomInboxPrefix), so it can receive only its own replies.
+func InboxPrefix(agent string) string { return "_INBOX_" + agent }
+
+// exports are what AIRLOCK offers AGENTS; imports mirror them.
+func exports(cfg config.Config) (services, streams []string) {
+	return []string{
+			subject.AllRequests,
+			subject.AgentCancel("*"),
+			subject.DirectGet(cfg.Stream.Name, subject.AllEvents),
+		},
+		[]string{subject.AllOut}
+}

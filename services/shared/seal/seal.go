@@ -1,0 +1,192 @@
+// Package seal authenticates what crosses a trust boundary on the bus with
+// HMAC-SHA256 keys that only the services on one side hold:
+//
+//   - the decision key (policy and approval services) seals every `allowed`
+//     and `approved` event; the executor runs nothing whose seal does not
+//     verify, so an event that reached the stream by any other route (a
+//     misconfigured permission, a forged publish) runs nothing;
+//   - the front-end key (console, Slack, CLI through REST, MCP gateway) seals
+//     requests to the approval and policy endpoints and the requests a
+//     front-end submits for an agent; those endpoints act only on requests
+//     whose seal verifies, so a request delivered by anyone else, by whatever
+//     route, changes nothing.
+//
+// Keys are 32 random bytes, kept in files (mode 0600) or given as hex.
+package seal
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// KeySize is the size of a key in bytes.
+const KeySize = 32
+
+// Key is an HMAC key. The zero Key signs nothing and verifies nothing.
+type Key struct{ b []byte }
+
+// Valid reports whether k holds a key.
+func (k Key) Valid() bool { return len(k.b) == KeySize }
+
+// NewKey returns a random key.
+func NewKey() Key {
+	b := make([]byte, KeySize)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // cannot happen on supported platforms
+	}
+	return Key{b: b}
+}
+
+// Hex is the key as hex, for configuration by environment.
+func (k Key) Hex() string { return hex.EncodeToString(k.b) }
+
+// ParseHex reads a key written by Hex.
+func ParseHex(s string) (Key, error) {
+	b, err := hex.DecodeString(strings.TrimSpace(s))
+	if err != nil || len(b) != KeySize {
+		return Key{}, fmt.Errorf("a key is %d bytes written as %d hex digits", KeySize, 2*KeySize)
+	}
+	return Key{b: b}, nil
+}
+
+// Load returns the key given inline as hex, or else read from file; what
+// names it in errors. Neither set is an error that says how to set one.
+func Load(what, inlineHex, file string) (Key, error) {
+	if inlineHex != "" {
+		k, err := ParseHex(inlineHex)
+		if err != nil {
+			return Key{}, fmt.Errorf("%s: %w", what, err)
+		}
+		return k, nil
+	}
+	if file == "" {
+		return Key{}, fmt.Errorf("%s is not configured: set its key file (or its hex value) in the security section; `airlock keys generate FILE` makes one", what)
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return Key{}, fmt.Errorf("%s: %w (`airlock keys generate %s` makes one)", what, err, file)
+	}
+	k, err := ParseHex(string(raw))
+	if err != nil {
+		return Key{}, fmt.Errorf("%s in %s: %w", what, file, err)
+	}
+	return k, nil
+}
+
+// Ensure returns the key in file, creating the file with a new key (mode
+// 0600) when it does not exist yet.
+func Ensure(file string) (Key, error) {
+	if raw, err := os.ReadFile(file); err == nil {
+		return ParseHex(string(raw))
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return Key{}, fmt.Errorf("read key %s: %w", file, err)
+	}
+	k := NewKey()
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return Key{}, fmt.Errorf("create key dir: %w", err)
+	}
+	if err := os.WriteFile(file, []byte(k.Hex()+"\n"), 0o600); err != nil {
+		return Key{}, fmt.Errorf("write key %s: %w", file, err)
+	}
+	return k, nil
+}
+
+// Sum is the HMAC of the parts, each length-prefixed so that no two
+// different lists of parts sign the same bytes.
+func (k Key) Sum(parts ...string) []byte {
+	m := hmac.New(sha256.New, k.b)
+	var n [8]byte
+	for _, p := range parts {
+		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
+		m.Write(n[:])
+		m.Write([]byte(p))
+	}
+	return m.Sum(nil)
+}
+
+// Sign returns the seal of the parts, base64url without padding.
+func (k Key) Sign(parts ...string) string {
+	if !k.Valid() {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString(k.Sum(parts...))
+}
+
+// Verify reports whether sig is the seal of the parts, in constant time.
+func (k Key) Verify(sig string, parts ...string) bool {
+	if !k.Valid() || sig == "" {
+		return false
+	}
+	got, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil {
+		return false
+	}
+	return hmac.Equal(got, k.Sum(parts...))
+}
+
+// Front-end request headers.
+const (
+	// HeaderFrontend names the front-end that sealed a request.
+	HeaderFrontend = "Airlock-Frontend"
+	// HeaderSeal is "<unix ms>.<seal>".
+	HeaderSeal = "Airlock-Seal"
+	// Window is how far a sealed request's time may be from the verifier's
+	// clock. A request replayed within it does the same thing again, which
+	// every sealed endpoint makes harmless (idempotent by content or by
+	// request id).
+	Window = 5 * time.Minute
+)
+
+// Request seals msg for subject as frontend at now: it binds the subject,
+// the body and the time, so a sealed request cannot be re-aimed at another
+// endpoint or altered.
+func (k Key) Request(msg *nats.Msg, frontend string, now time.Time) {
+	if msg.Header == nil {
+		msg.Header = nats.Header{}
+	}
+	ms := strconv.FormatInt(now.UnixMilli(), 10)
+	body := sha256.Sum256(msg.Data)
+	msg.Header.Set(HeaderFrontend, frontend)
+	msg.Header.Set(HeaderSeal, ms+"."+k.Sign("request/v1", frontend, msg.Subject, ms, string(body[:])))
+}
+
+// ErrUnsealed is returned for a request that carries no valid front-end seal.
+var ErrUnsealed = errors.New("the request is not sealed by an airlock front-end")
+
+// VerifyRequest checks a request's seal for subject and data at now and
+// returns the front-end that sealed it.
+func (k Key) VerifyRequest(subject string, header nats.Header, data []byte, now time.Time) (string, error) {
+	frontend, sealed := header.Get(HeaderFrontend), header.Get(HeaderSeal)
+	if frontend == "" || sealed == "" {
+		return "", ErrUnsealed
+	}
+	ms, sig, ok := strings.Cut(sealed, ".")
+	if !ok {
+		return "", fmt.Errorf("%w: malformed seal", ErrUnsealed)
+	}
+	at, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return "", fmt.Errorf("%w: malformed seal time", ErrUnsealed)
+	}
+	if d := now.Sub(time.UnixMilli(at)); d > Window || d < -Window {
+		return "", fmt.Errorf("%w: sealed %s ago, outside the %s window (check the clocks)", ErrUnsealed, d.Round(time.Second), Window)
+	}
+	body := sha256.Sum256(data)
+	if !k.Verify(sig, "request/v1", frontend, subject, ms, string(body[:])) {
+		return "", fmt.Errorf("%w: the seal does not verify", ErrUnsealed)
+	}
+	return frontend, nil
+}

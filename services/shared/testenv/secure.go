@@ -1,0 +1,114 @@
+package testenv
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/embedded"
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
+)
+
+// SecureNATS is an embedded server running airlock's accounts and
+// permissions (package natsauth) with an nkey seed per service role and a
+// credential per agent, all generated in a temp dir: the trust boundary as
+// production has it.
+type SecureNATS struct {
+	t      testing.TB
+	Server *embedded.Server
+	Dir    string
+	Config config.Config
+	seeds  map[string]string
+	creds  map[string]string
+}
+
+// StartSecureNATS starts a server with a user for every service role and
+// for each agent named, and provisions the streams and buckets as admin.
+func StartSecureNATS(t testing.TB, agents ...string) *SecureNATS {
+	t.Helper()
+	dir := t.TempDir()
+	n := &SecureNATS{t: t, Dir: dir, seeds: map[string]string{}, creds: map[string]string{}}
+	cfg := Config("")
+	spec := natsauth.Spec{Config: cfg}
+	for _, role := range append([]string{natsauth.RoleAdmin}, natsauth.ServiceRoles...) {
+		file := filepath.Join(dir, "keys", role+".nk")
+		pub, err := natsauth.EnsureSeed(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.seeds[role] = file
+		spec.Services = append(spec.Services, natsauth.User{Role: role, NKey: pub})
+	}
+	for _, a := range agents {
+		file := filepath.Join(dir, "agents", a+natsauth.CredentialSuffix)
+		c, err := natsauth.NewCredential(file, a, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, _ := c.PublicKey()
+		n.creds[a] = file
+		spec.Agents = append(spec.Agents, natsauth.User{Agent: a, NKey: pub})
+	}
+	text, err := natsauth.Accounts(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "accounts.conf")
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.Server, err = embedded.Start(embedded.Options{Port: -1, StoreDir: filepath.Join(dir, "js"), ConfigFile: conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Server.Stop)
+	cfg.NATS.URL = n.Server.URL()
+	n.Config = cfg
+	nc, js := n.Connect(natsauth.RoleAdmin)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := bus.Provision(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	return n
+}
+
+// SeedFile is the nkey seed file of a service role.
+func (n *SecureNATS) SeedFile(role string) string { return n.seeds[role] }
+
+// CredentialFile is an agent's credential file.
+func (n *SecureNATS) CredentialFile(agent string) string { return n.creds[agent] }
+
+// ServiceConfig is the configuration a service of role runs with.
+func (n *SecureNATS) ServiceConfig(role string) config.Config {
+	cfg := n.Config
+	cfg.NATS.NkeySeedFile = n.seeds[role]
+	return cfg
+}
+
+// Connect connects as a service role; the connection is closed when the test ends.
+func (n *SecureNATS) Connect(role string) (*nats.Conn, jetstream.JetStream) {
+	n.t.Helper()
+	o, err := nats.NkeyOptionFromSeed(n.seeds[role])
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	nc, err := nats.Connect(n.Server.URL(), o, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return nc, js
+}
