@@ -86,6 +86,8 @@ func (c *Client) AwaitRevision(ctx context.Context, callID string, rev uint32) (
 	reconnects := c.nc.Stats().Reconnects
 	resync := time.NewTicker(resyncEvery)
 	defer resync.Stop()
+	reconnected := time.NewTicker(reconnectCheck)
+	defer reconnected.Stop()
 	needSync := true
 	for {
 		if needSync {
@@ -113,11 +115,14 @@ func (c *Client) AwaitRevision(ctx context.Context, callID string, rev uint32) (
 			}
 		case <-resync.C:
 			// Core NATS delivers at most once: a republished event can be
-			// missed during a reconnect or a slow spell, so a quiet call is
-			// read again from the stream now and then.
+			// missed during a slow spell, so a quiet call is read again from
+			// the stream now and then.
 			needSync = true
+		case <-reconnected.C:
+			// Events published while the connection was down were not
+			// delivered to it: read them from the stream.
 			if n := c.nc.Stats().Reconnects; n != reconnects {
-				reconnects = n
+				reconnects, needSync = n, true
 			}
 		case <-ctx.Done():
 			return Outcome{}, fmt.Errorf("await call %s: %w", callID, ctx.Err())

@@ -3,6 +3,7 @@ package airlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 func completeCall(t *testing.T, pub *envelope.Publisher, agent, call string, rev uint32, result string) {
 	t.Helper()
 	ev := &airlockv1.Event{
-		EventId: envelope.EventID(call, rev, "completed"), AgentId: agent, CallId: call, Revision: rev,
+		EventId: fmt.Sprintf("%s.%s.%d.completed", agent, call, rev), AgentId: agent, CallId: call, Revision: rev,
 		Body: &airlockv1.Event_Completed{Completed: &airlockv1.Completed{ResultJson: result}},
 	}
 	if _, err := pub.Publish(context.Background(), ev, ""); err != nil {
@@ -65,7 +66,7 @@ func TestAwaitFollowsLiveAndSkipsSupersededRevisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := &airlockv1.Event{EventId: envelope.EventID(id, 1, "changes_requested"), AgentId: "bot", CallId: id, Revision: 1,
+	ev := &airlockv1.Event{EventId: "bot." + id + ".1.changes_requested", AgentId: "bot", CallId: id, Revision: 1,
 		Body: &airlockv1.Event_ChangesRequested{ChangesRequested: &airlockv1.ChangesRequested{Feedback: "use /tmp/b"}}}
 	if _, err := pub.Publish(ctx, ev, ""); err != nil {
 		t.Fatal(err)
@@ -79,7 +80,7 @@ func TestAwaitFollowsLiveAndSkipsSupersededRevisions(t *testing.T) {
 	}
 	got := make(chan airlock.Outcome, 1)
 	go func() {
-		o, _ := c.Await(ctx, id)
+		o, _ := c.AwaitRevision(ctx, id, 2)
 		got <- o
 	}()
 	completeCall(t, pub, "bot", id, 2, `"ok"`)
@@ -105,6 +106,7 @@ func TestAwaitSurvivesNATSRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	subs := n.Server.NumSubscriptions()
 	got := make(chan airlock.Outcome, 1)
 	go func() {
 		o, err := c.Await(ctx, id)
@@ -113,11 +115,9 @@ func TestAwaitSurvivesNATSRestart(t *testing.T) {
 		}
 		got <- o
 	}()
-	// Restart only once Await is following the call, so the restart hits a live consumer.
-	_, js0 := testenv.Connect(t, n.URL())
-	testenv.Eventually(t, 10*time.Second, "Await's consumer on the stream", func() bool {
-		s, err := js0.Stream(ctx, cfg.Stream.Name)
-		return err == nil && s.CachedInfo().State.Consumers > 0
+	// Restart only once Await is following the call, so the restart hits a live subscription.
+	testenv.Eventually(t, 10*time.Second, "Await's subscription", func() bool {
+		return n.Server.NumSubscriptions() > subs
 	})
 	n.Restart()
 	_, js := testenv.Connect(t, n.URL())

@@ -201,3 +201,7 @@ const requestTimeout = 5 * time.Second
 // resyncEvery is how often Await re-reads a quiet call's last events, in
 // case a republished event was missed (core NATS delivers at most once).
 const resyncEvery = 5 * time.Second
+
+// reconnectCheck is how often Await looks for a reconnect, after which it
+// reads what it missed from the stream.
+const reconnectCheck = 250 * time.Millisecond

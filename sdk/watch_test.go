@@ -12,7 +12,6 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -24,9 +23,10 @@ func TestDoFastDeliversEachCallItsOwnOutcome(t *testing.T) {
 	n := testenv.StartNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	pub := deps.Publisher("executor")
-	sub, err := deps.NC.Subscribe(subject.OfType(subject.Requested), func(m *nats.Msg) {
-		p, _ := subject.Parse(m.Subject)
-		ev := &airlockv1.Event{EventId: envelope.EventID(p.Call, 1, "result"), AgentId: p.Agent, CallId: p.Call, Revision: 1,
+	sub, err := deps.NC.Subscribe(subject.AllRequests, func(m *nats.Msg) {
+		agent, call, _ := subject.RequestTokens(m.Subject)
+		p := subject.Parsed{Agent: agent, Call: call}
+		ev := &airlockv1.Event{EventId: p.Agent + "." + p.Call + ".1.result", AgentId: p.Agent, CallId: p.Call, Revision: 1,
 			Body: &airlockv1.Event_Completed{Completed: &airlockv1.Completed{ResultJson: fmt.Sprintf("%q", p.Call)}}}
 		if p.Call == "deny-me" {
 			ev.Body = &airlockv1.Event_Denied{Denied: &airlockv1.Denied{Decision: &airlockv1.Decision{Reason: "not today"}}}
@@ -76,13 +76,14 @@ func TestDoFastEndsOnTheSubmittedRevision(t *testing.T) {
 	n := testenv.StartNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	pub := deps.Publisher("executor")
-	sub, err := deps.NC.Subscribe(subject.OfType(subject.Requested), func(m *nats.Msg) {
-		p, _ := subject.Parse(m.Subject)
+	sub, err := deps.NC.Subscribe(subject.AllRequests, func(m *nats.Msg) {
+		agent, call, _ := subject.RequestTokens(m.Subject)
+		p := subject.Parsed{Agent: agent, Call: call}
 		var evs []*airlockv1.Event
 		switch p.Call {
 		case "revised":
 			for _, rev := range []uint32{1, 2} {
-				evs = append(evs, &airlockv1.Event{EventId: envelope.EventID(p.Call, rev, "result"), AgentId: p.Agent, CallId: p.Call, Revision: rev,
+				evs = append(evs, &airlockv1.Event{EventId: fmt.Sprintf("%s.%s.%d.result", p.Agent, p.Call, rev), AgentId: p.Agent, CallId: p.Call, Revision: rev,
 					Body: &airlockv1.Event_Completed{Completed: &airlockv1.Completed{ResultJson: fmt.Sprintf(`"revision %d"`, rev)}}})
 			}
 		case "unreadable":

@@ -23,7 +23,7 @@ func BenchmarkApproveRoundTrip(b *testing.B) {
 	}
 	for _, id := range ids {
 		testenv.Eventually(b, 60*time.Second, "call "+id+" to be pending", func() bool {
-			rec, err := w.api.Get(context.Background(), id)
+			rec, err := w.api.Get(context.Background(), "bot", id, 0)
 			return err == nil && rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING
 		})
 	}

@@ -15,9 +15,11 @@ import (
 	"github.com/airlock-gate/airlock/services/approval"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/notify"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -49,7 +51,11 @@ func newWorld(t testing.TB, tweak ...func(*config.Config)) *world {
 	}
 	deps := testenv.Deps(t, cfg)
 	nc, js := testenv.Connect(t, n.URL())
-	return &world{t: t, nats: n, cfg: cfg, deps: deps, js: js, api: approvalapi.New(nc), policy: deps.Publisher("policy")}
+	fk, err := deps.FrontendKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &world{t: t, nats: n, cfg: cfg, deps: deps, js: js, api: approvalapi.New(nc, fk, "console"), policy: deps.Publisher("policy")}
 }
 
 // start runs one replica of the service with its own connection.
@@ -119,7 +125,7 @@ func (w *world) ask(call *airlockv1.ToolCall, d *airlockv1.Decision) {
 		d.PolicyRevision = "rev-test"
 	}
 	ev := &airlockv1.Event{
-		EventId: envelope.EventID(call.CallId, call.Revision, "decision"), AgentId: call.AgentId, CallId: call.CallId,
+		EventId: callref.Of(call).EventID("decision"), AgentId: call.AgentId, CallId: call.CallId,
 		Revision: call.Revision, ThreadId: call.ThreadId,
 		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "policy"},
 		Body:  &airlockv1.Event_ApprovalRequested{ApprovalRequested: &airlockv1.ApprovalRequested{Call: call, Decision: d}},
@@ -133,14 +139,19 @@ func (w *world) ask(call *airlockv1.ToolCall, d *airlockv1.Decision) {
 func (w *world) pending(call *airlockv1.ToolCall, d *airlockv1.Decision) *airlockv1.ApprovalRecord {
 	w.t.Helper()
 	w.ask(call, d)
-	return w.waitState(call.CallId, call.Revision, airlockv1.ApprovalState_APPROVAL_STATE_PENDING)
+	return w.waitAgentState(call.AgentId, call.CallId, call.Revision, airlockv1.ApprovalState_APPROVAL_STATE_PENDING)
 }
 
 func (w *world) waitState(callID string, rev uint32, st airlockv1.ApprovalState) *airlockv1.ApprovalRecord {
 	w.t.Helper()
+	return w.waitAgentState("bot", callID, rev, st)
+}
+
+func (w *world) waitAgentState(agent, callID string, rev uint32, st airlockv1.ApprovalState) *airlockv1.ApprovalRecord {
+	w.t.Helper()
 	var rec *airlockv1.ApprovalRecord
-	testenv.Eventually(w.t, 10*time.Second, "call "+callID+" to be "+st.String(), func() bool {
-		r, err := w.api.Get(context.Background(), callID)
+	testenv.Eventually(w.t, 10*time.Second, "call "+agent+"/"+callID+" to be "+st.String(), func() bool {
+		r, err := w.api.Get(context.Background(), agent, callID, 0)
 		if err != nil {
 			return false
 		}
@@ -152,7 +163,7 @@ func (w *world) waitState(callID string, rev uint32, st airlockv1.ApprovalState)
 
 func (w *world) decide(callID, who string, kind airlockv1.DecisionKind, reason string) (*airlockv1.DecideResponse, error) {
 	return w.api.Decide(context.Background(), &airlockv1.DecideRequest{
-		CallId: callID, Kind: kind, Reason: reason,
+		AgentId: "bot", CallId: callID, Kind: kind, Reason: reason,
 		Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: who, Channel: "console"},
 	})
 }
@@ -164,7 +175,11 @@ func (w *world) approve(callID, who string) (*airlockv1.DecideResponse, error) {
 // events returns the stored events of one type for a call.
 func (w *world) events(agent, callID, typ string) []*airlockv1.Event {
 	w.t.Helper()
-	return testenv.Events(w.t, w.js, "airlock.evt."+agent+"."+callID+"."+typ)
+	subj, err := subject.Event(agent, callID, typ)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return testenv.Events(w.t, w.js, subj)
 }
 
 func mustCode(t testing.TB, err error, code apierr.Code) {

@@ -14,7 +14,6 @@ import (
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/canon"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -57,7 +56,7 @@ func TestScenarioA_ApprovalPublishesOneApprovedEvent(t *testing.T) {
 	if act := evs[0].GetActor(); act.GetType() != airlockv1.ActorType_ACTOR_TYPE_HUMAN || act.GetId() != "alice" || act.GetChannel() != "console" {
 		t.Fatalf("approved event actor %v", act)
 	}
-	if evs[0].GetEventId() != "a1.1.approved" {
+	if evs[0].GetEventId() != "bot.a1.1.approved" {
 		t.Fatalf("approved event id %q is not deterministic", evs[0].GetEventId())
 	}
 }
@@ -94,7 +93,7 @@ func TestScenarioD_UnauthorizedDeciderIsRefusedAndRecorded(t *testing.T) {
 	if ev.GetActor().GetId() != "alice" || ev.GetUnauthorizedAttempt().GetAction() != "approve" || ev.GetUnauthorizedAttempt().GetWhy() == "" {
 		t.Fatalf("unauthorized_attempt %v", ev)
 	}
-	if rec, _ := w.api.Get(context.Background(), "d1"); rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING || len(rec.GetVotes()) != 0 {
+	if rec, _ := w.api.Get(context.Background(), "bot", "d1", 0); rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING || len(rec.GetVotes()) != 0 {
 		t.Fatalf("a refused attempt changed the record: %v", rec)
 	}
 	if _, err := w.approve("d1", "dave"); err != nil {
@@ -141,7 +140,7 @@ func TestScenarioE_HundredConcurrentApprovalsMakeOneTransition(t *testing.T) {
 	if changed != 1 {
 		t.Fatalf("%d approvals reported a change, want exactly 1", changed)
 	}
-	rec, _ := w.api.Get(context.Background(), "e1")
+	rec, _ := w.api.Get(context.Background(), "bot", "e1", 0)
 	if len(rec.GetVotes()) != 1 {
 		t.Fatalf("%d votes recorded, want 1", len(rec.GetVotes()))
 	}
@@ -192,10 +191,14 @@ func TestScenarioB_ChangesRequestedThenRevisionIsDecidedAfresh(t *testing.T) {
 	w.pending(&airlockv1.ToolCall{CallId: "b1", Revision: 2, Arguments: args}, nil)
 
 	// A decision about the superseded revision is refused; the new one is decided.
-	_, err = w.api.Decide(context.Background(), &airlockv1.DecideRequest{CallId: "b1", Revision: 1, Kind: approve,
+	_, err = w.api.Decide(context.Background(), &airlockv1.DecideRequest{AgentId: "bot", CallId: "b1", Revision: 1, Kind: approve,
 		Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice"}})
 	mustCode(t, err, apierr.Conflict)
-	resp, err := w.approve("b1", "alice")
+	// Once a call has two revisions, a decision must name the one its person reviewed.
+	_, err = w.approve("b1", "alice")
+	mustCode(t, err, apierr.InvalidRequest)
+	resp, err := w.api.Decide(context.Background(), &airlockv1.DecideRequest{AgentId: "bot", CallId: "b1", Revision: 2, Kind: approve,
+		Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +218,7 @@ func TestEditedApprovalCarriesEditedArgumentsAndDigest(t *testing.T) {
 	w.start()
 	rec := w.pending(&airlockv1.ToolCall{CallId: "i1"}, nil)
 	edited, _ := structpb.NewStruct(map[string]any{"path": "/tmp/safe", "text": "hello"})
-	resp, err := w.api.Decide(context.Background(), &airlockv1.DecideRequest{CallId: "i1", Kind: approve, EditedArguments: edited,
+	resp, err := w.api.Decide(context.Background(), &airlockv1.DecideRequest{AgentId: "bot", CallId: "i1", Kind: approve, EditedArguments: edited,
 		Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "carol"}})
 	if err != nil {
 		t.Fatal(err)
@@ -338,7 +341,7 @@ func TestLaterRevisionAllowedByPolicyCancelsThePendingOne(t *testing.T) {
 	args, _ := structpb.NewStruct(map[string]any{"path": "/tmp/ok"})
 	call := &airlockv1.ToolCall{CallId: "s1", AgentId: "bot", Revision: 2, Server: "fs", Tool: "read_file", Arguments: args}
 	ev := &airlockv1.Event{
-		EventId: envelope.EventID("s1", 2, "decision"), AgentId: "bot", CallId: "s1", Revision: 2,
+		EventId: "bot.s1.2.decision", AgentId: "bot", CallId: "s1", Revision: 2,
 		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "policy"},
 		Body:  &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{Call: call, Decision: &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW}}},
 	}
@@ -346,7 +349,7 @@ func TestLaterRevisionAllowedByPolicyCancelsThePendingOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.waitState("s1", 1, airlockv1.ApprovalState_APPROVAL_STATE_CANCELED)
-	if resp, err := w.api.Decide(context.Background(), &airlockv1.DecideRequest{CallId: "s1", Revision: 1, Kind: approve,
+	if resp, err := w.api.Decide(context.Background(), &airlockv1.DecideRequest{AgentId: "bot", CallId: "s1", Revision: 1, Kind: approve,
 		Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice"}}); err == nil && resp.GetChanged() {
 		t.Fatal("the superseded revision was approved")
 	}

@@ -12,8 +12,9 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -30,12 +31,12 @@ func TestAgentCancelsOnlyItsOwnPendingCall(t *testing.T) {
 
 	nc, _ := testenv.Connect(t, w.nats.URL())
 	evil, _ := airlock.New(nc, "evil")
-	if err := evil.Cancel(ctx, "k1", "mine now"); err == nil || !strings.Contains(err.Error(), "belongs to another agent") {
+	// An agent names calls only in its own namespace: evil's k1 is not bot's.
+	if err := evil.Cancel(ctx, "k1", "mine now"); err == nil || !strings.Contains(err.Error(), "no approval for call evil/k1") {
 		t.Fatalf("another agent's cancel answered %v", err)
 	}
-	ev := testenv.WaitForEvent(t, w.js, "airlock.evt.bot.k1.>", "unauthorized_attempt", 5*time.Second)
-	if ev.GetActor().GetType() != airlockv1.ActorType_ACTOR_TYPE_AGENT || ev.GetActor().GetId() != "evil" {
-		t.Fatalf("unauthorized_attempt actor %v", ev.GetActor())
+	if rec, _ := w.api.Get(ctx, "bot", "k1", 0); rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+		t.Fatalf("bot's call after evil's cancel: %v", rec.GetState())
 	}
 
 	bot, _ := airlock.New(nc, "bot")
@@ -48,7 +49,7 @@ func TestAgentCancelsOnlyItsOwnPendingCall(t *testing.T) {
 	if err := bot.Cancel(ctx, "k1", "again"); err != nil {
 		t.Fatalf("canceling a canceled call should answer with its state, not fail: %v", err)
 	}
-	if err := bot.Cancel(ctx, "nope", ""); err == nil || !strings.Contains(err.Error(), "no approval for call nope") {
+	if err := bot.Cancel(ctx, "nope", ""); err == nil || !strings.Contains(err.Error(), "no approval for call bot/nope") {
 		t.Fatalf("cancel of an unknown call answered %v", err)
 	}
 	if resp, err := w.approve("k1", "alice"); err != nil || resp.Changed {
@@ -60,9 +61,9 @@ func TestOperatorCancelNeedsAnApproverOrTheRequester(t *testing.T) {
 	w := newWorld(t)
 	w.start()
 	w.pending(&airlockv1.ToolCall{CallId: "oc", OnBehalfOf: "zoe"}, nil)
-	_, err := w.api.Cancel(context.Background(), &airlockv1.CancelRequest{CallId: "oc", By: human("mallory")})
+	_, err := w.api.Cancel(context.Background(), &airlockv1.CancelRequest{AgentId: "bot", CallId: "oc", By: human("mallory")})
 	mustCode(t, err, apierr.NotAuthorized)
-	resp, err := w.api.Cancel(context.Background(), &airlockv1.CancelRequest{CallId: "oc", By: human("zoe"), Reason: "changed my mind"})
+	resp, err := w.api.Cancel(context.Background(), &airlockv1.CancelRequest{AgentId: "bot", CallId: "oc", By: human("zoe"), Reason: "changed my mind"})
 	if err != nil || !resp.Changed || resp.Record.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_CANCELED {
 		t.Fatalf("cancel by the requester: %v %v", resp, err)
 	}
@@ -75,19 +76,29 @@ func TestApproveThreadAuthorizesEachCall(t *testing.T) {
 	w.pending(&airlockv1.ToolCall{CallId: "t2", ThreadId: "th"}, nil)
 	w.pending(&airlockv1.ToolCall{CallId: "t3", ThreadId: "th", OnBehalfOf: "alice"}, nil)
 	w.pending(&airlockv1.ToolCall{CallId: "t4", ThreadId: "other"}, nil)
-	resp, err := w.api.ApproveThread(context.Background(), &airlockv1.ApproveThreadRequest{ThreadId: "th", Principal: human("alice")})
+	w.pending(&airlockv1.ToolCall{CallId: "t5", ThreadId: "th", AgentId: "evil"}, nil)
+	var listed []*airlockv1.CallRef
+	for _, id := range []string{"t1", "t2", "t3", "t4"} {
+		listed = append(listed, &airlockv1.CallRef{AgentId: "bot", CallId: id, Revision: 1})
+	}
+	listed = append(listed, &airlockv1.CallRef{AgentId: "evil", CallId: "t5", Revision: 1})
+	resp, err := w.api.ApproveThread(context.Background(), &airlockv1.ApproveThreadRequest{AgentId: "bot", ThreadId: "th", Principal: human("alice"), Calls: listed})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.Results) != 2 || len(resp.Refused) != 1 || !strings.Contains(resp.Refused["t3"], "on their behalf") {
+	if len(resp.Results) != 2 || len(resp.Refused) != 3 || !strings.Contains(resp.Refused["bot/t3"], "on their behalf") ||
+		!strings.Contains(resp.Refused["bot/t4"], "not in thread") || !strings.Contains(resp.Refused["evil/t5"], "belongs to agent evil") {
 		t.Fatalf("approve_thread answered %v", resp)
+	}
+	if rec, _ := w.api.Get(context.Background(), "evil", "t5", 0); rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+		t.Fatal("another agent's call in a thread of the same name was approved")
 	}
 	for _, r := range resp.Results {
 		if !r.Changed || r.Record.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_APPROVED {
 			t.Fatalf("result %v", r)
 		}
 	}
-	if rec, _ := w.api.Get(context.Background(), "t4"); rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+	if rec, _ := w.api.Get(context.Background(), "bot", "t4", 0); rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
 		t.Fatal("a call of another thread was approved")
 	}
 }
@@ -97,7 +108,7 @@ func TestListFiltersPendingCalls(t *testing.T) {
 	w.start()
 	w.pending(&airlockv1.ToolCall{CallId: "ls1", AgentId: "a1"}, &airlockv1.Decision{Risk: airlockv1.Risk_RISK_HIGH})
 	w.pending(&airlockv1.ToolCall{CallId: "ls2", AgentId: "a2"}, &airlockv1.Decision{Risk: airlockv1.Risk_RISK_LOW})
-	if _, err := w.approve("ls2", "bob"); err != nil {
+	if _, err := w.api.Decide(context.Background(), &airlockv1.DecideRequest{AgentId: "a2", CallId: "ls2", Kind: approve, Principal: human("bob")}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 5*time.Second, "airlock_approvals_pending to count the one pending call", func() bool {
@@ -146,7 +157,7 @@ func TestNotifierFanOutIsolatesASlowChannel(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "the fast channel to show the outcome", func() bool {
 		return fast.has("update:n1:APPROVAL_STATE_APPROVED")
 	})
-	rec, _ := w.api.Get(context.Background(), "n1")
+	rec, _ := w.api.Get(context.Background(), "bot", "n1", 0)
 	if len(rec.GetNotifications()) != 1 || rec.GetNotifications()[0].GetChannel() != "fast" || rec.GetNotifications()[0].GetRef() != "fast/n1" {
 		t.Fatalf("notification refs %v", rec.GetNotifications())
 	}
@@ -173,7 +184,7 @@ func TestReminderThenEscalationWidensApprovers(t *testing.T) {
 	mustCode(t, err, apierr.NotAuthorized)
 	testenv.Eventually(t, 5*time.Second, "a reminder", func() bool { return ch.has("remind:r1") })
 	testenv.Eventually(t, 5*time.Second, "the escalation", func() bool {
-		rec, err := w.api.Get(context.Background(), "r1")
+		rec, err := w.api.Get(context.Background(), "bot", "r1", 0)
 		return err == nil && rec.GetEscalated()
 	})
 	resp, err := w.approve("r1", "dave")
@@ -202,7 +213,7 @@ func TestTwoReplicasExpireACallOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hist, err := kv.History(context.Background(), "x1.1")
+	hist, err := kv.History(context.Background(), "bot.x1.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,11 +249,11 @@ func TestDecisionWhoseEventWasLostIsPublished(t *testing.T) {
 	rec.State, rec.DecidedBy, rec.Reason = airlockv1.ApprovalState_APPROVAL_STATE_REJECTED, human("bob"), "too risky"
 	rec.UpdatedAt = timestamppb.New(time.Now().Add(-5 * time.Second))
 	data, _ := proto.Marshal(rec)
-	if _, err := kv.Put(context.Background(), "lost.1", data); err != nil {
+	if _, err := kv.Put(context.Background(), "bot.lost.1", data); err != nil {
 		t.Fatal(err)
 	}
 	ev := testenv.WaitForEvent(t, w.js, "airlock.evt.bot.lost.>", "rejected", 5*time.Second)
-	if ev.GetRejected().GetReason() != "too risky" || ev.GetEventId() != envelope.EventID("lost", 1, "rejected") {
+	if ev.GetRejected().GetReason() != "too risky" || ev.GetEventId() != "bot.lost.1.rejected" {
 		t.Fatalf("republished event %v", ev)
 	}
 }
@@ -278,12 +289,12 @@ func TestStandingGrantsCreateListRevoke(t *testing.T) {
 	w.pending(&airlockv1.ToolCall{CallId: "g1", OnBehalfOf: "zoe"}, nil)
 	ctx := context.Background()
 
-	_, err := w.api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromCallId: "g1", By: human("mallory")})
+	_, err := w.api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromAgentId: "bot", FromCallId: "g1", By: human("mallory")})
 	mustCode(t, err, apierr.NotAuthorized)
-	_, err = w.api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromCallId: "g1", By: human("zoe")})
+	_, err = w.api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromAgentId: "bot", FromCallId: "g1", By: human("zoe")})
 	mustCode(t, err, apierr.NotAuthorized)
 
-	g, err := w.api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromCallId: "g1", By: human("alice"),
+	g, err := w.api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromAgentId: "bot", FromCallId: "g1", By: human("alice"),
 		Grant: &airlockv1.StandingGrant{UsesLeft: 2, ArgumentGlobs: map[string]string{"/path": "/tmp/*"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -333,11 +344,11 @@ func TestMalformedRequestsAreRefusedWithASentence(t *testing.T) {
 		req  *airlockv1.DecideRequest
 		code apierr.Code
 	}{
-		{"refuses_a_decision_without_principal", &airlockv1.DecideRequest{CallId: "m1", Kind: approve}, apierr.InvalidRequest},
-		{"refuses_a_decision_without_kind", &airlockv1.DecideRequest{CallId: "m1", Principal: human("alice")}, apierr.InvalidRequest},
-		{"refuses_a_bad_call_id", &airlockv1.DecideRequest{CallId: "a.b", Kind: approve, Principal: human("alice")}, apierr.InvalidRequest},
-		{"answers_not_found_for_an_unknown_call", &airlockv1.DecideRequest{CallId: "nope", Kind: approve, Principal: human("alice")}, apierr.NotFound},
-		{"refuses_an_agent_as_decider", &airlockv1.DecideRequest{CallId: "m1", Kind: approve, Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: "bot"}}, apierr.NotAuthorized},
+		{"refuses_a_decision_without_principal", &airlockv1.DecideRequest{AgentId: "bot", CallId: "m1", Kind: approve}, apierr.InvalidRequest},
+		{"refuses_a_decision_without_kind", &airlockv1.DecideRequest{AgentId: "bot", CallId: "m1", Principal: human("alice")}, apierr.InvalidRequest},
+		{"refuses_a_bad_call_id", &airlockv1.DecideRequest{AgentId: "bot", CallId: "a.b", Kind: approve, Principal: human("alice")}, apierr.InvalidRequest},
+		{"answers_not_found_for_an_unknown_call", &airlockv1.DecideRequest{AgentId: "bot", CallId: "nope", Kind: approve, Principal: human("alice")}, apierr.NotFound},
+		{"refuses_an_agent_as_decider", &airlockv1.DecideRequest{AgentId: "bot", CallId: "m1", Kind: approve, Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: "bot"}}, apierr.NotAuthorized},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -345,7 +356,7 @@ func TestMalformedRequestsAreRefusedWithASentence(t *testing.T) {
 			mustCode(t, err, c.code)
 		})
 	}
-	if rec, _ := w.api.Get(context.Background(), "m1"); rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+	if rec, _ := w.api.Get(context.Background(), "bot", "m1", 0); rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
 		t.Fatalf("a malformed request changed the record: %v", rec)
 	}
 }
@@ -367,4 +378,35 @@ func TestServiceKeepsWorkingAcrossANATSRestart(t *testing.T) {
 		return err == nil && len(resp.Records) == 1 && resp.Records[0].GetCall().GetCallId() == "before"
 	})
 	testenv.WaitForEvent(t, w.js, "airlock.evt.bot.after.>", "expired", 10*time.Second)
+}
+
+// TestOnlySealedRequestsDecide: a decide request that no front-end sealed —
+// delivered by a consumer's delivery subject, a reply, a forged publish —
+// changes nothing, whoever it names, and is recorded; the approvals the
+// service does issue are sealed for the executor.
+func TestOnlySealedRequestsDecide(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.pending(&airlockv1.ToolCall{CallId: "seal1"}, nil)
+	forged := approvalapi.New(w.deps.NC, seal.NewKey(), "console")
+	_, err := forged.Decide(context.Background(), &airlockv1.DecideRequest{AgentId: "bot", CallId: "seal1", Kind: approve, Principal: human("alice")})
+	mustCode(t, err, apierr.NotAuthorized)
+	unsealed := approvalapi.New(w.deps.NC, seal.Key{}, "")
+	_, err = unsealed.Decide(context.Background(), &airlockv1.DecideRequest{AgentId: "bot", CallId: "seal1", Kind: approve, Principal: human("alice")})
+	mustCode(t, err, apierr.NotAuthorized)
+	if rec, _ := w.api.Get(context.Background(), "bot", "seal1", 0); rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING || len(rec.GetVotes()) != 0 {
+		t.Fatalf("an unsealed decision changed the record: %v", rec)
+	}
+	testenv.Eventually(t, 5*time.Second, "two unauthorized_attempt events", func() bool {
+		return len(w.events("bot", "seal1", "unauthorized_attempt")) == 2
+	})
+
+	if _, err := w.approve("seal1", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	ev := testenv.WaitForEvent(t, w.js, "airlock.evt.bot.seal1.>", "approved", 5*time.Second)
+	dk, _ := w.deps.DecisionKey()
+	if _, err := dk.VerifyDecision(ev); err != nil {
+		t.Fatalf("the approved event is not sealed with the decision key: %v", err)
+	}
 }

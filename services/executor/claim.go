@@ -10,19 +10,21 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/callref"
 )
 
-// Ledger is a call's execution history: the events stream, where the
-// executor's events of a call are appended with compare-and-append on the
-// call's subjects (JetStream's Nats-Expected-Last-Subject-Sequence on
-// airlock.evt.<agent>.<call>.>). StreamLedger is the production one; the
+// Ledger is a call's execution ledger: its executor events (started,
+// completed, failed) in the events stream, on airlock.evt.<agent>.<call>.exec.*,
+// appended to only with compare-and-append (JetStream's
+// Nats-Expected-Last-Subject-Sequence on that wildcard). Nothing else is ever
+// stored there, so a decision's duplicates, notifications or refused
+// attempts never interfere with it. StreamLedger is the production one; the
 // claim logic below is tested against an in-memory one.
 type Ledger interface {
-	// Inspect returns what is stored for the revision. Implementations read
-	// the call's last sequence before anything else, so that an Append after
-	// State.Last can only succeed if nothing was stored since the read.
+	// Inspect returns what the ledger holds for the revision. Implementations
+	// read the ledger's last sequence before anything else, so that an
+	// Append after State.Last can only succeed if nothing was stored since.
 	Inspect(ctx context.Context, ref callref.Ref) (State, error)
-	// Append stores ev if the call's last stored event is still afterSeq
-	// (0: the call has no event), and returns ev's sequence; otherwise it
-	// returns an error wrapping ErrConflict.
+	// Append stores ev if the ledger's last event is still afterSeq (0: the
+	// ledger is empty), and returns ev's sequence; otherwise it returns an
+	// error wrapping ErrConflict.
 	Append(ctx context.Context, ev *airlockv1.Event, afterSeq uint64) (uint64, error)
 }
 
@@ -45,7 +47,9 @@ type State struct {
 	StartedSeq uint64
 	// Ended: a `completed` or `failed` of the revision is stored.
 	Ended bool
-	// Last is the sequence of the call's last stored event (any revision, any type).
+	// EndedBy is the claim token of that terminal event.
+	EndedBy string
+	// Last is the sequence of the ledger's last event (0: none).
 	Last uint64
 }
 
@@ -128,14 +132,15 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Claim appends started (whose Started.claim is this handling's token)
-// after the call's event at hint — the decision being handled, usually the
-// call's last event. When that is no longer the last event it reads the
-// revision: ended → Done; started by this handling (a publish whose ack was
-// lost) → Run; started by another → Busy or Orphaned after watching its
-// owner; nothing → append after the new last event.
-func (c *Claimer) Claim(ctx context.Context, ref callref.Ref, started *airlockv1.Event, hint uint64) (Claim, error) {
-	after := hint
+// Claim appends started (whose Started.claim is this handling's token) to
+// the empty ledger: a call runs at most one revision (a revision follows
+// only changes requested on the previous one, which never ran), so its
+// first executor event is its only claim. When the ledger is not empty it
+// reads the revision: ended (or refused) → Done; started by this handling
+// (a publish whose ack was lost) → Run; started by another → Busy or
+// Orphaned after watching its owner.
+func (c *Claimer) Claim(ctx context.Context, ref callref.Ref, started *airlockv1.Event) (Claim, error) {
+	var after uint64
 	for range maxAppendAttempts {
 		seq, err := c.ledger.Append(ctx, started, after)
 		if err == nil {
@@ -230,11 +235,11 @@ func (c *Claimer) TakeOver(ctx context.Context, orphan State, ev *airlockv1.Even
 }
 
 // Refuse ends a revision that must not run (arguments not approved, tool
-// unknown) with failed, unless it was claimed or ended before. Run: the
-// refusal is stored. Otherwise the verdict of what is there (Done, Busy,
-// Orphaned).
-func (c *Claimer) Refuse(ctx context.Context, ref callref.Ref, failed *airlockv1.Event, hint uint64) (Claim, error) {
-	after := hint
+// unknown) with failed, unless it was claimed or ended before: a refused
+// revision never runs later. Run: the refusal is stored. Otherwise the
+// verdict of what is there (Done, Busy, Orphaned).
+func (c *Claimer) Refuse(ctx context.Context, ref callref.Ref, failed *airlockv1.Event) (Claim, error) {
+	var after uint64
 	for range maxAppendAttempts {
 		seq, err := c.ledger.Append(ctx, failed, after)
 		if err == nil {
@@ -258,10 +263,10 @@ func (c *Claimer) Refuse(ctx context.Context, ref callref.Ref, failed *airlockv1
 	return Claim{}, fmt.Errorf("refuse %s: the call kept changing; will retry", ref)
 }
 
-// End appends terminal (completed or failed) for the handling that stored
-// the `started` at startedSeq. It returns false when the revision was
-// ended or taken over by another handling meanwhile: the stream keeps
-// theirs and this result is dropped.
+// End appends terminal (completed or failed, carrying this handling's
+// claim token) for the handling that stored the `started` at startedSeq.
+// It returns false when the revision was ended or taken over by another
+// handling meanwhile: the stream keeps theirs and this result is dropped.
 func (c *Claimer) End(ctx context.Context, ref callref.Ref, terminal *airlockv1.Event, startedSeq uint64) (bool, error) {
 	after := startedSeq
 	for range maxAppendAttempts {
@@ -279,9 +284,22 @@ func (c *Claimer) End(ctx context.Context, ref callref.Ref, terminal *airlockv1.
 		if st.Ended || st.StartedSeq != startedSeq {
 			// Ended (by a take-over, or by this very publish whose ack was
 			// lost), or taken over for another attempt.
-			return st.Ended && st.StartedSeq == startedSeq, nil
+			return st.Ended && st.EndedBy == claimOf(terminal), nil
 		}
 		after = st.Last
 	}
 	return false, fmt.Errorf("end %s: the call kept changing; will retry", ref)
+}
+
+// claimOf is the claim token an executor event carries.
+func claimOf(ev *airlockv1.Event) string {
+	switch b := ev.GetBody().(type) {
+	case *airlockv1.Event_Started:
+		return b.Started.GetClaim()
+	case *airlockv1.Event_Completed:
+		return b.Completed.GetClaim()
+	case *airlockv1.Event_Failed:
+		return b.Failed.GetClaim()
+	}
+	return ""
 }

@@ -11,59 +11,88 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 )
 
-// memStore is an in-memory ClaimStore with the same compare-and-set rules
-// as the KV bucket, so the claim logic is tested without a broker.
-type memStore struct {
-	mu   sync.Mutex
-	recs map[string]*airlockv1.ExecutionRecord
-	revs map[string]uint64
-	seq  uint64
+// memLedger is an in-memory execution ledger with the events stream's
+// rule: an append succeeds only after the ledger's last event, so the claim
+// logic is tested without a broker.
+type memLedger struct {
+	mu     sync.Mutex
+	events []*airlockv1.Event // the call's events; the sequence is index+1
 }
 
-func newMemStore() *memStore {
-	return &memStore{recs: map[string]*airlockv1.ExecutionRecord{}, revs: map[string]uint64{}}
-}
-
-func (m *memStore) Create(_ context.Context, key string, rec *airlockv1.ExecutionRecord) (uint64, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.recs[key]; ok {
-		return 0, fmt.Errorf("%s: %w", key, ErrClaimExists)
+func (l *memLedger) Inspect(_ context.Context, ref callref.Ref) (State, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := State{Last: uint64(len(l.events))}
+	for i, ev := range l.events {
+		if max(ev.GetRevision(), 1) != ref.Rev {
+			continue
+		}
+		switch b := ev.Body.(type) {
+		case *airlockv1.Event_Started:
+			st.Started, st.StartedSeq = b.Started, uint64(i+1)
+		case *airlockv1.Event_Completed, *airlockv1.Event_Failed:
+			st.Ended, st.EndedBy = true, claimOf(ev)
+		}
 	}
-	m.seq++
-	m.recs[key], m.revs[key] = proto.Clone(rec).(*airlockv1.ExecutionRecord), m.seq
-	return m.seq, nil
+	return st, nil
 }
 
-func (m *memStore) Get(_ context.Context, key string) (*airlockv1.ExecutionRecord, uint64, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	rec, ok := m.recs[key]
-	if !ok {
-		return nil, 0, fmt.Errorf("%s: not found", key)
+func (l *memLedger) Append(_ context.Context, ev *airlockv1.Event, after uint64) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if uint64(len(l.events)) != after {
+		return 0, fmt.Errorf("last is %d, not %d: %w", len(l.events), after, ErrConflict)
 	}
-	return proto.Clone(rec).(*airlockv1.ExecutionRecord), m.revs[key], nil
+	l.events = append(l.events, proto.Clone(ev).(*airlockv1.Event))
+	return uint64(len(l.events)), nil
 }
 
-func (m *memStore) Update(_ context.Context, key string, rec *airlockv1.ExecutionRecord, rev uint64) (uint64, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.revs[key] != rev {
-		return 0, fmt.Errorf("%s: %w", key, ErrClaimChanged)
+func (l *memLedger) terminals() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, ev := range l.events {
+		if ev.GetCompleted() != nil || ev.GetFailed() != nil {
+			n++
+		}
 	}
-	m.seq++
-	m.recs[key], m.revs[key] = proto.Clone(rec).(*airlockv1.ExecutionRecord), m.seq
-	return m.seq, nil
+	return n
 }
 
-var req1 = ClaimRequest{Key: "c1.1", CallID: "c1", Revision: 1, Digest: "d", IdempotencyKey: "c1.1"}
+// memLiveness counts heartbeats.
+type memLiveness struct{ beats atomic.Uint64 }
+
+func (m *memLiveness) Beat(context.Context, callref.Ref, *airlockv1.ExecutionRecord) error {
+	m.beats.Add(1)
+	return nil
+}
+func (m *memLiveness) Look(context.Context, callref.Ref) (uint64, error) { return m.beats.Load(), nil }
+
+var ref1 = callref.Ref{Agent: "bot", Call: "c1", Rev: 1}
+
+func started(token string, attempt uint32) *airlockv1.Event {
+	return &airlockv1.Event{AgentId: "bot", CallId: "c1", Revision: 1,
+		Body: &airlockv1.Event_Started{Started: &airlockv1.Started{ExecutorId: "x-" + token, Attempt: attempt, Claim: token}}}
+}
+
+func completed() *airlockv1.Event {
+	return &airlockv1.Event{AgentId: "bot", CallId: "c1", Revision: 1, Body: &airlockv1.Event_Completed{Completed: &airlockv1.Completed{Claim: "owner"}}}
+}
+
+func failed(reason string) *airlockv1.Event {
+	return &airlockv1.Event{AgentId: "bot", CallId: "c1", Revision: 1, Body: &airlockv1.Event_Failed{Failed: &airlockv1.Failed{Reason: reason}}}
+}
+
+// world is a decided call whose execution ledger is empty, as the executor finds it.
+func world() (*memLedger, *memLiveness) { return &memLedger{}, &memLiveness{} }
 
 // claimer returns a Claimer whose watch period runs during, instead of
 // sleeping: the test decides what happens while an observer waits.
-func claimer(store ClaimStore, id string, during func()) *Claimer {
-	c := NewClaimer(store, id, time.Second)
+func claimer(l Ledger, live Liveness, during func()) *Claimer {
+	c := NewClaimer(l, live, time.Second)
 	var once sync.Once
 	c.wait = func(context.Context, time.Duration) error {
 		if during != nil {
@@ -78,47 +107,44 @@ func TestClaim(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
 		name string
-		// setup prepares the store (and may return what runs during the watch).
-		setup func(t *testing.T, s *memStore) (during func())
+		// setup prepares the ledger (and may return what runs during the watch).
+		setup func(t *testing.T, l *memLedger, live *memLiveness) (during func())
 		want  Verdict
 	}{
-		{"first_claim_runs", func(*testing.T, *memStore) func() { return nil }, Run},
-		{"claim_of_an_ended_call_is_done", func(t *testing.T, s *memStore) func() {
-			owner := claimer(s, "a", nil)
-			cl, _ := owner.Claim(ctx, req1)
-			if _, _, err := owner.Finish(ctx, req1.Key, cl, airlockv1.ExecutionState_EXECUTION_STATE_COMPLETED, "completed"); err != nil {
+		{"first_claim_runs", func(*testing.T, *memLedger, *memLiveness) func() { return nil }, Run},
+		{"claim_of_an_ended_call_is_done", func(t *testing.T, l *memLedger, live *memLiveness) func() {
+			cl, _ := claimer(l, live, nil).Claim(ctx, ref1, started("a", 1))
+			if _, err := claimer(l, live, nil).End(ctx, ref1, completed(), cl.Seq); err != nil {
 				t.Fatal(err)
 			}
 			return nil
 		}, Done},
-		{"claim_while_the_owner_heartbeats_is_busy", func(t *testing.T, s *memStore) func() {
-			owner := claimer(s, "a", nil)
-			cl, _ := owner.Claim(ctx, req1)
-			return func() {
-				if _, err := owner.Heartbeat(ctx, req1.Key, cl); err != nil {
-					t.Fatal(err)
-				}
-			}
+		{"claim_while_the_owner_heartbeats_is_busy", func(t *testing.T, l *memLedger, live *memLiveness) func() {
+			_, _ = claimer(l, live, nil).Claim(ctx, ref1, started("a", 1))
+			return func() { _ = live.Beat(ctx, ref1, nil) }
 		}, Busy},
-		{"claim_while_the_owner_finishes_is_done", func(t *testing.T, s *memStore) func() {
-			owner := claimer(s, "a", nil)
-			cl, _ := owner.Claim(ctx, req1)
+		{"claim_while_the_owner_finishes_is_done", func(t *testing.T, l *memLedger, live *memLiveness) func() {
+			cl, _ := claimer(l, live, nil).Claim(ctx, ref1, started("a", 1))
 			return func() {
-				if _, _, err := owner.Finish(ctx, req1.Key, cl, airlockv1.ExecutionState_EXECUTION_STATE_FAILED, ReasonToolError); err != nil {
+				if _, err := claimer(l, live, nil).End(ctx, ref1, failed(ReasonToolError), cl.Seq); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}, Done},
-		{"claim_whose_owner_went_silent_is_orphaned", func(t *testing.T, s *memStore) func() {
-			_, _ = claimer(s, "a", nil).Claim(ctx, req1)
+		{"claim_whose_owner_went_silent_is_orphaned", func(t *testing.T, l *memLedger, live *memLiveness) func() {
+			_, _ = claimer(l, live, nil).Claim(ctx, ref1, started("a", 1))
 			return nil
 		}, Orphaned},
+		{"claim_of_a_refused_call_is_done", func(t *testing.T, l *memLedger, live *memLiveness) func() {
+			_, _ = claimer(l, live, nil).Refuse(ctx, ref1, failed(ReasonUnknownTool))
+			return nil
+		}, Done},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newMemStore()
-			during := tt.setup(t, s)
-			cl, err := claimer(s, "b", during).Claim(ctx, req1)
+			l, live := world()
+			during := tt.setup(t, l, live)
+			cl, err := claimer(l, live, during).Claim(ctx, ref1, started("b", 1))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,15 +155,28 @@ func TestClaim(t *testing.T) {
 	}
 }
 
+func TestAClaimWhoseAckWasLostIsStillOwned(t *testing.T) {
+	ctx := context.Background()
+	l, live := world()
+	// The append landed but its ack was lost: the handling tries again.
+	if _, err := l.Append(ctx, started("mine", 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := claimer(l, live, nil).Claim(ctx, ref1, started("mine", 1))
+	if err != nil || cl.Verdict != Run || cl.Seq != 1 {
+		t.Fatalf("claim = %v (%v), want run at 1", cl, err)
+	}
+}
+
 func TestOneOfManyConcurrentClaimsRuns(t *testing.T) {
-	s := newMemStore()
+	l, live := world()
 	var runs, others atomic.Int32
 	var wg sync.WaitGroup
 	for i := 0; i < 100; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			cl, err := claimer(s, fmt.Sprint("x", i), nil).Claim(context.Background(), req1)
+			cl, err := claimer(l, live, nil).Claim(context.Background(), ref1, started(fmt.Sprint("x", i), 1))
 			if err != nil {
 				t.Error(err)
 				return
@@ -157,83 +196,100 @@ func TestOneOfManyConcurrentClaimsRuns(t *testing.T) {
 
 func TestOrphanedClaims(t *testing.T) {
 	ctx := context.Background()
-	orphan := func(t *testing.T) (*memStore, Claim) {
-		s := newMemStore()
-		if _, err := claimer(s, "dead", nil).Claim(ctx, req1); err != nil {
+	orphan := func(t *testing.T) (*memLedger, *memLiveness, Claim, uint64) {
+		l, live := world()
+		dead, err := claimer(l, live, nil).Claim(ctx, ref1, started("dead", 1))
+		if err != nil {
 			t.Fatal(err)
 		}
-		cl, err := claimer(s, "b", nil).Claim(ctx, req1)
+		cl, err := claimer(l, live, nil).Claim(ctx, ref1, started("b", 1))
 		if err != nil || cl.Verdict != Orphaned {
 			t.Fatalf("verdict %v (%v), want orphaned", cl.Verdict, err)
 		}
-		return s, cl
+		return l, live, cl, dead.Seq
 	}
 
-	t.Run("retry_takes_the_next_attempt_with_the_same_idempotency_key", func(t *testing.T) {
-		s, cl := orphan(t)
-		next, err := claimer(s, "b", nil).Retry(ctx, req1.Key, cl)
+	t.Run("a_takeover_appends_the_next_attempt", func(t *testing.T) {
+		l, live, cl, _ := orphan(t)
+		next, err := claimer(l, live, nil).TakeOver(ctx, cl.State, started("b", 2))
 		if err != nil || next.Verdict != Run {
 			t.Fatalf("verdict %v (%v), want run", next.Verdict, err)
 		}
-		if next.Record.Attempt != 2 || next.Record.IdempotencyKey != "c1.1" || next.Record.ExecutorId != "b" {
-			t.Fatalf("record after retry: %v", next.Record)
+		st, _ := l.Inspect(ctx, ref1)
+		if st.Started.GetAttempt() != 2 || st.Started.GetClaim() != "b" {
+			t.Fatalf("started after the takeover: %v", st.Started)
 		}
 	})
 	t.Run("only_one_of_two_takeovers_wins", func(t *testing.T) {
-		s, cl := orphan(t)
-		first, _ := claimer(s, "b", nil).Retry(ctx, req1.Key, cl)
-		second, _ := claimer(s, "c", nil).Abandon(ctx, req1.Key, cl)
+		l, live, cl, _ := orphan(t)
+		first, _ := claimer(l, live, nil).TakeOver(ctx, cl.State, started("b", 2))
+		second, _ := claimer(l, live, nil).TakeOver(ctx, cl.State, failed(ReasonIndeterminate))
 		if first.Verdict != Run || second.Verdict != Busy {
 			t.Fatalf("verdicts %s and %s, want run and busy", first.Verdict, second.Verdict)
 		}
 	})
-	t.Run("abandon_ends_it_failed_indeterminate", func(t *testing.T) {
-		s, cl := orphan(t)
-		next, err := claimer(s, "b", nil).Abandon(ctx, req1.Key, cl)
-		if err != nil || next.Verdict != Run {
-			t.Fatalf("verdict %v (%v), want run", next.Verdict, err)
-		}
-		rec, _, _ := s.Get(ctx, req1.Key)
-		if rec.State != airlockv1.ExecutionState_EXECUTION_STATE_FAILED || rec.Outcome != ReasonIndeterminate {
-			t.Fatalf("record after abandon: %v", rec)
-		}
-	})
-	t.Run("the_dead_owner_learns_it_lost_the_claim", func(t *testing.T) {
-		s := newMemStore()
-		dead := claimer(s, "dead", nil)
-		mine, _ := dead.Claim(ctx, req1)
-		cl, _ := claimer(s, "b", nil).Claim(ctx, req1)
-		if _, err := claimer(s, "b", nil).Retry(ctx, req1.Key, cl); err != nil {
+	t.Run("the_presumed_dead_owner_ends_nothing_after_a_takeover", func(t *testing.T) {
+		l, live, cl, deadSeq := orphan(t)
+		if _, err := claimer(l, live, nil).TakeOver(ctx, cl.State, failed(ReasonIndeterminate)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := dead.Heartbeat(ctx, req1.Key, mine); err == nil {
-			t.Fatal("heartbeat of a taken-over claim succeeded")
+		mine, err := claimer(l, live, nil).End(ctx, ref1, completed(), deadSeq)
+		if err != nil || mine {
+			t.Fatalf("the old owner's end: stored=%v (%v), want dropped", mine, err)
 		}
-		if _, _, err := dead.Finish(ctx, req1.Key, mine, airlockv1.ExecutionState_EXECUTION_STATE_COMPLETED, "completed"); err == nil {
-			t.Fatal("finish of a taken-over claim succeeded")
+		if n := l.terminals(); n != 1 {
+			t.Fatalf("%d terminal events, want exactly 1", n)
+		}
+	})
+	t.Run("the_presumed_dead_owner_ends_nothing_after_a_retry", func(t *testing.T) {
+		l, live, cl, deadSeq := orphan(t)
+		next, _ := claimer(l, live, nil).TakeOver(ctx, cl.State, started("b", 2))
+		if mine, _ := claimer(l, live, nil).End(ctx, ref1, completed(), deadSeq); mine {
+			t.Fatal("the old owner ended a call taken over for another attempt")
+		}
+		if mine, err := claimer(l, live, nil).End(ctx, ref1, completed(), next.Seq); err != nil || !mine {
+			t.Fatalf("the new owner's end: %v (%v)", mine, err)
+		}
+		if n := l.terminals(); n != 1 {
+			t.Fatalf("%d terminal events, want exactly 1", n)
 		}
 	})
 }
 
+func TestEndingTwiceStoresOneTerminal(t *testing.T) {
+	ctx := context.Background()
+	l, live := world()
+	cl, _ := claimer(l, live, nil).Claim(ctx, ref1, started("a", 1))
+	// The end is retried after a lost ack.
+	for range 3 {
+		if _, err := claimer(l, live, nil).End(ctx, ref1, completed(), cl.Seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := l.terminals(); n != 1 {
+		t.Fatalf("%d terminal events, want 1", n)
+	}
+}
+
 func TestRefuse(t *testing.T) {
 	ctx := context.Background()
-	t.Run("refusing_an_unclaimed_call_settles_it_failed", func(t *testing.T) {
-		s := newMemStore()
-		cl, err := claimer(s, "a", nil).Refuse(ctx, req1, ReasonArgumentsMismatch)
+	t.Run("refusing_an_unclaimed_call_ends_it_failed", func(t *testing.T) {
+		l, live := world()
+		cl, err := claimer(l, live, nil).Refuse(ctx, ref1, failed(ReasonArgumentsMismatch))
 		if err != nil || cl.Verdict != Run {
 			t.Fatalf("verdict %v (%v), want run", cl.Verdict, err)
 		}
-		later, _ := claimer(s, "b", nil).Claim(ctx, req1)
+		later, _ := claimer(l, live, nil).Claim(ctx, ref1, started("b", 1))
 		if later.Verdict != Done {
 			t.Fatalf("a claim after the refusal got %s, want done: a refused call must never run", later.Verdict)
 		}
 	})
-	t.Run("refusing_a_claimed_call_changes_nothing", func(t *testing.T) {
-		s := newMemStore()
-		_, _ = claimer(s, "a", nil).Claim(ctx, req1)
-		cl, err := claimer(s, "b", nil).Refuse(ctx, req1, ReasonArgumentsMismatch)
-		if err != nil || cl.Verdict != Done || cl.Record.State != airlockv1.ExecutionState_EXECUTION_STATE_RUNNING {
-			t.Fatalf("verdict %v record %v (%v), want done with the running record", cl.Verdict, cl.Record, err)
+	t.Run("refusing_a_claimed_call_ends_nothing", func(t *testing.T) {
+		l, live := world()
+		_, _ = claimer(l, live, nil).Claim(ctx, ref1, started("a", 1))
+		cl, err := claimer(l, live, func() { _ = live.Beat(ctx, ref1, nil) }).Refuse(ctx, ref1, failed(ReasonArgumentsMismatch))
+		if err != nil || cl.Verdict != Busy || l.terminals() != 0 {
+			t.Fatalf("verdict %v, %d terminals (%v), want busy and none", cl.Verdict, l.terminals(), err)
 		}
 	})
 }

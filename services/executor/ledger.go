@@ -20,7 +20,7 @@ import (
 
 // StreamLedger is the Ledger on the events stream: Inspect reads the last
 // stored events with Direct Get, Append is compare-and-append on the call's
-// subjects (envelope.PublishAfter).
+// execution subjects (envelope.PublishAfter).
 type StreamLedger struct {
 	nc     *nats.Conn
 	stream string
@@ -34,11 +34,11 @@ func NewStreamLedger(nc *nats.Conn, stream string, pub *envelope.Publisher) *Str
 	return &StreamLedger{nc: nc, stream: stream, pub: pub, readTimeout: 5 * time.Second}
 }
 
-// Inspect implements Ledger. The call's last sequence is read first: an
+// Inspect implements Ledger. The ledger's last sequence is read first: an
 // event stored after it makes an Append after Last fail.
 func (l *StreamLedger) Inspect(ctx context.Context, ref callref.Ref) (State, error) {
 	var st State
-	last, err := l.last(ctx, subject.OfCall(ref.Agent, ref.Call))
+	last, err := l.last(ctx, subject.OfExecution(ref.Agent, ref.Call))
 	if err != nil {
 		return st, err
 	}
@@ -56,7 +56,7 @@ func (l *StreamLedger) Inspect(ctx context.Context, ref callref.Ref) (State, err
 		if typ == subject.Started {
 			st.Started, st.StartedSeq = ev.GetStarted(), seq
 		} else {
-			st.Ended = true
+			st.Ended, st.EndedBy = true, claimOf(ev)
 		}
 	}
 	return st, nil
@@ -86,7 +86,7 @@ func (l *StreamLedger) last(ctx context.Context, subj string) (*nats.Msg, error)
 
 // Append implements Ledger.
 func (l *StreamLedger) Append(ctx context.Context, ev *airlockv1.Event, afterSeq uint64) (uint64, error) {
-	ack, err := l.pub.PublishAfter(ctx, ev, "", subject.OfCall(ev.GetAgentId(), ev.GetCallId()), afterSeq)
+	ack, err := l.pub.PublishAfter(ctx, ev, "", subject.OfExecution(ev.GetAgentId(), ev.GetCallId()), afterSeq)
 	if errors.Is(err, envelope.ErrConflict) {
 		return 0, fmt.Errorf("%w: %v", ErrConflict, err)
 	}

@@ -6,7 +6,8 @@
 // `completed` or `failed`.
 //
 // Exactly once (ARCHITECTURE.md "Exactly once"): the claim is the `started`
-// event, appended with compare-and-append on the call's subjects, so however
+// event, appended with compare-and-append to the call's execution ledger
+// (airlock.evt.<agent>.<call>.exec.*), so however
 // many messages carry the same call revision and however many replicas
 // handle them, one appends it and runs the tool. An owner running for long
 // heart-beats a liveness record; a `started` without an end whose owner
@@ -141,10 +142,7 @@ type execution struct {
 	// digest the decision or approval was made about, and who made it.
 	digest, by string
 	trace      string
-	// hint is the decision's stream sequence: usually the call's last event,
-	// after which the claim is appended.
-	hint      uint64
-	delivered uint64
+	delivered  uint64
 	idem      string
 }
 
@@ -172,7 +170,7 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 		return nil // gate-only: the agent runs the tool itself and reports it
 	}
 	x.trace = m.Headers().Get(envelope.HeaderTraceparent)
-	x.hint, x.delivered = meta.Sequence.Stream, meta.NumDelivered
+	x.delivered = meta.NumDelivered
 	return s.execute(ctx, x)
 }
 
@@ -246,7 +244,7 @@ func (s *Service) execute(ctx context.Context, x *execution) error {
 		return s.giveUp(ctx, x, tool)
 	}
 	token := ids.New("claim")
-	cl, err := s.claims.Claim(ctx, x.ref, s.startedEvent(x, 1, token), x.hint)
+	cl, err := s.claims.Claim(ctx, x.ref, s.startedEvent(x, 1, token))
 	if err != nil {
 		return err
 	}
@@ -261,7 +259,7 @@ func (s *Service) settle(ctx context.Context, x *execution, tool Tool, cl Claim,
 		if cl.State.Started != nil && cl.State.Started.GetClaim() == token {
 			attempt = cl.State.Started.GetAttempt()
 		}
-		return s.run(ctx, x, tool, attempt, cl.Seq)
+		return s.run(ctx, x, tool, attempt, cl.Seq, token)
 	case Done:
 		return nil
 	case Busy:
@@ -289,7 +287,7 @@ func (s *Service) takeOver(ctx context.Context, x *execution, tool Tool, orphan 
 		if cl.Verdict != Run {
 			return fmt.Errorf("call %s changed while taking it over; looking again later", x.ref)
 		}
-		return s.run(ctx, x, tool, next, cl.Seq)
+		return s.run(ctx, x, tool, next, cl.Seq, token)
 	}
 	s.deps.Log.Warn("executor died while running a non-idempotent tool; the call ends indeterminate",
 		"call", x.ref.String(), "tool", tool.Name, "dead_executor", dead.GetExecutorId())
@@ -309,7 +307,7 @@ func (s *Service) takeOver(ctx context.Context, x *execution, tool Tool, orphan 
 // refuse ends the revision failed without running it, unless it was
 // claimed or ended before.
 func (s *Service) refuse(ctx context.Context, x *execution, reason, msg string) error {
-	cl, err := s.claims.Refuse(ctx, x.ref, s.failedEvent(x, reason, OutcomeError, msg, 0, 0), x.hint)
+	cl, err := s.claims.Refuse(ctx, x.ref, s.failedEvent(x, reason, OutcomeError, msg, 0, 0))
 	if err != nil {
 		return err
 	}
@@ -356,7 +354,7 @@ func (s *Service) giveUp(ctx context.Context, x *execution, tool Tool) error {
 
 // run starts the tool under a claim this handling owns (the `started` at
 // startedSeq) and appends its end.
-func (s *Service) run(ctx context.Context, x *execution, tool Tool, attempt uint32, startedSeq uint64) error {
+func (s *Service) run(ctx context.Context, x *execution, tool Tool, attempt uint32, startedSeq uint64, token string) error {
 	// The tool and what follows it outlive a shutdown request: a started
 	// side effect is finished and reported rather than abandoned.
 	base := context.WithoutCancel(ctx)
@@ -375,7 +373,7 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, attempt uint
 	case err == nil:
 		text, truncated := LimitResult(raw, s.deps.Config.Executor.MaxResultBytes)
 		ev = s.event(x, &airlockv1.Event_Completed{Completed: &airlockv1.Completed{
-			ResultJson: text, Truncated: truncated, Latency: durationpb.New(latency), Attempt: attempt,
+			ResultJson: text, Truncated: truncated, Latency: durationpb.New(latency), Attempt: attempt, Claim: token,
 		}})
 		ev.EventId = x.ref.EventID("result")
 	case timedOut:
@@ -391,6 +389,9 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, attempt uint
 		ev = s.failedEvent(x, ReasonToolError, o, toolErr.Message, latency, attempt)
 	default:
 		ev = s.failedEvent(x, ReasonToolError, OutcomeError, err.Error(), latency, attempt)
+	}
+	if f := ev.GetFailed(); f != nil {
+		f.Claim = token
 	}
 	pubCtx, cancel := context.WithTimeout(base, 30*time.Second)
 	defer cancel()
@@ -517,7 +518,7 @@ func (s *Service) startedEvent(x *execution, attempt uint32, token string) *airl
 }
 
 func (s *Service) failedEvent(x *execution, reason, outcome, msg string, latency time.Duration, attempt uint32) *airlockv1.Event {
-	f := &airlockv1.Failed{Reason: reason, Outcome: outcome, Message: msg, Attempt: attempt}
+	f := &airlockv1.Failed{Reason: reason, Outcome: outcome, Message: msg, Attempt: attempt, Claim: ids.New("claim")}
 	if latency > 0 {
 		f.Latency = durationpb.New(latency)
 	}

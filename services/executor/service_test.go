@@ -15,14 +15,15 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/executor"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -162,7 +163,10 @@ func (e *testEnv) startExecutor(f executor.RegistryFile) *executor.Service {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	s := executor.New(deps, reg, executor.NewKVStore(kv))
+	s, err := executor.New(deps, reg, executor.NewKVLiveness(kv))
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	testenv.RunService(e.t, s)
 	return s
 }
@@ -190,7 +194,7 @@ func digestOf(t *testing.T, call *airlockv1.ToolCall) string {
 func (e *testEnv) allow(call *airlockv1.ToolCall, digest string) {
 	e.t.Helper()
 	e.publish(&airlockv1.Event{
-		EventId: envelope.EventID(call.CallId, call.Revision, "decision"), AgentId: call.AgentId, CallId: call.CallId, Revision: call.Revision,
+		EventId: callref.Of(call).EventID("decision"), AgentId: call.AgentId, CallId: call.CallId, Revision: call.Revision,
 		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "policy"},
 		Body: &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{Call: call,
 			Decision: &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW, ArgumentsDigest: digest}}},
@@ -208,8 +212,17 @@ func (e *testEnv) approve(call *airlockv1.ToolCall, digest string, copy int) {
 	})
 }
 
+// publish stores ev as the policy or approval service would: an allowed or
+// approved event sealed with the decision key.
 func (e *testEnv) publish(ev *airlockv1.Event) {
 	e.t.Helper()
+	dk, err := e.deps.DecisionKey()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := dk.SealDecision(ev); err != nil {
+		e.t.Fatal(err)
+	}
 	ack, err := e.pub.Publish(context.Background(), ev, "")
 	if err != nil {
 		e.t.Fatal(err)
@@ -277,7 +290,7 @@ func TestAnAllowedCallRunsAndItsResultIsPublished(t *testing.T) {
 	if err := json.Unmarshal([]byte(c.ResultJson), &got); err != nil || got["text"] != "hello" || got["n"] != 3.0 {
 		t.Fatalf("result %s (%v), want the echoed arguments", c.ResultJson, err)
 	}
-	if end.EventId != "echo1.1.result" || c.Attempt != 1 {
+	if end.EventId != "bot.echo1.1.result" || c.Attempt != 1 {
 		t.Fatalf("completed event id %q attempt %d", end.EventId, c.Attempt)
 	}
 	e.settled()
@@ -318,7 +331,7 @@ func TestOneApprovalDeliveredThreeTimesToTwoReplicasRunsOnce(t *testing.T) {
 	if hits := hook.Hits(); len(hits) != 1 {
 		t.Fatalf("the webhook ran %d times, want once: %+v", len(hits), hits)
 	}
-	if first.IdempotencyKey != "pay1-key" || first.Body["amount"] != 10.0 {
+	if first.IdempotencyKey != "bot/pay1-key" || first.Body["amount"] != 10.0 {
 		t.Fatalf("webhook got key %q body %v", first.IdempotencyKey, first.Body)
 	}
 	types := e.types("pay1")
@@ -419,21 +432,18 @@ func TestLargeResultsAreTruncatedWithAMarker(t *testing.T) {
 }
 
 // TestAClaimWhoseExecutorDiedIsSettled plants the claim a dead executor
-// leaves behind (RUNNING, never heart-beaten again) and checks what a live
-// replica makes of the redelivered approval. The SIGKILL test in tests/
-// does the same with a real process.
+// leaves behind (a `started` with no end and no heartbeat) and checks what a
+// live replica makes of the approval. The SIGKILL test in tests/ does the
+// same with a real process.
 func TestAClaimWhoseExecutorDiedIsSettled(t *testing.T) {
 	e := newTestEnv(t, nil)
 	hook := newHookServer(t)
-	kv, err := e.deps.JS.KeyValue(context.Background(), e.cfg.Buckets.Executions)
-	if err != nil {
-		t.Fatal(err)
-	}
 	plant := func(call *airlockv1.ToolCall) {
-		rec := &airlockv1.ExecutionRecord{CallId: call.CallId, Revision: 1, State: airlockv1.ExecutionState_EXECUTION_STATE_RUNNING,
-			ExecutorId: "dead-1", Attempt: 1, IdempotencyKey: call.CallId + "-key", ArgumentsDigest: digestOf(t, call)}
-		b, _ := proto.Marshal(rec)
-		if _, err := kv.Create(context.Background(), executor.ClaimKey(call), b); err != nil {
+		ref := callref.Of(call)
+		ev := &airlockv1.Event{AgentId: call.AgentId, CallId: call.CallId, Revision: 1,
+			Body: &airlockv1.Event_Started{Started: &airlockv1.Started{ExecutorId: "dead-1", Attempt: 1,
+				IdempotencyKey: ref.IdempotencyKey(call.IdempotencyKey), Claim: "dead-claim"}}}
+		if _, err := e.pub.PublishAfter(context.Background(), ev, "", subject.OfExecution(ref.Agent, ref.Call), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -453,6 +463,7 @@ func TestAClaimWhoseExecutorDiedIsSettled(t *testing.T) {
 	})
 	t.Run("an_idempotent_tool_runs_again_with_the_same_key", func(t *testing.T) {
 		call := toolCall(t, "orph2", "hook__sync", map[string]any{"id": "a"})
+		call.IdempotencyKey = "orph2-key"
 		plant(call)
 		e.approve(call, digestOf(t, call), 0)
 		c := e.end("orph2").GetCompleted()
@@ -460,7 +471,7 @@ func TestAClaimWhoseExecutorDiedIsSettled(t *testing.T) {
 			t.Fatalf("completed = %v, want attempt 2", c)
 		}
 		hits := hook.Hits()
-		if len(hits) != 1 || hits[0].IdempotencyKey != "orph2-key" || hits[0].Attempt != "2" {
+		if len(hits) != 1 || hits[0].IdempotencyKey != "bot/orph2-key" || hits[0].Attempt != "2" {
 			t.Fatalf("webhook hits %+v, want one with the recorded key at attempt 2", hits)
 		}
 	})
@@ -484,7 +495,11 @@ func TestMCPFilesystemServerWritesAndReadsThroughTheExecutor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.RunService(t, executor.New(e.deps, reg, executor.NewKVStore(kv)))
+	s, err := executor.New(e.deps, reg, executor.NewKVLiveness(kv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunService(t, s)
 
 	file := filepath.Join(dir, "notes", "plan.txt")
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
@@ -508,5 +523,44 @@ func TestMCPFilesystemServerWritesAndReadsThroughTheExecutor(t *testing.T) {
 	e.allow(outside, digestOf(t, outside))
 	if f := e.end("fso").GetFailed(); f == nil || f.Reason != executor.ReasonToolError {
 		t.Fatalf("reading outside the allowed directory ended %v, want tool_error", e.end("fso"))
+	}
+}
+
+// TestADecisionNobodySealedRunsNothing publishes allowed and approved events
+// the way something other than the policy and approval services might (no
+// seal, another key's seal, a seal over other arguments): none runs, the call
+// is left as it was, and each is recorded as an unauthorized attempt.
+func TestADecisionNobodySealedRunsNothing(t *testing.T) {
+	e := newTestEnv(t, nil)
+	hook := newHookServer(t)
+	e.startExecutor(registryFor(hook, 0))
+	forge := func(id string, mangle func(ev *airlockv1.Event)) {
+		call := toolCall(t, id, "hook__pay", map[string]any{"amount": 1000})
+		ev := &airlockv1.Event{EventId: "forged." + id, AgentId: "bot", CallId: id, Revision: 1,
+			Body: &airlockv1.Event_Approved{Approved: &airlockv1.Approved{Call: call, ArgumentsDigest: digestOf(t, call)}}}
+		mangle(ev)
+		if _, err := e.pub.Publish(context.Background(), ev, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forge("unsealed", func(*airlockv1.Event) {})
+	forge("other-key", func(ev *airlockv1.Event) { _ = seal.NewKey().SealDecision(ev) })
+	forge("other-args", func(ev *airlockv1.Event) {
+		dk, _ := e.deps.DecisionKey()
+		_ = dk.SealDecision(ev)
+		ev.GetApproved().Call.Arguments.Fields["amount"] = structpb.NewNumberValue(1)
+		ev.GetApproved().ArgumentsDigest = digestOf(t, ev.GetApproved().Call)
+	})
+	for _, id := range []string{"unsealed", "other-key", "other-args"} {
+		testenv.WaitForEvent(t, e.deps.JS, subject.OfCall("bot", id), subject.UnauthorizedAttempt, 10*time.Second)
+	}
+	e.settled()
+	for _, id := range []string{"unsealed", "other-key", "other-args"} {
+		if got := e.types(id); strings.Join(got, ",") != "approved,unauthorized_attempt" {
+			t.Errorf("%s: events %v, want the forged approval and its refusal only", id, got)
+		}
+	}
+	if n := len(hook.Hits()); n != 0 {
+		t.Fatalf("forged decisions ran the tool %d times", n)
 	}
 }

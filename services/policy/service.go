@@ -219,21 +219,26 @@ func (s *Service) accept(ctx context.Context, in intake, ref callref.Ref, req *a
 
 // sequence reads the call's newest recorded revision and says whether req
 // may start revision ref.Rev (accepted, with the sequence of the call's last
-// event to append after), repeats what is recorded, or is refused.
+// event to append after), repeats what is recorded, or is refused. The
+// call's last sequence is read first: anything stored after that read makes
+// the append fail, and the next attempt reads again.
 func (s *Service) sequence(ctx context.Context, ref callref.Ref, in intake, req *airlockv1.Requested) (verdict, string, uint64, error) {
-	last, err := s.lastEvent(ctx, ref, subject.Requested)
+	last, err := s.lastSeq(ctx, subject.OfCall(ref.Agent, ref.Call))
 	if err != nil {
 		return 0, "", 0, err
 	}
-	if last == nil {
+	newest, err := s.lastEvent(ctx, ref, subject.Requested)
+	if err != nil {
+		return 0, "", 0, err
+	}
+	if newest == nil {
 		if ref.Rev != 1 {
 			return refused, fmt.Sprintf("call %s has no revision 1: submit revision 1 first (revisions follow a request for changes)", ref.Call), 0, nil
 		}
-		seq, err := s.lastSeq(ctx, subject.OfCall(ref.Agent, ref.Call))
-		return accepted, "", seq, err
+		return accepted, "", last, nil
 	}
-	prev := last.ev.GetRequested()
-	prevRev := max(last.ev.GetRevision(), 1)
+	prev := newest.ev.GetRequested()
+	prevRev := max(newest.ev.GetRevision(), 1)
 	switch {
 	case prevRev == ref.Rev:
 		if prev.GetIntakeSeq() == in.seq || sameRequest(prev.GetCall(), req.GetCall()) {
@@ -248,8 +253,7 @@ func (s *Service) sequence(ctx context.Context, ref callref.Ref, in intake, req 
 		if cr == nil || max(cr.ev.GetRevision(), 1) != prevRev {
 			return refused, fmt.Sprintf("revision %d of call %s can follow only a request for changes to revision %d, and none was made: use a new call id for a new call", ref.Rev, ref.Call, prevRev), 0, nil
 		}
-		seq, err := s.lastSeq(ctx, subject.OfCall(ref.Agent, ref.Call))
-		return accepted, "", seq, err
+		return accepted, "", last, nil
 	case ref.Rev < prevRev:
 		return refused, fmt.Sprintf("revision %d of call %s is older than its newest revision %d: submit revision %d after a reviewer requests changes", ref.Rev, ref.Call, prevRev, prevRev+1), 0, nil
 	}

@@ -18,10 +18,12 @@ import (
 	"github.com/airlock-gate/airlock/policies"
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -37,7 +39,11 @@ func replica(t *testing.T, cfg config.Config) (*policy.Engine, svc.Deps) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.RunService(t, policy.New(deps, e, e.Serve))
+	s, err := policy.New(deps, e, e.Serve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunService(t, s)
 	return e, deps
 }
 
@@ -48,14 +54,24 @@ func submit(t *testing.T, js jetstream.JetStream, agent, call, server, tool stri
 		t.Fatal(err)
 	}
 	c := &airlockv1.ToolCall{CallId: call, AgentId: agent, Server: server, Tool: tool, Arguments: st, Revision: 1}
+	publishRequest(t, js, c)
+	return c
+}
+
+// publishRequest puts a call in the intake stream, as an agent does.
+func publishRequest(t *testing.T, js jetstream.JetStream, c *airlockv1.ToolCall) {
+	t.Helper()
 	ev := &airlockv1.Event{
-		EventId: envelope.EventID(call, 1, subject.Requested), AgentId: agent, CallId: call, Revision: 1,
+		AgentId: c.AgentId, CallId: c.CallId, Revision: c.Revision,
 		Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: c}},
 	}
-	if _, err := envelope.NewPublisher(js, "agent/"+agent).Publish(context.Background(), ev, ""); err != nil {
+	msg, err := envelope.EncodeRequest(ev, "agent/"+c.AgentId, "")
+	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	if _, err := js.PublishMsg(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
 }
 
 var decisionTypes = []string{subject.Allowed, subject.Denied, subject.ApprovalRequested}
@@ -124,8 +140,8 @@ func TestRequestedBecomesEachOutcome(t *testing.T) {
 				t.Errorf("arguments_digest %q, want %q", d.ArgumentsDigest, digest)
 			case d.PolicyRevision == "" || d.DecisionId == "" || d.DecidedAt == nil || d.Reason == "":
 				t.Errorf("decision lacks revision, id, time or reason: %v", d)
-			case ev.EventId != tt.call+".1.decision":
-				t.Errorf("event id %q, want %s.1.decision", ev.EventId, tt.call)
+			case ev.EventId != "bot."+tt.call+".1.decision":
+				t.Errorf("event id %q, want bot.%s.1.decision", ev.EventId, tt.call)
 			}
 			if tt.want == subject.ApprovalRequested {
 				ar := ev.GetApprovalRequested()
@@ -175,7 +191,11 @@ func TestRulePutThroughEndpointChangesNextDecisionOnBothReplicas(t *testing.T) {
 	}
 	before := a.Revision()
 
-	client := policyapi.New(deps.NC)
+	fk, err := deps.FrontendKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := policyapi.New(deps.NC, fk, "console")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	testenv.Eventually(t, 5*time.Second, "the rules endpoint to answer", func() bool {
@@ -208,6 +228,13 @@ func TestRulePutThroughEndpointChangesNextDecisionOnBothReplicas(t *testing.T) {
 	if got := testenv.SubjectTypes(t, deps.JS, subject.OfType(subject.PolicyChanged)); len(got) != 1 {
 		t.Errorf("%d policy_changed events for one change on two replicas, want 1", len(got))
 	}
+
+	// A request no front-end sealed changes nothing, whoever it names, and is recorded.
+	forged := policyapi.New(deps.NC, seal.NewKey(), "console")
+	if _, err := forged.PutRule(ctx, &airlockv1.PolicyRule{Id: "allow-all", Priority: 1, Effect: "allow"}, &airlockv1.Actor{Id: "alice"}); apierr.CodeOf(err) != apierr.NotAuthorized {
+		t.Fatalf("unsealed rule put: %v, want not_authorized", err)
+	}
+	testenv.WaitForEvent(t, deps.JS, subject.OfCall(subject.SystemAgent, subject.SystemCall), subject.UnauthorizedAttempt, 5*time.Second)
 
 	// The list shows it; an invalid rule is refused with a sentence; delete restores the ask.
 	list, err := client.ListRules(ctx)
@@ -346,8 +373,8 @@ func TestStandingGrantTurnsAskIntoAllowForItsUses(t *testing.T) {
 	}
 	g := &airlockv1.StandingGrant{}
 	_ = proto.Unmarshal(en.Value(), g)
-	if g.UsesLeft != 0 || strings.Join(g.UsedBy, ",") != "g0.1,g1.1" {
-		t.Errorf("grant after use: uses_left %d used_by %v, want 0 and [g0.1 g1.1]", g.UsesLeft, g.UsedBy)
+	if g.UsesLeft != 0 || strings.Join(g.UsedBy, ",") != "bot.g0.1,bot.g1.1" {
+		t.Errorf("grant after use: uses_left %d used_by %v, want 0 and [bot.g0.1 bot.g1.1]", g.UsesLeft, g.UsedBy)
 	}
 	// Arguments outside the grant's globs, another agent, a call on behalf of
 	// the grant's creator, or a deny: no grant.

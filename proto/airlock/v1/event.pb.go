@@ -1235,10 +1235,12 @@ func (x *Started) GetClaim() string {
 type Completed struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The tool's result as JSON text (possibly truncated).
-	ResultJson    string               `protobuf:"bytes,1,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
-	Truncated     bool                 `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
-	Latency       *durationpb.Duration `protobuf:"bytes,3,opt,name=latency,proto3" json:"latency,omitempty"`
-	Attempt       uint32               `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	ResultJson string               `protobuf:"bytes,1,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	Truncated  bool                 `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Latency    *durationpb.Duration `protobuf:"bytes,3,opt,name=latency,proto3" json:"latency,omitempty"`
+	Attempt    uint32               `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The claim token of the handling that ran it (Started.claim).
+	Claim         string `protobuf:"bytes,5,opt,name=claim,proto3" json:"claim,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1301,15 +1303,25 @@ func (x *Completed) GetAttempt() uint32 {
 	return 0
 }
 
+func (x *Completed) GetClaim() string {
+	if x != nil {
+		return x.Claim
+	}
+	return ""
+}
+
 type Failed struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Stable code: tool_error, timeout, unknown_tool, arguments_mismatch, indeterminate, ...
 	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
 	// "error" (the tool said no) or "indeterminate" (it may or may not have run).
-	Outcome       string               `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`
-	Message       string               `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
-	Latency       *durationpb.Duration `protobuf:"bytes,4,opt,name=latency,proto3" json:"latency,omitempty"`
-	Attempt       uint32               `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Outcome string               `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	Message string               `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	Latency *durationpb.Duration `protobuf:"bytes,4,opt,name=latency,proto3" json:"latency,omitempty"`
+	Attempt uint32               `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The claim token of the handling that ended the call (Started.claim of a
+	// run, or a token of its own for a refusal or a take-over).
+	Claim         string `protobuf:"bytes,6,opt,name=claim,proto3" json:"claim,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1377,6 +1389,13 @@ func (x *Failed) GetAttempt() uint32 {
 		return x.Attempt
 	}
 	return 0
+}
+
+func (x *Failed) GetClaim() string {
+	if x != nil {
+		return x.Claim
+	}
+	return ""
 }
 
 // UnauthorizedAttempt: someone tried to decide and was refused; nothing changed.
@@ -1649,19 +1668,21 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"executorId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12'\n" +
 	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12\x14\n" +
-	"\x05claim\x18\x04 \x01(\tR\x05claim\"\x99\x01\n" +
+	"\x05claim\x18\x04 \x01(\tR\x05claim\"\xaf\x01\n" +
 	"\tCompleted\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
 	"resultJson\x12\x1c\n" +
 	"\ttruncated\x18\x02 \x01(\bR\ttruncated\x123\n" +
 	"\alatency\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x18\n" +
-	"\aattempt\x18\x04 \x01(\rR\aattempt\"\xa3\x01\n" +
+	"\aattempt\x18\x04 \x01(\rR\aattempt\x12\x14\n" +
+	"\x05claim\x18\x05 \x01(\tR\x05claim\"\xb9\x01\n" +
 	"\x06Failed\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
 	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x123\n" +
 	"\alatency\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x18\n" +
-	"\aattempt\x18\x05 \x01(\rR\aattempt\"?\n" +
+	"\aattempt\x18\x05 \x01(\rR\aattempt\x12\x14\n" +
+	"\x05claim\x18\x06 \x01(\tR\x05claim\"?\n" +
 	"\x13UnauthorizedAttempt\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12\x10\n" +
 	"\x03why\x18\x02 \x01(\tR\x03why\"\xad\x01\n" +

@@ -13,7 +13,7 @@ import (
 
 func TestEncodeSetsSubjectAndHeaders(t *testing.T) {
 	ev := &airlockv1.Event{
-		EventId: EventID("c1", 1, "requested"), AgentId: "a1", CallId: "c1", Revision: 1,
+		EventId: "a1.c1.1.requested", AgentId: "a1", CallId: "c1", Revision: 1,
 		Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: &airlockv1.ToolCall{Tool: "echo"}}},
 	}
 	parent := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -25,7 +25,7 @@ func TestEncodeSetsSubjectAndHeaders(t *testing.T) {
 		t.Fatalf("subject %q", msg.Subject)
 	}
 	for h, want := range map[string]string{
-		HeaderCEID: "c1.1.requested", "Nats-Msg-Id": "c1.1.requested", HeaderCEType: "airlock.v1.requested",
+		HeaderCEID: "a1.c1.1.requested", "Nats-Msg-Id": "a1.c1.1.requested", HeaderCEType: "airlock.v1.requested",
 		HeaderCESource: "agent/a1", HeaderCESpec: "1.0", HeaderContentType: ContentProtobuf,
 	} {
 		if got := msg.Header.Get(h); got != want {
@@ -123,7 +123,7 @@ func BenchmarkEncodeDecode(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		ev := &airlockv1.Event{
-			EventId: EventID("call_1", 1, "requested"), AgentId: "bench", CallId: "call_1", Revision: 1,
+			EventId: "bench.call_1.1.requested", AgentId: "bench", CallId: "call_1", Revision: 1,
 			Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: &airlockv1.ToolCall{CallId: "call_1", AgentId: "bench", Tool: "demo__echo", Arguments: args}}},
 		}
 		msg, err := Encode(ev, "agent/bench", parent)

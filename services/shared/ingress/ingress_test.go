@@ -1,10 +1,13 @@
 package ingress
 
 import (
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 )
@@ -16,7 +19,7 @@ func jsonHeader() nats.Header {
 }
 
 func TestRequestAcceptsAndNormalizes(t *testing.T) {
-	call, r := Request("airlock.evt.bot.c1.requested",
+	call, r := Request("airlock.req.bot.c1",
 		[]byte(`{"requested":{"call":{"tool":"fs__read_file","arguments":{"path":"/tmp/a"}}}}`), jsonHeader(), 1024)
 	if r != nil {
 		t.Fatal(r)
@@ -29,7 +32,7 @@ func TestRequestAcceptsAndNormalizes(t *testing.T) {
 func TestRequestAcceptsProtobuf(t *testing.T) {
 	data, _ := proto.Marshal(&airlockv1.Event{Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{
 		Call: &airlockv1.ToolCall{Server: "demo", Tool: "echo"}}}})
-	if _, r := Request("airlock.evt.bot.c1.requested", data, nats.Header{}, 1024); r != nil {
+	if _, r := Request("airlock.req.bot.c1", data, nats.Header{}, 1024); r != nil {
 		t.Fatal(r)
 	}
 }
@@ -41,6 +44,53 @@ func TestCallRefusesControlCharactersInThreadAndPrincipal(t *testing.T) {
 	} {
 		if r := Call(call); r == nil {
 			t.Errorf("accepted %q / %q", call.ThreadId, call.OnBehalfOf)
+		}
+	}
+}
+
+func TestRequestRefusals(t *testing.T) {
+	nan, _ := proto.Marshal(&airlockv1.Event{Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{
+		Call: &airlockv1.ToolCall{Tool: "demo__echo", Arguments: &structpb.Struct{Fields: map[string]*structpb.Value{
+			"n": {Kind: &structpb.Value_ListValue{ListValue: &structpb.ListValue{Values: []*structpb.Value{structpb.NewNumberValue(math.NaN())}}}},
+		}}}}}})
+	inf, _ := proto.Marshal(&airlockv1.Event{Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{
+		Call: &airlockv1.ToolCall{Tool: "demo__echo", Arguments: &structpb.Struct{Fields: map[string]*structpb.Value{"x": structpb.NewNumberValue(math.Inf(1))}}}}}})
+	for _, tc := range []struct {
+		name, subject string
+		data          []byte
+		json          bool
+		want          string
+	}{
+		{"refuses_a_subject_outside_the_intake", "airlock.evt.bot.c1.requested", []byte(`{}`), true, "airlock.req.<agent_id>.<call_id>"},
+		{"refuses_a_reserved_agent_name", "airlock.req._system.c1", []byte(`{"requested":{"call":{"tool":"demo__echo"}}}`), true, "reserves"},
+		{"refuses_a_call_id_with_other_characters", "airlock.req.bot.c$1", []byte(`{"requested":{"call":{"tool":"demo__echo"}}}`), true, "call id"},
+		{"refuses_a_thread_id_with_a_slash", "airlock.req.bot.c1", []byte(`{"requested":{"call":{"tool":"demo__echo","threadId":"t/../../grants?"}}}`), true, "thread_id"},
+		{"refuses_another_agents_id_in_the_body", "airlock.req.bot.c1", []byte(`{"agentId":"evil","requested":{"call":{"tool":"demo__echo"}}}`), true, "does not match"},
+		{"refuses_a_nan_deep_in_the_arguments", "airlock.req.bot.c1", nan, false, "/n/0 is not a finite number"},
+		{"refuses_an_infinite_argument", "airlock.req.bot.c1", inf, false, "/x is not a finite number"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := nats.Header{}
+			if tc.json {
+				h = jsonHeader()
+			}
+			_, r := Request(tc.subject, tc.data, h, 1<<20)
+			if r == nil || !strings.Contains(r.Reason, tc.want) {
+				t.Fatalf("refusal %v, want one mentioning %q", r, tc.want)
+			}
+		})
+	}
+}
+
+func TestInvalidEventStaysOnTheAgentsOwnSubject(t *testing.T) {
+	for _, tc := range []struct{ subject, agent, call string }{
+		{"airlock.req.bot.c1", "bot", "c1"},
+		{"airlock.req.bot.c$1", "bot", "_invalid"},
+		{"airlock.req._system.c1", "_system", "_invalid"},
+	} {
+		ev := InvalidEvent(tc.subject, 7, 1, []byte("x"), &Refusal{Reason: "no"})
+		if ev.AgentId != tc.agent || ev.CallId != tc.call || ev.EventId != "intake.7.invalid" {
+			t.Errorf("%s: invalid event on %s/%s id %s", tc.subject, ev.AgentId, ev.CallId, ev.EventId)
 		}
 	}
 }

@@ -3,7 +3,10 @@
 //   - airlock.req.<agent>.<call>: an agent's request, in the intake stream.
 //     Agents write nothing else.
 //   - airlock.evt.<agent>.<call>.<type>: lifecycle events, in the events
-//     stream, written only by services.
+//     stream, written only by services; the executor's events of a call
+//     (started, completed, failed) are airlock.evt.<agent>.<call>.exec.<type>,
+//     so that airlock.evt.<agent>.<call>.exec.* is the call's execution
+//     ledger, appended to with compare-and-append and nothing else.
 //   - airlock.out.<agent>.<call>.<type>: the events stream republishes every
 //     stored event here; an agent follows its own calls on it.
 //
@@ -70,8 +73,27 @@ const (
 	InvalidCall = "_invalid"
 )
 
-// Event builds airlock.evt.<agent>.<call>.<type>, refusing ids that are not
-// valid subject tokens.
+// ExecToken is the token before the type of the executor's events.
+const ExecToken = "exec"
+
+// IsExec reports whether typ is one of the executor's event types.
+func IsExec(typ string) bool { return typ == Started || typ == Completed || typ == Failed }
+
+// suffix is what follows <agent>.<call> in the subject of an event of typ.
+func suffix(typ string) string {
+	if IsExec(typ) {
+		return ExecToken + "." + typ
+	}
+	return typ
+}
+
+// OfExecution matches the call's execution ledger: its executor events.
+func OfExecution(agent, call string) string {
+	return EventsPrefix + "." + agent + "." + call + "." + ExecToken + ".*"
+}
+
+// Event builds airlock.evt.<agent>.<call>.<type> (….exec.<type> for the
+// executor's types), refusing ids that are not valid subject tokens.
 func Event(agent, call, typ string) (string, error) {
 	if err := ids.Validate("agent id", agent); err != nil {
 		return "", err
@@ -82,7 +104,7 @@ func Event(agent, call, typ string) (string, error) {
 	if !isType(typ) {
 		return "", fmt.Errorf("unknown event type %q", typ)
 	}
-	return EventsPrefix + "." + agent + "." + call + "." + typ, nil
+	return EventsPrefix + "." + agent + "." + call + "." + suffix(typ), nil
 }
 
 // Parsed is an event subject taken apart.
@@ -91,16 +113,19 @@ type Parsed struct {
 }
 
 // Parse splits an event subject. It returns an error when the subject is not
-// airlock.evt.<agent>.<call>.<type> or an id is not valid; Parsed still holds
-// the raw tokens then, so the caller can answer on the same subject.
+// airlock.evt.<agent>.<call>.<type> (….exec.<type> for the executor's types)
+// or an id is not valid; Parsed still holds the raw tokens then.
 func Parse(s string) (Parsed, error) {
 	tokens := strings.Split(s, ".")
-	if len(tokens) != 5 || tokens[0] != "airlock" || tokens[1] != "evt" {
+	if len(tokens) < 5 || len(tokens) > 6 || tokens[0] != "airlock" || tokens[1] != "evt" {
 		return Parsed{}, fmt.Errorf("subject %q is not airlock.evt.<agent>.<call>.<type>", s)
 	}
-	p := Parsed{Agent: tokens[2], Call: tokens[3], Type: tokens[4]}
+	p := Parsed{Agent: tokens[2], Call: tokens[3], Type: tokens[len(tokens)-1]}
 	if !isType(p.Type) {
 		return p, fmt.Errorf("subject %q: unknown event type %q", s, p.Type)
+	}
+	if exec := len(tokens) == 6; exec != IsExec(p.Type) || exec && tokens[4] != ExecToken {
+		return p, fmt.Errorf("subject %q: %s events are on airlock.evt.<agent>.<call>.%s", s, p.Type, suffix(p.Type))
 	}
 	if err := ids.Validate("agent id", p.Agent); err != nil {
 		return p, err
@@ -147,7 +172,7 @@ func Out(eventSubject string) string {
 func OutOfCall(agent, call string) string { return OutPrefix + "." + agent + "." + call + ".>" }
 
 // OutOfAgentType matches the republished events of one type of every call of one agent.
-func OutOfAgentType(agent, typ string) string { return OutPrefix + "." + agent + ".*." + typ }
+func OutOfAgentType(agent, typ string) string { return OutPrefix + "." + agent + ".*." + suffix(typ) }
 
 // DirectGet is the subject that answers the last message stored on subj in
 // stream (JetStream Direct Get, subject form). An agent is allowed only the
@@ -155,7 +180,7 @@ func OutOfAgentType(agent, typ string) string { return OutPrefix + "." + agent +
 func DirectGet(stream, subj string) string { return "$JS.API.DIRECT.GET." + stream + "." + subj }
 
 // OfType matches events of one type from every agent and call.
-func OfType(typ string) string { return EventsPrefix + ".*.*." + typ }
+func OfType(typ string) string { return EventsPrefix + ".*.*." + suffix(typ) }
 
 // OfCall matches every event of one call.
 func OfCall(agent, call string) string { return EventsPrefix + "." + agent + "." + call + ".>" }

@@ -42,8 +42,25 @@ func TestEventRefusesBadInput(t *testing.T) {
 	}
 }
 
+func TestExecutorEventsLiveInTheCallsExecutionLedger(t *testing.T) {
+	s, err := Event("bot", "c1", Completed)
+	if err != nil || s != "airlock.evt.bot.c1.exec.completed" {
+		t.Fatalf("Event = %q, %v", s, err)
+	}
+	if p, err := Parse(s); err != nil || p != (Parsed{Agent: "bot", Call: "c1", Type: Completed}) {
+		t.Fatalf("Parse = %+v, %v", p, err)
+	}
+	if OfType(Started) != "airlock.evt.*.*.exec.started" || OfExecution("bot", "c1") != "airlock.evt.bot.c1.exec.*" {
+		t.Fatalf("OfType %q OfExecution %q", OfType(Started), OfExecution("bot", "c1"))
+	}
+	if Out(s) != "airlock.out.bot.c1.exec.completed" || OutOfAgentType("bot", Failed) != "airlock.out.bot.*.exec.failed" {
+		t.Fatalf("Out %q", Out(s))
+	}
+}
+
 func TestParseRefusesForeignSubjects(t *testing.T) {
-	for _, s := range []string{"airlock.evt.a.b", "other.evt.a.b.requested", "airlock.evt.a.b.c.requested", "airlock.evt.a$.b.requested"} {
+	for _, s := range []string{"airlock.evt.a.b", "other.evt.a.b.requested", "airlock.evt.a.b.c.requested", "airlock.evt.a$.b.requested",
+		"airlock.evt.a.b.completed", "airlock.evt.a.b.exec.approved", "airlock.evt.a.b.run.started"} {
 		if _, err := Parse(s); err == nil {
 			t.Errorf("Parse(%q) accepted it", s)
 		}

@@ -62,7 +62,7 @@ func TestNewRecordDeadline(t *testing.T) {
 			if got := Deadline(rec); !got.Equal(c.want) {
 				t.Fatalf("deadline %v, want %v", got, c.want)
 			}
-			if rec.GetState() != Pending || Revision(rec) != 1 || Key("c1", Revision(rec)) != "c1.1" {
+			if rec.GetState() != Pending || Revision(rec) != 1 || RefOf(rec).Key() != "bot.c1.1" {
 				t.Fatalf("record %v", rec)
 			}
 		})
@@ -199,7 +199,7 @@ func TestApprovedEventBindsTheArgumentsThatRun(t *testing.T) {
 	a := ev.GetApproved()
 	want, _ := canon.Digest(edited)
 	orig, _ := canon.Digest(rec.GetCall().GetArguments())
-	if ev.GetEventId() != "c1.1.approved" || a.GetArgumentsDigest() != want || a.GetOriginalArgumentsDigest() != orig ||
+	if ev.GetEventId() != "bot.c1.1.approved" || a.GetArgumentsDigest() != want || a.GetOriginalArgumentsDigest() != orig ||
 		!proto.Equal(a.GetCall().GetArguments(), edited) || a.GetPolicyRevision() != "p7" || ev.GetActor().GetId() != "alice" {
 		t.Fatalf("approved event %v", ev)
 	}

@@ -1,0 +1,86 @@
+package policy_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// TestEachRevisionIsRecordedOnce submits requests the way a confused or
+// hostile agent might, to two policy replicas, and checks what the events
+// stream records for each call: a revision begins once, a call id cannot be
+// reused, and a revision can follow only a request for changes.
+func TestEachRevisionIsRecordedOnce(t *testing.T) {
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	_, deps := replica(t, cfg)
+	replica(t, cfg)
+	call := func(id string, rev uint32, path string) *airlockv1.ToolCall {
+		args, _ := structpb.NewStruct(map[string]any{"path": path, "content": "x"})
+		return &airlockv1.ToolCall{AgentId: "bot", CallId: id, Revision: rev, Server: "demo", Tool: "write_file", Arguments: args}
+	}
+	types := func(id string) []string { return testenv.SubjectTypes(t, deps.JS, subject.OfCall("bot", id)) }
+	waitTypes := func(id string, want ...string) {
+		t.Helper()
+		testenv.Eventually(t, 10*time.Second, id+": "+strings.Join(want, " "), func() bool {
+			return strings.Join(types(id), " ") == strings.Join(want, " ")
+		})
+	}
+	settle := func(id string, want ...string) {
+		t.Helper()
+		// Give the replicas the chance to do something wrong, then check
+		// nothing more was stored.
+		waitTypes(id, want...)
+		marker := call(id+"-marker", 1, "/tmp/m")
+		publishRequest(t, deps.JS, marker)
+		waitTypes(id+"-marker", "requested", "approval_requested")
+		if got := strings.Join(types(id), " "); got != strings.Join(want, " ") {
+			t.Fatalf("%s: events %s, want %s", id, got, strings.Join(want, " "))
+		}
+	}
+
+	t.Run("the_same_request_published_three_times_is_recorded_once", func(t *testing.T) {
+		for range 3 {
+			publishRequest(t, deps.JS, call("same", 1, "/tmp/a"))
+		}
+		settle("same", "requested", "approval_requested")
+	})
+	t.Run("a_reused_call_id_with_other_arguments_is_invalid", func(t *testing.T) {
+		publishRequest(t, deps.JS, call("reuse", 1, "/tmp/a"))
+		waitTypes("reuse", "requested", "approval_requested")
+		publishRequest(t, deps.JS, call("reuse", 1, "/etc/passwd"))
+		waitTypes("reuse", "requested", "approval_requested", "invalid")
+		ev := testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", "reuse"), subject.Invalid, time.Second)
+		if !strings.Contains(ev.GetInvalid().GetReason(), "already submitted") {
+			t.Fatalf("reason %q", ev.GetInvalid().GetReason())
+		}
+	})
+	t.Run("a_revision_without_a_request_for_changes_is_invalid", func(t *testing.T) {
+		publishRequest(t, deps.JS, call("rev", 1, "/tmp/a"))
+		waitTypes("rev", "requested", "approval_requested")
+		publishRequest(t, deps.JS, call("rev", 2, "/tmp/b"))
+		waitTypes("rev", "requested", "approval_requested", "invalid")
+		publishRequest(t, deps.JS, call("norev1", 2, "/tmp/b"))
+		waitTypes("norev1", "invalid")
+	})
+	t.Run("a_revision_after_a_request_for_changes_is_recorded", func(t *testing.T) {
+		publishRequest(t, deps.JS, call("changes", 1, "/tmp/a"))
+		waitTypes("changes", "requested", "approval_requested")
+		cr := &airlockv1.Event{EventId: "bot.changes.1.changes_requested", AgentId: "bot", CallId: "changes", Revision: 1,
+			Body: &airlockv1.Event_ChangesRequested{ChangesRequested: &airlockv1.ChangesRequested{Feedback: "use /tmp/b"}}}
+		if _, err := envelope.NewPublisher(deps.JS, "airlock/approval").Publish(context.Background(), cr, ""); err != nil {
+			t.Fatal(err)
+		}
+		publishRequest(t, deps.JS, call("changes", 2, "/tmp/b"))
+		publishRequest(t, deps.JS, call("changes", 2, "/tmp/b"))
+		settle("changes", "requested", "approval_requested", "changes_requested", "requested", "approval_requested")
+	})
+}
