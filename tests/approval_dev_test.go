@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
@@ -37,7 +35,7 @@ func apprWaitPending(t *testing.T, api *approvalapi.Client, callID string) *airl
 	t.Helper()
 	var rec *airlockv1.ApprovalRecord
 	testenv.Eventually(t, 20*time.Second, "call "+callID+" to wait for approval", func() bool {
-		r, err := api.Get(context.Background(), callID)
+		r, err := api.Get(context.Background(), "bot", callID, 0)
 		rec = r
 		return err == nil && r.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING
 	})
@@ -53,12 +51,8 @@ func TestDevApprovalRejectRefusesRequesterAndSurvivesRestart(t *testing.T) {
 	env := "AIRLOCK_CONFIG=" + apprConfig(t)
 	dev := startDev(t, dataDir, 0, "", env)
 
-	nc, err := nats.Connect(dev.NATSURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, _ := airlock.New(nc, "bot")
-	api := approvalapi.New(nc)
+	agent := dev.Agent(t, "bot")
+	api := dev.API(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -67,11 +61,11 @@ func TestDevApprovalRejectRefusesRequesterAndSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	apprWaitPending(t, api, "rej")
-	_, err = api.Decide(ctx, &airlockv1.DecideRequest{CallId: "rej", Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE, Principal: apprReviewer("alice")})
+	_, err := api.Decide(ctx, &airlockv1.DecideRequest{AgentId: "bot", CallId: "rej", Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE, Principal: apprReviewer("alice")})
 	if apierr.CodeOf(err) != apierr.NotAuthorized {
 		t.Fatalf("the person the call acts for approved it: %v", err)
 	}
-	if _, err := api.Decide(ctx, &airlockv1.DecideRequest{CallId: "rej", Kind: airlockv1.DecisionKind_DECISION_KIND_REJECT, Reason: "hosts is off limits", Principal: apprReviewer("bob")}); err != nil {
+	if _, err := api.Decide(ctx, &airlockv1.DecideRequest{AgentId: "bot", CallId: "rej", Kind: airlockv1.DecisionKind_DECISION_KIND_REJECT, Reason: "hosts is off limits", Principal: apprReviewer("bob")}); err != nil {
 		t.Fatal(err)
 	}
 	out, err := agent.Await(ctx, "rej")
@@ -86,22 +80,16 @@ func TestDevApprovalRejectRefusesRequesterAndSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	apprWaitPending(t, api, "kept")
-	nc.Close()
 	dev.Interrupt(20 * time.Second)
 
 	again := startDev(t, dataDir, dev.natsPort, dev.httpAddr, env)
-	nc2, err := nats.Connect(again.NATSURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc2.Close()
-	api2 := approvalapi.New(nc2)
+	api2 := again.API(t)
 	apprWaitPending(t, api2, "kept")
-	resp, err := api2.Decide(ctx, &airlockv1.DecideRequest{CallId: "kept", Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE, Principal: apprReviewer("bob")})
+	resp, err := api2.Decide(ctx, &airlockv1.DecideRequest{AgentId: "bot", CallId: "kept", Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE, Principal: apprReviewer("bob")})
 	if err != nil || !resp.Changed {
 		t.Fatalf("approval after restart: %v %v", resp, err)
 	}
-	js, _ := jetstream.New(nc2)
+	_, js := again.Admin(t)
 	testenv.WaitForEvent(t, js, "airlock.evt.bot.kept.>", "approved", 10*time.Second)
 	again.Interrupt(20 * time.Second)
 }
@@ -110,14 +98,9 @@ func TestDevApprovalRejectRefusesRequesterAndSurvivesRestart(t *testing.T) {
 // call lets the next two identical calls through without asking; the third asks.
 func TestDevStandingGrantWithTwoUses(t *testing.T) {
 	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+apprConfig(t))
-	nc, err := nats.Connect(dev.NATSURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	agent, _ := airlock.New(nc, "bot")
-	api := approvalapi.New(nc)
+	_, js := dev.Admin(t)
+	agent := dev.Agent(t, "bot")
+	api := dev.API(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -126,7 +109,7 @@ func TestDevStandingGrantWithTwoUses(t *testing.T) {
 		t.Fatal(err)
 	}
 	apprWaitPending(t, api, "first")
-	g, err := api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromCallId: "first", By: apprReviewer("alice"),
+	g, err := api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromAgentId: "bot", FromCallId: "first", By: apprReviewer("alice"),
 		Grant: &airlockv1.StandingGrant{UsesLeft: 2, ArgumentGlobs: map[string]string{"/path": "/tmp/*"}}})
 	if err != nil {
 		t.Fatal(err)

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	airlock "github.com/airlock-gate/airlock/sdk"
 )
 
@@ -29,12 +27,7 @@ func TestApprovalsCLIDecidesCallsEndToEnd(t *testing.T) {
 		return string(out), err
 	}
 
-	nc, err := nats.Connect(dev.NATSURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	agent, _ := airlock.New(nc, "cli-bot")
+	agent := dev.Agent(t, "cli-bot")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -45,14 +38,14 @@ func TestApprovalsCLIDecidesCallsEndToEnd(t *testing.T) {
 	waitPending(t, dev, token, id)
 
 	out, err := cli("list")
-	if err != nil || !strings.Contains(out, id) || !strings.Contains(out, "demo__write_file") {
+	if err != nil || !strings.Contains(out, "cli-bot/"+id) || !strings.Contains(out, "demo__write_file") {
 		t.Fatalf("approvals list: %v\n%s", err, out)
 	}
-	out, err = cli("show", id)
+	out, err = cli("show", "cli-bot/"+id)
 	if err != nil || !strings.Contains(out, `"content": "from the cli test"`) || !strings.Contains(out, "state     pending") || !strings.Contains(out, "approval_requested") {
 		t.Fatalf("approvals show: %v\n%s", err, out)
 	}
-	out, err = cli("approve", id, "--comment", "fine")
+	out, err = cli("approve", "cli-bot/"+id, "--comment", "fine")
 	if err != nil || !strings.Contains(out, "approved") {
 		t.Fatalf("approvals approve: %v\n%s", err, out)
 	}
@@ -60,7 +53,7 @@ func TestApprovalsCLIDecidesCallsEndToEnd(t *testing.T) {
 	if err != nil || res.Status != airlock.StatusCompleted {
 		t.Fatalf("the approved call did not complete: %+v %v", res, err)
 	}
-	out, err = cli("approve", id)
+	out, err = cli("approve", "cli-bot/"+id)
 	if err != nil || !strings.Contains(out, "nothing changed") {
 		t.Fatalf("a second approval: %v\n%s", err, out)
 	}
@@ -70,10 +63,10 @@ func TestApprovalsCLIDecidesCallsEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPending(t, dev, token, id2)
-	if out, err := cli("reject", id2); err == nil || !strings.Contains(out, "--reason is required") {
+	if out, err := cli("reject", "cli-bot/"+id2); err == nil || !strings.Contains(out, "--reason is required") {
 		t.Fatalf("reject without a reason: %v\n%s", err, out)
 	}
-	if out, err := cli("reject", id2, "--reason", "not from the CLI test"); err != nil {
+	if out, err := cli("reject", "cli-bot/"+id2, "--reason", "not from the CLI test"); err != nil {
 		t.Fatalf("approvals reject: %v\n%s", err, out)
 	}
 	res, err = agent.Await(ctx, id2)
@@ -81,7 +74,7 @@ func TestApprovalsCLIDecidesCallsEndToEnd(t *testing.T) {
 		t.Fatalf("the agent did not get the rejection: %+v %v", res, err)
 	}
 
-	out, err = cli("approve", "no_such_call")
+	out, err = cli("approve", "cli-bot/no_such_call")
 	if err == nil || !strings.Contains(out, "(not_found)") {
 		t.Fatalf("approving an unknown call: %v\n%s", err, out)
 	}

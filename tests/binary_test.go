@@ -1,10 +1,20 @@
 package tests
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -59,4 +69,46 @@ func freePort(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// Admin connects to the dev NATS as its operator (the admin seed dev generated).
+func (d *devProcess) Admin(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	return testenv.DevAdmin(t, d.DataDir, d.NATSURL)
+}
+
+// Agent connects as agent with the credential under the dev data dir,
+// creating it first with `airlock agents add` when it does not exist (dev
+// picks it up within a second).
+func (d *devProcess) Agent(t *testing.T, agent string) *airlock.Client {
+	t.Helper()
+	file := natsauth.Dev{DataDir: d.DataDir}.CredentialFile(agent)
+	if _, err := os.Stat(file); err != nil {
+		out, err := exec.Command(airlockBinary(t), "agents", "add", agent, "--data", d.DataDir).CombinedOutput()
+		if err != nil {
+			t.Fatalf("airlock agents add %s: %v\n%s", agent, err, out)
+		}
+	}
+	var c *airlock.Client
+	testenv.Eventually(t, 15*time.Second, "agent "+agent+" to be accepted by dev's NATS", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		var err error
+		c, err = airlock.Connect(ctx, file, d.NATSURL)
+		return err == nil
+	})
+	t.Cleanup(c.Close)
+	return c
+}
+
+// API is the approval service as a front-end reaches it (dev's front-end key).
+func (d *devProcess) API(t *testing.T) *approvalapi.Client {
+	t.Helper()
+	nc, _ := d.Admin(t)
+	return approvalapi.New(nc, testenv.DevFrontendKey(t, d.DataDir), "console")
+}
+
+// Creds is an agent's credential file under the dev data dir.
+func (d *devProcess) Creds(agent string) string {
+	return natsauth.Dev{DataDir: d.DataDir}.CredentialFile(agent)
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/nats-io/nats.go"
 
 	airlock "github.com/airlock-gate/airlock/sdk"
 )
@@ -106,15 +105,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	user, password := adminLogin(t, dev)
 	token := adminToken(t, dev)
 
-	nc, err := nats.Connect(dev.NATSURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	agent, err := airlock.New(nc, "browser-bot")
-	if err != nil {
-		t.Fatal(err)
-	}
+	agent := dev.Agent(t, "browser-bot")
 	sdkCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -137,7 +128,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	do(t, ctx, "see the call arrive live", chromedp.WaitVisible(chromedp.ID("call-"+id1)))
+	do(t, ctx, "see the call arrive live", chromedp.WaitVisible(chromedp.ID("call-11-browser-bot-"+id1)))
 	t.Logf("submit → row visible in the open inbox: %s", time.Since(submitted).Round(time.Millisecond))
 	if title := value(t, ctx, chromedp.Title()); !strings.HasPrefix(title, "(1) Inbox") {
 		t.Fatalf("page title %q does not count the pending call", title)
@@ -146,7 +137,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// Open it: the agent's text shows as text, no script element was added.
 	do(t, ctx, "open the call",
-		chromedp.Click(chromedp.CSS("#call-"+id1+" a.call-link")),
+		chromedp.Click(chromedp.CSS("#call-11-browser-bot-"+id1+" a.call-link")),
 		chromedp.WaitVisible(chromedp.ID("args")),
 	)
 	argsText := value(t, ctx, chromedp.Text(chromedp.ID("args")))
@@ -193,8 +184,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	do(t, ctx, "reject with a reason",
 		chromedp.Navigate(dev.HTTPURL+"/"),
-		chromedp.WaitVisible(chromedp.ID("call-"+id2)),
-		chromedp.Click(chromedp.CSS("#call-"+id2+" a.call-link")),
+		chromedp.WaitVisible(chromedp.ID("call-11-browser-bot-"+id2)),
+		chromedp.Click(chromedp.CSS("#call-11-browser-bot-"+id2+" a.call-link")),
 		chromedp.WaitVisible(chromedp.ID("act-reject")),
 		chromedp.Click(chromedp.ID("act-reject")),
 		chromedp.WaitVisible(chromedp.ID("reject-reason")),
@@ -218,12 +209,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	do(t, ctx, "see the third call arrive", chromedp.WaitVisible(chromedp.ID("call-"+id3)))
+	do(t, ctx, "see the third call arrive", chromedp.WaitVisible(chromedp.ID("call-11-browser-bot-"+id3)))
 	waitPending(t, dev, token, id3)
-	if status, body := apiPost(t, dev.HTTPURL+"/api/v1/approvals/"+id3+"/approve", token, `{}`); status != 200 {
+	if status, body := apiPost(t, dev.HTTPURL+"/api/v1/approvals/browser-bot/"+id3+"/approve", token, `{}`); status != 200 {
 		t.Fatalf("approve over the API: %d %s", status, body)
 	}
-	do(t, ctx, "see the call leave", chromedp.WaitNotPresent(chromedp.ID("call-"+id3)))
+	do(t, ctx, "see the call leave", chromedp.WaitNotPresent(chromedp.ID("call-11-browser-bot-"+id3)))
 	if title := value(t, ctx, chromedp.Title()); !strings.HasPrefix(title, "(0) Inbox") {
 		t.Fatalf("page title %q after the last call left", title)
 	}
@@ -239,7 +230,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	waitPending(t, dev, token, id4)
 	do(t, ctx, "open the always-allow form",
-		chromedp.Navigate(dev.HTTPURL+"/calls/"+id4),
+		chromedp.Navigate(dev.HTTPURL+"/calls/browser-bot/"+id4),
 		chromedp.Click(chromedp.ID("act-always")),
 		chromedp.WaitVisible(chromedp.ID("grant-form")),
 	)

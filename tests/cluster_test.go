@@ -16,11 +16,13 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // TestClusterSurvivesLossOfStreamLeader provisions R3 on a 3-node cluster,
 // starts following a call, kills the node leading the events stream, and
-// checks that publishing, KV compare-and-set and Await carry on.
+// checks that publishing, the execution ledger's compare-and-append (the
+// executor's claim) and Await carry on.
 func TestClusterSurvivesLossOfStreamLeader(t *testing.T) {
 	servers, err := embedded.StartCluster(t.TempDir(), 3)
 	if err != nil {
@@ -61,11 +63,13 @@ func TestClusterSurvivesLossOfStreamLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := js.KeyValue(ctx, cfg.Buckets.Executions)
-	if err != nil {
-		t.Fatal(err)
+	pub := envelope.NewPublisher(js, "airlock/executor")
+	claim := func(token string) *airlockv1.Event {
+		return &airlockv1.Event{AgentId: "bot", CallId: id, Revision: 1,
+			Body: &airlockv1.Event_Started{Started: &airlockv1.Started{ExecutorId: token, Attempt: 1, Claim: token}}}
 	}
-	if _, err := kv.Create(ctx, id+".1", []byte("claimed")); err != nil {
+	ledger := subject.OfExecution("bot", id)
+	if _, err := pub.PublishAfter(ctx, claim("first"), "", ledger, 0); err != nil {
 		t.Fatal(err)
 	}
 
@@ -96,28 +100,33 @@ func TestClusterSurvivesLossOfStreamLeader(t *testing.T) {
 
 	// The claim survives and still refuses a second claimant.
 	deadline := time.Now().Add(30 * time.Second)
+	var firstSeq uint64
 	for {
 		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := kv.Create(actx, id+".1", []byte("second"))
+		_, err := pub.PublishAfter(actx, claim("second"), "", ledger, 0)
 		acancel()
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		if errors.Is(err, envelope.ErrConflict) {
 			break
 		}
 		if err == nil {
 			t.Fatal("a second claim succeeded after failover")
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("KV not usable 30s after losing a node: %v", err)
+			t.Fatalf("the stream refused compare-and-append 30s after losing a node: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	if m, err := bus.LastStored(ctx, agentNC, cfg.Stream.Name, ledger); err != nil || m == nil {
+		t.Fatalf("the first claim is not the ledger's last event: %v", err)
+	} else {
+		firstSeq = bus.StoredSeq(m)
+	}
 
-	pub := envelope.NewPublisher(js, "airlock/executor")
-	done := &airlockv1.Event{EventId: envelope.EventID(id, 1, "result"), AgentId: "bot", CallId: id, Revision: 1,
-		Body: &airlockv1.Event_Completed{Completed: &airlockv1.Completed{ResultJson: `"after failover"`}}}
+	done := &airlockv1.Event{AgentId: "bot", CallId: id, Revision: 1,
+		Body: &airlockv1.Event_Completed{Completed: &airlockv1.Completed{ResultJson: `"after failover"`, Claim: "first"}}}
 	for {
 		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := pub.Publish(pctx, done, "")
+		_, err := pub.PublishAfter(pctx, done, "", ledger, firstSeq)
 		pcancel()
 		if err == nil {
 			break

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/config"
@@ -46,32 +45,36 @@ func TestDevStartsAnswersHealthStopsOnSIGINTAndKeepsData(t *testing.T) {
 		t.Fatal("/metrics does not serve Prometheus metrics")
 	}
 
-	nc, err := nats.Connect(dev.NATSURL)
-	if err != nil {
-		t.Fatal(err)
+	// Secure by default: no credentials, no connection.
+	if nc, err := nats.Connect(dev.NATSURL); err == nil {
+		nc.Close()
+		t.Fatal("dev's NATS accepted a connection without credentials")
 	}
-	client, _ := airlock.New(nc, "bot")
+	client := dev.Agent(t, "bot")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := client.Submit(ctx, airlock.Call{ID: "kept", Tool: "demo__echo"}); err != nil {
+	if _, err := client.Await(ctx, mustSubmit(t, client, airlock.Call{ID: "kept", Tool: "demo__echo"})); err != nil {
 		t.Fatal(err)
 	}
-	nc.Close()
 	dev.Interrupt(15 * time.Second)
 
 	again := startDev(t, dataDir, dev.natsPort, dev.httpAddr)
-	nc2, err := nats.Connect(again.NATSURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc2.Close()
-	js, _ := jetstream.New(nc2)
+	_, js := again.Admin(t)
 	s, err := js.Stream(ctx, config.Default().Stream.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetLastMsgForSubject(ctx, "airlock.evt.bot.kept.requested"); err != nil {
+	if _, err := s.GetLastMsgForSubject(ctx, "airlock.evt.bot.kept.exec.completed"); err != nil {
 		t.Fatalf("the request published before the restart is gone: %v", err)
 	}
 	again.Interrupt(15 * time.Second)
+}
+
+func mustSubmit(t *testing.T, c *airlock.Client, call airlock.Call) string {
+	t.Helper()
+	id, err := c.Submit(context.Background(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

@@ -21,10 +21,10 @@ type callOutcome struct {
 	FailureOutcome string          `json:"failure_outcome"`
 }
 
-// airlockCall runs `airlock call` against natsURL and returns its outcome and exit code.
-func airlockCall(t *testing.T, natsURL string, args ...string) (callOutcome, int, string) {
+// airlockCall runs `airlock call` as dev's agent bot and returns its outcome and exit code.
+func airlockCall(t *testing.T, dev *devProcess, args ...string) (callOutcome, int, string) {
 	t.Helper()
-	cmd := exec.Command(airlockBinary(t), append([]string{"call", "--nats", natsURL, "--wait", "20s"}, args...)...)
+	cmd := exec.Command(airlockBinary(t), append([]string{"call", "--nats", dev.NATSURL, "--creds", dev.Creds("bot"), "--wait", "20s"}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -53,7 +53,7 @@ func TestDevRunsAutoAllowedCallsAndExplainsDenials(t *testing.T) {
 	dev := startDev(t, dataDir, 0, "")
 
 	t.Run("demo_echo_returns_its_arguments", func(t *testing.T) {
-		out, code, stderr := airlockCall(t, dev.NATSURL, "--tool", "demo__echo", "--args", `{"text":"hello"}`)
+		out, code, stderr := airlockCall(t, dev, "--tool", "demo__echo", "--args", `{"text":"hello"}`)
 		if code != 0 || out.Status != "completed" {
 			t.Fatalf("exit %d, outcome %+v (stderr %s): want completed — the default policy must auto-allow demo__echo", code, out, stderr)
 		}
@@ -67,13 +67,13 @@ func TestDevRunsAutoAllowedCallsAndExplainsDenials(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(sandbox, "note.txt"), []byte("in the sandbox"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		out, code, stderr := airlockCall(t, dev.NATSURL, "--tool", "demo__read_file", "--args", `{"path":"note.txt"}`)
+		out, code, stderr := airlockCall(t, dev, "--tool", "demo__read_file", "--args", `{"path":"note.txt"}`)
 		if code != 0 || out.Status != "completed" || !strings.Contains(string(out.Result), "in the sandbox") {
 			t.Fatalf("exit %d, outcome %+v (stderr %s): want the file's content", code, out, stderr)
 		}
 	})
 	t.Run("a_denied_call_returns_the_policy_reason", func(t *testing.T) {
-		out, code, stderr := airlockCall(t, dev.NATSURL, "--tool", "fs__delete_file", "--args", `{"path":"/etc/passwd"}`)
+		out, code, stderr := airlockCall(t, dev, "--tool", "fs__delete_file", "--args", `{"path":"/etc/passwd"}`)
 		if code != 1 || out.Status != "denied" || !strings.Contains(out.Reason, "/etc") {
 			t.Fatalf("exit %d, outcome %+v (stderr %s): want denied with the policy's reason", code, out, stderr)
 		}

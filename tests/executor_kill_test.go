@@ -98,7 +98,11 @@ func TestExecutorKilledMidCallNeverRunsANonIdempotentToolTwice(t *testing.T) {
 `, hook.URL))
 	conf := filepath.Join(dir, "airlock.yaml")
 	writeFile(t, conf, fmt.Sprintf("executor:\n  tools_file: %s\n  sandbox: %s\n  ack_wait: 2s\n", tools, filepath.Join(dir, "sandbox")))
-	env := []string{"HOOK_SECRET=kill-test-secret"}
+	env := []string{"HOOK_SECRET=kill-test-secret", "AIRLOCK_SECURITY_DECISION_KEY=" + cfg.Security.DecisionKey}
+	dk, err := deps.DecisionKey()
+	if err != nil {
+		t.Fatal(err)
+	}
 	serve := func() *serveProcess { return startServe(t, n.URL(), env, "executor", "--config", conf) }
 
 	pub := envelope.NewPublisher(deps.JS, "airlock/approval")
@@ -108,8 +112,11 @@ func TestExecutorKilledMidCallNeverRunsANonIdempotentToolTwice(t *testing.T) {
 		srv, name, _ := strings.Cut(tool, "__")
 		call := &airlockv1.ToolCall{CallId: id, AgentId: "bot", Server: srv, Tool: name, Arguments: args, Revision: 1, IdempotencyKey: id + "-idem"}
 		digest, _ := canon.Digest(args)
-		ev := &airlockv1.Event{EventId: envelope.EventID(id, 1, subject.Approved), AgentId: "bot", CallId: id, Revision: 1,
+		ev := &airlockv1.Event{EventId: "bot." + id + ".1.approved", AgentId: "bot", CallId: id, Revision: 1,
 			Body: &airlockv1.Event_Approved{Approved: &airlockv1.Approved{Call: call, ArgumentsDigest: digest}}}
+		if err := dk.SealDecision(ev); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := pub.Publish(context.Background(), ev, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +171,7 @@ func TestExecutorKilledMidCallNeverRunsANonIdempotentToolTwice(t *testing.T) {
 	if c == nil || c.Attempt != 2 || !strings.Contains(c.ResultJson, "kill-sync") {
 		t.Fatalf("idempotent call ended %v, want completed on attempt 2", c)
 	}
-	if keys := hook.keys("kill-sync"); len(keys) != 2 || keys[0] != "kill-sync-idem" || keys[1] != keys[0] {
+	if keys := hook.keys("kill-sync"); len(keys) != 2 || keys[0] != "bot/kill-sync-idem" || keys[1] != keys[0] {
 		t.Fatalf("idempotency keys sent %v, want the same key twice", keys)
 	}
 	for _, id := range []string{"kill-pay", "kill-sync"} {

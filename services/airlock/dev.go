@@ -184,7 +184,8 @@ func connectDeps(ctx context.Context, cfg config.Config, log *slog.Logger, name 
 
 // connect connects and returns what services are built from; with
 // provision it creates or updates the streams and buckets first (which
-// needs administrator permissions), otherwise it checks they exist.
+// needs administrator permissions). Without, each service finds its own
+// streams and buckets and says to run `airlock provision` when one is missing.
 func connect(ctx context.Context, cfg config.Config, log *slog.Logger, name string, provision bool) (svc.Deps, error) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -206,9 +207,6 @@ func connect(ctx context.Context, cfg config.Config, log *slog.Logger, name stri
 		for _, c := range changes {
 			log.Info("provisioned", "kind", c.Kind, "name", c.Name, "action", c.Action)
 		}
-	} else if err := bus.CheckProvisioned(cctx, js, cfg); err != nil {
-		nc.Close()
-		return svc.Deps{}, err
 	}
 	return svc.Deps{Config: cfg, Log: log, NC: nc, JS: js, Metrics: obs.NewMetrics()}, nil
 }

@@ -75,11 +75,11 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 	cfg := deps.Config
 	kv, err := deps.JS.KeyValue(ctx, cfg.Buckets.Approvals)
 	if err != nil {
-		return nil, fmt.Errorf("approval: open bucket %s: %w (run `airlock dev` or `airlock serve`, which provision it)", cfg.Buckets.Approvals, err)
+		return nil, fmt.Errorf("approval: open bucket %s: %w (run `airlock provision` with administrator credentials, or `airlock dev`)", cfg.Buckets.Approvals, err)
 	}
 	gkv, err := deps.JS.KeyValue(ctx, cfg.Buckets.Grants)
 	if err != nil {
-		return nil, fmt.Errorf("approval: open bucket %s: %w (run `airlock dev` or `airlock serve`, which provision it)", cfg.Buckets.Grants, err)
+		return nil, fmt.Errorf("approval: open bucket %s: %w (run `airlock provision` with administrator credentials, or `airlock dev`)", cfg.Buckets.Grants, err)
 	}
 	dk, err := deps.DecisionKey()
 	if err != nil {

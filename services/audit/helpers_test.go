@@ -135,7 +135,7 @@ func approveFlow(t testing.TB, agent, call, server, tool, reviewer string, args 
 	d := &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, Reason: "writes need a person", RuleId: "ask-writes",
 		Risk: airlockv1.Risk_RISK_HIGH, Redact: redact, PolicyRevision: "rev-1", DecisionId: "dec-" + call}
 	base := func(typ string, actor *airlockv1.Actor) *airlockv1.Event {
-		return &airlockv1.Event{EventId: envelope.EventID(call, 1, typ), AgentId: agent, CallId: call, Revision: 1, ThreadId: tc.ThreadId, Actor: actor}
+		return &airlockv1.Event{EventId: agent + "." + call + ".1." + typ, AgentId: agent, CallId: call, Revision: 1, ThreadId: tc.ThreadId, Actor: actor}
 	}
 	req := base("requested", &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: agent})
 	req.Body = &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: tc}}

@@ -13,11 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/console"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -26,8 +28,8 @@ func TestSignIn(t *testing.T) {
 	e := newEnv(t)
 
 	t.Run("a browser without a session is sent to the sign-in page", func(t *testing.T) {
-		p := e.browser().get("/calls/x")
-		if p.Status != http.StatusSeeOther || p.Header.Get("Location") != "/login?next=%2Fcalls%2Fx" {
+		p := e.browser().get("/calls/bot/x")
+		if p.Status != http.StatusSeeOther || p.Header.Get("Location") != "/login?next=%2Fcalls%2Fbot%2Fx" {
 			t.Fatalf("status %d location %q", p.Status, p.Header.Get("Location"))
 		}
 	})
@@ -142,7 +144,7 @@ func TestSecurityHeadersAndEscaping(t *testing.T) {
 	b := e.browser()
 	b.signIn("alice")
 
-	for _, path := range []string{"/", "/calls/call_evil", "/login", "/history"} {
+	for _, path := range []string{"/", "/calls/bot/call_evil", "/login", "/history"} {
 		t.Run("the page "+path+" carries a strict content security policy", func(t *testing.T) {
 			p := b.get(path)
 			csp := p.Header.Get("Content-Security-Policy")
@@ -158,7 +160,7 @@ func TestSecurityHeadersAndEscaping(t *testing.T) {
 		})
 	}
 	t.Run("agent-supplied arguments and reasons show as text", func(t *testing.T) {
-		p := b.get("/calls/call_evil")
+		p := b.get("/calls/bot/call_evil")
 		for _, want := range []string{"&lt;script&gt;alert(1)&lt;/script&gt;", "&lt;img src=x onerror=", "&lt;b&gt;policy&lt;/b&gt;"} {
 			if !strings.Contains(p.Body, want) {
 				t.Fatalf("call page lacks %q:\n%s", want, p.Body)
@@ -185,7 +187,7 @@ func TestRoles(t *testing.T) {
 		path   string
 		status int
 	}{
-		{"an auditor cannot approve", "audrey", "/calls/call_1/approve", http.StatusForbidden},
+		{"an auditor cannot approve", "audrey", "/calls/bot/call_1/approve", http.StatusForbidden},
 		{"an auditor cannot create a grant", "audrey", "/grants", http.StatusForbidden},
 		{"a reviewer cannot create an agent token", "alice", "/tokens", http.StatusForbidden},
 	}
@@ -206,12 +208,12 @@ func TestRoles(t *testing.T) {
 	t.Run("an auditor reads history and call pages", func(t *testing.T) {
 		b := e.browser()
 		b.signIn("audrey")
-		for _, path := range []string{"/history", "/calls/call_1", "/grants", "/health"} {
+		for _, path := range []string{"/history", "/calls/bot/call_1", "/grants", "/health"} {
 			if p := b.get(path); p.Status != http.StatusOK {
 				t.Fatalf("%s: %d", path, p.Status)
 			}
 		}
-		if p := b.get("/calls/call_1"); strings.Contains(p.Body, "confirm-approve") || !strings.Contains(p.Body, "cannot decide") {
+		if p := b.get("/calls/bot/call_1"); strings.Contains(p.Body, "confirm-approve") || !strings.Contains(p.Body, "cannot decide") {
 			t.Fatalf("an auditor is offered the decision buttons:\n%s", p.Body)
 		}
 	})
@@ -263,7 +265,7 @@ func TestCSRF(t *testing.T) {
 	b.signIn("alice")
 
 	t.Run("a form post without the token is refused and nothing is decided", func(t *testing.T) {
-		p := b.post("/calls/call_1/approve", url.Values{"revision": {"1"}})
+		p := b.post("/calls/bot/call_1/approve", url.Values{"revision": {"1"}})
 		if p.Status != http.StatusForbidden || !strings.Contains(p.Body, "anti-forgery") {
 			t.Fatalf("status %d body %s", p.Status, p.Body)
 		}
@@ -271,13 +273,13 @@ func TestCSRF(t *testing.T) {
 	t.Run("a form post with another session's token is refused", func(t *testing.T) {
 		other := e.browser()
 		other.signIn("bob")
-		p := b.post("/calls/call_1/approve", url.Values{"_csrf": {other.csrf("/")}})
+		p := b.post("/calls/bot/call_1/approve", url.Values{"_csrf": {other.csrf("/")}})
 		if p.Status != http.StatusForbidden {
 			t.Fatalf("status %d", p.Status)
 		}
 	})
 	t.Run("a REST call with the session cookie but no header is refused", func(t *testing.T) {
-		req, _ := http.NewRequest(http.MethodPost, b.base+"/api/v1/approvals/call_1/approve", strings.NewReader(`{}`))
+		req, _ := http.NewRequest(http.MethodPost, b.base+"/api/v1/approvals/bot/call_1/approve", strings.NewReader(`{}`))
 		req.Header.Set("Content-Type", "application/json")
 		assertAPIError(t, b.do(req), http.StatusForbidden, "not_authorized")
 	})
@@ -285,7 +287,7 @@ func TestCSRF(t *testing.T) {
 		t.Fatalf("%d decisions reached the approval service", n)
 	}
 	t.Run("a REST call with the session cookie and the header goes through", func(t *testing.T) {
-		req, _ := http.NewRequest(http.MethodPost, b.base+"/api/v1/approvals/call_1/approve", strings.NewReader(`{}`))
+		req, _ := http.NewRequest(http.MethodPost, b.base+"/api/v1/approvals/bot/call_1/approve", strings.NewReader(`{}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-CSRF-Token", b.csrf("/"))
 		if p := b.do(req); p.Status != http.StatusOK {
@@ -295,7 +297,7 @@ func TestCSRF(t *testing.T) {
 	t.Run("a bearer-token call needs no CSRF token", func(t *testing.T) {
 		e.approval.put(pending("call_2", "bot", "fs__write_file", map[string]any{"path": "/tmp/a"}, airlockv1.Risk_RISK_LOW))
 		tok := newToken(t, e, "alice", `{"name":"ci"}`)
-		if p := apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/approvals/call_2/reject", `{"reason":"no"}`); p.Status != http.StatusOK {
+		if p := apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/approvals/bot/call_2/reject", `{"reason":"no"}`); p.Status != http.StatusOK {
 			t.Fatalf("status %d %s", p.Status, p.Body)
 		}
 	})
@@ -323,7 +325,7 @@ func TestCallPageActions(t *testing.T) {
 		rec := pending("call_view", "bot", "fs__edit_file", map[string]any{"path": "/srv/app.conf", "edits": []any{map[string]any{"oldText": "port = 80\nhost = a", "newText": "port = 8080\nhost = a"}}}, airlockv1.Risk_RISK_CRITICAL)
 		rec.Decision.Quorum = 2
 		e.approval.put(rec)
-		p := b.get("/calls/call_view")
+		p := b.get("/calls/bot/call_view")
 		for _, want := range []string{"fs__edit_file", `risk-critical`, "writes need a person", "ask-writes", "rev-7", "\n  &#34;path&#34;: &#34;/srv/app.conf&#34;",
 			`class="ddel">- port = 80`, `class="dadd">&#43; port = 8080`, `class="dctx">  host = a`, "0 of 2 approval(s)", "High-risk call"} {
 			if !strings.Contains(p.Body, want) {
@@ -333,7 +335,7 @@ func TestCallPageActions(t *testing.T) {
 	})
 	t.Run("approve sends the principal, channel and revision", func(t *testing.T) {
 		e.approval.put(pending("call_a", "bot", "fs__write_file", map[string]any{"path": "/tmp/a"}, airlockv1.Risk_RISK_LOW))
-		p := follow(b.submit("/calls/call_a/approve", url.Values{"revision": {"1"}, "reason": {"looks fine"}}))
+		p := follow(b.submit("/calls/bot/call_a/approve", url.Values{"revision": {"1"}, "reason": {"looks fine"}}))
 		d := last()
 		if d.Kind != airlockv1.DecisionKind_DECISION_KIND_APPROVE || d.Principal.GetId() != "alice" || d.Principal.GetChannel() != "console" ||
 			d.Principal.GetType() != airlockv1.ActorType_ACTOR_TYPE_HUMAN || d.Revision != 1 || d.Reason != "looks fine" {
@@ -346,21 +348,21 @@ func TestCallPageActions(t *testing.T) {
 	t.Run("reject needs a reason", func(t *testing.T) {
 		e.approval.put(pending("call_r", "bot", "fs__write_file", map[string]any{"path": "/tmp/a"}, airlockv1.Risk_RISK_LOW))
 		n := len(e.approval.decided())
-		p := b.submit("/calls/call_r/reject", url.Values{"reason": {"  "}})
+		p := b.submit("/calls/bot/call_r/reject", url.Values{"reason": {"  "}})
 		if p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "say why you reject") || len(e.approval.decided()) != n {
 			t.Fatalf("status %d", p.Status)
 		}
-		follow(b.submit("/calls/call_r/reject", url.Values{"reason": {"not in prod"}}))
+		follow(b.submit("/calls/bot/call_r/reject", url.Values{"reason": {"not in prod"}}))
 		if d := last(); d.Kind != airlockv1.DecisionKind_DECISION_KIND_REJECT || d.Reason != "not in prod" {
 			t.Fatalf("decision %v", d)
 		}
 	})
 	t.Run("request changes sends the feedback", func(t *testing.T) {
 		e.approval.put(pending("call_c", "bot", "fs__write_file", map[string]any{"path": "/tmp/a"}, airlockv1.Risk_RISK_LOW))
-		if p := b.submit("/calls/call_c/changes", url.Values{}); p.Status != http.StatusBadRequest {
+		if p := b.submit("/calls/bot/call_c/changes", url.Values{}); p.Status != http.StatusBadRequest {
 			t.Fatalf("empty feedback: %d", p.Status)
 		}
-		follow(b.submit("/calls/call_c/changes", url.Values{"feedback": {"use /tmp/b"}}))
+		follow(b.submit("/calls/bot/call_c/changes", url.Values{"feedback": {"use /tmp/b"}}))
 		if d := last(); d.Kind != airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES || d.Reason != "use /tmp/b" {
 			t.Fatalf("decision %v", d)
 		}
@@ -369,7 +371,7 @@ func TestCallPageActions(t *testing.T) {
 		e.approval.put(pending("call_e", "bot", "fs__write_file", map[string]any{"path": "/tmp/a"}, airlockv1.Risk_RISK_LOW))
 		n := len(e.approval.decided())
 		for _, bad := range []string{`{"path":`, `[1,2]`, `null`, `{"a":1} trailing`, ``} {
-			p := b.submit("/calls/call_e/edit", url.Values{"arguments": {bad}})
+			p := b.submit("/calls/bot/call_e/edit", url.Values{"arguments": {bad}})
 			if p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "edited arguments") {
 				t.Fatalf("%q: status %d", bad, p.Status)
 			}
@@ -379,12 +381,12 @@ func TestCallPageActions(t *testing.T) {
 		}
 	})
 	t.Run("edit approves with the edited arguments", func(t *testing.T) {
-		follow(b.submit("/calls/call_e/edit", url.Values{"arguments": {`{"path": "/tmp/safe"}`}, "revision": {"1"}}))
+		follow(b.submit("/calls/bot/call_e/edit", url.Values{"arguments": {`{"path": "/tmp/safe"}`}, "revision": {"1"}}))
 		d := last()
 		if d.Kind != airlockv1.DecisionKind_DECISION_KIND_APPROVE || d.EditedArguments.GetFields()["path"].GetStringValue() != "/tmp/safe" {
 			t.Fatalf("decision %v", d)
 		}
-		p := b.get("/calls/call_e")
+		p := b.get("/calls/bot/call_e")
 		if !strings.Contains(p.Body, `id="edited-args"`) || !strings.Contains(p.Body, "arguments edited by the reviewer") {
 			t.Fatalf("the edited arguments are not shown:\n%s", p.Body)
 		}
@@ -393,28 +395,28 @@ func TestCallPageActions(t *testing.T) {
 		rec := pending("call_own", "bot", "fs__write_file", map[string]any{"path": "/tmp/a"}, airlockv1.Risk_RISK_LOW)
 		rec.Call.OnBehalfOf = "alice"
 		e.approval.put(rec)
-		p := b.submit("/calls/call_own/approve", url.Values{})
-		if p.Status != http.StatusForbidden || !strings.Contains(p.Body, "cannot decide a call made on their own behalf") || !strings.Contains(p.Body, `href="/calls/call_own"`) {
+		p := b.submit("/calls/bot/call_own/approve", url.Values{})
+		if p.Status != http.StatusForbidden || !strings.Contains(p.Body, "cannot decide a call made on their own behalf") || !strings.Contains(p.Body, `href="/calls/bot/call_own"`) {
 			t.Fatalf("status %d:\n%s", p.Status, p.Body)
 		}
 	})
 	t.Run("a superseded revision is a conflict", func(t *testing.T) {
 		e.approval.put(pending("call_rev", "bot", "fs__write_file", map[string]any{"path": "/tmp/a"}, airlockv1.Risk_RISK_LOW))
-		if p := b.submit("/calls/call_rev/approve", url.Values{"revision": {"3"}}); p.Status != http.StatusConflict {
+		if p := b.submit("/calls/bot/call_rev/approve", url.Values{"revision": {"3"}}); p.Status != http.StatusConflict {
 			t.Fatalf("status %d", p.Status)
 		}
 	})
 	t.Run("a second approval changes nothing and says so", func(t *testing.T) {
-		p := follow(b.submit("/calls/call_a/approve", url.Values{}))
+		p := follow(b.submit("/calls/bot/call_a/approve", url.Values{}))
 		if !strings.Contains(p.Body, "already APPROVAL_STATE_APPROVED") {
 			t.Fatalf("page:\n%s", p.Body)
 		}
 	})
 	t.Run("an unknown call is 404", func(t *testing.T) {
-		if p := b.get("/calls/nope"); p.Status != http.StatusNotFound {
+		if p := b.get("/calls/bot/nope"); p.Status != http.StatusNotFound {
 			t.Fatalf("status %d", p.Status)
 		}
-		if p := b.submit("/calls/nope/approve", url.Values{}); p.Status != http.StatusNotFound {
+		if p := b.submit("/calls/bot/nope/approve", url.Values{}); p.Status != http.StatusNotFound {
 			t.Fatalf("status %d", p.Status)
 		}
 	})
@@ -424,14 +426,14 @@ func TestCallPageActions(t *testing.T) {
 			rec.Call.ThreadId = "thread-9"
 			e.approval.put(rec)
 		}
-		p := follow(b.submit("/threads/thread-9/approve", url.Values{"from": {"call_t1"}}))
+		p := follow(b.submit("/threads/approve", url.Values{"from": {"call_t1"}, "agent": {"bot"}, "thread": {"thread-9"}, "call": {"call_t1.1", "call_t2.1"}}))
 		if !strings.Contains(p.Body, "approved 2 call(s) of the thread") {
 			t.Fatalf("page:\n%s", p.Body)
 		}
 	})
 	t.Run("always allow pre-fills the grant form and creates a grant", func(t *testing.T) {
 		e.approval.put(pending("call_g", "bot", "fs__write_file", map[string]any{"path": "/tmp/g", "content": "x"}, airlockv1.Risk_RISK_LOW))
-		form := b.get("/grants/new?from=call_g")
+		form := b.get("/grants/new?agent=bot&from=call_g")
 		for _, want := range []string{`value="bot"`, `value="fs__write_file"`, "/content = x\n/path = /tmp/g", `name="uses" type="number" min="0" value="10"`, `value="24"`} {
 			if !strings.Contains(form.Body, want) {
 				t.Fatalf("grant form lacks %q:\n%s", want, form.Body)
@@ -451,7 +453,7 @@ func TestCallPageActions(t *testing.T) {
 	})
 	t.Run("history lists decided calls", func(t *testing.T) {
 		p := b.get("/history")
-		if !strings.Contains(p.Body, "call-call_a") || !strings.Contains(p.Body, "not in prod") || strings.Contains(p.Body, "call-call_rev") {
+		if !strings.Contains(p.Body, "call-3-bot-call_a") || !strings.Contains(p.Body, "not in prod") || strings.Contains(p.Body, "call-3-bot-call_rev") {
 			t.Fatalf("history:\n%s", p.Body)
 		}
 		if p := b.get("/history?state=bogus"); p.Status != http.StatusBadRequest {
@@ -485,14 +487,14 @@ func TestTimelineReadsTheCallsEvents(t *testing.T) {
 	b := e.browser()
 	b.signIn("audrey")
 	tok := newToken(t, e, "audrey", `{"name":"cli"}`)
-	api := apiCall(t, e.srv.URL, tok, http.MethodGet, "/api/v1/approvals/call_tl/events", "")
+	api := apiCall(t, e.srv.URL, tok, http.MethodGet, "/api/v1/approvals/bot/call_tl/events", "")
 	var evs struct {
 		Events []struct{ Type, Actor, Detail string }
 	}
 	if err := json.Unmarshal([]byte(api.Body), &evs); err != nil || len(evs.Events) != 3 || evs.Events[2].Type != "unauthorized_attempt" || evs.Events[2].Actor != "mallory (slack)" {
 		t.Fatalf("events API: %d %s", api.Status, api.Body)
 	}
-	p := b.get("/calls/call_tl")
+	p := b.get("/calls/bot/call_tl")
 	i1, i2, i3 := strings.Index(p.Body, "ev-requested"), strings.Index(p.Body, "ev-approval_requested"), strings.Index(p.Body, "ev-unauthorized_attempt")
 	if i1 < 0 || i2 < i1 || i3 < i2 || !strings.Contains(p.Body, "mallory (slack)") || strings.Contains(p.Body, "other call") {
 		t.Fatalf("timeline wrong:\n%s", p.Body)
@@ -561,7 +563,7 @@ func TestLiveInbox(t *testing.T) {
 	all := openFeed(t, b, "")
 	highOnly := openFeed(t, b, "?risk=high")
 
-	if ev := next(t, all); ev.Name != "sync" || !strings.Contains(ev.Data, `id="call-call_old"`) {
+	if ev := next(t, all); ev.Name != "sync" || !strings.Contains(ev.Data, `id="call-3-bot-call_old"`) {
 		t.Fatalf("first event %+v", ev)
 	}
 	if ev := next(t, highOnly); ev.Name != "sync" || strings.Contains(ev.Data, "call_old") {
@@ -577,7 +579,7 @@ func TestLiveInbox(t *testing.T) {
 	}
 	for name, ch := range map[string]<-chan sseEvent{"all": all, "high only": highOnly} {
 		ev := next(t, ch)
-		if ev.Name != "pending" || !strings.Contains(ev.Data, `id="call-call_new"`) || !strings.Contains(ev.Data, "&lt;script&gt;") || strings.Contains(ev.Data, "<script>") {
+		if ev.Name != "pending" || !strings.Contains(ev.Data, `id="call-3-bot-call_new"`) || !strings.Contains(ev.Data, "&lt;script&gt;") || strings.Contains(ev.Data, "<script>") {
 			t.Fatalf("%s: pending event %+v", name, ev)
 		}
 	}
@@ -585,10 +587,10 @@ func TestLiveInbox(t *testing.T) {
 	// A call decided elsewhere (another replica, Slack, the CLI) disappears.
 	e.approval.put(rec)
 	tok := newToken(t, e, "bob", `{"name":"cli"}`)
-	if p := apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/approvals/call_new/approve", `{}`); p.Status != http.StatusOK {
+	if p := apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/approvals/bot/call_new/approve", `{}`); p.Status != http.StatusOK {
 		t.Fatalf("approve: %d %s", p.Status, p.Body)
 	}
-	if ev := next(t, all); ev.Name != "decided" || ev.Data != "call_new" {
+	if ev := next(t, all); ev.Name != "decided" || ev.Data != "3-bot-call_new" {
 		t.Fatalf("decided event %+v", ev)
 	}
 }
@@ -613,15 +615,15 @@ func TestRESTAPI(t *testing.T) {
 		assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodGet, "/api/v1/approvals?state=nope", ""), http.StatusBadRequest, "invalid_request")
 	})
 	t.Run("show returns the record", func(t *testing.T) {
-		p := apiCall(t, e.srv.URL, tok, http.MethodGet, "/api/v1/approvals/call_1", "")
+		p := apiCall(t, e.srv.URL, tok, http.MethodGet, "/api/v1/approvals/bot/call_1", "")
 		var out airlockv1.GetResponse
 		if err := unmarshalProto(p.Body, &out); err != nil || out.Record.GetCall().GetTool() != "write_file" {
 			t.Fatalf("%s", p.Body)
 		}
-		assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodGet, "/api/v1/approvals/nope", ""), http.StatusNotFound, "not_found")
+		assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodGet, "/api/v1/approvals/bot/nope", ""), http.StatusNotFound, "not_found")
 	})
 	t.Run("approve with edited arguments from the CLI", func(t *testing.T) {
-		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/api/v1/approvals/call_1/approve", strings.NewReader(`{"arguments":{"path":"/tmp/z"},"reason":"narrowed"}`))
+		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/api/v1/approvals/bot/call_1/approve", strings.NewReader(`{"arguments":{"path":"/tmp/z"},"reason":"narrowed"}`))
 		req.Header.Set("Authorization", "Bearer "+tok)
 		req.Header.Set("X-Airlock-Channel", "cli")
 		resp, err := http.DefaultClient.Do(req)
@@ -635,13 +637,13 @@ func TestRESTAPI(t *testing.T) {
 		}
 	})
 	t.Run("errors are JSON with a stable code", func(t *testing.T) {
-		assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/approvals/call_2/reject", `{}`), http.StatusBadRequest, "invalid_request")
-		assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/approvals/call_2/reject", `{"reasn":"typo"}`), http.StatusBadRequest, "invalid_request")
-		assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/approvals/call_2/changes", `{"arguments":{}}`), http.StatusBadRequest, "invalid_request")
+		assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/approvals/bot/call_2/reject", `{}`), http.StatusBadRequest, "invalid_request")
+		assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/approvals/bot/call_2/reject", `{"reasn":"typo"}`), http.StatusBadRequest, "invalid_request")
+		assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/approvals/bot/call_2/changes", `{"arguments":{}}`), http.StatusBadRequest, "invalid_request")
 		assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodGet, "/api/v1/nothing-here", ""), http.StatusNotFound, "not_found")
 	})
 	t.Run("changes sends feedback", func(t *testing.T) {
-		if p := apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/approvals/call_2/changes", `{"feedback":"smaller"}`); p.Status != http.StatusOK {
+		if p := apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/approvals/bot/call_2/changes", `{"feedback":"smaller"}`); p.Status != http.StatusOK {
 			t.Fatalf("%d %s", p.Status, p.Body)
 		}
 	})
@@ -653,9 +655,9 @@ func TestRESTAPI(t *testing.T) {
 		if p.Status != http.StatusAccepted || json.Unmarshal([]byte(p.Body), &sub) != nil || sub.CallID == "" {
 			t.Fatalf("%d %s", p.Status, p.Body)
 		}
-		evs := testenv.Events(t, e.deps.JS, subject.OfCall("bot", sub.CallID))
-		if len(evs) != 1 || evs[0].GetRequested().GetCall().GetAgentId() != "bot" || evs[0].GetRequested().GetCall().GetReason() != "save" {
-			t.Fatalf("stored events %v", evs)
+		req := intakeRequest(t, e, "bot", sub.CallID)
+		if req.GetRequested().GetCall().GetAgentId() != "bot" || req.GetRequested().GetCall().GetReason() != "save" {
+			t.Fatalf("stored request %v", req)
 		}
 		if p := apiCall(t, e.srv.URL, agentTok, http.MethodGet, "/api/v1/calls/"+sub.CallID, ""); !strings.Contains(p.Body, `"status":"pending"`) {
 			t.Fatalf("without an outcome: %d %s", p.Status, p.Body)
@@ -679,6 +681,17 @@ func TestRESTAPI(t *testing.T) {
 			}
 		case <-time.After(20 * time.Second):
 			t.Fatal("the long poll did not return the outcome")
+		}
+	})
+	t.Run("whom_a_call_acts_for_comes_from_the_token_not_the_body", func(t *testing.T) {
+		bound := newToken(t, e, "root", `{"name":"b","kind":"agent","agent_id":"bot","on_behalf_of":"dana"}`)
+		assertAPIError(t, apiCall(t, e.srv.URL, bound, http.MethodPost, "/api/v1/calls", `{"tool":"fs__read_file","on_behalf_of":"alice"}`), http.StatusBadRequest, "invalid_request")
+		p := apiCall(t, e.srv.URL, bound, http.MethodPost, "/api/v1/calls", `{"call_id":"bound_1","tool":"fs__read_file"}`)
+		if p.Status != http.StatusAccepted {
+			t.Fatalf("%d %s", p.Status, p.Body)
+		}
+		if got := intakeRequest(t, e, "bot", "bound_1").GetRequested().GetCall().GetOnBehalfOf(); got != "dana" {
+			t.Fatalf("on_behalf_of %q, want the token's dana", got)
 		}
 	})
 	t.Run("an agent cannot await another agent's call", func(t *testing.T) {
@@ -807,4 +820,28 @@ func TestGrantsAPI(t *testing.T) {
 	if list := apiCall(t, e.srv.URL, tok, http.MethodGet, "/api/v1/grants", ""); strings.Contains(list.Body, g.GetId()) {
 		t.Fatalf("a revoked grant is listed as active: %s", list.Body)
 	}
+}
+
+// intakeRequest is the request the console put in the intake stream for an
+// agent's call, checked to be sealed by the console.
+func intakeRequest(t *testing.T, e *env, agent, call string) *airlockv1.Event {
+	t.Helper()
+	stream, err := e.deps.JS.Stream(context.Background(), e.deps.Config.Intake.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj, _ := subject.Request(agent, call)
+	m, err := stream.GetLastMsgForSubject(context.Background(), subj)
+	if err != nil {
+		t.Fatalf("no request of %s/%s in the intake stream: %v", agent, call, err)
+	}
+	fk, _ := e.deps.FrontendKey()
+	if fe, err := fk.VerifyRequest(m.Subject, nats.Header(m.Header), m.Data, time.Now()); err != nil || fe != console.Frontend {
+		t.Fatalf("the request is not sealed by the console: %q %v", fe, err)
+	}
+	ev, err := envelope.Decode(m.Data, nats.Header(m.Header))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
 }

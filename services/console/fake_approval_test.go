@@ -165,9 +165,10 @@ func (f *fakeApproval) approveThread(ctx context.Context, req *airlockv1.Approve
 	f.mu.Lock()
 	f.threads = append(f.threads, req)
 	var ids []string
-	for id, r := range f.recs {
-		if r.GetCall().GetThreadId() == req.ThreadId && r.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
-			ids = append(ids, id)
+	for _, c := range req.GetCalls() {
+		if r, ok := f.recs[c.GetCallId()]; ok && r.GetCall().GetAgentId() == req.GetAgentId() && r.GetCall().GetThreadId() == req.ThreadId &&
+			r.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+			ids = append(ids, c.GetCallId())
 		}
 	}
 	f.mu.Unlock()

@@ -141,7 +141,7 @@ func feedMessage(ev *airlockv1.Event) (feedMsg, bool) {
 		return feedMsg{Kind: "pending", CallID: v.Key, Row: &v}, true
 	case *airlockv1.Event_Approved, *airlockv1.Event_Rejected, *airlockv1.Event_ChangesRequested,
 		*airlockv1.Event_Expired, *airlockv1.Event_Canceled:
-		return feedMsg{Kind: "decided", CallID: ev.GetAgentId() + "." + ev.GetCallId()}, true
+		return feedMsg{Kind: "decided", CallID: rowKey(ev.GetAgentId(), ev.GetCallId())}, true
 	}
 	return feedMsg{}, false
 }

@@ -22,8 +22,8 @@ import (
 // here builds HTML.
 type callView struct {
 	ID, Agent, Thread, OnBehalfOf string
-	// Key is "<agent>.<call>", unique across agents (call ids are not): the
-	// inbox row's id and what the live feed removes by.
+	// Key is unique across agents (call ids are not) and safe in an HTML id
+	// and a CSS selector: the inbox row's id and what the live feed removes by.
 	Key string
 	// Path is the call's page, /calls/<agent>/<call>; ids are validated to
 	// [A-Za-z0-9_-] where they enter, and escaped here all the same.
@@ -56,6 +56,11 @@ type voteView struct {
 	By, Channel, Comment string
 	At                   time.Time
 }
+
+// rowKey names an agent's call in the page: "<len(agent)>-<agent>-<call>".
+// Ids are [A-Za-z0-9_-], so it is a valid id and selector, and the length
+// keeps agent "a-b" with call "c" apart from agent "a" with call "b-c".
+func rowKey(agent, call string) string { return fmt.Sprintf("%d-%s-%s", len(agent), agent, call) }
 
 // callPath is the page of an agent's call.
 func callPath(agent, call string) string {
@@ -107,7 +112,7 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 	c, d := rec.GetCall(), rec.GetDecision()
 	v := callView{
 		ID: c.GetCallId(), Agent: c.GetAgentId(), Thread: c.GetThreadId(), OnBehalfOf: c.GetOnBehalfOf(),
-		Key: c.GetAgentId() + "." + c.GetCallId(), Path: callPath(c.GetAgentId(), c.GetCallId()),
+		Key: rowKey(c.GetAgentId(), c.GetCallId()), Path: callPath(c.GetAgentId(), c.GetCallId()),
 		Server: c.GetServer(), Tool: c.GetTool(), FullTool: calls.QualifiedTool(c), Reason: c.GetReason(),
 		Revision: max(c.GetRevision(), 1),
 		Risk:     calls.RiskName(d.GetRisk()), HighRisk: d.GetRisk() >= airlockv1.Risk_RISK_HIGH,

@@ -84,7 +84,7 @@ func NewEngine(ctx context.Context, deps svc.Deps) (*Engine, error) {
 		return nil, err
 	}
 	if e.rules, err = deps.JS.KeyValue(ctx, deps.Config.Buckets.Policy); err != nil {
-		return nil, fmt.Errorf("policy bucket %s: %w (run `airlock dev` or provision the buckets)", deps.Config.Buckets.Policy, err)
+		return nil, fmt.Errorf("policy bucket %s: %w (run `airlock provision` with administrator credentials, or `airlock dev`)", deps.Config.Buckets.Policy, err)
 	}
 	if e.grants, err = deps.JS.KeyValue(ctx, deps.Config.Buckets.Grants); err != nil {
 		return nil, fmt.Errorf("grants bucket %s: %w", deps.Config.Buckets.Grants, err)

@@ -47,6 +47,8 @@ type e2eEnv struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	proc     *testenv.Process
+	// api is the approval service as the console reaches it.
+	api *approvalapi.Client
 }
 
 func startAirlock(t *testing.T) *e2eEnv {
@@ -87,8 +89,9 @@ slack:
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", httpPort)
 	p := testenv.StartAirlock(t, httpAddr, []string{"AIRLOCK_CONFIG=" + cfgPath},
 		"dev", "--data", filepath.Join(dir, "data"), "--nats-port", fmt.Sprint(natsPort), "--http", httpAddr)
-	nc, js := testenv.Connect(t, fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
-	return &e2eEnv{f: f, endpoint: "http://" + httpAddr + airlockslack.InteractionsPath, nc: nc, js: js, proc: p}
+	nc, js := testenv.DevAdmin(t, filepath.Join(dir, "data"), fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
+	api := approvalapi.New(nc, testenv.DevFrontendKey(t, filepath.Join(dir, "data")), "console")
+	return &e2eEnv{f: f, endpoint: "http://" + httpAddr + airlockslack.InteractionsPath, nc: nc, js: js, proc: p, api: api}
 }
 
 func must(t *testing.T, err error) {
@@ -115,7 +118,7 @@ func (e *e2eEnv) submit(t *testing.T, agent, callID string) (*airlock.Client, ap
 	// The approval service stores the card's channel/ts with the approval.
 	var ch, ts string
 	testenv.Eventually(t, 10*time.Second, "the approval record to hold the Slack ref", func() bool {
-		rec, err := approvalapi.New(e.nc).Get(context.Background(), callID)
+		rec, err := e.api.Get(context.Background(), agent, callID, 0)
 		if err != nil {
 			return false
 		}
@@ -231,8 +234,8 @@ func TestEndToEndWithTheAirlockBinary(t *testing.T) {
 		}
 
 		// The console decides through the same approval API.
-		resp, err := approvalapi.New(e.nc).Decide(context.Background(), &airlockv1.DecideRequest{
-			CallId: "e2e_authz", Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE,
+		resp, err := e.api.Decide(context.Background(), &airlockv1.DecideRequest{
+			AgentId: "bot", CallId: "e2e_authz", Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE,
 			Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice", Channel: "console"},
 		})
 		must(t, err)
@@ -249,8 +252,8 @@ func TestEndToEndWithTheAirlockBinary(t *testing.T) {
 		client, _, ch, ts := e.submit(t, "bot", "e2e_outage")
 		e.f.down.Store(true)
 		start := time.Now()
-		resp, err := approvalapi.New(e.nc).Decide(context.Background(), &airlockv1.DecideRequest{
-			CallId: "e2e_outage", Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE,
+		resp, err := e.api.Decide(context.Background(), &airlockv1.DecideRequest{
+			AgentId: "bot", CallId: "e2e_outage", Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE,
 			Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice", Channel: "console"},
 		})
 		took := time.Since(start)

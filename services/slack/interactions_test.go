@@ -102,7 +102,7 @@ func TestSignedApproveClickApprovesAndUpdatesTheCard(t *testing.T) {
 
 	req := e.approvals.nextDecide(t)
 	want := &airlockv1.DecideRequest{
-		CallId: "call_approve", Revision: 1, Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE,
+		AgentId: "bot-1", CallId: "call_approve", Revision: 1, Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE,
 		Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice", Channel: "slack"},
 	}
 	if !proto.Equal(req, want) {
@@ -339,7 +339,7 @@ func TestApprovalServiceDownTellsTheUserTheDecisionWasNotRecorded(t *testing.T) 
 
 	e.click(t, buttonClick(t, "U_ALICE", posted, ch, ts, airlockslack.ActionApprove))
 	eph := e.f.next(t, "chat.postEphemeral")
-	if text := eph.Form.Get("text"); !strings.Contains(text, "was not recorded") || !strings.Contains(text, publicURL+"/calls/call_down") {
+	if text := eph.Form.Get("text"); !strings.Contains(text, "was not recorded") || !strings.Contains(text, publicURL+"/calls/bot-1/call_down") {
 		t.Fatalf("the user was told %q", text)
 	}
 	e.f.none(t, "chat.update")

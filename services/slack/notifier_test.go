@@ -114,7 +114,7 @@ func TestPendingCallPostsOneCardWithWhatAReviewerNeeds(t *testing.T) {
 		{"shows_thread_id", "thread `thread-9`"},
 		{"shows_agent_and_principal", "`bot-1` on behalf of *dave*"},
 		{"shows_deadline_in_readers_time_zone", fmt.Sprintf("<!date^%d^{date_short_pretty} {time}|2026-11-21 06:00 UTC>", deadline)},
-		{"links_to_console", "<" + publicURL + "/calls/call_card|Open in the console>"},
+		{"links_to_console", "<" + publicURL + "/calls/bot-1/call_card|Open in the console>"},
 		{"summarizes_short_arguments", `path: "/srv/app/config.yaml"`},
 		{"summarizes_numbers", "mode: 420"},
 		{"shortens_long_values", "… (502 characters)"},
@@ -150,7 +150,7 @@ func TestPendingCallPostsOneCardWithWhatAReviewerNeeds(t *testing.T) {
 				t.Fatalf("%s carries %+v", id, v)
 			}
 		}
-		if got := values[airlockslack.ActionOpenConsole]; got != publicURL+"/calls/call_card" {
+		if got := values[airlockslack.ActionOpenConsole]; got != publicURL+"/calls/bot-1/call_card" {
 			t.Fatalf("console button opens %q", got)
 		}
 	})

@@ -25,7 +25,7 @@ func TestReplayCountsChangesGrantsAndRedactedArguments(t *testing.T) {
 		args, _ := structpb.NewStruct(map[string]any{"path": "/p", "token": "secret"})
 		call := &airlockv1.ToolCall{CallId: fmt.Sprintf("c%d", i), AgentId: "bot", Server: "fs", Tool: tool, Arguments: args, Revision: 1}
 		d := &airlockv1.Decision{Action: action, RuleId: "old", GrantId: grant, Redact: redact}
-		ev := &airlockv1.Event{EventId: envelope.EventID(call.CallId, 1, "decision"), AgentId: "bot", CallId: call.CallId, Revision: 1}
+		ev := &airlockv1.Event{EventId: "bot." + call.CallId + ".1.decision", AgentId: "bot", CallId: call.CallId, Revision: 1}
 		switch action {
 		case airlockv1.Action_ACTION_ALLOW:
 			ev.Body = &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{Call: call, Decision: d}}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -155,28 +154,6 @@ func sameStream(have, want jetstream.StreamConfig) bool {
 		have.Discard == want.Discard && have.MaxBytes == want.MaxBytes &&
 		have.AllowDirect == want.AllowDirect && have.DenyDelete == want.DenyDelete && have.DenyPurge == want.DenyPurge &&
 		reflect.DeepEqual(have.RePublish, want.RePublish)
-}
-
-// CheckProvisioned reports, as one sentence an operator can act on, a
-// stream or bucket of cfg that does not exist. Services run with only the
-// permissions they need, which do not include creating streams: they check
-// instead, and `airlock provision` (with administrator credentials) creates.
-func CheckProvisioned(ctx context.Context, js jetstream.JetStream, cfg config.Config) error {
-	var missing []string
-	for _, name := range []string{cfg.Stream.Name, cfg.Intake.Name} {
-		if _, err := js.Stream(ctx, name); err != nil {
-			missing = append(missing, fmt.Sprintf("stream %s (%v)", name, err))
-		}
-	}
-	for _, kvc := range BucketConfigs(cfg.Buckets) {
-		if _, err := js.KeyValue(ctx, kvc.Bucket); err != nil {
-			missing = append(missing, fmt.Sprintf("bucket %s (%v)", kvc.Bucket, err))
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("not provisioned: %s: run `airlock provision` with administrator credentials first", strings.Join(missing, "; "))
-	}
-	return nil
 }
 
 func storage(s string) jetstream.StorageType {

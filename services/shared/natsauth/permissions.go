@@ -164,8 +164,11 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				durable(n.intake, n.policyDurable),
 				[]string{"$JS.API.STREAM.INFO." + n.events},
 				events(subject.Requested, subject.Allowed, subject.Denied, subject.ApprovalRequested, subject.Invalid),
-				[]string{subject.EventsPrefix + "." + subject.SystemAgent + ".*." + subject.PolicyChanged},
+				[]string{subject.EventsPrefix + "." + subject.SystemAgent + ".*." + subject.PolicyChanged,
+					subject.EventsPrefix + "." + subject.SystemAgent + ".*." + subject.UnauthorizedAttempt},
 				directGet(n.events, subject.Requested, subject.Allowed, subject.Denied, subject.ApprovalRequested, subject.ChangesRequested),
+				// the sequence of a call's last event, for compare-and-append
+				[]string{subject.DirectGet(n.events, subject.EventsPrefix+".*.*.>")},
 				bucket(n.policy), bucket(n.grants), healthOf,
 			),
 			SubscribeAllow: join(inbox, micro, []string{subject.APIPrefix + ".policy.>"}),
@@ -187,7 +190,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 		return Permissions{
 			PublishAllow: join(
 				durable(n.events, n.executorDurable),
-				events(subject.Started, subject.Completed, subject.Failed),
+				events(subject.Started, subject.Completed, subject.Failed, subject.UnauthorizedAttempt),
 				directGet(n.events, subject.Started, subject.Completed, subject.Failed),
 				bucket(n.executions),
 			),
@@ -204,6 +207,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				[]string{subject.AllRequests, subject.APIPrefix + ".approval.>", subject.APIPrefix + ".policy.>"},
 				events(subject.UnauthorizedAttempt),
 				readAll(n.events),
+				[]string{"$JS.API.STREAM.INFO." + n.intake, "$JS.API.STREAM.MSG.GET." + n.intake},
 				bucket(n.console), bucket(n.slackSeen), healthOf,
 			),
 			SubscribeAllow: join(inbox, micro, []string{subject.AllOut}),

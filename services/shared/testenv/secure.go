@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 )
 
 // SecureNATS is an embedded server running airlock's accounts and
@@ -111,4 +112,34 @@ func (n *SecureNATS) Connect(role string) (*nats.Conn, jetstream.JetStream) {
 		n.t.Fatal(err)
 	}
 	return nc, js
+}
+
+// DevAdmin connects to a running `airlock dev` as its operator, with the
+// admin seed it generated under dataDir; closed when the test ends.
+func DevAdmin(t testing.TB, dataDir, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	o, err := nats.NkeyOptionFromSeed(natsauth.Dev{DataDir: dataDir}.SeedFile(natsauth.RoleAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(url, o, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+// DevFrontendKey is the front-end key a `airlock dev` generated under dataDir.
+func DevFrontendKey(t testing.TB, dataDir string) seal.Key {
+	t.Helper()
+	k, err := seal.Load("front-end key", "", natsauth.Dev{DataDir: dataDir}.FrontendKeyFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
