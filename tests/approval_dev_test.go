@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
