@@ -39,6 +39,10 @@ func TestDoFastDeliversEachCallItsOwnOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
+	// The stand-in service must be subscribed before the first request.
+	if err := deps.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
 
 	nc, _ := testenv.Connect(t, n.URL())
 	c, _ := airlock.New(nc, "bot")
@@ -100,6 +104,10 @@ func TestDoFastEndsOnTheSubmittedRevision(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
+	// The stand-in service must be subscribed before the first request.
+	if err := deps.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
 
 	nc, _ := testenv.Connect(t, n.URL())
 	c, _ := airlock.New(nc, "bot")
