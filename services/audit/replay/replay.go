@@ -92,7 +92,7 @@ func Run(ctx context.Context, rd store.Reader, decide Decide, opt Options) (Repo
 	trans := map[string]*Transition{}
 	for _, typ := range []string{"allowed", "denied", "approval_requested"} {
 		err := rd.Each(ctx, store.Filter{Type: typ, Since: opt.Since}, func(r store.Row) error {
-			key := fmt.Sprintf("%s.%d", r.Call, r.Revision)
+			key := fmt.Sprintf("%s.%s.%d", r.Agent, r.Call, r.Revision)
 			if seen[key] {
 				return nil
 			}

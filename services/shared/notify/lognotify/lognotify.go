@@ -5,11 +5,11 @@ package lognotify
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strings"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 )
 
 // Name is the channel name in `notified` events.
@@ -53,7 +53,7 @@ func (n *Notifier) Update(ctx context.Context, rec *airlockv1.ApprovalRecord, re
 
 // Ref is the reference Announce returns for rec.
 func Ref(rec *airlockv1.ApprovalRecord) string {
-	return fmt.Sprintf("%s.%d", rec.GetCall().GetCallId(), max(rec.GetCall().GetRevision(), 1))
+	return callref.Of(rec.GetCall()).Key()
 }
 
 func state(rec *airlockv1.ApprovalRecord) string {
