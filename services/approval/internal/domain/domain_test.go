@@ -330,3 +330,34 @@ func TestGrants(t *testing.T) {
 		t.Fatal("a used-up grant is active")
 	}
 }
+
+func TestSelfConfirmation(t *testing.T) {
+	dir := NewDirectory(map[string][]string{"reviewers": {"alice", "bob"}})
+	rec := func(approvers []string, onBehalfOf string, verified bool) *airlockv1.ApprovalRecord {
+		return &airlockv1.ApprovalRecord{
+			Call:     &airlockv1.ToolCall{CallId: "c1", AgentId: "bot", OnBehalfOf: onBehalfOf, OnBehalfOfVerified: verified},
+			Decision: &airlockv1.Decision{Approvers: approvers},
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		rec       *airlockv1.ApprovalRecord
+		principal string
+		ok        bool
+	}{
+		{"the_verified_requester_confirms_a_rule_that_names_the_requester", rec([]string{Requester}, "dana", true), "dana", true},
+		{"nobody_else_confirms_it", rec([]string{Requester}, "dana", true), "alice", false},
+		{"an_unverified_requester_does_not_confirm", rec([]string{Requester}, "dana", false), "dana", false},
+		{"an_ordinary_rule_still_refuses_the_requester", rec([]string{"group:reviewers"}, "alice", true), "alice", false},
+		{"an_ordinary_rule_lets_a_reviewer_decide", rec([]string{"group:reviewers"}, "alice", true), "bob", true},
+		{"requester_or_reviewers_lets_either_decide", rec([]string{Requester, "group:reviewers"}, "dana", true), "bob", true},
+		{"requester_or_reviewers_lets_the_requester_decide", rec([]string{Requester, "group:reviewers"}, "dana", true), "dana", true},
+		{"an_agent_naming_itself_requester_gains_nothing", rec([]string{Requester}, "", false), "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if r := Authorize(tc.rec, dir, tc.principal, "approve"); (r == nil) != tc.ok {
+				t.Fatalf("Authorize(%q) = %v, want ok=%v", tc.principal, r, tc.ok)
+			}
+		})
+	}
+}

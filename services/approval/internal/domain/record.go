@@ -168,13 +168,25 @@ type Decision struct {
 	SawDigest string
 }
 
+// Requester in a rule's approvers lets the person the call acts for
+// confirm it themselves (seed 002: "only the same user's reply counts") —
+// only when airlock verified who that is (ToolCall.on_behalf_of_verified).
+const Requester = "requester"
+
 // Authorize checks that principal may decide rec: they must match the
-// record's approvers and must not be the principal the call acts for.
+// record's approvers and must not be the principal the call acts for —
+// unless the approvers name the requester, who may then confirm their own
+// call. Separation of duties is the default for every other rule.
 func Authorize(rec *airlockv1.ApprovalRecord, dir Directory, principal, action string) *Refusal {
 	call := rec.GetCall()
+	selfConfirm := slices.Contains(rec.GetDecision().GetApprovers(), Requester)
 	switch {
 	case principal == "":
 		return &Refusal{Action: action, Why: "no principal given: the front-end must say who decides"}
+	case selfConfirm && principal == call.GetOnBehalfOf() && call.GetOnBehalfOfVerified():
+		return nil
+	case selfConfirm && principal == call.GetOnBehalfOf():
+		return &Refusal{Action: action, Why: fmt.Sprintf("call %s asks the person it acts for to confirm it, but airlock could not verify that %s is that person (bind the agent to its person in policy.on_behalf_of, or submit through a front-end)", call.GetCallId(), principal)}
 	case principal == call.GetOnBehalfOf():
 		return &Refusal{Action: action, Why: fmt.Sprintf("%s cannot decide call %s: the agent acts on their behalf, so another approver must decide", principal, call.GetCallId())}
 	case !dir.Matches(rec.GetDecision().GetApprovers(), principal):
