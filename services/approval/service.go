@@ -119,16 +119,16 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		a.DefaultApprovers = []string{"group:reviewers"}
 	}
 	s := &Service{
-		deps:     deps,
-		cfg:      a,
-		dir:      domain.NewDirectory(a.Groups, users),
-		settings: domain.Settings{DefaultTimeout: a.DefaultTimeout, DefaultApprovers: a.DefaultApprovers},
-		pub:      deps.Publisher("approval"),
-		store:    records{kv: kv},
-		grants:   gkv,
-		index:    newIndex(deps.Log.With("service", "approval"), func() uint64 { return deps.NC.Stats().Reconnects }),
-		now:      time.Now,
-		pending:  pendingGauge(deps.Metrics.Registry),
+		deps:      deps,
+		cfg:       a,
+		dir:       domain.NewDirectory(a.Groups, users),
+		settings:  domain.Settings{DefaultTimeout: a.DefaultTimeout, DefaultApprovers: a.DefaultApprovers},
+		pub:       deps.Publisher("approval"),
+		store:     records{kv: kv},
+		grants:    gkv,
+		index:     newIndex(deps.Log.With("service", "approval"), func() uint64 { return deps.NC.Stats().Reconnects }),
+		now:       time.Now,
+		pending:   pendingGauge(deps.Metrics.Registry),
 		decisions: dk,
 		frontend:  fk,
 	}

@@ -412,7 +412,7 @@ type tokenBody struct {
 	AgentID string `json:"agent_id"`
 	// OnBehalfOf binds an agent token to the person its calls act for.
 	OnBehalfOf string `json:"on_behalf_of"`
-	Days    int    `json:"days"`
+	Days       int    `json:"days"`
 }
 
 type tokenJSON struct {

@@ -31,10 +31,10 @@ import (
 
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
-	"github.com/airlock-gate/airlock/services/shared/ids"
-	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
@@ -65,11 +65,11 @@ type Console struct {
 	// frontend seals what the console does for a person or an agent it
 	// authenticated (decisions, rule changes, REST submissions).
 	frontend seal.Key
-	policy    *policyapi.Client
-	store     *store
-	pages     map[string]*template.Template
-	feed      *feed
-	opts      Options
+	policy   *policyapi.Client
+	store    *store
+	pages    map[string]*template.Template
+	feed     *feed
+	opts     Options
 }
 
 // New builds the console from deps. The console bucket must exist

@@ -58,18 +58,18 @@ const (
 )
 
 type tokenRecord struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Kind      string    `json:"kind"`
-	Owner     string    `json:"owner"`
-	AgentID   string    `json:"agent_id,omitempty"`
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	Owner   string `json:"owner"`
+	AgentID string `json:"agent_id,omitempty"`
 	// OnBehalfOf is the person an agent token's calls act for, set by the
 	// admin who created it; the agent cannot change it.
 	OnBehalfOf string    `json:"on_behalf_of,omitempty"`
-	Hash      string    `json:"hash"`
-	CreatedAt time.Time `json:"created_at"`
-	ExpiresAt time.Time `json:"expires_at,omitzero"`
-	LastUsed  time.Time `json:"last_used,omitzero"`
+	Hash       string    `json:"hash"`
+	CreatedAt  time.Time `json:"created_at"`
+	ExpiresAt  time.Time `json:"expires_at,omitzero"`
+	LastUsed   time.Time `json:"last_used,omitzero"`
 }
 
 func newStore(kv jetstream.KeyValue, cfg config.Console, now func() time.Time) (*store, error) {

@@ -143,7 +143,7 @@ type execution struct {
 	digest, by string
 	trace      string
 	delivered  uint64
-	idem      string
+	idem       string
 }
 
 var errTimeout = errors.New("tool timed out")

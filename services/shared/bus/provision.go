@@ -168,7 +168,9 @@ func storage(s string) jetstream.StorageType {
 // a payload can be replayed for up to 10 minutes after it was first seen.
 const SlackSeenTTL = 10 * time.Minute
 
-func slackSeen(kvc jetstream.KeyValueConfig) jetstream.KeyValueConfig { return withTTL(kvc, SlackSeenTTL) }
+func slackSeen(kvc jetstream.KeyValueConfig) jetstream.KeyValueConfig {
+	return withTTL(kvc, SlackSeenTTL)
+}
 
 // ExecutionsTTL is how long a liveness record outlives its last heartbeat
 // (the executor rewrites it every few seconds while a tool runs; a finished

@@ -67,7 +67,9 @@ type Credential struct {
 }
 
 // PublicKey of the credential's nkey.
-func (c Credential) PublicKey() (string, error) { return publicOf([]byte(c.Seed), "credential of "+c.Agent) }
+func (c Credential) PublicKey() (string, error) {
+	return publicOf([]byte(c.Seed), "credential of "+c.Agent)
+}
 
 // ReadCredential reads an agent credential file.
 func ReadCredential(file string) (Credential, error) {

@@ -26,11 +26,17 @@ func TestRequestSealVerifiesOnlyWhatWasSealed(t *testing.T) {
 	}{
 		{"accepts_the_sealed_request", func(m *nats.Msg) (string, Key, time.Time) { return m.Subject, k, now }, true},
 		{"refuses_another_endpoint", func(m *nats.Msg) (string, Key, time.Time) { return "airlock.api.policy.rules.put", k, now }, false},
-		{"refuses_an_altered_body", func(m *nats.Msg) (string, Key, time.Time) { m.Data = []byte(`{"callId":"c2"}`); return m.Subject, k, now }, false},
+		{"refuses_an_altered_body", func(m *nats.Msg) (string, Key, time.Time) {
+			m.Data = []byte(`{"callId":"c2"}`)
+			return m.Subject, k, now
+		}, false},
 		{"refuses_another_key", func(m *nats.Msg) (string, Key, time.Time) { return m.Subject, other, now }, false},
 		{"refuses_a_stale_seal", func(m *nats.Msg) (string, Key, time.Time) { return m.Subject, k, now.Add(Window + time.Second) }, false},
 		{"refuses_a_missing_seal", func(m *nats.Msg) (string, Key, time.Time) { m.Header.Del(HeaderSeal); return m.Subject, k, now }, false},
-		{"refuses_a_renamed_frontend", func(m *nats.Msg) (string, Key, time.Time) { m.Header.Set(HeaderFrontend, "gateway"); return m.Subject, k, now }, false},
+		{"refuses_a_renamed_frontend", func(m *nats.Msg) (string, Key, time.Time) {
+			m.Header.Set(HeaderFrontend, "gateway")
+			return m.Subject, k, now
+		}, false},
 		{"refuses_with_no_key", func(m *nats.Msg) (string, Key, time.Time) { return m.Subject, Key{}, now }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
