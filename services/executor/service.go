@@ -401,7 +401,6 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, attempt uint
 			if !mine {
 				s.deps.Log.Warn("another executor took this call over while it ran; the stream keeps its end, not this result", "call", x.ref.String())
 			}
-			s.deps.Metrics.Published.WithLabelValues("executor", envelope.TypeOf(ev)).Inc()
 			return nil
 		}
 		if pubCtx.Err() != nil {

@@ -139,7 +139,6 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 	if _, err := s.pub.Publish(ctx, ev, in.trace); err != nil {
 		return fmt.Errorf("publish decision for call %s: %w", ref, err)
 	}
-	s.deps.Metrics.Published.WithLabelValues("policy", envelope.TypeOf(ev)).Inc()
 	return nil
 }
 
@@ -162,7 +161,6 @@ func (s *Service) refuse(ctx context.Context, in intake, rev uint32, data []byte
 	if _, err := s.pub.Publish(ctx, ev, in.trace); err != nil {
 		return fmt.Errorf("record invalid request %s: %w", in.subject, err)
 	}
-	s.deps.Metrics.Published.WithLabelValues("policy", subject.Invalid).Inc()
 	s.deps.Log.Info("request refused as invalid", "subject", in.subject, "reason", r.Reason)
 	return nil
 }
@@ -201,7 +199,6 @@ func (s *Service) accept(ctx context.Context, in intake, ref callref.Ref, req *a
 		if expect != ^uint64(0) {
 			_, err := s.pub.PublishAfter(ctx, ev, in.trace, callSubjects, expect)
 			if err == nil {
-				s.deps.Metrics.Published.WithLabelValues("policy", subject.Requested).Inc()
 				return accepted, "", nil
 			}
 			if !errors.Is(err, envelope.ErrConflict) {

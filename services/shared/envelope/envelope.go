@@ -151,12 +151,27 @@ func IsJSON(header nats.Header) bool {
 type Publisher struct {
 	js     jetstream.JetStream
 	source string
+	// stored, when set, is called with the type of every event stored.
+	stored func(typ string)
 }
 
 // NewPublisher returns a Publisher whose events name source as ce-source,
 // e.g. "airlock/policy" or "agent/bot-1".
 func NewPublisher(js jetstream.JetStream, source string) *Publisher {
 	return &Publisher{js: js, source: source}
+}
+
+// Counting makes the publisher call stored with the type of every event it
+// stores (services count them as airlock_events_published_total).
+func (p *Publisher) Counting(stored func(typ string)) *Publisher {
+	p.stored = stored
+	return p
+}
+
+func (p *Publisher) count(msg *nats.Msg) {
+	if p.stored != nil {
+		p.stored(msg.Header.Get(HeaderCEType)[len("airlock.v1."):])
+	}
 }
 
 // Publish stores ev in the events stream and waits for the stream's ack.
@@ -171,6 +186,7 @@ func (p *Publisher) Publish(ctx context.Context, ev *airlockv1.Event, parentTrac
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", msg.Subject, err)
 	}
+	p.count(msg)
 	return ack, nil
 }
 
@@ -200,6 +216,7 @@ func (p *Publisher) PublishAfter(ctx context.Context, ev *airlockv1.Event, paren
 		}
 		return nil, fmt.Errorf("publish %s: %w", msg.Subject, err)
 	}
+	p.count(msg)
 	return ack, nil
 }
 

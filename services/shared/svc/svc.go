@@ -25,9 +25,14 @@ type Deps struct {
 	Metrics *obs.Metrics
 }
 
-// Publisher returns an event publisher whose ce-source is "airlock/<service>".
+// Publisher returns an event publisher whose ce-source is "airlock/<service>"
+// and that counts what it stores in airlock_events_published_total.
 func (d Deps) Publisher(service string) *envelope.Publisher {
-	return envelope.NewPublisher(d.JS, "airlock/"+service)
+	p := envelope.NewPublisher(d.JS, "airlock/"+service)
+	if d.Metrics != nil {
+		p.Counting(func(typ string) { d.Metrics.Published.WithLabelValues(service, typ).Inc() })
+	}
+	return p
 }
 
 // Service is a long-running airlock service.
