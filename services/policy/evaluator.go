@@ -8,9 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -20,10 +18,10 @@ import (
 	"github.com/open-policy-agent/opa/v1/topdown"
 	"github.com/open-policy-agent/opa/v1/topdown/cache"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/canon"
 )
 
 // Query is the one decision path every evaluation asks for.
@@ -226,113 +224,9 @@ func (e *Evaluator) stamp(d *airlockv1.Decision, call *airlockv1.ToolCall, now t
 	d.PolicyRevision = e.revision
 	d.DecisionId = newDecisionID()
 	d.DecidedAt = timestamppb.New(now)
-	if dg, err := argumentsDigest(call.GetArguments()); err == nil {
+	if dg, err := canon.Digest(call.GetArguments()); err == nil {
 		d.ArgumentsDigest = dg
 	}
-}
-
-// argumentsDigest is canon.Digest(args), byte for byte, without the detour
-// through AsMap and reflection-driven encoding/json that canon.JSON takes:
-// it writes the same canonical JSON (keys sorted, encoding/json's number and
-// string forms) straight from the Struct. A string it cannot vouch for
-// (anything but printable ASCII without " \ < > &) is encoded by
-// encoding/json itself; a NaN or infinity fails, as encoding/json does.
-func argumentsDigest(args *structpb.Struct) (string, error) {
-	buf := make([]byte, 0, 256)
-	buf, err := appendCanonStruct(buf, args)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(buf)
-	return hex.EncodeToString(sum[:]), nil
-}
-
-func appendCanonStruct(b []byte, s *structpb.Struct) ([]byte, error) {
-	fields := s.GetFields()
-	keys := make([]string, 0, len(fields))
-	for k := range fields {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys) // encoding/json sorts map keys by their bytes, too
-	b = append(b, '{')
-	for i, k := range keys {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		var err error
-		if b, err = appendCanonString(b, k); err != nil {
-			return nil, err
-		}
-		b = append(b, ':')
-		if b, err = appendCanonValue(b, fields[k]); err != nil {
-			return nil, err
-		}
-	}
-	return append(b, '}'), nil
-}
-
-func appendCanonValue(b []byte, v *structpb.Value) ([]byte, error) {
-	switch k := v.GetKind().(type) {
-	case *structpb.Value_NullValue, nil:
-		return append(b, "null"...), nil
-	case *structpb.Value_BoolValue:
-		return strconv.AppendBool(b, k.BoolValue), nil
-	case *structpb.Value_NumberValue:
-		return appendCanonFloat(b, k.NumberValue)
-	case *structpb.Value_StringValue:
-		return appendCanonString(b, k.StringValue)
-	case *structpb.Value_StructValue:
-		return appendCanonStruct(b, k.StructValue)
-	case *structpb.Value_ListValue:
-		b = append(b, '[')
-		for i, e := range k.ListValue.GetValues() {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var err error
-			if b, err = appendCanonValue(b, e); err != nil {
-				return nil, err
-			}
-		}
-		return append(b, ']'), nil
-	default:
-		return nil, fmt.Errorf("canonical arguments: value of unsupported kind %T", k)
-	}
-}
-
-// appendCanonFloat writes f as encoding/json writes a float64.
-func appendCanonFloat(b []byte, f float64) ([]byte, error) {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return nil, fmt.Errorf("canonical arguments: unsupported number %v", f)
-	}
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		// encoding/json writes e-07 as e-7.
-		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b, nil
-}
-
-func appendCanonString(b []byte, s string) ([]byte, error) {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, err := json.Marshal(s)
-			if err != nil {
-				return nil, fmt.Errorf("canonical arguments: %w", err)
-			}
-			return append(b, q...), nil
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"'), nil
 }
 
 func newDecisionID() string {
