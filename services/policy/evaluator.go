@@ -22,20 +22,33 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/canon"
+	"github.com/airlock-gate/airlock/services/shared/config"
 )
 
 // Query is the one decision path every evaluation asks for.
 const Query = "data.airlock.decision"
 
-// Defaults the policy service fills into an ask decision when the policy
-// leaves them out.
-var (
-	DefaultApprovers = []string{"group:reviewers"}
-	DefaultNotify    = []string{"console"}
-)
+// AskDefaults are what an ask decision gets when the policy leaves them
+// out. They are configuration (approval.default_approvers,
+// approval.default_timeout, approval.default_notify), so the policy stamps
+// what the approval service would assume.
+type AskDefaults struct {
+	Approvers []string
+	Timeout   time.Duration
+	Notify    []string
+}
 
-// DefaultTimeout is how long a person has to decide when the policy says nothing.
-const DefaultTimeout = 5 * time.Minute
+// AskDefaultsFrom reads the ask defaults out of cfg.
+func AskDefaultsFrom(cfg config.Config) AskDefaults {
+	return AskDefaults{Approvers: cfg.Approval.DefaultApprovers, Timeout: cfg.Approval.DefaultTimeout, Notify: cfg.Approval.DefaultNotify}
+}
+
+// Option tunes NewEvaluator.
+type Option func(*Evaluator)
+
+// WithAskDefaults sets the ask defaults; without it an evaluator uses
+// those of config.Default().
+func WithAskDefaults(d AskDefaults) Option { return func(e *Evaluator) { e.defaults = d } }
 
 // Evaluator decides calls with one policy revision: compiled code plus data
 // (base data, run-time rules, profile bindings). It needs no bus, so the
@@ -48,36 +61,33 @@ type Evaluator struct {
 	revision  string
 	pq        rego.PreparedEvalQuery
 	cache     cache.InterQueryValueCache
+	defaults  AskDefaults
 }
 
 // LoadDir loads the policy in dir (see CodeFromDir) with its own data only
 // (no run-time rules, no bindings): what `airlock policy replay` evaluates a
 // candidate policy with.
-func LoadDir(ctx context.Context, dir string) (*Evaluator, error) {
+func LoadDir(ctx context.Context, dir string, opts ...Option) (*Evaluator, error) {
 	c, err := CodeFromDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	return NewEvaluator(ctx, c, nil, nil)
+	return NewEvaluator(ctx, c, nil, nil, opts...)
 }
 
 // LoadDefault loads the built-in default policy with its own data only.
-func LoadDefault(ctx context.Context) (*Evaluator, error) {
+func LoadDefault(ctx context.Context, opts ...Option) (*Evaluator, error) {
 	c, err := DefaultCode()
 	if err != nil {
 		return nil, err
 	}
-	return NewEvaluator(ctx, c, nil, nil)
+	return NewEvaluator(ctx, c, nil, nil, opts...)
 }
 
 // NewEvaluator prepares code with run-time rules merged into
 // data.airlock.rules (a rule replaces a base rule of the same id; a deleted
 // rule removes it) and bindings (agent → profile) as data.airlock.bindings.
-func NewEvaluator(ctx context.Context, code *Code, rules []*airlockv1.PolicyRule, bindings map[string]string) (*Evaluator, error) {
-	return newEvaluator(ctx, code, rules, bindings, Query)
-}
-
-func newEvaluator(ctx context.Context, code *Code, rules []*airlockv1.PolicyRule, bindings map[string]string, query string) (*Evaluator, error) {
+func NewEvaluator(ctx context.Context, code *Code, rules []*airlockv1.PolicyRule, bindings map[string]string, opts ...Option) (*Evaluator, error) {
 	data, err := mergeData(code.Data, rules, bindings)
 	if err != nil {
 		return nil, err
@@ -102,7 +112,7 @@ func newEvaluator(ctx context.Context, code *Code, rules []*airlockv1.PolicyRule
 	// OPA's global fallback holds only 100, fewer than a policy with 100 rules uses.
 	vc := cache.NewInterQueryValueCache(ctx, &cache.Config{InterQueryBuiltinValueCache: cache.InterQueryBuiltinValueCacheConfig{MaxNumEntries: intPtr(10000)}})
 	pq, err := rego.New(
-		rego.Query(query),
+		rego.Query(Query),
 		rego.Compiler(comp),
 		rego.Store(inmem.NewFromObjectWithOpts(data, inmem.OptRoundTripOnWrite(true), inmem.OptReturnASTValuesOnRead(true))),
 		rego.StrictBuiltinErrors(true),
@@ -110,7 +120,12 @@ func newEvaluator(ctx context.Context, code *Code, rules []*airlockv1.PolicyRule
 	if err != nil {
 		return nil, fmt.Errorf("prepare policy: %w", err)
 	}
-	return &Evaluator{code: code, data: data, generated: gen, revision: hex.EncodeToString(sum[:])[:16], pq: pq, cache: vc}, nil
+	e := &Evaluator{code: code, data: data, generated: gen, revision: hex.EncodeToString(sum[:])[:16], pq: pq, cache: vc,
+		defaults: AskDefaultsFrom(config.Default())}
+	for _, o := range opts {
+		o(e)
+	}
+	return e, nil
 }
 
 func intPtr(i int) *int { return &i }
@@ -206,16 +221,16 @@ func keepTerm(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }
 func (e *Evaluator) stamp(d *airlockv1.Decision, call *airlockv1.ToolCall, now time.Time) {
 	if d.Action == airlockv1.Action_ACTION_ASK {
 		if len(d.Approvers) == 0 {
-			d.Approvers = slices.Clone(DefaultApprovers)
+			d.Approvers = slices.Clone(e.defaults.Approvers)
 		}
 		if d.Quorum == 0 {
-			d.Quorum = 1
+			d.Quorum = 1 // SPEC §4: one approval unless the policy asks for more
 		}
-		if d.Timeout == nil || d.Timeout.AsDuration() <= 0 {
-			d.Timeout = durationpb.New(DefaultTimeout)
+		if (d.Timeout == nil || d.Timeout.AsDuration() <= 0) && e.defaults.Timeout > 0 {
+			d.Timeout = durationpb.New(e.defaults.Timeout)
 		}
 		if len(d.Notify) == 0 {
-			d.Notify = slices.Clone(DefaultNotify)
+			d.Notify = slices.Clone(e.defaults.Notify)
 		}
 	}
 	if d.Risk == airlockv1.Risk_RISK_UNSPECIFIED {

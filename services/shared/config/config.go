@@ -212,6 +212,9 @@ func (c Config) Validate() error {
 	if c.Limits.MaxRequestBytes <= 0 || int32(c.Limits.MaxRequestBytes) > c.Stream.MaxMsgSize {
 		errs = append(errs, fmt.Errorf("limits.max_request_bytes (%d) must be positive and at most stream.max_msg_size (%d)", c.Limits.MaxRequestBytes, c.Stream.MaxMsgSize))
 	}
+	if c.Policy.ReloadInterval <= 0 {
+		errs = append(errs, fmt.Errorf("policy.reload_interval is %s: set a positive duration such as 1s", c.Policy.ReloadInterval))
+	}
 	if _, err := ParseSync(c.Dev.Sync); err != nil {
 		errs = append(errs, err)
 	}
