@@ -94,29 +94,33 @@ func NewEvaluator(ctx context.Context, code *Code, rules []*airlockv1.PolicyRule
 	}
 	dj, _ := json.Marshal(data)
 	sum := sha256.Sum256(append([]byte(code.Hash), dj...))
-	gen, tables := compileRules(data)
+	rs, tables, err := compileRules(data)
+	if err != nil {
+		return nil, fmt.Errorf("compile rules: %w", err)
+	}
 	// The tables live in the store, where a lookup reads one entry; as a Rego
 	// constant the whole table would be materialized on every decision.
 	data[CompiledDataKey] = tables
+	gen := generatedModule
 	genMod, err := ast.ParseModuleWithOpts(GeneratedModule, gen, ast.ParserOptions{RegoVersion: ast.RegoV1})
 	if err != nil {
 		return nil, fmt.Errorf("compile rules: %w", err)
 	}
 	parsed := maps.Clone(code.parsed)
 	parsed[GeneratedModule] = genMod
-	comp := ast.NewCompiler().WithEnablePrintStatements(false)
+	comp := ast.NewCompiler().WithEnablePrintStatements(false).WithBuiltins(builtinDecls())
 	if comp.Compile(parsed); comp.Failed() {
 		return nil, fmt.Errorf("policy with its rules does not compile: %w", comp.Errors)
 	}
 	// The inter-query value cache keeps compiled globs for every pattern;
 	// OPA's global fallback holds only 100, fewer than a policy with 100 rules uses.
 	vc := cache.NewInterQueryValueCache(ctx, &cache.Config{InterQueryBuiltinValueCache: cache.InterQueryBuiltinValueCacheConfig{MaxNumEntries: intPtr(10000)}})
-	pq, err := rego.New(
+	pq, err := rego.New(append(rs.builtins(),
 		rego.Query(Query),
 		rego.Compiler(comp),
 		rego.Store(inmem.NewFromObjectWithOpts(data, inmem.OptRoundTripOnWrite(true), inmem.OptReturnASTValuesOnRead(true))),
 		rego.StrictBuiltinErrors(true),
-	).PrepareForEval(ctx)
+	)...).PrepareForEval(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("prepare policy: %w", err)
 	}
