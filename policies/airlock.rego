@@ -108,11 +108,9 @@ tool_keys := {"*", input.call.tool}
 agent_keys := {"*", input.call.agent_id}
 
 # tool_words are the lower-case words of the tool name, split at _ - . and
-# camelCase humps: "deleteFile" and "delete_file" are both delete, file.
-# airlock passes them in the input; opa test and opa eval compute them here.
-tool_words := input.call.tool_words if {
-	input.call.tool_words
-} else := [w | some w in regex.split(`[_.\-]+`, lower(regex.replace(input.call.tool, `([a-z0-9])([A-Z])`, "${1}_${2}"))); w != ""]
+# camelCase humps: "deleteFile" and "delete_file" are both delete, file
+# (policy.ToolWords splits alike for the compiled rules).
+tool_words := [w | some w in regex.split(`[_.\-]+`, lower(regex.replace(input.call.tool, `([a-z0-9])([A-Z])`, "${1}_${2}"))); w != ""]
 
 # A rule without tool_words matches any tool; with them, a tool any of whose
 # words is listed.

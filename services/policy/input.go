@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -15,19 +14,16 @@ import (
 // Keys of the input document, built once: every decision reuses them (OPA
 // never modifies input terms), which saves an allocation and a hash each.
 var (
-	keyCall          = ast.StringTerm("call")
-	keyAgentID       = ast.StringTerm("agent_id")
-	keyCallID        = ast.StringTerm("call_id")
-	keyRevision      = ast.StringTerm("revision")
-	keyThreadID      = ast.StringTerm("thread_id")
-	keyOnBehalfOf    = ast.StringTerm("on_behalf_of")
-	keyServer        = ast.StringTerm("server")
-	keyTool          = ast.StringTerm("tool")
-	keyToolInitial   = ast.StringTerm("tool_initial")
-	keyServerInitial = ast.StringTerm("server_initial")
-	keyToolWords     = ast.StringTerm("tool_words")
-	keyReason        = ast.StringTerm("reason")
-	keyArguments     = ast.StringTerm("arguments")
+	keyCall       = ast.StringTerm("call")
+	keyAgentID    = ast.StringTerm("agent_id")
+	keyCallID     = ast.StringTerm("call_id")
+	keyRevision   = ast.StringTerm("revision")
+	keyThreadID   = ast.StringTerm("thread_id")
+	keyOnBehalfOf = ast.StringTerm("on_behalf_of")
+	keyServer     = ast.StringTerm("server")
+	keyTool       = ast.StringTerm("tool")
+	keyReason     = ast.StringTerm("reason")
+	keyArguments  = ast.StringTerm("arguments")
 )
 
 // inputValue builds {"call": {...}} as an ast value directly: no JSON round trip.
@@ -37,14 +33,13 @@ func inputValue(call *airlockv1.ToolCall) (ast.Value, error) {
 		return nil, err
 	}
 	// One block for the value terms instead of an allocation each.
-	v := make([]ast.Term, 11)
+	v := make([]ast.Term, 9)
 	str := func(i int, s string) *ast.Term {
 		v[i].Value = ast.String(s)
 		return &v[i]
 	}
 	v[2].Value = ast.InternedTerm(int(call.GetRevision())).Value
-	v[9].Value = wordsValue(call.GetTool())
-	v[10].Value = args
+	v[8].Value = args
 	c := ast.NewObject(
 		ast.Item(keyAgentID, str(0, call.GetAgentId())),
 		ast.Item(keyCallID, str(1, call.GetCallId())),
@@ -53,12 +48,8 @@ func inputValue(call *airlockv1.ToolCall) (ast.Value, error) {
 		ast.Item(keyOnBehalfOf, str(4, call.GetOnBehalfOf())),
 		ast.Item(keyServer, str(5, call.GetServer())),
 		ast.Item(keyTool, str(6, call.GetTool())),
-		// First characters, for the rule index (see compileRules).
-		ast.Item(keyToolInitial, str(7, initial(call.GetTool()))),
-		ast.Item(keyServerInitial, str(8, initial(call.GetServer()))),
-		ast.Item(keyToolWords, &v[9]),
-		ast.Item(keyReason, ast.StringTerm(call.GetReason())),
-		ast.Item(keyArguments, &v[10]),
+		ast.Item(keyReason, str(7, call.GetReason())),
+		ast.Item(keyArguments, &v[8]),
 	)
 	return ast.NewObject(ast.Item(keyCall, ast.NewTerm(c))), nil
 }
@@ -88,25 +79,6 @@ func ToolWords(tool string) []string {
 	}
 	flush(len(tool))
 	return out
-}
-
-func wordsValue(tool string) ast.Value {
-	words := ToolWords(tool)
-	block := make([]ast.Term, len(words))
-	terms := make([]*ast.Term, len(words))
-	for i, w := range words {
-		block[i].Value = ast.String(w)
-		terms[i] = &block[i]
-	}
-	return ast.NewArray(terms...)
-}
-
-func initial(s string) string {
-	r, n := utf8.DecodeRuneInString(s)
-	if r == utf8.RuneError {
-		return string(r) // as ranging over s yields it: "" stays ""
-	}
-	return s[:n]
 }
 
 func structValue(s *structpb.Struct) (ast.Value, error) {

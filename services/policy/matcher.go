@@ -169,22 +169,7 @@ func viewOf(t *ast.Term) (callView, error) {
 		return c, err
 	}
 	c.name = c.server + "__" + c.tool
-	// tool_words as airlock.rego takes them: the input's when present, else
-	// computed from the tool.
-	if w := obj.Get(keyToolWords); w != nil && w.Value.Compare(ast.Boolean(false)) != 0 {
-		arr, ok := w.Value.(*ast.Array)
-		if !ok {
-			return c, fmt.Errorf("input.call.tool_words must be a list of strings")
-		}
-		c.words = make([]string, 0, arr.Len())
-		for i := range arr.Len() {
-			if s, ok := arr.Elem(i).Value.(ast.String); ok {
-				c.words = append(c.words, string(s))
-			}
-		}
-	} else {
-		c.words = ToolWords(c.tool)
-	}
+	c.words = ToolWords(c.tool)
 	if a := obj.Get(keyArguments); a != nil {
 		c.args = a.Value
 	}
@@ -232,6 +217,14 @@ func (a argCond) matches(args ast.Value) bool {
 		}
 	}
 	return a.glob.Match(string(s))
+}
+
+// initial is s's first character as ranging over s yields it ("" for "").
+func initial(s string) string {
+	for _, r := range s {
+		return string(r)
+	}
+	return ""
 }
 
 // match returns the indexes of the rules c matches, in rule order.

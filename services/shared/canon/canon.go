@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -33,14 +34,24 @@ func AppendJSON(b []byte, args *structpb.Struct) ([]byte, error) {
 
 // Digest is the hex SHA-256 of JSON(args).
 func Digest(args *structpb.Struct) (string, error) {
-	var buf [512]byte
-	b, err := AppendJSON(buf[:0], args)
+	bp := buffers.Get().(*[]byte)
+	defer buffers.Put(bp)
+	b, err := AppendJSON((*bp)[:0], args)
 	if err != nil {
 		return "", err
 	}
+	if cap(b) <= 64<<10 { // keep buffers of ordinary arguments, not of a huge one
+		*bp = b
+	}
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], sum[:])
+	return string(out[:]), nil
 }
+
+// buffers hold the canonical JSON while it is hashed: Digest runs on every
+// decision, approval and execution.
+var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 func appendStruct(b []byte, s *structpb.Struct) ([]byte, error) {
 	fields := s.GetFields()
