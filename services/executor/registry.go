@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"regexp"
 	"sort"
@@ -159,6 +160,11 @@ type RegistryOptions struct {
 	DefaultTimeout time.Duration
 	// Getenv resolves secret_env (os.Getenv when nil).
 	Getenv func(string) string
+	// UpstreamTimeout bounds starting, listing, pinging and closing each
+	// MCP server (executor.upstream_timeout; zero means its default).
+	UpstreamTimeout time.Duration
+	// Log receives upstream restarts and failures; nil discards them.
+	Log *slog.Logger
 }
 
 // NewRegistry builds the adapters of f. MCP servers are connected lazily,
@@ -182,7 +188,7 @@ func NewRegistry(f RegistryFile, o RegistryOptions) (*Registry, error) {
 		var a Adapter
 		switch {
 		case s.MCP != nil:
-			a = NewMCP(name, *s.MCP)
+			a = NewMCP(name, *s.MCP, MCPOptions{Timeout: o.UpstreamTimeout, Log: o.Log})
 		case s.Webhook != nil:
 			secret := s.Webhook.Secret
 			if s.Webhook.SecretEnv != "" {
