@@ -32,7 +32,11 @@ type Request struct {
 //     wrapping ctx's error;
 //   - Call is safe for concurrent use;
 //   - Tools lists the tool names (without the server prefix) Call accepts;
-//   - Close releases processes and connections; it may be called once.
+//   - no operation waits on a remote server without a deadline: a server
+//     that cannot serve (unreachable, hung, gone mid-call) fails the calls
+//     that need it with an *UpstreamError, and never those of other servers;
+//   - Close releases processes and connections within a bounded time; it
+//     may be called once.
 type Adapter interface {
 	Call(ctx context.Context, req Request) (json.RawMessage, error)
 	Tools(ctx context.Context) ([]string, error)

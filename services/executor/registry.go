@@ -251,7 +251,11 @@ func (r *Registry) Lookup(server, tool string) (Tool, bool) {
 	return t, true
 }
 
-// Has reports whether server__tool exists, asking the server when it lists its own tools.
+// Has reports whether server__tool exists, asking the server when it lists
+// its own tools. It takes no lock and waits at most for ctx and the
+// server's upstream timeout (executor.upstream_timeout): a server that
+// cannot be started or does not answer gives an error wrapping an
+// *UpstreamError, at once while its back-off lasts.
 func (r *Registry) Has(ctx context.Context, server, tool string) (bool, error) {
 	reg, ok := r.servers[server]
 	if !ok {
