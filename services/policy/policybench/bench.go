@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy"
@@ -68,6 +70,10 @@ type Size struct {
 	// Floor is OPA alone deciding with FloorPolicy (prepared query, input
 	// already parsed), timed interleaved with the cases.
 	Floor Latency `json:"floor"`
+	// FloorLean is the floor evaluated with the options airlock's
+	// evaluator uses (no metrics, no per-evaluation goroutine, result kept
+	// as AST): for reading the floor, not a goal.
+	FloorLean Latency `json:"floor_lean_options"`
 	// Wrapped is airlock's Evaluate with FloorPolicy: what building the
 	// input, reading the document and stamping the decision add to OPA.
 	Wrapped Latency `json:"airlock_constant_policy"`
@@ -185,6 +191,15 @@ func runSize(ctx context.Context, code *policy.Code, fl *floor, rules, n int) (S
 			}
 			return err
 		},
+		func() error {
+			cancel := topdown.NewCancel()
+			rs, err := fl.pq.Eval(ctx, rego.EvalParsedInput(parsed), rego.EvalMetrics(metrics.NoOp()), rego.EvalExternalCancel(cancel),
+				rego.EvalGenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }))
+			if err == nil && len(rs) == 0 {
+				err = fmt.Errorf("the floor policy decided nothing")
+			}
+			return err
+		},
 		func() error { _, err := fl.wrapped.Evaluate(ctx, cases()[0].call, now); return err },
 	}
 	for _, c := range cases() {
@@ -203,10 +218,10 @@ func runSize(ctx context.Context, code *policy.Code, fl *floor, rules, n int) (S
 	if err != nil {
 		return Size{}, err
 	}
-	size.Floor, size.Wrapped = lat[0], lat[1]
+	size.Floor, size.FloorLean, size.Wrapped = lat[0], lat[1], lat[2]
 	for i := range size.Cases {
 		c := &size.Cases[i]
-		c.Latency = lat[2+i]
+		c.Latency = lat[3+i]
 		c.RatioP50, c.RatioP99 = c.P50us/size.Floor.P50us, c.P99us/size.Floor.P99us
 		c.MeetsP50, c.MeetsP99 = c.RatioP50 <= GoalP50Ratio, c.RatioP99 <= GoalP99Ratio
 	}
