@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -283,13 +284,23 @@ func (r *Registry) Servers() []string {
 	return out
 }
 
-// Close closes every adapter.
+// Close closes every adapter, all at once: each is bounded by its own
+// deadline, and a slow one does not delay the others.
 func (r *Registry) Close() error {
+	var mu sync.Mutex
 	var errs []error
+	var wg sync.WaitGroup
 	for name, reg := range r.servers {
-		if err := reg.adapter.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close %s: %w", name, err))
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := reg.adapter.Close(); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("close %s: %w", name, err))
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
