@@ -39,13 +39,13 @@ passthrough := ["approvers", "quorum", "timeout", "notify", "escalate_to", "esca
 # of the decision (action, rule_id, reason, passthrough keys) and the paths
 # it masks.
 #
-# airlock's loader compiles the rules into Rego (package
-# airlock_compiled_rules, with lookup tables in data.airlock_compiled): one
-# body per rule (per word, for tool_words) holding only the conditions it
-# sets, which OPA's rule index narrows to the rules whose server, tool and
-# words can match. Its entries carry a fifth element, the whole decision when
-# the rule is the only match. Without it (opa test, opa eval) the same
-# conditions are evaluated here; both decide alike (a Go test checks it).
+# The policy service compiles the rules (package airlock_compiled_rules,
+# with lookup tables in data.airlock_compiled): an index like OPA's rule
+# index narrows them to those whose tool, server, words, glob initial or
+# agent can match, and only those are checked, in Go, with the conditions
+# below. Its entries carry a fifth element, the whole decision when the rule
+# is the only match. Without it (opa test, opa eval) the conditions are
+# evaluated here; both decide alike (a Go test checks it).
 hits := data.airlock_compiled_rules.hits if {
 	data.airlock_compiled_rules.ok == true
 } else := {entry(r, i) |
@@ -108,11 +108,9 @@ tool_keys := {"*", input.call.tool}
 agent_keys := {"*", input.call.agent_id}
 
 # tool_words are the lower-case words of the tool name, split at _ - . and
-# camelCase humps: "deleteFile" and "delete_file" are both delete, file.
-# airlock passes them in the input; opa test and opa eval compute them here.
-tool_words := input.call.tool_words if {
-	input.call.tool_words
-} else := [w | some w in regex.split(`[_.\-]+`, lower(regex.replace(input.call.tool, `([a-z0-9])([A-Z])`, "${1}_${2}"))); w != ""]
+# camelCase humps: "deleteFile" and "delete_file" are both delete, file
+# (policy.ToolWords splits alike for the compiled rules).
+tool_words := [w | some w in regex.split(`[_.\-]+`, lower(regex.replace(input.call.tool, `([a-z0-9])([A-Z])`, "${1}_${2}"))); w != ""]
 
 # A rule without tool_words matches any tool; with them, a tool any of whose
 # words is listed.
@@ -195,24 +193,13 @@ risk := r if {
 # redact collects the argument paths every matching rule masks.
 redact := {p | some h in hits; some p in redact_of(h[2])}
 
-# The common cases, an agent without a profile whose call matches one rule
-# or several, are decided in one body each straight from the compiled rules
-# (data.airlock_compiled_rules.hits, whose entries carry the decision a rule
-# makes alone, and the tables in data.airlock_compiled). This runs for every
-# call and every step costs: a profile binding is looked up positively in the
-# compiled copy of the bindings (a `not` costs a nested evaluation), and
-# without the compiled rules (opa test, opa eval) only the last body applies,
-# deciding alike.
-decision := general if {
-	data.airlock_compiled.bindings[input.call.agent_id]
-} else := general if {
-	data.airlock_compiled.bindings["*"]
-} else := min(h)[4] if {
-	h := data.airlock_compiled_rules.hits
-	count(h) == 1
-} else := object.union(data.airlock_compiled.verdict[top[2]], {"risk": risk_levels[max({e[3] | some e in h})], "redact": {p | some e in h; some p in data.airlock_compiled.redact[e[2]]}}) if {
-	h := data.airlock_compiled_rules.hits
-	top := min(h) # undefined when nothing matches
+# The common case, an agent without a profile whose call some rule matches,
+# is decided in one step by airlock's compiled rules
+# (data.airlock_compiled_rules.decision: exactly what general gives then, the
+# matching done in Go by the policy service). Without them (opa test, opa
+# eval) general decides every call alike.
+decision := d if {
+	d := data.airlock_compiled_rules.decision
 } else := general
 
 general := object.union(verdict, {"risk": risk, "redact": redact})

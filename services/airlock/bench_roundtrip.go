@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -266,86 +265,14 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// benchRawHop: the client publishes to a stream; a durable pull consumer (on
-// its own connection, as a service would be) re-publishes each message to the
-// stream and acks it; the client receives the re-published message.
+// benchRawHop times the raw hop (newHopRig) as measure does.
 func benchRawHop(ctx context.Context, url string, o roundtripOptions) (measured, error) {
-	client, err := nats.Connect(url)
+	hop, stop, err := newHopRig(ctx, url, "BENCH_HOP", make([]byte, 256))
 	if err != nil {
 		return measured{}, err
 	}
-	defer client.Close()
-	server, err := nats.Connect(url)
-	if err != nil {
-		return measured{}, err
-	}
-	defer server.Close()
-	cjs, _ := jetstream.New(client)
-	sjs, _ := jetstream.New(server)
-	if _, err := cjs.CreateStream(ctx, jetstream.StreamConfig{Name: "BENCH_HOP", Subjects: []string{"bench.hop.>"}, Storage: jetstream.FileStorage}); err != nil {
-		return measured{}, err
-	}
-	cons, err := sjs.CreateOrUpdateConsumer(ctx, "BENCH_HOP", jetstream.ConsumerConfig{
-		Durable: "relay", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "bench.hop.req.*", MaxAckPending: 1000,
-	})
-	if err != nil {
-		return measured{}, err
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(256))
-	if err != nil {
-		return measured{}, err
-	}
-	defer it.Stop()
-	// Relay with as many workers as the services use, so both sides have the same concurrency.
-	for w := 0; w < 8; w++ {
-		go func() {
-			for {
-				m, err := it.Next()
-				if err != nil {
-					return
-				}
-				id := m.Subject()[len("bench.hop.req."):]
-				if _, err := sjs.Publish(ctx, "bench.hop.rep."+id, m.Data()); err == nil {
-					_ = m.Ack()
-				}
-			}
-		}()
-	}
-	var mu sync.Mutex
-	waiters := map[string]chan struct{}{}
-	sub, err := client.Subscribe("bench.hop.rep.*", func(m *nats.Msg) {
-		id := m.Subject[len("bench.hop.rep."):]
-		mu.Lock()
-		ch := waiters[id]
-		delete(waiters, id)
-		mu.Unlock()
-		if ch != nil {
-			close(ch)
-		}
-	})
-	if err != nil {
-		return measured{}, err
-	}
-	defer sub.Unsubscribe()
-	_ = sub.SetPendingLimits(-1, -1)
-	payload := make([]byte, 256)
-	var seq atomic.Int64
-	return measure(ctx, o, func(ctx context.Context) error {
-		id := strconv.FormatInt(seq.Add(1), 10)
-		ch := make(chan struct{})
-		mu.Lock()
-		waiters[id] = ch
-		mu.Unlock()
-		if _, err := cjs.Publish(ctx, "bench.hop.req."+id, payload, jetstream.WithMsgID("hop-"+id)); err != nil {
-			return err
-		}
-		select {
-		case <-ch:
-			return nil
-		case <-ctx.Done():
-			return fmt.Errorf("no reply for hop %s: %w", id, ctx.Err())
-		}
-	})
+	defer stop()
+	return measure(ctx, o, hop)
 }
 
 // benchRoundTrip runs the policy and executor services in-process and times

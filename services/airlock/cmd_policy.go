@@ -157,7 +157,7 @@ grants are never used and nothing is published.`,
 				if err != nil {
 					return fmt.Errorf("%s: %w", name, err)
 				}
-				ev, err := policy.NewEvaluator(cmd.Context(), code, nil, cfg.Policy.Profiles)
+				ev, err := policy.NewEvaluator(cmd.Context(), code, nil, cfg.Policy.Profiles, policy.WithAskDefaults(policy.AskDefaultsFrom(cfg)))
 				if err != nil {
 					return err
 				}

@@ -32,7 +32,11 @@ type Request struct {
 //     wrapping ctx's error;
 //   - Call is safe for concurrent use;
 //   - Tools lists the tool names (without the server prefix) Call accepts;
-//   - Close releases processes and connections; it may be called once.
+//   - no operation waits on a remote server without a deadline: a server
+//     that cannot serve (unreachable, hung, gone mid-call) fails the calls
+//     that need it with an *UpstreamError, and never those of other servers;
+//   - Close releases processes and connections within a bounded time; it
+//     may be called once.
 type Adapter interface {
 	Call(ctx context.Context, req Request) (json.RawMessage, error)
 	Tools(ctx context.Context) ([]string, error)
@@ -53,6 +57,50 @@ type ToolError struct {
 }
 
 func (e *ToolError) Error() string { return e.Message }
+
+// ReasonUpstream is the reason of a call that failed because its upstream
+// server could not serve it (see UpstreamError).
+const ReasonUpstream = "upstream_unavailable"
+
+// UpstreamError: the upstream server of a tool (an MCP server) could not
+// serve the call — it could not be started or reached, did not answer within
+// its deadline, or went away mid-call. The adapter has already retired a
+// session that hung or died, so a later call starts the server afresh.
+//
+// It is also a *ToolError (errors.As finds both), whose Indeterminate is
+// Started: code that knows only ToolError still reports the right outcome.
+type UpstreamError struct {
+	// Server is the registry name of the upstream.
+	Server string
+	// Op is what failed: "open" (start, initialize, list tools), "list
+	// tools", or "call <tool>".
+	Op string
+	// Started: the call reached the server, which may have applied it.
+	Started bool
+	Err     error
+}
+
+func (e *UpstreamError) Error() string {
+	what := "the tool was not run; check that the server starts and answers (its command or URL in the tools file), then submit the call again"
+	if e.Started {
+		what = "the tool may or may not have run; check before submitting the call again"
+	}
+	return fmt.Sprintf("MCP server %s could not serve the call (%s): %v — %s", e.Server, e.Op, e.Err, what)
+}
+
+// Unwrap gives the cause and the equivalent *ToolError.
+func (e *UpstreamError) Unwrap() []error {
+	return []error{e.Err, &ToolError{Message: e.Error(), Indeterminate: e.Started}}
+}
+
+// Outcome is the failed event's outcome: indeterminate when the call may
+// have reached the tool, error when it cannot have.
+func (e *UpstreamError) Outcome() string {
+	if e.Started {
+		return OutcomeIndeterminate
+	}
+	return OutcomeError
+}
 
 // toolErrorf builds a determinate ToolError.
 func toolErrorf(format string, args ...any) error {

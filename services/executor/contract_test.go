@@ -203,7 +203,7 @@ func TestMCPStdioAdapterContractWithServerFilesystem(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("hello from disk"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	m := executor.NewMCP("fs", executor.MCPConfig{Command: nodeBin(t, "mcp-server-filesystem"), Args: []string{dir}})
+	m := executor.NewMCP("fs", executor.MCPConfig{Command: nodeBin(t, "mcp-server-filesystem"), Args: []string{dir}}, executor.MCPOptions{})
 	adapterContract(t, contractFixture{
 		adapter: m,
 		ok:      executor.Request{Server: "fs", Tool: "read_text_file", Arguments: map[string]any{"path": filepath.Join(dir, "hello.txt")}},
@@ -218,7 +218,7 @@ func TestMCPStdioAdapterContractWithServerFilesystem(t *testing.T) {
 
 func TestMCPStreamableHTTPAdapterContractWithServerEverything(t *testing.T) {
 	url := startEverythingHTTP(t)
-	m := executor.NewMCP("every", executor.MCPConfig{URL: url})
+	m := executor.NewMCP("every", executor.MCPConfig{URL: url}, executor.MCPOptions{})
 	adapterContract(t, contractFixture{
 		adapter: m,
 		ok:      executor.Request{Server: "every", Tool: "echo", Arguments: map[string]any{"message": "over http"}},

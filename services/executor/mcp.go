@@ -5,78 +5,129 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-gate/airlock/services/shared/config"
 )
 
+// MCPOptions tune an MCP adapter.
+type MCPOptions struct {
+	// Timeout bounds every operation on the upstream besides a tool call
+	// (which the call's context bounds): starting it and its initialize
+	// handshake plus tools/list, a liveness ping, closing it. Zero means
+	// executor.upstream_timeout's default.
+	Timeout time.Duration
+	// Log receives upstream restarts and failures; nil discards them.
+	Log *slog.Logger
+}
+
 // MCP runs the tools of one MCP server, over stdio (a child process) or
-// streamable HTTP. The session is opened on first use and reopened after
-// it breaks, so a server that is down when the executor starts, or that
-// crashes, does not need an executor restart. One session serves
+// streamable HTTP.
+//
+// Isolation: every operation on the upstream has a deadline, and no lock is
+// held while waiting for it, so a server that hangs or dies fails only its
+// own calls, with an *UpstreamError, and never holds up other calls or other
+// servers' tools. The session is opened on first use, by one attempt that
+// concurrent callers share; an attempt that fails is not repeated for a
+// back-off (each call meanwhile fails at once, saying when it is retried).
+// A session whose server exits, whose connection breaks, or that does not
+// answer a ping after a call timed out is retired (its process group
+// killed) and the next call starts the server again. One session serves
 // concurrent calls.
 type MCP struct {
-	name string
-	cfg  MCPConfig
+	name    string
+	cfg     MCPConfig
+	timeout time.Duration
+	log     *slog.Logger
 
-	mu      sync.Mutex
-	session *mcp.ClientSession
-	tools   []string
+	mu       sync.Mutex // guards what follows; never held across upstream I/O
+	cur      *upstream  // the open session, or nil
+	opening  *attempt   // the open attempt in flight, or nil
+	failures int        // consecutive failed attempts
+	retryAt  time.Time  // no new attempt before this
+	lastErr  error      // why the last attempt failed
+	closed   bool
 }
+
+// upstream is one session with one server (for stdio, one process).
+type upstream struct {
+	cs    *mcp.ClientSession
+	proc  *process // nil for HTTP
+	since time.Time
+	// Guarded by MCP.mu.
+	tools   []string
+	stale   bool     // the server said its tools changed
+	listing *attempt // a tools/list refresh in flight
+	probing bool     // a liveness ping in flight
+	retired bool
+}
+
+// attempt is one open or refresh that callers wait on together.
+type attempt struct {
+	done chan struct{}
+	up   *upstream
+	err  error
+}
+
+// Back-off between failed attempts to open a session: doubled per failure.
+const (
+	openBackoffMin = 250 * time.Millisecond
+	openBackoffMax = 30 * time.Second
+)
 
 // NewMCP returns an adapter for the MCP server configured by cfg; name is
 // its registry name (the "fs" of fs__read_file).
-func NewMCP(name string, cfg MCPConfig) *MCP { return &MCP{name: name, cfg: cfg} }
+func NewMCP(name string, cfg MCPConfig, o MCPOptions) *MCP {
+	if o.Timeout <= 0 {
+		o.Timeout = config.Default().Executor.UpstreamTimeout
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return &MCP{name: name, cfg: cfg, timeout: o.Timeout, log: o.Log.With("mcp_server", name)}
+}
 
-// Tools implements Adapter: the server's tools/list, cached per session.
+// Tools implements Adapter: the server's tools/list, cached per session and
+// listed again after the server announces a change.
 func (m *MCP) Tools(ctx context.Context) ([]string, error) {
-	cs, err := m.connect(ctx)
+	up, err := m.session(ctx)
 	if err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
-	cached := m.tools
-	m.mu.Unlock()
-	if cached != nil {
-		return cached, nil
-	}
-	var names []string
-	for t, err := range cs.Tools(ctx, nil) {
-		if err != nil {
-			m.drop(cs)
-			return nil, fmt.Errorf("MCP server %s: list tools: %w", m.name, err)
-		}
-		names = append(names, t.Name)
-	}
-	sort.Strings(names)
-	m.mu.Lock()
-	if m.session == cs {
-		m.tools = names
-	}
-	m.mu.Unlock()
-	return names, nil
+	defer m.mu.Unlock()
+	return up.tools, nil
 }
 
 // Call implements Adapter. A result with isError becomes a *ToolError with
 // the text the server gave; otherwise the result is the MCP CallToolResult
-// as JSON ({"content": [...], "structuredContent": ...}).
+// as JSON ({"content": [...], "structuredContent": ...}). When the server
+// cannot be reached the error is an *UpstreamError that says the tool was
+// not reached; when the connection breaks mid-call, one that says it may
+// have run.
 func (m *MCP) Call(ctx context.Context, req Request) (json.RawMessage, error) {
-	tools, err := m.Tools(ctx)
+	up, err := m.session(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if !contains(tools, req.Tool) {
+	m.mu.Lock()
+	known := slices.Contains(up.tools, req.Tool)
+	m.mu.Unlock()
+	if !known {
 		return nil, fmt.Errorf("MCP server %s has no tool %q: %w", m.name, req.Tool, ErrUnknownTool)
-	}
-	cs, err := m.connect(ctx)
-	if err != nil {
-		return nil, err
 	}
 	args := req.Arguments
 	if args == nil {
@@ -86,23 +137,44 @@ func (m *MCP) Call(ctx context.Context, req Request) (json.RawMessage, error) {
 	if req.IdempotencyKey != "" {
 		params.Meta = mcp.Meta{"airlock/idempotency_key": req.IdempotencyKey, "airlock/call_id": req.CallID}
 	}
-	res, err := cs.CallTool(ctx, params)
-	if err != nil {
+	// The SDK's call runs on its own goroutine: whatever it blocks on (a
+	// full pipe to a stuck process), the call returns when ctx ends.
+	type result struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := up.cs.CallTool(ctx, params)
+		done <- result{res, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		// Slow, or hung? A server that no longer answers a ping is
+		// restarted, so later calls do not wait for their own timeouts.
+		go m.probe(up)
+		return nil, fmt.Errorf("MCP %s__%s: %w", m.name, req.Tool, ctx.Err())
+	}
+	if r.err != nil {
 		if ctx.Err() != nil {
+			go m.probe(up)
 			return nil, fmt.Errorf("MCP %s__%s: %w", m.name, req.Tool, ctx.Err())
 		}
 		var rpcErr *jsonrpc.Error
-		if errors.As(err, &rpcErr) {
+		if errors.As(r.err, &rpcErr) {
 			// A JSON-RPC error answer: the server refused the call.
-			return nil, &ToolError{Message: fmt.Sprintf("MCP %s__%s: %v", m.name, req.Tool, err)}
+			return nil, &ToolError{Message: fmt.Sprintf("MCP %s__%s: %v", m.name, req.Tool, r.err)}
 		}
-		m.drop(cs)
-		return nil, &ToolError{Message: fmt.Sprintf("MCP %s__%s: connection lost: %v", m.name, req.Tool, err), Indeterminate: true}
+		why := m.retire(up, fmt.Sprintf("the connection broke during a call of %s", req.Tool))
+		return nil, &UpstreamError{Server: m.name, Op: "call " + req.Tool, Started: true,
+			Err: fmt.Errorf("%v%s", r.err, why)}
 	}
-	if res.IsError {
-		return nil, &ToolError{Message: textOf(res)}
+	if r.res.IsError {
+		return nil, &ToolError{Message: textOf(r.res)}
 	}
-	return json.Marshal(res)
+	return json.Marshal(r.res)
 }
 
 // textOf joins the text content of a result, for error messages.
@@ -119,52 +191,285 @@ func textOf(res *mcp.CallToolResult) string {
 	return strings.Join(parts, "\n")
 }
 
-// connect returns the open session, opening one if needed. Opening does
-// not hold the call's context beyond the wait: the session outlives calls.
-func (m *MCP) connect(ctx context.Context) (*mcp.ClientSession, error) {
+// session returns an open session with a current tool list, opening one
+// (or listing again) if needed. It waits at most for ctx and the
+// attempt's own deadline; it never holds m.mu while waiting.
+func (m *MCP) session(ctx context.Context) (*upstream, error) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, &UpstreamError{Server: m.name, Op: "open", Err: errors.New("the adapter is closed (the executor is shutting down)")}
+	}
+	var a *attempt
+	switch up := m.cur; {
+	case up != nil && !up.stale:
+		m.mu.Unlock()
+		return up, nil
+	case up != nil && up.listing != nil:
+		a = up.listing
+	case up != nil:
+		a = &attempt{done: make(chan struct{})}
+		up.listing = a
+		go m.relist(up, a)
+	case m.opening != nil:
+		a = m.opening
+	case time.Now().Before(m.retryAt):
+		err := &UpstreamError{Server: m.name, Op: "open", Err: fmt.Errorf("%w; not retried before %s",
+			m.lastErr, m.retryAt.Format(time.TimeOnly))}
+		m.mu.Unlock()
+		return nil, err
+	default:
+		a = &attempt{done: make(chan struct{})}
+		m.opening = a
+		go m.open(a)
+	}
+	m.mu.Unlock()
+	select {
+	case <-a.done:
+		return a.up, a.err
+	case <-ctx.Done():
+		return nil, &UpstreamError{Server: m.name, Op: "open", Err: fmt.Errorf("still starting or listing its tools when the call's time ran out: %w", ctx.Err())}
+	}
+}
+
+// open runs one attempt: start the server, initialize, list its tools,
+// all within m.timeout.
+func (m *MCP) open(a *attempt) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
+	defer cancel()
+	up, err := m.dial(ctx)
+	if err == nil {
+		up.tools, err = listTools(ctx, up.cs)
+		if err != nil {
+			err = fmt.Errorf("list its tools: %w", err)
+			m.kill(up)
+		}
+	}
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("it did not answer within %s (executor.upstream_timeout): %w", m.timeout, err)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.session != nil {
-		return m.session, nil
+	m.opening = nil
+	switch {
+	case err != nil:
+		m.failures++
+		backoff := min(openBackoffMin<<min(m.failures-1, 16), openBackoffMax)
+		m.retryAt, m.lastErr = time.Now().Add(backoff), err
+		a.err = &UpstreamError{Server: m.name, Op: "open", Err: fmt.Errorf("cannot start MCP server %s (%s): %w", m.name, m.where(), err)}
+		m.log.Warn("MCP server unavailable: its calls fail until it starts", "where", m.where(), "err", err, "retry_in", backoff)
+	case m.closed:
+		a.err = &UpstreamError{Server: m.name, Op: "open", Err: errors.New("the adapter was closed while the server started")}
+		go m.kill(up)
+	default:
+		m.failures, m.cur, a.up = 0, up, up
+		go m.watch(up)
 	}
+	close(a.done)
+}
+
+// relist lists the tools of up again after the server announced a change.
+func (m *MCP) relist(up *upstream, a *attempt) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
+	defer cancel()
+	tools, err := listTools(ctx, up.cs)
+	if err != nil {
+		why := m.retire(up, "it did not list its tools again after announcing a change")
+		a.err = &UpstreamError{Server: m.name, Op: "list tools", Err: fmt.Errorf("%w%s", err, why)}
+	}
+	m.mu.Lock()
+	up.listing = nil
+	if err == nil {
+		up.tools, up.stale, a.up = tools, false, up
+	}
+	m.mu.Unlock()
+	close(a.done)
+}
+
+func listTools(ctx context.Context, cs *mcp.ClientSession) ([]string, error) {
+	type result struct {
+		names []string
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		for t, err := range cs.Tools(ctx, nil) {
+			if err != nil {
+				r.err = err
+				break
+			}
+			r.names = append(r.names, t.Name)
+		}
+		sort.Strings(r.names)
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		if r.names == nil && r.err == nil {
+			r.names = []string{}
+		}
+		return r.names, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// dial starts the server and runs the initialize handshake.
+func (m *MCP) dial(ctx context.Context) (*upstream, error) {
+	up := &upstream{since: time.Now()}
+	client := mcp.NewClient(&mcp.Implementation{Name: "airlock-executor", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) { m.toolsChanged(req.Session) },
+	})
+	t, proc := m.transport()
+	up.proc = proc
 	type result struct {
 		cs  *mcp.ClientSession
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		client := mcp.NewClient(&mcp.Implementation{Name: "airlock-executor", Version: "1"}, nil)
-		cs, err := client.Connect(context.WithoutCancel(ctx), m.transport(), nil)
+		cs, err := client.Connect(ctx, t, nil)
 		done <- result{cs, err}
 	}()
 	select {
 	case r := <-done:
 		if r.err != nil {
-			return nil, &ToolError{Message: fmt.Sprintf("cannot reach MCP server %s (%s): %v", m.name, m.where(), r.err)}
+			m.kill(up) // the SDK leaves the process running when the handshake fails
+			return nil, fmt.Errorf("%w%s", r.err, proc.exitNote())
 		}
-		m.session, m.tools = r.cs, nil
-		go func(cs *mcp.ClientSession) { // forget a session whose server went away
-			_ = cs.Wait()
-			m.drop(cs)
-		}(r.cs)
-		return r.cs, nil
+		up.cs = r.cs
+		return up, nil
 	case <-ctx.Done():
-		go func() { // the server may still answer: close what it opens
+		m.kill(up)
+		go func() { // the handshake may still complete: close what it opened
 			if r := <-done; r.cs != nil {
 				_ = r.cs.Close()
 			}
 		}()
-		return nil, fmt.Errorf("connect to MCP server %s (%s): %w", m.name, m.where(), ctx.Err())
+		return nil, fmt.Errorf("no answer to initialize: %w%s", ctx.Err(), proc.exitNote())
 	}
 }
 
-func (m *MCP) transport() mcp.Transport {
+func (m *MCP) toolsChanged(s *mcp.ClientSession) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cur != nil && m.cur.cs == s {
+		m.cur.stale = true
+	}
+}
+
+// watch retires up when its server goes away by itself.
+func (m *MCP) watch(up *upstream) {
+	err := up.cs.Wait()
+	note := ""
+	if err != nil {
+		note = ": " + err.Error()
+	}
+	m.retire(up, "the server closed the connection"+note)
+}
+
+// probe pings up after a call on it timed out and retires it when the
+// ping is not answered in time: a hung server is restarted.
+func (m *MCP) probe(up *upstream) {
+	m.mu.Lock()
+	busy := up.probing || up.retired
+	up.probing = true
+	m.mu.Unlock()
+	if busy {
+		return
+	}
+	defer func() {
+		m.mu.Lock()
+		up.probing = false
+		m.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- up.cs.Ping(ctx, nil) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		m.retire(up, fmt.Sprintf("it did not answer a ping within %s after a call timed out (%v)", m.timeout, err))
+	}
+}
+
+// retire forgets up, if it is still current, and ends it: its process group
+// is killed, so calls still waiting on it return at once. It returns a note
+// for error messages.
+func (m *MCP) retire(up *upstream, why string) string {
+	m.mu.Lock()
+	first := !up.retired
+	up.retired = true
+	if m.cur == up {
+		m.cur = nil
+	}
+	m.mu.Unlock()
+	if first {
+		m.log.Warn("MCP server retired; it is started again on the next call", "why", why, "up_for", time.Since(up.since).Round(time.Millisecond))
+		go m.kill(up)
+	}
+	return fmt.Sprintf(" (MCP server %s: %s; it is started again on the next call%s)", m.name, why, up.proc.exitNote())
+}
+
+// kill ends up at once: the process group, then the session.
+func (m *MCP) kill(up *upstream) {
+	up.proc.kill()
+	if up.cs != nil {
+		closeWithin(up.cs, m.timeout)
+	}
+}
+
+// closeWithin closes cs, waiting at most d (the SDK's Close waits for
+// requests in flight).
+func closeWithin(cs *mcp.ClientSession, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		_ = cs.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// Close implements Adapter: it ends the session gracefully within the
+// upstream timeout, then kills the server's process group.
+func (m *MCP) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	up := m.cur
+	m.cur = nil
+	if up != nil {
+		up.retired = true
+	}
+	m.mu.Unlock()
+	if up == nil {
+		return nil
+	}
+	ok := closeWithin(up.cs, m.timeout)
+	up.proc.kill()
+	if !ok {
+		return fmt.Errorf("MCP server %s did not close within %s; its process group was killed", m.name, m.timeout)
+	}
+	return nil
+}
+
+func (m *MCP) transport() (mcp.Transport, *process) {
 	if m.cfg.URL != "" {
 		client := &http.Client{}
 		if len(m.cfg.Headers) > 0 {
 			client.Transport = headerTransport{headers: m.cfg.Headers, next: http.DefaultTransport}
 		}
-		return &mcp.StreamableClientTransport{Endpoint: m.cfg.URL, HTTPClient: client, DisableStandaloneSSE: true}
+		return &mcp.StreamableClientTransport{Endpoint: m.cfg.URL, HTTPClient: client, DisableStandaloneSSE: true}, nil
 	}
 	cmd := exec.Command(m.cfg.Command, m.cfg.Args...)
 	cmd.Dir = m.cfg.Dir
@@ -172,7 +477,28 @@ func (m *MCP) transport() mcp.Transport {
 	for k, v := range m.cfg.Env {
 		cmd.Env = append(cmd.Env, k+"="+os.ExpandEnv(v))
 	}
-	return &mcp.CommandTransport{Command: cmd}
+	p := &process{}
+	cmd.Stderr = &p.stderr
+	// Its own process group, so that killing it reaches what it started
+	// (npx → node); Wait does not wait for descendants holding its pipes.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = time.Second
+	return &stdioTransport{CommandTransport: mcp.CommandTransport{Command: cmd, TerminateDuration: m.timeout / 3}, p: p}, p
+}
+
+// stdioTransport is the SDK's command transport that tells process when
+// the child has started, so that a kill racing the start still reaches it.
+type stdioTransport struct {
+	mcp.CommandTransport
+	p *process
+}
+
+func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.CommandTransport.Connect(ctx)
+	if err == nil {
+		t.p.started(t.Command.Process.Pid)
+	}
+	return c, err
 }
 
 func (m *MCP) where() string {
@@ -182,27 +508,74 @@ func (m *MCP) where() string {
 	return strings.Join(append([]string{m.cfg.Command}, m.cfg.Args...), " ")
 }
 
-// drop forgets cs if it is the current session and closes it.
-func (m *MCP) drop(cs *mcp.ClientSession) {
-	m.mu.Lock()
-	if m.session == cs {
-		m.session, m.tools = nil, nil
-	}
-	m.mu.Unlock()
-	_ = cs.Close()
+// process is a stdio server's child process.
+type process struct {
+	stderr tail
+
+	mu     sync.Mutex
+	pid    int // 0 until started
+	killed bool
 }
 
-// Close implements Adapter: it ends the session (and the child process).
-func (m *MCP) Close() error {
-	m.mu.Lock()
-	cs := m.session
-	m.session = nil
-	m.mu.Unlock()
-	if cs == nil {
-		return nil
+func (p *process) started(pid int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pid = pid
+	if p.killed {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
-	return cs.Close()
 }
+
+// kill kills the process group, now or as soon as it starts (a no-op for
+// HTTP).
+func (p *process) kill() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.killed = true
+	if p.pid > 0 {
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	}
+}
+
+// exitNote is the end of what the server wrote to stderr, for error messages.
+func (p *process) exitNote() string {
+	if p == nil {
+		return ""
+	}
+	if s := p.stderr.String(); s != "" {
+		return "; its stderr ends: " + s
+	}
+	return ""
+}
+
+// tail keeps the last bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailMax = 512
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > tailMax {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailMax:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(strings.Fields(string(t.buf)), " ")
+}
+
+var _ io.Writer = (*tail)(nil)
 
 type headerTransport struct {
 	headers map[string]string
@@ -215,13 +588,4 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set(k, os.ExpandEnv(v))
 	}
 	return h.next.RoundTrip(r)
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

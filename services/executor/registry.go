@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -159,6 +161,11 @@ type RegistryOptions struct {
 	DefaultTimeout time.Duration
 	// Getenv resolves secret_env (os.Getenv when nil).
 	Getenv func(string) string
+	// UpstreamTimeout bounds starting, listing, pinging and closing each
+	// MCP server (executor.upstream_timeout; zero means its default).
+	UpstreamTimeout time.Duration
+	// Log receives upstream restarts and failures; nil discards them.
+	Log *slog.Logger
 }
 
 // NewRegistry builds the adapters of f. MCP servers are connected lazily,
@@ -182,7 +189,7 @@ func NewRegistry(f RegistryFile, o RegistryOptions) (*Registry, error) {
 		var a Adapter
 		switch {
 		case s.MCP != nil:
-			a = NewMCP(name, *s.MCP)
+			a = NewMCP(name, *s.MCP, MCPOptions{Timeout: o.UpstreamTimeout, Log: o.Log})
 		case s.Webhook != nil:
 			secret := s.Webhook.Secret
 			if s.Webhook.SecretEnv != "" {
@@ -245,7 +252,11 @@ func (r *Registry) Lookup(server, tool string) (Tool, bool) {
 	return t, true
 }
 
-// Has reports whether server__tool exists, asking the server when it lists its own tools.
+// Has reports whether server__tool exists, asking the server when it lists
+// its own tools. It takes no lock and waits at most for ctx and the
+// server's upstream timeout (executor.upstream_timeout): a server that
+// cannot be started or does not answer gives an error wrapping an
+// *UpstreamError, at once while its back-off lasts.
 func (r *Registry) Has(ctx context.Context, server, tool string) (bool, error) {
 	reg, ok := r.servers[server]
 	if !ok {
@@ -273,13 +284,23 @@ func (r *Registry) Servers() []string {
 	return out
 }
 
-// Close closes every adapter.
+// Close closes every adapter, all at once: each is bounded by its own
+// deadline, and a slow one does not delay the others.
 func (r *Registry) Close() error {
+	var mu sync.Mutex
 	var errs []error
+	var wg sync.WaitGroup
 	for name, reg := range r.servers {
-		if err := reg.adapter.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close %s: %w", name, err))
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := reg.adapter.Close(); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("close %s: %w", name, err))
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }

@@ -72,7 +72,8 @@ type Service struct {
 // the decision key that every decision it runs must be sealed with.
 func NewFromConfig(ctx context.Context, deps svc.Deps) (*Service, error) {
 	cfg := deps.Config
-	reg, err := LoadRegistry(cfg.Executor.ToolsFile, RegistryOptions{Sandbox: cfg.SandboxDir(), DefaultTimeout: cfg.Executor.DefaultTimeout})
+	reg, err := LoadRegistry(cfg.Executor.ToolsFile, RegistryOptions{Sandbox: cfg.SandboxDir(), DefaultTimeout: cfg.Executor.DefaultTimeout,
+		UpstreamTimeout: cfg.Executor.UpstreamTimeout, Log: deps.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +233,13 @@ func (s *Service) execute(ctx context.Context, x *execution) error {
 	if ok {
 		has, err := s.reg.Has(ctx, x.call.Server, x.call.Tool)
 		if err != nil {
-			return s.refuse(ctx, x, ReasonToolError, err.Error())
+			// The upstream could not be reached (started, listed) within its
+			// deadline: the tool was never called.
+			reason := ReasonToolError
+			if errors.As(err, new(*UpstreamError)) {
+				reason = ReasonUpstream
+			}
+			return s.refuse(ctx, x, reason, err.Error())
 		}
 		ok = has
 	}
@@ -369,6 +376,7 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, attempt uint
 
 	var ev *airlockv1.Event
 	var toolErr *ToolError
+	var upErr *UpstreamError
 	switch {
 	case err == nil:
 		text, truncated := LimitResult(raw, s.deps.Config.Executor.MaxResultBytes)
@@ -376,6 +384,10 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, attempt uint
 			ResultJson: text, Truncated: truncated, Latency: durationpb.New(latency), Attempt: attempt, Claim: token,
 		}})
 		ev.EventId = x.ref.EventID("result")
+	case errors.As(err, &upErr):
+		// Before the timeout case: an upstream still starting when the tool
+		// timeout ran out never reached the tool (outcome error).
+		ev = s.failedEvent(x, ReasonUpstream, upErr.Outcome(), upErr.Error(), latency, attempt)
 	case timedOut:
 		ev = s.failedEvent(x, ReasonTimeout, OutcomeIndeterminate,
 			fmt.Sprintf("%s did not finish within its %s timeout; it may or may not have applied the call", tool.Name, tool.Timeout), latency, attempt)

@@ -179,7 +179,7 @@ func (e *Engine) tryRule(ctx context.Context, r *airlockv1.PolicyRule) error {
 	}
 	code := e.code
 	e.mu.Unlock()
-	_, err := NewEvaluator(ctx, code, append(rules, r), e.deps.Config.Policy.Profiles)
+	_, err := NewEvaluator(ctx, code, append(rules, r), e.deps.Config.Policy.Profiles, WithAskDefaults(AskDefaultsFrom(e.deps.Config)))
 	return err
 }
 

@@ -40,3 +40,14 @@ func BenchCall() *airlockv1.ToolCall {
 		Server: "fs", Tool: "read_file", Arguments: args, Reason: "look up my notes",
 	}
 }
+
+// BenchCallSeveralRules is a call more than one rule matches: demo__echo
+// (rules demo-echo and read-only of the default policy), the call
+// `airlock bench roundtrip` makes.
+func BenchCallSeveralRules() *airlockv1.ToolCall {
+	args, _ := structpb.NewStruct(map[string]any{"text": "hello from the bench"})
+	return &airlockv1.ToolCall{
+		CallId: "bench-2", AgentId: "bench", ThreadId: "t1", Revision: 1,
+		Server: "demo", Tool: "echo", Arguments: args, Reason: "say hello",
+	}
+}

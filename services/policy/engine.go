@@ -129,7 +129,7 @@ func (e *Engine) initial(ctx context.Context, kv jetstream.KeyValue, filter stri
 
 func (e *Engine) build(ctx context.Context, code *Code) (*Evaluator, error) {
 	rules := slices.Collect(maps.Values(e.kvRules))
-	return NewEvaluator(ctx, code, rules, e.deps.Config.Policy.Profiles)
+	return NewEvaluator(ctx, code, rules, e.deps.Config.Policy.Profiles, WithAskDefaults(AskDefaultsFrom(e.deps.Config)))
 }
 
 // applyRule updates the rule map from one bucket entry and reports what
@@ -212,7 +212,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer func() { _ = gw.Stop() }()
 	var tick <-chan time.Time
 	if e.dir != "" {
-		t := time.NewTicker(e.deps.Config.Policy.ReloadIntervalOrDefault())
+		t := time.NewTicker(e.deps.Config.Policy.ReloadInterval)
 		defer t.Stop()
 		tick = t.C
 	}

@@ -24,9 +24,10 @@ func call(server, tool string, args map[string]any) *airlockv1.ToolCall {
 }
 
 // The compiled rules (what the service evaluates) and the plain data path
-// (what `opa test` evaluates) must decide every call alike.
+// (what `opa test` evaluates) must decide every call alike, key for key,
+// with and without profile bindings.
 func TestCompiledRulesDecideLikeThePlainPolicy(t *testing.T) {
-	for _, bindings := range []map[string]string{{"sup": "supervised"}, {"*": "safe", "sup": "supervised"}} {
+	for _, bindings := range []map[string]string{nil, {"sup": "supervised"}, {"*": "safe", "sup": "supervised"}} {
 		t.Run(fmt.Sprint(bindings), func(t *testing.T) { compiledDecidesLikePlain(t, bindings) })
 	}
 }
@@ -38,6 +39,11 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 		// "*" among tool_words matches every tool, as word_matches says.
 		&airlockv1.PolicyRule{Id: "any-word", Priority: 2, Server: "starsrv", ToolWords: []string{"zzz", "*"}, Effect: "deny", Risk: "high"},
 		&airlockv1.PolicyRule{Id: "words-and-server", Priority: 3, Server: "mail", ToolWords: []string{"send"}, Effect: "ask", Approvers: []string{"group:comms"}, Redact: []string{"/body", "/to"}},
+		&airlockv1.PolicyRule{Id: "name-glob", Priority: 5, Pattern: "git*__merge*", Effect: "ask", Risk: "high", Quorum: 2, Timeout: "10m"},
+		&airlockv1.PolicyRule{Id: "agent-only", Priority: 6, Agent: "ci", Effect: "allow", Risk: "low", Notify: []string{"slack"}},
+		&airlockv1.PolicyRule{Id: "nested-arg", Priority: 7, Tool: "deploy", Args: map[string]string{"/target/env": "prod*", "/a~1b": "*"}, Effect: "deny"},
+		&airlockv1.PolicyRule{Id: "masks-secrets", Priority: 300, Redact: []string{"/token", "/password"}, Effect: "ask", Risk: "low"},
+		&airlockv1.PolicyRule{Id: "glob-any-initial", Priority: 8, ToolPattern: "*_inbox", Effect: "allow", Risk: "critical"},
 	)
 	// An empty tool_words list in data.json matches no tool, as word_matches says.
 	def := mustDefault(t)
@@ -56,69 +62,74 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 	}
 	mods := ev.Modules()
 	delete(mods, policy.GeneratedModule)
-	data := ev.Data()
 	var regoOpts []func(*rego.Rego)
 	for n, m := range mods {
 		regoOpts = append(regoOpts, rego.Module(n, m))
 	}
-	plain, err := rego.New(append(regoOpts, rego.Query(policy.Query), rego.Store(storeOf(t, data)))...).PrepareForEval(ctx)
+	plain, err := rego.New(append(regoOpts, rego.Query(policy.Query), rego.Store(storeOf(t, ev.Data())))...).PrepareForEval(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The same modules plus the generated one, as OPA's REST server runs them:
-	// its whole document must equal the plain policy's, key for key.
-	compiled, err := rego.New(append(regoOpts, rego.Module(policy.GeneratedModule, ev.Modules()[policy.GeneratedModule]), rego.Query(policy.Query), rego.Store(storeOf(t, data)))...).PrepareForEval(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls := []*airlockv1.ToolCall{
-		call("fs", "read_file", map[string]any{"path": "/x"}),
-		call("fs", "delete_file", map[string]any{"path": "/etc/x"}),
-		call("fs", "delete_file", map[string]any{"path": "/tmp/x"}),
-		call("fs", "deleteFile", map[string]any{}),
-		call("srv3", "tool_3", map[string]any{}),
-		call("x", "op12_thing", map[string]any{}),
-		call("fs", "tool_9", map[string]any{"path": "/data/9/a"}),
-		call("fs", "bulk_delete", map[string]any{"token": "t"}),
-		call("stripe", "create_refund", map[string]any{}),
-		call("weird", "frobnicate", map[string]any{}),
-		{AgentId: "sup", CallId: "c", Revision: 1, Server: "filesystem", Tool: "read_file", Arguments: &structpb.Struct{}},
-		{AgentId: "sup", CallId: "c", Revision: 1, Server: "filesystem", Tool: "delete_file", Arguments: &structpb.Struct{}},
-		call("starsrv", "frobnicate", map[string]any{}),
-		call("mail", "sendMessage", map[string]any{"to": "x", "body": "y"}),
-		call("mail", "read_inbox", map[string]any{}),
-		call("fs", "delete_file", map[string]any{"path": "/tmp/../etc/passwd"}),
-	}
-	for _, c := range calls {
+	for _, c := range comparisonCalls() {
+		name := fmt.Sprintf("%s/%s__%s%v", c.AgentId, c.Server, c.Tool, c.Arguments.AsMap())
 		got, err := ev.Evaluate(ctx, c, time.Now())
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", name, err)
 		}
 		in, _ := policy.Input(c)
-		m := in.(map[string]any)["call"].(map[string]any)
-		delete(m, "tool_words") // the plain path computes them itself
 		rs, err := plain.Eval(ctx, rego.EvalInput(in))
 		if err != nil || len(rs) == 0 {
-			t.Fatalf("%s__%s plain: %v", c.Server, c.Tool, err)
+			t.Fatalf("%s plain: %v", name, err)
 		}
 		want := rs[0].Expressions[0].Value.(map[string]any)
-		full, _ := policy.Input(c) // with tool_words, as the service sends it
-		crs, err := compiled.Eval(ctx, rego.EvalInput(full))
-		if err != nil || len(crs) == 0 {
-			t.Fatalf("%s__%s compiled: %v", c.Server, c.Tool, err)
+		doc, err := ev.DocumentForTest(ctx, c)
+		if err != nil {
+			t.Fatalf("%s compiled: %v", name, err)
 		}
 		pj, _ := json.Marshal(want)
-		cj, _ := json.Marshal(crs[0].Expressions[0].Value)
+		cj, _ := json.Marshal(doc)
 		if string(pj) != string(cj) {
-			t.Errorf("%s__%s (agent %s): compiled document %s, plain %s", c.Server, c.Tool, c.AgentId, cj, pj)
+			t.Errorf("%s: compiled document %s, plain %s", name, cj, pj)
 		}
 		if got.Action.String() != "ACTION_"+strings.ToUpper(want["action"].(string)) || got.RuleId != want["rule_id"] || got.Reason != want["reason"] {
-			t.Errorf("%s__%s: compiled %v %q %q, plain %v %q %q", c.Server, c.Tool, got.Action, got.RuleId, got.Reason, want["action"], want["rule_id"], want["reason"])
+			t.Errorf("%s: compiled %v %q %q, plain %v %q %q", name, got.Action, got.RuleId, got.Reason, want["action"], want["rule_id"], want["reason"])
 		}
 		if fmt.Sprint(got.Redact) != fmt.Sprint(want["redact"]) || !strings.EqualFold("RISK_"+fmt.Sprint(want["risk"]), got.Risk.String()) {
-			t.Errorf("%s__%s: compiled risk %v redact %v, plain %v %v", c.Server, c.Tool, got.Risk, got.Redact, want["risk"], want["redact"])
+			t.Errorf("%s: compiled risk %v redact %v, plain %v %v", name, got.Risk, got.Redact, want["risk"], want["redact"])
 		}
 	}
+}
+
+// comparisonCalls crosses servers, tools, agents and arguments that reach
+// every kind of rule condition (exact, glob, words, agent, argument
+// pointers, dot segments), alone and together.
+func comparisonCalls() []*airlockv1.ToolCall {
+	servers := []string{"fs", "demo", "mail", "srv3", "starsrv", "stripe", "filesystem", "gitlab", "github", "k8s", "x"}
+	tools := []string{"read_file", "delete_file", "deleteFile", "echo", "tool_3", "op12_thing", "tool_9", "bulk_delete", "create_refund",
+		"frobnicate", "sendMessage", "read_inbox", "merge_request", "deploy", "list-allowed.dirs", "v2Upload", "chargeCard"}
+	agents := []string{"bot", "sup", "ci"}
+	args := []map[string]any{
+		{}, {"path": "/tmp/x"}, {"path": "/etc/x"}, {"path": "/data/9/a"}, {"path": "/tmp/../etc/passwd"}, {"path": 3.0},
+		{"token": "t", "password": "p", "to": "x", "body": "y"}, {"target": map[string]any{"env": "production"}, "a/b": "1"},
+		{"target": map[string]any{"env": "staging"}, "a/b": "1"}, {"path": map[string]any{"deep": "/tmp/x"}},
+	}
+	var out []*airlockv1.ToolCall
+	n := 0
+	for _, s := range servers {
+		for _, tool := range tools {
+			n++
+			st, _ := structpb.NewStruct(args[n%len(args)])
+			out = append(out, &airlockv1.ToolCall{AgentId: agents[n%len(agents)], CallId: "c", Revision: 1, Server: s, Tool: tool, Arguments: st})
+		}
+	}
+	// Every argument shape against the tools whose rules read arguments.
+	for _, a := range args {
+		for _, c := range [][2]string{{"fs", "delete_file"}, {"fs", "tool_9"}, {"k8s", "deploy"}, {"mail", "sendMessage"}} {
+			st, _ := structpb.NewStruct(a)
+			out = append(out, &airlockv1.ToolCall{AgentId: "bot", CallId: "c", Revision: 1, Server: c[0], Tool: c[1], Arguments: st})
+		}
+	}
+	return out
 }
 
 func TestSeedExamplesDecideAsTheSeedsSay(t *testing.T) {
@@ -230,38 +241,21 @@ func TestToolWordsSplitLikeThePolicy(t *testing.T) {
 	}
 }
 
-// The decision's arguments_digest binds approvals to arguments, so the
-// policy's own encoder must give canon.Digest's bytes for every value.
-func TestArgumentsDigestIsCanonDigest(t *testing.T) {
+// The decision's arguments_digest binds approvals to arguments: it is
+// canon.Digest of the call's arguments (canon's own tests pin its bytes).
+func TestDecisionCarriesTheArgumentsDigest(t *testing.T) {
 	ctx := context.Background()
 	ev, err := policy.LoadDefault(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, args := range map[string]map[string]any{
-		"empty":             {},
-		"plain":             {"path": "/tmp/x", "encoding": "utf-8"},
-		"keys sort by byte": {"b": 1, "a": 2, "B": 3, "é": 4, "a\x00": 5, "aa": 6},
-		"numbers":           {"int": 3, "neg": -2.5, "tiny": 1e-7, "small": 0.000001, "big": 1e21, "just under": 1e20, "pi": 3.141592653589793, "zero": 0, "negzero": -0.0, "max": 1.7976931348623157e308},
-		"escaped strings":   {"html": "<a href=\"x\">&</a>", "lt": "a<b", "gt": "a>b", "amp": "a&b", "ctl": "tab\there\nnew\x01", "unicode": "héllo ☃ \u2028 \u2029", "slash": `back\slash /`},
-		"nesting":           {"list": []any{1, "two", nil, true, false, []any{}, map[string]any{}}, "obj": map[string]any{"z": map[string]any{"y": []any{map[string]any{"x": "<>"}}}}},
-	} {
-		st, err := structpb.NewStruct(args)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if name == "escaped strings" { // NewStruct refuses invalid UTF-8; a decoded message may still hold it
-			st.Fields["bad utf8 \xff"] = structpb.NewStringValue("\xff\xfe")
-		}
-		d, _ := ev.Evaluate(ctx, &airlockv1.ToolCall{AgentId: "bot", CallId: "c", Revision: 1, Server: "fs", Tool: "read_file", Arguments: st}, time.Now())
-		want, _ := canon.Digest(st)
-		if d.ArgumentsDigest != want {
-			raw, _ := canon.JSON(st)
-			t.Errorf("%s: digest %s, canon.Digest %s (canonical JSON %s)", name, d.ArgumentsDigest, want, raw)
-		}
-	}
-	d, _ := ev.Evaluate(ctx, &airlockv1.ToolCall{AgentId: "bot", CallId: "c", Revision: 1, Server: "fs", Tool: "read_file"}, time.Now())
-	if want, _ := canon.Digest(nil); d.ArgumentsDigest != want {
-		t.Errorf("no arguments: digest %s, canon.Digest %s", d.ArgumentsDigest, want)
+	plain, _ := structpb.NewStruct(map[string]any{"path": "/tmp/x", "encoding": "utf-8"})
+	for name, args := range map[string]*structpb.Struct{"plain": plain, "none": nil} {
+		t.Run(name, func(t *testing.T) {
+			d, _ := ev.Evaluate(ctx, &airlockv1.ToolCall{AgentId: "bot", CallId: "c", Revision: 1, Server: "fs", Tool: "read_file", Arguments: args}, time.Now())
+			if want, _ := canon.Digest(args); d.ArgumentsDigest != want {
+				t.Errorf("digest %q, canon.Digest %q", d.ArgumentsDigest, want)
+			}
+		})
 	}
 }

@@ -333,12 +333,10 @@ func DecisionEvent(call *airlockv1.ToolCall, d *airlockv1.Decision) *airlockv1.E
 		ev.Body = &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{Call: call, Decision: d}}
 	case airlockv1.Action_ACTION_ASK:
 		ar := &airlockv1.ApprovalRequested{Call: call, Decision: d}
-		if d.GetDecidedAt() != nil {
-			timeout := DefaultTimeout
-			if d.GetTimeout().AsDuration() > 0 {
-				timeout = d.GetTimeout().AsDuration()
-			}
-			ar.Deadline = timestamppb.New(d.GetDecidedAt().AsTime().Add(timeout))
+		// Without a timeout the deadline is left to the approval service,
+		// which applies approval.default_timeout.
+		if d.GetDecidedAt() != nil && d.GetTimeout().AsDuration() > 0 {
+			ar.Deadline = timestamppb.New(d.GetDecidedAt().AsTime().Add(d.GetTimeout().AsDuration()))
 		}
 		ev.Body = &airlockv1.Event_ApprovalRequested{ApprovalRequested: ar}
 	default:

@@ -1,320 +1,266 @@
-// Package policybench measures policy decisions: in process with the
-// prepared Rego query, and the same policy, data and input through OPA's own
-// REST server started from the OPA module on a loopback port.
+// Package policybench measures SPEC §8's policy bar: one decision in
+// process, as the policy service makes it, against OPA's own floor — a
+// prepared query of a constant policy, given the same input — measured in
+// the same run, at several rule counts.
 package policybench
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/open-policy-agent/opa/v1/logging"
-	"github.com/open-policy-agent/opa/v1/runtime"
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/metrics"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy"
 )
 
-// Goals from SPEC §8.
+// Goals from SPEC §8, as ratios to the floor of the same run.
 const (
-	GoalP50Micros = 30.0
-	GoalRatio     = 10.0
+	GoalP50Ratio = 1.5
+	GoalP99Ratio = 10.0
 )
 
-// Options of one run.
-type Options struct {
-	// Rules is how many run-time rules are added to the default policy (default 100).
-	Rules int
-	// Decisions measured in process (default 20000) and through REST (default 2000).
-	Decisions, RESTDecisions int
-}
-
-// Result holds every figure of a run; it is what `airlock bench policy --json` prints.
-type Result struct {
-	Rules          int     `json:"rules"`
-	PolicyRevision string  `json:"policy_revision"`
-	Call           string  `json:"call"`
-	Action         string  `json:"action"`
-	RuleID         string  `json:"rule_id"`
-	Decisions      int     `json:"decisions"`
-	InProcP50us    float64 `json:"in_process_p50_us"`
-	InProcP99us    float64 `json:"in_process_p99_us"`
-	InProcMeanus   float64 `json:"in_process_mean_us"`
-	RESTDecisions  int     `json:"rest_decisions"`
-	RESTP50us      float64 `json:"rest_p50_us"`
-	RESTP99us      float64 `json:"rest_p99_us"`
-	RESTMeanus     float64 `json:"rest_mean_us"`
-	RatioP50       float64 `json:"ratio_p50"`
-	RatioP99       float64 `json:"ratio_p99"`
-	GoalP50us      float64 `json:"goal_in_process_p50_us"`
-	GoalRatio      float64 `json:"goal_ratio"`
-	MeetsP50       bool    `json:"meets_p50_goal"`
-	MeetsRatio     bool    `json:"meets_ratio_goal"`
-	OPAServer      string  `json:"opa_server"`
-	// The same measurement with FloorPolicy: what each way costs when the
-	// policy does nothing. RatioP50 cannot exceed FloorRatioP50 by much, as
-	// the policy's own work adds to both sides.
-	FloorInProcP50us float64 `json:"floor_in_process_p50_us"`
-	FloorRESTP50us   float64 `json:"floor_rest_p50_us"`
-	FloorRatioP50    float64 `json:"floor_ratio_p50"`
-}
-
-// Run measures one decision of SampleCall with the default policy plus
-// opts.Rules rules: first in process (the service's Evaluate: input, prepared
-// query, document, digest), then the same modules, data and input through
-// OPA's REST server (POST /v1/data/airlock/decision over a kept-alive
-// loopback connection), started from the OPA Go module for the run; then
-// both again with FloorPolicy, the floor of each way.
-func Run(ctx context.Context, opts Options) (*Result, error) {
-	if opts.Rules == 0 {
-		opts.Rules = 100
-	}
-	if opts.Decisions == 0 {
-		opts.Decisions = 20000
-	}
-	if opts.RESTDecisions == 0 {
-		opts.RESTDecisions = 2000
-	}
-	code, err := policy.DefaultCode()
-	if err != nil {
-		return nil, err
-	}
-	ev, err := policy.NewEvaluator(ctx, code, policy.BenchRules(opts.Rules), nil)
-	if err != nil {
-		return nil, err
-	}
-	call := policy.BenchCall()
-	res := &Result{Rules: opts.Rules, PolicyRevision: ev.Revision(), Call: call.Server + "__" + call.Tool,
-		Decisions: opts.Decisions, RESTDecisions: opts.RESTDecisions, GoalP50us: GoalP50Micros, GoalRatio: GoalRatio}
-
-	d, err := ev.Evaluate(ctx, call, time.Now())
-	if err != nil {
-		return nil, fmt.Errorf("sample decision: %w", err)
-	}
-	res.Action, res.RuleID = strings.ToLower(strings.TrimPrefix(d.Action.String(), "ACTION_")), d.RuleId
-	lat, err := inProcess(ctx, ev, call, opts.Decisions)
-	if err != nil {
-		return nil, err
-	}
-	res.InProcP50us, res.InProcP99us, res.InProcMeanus = stats(lat)
-	rlat, url, err := throughREST(ctx, ev, call, d, opts.RESTDecisions)
-	if err != nil {
-		return nil, err
-	}
-	res.OPAServer = url
-	res.RESTP50us, res.RESTP99us, res.RESTMeanus = stats(rlat)
-	res.RatioP50 = res.RESTP50us / res.InProcP50us
-	res.RatioP99 = res.RESTP99us / res.InProcP99us
-	res.MeetsP50 = res.InProcP50us <= GoalP50Micros
-	res.MeetsRatio = res.RatioP50 >= GoalRatio
-
-	// The floor: a policy whose decision is a constant, through both ways.
-	// The real policy's work adds about the same time to each, so the real
-	// ratio can only be below this one.
-	fcode, err := policy.NewCode(map[string]string{"floor.rego": FloorPolicy}, nil)
-	if err != nil {
-		return nil, err
-	}
-	fev, err := policy.NewEvaluator(ctx, fcode, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	fd, err := fev.Evaluate(ctx, call, time.Now())
-	if err != nil {
-		return nil, fmt.Errorf("floor decision: %w", err)
-	}
-	if lat, err = inProcess(ctx, fev, call, opts.Decisions); err != nil {
-		return nil, err
-	}
-	res.FloorInProcP50us, _, _ = stats(lat)
-	if rlat, _, err = throughREST(ctx, fev, call, fd, opts.RESTDecisions); err != nil {
-		return nil, err
-	}
-	res.FloorRESTP50us, _, _ = stats(rlat)
-	res.FloorRatioP50 = res.FloorRESTP50us / res.FloorInProcP50us
-	return res, nil
-}
-
 // FloorPolicy is the cheapest policy there is: every call gets the same
-// decision, so measuring it shows what each way costs before any rule runs.
+// decision. OPA evaluating it is the floor every decision pays.
 const FloorPolicy = `package airlock
 
 decision := {"action": "allow", "rule_id": "floor", "reason": "constant", "risk": "low", "redact": []}
 `
 
-// inProcess times n decisions of call by ev.Evaluate, as the service makes
-// them (input, prepared query, document, digest), after a warm-up.
-func inProcess(ctx context.Context, ev *policy.Evaluator, call *airlockv1.ToolCall, n int) ([]time.Duration, error) {
+// Options of one run.
+type Options struct {
+	// Sizes are the numbers of run-time rules added to the default policy
+	// (default 100 and 10,000).
+	Sizes []int
+	// Decisions timed per measured case and size (default 20,000).
+	Decisions int
+}
+
+// Latency is a distribution summary in microseconds.
+type Latency struct {
+	P50us float64 `json:"p50_us"`
+	P99us float64 `json:"p99_us"`
+}
+
+// Case is one call decided with one policy size.
+type Case struct {
+	// Name says which path the call takes ("one rule matches", ...).
+	Name   string `json:"name"`
+	Call   string `json:"call"`
+	Action string `json:"action"`
+	RuleID string `json:"rule_id"`
+	Latency
+	RatioP50 float64 `json:"ratio_p50"`
+	RatioP99 float64 `json:"ratio_p99"`
+	MeetsP50 bool    `json:"meets_p50"`
+	MeetsP99 bool    `json:"meets_p99"`
+}
+
+// Size holds the figures of one policy size.
+type Size struct {
+	// Rules is how many run-time rules were added to the default policy.
+	Rules          int    `json:"rules"`
+	PolicyRevision string `json:"policy_revision"`
+	// Floor is OPA alone deciding with FloorPolicy (prepared query, input
+	// already parsed), timed interleaved with the cases.
+	Floor Latency `json:"floor"`
+	// FloorLean is the floor evaluated with the options airlock's
+	// evaluator uses (no metrics, no per-evaluation goroutine, result kept
+	// as AST): for reading the floor, not a goal.
+	FloorLean Latency `json:"floor_lean_options"`
+	// Wrapped is airlock's Evaluate with FloorPolicy: what building the
+	// input, reading the document and stamping the decision add to OPA.
+	Wrapped Latency `json:"airlock_constant_policy"`
+	Cases   []Case  `json:"cases"`
+}
+
+// Result is every figure of a run; `airlock bench policy --json` prints it.
+type Result struct {
+	Decisions int     `json:"decisions_per_case"`
+	Sizes     []Size  `json:"sizes"`
+	GoalP50   float64 `json:"goal_p50_ratio_max"`
+	GoalP99   float64 `json:"goal_p99_ratio_max"`
+	// WorstP50 and WorstP99 are the highest ratios of any case and size.
+	WorstP50 float64 `json:"worst_p50_ratio"`
+	WorstP99 float64 `json:"worst_p99_ratio"`
+	MeetsP50 bool    `json:"meets_p50_goal"`
+	MeetsP99 bool    `json:"meets_p99_goal"`
+}
+
+// benchCase is a call and the path it is meant to exercise.
+type benchCase struct {
+	name string
+	call *airlockv1.ToolCall
+}
+
+func cases() []benchCase {
+	return []benchCase{
+		{"one rule matches", policy.BenchCall()},
+		{"several rules match", policy.BenchCallSeveralRules()},
+	}
+}
+
+// Run measures, for each size, Evaluate of each case's call with the default
+// policy plus that many run-time rules (policy.BenchRules), and the floor,
+// interleaved in rounds so that the machine's drift touches every figure
+// alike.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	if len(opts.Sizes) == 0 {
+		opts.Sizes = []int{100, 10000}
+	}
+	if opts.Decisions <= 0 {
+		opts.Decisions = 20000
+	}
+	res := &Result{Decisions: opts.Decisions, GoalP50: GoalP50Ratio, GoalP99: GoalP99Ratio, MeetsP50: true, MeetsP99: true}
+	floor, err := newFloor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	code, err := policy.DefaultCode()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range opts.Sizes {
+		size, err := runSize(ctx, code, floor, n, opts.Decisions)
+		if err != nil {
+			return nil, fmt.Errorf("%d rules: %w", n, err)
+		}
+		for _, c := range size.Cases {
+			res.WorstP50, res.WorstP99 = max(res.WorstP50, c.RatioP50), max(res.WorstP99, c.RatioP99)
+			res.MeetsP50 = res.MeetsP50 && c.MeetsP50
+			res.MeetsP99 = res.MeetsP99 && c.MeetsP99
+		}
+		res.Sizes = append(res.Sizes, size)
+	}
+	return res, nil
+}
+
+// floor is FloorPolicy prepared twice: for OPA alone and inside airlock's
+// evaluator.
+type floor struct {
+	pq      rego.PreparedEvalQuery
+	wrapped *policy.Evaluator
+}
+
+func newFloor(ctx context.Context) (*floor, error) {
+	pq, err := rego.New(rego.Query(policy.Query), rego.Module("floor.rego", FloorPolicy)).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("prepare the floor policy: %w", err)
+	}
+	code, err := policy.NewCode(map[string]string{"floor.rego": FloorPolicy}, nil)
+	if err != nil {
+		return nil, err
+	}
+	wrapped, err := policy.NewEvaluator(ctx, code, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &floor{pq: pq, wrapped: wrapped}, nil
+}
+
+// op is one timed operation.
+type op func() error
+
+func runSize(ctx context.Context, code *policy.Code, fl *floor, rules, n int) (Size, error) {
+	ev, err := policy.NewEvaluator(ctx, code, policy.BenchRules(rules), nil)
+	if err != nil {
+		return Size{}, err
+	}
+	size := Size{Rules: rules, PolicyRevision: ev.Revision()}
 	now := time.Now()
-	for i := 0; i < n/10; i++ {
-		_, _ = ev.Evaluate(ctx, call, now)
-	}
-	lat := make([]time.Duration, n)
-	for i := range lat {
-		t0 := time.Now()
-		if _, err := ev.Evaluate(ctx, call, now); err != nil {
-			return nil, err
-		}
-		lat[i] = time.Since(t0)
-	}
-	return lat, nil
-}
-
-// throughREST serves ev's modules and data with OPA's REST server and times
-// n decisions of call through it, each read into Go values as a client
-// would. It first checks that the server decides as in process (want).
-func throughREST(ctx context.Context, ev *policy.Evaluator, call *airlockv1.ToolCall, want *airlockv1.Decision, n int) ([]time.Duration, string, error) {
-	rest, err := startOPA(ctx, ev)
+	// The floor decides the first case's call: the same input document.
+	in, err := policy.Input(cases()[0].call)
 	if err != nil {
-		return nil, "", err
+		return Size{}, err
 	}
-	defer rest.stop()
-	in, err := policy.Input(call)
+	parsed, err := ast.InterfaceToValue(in)
 	if err != nil {
-		return nil, "", err
+		return Size{}, err
 	}
-	body, _ := json.Marshal(map[string]any{"input": in})
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}, Timeout: 10 * time.Second}
-	defer client.CloseIdleConnections()
-	post := func() (map[string]any, error) {
-		resp, err := client.Post(rest.url+"/v1/data/airlock/decision", "application/json", bytes.NewReader(body))
+	ops := []op{
+		func() error {
+			rs, err := fl.pq.Eval(ctx, rego.EvalParsedInput(parsed))
+			if err == nil && len(rs) == 0 {
+				err = fmt.Errorf("the floor policy decided nothing")
+			}
+			return err
+		},
+		func() error {
+			cancel := topdown.NewCancel()
+			rs, err := fl.pq.Eval(ctx, rego.EvalParsedInput(parsed), rego.EvalMetrics(metrics.NoOp()), rego.EvalExternalCancel(cancel),
+				rego.EvalGenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }))
+			if err == nil && len(rs) == 0 {
+				err = fmt.Errorf("the floor policy decided nothing")
+			}
+			return err
+		},
+		func() error { _, err := fl.wrapped.Evaluate(ctx, cases()[0].call, now); return err },
+	}
+	for _, c := range cases() {
+		d, err := ev.Evaluate(ctx, c.call, now)
 		if err != nil {
-			return nil, err
+			return Size{}, fmt.Errorf("%s: %w", c.name, err)
 		}
-		defer resp.Body.Close()
-		raw, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("OPA answered %s: %s", resp.Status, raw)
-		}
-		var out struct {
-			Result map[string]any `json:"result"`
-		}
-		return out.Result, json.Unmarshal(raw, &out)
+		size.Cases = append(size.Cases, Case{
+			Name: c.name, Call: c.call.Server + "__" + c.call.Tool,
+			Action: strings.ToLower(strings.TrimPrefix(d.Action.String(), "ACTION_")), RuleID: d.RuleId,
+		})
+		call := c.call
+		ops = append(ops, func() error { _, err := ev.Evaluate(ctx, call, now); return err })
 	}
-	first, err := post()
+	lat, err := interleave(ops, n)
 	if err != nil {
-		return nil, "", fmt.Errorf("OPA REST decision: %w", err)
+		return Size{}, err
 	}
-	action := strings.ToLower(strings.TrimPrefix(want.Action.String(), "ACTION_"))
-	risk := strings.ToLower(strings.TrimPrefix(want.Risk.String(), "RISK_"))
-	if first["action"] != action || first["rule_id"] != want.RuleId || first["reason"] != want.Reason || first["risk"] != risk {
-		return nil, "", fmt.Errorf("OPA's REST server decided %v by %v (%v, risk %v), in process %s by %s (%s, risk %s): not the same policy",
-			first["action"], first["rule_id"], first["reason"], first["risk"], action, want.RuleId, want.Reason, risk)
+	size.Floor, size.FloorLean, size.Wrapped = lat[0], lat[1], lat[2]
+	for i := range size.Cases {
+		c := &size.Cases[i]
+		c.Latency = lat[3+i]
+		c.RatioP50, c.RatioP99 = c.P50us/size.Floor.P50us, c.P99us/size.Floor.P99us
+		c.MeetsP50, c.MeetsP99 = c.RatioP50 <= GoalP50Ratio, c.RatioP99 <= GoalP99Ratio
 	}
-	for i := 0; i < n/10; i++ {
-		_, _ = post()
-	}
-	lat := make([]time.Duration, n)
-	for i := range lat {
-		t0 := time.Now()
-		if _, err := post(); err != nil {
-			return nil, "", err
-		}
-		lat[i] = time.Since(t0)
-	}
-	return lat, rest.url, nil
+	return size, nil
 }
 
-func stats(lat []time.Duration) (p50, p99, mean float64) {
-	s := slices.Clone(lat)
-	slices.Sort(s)
-	var sum time.Duration
-	for _, d := range s {
-		sum += d
-	}
-	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-	return us(s[len(s)*50/100]), us(s[len(s)*99/100]), us(sum / time.Duration(len(s)))
-}
-
-type opaServer struct {
-	url  string
-	dir  string
-	stop func()
-}
-
-// startOPA writes the evaluator's modules (including the rules compiled to
-// Rego) and data to a temporary directory and serves it with OPA's runtime on
-// a free loopback port.
-func startOPA(ctx context.Context, ev *policy.Evaluator) (*opaServer, error) {
-	dir, err := os.MkdirTemp("", "airlock-opa-bench-")
-	if err != nil {
-		return nil, err
-	}
-	cleanup := func() { _ = os.RemoveAll(dir) }
-	for name, src := range ev.Modules() {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o600); err != nil {
-			cleanup()
-			return nil, err
-		}
-	}
-	data, _ := json.Marshal(ev.Data())
-	if err := os.WriteFile(filepath.Join(dir, "data.json"), data, 0o600); err != nil {
-		cleanup()
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		cleanup()
-		return nil, err
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-
-	params := runtime.NewParams()
-	params.Addrs = &[]string{addr}
-	params.Paths = []string{dir}
-	params.Output = io.Discard
-	params.Logger = logging.NewNoOpLogger()
-	params.ConsoleLogger = logging.NewNoOpLogger()
-	params.GracefulShutdownPeriod = 1
-	rctx, cancel := context.WithCancel(ctx)
-	rt, err := runtime.NewRuntime(rctx, params)
-	if err != nil {
-		cancel()
-		cleanup()
-		return nil, fmt.Errorf("start OPA runtime: %w", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- rt.Serve(rctx) }()
-	s := &opaServer{url: "http://" + addr, dir: dir, stop: func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-		}
-		cleanup()
-	}}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := http.Get(s.url + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s, nil
+// interleave times n runs of every op after a warm-up, in rounds of n/20
+// runs of each, and summarises each op's latencies.
+func interleave(ops []op, n int) ([]Latency, error) {
+	const rounds = 20
+	per := max(n/rounds, 1)
+	for _, f := range ops {
+		for range max(n/10, 10) {
+			if err := f(); err != nil {
+				return nil, err
 			}
 		}
-		select {
-		case err := <-done:
-			cleanup()
-			return nil, fmt.Errorf("OPA server stopped: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("OPA server on %s did not become healthy within 15s", addr)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a server that is starting; no event to wait on
 	}
+	lat := make([][]time.Duration, len(ops))
+	for range rounds {
+		for i, f := range ops {
+			for range per {
+				t0 := time.Now()
+				if err := f(); err != nil {
+					return nil, err
+				}
+				lat[i] = append(lat[i], time.Since(t0))
+			}
+		}
+	}
+	out := make([]Latency, len(ops))
+	for i, l := range lat {
+		out[i] = summarise(l)
+	}
+	return out, nil
+}
+
+func summarise(lat []time.Duration) Latency {
+	slices.Sort(lat)
+	us := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) / 1e3 }
+	return Latency{P50us: us(0.50), P99us: us(0.99)}
 }

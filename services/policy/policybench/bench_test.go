@@ -8,21 +8,33 @@ import (
 	"github.com/airlock-gate/airlock/services/policy/policybench"
 )
 
-// TestRunMeasuresBothWaysOnTheSamePolicy runs a short measurement: it fails
-// if OPA's REST server cannot be started or decides differently from the
-// in-process evaluator (Run checks that before measuring).
-func TestRunMeasuresBothWaysOnTheSamePolicy(t *testing.T) {
+// TestRunMeasuresEveryCaseAgainstTheFloor runs a short measurement: every
+// case must be decided as the default policy says and carry its figures.
+func TestRunMeasuresEveryCaseAgainstTheFloor(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := policybench.Run(ctx, policybench.Options{Rules: 100, Decisions: 300, RESTDecisions: 60})
+	res, err := policybench.Run(ctx, policybench.Options{Sizes: []int{10, 200}, Decisions: 200})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Action != "allow" || res.RuleID != "read-only" {
-		t.Errorf("sample call decided %s by %s, want allow by read-only", res.Action, res.RuleID)
+	if len(res.Sizes) != 2 {
+		t.Fatalf("%d sizes measured, want 2", len(res.Sizes))
 	}
-	if res.InProcP50us <= 0 || res.RESTP50us <= 0 || res.RatioP50 <= 0 || res.FloorInProcP50us <= 0 || res.FloorRESTP50us <= 0 {
-		t.Errorf("figures missing: %+v", res)
+	want := map[string]string{"one rule matches": "read-only", "several rules match": "demo-echo"}
+	for _, s := range res.Sizes {
+		if s.Floor.P50us <= 0 || s.Wrapped.P50us <= 0 || s.PolicyRevision == "" {
+			t.Errorf("%d rules: floor figures missing: %+v", s.Rules, s)
+		}
+		if len(s.Cases) != len(want) {
+			t.Fatalf("%d rules: %d cases, want %d", s.Rules, len(s.Cases), len(want))
+		}
+		for _, c := range s.Cases {
+			if c.Action != "allow" || c.RuleID != want[c.Name] {
+				t.Errorf("%d rules, %s: %s decided %s by %s, want allow by %s", s.Rules, c.Name, c.Call, c.Action, c.RuleID, want[c.Name])
+			}
+			if c.P50us <= 0 || c.P99us < c.P50us || c.RatioP50 <= 0 || c.RatioP99 <= 0 {
+				t.Errorf("%d rules, %s: figures missing or inconsistent: %+v", s.Rules, c.Name, c)
+			}
+		}
 	}
-	t.Logf("in process p50 %.1fµs p99 %.1fµs; REST p50 %.1fµs p99 %.1fµs; ratio %.1f×; floor %.1fµs vs %.1fµs (%.1f×)", res.InProcP50us, res.InProcP99us, res.RESTP50us, res.RESTP99us, res.RatioP50, res.FloorInProcP50us, res.FloorRESTP50us, res.FloorRatioP50)
 }

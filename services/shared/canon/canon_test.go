@@ -1,6 +1,8 @@
 package canon
 
 import (
+	"encoding/json"
+	"math"
 	"testing"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -39,5 +41,44 @@ func TestNilIsEmptyObject(t *testing.T) {
 	d2, _ := Digest(&structpb.Struct{})
 	if d1 != d2 {
 		t.Fatal("nil and empty arguments differ")
+	}
+}
+
+// Digests recorded by earlier releases were of encoding/json's bytes for
+// args.AsMap(): the direct encoder must write exactly those bytes.
+func TestJSONIsWhatEncodingJSONWritesForTheMap(t *testing.T) {
+	for name, args := range map[string]map[string]any{
+		"empty":             {},
+		"plain":             {"path": "/tmp/x", "encoding": "utf-8"},
+		"keys sort by byte": {"b": 1, "a": 2, "B": 3, "é": 4, "a\x00": 5, "aa": 6},
+		"numbers":           {"int": 3, "neg": -2.5, "tiny": 1e-7, "small": 0.000001, "big": 1e21, "just under": 1e20, "pi": 3.141592653589793, "zero": 0, "negzero": -0.0, "max": 1.7976931348623157e308, "min": 5e-324, "neg tiny": -1.5e-10},
+		"escaped strings":   {"html": "<a href=\"x\">&</a>", "lt": "a<b", "gt": "a>b", "amp": "a&b", "ctl": "tab\there\nnew\x01", "unicode": "héllo ☃ \u2028 \u2029", "slash": `back\slash /`},
+		"nesting":           {"list": []any{1, "two", nil, true, false, []any{}, map[string]any{}}, "obj": map[string]any{"z": map[string]any{"y": []any{map[string]any{"x": "<>"}}}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := mustStruct(t, args)
+			if name == "escaped strings" { // NewStruct refuses invalid UTF-8; a decoded message may still hold it
+				st.Fields["bad utf8 \xff"] = structpb.NewStringValue("\xff\xfe")
+			}
+			want, err := json.Marshal(st.AsMap())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := JSON(st)
+			if err != nil || string(got) != string(want) {
+				t.Fatalf("JSON = %s (%v), encoding/json writes %s", got, err, want)
+			}
+		})
+	}
+}
+
+func TestNonFiniteNumbersAreRefused(t *testing.T) {
+	for name, f := range map[string]float64{"NaN": math.NaN(), "+Inf": math.Inf(1), "-Inf": math.Inf(-1)} {
+		t.Run(name, func(t *testing.T) {
+			st := &structpb.Struct{Fields: map[string]*structpb.Value{"n": structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewNumberValue(f)}})}}
+			if _, err := Digest(st); err == nil {
+				t.Fatalf("a digest of %v was computed", f)
+			}
+		})
 	}
 }

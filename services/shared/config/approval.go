@@ -13,6 +13,9 @@ type Approval struct {
 	Groups map[string][]string `yaml:"groups"`
 	// DefaultApprovers decide calls whose policy decision names no approvers.
 	DefaultApprovers []string `yaml:"default_approvers"`
+	// DefaultNotify are the channels told about a pending call whose policy
+	// decision names none.
+	DefaultNotify []string `yaml:"default_notify"`
 	// NotifyTimeout bounds one delivery to one notification channel, so a
 	// slow channel delays nobody else.
 	NotifyTimeout time.Duration `yaml:"notify_timeout"`
@@ -27,6 +30,7 @@ func defaultApproval() Approval {
 		DefaultTimeout:   5 * time.Minute,
 		SweepInterval:    time.Second,
 		DefaultApprovers: []string{"group:reviewers"},
+		DefaultNotify:    []string{"console"},
 		NotifyTimeout:    10 * time.Second,
 		LogNotifier:      true,
 		Workers:          8,

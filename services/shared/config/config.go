@@ -222,6 +222,9 @@ func (c Config) Validate() error {
 	if c.Intake.MaxMsgSize < int32(c.Limits.MaxRequestBytes) {
 		errs = append(errs, fmt.Errorf("intake.max_msg_size (%d) must be at least limits.max_request_bytes (%d), so that an oversized request is told why", c.Intake.MaxMsgSize, c.Limits.MaxRequestBytes))
 	}
+	if c.Policy.ReloadInterval <= 0 {
+		errs = append(errs, fmt.Errorf("policy.reload_interval is %s: set a positive duration such as 1s", c.Policy.ReloadInterval))
+	}
 	if _, err := ParseSync(c.Dev.Sync); err != nil {
 		errs = append(errs, err)
 	}

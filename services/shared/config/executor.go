@@ -23,6 +23,11 @@ type Executor struct {
 	// how quickly another replica takes over a call whose executor died
 	// (about 1.5 × AckWait). Shorter means faster recovery and more keep-alive traffic.
 	AckWait time.Duration `yaml:"ack_wait"`
+	// UpstreamTimeout bounds every operation on an MCP server other than a
+	// tool call (which its tool timeout bounds): starting it with its
+	// initialize handshake and tools/list, a liveness ping, closing it. A
+	// server that exceeds it fails its calls and is started again.
+	UpstreamTimeout time.Duration `yaml:"upstream_timeout"`
 }
 
 // SandboxDir is the directory the demo file tools are confined to.
@@ -34,5 +39,5 @@ func (c Config) SandboxDir() string {
 }
 
 func defaultExecutor() Executor {
-	return Executor{DefaultTimeout: 30 * time.Second, MaxResultBytes: 64 << 10, Workers: 32, AckWait: 10 * time.Second}
+	return Executor{DefaultTimeout: 30 * time.Second, MaxResultBytes: 64 << 10, Workers: 32, AckWait: 10 * time.Second, UpstreamTimeout: 10 * time.Second}
 }

@@ -25,12 +25,4 @@ type Policy struct {
 	ReloadInterval time.Duration `yaml:"reload_interval"`
 }
 
-// ReloadIntervalOrDefault is ReloadInterval, or 1s when unset.
-func (p Policy) ReloadIntervalOrDefault() time.Duration {
-	if p.ReloadInterval <= 0 {
-		return time.Second
-	}
-	return p.ReloadInterval
-}
-
 func defaultPolicy() Policy { return Policy{Workers: 32, ReloadInterval: time.Second} }

@@ -1,0 +1,713 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/embedded"
+)
+
+// The messaging floor (SPEC §8): what each JetStream operation an airlock
+// call is made of costs alone, measured against the same embedded server
+// in the same run, so that a call's CPU and latency can be read as a ratio
+// to the operations it needs.
+
+// newBenchFloorCmd prints the messaging floor on its own; `airlock bench
+// roundtrip` measures the same in its run to compare a call against it.
+func newBenchFloorCmd(g *globals) *cobra.Command {
+	var (
+		asJSON bool
+		o      floorOptions
+	)
+	cmd := &cobra.Command{
+		Use:   "floor",
+		Short: "What each JetStream operation costs alone (CPU per op, latency) on an embedded server",
+		Long: `Starts an embedded NATS server (file store in a temp dir, fsync as dev.sync)
+and measures, one kind at a time in this process: sync publish, async publish
+(acks batched), compare-and-append publish (Nats-Expected-Last-Subject-Sequence
+with a wildcard -Subject), KV create, KV update, Direct Get of a subject's last
+message, pull-consumer delivery + ack, core publish → subscriber, and a raw
+hop (publish → consumer → re-publish → receive). Latency is one operation at a
+time; CPU per operation is the process's user + system time (client and
+embedded server together) with --concurrency operations in flight.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			url, stop, err := startBenchServer(cfg)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			f, err := measureFloor(cmd.Context(), url, o)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(f)
+			}
+			printFloor(os.Stdout, f, "embedded NATS, file store, fsync "+syncText(cfg.Dev.Sync))
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&asJSON, "json", false, "print one JSON object with every figure")
+	fl.IntVar(&o.Samples, "samples", 2000, "operations timed one at a time for each latency")
+	fl.IntVar(&o.Ops, "ops", 20000, "operations counted for each CPU figure")
+	fl.IntVar(&o.Concurrency, "concurrency", 64, "operations in flight while CPU is counted")
+	fl.IntVar(&o.Payload, "payload", 256, "bytes per message")
+	return cmd
+}
+
+// startBenchServer starts an embedded NATS server on a free port with a
+// file store in a temporary directory, fsync as cfg.Dev.Sync says.
+func startBenchServer(cfg config.Config) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "airlock-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	interval, _ := config.ParseSync(cfg.Dev.Sync)
+	ns, err := embedded.Start(embedded.Options{Port: -1, StoreDir: dir, SyncAlways: interval == 0, SyncInterval: interval})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return ns.URL(), func() { ns.Stop(); _ = os.RemoveAll(dir) }, nil
+}
+
+func printFloor(w io.Writer, f *messagingFloor, setup string) {
+	fmt.Fprintf(w, "messaging floor — %s; %d B messages; CPU with %d in flight\n\n", setup, f.Payload, f.Concurrency)
+	fmt.Fprintf(w, "%-44s %10s %10s %12s %12s\n", "operation", "p50", "p99", "CPU per op", "per second")
+	for _, r := range []struct {
+		name string
+		op   floorOp
+	}{
+		{"sync publish", f.SyncPublish},
+		{"async publish (acks batched)", f.AsyncPublish},
+		{"compare-and-append publish (wildcard)", f.CASPublish},
+		{"KV create", f.KVCreate},
+		{"KV update", f.KVUpdate},
+		{"Direct Get, last by subject", f.DirectGet},
+		{"pull delivery + ack", f.PullDeliverAck},
+		{"core publish → subscriber", f.CorePubSub},
+		{"raw hop (publish→consume→re-publish→recv)", f.RawHop},
+	} {
+		fmt.Fprintf(w, "%-44s %8.1fµs %8.1fµs %10.1fµs %12.0f\n", r.name, r.op.Latency.P50us, r.op.Latency.P99us, r.op.CPUPerOpUs, r.op.PerSecond)
+	}
+}
+
+// floorOptions tune measureFloor.
+type floorOptions struct {
+	// Samples: operations timed one at a time for each latency (default 2,000).
+	Samples int
+	// Ops: operations counted for each CPU figure (default 20,000).
+	Ops int
+	// Concurrency: operations in flight while CPU is counted (default 64),
+	// as in the round trip's throughput run.
+	Concurrency int
+	// Payload bytes of every message (default 256).
+	Payload int
+}
+
+func (o *floorOptions) defaults() {
+	if o.Samples <= 0 {
+		o.Samples = 2000
+	}
+	if o.Ops <= 0 {
+		o.Ops = 20000
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 64
+	}
+	if o.Payload <= 0 {
+		o.Payload = 256
+	}
+}
+
+// floorOp is one JetStream operation measured alone.
+type floorOp struct {
+	// Latency of one operation, one at a time.
+	Latency latency `json:"latency"`
+	// CPUPerOpUs is the process's CPU time (user + system: the client and the
+	// embedded server, which share the process) per operation, with
+	// Concurrency operations in flight.
+	CPUPerOpUs float64 `json:"cpu_us_per_op"`
+	PerSecond  float64 `json:"per_second"`
+}
+
+// messagingFloor holds every operation's figures. Multiply by what a call
+// does (floorMix) to get the call's messaging floor.
+type messagingFloor struct {
+	Concurrency int `json:"concurrency"`
+	Payload     int `json:"payload_bytes"`
+	// SyncPublish: publish and wait for the PubAck.
+	SyncPublish floorOp `json:"sync_publish"`
+	// AsyncPublish: publishes in flight with acks batched; its latency is
+	// from publish to PubAck with Concurrency publishes in flight.
+	AsyncPublish floorOp `json:"async_publish"`
+	// CASPublish: a publish with Nats-Expected-Last-Subject-Sequence and
+	// Nats-Expected-Last-Subject-Sequence-Subject (a wildcard): a
+	// compare-and-append on a stream subject, waiting for its PubAck.
+	CASPublish floorOp `json:"cas_publish"`
+	KVCreate   floorOp `json:"kv_create"`
+	KVUpdate   floorOp `json:"kv_update"`
+	// DirectGet: the last message of a subject ($JS.API.DIRECT.GET).
+	DirectGet floorOp `json:"direct_get_last"`
+	// PullDeliverAck: a pull consumer's delivery of a stored message and its
+	// ack; latency from a stored publish to its delivery.
+	PullDeliverAck floorOp `json:"pull_deliver_ack"`
+	// CorePubSub: a core NATS publish delivered to a subscriber.
+	CorePubSub floorOp `json:"core_publish_deliver"`
+	// RawHop: publish to a stream → pull consumer → re-publish → receive,
+	// the latency floor of a round trip.
+	RawHop floorOp `json:"raw_hop"`
+}
+
+// floorMix counts the operations of one call, for messagingFloor.CPUus.
+type floorMix struct {
+	SyncPublish, AsyncPublish, CASPublish, KVCreate, KVUpdate, DirectGet, PullDeliverAck, CorePubSub float64
+}
+
+// CPUus is the CPU floor of mix: Σ count × CPU per operation.
+func (f *messagingFloor) CPUus(mix floorMix) float64 {
+	return mix.SyncPublish*f.SyncPublish.CPUPerOpUs + mix.AsyncPublish*f.AsyncPublish.CPUPerOpUs +
+		mix.CASPublish*f.CASPublish.CPUPerOpUs + mix.KVCreate*f.KVCreate.CPUPerOpUs + mix.KVUpdate*f.KVUpdate.CPUPerOpUs +
+		mix.DirectGet*f.DirectGet.CPUPerOpUs + mix.PullDeliverAck*f.PullDeliverAck.CPUPerOpUs + mix.CorePubSub*f.CorePubSub.CPUPerOpUs
+}
+
+// measureFloor measures every operation against the NATS server at url
+// (start it embedded, with the settings the measured calls use), each in
+// its own stream or bucket (names starting FLOOR_), which it deletes after.
+func measureFloor(ctx context.Context, url string, o floorOptions) (*messagingFloor, error) {
+	o.defaults()
+	nc, err := nats.Connect(url, nats.Name("airlock-bench-floor"))
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", url, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		return nil, err
+	}
+	f := &messagingFloor{Concurrency: o.Concurrency, Payload: o.Payload}
+	payload := make([]byte, o.Payload)
+	steps := []struct {
+		name string
+		out  *floorOp
+		run  func() (floorOp, error)
+	}{
+		{"sync publish", &f.SyncPublish, func() (floorOp, error) { return floorSyncPublish(ctx, js, o, payload) }},
+		{"async publish", &f.AsyncPublish, func() (floorOp, error) { return floorAsyncPublish(ctx, js, o, payload) }},
+		{"compare-and-append publish", &f.CASPublish, func() (floorOp, error) { return floorCASPublish(ctx, js, o, payload) }},
+		{"KV create", &f.KVCreate, func() (floorOp, error) { return floorKV(ctx, js, o, payload, false) }},
+		{"KV update", &f.KVUpdate, func() (floorOp, error) { return floorKV(ctx, js, o, payload, true) }},
+		{"direct get", &f.DirectGet, func() (floorOp, error) { return floorDirectGet(ctx, js, o, payload) }},
+		{"pull delivery and ack", &f.PullDeliverAck, func() (floorOp, error) { return floorPull(ctx, js, o, payload) }},
+		{"core publish and delivery", &f.CorePubSub, func() (floorOp, error) { return floorCore(ctx, url, o, payload) }},
+		{"raw hop", &f.RawHop, func() (floorOp, error) { return floorHop(ctx, url, o, payload) }},
+	}
+	for _, s := range steps {
+		op, err := s.run()
+		if err != nil {
+			return nil, fmt.Errorf("messaging floor, %s: %w", s.name, err)
+		}
+		*s.out = op
+	}
+	return f, nil
+}
+
+// timed measures op one at a time (as worker Concurrency) for the latency,
+// and with Concurrency workers for the CPU.
+func timed(o floorOptions, op func(w, k int) error) (floorOp, error) {
+	var f floorOp
+	var err error
+	if f.Latency, err = timeEach(o.Samples, func(i int) error { return op(o.Concurrency, i) }); err != nil {
+		return f, err
+	}
+	f.CPUPerOpUs, f.PerSecond, err = cpuOf(o.Ops, o.Concurrency, op)
+	return f, err
+}
+
+// floorStream creates a stream of its own for one measurement and returns
+// a cleanup that deletes it.
+func floorStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, func(), error) {
+	cfg.Storage = jetstream.FileStorage
+	s, err := js.CreateStream(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create stream %s: %w", cfg.Name, err)
+	}
+	return s, func() { _ = js.DeleteStream(context.WithoutCancel(ctx), cfg.Name) }, nil
+}
+
+// timeEach times n calls of op, one at a time, after a warm-up.
+func timeEach(n int, op func(i int) error) (latency, error) {
+	for i := range max(n/10, 10) {
+		if err := op(-1 - i); err != nil {
+			return latency{}, err
+		}
+	}
+	lat := make([]time.Duration, n)
+	for i := range lat {
+		t0 := time.Now()
+		if err := op(i); err != nil {
+			return latency{}, err
+		}
+		lat[i] = time.Since(t0)
+	}
+	return summarize(lat), nil
+}
+
+func summarize(lat []time.Duration) latency {
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) / 1e3 }
+	return latency{P50us: pct(0.50), P99us: pct(0.99), N: len(lat)}
+}
+
+// cpuOf runs total operations spread over workers goroutines (worker w
+// runs op(w, k) for its k-th operation) and returns the process CPU per
+// operation and the rate.
+func cpuOf(total, workers int, op func(w, k int) error) (float64, float64, error) {
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	cpu0, t0 := processCPU(), time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; ; k++ {
+				if next.Add(1) > int64(total) {
+					return
+				}
+				if err := op(w, k); err != nil {
+					once.Do(func() { firstErr = err })
+					next.Store(int64(total))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return 0, 0, firstErr
+	}
+	return cpuPerOp(processCPU()-cpu0, total), float64(total) / time.Since(t0).Seconds(), nil
+}
+
+func cpuPerOp(cpu time.Duration, n int) float64 { return float64(cpu.Nanoseconds()) / 1e3 / float64(n) }
+
+func floorSyncPublish(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte) (floorOp, error) {
+	_, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: "FLOOR_SYNC", Subjects: []string{"floor.sync.>"}})
+	if err != nil {
+		return floorOp{}, err
+	}
+	defer done()
+	pub := func() error { _, err := js.Publish(ctx, "floor.sync.x", payload); return err }
+	return timed(o, func(int, int) error { return pub() })
+}
+
+func floorAsyncPublish(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte) (floorOp, error) {
+	_, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: "FLOOR_ASYNC", Subjects: []string{"floor.async.>"}})
+	if err != nil {
+		return floorOp{}, err
+	}
+	defer done()
+	// run publishes n messages with at most window unacknowledged, and
+	// records each one's time from publish to PubAck when lat is given.
+	run := func(n, window int, lat []time.Duration) error {
+		type inflight struct {
+			ack jetstream.PubAckFuture
+			t0  time.Time
+		}
+		queue := make([]inflight, 0, window)
+		settle := func(f inflight, i int) error {
+			select {
+			case <-f.ack.Ok():
+				if lat != nil {
+					lat[i] = time.Since(f.t0)
+				}
+				return nil
+			case err := <-f.ack.Err():
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		done := 0
+		for range n {
+			if len(queue) == window {
+				if err := settle(queue[0], done); err != nil {
+					return err
+				}
+				queue, done = queue[1:], done+1
+			}
+			t0 := time.Now()
+			a, err := js.PublishAsync("floor.async.x", payload, jetstream.WithStallWait(30*time.Second))
+			if err != nil {
+				return err
+			}
+			queue = append(queue, inflight{a, t0})
+		}
+		for _, f := range queue {
+			if err := settle(f, done); err != nil {
+				return err
+			}
+			done++
+		}
+		return nil
+	}
+	if err := run(min(o.Ops/10, 4096), 4096, nil); err != nil { // warm-up
+		return floorOp{}, err
+	}
+	// Latency with Concurrency publishes in flight; CPU with acks batched
+	// as deep as the client allows.
+	lat := make([]time.Duration, o.Samples)
+	if err := run(o.Samples, o.Concurrency, lat); err != nil {
+		return floorOp{}, err
+	}
+	op := floorOp{Latency: summarize(lat)}
+	cpu0, t0 := processCPU(), time.Now()
+	if err := run(o.Ops, 4096, nil); err != nil {
+		return floorOp{}, err
+	}
+	op.CPUPerOpUs, op.PerSecond = cpuPerOp(processCPU()-cpu0, o.Ops), float64(o.Ops)/time.Since(t0).Seconds()
+	return op, nil
+}
+
+// floorCASPublish: each worker appends to its own subject under
+// floor.cas.<worker>.*, expecting the last sequence it saw on that filter.
+func floorCASPublish(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte) (floorOp, error) {
+	_, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: "FLOOR_CAS", Subjects: []string{"floor.cas.>"}})
+	if err != nil {
+		return floorOp{}, err
+	}
+	defer done()
+	last := make([]uint64, o.Concurrency+1)
+	cas := func(w int) error {
+		filter := "floor.cas." + strconv.Itoa(w) + ".*"
+		ack, err := js.Publish(ctx, "floor.cas."+strconv.Itoa(w)+".x", payload, jetstream.WithExpectLastSequenceForSubject(last[w], filter))
+		if err != nil {
+			return err
+		}
+		last[w] = ack.Sequence
+		return nil
+	}
+	return timed(o, func(w, _ int) error { return cas(w) })
+}
+
+// floorKV: creates of fresh keys, or updates of one key per worker at its
+// current revision.
+func floorKV(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte, update bool) (floorOp, error) {
+	bucket := "FLOOR_KV_CREATE"
+	if update {
+		bucket = "FLOOR_KV_UPDATE"
+	}
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, Storage: jetstream.FileStorage})
+	if err != nil {
+		return floorOp{}, fmt.Errorf("create bucket %s: %w", bucket, err)
+	}
+	defer func() { _ = js.DeleteKeyValue(context.WithoutCancel(ctx), bucket) }()
+	rev := make([]uint64, o.Concurrency+1)
+	var seq atomic.Int64
+	do := func(w int) error {
+		if !update {
+			_, err := kv.Create(ctx, "k"+strconv.FormatInt(seq.Add(1), 10), payload)
+			return err
+		}
+		key := "w" + strconv.Itoa(w)
+		var r uint64
+		var err error
+		if rev[w] == 0 {
+			r, err = kv.Create(ctx, key, payload)
+		} else {
+			r, err = kv.Update(ctx, key, payload, rev[w])
+		}
+		rev[w] = r
+		return err
+	}
+	return timed(o, func(w, _ int) error { return do(w) })
+}
+
+func floorDirectGet(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte) (floorOp, error) {
+	s, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: "FLOOR_DIRECT", Subjects: []string{"floor.direct.>"}, AllowDirect: true})
+	if err != nil {
+		return floorOp{}, err
+	}
+	defer done()
+	const subjects = 64
+	for i := range subjects {
+		if _, err := js.Publish(ctx, "floor.direct."+strconv.Itoa(i), payload); err != nil {
+			return floorOp{}, err
+		}
+	}
+	get := func(i int) error {
+		_, err := s.GetLastMsgForSubject(ctx, "floor.direct."+strconv.Itoa((i%subjects+subjects)%subjects))
+		return err
+	}
+	return timed(o, func(w, k int) error { return get(w + k) })
+}
+
+// floorPull: latency from a stored publish to its delivery at a waiting
+// pull consumer; CPU of delivering and acking a stored backlog (its
+// publishes happen before the count starts).
+func floorPull(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte) (floorOp, error) {
+	s, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: "FLOOR_PULL", Subjects: []string{"floor.pull.>"}})
+	if err != nil {
+		return floorOp{}, err
+	}
+	defer done()
+	var op floorOp
+	live, stop, err := consumeAcking(ctx, s, "live", "floor.pull.live")
+	if err != nil {
+		return op, err
+	}
+	op.Latency, err = timeEach(o.Samples, func(int) error {
+		if _, err := js.Publish(ctx, "floor.pull.live", payload); err != nil {
+			return err
+		}
+		return receive(ctx, live, 1)
+	})
+	stop()
+	if err != nil {
+		return op, err
+	}
+	for range o.Ops {
+		if _, err := js.PublishAsync("floor.pull.backlog", payload, jetstream.WithStallWait(30*time.Second)); err != nil {
+			return op, err
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return op, ctx.Err()
+	}
+	cpu0, t0 := processCPU(), time.Now()
+	backlog, stop, err := consumeAcking(ctx, s, "backlog", "floor.pull.backlog")
+	if err != nil {
+		return op, err
+	}
+	defer stop()
+	if err := receive(ctx, backlog, o.Ops); err != nil {
+		return op, err
+	}
+	op.CPUPerOpUs, op.PerSecond = cpuPerOp(processCPU()-cpu0, o.Ops), float64(o.Ops)/time.Since(t0).Seconds()
+	return op, nil
+}
+
+// consumeAcking runs a durable pull consumer on filter with as many workers
+// as the raw hop's relay; each acked message is signalled on the channel.
+func consumeAcking(ctx context.Context, s jetstream.Stream, name, filter string) (<-chan struct{}, func(), error) {
+	cons, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: filter, MaxAckPending: 1000})
+	if err != nil {
+		return nil, nil, err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		return nil, nil, err
+	}
+	acked := make(chan struct{}, 1024)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				m, err := it.Next()
+				if err != nil {
+					return
+				}
+				if m.Ack() == nil {
+					select {
+					case acked <- struct{}{}:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		}()
+	}
+	return acked, func() { it.Stop(); wg.Wait() }, nil
+}
+
+// receive waits for n signals on ch.
+func receive(ctx context.Context, ch <-chan struct{}, n int) error {
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
+	for range n {
+		select {
+		case <-ch:
+		case <-timeout.C:
+			return errors.New("a message was not delivered within 30s")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func floorCore(ctx context.Context, url string, o floorOptions, payload []byte) (floorOp, error) {
+	pubc, err := nats.Connect(url)
+	if err != nil {
+		return floorOp{}, err
+	}
+	defer pubc.Close()
+	subc, err := nats.Connect(url)
+	if err != nil {
+		return floorOp{}, err
+	}
+	defer subc.Close()
+	got := make(chan struct{}, o.Ops+o.Samples)
+	sub, err := subc.Subscribe("floor.core", func(*nats.Msg) { got <- struct{}{} })
+	if err != nil {
+		return floorOp{}, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	_ = sub.SetPendingLimits(-1, -1)
+	if err := subc.Flush(); err != nil {
+		return floorOp{}, err
+	}
+	var op floorOp
+	if op.Latency, err = timeEach(o.Samples, func(int) error {
+		if err := pubc.Publish("floor.core", payload); err != nil {
+			return err
+		}
+		return receive(ctx, got, 1)
+	}); err != nil {
+		return op, err
+	}
+	cpu0, t0 := processCPU(), time.Now()
+	for range o.Ops {
+		if err := pubc.Publish("floor.core", payload); err != nil {
+			return op, err
+		}
+	}
+	if err := receive(ctx, got, o.Ops); err != nil {
+		return op, err
+	}
+	op.CPUPerOpUs, op.PerSecond = cpuPerOp(processCPU()-cpu0, o.Ops), float64(o.Ops)/time.Since(t0).Seconds()
+	return op, nil
+}
+
+// floorHop: the raw hop, one at a time and with Concurrency in flight.
+func floorHop(ctx context.Context, url string, o floorOptions, payload []byte) (floorOp, error) {
+	hop, stop, err := newHopRig(ctx, url, "FLOOR_HOP", payload)
+	if err != nil {
+		return floorOp{}, err
+	}
+	defer stop()
+	return timed(o, func(int, int) error { return hop(ctx) })
+}
+
+// newHopRig sets up a raw JetStream hop in stream: the client publishes to
+// it; a durable pull consumer on its own connection (as a service) with as
+// many workers as a service runs re-publishes each message to the stream
+// and acks it; the client receives the re-published message. hop does one.
+func newHopRig(ctx context.Context, url, stream string, payload []byte) (hop func(context.Context) error, stop func(), err error) {
+	var cleanup []func()
+	stop = func() {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	client, err := nats.Connect(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup = append(cleanup, client.Close)
+	relay, err := nats.Connect(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup = append(cleanup, relay.Close)
+	cjs, _ := jetstream.New(client)
+	rjs, _ := jetstream.New(relay)
+	s, done, err := floorStream(ctx, cjs, jetstream.StreamConfig{Name: stream, Subjects: []string{"bench.hop.>"}})
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup = append(cleanup, done)
+	cons, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "relay", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "bench.hop.req.*", MaxAckPending: 1000})
+	if err != nil {
+		return nil, nil, err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup = append(cleanup, it.Stop)
+	for range 8 {
+		go func() {
+			for {
+				m, err := it.Next()
+				if err != nil {
+					return
+				}
+				id := m.Subject()[len("bench.hop.req."):]
+				if _, err := rjs.Publish(ctx, "bench.hop.rep."+id, m.Data()); err == nil {
+					_ = m.Ack()
+				}
+			}
+		}()
+	}
+	var mu sync.Mutex
+	waiters := map[string]chan struct{}{}
+	sub, err := client.Subscribe("bench.hop.rep.*", func(m *nats.Msg) {
+		id := m.Subject[len("bench.hop.rep."):]
+		mu.Lock()
+		ch := waiters[id]
+		delete(waiters, id)
+		mu.Unlock()
+		if ch != nil {
+			close(ch)
+		}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup = append(cleanup, func() { _ = sub.Unsubscribe() })
+	_ = sub.SetPendingLimits(-1, -1)
+	var seq atomic.Int64
+	hop = func(ctx context.Context) error {
+		id := strconv.FormatInt(seq.Add(1), 10)
+		ch := make(chan struct{})
+		mu.Lock()
+		waiters[id] = ch
+		mu.Unlock()
+		if _, err := cjs.Publish(ctx, "bench.hop.req."+id, payload, jetstream.WithMsgID("hop-"+id)); err != nil {
+			return err
+		}
+		select {
+		case <-ch:
+			return nil
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("hop %s: no reply within 30s", id)
+		case <-ctx.Done():
+			return fmt.Errorf("no reply for hop %s: %w", id, ctx.Err())
+		}
+	}
+	return hop, stop, nil
+}

@@ -1,0 +1,362 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/gobwas/glob"
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/types"
+)
+
+// The built-in functions the generated module calls. They exist only in
+// airlock's evaluator; a policy run elsewhere (opa test, opa eval) never
+// loads the generated module and decides with the plain rules instead.
+const (
+	builtinHits     = "airlock.rule_hits"
+	builtinDecision = "airlock.rules_decision"
+)
+
+// rule is one entry of data.airlock.rules, compiled for matching in Go
+// exactly as airlock.rego's plain path matches it: every condition the rule
+// sets must hold ("*" or absent is any).
+type rule struct {
+	// Ordering, as airlock.rego's entry: deny rules (class 0) first, then
+	// priority, then place in the sorted list.
+	class  int
+	rank   int
+	redact []string
+
+	server, tool, agent string // "*" = any
+	toolGlob, nameGlob  *glob.Pattern
+	// First literal characters of the globs, for the index ("" = none).
+	toolInitial, nameInitial string
+	args                     []argCond
+	anyWord                  bool
+	words                    map[string]bool
+
+	// entry is the rule's hits entry, solo its decision when it matches
+	// alone (entry's fifth element) and verdict its part of a decision.
+	entry, solo *ast.Term
+	verdict     ast.Object
+}
+
+// argCond is one argument condition: the JSON pointer's tokens and the glob
+// the string they point at must match (airlock.rego's arg_matches).
+type argCond struct {
+	path []*ast.Term
+	glob *glob.Pattern
+}
+
+func newArgCond(ptr, pattern string) (argCond, error) {
+	g, err := compileGlob(pattern, []rune{'/'})
+	if err != nil {
+		return argCond{}, err
+	}
+	var path []*ast.Term
+	for _, s := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		path = append(path, ast.StringTerm(strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")))
+	}
+	return argCond{path: path, glob: g}, nil
+}
+
+// compileGlobOrAny compiles a glob; "*" (which matches everything when there
+// are no separators) is nil, so matching skips it.
+func compileGlobOrAny(pattern string, sep []rune) (*glob.Pattern, error) {
+	if pattern == "*" && len(sep) == 0 {
+		return nil, nil
+	}
+	return compileGlob(pattern, sep)
+}
+
+// ruleSet is data.airlock.rules compiled for the built-in functions, with an
+// index that, like OPA's rule index over the plain rules, leaves out the
+// rules whose exact tool, server, words, glob initial or agent cannot match,
+// so a call's cost does not grow with the number of rules.
+type ruleSet struct {
+	rules []rule
+	// Each rule is filed under the most selective condition it sets.
+	byTool, byServer, byWord, byToolInitial, byNameInitial, byAgent map[string][]int32
+	always                                                          []int32
+	// bound: an agent with a profile binding (or "*" bound) is decided by
+	// airlock.rego's general path, profiles included.
+	bindings map[string]bool
+	anyBound bool
+
+	// combined caches the decisions of sets of up to four rules matching
+	// together; a decision depends only on which rules match.
+	mu       sync.RWMutex
+	combined map[[4]int32]*ast.Term
+}
+
+func newRuleSet(bindings any) *ruleSet {
+	rs := &ruleSet{
+		byTool: map[string][]int32{}, byServer: map[string][]int32{}, byWord: map[string][]int32{},
+		byToolInitial: map[string][]int32{}, byNameInitial: map[string][]int32{}, byAgent: map[string][]int32{},
+		bindings: map[string]bool{}, combined: map[[4]int32]*ast.Term{},
+	}
+	b, _ := bindings.(map[string]any)
+	for agent, profile := range b {
+		// profile_name := data.airlock.bindings[agent] holds for any value but false.
+		if profile != false {
+			rs.bindings[agent] = true
+		}
+	}
+	rs.anyBound = rs.bindings["*"]
+	return rs
+}
+
+func (rs *ruleSet) add(r rule) {
+	i := int32(len(rs.rules))
+	rs.rules = append(rs.rules, r)
+	switch {
+	case r.tool != "*":
+		rs.byTool[r.tool] = append(rs.byTool[r.tool], i)
+	case r.server != "*":
+		rs.byServer[r.server] = append(rs.byServer[r.server], i)
+	case !r.anyWord:
+		for w := range r.words {
+			rs.byWord[w] = append(rs.byWord[w], i)
+		}
+		// An empty list matches no tool: the rule is filed nowhere.
+	case r.toolInitial != "":
+		rs.byToolInitial[r.toolInitial] = append(rs.byToolInitial[r.toolInitial], i)
+	case r.nameInitial != "":
+		rs.byNameInitial[r.nameInitial] = append(rs.byNameInitial[r.nameInitial], i)
+	case r.agent != "*":
+		rs.byAgent[r.agent] = append(rs.byAgent[r.agent], i)
+	default:
+		rs.always = append(rs.always, i)
+	}
+}
+
+// callView is what matching reads of input.call.
+type callView struct {
+	agent, server, tool, name string
+	words                     []string
+	args                      ast.Value
+}
+
+// viewOf reads what matching needs out of input.call (keys from input.go).
+func viewOf(t *ast.Term) (callView, error) {
+	obj, ok := t.Value.(ast.Object)
+	if !ok {
+		return callView{}, fmt.Errorf("input.call must be an object")
+	}
+	str := func(k *ast.Term) (string, error) {
+		v := obj.Get(k)
+		if v == nil {
+			return "", nil // as an absent field never equals a rule's value
+		}
+		s, ok := v.Value.(ast.String)
+		if !ok {
+			return "", fmt.Errorf("input.call.%s must be a string", k.Value.(ast.String))
+		}
+		return string(s), nil
+	}
+	var c callView
+	var err error
+	if c.agent, err = str(keyAgentID); err != nil {
+		return c, err
+	}
+	if c.server, err = str(keyServer); err != nil {
+		return c, err
+	}
+	if c.tool, err = str(keyTool); err != nil {
+		return c, err
+	}
+	c.name = c.server + "__" + c.tool
+	c.words = ToolWords(c.tool)
+	if a := obj.Get(keyArguments); a != nil {
+		c.args = a.Value
+	}
+	return c, nil
+}
+
+// matches reports whether r matches c (airlock.rego's hits body).
+func (r *rule) matches(c *callView) bool {
+	if r.server != "*" && r.server != c.server || r.tool != "*" && r.tool != c.tool || r.agent != "*" && r.agent != c.agent {
+		return false
+	}
+	if !r.anyWord && !slices.ContainsFunc(c.words, func(w string) bool { return r.words[w] }) {
+		return false
+	}
+	if r.toolGlob != nil && !r.toolGlob.Match(c.tool) || r.nameGlob != nil && !r.nameGlob.Match(c.name) {
+		return false
+	}
+	for _, a := range r.args {
+		if !a.matches(c.args) {
+			return false
+		}
+	}
+	return true
+}
+
+// matches is arg_matches: the value at the pointer is a string without "."
+// or ".." segments that the glob matches.
+func (a argCond) matches(args ast.Value) bool {
+	if args == nil {
+		return false
+	}
+	cur := ast.NewTerm(args)
+	for _, k := range a.path {
+		if cur = cur.Get(k); cur == nil {
+			return false
+		}
+	}
+	s, ok := cur.Value.(ast.String)
+	if !ok {
+		return false
+	}
+	for seg := range strings.SplitSeq(string(s), "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return a.glob.Match(string(s))
+}
+
+// initial is s's first character as ranging over s yields it ("" for "").
+func initial(s string) string {
+	for _, r := range s {
+		return string(r)
+	}
+	return ""
+}
+
+// match returns the indexes of the rules c matches, in rule order.
+func (rs *ruleSet) match(c *callView, buf []int32) []int32 {
+	hits := buf[:0]
+	consider := func(list []int32) {
+		for _, i := range list {
+			if rs.rules[i].matches(c) && !slices.Contains(hits, i) {
+				hits = append(hits, i)
+			}
+		}
+	}
+	consider(rs.byTool[c.tool])
+	consider(rs.byServer[c.server])
+	for _, w := range c.words {
+		consider(rs.byWord[w])
+	}
+	consider(rs.byToolInitial[initial(c.tool)])
+	consider(rs.byNameInitial[initial(c.name)])
+	consider(rs.byAgent[c.agent])
+	consider(rs.always)
+	slices.Sort(hits)
+	return hits
+}
+
+// less orders rules as min over airlock.rego's hits entries ([class,
+// priority, index]) does; the list is sorted by priority (mergeData), so
+// the index orders rules of one class.
+func (rs *ruleSet) less(i, j int32) bool {
+	if a, b := rs.rules[i].class, rs.rules[j].class; a != b {
+		return a < b
+	}
+	return i < j
+}
+
+// hitsTerm is airlock.rego's hits for c: the set of matching rules' entries.
+func (rs *ruleSet) hitsTerm(c *callView) *ast.Term {
+	var buf [8]int32
+	hits := rs.match(c, buf[:])
+	terms := make([]*ast.Term, len(hits))
+	for k, i := range hits {
+		terms[k] = rs.rules[i].entry
+	}
+	return ast.SetTerm(terms...)
+}
+
+// decisionTerm is the decision airlock.rego's general path reaches for an
+// agent without a profile whose call some rule matches: the first rule's
+// verdict, the highest risk of every matching rule and every path they
+// mask. nil when the agent has a profile or no rule matches.
+func (rs *ruleSet) decisionTerm(c *callView) *ast.Term {
+	if rs.anyBound || rs.bindings[c.agent] {
+		return nil
+	}
+	var buf [8]int32
+	hits := rs.match(c, buf[:])
+	switch len(hits) {
+	case 0:
+		return nil
+	case 1:
+		return rs.rules[hits[0]].solo
+	}
+	var key [4]int32
+	cacheable := len(hits) <= len(key)
+	if cacheable {
+		for k := range key {
+			key[k] = -1
+		}
+		copy(key[:], hits)
+		rs.mu.RLock()
+		t := rs.combined[key]
+		rs.mu.RUnlock()
+		if t != nil {
+			return t
+		}
+	}
+	t := rs.combine(hits)
+	if cacheable {
+		rs.mu.Lock()
+		if len(rs.combined) < 4096 {
+			rs.combined[key] = t
+		}
+		rs.mu.Unlock()
+	}
+	return t
+}
+
+func (rs *ruleSet) combine(hits []int32) *ast.Term {
+	top, rank := hits[0], 0
+	var redact []*ast.Term
+	for _, i := range hits {
+		if rs.less(i, top) {
+			top = i
+		}
+		r := &rs.rules[i]
+		rank = max(rank, r.rank)
+		for _, p := range r.redact {
+			redact = append(redact, ast.StringTerm(p))
+		}
+	}
+	d := rs.rules[top].verdict.Copy()
+	d.Insert(ast.StringTerm("risk"), ast.StringTerm(riskLevels[rank]))
+	d.Insert(ast.StringTerm("redact"), ast.SetTerm(redact...))
+	return ast.NewTerm(d)
+}
+
+// builtins are the generated module's functions, bound to rs.
+func (rs *ruleSet) builtins() []func(*rego.Rego) {
+	decl := types.NewFunction(types.Args(types.A), types.A)
+	return []func(*rego.Rego){
+		rego.Function1(&rego.Function{Name: builtinHits, Decl: decl}, func(_ rego.BuiltinContext, call *ast.Term) (*ast.Term, error) {
+			c, err := viewOf(call)
+			if err != nil {
+				return nil, err
+			}
+			return rs.hitsTerm(&c), nil
+		}),
+		rego.Function1(&rego.Function{Name: builtinDecision, Decl: decl}, func(_ rego.BuiltinContext, call *ast.Term) (*ast.Term, error) {
+			c, err := viewOf(call)
+			if err != nil {
+				return nil, err
+			}
+			return rs.decisionTerm(&c), nil // nil: undefined
+		}),
+	}
+}
+
+// builtinDecls declares the functions to the compiler.
+func builtinDecls() map[string]*ast.Builtin {
+	decl := types.NewFunction(types.Args(types.A), types.A)
+	return map[string]*ast.Builtin{
+		builtinHits:     {Name: builtinHits, Decl: decl},
+		builtinDecision: {Name: builtinDecision, Decl: decl},
+	}
+}

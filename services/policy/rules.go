@@ -1,0 +1,209 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+)
+
+// RuleDoc is the data form of a rule in data.airlock.rules.
+func RuleDoc(r *airlockv1.PolicyRule) (map[string]any, error) {
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(stripMeta(r))
+	if err != nil {
+		return nil, fmt.Errorf("encode rule %s: %w", r.GetId(), err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("encode rule %s: %w", r.GetId(), err)
+	}
+	if _, ok := m["priority"]; !ok {
+		m["priority"] = 0
+	}
+	return m, nil
+}
+
+// stripMeta drops bookkeeping fields the policy does not read, so that who
+// edited a rule does not change the policy revision by itself.
+func stripMeta(r *airlockv1.PolicyRule) *airlockv1.PolicyRule {
+	c := &airlockv1.PolicyRule{}
+	*c = airlockv1.PolicyRule{
+		Id: r.Id, Priority: r.Priority, Server: r.Server, Tool: r.Tool, ToolPattern: r.ToolPattern, Pattern: r.Pattern,
+		Agent: r.Agent, Args: r.Args, Effect: r.Effect, Risk: r.Risk, Reason: r.Reason, Approvers: r.Approvers,
+		Quorum: r.Quorum, Timeout: r.Timeout, Notify: r.Notify, Redact: r.Redact, ToolWords: r.ToolWords,
+	}
+	return c
+}
+
+// mergeData returns base with run-time rules and bindings merged into
+// data.airlock, rules sorted by priority then id.
+func mergeData(base map[string]any, rules []*airlockv1.PolicyRule, bindings map[string]string) (map[string]any, error) {
+	// Deep copy through JSON so the shared Code is never modified.
+	raw, err := json.Marshal(base)
+	if err != nil {
+		return nil, fmt.Errorf("policy data: %w", err)
+	}
+	var data map[string]any
+	if err := json.Unmarshal(raw, &data); err != nil {
+		return nil, fmt.Errorf("policy data: %w", err)
+	}
+	if data == nil {
+		data = map[string]any{}
+	}
+	al, _ := data["airlock"].(map[string]any)
+	if al == nil {
+		al = map[string]any{}
+		data["airlock"] = al
+	}
+	byID := map[string]map[string]any{}
+	var order []string
+	if list, ok := al["rules"].([]any); ok {
+		for i, e := range list {
+			m, ok := e.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("policy data: airlock.rules[%d] is not an object", i)
+			}
+			if err := checkDataRule(m); err != nil {
+				return nil, fmt.Errorf("policy data: airlock.rules[%d]: %w", i, err)
+			}
+			id, _ := m["id"].(string)
+			if id == "" {
+				id = fmt.Sprintf("#%d", i)
+				m["id"] = id
+			}
+			if _, ok := m["priority"]; !ok {
+				m["priority"] = 0
+			}
+			byID[id] = m
+			order = append(order, id)
+		}
+	}
+	for _, r := range rules {
+		if r.GetDeleted() {
+			delete(byID, r.Id)
+			continue
+		}
+		m, err := RuleDoc(r)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := byID[r.Id]; !ok {
+			order = append(order, r.Id)
+		}
+		byID[r.Id] = m
+	}
+	list := make([]any, 0, len(byID))
+	for _, id := range order {
+		if m, ok := byID[id]; ok {
+			list = append(list, m)
+			delete(byID, id) // an id listed twice in data.json keeps its first place
+		}
+	}
+	sort.SliceStable(list, func(i, j int) bool {
+		pi, pj := priorityOf(list[i]), priorityOf(list[j])
+		if pi != pj {
+			return pi < pj
+		}
+		return fmt.Sprint(list[i].(map[string]any)["id"]) < fmt.Sprint(list[j].(map[string]any)["id"])
+	})
+	al["rules"] = list
+	b := map[string]any{}
+	if existing, ok := al["bindings"].(map[string]any); ok {
+		maps.Copy(b, existing)
+	}
+	for k, v := range bindings {
+		b[k] = v
+	}
+	al["bindings"] = b
+	return data, nil
+}
+
+func priorityOf(v any) float64 {
+	m, _ := v.(map[string]any)
+	switch p := m["priority"].(type) {
+	case float64:
+		return p
+	case json.Number:
+		f, _ := p.Float64()
+		return f
+	case int:
+		return float64(p)
+	}
+	return 0
+}
+
+// ValidateRule checks a run-time rule before it is stored, with sentences
+// that say what to fix.
+func ValidateRule(r *airlockv1.PolicyRule) error {
+	if r == nil {
+		return fmt.Errorf("rule is required")
+	}
+	if !idPattern(r.Id) {
+		return fmt.Errorf("rule id %q must be 1-64 characters from A-Z a-z 0-9 _ -", r.Id)
+	}
+	if _, ok := actions[r.Effect]; !ok {
+		return fmt.Errorf("rule %s: effect %q must be allow, ask or deny", r.Id, r.Effect)
+	}
+	if _, ok := risks[r.Risk]; r.Risk != "" && !ok {
+		return fmt.Errorf("rule %s: risk %q must be low, medium, high or critical", r.Id, r.Risk)
+	}
+	if r.Timeout != "" {
+		if d, err := time.ParseDuration(r.Timeout); err != nil || d <= 0 {
+			return fmt.Errorf("rule %s: timeout %q must be a positive duration such as 10m", r.Id, r.Timeout)
+		}
+	}
+	for _, g := range []string{r.ToolPattern, r.Pattern} {
+		if _, err := compileGlob(g, nil); g != "" && err != nil {
+			return fmt.Errorf("rule %s: pattern %q is not a valid glob: %v", r.Id, g, err)
+		}
+	}
+	for ptr, g := range r.Args {
+		if !strings.HasPrefix(ptr, "/") {
+			return fmt.Errorf("rule %s: argument %q must be a JSON pointer such as /path", r.Id, ptr)
+		}
+		if _, err := compileGlob(g, []rune{'/'}); err != nil {
+			return fmt.Errorf("rule %s: argument glob %q is not valid: %v", r.Id, g, err)
+		}
+	}
+	for _, p := range r.Redact {
+		if !strings.HasPrefix(p, "/") {
+			return fmt.Errorf("rule %s: redact path %q must be a JSON pointer such as /password", r.Id, p)
+		}
+	}
+	return nil
+}
+
+func idPattern(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkDataRule holds a data.json rule to the same shape and checks as a
+// run-time rule, so a typo refuses the policy instead of matching everything.
+func checkDataRule(m map[string]any) error {
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	r := &airlockv1.PolicyRule{}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, r); err != nil {
+		return err
+	}
+	if r.Id == "" {
+		r.Id = "unnamed"
+	}
+	return ValidateRule(r)
+}
