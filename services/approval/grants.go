@@ -19,7 +19,7 @@ import (
 // Standing grants live in the grants bucket, key = grant id, value the
 // protobuf binary of airlock.v1.StandingGrant. This service creates, lists
 // and revokes them; the policy service reads them and spends a use with CAS
-// (uses_left - 1, used_by += "<call>.<revision>").
+// (uses_left - 1, used_by += "<agent>.<call>.<revision>").
 
 // CreateGrant builds an "always allow" grant from a call (endpoint
 // "grants.create"): agent, server and tool come from the call's newest

@@ -105,19 +105,7 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 			users[g] = append(users[g], u.Name)
 		}
 	}
-	a := cfg.Approval
-	if a.DefaultTimeout <= 0 {
-		a.DefaultTimeout = 5 * time.Minute
-	}
-	if a.SweepInterval <= 0 {
-		a.SweepInterval = time.Second
-	}
-	if a.NotifyTimeout <= 0 {
-		a.NotifyTimeout = 10 * time.Second
-	}
-	if len(a.DefaultApprovers) == 0 {
-		a.DefaultApprovers = []string{"group:reviewers"}
-	}
+	a := cfg.Approval // every default is in config.Default, checked by Validate
 	s := &Service{
 		deps:      deps,
 		cfg:       a,
@@ -169,9 +157,6 @@ func (s *Service) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); s.sweep(runCtx) }()
 
 	workers := s.cfg.Workers
-	if workers <= 0 {
-		workers = 8
-	}
 	err = consume.Run(runCtx, s.deps.JS, consume.Spec{
 		Service: "approval", Stream: s.deps.Config.Stream.Name, Durable: Durable,
 		FilterSubjects: []string{

@@ -81,7 +81,7 @@ func (ActorType) EnumDescriptor() ([]byte, []int) {
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Deterministic where the event can only happen once per call revision
-	// ("<call>.<revision>.<type>"), so a retried publish is deduplicated by the
+	// ("<agent>.<call>.<revision>.<type>"), so a retried publish is deduplicated by the
 	// stream's Nats-Msg-Id window; random otherwise.
 	EventId  string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
 	AgentId  string                 `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`

@@ -532,7 +532,7 @@ type StandingGrant struct {
 	CreatedAt   *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	FromCallId  string                 `protobuf:"bytes,11,opt,name=from_call_id,json=fromCallId,proto3" json:"from_call_id,omitempty"`
 	Revoked     bool                   `protobuf:"varint,12,opt,name=revoked,proto3" json:"revoked,omitempty"`
-	// "<call>.<revision>" keys that used this grant (most recent last, bounded),
+	// "<agent>.<call>.<revision>" keys that used this grant (most recent last, bounded),
 	// so a redelivered request never spends a use twice.
 	UsedBy    []string `protobuf:"bytes,13,rep,name=used_by,json=usedBy,proto3" json:"used_by,omitempty"`
 	RevokedBy *Actor   `protobuf:"bytes,14,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`

@@ -225,6 +225,21 @@ func (c Config) Validate() error {
 	if c.Policy.ReloadInterval <= 0 {
 		errs = append(errs, fmt.Errorf("policy.reload_interval is %s: set a positive duration such as 1s", c.Policy.ReloadInterval))
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"approval.default_timeout", c.Approval.DefaultTimeout}, {"approval.sweep_interval", c.Approval.SweepInterval},
+		{"approval.notify_timeout", c.Approval.NotifyTimeout}, {"executor.ack_wait", c.Executor.AckWait}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s is %s: set a positive duration such as 5m", d.name, d.v))
+		}
+	}
+	if len(c.Approval.DefaultApprovers) == 0 {
+		errs = append(errs, fmt.Errorf("approval.default_approvers is empty: name who decides calls whose rule names nobody, e.g. [group:reviewers]"))
+	}
+	if c.Approval.Workers <= 0 || c.Executor.Workers <= 0 || c.Policy.Workers <= 0 {
+		errs = append(errs, fmt.Errorf("approval.workers, executor.workers and policy.workers must be at least 1"))
+	}
 	if _, err := ParseSync(c.Dev.Sync); err != nil {
 		errs = append(errs, err)
 	}

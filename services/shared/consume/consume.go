@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/airlock-gate/airlock/services/shared/obs"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // Handler processes one message. Returning nil acks it; returning an error
@@ -275,24 +276,15 @@ func backoff(meta *jetstream.MsgMetadata) time.Duration {
 	return d
 }
 
-// shard keeps one call's messages on one worker: airlock.evt.<agent>.<call>.<type>
-// is hashed on "<agent>.<call>" (FNV-1a, without allocating).
+// shard keeps one call's messages on one worker: they are hashed on
+// "<agent>.<call>" (subject.CallKey; FNV-1a, without allocating).
 func shard(subj string, n int) int {
 	if n == 1 {
 		return 0
 	}
-	key := subj
-	// <agent>.<call> lies between the second and the fourth dot.
-	var dots [4]int
-	found := 0
-	for i := 0; i < len(subj) && found < 4; i++ {
-		if subj[i] == '.' {
-			dots[found] = i
-			found++
-		}
-	}
-	if found == 4 {
-		key = subj[dots[1]+1 : dots[3]]
+	key, ok := subject.CallKey(subj)
+	if !ok {
+		key = subj
 	}
 	const offset32, prime32 = 2166136261, 16777619
 	h := uint32(offset32)

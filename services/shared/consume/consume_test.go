@@ -19,6 +19,8 @@ func TestShardHashesAgentAndCallLikeFNV(t *testing.T) {
 	tests := []struct{ name, subj, key string }{
 		{"an event subject is sharded on its agent and call", "airlock.evt.bot.call_1.requested", "bot.call_1"},
 		{"two types of one call land on the same worker", "airlock.evt.bot.call_1.completed", "bot.call_1"},
+		{"an execution event lands with the call's other events", "airlock.evt.bot.call_1.exec.completed", "bot.call_1"},
+		{"a request lands with the call's events", "airlock.req.bot.call_1", "bot.call_1"},
 		{"a subject with fewer tokens is sharded whole", "airlock.evt.bot", "airlock.evt.bot"},
 	}
 	for _, tt := range tests {

@@ -179,6 +179,33 @@ func OutOfAgentType(agent, typ string) string { return OutPrefix + "." + agent +
 // form with its own events subjects, so it can read nothing else.
 func DirectGet(stream, subj string) string { return "$JS.API.DIRECT.GET." + stream + "." + subj }
 
+// CallKey returns "<agent>.<call>" of an event, request or republished
+// subject (airlock.{evt,req,out}.<agent>.<call>…) without allocating, for
+// hot paths that only need to group a call's messages; false for any other
+// subject. It does not validate the ids.
+func CallKey(s string) (string, bool) {
+	if !strings.HasPrefix(s, "airlock.") {
+		return "", false
+	}
+	dots, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		if s[i] != '.' {
+			continue
+		}
+		dots++
+		switch dots {
+		case 2:
+			start = i + 1
+		case 4:
+			return s[start:i], true
+		}
+	}
+	if dots == 3 && strings.HasPrefix(s, RequestsPrefix+".") {
+		return s[start:], true
+	}
+	return "", false
+}
+
 // OfType matches events of one type from every agent and call.
 func OfType(typ string) string { return EventsPrefix + ".*.*." + suffix(typ) }
 

@@ -72,3 +72,19 @@ func TestTypesAreEveryEventBody(t *testing.T) {
 		t.Fatalf("SPEC §3 lists 16 event types, Types has %d", len(Types))
 	}
 }
+
+func TestCallKeyGroupsACallsMessages(t *testing.T) {
+	for _, tc := range []struct{ subject, want string }{
+		{"airlock.evt.bot.c1.requested", "bot.c1"},
+		{"airlock.evt.bot.c1.exec.completed", "bot.c1"},
+		{"airlock.req.bot.c1", "bot.c1"},
+		{"airlock.out.bot.c1.exec.started", "bot.c1"},
+		{"airlock.evt.bot", ""},
+		{"other.thing.a.b.c", ""},
+	} {
+		got, ok := CallKey(tc.subject)
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("CallKey(%q) = %q, %v; want %q", tc.subject, got, ok, tc.want)
+		}
+	}
+}

@@ -13,7 +13,7 @@ import (
 // FinalEvent returns the lifecycle event that records how rec was decided
 // (approved, rejected, changes_requested, expired, canceled), or nil for a
 // record that is pending or only records the executor's progress. It depends
-// on the record alone — id "<call>.<revision>.<type>", time = the record's
+// on the record alone — id "<agent>.<call>.<revision>.<type>", time = the record's
 // update time — so publishing it again after a crash or a retried request
 // stores one event.
 func FinalEvent(rec *airlockv1.ApprovalRecord) (*airlockv1.Event, error) {

@@ -27,7 +27,7 @@ func (n *Notifier) Name() string { return Name }
 // Wants implements notify.Notifier: the log is told about every call.
 func (n *Notifier) Wants(*airlockv1.ApprovalRecord) bool { return true }
 
-// Announce implements notify.Notifier. The ref is "<call>.<revision>";
+// Announce implements notify.Notifier. The ref is "<agent>.<call>.<revision>";
 // announcing again (after a crash) just logs again.
 func (n *Notifier) Announce(ctx context.Context, rec *airlockv1.ApprovalRecord) (string, error) {
 	c := rec.GetCall()
