@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -131,4 +133,59 @@ func TestDoFastEndsOnTheSubmittedRevision(t *testing.T) {
 			t.Fatalf("outcome %+v, err %v; want invalid", out, err)
 		}
 	})
+}
+
+// TestDoFastNeverReportsAnOutcomeTheStreamRefused answers a request with a
+// `completed` that the stream refuses (a compare-and-append that lost, as
+// when another executor ended the call first) and then the `failed` that was
+// stored: the agent must get the stored one.
+func TestDoFastNeverReportsAnOutcomeTheStreamRefused(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	pub := deps.Publisher("executor")
+	sub, err := deps.NC.Subscribe(subject.AllRequests, func(m *nats.Msg) {
+		agent, call, _ := subject.RequestTokens(m.Subject)
+		ledger := subject.OfExecution(agent, call)
+		// First the append that loses (it expects an event that is not
+		// there), then the one the stream stores.
+		refused := &airlockv1.Event{AgentId: agent, CallId: call, Revision: 1,
+			Body: &airlockv1.Event_Completed{Completed: &airlockv1.Completed{ResultJson: `"never stored"`}}}
+		if _, err := pub.PublishAfter(context.Background(), refused, "", ledger, 7); !errors.Is(err, envelope.ErrConflict) {
+			t.Errorf("the losing append: %v, want a conflict", err)
+		}
+		stored := &airlockv1.Event{AgentId: agent, CallId: call, Revision: 1,
+			Body: &airlockv1.Event_Failed{Failed: &airlockv1.Failed{Reason: "indeterminate"}}}
+		if _, err := pub.PublishAfter(context.Background(), stored, "", ledger, 0); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := deps.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := testenv.Connect(t, n.URL())
+	c, _ := airlock.New(nc, "bot")
+	w, err := c.Watch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// A raw subscriber on the events' own subjects would see the refused
+	// publish too; the SDK follows only what the stream stored.
+	raw, _ := nc.SubscribeSync("airlock.evt.bot.refused.>")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := w.DoFast(ctx, airlock.Call{ID: "refused", Tool: "demo__echo"})
+	if err != nil || out.Status != airlock.StatusFailed {
+		t.Fatalf("outcome %+v, %v; want the stored failure", out, err)
+	}
+	// The hazard is real: a core subscriber on the events' subjects saw the
+	// refused `completed` first.
+	m, err := raw.NextMsg(time.Second)
+	if err != nil || !strings.HasSuffix(m.Subject, ".completed") {
+		t.Fatalf("the raw subscriber's first message: %v %v; want the refused completed", m, err)
+	}
 }
