@@ -40,7 +40,8 @@ func newBenchFloorCmd(g *globals) *cobra.Command {
 and measures, one kind at a time in this process: sync publish, async publish
 (acks batched), compare-and-append publish (Nats-Expected-Last-Subject-Sequence
 with a wildcard -Subject), KV create, KV update, Direct Get of a subject's last
-message, pull-consumer delivery + ack, core publish → subscriber, and a raw
+message, pull-consumer delivery + ack (from a limits stream and from a work
+queue), core publish → subscriber, and a raw
 hop (publish → consumer → re-publish → receive). Latency is one operation at a
 time; CPU per operation is the process's user + system time (client and
 embedded server together) with --concurrency operations in flight.`,
@@ -107,6 +108,7 @@ func printFloor(w io.Writer, f *messagingFloor, setup string) {
 		{"KV update", f.KVUpdate},
 		{"Direct Get, last by subject", f.DirectGet},
 		{"pull delivery + ack", f.PullDeliverAck},
+		{"pull delivery + ack, work queue", f.PullDeliverAckWorkQueue},
 		{"core publish → subscriber", f.CorePubSub},
 		{"raw hop (publish→consume→re-publish→recv)", f.RawHop},
 	} {
@@ -174,6 +176,9 @@ type messagingFloor struct {
 	// PullDeliverAck: a pull consumer's delivery of a stored message and its
 	// ack; latency from a stored publish to its delivery.
 	PullDeliverAck floorOp `json:"pull_deliver_ack"`
+	// PullDeliverAckWorkQueue: the same from a work-queue stream, where the
+	// ack also removes the message (the intake stream).
+	PullDeliverAckWorkQueue floorOp `json:"pull_deliver_ack_work_queue"`
 	// CorePubSub: a core NATS publish delivered to a subscriber.
 	CorePubSub floorOp `json:"core_publish_deliver"`
 	// RawHop: publish to a stream → pull consumer → re-publish → receive,
@@ -183,14 +188,15 @@ type messagingFloor struct {
 
 // floorMix counts the operations of one call, for messagingFloor.CPUus.
 type floorMix struct {
-	SyncPublish, AsyncPublish, CASPublish, KVCreate, KVUpdate, DirectGet, PullDeliverAck, CorePubSub float64
+	SyncPublish, AsyncPublish, CASPublish, KVCreate, KVUpdate, DirectGet, PullDeliverAck, PullDeliverAckWorkQueue, CorePubSub float64
 }
 
 // CPUus is the CPU floor of mix: Σ count × CPU per operation.
 func (f *messagingFloor) CPUus(mix floorMix) float64 {
 	return mix.SyncPublish*f.SyncPublish.CPUPerOpUs + mix.AsyncPublish*f.AsyncPublish.CPUPerOpUs +
 		mix.CASPublish*f.CASPublish.CPUPerOpUs + mix.KVCreate*f.KVCreate.CPUPerOpUs + mix.KVUpdate*f.KVUpdate.CPUPerOpUs +
-		mix.DirectGet*f.DirectGet.CPUPerOpUs + mix.PullDeliverAck*f.PullDeliverAck.CPUPerOpUs + mix.CorePubSub*f.CorePubSub.CPUPerOpUs
+		mix.DirectGet*f.DirectGet.CPUPerOpUs + mix.PullDeliverAck*f.PullDeliverAck.CPUPerOpUs +
+		mix.PullDeliverAckWorkQueue*f.PullDeliverAckWorkQueue.CPUPerOpUs + mix.CorePubSub*f.CorePubSub.CPUPerOpUs
 }
 
 // measureFloor measures every operation against the NATS server at url
@@ -220,7 +226,10 @@ func measureFloor(ctx context.Context, url string, o floorOptions) (*messagingFl
 		{"KV create", &f.KVCreate, func() (floorOp, error) { return floorKV(ctx, js, o, payload, false) }},
 		{"KV update", &f.KVUpdate, func() (floorOp, error) { return floorKV(ctx, js, o, payload, true) }},
 		{"direct get", &f.DirectGet, func() (floorOp, error) { return floorDirectGet(ctx, js, o, payload) }},
-		{"pull delivery and ack", &f.PullDeliverAck, func() (floorOp, error) { return floorPull(ctx, js, o, payload) }},
+		{"pull delivery and ack", &f.PullDeliverAck, func() (floorOp, error) { return floorPull(ctx, js, o, payload, jetstream.LimitsPolicy) }},
+		{"pull delivery and ack from a work queue", &f.PullDeliverAckWorkQueue, func() (floorOp, error) {
+			return floorPull(ctx, js, o, payload, jetstream.WorkQueuePolicy)
+		}},
 		{"core publish and delivery", &f.CorePubSub, func() (floorOp, error) { return floorCore(ctx, url, o, payload) }},
 		{"raw hop", &f.RawHop, func() (floorOp, error) { return floorHop(ctx, url, o, payload) }},
 	}
@@ -468,9 +477,14 @@ func floorDirectGet(ctx context.Context, js jetstream.JetStream, o floorOptions,
 
 // floorPull: latency from a stored publish to its delivery at a waiting
 // pull consumer; CPU of delivering and acking a stored backlog (its
-// publishes happen before the count starts).
-func floorPull(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte) (floorOp, error) {
-	s, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: "FLOOR_PULL", Subjects: []string{"floor.pull.>"}})
+// publishes happen before the count starts). retention is the stream's:
+// on a work queue the ack also removes the message.
+func floorPull(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte, retention jetstream.RetentionPolicy) (floorOp, error) {
+	name := "FLOOR_PULL"
+	if retention == jetstream.WorkQueuePolicy {
+		name = "FLOOR_PULL_WQ"
+	}
+	s, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: []string{"floor.pull.>"}, Retention: retention})
 	if err != nil {
 		return floorOp{}, err
 	}
