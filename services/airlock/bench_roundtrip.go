@@ -103,11 +103,19 @@ type callCounts struct {
 	IntakeWrites float64 `json:"intake_writes"`
 	// EventWrites: events stored in the events stream.
 	EventWrites float64 `json:"event_writes"`
+	// EventBytes: bytes the events stream stored (records: subject,
+	// headers, body).
+	EventBytes float64 `json:"event_bytes"`
 	// PolicyDeliveries, ExecutorDeliveries: messages delivered to each
 	// service's durable consumer.
 	PolicyDeliveries   float64 `json:"policy_deliveries"`
 	ExecutorDeliveries float64 `json:"executor_deliveries"`
 }
+
+// floorRecordOverhead is what a stored record holds besides a message's
+// headers and body: the file store's record header and hash (22 B) and a
+// subject of an event's typical length.
+const floorRecordOverhead = 64
 
 // callMix is what an auto-allowed call does on the bus (ARCHITECTURE.md,
 // "An auto-allowed call"): the agent's request (a publish to the intake
@@ -205,7 +213,14 @@ func runRoundtripBench(ctx context.Context, cfg config.Config, o roundtripOption
 	rep.Decider, rep.PerCall = decider, counts
 	rep.RoundTrip.Latency, rep.RoundTrip.Throughput = rt.lat, rt.tput
 
-	if rep.Floor, err = measureFloor(ctx, ns.URL(), floorOptions{Samples: o.Samples, Concurrency: o.Concurrency, Ops: o.FloorOps}); err != nil {
+	// The floor's messages are as large as the call's events: a stored
+	// record less what the store adds to any message (its subject and
+	// record header, about floorRecordOverhead bytes).
+	payload := 256
+	if counts.EventWrites > 0 {
+		payload = max(payload, int(counts.EventBytes/counts.EventWrites)-floorRecordOverhead)
+	}
+	if rep.Floor, err = measureFloor(ctx, ns.URL(), floorOptions{Samples: o.Samples, Concurrency: o.Concurrency, Ops: o.FloorOps, Payload: payload}); err != nil {
 		return nil, err
 	}
 	rep.FloorCPUus = rep.Floor.CPUus(rep.Mix)
@@ -304,6 +319,7 @@ func measure(ctx context.Context, o roundtripOptions, op func(ctx context.Contex
 		}
 		per = callCounts{
 			IntakeWrites: (after.IntakeWrites - before.IntakeWrites) / n, EventWrites: (after.EventWrites - before.EventWrites) / n,
+			EventBytes:         (after.EventBytes - before.EventBytes) / n,
 			PolicyDeliveries:   (after.PolicyDeliveries - before.PolicyDeliveries) / n,
 			ExecutorDeliveries: (after.ExecutorDeliveries - before.ExecutorDeliveries) / n,
 		}
@@ -430,6 +446,9 @@ func serverCounts(ctx context.Context, js jetstream.JetStream, cfg config.Config
 			return c, fmt.Errorf("stream %s: %w", s.name, err)
 		}
 		*s.out = float64(st.CachedInfo().State.LastSeq)
+		if s.name == cfg.Stream.Name {
+			c.EventBytes = float64(st.CachedInfo().State.Bytes)
+		}
 	}
 	for _, d := range []struct {
 		stream, durable string
@@ -497,8 +516,9 @@ func printRoundtrip(w io.Writer, r *roundtripReport) {
 	fmt.Fprintf(w, "%-26s %8.0fµs %8.0fµs %12.0f %10.0fµs  (%d in flight)\n", "raw JetStream hop", r.RawHop.Latency.P50us, r.RawHop.Latency.P99us, r.RawHop.Throughput.PerSecond, r.RawHop.Throughput.CPUPerOpUs, r.RawHop.Throughput.Concurrency)
 	fmt.Fprintf(w, "%-26s %8.0fµs %8.0fµs %12.0f %10.0fµs  (%d in flight)\n\n", "auto-allowed round trip", r.RoundTrip.Latency.P50us, r.RoundTrip.Latency.P99us, r.RoundTrip.Throughput.PerSecond, r.RoundTrip.Throughput.CPUPerOpUs, r.RoundTrip.Throughput.Concurrency)
 	c := r.PerCall
-	fmt.Fprintf(w, "per call, counted by the server: %.2f intake writes, %.2f event writes, %.2f policy deliveries, %.2f executor deliveries\n", c.IntakeWrites, c.EventWrites, c.PolicyDeliveries, c.ExecutorDeliveries)
-	fmt.Fprintf(w, "messaging floor of one call (each operation alone, CPU per op with %d in flight):\n", r.Floor.Concurrency)
+	fmt.Fprintf(w, "per call, counted by the server: %.2f intake writes, %.2f event writes (%.0f B stored), %.2f policy deliveries, %.2f executor deliveries\n",
+		c.IntakeWrites, c.EventWrites, c.EventBytes, c.PolicyDeliveries, c.ExecutorDeliveries)
+	fmt.Fprintf(w, "messaging floor of one call (each operation alone, %d B messages, CPU per op with %d in flight):\n", r.Floor.Payload, r.Floor.Concurrency)
 	for _, op := range []struct {
 		name  string
 		count float64
