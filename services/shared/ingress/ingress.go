@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
@@ -33,32 +34,36 @@ var (
 	threadPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 )
 
-// nonFinite finds a NaN or infinite number in v and returns its JSON pointer.
-func nonFinite(s *structpb.Struct, at string) (string, bool) {
+// badStruct finds a value JSON cannot carry in s — a NaN or infinite
+// number, or a value of no kind — and returns its JSON pointer and what is
+// wrong with it.
+func badStruct(s *structpb.Struct, at string) (string, string, bool) {
 	for k, v := range s.GetFields() {
-		if p, ok := nonFiniteValue(v, at+"/"+k); ok {
-			return p, true
+		if p, why, ok := badValue(v, at+"/"+k); ok {
+			return p, why, true
 		}
 	}
-	return "", false
+	return "", "", false
 }
 
-func nonFiniteValue(v *structpb.Value, at string) (string, bool) {
+func badValue(v *structpb.Value, at string) (string, string, bool) {
 	switch k := v.GetKind().(type) {
+	case nil:
+		return at, "has no value (set null explicitly)", true
 	case *structpb.Value_NumberValue:
 		if math.IsNaN(k.NumberValue) || math.IsInf(k.NumberValue, 0) {
-			return at, true
+			return at, "is not a finite number (NaN or infinity): JSON cannot carry it, send a finite number or a string", true
 		}
 	case *structpb.Value_StructValue:
-		return nonFinite(k.StructValue, at)
+		return badStruct(k.StructValue, at)
 	case *structpb.Value_ListValue:
 		for i, e := range k.ListValue.GetValues() {
-			if p, ok := nonFiniteValue(e, fmt.Sprintf("%s/%d", at, i)); ok {
-				return p, true
+			if p, why, ok := badValue(e, fmt.Sprintf("%s/%d", at, i)); ok {
+				return p, why, true
 			}
 		}
 	}
-	return "", false
+	return "", "", false
 }
 
 // Refusal is why a request was refused; Reason is the sentence recorded in
@@ -174,11 +179,25 @@ func Call(call *airlockv1.ToolCall) *Refusal {
 	if call.Arguments == nil {
 		call.Arguments = &structpb.Struct{Fields: map[string]*structpb.Value{}}
 	}
-	if path, ok := nonFinite(call.Arguments, ""); ok {
-		return refuse("argument %s is not a finite number (NaN or infinity): JSON cannot carry it, send a finite number or a string", path)
+	if path, why, ok := badStruct(call.Arguments, ""); ok {
+		return refuse("argument %s %s", path, why)
+	}
+	if path, why, ok := badStruct(call.Annotations, ""); ok {
+		return refuse("annotation %s %s", path, why)
+	}
+	if call.CreatedAt != nil {
+		if err := call.CreatedAt.CheckValid(); err != nil {
+			return refuse("created_at is not a valid time (%v): leave it unset or send an RFC 3339 time", err)
+		}
 	}
 	if call.Revision == 0 {
 		call.Revision = 1
+	}
+	// Every service, front-end and export writes the call as JSON: whatever
+	// the checks above did not name must still encode, or it would break
+	// them for every reviewer.
+	if _, err := protojson.Marshal(call); err != nil {
+		return refuse("the call cannot be written as JSON (%v): send only values JSON can carry", err)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 )
@@ -55,6 +56,13 @@ func TestRequestRefusals(t *testing.T) {
 		}}}}}})
 	inf, _ := proto.Marshal(&airlockv1.Event{Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{
 		Call: &airlockv1.ToolCall{Tool: "demo__echo", Arguments: &structpb.Struct{Fields: map[string]*structpb.Value{"x": structpb.NewNumberValue(math.Inf(1))}}}}}})
+	encode := func(call *airlockv1.ToolCall) []byte {
+		b, _ := proto.Marshal(&airlockv1.Event{Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: call}}})
+		return b
+	}
+	nanAnnotation := encode(&airlockv1.ToolCall{Tool: "demo__echo", Annotations: &structpb.Struct{Fields: map[string]*structpb.Value{"readOnlyHint": structpb.NewNumberValue(math.NaN())}}})
+	kindless := encode(&airlockv1.ToolCall{Tool: "demo__echo", Arguments: &structpb.Struct{Fields: map[string]*structpb.Value{"extra": {}}}})
+	farFuture := encode(&airlockv1.ToolCall{Tool: "demo__echo", CreatedAt: &timestamppb.Timestamp{Seconds: math.MaxInt64 / 2}})
 	for _, tc := range []struct {
 		name, subject string
 		data          []byte
@@ -68,6 +76,9 @@ func TestRequestRefusals(t *testing.T) {
 		{"refuses_another_agents_id_in_the_body", "airlock.req.bot.c1", []byte(`{"agentId":"evil","requested":{"call":{"tool":"demo__echo"}}}`), true, "does not match"},
 		{"refuses_a_nan_deep_in_the_arguments", "airlock.req.bot.c1", nan, false, "/n/0 is not a finite number"},
 		{"refuses_an_infinite_argument", "airlock.req.bot.c1", inf, false, "/x is not a finite number"},
+		{"refuses_a_nan_annotation", "airlock.req.bot.c1", nanAnnotation, false, "annotation /readOnlyHint is not a finite number"},
+		{"refuses_a_value_of_no_kind", "airlock.req.bot.c1", kindless, false, "argument /extra has no value"},
+		{"refuses_a_time_out_of_range", "airlock.req.bot.c1", farFuture, false, "created_at is not a valid time"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := nats.Header{}

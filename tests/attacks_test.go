@@ -1,0 +1,102 @@
+package tests
+
+// Attacks found by an adversarial review of the trust boundary (SPEC §6),
+// each run through the public surfaces with real credentials against the
+// production layout: every one of them worked before its fix.
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// publishRaw publishes a hand-built protobuf request as agent h, the way any
+// agent that does not use the Go SDK may.
+func (h *hostile) publishRaw(call *airlockv1.ToolCall) {
+	h.t.Helper()
+	ev := &airlockv1.Event{Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: call}}}
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	js, err := jetstream.New(h.nc)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.Publish(ctx, "airlock.req."+h.agent+"."+call.CallId, data); err != nil {
+		h.t.Fatalf("agent %s could not publish its own request: %v", h.agent, err)
+	}
+}
+
+func writeArgs(path, content string) *structpb.Struct {
+	return &structpb.Struct{Fields: map[string]*structpb.Value{
+		"path": structpb.NewStringValue(path), "content": structpb.NewStringValue(content)}}
+}
+
+// An agent chooses every field of its request, not only the arguments: NaN
+// in annotations, a protobuf Value of no kind or a created_at outside the
+// Timestamp range once reached the approval record, and from then on the
+// approval service could not encode any list containing it — every
+// reviewer's inbox failed. Such a request is refused at intake with an
+// `invalid` event that says why, and the inbox keeps working.
+func TestAValueJSONCannotCarryIsRefusedAndEveryInboxStillWorks(t *testing.T) {
+	p := startProdLayout(t, "bot", "evil1", "evil2", "evil3")
+	url := p.nats.Server.URL()
+	bot := connectAgent(t, p.nats.CredentialFile("bot"), url)
+	api := p.frontend(t)
+	_, adminJS := p.nats.Connect(natsauth.RoleAdmin)
+
+	victim := bot.mustSubmit(airlock.Call{ID: "victim", Tool: writeTool, Args: map[string]any{"path": "v.txt", "content": "bot's"}})
+	waitApproval(t, api, "bot", victim, 1, pendingState)
+
+	nanAnnotations := &structpb.Struct{Fields: map[string]*structpb.Value{"readOnlyHint": structpb.NewNumberValue(math.NaN())}}
+	noKind := writeArgs("n.txt", "x")
+	noKind.Fields["extra"] = &structpb.Value{}
+	attacks := []struct {
+		agent, why string
+		call       *airlockv1.ToolCall
+	}{
+		{"evil1", "annotation /readOnlyHint is not a finite number", &airlockv1.ToolCall{CallId: "nan", Server: "demo", Tool: "write_file", Arguments: writeArgs("n.txt", "x"), Annotations: nanAnnotations}},
+		{"evil2", "argument /extra has no value", &airlockv1.ToolCall{CallId: "nokind", Server: "demo", Tool: "write_file", Arguments: noKind}},
+		{"evil3", "created_at is not a valid time", &airlockv1.ToolCall{CallId: "time", Server: "demo", Tool: "write_file", Arguments: writeArgs("n.txt", "x"), CreatedAt: &timestamppb.Timestamp{Seconds: math.MaxInt64 / 2}}},
+	}
+	for _, a := range attacks {
+		connectAgent(t, p.nats.CredentialFile(a.agent), url).publishRaw(a.call)
+		ev := testenv.WaitForEvent(t, adminJS, subject.OfCall(a.agent, a.call.CallId), subject.Invalid, 20*time.Second)
+		if got := ev.GetInvalid().GetReason(); !strings.Contains(got, a.why) {
+			t.Errorf("%s's request was refused with %q, want a reason saying %q", a.agent, got, a.why)
+		}
+		if types := testenv.SubjectTypes(t, adminJS, subject.OfCall(a.agent, a.call.CallId)); strings.Join(types, ",") != subject.Invalid {
+			t.Errorf("%s's call has events %v, want only invalid", a.agent, types)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := api.List(ctx, &airlockv1.ListRequest{States: []airlockv1.ApprovalState{pendingState}})
+	if err != nil {
+		t.Fatalf("the reviewers' inbox is broken: %v", err)
+	}
+	found := false
+	for _, r := range resp.GetRecords() {
+		found = found || r.GetCall().GetCallId() == victim
+	}
+	if !found {
+		t.Fatalf("bot's pending call is not in the inbox")
+	}
+}
