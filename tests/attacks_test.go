@@ -19,6 +19,8 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
+	"github.com/airlock-gate/airlock/services/shared/policyapi"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -98,5 +100,57 @@ func TestAValueJSONCannotCarryIsRefusedAndEveryInboxStillWorks(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("bot's pending call is not in the inbox")
+	}
+}
+
+// putRule changes the policy as an admin would through the console.
+func (p *prodLayout) putRule(t *testing.T, rule *airlockv1.PolicyRule) {
+	t.Helper()
+	nc, _ := p.nats.Connect(natsauth.RoleConsole)
+	k, err := seal.ParseHex(p.nats.Config.Security.FrontendKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := policyapi.New(nc, k, "console").PutRule(ctx, rule, reviewer("admin")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitAction waits until the policy in force decides call with action.
+func (p *prodLayout) waitAction(t *testing.T, call *airlockv1.ToolCall, action airlockv1.Action, ruleID string) {
+	t.Helper()
+	nc, _ := p.nats.Connect(natsauth.RoleConsole)
+	testenv.Eventually(t, 20*time.Second, "rule "+ruleID+" to decide "+action.String(), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		d, err := policyapi.New(nc, seal.Key{}, "").Eval(ctx, call)
+		return err == nil && d.GetAction() == action && d.GetRuleId() == ruleID
+	})
+}
+
+// Self-confirmation: a rule whose approvers are ["requester"] lets only the
+// verified person the call acts for decide. The directory once also matched
+// the word as a plain principal name, so whoever was called "requester" (a
+// console user, a Slack mapping) decided every such call of every agent.
+func TestAPrincipalNamedRequesterConfirmsNobodysCalls(t *testing.T) {
+	p := startProdLayout(t, "bot")
+	url := p.nats.Server.URL()
+	bot := connectAgent(t, p.nats.CredentialFile("bot"), url)
+	api := p.frontend(t)
+	p.putRule(t, &airlockv1.PolicyRule{Id: "self-confirm", Priority: 1, Server: "demo", Tool: "write_file",
+		Effect: "ask", Approvers: []string{"requester"}})
+	var id string
+	testenv.Eventually(t, 20*time.Second, "the self-confirmation rule to be in force", func() bool {
+		id = bot.mustSubmit(airlock.Call{Tool: writeTool, OnBehalfOf: "carol", Args: map[string]any{"path": "s.txt", "content": "x"}})
+		rec := waitApproval(t, api, "bot", id, 1, pendingState)
+		return rec.GetDecision().GetRuleId() == "self-confirm"
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := api.Decide(ctx, &airlockv1.DecideRequest{AgentId: "bot", CallId: id, Revision: 1, Kind: approveKind, Principal: reviewer("requester")})
+	if err == nil && r.GetChanged() {
+		t.Fatalf("a principal named \"requester\" approved carol's self-confirmation call: %s", r.GetMessage())
 	}
 }

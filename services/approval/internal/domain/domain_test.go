@@ -353,6 +353,8 @@ func TestSelfConfirmation(t *testing.T) {
 		{"requester_or_reviewers_lets_either_decide", rec([]string{Requester, "group:reviewers"}, "dana", true), "bob", true},
 		{"requester_or_reviewers_lets_the_requester_decide", rec([]string{Requester, "group:reviewers"}, "dana", true), "dana", true},
 		{"an_agent_naming_itself_requester_gains_nothing", rec([]string{Requester}, "", false), "", false},
+		{"a_principal_named_requester_is_nobody", rec([]string{Requester}, "dana", true), "requester", false},
+		{"a_principal_named_requester_is_nobody_beside_a_group", rec([]string{Requester, "group:reviewers"}, "dana", true), "requester", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if r := Authorize(tc.rec, dir, tc.principal, "approve"); (r == nil) != tc.ok {
