@@ -141,6 +141,8 @@ func hint(err error) string {
 	switch {
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
 		return " (no intake stream answers: is airlock running, and is this connection an airlock agent's?)"
+	case strings.Contains(err.Error(), "maximum messages per subject"):
+		return " (this agent already has as many requests waiting for airlock's policy service as it may (intake.max_pending_per_agent): wait for some to be decided, then submit again)"
 	case strings.Contains(err.Error(), "maximum bytes"), strings.Contains(err.Error(), "message size exceeds"):
 		return " (airlock's intake is full or the request is too large: try again later, or pass large inputs by reference)"
 	}

@@ -6,11 +6,14 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -152,5 +155,147 @@ func TestAPrincipalNamedRequesterConfirmsNobodysCalls(t *testing.T) {
 	r, err := api.Decide(ctx, &airlockv1.DecideRequest{AgentId: "bot", CallId: id, Revision: 1, Kind: approveKind, Principal: reviewer("requester")})
 	if err == nil && r.GetChanged() {
 		t.Fatalf("a principal named \"requester\" approved carol's self-confirmation call: %s", r.GetMessage())
+	}
+}
+
+// Ingress once measured a request by the bytes the agent sent, but airlock
+// stores it as protobuf, which can be larger ("1," is 2 bytes of JSON and 11
+// of protobuf): a request under limits.max_request_bytes whose `requested`
+// event was over the stream's max_msg_size could never be recorded, was
+// retried forever and held the policy's workers — no agent's call was
+// decided. It is refused with a reason, leaves the intake, and other calls
+// flow.
+func TestARequestTooLargeToRecordIsRefusedAndLeavesTheIntake(t *testing.T) {
+	p := startProdLayout(t, "bot", "evil")
+	url := p.nats.Server.URL()
+	bot := connectAgent(t, p.nats.CredentialFile("bot"), url)
+	evil := connectAgent(t, p.nats.CredentialFile("evil"), url)
+	_, adminJS := p.nats.Connect(natsauth.RoleAdmin)
+	js, err := jetstream.New(evil.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	body := `{"requested":{"call":{"callId":"blowup","tool":"demo__echo","arguments":{"a":[` + strings.Repeat("1,", 125000) + `1]}}}}`
+	if len(body) > p.nats.Config.Limits.MaxRequestBytes {
+		t.Fatalf("setup: %d bytes is over the request limit", len(body))
+	}
+	m := nats.NewMsg("airlock.req.evil.blowup")
+	m.Header.Set("Content-Type", "application/json")
+	m.Data = []byte(body)
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	actx, acancel := context.WithTimeout(ctx, 30*time.Second)
+	defer acancel()
+	out, err := evil.client.Await(actx, "blowup")
+	if out.Status != airlock.StatusInvalid || !strings.Contains(out.Reason, "as airlock stores it") {
+		t.Fatalf("the request ended %q (%q, %v), want invalid saying it is too large as stored", out.Status, out.Reason, err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the intake to be empty", func() bool {
+		s, err := adminJS.Stream(ctx, requestStream)
+		return err == nil && s.CachedInfo().State.Msgs == 0
+	})
+	if o := bot.await(bot.mustSubmit(airlock.Call{Tool: "demo__echo", Args: map[string]any{"text": "hi"}}), 1); !o.Completed() {
+		t.Fatalf("bot's call: %+v", o)
+	}
+}
+
+// One agent flooding the intake once delayed every other agent's calls for
+// as long as the flood lasted, and a longer flood filled the intake so that
+// everyone's submit was refused. The intake stores each agent's requests
+// under its own subject with a bounded share (intake.max_pending_per_agent):
+// the flood's excess is refused at the server, the flooding agent never
+// holds more than its share, and another agent's call completes while the
+// flood goes on.
+func TestOneAgentsFloodNeitherFillsTheIntakeNorHoldsUpAnotherAgent(t *testing.T) {
+	p := startProdLayout(t, "bot", "evil")
+	url := p.nats.Server.URL()
+	bot := connectAgent(t, p.nats.CredentialFile("bot"), url)
+	evil := connectAgent(t, p.nats.CredentialFile("evil"), url)
+	_, adminJS := p.nats.Connect(natsauth.RoleAdmin)
+	share := uint64(p.nats.Config.Intake.MaxPendingPerAgent)
+
+	js, err := jetstream.New(evil.nc, jetstream.WithPublishAsyncMaxPending(4000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		flooding  = make(chan struct{})
+		done      = make(chan struct{})
+		published atomic.Int64
+		quotaHits atomic.Int64
+		maxHeld   atomic.Uint64
+	)
+	go func() {
+		defer close(done)
+		for n := 0; ; n++ {
+			select {
+			case <-flooding:
+				<-js.PublishAsyncComplete()
+				return
+			default:
+			}
+			ack, err := js.PublishAsync(fmt.Sprintf("airlock.req.evil.f%d", n), []byte("junk"))
+			if err != nil {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			published.Add(1)
+			go func() {
+				select {
+				case err := <-ack.Err():
+					if strings.Contains(err.Error(), "maximum messages per subject") {
+						quotaHits.Add(1)
+					}
+				case <-ack.Ok():
+				}
+			}()
+		}
+	}()
+	// Watch what evil holds in the intake while bot works.
+	stopWatch := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stopWatch:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			s, err := adminJS.Stream(ctx, requestStream)
+			var info *jetstream.StreamInfo
+			if err == nil {
+				info, err = s.Info(ctx, jetstream.WithSubjectFilter("airlock.req.evil"))
+			}
+			cancel()
+			if err == nil {
+				held := info.State.Subjects["airlock.req.evil"]
+				for cur := maxHeld.Load(); held > cur && !maxHeld.CompareAndSwap(cur, held); cur = maxHeld.Load() {
+				}
+			}
+		}
+	}()
+	testenv.Eventually(t, 20*time.Second, "the flood to reach evil's share of the intake", func() bool { return quotaHits.Load() > 0 })
+
+	out := bot.await(bot.mustSubmit(airlock.Call{Tool: "demo__echo", Args: map[string]any{"text": "during the flood"}}), 1)
+	select {
+	case <-done:
+		t.Fatal("the flood stopped before bot's call ended")
+	default:
+	}
+	close(flooding)
+	<-done
+	close(stopWatch)
+	<-watched
+	if !out.Completed() {
+		t.Fatalf("bot's call during the flood ended %+v", out)
+	}
+	t.Logf("evil published %d junk requests, %d refused over its share; it held at most %d in the intake", published.Load(), quotaHits.Load(), maxHeld.Load())
+	if held := maxHeld.Load(); held > share {
+		t.Fatalf("evil held %d requests in the intake, over its share of %d", held, share)
 	}
 }

@@ -151,11 +151,12 @@ func TestTrustBoundaryUnderTheShippedPermissions(t *testing.T) {
 		defer cancel()
 		// Message ids equal to the victim's event ids, and to a future call's.
 		for _, id := range []string{"bot." + victim + ".1.decision", "bot." + victim + ".1.approved", "bot.future.1.requested", "bot.future.1.decision", "future.1.approved"} {
-			m := nats.NewMsg("airlock.req.evil.pre_" + strings.ReplaceAll(id, ".", "_"))
+			call := "pre_" + strings.ReplaceAll(id, ".", "_")
+			m := nats.NewMsg("airlock.req.evil." + call)
 			m.Header.Set(jetstream.MsgIDHeader, id)
 			m.Header.Set("Content-Type", "application/json")
-			m.Data = []byte(`{"requested":{"call":{"tool":"demo__echo"}}}`)
-			if _, err := evil.client.Submit(ctx, airlock.Call{ID: "pre_" + strings.ReplaceAll(id, ".", "_"), Tool: "demo__echo"}); err != nil {
+			m.Data = []byte(`{"requested":{"call":{"callId":"` + call + `","tool":"demo__echo"}}}`)
+			if _, err := evil.client.Submit(ctx, airlock.Call{ID: call, Tool: "demo__echo"}); err != nil {
 				t.Fatal(err)
 			}
 			if err := evil.nc.PublishMsg(m); err != nil {

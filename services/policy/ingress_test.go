@@ -2,6 +2,8 @@ package policy_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,25 +43,28 @@ func TestMalformedRequestsBecomeInvalid(t *testing.T) {
 		return b
 	}
 	tests := []struct {
-		name, call string
+		name, call string // call: where the invalid event is recorded
 		data       []byte
 		json       bool
 		want       string
 	}{
-		{"does_not_decode", "c1", []byte{0xff, 0x01, 0x02}, false, "does not decode"},
-		{"not_json", "c2", []byte(`{"requested":`), true, "not valid JSON"},
-		{"arguments_not_an_object", "c3", []byte(`{"requested":{"call":{"tool":"fs__read_file","arguments":["/etc/passwd"]}}}`), true, "arguments must be a JSON object"},
-		{"no_tool", "c4", []byte(`{"requested":{"call":{"server":"fs"}}}`), true, "tool is required"},
-		{"no_call", "c5", []byte(`{"requested":{}}`), true, "has no call"},
-		{"wrong_body", "c6", pb(&airlockv1.Event{Body: &airlockv1.Event_Approved{Approved: &airlockv1.Approved{}}}), false, `must be "requested"`},
-		{"spoofed_agent", "c7", []byte(`{"agentId":"admin","requested":{"call":{"tool":"fs__read_file"}}}`), true, "does not match the subject"},
-		{"oversized", "c8", []byte(`{"requested":{"call":{"tool":"fs__write_file","arguments":{"content":"` + strings.Repeat("x", 3000) + `"}}}}`), true, "over the 2048-byte limit"},
-		{"bad_tool_name", "c9", []byte(`{"requested":{"call":{"tool":"fs__read file!"}}}`), true, "must be 1-128 characters"},
-		{"unknown_field", "c10", []byte(`{"requested":{"call":{"tool":"fs__read_file","sudo":true}}}`), true, "does not decode"},
+		// Bodies that name no call (or cannot be read at all) are recorded
+		// under the agent's "_invalid" call.
+		{"does_not_decode", "_invalid", []byte{0xff, 0x01, 0x02}, false, "does not decode"},
+		{"not_json", "_invalid", []byte(`{"requested":`), true, "not valid JSON"},
+		{"names_no_call", "_invalid", []byte(`{"requested":{"call":{"tool":"fs__read_file"}}}`), true, "names no call"},
+		{"arguments_not_an_object", "c3", []byte(`{"requested":{"call":{"callId":"c3","tool":"fs__read_file","arguments":["/etc/passwd"]}}}`), true, "arguments must be a JSON object"},
+		{"no_tool", "c4", []byte(`{"requested":{"call":{"callId":"c4","server":"fs"}}}`), true, "tool is required"},
+		{"no_call", "c5", []byte(`{"callId":"c5","requested":{}}`), true, "has no call"},
+		{"wrong_body", "c6", pb(&airlockv1.Event{CallId: "c6", Body: &airlockv1.Event_Approved{Approved: &airlockv1.Approved{}}}), false, `must be "requested"`},
+		{"spoofed_agent", "c7", []byte(`{"agentId":"admin","requested":{"call":{"callId":"c7","tool":"fs__read_file"}}}`), true, "does not match"},
+		{"oversized", "c9", []byte(`{"requested":{"call":{"callId":"c9","tool":"fs__write_file","arguments":{"content":"` + strings.Repeat("x", 3000) + `"}}}}`), true, "over the 2048-byte limit"},
+		{"bad_tool_name", "c10", []byte(`{"requested":{"call":{"callId":"c10","tool":"fs__read file!"}}}`), true, "must be 1-128 characters"},
+		{"unknown_field", "c11", []byte(`{"requested":{"call":{"callId":"c11","tool":"fs__read_file","sudo":true}}}`), true, "does not decode"},
 	}
-	for _, tt := range tests {
+	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			msg := nats.NewMsg("airlock.req.bot." + tt.call)
+			msg := nats.NewMsg(fmt.Sprintf("airlock.req.bot.c%d", i+1))
 			msg.Data = tt.data
 			if tt.json {
 				msg.Header.Set("Content-Type", "application/json")
@@ -68,12 +73,13 @@ func TestMalformedRequestsBecomeInvalid(t *testing.T) {
 				t.Fatal(err)
 			}
 			filter := subject.OfCall("bot", tt.call)
-			ev := testenv.WaitForEvent(t, deps.JS, filter, subject.Invalid, 10*time.Second)
-			if !strings.Contains(ev.GetInvalid().GetReason(), tt.want) {
-				t.Fatalf("reason %q does not mention %q", ev.GetInvalid().GetReason(), tt.want)
-			}
-			if got := testenv.SubjectTypes(t, deps.JS, filter); len(got) != 1 || got[0] != "invalid" {
-				t.Fatalf("events for the call: %v, want [invalid]: a refused request is never recorded as requested", got)
+			testenv.Eventually(t, 10*time.Second, "an invalid event saying "+tt.want, func() bool {
+				return slices.ContainsFunc(testenv.Events(t, deps.JS, filter), func(ev *airlockv1.Event) bool {
+					return strings.Contains(ev.GetInvalid().GetReason(), tt.want)
+				})
+			})
+			if got := testenv.SubjectTypes(t, deps.JS, filter); slices.ContainsFunc(got, func(typ string) bool { return typ != subject.Invalid }) {
+				t.Fatalf("events for the call: %v, want only invalid: a refused request is never recorded as requested", got)
 			}
 		})
 	}

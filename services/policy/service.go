@@ -112,34 +112,72 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 		return consume.Permanent(fmt.Errorf("message without JetStream metadata: %w", err))
 	}
 	in := intake{subject: m.Subject(), seq: meta.Sequence.Stream, received: meta.Timestamp, trace: m.Headers().Get(envelope.HeaderTraceparent)}
+	callID, err := s.decide(ctx, m, in)
+	switch {
+	case err == nil:
+		return nil
+	case isTooLarge(err):
+		return s.refuse(ctx, in, 0, m.Data(), &ingress.Refusal{Call: callID,
+			Reason: "the request is too large to record once airlock adds what it stores with it: send smaller arguments, or pass large inputs by reference (a path or URL)"})
+	case meta.NumDelivered >= maxIntakeDeliveries:
+		// Whatever keeps failing, the request must not hold the intake (and
+		// its agent's share of it) forever: the agent is told.
+		return s.refuse(ctx, in, 0, m.Data(), &ingress.Refusal{Call: callID,
+			Reason: fmt.Sprintf("airlock could not record this request in %d attempts (%v): submit it again, and tell the operator if it keeps failing", meta.NumDelivered, err)})
+	}
+	return err
+}
+
+// maxIntakeDeliveries bounds the attempts at one request; with consume's
+// back-off they span about two minutes.
+const maxIntakeDeliveries = 20
+
+// isTooLarge reports a publish the stream refused because the message is
+// over its max_msg_size: no retry can succeed.
+func isTooLarge(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum
+}
+
+// decide records one request and its decision; it returns the call id the
+// request named (once known) for a refusal.
+func (s *Service) decide(ctx context.Context, m jetstream.Msg, in intake) (string, error) {
 	call, refusal := ingress.Request(m.Subject(), m.Data(), m.Headers(), s.deps.Config.Limits.MaxRequestBytes)
 	if refusal != nil {
-		return s.refuse(ctx, in, 0, m.Data(), refusal)
+		return refusal.Call, s.refuse(ctx, in, 0, m.Data(), refusal)
 	}
-	sealedBy, _ := s.frontend.VerifyRequest(m.Subject(), m.Headers(), m.Data(), time.Now())
+	// A front-end sealed the subject it published on, which the intake
+	// stored under the agent alone; the body names the same call. The seal
+	// is checked against the time the request arrived, not how long it
+	// waited in the intake.
+	published, err := subject.Request(call.AgentId, call.CallId)
+	if err != nil {
+		return call.CallId, s.refuse(ctx, in, 0, m.Data(), &ingress.Refusal{Reason: err.Error(), Call: call.CallId})
+	}
+	sealedBy, _ := s.frontend.VerifyRequest(published, m.Headers(), m.Data(), in.received)
 	s.vouch(call, sealedBy)
 	req := &airlockv1.Requested{Call: call, IntakeSeq: in.seq, ReceivedAt: timestamppb.New(in.received), SealedBy: sealedBy}
 	ref := callref.Of(call)
 	switch v, why, err := s.accept(ctx, in, ref, req); {
 	case err != nil:
-		return err
+		return ref.Call, err
 	case v == refused:
-		return s.refuse(ctx, in, ref.Rev, m.Data(), &ingress.Refusal{Reason: why})
+		return ref.Call, s.refuse(ctx, in, ref.Rev, m.Data(), &ingress.Refusal{Reason: why, Call: ref.Call})
 	case v == repeated:
 		decided, err := s.decided(ctx, ref)
 		if err != nil || decided {
-			return err // a repeat of a decided revision changes nothing
+			return ref.Call, err // a repeat of a decided revision changes nothing
 		}
 	}
 	d := s.decider.Decide(ctx, call)
 	ev := DecisionEvent(call, d)
 	if err := s.decisions.SealDecision(ev); err != nil {
-		return err
+		return ref.Call, err
 	}
 	if _, err := s.pub.Publish(ctx, ev, in.trace); err != nil {
-		return fmt.Errorf("publish decision for call %s: %w", ref, err)
+		return ref.Call, fmt.Errorf("publish decision for call %s: %w", ref, err)
 	}
-	return nil
+	return ref.Call, nil
 }
 
 // vouch sets what only airlock may say about a call: whom it acts for

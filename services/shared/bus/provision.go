@@ -56,17 +56,23 @@ func IntakeConfig(stream config.Stream, cfg config.Intake) jetstream.StreamConfi
 	return jetstream.StreamConfig{
 		Name:        cfg.Name,
 		Description: "airlock agent requests, waiting for the policy service",
-		Subjects:    []string{subject.RequestsPrefix + ".*.*"},
-		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     storage(stream.Storage),
-		Replicas:    stream.Replicas,
-		MaxAge:      stream.MaxAge,
-		MaxBytes:    cfg.MaxBytes,
-		Duplicates:  IntakeDuplicateWindow,
-		MaxMsgSize:  cfg.MaxMsgSize,
-		Discard:     jetstream.DiscardNew,
-		DenyDelete:  true,
-		DenyPurge:   true,
+		Subjects:    []string{subject.IntakeSource},
+		// Stored per agent, so the server refuses an agent's request beyond
+		// its share at once (DiscardNewPerSubject): one agent can neither
+		// fill the intake nor queue more than its share in front of others.
+		SubjectTransform:     &jetstream.SubjectTransformConfig{Source: subject.IntakeSource, Destination: subject.IntakeStored},
+		MaxMsgsPerSubject:    cfg.MaxPendingPerAgent,
+		DiscardNewPerSubject: true,
+		Retention:            jetstream.WorkQueuePolicy,
+		Storage:              storage(stream.Storage),
+		Replicas:             stream.Replicas,
+		MaxAge:               stream.MaxAge,
+		MaxBytes:             cfg.MaxBytes,
+		Duplicates:           IntakeDuplicateWindow,
+		MaxMsgSize:           cfg.MaxMsgSize,
+		Discard:              jetstream.DiscardNew,
+		DenyDelete:           true,
+		DenyPurge:            true,
 	}
 }
 

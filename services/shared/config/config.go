@@ -201,6 +201,10 @@ func decodeStrict(raw []byte, cfg *Config) error {
 	return nil
 }
 
+// EventHeadroom is what an event adds to the call it carries (its other
+// fields, the decision, headers and the seal), with room to spare.
+const EventHeadroom = 16 << 10
+
 // Validate checks settings that would otherwise fail later and obscurely.
 func (c Config) Validate() error {
 	var errs []error
@@ -216,11 +220,14 @@ func (c Config) Validate() error {
 	if c.Stream.Replicas < 1 || c.Stream.Replicas > 5 || c.Buckets.Replicas < 1 || c.Buckets.Replicas > 5 {
 		errs = append(errs, fmt.Errorf("replicas must be between 1 and 5 (stream %d, buckets %d)", c.Stream.Replicas, c.Buckets.Replicas))
 	}
-	if c.Limits.MaxRequestBytes <= 0 || int32(c.Limits.MaxRequestBytes) > c.Stream.MaxMsgSize {
-		errs = append(errs, fmt.Errorf("limits.max_request_bytes (%d) must be positive and at most stream.max_msg_size (%d)", c.Limits.MaxRequestBytes, c.Stream.MaxMsgSize))
+	if c.Limits.MaxRequestBytes <= 0 || int64(c.Limits.MaxRequestBytes)+EventHeadroom > int64(c.Stream.MaxMsgSize) {
+		errs = append(errs, fmt.Errorf("limits.max_request_bytes (%d) must be positive and at least %d bytes under stream.max_msg_size (%d), so that every event carrying the call fits", c.Limits.MaxRequestBytes, EventHeadroom, c.Stream.MaxMsgSize))
 	}
 	if c.Intake.MaxMsgSize < int32(c.Limits.MaxRequestBytes) {
 		errs = append(errs, fmt.Errorf("intake.max_msg_size (%d) must be at least limits.max_request_bytes (%d), so that an oversized request is told why", c.Intake.MaxMsgSize, c.Limits.MaxRequestBytes))
+	}
+	if c.Intake.MaxPendingPerAgent < 1 {
+		errs = append(errs, fmt.Errorf("intake.max_pending_per_agent (%d) must be at least 1: it is how many of one agent's requests may wait for the policy service", c.Intake.MaxPendingPerAgent))
 	}
 	if c.Policy.ReloadInterval <= 0 {
 		errs = append(errs, fmt.Errorf("policy.reload_interval is %s: set a positive duration such as 1s", c.Policy.ReloadInterval))

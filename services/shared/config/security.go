@@ -27,8 +27,12 @@ type Intake struct {
 	// requests over limits.max_request_bytes but under it get an `invalid`
 	// event saying why.
 	MaxMsgSize int32 `yaml:"max_msg_size"`
+	// MaxPendingPerAgent is how many of one agent's requests may wait for
+	// the policy service at once; past it the agent's publish is refused
+	// (its other calls, and every other agent, are unaffected).
+	MaxPendingPerAgent int64 `yaml:"max_pending_per_agent"`
 }
 
 func defaultIntake() Intake {
-	return Intake{Name: "AIRLOCK_REQUESTS", MaxBytes: 1 << 30, MaxMsgSize: 1 << 20}
+	return Intake{Name: "AIRLOCK_REQUESTS", MaxBytes: 1 << 30, MaxMsgSize: 1 << 20, MaxPendingPerAgent: 1000}
 }

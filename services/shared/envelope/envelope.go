@@ -211,7 +211,10 @@ func (p *Publisher) PublishAfter(ctx context.Context, ev *airlockv1.Event, paren
 	ack, err := p.js.PublishMsg(ctx, msg)
 	if err != nil {
 		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		// A clustered stream refuses an append to a subject another append
+		// is still in flight on with the "constant" variant: refused too.
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
 			return nil, fmt.Errorf("publish %s: %w", msg.Subject, ErrConflict)
 		}
 		return nil, fmt.Errorf("publish %s: %w", msg.Subject, err)

@@ -4,6 +4,7 @@
 package ingress
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
@@ -70,6 +72,8 @@ func badValue(v *structpb.Value, at string) (string, string, bool) {
 // the `invalid` event and returned to the agent.
 type Refusal struct {
 	Reason string
+	// Call is the call id the refused request named, when it could be read.
+	Call string
 }
 
 func (r *Refusal) Error() string { return r.Reason }
@@ -78,14 +82,18 @@ func refuse(format string, args ...any) *Refusal {
 	return &Refusal{Reason: fmt.Sprintf(format, args...)}
 }
 
-// Request checks one message an agent published on airlock.req.<agent>.<call>.
+// Request checks one message an agent published on airlock.req.<agent>.<call>,
+// as the intake stored it (airlock.req.<agent>; the call id is the body's).
 // It returns the normalized call (server and tool split from "server__tool",
-// revision defaulted, ids filled from the subject, the fields only airlock
-// may set cleared) or a Refusal.
-func Request(subj string, data []byte, header nats.Header, maxBytes int) (*airlockv1.ToolCall, *Refusal) {
-	if len(data) > maxBytes {
-		return nil, refuse("request is %d bytes, over the %d-byte limit: pass large inputs by reference (a path or URL) instead of inline", len(data), maxBytes)
-	}
+// revision defaulted, the agent from the subject, the fields only airlock
+// may set cleared) or a Refusal, which names the call when its id is known.
+func Request(subj string, data []byte, header nats.Header, maxBytes int) (_ *airlockv1.ToolCall, refusal *Refusal) {
+	var callID string
+	defer func() { // the refusal names the call, once its id is known, so the agent sees it
+		if refusal != nil && refusal.Call == "" && ids.Validate("call id", callID) == nil {
+			refusal.Call = callID
+		}
+	}()
 	agent, callID, ok := subject.RequestTokens(subj)
 	if !ok {
 		return nil, refuse("bad subject %q: publish on airlock.req.<agent_id>.<call_id>", subj)
@@ -93,10 +101,17 @@ func Request(subj string, data []byte, header nats.Header, maxBytes int) (*airlo
 	if err := ids.ValidateAgent(agent); err != nil {
 		return nil, refuse("%v", err)
 	}
-	if err := ids.Validate("call id", callID); err != nil {
-		return nil, refuse("%v", err)
+	if callID == "" { // the stored form: the body names the call
+		callID = bodyCallID(data, header)
 	}
-	p := subject.Parsed{Agent: agent, Call: callID}
+	if len(data) > maxBytes {
+		return nil, refuse("request is %d bytes, over the %d-byte limit: pass large inputs by reference (a path or URL) instead of inline", len(data), maxBytes)
+	}
+	if callID != "" {
+		if err := ids.Validate("call id", callID); err != nil {
+			return nil, refuse("%v", err)
+		}
+	}
 	if envelope.IsJSON(header) {
 		if r := checkJSONShape(data); r != nil {
 			return nil, r
@@ -114,17 +129,20 @@ func Request(subj string, data []byte, header nats.Header, maxBytes int) (*airlo
 	if call == nil {
 		return nil, refuse("request has no call: set requested.call")
 	}
-	for _, c := range []struct{ field, inEvent, inCall, fromSubject string }{
-		{"agent_id", ev.AgentId, call.AgentId, p.Agent},
-		{"call_id", ev.CallId, call.CallId, p.Call},
+	if callID == "" {
+		return nil, refuse("the request names no call: set requested.call.call_id to the call id you publish on")
+	}
+	for _, c := range []struct{ field, inEvent, inCall, want string }{
+		{"agent_id", ev.AgentId, call.AgentId, agent},
+		{"call_id", ev.CallId, call.CallId, callID},
 	} {
 		for _, v := range []string{c.inEvent, c.inCall} {
-			if v != "" && v != c.fromSubject {
-				return nil, refuse("%s %q does not match the subject's %q: publish on airlock.req.<agent_id>.<call_id>", c.field, v, c.fromSubject)
+			if v != "" && v != c.want {
+				return nil, refuse("%s %q does not match %q: publish on airlock.req.<agent_id>.<call_id> with the same ids in the body", c.field, v, c.want)
 			}
 		}
 	}
-	call.AgentId, call.CallId = p.Agent, p.Call
+	call.AgentId, call.CallId = agent, callID
 	// Only airlock vouches for these (the policy service sets them).
 	call.OnBehalfOfVerified, call.AnnotationsTrusted = false, false
 	if call.Revision == 0 {
@@ -135,6 +153,11 @@ func Request(subj string, data []byte, header nats.Header, maxBytes int) (*airlo
 	}
 	if err := Call(call); err != nil {
 		return nil, err
+	}
+	// JSON can be smaller than the protobuf airlock stores ("1," is 2 bytes
+	// of JSON, 11 of protobuf): the limit holds for both.
+	if n := proto.Size(call); n > maxBytes {
+		return nil, refuse("request is %d bytes as airlock stores it, over the %d-byte limit: pass large inputs by reference (a path or URL) instead of inline", n, maxBytes)
 	}
 	return call, nil
 }
@@ -202,6 +225,31 @@ func Call(call *airlockv1.ToolCall) *Refusal {
 	return nil
 }
 
+// bodyCallID reads the call id a request's body names, as leniently as it
+// can (unknown fields skipped, the rest of the body unchecked): it only says
+// which call a request is about, so that even a refusal reaches the agent
+// on that call's subject. "" when the body names none or cannot be read.
+func bodyCallID(data []byte, header nats.Header) string {
+	if envelope.IsJSON(header) {
+		type named struct {
+			CallID    string `json:"callId"`
+			CallIDAlt string `json:"call_id"`
+		}
+		var body struct {
+			named
+			Requested struct {
+				Call named `json:"call"`
+			} `json:"requested"`
+		}
+		_ = json.Unmarshal(data, &body) // partial results are what we want
+		c := body.Requested.Call
+		return cmp.Or(c.CallID, c.CallIDAlt, body.CallID, body.CallIDAlt)
+	}
+	var ev airlockv1.Event
+	_ = proto.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(data, &ev)
+	return cmp.Or(ev.GetRequested().GetCall().GetCallId(), ev.GetCallId())
+}
+
 // checkJSONShape gives a precise reason for the commonest protojson mistake,
 // arguments that are not an object, before the generic decoder error.
 func checkJSONShape(data []byte) *Refusal {
@@ -232,13 +280,17 @@ func truncate(s string, n int) string {
 }
 
 // InvalidEvent builds the `invalid` event for a refused request, on the
-// agent's own call subject so the agent sees it (a call token that is not a
-// valid id is recorded under the call id "_invalid"). Its id is derived from
+// agent's own call subject so the agent sees it: the call the subject names,
+// else the one the refusal names (r.Call, from the body), else — no valid
+// call id anywhere — the call id "_invalid". Its id is derived from
 // the request's intake sequence, so a redelivered request is refused once.
 // The agent token is trusted: NATS permissions let an agent publish only on
 // its own.
 func InvalidEvent(subj string, intakeSeq uint64, revision uint32, data []byte, r *Refusal) *airlockv1.Event {
 	agent, callID, ok := subject.RequestTokens(subj)
+	if callID == "" {
+		callID = r.Call
+	}
 	if !ok || ids.ValidateAgent(agent) != nil {
 		agent, callID = subject.SystemAgent, subject.InvalidCall
 	} else if ids.Validate("call id", callID) != nil {

@@ -94,14 +94,53 @@ func TestRequestRefusals(t *testing.T) {
 }
 
 func TestInvalidEventStaysOnTheAgentsOwnSubject(t *testing.T) {
-	for _, tc := range []struct{ subject, agent, call string }{
-		{"airlock.req.bot.c1", "bot", "c1"},
-		{"airlock.req.bot.c$1", "bot", "_invalid"},
-		{"airlock.req._system.c1", "_system", "_invalid"},
+	for _, tc := range []struct{ subject, named, agent, call string }{
+		{"airlock.req.bot.c1", "", "bot", "c1"},
+		{"airlock.req.bot.c$1", "", "bot", "_invalid"},
+		{"airlock.req._system.c1", "", "_system", "_invalid"},
+		{"airlock.req.bot", "c2", "bot", "c2"},
+		{"airlock.req.bot", "", "bot", "_invalid"},
+		{"airlock.req.bot", "c$2", "bot", "_invalid"},
 	} {
-		ev := InvalidEvent(tc.subject, 7, 1, []byte("x"), &Refusal{Reason: "no"})
+		ev := InvalidEvent(tc.subject, 7, 1, []byte("x"), &Refusal{Reason: "no", Call: tc.named})
 		if ev.AgentId != tc.agent || ev.CallId != tc.call || ev.EventId != "intake.7.invalid" {
 			t.Errorf("%s: invalid event on %s/%s id %s", tc.subject, ev.AgentId, ev.CallId, ev.EventId)
 		}
+	}
+}
+
+// The intake stores a request under its agent alone (airlock.req.<agent>):
+// the call id comes from the body, and a refusal names it so the agent sees
+// the refusal on its own call.
+func TestRequestAsTheIntakeStoresIt(t *testing.T) {
+	body := func(callID string) []byte {
+		return []byte(`{"requested":{"call":{"callId":"` + callID + `","tool":"demo__echo"}}}`)
+	}
+	for _, tc := range []struct {
+		name, subject string
+		data          []byte
+		call, refusal string // the call's id; the refusal's words and the call it names
+	}{
+		{"the_call_id_comes_from_the_body", "airlock.req.bot", body("c7"), "c7", ""},
+		{"a_body_without_a_call_id_is_refused", "airlock.req.bot", body(""), "", "names no call"},
+		{"an_invalid_call_id_in_the_body_is_refused", "airlock.req.bot", body("c/7"), "", "call id"},
+		{"the_published_subject_and_the_body_must_agree", "airlock.req.bot.c1", body("c7"), "c1", "does not match"},
+		{"a_refusal_names_the_bodys_call", "airlock.req.bot", []byte(`{"requested":{"call":{"callId":"c8"}}}`), "c8", "tool is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			call, r := Request(tc.subject, tc.data, jsonHeader(), 1<<20)
+			switch {
+			case tc.refusal == "":
+				if r != nil || call.GetCallId() != tc.call || call.GetAgentId() != "bot" {
+					t.Fatalf("call %v refusal %v, want call bot/%s", call, r, tc.call)
+				}
+			case r == nil || !strings.Contains(r.Reason, tc.refusal) || r.Call != tc.call:
+				t.Fatalf("refusal %+v, want one saying %q about call %q", r, tc.refusal, tc.call)
+			}
+		})
+	}
+	big := []byte(`{"requested":{"call":{"callId":"c9","tool":"demo__echo","arguments":{"x":"` + strings.Repeat("a", 2000) + `"}}}}`)
+	if _, r := Request("airlock.req.bot", big, jsonHeader(), 1000); r == nil || r.Call != "c9" || !strings.Contains(r.Reason, "over the 1000-byte limit") {
+		t.Fatalf("an oversized request was refused with %+v, want its call named", r)
 	}
 }

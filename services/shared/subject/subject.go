@@ -149,18 +149,29 @@ func Request(agent, call string) (string, error) {
 
 // RequestTokens returns the agent and call tokens of an intake subject
 // without validating them (the caller refuses what is not valid), and false
-// when the subject is not airlock.req.<agent>.<call>.
+// when the subject is neither airlock.req.<agent>.<call> (as agents publish)
+// nor airlock.req.<agent> (as the intake stream stores it: IntakeStored),
+// where call is empty.
 func RequestTokens(s string) (agent, call string, ok bool) {
 	rest, found := strings.CutPrefix(s, RequestsPrefix+".")
-	if !found {
+	if !found || rest == "" {
 		return "", "", false
 	}
 	agent, call, found = strings.Cut(rest, ".")
-	if !found || agent == "" || call == "" || strings.Contains(call, ".") {
+	if agent == "" || (found && (call == "" || strings.Contains(call, "."))) {
 		return "", "", false
 	}
 	return agent, call, true
 }
+
+// IntakeSource is what agents publish to; the intake stream stores each
+// request under IntakeStored, its agent alone, so that the server can count
+// one agent's waiting requests (intake.max_pending_per_agent). The call id
+// travels in the request's body.
+const (
+	IntakeSource = RequestsPrefix + ".*.*"
+	IntakeStored = RequestsPrefix + ".{{wildcard(1)}}"
+)
 
 // Out is where the events stream republishes a stored event subject:
 // airlock.evt.A.C.T → airlock.out.A.C.T.

@@ -88,3 +88,22 @@ func TestCallKeyGroupsACallsMessages(t *testing.T) {
 		}
 	}
 }
+
+func TestRequestTokensReadsThePublishedAndTheStoredForm(t *testing.T) {
+	for _, tc := range []struct {
+		subject, agent, call string
+		ok                   bool
+	}{
+		{"airlock.req.bot.c1", "bot", "c1", true},
+		{"airlock.req.bot", "bot", "", true},
+		{"airlock.req.bot.", "", "", false},
+		{"airlock.req.bot.c1.x", "", "", false},
+		{"airlock.req.", "", "", false},
+		{"airlock.evt.bot.c1", "", "", false},
+	} {
+		agent, call, ok := RequestTokens(tc.subject)
+		if ok != tc.ok || (ok && (agent != tc.agent || call != tc.call)) {
+			t.Errorf("RequestTokens(%q) = %q, %q, %v; want %q, %q, %v", tc.subject, agent, call, ok, tc.agent, tc.call, tc.ok)
+		}
+	}
+}
