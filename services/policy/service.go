@@ -87,6 +87,10 @@ func (s *Service) Run(ctx context.Context) error {
 		Service: "policy", Stream: s.deps.Config.Intake.Name, Durable: Durable,
 		FilterSubjects: []string{subject.AllRequests},
 		Workers:        s.deps.Config.Policy.Workers,
+		// One agent's requests share a subject: up to a quarter of the
+		// workers, so that it can never occupy them all. Two requests for one
+		// call are safe in parallel: accept is a compare-and-append.
+		Lanes: max(1, s.deps.Config.Policy.Workers/4),
 	}, s.deps.Log, s.deps.Metrics, s.handle)
 	cancel()
 	wg.Wait()

@@ -41,6 +41,13 @@ type Spec struct {
 	// Workers handle messages concurrently (default 1); one call's messages
 	// always go to the same worker, in stream order.
 	Workers int
+	// Lanes, when above 1, spreads the messages of one subject over that
+	// many workers by stream sequence instead of one: for a stream whose
+	// subject names a sender rather than a call (the intake stores each
+	// agent's requests under one subject), so that a sender gets some
+	// parallelism but never more than Lanes workers. The handler must
+	// tolerate concurrent messages of one subject.
+	Lanes int
 	// MaxAckPending bounds unacknowledged messages (default 1000).
 	MaxAckPending int
 }
@@ -141,7 +148,13 @@ func Run(ctx context.Context, js jetstream.JetStream, spec Spec, log *slog.Logge
 			log.Warn("fetching messages failed; retrying", "err", err)
 			continue
 		}
-		queues[shard(m.Subject(), spec.Workers)] <- fetched{m: m, at: time.Now()}
+		var seq uint64
+		if spec.Lanes > 1 {
+			if meta, err := m.Metadata(); err == nil {
+				seq = meta.Sequence.Stream
+			}
+		}
+		queues[worker(m.Subject(), seq, spec.Workers, spec.Lanes)] <- fetched{m: m, at: time.Now()}
 	}
 	for _, q := range queues {
 		close(q)
@@ -274,6 +287,16 @@ func backoff(meta *jetstream.MsgMetadata) time.Duration {
 		d = 10 * time.Second
 	}
 	return d
+}
+
+// worker picks the worker for a message: its call's (shard), or with lanes
+// above 1 one of that many workers from there on, by stream sequence.
+func worker(subj string, seq uint64, workers, lanes int) int {
+	w := shard(subj, workers)
+	if lanes > 1 {
+		w = (w + int(seq%uint64(lanes))) % workers
+	}
+	return w
 }
 
 // shard keeps one call's messages on one worker: they are hashed on

@@ -141,3 +141,29 @@ func TestBusyWorkerDoesNotHoldUpOtherCalls(t *testing.T) {
 		t.Fatal("a call on an idle worker waited behind another call's backlog")
 	}
 }
+
+func TestLanesBoundTheWorkersOneSubjectUses(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		workers, lanes int
+		want           int
+	}{
+		{"without lanes one subject stays on one worker", 32, 0, 1},
+		{"lanes spread one subject over that many workers", 32, 8, 8},
+		{"never over the workers there are", 4, 8, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			used := map[int]bool{}
+			for seq := uint64(1); seq <= 1000; seq++ {
+				w := worker("airlock.req.evil", seq, tc.workers, tc.lanes)
+				if w < 0 || w >= tc.workers {
+					t.Fatalf("worker %d of %d", w, tc.workers)
+				}
+				used[w] = true
+			}
+			if len(used) != tc.want {
+				t.Fatalf("one subject used %d workers, want %d", len(used), tc.want)
+			}
+		})
+	}
+}
