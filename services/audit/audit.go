@@ -11,9 +11,16 @@
 //     is written twice anyway (an insert that failed ambiguously, two
 //     replicas racing) is byte-identical, and every read uses FINAL on a
 //     ReplacingMergeTree keyed by the sequence.
+//   - A chain nobody can forge by writing ClickHouse: each row's hash is
+//     HMAC-SHA256 under the audit key (Options.Key), which ClickHouse never
+//     sees. The sink extends the chain only from a row whose hash is the
+//     key's and whose sequence the stream has issued (TrustedHead), so a
+//     forged, altered or far-future row can neither move the head nor make
+//     the sink skip events; it logs what it passed over, and `airlock audit
+//     verify` names it.
 //   - One chain: rows are chained in stream-sequence order and a row is a
 //     pure function of its stream message and the previous hash. A writer
-//     only ever extends the chain from the head it read from ClickHouse;
+//     only ever extends the chain from the trusted head it read from ClickHouse;
 //     when its next message is further along than head+1 (another replica
 //     holds the ones in between, or ClickHouse was added after the events
 //     were acknowledged) it reads the missing range from the stream itself.
@@ -60,6 +67,8 @@ type Options struct {
 	FlushInterval time.Duration
 	// MaxBackoff caps the wait between retries while ClickHouse is down (default 2s).
 	MaxBackoff time.Duration
+	// Key seals the chain; required (LoadKey reads it from configuration).
+	Key *record.Key
 }
 
 func (o Options) withDefaults() Options {
@@ -92,6 +101,9 @@ func New(deps svc.Deps, opt Options) (*Service, error) {
 	if opt.DSN == "" {
 		return nil, errors.New("audit sink: no ClickHouse DSN (set clickhouse.dsn or AIRLOCK_CLICKHOUSE_DSN)")
 	}
+	if opt.Key == nil {
+		return nil, fmt.Errorf("audit sink: %w", ErrNoKey)
+	}
 	if opt.Stream == "" {
 		opt.Stream = deps.Config.Stream.Name
 	}
@@ -108,8 +120,12 @@ func NewFromConfig(_ context.Context, deps svc.Deps) (svc.Service, error) {
 	if c.ClickHouse.DSN == "" {
 		return idle{log: deps.Log}, nil
 	}
+	key, err := LoadKey(c.Audit)
+	if err != nil {
+		return nil, fmt.Errorf("audit sink: %w", err)
+	}
 	return New(deps, Options{DSN: c.ClickHouse.DSN, Stream: c.Stream.Name,
-		BatchSize: c.Audit.BatchSize, FlushInterval: c.Audit.FlushInterval})
+		BatchSize: c.Audit.BatchSize, FlushInterval: c.Audit.FlushInterval, Key: key})
 }
 
 type idle struct{ log *slog.Logger }
@@ -323,7 +339,8 @@ func (s *Service) connect(ctx context.Context) (*writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &writer{st: st, js: s.deps.JS, stream: s.opt.Stream, batch: s.opt.BatchSize, resync: true, log: s.log}
+	w := &writer{st: st, js: s.deps.JS, stream: s.opt.Stream, batch: s.opt.BatchSize, resync: true, log: s.log,
+		key: s.opt.Key, sealer: s.opt.Key.Sealer()}
 	return w, nil
 }
 
@@ -335,9 +352,41 @@ type writer struct {
 	batch  int
 	log    *slog.Logger
 
+	key    *record.Key
+	sealer *record.Sealer
+
 	headSeq  uint64
 	headHash string
 	resync   bool // re-read the head from ClickHouse before the next write
+	warned   map[uint64]bool
+}
+
+// head reads the trusted head: the last authentic row ClickHouse holds at
+// or below the stream's last sequence. Rows it passes over are logged once.
+func (w *writer) head(ctx context.Context) error {
+	st, err := w.js.Stream(ctx, w.stream)
+	if err != nil {
+		return fmt.Errorf("events stream %s: %w", w.stream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("events stream %s: %w", w.stream, err)
+	}
+	seq, hash, skipped, err := w.st.TrustedHead(ctx, w.key, info.State.LastSeq)
+	if err != nil {
+		return err
+	}
+	if w.warned == nil {
+		w.warned = map[uint64]bool{}
+	}
+	for _, u := range skipped {
+		if !w.warned[u.Seq] && len(w.warned) < 1000 {
+			w.warned[u.Seq] = true
+			w.log.Warn("audit: ignoring a row in ClickHouse the audit service did not write; its events are written from the stream. Run `airlock audit verify` and find who writes the audit store", "seq", u.Seq, "event", u.EventID, "why", u.Why)
+		}
+	}
+	w.headSeq, w.headHash = seq, hash
+	return nil
 }
 
 // commit seals and writes every row of built (sorted by sequence, not
@@ -346,11 +395,10 @@ type writer struct {
 // sequence ≤ the largest in built is committed.
 func (w *writer) commit(ctx context.Context, built []record.Row) error {
 	if w.resync {
-		seq, hash, err := w.st.Head(ctx)
-		if err != nil {
+		if err := w.head(ctx); err != nil {
 			return err
 		}
-		w.headSeq, w.headHash, w.resync = seq, hash, false
+		w.resync = false
 	}
 	in := built
 	skip := func() {
@@ -364,11 +412,9 @@ func (w *writer) commit(ctx context.Context, built []record.Row) error {
 	}
 	if in[0].Seq > w.headSeq+1 {
 		// Another replica may have written the gap meanwhile: look first.
-		seq, hash, err := w.st.Head(ctx)
-		if err != nil {
+		if err := w.head(ctx); err != nil {
 			return err
 		}
-		w.headSeq, w.headHash = seq, hash
 		if skip(); len(in) == 0 {
 			return nil
 		}
@@ -396,7 +442,7 @@ func (w *writer) commit(ctx context.Context, built []record.Row) error {
 			}
 			prev, last = w.headHash, w.headSeq
 		}
-		record.Seal(&r, prev)
+		w.sealer.Seal(&r, prev)
 		prev, last = r.Hash, r.Seq
 		rows = append(rows, r)
 	}
@@ -429,7 +475,7 @@ func (w *writer) fill(ctx context.Context, seq uint64) error {
 			return nil
 		}
 		r := record.Build(m)
-		record.Seal(&r, prev)
+		w.sealer.Seal(&r, prev)
 		prev = r.Hash
 		rows = append(rows, r)
 		if len(rows) >= w.batch {

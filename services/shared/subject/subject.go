@@ -40,18 +40,36 @@ const (
 	UnauthorizedAttempt = "unauthorized_attempt"
 	PolicyChanged       = "policy_changed"
 	Invalid             = "invalid"
+	VoteCast            = "vote_cast"
+	GrantCreated        = "grant_created"
+	GrantUsed           = "grant_used"
+	GrantRevoked        = "grant_revoked"
+	GrantExpired        = "grant_expired"
+	DecisionRefused     = "decision_refused"
+	SignIn              = "sign_in"
+	TokenCreated        = "token_created"
+	TokenRevoked        = "token_revoked"
+	AuditPruned         = "audit_pruned"
 )
 
 // Types lists every event type.
 var Types = []string{Requested, Allowed, Denied, ApprovalRequested, Notified, Approved, Rejected,
-	ChangesRequested, Expired, Canceled, Started, Completed, Failed, UnauthorizedAttempt, PolicyChanged, Invalid}
+	ChangesRequested, Expired, Canceled, Started, Completed, Failed, UnauthorizedAttempt, PolicyChanged, Invalid,
+	VoteCast, GrantCreated, GrantUsed, GrantRevoked, GrantExpired, DecisionRefused, SignIn, TokenCreated, TokenRevoked, AuditPruned}
 
 // SystemAgent is the agent token used for events that belong to no agent's
-// call (policy_changed); SystemCall likewise.
+// call (policy_changed, grants, sign-ins, tokens, audit retention); the call
+// token then names the thing: SystemCall for the policy, a grant or token
+// id, ConsoleCall for sign-ins, AuditCall for the audit trail itself.
 const (
 	SystemAgent = "_system"
 	SystemCall  = "_policy"
+	ConsoleCall = "_console"
+	AuditCall   = "_audit"
 )
+
+// System builds airlock.evt._system.<id>.<type> for a system-wide event.
+func System(id, typ string) (string, error) { return Event(SystemAgent, id, typ) }
 
 // Event builds airlock.evt.<agent>.<call>.<type>, refusing ids that are not
 // valid subject tokens.
