@@ -38,7 +38,7 @@ func (a *consoleAudit) reader(ctx context.Context) (store.Reader, error) {
 		a.rd = st
 		return st, nil
 	}
-	a.rd = store.NewStream(a.deps.JS, a.deps.Config.Stream.Name)
+	a.rd = store.NewStream(a.deps.JS, a.deps.Config.Stream.Name, nil) // the console holds no audit key: rows from the stream carry no hashes
 	return a.rd, nil
 }
 

@@ -69,6 +69,9 @@ type Options struct {
 	MaxBackoff time.Duration
 	// Key seals the chain; required (LoadKey reads it from configuration).
 	Key *record.Key
+	// Committed, when set, is called after each batch is committed and
+	// acknowledged, with the batch's highest sequence (benchmarks, tests).
+	Committed func(lastSeq uint64)
 }
 
 func (o Options) withDefaults() Options {
@@ -92,6 +95,20 @@ type Service struct {
 	deps svc.Deps
 	opt  Options
 	log  *slog.Logger
+	// build turns fetched messages into rows sorted by sequence, and
+	// connect opens what commits them: the sink's own, or the floor's.
+	build   func([]record.Msg) []record.Row
+	connect func(ctx context.Context) (committer, error)
+}
+
+// committer writes batches of rows.
+type committer interface {
+	// commit writes rows (sorted by sequence); on success every sequence up
+	// to the last is stored.
+	commit(ctx context.Context, rows []record.Row) error
+	// failed is told that a commit failed: state read from the store is stale.
+	failed()
+	close()
 }
 
 // New builds the sink. It connects to ClickHouse when it runs, not here,
@@ -107,8 +124,52 @@ func New(deps svc.Deps, opt Options) (*Service, error) {
 	if opt.Stream == "" {
 		opt.Stream = deps.Config.Stream.Name
 	}
-	return &Service{deps: deps, opt: opt, log: deps.Log.With("service", "audit")}, nil
+	s := &Service{deps: deps, opt: opt, log: deps.Log.With("service", "audit"), build: buildAll}
+	s.connect = s.connectWriter
+	return s, nil
 }
+
+// RunFloor runs the sink's pipeline with everything the sink itself does
+// taken out: it fetches the stream exactly as the sink does, and for each
+// batch inserts rows[seq-1] (built and sealed beforehand) into table, then
+// acknowledges. Its rate is the pipeline floor that `airlock bench audit`
+// compares the sink with (SPEC §8). It runs until ctx ends.
+func RunFloor(ctx context.Context, deps svc.Deps, opt Options, table string, rows []record.Row) error {
+	opt.Key = nil
+	opt = opt.withDefaults()
+	if opt.Stream == "" {
+		opt.Stream = deps.Config.Stream.Name
+	}
+	s := &Service{deps: deps, opt: opt, log: deps.Log.With("service", "audit-floor")}
+	s.build = func(msgs []record.Msg) []record.Row {
+		out := make([]record.Row, 0, len(msgs))
+		for _, m := range msgs {
+			if m.Seq >= 1 && m.Seq <= uint64(len(rows)) {
+				out = append(out, rows[m.Seq-1])
+			}
+		}
+		return out
+	}
+	s.connect = func(ctx context.Context) (committer, error) {
+		st, err := store.OpenWriter(ctx, opt.DSN)
+		if err != nil {
+			return nil, err
+		}
+		return floorWriter{st: st, table: table}, nil
+	}
+	return s.Run(ctx)
+}
+
+type floorWriter struct {
+	st    *store.ClickHouse
+	table string
+}
+
+func (f floorWriter) commit(ctx context.Context, rows []record.Row) error {
+	return f.st.InsertInto(ctx, f.table, rows)
+}
+func (f floorWriter) failed() {}
+func (f floorWriter) close()  { f.st.Close() }
 
 // NewFromConfig builds the sink from deps.Config. Without clickhouse.dsn it
 // returns a service that only says so and waits: the audit trail is then
@@ -159,10 +220,10 @@ func (s *Service) Run(ctx context.Context) error {
 	batches := make(chan prepared, 1)
 	go s.fetch(fctx, cons, batches)
 
-	var w *writer
+	var w committer
 	defer func() {
 		if w != nil {
-			w.st.Close()
+			w.close()
 		}
 	}()
 	delay := 50 * time.Millisecond
@@ -179,7 +240,7 @@ func (s *Service) Run(ctx context.Context) error {
 				if err = w.commit(ctx, b.rows); err == nil {
 					break
 				}
-				w.resync = true
+				w.failed()
 			}
 			if ctx.Err() != nil {
 				return nil // unacknowledged: redelivered to the next run
@@ -202,7 +263,10 @@ func (s *Service) Run(ctx context.Context) error {
 			s.log.Warn("audit: ack failed; the batch will be redelivered and skipped", "err", err)
 		}
 		s.deps.Metrics.Observe("audit", "ok", started)
-		s.log.Debug("audit: batch committed", "events", len(b.rows), "last_seq", w.headSeq, "commit", time.Since(started), "fetch_build", b.took)
+		s.log.Debug("audit: batch committed", "events", len(b.rows), "last_seq", b.lastSeq, "commit", time.Since(started), "fetch_build", b.took)
+		if s.opt.Committed != nil {
+			s.opt.Committed(b.lastSeq)
+		}
 	}
 	return nil
 }
@@ -210,9 +274,10 @@ func (s *Service) Run(ctx context.Context) error {
 // prepared is one fetched batch with its rows built (not yet sealed),
 // sorted by sequence; last is the message with the highest sequence.
 type prepared struct {
-	rows []record.Row
-	last jetstream.Msg
-	took time.Duration // fetching and building it
+	rows    []record.Row
+	last    jetstream.Msg
+	lastSeq uint64
+	took    time.Duration // fetching and building it
 }
 
 // fetch pulls batches until ctx ends, then closes out.
@@ -247,7 +312,7 @@ func (s *Service) fetch(ctx context.Context, cons jetstream.Consumer, out chan<-
 		if len(msgs) == 0 {
 			continue
 		}
-		p := prepared{rows: buildAll(msgs), last: last, took: time.Since(started)}
+		p := prepared{rows: s.build(msgs), last: last, lastSeq: lastSeq, took: time.Since(started)}
 		select {
 		case out <- p:
 		case <-ctx.Done():
@@ -334,7 +399,7 @@ func (s *Service) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	return nil, ctx.Err()
 }
 
-func (s *Service) connect(ctx context.Context) (*writer, error) {
+func (s *Service) connectWriter(ctx context.Context) (committer, error) {
 	st, err := store.OpenWriter(ctx, s.opt.DSN)
 	if err != nil {
 		return nil, err
@@ -343,6 +408,9 @@ func (s *Service) connect(ctx context.Context) (*writer, error) {
 		key: s.opt.Key, sealer: s.opt.Key.Sealer()}
 	return w, nil
 }
+
+func (w *writer) failed() { w.resync = true }
+func (w *writer) close()  { w.st.Close() }
 
 // writer extends the chain in ClickHouse.
 type writer struct {

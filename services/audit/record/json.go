@@ -133,7 +133,10 @@ func appendFloat(b []byte, f float64, bits int) []byte {
 
 func appendTimestamp(b []byte, m protoreflect.Message) []byte {
 	fs := m.Descriptor().Fields()
-	secs, nanos := m.Get(fs.ByNumber(1)).Int(), m.Get(fs.ByNumber(2)).Int()
+	return appendTimestampOf(b, m.Get(fs.ByNumber(1)).Int(), m.Get(fs.ByNumber(2)).Int())
+}
+
+func appendTimestampOf(b []byte, secs, nanos int64) []byte {
 	t := time.Unix(secs, nanos).UTC()
 	// protojson: RFC 3339 in UTC with 0, 3, 6 or 9 fractional digits.
 	layout := "2006-01-02T15:04:05"
@@ -153,7 +156,10 @@ func appendTimestamp(b []byte, m protoreflect.Message) []byte {
 
 func appendDuration(b []byte, m protoreflect.Message) []byte {
 	fs := m.Descriptor().Fields()
-	secs, nanos := m.Get(fs.ByNumber(1)).Int(), m.Get(fs.ByNumber(2)).Int()
+	return appendDurationOf(b, m.Get(fs.ByNumber(1)).Int(), m.Get(fs.ByNumber(2)).Int())
+}
+
+func appendDurationOf(b []byte, secs, nanos int64) []byte {
 	b = append(b, '"')
 	if secs < 0 || nanos < 0 {
 		b = append(b, '-')

@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
@@ -120,12 +121,77 @@ func Build(m Msg) Row {
 		r.ActorID, r.ActorChannel = a.GetId(), a.GetChannel()
 	}
 	fill(&r, ev)
-	redact(ev)
 	// The envelope fields have their own columns (covered by the hash);
-	// the payload keeps the event's own time and its body.
+	// the payload keeps the event's own time and its body, redacted. The
+	// wire path renders it from the bytes; anything it does not handle
+	// (protojson, another encoder's field order) takes the generic path,
+	// which gives the same JSON.
+	if !envelope.IsJSON(m.Header) {
+		if p, ok := wirePayload(make([]byte, 0, len(m.Data)+len(m.Data)/2+64), m.Data, argModes(ev)); ok {
+			r.Payload = string(p)
+			return r
+		}
+	}
+	redact(ev)
 	ev.EventId, ev.AgentId, ev.CallId, ev.Revision, ev.ThreadId, ev.Actor = "", "", "", 0, "", nil
 	r.Payload = canonicalJSON(ev)
 	return r
+}
+
+// Field numbers of the arguments in the event bodies that carry them.
+const (
+	fieldCall              = 1 // <body>.call
+	fieldArguments         = 7 // ToolCall.arguments
+	fieldOriginalArguments = 5 // Approved.original_arguments
+)
+
+// argModes says how the wire path renders each place arguments sit in ev:
+// withheld in a request, masked as the decision says elsewhere.
+func argModes(ev *airlockv1.Event) map[[3]protowire.Number]argMode {
+	body := ev.ProtoReflect().WhichOneof(eventDesc.Oneofs().ByName("body"))
+	if body == nil {
+		return nil
+	}
+	n := body.Number()
+	switch b := ev.GetBody().(type) {
+	case *airlockv1.Event_Requested:
+		return map[[3]protowire.Number]argMode{{n, fieldCall, fieldArguments}: {withhold: true}}
+	case *airlockv1.Event_Allowed:
+		return maskModes(n, b.Allowed.GetDecision().GetRedact(), false)
+	case *airlockv1.Event_Denied:
+		return maskModes(n, b.Denied.GetDecision().GetRedact(), false)
+	case *airlockv1.Event_ApprovalRequested:
+		return maskModes(n, b.ApprovalRequested.GetDecision().GetRedact(), false)
+	case *airlockv1.Event_Approved:
+		return maskModes(n, b.Approved.GetDecision().GetRedact(), true)
+	}
+	return nil
+}
+
+func maskModes(body protowire.Number, redact []string, original bool) map[[3]protowire.Number]argMode {
+	if len(redact) == 0 {
+		return nil
+	}
+	var m argMode
+	for _, p := range redact {
+		if p == "" {
+			m.all = true
+			continue
+		}
+		if !strings.HasPrefix(p, "/") {
+			p = "/" + p
+		}
+		toks := strings.Split(p[1:], "/")
+		for i, t := range toks {
+			toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+		}
+		m.paths = append(m.paths, toks)
+	}
+	out := map[[3]protowire.Number]argMode{{body, fieldCall, fieldArguments}: m}
+	if original {
+		out[[3]protowire.Number{body, fieldOriginalArguments}] = m
+	}
+	return out
 }
 
 // fill sets the columns that depend on the event type, from the unredacted event.

@@ -1,0 +1,125 @@
+package record
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+)
+
+func slowPayload(t *testing.T, ev *airlockv1.Event) string {
+	t.Helper()
+	ev = proto.Clone(ev).(*airlockv1.Event)
+	redact(ev)
+	ev.EventId, ev.AgentId, ev.CallId, ev.Revision, ev.ThreadId, ev.Actor = "", "", "", 0, "", nil
+	return canonicalJSON(ev)
+}
+
+func wireCorpus(t *testing.T) []*airlockv1.Event {
+	args := func(m map[string]any) *structpb.Struct {
+		s, err := structpb.NewStruct(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	nested := args(map[string]any{"path": "/etc/x", "token": "s3cret", "n": 1e21, "f": -0.5, "ok": false, "none": nil, "empty": "",
+		"list": []any{"a", map[string]any{"pw": "x", "keep": 1}, []any{true, nil}}, "opts": map[string]any{"password": "hunter2", "mode": "0644"},
+		"uni": "ä\u2028<&>\"\\\n\t\x01"})
+	nested.Fields["nan"] = structpb.NewNumberValue(math.NaN())
+	nested.Fields["inf"] = structpb.NewNumberValue(math.Inf(-1))
+	nested.Fields["nokind"] = &structpb.Value{}
+	call := &airlockv1.ToolCall{CallId: "c1", AgentId: "bot", ThreadId: "th", OnBehalfOf: "carol", Server: "fs", Tool: "write", Arguments: nested, Revision: 2, Reason: "why"}
+	dec := func(redact ...string) *airlockv1.Decision {
+		return &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, Reason: "r", RuleId: "rule", Risk: airlockv1.Risk_RISK_HIGH, Redact: redact,
+			Approvers: []string{"group:x", "bob"}, Quorum: 2, Timeout: durationpb.New(90 * time.Second), PolicyRevision: "p", DecisionId: "d", ArgumentsDigest: "dg", GrantId: "g"}
+	}
+	base := func(body func(*airlockv1.Event)) *airlockv1.Event {
+		ev := &airlockv1.Event{EventId: "e", AgentId: "bot", CallId: "c1", Revision: 2, ThreadId: "th", Time: timestamppb.New(time.Unix(1_700_000_000, 120_000_000)),
+			Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice", Channel: "console"}}
+		body(ev)
+		return ev
+	}
+	vote := &airlockv1.Vote{By: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice"}, At: timestamppb.New(time.Unix(5, 7)), Comment: "ok"}
+	return []*airlockv1.Event{
+		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: call}} }),
+		base(func(e *airlockv1.Event) {
+			e.Body = &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{Call: call, Decision: dec("/token", "opts/password", "/list/1/pw", "/list/01/keep", "/missing/x", "/path/deeper")}}
+		}),
+		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Denied{Denied: &airlockv1.Denied{Call: call, Decision: dec("")}} }),
+		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Denied{Denied: &airlockv1.Denied{Call: call, Decision: dec("/")}} }),
+		base(func(e *airlockv1.Event) {
+			e.Body = &airlockv1.Event_ApprovalRequested{ApprovalRequested: &airlockv1.ApprovalRequested{Call: call, Decision: dec(), Deadline: timestamppb.New(time.Unix(9, 123456000))}}
+		}),
+		base(func(e *airlockv1.Event) {
+			e.Body = &airlockv1.Event_Approved{Approved: &airlockv1.Approved{Call: call, Decision: dec("/opts", "/opts/mode"), Votes: []*airlockv1.Vote{vote, vote}, Edited: true,
+				OriginalArguments: args(map[string]any{"opts": "x", "token": 1}), ArgumentsDigest: "a", PolicyRevision: "p"}}
+		}),
+		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Completed{Completed: &airlockv1.Completed{ResultJson: `{"x":1}`, Latency: durationpb.New(-1500 * time.Microsecond), Attempt: 1}} }),
+		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Failed{Failed: &airlockv1.Failed{Reason: "timeout", Latency: durationpb.New(3 * time.Nanosecond)}} }),
+		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Notified{Notified: &airlockv1.Notified{Channel: "slack", Kind: "announce"}} }),
+		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Expired{Expired: &airlockv1.Expired{}} }),
+		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Canceled{Canceled: &airlockv1.Canceled{}} }),
+		base(func(e *airlockv1.Event) {
+			e.Body = &airlockv1.Event_VoteCast{VoteCast: &airlockv1.VoteCast{Vote: vote, Votes: 1, Quorum: 2, ArgumentsDigest: "x"}}
+		}),
+		base(func(e *airlockv1.Event) {
+			e.Body = &airlockv1.Event_GrantCreated{GrantCreated: &airlockv1.GrantCreated{Grant: &airlockv1.GrantScope{GrantId: "g", AgentId: "bot", ArgumentGlobs: map[string]string{"/z": "a*", "/a": "", "/m": "/tmp/**"}, UsesLeft: 3, LimitedUses: true, ExpiresAt: timestamppb.New(time.Unix(100, 0))}}}
+		}),
+		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_GrantUsed{GrantUsed: &airlockv1.GrantUsed{GrantId: "g"}} }),
+		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_SignIn{SignIn: &airlockv1.SignIn{Method: "password", Why: "no"}} }),
+		base(func(e *airlockv1.Event) {
+			e.Body = &airlockv1.Event_AuditPruned{AuditPruned: &airlockv1.AuditPruned{Partitions: []string{"202601", "202602"}, Rows: math.MaxUint64, FirstKeptSeq: 7}}
+		}),
+		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Invalid{Invalid: &airlockv1.Invalid{Reason: "bad", RawExcerpt: "\xff"[:0]}} }),
+		{EventId: "bare"},
+	}
+}
+
+func TestWirePayloadIsTheGenericPayload(t *testing.T) {
+	for _, ev := range wireCorpus(t) {
+		data, err := proto.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := slowPayload(t, ev)
+		for i := 0; i < 5; i++ { // map order differs between encodings
+			if i > 0 {
+				data, _ = proto.Marshal(ev)
+			}
+			got, ok := wirePayload(nil, data, argModes(ev))
+			if !ok {
+				t.Fatalf("%s: the wire path gave up on Go's own encoding", ev.GetEventId()+"/"+string(ev.ProtoReflect().WhichOneof(eventDesc.Oneofs().ByName("body")).Name()))
+			}
+			if string(got) != want {
+				t.Fatalf("wire payload differs:\n got %s\nwant %s", got, want)
+			}
+		}
+	}
+}
+
+func TestWirePayloadGivesUpOnFieldsOutOfOrderAndBuildStillAgrees(t *testing.T) {
+	ev := wireCorpus(t)[1]
+	data, _ := proto.Marshal(ev)
+	// Move the leading envelope field (event_id, field 1) to the end.
+	_, _, n := protowire.ConsumeTag(data)
+	m := protowire.ConsumeFieldValue(1, protowire.BytesType, data[n:])
+	reordered := append(append([]byte{}, data[n+m:]...), data[:n+m]...)
+	if _, ok := wirePayload(nil, reordered, argModes(ev)); ok {
+		t.Fatal("the wire path accepted fields out of order")
+	}
+	again := &airlockv1.Event{}
+	if err := proto.Unmarshal(reordered, again); err != nil || !proto.Equal(again, ev) {
+		t.Fatalf("reordered bytes do not decode to the same event: %v", err)
+	}
+	if got := Build(Msg{Seq: 1, Data: reordered}).Payload; got != slowPayload(t, ev) {
+		t.Fatalf("Build of out-of-order bytes:\n got %s\nwant %s", got, slowPayload(t, ev))
+	}
+}
