@@ -133,4 +133,3 @@ func TestTamperingWithClickHouseIsFoundAndNeverCostsAnEvent(t *testing.T) {
 		})
 	}
 }
-

@@ -27,9 +27,9 @@ type Filter struct {
 	DecidedBy string `json:"decided_by,omitempty"`
 	// Grant is a standing grant id: its creation, uses, revocation, expiry
 	// and the decisions it made.
-	Grant    string    `json:"grant_id,omitempty"`
-	Since    time.Time `json:"since,omitzero"`
-	Until    time.Time `json:"until,omitzero"` // exclusive
+	Grant string    `json:"grant_id,omitempty"`
+	Since time.Time `json:"since,omitzero"`
+	Until time.Time `json:"until,omitzero"` // exclusive
 	// AfterSeq returns only rows with a larger sequence (paging).
 	AfterSeq uint64 `json:"after_seq,omitempty"`
 	// Limit caps the rows returned; 0 means no limit.

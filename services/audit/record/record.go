@@ -72,7 +72,7 @@ type Row struct {
 	// GrantID names the standing grant an event is about or used.
 	GrantID  string `json:"grant_id"`
 	PrevHash string `json:"prev_hash"`
-	Hash           string    `json:"hash"`
+	Hash     string `json:"hash"`
 }
 
 // Msg is what Build needs of a stream message.
@@ -93,6 +93,16 @@ func Build(m Msg) Row {
 	if tok := strings.Split(m.Subject, "."); len(tok) == 5 {
 		r.Agent, r.Call, r.Type = tok[2], tok[3], tok[4]
 	}
+	// The events every call produces are read straight from the wire
+	// (buildWire); the rest, and any bytes it does not handle, are decoded.
+	if !envelope.IsJSON(m.Header) && buildWire(&r, m.Data) {
+		return r
+	}
+	return buildGeneric(r, m)
+}
+
+// buildGeneric decodes the event and fills r from it: every type, both encodings.
+func buildGeneric(r Row, m Msg) Row {
 	ev, err := envelope.Decode(m.Data, m.Header)
 	if err != nil {
 		r.EventID = m.Header.Get(envelope.HeaderCEID)

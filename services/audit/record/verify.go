@@ -147,9 +147,9 @@ type verifier struct {
 	groupSeq       uint64
 	groupPrev      string
 	groupAuthentic bool
-	firstSeq uint64
-	first    string // prev_hash of the oldest authentic row
-	pruned   map[uint64]string
+	firstSeq       uint64
+	first          string // prev_hash of the oldest authentic row
+	pruned         map[uint64]string
 }
 
 func (v *verifier) problem(seq uint64, id, kind, detail string) {

@@ -50,7 +50,7 @@ func TestVerifyNamesEveryKindOfTampering(t *testing.T) {
 	cases := []struct {
 		name string
 		// change edits the stored rows (already chained) and may adjust the stream range.
-		change func(stored []record.Row, rng *record.StreamRange) []record.Row
+		change   func(stored []record.Row, rng *record.StreamRange) []record.Row
 		noStream bool
 		want     []string
 		pending  uint64

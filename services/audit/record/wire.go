@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -103,6 +104,7 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 	b = append(b, '{')
 	first := true
 	var last protowire.Number
+	var oneofs []protoreflect.OneofDescriptor // set so far: a second member would replace the first
 	for len(data) > 0 {
 		num, typ, n := protowire.ConsumeTag(data)
 		if n < 0 {
@@ -179,6 +181,12 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 		raw := data[n : n+m]
 		data = data[n+m:]
 		last = num
+		if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {
+			if slices.Contains(oneofs, od) {
+				return nil, false
+			}
+			oneofs = append(oneofs, od)
+		}
 		if !fd.HasPresence() && zero(typ, raw) {
 			continue // proto3 implicit presence: a zero value is not set
 		}
@@ -229,7 +237,7 @@ func (t *transcoder) value(b []byte, fd protoreflect.FieldDescriptor, typ protow
 		return t.message(b, v, wireInfo(fd.Message()), depth+1)
 	case protoreflect.StringKind:
 		v, n := protowire.ConsumeBytes(raw)
-		if n < 0 {
+		if n < 0 || !utf8.Valid(v) {
 			return nil, false
 		}
 		return appendString(b, string(v)), true
@@ -322,7 +330,7 @@ func (t *transcoder) mapField(b []byte, fd protoreflect.FieldDescriptor, entries
 			switch num {
 			case 1:
 				k, kn := protowire.ConsumeBytes(ent[n : n+m])
-				if kn < 0 {
+				if kn < 0 || !utf8.Valid(k) {
 					return nil, false
 				}
 				it.key = string(k)
@@ -431,6 +439,9 @@ func (t *transcoder) structWith(b, data []byte, mode argMode, path []step) ([]by
 			}
 			switch num {
 			case 1:
+				if !utf8.Valid(v) {
+					return nil, false
+				}
 				f.key = string(v)
 			case 2:
 				f.val = v
@@ -542,7 +553,7 @@ func (t *transcoder) structValue(b, data []byte, mode argMode, path []step) ([]b
 		return appendFloat(b, math.Float64frombits(v), 64), true
 	case 3:
 		v, k := protowire.ConsumeBytes(raw)
-		if typ != protowire.BytesType || k < 0 {
+		if typ != protowire.BytesType || k < 0 || !utf8.Valid(v) {
 			return nil, false
 		}
 		return appendString(b, string(v)), true

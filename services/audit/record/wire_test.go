@@ -12,6 +12,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/canon"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 )
 
 func slowPayload(t *testing.T, ev *airlockv1.Event) string {
@@ -49,12 +51,18 @@ func wireCorpus(t *testing.T) []*airlockv1.Event {
 	}
 	vote := &airlockv1.Vote{By: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice"}, At: timestamppb.New(time.Unix(5, 7)), Comment: "ok"}
 	return []*airlockv1.Event{
-		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: call}} }),
+		base(func(e *airlockv1.Event) {
+			e.Body = &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: call}}
+		}),
 		base(func(e *airlockv1.Event) {
 			e.Body = &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{Call: call, Decision: dec("/token", "opts/password", "/list/1/pw", "/list/01/keep", "/missing/x", "/path/deeper")}}
 		}),
-		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Denied{Denied: &airlockv1.Denied{Call: call, Decision: dec("")}} }),
-		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Denied{Denied: &airlockv1.Denied{Call: call, Decision: dec("/")}} }),
+		base(func(e *airlockv1.Event) {
+			e.Body = &airlockv1.Event_Denied{Denied: &airlockv1.Denied{Call: call, Decision: dec("")}}
+		}),
+		base(func(e *airlockv1.Event) {
+			e.Body = &airlockv1.Event_Denied{Denied: &airlockv1.Denied{Call: call, Decision: dec("/")}}
+		}),
 		base(func(e *airlockv1.Event) {
 			e.Body = &airlockv1.Event_ApprovalRequested{ApprovalRequested: &airlockv1.ApprovalRequested{Call: call, Decision: dec(), Deadline: timestamppb.New(time.Unix(9, 123456000))}}
 		}),
@@ -62,9 +70,15 @@ func wireCorpus(t *testing.T) []*airlockv1.Event {
 			e.Body = &airlockv1.Event_Approved{Approved: &airlockv1.Approved{Call: call, Decision: dec("/opts", "/opts/mode"), Votes: []*airlockv1.Vote{vote, vote}, Edited: true,
 				OriginalArguments: args(map[string]any{"opts": "x", "token": 1}), ArgumentsDigest: "a", PolicyRevision: "p"}}
 		}),
-		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Completed{Completed: &airlockv1.Completed{ResultJson: `{"x":1}`, Latency: durationpb.New(-1500 * time.Microsecond), Attempt: 1}} }),
-		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Failed{Failed: &airlockv1.Failed{Reason: "timeout", Latency: durationpb.New(3 * time.Nanosecond)}} }),
-		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Notified{Notified: &airlockv1.Notified{Channel: "slack", Kind: "announce"}} }),
+		base(func(e *airlockv1.Event) {
+			e.Body = &airlockv1.Event_Completed{Completed: &airlockv1.Completed{ResultJson: `{"x":1}`, Latency: durationpb.New(-1500 * time.Microsecond), Attempt: 1}}
+		}),
+		base(func(e *airlockv1.Event) {
+			e.Body = &airlockv1.Event_Failed{Failed: &airlockv1.Failed{Reason: "timeout", Latency: durationpb.New(3 * time.Nanosecond)}}
+		}),
+		base(func(e *airlockv1.Event) {
+			e.Body = &airlockv1.Event_Notified{Notified: &airlockv1.Notified{Channel: "slack", Kind: "announce"}}
+		}),
 		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Expired{Expired: &airlockv1.Expired{}} }),
 		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Canceled{Canceled: &airlockv1.Canceled{}} }),
 		base(func(e *airlockv1.Event) {
@@ -73,12 +87,18 @@ func wireCorpus(t *testing.T) []*airlockv1.Event {
 		base(func(e *airlockv1.Event) {
 			e.Body = &airlockv1.Event_GrantCreated{GrantCreated: &airlockv1.GrantCreated{Grant: &airlockv1.GrantScope{GrantId: "g", AgentId: "bot", ArgumentGlobs: map[string]string{"/z": "a*", "/a": "", "/m": "/tmp/**"}, UsesLeft: 3, LimitedUses: true, ExpiresAt: timestamppb.New(time.Unix(100, 0))}}}
 		}),
-		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_GrantUsed{GrantUsed: &airlockv1.GrantUsed{GrantId: "g"}} }),
-		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_SignIn{SignIn: &airlockv1.SignIn{Method: "password", Why: "no"}} }),
+		base(func(e *airlockv1.Event) {
+			e.Body = &airlockv1.Event_GrantUsed{GrantUsed: &airlockv1.GrantUsed{GrantId: "g"}}
+		}),
+		base(func(e *airlockv1.Event) {
+			e.Body = &airlockv1.Event_SignIn{SignIn: &airlockv1.SignIn{Method: "password", Why: "no"}}
+		}),
 		base(func(e *airlockv1.Event) {
 			e.Body = &airlockv1.Event_AuditPruned{AuditPruned: &airlockv1.AuditPruned{Partitions: []string{"202601", "202602"}, Rows: math.MaxUint64, FirstKeptSeq: 7}}
 		}),
-		base(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Invalid{Invalid: &airlockv1.Invalid{Reason: "bad", RawExcerpt: "\xff"[:0]}} }),
+		base(func(e *airlockv1.Event) {
+			e.Body = &airlockv1.Event_Invalid{Invalid: &airlockv1.Invalid{Reason: "bad", RawExcerpt: "\xff"[:0]}}
+		}),
 		{EventId: "bare"},
 	}
 }
@@ -121,5 +141,65 @@ func TestWirePayloadGivesUpOnFieldsOutOfOrderAndBuildStillAgrees(t *testing.T) {
 	}
 	if got := Build(Msg{Seq: 1, Data: reordered}).Payload; got != slowPayload(t, ev) {
 		t.Fatalf("Build of out-of-order bytes:\n got %s\nwant %s", got, slowPayload(t, ev))
+	}
+}
+
+func TestWireRowIsTheGenericRow(t *testing.T) {
+	corpus := wireCorpus(t)
+	// Variants the hot types meet: no actor, no decision, a decision without
+	// a digest, an approval without votes, non-finite arguments.
+	extra := []*airlockv1.Event{
+		{EventId: "x1", AgentId: "a", CallId: "c", Body: &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{Call: &airlockv1.ToolCall{Tool: "t"}}}},
+		{EventId: "x2", AgentId: "a", CallId: "c", Body: &airlockv1.Event_ApprovalRequested{ApprovalRequested: &airlockv1.ApprovalRequested{Decision: &airlockv1.Decision{RuleId: "r"}}}},
+		{EventId: "x3", Actor: &airlockv1.Actor{Id: "x"}, Body: &airlockv1.Event_Approved{Approved: &airlockv1.Approved{}}},
+		{EventId: "x4", Body: &airlockv1.Event_Failed{Failed: &airlockv1.Failed{Message: "boom"}}},
+		{EventId: "x5", Body: &airlockv1.Event_Started{Started: &airlockv1.Started{ExecutorId: "e"}}},
+		{EventId: "x6", Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{}}},
+	}
+	for _, ev := range append(corpus, extra...) {
+		data, err := proto.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := Msg{Seq: 9, Time: time.Unix(1_700_000_000, 5e6), Subject: "airlock.evt.sub.call.requested", Data: data}
+		base := Row{Seq: 9, Time: m.Time.UTC(), Agent: "sub", Call: "call", Type: "requested"}
+		want := buildGeneric(base, m)
+		got := base
+		hot := false
+		switch envelope.TypeOf(ev) {
+		case "requested", "allowed", "denied", "approval_requested", "approved", "notified", "started", "completed", "failed":
+			hot = true
+		}
+		if ok := buildWire(&got, data); ok != hot {
+			t.Fatalf("%s (%s): wire path taken = %v", ev.GetEventId(), want.Type, ok)
+		} else if !ok {
+			continue
+		}
+		if d := DifferentColumns(&got, &want); len(d) > 0 {
+			t.Fatalf("%s (%s): wire row differs in %v:\n got %+v\nwant %+v", ev.GetEventId(), want.Type, d, got, want)
+		}
+	}
+}
+
+func TestCanonDigestFromTheWireIsCanonDigest(t *testing.T) {
+	for _, m := range []map[string]any{
+		{},
+		{"s": "<a href='x'>&amp;</a>\u2028\u2029\b\f\x00\x1f\"\\/é😀", "n": []any{0.0, -0.0, 1e-7, 1e-6, 123456789012345678901.0, 1e21, 5e-324, 1.5, -2, 1e20}},
+		{"nested": map[string]any{"z": nil, "a": []any{map[string]any{"b": true}}}, "": "empty key", "B": "upper"},
+	} {
+		s, err := structpb.NewStruct(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := proto.Marshal(s)
+		want, err := canon.Digest(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := canonDigest(data); !ok || got != want {
+			j, _ := canon.JSON(s)
+			b, _, _ := canonStruct(nil, data)
+			t.Fatalf("digest %s (ok %v), want %s\n got json %s\nwant json %s", got, ok, want, b, j)
+		}
 	}
 }
