@@ -98,7 +98,7 @@ clickhouse-server started in a temp dir.`,
 	}
 	cmd.Flags().IntVar(&events, "events", 200_000, "events to publish and drain")
 	cmd.Flags().IntVar(&batch, "batch", 0, "sink batch size (default audit.batch_size)")
-	cmd.Flags().IntVar(&rounds, "rounds", 2, "floor and sink runs, alternating; the best of each counts")
+	cmd.Flags().IntVar(&rounds, "rounds", 5, "floor and sink runs, alternating; the best of each counts")
 	cmd.Flags().StringVar(&dsn, "clickhouse", "", "ClickHouse DSN to write to (a database named airlock_bench is best); default: a private clickhouse-server")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")

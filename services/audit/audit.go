@@ -492,29 +492,36 @@ func (w *writer) commit(ctx context.Context, built []record.Row) error {
 			return err
 		}
 	}
-	rows := make([]record.Row, 0, len(in))
+	// Rows are sealed in place and inserted in runs of consecutive
+	// sequences; a retry after a failure seals them again from the head.
 	prev, last := w.headHash, w.headSeq
-	for _, r := range in {
+	start := 0
+	for i := range in {
+		r := &in[i]
 		if r.Seq <= last {
-			continue // a duplicate within the batch
+			// A duplicate within the batch: insert the run before it, skip it.
+			if err := w.insert(ctx, in[start:i]); err != nil {
+				return err
+			}
+			start = i + 1
+			continue
 		}
 		if r.Seq > last+1 {
 			// A hole inside one fetch: messages the stream no longer has,
 			// or another replica's. Read them from the stream first.
-			if err := w.insert(ctx, rows); err != nil {
+			if err := w.insert(ctx, in[start:i]); err != nil {
 				return err
 			}
-			rows = rows[:0]
+			start = i
 			if err := w.fill(ctx, r.Seq-1); err != nil {
 				return err
 			}
 			prev, last = w.headHash, w.headSeq
 		}
-		w.sealer.Seal(&r, prev)
+		w.sealer.Seal(r, prev)
 		prev, last = r.Hash, r.Seq
-		rows = append(rows, r)
 	}
-	return w.insert(ctx, rows)
+	return w.insert(ctx, in[start:])
 }
 
 // insert commits sealed rows and advances the head.

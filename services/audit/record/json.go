@@ -143,11 +143,11 @@ func appendTimestampOf(b []byte, secs, nanos int64) []byte {
 	switch {
 	case nanos == 0:
 	case nanos%1e6 == 0:
-		layout += ".000"
+		layout = "2006-01-02T15:04:05.000"
 	case nanos%1e3 == 0:
-		layout += ".000000"
+		layout = "2006-01-02T15:04:05.000000"
 	default:
-		layout += ".000000000"
+		layout = "2006-01-02T15:04:05.000000000"
 	}
 	b = append(b, '"')
 	b = t.AppendFormat(b, layout)

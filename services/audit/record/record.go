@@ -137,7 +137,7 @@ func buildGeneric(r Row, m Msg) Row {
 	// (protojson, another encoder's field order) takes the generic path,
 	// which gives the same JSON.
 	if !envelope.IsJSON(m.Header) {
-		if p, ok := wirePayload(make([]byte, 0, len(m.Data)+len(m.Data)/2+64), m.Data, argModes(ev)); ok {
+		if p, ok := wirePayload(make([]byte, 0, len(m.Data)+len(m.Data)/2+64), m.Data, argModesOf(ev)); ok {
 			r.Payload = string(p)
 			return r
 		}
@@ -157,7 +157,7 @@ const (
 
 // argModes says how the wire path renders each place arguments sit in ev:
 // withheld in a request, masked as the decision says elsewhere.
-func argModes(ev *airlockv1.Event) map[[3]protowire.Number]argMode {
+func argModesOf(ev *airlockv1.Event) *argModes {
 	body := ev.ProtoReflect().WhichOneof(eventDesc.Oneofs().ByName("body"))
 	if body == nil {
 		return nil
@@ -165,7 +165,7 @@ func argModes(ev *airlockv1.Event) map[[3]protowire.Number]argMode {
 	n := body.Number()
 	switch b := ev.GetBody().(type) {
 	case *airlockv1.Event_Requested:
-		return map[[3]protowire.Number]argMode{{n, fieldCall, fieldArguments}: {withhold: true}}
+		return withheldModes(n)
 	case *airlockv1.Event_Allowed:
 		return maskModes(n, b.Allowed.GetDecision().GetRedact(), false)
 	case *airlockv1.Event_Denied:
@@ -178,7 +178,16 @@ func argModes(ev *airlockv1.Event) map[[3]protowire.Number]argMode {
 	return nil
 }
 
-func maskModes(body protowire.Number, redact []string, original bool) map[[3]protowire.Number]argMode {
+// withheldModes: a request's arguments are all withheld.
+func withheldModes(body protowire.Number) *argModes {
+	var a argModes
+	a.add(argPlace{body, fieldCall, fieldArguments}, argMode{withhold: true})
+	return &a
+}
+
+// maskModes: the decision's redact paths mask the call's arguments (and
+// an approval's original arguments).
+func maskModes(body protowire.Number, redact []string, original bool) *argModes {
 	if len(redact) == 0 {
 		return nil
 	}
@@ -197,11 +206,12 @@ func maskModes(body protowire.Number, redact []string, original bool) map[[3]pro
 		}
 		m.paths = append(m.paths, toks)
 	}
-	out := map[[3]protowire.Number]argMode{{body, fieldCall, fieldArguments}: m}
+	var out argModes
+	out.add(argPlace{body, fieldCall, fieldArguments}, m)
 	if original {
-		out[[3]protowire.Number{body, fieldOriginalArguments}] = m
+		out.add(argPlace{body, fieldOriginalArguments}, m)
 	}
-	return out
+	return &out
 }
 
 // fill sets the columns that depend on the event type, from the unredacted event.

@@ -1,12 +1,14 @@
 package record
 
 import (
+	"bytes"
 	"encoding/base64"
 	"math"
 	"slices"
 	"strconv"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -29,6 +31,32 @@ type argMode struct {
 	paths    [][]string // JSON-pointer tokens whose value is "[REDACTED]"
 }
 
+// argPlace is where arguments sit: the body's field number, then the field
+// numbers down to the Struct (0 past the end).
+type argPlace [3]protowire.Number
+
+// argModes are the (at most two) places of an event whose arguments are
+// not rendered as they are.
+type argModes struct {
+	n     int
+	place [2]argPlace
+	mode  [2]argMode
+}
+
+func (a *argModes) add(p argPlace, m argMode) {
+	a.place[a.n], a.mode[a.n] = p, m
+	a.n++
+}
+
+func (a *argModes) at(p argPlace) argMode {
+	for i := 0; i < a.n; i++ {
+		if a.place[i] == p {
+			return a.mode[i]
+		}
+	}
+	return argMode{}
+}
+
 // step is one step below the arguments: a struct key, or a list index.
 type step struct {
 	key string
@@ -43,10 +71,10 @@ type wireMsg struct {
 	ok     bool   // declaration order is field-number order, no groups
 }
 
-var wireCache sync.Map // protoreflect.FullName → *wireMsg
+var wireCache sync.Map // protoreflect.MessageDescriptor → *wireMsg
 
 func wireInfo(md protoreflect.MessageDescriptor) *wireMsg {
-	if w, ok := wireCache.Load(md.FullName()); ok {
+	if w, ok := wireCache.Load(md); ok {
 		return w.(*wireMsg)
 	}
 	w := &wireMsg{desc: md, fields: map[protowire.Number]protoreflect.FieldDescriptor{}, ok: true}
@@ -62,7 +90,7 @@ func wireInfo(md protoreflect.MessageDescriptor) *wireMsg {
 			w.ok = false
 		}
 	}
-	wireCache.Store(md.FullName(), w)
+	wireCache.Store(md, w)
 	return w
 }
 
@@ -75,15 +103,16 @@ func envelopeField(n protowire.Number) bool { return n <= 7 && n != 5 }
 // and body, with arguments rendered as modes says (keyed by the body's field
 // number, then the field numbers down to the Struct). ok is false when the
 // bytes are not in the shape this fast path handles.
-func wirePayload(b []byte, data []byte, modes map[[3]protowire.Number]argMode) ([]byte, bool) {
+func wirePayload(b []byte, data []byte, modes *argModes) ([]byte, bool) {
 	t := transcoder{modes: modes}
 	out, ok := t.message(b, data, wireInfo(eventDesc), 0)
 	return out, ok
 }
 
 type transcoder struct {
-	modes map[[3]protowire.Number]argMode
-	path  [3]protowire.Number // body field, its field, that field's field
+	modes *argModes
+	path  argPlace // body field, its field, that field's field
+	steps [32]step // backing array of the path below the arguments
 }
 
 // message renders a message; depth is how far below Event it is.
@@ -95,9 +124,13 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 	case "Timestamp", "Duration":
 		return t.timeLike(b, data, w.wkt == "Timestamp")
 	case "Struct":
-		var key [3]protowire.Number
+		var key argPlace
 		copy(key[:], t.path[:min(depth, 3)])
-		return t.structWith(b, data, t.modes[key], nil)
+		mode := argMode{}
+		if t.modes != nil {
+			mode = t.modes.at(key)
+		}
+		return t.structWith(b, data, mode, t.steps[:0])
 	case "Value", "ListValue":
 		return nil, false // only reached through Struct
 	}
@@ -413,10 +446,11 @@ func (t *transcoder) timeLike(b, data []byte, timestamp bool) ([]byte, bool) {
 // the arguments (nil: the arguments themselves).
 func (t *transcoder) structWith(b, data []byte, mode argMode, path []step) ([]byte, bool) {
 	type field struct {
-		key string
+		key []byte
 		val []byte // the Value message bytes
 	}
-	var fields []field
+	var buf [16]field
+	fields := buf[:0]
 	for len(data) > 0 {
 		num, typ, n := protowire.ConsumeTag(data)
 		if n < 0 || num != 1 || typ != protowire.BytesType {
@@ -442,7 +476,7 @@ func (t *transcoder) structWith(b, data []byte, mode argMode, path []step) ([]by
 				if !utf8.Valid(v) {
 					return nil, false
 				}
-				f.key = string(v)
+				f.key = v
 			case 2:
 				f.val = v
 			}
@@ -450,27 +484,22 @@ func (t *transcoder) structWith(b, data []byte, mode argMode, path []step) ([]by
 		}
 		fields = append(fields, f)
 	}
-	slices.SortFunc(fields, func(a, b field) int {
-		switch {
-		case a.key < b.key:
-			return -1
-		case a.key > b.key:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(fields, func(a, b field) int { return bytes.Compare(a.key, b.key) })
 	b = append(b, '{')
 	for i, f := range fields {
-		if i > 0 && fields[i-1].key == f.key {
+		if i > 0 && bytes.Equal(fields[i-1].key, f.key) {
 			return nil, false
 		}
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, f.key)
+		// The key is only read while this call runs: a string view of the
+		// bytes saves a copy per key (the sink's hottest allocation).
+		key := unsafe.String(unsafe.SliceData(f.key), len(f.key))
+		b = appendString(b, key)
 		b = append(b, ':')
 		var ok bool
-		if b, ok = t.structValue(b, f.val, mode, append(path, step{key: f.key, idx: -1})); !ok {
+		if b, ok = t.structValue(b, f.val, mode, append(path, step{key: key, idx: -1})); !ok {
 			return nil, false
 		}
 	}

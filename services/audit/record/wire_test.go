@@ -114,7 +114,7 @@ func TestWirePayloadIsTheGenericPayload(t *testing.T) {
 			if i > 0 {
 				data, _ = proto.Marshal(ev)
 			}
-			got, ok := wirePayload(nil, data, argModes(ev))
+			got, ok := wirePayload(nil, data, argModesOf(ev))
 			if !ok {
 				t.Fatalf("%s: the wire path gave up on Go's own encoding", ev.GetEventId()+"/"+string(ev.ProtoReflect().WhichOneof(eventDesc.Oneofs().ByName("body")).Name()))
 			}
@@ -132,7 +132,7 @@ func TestWirePayloadGivesUpOnFieldsOutOfOrderAndBuildStillAgrees(t *testing.T) {
 	_, _, n := protowire.ConsumeTag(data)
 	m := protowire.ConsumeFieldValue(1, protowire.BytesType, data[n:])
 	reordered := append(append([]byte{}, data[n+m:]...), data[:n+m]...)
-	if _, ok := wirePayload(nil, reordered, argModes(ev)); ok {
+	if _, ok := wirePayload(nil, reordered, argModesOf(ev)); ok {
 		t.Fatal("the wire path accepted fields out of order")
 	}
 	again := &airlockv1.Event{}

@@ -123,10 +123,10 @@ func buildWire(r *Row, data []byte) bool {
 		}
 		redact = d.redact
 	}
-	var modes map[[3]protowire.Number]argMode
+	var modes *argModes
 	switch typ {
 	case "requested":
-		modes = map[[3]protowire.Number]argMode{{env.bodyNum, fieldCall, fieldArguments}: {withhold: true}}
+		modes = withheldModes(env.bodyNum)
 	case "approved":
 		modes = maskModes(env.bodyNum, redact, true)
 	case "allowed", "denied", "approval_requested":
