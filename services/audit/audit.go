@@ -29,12 +29,13 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -98,6 +99,7 @@ type Service struct {
 	// build turns fetched messages into rows sorted by sequence, and
 	// connect opens what commits them: the sink's own, or the floor's.
 	build   func([]record.Msg) []record.Row
+	release func([]record.Row) // gives a committed batch's rows back, if build recycles them
 	connect func(ctx context.Context) (committer, error)
 }
 
@@ -124,7 +126,7 @@ func New(deps svc.Deps, opt Options) (*Service, error) {
 	if opt.Stream == "" {
 		opt.Stream = deps.Config.Stream.Name
 	}
-	s := &Service{deps: deps, opt: opt, log: deps.Log.With("service", "audit"), build: buildAll}
+	s := &Service{deps: deps, opt: opt, log: deps.Log.With("service", "audit"), build: buildAll, release: releaseRows}
 	s.connect = s.connectWriter
 	return s, nil
 }
@@ -142,13 +144,14 @@ func RunFloor(ctx context.Context, deps svc.Deps, opt Options, table string, row
 	}
 	s := &Service{deps: deps, opt: opt, log: deps.Log.With("service", "audit-floor")}
 	s.build = func(msgs []record.Msg) []record.Row {
-		out := make([]record.Row, 0, len(msgs))
+		lo, hi := msgs[0].Seq, msgs[0].Seq
 		for _, m := range msgs {
-			if m.Seq >= 1 && m.Seq <= uint64(len(rows)) {
-				out = append(out, rows[m.Seq-1])
-			}
+			lo, hi = min(lo, m.Seq), max(hi, m.Seq)
 		}
-		return out
+		if lo < 1 || hi > uint64(len(rows)) {
+			return nil
+		}
+		return rows[lo-1 : hi]
 	}
 	s.connect = func(ctx context.Context) (committer, error) {
 		st, err := store.OpenWriter(ctx, opt.DSN)
@@ -257,6 +260,9 @@ func (s *Service) Run(ctx context.Context) error {
 			s.log.Info("audit: ClickHouse accepts writes again", "waited", time.Since(started).Round(time.Millisecond))
 		}
 		delay, lastWarn = 50*time.Millisecond, time.Time{}
+		if s.release != nil {
+			s.release(b.rows)
+		}
 		// AckAll: acknowledging the highest sequence acknowledges every
 		// earlier one, and all of them are committed (head ≥ that sequence).
 		if err := b.last.Ack(); err != nil {
@@ -296,7 +302,7 @@ func (s *Service) fetch(ctx context.Context, cons jetstream.Consumer, out chan<-
 			continue
 		}
 		delay = 50 * time.Millisecond
-		var msgs []record.Msg
+		msgs := make([]record.Msg, 0, s.opt.BatchSize)
 		var last jetstream.Msg
 		var lastSeq uint64
 		for m := range batch.Messages() {
@@ -321,9 +327,19 @@ func (s *Service) fetch(ctx context.Context, cons jetstream.Consumer, out chan<-
 	}
 }
 
-// buildAll builds rows for msgs on every core and returns them sorted by sequence.
+// rowSlices recycles the sink's batches of rows: a batch is large (its
+// rows alone are megabytes) and lives until it is committed.
+var rowSlices sync.Pool
+
+// buildAll builds rows for msgs on every core and returns them sorted by
+// sequence, in a slice from rowSlices (release it with releaseRows).
 func buildAll(msgs []record.Msg) []record.Row {
-	rows := make([]record.Row, len(msgs))
+	var rows []record.Row
+	if p, ok := rowSlices.Get().(*[]record.Row); ok && cap(*p) >= len(msgs) {
+		rows = (*p)[:len(msgs)]
+	} else {
+		rows = make([]record.Row, len(msgs))
+	}
 	workers := min(runtime.GOMAXPROCS(0), 1+len(msgs)/256)
 	var wg sync.WaitGroup
 	chunk := (len(msgs) + workers - 1) / workers
@@ -338,8 +354,18 @@ func buildAll(msgs []record.Msg) []record.Row {
 		}()
 	}
 	wg.Wait()
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Seq < rows[j].Seq })
+	bySeq := func(a, b record.Row) int { return cmp.Compare(a.Seq, b.Seq) }
+	if !slices.IsSortedFunc(rows, bySeq) { // a pull delivers in order: sorting is the exception
+		slices.SortFunc(rows, bySeq)
+	}
 	return rows
+}
+
+// releaseRows returns a committed batch's slice to rowSlices.
+func releaseRows(rows []record.Row) {
+	clear(rows) // drop the strings now, not when the slice is next used
+	rows = rows[:0]
+	rowSlices.Put(&rows)
 }
 
 // unpin releases the pinned delivery on shutdown so a standby replica (or

@@ -95,8 +95,8 @@ func Build(m Msg) Row {
 	}
 	// The events every call produces are read straight from the wire
 	// (buildWire); the rest, and any bytes it does not handle, are decoded.
-	if !envelope.IsJSON(m.Header) && buildWire(&r, m.Data) {
-		return r
+	if w := r; !envelope.IsJSON(m.Header) && buildWire(&w, m.Data) {
+		return w // a failed attempt leaves w half-filled with views of m.Data: it is dropped
 	}
 	return buildGeneric(r, m)
 }

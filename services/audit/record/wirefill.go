@@ -7,14 +7,20 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 )
+
+// payloadBufs are scratch buffers the payload is rendered into before it
+// is copied into the row's string.
+var payloadBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
 var (
 	riskEnum  = airlockv1.Risk(0).Descriptor()
@@ -132,10 +138,15 @@ func buildWire(r *Row, data []byte) bool {
 	case "allowed", "denied", "approval_requested":
 		modes = maskModes(env.bodyNum, redact, false)
 	}
-	payload, ok := wirePayload(make([]byte, 0, len(data)+len(data)/2+64), data, modes)
+	buf := payloadBufs.Get().(*[]byte)
+	defer payloadBufs.Put(buf)
+	payload, ok := wirePayload((*buf)[:0], data, modes)
 	if !ok {
 		return false
 	}
+	*buf = payload[:0]
+	scratch := payloadBufs.Get().(*[]byte)
+	defer payloadBufs.Put(scratch)
 
 	// Columns, exactly as fill and decidedBy set them.
 	r.EventID, r.Type, r.Revision, r.Thread = env.id, typ, env.revision, env.thread
@@ -321,7 +332,8 @@ func buildWire(r *Row, data []byte) bool {
 	if !ok {
 		return false
 	}
-	r.Payload = string(payload)
+	r.Payload = unsafe.String(unsafe.SliceData(payload), len(payload))
+	*scratch = intern(r, *scratch)
 	return true
 }
 
@@ -410,12 +422,37 @@ func bytesOf(typ protowire.Type, raw []byte) ([]byte, bool) {
 	return v, n >= 0
 }
 
+// str reads a string field as a view of the wire bytes, valid only while
+// buildWire runs: buildWire copies every string of the row it made into
+// one allocation before it returns (intern).
 func str(typ protowire.Type, raw []byte) (string, bool) {
 	v, ok := bytesOf(typ, raw)
 	if !ok || !utf8.Valid(v) {
 		return "", false
 	}
-	return string(v), true
+	return unsafe.String(unsafe.SliceData(v), len(v)), true
+}
+
+// intern copies every string of r into one new allocation, so the row owns
+// its strings (not views of the message or a scratch buffer) at the cost
+// of one allocation instead of one per column.
+func intern(r *Row, buf []byte) []byte {
+	fields := [...]*string{&r.EventID, &r.Type, &r.Agent, &r.Thread, &r.Call, &r.Server, &r.Tool, &r.ActorType, &r.ActorID,
+		&r.ActorChannel, &r.Decision, &r.Reason, &r.Risk, &r.RuleID, &r.PolicyRevision, &r.DecisionID, &r.ArgsDigest,
+		&r.Payload, &r.DecidedBy, &r.GrantID}
+	var ends [len(fields)]int
+	buf = buf[:0]
+	for i, f := range fields {
+		buf = append(buf, *f...)
+		ends[i] = len(buf)
+	}
+	all := string(buf)
+	start := 0
+	for i, f := range fields {
+		*f = all[start:ends[i]]
+		start = ends[i]
+	}
+	return buf
 }
 
 func varint(typ protowire.Type, raw []byte) (uint64, bool) {
