@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
+	"google.golang.org/protobuf/proto"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
@@ -147,6 +148,13 @@ func (s *Service) Decide(ctx context.Context, req *airlockv1.DecideRequest) (*ai
 	}
 	key, err := s.resolve(ctx, req.GetCallId(), req.GetRevision())
 	if err != nil {
+		if apierr.CodeOf(err) == apierr.Conflict {
+			if rec, _, lerr := s.store.latest(ctx, req.GetCallId(), s.index.latestRevision(req.GetCallId())); lerr == nil {
+				call := proto.Clone(rec.GetCall()).(*airlockv1.ToolCall)
+				call.Revision = req.GetRevision()
+				s.refusedDecision(ctx, call, by, kind.Action(), domain.RefusedStale, apiMessage(err))
+			}
+		}
 		return nil, err
 	}
 	d := domain.Decision{Kind: kind, By: by, Reason: req.GetReason(), Edited: req.GetEditedArguments(), SawDigest: req.GetArgumentsDigest()}
@@ -164,6 +172,9 @@ func (s *Service) decideKey(ctx context.Context, key string, d domain.Decision) 
 			seen = &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{CallId: strings.Split(key, ".")[0]}}
 		}
 		return nil, s.domainErr(ctx, seen, d.By, err)
+	}
+	if out.Refused != "" {
+		s.refusedDecision(ctx, rec.GetCall(), d.By, d.Kind.Action(), out.Refused, out.Message)
 	}
 	return &airlockv1.DecideResponse{Record: rec, Changed: wrote && out.Applied, Message: out.Message}, nil
 }
