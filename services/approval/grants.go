@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -141,8 +140,9 @@ func (s *Service) grant(ctx context.Context, key string) (*airlockv1.StandingGra
 	return g, e.Revision(), nil
 }
 
-// grantSweepEvery is how often the sweeper looks for grants whose time ran out.
-const grantSweepEvery = 10 * time.Second
+// grantSweepEvery is how many sweeps pass between looks for grants whose
+// time ran out (every 10 s with the default sweep_interval of 1 s).
+const grantSweepEvery = 10
 
 // sweepGrants records grant_expired once for every grant whose expiry has
 // passed (a grant used up is recorded by the policy service when it spends
@@ -151,7 +151,7 @@ const grantSweepEvery = 10 * time.Second
 // replicas sweep and restart.
 func (s *Service) sweepGrants(ctx context.Context) {
 	now := s.now()
-	if now.Sub(s.grantSwept) < grantSweepEvery {
+	if now.Sub(s.grantSwept) < grantSweepEvery*s.cfg.SweepInterval {
 		return
 	}
 	s.grantSwept = now

@@ -424,7 +424,7 @@ func (con *Console) apiCreateToken(c echo.Context) error {
 	}
 	secret, rec, err := con.createToken(c.Request().Context(), principal(c), channel(c), b.Name, b.Kind, b.AgentID, b.Days)
 	if err != nil {
-		return err
+		return con.refusedIf(c, err)
 	}
 	return c.JSON(http.StatusCreated, tokenOut(rec, secret))
 }

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -53,6 +54,14 @@ func (con *Console) recordToken(p Principal, channel string, rec tokenRecord, cr
 		ev = &airlockv1.Event{EventId: rec.ID + ".token_created", Body: &airlockv1.Event_TokenCreated{TokenCreated: tc}}
 	}
 	con.recordSystem(rec.ID, humanActor(p.Name, channel), ev)
+}
+
+// refusedIf records err when it refuses the signed-in person (not_authorized), and returns it.
+func (con *Console) refusedIf(c echo.Context, err error) error {
+	if apierr.CodeOf(err) == apierr.NotAuthorized {
+		con.recordRefused(c, principal(c), err.Error())
+	}
+	return err
 }
 
 // recordRefused records a request refused for the principal's role.

@@ -720,8 +720,8 @@ func (con *Console) revokeToken(c echo.Context) error {
 	switch {
 	case err == nil:
 		con.recordToken(p, channel(c), rec, false)
-	case apierr.CodeOf(err) == apierr.NotAuthorized:
-		con.recordRefused(c, p, err.Error())
+	default:
+		con.refusedIf(c, err)
 	}
 	return err
 }
@@ -764,7 +764,7 @@ func (con *Console) createTokenForm(c echo.Context) error {
 	days, _ := strconv.Atoi(c.FormValue("days"))
 	secret, _, err := con.createToken(c.Request().Context(), principal(c), channel(c), c.FormValue("name"), c.FormValue("kind"), strings.TrimSpace(c.FormValue("agent")), days)
 	if err != nil {
-		return err
+		return con.refusedIf(c, err)
 	}
 	views, err := con.tokenViews(c.Request().Context(), principal(c))
 	if err != nil {
