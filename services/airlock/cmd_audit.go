@@ -66,13 +66,9 @@ func (a *auditFlags) filter() (store.Filter, error) {
 // openAudit opens the ClickHouse store, or the events stream when no DSN
 // is configured. close releases whatever was opened.
 func (a *auditFlags) open(ctx context.Context, g *globals) (rd store.Reader, closeFn func(), err error) {
-	cfg, err := g.load()
+	cfg, dsn, err := a.config(g)
 	if err != nil {
 		return nil, nil, err
-	}
-	dsn := cfg.ClickHouse.DSN
-	if a.dsn != "" {
-		dsn = a.dsn
 	}
 	if dsn != "" {
 		st, err := store.Open(ctx, dsn)
@@ -94,15 +90,21 @@ func (a *auditFlags) open(ctx context.Context, g *globals) (rd store.Reader, clo
 	return store.NewStream(js, cfg.Stream.Name, key), func() { nc.Close() }, nil
 }
 
-// writer opens the ClickHouse store for an operator command that changes it.
-func (a *auditFlags) writer(ctx context.Context, g *globals) (*store.ClickHouse, config.Config, error) {
+// config loads the configuration and the DSN to use (--clickhouse wins).
+func (a *auditFlags) config(g *globals) (config.Config, string, error) {
 	cfg, err := g.load()
+	if a.dsn != "" {
+		return cfg, a.dsn, err
+	}
+	return cfg, cfg.ClickHouse.DSN, err
+}
+
+// writer opens the ClickHouse store itself, for the commands that need it
+// (verify, drop-before): the stream holds no stored rows to check or drop.
+func (a *auditFlags) writer(ctx context.Context, g *globals) (*store.ClickHouse, config.Config, error) {
+	cfg, dsn, err := a.config(g)
 	if err != nil {
 		return nil, cfg, err
-	}
-	dsn := cfg.ClickHouse.DSN
-	if a.dsn != "" {
-		dsn = a.dsn
 	}
 	if dsn == "" {
 		return nil, cfg, errors.New("no ClickHouse configured: pass --clickhouse DSN or set clickhouse.dsn (the stream's own retention is stream.max_age)")

@@ -109,13 +109,19 @@ func approvedBody(rec *airlockv1.ApprovalRecord) (*airlockv1.Approved, error) {
 // UnauthorizedEvent records a refused attempt by actor on the call of rec.
 // Attempts can repeat, so the id is random (left empty for the envelope).
 func UnauthorizedEvent(call *airlockv1.ToolCall, actor *airlockv1.Actor, r *Refusal) *airlockv1.Event {
+	ev := attempt(call, actor)
+	ev.Body = &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{Action: r.Action, Why: r.Why}}
+	return ev
+}
+
+// attempt is the envelope of an event about actor's attempt on call (random id).
+func attempt(call *airlockv1.ToolCall, actor *airlockv1.Actor) *airlockv1.Event {
 	return &airlockv1.Event{
 		AgentId:  call.GetAgentId(),
 		CallId:   call.GetCallId(),
 		Revision: max(call.GetRevision(), 1),
 		ThreadId: call.GetThreadId(),
 		Actor:    actor,
-		Body:     &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{Action: r.Action, Why: r.Why}},
 	}
 }
 
@@ -161,14 +167,9 @@ func VoteEvent(rec *airlockv1.ApprovalRecord) *airlockv1.Event {
 // RefusedEvent records a decision by actor that changed nothing (code, why).
 // Refusals can repeat, so the id is random.
 func RefusedEvent(call *airlockv1.ToolCall, actor *airlockv1.Actor, action, code, why string) *airlockv1.Event {
-	return &airlockv1.Event{
-		AgentId:  call.GetAgentId(),
-		CallId:   call.GetCallId(),
-		Revision: max(call.GetRevision(), 1),
-		ThreadId: call.GetThreadId(),
-		Actor:    actor,
-		Body:     &airlockv1.Event_DecisionRefused{DecisionRefused: &airlockv1.DecisionRefused{Action: action, Code: code, Why: why}},
-	}
+	ev := attempt(call, actor)
+	ev.Body = &airlockv1.Event_DecisionRefused{DecisionRefused: &airlockv1.DecisionRefused{Action: action, Code: code, Why: why}}
+	return ev
 }
 
 // GrantScope copies what g allows into an event body.
