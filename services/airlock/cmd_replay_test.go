@@ -15,6 +15,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/audit"
 	"github.com/airlock-gate/airlock/services/audit/chtest"
+	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/replay"
 	"github.com/airlock-gate/airlock/services/audit/store"
 	"github.com/airlock-gate/airlock/services/policy"
@@ -27,7 +28,11 @@ func TestPolicyReplayReportsTheCallsAChangedRuleWouldFlip(t *testing.T) {
 	n := testenv.StartNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	dsn := ch.DSN(t)
-	sink, err := audit.New(deps, audit.Options{DSN: dsn, FlushInterval: 50 * time.Millisecond})
+	key, _, err := record.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := audit.New(deps, audit.Options{DSN: dsn, FlushInterval: 50 * time.Millisecond, Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}
