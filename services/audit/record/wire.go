@@ -63,36 +63,93 @@ type step struct {
 	idx int // -1 for a struct key
 }
 
-// wireMsg describes one message type for the transcoder.
+// wireMsg describes one message type for the transcoder: its fields by
+// number, each with what rendering it needs worked out once.
 type wireMsg struct {
-	desc   protoreflect.MessageDescriptor
-	fields map[protowire.Number]protoreflect.FieldDescriptor
-	wkt    string // "Timestamp", "Duration", "Struct", "Value", "ListValue" or ""
-	ok     bool   // declaration order is field-number order, no groups
+	fields []*wireField // by field number; nil for numbers it does not declare
+	wkt    string       // "Timestamp", "Duration", "Struct", "Value", "ListValue" or ""
+	ok     bool         // declaration order is field-number order, no groups
 }
 
-var wireCache sync.Map // protoreflect.MessageDescriptor → *wireMsg
+// wireField is one field of a wireMsg.
+type wireField struct {
+	fd       protoreflect.FieldDescriptor
+	key      []byte // `"name":`
+	kind     protoreflect.Kind
+	list     bool
+	mapVal   *wireField // the value of a map field
+	msg      *wireMsg   // a message field's (or map value's) type
+	presence bool       // explicit presence: written even when zero
+	bytesLen bool       // its wire form is length-delimited
+	oneof    uint64     // the bit of its (real) oneof, 0 for none
+}
 
+var (
+	wireMu    sync.Mutex
+	wireCache = map[protoreflect.FullName]*wireMsg{}
+)
+
+// wireInfo returns the table of md, built once per message type (at the
+// first event, for everything reachable from it).
 func wireInfo(md protoreflect.MessageDescriptor) *wireMsg {
-	if w, ok := wireCache.Load(md); ok {
-		return w.(*wireMsg)
+	wireMu.Lock()
+	defer wireMu.Unlock()
+	return buildWireMsg(md)
+}
+
+func buildWireMsg(md protoreflect.MessageDescriptor) *wireMsg {
+	if w, ok := wireCache[md.FullName()]; ok {
+		return w // also ends recursion (Struct ↔ Value): the entry exists before its fields are built
 	}
-	w := &wireMsg{desc: md, fields: map[protowire.Number]protoreflect.FieldDescriptor{}, ok: true}
+	w := &wireMsg{ok: true}
+	wireCache[md.FullName()] = w
 	switch md.FullName() {
 	case "google.protobuf.Timestamp", "google.protobuf.Duration", "google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue":
 		w.wkt = string(md.Name())
+		return w
 	}
 	fs := md.Fields()
+	maxNum := protowire.Number(0)
+	for i := 0; i < fs.Len(); i++ {
+		maxNum = max(maxNum, fs.Get(i).Number())
+	}
+	w.fields = make([]*wireField, maxNum+1)
+	oneofs := md.Oneofs()
 	for i := 0; i < fs.Len(); i++ {
 		fd := fs.Get(i)
-		w.fields[fd.Number()] = fd
 		if i > 0 && fs.Get(i-1).Number() > fd.Number() || fd.Kind() == protoreflect.GroupKind {
 			w.ok = false
 		}
+		f := newWireField(fd)
+		if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {
+			f.oneof = 1 << (uint(oneofs.ByName(od.Name()).Index()) % 64)
+		}
+		if fd.IsMap() {
+			f.mapVal = newWireField(fd.MapValue())
+		}
+		w.fields[fd.Number()] = f
 	}
-	wireCache.Store(md, w)
 	return w
 }
+
+func newWireField(fd protoreflect.FieldDescriptor) *wireField {
+	f := &wireField{fd: fd, kind: fd.Kind(), list: fd.IsList(), presence: fd.HasPresence(),
+		key: append(appendString(nil, string(fd.Name())), ':')}
+	switch f.kind {
+	case protoreflect.StringKind, protoreflect.BytesKind, protoreflect.MessageKind:
+		f.bytesLen = true
+	}
+	if fd.IsMap() {
+		f.bytesLen = true
+	}
+	if f.kind == protoreflect.MessageKind && !fd.IsMap() {
+		f.msg = buildWireMsg(fd.Message())
+	}
+	return f
+}
+
+// eventWire is the table of airlock.v1.Event and everything below it.
+var eventWire = sync.OnceValue(func() *wireMsg { return wireInfo(eventDesc) })
 
 var eventDesc = (&airlockv1.Event{}).ProtoReflect().Descriptor()
 
@@ -105,7 +162,7 @@ func envelopeField(n protowire.Number) bool { return n <= 7 && n != 5 }
 // bytes are not in the shape this fast path handles.
 func wirePayload(b []byte, data []byte, modes *argModes) ([]byte, bool) {
 	t := transcoder{modes: modes}
-	out, ok := t.message(b, data, wireInfo(eventDesc), 0)
+	out, ok := t.message(b, data, eventWire(), 0)
 	return out, ok
 }
 
@@ -137,17 +194,20 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 	b = append(b, '{')
 	first := true
 	var last protowire.Number
-	var oneofs []protoreflect.OneofDescriptor // set so far: a second member would replace the first
+	var oneofs uint64 // set so far: a second member would replace the first
 	for len(data) > 0 {
 		num, typ, n := protowire.ConsumeTag(data)
 		if n < 0 {
 			return nil, false
 		}
-		fd := w.fields[num]
-		if num < last || (num == last && (fd == nil || !fd.IsList())) {
+		var f *wireField
+		if int(num) < len(w.fields) {
+			f = w.fields[num]
+		}
+		if num < last || (num == last && (f == nil || !f.list)) {
 			return nil, false
 		}
-		if fd == nil || depth == 0 && envelopeField(num) {
+		if f == nil || depth == 0 && envelopeField(num) {
 			m := protowire.ConsumeFieldValue(num, typ, data[n:])
 			if m < 0 {
 				return nil, false
@@ -157,21 +217,19 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 			continue
 		}
 		// A repeated field: all its entries, which must be contiguous.
-		if fd.IsList() || fd.IsMap() {
+		if f.list || f.mapVal != nil {
 			if num == last {
 				return nil, false
 			}
-			var vals [][]byte
+			var vbuf [16][]byte
+			vals := vbuf[:0]
 			for len(data) > 0 {
 				num2, typ2, n2 := protowire.ConsumeTag(data)
 				if n2 < 0 || num2 != num {
 					break
 				}
-				if typ2 != protowire.BytesType && (fd.IsMap() || fd.Kind() == protoreflect.StringKind || fd.Kind() == protoreflect.BytesKind || fd.Kind() == protoreflect.MessageKind) {
-					return nil, false
-				}
-				if typ2 == protowire.BytesType && !(fd.IsMap() || fd.Kind() == protoreflect.StringKind || fd.Kind() == protoreflect.BytesKind || fd.Kind() == protoreflect.MessageKind) {
-					return nil, false // packed scalars: not written by these messages
+				if (typ2 == protowire.BytesType) != f.bytesLen {
+					return nil, false // packed scalars are not written by these messages
 				}
 				m := protowire.ConsumeFieldValue(num2, typ2, data[n2:])
 				if m < 0 {
@@ -185,18 +243,17 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 				b = append(b, ',')
 			}
 			first = false
-			b = appendString(b, string(fd.Name()))
-			b = append(b, ':')
+			b = append(b, f.key...)
 			var ok bool
-			if fd.IsMap() {
-				b, ok = t.mapField(b, fd, vals)
+			if f.mapVal != nil {
+				b, ok = t.mapField(b, f, vals)
 			} else {
 				b = append(b, '[')
 				for i, v := range vals {
 					if i > 0 {
 						b = append(b, ',')
 					}
-					if b, ok = t.value(b, fd, protowire.BytesType, v, depth); !ok {
+					if b, ok = t.value(b, f, protowire.BytesType, v, depth); !ok {
 						return nil, false
 					}
 				}
@@ -214,26 +271,25 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 		raw := data[n : n+m]
 		data = data[n+m:]
 		last = num
-		if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {
-			if slices.Contains(oneofs, od) {
+		if f.oneof != 0 {
+			if oneofs&f.oneof != 0 {
 				return nil, false
 			}
-			oneofs = append(oneofs, od)
+			oneofs |= f.oneof
 		}
-		if !fd.HasPresence() && zero(typ, raw) {
+		if !f.presence && zero(typ, raw) {
 			continue // proto3 implicit presence: a zero value is not set
 		}
 		if !first {
 			b = append(b, ',')
 		}
 		first = false
-		b = appendString(b, string(fd.Name()))
-		b = append(b, ':')
+		b = append(b, f.key...)
 		if depth < 3 {
 			t.path[depth] = num
 		}
 		var ok bool
-		if b, ok = t.value(b, fd, typ, raw, depth); !ok {
+		if b, ok = t.value(b, f, typ, raw, depth); !ok {
 			return nil, false
 		}
 	}
@@ -260,14 +316,14 @@ func zero(typ protowire.Type, raw []byte) bool {
 }
 
 // value renders one value of fd from its raw wire bytes (tag excluded).
-func (t *transcoder) value(b []byte, fd protoreflect.FieldDescriptor, typ protowire.Type, raw []byte, depth int) ([]byte, bool) {
-	switch fd.Kind() {
+func (t *transcoder) value(b []byte, f *wireField, typ protowire.Type, raw []byte, depth int) ([]byte, bool) {
+	switch f.kind {
 	case protoreflect.MessageKind:
 		v, n := protowire.ConsumeBytes(raw)
 		if n < 0 {
 			return nil, false
 		}
-		return t.message(b, v, wireInfo(fd.Message()), depth+1)
+		return t.message(b, v, f.msg, depth+1)
 	case protoreflect.StringKind:
 		v, n := protowire.ConsumeBytes(raw)
 		if n < 0 || !utf8.Valid(v) {
@@ -304,7 +360,7 @@ func (t *transcoder) value(b []byte, fd protoreflect.FieldDescriptor, typ protow
 	if n < 0 {
 		return nil, false
 	}
-	switch fd.Kind() {
+	switch f.kind {
 	case protoreflect.BoolKind:
 		return strconv.AppendBool(b, v != 0), true
 	case protoreflect.Int32Kind:
@@ -326,7 +382,7 @@ func (t *transcoder) value(b []byte, fd protoreflect.FieldDescriptor, typ protow
 		b = strconv.AppendUint(b, v, 10)
 		return append(b, '"'), true
 	case protoreflect.EnumKind:
-		if ev := fd.Enum().Values().ByNumber(protoreflect.EnumNumber(int32(v))); ev != nil {
+		if ev := f.fd.Enum().Values().ByNumber(protoreflect.EnumNumber(int32(v))); ev != nil {
 			return appendString(b, string(ev.Name())), true
 		}
 		return strconv.AppendInt(b, int64(int32(v)), 10), true
@@ -335,8 +391,8 @@ func (t *transcoder) value(b []byte, fd protoreflect.FieldDescriptor, typ protow
 }
 
 // mapField renders map entries sorted by key (string keys only).
-func (t *transcoder) mapField(b []byte, fd protoreflect.FieldDescriptor, entries [][]byte) ([]byte, bool) {
-	if fd.MapKey().Kind() != protoreflect.StringKind {
+func (t *transcoder) mapField(b []byte, f *wireField, entries [][]byte) ([]byte, bool) {
+	if f.fd.MapKey().Kind() != protoreflect.StringKind {
 		return nil, false
 	}
 	type kv struct {
@@ -393,24 +449,17 @@ func (t *transcoder) mapField(b []byte, fd protoreflect.FieldDescriptor, entries
 		}
 		b = appendString(b, it.key)
 		b = append(b, ':')
-		vd := fd.MapValue()
+		vf := f.mapVal
 		if it.val == nil {
 			// An absent value is the zero value (or an empty message).
-			if vd.Kind() == protoreflect.MessageKind {
-				var ok bool
-				if b, ok = t.message(b, nil, wireInfo(vd.Message()), 4); !ok {
-					return nil, false
-				}
-				continue
-			}
-			if vd.Kind() != protoreflect.StringKind {
+			if vf.kind != protoreflect.StringKind {
 				return nil, false
 			}
 			b = append(b, `""`...)
 			continue
 		}
 		var ok bool
-		if b, ok = t.value(b, vd, it.typ, it.val, 4); !ok {
+		if b, ok = t.value(b, vf, it.typ, it.val, 4); !ok {
 			return nil, false
 		}
 	}
