@@ -39,6 +39,12 @@ type auditBenchResult struct {
 	Ratio         float64   `json:"ratio"`
 	Goal          float64   `json:"goal_ratio"`
 	MeetsGoal     bool      `json:"meets_goal"`
+	// CPU this process (embedded NATS, client, sink or floor; not the
+	// ClickHouse server) spent per event, lowest round of each, and
+	// FloorCPU/SinkCPU: the throughput ratio a fully busy machine would see.
+	FloorCPUus    float64   `json:"floor_cpu_us_per_event"`
+	SinkCPUus     float64   `json:"sink_cpu_us_per_event"`
+	CPURatio      float64   `json:"cpu_ratio"`
 	FloorRounds   []float64 `json:"floor_rounds_events_per_sec"`
 	SinkRounds    []float64 `json:"sink_rounds_events_per_sec"`
 	PublishPerSec float64   `json:"publish_events_per_sec"`
@@ -89,10 +95,11 @@ clickhouse-server started in a temp dir.`,
   floor: fetch + insert of pre-built rows  %8.0f events/s  (rounds %s)
   sink:  the audit service                 %8.0f events/s  (rounds %s)
   ratio sink / floor                       %8.2f         (goal ≥ %.2f: %s)
+  CPU per event: floor %.1f µs, sink %.1f µs   (floor/sink %.2f; this process, not ClickHouse's)
   publish into the stream                  %8.0f events/s
   verify (keyed chain + stream)            %8.0f rows/s    (chain OK: %v)
 `, res.Events, res.AvgEventBytes, res.BatchSize, res.Rounds, res.ClickHouse, res.FloorPerSec, rates(res.FloorRounds), res.SinkPerSec, rates(res.SinkRounds),
-				res.Ratio, res.Goal, yesNo(res.MeetsGoal), res.PublishPerSec, res.VerifyPerSec, res.ChainVerified)
+				res.Ratio, res.Goal, yesNo(res.MeetsGoal), res.FloorCPUus, res.SinkCPUus, res.CPURatio, res.PublishPerSec, res.VerifyPerSec, res.ChainVerified)
 			return nil
 		},
 	}
@@ -219,7 +226,7 @@ func benchAudit(ctx context.Context, g *globals, dsn string, n, batch, rounds in
 	// 3. Floor and sink, alternating; each round drains the whole stream
 	// with a consumer of its own into an emptied table.
 	opt := audit.Options{DSN: dsn, Stream: cfg.Stream.Name, BatchSize: cfg.Audit.BatchSize, FlushInterval: cfg.Audit.FlushInterval, Key: key}
-	drain := func(name string, run func(context.Context, audit.Options) error) (float64, error) {
+	drain := func(name string, run func(context.Context, audit.Options) error) (perSec, cpuUs float64, err error) {
 		o := opt
 		o.Durable = name
 		done := make(chan struct{})
@@ -232,25 +239,25 @@ func benchAudit(ctx context.Context, g *globals, dsn string, n, batch, rounds in
 		rctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		errc := make(chan error, 1)
-		start := time.Now()
+		start, cpu := time.Now(), processCPU()
 		go func() { errc <- run(rctx, o) }()
 		select {
 		case <-done:
 		case err := <-errc:
-			return 0, fmt.Errorf("%s stopped early: %v", name, err)
+			return 0, 0, fmt.Errorf("%s stopped early: %v", name, err)
 		case <-time.After(5 * time.Minute):
-			return 0, fmt.Errorf("%s did not drain %d events in 5 minutes", name, n)
+			return 0, 0, fmt.Errorf("%s did not drain %d events in 5 minutes", name, n)
 		}
-		took := time.Since(start)
+		took, used := time.Since(start), processCPU()-cpu
 		cancel()
 		if err := <-errc; err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if err := deps.JS.DeleteConsumer(ctx, cfg.Stream.Name, name); err != nil {
-			return 0, fmt.Errorf("delete the %s consumer: %w", name, err)
+			return 0, 0, fmt.Errorf("delete the %s consumer: %w", name, err)
 		}
 		runtime.GC()
-		return float64(n) / took.Seconds(), nil
+		return float64(n) / took.Seconds(), float64(used.Microseconds()) / float64(n), nil
 	}
 	for round := 1; round <= res.Rounds; round++ {
 		for _, q := range []string{"TRUNCATE TABLE floor_events", "TRUNCATE TABLE events"} {
@@ -258,13 +265,13 @@ func benchAudit(ctx context.Context, g *globals, dsn string, n, batch, rounds in
 				return res, fmt.Errorf("empty the benchmark's tables: %w", err)
 			}
 		}
-		floor, err := drain(fmt.Sprintf("bench_floor_%d", round), func(c context.Context, o audit.Options) error {
+		floor, floorCPU, err := drain(fmt.Sprintf("bench_floor_%d", round), func(c context.Context, o audit.Options) error {
 			return audit.RunFloor(c, deps, o, "floor_events", rows)
 		})
 		if err != nil {
 			return res, err
 		}
-		sink, err := drain(fmt.Sprintf("bench_sink_%d", round), func(c context.Context, o audit.Options) error {
+		sink, sinkCPU, err := drain(fmt.Sprintf("bench_sink_%d", round), func(c context.Context, o audit.Options) error {
 			s, err := audit.New(deps, o)
 			if err != nil {
 				return err
@@ -276,8 +283,15 @@ func benchAudit(ctx context.Context, g *globals, dsn string, n, batch, rounds in
 		}
 		res.FloorRounds, res.SinkRounds = append(res.FloorRounds, floor), append(res.SinkRounds, sink)
 		res.FloorPerSec, res.SinkPerSec = max(res.FloorPerSec, floor), max(res.SinkPerSec, sink)
+		if round == 1 || floorCPU < res.FloorCPUus {
+			res.FloorCPUus = floorCPU
+		}
+		if round == 1 || sinkCPU < res.SinkCPUus {
+			res.SinkCPUus = sinkCPU
+		}
 	}
 	res.Ratio = res.SinkPerSec / res.FloorPerSec
+	res.CPURatio = res.FloorCPUus / res.SinkCPUus
 	res.MeetsGoal = res.Ratio >= res.Goal
 
 	start = time.Now()

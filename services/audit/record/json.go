@@ -139,19 +139,46 @@ func appendTimestamp(b []byte, m protoreflect.Message) []byte {
 func appendTimestampOf(b []byte, secs, nanos int64) []byte {
 	t := time.Unix(secs, nanos).UTC()
 	// protojson: RFC 3339 in UTC with 0, 3, 6 or 9 fractional digits.
-	layout := "2006-01-02T15:04:05"
-	switch {
-	case nanos == 0:
-	case nanos%1e6 == 0:
-		layout = "2006-01-02T15:04:05.000"
-	case nanos%1e3 == 0:
-		layout = "2006-01-02T15:04:05.000000"
-	default:
-		layout = "2006-01-02T15:04:05.000000000"
-	}
 	b = append(b, '"')
-	b = t.AppendFormat(b, layout)
+	if y := t.Year(); y < 0 || y > 9999 {
+		b = t.AppendFormat(b, "2006-01-02T15:04:05") // outside RFC 3339's years: as package time writes them
+	} else {
+		yy, mo, d := t.Date()
+		h, mi, sec := t.Clock()
+		b = appendDigits(b, yy, 4)
+		b = append(b, '-')
+		b = appendDigits(b, int(mo), 2)
+		b = append(b, '-')
+		b = appendDigits(b, d, 2)
+		b = append(b, 'T')
+		b = appendDigits(b, h, 2)
+		b = append(b, ':')
+		b = appendDigits(b, mi, 2)
+		b = append(b, ':')
+		b = appendDigits(b, sec, 2)
+	}
+	ns := t.Nanosecond()
+	switch {
+	case ns == 0:
+	case ns%1e6 == 0:
+		b = appendDigits(append(b, '.'), ns/1e6, 3)
+	case ns%1e3 == 0:
+		b = appendDigits(append(b, '.'), ns/1e3, 6)
+	default:
+		b = appendDigits(append(b, '.'), ns, 9)
+	}
 	return append(b, `Z"`...)
+}
+
+// appendDigits writes n (≥ 0) zero-padded to width digits.
+func appendDigits(b []byte, n, width int) []byte {
+	var d [10]byte
+	i := len(d)
+	for ; n > 0 || i > len(d)-width; n /= 10 {
+		i--
+		d[i] = byte('0' + n%10)
+	}
+	return append(b, d[i:]...)
 }
 
 func appendDuration(b []byte, m protoreflect.Message) []byte {

@@ -479,10 +479,13 @@ func durationOf(secs, nanos int64) time.Duration {
 // (keys sorted, HTML-safe escapes, its float format, non-finite numbers as
 // the strings AsMap makes of them).
 func canonDigest(data []byte) (string, bool) {
-	b, ok, finite := canonStruct(make([]byte, 0, 256), data)
+	buf := payloadBufs.Get().(*[]byte)
+	defer payloadBufs.Put(buf)
+	b, ok, finite := canonStruct((*buf)[:0], data)
 	if !ok {
 		return "", false
 	}
+	*buf = b[:0]
 	if !finite {
 		return "", true
 	}
@@ -495,7 +498,8 @@ func canonStruct(b, data []byte) ([]byte, bool, bool) {
 		key string
 		val []byte
 	}
-	var fields []field
+	var fbuf [16]field
+	fields := fbuf[:0]
 	ok := eachField(data, func(n protowire.Number, t protowire.Type, raw []byte) bool {
 		ent, ok := bytesOf(t, raw)
 		if !ok || n != 1 {
