@@ -34,11 +34,11 @@ type auditBenchResult struct {
 	// FloorPerSec is the pipeline floor: the sink's own fetch and insert
 	// with rows built beforehand (best round); SinkPerSec the full sink
 	// (best round); Ratio = SinkPerSec / FloorPerSec, the SPEC §8 bar.
-	FloorPerSec   float64   `json:"floor_events_per_sec"`
-	SinkPerSec    float64   `json:"sink_events_per_sec"`
-	Ratio         float64   `json:"ratio"`
-	Goal          float64   `json:"goal_ratio"`
-	MeetsGoal     bool      `json:"meets_goal"`
+	FloorPerSec float64 `json:"floor_events_per_sec"`
+	SinkPerSec  float64 `json:"sink_events_per_sec"`
+	Ratio       float64 `json:"ratio"`
+	Goal        float64 `json:"goal_ratio"`
+	MeetsGoal   bool    `json:"meets_goal"`
 	// CPU this process (embedded NATS, client, sink or floor; not the
 	// ClickHouse server) spent per event, lowest round of each, and
 	// FloorCPU/SinkCPU: the throughput ratio a fully busy machine would see.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -83,11 +84,27 @@ func (a *auditFlags) open(ctx context.Context, g *globals) (rd store.Reader, clo
 	}
 	fmt.Fprintln(os.Stderr, "(no ClickHouse configured: reading the audit trail from the events stream)")
 	// The key only adds the hashes the sink would store: reading goes on without it.
-	key, err := audit.LoadKey(cfg.Audit)
+	key, err := auditKey(cfg)
 	if err != nil && !errors.Is(err, audit.ErrNoKey) {
 		fmt.Fprintf(os.Stderr, "(rows shown without hashes: %v)\n", err)
 	}
 	return store.NewStream(js, cfg.Stream.Name, key), func() { nc.Close() }, nil
+}
+
+// auditKey is the configured audit key, or else the one `airlock dev` keeps
+// in its data directory, so the CLI verifies a dev trail without setup.
+func auditKey(cfg config.Config) (*record.Key, error) {
+	if cfg.Audit.Key == "" && cfg.Audit.KeyFile == "" {
+		if p := filepath.Join(cfg.Dev.DataDir, "audit.key"); fileExists(p) {
+			cfg.Audit.KeyFile = p
+		}
+	}
+	return audit.LoadKey(cfg.Audit)
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // config loads the configuration and the DSN to use (--clickhouse wins).
@@ -208,7 +225,7 @@ stream's last event are each named. Exit status 1 when anything is wrong.`,
 				return err
 			}
 			defer st.Close()
-			key, err := audit.LoadKey(cfg.Audit)
+			key, err := auditKey(cfg)
 			if err != nil {
 				return fmt.Errorf("verify needs the audit key the audit service uses: %w", err)
 			}
