@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -16,23 +16,12 @@ import (
 func TestBenchAuditJSONPrintsFloorSinkAndRatio(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout := os.Stdout
-	os.Stdout = w
-	cmd := newRootCmd()
-	cmd.SetArgs([]string{"bench", "audit", "--json", "--events", "3000", "--rounds", "1", "--batch", "500"})
-	runErr := cmd.ExecuteContext(ctx)
-	os.Stdout = stdout
-	w.Close()
-	out, _ := io.ReadAll(r)
+	out, runErr := runCLI(ctx, t, "bench", "audit", "--json", "--events", "3000", "--rounds", "1", "--batch", "500")
 	if runErr != nil {
 		t.Fatalf("bench audit: %v\n%s", runErr, out)
 	}
 	var got map[string]any
-	if err := json.Unmarshal(bytes.TrimSpace(out), &got); err != nil {
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &got); err != nil {
 		t.Fatalf("--json printed %q: %v", out, err)
 	}
 	for _, k := range []string{"floor_events_per_sec", "sink_events_per_sec", "ratio"} {
@@ -46,4 +35,23 @@ func TestBenchAuditJSONPrintsFloorSinkAndRatio(t *testing.T) {
 	if got["chain_verified"] != true {
 		t.Errorf("the chain the sink wrote does not verify: %s", out)
 	}
+}
+
+// runCLI runs the airlock command with args and returns what it printed on stdout.
+func runCLI(ctx context.Context, t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	outc := make(chan []byte)
+	go func() { b, _ := io.ReadAll(r); outc <- b }()
+	cmd := newRootCmd()
+	cmd.SetArgs(args)
+	runErr := cmd.ExecuteContext(ctx)
+	os.Stdout = stdout
+	w.Close()
+	return string(<-outc), runErr
 }
