@@ -9,8 +9,6 @@ import (
 	"time"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
-	"github.com/airlock-gate/airlock/services/audit"
-	"github.com/airlock-gate/airlock/services/audit/chtest"
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/store"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -23,19 +21,8 @@ import (
 func TestAuditVerifyCommandNamesAPlantedRow(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ch := chtest.Start(t)
-	n := testenv.StartNATS(t)
-	deps := testenv.Deps(t, testenv.Config(n.URL()))
-	dsn := ch.DSN(t)
-	key, keyHex, err := record.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink, err := audit.New(deps, audit.Options{DSN: dsn, FlushInterval: 50 * time.Millisecond, Key: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RunService(t, sink)
+	a := startAuditSink(t)
+	n, deps, dsn, keyHex := a.nats, a.deps, a.dsn, a.keyHex
 	pub := deps.Publisher("test")
 	for i := range 4 {
 		ev := &airlockv1.Event{AgentId: "bot", CallId: "c1", Revision: 1, Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "bob"},
