@@ -90,8 +90,8 @@ type Msg struct {
 // has no holes and the bad message is on record.
 func Build(m Msg) Row {
 	r := Row{Seq: m.Seq, Time: m.Time.UTC().Truncate(time.Millisecond)}
-	if tok := strings.Split(m.Subject, "."); len(tok) == 5 {
-		r.Agent, r.Call, r.Type = tok[2], tok[3], tok[4]
+	if agent, call, typ, ok := subjectTokens(m.Subject); ok {
+		r.Agent, r.Call, r.Type = agent, call, typ
 	}
 	// The events every call produces are read straight from the wire
 	// (buildWire); the rest, and any bytes it does not handle, are decoded.
@@ -99,6 +99,25 @@ func Build(m Msg) Row {
 		return w // a failed attempt leaves w half-filled with views of m.Data: it is dropped
 	}
 	return buildGeneric(r, m)
+}
+
+// subjectTokens splits airlock.evt.<agent>.<call>.<type> without allocating.
+func subjectTokens(subj string) (agent, call, typ string, ok bool) {
+	var tok [5]string
+	for i := range tok {
+		if i == len(tok)-1 {
+			tok[i] = subj
+			break
+		}
+		var found bool
+		if tok[i], subj, found = strings.Cut(subj, "."); !found {
+			return "", "", "", false
+		}
+	}
+	if strings.Contains(tok[4], ".") {
+		return "", "", "", false
+	}
+	return tok[2], tok[3], tok[4], true
 }
 
 // buildGeneric decodes the event and fills r from it: every type, both encodings.

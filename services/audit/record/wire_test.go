@@ -203,3 +203,24 @@ func TestCanonDigestFromTheWireIsCanonDigest(t *testing.T) {
 		}
 	}
 }
+
+func TestSubjectTokensTakesOnlyFiveTokenSubjects(t *testing.T) {
+	cases := []struct {
+		name, subject, want string
+	}{
+		{"an event subject gives agent, call and type", "airlock.evt.bot.c1.approved", "bot/c1/approved"},
+		{"four tokens give nothing", "airlock.evt.bot.c1", ""},
+		{"six tokens give nothing", "airlock.evt.bot.c1.approved.x", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := ""
+			if a, cl, typ, ok := subjectTokens(c.subject); ok {
+				got = a + "/" + cl + "/" + typ
+			}
+			if got != c.want {
+				t.Fatalf("%q → %q, want %q", c.subject, got, c.want)
+			}
+		})
+	}
+}
