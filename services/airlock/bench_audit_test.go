@@ -24,7 +24,7 @@ func TestBenchAuditJSONPrintsFloorSinkAndRatio(t *testing.T) {
 	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &got); err != nil {
 		t.Fatalf("--json printed %q: %v", out, err)
 	}
-	for _, k := range []string{"floor_events_per_sec", "sink_events_per_sec", "ratio"} {
+	for _, k := range []string{"floor_events_per_sec", "sink_events_per_sec", "ratio", "floor_cpu_us_per_event", "sink_cpu_us_per_event", "cpu_ratio"} {
 		if v, ok := got[k].(float64); !ok || !(v > 0) {
 			t.Fatalf("%s is %v in %s", k, got[k], out)
 		}
