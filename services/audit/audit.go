@@ -98,8 +98,9 @@ type Service struct {
 	log  *slog.Logger
 	// build turns fetched messages into rows sorted by sequence, and
 	// connect opens what commits them: the sink's own, or the floor's.
-	build   func([]record.Msg) []record.Row
-	release func([]record.Row) // gives a committed batch's rows back, if build recycles them
+	// build returns the rows and what to call once they are committed
+	// (nil when nothing is recycled).
+	build func([]record.Msg) ([]record.Row, func())
 	connect func(ctx context.Context) (committer, error)
 }
 
@@ -126,7 +127,7 @@ func New(deps svc.Deps, opt Options) (*Service, error) {
 	if opt.Stream == "" {
 		opt.Stream = deps.Config.Stream.Name
 	}
-	s := &Service{deps: deps, opt: opt, log: deps.Log.With("service", "audit"), build: buildAll, release: releaseRows}
+	s := &Service{deps: deps, opt: opt, log: deps.Log.With("service", "audit"), build: buildAll}
 	s.connect = s.connectWriter
 	return s, nil
 }
@@ -143,15 +144,15 @@ func RunFloor(ctx context.Context, deps svc.Deps, opt Options, table string, row
 		opt.Stream = deps.Config.Stream.Name
 	}
 	s := &Service{deps: deps, opt: opt, log: deps.Log.With("service", "audit-floor")}
-	s.build = func(msgs []record.Msg) []record.Row {
+	s.build = func(msgs []record.Msg) ([]record.Row, func()) {
 		lo, hi := msgs[0].Seq, msgs[0].Seq
 		for _, m := range msgs {
 			lo, hi = min(lo, m.Seq), max(hi, m.Seq)
 		}
 		if lo < 1 || hi > uint64(len(rows)) {
-			return nil
+			return nil, nil
 		}
-		return rows[lo-1 : hi]
+		return rows[lo-1 : hi], nil
 	}
 	s.connect = func(ctx context.Context) (committer, error) {
 		st, err := store.OpenWriter(ctx, opt.DSN)
@@ -260,8 +261,8 @@ func (s *Service) Run(ctx context.Context) error {
 			s.log.Info("audit: ClickHouse accepts writes again", "waited", time.Since(started).Round(time.Millisecond))
 		}
 		delay, lastWarn = 50*time.Millisecond, time.Time{}
-		if s.release != nil {
-			s.release(b.rows)
+		if b.release != nil {
+			b.release()
 		}
 		// AckAll: acknowledging the highest sequence acknowledges every
 		// earlier one, and all of them are committed (head ≥ that sequence).
@@ -281,6 +282,7 @@ func (s *Service) Run(ctx context.Context) error {
 // sorted by sequence; last is the message with the highest sequence.
 type prepared struct {
 	rows    []record.Row
+	release func() // after the batch is committed: its buffers are used again
 	last    jetstream.Msg
 	lastSeq uint64
 	took    time.Duration // fetching and building it
@@ -318,7 +320,8 @@ func (s *Service) fetch(ctx context.Context, cons jetstream.Consumer, out chan<-
 		if len(msgs) == 0 {
 			continue
 		}
-		p := prepared{rows: s.build(msgs), last: last, lastSeq: lastSeq, took: time.Since(started)}
+		rows, release := s.build(msgs)
+		p := prepared{rows: rows, release: release, last: last, lastSeq: lastSeq, took: time.Since(started)}
 		select {
 		case out <- p:
 		case <-ctx.Done():
@@ -327,29 +330,39 @@ func (s *Service) fetch(ctx context.Context, cons jetstream.Consumer, out chan<-
 	}
 }
 
-// rowSlices recycles the sink's batches of rows: a batch is large (its
-// rows alone are megabytes) and lives until it is committed.
-var rowSlices sync.Pool
+// batchBuf is what one batch's rows occupy: the rows and the arenas that
+// hold their strings (one per build worker). It is used again for a later
+// batch once this one is committed: a batch is megabytes.
+type batchBuf struct {
+	rows   []record.Row
+	arenas []*record.Arena
+}
+
+var batchBufs = sync.Pool{New: func() any { return &batchBuf{} }}
 
 // buildAll builds rows for msgs on every core and returns them sorted by
-// sequence, in a slice from rowSlices (release it with releaseRows).
-func buildAll(msgs []record.Msg) []record.Row {
-	var rows []record.Row
-	if p, ok := rowSlices.Get().(*[]record.Row); ok && cap(*p) >= len(msgs) {
-		rows = (*p)[:len(msgs)]
-	} else {
-		rows = make([]record.Row, len(msgs))
+// sequence, with the function that recycles them once they are committed
+// (after which no row or string of theirs may be used).
+func buildAll(msgs []record.Msg) ([]record.Row, func()) {
+	buf := batchBufs.Get().(*batchBuf)
+	if cap(buf.rows) < len(msgs) {
+		buf.rows = make([]record.Row, len(msgs))
 	}
+	rows := buf.rows[:len(msgs)]
 	workers := min(runtime.GOMAXPROCS(0), 1+len(msgs)/256)
+	for len(buf.arenas) < workers {
+		buf.arenas = append(buf.arenas, &record.Arena{})
+	}
 	var wg sync.WaitGroup
 	chunk := (len(msgs) + workers - 1) / workers
-	for lo := 0; lo < len(msgs); lo += chunk {
+	for w, lo := 0, 0; lo < len(msgs); w, lo = w+1, lo+chunk {
 		hi := min(lo+chunk, len(msgs))
+		arena := buf.arenas[w]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := lo; i < hi; i++ {
-				rows[i] = record.Build(msgs[i])
+				rows[i] = arena.Build(msgs[i])
 			}
 		}()
 	}
@@ -358,14 +371,13 @@ func buildAll(msgs []record.Msg) []record.Row {
 	if !slices.IsSortedFunc(rows, bySeq) { // a pull delivers in order: sorting is the exception
 		slices.SortFunc(rows, bySeq)
 	}
-	return rows
-}
-
-// releaseRows returns a committed batch's slice to rowSlices.
-func releaseRows(rows []record.Row) {
-	clear(rows) // drop the strings now, not when the slice is next used
-	rows = rows[:0]
-	rowSlices.Put(&rows)
+	return rows, func() {
+		clear(rows) // no row keeps a view of the arenas
+		for _, a := range buf.arenas {
+			a.Reset()
+		}
+		batchBufs.Put(buf)
+	}
 }
 
 // unpin releases the pinned delivery on shutdown so a standby replica (or

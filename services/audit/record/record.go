@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -88,17 +89,61 @@ type Msg struct {
 // fails: a message that does not decode still becomes a row (type from the
 // subject, reason saying why, an escaped excerpt as payload), so the chain
 // has no holes and the bad message is on record.
-func Build(m Msg) Row {
+func Build(m Msg) Row { return build(m, nil) }
+
+func build(m Msg, a *Arena) Row {
 	r := Row{Seq: m.Seq, Time: m.Time.UTC().Truncate(time.Millisecond)}
 	if agent, call, typ, ok := subjectTokens(m.Subject); ok {
 		r.Agent, r.Call, r.Type = agent, call, typ
 	}
 	// The events every call produces are read straight from the wire
 	// (buildWire); the rest, and any bytes it does not handle, are decoded.
-	if w := r; !envelope.IsJSON(m.Header) && buildWire(&w, m.Data) {
+	if w := r; !envelope.IsJSON(m.Header) && buildWire(&w, m.Data, a) {
 		return w // a failed attempt leaves w half-filled with views of m.Data: it is dropped
 	}
 	return buildGeneric(r, m)
+}
+
+// Arena keeps the strings of a batch of rows in a few large buffers that
+// are used again for the next batch, instead of one allocation per row: the
+// sink's rows live only until their batch is inserted, and what it
+// allocates per event is what drives its garbage collection. One Arena
+// serves one goroutine.
+type Arena struct {
+	chunks [][]byte
+	cur    int
+}
+
+const arenaChunk = 1 << 20
+
+// Build is Build with the row's strings in a: they stay valid until a.Reset.
+// A row's PrevHash and Hash (set by a Sealer) are not in the arena.
+func (a *Arena) Build(m Msg) Row { return build(m, a) }
+
+// Reset makes a's buffers free for new rows: every row built since the last
+// Reset must no longer be used.
+func (a *Arena) Reset() {
+	for i := range a.chunks {
+		a.chunks[i] = a.chunks[i][:0]
+	}
+	a.cur = 0
+}
+
+// string copies b into the arena and returns it as a string.
+func (a *Arena) string(b []byte) string {
+	for ; a.cur < len(a.chunks); a.cur++ {
+		if c := a.chunks[a.cur]; cap(c)-len(c) >= len(b) {
+			break
+		}
+	}
+	if a.cur == len(a.chunks) {
+		a.chunks = append(a.chunks, make([]byte, 0, max(arenaChunk, len(b))))
+	}
+	c := a.chunks[a.cur]
+	start := len(c)
+	c = append(c, b...)
+	a.chunks[a.cur] = c
+	return unsafe.String(&c[start], len(b))
 }
 
 // subjectTokens splits airlock.evt.<agent>.<call>.<type> without allocating.

@@ -170,7 +170,7 @@ func TestWireRowIsTheGenericRow(t *testing.T) {
 		case "requested", "allowed", "denied", "approval_requested", "approved", "notified", "started", "completed", "failed":
 			hot = true
 		}
-		if ok := buildWire(&got, data); ok != hot {
+		if ok := buildWire(&got, data, nil); ok != hot {
 			t.Fatalf("%s (%s): wire path taken = %v", ev.GetEventId(), want.Type, ok)
 		} else if !ok {
 			continue
@@ -222,5 +222,30 @@ func TestSubjectTokensTakesOnlyFiveTokenSubjects(t *testing.T) {
 				t.Fatalf("%q → %q, want %q", c.subject, got, c.want)
 			}
 		})
+	}
+}
+
+func TestArenaRowsAreBuildsRowsAndSurviveUntilReset(t *testing.T) {
+	var msgs []Msg
+	for i, ev := range wireCorpus(t) {
+		data, _ := proto.Marshal(ev)
+		msgs = append(msgs, Msg{Seq: uint64(i + 1), Time: time.Unix(1_700_000_000, 0), Subject: "airlock.evt.a.c.requested", Data: data})
+	}
+	var a Arena
+	for round := 0; round < 3; round++ { // reused after Reset, and across chunks
+		var rows []Row
+		for i := 0; i < 8000; i++ {
+			rows = append(rows, a.Build(msgs[i%len(msgs)]))
+		}
+		for i, r := range rows {
+			want := Build(msgs[i%len(msgs)])
+			if d := DifferentColumns(&r, &want); len(d) > 0 {
+				t.Fatalf("round %d row %d: arena row differs in %v", round, i, d)
+			}
+		}
+		a.Reset()
+	}
+	if len(a.chunks) < 2 {
+		t.Fatalf("8000 rows fit in %d chunk(s): the test does not cross a chunk", len(a.chunks))
 	}
 }

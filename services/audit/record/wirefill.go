@@ -33,7 +33,7 @@ var (
 // test keeps them equal) and reports false for anything else — another
 // event type, protojson, bytes not in Go's canonical field order — which
 // then takes the generic path.
-func buildWire(r *Row, data []byte) bool {
+func buildWire(r *Row, data []byte, a *Arena) bool {
 	var ok0 bool // the result slot of the field callbacks below
 	var env struct {
 		id, agent, call, thread string
@@ -333,7 +333,7 @@ func buildWire(r *Row, data []byte) bool {
 		return false
 	}
 	r.Payload = unsafe.String(unsafe.SliceData(payload), len(payload))
-	*scratch = intern(r, *scratch)
+	*scratch = intern(r, *scratch, a)
 	return true
 }
 
@@ -433,10 +433,10 @@ func str(typ protowire.Type, raw []byte) (string, bool) {
 	return unsafe.String(unsafe.SliceData(v), len(v)), true
 }
 
-// intern copies every string of r into one new allocation, so the row owns
-// its strings (not views of the message or a scratch buffer) at the cost
-// of one allocation instead of one per column.
-func intern(r *Row, buf []byte) []byte {
+// intern copies every string of r into one new allocation (or into a when
+// not nil), so the row owns its strings (not views of the message or a
+// scratch buffer) at the cost of one allocation instead of one per column.
+func intern(r *Row, buf []byte, a *Arena) []byte {
 	fields := [...]*string{&r.EventID, &r.Type, &r.Agent, &r.Thread, &r.Call, &r.Server, &r.Tool, &r.ActorType, &r.ActorID,
 		&r.ActorChannel, &r.Decision, &r.Reason, &r.Risk, &r.RuleID, &r.PolicyRevision, &r.DecisionID, &r.ArgsDigest,
 		&r.Payload, &r.DecidedBy, &r.GrantID}
@@ -446,7 +446,14 @@ func intern(r *Row, buf []byte) []byte {
 		buf = append(buf, *f...)
 		ends[i] = len(buf)
 	}
-	all := string(buf)
+	var all string
+	if a != nil {
+		if len(buf) > 0 {
+			all = a.string(buf)
+		}
+	} else {
+		all = string(buf)
+	}
 	start := 0
 	for i, f := range fields {
 		*f = all[start:ends[i]]
