@@ -100,7 +100,7 @@ type Service struct {
 	// connect opens what commits them: the sink's own, or the floor's.
 	// build returns the rows and what to call once they are committed
 	// (nil when nothing is recycled).
-	build func([]record.Msg) ([]record.Row, func())
+	build   func([]record.Msg) ([]record.Row, func())
 	connect func(ctx context.Context) (committer, error)
 }
 
