@@ -96,10 +96,9 @@ type Service struct {
 	deps svc.Deps
 	opt  Options
 	log  *slog.Logger
-	// build turns fetched messages into rows sorted by sequence, and
-	// connect opens what commits them: the sink's own, or the floor's.
-	// build returns the rows and what to call once they are committed
-	// (nil when nothing is recycled).
+	// build turns fetched messages into rows sorted by sequence, with what
+	// to call once they are committed (nil when nothing is recycled);
+	// connect opens what commits them. The sink's own, or the floor's.
 	build   func([]record.Msg) ([]record.Row, func())
 	connect func(ctx context.Context) (committer, error)
 }
