@@ -48,8 +48,23 @@ GROUP BY tool ORDER BY decided DESC;
 -- (hex SHA-256 of the canonical JSON; redacted values are still covered).
 SELECT seq, ts, type, call_id, actor_id FROM events FINAL WHERE args_digest = '<64 hex chars>' ORDER BY seq;
 
--- Chain links at a glance (airlock audit verify recomputes the hashes).
+-- What decided each call: a person, a rule, a standing grant or the timeout.
+SELECT decided_by, type, count() AS events FROM events FINAL
+WHERE decided_by != '' GROUP BY decided_by, type ORDER BY events DESC LIMIT 50;
+
+-- Every vote toward a quorum and every refused decision, with who made it.
+SELECT ts, type, actor_id, call_id, reason FROM events FINAL
+WHERE type IN ('vote_cast', 'decision_refused', 'unauthorized_attempt') ORDER BY seq;
+
+-- One standing grant's life: created, each call it allowed, revoked or expired.
+SELECT seq, ts, type, call_id, actor_id, reason FROM events FINAL WHERE grant_id = 'grant_0123' ORDER BY seq;
+
+-- Sign-ins, API tokens and rule changes.
+SELECT ts, type, actor_id, reason FROM events FINAL
+WHERE type IN ('sign_in', 'token_created', 'token_revoked', 'policy_changed', 'audit_pruned') ORDER BY seq;
+
+-- Chain links at a glance (airlock audit verify checks them with the key).
 SELECT seq, prev_hash, hash FROM events FINAL ORDER BY seq DESC LIMIT 5;
 
--- Retention: ClickHouse 18.16 has no TTL; drop whole months past 90 days.
--- ALTER TABLE events DROP PARTITION 202601;
+-- Retention: `airlock audit drop-before YYYY-MM --yes` drops whole months and
+-- records it (audit_pruned), so verify still accepts the first kept row.

@@ -3,24 +3,31 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/audit"
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/store"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // auditFlags are the flags every `airlock audit` command shares.
 type auditFlags struct {
 	dsn                                                    string
 	call, thread, agent, tool, actor, typ, decision, since string
-	until                                                  string
+	until, decidedBy, grant                                string
 	limit                                                  int
 }
 
@@ -36,7 +43,9 @@ func (a *auditFlags) addFilters(cmd *cobra.Command) {
 	f.StringVar(&a.tool, "tool", "", "only calls to this tool (server__tool or tool)")
 	f.StringVar(&a.actor, "actor", "", "only events caused by this actor id (a reviewer, an agent, a service)")
 	f.StringVar(&a.typ, "type", "", "only this event type (requested, approved, completed, ...)")
-	f.StringVar(&a.decision, "decision", "", "only this decision (allow, deny, ask, approve, reject, request_changes, expire, cancel)")
+	f.StringVar(&a.decision, "decision", "", "only this decision (allow, deny, ask, vote, approve, reject, request_changes, expire, cancel)")
+	f.StringVar(&a.decidedBy, "decided-by", "", "only what this decided: human, rule, grant, timeout, or one of them exactly (human:alice, rule:ask-writes, grant:grant_…)")
+	f.StringVar(&a.grant, "grant", "", "only events about this standing grant (created, used, revoked, expired, and the calls it allowed)")
 	f.StringVar(&a.since, "since", "", "from this time: 7d, 12h, 2026-01-31 or RFC 3339")
 	f.StringVar(&a.until, "until", "", "before this time (same forms as --since)")
 }
@@ -52,19 +61,15 @@ func (a *auditFlags) filter() (store.Filter, error) {
 		return store.Filter{}, fmt.Errorf("--until: %w", err)
 	}
 	return store.Filter{Call: a.call, Thread: a.thread, Agent: a.agent, Tool: a.tool, Actor: a.actor,
-		Type: a.typ, Decision: a.decision, Since: since, Until: until, Limit: a.limit}, nil
+		Type: a.typ, Decision: a.decision, DecidedBy: a.decidedBy, Grant: a.grant, Since: since, Until: until, Limit: a.limit}, nil
 }
 
 // openAudit opens the ClickHouse store, or the events stream when no DSN
 // is configured. close releases whatever was opened.
 func (a *auditFlags) open(ctx context.Context, g *globals) (rd store.Reader, closeFn func(), err error) {
-	cfg, err := g.load()
+	cfg, dsn, err := a.config(g)
 	if err != nil {
 		return nil, nil, err
-	}
-	dsn := cfg.ClickHouse.DSN
-	if a.dsn != "" {
-		dsn = a.dsn
 	}
 	if dsn != "" {
 		st, err := store.Open(ctx, dsn)
@@ -78,7 +83,46 @@ func (a *auditFlags) open(ctx context.Context, g *globals) (rd store.Reader, clo
 		return nil, nil, fmt.Errorf("no ClickHouse configured, so the audit trail is read from the events stream, but NATS is not reachable: %w (pass --clickhouse DSN, or start airlock)", err)
 	}
 	fmt.Fprintln(os.Stderr, "(no ClickHouse configured: reading the audit trail from the events stream)")
-	return store.NewStream(js, cfg.Stream.Name), func() { nc.Close() }, nil
+	// The key only adds the hashes the sink would store: reading goes on without it.
+	key, err := auditKey(cfg)
+	if err != nil && !errors.Is(err, audit.ErrNoKey) {
+		fmt.Fprintf(os.Stderr, "(rows shown without hashes: %v)\n", err)
+	}
+	return store.NewStream(js, cfg.Stream.Name, key), func() { nc.Close() }, nil
+}
+
+// auditKey is the configured audit key, or else the one `airlock dev` keeps
+// in its data directory, so the CLI verifies a dev trail without setup.
+func auditKey(cfg config.Config) (*record.Key, error) {
+	if cfg.Audit.Key == "" && cfg.Audit.KeyFile == "" {
+		if p := filepath.Join(cfg.Dev.DataDir, "audit.key"); fileExists(p) {
+			cfg.Audit.KeyFile = p
+		}
+	}
+	return audit.LoadKey(cfg.Audit)
+}
+
+// config loads the configuration and the DSN to use (--clickhouse wins).
+func (a *auditFlags) config(g *globals) (config.Config, string, error) {
+	cfg, err := g.load()
+	if a.dsn != "" {
+		return cfg, a.dsn, err
+	}
+	return cfg, cfg.ClickHouse.DSN, err
+}
+
+// writer opens the ClickHouse store itself, for the commands that need it
+// (verify, drop-before): the stream holds no stored rows to check or drop.
+func (a *auditFlags) writer(ctx context.Context, g *globals) (*store.ClickHouse, config.Config, error) {
+	cfg, dsn, err := a.config(g)
+	if err != nil {
+		return nil, cfg, err
+	}
+	if dsn == "" {
+		return nil, cfg, errors.New("no ClickHouse configured: pass --clickhouse DSN or set clickhouse.dsn (the stream's own retention is stream.max_age)")
+	}
+	st, err := store.Open(ctx, dsn)
+	return st, cfg, err
 }
 
 func newAuditCmd(g *globals) *cobra.Command {
@@ -89,7 +133,7 @@ func newAuditCmd(g *globals) *cobra.Command {
 (clickhouse.dsn, AIRLOCK_CLICKHOUSE_DSN or --clickhouse). Without ClickHouse the
 same rows are computed from the events stream.`,
 	}
-	cmd.AddCommand(newAuditQueryCmd(g), newAuditVerifyCmd(g), newAuditExportCmd(g), newAuditStatsCmd(g))
+	cmd.AddCommand(newAuditQueryCmd(g), newAuditVerifyCmd(g), newAuditExportCmd(g), newAuditStatsCmd(g), newAuditKeygenCmd(), newAuditDropBeforeCmd(g))
 	return cmd
 }
 
@@ -126,7 +170,7 @@ func newAuditQueryCmd(g *globals) *cobra.Command {
 
 func printRows(ctx context.Context, rd store.Reader, f store.Filter, out io.Writer) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQ\tTIME\tTYPE\tAGENT\tCALL\tREV\tTOOL\tACTOR\tDECISION\tREASON")
+	fmt.Fprintln(tw, "SEQ\tTIME\tTYPE\tAGENT\tCALL\tREV\tTOOL\tACTOR\tDECIDED BY\tDECISION\tREASON")
 	n := 0
 	err := rd.Each(ctx, f, func(r store.Row) error {
 		n++
@@ -134,8 +178,8 @@ func printRows(ctx context.Context, rd store.Reader, f store.Filter, out io.Writ
 		if r.ActorType != "" && actor != "" {
 			actor = r.ActorType + ":" + actor
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Seq, r.Time.UTC().Format("2006-01-02 15:04:05.000"), r.Type,
-			r.Agent, r.Call, r.Revision, record.ToolKey(r.Server, r.Tool), actor, r.Decision, auditOneLine(r.Reason, 60))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Time.UTC().Format("2006-01-02 15:04:05.000"), r.Type,
+			r.Agent, r.Call, r.Revision, record.ToolKey(r.Server, r.Tool), actor, r.DecidedBy, r.Decision, auditOneLine(r.Reason, 60))
 		return nil
 	})
 	if err != nil {
@@ -158,38 +202,175 @@ func auditOneLine(s string, n int) string {
 
 func newAuditVerifyCmd(g *globals) *cobra.Command {
 	var a auditFlags
-	var asJSON bool
+	var asJSON, noStream bool
 	cmd := &cobra.Command{
 		Use:   "verify",
-		Short: "Recompute the hash chain: prints OK with the count, or the first row that does not match (exit 1)",
-		Args:  cobra.NoArgs,
+		Short: "Check every stored row with the audit key and against the events stream: prints OK, or each altered, forged, missing, extra or planted row (exit 1)",
+		Long: `Reads every row of the ClickHouse audit trail in sequence order and checks
+its keyed hash (audit.key_file / AIRLOCK_AUDIT_KEY: the key the audit service
+seals rows with; ClickHouse never sees it) and its link to the row before.
+For the range the events stream still retains, it also compares each row with
+the event it was built from: rows missing, extra, altered or beyond the
+stream's last event are each named. Exit status 1 when anything is wrong.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rd, closeFn, err := a.open(cmd.Context(), g)
+			ctx := cmd.Context()
+			st, cfg, err := a.writer(ctx, g)
 			if err != nil {
 				return err
 			}
-			defer closeFn()
-			res, err := rd.Verify(cmd.Context())
+			defer st.Close()
+			key, err := auditKey(cfg)
+			if err != nil {
+				return fmt.Errorf("verify needs the audit key the audit service uses: %w", err)
+			}
+			opt := store.VerifyOptions{Key: key, Stream: cfg.Stream.Name}
+			if !noStream {
+				nc, js, err := g.connect(ctx, cfg)
+				if err != nil {
+					return fmt.Errorf("verify compares ClickHouse with the events stream, but NATS is not reachable: %w (start airlock, or pass --no-stream to check the chain alone)", err)
+				}
+				defer nc.Close()
+				opt.JS = js
+			}
+			rep, err := st.Verify(ctx, opt)
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				b, _ := json.Marshal(res)
+				b, _ := json.Marshal(rep)
 				fmt.Println(string(b))
-			} else if res.OK {
-				fmt.Printf("OK: %d events verified (seq %d-%d), chain head %s (%s)\n", res.Count, res.FirstSeq, res.LastSeq, res.Head, res.Source)
+			} else {
+				printReport(os.Stdout, rep, key)
 			}
-			if !res.OK {
-				if !asJSON {
-					fmt.Printf("BROKEN at seq %d (event %s): %s\n", res.Break.Seq, res.Break.EventID, res.Break.Problem)
-				}
-				return fmt.Errorf("audit chain verification failed at seq %d: investigate who changed the audit store", res.Break.Seq)
+			if !rep.OK {
+				return fmt.Errorf("audit trail verification found %d problem(s): investigate who writes the audit store", rep.ProblemCount)
 			}
 			return nil
 		},
 	}
 	a.addDSN(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON object")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object")
+	cmd.Flags().BoolVar(&noStream, "no-stream", false, "check the keyed chain only, without comparing with the events stream")
+	return cmd
+}
+
+func printReport(out io.Writer, rep store.Report, key *record.Key) {
+	stream := "not compared with the stream"
+	if rep.StreamChecked {
+		stream = fmt.Sprintf("compared with the stream's seq %d-%d", rep.StreamFirst, rep.StreamLast)
+		if rep.Pending > 0 {
+			stream += fmt.Sprintf(", %d event(s) not written yet", rep.Pending)
+		}
+	}
+	start := "from its genesis"
+	if rep.PrunedBefore > 0 {
+		start = fmt.Sprintf("from seq %d (earlier months dropped, as an audit_pruned row records)", rep.PrunedBefore)
+	}
+	if rep.OK {
+		fmt.Fprintf(out, "OK: %d rows verified with key %s (seq %d-%d, chain %s), %s; head %s\n", rep.Count, key.ID(), rep.FirstSeq, rep.LastSeq, start, stream, rep.Head)
+		return
+	}
+	fmt.Fprintf(out, "NOT OK: %d problem(s) in %d rows (key %s, %s):\n", rep.ProblemCount, rep.Count, key.ID(), stream)
+	for _, p := range rep.Problems {
+		fmt.Fprintf(out, "  %-8s seq %d: %s\n", p.Kind, p.Seq, p.Detail)
+	}
+	if rep.ProblemCount > uint64(len(rep.Problems)) {
+		fmt.Fprintf(out, "  ... and %d more (--json lists the first %d)\n", rep.ProblemCount-uint64(len(rep.Problems)), len(rep.Problems))
+	}
+}
+
+func newAuditKeygenCmd() *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "keygen --out FILE",
+		Short: "Write a new random audit key (mode 0600) for audit.key_file",
+		Long: `The audit service seals every row with this key (HMAC-SHA256) and
+` + "`airlock audit verify`" + ` checks rows with it. Give it to the audit service and to
+whoever verifies, never to ClickHouse. An existing file is never overwritten:
+rows sealed with a lost key can no longer be verified.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return usageErr(cmd, "--out is required: the file to write the key to")
+			}
+			if err := audit.WriteKeyFile(out); err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "wrote a new audit key to %s; set audit.key_file: %s\n", out, out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "file to write (created with mode 0600)")
+	return cmd
+}
+
+func newAuditDropBeforeCmd(g *globals) *cobra.Command {
+	var a auditFlags
+	var yes bool
+	var by string
+	cmd := &cobra.Command{
+		Use:   "drop-before YYYY-MM",
+		Short: "Drop whole months of the ClickHouse audit trail before a month, recorded as an audit_pruned event",
+		Long: `Drops the ClickHouse partitions (months) of the events table stored before
+the given month. It first publishes an audit_pruned event naming the months,
+the rows and the first kept row with its link, so the trail says what is gone
+and ` + "`airlock audit verify`" + ` accepts the first kept row as the chain's start.
+Without --yes it only prints the plan. The events stream keeps its own
+retention (stream.max_age).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			before, err := time.Parse("2006-01", args[0])
+			if err != nil {
+				return usageErr(cmd, "month %q: write it as YYYY-MM, e.g. 2026-01", args[0])
+			}
+			st, cfg, err := a.writer(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			plan, err := st.PlanDrop(ctx, before)
+			if err != nil {
+				return err
+			}
+			if len(plan.Partitions) == 0 {
+				fmt.Printf("nothing stored before %s: nothing to drop\n", before.Format("2006-01"))
+				return nil
+			}
+			fmt.Printf("drop months %s: %d rows (seq up to %d); the chain continues at seq %d\n", strings.Join(plan.Partitions, ", "), plan.Rows, plan.LastDrop, plan.FirstKept)
+			if !yes {
+				fmt.Println("(a plan only: add --yes to drop them)")
+				return nil
+			}
+			nc, js, err := g.connect(ctx, cfg)
+			if err != nil {
+				return fmt.Errorf("the drop is recorded as an event first, but NATS is not reachable: %w (start airlock, then run it again)", err)
+			}
+			defer nc.Close()
+			if by == "" {
+				by = os.Getenv("USER")
+			}
+			ev := &airlockv1.Event{
+				EventId: fmt.Sprintf("%s.pruned.%s.%d", subject.AuditCall, before.Format("200601"), plan.FirstKept),
+				AgentId: subject.SystemAgent, CallId: subject.AuditCall,
+				Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: by, Channel: "cli"},
+				Body: &airlockv1.Event_AuditPruned{AuditPruned: &airlockv1.AuditPruned{Partitions: plan.Partitions, Rows: plan.Rows,
+					FirstKeptSeq: plan.FirstKept, AnchorHash: plan.Anchor, LastDroppedSeq: plan.LastDrop, Before: before.Format("2006-01")}},
+			}
+			if _, err := envelope.NewPublisher(js, "airlock/cli").Publish(ctx, ev, ""); err != nil {
+				return fmt.Errorf("record the drop as an audit_pruned event: %w (nothing was dropped)", err)
+			}
+			if err := st.Drop(ctx, plan); err != nil {
+				return err
+			}
+			fmt.Printf("dropped %d month(s); recorded as audit_pruned\n", len(plan.Partitions))
+			return nil
+		},
+	}
+	a.addDSN(cmd)
+	cmd.Flags().BoolVar(&yes, "yes", false, "drop (without it, only print the plan)")
+	cmd.Flags().StringVar(&by, "by", "", "operator recorded as the actor (default $USER)")
 	return cmd
 }
 

@@ -15,23 +15,18 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/audit"
 	"github.com/airlock-gate/airlock/services/audit/chtest"
+	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/replay"
 	"github.com/airlock-gate/airlock/services/audit/store"
 	"github.com/airlock-gate/airlock/services/policy"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 func TestPolicyReplayReportsTheCallsAChangedRuleWouldFlip(t *testing.T) {
-	ch := chtest.Start(t)
-	n := testenv.StartNATS(t)
-	deps := testenv.Deps(t, testenv.Config(n.URL()))
-	dsn := ch.DSN(t)
-	sink, err := audit.New(deps, audit.Options{DSN: dsn, FlushInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RunService(t, sink)
+	a := startAuditSink(t)
+	deps, dsn := a.deps, a.dsn
 
 	// Record decisions made by the shipped policy.
 	ctx := context.Background()
@@ -132,4 +127,31 @@ func TestPolicyReplayReportsTheCallsAChangedRuleWouldFlip(t *testing.T) {
 			t.Fatalf("report %s, %v", out.String(), err)
 		}
 	})
+}
+
+// auditSink is a real embedded NATS and private clickhouse-server with the
+// audit sink running, sealing with its own key.
+type auditSink struct {
+	nats   *testenv.NATS
+	deps   svc.Deps
+	dsn    string
+	key    *record.Key
+	keyHex string
+}
+
+func startAuditSink(t *testing.T) auditSink {
+	t.Helper()
+	ch := chtest.Start(t)
+	n := testenv.StartNATS(t)
+	a := auditSink{nats: n, deps: testenv.Deps(t, testenv.Config(n.URL())), dsn: ch.DSN(t)}
+	var err error
+	if a.key, a.keyHex, err = record.GenerateKey(); err != nil {
+		t.Fatal(err)
+	}
+	sink, err := audit.New(a.deps, audit.Options{DSN: a.dsn, FlushInterval: 50 * time.Millisecond, Key: a.key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunService(t, sink)
+	return a
 }

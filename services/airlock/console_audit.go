@@ -38,7 +38,7 @@ func (a *consoleAudit) reader(ctx context.Context) (store.Reader, error) {
 		a.rd = st
 		return st, nil
 	}
-	a.rd = store.NewStream(a.deps.JS, a.deps.Config.Stream.Name)
+	a.rd = store.NewStream(a.deps.JS, a.deps.Config.Stream.Name, nil) // the console holds no audit key: rows from the stream carry no hashes
 	return a.rd, nil
 }
 
@@ -51,7 +51,7 @@ func (a *consoleAudit) Source() string {
 
 func auditFilter(q console.AuditQuery) store.Filter {
 	return store.Filter{Call: q.Call, Thread: q.Thread, Agent: q.Agent, Tool: q.Tool, Actor: q.Actor, Type: q.Type,
-		Decision: q.Decision, Since: q.Since, Until: q.Until, Limit: q.Limit}
+		Decision: q.Decision, DecidedBy: q.DecidedBy, Grant: q.Grant, Since: q.Since, Until: q.Until, Limit: q.Limit}
 }
 
 func (a *consoleAudit) Search(ctx context.Context, q console.AuditQuery) ([]console.AuditRow, error) {
@@ -71,7 +71,7 @@ func (a *consoleAudit) Search(ctx context.Context, q console.AuditQuery) ([]cons
 		}
 		out = append(out, console.AuditRow{Seq: r.Seq, Revision: r.Revision, Time: r.Time, Type: r.Type, Agent: r.Agent, Thread: r.Thread,
 			Call: r.Call, Tool: tool, Actor: r.ActorID, Channel: r.ActorChannel, Decision: r.Decision, Reason: r.Reason,
-			Risk: r.Risk, RuleID: r.RuleID, PolicyRevision: r.PolicyRevision, ArgsSHA: r.ArgsDigest, Hash: r.Hash})
+			Risk: r.Risk, RuleID: r.RuleID, PolicyRevision: r.PolicyRevision, ArgsSHA: r.ArgsDigest, DecidedBy: r.DecidedBy, Grant: r.GrantID, Hash: r.Hash})
 	}
 	return out, nil
 }

@@ -103,6 +103,15 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		auditText = "  audit     " + dsn + "   (local clickhouse-server under " + filepath.Join(cfg.Dev.DataDir, "clickhouse") + ")\n"
 	}
 
+	// The audit chain's key lives beside the data, readable by this user
+	// only; ClickHouse never sees it. An existing key is kept.
+	if cfg.Audit.Key == "" && cfg.Audit.KeyFile == "" {
+		cfg.Audit.KeyFile = filepath.Join(cfg.Dev.DataDir, "audit.key")
+		if _, err := audit.EnsureKeyFile(cfg.Audit.KeyFile); err != nil {
+			return err
+		}
+	}
+
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (pick another address with --http)", cfg.HTTP.Addr, err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
+	"google.golang.org/protobuf/proto"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
@@ -182,10 +183,25 @@ func (s *Service) Decide(ctx context.Context, req *airlockv1.DecideRequest) (*ai
 	}
 	ref, err := s.resolve(ctx, req.GetAgentId(), req.GetCallId(), req.GetRevision())
 	if err != nil {
+		if apierr.CodeOf(err) == apierr.Conflict {
+			if latest, lerr := callref.New(req.GetAgentId(), req.GetCallId(), 0); lerr == nil {
+				s.recordStale(ctx, latest, req.GetRevision(), by, kind, err)
+			}
+		}
 		return nil, err
 	}
 	d := domain.Decision{Kind: kind, By: by, Reason: req.GetReason(), Edited: req.GetEditedArguments(), SawDigest: req.GetArgumentsDigest()}
 	return s.decideRef(ctx, ref, d)
+}
+
+// recordStale records a decision on a revision that is not the call's
+// newest as decision_refused (stale_revision) on the revision it named.
+func (s *Service) recordStale(ctx context.Context, latest callref.Ref, rev uint32, by *airlockv1.Actor, kind domain.Kind, err error) {
+	if rec, _, lerr := s.store.latest(ctx, s.index.latestRevision(latest)); lerr == nil {
+		call := proto.Clone(rec.GetCall()).(*airlockv1.ToolCall)
+		call.Revision = rev
+		s.refusedDecision(ctx, call, by, kind.Action(), domain.RefusedStale, apiMessage(err))
+	}
 }
 
 func (s *Service) decideRef(ctx context.Context, ref callref.Ref, d domain.Decision) (*airlockv1.DecideResponse, error) {
@@ -200,6 +216,9 @@ func (s *Service) decideRef(ctx context.Context, ref callref.Ref, d domain.Decis
 			seen = &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev}}
 		}
 		return nil, s.domainErr(ctx, seen, d.By, err)
+	}
+	if out.Refused != "" {
+		s.refusedDecision(ctx, rec.GetCall(), d.By, d.Kind.Action(), out.Refused, out.Message)
 	}
 	return &airlockv1.DecideResponse{Record: rec, Changed: wrote && out.Applied, Message: out.Message}, nil
 }

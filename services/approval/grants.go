@@ -64,6 +64,7 @@ func (s *Service) CreateGrant(ctx context.Context, req *airlockv1.CreateGrantReq
 		return nil, apierr.Wrap(apierr.Unavailable, err, "the grant could not be stored; try again")
 	}
 	s.deps.Log.Info("standing grant created", "grant", g.Id, "agent", g.AgentId, "tool", g.Server+"__"+g.Tool, "by", by.GetId(), "from_call", g.FromCallId)
+	s.systemEvent(ctx, domain.GrantEvent(g, by, &airlockv1.GrantCreated{Grant: domain.GrantScope(g)}))
 	return &airlockv1.CreateGrantResponse{Grant: g}, nil
 }
 
@@ -139,6 +140,7 @@ func (s *Service) RevokeGrant(ctx context.Context, req *airlockv1.RevokeGrantReq
 			return nil, apierr.Wrap(apierr.Unavailable, err, "grant %s could not be revoked; try again", g.GetId())
 		}
 		s.deps.Log.Info("standing grant revoked", "grant", g.GetId(), "by", by.GetId())
+		s.systemEvent(ctx, domain.GrantEvent(next, by, &airlockv1.GrantRevoked{GrantId: g.GetId(), AgentId: g.GetAgentId(), Server: g.GetServer(), Tool: g.GetTool()}))
 		return &airlockv1.RevokeGrantResponse{Grant: next}, nil
 	}
 	return nil, apierr.New(apierr.Conflict, "grant %s keeps changing; try again", req.GetGrantId())
@@ -154,4 +156,59 @@ func (s *Service) grant(ctx context.Context, key string) (*airlockv1.StandingGra
 		return nil, 0, fmt.Errorf("decode grant %s: %w", key, err)
 	}
 	return g, e.Revision(), nil
+}
+
+// grantSweepEvery is how many sweeps pass between looks for grants whose
+// time ran out (every 10 s with the default sweep_interval of 1 s).
+const grantSweepEvery = 10
+
+// sweepGrants records grant_expired once for every grant whose expiry has
+// passed (a grant used up is recorded by the policy service when it spends
+// the last use). The stream is asked before publishing, and each replica
+// remembers what it found, so a grant's expiry is recorded once however many
+// replicas sweep and restart.
+func (s *Service) sweepGrants(ctx context.Context) {
+	now := s.now()
+	if now.Sub(s.grantSwept) < grantSweepEvery*s.cfg.SweepInterval {
+		return
+	}
+	s.grantSwept = now
+	lister, err := s.grants.ListKeys(ctx)
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrNoKeysFound) {
+			s.deps.Log.Warn("cannot list grants to record expiries; will retry", "err", err)
+		}
+		return
+	}
+	var stream jetstream.Stream
+	for key := range lister.Keys() {
+		if s.expiryRecorded[key] {
+			continue
+		}
+		g, _, err := s.grant(ctx, key)
+		if err != nil {
+			continue
+		}
+		exp := g.GetExpiresAt()
+		if g.GetRevoked() || exp == nil || now.Before(exp.AsTime()) || g.GetLimitedUses() && g.GetUsesLeft() == 0 {
+			continue
+		}
+		ev := domain.GrantEvent(g, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"},
+			&airlockv1.GrantExpired{GrantId: g.GetId(), Why: "expired", ExpiresAt: exp})
+		if stream == nil {
+			if stream, err = s.deps.JS.Stream(ctx, s.deps.Config.Stream.Name); err != nil {
+				s.deps.Log.Warn("cannot check grant expiries", "err", err)
+				return
+			}
+		}
+		if stored, err := eventStored(ctx, stream, ev); err != nil || stored {
+			s.expiryRecorded[key] = err == nil
+			continue
+		}
+		if err := s.publish(ctx, ev); err != nil {
+			s.deps.Log.Warn("recording a grant expiry failed; will retry", "grant", key, "err", err)
+			continue
+		}
+		s.expiryRecorded[key] = true
+	}
 }

@@ -60,6 +60,10 @@ type Service struct {
 	decisions, frontend seal.Key
 
 	bg sync.WaitGroup // notifier updates running after a decision was answered
+
+	// Touched by the sweeper's goroutine only.
+	grantSwept     time.Time
+	expiryRecorded map[string]bool // grants whose expiry is known to be in the stream
 }
 
 // NewFromConfig builds the service from deps.Config with the given
@@ -119,6 +123,8 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		pending:   pendingGauge(deps.Metrics.Registry),
 		decisions: dk,
 		frontend:  fk,
+
+		expiryRecorded: map[string]bool{},
 	}
 	s.fan = &fanout{notifiers: notifiers, timeout: a.NotifyTimeout, log: deps.Log.With("service", "approval"), record: s.recordNotified}
 	return s, nil
@@ -232,6 +238,22 @@ func (s *Service) refused(ctx context.Context, call *airlockv1.ToolCall, actor *
 	}
 }
 
+// refusedDecision records a decision that changed nothing (decision_refused).
+func (s *Service) refusedDecision(ctx context.Context, call *airlockv1.ToolCall, actor *airlockv1.Actor, action, code, why string) {
+	s.deps.Log.Info("decision changed nothing", "call", call.GetCallId(), "actor", actor.GetId(), "action", action, "code", code)
+	if err := s.publish(ctx, domain.RefusedEvent(call, actor, action, code, why)); err != nil {
+		s.deps.Log.Error("recording a refused decision failed", "call", call.GetCallId(), "actor", actor.GetId(), "err", err)
+	}
+}
+
+// systemEvent publishes an event that belongs to no call (grants); a
+// failure is logged, the change it records stands.
+func (s *Service) systemEvent(ctx context.Context, ev *airlockv1.Event) {
+	if err := s.publish(ctx, ev); err != nil {
+		s.deps.Log.Error("recording an event failed", "type", envelope.TypeOf(ev), "id", ev.GetCallId(), "err", err)
+	}
+}
+
 // transition runs step on the record at key with CAS and publishes the
 // decision event when the write ended in a decided state. It returns the
 // record as it stands, whether it was written, and step's outcome.
@@ -242,6 +264,15 @@ func (s *Service) transition(ctx context.Context, key string, step func(*airlock
 	})
 	if err != nil {
 		return rec, false, out, err
+	}
+	if wrote && out.Vote {
+		// Every counted approval is on record with the quorum's progress,
+		// before the decision it may complete.
+		if ev := domain.VoteEvent(rec); ev != nil {
+			if err := s.publish(ctx, ev); err != nil {
+				s.deps.Log.Error("recording a vote failed; the approval record keeps it", "key", key, "err", err)
+			}
+		}
 	}
 	if wrote && out.Event != "" {
 		// The record is the truth and is written; a failed publish is

@@ -62,6 +62,7 @@ func (s *Service) sweepOnce(ctx context.Context) {
 		}
 	}
 	s.settle(ctx)
+	s.sweepGrants(ctx)
 }
 
 // fireTimer marks the due reminder or escalation done with CAS and, if this

@@ -11,9 +11,16 @@
 //     is written twice anyway (an insert that failed ambiguously, two
 //     replicas racing) is byte-identical, and every read uses FINAL on a
 //     ReplacingMergeTree keyed by the sequence.
+//   - A chain nobody can forge by writing ClickHouse: each row's hash is
+//     HMAC-SHA256 under the audit key (Options.Key), which ClickHouse never
+//     sees. The sink extends the chain only from a row whose hash is the
+//     key's and whose sequence the stream has issued (TrustedHead), so a
+//     forged, altered or far-future row can neither move the head nor make
+//     the sink skip events; it logs what it passed over, and `airlock audit
+//     verify` names it.
 //   - One chain: rows are chained in stream-sequence order and a row is a
 //     pure function of its stream message and the previous hash. A writer
-//     only ever extends the chain from the head it read from ClickHouse;
+//     only ever extends the chain from the trusted head it read from ClickHouse;
 //     when its next message is further along than head+1 (another replica
 //     holds the ones in between, or ClickHouse was added after the events
 //     were acknowledged) it reads the missing range from the stream itself.
@@ -22,12 +29,13 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,6 +68,11 @@ type Options struct {
 	FlushInterval time.Duration
 	// MaxBackoff caps the wait between retries while ClickHouse is down (default 2s).
 	MaxBackoff time.Duration
+	// Key seals the chain; required (LoadKey reads it from configuration).
+	Key *record.Key
+	// Committed, when set, is called after each batch is committed and
+	// acknowledged, with the batch's highest sequence (benchmarks, tests).
+	Committed func(lastSeq uint64)
 }
 
 func (o Options) withDefaults() Options {
@@ -83,6 +96,21 @@ type Service struct {
 	deps svc.Deps
 	opt  Options
 	log  *slog.Logger
+	// build turns fetched messages into rows sorted by sequence, with what
+	// to call once they are committed (nil when nothing is recycled);
+	// connect opens what commits them. The sink's own, or the floor's.
+	build   func([]record.Msg) ([]record.Row, func())
+	connect func(ctx context.Context) (committer, error)
+}
+
+// committer writes batches of rows.
+type committer interface {
+	// commit writes rows (sorted by sequence); on success every sequence up
+	// to the last is stored.
+	commit(ctx context.Context, rows []record.Row) error
+	// failed is told that a commit failed: state read from the store is stale.
+	failed()
+	close()
 }
 
 // New builds the sink. It connects to ClickHouse when it runs, not here,
@@ -92,11 +120,59 @@ func New(deps svc.Deps, opt Options) (*Service, error) {
 	if opt.DSN == "" {
 		return nil, errors.New("audit sink: no ClickHouse DSN (set clickhouse.dsn or AIRLOCK_CLICKHOUSE_DSN)")
 	}
+	if opt.Key == nil {
+		return nil, fmt.Errorf("audit sink: %w", ErrNoKey)
+	}
 	if opt.Stream == "" {
 		opt.Stream = deps.Config.Stream.Name
 	}
-	return &Service{deps: deps, opt: opt, log: deps.Log.With("service", "audit")}, nil
+	s := &Service{deps: deps, opt: opt, log: deps.Log.With("service", "audit"), build: buildAll}
+	s.connect = s.connectWriter
+	return s, nil
 }
+
+// RunFloor runs the sink's pipeline with everything the sink itself does
+// taken out: it fetches the stream exactly as the sink does, and for each
+// batch inserts rows[seq-1] (built and sealed beforehand) into table, then
+// acknowledges. Its rate is the pipeline floor that `airlock bench audit`
+// compares the sink with (SPEC §8). It runs until ctx ends.
+func RunFloor(ctx context.Context, deps svc.Deps, opt Options, table string, rows []record.Row) error {
+	opt.Key = nil
+	opt = opt.withDefaults()
+	if opt.Stream == "" {
+		opt.Stream = deps.Config.Stream.Name
+	}
+	s := &Service{deps: deps, opt: opt, log: deps.Log.With("service", "audit-floor")}
+	s.build = func(msgs []record.Msg) ([]record.Row, func()) {
+		lo, hi := msgs[0].Seq, msgs[0].Seq
+		for _, m := range msgs {
+			lo, hi = min(lo, m.Seq), max(hi, m.Seq)
+		}
+		if lo < 1 || hi > uint64(len(rows)) {
+			return nil, nil
+		}
+		return rows[lo-1 : hi], nil
+	}
+	s.connect = func(ctx context.Context) (committer, error) {
+		st, err := store.OpenWriter(ctx, opt.DSN)
+		if err != nil {
+			return nil, err
+		}
+		return floorWriter{st: st, table: table}, nil
+	}
+	return s.Run(ctx)
+}
+
+type floorWriter struct {
+	st    *store.ClickHouse
+	table string
+}
+
+func (f floorWriter) commit(ctx context.Context, rows []record.Row) error {
+	return f.st.InsertInto(ctx, f.table, rows)
+}
+func (f floorWriter) failed() {}
+func (f floorWriter) close()  { f.st.Close() }
 
 // NewFromConfig builds the sink from deps.Config. Without clickhouse.dsn it
 // returns a service that only says so and waits: the audit trail is then
@@ -108,8 +184,12 @@ func NewFromConfig(_ context.Context, deps svc.Deps) (svc.Service, error) {
 	if c.ClickHouse.DSN == "" {
 		return idle{log: deps.Log}, nil
 	}
+	key, err := LoadKey(c.Audit)
+	if err != nil {
+		return nil, fmt.Errorf("audit sink: %w", err)
+	}
 	return New(deps, Options{DSN: c.ClickHouse.DSN, Stream: c.Stream.Name,
-		BatchSize: c.Audit.BatchSize, FlushInterval: c.Audit.FlushInterval})
+		BatchSize: c.Audit.BatchSize, FlushInterval: c.Audit.FlushInterval, Key: key})
 }
 
 type idle struct{ log *slog.Logger }
@@ -143,10 +223,10 @@ func (s *Service) Run(ctx context.Context) error {
 	batches := make(chan prepared, 1)
 	go s.fetch(fctx, cons, batches)
 
-	var w *writer
+	var w committer
 	defer func() {
 		if w != nil {
-			w.st.Close()
+			w.close()
 		}
 	}()
 	delay := 50 * time.Millisecond
@@ -163,7 +243,7 @@ func (s *Service) Run(ctx context.Context) error {
 				if err = w.commit(ctx, b.rows); err == nil {
 					break
 				}
-				w.resync = true
+				w.failed()
 			}
 			if ctx.Err() != nil {
 				return nil // unacknowledged: redelivered to the next run
@@ -180,13 +260,19 @@ func (s *Service) Run(ctx context.Context) error {
 			s.log.Info("audit: ClickHouse accepts writes again", "waited", time.Since(started).Round(time.Millisecond))
 		}
 		delay, lastWarn = 50*time.Millisecond, time.Time{}
+		if b.release != nil {
+			b.release()
+		}
 		// AckAll: acknowledging the highest sequence acknowledges every
 		// earlier one, and all of them are committed (head ≥ that sequence).
 		if err := b.last.Ack(); err != nil {
 			s.log.Warn("audit: ack failed; the batch will be redelivered and skipped", "err", err)
 		}
 		s.deps.Metrics.Observe("audit", "ok", started)
-		s.log.Debug("audit: batch committed", "events", len(b.rows), "last_seq", w.headSeq, "commit", time.Since(started), "fetch_build", b.took)
+		s.log.Debug("audit: batch committed", "events", len(b.rows), "last_seq", b.lastSeq, "commit", time.Since(started), "fetch_build", b.took)
+		if s.opt.Committed != nil {
+			s.opt.Committed(b.lastSeq)
+		}
 	}
 	return nil
 }
@@ -194,9 +280,11 @@ func (s *Service) Run(ctx context.Context) error {
 // prepared is one fetched batch with its rows built (not yet sealed),
 // sorted by sequence; last is the message with the highest sequence.
 type prepared struct {
-	rows []record.Row
-	last jetstream.Msg
-	took time.Duration // fetching and building it
+	rows    []record.Row
+	release func() // after the batch is committed: its buffers are used again
+	last    jetstream.Msg
+	lastSeq uint64
+	took    time.Duration // fetching and building it
 }
 
 // fetch pulls batches until ctx ends, then closes out.
@@ -215,7 +303,7 @@ func (s *Service) fetch(ctx context.Context, cons jetstream.Consumer, out chan<-
 			continue
 		}
 		delay = 50 * time.Millisecond
-		var msgs []record.Msg
+		msgs := make([]record.Msg, 0, s.opt.BatchSize)
 		var last jetstream.Msg
 		var lastSeq uint64
 		for m := range batch.Messages() {
@@ -231,7 +319,8 @@ func (s *Service) fetch(ctx context.Context, cons jetstream.Consumer, out chan<-
 		if len(msgs) == 0 {
 			continue
 		}
-		p := prepared{rows: buildAll(msgs), last: last, took: time.Since(started)}
+		rows, release := s.build(msgs)
+		p := prepared{rows: rows, release: release, last: last, lastSeq: lastSeq, took: time.Since(started)}
 		select {
 		case out <- p:
 		case <-ctx.Done():
@@ -240,25 +329,54 @@ func (s *Service) fetch(ctx context.Context, cons jetstream.Consumer, out chan<-
 	}
 }
 
-// buildAll builds rows for msgs on every core and returns them sorted by sequence.
-func buildAll(msgs []record.Msg) []record.Row {
-	rows := make([]record.Row, len(msgs))
+// batchBuf is what one batch's rows occupy: the rows and the arenas that
+// hold their strings (one per build worker). It is used again for a later
+// batch once this one is committed: a batch is megabytes.
+type batchBuf struct {
+	rows   []record.Row
+	arenas []*record.Arena
+}
+
+var batchBufs = sync.Pool{New: func() any { return &batchBuf{} }}
+
+// buildAll builds rows for msgs on every core and returns them sorted by
+// sequence, with the function that recycles them once they are committed
+// (after which no row or string of theirs may be used).
+func buildAll(msgs []record.Msg) ([]record.Row, func()) {
+	buf := batchBufs.Get().(*batchBuf)
+	if cap(buf.rows) < len(msgs) {
+		buf.rows = make([]record.Row, len(msgs))
+	}
+	rows := buf.rows[:len(msgs)]
 	workers := min(runtime.GOMAXPROCS(0), 1+len(msgs)/256)
+	for len(buf.arenas) < workers {
+		buf.arenas = append(buf.arenas, &record.Arena{})
+	}
 	var wg sync.WaitGroup
 	chunk := (len(msgs) + workers - 1) / workers
-	for lo := 0; lo < len(msgs); lo += chunk {
+	for w, lo := 0, 0; lo < len(msgs); w, lo = w+1, lo+chunk {
 		hi := min(lo+chunk, len(msgs))
+		arena := buf.arenas[w]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := lo; i < hi; i++ {
-				rows[i] = record.Build(msgs[i])
+				rows[i] = arena.Build(msgs[i])
 			}
 		}()
 	}
 	wg.Wait()
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Seq < rows[j].Seq })
-	return rows
+	bySeq := func(a, b record.Row) int { return cmp.Compare(a.Seq, b.Seq) }
+	if !slices.IsSortedFunc(rows, bySeq) { // a pull delivers in order: sorting is the exception
+		slices.SortFunc(rows, bySeq)
+	}
+	return rows, func() {
+		clear(rows) // no row keeps a view of the arenas
+		for _, a := range buf.arenas {
+			a.Reset()
+		}
+		batchBufs.Put(buf)
+	}
 }
 
 // unpin releases the pinned delivery on shutdown so a standby replica (or
@@ -318,14 +436,18 @@ func (s *Service) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	return nil, ctx.Err()
 }
 
-func (s *Service) connect(ctx context.Context) (*writer, error) {
+func (s *Service) connectWriter(ctx context.Context) (committer, error) {
 	st, err := store.OpenWriter(ctx, s.opt.DSN)
 	if err != nil {
 		return nil, err
 	}
-	w := &writer{st: st, js: s.deps.JS, stream: s.opt.Stream, batch: s.opt.BatchSize, resync: true, log: s.log}
+	w := &writer{st: st, js: s.deps.JS, stream: s.opt.Stream, batch: s.opt.BatchSize, resync: true, log: s.log,
+		key: s.opt.Key, sealer: s.opt.Key.Sealer()}
 	return w, nil
 }
+
+func (w *writer) failed() { w.resync = true }
+func (w *writer) close()  { w.st.Close() }
 
 // writer extends the chain in ClickHouse.
 type writer struct {
@@ -335,9 +457,41 @@ type writer struct {
 	batch  int
 	log    *slog.Logger
 
+	key    *record.Key
+	sealer *record.Sealer
+
 	headSeq  uint64
 	headHash string
 	resync   bool // re-read the head from ClickHouse before the next write
+	warned   map[uint64]bool
+}
+
+// head reads the trusted head: the last authentic row ClickHouse holds at
+// or below the stream's last sequence. Rows it passes over are logged once.
+func (w *writer) head(ctx context.Context) error {
+	st, err := w.js.Stream(ctx, w.stream)
+	if err != nil {
+		return fmt.Errorf("events stream %s: %w", w.stream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("events stream %s: %w", w.stream, err)
+	}
+	seq, hash, skipped, err := w.st.TrustedHead(ctx, w.key, info.State.LastSeq)
+	if err != nil {
+		return err
+	}
+	if w.warned == nil {
+		w.warned = map[uint64]bool{}
+	}
+	for _, u := range skipped {
+		if !w.warned[u.Seq] && len(w.warned) < 1000 {
+			w.warned[u.Seq] = true
+			w.log.Warn("audit: ignoring a row in ClickHouse the audit service did not write; its events are written from the stream. Run `airlock audit verify` and find who writes the audit store", "seq", u.Seq, "event", u.EventID, "why", u.Why)
+		}
+	}
+	w.headSeq, w.headHash = seq, hash
+	return nil
 }
 
 // commit seals and writes every row of built (sorted by sequence, not
@@ -346,11 +500,10 @@ type writer struct {
 // sequence ≤ the largest in built is committed.
 func (w *writer) commit(ctx context.Context, built []record.Row) error {
 	if w.resync {
-		seq, hash, err := w.st.Head(ctx)
-		if err != nil {
+		if err := w.head(ctx); err != nil {
 			return err
 		}
-		w.headSeq, w.headHash, w.resync = seq, hash, false
+		w.resync = false
 	}
 	in := built
 	skip := func() {
@@ -364,11 +517,9 @@ func (w *writer) commit(ctx context.Context, built []record.Row) error {
 	}
 	if in[0].Seq > w.headSeq+1 {
 		// Another replica may have written the gap meanwhile: look first.
-		seq, hash, err := w.st.Head(ctx)
-		if err != nil {
+		if err := w.head(ctx); err != nil {
 			return err
 		}
-		w.headSeq, w.headHash = seq, hash
 		if skip(); len(in) == 0 {
 			return nil
 		}
@@ -378,29 +529,36 @@ func (w *writer) commit(ctx context.Context, built []record.Row) error {
 			return err
 		}
 	}
-	rows := make([]record.Row, 0, len(in))
+	// Rows are sealed in place and inserted in runs of consecutive
+	// sequences; a retry after a failure seals them again from the head.
 	prev, last := w.headHash, w.headSeq
-	for _, r := range in {
+	start := 0
+	for i := range in {
+		r := &in[i]
 		if r.Seq <= last {
-			continue // a duplicate within the batch
+			// A duplicate within the batch: insert the run before it, skip it.
+			if err := w.insert(ctx, in[start:i]); err != nil {
+				return err
+			}
+			start = i + 1
+			continue
 		}
 		if r.Seq > last+1 {
 			// A hole inside one fetch: messages the stream no longer has,
 			// or another replica's. Read them from the stream first.
-			if err := w.insert(ctx, rows); err != nil {
+			if err := w.insert(ctx, in[start:i]); err != nil {
 				return err
 			}
-			rows = rows[:0]
+			start = i
 			if err := w.fill(ctx, r.Seq-1); err != nil {
 				return err
 			}
 			prev, last = w.headHash, w.headSeq
 		}
-		record.Seal(&r, prev)
+		w.sealer.Seal(r, prev)
 		prev, last = r.Hash, r.Seq
-		rows = append(rows, r)
 	}
-	return w.insert(ctx, rows)
+	return w.insert(ctx, in[start:])
 }
 
 // insert commits sealed rows and advances the head.
@@ -429,7 +587,7 @@ func (w *writer) fill(ctx context.Context, seq uint64) error {
 			return nil
 		}
 		r := record.Build(m)
-		record.Seal(&r, prev)
+		w.sealer.Seal(&r, prev)
 		prev = r.Hash
 		rows = append(rows, r)
 		if len(rows) >= w.batch {

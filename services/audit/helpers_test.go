@@ -13,6 +13,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/audit"
 	"github.com/airlock-gate/airlock/services/audit/chtest"
+	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/store"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -28,13 +29,18 @@ type env struct {
 	deps svc.Deps
 	pub  *envelope.Publisher
 	dsn  string
+	key  *record.Key
 }
 
 func newEnv(t *testing.T, ch *chtest.Server) *env {
 	t.Helper()
 	n := testenv.StartNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
-	e := &env{t: t, nats: n, deps: deps, pub: envelope.NewPublisher(deps.JS, "test/audit")}
+	key, _, err := record.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, nats: n, deps: deps, pub: envelope.NewPublisher(deps.JS, "test/audit"), key: key}
 	if ch != nil {
 		e.dsn = ch.DSN(t)
 	}
@@ -44,7 +50,7 @@ func newEnv(t *testing.T, ch *chtest.Server) *env {
 // sink runs an audit sink on dsn until the test ends; stop stops it earlier.
 func (e *env) sink(dsn string) (stop func()) {
 	e.t.Helper()
-	s, err := audit.New(e.deps, audit.Options{DSN: dsn, BatchSize: 500, FlushInterval: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	s, err := audit.New(e.deps, audit.Options{DSN: dsn, BatchSize: 500, FlushInterval: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Key: e.key})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -83,6 +89,16 @@ func (e *env) open(dsn string) *store.ClickHouse {
 	}
 	e.t.Cleanup(func() { st.Close() })
 	return st
+}
+
+// verify runs the full verification of the store at dsn with the env's key and stream.
+func (e *env) verify(st *store.ClickHouse) store.Report {
+	e.t.Helper()
+	rep, err := st.Verify(context.Background(), store.VerifyOptions{Key: e.key, JS: e.deps.JS, Stream: e.deps.Config.Stream.Name})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rep
 }
 
 // waitRows waits until the store holds want rows (FINAL) and returns them.

@@ -458,15 +458,15 @@ func (con *Console) apiCreateToken(c echo.Context) error {
 	if err := readJSON(c, &b, 16<<10); err != nil {
 		return err
 	}
-	secret, rec, err := con.createToken(c.Request().Context(), principal(c), b.Name, b.Kind, b.AgentID, b.OnBehalfOf, b.Days)
+	secret, rec, err := con.createToken(c.Request().Context(), principal(c), channel(c), b.Name, b.Kind, b.AgentID, b.OnBehalfOf, b.Days)
 	if err != nil {
-		return err
+		return con.refusedIf(c, err)
 	}
 	return c.JSON(http.StatusCreated, tokenOut(rec, secret))
 }
 
 func (con *Console) apiRevokeToken(c echo.Context) error {
-	if err := con.store.revokeToken(c.Request().Context(), c.Param("id"), principal(c)); err != nil {
+	if err := con.revokeToken(c); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

@@ -35,8 +35,11 @@ type Audit interface {
 // AuditQuery selects audit rows; empty fields match everything.
 type AuditQuery struct {
 	Call, Thread, Agent, Tool, Actor, Type, Decision string
-	Since, Until                                     time.Time
-	Limit                                            int
+	// DecidedBy is human, rule, grant, timeout or one exactly (rule:ask-writes);
+	// Grant a standing grant id.
+	DecidedBy, Grant string
+	Since, Until     time.Time
+	Limit            int
 }
 
 // AuditRow is one audited event.
@@ -46,6 +49,7 @@ type AuditRow struct {
 	Time                                                    time.Time
 	Type, Agent, Thread, Call, Tool, Actor, Channel         string
 	Decision, Reason, Risk, RuleID, PolicyRevision, ArgsSHA string
+	DecidedBy, Grant                                        string
 	Hash                                                    string
 }
 
@@ -92,6 +96,7 @@ func auditQueryFrom(c echo.Context, now time.Time) (AuditQuery, error) {
 	q := AuditQuery{
 		Call: c.QueryParam("call"), Thread: c.QueryParam("thread"), Agent: c.QueryParam("agent"), Tool: c.QueryParam("tool"),
 		Actor: c.QueryParam("actor"), Type: c.QueryParam("type"), Decision: c.QueryParam("decision"),
+		DecidedBy: c.QueryParam("decided_by"), Grant: c.QueryParam("grant"),
 	}
 	for _, p := range []struct {
 		name string

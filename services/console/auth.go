@@ -190,7 +190,9 @@ func (con *Console) authenticate(a access) echo.MiddlewareFunc {
 				}
 			}
 			if !a.allows(p) {
-				return apierr.New(apierr.NotAuthorized, "%s may not do this: it needs %s", p.Name, a.need())
+				err := apierr.New(apierr.NotAuthorized, "%s may not do this: it needs %s", p.Name, a.need())
+				con.recordRefused(c, p, err.Error())
+				return err
 			}
 			c.Set(principalKey, p)
 			return next(c)

@@ -32,6 +32,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -70,6 +71,7 @@ type Console struct {
 	pages    map[string]*template.Template
 	feed     *feed
 	opts     Options
+	pub      *envelope.Publisher // sign-ins, tokens, refused requests (audit_events.go)
 }
 
 // New builds the console from deps. The console bucket must exist
@@ -104,6 +106,7 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 	c := &Console{
 		cfg: deps.Config, log: deps.Log, nc: deps.NC, js: deps.JS, frontend: fk,
 		approvals: approvalapi.New(deps.NC, fk, Frontend), policy: policyapi.New(deps.NC, fk, Frontend), store: st, pages: pages, opts: opts,
+		pub: deps.Publisher("console"),
 	}
 	c.feed = newFeed(c)
 	if len(deps.Config.Console.Users) == 0 {

@@ -157,9 +157,11 @@ func (con *Console) login(c echo.Context) error {
 	if err != nil || ck.Value == "" || c.FormValue(csrfField) != ck.Value {
 		return apierr.New(apierr.NotAuthorized, "the sign-in form expired or came from another site: open the sign-in page again")
 	}
-	u, err := con.store.checkPassword(c.Request().Context(), strings.TrimSpace(c.FormValue("user")), c.FormValue("password"))
+	name := strings.TrimSpace(c.FormValue("user"))
+	u, err := con.store.checkPassword(c.Request().Context(), name, c.FormValue("password"))
 	if err != nil {
 		if apierr.CodeOf(err) == apierr.Unauthenticated {
+			con.recordSignIn(c, name, false, "wrong user name or password")
 			tok := randomSecret(24)
 			con.setCookie(c, loginCSRFCookie, tok, 30*time.Minute)
 			return con.render(c, http.StatusUnauthorized, "login", pageData{Title: "Sign in", Login: tok, Error: "Wrong user name or password.", Next: safeNext(c.FormValue("next"))})
@@ -173,6 +175,7 @@ func (con *Console) login(c echo.Context) error {
 	con.setCookie(c, loginCSRFCookie, "", -1)
 	con.setCookie(c, sessionCookie, secret, con.cfg.Console.SessionMaxAge)
 	con.log.Info("signed in", "user", u.Name)
+	con.recordSignIn(c, u.Name, true, "")
 	return c.Redirect(http.StatusSeeOther, safeNext(c.FormValue("next")))
 }
 
@@ -774,8 +777,22 @@ func (con *Console) tokensPage(c echo.Context) error {
 	return con.render(c, http.StatusOK, "tokens", pageData{Title: "API tokens", Tokens: views})
 }
 
+// revokeToken revokes the token named in the path for the signed-in
+// person and records it (or the refusal).
+func (con *Console) revokeToken(c echo.Context) error {
+	p := principal(c)
+	rec, err := con.store.revokeToken(c.Request().Context(), c.Param("id"), p)
+	switch {
+	case err == nil:
+		con.recordToken(p, channel(c), rec, false)
+	default:
+		con.refusedIf(c, err)
+	}
+	return err
+}
+
 // createToken makes a personal token for p, or an agent token (admins only).
-func (con *Console) createToken(ctx context.Context, p Principal, name, kind, agent, onBehalfOf string, days int) (string, tokenRecord, error) {
+func (con *Console) createToken(ctx context.Context, p Principal, via, name, kind, agent, onBehalfOf string, days int) (string, tokenRecord, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
 		return "", tokenRecord{}, apierr.New(apierr.InvalidRequest, "name the token after what will use it, e.g. \"ci\" or \"laptop\"")
@@ -801,14 +818,18 @@ func (con *Console) createToken(ctx context.Context, p Principal, name, kind, ag
 	default:
 		return "", tokenRecord{}, apierr.New(apierr.InvalidRequest, "token kind %q: use personal or agent", kind)
 	}
-	return con.store.newToken(ctx, rec, ttl)
+	secret, rec, err := con.store.newToken(ctx, rec, ttl)
+	if err == nil {
+		con.recordToken(p, via, rec, true)
+	}
+	return secret, rec, err
 }
 
 func (con *Console) createTokenForm(c echo.Context) error {
 	days, _ := strconv.Atoi(c.FormValue("days"))
-	secret, _, err := con.createToken(c.Request().Context(), principal(c), c.FormValue("name"), c.FormValue("kind"), strings.TrimSpace(c.FormValue("agent")), c.FormValue("on_behalf_of"), days)
+	secret, _, err := con.createToken(c.Request().Context(), principal(c), channel(c), c.FormValue("name"), c.FormValue("kind"), strings.TrimSpace(c.FormValue("agent")), c.FormValue("on_behalf_of"), days)
 	if err != nil {
-		return err
+		return con.refusedIf(c, err)
 	}
 	views, err := con.tokenViews(c.Request().Context(), principal(c))
 	if err != nil {
@@ -818,7 +839,7 @@ func (con *Console) createTokenForm(c echo.Context) error {
 }
 
 func (con *Console) revokeTokenForm(c echo.Context) error {
-	if err := con.store.revokeToken(c.Request().Context(), c.Param("id"), principal(c)); err != nil {
+	if err := con.revokeToken(c); err != nil {
 		return err
 	}
 	return con.flashAndRedirect(c, "/tokens", "token "+c.Param("id")+" revoked")

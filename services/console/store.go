@@ -306,28 +306,28 @@ func (s *store) tokens(ctx context.Context, owner string) ([]tokenRecord, error)
 }
 
 // revokeToken deletes a token; only its owner or an admin may.
-func (s *store) revokeToken(ctx context.Context, id string, by Principal) error {
+func (s *store) revokeToken(ctx context.Context, id string, by Principal) (tokenRecord, error) {
+	var rec tokenRecord
 	if id == "" || strings.ContainsAny(id, ".*> ") {
-		return apierr.New(apierr.InvalidRequest, "token id %q is not valid", id)
+		return rec, apierr.New(apierr.InvalidRequest, "token id %q is not valid", id)
 	}
 	e, err := s.kv.Get(ctx, "tokens."+id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return apierr.New(apierr.NotFound, "no token %s", id)
+		return rec, apierr.New(apierr.NotFound, "no token %s", id)
 	}
 	if err != nil {
-		return apierr.Wrap(apierr.Unavailable, err, "read token")
+		return rec, apierr.Wrap(apierr.Unavailable, err, "read token")
 	}
-	var rec tokenRecord
 	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		return fmt.Errorf("decode token %s: %w", id, err)
+		return rec, fmt.Errorf("decode token %s: %w", id, err)
 	}
 	if rec.Owner != by.Name && !by.Has(config.RoleAdmin) {
-		return apierr.New(apierr.NotAuthorized, "token %s belongs to %s: only they or an admin can revoke it", id, rec.Owner)
+		return rec, apierr.New(apierr.NotAuthorized, "token %s belongs to %s: only they or an admin can revoke it", id, rec.Owner)
 	}
 	if err := s.kv.Delete(ctx, "tokens."+id); err != nil {
-		return fmt.Errorf("revoke token %s: %w", id, err)
+		return rec, fmt.Errorf("revoke token %s: %w", id, err)
 	}
-	return nil
+	return rec, nil
 }
 
 // sweepSessions deletes sessions that expired without signing out, so the

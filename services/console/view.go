@@ -217,6 +217,47 @@ func newTimelineEntry(ev *airlockv1.Event) timelineEntry {
 		t.Detail = b.UnauthorizedAttempt.GetAction() + " refused: " + b.UnauthorizedAttempt.GetWhy()
 	case *airlockv1.Event_Invalid:
 		t.Detail = b.Invalid.GetReason()
+	case *airlockv1.Event_Expired:
+		t.Detail = "no decision before the deadline"
+	case *airlockv1.Event_PolicyChanged:
+		t.Detail = b.PolicyChanged.GetChange()
+		if b.PolicyChanged.GetRefused() {
+			t.Detail += " — refused: " + b.PolicyChanged.GetError()
+		}
+	case *airlockv1.Event_VoteCast:
+		v := b.VoteCast
+		t.Detail = fmt.Sprintf("approval %d of %d", v.GetVotes(), v.GetQuorum())
+		if v.GetEdited() {
+			t.Detail += ", of edited arguments"
+		}
+		if c := v.GetVote().GetComment(); c != "" {
+			t.Detail += ": " + c
+		}
+	case *airlockv1.Event_DecisionRefused:
+		t.Detail = b.DecisionRefused.GetAction() + " changed nothing (" + b.DecisionRefused.GetCode() + "): " + b.DecisionRefused.GetWhy()
+	case *airlockv1.Event_GrantCreated:
+		g := b.GrantCreated.GetGrant()
+		t.Detail = fmt.Sprintf("standing grant %s for %s on %s__%s, from call %s", g.GetGrantId(), g.GetAgentId(), g.GetServer(), g.GetTool(), g.GetFromCallId())
+	case *airlockv1.Event_GrantUsed:
+		t.Detail = "allowed by standing grant " + b.GrantUsed.GetGrantId()
+		if b.GrantUsed.GetLimitedUses() {
+			t.Detail += fmt.Sprintf(" (%d use(s) left)", b.GrantUsed.GetUsesLeft())
+		}
+	case *airlockv1.Event_GrantRevoked:
+		t.Detail = "standing grant " + b.GrantRevoked.GetGrantId() + " revoked"
+	case *airlockv1.Event_GrantExpired:
+		t.Detail = "standing grant " + b.GrantExpired.GetGrantId() + " " + strings.ReplaceAll(b.GrantExpired.GetWhy(), "_", " ")
+	case *airlockv1.Event_SignIn:
+		t.Detail = "signed in"
+		if !b.SignIn.GetOk() {
+			t.Detail = "sign-in refused: " + b.SignIn.GetWhy()
+		}
+	case *airlockv1.Event_TokenCreated:
+		t.Detail = b.TokenCreated.GetKind() + " token " + b.TokenCreated.GetName() + " created"
+	case *airlockv1.Event_TokenRevoked:
+		t.Detail = "token " + b.TokenRevoked.GetTokenId() + " revoked"
+	case *airlockv1.Event_AuditPruned:
+		t.Detail = fmt.Sprintf("audit months %s dropped (%d rows)", strings.Join(b.AuditPruned.GetPartitions(), ", "), b.AuditPruned.GetRows())
 	}
 	return t
 }

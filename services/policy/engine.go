@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -171,6 +172,21 @@ func describeRule(r *airlockv1.PolicyRule) string {
 	return fmt.Sprintf("priority %d, %s → %s", r.Priority, strings.Join(what, " "), r.Effect)
 }
 
+// ruleAuthor is the principal a rule change names (updated_by), who the
+// policy_changed event is attributed to. A deletion by the bucket's own
+// means (purge, TTL) names nobody.
+func ruleAuthor(en jetstream.KeyValueEntry) *airlockv1.Actor {
+	r := &airlockv1.PolicyRule{}
+	if en.Operation() != jetstream.KeyValuePut || protojson.Unmarshal(en.Value(), r) != nil || r.GetUpdatedBy().GetId() == "" {
+		return nil
+	}
+	a := proto.Clone(r.GetUpdatedBy()).(*airlockv1.Actor)
+	if a.Type == airlockv1.ActorType_ACTOR_TYPE_UNSPECIFIED {
+		a.Type = airlockv1.ActorType_ACTOR_TYPE_HUMAN
+	}
+	return a
+}
+
 func actorName(a *airlockv1.Actor) string {
 	if a.GetId() == "" {
 		return "unknown"
@@ -251,7 +267,7 @@ func (e *Engine) onRule(ctx context.Context, en jetstream.KeyValueEntry, live bo
 		if ev, err = e.build(ctx, e.code); err == nil {
 			e.cur.Store(ev)
 			if live && ev.Revision() != prev.Revision() {
-				e.changed(ctx, id, change, prev.Revision(), ev.Revision(), nil)
+				e.changed(ctx, id, change, prev.Revision(), ev.Revision(), ruleAuthor(en), nil)
 			}
 			return
 		}
@@ -265,7 +281,7 @@ func (e *Engine) onRule(ctx context.Context, en jetstream.KeyValueEntry, live bo
 	}
 	e.log.Error("rule change refused; the previous policy stays in force", "key", en.Key(), "err", err)
 	if live {
-		e.changed(ctx, id+".refused", "rule change "+en.Key()+" refused", prev.Revision(), prev.Revision(), err)
+		e.changed(ctx, id+".refused", "rule change "+en.Key()+" refused", prev.Revision(), prev.Revision(), ruleAuthor(en), err)
 	}
 }
 
@@ -292,14 +308,14 @@ func (e *Engine) reloadDir(ctx context.Context) {
 		}
 		e.badHash = hash
 		e.log.Error("policy reload refused; the previous policy stays in force", "dir", e.dir, "err", err)
-		e.changed(ctx, "policy.refused."+prev.Code().Hash+"."+hash, "rego reload of "+e.dir+" refused", prev.Revision(), prev.Revision(), err)
+		e.changed(ctx, "policy.refused."+prev.Code().Hash+"."+hash, "rego reload of "+e.dir+" refused", prev.Revision(), prev.Revision(), nil, err)
 		return
 	}
 	e.badHash = ""
 	e.code = code
 	e.cur.Store(ev)
 	e.log.Info("policy reloaded", "dir", e.dir, "revision", ev.Revision())
-	e.changed(ctx, "policy.code."+prev.Code().Hash+"."+code.Hash, "rego reloaded from "+e.dir+" ("+strings.Join(slices.Sorted(maps.Keys(code.Modules)), ", ")+")", prev.Revision(), ev.Revision(), nil)
+	e.changed(ctx, "policy.code."+prev.Code().Hash+"."+code.Hash, "rego reloaded from "+e.dir+" ("+strings.Join(slices.Sorted(maps.Keys(code.Modules)), ", ")+")", prev.Revision(), ev.Revision(), nil, nil)
 }
 
 // dirHash digests the policy files of dir as loaded (tests excluded).
@@ -337,17 +353,46 @@ func dirHash(dir string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
+// grantUsed records that grant g allowed call (grant_used, on the call's
+// subject; id "<call>.<rev>.grant_used", so a redelivered request records
+// one use) and, when that was its last use, that it is used up
+// (grant_expired on airlock.evt._system.<grant>.grant_expired).
+func (e *Engine) grantUsed(ctx context.Context, call *airlockv1.ToolCall, id string, g *airlockv1.StandingGrant) {
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	self := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "policy"}
+	rev := max(call.GetRevision(), 1)
+	evs := []*airlockv1.Event{{
+		EventId: callref.Of(call).EventID(subject.GrantUsed), AgentId: call.GetAgentId(), CallId: call.GetCallId(),
+		Revision: rev, ThreadId: call.GetThreadId(), Actor: self,
+		Body: &airlockv1.Event_GrantUsed{GrantUsed: &airlockv1.GrantUsed{GrantId: id, UsesLeft: g.GetUsesLeft(), LimitedUses: g.GetLimitedUses(), RuleId: g.GetRuleId()}},
+	}}
+	if g.GetLimitedUses() && g.GetUsesLeft() == 0 {
+		evs = append(evs, &airlockv1.Event{EventId: id + "." + subject.GrantExpired, AgentId: subject.SystemAgent, CallId: id, Actor: self,
+			Body: &airlockv1.Event_GrantExpired{GrantExpired: &airlockv1.GrantExpired{GrantId: id, Why: "used_up", ExpiresAt: g.GetExpiresAt()}}})
+	}
+	for _, ev := range evs {
+		if _, err := e.pub.Publish(pctx, ev, ""); err != nil {
+			e.log.Error("could not record a standing grant's use", "grant", id, "call", call.GetCallId(), "type", envelope.TypeOf(ev), "err", err)
+		}
+	}
+}
+
 // changed publishes policy_changed under the system subject. id is derived
 // from the change itself, so every replica that sees it publishes the same
 // event and the stream keeps one.
-func (e *Engine) changed(ctx context.Context, id, change, prevRev, newRev string, refusal error) {
+func (e *Engine) changed(ctx context.Context, id, change, prevRev, newRev string, by *airlockv1.Actor, refusal error) {
 	pc := &airlockv1.PolicyChanged{Change: change, PolicyRevision: newRev, PreviousRevision: prevRev}
 	if refusal != nil {
 		pc.Refused, pc.Error = true, refusal.Error()
 	}
+	if by.GetId() == "" {
+		// A change of the policy files: the policy service noticed it.
+		by = &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "policy"}
+	}
 	ev := &airlockv1.Event{
 		EventId: id, AgentId: subject.SystemAgent, CallId: subject.SystemCall,
-		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "policy"},
+		Actor: by,
 		Body:  &airlockv1.Event_PolicyChanged{PolicyChanged: pc},
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -394,6 +439,7 @@ func (e *Engine) Decide(ctx context.Context, call *airlockv1.ToolCall) *airlockv
 		}
 		d.Reason = fmt.Sprintf("standing grant %s (created by %s) allows it; the policy said: %s", d.GrantId, actorName(g.CreatedBy), d.Reason)
 		d.Approvers, d.Quorum, d.Timeout, d.Notify = nil, 0, nil, nil
+		e.grantUsed(ctx, call, d.GrantId, g)
 		return d
 	}
 	return d

@@ -221,9 +221,13 @@ func TestRulePutThroughEndpointChangesNextDecisionOnBothReplicas(t *testing.T) {
 	if ev := waitDecision(t, deps.JS, "bot", "w1"); envelope.TypeOf(ev) != subject.Allowed {
 		t.Errorf("published call: %s, want allowed", envelope.TypeOf(ev))
 	}
-	pc := testenv.WaitForEvent(t, deps.JS, subject.OfCall(subject.SystemAgent, subject.SystemCall), subject.PolicyChanged, 5*time.Second).GetPolicyChanged()
+	pcEv := testenv.WaitForEvent(t, deps.JS, subject.OfCall(subject.SystemAgent, subject.SystemCall), subject.PolicyChanged, 5*time.Second)
+	pc := pcEv.GetPolicyChanged()
 	if !strings.Contains(pc.Change, "trust-demo-writes") || !strings.Contains(pc.Change, "alice") || pc.PolicyRevision != a.Revision() || pc.PreviousRevision != before {
 		t.Errorf("policy_changed %+v does not say who changed what", pc)
+	}
+	if a := pcEv.GetActor(); a.GetId() != "alice" || a.GetType() != airlockv1.ActorType_ACTOR_TYPE_HUMAN {
+		t.Errorf("policy_changed is attributed to %v, want the person who put the rule (alice)", a)
 	}
 	if got := testenv.SubjectTypes(t, deps.JS, subject.OfType(subject.PolicyChanged)); len(got) != 1 {
 		t.Errorf("%d policy_changed events for one change on two replicas, want 1", len(got))
@@ -375,6 +379,16 @@ func TestStandingGrantTurnsAskIntoAllowForItsUses(t *testing.T) {
 	_ = proto.Unmarshal(en.Value(), g)
 	if g.UsesLeft != 0 || strings.Join(g.UsedBy, ",") != "bot.g0.1,bot.g1.1" {
 		t.Errorf("grant after use: uses_left %d used_by %v, want 0 and [bot.g0.1 bot.g1.1]", g.UsesLeft, g.UsedBy)
+	}
+	// Each use is on record on the call it allowed, and the last one says the grant is used up.
+	for i, left := range []uint32{1, 0} {
+		used := testenv.WaitForEvent(t, deps2.JS, subject.OfCall("bot", fmt.Sprintf("g%d", i)), subject.GrantUsed, 5*time.Second)
+		if u := used.GetGrantUsed(); u.GetGrantId() != "g1" || u.GetUsesLeft() != left || used.GetActor().GetId() != "policy" {
+			t.Errorf("grant_used of call g%d: %v by %v, want g1 with %d left", i, u, used.GetActor(), left)
+		}
+	}
+	if ex := testenv.WaitForEvent(t, deps2.JS, subject.OfCall(subject.SystemAgent, "g1"), subject.GrantExpired, 5*time.Second); ex.GetGrantExpired().GetWhy() != "used_up" {
+		t.Errorf("grant_expired %v, want used_up", ex.GetGrantExpired())
 	}
 	// Arguments outside the grant's globs, another agent, a call on behalf of
 	// the grant's creator, or a deny: no grant.

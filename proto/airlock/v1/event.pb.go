@@ -114,6 +114,16 @@ type Event struct {
 	//	*Event_UnauthorizedAttempt
 	//	*Event_PolicyChanged
 	//	*Event_Invalid
+	//	*Event_VoteCast
+	//	*Event_GrantCreated
+	//	*Event_GrantUsed
+	//	*Event_GrantRevoked
+	//	*Event_GrantExpired
+	//	*Event_DecisionRefused
+	//	*Event_SignIn
+	//	*Event_TokenCreated
+	//	*Event_TokenRevoked
+	//	*Event_AuditPruned
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -356,6 +366,96 @@ func (x *Event) GetInvalid() *Invalid {
 	return nil
 }
 
+func (x *Event) GetVoteCast() *VoteCast {
+	if x != nil {
+		if x, ok := x.Body.(*Event_VoteCast); ok {
+			return x.VoteCast
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetGrantCreated() *GrantCreated {
+	if x != nil {
+		if x, ok := x.Body.(*Event_GrantCreated); ok {
+			return x.GrantCreated
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetGrantUsed() *GrantUsed {
+	if x != nil {
+		if x, ok := x.Body.(*Event_GrantUsed); ok {
+			return x.GrantUsed
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetGrantRevoked() *GrantRevoked {
+	if x != nil {
+		if x, ok := x.Body.(*Event_GrantRevoked); ok {
+			return x.GrantRevoked
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetGrantExpired() *GrantExpired {
+	if x != nil {
+		if x, ok := x.Body.(*Event_GrantExpired); ok {
+			return x.GrantExpired
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetDecisionRefused() *DecisionRefused {
+	if x != nil {
+		if x, ok := x.Body.(*Event_DecisionRefused); ok {
+			return x.DecisionRefused
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetSignIn() *SignIn {
+	if x != nil {
+		if x, ok := x.Body.(*Event_SignIn); ok {
+			return x.SignIn
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetTokenCreated() *TokenCreated {
+	if x != nil {
+		if x, ok := x.Body.(*Event_TokenCreated); ok {
+			return x.TokenCreated
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetTokenRevoked() *TokenRevoked {
+	if x != nil {
+		if x, ok := x.Body.(*Event_TokenRevoked); ok {
+			return x.TokenRevoked
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetAuditPruned() *AuditPruned {
+	if x != nil {
+		if x, ok := x.Body.(*Event_AuditPruned); ok {
+			return x.AuditPruned
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -424,6 +524,47 @@ type Event_Invalid struct {
 	Invalid *Invalid `protobuf:"bytes,25,opt,name=invalid,proto3,oneof"`
 }
 
+type Event_VoteCast struct {
+	// 30–39: what people and the system decide beyond the call's own path.
+	VoteCast *VoteCast `protobuf:"bytes,30,opt,name=vote_cast,json=voteCast,proto3,oneof"`
+}
+
+type Event_GrantCreated struct {
+	GrantCreated *GrantCreated `protobuf:"bytes,31,opt,name=grant_created,json=grantCreated,proto3,oneof"`
+}
+
+type Event_GrantUsed struct {
+	GrantUsed *GrantUsed `protobuf:"bytes,32,opt,name=grant_used,json=grantUsed,proto3,oneof"`
+}
+
+type Event_GrantRevoked struct {
+	GrantRevoked *GrantRevoked `protobuf:"bytes,33,opt,name=grant_revoked,json=grantRevoked,proto3,oneof"`
+}
+
+type Event_GrantExpired struct {
+	GrantExpired *GrantExpired `protobuf:"bytes,34,opt,name=grant_expired,json=grantExpired,proto3,oneof"`
+}
+
+type Event_DecisionRefused struct {
+	DecisionRefused *DecisionRefused `protobuf:"bytes,35,opt,name=decision_refused,json=decisionRefused,proto3,oneof"`
+}
+
+type Event_SignIn struct {
+	SignIn *SignIn `protobuf:"bytes,36,opt,name=sign_in,json=signIn,proto3,oneof"`
+}
+
+type Event_TokenCreated struct {
+	TokenCreated *TokenCreated `protobuf:"bytes,37,opt,name=token_created,json=tokenCreated,proto3,oneof"`
+}
+
+type Event_TokenRevoked struct {
+	TokenRevoked *TokenRevoked `protobuf:"bytes,38,opt,name=token_revoked,json=tokenRevoked,proto3,oneof"`
+}
+
+type Event_AuditPruned struct {
+	AuditPruned *AuditPruned `protobuf:"bytes,39,opt,name=audit_pruned,json=auditPruned,proto3,oneof"`
+}
+
 func (*Event_Requested) isEvent_Body() {}
 
 func (*Event_Allowed) isEvent_Body() {}
@@ -455,6 +596,26 @@ func (*Event_UnauthorizedAttempt) isEvent_Body() {}
 func (*Event_PolicyChanged) isEvent_Body() {}
 
 func (*Event_Invalid) isEvent_Body() {}
+
+func (*Event_VoteCast) isEvent_Body() {}
+
+func (*Event_GrantCreated) isEvent_Body() {}
+
+func (*Event_GrantUsed) isEvent_Body() {}
+
+func (*Event_GrantRevoked) isEvent_Body() {}
+
+func (*Event_GrantExpired) isEvent_Body() {}
+
+func (*Event_DecisionRefused) isEvent_Body() {}
+
+func (*Event_SignIn) isEvent_Body() {}
+
+func (*Event_TokenCreated) isEvent_Body() {}
+
+func (*Event_TokenRevoked) isEvent_Body() {}
+
+func (*Event_AuditPruned) isEvent_Body() {}
 
 type Actor struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1584,12 +1745,829 @@ func (x *Invalid) GetRawExcerpt() string {
 	return ""
 }
 
+// VoteCast: one person's approval was counted toward the quorum. Every
+// counted approval has one, the one that reaches the quorum too (then
+// `approved` follows). The actor is the voter.
+type VoteCast struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Vote  *Vote                  `protobuf:"bytes,1,opt,name=vote,proto3" json:"vote,omitempty"`
+	// Approvals counted so far, this one included, and how many are needed.
+	Votes  uint32 `protobuf:"varint,2,opt,name=votes,proto3" json:"votes,omitempty"`
+	Quorum uint32 `protobuf:"varint,3,opt,name=quorum,proto3" json:"quorum,omitempty"`
+	// Digest of the arguments this vote approves (the edited ones after an edit).
+	ArgumentsDigest string `protobuf:"bytes,4,opt,name=arguments_digest,json=argumentsDigest,proto3" json:"arguments_digest,omitempty"`
+	// True when the voter approved arguments they edited.
+	Edited        bool `protobuf:"varint,5,opt,name=edited,proto3" json:"edited,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VoteCast) Reset() {
+	*x = VoteCast{}
+	mi := &file_airlock_v1_event_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VoteCast) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VoteCast) ProtoMessage() {}
+
+func (x *VoteCast) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VoteCast.ProtoReflect.Descriptor instead.
+func (*VoteCast) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *VoteCast) GetVote() *Vote {
+	if x != nil {
+		return x.Vote
+	}
+	return nil
+}
+
+func (x *VoteCast) GetVotes() uint32 {
+	if x != nil {
+		return x.Votes
+	}
+	return 0
+}
+
+func (x *VoteCast) GetQuorum() uint32 {
+	if x != nil {
+		return x.Quorum
+	}
+	return 0
+}
+
+func (x *VoteCast) GetArgumentsDigest() string {
+	if x != nil {
+		return x.ArgumentsDigest
+	}
+	return ""
+}
+
+func (x *VoteCast) GetEdited() bool {
+	if x != nil {
+		return x.Edited
+	}
+	return false
+}
+
+// GrantScope is what a standing grant allows: a copy of its StandingGrant's scope.
+type GrantScope struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GrantId       string                 `protobuf:"bytes,1,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	AgentId       string                 `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Server        string                 `protobuf:"bytes,3,opt,name=server,proto3" json:"server,omitempty"`
+	Tool          string                 `protobuf:"bytes,4,opt,name=tool,proto3" json:"tool,omitempty"`
+	ArgumentGlobs map[string]string      `protobuf:"bytes,5,rep,name=argument_globs,json=argumentGlobs,proto3" json:"argument_globs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	UsesLeft      uint32                 `protobuf:"varint,6,opt,name=uses_left,json=usesLeft,proto3" json:"uses_left,omitempty"`
+	LimitedUses   bool                   `protobuf:"varint,7,opt,name=limited_uses,json=limitedUses,proto3" json:"limited_uses,omitempty"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	FromCallId    string                 `protobuf:"bytes,9,opt,name=from_call_id,json=fromCallId,proto3" json:"from_call_id,omitempty"`
+	RuleId        string                 `protobuf:"bytes,10,opt,name=rule_id,json=ruleId,proto3" json:"rule_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantScope) Reset() {
+	*x = GrantScope{}
+	mi := &file_airlock_v1_event_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantScope) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantScope) ProtoMessage() {}
+
+func (x *GrantScope) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantScope.ProtoReflect.Descriptor instead.
+func (*GrantScope) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GrantScope) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+func (x *GrantScope) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *GrantScope) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *GrantScope) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *GrantScope) GetArgumentGlobs() map[string]string {
+	if x != nil {
+		return x.ArgumentGlobs
+	}
+	return nil
+}
+
+func (x *GrantScope) GetUsesLeft() uint32 {
+	if x != nil {
+		return x.UsesLeft
+	}
+	return 0
+}
+
+func (x *GrantScope) GetLimitedUses() bool {
+	if x != nil {
+		return x.LimitedUses
+	}
+	return false
+}
+
+func (x *GrantScope) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *GrantScope) GetFromCallId() string {
+	if x != nil {
+		return x.FromCallId
+	}
+	return ""
+}
+
+func (x *GrantScope) GetRuleId() string {
+	if x != nil {
+		return x.RuleId
+	}
+	return ""
+}
+
+// GrantCreated: a person created a standing grant ("always allow"). Published
+// on airlock.evt._system.<grant id>.grant_created; the actor is the creator.
+type GrantCreated struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grant         *GrantScope            `protobuf:"bytes,1,opt,name=grant,proto3" json:"grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantCreated) Reset() {
+	*x = GrantCreated{}
+	mi := &file_airlock_v1_event_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantCreated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantCreated) ProtoMessage() {}
+
+func (x *GrantCreated) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantCreated.ProtoReflect.Descriptor instead.
+func (*GrantCreated) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GrantCreated) GetGrant() *GrantScope {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
+// GrantUsed: a standing grant turned the policy's ask into an allow for this
+// call (published on the call's subject; actor the policy service).
+type GrantUsed struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	GrantId string                 `protobuf:"bytes,1,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	// Uses left after this one (meaningful when limited_uses).
+	UsesLeft      uint32 `protobuf:"varint,2,opt,name=uses_left,json=usesLeft,proto3" json:"uses_left,omitempty"`
+	LimitedUses   bool   `protobuf:"varint,3,opt,name=limited_uses,json=limitedUses,proto3" json:"limited_uses,omitempty"`
+	RuleId        string `protobuf:"bytes,4,opt,name=rule_id,json=ruleId,proto3" json:"rule_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantUsed) Reset() {
+	*x = GrantUsed{}
+	mi := &file_airlock_v1_event_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantUsed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantUsed) ProtoMessage() {}
+
+func (x *GrantUsed) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantUsed.ProtoReflect.Descriptor instead.
+func (*GrantUsed) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GrantUsed) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+func (x *GrantUsed) GetUsesLeft() uint32 {
+	if x != nil {
+		return x.UsesLeft
+	}
+	return 0
+}
+
+func (x *GrantUsed) GetLimitedUses() bool {
+	if x != nil {
+		return x.LimitedUses
+	}
+	return false
+}
+
+func (x *GrantUsed) GetRuleId() string {
+	if x != nil {
+		return x.RuleId
+	}
+	return ""
+}
+
+// GrantRevoked: a person revoked a standing grant (airlock.evt._system.<grant id>.grant_revoked).
+type GrantRevoked struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GrantId       string                 `protobuf:"bytes,1,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	AgentId       string                 `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Server        string                 `protobuf:"bytes,3,opt,name=server,proto3" json:"server,omitempty"`
+	Tool          string                 `protobuf:"bytes,4,opt,name=tool,proto3" json:"tool,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantRevoked) Reset() {
+	*x = GrantRevoked{}
+	mi := &file_airlock_v1_event_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantRevoked) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantRevoked) ProtoMessage() {}
+
+func (x *GrantRevoked) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantRevoked.ProtoReflect.Descriptor instead.
+func (*GrantRevoked) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GrantRevoked) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+func (x *GrantRevoked) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *GrantRevoked) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *GrantRevoked) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+// GrantExpired: a standing grant stopped allowing anything on its own: its
+// time ran out ("expired") or its last use was spent ("used_up").
+type GrantExpired struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GrantId       string                 `protobuf:"bytes,1,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	Why           string                 `protobuf:"bytes,2,opt,name=why,proto3" json:"why,omitempty"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantExpired) Reset() {
+	*x = GrantExpired{}
+	mi := &file_airlock_v1_event_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantExpired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantExpired) ProtoMessage() {}
+
+func (x *GrantExpired) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantExpired.ProtoReflect.Descriptor instead.
+func (*GrantExpired) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GrantExpired) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+func (x *GrantExpired) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
+func (x *GrantExpired) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// DecisionRefused: a decision by someone allowed to decide changed nothing,
+// for a reason other than authorization (those are unauthorized_attempt):
+// a superseded revision, arguments edited since the voter looked, a call
+// already decided by someone else. The actor is the person refused.
+type DecisionRefused struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "approve", "reject", "request_changes", "cancel", "grant".
+	Action string `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	// Stable code: stale_revision, digest_mismatch, already_decided.
+	Code          string `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	Why           string `protobuf:"bytes,3,opt,name=why,proto3" json:"why,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecisionRefused) Reset() {
+	*x = DecisionRefused{}
+	mi := &file_airlock_v1_event_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecisionRefused) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecisionRefused) ProtoMessage() {}
+
+func (x *DecisionRefused) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecisionRefused.ProtoReflect.Descriptor instead.
+func (*DecisionRefused) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DecisionRefused) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *DecisionRefused) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *DecisionRefused) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
+// SignIn: a sign-in to the console, accepted or refused
+// (airlock.evt._system._console.sign_in). The actor is the name given.
+type SignIn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ok    bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	// "password", "oidc", ...
+	Method string `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
+	// Why it was refused (never says whether the user exists).
+	Why           string `protobuf:"bytes,3,opt,name=why,proto3" json:"why,omitempty"`
+	RemoteAddr    string `protobuf:"bytes,4,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignIn) Reset() {
+	*x = SignIn{}
+	mi := &file_airlock_v1_event_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignIn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignIn) ProtoMessage() {}
+
+func (x *SignIn) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignIn.ProtoReflect.Descriptor instead.
+func (*SignIn) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SignIn) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *SignIn) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *SignIn) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
+func (x *SignIn) GetRemoteAddr() string {
+	if x != nil {
+		return x.RemoteAddr
+	}
+	return ""
+}
+
+// TokenCreated: an API token was created (airlock.evt._system.<token id>.token_created).
+// The actor is the person who created it; the secret is never recorded.
+type TokenCreated struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TokenId string                 `protobuf:"bytes,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	Name    string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// "personal" or "agent".
+	Kind          string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	Owner         string                 `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	AgentId       string                 `protobuf:"bytes,5,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenCreated) Reset() {
+	*x = TokenCreated{}
+	mi := &file_airlock_v1_event_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenCreated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenCreated) ProtoMessage() {}
+
+func (x *TokenCreated) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenCreated.ProtoReflect.Descriptor instead.
+func (*TokenCreated) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *TokenCreated) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+func (x *TokenCreated) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TokenCreated) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *TokenCreated) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *TokenCreated) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *TokenCreated) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// TokenRevoked: an API token was revoked (airlock.evt._system.<token id>.token_revoked).
+type TokenRevoked struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TokenId       string                 `protobuf:"bytes,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenRevoked) Reset() {
+	*x = TokenRevoked{}
+	mi := &file_airlock_v1_event_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenRevoked) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenRevoked) ProtoMessage() {}
+
+func (x *TokenRevoked) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenRevoked.ProtoReflect.Descriptor instead.
+func (*TokenRevoked) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *TokenRevoked) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+func (x *TokenRevoked) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+// AuditPruned: an operator dropped whole months of the ClickHouse audit trail
+// (`airlock audit drop-before`). Published before the drop, so the trail
+// always says what will be gone; verify accepts the oldest kept row as the
+// start of the chain only when an audit_pruned row vouches for it.
+type AuditPruned struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Partitions (YYYYMM) dropped.
+	Partitions []string `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// Rows they held.
+	Rows uint64 `protobuf:"varint,2,opt,name=rows,proto3" json:"rows,omitempty"`
+	// The first kept row: its sequence and its prev_hash (the hash of the last dropped row).
+	FirstKeptSeq   uint64 `protobuf:"varint,3,opt,name=first_kept_seq,json=firstKeptSeq,proto3" json:"first_kept_seq,omitempty"`
+	AnchorHash     string `protobuf:"bytes,4,opt,name=anchor_hash,json=anchorHash,proto3" json:"anchor_hash,omitempty"`
+	LastDroppedSeq uint64 `protobuf:"varint,5,opt,name=last_dropped_seq,json=lastDroppedSeq,proto3" json:"last_dropped_seq,omitempty"`
+	// The month given ("2026-01"): everything stored before it was dropped.
+	Before        string `protobuf:"bytes,6,opt,name=before,proto3" json:"before,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditPruned) Reset() {
+	*x = AuditPruned{}
+	mi := &file_airlock_v1_event_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditPruned) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditPruned) ProtoMessage() {}
+
+func (x *AuditPruned) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditPruned.ProtoReflect.Descriptor instead.
+func (*AuditPruned) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *AuditPruned) GetPartitions() []string {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *AuditPruned) GetRows() uint64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *AuditPruned) GetFirstKeptSeq() uint64 {
+	if x != nil {
+		return x.FirstKeptSeq
+	}
+	return 0
+}
+
+func (x *AuditPruned) GetAnchorHash() string {
+	if x != nil {
+		return x.AnchorHash
+	}
+	return ""
+}
+
+func (x *AuditPruned) GetLastDroppedSeq() uint64 {
+	if x != nil {
+		return x.LastDroppedSeq
+	}
+	return 0
+}
+
+func (x *AuditPruned) GetBefore() string {
+	if x != nil {
+		return x.Before
+	}
+	return ""
+}
+
 var File_airlock_v1_event_proto protoreflect.FileDescriptor
 
 const file_airlock_v1_event_proto_rawDesc = "" +
 	"\n" +
 	"\x16airlock/v1/event.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\t\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x0e\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x17\n" +
@@ -1615,7 +2593,18 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\x06failed\x18\x16 \x01(\v2\x12.airlock.v1.FailedH\x00R\x06failed\x12T\n" +
 	"\x14unauthorized_attempt\x18\x17 \x01(\v2\x1f.airlock.v1.UnauthorizedAttemptH\x00R\x13unauthorizedAttempt\x12B\n" +
 	"\x0epolicy_changed\x18\x18 \x01(\v2\x19.airlock.v1.PolicyChangedH\x00R\rpolicyChanged\x12/\n" +
-	"\ainvalid\x18\x19 \x01(\v2\x13.airlock.v1.InvalidH\x00R\ainvalidB\x06\n" +
+	"\ainvalid\x18\x19 \x01(\v2\x13.airlock.v1.InvalidH\x00R\ainvalid\x123\n" +
+	"\tvote_cast\x18\x1e \x01(\v2\x14.airlock.v1.VoteCastH\x00R\bvoteCast\x12?\n" +
+	"\rgrant_created\x18\x1f \x01(\v2\x18.airlock.v1.GrantCreatedH\x00R\fgrantCreated\x126\n" +
+	"\n" +
+	"grant_used\x18  \x01(\v2\x15.airlock.v1.GrantUsedH\x00R\tgrantUsed\x12?\n" +
+	"\rgrant_revoked\x18! \x01(\v2\x18.airlock.v1.GrantRevokedH\x00R\fgrantRevoked\x12?\n" +
+	"\rgrant_expired\x18\" \x01(\v2\x18.airlock.v1.GrantExpiredH\x00R\fgrantExpired\x12H\n" +
+	"\x10decision_refused\x18# \x01(\v2\x1b.airlock.v1.DecisionRefusedH\x00R\x0fdecisionRefused\x12-\n" +
+	"\asign_in\x18$ \x01(\v2\x12.airlock.v1.SignInH\x00R\x06signIn\x12?\n" +
+	"\rtoken_created\x18% \x01(\v2\x18.airlock.v1.TokenCreatedH\x00R\ftokenCreated\x12?\n" +
+	"\rtoken_revoked\x18& \x01(\v2\x18.airlock.v1.TokenRevokedH\x00R\ftokenRevoked\x12<\n" +
+	"\faudit_pruned\x18' \x01(\v2\x17.airlock.v1.AuditPrunedH\x00R\vauditPrunedB\x06\n" +
 	"\x04body\"\\\n" +
 	"\x05Actor\x12)\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x15.airlock.v1.ActorTypeR\x04type\x12\x0e\n" +
@@ -1695,7 +2684,79 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\aInvalid\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x1f\n" +
 	"\vraw_excerpt\x18\x02 \x01(\tR\n" +
-	"rawExcerpt*k\n" +
+	"rawExcerpt\"\xa1\x01\n" +
+	"\bVoteCast\x12$\n" +
+	"\x04vote\x18\x01 \x01(\v2\x10.airlock.v1.VoteR\x04vote\x12\x14\n" +
+	"\x05votes\x18\x02 \x01(\rR\x05votes\x12\x16\n" +
+	"\x06quorum\x18\x03 \x01(\rR\x06quorum\x12)\n" +
+	"\x10arguments_digest\x18\x04 \x01(\tR\x0fargumentsDigest\x12\x16\n" +
+	"\x06edited\x18\x05 \x01(\bR\x06edited\"\xb8\x03\n" +
+	"\n" +
+	"GrantScope\x12\x19\n" +
+	"\bgrant_id\x18\x01 \x01(\tR\agrantId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
+	"\x06server\x18\x03 \x01(\tR\x06server\x12\x12\n" +
+	"\x04tool\x18\x04 \x01(\tR\x04tool\x12P\n" +
+	"\x0eargument_globs\x18\x05 \x03(\v2).airlock.v1.GrantScope.ArgumentGlobsEntryR\rargumentGlobs\x12\x1b\n" +
+	"\tuses_left\x18\x06 \x01(\rR\busesLeft\x12!\n" +
+	"\flimited_uses\x18\a \x01(\bR\vlimitedUses\x129\n" +
+	"\n" +
+	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12 \n" +
+	"\ffrom_call_id\x18\t \x01(\tR\n" +
+	"fromCallId\x12\x17\n" +
+	"\arule_id\x18\n" +
+	" \x01(\tR\x06ruleId\x1a@\n" +
+	"\x12ArgumentGlobsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"<\n" +
+	"\fGrantCreated\x12,\n" +
+	"\x05grant\x18\x01 \x01(\v2\x16.airlock.v1.GrantScopeR\x05grant\"\x7f\n" +
+	"\tGrantUsed\x12\x19\n" +
+	"\bgrant_id\x18\x01 \x01(\tR\agrantId\x12\x1b\n" +
+	"\tuses_left\x18\x02 \x01(\rR\busesLeft\x12!\n" +
+	"\flimited_uses\x18\x03 \x01(\bR\vlimitedUses\x12\x17\n" +
+	"\arule_id\x18\x04 \x01(\tR\x06ruleId\"p\n" +
+	"\fGrantRevoked\x12\x19\n" +
+	"\bgrant_id\x18\x01 \x01(\tR\agrantId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
+	"\x06server\x18\x03 \x01(\tR\x06server\x12\x12\n" +
+	"\x04tool\x18\x04 \x01(\tR\x04tool\"v\n" +
+	"\fGrantExpired\x12\x19\n" +
+	"\bgrant_id\x18\x01 \x01(\tR\agrantId\x12\x10\n" +
+	"\x03why\x18\x02 \x01(\tR\x03why\x129\n" +
+	"\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"O\n" +
+	"\x0fDecisionRefused\x12\x16\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\x12\x10\n" +
+	"\x03why\x18\x03 \x01(\tR\x03why\"c\n" +
+	"\x06SignIn\x12\x0e\n" +
+	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x16\n" +
+	"\x06method\x18\x02 \x01(\tR\x06method\x12\x10\n" +
+	"\x03why\x18\x03 \x01(\tR\x03why\x12\x1f\n" +
+	"\vremote_addr\x18\x04 \x01(\tR\n" +
+	"remoteAddr\"\xbd\x01\n" +
+	"\fTokenCreated\x12\x19\n" +
+	"\btoken_id\x18\x01 \x01(\tR\atokenId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x19\n" +
+	"\bagent_id\x18\x05 \x01(\tR\aagentId\x129\n" +
+	"\n" +
+	"expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"?\n" +
+	"\fTokenRevoked\x12\x19\n" +
+	"\btoken_id\x18\x01 \x01(\tR\atokenId\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\"\xca\x01\n" +
+	"\vAuditPruned\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\tR\n" +
+	"partitions\x12\x12\n" +
+	"\x04rows\x18\x02 \x01(\x04R\x04rows\x12$\n" +
+	"\x0efirst_kept_seq\x18\x03 \x01(\x04R\ffirstKeptSeq\x12\x1f\n" +
+	"\vanchor_hash\x18\x04 \x01(\tR\n" +
+	"anchorHash\x12(\n" +
+	"\x10last_dropped_seq\x18\x05 \x01(\x04R\x0elastDroppedSeq\x12\x16\n" +
+	"\x06before\x18\x06 \x01(\tR\x06before*k\n" +
 	"\tActorType\x12\x1a\n" +
 	"\x16ACTOR_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10ACTOR_TYPE_AGENT\x10\x01\x12\x14\n" +
@@ -1715,7 +2776,7 @@ func file_airlock_v1_event_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_v1_event_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_airlock_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_airlock_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_airlock_v1_event_proto_goTypes = []any{
 	(ActorType)(0),                // 0: airlock.v1.ActorType
 	(*Event)(nil),                 // 1: airlock.v1.Event
@@ -1737,14 +2798,26 @@ var file_airlock_v1_event_proto_goTypes = []any{
 	(*UnauthorizedAttempt)(nil),   // 17: airlock.v1.UnauthorizedAttempt
 	(*PolicyChanged)(nil),         // 18: airlock.v1.PolicyChanged
 	(*Invalid)(nil),               // 19: airlock.v1.Invalid
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*ToolCall)(nil),              // 21: airlock.v1.ToolCall
-	(*Decision)(nil),              // 22: airlock.v1.Decision
-	(*structpb.Struct)(nil),       // 23: google.protobuf.Struct
-	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(*VoteCast)(nil),              // 20: airlock.v1.VoteCast
+	(*GrantScope)(nil),            // 21: airlock.v1.GrantScope
+	(*GrantCreated)(nil),          // 22: airlock.v1.GrantCreated
+	(*GrantUsed)(nil),             // 23: airlock.v1.GrantUsed
+	(*GrantRevoked)(nil),          // 24: airlock.v1.GrantRevoked
+	(*GrantExpired)(nil),          // 25: airlock.v1.GrantExpired
+	(*DecisionRefused)(nil),       // 26: airlock.v1.DecisionRefused
+	(*SignIn)(nil),                // 27: airlock.v1.SignIn
+	(*TokenCreated)(nil),          // 28: airlock.v1.TokenCreated
+	(*TokenRevoked)(nil),          // 29: airlock.v1.TokenRevoked
+	(*AuditPruned)(nil),           // 30: airlock.v1.AuditPruned
+	nil,                           // 31: airlock.v1.GrantScope.ArgumentGlobsEntry
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*ToolCall)(nil),              // 33: airlock.v1.ToolCall
+	(*Decision)(nil),              // 34: airlock.v1.Decision
+	(*structpb.Struct)(nil),       // 35: google.protobuf.Struct
+	(*durationpb.Duration)(nil),   // 36: google.protobuf.Duration
 }
 var file_airlock_v1_event_proto_depIdxs = []int32{
-	20, // 0: airlock.v1.Event.time:type_name -> google.protobuf.Timestamp
+	32, // 0: airlock.v1.Event.time:type_name -> google.protobuf.Timestamp
 	2,  // 1: airlock.v1.Event.actor:type_name -> airlock.v1.Actor
 	3,  // 2: airlock.v1.Event.requested:type_name -> airlock.v1.Requested
 	4,  // 3: airlock.v1.Event.allowed:type_name -> airlock.v1.Allowed
@@ -1762,30 +2835,46 @@ var file_airlock_v1_event_proto_depIdxs = []int32{
 	17, // 15: airlock.v1.Event.unauthorized_attempt:type_name -> airlock.v1.UnauthorizedAttempt
 	18, // 16: airlock.v1.Event.policy_changed:type_name -> airlock.v1.PolicyChanged
 	19, // 17: airlock.v1.Event.invalid:type_name -> airlock.v1.Invalid
-	0,  // 18: airlock.v1.Actor.type:type_name -> airlock.v1.ActorType
-	21, // 19: airlock.v1.Requested.call:type_name -> airlock.v1.ToolCall
-	20, // 20: airlock.v1.Requested.received_at:type_name -> google.protobuf.Timestamp
-	21, // 21: airlock.v1.Allowed.call:type_name -> airlock.v1.ToolCall
-	22, // 22: airlock.v1.Allowed.decision:type_name -> airlock.v1.Decision
-	21, // 23: airlock.v1.Denied.call:type_name -> airlock.v1.ToolCall
-	22, // 24: airlock.v1.Denied.decision:type_name -> airlock.v1.Decision
-	21, // 25: airlock.v1.ApprovalRequested.call:type_name -> airlock.v1.ToolCall
-	22, // 26: airlock.v1.ApprovalRequested.decision:type_name -> airlock.v1.Decision
-	20, // 27: airlock.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
-	2,  // 28: airlock.v1.Vote.by:type_name -> airlock.v1.Actor
-	20, // 29: airlock.v1.Vote.at:type_name -> google.protobuf.Timestamp
-	21, // 30: airlock.v1.Approved.call:type_name -> airlock.v1.ToolCall
-	22, // 31: airlock.v1.Approved.decision:type_name -> airlock.v1.Decision
-	8,  // 32: airlock.v1.Approved.votes:type_name -> airlock.v1.Vote
-	23, // 33: airlock.v1.Approved.original_arguments:type_name -> google.protobuf.Struct
-	20, // 34: airlock.v1.Expired.deadline:type_name -> google.protobuf.Timestamp
-	24, // 35: airlock.v1.Completed.latency:type_name -> google.protobuf.Duration
-	24, // 36: airlock.v1.Failed.latency:type_name -> google.protobuf.Duration
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	20, // 18: airlock.v1.Event.vote_cast:type_name -> airlock.v1.VoteCast
+	22, // 19: airlock.v1.Event.grant_created:type_name -> airlock.v1.GrantCreated
+	23, // 20: airlock.v1.Event.grant_used:type_name -> airlock.v1.GrantUsed
+	24, // 21: airlock.v1.Event.grant_revoked:type_name -> airlock.v1.GrantRevoked
+	25, // 22: airlock.v1.Event.grant_expired:type_name -> airlock.v1.GrantExpired
+	26, // 23: airlock.v1.Event.decision_refused:type_name -> airlock.v1.DecisionRefused
+	27, // 24: airlock.v1.Event.sign_in:type_name -> airlock.v1.SignIn
+	28, // 25: airlock.v1.Event.token_created:type_name -> airlock.v1.TokenCreated
+	29, // 26: airlock.v1.Event.token_revoked:type_name -> airlock.v1.TokenRevoked
+	30, // 27: airlock.v1.Event.audit_pruned:type_name -> airlock.v1.AuditPruned
+	0,  // 28: airlock.v1.Actor.type:type_name -> airlock.v1.ActorType
+	33, // 29: airlock.v1.Requested.call:type_name -> airlock.v1.ToolCall
+	32, // 30: airlock.v1.Requested.received_at:type_name -> google.protobuf.Timestamp
+	33, // 31: airlock.v1.Allowed.call:type_name -> airlock.v1.ToolCall
+	34, // 32: airlock.v1.Allowed.decision:type_name -> airlock.v1.Decision
+	33, // 33: airlock.v1.Denied.call:type_name -> airlock.v1.ToolCall
+	34, // 34: airlock.v1.Denied.decision:type_name -> airlock.v1.Decision
+	33, // 35: airlock.v1.ApprovalRequested.call:type_name -> airlock.v1.ToolCall
+	34, // 36: airlock.v1.ApprovalRequested.decision:type_name -> airlock.v1.Decision
+	32, // 37: airlock.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	2,  // 38: airlock.v1.Vote.by:type_name -> airlock.v1.Actor
+	32, // 39: airlock.v1.Vote.at:type_name -> google.protobuf.Timestamp
+	33, // 40: airlock.v1.Approved.call:type_name -> airlock.v1.ToolCall
+	34, // 41: airlock.v1.Approved.decision:type_name -> airlock.v1.Decision
+	8,  // 42: airlock.v1.Approved.votes:type_name -> airlock.v1.Vote
+	35, // 43: airlock.v1.Approved.original_arguments:type_name -> google.protobuf.Struct
+	32, // 44: airlock.v1.Expired.deadline:type_name -> google.protobuf.Timestamp
+	36, // 45: airlock.v1.Completed.latency:type_name -> google.protobuf.Duration
+	36, // 46: airlock.v1.Failed.latency:type_name -> google.protobuf.Duration
+	8,  // 47: airlock.v1.VoteCast.vote:type_name -> airlock.v1.Vote
+	31, // 48: airlock.v1.GrantScope.argument_globs:type_name -> airlock.v1.GrantScope.ArgumentGlobsEntry
+	32, // 49: airlock.v1.GrantScope.expires_at:type_name -> google.protobuf.Timestamp
+	21, // 50: airlock.v1.GrantCreated.grant:type_name -> airlock.v1.GrantScope
+	32, // 51: airlock.v1.GrantExpired.expires_at:type_name -> google.protobuf.Timestamp
+	32, // 52: airlock.v1.TokenCreated.expires_at:type_name -> google.protobuf.Timestamp
+	53, // [53:53] is the sub-list for method output_type
+	53, // [53:53] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_event_proto_init() }
@@ -1811,6 +2900,16 @@ func file_airlock_v1_event_proto_init() {
 		(*Event_UnauthorizedAttempt)(nil),
 		(*Event_PolicyChanged)(nil),
 		(*Event_Invalid)(nil),
+		(*Event_VoteCast)(nil),
+		(*Event_GrantCreated)(nil),
+		(*Event_GrantUsed)(nil),
+		(*Event_GrantRevoked)(nil),
+		(*Event_GrantExpired)(nil),
+		(*Event_DecisionRefused)(nil),
+		(*Event_SignIn)(nil),
+		(*Event_TokenCreated)(nil),
+		(*Event_TokenRevoked)(nil),
+		(*Event_AuditPruned)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1818,7 +2917,7 @@ func file_airlock_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_event_proto_rawDesc), len(file_airlock_v1_event_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

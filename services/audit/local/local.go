@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -170,6 +171,38 @@ func (s *Server) Kill() {
 	}
 	_ = cmd.Process.Kill()
 	<-done
+}
+
+// CPU is the user + system CPU time the server process has used so far
+// (from /proc; 0 when it is not running or /proc cannot say). Benchmarks
+// count it beside their own.
+func (s *Server) CPU() time.Duration {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return 0
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) start after ") ".
+	i := strings.LastIndexByte(string(raw), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(raw[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticks
 }
 
 // Running reports whether the process is up.

@@ -16,11 +16,16 @@ func BenchmarkBuildAndSeal(b *testing.B) {
 		Decision: &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, Redact: []string{"/token"}, RuleId: "r", PolicyRevision: "p"}}}}
 	m := msg(t, 1, ev)
 	m.Time = time.Now()
+	key, _, err := record.GenerateKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	sealer := key.Sealer()
 	b.ReportAllocs()
 	prev := record.GenesisHash
 	for i := 0; i < b.N; i++ {
 		r := record.Build(m)
-		record.Seal(&r, prev)
+		sealer.Seal(&r, prev)
 		prev = r.Hash
 	}
 }

@@ -2,6 +2,7 @@ package record
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -20,9 +21,15 @@ type Filter struct {
 	// Type is an event type such as "approved".
 	Type string `json:"type,omitempty"`
 	// Decision is allow, deny, ask, approve, reject, request_changes, expire, cancel.
-	Decision string    `json:"decision,omitempty"`
-	Since    time.Time `json:"since,omitzero"`
-	Until    time.Time `json:"until,omitzero"` // exclusive
+	Decision string `json:"decision,omitempty"`
+	// DecidedBy matches Row.DecidedBy exactly ("rule:ask-writes") or by its
+	// kind ("human", "rule", "grant", "timeout").
+	DecidedBy string `json:"decided_by,omitempty"`
+	// Grant is a standing grant id: its creation, uses, revocation, expiry
+	// and the decisions it made.
+	Grant string    `json:"grant_id,omitempty"`
+	Since time.Time `json:"since,omitzero"`
+	Until time.Time `json:"until,omitzero"` // exclusive
 	// AfterSeq returns only rows with a larger sequence (paging).
 	AfterSeq uint64 `json:"after_seq,omitempty"`
 	// Limit caps the rows returned; 0 means no limit.
@@ -55,6 +62,8 @@ func (f Filter) Match(r Row, callOfTool bool) bool {
 		f.Actor != "" && r.ActorID != f.Actor,
 		f.Type != "" && r.Type != f.Type,
 		f.Decision != "" && r.Decision != f.Decision,
+		f.DecidedBy != "" && r.DecidedBy != f.DecidedBy && !strings.HasPrefix(r.DecidedBy, f.DecidedBy+":"),
+		f.Grant != "" && r.GrantID != f.Grant,
 		!f.Since.IsZero() && r.Time.Before(f.Since),
 		!f.Until.IsZero() && !r.Time.Before(f.Until),
 		f.AfterSeq != 0 && r.Seq <= f.AfterSeq,

@@ -133,27 +133,60 @@ func appendFloat(b []byte, f float64, bits int) []byte {
 
 func appendTimestamp(b []byte, m protoreflect.Message) []byte {
 	fs := m.Descriptor().Fields()
-	secs, nanos := m.Get(fs.ByNumber(1)).Int(), m.Get(fs.ByNumber(2)).Int()
+	return appendTimestampOf(b, m.Get(fs.ByNumber(1)).Int(), m.Get(fs.ByNumber(2)).Int())
+}
+
+func appendTimestampOf(b []byte, secs, nanos int64) []byte {
 	t := time.Unix(secs, nanos).UTC()
 	// protojson: RFC 3339 in UTC with 0, 3, 6 or 9 fractional digits.
-	layout := "2006-01-02T15:04:05"
-	switch {
-	case nanos == 0:
-	case nanos%1e6 == 0:
-		layout += ".000"
-	case nanos%1e3 == 0:
-		layout += ".000000"
-	default:
-		layout += ".000000000"
-	}
 	b = append(b, '"')
-	b = t.AppendFormat(b, layout)
+	if y := t.Year(); y < 0 || y > 9999 {
+		b = t.AppendFormat(b, "2006-01-02T15:04:05") // outside RFC 3339's years: as package time writes them
+	} else {
+		yy, mo, d := t.Date()
+		h, mi, sec := t.Clock()
+		b = appendDigits(b, yy, 4)
+		b = append(b, '-')
+		b = appendDigits(b, int(mo), 2)
+		b = append(b, '-')
+		b = appendDigits(b, d, 2)
+		b = append(b, 'T')
+		b = appendDigits(b, h, 2)
+		b = append(b, ':')
+		b = appendDigits(b, mi, 2)
+		b = append(b, ':')
+		b = appendDigits(b, sec, 2)
+	}
+	ns := t.Nanosecond()
+	switch {
+	case ns == 0:
+	case ns%1e6 == 0:
+		b = appendDigits(append(b, '.'), ns/1e6, 3)
+	case ns%1e3 == 0:
+		b = appendDigits(append(b, '.'), ns/1e3, 6)
+	default:
+		b = appendDigits(append(b, '.'), ns, 9)
+	}
 	return append(b, `Z"`...)
+}
+
+// appendDigits writes n (≥ 0) zero-padded to width digits.
+func appendDigits(b []byte, n, width int) []byte {
+	var d [10]byte
+	i := len(d)
+	for ; n > 0 || i > len(d)-width; n /= 10 {
+		i--
+		d[i] = byte('0' + n%10)
+	}
+	return append(b, d[i:]...)
 }
 
 func appendDuration(b []byte, m protoreflect.Message) []byte {
 	fs := m.Descriptor().Fields()
-	secs, nanos := m.Get(fs.ByNumber(1)).Int(), m.Get(fs.ByNumber(2)).Int()
+	return appendDurationOf(b, m.Get(fs.ByNumber(1)).Int(), m.Get(fs.ByNumber(2)).Int())
+}
+
+func appendDurationOf(b []byte, secs, nanos int64) []byte {
 	b = append(b, '"')
 	if secs < 0 || nanos < 0 {
 		b = append(b, '-')
@@ -216,27 +249,39 @@ func appendValue(b []byte, m protoreflect.Message) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// appendString writes s as a JSON string; invalid UTF-8 becomes U+FFFD.
-func appendString(b []byte, s string) []byte {
+// appendString writes s as a JSON string the way protojson does (invalid
+// UTF-8 becomes U+FFFD).
+func appendString(b []byte, s string) []byte { return appendJSONString(b, s, false) }
+
+// appendCanonString writes s as encoding/json does by default: HTML-safe
+// (<, >, & escaped), \b and \f short forms, U+2028/2029 escaped, invalid
+// UTF-8 as \ufffd — what canon.Digest hashes.
+func appendCanonString(b []byte, s string) []byte { return appendJSONString(b, s, true) }
+
+func appendJSONString(b []byte, s string, encodingJSON bool) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+			if c >= 0x20 && c != '"' && c != '\\' && !(encodingJSON && (c == '<' || c == '>' || c == '&')) {
 				i++
 				continue
 			}
 			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
+			switch {
+			case c == '"' || c == '\\':
 				b = append(b, '\\', c)
-			case '\n':
+			case c == '\n':
 				b = append(b, '\\', 'n')
-			case '\r':
+			case c == '\r':
 				b = append(b, '\\', 'r')
-			case '\t':
+			case c == '\t':
 				b = append(b, '\\', 't')
+			case encodingJSON && c == '\b':
+				b = append(b, '\\', 'b')
+			case encodingJSON && c == '\f':
+				b = append(b, '\\', 'f')
 			default:
 				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			}
@@ -245,14 +290,23 @@ func appendString(b []byte, s string) []byte {
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
+		switch {
+		case r == utf8.RuneError && size == 1:
 			b = append(b, s[start:i]...)
-			b = append(b, "\ufffd"...)
+			if encodingJSON {
+				b = append(b, `\ufffd`...)
+			} else {
+				b = append(b, "\ufffd"...)
+			}
+		case encodingJSON && (r == '\u2028' || r == '\u2029'):
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
 			i += size
-			start = i
 			continue
 		}
 		i += size
+		start = i
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')

@@ -11,7 +11,6 @@ package record
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -19,13 +18,16 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // GenesisHash is the prev_hash of the first row of a chain.
@@ -64,8 +66,15 @@ type Row struct {
 	ArgsDigest     string    `json:"args_digest"`
 	Payload        string    `json:"payload"` // canonical JSON of the redacted event: its time and body (the rest is in columns)
 	LatencyMS      *float64  `json:"latency_ms,omitempty"`
-	PrevHash       string    `json:"prev_hash"`
-	Hash           string    `json:"hash"`
+	// DecidedBy says what decided, for every event that decides or refuses
+	// something: "human:<id>", "rule:<rule id>", "grant:<grant id>",
+	// "timeout", "agent:<id>" (an agent canceling its own call) or
+	// "service:<name>"; empty for events that decide nothing.
+	DecidedBy string `json:"decided_by"`
+	// GrantID names the standing grant an event is about or used.
+	GrantID  string `json:"grant_id"`
+	PrevHash string `json:"prev_hash"`
+	Hash     string `json:"hash"`
 }
 
 // Msg is what Build needs of a stream message.
@@ -81,11 +90,88 @@ type Msg struct {
 // fails: a message that does not decode still becomes a row (type from the
 // subject, reason saying why, an escaped excerpt as payload), so the chain
 // has no holes and the bad message is on record.
-func Build(m Msg) Row {
+func Build(m Msg) Row { return build(m, nil) }
+
+func build(m Msg, a *Arena) Row {
 	r := Row{Seq: m.Seq, Time: m.Time.UTC().Truncate(time.Millisecond)}
-	if tok := strings.Split(m.Subject, "."); len(tok) == 5 {
-		r.Agent, r.Call, r.Type = tok[2], tok[3], tok[4]
+	if agent, call, typ, ok := subjectTokens(m.Subject); ok {
+		r.Agent, r.Call, r.Type = agent, call, typ
 	}
+	// The events every call produces are read straight from the wire
+	// (buildWire); the rest, and any bytes it does not handle, are decoded.
+	if w := r; !envelope.IsJSON(m.Header) && buildWire(&w, m.Data, a) {
+		return w // a failed attempt leaves w half-filled with views of m.Data: it is dropped
+	}
+	return buildGeneric(r, m)
+}
+
+// Arena keeps the strings of a batch of rows in a few large buffers that
+// are used again for the next batch, instead of one allocation per row: the
+// sink's rows live only until their batch is inserted, and what it
+// allocates per event is what drives its garbage collection. One Arena
+// serves one goroutine.
+type Arena struct {
+	chunks [][]byte
+	cur    int
+}
+
+const arenaChunk = 1 << 20
+
+// Build is Build with the row's strings in a: they stay valid until a.Reset.
+// A row's PrevHash and Hash (set by a Sealer) are not in the arena.
+func (a *Arena) Build(m Msg) Row { return build(m, a) }
+
+// Reset makes a's buffers free for new rows: every row built since the last
+// Reset must no longer be used.
+func (a *Arena) Reset() {
+	for i := range a.chunks {
+		a.chunks[i] = a.chunks[i][:0]
+	}
+	a.cur = 0
+}
+
+// string copies b into the arena and returns it as a string.
+func (a *Arena) string(b []byte) string {
+	for ; a.cur < len(a.chunks); a.cur++ {
+		if c := a.chunks[a.cur]; cap(c)-len(c) >= len(b) {
+			break
+		}
+	}
+	if a.cur == len(a.chunks) {
+		a.chunks = append(a.chunks, make([]byte, 0, max(arenaChunk, len(b))))
+	}
+	c := a.chunks[a.cur]
+	start := len(c)
+	c = append(c, b...)
+	a.chunks[a.cur] = c
+	return unsafe.String(&c[start], len(b))
+}
+
+// subjectTokens splits airlock.evt.<agent>.<call>.<type> (….exec.<type>
+// for the executor's events) without allocating.
+func subjectTokens(subj string) (agent, call, typ string, ok bool) {
+	var tok [5]string
+	for i := range tok {
+		if i == len(tok)-1 {
+			tok[i] = subj
+			break
+		}
+		var found bool
+		if tok[i], subj, found = strings.Cut(subj, "."); !found {
+			return "", "", "", false
+		}
+	}
+	if t, exec := strings.CutPrefix(tok[4], subject.ExecToken+"."); exec && subject.IsExec(t) {
+		tok[4] = t
+	}
+	if strings.Contains(tok[4], ".") {
+		return "", "", "", false
+	}
+	return tok[2], tok[3], tok[4], true
+}
+
+// buildGeneric decodes the event and fills r from it: every type, both encodings.
+func buildGeneric(r Row, m Msg) Row {
 	ev, err := envelope.Decode(m.Data, m.Header)
 	if err != nil {
 		r.EventID = m.Header.Get(envelope.HeaderCEID)
@@ -114,12 +200,87 @@ func Build(m Msg) Row {
 		r.ActorID, r.ActorChannel = a.GetId(), a.GetChannel()
 	}
 	fill(&r, ev)
-	redact(ev)
 	// The envelope fields have their own columns (covered by the hash);
-	// the payload keeps the event's own time and its body.
+	// the payload keeps the event's own time and its body, redacted. The
+	// wire path renders it from the bytes; anything it does not handle
+	// (protojson, another encoder's field order) takes the generic path,
+	// which gives the same JSON.
+	if !envelope.IsJSON(m.Header) {
+		if p, ok := wirePayload(make([]byte, 0, len(m.Data)+len(m.Data)/2+64), m.Data, argModesOf(ev)); ok {
+			r.Payload = string(p)
+			return r
+		}
+	}
+	redact(ev)
 	ev.EventId, ev.AgentId, ev.CallId, ev.Revision, ev.ThreadId, ev.Actor = "", "", "", 0, "", nil
 	r.Payload = canonicalJSON(ev)
 	return r
+}
+
+// Field numbers of the arguments in the event bodies that carry them.
+const (
+	fieldCall              = 1 // <body>.call
+	fieldArguments         = 7 // ToolCall.arguments
+	fieldOriginalArguments = 5 // Approved.original_arguments
+)
+
+// argModes says how the wire path renders each place arguments sit in ev:
+// withheld in a request, masked as the decision says elsewhere.
+func argModesOf(ev *airlockv1.Event) *argModes {
+	body := ev.ProtoReflect().WhichOneof(eventDesc.Oneofs().ByName("body"))
+	if body == nil {
+		return nil
+	}
+	n := body.Number()
+	switch b := ev.GetBody().(type) {
+	case *airlockv1.Event_Requested:
+		return withheldModes(n)
+	case *airlockv1.Event_Allowed:
+		return maskModes(n, b.Allowed.GetDecision().GetRedact(), false)
+	case *airlockv1.Event_Denied:
+		return maskModes(n, b.Denied.GetDecision().GetRedact(), false)
+	case *airlockv1.Event_ApprovalRequested:
+		return maskModes(n, b.ApprovalRequested.GetDecision().GetRedact(), false)
+	case *airlockv1.Event_Approved:
+		return maskModes(n, b.Approved.GetDecision().GetRedact(), true)
+	}
+	return nil
+}
+
+// withheldModes: a request's arguments are all withheld.
+func withheldModes(body protowire.Number) *argModes {
+	var a argModes
+	a.add(argPlace{body, fieldCall, fieldArguments}, argMode{withhold: true})
+	return &a
+}
+
+// maskModes: the decision's redact paths mask the call's arguments (and
+// an approval's original arguments).
+func maskModes(body protowire.Number, redact []string, original bool) *argModes {
+	if len(redact) == 0 {
+		return nil
+	}
+	var m argMode
+	for _, p := range redact {
+		if p == "" {
+			m.all = true
+			continue
+		}
+		if !strings.HasPrefix(p, "/") {
+			p = "/" + p
+		}
+		toks := strings.Split(p[1:], "/")
+		for i, t := range toks {
+			toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+		}
+		m.paths = append(m.paths, toks)
+	}
+	var out argModes
+	out.add(argPlace{body, fieldCall, fieldArguments}, m)
+	if original {
+		out.add(argPlace{body, fieldOriginalArguments}, m)
+	}
+	return &out
 }
 
 // fill sets the columns that depend on the event type, from the unredacted event.
@@ -209,7 +370,102 @@ func fill(r *Row, ev *airlockv1.Event) {
 		r.Reason, r.PolicyRevision = b.PolicyChanged.GetChange(), b.PolicyChanged.GetPolicyRevision()
 	case *airlockv1.Event_Invalid:
 		r.Reason = b.Invalid.GetReason()
+	case *airlockv1.Event_VoteCast:
+		v := b.VoteCast
+		r.Decision = "vote"
+		r.Reason = fmt.Sprintf("%d of %d approvals", v.GetVotes(), v.GetQuorum())
+		if c := v.GetVote().GetComment(); c != "" {
+			r.Reason += ": " + c
+		}
+		r.ArgsDigest = v.GetArgumentsDigest()
+	case *airlockv1.Event_GrantCreated:
+		g := b.GrantCreated.GetGrant()
+		r.GrantID, r.RuleID = g.GetGrantId(), g.GetRuleId()
+		r.Server, r.Tool = g.GetServer(), g.GetTool()
+		r.Reason = "standing grant for agent " + g.GetAgentId() + " created from call " + g.GetFromCallId()
+	case *airlockv1.Event_GrantUsed:
+		g := b.GrantUsed
+		r.GrantID, r.RuleID = g.GetGrantId(), g.GetRuleId()
+		r.Reason = "standing grant " + g.GetGrantId() + " allowed the call"
+		if g.GetLimitedUses() {
+			r.Reason += fmt.Sprintf(" (%d use(s) left)", g.GetUsesLeft())
+		}
+	case *airlockv1.Event_GrantRevoked:
+		g := b.GrantRevoked
+		r.GrantID, r.Server, r.Tool = g.GetGrantId(), g.GetServer(), g.GetTool()
+		r.Reason = "standing grant revoked"
+	case *airlockv1.Event_GrantExpired:
+		r.GrantID = b.GrantExpired.GetGrantId()
+		r.Reason = "standing grant " + b.GrantExpired.GetWhy()
+	case *airlockv1.Event_DecisionRefused:
+		d := b.DecisionRefused
+		r.Reason = strings.TrimSpace(d.GetAction() + " refused (" + d.GetCode() + "): " + d.GetWhy())
+	case *airlockv1.Event_SignIn:
+		if b.SignIn.GetOk() {
+			r.Reason = "signed in (" + b.SignIn.GetMethod() + ")"
+		} else {
+			r.Reason = "sign-in refused (" + b.SignIn.GetMethod() + "): " + b.SignIn.GetWhy()
+		}
+	case *airlockv1.Event_TokenCreated:
+		t := b.TokenCreated
+		r.Reason = t.GetKind() + " token " + t.GetTokenId() + " (" + t.GetName() + ") created for " + t.GetOwner()
+		if t.GetAgentId() != "" {
+			r.Reason += " as agent " + t.GetAgentId()
+		}
+	case *airlockv1.Event_TokenRevoked:
+		r.Reason = "token " + b.TokenRevoked.GetTokenId() + " of " + b.TokenRevoked.GetOwner() + " revoked"
+	case *airlockv1.Event_AuditPruned:
+		p := b.AuditPruned
+		r.Reason = fmt.Sprintf("audit rows stored before %s dropped (%d rows, partitions %s); the chain continues at seq %d",
+			p.GetBefore(), p.GetRows(), strings.Join(p.GetPartitions(), ","), p.GetFirstKeptSeq())
 	}
+	r.DecidedBy = decidedBy(r, ev)
+}
+
+// decidedBy names what decided (see Row.DecidedBy).
+func decidedBy(r *Row, ev *airlockv1.Event) string {
+	actor := func() string {
+		if r.ActorID == "" {
+			return ""
+		}
+		if r.ActorType == "" {
+			return r.ActorID
+		}
+		return r.ActorType + ":" + r.ActorID
+	}
+	policy := func(d *airlockv1.Decision) string {
+		switch {
+		case d.GetGrantId() != "":
+			r.GrantID = d.GetGrantId()
+			return "grant:" + d.GetGrantId()
+		case d.GetRuleId() != "":
+			return "rule:" + d.GetRuleId()
+		}
+		return "rule:default"
+	}
+	switch b := ev.GetBody().(type) {
+	case *airlockv1.Event_Allowed:
+		return policy(b.Allowed.GetDecision())
+	case *airlockv1.Event_Denied:
+		return policy(b.Denied.GetDecision())
+	case *airlockv1.Event_ApprovalRequested:
+		return policy(b.ApprovalRequested.GetDecision())
+	case *airlockv1.Event_GrantUsed:
+		return "grant:" + b.GrantUsed.GetGrantId()
+	case *airlockv1.Event_Expired:
+		return "timeout"
+	case *airlockv1.Event_GrantExpired:
+		if b.GrantExpired.GetWhy() == "used_up" {
+			return "grant:" + b.GrantExpired.GetGrantId()
+		}
+		return "timeout"
+	case *airlockv1.Event_Approved, *airlockv1.Event_Rejected, *airlockv1.Event_ChangesRequested, *airlockv1.Event_Canceled,
+		*airlockv1.Event_VoteCast, *airlockv1.Event_UnauthorizedAttempt, *airlockv1.Event_DecisionRefused,
+		*airlockv1.Event_GrantCreated, *airlockv1.Event_GrantRevoked, *airlockv1.Event_PolicyChanged,
+		*airlockv1.Event_SignIn, *airlockv1.Event_TokenCreated, *airlockv1.Event_TokenRevoked, *airlockv1.Event_AuditPruned:
+		return actor()
+	}
+	return ""
 }
 
 // redact masks, in place, the argument paths the event's decision names;
@@ -344,103 +600,96 @@ func undecodablePayload(data []byte) string {
 	return string(b)
 }
 
-// Seal sets r.PrevHash to prev and r.Hash to the row's hash.
-func Seal(r *Row, prev string) {
-	r.PrevHash = prev
-	r.Hash = Hash(*r)
-}
-
-// Hash is hex SHA-256 of prev_hash followed by the row's canonical fields
-// (CanonicalFields); it ignores r.Hash itself.
-func Hash(r Row) string {
-	h := sha256.New()
-	h.Write([]byte(r.PrevHash))
-	h.Write(CanonicalFields(r))
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// CanonicalFields is the byte form of a row that the hash covers: every
-// column except the two hashes, in a fixed order, each written as
-// "<byte length>:<value>," so no value can be confused with a separator.
-// Time is Unix seconds and the millisecond part separately (as stored),
-// latency is "" when unknown.
-func CanonicalFields(r Row) []byte {
-	lat := ""
-	if r.LatencyMS != nil {
-		lat = strconv.FormatFloat(*r.LatencyMS, 'f', -1, 64)
-	}
-	fields := []string{
-		strconv.FormatUint(r.Seq, 10), r.EventID,
-		strconv.FormatInt(r.Time.Unix(), 10), strconv.Itoa(r.Time.Nanosecond() / 1e6),
-		r.Type, r.Agent, r.Thread, r.Call, strconv.FormatUint(uint64(r.Revision), 10),
-		r.Server, r.Tool, r.ActorType, r.ActorID, r.ActorChannel,
-		r.Decision, r.Reason, r.Risk, r.RuleID, r.PolicyRevision, r.DecisionID,
-		r.ArgsDigest, r.Payload, lat,
-	}
-	var b []byte
-	for _, f := range fields {
+// AppendCanonicalFields appends the byte form of a row that its hash
+// covers: every column except the two hashes (and ingested_at), in a fixed
+// order, each written as "<byte length>:<value>," so no value can be
+// confused with a separator. Time is Unix seconds and the millisecond part
+// separately (as stored), latency is "" when unknown.
+func AppendCanonicalFields(b []byte, r *Row) []byte {
+	field := func(f string) {
 		b = strconv.AppendInt(b, int64(len(f)), 10)
 		b = append(b, ':')
 		b = append(b, f...)
 		b = append(b, ',')
 	}
+	var num [24]byte
+	numField := func(n []byte) {
+		b = strconv.AppendInt(b, int64(len(n)), 10)
+		b = append(b, ':')
+		b = append(b, n...)
+		b = append(b, ',')
+	}
+	numField(strconv.AppendUint(num[:0], r.Seq, 10))
+	field(r.EventID)
+	numField(strconv.AppendInt(num[:0], r.Time.Unix(), 10))
+	numField(strconv.AppendInt(num[:0], int64(r.Time.Nanosecond()/1e6), 10))
+	field(r.Type)
+	field(r.Agent)
+	field(r.Thread)
+	field(r.Call)
+	numField(strconv.AppendUint(num[:0], uint64(r.Revision), 10))
+	field(r.Server)
+	field(r.Tool)
+	field(r.ActorType)
+	field(r.ActorID)
+	field(r.ActorChannel)
+	field(r.Decision)
+	field(r.Reason)
+	field(r.Risk)
+	field(r.RuleID)
+	field(r.PolicyRevision)
+	field(r.DecisionID)
+	field(r.ArgsDigest)
+	field(r.Payload)
+	if r.LatencyMS != nil {
+		numField(strconv.AppendFloat(num[:0], *r.LatencyMS, 'f', -1, 64))
+	} else {
+		field("")
+	}
+	field(r.DecidedBy)
+	field(r.GrantID)
 	return b
 }
 
-// Chain seals rows in order, starting from prev (GenesisHash for the first
-// row ever), and returns the last hash.
-func Chain(rows []Row, prev string) string {
-	for i := range rows {
-		Seal(&rows[i], prev)
-		prev = rows[i].Hash
+// DifferentColumns names the columns in which a and b differ, hashes and
+// ingestion time aside: what an altered row changed, next to the event the
+// stream holds.
+func DifferentColumns(a, b *Row) []string {
+	var out []string
+	add := func(name string, differ bool) {
+		if differ {
+			out = append(out, name)
+		}
 	}
-	return prev
-}
-
-// Break describes the first place a chain does not hold.
-type Break struct {
-	Seq     uint64 `json:"seq"`
-	EventID string `json:"event_id"`
-	// Problem says what is wrong: the row's hash does not match its
-	// contents (it was altered), or its prev_hash does not match the row
-	// before it (a row was removed or inserted).
-	Problem string `json:"problem"`
-}
-
-// Verifier checks rows fed to it in stream order, one at a time, so a
-// whole table can be verified without holding it in memory.
-type Verifier struct {
-	Count uint64
-	First *Break
-	prev  string
-	last  uint64
-	start bool
-}
-
-// Add checks one row; after the first break it only counts.
-func (v *Verifier) Add(r Row) {
-	v.Count++
-	if v.First != nil {
-		return
+	lat := func(p *float64) string {
+		if p == nil {
+			return ""
+		}
+		return strconv.FormatFloat(*p, 'f', -1, 64)
 	}
-	if got := Hash(r); got != r.Hash {
-		v.First = &Break{Seq: r.Seq, EventID: r.EventID, Problem: fmt.Sprintf("row seq %d (event %s) was altered: its stored hash %s does not match its contents (recomputed %s)", r.Seq, r.EventID, short(r.Hash), short(got))}
-		return
-	}
-	// The oldest row anchors the chain: retention may have removed its predecessors.
-	if v.start && r.PrevHash != v.prev {
-		v.First = &Break{Seq: r.Seq, EventID: r.EventID, Problem: fmt.Sprintf("row seq %d (event %s) does not follow row seq %d: its prev_hash %s is not that row's hash %s (a row was removed, inserted or reordered)", r.Seq, r.EventID, v.last, short(r.PrevHash), short(v.prev))}
-		return
-	}
-	v.start, v.prev, v.last = true, r.Hash, r.Seq
-}
-
-// Head is the last hash verified.
-func (v *Verifier) Head() string { return v.prev }
-
-func short(h string) string {
-	if len(h) > 12 {
-		return h[:12] + "…"
-	}
-	return h
+	add("seq", a.Seq != b.Seq)
+	add("event_id", a.EventID != b.EventID)
+	add("ts", !a.Time.Equal(b.Time))
+	add("type", a.Type != b.Type)
+	add("agent_id", a.Agent != b.Agent)
+	add("thread_id", a.Thread != b.Thread)
+	add("call_id", a.Call != b.Call)
+	add("revision", a.Revision != b.Revision)
+	add("server", a.Server != b.Server)
+	add("tool", a.Tool != b.Tool)
+	add("actor_type", a.ActorType != b.ActorType)
+	add("actor_id", a.ActorID != b.ActorID)
+	add("actor_channel", a.ActorChannel != b.ActorChannel)
+	add("decision", a.Decision != b.Decision)
+	add("reason", a.Reason != b.Reason)
+	add("risk", a.Risk != b.Risk)
+	add("rule_id", a.RuleID != b.RuleID)
+	add("policy_revision", a.PolicyRevision != b.PolicyRevision)
+	add("decision_id", a.DecisionID != b.DecisionID)
+	add("args_digest", a.ArgsDigest != b.ArgsDigest)
+	add("payload", a.Payload != b.Payload)
+	add("latency_ms", lat(a.LatencyMS) != lat(b.LatencyMS))
+	add("decided_by", a.DecidedBy != b.DecidedBy)
+	add("grant_id", a.GrantID != b.GrantID)
+	return out
 }

@@ -56,7 +56,7 @@ func TestReplayCountsChangesGrantsAndRedactedArguments(t *testing.T) {
 		}
 		return &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW, RuleId: "old"}, nil
 	}
-	rep, err := replay.Run(context.Background(), store.NewStream(deps.JS, deps.Config.Stream.Name), decide, replay.Options{})
+	rep, err := replay.Run(context.Background(), store.NewStream(deps.JS, deps.Config.Stream.Name, nil), decide, replay.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,21 +27,9 @@ type (
 	AnalyticsOptions = record.AnalyticsOptions
 	ToolStats        = record.ToolStats
 	Reviewer         = record.Reviewer
-	Break            = record.Break
+	Problem          = record.Problem
+	Report           = record.Report
 )
-
-// VerifyResult is the outcome of recomputing the chain.
-type VerifyResult struct {
-	OK    bool   `json:"ok"`
-	Count uint64 `json:"count"`
-	// Break is the first row whose hash or link does not hold (nil when OK).
-	Break *Break `json:"break,omitempty"`
-	// FirstSeq and LastSeq bound the rows checked; Head is the last hash.
-	FirstSeq uint64 `json:"first_seq"`
-	LastSeq  uint64 `json:"last_seq"`
-	Head     string `json:"head"`
-	Source   string `json:"source"`
-}
 
 // Reader is the read side of the audit trail; *ClickHouse and *Stream implement it.
 type Reader interface {
@@ -52,8 +40,6 @@ type Reader interface {
 	Each(ctx context.Context, f Filter, fn func(Row) error) error
 	// Analytics computes approval rates, time to decide, rubber-stampers and most-asked tools.
 	Analytics(ctx context.Context, opt AnalyticsOptions) (Analytics, error)
-	// Verify recomputes the hash chain over every row.
-	Verify(ctx context.Context) (VerifyResult, error)
 	// Source names where rows come from ("clickhouse" or "stream").
 	Source() string
 	Close() error
@@ -69,7 +55,7 @@ type ClickHouse struct {
 // columns in insert and select order.
 var columns = []string{"seq", "event_id", "ts", "ts_ms", "type", "agent_id", "thread_id", "call_id", "revision",
 	"server", "tool", "actor_type", "actor_id", "actor_channel", "decision", "reason", "risk", "rule_id",
-	"policy_revision", "decision_id", "args_digest", "payload", "latency_ms", "prev_hash", "hash"}
+	"policy_revision", "decision_id", "args_digest", "payload", "latency_ms", "decided_by", "grant_id", "prev_hash", "hash"}
 
 // Open connects to the ClickHouse at dsn (clickhouse://user:pass@host:9000/db)
 // for reading. It neither creates nor migrates anything, so the read-only
@@ -174,8 +160,10 @@ func (c *ClickHouse) Close() error { return c.conn.Close() }
 // Conn exposes the driver connection (tests, benchmarks, ad-hoc SQL).
 func (c *ClickHouse) Conn() driver.Conn { return c.conn }
 
-// Head returns the sequence and hash of the last row, or (0, GenesisHash)
-// for an empty table. The sink extends the chain from here.
+// Head returns the sequence and hash of the row with the highest sequence,
+// whatever wrote it, or (0, GenesisHash) for an empty table. The sink does
+// not extend the chain from it (see TrustedHead); tools and tests use it to
+// see how far ClickHouse has got.
 func (c *ClickHouse) Head(ctx context.Context) (uint64, string, error) {
 	rows, err := c.conn.Query(ctx, "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
 	if err != nil {
@@ -191,6 +179,59 @@ func (c *ClickHouse) Head(ctx context.Context) (uint64, string, error) {
 		return 0, "", fmt.Errorf("read the audit chain head: %w", err)
 	}
 	return seq, hash, nil
+}
+
+// Untrusted describes a row TrustedHead passed over.
+type Untrusted struct {
+	Seq     uint64
+	EventID string
+	Why     string
+}
+
+// TrustedHead returns the row the chain continues from: the authentic row
+// (its hash is the key's) with the highest sequence not beyond limit, the
+// last sequence the stream has issued. Rows beyond limit, or whose hash
+// the key does not produce, are skipped and returned in skipped, so a row
+// planted by someone who can write ClickHouse never moves the head. An
+// empty (or wholly untrusted) table gives (0, GenesisHash).
+func (c *ClickHouse) TrustedHead(ctx context.Context, key *record.Key, limit uint64) (seq uint64, hash string, skipped []Untrusted, err error) {
+	sealer := key.Sealer()
+	var beyond uint64
+	if err := c.conn.QueryRow(ctx, "SELECT count() FROM events WHERE seq > ?", limit).Scan(&beyond); err != nil {
+		return 0, "", nil, fmt.Errorf("read the audit chain head: %w", err)
+	}
+	if beyond > 0 {
+		skipped = append(skipped, Untrusted{Seq: limit + 1, Why: fmt.Sprintf("%d row(s) beyond seq %d, the last event the stream has issued: planted", beyond, limit)})
+	}
+	const page = 256
+	upper := limit
+	for {
+		var found *Row
+		n := 0
+		err := c.each(ctx, " WHERE seq <= ? ORDER BY seq DESC LIMIT "+fmt.Sprint(page), []any{upper}, func(r Row) error {
+			n++
+			upper = r.Seq
+			if found != nil {
+				return nil
+			}
+			if sealer.Check(&r) {
+				found = &r
+				return nil
+			}
+			skipped = append(skipped, Untrusted{Seq: r.Seq, EventID: r.EventID, Why: "its hash is not the audit key's (altered or forged)"})
+			return nil
+		})
+		if err != nil {
+			return 0, "", skipped, fmt.Errorf("read the audit chain head: %w", err)
+		}
+		if found != nil {
+			return found.Seq, found.Hash, skipped, nil
+		}
+		if n < page || upper == 0 {
+			return 0, record.GenesisHash, skipped, nil
+		}
+		upper-- // the next page starts below the lowest row seen (rows sharing it were all untrusted)
+	}
 }
 
 // Insert writes rows (already sealed) in one batch insert. It returns only
@@ -214,7 +255,7 @@ func (c *ClickHouse) InsertInto(ctx context.Context, table string, rows []Row) e
 		t := r.Time.UTC()
 		err := b.Append(r.Seq, r.EventID, t.Truncate(time.Second), uint16(t.Nanosecond()/1e6), r.Type, r.Agent, r.Thread, r.Call, r.Revision,
 			r.Server, r.Tool, r.ActorType, r.ActorID, r.ActorChannel, r.Decision, r.Reason, r.Risk, r.RuleID,
-			r.PolicyRevision, r.DecisionID, r.ArgsDigest, r.Payload, r.LatencyMS, r.PrevHash, r.Hash, now)
+			r.PolicyRevision, r.DecisionID, r.ArgsDigest, r.Payload, r.LatencyMS, r.DecidedBy, r.GrantID, r.PrevHash, r.Hash, now)
 		if err != nil {
 			_ = b.Abort()
 			return fmt.Errorf("audit insert row seq %d: %w", r.Seq, err)
@@ -242,6 +283,11 @@ func where(f Filter) (string, []any) {
 	eq("actor_id", f.Actor)
 	eq("type", f.Type)
 	eq("decision", f.Decision)
+	eq("grant_id", f.Grant)
+	if f.DecidedBy != "" {
+		conds = append(conds, "(decided_by = ? OR startsWith(decided_by, ?))")
+		args = append(args, f.DecidedBy, f.DecidedBy+":")
+	}
 	if f.Tool != "" {
 		conds = append(conds, "call_id IN (SELECT call_id FROM events WHERE tool != '' AND (tool = ? OR concat(server, '__', tool) = ?))")
 		args = append(args, f.Tool, f.Tool)
@@ -267,11 +313,16 @@ func where(f Filter) (string, []any) {
 // Each implements Reader.
 func (c *ClickHouse) Each(ctx context.Context, f Filter, fn func(Row) error) error {
 	w, args := where(f)
-	q := "SELECT " + strings.Join(columns, ", ") + " FROM events FINAL" + w + " ORDER BY seq"
+	q := w + " ORDER BY seq"
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
-	rows, err := c.conn.Query(ctx, q, args...)
+	return c.each(ctx, q, args, fn)
+}
+
+// each reads rows with the given WHERE/ORDER/LIMIT tail.
+func (c *ClickHouse) each(ctx context.Context, tail string, args []any, fn func(Row) error) error {
+	rows, err := c.conn.Query(ctx, "SELECT "+strings.Join(columns, ", ")+" FROM events FINAL"+tail, args...)
 	if err != nil {
 		return fmt.Errorf("query audit events: %w", err)
 	}
@@ -282,7 +333,7 @@ func (c *ClickHouse) Each(ctx context.Context, f Filter, fn func(Row) error) err
 		var ms uint16
 		if err := rows.Scan(&r.Seq, &r.EventID, &ts, &ms, &r.Type, &r.Agent, &r.Thread, &r.Call, &r.Revision,
 			&r.Server, &r.Tool, &r.ActorType, &r.ActorID, &r.ActorChannel, &r.Decision, &r.Reason, &r.Risk, &r.RuleID,
-			&r.PolicyRevision, &r.DecisionID, &r.ArgsDigest, &r.Payload, &r.LatencyMS, &r.PrevHash, &r.Hash); err != nil {
+			&r.PolicyRevision, &r.DecisionID, &r.ArgsDigest, &r.Payload, &r.LatencyMS, &r.DecidedBy, &r.GrantID, &r.PrevHash, &r.Hash); err != nil {
 			return fmt.Errorf("read audit row: %w", err)
 		}
 		r.Time = ts.UTC().Add(time.Duration(ms) * time.Millisecond)
@@ -326,25 +377,4 @@ func (c *ClickHouse) Analytics(ctx context.Context, opt AnalyticsOptions) (Analy
 	}
 	sortBySeq(rows)
 	return record.Analyze(rows, opt), nil
-}
-
-// Verify implements Reader: it reads every row in stream order and
-// recomputes each hash and link.
-func (c *ClickHouse) Verify(ctx context.Context) (VerifyResult, error) {
-	var v record.Verifier
-	res := VerifyResult{Source: c.Source()}
-	err := c.Each(ctx, Filter{}, func(r Row) error {
-		if res.Count == 0 {
-			res.FirstSeq = r.Seq
-		}
-		res.Count++
-		res.LastSeq = r.Seq
-		v.Add(r)
-		return nil
-	})
-	if err != nil {
-		return res, fmt.Errorf("verify audit chain: %w", err)
-	}
-	res.Break, res.OK, res.Head = v.First, v.First == nil, v.Head()
-	return res, nil
 }

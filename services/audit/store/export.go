@@ -20,7 +20,7 @@ const (
 // CSVHeader is the first line of a CSV export; each row follows in this order.
 var CSVHeader = []string{"seq", "time", "event_id", "type", "agent_id", "thread_id", "call_id", "revision",
 	"server", "tool", "actor_type", "actor_id", "actor_channel", "decision", "reason", "risk", "rule_id",
-	"policy_revision", "decision_id", "args_digest", "latency_ms", "payload", "prev_hash", "hash"}
+	"policy_revision", "decision_id", "args_digest", "latency_ms", "payload", "decided_by", "grant_id", "prev_hash", "hash"}
 
 // CSVRecord is r as a CSV line in CSVHeader order.
 func CSVRecord(r Row) []string {
@@ -31,7 +31,7 @@ func CSVRecord(r Row) []string {
 	return []string{strconv.FormatUint(r.Seq, 10), r.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"), r.EventID, r.Type,
 		r.Agent, r.Thread, r.Call, strconv.FormatUint(uint64(r.Revision), 10), r.Server, r.Tool, r.ActorType,
 		r.ActorID, r.ActorChannel, r.Decision, r.Reason, r.Risk, r.RuleID, r.PolicyRevision, r.DecisionID,
-		r.ArgsDigest, lat, r.Payload, r.PrevHash, r.Hash}
+		r.ArgsDigest, lat, r.Payload, r.DecidedBy, r.GrantID, r.PrevHash, r.Hash}
 }
 
 // Export writes every row matching f to w in format (csv, json or jsonl),

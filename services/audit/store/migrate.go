@@ -85,7 +85,7 @@ func (c *ClickHouse) Migrate(ctx context.Context) error {
 		if done[m.version] {
 			continue
 		}
-		if err := c.conn.Exec(ctx, m.sql); err != nil {
+		if err := c.conn.Exec(ctx, m.sql); err != nil && !alreadyApplied(m.sql, err) {
 			return fmt.Errorf("apply migration %03d_%s: %w", m.version, m.name, err)
 		}
 		b, err := c.conn.PrepareBatch(ctx, "INSERT INTO schema_migrations (version, name, applied_at)")
@@ -101,4 +101,11 @@ func (c *ClickHouse) Migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// alreadyApplied recognises an ALTER TABLE ... ADD COLUMN that failed because
+// an earlier run added the column and stopped before recording the version
+// (18.16 has no ADD COLUMN IF NOT EXISTS).
+func alreadyApplied(sql string, err error) bool {
+	return strings.HasPrefix(sql, "ALTER TABLE") && strings.Contains(sql, "ADD COLUMN") && strings.Contains(err.Error(), "already exists")
 }

@@ -19,11 +19,14 @@ import (
 type Stream struct {
 	js     jetstream.JetStream
 	stream string
+	key    *record.Key
 }
 
-// NewStream reads from the named events stream.
-func NewStream(js jetstream.JetStream, stream string) *Stream {
-	return &Stream{js: js, stream: stream}
+// NewStream reads from the named events stream. With a key (may be nil)
+// rows carry the keyed hashes the sink would store; without one their
+// hash fields are empty.
+func NewStream(js jetstream.JetStream, stream string, key *record.Key) *Stream {
+	return &Stream{js: js, stream: stream, key: key}
 }
 
 // Source implements Reader.
@@ -95,13 +98,19 @@ func ReadRange(ctx context.Context, js jetstream.JetStream, stream string, from,
 	}
 }
 
-// rows builds and chains every retained event.
+// each builds (and, with a key, chains) every retained event.
 func (s *Stream) each(ctx context.Context, fn func(Row) error) error {
 	prev := record.GenesisHash
+	var sealer *record.Sealer
+	if s.key != nil {
+		sealer = s.key.Sealer()
+	}
 	return ReadRange(ctx, s.js, s.stream, 0, 0, func(m record.Msg) error {
 		r := record.Build(m)
-		record.Seal(&r, prev)
-		prev = r.Hash
+		if sealer != nil {
+			sealer.Seal(&r, prev)
+			prev = r.Hash
+		}
 		return fn(r)
 	})
 }
@@ -167,29 +176,14 @@ func (s *Stream) Analytics(ctx context.Context, opt AnalyticsOptions) (Analytics
 	return record.Analyze(rows, opt), nil
 }
 
-// Verify implements Reader. The stream holds no stored hashes to check:
-// it reports the count and the head the chain would have in ClickHouse.
-func (s *Stream) Verify(ctx context.Context) (VerifyResult, error) {
-	res := VerifyResult{OK: true, Source: s.Source(), Head: record.GenesisHash}
-	err := s.each(ctx, func(r Row) error {
-		if res.Count == 0 {
-			res.FirstSeq = r.Seq
-		}
-		res.Count++
-		res.LastSeq, res.Head = r.Seq, r.Hash
-		return nil
-	})
-	return res, err
-}
-
 // OpenReader returns the ClickHouse store when dsn is set, else the stream
 // reader: what `airlock audit` and the console use.
-func OpenReader(ctx context.Context, dsn string, js jetstream.JetStream, stream string) (Reader, error) {
+func OpenReader(ctx context.Context, dsn string, js jetstream.JetStream, stream string, key *record.Key) (Reader, error) {
 	if dsn != "" {
 		return Open(ctx, dsn)
 	}
 	if js == nil {
 		return nil, errors.New("no ClickHouse DSN and no NATS connection: set clickhouse.dsn (or --clickhouse) or make NATS reachable")
 	}
-	return NewStream(js, stream), nil
+	return NewStream(js, stream, key), nil
 }

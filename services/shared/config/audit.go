@@ -15,6 +15,14 @@ type Audit struct {
 	// reviewers whose decisions are mostly fast approvals are flagged as
 	// rubber-stampers.
 	FastApproval time.Duration `yaml:"fast_approval"`
+	// KeyFile holds the secret the audit chain is keyed with (HMAC-SHA256):
+	// 64 hex characters (32 random bytes) on one line, readable only by the
+	// audit service and whoever runs `airlock audit verify`. ClickHouse
+	// never sees it, so nobody who can only write ClickHouse can forge a
+	// row. `airlock dev` generates <data dir>/audit.key (mode 0600).
+	KeyFile string `yaml:"key_file"`
+	// Key is the same secret given directly (AIRLOCK_AUDIT_KEY); it wins over KeyFile.
+	Key string `yaml:"key"`
 }
 
 func defaultAudit() Audit {

@@ -116,6 +116,16 @@ func events(types ...string) []string {
 	return out
 }
 
+// system are publish permissions on system-wide events of some types
+// (airlock.evt._system.<id>.<type>).
+func system(types ...string) []string {
+	out := make([]string, 0, len(types))
+	for _, t := range types {
+		out = append(out, subject.EventsPrefix+"."+subject.SystemAgent+".*."+t)
+	}
+	return out
+}
+
 // directGet lets a service read the last event of one type of any call.
 func directGet(stream string, types ...string) []string {
 	out := make([]string, 0, len(types))
@@ -163,9 +173,8 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 			PublishAllow: join(
 				durable(n.intake, n.policyDurable),
 				[]string{"$JS.API.STREAM.INFO." + n.events},
-				events(subject.Requested, subject.Allowed, subject.Denied, subject.ApprovalRequested, subject.Invalid),
-				[]string{subject.EventsPrefix + "." + subject.SystemAgent + ".*." + subject.PolicyChanged,
-					subject.EventsPrefix + "." + subject.SystemAgent + ".*." + subject.UnauthorizedAttempt},
+				events(subject.Requested, subject.Allowed, subject.Denied, subject.ApprovalRequested, subject.Invalid, subject.GrantUsed),
+				system(subject.PolicyChanged, subject.UnauthorizedAttempt, subject.GrantExpired),
 				directGet(n.events, subject.Requested, subject.Allowed, subject.Denied, subject.ApprovalRequested, subject.ChangesRequested),
 				// the sequence of a call's last event, for compare-and-append
 				[]string{subject.DirectGet(n.events, subject.EventsPrefix+".*.*.>")},
@@ -179,7 +188,8 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 			PublishAllow: join(
 				durable(n.events, n.approvalDurable),
 				events(subject.Approved, subject.Rejected, subject.ChangesRequested, subject.Expired, subject.Canceled,
-					subject.Notified, subject.UnauthorizedAttempt),
+					subject.Notified, subject.UnauthorizedAttempt, subject.VoteCast, subject.DecisionRefused),
+				system(subject.GrantCreated, subject.GrantRevoked, subject.GrantExpired),
 				bucket(n.approvals), bucket(n.grants), bucket(n.slackSeen),
 				[]string{subject.API("policy", "eval")}, healthOf,
 			),
@@ -206,6 +216,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 			PublishAllow: join(
 				[]string{subject.AllRequests, subject.APIPrefix + ".approval.>", subject.APIPrefix + ".policy.>"},
 				events(subject.UnauthorizedAttempt),
+				system(subject.SignIn, subject.TokenCreated, subject.TokenRevoked),
 				readAll(n.events),
 				[]string{"$JS.API.STREAM.INFO." + n.intake, "$JS.API.STREAM.MSG.GET." + n.intake},
 				bucket(n.console), bucket(n.slackSeen), healthOf,

@@ -57,21 +57,40 @@ const (
 	UnauthorizedAttempt = "unauthorized_attempt"
 	PolicyChanged       = "policy_changed"
 	Invalid             = "invalid"
+	VoteCast            = "vote_cast"
+	GrantCreated        = "grant_created"
+	GrantUsed           = "grant_used"
+	GrantRevoked        = "grant_revoked"
+	GrantExpired        = "grant_expired"
+	DecisionRefused     = "decision_refused"
+	SignIn              = "sign_in"
+	TokenCreated        = "token_created"
+	TokenRevoked        = "token_revoked"
+	AuditPruned         = "audit_pruned"
 )
 
 // Types lists every event type.
 var Types = []string{Requested, Allowed, Denied, ApprovalRequested, Notified, Approved, Rejected,
-	ChangesRequested, Expired, Canceled, Started, Completed, Failed, UnauthorizedAttempt, PolicyChanged, Invalid}
+	ChangesRequested, Expired, Canceled, Started, Completed, Failed, UnauthorizedAttempt, PolicyChanged, Invalid,
+	VoteCast, GrantCreated, GrantUsed, GrantRevoked, GrantExpired, DecisionRefused, SignIn, TokenCreated, TokenRevoked, AuditPruned}
 
 // SystemAgent is the agent token used for events that belong to no agent's
-// call (policy_changed); SystemCall likewise. InvalidCall stands for a call
-// id too malformed to use as a subject token. Agent ids never start with "_"
-// (ids.ValidateAgent), so none of these can collide with an agent's.
+// call (policy_changed, grants, sign-ins, tokens, audit retention); the call
+// token then names the thing: SystemCall for the policy, a grant or token
+// id, ConsoleCall for sign-ins, AuditCall for the audit trail itself.
+// InvalidCall stands for a call id too malformed to use as a subject token.
+// Agent ids never start with "_" (ids.ValidateAgent), so none of these can
+// collide with an agent's.
 const (
 	SystemAgent = "_system"
 	SystemCall  = "_policy"
+	ConsoleCall = "_console"
+	AuditCall   = "_audit"
 	InvalidCall = "_invalid"
 )
+
+// System builds airlock.evt._system.<id>.<type> for a system-wide event.
+func System(id, typ string) (string, error) { return Event(SystemAgent, id, typ) }
 
 // ExecToken is the token before the type of the executor's events.
 const ExecToken = "exec"

@@ -1,13 +1,18 @@
 package domain
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/canon"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // FinalEvent returns the lifecycle event that records how rec was decided
@@ -104,13 +109,19 @@ func approvedBody(rec *airlockv1.ApprovalRecord) (*airlockv1.Approved, error) {
 // UnauthorizedEvent records a refused attempt by actor on the call of rec.
 // Attempts can repeat, so the id is random (left empty for the envelope).
 func UnauthorizedEvent(call *airlockv1.ToolCall, actor *airlockv1.Actor, r *Refusal) *airlockv1.Event {
+	ev := attempt(call, actor)
+	ev.Body = &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{Action: r.Action, Why: r.Why}}
+	return ev
+}
+
+// attempt is the envelope of an event about actor's attempt on call (random id).
+func attempt(call *airlockv1.ToolCall, actor *airlockv1.Actor) *airlockv1.Event {
 	return &airlockv1.Event{
 		AgentId:  call.GetAgentId(),
 		CallId:   call.GetCallId(),
 		Revision: max(call.GetRevision(), 1),
 		ThreadId: call.GetThreadId(),
 		Actor:    actor,
-		Body:     &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{Action: r.Action, Why: r.Why}},
 	}
 }
 
@@ -127,3 +138,63 @@ func NotifiedEvent(rec *airlockv1.ApprovalRecord, channel, ref, kind string) *ai
 		Body:     &airlockv1.Event_Notified{Notified: &airlockv1.Notified{Channel: channel, Ref: ref, Kind: kind}},
 	}
 }
+
+// VoteEvent records the last vote of rec (just counted): who, the quorum
+// progress and the arguments approved. Its id is derived from the voter and
+// the digest, so republishing stores one event and a vote after an edit is
+// a new one.
+func VoteEvent(rec *airlockv1.ApprovalRecord) *airlockv1.Event {
+	votes := rec.GetVotes()
+	if len(votes) == 0 {
+		return nil
+	}
+	v := votes[len(votes)-1]
+	call := rec.GetCall()
+	sum := sha256.Sum256([]byte(v.GetBy().GetId() + "\x00" + rec.GetArgumentsDigest()))
+	return &airlockv1.Event{
+		EventId:  RefOf(rec).EventID(subject.VoteCast) + "." + hex.EncodeToString(sum[:8]),
+		AgentId:  call.GetAgentId(),
+		CallId:   call.GetCallId(),
+		Revision: Revision(rec),
+		ThreadId: call.GetThreadId(),
+		Time:     v.GetAt(),
+		Actor:    v.GetBy(),
+		Body: &airlockv1.Event_VoteCast{VoteCast: &airlockv1.VoteCast{Vote: v, Votes: uint32(len(votes)), Quorum: uint32(Quorum(rec)),
+			ArgumentsDigest: rec.GetArgumentsDigest(), Edited: rec.GetEditedArguments() != nil}},
+	}
+}
+
+// RefusedEvent records a decision by actor that changed nothing (code, why).
+// Refusals can repeat, so the id is random.
+func RefusedEvent(call *airlockv1.ToolCall, actor *airlockv1.Actor, action, code, why string) *airlockv1.Event {
+	ev := attempt(call, actor)
+	ev.Body = &airlockv1.Event_DecisionRefused{DecisionRefused: &airlockv1.DecisionRefused{Action: action, Code: code, Why: why}}
+	return ev
+}
+
+// GrantScope copies what g allows into an event body.
+func GrantScope(g *airlockv1.StandingGrant) *airlockv1.GrantScope {
+	return &airlockv1.GrantScope{GrantId: g.GetId(), AgentId: g.GetAgentId(), Server: g.GetServer(), Tool: g.GetTool(),
+		ArgumentGlobs: g.GetArgumentGlobs(), UsesLeft: g.GetUsesLeft(), LimitedUses: g.GetLimitedUses(), ExpiresAt: g.GetExpiresAt(),
+		FromCallId: g.GetFromCallId(), RuleId: g.GetRuleId()}
+}
+
+// GrantEvent is a system-wide event about grant g (created, revoked,
+// expired), on airlock.evt._system.<grant id>.<type>; one per grant and
+// type, so its id is "<grant id>.<type>".
+func GrantEvent(g *airlockv1.StandingGrant, actor *airlockv1.Actor, body isEventBody) *airlockv1.Event {
+	ev := &airlockv1.Event{AgentId: subject.SystemAgent, CallId: g.GetId(), Actor: actor}
+	switch b := body.(type) {
+	case *airlockv1.GrantCreated:
+		ev.Body = &airlockv1.Event_GrantCreated{GrantCreated: b}
+	case *airlockv1.GrantRevoked:
+		ev.Body = &airlockv1.Event_GrantRevoked{GrantRevoked: b}
+	case *airlockv1.GrantExpired:
+		ev.Body = &airlockv1.Event_GrantExpired{GrantExpired: b}
+	}
+	ev.EventId = g.GetId() + "." + envelope.TypeOf(ev)
+	return ev
+}
+
+// isEventBody is one of the grant event bodies GrantEvent takes.
+type isEventBody interface{ ProtoReflect() protoreflect.Message }

@@ -131,7 +131,22 @@ type Outcome struct {
 	Event string
 	// Message is a sentence for the person who asked.
 	Message string
+	// Vote is true when a person's approval was counted (VoteEvent records it).
+	Vote bool
+	// Refused is the code of a decision that changed nothing for a reason
+	// the audit records (RefusedEvent): RefusedDigest, RefusedDecided.
+	Refused string
 }
+
+// Codes of decisions that change nothing, recorded as decision_refused.
+const (
+	// RefusedStale: the decision named a superseded revision.
+	RefusedStale = "stale_revision"
+	// RefusedDigest: an approval of arguments someone edited after the voter looked.
+	RefusedDigest = "digest_mismatch"
+	// RefusedDecided: the call was already decided by someone else.
+	RefusedDecided = "already_decided"
+)
 
 // Kind of decision a principal makes.
 type Kind int
@@ -142,7 +157,8 @@ const (
 	RequestChanges
 )
 
-func (k Kind) action() string {
+// Action is the kind's word in the audit ("approve", "reject", "request_changes").
+func (k Kind) Action() string {
 	switch k {
 	case Approve:
 		return "approve"
@@ -215,11 +231,15 @@ func Decide(rec *airlockv1.ApprovalRecord, d Decision, dir Directory, now time.T
 	if d.Kind == RequestChanges && strings.TrimSpace(d.Reason) == "" {
 		return Outcome{}, invalid("requesting changes needs feedback: tell the agent what to change")
 	}
-	if r := Authorize(rec, dir, d.By.GetId(), d.Kind.action()); r != nil {
+	if r := Authorize(rec, dir, d.By.GetId(), d.Kind.Action()); r != nil {
 		return Outcome{}, r
 	}
 	if rec.GetState() != Pending {
-		return Outcome{Message: Settled(rec)}, nil
+		out := Outcome{Message: Settled(rec)}
+		if rec.GetDecidedBy().GetId() != d.By.GetId() && !voted(rec, d.By.GetId()) {
+			out.Refused = RefusedDecided // a late decision, not a repeat of one's own
+		}
+		return out, nil
 	}
 	if !now.Before(Deadline(rec)) {
 		return expire(rec, now), nil
@@ -256,7 +276,7 @@ func approve(next *airlockv1.ApprovalRecord, d Decision, now time.Time) (Outcome
 	if d.Edited == nil && next.EditedArguments != nil && d.SawDigest != next.ArgumentsDigest {
 		// Someone edited the arguments after this approver looked: their vote
 		// must not approve arguments they have not seen.
-		return Outcome{Message: fmt.Sprintf("the arguments were edited (now %s…): review the edited arguments and approve them again", short(next.ArgumentsDigest))}, nil
+		return Outcome{Refused: RefusedDigest, Message: fmt.Sprintf("the arguments were edited (now %s…): review the edited arguments and approve them again", short(next.ArgumentsDigest))}, nil
 	}
 	for _, v := range next.Votes {
 		if v.GetBy().GetId() == d.By.GetId() {
@@ -269,14 +289,24 @@ func approve(next *airlockv1.ApprovalRecord, d Decision, now time.Time) (Outcome
 		if reset {
 			msg = "arguments edited, earlier approvals were for other arguments and no longer count; " + msg
 		}
-		return Outcome{Record: next, Applied: true, Message: msg}, nil
+		return Outcome{Record: next, Applied: true, Vote: true, Message: msg}, nil
 	}
 	next.State, next.DecidedBy, next.Reason = Approved, d.By, d.Reason
 	msg := "approved by " + voters(next)
 	if next.EditedArguments != nil {
 		msg += " with edited arguments"
 	}
-	return Outcome{Record: next, Applied: true, Event: "approved", Message: msg}, nil
+	return Outcome{Record: next, Applied: true, Event: "approved", Vote: true, Message: msg}, nil
+}
+
+// voted reports whether principal's approval is among rec's votes.
+func voted(rec *airlockv1.ApprovalRecord, principal string) bool {
+	for _, v := range rec.GetVotes() {
+		if v.GetBy().GetId() == principal {
+			return true
+		}
+	}
+	return false
 }
 
 func short(digest string) string {

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/audit/record"
+	"github.com/airlock-gate/airlock/services/audit/store"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// TestAuditVerifyCommandNamesAPlantedRow runs `airlock audit verify` against
+// a trail the sink wrote: OK, then — after someone with INSERT on ClickHouse
+// adds a forged approval beyond the stream — the row is named and the
+// command fails.
+func TestAuditVerifyCommandNamesAPlantedRow(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a := startAuditSink(t)
+	n, deps, dsn, keyHex := a.nats, a.deps, a.dsn, a.keyHex
+	pub := deps.Publisher("test")
+	for i := range 4 {
+		ev := &airlockv1.Event{AgentId: "bot", CallId: "c1", Revision: 1, Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "bob"},
+			Body: &airlockv1.Event_Notified{Notified: &airlockv1.Notified{Channel: "console", Kind: "announce", Ref: string(rune('a' + i))}}}
+		if _, err := pub.Publish(ctx, ev, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := store.OpenWriter(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	testenv.Eventually(t, 20*time.Second, "4 rows in ClickHouse", func() bool {
+		n, err := st.Count(ctx, store.Filter{})
+		return err == nil && n == 4
+	})
+	t.Setenv("AIRLOCK_NATS_URL", n.URL())
+	t.Setenv("AIRLOCK_CLICKHOUSE_DSN", dsn)
+	t.Setenv("AIRLOCK_AUDIT_KEY", keyHex)
+
+	out, err := runCLI(ctx, t, "audit", "verify")
+	if err != nil || !strings.HasPrefix(out, "OK: 4 rows verified") || !strings.Contains(out, "compared with the stream") {
+		t.Fatalf("verify of an intact trail: %v\n%s", err, out)
+	}
+
+	rows, err := st.Query(ctx, store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := rows[3]
+	f.Seq, f.Type, f.ActorID, f.Decision = 5, "approved", "alice", "approve"
+	f.PrevHash = rows[3].Hash
+	sum := sha256.Sum256(append([]byte(f.PrevHash), record.AppendCanonicalFields(nil, &f)...))
+	f.Hash = hex.EncodeToString(sum[:])
+	if err := st.Insert(ctx, []store.Row{f}); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runCLI(ctx, t, "audit", "verify")
+	if err == nil || !strings.Contains(out, "future") || !strings.Contains(out, "seq 5") || !strings.Contains(out, "planted") {
+		t.Fatalf("verify after a planted row: %v\n%s", err, out)
+	}
+	t.Run("without the key verify says where to set it", func(t *testing.T) {
+		t.Setenv("AIRLOCK_AUDIT_KEY", "")
+		t.Setenv("AIRLOCK_DEV_DATA_DIR", t.TempDir())
+		if _, err := runCLI(ctx, t, "audit", "verify"); err == nil || !strings.Contains(err.Error(), "audit.key_file") {
+			t.Fatalf("err %v", err)
+		}
+	})
+}

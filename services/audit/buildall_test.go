@@ -1,0 +1,65 @@
+package audit
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/audit/record"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+)
+
+// BenchmarkBuildAll builds batches of approval flows as the sink does; its
+// B/op is what the sink allocates per batch (the arenas are used again).
+func BenchmarkBuildAll(b *testing.B) {
+	var msgs []record.Msg
+	for i := 0; len(msgs) < 10000; i++ {
+		args, _ := structpb.NewStruct(map[string]any{"path": fmt.Sprintf("/srv/app/config-%d.yaml", i), "content": "key: value\\n", "token": "t0ps3cret"})
+		tc := &airlockv1.ToolCall{CallId: fmt.Sprintf("c%d", i), AgentId: "bench", Server: "fs", Tool: "write_file", Arguments: args, Revision: 1}
+		d := &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, RuleId: "ask-writes", Redact: []string{"/token"}, ArgumentsDigest: "x"}
+		for _, ev := range []*airlockv1.Event{
+			{Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: tc}}},
+			{Body: &airlockv1.Event_ApprovalRequested{ApprovalRequested: &airlockv1.ApprovalRequested{Call: tc, Decision: d}}},
+			{Body: &airlockv1.Event_Approved{Approved: &airlockv1.Approved{Call: tc, Decision: d, ArgumentsDigest: "x"}}},
+			{Body: &airlockv1.Event_Started{Started: &airlockv1.Started{ExecutorId: "ex", Attempt: 1}}},
+		} {
+			ev.AgentId, ev.CallId, ev.Revision = "bench", tc.CallId, 1
+			m, err := envelope.Encode(ev, "bench", "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			msgs = append(msgs, record.Msg{Seq: uint64(len(msgs) + 1), Time: time.Now(), Subject: m.Subject, Header: m.Header, Data: m.Data})
+		}
+	}
+	b.Run("sink", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			_, release := buildAll(msgs)
+			release()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(msgs)), "ns/event")
+	})
+	b.Run("one goroutine, arena", func(b *testing.B) {
+		b.ReportAllocs()
+		var a record.Arena
+		for i := 0; i < b.N; i++ {
+			for _, m := range msgs {
+				_ = a.Build(m)
+			}
+			a.Reset()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(msgs)), "ns/event")
+	})
+	b.Run("one goroutine, no arena", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			for _, m := range msgs {
+				_ = record.Build(m)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(msgs)), "ns/event")
+	})
+}

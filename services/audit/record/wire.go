@@ -1,0 +1,669 @@
+package record
+
+import (
+	"bytes"
+	"encoding/base64"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+	"unsafe"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+)
+
+// This file renders an event's payload JSON straight from its protobuf wire
+// bytes, with the same output as appendJSON over the decoded and redacted
+// event (a test keeps them equal). It exists because rendering through
+// protoreflect was the sink's largest cost. It handles what Go's encoder
+// writes — fields in ascending number order, each singular field once,
+// repeated fields together — and gives up (ok=false) on anything else, so
+// the caller falls back to appendJSON: the output is the same either way.
+
+// argMode says how arguments found at a place in the event are rendered.
+type argMode struct {
+	withhold bool       // every value "[WITHHELD]"
+	all      bool       // every top-level value "[REDACTED]"
+	paths    [][]string // JSON-pointer tokens whose value is "[REDACTED]"
+}
+
+// argPlace is where arguments sit: the body's field number, then the field
+// numbers down to the Struct (0 past the end).
+type argPlace [3]protowire.Number
+
+// argModes are the (at most two) places of an event whose arguments are
+// not rendered as they are.
+type argModes struct {
+	n     int
+	place [2]argPlace
+	mode  [2]argMode
+}
+
+func (a *argModes) add(p argPlace, m argMode) {
+	a.place[a.n], a.mode[a.n] = p, m
+	a.n++
+}
+
+func (a *argModes) at(p argPlace) argMode {
+	for i := 0; i < a.n; i++ {
+		if a.place[i] == p {
+			return a.mode[i]
+		}
+	}
+	return argMode{}
+}
+
+// step is one step below the arguments: a struct key, or a list index.
+type step struct {
+	key string
+	idx int // -1 for a struct key
+}
+
+// wireMsg describes one message type for the transcoder: its fields by
+// number, each with what rendering it needs worked out once.
+type wireMsg struct {
+	fields []*wireField // by field number; nil for numbers it does not declare
+	wkt    string       // "Timestamp", "Duration", "Struct", "Value", "ListValue" or ""
+	ok     bool         // declaration order is field-number order, no groups
+}
+
+// wireField is one field of a wireMsg.
+type wireField struct {
+	fd       protoreflect.FieldDescriptor
+	key      []byte // `"name":`
+	kind     protoreflect.Kind
+	list     bool
+	mapVal   *wireField // the value of a map field
+	msg      *wireMsg   // a message field's (or map value's) type
+	presence bool       // explicit presence: written even when zero
+	bytesLen bool       // its wire form is length-delimited
+	oneof    uint64     // the bit of its (real) oneof, 0 for none
+}
+
+var (
+	wireMu    sync.Mutex
+	wireCache = map[protoreflect.FullName]*wireMsg{}
+)
+
+// wireInfo returns the table of md, built once per message type (at the
+// first event, for everything reachable from it).
+func wireInfo(md protoreflect.MessageDescriptor) *wireMsg {
+	wireMu.Lock()
+	defer wireMu.Unlock()
+	return buildWireMsg(md)
+}
+
+func buildWireMsg(md protoreflect.MessageDescriptor) *wireMsg {
+	if w, ok := wireCache[md.FullName()]; ok {
+		return w // also ends recursion (Struct ↔ Value): the entry exists before its fields are built
+	}
+	w := &wireMsg{ok: true}
+	wireCache[md.FullName()] = w
+	switch md.FullName() {
+	case "google.protobuf.Timestamp", "google.protobuf.Duration", "google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue":
+		w.wkt = string(md.Name())
+		return w
+	}
+	fs := md.Fields()
+	maxNum := protowire.Number(0)
+	for i := 0; i < fs.Len(); i++ {
+		maxNum = max(maxNum, fs.Get(i).Number())
+	}
+	w.fields = make([]*wireField, maxNum+1)
+	oneofs := md.Oneofs()
+	for i := 0; i < fs.Len(); i++ {
+		fd := fs.Get(i)
+		if i > 0 && fs.Get(i-1).Number() > fd.Number() || fd.Kind() == protoreflect.GroupKind {
+			w.ok = false
+		}
+		f := newWireField(fd)
+		if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {
+			f.oneof = 1 << (uint(oneofs.ByName(od.Name()).Index()) % 64)
+		}
+		if fd.IsMap() {
+			f.mapVal = newWireField(fd.MapValue())
+		}
+		w.fields[fd.Number()] = f
+	}
+	return w
+}
+
+func newWireField(fd protoreflect.FieldDescriptor) *wireField {
+	f := &wireField{fd: fd, kind: fd.Kind(), list: fd.IsList(), presence: fd.HasPresence(),
+		key: append(appendString(nil, string(fd.Name())), ':')}
+	switch f.kind {
+	case protoreflect.StringKind, protoreflect.BytesKind, protoreflect.MessageKind:
+		f.bytesLen = true
+	}
+	if fd.IsMap() {
+		f.bytesLen = true
+	}
+	if f.kind == protoreflect.MessageKind && !fd.IsMap() {
+		f.msg = buildWireMsg(fd.Message())
+	}
+	return f
+}
+
+// eventWire is the table of airlock.v1.Event and everything below it.
+var eventWire = sync.OnceValue(func() *wireMsg { return wireInfo(eventDesc) })
+
+var eventDesc = (&airlockv1.Event{}).ProtoReflect().Descriptor()
+
+// envelopeFields are Event's own fields, kept in columns, not in the payload.
+func envelopeField(n protowire.Number) bool { return n <= 7 && n != 5 }
+
+// wirePayload renders the payload of the event encoded in data: its time
+// and body, with arguments rendered as modes says (keyed by the body's field
+// number, then the field numbers down to the Struct). ok is false when the
+// bytes are not in the shape this fast path handles.
+func wirePayload(b []byte, data []byte, modes *argModes) ([]byte, bool) {
+	t := transcoder{modes: modes}
+	out, ok := t.message(b, data, eventWire(), 0)
+	return out, ok
+}
+
+type transcoder struct {
+	modes *argModes
+	path  argPlace // body field, its field, that field's field
+	steps [32]step // backing array of the path below the arguments
+}
+
+// message renders a message; depth is how far below Event it is.
+func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, bool) {
+	if !w.ok {
+		return nil, false
+	}
+	switch w.wkt {
+	case "Timestamp", "Duration":
+		return t.timeLike(b, data, w.wkt == "Timestamp")
+	case "Struct":
+		var key argPlace
+		copy(key[:], t.path[:min(depth, 3)])
+		mode := argMode{}
+		if t.modes != nil {
+			mode = t.modes.at(key)
+		}
+		return t.structWith(b, data, mode, t.steps[:0])
+	case "Value", "ListValue":
+		return nil, false // only reached through Struct
+	}
+	b = append(b, '{')
+	first := true
+	var last protowire.Number
+	var oneofs uint64 // set so far: a second member would replace the first
+	for len(data) > 0 {
+		num, typ, n := protowire.ConsumeTag(data)
+		if n < 0 {
+			return nil, false
+		}
+		var f *wireField
+		if int(num) < len(w.fields) {
+			f = w.fields[num]
+		}
+		if num < last || (num == last && (f == nil || !f.list)) {
+			return nil, false
+		}
+		if f == nil || depth == 0 && envelopeField(num) {
+			m := protowire.ConsumeFieldValue(num, typ, data[n:])
+			if m < 0 {
+				return nil, false
+			}
+			data = data[n+m:]
+			last = num
+			continue
+		}
+		// A repeated field: all its entries, which must be contiguous.
+		if f.list || f.mapVal != nil {
+			if num == last {
+				return nil, false
+			}
+			var vbuf [16][]byte
+			vals := vbuf[:0]
+			for len(data) > 0 {
+				num2, typ2, n2 := protowire.ConsumeTag(data)
+				if n2 < 0 || num2 != num {
+					break
+				}
+				if (typ2 == protowire.BytesType) != f.bytesLen {
+					return nil, false // packed scalars are not written by these messages
+				}
+				m := protowire.ConsumeFieldValue(num2, typ2, data[n2:])
+				if m < 0 {
+					return nil, false
+				}
+				vals = append(vals, data[n2:n2+m])
+				data = data[n2+m:]
+			}
+			last = num
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = append(b, f.key...)
+			var ok bool
+			if f.mapVal != nil {
+				b, ok = t.mapField(b, f, vals)
+			} else {
+				b = append(b, '[')
+				for i, v := range vals {
+					if i > 0 {
+						b = append(b, ',')
+					}
+					if b, ok = t.value(b, f, protowire.BytesType, v, depth); !ok {
+						return nil, false
+					}
+				}
+				b, ok = append(b, ']'), true
+			}
+			if !ok {
+				return nil, false
+			}
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, data[n:])
+		if m < 0 {
+			return nil, false
+		}
+		raw := data[n : n+m]
+		data = data[n+m:]
+		last = num
+		if f.oneof != 0 {
+			if oneofs&f.oneof != 0 {
+				return nil, false
+			}
+			oneofs |= f.oneof
+		}
+		if !f.presence && zero(typ, raw) {
+			continue // proto3 implicit presence: a zero value is not set
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, f.key...)
+		if depth < 3 {
+			t.path[depth] = num
+		}
+		var ok bool
+		if b, ok = t.value(b, f, typ, raw, depth); !ok {
+			return nil, false
+		}
+	}
+	return append(b, '}'), true
+}
+
+// zero reports whether a raw scalar is its type's zero value.
+func zero(typ protowire.Type, raw []byte) bool {
+	switch typ {
+	case protowire.BytesType:
+		v, _ := protowire.ConsumeBytes(raw)
+		return len(v) == 0
+	case protowire.VarintType:
+		v, _ := protowire.ConsumeVarint(raw)
+		return v == 0
+	case protowire.Fixed32Type:
+		v, _ := protowire.ConsumeFixed32(raw)
+		return v == 0
+	case protowire.Fixed64Type:
+		v, _ := protowire.ConsumeFixed64(raw)
+		return v == 0
+	}
+	return false
+}
+
+// value renders one value of fd from its raw wire bytes (tag excluded).
+func (t *transcoder) value(b []byte, f *wireField, typ protowire.Type, raw []byte, depth int) ([]byte, bool) {
+	switch f.kind {
+	case protoreflect.MessageKind:
+		v, n := protowire.ConsumeBytes(raw)
+		if n < 0 {
+			return nil, false
+		}
+		return t.message(b, v, f.msg, depth+1)
+	case protoreflect.StringKind:
+		v, n := protowire.ConsumeBytes(raw)
+		if n < 0 || !utf8.Valid(v) {
+			return nil, false
+		}
+		return appendString(b, string(v)), true
+	case protoreflect.BytesKind:
+		v, n := protowire.ConsumeBytes(raw)
+		if n < 0 {
+			return nil, false
+		}
+		b = append(b, '"')
+		b = base64.StdEncoding.AppendEncode(b, v)
+		return append(b, '"'), true
+	case protoreflect.FloatKind:
+		v, n := protowire.ConsumeFixed32(raw)
+		if typ != protowire.Fixed32Type || n < 0 {
+			return nil, false
+		}
+		return appendFloat(b, float64(math.Float32frombits(v)), 32), true
+	case protoreflect.DoubleKind:
+		v, n := protowire.ConsumeFixed64(raw)
+		if typ != protowire.Fixed64Type || n < 0 {
+			return nil, false
+		}
+		return appendFloat(b, math.Float64frombits(v), 64), true
+	case protoreflect.Sfixed32Kind, protoreflect.Fixed32Kind, protoreflect.Sfixed64Kind, protoreflect.Fixed64Kind:
+		return nil, false // not used by these messages
+	}
+	if typ != protowire.VarintType {
+		return nil, false
+	}
+	v, n := protowire.ConsumeVarint(raw)
+	if n < 0 {
+		return nil, false
+	}
+	switch f.kind {
+	case protoreflect.BoolKind:
+		return strconv.AppendBool(b, v != 0), true
+	case protoreflect.Int32Kind:
+		return strconv.AppendInt(b, int64(int32(v)), 10), true
+	case protoreflect.Sint32Kind:
+		return strconv.AppendInt(b, int64(int32(protowire.DecodeZigZag(v&math.MaxUint32))), 10), true
+	case protoreflect.Uint32Kind:
+		return strconv.AppendUint(b, uint64(uint32(v)), 10), true
+	case protoreflect.Int64Kind:
+		b = append(b, '"')
+		b = strconv.AppendInt(b, int64(v), 10)
+		return append(b, '"'), true
+	case protoreflect.Sint64Kind:
+		b = append(b, '"')
+		b = strconv.AppendInt(b, protowire.DecodeZigZag(v), 10)
+		return append(b, '"'), true
+	case protoreflect.Uint64Kind:
+		b = append(b, '"')
+		b = strconv.AppendUint(b, v, 10)
+		return append(b, '"'), true
+	case protoreflect.EnumKind:
+		if ev := f.fd.Enum().Values().ByNumber(protoreflect.EnumNumber(int32(v))); ev != nil {
+			return appendString(b, string(ev.Name())), true
+		}
+		return strconv.AppendInt(b, int64(int32(v)), 10), true
+	}
+	return nil, false
+}
+
+// mapField renders map entries sorted by key (string keys only).
+func (t *transcoder) mapField(b []byte, f *wireField, entries [][]byte) ([]byte, bool) {
+	if f.fd.MapKey().Kind() != protoreflect.StringKind {
+		return nil, false
+	}
+	type kv struct {
+		key string
+		val []byte // raw value bytes, tag excluded; nil when absent
+		typ protowire.Type
+	}
+	items := make([]kv, 0, len(entries))
+	for _, e := range entries {
+		ent, n := protowire.ConsumeBytes(e)
+		if n < 0 {
+			return nil, false
+		}
+		var it kv
+		for len(ent) > 0 {
+			num, typ, n := protowire.ConsumeTag(ent)
+			if n < 0 {
+				return nil, false
+			}
+			m := protowire.ConsumeFieldValue(num, typ, ent[n:])
+			if m < 0 {
+				return nil, false
+			}
+			switch num {
+			case 1:
+				k, kn := protowire.ConsumeBytes(ent[n : n+m])
+				if kn < 0 || !utf8.Valid(k) {
+					return nil, false
+				}
+				it.key = string(k)
+			case 2:
+				it.val, it.typ = ent[n:n+m], typ
+			}
+			ent = ent[n+m:]
+		}
+		items = append(items, it)
+	}
+	slices.SortFunc(items, func(a, b kv) int {
+		switch {
+		case a.key < b.key:
+			return -1
+		case a.key > b.key:
+			return 1
+		}
+		return 0
+	})
+	b = append(b, '{')
+	for i, it := range items {
+		if i > 0 && items[i-1].key == it.key {
+			return nil, false // a repeated key: the decoder keeps the last, keep it simple
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, it.key)
+		b = append(b, ':')
+		vf := f.mapVal
+		if it.val == nil {
+			// An absent value is the zero value (or an empty message).
+			if vf.kind != protoreflect.StringKind {
+				return nil, false
+			}
+			b = append(b, `""`...)
+			continue
+		}
+		var ok bool
+		if b, ok = t.value(b, vf, it.typ, it.val, 4); !ok {
+			return nil, false
+		}
+	}
+	return append(b, '}'), true
+}
+
+func (t *transcoder) timeLike(b, data []byte, timestamp bool) ([]byte, bool) {
+	var secs, nanos int64
+	var last protowire.Number
+	for len(data) > 0 {
+		num, typ, n := protowire.ConsumeTag(data)
+		if n < 0 || typ != protowire.VarintType || num <= last || num > 2 {
+			return nil, false
+		}
+		v, m := protowire.ConsumeVarint(data[n:])
+		if m < 0 {
+			return nil, false
+		}
+		if num == 1 {
+			secs = int64(v)
+		} else {
+			nanos = int64(int32(v))
+		}
+		last, data = num, data[n+m:]
+	}
+	if timestamp {
+		return appendTimestampOf(b, secs, nanos), true
+	}
+	return appendDurationOf(b, secs, nanos), true
+}
+
+// structWith renders a google.protobuf.Struct. path is where it sits below
+// the arguments (nil: the arguments themselves).
+func (t *transcoder) structWith(b, data []byte, mode argMode, path []step) ([]byte, bool) {
+	type field struct {
+		key []byte
+		val []byte // the Value message bytes
+	}
+	var buf [16]field
+	fields := buf[:0]
+	for len(data) > 0 {
+		num, typ, n := protowire.ConsumeTag(data)
+		if n < 0 || num != 1 || typ != protowire.BytesType {
+			return nil, false
+		}
+		ent, m := protowire.ConsumeBytes(data[n:])
+		if m < 0 {
+			return nil, false
+		}
+		data = data[n+m:]
+		var f field
+		for len(ent) > 0 {
+			num, typ, n := protowire.ConsumeTag(ent)
+			if n < 0 || typ != protowire.BytesType {
+				return nil, false
+			}
+			v, m := protowire.ConsumeBytes(ent[n:])
+			if m < 0 {
+				return nil, false
+			}
+			switch num {
+			case 1:
+				if !utf8.Valid(v) {
+					return nil, false
+				}
+				f.key = v
+			case 2:
+				f.val = v
+			}
+			ent = ent[n+m:]
+		}
+		fields = append(fields, f)
+	}
+	slices.SortFunc(fields, func(a, b field) int { return bytes.Compare(a.key, b.key) })
+	b = append(b, '{')
+	for i, f := range fields {
+		if i > 0 && bytes.Equal(fields[i-1].key, f.key) {
+			return nil, false
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		// The key is only read while this call runs: a string view of the
+		// bytes saves a copy per key (the sink's hottest allocation).
+		key := unsafe.String(unsafe.SliceData(f.key), len(f.key))
+		b = appendString(b, key)
+		b = append(b, ':')
+		var ok bool
+		if b, ok = t.structValue(b, f.val, mode, append(path, step{key: key, idx: -1})); !ok {
+			return nil, false
+		}
+	}
+	return append(b, '}'), true
+}
+
+// masked reports whether the value at path is redacted, as RedactArgs
+// would: a pointer token names a struct key, or a list index as
+// strconv.Atoi reads it.
+func (m argMode) masked(path []step) bool {
+	if m.all && len(path) == 1 {
+		return true
+	}
+	for _, p := range m.paths {
+		if len(p) != len(path) {
+			continue
+		}
+		same := true
+		for i, tok := range p {
+			if path[i].idx < 0 && tok != path[i].key {
+				same = false
+				break
+			}
+			if path[i].idx >= 0 {
+				if n, err := strconv.Atoi(tok); err != nil || n != path[i].idx {
+					same = false
+					break
+				}
+			}
+		}
+		if same {
+			return true
+		}
+	}
+	return false
+}
+
+// structValue renders a google.protobuf.Value (data: its message bytes).
+func (t *transcoder) structValue(b, data []byte, mode argMode, path []step) ([]byte, bool) {
+	if len(path) > 0 && mode.masked(path) {
+		return appendString(b, Mask), true
+	}
+	if len(data) == 0 {
+		if mode.withhold {
+			return appendString(b, Withheld), true
+		}
+		return append(b, "null"...), true
+	}
+	num, typ, n := protowire.ConsumeTag(data)
+	if n < 0 {
+		return nil, false
+	}
+	m := protowire.ConsumeFieldValue(num, typ, data[n:])
+	if m < 0 || n+m != len(data) {
+		return nil, false // more than one kind set
+	}
+	raw := data[n : n+m]
+	switch num {
+	case 5, 6:
+		if typ != protowire.BytesType {
+			return nil, false
+		}
+		v, _ := protowire.ConsumeBytes(raw)
+		if num == 5 {
+			return t.structWith(b, v, mode, path)
+		}
+		return t.list(b, v, mode, path)
+	}
+	if mode.withhold {
+		return appendString(b, Withheld), true
+	}
+	switch num {
+	case 1:
+		return append(b, "null"...), true
+	case 2:
+		v, k := protowire.ConsumeFixed64(raw)
+		if typ != protowire.Fixed64Type || k < 0 {
+			return nil, false
+		}
+		return appendFloat(b, math.Float64frombits(v), 64), true
+	case 3:
+		v, k := protowire.ConsumeBytes(raw)
+		if typ != protowire.BytesType || k < 0 || !utf8.Valid(v) {
+			return nil, false
+		}
+		return appendString(b, string(v)), true
+	case 4:
+		v, k := protowire.ConsumeVarint(raw)
+		if typ != protowire.VarintType || k < 0 {
+			return nil, false
+		}
+		return strconv.AppendBool(b, v != 0), true
+	}
+	return nil, false
+}
+
+func (t *transcoder) list(b, data []byte, mode argMode, path []step) ([]byte, bool) {
+	b = append(b, '[')
+	for i := 0; len(data) > 0; i++ {
+		num, typ, n := protowire.ConsumeTag(data)
+		if n < 0 || num != 1 || typ != protowire.BytesType {
+			return nil, false
+		}
+		v, m := protowire.ConsumeBytes(data[n:])
+		if m < 0 {
+			return nil, false
+		}
+		data = data[n+m:]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var ok bool
+		if b, ok = t.structValue(b, v, mode, append(path, step{idx: i})); !ok {
+			return nil, false
+		}
+	}
+	return append(b, ']'), true
+}

@@ -1,0 +1,71 @@
+package console
+
+import (
+	"context"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+)
+
+// The console records what it alone witnesses — sign-ins, API tokens
+// created and revoked, requests refused for the signed-in person's role —
+// as system-wide events on airlock.evt._system.<id>.<type>. A failure to
+// record is logged; the request it records is answered either way.
+
+// maxActorLen bounds a name someone typed into the sign-in form.
+const maxActorLen = 200
+
+func (con *Console) recordSystem(id string, actor *airlockv1.Actor, ev *airlockv1.Event) {
+	ev.AgentId, ev.CallId, ev.Actor = subject.SystemAgent, id, actor
+	// Not the request's context: a browser that goes away still gets recorded.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := con.pub.Publish(ctx, ev, ""); err != nil {
+		con.log.Error("console: recording an event failed", "id", id, "actor", actor.GetId(), "err", err)
+	}
+}
+
+func humanActor(name, channel string) *airlockv1.Actor {
+	if len(name) > maxActorLen {
+		name = name[:maxActorLen]
+	}
+	return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: name, Channel: channel}
+}
+
+// recordSignIn records a sign-in attempt by name, accepted or not.
+func (con *Console) recordSignIn(c echo.Context, name string, ok bool, why string) {
+	con.recordSystem(subject.ConsoleCall, humanActor(name, "console"), &airlockv1.Event{Body: &airlockv1.Event_SignIn{SignIn: &airlockv1.SignIn{
+		Ok: ok, Method: "password", Why: why, RemoteAddr: c.RealIP()}}})
+}
+
+// recordToken records a token created (secret never included) or revoked.
+func (con *Console) recordToken(p Principal, channel string, rec tokenRecord, created bool) {
+	ev := &airlockv1.Event{EventId: rec.ID + ".token_revoked", Body: &airlockv1.Event_TokenRevoked{TokenRevoked: &airlockv1.TokenRevoked{TokenId: rec.ID, Owner: rec.Owner}}}
+	if created {
+		tc := &airlockv1.TokenCreated{TokenId: rec.ID, Name: rec.Name, Kind: rec.Kind, Owner: rec.Owner, AgentId: rec.AgentID}
+		if !rec.ExpiresAt.IsZero() {
+			tc.ExpiresAt = timestamppb.New(rec.ExpiresAt)
+		}
+		ev = &airlockv1.Event{EventId: rec.ID + ".token_created", Body: &airlockv1.Event_TokenCreated{TokenCreated: tc}}
+	}
+	con.recordSystem(rec.ID, humanActor(p.Name, channel), ev)
+}
+
+// refusedIf records err when it refuses the signed-in person (not_authorized), and returns it.
+func (con *Console) refusedIf(c echo.Context, err error) error {
+	if apierr.CodeOf(err) == apierr.NotAuthorized {
+		con.recordRefused(c, principal(c), err.Error())
+	}
+	return err
+}
+
+// recordRefused records a request refused for the principal's role.
+func (con *Console) recordRefused(c echo.Context, p Principal, why string) {
+	con.recordSystem(subject.ConsoleCall, humanActor(p.Name, channel(c)), &airlockv1.Event{Body: &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{
+		Action: c.Request().Method + " " + c.Path(), Why: why + " (" + c.Request().URL.Path + ")"}}})
+}
