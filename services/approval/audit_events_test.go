@@ -93,12 +93,12 @@ func TestEveryRefusedDecisionIsRecordedWithWhoAndWhy(t *testing.T) {
 			"unauthorized_attempt", "carol", "on their behalf"},
 		{"a decision about a superseded revision", "r3", 1, func(call string) error {
 			w.pending(&airlockv1.ToolCall{CallId: "r3", OnBehalfOf: "carol", Revision: 2}, nil)
-			_, err := w.api.Decide(context.Background(), &airlockv1.DecideRequest{CallId: call, Revision: 1, Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE,
+			_, err := w.api.Decide(context.Background(), &airlockv1.DecideRequest{AgentId: "bot", CallId: call, Revision: 1, Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE,
 				Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "bob", Channel: "console"}})
 			return err
 		}, "decision_refused", "bob", "stale_revision"},
 		{"an approval of arguments edited since the voter looked", "r4", 2, func(call string) error {
-			if _, err := w.api.Decide(context.Background(), &airlockv1.DecideRequest{CallId: call, Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE, EditedArguments: edited,
+			if _, err := w.api.Decide(context.Background(), &airlockv1.DecideRequest{AgentId: "bot", CallId: call, Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE, EditedArguments: edited,
 				Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice"}}); err != nil {
 				t.Fatal(err)
 			}
@@ -147,12 +147,12 @@ func TestAStandingGrantsLifeIsRecorded(t *testing.T) {
 	w.start()
 	ctx := context.Background()
 	w.pending(&airlockv1.ToolCall{CallId: "gl1", OnBehalfOf: "zoe"}, nil)
-	g, err := w.api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromCallId: "gl1", By: human("alice"),
+	g, err := w.api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromAgentId: "bot", FromCallId: "gl1", By: human("alice"),
 		Grant: &airlockv1.StandingGrant{UsesLeft: 2, ArgumentGlobs: map[string]string{"/path": "/tmp/*"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	short, err := w.api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromCallId: "gl1", By: human("bob"),
+	short, err := w.api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromAgentId: "bot", FromCallId: "gl1", By: human("bob"),
 		Grant: &airlockv1.StandingGrant{ExpiresAt: timestamppb.New(time.Now().Add(300 * time.Millisecond))}})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestAStandingGrantsLifeIsRecorded(t *testing.T) {
 	t.Run("an expiry is recorded once although a restarted replica sweeps it again", func(t *testing.T) {
 		w.stopAll()
 		w.start() // it must find the expiry in the stream, not record it again
-		later, err := w.api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromCallId: "gl1", By: human("bob"),
+		later, err := w.api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromAgentId: "bot", FromCallId: "gl1", By: human("bob"),
 			Grant: &airlockv1.StandingGrant{ExpiresAt: timestamppb.New(time.Now().Add(100 * time.Millisecond))}})
 		if err != nil {
 			t.Fatal(err)

@@ -166,16 +166,15 @@ func (con *Console) apiAwait(c echo.Context) error {
 
 // callExists checks that the agent submitted the call, so that awaiting a
 // mistyped id fails at once instead of after the whole wait: its request is
-// recorded in the events stream, or still waits in the intake stream.
+// recorded in the events stream, or may still wait in the intake stream
+// (which stores an agent's requests under airlock.req.<agent>: while any
+// waits there, the call may be one of them).
 func (con *Console) callExists(ctx context.Context, agent, id string) error {
 	recorded, err := subject.Event(agent, id, subject.Requested)
 	if err != nil {
 		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
 	}
-	queued, err := subject.Request(agent, id)
-	if err != nil {
-		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
-	}
+	queued := subject.RequestsPrefix + "." + agent
 	for _, w := range []struct{ stream, subject string }{{con.cfg.Stream.Name, recorded}, {con.cfg.Intake.Name, queued}} {
 		stream, err := con.js.Stream(ctx, w.stream)
 		if err != nil {

@@ -32,10 +32,10 @@ func TestWhatTheConsoleWitnessesIsRecorded(t *testing.T) {
 		{"an auditor trying to approve", func(t *testing.T) {
 			b := e.browser()
 			b.signIn("audrey")
-			if p := b.submit("/calls/call_1/approve", url.Values{}); p.Status != http.StatusForbidden {
+			if p := b.submit("/calls/bot/call_1/approve", url.Values{}); p.Status != http.StatusForbidden {
 				t.Fatalf("status %d", p.Status)
 			}
-		}, "unauthorized_attempt audrey POST /calls/:id/approve"},
+		}, "unauthorized_attempt audrey POST /calls/:agent/:id/approve"},
 		{"a reviewer trying to create an agent token", func(t *testing.T) {
 			b := e.browser()
 			b.signIn("alice")

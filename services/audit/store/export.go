@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -28,10 +29,25 @@ func CSVRecord(r Row) []string {
 	if r.LatencyMS != nil {
 		lat = strconv.FormatFloat(*r.LatencyMS, 'f', -1, 64)
 	}
-	return []string{strconv.FormatUint(r.Seq, 10), r.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"), r.EventID, r.Type,
+	cells := []string{strconv.FormatUint(r.Seq, 10), r.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"), r.EventID, r.Type,
 		r.Agent, r.Thread, r.Call, strconv.FormatUint(uint64(r.Revision), 10), r.Server, r.Tool, r.ActorType,
 		r.ActorID, r.ActorChannel, r.Decision, r.Reason, r.Risk, r.RuleID, r.PolicyRevision, r.DecisionID,
 		r.ArgsDigest, lat, r.Payload, r.DecidedBy, r.GrantID, r.PrevHash, r.Hash}
+	for i, c := range cells {
+		cells[i] = neutralizeCell(c)
+	}
+	return cells
+}
+
+// neutralizeCell keeps a spreadsheet from reading a cell as a formula:
+// agents write reasons, arguments and ids, and a cell that starts with
+// = + - @, a tab or a carriage return would run when the export is opened
+// (OWASP "CSV injection"). Such a cell gets a leading apostrophe.
+func neutralizeCell(c string) string {
+	if c != "" && strings.ContainsRune("=+-@\t\r", rune(c[0])) {
+		return "'" + c
+	}
+	return c
 }
 
 // Export writes every row matching f to w in format (csv, json or jsonl),

