@@ -124,6 +124,16 @@ func (s *Service) resolve(ctx context.Context, agent, callID string, revision ui
 	}
 	latest := s.index.latestRevision(ref)
 	if revision != 0 {
+		if latest.Rev <= revision {
+			// The index follows the bucket a moment behind: ask the bucket
+			// whether a newer revision was just created.
+			switch _, _, err := s.store.get(ctx, ref.WithRev(revision+1).Key()); {
+			case err == nil:
+				latest = ref.WithRev(revision + 1)
+			case !errors.Is(err, errNotFound):
+				return callref.Ref{}, s.storeErr(ref, err)
+			}
+		}
 		if latest.Rev > revision {
 			return callref.Ref{}, apierr.New(apierr.Conflict, "revision %d of call %s was superseded by revision %d: reload the call and decide the new revision", revision, ref.Call, latest.Rev)
 		}
