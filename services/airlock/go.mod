@@ -10,6 +10,7 @@ require (
 	github.com/airlock-gate/airlock/services/audit v0.0.0
 	github.com/airlock-gate/airlock/services/console v0.0.0
 	github.com/airlock-gate/airlock/services/executor v0.0.0
+	github.com/airlock-gate/airlock/services/gateway v0.0.0
 	github.com/airlock-gate/airlock/services/policy v0.0.0
 	github.com/airlock-gate/airlock/services/shared v0.0.0
 	github.com/airlock-gate/airlock/services/slack v0.0.0
@@ -144,6 +145,7 @@ replace (
 	github.com/airlock-gate/airlock/services/audit => ../audit
 	github.com/airlock-gate/airlock/services/console => ../console
 	github.com/airlock-gate/airlock/services/executor => ../executor
+	github.com/airlock-gate/airlock/services/gateway => ../gateway
 	github.com/airlock-gate/airlock/services/policy => ../policy
 	github.com/airlock-gate/airlock/services/shared => ../shared
 	github.com/airlock-gate/airlock/services/slack => ../slack

@@ -28,6 +28,7 @@ type MCP struct {
 	mu      sync.Mutex
 	session *mcp.ClientSession
 	tools   []string
+	changed func(server string) // see OnToolsChanged
 }
 
 // NewMCP returns an adapter for the MCP server configured by cfg; name is
@@ -100,7 +101,8 @@ func (m *MCP) Call(ctx context.Context, req Request) (json.RawMessage, error) {
 		return nil, &ToolError{Message: fmt.Sprintf("MCP %s__%s: connection lost: %v", m.name, req.Tool, err), Indeterminate: true}
 	}
 	if res.IsError {
-		return nil, &ToolError{Message: textOf(res)}
+		raw, _ := json.Marshal(res) // a result the SDK decoded encodes again
+		return nil, &ToolError{Message: textOf(res), Result: raw}
 	}
 	return json.Marshal(res)
 }
@@ -133,7 +135,7 @@ func (m *MCP) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		client := mcp.NewClient(&mcp.Implementation{Name: "airlock-executor", Version: "1"}, nil)
+		client := mcp.NewClient(&mcp.Implementation{Name: "airlock-executor", Version: "1"}, m.clientOptions())
 		cs, err := client.Connect(context.WithoutCancel(ctx), m.transport(), nil)
 		done <- result{cs, err}
 	}()
@@ -143,6 +145,7 @@ func (m *MCP) connect(ctx context.Context) (*mcp.ClientSession, error) {
 			return nil, &ToolError{Message: fmt.Sprintf("cannot reach MCP server %s (%s): %v", m.name, m.where(), r.err)}
 		}
 		m.session, m.tools = r.cs, nil
+		m.announce()                     // a (re)started server may list other tools
 		go func(cs *mcp.ClientSession) { // forget a session whose server went away
 			_ = cs.Wait()
 			m.drop(cs)

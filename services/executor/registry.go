@@ -49,6 +49,11 @@ type ServerEntry struct {
 	Webhook *WebhookConfig `yaml:"webhook"`
 	// Timeout for each call of this server's tools (default executor.default_timeout).
 	Timeout time.Duration `yaml:"timeout"`
+	// Trusted marks the server's tool annotations (readOnlyHint,
+	// destructiveHint, ...) as believable: the MCP gateway then tells the
+	// policy they are trusted. The MCP spec says not to base decisions on
+	// annotations from servers you do not trust; default false.
+	Trusted bool `yaml:"trusted"`
 	// Idempotent declares that every tool of the server may safely run twice
 	// with the same idempotency key; a call whose executor died mid-run is then
 	// retried instead of ending indeterminate.

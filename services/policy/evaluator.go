@@ -460,6 +460,8 @@ var (
 	keyToolWords     = ast.StringTerm("tool_words")
 	keyReason        = ast.StringTerm("reason")
 	keyArguments     = ast.StringTerm("arguments")
+	keyAnnotations   = ast.StringTerm("annotations")
+	keyAnnTrusted    = ast.StringTerm("annotations_trusted")
 )
 
 // inputValue builds {"call": {...}} as an ast value directly: no JSON round trip.
@@ -492,6 +494,16 @@ func inputValue(call *airlockv1.ToolCall) (ast.Value, error) {
 		ast.Item(keyReason, ast.StringTerm(call.GetReason())),
 		ast.Item(keyArguments, &v[10]),
 	)
+	if ann := call.GetAnnotations(); ann != nil {
+		// The upstream's tool annotations (from the MCP gateway), and
+		// whether airlock believes them (a trusted upstream, a sealed request).
+		av, err := structValue(ann)
+		if err != nil {
+			return nil, err
+		}
+		c.Insert(keyAnnotations, ast.NewTerm(av))
+		c.Insert(keyAnnTrusted, ast.BooleanTerm(call.GetAnnotationsTrusted()))
+	}
 	return ast.NewObject(ast.Item(keyCall, ast.NewTerm(c))), nil
 }
 

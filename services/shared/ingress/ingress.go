@@ -61,6 +61,9 @@ func nonFiniteValue(v *structpb.Value, at string) (string, bool) {
 	return "", false
 }
 
+// ValidName reports whether s can be a server or tool name of a call.
+func ValidName(s string) bool { return len(s) <= MaxNameLen && namePattern.MatchString(s) }
+
 // Refusal is why a request was refused; Reason is the sentence recorded in
 // the `invalid` event and returned to the agent.
 type Refusal struct {
@@ -120,8 +123,10 @@ func Request(subj string, data []byte, header nats.Header, maxBytes int) (*airlo
 		}
 	}
 	call.AgentId, call.CallId = p.Agent, p.Call
-	// Only airlock vouches for these (the policy service sets them).
-	call.OnBehalfOfVerified, call.AnnotationsTrusted = false, false
+	// Only airlock vouches for whom a call acts for (the policy service sets
+	// it). annotations_trusted stays as the sender's claim: the policy
+	// service keeps it only on a request a front-end sealed.
+	call.OnBehalfOfVerified = false
 	if call.Revision == 0 {
 		call.Revision = 1
 	}
