@@ -109,7 +109,12 @@ func (c *Client) AwaitRevision(ctx context.Context, callID string, rev uint32, o
 		return Outcome{}, fmt.Errorf("await call %s: %w", callID, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := c.nc.FlushWithContext(ctx); err != nil && ctx.Err() == nil {
+	// The subscription must be in place before the stored events are read
+	// (FlushWithContext needs a deadline; ctx may have none).
+	fctx, fcancel := context.WithTimeout(ctx, requestTimeout)
+	err = c.nc.FlushWithContext(fctx)
+	fcancel()
+	if err != nil && ctx.Err() == nil {
 		return Outcome{}, fmt.Errorf("await call %s: %w", callID, err)
 	}
 	reconnects := c.nc.Stats().Reconnects

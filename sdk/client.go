@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
@@ -189,7 +190,7 @@ func (c *Client) Cancel(ctx context.Context, callID, reason string) error {
 		return fmt.Errorf("cancel call %s: %w", callID, err)
 	}
 	if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" && code != "200" {
-		return fmt.Errorf("cancel call %s: %s", callID, msg.Header.Get("Nats-Service-Error"))
+		return fmt.Errorf("cancel call %s: %w", callID, apierr.FromCode(code, msg.Header.Get("Nats-Service-Error")))
 	}
 	return nil
 }

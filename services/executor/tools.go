@@ -23,7 +23,7 @@ import (
 // describeTimeout bounds how long one server may take to list its tools
 // for the tools endpoint; a slower one is reported as a problem, and the
 // others are answered without it.
-const describeTimeout = 10 * time.Second
+const describeTimeout = 30 * time.Second
 
 // describer is an adapter that describes its tools in full (MCP servers,
 // the demo tools); others are described by name only.

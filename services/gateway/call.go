@@ -143,7 +143,8 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 				if ctx.Err() != nil {
 					// The client gave up on the call (notifications/cancelled,
 					// or the session ended): nobody waits for it any more.
-					ep.withdraw(f.call.ID, "the MCP client canceled the request")
+					// A call that needs no person has no approval to cancel.
+					go ep.withdraw(f.call.ID, "the MCP client canceled the request", 3*time.Second)
 					return nil, ctx.Err()
 				}
 				if errors.Is(r.err, airlock.ErrInvalid) {
@@ -164,7 +165,7 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 			switch mode := confirmModeOf(req); {
 			case mode == noMode:
 				if ep.cfg.Fallback() == config.FallbackDeny {
-					ep.withdraw(f.call.ID, fmt.Sprintf("this call needs %s to confirm it, but the MCP client cannot ask (it does not support elicitation) and gateway endpoint %s denies such calls (elicitation_fallback: deny)", ep.cfg.OnBehalfOf, ep.cfg.Name))
+					ep.withdraw(f.call.ID, fmt.Sprintf("this call needs %s to confirm it, but the MCP client cannot ask (it does not support elicitation) and gateway endpoint %s denies such calls (elicitation_fallback: deny)", ep.cfg.OnBehalfOf, ep.cfg.Name), 15*time.Second)
 				} else {
 					tell.progress(ctx, fmt.Sprintf("waiting for %s to confirm this call in the console or Slack (this MCP client cannot ask)", ep.cfg.OnBehalfOf))
 				}
@@ -201,12 +202,13 @@ func (ep *endpoint) mayConfirm(ar *airlockv1.ApprovalRequested) bool {
 		call.GetOnBehalfOfVerified() && call.GetOnBehalfOf() == ep.cfg.OnBehalfOf
 }
 
-// withdraw cancels a call that is still pending, as its agent.
-func (ep *endpoint) withdraw(callID, reason string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// withdraw cancels a call that is still pending, as its agent, waiting at
+// most within for its approval record to be stored.
+func (ep *endpoint) withdraw(callID, reason string, within time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	if err := ep.client.Cancel(ctx, callID, reason); err != nil {
-		ep.log.Warn("a call could not be withdrawn", "call", callID, "err", err)
+	if err := untilRecorded(ctx, func() error { return ep.client.Cancel(ctx, callID, reason) }); err != nil {
+		ep.log.Info("a call was not withdrawn", "call", callID, "reason", reason, "err", err)
 	}
 }
 

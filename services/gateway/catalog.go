@@ -46,7 +46,7 @@ func newCatalog(exec *executorapi.Client, log *slog.Logger) *catalog {
 
 // listTimeout bounds one request to the executor's tools endpoint (which
 // itself bounds each server).
-const listTimeout = 15 * time.Second
+const listTimeout = 40 * time.Second
 
 // refresh asks the executor for the registry's tools. complete is false
 // when some server could not be listed (its tools are then kept from the

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
@@ -140,14 +141,34 @@ func (ep *endpoint) answer(ctx context.Context, f *flight, rev uint32, res *mcp.
 	if user == "" {
 		return
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	resp, err := ep.g.approvals.Decide(dctx, req)
+	var resp *airlockv1.DecideResponse
+	err := untilRecorded(dctx, func() (err error) {
+		resp, err = ep.g.approvals.Decide(dctx, req)
+		return err
+	})
 	if err != nil {
 		ep.log.Warn("a confirmation could not be recorded; the call waits for the other channels", "call", f.call.ID, "err", err)
 		return
 	}
 	ep.log.Info("confirmation recorded", "call", f.call.ID, "by", user, "kind", req.Kind.String(), "result", resp.GetMessage())
+}
+
+// untilRecorded runs fn until it stops answering not_found or ctx ends: a
+// person (or the gateway) may act on an approval_requested event before the
+// approval service has stored the record that event creates.
+func untilRecorded(ctx context.Context, fn func() error) error {
+	err := fn()
+	for wait := 20 * time.Millisecond; apierr.CodeOf(err) == apierr.NotFound; wait = min(2*wait, time.Second) {
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		err = fn()
+	}
+	return err
 }
 
 func withNote(s, note string) string {

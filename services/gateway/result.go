@@ -94,7 +94,7 @@ func decider(out airlock.Outcome) string {
 	if out.DecidedBy == "" {
 		return "A reviewer"
 	}
-	return "Reviewer " + out.DecidedBy
+	return out.DecidedBy
 }
 
 func reasonOr(s, alt string) string {
