@@ -14,6 +14,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		newBenchRoundtripCmd(g),
 		newBenchPolicyCmd(g),
 		newBenchAuditCmd(g),
+		newBenchGatewayCmd(g),
 	)
 	return cmd
 }

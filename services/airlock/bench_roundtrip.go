@@ -40,6 +40,9 @@ type roundtripOptions struct {
 	Publishes   int
 	CPUProfile  string
 	FixedAllow  bool
+	// LatencyOnly skips the sustained-throughput runs (bench gateway needs
+	// only the round trip's p50).
+	LatencyOnly bool
 }
 
 // latency is a distribution summary in microseconds.
@@ -215,9 +218,10 @@ func measure(ctx context.Context, o roundtripOptions, op func(ctx context.Contex
 		}
 		lat = append(lat, time.Since(t0))
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) / 1e3 }
-	m.lat = latency{P50us: pct(0.50), P99us: pct(0.99), N: len(lat)}
+	m.lat = summarize(lat)
+	if o.LatencyOnly {
+		return m, nil
+	}
 
 	var done atomic.Int64
 	var firstErr error
@@ -255,6 +259,13 @@ func measure(ctx context.Context, o roundtripOptions, op func(ctx context.Contex
 		m.tput.CPUPerOpUs = float64(cpu.Microseconds()) / float64(n)
 	}
 	return m, nil
+}
+
+// summarize sorts lat and returns its p50 and p99.
+func summarize(lat []time.Duration) latency {
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) / 1e3 }
+	return latency{P50us: pct(0.50), P99us: pct(0.99), N: len(lat)}
 }
 
 // processCPU is the user + system CPU time this process has used so far.
@@ -388,15 +399,11 @@ func benchRoundTrip(ctx context.Context, cfg config.Config, log *slog.Logger, o 
 		return measured{}, "", err
 	}
 	defer nc.Close()
-	client, err := airlock.New(nc, "bench", airlock.WithStream(cfg.Stream.Name))
+	client, op, closeOp, err := roundTripOp(nc, cfg, "bench")
 	if err != nil {
 		return measured{}, "", err
 	}
-	w, err := client.Watch()
-	if err != nil {
-		return measured{}, "", err
-	}
-	defer w.Close()
+	defer closeOp()
 
 	decider := "the configured policy (default: policies/ Rego)"
 	action, err := probeDecision(ctx, nc, client)
@@ -416,8 +423,23 @@ func benchRoundTrip(ctx context.Context, cfg config.Config, log *slog.Logger, o 
 			return measured{}, "", err
 		}
 	}
+	m, err := measure(ctx, o, op)
+	return m, decider, err
+}
+
+// roundTripOp is one auto-allowed round trip as agent: the SDK's fast path
+// submits demo__echo and waits for its result.
+func roundTripOp(nc *nats.Conn, cfg config.Config, agent string) (*airlock.Client, func(context.Context) error, func(), error) {
+	client, err := airlock.New(nc, agent, airlock.WithStream(cfg.Stream.Name))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	w, err := client.Watch()
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	args := map[string]any{"text": "hello from the bench"}
-	m, err := measure(ctx, o, func(ctx context.Context) error {
+	op := func(ctx context.Context) error {
 		out, err := w.DoFast(ctx, airlock.Call{Tool: "demo__echo", Args: args})
 		if err != nil {
 			return err
@@ -426,8 +448,8 @@ func benchRoundTrip(ctx context.Context, cfg config.Config, log *slog.Logger, o 
 			return fmt.Errorf("call %s ended %s: %s", out.CallID, out.Status, out.Reason)
 		}
 		return nil
-	})
-	return m, decider, err
+	}
+	return client, op, func() { _ = w.Close() }, nil
 }
 
 // probeDecision submits one demo__echo call and returns the type of the

@@ -62,6 +62,10 @@ func (ep *endpoint) toolResult(f *flight, out airlock.Outcome, isError bool) *mc
 			"The result of %s was %d bytes, over airlock's size limit (executor.max_result_bytes); its first part:\n%s", f.tool.def.Name, t.OriginalBytes, t.Prefix)}}}
 	}
 	if f.tool.up.GetKind() == executorapi.KindMCP {
+		if res, ok := plainTextResult(out.Result); ok {
+			res.IsError = res.IsError || isError
+			return res
+		}
 		res := &mcp.CallToolResult{}
 		if err := json.Unmarshal(out.Result, res); err == nil {
 			if res.Content == nil {
@@ -78,6 +82,41 @@ func (ep *endpoint) toolResult(f *flight, out airlock.Outcome, isError bool) *mc
 		res.StructuredContent = obj
 	}
 	return res
+}
+
+// plainTextResult decodes the commonest result, text content only, without
+// the SDK's decoder (which allocates tens of kilobytes per result); ok is
+// false for anything else, which the SDK then decodes.
+func plainTextResult(raw []byte) (*mcp.CallToolResult, bool) {
+	var r struct {
+		Meta              map[string]any    `json:"_meta"`
+		Content           []json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage   `json:"structuredContent"`
+		IsError           bool              `json:"isError"`
+	}
+	if json.Unmarshal(raw, &r) != nil {
+		return nil, false
+	}
+	res := &mcp.CallToolResult{Meta: r.Meta, IsError: r.IsError, Content: make([]mcp.Content, 0, len(r.Content))}
+	for _, c := range r.Content {
+		var t map[string]json.RawMessage
+		if json.Unmarshal(c, &t) != nil || len(t) != 2 || string(t["type"]) != `"text"` {
+			return nil, false
+		}
+		var s string
+		if json.Unmarshal(t["text"], &s) != nil {
+			return nil, false
+		}
+		res.Content = append(res.Content, &mcp.TextContent{Text: s})
+	}
+	if len(r.StructuredContent) > 0 && string(r.StructuredContent) != "null" {
+		var v any
+		if json.Unmarshal(r.StructuredContent, &v) != nil {
+			return nil, false
+		}
+		res.StructuredContent = v
+	}
+	return res, true
 }
 
 // errorResult is an isError result for a call that did not give a tool
