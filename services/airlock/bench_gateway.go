@@ -65,28 +65,9 @@ as the upstream, and in this one process measures, in one run:
 (a), (b) and (c) alternate, sample by sample. SPEC §8's goal: (b) − (a) ≤ 1.3 × (c), p50.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
-			if o.CPUProfile != "" {
-				stop, err := startCPUProfile(o.CPUProfile)
-				if err != nil {
-					return err
-				}
-				defer stop()
-			}
-			rep, err := runGatewayBench(cmd.Context(), cfg, o)
-			if err != nil {
-				return err
-			}
-			if o.JSON {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
-			}
-			printGatewayBench(os.Stdout, rep)
-			return nil
+			return benchRun(cmd, g, o.CPUProfile, o.JSON, func(ctx context.Context, cfg config.Config) (*gatewayReport, error) {
+				return runGatewayBench(ctx, cfg, o)
+			}, printGatewayBench)
 		},
 	}
 	f := cmd.Flags()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -111,28 +110,9 @@ and prints the ratios against SPEC §8's goals: round trip p50 ≤ 4× and
 p99 ≤ 6× the raw hop; calls/s ≥ 0.10 × async publishes/s.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
-			if o.CPUProfile != "" {
-				stop, err := startCPUProfile(o.CPUProfile)
-				if err != nil {
-					return err
-				}
-				defer stop()
-			}
-			rep, err := runRoundtripBench(cmd.Context(), cfg, o)
-			if err != nil {
-				return err
-			}
-			if o.JSON {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
-			}
-			printRoundtrip(os.Stdout, rep)
-			return nil
+			return benchRun(cmd, g, o.CPUProfile, o.JSON, func(ctx context.Context, cfg config.Config) (*roundtripReport, error) {
+				return runRoundtripBench(ctx, cfg, o)
+			}, printRoundtrip)
 		},
 	}
 	f := cmd.Flags()

@@ -3,9 +3,6 @@ package executor_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,31 +23,14 @@ import (
 // error result is recorded in its `failed` event exactly as it came.
 func TestTheToolsEndpointDescribesTheRegistry(t *testing.T) {
 	e := newTestEnv(t, nil)
-	dir := t.TempDir()
-	tools := filepath.Join(t.TempDir(), "tools.yaml")
-	yaml := fmt.Sprintf("servers:\n  fs:\n    mcp:\n      command: %q\n      args: [%q]\n    trusted: true\n", nodeBin(t, "mcp-server-filesystem"), dir)
-	if err := os.WriteFile(tools, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	reg, err := executor.LoadRegistry(tools, executor.RegistryOptions{Sandbox: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := e.deps.JS.KeyValue(context.Background(), e.cfg.Buckets.Executions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := executor.New(e.deps, reg, executor.NewKVLiveness(kv))
-	if err != nil {
-		t.Fatal(err)
-	}
 	nc, _ := testenv.Connect(t, e.cfg.NATS.URL)
 	changed := make(chan *nats.Msg, 16)
 	if _, err := nc.ChanSubscribe(subject.ToolsChanged, changed); err != nil {
 		t.Fatal(err)
 	}
-	testenv.RunService(t, s)
-
+	e.startExecutor(executor.RegistryFile{Servers: map[string]executor.ServerEntry{
+		"fs": {MCP: &executor.MCPConfig{Command: nodeBin(t, "mcp-server-filesystem"), Args: []string{t.TempDir()}}, Trusted: true},
+	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var list = map[string]*mcp.Tool{}
