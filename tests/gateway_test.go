@@ -134,6 +134,24 @@ func TestGateway(t *testing.T) {
 		}
 	})
 
+	t.Run("a_call_the_client_cancels_is_withdrawn", func(t *testing.T) {
+		cs := g.connect(t, "plain", clientOpts{version: "2025-11-25"})
+		path := filepath.Join(g.files, "withdrawn.txt")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs__write_file", Arguments: map[string]any{"path": path, "content": "x"}})
+			done <- err
+		}()
+		rec := g.pendingFor(t, "plainbot", "write_file", path)
+		cancel() // the client sends notifications/cancelled
+		<-done
+		testenv.Eventually(t, 20*time.Second, "the call to be withdrawn", func() bool {
+			r, err := g.api.Get(context.Background(), "plainbot", rec.GetCall().GetCallId(), 0)
+			return err == nil && r.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_CANCELED && strings.Contains(r.GetReason(), "MCP client canceled")
+		})
+	})
+
 	t.Run("the_person_confirms_or_declines_through_elicitation", func(t *testing.T) {
 		for _, v := range versions {
 			for _, answer := range []string{"accept", "decline"} {
