@@ -159,6 +159,8 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 type clientOpts struct {
 	version  string // "" = the newest (2026-07-28)
 	elicit   func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
+	urlOnly  bool // the client supports only URL elicitations
+	complete func(string)
 	progress func(*mcp.ProgressNotificationClientRequest)
 	changed  func()
 }
@@ -167,6 +169,14 @@ type clientOpts struct {
 func (g *gatewayEnv) connect(t *testing.T, endpoint string, o clientOpts) *mcp.ClientSession {
 	t.Helper()
 	copts := &mcp.ClientOptions{ElicitationHandler: o.elicit}
+	if o.urlOnly {
+		copts.Capabilities = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}}
+	}
+	if o.complete != nil {
+		copts.ElicitationCompleteHandler = func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) {
+			o.complete(r.Params.ElicitationID)
+		}
+	}
 	if o.progress != nil {
 		copts.ProgressNotificationHandler = func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { o.progress(r) }
 	}

@@ -185,6 +185,50 @@ func TestGateway(t *testing.T) {
 		}
 	})
 
+	t.Run("a_client_that_supports_only_urls_is_sent_to_the_calls_console_page", func(t *testing.T) {
+		path := filepath.Join(g.files, "confirm-url.txt")
+		urls := make(chan string, 2)
+		completed := make(chan string, 2)
+		cs := g.connect(t, "bot", clientOpts{version: "2025-11-25", urlOnly: true, complete: func(id string) { completed <- id },
+			elicit: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				urls <- r.Params.Mode + " " + r.Params.URL
+				return &mcp.ElicitResult{Action: "accept"}, nil // the person opens the page
+			}})
+		done := make(chan *mcp.CallToolResult, 1)
+		go func() { done <- callTool(t, cs, "fs__write_file", map[string]any{"path": path, "content": "via the console"}) }()
+		rec := g.pendingFor(t, "bot", "write_file", path)
+		want := "url " + g.baseURL + "/calls/bot/" + rec.GetCall().GetCallId()
+		if got := <-urls; got != want {
+			t.Fatalf("elicitation %q, want %q", got, want)
+		}
+		g.decide(t, rec, "dana", airlockv1.DecisionKind_DECISION_KIND_APPROVE, "") // on the console page
+		if res := <-done; res.IsError || readFileString(t, path) != "via the console" {
+			t.Fatalf("answered isError=%v %q", res.IsError, text(res))
+		}
+		select {
+		case id := <-completed:
+			if id != rec.GetCall().GetCallId() {
+				t.Fatalf("completed elicitation %q", id)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the client was not told the URL elicitation completed")
+		}
+	})
+
+	t.Run("dev_prints_each_endpoints_url_and_a_client_configuration", func(t *testing.T) {
+		out := g.dev.Output()
+		for _, want := range []string{
+			g.url("bot") + "   (gateway endpoint bot, agent bot)",
+			"claude mcp add --transport http airlock-bot " + g.url("bot") + ` --header "Authorization: Bearer $(cat `,
+			`"url":"` + g.url("bot") + `"`,
+			"gateway --stdio --endpoint bot --data ",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("airlock dev does not print %q", want)
+			}
+		}
+	})
+
 	t.Run("a_client_that_cannot_ask_gets_the_endpoints_fallback", func(t *testing.T) {
 		for _, v := range versions {
 			path := filepath.Join(g.files, "fallback-deny-"+strings.ReplaceAll(v.name, "-", "")+".txt")

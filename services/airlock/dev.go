@@ -111,6 +111,11 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (pick another address with --http)", cfg.HTTP.Addr, err)
 	}
+	if cfg.HTTP.PublicURL == config.Default().HTTP.PublicURL {
+		// Links to the console (the gateway's URL elicitations, Slack cards)
+		// point where this process listens.
+		cfg.HTTP.PublicURL = "http://" + ln.Addr().String()
+	}
 
 	deps, err := connectDeps(ctx, cfg, log, "airlock-dev")
 	if err != nil {
