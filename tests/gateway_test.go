@@ -195,7 +195,9 @@ func TestGateway(t *testing.T) {
 				return &mcp.ElicitResult{Action: "accept"}, nil // the person opens the page
 			}})
 		done := make(chan *mcp.CallToolResult, 1)
-		go func() { done <- callTool(t, cs, "fs__write_file", map[string]any{"path": path, "content": "via the console"}) }()
+		go func() {
+			done <- callTool(t, cs, "fs__write_file", map[string]any{"path": path, "content": "via the console"})
+		}()
 		rec := g.pendingFor(t, "bot", "write_file", path)
 		want := "url " + g.baseURL + "/calls/bot/" + rec.GetCall().GetCallId()
 		if got := <-urls; got != want {
