@@ -235,6 +235,23 @@ func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]
 	return res
 }
 
+// callAsync calls a tool on its own goroutine; a call that fails answers
+// an isError result with the error, so the test reports it (t.Fatal must
+// not be called off the test's goroutine).
+func callAsync(cs *mcp.ClientSession, name string, args map[string]any) <-chan *mcp.CallToolResult {
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "the call failed: " + err.Error()}}}
+		}
+		done <- res
+	}()
+	return done
+}
+
 // text joins a result's text content.
 func text(res *mcp.CallToolResult) string {
 	var parts []string

@@ -122,8 +122,7 @@ func TestGateway(t *testing.T) {
 	t.Run("a_rejected_write_answers_isError_with_the_reviewers_reason", func(t *testing.T) {
 		cs := g.connect(t, "plain", clientOpts{})
 		path := filepath.Join(g.files, "rejected.txt")
-		done := make(chan *mcp.CallToolResult, 1)
-		go func() { done <- callTool(t, cs, "fs__write_file", map[string]any{"path": path, "content": "no"}) }()
+		done := callAsync(cs, "fs__write_file", map[string]any{"path": path, "content": "no"})
 		g.decide(t, g.pendingFor(t, "plainbot", "write_file", path), "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "not in this directory")
 		res := <-done
 		if !res.IsError || !strings.Contains(text(res), "alice rejected") || !strings.Contains(text(res), "not in this directory") {
@@ -194,10 +193,7 @@ func TestGateway(t *testing.T) {
 				urls <- r.Params.Mode + " " + r.Params.URL
 				return &mcp.ElicitResult{Action: "accept"}, nil // the person opens the page
 			}})
-		done := make(chan *mcp.CallToolResult, 1)
-		go func() {
-			done <- callTool(t, cs, "fs__write_file", map[string]any{"path": path, "content": "via the console"})
-		}()
+		done := callAsync(cs, "fs__write_file", map[string]any{"path": path, "content": "via the console"})
 		rec := g.pendingFor(t, "bot", "write_file", path)
 		want := "url " + g.baseURL + "/calls/bot/" + rec.GetCall().GetCallId()
 		if got := <-urls; got != want {
@@ -242,8 +238,7 @@ func TestGateway(t *testing.T) {
 		// fallback wait: the call waits for dana to decide elsewhere.
 		cs := g.connect(t, "wait", clientOpts{version: "2025-11-25"})
 		path := filepath.Join(g.files, "fallback-wait.txt")
-		done := make(chan *mcp.CallToolResult, 1)
-		go func() { done <- callTool(t, cs, "fs__write_file", map[string]any{"path": path, "content": "waited"}) }()
+		done := callAsync(cs, "fs__write_file", map[string]any{"path": path, "content": "waited"})
 		g.decide(t, g.pendingFor(t, "waiter", "write_file", path), "dana", airlockv1.DecisionKind_DECISION_KIND_APPROVE, "")
 		if res := <-done; res.IsError || readFileString(t, path) != "waited" {
 			t.Fatalf("fallback wait answered isError=%v %q", res.IsError, text(res))
