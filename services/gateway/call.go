@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -89,93 +90,142 @@ func (ep *endpoint) resume(ctx context.Context, req *mcp.CallToolRequest, t *too
 // follow waits for the call's outcome. With mayConfirm, an approval request
 // the endpoint's person may answer is put to them (elicitation) or, when
 // the client cannot ask, handled by the endpoint's elicitation_fallback.
+//
+// The wait runs on the handler's goroutine (the outcome reaches the client
+// with no further hand-off); a watch goroutine keeps the client informed
+// and handles approval requests meanwhile.
 func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *flight, mayConfirm bool) (*mcp.CallToolResult, error) {
-	events := make(chan *airlockv1.Event, 16)
-	hook := airlock.OnEvent(func(ev *airlockv1.Event) {
-		if ev.GetApprovalRequested() != nil {
-			select {
-			case events <- ev:
-			default: // the handler is busy with an earlier one; the call's outcome still comes
-			}
-		}
-	})
-	type result struct {
-		out airlock.Outcome
-		err error
-	}
-	done := make(chan result, 1)
 	waitCtx, stopWaiting := context.WithCancel(ctx)
 	defer stopWaiting()
-	go func() {
-		var r result
-		switch {
-		case f.fresh:
-			r.out, r.err = ep.watcher.DoFast(waitCtx, f.call, hook)
-		default:
-			if f.submit {
-				_, r.err = ep.client.Submit(waitCtx, f.call)
-			}
-			if r.err == nil {
-				r.out, r.err = ep.client.AwaitRevision(waitCtx, f.call.ID, max(f.call.Revision, 1), hook)
-			}
+	w := &watch{ep: ep, ctx: ctx, req: req, f: f, mayConfirm: mayConfirm, stopWaiting: stopWaiting,
+		events: make(chan *airlockv1.Event, 16), stop: make(chan struct{})}
+	go w.run()
+	hook := airlock.OnEvent(w.event)
+	var out airlock.Outcome
+	var err error
+	switch {
+	case f.fresh:
+		out, err = ep.watcher.DoFast(waitCtx, f.call, hook)
+	default:
+		if f.submit {
+			_, err = ep.client.Submit(waitCtx, f.call)
 		}
-		done <- r
-	}()
+		if err == nil {
+			out, err = ep.client.AwaitRevision(waitCtx, f.call.ID, max(f.call.Revision, 1), hook)
+		}
+	}
+	close(w.stop)
+	if c := w.confirmation(); c != nil {
+		// Before the answer: a URL-mode prompt is told it completed on the
+		// call's stream, which closes with the answer.
+		c.finish(context.WithoutCancel(ctx))
+	}
+	if early, eerr := w.answered(); early != nil || eerr != nil {
+		return early, eerr
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			// The client gave up on the call (notifications/cancelled, or the
+			// session ended): nobody waits for it any more. A call that needs
+			// no person has no approval to cancel.
+			go ep.withdraw(f.call.ID, "the MCP client canceled the request", 3*time.Second)
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, airlock.ErrInvalid) {
+			return errorResult("invalid", f.call.ID, "airlock refused the call as malformed: "+strings.TrimPrefix(err.Error(), airlock.ErrInvalid.Error()+": ")), nil
+		}
+		ep.log.Warn("a call could not be followed", "call", f.call.ID, "err", err)
+		return errorResult("unavailable", f.call.ID, fmt.Sprintf("airlock could not take or follow the call (%v). Nothing is known to have run; try again in a moment.", err)), nil
+	}
+	return ep.result(f, out), nil
+}
 
-	tell := newInformer(req, ep.g.heartbeat)
+// watch is what happens beside a waiting call: progress and heartbeats,
+// and the approval request its person may answer.
+type watch struct {
+	ep          *endpoint
+	ctx         context.Context
+	req         *mcp.CallToolRequest
+	f           *flight
+	mayConfirm  bool
+	stopWaiting context.CancelFunc
+	events      chan *airlockv1.Event
+	stop        chan struct{} // closed when the wait ended
+
+	mu     sync.Mutex
+	early  *mcp.CallToolResult // the answer instead of the outcome (2026-07-28 input required)
+	err    error
+	asking *confirmation // the prompt in flight, if any
+}
+
+// confirmation is the prompt in flight, if any.
+func (w *watch) confirmation() *confirmation {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.asking
+}
+
+// event is the wait's OnEvent hook: it must not block.
+func (w *watch) event(ev *airlockv1.Event) {
+	if ev.GetApprovalRequested() != nil {
+		select {
+		case w.events <- ev:
+		default: // busy with an earlier one; the call's outcome still comes
+		}
+	}
+}
+
+// answered is the result that ended the wait early, if any.
+func (w *watch) answered() (*mcp.CallToolResult, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.early, w.err
+}
+
+func (w *watch) run() {
+	ep, f, ctx := w.ep, w.f, w.ctx
+	tell := newInformer(w.req, ep.g.heartbeat)
 	beat := time.NewTicker(ep.g.heartbeat)
 	defer beat.Stop()
 	var asking *confirmation
 	var answers <-chan elicitAnswer
-	defer func() {
-		if asking != nil {
-			asking.stop()
-		}
-	}()
 	for {
 		select {
-		case r := <-done:
+		case <-w.stop:
 			if asking != nil {
-				asking.finish(context.WithoutCancel(ctx))
-				asking = nil
+				asking.stop() // finished by follow, or started too late to matter
 			}
-			if r.err != nil {
-				if ctx.Err() != nil {
-					// The client gave up on the call (notifications/cancelled,
-					// or the session ended): nobody waits for it any more.
-					// A call that needs no person has no approval to cancel.
-					go ep.withdraw(f.call.ID, "the MCP client canceled the request", 3*time.Second)
-					return nil, ctx.Err()
-				}
-				if errors.Is(r.err, airlock.ErrInvalid) {
-					return errorResult("invalid", f.call.ID, "airlock refused the call as malformed: "+strings.TrimPrefix(r.err.Error(), airlock.ErrInvalid.Error()+": ")), nil
-				}
-				ep.log.Warn("a call could not be followed", "call", f.call.ID, "err", r.err)
-				return errorResult("unavailable", f.call.ID, fmt.Sprintf("airlock could not take or follow the call (%v). Nothing is known to have run; try again in a moment.", r.err)), nil
-			}
-			return ep.result(f, r.out), nil
+			return
 
-		case ev := <-events:
+		case ev := <-w.events:
 			ar := ev.GetApprovalRequested()
 			tell.progress(ctx, waitingText(ar))
-			if !mayConfirm || asking != nil || !ep.mayConfirm(ar) {
+			if !w.mayConfirm || asking != nil || !ep.mayConfirm(ar) {
 				continue
 			}
-			mayConfirm = false
-			switch mode := confirmModeOf(req); {
+			w.mayConfirm = false
+			switch mode := confirmModeOf(w.req); {
 			case mode == noMode:
 				if ep.cfg.Fallback() == config.FallbackDeny {
 					ep.withdraw(f.call.ID, fmt.Sprintf("this call needs %s to confirm it, but the MCP client cannot ask (it does not support elicitation) and gateway endpoint %s denies such calls (elicitation_fallback: deny)", ep.cfg.OnBehalfOf, ep.cfg.Name), 15*time.Second)
 				} else {
 					tell.progress(ctx, fmt.Sprintf("waiting for %s to confirm this call in the console or Slack (this MCP client cannot ask)", ep.cfg.OnBehalfOf))
 				}
-			case modern(req):
+			case modern(w.req):
 				// 2026-07-28: the question goes back in the result; the
 				// client asks its person and calls again with the answer.
-				return ep.inputRequired(f, ev, mode)
+				res, err := ep.inputRequired(f, ev, mode)
+				w.mu.Lock()
+				w.early, w.err = res, err
+				w.mu.Unlock()
+				w.stopWaiting()
+				return
 			default:
-				asking = ep.ask(ctx, req, f, ev, mode)
+				asking = ep.ask(ctx, w.req, f, ev, mode)
 				answers = asking.answers
+				w.mu.Lock()
+				w.asking = asking
+				w.mu.Unlock()
 			}
 
 		case a := <-answers:
