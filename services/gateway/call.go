@@ -92,14 +92,15 @@ func (ep *endpoint) resume(ctx context.Context, req *mcp.CallToolRequest, t *too
 // the client cannot ask, handled by the endpoint's elicitation_fallback.
 //
 // The wait runs on the handler's goroutine (the outcome reaches the client
-// with no further hand-off); a watch goroutine keeps the client informed
-// and handles approval requests meanwhile.
+// with no further hand-off); a watch goroutine, started only for a call
+// that waits past a heartbeat or for a person, keeps the client informed
+// and handles the approval request meanwhile.
 func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *flight, mayConfirm bool) (*mcp.CallToolResult, error) {
 	waitCtx, stopWaiting := context.WithCancel(ctx)
 	defer stopWaiting()
 	w := &watch{ep: ep, ctx: ctx, req: req, f: f, mayConfirm: mayConfirm, stopWaiting: stopWaiting,
 		events: make(chan *airlockv1.Event, 16), stop: make(chan struct{})}
-	go w.run()
+	w.timer = time.AfterFunc(ep.g.heartbeat, func() { w.start(true) })
 	hook := airlock.OnEvent(w.event)
 	var out airlock.Outcome
 	var err error
@@ -114,6 +115,7 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 			out, err = ep.client.AwaitRevision(waitCtx, f.call.ID, max(f.call.Revision, 1), hook)
 		}
 	}
+	w.timer.Stop()
 	close(w.stop)
 	if c := w.confirmation(); c != nil {
 		// Before the answer: a URL-mode prompt is told it completed on the
@@ -151,6 +153,8 @@ type watch struct {
 	stopWaiting context.CancelFunc
 	events      chan *airlockv1.Event
 	stop        chan struct{} // closed when the wait ended
+	timer       *time.Timer   // starts the watch at the first heartbeat
+	once        sync.Once
 
 	mu     sync.Mutex
 	early  *mcp.CallToolResult // the answer instead of the outcome (2026-07-28 input required)
@@ -165,9 +169,15 @@ func (w *watch) confirmation() *confirmation {
 	return w.asking
 }
 
+// start runs the watch goroutine, once; beatFirst sends a heartbeat at once.
+func (w *watch) start(beatFirst bool) {
+	w.once.Do(func() { go w.run(beatFirst) })
+}
+
 // event is the wait's OnEvent hook: it must not block.
 func (w *watch) event(ev *airlockv1.Event) {
 	if ev.GetApprovalRequested() != nil {
+		w.start(false)
 		select {
 		case w.events <- ev:
 		default: // busy with an earlier one; the call's outcome still comes
@@ -182,9 +192,12 @@ func (w *watch) answered() (*mcp.CallToolResult, error) {
 	return w.early, w.err
 }
 
-func (w *watch) run() {
+func (w *watch) run(beatFirst bool) {
 	ep, f, ctx := w.ep, w.f, w.ctx
 	tell := newInformer(w.req, ep.g.heartbeat)
+	if beatFirst {
+		tell.beat(ctx)
+	}
 	beat := time.NewTicker(ep.g.heartbeat)
 	defer beat.Stop()
 	var asking *confirmation
