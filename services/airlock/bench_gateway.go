@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -108,36 +107,21 @@ func runGatewayBench(ctx context.Context, cfg config.Config, o gatewayBenchOptio
 		Setup:   fmt.Sprintf("embedded NATS, file store, fsync %s; policy, executor and gateway in-process; upstream: an in-process MCP server over streamable HTTP", syncText(cfg.Dev.Sync)),
 		GoalMax: 1.3,
 	}
-	svcCtx, stopServices := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() { stopServices(); wg.Wait() }()
+	services := newBenchServices(ctx, cfg, log)
+	defer services.stop()
 	var gw *gateway.Gateway
-	for _, mk := range []func(svc.Deps) (svc.Service, error){
-		func(d svc.Deps) (svc.Service, error) { return policy.NewFromConfig(ctx, d) },
-		func(d svc.Deps) (svc.Service, error) { return executor.NewFromConfig(ctx, d) },
-		func(d svc.Deps) (svc.Service, error) {
+	for name, mk := range map[string]func(svc.Deps) (svc.Service, error){
+		"policy":   func(d svc.Deps) (svc.Service, error) { return policy.NewFromConfig(ctx, d) },
+		"executor": func(d svc.Deps) (svc.Service, error) { return executor.NewFromConfig(ctx, d) },
+		"gateway": func(d svc.Deps) (svc.Service, error) {
 			var err error
 			gw, err = gateway.New(d)
 			return gw, err
 		},
 	} {
-		deps, err := connectDeps(ctx, cfg, log, "airlock-bench-gateway")
-		if err != nil {
+		if _, err := services.start(name, mk); err != nil {
 			return nil, err
 		}
-		s, err := mk(deps)
-		if err != nil {
-			deps.NC.Close()
-			return nil, err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer deps.NC.Close()
-			if err := s.Run(svcCtx); err != nil {
-				log.Error("service stopped", "service", s.Name(), "err", err)
-			}
-		}()
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -327,35 +327,13 @@ func benchRawHop(ctx context.Context, url string, o roundtripOptions) (measured,
 // benchRoundTrip runs the policy and executor services in-process and times
 // demo__echo calls submitted through the SDK.
 func benchRoundTrip(ctx context.Context, cfg config.Config, log *slog.Logger, o roundtripOptions) (measured, string, callCounts, error) {
-	svcCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() { stop(); wg.Wait() }()
-	start := func(name string, mk func(svc.Deps) (svc.Service, error)) (context.CancelFunc, error) {
-		deps, err := connectDeps(ctx, cfg, log, "airlock-bench-"+name)
-		if err != nil {
-			return nil, err
-		}
-		s, err := mk(deps)
-		if err != nil {
-			deps.NC.Close()
-			return nil, err
-		}
-		runCtx, cancel := context.WithCancel(svcCtx)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer deps.NC.Close()
-			if err := s.Run(runCtx); err != nil {
-				log.Error("service stopped", "service", name, "err", err)
-			}
-		}()
-		return cancel, nil
-	}
-	stopPolicy, err := start("policy", func(d svc.Deps) (svc.Service, error) { return policy.NewFromConfig(ctx, d) })
+	services := newBenchServices(ctx, cfg, log)
+	defer services.stop()
+	stopPolicy, err := services.start("policy", func(d svc.Deps) (svc.Service, error) { return policy.NewFromConfig(ctx, d) })
 	if err != nil {
 		return measured{}, "", callCounts{}, err
 	}
-	if _, err := start("executor", func(d svc.Deps) (svc.Service, error) { return executor.NewFromConfig(ctx, d) }); err != nil {
+	if _, err := services.start("executor", func(d svc.Deps) (svc.Service, error) { return executor.NewFromConfig(ctx, d) }); err != nil {
 		return measured{}, "", callCounts{}, err
 	}
 
@@ -384,7 +362,7 @@ func benchRoundTrip(ctx context.Context, cfg config.Config, log *slog.Logger, o 
 		if o.FixedAllow {
 			decider = "fixed allow (--fixed-allow)"
 		}
-		if _, err := start("policy-fixed", func(d svc.Deps) (svc.Service, error) { return policy.New(d, allowAll{}) }); err != nil {
+		if _, err := services.start("policy-fixed", func(d svc.Deps) (svc.Service, error) { return policy.New(d, allowAll{}) }); err != nil {
 			return measured{}, "", callCounts{}, err
 		}
 	}
@@ -394,6 +372,52 @@ func benchRoundTrip(ctx context.Context, cfg config.Config, log *slog.Logger, o 
 	}
 	m, counts, err := measure(ctx, o, op, func() (callCounts, error) { return serverCounts(ctx, admin, cfg) })
 	return m, decider, counts, err
+}
+
+// benchServices runs services in this process for a bench, each with its
+// own connection, until stop.
+type benchServices struct {
+	ctx    context.Context
+	cfg    config.Config
+	log    *slog.Logger
+	runCtx context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newBenchServices(ctx context.Context, cfg config.Config, log *slog.Logger) *benchServices {
+	runCtx, cancel := context.WithCancel(ctx)
+	return &benchServices{ctx: ctx, cfg: cfg, log: log, runCtx: runCtx, cancel: cancel}
+}
+
+// start builds a service with mk and runs it until the returned cancel or
+// stop is called.
+func (b *benchServices) start(name string, mk func(svc.Deps) (svc.Service, error)) (context.CancelFunc, error) {
+	deps, err := connectDeps(b.ctx, b.cfg, b.log, "airlock-bench-"+name)
+	if err != nil {
+		return nil, err
+	}
+	s, err := mk(deps)
+	if err != nil {
+		deps.NC.Close()
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(b.runCtx)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		defer deps.NC.Close()
+		if err := s.Run(runCtx); err != nil {
+			b.log.Error("service stopped", "service", name, "err", err)
+		}
+	}()
+	return cancel, nil
+}
+
+// stop ends every service and waits for them.
+func (b *benchServices) stop() {
+	b.cancel()
+	b.wg.Wait()
 }
 
 // serverCounts reads how many messages the intake and events streams have
