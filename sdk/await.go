@@ -37,7 +37,9 @@ type Outcome struct {
 	CallID   string `json:"call_id"`
 	Revision uint32 `json:"revision"`
 	Status   Status `json:"status"`
-	// Result is the tool's JSON result when Status is completed.
+	// Result is the tool's JSON result when Status is completed, and the
+	// tool's own error result when Status is failed and the tool gave one
+	// (an MCP CallToolResult with isError).
 	Result    json.RawMessage `json:"result,omitempty"`
 	Truncated bool            `json:"truncated,omitempty"`
 	// Reason says why the call did not complete: the policy's or reviewer's
@@ -60,18 +62,45 @@ func (o Outcome) Completed() bool { return o.Status == StatusCompleted }
 // call's last events from the stream, then follows it live, so it works when
 // it starts after the outcome was published, after the agent restarted, and
 // across NATS reconnects. It returns when ctx ends without an outcome.
-func (c *Client) Await(ctx context.Context, callID string) (Outcome, error) {
-	return c.AwaitRevision(ctx, callID, 0)
+func (c *Client) Await(ctx context.Context, callID string, opts ...AwaitOption) (Outcome, error) {
+	return c.AwaitRevision(ctx, callID, 0, opts...)
+}
+
+// AwaitOption adjusts Await, AwaitRevision and DoFast.
+type AwaitOption func(*awaitOptions)
+
+type awaitOptions struct {
+	onEvent func(*airlockv1.Event)
+}
+
+// OnEvent calls fn with the events of the call the wait sees before its
+// outcome — in particular approval_requested, whose decision says who may
+// decide — so a front-end can keep its user informed. fn runs on the
+// waiting goroutine (Await) or the watcher's (DoFast), must not block, and
+// may see an event twice. Await reads a call's last approval_requested from
+// the stream too; DoFast sees what its Watcher subscribes to (WatchAlso).
+func OnEvent(fn func(*airlockv1.Event)) AwaitOption {
+	return func(o *awaitOptions) { o.onEvent = fn }
+}
+
+func awaitOpts(opts []AwaitOption) awaitOptions {
+	var o awaitOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
 }
 
 // AwaitRevision returns the outcome of revision rev of the call (0: the
 // newest revision), or of a later revision of the same call if that ends
 // first.
-func (c *Client) AwaitRevision(ctx context.Context, callID string, rev uint32) (Outcome, error) {
+func (c *Client) AwaitRevision(ctx context.Context, callID string, rev uint32, opts ...AwaitOption) (Outcome, error) {
 	if err := ids.Validate("call id", callID); err != nil {
 		return Outcome{}, fmt.Errorf("await: %w", err)
 	}
+	o := awaitOpts(opts)
 	f := newFollower(callID, rev)
+	f.onEvent = o.onEvent
 	// Live first, then the stored events: an event stored in between is
 	// seen by one or the other (or both, which is harmless).
 	live := make(chan *nats.Msg, 64)
@@ -80,7 +109,12 @@ func (c *Client) AwaitRevision(ctx context.Context, callID string, rev uint32) (
 		return Outcome{}, fmt.Errorf("await call %s: %w", callID, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := c.nc.FlushWithContext(ctx); err != nil && ctx.Err() == nil {
+	// The subscription must be in place before the stored events are read
+	// (FlushWithContext needs a deadline; ctx may have none).
+	fctx, fcancel := context.WithTimeout(ctx, requestTimeout)
+	err = c.nc.FlushWithContext(fctx)
+	fcancel()
+	if err != nil && ctx.Err() == nil {
 		return Outcome{}, fmt.Errorf("await call %s: %w", callID, err)
 	}
 	reconnects := c.nc.Stats().Reconnects
@@ -137,9 +171,14 @@ var endTypes = []string{
 }
 
 // readStored feeds f the last stored event of each type that ends a
-// revision, and the last accepted request (which names the newest revision).
+// revision, and the last accepted request (which names the newest revision);
+// with an event hook, also the last approval request.
 func (c *Client) readStored(ctx context.Context, callID string, f *follower) error {
-	for _, typ := range append([]string{subject.Requested}, endTypes...) {
+	types := append([]string{subject.Requested}, endTypes...)
+	if f.onEvent != nil {
+		types = append(types, subject.ApprovalRequested)
+	}
+	for _, typ := range types {
 		subj, err := subject.Event(c.agent, callID, typ)
 		if err != nil {
 			return err
@@ -198,6 +237,8 @@ type follower struct {
 	latest uint32
 	ends   map[uint32]Outcome
 	seqs   map[uint32]uint64
+	// onEvent, when set, sees every event added before the outcome.
+	onEvent func(*airlockv1.Event)
 }
 
 func newFollower(callID string, want uint32) *follower {
@@ -214,6 +255,11 @@ func (f *follower) outcome() (Outcome, bool) {
 }
 
 func (f *follower) add(ev *airlockv1.Event, seq uint64) {
+	if f.onEvent != nil {
+		if _, done := f.outcome(); !done {
+			f.onEvent(ev)
+		}
+	}
 	rev := ev.GetRevision()
 	if rev == 0 {
 		// An invalid request is recorded without a revision when the request
@@ -247,6 +293,9 @@ func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 		out.Status, out.Reason, out.FailureOutcome = StatusFailed, b.Failed.GetReason(), b.Failed.GetOutcome()
 		if msg := b.Failed.GetMessage(); msg != "" {
 			out.Reason += ": " + msg
+		}
+		if r := b.Failed.GetResultJson(); r != "" {
+			out.Result, out.Truncated = json.RawMessage(r), b.Failed.GetTruncated()
 		}
 	case *airlockv1.Event_Invalid:
 		out.Status, out.Reason = StatusInvalid, b.Invalid.GetReason()

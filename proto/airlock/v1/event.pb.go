@@ -1482,7 +1482,12 @@ type Failed struct {
 	Attempt uint32               `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// The claim token of the handling that ended the call (Started.claim of a
 	// run, or a token of its own for a refusal or a take-over).
-	Claim         string `protobuf:"bytes,6,opt,name=claim,proto3" json:"claim,omitempty"`
+	Claim string `protobuf:"bytes,6,opt,name=claim,proto3" json:"claim,omitempty"`
+	// The tool's own error result as JSON text when it gave one (an MCP
+	// CallToolResult with isError, possibly truncated), so a front-end can
+	// pass it on exactly as the tool returned it.
+	ResultJson    string `protobuf:"bytes,7,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	Truncated     bool   `protobuf:"varint,8,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1557,6 +1562,20 @@ func (x *Failed) GetClaim() string {
 		return x.Claim
 	}
 	return ""
+}
+
+func (x *Failed) GetResultJson() string {
+	if x != nil {
+		return x.ResultJson
+	}
+	return ""
+}
+
+func (x *Failed) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
 }
 
 // UnauthorizedAttempt: someone tried to decide and was refused; nothing changed.
@@ -2664,14 +2683,17 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\ttruncated\x18\x02 \x01(\bR\ttruncated\x123\n" +
 	"\alatency\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x18\n" +
 	"\aattempt\x18\x04 \x01(\rR\aattempt\x12\x14\n" +
-	"\x05claim\x18\x05 \x01(\tR\x05claim\"\xb9\x01\n" +
+	"\x05claim\x18\x05 \x01(\tR\x05claim\"\xf8\x01\n" +
 	"\x06Failed\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
 	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x123\n" +
 	"\alatency\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x18\n" +
 	"\aattempt\x18\x05 \x01(\rR\aattempt\x12\x14\n" +
-	"\x05claim\x18\x06 \x01(\tR\x05claim\"?\n" +
+	"\x05claim\x18\x06 \x01(\tR\x05claim\x12\x1f\n" +
+	"\vresult_json\x18\a \x01(\tR\n" +
+	"resultJson\x12\x1c\n" +
+	"\ttruncated\x18\b \x01(\bR\ttruncated\"?\n" +
 	"\x13UnauthorizedAttempt\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12\x10\n" +
 	"\x03why\x18\x02 \x01(\tR\x03why\"\xad\x01\n" +

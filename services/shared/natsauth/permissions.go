@@ -203,8 +203,12 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				events(subject.Started, subject.Completed, subject.Failed, subject.UnauthorizedAttempt),
 				directGet(n.events, subject.Started, subject.Completed, subject.Failed),
 				bucket(n.executions),
+				// the tools endpoint's change notices, for the MCP gateway
+				[]string{subject.ToolsChanged}, healthOf,
 			),
-			SubscribeAllow: inbox,
+			// the tools endpoint (airlock.api.executor.tools), for the MCP gateway
+			SubscribeAllow: join(inbox, micro, []string{subject.API("executor", "tools")}),
+			AllowResponses: true,
 		}, nil
 	case RoleAudit:
 		return Permissions{
@@ -224,12 +228,18 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 			SubscribeAllow: join(inbox, micro, []string{subject.AllOut}),
 		}, nil
 	case RoleGateway:
+		// The MCP gateway submits for the agents of its endpoints (sealed),
+		// follows their calls, answers a self-confirmation as the endpoint's
+		// person, cancels a call its client withdrew or cannot confirm, and
+		// reads the registry's tools and the policy's dry run (profile
+		// filtering of tools/list).
 		return Permissions{
 			PublishAllow: join(
-				[]string{subject.AllRequests, subject.API("approval", "decide"), subject.API("approval", "get")},
+				[]string{subject.AllRequests, subject.API("approval", "decide"), subject.API("approval", "get"),
+					subject.AgentCancel("*"), subject.API("executor", "tools"), subject.API("policy", "eval")},
 				[]string{subject.DirectGet(n.events, subject.AllEvents)},
 			),
-			SubscribeAllow: join(inbox, []string{subject.AllOut}),
+			SubscribeAllow: join(inbox, []string{subject.AllOut, subject.ToolsChanged}),
 		}, nil
 	}
 	return Permissions{}, fmt.Errorf("unknown service role %q: use one of admin, dev, %v", role, ServiceRoles)

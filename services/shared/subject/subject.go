@@ -248,6 +248,12 @@ func OfAgent(agent string) string { return EventsPrefix + "." + agent + ".>" }
 // API builds a request/reply subject: airlock.api.<service>.<endpoint>.
 func API(service, endpoint string) string { return APIPrefix + "." + service + "." + endpoint }
 
+// ToolsChanged is where the executor announces (core NATS, no body
+// contract beyond {"server": name}) that an upstream server's tool list
+// changed, so front-ends showing the tools (the MCP gateway) list them
+// again. Only services publish or read it.
+const ToolsChanged = "airlock.changed.tools"
+
 // AgentCancel is where an agent asks to cancel one of its own calls; the
 // agent token lets NATS permissions keep agents to their own calls.
 func AgentCancel(agent string) string { return "airlock.agent." + agent + ".cancel" }
