@@ -131,10 +131,7 @@ func (c *Client) AwaitRevision(ctx context.Context, callID string, rev uint32) (
 }
 
 // endTypes are the event types that end a call revision (see follower.add).
-var endTypes = []string{
-	subject.Denied, subject.Rejected, subject.ChangesRequested, subject.Expired,
-	subject.Canceled, subject.Completed, subject.Failed, subject.Invalid,
-}
+var endTypes = subject.EndTypes
 
 // readStored feeds f the last stored event of each type that ends a
 // revision, and the last accepted request (which names the newest revision).

@@ -15,8 +15,7 @@ import (
 
 // feedTypes are the events that change what an inbox shows: a call starts
 // waiting, or it stops waiting whoever decided it and wherever.
-var feedTypes = []string{subject.ApprovalRequested, subject.Approved, subject.Rejected,
-	subject.ChangesRequested, subject.Expired, subject.Canceled}
+var feedTypes = append([]string{subject.ApprovalRequested}, subject.ApprovalOutcomes...)
 
 // feedMsg is one change pushed to inboxes.
 type feedMsg struct {

@@ -270,7 +270,7 @@ func sameRequest(a, b *airlockv1.ToolCall) bool {
 
 // decided reports whether the revision's decision is already stored.
 func (s *Service) decided(ctx context.Context, ref callref.Ref) (bool, error) {
-	for _, typ := range []string{subject.Allowed, subject.Denied, subject.ApprovalRequested} {
+	for _, typ := range subject.PolicyOutcomes {
 		last, err := s.lastEvent(ctx, ref, typ)
 		if err != nil {
 			return false, err

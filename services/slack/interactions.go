@@ -349,7 +349,7 @@ func (h *Interactions) decide(ctx context.Context, c click, principal string) {
 		log.Info("Slack decision sent", "changed", resp.GetChanged(), "message", resp.GetMessage())
 		h.showOnCard(ctx, c, resp.GetRecord())
 		if !resp.GetChanged() {
-			h.tell(ctx, c, "Nothing changed: "+escape(orText(resp.GetMessage(), "the call is "+stateWord(resp.GetRecord().GetState())))+".")
+			h.tell(ctx, c, "Nothing changed: "+escape(orText(resp.GetMessage(), "the call is "+calls.StateText(resp.GetRecord().GetState())))+".")
 		}
 	case apierr.CodeOf(err) == apierr.NotAuthorized:
 		log.Warn("approval service refused the Slack decision", "err", err)
@@ -362,7 +362,7 @@ func (h *Interactions) decide(ctx context.Context, c click, principal string) {
 		log.Info("Slack decision not applied", "err", err)
 		if rec, gerr := h.approvals.Get(ctx, c.value.Agent, c.value.Call, 0); gerr == nil && rec != nil {
 			h.showOnCard(ctx, c, rec)
-			h.tell(ctx, c, "This card was out of date: the call is "+stateWord(rec.GetState())+". "+escape(errMessage(err)))
+			h.tell(ctx, c, "This card was out of date: the call is "+calls.StateText(rec.GetState())+". "+escape(errMessage(err)))
 			return
 		}
 		h.tell(ctx, c, ":warning: airlock could not record your decision: "+escape(errMessage(err)))
@@ -399,7 +399,7 @@ func (h *Interactions) openReasonModal(ctx context.Context, c click) {
 	cancel()
 	if err == nil && rec != nil && (rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING || rec.GetCall().GetRevision() != c.value.Revision) {
 		h.showOnCard(ctx, c, rec)
-		h.tell(ctx, c, "This card was out of date: the call is "+stateWord(rec.GetState())+".")
+		h.tell(ctx, c, "This card was out of date: the call is "+calls.StateText(rec.GetState())+".")
 		return
 	}
 	// If the lookup failed, the modal still opens: the submission decides, and reports any problem then.

@@ -96,6 +96,11 @@ type Event struct {
 	// made with the decision key that only the policy and approval services
 	// hold; the executor runs nothing whose seal does not verify.
 	Seal string `protobuf:"bytes,8,opt,name=seal,proto3" json:"seal,omitempty"`
+	// Stored as protojson with Content-Type: application/json instead of
+	// protobuf: set by the service that writes the event when its call was
+	// requested in JSON (ToolCall.json_events). Readers decode either by the
+	// Content-Type header (envelope.Decode).
+	Json bool `protobuf:"varint,50,opt,name=json,proto3" json:"json,omitempty"`
 	// Types that are valid to be assigned to Body:
 	//
 	//	*Event_Requested
@@ -203,6 +208,13 @@ func (x *Event) GetSeal() string {
 		return x.Seal
 	}
 	return ""
+}
+
+func (x *Event) GetJson() bool {
+	if x != nil {
+		return x.Json
+	}
+	return false
 }
 
 func (x *Event) GetBody() isEvent_Body {
@@ -1589,7 +1601,7 @@ var File_airlock_v1_event_proto protoreflect.FileDescriptor
 const file_airlock_v1_event_proto_rawDesc = "" +
 	"\n" +
 	"\x16airlock/v1/event.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\t\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\t\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x17\n" +
@@ -1598,7 +1610,8 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12'\n" +
 	"\x05actor\x18\x06 \x01(\v2\x11.airlock.v1.ActorR\x05actor\x12\x1b\n" +
 	"\tthread_id\x18\a \x01(\tR\bthreadId\x12\x12\n" +
-	"\x04seal\x18\b \x01(\tR\x04seal\x125\n" +
+	"\x04seal\x18\b \x01(\tR\x04seal\x12\x12\n" +
+	"\x04json\x182 \x01(\bR\x04json\x125\n" +
 	"\trequested\x18\n" +
 	" \x01(\v2\x15.airlock.v1.RequestedH\x00R\trequested\x12/\n" +
 	"\aallowed\x18\v \x01(\v2\x13.airlock.v1.AllowedH\x00R\aallowed\x12,\n" +

@@ -31,3 +31,37 @@ func TestToolName(t *testing.T) {
 		t.Fatal("ToolName")
 	}
 }
+
+func TestStateWords(t *testing.T) {
+	tests := []struct {
+		name       string
+		state      airlockv1.ApprovalState
+		token, txt string
+	}{
+		{"pending_reads_pending", airlockv1.ApprovalState_APPROVAL_STATE_PENDING, "pending", "pending"},
+		{"changes_requested_keeps_its_underscore_as_a_token_only", airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED, "changes_requested", "changes requested"},
+		{"executing_reads_as_approved_and_running", airlockv1.ApprovalState_APPROVAL_STATE_EXECUTING, "executing", "approved, running"},
+		{"an_unspecified_state_is_unknown", airlockv1.ApprovalState_APPROVAL_STATE_UNSPECIFIED, "unknown", "unknown"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := StateName(tt.state); got != tt.token {
+				t.Errorf("StateName = %q, want %q", got, tt.token)
+			}
+			if got := StateText(tt.state); got != tt.txt {
+				t.Errorf("StateText = %q, want %q", got, tt.txt)
+			}
+		})
+	}
+	for _, s := range DecidedStates {
+		if got, ok := ParseState(StateName(s)); !ok || got != s {
+			t.Errorf("ParseState(StateName(%v)) = %v %v", s, got, ok)
+		}
+	}
+	if _, ok := ParseState("unknown"); ok {
+		t.Error("ParseState accepted a word that is no state")
+	}
+	if got, ok := ParseState(" APPROVAL_STATE_Rejected "); !ok || got != airlockv1.ApprovalState_APPROVAL_STATE_REJECTED {
+		t.Errorf("ParseState of the enum name = %v %v", got, ok)
+	}
+}

@@ -63,6 +63,22 @@ const (
 var Types = []string{Requested, Allowed, Denied, ApprovalRequested, Notified, Approved, Rejected,
 	ChangesRequested, Expired, Canceled, Started, Completed, Failed, UnauthorizedAttempt, PolicyChanged, Invalid}
 
+// Sets of event types, each defined once and shared by every service and
+// front-end that needs it.
+var (
+	// PolicyOutcomes are the policy service's decisions about a revision.
+	PolicyOutcomes = []string{Allowed, Denied, ApprovalRequested}
+	// ApprovalOutcomes end a revision's wait for people: a decision, the
+	// deadline, or a cancel. A call that stopped waiting leaves the inbox.
+	ApprovalOutcomes = []string{Approved, Rejected, ChangesRequested, Expired, Canceled}
+	// ExecTypes are the executor's events: the call's execution ledger.
+	ExecTypes = []string{Started, Completed, Failed}
+	// EndTypes end a call revision from its agent's point of view: it will
+	// not run (denied, rejected, changes requested, expired, canceled,
+	// invalid) or it ran (completed, failed).
+	EndTypes = []string{Denied, Rejected, ChangesRequested, Expired, Canceled, Completed, Failed, Invalid}
+)
+
 // SystemAgent is the agent token used for events that belong to no agent's
 // call (policy_changed); SystemCall likewise. InvalidCall stands for a call
 // id too malformed to use as a subject token. Agent ids never start with "_"

@@ -12,6 +12,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 )
@@ -30,9 +31,7 @@ const (
 )
 
 // StateName is the short lower-case name of a state ("pending", "changes_requested").
-func StateName(s airlockv1.ApprovalState) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "APPROVAL_STATE_"))
-}
+func StateName(s airlockv1.ApprovalState) string { return calls.StateName(s) }
 
 // RefOf is the identity of rec's call revision; its Key is the record's KV
 // key. A call keeps its id across revisions and each revision is decided
