@@ -373,6 +373,7 @@ func (e *Engine) Decide(ctx context.Context, call *airlockv1.ToolCall) *airlockv
 	if d.Action != airlockv1.Action_ACTION_ASK {
 		return d
 	}
+	WithTimeout(d, e.deps.Config.Approval.DefaultTimeout)
 	e.gmu.Lock()
 	ids := candidates(e.grantMap, call, d, now)
 	e.gmu.Unlock()

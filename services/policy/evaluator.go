@@ -43,8 +43,23 @@ var (
 	DefaultNotify    = []string{"console"}
 )
 
-// DefaultTimeout is how long a person has to decide when the policy says nothing.
+// DefaultTimeout is how long a person has to decide when neither the policy
+// nor approval.default_timeout says.
 const DefaultTimeout = 5 * time.Minute
+
+// WithTimeout gives an ask that names no timeout the configured default
+// (approval.default_timeout; DefaultTimeout when that is not set), so the
+// decision document and the deadline say how long people really have.
+func WithTimeout(d *airlockv1.Decision, def time.Duration) *airlockv1.Decision {
+	if d.GetAction() != airlockv1.Action_ACTION_ASK || d.GetTimeout().AsDuration() > 0 {
+		return d
+	}
+	if def <= 0 {
+		def = DefaultTimeout
+	}
+	d.Timeout = durationpb.New(def)
+	return d
+}
 
 // Code is a policy's source: its Rego modules (test modules excluded) and
 // its base data document. It is immutable once loaded.
@@ -315,9 +330,6 @@ func (e *Evaluator) stamp(d *airlockv1.Decision, call *airlockv1.ToolCall, now t
 		}
 		if d.Quorum == 0 {
 			d.Quorum = 1
-		}
-		if d.Timeout == nil || d.Timeout.AsDuration() <= 0 {
-			d.Timeout = durationpb.New(DefaultTimeout)
 		}
 		if len(d.Notify) == 0 {
 			d.Notify = slices.Clone(DefaultNotify)

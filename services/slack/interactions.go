@@ -306,11 +306,11 @@ func (h *Interactions) principal(ctx context.Context, c click) (string, bool) {
 	if p := h.users[c.user]; p != "" {
 		return p, true
 	}
-	agent, thread := c.value.Agent, ""
+	agent, thread, asJSON := c.value.Agent, "", false
 	// The record, when the approval service answers, is the authority on
 	// which agent the call belongs to.
 	if rec, err := h.approvals.Get(ctx, c.value.Agent, c.value.Call, c.value.Revision); err == nil && rec.GetCall().GetAgentId() != "" {
-		agent, thread = rec.GetCall().GetAgentId(), rec.GetCall().GetThreadId()
+		agent, thread, asJSON = rec.GetCall().GetAgentId(), rec.GetCall().GetThreadId(), rec.GetCall().GetJsonEvents()
 	}
 	ev := &airlockv1.Event{
 		EventId:  "slack_" + digest(c.key), // a retried publish of the same refusal is stored once
@@ -318,6 +318,7 @@ func (h *Interactions) principal(ctx context.Context, c click) (string, bool) {
 		CallId:   c.value.Call,
 		Revision: c.value.Revision,
 		ThreadId: thread,
+		Json:     asJSON,
 		Actor:    &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "slack:" + c.user, Channel: Name},
 		Body: &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{
 			Action: actionWord(c.kind),

@@ -68,6 +68,7 @@ func base(rec *airlockv1.ApprovalRecord, typ string) *airlockv1.Event {
 		CallId:   call.GetCallId(),
 		Revision: Revision(rec),
 		ThreadId: call.GetThreadId(),
+		Json:     call.GetJsonEvents(),
 		Time:     rec.GetUpdatedAt(),
 		Actor:    actor,
 	}
@@ -109,6 +110,7 @@ func UnauthorizedEvent(call *airlockv1.ToolCall, actor *airlockv1.Actor, r *Refu
 		CallId:   call.GetCallId(),
 		Revision: max(call.GetRevision(), 1),
 		ThreadId: call.GetThreadId(),
+		Json:     call.GetJsonEvents(),
 		Actor:    actor,
 		Body:     &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{Action: r.Action, Why: r.Why}},
 	}
@@ -123,6 +125,7 @@ func NotifiedEvent(rec *airlockv1.ApprovalRecord, channel, ref, kind string) *ai
 		CallId:   call.GetCallId(),
 		Revision: Revision(rec),
 		ThreadId: call.GetThreadId(),
+		Json:     call.GetJsonEvents(),
 		Actor:    &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"},
 		Body:     &airlockv1.Event_Notified{Notified: &airlockv1.Notified{Channel: channel, Ref: ref, Kind: kind}},
 	}
