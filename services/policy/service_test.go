@@ -75,7 +75,6 @@ func publishRequest(t *testing.T, js jetstream.JetStream, c *airlockv1.ToolCall)
 	}
 }
 
-
 // decisions returns the decision events stored for a call.
 func decisions(t *testing.T, js jetstream.JetStream, agent, call string) []*airlockv1.Event {
 	var out []*airlockv1.Event
