@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
@@ -16,6 +18,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
@@ -185,7 +188,39 @@ func (s *Service) Decide(ctx context.Context, req *airlockv1.DecideRequest) (*ai
 		return nil, err
 	}
 	d := domain.Decision{Kind: kind, By: by, Reason: req.GetReason(), Edited: req.GetEditedArguments(), SawDigest: req.GetArgumentsDigest()}
+	if d.Edited != nil && kind == domain.Approve {
+		if d.Redecided, err = s.redecide(ctx, ref, d.Edited); err != nil {
+			return nil, err
+		}
+	}
 	return s.decideRef(ctx, ref, d)
+}
+
+// redecide asks the policy about the call of ref with the edited
+// arguments: an edit is a new call as far as the policy goes, so a deny
+// rule or a stricter ask applies to it (the domain merges the answer). The
+// policy service answers on airlock.api.policy.eval; when it does not, the
+// edit is refused (fail closed) and nothing changes.
+func (s *Service) redecide(ctx context.Context, ref callref.Ref, edited *structpb.Struct) (*airlockv1.Decision, error) {
+	rec, _, err := s.store.get(ctx, ref.Key())
+	if err != nil {
+		return nil, s.storeErr(ref, err)
+	}
+	call := proto.Clone(rec.GetCall()).(*airlockv1.ToolCall)
+	call.Arguments = edited
+	if r := ingress.Call(call); r != nil {
+		return nil, apierr.New(apierr.InvalidRequest, "the edited arguments cannot be used: %s", r.Reason)
+	}
+	d, err := s.evalPolicy(ctx, call)
+	switch {
+	case apierr.CodeOf(err) == apierr.InvalidRequest:
+		return nil, apierr.New(apierr.InvalidRequest, "the edited arguments cannot be used: %s", apiMessage(err))
+	case err != nil:
+		return nil, apierr.Wrap(apierr.Unavailable, err, "the policy service did not answer, so the edited arguments could not be checked and were not approved: try again in a moment")
+	case d == nil:
+		return nil, apierr.New(apierr.Unavailable, "the policy service answered without a decision, so the edited arguments were not approved: try again in a moment")
+	}
+	return d, nil
 }
 
 func (s *Service) decideRef(ctx context.Context, ref callref.Ref, d domain.Decision) (*airlockv1.DecideResponse, error) {
