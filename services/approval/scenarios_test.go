@@ -392,7 +392,9 @@ func TestAnEditIsRedecidedByThePolicy(t *testing.T) {
 			ask(&airlockv1.Decision{RuleId: "secrets", Approvers: []string{"group:oncall"}, Reason: "on-call decides secrets"}),
 			"carol", apierr.NotAuthorized, airlockv1.ApprovalState_APPROVAL_STATE_PENDING, "0/1", airlockv1.Risk_RISK_UNSPECIFIED, "carol is not among the approvers"},
 		{"an_allow_keeps_the_reviewers_approval",
-			func(*airlockv1.ToolCall) *airlockv1.Decision { return &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW, RuleId: "tmp"} },
+			func(*airlockv1.ToolCall) *airlockv1.Decision {
+				return &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW, RuleId: "tmp"}
+			},
 			"carol", "", airlockv1.ApprovalState_APPROVAL_STATE_APPROVED, "1/1", airlockv1.Risk_RISK_UNSPECIFIED, ""},
 	}
 	for i, tt := range tests {
