@@ -47,7 +47,11 @@ type Outcome struct {
 	Feedback string `json:"feedback,omitempty"`
 	// FailureOutcome is "error" or "indeterminate" (the tool may have run).
 	FailureOutcome string `json:"failure_outcome,omitempty"`
-	// DecidedBy is the reviewer or service whose decision ended the call.
+	// DecidedBy is who decided the call: the reviewer who approved, rejected
+	// or requested changes, "policy" when the policy allowed or denied it,
+	// "approval" for an expiry. For a call that ran (completed, failed) it is
+	// who let it run, never the executor; empty when that is not known (the
+	// Watcher sees only the ends of calls).
 	DecidedBy string `json:"decided_by,omitempty"`
 	// Decision is the policy decision document, when one was made.
 	Decision *airlockv1.Decision `json:"-"`
@@ -152,6 +156,26 @@ func (c *Client) readStored(ctx context.Context, callID string, f *follower) err
 			f.add(ev, seq)
 		}
 	}
+	// A call that ran ends with the executor's event: who let it run is in
+	// the decision before it.
+	if out, ok := f.outcome(); ok && out.DecidedBy == "" && (out.Status == StatusCompleted || out.Status == StatusFailed) {
+		for _, typ := range []string{subject.Approved, subject.Allowed} {
+			subj, err := subject.Event(c.agent, callID, typ)
+			if err != nil {
+				return err
+			}
+			m, err := c.lastStored(ctx, subj)
+			if err != nil {
+				return err
+			}
+			if m == nil {
+				continue
+			}
+			if ev, seq, ok := c.eventOf(m, callID); ok {
+				f.add(ev, seq)
+			}
+		}
+	}
 	return nil
 }
 
@@ -195,10 +219,12 @@ type follower struct {
 	latest uint32
 	ends   map[uint32]Outcome
 	seqs   map[uint32]uint64
+	// deciders are who let each revision run (an approved or allowed event).
+	deciders map[uint32]string
 }
 
 func newFollower(callID string, want uint32) *follower {
-	return &follower{callID: callID, want: want, latest: want, ends: map[uint32]Outcome{}, seqs: map[uint32]uint64{}}
+	return &follower{callID: callID, want: want, latest: want, ends: map[uint32]Outcome{}, seqs: map[uint32]uint64{}, deciders: map[uint32]string{}}
 }
 
 // outcome is the end of the revision that counts, if it has one.
@@ -207,6 +233,9 @@ func (f *follower) outcome() (Outcome, bool) {
 		return Outcome{}, false
 	}
 	out, ok := f.ends[f.latest]
+	if ok && (out.Status == StatusCompleted || out.Status == StatusFailed) {
+		out.DecidedBy = f.deciders[f.latest]
+	}
 	return out, ok
 }
 
@@ -225,6 +254,9 @@ func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 		out.DecidedBy = a.GetId()
 	}
 	switch b := ev.Body.(type) {
+	case *airlockv1.Event_Approved, *airlockv1.Event_Allowed:
+		f.deciders[rev] = out.DecidedBy
+		return
 	case *airlockv1.Event_Denied:
 		out.Status, out.Reason, out.Decision = StatusDenied, b.Denied.GetDecision().GetReason(), b.Denied.GetDecision()
 	case *airlockv1.Event_Rejected:
