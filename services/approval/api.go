@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
@@ -236,7 +237,7 @@ func (s *Service) decideRef(ctx context.Context, ref callref.Ref, d domain.Decis
 		}
 		return nil, s.domainErr(ctx, seen, d.By, err)
 	}
-	return &airlockv1.DecideResponse{Record: rec, Changed: wrote && out.Applied, Message: out.Message}, nil
+	return &airlockv1.DecideResponse{Record: calls.Showable(rec), Changed: wrote && out.Applied, Message: out.Message}, nil
 }
 
 // Get returns the record of a call revision, the newest when the request
@@ -255,7 +256,7 @@ func (s *Service) Get(ctx context.Context, req *airlockv1.GetRequest) (*airlockv
 	if err != nil {
 		return nil, s.storeErr(ref, err)
 	}
-	return &airlockv1.GetResponse{Record: rec}, nil
+	return &airlockv1.GetResponse{Record: calls.Showable(rec)}, nil
 }
 
 // List returns records matching every filter set, newest first (endpoint
@@ -281,6 +282,10 @@ func (s *Service) List(_ context.Context, req *airlockv1.ListRequest) (*airlockv
 	if len(recs) > limit {
 		recs = recs[:limit]
 	}
+	// One record whose values JSON cannot hold must not break the list.
+	for i, r := range recs {
+		recs[i] = calls.Showable(r)
+	}
 	return &airlockv1.ListResponse{Records: recs}, nil
 }
 
@@ -300,7 +305,7 @@ func (s *Service) Cancel(ctx context.Context, req *airlockv1.CancelRequest) (*ai
 	if err != nil {
 		return nil, err
 	}
-	return &airlockv1.CancelResponse{Record: rec, Changed: changed}, nil
+	return &airlockv1.CancelResponse{Record: calls.Showable(rec), Changed: changed}, nil
 }
 
 // newest is the newest revision of a call: cancelling withdraws whatever

@@ -1,0 +1,374 @@
+package console
+
+import (
+	"fmt"
+	"html/template"
+	"net/url"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/grant"
+	"github.com/airlock-gate/airlock/services/shared/ids"
+)
+
+// Every page has its own view struct, embedding layout for what the frame
+// around it shows. Every string in a view may come from an agent;
+// templates escape them (html/template), and URLs are built here with
+// escaping, from ids validated where they entered.
+
+// layout is what the frame of every page shows.
+type layout struct {
+	Title, Nav string
+	User       Principal
+	// HasAudit shows the audit links (an audit reader is configured).
+	HasAudit bool
+	CSRF     string
+	Flash    string
+	Error    string
+}
+
+func (l *layout) base() *layout { return l }
+
+// view is a page's data: its own fields plus the layout.
+type view interface{ base() *layout }
+
+// callView is an approval record as the pages show it.
+type callView struct {
+	ID, Agent, Thread, OnBehalfOf string
+	// Key is unique across agents (call ids are not) and safe in an HTML id
+	// and a CSS selector: the inbox row's id and what the live feed removes by.
+	Key string
+	// Path is the call's page, /calls/<agent>/<call>, escaped.
+	Path string
+	// GrantPath opens "always allow" for this revision.
+	GrantPath                       string
+	Server, Tool, FullTool, Reason  string
+	Revision                        uint32
+	Risk                            string
+	HighRisk                        bool
+	PolicyReason, RuleID, PolicyRev string
+	Approvers                       []string
+	// State is the state's token (CSS classes, filters); StateText its words.
+	State, StateText               string
+	Pending                        bool
+	Created, Deadline, Updated     time.Time
+	Args, ArgsCompact              string // pretty and one-line JSON
+	EditedArgs, EditedArgsCompact  string
+	ArgsDigest                     string // digest of the arguments shown (edited ones when edited)
+	Edited                         bool
+	Quorum                         int
+	Votes                          []voteView
+	DecidedBy, DecisionReason      string
+	Diffs                          []textDiff
+	GrantID                        string
+	// Problems name values that could not be shown as they are (a
+	// non-finite number): the record renders, flagged.
+	Problems []string
+}
+
+type voteView struct {
+	By, Channel, Comment string
+	At                   time.Time
+}
+
+// rowKey names an agent's call in the page: "<len(agent)>-<agent>-<call>".
+// Ids are [A-Za-z0-9_-], so it is a valid id and selector, and the length
+// keeps agent "a-b" with call "c" apart from agent "a" with call "b-c".
+func rowKey(agent, call string) string { return fmt.Sprintf("%d-%s-%s", len(agent), agent, call) }
+
+// callPath is the page of an agent's call; "" when either id is not an id
+// (nothing an agent wrote reaches a URL path unchecked).
+func callPath(agent, call string) string {
+	if ids.Validate("agent id", agent) != nil || ids.Validate("call id", call) != nil {
+		return ""
+	}
+	return "/calls/" + url.PathEscape(agent) + "/" + url.PathEscape(call)
+}
+
+// callRevPath is callPath of one revision.
+func callRevPath(agent, call string, rev uint32) string {
+	p := callPath(agent, call)
+	if p == "" || rev <= 1 {
+		return p
+	}
+	return p + "?" + url.Values{"rev": {fmt.Sprint(rev)}}.Encode()
+}
+
+func newCallView(rec *airlockv1.ApprovalRecord) callView {
+	c, d := rec.GetCall(), rec.GetDecision()
+	v := callView{
+		ID: c.GetCallId(), Agent: c.GetAgentId(), Thread: c.GetThreadId(), OnBehalfOf: c.GetOnBehalfOf(),
+		Key: rowKey(c.GetAgentId(), c.GetCallId()), Path: callPath(c.GetAgentId(), c.GetCallId()),
+		Server: c.GetServer(), Tool: c.GetTool(), FullTool: calls.QualifiedTool(c), Reason: c.GetReason(),
+		Revision: max(c.GetRevision(), 1),
+		Risk:     calls.RiskName(d.GetRisk()), HighRisk: d.GetRisk() >= airlockv1.Risk_RISK_HIGH,
+		PolicyReason: d.GetReason(), RuleID: d.GetRuleId(), PolicyRev: firstNonEmpty(rec.GetPolicyRevision(), d.GetPolicyRevision()),
+		Approvers: d.GetApprovers(), GrantID: d.GetGrantId(),
+		State: calls.StateName(rec.GetState()), StateText: calls.StateText(rec.GetState()),
+		Pending:    rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
+		ArgsDigest: rec.GetArgumentsDigest(),
+		Quorum:     max(int(d.GetQuorum()), 1), DecidedBy: rec.GetDecidedBy().GetId(), DecisionReason: rec.GetReason(),
+	}
+	if v.Path != "" {
+		v.GrantPath = "/grants/new?" + url.Values{"agent": {v.Agent}, "from": {v.ID}, "rev": {fmt.Sprint(v.Revision)}}.Encode()
+	}
+	v.Args, v.ArgsCompact, v.Problems = argsText(c.GetArguments())
+	v.Problems = append(v.Problems, rec.GetProblems()...)
+	if rec.GetCreatedAt() != nil {
+		v.Created = rec.GetCreatedAt().AsTime()
+	} else if c.GetCreatedAt() != nil {
+		v.Created = c.GetCreatedAt().AsTime()
+	}
+	if rec.GetDeadline() != nil {
+		v.Deadline = rec.GetDeadline().AsTime()
+	}
+	if rec.GetUpdatedAt() != nil {
+		v.Updated = rec.GetUpdatedAt().AsTime()
+	}
+	if rec.GetEditedArguments() != nil {
+		var problems []string
+		v.Edited = true
+		v.EditedArgs, v.EditedArgsCompact, problems = argsText(rec.GetEditedArguments())
+		v.Problems = append(v.Problems, problems...)
+	}
+	for _, vo := range rec.GetVotes() {
+		vv := voteView{By: vo.GetBy().GetId(), Channel: vo.GetBy().GetChannel(), Comment: vo.GetComment()}
+		if vo.GetAt() != nil {
+			vv.At = vo.GetAt().AsTime()
+		}
+		v.Votes = append(v.Votes, vv)
+	}
+	v.Diffs = editDiffs(c.GetArguments())
+	if v.Edited {
+		v.Diffs = append(v.Diffs, textDiff{Label: "arguments edited by the reviewer", Lines: lineDiff(v.Args, v.EditedArgs)})
+	}
+	return v
+}
+
+// ShownArgs are the arguments that would run: the edited ones after an edit.
+func (v callView) ShownArgs() string {
+	if v.Edited {
+		return v.EditedArgsCompact
+	}
+	return v.ArgsCompact
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+// timelineEntry is one event of a call, for the call page.
+type timelineEntry struct {
+	Type     string
+	Time     time.Time
+	Revision uint32
+	Actor    string
+	Detail   string
+}
+
+func newTimelineEntry(ev *airlockv1.Event) timelineEntry {
+	t := timelineEntry{Type: envelope.TypeOf(ev), Revision: max(ev.GetRevision(), 1)}
+	if ev.GetTime() != nil {
+		t.Time = ev.GetTime().AsTime()
+	}
+	if a := ev.GetActor(); a != nil {
+		t.Actor = a.GetId()
+		if a.GetChannel() != "" {
+			t.Actor += " (" + a.GetChannel() + ")"
+		}
+	}
+	switch b := ev.Body.(type) {
+	case *airlockv1.Event_Requested:
+		t.Detail = "asked to run " + calls.QualifiedTool(b.Requested.GetCall())
+		if r := b.Requested.GetCall().GetReason(); r != "" {
+			t.Detail += ": " + r
+		}
+	case *airlockv1.Event_Allowed:
+		t.Detail = decisionDetail(b.Allowed.GetDecision())
+	case *airlockv1.Event_Denied:
+		t.Detail = decisionDetail(b.Denied.GetDecision())
+	case *airlockv1.Event_ApprovalRequested:
+		t.Detail = decisionDetail(b.ApprovalRequested.GetDecision())
+	case *airlockv1.Event_Notified:
+		t.Detail = fmt.Sprintf("%s %s", b.Notified.GetChannel(), b.Notified.GetKind())
+	case *airlockv1.Event_Approved:
+		t.Detail = fmt.Sprintf("%d vote(s)", len(b.Approved.GetVotes()))
+		if b.Approved.GetEdited() {
+			_, compact, _ := argsText(b.Approved.GetCall().GetArguments())
+			t.Detail += ", with edited arguments " + compact
+		}
+	case *airlockv1.Event_Rejected:
+		t.Detail = b.Rejected.GetReason()
+	case *airlockv1.Event_ChangesRequested:
+		t.Detail = b.ChangesRequested.GetFeedback()
+	case *airlockv1.Event_Canceled:
+		t.Detail = b.Canceled.GetReason()
+	case *airlockv1.Event_Started:
+		t.Detail = fmt.Sprintf("attempt %d on %s", b.Started.GetAttempt(), b.Started.GetExecutorId())
+	case *airlockv1.Event_Completed:
+		t.Detail = b.Completed.GetResultJson()
+		if len(t.Detail) > 400 {
+			t.Detail = truncateText(t.Detail, 397) + "..."
+		}
+	case *airlockv1.Event_Failed:
+		t.Detail = strings.TrimSpace(b.Failed.GetReason() + " (" + b.Failed.GetOutcome() + ") " + b.Failed.GetMessage())
+	case *airlockv1.Event_UnauthorizedAttempt:
+		t.Detail = b.UnauthorizedAttempt.GetAction() + " refused: " + b.UnauthorizedAttempt.GetWhy()
+	case *airlockv1.Event_Invalid:
+		t.Detail = b.Invalid.GetReason()
+	}
+	return t
+}
+
+func decisionDetail(d *airlockv1.Decision) string {
+	s := fmt.Sprintf("risk %s, rule %s: %s", calls.RiskName(d.GetRisk()), firstNonEmpty(d.GetRuleId(), "(none)"), d.GetReason())
+	if d.GetGrantId() != "" {
+		s += " (standing grant " + d.GetGrantId() + ")"
+	}
+	return s
+}
+
+// grantView is a standing grant for the grants page.
+type grantView struct {
+	ID, Agent, Tool, CreatedBy, FromCall, FromPath string
+	RevokePath                                     string
+	Constraints                                    []string
+	Scope                                          string
+	UsesLeft                                       string
+	Expires, Created                               time.Time
+	Active                                         bool
+	Status                                         string
+}
+
+func newGrantView(g *airlockv1.StandingGrant, now time.Time) grantView {
+	v := grantView{ID: g.GetId(), Agent: firstNonEmpty(g.GetAgentId(), "any agent"), Tool: grant.Tool(g), CreatedBy: g.GetCreatedBy().GetId(),
+		FromCall: g.GetFromCallId(), FromPath: callPath(g.GetAgentId(), g.GetFromCallId()), UsesLeft: "unlimited", Scope: grant.Describe(g),
+		RevokePath: "/grants/" + url.PathEscape(g.GetId()) + "/revoke"}
+	for _, c := range grant.Constraints(g) {
+		v.Constraints = append(v.Constraints, c.Text())
+	}
+	if g.GetOnlyListedArguments() {
+		v.Constraints = append(v.Constraints, "no other argument")
+	}
+	if g.GetLimitedUses() {
+		v.UsesLeft = fmt.Sprint(g.GetUsesLeft())
+	}
+	if g.GetExpiresAt() != nil {
+		v.Expires = g.GetExpiresAt().AsTime()
+	}
+	if g.GetCreatedAt() != nil {
+		v.Created = g.GetCreatedAt().AsTime()
+	}
+	v.Status, v.Active = grant.Status(g, now)
+	return v
+}
+
+var protoJSON = protojson.MarshalOptions{UseProtoNames: true}
+
+// --- page views ---
+
+type loginView struct {
+	layout
+	Login, Next string
+}
+
+type errorView struct {
+	layout
+	Code, Back string
+}
+
+// inboxView is the inbox: Rows are rendered one record at a time, so one
+// that cannot be rendered is flagged and the others still show.
+type inboxView struct {
+	layout
+	Filter inboxFilter
+	Rows   template.HTML
+	Count  int
+}
+
+// threadPreview is what "approve all of this thread" will approve,
+// shown before it is confirmed.
+type threadPreview struct {
+	Agent, Thread string
+	Calls         []callView
+	// ByRisk counts the calls per risk word, highest first ("2 high, 1 low").
+	ByRisk string
+	// Highest is the highest risk among them; HighRisk when it is high or critical.
+	Highest  string
+	HighRisk bool
+}
+
+type callPageView struct {
+	layout
+	Call   callView
+	Events []timelineEntry
+	Thread *threadPreview
+}
+
+type stateOption struct{ Value, Text string }
+
+type historyView struct {
+	layout
+	Filter inboxFilter
+	States []stateOption
+	State  string
+	Rows   template.HTML
+	Count  int
+}
+
+type grantsView struct {
+	layout
+	Grants []grantView
+	All    bool
+}
+
+// grantArg is one argument of the call in the "always allow" form.
+type grantArg struct {
+	Index   int
+	Pointer string
+	// Value is the argument as compact JSON, shown exactly as it is pinned.
+	Value string
+	// Multiline is true when the value's text spans lines.
+	Multiline bool
+	// IsString: only string values can be matched with a glob.
+	IsString bool
+	// Mode is exact (the default), glob or any.
+	Mode, Glob string
+}
+
+type grantFormView struct {
+	layout
+	Call         callView
+	Args         []grantArg
+	OnlyListed   bool
+	Extra        string
+	Uses, Hours  int
+	Scope        string
+	FromRevision uint32
+}
+
+type tokensView struct {
+	layout
+	Tokens []tokenView
+	Secret string
+}
+
+type rulesView struct {
+	layout
+	rulesData
+}
+
+type healthPageView struct {
+	layout
+	Health *healthView
+}
