@@ -45,6 +45,13 @@ func hash(t *testing.T) string {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, func(*config.Config) {})
+}
+
+// newEnvWith is newEnv with the configuration, and then the console's
+// dependencies, changed first.
+func newEnvWith(t *testing.T, tweak func(*config.Config), depTweaks ...func(*svc.Deps)) *env {
+	t.Helper()
 	n := testenv.StartNATS(t)
 	cfg := testenv.Config(n.URL())
 	h := hash(t)
@@ -54,7 +61,11 @@ func newEnv(t *testing.T) *env {
 		{Name: "audrey", PasswordHash: h, Roles: []string{config.RoleAuditor}},
 		{Name: "root", PasswordHash: h, Roles: []string{config.RoleAdmin}},
 	}
+	tweak(&cfg)
 	deps := testenv.Deps(t, cfg)
+	for _, f := range depTweaks {
+		f(&deps)
+	}
 	e := &env{t: t, deps: deps, approval: startFakeApproval(t, deps)}
 	e.con, e.srv = e.startConsole()
 	return e

@@ -7,6 +7,8 @@
 package grant
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -91,11 +93,13 @@ func Constraints(g *airlockv1.StandingGrant) []Constraint {
 // (quotes, escapes and all, so that "a\nb" and "a b" read differently).
 // A value JSON cannot hold (a non-finite number) is named, not hidden.
 func ValueJSON(v *structpb.Value) string {
-	b, err := v.MarshalJSON()
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // shown to people, escaped where it is shown
+	if err := enc.Encode(v.AsInterface()); err != nil {
 		return fmt.Sprintf("(a value JSON cannot show: %v)", err)
 	}
-	return string(b)
+	return strings.TrimSuffix(buf.String(), "\n")
 }
 
 // Describe is the grant's scope in one sentence, e.g.
