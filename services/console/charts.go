@@ -120,20 +120,20 @@ func buckets(ds []AuditDecision) ([]*bucket, string) {
 }
 
 const (
-	chartW, chartH          = 640, 240
-	padL, padR, padT, padB  = 48.0, 12.0, 16.0, 40.0
-	plotW, plotH            = chartW - padL - padR, chartH - padT - padB
-	legendY                 = chartH - 6.0
-	axisLabelY              = chartH - padB + 14
-	maxAxisLabels           = 8
-	rateBarH, rateLabelW    = 22.0, 210.0
-	rateChartW              = 640
-	histogramNote           = "calls"
-	decisionsChartLabel     = "Decisions over time, by outcome"
-	timeToDecideChartLabel  = "Median time to decide over time"
-	distributionChartLabel  = "How long people took to decide"
-	approvalRateChartLabel  = "Approval rate per tool"
-	noDecisionsYet          = "No decisions by people in this period yet."
+	chartW, chartH         = 640, 240
+	padL, padR, padT, padB = 48.0, 12.0, 16.0, 40.0
+	plotW, plotH           = chartW - padL - padR, chartH - padT - padB
+	legendY                = chartH - 6.0
+	axisLabelY             = chartH - padB + 14
+	maxAxisLabels          = 8
+	rateBarH, rateLabelW   = 22.0, 210.0
+	rateChartW             = 640
+	histogramNote          = "calls"
+	decisionsChartLabel    = "Decisions over time, by outcome"
+	timeToDecideChartLabel = "Median time to decide over time"
+	distributionChartLabel = "How long people took to decide"
+	approvalRateChartLabel = "Approval rate per tool"
+	noDecisionsYet         = "No decisions by people in this period yet."
 )
 
 // decisionsChart stacks each bucket's outcomes.

@@ -26,7 +26,7 @@ func TestAlwaysAllowPinsEveryArgumentExactly(t *testing.T) {
 	for _, want := range []string{
 		`<pre class="value" id="value-0">&#34;line one\nline two&#34;</pre>`, "several lines: pinned exactly", // /content
 		`<pre class="value" id="value-1">420</pre>`, // /mode: no glob for a number
-		`/path is exactly &#34;notes/*.txt&#34;`,     // a glob-looking value is pinned as text
+		`/path is exactly &#34;notes/*.txt&#34;`,    // a glob-looking value is pinned as text
 	} {
 		if !strings.Contains(form.Body, want) {
 			t.Errorf("the form lacks %q", want)

@@ -54,18 +54,18 @@ type callView struct {
 	PolicyReason, RuleID, PolicyRev string
 	Approvers                       []string
 	// State is the state's token (CSS classes, filters); StateText its words.
-	State, StateText               string
-	Pending                        bool
-	Created, Deadline, Updated     time.Time
-	Args, ArgsCompact              string // pretty and one-line JSON
-	EditedArgs, EditedArgsCompact  string
-	ArgsDigest                     string // digest of the arguments shown (edited ones when edited)
-	Edited                         bool
-	Quorum                         int
-	Votes                          []voteView
-	DecidedBy, DecisionReason      string
-	Diffs                          []textDiff
-	GrantID                        string
+	State, StateText              string
+	Pending                       bool
+	Created, Deadline, Updated    time.Time
+	Args, ArgsCompact             string // pretty and one-line JSON
+	EditedArgs, EditedArgsCompact string
+	ArgsDigest                    string // digest of the arguments shown (edited ones when edited)
+	Edited                        bool
+	Quorum                        int
+	Votes                         []voteView
+	DecidedBy, DecisionReason     string
+	Diffs                         []textDiff
+	GrantID                       string
 	// Problems name values that could not be shown as they are (a
 	// non-finite number): the record renders, flagged.
 	Problems []string
