@@ -22,16 +22,36 @@ var CSVHeader = []string{"seq", "time", "event_id", "type", "agent_id", "thread_
 	"server", "tool", "actor_type", "actor_id", "actor_channel", "decision", "reason", "risk", "rule_id",
 	"policy_revision", "decision_id", "args_digest", "latency_ms", "payload", "prev_hash", "hash"}
 
-// CSVRecord is r as a CSV line in CSVHeader order.
+// CSVRecord is r as a CSV line in CSVHeader order. Every cell is
+// neutralised (NeutraliseCell): agents write reasons, ids and arguments,
+// and a spreadsheet must never run one as a formula.
 func CSVRecord(r Row) []string {
 	lat := ""
 	if r.LatencyMS != nil {
 		lat = strconv.FormatFloat(*r.LatencyMS, 'f', -1, 64)
 	}
-	return []string{strconv.FormatUint(r.Seq, 10), r.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"), r.EventID, r.Type,
+	cells := []string{strconv.FormatUint(r.Seq, 10), r.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"), r.EventID, r.Type,
 		r.Agent, r.Thread, r.Call, strconv.FormatUint(uint64(r.Revision), 10), r.Server, r.Tool, r.ActorType,
 		r.ActorID, r.ActorChannel, r.Decision, r.Reason, r.Risk, r.RuleID, r.PolicyRevision, r.DecisionID,
 		r.ArgsDigest, lat, r.Payload, r.PrevHash, r.Hash}
+	for i, c := range cells {
+		cells[i] = NeutraliseCell(c)
+	}
+	return cells
+}
+
+// NeutraliseCell keeps a spreadsheet from reading a cell as a formula: a
+// cell that starts with = + - @, a tab or a carriage return gets a leading
+// apostrophe (OWASP's CSV injection advice). The value is the text after it.
+func NeutraliseCell(s string) string {
+	if s == "" {
+		return s
+	}
+	switch s[0] {
+	case '=', '+', '-', '@', '\t', '\r':
+		return "'" + s
+	}
+	return s
 }
 
 // Export writes every row matching f to w in format (csv, json or jsonl),
