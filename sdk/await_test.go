@@ -213,3 +213,38 @@ func TestTheOutcomeNamesWhoLetTheCallRun(t *testing.T) {
 		})
 	}
 }
+
+// TestAwaitProgressReportsTheStepsBeforeTheOutcome: a person at a terminal
+// hears that the call waits for a reviewer (and why), then who approved it,
+// even when those steps were stored before the await began.
+func TestAwaitProgressReportsTheStepsBeforeTheOutcome(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	nc, _ := testenv.Connect(t, n.URL())
+	c, _ := airlock.New(nc, "bot")
+	pub := deps.Publisher("test")
+	for _, ev := range []*airlockv1.Event{
+		{EventId: "bot.p1.1.decision", AgentId: "bot", CallId: "p1", Revision: 1, Actor: &airlockv1.Actor{Id: "policy"},
+			Body: &airlockv1.Event_ApprovalRequested{ApprovalRequested: &airlockv1.ApprovalRequested{Decision: &airlockv1.Decision{RuleId: "write", Reason: "writes need a person"}}}},
+		{EventId: "bot.p1.1.approved", AgentId: "bot", CallId: "p1", Revision: 1, Actor: &airlockv1.Actor{Id: "alice"},
+			Body: &airlockv1.Event_Approved{Approved: &airlockv1.Approved{}}},
+	} {
+		if _, err := pub.Publish(context.Background(), ev, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	completeCall(t, deps.Publisher("executor"), "bot", "p1", 1, `{}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	seen := map[string]airlock.Progress{}
+	out, err := c.AwaitProgress(ctx, "p1", 1, func(p airlock.Progress) { seen[p.Type] = p })
+	if err != nil || out.Status != airlock.StatusCompleted {
+		t.Fatalf("outcome %+v %v", out, err)
+	}
+	if ar := seen["approval_requested"]; ar.Decision.GetRuleId() != "write" {
+		t.Errorf("approval_requested step %+v", ar)
+	}
+	if ap := seen["approved"]; ap.By != "alice" {
+		t.Errorf("approved step %+v", ap)
+	}
+}

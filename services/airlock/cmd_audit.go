@@ -62,13 +62,22 @@ func (a *auditFlags) open(ctx context.Context, g *globals) (rd store.Reader, clo
 	if err != nil {
 		return nil, nil, err
 	}
-	dsn := cfg.ClickHouse.DSN
+	dsn, from := cfg.ClickHouse.DSN, ""
 	if a.dsn != "" {
 		dsn = a.dsn
+	}
+	if dsn == "" {
+		// `airlock dev --clickhouse-local` says where its ClickHouse listens.
+		if raw, err := os.ReadFile(localDSNFile(cfg.Dev.DataDir)); err == nil {
+			dsn, from = strings.TrimSpace(string(raw)), localDSNFile(cfg.Dev.DataDir)
+		}
 	}
 	if dsn != "" {
 		st, err := store.Open(ctx, dsn)
 		if err != nil {
+			if from != "" {
+				return nil, nil, fmt.Errorf("the local ClickHouse that %s names does not answer: %w (is `airlock dev --clickhouse-local` running?)", from, err)
+			}
 			return nil, nil, err
 		}
 		return st, func() { st.Close() }, nil
