@@ -372,8 +372,9 @@ func (con *Console) apiListGrants(c echo.Context) error {
 
 // grantBody is the body of POST /api/v1/grants. A grant allows only what
 // it names: pin arguments exactly with argument_values (any JSON value),
-// match string arguments with argument_globs, and refuse every argument
-// neither names with only_listed_arguments.
+// match string arguments with argument_globs, name arguments that may take
+// any value in any_arguments, and refuse every argument none of them names
+// with only_listed_arguments.
 type grantBody struct {
 	FromCallID          string            `json:"from_call_id"`
 	FromRevision        uint32            `json:"from_revision"`
@@ -381,6 +382,7 @@ type grantBody struct {
 	Tool                string            `json:"tool"`
 	ArgumentValues      map[string]any    `json:"argument_values"`
 	ArgumentGlobs       map[string]string `json:"argument_globs"`
+	AnyArguments        []string          `json:"any_arguments"`
 	OnlyListedArguments bool              `json:"only_listed_arguments"`
 	Uses                int               `json:"uses"`
 	ExpiresIn           string            `json:"expires_in"`
@@ -392,7 +394,7 @@ func (con *Console) apiCreateGrant(c echo.Context) error {
 		return err
 	}
 	in := grantInput{FromAgent: strings.TrimSpace(b.AgentID), FromCall: b.FromCallID, FromRevision: b.FromRevision, Globs: b.ArgumentGlobs,
-		OnlyListed: b.OnlyListedArguments, Uses: b.Uses}
+		Any: b.AnyArguments, OnlyListed: b.OnlyListedArguments, Uses: b.Uses}
 	if b.ExpiresIn != "" {
 		d, err := time.ParseDuration(b.ExpiresIn)
 		if err != nil || d < 0 {

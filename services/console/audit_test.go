@@ -165,9 +165,9 @@ func TestAuditPagesAtScale(t *testing.T) {
 		name, path, first, last string
 		next                    bool
 	}{
-		{"the_first_page_holds_100_rows_and_links_the_next", "/audit", ">c1<", ">c100<", true},
-		{"the_next_page_starts_after_the_last_row", "/audit?after=100", ">c101<", ">c200<", true},
-		{"the_last_page_has_no_next_link", "/audit?after=200", ">c201<", ">c250<", false},
+		{"the_first_page_holds_100_rows_and_links_the_next", "/audit", "bot/c1<", "bot/c100<", true},
+		{"the_next_page_starts_after_the_last_row", "/audit?after=100", "bot/c101<", "bot/c200<", true},
+		{"the_last_page_has_no_next_link", "/audit?after=200", "bot/c201<", "bot/c250<", false},
 	}
 	for _, pg := range pages {
 		t.Run(pg.name, func(t *testing.T) {

@@ -151,9 +151,9 @@ func decisionsChart(ds []AuditDecision) template.HTML {
 		top = max(top, n)
 	}
 	s := newSVG(chartW, chartH, decisionsChartLabel)
-	axes(s, float64(top), func(v float64) string { return fmt.Sprintf("%.0f", v) })
+	scale := axes(s, float64(top), 1, func(v float64) string { return fmt.Sprintf("%.0f", v) })
 	slot := plotW / float64(len(bs))
-	bw := math.Max(2, slot*0.7)
+	bw := math.Min(48, math.Max(2, slot*0.7))
 	for i, b := range bs {
 		x := padL + float64(i)*slot + (slot-bw)/2
 		y := padT + plotH
@@ -162,7 +162,7 @@ func decisionsChart(ds []AuditDecision) template.HTML {
 			if n == 0 {
 				continue
 			}
-			h := plotH * float64(n) / float64(top)
+			h := plotH * float64(n) / scale
 			y -= h
 			s.rect("bar-"+o.Key, x, y, bw, h, fmt.Sprintf("%s: %d %s", b.start.Format(format), n, o.Label))
 		}
@@ -192,7 +192,7 @@ func timeToDecideChart(ds []AuditDecision) template.HTML {
 		return emptyChart(timeToDecideChartLabel, noDecisionsYet)
 	}
 	s := newSVG(chartW, chartH, timeToDecideChartLabel)
-	axes(s, top, func(v float64) string { return secsText(v) })
+	top = axes(s, top, 0.1, func(v float64) string { return secsText(v) })
 	slot := plotW / float64(len(pts))
 	var path strings.Builder
 	for i, b := range pts {
@@ -249,10 +249,10 @@ func distributionChart(ds []AuditDecision) template.HTML {
 		top = max(top, n)
 	}
 	s := newSVG(chartW, chartH, distributionChartLabel)
-	axes(s, float64(top), func(v float64) string { return fmt.Sprintf("%.0f", v) })
+	scale := axes(s, float64(top), 1, func(v float64) string { return fmt.Sprintf("%.0f", v) })
 	slot := plotW / float64(len(counts))
 	for i, n := range counts {
-		h := plotH * float64(n) / float64(top)
+		h := plotH * float64(n) / scale
 		x := padL + float64(i)*slot + slot*0.1
 		class := "bar-approved"
 		if distributionBins[i].upTo <= 5*time.Second {
@@ -291,15 +291,33 @@ func approvalRateChart(tools []AuditToolStats) template.HTML {
 	return s.html()
 }
 
-// axes draws the value axis with a few gridlines from 0 to top.
-func axes(s *svg, top float64, format func(float64) string) {
-	for i := 0; i <= 4; i++ {
-		v := top * float64(i) / 4
-		y := padT + plotH - plotH*float64(i)/4
+// axes draws the value axis: four gridlines at round steps (1, 2 or 5
+// times a power of ten, at least minStep) from 0 to the first one at or
+// above top. It returns the axis's top, which values are scaled to.
+func axes(s *svg, top, minStep float64, format func(float64) string) float64 {
+	const ticks = 4
+	step := niceStep(math.Max(top/ticks, minStep))
+	for i := 0; i <= ticks; i++ {
+		y := padT + plotH - plotH*float64(i)/ticks
 		s.line("chart-grid", padL, y, padL+plotW, y)
-		s.text("chart-axis", padL-6, y+4, "end", format(v))
+		s.text("chart-axis", padL-6, y+4, "end", format(step*float64(i)))
 	}
 	s.line("chart-axis-line", padL, padT+plotH, padL+plotW, padT+plotH)
+	return step * ticks
+}
+
+// niceStep is the smallest of 1, 2 or 5 times a power of ten that is at least x.
+func niceStep(x float64) float64 {
+	if x <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(x)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= x*(1-1e-9) {
+			return m * p
+		}
+	}
+	return 10 * p
 }
 
 // timeLabel labels every few buckets so labels never overlap.

@@ -76,6 +76,7 @@ func grantFromForm(c echo.Context, rec *airlockv1.ApprovalRecord) (grantInput, [
 			}
 			in.Globs[a.Pointer] = a.Glob
 		case modeAny:
+			in.Any = append(in.Any, a.Pointer)
 		default:
 			return in, args, "", apierr.New(apierr.InvalidRequest, "argument %s: choose exactly, matching a glob, or any value", a.Pointer)
 		}

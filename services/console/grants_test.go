@@ -50,10 +50,11 @@ func TestAlwaysAllowPinsEveryArgumentExactly(t *testing.T) {
 					proto.Equal(g.GetArgumentValues()["/mode"], structpb.NewNumberValue(420))
 			}},
 		{"a_reviewer_widens_one_argument_to_a_glob_and_one_to_any_value", url.Values{"only_listed": {"1"}, "mode_0": {"any"}, "mode_3": {"glob"}, "glob_3": {"notes/**"}}, http.StatusSeeOther,
-			`when /mode is exactly 420 and /opts is exactly {"append":true} and /path matches notes/** and no other argument is given`,
+			`when /content may be any value and /mode is exactly 420 and /opts is exactly {"append":true} and /path matches notes/** and no other argument is given`,
 			func(g *airlockv1.StandingGrant) bool {
 				_, content := g.GetArgumentValues()["/content"]
-				return !content && g.GetArgumentGlobs()["/path"] == "notes/**" && len(g.GetArgumentValues()) == 2
+				return !content && g.GetArgumentGlobs()["/path"] == "notes/**" && len(g.GetArgumentValues()) == 2 &&
+					len(g.GetAnyArguments()) == 1 && g.GetAnyArguments()[0] == "/content"
 			}},
 		{"unticking_lets_other_arguments_vary", url.Values{}, http.StatusSeeOther, "any other argument may take any value",
 			func(g *airlockv1.StandingGrant) bool { return !g.GetOnlyListedArguments() }},

@@ -55,7 +55,8 @@ func TestNothingAnAgentWritesReachesAURL(t *testing.T) {
 			for _, m := range urlAttrs.FindAllStringSubmatch(p.Body, -1) {
 				raw := strings.ReplaceAll(m[1], "&amp;", "&")
 				u, err := url.Parse(raw)
-				if err != nil || u.Host != "" || u.Scheme != "" || !routes.MatchString(u.Path) {
+				inPage := err == nil && u.Path == "" && u.RawQuery == "" && u.Fragment != ""
+				if err != nil || u.Host != "" || u.Scheme != "" || !inPage && !routes.MatchString(u.Path) {
 					t.Errorf("%q points outside the console's routes", m[1])
 				}
 			}

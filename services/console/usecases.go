@@ -207,6 +207,7 @@ type grantInput struct {
 	// string arguments; OnlyListed refuses arguments neither names.
 	Values     map[string]*structpb.Value
 	Globs      map[string]string
+	Any        []string
 	OnlyListed bool
 	Uses       int
 	TTL        time.Duration
@@ -217,7 +218,7 @@ type grantInput struct {
 func (u *useCases) grant(rec *airlockv1.ApprovalRecord, in grantInput) *airlockv1.StandingGrant {
 	c := rec.GetCall()
 	g := &airlockv1.StandingGrant{AgentId: c.GetAgentId(), Server: c.GetServer(), Tool: c.GetTool(), FromCallId: c.GetCallId(),
-		ArgumentValues: in.Values, ArgumentGlobs: in.Globs, OnlyListedArguments: in.OnlyListed}
+		ArgumentValues: in.Values, ArgumentGlobs: in.Globs, AnyArguments: in.Any, OnlyListedArguments: in.OnlyListed}
 	if in.Uses > 0 {
 		g.LimitedUses, g.UsesLeft = true, uint32(in.Uses)
 	}

@@ -86,7 +86,11 @@ func argMatches(args *structpb.Struct, ptr, pattern string) bool {
 // one of g's constraints (the first token of its pointer).
 func onlyListed(args *structpb.Struct, g *airlockv1.StandingGrant) bool {
 	named := map[string]bool{}
-	for _, ptrs := range []map[string]bool{keys(g.ArgumentGlobs), keys(g.ArgumentValues)} {
+	anyOf := map[string]bool{}
+	for _, ptr := range g.AnyArguments {
+		anyOf[ptr] = true
+	}
+	for _, ptrs := range []map[string]bool{keys(g.ArgumentGlobs), keys(g.ArgumentValues), anyOf} {
 		for ptr := range ptrs {
 			first, _, _ := strings.Cut(strings.TrimPrefix(ptr, "/"), "/")
 			named[unescapePointer(first)] = true

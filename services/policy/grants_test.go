@@ -24,6 +24,9 @@ func TestPinnedGrantsAllowOnlyTheExactArguments(t *testing.T) {
 			"/mode":    structpb.NewNumberValue(420),
 			"/opts":    mustValue(t, map[string]any{"append": true, "tags": []any{"a", "b"}}),
 		}}
+	anyContent := &airlockv1.StandingGrant{AgentId: "bot", Server: "demo", Tool: "write_file", RuleId: "write", OnlyListedArguments: true,
+		AnyArguments:   []string{"/content", "/opts"},
+		ArgumentValues: map[string]*structpb.Value{"/path": structpb.NewStringValue("notes.txt"), "/mode": structpb.NewNumberValue(420)}}
 	widened := &airlockv1.StandingGrant{AgentId: "bot", Server: "demo", Tool: "write_file", RuleId: "write",
 		ArgumentValues: map[string]*structpb.Value{"/path": structpb.NewStringValue("notes.txt")}}
 	exact := map[string]any{"path": "notes.txt", "content": multi, "mode": 420, "opts": map[string]any{"append": true, "tags": []any{"a", "b"}}}
@@ -55,6 +58,9 @@ func TestPinnedGrantsAllowOnlyTheExactArguments(t *testing.T) {
 		{"refuses_a_missing_pinned_argument", pinned, with("mode", nil), false},
 		{"refuses_an_added_argument_when_only_listed_ones_are_allowed", pinned, with("owner", "root"), false},
 		{"a_widened_grant_allows_other_arguments_to_vary", widened, with("content", "anything"), true},
+		{"an_argument_allowed_any_value_may_vary_and_still_counts_as_listed", anyContent, with("content", "anything else"), true},
+		{"an_argument_allowed_any_value_leaves_the_others_pinned", anyContent, with("mode", 511), false},
+		{"an_argument_allowed_any_value_does_not_open_the_list", anyContent, with("owner", "root"), false},
 		{"a_widened_grant_still_pins_what_it_names", widened, with("path", "secret/keys.txt"), false},
 	}
 	d := &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, RuleId: "write", Quorum: 1}

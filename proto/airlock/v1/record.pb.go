@@ -556,11 +556,14 @@ type StandingGrant struct {
 	// an object). What "always allow" pins by default.
 	ArgumentValues map[string]*structpb.Value `protobuf:"bytes,50,rep,name=argument_values,json=argumentValues,proto3" json:"argument_values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The call may have no top-level argument that no constraint names (in
-	// argument_globs or argument_values): a grant pinned to {path} does not
-	// allow a call that adds {mode}.
+	// argument_globs, argument_values or any_arguments): a grant pinned to
+	// {path} does not allow a call that adds {mode}.
 	OnlyListedArguments bool `protobuf:"varint,51,opt,name=only_listed_arguments,json=onlyListedArguments,proto3" json:"only_listed_arguments,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Arguments (JSON pointers) that may take any value: named, so that
+	// only_listed_arguments allows them, but not constrained.
+	AnyArguments  []string `protobuf:"bytes,52,rep,name=any_arguments,json=anyArguments,proto3" json:"any_arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StandingGrant) Reset() {
@@ -712,6 +715,13 @@ func (x *StandingGrant) GetOnlyListedArguments() bool {
 	return false
 }
 
+func (x *StandingGrant) GetAnyArguments() []string {
+	if x != nil {
+		return x.AnyArguments
+	}
+	return nil
+}
+
 var File_airlock_v1_record_proto protoreflect.FileDescriptor
 
 const file_airlock_v1_record_proto_rawDesc = "" +
@@ -761,7 +771,7 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\aoutcome\x18\v \x01(\tR\aoutcome\x12\x19\n" +
 	"\bagent_id\x18\f \x01(\tR\aagentId\x12\x14\n" +
 	"\x05claim\x18\r \x01(\tR\x05claim\x12=\n" +
-	"\fheartbeat_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\"\xec\x06\n" +
+	"\fheartbeat_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\"\x91\a\n" +
 	"\rStandingGrant\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
@@ -785,7 +795,8 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"revoked_by\x18\x0e \x01(\v2\x11.airlock.v1.ActorR\trevokedBy\x12\x17\n" +
 	"\arule_id\x18\x0f \x01(\tR\x06ruleId\x12V\n" +
 	"\x0fargument_values\x182 \x03(\v2-.airlock.v1.StandingGrant.ArgumentValuesEntryR\x0eargumentValues\x122\n" +
-	"\x15only_listed_arguments\x183 \x01(\bR\x13onlyListedArguments\x1a@\n" +
+	"\x15only_listed_arguments\x183 \x01(\bR\x13onlyListedArguments\x12#\n" +
+	"\rany_arguments\x184 \x03(\tR\fanyArguments\x1a@\n" +
 	"\x12ArgumentGlobsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aY\n" +

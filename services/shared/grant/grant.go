@@ -61,17 +61,20 @@ func Tool(g *airlockv1.StandingGrant) string { return calls.ToolName(g.GetServer
 type Constraint struct {
 	// Pointer is the JSON pointer of the argument ("/path").
 	Pointer string
-	// Exact is true when the value must equal Value exactly; otherwise
-	// Glob is the pattern a string value must match.
-	Exact bool
-	Value string // the pinned value as JSON, when Exact
-	Glob  string
+	// Exact is true when the value must equal Value exactly; Any when it
+	// may be anything; otherwise Glob is the pattern a string must match.
+	Exact, Any bool
+	Value      string // the pinned value as JSON, when Exact
+	Glob       string
 }
 
 // Text is the constraint in words: `/path is exactly "notes.txt"`.
 func (c Constraint) Text() string {
 	if c.Exact {
 		return c.Pointer + " is exactly " + c.Value
+	}
+	if c.Any {
+		return c.Pointer + " may be any value"
 	}
 	return c.Pointer + " matches " + c.Glob
 }
@@ -84,6 +87,9 @@ func Constraints(g *airlockv1.StandingGrant) []Constraint {
 	}
 	for ptr, glob := range g.GetArgumentGlobs() {
 		out = append(out, Constraint{Pointer: ptr, Glob: glob})
+	}
+	for _, ptr := range g.GetAnyArguments() {
+		out = append(out, Constraint{Pointer: ptr, Any: true})
 	}
 	slices.SortFunc(out, func(a, b Constraint) int { return strings.Compare(a.Pointer, b.Pointer) })
 	return out

@@ -50,6 +50,11 @@ func NewGrant(rec *airlockv1.ApprovalRecord, want *airlockv1.StandingGrant, by *
 			return nil, invalid("argument %s is both pinned to a value and matched by a glob: keep one", ptr)
 		}
 	}
+	for _, ptr := range want.GetAnyArguments() {
+		if !strings.HasPrefix(ptr, "/") {
+			return nil, invalid("argument %q allowed any value is not a JSON pointer: write it like /path", ptr)
+		}
+	}
 	if want.GetLimitedUses() && want.GetUsesLeft() == 0 {
 		return nil, invalid("a grant limited in uses needs uses_left of at least 1")
 	}
@@ -65,6 +70,7 @@ func NewGrant(rec *airlockv1.ApprovalRecord, want *airlockv1.StandingGrant, by *
 		ArgumentGlobs:       want.GetArgumentGlobs(),
 		ArgumentValues:      want.GetArgumentValues(),
 		OnlyListedArguments: want.GetOnlyListedArguments(),
+		AnyArguments:        want.GetAnyArguments(),
 		UsesLeft:            want.GetUsesLeft(),
 		LimitedUses:         want.GetLimitedUses() || want.GetUsesLeft() > 0,
 		ExpiresAt:           want.GetExpiresAt(),
