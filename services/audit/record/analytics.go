@@ -1,8 +1,11 @@
 package record
 
 import (
+	"slices"
 	"sort"
 	"time"
+
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // AnalyticsOptions tune Analyze.
@@ -83,7 +86,7 @@ type Decided struct {
 }
 
 // AnalyticsTypes are the event types Analyze reads; stores fetch only these.
-var AnalyticsTypes = []string{"allowed", "denied", "approval_requested", "approved", "rejected", "changes_requested", "expired", "canceled"}
+var AnalyticsTypes = append(slices.Clone(subject.PolicyOutcomes), subject.ApprovalOutcomes...)
 
 // Analyze computes analytics from rows in stream order (only the types in
 // AnalyticsTypes matter). A call revision counts once, whatever
@@ -130,9 +133,9 @@ func Analyze(rows []Row, opt AnalyticsOptions) Analytics {
 			}
 			asked[k] = &pending{tool: ToolKey(r.Server, r.Tool), askedAt: r.Time}
 			order = append(order, k)
-		case "approved", "rejected", "changes_requested", "expired", "canceled":
+		default:
 			p := asked[k]
-			if p == nil || p.outcome != "" {
+			if !slices.Contains(subject.ApprovalOutcomes, r.Type) || p == nil || p.outcome != "" {
 				continue
 			}
 			p.outcome, p.at = r.Type, r.Time
