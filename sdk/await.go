@@ -167,6 +167,19 @@ func (c *Client) readStored(ctx context.Context, callID string, f *follower) err
 		// Steps published before the live subscription are read too.
 		types = append(types, subject.ApprovalRequested, subject.Approved)
 	}
+	if err := c.readTypes(ctx, callID, f, types); err != nil {
+		return err
+	}
+	// A call that ran ends with the executor's event: who let it run is in
+	// the decision before it.
+	if out, ok := f.outcome(); ok && out.DecidedBy == "" && (out.Status == StatusCompleted || out.Status == StatusFailed) {
+		return c.readTypes(ctx, callID, f, []string{subject.Approved, subject.Allowed})
+	}
+	return nil
+}
+
+// readTypes feeds f the last stored event of each type.
+func (c *Client) readTypes(ctx context.Context, callID string, f *follower, types []string) error {
 	for _, typ := range types {
 		subj, err := subject.Event(c.agent, callID, typ)
 		if err != nil {
@@ -181,26 +194,6 @@ func (c *Client) readStored(ctx context.Context, callID string, f *follower) err
 		}
 		if ev, seq, ok := c.eventOf(m, callID); ok {
 			f.add(ev, seq)
-		}
-	}
-	// A call that ran ends with the executor's event: who let it run is in
-	// the decision before it.
-	if out, ok := f.outcome(); ok && out.DecidedBy == "" && (out.Status == StatusCompleted || out.Status == StatusFailed) {
-		for _, typ := range []string{subject.Approved, subject.Allowed} {
-			subj, err := subject.Event(c.agent, callID, typ)
-			if err != nil {
-				return err
-			}
-			m, err := c.lastStored(ctx, subj)
-			if err != nil {
-				return err
-			}
-			if m == nil {
-				continue
-			}
-			if ev, seq, ok := c.eventOf(m, callID); ok {
-				f.add(ev, seq)
-			}
 		}
 	}
 	return nil

@@ -5,15 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/labstack/echo/v4"
-
 	"github.com/airlock-gate/airlock/services/console"
-	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // memAudit is an in-memory audit trail behind the console's Audit port.
@@ -64,16 +60,7 @@ func TestAuditPages(t *testing.T) {
 		{Seq: 2, Time: time.Now(), Type: "rejected", Agent: "bot", Call: "call_1", Actor: "alice", Channel: "console", Decision: "reject", Reason: "<script>x</script>", Hash: "0123"},
 		{Seq: 3, Time: time.Now(), Type: "requested", Agent: "other", Call: "call_2", Tool: "fs__read_file", Hash: "ff"},
 	}}
-	con, err := console.New(context.Background(), e.deps, console.Options{Audit: mem})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RunService(t, con)
-	ec := echo.New()
-	con.Register(ec)
-	srv := httptest.NewServer(ec)
-	t.Cleanup(srv.Close)
-	e.srv = srv
+	_, e.srv = e.startConsoleWith(console.Options{Audit: mem})
 
 	auditor := e.browser()
 	auditor.signIn("audrey")
@@ -148,16 +135,7 @@ func TestAuditPagesAtScale(t *testing.T) {
 		mem.decided = append(mem.decided, console.AuditDecision{Tool: "fs__write_file", Outcome: outcomes[i%len(outcomes)], By: "alice",
 			AskedAt: asked, DecidedAt: asked.Add(time.Duration(i+1) * 7 * time.Second)})
 	}
-	con, err := console.New(context.Background(), e.deps, console.Options{Audit: mem})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RunService(t, con)
-	ec := echo.New()
-	con.Register(ec)
-	srv := httptest.NewServer(ec)
-	t.Cleanup(srv.Close)
-	e.srv = srv
+	_, e.srv = e.startConsoleWith(console.Options{Audit: mem})
 	b := e.browser()
 	b.signIn("audrey")
 

@@ -74,7 +74,13 @@ func newEnvWith(t *testing.T, tweak func(*config.Config), depTweaks ...func(*svc
 // startConsole starts one console replica with its own HTTP server.
 func (e *env) startConsole() (*console.Console, *httptest.Server) {
 	e.t.Helper()
-	con, err := console.New(context.Background(), e.deps, console.Options{HealthWait: 200 * time.Millisecond})
+	return e.startConsoleWith(console.Options{HealthWait: 200 * time.Millisecond})
+}
+
+// startConsoleWith starts one console replica with opts.
+func (e *env) startConsoleWith(opts console.Options) (*console.Console, *httptest.Server) {
+	e.t.Helper()
+	con, err := console.New(context.Background(), e.deps, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
