@@ -136,7 +136,7 @@ func TestARecordThatCannotBeShownDoesNotBreakAList(t *testing.T) {
 	})
 }
 
-// TestSignInIsLimitedAndTimedTheSameForUnknownUsers: failed sign-ins are
+// TestSignInIsLimited: failed sign-ins are
 // counted per user name and per address; past the limit even the right
 // password waits, and an unknown name is counted the same way.
 func TestSignInIsLimited(t *testing.T) {
