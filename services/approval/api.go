@@ -10,13 +10,16 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
@@ -201,6 +204,11 @@ func (s *Service) Decide(ctx context.Context, req *airlockv1.DecideRequest) (*ai
 		return nil, err
 	}
 	d := domain.Decision{Kind: kind, By: by, Reason: req.GetReason(), Edited: req.GetEditedArguments(), SawDigest: req.GetArgumentsDigest()}
+	if d.Edited != nil && kind == domain.Approve {
+		if d.Redecided, err = s.redecide(ctx, ref, d.Edited); err != nil {
+			return nil, err
+		}
+	}
 	return s.decideRef(ctx, ref, d)
 }
 
@@ -212,6 +220,33 @@ func (s *Service) recordStale(ctx context.Context, latest callref.Ref, rev uint3
 		call.Revision = rev
 		s.refusedDecision(ctx, call, by, kind.Action(), domain.RefusedStale, apiMessage(err))
 	}
+}
+
+// redecide asks the policy about the call of ref with the edited
+// arguments: an edit is a new call as far as the policy goes, so a deny
+// rule or a stricter ask applies to it (the domain merges the answer). The
+// policy service answers on airlock.api.policy.eval; when it does not, the
+// edit is refused (fail closed) and nothing changes.
+func (s *Service) redecide(ctx context.Context, ref callref.Ref, edited *structpb.Struct) (*airlockv1.Decision, error) {
+	rec, _, err := s.store.get(ctx, ref.Key())
+	if err != nil {
+		return nil, s.storeErr(ref, err)
+	}
+	call := proto.Clone(rec.GetCall()).(*airlockv1.ToolCall)
+	call.Arguments = edited
+	if r := ingress.Call(call); r != nil {
+		return nil, apierr.New(apierr.InvalidRequest, "the edited arguments cannot be used: %s", r.Reason)
+	}
+	d, err := s.evalPolicy(ctx, call)
+	switch {
+	case apierr.CodeOf(err) == apierr.InvalidRequest:
+		return nil, apierr.New(apierr.InvalidRequest, "the edited arguments cannot be used: %s", apiMessage(err))
+	case err != nil:
+		return nil, apierr.Wrap(apierr.Unavailable, err, "the policy service did not answer, so the edited arguments could not be checked and were not approved: try again in a moment")
+	case d == nil:
+		return nil, apierr.New(apierr.Unavailable, "the policy service answered without a decision, so the edited arguments were not approved: try again in a moment")
+	}
+	return d, nil
 }
 
 func (s *Service) decideRef(ctx context.Context, ref callref.Ref, d domain.Decision) (*airlockv1.DecideResponse, error) {
@@ -230,7 +265,7 @@ func (s *Service) decideRef(ctx context.Context, ref callref.Ref, d domain.Decis
 	if out.Refused != "" {
 		s.refusedDecision(ctx, rec.GetCall(), d.By, d.Kind.Action(), out.Refused, out.Message)
 	}
-	return &airlockv1.DecideResponse{Record: rec, Changed: wrote && out.Applied, Message: out.Message}, nil
+	return &airlockv1.DecideResponse{Record: calls.Showable(rec), Changed: wrote && out.Applied, Message: out.Message}, nil
 }
 
 // Get returns the record of a call revision, the newest when the request
@@ -249,7 +284,7 @@ func (s *Service) Get(ctx context.Context, req *airlockv1.GetRequest) (*airlockv
 	if err != nil {
 		return nil, s.storeErr(ref, err)
 	}
-	return &airlockv1.GetResponse{Record: rec}, nil
+	return &airlockv1.GetResponse{Record: calls.Showable(rec)}, nil
 }
 
 // List returns records matching every filter set, newest first (endpoint
@@ -275,6 +310,10 @@ func (s *Service) List(_ context.Context, req *airlockv1.ListRequest) (*airlockv
 	if len(recs) > limit {
 		recs = recs[:limit]
 	}
+	// One record whose values JSON cannot hold must not break the list.
+	for i, r := range recs {
+		recs[i] = calls.Showable(r)
+	}
 	return &airlockv1.ListResponse{Records: recs}, nil
 }
 
@@ -294,7 +333,7 @@ func (s *Service) Cancel(ctx context.Context, req *airlockv1.CancelRequest) (*ai
 	if err != nil {
 		return nil, err
 	}
-	return &airlockv1.CancelResponse{Record: rec, Changed: changed}, nil
+	return &airlockv1.CancelResponse{Record: calls.Showable(rec), Changed: changed}, nil
 }
 
 // newest is the newest revision of a call: cancelling withdraws whatever

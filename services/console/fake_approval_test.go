@@ -14,6 +14,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -95,7 +96,9 @@ func (f *fakeApproval) list(_ context.Context, req *airlockv1.ListRequest) (*air
 		if req.ThreadId != "" && r.GetCall().GetThreadId() != req.ThreadId {
 			continue
 		}
-		out.Records = append(out.Records, proto.Clone(r).(*airlockv1.ApprovalRecord))
+		// As the approval service does: one record JSON cannot hold is sent
+		// with marker strings, so it cannot break the list.
+		out.Records = append(out.Records, calls.Showable(proto.Clone(r).(*airlockv1.ApprovalRecord)))
 	}
 	return out, nil
 }
@@ -107,7 +110,7 @@ func (f *fakeApproval) get(_ context.Context, req *airlockv1.GetRequest) (*airlo
 	if !ok {
 		return nil, apierr.New(apierr.NotFound, "no approval for call %s", req.CallId)
 	}
-	return &airlockv1.GetResponse{Record: proto.Clone(r).(*airlockv1.ApprovalRecord)}, nil
+	return &airlockv1.GetResponse{Record: calls.Showable(proto.Clone(r).(*airlockv1.ApprovalRecord))}, nil
 }
 
 func (f *fakeApproval) decide(ctx context.Context, req *airlockv1.DecideRequest) (*airlockv1.DecideResponse, error) {

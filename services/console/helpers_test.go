@@ -45,6 +45,13 @@ func hash(t *testing.T) string {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, func(*config.Config) {})
+}
+
+// newEnvWith is newEnv with the configuration, and then the console's
+// dependencies, changed first.
+func newEnvWith(t *testing.T, tweak func(*config.Config), depTweaks ...func(*svc.Deps)) *env {
+	t.Helper()
 	n := testenv.StartNATS(t)
 	cfg := testenv.Config(n.URL())
 	h := hash(t)
@@ -54,7 +61,11 @@ func newEnv(t *testing.T) *env {
 		{Name: "audrey", PasswordHash: h, Roles: []string{config.RoleAuditor}},
 		{Name: "root", PasswordHash: h, Roles: []string{config.RoleAdmin}},
 	}
+	tweak(&cfg)
 	deps := testenv.Deps(t, cfg)
+	for _, f := range depTweaks {
+		f(&deps)
+	}
 	e := &env{t: t, deps: deps, approval: startFakeApproval(t, deps)}
 	e.con, e.srv = e.startConsole()
 	return e
@@ -63,7 +74,13 @@ func newEnv(t *testing.T) *env {
 // startConsole starts one console replica with its own HTTP server.
 func (e *env) startConsole() (*console.Console, *httptest.Server) {
 	e.t.Helper()
-	con, err := console.New(context.Background(), e.deps, console.Options{HealthWait: 200 * time.Millisecond})
+	return e.startConsoleWith(console.Options{HealthWait: 200 * time.Millisecond})
+}
+
+// startConsoleWith starts one console replica with opts.
+func (e *env) startConsoleWith(opts console.Options) (*console.Console, *httptest.Server) {
+	e.t.Helper()
+	con, err := console.New(context.Background(), e.deps, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -1,0 +1,132 @@
+package calls
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+)
+
+// Arguments are shown as JSON everywhere, but a record can hold values JSON
+// cannot (a non-finite number from before ingress refused them, or written
+// into a bucket by hand). No such value may break a list, a page or a
+// reply: it is replaced by a marker string and named, and everything else
+// is shown as it is.
+
+// Plain converts arguments to Go values for encoding/json, replacing a
+// non-finite number with the marker string "NaN", "+Inf" or "-Inf" and
+// saying where (JSON pointers), in problems.
+func Plain(s *structpb.Struct) (map[string]any, []string) {
+	var problems []string
+	var conv func(v *structpb.Value, ptr string) any
+	conv = func(v *structpb.Value, ptr string) any {
+		switch k := v.GetKind().(type) {
+		case *structpb.Value_NumberValue:
+			if f := k.NumberValue; math.IsNaN(f) || math.IsInf(f, 0) {
+				problems = append(problems, fmt.Sprintf("argument %s is %v, which is not a JSON number: shown as the text %q", ptr, f, nonFinite(f)))
+				return nonFinite(f)
+			}
+			return k.NumberValue
+		case *structpb.Value_StringValue:
+			return k.StringValue
+		case *structpb.Value_BoolValue:
+			return k.BoolValue
+		case *structpb.Value_StructValue:
+			m := make(map[string]any, len(k.StructValue.GetFields()))
+			for key, f := range k.StructValue.GetFields() {
+				m[key] = conv(f, ptr+"/"+EscapePointer(key))
+			}
+			return m
+		case *structpb.Value_ListValue:
+			l := make([]any, len(k.ListValue.GetValues()))
+			for i, e := range k.ListValue.GetValues() {
+				l[i] = conv(e, fmt.Sprintf("%s/%d", ptr, i))
+			}
+			return l
+		}
+		return nil
+	}
+	out := make(map[string]any, len(s.GetFields()))
+	for key, f := range s.GetFields() {
+		out[key] = conv(f, "/"+EscapePointer(key))
+	}
+	sort.Strings(problems)
+	return out, problems
+}
+
+func nonFinite(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "NaN"
+	case f > 0:
+		return "+Inf"
+	}
+	return "-Inf"
+}
+
+// EscapePointer escapes an object key as a JSON pointer token (RFC 6901).
+func EscapePointer(key string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
+}
+
+// finite reports whether every number in s is finite, without copying.
+func finite(s *structpb.Struct) bool {
+	var ok func(v *structpb.Value) bool
+	ok = func(v *structpb.Value) bool {
+		switch k := v.GetKind().(type) {
+		case *structpb.Value_NumberValue:
+			return !math.IsNaN(k.NumberValue) && !math.IsInf(k.NumberValue, 0)
+		case *structpb.Value_StructValue:
+			for _, f := range k.StructValue.GetFields() {
+				if !ok(f) {
+					return false
+				}
+			}
+		case *structpb.Value_ListValue:
+			for _, e := range k.ListValue.GetValues() {
+				if !ok(e) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	for _, f := range s.GetFields() {
+		if !ok(f) {
+			return false
+		}
+	}
+	return true
+}
+
+// Showable returns rec as it can be sent as JSON and shown: rec itself when
+// every value is finite (the common case costs one walk, no copy), else a
+// copy whose non-finite numbers are marker strings, with Problems saying so.
+func Showable(rec *airlockv1.ApprovalRecord) *airlockv1.ApprovalRecord {
+	if finite(rec.GetCall().GetArguments()) && finite(rec.GetEditedArguments()) {
+		return rec
+	}
+	out := proto.Clone(rec).(*airlockv1.ApprovalRecord)
+	fix := func(s *structpb.Struct) *structpb.Struct {
+		m, problems := Plain(s)
+		out.Problems = append(out.Problems, problems...)
+		fixed, err := structpb.NewStruct(m)
+		if err != nil {
+			out.Problems = append(out.Problems, "the arguments cannot be shown: "+err.Error())
+			return &structpb.Struct{}
+		}
+		return fixed
+	}
+	if !finite(rec.GetCall().GetArguments()) {
+		out.Call.Arguments = fix(rec.GetCall().GetArguments())
+	}
+	if !finite(rec.GetEditedArguments()) {
+		out.EditedArguments = fix(rec.GetEditedArguments())
+	}
+	return out
+}
