@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -289,11 +291,18 @@ func (s *Service) Get(ctx context.Context, req *airlockv1.GetRequest) (*airlockv
 
 // List returns records matching every filter set, newest first (endpoint
 // "list"). It reads this replica's index, which follows the bucket within
-// milliseconds.
+// milliseconds. Each record is abridged (calls.Abridged) and a reply holds
+// only as many as fit in listReplyBytes; next_page_token continues the list.
+// However large the calls one agent sends, no reviewer's list grows past
+// what the bus carries.
 func (s *Service) List(_ context.Context, req *airlockv1.ListRequest) (*airlockv1.ListResponse, error) {
 	limit := int(req.GetLimit())
 	if limit <= 0 || limit > listLimit {
 		limit = listLimit
+	}
+	after, err := parsePageToken(req.GetPageToken())
+	if err != nil {
+		return nil, err
 	}
 	states := map[airlockv1.ApprovalState]bool{}
 	for _, st := range req.GetStates() {
@@ -305,16 +314,69 @@ func (s *Service) List(_ context.Context, req *airlockv1.ListRequest) (*airlockv
 			(req.GetAgentId() == "" || c.GetAgentId() == req.GetAgentId()) &&
 			(req.GetThreadId() == "" || c.GetThreadId() == req.GetThreadId()) &&
 			(req.GetTool() == "" || c.GetTool() == req.GetTool() || c.GetServer()+"__"+c.GetTool() == req.GetTool()) &&
-			r.GetDecision().GetRisk() >= req.GetMinRisk()
+			r.GetDecision().GetRisk() >= req.GetMinRisk() &&
+			(after == nil || after.before(r))
 	})
-	if len(recs) > limit {
-		recs = recs[:limit]
+	resp := &airlockv1.ListResponse{}
+	budget, size := s.listReplyBytes(), 0
+	for _, r := range recs {
+		if len(resp.Records) == limit {
+			break
+		}
+		// One record whose values JSON cannot hold must not break the
+		// list, nor one agent's large calls every reviewer's.
+		shown := calls.Abridged(r)
+		data, err := protojson.Marshal(shown)
+		if err != nil {
+			s.deps.Log.Warn("approval: a record that cannot be listed is left out", "call", domain.RefOf(r).String(), "err", err)
+			continue
+		}
+		if len(resp.Records) > 0 && size+len(data) > budget {
+			resp.NextPageToken = pageTokenOf(resp.Records[len(resp.Records)-1])
+			break
+		}
+		resp.Records, size = append(resp.Records, shown), size+len(data)+1
 	}
-	// One record whose values JSON cannot hold must not break the list.
-	for i, r := range recs {
-		recs[i] = calls.Showable(r)
+	return resp, nil
+}
+
+// listReplyBytes is how much encoded record a list reply may hold: half of
+// what the connection's server lets a message carry (max_payload), leaving
+// room for the rest of the reply.
+func (s *Service) listReplyBytes() int {
+	if n := s.deps.NC.MaxPayload(); n > 0 {
+		return int(n / 2)
 	}
-	return &airlockv1.ListResponse{Records: recs}, nil
+	return 512 << 10
+}
+
+// pagePos is where a list page ended: the last record's creation time and
+// key. Lists are ordered newest first, then by key (index.selectRecords).
+type pagePos struct {
+	created int64
+	key     string
+}
+
+// before reports whether rec comes after the position in list order.
+func (p *pagePos) before(rec *airlockv1.ApprovalRecord) bool {
+	c := rec.GetCreatedAt().AsTime().UnixNano()
+	return c < p.created || c == p.created && domain.RefOf(rec).Key() > p.key
+}
+
+func pageTokenOf(rec *airlockv1.ApprovalRecord) string {
+	return strconv.FormatInt(rec.GetCreatedAt().AsTime().UnixNano(), 10) + "~" + domain.RefOf(rec).Key()
+}
+
+func parsePageToken(tok string) (*pagePos, error) {
+	if tok == "" {
+		return nil, nil
+	}
+	created, key, ok := strings.Cut(tok, "~")
+	n, err := strconv.ParseInt(created, 10, 64)
+	if !ok || err != nil || key == "" {
+		return nil, apierr.New(apierr.InvalidRequest, "page_token %q is not one a list reply gave: pass its next_page_token as it is", tok)
+	}
+	return &pagePos{created: n, key: key}, nil
 }
 
 // Cancel withdraws a pending call on behalf of a person (endpoint "cancel"):
@@ -368,7 +430,8 @@ func (s *Service) cancelRef(ctx context.Context, ref callref.Ref, by *airlockv1.
 // ApproveThread approves the pending calls of one agent's thread that the
 // reviewer was shown and confirmed (endpoint "approve_thread"): exactly the
 // revisions listed in calls, each still pending, of agent_id, in thread_id,
-// each authorized on its own. A thread id is chosen by its agent, so it
+// each authorized on its own, each vote for the arguments_digest the
+// reviewer was shown (a call edited since is not approved). A thread id is chosen by its agent, so it
 // never reaches another agent's calls, and a call that joined the thread
 // after the reviewer looked is not approved. Calls the principal may not
 // approve, or that are no longer pending, are listed in refused with why.
@@ -385,6 +448,11 @@ func (s *Service) ApproveThread(ctx context.Context, req *airlockv1.ApproveThrea
 	}
 	if len(req.GetCalls()) == 0 {
 		return nil, apierr.New(apierr.InvalidRequest, "calls is empty: list the call revisions the reviewer was shown (list the thread's pending calls first)")
+	}
+	for _, c := range req.GetCalls() {
+		if c.GetArgumentsDigest() == "" {
+			return nil, apierr.New(apierr.InvalidRequest, "calls: %s/%s names no arguments_digest: give each call revision with the arguments_digest of the arguments the reviewer was shown", c.GetAgentId(), c.GetCallId())
+		}
 	}
 	resp := &airlockv1.ApproveThreadResponse{Refused: map[string]string{}}
 	for _, c := range req.GetCalls() {
@@ -410,9 +478,15 @@ func (s *Service) ApproveThread(ctx context.Context, req *airlockv1.ApproveThrea
 			resp.Refused[ref.String()] = domain.Settled(rec)
 			continue
 		}
-		r, err := s.decideRef(ctx, ref, domain.Decision{Kind: domain.Approve, By: by, Reason: req.GetReason(), SawDigest: rec.GetArgumentsDigest()})
-		if err != nil {
+		// The vote is for the arguments the reviewer was shown: after an
+		// edit they saw other ones, and the domain does not count it.
+		r, err := s.decideRef(ctx, ref, domain.Decision{Kind: domain.Approve, By: by, Reason: req.GetReason(), SawDigest: c.GetArgumentsDigest()})
+		switch {
+		case err != nil:
 			resp.Refused[ref.String()] = apiMessage(err)
+			continue
+		case !r.GetChanged() && r.GetRecord().GetState() == domain.Pending && r.GetRecord().GetArgumentsDigest() != c.GetArgumentsDigest():
+			resp.Refused[ref.String()] = r.GetMessage()
 			continue
 		}
 		resp.Results = append(resp.Results, r)

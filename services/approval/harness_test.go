@@ -52,7 +52,12 @@ type world struct {
 
 func newWorld(t testing.TB, tweak ...func(*config.Config)) *world {
 	t.Helper()
-	n := testenv.StartNATS(t)
+	return newWorldOn(t, testenv.StartNATS(t), tweak...)
+}
+
+// newWorldOn is newWorld on a server the test started.
+func newWorldOn(t testing.TB, n *testenv.NATS, tweak ...func(*config.Config)) *world {
+	t.Helper()
 	cfg := testenv.Config(n.URL())
 	cfg.Approval.Groups = map[string][]string{"reviewers": {"alice", "bob", "carol"}, "oncall": {"dave"}}
 	cfg.Console.Users = []config.User{{Name: "erin", Groups: []string{"reviewers"}}}

@@ -340,11 +340,16 @@ func (con *Console) apiChanges(c echo.Context) error {
 }
 
 // threadBody is the body of POST /api/v1/threads/{agent}/{thread}/approve:
-// the calls ("<call>.<revision>") the reviewer was shown, e.g. by
-// GET /api/v1/approvals?agent=A&thread=T.
+// the call revisions the reviewer was shown, each with the digest of the
+// arguments they saw (call.call_id, call.revision and arguments_digest of
+// each record GET /api/v1/approvals?agent=A&thread=T listed).
 type threadBody struct {
-	Calls  []string `json:"calls"`
-	Reason string   `json:"reason"`
+	Calls []struct {
+		CallID          string `json:"call_id"`
+		Revision        uint32 `json:"revision"`
+		ArgumentsDigest string `json:"arguments_digest"`
+	} `json:"calls"`
+	Reason string `json:"reason"`
 }
 
 func (con *Console) apiApproveThread(c echo.Context) error {
@@ -352,7 +357,11 @@ func (con *Console) apiApproveThread(c echo.Context) error {
 	if err := readJSON(c, &b, 64<<10); err != nil {
 		return err
 	}
-	resp, err := con.use.approveThread(c.Request().Context(), principal(c), channel(c), c.Param("agent"), c.Param("thread"), b.Calls, b.Reason)
+	var shown []shownCall
+	for _, sc := range b.Calls {
+		shown = append(shown, shownCall{Call: sc.CallID, Revision: sc.Revision, Digest: sc.ArgumentsDigest})
+	}
+	resp, err := con.use.approveThread(c.Request().Context(), principal(c), channel(c), c.Param("agent"), c.Param("thread"), shown, b.Reason)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -36,20 +35,9 @@ func argsText(s *structpb.Struct) (pretty, compact string, problems []string) {
 	m, problems := calls.Plain(s)
 	pretty, compact = encodeJSON(m, "  "), encodeJSON(m, "")
 	if len(compact) > 160 {
-		compact = truncateText(compact, 157) + "..."
+		compact = calls.Cut(compact, 157) + "..."
 	}
 	return pretty, compact, problems
-}
-
-// truncateText cuts s to at most n bytes without splitting a character.
-func truncateText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // escapePointer escapes an object key as a JSON pointer token.

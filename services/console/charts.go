@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // Charts are drawn on the server as inline SVG: no script, no build step,
@@ -282,7 +284,7 @@ func approvalRateChart(tools []AuditToolStats) template.HTML {
 	for i, t := range rows {
 		y := padT + float64(i)*(rateBarH+6)
 		decided := t.Approved + t.Rejected + t.Changes
-		s.text("chart-label", rateLabelW-8, y+rateBarH*0.7, "end", truncateText(t.Tool, 30))
+		s.text("chart-label", rateLabelW-8, y+rateBarH*0.7, "end", calls.Cut(t.Tool, 30))
 		s.rect("bar-track", rateLabelW, y, float64(barW), rateBarH, "")
 		s.rect("bar-approved", rateLabelW, y, float64(barW)*t.ApprovalRate, rateBarH,
 			fmt.Sprintf("%s: %d of %d decided calls approved (%s)", t.Tool, t.Approved, decided, pct(t.ApprovalRate)))

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"html"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -426,9 +428,27 @@ func TestCallPageActions(t *testing.T) {
 			rec.Call.ThreadId = "thread-9"
 			e.approval.put(rec)
 		}
-		p := follow(b.submit("/threads/approve", url.Values{"from": {"call_t1"}, "agent": {"bot"}, "thread": {"thread-9"}, "call": {"call_t1.1", "call_t2.1"}}))
-		if !strings.Contains(p.Body, "approved 2 call(s) of the thread") {
+		// The preview lists each call with the digest of the arguments shown.
+		page := b.get("/calls/bot/call_t1")
+		var listed []string
+		for _, m := range regexp.MustCompile(`name="call" value="([^"]+)"`).FindAllStringSubmatch(page.Body, -1) {
+			listed = append(listed, html.UnescapeString(m[1]))
+		}
+		for _, id := range []string{"call_t1", "call_t2"} {
+			if want := id + ".1." + e.approval.record(id).GetArgumentsDigest(); !slices.Contains(listed, want) {
+				t.Fatalf("the thread preview lists %v, not %s", listed, want)
+			}
+		}
+		// A call edited after the page was opened is not approved with it.
+		edited := e.approval.record("call_t2")
+		edited.ArgumentsDigest = "digest-of-someone-elses-edit"
+		e.approval.put(edited)
+		p := follow(b.submit("/threads/approve", url.Values{"from": {"call_t1"}, "agent": {"bot"}, "thread": {"thread-9"}, "call": listed}))
+		if !strings.Contains(p.Body, "approved 1 call(s) of the thread; 1 refused (call_t2: the arguments were edited)") {
 			t.Fatalf("page:\n%s", p.Body)
+		}
+		if r := b.submit("/threads/approve", url.Values{"from": {"call_t1"}, "agent": {"bot"}, "thread": {"thread-9"}, "call": {"call_t2.1"}}); r.Status != http.StatusBadRequest {
+			t.Fatalf("a thread approval without the digests shown: status %d", r.Status)
 		}
 	})
 	t.Run("always allow pins every argument and creates a grant", func(t *testing.T) {

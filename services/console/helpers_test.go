@@ -19,6 +19,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/console"
+	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -198,7 +199,9 @@ func pending(id, agent, tool string, args map[string]any, risk airlockv1.Risk) *
 		panic(err)
 	}
 	srv, name, _ := strings.Cut(tool, "__")
+	digest, _ := canon.Digest(s) // "" for a value JSON cannot hold, as the policy would refuse it
 	return &airlockv1.ApprovalRecord{
+		ArgumentsDigest: digest,
 		Call: &airlockv1.ToolCall{CallId: id, AgentId: agent, Server: srv, Tool: name, Arguments: s, Revision: 1,
 			Reason: "the user asked me to", ThreadId: "thread-1", CreatedAt: timestamppb.Now()},
 		Decision: &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, Reason: "writes need a person", RuleId: "ask-writes", Risk: risk, PolicyRevision: "rev-7"},

@@ -70,7 +70,7 @@ func TestNothingAnAgentWritesReachesAURL(t *testing.T) {
 		if !strings.Contains(p.Body, `action="/threads/approve"`) || !strings.Contains(p.Body, `name="thread" value="ticket-42/../../grants?x=&#34;&gt;&lt;form`) {
 			t.Fatalf("the thread form:\n%s", p.Body)
 		}
-		r := b.submit("/threads/approve", url.Values{"agent": {"bot"}, "thread": {hostile}, "from": {"../grants"}, "call": {"call_h.1", "call_h2.1"}})
+		r := b.submit("/threads/approve", url.Values{"agent": {"bot"}, "thread": {hostile}, "from": {"../grants"}, "call": {"call_h.1.x", "call_h2.1.x"}})
 		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/" {
 			t.Fatalf("status %d, redirected to %q", r.Status, r.Header.Get("Location"))
 		}
@@ -251,12 +251,17 @@ func TestThreadPreview(t *testing.T) {
 	b := e.browser()
 	b.signIn("alice")
 	p := b.get("/calls/bot/call_p1")
-	for _, want := range []string{"Approve all 3 pending calls of this thread", "(1 critical, 2 low)", `id="thread-high-risk"`, `name="call" value="call_p1.1"`, `name="call" value="call_p2.1"`, `name="call" value="call_p3.1"`, `id="thread-reviewed" required`} {
+	wants := []string{"Approve all 3 pending calls of this thread", "(1 critical, 2 low)", `id="thread-high-risk"`, `id="thread-reviewed" required`}
+	for _, id := range []string{"call_p1", "call_p2", "call_p3"} {
+		// Each call with the digest of the arguments shown.
+		wants = append(wants, `name="call" value="`+id+`.1.`+e.approval.record(id).GetArgumentsDigest()+`"`)
+	}
+	for _, want := range wants {
 		if !strings.Contains(p.Body, want) {
 			t.Errorf("the call page lacks %q", want)
 		}
 	}
-	if strings.Contains(p.Body, `value="call_q.1"`) {
+	if strings.Contains(p.Body, `value="call_q.1`) {
 		t.Error("a call of another thread is listed")
 	}
 }

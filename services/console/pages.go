@@ -278,7 +278,15 @@ func (con *Console) approveThreadForm(c echo.Context) error {
 		return apierr.New(apierr.InvalidRequest, "the form does not parse: %v", err)
 	}
 	agent := c.FormValue("agent")
-	resp, err := con.use.approveThread(c.Request().Context(), principal(c), channel(c), agent, c.FormValue("thread"), form["call"], c.FormValue("reason"))
+	var shown []shownCall
+	for _, v := range form["call"] {
+		sc, err := parseShownCall(v)
+		if err != nil {
+			return err
+		}
+		shown = append(shown, sc)
+	}
+	resp, err := con.use.approveThread(c.Request().Context(), principal(c), channel(c), agent, c.FormValue("thread"), shown, c.FormValue("reason"))
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 var funcs = template.FuncMap{
@@ -37,7 +38,7 @@ var funcs = template.FuncMap{
 	"pct":     pct,
 	"cut": func(s string, n int) string {
 		if len(s) > n {
-			return truncateText(s, n)
+			return calls.Cut(s, n)
 		}
 		return s
 	},

@@ -48,18 +48,28 @@ func (u *useCases) record(ctx context.Context, agent, id string, rev uint32) (*a
 	return rec, nil
 }
 
-// list asks the approval service for records and keeps those f matches
-// (the service filters too; filtering again keeps the inbox and the live
-// feed consistent whatever the service does with a filter).
+// list asks the approval service for up to limit records, page after page
+// (a page is what one reply carries), and keeps those f matches (the
+// service filters too; filtering again keeps the inbox and the live feed
+// consistent whatever the service does with a filter). Records are
+// abridged: record reads one whole.
 func (u *useCases) list(ctx context.Context, states []airlockv1.ApprovalState, f inboxFilter, limit uint32) ([]*airlockv1.ApprovalRecord, error) {
-	resp, err := u.approvals.List(ctx, &airlockv1.ListRequest{States: states, AgentId: f.Agent, Tool: f.Tool, MinRisk: calls.ParseRisk(f.Risk), ThreadId: f.Thread, Limit: limit})
-	if err != nil {
-		return nil, err
-	}
+	req := &airlockv1.ListRequest{States: states, AgentId: f.Agent, Tool: f.Tool, MinRisk: calls.ParseRisk(f.Risk), ThreadId: f.Thread}
 	var out []*airlockv1.ApprovalRecord
-	for _, rec := range resp.GetRecords() {
-		if f.matches(rec) {
-			out = append(out, rec)
+	for got := uint32(0); got < limit; {
+		req.Limit = limit - got
+		resp, err := u.approvals.List(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		got += uint32(len(resp.GetRecords()))
+		for _, rec := range resp.GetRecords() {
+			if f.matches(rec) {
+				out = append(out, rec)
+			}
+		}
+		if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" || len(resp.GetRecords()) == 0 {
+			break
 		}
 	}
 	return out, nil
@@ -153,9 +163,29 @@ func (u *useCases) threadPreview(ctx context.Context, agent, thread string) (*th
 	return tp, nil
 }
 
-// approveThread approves exactly the listed revisions ("<call>.<rev>",
-// what the reviewer was shown) of an agent's thread that are still pending.
-func (u *useCases) approveThread(ctx context.Context, p Principal, ch, agent, thread string, listed []string, reason string) (*airlockv1.ApproveThreadResponse, error) {
+// shownCall is one call revision a reviewer was shown in a thread
+// preview, with the digest of the arguments they saw.
+type shownCall struct {
+	Call     string
+	Revision uint32
+	Digest   string
+}
+
+// parseShownCall reads a thread form's call value, "<call>.<revision>.<digest>".
+func parseShownCall(v string) (shownCall, error) {
+	id, rest, _ := strings.Cut(v, ".")
+	revText, digest, _ := strings.Cut(rest, ".")
+	rev, err := revisionParam(revText)
+	if err != nil {
+		return shownCall{}, err
+	}
+	return shownCall{Call: id, Revision: rev, Digest: digest}, nil
+}
+
+// approveThread approves exactly the listed revisions of an agent's thread
+// that are still pending, each only with the arguments the reviewer was
+// shown (their digest): what the preview listed.
+func (u *useCases) approveThread(ctx context.Context, p Principal, ch, agent, thread string, shown []shownCall, reason string) (*airlockv1.ApproveThreadResponse, error) {
 	if err := validAgent(agent); err != nil {
 		return nil, err
 	}
@@ -163,17 +193,17 @@ func (u *useCases) approveThread(ctx context.Context, p Principal, ch, agent, th
 		return nil, apierr.New(apierr.InvalidRequest, "no thread given")
 	}
 	req := &airlockv1.ApproveThreadRequest{AgentId: agent, ThreadId: thread, Principal: p.Actor(ch), Reason: strings.TrimSpace(reason)}
-	for _, l := range listed {
-		id, revText, _ := strings.Cut(l, ".")
-		rev, err := revisionParam(revText)
-		if err != nil {
-			return nil, err
-		}
-		ref, err := callref.New(agent, id, rev)
+	for _, c := range shown {
+		ref, err := callref.New(agent, c.Call, c.Revision)
 		if err != nil {
 			return nil, apierr.New(apierr.InvalidRequest, "%v", err)
 		}
-		req.Calls = append(req.Calls, ref.Proto())
+		if c.Digest == "" {
+			return nil, apierr.New(apierr.InvalidRequest, "call %s names no arguments digest: approve a thread with each call's arguments_digest as you were shown it", c.Call)
+		}
+		cr := ref.Proto()
+		cr.ArgumentsDigest = c.Digest
+		req.Calls = append(req.Calls, cr)
 	}
 	if len(req.Calls) == 0 {
 		return nil, apierr.New(apierr.InvalidRequest, "no calls listed: open the call and confirm the calls of its thread you were shown")

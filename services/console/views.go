@@ -61,11 +61,14 @@ type callView struct {
 	EditedArgs, EditedArgsCompact string
 	ArgsDigest                    string // digest of the arguments shown (edited ones when edited)
 	Edited                        bool
-	Quorum                        int
-	Votes                         []voteView
-	DecidedBy, DecisionReason     string
-	Diffs                         []textDiff
-	GrantID                       string
+	// Abridged: the record came from a list, whose arguments were too large
+	// to carry; Args are only their start, the call's page shows them whole.
+	Abridged                  bool
+	Quorum                    int
+	Votes                     []voteView
+	DecidedBy, DecisionReason string
+	Diffs                     []textDiff
+	GrantID                   string
 	// Problems name values that could not be shown as they are (a
 	// non-finite number): the record renders, flagged.
 	Problems []string
@@ -118,6 +121,10 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 		v.GrantPath = "/grants/new?" + url.Values{"agent": {v.Agent}, "from": {v.ID}, "rev": {fmt.Sprint(v.Revision)}}.Encode()
 	}
 	v.Args, v.ArgsCompact, v.Problems = argsText(c.GetArguments())
+	if rec.GetAbridged() && c.GetArguments() == nil {
+		v.Abridged = true
+		v.Args, v.ArgsCompact = rec.GetArgumentsPreview(), compactPreview(rec.GetArgumentsPreview())
+	}
 	v.Problems = append(v.Problems, rec.GetProblems()...)
 	if rec.GetCreatedAt() != nil {
 		v.Created = rec.GetCreatedAt().AsTime()
@@ -135,6 +142,9 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 		v.Edited = true
 		v.EditedArgs, v.EditedArgsCompact, problems = argsText(rec.GetEditedArguments())
 		v.Problems = append(v.Problems, problems...)
+	} else if p := rec.GetEditedArgumentsPreview(); p != "" {
+		v.Edited = true
+		v.EditedArgs, v.EditedArgsCompact = p, compactPreview(p)
 	}
 	for _, vo := range rec.GetVotes() {
 		vv := voteView{By: vo.GetBy().GetId(), Channel: vo.GetBy().GetChannel(), Comment: vo.GetComment()}
@@ -144,10 +154,19 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 		v.Votes = append(v.Votes, vv)
 	}
 	v.Diffs = editDiffs(c.GetArguments())
-	if v.Edited {
+	if v.Edited && !v.Abridged {
 		v.Diffs = append(v.Diffs, textDiff{Label: "arguments edited by the reviewer", Lines: lineDiff(v.Args, v.EditedArgs)})
 	}
 	return v
+}
+
+// compactPreview is an abridged record's arguments preview as a list row
+// shows arguments (argsText's length).
+func compactPreview(p string) string {
+	if len(p) > 160 {
+		return calls.Cut(p, 157) + "..."
+	}
+	return p
 }
 
 // ShownArgs are the arguments that would run: the edited ones after an edit.
@@ -218,7 +237,7 @@ func newTimelineEntry(ev *airlockv1.Event) timelineEntry {
 	case *airlockv1.Event_Completed:
 		t.Detail = b.Completed.GetResultJson()
 		if len(t.Detail) > 400 {
-			t.Detail = truncateText(t.Detail, 397) + "..."
+			t.Detail = calls.Cut(t.Detail, 397) + "..."
 		}
 	case *airlockv1.Event_Failed:
 		t.Detail = strings.TrimSpace(b.Failed.GetReason() + " (" + b.Failed.GetOutcome() + ") " + b.Failed.GetMessage())

@@ -225,9 +225,20 @@ type ApprovalRecord struct {
 	// Set only in replies, never stored: values of the record that JSON
 	// cannot hold (a non-finite number) were replaced by marker strings so
 	// that the record can be sent and shown; each entry says which and how.
-	Problems      []string `protobuf:"bytes,50,rep,name=problems,proto3" json:"problems,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Problems []string `protobuf:"bytes,50,rep,name=problems,proto3" json:"problems,omitempty"`
+	// Set only in list replies, never stored: the record is abridged so that
+	// a list always fits in one reply, whatever agents wrote. Arguments,
+	// edited arguments and annotations larger than a list carries are left
+	// out (the previews below say what they start with) and a long call
+	// reason is cut. `get` returns the whole record.
+	Abridged bool `protobuf:"varint,51,opt,name=abridged,proto3" json:"abridged,omitempty"`
+	// In an abridged record whose arguments were left out: the start of the
+	// arguments (compact JSON), and of the edited arguments when a reviewer
+	// edited them.
+	ArgumentsPreview       string `protobuf:"bytes,52,opt,name=arguments_preview,json=argumentsPreview,proto3" json:"arguments_preview,omitempty"`
+	EditedArgumentsPreview string `protobuf:"bytes,53,opt,name=edited_arguments_preview,json=editedArgumentsPreview,proto3" json:"edited_arguments_preview,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *ApprovalRecord) Reset() {
@@ -370,6 +381,27 @@ func (x *ApprovalRecord) GetProblems() []string {
 		return x.Problems
 	}
 	return nil
+}
+
+func (x *ApprovalRecord) GetAbridged() bool {
+	if x != nil {
+		return x.Abridged
+	}
+	return false
+}
+
+func (x *ApprovalRecord) GetArgumentsPreview() string {
+	if x != nil {
+		return x.ArgumentsPreview
+	}
+	return ""
+}
+
+func (x *ApprovalRecord) GetEditedArgumentsPreview() string {
+	if x != nil {
+		return x.EditedArgumentsPreview
+	}
+	return ""
 }
 
 // ExecutionRecord is the liveness record of a long-running execution (key:
@@ -730,7 +762,7 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"=\n" +
 	"\x0fNotificationRef\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12\x10\n" +
-	"\x03ref\x18\x02 \x01(\tR\x03ref\"\xee\x05\n" +
+	"\x03ref\x18\x02 \x01(\tR\x03ref\"\xf1\x06\n" +
 	"\x0eApprovalRecord\x12(\n" +
 	"\x04call\x18\x01 \x01(\v2\x14.airlock.v1.ToolCallR\x04call\x120\n" +
 	"\bdecision\x18\x02 \x01(\v2\x14.airlock.v1.DecisionR\bdecision\x12/\n" +
@@ -751,7 +783,10 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"created_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1a\n" +
-	"\bproblems\x182 \x03(\tR\bproblems\"\xc4\x04\n" +
+	"\bproblems\x182 \x03(\tR\bproblems\x12\x1a\n" +
+	"\babridged\x183 \x01(\bR\babridged\x12+\n" +
+	"\x11arguments_preview\x184 \x01(\tR\x10argumentsPreview\x128\n" +
+	"\x18edited_arguments_preview\x185 \x01(\tR\x16editedArgumentsPreview\"\xc4\x04\n" +
 	"\x0fExecutionRecord\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\rR\brevision\x120\n" +

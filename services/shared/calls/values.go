@@ -3,13 +3,17 @@ package calls
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/canon"
 )
 
 // Arguments are shown as JSON everywhere, but a record can hold values JSON
@@ -129,4 +133,84 @@ func Showable(rec *airlockv1.ApprovalRecord) *airlockv1.ApprovalRecord {
 		out.EditedArguments = fix(rec.GetEditedArguments())
 	}
 	return out
+}
+
+// What a list carries of one record (Abridged).
+const (
+	// ListArgumentsBytes bounds a listed record's arguments, edited
+	// arguments and annotations together (their protobuf size); larger
+	// ones are left out of the list, with a preview.
+	ListArgumentsBytes = 4 << 10
+	// PreviewBytes is how much of left-out arguments a preview shows.
+	PreviewBytes = 200
+	// ListReasonBytes bounds the call's reason in a list.
+	ListReasonBytes = 1 << 10
+)
+
+// Abridged returns rec as a list carries it: Showable, and when its
+// agent-written values are large, a copy without arguments, edited
+// arguments and annotations (previews say what the arguments start with)
+// and with the call's reason cut, flagged Abridged. However large the
+// calls an agent sends, a listed record stays small, so one agent cannot
+// make the list of every reviewer too large to send. rec is not changed.
+func Abridged(rec *airlockv1.ApprovalRecord) *airlockv1.ApprovalRecord {
+	rec = Showable(rec)
+	c := rec.GetCall()
+	large := proto.Size(c.GetArguments())+proto.Size(rec.GetEditedArguments())+proto.Size(c.GetAnnotations()) > ListArgumentsBytes
+	long := len(c.GetReason()) > ListReasonBytes
+	if !large && !long {
+		return rec
+	}
+	var out *airlockv1.ApprovalRecord
+	var call *airlockv1.ToolCall
+	if large {
+		out, call = shallow(rec, "call", "edited_arguments"), shallow(c, "arguments", "annotations")
+		out.ArgumentsPreview = preview(c.GetArguments())
+		if rec.GetEditedArguments() != nil {
+			out.EditedArgumentsPreview = preview(rec.GetEditedArguments())
+		}
+	} else {
+		out, call = shallow(rec, "call"), shallow(c)
+	}
+	if long {
+		call.Reason = Cut(c.GetReason(), ListReasonBytes) + "…"
+	}
+	out.Call, out.Abridged = call, true
+	return out
+}
+
+// shallow is a copy of m without the fields named in skip, sharing the
+// values of the others with m (read them, never change them).
+func shallow[M proto.Message](m M, skip ...protoreflect.Name) M {
+	out := m.ProtoReflect().New()
+	m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if !slices.Contains(skip, fd.Name()) {
+			out.Set(fd, v)
+		}
+		return true
+	})
+	return out.Interface().(M)
+}
+
+// preview is the start of s as compact JSON, cut to PreviewBytes with "…".
+func preview(s *structpb.Struct) string {
+	b, err := canon.JSON(s)
+	if err != nil {
+		return "(the arguments cannot be shown: " + err.Error() + ")"
+	}
+	if len(b) <= PreviewBytes {
+		return string(b)
+	}
+	return Cut(string(b), PreviewBytes) + "…"
+}
+
+// Cut is s cut to at most n bytes without splitting a character.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -145,6 +145,7 @@ func TestDecide(t *testing.T) {
 		{"applies_a_stricter_quorum_to_the_edited_call", nil, []Decision{{Kind: Approve, By: human("alice"), Edited: edited, Redecided: stricter}}, t0, Pending, "", true, ""},
 		{"refuses_an_editor_the_edited_calls_rule_does_not_name", nil, []Decision{{Kind: Approve, By: human("alice"), Edited: edited, Redecided: otherGroup}}, t0, Pending, "", false, "refusal"},
 		{"lets_an_editor_the_edited_calls_rule_names_approve", nil, []Decision{{Kind: Approve, By: human("bob"), Edited: edited, Redecided: otherGroup}}, t0, Approved, "approved", true, ""},
+		{"does_not_count_a_vote_for_arguments_other_than_these", nil, []Decision{{Kind: Approve, By: human("alice"), SawDigest: "digest-of-other-arguments"}}, t0, Pending, "", false, ""},
 		{"counts_a_vote_for_edited_arguments_its_voter_has_seen", &airlockv1.Decision{Quorum: 2}, []Decision{{Kind: Approve, By: human("alice"), Edited: edited, Redecided: allow}, {Kind: Approve, By: human("bob"), SawDigest: editedDigest}}, t0, Approved, "approved", true, ""},
 	}
 	for _, c := range cases {

@@ -179,7 +179,8 @@ type Decision struct {
 	// Edited arguments to approve instead of the agent's (Approve only).
 	Edited *structpb.Struct
 	// SawDigest is the arguments digest the decider was shown; a plain
-	// approval of arguments someone else edited counts only if it matches.
+	// approval of arguments someone else edited counts only if it matches,
+	// and a digest that is given must match whether or not anyone edited.
 	SawDigest string
 	// Redecided is the policy's decision about the call with the Edited
 	// arguments (the service asks the policy before deciding): a deny
@@ -288,9 +289,10 @@ func approve(next *airlockv1.ApprovalRecord, d Decision, dir Directory, now time
 			next.ArgumentsDigest = digest
 		}
 	}
-	if d.Edited == nil && next.EditedArguments != nil && d.SawDigest != next.ArgumentsDigest {
-		// Someone edited the arguments after this approver looked: their vote
-		// must not approve arguments they have not seen.
+	if d.Edited == nil && (next.EditedArguments != nil || d.SawDigest != "") && d.SawDigest != next.ArgumentsDigest {
+		// Someone edited the arguments after this approver looked (or the
+		// approver names other arguments than these): their vote must not
+		// approve arguments they have not seen.
 		return Outcome{Refused: RefusedDigest, Message: fmt.Sprintf("the arguments were edited (now %s…): review the edited arguments and approve them again", short(next.ArgumentsDigest))}, nil
 	}
 	for _, v := range next.Votes {
