@@ -49,7 +49,11 @@ type Outcome struct {
 	Feedback string `json:"feedback,omitempty"`
 	// FailureOutcome is "error" or "indeterminate" (the tool may have run).
 	FailureOutcome string `json:"failure_outcome,omitempty"`
-	// DecidedBy is the reviewer or service whose decision ended the call.
+	// DecidedBy is who decided the call: the reviewer who approved, rejected
+	// or requested changes, "policy" when the policy allowed or denied it,
+	// "approval" for an expiry. For a call that ran (completed, failed) it is
+	// who let it run, never the executor; empty when that is not known (the
+	// Watcher sees only the ends of calls).
 	DecidedBy string `json:"decided_by,omitempty"`
 	// Decision is the policy decision document, when one was made.
 	Decision *airlockv1.Decision `json:"-"`
@@ -95,11 +99,36 @@ func awaitOpts(opts []AwaitOption) awaitOptions {
 // newest revision), or of a later revision of the same call if that ends
 // first.
 func (c *Client) AwaitRevision(ctx context.Context, callID string, rev uint32, opts ...AwaitOption) (Outcome, error) {
+	return c.await(ctx, callID, rev, nil, awaitOpts(opts))
+}
+
+// Progress is a step of a call before its outcome: the policy asked a
+// person (Type "approval_requested", with the Decision and its Deadline),
+// a person approved (Type "approved", By), the executor started it.
+type Progress struct {
+	Revision uint32
+	// Type is the event type: approval_requested, approved, allowed, started.
+	Type     string
+	Decision *airlockv1.Decision
+	Deadline time.Time
+	// By is who caused the step (the approving person, "policy", ...).
+	By string
+}
+
+// AwaitProgress is AwaitRevision that also calls progress (when not nil)
+// for each step seen before the outcome — what a person at a terminal
+// wants to know while they wait. A step can be reported twice (it is seen
+// both live and in the stream); progress must not block.
+func (c *Client) AwaitProgress(ctx context.Context, callID string, rev uint32, progress func(Progress)) (Outcome, error) {
+	return c.await(ctx, callID, rev, progress, awaitOptions{})
+}
+
+func (c *Client) await(ctx context.Context, callID string, rev uint32, progress func(Progress), o awaitOptions) (Outcome, error) {
 	if err := ids.Validate("call id", callID); err != nil {
 		return Outcome{}, fmt.Errorf("await: %w", err)
 	}
-	o := awaitOpts(opts)
 	f := newFollower(callID, rev)
+	f.progress = progress
 	f.onEvent = o.onEvent
 	// Live first, then the stored events: an event stored in between is
 	// seen by one or the other (or both, which is harmless).
@@ -165,19 +194,33 @@ func (c *Client) AwaitRevision(ctx context.Context, callID string, rev uint32, o
 }
 
 // endTypes are the event types that end a call revision (see follower.add).
-var endTypes = []string{
-	subject.Denied, subject.Rejected, subject.ChangesRequested, subject.Expired,
-	subject.Canceled, subject.Completed, subject.Failed, subject.Invalid,
-}
+var endTypes = subject.EndTypes
 
 // readStored feeds f the last stored event of each type that ends a
 // revision, and the last accepted request (which names the newest revision);
 // with an event hook, also the last approval request.
 func (c *Client) readStored(ctx context.Context, callID string, f *follower) error {
 	types := append([]string{subject.Requested}, endTypes...)
-	if f.onEvent != nil {
+	if f.onEvent != nil && f.progress == nil {
 		types = append(types, subject.ApprovalRequested)
 	}
+	if f.progress != nil {
+		// Steps published before the live subscription are read too.
+		types = append(types, subject.ApprovalRequested, subject.Approved)
+	}
+	if err := c.readTypes(ctx, callID, f, types); err != nil {
+		return err
+	}
+	// A call that ran ends with the executor's event: who let it run is in
+	// the decision before it.
+	if out, ok := f.outcome(); ok && out.DecidedBy == "" && (out.Status == StatusCompleted || out.Status == StatusFailed) {
+		return c.readTypes(ctx, callID, f, []string{subject.Approved, subject.Allowed})
+	}
+	return nil
+}
+
+// readTypes feeds f the last stored event of each type.
+func (c *Client) readTypes(ctx context.Context, callID string, f *follower, types []string) error {
 	for _, typ := range types {
 		subj, err := subject.Event(c.agent, callID, typ)
 		if err != nil {
@@ -237,12 +280,16 @@ type follower struct {
 	latest uint32
 	ends   map[uint32]Outcome
 	seqs   map[uint32]uint64
+	// deciders are who let each revision run (an approved or allowed event).
+	deciders map[uint32]string
+	// progress, when set, hears the steps before the end.
+	progress func(Progress)
 	// onEvent, when set, sees every event added before the outcome.
 	onEvent func(*airlockv1.Event)
 }
 
 func newFollower(callID string, want uint32) *follower {
-	return &follower{callID: callID, want: want, latest: want, ends: map[uint32]Outcome{}, seqs: map[uint32]uint64{}}
+	return &follower{callID: callID, want: want, latest: want, ends: map[uint32]Outcome{}, seqs: map[uint32]uint64{}, deciders: map[uint32]string{}}
 }
 
 // outcome is the end of the revision that counts, if it has one.
@@ -251,15 +298,13 @@ func (f *follower) outcome() (Outcome, bool) {
 		return Outcome{}, false
 	}
 	out, ok := f.ends[f.latest]
+	if ok && (out.Status == StatusCompleted || out.Status == StatusFailed) {
+		out.DecidedBy = f.deciders[f.latest]
+	}
 	return out, ok
 }
 
 func (f *follower) add(ev *airlockv1.Event, seq uint64) {
-	if f.onEvent != nil {
-		if _, done := f.outcome(); !done {
-			f.onEvent(ev)
-		}
-	}
 	rev := ev.GetRevision()
 	if rev == 0 {
 		// An invalid request is recorded without a revision when the request
@@ -273,7 +318,28 @@ func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 	if a := ev.GetActor(); a != nil {
 		out.DecidedBy = a.GetId()
 	}
+	if f.onEvent != nil {
+		if _, done := f.outcome(); !done {
+			f.onEvent(ev)
+		}
+	}
+	if f.progress != nil && (f.want == 0 || rev >= f.want) {
+		p := Progress{Revision: rev, Type: envelope.TypeOf(ev), By: out.DecidedBy}
+		switch b := ev.Body.(type) {
+		case *airlockv1.Event_ApprovalRequested:
+			p.Decision = b.ApprovalRequested.GetDecision()
+			if d := b.ApprovalRequested.GetDeadline(); d != nil {
+				p.Deadline = d.AsTime()
+			}
+			f.progress(p)
+		case *airlockv1.Event_Approved, *airlockv1.Event_Allowed, *airlockv1.Event_Started:
+			f.progress(p)
+		}
+	}
 	switch b := ev.Body.(type) {
+	case *airlockv1.Event_Approved, *airlockv1.Event_Allowed:
+		f.deciders[rev] = out.DecidedBy
+		return
 	case *airlockv1.Event_Denied:
 		out.Status, out.Reason, out.Decision = StatusDenied, b.Denied.GetDecision().GetReason(), b.Denied.GetDecision()
 	case *airlockv1.Event_Rejected:

@@ -53,7 +53,7 @@ accounts with ` + "`airlock nats config`" + ` instead.`,
 	add := &cobra.Command{
 		Use:   "add NAME",
 		Short: "Create an agent and write its credential file",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := g.load()
 			if err != nil {
@@ -127,7 +127,7 @@ and an example agent, every public key read from the environment
 	keys := &cobra.Command{
 		Use:   "keys DIR",
 		Short: "Write an nkey seed per service role into DIR and print the variables the server reads",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			roles := append([]string{natsauth.RoleAdmin}, natsauth.ServiceRoles...)
 			for _, role := range roles {
@@ -153,7 +153,7 @@ func newKeysCmd() *cobra.Command {
 	gen := &cobra.Command{
 		Use:   "generate FILE",
 		Short: "Write a new random key to FILE (mode 0600); refuses to overwrite one",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := os.Stat(args[0]); err == nil {
 				return fmt.Errorf("%s exists: keep it (services sealing and checking with it must agree) or remove it first", args[0])

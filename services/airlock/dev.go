@@ -104,6 +104,11 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		}
 		defer stop()
 		cfg.ClickHouse.DSN = dsn
+		// The audit CLI finds the local ClickHouse here while dev runs.
+		if err := os.WriteFile(localDSNFile(cfg.Dev.DataDir), []byte(dsn+"\n"), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", localDSNFile(cfg.Dev.DataDir), err)
+		}
+		defer os.Remove(localDSNFile(cfg.Dev.DataDir))
 		auditText = "  audit     " + dsn + "   (local clickhouse-server under " + filepath.Join(cfg.Dev.DataDir, "clickhouse") + ")\n"
 	}
 
@@ -243,6 +248,10 @@ func connect(ctx context.Context, cfg config.Config, log *slog.Logger, name stri
 	}
 	return svc.Deps{Config: cfg, Log: log, NC: nc, JS: js, Metrics: obs.NewMetrics()}, nil
 }
+
+// localDSNFile holds the DSN of the ClickHouse `airlock dev --clickhouse-local`
+// started, while it runs.
+func localDSNFile(dataDir string) string { return filepath.Join(dataDir, "clickhouse.dsn") }
 
 func syncText(s string) string {
 	if s == "always" {

@@ -191,7 +191,7 @@ func (s *Service) unsealed(ctx context.Context, ev *airlockv1.Event, why error) 
 		return
 	}
 	att := &airlockv1.Event{
-		AgentId: ev.GetAgentId(), CallId: ev.GetCallId(), Revision: ev.GetRevision(), ThreadId: ev.GetThreadId(),
+		AgentId: ev.GetAgentId(), CallId: ev.GetCallId(), Revision: ev.GetRevision(), ThreadId: ev.GetThreadId(), Json: ev.GetJson(),
 		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "executor"},
 		Body: &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{
 			Action: "run", Why: fmt.Sprintf("an %s event not sealed by the policy or approval service was refused: %v", envelope.TypeOf(ev), why)}},
@@ -516,7 +516,7 @@ func (h *heartbeat) stop() {
 
 func (s *Service) event(x *execution, body any) *airlockv1.Event {
 	ev := &airlockv1.Event{
-		AgentId: x.call.AgentId, CallId: x.call.CallId, Revision: x.call.Revision, ThreadId: x.call.ThreadId,
+		AgentId: x.call.AgentId, CallId: x.call.CallId, Revision: x.call.Revision, ThreadId: x.call.ThreadId, Json: x.call.JsonEvents,
 		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "executor"},
 	}
 	switch b := body.(type) {

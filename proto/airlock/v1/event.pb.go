@@ -124,7 +124,13 @@ type Event struct {
 	//	*Event_TokenCreated
 	//	*Event_TokenRevoked
 	//	*Event_AuditPruned
-	Body          isEvent_Body `protobuf_oneof:"body"`
+	Body isEvent_Body `protobuf_oneof:"body"`
+	// Stored as protojson with Content-Type: application/json instead of
+	// protobuf: set by the service that writes the event when its call was
+	// requested in JSON (ToolCall.json_events). Readers decode either by the
+	// Content-Type header (envelope.Decode). Declared after the body so that
+	// fields are declared in number order (the audit sink's wire path needs it).
+	Json          bool `protobuf:"varint,50,opt,name=json,proto3" json:"json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -454,6 +460,13 @@ func (x *Event) GetAuditPruned() *AuditPruned {
 		}
 	}
 	return nil
+}
+
+func (x *Event) GetJson() bool {
+	if x != nil {
+		return x.Json
+	}
+	return false
 }
 
 type isEvent_Body interface {
@@ -2586,7 +2599,7 @@ var File_airlock_v1_event_proto protoreflect.FileDescriptor
 const file_airlock_v1_event_proto_rawDesc = "" +
 	"\n" +
 	"\x16airlock/v1/event.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x0e\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x96\x0e\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x17\n" +
@@ -2623,7 +2636,8 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\asign_in\x18$ \x01(\v2\x12.airlock.v1.SignInH\x00R\x06signIn\x12?\n" +
 	"\rtoken_created\x18% \x01(\v2\x18.airlock.v1.TokenCreatedH\x00R\ftokenCreated\x12?\n" +
 	"\rtoken_revoked\x18& \x01(\v2\x18.airlock.v1.TokenRevokedH\x00R\ftokenRevoked\x12<\n" +
-	"\faudit_pruned\x18' \x01(\v2\x17.airlock.v1.AuditPrunedH\x00R\vauditPrunedB\x06\n" +
+	"\faudit_pruned\x18' \x01(\v2\x17.airlock.v1.AuditPrunedH\x00R\vauditPruned\x12\x12\n" +
+	"\x04json\x182 \x01(\bR\x04jsonB\x06\n" +
 	"\x04body\"\\\n" +
 	"\x05Actor\x12)\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x15.airlock.v1.ActorTypeR\x04type\x12\x0e\n" +

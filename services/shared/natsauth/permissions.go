@@ -21,6 +21,7 @@ package natsauth
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -187,8 +188,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 		return Permissions{
 			PublishAllow: join(
 				durable(n.events, n.approvalDurable),
-				events(subject.Approved, subject.Rejected, subject.ChangesRequested, subject.Expired, subject.Canceled,
-					subject.Notified, subject.UnauthorizedAttempt, subject.VoteCast, subject.DecisionRefused),
+				events(append(slices.Clone(subject.ApprovalOutcomes), subject.Notified, subject.UnauthorizedAttempt, subject.VoteCast, subject.DecisionRefused)...),
 				system(subject.GrantCreated, subject.GrantRevoked, subject.GrantExpired),
 				bucket(n.approvals), bucket(n.grants), bucket(n.slackSeen),
 				[]string{subject.API("policy", "eval")}, healthOf,
