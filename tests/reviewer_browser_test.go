@@ -91,7 +91,7 @@ func TestReviewerSurfacesResistHostileAgents(t *testing.T) {
 
 	t.Run("a_thread_id_that_is_a_path_is_refused_at_ingress", func(t *testing.T) {
 		ch := raw.follow("evil-1")
-		raw.submit("evil-1", `{"requested":{"call":{"tool":"demo__write_file","thread_id":"ticket-42/../../grants?","arguments":{"path":"x"}}}}`)
+		raw.submit("evil-1", `{"requested":{"call":{"call_id":"evil-1","tool":"demo__write_file","thread_id":"ticket-42/../../grants?","arguments":{"path":"x"}}}}`)
 		_, inv := until(t, ch, "invalid")
 		if why, _ := obj(inv, "invalid", "reason").(string); !strings.Contains(why, "thread") {
 			t.Fatalf("invalid %v", inv)

@@ -160,6 +160,7 @@ func VoteEvent(rec *airlockv1.ApprovalRecord) *airlockv1.Event {
 		CallId:   call.GetCallId(),
 		Revision: Revision(rec),
 		ThreadId: call.GetThreadId(),
+		Json:     call.GetJsonEvents(),
 		Time:     v.GetAt(),
 		Actor:    v.GetBy(),
 		Body: &airlockv1.Event_VoteCast{VoteCast: &airlockv1.VoteCast{Vote: v, Votes: uint32(len(votes)), Quorum: uint32(Quorum(rec)),
