@@ -2,7 +2,8 @@
 // in the intake stream, refuses malformed ones as `invalid`, records each
 // accepted call revision as `requested` in the events stream, decides it
 // with Rego, and publishes exactly one sealed `allowed`, `denied` or
-// `approval_requested` per call revision.
+// `approval_requested` per call revision. It also records the agents'
+// reports of gate-only calls they ran themselves (report.go).
 package policy
 
 import (
@@ -112,9 +113,12 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 		return consume.Permanent(fmt.Errorf("message without JetStream metadata: %w", err))
 	}
 	in := intake{subject: m.Subject(), seq: meta.Sequence.Stream, received: meta.Timestamp, trace: m.Headers().Get(envelope.HeaderTraceparent)}
-	call, refusal := ingress.Request(m.Subject(), m.Data(), m.Headers(), s.deps.Config.Limits.MaxRequestBytes)
+	call, rep, refusal := ingress.Intake(m.Subject(), m.Data(), m.Headers(), s.deps.Config.Limits.MaxRequestBytes)
 	if refusal != nil {
 		return s.refuse(ctx, in, 0, m.Data(), refusal)
+	}
+	if rep != nil {
+		return s.report(ctx, in, rep)
 	}
 	sealedBy, _ := s.frontend.VerifyRequest(m.Subject(), m.Headers(), m.Data(), time.Now())
 	s.vouch(call, sealedBy)

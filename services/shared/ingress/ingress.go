@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -76,47 +77,82 @@ func refuse(format string, args ...any) *Refusal {
 // Request checks one message an agent published on airlock.req.<agent>.<call>.
 // It returns the normalized call (server and tool split from "server__tool",
 // revision defaulted, ids filled from the subject, the fields only airlock
-// may set cleared) or a Refusal.
+// may set cleared) or a Refusal. A report is refused here; Intake takes both.
 func Request(subj string, data []byte, header nats.Header, maxBytes int) (*airlockv1.ToolCall, *Refusal) {
+	call, rep, r := Intake(subj, data, header, maxBytes)
+	if r == nil && rep != nil {
+		return nil, refuse("request body must be \"requested\", got \"reported\"")
+	}
+	return call, r
+}
+
+// Report is an agent's report of how a gate-only call it ran ended, as it
+// came out of the intake stream: which call revision (the agent is the
+// subject's, so an agent can only report on its own calls) and what the
+// agent says. Whether that revision may be reported on is the policy
+// service's to check against the call's recorded events.
+type Report struct {
+	Ref  callref.Ref
+	Body *airlockv1.Reported
+}
+
+// MaxReportResultBytes bounds the result an agent reports; a longer one is
+// refused (the SDK truncates before sending).
+const MaxReportResultBytes = 64 << 10
+
+// Intake checks one message an agent published on airlock.req.<agent>.<call>
+// and returns either the call it asks for (body "requested", see Request) or
+// the report it makes (body "reported"), or a Refusal.
+func Intake(subj string, data []byte, header nats.Header, maxBytes int) (*airlockv1.ToolCall, *Report, *Refusal) {
 	if len(data) > maxBytes {
-		return nil, refuse("request is %d bytes, over the %d-byte limit: pass large inputs by reference (a path or URL) instead of inline", len(data), maxBytes)
+		return nil, nil, refuse("request is %d bytes, over the %d-byte limit: pass large inputs by reference (a path or URL) instead of inline", len(data), maxBytes)
 	}
 	agent, callID, ok := subject.RequestTokens(subj)
 	if !ok {
-		return nil, refuse("bad subject %q: publish on airlock.req.<agent_id>.<call_id>", subj)
+		return nil, nil, refuse("bad subject %q: publish on airlock.req.<agent_id>.<call_id>", subj)
 	}
 	if err := ids.ValidateAgent(agent); err != nil {
-		return nil, refuse("%v", err)
+		return nil, nil, refuse("%v", err)
 	}
 	if err := ids.Validate("call id", callID); err != nil {
-		return nil, refuse("%v", err)
+		return nil, nil, refuse("%v", err)
 	}
 	p := subject.Parsed{Agent: agent, Call: callID}
 	if envelope.IsJSON(header) {
 		if r := checkJSONShape(data); r != nil {
-			return nil, r
+			return nil, nil, r
 		}
 	}
 	ev, err := envelope.Decode(data, header)
 	if err != nil {
-		return nil, refuse("request does not decode as an airlock.v1.Event (protobuf, or protojson with Content-Type: application/json): %v", err)
+		return nil, nil, refuse("request does not decode as an airlock.v1.Event (protobuf, or protojson with Content-Type: application/json): %v", err)
+	}
+	for _, c := range []struct{ field, inEvent, fromSubject string }{
+		{"agent_id", ev.AgentId, p.Agent},
+		{"call_id", ev.CallId, p.Call},
+	} {
+		if c.inEvent != "" && c.inEvent != c.fromSubject {
+			return nil, nil, refuse("%s %q does not match the subject's %q: publish on airlock.req.<agent_id>.<call_id>", c.field, c.inEvent, c.fromSubject)
+		}
+	}
+	if rep := ev.GetReported(); rep != nil {
+		r, refusal := report(p, ev, rep)
+		return nil, r, refusal
 	}
 	req := ev.GetRequested()
 	if req == nil {
-		return nil, refuse("request body must be \"requested\", got %q", envelope.TypeOf(ev))
+		return nil, nil, refuse("request body must be \"requested\" (or \"reported\" for a gate-only call the agent ran), got %q", envelope.TypeOf(ev))
 	}
 	call := req.GetCall()
 	if call == nil {
-		return nil, refuse("request has no call: set requested.call")
+		return nil, nil, refuse("request has no call: set requested.call")
 	}
-	for _, c := range []struct{ field, inEvent, inCall, fromSubject string }{
-		{"agent_id", ev.AgentId, call.AgentId, p.Agent},
-		{"call_id", ev.CallId, call.CallId, p.Call},
+	for _, c := range []struct{ field, inCall, fromSubject string }{
+		{"agent_id", call.AgentId, p.Agent},
+		{"call_id", call.CallId, p.Call},
 	} {
-		for _, v := range []string{c.inEvent, c.inCall} {
-			if v != "" && v != c.fromSubject {
-				return nil, refuse("%s %q does not match the subject's %q: publish on airlock.req.<agent_id>.<call_id>", c.field, v, c.fromSubject)
-			}
+		if c.inCall != "" && c.inCall != c.fromSubject {
+			return nil, nil, refuse("%s %q does not match the subject's %q: publish on airlock.req.<agent_id>.<call_id>", c.field, c.inCall, c.fromSubject)
 		}
 	}
 	call.AgentId, call.CallId = p.Agent, p.Call
@@ -126,12 +162,38 @@ func Request(subj string, data []byte, header nats.Header, maxBytes int) (*airlo
 		call.Revision = 1
 	}
 	if ev.Revision != 0 && ev.Revision != call.Revision {
-		return nil, refuse("event revision %d does not match call revision %d", ev.Revision, call.Revision)
+		return nil, nil, refuse("event revision %d does not match call revision %d", ev.Revision, call.Revision)
 	}
 	if err := Call(call); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return call, nil
+	return call, nil, nil
+}
+
+// report checks the shape of a report; the agent and call come from the
+// subject, the revision from the event (0 means 1).
+func report(p subject.Parsed, ev *airlockv1.Event, rep *airlockv1.Reported) (*Report, *Refusal) {
+	if n := len(rep.GetResultJson()); n > MaxReportResultBytes {
+		return nil, refuse("reported result is %d bytes: keep it under %d (truncate it and set truncated)", n, MaxReportResultBytes)
+	}
+	if !utf8.ValidString(rep.GetResultJson()) || !utf8.ValidString(rep.GetError()) {
+		return nil, refuse("reported result and error must be UTF-8 text")
+	}
+	if r := rep.GetResultJson(); r != "" && !json.Valid([]byte(r)) {
+		return nil, refuse("reported result_json is not JSON: send the result as a JSON value (a string is fine)")
+	}
+	if len(rep.GetError()) > MaxReasonLen {
+		return nil, refuse("reported error is %d bytes: keep it under %d", len(rep.GetError()), MaxReasonLen)
+	}
+	if rep.GetArguments() != nil {
+		if path, ok := nonFinite(rep.GetArguments(), ""); ok {
+			return nil, refuse("reported argument %s is not a finite number (NaN or infinity): JSON cannot carry it", path)
+		}
+	}
+	if d := rep.GetLatency(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
+		return nil, refuse("reported latency must be a non-negative duration")
+	}
+	return &Report{Ref: callref.Ref{Agent: p.Agent, Call: p.Call, Rev: max(ev.GetRevision(), 1)}, Body: rep}, nil
 }
 
 // Call validates and normalizes a call's own fields. The SDK runs it before
