@@ -38,6 +38,10 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 		// "*" among tool_words matches every tool, as word_matches says.
 		&airlockv1.PolicyRule{Id: "any-word", Priority: 2, Server: "starsrv", ToolWords: []string{"zzz", "*"}, Effect: "deny", Risk: "high"},
 		&airlockv1.PolicyRule{Id: "words-and-server", Priority: 3, Server: "mail", ToolWords: []string{"send"}, Effect: "ask", Approvers: []string{"group:comms"}, Redact: []string{"/body", "/to"}},
+		// Seed 002's user allowlist: a refusal for everyone else.
+		&airlockv1.PolicyRule{Id: "allowlist", Priority: 4, Server: "notes", Principals: []string{"alice"}, Effect: "ask", Approvers: []string{"requester"}, QueuePerThread: true, Redact: []string{"/secret"}},
+		// A command rule of the run-time kind.
+		&airlockv1.PolicyRule{Id: "make-ok", Priority: 5, Server: "build", Tool: "sh", Commands: map[string]string{"/cmd": "make *"}, Effect: "allow"},
 	)
 	// An empty tool_words list in data.json matches no tool, as word_matches says.
 	def := mustDefault(t)
@@ -88,6 +92,16 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 		call("mail", "sendMessage", map[string]any{"to": "x", "body": "y"}),
 		call("mail", "read_inbox", map[string]any{}),
 		call("fs", "delete_file", map[string]any{"path": "/tmp/../etc/passwd"}),
+		call("claude", "Bash", map[string]any{"command": "git status"}),
+		call("claude", "Bash", map[string]any{"command": "git status; rm -rf ~"}),
+		call("claude", "Bash", map[string]any{"command": "npm test > out.txt"}),
+		call("claude", "Read", map[string]any{"file_path": "/x"}),
+		call("claude", "Edit", map[string]any{"file_path": "/x"}),
+		call("build", "sh", map[string]any{"cmd": "make test && make lint"}),
+		call("build", "sh", map[string]any{"cmd": "make test && rm x"}),
+		{AgentId: "bot", CallId: "c", Revision: 1, Server: "notes", Tool: "write", OnBehalfOf: "alice", OnBehalfOfVerified: true, Arguments: &structpb.Struct{}},
+		{AgentId: "bot", CallId: "c", Revision: 1, Server: "notes", Tool: "write", OnBehalfOf: "mallory", OnBehalfOfVerified: true, Arguments: &structpb.Struct{}},
+		{AgentId: "bot", CallId: "c", Revision: 1, Server: "notes", Tool: "write", OnBehalfOf: "alice", Arguments: &structpb.Struct{}},
 	}
 	for _, c := range calls {
 		got, err := ev.Evaluate(ctx, c, time.Now())
@@ -263,5 +277,40 @@ func TestArgumentsDigestIsCanonDigest(t *testing.T) {
 	d, _ := ev.Evaluate(ctx, &airlockv1.ToolCall{AgentId: "bot", CallId: "c", Revision: 1, Server: "fs", Tool: "read_file"}, time.Now())
 	if want, _ := canon.Digest(nil); d.ArgumentsDigest != want {
 		t.Errorf("no arguments: digest %s, canon.Digest %s", d.ArgumentsDigest, want)
+	}
+}
+
+func TestAUserAllowlistDeniesEveryoneElseAndTheQueueFlagReachesTheDecision(t *testing.T) {
+	ctx := context.Background()
+	ev, err := policy.NewEvaluator(ctx, mustDefault(t), []*airlockv1.PolicyRule{
+		{Id: "writers", Priority: 1, Server: "notes", Principals: []string{"alice"}, Effect: "ask", Approvers: []string{"requester"}, QueuePerThread: true},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name     string
+		person   string
+		verified bool
+		want     airlockv1.Action
+	}{
+		{"the_allowlisted_person_is_asked", "alice", true, airlockv1.Action_ACTION_ASK},
+		{"someone_else_is_denied", "mallory", true, airlockv1.Action_ACTION_DENY},
+		{"an_unverified_claim_is_denied", "alice", false, airlockv1.Action_ACTION_DENY},
+		{"no_person_is_denied", "", false, airlockv1.Action_ACTION_DENY},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &airlockv1.ToolCall{AgentId: "bot", CallId: "c", Revision: 1, Server: "notes", Tool: "write", OnBehalfOf: tt.person, OnBehalfOfVerified: tt.verified, Arguments: &structpb.Struct{}}
+			d, err := ev.Evaluate(ctx, c, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Action != tt.want || d.RuleId != "writers" {
+				t.Fatalf("decision %v by %q: %s", d.Action, d.RuleId, d.Reason)
+			}
+			if tt.want == airlockv1.Action_ACTION_ASK && (!d.QueuePerThread || len(d.Approvers) != 1 || d.Approvers[0] != "requester") {
+				t.Fatalf("ask decision lost the rule's approvers or queue flag: %v", d)
+			}
+		})
 	}
 }
