@@ -223,6 +223,9 @@ func Decide(rec *airlockv1.ApprovalRecord, d Decision, dir Directory, now time.T
 	if !now.Before(Deadline(rec)) {
 		return expire(rec, now), nil
 	}
+	if rec.GetQueued() {
+		return Outcome{Message: waiting(rec)}, nil
+	}
 	next := proto.Clone(rec).(*airlockv1.ApprovalRecord)
 	next.UpdatedAt = timestamppb.New(now)
 	switch d.Kind {
