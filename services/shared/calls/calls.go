@@ -134,3 +134,17 @@ func StringArg(args *structpb.Struct, ptr string) (string, bool) {
 	}
 	return s.StringValue, true
 }
+
+// AgentRan says who ran a call, for the end of a call: "" for airlock's
+// executor; for a gate-only call (ToolCall.agent_runs) that the agent ran
+// itself and reported, that it did, and whether it says it ran other
+// arguments than the ones airlock decided on.
+func AgentRan(agentRan, argumentsDiffer bool) string {
+	switch {
+	case agentRan && argumentsDiffer:
+		return "run by the agent itself and reported by it, with arguments other than the ones decided"
+	case agentRan:
+		return "run by the agent itself and reported by it"
+	}
+	return ""
+}
