@@ -167,10 +167,19 @@ func (o *hookOptions) gate(ctx context.Context, ev hooks.Event) hooks.Verdict {
 	case err != nil:
 		return deny("airlock could not take the call, so %s is denied (airlock fails closed): %v", ev.QualifiedTool(), err)
 	}
-	if !fromAgent {
+	v := o.await(ctx, client, ev, id)
+	if v.Action == hooks.Allow && !fromAgent {
 		if err := o.remember(ev, id); err != nil {
 			fmt.Fprintf(os.Stderr, "airlock hook: %v (the tool's result will not be recorded)\n", err)
 		}
+	}
+	return v
+}
+
+// await waits up to --wait for airlock's answer about call id.
+func (o *hookOptions) await(ctx context.Context, client *airlock.Client, ev hooks.Event, id string) hooks.Verdict {
+	deny := func(format string, args ...any) hooks.Verdict {
+		return hooks.Verdict{Action: hooks.Deny, Reason: fmt.Sprintf(format, args...)}
 	}
 	wctx, cancel := context.WithTimeout(ctx, o.wait)
 	out, err := client.AwaitDecision(wctx, id, 1)
@@ -191,11 +200,29 @@ func (o *hookOptions) gate(ctx context.Context, ev hooks.Event) hooks.Verdict {
 }
 
 // giveUp withdraws a call nobody decided in time, then reads it once more:
-// a decision that landed meanwhile still counts.
+// a decision that landed meanwhile still counts. The call may not be
+// waiting for a person yet (the approval service records it a moment after
+// the policy asks), so the cancel is tried until it lands or the call is
+// decided: a call left pending would hold its thread's queue.
 func (o *hookOptions) giveUp(ctx context.Context, client *airlock.Client, id string) (airlock.Outcome, error) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_ = client.Cancel(cctx, id, fmt.Sprintf("the agent's hook stopped waiting after %s; the agent was told no", o.wait))
+	reason := fmt.Sprintf("the agent's hook stopped waiting after %s; the agent was told no", o.wait)
+	for client.Cancel(cctx, id, reason) != nil {
+		// Not cancelable: decided already, or not recorded yet. Look.
+		qctx, qcancel := context.WithTimeout(cctx, 250*time.Millisecond)
+		out, err := client.AwaitDecision(qctx, id, 1)
+		qcancel()
+		if err == nil {
+			if out.Status != airlock.StatusCanceled {
+				return out, nil
+			}
+			break
+		}
+		if cctx.Err() != nil {
+			break
+		}
+	}
 	out, err := client.AwaitDecision(cctx, id, 1)
 	if err == nil && (out.Allowed() || out.Status != airlock.StatusCanceled) {
 		return out, nil
