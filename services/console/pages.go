@@ -645,9 +645,9 @@ type grantForm struct {
 	// Prefixes are "pointer = command prefix" lines; Digest pins the exact
 	// arguments when the form's "exact" box is ticked.
 	Prefixes, Digest string
-	FromRevision                 uint32
-	Uses                         int
-	ExpiresHours                 int
+	FromRevision     uint32
+	Uses             int
+	ExpiresHours     int
 }
 
 func (con *Console) grantsPage(c echo.Context) error {
