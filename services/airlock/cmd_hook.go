@@ -193,7 +193,7 @@ func (o *hookOptions) await(ctx context.Context, client *airlock.Client, ev hook
 			if o.onTimeout == "ask" {
 				return hooks.Verdict{Action: hooks.Ask, Reason: fmt.Sprintf("airlock: nobody decided %s within %s, so it was withdrawn from airlock (call %s/%s) and left to you", ev.QualifiedTool(), o.wait, client.Agent(), id)}
 			}
-			return deny("airlock: nobody decided %s within %s, so it is denied (call %s/%s was withdrawn). Ask the user to approve it in airlock (console, Slack or `airlock approvals`) and then try again.", ev.QualifiedTool(), o.wait, client.Agent(), id)
+			return deny("airlock: nobody decided %s within %s, so it is denied (call %s/%s was withdrawn). Ask the user to watch airlock (the console, Slack or `airlock approvals list`) and try again; they can also remember such calls (`airlock approvals remember`).", ev.QualifiedTool(), o.wait, client.Agent(), id)
 		}
 	}
 	return verdictOf(ev, out)
