@@ -65,20 +65,7 @@ func (r hookResult) field(t *testing.T, path string) any {
 // runHook runs the real binary's `airlock hook AGENT` with payload on stdin.
 func runHook(t *testing.T, agent hooks.Agent, payload []byte, args ...string) hookResult {
 	t.Helper()
-	cmd := exec.Command(airlockBinary(t), append([]string{"hook", string(agent)}, args...)...)
-	cmd.Stdin = bytes.NewReader(payload)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	res := hookResult{stdout: stdout.String(), stderr: stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		res.exit = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("run airlock hook: %v", err)
-	}
-	return res
+	return waitHook(t, startHook(t, agent, payload, args...))
 }
 
 // startHook runs the hook in the background; the result arrives on the channel.

@@ -90,6 +90,19 @@ func toolOf(agent Agent, name, mcpServer string) (server, tool string) {
 	return string(agent), safeName(name)
 }
 
+// setTool reads the tool's name (nameKey) and arguments (argsKey) of a
+// payload into ev; mcpServer names the tool's MCP server when the payload
+// does (Gemini CLI's mcp_context, Cursor's url).
+func (ev *Event) setTool(agent Agent, m map[string]any, nameKey, argsKey, mcpServer string) error {
+	args, err := object(m, argsKey)
+	if err != nil {
+		return err
+	}
+	ev.Args, ev.AgentTool = args, str(m, nameKey)
+	ev.Server, ev.Tool = toolOf(agent, ev.AgentTool, mcpServer)
+	return nil
+}
+
 // ---------------------------------------------------------------- Claude Code and Codex CLI
 
 // Claude Code and Codex CLI share a payload: session_id, cwd,
@@ -116,14 +129,10 @@ func parseClaude(agent Agent) func(map[string]any, string) (Event, error) {
 		default:
 			return ev, nil // SessionStart, Stop, ...: nothing to do
 		}
-		args, err := object(m, "tool_input")
-		if err != nil {
+		if err := ev.setTool(agent, m, "tool_name", "tool_input", ""); err != nil {
 			return Event{}, err
 		}
-		ev.Args = args
-		ev.AgentTool = str(m, "tool_name")
-		ev.Server, ev.Tool = toolOf(agent, ev.AgentTool, "")
-		ev.Reason = str(args, "description")
+		ev.Reason = str(ev.Args, "description")
 		if r, ok := m["tool_response"].(map[string]any); ok && ev.Kind == Post {
 			if e, _ := r["is_error"].(bool); e {
 				ev.Failed = true
@@ -236,17 +245,13 @@ func parseGemini(m map[string]any, event string) (Event, error) {
 	default:
 		return ev, nil
 	}
-	args, err := object(m, "tool_input")
-	if err != nil {
-		return Event{}, err
-	}
-	ev.Args = args
 	var mcpServer string
 	if mc, ok := m["mcp_context"].(map[string]any); ok {
 		mcpServer = str(mc, "server_name")
 	}
-	ev.AgentTool = str(m, "tool_name")
-	ev.Server, ev.Tool = toolOf(Gemini, ev.AgentTool, mcpServer)
+	if err := ev.setTool(Gemini, m, "tool_name", "tool_input", mcpServer); err != nil {
+		return Event{}, err
+	}
 	return ev, nil
 }
 
@@ -297,13 +302,9 @@ func parseCursor(m map[string]any, event string) (Event, error) {
 			ev.Kind = Post
 			ev.Result = cursorResult(m)
 		}
-		args, err := object(m, "tool_input")
-		if err != nil {
+		if err := ev.setTool(Cursor, m, "tool_name", "tool_input", cursorServer(m)); err != nil {
 			return Event{}, err
 		}
-		ev.Args = args
-		ev.AgentTool = str(m, "tool_name")
-		ev.Server, ev.Tool = toolOf(Cursor, ev.AgentTool, cursorServer(m))
 		return ev, nil
 	case "":
 		return Event{}, fmt.Errorf("the cursor hook payload names no hook_event_name: pass --event")
@@ -392,14 +393,10 @@ func parseCopilot(m map[string]any, event string) (Event, error) {
 	default:
 		return ev, nil
 	}
-	args, err := object(m, "toolArgs")
-	if err != nil {
+	if err := ev.setTool(Copilot, m, "toolName", "toolArgs", ""); err != nil {
 		return Event{}, err
 	}
-	ev.Args = args
-	ev.AgentTool = str(m, "toolName")
-	ev.Server, ev.Tool = toolOf(Copilot, ev.AgentTool, "")
-	ev.Reason = str(args, "description")
+	ev.Reason = str(ev.Args, "description")
 	return ev, nil
 }
 
