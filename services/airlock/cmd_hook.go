@@ -264,9 +264,12 @@ func verdictOf(ev hooks.Event, out airlock.Outcome) hooks.Verdict {
 // report records the result of a tool the agent ran; it returns a problem
 // to show the user, "" when all went well.
 func (o *hookOptions) report(ctx context.Context, ev hooks.Event) string {
-	id, ok := ev.CallID()
-	if !ok {
-		if id = o.recall(ev); id == "" {
+	// A call gated without the agent's tool-use id (agents that give none,
+	// and Claude Code's PermissionRequest) was remembered; otherwise the
+	// tool-use id names it.
+	id := o.recall(ev)
+	if id == "" {
+		if id, _ = ev.CallID(); id == "" {
 			return "" // a tool use airlock did not gate (another hook's, or before install)
 		}
 	}
