@@ -1086,14 +1086,27 @@ func compileRules(data map[string]any) (string, map[string]any) {
 		if c, ok := literalFirst(m["tool_glob"].(string)); ok {
 			conds = append(conds, "input.call.tool_initial == "+q(c))
 		}
-		if c, ok := literalFirst(m["name_glob"].(string)); ok {
-			conds = append(conds, "input.call.server_initial == "+q(c))
+		// A pattern that lists exact names ("{claude__Read,gemini__read_file}",
+		// as the coding-agent profile's do) becomes one body per name with
+		// server and tool equalities, which OPA's rule index looks up: such
+		// rules cost nothing for any other tool.
+		names := []string{""}
+		if alts, ok := literalNames(m["name_glob"].(string)); ok {
+			names = names[:0]
+			for _, n := range alts {
+				srv, tool, _ := strings.Cut(n, "__")
+				names = append(names, "input.call.server == "+q(srv)+"\n\tinput.call.tool == "+q(tool))
+			}
+		} else {
+			if c, ok := literalFirst(m["name_glob"].(string)); ok {
+				conds = append(conds, "input.call.server_initial == "+q(c))
+			}
+			if m["name_glob"] != "*" {
+				conds = append(conds, "glob.match("+q(m["name_glob"].(string))+", null, name)")
+			}
 		}
 		if m["tool_glob"] != "*" {
 			conds = append(conds, "glob.match("+q(m["tool_glob"].(string))+", null, input.call.tool)")
-		}
-		if m["name_glob"] != "*" {
-			conds = append(conds, "glob.match("+q(m["name_glob"].(string))+", null, name)")
 		}
 		for _, ptr := range slices.Sorted(maps.Keys(args)) {
 			pat, _ := args[ptr].(string)
@@ -1136,21 +1149,26 @@ func compileRules(data map[string]any) (string, map[string]any) {
 			words = slices.Compact(words)
 		}
 		for _, body := range bodies {
-			for _, w := range words {
-				fmt.Fprintf(&b, "hits contains %s if {\n", body.entry)
-				if len(conds) == 0 && w == "" && body.cond == "" {
-					b.WriteString("\ttrue\n")
+			for _, n := range names {
+				for _, w := range words {
+					fmt.Fprintf(&b, "hits contains %s if {\n", body.entry)
+					if len(conds) == 0 && w == "" && body.cond == "" && n == "" {
+						b.WriteString("\ttrue\n")
+					}
+					if n != "" {
+						b.WriteString("\t" + n + "\n")
+					}
+					if w != "" {
+						b.WriteString("\t" + q(w) + " in input.call.tool_words\n")
+					}
+					for _, c := range conds {
+						b.WriteString("\t" + c + "\n")
+					}
+					if body.cond != "" {
+						b.WriteString("\t" + body.cond + "\n")
+					}
+					b.WriteString("}\n\n")
 				}
-				if w != "" {
-					b.WriteString("\t" + q(w) + " in input.call.tool_words\n")
-				}
-				for _, c := range conds {
-					b.WriteString("\t" + c + "\n")
-				}
-				if body.cond != "" {
-					b.WriteString("\t" + body.cond + "\n")
-				}
-				b.WriteString("}\n\n")
 			}
 		}
 	}
@@ -1177,6 +1195,24 @@ func stringsOf(v any) []string {
 func jsonNumber(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// literalNames returns the exact qualified names a pattern lists — "a__b"
+// or "{a__b,c__d}", no wildcards — or false for any other pattern.
+func literalNames(g string) ([]string, bool) {
+	names := []string{g}
+	if strings.HasPrefix(g, "{") && strings.HasSuffix(g, "}") {
+		names = strings.Split(g[1:len(g)-1], ",")
+	}
+	if strings.ContainsAny(strings.Join(names, ""), `*?[]{}\`) {
+		return nil, false
+	}
+	for _, n := range names {
+		if srv, tool, ok := strings.Cut(n, "__"); !ok || srv == "" || tool == "" {
+			return nil, false
+		}
+	}
+	return names, true
 }
 
 // literalFirst returns a glob's first character when it is a literal, so
