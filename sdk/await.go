@@ -30,6 +30,10 @@ const (
 	StatusExpired          Status = "expired"
 	StatusCanceled         Status = "canceled"
 	StatusInvalid          Status = "invalid"
+	// StatusAllowed and StatusApproved answer AwaitDecision for a gate-only
+	// call: the agent may now run the tool itself (and then Report it).
+	StatusAllowed  Status = "allowed"
+	StatusApproved Status = "approved"
 )
 
 // Outcome is the end of one call revision.
@@ -51,7 +55,20 @@ type Outcome struct {
 	DecidedBy string `json:"decided_by,omitempty"`
 	// Decision is the policy decision document, when one was made.
 	Decision *airlockv1.Decision `json:"-"`
+	// AgentRan: the agent ran the tool itself (a gate-only call) and the
+	// result is its report; airlock's executor never ran it.
+	AgentRan bool `json:"agent_ran,omitempty"`
+	// ArgumentsDiffer: the agent reported running other arguments than the
+	// ones airlock decided on.
+	ArgumentsDiffer bool `json:"arguments_differ,omitempty"`
+	// Arguments are what the agent may run for an approved gate-only call:
+	// a reviewer's edited arguments when they edited them (AwaitDecision only).
+	Arguments map[string]any `json:"arguments,omitempty"`
 }
+
+// Allowed reports whether a gate-only call may run: the policy allowed it
+// or a person approved it.
+func (o Outcome) Allowed() bool { return o.Status == StatusAllowed || o.Status == StatusApproved }
 
 // Completed reports whether the tool ran and returned a result.
 func (o Outcome) Completed() bool { return o.Status == StatusCompleted }
@@ -68,10 +85,25 @@ func (c *Client) Await(ctx context.Context, callID string) (Outcome, error) {
 // newest revision), or of a later revision of the same call if that ends
 // first.
 func (c *Client) AwaitRevision(ctx context.Context, callID string, rev uint32) (Outcome, error) {
+	return c.follow(ctx, callID, newFollower(callID, rev))
+}
+
+// AwaitDecision returns airlock's answer about revision rev of a gate-only
+// call (Call.AgentRuns; 0: the newest revision): allowed or approved (the
+// agent may run the tool itself, then Report how it went), or the end that
+// came first instead (denied, rejected, changes_requested, expired,
+// canceled, invalid). Like Await it reads what is stored, then follows the
+// call live. It returns when ctx ends without an answer.
+func (c *Client) AwaitDecision(ctx context.Context, callID string, rev uint32) (Outcome, error) {
+	f := newFollower(callID, rev)
+	f.decision = true
+	return c.follow(ctx, callID, f)
+}
+
+func (c *Client) follow(ctx context.Context, callID string, f *follower) (Outcome, error) {
 	if err := ids.Validate("call id", callID); err != nil {
 		return Outcome{}, fmt.Errorf("await: %w", err)
 	}
-	f := newFollower(callID, rev)
 	// Live first, then the stored events: an event stored in between is
 	// seen by one or the other (or both, which is harmless).
 	live := make(chan *nats.Msg, 64)
@@ -139,7 +171,11 @@ var endTypes = []string{
 // readStored feeds f the last stored event of each type that ends a
 // revision, and the last accepted request (which names the newest revision).
 func (c *Client) readStored(ctx context.Context, callID string, f *follower) error {
-	for _, typ := range append([]string{subject.Requested}, endTypes...) {
+	types := append([]string{subject.Requested}, endTypes...)
+	if f.decision {
+		types = append(types, subject.Allowed, subject.Approved)
+	}
+	for _, typ := range types {
 		subj, err := subject.Event(c.agent, callID, typ)
 		if err != nil {
 			return err
@@ -193,6 +229,9 @@ func isPermanent(err error) bool {
 // newest revision seen, or the one awaited, is the one that counts.
 type follower struct {
 	callID string
+	// decision: the first allowed or approved of a revision ends it too
+	// (AwaitDecision, gate-only calls).
+	decision bool
 	// want is the revision awaited (0: the newest).
 	want   uint32
 	latest uint32
@@ -240,13 +279,32 @@ func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 		out.Status, out.Reason = StatusCanceled, b.Canceled.GetReason()
 	case *airlockv1.Event_Completed:
 		out.Status, out.Truncated = StatusCompleted, b.Completed.GetTruncated()
+		out.AgentRan, out.ArgumentsDiffer = b.Completed.GetAgentRan(), b.Completed.GetArgumentsDiffer()
 		if r := b.Completed.GetResultJson(); r != "" {
 			out.Result = json.RawMessage(r)
 		}
 	case *airlockv1.Event_Failed:
 		out.Status, out.Reason, out.FailureOutcome = StatusFailed, b.Failed.GetReason(), b.Failed.GetOutcome()
+		out.AgentRan, out.ArgumentsDiffer = b.Failed.GetAgentRan(), b.Failed.GetArgumentsDiffer()
 		if msg := b.Failed.GetMessage(); msg != "" {
 			out.Reason += ": " + msg
+		}
+	case *airlockv1.Event_Allowed:
+		if !f.decision {
+			return
+		}
+		out.Status, out.Decision = StatusAllowed, b.Allowed.GetDecision()
+		out.Reason = b.Allowed.GetDecision().GetReason()
+	case *airlockv1.Event_Approved:
+		if !f.decision {
+			return
+		}
+		out.Status, out.Decision = StatusApproved, b.Approved.GetDecision()
+		if votes := b.Approved.GetVotes(); len(votes) > 0 {
+			out.Reason = votes[len(votes)-1].GetComment()
+		}
+		if b.Approved.GetEdited() {
+			out.Arguments = b.Approved.GetCall().GetArguments().AsMap()
 		}
 	case *airlockv1.Event_Invalid:
 		out.Status, out.Reason = StatusInvalid, b.Invalid.GetReason()

@@ -10,12 +10,14 @@ require (
 	github.com/airlock-gate/airlock/services/audit v0.0.0
 	github.com/airlock-gate/airlock/services/console v0.0.0
 	github.com/airlock-gate/airlock/services/executor v0.0.0
+	github.com/airlock-gate/airlock/services/hooks v0.0.0
 	github.com/airlock-gate/airlock/services/policy v0.0.0
 	github.com/airlock-gate/airlock/services/shared v0.0.0
 	github.com/airlock-gate/airlock/services/slack v0.0.0
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.10
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -67,7 +69,6 @@ require (
 	github.com/shopspring/decimal v1.5.0 // indirect
 	github.com/sirupsen/logrus v1.10.2 // indirect
 	github.com/slack-go/slack v0.34.0 // indirect
-	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/valyala/fastjson v1.6.10 // indirect
 	github.com/valyala/fasttemplate v1.2.2 // indirect
@@ -97,6 +98,7 @@ replace (
 	github.com/airlock-gate/airlock/services/audit => ../audit
 	github.com/airlock-gate/airlock/services/console => ../console
 	github.com/airlock-gate/airlock/services/executor => ../executor
+	github.com/airlock-gate/airlock/services/hooks => ../hooks
 	github.com/airlock-gate/airlock/services/policy => ../policy
 	github.com/airlock-gate/airlock/services/shared => ../shared
 	github.com/airlock-gate/airlock/services/slack => ../slack

@@ -365,8 +365,13 @@ type grantBody struct {
 	AgentID       string            `json:"agent_id"`
 	Tool          string            `json:"tool"`
 	ArgumentGlobs map[string]string `json:"argument_globs"`
-	Uses          int               `json:"uses"`
-	ExpiresIn     string            `json:"expires_in"`
+	// CommandPrefixes remember a shell command by its prefix (JSON pointer →
+	// prefix, e.g. {"/command": "git commit"}); ArgumentsDigest pins the
+	// exact arguments the person reviewed (the call's arguments_digest).
+	CommandPrefixes map[string]string `json:"command_prefixes"`
+	ArgumentsDigest string            `json:"arguments_digest"`
+	Uses            int               `json:"uses"`
+	ExpiresIn       string            `json:"expires_in"`
 }
 
 func (con *Console) apiCreateGrant(c echo.Context) error {
@@ -385,7 +390,8 @@ func (con *Console) apiCreateGrant(c echo.Context) error {
 	if b.Uses < 0 {
 		return apierr.New(apierr.InvalidRequest, "uses must be 0 (unlimited) or more")
 	}
-	req, err := con.grantRequest(b.FromCallID, b.FromRevision, b.AgentID, b.Tool, b.ArgumentGlobs, b.Uses, ttl, principal(c), channel(c))
+	pins := grantPins{Globs: b.ArgumentGlobs, Prefixes: b.CommandPrefixes, Digest: b.ArgumentsDigest}
+	req, err := con.grantRequest(c.Request().Context(), b.FromCallID, b.FromRevision, b.AgentID, b.Tool, pins, b.Uses, ttl, principal(c), channel(c))
 	if err != nil {
 		return err
 	}

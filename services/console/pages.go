@@ -406,6 +406,7 @@ func (con *Console) callPage(c echo.Context) error {
 		return err
 	}
 	v := newCallView(rec)
+	v.YouMayDecide = mayDecide(principal(c), rec)
 	if v.Pending && v.Thread != "" {
 		if v.ThreadCalls, err = con.threadCalls(ctx, v.Agent, v.Thread); err != nil {
 			return err
@@ -433,6 +434,9 @@ func revisionParam(s string) (uint32, error) {
 
 // decide sends one decision as p and returns the service's sentence.
 func (con *Console) decide(ctx context.Context, p Principal, ch, agent, id string, rev uint32, sawDigest string, kind airlockv1.DecisionKind, reason string, edited *structpb.Struct) (*airlockv1.DecideResponse, error) {
+	if err := con.decidable(ctx, p, agent, id, rev); err != nil {
+		return nil, err
+	}
 	if _, err := con.record(ctx, agent, id, rev); err != nil {
 		return nil, err
 	}
@@ -454,6 +458,26 @@ func (con *Console) decide(ctx context.Context, p Principal, ch, agent, id strin
 		return nil, err
 	}
 	return resp, nil
+}
+
+// decidable refuses a decision (or a grant) about a call from someone who
+// may not send one: someone who is not a reviewer, about a call that is not
+// theirs to confirm (and learns nothing about it).
+func (con *Console) decidable(ctx context.Context, p Principal, agent, id string, rev uint32) error {
+	if p.CanDecide() {
+		return nil // the approval service checks a reviewer against the approvers
+	}
+	rec, err := con.record(ctx, agent, id, rev)
+	if err != nil || !mayDecide(p, rec) {
+		return notYours(p)
+	}
+	return nil
+}
+
+// notYours refuses a decision from someone who is neither a reviewer nor
+// the requester of a self-confirmed call.
+func notYours(p Principal) error {
+	return apierr.New(apierr.NotAuthorized, "%s cannot decide this call: deciding takes the reviewer role, or being the person a call acts for when its rule asks them to confirm it themselves", p.Name)
 }
 
 func decideMessage(resp *airlockv1.DecideResponse, fallback string) string {
@@ -618,9 +642,12 @@ func (con *Console) historyPage(c echo.Context) error {
 // grantForm is the "always allow" form, pre-filled from a call.
 type grantForm struct {
 	FromCall, Agent, Tool, Globs string
-	FromRevision                 uint32
-	Uses                         int
-	ExpiresHours                 int
+	// Prefixes are "pointer = command prefix" lines; Digest pins the exact
+	// arguments when the form's "exact" box is ticked.
+	Prefixes, Digest string
+	FromRevision     uint32
+	Uses             int
+	ExpiresHours     int
 }
 
 func (con *Console) grantsPage(c echo.Context) error {
@@ -641,14 +668,18 @@ func (con *Console) newGrantPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := con.decidable(c.Request().Context(), principal(c), c.QueryParam("agent"), c.QueryParam("from"), rev); err != nil {
+		return err
+	}
 	rec, err := con.record(c.Request().Context(), c.QueryParam("agent"), c.QueryParam("from"), rev)
 	if err != nil {
 		return err
 	}
 	v := newCallView(rec)
 	// Pre-fill: this agent, this tool, each string argument pinned to its
-	// value (the reviewer widens with globs), 10 uses, one day.
-	var globs []string
+	// value (the reviewer widens with globs), 10 uses, one day; a shell
+	// command is remembered by its first two words instead.
+	var globs, prefixes []string
 	args := rec.GetCall().GetArguments().AsMap()
 	keys := make([]string, 0, len(args))
 	for k := range args {
@@ -656,11 +687,17 @@ func (con *Console) newGrantPage(c echo.Context) error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if s, ok := args[k].(string); ok && !strings.Contains(s, "\n") && len(s) <= 200 {
+		s, ok := args[k].(string)
+		if p := calls.CommandPrefix(s, 2); ok && k == "command" && p != "" {
+			prefixes = append(prefixes, "/"+k+" = "+p)
+			continue
+		}
+		if ok && !strings.Contains(s, "\n") && len(s) <= 200 {
 			globs = append(globs, "/"+k+" = "+s)
 		}
 	}
-	form := grantForm{FromCall: v.ID, FromRevision: v.Revision, Agent: v.Agent, Tool: v.FullTool, Globs: strings.Join(globs, "\n"), Uses: 10, ExpiresHours: 24}
+	form := grantForm{FromCall: v.ID, FromRevision: v.Revision, Agent: v.Agent, Tool: v.FullTool, Globs: strings.Join(globs, "\n"),
+		Prefixes: strings.Join(prefixes, "\n"), Digest: v.ArgsDigest, Uses: 10, ExpiresHours: 24}
 	return con.render(c, http.StatusOK, "grant_new", pageData{Title: "Always allow", Nav: "grants", Call: &v, Grant: form})
 }
 
@@ -687,6 +724,14 @@ func (con *Console) grantFromForm(c echo.Context) (*airlockv1.CreateGrantRequest
 	if err != nil {
 		return nil, err
 	}
+	prefixes, err := parseGlobs(c.FormValue("prefixes"))
+	if err != nil {
+		return nil, err
+	}
+	pins := grantPins{Globs: globs, Prefixes: prefixes}
+	if c.FormValue("exact") != "" {
+		pins.Digest = c.FormValue("digest")
+	}
 	uses, err := strconv.Atoi(strings.TrimSpace(firstNonEmpty(c.FormValue("uses"), "0")))
 	if err != nil || uses < 0 {
 		return nil, apierr.New(apierr.InvalidRequest, "uses must be a whole number, 0 for unlimited")
@@ -699,14 +744,24 @@ func (con *Console) grantFromForm(c echo.Context) (*airlockv1.CreateGrantRequest
 	if err != nil {
 		return nil, err
 	}
-	return con.grantRequest(c.FormValue("from"), rev, c.FormValue("agent"), c.FormValue("tool"), globs, uses, time.Duration(hours)*time.Hour, principal(c), channel(c))
+	return con.grantRequest(c.Request().Context(), c.FormValue("from"), rev, c.FormValue("agent"), c.FormValue("tool"), pins, uses, time.Duration(hours)*time.Hour, principal(c), channel(c))
 }
 
-func (con *Console) grantRequest(from string, fromRev uint32, agent, tool string, globs map[string]string, uses int, ttl time.Duration, p Principal, ch string) (*airlockv1.CreateGrantRequest, error) {
+// grantPins narrow a grant: argument globs, shell-command prefixes, and the
+// exact arguments' digest.
+type grantPins struct {
+	Globs, Prefixes map[string]string
+	Digest          string
+}
+
+func (con *Console) grantRequest(ctx context.Context, from string, fromRev uint32, agent, tool string, pins grantPins, uses int, ttl time.Duration, p Principal, ch string) (*airlockv1.CreateGrantRequest, error) {
 	if from == "" {
 		return nil, apierr.New(apierr.InvalidRequest, "a grant is created from a call: give its id")
 	}
-	g := &airlockv1.StandingGrant{AgentId: strings.TrimSpace(agent), ArgumentGlobs: globs, FromCallId: from}
+	if err := con.decidable(ctx, p, strings.TrimSpace(agent), from, fromRev); err != nil {
+		return nil, err
+	}
+	g := &airlockv1.StandingGrant{AgentId: strings.TrimSpace(agent), ArgumentGlobs: pins.Globs, CommandPrefixes: pins.Prefixes, ArgumentsDigest: pins.Digest, FromCallId: from}
 	if srv, t, ok := strings.Cut(strings.TrimSpace(tool), "__"); ok {
 		g.Server, g.Tool = srv, t
 	} else {

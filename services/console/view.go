@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -50,6 +51,15 @@ type callView struct {
 	DecidedBy, DecisionReason       string
 	Diffs                           []textDiff
 	GrantID                         string
+	// AgentRuns: a gate-only call (a coding agent's hook): the agent runs
+	// the tool itself, airlock only decides.
+	AgentRuns bool
+	// Queued: it waits behind an earlier call of its thread.
+	Queued bool
+	// SelfConfirm: its rule asks the person it acts for to confirm it.
+	SelfConfirm bool
+	// YouMayDecide: the signed-in person may send decisions about it.
+	YouMayDecide bool
 }
 
 type voteView struct {
@@ -121,6 +131,8 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 		State: stateName(rec.GetState()), Pending: rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
 		Args: prettyJSON(c.GetArguments()), ArgsCompact: compactJSON(c.GetArguments()), ArgsDigest: rec.GetArgumentsDigest(),
 		Quorum: max(int(d.GetQuorum()), 1), DecidedBy: rec.GetDecidedBy().GetId(), DecisionReason: rec.GetReason(),
+		AgentRuns: c.GetAgentRuns(), Queued: rec.GetQueued() && rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
+		SelfConfirm: slices.Contains(d.GetApprovers(), calls.Requester),
 	}
 	if rec.GetCreatedAt() != nil {
 		v.Created = rec.GetCreatedAt().AsTime()
@@ -211,8 +223,14 @@ func newTimelineEntry(ev *airlockv1.Event) timelineEntry {
 		if len(t.Detail) > 400 {
 			t.Detail = t.Detail[:397] + "..."
 		}
+		if ran := calls.AgentRan(b.Completed.GetAgentRan(), b.Completed.GetArgumentsDiffer()); ran != "" {
+			t.Detail = ran + ": " + t.Detail
+		}
 	case *airlockv1.Event_Failed:
 		t.Detail = strings.TrimSpace(b.Failed.GetReason() + " (" + b.Failed.GetOutcome() + ") " + b.Failed.GetMessage())
+		if ran := calls.AgentRan(b.Failed.GetAgentRan(), b.Failed.GetArgumentsDiffer()); ran != "" {
+			t.Detail = ran + ": " + t.Detail
+		}
 	case *airlockv1.Event_UnauthorizedAttempt:
 		t.Detail = b.UnauthorizedAttempt.GetAction() + " refused: " + b.UnauthorizedAttempt.GetWhy()
 	case *airlockv1.Event_Invalid:

@@ -16,6 +16,8 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/canon"
 )
 
 // MaxUsedBy bounds StandingGrant.used_by: the most recent uses are kept,
@@ -28,7 +30,8 @@ func UseKey(call *airlockv1.ToolCall) string { return callref.Of(call).Key() }
 
 // GrantApplies reports whether grant g may turn an ask about call into an
 // allow at time now: not revoked, not expired, the same agent, server and
-// tool, every argument glob matching, and a use left — or this very call
+// tool, every argument glob and command prefix matching, the exact
+// arguments when it is pinned to them, and a use left — or this very call
 // revision already spent one (a redelivery).
 func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlockv1.Decision, now time.Time) bool {
 	if g == nil || g.Revoked {
@@ -39,7 +42,9 @@ func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlo
 	if g.RuleId != d.GetRuleId() || d.GetQuorum() > 1 {
 		return false
 	}
-	if by := g.GetCreatedBy().GetId(); by != "" && by == call.GetOnBehalfOf() {
+	// The grantor's own calls: only under a rule that asks the requester to
+	// confirm their own calls, whose remembered decision it then is.
+	if by := g.GetCreatedBy().GetId(); by != "" && by == call.GetOnBehalfOf() && !calls.RequesterMayDecide(call, d, by) {
 		return false
 	}
 	if g.ExpiresAt != nil && !now.Before(g.ExpiresAt.AsTime()) {
@@ -53,6 +58,17 @@ func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlo
 			return false
 		}
 	}
+	for ptr, prefix := range g.CommandPrefixes {
+		v, ok := calls.StringArg(call.GetArguments(), ptr)
+		if !ok || !calls.CommandHasPrefix(v, prefix) {
+			return false
+		}
+	}
+	if g.ArgumentsDigest != "" {
+		if d, err := canon.Digest(call.GetArguments()); err != nil || d != g.ArgumentsDigest {
+			return false
+		}
+	}
 	if slices.Contains(g.UsedBy, UseKey(call)) {
 		return true
 	}
@@ -63,29 +79,13 @@ func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlo
 // pointer is a string with no "." or ".." segments, matching the glob with
 // "/" as separator.
 func argMatches(args *structpb.Struct, ptr, pattern string) bool {
-	v := lookup(args, ptr)
+	v := calls.Arg(args, ptr)
 	s, ok := v.GetKind().(*structpb.Value_StringValue)
 	if !ok || !cleanPath(s.StringValue) {
 		return false
 	}
 	g, err := compileGlob(pattern, []rune{'/'})
 	return err == nil && g.Match(s.StringValue)
-}
-
-func lookup(args *structpb.Struct, ptr string) *structpb.Value {
-	cur := structpb.NewStructValue(args)
-	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		st := cur.GetStructValue()
-		if st == nil {
-			return nil
-		}
-		cur = st.GetFields()[tok]
-		if cur == nil {
-			return nil
-		}
-	}
-	return cur
 }
 
 func cleanPath(v string) bool {

@@ -114,6 +114,7 @@ type Event struct {
 	//	*Event_UnauthorizedAttempt
 	//	*Event_PolicyChanged
 	//	*Event_Invalid
+	//	*Event_Reported
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -356,6 +357,15 @@ func (x *Event) GetInvalid() *Invalid {
 	return nil
 }
 
+func (x *Event) GetReported() *Reported {
+	if x != nil {
+		if x, ok := x.Body.(*Event_Reported); ok {
+			return x.Reported
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -424,6 +434,14 @@ type Event_Invalid struct {
 	Invalid *Invalid `protobuf:"bytes,25,opt,name=invalid,proto3,oneof"`
 }
 
+type Event_Reported struct {
+	// Intake only: an agent's report of how a gate-only call it ran ended.
+	// The policy service checks it and records it on the call's execution
+	// ledger as `completed` or `failed` (with agent_ran set); it is never
+	// stored in the events stream itself.
+	Reported *Reported `protobuf:"bytes,40,opt,name=reported,proto3,oneof"`
+}
+
 func (*Event_Requested) isEvent_Body() {}
 
 func (*Event_Allowed) isEvent_Body() {}
@@ -455,6 +473,8 @@ func (*Event_UnauthorizedAttempt) isEvent_Body() {}
 func (*Event_PolicyChanged) isEvent_Body() {}
 
 func (*Event_Invalid) isEvent_Body() {}
+
+func (*Event_Reported) isEvent_Body() {}
 
 type Actor struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1240,9 +1260,15 @@ type Completed struct {
 	Latency    *durationpb.Duration `protobuf:"bytes,3,opt,name=latency,proto3" json:"latency,omitempty"`
 	Attempt    uint32               `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// The claim token of the handling that ran it (Started.claim).
-	Claim         string `protobuf:"bytes,5,opt,name=claim,proto3" json:"claim,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Claim string `protobuf:"bytes,5,opt,name=claim,proto3" json:"claim,omitempty"`
+	// The agent ran the tool itself (a gate-only call) and reported this
+	// result; airlock's executor never ran it.
+	AgentRan bool `protobuf:"varint,40,opt,name=agent_ran,json=agentRan,proto3" json:"agent_ran,omitempty"`
+	// The agent reported running arguments other than the ones airlock
+	// decided on (their digests differ).
+	ArgumentsDiffer bool `protobuf:"varint,41,opt,name=arguments_differ,json=argumentsDiffer,proto3" json:"arguments_differ,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Completed) Reset() {
@@ -1310,6 +1336,20 @@ func (x *Completed) GetClaim() string {
 	return ""
 }
 
+func (x *Completed) GetAgentRan() bool {
+	if x != nil {
+		return x.AgentRan
+	}
+	return false
+}
+
+func (x *Completed) GetArgumentsDiffer() bool {
+	if x != nil {
+		return x.ArgumentsDiffer
+	}
+	return false
+}
+
 type Failed struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Stable code: tool_error, timeout, unknown_tool, arguments_mismatch, indeterminate, ...
@@ -1321,9 +1361,15 @@ type Failed struct {
 	Attempt uint32               `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// The claim token of the handling that ended the call (Started.claim of a
 	// run, or a token of its own for a refusal or a take-over).
-	Claim         string `protobuf:"bytes,6,opt,name=claim,proto3" json:"claim,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Claim string `protobuf:"bytes,6,opt,name=claim,proto3" json:"claim,omitempty"`
+	// The agent ran the tool itself (a gate-only call) and reported this
+	// failure; airlock's executor never ran it.
+	AgentRan bool `protobuf:"varint,40,opt,name=agent_ran,json=agentRan,proto3" json:"agent_ran,omitempty"`
+	// The agent reported running arguments other than the ones airlock
+	// decided on (their digests differ).
+	ArgumentsDiffer bool `protobuf:"varint,41,opt,name=arguments_differ,json=argumentsDiffer,proto3" json:"arguments_differ,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Failed) Reset() {
@@ -1396,6 +1442,20 @@ func (x *Failed) GetClaim() string {
 		return x.Claim
 	}
 	return ""
+}
+
+func (x *Failed) GetAgentRan() bool {
+	if x != nil {
+		return x.AgentRan
+	}
+	return false
+}
+
+func (x *Failed) GetArgumentsDiffer() bool {
+	if x != nil {
+		return x.ArgumentsDiffer
+	}
+	return false
 }
 
 // UnauthorizedAttempt: someone tried to decide and was refused; nothing changed.
@@ -1530,6 +1590,104 @@ func (x *PolicyChanged) GetError() string {
 	return ""
 }
 
+// Reported: an agent's report of a gate-only call (ToolCall.agent_runs) it
+// ran itself after airlock allowed or approved it, published on
+// airlock.req.<agent>.<call> with the event's call_id naming the call (the
+// intake stores it under airlock.req.<agent>: a report without a call_id is
+// refused as invalid) and its revision the call revision. The policy
+// service accepts one report per call revision, only for the agent's own
+// gate-only call that was allowed or approved.
+type Reported struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool failed (the agent's words); result_json then holds its error.
+	Failed bool `protobuf:"varint,1,opt,name=failed,proto3" json:"failed,omitempty"`
+	// The tool's result (or error) as JSON text, as the agent saw it.
+	ResultJson string `protobuf:"bytes,2,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	// The result was cut to fit; the agent kept the rest.
+	Truncated bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// How long the tool ran, as the agent measured it.
+	Latency *durationpb.Duration `protobuf:"bytes,4,opt,name=latency,proto3" json:"latency,omitempty"`
+	// The arguments the agent ran the tool with, when it says; compared with
+	// the decided ones and recorded as arguments_differ.
+	Arguments *structpb.Struct `protobuf:"bytes,5,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// A short failure code or message for a failed tool ("exit status 1").
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reported) Reset() {
+	*x = Reported{}
+	mi := &file_airlock_v1_event_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reported) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reported) ProtoMessage() {}
+
+func (x *Reported) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reported.ProtoReflect.Descriptor instead.
+func (*Reported) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Reported) GetFailed() bool {
+	if x != nil {
+		return x.Failed
+	}
+	return false
+}
+
+func (x *Reported) GetResultJson() string {
+	if x != nil {
+		return x.ResultJson
+	}
+	return ""
+}
+
+func (x *Reported) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *Reported) GetLatency() *durationpb.Duration {
+	if x != nil {
+		return x.Latency
+	}
+	return nil
+}
+
+func (x *Reported) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *Reported) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // Invalid: a request that could not be accepted; it is never run.
 type Invalid struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -1542,7 +1700,7 @@ type Invalid struct {
 
 func (x *Invalid) Reset() {
 	*x = Invalid{}
-	mi := &file_airlock_v1_event_proto_msgTypes[18]
+	mi := &file_airlock_v1_event_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1712,7 @@ func (x *Invalid) String() string {
 func (*Invalid) ProtoMessage() {}
 
 func (x *Invalid) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[18]
+	mi := &file_airlock_v1_event_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1725,7 @@ func (x *Invalid) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invalid.ProtoReflect.Descriptor instead.
 func (*Invalid) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{18}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Invalid) GetReason() string {
@@ -1589,7 +1747,7 @@ var File_airlock_v1_event_proto protoreflect.FileDescriptor
 const file_airlock_v1_event_proto_rawDesc = "" +
 	"\n" +
 	"\x16airlock/v1/event.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\t\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\t\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x17\n" +
@@ -1615,7 +1773,8 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\x06failed\x18\x16 \x01(\v2\x12.airlock.v1.FailedH\x00R\x06failed\x12T\n" +
 	"\x14unauthorized_attempt\x18\x17 \x01(\v2\x1f.airlock.v1.UnauthorizedAttemptH\x00R\x13unauthorizedAttempt\x12B\n" +
 	"\x0epolicy_changed\x18\x18 \x01(\v2\x19.airlock.v1.PolicyChangedH\x00R\rpolicyChanged\x12/\n" +
-	"\ainvalid\x18\x19 \x01(\v2\x13.airlock.v1.InvalidH\x00R\ainvalidB\x06\n" +
+	"\ainvalid\x18\x19 \x01(\v2\x13.airlock.v1.InvalidH\x00R\ainvalid\x122\n" +
+	"\breported\x18( \x01(\v2\x14.airlock.v1.ReportedH\x00R\breportedB\x06\n" +
 	"\x04body\"\\\n" +
 	"\x05Actor\x12)\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x15.airlock.v1.ActorTypeR\x04type\x12\x0e\n" +
@@ -1668,21 +1827,25 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"executorId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12'\n" +
 	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12\x14\n" +
-	"\x05claim\x18\x04 \x01(\tR\x05claim\"\xaf\x01\n" +
+	"\x05claim\x18\x04 \x01(\tR\x05claim\"\xf7\x01\n" +
 	"\tCompleted\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
 	"resultJson\x12\x1c\n" +
 	"\ttruncated\x18\x02 \x01(\bR\ttruncated\x123\n" +
 	"\alatency\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x18\n" +
 	"\aattempt\x18\x04 \x01(\rR\aattempt\x12\x14\n" +
-	"\x05claim\x18\x05 \x01(\tR\x05claim\"\xb9\x01\n" +
+	"\x05claim\x18\x05 \x01(\tR\x05claim\x12\x1b\n" +
+	"\tagent_ran\x18( \x01(\bR\bagentRan\x12)\n" +
+	"\x10arguments_differ\x18) \x01(\bR\x0fargumentsDiffer\"\x81\x02\n" +
 	"\x06Failed\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
 	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x123\n" +
 	"\alatency\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x18\n" +
 	"\aattempt\x18\x05 \x01(\rR\aattempt\x12\x14\n" +
-	"\x05claim\x18\x06 \x01(\tR\x05claim\"?\n" +
+	"\x05claim\x18\x06 \x01(\tR\x05claim\x12\x1b\n" +
+	"\tagent_ran\x18( \x01(\bR\bagentRan\x12)\n" +
+	"\x10arguments_differ\x18) \x01(\bR\x0fargumentsDiffer\"?\n" +
 	"\x13UnauthorizedAttempt\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12\x10\n" +
 	"\x03why\x18\x02 \x01(\tR\x03why\"\xad\x01\n" +
@@ -1691,7 +1854,15 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\x0fpolicy_revision\x18\x02 \x01(\tR\x0epolicyRevision\x12+\n" +
 	"\x11previous_revision\x18\x03 \x01(\tR\x10previousRevision\x12\x18\n" +
 	"\arefused\x18\x04 \x01(\bR\arefused\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"B\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xe3\x01\n" +
+	"\bReported\x12\x16\n" +
+	"\x06failed\x18\x01 \x01(\bR\x06failed\x12\x1f\n" +
+	"\vresult_json\x18\x02 \x01(\tR\n" +
+	"resultJson\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x123\n" +
+	"\alatency\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\alatency\x125\n" +
+	"\targuments\x18\x05 \x01(\v2\x17.google.protobuf.StructR\targuments\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"B\n" +
 	"\aInvalid\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x1f\n" +
 	"\vraw_excerpt\x18\x02 \x01(\tR\n" +
@@ -1715,7 +1886,7 @@ func file_airlock_v1_event_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_v1_event_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_airlock_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_airlock_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_airlock_v1_event_proto_goTypes = []any{
 	(ActorType)(0),                // 0: airlock.v1.ActorType
 	(*Event)(nil),                 // 1: airlock.v1.Event
@@ -1736,15 +1907,16 @@ var file_airlock_v1_event_proto_goTypes = []any{
 	(*Failed)(nil),                // 16: airlock.v1.Failed
 	(*UnauthorizedAttempt)(nil),   // 17: airlock.v1.UnauthorizedAttempt
 	(*PolicyChanged)(nil),         // 18: airlock.v1.PolicyChanged
-	(*Invalid)(nil),               // 19: airlock.v1.Invalid
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*ToolCall)(nil),              // 21: airlock.v1.ToolCall
-	(*Decision)(nil),              // 22: airlock.v1.Decision
-	(*structpb.Struct)(nil),       // 23: google.protobuf.Struct
-	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(*Reported)(nil),              // 19: airlock.v1.Reported
+	(*Invalid)(nil),               // 20: airlock.v1.Invalid
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*ToolCall)(nil),              // 22: airlock.v1.ToolCall
+	(*Decision)(nil),              // 23: airlock.v1.Decision
+	(*structpb.Struct)(nil),       // 24: google.protobuf.Struct
+	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
 }
 var file_airlock_v1_event_proto_depIdxs = []int32{
-	20, // 0: airlock.v1.Event.time:type_name -> google.protobuf.Timestamp
+	21, // 0: airlock.v1.Event.time:type_name -> google.protobuf.Timestamp
 	2,  // 1: airlock.v1.Event.actor:type_name -> airlock.v1.Actor
 	3,  // 2: airlock.v1.Event.requested:type_name -> airlock.v1.Requested
 	4,  // 3: airlock.v1.Event.allowed:type_name -> airlock.v1.Allowed
@@ -1761,31 +1933,34 @@ var file_airlock_v1_event_proto_depIdxs = []int32{
 	16, // 14: airlock.v1.Event.failed:type_name -> airlock.v1.Failed
 	17, // 15: airlock.v1.Event.unauthorized_attempt:type_name -> airlock.v1.UnauthorizedAttempt
 	18, // 16: airlock.v1.Event.policy_changed:type_name -> airlock.v1.PolicyChanged
-	19, // 17: airlock.v1.Event.invalid:type_name -> airlock.v1.Invalid
-	0,  // 18: airlock.v1.Actor.type:type_name -> airlock.v1.ActorType
-	21, // 19: airlock.v1.Requested.call:type_name -> airlock.v1.ToolCall
-	20, // 20: airlock.v1.Requested.received_at:type_name -> google.protobuf.Timestamp
-	21, // 21: airlock.v1.Allowed.call:type_name -> airlock.v1.ToolCall
-	22, // 22: airlock.v1.Allowed.decision:type_name -> airlock.v1.Decision
-	21, // 23: airlock.v1.Denied.call:type_name -> airlock.v1.ToolCall
-	22, // 24: airlock.v1.Denied.decision:type_name -> airlock.v1.Decision
-	21, // 25: airlock.v1.ApprovalRequested.call:type_name -> airlock.v1.ToolCall
-	22, // 26: airlock.v1.ApprovalRequested.decision:type_name -> airlock.v1.Decision
-	20, // 27: airlock.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
-	2,  // 28: airlock.v1.Vote.by:type_name -> airlock.v1.Actor
-	20, // 29: airlock.v1.Vote.at:type_name -> google.protobuf.Timestamp
-	21, // 30: airlock.v1.Approved.call:type_name -> airlock.v1.ToolCall
-	22, // 31: airlock.v1.Approved.decision:type_name -> airlock.v1.Decision
-	8,  // 32: airlock.v1.Approved.votes:type_name -> airlock.v1.Vote
-	23, // 33: airlock.v1.Approved.original_arguments:type_name -> google.protobuf.Struct
-	20, // 34: airlock.v1.Expired.deadline:type_name -> google.protobuf.Timestamp
-	24, // 35: airlock.v1.Completed.latency:type_name -> google.protobuf.Duration
-	24, // 36: airlock.v1.Failed.latency:type_name -> google.protobuf.Duration
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	20, // 17: airlock.v1.Event.invalid:type_name -> airlock.v1.Invalid
+	19, // 18: airlock.v1.Event.reported:type_name -> airlock.v1.Reported
+	0,  // 19: airlock.v1.Actor.type:type_name -> airlock.v1.ActorType
+	22, // 20: airlock.v1.Requested.call:type_name -> airlock.v1.ToolCall
+	21, // 21: airlock.v1.Requested.received_at:type_name -> google.protobuf.Timestamp
+	22, // 22: airlock.v1.Allowed.call:type_name -> airlock.v1.ToolCall
+	23, // 23: airlock.v1.Allowed.decision:type_name -> airlock.v1.Decision
+	22, // 24: airlock.v1.Denied.call:type_name -> airlock.v1.ToolCall
+	23, // 25: airlock.v1.Denied.decision:type_name -> airlock.v1.Decision
+	22, // 26: airlock.v1.ApprovalRequested.call:type_name -> airlock.v1.ToolCall
+	23, // 27: airlock.v1.ApprovalRequested.decision:type_name -> airlock.v1.Decision
+	21, // 28: airlock.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	2,  // 29: airlock.v1.Vote.by:type_name -> airlock.v1.Actor
+	21, // 30: airlock.v1.Vote.at:type_name -> google.protobuf.Timestamp
+	22, // 31: airlock.v1.Approved.call:type_name -> airlock.v1.ToolCall
+	23, // 32: airlock.v1.Approved.decision:type_name -> airlock.v1.Decision
+	8,  // 33: airlock.v1.Approved.votes:type_name -> airlock.v1.Vote
+	24, // 34: airlock.v1.Approved.original_arguments:type_name -> google.protobuf.Struct
+	21, // 35: airlock.v1.Expired.deadline:type_name -> google.protobuf.Timestamp
+	25, // 36: airlock.v1.Completed.latency:type_name -> google.protobuf.Duration
+	25, // 37: airlock.v1.Failed.latency:type_name -> google.protobuf.Duration
+	25, // 38: airlock.v1.Reported.latency:type_name -> google.protobuf.Duration
+	24, // 39: airlock.v1.Reported.arguments:type_name -> google.protobuf.Struct
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_event_proto_init() }
@@ -1811,6 +1986,7 @@ func file_airlock_v1_event_proto_init() {
 		(*Event_UnauthorizedAttempt)(nil),
 		(*Event_PolicyChanged)(nil),
 		(*Event_Invalid)(nil),
+		(*Event_Reported)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1818,7 +1994,7 @@ func file_airlock_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_event_proto_rawDesc), len(file_airlock_v1_event_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -222,8 +222,15 @@ type ApprovalRecord struct {
 	Escalated       bool                   `protobuf:"varint,13,opt,name=escalated,proto3" json:"escalated,omitempty"`
 	CreatedAt       *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	UpdatedAt       *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Stream sequence of the approval_requested event: a thread's queue
+	// (Decision.queue_per_thread) is served in this order, which airlock
+	// chose, never the agent.
+	RequestedSeq uint64 `protobuf:"varint,40,opt,name=requested_seq,json=requestedSeq,proto3" json:"requested_seq,omitempty"`
+	// Waits in its thread's queue behind an earlier call: not announced and
+	// not decidable until released (it still expires at its deadline).
+	Queued        bool `protobuf:"varint,41,opt,name=queued,proto3" json:"queued,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApprovalRecord) Reset() {
@@ -359,6 +366,20 @@ func (x *ApprovalRecord) GetUpdatedAt() *timestamppb.Timestamp {
 		return x.UpdatedAt
 	}
 	return nil
+}
+
+func (x *ApprovalRecord) GetRequestedSeq() uint64 {
+	if x != nil {
+		return x.RequestedSeq
+	}
+	return 0
+}
+
+func (x *ApprovalRecord) GetQueued() bool {
+	if x != nil {
+		return x.Queued
+	}
+	return false
 }
 
 // ExecutionRecord is the liveness record of a long-running execution (key:
@@ -539,9 +560,17 @@ type StandingGrant struct {
 	// The policy rule whose "ask" this grant answers. The grant applies only
 	// when that same rule asks again, with a quorum of one: it never widens
 	// what a stricter rule (more approvers, another group) requires.
-	RuleId        string `protobuf:"bytes,15,opt,name=rule_id,json=ruleId,proto3" json:"rule_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RuleId string `protobuf:"bytes,15,opt,name=rule_id,json=ruleId,proto3" json:"rule_id,omitempty"`
+	// Shell-command prefixes: JSON pointer → prefix. The argument must be a
+	// single plain command (no ; & | newline, substitution or redirection)
+	// that starts with the prefix at a word boundary ("git commit" matches
+	// "git commit -m x", not "git commit-tree" nor "git commit; rm -rf ~").
+	CommandPrefixes map[string]string `protobuf:"bytes,40,rep,name=command_prefixes,json=commandPrefixes,proto3" json:"command_prefixes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Pinned to exact arguments: canon.Digest of the arguments the grant was
+	// made from; empty for none.
+	ArgumentsDigest string `protobuf:"bytes,41,opt,name=arguments_digest,json=argumentsDigest,proto3" json:"arguments_digest,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *StandingGrant) Reset() {
@@ -679,6 +708,20 @@ func (x *StandingGrant) GetRuleId() string {
 	return ""
 }
 
+func (x *StandingGrant) GetCommandPrefixes() map[string]string {
+	if x != nil {
+		return x.CommandPrefixes
+	}
+	return nil
+}
+
+func (x *StandingGrant) GetArgumentsDigest() string {
+	if x != nil {
+		return x.ArgumentsDigest
+	}
+	return ""
+}
+
 var File_airlock_v1_record_proto protoreflect.FileDescriptor
 
 const file_airlock_v1_record_proto_rawDesc = "" +
@@ -687,7 +730,7 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"=\n" +
 	"\x0fNotificationRef\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12\x10\n" +
-	"\x03ref\x18\x02 \x01(\tR\x03ref\"\xd2\x05\n" +
+	"\x03ref\x18\x02 \x01(\tR\x03ref\"\x8f\x06\n" +
 	"\x0eApprovalRecord\x12(\n" +
 	"\x04call\x18\x01 \x01(\v2\x14.airlock.v1.ToolCallR\x04call\x120\n" +
 	"\bdecision\x18\x02 \x01(\v2\x14.airlock.v1.DecisionR\bdecision\x12/\n" +
@@ -707,7 +750,9 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xc4\x04\n" +
+	"updated_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12#\n" +
+	"\rrequested_seq\x18( \x01(\x04R\frequestedSeq\x12\x16\n" +
+	"\x06queued\x18) \x01(\bR\x06queued\"\xc4\x04\n" +
 	"\x0fExecutionRecord\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\rR\brevision\x120\n" +
@@ -727,7 +772,7 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\aoutcome\x18\v \x01(\tR\aoutcome\x12\x19\n" +
 	"\bagent_id\x18\f \x01(\tR\aagentId\x12\x14\n" +
 	"\x05claim\x18\r \x01(\tR\x05claim\x12=\n" +
-	"\fheartbeat_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\"\x85\x05\n" +
+	"\fheartbeat_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\"\xcf\x06\n" +
 	"\rStandingGrant\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
@@ -749,8 +794,13 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\aused_by\x18\r \x03(\tR\x06usedBy\x120\n" +
 	"\n" +
 	"revoked_by\x18\x0e \x01(\v2\x11.airlock.v1.ActorR\trevokedBy\x12\x17\n" +
-	"\arule_id\x18\x0f \x01(\tR\x06ruleId\x1a@\n" +
+	"\arule_id\x18\x0f \x01(\tR\x06ruleId\x12Y\n" +
+	"\x10command_prefixes\x18( \x03(\v2..airlock.v1.StandingGrant.CommandPrefixesEntryR\x0fcommandPrefixes\x12)\n" +
+	"\x10arguments_digest\x18) \x01(\tR\x0fargumentsDigest\x1a@\n" +
 	"\x12ArgumentGlobsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aB\n" +
+	"\x14CommandPrefixesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xbb\x02\n" +
 	"\rApprovalState\x12\x1e\n" +
@@ -784,7 +834,7 @@ func file_airlock_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_airlock_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_airlock_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_airlock_v1_record_proto_goTypes = []any{
 	(ApprovalState)(0),            // 0: airlock.v1.ApprovalState
 	(ExecutionState)(0),           // 1: airlock.v1.ExecutionState
@@ -793,39 +843,41 @@ var file_airlock_v1_record_proto_goTypes = []any{
 	(*ExecutionRecord)(nil),       // 4: airlock.v1.ExecutionRecord
 	(*StandingGrant)(nil),         // 5: airlock.v1.StandingGrant
 	nil,                           // 6: airlock.v1.StandingGrant.ArgumentGlobsEntry
-	(*ToolCall)(nil),              // 7: airlock.v1.ToolCall
-	(*Decision)(nil),              // 8: airlock.v1.Decision
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
-	(*Vote)(nil),                  // 10: airlock.v1.Vote
-	(*Actor)(nil),                 // 11: airlock.v1.Actor
-	(*structpb.Struct)(nil),       // 12: google.protobuf.Struct
+	nil,                           // 7: airlock.v1.StandingGrant.CommandPrefixesEntry
+	(*ToolCall)(nil),              // 8: airlock.v1.ToolCall
+	(*Decision)(nil),              // 9: airlock.v1.Decision
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*Vote)(nil),                  // 11: airlock.v1.Vote
+	(*Actor)(nil),                 // 12: airlock.v1.Actor
+	(*structpb.Struct)(nil),       // 13: google.protobuf.Struct
 }
 var file_airlock_v1_record_proto_depIdxs = []int32{
-	7,  // 0: airlock.v1.ApprovalRecord.call:type_name -> airlock.v1.ToolCall
-	8,  // 1: airlock.v1.ApprovalRecord.decision:type_name -> airlock.v1.Decision
+	8,  // 0: airlock.v1.ApprovalRecord.call:type_name -> airlock.v1.ToolCall
+	9,  // 1: airlock.v1.ApprovalRecord.decision:type_name -> airlock.v1.Decision
 	0,  // 2: airlock.v1.ApprovalRecord.state:type_name -> airlock.v1.ApprovalState
-	9,  // 3: airlock.v1.ApprovalRecord.deadline:type_name -> google.protobuf.Timestamp
-	10, // 4: airlock.v1.ApprovalRecord.votes:type_name -> airlock.v1.Vote
-	11, // 5: airlock.v1.ApprovalRecord.decided_by:type_name -> airlock.v1.Actor
-	12, // 6: airlock.v1.ApprovalRecord.edited_arguments:type_name -> google.protobuf.Struct
+	10, // 3: airlock.v1.ApprovalRecord.deadline:type_name -> google.protobuf.Timestamp
+	11, // 4: airlock.v1.ApprovalRecord.votes:type_name -> airlock.v1.Vote
+	12, // 5: airlock.v1.ApprovalRecord.decided_by:type_name -> airlock.v1.Actor
+	13, // 6: airlock.v1.ApprovalRecord.edited_arguments:type_name -> google.protobuf.Struct
 	2,  // 7: airlock.v1.ApprovalRecord.notifications:type_name -> airlock.v1.NotificationRef
-	9,  // 8: airlock.v1.ApprovalRecord.created_at:type_name -> google.protobuf.Timestamp
-	9,  // 9: airlock.v1.ApprovalRecord.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 8: airlock.v1.ApprovalRecord.created_at:type_name -> google.protobuf.Timestamp
+	10, // 9: airlock.v1.ApprovalRecord.updated_at:type_name -> google.protobuf.Timestamp
 	1,  // 10: airlock.v1.ExecutionRecord.state:type_name -> airlock.v1.ExecutionState
-	9,  // 11: airlock.v1.ExecutionRecord.claimed_at:type_name -> google.protobuf.Timestamp
-	9,  // 12: airlock.v1.ExecutionRecord.started_at:type_name -> google.protobuf.Timestamp
-	9,  // 13: airlock.v1.ExecutionRecord.finished_at:type_name -> google.protobuf.Timestamp
-	9,  // 14: airlock.v1.ExecutionRecord.heartbeat_at:type_name -> google.protobuf.Timestamp
+	10, // 11: airlock.v1.ExecutionRecord.claimed_at:type_name -> google.protobuf.Timestamp
+	10, // 12: airlock.v1.ExecutionRecord.started_at:type_name -> google.protobuf.Timestamp
+	10, // 13: airlock.v1.ExecutionRecord.finished_at:type_name -> google.protobuf.Timestamp
+	10, // 14: airlock.v1.ExecutionRecord.heartbeat_at:type_name -> google.protobuf.Timestamp
 	6,  // 15: airlock.v1.StandingGrant.argument_globs:type_name -> airlock.v1.StandingGrant.ArgumentGlobsEntry
-	9,  // 16: airlock.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
-	11, // 17: airlock.v1.StandingGrant.created_by:type_name -> airlock.v1.Actor
-	9,  // 18: airlock.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
-	11, // 19: airlock.v1.StandingGrant.revoked_by:type_name -> airlock.v1.Actor
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	10, // 16: airlock.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
+	12, // 17: airlock.v1.StandingGrant.created_by:type_name -> airlock.v1.Actor
+	10, // 18: airlock.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
+	12, // 19: airlock.v1.StandingGrant.revoked_by:type_name -> airlock.v1.Actor
+	7,  // 20: airlock.v1.StandingGrant.command_prefixes:type_name -> airlock.v1.StandingGrant.CommandPrefixesEntry
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_record_proto_init() }
@@ -841,7 +893,7 @@ func file_airlock_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_record_proto_rawDesc), len(file_airlock_v1_record_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -163,7 +163,10 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 			PublishAllow: join(
 				durable(n.intake, n.policyDurable),
 				[]string{"$JS.API.STREAM.INFO." + n.events},
-				events(subject.Requested, subject.Allowed, subject.Denied, subject.ApprovalRequested, subject.Invalid),
+				events(subject.Requested, subject.Allowed, subject.Denied, subject.ApprovalRequested, subject.Invalid,
+					// an agent's report of a gate-only call it ran, on the
+					// call's execution ledger, and a refused report
+					subject.Completed, subject.Failed, subject.UnauthorizedAttempt),
 				[]string{subject.EventsPrefix + "." + subject.SystemAgent + ".*." + subject.PolicyChanged,
 					subject.EventsPrefix + "." + subject.SystemAgent + ".*." + subject.UnauthorizedAttempt},
 				directGet(n.events, subject.Requested, subject.Allowed, subject.Denied, subject.ApprovalRequested, subject.ChangesRequested),

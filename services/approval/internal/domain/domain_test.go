@@ -363,3 +363,38 @@ func TestSelfConfirmation(t *testing.T) {
 		})
 	}
 }
+
+func TestTheRequesterRemembersTheirOwnDecision(t *testing.T) {
+	args, _ := structpb.NewStruct(map[string]any{"command": "git commit -m 'fix'"})
+	digest, _ := canon.Digest(args)
+	rec := &airlockv1.ApprovalRecord{
+		Call:            &airlockv1.ToolCall{CallId: "c1", AgentId: "laptop", Server: "claude", Tool: "Bash", Arguments: args, OnBehalfOf: "dana", OnBehalfOfVerified: true},
+		Decision:        &airlockv1.Decision{Approvers: []string{Requester}, RuleId: "coding-shell-ask"},
+		State:           Pending,
+		ArgumentsDigest: digest,
+	}
+	for _, tt := range []struct {
+		name string
+		by   string
+		want *airlockv1.StandingGrant
+		ok   bool
+	}{
+		{"a_prefix_of_the_reviewed_command", "dana", &airlockv1.StandingGrant{CommandPrefixes: map[string]string{"/command": "git commit"}, UsesLeft: 5}, true},
+		{"the_exact_arguments_reviewed", "dana", &airlockv1.StandingGrant{ArgumentsDigest: digest}, true},
+		{"a_prefix_that_does_not_start_the_command", "dana", &airlockv1.StandingGrant{CommandPrefixes: map[string]string{"/command": "rm"}}, false},
+		{"a_prefix_on_a_missing_argument", "dana", &airlockv1.StandingGrant{CommandPrefixes: map[string]string{"/cmd": "git"}}, false},
+		{"arguments_other_than_the_reviewed_ones", "dana", &airlockv1.StandingGrant{ArgumentsDigest: strings.Repeat("0", 64)}, false},
+		{"someone_who_may_not_decide_the_call", "bob", &airlockv1.StandingGrant{CommandPrefixes: map[string]string{"/command": "git commit"}}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g, err := NewGrant(rec, tt.want, human(tt.by), dir, "g1", t0)
+			if (err == nil) != tt.ok {
+				t.Fatalf("NewGrant: %v, want ok=%v", err, tt.ok)
+			}
+			if tt.ok && (g.GetCreatedBy().GetId() != tt.by || g.GetRuleId() != "coding-shell-ask" ||
+				len(g.GetCommandPrefixes()) != len(tt.want.GetCommandPrefixes()) || g.GetArgumentsDigest() != tt.want.GetArgumentsDigest()) {
+				t.Fatalf("grant %v", g)
+			}
+		})
+	}
+}

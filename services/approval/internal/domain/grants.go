@@ -10,12 +10,16 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // NewGrant builds a standing grant ("always allow") from the call of rec:
 // the agent, server and tool come from the call, narrowed by want's
-// argument globs, use limit and expiry. Only a principal who may approve the
-// call may create a grant from it.
+// argument globs, command prefixes (each must start the call's own
+// command), exact arguments (want.arguments_digest, which must be the
+// record's), use limit and expiry. Only a principal who may approve the call
+// may create a grant from it — for a rule that asks the requester, the
+// requester, whose remembered decision it then is.
 func NewGrant(rec *airlockv1.ApprovalRecord, want *airlockv1.StandingGrant, by *airlockv1.Actor, dir Directory, id string, now time.Time) (*airlockv1.StandingGrant, error) {
 	if by.GetId() == "" {
 		return nil, invalid("the grant request names no principal: the front-end must pass who creates it")
@@ -37,6 +41,18 @@ func NewGrant(rec *airlockv1.ApprovalRecord, want *airlockv1.StandingGrant, by *
 			return nil, invalid("argument constraint %s: glob %q is malformed: %v", ptr, glob, err)
 		}
 	}
+	for ptr, prefix := range want.GetCommandPrefixes() {
+		if !strings.HasPrefix(ptr, "/") {
+			return nil, invalid("command prefix %q is not on a JSON pointer: write it like /command", ptr)
+		}
+		v, _ := calls.StringArg(Arguments(rec), ptr)
+		if strings.TrimSpace(prefix) == "" || !calls.CommandHasPrefix(v, prefix) {
+			return nil, invalid("command prefix %q does not start the call's own command %q: remember a prefix of the command you reviewed (a plain command, without ; | & or redirection)", prefix, v)
+		}
+	}
+	if d := want.GetArgumentsDigest(); d != "" && d != rec.GetArgumentsDigest() {
+		return nil, invalid("the grant is pinned to arguments other than the call's (digest %s…): review the call again and pin the arguments you saw", short(d))
+	}
 	if want.GetLimitedUses() && want.GetUsesLeft() == 0 {
 		return nil, invalid("a grant limited in uses needs uses_left of at least 1")
 	}
@@ -45,18 +61,20 @@ func NewGrant(rec *airlockv1.ApprovalRecord, want *airlockv1.StandingGrant, by *
 	}
 	call := rec.GetCall()
 	g := &airlockv1.StandingGrant{
-		Id:            id,
-		AgentId:       call.GetAgentId(),
-		Server:        call.GetServer(),
-		Tool:          call.GetTool(),
-		ArgumentGlobs: want.GetArgumentGlobs(),
-		UsesLeft:      want.GetUsesLeft(),
-		LimitedUses:   want.GetLimitedUses() || want.GetUsesLeft() > 0,
-		ExpiresAt:     want.GetExpiresAt(),
-		CreatedBy:     by,
-		CreatedAt:     timestamppb.New(now),
-		FromCallId:    call.GetCallId(),
-		RuleId:        rec.GetDecision().GetRuleId(),
+		Id:              id,
+		AgentId:         call.GetAgentId(),
+		Server:          call.GetServer(),
+		Tool:            call.GetTool(),
+		ArgumentGlobs:   want.GetArgumentGlobs(),
+		UsesLeft:        want.GetUsesLeft(),
+		LimitedUses:     want.GetLimitedUses() || want.GetUsesLeft() > 0,
+		ExpiresAt:       want.GetExpiresAt(),
+		CreatedBy:       by,
+		CreatedAt:       timestamppb.New(now),
+		FromCallId:      call.GetCallId(),
+		RuleId:          rec.GetDecision().GetRuleId(),
+		CommandPrefixes: want.GetCommandPrefixes(),
+		ArgumentsDigest: want.GetArgumentsDigest(),
 	}
 	return g, nil
 }

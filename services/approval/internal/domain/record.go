@@ -12,6 +12,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 )
@@ -171,7 +172,7 @@ type Decision struct {
 // Requester in a rule's approvers lets the person the call acts for
 // confirm it themselves (seed 002: "only the same user's reply counts") —
 // only when airlock verified who that is (ToolCall.on_behalf_of_verified).
-const Requester = "requester"
+const Requester = calls.Requester
 
 // Authorize checks that principal may decide rec: they must match the
 // record's approvers and must not be the principal the call acts for —
@@ -223,6 +224,9 @@ func Decide(rec *airlockv1.ApprovalRecord, d Decision, dir Directory, now time.T
 	}
 	if !now.Before(Deadline(rec)) {
 		return expire(rec, now), nil
+	}
+	if rec.GetQueued() {
+		return Outcome{Message: waiting(rec)}, nil
 	}
 	next := proto.Clone(rec).(*airlockv1.ApprovalRecord)
 	next.UpdatedAt = timestamppb.New(now)
