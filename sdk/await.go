@@ -30,8 +30,9 @@ const (
 	StatusExpired          Status = "expired"
 	StatusCanceled         Status = "canceled"
 	StatusInvalid          Status = "invalid"
-	// StatusAllowed and StatusApproved answer AwaitDecision for a gate-only
-	// call: the agent may now run the tool itself (and then Report it).
+	// StatusAllowed and StatusApproved end a gate-only call (Call.AgentRuns)
+	// for Await, AwaitRevision and AwaitDecision: the agent may now run the
+	// tool itself (and then Report it).
 	StatusAllowed  Status = "allowed"
 	StatusApproved Status = "approved"
 )
@@ -61,9 +62,6 @@ type Outcome struct {
 	// ArgumentsDiffer: the agent reported running other arguments than the
 	// ones airlock decided on.
 	ArgumentsDiffer bool `json:"arguments_differ,omitempty"`
-	// Arguments are what the agent may run for an approved gate-only call:
-	// a reviewer's edited arguments when they edited them (AwaitDecision only).
-	Arguments map[string]any `json:"arguments,omitempty"`
 }
 
 // Allowed reports whether a gate-only call may run: the policy allowed it
@@ -76,7 +74,10 @@ func (o Outcome) Completed() bool { return o.Status == StatusCompleted }
 // Await returns the outcome of the call's newest revision. It reads the
 // call's last events from the stream, then follows it live, so it works when
 // it starts after the outcome was published, after the agent restarted, and
-// across NATS reconnects. It returns when ctx ends without an outcome.
+// across NATS reconnects. It returns when ctx ends without an outcome. A
+// gate-only call (Call.AgentRuns) ends, as far as airlock is concerned, when
+// it is allowed or approved (Outcome.Allowed): the agent then runs the tool
+// and reports how it went (Report).
 func (c *Client) Await(ctx context.Context, callID string) (Outcome, error) {
 	return c.AwaitRevision(ctx, callID, 0)
 }
@@ -169,12 +170,21 @@ var endTypes = []string{
 }
 
 // readStored feeds f the last stored event of each type that ends a
-// revision, and the last accepted request (which names the newest revision).
+// revision, and the last accepted request (which names the newest revision
+// and says whether the call is gate-only, which allowed and approved then
+// end).
 func (c *Client) readStored(ctx context.Context, callID string, f *follower) error {
-	types := append([]string{subject.Requested}, endTypes...)
-	if f.decision {
-		types = append(types, subject.Allowed, subject.Approved)
+	if err := c.readLast(ctx, callID, f, append([]string{subject.Requested}, endTypes...)...); err != nil {
+		return err
 	}
+	if f.decision || f.gateOnly {
+		return c.readLast(ctx, callID, f, subject.Allowed, subject.Approved)
+	}
+	return nil
+}
+
+// readLast feeds f the call's last stored event of each of types, in order.
+func (c *Client) readLast(ctx context.Context, callID string, f *follower, types ...string) error {
 	for _, typ := range types {
 		subj, err := subject.Event(c.agent, callID, typ)
 		if err != nil {
@@ -230,8 +240,11 @@ func isPermanent(err error) bool {
 type follower struct {
 	callID string
 	// decision: the first allowed or approved of a revision ends it too
-	// (AwaitDecision, gate-only calls).
+	// (AwaitDecision).
 	decision bool
+	// gateOnly: the call is gate-only (its request or decision says
+	// agent_runs), so allowed and approved end it for Await as well.
+	gateOnly bool
 	// want is the revision awaited (0: the newest).
 	want   uint32
 	latest uint32
@@ -289,22 +302,22 @@ func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 		if msg := b.Failed.GetMessage(); msg != "" {
 			out.Reason += ": " + msg
 		}
+	case *airlockv1.Event_Requested:
+		f.gateOnly = f.gateOnly || b.Requested.GetCall().GetAgentRuns()
+		return
 	case *airlockv1.Event_Allowed:
-		if !f.decision {
+		if f.gateOnly = f.gateOnly || b.Allowed.GetCall().GetAgentRuns(); !f.decision && !f.gateOnly {
 			return
 		}
 		out.Status, out.Decision = StatusAllowed, b.Allowed.GetDecision()
 		out.Reason = b.Allowed.GetDecision().GetReason()
 	case *airlockv1.Event_Approved:
-		if !f.decision {
+		if f.gateOnly = f.gateOnly || b.Approved.GetCall().GetAgentRuns(); !f.decision && !f.gateOnly {
 			return
 		}
 		out.Status, out.Decision = StatusApproved, b.Approved.GetDecision()
 		if votes := b.Approved.GetVotes(); len(votes) > 0 {
 			out.Reason = votes[len(votes)-1].GetComment()
-		}
-		if b.Approved.GetEdited() {
-			out.Arguments = b.Approved.GetCall().GetArguments().AsMap()
 		}
 	case *airlockv1.Event_Invalid:
 		out.Status, out.Reason = StatusInvalid, b.Invalid.GetReason()

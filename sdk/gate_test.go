@@ -3,11 +3,12 @@ package airlock_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/proto"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
@@ -16,44 +17,84 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
-// A gate-only call's answer is its decision: allowed, or approved (with a
-// reviewer's edited arguments, which the agent must run instead).
-func TestAwaitDecisionAnswersAGateOnlyCallWithItsDecision(t *testing.T) {
+// A gate-only call's answer is its decision: allowed, or approved. Await
+// and AwaitRevision end there too (the agent runs the tool itself), whether
+// the decision was stored before they started or arrives while they wait;
+// a call airlock's executor runs does not end at its decision.
+func TestAGateOnlyCallEndsWithItsDecision(t *testing.T) {
 	n := testenv.StartNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	nc, _ := testenv.Connect(t, n.URL())
 	c, _ := airlock.New(nc, "bot")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	edited, _ := structpb.NewStruct(map[string]any{"command": "git status -s"})
+	pub := deps.Publisher("policy")
+	gate := &airlockv1.ToolCall{AgentRuns: true}
+	await := map[string]func(context.Context, string) (airlock.Outcome, error){
+		"AwaitDecision": func(ctx context.Context, id string) (airlock.Outcome, error) { return c.AwaitDecision(ctx, id, 1) },
+		"Await":         c.Await,
+		"AwaitRevision": func(ctx context.Context, id string) (airlock.Outcome, error) { return c.AwaitRevision(ctx, id, 1) },
+	}
 	for _, tt := range []struct {
 		name string
 		ev   *airlockv1.Event
 		want airlock.Status
 	}{
 		{"allowed_by_policy", &airlockv1.Event{Body: &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{
-			Call: &airlockv1.ToolCall{AgentRuns: true}, Decision: &airlockv1.Decision{Reason: "read-only"}}}}, airlock.StatusAllowed},
-		{"approved_with_edited_arguments", &airlockv1.Event{Actor: &airlockv1.Actor{Id: "alice"}, Body: &airlockv1.Event_Approved{Approved: &airlockv1.Approved{
-			Call: &airlockv1.ToolCall{AgentRuns: true, Arguments: edited}, Edited: true}}}, airlock.StatusApproved},
+			Call: gate, Decision: &airlockv1.Decision{Reason: "read-only"}}}}, airlock.StatusAllowed},
+		{"approved", &airlockv1.Event{Actor: &airlockv1.Actor{Id: "alice"}, Body: &airlockv1.Event_Approved{Approved: &airlockv1.Approved{
+			Call: gate, Votes: []*airlockv1.Vote{{Comment: "fine"}}}}}, airlock.StatusApproved},
 		{"denied", &airlockv1.Event{Body: &airlockv1.Event_Denied{Denied: &airlockv1.Denied{Decision: &airlockv1.Decision{Reason: "no"}}}}, airlock.StatusDenied},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			id, err := c.Submit(ctx, airlock.Call{Tool: "claude__Bash", Args: map[string]any{"command": "git status"}, AgentRuns: true})
-			if err != nil {
-				t.Fatal(err)
+		for name, wait := range await {
+			for _, live := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/live=%v", tt.name, name, live), func(t *testing.T) {
+					id, err := c.Submit(ctx, airlock.Call{Tool: "claude__Bash", Args: map[string]any{"command": "git status"}, AgentRuns: true})
+					if err != nil {
+						t.Fatal(err)
+					}
+					// What the policy service records first.
+					req := &airlockv1.Event{AgentId: "bot", CallId: id, Revision: 1, Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: gate}}}
+					if _, err := pub.Publish(ctx, req, ""); err != nil {
+						t.Fatal(err)
+					}
+					ev := proto.Clone(tt.ev).(*airlockv1.Event)
+					ev.AgentId, ev.CallId, ev.Revision = "bot", id, 1
+					decide := func() {
+						if _, err := pub.Publish(ctx, ev, ""); err != nil {
+							t.Error(err)
+						}
+					}
+					if live {
+						time.AfterFunc(200*time.Millisecond, decide)
+					} else {
+						decide()
+					}
+					out, err := wait(ctx, id)
+					if err != nil || out.Status != tt.want {
+						t.Fatalf("outcome %+v, %v; want %s", out, err, tt.want)
+					}
+					if tt.want == airlock.StatusApproved && (out.DecidedBy != "alice" || out.Reason != "fine" || !out.Allowed()) {
+						t.Fatalf("approval %+v", out)
+					}
+				})
 			}
-			tt.ev.AgentId, tt.ev.CallId, tt.ev.Revision = "bot", id, 1
-			if _, err := deps.Publisher("policy").Publish(ctx, tt.ev, ""); err != nil {
-				t.Fatal(err)
-			}
-			out, err := c.AwaitDecision(ctx, id, 1)
-			if err != nil || out.Status != tt.want {
-				t.Fatalf("outcome %+v, %v; want %s", out, err, tt.want)
-			}
-			if tt.want == airlock.StatusApproved && (out.DecidedBy != "alice" || out.Arguments["command"] != "git status -s" || !out.Allowed()) {
-				t.Fatalf("approval %+v", out)
-			}
-		})
+		}
+	}
+
+	// A call airlock's executor runs: its decision is not its end.
+	id, err := c.Submit(ctx, airlock.Call{Tool: "demo__echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := &airlockv1.Event{AgentId: "bot", CallId: id, Revision: 1, Body: &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{Call: &airlockv1.ToolCall{}}}}
+	if _, err := pub.Publish(ctx, allowed, ""); err != nil {
+		t.Fatal(err)
+	}
+	qctx, qcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer qcancel()
+	if out, err := c.Await(qctx, id); err == nil {
+		t.Fatalf("Await of an executor-run call ended at its decision: %+v", out)
 	}
 }
 

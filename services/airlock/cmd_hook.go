@@ -243,7 +243,6 @@ func verdictOf(ev hooks.Event, out airlock.Outcome) hooks.Verdict {
 		if out.Reason != "" {
 			v.Reason += " (" + out.Reason + ")"
 		}
-		v.UpdatedInput = out.Arguments
 		return v
 	case airlock.StatusDenied:
 		return hooks.Verdict{Reason: "airlock denied " + tool + ": " + out.Reason}

@@ -174,6 +174,23 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// A gate-only call runs with the arguments the agent asked for: an
+// approval cannot edit them (it would approve something that never runs).
+func TestAGateOnlyCallsArgumentsCannotBeEdited(t *testing.T) {
+	edited, _ := structpb.NewStruct(map[string]any{"command": "git status"})
+	rec := pending(t, nil)
+	rec.Call.AgentRuns = true
+	_, err := Decide(rec, Decision{Kind: Approve, By: human("alice"), Edited: edited}, dir, t0)
+	var inv *Invalid
+	if !errors.As(err, &inv) || !strings.Contains(err.Error(), "gate-only") {
+		t.Fatalf("edited approval of a gate-only call: %v, want it refused as invalid", err)
+	}
+	out, err := Decide(rec, Decision{Kind: Approve, By: human("alice")}, dir, t0)
+	if err != nil || out.Event != "approved" {
+		t.Fatalf("plain approval of a gate-only call: %v %q", err, out.Event)
+	}
+}
+
 func TestDecideDoesNotModifyItsInput(t *testing.T) {
 	rec := pending(t, nil)
 	before := proto.Clone(rec)

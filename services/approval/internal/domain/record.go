@@ -213,6 +213,12 @@ func Decide(rec *airlockv1.ApprovalRecord, d Decision, dir Directory, now time.T
 	if d.Kind != Approve && d.Edited != nil {
 		return Outcome{}, invalid("edited arguments come only with an approval")
 	}
+	if d.Edited != nil && rec.GetCall().GetAgentRuns() {
+		// The agent runs a gate-only call itself, with the arguments it
+		// asked for: an approval of other arguments would approve something
+		// that never runs, and let the asked-for ones run unreviewed.
+		return Outcome{}, invalid("call %s is gate-only: the agent runs the tool itself with the arguments it asked for, so they cannot be edited; approve them as they are, or request changes so the agent submits a revised call", rec.GetCall().GetCallId())
+	}
 	if d.Kind == RequestChanges && strings.TrimSpace(d.Reason) == "" {
 		return Outcome{}, invalid("requesting changes needs feedback: tell the agent what to change")
 	}
