@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // RuleDoc is the data form of a rule in data.airlock.rules.
@@ -186,7 +187,7 @@ func ValidateRule(r *airlockv1.PolicyRule) error {
 		}
 	}
 	for _, p := range r.Principals {
-		if strings.TrimSpace(p) == "" || strings.HasPrefix(p, "group:") {
+		if strings.TrimSpace(p) == "" || strings.HasPrefix(p, "group:") || p == calls.Requester {
 			return fmt.Errorf("rule %s: principals must name people (got %q): list each person who may trigger the rule's tools", r.Id, p)
 		}
 	}

@@ -58,9 +58,10 @@ func ParseRisk(s string) airlockv1.Risk {
 const Requester = "requester"
 
 // RequesterMayDecide reports whether person is the verified requester of a
-// call whose decision names the requester among its approvers.
+// call whose decision names the requester among its approvers. "requester"
+// is a role in rules, never a person: nobody of that name qualifies.
 func RequesterMayDecide(c *airlockv1.ToolCall, d *airlockv1.Decision, person string) bool {
-	if person == "" || person != c.GetOnBehalfOf() || !c.GetOnBehalfOfVerified() {
+	if person == "" || person == Requester || person != c.GetOnBehalfOf() || !c.GetOnBehalfOfVerified() {
 		return false
 	}
 	for _, a := range d.GetApprovers() {

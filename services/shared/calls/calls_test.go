@@ -74,6 +74,8 @@ func TestOnlyTheVerifiedRequesterOfASelfConfirmedCallMayDecideIt(t *testing.T) {
 		{"someone_else_may_not", verified, self, "bob", false},
 		{"an_unverified_requester_may_not", claimed, self, "alice", false},
 		{"the_requester_of_an_ordinary_rule_may_not", verified, ordinary, "alice", false},
+		// "requester" is a role in rules, never a person, even one airlock verified.
+		{"a_person_named_requester_may_not", &airlockv1.ToolCall{OnBehalfOf: Requester, OnBehalfOfVerified: true}, self, Requester, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := RequesterMayDecide(tt.call, tt.d, tt.person); got != tt.want {

@@ -372,6 +372,7 @@ func TestSelfConfirmation(t *testing.T) {
 		{"an_agent_naming_itself_requester_gains_nothing", rec([]string{Requester}, "", false), "", false},
 		{"a_principal_named_requester_is_nobody", rec([]string{Requester}, "dana", true), "requester", false},
 		{"a_principal_named_requester_is_nobody_beside_a_group", rec([]string{Requester, "group:reviewers"}, "dana", true), "requester", false},
+		{"a_principal_named_requester_is_nobody_even_as_the_verified_requester", rec([]string{Requester}, Requester, true), Requester, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if r := Authorize(tc.rec, dir, tc.principal, "approve"); (r == nil) != tc.ok {

@@ -184,14 +184,14 @@ func Authorize(rec *airlockv1.ApprovalRecord, dir Directory, principal, action s
 	switch {
 	case principal == "":
 		return &Refusal{Action: action, Why: "no principal given: the front-end must say who decides"}
+	case principal == Requester:
+		return &Refusal{Action: action, Why: fmt.Sprintf("%q names a role in rules, not a person: sign in as yourself", Requester)}
 	case selfConfirm && principal == call.GetOnBehalfOf() && call.GetOnBehalfOfVerified():
 		return nil
 	case selfConfirm && principal == call.GetOnBehalfOf():
 		return &Refusal{Action: action, Why: fmt.Sprintf("call %s asks the person it acts for to confirm it, but airlock could not verify that %s is that person (bind the agent to its person in policy.on_behalf_of, or submit through a front-end)", call.GetCallId(), principal)}
 	case principal == call.GetOnBehalfOf():
 		return &Refusal{Action: action, Why: fmt.Sprintf("%s cannot decide call %s: the agent acts on their behalf, so another approver must decide", principal, call.GetCallId())}
-	case principal == Requester:
-		return &Refusal{Action: action, Why: fmt.Sprintf("%q names a role in rules, not a person: sign in as yourself", Requester)}
 	case !dir.Matches(slices.DeleteFunc(slices.Clone(rec.GetDecision().GetApprovers()), func(a string) bool { return a == Requester }), principal):
 		return &Refusal{Action: action, Why: fmt.Sprintf("%s is not among the approvers of call %s (%s): ask one of them to decide", principal, call.GetCallId(), strings.Join(rec.GetDecision().GetApprovers(), ", "))}
 	}
