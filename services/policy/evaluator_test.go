@@ -346,3 +346,28 @@ func TestAUserAllowlistDeniesEveryoneElseAndTheQueueFlagReachesTheDecision(t *te
 		})
 	}
 }
+
+func TestRuleValidationRefusesBadCommandsAndPrincipals(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		r    *airlockv1.PolicyRule
+		want string
+	}{
+		{"a_command_not_on_a_pointer", &airlockv1.PolicyRule{Id: "r", Effect: "allow", Commands: map[string]string{"command": "ls"}}, "JSON pointer"},
+		{"a_malformed_command_glob", &airlockv1.PolicyRule{Id: "r", Effect: "allow", Commands: map[string]string{"/command": "{ls"}}, "not valid"},
+		{"a_group_among_principals", &airlockv1.PolicyRule{Id: "r", Effect: "ask", Principals: []string{"group:devs"}}, "name people"},
+		{"a_blank_principal", &airlockv1.PolicyRule{Id: "r", Effect: "ask", Principals: []string{" "}}, "name people"},
+		// "requester" is a role in rules' approvers, never a person.
+		{"the_requester_role_among_principals", &airlockv1.PolicyRule{Id: "r", Effect: "ask", Principals: []string{"requester"}}, "name people"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := policy.ValidateRule(tt.r); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ValidateRule = %v, want an error saying %q", err, tt.want)
+			}
+		})
+	}
+	ok := &airlockv1.PolicyRule{Id: "r", Effect: "allow", Commands: map[string]string{"/command": "git status*"}, Principals: []string{"alice"}, QueuePerThread: true}
+	if err := policy.ValidateRule(ok); err != nil {
+		t.Fatal(err)
+	}
+}
