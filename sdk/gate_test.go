@@ -14,20 +14,32 @@ import (
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
+
+// gateRig is a NATS server, the services' dependencies on it and agent
+// bot's client, with a context that ends with the test (10 s at most).
+func gateRig(t *testing.T) (svc.Deps, *airlock.Client, context.Context) {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	nc, _ := testenv.Connect(t, n.URL())
+	c, err := airlock.New(nc, "bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return deps, c, ctx
+}
 
 // A gate-only call's answer is its decision: allowed, or approved. Await
 // and AwaitRevision end there too (the agent runs the tool itself), whether
 // the decision was stored before they started or arrives while they wait;
 // a call airlock's executor runs does not end at its decision.
 func TestAGateOnlyCallEndsWithItsDecision(t *testing.T) {
-	n := testenv.StartNATS(t)
-	deps := testenv.Deps(t, testenv.Config(n.URL()))
-	nc, _ := testenv.Connect(t, n.URL())
-	c, _ := airlock.New(nc, "bot")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	deps, c, ctx := gateRig(t)
 	pub := deps.Publisher("policy")
 	gate := &airlockv1.ToolCall{AgentRuns: true}
 	await := map[string]func(context.Context, string) (airlock.Outcome, error){
@@ -99,12 +111,7 @@ func TestAGateOnlyCallEndsWithItsDecision(t *testing.T) {
 }
 
 func TestReportPutsTheAgentsReportInTheIntakeStream(t *testing.T) {
-	n := testenv.StartNATS(t)
-	deps := testenv.Deps(t, testenv.Config(n.URL()))
-	nc, _ := testenv.Connect(t, n.URL())
-	c, _ := airlock.New(nc, "bot")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	deps, c, ctx := gateRig(t)
 	huge := `"` + strings.Repeat("x", airlock.MaxReportResultBytes+10) + `"`
 	if err := c.Report(ctx, "c1", 1, airlock.Report{Result: json.RawMessage(huge), Latency: time.Second, Args: map[string]any{"command": "ls"}}); err != nil {
 		t.Fatal(err)

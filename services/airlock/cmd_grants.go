@@ -37,17 +37,9 @@ remember their own decisions when the rule asks them to confirm their calls.
 			if prefix == "" && !exact {
 				return usageErr(cmd, "say what to remember: --prefix \"git commit\" (a command prefix) or --exact (these arguments only)")
 			}
-			path, err := callArg(cmd, args[0])
+			got, c, _, err := getCall(cmd, g, f, args[0], "remember")
 			if err != nil {
 				return err
-			}
-			c, err := f.client(g)
-			if err != nil {
-				return err
-			}
-			var got airlockv1.GetResponse
-			if err := c.do(cmd.Context(), http.MethodGet, path, nil, &got); err != nil {
-				return fmt.Errorf("remember %s: %w", args[0], err)
 			}
 			rec := got.GetRecord()
 			body := map[string]any{

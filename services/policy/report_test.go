@@ -28,10 +28,19 @@ func gateOnly(t *testing.T, js jetstream.JetStream, agent, call, server, tool st
 // reporting agent's own subject (as NATS permissions confine it).
 func publishReport(t *testing.T, js jetstream.JetStream, agent, call string, rep *airlockv1.Reported) {
 	t.Helper()
+	publishReportOn(t, js, "", agent, call, rep)
+}
+
+// publishReportOn is publishReport on subject subj ("": the call's own).
+func publishReportOn(t *testing.T, js jetstream.JetStream, subj, agent, call string, rep *airlockv1.Reported) {
+	t.Helper()
 	ev := &airlockv1.Event{AgentId: agent, CallId: call, Revision: 1, Body: &airlockv1.Event_Reported{Reported: rep}}
 	msg, err := envelope.EncodeRequest(ev, "agent/"+agent, "")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if subj != "" {
+		msg.Subject = subj
 	}
 	if _, err := js.PublishMsg(context.Background(), msg); err != nil {
 		t.Fatal(err)
@@ -105,15 +114,7 @@ func TestAReportIsAboutTheCallItsBodyNames(t *testing.T) {
 	gateOnly(t, js, "bot", "decoy", "demo", "echo", map[string]any{"text": "hi"})
 	waitDecision(t, js, "bot", "g1")
 	waitDecision(t, js, "bot", "decoy")
-	ev := &airlockv1.Event{AgentId: "bot", CallId: "g1", Revision: 1, Body: &airlockv1.Event_Reported{Reported: &airlockv1.Reported{ResultJson: `"done"`}}}
-	msg, err := envelope.EncodeRequest(ev, "agent/bot", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg.Subject = "airlock.req.bot.decoy"
-	if _, err := js.PublishMsg(context.Background(), msg); err != nil {
-		t.Fatal(err)
-	}
+	publishReportOn(t, js, "airlock.req.bot.decoy", "bot", "g1", &airlockv1.Reported{ResultJson: `"done"`})
 	testenv.Eventually(t, 10*time.Second, "the report on g1's ledger", func() bool {
 		return len(ledger(t, js, "bot", "g1")) == 1
 	})
