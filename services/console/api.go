@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -172,21 +173,15 @@ func (con *Console) callExists(ctx context.Context, agent, id string) error {
 	if err != nil {
 		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
 	}
-	queued, err := subject.Request(agent, id)
-	if err != nil {
-		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
-	}
-	for _, w := range []struct{ stream, subject string }{{con.cfg.Stream.Name, recorded}, {con.cfg.Intake.Name, queued}} {
-		stream, err := con.js.Stream(ctx, w.stream)
-		if err != nil {
-			return apierr.Wrap(apierr.Unavailable, err, "read stream %s", w.stream)
-		}
-		_, err = stream.GetLastMsgForSubject(ctx, w.subject)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrMsgNotFound) {
-			return apierr.Wrap(apierr.Unavailable, err, "read stream %s", w.stream)
+	for _, look := range []func() (bool, error){
+		func() (bool, error) { return con.stored(ctx, con.cfg.Stream.Name, recorded, "") },
+		// The intake stores a request under its agent alone: the body names the call.
+		func() (bool, error) {
+			return con.stored(ctx, con.cfg.Intake.Name, subject.RequestsPrefix+"."+agent, id)
+		},
+	} {
+		if found, err := look(); found || err != nil {
+			return err
 		}
 	}
 	// The policy service may be taking it from the intake right now.
@@ -194,6 +189,31 @@ func (con *Console) callExists(ctx context.Context, agent, id string) error {
 		return nil
 	}
 	return apierr.New(apierr.NotFound, "agent %s submitted no call %s", agent, id)
+}
+
+// stored reports whether stream holds a message on subj — one whose body
+// names call id, when id is set (at most intake.max_pending_per_agent are
+// read: no agent has more waiting).
+func (con *Console) stored(ctx context.Context, name, subj, id string) (bool, error) {
+	stream, err := con.js.Stream(ctx, name)
+	if err != nil {
+		return false, apierr.Wrap(apierr.Unavailable, err, "read stream %s", name)
+	}
+	seq := uint64(1)
+	for range max(con.cfg.Intake.MaxPendingPerAgent, 1) {
+		m, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, apierr.Wrap(apierr.Unavailable, err, "read stream %s", name)
+		}
+		if id == "" || ingress.BodyCallID(m.Data, nats.Header(m.Header)) == id {
+			return true, nil
+		}
+		seq = m.Sequence + 1
+	}
+	return false, nil
 }
 
 // --- reviewers ---

@@ -830,18 +830,24 @@ func intakeRequest(t *testing.T, e *env, agent, call string) *airlockv1.Event {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subj, _ := subject.Request(agent, call)
-	m, err := stream.GetLastMsgForSubject(context.Background(), subj)
+	// The intake stores a request under its agent alone (airlock.req.<agent>):
+	// the body names the call, and the seal covers the subject it was
+	// published on.
+	m, err := stream.GetLastMsgForSubject(context.Background(), subject.RequestsPrefix+"."+agent)
 	if err != nil {
-		t.Fatalf("no request of %s/%s in the intake stream: %v", agent, call, err)
-	}
-	fk, _ := e.deps.FrontendKey()
-	if fe, err := fk.VerifyRequest(m.Subject, nats.Header(m.Header), m.Data, time.Now()); err != nil || fe != console.Frontend {
-		t.Fatalf("the request is not sealed by the console: %q %v", fe, err)
+		t.Fatalf("no request of %s in the intake stream: %v", agent, err)
 	}
 	ev, err := envelope.Decode(m.Data, nats.Header(m.Header))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := ev.GetRequested().GetCall().GetCallId(); got != call {
+		t.Fatalf("the last request of %s in the intake stream is for call %q, want %q", agent, got, call)
+	}
+	published, _ := subject.Request(agent, call)
+	fk, _ := e.deps.FrontendKey()
+	if fe, err := fk.VerifyRequest(published, nats.Header(m.Header), m.Data, time.Now()); err != nil || fe != console.Frontend {
+		t.Fatalf("the request is not sealed by the console: %q %v", fe, err)
 	}
 	return ev
 }

@@ -132,7 +132,7 @@ func Intake(subj string, data []byte, header nats.Header, maxBytes int) (_ *airl
 		return nil, nil, refuse("%v", err)
 	}
 	if callID == "" { // the stored form: the body names the call
-		callID = bodyCallID(data, header)
+		callID = BodyCallID(data, header)
 	}
 	if len(data) > maxBytes {
 		return nil, nil, refuse("request is %d bytes, over the %d-byte limit: pass large inputs by reference (a path or URL) instead of inline", len(data), maxBytes)
@@ -295,11 +295,14 @@ func Call(call *airlockv1.ToolCall) *Refusal {
 	return nil
 }
 
-// bodyCallID reads the call id a request's body names, as leniently as it
-// can (unknown fields skipped, the rest of the body unchecked): it only says
-// which call a request is about, so that even a refusal reaches the agent
-// on that call's subject. "" when the body names none or cannot be read.
-func bodyCallID(data []byte, header nats.Header) string {
+// BodyCallID reads the call id an intake message's body names (a request's
+// requested.call.call_id, else the event's call_id, as a report names it),
+// as leniently as it can (unknown fields skipped, the rest of the body
+// unchecked): it only says which call a message is about, so that even a
+// refusal reaches the agent on that call's subject, and a front-end can find
+// a request still waiting in the intake. "" when the body names none or
+// cannot be read.
+func BodyCallID(data []byte, header nats.Header) string {
 	if envelope.IsJSON(header) {
 		type named struct {
 			CallID    string `json:"callId"`
