@@ -77,7 +77,8 @@ func (o Outcome) Completed() bool { return o.Status == StatusCompleted }
 // across NATS reconnects. It returns when ctx ends without an outcome. A
 // gate-only call (Call.AgentRuns) ends, as far as airlock is concerned, when
 // it is allowed or approved (Outcome.Allowed): the agent then runs the tool
-// and reports how it went (Report).
+// and reports how it went (Report), which is the outcome Await returns once
+// the report is recorded (Outcome.AgentRan).
 func (c *Client) Await(ctx context.Context, callID string) (Outcome, error) {
 	return c.AwaitRevision(ctx, callID, 0)
 }
@@ -324,7 +325,25 @@ func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 	default:
 		return
 	}
-	if prev, done := f.seqs[rev]; !done || seq < prev {
+	if f.replaces(rev, out, seq) {
 		f.ends[rev], f.seqs[rev] = out, seq
 	}
+}
+
+// replaces reports whether out, stored at seq, is revision rev's end rather
+// than the end seen so far: the first end (lowest sequence) of a revision is
+// its end, except that a gate-only call's report (completed or failed,
+// always after its allowed or approved) tells more than the decision did.
+func (f *follower) replaces(rev uint32, out Outcome, seq uint64) bool {
+	prev, done := f.ends[rev]
+	reported := func(o Outcome) bool { return o.Status == StatusCompleted || o.Status == StatusFailed }
+	switch {
+	case !done:
+		return true
+	case prev.Allowed() && reported(out):
+		return true
+	case out.Allowed() && reported(prev):
+		return false
+	}
+	return seq < f.seqs[rev]
 }

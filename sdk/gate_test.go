@@ -94,8 +94,27 @@ func TestAGateOnlyCallEndsWithItsDecision(t *testing.T) {
 		}
 	}
 
+	// Once the agent's report is recorded, it is the gate-only call's outcome.
+	id, err := c.Submit(ctx, airlock.Call{Tool: "claude__Bash", Args: map[string]any{"command": "ls"}, AgentRuns: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []*airlockv1.Event{
+		{Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: gate}}},
+		{Body: &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{Call: gate, Decision: &airlockv1.Decision{}}}},
+		{Body: &airlockv1.Event_Completed{Completed: &airlockv1.Completed{ResultJson: `"ok"`, AgentRan: true}}},
+	} {
+		ev.AgentId, ev.CallId, ev.Revision = "bot", id, 1
+		if _, err := pub.Publish(ctx, ev, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := c.Await(ctx, id); err != nil || out.Status != airlock.StatusCompleted || !out.AgentRan || string(out.Result) != `"ok"` {
+		t.Fatalf("Await after the report: %+v %v", out, err)
+	}
+
 	// A call airlock's executor runs: its decision is not its end.
-	id, err := c.Submit(ctx, airlock.Call{Tool: "demo__echo"})
+	id, err = c.Submit(ctx, airlock.Call{Tool: "demo__echo"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/hooks"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -183,4 +184,20 @@ func decideAs(t *testing.T, api *approvalapi.Client, who string, rec *airlockv1.
 	return api.Decide(context.Background(), &airlockv1.DecideRequest{
 		AgentId: rec.GetCall().GetAgentId(), CallId: rec.GetCall().GetCallId(), Kind: kind, Reason: reason, Principal: human(who),
 	})
+}
+
+// reportedOutcome is the outcome of a gate-only call once the agent's report
+// is recorded: Await ends such a call at its decision, and returns the
+// report once it is there.
+func reportedOutcome(t *testing.T, c *airlock.Client, callID string) airlock.Outcome {
+	t.Helper()
+	var out airlock.Outcome
+	testenv.Eventually(t, 20*time.Second, "the report of "+callID+" recorded", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		o, err := c.Await(ctx, callID)
+		out = o
+		return err == nil && !o.Allowed()
+	})
+	return out
 }

@@ -171,11 +171,8 @@ func TestCodingAgentsAreGatedThroughTheirHooks(t *testing.T) {
 				if r := runHook(t, agent, payload(t, agent, post, set), hook...); r.exit != 0 {
 					t.Fatalf("post-tool: %+v", r)
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
-				out, err := laptop.Await(ctx, callID)
-				if err != nil || out.Status != airlock.StatusCompleted || !out.AgentRan || len(out.Result) == 0 {
-					t.Fatalf("outcome %+v, %v: want completed, run by the agent, with its result", out, err)
+				if out := reportedOutcome(t, laptop, callID); out.Status != airlock.StatusCompleted || !out.AgentRan || len(out.Result) == 0 {
+					t.Fatalf("outcome %+v: want completed, run by the agent, with its result", out)
 				}
 			})
 		})
@@ -348,8 +345,8 @@ func TestCodingAgentsAreGatedThroughTheirHooks(t *testing.T) {
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if out, err := laptop.Await(ctx, victim); err != nil || out.Status != airlock.StatusCompleted || strings.Contains(string(out.Result), "forged") {
-			t.Fatalf("the victim's outcome changed: %+v %v", out, err)
+		if out := reportedOutcome(t, laptop, victim); out.Status != airlock.StatusCompleted || strings.Contains(string(out.Result), "forged") {
+			t.Fatalf("the victim's outcome changed: %+v", out)
 		}
 		if out, err := laptop.Await(ctx, "claude_deny"); err != nil || out.Status != airlock.StatusDenied {
 			t.Fatalf("the denied call's outcome changed: %+v %v", out, err)
