@@ -272,24 +272,35 @@ func viewOf(t *ast.Term) (callView, error) {
 	if !ok {
 		return callView{}, fmt.Errorf("input.call must be an object")
 	}
-	var c callView
-	for _, f := range []struct {
-		key *ast.Term
-		to  *string
-	}{{keyAgentID, &c.agent}, {keyServer, &c.server}, {keyTool, &c.tool}, {keyOnBehalfOf, &c.onBehalfOf}} {
-		v := obj.Get(f.key)
+	str := func(k *ast.Term) (string, error) {
+		v := obj.Get(k)
 		if v == nil {
-			continue // as an absent field never equals a rule's value
+			return "", nil // as an absent field never equals a rule's value
 		}
 		s, ok := v.Value.(ast.String)
 		if !ok {
-			return c, fmt.Errorf("input.call.%s must be a string", f.key.Value.(ast.String))
+			return "", fmt.Errorf("input.call.%s must be a string", k.Value.(ast.String))
 		}
-		*f.to = string(s)
+		return string(s), nil
+	}
+	var c callView
+	var err error
+	if c.agent, err = str(keyAgentID); err != nil {
+		return c, err
+	}
+	if c.server, err = str(keyServer); err != nil {
+		return c, err
+	}
+	if c.tool, err = str(keyTool); err != nil {
+		return c, err
+	}
+	if c.onBehalfOf, err = str(keyOnBehalfOf); err != nil {
+		return c, err
 	}
 	// principal_allowed reads on_behalf_of_verified == true.
 	if v := obj.Get(keyVerified); v != nil {
-		c.verified = v.Value.Compare(ast.Boolean(true)) == 0
+		b, _ := v.Value.(ast.Boolean)
+		c.verified = bool(b)
 	}
 	c.name = c.server + "__" + c.tool
 	c.words = ToolWords(c.tool)
