@@ -148,8 +148,8 @@ func hookOutput(event string, fields map[string]any) map[string]any {
 	return map[string]any{"hookSpecificOutput": fields}
 }
 
-// respondClaude: PreToolUse answers permissionDecision allow | deny | ask
-// (with updatedInput for an edited approval); PermissionRequest answers
+// respondClaude: PreToolUse answers permissionDecision allow | deny | ask;
+// PermissionRequest answers
 // decision.behavior allow | deny, and nothing at all for ask (Claude Code
 // then shows its own dialog). Exit 2 blocks; exit 1 would let the call
 // through.
@@ -157,11 +157,7 @@ func respondClaude(ev Event, v Verdict) Output {
 	if ev.Kind == Permission {
 		switch v.Action {
 		case Allow:
-			d := map[string]any{"behavior": "allow"}
-			if v.UpdatedInput != nil {
-				d["updatedInput"] = v.UpdatedInput
-			}
-			return Output{Stdout: mustJSON(hookOutput("PermissionRequest", map[string]any{"decision": d}))}
+			return Output{Stdout: mustJSON(hookOutput("PermissionRequest", map[string]any{"decision": map[string]any{"behavior": "allow"}}))}
 		case Ask:
 			return Output{}
 		}
@@ -171,9 +167,6 @@ func respondClaude(ev Event, v Verdict) Output {
 	if v.Action == Deny {
 		return denyOutput(hookOutput("PreToolUse", fields), v.Reason)
 	}
-	if v.Action == Allow && v.UpdatedInput != nil {
-		fields["updatedInput"] = v.UpdatedInput
-	}
 	return Output{Stdout: mustJSON(hookOutput("PreToolUse", fields))}
 }
 
@@ -182,9 +175,6 @@ func respondClaude(ev Event, v Verdict) Output {
 // ask cannot be expressed: it is a deny. PermissionRequest answers
 // decision.behavior allow | deny.
 func respondCodex(ev Event, v Verdict) Output {
-	if v.Action == Allow && v.UpdatedInput != nil {
-		v = editedDeny(ev, v)
-	}
 	if ev.Kind == Permission {
 		switch v.Action {
 		case Allow:
@@ -207,14 +197,6 @@ func askIsDeny(ev Event, v Verdict) Verdict {
 		return v
 	}
 	return Verdict{Action: Deny, Reason: v.Reason + fmt.Sprintf(" (%s cannot ask its user from this hook, so airlock denies it: decide it in airlock instead)", ev.Agent)}
-}
-
-// editedDeny turns an approval whose edited arguments the agent cannot
-// take into a deny saying what was approved: running the original
-// arguments would run what nobody approved.
-func editedDeny(ev Event, v Verdict) Verdict {
-	args, _ := json.Marshal(v.UpdatedInput)
-	return Verdict{Action: Deny, Reason: strings.TrimSpace(fmt.Sprintf("%s A reviewer approved this call only with edited arguments, which %s cannot apply from a hook: call the tool again with exactly these arguments: %s", v.Reason, ev.Agent, args))}
 }
 
 // ---------------------------------------------------------------- Gemini CLI
@@ -257,16 +239,11 @@ func parseGemini(m map[string]any, event string) (Event, error) {
 
 // respondGemini: {"decision":"allow"} or {"decision":"deny","reason":...}
 // with exit 2 (its blocking status, stderr as the reason). Gemini CLI
-// cannot ask from a hook; an edited approval merges the edited arguments
-// through hookSpecificOutput.tool_input.
+// cannot ask from a hook.
 func respondGemini(ev Event, v Verdict) Output {
 	v = askIsDeny(ev, v)
 	if v.Action == Allow {
-		out := map[string]any{"decision": "allow"}
-		if v.UpdatedInput != nil {
-			out["hookSpecificOutput"] = map[string]any{"tool_input": v.UpdatedInput}
-		}
-		return Output{Stdout: mustJSON(out)}
+		return Output{Stdout: mustJSON(map[string]any{"decision": "allow"})}
 	}
 	return denyOutput(map[string]any{"decision": "deny", "reason": v.Reason}, v.Reason)
 }
@@ -354,9 +331,6 @@ func cursorServer(m map[string]any) string {
 // respondCursor: {"permission": "allow"|"deny"|"ask", "user_message",
 // "agent_message"}; a deny also exits 2.
 func respondCursor(ev Event, v Verdict) Output {
-	if v.Action == Allow && v.UpdatedInput != nil {
-		v = editedDeny(ev, v)
-	}
 	out := map[string]any{"permission": v.Action.String(), "user_message": v.Reason, "agent_message": v.Reason}
 	if v.Action == Deny {
 		return denyOutput(out, v.Reason)
@@ -403,9 +377,6 @@ func parseCopilot(m map[string]any, event string) (Event, error) {
 // respondCopilot: {"permissionDecision": "allow"|"deny"|"ask",
 // "permissionDecisionReason"}; a deny also exits 2.
 func respondCopilot(ev Event, v Verdict) Output {
-	if v.Action == Allow && v.UpdatedInput != nil {
-		v = editedDeny(ev, v)
-	}
 	out := map[string]any{"permissionDecision": v.Action.String(), "permissionDecisionReason": v.Reason}
 	if v.Action == Deny {
 		return denyOutput(out, v.Reason)

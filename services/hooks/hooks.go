@@ -175,11 +175,9 @@ func (a Action) String() string {
 type Verdict struct {
 	Action Action
 	// Reason is what the model (deny) or the person (ask, allow) reads.
+	// There are no edited arguments: a gate-only call runs with the
+	// arguments the agent asked for (airlock refuses an edited approval).
 	Reason string
-	// UpdatedInput, with Allow, are arguments a reviewer edited: the agent
-	// must run these instead (only agents that can take them get an allow;
-	// see Respond).
-	UpdatedInput map[string]any
 }
 
 // Output is the hook process's answer: what it writes to stdout and stderr,
@@ -249,8 +247,7 @@ func errOr(err error, s string) string {
 // Respond renders v as the answer to ev (a Pre or Permission event) in the
 // agent's format. A deny always uses the exit status the agent treats as
 // blocking and carries the reason on stderr too. Ask where the agent cannot
-// ask is a deny; an allow with edited arguments the agent cannot take is a
-// deny saying what was approved.
+// ask is a deny.
 func Respond(ev Event, v Verdict) Output {
 	sp := specs[ev.Agent]
 	if sp.respond == nil {
