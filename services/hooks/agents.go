@@ -149,19 +149,11 @@ func hookOutput(event string, fields map[string]any) map[string]any {
 }
 
 // respondClaude: PreToolUse answers permissionDecision allow | deny | ask;
-// PermissionRequest answers
-// decision.behavior allow | deny, and nothing at all for ask (Claude Code
-// then shows its own dialog). Exit 2 blocks; exit 1 would let the call
-// through.
+// PermissionRequest answers as permissionAnswer says. Exit 2 blocks; exit 1
+// would let the call through.
 func respondClaude(ev Event, v Verdict) Output {
 	if ev.Kind == Permission {
-		switch v.Action {
-		case Allow:
-			return Output{Stdout: mustJSON(hookOutput("PermissionRequest", map[string]any{"decision": map[string]any{"behavior": "allow"}}))}
-		case Ask:
-			return Output{}
-		}
-		return denyOutput(hookOutput("PermissionRequest", map[string]any{"decision": map[string]any{"behavior": "deny", "message": v.Reason}}), v.Reason)
+		return permissionAnswer(v)
 	}
 	fields := map[string]any{"permissionDecision": v.Action.String(), "permissionDecisionReason": v.Reason}
 	if v.Action == Deny {
@@ -170,19 +162,26 @@ func respondClaude(ev Event, v Verdict) Output {
 	return Output{Stdout: mustJSON(hookOutput("PreToolUse", fields))}
 }
 
+// permissionAnswer is Claude Code's and Codex's answer to PermissionRequest:
+// decision.behavior allow | deny, and nothing at all for ask (the agent then
+// asks its user with its own dialog).
+func permissionAnswer(v Verdict) Output {
+	switch v.Action {
+	case Allow:
+		return Output{Stdout: mustJSON(hookOutput("PermissionRequest", map[string]any{"decision": map[string]any{"behavior": "allow"}}))}
+	case Ask:
+		return Output{}
+	}
+	return denyOutput(hookOutput("PermissionRequest", map[string]any{"decision": map[string]any{"behavior": "deny", "message": v.Reason}}), v.Reason)
+}
+
 // respondCodex: Codex's PreToolUse honours only a deny (anything else
 // proceeds to Codex's own approval), so an allow answers nothing and an
 // ask cannot be expressed: it is a deny. PermissionRequest answers
 // decision.behavior allow | deny.
 func respondCodex(ev Event, v Verdict) Output {
 	if ev.Kind == Permission {
-		switch v.Action {
-		case Allow:
-			return Output{Stdout: mustJSON(hookOutput("PermissionRequest", map[string]any{"decision": map[string]any{"behavior": "allow"}}))}
-		case Ask:
-			return Output{} // Codex asks its user itself
-		}
-		return denyOutput(hookOutput("PermissionRequest", map[string]any{"decision": map[string]any{"behavior": "deny", "message": v.Reason}}), v.Reason)
+		return permissionAnswer(v)
 	}
 	if v.Action == Allow {
 		return Output{}
