@@ -159,14 +159,16 @@ func shell(t *testing.T, agent hooks.Agent, command, toolUseID string) []byte {
 	return payload(t, agent, hooks.SampleName(agent), set)
 }
 
-// pendingOf waits for one pending call of agent whose tool is tool, and returns it.
+// pendingOf waits for one pending call of agent whose tool is tool, whose
+// turn in its thread's queue has come (a queued call is not decidable yet),
+// and returns it.
 func pendingOf(t *testing.T, api *approvalapi.Client, agent, tool string) *airlockv1.ApprovalRecord {
 	t.Helper()
 	var rec *airlockv1.ApprovalRecord
-	testenv.Eventually(t, 20*time.Second, fmt.Sprintf("a pending %s call of %s", tool, agent), func() bool {
+	testenv.Eventually(t, 20*time.Second, fmt.Sprintf("a pending %s call of %s whose turn came", tool, agent), func() bool {
 		out, err := api.List(context.Background(), &airlockv1.ListRequest{AgentId: agent, Tool: tool,
 			States: []airlockv1.ApprovalState{airlockv1.ApprovalState_APPROVAL_STATE_PENDING}})
-		if err != nil || len(out.GetRecords()) == 0 {
+		if err != nil || len(out.GetRecords()) == 0 || out.GetRecords()[0].GetQueued() {
 			return false
 		}
 		rec = out.GetRecords()[0]
@@ -175,14 +177,23 @@ func pendingOf(t *testing.T, api *approvalapi.Client, agent, tool string) *airlo
 	return rec
 }
 
-func human(id string) *airlockv1.Actor {
-	return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: id, Channel: "console"}
+// decidable waits until revision 1 of agent's call is pending and its turn
+// in its thread's queue has come, and returns it.
+func decidable(t *testing.T, api *approvalapi.Client, agent, call string) *airlockv1.ApprovalRecord {
+	t.Helper()
+	var rec *airlockv1.ApprovalRecord
+	testenv.Eventually(t, 20*time.Second, fmt.Sprintf("%s/%s pending and its turn", agent, call), func() bool {
+		r, err := api.Get(context.Background(), agent, call, 1)
+		rec = r
+		return err == nil && r.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING && !r.GetQueued()
+	})
+	return rec
 }
 
 func decideAs(t *testing.T, api *approvalapi.Client, who string, rec *airlockv1.ApprovalRecord, kind airlockv1.DecisionKind, reason string) (*airlockv1.DecideResponse, error) {
 	t.Helper()
 	return api.Decide(context.Background(), &airlockv1.DecideRequest{
-		AgentId: rec.GetCall().GetAgentId(), CallId: rec.GetCall().GetCallId(), Kind: kind, Reason: reason, Principal: human(who),
+		AgentId: rec.GetCall().GetAgentId(), CallId: rec.GetCall().GetCallId(), Kind: kind, Reason: reason, Principal: reviewer(who),
 	})
 }
 

@@ -236,12 +236,7 @@ func TestCodingAgentsAreGatedThroughTheirHooks(t *testing.T) {
 				"tool_input": map[string]any{"file_path": file, "old_string": "a", "new_string": "b"}})
 		}
 		first := startHook(t, hooks.Claude, edit("toolu_q1", "/a.go"), withNATS("--wait", "60s")...)
-		r1 := waitApproval(t, api, "laptop", "toolu_q1", 1, airlockv1.ApprovalState_APPROVAL_STATE_PENDING)
-		testenv.Eventually(t, 10*time.Second, "the first call's turn", func() bool {
-			rec, err := api.Get(context.Background(), "laptop", "toolu_q1", 1)
-			r1 = rec
-			return err == nil && !rec.GetQueued()
-		})
+		r1 := decidable(t, api, "laptop", "toolu_q1")
 		second := startHook(t, hooks.Claude, edit("toolu_q2", "/b.go"), withNATS("--wait", "60s")...)
 		r2 := waitApproval(t, api, "laptop", "toolu_q2", 1, airlockv1.ApprovalState_APPROVAL_STATE_PENDING)
 		if r1.GetQueued() || !r2.GetQueued() {
@@ -285,7 +280,7 @@ func TestCodingAgentsAreGatedThroughTheirHooks(t *testing.T) {
 
 	t.Run("a_remembered_command_prefix_answers_the_next_such_command", func(t *testing.T) {
 		ch := startHook(t, hooks.Claude, shell(t, hooks.Claude, "npm test -- --grep cart", "toolu_rem1"), withNATS("--wait", "60s")...)
-		rec := waitApproval(t, api, "laptop", "toolu_rem1", 1, airlockv1.ApprovalState_APPROVAL_STATE_PENDING)
+		rec := decidable(t, api, "laptop", "toolu_rem1")
 		if _, err := decideAs(t, api, "admin", rec, airlockv1.DecisionKind_DECISION_KIND_APPROVE, ""); err != nil {
 			t.Fatal(err)
 		}
