@@ -6,7 +6,8 @@
 # remind_after. The policy service fills the defaults it leaves out and
 # denies when the document is missing or malformed (fail closed).
 #
-# input.call: agent_id, call_id, revision, thread_id, on_behalf_of, server,
+# input.call: agent_id, call_id, revision, thread_id, on_behalf_of,
+#             on_behalf_of_verified (airlock vouches for on_behalf_of), server,
 #             tool, arguments, reason (the agent's own words, never trusted);
 #             from the MCP gateway also annotations (the upstream's tool
 #             annotations: readOnlyHint, destructiveHint, ...) and
@@ -30,7 +31,7 @@ risk_rank := {"low": 1, "medium": 2, "high": 3, "critical": 4}
 risk_levels := ["medium", "low", "medium", "high", "critical"]
 
 # Keys a deciding rule or profile passes through to the decision.
-passthrough := ["approvers", "quorum", "timeout", "notify", "escalate_to", "escalate_after", "remind_after"]
+passthrough := ["approvers", "quorum", "timeout", "notify", "escalate_to", "escalate_after", "remind_after", "queue_per_thread"]
 
 # ---------------------------------------------------------------- rules (seed 000)
 
@@ -52,7 +53,7 @@ passthrough := ["approvers", "quorum", "timeout", "notify", "escalate_to", "esca
 # evaluated here; both decide alike (a Go test checks it).
 hits := data.airlock_compiled_rules.hits if {
 	data.airlock_compiled_rules.ok == true
-} else := {entry(r, i) |
+} else := {hit(r, i) |
 	some i, r in rule_list
 	word_matches(r.words)
 	server_keys[r.server]
@@ -63,6 +64,24 @@ hits := data.airlock_compiled_rules.hits if {
 	every ptr, pattern in r.args {
 		arg_matches(ptr, pattern)
 	}
+	every ptr, pattern in r.commands {
+		command_matches(ptr, pattern, r.effect)
+	}
+}
+
+# A rule that names principals (seed 002's user allowlist) lets only calls
+# acting for one of them (as airlock verified) trigger its tools: for anyone
+# else it denies. Its refusal is an entry of its own, indexed after every
+# rule (count(rule_list) + i), so rule_verdict and redact_of find it.
+hit(r, i) := entry(r, i) if {
+	principal_allowed(r.principals)
+} else := [0, r.priority, count(rule_list) + i, rank_of(r)]
+
+principal_allowed(principals) if count(principals) == 0
+
+principal_allowed(principals) if {
+	input.call.on_behalf_of_verified == true
+	input.call.on_behalf_of in principals
 }
 
 entry(r, i) := [object.get({"deny": 0}, r.effect, 1), r.priority, i, rank_of(r)]
@@ -72,13 +91,19 @@ rank_of(r) := object.get(risk_rank, object.get(r, "risk", ""), 0)
 # The compiled tables hold these precomputed, one entry per rule.
 rule_verdict(i) := data.airlock_compiled.verdict[i] if {
 	data.airlock_compiled_rules.ok == true
+} else := refusal_verdict(rule_list[i - count(rule_list)]) if {
+	i >= count(rule_list)
 } else := object.union(object.filter(r, passthrough), {"action": r.effect, "rule_id": r.id, "reason": rule_reason(r)}) if {
 	r := rule_list[i]
 }
 
 redact_of(i) := data.airlock_compiled.redact[i] if {
 	data.airlock_compiled_rules.ok == true
+} else := object.get(rule_list[i - count(rule_list)], "redact", []) if {
+	i >= count(rule_list)
 } else := object.get(rule_list[i], "redact", [])
+
+refusal_verdict(r) := {"action": "deny", "rule_id": r.id, "reason": sprintf("only %v may trigger this tool (rule %v): this call does not act for one of them as airlock verified", [concat(", ", r.principals), r.id])}
 
 rule_reason(r) := r.reason if {
 	r.reason != ""
@@ -98,6 +123,8 @@ normalize(r, i) := object.union(r, {
 	"tool_glob": star(object.get(r, "tool_pattern", "")),
 	"name_glob": star(object.get(r, "pattern", "")),
 	"args": object.get(r, "args", {}),
+	"commands": object.get(r, "commands", {}),
+	"principals": object.get(r, "principals", []),
 	"words": {w | some w in object.get(r, "tool_words", ["*"])},
 })
 
@@ -140,6 +167,37 @@ clean(value) if {
 		not s in {".", ".."}
 	}
 }
+
+# commands maps JSON pointers to globs on a shell command, where * also
+# matches "/" and spaces. The command is split into its parts at ; & | && ||
+# new lines, parentheses, backticks and $( ; an allow rule matches only when
+# the command has no substitution or redirection and every part matches (so
+# "git status*" never allows "git status; rm -rf ~"), an ask or deny rule
+# when any part matches (so "rm -rf *" also catches "cd x && rm -rf ~").
+command_matches(ptr, pattern, "allow") if {
+	value := object.get(input.call.arguments, pointer(ptr), null)
+	is_string(value)
+	not regex.match(`[<>\x60]|\$\(`, value)
+	parts := command_parts(value)
+	count(parts) > 0
+	every p in parts {
+		glob.match(pattern, null, p)
+	}
+}
+
+command_matches(ptr, pattern, effect) if {
+	effect != "allow"
+	value := object.get(input.call.arguments, pointer(ptr), null)
+	is_string(value)
+	some p in command_parts(value)
+	glob.match(pattern, null, p)
+}
+
+command_parts(cmd) := [p |
+	some s in regex.split(`&&|\|\||\$\(|[;&|\n()\x60]`, cmd)
+	p := regex.replace(trim_space(s), `\s+`, " ")
+	p != ""
+]
 
 rules_verdict := rule_verdict(min(hits)[2])
 

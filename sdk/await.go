@@ -30,6 +30,11 @@ const (
 	StatusExpired          Status = "expired"
 	StatusCanceled         Status = "canceled"
 	StatusInvalid          Status = "invalid"
+	// StatusAllowed and StatusApproved end a gate-only call (Call.AgentRuns)
+	// for Await, AwaitRevision and AwaitDecision: the agent may now run the
+	// tool itself (and then Report it).
+	StatusAllowed  Status = "allowed"
+	StatusApproved Status = "approved"
 )
 
 // Outcome is the end of one call revision.
@@ -56,16 +61,30 @@ type Outcome struct {
 	// Watcher sees only the ends of calls).
 	DecidedBy string `json:"decided_by,omitempty"`
 	// Decision is the policy decision document, when one was made.
+	// AgentRan: the agent ran the tool itself (a gate-only call) and the
+	// result is its report; airlock's executor never ran it.
+	AgentRan bool `json:"agent_ran,omitempty"`
+	// ArgumentsDiffer: the agent reported running other arguments than the
+	// ones airlock decided on.
+	ArgumentsDiffer bool `json:"arguments_differ,omitempty"`
 	Decision *airlockv1.Decision `json:"-"`
 }
 
 // Completed reports whether the tool ran and returned a result.
 func (o Outcome) Completed() bool { return o.Status == StatusCompleted }
 
+// Allowed reports whether a gate-only call may run: the policy allowed it
+// or a person approved it.
+func (o Outcome) Allowed() bool { return o.Status == StatusAllowed || o.Status == StatusApproved }
+
 // Await returns the outcome of the call's newest revision. It reads the
 // call's last events from the stream, then follows it live, so it works when
 // it starts after the outcome was published, after the agent restarted, and
-// across NATS reconnects. It returns when ctx ends without an outcome.
+// across NATS reconnects. It returns when ctx ends without an outcome. A
+// gate-only call (Call.AgentRuns) ends, as far as airlock is concerned, when
+// it is allowed or approved (Outcome.Allowed): the agent then runs the tool
+// and reports how it went (Report), which is the outcome Await returns once
+// the report is recorded (Outcome.AgentRan).
 func (c *Client) Await(ctx context.Context, callID string, opts ...AwaitOption) (Outcome, error) {
 	return c.AwaitRevision(ctx, callID, 0, opts...)
 }
@@ -99,7 +118,21 @@ func awaitOpts(opts []AwaitOption) awaitOptions {
 // newest revision), or of a later revision of the same call if that ends
 // first.
 func (c *Client) AwaitRevision(ctx context.Context, callID string, rev uint32, opts ...AwaitOption) (Outcome, error) {
-	return c.await(ctx, callID, rev, nil, awaitOpts(opts))
+	f := newFollower(callID, rev)
+	f.onEvent = awaitOpts(opts).onEvent
+	return c.follow(ctx, callID, f)
+}
+
+// AwaitDecision returns airlock's answer about revision rev of a gate-only
+// call (Call.AgentRuns; 0: the newest revision): allowed or approved (the
+// agent may run the tool itself, then Report how it went), or the end that
+// came first instead (denied, rejected, changes_requested, expired,
+// canceled, invalid). Like Await it reads what is stored, then follows the
+// call live. It returns when ctx ends without an answer.
+func (c *Client) AwaitDecision(ctx context.Context, callID string, rev uint32) (Outcome, error) {
+	f := newFollower(callID, rev)
+	f.decision = true
+	return c.follow(ctx, callID, f)
 }
 
 // Progress is a step of a call before its outcome: the policy asked a
@@ -120,16 +153,15 @@ type Progress struct {
 // wants to know while they wait. A step can be reported twice (it is seen
 // both live and in the stream); progress must not block.
 func (c *Client) AwaitProgress(ctx context.Context, callID string, rev uint32, progress func(Progress)) (Outcome, error) {
-	return c.await(ctx, callID, rev, progress, awaitOptions{})
+	f := newFollower(callID, rev)
+	f.progress = progress
+	return c.follow(ctx, callID, f)
 }
 
-func (c *Client) await(ctx context.Context, callID string, rev uint32, progress func(Progress), o awaitOptions) (Outcome, error) {
+func (c *Client) follow(ctx context.Context, callID string, f *follower) (Outcome, error) {
 	if err := ids.Validate("call id", callID); err != nil {
 		return Outcome{}, fmt.Errorf("await: %w", err)
 	}
-	f := newFollower(callID, rev)
-	f.progress = progress
-	f.onEvent = o.onEvent
 	// Live first, then the stored events: an event stored in between is
 	// seen by one or the other (or both, which is harmless).
 	live := make(chan *nats.Msg, 64)
@@ -197,8 +229,9 @@ func (c *Client) await(ctx context.Context, callID string, rev uint32, progress 
 var endTypes = subject.EndTypes
 
 // readStored feeds f the last stored event of each type that ends a
-// revision, and the last accepted request (which names the newest revision);
-// with an event hook, also the last approval request.
+// revision, and the last accepted request (which names the newest revision
+// and says whether the call is gate-only, which allowed and approved then
+// end); with an event hook or progress, also the steps before the end.
 func (c *Client) readStored(ctx context.Context, callID string, f *follower) error {
 	types := append([]string{subject.Requested}, endTypes...)
 	if f.onEvent != nil && f.progress == nil {
@@ -210,6 +243,9 @@ func (c *Client) readStored(ctx context.Context, callID string, f *follower) err
 	}
 	if err := c.readTypes(ctx, callID, f, types); err != nil {
 		return err
+	}
+	if f.decision || f.gateOnly {
+		return c.readTypes(ctx, callID, f, []string{subject.Allowed, subject.Approved})
 	}
 	// A call that ran ends with the executor's event: who let it run is in
 	// the decision before it.
@@ -282,6 +318,12 @@ type follower struct {
 	seqs   map[uint32]uint64
 	// deciders are who let each revision run (an approved or allowed event).
 	deciders map[uint32]string
+	// decision: the first allowed or approved of a revision ends it too
+	// (AwaitDecision).
+	decision bool
+	// gateOnly: the call is gate-only (its request or decision says
+	// agent_runs), so allowed and approved end it for Await as well.
+	gateOnly bool
 	// progress, when set, hears the steps before the end.
 	progress func(Progress)
 	// onEvent, when set, sees every event added before the outcome.
@@ -337,9 +379,25 @@ func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 		}
 	}
 	switch b := ev.Body.(type) {
-	case *airlockv1.Event_Approved, *airlockv1.Event_Allowed:
-		f.deciders[rev] = out.DecidedBy
+	case *airlockv1.Event_Requested:
+		f.gateOnly = f.gateOnly || b.Requested.GetCall().GetAgentRuns()
 		return
+	case *airlockv1.Event_Allowed:
+		f.deciders[rev] = out.DecidedBy
+		if f.gateOnly = f.gateOnly || b.Allowed.GetCall().GetAgentRuns(); !f.decision && !f.gateOnly {
+			return
+		}
+		out.Status, out.Decision = StatusAllowed, b.Allowed.GetDecision()
+		out.Reason = b.Allowed.GetDecision().GetReason()
+	case *airlockv1.Event_Approved:
+		f.deciders[rev] = out.DecidedBy
+		if f.gateOnly = f.gateOnly || b.Approved.GetCall().GetAgentRuns(); !f.decision && !f.gateOnly {
+			return
+		}
+		out.Status, out.Decision = StatusApproved, b.Approved.GetDecision()
+		if votes := b.Approved.GetVotes(); len(votes) > 0 {
+			out.Reason = votes[len(votes)-1].GetComment()
+		}
 	case *airlockv1.Event_Denied:
 		out.Status, out.Reason, out.Decision = StatusDenied, b.Denied.GetDecision().GetReason(), b.Denied.GetDecision()
 	case *airlockv1.Event_Rejected:
@@ -352,11 +410,13 @@ func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 		out.Status, out.Reason = StatusCanceled, b.Canceled.GetReason()
 	case *airlockv1.Event_Completed:
 		out.Status, out.Truncated = StatusCompleted, b.Completed.GetTruncated()
+		out.AgentRan, out.ArgumentsDiffer = b.Completed.GetAgentRan(), b.Completed.GetArgumentsDiffer()
 		if r := b.Completed.GetResultJson(); r != "" {
 			out.Result = json.RawMessage(r)
 		}
 	case *airlockv1.Event_Failed:
 		out.Status, out.Reason, out.FailureOutcome = StatusFailed, b.Failed.GetReason(), b.Failed.GetOutcome()
+		out.AgentRan, out.ArgumentsDiffer = b.Failed.GetAgentRan(), b.Failed.GetArgumentsDiffer()
 		if msg := b.Failed.GetMessage(); msg != "" {
 			out.Reason += ": " + msg
 		}
@@ -368,7 +428,25 @@ func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 	default:
 		return
 	}
-	if prev, done := f.seqs[rev]; !done || seq < prev {
+	if f.replaces(rev, out, seq) {
 		f.ends[rev], f.seqs[rev] = out, seq
 	}
+}
+
+// replaces reports whether out, stored at seq, is revision rev's end rather
+// than the end seen so far: the first end (lowest sequence) of a revision is
+// its end, except that a gate-only call's report (completed or failed,
+// always after its allowed or approved) tells more than the decision did.
+func (f *follower) replaces(rev uint32, out Outcome, seq uint64) bool {
+	prev, done := f.ends[rev]
+	reported := func(o Outcome) bool { return o.Status == StatusCompleted || o.Status == StatusFailed }
+	switch {
+	case !done:
+		return true
+	case prev.Allowed() && reported(out):
+		return true
+	case out.Allowed() && reported(prev):
+		return false
+	}
+	return seq < f.seqs[rev]
 }

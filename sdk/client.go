@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -179,6 +180,85 @@ func (c *Client) toolCall(call Call) (*airlockv1.ToolCall, error) {
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, r.Reason)
 	}
 	return tc, nil
+}
+
+// Report is how a gate-only call the agent ran ended (see Client.Report).
+type Report struct {
+	// Failed: the tool failed; Error says how (and Result may hold its output).
+	Failed bool
+	// Result is the tool's result as JSON (nil: none).
+	Result json.RawMessage
+	// Truncated: Result was cut to fit.
+	Truncated bool
+	Error     string
+	Latency   time.Duration
+	// Args, when set, are the arguments the agent ran the tool with; airlock
+	// records whether they differ from the ones it decided on.
+	Args map[string]any
+}
+
+// MaxReportResultBytes is the largest result a report carries; Report cuts
+// a longer one and marks it truncated.
+const MaxReportResultBytes = ingress.MaxReportResultBytes
+
+// Report tells airlock how revision rev (0: 1) of a gate-only call the
+// agent ran itself ended. airlock records it as the call's outcome
+// (Outcome.AgentRan) if the call is this agent's own gate-only call and was
+// allowed or approved, and only the first report of a revision counts; a
+// refused report is recorded as an unauthorized attempt. Report returns once
+// the intake stream stored the report: Await shows the outcome.
+func (c *Client) Report(ctx context.Context, callID string, rev uint32, r Report) error {
+	if err := ids.Validate("call id", callID); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	body := &airlockv1.Reported{Failed: r.Failed, Truncated: r.Truncated, Error: r.Error}
+	if len(r.Result) > 0 {
+		body.ResultJson = string(r.Result)
+		if len(r.Result) > MaxReportResultBytes || !json.Valid(r.Result) {
+			body.ResultJson, body.Truncated = cutJSON(r.Result), body.Truncated || len(r.Result) > MaxReportResultBytes
+		}
+	}
+	if len(body.Error) > ingress.MaxReasonLen {
+		body.Error = strings.ToValidUTF8(body.Error[:ingress.MaxReasonLen], "")
+	}
+	if r.Latency > 0 {
+		body.Latency = durationpb.New(r.Latency)
+	}
+	if r.Args != nil {
+		args, err := structpb.NewStruct(r.Args)
+		if err != nil {
+			return fmt.Errorf("%w: reported arguments must be a JSON object of plain values: %v", ErrInvalid, err)
+		}
+		body.Arguments = args
+	}
+	ev := &airlockv1.Event{
+		AgentId: c.agent, CallId: callID, Revision: max(rev, 1),
+		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: c.agent},
+		Body:  &airlockv1.Event_Reported{Reported: body},
+	}
+	if size := proto.Size(ev); size > c.maxBytes {
+		return fmt.Errorf("%w: report is %d bytes, over the %d-byte limit: report a shorter result", ErrInvalid, size, c.maxBytes)
+	}
+	msg, err := envelope.EncodeRequest(ev, "agent/"+c.agent, "")
+	if err != nil {
+		return fmt.Errorf("report call %s: %w", callID, err)
+	}
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("report call %s: %w%s", callID, err, hint(err))
+	}
+	return nil
+}
+
+// cutJSON keeps as much of a result as fits in MaxReportResultBytes, as a
+// JSON string (a cut JSON document is not JSON any more).
+func cutJSON(raw []byte) string {
+	text := strings.ToValidUTF8(string(raw), "?")
+	for n := min(len(text), MaxReportResultBytes); ; n /= 2 {
+		q, _ := json.Marshal(strings.ToValidUTF8(text[:n], ""))
+		if len(q) <= MaxReportResultBytes {
+			return string(q)
+		}
+	}
 }
 
 // Cancel withdraws a pending call. Only the agent that submitted it can.

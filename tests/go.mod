@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/airlock-gate/airlock/proto v0.0.0
 	github.com/airlock-gate/airlock/sdk v0.0.0
+	github.com/airlock-gate/airlock/services/hooks v0.0.0
 	github.com/airlock-gate/airlock/services/shared v0.0.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/nats-io/nats.go v1.55.0
@@ -164,6 +165,7 @@ require (
 replace (
 	github.com/airlock-gate/airlock/proto => ../proto
 	github.com/airlock-gate/airlock/sdk => ../sdk
+	github.com/airlock-gate/airlock/services/hooks => ../services/hooks
 	github.com/airlock-gate/airlock/services/shared => ../services/shared
 )
 

@@ -281,7 +281,7 @@ func TestTrustBoundaryUnderTheShippedPermissions(t *testing.T) {
 		forbidden := map[string][]string{
 			natsauth.RoleAudit:    {"$KV.airlock_grants.x", "airlock.evt.bot.x.approved", "$JS.API.STREAM.PURGE." + eventsStream},
 			natsauth.RoleConsole:  {"$KV.airlock_grants.x", "airlock.evt.bot.x.approved", "$JS.API.STREAM.DELETE." + eventsStream, "$KV.airlock_approvals.x"},
-			natsauth.RolePolicy:   {"airlock.evt.bot.x.approved", "$KV.airlock_approvals.x", "$JS.API.STREAM.PURGE." + requestStream},
+			natsauth.RolePolicy:   {"airlock.evt.bot.x.approved", "airlock.evt.bot.x.exec.started", "$KV.airlock_approvals.x", "$JS.API.STREAM.PURGE." + requestStream},
 			natsauth.RoleExecutor: {"airlock.evt.bot.x.approved", "$KV.airlock_grants.x", "airlock.api.approval.decide"},
 			natsauth.RoleApproval: {"airlock.evt.bot.x.exec.started", "$KV.airlock_executions.x", "airlock.req.bot.x"},
 			natsauth.RoleGateway:  {"airlock.evt.bot.x.approved", "$KV.airlock_grants.x", "airlock.api.approval.grants.create"},

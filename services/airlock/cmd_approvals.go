@@ -130,6 +130,7 @@ anyone else. The approval service decides whether that person may decide.`,
 		approvalsDecideCmd(g, f, "reject", "Reject a pending call; the agent receives the reason"),
 		approvalsDecideCmd(g, f, "changes", "Request changes; the agent receives the feedback and may submit a revision"),
 		approvalsDecideCmd(g, f, "edit", "Approve a pending call with edited arguments"),
+		approvalsRememberCmd(g, f), approvalsGrantsCmd(g, f), approvalsRevokeCmd(g, f),
 	)
 	return cmd
 }
@@ -253,26 +254,37 @@ func cliOneLine(s string, n int) string {
 	return s
 }
 
+// getCall reads the approval record of AGENT/CALL_ID arg through the
+// console's API, and returns the client and the call's API path for what the
+// command does next (verb names the command in an error).
+func getCall(cmd *cobra.Command, g *globals, f *apiFlags, arg, verb string) (*airlockv1.GetResponse, *apiClient, string, error) {
+	path, err := callArg(cmd, arg)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	c, err := f.client(g)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	var out airlockv1.GetResponse
+	if err := c.do(cmd.Context(), http.MethodGet, path, nil, &out); err != nil {
+		return nil, nil, "", fmt.Errorf("%s %s: %w", verb, arg, err)
+	}
+	return &out, c, path, nil
+}
+
 func approvalsShowCmd(g *globals, f *apiFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show AGENT/CALL_ID",
 		Short: "Show one call: tool, arguments (edited ones too), policy reason, votes, state, timeline",
 		Args:  exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := callArg(cmd, args[0])
+			out, c, path, err := getCall(cmd, g, f, args[0], "show")
 			if err != nil {
 				return err
-			}
-			c, err := f.client(g)
-			if err != nil {
-				return err
-			}
-			var out airlockv1.GetResponse
-			if err := c.do(cmd.Context(), http.MethodGet, path, nil, &out); err != nil {
-				return fmt.Errorf("show %s: %w", args[0], err)
 			}
 			if f.json {
-				printJSON(&out)
+				printJSON(out)
 				return nil
 			}
 			printRecord(os.Stdout, out.Record)

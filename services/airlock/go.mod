@@ -11,6 +11,7 @@ require (
 	github.com/airlock-gate/airlock/services/console v0.0.0
 	github.com/airlock-gate/airlock/services/executor v0.0.0
 	github.com/airlock-gate/airlock/services/gateway v0.0.0
+	github.com/airlock-gate/airlock/services/hooks v0.0.0
 	github.com/airlock-gate/airlock/services/policy v0.0.0
 	github.com/airlock-gate/airlock/services/shared v0.0.0
 	github.com/airlock-gate/airlock/services/slack v0.0.0
@@ -18,6 +19,7 @@ require (
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.10
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -68,7 +70,6 @@ require (
 	github.com/shopspring/decimal v1.5.0 // indirect
 	github.com/sirupsen/logrus v1.10.2 // indirect
 	github.com/slack-go/slack v0.34.0 // indirect
-	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/valyala/fastjson v1.6.10 // indirect
 	github.com/valyala/fasttemplate v1.2.2 // indirect
@@ -99,6 +100,7 @@ replace (
 	github.com/airlock-gate/airlock/services/console => ../console
 	github.com/airlock-gate/airlock/services/executor => ../executor
 	github.com/airlock-gate/airlock/services/gateway => ../gateway
+	github.com/airlock-gate/airlock/services/hooks => ../hooks
 	github.com/airlock-gate/airlock/services/policy => ../policy
 	github.com/airlock-gate/airlock/services/shared => ../shared
 	github.com/airlock-gate/airlock/services/slack => ../slack

@@ -54,6 +54,7 @@ func newRootCmd() *cobra.Command {
 		newNATSCmd(g),
 		newKeysCmd(),
 		newGatewayCmd(g),
+		newHookCmd(g),
 	)
 	return root
 }

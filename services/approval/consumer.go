@@ -39,7 +39,11 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 		if c := b.ApprovalRequested.GetCall(); c.GetCallId() != p.Call || c.GetAgentId() != p.Agent {
 			return consume.Permanent(fmt.Errorf("%s: the call in the event is %s of agent %s", m.Subject(), c.GetCallId(), c.GetAgentId()))
 		}
-		return s.requested(ctx, ev)
+		var seq uint64
+		if meta, err := m.Metadata(); err == nil {
+			seq = meta.Sequence.Stream
+		}
+		return s.requested(ctx, ev, seq)
 	case *airlockv1.Event_Allowed:
 		// A later revision decided without a person still supersedes an
 		// earlier one waiting for approval: only the newest revision may run.
@@ -58,12 +62,15 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 
 // requested creates the pending record and announces it. A redelivered
 // event finds the record: if it was never announced (the previous attempt
-// died in between) it is announced now.
-func (s *Service) requested(ctx context.Context, ev *airlockv1.Event) error {
+// died in between) it is announced now. A call of a queue_per_thread rule
+// is created queued and announced when its thread's turn comes (queue.go);
+// seq, the event's stream sequence, orders the queue.
+func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64) error {
 	rec, err := domain.NewRecord(ev, s.settings, s.now())
 	if err != nil {
 		return consume.Permanent(err)
 	}
+	rec.RequestedSeq, rec.Queued = seq, domain.InQueue(rec)
 	key := domain.RefOf(rec).Key()
 	if _, err := s.store.create(ctx, rec); err != nil {
 		if !errors.Is(err, jetstream.ErrKeyExists) {
@@ -76,10 +83,13 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event) error {
 			return nil
 		}
 	} else {
-		s.deps.Log.Info("call waits for approval", "key", key, "approvers", rec.GetDecision().GetApprovers(), "deadline", rec.GetDeadline().AsTime())
+		s.deps.Log.Info("call waits for approval", "key", key, "approvers", rec.GetDecision().GetApprovers(), "deadline", rec.GetDeadline().AsTime(), "queued", rec.GetQueued())
 	}
 	if err := s.supersede(ctx, rec); err != nil {
 		return err
+	}
+	if rec.GetQueued() {
+		return s.release(ctx, rec)
 	}
 	return s.announce(ctx, key, rec)
 }

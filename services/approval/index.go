@@ -105,6 +105,9 @@ func (ix *index) follow(ctx context.Context, w jetstream.KeyWatcher, ready chan<
 }
 
 func (ix *index) apply(e jetstream.KeyValueEntry) {
+	if strings.HasPrefix(e.Key(), "_") {
+		return // a thread queue's lock (domain.QueueKey), not a record
+	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if e.Operation() != jetstream.KeyValuePut {

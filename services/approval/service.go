@@ -291,6 +291,10 @@ func (s *Service) transition(ctx context.Context, key string, step func(*airlock
 		if err := s.publishDecision(ctx, rec); err != nil {
 			s.deps.Log.Error("decision stored but its event is not published yet; the sweeper will retry", "key", key, "err", err)
 		}
+		// Its thread's next queued call gets its turn (the sweeper retries).
+		if err := s.release(ctx, rec); err != nil {
+			s.deps.Log.Warn("releasing the thread's next queued call failed; the sweeper will retry", "key", key, "err", err)
+		}
 	}
 	return rec, wrote, out, nil
 }

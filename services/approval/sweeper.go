@@ -61,6 +61,7 @@ func (s *Service) sweepOnce(ctx context.Context) {
 			s.fireTimer(ctx, key)
 		}
 	}
+	s.releaseQueues(ctx, pending)
 	s.settle(ctx)
 	s.sweepGrants(ctx)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -167,26 +168,23 @@ func (con *Console) apiAwait(c echo.Context) error {
 
 // callExists checks that the agent submitted the call, so that awaiting a
 // mistyped id fails at once instead of after the whole wait: its request is
-// recorded in the events stream, or may still wait in the intake stream
-// (which stores an agent's requests under airlock.req.<agent>: while any
-// waits there, the call may be one of them).
+// recorded in the events stream, or still waits in the intake stream
+// (which stores an agent's requests under airlock.req.<agent>, each body
+// naming its call).
 func (con *Console) callExists(ctx context.Context, agent, id string) error {
 	recorded, err := subject.Event(agent, id, subject.Requested)
 	if err != nil {
 		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
 	}
-	queued := subject.RequestsPrefix + "." + agent
-	for _, w := range []struct{ stream, subject string }{{con.cfg.Stream.Name, recorded}, {con.cfg.Intake.Name, queued}} {
-		stream, err := con.js.Stream(ctx, w.stream)
-		if err != nil {
-			return apierr.Wrap(apierr.Unavailable, err, "read stream %s", w.stream)
-		}
-		_, err = stream.GetLastMsgForSubject(ctx, w.subject)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrMsgNotFound) {
-			return apierr.Wrap(apierr.Unavailable, err, "read stream %s", w.stream)
+	for _, look := range []func() (bool, error){
+		func() (bool, error) { return con.stored(ctx, con.cfg.Stream.Name, recorded, "") },
+		// The intake stores a request under its agent alone: the body names the call.
+		func() (bool, error) {
+			return con.stored(ctx, con.cfg.Intake.Name, subject.RequestsPrefix+"."+agent, id)
+		},
+	} {
+		if found, err := look(); found || err != nil {
+			return err
 		}
 	}
 	// The policy service may be taking it from the intake right now.
@@ -194,6 +192,31 @@ func (con *Console) callExists(ctx context.Context, agent, id string) error {
 		return nil
 	}
 	return apierr.New(apierr.NotFound, "agent %s submitted no call %s", agent, id)
+}
+
+// stored reports whether stream holds a message on subj — one whose body
+// names call id, when id is set (at most intake.max_pending_per_agent are
+// read: no agent has more waiting).
+func (con *Console) stored(ctx context.Context, name, subj, id string) (bool, error) {
+	stream, err := con.js.Stream(ctx, name)
+	if err != nil {
+		return false, apierr.Wrap(apierr.Unavailable, err, "read stream %s", name)
+	}
+	seq := uint64(1)
+	for range max(con.cfg.Intake.MaxPendingPerAgent, 1) {
+		m, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, apierr.Wrap(apierr.Unavailable, err, "read stream %s", name)
+		}
+		if id == "" || ingress.BodyCallID(m.Data, nats.Header(m.Header)) == id {
+			return true, nil
+		}
+		seq = m.Sequence + 1
+	}
+	return false, nil
 }
 
 // --- reviewers ---
@@ -392,8 +415,13 @@ type grantBody struct {
 	ArgumentGlobs       map[string]string `json:"argument_globs"`
 	AnyArguments        []string          `json:"any_arguments"`
 	OnlyListedArguments bool              `json:"only_listed_arguments"`
-	Uses                int               `json:"uses"`
-	ExpiresIn           string            `json:"expires_in"`
+	// CommandPrefixes remember a shell command by its prefix (JSON pointer →
+	// prefix, e.g. {"/command": "git commit"}); ArgumentsDigest pins the
+	// exact arguments the person reviewed (the call's arguments_digest).
+	CommandPrefixes map[string]string `json:"command_prefixes"`
+	ArgumentsDigest string            `json:"arguments_digest"`
+	Uses            int               `json:"uses"`
+	ExpiresIn       string            `json:"expires_in"`
 }
 
 func (con *Console) apiCreateGrant(c echo.Context) error {
@@ -402,7 +430,7 @@ func (con *Console) apiCreateGrant(c echo.Context) error {
 		return err
 	}
 	in := grantInput{FromAgent: strings.TrimSpace(b.AgentID), FromCall: b.FromCallID, FromRevision: b.FromRevision, Globs: b.ArgumentGlobs,
-		Any: b.AnyArguments, OnlyListed: b.OnlyListedArguments, Uses: b.Uses}
+		Any: b.AnyArguments, OnlyListed: b.OnlyListedArguments, Prefixes: b.CommandPrefixes, Digest: b.ArgumentsDigest, Uses: b.Uses}
 	if b.ExpiresIn != "" {
 		d, err := time.ParseDuration(b.ExpiresIn)
 		if err != nil || d < 0 {

@@ -12,6 +12,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 )
 
@@ -34,6 +35,15 @@ type Principal struct {
 // Has reports whether p holds role; admin holds every role.
 func (p Principal) Has(role string) bool {
 	return slices.Contains(p.Roles, role) || slices.Contains(p.Roles, config.RoleAdmin)
+}
+
+// mayDecide reports whether p may send decisions about rec: reviewers may
+// (the approval service still checks they are among its approvers), and so
+// may the person the call acts for, whatever their role, when its rule asks
+// them to confirm their own call and airlock verified who they are
+// (self-confirmation).
+func mayDecide(p Principal, rec *airlockv1.ApprovalRecord) bool {
+	return p.CanDecide() || calls.RequesterMayDecide(rec.GetCall(), rec.GetDecision(), p.Name)
 }
 
 // CanDecide reports whether p may send decisions to the approval service
@@ -74,6 +84,7 @@ const (
 	public       access = iota // no sign-in (sign-in page, static assets)
 	signedIn                   // any console user or personal token
 	reviewerOnly               // reviewer or admin
+	deciders                   // reviewers, and anyone deciding their own self-confirmed call (checked per call: mayDecide)
 	auditorOnly                // auditor or admin
 	adminOnly                  // admin
 	agentOnly                  // an agent token
@@ -92,6 +103,8 @@ func (a access) allows(p Principal) bool {
 	switch a {
 	case reviewerOnly:
 		return p.Has(config.RoleReviewer)
+	case deciders:
+		return p.Name != ""
 	case auditorOnly:
 		return p.Has(config.RoleAuditor)
 	case adminOnly:
@@ -195,6 +208,11 @@ func (con *Console) authenticate(a access) echo.MiddlewareFunc {
 				return err
 			}
 			c.Set(principalKey, p)
+			if a == deciders && !p.CanDecide() {
+				// Whether this person may decide is known only once the
+				// call is read: a refusal then is recorded like any other.
+				return con.refusedIf(c, next(c))
+			}
 			return next(c)
 		}
 	}

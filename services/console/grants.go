@@ -13,6 +13,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/grant"
 )
 
@@ -26,8 +27,9 @@ import (
 // Argument modes of the form.
 const (
 	modeExact = "exact"
-	modeGlob  = "glob"
-	modeAny   = "any"
+	modeGlob   = "glob"
+	modePrefix = "prefix"
+	modeAny    = "any"
 )
 
 // grantArgs lists the call's top-level arguments for the form, each pinned.
@@ -44,6 +46,9 @@ func grantArgs(rec *airlockv1.ApprovalRecord) []grantArg {
 		a := grantArg{Index: i, Pointer: "/" + escapePointer(k), Value: grant.ValueJSON(v), Mode: modeExact}
 		if s, ok := v.GetKind().(*structpb.Value_StringValue); ok {
 			a.IsString, a.Multiline = true, strings.ContainsAny(s.StringValue, "\n\r")
+			if p := calls.CommandPrefix(s.StringValue, 2); p != "" && k == "command" {
+				a.Command, a.Prefix = true, p
+			}
 		}
 		out = append(out, a)
 	}
@@ -55,13 +60,16 @@ func grantArgs(rec *airlockv1.ApprovalRecord) []grantArg {
 // extra "pointer = glob" lines; no other arguments unless unticked.
 func grantFromForm(c echo.Context, rec *airlockv1.ApprovalRecord) (grantInput, []grantArg, string, error) {
 	in := grantInput{FromAgent: rec.GetCall().GetAgentId(), FromCall: rec.GetCall().GetCallId(), FromRevision: max(rec.GetCall().GetRevision(), 1),
-		Values: map[string]*structpb.Value{}, Globs: map[string]string{}, OnlyListed: c.FormValue("only_listed") != ""}
+		Values: map[string]*structpb.Value{}, Globs: map[string]string{}, Prefixes: map[string]string{}, OnlyListed: c.FormValue("only_listed") != ""}
 	args := grantArgs(rec)
 	fields := rec.GetCall().GetArguments().GetFields()
 	for i := range args {
 		a := &args[i]
 		idx := strconv.Itoa(a.Index)
 		a.Mode, a.Glob = c.FormValue("mode_"+idx), strings.TrimSpace(c.FormValue("glob_"+idx))
+		if p := strings.TrimSpace(c.FormValue("prefix_" + idx)); p != "" {
+			a.Prefix = p
+		}
 		key := unescapePointerToken(strings.TrimPrefix(a.Pointer, "/"))
 		switch a.Mode {
 		case modeExact, "":
@@ -75,10 +83,15 @@ func grantFromForm(c echo.Context, rec *airlockv1.ApprovalRecord) (grantInput, [
 				return in, args, "", apierr.New(apierr.InvalidRequest, "argument %s: give the glob its value must match, e.g. reports/*.txt", a.Pointer)
 			}
 			in.Globs[a.Pointer] = a.Glob
+		case modePrefix:
+			if !a.Command {
+				return in, args, "", apierr.New(apierr.InvalidRequest, "argument %s is not a plain shell command, so no command prefix can match it: pin it exactly", a.Pointer)
+			}
+			in.Prefixes[a.Pointer] = a.Prefix
 		case modeAny:
 			in.Any = append(in.Any, a.Pointer)
 		default:
-			return in, args, "", apierr.New(apierr.InvalidRequest, "argument %s: choose exactly, matching a glob, or any value", a.Pointer)
+			return in, args, "", apierr.New(apierr.InvalidRequest, "argument %s: choose exactly, matching a glob, starting with a command prefix, or any value", a.Pointer)
 		}
 	}
 	extra := c.FormValue("extra")
@@ -130,6 +143,9 @@ func parseGlobs(raw string) (map[string]string, error) {
 func (con *Console) grantRecord(c echo.Context, agent, from, rev string) (*airlockv1.ApprovalRecord, error) {
 	r, err := revisionParam(rev)
 	if err != nil {
+		return nil, err
+	}
+	if err := con.use.decidable(c.Request().Context(), principal(c), agent, from, r); err != nil {
 		return nil, err
 	}
 	return con.use.record(c.Request().Context(), agent, from, r)

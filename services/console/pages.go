@@ -177,7 +177,10 @@ func (con *Console) callPage(c echo.Context) error {
 	}
 	v := &callPageView{Call: newCallView(rec)}
 	v.Title, v.Nav = v.Call.FullTool+" · "+v.Call.ID, "inbox"
-	if v.Call.Pending && v.Call.Thread != "" {
+	v.Call.YouMayDecide = mayDecide(principal(c), rec)
+	// Approving a whole thread takes a reviewer (a requester confirms only
+	// their own call).
+	if v.Call.Pending && v.Call.Thread != "" && principal(c).CanDecide() {
 		tp, err := con.use.threadPreview(ctx, v.Call.Agent, v.Call.Thread)
 		if err != nil {
 			return err

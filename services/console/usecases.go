@@ -109,6 +109,9 @@ type decision struct {
 // service's answer. Rejections and requests for changes need a text, since
 // the agent receives it.
 func (u *useCases) decide(ctx context.Context, p Principal, ch string, d decision) (*airlockv1.DecideResponse, error) {
+	if err := u.decidable(ctx, p, d.Agent, d.Call, d.Revision); err != nil {
+		return nil, err
+	}
 	if _, err := u.record(ctx, d.Agent, d.Call, d.Revision); err != nil {
 		return nil, err
 	}
@@ -130,6 +133,28 @@ func (u *useCases) decide(ctx context.Context, p Principal, ch string, d decisio
 		AgentId: d.Agent, CallId: d.Call, Revision: d.Revision, Principal: p.Actor(ch), Kind: d.Kind, Reason: reason,
 		EditedArguments: d.Edited, ArgumentsDigest: d.SawDigest,
 	})
+}
+
+// decidable refuses a decision (or a grant) about a call from someone who
+// may not send one: someone who is not a reviewer, about a call that is not
+// theirs to confirm (and they learn nothing about it, not even whether it
+// exists). A reviewer's decision is checked against the call's approvers by
+// the approval service.
+func (u *useCases) decidable(ctx context.Context, p Principal, agent, id string, rev uint32) error {
+	if p.CanDecide() {
+		return nil
+	}
+	rec, err := u.record(ctx, agent, id, rev)
+	if err != nil || !mayDecide(p, rec) {
+		return notYours(p)
+	}
+	return nil
+}
+
+// notYours refuses a decision from someone who is neither a reviewer nor
+// the requester of a self-confirmed call.
+func notYours(p Principal) error {
+	return apierr.New(apierr.NotAuthorized, "%s cannot decide this call: deciding takes the reviewer role, or being the person a call acts for when its rule asks them to confirm it themselves", p.Name)
 }
 
 // threadPreview lists the pending calls of an agent's thread, oldest
@@ -241,8 +266,12 @@ type grantInput struct {
 	Globs      map[string]string
 	Any        []string
 	OnlyListed bool
-	Uses       int
-	TTL        time.Duration
+	// Prefixes remember a shell command by the words it starts with (JSON
+	// pointer → prefix); Digest pins the exact arguments reviewed.
+	Prefixes map[string]string
+	Digest   string
+	Uses     int
+	TTL      time.Duration
 }
 
 // grant is the standing grant in would create (the approval service takes
@@ -250,7 +279,8 @@ type grantInput struct {
 func (u *useCases) grant(rec *airlockv1.ApprovalRecord, in grantInput) *airlockv1.StandingGrant {
 	c := rec.GetCall()
 	g := &airlockv1.StandingGrant{AgentId: c.GetAgentId(), Server: c.GetServer(), Tool: c.GetTool(), FromCallId: c.GetCallId(),
-		ArgumentValues: in.Values, ArgumentGlobs: in.Globs, AnyArguments: in.Any, OnlyListedArguments: in.OnlyListed}
+		ArgumentValues: in.Values, ArgumentGlobs: in.Globs, AnyArguments: in.Any, OnlyListedArguments: in.OnlyListed,
+		CommandPrefixes: in.Prefixes, ArgumentsDigest: in.Digest}
 	if in.Uses > 0 {
 		g.LimitedUses, g.UsesLeft = true, uint32(in.Uses)
 	}
@@ -267,6 +297,9 @@ func (u *useCases) createGrant(ctx context.Context, p Principal, ch string, in g
 	}
 	if in.Uses < 0 {
 		return nil, apierr.New(apierr.InvalidRequest, "uses must be 0 (unlimited) or more")
+	}
+	if err := u.decidable(ctx, p, in.FromAgent, in.FromCall, in.FromRevision); err != nil {
+		return nil, err
 	}
 	rec, err := u.record(ctx, in.FromAgent, in.FromCall, in.FromRevision)
 	if err != nil {

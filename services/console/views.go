@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,6 +73,15 @@ type callView struct {
 	// Problems name values that could not be shown as they are (a
 	// non-finite number): the record renders, flagged.
 	Problems []string
+	// AgentRuns: a gate-only call (a coding agent's hook): the agent runs
+	// the tool itself, airlock only decides.
+	AgentRuns bool
+	// Queued: it waits behind an earlier call of its thread.
+	Queued bool
+	// SelfConfirm: its rule asks the person it acts for to confirm it.
+	SelfConfirm bool
+	// YouMayDecide: the signed-in person may send decisions about it.
+	YouMayDecide bool
 }
 
 type voteView struct {
@@ -116,6 +126,8 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 		Pending:    rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
 		ArgsDigest: rec.GetArgumentsDigest(),
 		Quorum:     max(int(d.GetQuorum()), 1), DecidedBy: rec.GetDecidedBy().GetId(), DecisionReason: rec.GetReason(),
+		AgentRuns: c.GetAgentRuns(), Queued: rec.GetQueued() && rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
+		SelfConfirm: slices.Contains(d.GetApprovers(), calls.Requester),
 	}
 	if v.Path != "" {
 		v.GrantPath = "/grants/new?" + url.Values{"agent": {v.Agent}, "from": {v.ID}, "rev": {fmt.Sprint(v.Revision)}}.Encode()
@@ -239,8 +251,14 @@ func newTimelineEntry(ev *airlockv1.Event) timelineEntry {
 		if len(t.Detail) > 400 {
 			t.Detail = calls.Cut(t.Detail, 397) + "..."
 		}
+		if ran := calls.AgentRan(b.Completed.GetAgentRan(), b.Completed.GetArgumentsDiffer()); ran != "" {
+			t.Detail = ran + ": " + t.Detail
+		}
 	case *airlockv1.Event_Failed:
 		t.Detail = strings.TrimSpace(b.Failed.GetReason() + " (" + b.Failed.GetOutcome() + ") " + b.Failed.GetMessage())
+		if ran := calls.AgentRan(b.Failed.GetAgentRan(), b.Failed.GetArgumentsDiffer()); ran != "" {
+			t.Detail = ran + ": " + t.Detail
+		}
 	case *airlockv1.Event_UnauthorizedAttempt:
 		t.Detail = b.UnauthorizedAttempt.GetAction() + " refused: " + b.UnauthorizedAttempt.GetWhy()
 	case *airlockv1.Event_Invalid:
@@ -402,8 +420,11 @@ type grantArg struct {
 	Multiline bool
 	// IsString: only string values can be matched with a glob.
 	IsString bool
-	// Mode is exact (the default), glob or any.
-	Mode, Glob string
+	// Command: a plain shell command, which can also be remembered by the
+	// words it starts with (Prefix, pre-filled with its first two).
+	Command bool
+	// Mode is exact (the default), glob, prefix or any.
+	Mode, Glob, Prefix string
 }
 
 type grantFormView struct {

@@ -18,7 +18,7 @@ var risks = map[string]airlockv1.Risk{"low": airlockv1.Risk_RISK_LOW, "medium": 
 
 // decisionKeys are the keys a decision document may have, for the message
 // that names an unknown one.
-const decisionKeys = "action, reason, rule_id, risk, approvers, quorum, timeout, notify, redact, escalate_to, escalate_after, remind_after"
+const decisionKeys = "action, reason, rule_id, risk, approvers, quorum, timeout, notify, redact, escalate_to, escalate_after, remind_after, queue_per_thread"
 
 // decisionFromValue reads the policy's document strictly, from its AST form
 // (no conversion to Go maps): an unknown key, a wrong type or an unknown
@@ -79,6 +79,12 @@ func decisionFromValue(v ast.Value) (*airlockv1.Decision, error) {
 			default:
 				d.EscalateTo = list
 			}
+		case "queue_per_thread":
+			b, ok := val.(ast.Boolean)
+			if !ok {
+				return bad("true or false")
+			}
+			d.QueuePerThread = bool(b)
 		case "quorum":
 			n, ok := val.(ast.Number)
 			q, err := json.Number(n).Int64()

@@ -169,6 +169,12 @@ func describeRule(r *airlockv1.PolicyRule) string {
 	for _, k := range slices.Sorted(maps.Keys(r.Args)) {
 		what = append(what, "args"+k+"="+r.Args[k])
 	}
+	for _, k := range slices.Sorted(maps.Keys(r.Commands)) {
+		what = append(what, "commands"+k+"="+r.Commands[k])
+	}
+	if len(r.Principals) > 0 {
+		what = append(what, "principals="+strings.Join(r.Principals, ","))
+	}
 	return fmt.Sprintf("priority %d, %s → %s", r.Priority, strings.Join(what, " "), r.Effect)
 }
 

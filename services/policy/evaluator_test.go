@@ -44,6 +44,25 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 		&airlockv1.PolicyRule{Id: "nested-arg", Priority: 7, Tool: "deploy", Args: map[string]string{"/target/env": "prod*", "/a~1b": "*"}, Effect: "deny"},
 		&airlockv1.PolicyRule{Id: "masks-secrets", Priority: 300, Redact: []string{"/token", "/password"}, Effect: "ask", Risk: "low"},
 		&airlockv1.PolicyRule{Id: "glob-any-initial", Priority: 8, ToolPattern: "*_inbox", Effect: "allow", Risk: "critical"},
+		// Seed 002's user allowlist: a refusal for everyone else.
+		&airlockv1.PolicyRule{Id: "allowlist", Priority: 4, Server: "notes", Principals: []string{"alice"}, Effect: "ask", Approvers: []string{"requester"}, QueuePerThread: true, Redact: []string{"/secret"}},
+		// A command rule of the run-time kind.
+		&airlockv1.PolicyRule{Id: "make-ok", Priority: 5, Server: "build", Tool: "sh", Commands: map[string]string{"/cmd": "make *"}, Effect: "allow"},
+		// Command rules of every effect (any part for ask and deny), two
+		// pointers, and one for principals only.
+		&airlockv1.PolicyRule{Id: "cmd-deny", Priority: 3, Server: "build", Commands: map[string]string{"/cmd": "{rm *,sudo *}"}, Effect: "deny", Risk: "critical", Redact: []string{"/cmd"}},
+		&airlockv1.PolicyRule{Id: "cmd-ask", Priority: 9, Tool: "sh", Commands: map[string]string{"/cmd": "git *", "/cwd": "/src*"}, Effect: "ask", QueuePerThread: true},
+		&airlockv1.PolicyRule{Id: "deploy-cmd", Priority: 4, Server: "build", Tool: "sh", Principals: []string{"alice", "bob"}, Commands: map[string]string{"/cmd": "deploy *"}, Effect: "allow", Risk: "high"},
+		// A refusal outranks a deny of a later priority, and loses to one of
+		// an earlier priority.
+		&airlockv1.PolicyRule{Id: "notes-purge-deny", Priority: 9, Server: "notes", Tool: "purge", Effect: "deny", Risk: "low"},
+		&airlockv1.PolicyRule{Id: "notes-drop-deny", Priority: 2, Server: "notes", Tool: "drop", Effect: "deny"},
+		// A deny rule naming principals denies everyone.
+		&airlockv1.PolicyRule{Id: "ops-deny", Priority: 3, Server: "ops", Principals: []string{"bob"}, Effect: "deny", Redact: []string{"/token"}},
+		// Patterns listing exact names (filed under their tools), one of them
+		// ambiguous about where its server ends (filed by its glob).
+		&airlockv1.PolicyRule{Id: "literal-names", Priority: 8, Pattern: "{notes__write,build__sh,claude__Bash}", Effect: "ask", Risk: "low", QueuePerThread: true},
+		&airlockv1.PolicyRule{Id: "literal-ambiguous", Priority: 8, Pattern: "srv___tool", Effect: "deny"},
 	)
 	// An empty tool_words list in data.json matches no tool, as word_matches says.
 	def := mustDefault(t)
@@ -70,7 +89,7 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range comparisonCalls() {
+	for _, c := range append(comparisonCalls(), personCommandCalls()...) {
 		name := fmt.Sprintf("%s/%s__%s%v", c.AgentId, c.Server, c.Tool, c.Arguments.AsMap())
 		got, err := ev.Evaluate(ctx, c, time.Now())
 		if err != nil {
@@ -127,6 +146,39 @@ func comparisonCalls() []*airlockv1.ToolCall {
 		for _, c := range [][2]string{{"fs", "delete_file"}, {"fs", "tool_9"}, {"k8s", "deploy"}, {"mail", "sendMessage"}} {
 			st, _ := structpb.NewStruct(a)
 			out = append(out, &airlockv1.ToolCall{AgentId: "bot", CallId: "c", Revision: 1, Server: c[0], Tool: c[1], Arguments: st})
+		}
+	}
+	return out
+}
+
+// personCommandCalls cross the shell commands of the command rules (plain,
+// chained, substituted, redirected, blank) with the people a call may act
+// for (verified or only claimed) on the tools of the command, principals
+// and literal-name rules, and the coding-agent profile's shell tools.
+func personCommandCalls() []*airlockv1.ToolCall {
+	commands := []any{"git status", "git status; rm -rf ~", "npm test > out.txt", "make test && make lint", "make test && rm x",
+		"make   test", "deploy prod", "deploy prod | sh", "rm -rf /", "echo $(id)", "ls `pwd`", "cat x | sh", "", "  ",
+		"git log\nrm x", "(make)", "sudo ls", "git push --force origin", "ls -la", 7.0}
+	persons := []struct {
+		who      string
+		verified bool
+	}{{"", false}, {"alice", true}, {"alice", false}, {"mallory", true}, {"bob", true}}
+	tools := [][2]string{{"claude", "Bash"}, {"codex", "shell"}, {"build", "sh"}, {"build", "make"}, {"notes", "write"}, {"notes", "purge"},
+		{"notes", "drop"}, {"ops", "restart"}, {"srv_", "tool"}, {"srv", "_tool"}, {"claude", "Read"}, {"claude", "Edit"}}
+	agents := []string{"bot", "sup", "ci"}
+	var out []*airlockv1.ToolCall
+	n := 0
+	for t, tool := range tools {
+		for i, p := range persons {
+			// Every command for every tool (a bijection over its 20 slots),
+			// each tool handing them to the people in another order.
+			for k := range 4 {
+				n++
+				cmd := commands[(3*(4*i+k)+t)%len(commands)]
+				args, _ := structpb.NewStruct(map[string]any{"command": cmd, "cmd": cmd, "cwd": []string{"/src/x", "/tmp"}[n%2], "token": "t"})
+				out = append(out, &airlockv1.ToolCall{AgentId: agents[n%len(agents)], CallId: "c", Revision: 1, Server: tool[0], Tool: tool[1],
+					OnBehalfOf: p.who, OnBehalfOfVerified: p.verified, Arguments: args})
+			}
 		}
 	}
 	return out
@@ -257,5 +309,65 @@ func TestDecisionCarriesTheArgumentsDigest(t *testing.T) {
 				t.Errorf("digest %q, canon.Digest %q", d.ArgumentsDigest, want)
 			}
 		})
+	}
+}
+
+func TestAUserAllowlistDeniesEveryoneElseAndTheQueueFlagReachesTheDecision(t *testing.T) {
+	ctx := context.Background()
+	ev, err := policy.NewEvaluator(ctx, mustDefault(t), []*airlockv1.PolicyRule{
+		{Id: "writers", Priority: 1, Server: "notes", Principals: []string{"alice"}, Effect: "ask", Approvers: []string{"requester"}, QueuePerThread: true},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name     string
+		person   string
+		verified bool
+		want     airlockv1.Action
+	}{
+		{"the_allowlisted_person_is_asked", "alice", true, airlockv1.Action_ACTION_ASK},
+		{"someone_else_is_denied", "mallory", true, airlockv1.Action_ACTION_DENY},
+		{"an_unverified_claim_is_denied", "alice", false, airlockv1.Action_ACTION_DENY},
+		{"no_person_is_denied", "", false, airlockv1.Action_ACTION_DENY},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &airlockv1.ToolCall{AgentId: "bot", CallId: "c", Revision: 1, Server: "notes", Tool: "write", OnBehalfOf: tt.person, OnBehalfOfVerified: tt.verified, Arguments: &structpb.Struct{}}
+			d, err := ev.Evaluate(ctx, c, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Action != tt.want || d.RuleId != "writers" {
+				t.Fatalf("decision %v by %q: %s", d.Action, d.RuleId, d.Reason)
+			}
+			if tt.want == airlockv1.Action_ACTION_ASK && (!d.QueuePerThread || len(d.Approvers) != 1 || d.Approvers[0] != "requester") {
+				t.Fatalf("ask decision lost the rule's approvers or queue flag: %v", d)
+			}
+		})
+	}
+}
+
+func TestRuleValidationRefusesBadCommandsAndPrincipals(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		r    *airlockv1.PolicyRule
+		want string
+	}{
+		{"a_command_not_on_a_pointer", &airlockv1.PolicyRule{Id: "r", Effect: "allow", Commands: map[string]string{"command": "ls"}}, "JSON pointer"},
+		{"a_malformed_command_glob", &airlockv1.PolicyRule{Id: "r", Effect: "allow", Commands: map[string]string{"/command": "{ls"}}, "not valid"},
+		{"a_group_among_principals", &airlockv1.PolicyRule{Id: "r", Effect: "ask", Principals: []string{"group:devs"}}, "name people"},
+		{"a_blank_principal", &airlockv1.PolicyRule{Id: "r", Effect: "ask", Principals: []string{" "}}, "name people"},
+		// "requester" is a role in rules' approvers, never a person.
+		{"the_requester_role_among_principals", &airlockv1.PolicyRule{Id: "r", Effect: "ask", Principals: []string{"requester"}}, "name people"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := policy.ValidateRule(tt.r); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ValidateRule = %v, want an error saying %q", err, tt.want)
+			}
+		})
+	}
+	ok := &airlockv1.PolicyRule{Id: "r", Effect: "allow", Commands: map[string]string{"/command": "git status*"}, Principals: []string{"alice"}, QueuePerThread: true}
+	if err := policy.ValidateRule(ok); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/util"
@@ -40,7 +41,7 @@ decision := ` + builtinDecision + `(input.call)
 
 // passthrough are the keys a deciding rule passes through to the decision
 // (airlock.rego's passthrough).
-var passthrough = []string{"approvers", "quorum", "timeout", "notify", "escalate_to", "escalate_after", "remind_after"}
+var passthrough = []string{"approvers", "quorum", "timeout", "notify", "escalate_to", "escalate_after", "remind_after", "queue_per_thread"}
 
 // riskLevels is airlock.rego's risk_levels: the word of a risk rank, 0
 // (none rated) being medium.
@@ -52,9 +53,11 @@ var riskRank = map[string]int{"low": 1, "medium": 2, "high": 3, "critical": 4}
 // compileRules turns data.airlock.rules (normalized and sorted by
 // mergeData) into the ruleSet the built-in functions match calls with, and
 // the tables for CompiledDataKey that airlock.rego's general path reads
-// (verdict and redact per rule index). Each rule's verdict, its decision when
-// it matches alone and its hits entry are built here once, as AST terms, so
-// that a decision allocates nothing for them.
+// (verdict and redact per hits index: each rule's at its index, the refusals
+// of rules naming principals after every rule, as airlock.rego's hit indexes
+// them). Each rule's verdict, its decision when it matches alone and its
+// hits entry are built here once, as AST terms, so that a decision
+// allocates nothing for them.
 func compileRules(data map[string]any) (*ruleSet, map[string]any, error) {
 	al, _ := data["airlock"].(map[string]any)
 	list, _ := al["rules"].([]any)
@@ -64,8 +67,9 @@ func compileRules(data map[string]any) (*ruleSet, map[string]any, error) {
 		}
 		return "*"
 	}
-	rs := newRuleSet(al["bindings"])
-	var verdicts, redacts []any
+	rs := newRuleSet(al["bindings"], len(list))
+	n := len(list)
+	verdicts, redacts := make([]any, 2*n), make([]any, 2*n)
 	for i, x := range list {
 		raw := x.(map[string]any)
 		id, effect := fmt.Sprint(raw["id"]), fmt.Sprint(raw["effect"])
@@ -97,30 +101,27 @@ func compileRules(data map[string]any) (*ruleSet, map[string]any, error) {
 		slices.Sort(red)
 		red = slices.Compact(red)
 		rank := riskRank[fmt.Sprint(raw["risk"])]
-		solo := maps.Clone(verdict)
-		solo["risk"] = riskLevels[rank]
-		solo["redact"] = append([]string{}, red...)
-		verdicts = append(verdicts, verdict)
-		redacts = append(redacts, redact)
-
 		class := 1
 		if effect == "deny" {
 			class = 0
 		}
-		verdictTerm, err := astOf(verdict)
+		own, err := newOutcome(class, raw["priority"], i, rank, red, verdict)
 		if err != nil {
 			return nil, nil, fmt.Errorf("rule %s: %w", id, err)
 		}
-		// airlock.rego's entry(r, i) is [class, priority, index, risk rank];
-		// the decision the rule makes alone rides along as a fifth element.
-		entry, err := astOf([]any{class, raw["priority"], i, rank, solo})
-		if err != nil {
-			return nil, nil, fmt.Errorf("rule %s: %w", id, err)
-		}
-		r := rule{
-			class: class, rank: rank, redact: red,
-			server: star(raw["server"]), tool: star(raw["tool"]), agent: star(raw["agent"]),
-			entry: entry, solo: entry.Value.(*ast.Array).Elem(4), verdict: verdictTerm.Value.(ast.Object),
+		verdicts[i], redacts[i] = verdict, redact
+
+		r := rule{server: star(raw["server"]), tool: star(raw["tool"]), agent: star(raw["agent"]), principals: stringsOf(raw["principals"])}
+		// airlock.rego's refusal_verdict: for a rule naming principals, what
+		// everyone else's matching call gets, at index n + i.
+		var refusal outcome
+		if len(r.principals) > 0 {
+			rv := map[string]any{"action": "deny", "rule_id": raw["id"], "reason": fmt.Sprintf(
+				"only %s may trigger this tool (rule %v): this call does not act for one of them as airlock verified", strings.Join(r.principals, ", "), raw["id"])}
+			if refusal, err = newOutcome(0, raw["priority"], n+i, rank, red, rv); err != nil {
+				return nil, nil, fmt.Errorf("rule %s: %w", id, err)
+			}
+			verdicts[n+i], redacts[n+i] = rv, redact
 		}
 		if r.toolGlob, err = compileGlobOrAny(star(raw["tool_pattern"]), nil); err != nil {
 			return nil, nil, fmt.Errorf("rule %s: tool_pattern: %w", id, err)
@@ -130,6 +131,16 @@ func compileRules(data map[string]any) (*ruleSet, map[string]any, error) {
 		}
 		r.toolInitial, _ = literalFirst(star(raw["tool_pattern"]))
 		r.nameInitial, _ = literalFirst(star(raw["pattern"]))
+		// A pattern that lists exact names (the coding-agent profile's) is
+		// filed under each name's tool: it costs nothing for other tools.
+		if names, ok := literalNames(star(raw["pattern"])); ok {
+			for _, nm := range names {
+				_, tool, _ := strings.Cut(nm, "__")
+				r.nameTools = append(r.nameTools, tool)
+			}
+			slices.Sort(r.nameTools)
+			r.nameTools = slices.Compact(r.nameTools)
+		}
 		args, _ := raw["args"].(map[string]any)
 		for _, ptr := range slices.Sorted(maps.Keys(args)) {
 			pat, _ := args[ptr].(string)
@@ -138,6 +149,15 @@ func compileRules(data map[string]any) (*ruleSet, map[string]any, error) {
 				return nil, nil, fmt.Errorf("rule %s: argument %s: %w", id, ptr, err)
 			}
 			r.args = append(r.args, c)
+		}
+		cmds, _ := raw["commands"].(map[string]any)
+		for _, ptr := range slices.Sorted(maps.Keys(cmds)) {
+			pat, _ := cmds[ptr].(string)
+			c, err := newCommandCond(ptr, pat, effect)
+			if err != nil {
+				return nil, nil, fmt.Errorf("rule %s: command %s: %w", id, ptr, err)
+			}
+			r.commands = append(r.commands, c)
 		}
 		// tool_words: absent or holding "*" matches every tool, an empty
 		// list none (airlock.rego's word_matches).
@@ -151,9 +171,44 @@ func compileRules(data map[string]any) (*ruleSet, map[string]any, error) {
 				}
 			}
 		}
-		rs.add(r)
+		rs.add(r, own, refusal)
 	}
+	// The refusals' rows are read only for rules naming principals; the
+	// others stay null.
 	return rs, map[string]any{"verdict": verdicts, "redact": redacts}, nil
+}
+
+// newOutcome builds one hits entry's outcome: airlock.rego's entry
+// [class, priority, index, risk rank], with the decision it makes alone
+// as a fifth element, and its verdict as AST.
+func newOutcome(class int, priority any, index, rank int, redact []string, verdict map[string]any) (outcome, error) {
+	solo := maps.Clone(verdict)
+	solo["risk"] = riskLevels[rank]
+	solo["redact"] = append([]string{}, redact...)
+	verdictTerm, err := astOf(verdict)
+	if err != nil {
+		return outcome{}, err
+	}
+	entry, err := astOf([]any{class, priority, index, rank, solo})
+	if err != nil {
+		return outcome{}, err
+	}
+	return outcome{
+		class: class, priority: numberOf(priority), rank: rank, redact: redact,
+		entry: entry, solo: entry.Value.(*ast.Array).Elem(4), verdict: verdictTerm.Value.(ast.Object),
+	}, nil
+}
+
+// stringsOf reads a JSON list of strings (nil for anything else).
+func stringsOf(v any) []string {
+	list, _ := v.([]any)
+	var out []string
+	for _, e := range list {
+		if s, ok := e.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // astOf converts a JSON-ready Go value to AST, numbers as the store holds

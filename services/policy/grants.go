@@ -17,6 +17,8 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/grant"
+	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/canon"
 )
 
 // MaxUsedBy bounds StandingGrant.used_by: the most recent uses are kept,
@@ -29,9 +31,11 @@ func UseKey(call *airlockv1.ToolCall) string { return callref.Of(call).Key() }
 
 // GrantApplies reports whether grant g may turn an ask about call into an
 // allow at time now: not revoked, not expired, the same agent, server and
-// tool, every argument glob matching, every pinned argument value equal,
-// no argument the grant does not name when it says so, and a use left — or
-// this very call revision already spent one (a redelivery).
+// tool, made for the grant's person when it has one, every argument glob
+// and command prefix matching, every pinned argument value equal, no
+// argument the grant does not name when it says so, the exact arguments
+// when it is pinned to them, and a use left — or this very call revision
+// already spent one (a redelivery).
 func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlockv1.Decision, now time.Time) bool {
 	if g == nil || g.Revoked {
 		return false
@@ -41,7 +45,13 @@ func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlo
 	if g.RuleId != d.GetRuleId() || d.GetQuorum() > 1 {
 		return false
 	}
-	if by := g.GetCreatedBy().GetId(); by != "" && by == call.GetOnBehalfOf() {
+	// The grantor's own calls: only under a rule that asks the requester to
+	// confirm their own calls, whose remembered decision it then is.
+	if by := g.GetCreatedBy().GetId(); by != "" && by == call.GetOnBehalfOf() && !calls.RequesterMayDecide(call, d, by) {
+		return false
+	}
+	// A requester's remembered decision allows only their own calls.
+	if g.OnBehalfOf != "" && g.OnBehalfOf != call.GetOnBehalfOf() {
 		return false
 	}
 	if grant.Expired(g, now) {
@@ -56,12 +66,23 @@ func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlo
 		}
 	}
 	for ptr, want := range g.ArgumentValues {
-		if got := lookup(call.GetArguments(), ptr); got == nil || !proto.Equal(got, want) {
+		if got := calls.Arg(call.GetArguments(), ptr); got == nil || !proto.Equal(got, want) {
 			return false
 		}
 	}
 	if g.OnlyListedArguments && !onlyListed(call.GetArguments(), g) {
 		return false
+	}
+	for ptr, prefix := range g.CommandPrefixes {
+		v, ok := calls.StringArg(call.GetArguments(), ptr)
+		if !ok || !calls.CommandHasPrefix(v, prefix) {
+			return false
+		}
+	}
+	if g.ArgumentsDigest != "" {
+		if d, err := canon.Digest(call.GetArguments()); err != nil || d != g.ArgumentsDigest {
+			return false
+		}
 	}
 	if slices.Contains(g.UsedBy, UseKey(call)) {
 		return true
@@ -73,7 +94,7 @@ func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlo
 // pointer is a string with no "." or ".." segments, matching the glob with
 // "/" as separator.
 func argMatches(args *structpb.Struct, ptr, pattern string) bool {
-	v := lookup(args, ptr)
+	v := calls.Arg(args, ptr)
 	s, ok := v.GetKind().(*structpb.Value_StringValue)
 	if !ok || !cleanPath(s.StringValue) {
 		return false
@@ -90,7 +111,7 @@ func onlyListed(args *structpb.Struct, g *airlockv1.StandingGrant) bool {
 	for _, ptr := range g.AnyArguments {
 		anyOf[ptr] = true
 	}
-	for _, ptrs := range []map[string]bool{keys(g.ArgumentGlobs), keys(g.ArgumentValues), anyOf} {
+	for _, ptrs := range []map[string]bool{keys(g.ArgumentGlobs), keys(g.ArgumentValues), keys(g.CommandPrefixes), anyOf} {
 		for ptr := range ptrs {
 			first, _, _ := strings.Cut(strings.TrimPrefix(ptr, "/"), "/")
 			named[unescapePointer(first)] = true
@@ -114,22 +135,6 @@ func keys[V any](m map[string]V) map[string]bool {
 
 func unescapePointer(tok string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-}
-
-func lookup(args *structpb.Struct, ptr string) *structpb.Value {
-	cur := structpb.NewStructValue(args)
-	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
-		tok = unescapePointer(tok)
-		st := cur.GetStructValue()
-		if st == nil {
-			return nil
-		}
-		cur = st.GetFields()[tok]
-		if cur == nil {
-			return nil
-		}
-	}
-	return cur
 }
 
 func cleanPath(v string) bool {

@@ -61,6 +61,11 @@ func TestMalformedRequestsBecomeInvalid(t *testing.T) {
 		{"oversized", "c9", []byte(`{"requested":{"call":{"callId":"c9","tool":"fs__write_file","arguments":{"content":"` + strings.Repeat("x", 3000) + `"}}}}`), true, "over the 2048-byte limit"},
 		{"bad_tool_name", "c10", []byte(`{"requested":{"call":{"callId":"c10","tool":"fs__read file!"}}}`), true, "must be 1-128 characters"},
 		{"unknown_field", "c11", []byte(`{"requested":{"call":{"callId":"c11","tool":"fs__read_file","sudo":true}}}`), true, "does not decode"},
+		// A report names its call in its body too (the subject's call token
+		// is not stored): one without is refused like any unreadable request.
+		{"report_names_no_call", "_invalid", []byte(`{"reported":{"resultJson":"\"done\""}}`), true, "report names no call"},
+		{"report_result_not_json", "c13", []byte(`{"callId":"c13","reported":{"resultJson":"done"}}`), true, "is not JSON"},
+		{"report_of_another_agent", "c14", []byte(`{"agentId":"admin","callId":"c14","reported":{}}`), true, "does not match"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

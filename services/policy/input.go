@@ -20,6 +20,7 @@ var (
 	keyRevision   = ast.StringTerm("revision")
 	keyThreadID   = ast.StringTerm("thread_id")
 	keyOnBehalfOf = ast.StringTerm("on_behalf_of")
+	keyVerified   = ast.StringTerm("on_behalf_of_verified")
 	keyServer     = ast.StringTerm("server")
 	keyTool       = ast.StringTerm("tool")
 	keyReason     = ast.StringTerm("reason")
@@ -48,6 +49,9 @@ func inputValue(call *airlockv1.ToolCall) (ast.Value, error) {
 		ast.Item(keyRevision, &v[2]),
 		ast.Item(keyThreadID, str(3, call.GetThreadId())),
 		ast.Item(keyOnBehalfOf, str(4, call.GetOnBehalfOf())),
+		// airlock vouches for on_behalf_of (a binding or a front-end's seal):
+		// what a rule's principals read.
+		ast.Item(keyVerified, ast.InternedTerm(call.GetOnBehalfOfVerified())),
 		ast.Item(keyServer, str(5, call.GetServer())),
 		ast.Item(keyTool, str(6, call.GetTool())),
 		ast.Item(keyReason, str(7, call.GetReason())),

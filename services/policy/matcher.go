@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -24,22 +25,35 @@ const (
 // exactly as airlock.rego's plain path matches it: every condition the rule
 // sets must hold ("*" or absent is any).
 type rule struct {
-	// Ordering, as airlock.rego's entry: deny rules (class 0) first, then
-	// priority, then place in the sorted list.
-	class  int
-	rank   int
-	redact []string
-
 	server, tool, agent string // "*" = any
 	toolGlob, nameGlob  *glob.Pattern
 	// First literal characters of the globs, for the index ("" = none).
 	toolInitial, nameInitial string
-	args                     []argCond
-	anyWord                  bool
-	words                    map[string]bool
+	// The tools of a pattern that lists exact names ("{claude__Bash,
+	// codex__Bash}"), for the index; nil for any other pattern.
+	nameTools []string
+	args      []argCond
+	commands  []commandCond
+	anyWord   bool
+	words     map[string]bool
+	// principals, when set, are the people whose verified calls the rule
+	// applies to; everyone else's matching calls hit its refusal instead
+	// (airlock.rego's hit).
+	principals []string
+}
 
-	// entry is the rule's hits entry, solo its decision when it matches
-	// alone (entry's fifth element) and verdict its part of a decision.
+// outcome is one entry airlock.rego's hits may hold: a rule's own, or the
+// refusal of a rule that names principals.
+type outcome struct {
+	// Ordering, as airlock.rego's entry: deny entries (class 0) first, then
+	// priority, then index.
+	class    int
+	priority float64
+	rank     int
+	redact   []string
+
+	// entry is the hits entry, solo the decision when it matches alone
+	// (entry's fifth element) and verdict its part of a decision.
 	entry, solo *ast.Term
 	verdict     ast.Object
 }
@@ -56,11 +70,107 @@ func newArgCond(ptr, pattern string) (argCond, error) {
 	if err != nil {
 		return argCond{}, err
 	}
+	return argCond{path: pointerPath(ptr), glob: g}, nil
+}
+
+// pointerPath is a JSON pointer's tokens (airlock.rego's pointer).
+func pointerPath(ptr string) []*ast.Term {
 	var path []*ast.Term
 	for _, s := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
 		path = append(path, ast.StringTerm(strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")))
 	}
-	return argCond{path: path, glob: g}, nil
+	return path
+}
+
+// stringAt is the string argument at path (object.get(input.call.arguments,
+// path, null) that is_string), false when there is none.
+func stringAt(args ast.Value, path []*ast.Term) (string, bool) {
+	if args == nil {
+		return "", false
+	}
+	cur := ast.NewTerm(args)
+	for _, k := range path {
+		if cur = cur.Get(k); cur == nil {
+			return "", false
+		}
+	}
+	s, ok := cur.Value.(ast.String)
+	return string(s), ok
+}
+
+// commandCond is one command condition (airlock.rego's command_matches):
+// the shell command at the pointer, split into its parts, matched part by
+// part with a glob that has no separators. every is the allow form: every
+// part must match and the command may hold no substitution or redirection;
+// otherwise (ask, deny) one matching part is enough.
+type commandCond struct {
+	path  []*ast.Term
+	glob  *glob.Pattern
+	every bool
+}
+
+func newCommandCond(ptr, pattern, effect string) (commandCond, error) {
+	g, err := compileGlob(pattern, nil)
+	if err != nil {
+		return commandCond{}, err
+	}
+	return commandCond{path: pointerPath(ptr), glob: g, every: effect == "allow"}, nil
+}
+
+// The expressions of airlock.rego's command_matches and command_parts, the
+// same text, which OPA runs with Go's regexp too.
+var (
+	commandUnsafe    = regexp.MustCompile(`[<>\x60]|\$\(`)
+	commandOperators = regexp.MustCompile(`&&|\|\||\$\(|[;&|\n()\x60]`)
+	commandBlanks    = regexp.MustCompile(`\s+`)
+)
+
+// commandParts is airlock.rego's command_parts: the command split at its
+// operators, each part trimmed with its runs of blanks made one space,
+// empty parts dropped.
+func commandParts(cmd string) []string {
+	var parts []string
+	for _, s := range commandOperators.Split(cmd, -1) {
+		if p := commandBlanks.ReplaceAllString(strings.TrimSpace(s), " "); p != "" {
+			parts = append(parts, p)
+		}
+	}
+	return parts
+}
+
+func (c commandCond) matches(args ast.Value) bool {
+	s, ok := stringAt(args, c.path)
+	if !ok {
+		return false
+	}
+	if !c.every {
+		return slices.ContainsFunc(commandParts(s), c.glob.Match)
+	}
+	if commandUnsafe.MatchString(s) {
+		return false
+	}
+	parts := commandParts(s)
+	return len(parts) > 0 && !slices.ContainsFunc(parts, func(p string) bool { return !c.glob.Match(p) })
+}
+
+// literalNames returns the exact qualified names a pattern lists — "a__b"
+// or "{a__b,c__d}", no wildcards, each name split unambiguously at one
+// "__" — or false for any other pattern.
+func literalNames(g string) ([]string, bool) {
+	names := []string{g}
+	if strings.HasPrefix(g, "{") && strings.HasSuffix(g, "}") {
+		names = strings.Split(g[1:len(g)-1], ",")
+	}
+	if strings.ContainsAny(strings.Join(names, ""), `*?[]{}\`) {
+		return nil, false
+	}
+	for _, n := range names {
+		if strings.Count(n, "__") != 1 || strings.Contains(n, "___") ||
+			strings.HasPrefix(n, "__") || strings.HasSuffix(n, "__") {
+			return nil, false
+		}
+	}
+	return names, true
 }
 
 // compileGlobOrAny compiles a glob; "*" (which matches everything when there
@@ -78,6 +188,11 @@ func compileGlobOrAny(pattern string, sep []rune) (*glob.Pattern, error) {
 // so a call's cost does not grow with the number of rules.
 type ruleSet struct {
 	rules []rule
+	// outcomes are indexed as airlock.rego's hits entries: rule i's own at
+	// i, its refusal (a rule naming principals) at n + i, n being the
+	// number of rules.
+	outcomes []outcome
+	n        int32
 	// Each rule is filed under the most selective condition it sets.
 	byTool, byServer, byWord, byToolInitial, byNameInitial, byAgent map[string][]int32
 	always                                                          []int32
@@ -86,14 +201,16 @@ type ruleSet struct {
 	bindings map[string]bool
 	anyBound bool
 
-	// combined caches the decisions of sets of up to four rules matching
-	// together; a decision depends only on which rules match.
+	// combined caches the decisions of sets of up to four entries matching
+	// together; a decision depends only on which entries match.
 	mu       sync.RWMutex
 	combined map[[4]int32]*ast.Term
 }
 
-func newRuleSet(bindings any) *ruleSet {
+// newRuleSet makes the set for n rules.
+func newRuleSet(bindings any, n int) *ruleSet {
 	rs := &ruleSet{
+		rules: make([]rule, 0, n), outcomes: make([]outcome, 2*n), n: int32(n),
 		byTool: map[string][]int32{}, byServer: map[string][]int32{}, byWord: map[string][]int32{},
 		byToolInitial: map[string][]int32{}, byNameInitial: map[string][]int32{}, byAgent: map[string][]int32{},
 		bindings: map[string]bool{}, combined: map[[4]int32]*ast.Term{},
@@ -109,12 +226,19 @@ func newRuleSet(bindings any) *ruleSet {
 	return rs
 }
 
-func (rs *ruleSet) add(r rule) {
+// add files the next rule, with its own outcome and its refusal (the
+// zero outcome for a rule naming no principals).
+func (rs *ruleSet) add(r rule, own, refusal outcome) {
 	i := int32(len(rs.rules))
 	rs.rules = append(rs.rules, r)
+	rs.outcomes[i], rs.outcomes[rs.n+i] = own, refusal
 	switch {
 	case r.tool != "*":
 		rs.byTool[r.tool] = append(rs.byTool[r.tool], i)
+	case len(r.nameTools) > 0:
+		for _, t := range r.nameTools {
+			rs.byTool[t] = append(rs.byTool[t], i)
+		}
 	case r.server != "*":
 		rs.byServer[r.server] = append(rs.byServer[r.server], i)
 	case !r.anyWord:
@@ -136,6 +260,8 @@ func (rs *ruleSet) add(r rule) {
 // callView is what matching reads of input.call.
 type callView struct {
 	agent, server, tool, name string
+	onBehalfOf                string
+	verified                  bool
 	words                     []string
 	args                      ast.Value
 }
@@ -168,6 +294,14 @@ func viewOf(t *ast.Term) (callView, error) {
 	if c.tool, err = str(keyTool); err != nil {
 		return c, err
 	}
+	if c.onBehalfOf, err = str(keyOnBehalfOf); err != nil {
+		return c, err
+	}
+	// principal_allowed reads on_behalf_of_verified == true.
+	if v := obj.Get(keyVerified); v != nil {
+		b, _ := v.Value.(ast.Boolean)
+		c.verified = bool(b)
+	}
 	c.name = c.server + "__" + c.tool
 	c.words = ToolWords(c.tool)
 	if a := obj.Get(keyArguments); a != nil {
@@ -192,31 +326,34 @@ func (r *rule) matches(c *callView) bool {
 			return false
 		}
 	}
+	for _, cmd := range r.commands {
+		if !cmd.matches(c.args) {
+			return false
+		}
+	}
 	return true
+}
+
+// allows reports whether the rule applies to c's person (airlock.rego's
+// principal_allowed): it names no principals, or c acts for one of them as
+// airlock verified.
+func (r *rule) allows(c *callView) bool {
+	return len(r.principals) == 0 || c.verified && slices.Contains(r.principals, c.onBehalfOf)
 }
 
 // matches is arg_matches: the value at the pointer is a string without "."
 // or ".." segments that the glob matches.
 func (a argCond) matches(args ast.Value) bool {
-	if args == nil {
-		return false
-	}
-	cur := ast.NewTerm(args)
-	for _, k := range a.path {
-		if cur = cur.Get(k); cur == nil {
-			return false
-		}
-	}
-	s, ok := cur.Value.(ast.String)
+	s, ok := stringAt(args, a.path)
 	if !ok {
 		return false
 	}
-	for seg := range strings.SplitSeq(string(s), "/") {
+	for seg := range strings.SplitSeq(s, "/") {
 		if seg == "." || seg == ".." {
 			return false
 		}
 	}
-	return a.glob.Match(string(s))
+	return a.glob.Match(s)
 }
 
 // initial is s's first character as ranging over s yields it ("" for "").
@@ -227,12 +364,21 @@ func initial(s string) string {
 	return ""
 }
 
-// match returns the indexes of the rules c matches, in rule order.
+// match returns the hits entries of c, in index order: rule i's own (i)
+// when it matches and applies to c's person, its refusal (n + i) when it
+// matches and does not.
 func (rs *ruleSet) match(c *callView, buf []int32) []int32 {
 	hits := buf[:0]
 	consider := func(list []int32) {
 		for _, i := range list {
-			if rs.rules[i].matches(c) && !slices.Contains(hits, i) {
+			r := &rs.rules[i]
+			if !r.matches(c) {
+				continue
+			}
+			if !r.allows(c) {
+				i += rs.n
+			}
+			if !slices.Contains(hits, i) {
 				hits = append(hits, i)
 			}
 		}
@@ -250,30 +396,33 @@ func (rs *ruleSet) match(c *callView, buf []int32) []int32 {
 	return hits
 }
 
-// less orders rules as min over airlock.rego's hits entries ([class,
-// priority, index]) does; the list is sorted by priority (mergeData), so
-// the index orders rules of one class.
+// less orders entries as min over airlock.rego's hits entries ([class,
+// priority, index]) does.
 func (rs *ruleSet) less(i, j int32) bool {
-	if a, b := rs.rules[i].class, rs.rules[j].class; a != b {
-		return a < b
+	a, b := &rs.outcomes[i], &rs.outcomes[j]
+	if a.class != b.class {
+		return a.class < b.class
+	}
+	if a.priority != b.priority {
+		return a.priority < b.priority
 	}
 	return i < j
 }
 
-// hitsTerm is airlock.rego's hits for c: the set of matching rules' entries.
+// hitsTerm is airlock.rego's hits for c: the set of matching entries.
 func (rs *ruleSet) hitsTerm(c *callView) *ast.Term {
 	var buf [8]int32
 	hits := rs.match(c, buf[:])
 	terms := make([]*ast.Term, len(hits))
 	for k, i := range hits {
-		terms[k] = rs.rules[i].entry
+		terms[k] = rs.outcomes[i].entry
 	}
 	return ast.SetTerm(terms...)
 }
 
 // decisionTerm is the decision airlock.rego's general path reaches for an
-// agent without a profile whose call some rule matches: the first rule's
-// verdict, the highest risk of every matching rule and every path they
+// agent without a profile whose call some rule matches: the first entry's
+// verdict, the highest risk of every matching entry and every path they
 // mask. nil when the agent has a profile or no rule matches.
 func (rs *ruleSet) decisionTerm(c *callView) *ast.Term {
 	if rs.anyBound || rs.bindings[c.agent] {
@@ -285,7 +434,7 @@ func (rs *ruleSet) decisionTerm(c *callView) *ast.Term {
 	case 0:
 		return nil
 	case 1:
-		return rs.rules[hits[0]].solo
+		return rs.outcomes[hits[0]].solo
 	}
 	var key [4]int32
 	cacheable := len(hits) <= len(key)
@@ -319,13 +468,13 @@ func (rs *ruleSet) combine(hits []int32) *ast.Term {
 		if rs.less(i, top) {
 			top = i
 		}
-		r := &rs.rules[i]
-		rank = max(rank, r.rank)
-		for _, p := range r.redact {
+		o := &rs.outcomes[i]
+		rank = max(rank, o.rank)
+		for _, p := range o.redact {
 			redact = append(redact, ast.StringTerm(p))
 		}
 	}
-	d := rs.rules[top].verdict.Copy()
+	d := rs.outcomes[top].verdict.Copy()
 	d.Insert(ast.StringTerm("risk"), ast.StringTerm(riskLevels[rank]))
 	d.Insert(ast.StringTerm("redact"), ast.SetTerm(redact...))
 	return ast.NewTerm(d)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // RuleDoc is the data form of a rule in data.airlock.rules.
@@ -37,6 +38,7 @@ func stripMeta(r *airlockv1.PolicyRule) *airlockv1.PolicyRule {
 		Id: r.Id, Priority: r.Priority, Server: r.Server, Tool: r.Tool, ToolPattern: r.ToolPattern, Pattern: r.Pattern,
 		Agent: r.Agent, Args: r.Args, Effect: r.Effect, Risk: r.Risk, Reason: r.Reason, Approvers: r.Approvers,
 		Quorum: r.Quorum, Timeout: r.Timeout, Notify: r.Notify, Redact: r.Redact, ToolWords: r.ToolWords,
+		Commands: r.Commands, Principals: r.Principals, QueuePerThread: r.QueuePerThread,
 	}
 	return c
 }
@@ -126,7 +128,12 @@ func mergeData(base map[string]any, rules []*airlockv1.PolicyRule, bindings map[
 
 func priorityOf(v any) float64 {
 	m, _ := v.(map[string]any)
-	switch p := m["priority"].(type) {
+	return numberOf(m["priority"])
+}
+
+// numberOf reads a number of the data document (0 for anything else).
+func numberOf(v any) float64 {
+	switch p := v.(type) {
 	case float64:
 		return p
 	case json.Number:
@@ -169,6 +176,19 @@ func ValidateRule(r *airlockv1.PolicyRule) error {
 		}
 		if _, err := compileGlob(g, []rune{'/'}); err != nil {
 			return fmt.Errorf("rule %s: argument glob %q is not valid: %v", r.Id, g, err)
+		}
+	}
+	for ptr, g := range r.Commands {
+		if !strings.HasPrefix(ptr, "/") {
+			return fmt.Errorf("rule %s: command argument %q must be a JSON pointer such as /command", r.Id, ptr)
+		}
+		if _, err := compileGlob(g, nil); err != nil {
+			return fmt.Errorf("rule %s: command glob %q is not valid: %v", r.Id, g, err)
+		}
+	}
+	for _, p := range r.Principals {
+		if strings.TrimSpace(p) == "" || strings.HasPrefix(p, "group:") || p == calls.Requester {
+			return fmt.Errorf("rule %s: principals must name people (got %q): list each person who may trigger the rule's tools", r.Id, p)
 		}
 	}
 	for _, p := range r.Redact {

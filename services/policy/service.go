@@ -2,7 +2,8 @@
 // in the intake stream, refuses malformed ones as `invalid`, records each
 // accepted call revision as `requested` in the events stream, decides it
 // with Rego, and publishes exactly one sealed `allowed`, `denied` or
-// `approval_requested` per call revision.
+// `approval_requested` per call revision. It also records the agents'
+// reports of gate-only calls they ran themselves (report.go).
 package policy
 
 import (
@@ -149,12 +150,15 @@ func isTooLarge(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum
 }
 
-// decide records one request and its decision; it returns the call id the
-// request named (once known) for a refusal.
+// decide records one request and its decision, or one report (report.go);
+// it returns the call id the request named (once known) for a refusal.
 func (s *Service) decide(ctx context.Context, m jetstream.Msg, in intake) (string, error) {
-	call, refusal := ingress.Request(m.Subject(), m.Data(), m.Headers(), s.deps.Config.Limits.MaxRequestBytes)
+	call, rep, refusal := ingress.Intake(m.Subject(), m.Data(), m.Headers(), s.deps.Config.Limits.MaxRequestBytes)
 	if refusal != nil {
 		return refusal.Call, s.refuse(ctx, in, 0, m.Data(), refusal)
+	}
+	if rep != nil {
+		return rep.Ref.Call, s.report(ctx, in, rep)
 	}
 	// A front-end sealed the subject it published on, which the intake
 	// stored under the agent alone; the body names the same call. The seal

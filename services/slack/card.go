@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,10 +25,13 @@ const (
 	ActionReject         = "airlock_reject"
 	ActionRequestChanges = "airlock_request_changes"
 	ActionOpenConsole    = "airlock_open_console"
-	BlockActions         = "airlock_actions"
-	CallbackReason       = "airlock_reason"
-	BlockReason          = "airlock_reason_block"
-	InputReason          = "airlock_reason_input"
+	// ActionRemember links to the console's "always allow" form for the
+	// call (a remembered decision: a command prefix or exact arguments).
+	ActionRemember = "airlock_remember"
+	BlockActions   = "airlock_actions"
+	CallbackReason = "airlock_reason"
+	BlockReason    = "airlock_reason_block"
+	InputReason    = "airlock_reason_input"
 )
 
 // Limits that keep a card inside Slack's block limits (section text 3000
@@ -85,6 +89,13 @@ func (m Message) Options() []slackgo.MsgOption {
 // ConsoleLink is the console page of a call.
 func ConsoleLink(publicURL, agent, callID string) string {
 	return strings.TrimRight(publicURL, "/") + "/calls/" + url.PathEscape(agent) + "/" + url.PathEscape(callID)
+}
+
+// RememberLink is the console's form that makes a standing grant from a
+// call revision: the decision remembered for calls like it.
+func RememberLink(publicURL, agent, callID string, rev uint32) string {
+	q := url.Values{"agent": {agent}, "from": {callID}, "rev": {fmt.Sprint(max(rev, 1))}}
+	return strings.TrimRight(publicURL, "/") + "/grants/new?" + q.Encode()
 }
 
 // Render draws the card for rec in its current state: the buttons while it
@@ -148,6 +159,20 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, publicURL string) []slackgo.Blo
 	if d.GetRuleId() != "" {
 		why += " _(rule `" + escape(d.GetRuleId()) + "`)_"
 	}
+	if slices.Contains(d.GetApprovers(), calls.Requester) {
+		who := "the person this call acts for"
+		if call.GetOnBehalfOf() != "" {
+			who = "*" + escape(call.GetOnBehalfOf()) + "*, " + who + ","
+		}
+		why += "\n*Self-confirmation:* only " + who + " may confirm it"
+		if len(d.GetApprovers()) > 1 {
+			why += " (or another approver)"
+		}
+		why += "."
+	}
+	if call.GetAgentRuns() {
+		why += "\n_The agent runs this tool itself; airlock only decides._"
+	}
 	if call.GetReason() != "" {
 		why += "\n*Agent's stated reason:* " + escape(shorten(call.GetReason(), maxReasonChars))
 	}
@@ -173,7 +198,8 @@ func actionsBlock(rec *airlockv1.ApprovalRecord, publicURL string) slackgo.Block
 	reject.Style = slackgo.StyleDanger
 	changes := slackgo.NewButtonBlockElement(ActionRequestChanges, value, plain("Request changes"))
 	console := slackgo.NewButtonBlockElement(ActionOpenConsole, "", plain("Open in console")).WithURL(ConsoleLink(publicURL, call.GetAgentId(), call.GetCallId()))
-	return slackgo.NewActionBlock(BlockActions, approve, reject, changes, console)
+	remember := slackgo.NewButtonBlockElement(ActionRemember, "", plain("Always allow…")).WithURL(RememberLink(publicURL, call.GetAgentId(), call.GetCallId(), call.GetRevision()))
+	return slackgo.NewActionBlock(BlockActions, approve, reject, changes, console, remember)
 }
 
 // OutcomeText is the sentence that replaces the buttons once a call is
@@ -191,13 +217,20 @@ func OutcomeText(rec *airlockv1.ApprovalRecord) string {
 		if rec.GetEditedArguments() != nil {
 			s += "\n_Approved with edited arguments._"
 		}
+		ran := "The tool ran"
+		if rec.GetCall().GetAgentRuns() {
+			ran = "The agent ran the tool itself"
+			if rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_APPROVED {
+				s += "\nThe agent runs the tool itself; airlock records the result it reports."
+			}
+		}
 		switch rec.GetState() {
 		case airlockv1.ApprovalState_APPROVAL_STATE_EXECUTING:
 			s += "\nRunning now."
 		case airlockv1.ApprovalState_APPROVAL_STATE_COMPLETED:
-			s += "\nThe tool ran and completed."
+			s += "\n" + ran + " and completed."
 		case airlockv1.ApprovalState_APPROVAL_STATE_FAILED:
-			s += "\nThe tool ran and failed; see the console."
+			s += "\n" + ran + " and failed; see the console."
 		}
 		return s
 	case airlockv1.ApprovalState_APPROVAL_STATE_REJECTED:

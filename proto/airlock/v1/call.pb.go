@@ -358,8 +358,12 @@ type Decision struct {
 	EscalateTo    []string             `protobuf:"bytes,15,rep,name=escalate_to,json=escalateTo,proto3" json:"escalate_to,omitempty"`
 	EscalateAfter *durationpb.Duration `protobuf:"bytes,16,opt,name=escalate_after,json=escalateAfter,proto3" json:"escalate_after,omitempty"`
 	RemindAfter   *durationpb.Duration `protobuf:"bytes,17,opt,name=remind_after,json=remindAfter,proto3" json:"remind_after,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Seed 002: one pending confirmation per thread. The approval service
+	// holds a later call of the same agent's thread until the earlier one is
+	// decided (the queue is listed; each call still expires on its own).
+	QueuePerThread bool `protobuf:"varint,40,opt,name=queue_per_thread,json=queuePerThread,proto3" json:"queue_per_thread,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Decision) Reset() {
@@ -511,6 +515,13 @@ func (x *Decision) GetRemindAfter() *durationpb.Duration {
 	return nil
 }
 
+func (x *Decision) GetQueuePerThread() bool {
+	if x != nil {
+		return x.QueuePerThread
+	}
+	return false
+}
+
 var File_airlock_v1_call_proto protoreflect.FileDescriptor
 
 const file_airlock_v1_call_proto_rawDesc = "" +
@@ -538,7 +549,7 @@ const file_airlock_v1_call_proto_rawDesc = "" +
 	"\vannotations\x18\x0e \x01(\v2\x17.google.protobuf.StructR\vannotations\x12/\n" +
 	"\x13annotations_trusted\x18\x0f \x01(\bR\x12annotationsTrusted\x12\x1f\n" +
 	"\vjson_events\x182 \x01(\bR\n" +
-	"jsonEvents\"\x94\x05\n" +
+	"jsonEvents\"\xbe\x05\n" +
 	"\bDecision\x12*\n" +
 	"\x06action\x18\x01 \x01(\x0e2\x12.airlock.v1.ActionR\x06action\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x17\n" +
@@ -560,7 +571,8 @@ const file_airlock_v1_call_proto_rawDesc = "" +
 	"\vescalate_to\x18\x0f \x03(\tR\n" +
 	"escalateTo\x12@\n" +
 	"\x0eescalate_after\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\rescalateAfter\x12<\n" +
-	"\fremind_after\x18\x11 \x01(\v2\x19.google.protobuf.DurationR\vremindAfter*S\n" +
+	"\fremind_after\x18\x11 \x01(\v2\x19.google.protobuf.DurationR\vremindAfter\x12(\n" +
+	"\x10queue_per_thread\x18( \x01(\bR\x0equeuePerThread*S\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fACTION_ALLOW\x10\x01\x12\x0f\n" +

@@ -124,6 +124,7 @@ type Event struct {
 	//	*Event_TokenCreated
 	//	*Event_TokenRevoked
 	//	*Event_AuditPruned
+	//	*Event_Reported
 	Body isEvent_Body `protobuf_oneof:"body"`
 	// Stored as protojson with Content-Type: application/json instead of
 	// protobuf: set by the service that writes the event when its call was
@@ -462,6 +463,15 @@ func (x *Event) GetAuditPruned() *AuditPruned {
 	return nil
 }
 
+func (x *Event) GetReported() *Reported {
+	if x != nil {
+		if x, ok := x.Body.(*Event_Reported); ok {
+			return x.Reported
+		}
+	}
+	return nil
+}
+
 func (x *Event) GetJson() bool {
 	if x != nil {
 		return x.Json
@@ -578,6 +588,14 @@ type Event_AuditPruned struct {
 	AuditPruned *AuditPruned `protobuf:"bytes,39,opt,name=audit_pruned,json=auditPruned,proto3,oneof"`
 }
 
+type Event_Reported struct {
+	// Intake only: an agent's report of how a gate-only call it ran ended.
+	// The policy service checks it and records it on the call's execution
+	// ledger as `completed` or `failed` (with agent_ran set); it is never
+	// stored in the events stream itself.
+	Reported *Reported `protobuf:"bytes,40,opt,name=reported,proto3,oneof"`
+}
+
 func (*Event_Requested) isEvent_Body() {}
 
 func (*Event_Allowed) isEvent_Body() {}
@@ -629,6 +647,8 @@ func (*Event_TokenCreated) isEvent_Body() {}
 func (*Event_TokenRevoked) isEvent_Body() {}
 
 func (*Event_AuditPruned) isEvent_Body() {}
+
+func (*Event_Reported) isEvent_Body() {}
 
 type Actor struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1414,9 +1434,15 @@ type Completed struct {
 	Latency    *durationpb.Duration `protobuf:"bytes,3,opt,name=latency,proto3" json:"latency,omitempty"`
 	Attempt    uint32               `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// The claim token of the handling that ran it (Started.claim).
-	Claim         string `protobuf:"bytes,5,opt,name=claim,proto3" json:"claim,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Claim string `protobuf:"bytes,5,opt,name=claim,proto3" json:"claim,omitempty"`
+	// The agent ran the tool itself (a gate-only call) and reported this
+	// result; airlock's executor never ran it.
+	AgentRan bool `protobuf:"varint,40,opt,name=agent_ran,json=agentRan,proto3" json:"agent_ran,omitempty"`
+	// The agent reported running arguments other than the ones airlock
+	// decided on (their digests differ).
+	ArgumentsDiffer bool `protobuf:"varint,41,opt,name=arguments_differ,json=argumentsDiffer,proto3" json:"arguments_differ,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Completed) Reset() {
@@ -1484,6 +1510,20 @@ func (x *Completed) GetClaim() string {
 	return ""
 }
 
+func (x *Completed) GetAgentRan() bool {
+	if x != nil {
+		return x.AgentRan
+	}
+	return false
+}
+
+func (x *Completed) GetArgumentsDiffer() bool {
+	if x != nil {
+		return x.ArgumentsDiffer
+	}
+	return false
+}
+
 type Failed struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Stable code: tool_error, timeout, unknown_tool, arguments_mismatch, indeterminate, ...
@@ -1499,10 +1539,16 @@ type Failed struct {
 	// The tool's own error result as JSON text when it gave one (an MCP
 	// CallToolResult with isError, possibly truncated), so a front-end can
 	// pass it on exactly as the tool returned it.
-	ResultJson    string `protobuf:"bytes,7,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
-	Truncated     bool   `protobuf:"varint,8,opt,name=truncated,proto3" json:"truncated,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ResultJson string `protobuf:"bytes,7,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	Truncated  bool   `protobuf:"varint,8,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// The agent ran the tool itself (a gate-only call) and reported this
+	// failure; airlock's executor never ran it.
+	AgentRan bool `protobuf:"varint,40,opt,name=agent_ran,json=agentRan,proto3" json:"agent_ran,omitempty"`
+	// The agent reported running arguments other than the ones airlock
+	// decided on (their digests differ).
+	ArgumentsDiffer bool `protobuf:"varint,41,opt,name=arguments_differ,json=argumentsDiffer,proto3" json:"arguments_differ,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Failed) Reset() {
@@ -1587,6 +1633,20 @@ func (x *Failed) GetResultJson() string {
 func (x *Failed) GetTruncated() bool {
 	if x != nil {
 		return x.Truncated
+	}
+	return false
+}
+
+func (x *Failed) GetAgentRan() bool {
+	if x != nil {
+		return x.AgentRan
+	}
+	return false
+}
+
+func (x *Failed) GetArgumentsDiffer() bool {
+	if x != nil {
+		return x.ArgumentsDiffer
 	}
 	return false
 }
@@ -1723,6 +1783,104 @@ func (x *PolicyChanged) GetError() string {
 	return ""
 }
 
+// Reported: an agent's report of a gate-only call (ToolCall.agent_runs) it
+// ran itself after airlock allowed or approved it, published on
+// airlock.req.<agent>.<call> with the event's call_id naming the call (the
+// intake stores it under airlock.req.<agent>: a report without a call_id is
+// refused as invalid) and its revision the call revision. The policy
+// service accepts one report per call revision, only for the agent's own
+// gate-only call that was allowed or approved.
+type Reported struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool failed (the agent's words); result_json then holds its error.
+	Failed bool `protobuf:"varint,1,opt,name=failed,proto3" json:"failed,omitempty"`
+	// The tool's result (or error) as JSON text, as the agent saw it.
+	ResultJson string `protobuf:"bytes,2,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	// The result was cut to fit; the agent kept the rest.
+	Truncated bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// How long the tool ran, as the agent measured it.
+	Latency *durationpb.Duration `protobuf:"bytes,4,opt,name=latency,proto3" json:"latency,omitempty"`
+	// The arguments the agent ran the tool with, when it says; compared with
+	// the decided ones and recorded as arguments_differ.
+	Arguments *structpb.Struct `protobuf:"bytes,5,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// A short failure code or message for a failed tool ("exit status 1").
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reported) Reset() {
+	*x = Reported{}
+	mi := &file_airlock_v1_event_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reported) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reported) ProtoMessage() {}
+
+func (x *Reported) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reported.ProtoReflect.Descriptor instead.
+func (*Reported) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Reported) GetFailed() bool {
+	if x != nil {
+		return x.Failed
+	}
+	return false
+}
+
+func (x *Reported) GetResultJson() string {
+	if x != nil {
+		return x.ResultJson
+	}
+	return ""
+}
+
+func (x *Reported) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *Reported) GetLatency() *durationpb.Duration {
+	if x != nil {
+		return x.Latency
+	}
+	return nil
+}
+
+func (x *Reported) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *Reported) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // Invalid: a request that could not be accepted; it is never run.
 type Invalid struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -1735,7 +1893,7 @@ type Invalid struct {
 
 func (x *Invalid) Reset() {
 	*x = Invalid{}
-	mi := &file_airlock_v1_event_proto_msgTypes[18]
+	mi := &file_airlock_v1_event_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1905,7 @@ func (x *Invalid) String() string {
 func (*Invalid) ProtoMessage() {}
 
 func (x *Invalid) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[18]
+	mi := &file_airlock_v1_event_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1918,7 @@ func (x *Invalid) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invalid.ProtoReflect.Descriptor instead.
 func (*Invalid) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{18}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Invalid) GetReason() string {
@@ -1796,7 +1954,7 @@ type VoteCast struct {
 
 func (x *VoteCast) Reset() {
 	*x = VoteCast{}
-	mi := &file_airlock_v1_event_proto_msgTypes[19]
+	mi := &file_airlock_v1_event_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +1966,7 @@ func (x *VoteCast) String() string {
 func (*VoteCast) ProtoMessage() {}
 
 func (x *VoteCast) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[19]
+	mi := &file_airlock_v1_event_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +1979,7 @@ func (x *VoteCast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteCast.ProtoReflect.Descriptor instead.
 func (*VoteCast) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{19}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *VoteCast) GetVote() *Vote {
@@ -1878,7 +2036,7 @@ type GrantScope struct {
 
 func (x *GrantScope) Reset() {
 	*x = GrantScope{}
-	mi := &file_airlock_v1_event_proto_msgTypes[20]
+	mi := &file_airlock_v1_event_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +2048,7 @@ func (x *GrantScope) String() string {
 func (*GrantScope) ProtoMessage() {}
 
 func (x *GrantScope) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[20]
+	mi := &file_airlock_v1_event_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +2061,7 @@ func (x *GrantScope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantScope.ProtoReflect.Descriptor instead.
 func (*GrantScope) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{20}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GrantScope) GetGrantId() string {
@@ -1987,7 +2145,7 @@ type GrantCreated struct {
 
 func (x *GrantCreated) Reset() {
 	*x = GrantCreated{}
-	mi := &file_airlock_v1_event_proto_msgTypes[21]
+	mi := &file_airlock_v1_event_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2157,7 @@ func (x *GrantCreated) String() string {
 func (*GrantCreated) ProtoMessage() {}
 
 func (x *GrantCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[21]
+	mi := &file_airlock_v1_event_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2170,7 @@ func (x *GrantCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantCreated.ProtoReflect.Descriptor instead.
 func (*GrantCreated) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{21}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GrantCreated) GetGrant() *GrantScope {
@@ -2037,7 +2195,7 @@ type GrantUsed struct {
 
 func (x *GrantUsed) Reset() {
 	*x = GrantUsed{}
-	mi := &file_airlock_v1_event_proto_msgTypes[22]
+	mi := &file_airlock_v1_event_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2207,7 @@ func (x *GrantUsed) String() string {
 func (*GrantUsed) ProtoMessage() {}
 
 func (x *GrantUsed) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[22]
+	mi := &file_airlock_v1_event_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2220,7 @@ func (x *GrantUsed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantUsed.ProtoReflect.Descriptor instead.
 func (*GrantUsed) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{22}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GrantUsed) GetGrantId() string {
@@ -2106,7 +2264,7 @@ type GrantRevoked struct {
 
 func (x *GrantRevoked) Reset() {
 	*x = GrantRevoked{}
-	mi := &file_airlock_v1_event_proto_msgTypes[23]
+	mi := &file_airlock_v1_event_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2276,7 @@ func (x *GrantRevoked) String() string {
 func (*GrantRevoked) ProtoMessage() {}
 
 func (x *GrantRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[23]
+	mi := &file_airlock_v1_event_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2289,7 @@ func (x *GrantRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRevoked.ProtoReflect.Descriptor instead.
 func (*GrantRevoked) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{23}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GrantRevoked) GetGrantId() string {
@@ -2175,7 +2333,7 @@ type GrantExpired struct {
 
 func (x *GrantExpired) Reset() {
 	*x = GrantExpired{}
-	mi := &file_airlock_v1_event_proto_msgTypes[24]
+	mi := &file_airlock_v1_event_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2345,7 @@ func (x *GrantExpired) String() string {
 func (*GrantExpired) ProtoMessage() {}
 
 func (x *GrantExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[24]
+	mi := &file_airlock_v1_event_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2358,7 @@ func (x *GrantExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantExpired.ProtoReflect.Descriptor instead.
 func (*GrantExpired) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{24}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GrantExpired) GetGrantId() string {
@@ -2241,7 +2399,7 @@ type DecisionRefused struct {
 
 func (x *DecisionRefused) Reset() {
 	*x = DecisionRefused{}
-	mi := &file_airlock_v1_event_proto_msgTypes[25]
+	mi := &file_airlock_v1_event_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2253,7 +2411,7 @@ func (x *DecisionRefused) String() string {
 func (*DecisionRefused) ProtoMessage() {}
 
 func (x *DecisionRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[25]
+	mi := &file_airlock_v1_event_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2266,7 +2424,7 @@ func (x *DecisionRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionRefused.ProtoReflect.Descriptor instead.
 func (*DecisionRefused) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{25}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DecisionRefused) GetAction() string {
@@ -2306,7 +2464,7 @@ type SignIn struct {
 
 func (x *SignIn) Reset() {
 	*x = SignIn{}
-	mi := &file_airlock_v1_event_proto_msgTypes[26]
+	mi := &file_airlock_v1_event_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2476,7 @@ func (x *SignIn) String() string {
 func (*SignIn) ProtoMessage() {}
 
 func (x *SignIn) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[26]
+	mi := &file_airlock_v1_event_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2489,7 @@ func (x *SignIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignIn.ProtoReflect.Descriptor instead.
 func (*SignIn) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{26}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SignIn) GetOk() bool {
@@ -2379,7 +2537,7 @@ type TokenCreated struct {
 
 func (x *TokenCreated) Reset() {
 	*x = TokenCreated{}
-	mi := &file_airlock_v1_event_proto_msgTypes[27]
+	mi := &file_airlock_v1_event_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2549,7 @@ func (x *TokenCreated) String() string {
 func (*TokenCreated) ProtoMessage() {}
 
 func (x *TokenCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[27]
+	mi := &file_airlock_v1_event_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2562,7 @@ func (x *TokenCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenCreated.ProtoReflect.Descriptor instead.
 func (*TokenCreated) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{27}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TokenCreated) GetTokenId() string {
@@ -2460,7 +2618,7 @@ type TokenRevoked struct {
 
 func (x *TokenRevoked) Reset() {
 	*x = TokenRevoked{}
-	mi := &file_airlock_v1_event_proto_msgTypes[28]
+	mi := &file_airlock_v1_event_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2472,7 +2630,7 @@ func (x *TokenRevoked) String() string {
 func (*TokenRevoked) ProtoMessage() {}
 
 func (x *TokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[28]
+	mi := &file_airlock_v1_event_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2485,7 +2643,7 @@ func (x *TokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRevoked.ProtoReflect.Descriptor instead.
 func (*TokenRevoked) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{28}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TokenRevoked) GetTokenId() string {
@@ -2524,7 +2682,7 @@ type AuditPruned struct {
 
 func (x *AuditPruned) Reset() {
 	*x = AuditPruned{}
-	mi := &file_airlock_v1_event_proto_msgTypes[29]
+	mi := &file_airlock_v1_event_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2536,7 +2694,7 @@ func (x *AuditPruned) String() string {
 func (*AuditPruned) ProtoMessage() {}
 
 func (x *AuditPruned) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[29]
+	mi := &file_airlock_v1_event_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2549,7 +2707,7 @@ func (x *AuditPruned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditPruned.ProtoReflect.Descriptor instead.
 func (*AuditPruned) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{29}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AuditPruned) GetPartitions() []string {
@@ -2599,7 +2757,7 @@ var File_airlock_v1_event_proto protoreflect.FileDescriptor
 const file_airlock_v1_event_proto_rawDesc = "" +
 	"\n" +
 	"\x16airlock/v1/event.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x96\x0e\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xca\x0e\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x17\n" +
@@ -2636,7 +2794,8 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\asign_in\x18$ \x01(\v2\x12.airlock.v1.SignInH\x00R\x06signIn\x12?\n" +
 	"\rtoken_created\x18% \x01(\v2\x18.airlock.v1.TokenCreatedH\x00R\ftokenCreated\x12?\n" +
 	"\rtoken_revoked\x18& \x01(\v2\x18.airlock.v1.TokenRevokedH\x00R\ftokenRevoked\x12<\n" +
-	"\faudit_pruned\x18' \x01(\v2\x17.airlock.v1.AuditPrunedH\x00R\vauditPruned\x12\x12\n" +
+	"\faudit_pruned\x18' \x01(\v2\x17.airlock.v1.AuditPrunedH\x00R\vauditPruned\x122\n" +
+	"\breported\x18( \x01(\v2\x14.airlock.v1.ReportedH\x00R\breported\x12\x12\n" +
 	"\x04json\x182 \x01(\bR\x04jsonB\x06\n" +
 	"\x04body\"\\\n" +
 	"\x05Actor\x12)\n" +
@@ -2690,14 +2849,16 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"executorId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12'\n" +
 	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12\x14\n" +
-	"\x05claim\x18\x04 \x01(\tR\x05claim\"\xaf\x01\n" +
+	"\x05claim\x18\x04 \x01(\tR\x05claim\"\xf7\x01\n" +
 	"\tCompleted\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
 	"resultJson\x12\x1c\n" +
 	"\ttruncated\x18\x02 \x01(\bR\ttruncated\x123\n" +
 	"\alatency\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x18\n" +
 	"\aattempt\x18\x04 \x01(\rR\aattempt\x12\x14\n" +
-	"\x05claim\x18\x05 \x01(\tR\x05claim\"\xf8\x01\n" +
+	"\x05claim\x18\x05 \x01(\tR\x05claim\x12\x1b\n" +
+	"\tagent_ran\x18( \x01(\bR\bagentRan\x12)\n" +
+	"\x10arguments_differ\x18) \x01(\bR\x0fargumentsDiffer\"\xc0\x02\n" +
 	"\x06Failed\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
 	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x18\n" +
@@ -2707,7 +2868,9 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\x05claim\x18\x06 \x01(\tR\x05claim\x12\x1f\n" +
 	"\vresult_json\x18\a \x01(\tR\n" +
 	"resultJson\x12\x1c\n" +
-	"\ttruncated\x18\b \x01(\bR\ttruncated\"?\n" +
+	"\ttruncated\x18\b \x01(\bR\ttruncated\x12\x1b\n" +
+	"\tagent_ran\x18( \x01(\bR\bagentRan\x12)\n" +
+	"\x10arguments_differ\x18) \x01(\bR\x0fargumentsDiffer\"?\n" +
 	"\x13UnauthorizedAttempt\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12\x10\n" +
 	"\x03why\x18\x02 \x01(\tR\x03why\"\xad\x01\n" +
@@ -2716,7 +2879,15 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\x0fpolicy_revision\x18\x02 \x01(\tR\x0epolicyRevision\x12+\n" +
 	"\x11previous_revision\x18\x03 \x01(\tR\x10previousRevision\x12\x18\n" +
 	"\arefused\x18\x04 \x01(\bR\arefused\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"B\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xe3\x01\n" +
+	"\bReported\x12\x16\n" +
+	"\x06failed\x18\x01 \x01(\bR\x06failed\x12\x1f\n" +
+	"\vresult_json\x18\x02 \x01(\tR\n" +
+	"resultJson\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x123\n" +
+	"\alatency\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\alatency\x125\n" +
+	"\targuments\x18\x05 \x01(\v2\x17.google.protobuf.StructR\targuments\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"B\n" +
 	"\aInvalid\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x1f\n" +
 	"\vraw_excerpt\x18\x02 \x01(\tR\n" +
@@ -2812,7 +2983,7 @@ func file_airlock_v1_event_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_v1_event_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_airlock_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_airlock_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_airlock_v1_event_proto_goTypes = []any{
 	(ActorType)(0),                // 0: airlock.v1.ActorType
 	(*Event)(nil),                 // 1: airlock.v1.Event
@@ -2833,27 +3004,28 @@ var file_airlock_v1_event_proto_goTypes = []any{
 	(*Failed)(nil),                // 16: airlock.v1.Failed
 	(*UnauthorizedAttempt)(nil),   // 17: airlock.v1.UnauthorizedAttempt
 	(*PolicyChanged)(nil),         // 18: airlock.v1.PolicyChanged
-	(*Invalid)(nil),               // 19: airlock.v1.Invalid
-	(*VoteCast)(nil),              // 20: airlock.v1.VoteCast
-	(*GrantScope)(nil),            // 21: airlock.v1.GrantScope
-	(*GrantCreated)(nil),          // 22: airlock.v1.GrantCreated
-	(*GrantUsed)(nil),             // 23: airlock.v1.GrantUsed
-	(*GrantRevoked)(nil),          // 24: airlock.v1.GrantRevoked
-	(*GrantExpired)(nil),          // 25: airlock.v1.GrantExpired
-	(*DecisionRefused)(nil),       // 26: airlock.v1.DecisionRefused
-	(*SignIn)(nil),                // 27: airlock.v1.SignIn
-	(*TokenCreated)(nil),          // 28: airlock.v1.TokenCreated
-	(*TokenRevoked)(nil),          // 29: airlock.v1.TokenRevoked
-	(*AuditPruned)(nil),           // 30: airlock.v1.AuditPruned
-	nil,                           // 31: airlock.v1.GrantScope.ArgumentGlobsEntry
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
-	(*ToolCall)(nil),              // 33: airlock.v1.ToolCall
-	(*Decision)(nil),              // 34: airlock.v1.Decision
-	(*structpb.Struct)(nil),       // 35: google.protobuf.Struct
-	(*durationpb.Duration)(nil),   // 36: google.protobuf.Duration
+	(*Reported)(nil),              // 19: airlock.v1.Reported
+	(*Invalid)(nil),               // 20: airlock.v1.Invalid
+	(*VoteCast)(nil),              // 21: airlock.v1.VoteCast
+	(*GrantScope)(nil),            // 22: airlock.v1.GrantScope
+	(*GrantCreated)(nil),          // 23: airlock.v1.GrantCreated
+	(*GrantUsed)(nil),             // 24: airlock.v1.GrantUsed
+	(*GrantRevoked)(nil),          // 25: airlock.v1.GrantRevoked
+	(*GrantExpired)(nil),          // 26: airlock.v1.GrantExpired
+	(*DecisionRefused)(nil),       // 27: airlock.v1.DecisionRefused
+	(*SignIn)(nil),                // 28: airlock.v1.SignIn
+	(*TokenCreated)(nil),          // 29: airlock.v1.TokenCreated
+	(*TokenRevoked)(nil),          // 30: airlock.v1.TokenRevoked
+	(*AuditPruned)(nil),           // 31: airlock.v1.AuditPruned
+	nil,                           // 32: airlock.v1.GrantScope.ArgumentGlobsEntry
+	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
+	(*ToolCall)(nil),              // 34: airlock.v1.ToolCall
+	(*Decision)(nil),              // 35: airlock.v1.Decision
+	(*structpb.Struct)(nil),       // 36: google.protobuf.Struct
+	(*durationpb.Duration)(nil),   // 37: google.protobuf.Duration
 }
 var file_airlock_v1_event_proto_depIdxs = []int32{
-	32, // 0: airlock.v1.Event.time:type_name -> google.protobuf.Timestamp
+	33, // 0: airlock.v1.Event.time:type_name -> google.protobuf.Timestamp
 	2,  // 1: airlock.v1.Event.actor:type_name -> airlock.v1.Actor
 	3,  // 2: airlock.v1.Event.requested:type_name -> airlock.v1.Requested
 	4,  // 3: airlock.v1.Event.allowed:type_name -> airlock.v1.Allowed
@@ -2870,47 +3042,50 @@ var file_airlock_v1_event_proto_depIdxs = []int32{
 	16, // 14: airlock.v1.Event.failed:type_name -> airlock.v1.Failed
 	17, // 15: airlock.v1.Event.unauthorized_attempt:type_name -> airlock.v1.UnauthorizedAttempt
 	18, // 16: airlock.v1.Event.policy_changed:type_name -> airlock.v1.PolicyChanged
-	19, // 17: airlock.v1.Event.invalid:type_name -> airlock.v1.Invalid
-	20, // 18: airlock.v1.Event.vote_cast:type_name -> airlock.v1.VoteCast
-	22, // 19: airlock.v1.Event.grant_created:type_name -> airlock.v1.GrantCreated
-	23, // 20: airlock.v1.Event.grant_used:type_name -> airlock.v1.GrantUsed
-	24, // 21: airlock.v1.Event.grant_revoked:type_name -> airlock.v1.GrantRevoked
-	25, // 22: airlock.v1.Event.grant_expired:type_name -> airlock.v1.GrantExpired
-	26, // 23: airlock.v1.Event.decision_refused:type_name -> airlock.v1.DecisionRefused
-	27, // 24: airlock.v1.Event.sign_in:type_name -> airlock.v1.SignIn
-	28, // 25: airlock.v1.Event.token_created:type_name -> airlock.v1.TokenCreated
-	29, // 26: airlock.v1.Event.token_revoked:type_name -> airlock.v1.TokenRevoked
-	30, // 27: airlock.v1.Event.audit_pruned:type_name -> airlock.v1.AuditPruned
-	0,  // 28: airlock.v1.Actor.type:type_name -> airlock.v1.ActorType
-	33, // 29: airlock.v1.Requested.call:type_name -> airlock.v1.ToolCall
-	32, // 30: airlock.v1.Requested.received_at:type_name -> google.protobuf.Timestamp
-	33, // 31: airlock.v1.Allowed.call:type_name -> airlock.v1.ToolCall
-	34, // 32: airlock.v1.Allowed.decision:type_name -> airlock.v1.Decision
-	33, // 33: airlock.v1.Denied.call:type_name -> airlock.v1.ToolCall
-	34, // 34: airlock.v1.Denied.decision:type_name -> airlock.v1.Decision
-	33, // 35: airlock.v1.ApprovalRequested.call:type_name -> airlock.v1.ToolCall
-	34, // 36: airlock.v1.ApprovalRequested.decision:type_name -> airlock.v1.Decision
-	32, // 37: airlock.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
-	2,  // 38: airlock.v1.Vote.by:type_name -> airlock.v1.Actor
-	32, // 39: airlock.v1.Vote.at:type_name -> google.protobuf.Timestamp
-	33, // 40: airlock.v1.Approved.call:type_name -> airlock.v1.ToolCall
-	34, // 41: airlock.v1.Approved.decision:type_name -> airlock.v1.Decision
-	8,  // 42: airlock.v1.Approved.votes:type_name -> airlock.v1.Vote
-	35, // 43: airlock.v1.Approved.original_arguments:type_name -> google.protobuf.Struct
-	32, // 44: airlock.v1.Expired.deadline:type_name -> google.protobuf.Timestamp
-	36, // 45: airlock.v1.Completed.latency:type_name -> google.protobuf.Duration
-	36, // 46: airlock.v1.Failed.latency:type_name -> google.protobuf.Duration
-	8,  // 47: airlock.v1.VoteCast.vote:type_name -> airlock.v1.Vote
-	31, // 48: airlock.v1.GrantScope.argument_globs:type_name -> airlock.v1.GrantScope.ArgumentGlobsEntry
-	32, // 49: airlock.v1.GrantScope.expires_at:type_name -> google.protobuf.Timestamp
-	21, // 50: airlock.v1.GrantCreated.grant:type_name -> airlock.v1.GrantScope
-	32, // 51: airlock.v1.GrantExpired.expires_at:type_name -> google.protobuf.Timestamp
-	32, // 52: airlock.v1.TokenCreated.expires_at:type_name -> google.protobuf.Timestamp
-	53, // [53:53] is the sub-list for method output_type
-	53, // [53:53] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	20, // 17: airlock.v1.Event.invalid:type_name -> airlock.v1.Invalid
+	21, // 18: airlock.v1.Event.vote_cast:type_name -> airlock.v1.VoteCast
+	23, // 19: airlock.v1.Event.grant_created:type_name -> airlock.v1.GrantCreated
+	24, // 20: airlock.v1.Event.grant_used:type_name -> airlock.v1.GrantUsed
+	25, // 21: airlock.v1.Event.grant_revoked:type_name -> airlock.v1.GrantRevoked
+	26, // 22: airlock.v1.Event.grant_expired:type_name -> airlock.v1.GrantExpired
+	27, // 23: airlock.v1.Event.decision_refused:type_name -> airlock.v1.DecisionRefused
+	28, // 24: airlock.v1.Event.sign_in:type_name -> airlock.v1.SignIn
+	29, // 25: airlock.v1.Event.token_created:type_name -> airlock.v1.TokenCreated
+	30, // 26: airlock.v1.Event.token_revoked:type_name -> airlock.v1.TokenRevoked
+	31, // 27: airlock.v1.Event.audit_pruned:type_name -> airlock.v1.AuditPruned
+	19, // 28: airlock.v1.Event.reported:type_name -> airlock.v1.Reported
+	0,  // 29: airlock.v1.Actor.type:type_name -> airlock.v1.ActorType
+	34, // 30: airlock.v1.Requested.call:type_name -> airlock.v1.ToolCall
+	33, // 31: airlock.v1.Requested.received_at:type_name -> google.protobuf.Timestamp
+	34, // 32: airlock.v1.Allowed.call:type_name -> airlock.v1.ToolCall
+	35, // 33: airlock.v1.Allowed.decision:type_name -> airlock.v1.Decision
+	34, // 34: airlock.v1.Denied.call:type_name -> airlock.v1.ToolCall
+	35, // 35: airlock.v1.Denied.decision:type_name -> airlock.v1.Decision
+	34, // 36: airlock.v1.ApprovalRequested.call:type_name -> airlock.v1.ToolCall
+	35, // 37: airlock.v1.ApprovalRequested.decision:type_name -> airlock.v1.Decision
+	33, // 38: airlock.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	2,  // 39: airlock.v1.Vote.by:type_name -> airlock.v1.Actor
+	33, // 40: airlock.v1.Vote.at:type_name -> google.protobuf.Timestamp
+	34, // 41: airlock.v1.Approved.call:type_name -> airlock.v1.ToolCall
+	35, // 42: airlock.v1.Approved.decision:type_name -> airlock.v1.Decision
+	8,  // 43: airlock.v1.Approved.votes:type_name -> airlock.v1.Vote
+	36, // 44: airlock.v1.Approved.original_arguments:type_name -> google.protobuf.Struct
+	33, // 45: airlock.v1.Expired.deadline:type_name -> google.protobuf.Timestamp
+	37, // 46: airlock.v1.Completed.latency:type_name -> google.protobuf.Duration
+	37, // 47: airlock.v1.Failed.latency:type_name -> google.protobuf.Duration
+	37, // 48: airlock.v1.Reported.latency:type_name -> google.protobuf.Duration
+	36, // 49: airlock.v1.Reported.arguments:type_name -> google.protobuf.Struct
+	8,  // 50: airlock.v1.VoteCast.vote:type_name -> airlock.v1.Vote
+	32, // 51: airlock.v1.GrantScope.argument_globs:type_name -> airlock.v1.GrantScope.ArgumentGlobsEntry
+	33, // 52: airlock.v1.GrantScope.expires_at:type_name -> google.protobuf.Timestamp
+	22, // 53: airlock.v1.GrantCreated.grant:type_name -> airlock.v1.GrantScope
+	33, // 54: airlock.v1.GrantExpired.expires_at:type_name -> google.protobuf.Timestamp
+	33, // 55: airlock.v1.TokenCreated.expires_at:type_name -> google.protobuf.Timestamp
+	56, // [56:56] is the sub-list for method output_type
+	56, // [56:56] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_event_proto_init() }
@@ -2946,6 +3121,7 @@ func file_airlock_v1_event_proto_init() {
 		(*Event_TokenCreated)(nil),
 		(*Event_TokenRevoked)(nil),
 		(*Event_AuditPruned)(nil),
+		(*Event_Reported)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2953,7 +3129,7 @@ func file_airlock_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_event_proto_rawDesc), len(file_airlock_v1_event_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

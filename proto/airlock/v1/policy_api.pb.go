@@ -62,9 +62,22 @@ type PolicyRule struct {
 	Deleted bool `protobuf:"varint,19,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	// Words of the tool name (split at _ - . and camelCase, lower case), any of
 	// which makes the rule match, e.g. ["delete", "remove"]; empty for any tool.
-	ToolWords     []string `protobuf:"bytes,20,rep,name=tool_words,json=toolWords,proto3" json:"tool_words,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ToolWords []string `protobuf:"bytes,20,rep,name=tool_words,json=toolWords,proto3" json:"tool_words,omitempty"`
+	// Shell commands: JSON pointer → glob on the command string, where * also
+	// matches "/" and spaces. The command is split at ; && || | & and new
+	// lines; an allow rule matches only when every part matches and the
+	// command has no substitution or redirection, an ask or deny rule when
+	// any part matches.
+	Commands map[string]string `protobuf:"bytes,40,rep,name=commands,proto3" json:"commands,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Seed 002's user allowlist: only calls acting for one of these people
+	// (verified, ToolCall.on_behalf_of_verified) may trigger the rule's
+	// tools; for anyone else the rule denies.
+	Principals []string `protobuf:"bytes,41,rep,name=principals,proto3" json:"principals,omitempty"`
+	// Hold a thread's later calls until its earlier one is decided
+	// (Decision.queue_per_thread).
+	QueuePerThread bool `protobuf:"varint,42,opt,name=queue_per_thread,json=queuePerThread,proto3" json:"queue_per_thread,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PolicyRule) Reset() {
@@ -235,6 +248,27 @@ func (x *PolicyRule) GetToolWords() []string {
 		return x.ToolWords
 	}
 	return nil
+}
+
+func (x *PolicyRule) GetCommands() map[string]string {
+	if x != nil {
+		return x.Commands
+	}
+	return nil
+}
+
+func (x *PolicyRule) GetPrincipals() []string {
+	if x != nil {
+		return x.Principals
+	}
+	return nil
+}
+
+func (x *PolicyRule) GetQueuePerThread() bool {
+	if x != nil {
+		return x.QueuePerThread
+	}
+	return false
 }
 
 // RulesListRequest: endpoint "rules.list".
@@ -645,7 +679,7 @@ var File_airlock_v1_policy_api_proto protoreflect.FileDescriptor
 const file_airlock_v1_policy_api_proto_rawDesc = "" +
 	"\n" +
 	"\x1bairlock/v1/policy_api.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x90\x05\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd9\x06\n" +
 	"\n" +
 	"PolicyRule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
@@ -671,8 +705,16 @@ const file_airlock_v1_policy_api_proto_rawDesc = "" +
 	"updated_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x18\n" +
 	"\adeleted\x18\x13 \x01(\bR\adeleted\x12\x1d\n" +
 	"\n" +
-	"tool_words\x18\x14 \x03(\tR\ttoolWords\x1a7\n" +
+	"tool_words\x18\x14 \x03(\tR\ttoolWords\x12@\n" +
+	"\bcommands\x18( \x03(\v2$.airlock.v1.PolicyRule.CommandsEntryR\bcommands\x12\x1e\n" +
+	"\n" +
+	"principals\x18) \x03(\tR\n" +
+	"principals\x12(\n" +
+	"\x10queue_per_thread\x18* \x01(\bR\x0equeuePerThread\x1a7\n" +
 	"\tArgsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
+	"\rCommandsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x12\n" +
 	"\x10RulesListRequest\"\xc3\x01\n" +
@@ -710,7 +752,7 @@ func file_airlock_v1_policy_api_proto_rawDescGZIP() []byte {
 	return file_airlock_v1_policy_api_proto_rawDescData
 }
 
-var file_airlock_v1_policy_api_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_airlock_v1_policy_api_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_airlock_v1_policy_api_proto_goTypes = []any{
 	(*PolicyRule)(nil),            // 0: airlock.v1.PolicyRule
 	(*RulesListRequest)(nil),      // 1: airlock.v1.RulesListRequest
@@ -722,28 +764,30 @@ var file_airlock_v1_policy_api_proto_goTypes = []any{
 	(*PolicyEvalRequest)(nil),     // 7: airlock.v1.PolicyEvalRequest
 	(*PolicyEvalResponse)(nil),    // 8: airlock.v1.PolicyEvalResponse
 	nil,                           // 9: airlock.v1.PolicyRule.ArgsEntry
-	(*Actor)(nil),                 // 10: airlock.v1.Actor
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
-	(*ToolCall)(nil),              // 12: airlock.v1.ToolCall
-	(*Decision)(nil),              // 13: airlock.v1.Decision
+	nil,                           // 10: airlock.v1.PolicyRule.CommandsEntry
+	(*Actor)(nil),                 // 11: airlock.v1.Actor
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*ToolCall)(nil),              // 13: airlock.v1.ToolCall
+	(*Decision)(nil),              // 14: airlock.v1.Decision
 }
 var file_airlock_v1_policy_api_proto_depIdxs = []int32{
 	9,  // 0: airlock.v1.PolicyRule.args:type_name -> airlock.v1.PolicyRule.ArgsEntry
-	10, // 1: airlock.v1.PolicyRule.updated_by:type_name -> airlock.v1.Actor
-	11, // 2: airlock.v1.PolicyRule.updated_at:type_name -> google.protobuf.Timestamp
-	0,  // 3: airlock.v1.RulesListResponse.rules:type_name -> airlock.v1.PolicyRule
-	0,  // 4: airlock.v1.RulesListResponse.builtin_rules:type_name -> airlock.v1.PolicyRule
-	0,  // 5: airlock.v1.RulePutRequest.rule:type_name -> airlock.v1.PolicyRule
-	10, // 6: airlock.v1.RulePutRequest.by:type_name -> airlock.v1.Actor
-	0,  // 7: airlock.v1.RulePutResponse.rule:type_name -> airlock.v1.PolicyRule
-	10, // 8: airlock.v1.RuleDeleteRequest.by:type_name -> airlock.v1.Actor
-	12, // 9: airlock.v1.PolicyEvalRequest.call:type_name -> airlock.v1.ToolCall
-	13, // 10: airlock.v1.PolicyEvalResponse.decision:type_name -> airlock.v1.Decision
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	11, // 1: airlock.v1.PolicyRule.updated_by:type_name -> airlock.v1.Actor
+	12, // 2: airlock.v1.PolicyRule.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 3: airlock.v1.PolicyRule.commands:type_name -> airlock.v1.PolicyRule.CommandsEntry
+	0,  // 4: airlock.v1.RulesListResponse.rules:type_name -> airlock.v1.PolicyRule
+	0,  // 5: airlock.v1.RulesListResponse.builtin_rules:type_name -> airlock.v1.PolicyRule
+	0,  // 6: airlock.v1.RulePutRequest.rule:type_name -> airlock.v1.PolicyRule
+	11, // 7: airlock.v1.RulePutRequest.by:type_name -> airlock.v1.Actor
+	0,  // 8: airlock.v1.RulePutResponse.rule:type_name -> airlock.v1.PolicyRule
+	11, // 9: airlock.v1.RuleDeleteRequest.by:type_name -> airlock.v1.Actor
+	13, // 10: airlock.v1.PolicyEvalRequest.call:type_name -> airlock.v1.ToolCall
+	14, // 11: airlock.v1.PolicyEvalResponse.decision:type_name -> airlock.v1.Decision
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_policy_api_proto_init() }
@@ -759,7 +803,7 @@ func file_airlock_v1_policy_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_policy_api_proto_rawDesc), len(file_airlock_v1_policy_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

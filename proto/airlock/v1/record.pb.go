@@ -222,6 +222,13 @@ type ApprovalRecord struct {
 	Escalated       bool                   `protobuf:"varint,13,opt,name=escalated,proto3" json:"escalated,omitempty"`
 	CreatedAt       *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	UpdatedAt       *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Stream sequence of the approval_requested event: a thread's queue
+	// (Decision.queue_per_thread) is served in this order, which airlock
+	// chose, never the agent.
+	RequestedSeq uint64 `protobuf:"varint,40,opt,name=requested_seq,json=requestedSeq,proto3" json:"requested_seq,omitempty"`
+	// Waits in its thread's queue behind an earlier call: not announced and
+	// not decidable until released (it still expires at its deadline).
+	Queued bool `protobuf:"varint,41,opt,name=queued,proto3" json:"queued,omitempty"`
 	// Set only in replies, never stored: values of the record that JSON
 	// cannot hold (a non-finite number) were replaced by marker strings so
 	// that the record can be sent and shown; each entry says which and how.
@@ -374,6 +381,20 @@ func (x *ApprovalRecord) GetUpdatedAt() *timestamppb.Timestamp {
 		return x.UpdatedAt
 	}
 	return nil
+}
+
+func (x *ApprovalRecord) GetRequestedSeq() uint64 {
+	if x != nil {
+		return x.RequestedSeq
+	}
+	return 0
+}
+
+func (x *ApprovalRecord) GetQueued() bool {
+	if x != nil {
+		return x.Queued
+	}
+	return false
 }
 
 func (x *ApprovalRecord) GetProblems() []string {
@@ -583,6 +604,19 @@ type StandingGrant struct {
 	// when that same rule asks again, with a quorum of one: it never widens
 	// what a stricter rule (more approvers, another group) requires.
 	RuleId string `protobuf:"bytes,15,opt,name=rule_id,json=ruleId,proto3" json:"rule_id,omitempty"`
+	// Shell-command prefixes: JSON pointer → prefix. The argument must be a
+	// single plain command (no ; & | newline, substitution or redirection)
+	// that starts with the prefix at a word boundary ("git commit" matches
+	// "git commit -m x", not "git commit-tree" nor "git commit; rm -rf ~").
+	CommandPrefixes map[string]string `protobuf:"bytes,40,rep,name=command_prefixes,json=commandPrefixes,proto3" json:"command_prefixes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Pinned to exact arguments: canon.Digest of the arguments the grant was
+	// made from; empty for none.
+	ArgumentsDigest string `protobuf:"bytes,41,opt,name=arguments_digest,json=argumentsDigest,proto3" json:"arguments_digest,omitempty"`
+	// Only calls made on behalf of this person: set when the grant's creator
+	// is the requester of the call it was made from (a self-confirmed call),
+	// so that a person's remembered decision never allows calls made for
+	// someone else.
+	OnBehalfOf string `protobuf:"bytes,42,opt,name=on_behalf_of,json=onBehalfOf,proto3" json:"on_behalf_of,omitempty"`
 	// Argument values pinned exactly: JSON pointer → the value the call's
 	// argument must equal (any JSON value: a string with newlines, a number,
 	// an object). What "always allow" pins by default.
@@ -733,6 +767,27 @@ func (x *StandingGrant) GetRuleId() string {
 	return ""
 }
 
+func (x *StandingGrant) GetCommandPrefixes() map[string]string {
+	if x != nil {
+		return x.CommandPrefixes
+	}
+	return nil
+}
+
+func (x *StandingGrant) GetArgumentsDigest() string {
+	if x != nil {
+		return x.ArgumentsDigest
+	}
+	return ""
+}
+
+func (x *StandingGrant) GetOnBehalfOf() string {
+	if x != nil {
+		return x.OnBehalfOf
+	}
+	return ""
+}
+
 func (x *StandingGrant) GetArgumentValues() map[string]*structpb.Value {
 	if x != nil {
 		return x.ArgumentValues
@@ -762,7 +817,7 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"=\n" +
 	"\x0fNotificationRef\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12\x10\n" +
-	"\x03ref\x18\x02 \x01(\tR\x03ref\"\xf1\x06\n" +
+	"\x03ref\x18\x02 \x01(\tR\x03ref\"\xae\a\n" +
 	"\x0eApprovalRecord\x12(\n" +
 	"\x04call\x18\x01 \x01(\v2\x14.airlock.v1.ToolCallR\x04call\x120\n" +
 	"\bdecision\x18\x02 \x01(\v2\x14.airlock.v1.DecisionR\bdecision\x12/\n" +
@@ -782,7 +837,9 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1a\n" +
+	"updated_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12#\n" +
+	"\rrequested_seq\x18( \x01(\x04R\frequestedSeq\x12\x16\n" +
+	"\x06queued\x18) \x01(\bR\x06queued\x12\x1a\n" +
 	"\bproblems\x182 \x03(\tR\bproblems\x12\x1a\n" +
 	"\babridged\x183 \x01(\bR\babridged\x12+\n" +
 	"\x11arguments_preview\x184 \x01(\tR\x10argumentsPreview\x128\n" +
@@ -806,7 +863,7 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\aoutcome\x18\v \x01(\tR\aoutcome\x12\x19\n" +
 	"\bagent_id\x18\f \x01(\tR\aagentId\x12\x14\n" +
 	"\x05claim\x18\r \x01(\tR\x05claim\x12=\n" +
-	"\fheartbeat_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\"\x91\a\n" +
+	"\fheartbeat_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\"\xfd\b\n" +
 	"\rStandingGrant\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
@@ -828,11 +885,18 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\aused_by\x18\r \x03(\tR\x06usedBy\x120\n" +
 	"\n" +
 	"revoked_by\x18\x0e \x01(\v2\x11.airlock.v1.ActorR\trevokedBy\x12\x17\n" +
-	"\arule_id\x18\x0f \x01(\tR\x06ruleId\x12V\n" +
+	"\arule_id\x18\x0f \x01(\tR\x06ruleId\x12Y\n" +
+	"\x10command_prefixes\x18( \x03(\v2..airlock.v1.StandingGrant.CommandPrefixesEntryR\x0fcommandPrefixes\x12)\n" +
+	"\x10arguments_digest\x18) \x01(\tR\x0fargumentsDigest\x12 \n" +
+	"\fon_behalf_of\x18* \x01(\tR\n" +
+	"onBehalfOf\x12V\n" +
 	"\x0fargument_values\x182 \x03(\v2-.airlock.v1.StandingGrant.ArgumentValuesEntryR\x0eargumentValues\x122\n" +
 	"\x15only_listed_arguments\x183 \x01(\bR\x13onlyListedArguments\x12#\n" +
 	"\rany_arguments\x184 \x03(\tR\fanyArguments\x1a@\n" +
 	"\x12ArgumentGlobsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aB\n" +
+	"\x14CommandPrefixesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aY\n" +
 	"\x13ArgumentValuesEntry\x12\x10\n" +
@@ -869,7 +933,7 @@ func file_airlock_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_airlock_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_airlock_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_airlock_v1_record_proto_goTypes = []any{
 	(ApprovalState)(0),            // 0: airlock.v1.ApprovalState
 	(ExecutionState)(0),           // 1: airlock.v1.ExecutionState
@@ -878,43 +942,45 @@ var file_airlock_v1_record_proto_goTypes = []any{
 	(*ExecutionRecord)(nil),       // 4: airlock.v1.ExecutionRecord
 	(*StandingGrant)(nil),         // 5: airlock.v1.StandingGrant
 	nil,                           // 6: airlock.v1.StandingGrant.ArgumentGlobsEntry
-	nil,                           // 7: airlock.v1.StandingGrant.ArgumentValuesEntry
-	(*ToolCall)(nil),              // 8: airlock.v1.ToolCall
-	(*Decision)(nil),              // 9: airlock.v1.Decision
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*Vote)(nil),                  // 11: airlock.v1.Vote
-	(*Actor)(nil),                 // 12: airlock.v1.Actor
-	(*structpb.Struct)(nil),       // 13: google.protobuf.Struct
-	(*structpb.Value)(nil),        // 14: google.protobuf.Value
+	nil,                           // 7: airlock.v1.StandingGrant.CommandPrefixesEntry
+	nil,                           // 8: airlock.v1.StandingGrant.ArgumentValuesEntry
+	(*ToolCall)(nil),              // 9: airlock.v1.ToolCall
+	(*Decision)(nil),              // 10: airlock.v1.Decision
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*Vote)(nil),                  // 12: airlock.v1.Vote
+	(*Actor)(nil),                 // 13: airlock.v1.Actor
+	(*structpb.Struct)(nil),       // 14: google.protobuf.Struct
+	(*structpb.Value)(nil),        // 15: google.protobuf.Value
 }
 var file_airlock_v1_record_proto_depIdxs = []int32{
-	8,  // 0: airlock.v1.ApprovalRecord.call:type_name -> airlock.v1.ToolCall
-	9,  // 1: airlock.v1.ApprovalRecord.decision:type_name -> airlock.v1.Decision
+	9,  // 0: airlock.v1.ApprovalRecord.call:type_name -> airlock.v1.ToolCall
+	10, // 1: airlock.v1.ApprovalRecord.decision:type_name -> airlock.v1.Decision
 	0,  // 2: airlock.v1.ApprovalRecord.state:type_name -> airlock.v1.ApprovalState
-	10, // 3: airlock.v1.ApprovalRecord.deadline:type_name -> google.protobuf.Timestamp
-	11, // 4: airlock.v1.ApprovalRecord.votes:type_name -> airlock.v1.Vote
-	12, // 5: airlock.v1.ApprovalRecord.decided_by:type_name -> airlock.v1.Actor
-	13, // 6: airlock.v1.ApprovalRecord.edited_arguments:type_name -> google.protobuf.Struct
+	11, // 3: airlock.v1.ApprovalRecord.deadline:type_name -> google.protobuf.Timestamp
+	12, // 4: airlock.v1.ApprovalRecord.votes:type_name -> airlock.v1.Vote
+	13, // 5: airlock.v1.ApprovalRecord.decided_by:type_name -> airlock.v1.Actor
+	14, // 6: airlock.v1.ApprovalRecord.edited_arguments:type_name -> google.protobuf.Struct
 	2,  // 7: airlock.v1.ApprovalRecord.notifications:type_name -> airlock.v1.NotificationRef
-	10, // 8: airlock.v1.ApprovalRecord.created_at:type_name -> google.protobuf.Timestamp
-	10, // 9: airlock.v1.ApprovalRecord.updated_at:type_name -> google.protobuf.Timestamp
+	11, // 8: airlock.v1.ApprovalRecord.created_at:type_name -> google.protobuf.Timestamp
+	11, // 9: airlock.v1.ApprovalRecord.updated_at:type_name -> google.protobuf.Timestamp
 	1,  // 10: airlock.v1.ExecutionRecord.state:type_name -> airlock.v1.ExecutionState
-	10, // 11: airlock.v1.ExecutionRecord.claimed_at:type_name -> google.protobuf.Timestamp
-	10, // 12: airlock.v1.ExecutionRecord.started_at:type_name -> google.protobuf.Timestamp
-	10, // 13: airlock.v1.ExecutionRecord.finished_at:type_name -> google.protobuf.Timestamp
-	10, // 14: airlock.v1.ExecutionRecord.heartbeat_at:type_name -> google.protobuf.Timestamp
+	11, // 11: airlock.v1.ExecutionRecord.claimed_at:type_name -> google.protobuf.Timestamp
+	11, // 12: airlock.v1.ExecutionRecord.started_at:type_name -> google.protobuf.Timestamp
+	11, // 13: airlock.v1.ExecutionRecord.finished_at:type_name -> google.protobuf.Timestamp
+	11, // 14: airlock.v1.ExecutionRecord.heartbeat_at:type_name -> google.protobuf.Timestamp
 	6,  // 15: airlock.v1.StandingGrant.argument_globs:type_name -> airlock.v1.StandingGrant.ArgumentGlobsEntry
-	10, // 16: airlock.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
-	12, // 17: airlock.v1.StandingGrant.created_by:type_name -> airlock.v1.Actor
-	10, // 18: airlock.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
-	12, // 19: airlock.v1.StandingGrant.revoked_by:type_name -> airlock.v1.Actor
-	7,  // 20: airlock.v1.StandingGrant.argument_values:type_name -> airlock.v1.StandingGrant.ArgumentValuesEntry
-	14, // 21: airlock.v1.StandingGrant.ArgumentValuesEntry.value:type_name -> google.protobuf.Value
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	11, // 16: airlock.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
+	13, // 17: airlock.v1.StandingGrant.created_by:type_name -> airlock.v1.Actor
+	11, // 18: airlock.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
+	13, // 19: airlock.v1.StandingGrant.revoked_by:type_name -> airlock.v1.Actor
+	7,  // 20: airlock.v1.StandingGrant.command_prefixes:type_name -> airlock.v1.StandingGrant.CommandPrefixesEntry
+	8,  // 21: airlock.v1.StandingGrant.argument_values:type_name -> airlock.v1.StandingGrant.ArgumentValuesEntry
+	15, // 22: airlock.v1.StandingGrant.ArgumentValuesEntry.value:type_name -> google.protobuf.Value
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_record_proto_init() }
@@ -930,7 +996,7 @@ func file_airlock_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_record_proto_rawDesc), len(file_airlock_v1_record_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

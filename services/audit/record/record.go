@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -351,6 +352,7 @@ func fill(r *Row, ev *airlockv1.Event) {
 	case *airlockv1.Event_Canceled:
 		r.Decision, r.Reason = "cancel", b.Canceled.GetReason()
 	case *airlockv1.Event_Completed:
+		r.Reason = calls.AgentRan(b.Completed.GetAgentRan(), b.Completed.GetArgumentsDiffer())
 		if l := b.Completed.GetLatency(); l != nil {
 			ms := float64(l.AsDuration().Microseconds()) / 1000
 			r.LatencyMS = &ms
@@ -358,6 +360,9 @@ func fill(r *Row, ev *airlockv1.Event) {
 	case *airlockv1.Event_Failed:
 		r.Reason = strings.TrimSpace(b.Failed.GetReason() + ": " + b.Failed.GetMessage())
 		r.Reason = strings.TrimSuffix(r.Reason, ":")
+		if ran := calls.AgentRan(b.Failed.GetAgentRan(), b.Failed.GetArgumentsDiffer()); ran != "" {
+			r.Reason = ran + "; " + r.Reason
+		}
 		if l := b.Failed.GetLatency(); l != nil {
 			ms := float64(l.AsDuration().Microseconds()) / 1000
 			r.LatencyMS = &ms

@@ -5,6 +5,8 @@ package calls
 import (
 	"strings"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 )
 
@@ -46,4 +48,104 @@ func ParseRisk(s string) airlockv1.Risk {
 		}
 	}
 	return airlockv1.Risk_RISK_UNSPECIFIED
+}
+
+// Requester, among a decision's approvers, names the person the call acts
+// for: the rule asks them to confirm their own call (self-confirmation,
+// seeds 002 and 004). It counts only when airlock verified who that person
+// is (ToolCall.on_behalf_of_verified); separation of duties stays the rule
+// everywhere else.
+const Requester = "requester"
+
+// RequesterMayDecide reports whether person is the verified requester of a
+// call whose decision names the requester among its approvers. "requester"
+// is a role in rules, never a person: nobody of that name qualifies.
+func RequesterMayDecide(c *airlockv1.ToolCall, d *airlockv1.Decision, person string) bool {
+	if person == "" || person == Requester || person != c.GetOnBehalfOf() || !c.GetOnBehalfOfVerified() {
+		return false
+	}
+	for _, a := range d.GetApprovers() {
+		if a == Requester {
+			return true
+		}
+	}
+	return false
+}
+
+// PlainCommand reports whether a shell command is one simple command: no
+// ; & | or new line chaining another, no substitution (` or $( ) and no
+// redirection (< >). Only a plain command can be matched by a prefix
+// without letting something else ride along.
+func PlainCommand(cmd string) bool {
+	return strings.TrimSpace(cmd) != "" && !strings.ContainsAny(cmd, ";&|\n\r`<>()") && !strings.Contains(cmd, "$(")
+}
+
+// CommandHasPrefix reports whether cmd is a plain command that starts with
+// prefix at a word boundary: "git commit" matches "git commit -m x" but not
+// "git commit-tree" nor "git commit; rm -rf ~". Runs of blanks count as one.
+func CommandHasPrefix(cmd, prefix string) bool {
+	if !PlainCommand(cmd) {
+		return false
+	}
+	c, p := strings.Fields(cmd), strings.Fields(prefix)
+	if len(p) == 0 || len(c) < len(p) {
+		return false
+	}
+	for i := range p {
+		if c[i] != p[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// CommandPrefix is the first n words of a plain command ("" for any other),
+// what a person is offered to remember ("git commit" of "git commit -m x").
+func CommandPrefix(cmd string, n int) string {
+	if !PlainCommand(cmd) {
+		return ""
+	}
+	f := strings.Fields(cmd)
+	return strings.Join(f[:min(n, len(f))], " ")
+}
+
+// Arg is the argument at a JSON pointer ("/path", "/opts/mode"; ~1 is "/"
+// and ~0 is "~" inside a token), nil when there is none.
+func Arg(args *structpb.Struct, ptr string) *structpb.Value {
+	cur := structpb.NewStructValue(args)
+	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		st := cur.GetStructValue()
+		if st == nil {
+			return nil
+		}
+		if cur = st.GetFields()[tok]; cur == nil {
+			return nil
+		}
+	}
+	return cur
+}
+
+// StringArg is the string argument at a JSON pointer ("" and false when
+// there is none or it is not a string).
+func StringArg(args *structpb.Struct, ptr string) (string, bool) {
+	s, ok := Arg(args, ptr).GetKind().(*structpb.Value_StringValue)
+	if !ok {
+		return "", false
+	}
+	return s.StringValue, true
+}
+
+// AgentRan says who ran a call, for the end of a call: "" for airlock's
+// executor; for a gate-only call (ToolCall.agent_runs) that the agent ran
+// itself and reported, that it did, and whether it says it ran other
+// arguments than the ones airlock decided on.
+func AgentRan(agentRan, argumentsDiffer bool) string {
+	switch {
+	case agentRan && argumentsDiffer:
+		return "run by the agent itself and reported by it, with arguments other than the ones decided"
+	case agentRan:
+		return "run by the agent itself and reported by it"
+	}
+	return ""
 }

@@ -98,3 +98,56 @@ func TestShowableMarksNonFiniteNumbers(t *testing.T) {
 		t.Fatal("a clean record was copied")
 	}
 }
+
+func TestACommandPrefixMatchesOnlyThatPlainCommand(t *testing.T) {
+	for _, tt := range []struct {
+		name, cmd, prefix string
+		want              bool
+	}{
+		{"same_words_and_more_match", "git commit -m 'fix it'", "git commit", true},
+		{"the_prefix_alone_matches", "git commit", "git commit", true},
+		{"blank_runs_count_as_one", "git   commit  -m x", "git commit", true},
+		{"a_longer_word_does_not_match", "git commit-tree x", "git commit", false},
+		{"a_chained_command_does_not_match", "git commit -m x; rm -rf ~", "git commit", false},
+		{"an_and_chain_does_not_match", "git commit -m x && curl evil", "git commit", false},
+		{"a_pipe_does_not_match", "git commit -m x | sh", "git commit", false},
+		{"a_substitution_does_not_match", "git commit -m $(cat ~/.ssh/id_rsa)", "git commit", false},
+		{"a_backtick_does_not_match", "git commit -m `id`", "git commit", false},
+		{"a_redirection_does_not_match", "git commit -m x > /etc/passwd", "git commit", false},
+		{"a_new_line_does_not_match", "git commit -m x\nrm -rf ~", "git commit", false},
+		{"an_empty_prefix_matches_nothing", "git commit", "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := CommandHasPrefix(tt.cmd, tt.prefix); got != tt.want {
+				t.Fatalf("CommandHasPrefix(%q, %q) = %v", tt.cmd, tt.prefix, got)
+			}
+		})
+	}
+}
+
+func TestOnlyTheVerifiedRequesterOfASelfConfirmedCallMayDecideIt(t *testing.T) {
+	self := &airlockv1.Decision{Approvers: []string{Requester}}
+	ordinary := &airlockv1.Decision{Approvers: []string{"group:reviewers"}}
+	verified := &airlockv1.ToolCall{OnBehalfOf: "alice", OnBehalfOfVerified: true}
+	claimed := &airlockv1.ToolCall{OnBehalfOf: "alice"}
+	for _, tt := range []struct {
+		name   string
+		call   *airlockv1.ToolCall
+		d      *airlockv1.Decision
+		person string
+		want   bool
+	}{
+		{"the_verified_requester_may", verified, self, "alice", true},
+		{"someone_else_may_not", verified, self, "bob", false},
+		{"an_unverified_requester_may_not", claimed, self, "alice", false},
+		{"the_requester_of_an_ordinary_rule_may_not", verified, ordinary, "alice", false},
+		// "requester" is a role in rules, never a person, even one airlock verified.
+		{"a_person_named_requester_may_not", &airlockv1.ToolCall{OnBehalfOf: Requester, OnBehalfOfVerified: true}, self, Requester, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := RequesterMayDecide(tt.call, tt.d, tt.person); got != tt.want {
+				t.Fatalf("RequesterMayDecide = %v", got)
+			}
+		})
+	}
+}

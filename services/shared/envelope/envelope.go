@@ -77,20 +77,27 @@ func Encode(ev *airlockv1.Event, source, parentTrace string) (*nats.Msg, error) 
 	return encode(ev, subj, typ, source, parentTrace, true)
 }
 
-// EncodeRequest builds an agent's request for the intake stream, on
-// airlock.req.<agent>.<call>. It carries no Nats-Msg-Id: agents choose
-// their message ids, so airlock never relies on them there (the policy
-// service recognises a repeated request by its content).
+// EncodeRequest builds an agent's message for the intake stream, on
+// airlock.req.<agent>.<call>: a request (body requested) or a report of a
+// gate-only call the agent ran (body reported). It carries no Nats-Msg-Id:
+// agents choose their message ids, so airlock never relies on them there
+// (the policy service recognises a repeated request by its content, and
+// accepts one report per call revision).
 func EncodeRequest(ev *airlockv1.Event, source, parentTrace string) (*nats.Msg, error) {
-	if ev.GetRequested() == nil {
-		return nil, fmt.Errorf("encode request for call %s: the event is not a request", ev.GetCallId())
+	typ := TypeOf(ev)
+	if typ != subject.Requested && typ != Reported {
+		return nil, fmt.Errorf("encode request for call %s: the event is neither a request nor a report", ev.GetCallId())
 	}
 	subj, err := subject.Request(ev.GetAgentId(), ev.GetCallId())
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	return encode(ev, subj, subject.Requested, source, parentTrace, false)
+	return encode(ev, subj, typ, source, parentTrace, false)
 }
+
+// Reported is the body type of an agent's report (intake only: it is never
+// an event type of the events stream).
+const Reported = "reported"
 
 func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgID bool) (*nats.Msg, error) {
 	if ev.EventId == "" {

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,6 +67,9 @@ type Constraint struct {
 	Exact, Any bool
 	Value      string // the pinned value as JSON, when Exact
 	Glob       string
+	// Prefix: the argument is a plain shell command starting with these
+	// words.
+	Prefix string
 }
 
 // Text is the constraint in words: `/path is exactly "notes.txt"`.
@@ -75,6 +79,9 @@ func (c Constraint) Text() string {
 	}
 	if c.Any {
 		return c.Pointer + " may be any value"
+	}
+	if c.Prefix != "" {
+		return c.Pointer + " is a plain command starting with " + strconv.Quote(c.Prefix)
 	}
 	return c.Pointer + " matches " + c.Glob
 }
@@ -90,6 +97,9 @@ func Constraints(g *airlockv1.StandingGrant) []Constraint {
 	}
 	for _, ptr := range g.GetAnyArguments() {
 		out = append(out, Constraint{Pointer: ptr, Any: true})
+	}
+	for ptr, prefix := range g.GetCommandPrefixes() {
+		out = append(out, Constraint{Pointer: ptr, Prefix: prefix})
 	}
 	slices.SortFunc(out, func(a, b Constraint) int { return strings.Compare(a.Pointer, b.Pointer) })
 	return out
@@ -120,8 +130,15 @@ func Describe(g *airlockv1.StandingGrant) string {
 		agent = "agent " + agent
 	}
 	fmt.Fprintf(&b, "%s may run %s without asking", agent, Tool(g))
+	if p := g.GetOnBehalfOf(); p != "" {
+		fmt.Fprintf(&b, " on behalf of %s only", p)
+	}
+	if d := g.GetArgumentsDigest(); d != "" {
+		fmt.Fprintf(&b, " with exactly the arguments it was made from (digest %s)", calls.Cut(d, 12))
+	}
 	cs := Constraints(g)
 	switch {
+	case len(cs) == 0 && g.GetArgumentsDigest() != "":
 	case len(cs) == 0 && g.GetOnlyListedArguments():
 		b.WriteString(" with no arguments at all")
 	case len(cs) == 0:

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -90,7 +91,36 @@ func refuse(format string, args ...any) *Refusal {
 // It returns the normalized call (server and tool split from "server__tool",
 // revision defaulted, the agent from the subject, the fields only airlock
 // may set cleared) or a Refusal, which names the call when its id is known.
-func Request(subj string, data []byte, header nats.Header, maxBytes int) (_ *airlockv1.ToolCall, refusal *Refusal) {
+// A report is refused here; Intake takes both.
+func Request(subj string, data []byte, header nats.Header, maxBytes int) (*airlockv1.ToolCall, *Refusal) {
+	call, rep, r := Intake(subj, data, header, maxBytes)
+	if r == nil && rep != nil {
+		return nil, &Refusal{Reason: "request body must be \"requested\", got \"reported\"", Call: rep.Ref.Call}
+	}
+	return call, r
+}
+
+// Report is an agent's report of how a gate-only call it ran ended, as it
+// came out of the intake stream: which call revision (the agent is the
+// subject's, so an agent can only report on its own calls; the call and
+// revision are the body's) and what the agent says. Whether that revision
+// may be reported on is the policy service's to check against the call's
+// recorded events.
+type Report struct {
+	Ref  callref.Ref
+	Body *airlockv1.Reported
+}
+
+// MaxReportResultBytes bounds the result an agent reports; a longer one is
+// refused (the SDK truncates before sending).
+const MaxReportResultBytes = 64 << 10
+
+// Intake checks one message an agent published on airlock.req.<agent>.<call>,
+// as the intake stored it (airlock.req.<agent>), and returns either the call
+// it asks for (body "requested", see Request) or the report it makes (body
+// "reported", its call id the event's call_id), or a Refusal, which names
+// the call when its id is known.
+func Intake(subj string, data []byte, header nats.Header, maxBytes int) (_ *airlockv1.ToolCall, _ *Report, refusal *Refusal) {
 	var callID string
 	defer func() { // the refusal names the call, once its id is known, so the agent sees it
 		if refusal != nil && refusal.Call == "" && ids.Validate("call id", callID) == nil {
@@ -99,51 +129,54 @@ func Request(subj string, data []byte, header nats.Header, maxBytes int) (_ *air
 	}()
 	agent, callID, ok := subject.RequestTokens(subj)
 	if !ok {
-		return nil, refuse("bad subject %q: publish on airlock.req.<agent_id>.<call_id>", subj)
+		return nil, nil, refuse("bad subject %q: publish on airlock.req.<agent_id>.<call_id>", subj)
 	}
 	if err := ids.ValidateAgent(agent); err != nil {
-		return nil, refuse("%v", err)
+		return nil, nil, refuse("%v", err)
 	}
 	if callID == "" { // the stored form: the body names the call
-		callID = bodyCallID(data, header)
+		callID = BodyCallID(data, header)
 	}
 	if len(data) > maxBytes {
-		return nil, refuse("request is %d bytes, over the %d-byte limit: pass large inputs by reference (a path or URL) instead of inline", len(data), maxBytes)
+		return nil, nil, refuse("request is %d bytes, over the %d-byte limit: pass large inputs by reference (a path or URL) instead of inline", len(data), maxBytes)
 	}
 	if callID != "" {
 		if err := ids.Validate("call id", callID); err != nil {
-			return nil, refuse("%v", err)
+			return nil, nil, refuse("%v", err)
 		}
 	}
 	if envelope.IsJSON(header) {
 		if r := checkJSONShape(data); r != nil {
-			return nil, r
+			return nil, nil, r
 		}
 	}
 	ev, err := envelope.Decode(data, header)
 	if err != nil {
-		return nil, refuse("request does not decode as an airlock.v1.Event (protobuf, or protojson with Content-Type: application/json): %v", err)
+		return nil, nil, refuse("request does not decode as an airlock.v1.Event (protobuf, or protojson with Content-Type: application/json): %v", err)
+	}
+	if rep := ev.GetReported(); rep != nil {
+		if callID == "" {
+			return nil, nil, refuse("the report names no call: set call_id to the id of the call you report on")
+		}
+		if r := sameIDs(agent, callID, ev.AgentId, ev.CallId); r != nil {
+			return nil, nil, r
+		}
+		r, refusal := report(callref.Ref{Agent: agent, Call: callID, Rev: max(ev.GetRevision(), 1)}, rep)
+		return nil, r, refusal
 	}
 	req := ev.GetRequested()
 	if req == nil {
-		return nil, refuse("request body must be \"requested\", got %q", envelope.TypeOf(ev))
+		return nil, nil, refuse("request body must be \"requested\" (or \"reported\" for a gate-only call the agent ran), got %q", envelope.TypeOf(ev))
 	}
 	call := req.GetCall()
 	if call == nil {
-		return nil, refuse("request has no call: set requested.call")
+		return nil, nil, refuse("request has no call: set requested.call")
 	}
 	if callID == "" {
-		return nil, refuse("the request names no call: set requested.call.call_id to the call id you publish on")
+		return nil, nil, refuse("the request names no call: set requested.call.call_id to the call id you publish on")
 	}
-	for _, c := range []struct{ field, inEvent, inCall, want string }{
-		{"agent_id", ev.AgentId, call.AgentId, agent},
-		{"call_id", ev.CallId, call.CallId, callID},
-	} {
-		for _, v := range []string{c.inEvent, c.inCall} {
-			if v != "" && v != c.want {
-				return nil, refuse("%s %q does not match %q: publish on airlock.req.<agent_id>.<call_id> with the same ids in the body", c.field, v, c.want)
-			}
-		}
+	if r := sameIDs(agent, callID, ev.AgentId, ev.CallId, call.AgentId, call.CallId); r != nil {
+		return nil, nil, r
 	}
 	call.AgentId, call.CallId = agent, callID
 	// Only airlock vouches for whom a call acts for (the policy service sets
@@ -154,17 +187,54 @@ func Request(subj string, data []byte, header nats.Header, maxBytes int) (_ *air
 		call.Revision = 1
 	}
 	if ev.Revision != 0 && ev.Revision != call.Revision {
-		return nil, refuse("event revision %d does not match call revision %d", ev.Revision, call.Revision)
+		return nil, nil, refuse("event revision %d does not match call revision %d", ev.Revision, call.Revision)
 	}
 	if err := Call(call); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// JSON can be smaller than the protobuf airlock stores ("1," is 2 bytes
 	// of JSON, 11 of protobuf): the limit holds for both.
 	if n := proto.Size(call); n > maxBytes {
-		return nil, refuse("request is %d bytes as airlock stores it, over the %d-byte limit: pass large inputs by reference (a path or URL) instead of inline", n, maxBytes)
+		return nil, nil, refuse("request is %d bytes as airlock stores it, over the %d-byte limit: pass large inputs by reference (a path or URL) instead of inline", n, maxBytes)
 	}
-	return call, nil
+	return call, nil, nil
+}
+
+// sameIDs refuses a body whose agent and call ids (pairs of agent_id and
+// call_id as the body sets them, "" for unset) are not agent and callID.
+func sameIDs(agent, callID string, pairs ...string) *Refusal {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		for _, c := range []struct{ field, v, want string }{{"agent_id", pairs[i], agent}, {"call_id", pairs[i+1], callID}} {
+			if c.v != "" && c.v != c.want {
+				return refuse("%s %q does not match %q: publish on airlock.req.<agent_id>.<call_id> with the same ids in the body", c.field, c.v, c.want)
+			}
+		}
+	}
+	return nil
+}
+
+// report checks the shape of a report about ref: the agent comes from the
+// subject, the call from the body, the revision from the event (0 means 1).
+func report(ref callref.Ref, rep *airlockv1.Reported) (*Report, *Refusal) {
+	if n := len(rep.GetResultJson()); n > MaxReportResultBytes {
+		return nil, refuse("reported result is %d bytes: keep it under %d (truncate it and set truncated)", n, MaxReportResultBytes)
+	}
+	if !utf8.ValidString(rep.GetResultJson()) || !utf8.ValidString(rep.GetError()) {
+		return nil, refuse("reported result and error must be UTF-8 text")
+	}
+	if r := rep.GetResultJson(); r != "" && !json.Valid([]byte(r)) {
+		return nil, refuse("reported result_json is not JSON: send the result as a JSON value (a string is fine)")
+	}
+	if len(rep.GetError()) > MaxReasonLen {
+		return nil, refuse("reported error is %d bytes: keep it under %d", len(rep.GetError()), MaxReasonLen)
+	}
+	if path, why, ok := badStruct(rep.GetArguments(), ""); ok {
+		return nil, refuse("reported argument %s %s", path, why)
+	}
+	if d := rep.GetLatency(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
+		return nil, refuse("reported latency must be a non-negative duration")
+	}
+	return &Report{Ref: ref, Body: rep}, nil
 }
 
 // Call validates and normalizes a call's own fields. The SDK runs it before
@@ -230,11 +300,14 @@ func Call(call *airlockv1.ToolCall) *Refusal {
 	return nil
 }
 
-// bodyCallID reads the call id a request's body names, as leniently as it
-// can (unknown fields skipped, the rest of the body unchecked): it only says
-// which call a request is about, so that even a refusal reaches the agent
-// on that call's subject. "" when the body names none or cannot be read.
-func bodyCallID(data []byte, header nats.Header) string {
+// BodyCallID reads the call id an intake message's body names (a request's
+// requested.call.call_id, else the event's call_id, as a report names it),
+// as leniently as it can (unknown fields skipped, the rest of the body
+// unchecked): it only says which call a message is about, so that even a
+// refusal reaches the agent on that call's subject, and a front-end can find
+// a request still waiting in the intake. "" when the body names none or
+// cannot be read.
+func BodyCallID(data []byte, header nats.Header) string {
 	if envelope.IsJSON(header) {
 		type named struct {
 			CallID    string `json:"callId"`

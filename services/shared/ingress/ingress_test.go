@@ -144,3 +144,44 @@ func TestRequestAsTheIntakeStoresIt(t *testing.T) {
 		t.Fatalf("an oversized request was refused with %+v, want its call named", r)
 	}
 }
+
+// A report, like a request, is stored under its agent alone: its call id is
+// the body's (the event's call_id), never a token of the stored subject,
+// and a report that names no call is refused.
+func TestReportAsTheIntakeStoresIt(t *testing.T) {
+	for _, tc := range []struct {
+		name, subject string
+		data          []byte
+		call, refusal string // the report's call; the refusal's words and the call it names
+		rev           uint32
+	}{
+		{"the_call_id_comes_from_the_body", "airlock.req.bot", []byte(`{"callId":"g1","revision":2,"reported":{"resultJson":"\"ok\""}}`), "g1", "", 2},
+		{"the_revision_defaults_to_1", "airlock.req.bot", []byte(`{"callId":"g1","reported":{}}`), "g1", "", 1},
+		{"a_report_without_a_call_id_is_refused", "airlock.req.bot", []byte(`{"reported":{"resultJson":"\"ok\""}}`), "", "names no call", 0},
+		{"an_invalid_call_id_is_refused", "airlock.req.bot", []byte(`{"callId":"g/1","reported":{}}`), "", "call id", 0},
+		{"another_agents_id_is_refused", "airlock.req.bot", []byte(`{"agentId":"victim","callId":"g1","reported":{}}`), "g1", "does not match", 0},
+		{"the_published_subject_and_the_body_must_agree", "airlock.req.bot.g2", []byte(`{"callId":"g1","reported":{}}`), "g2", "does not match", 0},
+		{"a_refusal_names_the_bodys_call", "airlock.req.bot", []byte(`{"callId":"g3","reported":{"resultJson":"not json"}}`), "g3", "is not JSON", 0},
+		{"a_request_is_not_a_report", "airlock.req.bot", []byte(`{"requested":{"call":{"callId":"c1","tool":"demo__echo"}}}`), "c1", "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			call, rep, r := Intake(tc.subject, tc.data, jsonHeader(), 1<<20)
+			switch {
+			case tc.refusal == "" && call != nil:
+				if r != nil || rep != nil || call.GetCallId() != tc.call {
+					t.Fatalf("call %v report %v refusal %v, want the request of %s", call, rep, r, tc.call)
+				}
+			case tc.refusal == "":
+				if r != nil || rep == nil || rep.Ref.Agent != "bot" || rep.Ref.Call != tc.call || rep.Ref.Rev != tc.rev {
+					t.Fatalf("report %+v refusal %v, want one about bot/%s revision %d", rep, r, tc.call, tc.rev)
+				}
+			case r == nil || !strings.Contains(r.Reason, tc.refusal) || r.Call != tc.call:
+				t.Fatalf("refusal %+v, want one saying %q about call %q", r, tc.refusal, tc.call)
+			}
+		})
+	}
+	// Request takes requests only, and names the call of a report it refuses.
+	if _, r := Request("airlock.req.bot", []byte(`{"callId":"g1","reported":{}}`), jsonHeader(), 1<<20); r == nil || r.Call != "g1" {
+		t.Fatalf("Request took a report: %+v", r)
+	}
+}

@@ -174,7 +174,10 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 			PublishAllow: join(
 				durable(n.intake, n.policyDurable),
 				[]string{"$JS.API.STREAM.INFO." + n.events},
-				events(subject.Requested, subject.Allowed, subject.Denied, subject.ApprovalRequested, subject.Invalid, subject.GrantUsed),
+				events(subject.Requested, subject.Allowed, subject.Denied, subject.ApprovalRequested, subject.Invalid, subject.GrantUsed,
+					// an agent's report of a gate-only call it ran, on the
+					// call's execution ledger, and a refused report
+					subject.Completed, subject.Failed, subject.UnauthorizedAttempt),
 				system(subject.PolicyChanged, subject.UnauthorizedAttempt, subject.GrantExpired),
 				directGet(n.events, subject.Requested, subject.Allowed, subject.Denied, subject.ApprovalRequested, subject.ChangesRequested),
 				// the sequence of a call's last event, for compare-and-append

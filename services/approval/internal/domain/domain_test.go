@@ -185,6 +185,23 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// A gate-only call runs with the arguments the agent asked for: an
+// approval cannot edit them (it would approve something that never runs).
+func TestAGateOnlyCallsArgumentsCannotBeEdited(t *testing.T) {
+	edited, _ := structpb.NewStruct(map[string]any{"command": "git status"})
+	rec := pending(t, nil)
+	rec.Call.AgentRuns = true
+	_, err := Decide(rec, Decision{Kind: Approve, By: human("alice"), Edited: edited}, dir, t0)
+	var inv *Invalid
+	if !errors.As(err, &inv) || !strings.Contains(err.Error(), "gate-only") {
+		t.Fatalf("edited approval of a gate-only call: %v, want it refused as invalid", err)
+	}
+	out, err := Decide(rec, Decision{Kind: Approve, By: human("alice")}, dir, t0)
+	if err != nil || out.Event != "approved" {
+		t.Fatalf("plain approval of a gate-only call: %v %q", err, out.Event)
+	}
+}
+
 func TestDecideDoesNotModifyItsInput(t *testing.T) {
 	rec := pending(t, nil)
 	before := proto.Clone(rec)
@@ -366,10 +383,46 @@ func TestSelfConfirmation(t *testing.T) {
 		{"an_agent_naming_itself_requester_gains_nothing", rec([]string{Requester}, "", false), "", false},
 		{"a_principal_named_requester_is_nobody", rec([]string{Requester}, "dana", true), "requester", false},
 		{"a_principal_named_requester_is_nobody_beside_a_group", rec([]string{Requester, "group:reviewers"}, "dana", true), "requester", false},
+		{"a_principal_named_requester_is_nobody_even_as_the_verified_requester", rec([]string{Requester}, Requester, true), Requester, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if r := Authorize(tc.rec, dir, tc.principal, "approve"); (r == nil) != tc.ok {
 				t.Fatalf("Authorize(%q) = %v, want ok=%v", tc.principal, r, tc.ok)
+			}
+		})
+	}
+}
+
+func TestTheRequesterRemembersTheirOwnDecision(t *testing.T) {
+	args, _ := structpb.NewStruct(map[string]any{"command": "git commit -m 'fix'"})
+	digest, _ := canon.Digest(args)
+	rec := &airlockv1.ApprovalRecord{
+		Call:            &airlockv1.ToolCall{CallId: "c1", AgentId: "laptop", Server: "claude", Tool: "Bash", Arguments: args, OnBehalfOf: "dana", OnBehalfOfVerified: true},
+		Decision:        &airlockv1.Decision{Approvers: []string{Requester}, RuleId: "coding-shell-ask"},
+		State:           Pending,
+		ArgumentsDigest: digest,
+	}
+	for _, tt := range []struct {
+		name string
+		by   string
+		want *airlockv1.StandingGrant
+		ok   bool
+	}{
+		{"a_prefix_of_the_reviewed_command", "dana", &airlockv1.StandingGrant{CommandPrefixes: map[string]string{"/command": "git commit"}, UsesLeft: 5}, true},
+		{"the_exact_arguments_reviewed", "dana", &airlockv1.StandingGrant{ArgumentsDigest: digest}, true},
+		{"a_prefix_that_does_not_start_the_command", "dana", &airlockv1.StandingGrant{CommandPrefixes: map[string]string{"/command": "rm"}}, false},
+		{"a_prefix_on_a_missing_argument", "dana", &airlockv1.StandingGrant{CommandPrefixes: map[string]string{"/cmd": "git"}}, false},
+		{"arguments_other_than_the_reviewed_ones", "dana", &airlockv1.StandingGrant{ArgumentsDigest: strings.Repeat("0", 64)}, false},
+		{"someone_who_may_not_decide_the_call", "bob", &airlockv1.StandingGrant{CommandPrefixes: map[string]string{"/command": "git commit"}}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g, err := NewGrant(rec, tt.want, human(tt.by), dir, "g1", t0)
+			if (err == nil) != tt.ok {
+				t.Fatalf("NewGrant: %v, want ok=%v", err, tt.ok)
+			}
+			if tt.ok && (g.GetCreatedBy().GetId() != tt.by || g.GetRuleId() != "coding-shell-ask" ||
+				len(g.GetCommandPrefixes()) != len(tt.want.GetCommandPrefixes()) || g.GetArgumentsDigest() != tt.want.GetArgumentsDigest()) {
+				t.Fatalf("grant %v", g)
 			}
 		})
 	}

@@ -11,13 +11,19 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/grant"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // NewGrant builds a standing grant ("always allow") from the call of rec:
 // the agent, server and tool come from the call, narrowed by want's
-// argument globs and pinned values (only_listed_arguments: no other
-// argument), use limit and expiry. Only a principal who may approve the
-// call may create a grant from it.
+// argument globs, pinned values (only_listed_arguments: no other
+// argument), command prefixes (each must start the call's own command),
+// exact arguments (want.arguments_digest, which must be the record's), use
+// limit and expiry. Only a principal who may approve the call may create a
+// grant from it — for a rule that asks the requester, the requester, whose
+// remembered decision it then is: such a grant allows only calls made on
+// that same person's behalf (StandingGrant.on_behalf_of), never anyone
+// else's.
 func NewGrant(rec *airlockv1.ApprovalRecord, want *airlockv1.StandingGrant, by *airlockv1.Actor, dir Directory, id string, now time.Time) (*airlockv1.StandingGrant, error) {
 	if by.GetId() == "" {
 		return nil, invalid("the grant request names no principal: the front-end must pass who creates it")
@@ -55,6 +61,18 @@ func NewGrant(rec *airlockv1.ApprovalRecord, want *airlockv1.StandingGrant, by *
 			return nil, invalid("argument %q allowed any value is not a JSON pointer: write it like /path", ptr)
 		}
 	}
+	for ptr, prefix := range want.GetCommandPrefixes() {
+		if !strings.HasPrefix(ptr, "/") {
+			return nil, invalid("command prefix %q is not on a JSON pointer: write it like /command", ptr)
+		}
+		v, _ := calls.StringArg(Arguments(rec), ptr)
+		if strings.TrimSpace(prefix) == "" || !calls.CommandHasPrefix(v, prefix) {
+			return nil, invalid("command prefix %q does not start the call's own command %q: remember a prefix of the command you reviewed (a plain command, without ; | & or redirection)", prefix, v)
+		}
+	}
+	if d := want.GetArgumentsDigest(); d != "" && d != rec.GetArgumentsDigest() {
+		return nil, invalid("the grant is pinned to arguments other than the call's (digest %s…): review the call again and pin the arguments you saw", short(d))
+	}
 	if want.GetLimitedUses() && want.GetUsesLeft() == 0 {
 		return nil, invalid("a grant limited in uses needs uses_left of at least 1")
 	}
@@ -78,6 +96,14 @@ func NewGrant(rec *airlockv1.ApprovalRecord, want *airlockv1.StandingGrant, by *
 		CreatedAt:           timestamppb.New(now),
 		FromCallId:          call.GetCallId(),
 		RuleId:              rec.GetDecision().GetRuleId(),
+		CommandPrefixes:     want.GetCommandPrefixes(),
+		ArgumentsDigest:     want.GetArgumentsDigest(),
+	}
+	if by.GetId() == call.GetOnBehalfOf() {
+		// A requester remembers only their own decisions: the grant never
+		// reaches calls made for someone else (who would have needed a
+		// reviewer).
+		g.OnBehalfOf = by.GetId()
 	}
 	return g, nil
 }

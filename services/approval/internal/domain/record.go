@@ -192,7 +192,7 @@ type Decision struct {
 // Requester in a rule's approvers lets the person the call acts for
 // confirm it themselves (seed 002: "only the same user's reply counts") —
 // only when airlock verified who that is (ToolCall.on_behalf_of_verified).
-const Requester = "requester"
+const Requester = calls.Requester
 
 // Authorize checks that principal may decide rec: they must match the
 // record's approvers and must not be the principal the call acts for —
@@ -204,14 +204,14 @@ func Authorize(rec *airlockv1.ApprovalRecord, dir Directory, principal, action s
 	switch {
 	case principal == "":
 		return &Refusal{Action: action, Why: "no principal given: the front-end must say who decides"}
+	case principal == Requester:
+		return &Refusal{Action: action, Why: fmt.Sprintf("%q names a role in rules, not a person: sign in as yourself", Requester)}
 	case selfConfirm && principal == call.GetOnBehalfOf() && call.GetOnBehalfOfVerified():
 		return nil
 	case selfConfirm && principal == call.GetOnBehalfOf():
 		return &Refusal{Action: action, Why: fmt.Sprintf("call %s asks the person it acts for to confirm it, but airlock could not verify that %s is that person (bind the agent to its person in policy.on_behalf_of, or submit through a front-end)", call.GetCallId(), principal)}
 	case principal == call.GetOnBehalfOf():
 		return &Refusal{Action: action, Why: fmt.Sprintf("%s cannot decide call %s: the agent acts on their behalf, so another approver must decide", principal, call.GetCallId())}
-	case principal == Requester:
-		return &Refusal{Action: action, Why: fmt.Sprintf("%q names a role in rules, not a person: sign in as yourself", Requester)}
 	case !dir.Matches(slices.DeleteFunc(slices.Clone(rec.GetDecision().GetApprovers()), func(a string) bool { return a == Requester }), principal):
 		return &Refusal{Action: action, Why: fmt.Sprintf("%s is not among the approvers of call %s (%s): ask one of them to decide", principal, call.GetCallId(), strings.Join(rec.GetDecision().GetApprovers(), ", "))}
 	}
@@ -233,6 +233,12 @@ func Decide(rec *airlockv1.ApprovalRecord, d Decision, dir Directory, now time.T
 	if d.Kind != Approve && d.Edited != nil {
 		return Outcome{}, invalid("edited arguments come only with an approval")
 	}
+	if d.Edited != nil && rec.GetCall().GetAgentRuns() {
+		// The agent runs a gate-only call itself, with the arguments it
+		// asked for: an approval of other arguments would approve something
+		// that never runs, and let the asked-for ones run unreviewed.
+		return Outcome{}, invalid("call %s is gate-only: the agent runs the tool itself with the arguments it asked for, so they cannot be edited; approve them as they are, or request changes so the agent submits a revised call", rec.GetCall().GetCallId())
+	}
 	if d.Kind == RequestChanges && strings.TrimSpace(d.Reason) == "" {
 		return Outcome{}, invalid("requesting changes needs feedback: tell the agent what to change")
 	}
@@ -248,6 +254,9 @@ func Decide(rec *airlockv1.ApprovalRecord, d Decision, dir Directory, now time.T
 	}
 	if !now.Before(Deadline(rec)) {
 		return expire(rec, now), nil
+	}
+	if rec.GetQueued() {
+		return Outcome{Message: waiting(rec)}, nil
 	}
 	next := proto.Clone(rec).(*airlockv1.ApprovalRecord)
 	next.UpdatedAt = timestamppb.New(now)

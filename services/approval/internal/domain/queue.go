@@ -1,0 +1,71 @@
+package domain
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+)
+
+// Seed 002: one pending confirmation per session. A rule with
+// queue_per_thread holds a thread's later calls until its earlier one is
+// decided: each such call is created queued (not announced, not
+// decidable), and a thread's queued calls are released one at a time, the
+// one airlock received first (requested_seq, a stream sequence the agent
+// cannot choose) first. A queued call still expires at its own deadline and
+// can still be canceled; the queue is listed with every pending call.
+
+// InQueue reports whether rec's call waits its turn in its thread's queue.
+func InQueue(rec *airlockv1.ApprovalRecord) bool {
+	return rec.GetDecision().GetQueuePerThread() && rec.GetCall().GetThreadId() != ""
+}
+
+// QueueKey names the queue of a thread: one agent's thread (threads are
+// named by agents, so a thread id never reaches another agent's queue).
+// It is also the key of the queue's lock in the approvals bucket; agent
+// ids never start with "_", so it never collides with a record's key.
+func QueueKey(rec *airlockv1.ApprovalRecord) string {
+	return "_queue." + rec.GetCall().GetAgentId() + "." + rec.GetCall().GetThreadId()
+}
+
+// Turn says which of a thread's pending calls (recs, fresh) is released
+// next: none when one of them is released already (its turn is not over),
+// else the first received. ok is false when there is nothing to release.
+func Turn(recs []*airlockv1.ApprovalRecord) (next *airlockv1.ApprovalRecord, ok bool) {
+	var queued []*airlockv1.ApprovalRecord
+	for _, r := range recs {
+		if r.GetState() != Pending {
+			continue
+		}
+		if !r.GetQueued() {
+			return nil, false
+		}
+		queued = append(queued, r)
+	}
+	if len(queued) == 0 {
+		return nil, false
+	}
+	return slices.MinFunc(queued, func(a, b *airlockv1.ApprovalRecord) int {
+		return cmp.Or(cmp.Compare(a.GetRequestedSeq(), b.GetRequestedSeq()), cmp.Compare(RefOf(a).Key(), RefOf(b).Key()))
+	}), true
+}
+
+// Release is rec released from its queue: announced and decidable. nil
+// when it is no longer pending or not queued.
+func Release(rec *airlockv1.ApprovalRecord) *airlockv1.ApprovalRecord {
+	if rec.GetState() != Pending || !rec.GetQueued() {
+		return nil
+	}
+	next := proto.Clone(rec).(*airlockv1.ApprovalRecord)
+	next.Queued = false
+	return next
+}
+
+// waiting is the sentence for a decision on a queued call.
+func waiting(rec *airlockv1.ApprovalRecord) string {
+	return fmt.Sprintf("call %s waits behind an earlier call of thread %s: decide that one first (one confirmation per thread at a time); nothing changed",
+		rec.GetCall().GetCallId(), rec.GetCall().GetThreadId())
+}

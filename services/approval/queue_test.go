@@ -1,0 +1,74 @@
+package approval_test
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// Seed 002: one pending confirmation per session, the later ones queue.
+func TestAThreadsLaterCallsWaitTheirTurn(t *testing.T) {
+	w := newWorld(t)
+	rec := &recorder{name: "rec"}
+	w.start(rec)
+	queue := func() *airlockv1.Decision {
+		return &airlockv1.Decision{Approvers: []string{"group:reviewers"}, QueuePerThread: true}
+	}
+	// The agent stamps its later call with an earlier time: airlock orders
+	// the queue by when it received each call, never by what the agent says.
+	early := timestamppb.New(time.Now().Add(-time.Hour))
+	w.pending(&airlockv1.ToolCall{CallId: "q1", ThreadId: "sess"}, queue())
+	w.pending(&airlockv1.ToolCall{CallId: "q2", ThreadId: "sess", CreatedAt: early}, queue())
+	w.pending(&airlockv1.ToolCall{CallId: "q3", ThreadId: "sess"}, queue())
+	// The same thread id of another agent is another queue.
+	w.pending(&airlockv1.ToolCall{AgentId: "other", CallId: "o1", ThreadId: "sess"}, queue())
+	testenv.Eventually(t, 10*time.Second, "the heads of both queues to be announced", func() bool {
+		return rec.has("announce:q1") && rec.has("announce:o1")
+	})
+	for _, id := range []string{"q2", "q3"} {
+		if r := w.waitState(id, 1, airlockv1.ApprovalState_APPROVAL_STATE_PENDING); !r.GetQueued() || rec.has("announce:"+id) {
+			t.Fatalf("%s is not waiting its turn: queued=%v", id, r.GetQueued())
+		}
+	}
+
+	t.Run("a_queued_call_cannot_be_decided_before_its_turn", func(t *testing.T) {
+		resp, err := w.approve("q3", "alice")
+		if err != nil || resp.GetChanged() {
+			t.Fatalf("deciding a queued call: changed=%v, %v", resp.GetChanged(), err)
+		}
+		t.Logf("answer: %s", resp.GetMessage())
+	})
+	t.Run("deciding_the_head_releases_the_next_in_arrival_order", func(t *testing.T) {
+		if _, err := w.approve("q1", "alice"); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 10*time.Second, "q2 to be announced", func() bool { return rec.has("announce:q2") })
+		if rec.has("announce:q3") {
+			t.Fatal("q3 was released together with q2")
+		}
+	})
+	t.Run("a_withdrawn_head_releases_the_next_too", func(t *testing.T) {
+		if _, err := w.decide("q2", "bob", airlockv1.DecisionKind_DECISION_KIND_REJECT, "no"); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 10*time.Second, "q3 to be announced", func() bool { return rec.has("announce:q3") })
+		if resp, err := w.approve("q3", "alice"); err != nil || !resp.GetChanged() {
+			t.Fatalf("approving the released q3: %v %v", resp, err)
+		}
+	})
+}
+
+func TestAQueuedCallStillExpiresOnItsOwn(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	d := func(timeout float64) *airlockv1.Decision {
+		return &airlockv1.Decision{QueuePerThread: true, Timeout: seconds(timeout)}
+	}
+	w.pending(&airlockv1.ToolCall{CallId: "head", ThreadId: "t"}, d(60))
+	w.pending(&airlockv1.ToolCall{CallId: "waits", ThreadId: "t"}, d(1))
+	w.waitState("waits", 1, airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED)
+}

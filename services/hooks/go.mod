@@ -1,0 +1,3 @@
+module github.com/airlock-gate/airlock/services/hooks
+
+go 1.26.0
