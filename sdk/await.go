@@ -66,8 +66,8 @@ type Outcome struct {
 	AgentRan bool `json:"agent_ran,omitempty"`
 	// ArgumentsDiffer: the agent reported running other arguments than the
 	// ones airlock decided on.
-	ArgumentsDiffer bool `json:"arguments_differ,omitempty"`
-	Decision *airlockv1.Decision `json:"-"`
+	ArgumentsDiffer bool                `json:"arguments_differ,omitempty"`
+	Decision        *airlockv1.Decision `json:"-"`
 }
 
 // Completed reports whether the tool ran and returned a result.

@@ -26,7 +26,7 @@ import (
 
 // Argument modes of the form.
 const (
-	modeExact = "exact"
+	modeExact  = "exact"
 	modeGlob   = "glob"
 	modePrefix = "prefix"
 	modeAny    = "any"

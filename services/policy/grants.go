@@ -16,9 +16,9 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/callref"
-	"github.com/airlock-gate/airlock/services/shared/grant"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
+	"github.com/airlock-gate/airlock/services/shared/grant"
 )
 
 // MaxUsedBy bounds StandingGrant.used_by: the most recent uses are kept,
