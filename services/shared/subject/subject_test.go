@@ -69,11 +69,17 @@ func TestParseRefusesForeignSubjects(t *testing.T) {
 	}
 }
 
+// TestTypesAreEveryEventBody: every type stored in the events stream is
+// an Event body, and every body but the intake-only report is a type.
 func TestTypesAreEveryEventBody(t *testing.T) {
 	oneof := (&airlockv1.Event{}).ProtoReflect().Descriptor().Oneofs().ByName("body").Fields()
 	var bodies []string
 	for i := 0; i < oneof.Len(); i++ {
-		bodies = append(bodies, string(oneof.Get(i).Name()))
+		// reported exists only in the intake: the policy service records
+		// it as the call's completed or failed, never under its own type.
+		if name := string(oneof.Get(i).Name()); name != "reported" {
+			bodies = append(bodies, name)
+		}
 	}
 	if strings.Join(bodies, ",") != strings.Join(Types, ",") {
 		t.Fatalf("Types %v are not the Event body oneof %v", Types, bodies)
