@@ -585,3 +585,93 @@ func TestAnEditThePolicyDeniesIsRefusedAndNothingRuns(t *testing.T) {
 		t.Fatal("secret/owned.txt exists: a reviewer's edit ran arguments the policy denies")
 	}
 }
+
+// A gate-only call (agent_runs: the agent runs the tool itself once airlock
+// allows it) cannot be approved with edited arguments: nothing would run
+// them, and the agent would run the ones it asked for, unreviewed.
+func TestAnEditOfAGateOnlyCallIsRefused(t *testing.T) {
+	p := startProdLayout(t, "bot")
+	bot := connectAgent(t, p.nats.CredentialFile("bot"), p.nats.Server.URL())
+	api := p.frontend(t)
+	id := bot.mustSubmit(airlock.Call{ID: "gate", AgentRuns: true, Tool: writeTool, Args: map[string]any{"path": "rm-rf.txt", "content": "x"}})
+	waitApproval(t, api, "bot", id, 1, pendingState)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	edited, _ := structpb.NewStruct(map[string]any{"path": "safe.txt", "content": "x"})
+	r, err := api.Decide(ctx, &airlockv1.DecideRequest{AgentId: "bot", CallId: id, Revision: 1, Kind: approveKind,
+		Principal: reviewer("alice"), EditedArguments: edited})
+	if err == nil && r.GetChanged() {
+		t.Fatalf("an edit of a gate-only call was accepted (%s): the agent would run its own arguments", r.GetMessage())
+	}
+	if err == nil || !strings.Contains(err.Error(), "gate-only") {
+		t.Fatalf("the edit was not refused as an edit of a gate-only call: %v %v", r, err)
+	}
+	// Approved as asked, the call ends at its decision for the agent.
+	if _, err := api.Decide(ctx, &airlockv1.DecideRequest{AgentId: "bot", CallId: id, Revision: 1, Kind: approveKind, Principal: reviewer("alice")}); err != nil {
+		t.Fatal(err)
+	}
+	if out := bot.await(id, 1); out.Status != airlock.StatusApproved {
+		t.Fatalf("the gate-only call ended %+v, want approved", out)
+	}
+}
+
+// Self-confirmation (seed 002): a rule naming the requester lets only the
+// verified person a call acts for confirm it. That person may remember the
+// decision as a standing grant, but the grant allows only calls made for
+// them: it never confirms a call of the same agent made for someone else.
+func TestASelfConfirmedGrantNeverConfirmsSomeoneElsesCall(t *testing.T) {
+	p := startProdLayout(t, "bot")
+	api := p.frontend(t)
+	p.putRule(t, &airlockv1.PolicyRule{Id: "self-confirm", Priority: 1, Server: "demo", Tool: "write_file",
+		Effect: "ask", Approvers: []string{"requester"}})
+	p.waitAction(t, &airlockv1.ToolCall{AgentId: "ci", CallId: "probe", Server: "demo", Tool: "write_file", Arguments: writeArgs("x", "y")}, airlockv1.Action_ACTION_ASK, "self-confirm")
+	// A shared agent "ci" whose calls a front-end (the console's REST API,
+	// the gateway) authenticated and sealed for the person each acts for.
+	nc, _ := p.nats.Connect(natsauth.RoleConsole)
+	k, err := seal.ParseHex(p.nats.Config.Security.FrontendKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := airlock.New(nc, "ci", airlock.WithRequestSeal(func(m *nats.Msg) { k.Request(m, "console", time.Now()) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	submit := func(id, person string) {
+		t.Helper()
+		if _, err := ci.Submit(ctx, airlock.Call{ID: id, OnBehalfOf: person, Tool: writeTool, Args: map[string]any{"path": "shared.txt", "content": "x"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit("alices", "alice")
+	rec := waitApproval(t, api, "ci", "alices", 1, pendingState)
+	if !rec.GetCall().GetOnBehalfOfVerified() || rec.GetDecision().GetRuleId() != "self-confirm" {
+		t.Fatalf("setup: %v", rec)
+	}
+	if _, err := api.Decide(ctx, &airlockv1.DecideRequest{AgentId: "ci", CallId: "alices", Revision: 1, Kind: approveKind, Principal: reviewer("alice")}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromAgentId: "ci", FromCallId: "alices", FromRevision: 1,
+		By: reviewer("alice"), Grant: &airlockv1.StandingGrant{}})
+	if err != nil {
+		t.Fatalf("alice could not remember her own decision: %v", err)
+	}
+	if g.GetOnBehalfOf() != "alice" {
+		t.Fatalf("alice's grant is not limited to her own calls: %v", g)
+	}
+	// The grant answers alice's next call (so it is live in the policy
+	// service) ...
+	testenv.Eventually(t, 20*time.Second, "alice's grant to answer her next call", func() bool {
+		id := fmt.Sprintf("alices-%d", time.Now().UnixNano())
+		submit(id, "alice")
+		out, err := ci.AwaitRevision(ctx, id, 1)
+		return err == nil && out.Status == airlock.StatusCompleted
+	})
+	// ... and never bob's, who must confirm his own.
+	submit("bobs", "bob")
+	bobs := waitApproval(t, api, "ci", "bobs", 1, pendingState)
+	if bobs.GetDecision().GetGrantId() != "" {
+		t.Fatalf("bob's call was matched by grant %s", bobs.GetDecision().GetGrantId())
+	}
+}
