@@ -180,6 +180,8 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				durable(n.events, n.approvalDurable),
 				events(subject.Approved, subject.Rejected, subject.ChangesRequested, subject.Expired, subject.Canceled,
 					subject.Notified, subject.UnauthorizedAttempt),
+				// the sweeper checks that a stored decision reached the stream
+				directGet(n.events, subject.Approved, subject.Rejected, subject.ChangesRequested, subject.Expired, subject.Canceled),
 				bucket(n.approvals), bucket(n.grants), bucket(n.slackSeen),
 				[]string{subject.API("policy", "eval")}, healthOf,
 			),
