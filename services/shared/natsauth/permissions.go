@@ -194,6 +194,9 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				durable(n.events, n.executorDurable),
 				events(subject.Started, subject.Completed, subject.Failed, subject.UnauthorizedAttempt),
 				directGet(n.events, subject.Started, subject.Completed, subject.Failed),
+				// the ledger's last sequence (any executor event of the call),
+				// which a compare-and-append follows after a redelivery or a take-over
+				[]string{subject.DirectGet(n.events, subject.OfExecution("*", "*"))},
 				bucket(n.executions),
 			),
 			SubscribeAllow: inbox,
