@@ -51,6 +51,12 @@ type NATS struct {
 	Name string `yaml:"name"`
 	// ReconnectWait between reconnect attempts; services reconnect forever.
 	ReconnectWait time.Duration `yaml:"reconnect_wait"`
+	// PingInterval: how often the connection checks the server answers. A
+	// server that misses two pings in a row (hung, paused, partitioned — its
+	// TCP connection still open) is left for another node of the cluster;
+	// with the client library's default of 2 minutes a paused node held
+	// every connection to it for minutes.
+	PingInterval time.Duration `yaml:"ping_interval"`
 	// DrainTimeout bounds the graceful drain on shutdown.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 }
@@ -127,6 +133,7 @@ func Default() Config {
 			URL:           "nats://127.0.0.1:4222",
 			Name:          "airlock",
 			ReconnectWait: 500 * time.Millisecond,
+			PingInterval:  2 * time.Second,
 			DrainTimeout:  10 * time.Second,
 		},
 		Stream: Stream{
@@ -221,6 +228,9 @@ func (c Config) Validate() error {
 	}
 	if c.Intake.MaxMsgSize < int32(c.Limits.MaxRequestBytes) {
 		errs = append(errs, fmt.Errorf("intake.max_msg_size (%d) must be at least limits.max_request_bytes (%d), so that an oversized request is told why", c.Intake.MaxMsgSize, c.Limits.MaxRequestBytes))
+	}
+	if c.NATS.PingInterval <= 0 {
+		errs = append(errs, fmt.Errorf("nats.ping_interval is %s: set a positive duration such as 2s", c.NATS.PingInterval))
 	}
 	if c.Policy.ReloadInterval <= 0 {
 		errs = append(errs, fmt.Errorf("policy.reload_interval is %s: set a positive duration such as 1s", c.Policy.ReloadInterval))
