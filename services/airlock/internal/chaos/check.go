@@ -68,8 +68,11 @@ type Report struct {
 	Faults     []FaultReport  `json:"faults"`
 	Latency    Latency        `json:"decision_to_completion"`
 	UnderFault Latency        `json:"decision_to_completion_under_fault"`
-	Verify     string         `json:"audit_verify"`
-	Violations int            `json:"violations"`
+	// Slowest are the calls with the longest decision to completion (times
+	// from the first event of the run).
+	Slowest    []string `json:"slowest"`
+	Verify     string   `json:"audit_verify"`
+	Violations int      `json:"violations"`
 }
 
 // maxExamples bounds the examples kept per check.
@@ -387,6 +390,15 @@ func analyse(o observed, idempotent func(server, tool string) bool) Report {
 
 	// Latency of decision to end, overall and for calls in flight during a fault.
 	var all, under []time.Duration
+	type slow struct {
+		d    time.Duration
+		what string
+	}
+	var slowest []slow
+	var first time.Time
+	if len(o.Events) > 0 {
+		first = o.Events[0].Time
+	}
 	for _, ct := range tr {
 		for _, rt := range ct.revs {
 			if rt.decidedAt.IsZero() || rt.end == nil || (rt.end.Type != subject.Completed && rt.end.Type != subject.Failed) {
@@ -394,6 +406,8 @@ func analyse(o observed, idempotent func(server, tool string) bool) Report {
 			}
 			d := rt.end.Time.Sub(rt.decidedAt)
 			all = append(all, d)
+			slowest = append(slowest, slow{d, fmt.Sprintf("%s/%s rev %d: decided at %.1fs, %s %.2fs later", rt.agent, rt.call, rt.rev,
+				rt.decidedAt.Sub(first).Seconds(), outcomeName(rt.end), d.Seconds())})
 			for _, f := range o.Faults {
 				if rt.decidedAt.Before(f.Healed) && rt.end.Time.After(f.Start) {
 					under = append(under, d)
@@ -403,6 +417,10 @@ func analyse(o observed, idempotent func(server, tool string) bool) Report {
 		}
 	}
 	r.Latency, r.UnderFault = latency(all), latency(under)
+	sort.Slice(slowest, func(i, j int) bool { return slowest[i].d > slowest[j].d })
+	for i := 0; i < len(slowest) && i < maxExamples; i++ {
+		r.Slowest = append(r.Slowest, slowest[i].what)
+	}
 
 	for _, f := range o.Faults {
 		fr := FaultReport{Kind: string(f.Kind), Target: f.Resolved, AtS: f.At.Seconds(), ForS: f.For.Seconds(), RecoveredS: -1, Error: f.Err}

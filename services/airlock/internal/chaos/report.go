@@ -57,6 +57,9 @@ func (r Report) WriteText(w io.Writer) {
 	fmt.Fprintln(w, "\ndecision (allowed/approved) to completion")
 	fmt.Fprintf(w, "  all          n=%-5d p50 %8.1f ms   p99 %9.1f ms   max %9.1f ms\n", r.Latency.N, r.Latency.P50MS, r.Latency.P99MS, r.Latency.MaxMS)
 	fmt.Fprintf(w, "  under fault  n=%-5d p50 %8.1f ms   p99 %9.1f ms   max %9.1f ms\n", r.UnderFault.N, r.UnderFault.P50MS, r.UnderFault.P99MS, r.UnderFault.MaxMS)
+	for _, s := range r.Slowest {
+		fmt.Fprintf(w, "  slowest: %s\n", s)
+	}
 
 	fmt.Fprintln(w, "\nalso")
 	for _, i := range r.Info {
