@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -207,6 +206,3 @@ func (d *driver) close() {
 		c.Close()
 	}
 }
-
-// ErrViolations is returned by the command when a run found violations.
-var ErrViolations = errors.New("violations found")

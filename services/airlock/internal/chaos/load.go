@@ -143,9 +143,11 @@ type driver struct {
 	wg      sync.WaitGroup
 }
 
-// rand returns the random source of one call's reviewer (think time, who
-// decides), fixed by the seed and the call.
-func (d *driver) rand(n int) *rand.Rand { return rand.New(rand.NewPCG(uint64(d.seed), uint64(n)+1000)) }
+// reviewRand returns the random source of one call's reviewer (think
+// time, who decides), fixed by the seed and the call.
+func (d *driver) reviewRand(n int) *rand.Rand {
+	return rand.New(rand.NewPCG(uint64(d.seed), uint64(n)+1000))
+}
 
 // start runs one call in the background.
 func (d *driver) start(ctx context.Context, c plannedCall) *callRecord {
@@ -173,7 +175,7 @@ func (d *driver) run(ctx context.Context, rec *callRecord) {
 	args := callArgs(rec.plannedCall)
 	for rev := uint32(1); rev <= 2; rev++ {
 		if err := d.submit(ctx, client, rec, rev, args); err != nil {
-			d.note(rec, func() { rec.AwaitErrs = append(rec.AwaitErrs, err.Error()) })
+			d.locked(func() { rec.AwaitErrs = append(rec.AwaitErrs, err.Error()) })
 			return
 		}
 		reviewed := make(chan struct{})
@@ -182,7 +184,7 @@ func (d *driver) run(ctx context.Context, rec *callRecord) {
 		out, err := client.AwaitRevision(actx, rec.ID, rev)
 		cancel()
 		<-reviewed
-		d.note(rec, func() {
+		d.locked(func() {
 			if err != nil && !errors.Is(err, airlock.ErrInvalid) {
 				rec.AwaitErrs = append(rec.AwaitErrs, err.Error())
 			} else {
@@ -198,9 +200,9 @@ func (d *driver) run(ctx context.Context, rec *callRecord) {
 	}
 }
 
-// note changes a record under the driver's lock (the checks read records
+// locked changes records under the driver's lock (the checks read records
 // while probes still run).
-func (d *driver) note(_ *callRecord, f func()) {
+func (d *driver) locked(f func()) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	f()
@@ -216,14 +218,14 @@ func (d *driver) submit(ctx context.Context, client *airlock.Client, rec *callRe
 			Thread: "chaos-" + rec.Agent, Reason: "airlock chaos load"})
 		cancel()
 		if err == nil {
-			d.note(rec, func() {
+			d.locked(func() {
 				if rec.Submitted.IsZero() {
 					rec.Submitted = time.Now()
 				}
 			})
 			return nil
 		}
-		d.note(rec, func() { rec.SubmitErrors++ })
+		d.locked(func() { rec.SubmitErrors++ })
 		if errors.Is(err, airlock.ErrInvalid) || time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("submit %s/%s rev %d: %w", rec.Agent, rec.ID, rev, err)
 		}
@@ -243,7 +245,7 @@ func (d *driver) review(ctx context.Context, rec *callRecord, rev uint32) {
 	if rev == 2 {
 		act = approveREST // the revision the agent made after the requested changes
 	}
-	r := d.rand(rec.N*10 + int(rev))
+	r := d.reviewRand(rec.N*10 + int(rev))
 	who := reviewers[r.IntN(len(reviewers))]
 	think := time.Duration(200+r.IntN(1300)) * time.Millisecond
 	var err error
@@ -254,7 +256,7 @@ func (d *driver) review(ctx context.Context, rec *callRecord, rev uint32) {
 		err = d.reviewREST(ctx, rec, rev, act, who, think)
 	}
 	if err != nil {
-		d.note(rec, func() { rec.ReviewErr = err.Error() })
+		d.locked(func() { rec.ReviewErr = err.Error() })
 	}
 }
 
@@ -307,7 +309,7 @@ func (d *driver) reviewREST(ctx context.Context, rec *callRecord, rev uint32, ac
 	if err != nil {
 		return err
 	}
-	d.note(rec, func() {
+	d.locked(func() {
 		rec.Decisions = append(rec.Decisions, decisionRecord{Rev: rev, Kind: kind, Channel: "api", Changed: resp.GetChanged(),
 			State: stateName(resp.GetRecord().GetState()), Edited: edited})
 	})
@@ -331,7 +333,7 @@ func (d *driver) reviewSlack(ctx context.Context, rec *callRecord, rev uint32, a
 		}
 	}
 	if !found {
-		d.note(rec, func() { rec.SlackFallback = true })
+		d.locked(func() { rec.SlackFallback = true })
 		fallback := approveREST
 		if act == rejectSlack {
 			fallback = rejectREST
@@ -344,7 +346,7 @@ func (d *driver) reviewSlack(ctx context.Context, rec *callRecord, rev uint32, a
 		action, kind, want = airlockslack.ActionReject, "rejected", airlockv1.ApprovalState_APPROVAL_STATE_REJECTED
 	}
 	for try := 1; try <= 5; try++ {
-		d.note(rec, func() { rec.SlackClicks++ })
+		d.locked(func() { rec.SlackClicks++ })
 		trigger := fmt.Sprintf("%d.%s.%d.%d", d.seed, rec.ID, rev, try)
 		if _, err := d.cons.slackPost(ctx, d.l.slackSecret, buttonClick(u, c, action, trigger)); err != nil {
 			return err
@@ -367,7 +369,7 @@ func (d *driver) reviewSlack(ctx context.Context, rec *callRecord, rev uint32, a
 			return err
 		}
 		if st != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
-			d.note(rec, func() {
+			d.locked(func() {
 				rec.Decisions = append(rec.Decisions, decisionRecord{Rev: rev, Kind: kind, Channel: "slack", Changed: st == want, State: stateName(st)})
 			})
 			return nil
