@@ -169,6 +169,9 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				directGet(n.events, subject.Requested, subject.Allowed, subject.Denied, subject.ApprovalRequested, subject.ChangesRequested),
 				// the sequence of a call's last event, for compare-and-append
 				[]string{subject.DirectGet(n.events, subject.EventsPrefix+".*.*.>")},
+				// the same read answered by the stream's leader, which the
+				// sequencing of revisions decides on (bus.LastStoredLeader)
+				[]string{"$JS.API.STREAM.MSG.GET." + n.events},
 				bucket(n.policy), bucket(n.grants), healthOf,
 			),
 			SubscribeAllow: join(inbox, micro, []string{subject.APIPrefix + ".policy.>"}),
@@ -197,6 +200,9 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				// the ledger's last sequence (any executor event of the call),
 				// which a compare-and-append follows after a redelivery or a take-over
 				[]string{subject.DirectGet(n.events, subject.OfExecution("*", "*"))},
+				// the ledger read from the stream's leader, which claims decide on
+				// (bus.LastStoredLeader)
+				[]string{"$JS.API.STREAM.MSG.GET." + n.events},
 				bucket(n.executions),
 			),
 			SubscribeAllow: inbox,
