@@ -143,6 +143,17 @@ func TestAnalyseFindsEachViolation(t *testing.T) {
 		{"an_acknowledged_request_was_lost", "acknowledged requests never recorded", func(o *observed) {
 			o.Calls = append(o.Calls, callRecord{plannedCall: plannedCall{Agent: "bot-2", ID: "lost"}, Submitted: time.Now()})
 		}},
+		{"a_valid_revision_was_refused", "valid requests refused as invalid", func(o *observed) {
+			e := o.Events[6]
+			e.Seq, e.Type = 8, subject.Invalid
+			e.Ev = &airlockv1.Event{Revision: 1, Body: &airlockv1.Event_Invalid{Invalid: &airlockv1.Invalid{Reason: "revision 2 can follow only a request for changes"}}}
+			o.Events = append(o.Events[:6], e)
+			o.CH = map[uint64]string{}
+			for _, ev := range o.Events {
+				o.CH[ev.Seq] = ev.EventID
+			}
+			o.Calls[1].Outcomes[1] = airlock.Outcome{Revision: 1, Status: airlock.StatusInvalid}
+		}},
 		{"a_service_lacked_a_permission", "NATS permission violations in service logs", func(o *observed) {
 			o.PermissionViolations = map[string][]string{"approval-1": {"Permissions Violation for Publish to x"}}
 		}},

@@ -190,6 +190,19 @@ func analyse(o observed, idempotent func(server, tool string) bool) Report {
 		r.Outcomes[outcomeName(ct.revs[ct.last].end)]++
 	}
 	c.count("acknowledged requests never recorded", unrecorded)
+	// The load sends only valid requests, revisions only after a request
+	// for changes: any invalid is a valid request refused.
+	var refused []string
+	for _, call := range o.Calls {
+		if ct := tr[call.Agent+"/"+call.ID]; ct != nil {
+			for rev, rt := range ct.revs {
+				if rt.end != nil && rt.end.Type == subject.Invalid {
+					refused = append(refused, fmt.Sprintf("%s/%s rev %d: %s", call.Agent, call.ID, rev, rt.end.Ev.GetInvalid().GetReason()))
+				}
+			}
+		}
+	}
+	c.count("valid requests refused as invalid", refused)
 	c.info("calls revised after changes were requested", revised)
 
 	// Executions per call, from the tool server.
