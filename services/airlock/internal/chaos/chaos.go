@@ -189,9 +189,14 @@ func newDriver(ctx context.Context, l *layout, p profile, seed int64) (*driver, 
 		d.clients[agent] = c
 	}
 	for _, r := range reviewers {
-		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		tok, err := d.cons.personalToken(tctx, r, l.passwords[r])
-		cancel()
+		var tok string
+		err := retry(ctx, 30*time.Second, func() error {
+			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			var err error
+			tok, err = d.cons.personalToken(tctx, r, l.passwords[r])
+			return err
+		})
 		if err != nil {
 			d.close()
 			return nil, err

@@ -23,8 +23,9 @@ type Check struct {
 
 // Info is a figure worth reading that is not a violation.
 type Info struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
+	Name     string   `json:"name"`
+	Value    string   `json:"value"`
+	Examples []string `json:"examples,omitempty"`
 }
 
 // FaultReport is one fault as it happened, with how the system coped.
@@ -345,7 +346,8 @@ func analyse(o observed, idempotent func(server, tool string) bool) Report {
 
 	// What agents saw against what the stream says.
 	var differ []string
-	awaitErrs, submitRetries, slackClicks, slackFallbacks, reviewErrs := 0, 0, 0, 0, 0
+	awaitErrs, submitRetries, slackClicks, slackFallbacks := 0, 0, 0, 0
+	var reviewErrs []string
 	for _, call := range o.Calls {
 		submitRetries += call.SubmitErrors
 		slackClicks += call.SlackClicks
@@ -354,7 +356,7 @@ func analyse(o observed, idempotent func(server, tool string) bool) Report {
 			slackFallbacks++
 		}
 		if call.ReviewErr != "" {
-			reviewErrs++
+			reviewErrs = append(reviewErrs, call.Agent+"/"+call.ID+": "+call.ReviewErr)
 		}
 		ct := tr[call.Agent+"/"+call.ID]
 		for rev, out := range call.Outcomes {
@@ -399,7 +401,8 @@ func analyse(o observed, idempotent func(server, tool string) bool) Report {
 	c.info("awaits that ended without an outcome", awaitErrs)
 	c.info("Slack clicks (a person clicks again when the card does not change)", slackClicks)
 	c.info("Slack decisions made in the console because no card came", slackFallbacks)
-	c.info("reviews that could not be made (the call expired first, or an error)", reviewErrs)
+	c.r.Info = append(c.r.Info, Info{Name: "reviews that could not be made (the call expired first, or an error)", Value: fmt.Sprint(len(reviewErrs)),
+		Examples: reviewErrs[:min(len(reviewErrs), 3)]})
 
 	// Latency of decision to end, overall and for calls in flight during a fault.
 	var all, under []time.Duration

@@ -64,6 +64,9 @@ func (r Report) WriteText(w io.Writer) {
 	fmt.Fprintln(w, "\nalso")
 	for _, i := range r.Info {
 		fmt.Fprintf(w, "  %-66s %6s\n", i.Name, i.Value)
+		for _, e := range i.Examples {
+			fmt.Fprintf(w, "         %s\n", e)
+		}
 	}
 	fmt.Fprintln(w)
 	if r.Violations == 0 {
