@@ -3,7 +3,6 @@ package bus_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +11,7 @@ import (
 
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/embedded"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // On an R3 stream every write the stream acknowledged is seen by the next
@@ -84,31 +83,6 @@ func TestReplicatedBucketsReadTheirWrites(t *testing.T) {
 // provisionedCluster starts 3 nodes and provisions R3 streams and buckets.
 func provisionedCluster(t *testing.T) (*nats.Conn, jetstream.JetStream, config.Config) {
 	t.Helper()
-	servers, err := embedded.StartCluster(t.TempDir(), 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, s := range servers {
-			s.Stop()
-		}
-	})
-	var urls []string
-	for _, s := range servers {
-		urls = append(urls, s.URL())
-	}
-	nc, err := nats.Connect(strings.Join(urls, ","))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
-	cfg := config.Default()
-	cfg.Stream.Replicas, cfg.Buckets.Replicas = 3, 3
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := bus.Provision(ctx, js, cfg); err != nil {
-		t.Fatal(err)
-	}
-	return nc, js, cfg
+	c := testenv.StartCluster(t, 3)
+	return c.NC, c.JS, c.Config
 }

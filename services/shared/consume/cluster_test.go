@@ -10,8 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/airlock-gate/airlock/services/shared/bus"
-	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/obs"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -22,34 +20,10 @@ import (
 // leader are noticed gone by their missing heartbeats, not only when they
 // expire.
 func TestConsumerFollowsItsLeaderToAnotherNode(t *testing.T) {
-	servers, err := embedded.StartCluster(t.TempDir(), 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, s := range servers {
-			if s.Running() {
-				s.Stop()
-			}
-		}
-	})
-	var urls []string
-	for _, s := range servers {
-		urls = append(urls, s.URL())
-	}
-	cfg := testenv.Config(strings.Join(urls, ","))
-	cfg.Stream.Replicas, cfg.Buckets.Replicas = 3, 3
-	nc, err := nats.Connect(cfg.NATS.URL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
+	c := testenv.StartCluster(t, 3)
+	cfg, js, nc := c.Config, c.JS, c.NC
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := bus.Provision(ctx, js, cfg); err != nil {
-		t.Fatal(err)
-	}
 	got := make(chan string, 16)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
