@@ -49,6 +49,7 @@ func newRootCmd() *cobra.Command {
 		newAgentsCmd(g),
 		newNATSCmd(g),
 		newKeysCmd(),
+		newChaosCmd(),
 	)
 	return root
 }
