@@ -177,15 +177,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	}
 	cfg := Config(strings.Join(urls, ","))
 	cfg.Stream.Replicas, cfg.Buckets.Replicas = n, n
-	nc, err := nats.Connect(cfg.NATS.URL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := Connect(t, cfg.NATS.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := bus.Provision(ctx, js, cfg); err != nil {

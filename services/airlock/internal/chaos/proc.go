@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/airlock-gate/airlock/services/shared/child"
 )
 
 // proc is one supervised child process (a NATS node or an `airlock serve`
@@ -27,124 +29,38 @@ type proc struct {
 	// ready reports whether a started process serves (its /healthz is 200).
 	ready func(context.Context) bool
 
+	p      child.Process
 	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
-	paused bool
 	starts int
 }
 
 // start launches the process and waits until it is ready or timeout passes.
 func (p *proc) start(ctx context.Context, timeout time.Duration) error {
-	p.mu.Lock()
-	if p.cmd != nil {
-		p.mu.Unlock()
+	if p.p.Running() {
 		return nil
 	}
-	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		p.mu.Unlock()
-		return fmt.Errorf("log of %s: %w", p.name, err)
-	}
-	fmt.Fprintf(logf, "=== %s start %d at %s\n", p.name, p.starts+1, time.Now().Format(time.RFC3339Nano))
+	p.mu.Lock()
+	p.starts++
+	n := p.starts
+	p.mu.Unlock()
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Env = p.env
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Own process group (signals from the terminal reach only the chaos
-	// driver, which ends them in order); die with the driver.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		p.mu.Unlock()
-		logf.Close()
-		return fmt.Errorf("start %s: %w", p.name, err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	p.cmd, p.exited, p.paused = cmd, exited, false
-	p.starts++
-	p.mu.Unlock()
-
-	deadline := time.Now().Add(timeout)
-	for {
-		if p.ready(ctx) {
-			return nil
-		}
-		select {
-		case <-exited:
-			p.mu.Lock()
-			p.cmd = nil
-			p.mu.Unlock()
-			return fmt.Errorf("%s exited while starting: see %s", p.name, p.logPath)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s was not ready within %s: see %s", p.name, timeout, p.logPath)
-		}
-	}
-}
-
-// running reports whether the process is up (paused counts as up).
-func (p *proc) running() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cmd != nil
+	return p.p.Start(ctx, child.Spec{
+		Name: p.name, Cmd: cmd, LogPath: p.logPath,
+		Header: fmt.Sprintf("=== %s start %d at %s", p.name, n, time.Now().Format(time.RFC3339Nano)),
+		Ready:  p.ready, Poll: 100 * time.Millisecond, Timeout: timeout,
+	})
 }
 
 // signal sends sig to the running process; false when it is not running.
-func (p *proc) signal(sig syscall.Signal) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
-		return false
-	}
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		return false
-	}
-	switch sig {
-	case syscall.SIGSTOP:
-		p.paused = true
-	case syscall.SIGCONT:
-		p.paused = false
-	}
-	return true
-}
+func (p *proc) signal(sig syscall.Signal) bool { return p.p.Signal(sig) }
 
 // kill ends the process at once (SIGKILL), as a crash would, and waits for it.
-func (p *proc) kill() {
-	p.mu.Lock()
-	cmd, exited := p.cmd, p.exited
-	p.cmd = nil
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-exited
-}
+func (p *proc) kill() { p.p.Kill() }
 
 // stop ends the process gracefully (SIGCONT if paused, SIGTERM), killing it
 // when it has not exited within grace.
-func (p *proc) stop(grace time.Duration) {
-	p.mu.Lock()
-	cmd, exited, paused := p.cmd, p.exited, p.paused
-	p.cmd = nil
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	if paused {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(grace):
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-exited
-	}
-}
+func (p *proc) stop(grace time.Duration) { p.p.Stop(grace) }
 
 // logText is everything the process wrote, over all its starts.
 func (p *proc) logText() string {
