@@ -7,7 +7,11 @@
 # denies when the document is missing or malformed (fail closed).
 #
 # input.call: agent_id, call_id, revision, thread_id, on_behalf_of, server,
-#             tool, arguments, reason (the agent's own words, never trusted).
+#             tool, arguments, reason (the agent's own words, never trusted);
+#             from the MCP gateway also annotations (the upstream's tool
+#             annotations: readOnlyHint, destructiveHint, ...) and
+#             annotations_trusted (true only when the registry marks the
+#             upstream trusted and the gateway sealed the request).
 # data.airlock.rules:    priority-ordered rules (seed 000), from data.json and
 #                        the run-time rules bucket.
 # data.airlock.profiles: named allow / ask / deny glob lists (seed 001).

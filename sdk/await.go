@@ -37,7 +37,9 @@ type Outcome struct {
 	CallID   string `json:"call_id"`
 	Revision uint32 `json:"revision"`
 	Status   Status `json:"status"`
-	// Result is the tool's JSON result when Status is completed.
+	// Result is the tool's JSON result when Status is completed, and the
+	// tool's own error result when Status is failed and the tool gave one
+	// (an MCP CallToolResult with isError).
 	Result    json.RawMessage `json:"result,omitempty"`
 	Truncated bool            `json:"truncated,omitempty"`
 	// Reason says why the call did not complete: the policy's or reviewer's
@@ -47,7 +49,11 @@ type Outcome struct {
 	Feedback string `json:"feedback,omitempty"`
 	// FailureOutcome is "error" or "indeterminate" (the tool may have run).
 	FailureOutcome string `json:"failure_outcome,omitempty"`
-	// DecidedBy is the reviewer or service whose decision ended the call.
+	// DecidedBy is who decided the call: the reviewer who approved, rejected
+	// or requested changes, "policy" when the policy allowed or denied it,
+	// "approval" for an expiry. For a call that ran (completed, failed) it is
+	// who let it run, never the executor; empty when that is not known (the
+	// Watcher sees only the ends of calls).
 	DecidedBy string `json:"decided_by,omitempty"`
 	// Decision is the policy decision document, when one was made.
 	Decision *airlockv1.Decision `json:"-"`
@@ -60,18 +66,70 @@ func (o Outcome) Completed() bool { return o.Status == StatusCompleted }
 // call's last events from the stream, then follows it live, so it works when
 // it starts after the outcome was published, after the agent restarted, and
 // across NATS reconnects. It returns when ctx ends without an outcome.
-func (c *Client) Await(ctx context.Context, callID string) (Outcome, error) {
-	return c.AwaitRevision(ctx, callID, 0)
+func (c *Client) Await(ctx context.Context, callID string, opts ...AwaitOption) (Outcome, error) {
+	return c.AwaitRevision(ctx, callID, 0, opts...)
+}
+
+// AwaitOption adjusts Await, AwaitRevision and DoFast.
+type AwaitOption func(*awaitOptions)
+
+type awaitOptions struct {
+	onEvent func(*airlockv1.Event)
+}
+
+// OnEvent calls fn with the events of the call the wait sees before its
+// outcome — in particular approval_requested, whose decision says who may
+// decide — so a front-end can keep its user informed. fn runs on the
+// waiting goroutine (Await) or the watcher's (DoFast), must not block, and
+// may see an event twice. Await reads a call's last approval_requested from
+// the stream too; DoFast sees what its Watcher subscribes to (WatchAlso).
+func OnEvent(fn func(*airlockv1.Event)) AwaitOption {
+	return func(o *awaitOptions) { o.onEvent = fn }
+}
+
+func awaitOpts(opts []AwaitOption) awaitOptions {
+	var o awaitOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
 }
 
 // AwaitRevision returns the outcome of revision rev of the call (0: the
 // newest revision), or of a later revision of the same call if that ends
 // first.
-func (c *Client) AwaitRevision(ctx context.Context, callID string, rev uint32) (Outcome, error) {
+func (c *Client) AwaitRevision(ctx context.Context, callID string, rev uint32, opts ...AwaitOption) (Outcome, error) {
+	return c.await(ctx, callID, rev, nil, awaitOpts(opts))
+}
+
+// Progress is a step of a call before its outcome: the policy asked a
+// person (Type "approval_requested", with the Decision and its Deadline),
+// a person approved (Type "approved", By), the executor started it.
+type Progress struct {
+	Revision uint32
+	// Type is the event type: approval_requested, approved, allowed, started.
+	Type     string
+	Decision *airlockv1.Decision
+	Deadline time.Time
+	// By is who caused the step (the approving person, "policy", ...).
+	By string
+}
+
+// AwaitProgress is AwaitRevision that also calls progress (when not nil)
+// for each step seen before the outcome — what a person at a terminal
+// wants to know while they wait. A step can be reported twice (it is seen
+// both live and in the stream); progress must not block.
+func (c *Client) AwaitProgress(ctx context.Context, callID string, rev uint32, progress func(Progress)) (Outcome, error) {
+	return c.await(ctx, callID, rev, progress, awaitOptions{})
+}
+
+func (c *Client) await(ctx context.Context, callID string, rev uint32, progress func(Progress), o awaitOptions) (Outcome, error) {
 	if err := ids.Validate("call id", callID); err != nil {
 		return Outcome{}, fmt.Errorf("await: %w", err)
 	}
 	f := newFollower(callID, rev)
+	f.progress = progress
+	f.onEvent = o.onEvent
 	// Live first, then the stored events: an event stored in between is
 	// seen by one or the other (or both, which is harmless).
 	live := make(chan *nats.Msg, 64)
@@ -80,7 +138,12 @@ func (c *Client) AwaitRevision(ctx context.Context, callID string, rev uint32) (
 		return Outcome{}, fmt.Errorf("await call %s: %w", callID, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := c.nc.FlushWithContext(ctx); err != nil && ctx.Err() == nil {
+	// The subscription must be in place before the stored events are read
+	// (FlushWithContext needs a deadline; ctx may have none).
+	fctx, fcancel := context.WithTimeout(ctx, requestTimeout)
+	err = c.nc.FlushWithContext(fctx)
+	fcancel()
+	if err != nil && ctx.Err() == nil {
 		return Outcome{}, fmt.Errorf("await call %s: %w", callID, err)
 	}
 	reconnects := c.nc.Stats().Reconnects
@@ -131,15 +194,34 @@ func (c *Client) AwaitRevision(ctx context.Context, callID string, rev uint32) (
 }
 
 // endTypes are the event types that end a call revision (see follower.add).
-var endTypes = []string{
-	subject.Denied, subject.Rejected, subject.ChangesRequested, subject.Expired,
-	subject.Canceled, subject.Completed, subject.Failed, subject.Invalid,
-}
+var endTypes = subject.EndTypes
 
 // readStored feeds f the last stored event of each type that ends a
-// revision, and the last accepted request (which names the newest revision).
+// revision, and the last accepted request (which names the newest revision);
+// with an event hook, also the last approval request.
 func (c *Client) readStored(ctx context.Context, callID string, f *follower) error {
-	for _, typ := range append([]string{subject.Requested}, endTypes...) {
+	types := append([]string{subject.Requested}, endTypes...)
+	if f.onEvent != nil && f.progress == nil {
+		types = append(types, subject.ApprovalRequested)
+	}
+	if f.progress != nil {
+		// Steps published before the live subscription are read too.
+		types = append(types, subject.ApprovalRequested, subject.Approved)
+	}
+	if err := c.readTypes(ctx, callID, f, types); err != nil {
+		return err
+	}
+	// A call that ran ends with the executor's event: who let it run is in
+	// the decision before it.
+	if out, ok := f.outcome(); ok && out.DecidedBy == "" && (out.Status == StatusCompleted || out.Status == StatusFailed) {
+		return c.readTypes(ctx, callID, f, []string{subject.Approved, subject.Allowed})
+	}
+	return nil
+}
+
+// readTypes feeds f the last stored event of each type.
+func (c *Client) readTypes(ctx context.Context, callID string, f *follower, types []string) error {
+	for _, typ := range types {
 		subj, err := subject.Event(c.agent, callID, typ)
 		if err != nil {
 			return err
@@ -198,10 +280,16 @@ type follower struct {
 	latest uint32
 	ends   map[uint32]Outcome
 	seqs   map[uint32]uint64
+	// deciders are who let each revision run (an approved or allowed event).
+	deciders map[uint32]string
+	// progress, when set, hears the steps before the end.
+	progress func(Progress)
+	// onEvent, when set, sees every event added before the outcome.
+	onEvent func(*airlockv1.Event)
 }
 
 func newFollower(callID string, want uint32) *follower {
-	return &follower{callID: callID, want: want, latest: want, ends: map[uint32]Outcome{}, seqs: map[uint32]uint64{}}
+	return &follower{callID: callID, want: want, latest: want, ends: map[uint32]Outcome{}, seqs: map[uint32]uint64{}, deciders: map[uint32]string{}}
 }
 
 // outcome is the end of the revision that counts, if it has one.
@@ -210,6 +298,9 @@ func (f *follower) outcome() (Outcome, bool) {
 		return Outcome{}, false
 	}
 	out, ok := f.ends[f.latest]
+	if ok && (out.Status == StatusCompleted || out.Status == StatusFailed) {
+		out.DecidedBy = f.deciders[f.latest]
+	}
 	return out, ok
 }
 
@@ -227,7 +318,28 @@ func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 	if a := ev.GetActor(); a != nil {
 		out.DecidedBy = a.GetId()
 	}
+	if f.onEvent != nil {
+		if _, done := f.outcome(); !done {
+			f.onEvent(ev)
+		}
+	}
+	if f.progress != nil && (f.want == 0 || rev >= f.want) {
+		p := Progress{Revision: rev, Type: envelope.TypeOf(ev), By: out.DecidedBy}
+		switch b := ev.Body.(type) {
+		case *airlockv1.Event_ApprovalRequested:
+			p.Decision = b.ApprovalRequested.GetDecision()
+			if d := b.ApprovalRequested.GetDeadline(); d != nil {
+				p.Deadline = d.AsTime()
+			}
+			f.progress(p)
+		case *airlockv1.Event_Approved, *airlockv1.Event_Allowed, *airlockv1.Event_Started:
+			f.progress(p)
+		}
+	}
 	switch b := ev.Body.(type) {
+	case *airlockv1.Event_Approved, *airlockv1.Event_Allowed:
+		f.deciders[rev] = out.DecidedBy
+		return
 	case *airlockv1.Event_Denied:
 		out.Status, out.Reason, out.Decision = StatusDenied, b.Denied.GetDecision().GetReason(), b.Denied.GetDecision()
 	case *airlockv1.Event_Rejected:
@@ -247,6 +359,9 @@ func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 		out.Status, out.Reason, out.FailureOutcome = StatusFailed, b.Failed.GetReason(), b.Failed.GetOutcome()
 		if msg := b.Failed.GetMessage(); msg != "" {
 			out.Reason += ": " + msg
+		}
+		if r := b.Failed.GetResultJson(); r != "" {
+			out.Result, out.Truncated = json.RawMessage(r), b.Failed.GetTruncated()
 		}
 	case *airlockv1.Event_Invalid:
 		out.Status, out.Reason = StatusInvalid, b.Invalid.GetReason()

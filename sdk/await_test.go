@@ -154,3 +154,97 @@ func TestSubmitRefusesInvalidCallsLocally(t *testing.T) {
 		})
 	}
 }
+
+// TestTheOutcomeNamesWhoLetTheCallRun: a call that ran ends with the
+// executor's event, but decided_by names the person who approved it (or the
+// policy that allowed it), whether Await reads the stored events or follows
+// them live.
+func TestTheOutcomeNamesWhoLetTheCallRun(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	decide := func(call, typ string, actor *airlockv1.Actor) {
+		t.Helper()
+		ev := &airlockv1.Event{EventId: "bot." + call + ".1." + typ, AgentId: "bot", CallId: call, Revision: 1, Actor: actor}
+		if typ == "approved" {
+			ev.Body = &airlockv1.Event_Approved{Approved: &airlockv1.Approved{}}
+		} else {
+			ev.Body = &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{}}
+		}
+		if _, err := deps.Publisher("test").Publish(context.Background(), ev, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name, typ, want string
+		live            bool
+	}{
+		{"a_stored_approval_names_the_reviewer", "approved", "alice", false},
+		{"a_live_approval_names_the_reviewer", "approved", "alice", true},
+		{"a_policy_allow_names_the_policy", "allowed", "policy", false},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nc, _ := testenv.Connect(t, n.URL())
+			c, _ := airlock.New(nc, "bot")
+			call := fmt.Sprintf("d%d", i)
+			actor := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: tt.want}
+			if tt.typ == "allowed" {
+				actor.Type = airlockv1.ActorType_ACTOR_TYPE_SERVICE
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			got := make(chan airlock.Outcome, 1)
+			if tt.live {
+				go func() { o, _ := c.Await(ctx, call); got <- o }()
+				testenv.Eventually(t, 5*time.Second, "the await to subscribe", func() bool { return nc.NumSubscriptions() > 0 })
+			}
+			decide(call, tt.typ, actor)
+			completeCall(t, deps.Publisher("executor"), "bot", call, 1, `{}`)
+			if !tt.live {
+				o, err := c.Await(ctx, call)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got <- o
+			}
+			if o := <-got; o.Status != airlock.StatusCompleted || o.DecidedBy != tt.want {
+				t.Fatalf("outcome %s decided by %q, want completed decided by %q", o.Status, o.DecidedBy, tt.want)
+			}
+		})
+	}
+}
+
+// TestAwaitProgressReportsTheStepsBeforeTheOutcome: a person at a terminal
+// hears that the call waits for a reviewer (and why), then who approved it,
+// even when those steps were stored before the await began.
+func TestAwaitProgressReportsTheStepsBeforeTheOutcome(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	nc, _ := testenv.Connect(t, n.URL())
+	c, _ := airlock.New(nc, "bot")
+	pub := deps.Publisher("test")
+	for _, ev := range []*airlockv1.Event{
+		{EventId: "bot.p1.1.decision", AgentId: "bot", CallId: "p1", Revision: 1, Actor: &airlockv1.Actor{Id: "policy"},
+			Body: &airlockv1.Event_ApprovalRequested{ApprovalRequested: &airlockv1.ApprovalRequested{Decision: &airlockv1.Decision{RuleId: "write", Reason: "writes need a person"}}}},
+		{EventId: "bot.p1.1.approved", AgentId: "bot", CallId: "p1", Revision: 1, Actor: &airlockv1.Actor{Id: "alice"},
+			Body: &airlockv1.Event_Approved{Approved: &airlockv1.Approved{}}},
+	} {
+		if _, err := pub.Publish(context.Background(), ev, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	completeCall(t, deps.Publisher("executor"), "bot", "p1", 1, `{}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	seen := map[string]airlock.Progress{}
+	out, err := c.AwaitProgress(ctx, "p1", 1, func(p airlock.Progress) { seen[p.Type] = p })
+	if err != nil || out.Status != airlock.StatusCompleted {
+		t.Fatalf("outcome %+v %v", out, err)
+	}
+	if ar := seen["approval_requested"]; ar.Decision.GetRuleId() != "write" {
+		t.Errorf("approval_requested step %+v", ar)
+	}
+	if ap := seen["approved"]; ap.By != "alice" {
+		t.Errorf("approved step %+v", ap)
+	}
+}

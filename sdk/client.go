@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
@@ -102,6 +103,12 @@ type Call struct {
 	// AgentRuns marks a gate-only call: airlock decides it, the agent runs
 	// the tool itself (coding-agent hooks).
 	AgentRuns bool
+	// Annotations are the tool's MCP annotations (readOnlyHint, ...), for
+	// the policy's input. AnnotationsTrusted claims they come from an
+	// upstream the registry trusts; the policy believes the claim only on a
+	// request a front-end sealed (the MCP gateway).
+	Annotations        map[string]any
+	AnnotationsTrusted bool
 }
 
 // ErrInvalid is returned when airlock refused a request as malformed.
@@ -161,7 +168,12 @@ func (c *Client) toolCall(call Call) (*airlockv1.ToolCall, error) {
 		CallId: call.ID, AgentId: c.agent, ThreadId: call.Thread, OnBehalfOf: call.OnBehalfOf,
 		Server: call.Server, Tool: call.Tool, Arguments: args, Reason: call.Reason,
 		IdempotencyKey: call.IdempotencyKey, Revision: call.Revision, CreatedAt: timestamppb.Now(),
-		AgentRuns: call.AgentRuns,
+		AgentRuns: call.AgentRuns, AnnotationsTrusted: call.AnnotationsTrusted,
+	}
+	if call.Annotations != nil {
+		if tc.Annotations, err = structpb.NewStruct(call.Annotations); err != nil {
+			return nil, fmt.Errorf("%w: annotations must be a JSON object of plain values: %v", ErrInvalid, err)
+		}
 	}
 	if r := ingress.Call(tc); r != nil {
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, r.Reason)
@@ -180,7 +192,7 @@ func (c *Client) Cancel(ctx context.Context, callID, reason string) error {
 		return fmt.Errorf("cancel call %s: %w", callID, err)
 	}
 	if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" && code != "200" {
-		return fmt.Errorf("cancel call %s: %s", callID, msg.Header.Get("Nats-Service-Error"))
+		return fmt.Errorf("cancel call %s: %w", callID, apierr.FromCode(code, msg.Header.Get("Nats-Service-Error")))
 	}
 	return nil
 }

@@ -43,10 +43,25 @@ type waiter struct {
 	done chan Outcome
 }
 
+// WatchOption adjusts a Watcher.
+type WatchOption func(*watchOptions)
+
+type watchOptions struct{ also []string }
+
+// WatchAlso subscribes the watcher to further event types of the agent's
+// calls (e.g. approval_requested), which DoFast passes to its OnEvent hook.
+func WatchAlso(types ...string) WatchOption {
+	return func(o *watchOptions) { o.also = append(o.also, types...) }
+}
+
 // Watch subscribes to the agent's events. Close it when done.
-func (c *Client) Watch() (*Watcher, error) {
+func (c *Client) Watch(opts ...WatchOption) (*Watcher, error) {
+	var o watchOptions
+	for _, f := range opts {
+		f(&o)
+	}
 	w := &Watcher{c: c, waiters: map[string]*waiter{}}
-	for _, typ := range endTypes {
+	for _, typ := range append(append([]string{}, endTypes...), o.also...) {
 		sub, err := c.nc.Subscribe(subject.OutOfAgentType(c.agent, typ), w.onMsg)
 		if err == nil {
 			if err = sub.SetPendingLimits(-1, -1); err != nil {
@@ -113,12 +128,13 @@ func (w *Watcher) onMsg(m *nats.Msg) {
 // Do's semantics: the outcome of the submitted revision, or of a later
 // revision of the same call whose end arrives first. If the connection reconnected while it waited (events may
 // have been missed) it finishes with Await.
-func (w *Watcher) DoFast(ctx context.Context, call Call) (Outcome, error) {
+func (w *Watcher) DoFast(ctx context.Context, call Call, opts ...AwaitOption) (Outcome, error) {
 	if call.ID == "" {
 		call.ID = ids.New("call")
 	}
 	rev := max(call.Revision, 1)
 	wt := &waiter{f: newFollower(call.ID, rev), done: make(chan Outcome, 1)}
+	wt.f.onEvent = awaitOpts(opts).onEvent
 	reconnects := w.c.nc.Stats().Reconnects
 	w.mu.Lock()
 	w.waiters[call.ID] = wt
@@ -146,7 +162,7 @@ func (w *Watcher) DoFast(ctx context.Context, call Call) (Outcome, error) {
 		case <-tick.C:
 			if w.c.nc.Stats().Reconnects != reconnects {
 				forget()
-				return w.c.AwaitRevision(ctx, call.ID, rev)
+				return w.c.AwaitRevision(ctx, call.ID, rev, opts...)
 			}
 		case <-ctx.Done():
 			forget()

@@ -54,8 +54,8 @@ func TestApprovalsCLIDecidesCallsEndToEnd(t *testing.T) {
 		t.Fatalf("the approved call did not complete: %+v %v", res, err)
 	}
 	out, err = cli("approve", "cli-bot/"+id)
-	if err != nil || !strings.Contains(out, "nothing changed") {
-		t.Fatalf("a second approval: %v\n%s", err, out)
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 1 || !strings.Contains(out, "nothing changed") {
+		t.Fatalf("a second approval must say nothing changed and exit 1: %v\n%s", err, out)
 	}
 
 	id2, err := agent.Submit(ctx, airlock.Call{Tool: "demo__write_file", Args: map[string]any{"path": "no.txt", "content": "x"}})

@@ -7,9 +7,19 @@ package tests
 import (
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
+	"html"
+	"io"
 	"math"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -336,5 +346,242 @@ func TestTheCSVExportNeverRunsAnAgentsFormula(t *testing.T) {
 				t.Errorf("the CSV export holds a cell a spreadsheet evaluates: %q", cell)
 			}
 		}
+	}
+}
+
+// One agent's pending calls with large arguments (each under
+// limits.max_request_bytes, together over what one NATS message carries)
+// once made the approval service's list reply too large to send: every
+// reviewer's inbox, history and REST list hung, for want of a deadline on
+// the console's requests. A list carries abridged records (large arguments
+// left out, with a preview) in pages that fit; every page answers, and the
+// call's own page still shows the whole arguments.
+func TestOneAgentsLargeCallsLeaveEveryReviewersInboxWorking(t *testing.T) {
+	p := startProdLayout(t, "bot", "evil")
+	url := p.nats.Server.URL()
+	bot := connectAgent(t, p.nats.CredentialFile("bot"), url)
+	evil := connectAgent(t, p.nats.CredentialFile("evil"), url)
+	api := p.frontend(t)
+	alice := p.signIn(t, "alice")
+
+	victim := bot.mustSubmit(airlock.Call{ID: "victim", Tool: writeTool, Args: map[string]any{"path": "v.txt", "content": "bot's"}})
+	waitApproval(t, api, "bot", victim, 1, pendingState)
+	big := strings.Repeat("A", 240<<10) // under limits.max_request_bytes (256 KiB)
+	const n = 40                        // 9.6 MB: over the 8 MiB an embedded server carries, and production's 1 MiB
+	for i := range n {
+		evil.mustSubmit(airlock.Call{ID: fmt.Sprintf("big%d", i), Tool: writeTool, Args: map[string]any{"path": "big.txt", "content": big}})
+	}
+	for i := range n {
+		waitApproval(t, api, "evil", fmt.Sprintf("big%d", i), 1, pendingState)
+	}
+	// Some of them decided, so that the history lists large records too.
+	for i := range 5 {
+		if status, body := alice.api(http.MethodPost, fmt.Sprintf("/api/v1/approvals/evil/big%d/reject", i), `{"reason":"too large"}`); status != http.StatusOK {
+			t.Fatalf("reject big%d: %d %s", i, status, body)
+		}
+	}
+
+	var list struct {
+		Records []struct {
+			Call struct {
+				AgentID   string         `json:"agent_id"`
+				CallID    string         `json:"call_id"`
+				Arguments map[string]any `json:"arguments"`
+			} `json:"call"`
+			Abridged         bool   `json:"abridged"`
+			ArgumentsPreview string `json:"arguments_preview"`
+		} `json:"records"`
+	}
+	testenv.Eventually(t, 30*time.Second, "the REST list to hold every pending call", func() bool {
+		status, body := alice.api(http.MethodGet, "/api/v1/approvals?limit=500", "")
+		if status != http.StatusOK {
+			t.Fatalf("the REST list of pending calls: %d %s", status, body)
+		}
+		list.Records = nil
+		if err := json.Unmarshal([]byte(body), &list); err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Records) == n-5+1
+	})
+	for _, r := range list.Records {
+		switch {
+		case r.Call.CallID == victim && (r.Abridged || r.Call.Arguments["content"] != "bot's"):
+			t.Errorf("bot's small call was listed abridged: %+v", r)
+		case r.Call.AgentID == "evil" && (!r.Abridged || r.Call.Arguments != nil || !strings.HasPrefix(r.ArgumentsPreview, `{"content":"AAAA`)):
+			t.Errorf("a large call was listed whole: %s/%s abridged=%v", r.Call.AgentID, r.Call.CallID, r.Abridged)
+		}
+	}
+	pages := []struct{ path, want string }{
+		{"/", `href="/calls/bot/victim"`},
+		{"/history", `href="/calls/evil/big0"`},
+		{"/calls/evil/big7", big},
+	}
+	for _, pg := range pages {
+		start := time.Now()
+		status, body := alice.page(pg.path)
+		if status != http.StatusOK || !strings.Contains(body, pg.want) {
+			t.Errorf("%s answered %d after %s without %.60q", pg.path, status, time.Since(start).Round(time.Millisecond), pg.want)
+		}
+	}
+}
+
+// "Approve all of this thread" once counted a vote for the record's
+// current arguments, whatever the reviewer had been shown: with a quorum
+// of two, after alice edited a call, bob's thread approval approved her
+// edit unseen. The preview lists each call with the digest of the
+// arguments shown and the approval carries it: a call edited since is not
+// approved, by the console's form or by the REST API.
+func TestAThreadApprovalCountsOnlyForTheArgumentsTheReviewerWasShown(t *testing.T) {
+	p := startProdLayout(t, "bot")
+	bot := connectAgent(t, p.nats.CredentialFile("bot"), p.nats.Server.URL())
+	api := p.frontend(t)
+	alice, bob, root := p.signIn(t, "alice"), p.signIn(t, "bob"), p.signIn(t, "root")
+	if status, body := root.api(http.MethodPost, "/api/v1/rules", `{"id":"two-eyes","priority":1,"server":"demo","tool":"write_file","args":{"/path":"q2/**"},"effect":"ask","quorum":2,"approvers":["group:reviewers"]}`); status != http.StatusOK {
+		t.Fatalf("put rule: %d %s", status, body)
+	}
+	var id, thread string
+	testenv.Eventually(t, 20*time.Second, "the quorum rule to be in force", func() bool {
+		// A thread of its own for each try: a call decided before the rule
+		// was in force stays out of it.
+		thread = "T" + strconv.Itoa(int(time.Now().UnixNano()))
+		id = bot.mustSubmit(airlock.Call{Thread: thread, Tool: writeTool, Args: map[string]any{"path": "q2/report.txt", "content": "the agent's"}})
+		return waitApproval(t, api, "bot", id, 1, pendingState).GetDecision().GetQuorum() == 2
+	})
+	other := bot.mustSubmit(airlock.Call{Thread: thread, Tool: writeTool, Args: map[string]any{"path": "q2/other.txt", "content": "untouched"}})
+	otherDigest := waitApproval(t, api, "bot", other, 1, pendingState).GetArgumentsDigest()
+	// What bob is shown: the thread preview on the call's page.
+	_, page := bob.page("/calls/bot/" + id)
+	var shown []string
+	for _, m := range regexp.MustCompile(`name="call" value="([^"]+)"`).FindAllStringSubmatch(page, -1) {
+		shown = append(shown, html.UnescapeString(m[1]))
+	}
+	csrf := csrfRE.FindStringSubmatch(page)
+	before := waitApproval(t, api, "bot", id, 1, pendingState).GetArgumentsDigest()
+	if want := []string{id + ".1." + before, other + ".1." + otherDigest}; !slices.Equal(slices.Sorted(slices.Values(shown)), slices.Sorted(slices.Values(want))) || csrf == nil {
+		t.Fatalf("the thread preview lists %v, want %v", shown, want)
+	}
+
+	if status, body := alice.api(http.MethodPost, "/api/v1/approvals/bot/"+id+"/approve",
+		`{"revision":1,"arguments":{"path":"q2/report.txt","content":"alice's edit bob never saw"}}`); status != http.StatusOK {
+		t.Fatalf("alice's edit: %d %s", status, body)
+	}
+	status, body := bob.post("/threads/approve", url.Values{"_csrf": {html.UnescapeString(csrf[1])}, "agent": {"bot"}, "thread": {thread}, "from": {id}, "call": shown})
+	if status != http.StatusSeeOther {
+		t.Fatalf("bob's thread form: %d %s", status, body)
+	}
+	// The call nobody edited got bob's vote; the edited one did not.
+	if votes := waitApproval(t, api, "bot", other, 1, pendingState).GetVotes(); len(votes) != 1 || votes[0].GetBy().GetId() != "bob" {
+		t.Fatalf("votes on the unedited call: %v", votes)
+	}
+	approveThread := "/api/v1/threads/bot/" + thread + "/approve"
+	body = fmt.Sprintf(`{"calls":[{"call_id":%q,"revision":1,"arguments_digest":%q}]}`, id, before)
+	if status, body := bob.api(http.MethodPost, approveThread, body); status != http.StatusOK || !strings.Contains(body, "edited") {
+		t.Fatalf("bob's REST thread approval of what he was shown: %d %s", status, body)
+	}
+	if status, _ := bob.api(http.MethodPost, approveThread, fmt.Sprintf(`{"calls":[{"call_id":%q,"revision":1}]}`, id)); status != http.StatusBadRequest {
+		t.Fatalf("a thread approval naming no digest: %d", status)
+	}
+	time.Sleep(time.Second)
+	rec := waitApproval(t, api, "bot", id, 1, pendingState)
+	if len(rec.GetVotes()) != 1 || rec.GetVotes()[0].GetBy().GetId() != "alice" {
+		t.Fatalf("bob's thread approvals counted for arguments he was never shown: votes %v", rec.GetVotes())
+	}
+	// Shown the edited arguments, bob's thread approval counts.
+	body = fmt.Sprintf(`{"calls":[{"call_id":%q,"revision":1,"arguments_digest":%q}]}`, id, rec.GetArgumentsDigest())
+	if status, body := bob.api(http.MethodPost, approveThread, body); status != http.StatusOK || !strings.Contains(body, `"changed":true`) {
+		t.Fatalf("bob's thread approval of the edited arguments: %d %s", status, body)
+	}
+	if out := bot.await(id, 1); out.Status != airlock.StatusCompleted {
+		t.Fatalf("the call ended %s", out.Status)
+	}
+	if got := readFileString(t, filepath.Join(filepath.Dir(p.cfgFile), "sandbox", "q2", "report.txt")); got != "alice's edit bob never saw" {
+		t.Fatalf("the file holds %q", got)
+	}
+}
+
+// After signing in the console redirects to next=; a browser drops tabs
+// and newlines from a URL, so "/\t/evil.example" once became
+// "//evil.example", another site. The redirect stays on the console.
+func TestTheSignInRedirectNeverLeavesTheConsole(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "")
+	user, password := adminLogin(t, dev)
+	for _, next := range []string{"/\t/evil.example/phish", "//evil.example", "/\\evil.example", "https://evil.example/", "/%2F/evil.example", "/\n/evil.example"} {
+		t.Run(strconv.Quote(next), func(t *testing.T) {
+			jar, _ := cookiejar.New(nil)
+			client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			resp, err := client.Get(dev.HTTPURL + "/login")
+			if err != nil {
+				t.Fatal(err)
+			}
+			page, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			m := csrfRE.FindSubmatch(page)
+			if m == nil {
+				t.Fatalf("no sign-in form token:\n%s", page)
+			}
+			form := url.Values{"_csrf": {string(m[1])}, "user": {user}, "password": {password}, "next": {next}}
+			req, _ := http.NewRequest(http.MethodPost, dev.HTTPURL+"/login", strings.NewReader(form.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			base, _ := url.Parse(dev.HTTPURL + "/login")
+			for _, c := range jar.Cookies(base) {
+				req.AddCookie(c)
+			}
+			// The transport itself: Go's client refuses to parse such a Location.
+			resp, err = http.DefaultTransport.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			loc := resp.Header.Get("Location")
+			// Resolve it as a browser does.
+			target, err := base.Parse(strings.NewReplacer("\t", "", "\n", "", "\r", "").Replace(loc))
+			if resp.StatusCode != http.StatusSeeOther || err != nil || target.Host != base.Host {
+				t.Fatalf("after signing in the console sends the browser to %q (Location %q, status %d)", target, loc, resp.StatusCode)
+			}
+		})
+	}
+}
+
+// A reviewer may edit a call's arguments and approve. The approval service
+// once never asked the policy about the edited arguments, so one reviewer
+// could run arguments the policy denies outright (deny wins over ask and
+// allow, SPEC §4). The edit is decided by the policy again: a deny refuses
+// it, recorded as an unauthorized attempt, nothing runs, and the call
+// still waits for a decision.
+func TestAnEditThePolicyDeniesIsRefusedAndNothingRuns(t *testing.T) {
+	p := startProdLayout(t, "bot")
+	bot := connectAgent(t, p.nats.CredentialFile("bot"), p.nats.Server.URL())
+	api := p.frontend(t)
+	_, adminJS := p.nats.Connect(natsauth.RoleAdmin)
+	alice, root := p.signIn(t, "alice"), p.signIn(t, "root")
+	if status, body := root.api(http.MethodPost, "/api/v1/rules", `{"id":"no-secrets","priority":1,"server":"demo","tool":"write_file","args":{"/path":"secret/**"},"effect":"deny","reason":"nothing is ever written under secret/"}`); status != http.StatusOK {
+		t.Fatalf("put rule: %d %s", status, body)
+	}
+	p.waitAction(t, &airlockv1.ToolCall{AgentId: "bot", CallId: "probe", Server: "demo", Tool: "write_file",
+		Arguments: writeArgs("secret/owned.txt", "x")}, airlockv1.Action_ACTION_DENY, "no-secrets")
+
+	id := bot.mustSubmit(airlock.Call{ID: "harmless", Tool: writeTool, Args: map[string]any{"path": "notes.txt", "content": "x"}})
+	waitApproval(t, api, "bot", id, 1, pendingState)
+	status, body := alice.api(http.MethodPost, "/api/v1/approvals/bot/"+id+"/approve",
+		`{"revision":1,"arguments":{"path":"secret/owned.txt","content":"written despite the deny rule"}}`)
+	if status != http.StatusForbidden || !strings.Contains(body, "no-secrets") {
+		t.Fatalf("an edit the policy denies: %d %s", status, body)
+	}
+	attempt := testenv.WaitForEvent(t, adminJS, subject.OfCall("bot", id), subject.UnauthorizedAttempt, 20*time.Second)
+	if a := attempt.GetUnauthorizedAttempt(); a.GetAction() != "approve_edited" || attempt.GetActor().GetId() != "alice" {
+		t.Fatalf("the refused edit was recorded as %v by %v", a, attempt.GetActor())
+	}
+	rec := waitApproval(t, api, "bot", id, 1, pendingState)
+	if rec.GetEditedArguments() != nil || len(rec.GetVotes()) != 0 {
+		t.Fatalf("the refused edit changed the record: %v", rec)
+	}
+	if status, body := alice.api(http.MethodPost, "/api/v1/approvals/bot/"+id+"/reject", `{"revision":1,"reason":"no"}`); status != http.StatusOK {
+		t.Fatalf("reject: %d %s", status, body)
+	}
+	if out := bot.await(id, 1); out.Status == airlock.StatusCompleted {
+		t.Fatalf("the call ran: %s", out.Status)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(p.cfgFile), "sandbox", "secret", "owned.txt")); err == nil {
+		t.Fatal("secret/owned.txt exists: a reviewer's edit ran arguments the policy denies")
 	}
 }

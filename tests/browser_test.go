@@ -234,15 +234,15 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.ID("act-always")),
 		chromedp.WaitVisible(chromedp.ID("grant-form")),
 	)
-	if globs := value(t, ctx, chromedp.Value(chromedp.CSS(`#grant-form textarea[name="globs"]`))); globs != "/content = report\n/path = daily.txt" {
-		t.Fatalf("the grant form's argument constraints are %q", globs)
+	if scope := value(t, ctx, chromedp.Text(chromedp.ID("grant-scope"))); !strings.Contains(scope, `/content is exactly "report" and /path is exactly "daily.txt" and no other argument is given`) {
+		t.Fatalf("the grant form's scope reads %q", scope)
 	}
 	screenshot(t, ctx, "07-always-allow-form")
 	do(t, ctx, "create the grant",
 		chromedp.Click(chromedp.ID("confirm-grant")),
 		chromedp.WaitVisible(chromedp.ID("grants")),
 	)
-	if grants := value(t, ctx, chromedp.Text(chromedp.ID("grants"))); !strings.Contains(grants, "demo__write_file") || !strings.Contains(grants, "/path = daily.txt") {
+	if grants := value(t, ctx, chromedp.Text(chromedp.ID("grants"))); !strings.Contains(grants, "demo__write_file") || !strings.Contains(grants, `/path is exactly "daily.txt"`) {
 		t.Fatalf("the grants page shows %q", grants)
 	}
 	screenshot(t, ctx, "08-grants")

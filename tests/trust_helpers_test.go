@@ -27,7 +27,8 @@ import (
 // accounts and least-privilege users of deploy/nats/airlock.conf (the same
 // natsauth rendering, with test keys), provisioned by the admin, and the
 // policy, approval, executor and console services each as its own
-// `airlock serve` process with its own NATS user.
+// `airlock serve` process with its own NATS user; the console's users are
+// consoleUsers (p.signIn).
 type prodLayout struct {
 	nats     *testenv.SecureNATS
 	services map[string]*serveProcess
@@ -43,7 +44,7 @@ func startProdLayout(t *testing.T, agents ...string) *prodLayout {
   groups: {reviewers: [alice, bob]}
 executor:
   sandbox: %s
-`, filepath.Join(dir, "sandbox")))
+`, filepath.Join(dir, "sandbox"))+consoleUsersYAML(t))
 	p := &prodLayout{nats: n, services: map[string]*serveProcess{}, cfgFile: cfgFile}
 	for _, role := range []string{natsauth.RolePolicy, natsauth.RoleApproval, natsauth.RoleExecutor, natsauth.RoleConsole} {
 		p.services[role] = startServe(t, n.Server.URL(), p.env(role), role, "--config", cfgFile)

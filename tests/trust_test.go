@@ -171,13 +171,16 @@ func TestTrustBoundaryUnderTheShippedPermissions(t *testing.T) {
 		if out := evil.await(hijack, 2); out.Status != airlock.StatusInvalid || !strings.Contains(out.Reason, "revision 1") {
 			t.Fatalf("evil's revision 2 of %s: %+v, want invalid", hijack, out)
 		}
-		waitApproval(t, api, "evil", "future", 1, pendingState)
-		waitApproval(t, api, "bot", mine, 1, pendingState)
-		waitApproval(t, api, "bot", other, 1, pendingState)
+		evilRec := waitApproval(t, api, "evil", "future", 1, pendingState)
+		mineRec := waitApproval(t, api, "bot", mine, 1, pendingState)
+		otherRec := waitApproval(t, api, "bot", other, 1, pendingState)
 
 		// Approving bot's thread T1 approves exactly the two calls listed.
 		resp, err := api.ApproveThread(ctx, &airlockv1.ApproveThreadRequest{AgentId: "bot", ThreadId: "T1", Principal: reviewer("alice"),
-			Calls: []*airlockv1.CallRef{{AgentId: "bot", CallId: mine, Revision: 1}, {AgentId: "bot", CallId: other, Revision: 1}, {AgentId: "evil", CallId: "future", Revision: 1}}})
+			Calls: []*airlockv1.CallRef{
+				{AgentId: "bot", CallId: mine, Revision: 1, ArgumentsDigest: mineRec.GetArgumentsDigest()},
+				{AgentId: "bot", CallId: other, Revision: 1, ArgumentsDigest: otherRec.GetArgumentsDigest()},
+				{AgentId: "evil", CallId: "future", Revision: 1, ArgumentsDigest: evilRec.GetArgumentsDigest()}}})
 		if err != nil || len(resp.GetResults()) != 2 || resp.GetRefused()["evil/future"] == "" {
 			t.Fatalf("approve_thread: %v %v", resp, err)
 		}

@@ -1,6 +1,15 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-gate/airlock/services/shared/config"
+)
 
 // newBenchCmd groups the benchmarks of SPEC §8; each prints its figures and,
 // with --json, one JSON object holding every figure.
@@ -15,6 +24,35 @@ func newBenchCmd(g *globals) *cobra.Command {
 		newBenchPolicyCmd(g),
 		newBenchAuditCmd(g),
 		newBenchFloorCmd(g),
+		newBenchGatewayCmd(g),
 	)
 	return cmd
+}
+
+// benchRun is the body of a bench command: load the configuration, profile
+// the CPU when asked, run, and print the report as text or (asJSON) JSON.
+func benchRun[R any](cmd *cobra.Command, g *globals, cpuProfile string, asJSON bool,
+	run func(context.Context, config.Config) (R, error), print func(io.Writer, R)) error {
+	cfg, err := g.load()
+	if err != nil {
+		return err
+	}
+	if cpuProfile != "" {
+		stop, err := startCPUProfile(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	rep, err := run(cmd.Context(), cfg)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	print(os.Stdout, rep)
+	return nil
 }

@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -47,26 +47,16 @@ time; CPU per operation is the process's user + system time (client and
 embedded server together) with --concurrency operations in flight.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
-			url, stop, err := startBenchServer(cfg)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			f, err := measureFloor(cmd.Context(), url, o)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(f)
-			}
-			printFloor(os.Stdout, f, "embedded NATS, file store, fsync "+syncText(cfg.Dev.Sync))
-			return nil
+			var setup string
+			return benchRun(cmd, g, "", asJSON, func(ctx context.Context, cfg config.Config) (*messagingFloor, error) {
+				_, url, stop, err := startBenchServer(cfg)
+				if err != nil {
+					return nil, err
+				}
+				defer stop()
+				setup = "embedded NATS, file store, fsync " + syncText(cfg.Dev.Sync)
+				return measureFloor(ctx, url, o)
+			}, func(w io.Writer, f *messagingFloor) { printFloor(w, f, setup) })
 		},
 	}
 	fl := cmd.Flags()
@@ -79,19 +69,21 @@ embedded server together) with --concurrency operations in flight.`,
 }
 
 // startBenchServer starts an embedded NATS server on a free port with a
-// file store in a temporary directory, fsync as cfg.Dev.Sync says.
-func startBenchServer(cfg config.Config) (string, func(), error) {
-	dir, err := os.MkdirTemp("", "airlock-bench-")
+// file store under a temporary directory (dir, which the bench may use for
+// its other files too), fsync as cfg.Dev.Sync says; stop ends the server
+// and removes dir.
+func startBenchServer(cfg config.Config) (dir, url string, stop func(), err error) {
+	dir, err = os.MkdirTemp("", "airlock-bench-")
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	interval, _ := config.ParseSync(cfg.Dev.Sync)
-	ns, err := embedded.Start(embedded.Options{Port: -1, StoreDir: dir, SyncAlways: interval == 0, SyncInterval: interval})
+	ns, err := embedded.Start(embedded.Options{Port: -1, StoreDir: filepath.Join(dir, "nats"), SyncAlways: interval == 0, SyncInterval: interval})
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return "", nil, err
+		return "", "", nil, err
 	}
-	return ns.URL(), func() { ns.Stop(); _ = os.RemoveAll(dir) }, nil
+	return dir, ns.URL(), func() { ns.Stop(); _ = os.RemoveAll(dir) }, nil
 }
 
 func printFloor(w io.Writer, f *messagingFloor, setup string) {

@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"io"
 	"log/slog"
-	"os"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -25,7 +22,6 @@ import (
 	"github.com/airlock-gate/airlock/services/policy"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
@@ -146,21 +142,10 @@ and prints the ratios against SPEC §8's goals: round trip p50 ≤ 3.5× and
 p99 ≤ 6× the raw hop; CPU per call ≤ 1.6× the floor.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
-			rep, err := runRoundtripBench(cmd.Context(), cfg, o)
-			if err != nil {
-				return err
-			}
-			if o.JSON {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
-			}
-			printRoundtrip(os.Stdout, rep)
-			return nil
+			// A CPU profile covers the round trip's throughput run only (measure).
+			return benchRun(cmd, g, "", o.JSON, func(ctx context.Context, cfg config.Config) (*roundtripReport, error) {
+				return runRoundtripBench(ctx, cfg, o)
+			}, printRoundtrip)
 		},
 	}
 	f := cmd.Flags()
@@ -178,18 +163,12 @@ func runRoundtripBench(ctx context.Context, cfg config.Config, o roundtripOption
 	if o.Samples < 10 || o.Concurrency < 1 || o.Duration <= 0 {
 		return nil, errors.New("--samples must be at least 10, --concurrency at least 1, --duration positive")
 	}
-	dir, err := os.MkdirTemp("", "airlock-bench-")
+	dir, url, stop, err := startBenchServer(cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	interval, _ := config.ParseSync(cfg.Dev.Sync)
-	ns, err := embedded.Start(embedded.Options{Port: -1, StoreDir: dir, SyncAlways: interval == 0, SyncInterval: interval})
-	if err != nil {
-		return nil, err
-	}
-	defer ns.Stop()
-	cfg.NATS.URL = ns.URL()
+	defer stop()
+	cfg.NATS.URL = url
 	cfg.Dev.DataDir = dir
 	cfg.Executor.ToolsFile = "" // demo tools only
 	cfg.Executor.Sandbox = ""
@@ -200,7 +179,7 @@ func runRoundtripBench(ctx context.Context, cfg config.Config, o roundtripOption
 	rep.Goals.P50Max, rep.Goals.P99Max, rep.Goals.CPUMax = 3.5, 6, 1.6
 	rep.Mix = callMix
 
-	raw, err := benchRawHop(ctx, ns.URL(), o)
+	raw, err := benchRawHop(ctx, url, o)
 	if err != nil {
 		return nil, fmt.Errorf("raw hop: %w", err)
 	}
@@ -220,7 +199,7 @@ func runRoundtripBench(ctx context.Context, cfg config.Config, o roundtripOption
 	if counts.EventWrites > 0 {
 		payload = max(payload, int(counts.EventBytes/counts.EventWrites)-floorRecordOverhead)
 	}
-	if rep.Floor, err = measureFloor(ctx, ns.URL(), floorOptions{Samples: o.Samples, Concurrency: o.Concurrency, Ops: o.FloorOps, Payload: payload}); err != nil {
+	if rep.Floor, err = measureFloor(ctx, url, floorOptions{Samples: o.Samples, Concurrency: o.Concurrency, Ops: o.FloorOps, Payload: payload}); err != nil {
 		return nil, err
 	}
 	rep.FloorCPUus = rep.Floor.CPUus(rep.Mix)
@@ -257,9 +236,7 @@ func measure(ctx context.Context, o roundtripOptions, op func(ctx context.Contex
 		}
 		lat = append(lat, time.Since(t0))
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) / 1e3 }
-	m.lat = latency{P50us: pct(0.50), P99us: pct(0.99), N: len(lat)}
+	m.lat = summarize(lat)
 
 	var before callCounts
 	if count != nil {
@@ -350,35 +327,13 @@ func benchRawHop(ctx context.Context, url string, o roundtripOptions) (measured,
 // benchRoundTrip runs the policy and executor services in-process and times
 // demo__echo calls submitted through the SDK.
 func benchRoundTrip(ctx context.Context, cfg config.Config, log *slog.Logger, o roundtripOptions) (measured, string, callCounts, error) {
-	svcCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() { stop(); wg.Wait() }()
-	start := func(name string, mk func(svc.Deps) (svc.Service, error)) (context.CancelFunc, error) {
-		deps, err := connectDeps(ctx, cfg, log, "airlock-bench-"+name)
-		if err != nil {
-			return nil, err
-		}
-		s, err := mk(deps)
-		if err != nil {
-			deps.NC.Close()
-			return nil, err
-		}
-		runCtx, cancel := context.WithCancel(svcCtx)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer deps.NC.Close()
-			if err := s.Run(runCtx); err != nil {
-				log.Error("service stopped", "service", name, "err", err)
-			}
-		}()
-		return cancel, nil
-	}
-	stopPolicy, err := start("policy", func(d svc.Deps) (svc.Service, error) { return policy.NewFromConfig(ctx, d) })
+	services := newBenchServices(ctx, cfg, log)
+	defer services.stop()
+	stopPolicy, err := services.start("policy", func(d svc.Deps) (svc.Service, error) { return policy.NewFromConfig(ctx, d) })
 	if err != nil {
 		return measured{}, "", callCounts{}, err
 	}
-	if _, err := start("executor", func(d svc.Deps) (svc.Service, error) { return executor.NewFromConfig(ctx, d) }); err != nil {
+	if _, err := services.start("executor", func(d svc.Deps) (svc.Service, error) { return executor.NewFromConfig(ctx, d) }); err != nil {
 		return measured{}, "", callCounts{}, err
 	}
 
@@ -387,15 +342,11 @@ func benchRoundTrip(ctx context.Context, cfg config.Config, log *slog.Logger, o 
 		return measured{}, "", callCounts{}, err
 	}
 	defer nc.Close()
-	client, err := airlock.New(nc, "bench", airlock.WithStream(cfg.Stream.Name))
+	client, op, closeOp, err := roundTripOp(nc, cfg, "bench")
 	if err != nil {
 		return measured{}, "", callCounts{}, err
 	}
-	w, err := client.Watch()
-	if err != nil {
-		return measured{}, "", callCounts{}, err
-	}
-	defer w.Close()
+	defer closeOp()
 
 	decider := "the configured policy (default: policies/ Rego)"
 	action, err := probeDecision(ctx, nc, client)
@@ -411,26 +362,62 @@ func benchRoundTrip(ctx context.Context, cfg config.Config, log *slog.Logger, o 
 		if o.FixedAllow {
 			decider = "fixed allow (--fixed-allow)"
 		}
-		if _, err := start("policy-fixed", func(d svc.Deps) (svc.Service, error) { return policy.New(d, allowAll{}) }); err != nil {
+		if _, err := services.start("policy-fixed", func(d svc.Deps) (svc.Service, error) { return policy.New(d, allowAll{}) }); err != nil {
 			return measured{}, "", callCounts{}, err
 		}
 	}
-	args := map[string]any{"text": "hello from the bench"}
 	admin, err := jetstream.New(nc)
 	if err != nil {
 		return measured{}, "", callCounts{}, err
 	}
-	m, counts, err := measure(ctx, o, func(ctx context.Context) error {
-		out, err := w.DoFast(ctx, airlock.Call{Tool: "demo__echo", Args: args})
-		if err != nil {
-			return err
-		}
-		if !out.Completed() {
-			return fmt.Errorf("call %s ended %s: %s", out.CallID, out.Status, out.Reason)
-		}
-		return nil
-	}, func() (callCounts, error) { return serverCounts(ctx, admin, cfg) })
+	m, counts, err := measure(ctx, o, op, func() (callCounts, error) { return serverCounts(ctx, admin, cfg) })
 	return m, decider, counts, err
+}
+
+// benchServices runs services in this process for a bench, each with its
+// own connection, until stop.
+type benchServices struct {
+	ctx    context.Context
+	cfg    config.Config
+	log    *slog.Logger
+	runCtx context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newBenchServices(ctx context.Context, cfg config.Config, log *slog.Logger) *benchServices {
+	runCtx, cancel := context.WithCancel(ctx)
+	return &benchServices{ctx: ctx, cfg: cfg, log: log, runCtx: runCtx, cancel: cancel}
+}
+
+// start builds a service with mk and runs it until the returned cancel or
+// stop is called.
+func (b *benchServices) start(name string, mk func(svc.Deps) (svc.Service, error)) (context.CancelFunc, error) {
+	deps, err := connectDeps(b.ctx, b.cfg, b.log, "airlock-bench-"+name)
+	if err != nil {
+		return nil, err
+	}
+	s, err := mk(deps)
+	if err != nil {
+		deps.NC.Close()
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(b.runCtx)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		defer deps.NC.Close()
+		if err := s.Run(runCtx); err != nil {
+			b.log.Error("service stopped", "service", name, "err", err)
+		}
+	}()
+	return cancel, nil
+}
+
+// stop ends every service and waits for them.
+func (b *benchServices) stop() {
+	b.cancel()
+	b.wg.Wait()
 }
 
 // serverCounts reads how many messages the intake and events streams have
@@ -461,6 +448,31 @@ func serverCounts(ctx context.Context, js jetstream.JetStream, cfg config.Config
 		*d.out = float64(cons.CachedInfo().Delivered.Consumer)
 	}
 	return c, nil
+}
+
+// roundTripOp is one auto-allowed round trip as agent: the SDK's fast path
+// submits demo__echo and waits for its result.
+func roundTripOp(nc *nats.Conn, cfg config.Config, agent string) (*airlock.Client, func(context.Context) error, func(), error) {
+	client, err := airlock.New(nc, agent, airlock.WithStream(cfg.Stream.Name))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	w, err := client.Watch()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	args := map[string]any{"text": "hello from the bench"}
+	op := func(ctx context.Context) error {
+		out, err := w.DoFast(ctx, airlock.Call{Tool: "demo__echo", Args: args})
+		if err != nil {
+			return err
+		}
+		if !out.Completed() {
+			return fmt.Errorf("call %s ended %s: %s", out.CallID, out.Status, out.Reason)
+		}
+		return nil
+	}
+	return client, op, func() { _ = w.Close() }, nil
 }
 
 // probeDecision submits one demo__echo call and returns the type of the

@@ -3,14 +3,33 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/config"
 )
+
+// Exit statuses of `airlock call` and `airlock await`.
+const (
+	exitNotCompleted = 1 // an outcome other than completed
+	exitUsage        = 2 // the call could not be submitted or followed
+	exitStillWaiting = 3 // no outcome within --wait: the call may still be decided
+)
+
+const callExitStatuses = `Exit status 0 means the tool ran and completed; 1 means any other outcome
+(denied, rejected, changes requested, failed, expired, ...); 2 means the
+command was used wrongly or the call could not be submitted or followed; 3
+means no outcome came within --wait — the call may still be decided: follow
+it with ` + "`airlock await AGENT/CALL_ID`" + `.`
 
 func newCallCmd(g *globals) *cobra.Command {
 	var (
@@ -22,61 +41,47 @@ func newCallCmd(g *globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "call --tool SERVER__TOOL [--args JSON]",
-		Short: "Submit a tool call as an agent and print its outcome as JSON",
-		Long: `Submits a call through the Go SDK and waits for its outcome. Exit status 0
-means the tool ran and completed; 1 means any other outcome (denied, rejected,
-failed, expired, ...); 2 means the call could not be submitted or awaited.`,
+		Short: "Submit a tool call as an agent, say what it waits for, and print its outcome as JSON",
+		Long: `Submits a call through the Go SDK and follows it: when the policy asks a
+person, it says who may decide, until when, and where (the console page of the
+call, or ` + "`airlock approvals`" + `); then it prints the outcome as JSON.
+
+After a reviewer requests changes, submit the revised call as revision 2 of
+the same call: --call-id ID --revision 2.
+
+` + callExitStatuses,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Tool == "" {
 				return usageErr(cmd, "--tool is required")
 			}
 			if argsRaw != "" {
-				if err := json.Unmarshal([]byte(argsRaw), &c.Args); err != nil {
-					return usageErr(cmd, "--args must be a JSON object such as '{\"path\":\"README.md\"}': %v", err)
+				if err := json.Unmarshal([]byte(argsRaw), &c.Args); err != nil || c.Args == nil {
+					return usageErr(cmd, "--args must be a JSON object such as '{\"path\":\"README.md\"}'%s", errSuffix(err))
 				}
 			}
-			cfg, err := g.load()
-			if err != nil {
-				return err
+			if c.Revision > 1 && c.ID == "" {
+				return usageErr(cmd, "--revision %d needs --call-id: a revision continues a call a reviewer asked to change", c.Revision)
 			}
-			file, err := agentCredential(cfg.Dev.DataDir, agent, creds)
-			if err != nil {
-				return err
-			}
-			cctx, ccancel := context.WithTimeout(cmd.Context(), 5*time.Second)
-			client, err := airlock.Connect(cctx, file, g.natsURL, airlock.WithStream(cfg.Stream.Name), airlock.WithMaxRequestBytes(cfg.Limits.MaxRequestBytes))
-			ccancel()
+			cfg, client, err := g.agentClient(cmd.Context(), agent, creds)
 			if err != nil {
 				return err
 			}
 			defer client.Close()
 			id, err := client.Submit(cmd.Context(), c)
 			if err != nil {
-				return err
+				return fmt.Errorf("submit: %w", err)
 			}
-			fmt.Fprintf(os.Stderr, "call %s/%s revision %d submitted as agent %s; waiting up to %s for its outcome (if a person must decide: the console's inbox, or `airlock approvals list`)\n",
-				client.Agent(), id, max(c.Revision, 1), client.Agent(), wait)
-			ctx, cancel := context.WithTimeout(cmd.Context(), wait)
-			defer cancel()
-			out, err := client.AwaitRevision(ctx, id, max(c.Revision, 1))
-			if err != nil && out.Status == "" {
-				fmt.Fprintf(os.Stderr, "call %s submitted, but no outcome yet: %v (follow it later with the SDK's Await)\n", id, err)
-				return exitError{2}
-			}
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(out)
-			if !out.Completed() {
-				return exitError{1}
-			}
-			return nil
+			name := client.Agent() + "/" + id
+			fmt.Fprintf(os.Stderr, "call %s revision %d submitted as agent %s; waiting up to %s for the policy and, if it asks, a person\n",
+				name, max(c.Revision, 1), client.Agent(), wait)
+			return follow(cmd.Context(), os.Stdout, os.Stderr, cfg, client, id, max(c.Revision, 1), wait)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&agent, "agent", "bot", "agent to act as: its credential is <data dir>/agents/AGENT.creds.json (see `airlock agents`)")
 	f.StringVar(&creds, "creds", "", "agent credential file to act with (overrides --agent)")
-	f.Uint32Var(&c.Revision, "revision", 0, "revision to submit (2 or more after a reviewer requested changes; with --call-id)")
+	f.Uint32Var(&c.Revision, "revision", 0, "revision to submit: 2 or more after a reviewer requested changes (with --call-id)")
 	f.StringVar(&c.Tool, "tool", "", "tool to call, as server__tool (e.g. demo__echo)")
 	f.StringVar(&argsRaw, "args", "{}", "arguments as a JSON object")
 	f.StringVar(&c.Thread, "thread", "", "thread (conversation) id")
@@ -85,4 +90,140 @@ failed, expired, ...); 2 means the call could not be submitted or awaited.`,
 	f.StringVar(&c.ID, "call-id", "", "call id (generated when empty)")
 	f.DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for the outcome")
 	return cmd
+}
+
+func errSuffix(err error) string {
+	if err == nil {
+		return ""
+	}
+	return ": " + err.Error()
+}
+
+// newAwaitCmd is `airlock await AGENT/CALL_ID`: follow a call submitted
+// earlier (by `airlock call` whose --wait ran out, or by any agent) until
+// its outcome.
+func newAwaitCmd(g *globals) *cobra.Command {
+	var (
+		creds    string
+		revision uint32
+		wait     time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "await AGENT/CALL_ID",
+		Short: "Follow a call submitted earlier until its outcome, and print it as JSON",
+		Long: `Follows a call of AGENT (with AGENT's credential, <data dir>/agents/AGENT.creds.json,
+or --creds) as ` + "`airlock call`" + ` does after submitting it: it says what the call waits
+for and prints its outcome. Use it when ` + "`airlock call`" + `'s --wait ran out.
+
+` + callExitStatuses,
+		Args: exactArgs(1, ""),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			agent, id, ok := strings.Cut(args[0], "/")
+			if !ok || agent == "" || id == "" {
+				return usageErr(cmd, "name the call as AGENT/CALL_ID, e.g. bot/call_3f9c..., as `airlock call` printed it")
+			}
+			cfg, client, err := g.agentClient(cmd.Context(), agent, creds)
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			fmt.Fprintf(os.Stderr, "following call %s/%s for up to %s\n", client.Agent(), id, wait)
+			return follow(cmd.Context(), os.Stdout, os.Stderr, cfg, client, id, revision, wait)
+		},
+	}
+	cmd.Flags().StringVar(&creds, "creds", "", "agent credential file (default <data dir>/agents/AGENT.creds.json)")
+	cmd.Flags().Uint32Var(&revision, "revision", 0, "revision to follow (default the newest)")
+	cmd.Flags().DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for the outcome")
+	return cmd
+}
+
+// agentClient connects as an agent with its credential.
+func (g *globals) agentClient(ctx context.Context, agent, creds string) (config.Config, *airlock.Client, error) {
+	cfg, err := g.load()
+	if err != nil {
+		return cfg, nil, err
+	}
+	file, err := agentCredential(cfg.Dev.DataDir, agent, creds)
+	if err != nil {
+		return cfg, nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	client, err := airlock.Connect(cctx, file, g.natsURL, airlock.WithStream(cfg.Stream.Name), airlock.WithMaxRequestBytes(cfg.Limits.MaxRequestBytes))
+	if err != nil {
+		return cfg, nil, err
+	}
+	return cfg, client, nil
+}
+
+// follow waits up to wait for the outcome of revision rev (0: the newest)
+// of the agent's call id, telling the person at the terminal (on log) what
+// it waits for, and prints the outcome as JSON on out.
+func follow(ctx context.Context, out, log io.Writer, cfg config.Config, client *airlock.Client, id string, rev uint32, wait time.Duration) error {
+	name := client.Agent() + "/" + id
+	said := map[string]bool{}
+	progress := func(p airlock.Progress) {
+		if said[p.Type] {
+			return
+		}
+		said[p.Type] = true
+		switch p.Type {
+		case "approval_requested":
+			d := p.Decision
+			fmt.Fprintf(log, "waiting for a person: %s (risk %s, rule %s)\n", d.GetReason(), calls.RiskName(d.GetRisk()), dash(d.GetRuleId()))
+			who := strings.Join(d.GetApprovers(), ", ")
+			if who == "" {
+				who = "a reviewer"
+			}
+			quorum := ""
+			if d.GetQuorum() > 1 {
+				quorum = fmt.Sprintf(" (%d of them)", d.GetQuorum())
+			}
+			until := ""
+			if !p.Deadline.IsZero() {
+				until = " before " + p.Deadline.UTC().Format("15:04:05 UTC")
+			}
+			fmt.Fprintf(log, "  %s%s may decide%s:\n    %s\n    airlock approvals show %s   (then approve, reject or changes)\n", who, quorum, until, consoleLink(cfg, client.Agent(), id, p.Revision), name)
+		case "approved":
+			fmt.Fprintf(log, "approved by %s; the executor runs it now\n", dash(p.By))
+		case "allowed":
+			fmt.Fprintln(log, "allowed by the policy; the executor runs it now")
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	res, err := client.AwaitProgress(wctx, id, rev, progress)
+	if err != nil && res.Status == "" {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			fmt.Fprintf(log, "no outcome for call %s within %s: it may still be decided. Follow it with:\n  airlock await %s --wait 10m\n", name, wait, name)
+			return exitError{exitStillWaiting}
+		}
+		fmt.Fprintf(log, "call %s: %v\n", name, err)
+		return exitError{exitUsage}
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(res); err != nil {
+		return fmt.Errorf("print the outcome: %w", err)
+	}
+	if res.Status == airlock.StatusChangesRequested {
+		fmt.Fprintf(log, "a reviewer asked for changes: %s\n  submit the revised call with: airlock call --call-id %s --revision %d --tool ... --args ...\n", res.Feedback, id, res.Revision+1)
+	}
+	if !res.Completed() {
+		return exitError{exitNotCompleted}
+	}
+	return nil
+}
+
+// consoleLink is the console page of a call revision.
+func consoleLink(cfg config.Config, agent, id string, rev uint32) string {
+	base := strings.TrimRight(cfg.HTTP.PublicURL, "/")
+	if base == "" {
+		base = "http://" + cfg.HTTP.Addr
+	}
+	link := base + "/calls/" + url.PathEscape(agent) + "/" + url.PathEscape(id)
+	if rev > 1 {
+		link += fmt.Sprintf("?rev=%d", rev)
+	}
+	return link
 }

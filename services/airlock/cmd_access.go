@@ -53,7 +53,7 @@ accounts with ` + "`airlock nats config`" + ` instead.`,
 	add := &cobra.Command{
 		Use:   "add NAME",
 		Short: "Create an agent and write its credential file",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := g.load()
 			if err != nil {
@@ -131,7 +131,7 @@ and an example agent, every public key read from the environment
 role, keeping seeds that exist, and DIR/` + natsauth.PublicKeysFile + ` with the public keys as
 the NATS servers read them (AIRLOCK_<ROLE>_NKEY=...; an env file for compose,
 a Secret for Kubernetes). Give each service only its own seed (nats.nkey_seed_file).`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			env, err := natsauth.WriteServiceKeys(args[0])
 			if err != nil {
@@ -156,7 +156,7 @@ func newKeysCmd() *cobra.Command {
 	gen := &cobra.Command{
 		Use:   "generate FILE",
 		Short: "Write a new random key to FILE (mode 0600); refuses to overwrite one",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := os.Stat(args[0]); err == nil {
 				return fmt.Errorf("%s exists: keep it (services sealing and checking with it must agree) or remove it first", args[0])

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/callref"
@@ -141,8 +142,9 @@ func envOr(name, def string) string {
 }
 
 func printJSON(m proto.Message) {
-	data, _ := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true}.Marshal(m)
-	fmt.Println(string(data))
+	if err := printProtoJSON(os.Stdout, m); err != nil {
+		fmt.Fprintln(os.Stderr, "airlock:", err)
+	}
 }
 
 func approvalsListCmd(g *globals, f *apiFlags) *cobra.Command {
@@ -162,29 +164,17 @@ func approvalsListCmd(g *globals, f *apiFlags) *cobra.Command {
 					q.Set(k, v)
 				}
 			}
-			var out airlockv1.ListResponse
+			var out listReply
 			if err := c.do(cmd.Context(), http.MethodGet, "/api/v1/approvals?"+q.Encode(), nil, &out); err != nil {
 				return fmt.Errorf("list approvals: %w", err)
 			}
 			if f.json {
-				printJSON(&out)
-				return nil
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
 			}
-			if len(out.Records) == 0 {
-				fmt.Println("no calls")
-				return nil
-			}
-			w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
-			fmt.Fprintln(w, "CALL\tTOOL\tAGENT\tRISK\tSTATE\tASKED\tPOLICY")
-			for _, r := range out.Records {
-				asked := ""
-				if r.GetCreatedAt() != nil {
-					asked = time.Since(r.GetCreatedAt().AsTime()).Round(time.Second).String() + " ago"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.GetCall().GetAgentId()+"/"+r.GetCall().GetCallId(), calls.QualifiedTool(r.GetCall()), r.GetCall().GetAgentId(),
-					cliEnum(r.GetDecision().GetRisk().String(), "RISK_"), cliEnum(r.GetState().String(), "APPROVAL_STATE_"), asked, cliOneLine(r.GetDecision().GetReason(), 60))
-			}
-			return w.Flush()
+			printList(os.Stdout, out, time.Now())
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&state, "state", "", "pending (default), decided, or a state such as approved, rejected")
@@ -192,6 +182,53 @@ func approvalsListCmd(g *globals, f *apiFlags) *cobra.Command {
 	cmd.Flags().StringVar(&tool, "tool", "", "only this tool (server__tool)")
 	cmd.Flags().StringVar(&risk, "risk", "", "only calls of at least this risk (low, medium, high, critical)")
 	return cmd
+}
+
+// listReply is GET /api/v1/approvals: each record is decoded on its own, so
+// one the CLI cannot read is named and the others still print.
+type listReply struct {
+	Records  []json.RawMessage `json:"records"`
+	Problems []struct {
+		AgentID  string `json:"agent_id"`
+		CallID   string `json:"call_id"`
+		Revision uint32 `json:"revision"`
+		Problem  string `json:"problem"`
+	} `json:"problems,omitempty"`
+}
+
+// printList prints the records as a table, then what could not be shown.
+func printList(w io.Writer, out listReply, now time.Time) {
+	if len(out.Records) == 0 && len(out.Problems) == 0 {
+		fmt.Fprintln(w, "no calls")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "CALL\tREV\tTOOL\tRISK\tSTATE\tASKED\tPOLICY")
+	var unreadable []string
+	for _, raw := range out.Records {
+		r := &airlockv1.ApprovalRecord{}
+		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, r); err != nil {
+			unreadable = append(unreadable, fmt.Sprintf("a record cannot be read (%v): %s", err, cliOneLine(string(raw), 80)))
+			continue
+		}
+		asked := ""
+		if r.GetCreatedAt() != nil {
+			asked = now.Sub(r.GetCreatedAt().AsTime()).Round(time.Second).String() + " ago"
+		}
+		flag := ""
+		if len(r.GetProblems()) > 0 {
+			flag = " (!)"
+		}
+		fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.GetCall().GetAgentId()+"/"+r.GetCall().GetCallId(), flag, max(r.GetCall().GetRevision(), 1), calls.QualifiedTool(r.GetCall()),
+			calls.RiskName(r.GetDecision().GetRisk()), calls.StateName(r.GetState()), asked, cliOneLine(r.GetDecision().GetReason(), 60))
+	}
+	_ = tw.Flush()
+	for _, p := range out.Problems {
+		fmt.Fprintf(w, "(!) %s/%s revision %d: %s\n", p.AgentID, p.CallID, p.Revision, p.Problem)
+	}
+	for _, u := range unreadable {
+		fmt.Fprintf(w, "(!) %s\n", u)
+	}
 }
 
 // callArg reads a call named on the command line as AGENT/CALL_ID (call ids
@@ -208,8 +245,6 @@ func callArg(cmd *cobra.Command, s string) (string, error) {
 	return "/api/v1/approvals/" + url.PathEscape(ref.Agent) + "/" + url.PathEscape(ref.Call), nil
 }
 
-func cliEnum(s, prefix string) string { return strings.ToLower(strings.TrimPrefix(s, prefix)) }
-
 func cliOneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
@@ -221,8 +256,8 @@ func cliOneLine(s string, n int) string {
 func approvalsShowCmd(g *globals, f *apiFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show AGENT/CALL_ID",
-		Short: "Show one call: tool, arguments, policy reason, votes, state",
-		Args:  cobra.ExactArgs(1),
+		Short: "Show one call: tool, arguments (edited ones too), policy reason, votes, state, timeline",
+		Args:  exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := callArg(cmd, args[0])
 			if err != nil {
@@ -240,21 +275,7 @@ func approvalsShowCmd(g *globals, f *apiFlags) *cobra.Command {
 				printJSON(&out)
 				return nil
 			}
-			r := out.Record
-			var argsBuf bytes.Buffer
-			enc := json.NewEncoder(&argsBuf)
-			enc.SetEscapeHTML(false)
-			enc.SetIndent("          ", "  ")
-			_ = enc.Encode(r.GetCall().GetArguments().AsMap())
-			argsJSON := strings.TrimSpace(argsBuf.String())
-			fmt.Printf("call      %s (revision %d)\ntool      %s\nagent     %s\nstate     %s\nrisk      %s\npolicy    %s (rule %s)\nreason    %s\nvotes     %d of %d\narguments %s\n",
-				r.GetCall().GetCallId(), max(r.GetCall().GetRevision(), 1), calls.QualifiedTool(r.GetCall()), r.GetCall().GetAgentId(),
-				cliEnum(r.GetState().String(), "APPROVAL_STATE_"), cliEnum(r.GetDecision().GetRisk().String(), "RISK_"),
-				r.GetDecision().GetReason(), r.GetDecision().GetRuleId(), r.GetCall().GetReason(),
-				len(r.GetVotes()), max(r.GetDecision().GetQuorum(), 1), argsJSON)
-			if r.GetDecidedBy() != nil {
-				fmt.Printf("decided   by %s: %s\n", r.GetDecidedBy().GetId(), r.GetReason())
-			}
+			printRecord(os.Stdout, out.Record)
 			var tl struct {
 				Events []struct {
 					Type, Actor, Detail string
@@ -273,13 +294,58 @@ func approvalsShowCmd(g *globals, f *apiFlags) *cobra.Command {
 	}
 }
 
+// printRecord prints one call: what it is, why the policy asked, its
+// state, and its arguments — the edited ones too, which are what runs.
+func printRecord(w io.Writer, r *airlockv1.ApprovalRecord) {
+	c := r.GetCall()
+	fmt.Fprintf(w, "call      %s/%s (revision %d)\ntool      %s\nagent     %s", c.GetAgentId(), c.GetCallId(), max(c.GetRevision(), 1), calls.QualifiedTool(c), c.GetAgentId())
+	if c.GetOnBehalfOf() != "" {
+		fmt.Fprintf(w, " on behalf of %s", c.GetOnBehalfOf())
+	}
+	fmt.Fprintln(w)
+	if c.GetThreadId() != "" {
+		fmt.Fprintf(w, "thread    %s\n", c.GetThreadId())
+	}
+	fmt.Fprintf(w, "state     %s\nrisk      %s\npolicy    %s (rule %s)\nreason    %s\nvotes     %d of %d\n",
+		calls.StateText(r.GetState()), calls.RiskName(r.GetDecision().GetRisk()), r.GetDecision().GetReason(), dash(r.GetDecision().GetRuleId()),
+		dash(c.GetReason()), len(r.GetVotes()), max(r.GetDecision().GetQuorum(), 1))
+	if r.GetEditedArguments() != nil {
+		fmt.Fprintf(w, "arguments as the agent asked (not run)\n          %s\n", indentJSON(c.GetArguments()))
+		fmt.Fprintf(w, "arguments as edited by a reviewer (these run)\n          %s\n", indentJSON(r.GetEditedArguments()))
+	} else {
+		fmt.Fprintf(w, "arguments %s\n", indentJSON(c.GetArguments()))
+	}
+	for _, p := range r.GetProblems() {
+		fmt.Fprintf(w, "(!)       %s\n", p)
+	}
+	if r.GetDecidedBy() != nil {
+		fmt.Fprintf(w, "decided   by %s: %s\n", r.GetDecidedBy().GetId(), r.GetReason())
+	}
+}
+
+func indentJSON(s *structpb.Struct) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("          ", "  ")
+	_ = enc.Encode(s.AsMap())
+	return strings.TrimSpace(buf.String())
+}
+
 func approvalsDecideCmd(g *globals, f *apiFlags, name, short string) *cobra.Command {
 	var reason, argsJSON string
 	var revision uint32
+	textFlag := map[string]string{"approve": "--comment", "edit": "--comment", "reject": "--reason", "changes": "--feedback"}[name]
 	cmd := &cobra.Command{
 		Use:   name + " AGENT/CALL_ID",
 		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Long: short + `.
+
+Exit status 0 when the decision changed the call (with a quorum, when your
+vote was counted); 1 when it changed nothing (the call was already decided,
+you had already voted, ...); 2 when the command was used wrongly or the API
+refused the decision.`,
+		Args: exactArgs(1, textFlag),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body := map[string]any{"revision": revision}
 			path, err := callArg(cmd, args[0])
@@ -321,16 +387,19 @@ func approvalsDecideCmd(g *globals, f *apiFlags, name, short string) *cobra.Comm
 			}
 			if f.json {
 				printJSON(&out)
-				return nil
-			}
-			msg := out.GetMessage()
-			if msg == "" {
-				msg = cliEnum(out.GetRecord().GetState().String(), "APPROVAL_STATE_")
+			} else {
+				msg := out.GetMessage()
+				if msg == "" {
+					msg = calls.StateText(out.GetRecord().GetState())
+				}
+				if !out.GetChanged() && !strings.Contains(msg, "nothing changed") {
+					msg += "; nothing changed"
+				}
+				fmt.Printf("%s: %s\n", args[0], msg)
 			}
 			if !out.GetChanged() {
-				msg += " (nothing changed)"
+				return exitError{1}
 			}
-			fmt.Printf("%s: %s\n", args[0], msg)
 			return nil
 		},
 	}

@@ -67,12 +67,12 @@ func (a *auditFlags) filter() (store.Filter, error) {
 // openAudit opens the ClickHouse store, or the events stream when no DSN
 // is configured. close releases whatever was opened.
 func (a *auditFlags) open(ctx context.Context, g *globals) (rd store.Reader, closeFn func(), err error) {
-	cfg, dsn, err := a.config(g)
+	cfg, dsn, from, err := a.config(g)
 	if err != nil {
 		return nil, nil, err
 	}
 	if dsn != "" {
-		st, err := store.Open(ctx, dsn)
+		st, err := openStore(ctx, dsn, from)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -102,27 +102,45 @@ func auditKey(cfg config.Config) (*record.Key, error) {
 	return audit.LoadKey(cfg.Audit)
 }
 
-// config loads the configuration and the DSN to use (--clickhouse wins).
-func (a *auditFlags) config(g *globals) (config.Config, string, error) {
-	cfg, err := g.load()
-	if a.dsn != "" {
-		return cfg, a.dsn, err
+// config loads the configuration and the DSN to use: --clickhouse wins,
+// then clickhouse.dsn, then the one `airlock dev --clickhouse-local` keeps
+// in its data directory (from names that file when it was used).
+func (a *auditFlags) config(g *globals) (cfg config.Config, dsn, from string, err error) {
+	cfg, err = g.load()
+	switch {
+	case a.dsn != "":
+		return cfg, a.dsn, "", err
+	case cfg.ClickHouse.DSN != "" || err != nil:
+		return cfg, cfg.ClickHouse.DSN, "", err
 	}
-	return cfg, cfg.ClickHouse.DSN, err
+	if raw, rerr := os.ReadFile(localDSNFile(cfg.Dev.DataDir)); rerr == nil {
+		return cfg, strings.TrimSpace(string(raw)), localDSNFile(cfg.Dev.DataDir), nil
+	}
+	return cfg, "", "", nil
 }
 
 // writer opens the ClickHouse store itself, for the commands that need it
 // (verify, drop-before): the stream holds no stored rows to check or drop.
 func (a *auditFlags) writer(ctx context.Context, g *globals) (*store.ClickHouse, config.Config, error) {
-	cfg, dsn, err := a.config(g)
+	cfg, dsn, from, err := a.config(g)
 	if err != nil {
 		return nil, cfg, err
 	}
 	if dsn == "" {
 		return nil, cfg, errors.New("no ClickHouse configured: pass --clickhouse DSN or set clickhouse.dsn (the stream's own retention is stream.max_age)")
 	}
-	st, err := store.Open(ctx, dsn)
+	st, err := openStore(ctx, dsn, from)
 	return st, cfg, err
+}
+
+// openStore opens the ClickHouse at dsn; from names the file the DSN came
+// from when `airlock dev --clickhouse-local` wrote it.
+func openStore(ctx context.Context, dsn, from string) (*store.ClickHouse, error) {
+	st, err := store.Open(ctx, dsn)
+	if err != nil && from != "" {
+		return nil, fmt.Errorf("the local ClickHouse that %s names does not answer: %w (is `airlock dev --clickhouse-local` running?)", from, err)
+	}
+	return st, err
 }
 
 func newAuditCmd(g *globals) *cobra.Command {

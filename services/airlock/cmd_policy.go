@@ -1,19 +1,24 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
-	"github.com/airlock-gate/airlock/services/shared/seal"
 	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
+	"sort"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/airlock-gate/airlock/policies"
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
@@ -21,6 +26,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 )
 
 func newPolicyCmd(g *globals) *cobra.Command {
@@ -30,6 +36,20 @@ func newPolicyCmd(g *globals) *cobra.Command {
 	}
 	cmd.AddCommand(newPolicyTestCmd(g), newPolicyEvalCmd(g), newPolicyRulesCmd(g), newPolicyReplayCmd(g))
 	return cmd
+}
+
+// policyDirExists says, as a sentence, why dir cannot be a policy directory.
+func policyDirExists(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("the policy directory %s does not exist: give a directory with the policy's *.rego files and data.json (e.g. a copy of policies/)", dir)
+	case err != nil:
+		return fmt.Errorf("the policy directory %s cannot be read: %w", dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%s is a file, not a policy directory: give the directory that holds the *.rego files and data.json", dir)
+	}
+	return nil
 }
 
 // policyFS is the policy directory to use: the argument, else policy.dir
@@ -96,17 +116,25 @@ opa test. Exit status 1 when a test fails or the policy does not compile.`,
 
 func newPolicyEvalCmd(g *globals) *cobra.Command {
 	var file, dir string
-	var live bool
+	var live, offline bool
 	cmd := &cobra.Command{
 		Use:   "eval --call FILE|-",
 		Short: "Dry-run one call and print the decision document as JSON",
 		Long: `Reads a tool call as JSON (FILE, or - for stdin), for example
   {"agent_id": "bot", "tool": "fs__delete_file", "arguments": {"path": "/etc/passwd"}}
-and prints the decision the policy makes about it. By default the policy is
-evaluated here, without a bus: --dir, else policy.dir, else the built-in
-default, with the profile bindings of the configuration. --live asks the
-running policy service instead, which includes the run-time rules. Standing
-grants are never used and nothing is published.`,
+and prints the decision the policy makes about it, saying on stderr what
+decided it:
+
+  (default)   the running policy service: the policy in force with its
+              run-time rules; when no airlock answers, the policy here
+              (policy.dir or the built-in default) without run-time rules
+  --dir DIR   the policy in DIR, with the run-time rules of the running
+              airlock when it answers (a candidate tried against today's rules)
+  --live      the running policy service, or fail
+  --offline   the policy here only, without connecting
+
+Profile bindings come from the configuration. Standing grants are never
+used and nothing is published.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
@@ -135,47 +163,91 @@ grants are never used and nothing is published.`,
 			if r := ingress.Call(call); r != nil {
 				return fmt.Errorf("call refused: %s", r.Reason)
 			}
+			if live && offline {
+				return usageErr(cmd, "--live and --offline contradict each other: choose one")
+			}
+			if dir != "" {
+				if err := policyDirExists(dir); err != nil {
+					return usageErr(cmd, "--dir: %v", err)
+				}
+			}
 			cfg, err := g.load()
 			if err != nil {
 				return err
 			}
-			var d *airlockv1.Decision
-			if live {
-				nc, _, err := g.connect(cmd.Context(), cfg)
-				if err != nil {
-					return err
-				}
-				defer nc.Close()
-				ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
-				defer cancel()
-				if d, err = policyapi.New(nc, seal.Key{}, "cli").Eval(ctx, call); err != nil {
-					return err
-				}
-			} else {
-				fsys, name := policyFS(cfg, dir)
-				code, err := policy.CodeFromFS(fsys)
-				if err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				ev, err := policy.NewEvaluator(cmd.Context(), code, nil, cfg.Policy.Profiles, policy.WithAskDefaults(policy.AskDefaultsFrom(cfg)))
-				if err != nil {
-					return err
-				}
-				d, _ = ev.Evaluate(cmd.Context(), call, time.Now())
-			}
-			out, err := protojson.MarshalOptions{Multiline: true, UseProtoNames: true}.Marshal(d)
+			d, source, err := evalCall(cmd.Context(), g, cfg, call, dir, live, offline)
 			if err != nil {
 				return err
 			}
-			fmt.Println(string(out))
-			return nil
+			fmt.Fprintf(os.Stderr, "decided by %s\n", source)
+			return printProtoJSON(os.Stdout, d)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&file, "call", "", "JSON file holding the call, or - for stdin")
 	f.StringVar(&dir, "dir", "", "policy directory (default policy.dir, else the built-in policy)")
-	f.BoolVar(&live, "live", false, "ask the running policy service (includes run-time rules)")
+	f.BoolVar(&live, "live", false, "ask the running policy service, or fail")
+	f.BoolVar(&offline, "offline", false, "evaluate here only, without the run-time rules of a running airlock")
 	return cmd
+}
+
+// evalCall decides call as `airlock policy eval` says, and names what decided.
+func evalCall(ctx context.Context, g *globals, cfg config.Config, call *airlockv1.ToolCall, dir string, live, offline bool) (*airlockv1.Decision, string, error) {
+	var client *policyapi.Client
+	var why error
+	if !offline {
+		// A running airlock answers at once; do not make a person wait long
+		// to learn there is none.
+		cctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+		nc, _, err := g.connect(cctx, cfg)
+		cancel()
+		if err == nil {
+			defer nc.Close()
+			client = policyapi.New(nc, seal.Key{}, "cli")
+		}
+		why = err
+	}
+	if dir == "" && client != nil {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		d, err := client.Eval(qctx, call)
+		cancel()
+		if err == nil {
+			return d, "the running policy service (the policy in force, with its run-time rules)", nil
+		}
+		why = err
+	}
+	if live {
+		return nil, "", fmt.Errorf("no running policy service answered (%v): start airlock, or drop --live to evaluate here", why)
+	}
+	var rules []*airlockv1.PolicyRule
+	source := ""
+	if client != nil {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		resp, err := client.ListRules(qctx)
+		cancel()
+		if err == nil {
+			rules, source = resp.GetRules(), fmt.Sprintf(", with the %d run-time rule(s) of the running airlock", len(resp.GetRules()))
+		} else {
+			why = err
+		}
+	}
+	if source == "" {
+		source = ", without run-time rules"
+		if !offline {
+			source += fmt.Sprintf(" (no running airlock answered: %v)", why)
+		}
+	}
+	fsys, name := policyFS(cfg, dir)
+	code, err := policy.CodeFromFS(fsys)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", name, err)
+	}
+	ev, err := policy.NewEvaluator(ctx, code, rules, cfg.Policy.Profiles, policy.WithAskDefaults(policy.AskDefaultsFrom(cfg)))
+	if err != nil {
+		return nil, "", fmt.Errorf("%s with the run-time rules: %w", name, err)
+	}
+	d, _ := ev.Evaluate(ctx, call, time.Now())
+	return d, "the " + name + source, nil
 }
 
 func newPolicyRulesCmd(g *globals) *cobra.Command {
@@ -203,9 +275,10 @@ policy service over NATS.`,
 		return policyapi.New(nc, seal.Key{}, "cli"), nc.Close, nil
 	}
 
+	var listJSON bool
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List the run-time rules as JSON",
+		Short: "List every rule that decides calls: the run-time rules and the policy's built-in ones",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, done, err := client(cmd)
@@ -215,13 +288,16 @@ policy service over NATS.`,
 			defer done()
 			resp, err := c.ListRules(cmd.Context())
 			if err != nil {
-				return err
+				return fmt.Errorf("list the rules: %w (is airlock running?)", err)
 			}
-			out, _ := protojson.MarshalOptions{Multiline: true, UseProtoNames: true, EmitUnpopulated: false}.Marshal(resp)
-			fmt.Println(string(out))
+			if listJSON {
+				return printProtoJSON(os.Stdout, resp)
+			}
+			printRules(os.Stdout, resp)
 			return nil
 		},
 	}
+	list.Flags().BoolVar(&listJSON, "json", false, "print the policy service's JSON")
 
 	var (
 		r                 airlockv1.PolicyRule
@@ -299,7 +375,7 @@ matching deny rule always wins. Or give the whole rule with --json.`,
 	rm := &cobra.Command{
 		Use:   "rm ID",
 		Short: "Delete a rule (a run-time rule, or one of the policy's data.json)",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := api.client(g)
 			if err != nil {
@@ -314,4 +390,69 @@ matching deny rule always wins. Or give the whole rule with --json.`,
 	}
 	cmd.AddCommand(list, add, rm)
 	return cmd
+}
+
+// printProtoJSON prints m as indented protojson with stable spacing (protojson
+// varies its whitespace on purpose; scripts and people want the same text).
+func printProtoJSON(w io.Writer, m proto.Message) error {
+	data, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode the answer as JSON: %w", err)
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, data, "", "  "); err != nil {
+		return fmt.Errorf("indent the answer: %w", err)
+	}
+	buf.WriteByte('\n')
+	_, err = buf.WriteTo(w)
+	return err
+}
+
+// printRules prints every rule in priority order, run-time and built-in
+// together, as the policy weighs them.
+func printRules(w io.Writer, resp *airlockv1.RulesListResponse) {
+	type row struct {
+		r      *airlockv1.PolicyRule
+		source string
+	}
+	var rows []row
+	for _, r := range resp.GetRules() {
+		rows = append(rows, row{r, "run-time"})
+	}
+	for _, r := range resp.GetBuiltinRules() {
+		rows = append(rows, row{r, "built-in"})
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].r.GetPriority() < rows[j].r.GetPriority() })
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "PRIORITY\tRULE\tSOURCE\tMATCHES\tEFFECT\tRISK\tREASON")
+	for _, x := range rows {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", x.r.GetPriority(), x.r.GetId(), x.source, ruleMatch(x.r), x.r.GetEffect(), dash(x.r.GetRisk()), cliOneLine(x.r.GetReason(), 60))
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "policy revision %s; a matching deny always wins, otherwise the lowest priority decides; %s\n", resp.GetPolicyRevision(), resp.GetFallback())
+}
+
+// ruleMatch says in a few words which calls a rule matches.
+func ruleMatch(r *airlockv1.PolicyRule) string {
+	var parts []string
+	for _, p := range []struct{ label, v string }{{"", r.GetPattern()}, {"server ", r.GetServer()}, {"tool ", r.GetTool()}, {"tool ", r.GetToolPattern()}, {"agent ", r.GetAgent()}} {
+		if p.v != "" && p.v != "*" {
+			parts = append(parts, p.label+p.v)
+		}
+	}
+	if len(r.GetToolWords()) > 0 {
+		parts = append(parts, "words "+strings.Join(r.GetToolWords(), "|"))
+	}
+	keys := make([]string, 0, len(r.GetArgs()))
+	for k := range r.GetArgs() {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		parts = append(parts, k+"="+r.GetArgs()[k])
+	}
+	if len(parts) == 0 {
+		return "every call"
+	}
+	return strings.Join(parts, ", ")
 }

@@ -45,9 +45,12 @@ Arguments the recorded decision redacted are seen by the candidate as
 			if err != nil {
 				return usageErr(cmd, "--since: %v", err)
 			}
+			if err := policyDirExists(dir); err != nil {
+				return usageErr(cmd, "--policy: %v", err)
+			}
 			ev, err := policy.LoadDir(cmd.Context(), dir)
 			if err != nil {
-				return fmt.Errorf("candidate policy: %w", err)
+				return fmt.Errorf("candidate policy in %s: %w", dir, err)
 			}
 			rd, closeFn, err := a.open(cmd.Context(), g)
 			if err != nil {

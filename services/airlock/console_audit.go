@@ -51,7 +51,7 @@ func (a *consoleAudit) Source() string {
 
 func auditFilter(q console.AuditQuery) store.Filter {
 	return store.Filter{Call: q.Call, Thread: q.Thread, Agent: q.Agent, Tool: q.Tool, Actor: q.Actor, Type: q.Type,
-		Decision: q.Decision, DecidedBy: q.DecidedBy, Grant: q.Grant, Since: q.Since, Until: q.Until, Limit: q.Limit}
+		Decision: q.Decision, DecidedBy: q.DecidedBy, Grant: q.Grant, Since: q.Since, Until: q.Until, AfterSeq: q.AfterSeq, Limit: q.Limit}
 }
 
 func (a *consoleAudit) Search(ctx context.Context, q console.AuditQuery) ([]console.AuditRow, error) {
@@ -103,6 +103,9 @@ func (a *consoleAudit) Stats(ctx context.Context, since time.Time) (console.Audi
 	}
 	st := console.AuditStats{DecideCount: an.DecideCount, DecideP50: an.DecideP50, DecideP95: an.DecideP95,
 		Tools: tools(an.Tools), MostAsked: tools(an.MostAsked), FastApproval: an.Options.FastApproval}
+	for _, d := range an.Decided {
+		st.Decided = append(st.Decided, console.AuditDecision{Tool: d.Tool, Outcome: d.Outcome, By: d.By, AskedAt: d.AskedAt, DecidedAt: d.DecidedAt})
+	}
 	for _, r := range an.Reviewers {
 		st.Reviewers = append(st.Reviewers, console.AuditReviewer{ID: r.ID, Decisions: r.Decisions, Approvals: r.Approvals,
 			FastApproved: r.FastApprovals, FastShare: r.FastShare, MedianSeconds: r.MedianSeconds, RubberStamper: r.RubberStamper})

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -88,6 +89,9 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 	defer ns.Stop()
 	cfg.NATS.URL = ns.URL()
 	creds.Apply(&cfg, natsauth.RoleDev)
+	if err := devGatewayEndpoint(&cfg, creds); err != nil {
+		return err
+	}
 
 	auditText := "  audit     read from the stream (no ClickHouse configured; --clickhouse-local starts one)\n"
 	switch {
@@ -100,6 +104,11 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		}
 		defer stop()
 		cfg.ClickHouse.DSN = dsn
+		// The audit CLI finds the local ClickHouse here while dev runs.
+		if err := os.WriteFile(localDSNFile(cfg.Dev.DataDir), []byte(dsn+"\n"), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", localDSNFile(cfg.Dev.DataDir), err)
+		}
+		defer os.Remove(localDSNFile(cfg.Dev.DataDir))
 		auditText = "  audit     " + dsn + "   (local clickhouse-server under " + filepath.Join(cfg.Dev.DataDir, "clickhouse") + ")\n"
 	}
 
@@ -116,6 +125,11 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (pick another address with --http)", cfg.HTTP.Addr, err)
 	}
+	if cfg.HTTP.PublicURL == config.Default().HTTP.PublicURL {
+		// Links to the console (the gateway's URL elicitations, Slack cards)
+		// point where this process listens.
+		cfg.HTTP.PublicURL = "http://" + ln.Addr().String()
+	}
 
 	deps, err := connectDeps(ctx, cfg, log, "airlock-dev")
 	if err != nil {
@@ -128,11 +142,26 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		return err
 	}
 	names := serviceNames()
-	services, err := buildServices(ctx, deps, names)
+	services, err := buildServices(ctx, deps, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "gateway" }))
 	if err != nil {
 		ln.Close()
 		return err
 	}
+	// The gateway is a front-end: it runs as its own NATS user, as in production.
+	gwCfg := cfg
+	creds.Apply(&gwCfg, natsauth.RoleGateway)
+	gwDeps, err := connect(ctx, gwCfg, log, "airlock-dev-gateway", false)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer func() { _ = bus.Drain(gwDeps.NC, cfg.NATS.DrainTimeout) }()
+	gw, err := buildServices(ctx, gwDeps, []string{"gateway"})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	services = append(services, gw...)
 	e := newHTTP(deps, names, services...)
 	agents, err := natsauth.AgentCredentials(creds.AgentsDir())
 	if err != nil {
@@ -149,9 +178,9 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
   services  %s
   data      %s
 %s%s%s            add an agent: airlock agents add NAME   (its credential lands in %s)
-Press Ctrl-C to stop.
+%sPress Ctrl-C to stop.
 `, ns.URL(), filepath.Join(cfg.Dev.DataDir, "nats"), syncText(cfg.Dev.Sync), ln.Addr(), strings.Join(names, ", "), cfg.Dev.DataDir,
-		auditText, consoleText, agentLines.String(), creds.AgentsDir())
+		auditText, consoleText, agentLines.String(), creds.AgentsDir(), gatewayText(cfg, ln.Addr().String()))
 	go followAgents(ctx, creds, cfg, ns, log)
 	err = run(ctx, deps, services, e, ln)
 	fmt.Fprintln(os.Stdout, "airlock dev stopped")
@@ -219,6 +248,10 @@ func connect(ctx context.Context, cfg config.Config, log *slog.Logger, name stri
 	}
 	return svc.Deps{Config: cfg, Log: log, NC: nc, JS: js, Metrics: obs.NewMetrics()}, nil
 }
+
+// localDSNFile holds the DSN of the ClickHouse `airlock dev --clickhouse-local`
+// started, while it runs.
+func localDSNFile(dataDir string) string { return filepath.Join(dataDir, "clickhouse.dsn") }
 
 func syncText(s string) string {
 	if s == "always" {

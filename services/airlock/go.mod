@@ -10,10 +10,12 @@ require (
 	github.com/airlock-gate/airlock/services/audit v0.0.0
 	github.com/airlock-gate/airlock/services/console v0.0.0
 	github.com/airlock-gate/airlock/services/executor v0.0.0
+	github.com/airlock-gate/airlock/services/gateway v0.0.0
 	github.com/airlock-gate/airlock/services/policy v0.0.0
 	github.com/airlock-gate/airlock/services/shared v0.0.0
 	github.com/airlock-gate/airlock/services/slack v0.0.0
 	github.com/labstack/echo/v4 v4.16.0
+	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/slack-go/slack v0.34.0
@@ -52,7 +54,6 @@ require (
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.22 // indirect
 	github.com/minio/highwayhash v1.0.4 // indirect
-	github.com/modelcontextprotocol/go-sdk v1.8.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
@@ -97,6 +98,7 @@ replace (
 	github.com/airlock-gate/airlock/services/audit => ../audit
 	github.com/airlock-gate/airlock/services/console => ../console
 	github.com/airlock-gate/airlock/services/executor => ../executor
+	github.com/airlock-gate/airlock/services/gateway => ../gateway
 	github.com/airlock-gate/airlock/services/policy => ../policy
 	github.com/airlock-gate/airlock/services/shared => ../shared
 	github.com/airlock-gate/airlock/services/slack => ../slack

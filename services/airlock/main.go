@@ -21,6 +21,10 @@ func main() {
 			os.Exit(ex.code)
 		}
 		fmt.Fprintln(os.Stderr, "airlock:", err)
+		var usage usageError
+		if errors.As(err, &usage) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,12 +35,15 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&g.configFile, "config", os.Getenv("AIRLOCK_CONFIG"), "YAML config file (env AIRLOCK_CONFIG); every setting has a default")
-	root.PersistentFlags().StringVar(&g.natsURL, "nats", "", "NATS URL (default the config's nats.url, nats://127.0.0.1:4222 for `airlock dev`)")
+	root.PersistentFlags().StringVar(&g.natsURL, "nats", "", "NATS URL (default the config's nats.url; nats://127.0.0.1:4222 for airlock dev)")
+	// A mistyped flag is a usage error like any other: exit status 2.
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageErr(cmd, "%v", err) })
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "", "debug, info, warn or error")
 	root.AddCommand(
 		newDevCmd(g),
 		newServeCmd(g),
 		newCallCmd(g),
+		newAwaitCmd(g),
 		newBenchCmd(g),
 		newApprovalsCmd(g),
 		newUsersCmd(g),
@@ -50,6 +54,7 @@ func newRootCmd() *cobra.Command {
 		newNATSCmd(g),
 		newKeysCmd(),
 		newChaosCmd(),
+		newGatewayCmd(g),
 	)
 	return root
 }
@@ -118,7 +123,30 @@ func startCPUProfile(path string) (stop func(), err error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
+// usageError is a mistake in how a command was called: the process exits
+// with status 2, as every command's help says.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
 // usageErr is a usage mistake, with where to read the command's help.
 func usageErr(cmd *cobra.Command, format string, args ...any) error {
-	return fmt.Errorf("%s (see `%s --help`)", fmt.Sprintf(format, args...), cmd.CommandPath())
+	return usageError{fmt.Sprintf("%s (see `%s --help`)", fmt.Sprintf(format, args...), cmd.CommandPath())}
+}
+
+// exactArgs is cobra.ExactArgs whose complaint is a usage error that says
+// what the arguments are (named like the command's Use line), and, for a
+// text given where a flag was expected, which flag takes it.
+func exactArgs(n int, textFlag string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(args) == n:
+			return nil
+		case len(args) > n && textFlag != "":
+			return usageErr(cmd, "unexpected %q: give the text with %s %q", strings.Join(args[n:], " "), textFlag, strings.Join(args[n:], " "))
+		case len(args) > n:
+			return usageErr(cmd, "unexpected %q: %s takes %d argument(s): %s", strings.Join(args[n:], " "), cmd.CommandPath(), n, cmd.Use)
+		}
+		return usageErr(cmd, "missing argument: %s", cmd.Use)
+	}
 }

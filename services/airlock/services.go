@@ -17,9 +17,11 @@ import (
 	"github.com/airlock-gate/airlock/services/audit"
 	"github.com/airlock-gate/airlock/services/console"
 	"github.com/airlock-gate/airlock/services/executor"
+	"github.com/airlock-gate/airlock/services/gateway"
 	"github.com/airlock-gate/airlock/services/policy"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/obs"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -38,6 +40,7 @@ func constructors() map[string]func(context.Context, svc.Deps) (svc.Service, err
 		"console": func(ctx context.Context, d svc.Deps) (svc.Service, error) {
 			return console.New(ctx, d, console.Options{Audit: newConsoleAudit(d)})
 		},
+		"gateway": func(_ context.Context, d svc.Deps) (svc.Service, error) { return gateway.New(d) },
 	}
 }
 
@@ -80,6 +83,14 @@ func newHTTP(deps svc.Deps, names []string, services ...svc.Service) *echo.Echo 
 		if r, ok := s.(interface{ Register(*echo.Echo) }); ok {
 			r.Register(e)
 		}
+		// Plain handlers by path (the MCP gateway's endpoints).
+		if r, ok := s.(interface {
+			Routes() map[string]http.Handler
+		}); ok {
+			for path, h := range r.Routes() {
+				e.Any(path, echo.WrapHandler(h))
+			}
+		}
 	}
 	mountSlack(e, deps)
 	return e
@@ -95,6 +106,8 @@ func endpointsOf(names []string) []string {
 			out = append(out, approvalapi.Service)
 		case "policy":
 			out = append(out, policyapi.Service)
+		case "executor":
+			out = append(out, executorapi.Service)
 		}
 	}
 	return out

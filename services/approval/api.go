@@ -5,18 +5,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
@@ -201,6 +206,11 @@ func (s *Service) Decide(ctx context.Context, req *airlockv1.DecideRequest) (*ai
 		return nil, err
 	}
 	d := domain.Decision{Kind: kind, By: by, Reason: req.GetReason(), Edited: req.GetEditedArguments(), SawDigest: req.GetArgumentsDigest()}
+	if d.Edited != nil && kind == domain.Approve {
+		if d.Redecided, err = s.redecide(ctx, ref, d.Edited); err != nil {
+			return nil, err
+		}
+	}
 	return s.decideRef(ctx, ref, d)
 }
 
@@ -212,6 +222,33 @@ func (s *Service) recordStale(ctx context.Context, latest callref.Ref, rev uint3
 		call.Revision = rev
 		s.refusedDecision(ctx, call, by, kind.Action(), domain.RefusedStale, apiMessage(err))
 	}
+}
+
+// redecide asks the policy about the call of ref with the edited
+// arguments: an edit is a new call as far as the policy goes, so a deny
+// rule or a stricter ask applies to it (the domain merges the answer). The
+// policy service answers on airlock.api.policy.eval; when it does not, the
+// edit is refused (fail closed) and nothing changes.
+func (s *Service) redecide(ctx context.Context, ref callref.Ref, edited *structpb.Struct) (*airlockv1.Decision, error) {
+	rec, _, err := s.store.get(ctx, ref.Key())
+	if err != nil {
+		return nil, s.storeErr(ref, err)
+	}
+	call := proto.Clone(rec.GetCall()).(*airlockv1.ToolCall)
+	call.Arguments = edited
+	if r := ingress.Call(call); r != nil {
+		return nil, apierr.New(apierr.InvalidRequest, "the edited arguments cannot be used: %s", r.Reason)
+	}
+	d, err := s.evalPolicy(ctx, call)
+	switch {
+	case apierr.CodeOf(err) == apierr.InvalidRequest:
+		return nil, apierr.New(apierr.InvalidRequest, "the edited arguments cannot be used: %s", apiMessage(err))
+	case err != nil:
+		return nil, apierr.Wrap(apierr.Unavailable, err, "the policy service did not answer, so the edited arguments could not be checked and were not approved: try again in a moment")
+	case d == nil:
+		return nil, apierr.New(apierr.Unavailable, "the policy service answered without a decision, so the edited arguments were not approved: try again in a moment")
+	}
+	return d, nil
 }
 
 func (s *Service) decideRef(ctx context.Context, ref callref.Ref, d domain.Decision) (*airlockv1.DecideResponse, error) {
@@ -230,7 +267,7 @@ func (s *Service) decideRef(ctx context.Context, ref callref.Ref, d domain.Decis
 	if out.Refused != "" {
 		s.refusedDecision(ctx, rec.GetCall(), d.By, d.Kind.Action(), out.Refused, out.Message)
 	}
-	return &airlockv1.DecideResponse{Record: rec, Changed: wrote && out.Applied, Message: out.Message}, nil
+	return &airlockv1.DecideResponse{Record: calls.Showable(rec), Changed: wrote && out.Applied, Message: out.Message}, nil
 }
 
 // Get returns the record of a call revision, the newest when the request
@@ -249,16 +286,23 @@ func (s *Service) Get(ctx context.Context, req *airlockv1.GetRequest) (*airlockv
 	if err != nil {
 		return nil, s.storeErr(ref, err)
 	}
-	return &airlockv1.GetResponse{Record: rec}, nil
+	return &airlockv1.GetResponse{Record: calls.Showable(rec)}, nil
 }
 
 // List returns records matching every filter set, newest first (endpoint
 // "list"). It reads this replica's index, which follows the bucket within
-// milliseconds.
+// milliseconds. Each record is abridged (calls.Abridged) and a reply holds
+// only as many as fit in listReplyBytes; next_page_token continues the list.
+// However large the calls one agent sends, no reviewer's list grows past
+// what the bus carries.
 func (s *Service) List(_ context.Context, req *airlockv1.ListRequest) (*airlockv1.ListResponse, error) {
 	limit := int(req.GetLimit())
 	if limit <= 0 || limit > listLimit {
 		limit = listLimit
+	}
+	after, err := parsePageToken(req.GetPageToken())
+	if err != nil {
+		return nil, err
 	}
 	states := map[airlockv1.ApprovalState]bool{}
 	for _, st := range req.GetStates() {
@@ -270,12 +314,69 @@ func (s *Service) List(_ context.Context, req *airlockv1.ListRequest) (*airlockv
 			(req.GetAgentId() == "" || c.GetAgentId() == req.GetAgentId()) &&
 			(req.GetThreadId() == "" || c.GetThreadId() == req.GetThreadId()) &&
 			(req.GetTool() == "" || c.GetTool() == req.GetTool() || c.GetServer()+"__"+c.GetTool() == req.GetTool()) &&
-			r.GetDecision().GetRisk() >= req.GetMinRisk()
+			r.GetDecision().GetRisk() >= req.GetMinRisk() &&
+			(after == nil || after.before(r))
 	})
-	if len(recs) > limit {
-		recs = recs[:limit]
+	resp := &airlockv1.ListResponse{}
+	budget, size := s.listReplyBytes(), 0
+	for _, r := range recs {
+		if len(resp.Records) == limit {
+			break
+		}
+		// One record whose values JSON cannot hold must not break the
+		// list, nor one agent's large calls every reviewer's.
+		shown := calls.Abridged(r)
+		data, err := protojson.Marshal(shown)
+		if err != nil {
+			s.deps.Log.Warn("approval: a record that cannot be listed is left out", "call", domain.RefOf(r).String(), "err", err)
+			continue
+		}
+		if len(resp.Records) > 0 && size+len(data) > budget {
+			resp.NextPageToken = pageTokenOf(resp.Records[len(resp.Records)-1])
+			break
+		}
+		resp.Records, size = append(resp.Records, shown), size+len(data)+1
 	}
-	return &airlockv1.ListResponse{Records: recs}, nil
+	return resp, nil
+}
+
+// listReplyBytes is how much encoded record a list reply may hold: half of
+// what the connection's server lets a message carry (max_payload), leaving
+// room for the rest of the reply.
+func (s *Service) listReplyBytes() int {
+	if n := s.deps.NC.MaxPayload(); n > 0 {
+		return int(n / 2)
+	}
+	return 512 << 10
+}
+
+// pagePos is where a list page ended: the last record's creation time and
+// key. Lists are ordered newest first, then by key (index.selectRecords).
+type pagePos struct {
+	created int64
+	key     string
+}
+
+// before reports whether rec comes after the position in list order.
+func (p *pagePos) before(rec *airlockv1.ApprovalRecord) bool {
+	c := rec.GetCreatedAt().AsTime().UnixNano()
+	return c < p.created || c == p.created && domain.RefOf(rec).Key() > p.key
+}
+
+func pageTokenOf(rec *airlockv1.ApprovalRecord) string {
+	return strconv.FormatInt(rec.GetCreatedAt().AsTime().UnixNano(), 10) + "~" + domain.RefOf(rec).Key()
+}
+
+func parsePageToken(tok string) (*pagePos, error) {
+	if tok == "" {
+		return nil, nil
+	}
+	created, key, ok := strings.Cut(tok, "~")
+	n, err := strconv.ParseInt(created, 10, 64)
+	if !ok || err != nil || key == "" {
+		return nil, apierr.New(apierr.InvalidRequest, "page_token %q is not one a list reply gave: pass its next_page_token as it is", tok)
+	}
+	return &pagePos{created: n, key: key}, nil
 }
 
 // Cancel withdraws a pending call on behalf of a person (endpoint "cancel"):
@@ -294,7 +395,7 @@ func (s *Service) Cancel(ctx context.Context, req *airlockv1.CancelRequest) (*ai
 	if err != nil {
 		return nil, err
 	}
-	return &airlockv1.CancelResponse{Record: rec, Changed: changed}, nil
+	return &airlockv1.CancelResponse{Record: calls.Showable(rec), Changed: changed}, nil
 }
 
 // newest is the newest revision of a call: cancelling withdraws whatever
@@ -329,7 +430,8 @@ func (s *Service) cancelRef(ctx context.Context, ref callref.Ref, by *airlockv1.
 // ApproveThread approves the pending calls of one agent's thread that the
 // reviewer was shown and confirmed (endpoint "approve_thread"): exactly the
 // revisions listed in calls, each still pending, of agent_id, in thread_id,
-// each authorized on its own. A thread id is chosen by its agent, so it
+// each authorized on its own, each vote for the arguments_digest the
+// reviewer was shown (a call edited since is not approved). A thread id is chosen by its agent, so it
 // never reaches another agent's calls, and a call that joined the thread
 // after the reviewer looked is not approved. Calls the principal may not
 // approve, or that are no longer pending, are listed in refused with why.
@@ -346,6 +448,11 @@ func (s *Service) ApproveThread(ctx context.Context, req *airlockv1.ApproveThrea
 	}
 	if len(req.GetCalls()) == 0 {
 		return nil, apierr.New(apierr.InvalidRequest, "calls is empty: list the call revisions the reviewer was shown (list the thread's pending calls first)")
+	}
+	for _, c := range req.GetCalls() {
+		if c.GetArgumentsDigest() == "" {
+			return nil, apierr.New(apierr.InvalidRequest, "calls: %s/%s names no arguments_digest: give each call revision with the arguments_digest of the arguments the reviewer was shown", c.GetAgentId(), c.GetCallId())
+		}
 	}
 	resp := &airlockv1.ApproveThreadResponse{Refused: map[string]string{}}
 	for _, c := range req.GetCalls() {
@@ -371,9 +478,15 @@ func (s *Service) ApproveThread(ctx context.Context, req *airlockv1.ApproveThrea
 			resp.Refused[ref.String()] = domain.Settled(rec)
 			continue
 		}
-		r, err := s.decideRef(ctx, ref, domain.Decision{Kind: domain.Approve, By: by, Reason: req.GetReason(), SawDigest: rec.GetArgumentsDigest()})
-		if err != nil {
+		// The vote is for the arguments the reviewer was shown: after an
+		// edit they saw other ones, and the domain does not count it.
+		r, err := s.decideRef(ctx, ref, domain.Decision{Kind: domain.Approve, By: by, Reason: req.GetReason(), SawDigest: c.GetArgumentsDigest()})
+		switch {
+		case err != nil:
 			resp.Refused[ref.String()] = apiMessage(err)
+			continue
+		case !r.GetChanged() && r.GetRecord().GetState() == domain.Pending && r.GetRecord().GetArgumentsDigest() != c.GetArgumentsDigest():
+			resp.Refused[ref.String()] = r.GetMessage()
 			continue
 		}
 		resp.Results = append(resp.Results, r)

@@ -3,11 +3,14 @@ package approval_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -19,6 +22,8 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/notify"
+	"github.com/airlock-gate/airlock/services/shared/policyapi"
+	"github.com/airlock-gate/airlock/services/shared/rpc"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -38,11 +43,21 @@ type world struct {
 	stops  []func()
 	// replica are the dependencies of the replica started last.
 	replica svc.Deps
+	// evalPolicy answers airlock.api.policy.eval, as the policy service
+	// would: the approval service re-decides edited arguments with it.
+	evalMu     sync.Mutex
+	evalPolicy func(*airlockv1.ToolCall) *airlockv1.Decision
+	stopEval   func()
 }
 
 func newWorld(t testing.TB, tweak ...func(*config.Config)) *world {
 	t.Helper()
-	n := testenv.StartNATS(t)
+	return newWorldOn(t, testenv.StartNATS(t), tweak...)
+}
+
+// newWorldOn is newWorld on a server the test started.
+func newWorldOn(t testing.TB, n *testenv.NATS, tweak ...func(*config.Config)) *world {
+	t.Helper()
 	cfg := testenv.Config(n.URL())
 	cfg.Approval.Groups = map[string][]string{"reviewers": {"alice", "bob", "carol"}, "oncall": {"dave"}}
 	cfg.Console.Users = []config.User{{Name: "erin", Groups: []string{"reviewers"}}}
@@ -55,7 +70,44 @@ func newWorld(t testing.TB, tweak ...func(*config.Config)) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &world{t: t, nats: n, cfg: cfg, deps: deps, js: js, api: approvalapi.New(nc, fk, "console"), policy: deps.Publisher("policy")}
+	w := &world{t: t, nats: n, cfg: cfg, deps: deps, js: js, api: approvalapi.New(nc, fk, "console"), policy: deps.Publisher("policy")}
+	w.servePolicyEval(nc)
+	return w
+}
+
+// servePolicyEval stands in for the policy service's eval endpoint: by
+// default it asks reviewers about every call, like the default policy's
+// "write" rule; a test sets w.evalPolicy to answer otherwise.
+func (w *world) servePolicyEval(nc *nats.Conn) {
+	w.t.Helper()
+	srv, err := micro.AddService(nc, micro.Config{Name: policyapi.Service, Version: "0.0.1"})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.stopEval = func() { _ = srv.Stop() }
+	w.t.Cleanup(w.stopEval)
+	h := rpc.Handle(slog.Default(), func() *airlockv1.PolicyEvalRequest { return &airlockv1.PolicyEvalRequest{} },
+		func(_ context.Context, req *airlockv1.PolicyEvalRequest) (*airlockv1.PolicyEvalResponse, error) {
+			w.evalMu.Lock()
+			fn := w.evalPolicy
+			w.evalMu.Unlock()
+			d := &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, RuleId: "write", Risk: airlockv1.Risk_RISK_MEDIUM,
+				Approvers: []string{"group:reviewers"}, Quorum: 1, Reason: "writes need a person"}
+			if fn != nil {
+				d = fn(req.GetCall())
+			}
+			return &airlockv1.PolicyEvalResponse{Decision: d}, nil
+		})
+	if err := srv.AddEndpoint("eval", h, micro.WithEndpointSubject(policyapi.Eval)); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// answerEval makes the stand-in policy answer eval requests with fn.
+func (w *world) answerEval(fn func(*airlockv1.ToolCall) *airlockv1.Decision) {
+	w.evalMu.Lock()
+	w.evalPolicy = fn
+	w.evalMu.Unlock()
 }
 
 // start runs one replica of the service with its own connection.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -188,19 +189,31 @@ func (ix *index) latestRevision(ref callref.Ref) callref.Ref {
 	return ref.WithRev(ix.latest[ref.CallKey()])
 }
 
-// select returns the records that keep returns true for, newest first.
+// select returns the records that keep returns true for, newest first,
+// records created at the same time by key (an order list pages rely on).
 func (ix *index) selectRecords(keep func(*airlockv1.ApprovalRecord) bool) []*airlockv1.ApprovalRecord {
 	ix.mu.RLock()
-	var out []*airlockv1.ApprovalRecord
+	type entry struct {
+		key string
+		rec *airlockv1.ApprovalRecord
+	}
+	var found []entry
 	for _, rec := range ix.recs {
 		if keep(rec) {
-			out = append(out, rec)
+			found = append(found, entry{domain.RefOf(rec).Key(), rec})
 		}
 	}
 	ix.mu.RUnlock()
-	slices.SortFunc(out, func(a, b *airlockv1.ApprovalRecord) int {
-		return b.GetCreatedAt().AsTime().Compare(a.GetCreatedAt().AsTime())
+	slices.SortFunc(found, func(a, b entry) int {
+		if c := b.rec.GetCreatedAt().AsTime().Compare(a.rec.GetCreatedAt().AsTime()); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key, b.key)
 	})
+	out := make([]*airlockv1.ApprovalRecord, len(found))
+	for i, e := range found {
+		out[i] = e.rec
+	}
 	return out
 }
 

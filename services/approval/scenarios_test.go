@@ -2,6 +2,7 @@ package approval_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/canon"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -356,4 +358,86 @@ func TestLaterRevisionAllowedByPolicyCancelsThePendingOne(t *testing.T) {
 	if evs := w.events("bot", "s1", "approved"); len(evs) != 0 {
 		t.Fatalf("approved events %v", evs)
 	}
+}
+
+// TestAnEditIsRedecidedByThePolicy: edited arguments are a new call as far
+// as the policy goes. A deny refuses the edit (recorded), a stricter ask
+// applies to the edited call, an allow leaves the reviewer's approval as
+// it is, and without an answer from the policy nothing is approved.
+func TestAnEditIsRedecidedByThePolicy(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	secret, _ := structpb.NewStruct(map[string]any{"path": "secret/keys.txt", "text": "x"})
+	ask := func(d *airlockv1.Decision) func(*airlockv1.ToolCall) *airlockv1.Decision {
+		return func(*airlockv1.ToolCall) *airlockv1.Decision { d.Action = airlockv1.Action_ACTION_ASK; return d }
+	}
+	tests := []struct {
+		name      string
+		policy    func(*airlockv1.ToolCall) *airlockv1.Decision
+		editor    string
+		wantCode  apierr.Code
+		wantState airlockv1.ApprovalState
+		wantVotes string // "1/2": votes of quorum
+		wantRisk  airlockv1.Risk
+		wantWhy   string
+	}{
+		{"a_deny_rule_refuses_the_edit_and_the_call_stays_pending",
+			func(*airlockv1.ToolCall) *airlockv1.Decision {
+				return &airlockv1.Decision{Action: airlockv1.Action_ACTION_DENY, RuleId: "no-secrets", Reason: "secret/ is off limits"}
+			}, "carol", apierr.NotAuthorized, airlockv1.ApprovalState_APPROVAL_STATE_PENDING, "0/1", airlockv1.Risk_RISK_UNSPECIFIED, "the policy denies the call with the edited arguments (rule no-secrets: secret/ is off limits)"},
+		{"a_stricter_ask_raises_risk_and_quorum_of_the_edited_call",
+			ask(&airlockv1.Decision{RuleId: "secrets", Risk: airlockv1.Risk_RISK_CRITICAL, Quorum: 2, Approvers: []string{"group:reviewers"}, Reason: "secrets need two"}),
+			"carol", "", airlockv1.ApprovalState_APPROVAL_STATE_PENDING, "1/2", airlockv1.Risk_RISK_CRITICAL, ""},
+		{"other_approvers_for_the_edited_call_refuse_an_editor_outside_them",
+			ask(&airlockv1.Decision{RuleId: "secrets", Approvers: []string{"group:oncall"}, Reason: "on-call decides secrets"}),
+			"carol", apierr.NotAuthorized, airlockv1.ApprovalState_APPROVAL_STATE_PENDING, "0/1", airlockv1.Risk_RISK_UNSPECIFIED, "carol is not among the approvers"},
+		{"an_allow_keeps_the_reviewers_approval",
+			func(*airlockv1.ToolCall) *airlockv1.Decision {
+				return &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW, RuleId: "tmp"}
+			},
+			"carol", "", airlockv1.ApprovalState_APPROVAL_STATE_APPROVED, "1/1", airlockv1.Risk_RISK_UNSPECIFIED, ""},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := fmt.Sprintf("re%d", i)
+			w.pending(&airlockv1.ToolCall{CallId: id}, nil)
+			w.answerEval(tt.policy)
+			resp, err := w.api.Decide(context.Background(), &airlockv1.DecideRequest{AgentId: "bot", CallId: id, Kind: approve, EditedArguments: secret,
+				Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: tt.editor}})
+			if tt.wantCode != "" {
+				mustCode(t, err, tt.wantCode)
+				if !strings.Contains(err.Error(), tt.wantWhy) {
+					t.Errorf("refusal %q does not say %q", err, tt.wantWhy)
+				}
+				testenv.Eventually(t, 5*time.Second, "the refused edit to be recorded", func() bool {
+					return len(w.events("bot", id, subject.UnauthorizedAttempt)) == 1
+				})
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			rec, err := w.api.Get(context.Background(), "bot", id, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprintf("%d/%d", len(rec.GetVotes()), max(rec.GetDecision().GetQuorum(), 1)); rec.GetState() != tt.wantState || got != tt.wantVotes {
+				t.Errorf("record %s with %s votes, want %s with %s (answer %v)", rec.GetState(), got, tt.wantState, tt.wantVotes, resp)
+			}
+			if tt.wantCode != "" && rec.GetEditedArguments() != nil {
+				t.Errorf("a refused edit was stored: %v", rec.GetEditedArguments())
+			}
+			if tt.wantRisk != airlockv1.Risk_RISK_UNSPECIFIED && rec.GetDecision().GetRisk() != tt.wantRisk {
+				t.Errorf("risk %s, want %s", rec.GetDecision().GetRisk(), tt.wantRisk)
+			}
+		})
+	}
+	t.Run("without_an_answer_from_the_policy_nothing_is_approved", func(t *testing.T) {
+		w.pending(&airlockv1.ToolCall{CallId: "re-down"}, nil)
+		w.stopEval()
+		_, err := w.api.Decide(context.Background(), &airlockv1.DecideRequest{AgentId: "bot", CallId: "re-down", Kind: approve, EditedArguments: secret,
+			Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "carol"}})
+		mustCode(t, err, apierr.Unavailable)
+		if rec, _ := w.api.Get(context.Background(), "bot", "re-down", 0); rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING || len(rec.GetVotes()) != 0 {
+			t.Errorf("the call changed without the policy's answer: %v", rec)
+		}
+	})
 }

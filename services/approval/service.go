@@ -33,6 +33,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/notify"
+	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -60,6 +61,10 @@ type Service struct {
 	decisions, frontend seal.Key
 
 	bg sync.WaitGroup // notifier updates running after a decision was answered
+
+	// evalPolicy decides a call with the policy in force (airlock.api.policy.eval):
+	// an edit is re-decided before it is approved.
+	evalPolicy func(context.Context, *airlockv1.ToolCall) (*airlockv1.Decision, error)
 
 	// Touched by the sweeper's goroutine only.
 	grantSwept     time.Time
@@ -125,6 +130,12 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		frontend:  fk,
 
 		expiryRecorded: map[string]bool{},
+	}
+	policy := policyapi.New(deps.NC, seal.Key{}, "approval")
+	s.evalPolicy = func(ctx context.Context, call *airlockv1.ToolCall) (*airlockv1.Decision, error) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return policy.Eval(ctx, call)
 	}
 	s.fan = &fanout{notifiers: notifiers, timeout: a.NotifyTimeout, log: deps.Log.With("service", "approval"), record: s.recordNotified}
 	return s, nil

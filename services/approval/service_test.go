@@ -2,18 +2,22 @@ package approval_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -78,10 +82,13 @@ func TestApproveThreadAuthorizesEachCall(t *testing.T) {
 	w.pending(&airlockv1.ToolCall{CallId: "t4", ThreadId: "other"}, nil)
 	w.pending(&airlockv1.ToolCall{CallId: "t5", ThreadId: "th", AgentId: "evil"}, nil)
 	var listed []*airlockv1.CallRef
-	for _, id := range []string{"t1", "t2", "t3", "t4"} {
-		listed = append(listed, &airlockv1.CallRef{AgentId: "bot", CallId: id, Revision: 1})
+	for _, c := range []struct{ agent, id string }{{"bot", "t1"}, {"bot", "t2"}, {"bot", "t3"}, {"bot", "t4"}, {"evil", "t5"}} {
+		rec, err := w.api.Get(context.Background(), c.agent, c.id, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed = append(listed, &airlockv1.CallRef{AgentId: c.agent, CallId: c.id, Revision: 1, ArgumentsDigest: rec.GetArgumentsDigest()})
 	}
-	listed = append(listed, &airlockv1.CallRef{AgentId: "evil", CallId: "t5", Revision: 1})
 	resp, err := w.api.ApproveThread(context.Background(), &airlockv1.ApproveThreadRequest{AgentId: "bot", ThreadId: "th", Principal: human("alice"), Calls: listed})
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +107,112 @@ func TestApproveThreadAuthorizesEachCall(t *testing.T) {
 	}
 	if rec, _ := w.api.Get(context.Background(), "bot", "t4", 0); rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
 		t.Fatal("a call of another thread was approved")
+	}
+}
+
+// A thread approval is a vote for the arguments the reviewer was shown
+// (each call's digest as the preview listed it): after alice edited a call
+// that needs two approvals, bob's approval of the thread he saw before the
+// edit does not count for her arguments; it counts once he saw them.
+func TestApproveThreadVotesOnlyForTheArgumentsTheReviewerWasShown(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.answerEval(func(*airlockv1.ToolCall) *airlockv1.Decision {
+		return &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, RuleId: "write", Quorum: 2, Approvers: []string{"group:reviewers"}}
+	})
+	shown := w.pending(&airlockv1.ToolCall{CallId: "e1", ThreadId: "th"}, &airlockv1.Decision{Quorum: 2, Approvers: []string{"group:reviewers"}})
+	edited, _ := structpb.NewStruct(map[string]any{"path": "/tmp/x", "text": "alice's words"})
+	if _, err := w.api.Decide(context.Background(), &airlockv1.DecideRequest{AgentId: "bot", CallId: "e1", Revision: 1, Kind: approve,
+		Principal: human("alice"), EditedArguments: edited, ArgumentsDigest: shown.GetArgumentsDigest()}); err != nil {
+		t.Fatal(err)
+	}
+	thread := func(digest string) *airlockv1.ApproveThreadResponse {
+		t.Helper()
+		resp, err := w.api.ApproveThread(context.Background(), &airlockv1.ApproveThreadRequest{AgentId: "bot", ThreadId: "th", Principal: human("bob"),
+			Calls: []*airlockv1.CallRef{{AgentId: "bot", CallId: "e1", Revision: 1, ArgumentsDigest: digest}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if resp := thread(shown.GetArgumentsDigest()); len(resp.GetResults()) != 0 || !strings.Contains(resp.GetRefused()["bot/e1"], "edited") {
+		t.Fatalf("bob's thread approval of the arguments before the edit: %v", resp)
+	}
+	now := w.waitState("e1", 1, airlockv1.ApprovalState_APPROVAL_STATE_PENDING)
+	if len(now.GetVotes()) != 1 {
+		t.Fatalf("votes %v, want alice's only", now.GetVotes())
+	}
+	if resp := thread(now.GetArgumentsDigest()); len(resp.GetResults()) != 1 || !resp.GetResults()[0].GetChanged() {
+		t.Fatalf("bob's thread approval of the edited arguments he was shown: %v", resp)
+	}
+	w.waitState("e1", 1, airlockv1.ApprovalState_APPROVAL_STATE_APPROVED)
+}
+
+func TestApproveThreadNeedsTheDigestEachCallWasShownWith(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.pending(&airlockv1.ToolCall{CallId: "d1", ThreadId: "th"}, nil)
+	_, err := w.api.ApproveThread(context.Background(), &airlockv1.ApproveThreadRequest{AgentId: "bot", ThreadId: "th", Principal: human("alice"),
+		Calls: []*airlockv1.CallRef{{AgentId: "bot", CallId: "d1", Revision: 1}}})
+	mustCode(t, err, apierr.InvalidRequest)
+	w.waitState("d1", 1, airlockv1.ApprovalState_APPROVAL_STATE_PENDING)
+}
+
+// One agent's calls with large arguments must not make the list too large
+// to send: records are abridged (arguments left out, with a preview) and
+// pages stay under the connection's max_payload; following
+// next_page_token lists every record once.
+func TestListAbridgesLargeRecordsAndPagesWithinTheMessageLimit(t *testing.T) {
+	// A server with a small max_payload (production keeps NATS's 1 MiB),
+	// so that the pages show with a few dozen records.
+	w := newWorldOn(t, testenv.StartNATSWith(t, embedded.Options{MaxPayload: 64 << 10}))
+	w.start()
+	big := strings.Repeat("A", 40<<10)
+	const n = 40
+	for i := range n {
+		args, _ := structpb.NewStruct(map[string]any{"path": "big.txt", "content": big})
+		w.pending(&airlockv1.ToolCall{CallId: fmt.Sprintf("big%d", i), AgentId: "evil", Arguments: args, Reason: strings.Repeat("why ", 1000)}, nil)
+	}
+	w.pending(&airlockv1.ToolCall{CallId: "small"}, nil)
+	seen := map[string]int{}
+	testenv.Eventually(t, 10*time.Second, "every record in the list", func() bool {
+		clear(seen)
+		token, pages := "", 0
+		for {
+			resp, err := w.api.List(context.Background(), &airlockv1.ListRequest{PageToken: token})
+			if err != nil {
+				t.Fatalf("list: %v", err)
+			}
+			pages++
+			for _, r := range resp.GetRecords() {
+				seen[r.GetCall().GetCallId()]++
+				if strings.HasPrefix(r.GetCall().GetCallId(), "big") && (!r.GetAbridged() || r.GetCall().GetArguments() != nil ||
+					!strings.HasPrefix(r.GetArgumentsPreview(), `{"content":"AAAA`) || len(r.GetCall().GetReason()) > calls.ListReasonBytes+4) {
+					t.Fatalf("a large record was listed whole: abridged=%v preview=%.40q reason %d bytes", r.GetAbridged(), r.GetArgumentsPreview(), len(r.GetCall().GetReason()))
+				}
+				if r.GetCall().GetCallId() == "small" && (r.GetAbridged() || r.GetCall().GetArguments() == nil) {
+					t.Fatalf("a small record was abridged: %v", r)
+				}
+			}
+			if token = resp.GetNextPageToken(); token == "" || pages > n+1 {
+				break
+			}
+		}
+		if pages < 2 {
+			t.Fatalf("%d records in one page under a 64 KiB max_payload", len(seen))
+		}
+		return len(seen) == n+1
+	})
+	for id, k := range seen {
+		if k != 1 {
+			t.Errorf("%s listed %d times", id, k)
+		}
+	}
+	if rec, err := w.api.Get(context.Background(), "evil", "big3", 0); err != nil || rec.GetAbridged() || len(rec.GetCall().GetArguments().GetFields()["content"].GetStringValue()) != len(big) {
+		t.Fatalf("get does not return the whole record: %v", err)
+	}
+	if _, err := w.api.List(context.Background(), &airlockv1.ListRequest{PageToken: "not a token"}); apierr.CodeOf(err) != apierr.InvalidRequest {
+		t.Fatalf("a made-up page token: %v", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -115,7 +116,7 @@ func (con *Console) apiSubmit(c echo.Context) error {
 	if err != nil {
 		return apierr.Wrap(apierr.Unavailable, err, "the call could not be stored: try again")
 	}
-	return c.JSON(http.StatusAccepted, submitResponse{CallID: id, Status: "submitted", Await: "/api/v1/calls/" + id + "?wait=30s"})
+	return c.JSON(http.StatusAccepted, submitResponse{CallID: id, Status: "submitted", Await: "/api/v1/calls/" + url.PathEscape(id) + "?wait=30s"})
 }
 
 // awaitResponse is the body of GET /api/v1/calls/{id}: the SDK's outcome, or
@@ -197,20 +198,26 @@ func (con *Console) callExists(ctx context.Context, agent, id string) error {
 
 // --- reviewers ---
 
+// listedRecord is one record of GET /api/v1/approvals, with what could
+// not be shown as it is.
+type listProblem struct {
+	AgentID  string `json:"agent_id"`
+	CallID   string `json:"call_id"`
+	Revision uint32 `json:"revision"`
+	Problem  string `json:"problem"`
+}
+
+// apiList is GET /api/v1/approvals: the body is a ListResponse's JSON plus
+// "problems". Each record is encoded on its own: one whose values JSON
+// cannot hold is sent with those values as marker strings and named in
+// problems, and one that cannot be encoded at all is left out and named —
+// no single record breaks the list.
 func (con *Console) apiList(c echo.Context) error {
 	states := []airlockv1.ApprovalState{airlockv1.ApprovalState_APPROVAL_STATE_PENDING}
 	if s := c.QueryParam("state"); s != "" {
-		states = nil
-		for _, name := range strings.Split(s, ",") {
-			if name == "decided" {
-				states = append(states, finalStates...)
-				continue
-			}
-			st, ok := parseState(strings.TrimSpace(name))
-			if !ok {
-				return apierr.New(apierr.InvalidRequest, "state %q is not pending, approved, rejected, changes_requested, canceled, expired, executing, completed, failed or decided", name)
-			}
-			states = append(states, st)
+		var err error
+		if states, err = parseStates(s, true); err != nil {
+			return err
 		}
 	}
 	limit := uint64(100)
@@ -221,22 +228,30 @@ func (con *Console) apiList(c echo.Context) error {
 		}
 		limit = n
 	}
-	f := filterFrom(c)
-	resp, err := con.approvals.List(c.Request().Context(), &airlockv1.ListRequest{
-		States: states, AgentId: f.Agent, Tool: f.Tool, MinRisk: calls.ParseRisk(f.Risk), ThreadId: c.QueryParam("thread"), Limit: uint32(limit),
-	})
+	recs, err := con.use.list(c.Request().Context(), states, filterFrom(c), uint32(limit))
 	if err != nil {
 		return err
 	}
-	kept := resp.GetRecords()[:0]
-	for _, rec := range resp.GetRecords() {
-		v := newCallView(rec)
-		if f.matches(&v) {
-			kept = append(kept, rec)
+	out := struct {
+		Records  []json.RawMessage `json:"records"`
+		Problems []listProblem     `json:"problems,omitempty"`
+	}{Records: []json.RawMessage{}}
+	for _, rec := range recs {
+		shown := calls.Showable(rec)
+		data, err := protoJSON.Marshal(shown)
+		ref := listProblem{AgentID: rec.GetCall().GetAgentId(), CallID: rec.GetCall().GetCallId(), Revision: max(rec.GetCall().GetRevision(), 1)}
+		if err != nil {
+			ref.Problem = "the record cannot be encoded as JSON and is left out: " + err.Error()
+			out.Problems = append(out.Problems, ref)
+			continue
+		}
+		out.Records = append(out.Records, data)
+		for _, p := range shown.GetProblems() {
+			ref.Problem = p
+			out.Problems = append(out.Problems, ref)
 		}
 	}
-	resp.Records = kept
-	return protoJSONBlob(c, http.StatusOK, resp)
+	return c.JSON(http.StatusOK, out)
 }
 
 func (con *Console) apiGet(c echo.Context) error {
@@ -244,14 +259,14 @@ func (con *Console) apiGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rec, err := con.record(c.Request().Context(), c.Param("agent"), c.Param("id"), rev)
+	rec, err := con.use.record(c.Request().Context(), c.Param("agent"), c.Param("id"), rev)
 	if err != nil {
 		return err
 	}
-	return protoJSONBlob(c, http.StatusOK, &airlockv1.GetResponse{Record: rec})
+	return protoJSONBlob(c, http.StatusOK, &airlockv1.GetResponse{Record: calls.Showable(rec)})
 }
 
-// timelineJSON is one event of a call in GET /api/v1/approvals/{id}/events.
+// timelineJSON is one event of a call in GET /api/v1/approvals/{agent}/{id}/events.
 type timelineJSON struct {
 	Type     string    `json:"type"`
 	Time     time.Time `json:"time"`
@@ -262,7 +277,7 @@ type timelineJSON struct {
 
 // apiEvents returns every event of the call from the events stream, in order.
 func (con *Console) apiEvents(c echo.Context) error {
-	rec, err := con.record(c.Request().Context(), c.Param("agent"), c.Param("id"), 0)
+	rec, err := con.use.record(c.Request().Context(), c.Param("agent"), c.Param("id"), 0)
 	if err != nil {
 		return err
 	}
@@ -293,23 +308,19 @@ func (con *Console) apiDecide(c echo.Context, kind airlockv1.DecisionKind) error
 	if err := readJSON(c, &b, int64(con.cfg.Limits.MaxRequestBytes)*2); err != nil {
 		return err
 	}
-	reason := b.Reason
+	d := decision{Agent: c.Param("agent"), Call: c.Param("id"), Revision: b.Revision, Kind: kind, Reason: b.Reason, SawDigest: b.ArgumentsDigest}
 	if kind == airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES {
-		reason = firstNonEmpty(b.Feedback, b.Reason)
+		d.Reason = firstNonEmpty(b.Feedback, b.Reason)
 	}
-	var edited *structpb.Struct
 	if b.Arguments != nil {
-		if kind != airlockv1.DecisionKind_DECISION_KIND_APPROVE {
-			return apierr.New(apierr.InvalidRequest, "arguments can only be edited when approving")
-		}
 		raw, _ := json.Marshal(b.Arguments)
 		s, err := parseArguments(string(raw))
 		if err != nil {
 			return err
 		}
-		edited = s
+		d.Edited = s
 	}
-	resp, err := con.decide(c.Request().Context(), principal(c), channel(c), c.Param("agent"), c.Param("id"), b.Revision, b.ArgumentsDigest, kind, reason, edited)
+	resp, err := con.use.decide(c.Request().Context(), principal(c), channel(c), d)
 	if err != nil {
 		return err
 	}
@@ -329,11 +340,16 @@ func (con *Console) apiChanges(c echo.Context) error {
 }
 
 // threadBody is the body of POST /api/v1/threads/{agent}/{thread}/approve:
-// the calls ("<call>.<revision>") the reviewer was shown, e.g. by
-// GET /api/v1/approvals?agent=A&thread=T.
+// the call revisions the reviewer was shown, each with the digest of the
+// arguments they saw (call.call_id, call.revision and arguments_digest of
+// each record GET /api/v1/approvals?agent=A&thread=T listed).
 type threadBody struct {
-	Calls  []string `json:"calls"`
-	Reason string   `json:"reason"`
+	Calls []struct {
+		CallID          string `json:"call_id"`
+		Revision        uint32 `json:"revision"`
+		ArgumentsDigest string `json:"arguments_digest"`
+	} `json:"calls"`
+	Reason string `json:"reason"`
 }
 
 func (con *Console) apiApproveThread(c echo.Context) error {
@@ -341,7 +357,11 @@ func (con *Console) apiApproveThread(c echo.Context) error {
 	if err := readJSON(c, &b, 64<<10); err != nil {
 		return err
 	}
-	resp, err := con.approveThread(c.Request().Context(), principal(c), channel(c), c.Param("agent"), c.Param("thread"), b.Calls, b.Reason)
+	var shown []shownCall
+	for _, sc := range b.Calls {
+		shown = append(shown, shownCall{Call: sc.CallID, Revision: sc.Revision, Digest: sc.ArgumentsDigest})
+	}
+	resp, err := con.use.approveThread(c.Request().Context(), principal(c), channel(c), c.Param("agent"), c.Param("thread"), shown, b.Reason)
 	if err != nil {
 		return err
 	}
@@ -351,21 +371,29 @@ func (con *Console) apiApproveThread(c echo.Context) error {
 // --- grants ---
 
 func (con *Console) apiListGrants(c echo.Context) error {
-	grants, err := con.approvals.ListGrants(c.Request().Context(), c.QueryParam("all") != "")
+	grants, err := con.use.approvals.ListGrants(c.Request().Context(), c.QueryParam("all") != "")
 	if err != nil {
 		return err
 	}
 	return protoJSONBlob(c, http.StatusOK, &airlockv1.ListGrantsResponse{Grants: grants})
 }
 
+// grantBody is the body of POST /api/v1/grants. A grant allows only what
+// it names: pin arguments exactly with argument_values (any JSON value),
+// match string arguments with argument_globs, name arguments that may take
+// any value in any_arguments, and refuse every argument none of them names
+// with only_listed_arguments.
 type grantBody struct {
-	FromCallID    string            `json:"from_call_id"`
-	FromRevision  uint32            `json:"from_revision"`
-	AgentID       string            `json:"agent_id"`
-	Tool          string            `json:"tool"`
-	ArgumentGlobs map[string]string `json:"argument_globs"`
-	Uses          int               `json:"uses"`
-	ExpiresIn     string            `json:"expires_in"`
+	FromCallID          string            `json:"from_call_id"`
+	FromRevision        uint32            `json:"from_revision"`
+	AgentID             string            `json:"agent_id"`
+	Tool                string            `json:"tool"`
+	ArgumentValues      map[string]any    `json:"argument_values"`
+	ArgumentGlobs       map[string]string `json:"argument_globs"`
+	AnyArguments        []string          `json:"any_arguments"`
+	OnlyListedArguments bool              `json:"only_listed_arguments"`
+	Uses                int               `json:"uses"`
+	ExpiresIn           string            `json:"expires_in"`
 }
 
 func (con *Console) apiCreateGrant(c echo.Context) error {
@@ -373,22 +401,26 @@ func (con *Console) apiCreateGrant(c echo.Context) error {
 	if err := readJSON(c, &b, 64<<10); err != nil {
 		return err
 	}
-	var ttl time.Duration
+	in := grantInput{FromAgent: strings.TrimSpace(b.AgentID), FromCall: b.FromCallID, FromRevision: b.FromRevision, Globs: b.ArgumentGlobs,
+		Any: b.AnyArguments, OnlyListed: b.OnlyListedArguments, Uses: b.Uses}
 	if b.ExpiresIn != "" {
 		d, err := time.ParseDuration(b.ExpiresIn)
 		if err != nil || d < 0 {
 			return apierr.New(apierr.InvalidRequest, "expires_in %q is not a duration such as 24h", b.ExpiresIn)
 		}
-		ttl = d
+		in.TTL = d
 	}
-	if b.Uses < 0 {
-		return apierr.New(apierr.InvalidRequest, "uses must be 0 (unlimited) or more")
+	if len(b.ArgumentValues) > 0 {
+		in.Values = map[string]*structpb.Value{}
+		for ptr, v := range b.ArgumentValues {
+			pv, err := structpb.NewValue(v)
+			if err != nil {
+				return apierr.New(apierr.InvalidRequest, "argument_values %s: %v", ptr, err)
+			}
+			in.Values[ptr] = pv
+		}
 	}
-	req, err := con.grantRequest(b.FromCallID, b.FromRevision, b.AgentID, b.Tool, b.ArgumentGlobs, b.Uses, ttl, principal(c), channel(c))
-	if err != nil {
-		return err
-	}
-	g, err := con.approvals.CreateGrant(c.Request().Context(), req)
+	g, err := con.use.createGrant(c.Request().Context(), principal(c), channel(c), in)
 	if err != nil {
 		return err
 	}
@@ -396,7 +428,7 @@ func (con *Console) apiCreateGrant(c echo.Context) error {
 }
 
 func (con *Console) apiRevokeGrant(c echo.Context) error {
-	g, err := con.approvals.RevokeGrant(c.Request().Context(), &airlockv1.RevokeGrantRequest{GrantId: c.Param("id"), By: principal(c).Actor(channel(c))})
+	g, err := con.use.revokeGrant(c.Request().Context(), principal(c), channel(c), c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -436,12 +468,7 @@ func tokenOut(r tokenRecord, secret string) tokenJSON {
 }
 
 func (con *Console) apiListTokens(c echo.Context) error {
-	p := principal(c)
-	owner := p.Name
-	if p.Has("admin") {
-		owner = ""
-	}
-	recs, err := con.store.tokens(c.Request().Context(), owner)
+	recs, err := con.use.tokens(c.Request().Context(), principal(c))
 	if err != nil {
 		return err
 	}
@@ -457,7 +484,7 @@ func (con *Console) apiCreateToken(c echo.Context) error {
 	if err := readJSON(c, &b, 16<<10); err != nil {
 		return err
 	}
-	secret, rec, err := con.createToken(c.Request().Context(), principal(c), channel(c), b.Name, b.Kind, b.AgentID, b.OnBehalfOf, b.Days)
+	secret, rec, err := con.use.createToken(c.Request().Context(), principal(c), channel(c), b.Name, b.Kind, b.AgentID, b.OnBehalfOf, b.Days)
 	if err != nil {
 		return con.refusedIf(c, err)
 	}
@@ -465,8 +492,8 @@ func (con *Console) apiCreateToken(c echo.Context) error {
 }
 
 func (con *Console) apiRevokeToken(c echo.Context) error {
-	if err := con.revokeToken(c); err != nil {
-		return err
+	if err := con.use.revokeToken(c.Request().Context(), principal(c), channel(c), c.Param("id")); err != nil {
+		return con.refusedIf(c, err)
 	}
 	return c.NoContent(http.StatusNoContent)
 }

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"html/template"
 	"io"
 	"net/http"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // Audit is the read side of the audit trail that the audit and analytics
@@ -39,7 +41,9 @@ type AuditQuery struct {
 	// Grant a standing grant id.
 	DecidedBy, Grant string
 	Since, Until     time.Time
-	Limit            int
+	// AfterSeq returns only rows after this stream sequence (paging).
+	AfterSeq uint64
+	Limit    int
 }
 
 // AuditRow is one audited event.
@@ -60,6 +64,9 @@ type AuditStats struct {
 	Tools, MostAsked     []AuditToolStats
 	Reviewers            []AuditReviewer
 	FastApproval         time.Duration
+	// Decided are the calls people were asked about and their outcomes,
+	// for the charts.
+	Decided []AuditDecision
 }
 
 // AuditToolStats counts what happened to one tool's calls.
@@ -78,19 +85,31 @@ type AuditReviewer struct {
 	RubberStamper                      bool
 }
 
-// auditPage is the audit page's data.
-type auditPage struct {
+// auditView is the audit page: one page of rows at a time.
+type auditView struct {
+	layout
 	Source string
 	Q      url.Values
 	// Export links carry the page's filters.
 	ExportCSV, ExportJSON, ExportJSONL string
-	Rows                               []AuditRow
-	More                               bool
-	Stats                              *AuditStats
-	Since                              string
+	Rows                               []auditRowView
+	// NextPath is the next page (empty on the last); FirstPath the first
+	// page when this is not it.
+	NextPath, FirstPath string
+	FirstSeq, LastSeq   uint64
+	PageSize            int
 }
 
-const auditPageRows = 200
+// auditRowView is one row with its call's page (when its ids are ids), or
+// for a system event about a standing grant the grant's audit trail.
+type auditRowView struct {
+	AuditRow
+	CallPath string
+	Short    string
+}
+
+// auditPageRows is how many rows one page of the audit view shows.
+const auditPageRows = 100
 
 func auditQueryFrom(c echo.Context, now time.Time) (AuditQuery, error) {
 	q := AuditQuery{
@@ -112,6 +131,13 @@ func auditQueryFrom(c echo.Context, now time.Time) (AuditQuery, error) {
 		}
 		*p.dst = t
 	}
+	if a := c.QueryParam("after"); a != "" {
+		n, err := strconv.ParseUint(a, 10, 64)
+		if err != nil {
+			return q, apierr.New(apierr.InvalidRequest, "after=%q is not an event number", a)
+		}
+		q.AfterSeq = n
+	}
 	return q, nil
 }
 
@@ -124,6 +150,20 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 		return t, nil
 	}
 	return time.Parse(time.DateOnly, s)
+}
+
+// withParam is the page's query with one parameter set (or removed when v is "").
+func withParam(q url.Values, k, v string) url.Values {
+	out := url.Values{}
+	for key, vs := range q {
+		out[key] = vs
+	}
+	if v == "" {
+		out.Del(k)
+	} else {
+		out.Set(k, v)
+	}
+	return out
 }
 
 func (con *Console) auditPage(c echo.Context) error {
@@ -139,19 +179,41 @@ func (con *Console) auditPage(c echo.Context) error {
 	if err != nil {
 		return apierr.Wrap(apierr.Unavailable, err, "read the audit trail: %v", err)
 	}
-	d := auditPage{Source: con.opts.Audit.Source(), Q: c.QueryParams(), Rows: rows}
-	for format, dst := range map[string]*string{"csv": &d.ExportCSV, "json": &d.ExportJSON, "jsonl": &d.ExportJSONL} {
-		v := url.Values{}
-		for k, vs := range c.QueryParams() {
-			v[k] = vs
-		}
-		v.Set("format", format)
-		*dst = "/audit/export?" + v.Encode()
+	v := &auditView{layout: layout{Title: "Audit", Nav: "audit"}, Source: con.opts.Audit.Source(), Q: c.QueryParams(), PageSize: auditPageRows}
+	filters := withParam(c.QueryParams(), "after", "")
+	v.ExportCSV = "/audit/export?" + withParam(filters, "format", "csv").Encode()
+	v.ExportJSON = "/audit/export?" + withParam(filters, "format", "json").Encode()
+	v.ExportJSONL = "/audit/export?" + withParam(filters, "format", "jsonl").Encode()
+	more := len(rows) > auditPageRows
+	if more {
+		rows = rows[:auditPageRows]
 	}
-	if len(rows) > auditPageRows {
-		d.Rows, d.More = rows[:auditPageRows], true
+	for _, r := range rows {
+		v.Rows = append(v.Rows, auditRowView{AuditRow: r, CallPath: auditRowPath(r), Short: shortTime(r.Time)})
 	}
-	return con.render(c, http.StatusOK, "audit", pageData{Title: "Audit", Any: d})
+	if len(rows) > 0 {
+		v.FirstSeq, v.LastSeq = rows[0].Seq, rows[len(rows)-1].Seq
+	}
+	if more {
+		v.NextPath = "/audit?" + withParam(c.QueryParams(), "after", strconv.FormatUint(v.LastSeq, 10)).Encode()
+	}
+	if q.AfterSeq > 0 {
+		v.FirstPath = "/audit?" + filters.Encode()
+	}
+	return con.render(c, http.StatusOK, "audit", v)
+}
+
+// auditRowPath is where a row's Call links: the call's page, or for a
+// system event (sign-ins, tokens, grants) the grant's trail when it names
+// one, else nowhere.
+func auditRowPath(r AuditRow) string {
+	if r.Agent != subject.SystemAgent {
+		return callPath(r.Agent, r.Call)
+	}
+	if r.Grant == "" {
+		return ""
+	}
+	return "/audit?" + url.Values{"grant": {r.Grant}}.Encode()
 }
 
 func (con *Console) auditExport(c echo.Context) error {
@@ -178,6 +240,15 @@ func (con *Console) auditExport(c echo.Context) error {
 	return nil
 }
 
+// analyticsView is the analytics page: figures, tables and charts.
+type analyticsView struct {
+	layout
+	Source, Since string
+	Stats         AuditStats
+	// Charts, drawn on the server as SVG.
+	DecisionsChart, TimeChart, DistributionChart, RateChart template.HTML
+}
+
 func (con *Console) analyticsPage(c echo.Context) error {
 	if con.opts.Audit == nil {
 		return apierr.New(apierr.Unavailable, "the audit trail is not available in this process")
@@ -191,11 +262,8 @@ func (con *Console) analyticsPage(c echo.Context) error {
 	if err != nil {
 		return apierr.Wrap(apierr.Unavailable, err, "compute analytics: %v", err)
 	}
-	return con.render(c, http.StatusOK, "analytics", pageData{Title: "Analytics", Nav: "audit", Any: auditPage{Source: con.opts.Audit.Source(), Stats: &st, Since: since}})
-}
-
-func pct(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) + "%" }
-
-func secsText(s float64) string {
-	return (time.Duration(s * float64(time.Second))).Round(100 * time.Millisecond).String()
+	v := &analyticsView{layout: layout{Title: "Analytics", Nav: "analytics"}, Source: con.opts.Audit.Source(), Since: since, Stats: st,
+		DecisionsChart: decisionsChart(st.Decided), TimeChart: timeToDecideChart(st.Decided),
+		DistributionChart: distributionChart(st.Decided), RateChart: approvalRateChart(st.MostAsked)}
+	return con.render(c, http.StatusOK, "analytics", v)
 }

@@ -37,10 +37,11 @@ func humanActor(name, channel string) *airlockv1.Actor {
 	return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: name, Channel: channel}
 }
 
-// recordSignIn records a sign-in attempt by name, accepted or not.
+// recordSignIn records a sign-in attempt by name, accepted or not, from
+// the client's address (X-Forwarded-For only from console.trusted_proxies).
 func (con *Console) recordSignIn(c echo.Context, name string, ok bool, why string) {
 	con.recordSystem(subject.ConsoleCall, humanActor(name, "console"), &airlockv1.Event{Body: &airlockv1.Event_SignIn{SignIn: &airlockv1.SignIn{
-		Ok: ok, Method: "password", Why: why, RemoteAddr: c.RealIP()}}})
+		Ok: ok, Method: "password", Why: why, RemoteAddr: con.clientAddr(c)}}})
 }
 
 // recordToken records a token created (secret never included) or revoked.

@@ -248,11 +248,3 @@ func (con *Console) setCookie(c echo.Context, name, value string, maxAge time.Du
 	}
 	c.SetCookie(ck)
 }
-
-// safeNext keeps a post-sign-in redirect on this site.
-func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		return "/"
-	}
-	return next
-}

@@ -21,6 +21,7 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -33,7 +34,6 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
-	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -58,16 +58,19 @@ type Options struct {
 // Console is the web console, the REST API and the live feed behind the inbox.
 // It implements svc.Service: Run follows the events stream for the feed.
 type Console struct {
-	cfg       config.Config
-	log       *slog.Logger
-	nc        *nats.Conn
-	js        jetstream.JetStream
-	approvals *approvalapi.Client
+	cfg config.Config
+	log *slog.Logger
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	// use are the reviewers' use cases, shared by the pages and the REST API.
+	use *useCases
 	// frontend seals what the console does for a person or an agent it
 	// authenticated (decisions, rule changes, REST submissions).
 	frontend seal.Key
 	policy   *policyapi.Client
 	store    *store
+	logins   *loginLimiter
+	proxies  []*net.IPNet
 	pages    map[string]*template.Template
 	feed     *feed
 	opts     Options
@@ -103,11 +106,18 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
+	proxies, err := parseProxies(deps.Config.Console.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
 	c := &Console{
 		cfg: deps.Config, log: deps.Log, nc: deps.NC, js: deps.JS, frontend: fk,
-		approvals: approvalapi.New(deps.NC, fk, Frontend), policy: policyapi.New(deps.NC, fk, Frontend), store: st, pages: pages, opts: opts,
-		pub: deps.Publisher("console"),
+		use:    &useCases{approvals: approvalapi.New(deps.NC, fk, Frontend), store: st, cfg: deps.Config, now: opts.Now},
+		policy: policyapi.New(deps.NC, fk, Frontend), store: st, pages: pages, opts: opts, proxies: proxies,
+		logins: newLoginLimiter(kv, deps.Config.Console.SignIn, opts.Now),
+		pub:    deps.Publisher("console"),
 	}
+	c.use.recordToken = c.recordToken
 	c.feed = newFeed(c)
 	if len(deps.Config.Console.Users) == 0 {
 		if n, err := st.runtimeUsers(ctx); err == nil && n == 0 {
@@ -145,6 +155,9 @@ func (con *Console) sweep(ctx context.Context) {
 			} else if n > 0 {
 				con.log.Info("swept expired sessions", "count", n)
 			}
+			if err := con.logins.sweep(ctx); err != nil {
+				con.log.Warn("sweep old sign-in failures", "err", err)
+			}
 		}
 	}
 }
@@ -177,6 +190,7 @@ func (con *Console) Register(e *echo.Echo) {
 	r(http.MethodGet, "/grants", con.grantsPage, signedIn)
 	r(http.MethodGet, "/grants/new", con.newGrantPage, reviewerOnly)
 	r(http.MethodPost, "/grants", con.createGrantForm, reviewerOnly)
+	r(http.MethodPost, "/grants/scope", con.grantScope, reviewerOnly)
 	r(http.MethodPost, "/grants/:id/revoke", con.revokeGrantForm, reviewerOnly)
 	r(http.MethodGet, "/rules", con.rulesPage, signedIn)
 	r(http.MethodPost, "/rules", con.putRuleForm, adminOnly)
@@ -263,11 +277,11 @@ func (con *Console) handleError(err error, c echo.Context) {
 		return
 	}
 	c.Response().Header().Set("Content-Security-Policy", contentSecPolicy)
-	back := "/"
-	if agent, id := c.Param("agent"), c.Param("id"); agent != "" && id != "" && ids.Validate("agent id", agent) == nil && ids.Validate("call id", id) == nil {
-		back = callPath(agent, id)
+	back := callPath(c.Param("agent"), c.Param("id"))
+	if back == "" {
+		back = "/"
 	}
-	_ = con.render(c, status, "error", pageData{Title: "Error", Error: msg, Code: string(code), Back: back})
+	_ = con.render(c, status, "error", &errorView{layout: layout{Title: "Error", Error: msg}, Code: string(code), Back: back})
 }
 
 func codeForStatus(s int) apierr.Code {

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"html"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -426,24 +428,43 @@ func TestCallPageActions(t *testing.T) {
 			rec.Call.ThreadId = "thread-9"
 			e.approval.put(rec)
 		}
-		p := follow(b.submit("/threads/approve", url.Values{"from": {"call_t1"}, "agent": {"bot"}, "thread": {"thread-9"}, "call": {"call_t1.1", "call_t2.1"}}))
-		if !strings.Contains(p.Body, "approved 2 call(s) of the thread") {
+		// The preview lists each call with the digest of the arguments shown.
+		page := b.get("/calls/bot/call_t1")
+		var listed []string
+		for _, m := range regexp.MustCompile(`name="call" value="([^"]+)"`).FindAllStringSubmatch(page.Body, -1) {
+			listed = append(listed, html.UnescapeString(m[1]))
+		}
+		for _, id := range []string{"call_t1", "call_t2"} {
+			if want := id + ".1." + e.approval.record(id).GetArgumentsDigest(); !slices.Contains(listed, want) {
+				t.Fatalf("the thread preview lists %v, not %s", listed, want)
+			}
+		}
+		// A call edited after the page was opened is not approved with it.
+		edited := e.approval.record("call_t2")
+		edited.ArgumentsDigest = "digest-of-someone-elses-edit"
+		e.approval.put(edited)
+		p := follow(b.submit("/threads/approve", url.Values{"from": {"call_t1"}, "agent": {"bot"}, "thread": {"thread-9"}, "call": listed}))
+		if !strings.Contains(p.Body, "approved 1 call(s) of the thread; 1 refused (call_t2: the arguments were edited)") {
 			t.Fatalf("page:\n%s", p.Body)
 		}
+		if r := b.submit("/threads/approve", url.Values{"from": {"call_t1"}, "agent": {"bot"}, "thread": {"thread-9"}, "call": {"call_t2.1"}}); r.Status != http.StatusBadRequest {
+			t.Fatalf("a thread approval without the digests shown: status %d", r.Status)
+		}
 	})
-	t.Run("always allow pre-fills the grant form and creates a grant", func(t *testing.T) {
+	t.Run("always allow pins every argument and creates a grant", func(t *testing.T) {
 		e.approval.put(pending("call_g", "bot", "fs__write_file", map[string]any{"path": "/tmp/g", "content": "x"}, airlockv1.Risk_RISK_LOW))
 		form := b.get("/grants/new?agent=bot&from=call_g")
-		for _, want := range []string{`value="bot"`, `value="fs__write_file"`, "/content = x\n/path = /tmp/g", `name="uses" type="number" min="0" value="10"`, `value="24"`} {
+		for _, want := range []string{`name="mode_0" value="exact" id="exact-0" checked`, `name="mode_1" value="exact" id="exact-1" checked`, `name="only_listed" id="only-listed" value="1" checked`,
+			`name="uses" type="number" min="0" value="10"`, `value="24"`, `when /content is exactly &#34;x&#34; and /path is exactly &#34;/tmp/g&#34; and no other argument is given`} {
 			if !strings.Contains(form.Body, want) {
 				t.Fatalf("grant form lacks %q:\n%s", want, form.Body)
 			}
 		}
-		p := follow(b.submit("/grants", url.Values{"from": {"call_g"}, "agent": {"bot"}, "tool": {"fs__write_file"}, "globs": {"/path = /tmp/**"}, "uses": {"3"}, "expires_hours": {"2"}}))
-		if !strings.Contains(p.Body, "standing grant grant_1 created") || !strings.Contains(p.Body, "/path = /tmp/**") {
+		p := follow(b.submit("/grants", url.Values{"from": {"call_g"}, "agent": {"bot"}, "mode_0": {"exact"}, "mode_1": {"glob"}, "glob_1": {"/tmp/**"}, "only_listed": {"1"}, "uses": {"3"}, "expires_hours": {"2"}}))
+		if !strings.Contains(p.Body, "standing grant grant_1 created") || !strings.Contains(p.Body, "/path matches /tmp/**") || !strings.Contains(p.Body, "/content is exactly &#34;x&#34;") {
 			t.Fatalf("grants page:\n%s", p.Body)
 		}
-		if bad := b.submit("/grants", url.Values{"from": {"call_g"}, "tool": {"fs__write_file"}, "globs": {"path /tmp"}}); bad.Status != http.StatusBadRequest {
+		if bad := b.submit("/grants", url.Values{"from": {"call_g"}, "agent": {"bot"}, "extra": {"path /tmp"}}); bad.Status != http.StatusBadRequest || !strings.Contains(bad.Body, `id="grant-form"`) {
 			t.Fatalf("a malformed constraint: %d", bad.Status)
 		}
 		p = follow(b.submit("/grants/grant_1/revoke", url.Values{}))
@@ -808,7 +829,7 @@ func TestGrantsAPI(t *testing.T) {
 	}
 	assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/grants", `{"from_call_id":"call_g","expires_in":"soon"}`), http.StatusBadRequest, "invalid_request")
 	assertAPIError(t, apiCall(t, e.srv.URL, auditorTok, http.MethodPost, "/api/v1/grants", `{"from_call_id":"call_g"}`), http.StatusForbidden, "not_authorized")
-	assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/grants", `{"from_call_id":"nope"}`), http.StatusNotFound, "not_found")
+	assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/grants", `{"agent_id":"bot","from_call_id":"nope"}`), http.StatusNotFound, "not_found")
 
 	list := apiCall(t, e.srv.URL, auditorTok, http.MethodGet, "/api/v1/grants", "")
 	if !strings.Contains(list.Body, g.GetId()) {

@@ -3,13 +3,10 @@ package console_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/labstack/echo/v4"
 
 	"github.com/airlock-gate/airlock/services/console"
 	"github.com/airlock-gate/airlock/services/shared/config"
@@ -32,16 +29,7 @@ func (c *clock) Add(d time.Duration) {
 func TestSessionsAndTokensExpire(t *testing.T) {
 	e := newEnv(t)
 	clk := &clock{t: time.Now()}
-	con, err := console.New(context.Background(), e.deps, console.Options{Now: clk.Now, SweepEvery: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RunService(t, con)
-	ec := echo.New()
-	con.Register(ec)
-	srv := httptest.NewServer(ec)
-	t.Cleanup(srv.Close)
-	e.srv = srv
+	_, e.srv = e.startConsoleWith(console.Options{Now: clk.Now, SweepEvery: 20 * time.Millisecond})
 
 	b := e.browser()
 	b.signIn("alice")
@@ -51,14 +39,14 @@ func TestSessionsAndTokensExpire(t *testing.T) {
 	if p := b.get("/"); p.Status != http.StatusOK {
 		t.Fatalf("a session used within its idle time ended: %d", p.Status)
 	}
-	if p := apiCall(t, srv.URL, tok, http.MethodGet, "/api/v1/whoami", ""); p.Status != http.StatusOK {
+	if p := apiCall(t, e.srv.URL, tok, http.MethodGet, "/api/v1/whoami", ""); p.Status != http.StatusOK {
 		t.Fatalf("a one-day token failed after 11h: %d", p.Status)
 	}
 	clk.Add(14 * time.Hour)
 	if p := b.get("/"); p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Header.Get("Location"), "/login") {
 		t.Fatalf("an idle session still works: %d", p.Status)
 	}
-	assertAPIError(t, apiCall(t, srv.URL, tok, http.MethodGet, "/api/v1/whoami", ""), http.StatusUnauthorized, "unauthenticated")
+	assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodGet, "/api/v1/whoami", ""), http.StatusUnauthorized, "unauthenticated")
 
 	// The sweeper removes sessions nobody signed out of.
 	other := e.browser()

@@ -14,6 +14,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -75,6 +76,13 @@ func (f *fakeApproval) put(rec *airlockv1.ApprovalRecord) {
 	f.recs[rec.GetCall().GetCallId()] = rec
 }
 
+// record is a copy of the record of call id.
+func (f *fakeApproval) record(id string) *airlockv1.ApprovalRecord {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return proto.Clone(f.recs[id]).(*airlockv1.ApprovalRecord)
+}
+
 func (f *fakeApproval) decided() []*airlockv1.DecideRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -95,7 +103,9 @@ func (f *fakeApproval) list(_ context.Context, req *airlockv1.ListRequest) (*air
 		if req.ThreadId != "" && r.GetCall().GetThreadId() != req.ThreadId {
 			continue
 		}
-		out.Records = append(out.Records, proto.Clone(r).(*airlockv1.ApprovalRecord))
+		// As the approval service does: one record JSON cannot hold is sent
+		// with marker strings, so it cannot break the list.
+		out.Records = append(out.Records, calls.Showable(proto.Clone(r).(*airlockv1.ApprovalRecord)))
 	}
 	return out, nil
 }
@@ -107,7 +117,7 @@ func (f *fakeApproval) get(_ context.Context, req *airlockv1.GetRequest) (*airlo
 	if !ok {
 		return nil, apierr.New(apierr.NotFound, "no approval for call %s", req.CallId)
 	}
-	return &airlockv1.GetResponse{Record: proto.Clone(r).(*airlockv1.ApprovalRecord)}, nil
+	return &airlockv1.GetResponse{Record: calls.Showable(proto.Clone(r).(*airlockv1.ApprovalRecord))}, nil
 }
 
 func (f *fakeApproval) decide(ctx context.Context, req *airlockv1.DecideRequest) (*airlockv1.DecideResponse, error) {
@@ -165,14 +175,21 @@ func (f *fakeApproval) approveThread(ctx context.Context, req *airlockv1.Approve
 	f.mu.Lock()
 	f.threads = append(f.threads, req)
 	var ids []string
+	out := &airlockv1.ApproveThreadResponse{Refused: map[string]string{}}
 	for _, c := range req.GetCalls() {
-		if r, ok := f.recs[c.GetCallId()]; ok && r.GetCall().GetAgentId() == req.GetAgentId() && r.GetCall().GetThreadId() == req.ThreadId &&
-			r.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+		r, ok := f.recs[c.GetCallId()]
+		switch {
+		case c.GetArgumentsDigest() == "":
+			f.mu.Unlock()
+			return nil, apierr.New(apierr.InvalidRequest, "calls: %s names no arguments_digest", c.GetCallId())
+		case ok && r.GetArgumentsDigest() != c.GetArgumentsDigest():
+			out.Refused[c.GetCallId()] = "the arguments were edited"
+		case ok && r.GetCall().GetAgentId() == req.GetAgentId() && r.GetCall().GetThreadId() == req.ThreadId &&
+			r.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING:
 			ids = append(ids, c.GetCallId())
 		}
 	}
 	f.mu.Unlock()
-	out := &airlockv1.ApproveThreadResponse{Refused: map[string]string{}}
 	for _, id := range ids {
 		resp, err := f.decide(ctx, &airlockv1.DecideRequest{CallId: id, Principal: req.Principal, Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE, Reason: req.Reason})
 		if err != nil {

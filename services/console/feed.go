@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,15 +16,15 @@ import (
 
 // feedTypes are the events that change what an inbox shows: a call starts
 // waiting, or it stops waiting whoever decided it and wherever.
-var feedTypes = []string{subject.ApprovalRequested, subject.Approved, subject.Rejected,
-	subject.ChangesRequested, subject.Expired, subject.Canceled}
+var feedTypes = append([]string{subject.ApprovalRequested}, subject.ApprovalOutcomes...)
 
 // feedMsg is one change pushed to inboxes.
 type feedMsg struct {
-	// Kind is "pending" (Row set) or "decided".
-	Kind   string
-	CallID string
-	Row    *callView
+	// Kind is "pending" (Record set) or "decided".
+	Kind string
+	// Key is the row key of the call (rowKey).
+	Key    string
+	Record *airlockv1.ApprovalRecord
 }
 
 // feed fans bus events out to the open inboxes of this replica.
@@ -127,6 +128,9 @@ func (f *feed) closeAll() {
 
 // feedMessage turns an event into an inbox change.
 func feedMessage(ev *airlockv1.Event) (feedMsg, bool) {
+	if slices.Contains(subject.ApprovalOutcomes, envelope.TypeOf(ev)) {
+		return feedMsg{Kind: "decided", Key: rowKey(ev.GetAgentId(), ev.GetCallId())}, true
+	}
 	switch b := ev.Body.(type) {
 	case *airlockv1.Event_ApprovalRequested:
 		rec := &airlockv1.ApprovalRecord{
@@ -137,11 +141,7 @@ func feedMessage(ev *airlockv1.Event) (feedMsg, bool) {
 		if rec.Call == nil {
 			return feedMsg{}, false
 		}
-		v := newCallView(rec)
-		return feedMsg{Kind: "pending", CallID: v.Key, Row: &v}, true
-	case *airlockv1.Event_Approved, *airlockv1.Event_Rejected, *airlockv1.Event_ChangesRequested,
-		*airlockv1.Event_Expired, *airlockv1.Event_Canceled:
-		return feedMsg{Kind: "decided", CallID: rowKey(ev.GetAgentId(), ev.GetCallId())}, true
+		return feedMsg{Kind: "pending", Key: rowKey(rec.GetCall().GetAgentId(), rec.GetCall().GetCallId()), Record: rec}, true
 	}
 	return feedMsg{}, false
 }

@@ -109,5 +109,5 @@ func (con *Console) healthPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return con.render(c, http.StatusOK, "health", pageData{Title: "Health", Health: h})
+	return con.render(c, http.StatusOK, "health", &healthPageView{layout: layout{Title: "Health"}, Health: h})
 }

@@ -19,6 +19,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/console"
+	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -45,6 +46,13 @@ func hash(t *testing.T) string {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, func(*config.Config) {})
+}
+
+// newEnvWith is newEnv with the configuration, and then the console's
+// dependencies, changed first.
+func newEnvWith(t *testing.T, tweak func(*config.Config), depTweaks ...func(*svc.Deps)) *env {
+	t.Helper()
 	n := testenv.StartNATS(t)
 	cfg := testenv.Config(n.URL())
 	h := hash(t)
@@ -54,7 +62,11 @@ func newEnv(t *testing.T) *env {
 		{Name: "audrey", PasswordHash: h, Roles: []string{config.RoleAuditor}},
 		{Name: "root", PasswordHash: h, Roles: []string{config.RoleAdmin}},
 	}
+	tweak(&cfg)
 	deps := testenv.Deps(t, cfg)
+	for _, f := range depTweaks {
+		f(&deps)
+	}
 	e := &env{t: t, deps: deps, approval: startFakeApproval(t, deps)}
 	e.con, e.srv = e.startConsole()
 	return e
@@ -63,7 +75,13 @@ func newEnv(t *testing.T) *env {
 // startConsole starts one console replica with its own HTTP server.
 func (e *env) startConsole() (*console.Console, *httptest.Server) {
 	e.t.Helper()
-	con, err := console.New(context.Background(), e.deps, console.Options{HealthWait: 200 * time.Millisecond})
+	return e.startConsoleWith(console.Options{HealthWait: 200 * time.Millisecond})
+}
+
+// startConsoleWith starts one console replica with opts.
+func (e *env) startConsoleWith(opts console.Options) (*console.Console, *httptest.Server) {
+	e.t.Helper()
+	con, err := console.New(context.Background(), e.deps, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -181,7 +199,9 @@ func pending(id, agent, tool string, args map[string]any, risk airlockv1.Risk) *
 		panic(err)
 	}
 	srv, name, _ := strings.Cut(tool, "__")
+	digest, _ := canon.Digest(s) // "" for a value JSON cannot hold, as the policy would refuse it
 	return &airlockv1.ApprovalRecord{
+		ArgumentsDigest: digest,
 		Call: &airlockv1.ToolCall{CallId: id, AgentId: agent, Server: srv, Tool: name, Arguments: s, Revision: 1,
 			Reason: "the user asked me to", ThreadId: "thread-1", CreatedAt: timestamppb.Now()},
 		Decision: &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, Reason: "writes need a person", RuleId: "ask-writes", Risk: risk, PolicyRevision: "rev-7"},

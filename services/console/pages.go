@@ -1,15 +1,11 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"html/template"
-	"io/fs"
 	"net/http"
 	"net/url"
-	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,193 +14,34 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/bus"
-	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
-	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
-// pageData is what every page template receives.
-type pageData struct {
-	Title string
-	Nav   string
-	User  Principal
-	// HasAudit shows the audit links (an audit reader is configured).
-	HasAudit bool
-	CSRF     string
-	Flash    string
-	Error    string
-	Code     string
-	Back     string
-	Filter   inboxFilter
-	Count    int
-	Calls    []callView
-	Call     *callView
-	Events   []timelineEntry
-	Grants   []grantView
-	Grant    grantForm
-	Tokens   []tokenView
-	Secret   string
-	Health   *healthView
-	Next     string
-	Login    string
-	States   []string
-	State    string
-	Any      any
-}
-
-var funcs = template.FuncMap{
-	"when": func(t time.Time) string {
-		if t.IsZero() {
-			return "—"
-		}
-		return t.UTC().Format("2006-01-02 15:04:05 UTC")
-	},
-	"iso": func(t time.Time) string {
-		if t.IsZero() {
-			return ""
-		}
-		return t.UTC().Format(time.RFC3339)
-	},
-	"join":    strings.Join,
-	"plusOne": func(i int) int { return i + 1 },
-	"pct":     pct,
-	"short": func(s string, n int) string {
-		if len(s) > n {
-			return s[:n]
-		}
-		return s
-	},
-	"secs": secsText,
-}
-
-func parsePages() (map[string]*template.Template, error) {
-	base, err := template.New("").Funcs(funcs).ParseFS(webFS, "web/templates/layout.html", "web/templates/partials.html")
-	if err != nil {
-		return nil, fmt.Errorf("parse console layout: %w", err)
-	}
-	files, err := fs.Glob(webFS, "web/templates/*.html")
-	if err != nil {
-		return nil, err
-	}
-	pages := map[string]*template.Template{}
-	for _, f := range files {
-		name := strings.TrimSuffix(path.Base(f), ".html")
-		if name == "layout" || name == "partials" {
-			continue
-		}
-		t, err := template.Must(base.Clone()).ParseFS(webFS, f)
-		if err != nil {
-			return nil, fmt.Errorf("parse console page %s: %w", f, err)
-		}
-		pages[name] = t
-	}
-	pages["partials"] = base
-	return pages, nil
-}
-
-const flashCookie = "airlock_flash"
-
-// render executes a page in the layout. The flash message of the previous
-// action (a cookie, so it never travels in a URL) is shown once.
-func (con *Console) render(c echo.Context, status int, page string, d pageData) error {
-	t, ok := con.pages[page]
-	if !ok {
-		return fmt.Errorf("no page template %q", page)
-	}
-	d.User = principal(c)
-	d.HasAudit = con.opts.Audit != nil
-	d.CSRF = d.User.CSRF
-	if d.Nav == "" {
-		d.Nav = page
-	}
-	if ck, err := c.Cookie(flashCookie); err == nil && d.Flash == "" {
-		if v, err := url.QueryUnescape(ck.Value); err == nil {
-			d.Flash = v
-		}
-		con.setCookie(c, flashCookie, "", -1)
-	}
-	var buf bytes.Buffer
-	if err := t.ExecuteTemplate(&buf, "layout", d); err != nil {
-		return fmt.Errorf("render %s: %w", page, err)
-	}
-	return c.HTMLBlob(status, buf.Bytes())
-}
-
-func (con *Console) flashAndRedirect(c echo.Context, to, msg string) error {
-	con.setCookie(c, flashCookie, url.QueryEscape(msg), time.Minute)
-	return c.Redirect(http.StatusSeeOther, to)
-}
-
-// --- sign-in ---
-
-func (con *Console) loginPage(c echo.Context) error {
-	// Login CSRF: a double-submit token (cookie + hidden field), since there is no session yet.
-	tok := randomSecret(24)
-	con.setCookie(c, loginCSRFCookie, tok, 30*time.Minute)
-	return con.render(c, http.StatusOK, "login", pageData{Title: "Sign in", Login: tok, Next: safeNext(c.QueryParam("next"))})
-}
-
-func (con *Console) login(c echo.Context) error {
-	ck, err := c.Cookie(loginCSRFCookie)
-	if err != nil || ck.Value == "" || c.FormValue(csrfField) != ck.Value {
-		return apierr.New(apierr.NotAuthorized, "the sign-in form expired or came from another site: open the sign-in page again")
-	}
-	name := strings.TrimSpace(c.FormValue("user"))
-	u, err := con.store.checkPassword(c.Request().Context(), name, c.FormValue("password"))
-	if err != nil {
-		if apierr.CodeOf(err) == apierr.Unauthenticated {
-			con.recordSignIn(c, name, false, "wrong user name or password")
-			tok := randomSecret(24)
-			con.setCookie(c, loginCSRFCookie, tok, 30*time.Minute)
-			return con.render(c, http.StatusUnauthorized, "login", pageData{Title: "Sign in", Login: tok, Error: "Wrong user name or password.", Next: safeNext(c.FormValue("next"))})
-		}
-		return err
-	}
-	secret, _, err := con.store.newSession(c.Request().Context(), u.Name)
-	if err != nil {
-		return err
-	}
-	con.setCookie(c, loginCSRFCookie, "", -1)
-	con.setCookie(c, sessionCookie, secret, con.cfg.Console.SessionMaxAge)
-	con.log.Info("signed in", "user", u.Name)
-	con.recordSignIn(c, u.Name, true, "")
-	return c.Redirect(http.StatusSeeOther, safeNext(c.FormValue("next")))
-}
-
-func (con *Console) logout(c echo.Context) error {
-	if ck, err := c.Cookie(sessionCookie); err == nil {
-		if err := con.store.endSession(c.Request().Context(), ck.Value); err != nil {
-			return err
-		}
-	}
-	con.setCookie(c, sessionCookie, "", -1)
-	return c.Redirect(http.StatusSeeOther, "/login")
-}
+// Pages translate forms into use cases and their results into views.
 
 // --- inbox ---
 
+// inboxFilter narrows a list of calls.
 type inboxFilter struct {
 	Agent, Tool, Risk string
+	// Thread narrows to one agent's thread (with Agent).
+	Thread string
 }
 
+// Query is the filter as a query string ("" or "?agent=…").
 func (f inboxFilter) Query() string {
 	v := url.Values{}
-	if f.Agent != "" {
-		v.Set("agent", f.Agent)
-	}
-	if f.Tool != "" {
-		v.Set("tool", f.Tool)
-	}
-	if f.Risk != "" {
-		v.Set("risk", f.Risk)
+	for k, x := range map[string]string{"agent": f.Agent, "tool": f.Tool, "risk": f.Risk, "thread": f.Thread} {
+		if x != "" {
+			v.Set(k, x)
+		}
 	}
 	if len(v) == 0 {
 		return ""
@@ -212,68 +49,49 @@ func (f inboxFilter) Query() string {
 	return "?" + v.Encode()
 }
 
-func (f inboxFilter) matches(v *callView) bool {
-	if f.Agent != "" && v.Agent != f.Agent {
+// Any reports whether the filter narrows anything.
+func (f inboxFilter) Any() bool { return f.Query() != "" }
+
+func (f inboxFilter) matches(rec *airlockv1.ApprovalRecord) bool {
+	c := rec.GetCall()
+	if f.Agent != "" && c.GetAgentId() != f.Agent {
 		return false
 	}
-	if f.Tool != "" && v.FullTool != f.Tool && v.Tool != f.Tool {
+	if f.Thread != "" && c.GetThreadId() != f.Thread {
 		return false
 	}
-	if min := calls.ParseRisk(f.Risk); min != airlockv1.Risk_RISK_UNSPECIFIED && calls.ParseRisk(v.Risk) < min {
+	if f.Tool != "" && calls.QualifiedTool(c) != f.Tool && c.GetTool() != f.Tool {
+		return false
+	}
+	if min := calls.ParseRisk(f.Risk); min != airlockv1.Risk_RISK_UNSPECIFIED && rec.GetDecision().GetRisk() < min {
 		return false
 	}
 	return true
 }
 
 func filterFrom(c echo.Context) inboxFilter {
-	return inboxFilter{Agent: strings.TrimSpace(c.QueryParam("agent")), Tool: strings.TrimSpace(c.QueryParam("tool")), Risk: strings.TrimSpace(c.QueryParam("risk"))}
-}
-
-// list asks the approval service for records and keeps those f matches
-// (the service filters too; filtering again keeps the inbox and the live
-// feed consistent whatever the service does with a filter).
-func (con *Console) list(ctx context.Context, states []airlockv1.ApprovalState, f inboxFilter, limit uint32) ([]callView, error) {
-	resp, err := con.approvals.List(ctx, &airlockv1.ListRequest{States: states, AgentId: f.Agent, Tool: f.Tool, MinRisk: calls.ParseRisk(f.Risk), Limit: limit})
-	if err != nil {
-		return nil, err
-	}
-	var out []callView
-	for _, rec := range resp.GetRecords() {
-		v := newCallView(rec)
-		if f.matches(&v) {
-			out = append(out, v)
-		}
-	}
-	return out, nil
-}
-
-func (con *Console) pending(ctx context.Context, f inboxFilter) ([]callView, error) {
-	calls, err := con.list(ctx, []airlockv1.ApprovalState{airlockv1.ApprovalState_APPROVAL_STATE_PENDING}, f, 500)
-	if err != nil {
-		return nil, err
-	}
-	sort.SliceStable(calls, func(i, j int) bool { return calls[i].Created.After(calls[j].Created) })
-	return calls, nil
+	return inboxFilter{Agent: strings.TrimSpace(c.QueryParam("agent")), Tool: strings.TrimSpace(c.QueryParam("tool")),
+		Risk: strings.TrimSpace(c.QueryParam("risk")), Thread: strings.TrimSpace(c.QueryParam("thread"))}
 }
 
 func (con *Console) inboxPage(c echo.Context) error {
 	f := filterFrom(c)
-	calls, err := con.pending(c.Request().Context(), f)
+	recs, err := con.use.pending(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}
-	return con.render(c, http.StatusOK, "inbox", pageData{Title: "Inbox", Filter: f, Calls: calls, Count: len(calls)})
+	return con.render(c, http.StatusOK, "inbox", &inboxView{layout: layout{Title: "Inbox"}, Filter: f, Rows: con.rows("row", recs), Count: len(recs)})
 }
 
 // inboxEvents is the server-sent events stream behind a live inbox:
 // "sync" (every row, sent first and after each reconnect), "pending" (one
-// row to add or replace) and "decided" (a call id to remove). Rows are HTML
+// row to add or replace) and "decided" (a row key to remove). Rows are HTML
 // rendered by the same escaping template as the page.
 func (con *Console) inboxEvents(c echo.Context) error {
 	f := filterFrom(c)
 	ch, cancel := con.feed.subscribe()
 	defer cancel()
-	calls, err := con.pending(c.Request().Context(), f)
+	recs, err := con.use.pending(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}
@@ -282,11 +100,7 @@ func (con *Console) inboxEvents(c echo.Context) error {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	rows, err := con.rowsHTML(calls)
-	if err != nil {
-		return err
-	}
-	writeSSE(w, "sync", rows)
+	writeSSE(w, "sync", string(con.rows("row", recs)))
 	w.Flush()
 	heartbeat := time.NewTicker(15 * time.Second)
 	defer heartbeat.Stop()
@@ -303,16 +117,12 @@ func (con *Console) inboxEvents(c echo.Context) error {
 			}
 			switch m.Kind {
 			case "pending":
-				if !f.matches(m.Row) {
+				if !f.matches(m.Record) {
 					continue
 				}
-				row, err := con.rowsHTML([]callView{*m.Row})
-				if err != nil {
-					return err
-				}
-				writeSSE(w, "pending", row)
+				writeSSE(w, "pending", string(con.row("row", m.Record)))
 			case "decided":
-				writeSSE(w, "decided", m.CallID)
+				writeSSE(w, "decided", m.Key)
 			}
 			w.Flush()
 		}
@@ -332,53 +142,10 @@ func writeSSE(w http.ResponseWriter, event, data string) {
 	_, _ = w.Write([]byte(b.String()))
 }
 
-func (con *Console) rowsHTML(calls []callView) (string, error) {
-	var buf bytes.Buffer
-	for _, v := range calls {
-		if err := con.pages["partials"].ExecuteTemplate(&buf, "row", v); err != nil {
-			return "", fmt.Errorf("render inbox row: %w", err)
-		}
-	}
-	return buf.String(), nil
-}
+// --- call page and decisions ---
 
-// --- call page and actions ---
-
-// record reads the approval record of an agent's call: the given
-// revision, or the newest when rev is 0.
-func (con *Console) record(ctx context.Context, agent, id string, rev uint32) (*airlockv1.ApprovalRecord, error) {
-	if _, err := callref.New(agent, id, rev); err != nil {
-		return nil, apierr.New(apierr.InvalidRequest, "%v", err)
-	}
-	rec, err := con.approvals.Get(ctx, agent, id, rev)
-	if err != nil {
-		return nil, err
-	}
-	if rec == nil || rec.GetCall() == nil {
-		return nil, apierr.New(apierr.NotFound, "no call %s of agent %s is waiting or was decided by a person", id, agent)
-	}
-	return rec, nil
-}
-
-// threadCalls are the pending calls of an agent's thread, oldest first.
-func (con *Console) threadCalls(ctx context.Context, agent, thread string) ([]callView, error) {
-	resp, err := con.approvals.List(ctx, &airlockv1.ListRequest{
-		States: []airlockv1.ApprovalState{airlockv1.ApprovalState_APPROVAL_STATE_PENDING}, AgentId: agent, ThreadId: thread,
-	})
-	if err != nil {
-		return nil, err
-	}
-	var out []callView
-	for _, rec := range resp.GetRecords() {
-		if rec.GetCall().GetAgentId() == agent && rec.GetCall().GetThreadId() == thread {
-			out = append(out, newCallView(rec))
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
-	return out, nil
-}
-
-// timeline reads every event of the call from the stream, in order.
+// timeline reads every event of the call from the stream, in order. An
+// event that cannot be decoded is shown as such; the others still show.
 func (con *Console) timeline(ctx context.Context, agent, call string) ([]timelineEntry, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -404,24 +171,26 @@ func (con *Console) callPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rec, err := con.record(ctx, c.Param("agent"), c.Param("id"), rev)
+	rec, err := con.use.record(ctx, c.Param("agent"), c.Param("id"), rev)
 	if err != nil {
 		return err
 	}
-	v := newCallView(rec)
-	if v.Pending && v.Thread != "" {
-		if v.ThreadCalls, err = con.threadCalls(ctx, v.Agent, v.Thread); err != nil {
+	v := &callPageView{Call: newCallView(rec)}
+	v.Title, v.Nav = v.Call.FullTool+" · "+v.Call.ID, "inbox"
+	if v.Call.Pending && v.Call.Thread != "" {
+		tp, err := con.use.threadPreview(ctx, v.Call.Agent, v.Call.Thread)
+		if err != nil {
 			return err
 		}
+		if len(tp.Calls) > 1 {
+			v.Thread = tp
+		}
 	}
-	events, err := con.timeline(ctx, v.Agent, v.ID)
-	if err != nil {
+	if v.Events, err = con.timeline(ctx, v.Call.Agent, v.Call.ID); err != nil {
 		return err
 	}
-	return con.render(c, http.StatusOK, "call", pageData{Title: v.FullTool + " · " + v.ID, Nav: "inbox", Call: &v, Events: events})
+	return con.render(c, http.StatusOK, "call", v)
 }
-
-func formRevision(c echo.Context) (uint32, error) { return revisionParam(c.FormValue("revision")) }
 
 func revisionParam(s string) (uint32, error) {
 	if s == "" {
@@ -434,31 +203,6 @@ func revisionParam(s string) (uint32, error) {
 	return uint32(n), nil
 }
 
-// decide sends one decision as p and returns the service's sentence.
-func (con *Console) decide(ctx context.Context, p Principal, ch, agent, id string, rev uint32, sawDigest string, kind airlockv1.DecisionKind, reason string, edited *structpb.Struct) (*airlockv1.DecideResponse, error) {
-	if _, err := con.record(ctx, agent, id, rev); err != nil {
-		return nil, err
-	}
-	switch kind {
-	case airlockv1.DecisionKind_DECISION_KIND_REJECT:
-		if strings.TrimSpace(reason) == "" {
-			return nil, apierr.New(apierr.InvalidRequest, "say why you reject the call: the agent receives the reason")
-		}
-	case airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES:
-		if strings.TrimSpace(reason) == "" {
-			return nil, apierr.New(apierr.InvalidRequest, "say what should change: the agent receives the feedback")
-		}
-	}
-	resp, err := con.approvals.Decide(ctx, &airlockv1.DecideRequest{
-		AgentId: agent, CallId: id, Revision: rev, Principal: p.Actor(ch), Kind: kind, Reason: strings.TrimSpace(reason), EditedArguments: edited,
-		ArgumentsDigest: sawDigest,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return resp, nil
-}
-
 func decideMessage(resp *airlockv1.DecideResponse, fallback string) string {
 	if resp.GetMessage() != "" {
 		return resp.GetMessage()
@@ -468,15 +212,17 @@ func decideMessage(resp *airlockv1.DecideResponse, fallback string) string {
 
 func (con *Console) formDecision(c echo.Context, kind airlockv1.DecisionKind, field string, edited *structpb.Struct) error {
 	agent, id := c.Param("agent"), c.Param("id")
-	rev, err := formRevision(c)
+	rev, err := revisionParam(c.FormValue("revision"))
 	if err != nil {
 		return err
 	}
-	resp, err := con.decide(c.Request().Context(), principal(c), channel(c), agent, id, rev, c.FormValue("arguments_digest"), kind, c.FormValue(field), edited)
+	resp, err := con.use.decide(c.Request().Context(), principal(c), channel(c), decision{
+		Agent: agent, Call: id, Revision: rev, Kind: kind, Reason: c.FormValue(field), SawDigest: c.FormValue("arguments_digest"), Edited: edited,
+	})
 	if err != nil {
 		return err
 	}
-	return con.flashAndRedirect(c, callPath(agent, id), decideMessage(resp, "done"))
+	return con.flashAndRedirect(c, callRevPath(agent, id, rev), decideMessage(resp, "done"))
 }
 
 func (con *Console) approveForm(c echo.Context) error {
@@ -523,222 +269,105 @@ func (con *Console) editForm(c echo.Context) error {
 	return con.formDecision(c, airlockv1.DecisionKind_DECISION_KIND_APPROVE, "reason", args)
 }
 
-// approveThread approves exactly the listed revisions ("<call>.<rev>") of
-// an agent's thread that are still pending.
-func (con *Console) approveThread(ctx context.Context, p Principal, ch, agent, thread string, listed []string, reason string) (*airlockv1.ApproveThreadResponse, error) {
-	if strings.TrimSpace(thread) == "" {
-		return nil, apierr.New(apierr.InvalidRequest, "no thread given")
-	}
-	req := &airlockv1.ApproveThreadRequest{AgentId: agent, ThreadId: thread, Principal: p.Actor(ch), Reason: reason}
-	for _, l := range listed {
-		id, revText, _ := strings.Cut(l, ".")
-		rev, err := revisionParam(revText)
-		if err != nil {
-			return nil, err
-		}
-		ref, err := callref.New(agent, id, rev)
-		if err != nil {
-			return nil, apierr.New(apierr.InvalidRequest, "%v", err)
-		}
-		req.Calls = append(req.Calls, ref.Proto())
-	}
-	if len(req.Calls) == 0 {
-		return nil, apierr.New(apierr.InvalidRequest, "no calls listed: open the call and confirm the calls of its thread you were shown")
-	}
-	return con.approvals.ApproveThread(ctx, req)
-}
-
-func threadSummary(resp *airlockv1.ApproveThreadResponse) string {
-	approved := 0
-	for _, r := range resp.GetResults() {
-		if r.GetChanged() {
-			approved++
-		}
-	}
-	msg := fmt.Sprintf("approved %d call(s) of the thread", approved)
-	if n := len(resp.GetRefused()); n > 0 {
-		var parts []string
-		for id, why := range resp.GetRefused() {
-			parts = append(parts, id+": "+why)
-		}
-		sort.Strings(parts)
-		msg += fmt.Sprintf("; %d refused (%s)", n, strings.Join(parts, "; "))
-	}
-	return msg
-}
-
+// approveThreadForm approves the calls of a thread the reviewer was shown.
+// The agent and thread come from the form as values, never as a path; the
+// page to go back to is built from validated ids.
 func (con *Console) approveThreadForm(c echo.Context) error {
 	form, err := c.FormParams()
 	if err != nil {
 		return apierr.New(apierr.InvalidRequest, "the form does not parse: %v", err)
 	}
 	agent := c.FormValue("agent")
-	resp, err := con.approveThread(c.Request().Context(), principal(c), channel(c), agent, c.FormValue("thread"), form["call"], c.FormValue("reason"))
+	var shown []shownCall
+	for _, v := range form["call"] {
+		sc, err := parseShownCall(v)
+		if err != nil {
+			return err
+		}
+		shown = append(shown, sc)
+	}
+	resp, err := con.use.approveThread(c.Request().Context(), principal(c), channel(c), agent, c.FormValue("thread"), shown, c.FormValue("reason"))
 	if err != nil {
 		return err
 	}
-	back := "/"
-	if id := c.FormValue("from"); ids.Validate("call id", id) == nil && ids.Validate("agent id", agent) == nil {
-		back = callPath(agent, id)
+	back := callPath(agent, c.FormValue("from"))
+	if back == "" {
+		back = "/"
 	}
 	return con.flashAndRedirect(c, back, threadSummary(resp))
 }
 
 // --- history ---
 
-var finalStates = []airlockv1.ApprovalState{
-	airlockv1.ApprovalState_APPROVAL_STATE_APPROVED, airlockv1.ApprovalState_APPROVAL_STATE_REJECTED,
-	airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED, airlockv1.ApprovalState_APPROVAL_STATE_CANCELED,
-	airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED, airlockv1.ApprovalState_APPROVAL_STATE_EXECUTING,
-	airlockv1.ApprovalState_APPROVAL_STATE_COMPLETED, airlockv1.ApprovalState_APPROVAL_STATE_FAILED,
+func stateOptions() []stateOption {
+	var out []stateOption
+	for _, s := range calls.DecidedStates {
+		out = append(out, stateOption{Value: calls.StateName(s), Text: calls.StateText(s)})
+	}
+	return out
+}
+
+func parseStates(list string, allowPending bool) ([]airlockv1.ApprovalState, error) {
+	var states []airlockv1.ApprovalState
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "decided" {
+			states = append(states, calls.DecidedStates...)
+			continue
+		}
+		st, ok := calls.ParseState(name)
+		if !ok || (!allowPending && st == airlockv1.ApprovalState_APPROVAL_STATE_PENDING) {
+			var words []string
+			if allowPending {
+				words = append(words, "pending")
+			}
+			for _, s := range calls.DecidedStates {
+				words = append(words, calls.StateName(s))
+			}
+			return nil, apierr.New(apierr.InvalidRequest, "state %q is not one of %s or decided", name, strings.Join(words, ", "))
+		}
+		states = append(states, st)
+	}
+	return states, nil
 }
 
 func (con *Console) historyPage(c echo.Context) error {
 	f := filterFrom(c)
-	states := finalStates
+	states := calls.DecidedStates
 	state := c.QueryParam("state")
 	if state != "" {
-		s, ok := parseState(state)
-		if !ok {
-			return apierr.New(apierr.InvalidRequest, "state %q is not one of approved, rejected, changes_requested, canceled, expired, executing, completed, failed", state)
+		var err error
+		if states, err = parseStates(state, false); err != nil {
+			return err
 		}
-		states = []airlockv1.ApprovalState{s}
 	}
-	calls, err := con.list(c.Request().Context(), states, f, 500)
+	recs, err := con.use.list(c.Request().Context(), states, f, 500)
 	if err != nil {
 		return err
 	}
-	sort.SliceStable(calls, func(i, j int) bool { return calls[i].Updated.After(calls[j].Updated) })
-	var names []string
-	for _, s := range finalStates {
-		names = append(names, stateName(s))
-	}
-	return con.render(c, http.StatusOK, "history", pageData{Title: "History", Filter: f, Calls: calls, States: names, State: state})
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].GetUpdatedAt().AsTime().After(recs[j].GetUpdatedAt().AsTime()) })
+	return con.render(c, http.StatusOK, "history", &historyView{layout: layout{Title: "History"}, Filter: f, States: stateOptions(), State: state,
+		Rows: con.rows("history-row", recs), Count: len(recs)})
 }
 
 // --- grants ---
 
-// grantForm is the "always allow" form, pre-filled from a call.
-type grantForm struct {
-	FromCall, Agent, Tool, Globs string
-	FromRevision                 uint32
-	Uses                         int
-	ExpiresHours                 int
-}
-
 func (con *Console) grantsPage(c echo.Context) error {
-	grants, err := con.approvals.ListGrants(c.Request().Context(), c.QueryParam("all") != "")
+	all := c.QueryParam("all") != ""
+	grants, err := con.use.approvals.ListGrants(c.Request().Context(), all)
 	if err != nil {
 		return err
 	}
 	now := con.opts.Now()
-	var views []grantView
+	v := &grantsView{layout: layout{Title: "Standing grants"}, All: all}
 	for _, g := range grants {
-		views = append(views, newGrantView(g, now))
+		v.Grants = append(v.Grants, newGrantView(g, now))
 	}
-	return con.render(c, http.StatusOK, "grants", pageData{Title: "Standing grants", Grants: views, Any: c.QueryParam("all") != ""})
-}
-
-func (con *Console) newGrantPage(c echo.Context) error {
-	rev, err := revisionParam(c.QueryParam("rev"))
-	if err != nil {
-		return err
-	}
-	rec, err := con.record(c.Request().Context(), c.QueryParam("agent"), c.QueryParam("from"), rev)
-	if err != nil {
-		return err
-	}
-	v := newCallView(rec)
-	// Pre-fill: this agent, this tool, each string argument pinned to its
-	// value (the reviewer widens with globs), 10 uses, one day.
-	var globs []string
-	args := rec.GetCall().GetArguments().AsMap()
-	keys := make([]string, 0, len(args))
-	for k := range args {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if s, ok := args[k].(string); ok && !strings.Contains(s, "\n") && len(s) <= 200 {
-			globs = append(globs, "/"+k+" = "+s)
-		}
-	}
-	form := grantForm{FromCall: v.ID, FromRevision: v.Revision, Agent: v.Agent, Tool: v.FullTool, Globs: strings.Join(globs, "\n"), Uses: 10, ExpiresHours: 24}
-	return con.render(c, http.StatusOK, "grant_new", pageData{Title: "Always allow", Nav: "grants", Call: &v, Grant: form})
-}
-
-// parseGlobs reads "pointer = glob" lines.
-func parseGlobs(raw string) (map[string]string, error) {
-	out := map[string]string{}
-	for i, line := range strings.Split(raw, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		if !ok || !strings.HasPrefix(k, "/") || v == "" {
-			return nil, apierr.New(apierr.InvalidRequest, "argument constraint on line %d must read \"/pointer = glob\", e.g. \"/path = /tmp/**\"", i+1)
-		}
-		out[k] = v
-	}
-	return out, nil
-}
-
-func (con *Console) grantFromForm(c echo.Context) (*airlockv1.CreateGrantRequest, error) {
-	globs, err := parseGlobs(c.FormValue("globs"))
-	if err != nil {
-		return nil, err
-	}
-	uses, err := strconv.Atoi(strings.TrimSpace(firstNonEmpty(c.FormValue("uses"), "0")))
-	if err != nil || uses < 0 {
-		return nil, apierr.New(apierr.InvalidRequest, "uses must be a whole number, 0 for unlimited")
-	}
-	hours, err := strconv.Atoi(strings.TrimSpace(firstNonEmpty(c.FormValue("expires_hours"), "0")))
-	if err != nil || hours < 0 {
-		return nil, apierr.New(apierr.InvalidRequest, "expiry must be a whole number of hours, 0 for none")
-	}
-	rev, err := revisionParam(c.FormValue("from_revision"))
-	if err != nil {
-		return nil, err
-	}
-	return con.grantRequest(c.FormValue("from"), rev, c.FormValue("agent"), c.FormValue("tool"), globs, uses, time.Duration(hours)*time.Hour, principal(c), channel(c))
-}
-
-func (con *Console) grantRequest(from string, fromRev uint32, agent, tool string, globs map[string]string, uses int, ttl time.Duration, p Principal, ch string) (*airlockv1.CreateGrantRequest, error) {
-	if from == "" {
-		return nil, apierr.New(apierr.InvalidRequest, "a grant is created from a call: give its id")
-	}
-	g := &airlockv1.StandingGrant{AgentId: strings.TrimSpace(agent), ArgumentGlobs: globs, FromCallId: from}
-	if srv, t, ok := strings.Cut(strings.TrimSpace(tool), "__"); ok {
-		g.Server, g.Tool = srv, t
-	} else {
-		g.Tool = strings.TrimSpace(tool)
-	}
-	if uses > 0 {
-		g.LimitedUses, g.UsesLeft = true, uint32(uses)
-	}
-	if ttl > 0 {
-		g.ExpiresAt = timestamppb.New(con.opts.Now().Add(ttl))
-	}
-	return &airlockv1.CreateGrantRequest{FromAgentId: g.AgentId, FromCallId: from, FromRevision: fromRev, Grant: g, By: p.Actor(ch),
-		RequestId: randomSecret(12)}, nil
-}
-
-func (con *Console) createGrantForm(c echo.Context) error {
-	req, err := con.grantFromForm(c)
-	if err != nil {
-		return err
-	}
-	g, err := con.approvals.CreateGrant(c.Request().Context(), req)
-	if err != nil {
-		return err
-	}
-	return con.flashAndRedirect(c, "/grants", "standing grant "+g.GetId()+" created")
+	return con.render(c, http.StatusOK, "grants", v)
 }
 
 func (con *Console) revokeGrantForm(c echo.Context) error {
-	g, err := con.approvals.RevokeGrant(c.Request().Context(), &airlockv1.RevokeGrantRequest{GrantId: c.Param("id"), By: principal(c).Actor(channel(c))})
+	g, err := con.use.revokeGrant(c.Request().Context(), principal(c), channel(c), c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -749,22 +378,19 @@ func (con *Console) revokeGrantForm(c echo.Context) error {
 
 type tokenView struct {
 	ID, Name, Kind, Owner, AgentID string
+	RevokePath                     string
 	Created, Expires, LastUsed     time.Time
 }
 
 func (con *Console) tokenViews(ctx context.Context, p Principal) ([]tokenView, error) {
-	owner := p.Name
-	if p.Has(config.RoleAdmin) {
-		owner = ""
-	}
-	recs, err := con.store.tokens(ctx, owner)
+	recs, err := con.use.tokens(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(recs, func(i, j int) bool { return recs[i].CreatedAt.After(recs[j].CreatedAt) })
 	var out []tokenView
 	for _, r := range recs {
-		out = append(out, tokenView{ID: r.ID, Name: r.Name, Kind: r.Kind, Owner: r.Owner, AgentID: r.AgentID, Created: r.CreatedAt, Expires: r.ExpiresAt})
+		out = append(out, tokenView{ID: r.ID, Name: r.Name, Kind: r.Kind, Owner: r.Owner, AgentID: r.AgentID, Created: r.CreatedAt, Expires: r.ExpiresAt,
+			RevokePath: "/tokens/" + url.PathEscape(r.ID) + "/revoke"})
 	}
 	return out, nil
 }
@@ -774,60 +400,12 @@ func (con *Console) tokensPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return con.render(c, http.StatusOK, "tokens", pageData{Title: "API tokens", Tokens: views})
-}
-
-// revokeToken revokes the token named in the path for the signed-in
-// person and records it (or the refusal).
-func (con *Console) revokeToken(c echo.Context) error {
-	p := principal(c)
-	rec, err := con.store.revokeToken(c.Request().Context(), c.Param("id"), p)
-	switch {
-	case err == nil:
-		con.recordToken(p, channel(c), rec, false)
-	default:
-		con.refusedIf(c, err)
-	}
-	return err
-}
-
-// createToken makes a personal token for p, or an agent token (admins only).
-func (con *Console) createToken(ctx context.Context, p Principal, via, name, kind, agent, onBehalfOf string, days int) (string, tokenRecord, error) {
-	name = strings.TrimSpace(name)
-	if name == "" {
-		return "", tokenRecord{}, apierr.New(apierr.InvalidRequest, "name the token after what will use it, e.g. \"ci\" or \"laptop\"")
-	}
-	if len(name) > 100 {
-		return "", tokenRecord{}, apierr.New(apierr.InvalidRequest, "the token name is longer than 100 characters")
-	}
-	ttl := con.cfg.Console.TokenTTL
-	if days > 0 {
-		ttl = time.Duration(days) * 24 * time.Hour
-	}
-	rec := tokenRecord{Name: name, Kind: TokenPersonal, Owner: p.Name}
-	switch kind {
-	case "", TokenPersonal:
-	case TokenAgent:
-		if !p.Has(config.RoleAdmin) {
-			return "", tokenRecord{}, apierr.New(apierr.NotAuthorized, "only admins create agent tokens")
-		}
-		if err := validAgent(agent); err != nil {
-			return "", tokenRecord{}, err
-		}
-		rec.Kind, rec.AgentID, rec.OnBehalfOf = TokenAgent, agent, strings.TrimSpace(onBehalfOf)
-	default:
-		return "", tokenRecord{}, apierr.New(apierr.InvalidRequest, "token kind %q: use personal or agent", kind)
-	}
-	secret, rec, err := con.store.newToken(ctx, rec, ttl)
-	if err == nil {
-		con.recordToken(p, via, rec, true)
-	}
-	return secret, rec, err
+	return con.render(c, http.StatusOK, "tokens", &tokensView{layout: layout{Title: "API tokens"}, Tokens: views})
 }
 
 func (con *Console) createTokenForm(c echo.Context) error {
 	days, _ := strconv.Atoi(c.FormValue("days"))
-	secret, _, err := con.createToken(c.Request().Context(), principal(c), channel(c), c.FormValue("name"), c.FormValue("kind"), strings.TrimSpace(c.FormValue("agent")), c.FormValue("on_behalf_of"), days)
+	secret, _, err := con.use.createToken(c.Request().Context(), principal(c), channel(c), c.FormValue("name"), c.FormValue("kind"), c.FormValue("agent"), c.FormValue("on_behalf_of"), days)
 	if err != nil {
 		return con.refusedIf(c, err)
 	}
@@ -835,12 +413,16 @@ func (con *Console) createTokenForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return con.render(c, http.StatusOK, "tokens", pageData{Title: "API tokens", Tokens: views, Secret: secret})
+	return con.render(c, http.StatusOK, "tokens", &tokensView{layout: layout{Title: "API tokens"}, Tokens: views, Secret: secret})
 }
 
 func (con *Console) revokeTokenForm(c echo.Context) error {
-	if err := con.revokeToken(c); err != nil {
-		return err
+	if err := con.use.revokeToken(c.Request().Context(), principal(c), channel(c), c.Param("id")); err != nil {
+		return con.refusedIf(c, err)
 	}
-	return con.flashAndRedirect(c, "/tokens", "token "+c.Param("id")+" revoked")
+	id := c.Param("id")
+	if ids.Validate("token id", id) != nil {
+		id = "(token)"
+	}
+	return con.flashAndRedirect(c, "/tokens", "token "+id+" revoked")
 }

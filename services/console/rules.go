@@ -3,15 +3,16 @@ package console
 import (
 	"context"
 	"fmt"
-	"google.golang.org/protobuf/encoding/protojson"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
@@ -21,6 +22,7 @@ import (
 // ruleView is a run-time policy rule for the rules page.
 type ruleView struct {
 	ID, Match, Effect, Risk, Reason, Approvers, Timeout, UpdatedBy string
+	DeletePath                                                     string
 	Priority                                                       int32
 	Quorum                                                         uint32
 	Args                                                           []string
@@ -49,7 +51,7 @@ func newRuleView(r *airlockv1.PolicyRule) ruleView {
 	}
 	v := ruleView{ID: r.GetId(), Priority: r.GetPriority(), Match: strings.Join(match, ", "), Effect: r.GetEffect(), Risk: r.GetRisk(),
 		Reason: r.GetReason(), Approvers: strings.Join(r.GetApprovers(), ", "), Quorum: r.GetQuorum(), Timeout: r.GetTimeout(),
-		UpdatedBy: r.GetUpdatedBy().GetId()}
+		UpdatedBy: r.GetUpdatedBy().GetId(), DeletePath: "/rules/" + url.PathEscape(r.GetId()) + "/delete"}
 	for k, g := range r.GetArgs() {
 		v.Args = append(v.Args, k+" = "+g)
 	}
@@ -60,10 +62,26 @@ func newRuleView(r *airlockv1.PolicyRule) ruleView {
 	return v
 }
 
+// ruleTable is one table of rules on the rules page.
+type ruleTable struct {
+	ID    string
+	Rules []ruleView
+	Empty string
+	Admin bool
+	CSRF  string
+}
+
+func newRuleTable(id string, rules []ruleView, empty string, admin bool, csrf string) ruleTable {
+	return ruleTable{ID: id, Rules: rules, Empty: empty, Admin: admin, CSRF: csrf}
+}
+
 // rulesData is what the rules page shows.
 type rulesData struct {
 	Revision string
-	Rules    []ruleView
+	// Rules are the run-time rules; Builtin the policy's own that they did
+	// not replace; Fallback says what decides a call no rule matches.
+	Rules, Builtin []ruleView
+	Fallback       string
 	// Unavailable says why rules cannot be read (no policy service answering).
 	Unavailable string
 	// Eval is the result of a dry run, when one was asked.
@@ -80,17 +98,19 @@ func (con *Console) rulesData(ctx context.Context) rulesData {
 	if err != nil {
 		return rulesData{Unavailable: err.Error()}
 	}
-	d := rulesData{Revision: resp.GetPolicyRevision()}
+	d := rulesData{Revision: resp.GetPolicyRevision(), Fallback: resp.GetFallback()}
 	for _, r := range resp.GetRules() {
 		d.Rules = append(d.Rules, newRuleView(r))
+	}
+	for _, r := range resp.GetBuiltinRules() {
+		d.Builtin = append(d.Builtin, newRuleView(r))
 	}
 	sort.SliceStable(d.Rules, func(i, j int) bool { return d.Rules[i].Priority < d.Rules[j].Priority })
 	return d
 }
 
 func (con *Console) rulesPage(c echo.Context) error {
-	d := con.rulesData(c.Request().Context())
-	return con.render(c, http.StatusOK, "rules", pageData{Title: "Rules", Any: d})
+	return con.render(c, http.StatusOK, "rules", &rulesView{layout: layout{Title: "Rules"}, rulesData: con.rulesData(c.Request().Context())})
 }
 
 // ruleFromForm reads the add-rule form; the policy service validates the
@@ -171,9 +191,10 @@ func (con *Console) evalForm(c echo.Context) error {
 		return err
 	}
 	d := con.rulesData(c.Request().Context())
-	d.Eval, d.EvalTool, d.EvalArgs, d.EvalRisk = dec, tool, prettyJSON(args), calls.RiskName(dec.GetRisk())
+	pretty, _, _ := argsText(args)
+	d.Eval, d.EvalTool, d.EvalArgs, d.EvalRisk = dec, tool, pretty, calls.RiskName(dec.GetRisk())
 	d.EvalAction = strings.ToLower(strings.TrimPrefix(dec.GetAction().String(), "ACTION_"))
-	return con.render(c, http.StatusOK, "rules", pageData{Title: "Rules", Any: d})
+	return con.render(c, http.StatusOK, "rules", &rulesView{layout: layout{Title: "Rules"}, rulesData: d})
 }
 
 // apiPutRule is POST /api/v1/rules: the body is a PolicyRule (protojson);

@@ -40,7 +40,8 @@ func startFakePolicy(t *testing.T, deps svc.Deps) *fakePolicy {
 			func(context.Context, *airlockv1.RulesListRequest) (*airlockv1.RulesListResponse, error) {
 				f.mu.Lock()
 				defer f.mu.Unlock()
-				out := &airlockv1.RulesListResponse{PolicyRevision: "rev-42"}
+				out := &airlockv1.RulesListResponse{PolicyRevision: "rev-42", Fallback: "no rule matches: a reviewer decides",
+					BuiltinRules: []*airlockv1.PolicyRule{{Id: "write", Priority: 40, Pattern: "*__write*", Effect: "ask", Reason: "writes need a person"}}}
 				for _, r := range f.rules {
 					out.Rules = append(out.Rules, proto.Clone(r).(*airlockv1.PolicyRule))
 				}
@@ -105,7 +106,8 @@ func TestRulesPage(t *testing.T) {
 			t.Fatalf("put %v", put)
 		}
 		page := admin.get("/rules")
-		for _, want := range []string{"rev-42", `id="rule-tmp-writes"`, "name fs__write_*", "/path = /tmp/**", "rule tmp-writes saved"} {
+		for _, want := range []string{"rev-42", `id="rule-tmp-writes"`, "name fs__write_*", "/path = /tmp/**", "rule tmp-writes saved",
+			`id="builtin-rules"`, `id="rule-write"`, "writes need a person", "no rule matches: a reviewer decides"} {
 			if !strings.Contains(page.Body, want) {
 				t.Fatalf("rules page lacks %q:\n%s", want, page.Body)
 			}

@@ -54,6 +54,10 @@ type ToolError struct {
 	// despite the error (a connection lost mid-request, a 5xx after the body
 	// was sent), so a non-idempotent call must not be assumed not to have run.
 	Indeterminate bool
+	// Result is the tool's own error result, when it gave one (an MCP
+	// CallToolResult with isError, as JSON): recorded in the `failed` event
+	// so a front-end can return it exactly as the tool did.
+	Result json.RawMessage
 }
 
 func (e *ToolError) Error() string { return e.Message }

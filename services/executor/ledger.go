@@ -45,7 +45,7 @@ func (l *StreamLedger) Inspect(ctx context.Context, ref callref.Ref) (State, err
 	if last != nil {
 		st.Last = bus.StoredSeq(last)
 	}
-	for _, typ := range []string{subject.Started, subject.Completed, subject.Failed} {
+	for _, typ := range subject.ExecTypes {
 		ev, seq, err := l.lastOf(ctx, ref, typ)
 		if err != nil {
 			return st, err

@@ -53,13 +53,14 @@ type MCP struct {
 	timeout time.Duration
 	log     *slog.Logger
 
-	mu       sync.Mutex // guards what follows; never held across upstream I/O
-	cur      *upstream  // the open session, or nil
-	opening  *attempt   // the open attempt in flight, or nil
-	failures int        // consecutive failed attempts
-	retryAt  time.Time  // no new attempt before this
-	lastErr  error      // why the last attempt failed
-	closed   bool
+	mu       sync.Mutex          // guards what follows; never held across upstream I/O
+	cur      *upstream           // the open session, or nil
+	opening  *attempt            // the open attempt in flight, or nil
+	failures int                 // consecutive failed attempts
+	retryAt  time.Time           // no new attempt before this
+	lastErr  error               // why the last attempt failed
+	closed   bool                // Close was called
+	changed  func(server string) // told of tool changes; see Registry.OnToolsChanged
 }
 
 // upstream is one session with one server (for stdio, one process).
@@ -68,10 +69,11 @@ type upstream struct {
 	proc  *process // nil for HTTP
 	since time.Time
 	// Guarded by MCP.mu.
-	tools   []string
-	stale   bool     // the server said its tools changed
-	listing *attempt // a tools/list refresh in flight
-	probing bool     // a liveness ping in flight
+	tools   []string    // the names of defs, sorted
+	defs    []*mcp.Tool // the server's tools/list, as it sent it
+	stale   bool        // the server said its tools changed
+	listing *attempt    // a tools/list refresh in flight
+	probing bool        // a liveness ping in flight
 	retired bool
 }
 
@@ -100,16 +102,30 @@ func NewMCP(name string, cfg MCPConfig, o MCPOptions) *MCP {
 	return &MCP{name: name, cfg: cfg, timeout: o.Timeout, log: o.Log.With("mcp_server", name)}
 }
 
-// Tools implements Adapter: the server's tools/list, cached per session and
-// listed again after the server announces a change.
+// Tools implements Adapter: the names of the server's tools/list, cached
+// per session and listed again after the server announces a change.
 func (m *MCP) Tools(ctx context.Context) ([]string, error) {
+	names, _, err := m.listed(ctx)
+	return names, err
+}
+
+// describe implements describer: the server's tools/list as it sent it,
+// cached and listed again as for Tools, within the same deadlines.
+func (m *MCP) describe(ctx context.Context) ([]*mcp.Tool, error) {
+	_, defs, err := m.listed(ctx)
+	return defs, err
+}
+
+// listed is the current session's tool list: names, sorted, and the
+// definitions as the server sent them.
+func (m *MCP) listed(ctx context.Context) ([]string, []*mcp.Tool, error) {
 	up, err := m.session(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return up.tools, nil
+	return up.tools, up.defs, nil
 }
 
 // Call implements Adapter. A result with isError becomes a *ToolError with
@@ -172,7 +188,8 @@ func (m *MCP) Call(ctx context.Context, req Request) (json.RawMessage, error) {
 			Err: fmt.Errorf("%v%s", r.err, why)}
 	}
 	if r.res.IsError {
-		return nil, &ToolError{Message: textOf(r.res)}
+		raw, _ := json.Marshal(r.res) // a result the SDK decoded encodes again
+		return nil, &ToolError{Message: textOf(r.res), Result: raw}
 	}
 	return json.Marshal(r.res)
 }
@@ -239,7 +256,7 @@ func (m *MCP) open(a *attempt) {
 	defer cancel()
 	up, err := m.dial(ctx)
 	if err == nil {
-		up.tools, err = listTools(ctx, up.cs)
+		up.defs, up.tools, err = listTools(ctx, up.cs)
 		if err != nil {
 			err = fmt.Errorf("list its tools: %w", err)
 			m.kill(up)
@@ -264,6 +281,7 @@ func (m *MCP) open(a *attempt) {
 	default:
 		m.failures, m.cur, a.up = 0, up, up
 		go m.watch(up)
+		m.announce() // a (re)started server may list other tools
 	}
 	close(a.done)
 }
@@ -272,7 +290,7 @@ func (m *MCP) open(a *attempt) {
 func (m *MCP) relist(up *upstream, a *attempt) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
 	defer cancel()
-	tools, err := listTools(ctx, up.cs)
+	defs, tools, err := listTools(ctx, up.cs)
 	if err != nil {
 		why := m.retire(up, "it did not list its tools again after announcing a change")
 		a.err = &UpstreamError{Server: m.name, Op: "list tools", Err: fmt.Errorf("%w%s", err, why)}
@@ -280,25 +298,29 @@ func (m *MCP) relist(up *upstream, a *attempt) {
 	m.mu.Lock()
 	up.listing = nil
 	if err == nil {
-		up.tools, up.stale, a.up = tools, false, up
+		up.defs, up.tools, up.stale, a.up = defs, tools, false, up
 	}
 	m.mu.Unlock()
 	close(a.done)
 }
 
-func listTools(ctx context.Context, cs *mcp.ClientSession) ([]string, error) {
+// listTools lists the server's tools: their definitions as it sent them,
+// and their names, sorted.
+func listTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, []string, error) {
 	type result struct {
+		defs  []*mcp.Tool
 		names []string
 		err   error
 	}
 	done := make(chan result, 1)
 	go func() {
-		var r result
+		r := result{names: []string{}}
 		for t, err := range cs.Tools(ctx, nil) {
 			if err != nil {
 				r.err = err
 				break
 			}
+			r.defs = append(r.defs, t)
 			r.names = append(r.names, t.Name)
 		}
 		sort.Strings(r.names)
@@ -306,12 +328,9 @@ func listTools(ctx context.Context, cs *mcp.ClientSession) ([]string, error) {
 	}()
 	select {
 	case r := <-done:
-		if r.names == nil && r.err == nil {
-			r.names = []string{}
-		}
-		return r.names, r.err
+		return r.defs, r.names, r.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 }
 
@@ -351,12 +370,31 @@ func (m *MCP) dial(ctx context.Context) (*upstream, error) {
 	}
 }
 
+// toolsChanged handles the server's notifications/tools/list_changed: the
+// tools are listed again before the next use (so a new tool is callable at
+// once), and the OnToolsChanged hook is told.
 func (m *MCP) toolsChanged(s *mcp.ClientSession) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cur != nil && m.cur.cs == s {
+	current := m.cur != nil && m.cur.cs == s
+	if current {
 		m.cur.stale = true
 	}
+	m.mu.Unlock()
+	if current {
+		m.announce()
+	}
+}
+
+// announce tells the OnToolsChanged hook, if any, without blocking.
+func (m *MCP) announce() {
+	go func() {
+		m.mu.Lock()
+		fn := m.changed
+		m.mu.Unlock()
+		if fn != nil {
+			fn(m.name)
+		}
+	}()
 }
 
 // watch retires up when its server goes away by itself.

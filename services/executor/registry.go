@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/airlock-gate/airlock/services/shared/config"
 )
 
 // RegistryFile is the tool registry (tools.yaml): which servers exist, how
@@ -51,6 +53,11 @@ type ServerEntry struct {
 	Webhook *WebhookConfig `yaml:"webhook"`
 	// Timeout for each call of this server's tools (default executor.default_timeout).
 	Timeout time.Duration `yaml:"timeout"`
+	// Trusted marks the server's tool annotations (readOnlyHint,
+	// destructiveHint, ...) as believable: the MCP gateway then tells the
+	// policy they are trusted. The MCP spec says not to base decisions on
+	// annotations from servers you do not trust; default false.
+	Trusted bool `yaml:"trusted"`
 	// Idempotent declares that every tool of the server may safely run twice
 	// with the same idempotency key; a call whose executor died mid-run is then
 	// retried instead of ending indeterminate.
@@ -101,8 +108,9 @@ type Tool struct {
 // Registry resolves "server__tool" names to adapters. It is safe for
 // concurrent use and owns the adapters: Close closes them all.
 type Registry struct {
-	servers        map[string]registered
-	defaultTimeout time.Duration
+	servers         map[string]registered
+	defaultTimeout  time.Duration
+	upstreamTimeout time.Duration
 }
 
 type registered struct {
@@ -177,7 +185,10 @@ func NewRegistry(f RegistryFile, o RegistryOptions) (*Registry, error) {
 	if o.DefaultTimeout <= 0 {
 		o.DefaultTimeout = 30 * time.Second
 	}
-	r := &Registry{servers: map[string]registered{}, defaultTimeout: o.DefaultTimeout}
+	if o.UpstreamTimeout <= 0 {
+		o.UpstreamTimeout = config.Default().Executor.UpstreamTimeout
+	}
+	r := &Registry{servers: map[string]registered{}, defaultTimeout: o.DefaultTimeout, upstreamTimeout: o.UpstreamTimeout}
 	if f.demoEnabled() {
 		demo, err := NewDemo(o.Sandbox)
 		if err != nil {

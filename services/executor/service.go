@@ -122,12 +122,18 @@ func (s *Service) ID() string { return s.id }
 // Name implements svc.Service.
 func (s *Service) Name() string { return "executor" }
 
-// Run implements svc.Service: it consumes allowed and approved events with
+// Run implements svc.Service: it serves the tools endpoint
+// (airlock.api.executor.tools), consumes allowed and approved events with
 // the durable consumer every replica shares until ctx ends, lets running
 // tools finish, and closes the adapters.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.reg.Close()
 	defer s.running.Wait()
+	stopTools, err := serveTools(s.deps.NC, s.reg, s.deps.Log)
+	if err != nil {
+		return err
+	}
+	defer stopTools()
 	return consume.Run(ctx, s.deps.JS, consume.Spec{
 		Service: "executor", Stream: s.deps.Config.Stream.Name, Durable: Durable,
 		FilterSubjects: []string{subject.OfType(subject.Allowed), subject.OfType(subject.Approved)},
@@ -185,7 +191,7 @@ func (s *Service) unsealed(ctx context.Context, ev *airlockv1.Event, why error) 
 		return
 	}
 	att := &airlockv1.Event{
-		AgentId: ev.GetAgentId(), CallId: ev.GetCallId(), Revision: ev.GetRevision(), ThreadId: ev.GetThreadId(),
+		AgentId: ev.GetAgentId(), CallId: ev.GetCallId(), Revision: ev.GetRevision(), ThreadId: ev.GetThreadId(), Json: ev.GetJson(),
 		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "executor"},
 		Body: &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{
 			Action: "run", Why: fmt.Sprintf("an %s event not sealed by the policy or approval service was refused: %v", envelope.TypeOf(ev), why)}},
@@ -403,6 +409,10 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, attempt uint
 			o = OutcomeIndeterminate
 		}
 		ev = s.failedEvent(x, ReasonToolError, o, toolErr.Message, latency, attempt)
+		if len(toolErr.Result) > 0 {
+			f := ev.GetFailed()
+			f.ResultJson, f.Truncated = LimitResult(toolErr.Result, s.deps.Config.Executor.MaxResultBytes)
+		}
 	default:
 		ev = s.failedEvent(x, ReasonToolError, OutcomeError, err.Error(), latency, attempt)
 	}
@@ -508,7 +518,7 @@ func (h *heartbeat) stop() {
 
 func (s *Service) event(x *execution, body any) *airlockv1.Event {
 	ev := &airlockv1.Event{
-		AgentId: x.call.AgentId, CallId: x.call.CallId, Revision: x.call.Revision, ThreadId: x.call.ThreadId,
+		AgentId: x.call.AgentId, CallId: x.call.CallId, Revision: x.call.Revision, ThreadId: x.call.ThreadId, Json: x.call.JsonEvents,
 		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "executor"},
 	}
 	switch b := body.(type) {

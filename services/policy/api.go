@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -93,17 +94,47 @@ func principal(ctx context.Context, by *airlockv1.Actor) (*airlockv1.Actor, erro
 	return a, nil
 }
 
-// listRules answers with the run-time rules in the bucket (tombstones left out).
+// Fallback says in words what decides a call that no rule matches.
+const Fallback = "no rule matches: a reviewer decides (ask, medium risk); a profile bound to the agent can only make a decision stricter"
+
+// listRules answers with the run-time rules in the bucket (tombstones left
+// out) and the policy's own rules that they did not replace or delete:
+// together, every rule that decides calls.
 func (e *Engine) listRules(ctx context.Context, _ *airlockv1.RulesListRequest) (*airlockv1.RulesListResponse, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	resp := &airlockv1.RulesListResponse{PolicyRevision: e.Revision()}
+	resp := &airlockv1.RulesListResponse{PolicyRevision: e.Revision(), Fallback: Fallback}
 	for _, id := range slices.Sorted(maps.Keys(e.kvRules)) {
 		if r := e.kvRules[id]; !r.Deleted {
 			resp.Rules = append(resp.Rules, proto.Clone(r).(*airlockv1.PolicyRule))
 		}
 	}
+	resp.BuiltinRules = BuiltinRules(e.code, e.kvRules)
 	return resp, nil
+}
+
+// BuiltinRules are the rules of code's data.json that no run-time rule
+// (overrides: rule id → rule, tombstones included) replaced or deleted,
+// in priority order.
+func BuiltinRules(code *Code, overrides map[string]*airlockv1.PolicyRule) []*airlockv1.PolicyRule {
+	list, _ := code.Data["airlock"].(map[string]any)["rules"].([]any)
+	var out []*airlockv1.PolicyRule
+	for _, x := range list {
+		raw, err := json.Marshal(x)
+		if err != nil {
+			continue
+		}
+		r := &airlockv1.PolicyRule{}
+		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, r); err != nil || r.Id == "" {
+			continue
+		}
+		if _, replaced := overrides[r.Id]; replaced {
+			continue
+		}
+		out = append(out, r)
+	}
+	slices.SortStableFunc(out, func(a, b *airlockv1.PolicyRule) int { return int(a.Priority) - int(b.Priority) })
+	return out
 }
 
 // putRule validates and stores a rule; it takes effect on every replica

@@ -16,6 +16,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/grant"
 )
 
 // MaxUsedBy bounds StandingGrant.used_by: the most recent uses are kept,
@@ -28,8 +29,9 @@ func UseKey(call *airlockv1.ToolCall) string { return callref.Of(call).Key() }
 
 // GrantApplies reports whether grant g may turn an ask about call into an
 // allow at time now: not revoked, not expired, the same agent, server and
-// tool, every argument glob matching, and a use left — or this very call
-// revision already spent one (a redelivery).
+// tool, every argument glob matching, every pinned argument value equal,
+// no argument the grant does not name when it says so, and a use left — or
+// this very call revision already spent one (a redelivery).
 func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlockv1.Decision, now time.Time) bool {
 	if g == nil || g.Revoked {
 		return false
@@ -42,7 +44,7 @@ func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlo
 	if by := g.GetCreatedBy().GetId(); by != "" && by == call.GetOnBehalfOf() {
 		return false
 	}
-	if g.ExpiresAt != nil && !now.Before(g.ExpiresAt.AsTime()) {
+	if grant.Expired(g, now) {
 		return false
 	}
 	if g.AgentId != call.GetAgentId() || g.Server != call.GetServer() || g.Tool != call.GetTool() {
@@ -53,10 +55,18 @@ func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlo
 			return false
 		}
 	}
+	for ptr, want := range g.ArgumentValues {
+		if got := lookup(call.GetArguments(), ptr); got == nil || !proto.Equal(got, want) {
+			return false
+		}
+	}
+	if g.OnlyListedArguments && !onlyListed(call.GetArguments(), g) {
+		return false
+	}
 	if slices.Contains(g.UsedBy, UseKey(call)) {
 		return true
 	}
-	return !g.LimitedUses || g.UsesLeft > 0
+	return grant.Live(g, now)
 }
 
 // argMatches applies the same rule as the Rego policy: the value at the JSON
@@ -72,10 +82,44 @@ func argMatches(args *structpb.Struct, ptr, pattern string) bool {
 	return err == nil && g.Match(s.StringValue)
 }
 
+// onlyListed reports whether every top-level argument of args is named by
+// one of g's constraints (the first token of its pointer).
+func onlyListed(args *structpb.Struct, g *airlockv1.StandingGrant) bool {
+	named := map[string]bool{}
+	anyOf := map[string]bool{}
+	for _, ptr := range g.AnyArguments {
+		anyOf[ptr] = true
+	}
+	for _, ptrs := range []map[string]bool{keys(g.ArgumentGlobs), keys(g.ArgumentValues), anyOf} {
+		for ptr := range ptrs {
+			first, _, _ := strings.Cut(strings.TrimPrefix(ptr, "/"), "/")
+			named[unescapePointer(first)] = true
+		}
+	}
+	for k := range args.GetFields() {
+		if !named[k] {
+			return false
+		}
+	}
+	return true
+}
+
+func keys[V any](m map[string]V) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}
+
+func unescapePointer(tok string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+}
+
 func lookup(args *structpb.Struct, ptr string) *structpb.Value {
 	cur := structpb.NewStructValue(args)
 	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		tok = unescapePointer(tok)
 		st := cur.GetStructValue()
 		if st == nil {
 			return nil

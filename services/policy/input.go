@@ -24,6 +24,8 @@ var (
 	keyTool       = ast.StringTerm("tool")
 	keyReason     = ast.StringTerm("reason")
 	keyArguments  = ast.StringTerm("arguments")
+	keyAnnots     = ast.StringTerm("annotations")
+	keyAnnTrusted = ast.StringTerm("annotations_trusted")
 )
 
 // inputValue builds {"call": {...}} as an ast value directly: no JSON round trip.
@@ -51,6 +53,19 @@ func inputValue(call *airlockv1.ToolCall) (ast.Value, error) {
 		ast.Item(keyReason, str(7, call.GetReason())),
 		ast.Item(keyArguments, &v[8]),
 	)
+	if ann := call.GetAnnotations(); ann != nil {
+		// The upstream's tool annotations (from the MCP gateway), and
+		// whether airlock believes them: annotations_trusted is true only
+		// for a trusted upstream on a request a front-end sealed (the
+		// policy service's vouch). Policies read them; the compiled rules
+		// (the Go matcher) do not match on them.
+		av, err := structValue(ann)
+		if err != nil {
+			return nil, err
+		}
+		c.Insert(keyAnnots, ast.NewTerm(av))
+		c.Insert(keyAnnTrusted, ast.BooleanTerm(call.GetAnnotationsTrusted()))
+	}
 	return ast.NewObject(ast.Item(keyCall, ast.NewTerm(c))), nil
 }
 

@@ -108,6 +108,9 @@ type intake struct {
 	seq      uint64
 	received time.Time
 	trace    string
+	// json: the agent wrote the request as protojson, so every event of the
+	// call is stored as protojson too.
+	json bool
 }
 
 func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
@@ -115,7 +118,10 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return consume.Permanent(fmt.Errorf("message without JetStream metadata: %w", err))
 	}
-	in := intake{subject: m.Subject(), seq: meta.Sequence.Stream, received: meta.Timestamp, trace: m.Headers().Get(envelope.HeaderTraceparent)}
+	// The JSON flag is read from the request as the intake stored it (its
+	// Content-Type header), whatever subject it is stored under.
+	in := intake{subject: m.Subject(), seq: meta.Sequence.Stream, received: meta.Timestamp, trace: m.Headers().Get(envelope.HeaderTraceparent),
+		json: envelope.IsJSON(m.Headers())}
 	callID, err := s.decide(ctx, m, in)
 	switch {
 	case err == nil:
@@ -160,6 +166,7 @@ func (s *Service) decide(ctx context.Context, m jetstream.Msg, in intake) (strin
 	}
 	sealedBy, _ := s.frontend.VerifyRequest(published, m.Headers(), m.Data(), in.received)
 	s.vouch(call, sealedBy)
+	call.JsonEvents = in.json
 	req := &airlockv1.Requested{Call: call, IntakeSeq: in.seq, ReceivedAt: timestamppb.New(in.received), SealedBy: sealedBy}
 	ref := callref.Of(call)
 	switch v, why, err := s.accept(ctx, in, ref, req); {
@@ -200,6 +207,7 @@ func (s *Service) vouch(call *airlockv1.ToolCall, sealedBy string) {
 
 func (s *Service) refuse(ctx context.Context, in intake, rev uint32, data []byte, r *ingress.Refusal) error {
 	ev := ingress.InvalidEvent(in.subject, in.seq, rev, data, r)
+	ev.Json = in.json
 	if _, err := s.pub.Publish(ctx, ev, in.trace); err != nil {
 		return fmt.Errorf("record invalid request %s: %w", in.subject, err)
 	}
@@ -228,9 +236,9 @@ const maxAcceptAttempts = 20
 func (s *Service) accept(ctx context.Context, in intake, ref callref.Ref, req *airlockv1.Requested) (verdict, string, error) {
 	ev := &airlockv1.Event{
 		EventId: ref.EventID(subject.Requested), AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev,
-		ThreadId: req.GetCall().GetThreadId(),
-		Actor:    &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: ref.Agent},
-		Body:     &airlockv1.Event_Requested{Requested: req},
+		ThreadId: req.GetCall().GetThreadId(), Json: req.GetCall().GetJsonEvents(),
+		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: ref.Agent},
+		Body:  &airlockv1.Event_Requested{Requested: req},
 	}
 	callSubjects := subject.OfCall(ref.Agent, ref.Call)
 	var expect uint64 // the fast path: a new call has no events at all
@@ -309,7 +317,7 @@ func sameRequest(a, b *airlockv1.ToolCall) bool {
 
 // decided reports whether the revision's decision is already stored.
 func (s *Service) decided(ctx context.Context, ref callref.Ref) (bool, error) {
-	for _, typ := range []string{subject.Allowed, subject.Denied, subject.ApprovalRequested} {
+	for _, typ := range subject.PolicyOutcomes {
 		last, err := s.lastEvent(ctx, ref, typ)
 		if err != nil {
 			return false, err
@@ -368,6 +376,7 @@ func DecisionEvent(call *airlockv1.ToolCall, d *airlockv1.Decision) *airlockv1.E
 		CallId:   call.CallId,
 		Revision: call.Revision,
 		ThreadId: call.ThreadId,
+		Json:     call.JsonEvents,
 		Actor:    &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "policy"},
 	}
 	switch d.GetAction() {

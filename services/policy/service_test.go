@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -74,13 +75,11 @@ func publishRequest(t *testing.T, js jetstream.JetStream, c *airlockv1.ToolCall)
 	}
 }
 
-var decisionTypes = []string{subject.Allowed, subject.Denied, subject.ApprovalRequested}
-
 // decisions returns the decision events stored for a call.
 func decisions(t *testing.T, js jetstream.JetStream, agent, call string) []*airlockv1.Event {
 	var out []*airlockv1.Event
 	for _, ev := range testenv.Events(t, js, subject.OfCall(agent, call)) {
-		for _, typ := range decisionTypes {
+		for _, typ := range subject.PolicyOutcomes {
 			if envelope.TypeOf(ev) == typ {
 				out = append(out, ev)
 			}
@@ -150,6 +149,80 @@ func TestRequestedBecomesEachOutcome(t *testing.T) {
 				}
 				if strings.Join(d.Approvers, ",") != "group:reviewers" || d.Quorum != 1 || strings.Join(d.Notify, ",") != "console" {
 					t.Errorf("defaults not filled: approvers %v quorum %d notify %v", d.Approvers, d.Quorum, d.Notify)
+				}
+			}
+		})
+	}
+}
+
+// TestTheConfiguredDefaultTimeoutSetsTheDeadline: approval.default_timeout
+// (AIRLOCK_APPROVAL_DEFAULT_TIMEOUT) decides how long people have when the
+// rule names no timeout; a rule's own timeout still wins.
+func TestTheConfiguredDefaultTimeoutSetsTheDeadline(t *testing.T) {
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	cfg.Approval.DefaultTimeout = 42 * time.Minute
+	_, deps := replica(t, cfg)
+	tests := []struct {
+		name, call, tool string
+		want             time.Duration
+	}{
+		{"a_rule_without_timeout_takes_the_configured_default", "t1", "write_file", 42 * time.Minute},
+		{"a_rule_with_its_own_timeout_keeps_it", "t2", "charge_card", 15 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			submit(t, deps.JS, "bot", tt.call, "demo", tt.tool, map[string]any{"path": "x"})
+			ev := waitDecision(t, deps.JS, "bot", tt.call)
+			ar := ev.GetApprovalRequested()
+			if ar == nil {
+				t.Fatalf("decision %s, want approval_requested", envelope.TypeOf(ev))
+			}
+			d := decisionOf(ev)
+			if got := ar.Deadline.AsTime().Sub(d.DecidedAt.AsTime()); got != tt.want || d.GetTimeout().AsDuration() != tt.want {
+				t.Errorf("deadline is decided_at + %s, timeout %s; want %s", got, d.GetTimeout().AsDuration(), tt.want)
+			}
+		})
+	}
+}
+
+// TestAJSONRequestGetsJSONEvents: a request written as protojson makes the
+// policy store the call's events as protojson (the agent may speak only
+// JSON); a protobuf request keeps protobuf, whatever the agent claims.
+// The request is stored under the agent alone (airlock.req.bot): the JSON
+// flag comes from the Content-Type the intake stored with it.
+func TestAJSONRequestGetsJSONEvents(t *testing.T) {
+	n := testenv.StartNATS(t)
+	_, deps := replica(t, testenv.Config(n.URL()))
+	ctx := context.Background()
+	msg := &nats.Msg{Subject: "airlock.req.bot.j1", Header: nats.Header{"Content-Type": {"application/json"}},
+		Data: []byte(`{"requested":{"call":{"call_id":"j1","tool":"demo__echo","arguments":{"text":"hi"}}}}`)}
+	if _, err := deps.JS.PublishMsg(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	claimed := &airlockv1.ToolCall{CallId: "p1", AgentId: "bot", Server: "demo", Tool: "echo", Arguments: &structpb.Struct{}, Revision: 1, JsonEvents: true}
+	publishRequest(t, deps.JS, claimed)
+	stream, err := deps.JS.Stream(ctx, deps.Config.Stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, call, want string
+	}{
+		{"a_json_request_is_recorded_and_decided_in_json", "j1", envelope.ContentJSON},
+		{"a_protobuf_request_stays_protobuf_even_if_it_asks_for_json", "p1", envelope.ContentProtobuf},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			waitDecision(t, deps.JS, "bot", tt.call)
+			for _, typ := range []string{subject.Requested, subject.Allowed} {
+				subj, _ := subject.Event("bot", tt.call, typ)
+				m, err := stream.GetLastMsgForSubject(ctx, subj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ct := m.Header.Get(envelope.HeaderContentType); ct != tt.want {
+					t.Errorf("%s stored as %q, want %q", typ, ct, tt.want)
 				}
 			}
 		})
@@ -245,6 +318,30 @@ func TestRulePutThroughEndpointChangesNextDecisionOnBothReplicas(t *testing.T) {
 	if err != nil || len(list.Rules) != 1 || list.Rules[0].UpdatedBy.GetId() != "alice" {
 		t.Fatalf("list: %v %v", list, err)
 	}
+	// The built-in rules that decide most calls are listed too, and a
+	// run-time rule with the id of a built-in one replaces it in the list.
+	builtin := map[string]bool{}
+	for _, r := range list.BuiltinRules {
+		builtin[r.Id] = true
+	}
+	if !builtin["write"] || !builtin["fs-delete-etc"] || list.Fallback == "" {
+		t.Fatalf("the list leaves out the built-in rules or the fallback: %v %q", builtin, list.Fallback)
+	}
+	if _, err := client.PutRule(ctx, &airlockv1.PolicyRule{Id: "write", Priority: 40, Pattern: "*__write*", Effect: "ask", Reason: "writes"}, &airlockv1.Actor{Id: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, "the replaced built-in rule to leave the built-in list", func() bool {
+		l, err := client.ListRules(ctx)
+		if err != nil {
+			return false
+		}
+		for _, r := range l.BuiltinRules {
+			if r.Id == "write" {
+				return false
+			}
+		}
+		return len(l.Rules) == 2
+	})
 	if _, err := client.PutRule(ctx, &airlockv1.PolicyRule{Id: "bad", Effect: "maybe"}, &airlockv1.Actor{Id: "alice"}); err == nil || !strings.Contains(err.Error(), "must be allow, ask or deny") {
 		t.Errorf("invalid rule: %v", err)
 	}

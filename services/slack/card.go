@@ -114,7 +114,7 @@ func RenderSuperseded(rec *airlockv1.ApprovalRecord, cardRevision uint32, public
 	m := Render(rec, publicURL)
 	m.Blocks = append(m.Blocks[:len(m.Blocks)-1], slackgo.NewSectionBlock(mrkdwn(fmt.Sprintf(
 		":arrows_counterclockwise: This card is for revision %d; the agent has since submitted revision %d (%s), which has its own message.",
-		cardRevision, rec.GetCall().GetRevision(), stateWord(rec.GetState()))), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_outcome")))
+		cardRevision, rec.GetCall().GetRevision(), calls.StateText(rec.GetState()))), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_outcome")))
 	m.Text = fmt.Sprintf("Superseded: %s (call %s)", calls.QualifiedTool(rec.GetCall()), rec.GetCall().GetCallId())
 	return m
 }
@@ -127,7 +127,7 @@ func statusWord(rec *airlockv1.ApprovalRecord) string {
 	if rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
 		return "Approval needed"
 	}
-	return capitalize(stateWord(rec.GetState()))
+	return capitalize(calls.StateText(rec.GetState()))
 }
 
 func detailBlocks(rec *airlockv1.ApprovalRecord, publicURL string) []slackgo.Block {
@@ -211,7 +211,7 @@ func OutcomeText(rec *airlockv1.ApprovalRecord) string {
 	case airlockv1.ApprovalState_APPROVAL_STATE_PENDING:
 		return ":hourglass_flowing_sand: *Waiting for a decision.*"
 	}
-	return "State: " + stateWord(rec.GetState())
+	return "State: " + calls.StateText(rec.GetState())
 }
 
 // approversText names everyone whose approval counted when there was a quorum.
@@ -354,30 +354,6 @@ func riskBadge(r airlockv1.Risk) string {
 		emoji = ":white_circle:"
 	}
 	return emoji + " " + calls.RiskName(r)
-}
-
-func stateWord(s airlockv1.ApprovalState) string {
-	switch s {
-	case airlockv1.ApprovalState_APPROVAL_STATE_PENDING:
-		return "pending"
-	case airlockv1.ApprovalState_APPROVAL_STATE_APPROVED:
-		return "approved"
-	case airlockv1.ApprovalState_APPROVAL_STATE_REJECTED:
-		return "rejected"
-	case airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED:
-		return "changes requested"
-	case airlockv1.ApprovalState_APPROVAL_STATE_CANCELED:
-		return "canceled"
-	case airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED:
-		return "expired"
-	case airlockv1.ApprovalState_APPROVAL_STATE_EXECUTING:
-		return "approved, running"
-	case airlockv1.ApprovalState_APPROVAL_STATE_COMPLETED:
-		return "approved, completed"
-	case airlockv1.ApprovalState_APPROVAL_STATE_FAILED:
-		return "approved, failed"
-	}
-	return "unknown"
 }
 
 // deadlineText uses Slack's date formatting so each reader sees their own

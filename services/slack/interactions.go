@@ -306,11 +306,11 @@ func (h *Interactions) principal(ctx context.Context, c click) (string, bool) {
 	if p := h.users[c.user]; p != "" {
 		return p, true
 	}
-	agent, thread := c.value.Agent, ""
+	agent, thread, asJSON := c.value.Agent, "", false
 	// The record, when the approval service answers, is the authority on
 	// which agent the call belongs to.
 	if rec, err := h.approvals.Get(ctx, c.value.Agent, c.value.Call, c.value.Revision); err == nil && rec.GetCall().GetAgentId() != "" {
-		agent, thread = rec.GetCall().GetAgentId(), rec.GetCall().GetThreadId()
+		agent, thread, asJSON = rec.GetCall().GetAgentId(), rec.GetCall().GetThreadId(), rec.GetCall().GetJsonEvents()
 	}
 	ev := &airlockv1.Event{
 		EventId:  "slack_" + digest(c.key), // a retried publish of the same refusal is stored once
@@ -318,6 +318,7 @@ func (h *Interactions) principal(ctx context.Context, c click) (string, bool) {
 		CallId:   c.value.Call,
 		Revision: c.value.Revision,
 		ThreadId: thread,
+		Json:     asJSON,
 		Actor:    &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "slack:" + c.user, Channel: Name},
 		Body: &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{
 			Action: actionWord(c.kind),
@@ -349,7 +350,7 @@ func (h *Interactions) decide(ctx context.Context, c click, principal string) {
 		log.Info("Slack decision sent", "changed", resp.GetChanged(), "message", resp.GetMessage())
 		h.showOnCard(ctx, c, resp.GetRecord())
 		if !resp.GetChanged() {
-			h.tell(ctx, c, "Nothing changed: "+escape(orText(resp.GetMessage(), "the call is "+stateWord(resp.GetRecord().GetState())))+".")
+			h.tell(ctx, c, "Nothing changed: "+escape(orText(resp.GetMessage(), "the call is "+calls.StateText(resp.GetRecord().GetState())))+".")
 		}
 	case apierr.CodeOf(err) == apierr.NotAuthorized:
 		log.Warn("approval service refused the Slack decision", "err", err)
@@ -362,7 +363,7 @@ func (h *Interactions) decide(ctx context.Context, c click, principal string) {
 		log.Info("Slack decision not applied", "err", err)
 		if rec, gerr := h.approvals.Get(ctx, c.value.Agent, c.value.Call, 0); gerr == nil && rec != nil {
 			h.showOnCard(ctx, c, rec)
-			h.tell(ctx, c, "This card was out of date: the call is "+stateWord(rec.GetState())+". "+escape(errMessage(err)))
+			h.tell(ctx, c, "This card was out of date: the call is "+calls.StateText(rec.GetState())+". "+escape(errMessage(err)))
 			return
 		}
 		h.tell(ctx, c, ":warning: airlock could not record your decision: "+escape(errMessage(err)))
@@ -399,7 +400,7 @@ func (h *Interactions) openReasonModal(ctx context.Context, c click) {
 	cancel()
 	if err == nil && rec != nil && (rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING || rec.GetCall().GetRevision() != c.value.Revision) {
 		h.showOnCard(ctx, c, rec)
-		h.tell(ctx, c, "This card was out of date: the call is "+stateWord(rec.GetState())+".")
+		h.tell(ctx, c, "This card was out of date: the call is "+calls.StateText(rec.GetState())+".")
 		return
 	}
 	// If the lookup failed, the modal still opens: the submission decides, and reports any problem then.

@@ -247,15 +247,20 @@ func (x *DecideResponse) GetMessage() string {
 	return ""
 }
 
-// ListRequest: endpoint "list". Empty filters match everything.
+// ListRequest: endpoint "list". Empty filters match everything. Records
+// come newest first, abridged (ApprovalRecord.abridged): `get` returns one
+// whole record.
 type ListRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	States        []ApprovalState        `protobuf:"varint,1,rep,packed,name=states,proto3,enum=airlock.v1.ApprovalState" json:"states,omitempty"`
-	AgentId       string                 `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	Tool          string                 `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
-	MinRisk       Risk                   `protobuf:"varint,4,opt,name=min_risk,json=minRisk,proto3,enum=airlock.v1.Risk" json:"min_risk,omitempty"`
-	ThreadId      string                 `protobuf:"bytes,5,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
-	Limit         uint32                 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	States   []ApprovalState        `protobuf:"varint,1,rep,packed,name=states,proto3,enum=airlock.v1.ApprovalState" json:"states,omitempty"`
+	AgentId  string                 `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Tool     string                 `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	MinRisk  Risk                   `protobuf:"varint,4,opt,name=min_risk,json=minRisk,proto3,enum=airlock.v1.Risk" json:"min_risk,omitempty"`
+	ThreadId string                 `protobuf:"bytes,5,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// At most this many records in all pages together (0: the service's cap).
+	Limit uint32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Continue after the previous page: its next_page_token.
+	PageToken     string `protobuf:"bytes,50,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -332,9 +337,20 @@ func (x *ListRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *ListRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Records       []*ApprovalRecord      `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Records []*ApprovalRecord      `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// Set when more records match than one reply carries (a reply stays well
+	// under the bus's max_payload, whatever agents wrote): pass it as
+	// ListRequest.page_token, with the same filters and the limit left.
+	NextPageToken string `protobuf:"bytes,50,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -374,6 +390,13 @@ func (x *ListResponse) GetRecords() []*ApprovalRecord {
 		return x.Records
 	}
 	return nil
+}
+
+func (x *ListResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // GetRequest: endpoint "get".
@@ -686,12 +709,17 @@ func (x *ApproveThreadRequest) GetCalls() []*CallRef {
 
 // CallRef names one call revision: (agent, call, revision).
 type CallRef struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	Revision      uint32                 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	AgentId  string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	CallId   string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Revision uint32                 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The arguments digest (ApprovalRecord.arguments_digest) of what the
+	// reviewer was shown for this revision. Required in approve_thread: a
+	// call whose arguments are no longer those (someone edited them) is not
+	// approved.
+	ArgumentsDigest string `protobuf:"bytes,50,opt,name=arguments_digest,json=argumentsDigest,proto3" json:"arguments_digest,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CallRef) Reset() {
@@ -743,6 +771,13 @@ func (x *CallRef) GetRevision() uint32 {
 		return x.Revision
 	}
 	return 0
+}
+
+func (x *CallRef) GetArgumentsDigest() string {
+	if x != nil {
+		return x.ArgumentsDigest
+	}
+	return ""
 }
 
 type ApproveThreadResponse struct {
@@ -1132,16 +1167,19 @@ const file_airlock_v1_approval_api_proto_rawDesc = "" +
 	"\x0eDecideResponse\x122\n" +
 	"\x06record\x18\x01 \x01(\v2\x1a.airlock.v1.ApprovalRecordR\x06record\x12\x18\n" +
 	"\achanged\x18\x02 \x01(\bR\achanged\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"\xcf\x01\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xee\x01\n" +
 	"\vListRequest\x121\n" +
 	"\x06states\x18\x01 \x03(\x0e2\x19.airlock.v1.ApprovalStateR\x06states\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x12\n" +
 	"\x04tool\x18\x03 \x01(\tR\x04tool\x12+\n" +
 	"\bmin_risk\x18\x04 \x01(\x0e2\x10.airlock.v1.RiskR\aminRisk\x12\x1b\n" +
 	"\tthread_id\x18\x05 \x01(\tR\bthreadId\x12\x14\n" +
-	"\x05limit\x18\x06 \x01(\rR\x05limit\"D\n" +
+	"\x05limit\x18\x06 \x01(\rR\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x182 \x01(\tR\tpageToken\"l\n" +
 	"\fListResponse\x124\n" +
-	"\arecords\x18\x01 \x03(\v2\x1a.airlock.v1.ApprovalRecordR\arecords\"\\\n" +
+	"\arecords\x18\x01 \x03(\v2\x1a.airlock.v1.ApprovalRecordR\arecords\x12&\n" +
+	"\x0fnext_page_token\x182 \x01(\tR\rnextPageToken\"\\\n" +
 	"\n" +
 	"GetRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x19\n" +
@@ -1162,11 +1200,12 @@ const file_airlock_v1_approval_api_proto_rawDesc = "" +
 	"\tprincipal\x18\x02 \x01(\v2\x11.airlock.v1.ActorR\tprincipal\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x19\n" +
 	"\bagent_id\x18\x04 \x01(\tR\aagentId\x12)\n" +
-	"\x05calls\x18\x05 \x03(\v2\x13.airlock.v1.CallRefR\x05calls\"Y\n" +
+	"\x05calls\x18\x05 \x03(\v2\x13.airlock.v1.CallRefR\x05calls\"\x84\x01\n" +
 	"\aCallRef\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1a\n" +
-	"\brevision\x18\x03 \x01(\rR\brevision\"\xd3\x01\n" +
+	"\brevision\x18\x03 \x01(\rR\brevision\x12)\n" +
+	"\x10arguments_digest\x182 \x01(\tR\x0fargumentsDigest\"\xd3\x01\n" +
 	"\x15ApproveThreadResponse\x124\n" +
 	"\aresults\x18\x01 \x03(\v2\x1a.airlock.v1.DecideResponseR\aresults\x12H\n" +
 	"\arefused\x18\x02 \x03(\v2..airlock.v1.ApproveThreadResponse.RefusedEntryR\arefused\x1a:\n" +

@@ -177,8 +177,13 @@ type ToolCall struct {
 	// sealed the request and vouches that the annotations come from an
 	// upstream the registry marks trusted.
 	AnnotationsTrusted bool `protobuf:"varint,15,opt,name=annotations_trusted,json=annotationsTrusted,proto3" json:"annotations_trusted,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Set by the policy service from the request: true when the agent sent its
+	// request as protojson (Content-Type: application/json). Every event of
+	// this call revision is then stored as protojson too (Event.json), so an
+	// agent that speaks only JSON reads its outcomes and Direct Gets as JSON.
+	JsonEvents    bool `protobuf:"varint,50,opt,name=json_events,json=jsonEvents,proto3" json:"json_events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolCall) Reset() {
@@ -312,6 +317,13 @@ func (x *ToolCall) GetAnnotations() *structpb.Struct {
 func (x *ToolCall) GetAnnotationsTrusted() bool {
 	if x != nil {
 		return x.AnnotationsTrusted
+	}
+	return false
+}
+
+func (x *ToolCall) GetJsonEvents() bool {
+	if x != nil {
+		return x.JsonEvents
 	}
 	return false
 }
@@ -504,7 +516,7 @@ var File_airlock_v1_call_proto protoreflect.FileDescriptor
 const file_airlock_v1_call_proto_rawDesc = "" +
 	"\n" +
 	"\x15airlock/v1/call.proto\x12\n" +
-	"airlock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb6\x04\n" +
+	"airlock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd7\x04\n" +
 	"\bToolCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1b\n" +
@@ -524,7 +536,9 @@ const file_airlock_v1_call_proto_rawDesc = "" +
 	"\n" +
 	"agent_runs\x18\r \x01(\bR\tagentRuns\x129\n" +
 	"\vannotations\x18\x0e \x01(\v2\x17.google.protobuf.StructR\vannotations\x12/\n" +
-	"\x13annotations_trusted\x18\x0f \x01(\bR\x12annotationsTrusted\"\x94\x05\n" +
+	"\x13annotations_trusted\x18\x0f \x01(\bR\x12annotationsTrusted\x12\x1f\n" +
+	"\vjson_events\x182 \x01(\bR\n" +
+	"jsonEvents\"\x94\x05\n" +
 	"\bDecision\x12*\n" +
 	"\x06action\x18\x01 \x01(\x0e2\x12.airlock.v1.ActionR\x06action\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x17\n" +

@@ -124,7 +124,13 @@ type Event struct {
 	//	*Event_TokenCreated
 	//	*Event_TokenRevoked
 	//	*Event_AuditPruned
-	Body          isEvent_Body `protobuf_oneof:"body"`
+	Body isEvent_Body `protobuf_oneof:"body"`
+	// Stored as protojson with Content-Type: application/json instead of
+	// protobuf: set by the service that writes the event when its call was
+	// requested in JSON (ToolCall.json_events). Readers decode either by the
+	// Content-Type header (envelope.Decode). Declared after the body so that
+	// fields are declared in number order (the audit sink's wire path needs it).
+	Json          bool `protobuf:"varint,50,opt,name=json,proto3" json:"json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -454,6 +460,13 @@ func (x *Event) GetAuditPruned() *AuditPruned {
 		}
 	}
 	return nil
+}
+
+func (x *Event) GetJson() bool {
+	if x != nil {
+		return x.Json
+	}
+	return false
 }
 
 type isEvent_Body interface {
@@ -1482,7 +1495,12 @@ type Failed struct {
 	Attempt uint32               `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// The claim token of the handling that ended the call (Started.claim of a
 	// run, or a token of its own for a refusal or a take-over).
-	Claim         string `protobuf:"bytes,6,opt,name=claim,proto3" json:"claim,omitempty"`
+	Claim string `protobuf:"bytes,6,opt,name=claim,proto3" json:"claim,omitempty"`
+	// The tool's own error result as JSON text when it gave one (an MCP
+	// CallToolResult with isError, possibly truncated), so a front-end can
+	// pass it on exactly as the tool returned it.
+	ResultJson    string `protobuf:"bytes,7,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	Truncated     bool   `protobuf:"varint,8,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1557,6 +1575,20 @@ func (x *Failed) GetClaim() string {
 		return x.Claim
 	}
 	return ""
+}
+
+func (x *Failed) GetResultJson() string {
+	if x != nil {
+		return x.ResultJson
+	}
+	return ""
+}
+
+func (x *Failed) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
 }
 
 // UnauthorizedAttempt: someone tried to decide and was refused; nothing changed.
@@ -2567,7 +2599,7 @@ var File_airlock_v1_event_proto protoreflect.FileDescriptor
 const file_airlock_v1_event_proto_rawDesc = "" +
 	"\n" +
 	"\x16airlock/v1/event.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x0e\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x96\x0e\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x17\n" +
@@ -2604,7 +2636,8 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\asign_in\x18$ \x01(\v2\x12.airlock.v1.SignInH\x00R\x06signIn\x12?\n" +
 	"\rtoken_created\x18% \x01(\v2\x18.airlock.v1.TokenCreatedH\x00R\ftokenCreated\x12?\n" +
 	"\rtoken_revoked\x18& \x01(\v2\x18.airlock.v1.TokenRevokedH\x00R\ftokenRevoked\x12<\n" +
-	"\faudit_pruned\x18' \x01(\v2\x17.airlock.v1.AuditPrunedH\x00R\vauditPrunedB\x06\n" +
+	"\faudit_pruned\x18' \x01(\v2\x17.airlock.v1.AuditPrunedH\x00R\vauditPruned\x12\x12\n" +
+	"\x04json\x182 \x01(\bR\x04jsonB\x06\n" +
 	"\x04body\"\\\n" +
 	"\x05Actor\x12)\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x15.airlock.v1.ActorTypeR\x04type\x12\x0e\n" +
@@ -2664,14 +2697,17 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\ttruncated\x18\x02 \x01(\bR\ttruncated\x123\n" +
 	"\alatency\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x18\n" +
 	"\aattempt\x18\x04 \x01(\rR\aattempt\x12\x14\n" +
-	"\x05claim\x18\x05 \x01(\tR\x05claim\"\xb9\x01\n" +
+	"\x05claim\x18\x05 \x01(\tR\x05claim\"\xf8\x01\n" +
 	"\x06Failed\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
 	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x123\n" +
 	"\alatency\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x18\n" +
 	"\aattempt\x18\x05 \x01(\rR\aattempt\x12\x14\n" +
-	"\x05claim\x18\x06 \x01(\tR\x05claim\"?\n" +
+	"\x05claim\x18\x06 \x01(\tR\x05claim\x12\x1f\n" +
+	"\vresult_json\x18\a \x01(\tR\n" +
+	"resultJson\x12\x1c\n" +
+	"\ttruncated\x18\b \x01(\bR\ttruncated\"?\n" +
 	"\x13UnauthorizedAttempt\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12\x10\n" +
 	"\x03why\x18\x02 \x01(\tR\x03why\"\xad\x01\n" +

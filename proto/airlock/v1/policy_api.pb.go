@@ -279,8 +279,13 @@ type RulesListResponse struct {
 	Rules []*PolicyRule          `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
 	// Revision of the policy in force on the replica that answered.
 	PolicyRevision string `protobuf:"bytes,2,opt,name=policy_revision,json=policyRevision,proto3" json:"policy_revision,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The rules the policy ships with (its data.json), minus those a run-time
+	// rule replaced or deleted: with rules, everything that decides calls.
+	BuiltinRules []*PolicyRule `protobuf:"bytes,50,rep,name=builtin_rules,json=builtinRules,proto3" json:"builtin_rules,omitempty"`
+	// What decides a call no rule matches, in words ("ask a reviewer").
+	Fallback      string `protobuf:"bytes,51,opt,name=fallback,proto3" json:"fallback,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RulesListResponse) Reset() {
@@ -323,6 +328,20 @@ func (x *RulesListResponse) GetRules() []*PolicyRule {
 func (x *RulesListResponse) GetPolicyRevision() string {
 	if x != nil {
 		return x.PolicyRevision
+	}
+	return ""
+}
+
+func (x *RulesListResponse) GetBuiltinRules() []*PolicyRule {
+	if x != nil {
+		return x.BuiltinRules
+	}
+	return nil
+}
+
+func (x *RulesListResponse) GetFallback() string {
+	if x != nil {
+		return x.Fallback
 	}
 	return ""
 }
@@ -656,10 +675,12 @@ const file_airlock_v1_policy_api_proto_rawDesc = "" +
 	"\tArgsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x12\n" +
-	"\x10RulesListRequest\"j\n" +
+	"\x10RulesListRequest\"\xc3\x01\n" +
 	"\x11RulesListResponse\x12,\n" +
 	"\x05rules\x18\x01 \x03(\v2\x16.airlock.v1.PolicyRuleR\x05rules\x12'\n" +
-	"\x0fpolicy_revision\x18\x02 \x01(\tR\x0epolicyRevision\"_\n" +
+	"\x0fpolicy_revision\x18\x02 \x01(\tR\x0epolicyRevision\x12;\n" +
+	"\rbuiltin_rules\x182 \x03(\v2\x16.airlock.v1.PolicyRuleR\fbuiltinRules\x12\x1a\n" +
+	"\bfallback\x183 \x01(\tR\bfallback\"_\n" +
 	"\x0eRulePutRequest\x12*\n" +
 	"\x04rule\x18\x01 \x01(\v2\x16.airlock.v1.PolicyRuleR\x04rule\x12!\n" +
 	"\x02by\x18\x02 \x01(\v2\x11.airlock.v1.ActorR\x02by\"^\n" +
@@ -711,17 +732,18 @@ var file_airlock_v1_policy_api_proto_depIdxs = []int32{
 	10, // 1: airlock.v1.PolicyRule.updated_by:type_name -> airlock.v1.Actor
 	11, // 2: airlock.v1.PolicyRule.updated_at:type_name -> google.protobuf.Timestamp
 	0,  // 3: airlock.v1.RulesListResponse.rules:type_name -> airlock.v1.PolicyRule
-	0,  // 4: airlock.v1.RulePutRequest.rule:type_name -> airlock.v1.PolicyRule
-	10, // 5: airlock.v1.RulePutRequest.by:type_name -> airlock.v1.Actor
-	0,  // 6: airlock.v1.RulePutResponse.rule:type_name -> airlock.v1.PolicyRule
-	10, // 7: airlock.v1.RuleDeleteRequest.by:type_name -> airlock.v1.Actor
-	12, // 8: airlock.v1.PolicyEvalRequest.call:type_name -> airlock.v1.ToolCall
-	13, // 9: airlock.v1.PolicyEvalResponse.decision:type_name -> airlock.v1.Decision
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	0,  // 4: airlock.v1.RulesListResponse.builtin_rules:type_name -> airlock.v1.PolicyRule
+	0,  // 5: airlock.v1.RulePutRequest.rule:type_name -> airlock.v1.PolicyRule
+	10, // 6: airlock.v1.RulePutRequest.by:type_name -> airlock.v1.Actor
+	0,  // 7: airlock.v1.RulePutResponse.rule:type_name -> airlock.v1.PolicyRule
+	10, // 8: airlock.v1.RuleDeleteRequest.by:type_name -> airlock.v1.Actor
+	12, // 9: airlock.v1.PolicyEvalRequest.call:type_name -> airlock.v1.ToolCall
+	13, // 10: airlock.v1.PolicyEvalResponse.decision:type_name -> airlock.v1.Decision
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_policy_api_proto_init() }

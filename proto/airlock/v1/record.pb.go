@@ -222,8 +222,23 @@ type ApprovalRecord struct {
 	Escalated       bool                   `protobuf:"varint,13,opt,name=escalated,proto3" json:"escalated,omitempty"`
 	CreatedAt       *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	UpdatedAt       *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set only in replies, never stored: values of the record that JSON
+	// cannot hold (a non-finite number) were replaced by marker strings so
+	// that the record can be sent and shown; each entry says which and how.
+	Problems []string `protobuf:"bytes,50,rep,name=problems,proto3" json:"problems,omitempty"`
+	// Set only in list replies, never stored: the record is abridged so that
+	// a list always fits in one reply, whatever agents wrote. Arguments,
+	// edited arguments and annotations larger than a list carries are left
+	// out (the previews below say what they start with) and a long call
+	// reason is cut. `get` returns the whole record.
+	Abridged bool `protobuf:"varint,51,opt,name=abridged,proto3" json:"abridged,omitempty"`
+	// In an abridged record whose arguments were left out: the start of the
+	// arguments (compact JSON), and of the edited arguments when a reviewer
+	// edited them.
+	ArgumentsPreview       string `protobuf:"bytes,52,opt,name=arguments_preview,json=argumentsPreview,proto3" json:"arguments_preview,omitempty"`
+	EditedArgumentsPreview string `protobuf:"bytes,53,opt,name=edited_arguments_preview,json=editedArgumentsPreview,proto3" json:"edited_arguments_preview,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *ApprovalRecord) Reset() {
@@ -359,6 +374,34 @@ func (x *ApprovalRecord) GetUpdatedAt() *timestamppb.Timestamp {
 		return x.UpdatedAt
 	}
 	return nil
+}
+
+func (x *ApprovalRecord) GetProblems() []string {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
+}
+
+func (x *ApprovalRecord) GetAbridged() bool {
+	if x != nil {
+		return x.Abridged
+	}
+	return false
+}
+
+func (x *ApprovalRecord) GetArgumentsPreview() string {
+	if x != nil {
+		return x.ArgumentsPreview
+	}
+	return ""
+}
+
+func (x *ApprovalRecord) GetEditedArgumentsPreview() string {
+	if x != nil {
+		return x.EditedArgumentsPreview
+	}
+	return ""
 }
 
 // ExecutionRecord is the liveness record of a long-running execution (key:
@@ -539,7 +582,18 @@ type StandingGrant struct {
 	// The policy rule whose "ask" this grant answers. The grant applies only
 	// when that same rule asks again, with a quorum of one: it never widens
 	// what a stricter rule (more approvers, another group) requires.
-	RuleId        string `protobuf:"bytes,15,opt,name=rule_id,json=ruleId,proto3" json:"rule_id,omitempty"`
+	RuleId string `protobuf:"bytes,15,opt,name=rule_id,json=ruleId,proto3" json:"rule_id,omitempty"`
+	// Argument values pinned exactly: JSON pointer → the value the call's
+	// argument must equal (any JSON value: a string with newlines, a number,
+	// an object). What "always allow" pins by default.
+	ArgumentValues map[string]*structpb.Value `protobuf:"bytes,50,rep,name=argument_values,json=argumentValues,proto3" json:"argument_values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The call may have no top-level argument that no constraint names (in
+	// argument_globs, argument_values or any_arguments): a grant pinned to
+	// {path} does not allow a call that adds {mode}.
+	OnlyListedArguments bool `protobuf:"varint,51,opt,name=only_listed_arguments,json=onlyListedArguments,proto3" json:"only_listed_arguments,omitempty"`
+	// Arguments (JSON pointers) that may take any value: named, so that
+	// only_listed_arguments allows them, but not constrained.
+	AnyArguments  []string `protobuf:"bytes,52,rep,name=any_arguments,json=anyArguments,proto3" json:"any_arguments,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -679,6 +733,27 @@ func (x *StandingGrant) GetRuleId() string {
 	return ""
 }
 
+func (x *StandingGrant) GetArgumentValues() map[string]*structpb.Value {
+	if x != nil {
+		return x.ArgumentValues
+	}
+	return nil
+}
+
+func (x *StandingGrant) GetOnlyListedArguments() bool {
+	if x != nil {
+		return x.OnlyListedArguments
+	}
+	return false
+}
+
+func (x *StandingGrant) GetAnyArguments() []string {
+	if x != nil {
+		return x.AnyArguments
+	}
+	return nil
+}
+
 var File_airlock_v1_record_proto protoreflect.FileDescriptor
 
 const file_airlock_v1_record_proto_rawDesc = "" +
@@ -687,7 +762,7 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"=\n" +
 	"\x0fNotificationRef\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12\x10\n" +
-	"\x03ref\x18\x02 \x01(\tR\x03ref\"\xd2\x05\n" +
+	"\x03ref\x18\x02 \x01(\tR\x03ref\"\xf1\x06\n" +
 	"\x0eApprovalRecord\x12(\n" +
 	"\x04call\x18\x01 \x01(\v2\x14.airlock.v1.ToolCallR\x04call\x120\n" +
 	"\bdecision\x18\x02 \x01(\v2\x14.airlock.v1.DecisionR\bdecision\x12/\n" +
@@ -707,7 +782,11 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xc4\x04\n" +
+	"updated_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1a\n" +
+	"\bproblems\x182 \x03(\tR\bproblems\x12\x1a\n" +
+	"\babridged\x183 \x01(\bR\babridged\x12+\n" +
+	"\x11arguments_preview\x184 \x01(\tR\x10argumentsPreview\x128\n" +
+	"\x18edited_arguments_preview\x185 \x01(\tR\x16editedArgumentsPreview\"\xc4\x04\n" +
 	"\x0fExecutionRecord\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\rR\brevision\x120\n" +
@@ -727,7 +806,7 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\aoutcome\x18\v \x01(\tR\aoutcome\x12\x19\n" +
 	"\bagent_id\x18\f \x01(\tR\aagentId\x12\x14\n" +
 	"\x05claim\x18\r \x01(\tR\x05claim\x12=\n" +
-	"\fheartbeat_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\"\x85\x05\n" +
+	"\fheartbeat_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\"\x91\a\n" +
 	"\rStandingGrant\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
@@ -749,10 +828,16 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\aused_by\x18\r \x03(\tR\x06usedBy\x120\n" +
 	"\n" +
 	"revoked_by\x18\x0e \x01(\v2\x11.airlock.v1.ActorR\trevokedBy\x12\x17\n" +
-	"\arule_id\x18\x0f \x01(\tR\x06ruleId\x1a@\n" +
+	"\arule_id\x18\x0f \x01(\tR\x06ruleId\x12V\n" +
+	"\x0fargument_values\x182 \x03(\v2-.airlock.v1.StandingGrant.ArgumentValuesEntryR\x0eargumentValues\x122\n" +
+	"\x15only_listed_arguments\x183 \x01(\bR\x13onlyListedArguments\x12#\n" +
+	"\rany_arguments\x184 \x03(\tR\fanyArguments\x1a@\n" +
 	"\x12ArgumentGlobsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xbb\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aY\n" +
+	"\x13ArgumentValuesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01*\xbb\x02\n" +
 	"\rApprovalState\x12\x1e\n" +
 	"\x1aAPPROVAL_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16APPROVAL_STATE_PENDING\x10\x01\x12\x1b\n" +
@@ -784,7 +869,7 @@ func file_airlock_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_airlock_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_airlock_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_airlock_v1_record_proto_goTypes = []any{
 	(ApprovalState)(0),            // 0: airlock.v1.ApprovalState
 	(ExecutionState)(0),           // 1: airlock.v1.ExecutionState
@@ -793,39 +878,43 @@ var file_airlock_v1_record_proto_goTypes = []any{
 	(*ExecutionRecord)(nil),       // 4: airlock.v1.ExecutionRecord
 	(*StandingGrant)(nil),         // 5: airlock.v1.StandingGrant
 	nil,                           // 6: airlock.v1.StandingGrant.ArgumentGlobsEntry
-	(*ToolCall)(nil),              // 7: airlock.v1.ToolCall
-	(*Decision)(nil),              // 8: airlock.v1.Decision
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
-	(*Vote)(nil),                  // 10: airlock.v1.Vote
-	(*Actor)(nil),                 // 11: airlock.v1.Actor
-	(*structpb.Struct)(nil),       // 12: google.protobuf.Struct
+	nil,                           // 7: airlock.v1.StandingGrant.ArgumentValuesEntry
+	(*ToolCall)(nil),              // 8: airlock.v1.ToolCall
+	(*Decision)(nil),              // 9: airlock.v1.Decision
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*Vote)(nil),                  // 11: airlock.v1.Vote
+	(*Actor)(nil),                 // 12: airlock.v1.Actor
+	(*structpb.Struct)(nil),       // 13: google.protobuf.Struct
+	(*structpb.Value)(nil),        // 14: google.protobuf.Value
 }
 var file_airlock_v1_record_proto_depIdxs = []int32{
-	7,  // 0: airlock.v1.ApprovalRecord.call:type_name -> airlock.v1.ToolCall
-	8,  // 1: airlock.v1.ApprovalRecord.decision:type_name -> airlock.v1.Decision
+	8,  // 0: airlock.v1.ApprovalRecord.call:type_name -> airlock.v1.ToolCall
+	9,  // 1: airlock.v1.ApprovalRecord.decision:type_name -> airlock.v1.Decision
 	0,  // 2: airlock.v1.ApprovalRecord.state:type_name -> airlock.v1.ApprovalState
-	9,  // 3: airlock.v1.ApprovalRecord.deadline:type_name -> google.protobuf.Timestamp
-	10, // 4: airlock.v1.ApprovalRecord.votes:type_name -> airlock.v1.Vote
-	11, // 5: airlock.v1.ApprovalRecord.decided_by:type_name -> airlock.v1.Actor
-	12, // 6: airlock.v1.ApprovalRecord.edited_arguments:type_name -> google.protobuf.Struct
+	10, // 3: airlock.v1.ApprovalRecord.deadline:type_name -> google.protobuf.Timestamp
+	11, // 4: airlock.v1.ApprovalRecord.votes:type_name -> airlock.v1.Vote
+	12, // 5: airlock.v1.ApprovalRecord.decided_by:type_name -> airlock.v1.Actor
+	13, // 6: airlock.v1.ApprovalRecord.edited_arguments:type_name -> google.protobuf.Struct
 	2,  // 7: airlock.v1.ApprovalRecord.notifications:type_name -> airlock.v1.NotificationRef
-	9,  // 8: airlock.v1.ApprovalRecord.created_at:type_name -> google.protobuf.Timestamp
-	9,  // 9: airlock.v1.ApprovalRecord.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 8: airlock.v1.ApprovalRecord.created_at:type_name -> google.protobuf.Timestamp
+	10, // 9: airlock.v1.ApprovalRecord.updated_at:type_name -> google.protobuf.Timestamp
 	1,  // 10: airlock.v1.ExecutionRecord.state:type_name -> airlock.v1.ExecutionState
-	9,  // 11: airlock.v1.ExecutionRecord.claimed_at:type_name -> google.protobuf.Timestamp
-	9,  // 12: airlock.v1.ExecutionRecord.started_at:type_name -> google.protobuf.Timestamp
-	9,  // 13: airlock.v1.ExecutionRecord.finished_at:type_name -> google.protobuf.Timestamp
-	9,  // 14: airlock.v1.ExecutionRecord.heartbeat_at:type_name -> google.protobuf.Timestamp
+	10, // 11: airlock.v1.ExecutionRecord.claimed_at:type_name -> google.protobuf.Timestamp
+	10, // 12: airlock.v1.ExecutionRecord.started_at:type_name -> google.protobuf.Timestamp
+	10, // 13: airlock.v1.ExecutionRecord.finished_at:type_name -> google.protobuf.Timestamp
+	10, // 14: airlock.v1.ExecutionRecord.heartbeat_at:type_name -> google.protobuf.Timestamp
 	6,  // 15: airlock.v1.StandingGrant.argument_globs:type_name -> airlock.v1.StandingGrant.ArgumentGlobsEntry
-	9,  // 16: airlock.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
-	11, // 17: airlock.v1.StandingGrant.created_by:type_name -> airlock.v1.Actor
-	9,  // 18: airlock.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
-	11, // 19: airlock.v1.StandingGrant.revoked_by:type_name -> airlock.v1.Actor
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	10, // 16: airlock.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
+	12, // 17: airlock.v1.StandingGrant.created_by:type_name -> airlock.v1.Actor
+	10, // 18: airlock.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
+	12, // 19: airlock.v1.StandingGrant.revoked_by:type_name -> airlock.v1.Actor
+	7,  // 20: airlock.v1.StandingGrant.argument_values:type_name -> airlock.v1.StandingGrant.ArgumentValuesEntry
+	14, // 21: airlock.v1.StandingGrant.ArgumentValuesEntry.value:type_name -> google.protobuf.Value
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_record_proto_init() }
@@ -841,7 +930,7 @@ func file_airlock_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_record_proto_rawDesc), len(file_airlock_v1_record_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

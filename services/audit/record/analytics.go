@@ -1,8 +1,11 @@
 package record
 
 import (
+	"slices"
 	"sort"
 	"time"
+
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // AnalyticsOptions tune Analyze.
@@ -68,10 +71,22 @@ type Analytics struct {
 	DecideP95   float64     `json:"decide_p95_seconds"`
 	Reviewers   []Reviewer  `json:"reviewers"` // rubber-stampers first, then by decisions
 	MostAsked   []ToolStats `json:"most_asked"`
+	// Decided lists every call a person was asked about that has an
+	// outcome, in the order it was asked (what the console's charts draw).
+	Decided []Decided `json:"-"`
+}
+
+// Decided is one call a person was asked about and how it ended.
+type Decided struct {
+	Tool string
+	// Outcome is approved, rejected, changes_requested, expired or canceled.
+	Outcome            string
+	By                 string
+	AskedAt, DecidedAt time.Time
 }
 
 // AnalyticsTypes are the event types Analyze reads; stores fetch only these.
-var AnalyticsTypes = []string{"allowed", "denied", "approval_requested", "approved", "rejected", "changes_requested", "expired", "canceled"}
+var AnalyticsTypes = append(slices.Clone(subject.PolicyOutcomes), subject.ApprovalOutcomes...)
 
 // Analyze computes analytics from rows in stream order (only the types in
 // AnalyticsTypes matter). A call revision counts once, whatever
@@ -118,9 +133,9 @@ func Analyze(rows []Row, opt AnalyticsOptions) Analytics {
 			}
 			asked[k] = &pending{tool: ToolKey(r.Server, r.Tool), askedAt: r.Time}
 			order = append(order, k)
-		case "approved", "rejected", "changes_requested", "expired", "canceled":
+		default:
 			p := asked[k]
-			if p == nil || p.outcome != "" {
+			if !slices.Contains(subject.ApprovalOutcomes, r.Type) || p == nil || p.outcome != "" {
 				continue
 			}
 			p.outcome, p.at = r.Type, r.Time
@@ -130,6 +145,7 @@ func Analyze(rows []Row, opt AnalyticsOptions) Analytics {
 		}
 	}
 	var decide []float64
+	a := Analytics{Options: opt}
 	reviewers := map[string]*Reviewer{}
 	times := map[string][]float64{}
 	for _, k := range order {
@@ -147,6 +163,9 @@ func Analyze(rows []Row, opt AnalyticsOptions) Analytics {
 			ts.Expired++
 		case "canceled":
 			ts.Canceled++
+		}
+		if p.outcome != "" {
+			a.Decided = append(a.Decided, Decided{Tool: p.tool, Outcome: p.outcome, By: p.by, AskedAt: p.askedAt, DecidedAt: p.at})
 		}
 		if p.outcome != "approved" && p.outcome != "rejected" && p.outcome != "changes_requested" {
 			continue
@@ -170,7 +189,7 @@ func Analyze(rows []Row, opt AnalyticsOptions) Analytics {
 			}
 		}
 	}
-	a := Analytics{Options: opt, DecideCount: len(decide)}
+	a.DecideCount = len(decide)
 	a.DecideP50, a.DecideP95 = Percentile(decide, 0.50), Percentile(decide, 0.95)
 	for _, t := range tools {
 		if d := t.Approved + t.Rejected + t.ChangesRequested; d > 0 {

@@ -23,7 +23,9 @@ var CSVHeader = []string{"seq", "time", "event_id", "type", "agent_id", "thread_
 	"server", "tool", "actor_type", "actor_id", "actor_channel", "decision", "reason", "risk", "rule_id",
 	"policy_revision", "decision_id", "args_digest", "latency_ms", "payload", "decided_by", "grant_id", "prev_hash", "hash"}
 
-// CSVRecord is r as a CSV line in CSVHeader order.
+// CSVRecord is r as a CSV line in CSVHeader order. Every cell is
+// neutralised (neutralizeCell): agents write reasons, ids and arguments,
+// and a spreadsheet must never run one as a formula.
 func CSVRecord(r Row) []string {
 	lat := ""
 	if r.LatencyMS != nil {

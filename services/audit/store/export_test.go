@@ -15,6 +15,7 @@ func TestCSVCellsNeverStartAFormula(t *testing.T) {
 		{"\t=1", "'\t=1"},
 		{"\r=1", "'\r=1"},
 		{"plain reason", "plain reason"},
+		{"a=b", "a=b"}, // a formula later in the text is kept
 		{"", ""},
 	} {
 		row := Row{Reason: tc.in, Agent: tc.in}

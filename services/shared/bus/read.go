@@ -15,12 +15,23 @@ import (
 
 // ReadStored calls fn for every message stored on filters right now, in
 // stream order, until fn returns false or it has seen them all. It uses an
-// ordered consumer, so it reads history without touching any durable state.
+// ordered consumer, so it reads history without touching any durable state;
+// the consumer is deleted when the read ends (and left by the server after
+// readerIdle should that fail), so frequent reads do not pile consumers up
+// against the server's limit per stream (1,000 by default; an ordered
+// consumer otherwise lingers for 5 minutes).
 func ReadStored(ctx context.Context, js jetstream.JetStream, stream string, filters []string, fn func(jetstream.Msg) bool) error {
-	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: filters})
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: filters, InactiveThreshold: readerIdle})
 	if err != nil {
 		return fmt.Errorf("read %v from %s: %w", filters, stream, err)
 	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if ci := cons.CachedInfo(); ci != nil && ci.Name != "" {
+			_ = js.DeleteConsumer(dctx, stream, ci.Name)
+		}
+	}()
 	info, err := cons.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("read %v from %s: %w", filters, stream, err)
@@ -49,6 +60,10 @@ func ReadStored(ctx context.Context, js jetstream.JetStream, stream string, filt
 	}
 	return nil
 }
+
+// readerIdle is how long the server keeps a ReadStored consumer nobody
+// pulls from.
+const readerIdle = 30 * time.Second
 
 // LastStored returns the last message stored on subj (which may end in a
 // wildcard) in stream, with JetStream's Direct Get, or nil when there is

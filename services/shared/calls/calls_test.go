@@ -1,7 +1,12 @@
 package calls
 
 import (
+	"math"
+	"slices"
 	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 )
@@ -29,5 +34,67 @@ func TestRiskWordsRoundTrip(t *testing.T) {
 func TestToolName(t *testing.T) {
 	if ToolName("fs", "read_file") != "fs__read_file" || ToolName("", "read_file") != "read_file" {
 		t.Fatal("ToolName")
+	}
+}
+
+func TestStateWords(t *testing.T) {
+	tests := []struct {
+		name       string
+		state      airlockv1.ApprovalState
+		token, txt string
+	}{
+		{"pending_reads_pending", airlockv1.ApprovalState_APPROVAL_STATE_PENDING, "pending", "pending"},
+		{"changes_requested_keeps_its_underscore_as_a_token_only", airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED, "changes_requested", "changes requested"},
+		{"executing_reads_as_approved_and_running", airlockv1.ApprovalState_APPROVAL_STATE_EXECUTING, "executing", "approved, running"},
+		{"an_unspecified_state_is_unknown", airlockv1.ApprovalState_APPROVAL_STATE_UNSPECIFIED, "unknown", "unknown"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := StateName(tt.state); got != tt.token {
+				t.Errorf("StateName = %q, want %q", got, tt.token)
+			}
+			if got := StateText(tt.state); got != tt.txt {
+				t.Errorf("StateText = %q, want %q", got, tt.txt)
+			}
+		})
+	}
+	for _, s := range DecidedStates {
+		if got, ok := ParseState(StateName(s)); !ok || got != s {
+			t.Errorf("ParseState(StateName(%v)) = %v %v", s, got, ok)
+		}
+	}
+	if _, ok := ParseState("unknown"); ok {
+		t.Error("ParseState accepted a word that is no state")
+	}
+	if got, ok := ParseState(" APPROVAL_STATE_Rejected "); !ok || got != airlockv1.ApprovalState_APPROVAL_STATE_REJECTED {
+		t.Errorf("ParseState of the enum name = %v %v", got, ok)
+	}
+}
+
+func TestShowableMarksNonFiniteNumbers(t *testing.T) {
+	args, err := structpb.NewStruct(map[string]any{"path": "a", "n": map[string]any{"x/y": []any{1.0, 2.0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args.Fields["n"].GetStructValue().Fields["x/y"].GetListValue().Values[1] = structpb.NewNumberValue(math.NaN())
+	args.Fields["big"] = structpb.NewNumberValue(math.Inf(1))
+	rec := &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{Arguments: args}}
+	got := Showable(rec)
+	if got == rec {
+		t.Fatal("a record with non-finite numbers came back as it was")
+	}
+	want := []string{`argument /big is +Inf, which is not a JSON number: shown as the text "+Inf"`, `argument /n/x~1y/1 is NaN, which is not a JSON number: shown as the text "NaN"`}
+	if !slices.Equal(got.GetProblems(), want) {
+		t.Fatalf("problems %q, want %q", got.GetProblems(), want)
+	}
+	if _, err := protojson.Marshal(got); err != nil {
+		t.Fatalf("the showable record still cannot be encoded: %v", err)
+	}
+	if !math.IsNaN(rec.GetCall().GetArguments().GetFields()["n"].GetStructValue().GetFields()["x/y"].GetListValue().GetValues()[1].GetNumberValue()) {
+		t.Fatal("Showable changed its input")
+	}
+	clean := &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{Arguments: &structpb.Struct{}}}
+	if Showable(clean) != clean {
+		t.Fatal("a clean record was copied")
 	}
 }

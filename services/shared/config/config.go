@@ -35,6 +35,7 @@ type Config struct {
 	Audit      Audit      `yaml:"audit"`
 	Console    Console    `yaml:"console"`
 	Slack      Slack      `yaml:"slack"`
+	Gateway    Gateway    `yaml:"gateway"`
 }
 
 // NATS is how services reach the bus.
@@ -172,6 +173,7 @@ func Default() Config {
 		Audit:      defaultAudit(),
 		Console:    defaultConsole(),
 		Slack:      defaultSlack(),
+		Gateway:    defaultGateway(),
 	}
 }
 
@@ -191,6 +193,9 @@ func Load(path string, env []string) (Config, error) {
 		}
 	}
 	if err := applyEnv(&cfg, env); err != nil {
+		return cfg, err
+	}
+	if err := cfg.ApplyGatewayBindings(); err != nil {
 		return cfg, err
 	}
 	if err := cfg.Validate(); err != nil {
@@ -261,6 +266,7 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.Slack.validate()...)
+	errs = append(errs, c.Gateway.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -21,6 +21,21 @@ type Console struct {
 	SecureCookies bool `yaml:"secure_cookies"`
 	// MaxWait caps ?wait= on GET /api/v1/calls/{id}.
 	MaxWait time.Duration `yaml:"max_wait"`
+	// SignIn limits failed sign-ins, per user name and per client address.
+	SignIn SignInLimit `yaml:"sign_in"`
+	// TrustedProxies are the addresses or CIDRs of reverse proxies whose
+	// X-Forwarded-For names the client; from anywhere else the connection's
+	// address is the client's (the header is ignored).
+	TrustedProxies []string `yaml:"trusted_proxies"`
+}
+
+// SignInLimit bounds failed sign-ins: past either count within Window,
+// further attempts are refused until the window has passed, whether or not
+// the user exists.
+type SignInLimit struct {
+	FailuresPerUser    int           `yaml:"failures_per_user"`
+	FailuresPerAddress int           `yaml:"failures_per_address"`
+	Window             time.Duration `yaml:"window"`
 }
 
 // User is a local console account.
@@ -50,5 +65,6 @@ func defaultConsole() Console {
 		SessionMaxAge: 7 * 24 * time.Hour,
 		TokenTTL:      90 * 24 * time.Hour,
 		MaxWait:       60 * time.Second,
+		SignIn:        SignInLimit{FailuresPerUser: 5, FailuresPerAddress: 20, Window: 15 * time.Minute},
 	}
 }

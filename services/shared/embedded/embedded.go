@@ -30,6 +30,9 @@ type Options struct {
 	Routes      []string
 	// Log enables the server's own logging to stderr.
 	Log bool
+	// MaxPayload is the largest message the server accepts (0: 8 MiB).
+	// Production servers keep NATS's default of 1 MiB.
+	MaxPayload int32
 	// ConfigFile, when set, is a nats-server configuration (accounts, users,
 	// permissions, ...) read first; the fields above override its listen and
 	// store settings.
@@ -108,6 +111,9 @@ func (o Options) serverOptions() (*server.Options, error) {
 	so.JetStream, so.StoreDir = true, o.StoreDir
 	so.SyncAlways, so.SyncInterval = o.SyncAlways, o.SyncInterval
 	so.NoSigs, so.NoLog, so.MaxPayload = true, !o.Log, 8<<20
+	if o.MaxPayload > 0 {
+		so.MaxPayload = o.MaxPayload
+	}
 	if o.ClusterName != "" {
 		so.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: o.Host, Port: o.ClusterPort}
 		so.Routes = server.RoutesFromStr(joinRoutes(o.Routes))

@@ -1,7 +1,10 @@
 // Package envelope encodes airlock events as NATS messages and back.
 //
 // The body is protobuf binary (canonical) or protojson when the message says
-// Content-Type: application/json. Every message carries CloudEvents
+// Content-Type: application/json. Events of a call its agent requested in
+// JSON (Event.json, set from ToolCall.json_events) are stored as protojson
+// with the proto field names, so an agent that speaks only JSON can read
+// everything about its calls. Every message carries CloudEvents
 // attributes as headers (ce-id, ce-type, ce-source, ce-time, ce-specversion),
 // a W3C traceparent, and Nats-Msg-Id = ce-id so the stream stores a retried
 // publish once.
@@ -96,7 +99,7 @@ func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgI
 	if ev.Time == nil {
 		ev.Time = timestamppb.Now()
 	}
-	data, err := proto.Marshal(ev)
+	contentType, data, err := marshal(ev)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s event for call %s: %w", typ, ev.CallId, err)
 	}
@@ -104,7 +107,7 @@ func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgI
 	// the header is built in one sized map over one backing array of
 	// values rather than grown key by key.
 	vals := [...]string{
-		ContentProtobuf,
+		contentType,
 		ev.EventId,
 		"airlock.v1." + typ,
 		source,
@@ -124,6 +127,21 @@ func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgI
 		h[k] = backing[i : i+1 : i+1]
 	}
 	return &nats.Msg{Subject: subj, Data: data, Header: h}, nil
+}
+
+// JSONForm is how events are written in JSON: protojson with the field
+// names of the .proto files (call_id, approval_requested, ...), which is
+// also what agents may publish.
+var JSONForm = protojson.MarshalOptions{UseProtoNames: true}
+
+// marshal encodes ev as protobuf, or as protojson when ev.Json is set.
+func marshal(ev *airlockv1.Event) (string, []byte, error) {
+	if ev.GetJson() {
+		data, err := JSONForm.Marshal(ev)
+		return ContentJSON, data, err
+	}
+	data, err := proto.Marshal(ev)
+	return ContentProtobuf, data, err
 }
 
 // Decode parses an event from a message body and its headers.

@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -160,5 +161,36 @@ func TestRefusedAppendIsAConflictOnEveryServer(t *testing.T) {
 				t.Fatalf("refusedAppend(%v) = %v, want %v", tt.err, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestEventsOfAJSONCallAreStoredAsJSON: an event marked json is encoded as
+// protojson with the proto field names and Content-Type application/json,
+// and decodes back to the same event.
+func TestEventsOfAJSONCallAreStoredAsJSON(t *testing.T) {
+	ev := &airlockv1.Event{AgentId: "bot", CallId: "c1", Revision: 1, Json: true,
+		Body: &airlockv1.Event_Rejected{Rejected: &airlockv1.Rejected{Reason: "not today"}}}
+	msg, err := Encode(ev, "airlock/test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := msg.Header.Get(HeaderContentType); ct != ContentJSON {
+		t.Fatalf("Content-Type %q, want %s", ct, ContentJSON)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(msg.Data, &doc); err != nil {
+		t.Fatalf("the body is not JSON: %v\n%s", err, msg.Data)
+	}
+	if doc["call_id"] != "c1" || doc["rejected"].(map[string]any)["reason"] != "not today" {
+		t.Fatalf("the body does not use the proto field names: %s", msg.Data)
+	}
+	back, err := Decode(msg.Data, msg.Header)
+	if err != nil || back.GetRejected().GetReason() != "not today" || back.GetEventId() != ev.GetEventId() {
+		t.Fatalf("decode: %v %v", back, err)
+	}
+	ev.Json = false
+	msg, err = Encode(ev, "airlock/test", "")
+	if err != nil || msg.Header.Get(HeaderContentType) != ContentProtobuf {
+		t.Fatalf("an event not marked json: %v %q", err, msg.Header.Get(HeaderContentType))
 	}
 }

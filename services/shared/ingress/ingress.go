@@ -68,6 +68,9 @@ func badValue(v *structpb.Value, at string) (string, string, bool) {
 	return "", "", false
 }
 
+// ValidName reports whether s can be a server or tool name of a call.
+func ValidName(s string) bool { return len(s) <= MaxNameLen && namePattern.MatchString(s) }
+
 // Refusal is why a request was refused; Reason is the sentence recorded in
 // the `invalid` event and returned to the agent.
 type Refusal struct {
@@ -143,8 +146,10 @@ func Request(subj string, data []byte, header nats.Header, maxBytes int) (_ *air
 		}
 	}
 	call.AgentId, call.CallId = agent, callID
-	// Only airlock vouches for these (the policy service sets them).
-	call.OnBehalfOfVerified, call.AnnotationsTrusted = false, false
+	// Only airlock vouches for whom a call acts for (the policy service sets
+	// it). annotations_trusted stays as the sender's claim: the policy
+	// service keeps it only on a request a front-end sealed (vouch).
+	call.OnBehalfOfVerified = false
 	if call.Revision == 0 {
 		call.Revision = 1
 	}
@@ -183,7 +188,7 @@ func Call(call *airlockv1.ToolCall) *Refusal {
 		return refuse("server is required: name it, or use a qualified tool name such as \"fs__read_file\"")
 	}
 	for _, f := range []struct{ name, v string }{{"server", call.Server}, {"tool", call.Tool}} {
-		if len(f.v) > MaxNameLen || !namePattern.MatchString(f.v) {
+		if !ValidName(f.v) {
 			return refuse("%s %q must be 1-%d characters from A-Z a-z 0-9 _ . : -", f.name, truncate(f.v, 40), MaxNameLen)
 		}
 	}

@@ -19,7 +19,12 @@ type Dev struct{ DataDir string }
 // FirstAgent is the agent `airlock dev` creates on its first start.
 const FirstAgent = "bot"
 
-// SeedFile is the nkey seed of a service role ("dev", "admin").
+// devRoles are the service users `airlock dev` runs: its services, the
+// operator CLI, and the MCP gateway (a front-end with its own user, as in
+// production, also when `airlock gateway --stdio` is launched by a client).
+var devRoles = []string{RoleDev, RoleAdmin, RoleGateway}
+
+// SeedFile is the nkey seed of a service role ("dev", "admin", "gateway").
 func (d Dev) SeedFile(role string) string { return filepath.Join(d.DataDir, "keys", role+".nk") }
 
 // DecisionKeyFile and FrontendKeyFile are the seal keys.
@@ -34,6 +39,12 @@ func (d Dev) CredentialFile(agent string) string {
 	return filepath.Join(d.AgentsDir(), agent+CredentialSuffix)
 }
 
+// GatewayTokenFile is the bearer token of a gateway endpoint `airlock dev`
+// configures for an agent.
+func (d Dev) GatewayTokenFile(endpoint string) string {
+	return filepath.Join(d.DataDir, "gateway", endpoint+".token")
+}
+
 // ConfigFile is the embedded server's accounts configuration.
 func (d Dev) ConfigFile() string { return filepath.Join(d.DataDir, "nats-accounts.conf") }
 
@@ -41,7 +52,7 @@ func (d Dev) ConfigFile() string { return filepath.Join(d.DataDir, "nats-account
 // time (no agents dir yet), a credential for FirstAgent that connects to
 // url. It then renders ConfigFile.
 func (d Dev) Ensure(cfg config.Config, url string) error {
-	for _, role := range []string{RoleDev, RoleAdmin} {
+	for _, role := range devRoles {
 		if _, err := EnsureSeed(d.SeedFile(role)); err != nil {
 			return err
 		}
@@ -65,7 +76,7 @@ func (d Dev) Ensure(cfg config.Config, url string) error {
 // removed), in which case the server should reload it.
 func (d Dev) Render(cfg config.Config) (bool, error) {
 	spec := Spec{Config: cfg}
-	for _, role := range []string{RoleDev, RoleAdmin} {
+	for _, role := range devRoles {
 		pub, err := EnsureSeed(d.SeedFile(role))
 		if err != nil {
 			return false, err

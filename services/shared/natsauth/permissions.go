@@ -21,6 +21,7 @@ package natsauth
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -190,8 +191,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 		return Permissions{
 			PublishAllow: join(
 				durable(n.events, n.approvalDurable),
-				events(subject.Approved, subject.Rejected, subject.ChangesRequested, subject.Expired, subject.Canceled,
-					subject.Notified, subject.UnauthorizedAttempt, subject.VoteCast, subject.DecisionRefused),
+				events(append(slices.Clone(subject.ApprovalOutcomes), subject.Notified, subject.UnauthorizedAttempt, subject.VoteCast, subject.DecisionRefused)...),
 				system(subject.GrantCreated, subject.GrantRevoked, subject.GrantExpired),
 				// the sweeper checks that a stored decision reached the stream
 				directGet(n.events, subject.Approved, subject.Rejected, subject.ChangesRequested, subject.Expired, subject.Canceled),
@@ -214,8 +214,12 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				// (bus.LastStoredLeader)
 				[]string{"$JS.API.STREAM.MSG.GET." + n.events},
 				bucket(n.executions),
+				// the tools endpoint's change notices, for the MCP gateway
+				[]string{subject.ToolsChanged}, healthOf,
 			),
-			SubscribeAllow: inbox,
+			// the tools endpoint (airlock.api.executor.tools), for the MCP gateway
+			SubscribeAllow: join(inbox, micro, []string{subject.API("executor", "tools")}),
+			AllowResponses: true,
 		}, nil
 	case RoleAudit:
 		return Permissions{
@@ -235,12 +239,18 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 			SubscribeAllow: join(inbox, micro, []string{subject.AllOut}),
 		}, nil
 	case RoleGateway:
+		// The MCP gateway submits for the agents of its endpoints (sealed),
+		// follows their calls, answers a self-confirmation as the endpoint's
+		// person, cancels a call its client withdrew or cannot confirm, and
+		// reads the registry's tools and the policy's dry run (profile
+		// filtering of tools/list).
 		return Permissions{
 			PublishAllow: join(
-				[]string{subject.AllRequests, subject.API("approval", "decide"), subject.API("approval", "get")},
+				[]string{subject.AllRequests, subject.API("approval", "decide"), subject.API("approval", "get"),
+					subject.AgentCancel("*"), subject.API("executor", "tools"), subject.API("policy", "eval")},
 				[]string{subject.DirectGet(n.events, subject.AllEvents)},
 			),
-			SubscribeAllow: join(inbox, []string{subject.AllOut}),
+			SubscribeAllow: join(inbox, []string{subject.AllOut, subject.ToolsChanged}),
 		}, nil
 	}
 	return Permissions{}, fmt.Errorf("unknown service role %q: use one of admin, dev, %v", role, ServiceRoles)

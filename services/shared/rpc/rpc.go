@@ -105,7 +105,10 @@ func handle[Req, Resp proto.Message](log *slog.Logger, g *Gate, newReq func() Re
 			return
 		}
 		if err := r.Respond(data); err != nil {
-			log.Warn("reply failed", "subject", r.Subject(), "err", err)
+			// Most often a reply over the server's max_payload: the caller
+			// is told so at once instead of waiting for its deadline.
+			log.Warn("reply failed", "subject", r.Subject(), "bytes", len(data), "err", err)
+			respondErr(log, r, apierr.Wrap(apierr.Internal, err, "the reply to %s (%d bytes) could not be sent", r.Subject(), len(data)))
 		}
 	}
 }
@@ -120,11 +123,20 @@ func respondErr(log *slog.Logger, r micro.Request, err error) {
 	}
 }
 
+// DefaultTimeout bounds a Call whose Caller sets no Timeout: beyond the
+// services' own bound on the work behind one request (15 s), so that a
+// slow answer still arrives, and short enough that no page or command
+// waits on a service that will not answer.
+const DefaultTimeout = 20 * time.Second
+
 // Caller sends requests, sealed as Frontend with Key when Key is valid.
 type Caller struct {
 	NC       *nats.Conn
 	Key      seal.Key
 	Frontend string
+	// Timeout bounds each call (DefaultTimeout when 0); a context with an
+	// earlier deadline keeps it.
+	Timeout time.Duration
 }
 
 // Call sends req to subject and decodes the reply into resp, unsealed.
@@ -133,7 +145,8 @@ func Call(ctx context.Context, nc *nats.Conn, subject string, req, resp proto.Me
 }
 
 // Call sends req to subject and decodes the reply into resp. Error replies
-// come back as *apierr.Error with their code; no responder is Unavailable.
+// come back as *apierr.Error with their code; no responder, and no answer
+// within the timeout, are Unavailable.
 func (c Caller) Call(ctx context.Context, subject string, req, resp proto.Message) error {
 	data, err := protojson.Marshal(req)
 	if err != nil {
@@ -144,11 +157,19 @@ func (c Caller) Call(ctx context.Context, subject string, req, resp proto.Messag
 	if c.Key.Valid() {
 		c.Key.Request(out, c.Frontend, time.Now())
 	}
-	msg, err := c.NC.RequestMsgWithContext(ctx, out)
-	if errors.Is(err, nats.ErrNoResponders) {
-		return apierr.New(apierr.Unavailable, "no service answers on %s: is it running?", subject)
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
 	}
-	if err != nil {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	msg, err := c.NC.RequestMsgWithContext(cctx, out)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return apierr.New(apierr.Unavailable, "no service answers on %s: is it running?", subject)
+	case err != nil && ctx.Err() == nil && cctx.Err() != nil:
+		return apierr.Wrap(apierr.Unavailable, err, "%s did not answer within %s: the service is busy or cannot reply; try again, and tell the operator if it persists", subject, timeout)
+	case err != nil:
 		return apierr.Wrap(apierr.Unavailable, err, "request %s", subject)
 	}
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {

@@ -74,6 +74,22 @@ var Types = []string{Requested, Allowed, Denied, ApprovalRequested, Notified, Ap
 	ChangesRequested, Expired, Canceled, Started, Completed, Failed, UnauthorizedAttempt, PolicyChanged, Invalid,
 	VoteCast, GrantCreated, GrantUsed, GrantRevoked, GrantExpired, DecisionRefused, SignIn, TokenCreated, TokenRevoked, AuditPruned}
 
+// Sets of event types, each defined once and shared by every service and
+// front-end that needs it.
+var (
+	// PolicyOutcomes are the policy service's decisions about a revision.
+	PolicyOutcomes = []string{Allowed, Denied, ApprovalRequested}
+	// ApprovalOutcomes end a revision's wait for people: a decision, the
+	// deadline, or a cancel. A call that stopped waiting leaves the inbox.
+	ApprovalOutcomes = []string{Approved, Rejected, ChangesRequested, Expired, Canceled}
+	// ExecTypes are the executor's events: the call's execution ledger.
+	ExecTypes = []string{Started, Completed, Failed}
+	// EndTypes end a call revision from its agent's point of view: it will
+	// not run (denied, rejected, changes requested, expired, canceled,
+	// invalid) or it ran (completed, failed).
+	EndTypes = []string{Denied, Rejected, ChangesRequested, Expired, Canceled, Completed, Failed, Invalid}
+)
+
 // SystemAgent is the agent token used for events that belong to no agent's
 // call (policy_changed, grants, sign-ins, tokens, audit retention); the call
 // token then names the thing: SystemCall for the policy, a grant or token
@@ -247,6 +263,12 @@ func OfAgent(agent string) string { return EventsPrefix + "." + agent + ".>" }
 
 // API builds a request/reply subject: airlock.api.<service>.<endpoint>.
 func API(service, endpoint string) string { return APIPrefix + "." + service + "." + endpoint }
+
+// ToolsChanged is where the executor announces (core NATS, no body
+// contract beyond {"server": name}) that an upstream server's tool list
+// changed, so front-ends showing the tools (the MCP gateway) list them
+// again. Only services publish or read it.
+const ToolsChanged = "airlock.changed.tools"
 
 // AgentCancel is where an agent asks to cancel one of its own calls; the
 // agent token lets NATS permissions keep agents to their own calls.

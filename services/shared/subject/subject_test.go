@@ -114,3 +114,20 @@ func TestRequestTokensReadsThePublishedAndTheStoredForm(t *testing.T) {
 		}
 	}
 }
+
+func TestTypeSetsNameKnownTypesOnce(t *testing.T) {
+	for name, set := range map[string][]string{"PolicyOutcomes": PolicyOutcomes, "ApprovalOutcomes": ApprovalOutcomes, "ExecTypes": ExecTypes, "EndTypes": EndTypes} {
+		seen := map[string]bool{}
+		for _, typ := range set {
+			if !isType(typ) || seen[typ] {
+				t.Errorf("%s lists %q, which is unknown or repeated", name, typ)
+			}
+			seen[typ] = true
+		}
+	}
+	for _, typ := range ExecTypes {
+		if !IsExec(typ) {
+			t.Errorf("ExecTypes lists %q, which IsExec refuses", typ)
+		}
+	}
+}

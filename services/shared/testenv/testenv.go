@@ -32,10 +32,14 @@ type NATS struct {
 
 // StartNATS starts a JetStream server on a free loopback port with its store
 // in a temp dir; it is stopped when the test ends.
-func StartNATS(t testing.TB) *NATS {
+func StartNATS(t testing.TB) *NATS { return StartNATSWith(t, embedded.Options{}) }
+
+// StartNATSWith is StartNATS with options (port and store are its own).
+func StartNATSWith(t testing.TB, o embedded.Options) *NATS {
 	t.Helper()
 	n := &NATS{t: t, Dir: t.TempDir()}
-	s, err := embedded.Start(embedded.Options{Port: -1, StoreDir: n.Dir})
+	o.Port, o.StoreDir = -1, n.Dir
+	s, err := embedded.Start(o)
 	if err != nil {
 		t.Fatal(err)
 	}

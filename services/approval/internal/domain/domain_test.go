@@ -19,6 +19,8 @@ var (
 	t0  = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	dir = NewDirectory(map[string][]string{"reviewers": {"alice", "bob"}, "oncall": {"dave"}}, map[string][]string{"group:reviewers": {"erin"}})
 	set = Settings{DefaultTimeout: 5 * time.Minute, DefaultApprovers: []string{"group:reviewers"}}
+	// allow is the policy's answer about edited arguments it lets run.
+	allow = &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW, RuleId: "tmp"}
 )
 
 func human(id string) *airlockv1.Actor {
@@ -109,6 +111,9 @@ func TestAuthorize(t *testing.T) {
 func TestDecide(t *testing.T) {
 	edited, _ := structpb.NewStruct(map[string]any{"path": "/tmp/hosts"})
 	editedDigest, _ := canon.Digest(edited)
+	deny := &airlockv1.Decision{Action: airlockv1.Action_ACTION_DENY, RuleId: "no-hosts", Reason: "hosts files are off limits"}
+	stricter := &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, RuleId: "hosts", Quorum: 2, Risk: airlockv1.Risk_RISK_CRITICAL}
+	otherGroup := &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, RuleId: "hosts", Approvers: []string{"bob"}}
 	cases := []struct {
 		name      string
 		d         *airlockv1.Decision
@@ -123,7 +128,7 @@ func TestDecide(t *testing.T) {
 		{"rejects", nil, []Decision{{Kind: Reject, By: human("bob"), Reason: "no"}}, t0, Rejected, "rejected", true, ""},
 		{"requests_changes_with_feedback", nil, []Decision{{Kind: RequestChanges, By: human("bob"), Reason: "use /tmp"}}, t0, ChangesRequested, "changes_requested", true, ""},
 		{"refuses_change_requests_without_feedback", nil, []Decision{{Kind: RequestChanges, By: human("bob")}}, t0, Pending, "", false, "invalid"},
-		{"refuses_edits_on_a_rejection", nil, []Decision{{Kind: Reject, By: human("bob"), Edited: edited}}, t0, Pending, "", false, "invalid"},
+		{"refuses_edits_on_a_rejection", nil, []Decision{{Kind: Reject, By: human("bob"), Edited: edited, Redecided: allow}}, t0, Pending, "", false, "invalid"},
 		{"keeps_quorum_two_pending_after_one_vote", &airlockv1.Decision{Quorum: 2}, []Decision{{Kind: Approve, By: human("alice")}}, t0, Pending, "", true, ""},
 		{"does_not_count_the_same_person_twice", &airlockv1.Decision{Quorum: 2}, []Decision{{Kind: Approve, By: human("alice")}, {Kind: Approve, By: human("alice")}}, t0, Pending, "", false, ""},
 		{"approves_when_a_second_person_votes", &airlockv1.Decision{Quorum: 2}, []Decision{{Kind: Approve, By: human("alice")}, {Kind: Approve, By: human("bob")}}, t0, Approved, "approved", true, ""},
@@ -132,10 +137,16 @@ func TestDecide(t *testing.T) {
 		{"expires_instead_of_deciding_after_the_deadline", nil, []Decision{{Kind: Approve, By: human("alice")}}, t0.Add(5 * time.Minute), Expired, "expired", false, ""},
 		{"refuses_an_outsider_and_changes_nothing", nil, []Decision{{Kind: Approve, By: human("mallory")}}, t0, Pending, "", false, "refusal"},
 		{"refuses_an_outsider_even_after_the_decision", nil, []Decision{{Kind: Approve, By: human("alice")}, {Kind: Reject, By: human("mallory")}}, t0, Approved, "", false, "refusal"},
-		{"approves_edited_arguments", nil, []Decision{{Kind: Approve, By: human("alice"), Edited: edited}}, t0, Approved, "approved", true, ""},
-		{"resets_votes_for_other_arguments_when_edited", &airlockv1.Decision{Quorum: 2}, []Decision{{Kind: Approve, By: human("alice")}, {Kind: Approve, By: human("bob"), Edited: edited}}, t0, Pending, "", true, ""},
-		{"does_not_count_a_vote_for_edited_arguments_its_voter_has_not_seen", &airlockv1.Decision{Quorum: 2}, []Decision{{Kind: Approve, By: human("alice"), Edited: edited}, {Kind: Approve, By: human("bob"), SawDigest: "digest-of-the-original"}}, t0, Pending, "", false, ""},
-		{"counts_a_vote_for_edited_arguments_its_voter_has_seen", &airlockv1.Decision{Quorum: 2}, []Decision{{Kind: Approve, By: human("alice"), Edited: edited}, {Kind: Approve, By: human("bob"), SawDigest: editedDigest}}, t0, Approved, "approved", true, ""},
+		{"approves_edited_arguments", nil, []Decision{{Kind: Approve, By: human("alice"), Edited: edited, Redecided: allow}}, t0, Approved, "approved", true, ""},
+		{"resets_votes_for_other_arguments_when_edited", &airlockv1.Decision{Quorum: 2}, []Decision{{Kind: Approve, By: human("alice")}, {Kind: Approve, By: human("bob"), Edited: edited, Redecided: allow}}, t0, Pending, "", true, ""},
+		{"does_not_count_a_vote_for_edited_arguments_its_voter_has_not_seen", &airlockv1.Decision{Quorum: 2}, []Decision{{Kind: Approve, By: human("alice"), Edited: edited, Redecided: allow}, {Kind: Approve, By: human("bob"), SawDigest: "digest-of-the-original"}}, t0, Pending, "", false, ""},
+		{"refuses_an_edit_the_policy_denies", nil, []Decision{{Kind: Approve, By: human("alice"), Edited: edited, Redecided: deny}}, t0, Pending, "", false, "refusal"},
+		{"refuses_an_edit_the_policy_did_not_decide", nil, []Decision{{Kind: Approve, By: human("alice"), Edited: edited}}, t0, Pending, "", false, "invalid"},
+		{"applies_a_stricter_quorum_to_the_edited_call", nil, []Decision{{Kind: Approve, By: human("alice"), Edited: edited, Redecided: stricter}}, t0, Pending, "", true, ""},
+		{"refuses_an_editor_the_edited_calls_rule_does_not_name", nil, []Decision{{Kind: Approve, By: human("alice"), Edited: edited, Redecided: otherGroup}}, t0, Pending, "", false, "refusal"},
+		{"lets_an_editor_the_edited_calls_rule_names_approve", nil, []Decision{{Kind: Approve, By: human("bob"), Edited: edited, Redecided: otherGroup}}, t0, Approved, "approved", true, ""},
+		{"does_not_count_a_vote_for_arguments_other_than_these", nil, []Decision{{Kind: Approve, By: human("alice"), SawDigest: "digest-of-other-arguments"}}, t0, Pending, "", false, ""},
+		{"counts_a_vote_for_edited_arguments_its_voter_has_seen", &airlockv1.Decision{Quorum: 2}, []Decision{{Kind: Approve, By: human("alice"), Edited: edited, Redecided: allow}, {Kind: Approve, By: human("bob"), SawDigest: editedDigest}}, t0, Approved, "approved", true, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -188,7 +199,7 @@ func TestDecideDoesNotModifyItsInput(t *testing.T) {
 func TestApprovedEventBindsTheArgumentsThatRun(t *testing.T) {
 	edited, _ := structpb.NewStruct(map[string]any{"path": "/tmp/hosts"})
 	rec := pending(t, &airlockv1.Decision{PolicyRevision: "p7"})
-	out, err := Decide(rec, Decision{Kind: Approve, By: human("alice"), Edited: edited}, dir, t0.Add(time.Second))
+	out, err := Decide(rec, Decision{Kind: Approve, By: human("alice"), Edited: edited, Redecided: allow}, dir, t0.Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,6 +73,7 @@ func base(rec *airlockv1.ApprovalRecord, typ string) *airlockv1.Event {
 		CallId:   call.GetCallId(),
 		Revision: Revision(rec),
 		ThreadId: call.GetThreadId(),
+		Json:     call.GetJsonEvents(),
 		Time:     rec.GetUpdatedAt(),
 		Actor:    actor,
 	}
@@ -121,6 +122,7 @@ func attempt(call *airlockv1.ToolCall, actor *airlockv1.Actor) *airlockv1.Event 
 		CallId:   call.GetCallId(),
 		Revision: max(call.GetRevision(), 1),
 		ThreadId: call.GetThreadId(),
+		Json:     call.GetJsonEvents(),
 		Actor:    actor,
 	}
 }
@@ -134,6 +136,7 @@ func NotifiedEvent(rec *airlockv1.ApprovalRecord, channel, ref, kind string) *ai
 		CallId:   call.GetCallId(),
 		Revision: Revision(rec),
 		ThreadId: call.GetThreadId(),
+		Json:     call.GetJsonEvents(),
 		Actor:    &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"},
 		Body:     &airlockv1.Event_Notified{Notified: &airlockv1.Notified{Channel: channel, Ref: ref, Kind: kind}},
 	}
@@ -157,6 +160,7 @@ func VoteEvent(rec *airlockv1.ApprovalRecord) *airlockv1.Event {
 		CallId:   call.GetCallId(),
 		Revision: Revision(rec),
 		ThreadId: call.GetThreadId(),
+		Json:     call.GetJsonEvents(),
 		Time:     v.GetAt(),
 		Actor:    v.GetBy(),
 		Body: &airlockv1.Event_VoteCast{VoteCast: &airlockv1.VoteCast{Vote: v, Votes: uint32(len(votes)), Quorum: uint32(Quorum(rec)),

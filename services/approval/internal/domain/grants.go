@@ -10,11 +10,13 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/grant"
 )
 
 // NewGrant builds a standing grant ("always allow") from the call of rec:
 // the agent, server and tool come from the call, narrowed by want's
-// argument globs, use limit and expiry. Only a principal who may approve the
+// argument globs and pinned values (only_listed_arguments: no other
+// argument), use limit and expiry. Only a principal who may approve the
 // call may create a grant from it.
 func NewGrant(rec *airlockv1.ApprovalRecord, want *airlockv1.StandingGrant, by *airlockv1.Actor, dir Directory, id string, now time.Time) (*airlockv1.StandingGrant, error) {
 	if by.GetId() == "" {
@@ -37,6 +39,22 @@ func NewGrant(rec *airlockv1.ApprovalRecord, want *airlockv1.StandingGrant, by *
 			return nil, invalid("argument constraint %s: glob %q is malformed: %v", ptr, glob, err)
 		}
 	}
+	for ptr, v := range want.GetArgumentValues() {
+		if !strings.HasPrefix(ptr, "/") {
+			return nil, invalid("pinned argument %q is not a JSON pointer: write it like /path", ptr)
+		}
+		if v == nil || v.GetKind() == nil {
+			return nil, invalid("pinned argument %s has no value: give the exact JSON value it must have", ptr)
+		}
+		if _, ok := want.GetArgumentGlobs()[ptr]; ok {
+			return nil, invalid("argument %s is both pinned to a value and matched by a glob: keep one", ptr)
+		}
+	}
+	for _, ptr := range want.GetAnyArguments() {
+		if !strings.HasPrefix(ptr, "/") {
+			return nil, invalid("argument %q allowed any value is not a JSON pointer: write it like /path", ptr)
+		}
+	}
 	if want.GetLimitedUses() && want.GetUsesLeft() == 0 {
 		return nil, invalid("a grant limited in uses needs uses_left of at least 1")
 	}
@@ -45,18 +63,21 @@ func NewGrant(rec *airlockv1.ApprovalRecord, want *airlockv1.StandingGrant, by *
 	}
 	call := rec.GetCall()
 	g := &airlockv1.StandingGrant{
-		Id:            id,
-		AgentId:       call.GetAgentId(),
-		Server:        call.GetServer(),
-		Tool:          call.GetTool(),
-		ArgumentGlobs: want.GetArgumentGlobs(),
-		UsesLeft:      want.GetUsesLeft(),
-		LimitedUses:   want.GetLimitedUses() || want.GetUsesLeft() > 0,
-		ExpiresAt:     want.GetExpiresAt(),
-		CreatedBy:     by,
-		CreatedAt:     timestamppb.New(now),
-		FromCallId:    call.GetCallId(),
-		RuleId:        rec.GetDecision().GetRuleId(),
+		Id:                  id,
+		AgentId:             call.GetAgentId(),
+		Server:              call.GetServer(),
+		Tool:                call.GetTool(),
+		ArgumentGlobs:       want.GetArgumentGlobs(),
+		ArgumentValues:      want.GetArgumentValues(),
+		OnlyListedArguments: want.GetOnlyListedArguments(),
+		AnyArguments:        want.GetAnyArguments(),
+		UsesLeft:            want.GetUsesLeft(),
+		LimitedUses:         want.GetLimitedUses() || want.GetUsesLeft() > 0,
+		ExpiresAt:           want.GetExpiresAt(),
+		CreatedBy:           by,
+		CreatedAt:           timestamppb.New(now),
+		FromCallId:          call.GetCallId(),
+		RuleId:              rec.GetDecision().GetRuleId(),
 	}
 	return g, nil
 }
@@ -86,14 +107,4 @@ func Revoke(g *airlockv1.StandingGrant, rec *airlockv1.ApprovalRecord, by *airlo
 
 // GrantActive reports whether g can still allow a call at now: not revoked,
 // not expired, uses left when limited.
-func GrantActive(g *airlockv1.StandingGrant, now time.Time) bool {
-	switch {
-	case g.GetRevoked():
-		return false
-	case g.GetExpiresAt() != nil && !now.Before(g.GetExpiresAt().AsTime()):
-		return false
-	case g.GetLimitedUses() && g.GetUsesLeft() == 0:
-		return false
-	}
-	return true
-}
+func GrantActive(g *airlockv1.StandingGrant, now time.Time) bool { return grant.Live(g, now) }

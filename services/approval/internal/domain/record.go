@@ -12,6 +12,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 )
@@ -30,9 +31,7 @@ const (
 )
 
 // StateName is the short lower-case name of a state ("pending", "changes_requested").
-func StateName(s airlockv1.ApprovalState) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "APPROVAL_STATE_"))
-}
+func StateName(s airlockv1.ApprovalState) string { return calls.StateName(s) }
 
 // RefOf is the identity of rec's call revision; its Key is the record's KV
 // key. A call keeps its id across revisions and each revision is decided
@@ -180,8 +179,14 @@ type Decision struct {
 	// Edited arguments to approve instead of the agent's (Approve only).
 	Edited *structpb.Struct
 	// SawDigest is the arguments digest the decider was shown; a plain
-	// approval of arguments someone else edited counts only if it matches.
+	// approval of arguments someone else edited counts only if it matches,
+	// and a digest that is given must match whether or not anyone edited.
 	SawDigest string
+	// Redecided is the policy's decision about the call with the Edited
+	// arguments (the service asks the policy before deciding): a deny
+	// refuses the edit, a stricter ask applies to the edited call. An edit
+	// that changes the arguments without it is refused (fail closed).
+	Redecided *airlockv1.Decision
 }
 
 // Requester in a rule's approvers lets the person the call acts for
@@ -254,10 +259,10 @@ func Decide(rec *airlockv1.ApprovalRecord, d Decision, dir Directory, now time.T
 		next.State, next.DecidedBy, next.Reason = ChangesRequested, d.By, d.Reason
 		return Outcome{Record: next, Applied: true, Event: "changes_requested", Message: "changes requested by " + d.By.GetId()}, nil
 	}
-	return approve(next, d, now)
+	return approve(next, d, dir, now)
 }
 
-func approve(next *airlockv1.ApprovalRecord, d Decision, now time.Time) (Outcome, error) {
+func approve(next *airlockv1.ApprovalRecord, d Decision, dir Directory, now time.Time) (Outcome, error) {
 	quorum := Quorum(next)
 	reset := false
 	if d.Edited != nil {
@@ -266,6 +271,17 @@ func approve(next *airlockv1.ApprovalRecord, d Decision, now time.Time) (Outcome
 			return Outcome{}, invalid("edited arguments: %v", err)
 		}
 		if digest != next.ArgumentsDigest {
+			merged, err := redecide(next, d)
+			if err != nil {
+				return Outcome{}, err
+			}
+			next.Decision = merged
+			quorum = Quorum(next)
+			if r := Authorize(next, dir, d.By.GetId(), "approve_edited"); r != nil {
+				r.Why = fmt.Sprintf("the policy asks other approvers about the call with the edited arguments (rule %s: %s), and %s: the edit was not approved; request changes so that the agent submits these arguments itself, or reject the call",
+					ruleName(merged.GetRuleId()), d.Redecided.GetReason(), strings.TrimSuffix(r.Why, ": ask one of them to decide"))
+				return Outcome{}, r
+			}
 			// Earlier votes approved other arguments; they do not count for these.
 			reset = len(next.Votes) > 0
 			next.Votes = nil
@@ -273,9 +289,10 @@ func approve(next *airlockv1.ApprovalRecord, d Decision, now time.Time) (Outcome
 			next.ArgumentsDigest = digest
 		}
 	}
-	if d.Edited == nil && next.EditedArguments != nil && d.SawDigest != next.ArgumentsDigest {
-		// Someone edited the arguments after this approver looked: their vote
-		// must not approve arguments they have not seen.
+	if d.Edited == nil && (next.EditedArguments != nil || d.SawDigest != "") && d.SawDigest != next.ArgumentsDigest {
+		// Someone edited the arguments after this approver looked (or the
+		// approver names other arguments than these): their vote must not
+		// approve arguments they have not seen.
 		return Outcome{Refused: RefusedDigest, Message: fmt.Sprintf("the arguments were edited (now %s…): review the edited arguments and approve them again", short(next.ArgumentsDigest))}, nil
 	}
 	for _, v := range next.Votes {
@@ -307,6 +324,54 @@ func voted(rec *airlockv1.ApprovalRecord, principal string) bool {
 		}
 	}
 	return false
+}
+
+// redecide applies the policy's decision about the edited arguments to the
+// record's: deny refuses the edit; an ask is merged so that the stricter of
+// the two applies to the edited call (the higher risk, the larger quorum,
+// and the approvers the policy names for the edited call); an allow changes
+// nothing (a person was asked, and still decides). The editor must be
+// allowed to approve the edited call, or the edit is refused.
+func redecide(next *airlockv1.ApprovalRecord, d Decision) (*airlockv1.Decision, error) {
+	re := d.Redecided
+	orig := next.GetDecision()
+	if re == nil {
+		return nil, invalid("the edited arguments were not checked against the policy, so they cannot be approved: try again")
+	}
+	switch re.GetAction() {
+	case airlockv1.Action_ACTION_DENY:
+		return nil, &Refusal{Action: "approve_edited", Why: fmt.Sprintf("the policy denies the call with the edited arguments (rule %s: %s): it was not approved; approve the original arguments, edit them otherwise, reject the call or request changes",
+			ruleName(re.GetRuleId()), re.GetReason())}
+	case airlockv1.Action_ACTION_ASK:
+	default:
+		return orig, nil
+	}
+	merged := proto.Clone(orig).(*airlockv1.Decision)
+	if re.GetRisk() > merged.GetRisk() {
+		merged.Risk = re.GetRisk()
+	}
+	if re.GetQuorum() > merged.GetQuorum() {
+		merged.Quorum = re.GetQuorum()
+	}
+	changed := re.GetRisk() > orig.GetRisk() || re.GetQuorum() > max(orig.GetQuorum(), 1)
+	if len(re.GetApprovers()) > 0 && !slices.Equal(re.GetApprovers(), orig.GetApprovers()) {
+		merged.Approvers = slices.Clone(re.GetApprovers())
+		changed = true
+	}
+	if !changed {
+		return merged, nil
+	}
+	merged.RuleId, merged.PolicyRevision, merged.DecisionId = re.GetRuleId(), re.GetPolicyRevision(), re.GetDecisionId()
+	merged.ArgumentsDigest, merged.DecidedAt = re.GetArgumentsDigest(), re.GetDecidedAt()
+	merged.Reason = fmt.Sprintf("%s (the policy's decision on the edited arguments; the original arguments: %s)", re.GetReason(), orig.GetReason())
+	return merged, nil
+}
+
+func ruleName(id string) string {
+	if id == "" {
+		return "(no rule)"
+	}
+	return id
 }
 
 func short(digest string) string {

@@ -1,6 +1,7 @@
-// airlock console: the live inbox (server-sent events) and client-side JSON
-// checks. Loaded as a file so the Content-Security-Policy can forbid inline
-// script. Rows arrive as HTML rendered (and escaped) by the server.
+// airlock console: the live inbox (server-sent events), client-side JSON
+// checks and the "always allow" scope in words. Loaded as a file so the
+// Content-Security-Policy can forbid inline script. Rows arrive as HTML
+// rendered (and escaped) by the server; the scope arrives as plain text.
 "use strict";
 
 (function () {
@@ -63,8 +64,34 @@
     });
   }
 
+  // The grant form asks the server for its scope in words whenever it
+  // changes, so what the reviewer reads is what the server will create.
+  function grantScope() {
+    var form = document.getElementById("grant-form");
+    var out = document.getElementById("grant-scope");
+    if (!form || !out || !window.fetch) return;
+    var seq = 0;
+    var update = function () {
+      var mine = ++seq;
+      fetch(form.getAttribute("data-scope"), { method: "POST", body: new URLSearchParams(new FormData(form)), credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.text() : Promise.reject(new Error("status " + r.status)); })
+        .then(function (text) { if (mine === seq) { out.textContent = text; out.setAttribute("data-seq", String(mine)); } })
+        .catch(function (err) { if (mine === seq) out.textContent = "The scope could not be worked out (" + err.message + "): it is shown again when you submit."; });
+    };
+    form.addEventListener("change", update);
+    form.addEventListener("input", function (ev) { if (ev.target && ev.target.name && ev.target.name.indexOf("glob_") === 0) update(); });
+    // Typing a glob chooses "text matching" for that argument.
+    form.querySelectorAll("input[name^='glob_']").forEach(function (g) {
+      g.addEventListener("focus", function () {
+        var radio = document.getElementById("globmode-" + g.name.slice(5));
+        if (radio && !radio.checked) { radio.checked = true; update(); }
+      });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     liveInbox();
     jsonForms();
+    grantScope();
   });
 })();

@@ -10,6 +10,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // Name is the channel name in `notified` events.
@@ -56,10 +57,6 @@ func Ref(rec *airlockv1.ApprovalRecord) string {
 	return callref.Of(rec.GetCall()).Key()
 }
 
-func state(rec *airlockv1.ApprovalRecord) string {
-	return strings.ToLower(strings.TrimPrefix(rec.GetState().String(), "APPROVAL_STATE_"))
-}
+func state(rec *airlockv1.ApprovalRecord) string { return calls.StateName(rec.GetState()) }
 
-func risk(rec *airlockv1.ApprovalRecord) string {
-	return strings.ToLower(strings.TrimPrefix(rec.GetDecision().GetRisk().String(), "RISK_"))
-}
+func risk(rec *airlockv1.ApprovalRecord) string { return calls.RiskName(rec.GetDecision().GetRisk()) }

@@ -1,55 +1,77 @@
 package console
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
+	"html/template"
 	"net/url"
-	"sort"
 	"strings"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/grant"
+	"github.com/airlock-gate/airlock/services/shared/ids"
 )
 
-// callView is an approval record as the pages show it. Every string in it
-// may come from an agent; templates escape them (html/template), and nothing
-// here builds HTML.
+// Every page has its own view struct, embedding layout for what the frame
+// around it shows. Every string in a view may come from an agent;
+// templates escape them (html/template), and URLs are built here with
+// escaping, from ids validated where they entered.
+
+// layout is what the frame of every page shows.
+type layout struct {
+	Title, Nav string
+	User       Principal
+	// HasAudit shows the audit links (an audit reader is configured).
+	HasAudit bool
+	CSRF     string
+	Flash    string
+	Error    string
+}
+
+func (l *layout) base() *layout { return l }
+
+// view is a page's data: its own fields plus the layout.
+type view interface{ base() *layout }
+
+// callView is an approval record as the pages show it.
 type callView struct {
 	ID, Agent, Thread, OnBehalfOf string
 	// Key is unique across agents (call ids are not) and safe in an HTML id
 	// and a CSS selector: the inbox row's id and what the live feed removes by.
 	Key string
-	// Path is the call's page, /calls/<agent>/<call>; ids are validated to
-	// [A-Za-z0-9_-] where they enter, and escaped here all the same.
+	// Path is the call's page, /calls/<agent>/<call>, escaped.
 	Path string
-	// ThreadCalls are the pending calls of the same agent's thread, listed
-	// before "approve all of this thread" is confirmed.
-	ThreadCalls                     []callView
+	// GrantPath opens "always allow" for this revision.
+	GrantPath                       string
 	Server, Tool, FullTool, Reason  string
 	Revision                        uint32
 	Risk                            string
 	HighRisk                        bool
 	PolicyReason, RuleID, PolicyRev string
 	Approvers                       []string
-	State                           string
-	Pending                         bool
-	Created, Deadline, Updated      time.Time
-	Args                            string // pretty JSON
-	ArgsCompact                     string // one line, for summaries
-	EditedArgs                      string
-	ArgsDigest                      string // digest of the arguments shown (edited ones when edited)
-	Edited                          bool
-	Quorum                          int
-	Votes                           []voteView
-	DecidedBy, DecisionReason       string
-	Diffs                           []textDiff
-	GrantID                         string
+	// State is the state's token (CSS classes, filters); StateText its words.
+	State, StateText              string
+	Pending                       bool
+	Created, Deadline, Updated    time.Time
+	Args, ArgsCompact             string // pretty and one-line JSON
+	EditedArgs, EditedArgsCompact string
+	ArgsDigest                    string // digest of the arguments shown (edited ones when edited)
+	Edited                        bool
+	// Abridged: the record came from a list, whose arguments were too large
+	// to carry; Args are only their start, the call's page shows them whole.
+	Abridged                  bool
+	Quorum                    int
+	Votes                     []voteView
+	DecidedBy, DecisionReason string
+	Diffs                     []textDiff
+	GrantID                   string
+	// Problems name values that could not be shown as they are (a
+	// non-finite number): the record renders, flagged.
+	Problems []string
 }
 
 type voteView struct {
@@ -62,50 +84,22 @@ type voteView struct {
 // keeps agent "a-b" with call "c" apart from agent "a" with call "b-c".
 func rowKey(agent, call string) string { return fmt.Sprintf("%d-%s-%s", len(agent), agent, call) }
 
-// callPath is the page of an agent's call.
+// callPath is the page of an agent's call; "" when either id is not an id
+// (nothing an agent wrote reaches a URL path unchecked).
 func callPath(agent, call string) string {
+	if ids.Validate("agent id", agent) != nil || ids.Validate("call id", call) != nil {
+		return ""
+	}
 	return "/calls/" + url.PathEscape(agent) + "/" + url.PathEscape(call)
 }
 
-func stateName(s airlockv1.ApprovalState) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "APPROVAL_STATE_"))
-}
-
-func parseState(s string) (airlockv1.ApprovalState, bool) {
-	v, ok := airlockv1.ApprovalState_value["APPROVAL_STATE_"+strings.ToUpper(s)]
-	return airlockv1.ApprovalState(v), ok && v != 0
-}
-
-// encodeJSON keeps <, > and & as they are: the text is shown to a person
-// (html/template escapes it for the page), and \u003c would hide what the
-// agent actually sent.
-func encodeJSON(v any, indent string) string {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", indent)
-	if err := enc.Encode(v); err != nil {
-		return "{}"
+// callRevPath is callPath of one revision.
+func callRevPath(agent, call string, rev uint32) string {
+	p := callPath(agent, call)
+	if p == "" || rev <= 1 {
+		return p
 	}
-	return strings.TrimSuffix(buf.String(), "\n")
-}
-
-func prettyJSON(s *structpb.Struct) string {
-	if s == nil {
-		return "{}"
-	}
-	return encodeJSON(s.AsMap(), "  ")
-}
-
-func compactJSON(s *structpb.Struct) string {
-	if s == nil {
-		return "{}"
-	}
-	out := encodeJSON(s.AsMap(), "")
-	if len(out) > 160 {
-		out = out[:157] + "..."
-	}
-	return out
+	return p + "?" + url.Values{"rev": {fmt.Sprint(rev)}}.Encode()
 }
 
 func newCallView(rec *airlockv1.ApprovalRecord) callView {
@@ -118,10 +112,20 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 		Risk:     calls.RiskName(d.GetRisk()), HighRisk: d.GetRisk() >= airlockv1.Risk_RISK_HIGH,
 		PolicyReason: d.GetReason(), RuleID: d.GetRuleId(), PolicyRev: firstNonEmpty(rec.GetPolicyRevision(), d.GetPolicyRevision()),
 		Approvers: d.GetApprovers(), GrantID: d.GetGrantId(),
-		State: stateName(rec.GetState()), Pending: rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
-		Args: prettyJSON(c.GetArguments()), ArgsCompact: compactJSON(c.GetArguments()), ArgsDigest: rec.GetArgumentsDigest(),
-		Quorum: max(int(d.GetQuorum()), 1), DecidedBy: rec.GetDecidedBy().GetId(), DecisionReason: rec.GetReason(),
+		State: calls.StateName(rec.GetState()), StateText: calls.StateText(rec.GetState()),
+		Pending:    rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
+		ArgsDigest: rec.GetArgumentsDigest(),
+		Quorum:     max(int(d.GetQuorum()), 1), DecidedBy: rec.GetDecidedBy().GetId(), DecisionReason: rec.GetReason(),
 	}
+	if v.Path != "" {
+		v.GrantPath = "/grants/new?" + url.Values{"agent": {v.Agent}, "from": {v.ID}, "rev": {fmt.Sprint(v.Revision)}}.Encode()
+	}
+	v.Args, v.ArgsCompact, v.Problems = argsText(c.GetArguments())
+	if rec.GetAbridged() && c.GetArguments() == nil {
+		v.Abridged = true
+		v.Args, v.ArgsCompact = rec.GetArgumentsPreview(), compactPreview(rec.GetArgumentsPreview())
+	}
+	v.Problems = append(v.Problems, rec.GetProblems()...)
 	if rec.GetCreatedAt() != nil {
 		v.Created = rec.GetCreatedAt().AsTime()
 	} else if c.GetCreatedAt() != nil {
@@ -134,7 +138,13 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 		v.Updated = rec.GetUpdatedAt().AsTime()
 	}
 	if rec.GetEditedArguments() != nil {
-		v.Edited, v.EditedArgs = true, prettyJSON(rec.GetEditedArguments())
+		var problems []string
+		v.Edited = true
+		v.EditedArgs, v.EditedArgsCompact, problems = argsText(rec.GetEditedArguments())
+		v.Problems = append(v.Problems, problems...)
+	} else if p := rec.GetEditedArgumentsPreview(); p != "" {
+		v.Edited = true
+		v.EditedArgs, v.EditedArgsCompact = p, compactPreview(p)
 	}
 	for _, vo := range rec.GetVotes() {
 		vv := voteView{By: vo.GetBy().GetId(), Channel: vo.GetBy().GetChannel(), Comment: vo.GetComment()}
@@ -144,10 +154,27 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 		v.Votes = append(v.Votes, vv)
 	}
 	v.Diffs = editDiffs(c.GetArguments())
-	if v.Edited {
+	if v.Edited && !v.Abridged {
 		v.Diffs = append(v.Diffs, textDiff{Label: "arguments edited by the reviewer", Lines: lineDiff(v.Args, v.EditedArgs)})
 	}
 	return v
+}
+
+// compactPreview is an abridged record's arguments preview as a list row
+// shows arguments (argsText's length).
+func compactPreview(p string) string {
+	if len(p) > 160 {
+		return calls.Cut(p, 157) + "..."
+	}
+	return p
+}
+
+// ShownArgs are the arguments that would run: the edited ones after an edit.
+func (v callView) ShownArgs() string {
+	if v.Edited {
+		return v.EditedArgsCompact
+	}
+	return v.ArgsCompact
 }
 
 func firstNonEmpty(s ...string) string {
@@ -196,7 +223,8 @@ func newTimelineEntry(ev *airlockv1.Event) timelineEntry {
 	case *airlockv1.Event_Approved:
 		t.Detail = fmt.Sprintf("%d vote(s)", len(b.Approved.GetVotes()))
 		if b.Approved.GetEdited() {
-			t.Detail += ", with edited arguments"
+			_, compact, _ := argsText(b.Approved.GetCall().GetArguments())
+			t.Detail += ", with edited arguments " + compact
 		}
 	case *airlockv1.Event_Rejected:
 		t.Detail = b.Rejected.GetReason()
@@ -209,7 +237,7 @@ func newTimelineEntry(ev *airlockv1.Event) timelineEntry {
 	case *airlockv1.Event_Completed:
 		t.Detail = b.Completed.GetResultJson()
 		if len(t.Detail) > 400 {
-			t.Detail = t.Detail[:397] + "..."
+			t.Detail = calls.Cut(t.Detail, 397) + "..."
 		}
 	case *airlockv1.Event_Failed:
 		t.Detail = strings.TrimSpace(b.Failed.GetReason() + " (" + b.Failed.GetOutcome() + ") " + b.Failed.GetMessage())
@@ -272,27 +300,25 @@ func decisionDetail(d *airlockv1.Decision) string {
 
 // grantView is a standing grant for the grants page.
 type grantView struct {
-	ID, Agent, Tool, CreatedBy, FromCall string
-	Globs                                []string
-	UsesLeft                             string
-	Expires, Created                     time.Time
-	Active                               bool
-	Status                               string
+	ID, Agent, Tool, CreatedBy, FromCall, FromPath string
+	RevokePath                                     string
+	Constraints                                    []string
+	Scope                                          string
+	UsesLeft                                       string
+	Expires, Created                               time.Time
+	Active                                         bool
+	Status                                         string
 }
 
 func newGrantView(g *airlockv1.StandingGrant, now time.Time) grantView {
-	v := grantView{ID: g.GetId(), Agent: firstNonEmpty(g.GetAgentId(), "any agent"), CreatedBy: g.GetCreatedBy().GetId(), FromCall: g.GetFromCallId(), UsesLeft: "unlimited"}
-	v.Tool = g.GetTool()
-	if g.GetServer() != "" {
-		v.Tool = g.GetServer() + "__" + g.GetTool()
+	v := grantView{ID: g.GetId(), Agent: firstNonEmpty(g.GetAgentId(), "any agent"), Tool: grant.Tool(g), CreatedBy: g.GetCreatedBy().GetId(),
+		FromCall: g.GetFromCallId(), FromPath: callPath(g.GetAgentId(), g.GetFromCallId()), UsesLeft: "unlimited", Scope: grant.Describe(g),
+		RevokePath: "/grants/" + url.PathEscape(g.GetId()) + "/revoke"}
+	for _, c := range grant.Constraints(g) {
+		v.Constraints = append(v.Constraints, c.Text())
 	}
-	keys := make([]string, 0, len(g.GetArgumentGlobs()))
-	for k := range g.GetArgumentGlobs() {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		v.Globs = append(v.Globs, k+" = "+g.GetArgumentGlobs()[k])
+	if g.GetOnlyListedArguments() {
+		v.Constraints = append(v.Constraints, "no other argument")
 	}
 	if g.GetLimitedUses() {
 		v.UsesLeft = fmt.Sprint(g.GetUsesLeft())
@@ -303,17 +329,106 @@ func newGrantView(g *airlockv1.StandingGrant, now time.Time) grantView {
 	if g.GetCreatedAt() != nil {
 		v.Created = g.GetCreatedAt().AsTime()
 	}
-	switch {
-	case g.GetRevoked():
-		v.Status = "revoked by " + g.GetRevokedBy().GetId()
-	case !v.Expires.IsZero() && now.After(v.Expires):
-		v.Status = "expired"
-	case g.GetLimitedUses() && g.GetUsesLeft() == 0:
-		v.Status = "used up"
-	default:
-		v.Status, v.Active = "active", true
-	}
+	v.Status, v.Active = grant.Status(g, now)
 	return v
 }
 
 var protoJSON = protojson.MarshalOptions{UseProtoNames: true}
+
+// --- page views ---
+
+type loginView struct {
+	layout
+	Login, Next string
+}
+
+type errorView struct {
+	layout
+	Code, Back string
+}
+
+// inboxView is the inbox: Rows are rendered one record at a time, so one
+// that cannot be rendered is flagged and the others still show.
+type inboxView struct {
+	layout
+	Filter inboxFilter
+	Rows   template.HTML
+	Count  int
+}
+
+// threadPreview is what "approve all of this thread" will approve,
+// shown before it is confirmed.
+type threadPreview struct {
+	Agent, Thread string
+	Calls         []callView
+	// ByRisk counts the calls per risk word, highest first ("2 high, 1 low").
+	ByRisk string
+	// Highest is the highest risk among them; HighRisk when it is high or critical.
+	Highest  string
+	HighRisk bool
+}
+
+type callPageView struct {
+	layout
+	Call   callView
+	Events []timelineEntry
+	Thread *threadPreview
+}
+
+type stateOption struct{ Value, Text string }
+
+type historyView struct {
+	layout
+	Filter inboxFilter
+	States []stateOption
+	State  string
+	Rows   template.HTML
+	Count  int
+}
+
+type grantsView struct {
+	layout
+	Grants []grantView
+	All    bool
+}
+
+// grantArg is one argument of the call in the "always allow" form.
+type grantArg struct {
+	Index   int
+	Pointer string
+	// Value is the argument as compact JSON, shown exactly as it is pinned.
+	Value string
+	// Multiline is true when the value's text spans lines.
+	Multiline bool
+	// IsString: only string values can be matched with a glob.
+	IsString bool
+	// Mode is exact (the default), glob or any.
+	Mode, Glob string
+}
+
+type grantFormView struct {
+	layout
+	Call         callView
+	Args         []grantArg
+	OnlyListed   bool
+	Extra        string
+	Uses, Hours  int
+	Scope        string
+	FromRevision uint32
+}
+
+type tokensView struct {
+	layout
+	Tokens []tokenView
+	Secret string
+}
+
+type rulesView struct {
+	layout
+	rulesData
+}
+
+type healthPageView struct {
+	layout
+	Health *healthView
+}

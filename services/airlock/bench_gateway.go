@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-gate/airlock/services/executor"
+	"github.com/airlock-gate/airlock/services/gateway"
+	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/seal"
+	"github.com/airlock-gate/airlock/services/shared/svc"
+)
+
+// gatewayBenchOptions tune `airlock bench gateway`.
+type gatewayBenchOptions struct {
+	JSON       bool
+	Samples    int
+	Version    string
+	CPUProfile string
+}
+
+// gatewayReport holds the figures of one run.
+type gatewayReport struct {
+	Setup    string  `json:"setup"`
+	Protocol string  `json:"protocol"`
+	Direct   latency `json:"direct_call"`
+	Gateway  latency `json:"gateway_call"`
+	// OverheadP50us is the gateway's p50 minus the direct call's p50.
+	OverheadP50us float64 `json:"overhead_p50_us"`
+	RoundTrip     latency `json:"round_trip"`
+	// Ratio is OverheadP50us / RoundTrip.P50us; the goal is ≤ GoalMax.
+	Ratio   float64 `json:"overhead_per_round_trip_p50"`
+	GoalMax float64 `json:"goal_max"`
+	GoalMet bool    `json:"goal_met"`
+}
+
+func newBenchGatewayCmd(g *globals) *cobra.Command {
+	o := gatewayBenchOptions{}
+	cmd := &cobra.Command{
+		Use:   "gateway",
+		Short: "MCP gateway overhead: an auto-allowed tools/call direct vs through the gateway, against the round trip (SPEC §8)",
+		Long: `Starts an embedded NATS server, an MCP server (streamable HTTP, one echo tool)
+as the upstream, and in this one process measures, in one run:
+  (a) tools/call of the upstream's echo tool by a go-sdk client, directly;
+  (b) the same tools/call through the gateway (policy allows it, the executor
+      runs it on the upstream, the gateway answers with its result);
+  (c) the auto-allowed round trip of ` + "`bench roundtrip`" + ` (the SDK submits
+      demo__echo) on the same services.
+(a), (b) and (c) alternate, sample by sample. SPEC §8's goal: (b) − (a) ≤ 1.3 × (c), p50.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return benchRun(cmd, g, o.CPUProfile, o.JSON, func(ctx context.Context, cfg config.Config) (*gatewayReport, error) {
+				return runGatewayBench(ctx, cfg, o)
+			}, printGatewayBench)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.JSON, "json", false, "print one JSON object with every figure")
+	f.IntVar(&o.Samples, "samples", 1000, "calls timed for each figure")
+	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	f.StringVar(&o.Version, "protocol", "", "MCP protocol version the clients ask for (default the newest, 2026-07-28; e.g. 2025-11-25)")
+	return cmd
+}
+
+func runGatewayBench(ctx context.Context, cfg config.Config, o gatewayBenchOptions) (*gatewayReport, error) {
+	if o.Samples < 10 {
+		return nil, errors.New("--samples must be at least 10")
+	}
+	dir, url, stop, err := startBenchServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	upURL, stopUp, err := startBenchUpstream()
+	if err != nil {
+		return nil, err
+	}
+	defer stopUp()
+	tools := filepath.Join(dir, "tools.yaml")
+	if err := os.WriteFile(tools, fmt.Appendf(nil, "servers:\n  up:\n    mcp: {url: %q}\n", upURL), 0o600); err != nil {
+		return nil, err
+	}
+	token := seal.NewKey().Hex()
+	cfg.NATS.URL = url
+	cfg.Dev.DataDir = dir
+	cfg.Executor.ToolsFile, cfg.Executor.Sandbox = tools, ""
+	cfg.Security.DecisionKey, cfg.Security.FrontendKey = seal.NewKey().Hex(), seal.NewKey().Hex()
+	cfg.Gateway.Endpoints = []config.GatewayEndpoint{{Name: "bench", Agent: "bench", Token: token}}
+
+	rep := &gatewayReport{
+		Setup:   fmt.Sprintf("embedded NATS, file store, fsync %s; policy, executor and gateway in-process; upstream: an in-process MCP server over streamable HTTP", syncText(cfg.Dev.Sync)),
+		GoalMax: 1.3,
+	}
+	services := newBenchServices(ctx, cfg, log)
+	defer services.stop()
+	var gw *gateway.Gateway
+	for name, mk := range map[string]func(svc.Deps) (svc.Service, error){
+		"policy":   func(d svc.Deps) (svc.Service, error) { return policy.NewFromConfig(ctx, d) },
+		"executor": func(d svc.Deps) (svc.Service, error) { return executor.NewFromConfig(ctx, d) },
+		"gateway": func(d svc.Deps) (svc.Service, error) {
+			var err error
+			gw, err = gateway.New(d)
+			return gw, err
+		},
+	} {
+		if _, err := services.start(name, mk); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
+	direct, err := benchClient(ctx, upURL, "", o.Version)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the upstream: %w", err)
+	}
+	defer direct.Close()
+	through, err := benchClient(ctx, "http://"+ln.Addr().String()+"/mcp/bench", token, o.Version)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the gateway: %w", err)
+	}
+	defer through.Close()
+	rep.Protocol = through.InitializeResult().ProtocolVersion
+	// The round trip runs on the same services, as another agent.
+	nc, err := nats.Connect(cfg.NATS.URL)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	_, roundTrip, closeRT, err := roundTripOp(nc, cfg, "bench-rt")
+	if err != nil {
+		return nil, err
+	}
+	defer closeRT()
+
+	call := func(cs *mcp.ClientSession, name string) error {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"text": "hello from the bench"}})
+		if err != nil {
+			return err
+		}
+		if res.IsError {
+			return fmt.Errorf("%s answered an error: %v", name, res.Content)
+		}
+		return nil
+	}
+	// The gateway lists the upstream's tools once the executor has started
+	// it; then warm both paths up.
+	deadline := time.Now().Add(30 * time.Second)
+	for err := call(through, "up__echo"); err != nil; err = call(through, "up__echo") {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the gateway did not serve up__echo within 30s: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The three alternate, sample by sample, so a change in the machine's
+	// load affects each alike.
+	a, b, c := make([]time.Duration, 0, o.Samples), make([]time.Duration, 0, o.Samples), make([]time.Duration, 0, o.Samples)
+	for i := range o.Samples/10 + 20 + o.Samples {
+		t0 := time.Now()
+		if err := call(direct, "echo"); err != nil {
+			return nil, err
+		}
+		t1 := time.Now()
+		if err := call(through, "up__echo"); err != nil {
+			return nil, err
+		}
+		t2 := time.Now()
+		if err := roundTrip(ctx); err != nil {
+			return nil, fmt.Errorf("round trip: %w", err)
+		}
+		if i >= o.Samples/10+20 { // after the warm-up
+			a, b, c = append(a, t1.Sub(t0)), append(b, t2.Sub(t1)), append(c, time.Since(t2))
+		}
+	}
+	rep.Direct, rep.Gateway, rep.RoundTrip = summarize(a), summarize(b), summarize(c)
+	rep.OverheadP50us = rep.Gateway.P50us - rep.Direct.P50us
+	rep.Ratio = rep.OverheadP50us / rep.RoundTrip.P50us
+	rep.GoalMet = rep.Ratio <= rep.GoalMax
+	return rep, nil
+}
+
+// startBenchUpstream serves an MCP server with one tool, echo, over
+// streamable HTTP on a loopback port.
+func startBenchUpstream() (string, func(), error) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "bench-upstream", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "echo", Description: "Returns its text.", InputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct {
+				Text string `json:"text"`
+			}
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: args.Text}}}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String() + "/mcp", func() { _ = srv.Close() }, nil
+}
+
+// benchClient connects a go-sdk client, with a bearer token when given.
+func benchClient(ctx context.Context, url, token, version string) (*mcp.ClientSession, error) {
+	hc := &http.Client{}
+	if token != "" {
+		hc.Transport = headerRoundTripper{key: "Authorization", value: "Bearer " + token}
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "airlock-bench", Version: "1"}, nil)
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return c.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+}
+
+type headerRoundTripper struct{ key, value string }
+
+func (h headerRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(h.key, h.value)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func printGatewayBench(w io.Writer, r *gatewayReport) {
+	fmt.Fprintf(w, "airlock bench gateway — %s\nprotocol %s\n\n", r.Setup, r.Protocol)
+	fmt.Fprintf(w, "%-40s %10s %10s\n", "", "p50", "p99")
+	fmt.Fprintf(w, "%-40s %8.0fµs %8.0fµs\n", "(a) tools/call directly to the upstream", r.Direct.P50us, r.Direct.P99us)
+	fmt.Fprintf(w, "%-40s %8.0fµs %8.0fµs\n", "(b) the same call through the gateway", r.Gateway.P50us, r.Gateway.P99us)
+	fmt.Fprintf(w, "%-40s %8.0fµs %8.0fµs\n", "(c) auto-allowed round trip", r.RoundTrip.P50us, r.RoundTrip.P99us)
+	fmt.Fprintf(w, "\n(b) − (a) = %.0fµs = %.2f× the round trip p50 (goal ≤ %.1f×): %s\n", r.OverheadP50us, r.Ratio, r.GoalMax, mark(r.GoalMet))
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-gate/airlock/services/gateway"
+	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
+	"github.com/airlock-gate/airlock/services/shared/seal"
+)
+
+func newGatewayCmd(g *globals) *cobra.Command {
+	var stdio bool
+	var endpoint, dataDir, httpAddr string
+	cmd := &cobra.Command{
+		Use:   "gateway",
+		Short: "Serve the MCP gateway: any MCP client becomes a gated airlock agent",
+		Long: `Serves the endpoints of the gateway section as MCP servers whose tools are the
+tool registry's, each call gated by airlock.
+
+Without flags it serves streamable HTTP on --http, one path per endpoint, each
+client authenticated by its endpoint's bearer token. With --stdio it serves one
+endpoint on stdin/stdout, for clients that launch their servers:
+
+  claude mcp add airlock -- airlock gateway --stdio --endpoint bot
+
+Next to ` + "`airlock dev`" + ` (its data dir, --data) it needs no configuration: it
+connects as dev's gateway user and serves dev's default endpoint "bot".`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("data") {
+				cfg.Dev.DataDir = dataDir
+			}
+			if cmd.Flags().Changed("http") {
+				cfg.HTTP.Addr = httpAddr
+			}
+			if err := nextToDev(&cfg); err != nil {
+				return err
+			}
+			if len(cfg.Gateway.Endpoints) == 0 {
+				return fmt.Errorf("no gateway endpoints are configured: add them under gateway.endpoints in the config file (or run next to `airlock dev` with --data DIR)")
+			}
+			if stdio {
+				return runGatewayStdio(cmd.Context(), g, cfg, endpoint)
+			}
+			return serveGatewayHTTP(cmd.Context(), g, cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&stdio, "stdio", false, "serve one endpoint (--endpoint) on stdin/stdout instead of HTTP")
+	f.StringVar(&endpoint, "endpoint", natsauth.FirstAgent, "the endpoint --stdio serves")
+	f.StringVar(&dataDir, "data", ".airlock", "data directory of `airlock dev`, whose gateway credentials are used when none are configured")
+	f.StringVar(&httpAddr, "http", "127.0.0.1:8080", "address of the HTTP endpoints, /healthz and /metrics")
+	return cmd
+}
+
+// nextToDev points cfg at `airlock dev`'s gateway user and default endpoint
+// when no NATS credentials are configured and dev's data dir has them.
+func nextToDev(cfg *config.Config) error {
+	if cfg.NATS.NkeySeedFile != "" || cfg.NATS.Credentials != "" {
+		return nil
+	}
+	d := natsauth.Dev{DataDir: cfg.Dev.DataDir}
+	if !fileExists(d.SeedFile(natsauth.RoleGateway)) {
+		return nil
+	}
+	d.Apply(cfg, natsauth.RoleGateway)
+	return devGatewayEndpoint(cfg, d)
+}
+
+// devGatewayEndpoint gives `airlock dev` its default gateway endpoint when
+// none is configured: agent bot at /mcp/bot, with a token generated under
+// the data dir.
+func devGatewayEndpoint(cfg *config.Config, d natsauth.Dev) error {
+	if len(cfg.Gateway.Endpoints) > 0 {
+		return nil
+	}
+	tokenFile := d.GatewayTokenFile(natsauth.FirstAgent)
+	if _, err := seal.Ensure(tokenFile); err != nil {
+		return fmt.Errorf("generate the gateway token %s: %w", tokenFile, err)
+	}
+	cfg.Gateway.Endpoints = []config.GatewayEndpoint{{Name: natsauth.FirstAgent, Agent: natsauth.FirstAgent, TokenFile: tokenFile}}
+	return cfg.ApplyGatewayBindings()
+}
+
+// runGatewayStdio serves one endpoint on stdin/stdout. Nothing else may
+// write to stdout: logs go to stderr.
+func runGatewayStdio(ctx context.Context, g *globals, cfg config.Config, endpoint string) error {
+	if _, ok := cfg.Gateway.Endpoint(endpoint); !ok {
+		return fmt.Errorf("no gateway endpoint %q: choose one of %s (--endpoint)", endpoint, strings.Join(cfg.Gateway.Names(), ", "))
+	}
+	log, err := g.logger(cfg)
+	if err != nil {
+		return err
+	}
+	deps, err := connect(ctx, cfg, log, "airlock-gateway-stdio", false)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = bus.Drain(deps.NC, cfg.NATS.DrainTimeout) }()
+	gw, err := gateway.New(deps)
+	if err != nil {
+		return err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	ran := make(chan error, 1)
+	go func() { ran <- gw.Run(runCtx) }()
+	err = gw.ServeStdio(runCtx, endpoint, nil)
+	stop()
+	if rerr := <-ran; err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// serveGatewayHTTP is `airlock serve gateway` with the gateway's defaults.
+func serveGatewayHTTP(ctx context.Context, g *globals, cfg config.Config) error {
+	log, err := g.logger(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (pick another address with --http)", cfg.HTTP.Addr, err)
+	}
+	deps, err := connect(ctx, cfg, log, "airlock-gateway", false)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	names := []string{"gateway"}
+	services, err := buildServices(ctx, deps, names)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	for _, e := range cfg.Gateway.Endpoints {
+		log.Info("gateway endpoint", "endpoint", e.Name, "url", "http://"+ln.Addr().String()+e.HTTPPath(), "agent", e.Agent)
+	}
+	return run(ctx, deps, services, newHTTP(deps, names, services...), ln)
+}
+
+// gatewayText is what `airlock dev` prints about the gateway: each
+// endpoint's URL and a client configuration ready to paste.
+func gatewayText(cfg config.Config, httpAddr string) string {
+	var b strings.Builder
+	self := "airlock"
+	if exe, err := os.Executable(); err == nil && !strings.Contains(exe, "go-build") { // not `go run`'s temporary build
+		self = exe
+	}
+	data, _ := filepath.Abs(cfg.Dev.DataDir)
+	for _, e := range cfg.Gateway.Endpoints {
+		url := "http://" + httpAddr + e.HTTPPath()
+		if e.TokenFile == "" && e.Token == "" {
+			fmt.Fprintf(&b, "  MCP       endpoint %s (agent %s): stdio only\n", e.Name, e.Agent)
+		} else {
+			tokenFile, _ := filepath.Abs(e.TokenFile)
+			fmt.Fprintf(&b, "  MCP       %s   (gateway endpoint %s, agent %s)\n", url, e.Name, e.Agent)
+			if e.TokenFile != "" {
+				fmt.Fprintf(&b, "            Claude Code: claude mcp add --transport http airlock-%s %s --header \"Authorization: Bearer $(cat %s)\"\n", e.Name, url, tokenFile)
+			}
+			tok := e.Token
+			if tok == "" {
+				if raw, err := os.ReadFile(e.TokenFile); err == nil {
+					tok = strings.TrimSpace(string(raw))
+				}
+			}
+			snippet, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"airlock-" + e.Name: map[string]any{
+				"type": "http", "url": url, "headers": map[string]string{"Authorization": "Bearer " + tok}}}})
+			fmt.Fprintf(&b, "            .mcp.json:   %s   (holds the token: keep it out of version control)\n", snippet)
+		}
+		fmt.Fprintf(&b, "            stdio:       claude mcp add airlock-%s -- %s gateway --stdio --endpoint %s --data %s --nats %s\n", e.Name, self, e.Name, data, cfg.NATS.URL)
+	}
+	return b.String()
+}

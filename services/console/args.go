@@ -1,0 +1,44 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/airlock-gate/airlock/services/shared/calls"
+)
+
+// encodeJSON keeps <, > and & as they are: the text is shown to a person
+// (html/template escapes it for the page), and \u003c would hide what the
+// agent actually sent.
+func encodeJSON(v any, indent string) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", indent)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Sprintf("(cannot be shown as JSON: %v)", err)
+	}
+	return strings.TrimSuffix(buf.String(), "\n")
+}
+
+// argsText renders arguments pretty and on one line. A value JSON cannot
+// hold is shown as a marker and named in problems (calls.Plain): the
+// arguments always render.
+func argsText(s *structpb.Struct) (pretty, compact string, problems []string) {
+	if s == nil {
+		return "{}", "{}", nil
+	}
+	m, problems := calls.Plain(s)
+	pretty, compact = encodeJSON(m, "  "), encodeJSON(m, "")
+	if len(compact) > 160 {
+		compact = calls.Cut(compact, 157) + "..."
+	}
+	return pretty, compact, problems
+}
+
+// escapePointer escapes an object key as a JSON pointer token.
+func escapePointer(key string) string { return calls.EscapePointer(key) }

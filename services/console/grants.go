@@ -1,0 +1,201 @@
+package console
+
+import (
+	"errors"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/grant"
+)
+
+// "Always allow" pins every argument of the call to its exact value by
+// default: a grant made in a hurry allows exactly the call the reviewer
+// saw, and nothing that merely resembles it. The reviewer widens it
+// explicitly, argument by argument (a glob for a string, or any value), and
+// sees the final scope in words before confirming. Pinned values are taken
+// from the call itself on the server, never from the form.
+
+// Argument modes of the form.
+const (
+	modeExact = "exact"
+	modeGlob  = "glob"
+	modeAny   = "any"
+)
+
+// grantArgs lists the call's top-level arguments for the form, each pinned.
+func grantArgs(rec *airlockv1.ApprovalRecord) []grantArg {
+	fields := rec.GetCall().GetArguments().GetFields()
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]grantArg, 0, len(keys))
+	for i, k := range keys {
+		v := fields[k]
+		a := grantArg{Index: i, Pointer: "/" + escapePointer(k), Value: grant.ValueJSON(v), Mode: modeExact}
+		if s, ok := v.GetKind().(*structpb.Value_StringValue); ok {
+			a.IsString, a.Multiline = true, strings.ContainsAny(s.StringValue, "\n\r")
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// grantFromForm reads the "always allow" form against the call's record:
+// each argument exact (its value from the record), a glob, or any value;
+// extra "pointer = glob" lines; no other arguments unless unticked.
+func grantFromForm(c echo.Context, rec *airlockv1.ApprovalRecord) (grantInput, []grantArg, string, error) {
+	in := grantInput{FromAgent: rec.GetCall().GetAgentId(), FromCall: rec.GetCall().GetCallId(), FromRevision: max(rec.GetCall().GetRevision(), 1),
+		Values: map[string]*structpb.Value{}, Globs: map[string]string{}, OnlyListed: c.FormValue("only_listed") != ""}
+	args := grantArgs(rec)
+	fields := rec.GetCall().GetArguments().GetFields()
+	for i := range args {
+		a := &args[i]
+		idx := strconv.Itoa(a.Index)
+		a.Mode, a.Glob = c.FormValue("mode_"+idx), strings.TrimSpace(c.FormValue("glob_"+idx))
+		key := unescapePointerToken(strings.TrimPrefix(a.Pointer, "/"))
+		switch a.Mode {
+		case modeExact, "":
+			a.Mode = modeExact
+			in.Values[a.Pointer] = fields[key]
+		case modeGlob:
+			if !a.IsString {
+				return in, args, "", apierr.New(apierr.InvalidRequest, "argument %s is not text, so no glob can match it: pin it exactly or allow any value", a.Pointer)
+			}
+			if a.Glob == "" {
+				return in, args, "", apierr.New(apierr.InvalidRequest, "argument %s: give the glob its value must match, e.g. reports/*.txt", a.Pointer)
+			}
+			in.Globs[a.Pointer] = a.Glob
+		case modeAny:
+			in.Any = append(in.Any, a.Pointer)
+		default:
+			return in, args, "", apierr.New(apierr.InvalidRequest, "argument %s: choose exactly, matching a glob, or any value", a.Pointer)
+		}
+	}
+	extra := c.FormValue("extra")
+	more, err := parseGlobs(extra)
+	if err != nil {
+		return in, args, extra, err
+	}
+	for ptr, glob := range more {
+		if _, pinned := in.Values[ptr]; pinned {
+			return in, args, extra, apierr.New(apierr.InvalidRequest, "argument %s is pinned exactly above and matched by a glob below: keep one", ptr)
+		}
+		in.Globs[ptr] = glob
+	}
+	uses, err := strconv.Atoi(strings.TrimSpace(firstNonEmpty(c.FormValue("uses"), "0")))
+	if err != nil || uses < 0 {
+		return in, args, extra, apierr.New(apierr.InvalidRequest, "uses must be a whole number, 0 for unlimited")
+	}
+	hours, err := strconv.Atoi(strings.TrimSpace(firstNonEmpty(c.FormValue("expires_hours"), "0")))
+	if err != nil || hours < 0 {
+		return in, args, extra, apierr.New(apierr.InvalidRequest, "expiry must be a whole number of hours, 0 for none")
+	}
+	in.Uses, in.TTL = uses, time.Duration(hours)*time.Hour
+	return in, args, extra, nil
+}
+
+func unescapePointerToken(tok string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+}
+
+// parseGlobs reads "pointer = glob" lines.
+func parseGlobs(raw string) (map[string]string, error) {
+	out := map[string]string{}
+	for i, line := range strings.Split(raw, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || !strings.HasPrefix(k, "/") || v == "" {
+			return nil, apierr.New(apierr.InvalidRequest, "argument constraint on line %d must read \"/pointer = glob\", e.g. \"/path = /tmp/**\"", i+1)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// grantRecord reads the call a grant form is about (query or form values).
+func (con *Console) grantRecord(c echo.Context, agent, from, rev string) (*airlockv1.ApprovalRecord, error) {
+	r, err := revisionParam(rev)
+	if err != nil {
+		return nil, err
+	}
+	return con.use.record(c.Request().Context(), agent, from, r)
+}
+
+func (con *Console) newGrantPage(c echo.Context) error {
+	rec, err := con.grantRecord(c, c.QueryParam("agent"), c.QueryParam("from"), c.QueryParam("rev"))
+	if err != nil {
+		return err
+	}
+	v := &grantFormView{layout: layout{Title: "Always allow", Nav: "grants"}, Call: newCallView(rec), Args: grantArgs(rec), OnlyListed: true, Uses: 10, Hours: 24}
+	v.FromRevision = v.Call.Revision
+	in := grantInput{Values: map[string]*structpb.Value{}, OnlyListed: true, Uses: v.Uses, TTL: time.Duration(v.Hours) * time.Hour}
+	for k, val := range rec.GetCall().GetArguments().GetFields() {
+		in.Values["/"+escapePointer(k)] = val
+	}
+	v.Scope = grant.Describe(con.use.grant(rec, in))
+	return con.render(c, http.StatusOK, "grant_new", v)
+}
+
+// formGrant reads the form's call and what it would grant.
+func (con *Console) formGrant(c echo.Context) (*airlockv1.ApprovalRecord, grantInput, *grantFormView, error) {
+	rec, err := con.grantRecord(c, c.FormValue("agent"), c.FormValue("from"), c.FormValue("from_revision"))
+	if err != nil {
+		return nil, grantInput{}, nil, err
+	}
+	in, args, extra, err := grantFromForm(c, rec)
+	v := &grantFormView{layout: layout{Title: "Always allow", Nav: "grants"}, Call: newCallView(rec), Args: args, OnlyListed: in.OnlyListed,
+		Extra: extra, Uses: in.Uses, Hours: int(in.TTL / time.Hour)}
+	v.FromRevision = v.Call.Revision
+	if err == nil {
+		v.Scope = grant.Describe(con.use.grant(rec, in))
+	}
+	return rec, in, v, err
+}
+
+// grantScope answers the scope in words of the form as it stands (the
+// form's script shows it as the reviewer changes it); nothing is created.
+func (con *Console) grantScope(c echo.Context) error {
+	_, _, v, err := con.formGrant(c)
+	if err != nil {
+		return c.String(http.StatusOK, "Not a valid grant yet: "+apiMessage(err))
+	}
+	return c.String(http.StatusOK, v.Scope)
+}
+
+func (con *Console) createGrantForm(c echo.Context) error {
+	_, in, v, err := con.formGrant(c)
+	if err == nil {
+		var g *airlockv1.StandingGrant
+		if g, err = con.use.createGrant(c.Request().Context(), principal(c), channel(c), in); err == nil {
+			return con.flashAndRedirect(c, "/grants", "standing grant "+g.GetId()+" created: "+grant.Describe(g))
+		}
+	}
+	if v == nil || apierr.CodeOf(err) != apierr.InvalidRequest {
+		return err
+	}
+	// Show the form again as it was filled in, with what to fix.
+	v.Error = apiMessage(err)
+	return con.render(c, http.StatusBadRequest, "grant_new", v)
+}
+
+func apiMessage(err error) string {
+	var e *apierr.Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return err.Error()
+}

@@ -1,0 +1,267 @@
+package console_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/svc"
+)
+
+// routes are every path a link or form of the console may point at; an
+// agent-written value may appear in one only as an escaped query value.
+var routes = regexp.MustCompile(`^/(|login|logout|inbox/events|history|grants|grants/new|grants/scope|grants/[A-Za-z0-9_-]+/revoke|rules|rules/eval|rules/[A-Za-z0-9_-]+/delete|health|tokens|tokens/[A-Za-z0-9_-]+/revoke|audit|audit/export|audit/analytics|threads/approve|calls/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+(/(approve|reject|changes|edit))?|static/[a-z.]+)$`)
+
+var urlAttrs = regexp.MustCompile(`(?:href|action|src|data-live|data-scope)="([^"]*)"`)
+
+// TestNothingAnAgentWritesReachesAURL: records whose every agent-written
+// field is hostile (a thread id that predates ingress validation, tool and
+// server names, reasons, arguments) render on every page with every link,
+// form action and redirect pointing at a known route, agent text appearing
+// only escaped.
+func TestNothingAnAgentWritesReachesAURL(t *testing.T) {
+	e := newEnv(t)
+	hostile := `ticket-42/../../grants?x="><form action="/grants">`
+	rec := pending("call_h", "bot", "fs__write_file", map[string]any{"path": "../../grants?", hostile: hostile}, airlockv1.Risk_RISK_HIGH)
+	rec.Call.ThreadId, rec.Call.Reason, rec.Call.Server, rec.Call.Tool = hostile, hostile, "fs/../..", "write?x"
+	rec.Decision.Reason = hostile
+	other := pending("call_h2", "bot", "fs__write_file", map[string]any{"path": "x"}, airlockv1.Risk_RISK_LOW)
+	other.Call.ThreadId = hostile
+	decided := pending("call_hd", "bot", "fs__write_file", map[string]any{"path": hostile}, airlockv1.Risk_RISK_LOW)
+	decided.State, decided.Reason, decided.DecidedBy = airlockv1.ApprovalState_APPROVAL_STATE_REJECTED, hostile, &airlockv1.Actor{Id: "bob"}
+	for _, r := range []*airlockv1.ApprovalRecord{rec, other, decided} {
+		e.approval.put(r)
+	}
+	b := e.browser()
+	b.signIn("alice")
+	for _, path := range []string{"/", "/calls/bot/call_h", "/calls/bot/call_hd", "/history", "/grants/new?agent=bot&from=call_h"} {
+		t.Run("every_url_on_"+path+"_is_a_known_route", func(t *testing.T) {
+			p := b.get(path)
+			if p.Status != http.StatusOK {
+				t.Fatalf("status %d", p.Status)
+			}
+			for _, m := range urlAttrs.FindAllStringSubmatch(p.Body, -1) {
+				raw := strings.ReplaceAll(m[1], "&amp;", "&")
+				u, err := url.Parse(raw)
+				inPage := err == nil && u.Path == "" && u.RawQuery == "" && u.Fragment != ""
+				if err != nil || u.Host != "" || u.Scheme != "" || !inPage && !routes.MatchString(u.Path) {
+					t.Errorf("%q points outside the console's routes", m[1])
+				}
+			}
+			if strings.Contains(p.Body, `"><form`) || strings.Contains(p.Body, "<form action=\"/grants\">") {
+				t.Error("agent text reached the page as markup")
+			}
+		})
+	}
+	t.Run("the_thread_form_posts_the_thread_as_a_value_and_comes_back_to_the_call", func(t *testing.T) {
+		p := b.get("/calls/bot/call_h")
+		if !strings.Contains(p.Body, `action="/threads/approve"`) || !strings.Contains(p.Body, `name="thread" value="ticket-42/../../grants?x=&#34;&gt;&lt;form`) {
+			t.Fatalf("the thread form:\n%s", p.Body)
+		}
+		r := b.submit("/threads/approve", url.Values{"agent": {"bot"}, "thread": {hostile}, "from": {"../grants"}, "call": {"call_h.1.x", "call_h2.1.x"}})
+		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/" {
+			t.Fatalf("status %d, redirected to %q", r.Status, r.Header.Get("Location"))
+		}
+		if n := len(e.approval.grants); n != 0 {
+			t.Fatalf("%d grants exist", n)
+		}
+	})
+}
+
+// TestARecordThatCannotBeShownDoesNotBreakAList: a record holding a NaN
+// (from before ingress refused them) is shown flagged; the other records,
+// the live feed, the REST list and history all still work.
+func TestARecordThatCannotBeShownDoesNotBreakAList(t *testing.T) {
+	e := newEnv(t)
+	nan := pending("call_nan", "bot", "fs__write_file", map[string]any{"path": "/tmp/n"}, airlockv1.Risk_RISK_LOW)
+	nan.Call.Arguments.Fields["size"] = structpb.NewNumberValue(math.NaN())
+	decidedNaN := pending("call_nan_d", "bot", "fs__write_file", map[string]any{"path": "/tmp/d"}, airlockv1.Risk_RISK_LOW)
+	decidedNaN.Call.Arguments.Fields["size"] = structpb.NewNumberValue(math.Inf(-1))
+	decidedNaN.State, decidedNaN.UpdatedAt = airlockv1.ApprovalState_APPROVAL_STATE_REJECTED, timestamppb.Now()
+	ok := pending("call_ok", "bot", "fs__write_file", map[string]any{"path": "/tmp/ok"}, airlockv1.Risk_RISK_LOW)
+	for _, r := range []*airlockv1.ApprovalRecord{nan, decidedNaN, ok} {
+		e.approval.put(r)
+	}
+	b := e.browser()
+	b.signIn("alice")
+	tok := newToken(t, e, "alice", `{"name":"cli"}`)
+	tests := []struct {
+		name, path string
+		want       []string
+	}{
+		{"the_inbox_shows_both_with_the_nan_flagged", "/", []string{"call-3-bot-call_ok", `call-row flagged`, "argument /size is NaN"}},
+		{"the_call_page_shows_the_marker", "/calls/bot/call_nan", []string{`&#34;size&#34;: &#34;NaN&#34;`, "not a JSON number"}},
+		{"history_shows_the_decided_one_flagged", "/history", []string{"call-3-bot-call_nan_d", "argument /size is -Inf"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := b.get(tt.path)
+			if p.Status != http.StatusOK {
+				t.Fatalf("status %d:\n%s", p.Status, p.Body)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(p.Body, w) {
+					t.Errorf("%s lacks %q", tt.path, w)
+				}
+			}
+		})
+	}
+	t.Run("the_live_feed_syncs_every_row", func(t *testing.T) {
+		ev := next(t, openFeed(t, b, ""))
+		if ev.Name != "sync" || !strings.Contains(ev.Data, "call_ok") || !strings.Contains(ev.Data, "call_nan") {
+			t.Fatalf("sync %+v", ev)
+		}
+	})
+	t.Run("the_rest_list_names_the_problem_and_keeps_every_record", func(t *testing.T) {
+		p := apiCall(t, e.srv.URL, tok, http.MethodGet, "/api/v1/approvals", "")
+		var out struct {
+			Records  []json.RawMessage
+			Problems []struct{ CallID, Problem string } `json:"problems"`
+		}
+		if err := json.Unmarshal([]byte(p.Body), &out); err != nil || p.Status != http.StatusOK || len(out.Records) != 2 || len(out.Problems) != 1 {
+			t.Fatalf("%d %v %s", p.Status, err, p.Body)
+		}
+	})
+}
+
+// TestSignInIsLimited: failed sign-ins are
+// counted per user name and per address; past the limit even the right
+// password waits, and an unknown name is counted the same way.
+func TestSignInIsLimited(t *testing.T) {
+	e := newEnvWith(t, func(c *config.Config) {
+		c.Console.SignIn = config.SignInLimit{FailuresPerUser: 3, FailuresPerAddress: 5, Window: time.Hour}
+	})
+	try := func(user, pw string) page {
+		b := e.browser()
+		tok := b.csrf("/login")
+		return b.post("/login", url.Values{"_csrf": {tok}, "user": {user}, "password": {pw}})
+	}
+	steps := []struct {
+		name, user, pw string
+		want           int
+	}{
+		{"a_wrong_password_is_refused", "alice", "wrong-1", http.StatusUnauthorized},
+		{"a_second_wrong_password_is_refused", "alice", "wrong-2", http.StatusUnauthorized},
+		{"a_third_wrong_password_reaches_the_user_limit", "alice", "wrong-3", http.StatusUnauthorized},
+		{"then_even_the_right_password_waits", "alice", password, http.StatusTooManyRequests},
+		{"an_unknown_name_is_counted_like_a_known_one", "mallory", "guess", http.StatusUnauthorized},
+		{"another_user_from_the_same_address_reaches_the_address_limit", "bob", "wrong", http.StatusUnauthorized},
+		{"then_every_user_from_that_address_waits", "audrey", password, http.StatusTooManyRequests},
+	}
+	for _, s := range steps {
+		p := try(s.user, s.pw)
+		if p.Status != s.want {
+			t.Fatalf("%s: status %d, want %d\n%s", s.name, p.Status, s.want, p.Body)
+		}
+		if s.want == http.StatusTooManyRequests && !strings.Contains(p.Body, "Too many failed sign-ins") {
+			t.Fatalf("%s: the page does not say why:\n%s", s.name, p.Body)
+		}
+	}
+}
+
+// TestTheNextRedirectStaysOnTheConsole: whatever next= says, a sign-in
+// redirects to a path of this site.
+func TestTheNextRedirectStaysOnTheConsole(t *testing.T) {
+	e := newEnv(t)
+	tests := []struct{ name, next, want string }{
+		{"a_path_is_kept", "/history?state=rejected", "/history?state=rejected"},
+		{"a_protocol_relative_url_is_refused", "//evil.example/", "/"},
+		{"a_tab_between_slashes_is_refused", "/\t/evil.example", "/"},
+		{"a_newline_between_slashes_is_refused", "/\n/evil.example", "/"},
+		{"a_backslash_is_refused", "/\\evil.example", "/"},
+		{"an_encoded_slash_is_refused", "/%2F/evil.example", "/"},
+		{"an_absolute_url_is_refused", "https://evil.example/", "/"},
+		{"a_relative_path_is_refused", "evil.example", "/"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := e.browser()
+			tok := b.csrf("/login")
+			p := b.post("/login", url.Values{"_csrf": {tok}, "user": {"bob"}, "password": {password}, "next": {tt.next}})
+			if p.Status != http.StatusSeeOther || p.Header.Get("Location") != tt.want {
+				t.Fatalf("status %d, redirected to %q, want %q", p.Status, p.Header.Get("Location"), tt.want)
+			}
+		})
+	}
+}
+
+// TestPasswordsNeverReachTheLog: a failed and a successful sign-in log
+// nothing of the password, not even one typed into the user field.
+func TestPasswordsNeverReachTheLog(t *testing.T) {
+	var buf bytes.Buffer
+	var mu = make(chan struct{}, 1)
+	mu <- struct{}{}
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&buf, mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e := newEnvWith(t, func(*config.Config) {}, func(d *svc.Deps) { d.Log = logger })
+	secrets := []string{"Tr0ub4dor&3-in-the-user-field", "hunter2-wrong-password"}
+	for _, attempt := range []struct{ user, pw string }{{secrets[0], "x"}, {"alice", secrets[1]}, {"alice", password}} {
+		b := e.browser()
+		tok := b.csrf("/login")
+		b.post("/login", url.Values{"_csrf": {tok}, "user": {attempt.user}, "password": {attempt.pw}})
+	}
+	<-mu
+	logged := buf.String()
+	mu <- struct{}{}
+	for _, s := range append(secrets, password) {
+		if strings.Contains(logged, s) {
+			t.Fatalf("the log holds %q:\n%s", s, logged)
+		}
+	}
+	if !strings.Contains(logged, "signed in") {
+		t.Fatalf("the successful sign-in was not logged at all:\n%s", logged)
+	}
+}
+
+type lockedWriter struct {
+	buf *bytes.Buffer
+	mu  chan struct{}
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	<-w.mu
+	defer func() { w.mu <- struct{}{} }()
+	return w.buf.Write(p)
+}
+
+// TestThreadPreview: the call page lists every pending call of the thread
+// with its risk before "approve all" is confirmed, warns of high risk, and
+// the form carries exactly those calls.
+func TestThreadPreview(t *testing.T) {
+	e := newEnv(t)
+	for i, risk := range []airlockv1.Risk{airlockv1.Risk_RISK_LOW, airlockv1.Risk_RISK_CRITICAL, airlockv1.Risk_RISK_LOW} {
+		rec := pending([]string{"call_p1", "call_p2", "call_p3"}[i], "bot", "fs__write_file", map[string]any{"path": []string{"a", "b", "c"}[i]}, risk)
+		rec.Call.ThreadId = "t-7"
+		e.approval.put(rec)
+	}
+	elsewhere := pending("call_q", "bot", "fs__write_file", map[string]any{"path": "q"}, airlockv1.Risk_RISK_LOW)
+	elsewhere.Call.ThreadId = "t-8"
+	e.approval.put(elsewhere)
+	b := e.browser()
+	b.signIn("alice")
+	p := b.get("/calls/bot/call_p1")
+	wants := []string{"Approve all 3 pending calls of this thread", "(1 critical, 2 low)", `id="thread-high-risk"`, `id="thread-reviewed" required`}
+	for _, id := range []string{"call_p1", "call_p2", "call_p3"} {
+		// Each call with the digest of the arguments shown.
+		wants = append(wants, `name="call" value="`+id+`.1.`+e.approval.record(id).GetArgumentsDigest()+`"`)
+	}
+	for _, want := range wants {
+		if !strings.Contains(p.Body, want) {
+			t.Errorf("the call page lacks %q", want)
+		}
+	}
+	if strings.Contains(p.Body, `value="call_q.1`) {
+		t.Error("a call of another thread is listed")
+	}
+}

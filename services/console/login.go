@@ -1,0 +1,299 @@
+package console
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/config"
+)
+
+// Sign-in: a double-submit CSRF token on the form (there is no session
+// yet), bcrypt against the user's hash — or against a dummy hash of the same
+// cost for a name that does not exist, so that both take the same time —
+// and a limit on failed attempts per user name and per client address, kept
+// in the console bucket so that every replica enforces the same count.
+// Nothing about the attempt but the user name of a successful sign-in is
+// logged: a password typed into the wrong field must not reach a log.
+
+func (con *Console) loginPage(c echo.Context) error {
+	tok := randomSecret(24)
+	con.setCookie(c, loginCSRFCookie, tok, 30*time.Minute)
+	return con.render(c, http.StatusOK, "login", &loginView{layout: layout{Title: "Sign in"}, Login: tok, Next: safeNext(c.QueryParam("next"))})
+}
+
+// loginAgain shows the sign-in form again with a sentence and status.
+func (con *Console) loginAgain(c echo.Context, status int, msg string) error {
+	tok := randomSecret(24)
+	con.setCookie(c, loginCSRFCookie, tok, 30*time.Minute)
+	return con.render(c, status, "login", &loginView{layout: layout{Title: "Sign in", Error: msg}, Login: tok, Next: safeNext(c.FormValue("next"))})
+}
+
+func (con *Console) login(c echo.Context) error {
+	ctx := c.Request().Context()
+	ck, err := c.Cookie(loginCSRFCookie)
+	if err != nil || ck.Value == "" || c.FormValue(csrfField) != ck.Value {
+		return apierr.New(apierr.NotAuthorized, "the sign-in form expired or came from another site: open the sign-in page again")
+	}
+	name, addr := strings.TrimSpace(c.FormValue("user")), con.clientAddr(c)
+	if wait, err := con.logins.blocked(ctx, name, addr); err != nil {
+		return err
+	} else if wait > 0 {
+		con.recordSignIn(c, name, false, "too many failed sign-ins for this user or from this address")
+		return con.loginAgain(c, http.StatusTooManyRequests, fmt.Sprintf("Too many failed sign-ins for this user or from this address: try again in %s, or ask an admin to check the account.", wait.Round(time.Minute)))
+	}
+	u, err := con.store.checkPassword(ctx, name, c.FormValue("password"))
+	if err != nil {
+		if apierr.CodeOf(err) != apierr.Unauthenticated {
+			return err
+		}
+		con.recordSignIn(c, name, false, "wrong user name or password")
+		if err := con.logins.failed(ctx, name, addr); err != nil {
+			return err
+		}
+		return con.loginAgain(c, http.StatusUnauthorized, "Wrong user name or password.")
+	}
+	if err := con.logins.succeeded(ctx, name); err != nil {
+		return err
+	}
+	secret, _, err := con.store.newSession(ctx, u.Name)
+	if err != nil {
+		return err
+	}
+	con.setCookie(c, loginCSRFCookie, "", -1)
+	con.setCookie(c, sessionCookie, secret, con.cfg.Console.SessionMaxAge)
+	con.log.Info("signed in", "user", u.Name)
+	con.recordSignIn(c, u.Name, true, "")
+	return c.Redirect(http.StatusSeeOther, safeNext(c.FormValue("next")))
+}
+
+func (con *Console) logout(c echo.Context) error {
+	if ck, err := c.Cookie(sessionCookie); err == nil {
+		if err := con.store.endSession(c.Request().Context(), ck.Value); err != nil {
+			return err
+		}
+	}
+	con.setCookie(c, sessionCookie, "", -1)
+	return c.Redirect(http.StatusSeeOther, "/login")
+}
+
+// safeNext keeps a post-sign-in redirect on this site: a path that starts
+// with one "/", with no scheme, host, backslash or control character (a
+// browser drops tabs and newlines from a URL, so "/\t/evil.example" would be
+// "//evil.example"), re-encoded as it was parsed. Anything else is "/".
+func safeNext(next string) string {
+	if next == "" || !strings.HasPrefix(next, "/") || len(next) > 2048 {
+		return "/"
+	}
+	for _, r := range next {
+		if r < 0x20 || r == 0x7f || r == '\\' {
+			return "/"
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return "/"
+	}
+	p := u.EscapedPath()
+	// The decoded path must not start a second slash either ("/%2F/evil").
+	if !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") || strings.HasPrefix(p, "//") {
+		return "/"
+	}
+	if u.RawQuery != "" {
+		p += "?" + u.RawQuery
+	}
+	return p
+}
+
+// clientAddr is the client's address: the connection's, or, from a
+// trusted proxy (console.trusted_proxies), the last address in
+// X-Forwarded-For that is not itself a trusted proxy.
+func (con *Console) clientAddr(c echo.Context) string {
+	host, _, err := net.SplitHostPort(c.Request().RemoteAddr)
+	if err != nil {
+		host = c.Request().RemoteAddr
+	}
+	if !con.trusted(host) {
+		return host
+	}
+	hops := strings.Split(c.Request().Header.Get("X-Forwarded-For"), ",")
+	for i := len(hops) - 1; i >= 0; i-- {
+		h := strings.TrimSpace(hops[i])
+		if h == "" {
+			continue
+		}
+		if !con.trusted(h) {
+			return h
+		}
+	}
+	return host
+}
+
+func (con *Console) trusted(addr string) bool {
+	ip := net.ParseIP(addr)
+	for _, n := range con.proxies {
+		if ip != nil && n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseProxies reads console.trusted_proxies: addresses or CIDRs.
+func parseProxies(list []string) ([]*net.IPNet, error) {
+	var out []*net.IPNet
+	for _, p := range list {
+		p = strings.TrimSpace(p)
+		if !strings.Contains(p, "/") {
+			if ip := net.ParseIP(p); ip != nil && ip.To4() != nil {
+				p += "/32"
+			} else {
+				p += "/128"
+			}
+		}
+		_, n, err := net.ParseCIDR(p)
+		if err != nil {
+			return nil, fmt.Errorf("console.trusted_proxies: %q is not an address or CIDR such as 10.0.0.0/8", p)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// loginLimiter counts failed sign-ins per user name and per client address
+// in the console bucket (logins.user.<name>, logins.addr.<address>), with
+// compare-and-set so that replicas count together.
+type loginLimiter struct {
+	kv    jetstream.KeyValue
+	limit config.SignInLimit
+	now   func() time.Time
+}
+
+func newLoginLimiter(kv jetstream.KeyValue, limit config.SignInLimit, now func() time.Time) *loginLimiter {
+	if limit.Window <= 0 {
+		limit.Window = 15 * time.Minute
+	}
+	return &loginLimiter{kv: kv, limit: limit, now: now}
+}
+
+// failures is one counter: failures since the window began.
+type failures struct {
+	Count int       `json:"count"`
+	Since time.Time `json:"since"`
+}
+
+func limiterKey(kind, s string) string {
+	return "logins." + kind + "." + base64.RawURLEncoding.EncodeToString([]byte(strings.ToLower(s)))
+}
+
+func (l *loginLimiter) read(ctx context.Context, key string) (failures, uint64, error) {
+	e, err := l.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return failures{}, 0, nil
+	}
+	if err != nil {
+		return failures{}, 0, apierr.Wrap(apierr.Unavailable, err, "sign-in is unavailable for a moment: try again")
+	}
+	var f failures
+	if err := json.Unmarshal(e.Value(), &f); err != nil {
+		return failures{}, e.Revision(), nil // a damaged counter starts again
+	}
+	if l.now().Sub(f.Since) >= l.limit.Window {
+		f = failures{}
+	}
+	return f, e.Revision(), nil
+}
+
+// blocked says how long until name or addr may try again (0: now).
+func (l *loginLimiter) blocked(ctx context.Context, name, addr string) (time.Duration, error) {
+	var wait time.Duration
+	for _, c := range []struct {
+		key   string
+		limit int
+	}{{limiterKey("user", name), l.limit.FailuresPerUser}, {limiterKey("addr", addr), l.limit.FailuresPerAddress}} {
+		if c.limit <= 0 {
+			continue
+		}
+		f, _, err := l.read(ctx, c.key)
+		if err != nil {
+			return 0, err
+		}
+		if f.Count >= c.limit {
+			wait = max(wait, f.Since.Add(l.limit.Window).Sub(l.now()))
+		}
+	}
+	return wait, nil
+}
+
+// failed counts one failed sign-in against name and addr.
+func (l *loginLimiter) failed(ctx context.Context, name, addr string) error {
+	for _, key := range []string{limiterKey("user", name), limiterKey("addr", addr)} {
+		if err := l.bump(ctx, key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *loginLimiter) bump(ctx context.Context, key string) error {
+	for range 10 {
+		f, rev, err := l.read(ctx, key)
+		if err != nil {
+			return err
+		}
+		if f.Count == 0 {
+			f.Since = l.now()
+		}
+		f.Count++
+		data, _ := json.Marshal(f)
+		if rev == 0 {
+			_, err = l.kv.Create(ctx, key, data)
+		} else {
+			_, err = l.kv.Update(ctx, key, data, rev)
+		}
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return apierr.Wrap(apierr.Unavailable, err, "sign-in is unavailable for a moment: try again")
+		}
+	}
+	return apierr.New(apierr.Unavailable, "sign-in is busy: try again")
+}
+
+// succeeded clears the user's failures (not the address's: a correct
+// password for one account says nothing about guesses at others).
+func (l *loginLimiter) succeeded(ctx context.Context, name string) error {
+	if err := l.kv.Delete(ctx, limiterKey("user", name)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return apierr.Wrap(apierr.Unavailable, err, "sign-in is unavailable for a moment: try again")
+	}
+	return nil
+}
+
+// sweep deletes counters whose window has passed.
+func (l *loginLimiter) sweep(ctx context.Context) error {
+	keys, err := l.kv.ListKeysFiltered(ctx, "logins.>")
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil
+		}
+		return fmt.Errorf("list sign-in counters: %w", err)
+	}
+	for key := range keys.Keys() {
+		if f, _, err := l.read(ctx, key); err == nil && f.Count == 0 {
+			_ = l.kv.Delete(ctx, key)
+		}
+	}
+	return nil
+}

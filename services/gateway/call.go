@@ -1,0 +1,347 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/config"
+)
+
+// requester is the approver word that lets the person a call acts for
+// confirm it (services/approval/internal/domain.Requester).
+const requester = "requester"
+
+// flight is one tools/call on its way through airlock.
+type flight struct {
+	call airlock.Call
+	tool *tool
+	// fresh: this process submits the call for the first time, so the
+	// endpoint's watcher sees all of its events; otherwise (a request sent
+	// again, a confirmation answered) the call is followed from the stream.
+	fresh bool
+	// submit: the call still has to be submitted (not for a confirmation
+	// answer, whose call exists).
+	submit bool
+}
+
+func (ep *endpoint) handler(t *tool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return ep.callTool(ctx, req, t)
+	}
+}
+
+// callTool is one tools/call: submit it as the endpoint's agent, keep the
+// client informed while it waits, let the endpoint's person confirm it
+// when the policy allows, and answer with its outcome.
+func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest, t *tool) (*mcp.CallToolResult, error) {
+	args, err := decodeArgs(req.Params.Arguments)
+	if err != nil {
+		return errorResult("invalid", "", err.Error()), nil
+	}
+	if req.Params.RequestState != "" {
+		return ep.resume(ctx, req, t)
+	}
+	sessionID, stdio := sessionOf(req)
+	requestID := ""
+	if h := headerOf(req); h != nil {
+		requestID = h.Get(requestHeader)
+	}
+	f := &flight{tool: t, submit: true, call: airlock.Call{
+		ID:     ep.callIDOf(sessionID, requestID, t.def.Name, args),
+		Server: t.up.GetServer(), Tool: t.up.GetTool(), Args: args,
+		Thread:      ep.threadOf(sessionID, stdio),
+		OnBehalfOf:  ep.cfg.OnBehalfOf,
+		Reason:      reasonOf(req, ep.cfg.Name),
+		Annotations: t.annotations, AnnotationsTrusted: t.up.GetTrusted(),
+	}}
+	f.fresh = !ep.recent.add(f.call.ID, time.Now())
+	return ep.follow(ctx, req, f, true)
+}
+
+// resume is a 2026-07-28 client's second round: its person answered the
+// confirmation this gateway asked for (requestState says which call).
+func (ep *endpoint) resume(ctx context.Context, req *mcp.CallToolRequest, t *tool) (*mcp.CallToolResult, error) {
+	st, err := openState(ep.g.frontend, req.Params.RequestState, ep.cfg.Name, t.def.Name, time.Now())
+	if err != nil {
+		return errorResult("invalid", "", err.Error()), nil
+	}
+	var answer *mcp.ElicitResult
+	if r, ok := req.Params.InputResponses[confirmKey].(*mcp.ElicitResult); ok {
+		answer = r
+	}
+	f := &flight{tool: t, call: airlock.Call{ID: st.Call, Revision: st.Rev, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
+	ep.answer(ctx, f, st.Rev, answer, st.Digest, formMode)
+	return ep.follow(ctx, req, f, false)
+}
+
+// follow waits for the call's outcome. With mayConfirm, an approval request
+// the endpoint's person may answer is put to them (elicitation) or, when
+// the client cannot ask, handled by the endpoint's elicitation_fallback.
+//
+// The wait runs on the handler's goroutine (the outcome reaches the client
+// with no further hand-off); a watch goroutine, started only for a call
+// that waits past a heartbeat or for a person, keeps the client informed
+// and handles the approval request meanwhile.
+func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *flight, mayConfirm bool) (*mcp.CallToolResult, error) {
+	waitCtx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	w := &watch{ep: ep, ctx: ctx, req: req, f: f, mayConfirm: mayConfirm, stopWaiting: stopWaiting,
+		events: make(chan *airlockv1.Event, 16), stop: make(chan struct{})}
+	w.timer = time.AfterFunc(ep.g.heartbeat, func() { w.start(true) })
+	hook := airlock.OnEvent(w.event)
+	var out airlock.Outcome
+	var err error
+	switch {
+	case f.fresh:
+		out, err = ep.watcher.DoFast(waitCtx, f.call, hook)
+	default:
+		if f.submit {
+			_, err = ep.client.Submit(waitCtx, f.call)
+		}
+		if err == nil {
+			out, err = ep.client.AwaitRevision(waitCtx, f.call.ID, max(f.call.Revision, 1), hook)
+		}
+	}
+	w.timer.Stop()
+	close(w.stop)
+	if c := w.confirmation(); c != nil {
+		// Before the answer: a URL-mode prompt is told it completed on the
+		// call's stream, which closes with the answer.
+		c.finish(context.WithoutCancel(ctx))
+	}
+	if early, eerr := w.answered(); early != nil || eerr != nil {
+		return early, eerr
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			// The client gave up on the call (notifications/cancelled, or the
+			// session ended): nobody waits for it any more. A call that needs
+			// no person has no approval to cancel.
+			go ep.withdraw(f.call.ID, "the MCP client canceled the request", 3*time.Second)
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, airlock.ErrInvalid) {
+			return errorResult("invalid", f.call.ID, "airlock refused the call as malformed: "+strings.TrimPrefix(err.Error(), airlock.ErrInvalid.Error()+": ")), nil
+		}
+		ep.log.Warn("a call could not be followed", "call", f.call.ID, "err", err)
+		return errorResult("unavailable", f.call.ID, fmt.Sprintf("airlock could not take or follow the call (%v). Nothing is known to have run; try again in a moment.", err)), nil
+	}
+	return ep.result(f, out), nil
+}
+
+// watch is what happens beside a waiting call: progress and heartbeats,
+// and the approval request its person may answer.
+type watch struct {
+	ep          *endpoint
+	ctx         context.Context
+	req         *mcp.CallToolRequest
+	f           *flight
+	mayConfirm  bool
+	stopWaiting context.CancelFunc
+	events      chan *airlockv1.Event
+	stop        chan struct{} // closed when the wait ended
+	timer       *time.Timer   // starts the watch at the first heartbeat
+	once        sync.Once
+
+	mu     sync.Mutex
+	early  *mcp.CallToolResult // the answer instead of the outcome (2026-07-28 input required)
+	err    error
+	asking *confirmation // the prompt in flight, if any
+}
+
+// confirmation is the prompt in flight, if any.
+func (w *watch) confirmation() *confirmation {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.asking
+}
+
+// start runs the watch goroutine, once; beatFirst sends a heartbeat at once.
+func (w *watch) start(beatFirst bool) {
+	w.once.Do(func() { go w.run(beatFirst) })
+}
+
+// event is the wait's OnEvent hook: it must not block.
+func (w *watch) event(ev *airlockv1.Event) {
+	if ev.GetApprovalRequested() != nil {
+		w.start(false)
+		select {
+		case w.events <- ev:
+		default: // busy with an earlier one; the call's outcome still comes
+		}
+	}
+}
+
+// answered is the result that ended the wait early, if any.
+func (w *watch) answered() (*mcp.CallToolResult, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.early, w.err
+}
+
+func (w *watch) run(beatFirst bool) {
+	ep, f, ctx := w.ep, w.f, w.ctx
+	tell := newInformer(w.req, ep.g.heartbeat)
+	if beatFirst {
+		tell.beat(ctx)
+	}
+	beat := time.NewTicker(ep.g.heartbeat)
+	defer beat.Stop()
+	var asking *confirmation
+	var answers <-chan elicitAnswer
+	for {
+		select {
+		case <-w.stop:
+			if asking != nil {
+				asking.stop() // finished by follow, or started too late to matter
+			}
+			return
+
+		case ev := <-w.events:
+			ar := ev.GetApprovalRequested()
+			tell.progress(ctx, waitingText(ar))
+			if !w.mayConfirm || asking != nil || !ep.mayConfirm(ar) {
+				continue
+			}
+			w.mayConfirm = false
+			switch mode := confirmModeOf(w.req); {
+			case mode == noMode:
+				if ep.cfg.Fallback() == config.FallbackDeny {
+					ep.withdraw(f.call.ID, fmt.Sprintf("this call needs %s to confirm it, but the MCP client cannot ask (it does not support elicitation) and gateway endpoint %s denies such calls (elicitation_fallback: deny)", ep.cfg.OnBehalfOf, ep.cfg.Name), 15*time.Second)
+				} else {
+					tell.progress(ctx, fmt.Sprintf("waiting for %s to confirm this call in the console or Slack (this MCP client cannot ask)", ep.cfg.OnBehalfOf))
+				}
+			case modern(w.req):
+				// 2026-07-28: the question goes back in the result; the
+				// client asks its person and calls again with the answer.
+				res, err := ep.inputRequired(f, ev, mode)
+				w.mu.Lock()
+				w.early, w.err = res, err
+				w.mu.Unlock()
+				w.stopWaiting()
+				return
+			default:
+				asking = ep.ask(ctx, w.req, f, ev, mode)
+				answers = asking.answers
+				w.mu.Lock()
+				w.asking = asking
+				w.mu.Unlock()
+			}
+
+		case a := <-answers:
+			answers = nil
+			if a.err != nil {
+				ep.log.Info("the confirmation prompt failed; the call waits for the other channels", "call", f.call.ID, "err", a.err)
+				tell.progress(ctx, "the confirmation prompt could not be shown: waiting for a decision in the console or Slack")
+				continue
+			}
+			ep.answer(ctx, f, asking.rev, a.res, asking.digest, asking.mode)
+
+		case <-beat.C:
+			tell.beat(ctx)
+		}
+	}
+}
+
+// mayConfirm reports whether the endpoint's own person may decide the call
+// an approval_requested event is about: the deciding rule names the
+// requester, and airlock verified that the call acts for this person.
+func (ep *endpoint) mayConfirm(ar *airlockv1.ApprovalRequested) bool {
+	call := ar.GetCall()
+	return ep.cfg.OnBehalfOf != "" && slices.Contains(ar.GetDecision().GetApprovers(), requester) &&
+		call.GetOnBehalfOfVerified() && call.GetOnBehalfOf() == ep.cfg.OnBehalfOf
+}
+
+// withdraw cancels a call that is still pending, as its agent, waiting at
+// most within for its approval record to be stored.
+func (ep *endpoint) withdraw(callID, reason string, within time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	if err := untilRecorded(ctx, func() error { return ep.client.Cancel(ctx, callID, reason) }); err != nil {
+		ep.log.Info("a call was not withdrawn", "call", callID, "reason", reason, "err", err)
+	}
+}
+
+// decodeArgs reads tools/call arguments: a JSON object (absent or null: {}).
+func decodeArgs(raw json.RawMessage) (map[string]any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return map[string]any{}, nil
+	}
+	if raw[0] != '{' {
+		return nil, errors.New("the arguments of a tool call must be a JSON object: call the tool again with its arguments as an object")
+	}
+	var args map[string]any
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return nil, fmt.Errorf("the arguments are not valid JSON (%v): call the tool again with a JSON object", err)
+	}
+	return args, nil
+}
+
+// sessionOf is the request's MCP session id, and whether it came over stdio.
+func sessionOf(req *mcp.CallToolRequest) (id string, stdio bool) {
+	if req.Session != nil {
+		id = req.Session.ID()
+	}
+	return id, headerOf(req) == nil
+}
+
+func headerOf(req *mcp.CallToolRequest) http.Header {
+	if req.Extra == nil || req.Extra.Header == nil {
+		return nil
+	}
+	return req.Extra.Header
+}
+
+// modern reports whether the request speaks the 2026-07-28 protocol, where
+// the server asks its client for input only through the result.
+func modern(req *mcp.CallToolRequest) bool { return req.ProtocolVersion() >= statelessVersion }
+
+// reasonOf is what reviewers see as the call's stated reason: which client,
+// through which endpoint (the client's name is its own claim).
+func reasonOf(req *mcp.CallToolRequest, endpoint string) string {
+	who := "an MCP client"
+	if ci := req.ClientInfo(); ci != nil && ci.Name != "" {
+		who = fmt.Sprintf("MCP client %q %s", truncate(ci.Name, 64), truncate(ci.Version, 32))
+	}
+	return fmt.Sprintf("called by %s through gateway endpoint %s", strings.TrimSpace(who), endpoint)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !isRuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// waitingText is the progress message for a call waiting for a person.
+func waitingText(ar *airlockv1.ApprovalRequested) string {
+	d := ar.GetDecision()
+	who := strings.Join(d.GetApprovers(), ", ")
+	if who == "" {
+		who = "a reviewer"
+	}
+	msg := fmt.Sprintf("waiting for approval by %s (risk %s): %s", who, calls.RiskName(d.GetRisk()), d.GetReason())
+	if dl := ar.GetDeadline(); dl != nil {
+		msg += fmt.Sprintf("; decided by %s at the latest", dl.AsTime().UTC().Format(time.RFC3339))
+	}
+	return msg
+}

@@ -1,0 +1,254 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+)
+
+// endpoint is one configured MCP endpoint: its MCP server (one for every
+// session of the endpoint; each session is its own *mcp.ServerSession, to
+// which a call's progress and elicitations go), the agent it submits as,
+// and the tools it shows.
+type endpoint struct {
+	g       *Gateway
+	cfg     config.GatewayEndpoint
+	log     *slog.Logger
+	token   []byte // nil: stdio only
+	server  *mcp.Server
+	client  *airlock.Client
+	watcher *airlock.Watcher
+	// stateful serves the session-based protocol versions (2025-11-25 and
+	// older), stateless the 2026-07-28 protocol, which has no sessions.
+	stateful, stateless http.Handler
+	// nonce stands for the session of a connection without a session id
+	// (stdio), so its threads are its own.
+	nonce  string
+	recent *recentCalls
+
+	mu     sync.Mutex
+	tools  map[string]*tool // as registered on server
+	hidden map[string]bool  // the profile's verdict per tool, as last asked
+}
+
+// maxBody bounds an HTTP request body (the SDK's own default).
+const maxBody = mcp.DefaultMaxRequestBodyBytes
+
+func (g *Gateway) newEndpoint(cfg config.GatewayEndpoint) (*endpoint, error) {
+	token, err := loadToken(cfg)
+	if err != nil {
+		return nil, err
+	}
+	client, err := g.newClient(cfg.Agent)
+	if err != nil {
+		return nil, fmt.Errorf("gateway endpoint %s: %w", cfg.Name, err)
+	}
+	w, err := client.Watch(airlock.WatchAlso(subject.ApprovalRequested))
+	if err != nil {
+		return nil, fmt.Errorf("gateway endpoint %s: %w", cfg.Name, err)
+	}
+	ep := &endpoint{
+		g: g, cfg: cfg, log: g.log.With("endpoint", cfg.Name, "agent", cfg.Agent), token: token,
+		client: client, watcher: w, nonce: newNonce(), recent: newRecentCalls(), tools: map[string]*tool{}, hidden: map[string]bool{},
+	}
+	ep.server = mcp.NewServer(&mcp.Implementation{Name: "airlock", Title: "airlock gateway (" + cfg.Name + ")", Version: "1"}, &mcp.ServerOptions{
+		Instructions: fmt.Sprintf("These are the tools of airlock endpoint %s. airlock checks every call against policy: "+
+			"some run at once, some are refused with the reason, some wait for a person's approval (this can take minutes). "+
+			"A refused call returns isError with what to do; do not retry it unchanged.", cfg.Name),
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Logger:       ep.log,
+	})
+	ep.server.AddReceivingMiddleware(ep.waitForTools)
+	timeout := g.deps.Config.Gateway.SessionTimeout
+	get := func(*http.Request) *mcp.Server { return ep.server }
+	ep.stateful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: ep.log})
+	ep.stateless = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, Logger: ep.log})
+	return ep, nil
+}
+
+func (ep *endpoint) close() {
+	if ep.watcher != nil {
+		_ = ep.watcher.Close()
+	}
+}
+
+// waitForTools holds the first tools/list and tools/call of a gateway that
+// just started until the tools are known.
+func (ep *endpoint) waitForTools(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "tools/list" || method == "tools/call" {
+			ep.g.awaitReady(ctx)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// sync shows exactly the tools of the registry that the endpoint's profile
+// does not deny outright. ok is false when the policy could not be asked
+// about some tool (it is shown meanwhile: the policy still decides every
+// call).
+func (ep *endpoint) sync(ctx context.Context, tools []*tool) bool {
+	hidden, ok := ep.denied(ctx, tools)
+	want := map[string]*tool{}
+	for _, t := range tools {
+		if !hidden[t.def.Name] {
+			want[t.def.Name] = t
+		}
+	}
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	var gone []string
+	for name := range ep.tools {
+		if want[name] == nil {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		sort.Strings(gone)
+		ep.server.RemoveTools(gone...)
+		for _, n := range gone {
+			delete(ep.tools, n)
+		}
+	}
+	for name, t := range want {
+		if t.same(ep.tools[name]) {
+			continue
+		}
+		if err := ep.add(t); err != nil {
+			ep.log.Warn("a tool is left out", "tool", name, "err", err)
+			continue
+		}
+		ep.tools[name] = t
+	}
+	return ok
+}
+
+// add registers t; the SDK refuses (panics on) some schemas, which must
+// leave out that one tool, not stop the gateway.
+func (ep *endpoint) add(t *tool) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the MCP SDK refuses its definition: %v", r)
+		}
+	}()
+	def := *t.def
+	ep.server.AddTool(&def, ep.handler(t))
+	return nil
+}
+
+// evalParallel bounds concurrent dry runs while filtering a tool list.
+const evalParallel = 8
+
+// denied asks the policy's dry run which tools the endpoint's profile
+// denies outright. ok is false when some answer is missing.
+func (ep *endpoint) denied(ctx context.Context, tools []*tool) (map[string]bool, bool) {
+	out := map[string]bool{}
+	var mu sync.Mutex
+	ok := true
+	sem := make(chan struct{}, evalParallel)
+	var wg sync.WaitGroup
+	for _, t := range tools {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			d, err := ep.g.policy.Eval(ectx, ep.probe(t))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if ok && ctx.Err() == nil {
+					ep.log.Warn("the policy could not say whether the profile denies a tool; it is shown until it can", "tool", t.def.Name, "err", err)
+				}
+				ok = false
+				// Keep what was decided before (unknown: shown).
+				ep.mu.Lock()
+				out[t.def.Name] = ep.hidden[t.def.Name]
+				ep.mu.Unlock()
+				return
+			}
+			out[t.def.Name] = deniedOutright(d)
+			ep.mu.Lock()
+			ep.hidden[t.def.Name] = out[t.def.Name]
+			ep.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out, ok
+}
+
+// probe is the call a tool is dry-run as: the endpoint's agent and person,
+// no arguments.
+func (ep *endpoint) probe(t *tool) *airlockv1.ToolCall {
+	return &airlockv1.ToolCall{
+		AgentId: ep.cfg.Agent, CallId: "gateway-tools-list", OnBehalfOf: ep.cfg.OnBehalfOf,
+		Server: t.up.GetServer(), Tool: t.up.GetTool(),
+	}
+}
+
+// requestHeader carries the JSON-RPC id of a tools/call from the HTTP
+// layer to the tool handler (the SDK does not pass it on). Whatever a
+// client sends under this name is removed first.
+const requestHeader = "Airlock-Mcp-Request-Id"
+
+// ServeHTTP authenticates the client with the endpoint's bearer token,
+// notes a tools/call's request id, and hands the request to the handler of
+// its protocol era.
+func (ep *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !tokenOK(ep.token, r.Header.Get("Authorization")) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="airlock gateway"`)
+		http.Error(w, fmt.Sprintf("airlock gateway endpoint %s needs its bearer token: send Authorization: Bearer <token> (airlock dev prints it; in production it is gateway.endpoints[].token_file)", ep.cfg.Name), http.StatusUnauthorized)
+		return
+	}
+	r.Header.Del(requestHeader)
+	if r.Method == http.MethodPost && r.Body != nil {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			http.Error(w, fmt.Sprintf("request body over %d bytes: send smaller requests", maxBody), http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if id, ok := toolsCallID(body); ok {
+			r.Header.Set(requestHeader, id)
+		}
+	}
+	if r.Header.Get("Mcp-Protocol-Version") >= statelessVersion {
+		ep.stateless.ServeHTTP(w, r)
+		return
+	}
+	ep.stateful.ServeHTTP(w, r)
+}
+
+// statelessVersion is the first protocol version without sessions.
+const statelessVersion = "2026-07-28"
+
+// toolsCallID returns the JSON-RPC id of a body that is one tools/call
+// request, as its JSON text.
+func toolsCallID(body []byte) (string, bool) {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if len(body) == 0 || body[0] != '{' || json.Unmarshal(body, &m) != nil {
+		return "", false
+	}
+	if m.Method != "tools/call" || len(m.ID) == 0 || string(m.ID) == "null" {
+		return "", false
+	}
+	return string(m.ID), true
+}

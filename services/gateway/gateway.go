@@ -1,0 +1,325 @@
+// Package gateway is airlock's MCP gateway: an MCP server (streamable HTTP
+// and stdio) in front of the tool registry's upstream servers, so that any
+// MCP client is an airlock agent without code changes (SPEC §4, seed 001).
+//
+// Each endpoint (config gateway.endpoints) is bound by configuration to one
+// agent id, one profile and the person its calls act for; nothing a client
+// or a model sends changes them. The gateway is a front-end: it submits
+// each tools/call for its endpoint's agent, sealed with the front-end key,
+// so the policy service believes the person it acts for and the tool
+// annotations it passes on (for upstreams the registry trusts). It shows
+// the registry's tools as the executor describes them
+// (airlock.api.executor.tools), minus those the endpoint's profile denies
+// outright (asked of the policy service's dry run), and lists them again
+// when an upstream or the policy changes.
+//
+// A call waits for its outcome: the upstream's result exactly as the
+// executor ran it once, or an isError result saying why it did not run.
+// Meanwhile the client hears progress (with its progress token) and a
+// heartbeat; when the policy lets the endpoint's own person decide
+// (approvers name "requester") and the client can ask them, an elicitation
+// (a form, or a link to the call's console page) is answered as that
+// person's decision. Elicitations and progress go only to the session that
+// made the call.
+package gateway
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+
+	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/executorapi"
+	"github.com/airlock-gate/airlock/services/shared/policyapi"
+	"github.com/airlock-gate/airlock/services/shared/seal"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/svc"
+)
+
+// Frontend is the name the gateway seals its requests with; the policy
+// records it as the request's sealed_by.
+const Frontend = "gateway"
+
+// Channel is the channel recorded with decisions a person makes through
+// the gateway (an elicitation answer).
+const Channel = "mcp"
+
+// Gateway serves the configured endpoints. Build it with New, run its
+// catalog with Run, and serve it over HTTP (Handler, Register) or stdio
+// (ServeStdio).
+type Gateway struct {
+	deps      svc.Deps
+	log       *slog.Logger
+	frontend  seal.Key
+	approvals *approvalapi.Client
+	policy    *policyapi.Client
+	catalog   *catalog
+	endpoints []*endpoint
+	byName    map[string]*endpoint
+	heartbeat time.Duration
+	// ready is closed once the first catalog sync is done (or given up on).
+	ready     chan struct{}
+	readyOnce sync.Once
+}
+
+// New builds the gateway from deps.Config.Gateway: every endpoint's MCP
+// server, agent client and token. It refuses to start with a clear error
+// when the front-end key is missing or an endpoint's token file cannot be
+// read.
+func New(deps svc.Deps) (*Gateway, error) {
+	key, err := deps.FrontendKey()
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g := &Gateway{
+		deps: deps, log: deps.Log.With("service", "gateway"), frontend: key,
+		approvals: approvalapi.New(deps.NC, key, Frontend),
+		policy:    policyapi.New(deps.NC, seal.Key{}, ""),
+		byName:    map[string]*endpoint{},
+		heartbeat: deps.Config.Gateway.Heartbeat,
+		ready:     make(chan struct{}),
+	}
+	g.catalog = newCatalog(executorapi.New(deps.NC), g.log)
+	for _, cfg := range deps.Config.Gateway.Endpoints {
+		ep, err := g.newEndpoint(cfg)
+		if err != nil {
+			g.close()
+			return nil, err
+		}
+		g.endpoints = append(g.endpoints, ep)
+		g.byName[cfg.Name] = ep
+	}
+	return g, nil
+}
+
+// Name implements svc.Service.
+func (g *Gateway) Name() string { return "gateway" }
+
+// Endpoint returns the configuration of the endpoint named name.
+func (g *Gateway) Endpoint(name string) (config.GatewayEndpoint, bool) {
+	ep, ok := g.byName[name]
+	if !ok {
+		return config.GatewayEndpoint{}, false
+	}
+	return ep.cfg, true
+}
+
+// Run implements svc.Service: it keeps every endpoint's tool list in step
+// with the registry and the policy until ctx ends — listing the tools at
+// start, again whenever the executor says an upstream's tools changed or
+// the policy changed, and every refresh interval in case a notice was lost.
+func (g *Gateway) Run(ctx context.Context) error {
+	defer g.close()
+	if len(g.endpoints) == 0 {
+		g.markReady()
+		<-ctx.Done()
+		return nil
+	}
+	wake := make(chan struct{}, 1)
+	poke := func(*nats.Msg) {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	var subs []*nats.Subscription
+	for _, subj := range []string{subject.ToolsChanged, subject.Out(policyChangedSubject)} {
+		sub, err := g.deps.NC.Subscribe(subj, poke)
+		if err != nil {
+			return fmt.Errorf("gateway: follow %s: %w", subj, err)
+		}
+		subs = append(subs, sub)
+	}
+	defer func() {
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+	}()
+	// Give up waiting for a first sync after a while: a client then sees
+	// the tools that are known (maybe none) and a list_changed later.
+	firstDeadline := time.AfterFunc(20*time.Second, g.markReady)
+	defer firstDeadline.Stop()
+	for {
+		ok := g.sync(ctx)
+		if ok {
+			g.markReady()
+		}
+		next := refreshEvery
+		if !ok {
+			next = retryEvery
+		}
+		timer := time.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-wake:
+			timer.Stop()
+			// A burst of notices (a server restarting, several rules
+			// changing) is listed once.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(debounce):
+			}
+			select {
+			case <-wake:
+			default:
+			}
+		case <-timer.C:
+		}
+	}
+}
+
+// How often the tools are listed again without a notice, and sooner after a
+// listing that failed or left a server out.
+const (
+	refreshEvery = 30 * time.Second
+	retryEvery   = 3 * time.Second
+	debounce     = 150 * time.Millisecond
+)
+
+// policyChangedSubject is where the policy service records its changes.
+var policyChangedSubject = subject.EventsPrefix + "." + subject.SystemAgent + "." + subject.SystemCall + "." + subject.PolicyChanged
+
+// sync lists the tools and updates every endpoint; ok is false when
+// something must be tried again soon.
+func (g *Gateway) sync(ctx context.Context) bool {
+	tools, complete, err := g.catalog.refresh(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			g.log.Warn("the registry's tools could not be listed; retrying", "err", err)
+		}
+		return false
+	}
+	ok := complete
+	for _, ep := range g.endpoints {
+		if !ep.sync(ctx, tools) {
+			ok = false
+		}
+	}
+	return ok
+}
+
+func (g *Gateway) markReady() { g.readyOnce.Do(func() { close(g.ready) }) }
+
+// awaitReady waits (at most a few seconds) for the first tool listing, so
+// a client that connects as airlock starts does not see an empty list.
+func (g *Gateway) awaitReady(ctx context.Context) {
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
+	select {
+	case <-g.ready:
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (g *Gateway) close() {
+	for _, ep := range g.endpoints {
+		ep.close()
+	}
+}
+
+// Handler serves every endpoint that has a token at its HTTP path.
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for path, h := range g.Routes() {
+		mux.Handle(path, h)
+	}
+	return mux
+}
+
+// Routes maps each HTTP path to its endpoint's handler; endpoints without a
+// token are served over stdio only and have no route.
+func (g *Gateway) Routes() map[string]http.Handler {
+	out := map[string]http.Handler{}
+	for _, ep := range g.endpoints {
+		if ep.token != nil {
+			out[ep.cfg.HTTPPath()] = ep
+		}
+	}
+	return out
+}
+
+// ServeStdio serves endpoint name over t (nil: stdin and stdout, for a
+// client that launched `airlock gateway --stdio`) until the client
+// disconnects or ctx ends. Run must be running for the tool list to fill.
+func (g *Gateway) ServeStdio(ctx context.Context, name string, t mcp.Transport) error {
+	if t == nil {
+		t = &mcp.StdioTransport{}
+	}
+	ep, ok := g.byName[name]
+	if !ok {
+		return fmt.Errorf("no gateway endpoint %q: configure it under gateway.endpoints (there are: %s)", name, strings.Join(g.deps.Config.Gateway.Names(), ", "))
+	}
+	ss, err := ep.server.Connect(ctx, t, nil)
+	if err != nil {
+		return fmt.Errorf("gateway endpoint %s over stdio: %w", name, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ss.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) && !isEOF(err) {
+			return fmt.Errorf("gateway endpoint %s over stdio: %w", name, err)
+		}
+		return nil
+	case <-ctx.Done():
+		_ = ss.Close()
+		<-done
+		return nil
+	}
+}
+
+func isEOF(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "closed"))
+}
+
+// loadToken reads an endpoint's bearer token; nil when it has none.
+func loadToken(cfg config.GatewayEndpoint) ([]byte, error) {
+	switch {
+	case cfg.Token != "":
+		return []byte(cfg.Token), nil
+	case cfg.TokenFile != "":
+		raw, err := os.ReadFile(cfg.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("gateway endpoint %s: read its token file: %w (write a random token there, e.g. `openssl rand -hex 24 > %s`)", cfg.Name, err, cfg.TokenFile)
+		}
+		tok := strings.TrimSpace(string(raw))
+		if len(tok) < 16 {
+			return nil, fmt.Errorf("gateway endpoint %s: the token in %s is shorter than 16 characters: write a random one (e.g. `openssl rand -hex 24`)", cfg.Name, cfg.TokenFile)
+		}
+		return []byte(tok), nil
+	}
+	return nil, nil
+}
+
+// tokenOK compares a presented bearer token in constant time.
+func tokenOK(want []byte, header string) bool {
+	got, ok := strings.CutPrefix(header, "Bearer ")
+	if !ok || len(want) == 0 {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) == 1
+}
+
+// newClient is the agent client an endpoint submits with: the gateway's
+// own connection, every request sealed as the gateway.
+func (g *Gateway) newClient(agent string) (*airlock.Client, error) {
+	cfg := g.deps.Config
+	return airlock.New(g.deps.NC, agent, airlock.WithStream(cfg.Stream.Name), airlock.WithMaxRequestBytes(cfg.Limits.MaxRequestBytes),
+		airlock.WithRequestSeal(func(m *nats.Msg) { g.frontend.Request(m, Frontend, time.Now()) }))
+}

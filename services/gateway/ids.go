@@ -1,0 +1,154 @@
+package gateway
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlock-gate/airlock/services/shared/canon"
+	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/seal"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// hashID is a call or thread id made from parts: a prefix and 32 base64url
+// characters (192 bits) of their SHA-256, each part length-prefixed so no
+// two lists of parts give the same id. It fits [A-Za-z0-9_-]{1,64}.
+func hashID(prefix string, parts ...string) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, p := range parts {
+		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
+		h.Write(n[:])
+		h.Write([]byte(p))
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(h.Sum(nil))[:32]
+}
+
+func newNonce() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // cannot happen on supported platforms
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// threadOf maps an MCP session to a thread id: the endpoint and the
+// session, hashed into [A-Za-z0-9_-]. A session the client cannot name
+// (stdio) is the connection's own nonce; a request without any session
+// (protocol 2026-07-28) has no thread.
+func (ep *endpoint) threadOf(sessionID string, stdio bool) string {
+	switch {
+	case sessionID != "":
+		return hashID("mcp-", ep.cfg.Name, "session", sessionID)
+	case stdio:
+		return hashID("mcp-", ep.cfg.Name, "stdio", ep.nonce)
+	}
+	return ""
+}
+
+// callIDOf is the id of a tools/call. In a session whose id the server
+// chose (streamable HTTP before 2026-07-28) with the request's JSON-RPC id
+// known, it is derived from the endpoint, the session, the request id, the
+// tool and the arguments: a client that lost the connection and sends the
+// same request again reaches the same call, which the policy service
+// records once and the executor runs once. A request id used again for
+// other arguments is another call. Everywhere else (stdio, where a new
+// process means new request ids; 2026-07-28, where a retry is a new
+// request) the id is random.
+func (ep *endpoint) callIDOf(sessionID, requestID, tool string, args map[string]any) string {
+	if sessionID == "" || requestID == "" {
+		return ids.New("mcp")
+	}
+	digest := ""
+	if s, err := structpb.NewStruct(args); err == nil {
+		digest, _ = canon.Digest(s)
+	}
+	return hashID("mcp-", ep.cfg.Name, sessionID, requestID, tool, digest)
+}
+
+// recentCalls remembers the call ids an endpoint derived lately, so that a
+// request sent again (same session, same id) follows the call it already
+// submitted from the stream instead of waiting for events it may have missed.
+type recentCalls struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+// recentFor is how long a derived call id is remembered; sessions idle
+// longer are closed anyway.
+const recentFor = 2 * time.Hour
+
+func newRecentCalls() *recentCalls { return &recentCalls{seen: map[string]time.Time{}} }
+
+// add records id and reports whether it was seen before.
+func (r *recentCalls) add(id string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.seen) > 10000 {
+		for k, t := range r.seen {
+			if now.Sub(t) > recentFor {
+				delete(r.seen, k)
+			}
+		}
+	}
+	_, ok := r.seen[id]
+	r.seen[id] = now
+	return ok
+}
+
+// state is what a 2026-07-28 client echoes back (requestState) after the
+// gateway asked its person to confirm a call: which call, for which
+// endpoint and tool, until when. It is sealed with the front-end key, so a
+// client can neither forge it nor aim it at another endpoint's or another
+// tool's call, and any gateway replica can open it.
+type state struct {
+	Endpoint string `json:"e"`
+	Call     string `json:"c"`
+	Rev      uint32 `json:"r"`
+	Tool     string `json:"t"`
+	// Digest of the arguments the person was shown.
+	Digest  string `json:"d"`
+	Expires int64  `json:"x"`
+}
+
+// stateFor is how long a confirmation may take before its state expires
+// (the call's own approval deadline usually ends it sooner).
+const stateFor = 24 * time.Hour
+
+func sealState(k seal.Key, s state) (string, error) {
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return "", err
+	}
+	body := base64.RawURLEncoding.EncodeToString(raw)
+	return body + "." + k.Sign("gateway-state/v1", body), nil
+}
+
+var errBadState = errors.New("the requestState is not one this gateway issued for this endpoint and tool, or it expired: call the tool again")
+
+func openState(k seal.Key, token, endpoint, tool string, now time.Time) (state, error) {
+	body, sig, ok := strings.Cut(token, ".")
+	if !ok || !k.Verify(sig, "gateway-state/v1", body) {
+		return state{}, errBadState
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(body)
+	if err != nil {
+		return state{}, errBadState
+	}
+	var s state
+	if err := json.Unmarshal(raw, &s); err != nil || s.Endpoint != endpoint || s.Tool != tool || now.Unix() > s.Expires {
+		return state{}, errBadState
+	}
+	if err := ids.Validate("call id", s.Call); err != nil {
+		return state{}, errBadState
+	}
+	return s, nil
+}

@@ -1,0 +1,75 @@
+package policy_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// TestAnnotationsAreTrustedOnlyWhenAFrontEndSealsThem: the policy's input
+// carries a call's tool annotations, and annotations_trusted only when a
+// front-end (the MCP gateway) sealed the request — an agent's own claim is
+// dropped.
+func TestAnnotationsAreTrustedOnlyWhenAFrontEndSealsThem(t *testing.T) {
+	dir := t.TempDir()
+	rego := `package airlock
+
+decision := {"action": "allow", "risk": "low", "reason": sprintf("trusted=%v readOnly=%v", [
+	object.get(input.call, "annotations_trusted", "absent"),
+	object.get(object.get(input.call, "annotations", {}), "readOnlyHint", "absent"),
+])}
+`
+	if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte(rego), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	cfg.Policy.Dir = dir
+	_, deps := replica(t, cfg)
+	fk, err := deps.FrontendKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ann, _ := structpb.NewStruct(map[string]any{"readOnlyHint": true})
+	for _, c := range []struct {
+		name, call string
+		sealed     bool
+		want       string
+	}{
+		{"an_agents_own_claim_is_not_believed", "unsealed", false, "trusted=false readOnly=true"},
+		{"a_front_ends_sealed_claim_is_believed", "sealed", true, "trusted=true readOnly=true"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			call := &airlockv1.ToolCall{CallId: c.call, AgentId: "bot", Server: "fs", Tool: "read_file", Revision: 1,
+				Annotations: ann, AnnotationsTrusted: true}
+			ev := &airlockv1.Event{AgentId: "bot", CallId: c.call, Revision: 1, Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: call}}}
+			msg, err := envelope.EncodeRequest(ev, "agent/bot", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.sealed {
+				fk.Request(msg, "gateway", time.Now())
+			}
+			if _, err := deps.JS.PublishMsg(context.Background(), msg); err != nil {
+				t.Fatal(err)
+			}
+			d := decisionOf(waitDecision(t, deps.JS, "bot", c.call))
+			if d.GetReason() != c.want {
+				t.Fatalf("the policy saw %q, want %q", d.GetReason(), c.want)
+			}
+			req := testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", c.call), subject.Requested, 5*time.Second)
+			if got := req.GetRequested().GetCall().GetAnnotationsTrusted(); got != c.sealed {
+				t.Fatalf("recorded annotations_trusted=%v", got)
+			}
+		})
+	}
+}

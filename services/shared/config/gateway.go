@@ -1,0 +1,170 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Gateway configures the MCP gateway: each endpoint is an MCP server that
+// any MCP client can use, bound by this configuration (and nothing the
+// client or the model sends) to one agent identity, one profile and the
+// person the calls act for.
+type Gateway struct {
+	Endpoints []GatewayEndpoint `yaml:"endpoints"`
+	// Heartbeat is how often a tools/call waiting for a person tells its
+	// client it is still alive (a progress notification when the client
+	// gave a progress token, else a ping on the call's stream); default
+	// 15s, at most 30s.
+	Heartbeat time.Duration `yaml:"heartbeat"`
+	// SessionTimeout closes an HTTP session without requests for that long
+	// (default 1h); the client then starts a new one.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+}
+
+func defaultGateway() Gateway { return Gateway{Heartbeat: 15 * time.Second, SessionTimeout: time.Hour} }
+
+// GatewayEndpoint is one MCP endpoint of the gateway.
+type GatewayEndpoint struct {
+	// Name is [A-Za-z0-9_-]{1,64}: `airlock gateway --stdio --endpoint NAME`.
+	Name string `yaml:"name"`
+	// Path is the HTTP path of the endpoint (default /mcp/<name>).
+	Path string `yaml:"path"`
+	// Agent is the agent id every call of the endpoint is submitted as.
+	Agent string `yaml:"agent"`
+	// Profile (seed 001) the agent is bound to; the policy service applies
+	// it to every call of the agent (it becomes policy.profiles[agent]), and
+	// tools/list leaves out the tools it denies outright.
+	Profile string `yaml:"profile"`
+	// OnBehalfOf is the person the endpoint's calls act for, vouched for by
+	// the gateway: they cannot approve its calls, except where a rule names
+	// "requester" as approver (self-confirmation), when they confirm them
+	// through MCP elicitation.
+	OnBehalfOf string `yaml:"on_behalf_of"`
+	// Token authenticates HTTP clients (Authorization: Bearer <token>);
+	// prefer TokenFile. An endpoint with neither is served over stdio only.
+	Token     string `yaml:"token"`
+	TokenFile string `yaml:"token_file"`
+	// ElicitationFallback is what happens to a call its person could
+	// confirm when the client cannot ask them (no elicitation support):
+	// "deny" (default) cancels the call; "wait" leaves it to the other
+	// channels (console, Slack).
+	ElicitationFallback string `yaml:"elicitation_fallback"`
+}
+
+// Elicitation fallbacks.
+const (
+	FallbackDeny = "deny"
+	FallbackWait = "wait"
+)
+
+// HTTPPath is the endpoint's HTTP path.
+func (e GatewayEndpoint) HTTPPath() string {
+	if e.Path != "" {
+		return e.Path
+	}
+	return "/mcp/" + e.Name
+}
+
+// Fallback is ElicitationFallback with its default.
+func (e GatewayEndpoint) Fallback() string {
+	if e.ElicitationFallback == "" {
+		return FallbackDeny
+	}
+	return e.ElicitationFallback
+}
+
+// Endpoint returns the endpoint named name.
+func (g Gateway) Endpoint(name string) (GatewayEndpoint, bool) {
+	for _, e := range g.Endpoints {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return GatewayEndpoint{}, false
+}
+
+// Names lists the endpoints' names.
+func (g Gateway) Names() []string {
+	out := make([]string, 0, len(g.Endpoints))
+	for _, e := range g.Endpoints {
+		out = append(out, e.Name)
+	}
+	return out
+}
+
+var (
+	gatewayName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	gatewayPath = regexp.MustCompile(`^/[A-Za-z0-9_./-]*$`)
+)
+
+func (g Gateway) validate() []error {
+	var errs []error
+	if g.Heartbeat <= 0 || g.Heartbeat > 30*time.Second {
+		errs = append(errs, fmt.Errorf("gateway.heartbeat is %s: set a positive duration of at most 30s, or clients close streams that stay quiet", g.Heartbeat))
+	}
+	if g.SessionTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("gateway.session_timeout is %s: set a positive duration such as 1h", g.SessionTimeout))
+	}
+	names, paths := map[string]bool{}, map[string]bool{}
+	for i, e := range g.Endpoints {
+		where := fmt.Sprintf("gateway.endpoints[%d] (%s)", i, e.Name)
+		switch {
+		case !gatewayName.MatchString(e.Name):
+			errs = append(errs, fmt.Errorf("%s: name must be 1-64 characters from A-Z a-z 0-9 _ -", where))
+		case names[e.Name]:
+			errs = append(errs, fmt.Errorf("%s: the name is used by another endpoint", where))
+		}
+		names[e.Name] = true
+		if p := e.HTTPPath(); !gatewayPath.MatchString(p) || strings.Contains(p, "..") || paths[p] {
+			errs = append(errs, fmt.Errorf("%s: path %q must start with / and be unique, from A-Z a-z 0-9 _ . / -", where, p))
+		} else {
+			paths[p] = true
+		}
+		if !gatewayName.MatchString(e.Agent) || strings.HasPrefix(e.Agent, "_") {
+			errs = append(errs, fmt.Errorf("%s: agent %q must be an agent id (1-64 characters from A-Z a-z 0-9 _ -, not starting with _)", where, e.Agent))
+		}
+		if e.Token != "" && e.TokenFile != "" {
+			errs = append(errs, fmt.Errorf("%s: set token or token_file, not both", where))
+		}
+		if e.Token != "" && len(e.Token) < 16 {
+			errs = append(errs, fmt.Errorf("%s: the token is too short to be secret: use at least 16 random characters (e.g. `openssl rand -hex 24`)", where))
+		}
+		if f := e.ElicitationFallback; f != "" && f != FallbackDeny && f != FallbackWait {
+			errs = append(errs, fmt.Errorf("%s: elicitation_fallback is %q: use deny or wait", where, f))
+		}
+	}
+	return errs
+}
+
+// ApplyGatewayBindings makes the gateway's endpoints part of the policy's
+// configuration: an endpoint's profile binds its agent (policy.profiles),
+// so the policy service applies it to every call of the agent, by whatever
+// route the call comes. A conflicting binding is an error: an agent has one
+// profile. Load calls it; code that builds a Config by hand calls it too.
+func (c *Config) ApplyGatewayBindings() error {
+	var errs []error
+	for _, e := range c.Gateway.Endpoints {
+		if e.Profile == "" {
+			continue
+		}
+		if old, ok := c.Policy.Profiles[e.Agent]; ok && old != e.Profile {
+			errs = append(errs, fmt.Errorf("gateway endpoint %s binds agent %s to profile %q, but policy.profiles (or another endpoint) binds it to %q: an agent has one profile; give the endpoint its own agent",
+				e.Name, e.Agent, e.Profile, old))
+			continue
+		}
+		if c.Policy.Profiles == nil {
+			c.Policy.Profiles = map[string]string{}
+		}
+		c.Policy.Profiles[e.Agent] = e.Profile
+	}
+	for _, e := range c.Gateway.Endpoints {
+		if p, ok := c.Policy.OnBehalfOf[e.Agent]; ok && p != "" && e.OnBehalfOf != "" && p != e.OnBehalfOf {
+			errs = append(errs, fmt.Errorf("gateway endpoint %s acts for %q, but policy.on_behalf_of binds agent %s to %q (which wins): make them agree, or give the endpoint its own agent",
+				e.Name, e.OnBehalfOf, e.Agent, p))
+		}
+	}
+	return errors.Join(errs...)
+}

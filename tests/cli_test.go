@@ -1,0 +1,170 @@
+package tests
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// cliRun is one run of the airlock command.
+type cliRun struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+// cli runs the airlock binary against dev: as its agents, its operator and
+// its admin's API token, the console reachable at dev's address.
+func cli(t *testing.T, dev *devProcess, args ...string) cliRun {
+	t.Helper()
+	cmd := exec.Command(airlockBinary(t), args...)
+	cmd.Env = append(os.Environ(), "AIRLOCK_DEV_DATA_DIR="+dev.DataDir, "AIRLOCK_NATS_URL="+dev.NATSURL,
+		"AIRLOCK_API="+dev.HTTPURL, "AIRLOCK_HTTP_PUBLIC_URL="+dev.HTTPURL)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("airlock %s: %v", strings.Join(args, " "), err)
+	}
+	return cliRun{Stdout: stdout.String(), Stderr: stderr.String(), Code: code}
+}
+
+// TestTheCLIDoesWhatAReviewerNeeds drives `airlock call`, `airlock await`,
+// `airlock approvals` and `airlock policy` against `airlock dev`, one case
+// per thing a reviewer or an agent's developer ran into.
+func TestTheCLIDoesWhatAReviewerNeeds(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_EXECUTOR_SANDBOX="+t.TempDir())
+	dev.Agent(t, "bot")
+	tokenFile := filepath.Join(dev.DataDir, "admin.token")
+	call := func(id string, rev int, args, wait string) []string {
+		a := []string{"call", "--agent", "bot", "--tool", "demo__write_file", "--args", args, "--call-id", id, "--wait", wait}
+		if rev > 0 {
+			a = append(a, "--revision", fmt.Sprint(rev))
+		}
+		return a
+	}
+	approvals := func(args ...string) []string {
+		return append(append([]string{"approvals"}, args...), "--token-file", tokenFile)
+	}
+	type step struct {
+		name     string
+		args     []string
+		wantCode int
+		stdout   []string // substrings
+		stderr   []string
+		notOut   []string
+	}
+	steps := []step{
+		{"call_says_what_it_waits_for_and_where_to_decide_then_exit_3_when_the_wait_runs_out",
+			call("c1", 0, `{"path":"a.txt","content":"one"}`, "3s"), exitStillWaiting, nil,
+			[]string{"waiting for a person: ", "group:reviewers may decide before", dev.HTTPURL + "/calls/bot/c1", "airlock approvals show bot/c1", "no outcome for call bot/c1 within 3s", "airlock await bot/c1"}, nil},
+		{"approvals_changes_with_the_text_as_an_argument_points_at_feedback",
+			approvals("changes", "bot/c1", "use b.txt"), 2, nil, []string{`give the text with --feedback "use b.txt"`}, nil},
+		{"approvals_changes_with_feedback_sends_it", approvals("changes", "bot/c1", "--feedback", "use b.txt"), 0, []string{"changes requested by admin"}, nil, nil},
+		{"call_submits_revision_2_after_changes", call("c1", 2, `{"path":"b.txt","content":"two"}`, "3s"), exitStillWaiting, nil,
+			[]string{"call bot/c1 revision 2 submitted", dev.HTTPURL + "/calls/bot/c1?rev=2"}, nil},
+		{"approvals_show_lists_revision_2", approvals("show", "bot/c1"), 0, []string{"call      bot/c1 (revision 2)", `"path": "b.txt"`}, nil, nil},
+		{"approvals_edit_approves_revision_2_with_edited_arguments", approvals("edit", "bot/c1", "--revision", "2", "--args", `{"path":"c.txt","content":"edited"}`), 0,
+			[]string{"approved by admin with edited arguments"}, nil, nil},
+		{"approvals_show_after_an_edit_shows_what_runs", approvals("show", "bot/c1"), 0,
+			[]string{"arguments as the agent asked (not run)", `"path": "b.txt"`, "arguments as edited by a reviewer (these run)", `"path": "c.txt"`}, nil, nil},
+		{"await_follows_the_call_to_its_outcome_and_names_the_person_who_approved", []string{"await", "bot/c1"}, 0,
+			[]string{`"status": "completed"`, `"decided_by": "admin"`}, nil, nil},
+		{"a_second_approval_changes_nothing_says_so_once_and_exits_1", approvals("approve", "bot/c1", "--revision", "2"), 1, []string{"nothing changed"}, nil, nil},
+		{"call_with_arguments_that_are_not_json_exits_2", []string{"call", "--agent", "bot", "--tool", "demo__echo", "--args", "notjson"}, 2, nil, []string{"--args must be a JSON object"}, nil},
+		{"a_mistyped_flag_exits_2", []string{"call", "--agent", "bot", "--tool", "demo__echo", "--wiat", "1s"}, 2, nil, []string{"unknown flag: --wiat"}, nil},
+		{"help_names_the_nats_flag_plainly", []string{"approvals", "list", "--help"}, 0, []string{"--nats string", "nats://127.0.0.1:4222 for airlock dev"}, nil, []string{"--nats airlock dev"}},
+		{"policy_replay_with_a_missing_directory_says_so", []string{"policy", "replay", "--policy", "./no-such-candidate"}, 2, nil,
+			[]string{"the policy directory ./no-such-candidate does not exist"}, nil},
+		{"policy_rules_add_goes_through_the_rest_api", []string{"policy", "rules", "add", "--id", "cli-deny-secrets", "--server", "demo", "--tool", "write_file", "--arg", "/path=secret/**",
+			"--effect", "deny", "--priority", "1", "--reason", "secrets stay put", "--token-file", tokenFile}, 0, []string{"rule cli-deny-secrets stored"}, nil, nil},
+		{"policy_eval_uses_the_run_time_rules_by_default", []string{"policy", "eval", "--call", writeCall(t, `{"agent_id":"bot","tool":"demo__write_file","arguments":{"path":"secret/x"}}`)}, 0,
+			[]string{`"rule_id": "cli-deny-secrets"`}, []string{"decided by the running policy service"}, nil},
+		{"policy_eval_of_a_candidate_dir_includes_the_run_time_rules", []string{"policy", "eval", "--dir", "../policies", "--call", writeCall(t, `{"agent_id":"bot","tool":"demo__write_file","arguments":{"path":"secret/x"}}`)}, 0,
+			[]string{`"rule_id": "cli-deny-secrets"`}, []string{"with the 1 run-time rule(s) of the running airlock"}, nil},
+		{"policy_rules_list_shows_the_built_in_rules_too", []string{"policy", "rules", "list"}, 0,
+			[]string{"cli-deny-secrets", "run-time", "write", "built-in", "fs-delete-etc", "no rule matches: a reviewer decides"}, nil, nil},
+		{"call_of_an_allowed_tool_names_the_policy_as_decider", []string{"call", "--agent", "bot", "--tool", "demo__echo", "--args", `{"text":"hi"}`, "--wait", "30s"}, 0,
+			[]string{`"status": "completed"`, `"decided_by": "policy"`}, nil, nil},
+	}
+	for _, s := range steps {
+		ok := t.Run(s.name, func(t *testing.T) {
+			r := cli(t, dev, s.args...)
+			if r.Code != s.wantCode {
+				t.Fatalf("exit status %d, want %d\nstdout:\n%s\nstderr:\n%s", r.Code, s.wantCode, r.Stdout, r.Stderr)
+			}
+			for _, w := range s.stdout {
+				if !strings.Contains(r.Stdout, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, r.Stdout)
+				}
+			}
+			for _, w := range s.stderr {
+				if !strings.Contains(r.Stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, r.Stderr)
+				}
+			}
+			for _, w := range s.notOut {
+				if strings.Contains(r.Stdout+r.Stderr, w) {
+					t.Errorf("the output holds %q", w)
+				}
+			}
+			if n := strings.Count(r.Stdout, "nothing changed"); n > 1 {
+				t.Errorf("says %q %d times", "nothing changed", n)
+			}
+		})
+		if !ok {
+			break // later steps build on this one
+		}
+	}
+}
+
+func writeCall(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "call.json")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestCtrlCOnTaskUpIsNotAFailure: `go tool task up` runs the built binary
+// (`go run` exits 1 on Ctrl-C whatever the program did), and the binary
+// exits 0 when interrupted.
+func TestCtrlCOnTaskUpIsNotAFailure(t *testing.T) {
+	raw, err := os.ReadFile("../Taskfile.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tf struct {
+		Tasks map[string]struct {
+			Cmds []any `yaml:"cmds"`
+		} `yaml:"tasks"`
+	}
+	if err := yaml.Unmarshal(raw, &tf); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range tf.Tasks["up"].Cmds {
+		if s, ok := c.(string); ok && regexp.MustCompile(`go run|\{\{\.AIRLOCK\}\}`).MatchString(s) {
+			t.Fatalf("task up runs airlock through go run (%q): Ctrl-C would end it with exit status 1", s)
+		}
+	}
+	dev := startDev(t, t.TempDir(), 0, "")
+	dev.Interrupt(30 * time.Second)
+	if !strings.Contains(dev.Output(), "airlock dev stopped") {
+		t.Fatalf("no clean stop:\n%s", dev.Output())
+	}
+}
+
+const exitStillWaiting = 3
