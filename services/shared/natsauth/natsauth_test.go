@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
@@ -109,5 +110,38 @@ func TestServicesMayReadTheLastEventsTheirCodeReads(t *testing.T) {
 				t.Fatalf("%s reading the last event on %s: %v %v (want nothing stored, no error)", tt.role, tt.subject, m, err)
 			}
 		})
+	}
+}
+
+// TestTheAuditServiceMayUnpinItsConsumer: an audit replica that stops
+// releases its pinned pull (services/audit unpin) so a standby takes over
+// at once; refused, every shutdown was a permissions violation and the
+// standby waited out the pinned TTL.
+func TestTheAuditServiceMayUnpinItsConsumer(t *testing.T) {
+	n := testenv.StartSecureNATS(t)
+	nc, _ := n.Connect(natsauth.RoleAudit)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	const group = "audit"
+	cons, err := js.CreateOrUpdateConsumer(ctx, n.Config.Stream.Name, jetstream.ConsumerConfig{
+		Durable: "audit", AckPolicy: jetstream.AckAllPolicy, FilterSubject: subject.AllEvents,
+		PriorityPolicy: jetstream.PriorityPolicyPinned, PriorityGroups: []string{group}, PinnedTTL: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cons.Fetch(1, jetstream.FetchMaxWait(200*time.Millisecond), jetstream.FetchPriorityGroup(group)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, n.Config.Stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UnpinConsumer(ctx, "audit", group); err != nil {
+		t.Fatalf("the audit user unpinning its consumer: %v", err)
 	}
 }

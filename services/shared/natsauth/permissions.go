@@ -223,7 +223,10 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 		}, nil
 	case RoleAudit:
 		return Permissions{
-			PublishAllow:   join(durable(n.events, n.auditDurable), readAll(n.events)),
+			// It releases its pinned pull on shutdown (UNPIN) so a standby
+			// replica takes over at once.
+			PublishAllow: join(durable(n.events, n.auditDurable), readAll(n.events),
+				[]string{"$JS.API.CONSUMER.UNPIN." + n.events + "." + n.auditDurable}),
 			SubscribeAllow: inbox,
 		}, nil
 	case RoleConsole:

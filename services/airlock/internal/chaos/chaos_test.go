@@ -193,3 +193,34 @@ func TestLatencyQuantiles(t *testing.T) {
 		t.Fatalf("latency %+v", l)
 	}
 }
+
+// A reply refused after its service reconnected is stale (the request came
+// over the lost connection), not a permission the service lacks; any other
+// refusal, and a refused reply before a reconnect or after a restart, is a
+// violation. The lines are from a run's approval log.
+func TestSplitViolationsKeepsStaleRepliesApart(t *testing.T) {
+	const (
+		start     = "=== approval-2 start 1 at 2026-11-22T23:55:12.189312021Z"
+		reconnect = `time=2026-11-22T23:55:30.977Z level=INFO msg="reconnected to NATS" url=nats://127.0.0.1:44087`
+		reply     = `time=2026-11-22T23:55:37.300Z level=ERROR msg="NATS async error" subject="" err="nats: permissions violation: Permissions Violation for Publish to \"_INBOX.EWpfS1hJ67wWI94kMk3VMM.W7WHkTtR\""`
+		lacked    = `time=2026-11-22T23:56:10.488Z level=ERROR msg="NATS async error" subject="" err="nats: permissions violation: Permissions Violation for Publish to \"$JS.API.CONSUMER.UNPIN.AIRLOCK_EVENTS.audit\""`
+	)
+	tests := []struct {
+		name              string
+		log               []string
+		violations, stale int
+	}{
+		{"reply_after_a_reconnect_is_stale", []string{start, reconnect, reply}, 0, 1},
+		{"reply_before_any_reconnect_is_a_violation", []string{start, reply, reconnect}, 1, 0},
+		{"a_restart_forgets_the_reconnect", []string{start, reconnect, "=== approval-2 start 2 at x", reply}, 1, 0},
+		{"a_lacking_permission_is_a_violation_after_a_reconnect_too", []string{start, reconnect, lacked}, 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, s := splitViolations(strings.Join(tt.log, "\n"))
+			if len(v) != tt.violations || len(s) != tt.stale {
+				t.Fatalf("violations %q, stale %q; want %d and %d", v, s, tt.violations, tt.stale)
+			}
+		})
+	}
+}

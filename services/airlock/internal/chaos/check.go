@@ -381,6 +381,13 @@ func analyse(o observed, idempotent func(server, tool string) bool) Report {
 	}
 	sort.Strings(perms)
 	c.count("NATS permission violations in service logs", perms)
+	var stale []string
+	for p, lines := range o.StaleReplies {
+		stale = append(stale, fmt.Sprintf("%s: %d", p, len(lines)))
+	}
+	sort.Strings(stale)
+	c.r.Info = append(c.r.Info, Info{Name: "replies NATS refused after a reconnect (stale requests)",
+		Value: fmt.Sprint(len(stale)), Examples: stale})
 
 	var unrecovered, faultErrs []string
 	for _, f := range o.Faults {

@@ -51,6 +51,9 @@ type observed struct {
 	Verify     verifyResult
 	// PermissionViolations: process → log lines in which NATS refused it something.
 	PermissionViolations map[string][]string
+	// StaleReplies: process → replies NATS refused after the process
+	// reconnected (splitViolations).
+	StaleReplies map[string][]string
 }
 
 // settle waits until the trail is complete: every started call ended and
@@ -214,24 +217,53 @@ func (l *layout) auditVerify(ctx context.Context) verifyResult {
 }
 
 // permissionViolations finds, in every process's log, what NATS refused it.
-func (l *layout) permissionViolations() map[string][]string {
-	out := map[string][]string{}
+// A reply refused after the process reconnected is kept apart (stale): see
+// splitViolations.
+func (l *layout) permissionViolations() (violations, stale map[string][]string) {
+	violations, stale = map[string][]string{}, map[string][]string{}
 	for _, rs := range l.replicas {
 		for _, p := range rs {
-			for _, line := range strings.Split(p.logText(), "\n") {
-				if strings.Contains(line, "Permissions Violation") {
-					out[p.name] = append(out[p.name], line)
-				}
+			v, s := splitViolations(p.logText())
+			if len(v) > 0 {
+				violations[p.name] = v
+			}
+			if len(s) > 0 {
+				stale[p.name] = s
 			}
 		}
 	}
-	return out
+	return violations, stale
+}
+
+// splitViolations sorts the Permissions Violation lines of one process's
+// log (all its starts). A reply to an inbox refused after the process
+// reconnected is stale, not a permission it lacks: NATS grants a responder
+// its reply (allow_responses) on the connection the request came over, so a
+// request that was delivered before the connection was lost and answered
+// after the reconnect is refused by the new server; its caller has timed
+// out and asks again. Every other refusal is a violation.
+func splitViolations(log string) (violations, stale []string) {
+	reconnected := false
+	for _, line := range strings.Split(log, "\n") {
+		switch {
+		case strings.HasPrefix(line, "=== "): // a new start: nothing is pending from before
+			reconnected = false
+		case strings.Contains(line, `msg="reconnected to NATS"`):
+			reconnected = true
+		case !strings.Contains(line, "Permissions Violation"):
+		case reconnected && strings.Contains(line, "for Publish to") && strings.Contains(line, `"_INBOX.`):
+			stale = append(stale, line)
+		default:
+			violations = append(violations, line)
+		}
+	}
+	return violations, stale
 }
 
 // collect reads everything the checks need.
 func (l *layout) collect(ctx context.Context, d *driver, faults []faultResult) observed {
-	o := observed{Faults: faults, Calls: d.snapshot(), Execs: l.tools.executions(), BadSigs: l.tools.badSigs.Load(),
-		PermissionViolations: l.permissionViolations()}
+	o := observed{Faults: faults, Calls: d.snapshot(), Execs: l.tools.executions(), BadSigs: l.tools.badSigs.Load()}
+	o.PermissionViolations, o.StaleReplies = l.permissionViolations()
 	var err error
 	if o.Events, err = l.readStream(ctx); err != nil {
 		o.CollectErr = "reading the events stream: " + err.Error()
