@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 )
 
@@ -49,6 +50,10 @@ func Dial(ctx context.Context, cred natsauth.Credential, url string) (*nats.Conn
 		nats.CustomInboxPrefix(natsauth.InboxPrefix(cred.Agent)),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		// A node that stops answering (hung, paused) is left for another
+		// within a few seconds instead of the library's minutes.
+		nats.PingInterval(pingInterval),
+		nats.MaxPingsOutstanding(bus.MaxPingsOutstanding),
 	}
 	if deadline, ok := ctx.Deadline(); ok {
 		opts = append(opts, nats.Timeout(time.Until(deadline)))
@@ -59,6 +64,9 @@ func Dial(ctx context.Context, cred natsauth.Credential, url string) (*nats.Conn
 	}
 	return nc, nil
 }
+
+// pingInterval is how often an agent's connection checks the server answers.
+const pingInterval = 2 * time.Second
 
 // Close closes the client's connection.
 func (c *Client) Close() { c.nc.Close() }

@@ -3,20 +3,17 @@ package tests
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/bus"
-	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // TestClusterSurvivesLossOfStreamLeader provisions R3 on a 3-node cluster,
@@ -24,40 +21,16 @@ import (
 // checks that publishing, the execution ledger's compare-and-append (the
 // executor's claim) and Await carry on.
 func TestClusterSurvivesLossOfStreamLeader(t *testing.T) {
-	servers, err := embedded.StartCluster(t.TempDir(), 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, s := range servers {
-			if s.Running() {
-				s.Stop()
-			}
-		}
-	})
-	var urls []string
-	for _, s := range servers {
-		urls = append(urls, s.URL())
-	}
-	cfg := config.Default()
-	cfg.Stream.Replicas, cfg.Buckets.Replicas = 3, 3
+	c := testenv.StartCluster(t, 3)
+	servers, cfg, js := c.Servers, c.Config, c.JS
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 
-	connect := func() (*nats.Conn, jetstream.JetStream) {
-		nc, err := nats.Connect(strings.Join(urls, ","), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, _ := jetstream.New(nc)
-		return nc, js
-	}
-	_, js := connect()
-	if _, err := bus.Provision(ctx, js, cfg); err != nil {
+	agentNC, err := nats.Connect(cfg.NATS.URL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
 		t.Fatal(err)
 	}
-	agentNC, _ := connect()
+	t.Cleanup(agentNC.Close)
 	client, _ := airlock.New(agentNC, "bot")
 	id, err := client.Submit(ctx, airlock.Call{Tool: "demo__echo"})
 	if err != nil {

@@ -127,17 +127,20 @@ and an example agent, every public key read from the environment
 	keys := &cobra.Command{
 		Use:   "keys DIR",
 		Short: "Write an nkey seed per service role into DIR and print the variables the server reads",
-		Args:  exactArgs(1, ""),
+		Long: `Writes DIR/<role>.nk (an nkey seed, mode 0600) for the admin and every service
+role, keeping seeds that exist, and DIR/` + natsauth.PublicKeysFile + ` with the public keys as
+the NATS servers read them (AIRLOCK_<ROLE>_NKEY=...; an env file for compose,
+a Secret for Kubernetes). Give each service only its own seed (nats.nkey_seed_file).`,
+		Args: exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			roles := append([]string{natsauth.RoleAdmin}, natsauth.ServiceRoles...)
-			for _, role := range roles {
-				file := filepath.Join(args[0], role+".nk")
-				pub, err := natsauth.EnsureSeed(file)
-				if err != nil {
-					return err
-				}
-				fmt.Printf("export %s=%s   # seed: %s (give it to the %s service as nats.nkey_seed_file)\n", natsauth.EnvVar(role)[1:], pub, file, role)
+			env, err := natsauth.WriteServiceKeys(args[0])
+			if err != nil {
+				return err
 			}
+			for _, kv := range env {
+				fmt.Printf("export %s\n", kv)
+			}
+			fmt.Printf("# seeds: %s/<role>.nk (give each service its own as nats.nkey_seed_file); public keys: %s\n", args[0], filepath.Join(args[0], natsauth.PublicKeysFile))
 			return nil
 		},
 	}

@@ -53,6 +53,7 @@ func newRootCmd() *cobra.Command {
 		newAgentsCmd(g),
 		newNATSCmd(g),
 		newKeysCmd(),
+		newChaosCmd(),
 		newGatewayCmd(g),
 		newHookCmd(g),
 	)

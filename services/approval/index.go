@@ -172,6 +172,18 @@ func (ix *index) takeUnsettled(cutoff time.Time) []*airlockv1.ApprovalRecord {
 	return out
 }
 
+// unsettle puts a record taken by takeUnsettled back, to be checked at a
+// later sweep (its check or republish failed), unless a newer version of
+// it arrived meanwhile (apply decides about that one).
+func (ix *index) unsettle(rec *airlockv1.ApprovalRecord) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	key := domain.RefOf(rec).Key()
+	if cur := ix.recs[key]; cur != nil && hasDecisionEvent(cur) {
+		ix.unsettled[key] = true
+	}
+}
+
 // latestRevision is ref with the newest revision of its call this replica
 // has seen (1 when none).
 func (ix *index) latestRevision(ref callref.Ref) callref.Ref {

@@ -349,25 +349,52 @@ func TestTwoReplicasExpireACallOnce(t *testing.T) {
 }
 
 // A replica that wrote a decision and died before publishing its event
-// leaves a decided record without an event; a running replica publishes it.
+// leaves a decided record without an event; a running replica publishes it
+// — an approval sealed, so that the executor runs it.
 func TestDecisionWhoseEventWasLostIsPublished(t *testing.T) {
-	w := newWorld(t)
-	w.start()
-	rec := w.pending(&airlockv1.ToolCall{CallId: "lost"}, nil)
-	kv, err := w.js.KeyValue(context.Background(), w.cfg.Buckets.Approvals)
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name  string
+		state airlockv1.ApprovalState
+		typ   string
+		check func(*testing.T, *airlockv1.Event, seal.Key)
+	}{
+		{"a_rejection_with_its_reason", airlockv1.ApprovalState_APPROVAL_STATE_REJECTED, "rejected", func(t *testing.T, ev *airlockv1.Event, _ seal.Key) {
+			if ev.GetRejected().GetReason() != "too risky" {
+				t.Fatalf("republished rejection %v", ev)
+			}
+		}},
+		{"an_approval_sealed_for_the_executor", airlockv1.ApprovalState_APPROVAL_STATE_APPROVED, "approved", func(t *testing.T, ev *airlockv1.Event, k seal.Key) {
+			if _, err := k.VerifyDecision(ev); err != nil {
+				t.Fatalf("the republished approval would not run: %v", err)
+			}
+		}},
 	}
-	// Stand in for the replica that died: write the rejection, publish nothing.
-	rec.State, rec.DecidedBy, rec.Reason = airlockv1.ApprovalState_APPROVAL_STATE_REJECTED, human("bob"), "too risky"
-	rec.UpdatedAt = timestamppb.New(time.Now().Add(-5 * time.Second))
-	data, _ := proto.Marshal(rec)
-	if _, err := kv.Put(context.Background(), "bot.lost.1", data); err != nil {
-		t.Fatal(err)
-	}
-	ev := testenv.WaitForEvent(t, w.js, "airlock.evt.bot.lost.>", "rejected", 5*time.Second)
-	if ev.GetRejected().GetReason() != "too risky" || ev.GetEventId() != "bot.lost.1.rejected" {
-		t.Fatalf("republished event %v", ev)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.start()
+			rec := w.pending(&airlockv1.ToolCall{CallId: "lost"}, nil)
+			kv, err := w.js.KeyValue(context.Background(), w.cfg.Buckets.Approvals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Stand in for the replica that died: write the decision, publish nothing.
+			rec.State, rec.DecidedBy, rec.Reason = tt.state, human("bob"), "too risky"
+			rec.UpdatedAt = timestamppb.New(time.Now().Add(-5 * time.Second))
+			data, _ := proto.Marshal(rec)
+			if _, err := kv.Put(context.Background(), "bot.lost.1", data); err != nil {
+				t.Fatal(err)
+			}
+			ev := testenv.WaitForEvent(t, w.js, "airlock.evt.bot.lost.>", tt.typ, 5*time.Second)
+			if ev.GetEventId() != "bot.lost.1."+tt.typ {
+				t.Fatalf("republished event %v", ev)
+			}
+			k, err := w.deps.DecisionKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, ev, k)
+		})
 	}
 }
 

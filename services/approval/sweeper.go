@@ -103,7 +103,10 @@ func (s *Service) settle(ctx context.Context) {
 	}
 	stream, err := s.deps.JS.Stream(ctx, s.deps.Config.Stream.Name)
 	if err != nil {
-		s.deps.Log.Warn("cannot check decision events", "err", err)
+		s.deps.Log.Warn("cannot check decision events; the sweeper will retry", "err", err)
+		for _, rec := range recs {
+			s.index.unsettle(rec)
+		}
 		return
 	}
 	for _, rec := range recs {
@@ -116,14 +119,24 @@ func (s *Service) settle(ctx context.Context) {
 		}
 		stored, err := eventStored(ctx, stream, ev)
 		if err != nil {
-			s.deps.Log.Warn("cannot check a decision event", "call", ev.CallId, "err", err)
+			// Check again at the next sweep: forgetting it would leave the
+			// decision out of the stream until this replica restarts.
+			s.deps.Log.Warn("cannot check a decision event; the sweeper will retry", "call", ev.CallId, "err", err)
+			s.index.unsettle(rec)
 			continue
 		}
 		if stored {
 			continue
 		}
+		// Sealed as publishDecision seals it: an unsealed `approved` is
+		// refused by the executor and the approved call would never run.
+		if err := s.decisions.SealDecision(ev); err != nil {
+			s.deps.Log.Error("sealing a missing decision event failed", "call", ev.CallId, "err", err)
+			continue
+		}
 		if err := s.publish(ctx, ev); err != nil {
-			s.deps.Log.Error("republishing a decision event failed", "call", ev.CallId, "type", envelope.TypeOf(ev), "err", err)
+			s.deps.Log.Error("republishing a decision event failed; the sweeper will retry", "call", ev.CallId, "type", envelope.TypeOf(ev), "err", err)
+			s.index.unsettle(rec)
 			continue
 		}
 		s.deps.Log.Warn("published a decision event that was missing (its writer stopped before publishing)", "call", ev.CallId, "type", envelope.TypeOf(ev))

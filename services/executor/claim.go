@@ -95,6 +95,15 @@ type Claim struct {
 // another event of the call (a notification, a refused decision) was stored.
 const maxAppendAttempts = 50
 
+// attemptTimeout bounds one append to or one read of the ledger when an
+// end is recorded: a connection to a hung or paused node is left for
+// another within a few seconds (bus.MaxPingsOutstanding pings), and the
+// next attempt goes there.
+const attemptTimeout = 5 * time.Second
+
+// retryPause separates attempts that failed other than by a conflict.
+const retryPause = 200 * time.Millisecond
+
 // Claimer is the exactly-once logic, independent of the broker:
 //
 //   - a revision is claimed by appending its `started` event (attempt 1,
@@ -113,12 +122,14 @@ type Claimer struct {
 	// the heartbeat period with margin.
 	watch time.Duration
 	wait  func(ctx context.Context, d time.Duration) error
+	// attemptTimeout bounds each append and read of End (attemptTimeout).
+	attemptTimeout time.Duration
 }
 
 // NewClaimer returns a Claimer whose owners heart-beat every heartbeat and
 // whose observers presume an owner dead after 2 × heartbeat without one.
 func NewClaimer(ledger Ledger, liveness Liveness, heartbeat time.Duration) *Claimer {
-	return &Claimer{ledger: ledger, liveness: liveness, watch: 2 * heartbeat, wait: sleepCtx}
+	return &Claimer{ledger: ledger, liveness: liveness, watch: 2 * heartbeat, wait: sleepCtx, attemptTimeout: attemptTimeout}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -267,28 +278,72 @@ func (c *Claimer) Refuse(ctx context.Context, ref callref.Ref, failed *airlockv1
 // claim token) for the handling that stored the `started` at startedSeq.
 // It returns false when the revision was ended or taken over by another
 // handling meanwhile: the stream keeps theirs and this result is dropped.
+//
+// ctx is the whole budget; each append and each read of the ledger gets at
+// most attemptTimeout of it. An append that fails other than by a conflict
+// (a stalled connection, a stream without a leader for a moment) may still
+// have landed, its ack lost: the ledger is read back, the end recognised by
+// this handling's claim token, and otherwise appended again after what the
+// read found. So the owner's result lands as soon as the bus answers again,
+// instead of one append holding the whole budget while an observer presumes
+// the owner dead and ends the call indeterminate. Appending again is safe:
+// every attempt expects the sequence it read, so of all of them and any
+// take-over at most one is stored.
 func (c *Claimer) End(ctx context.Context, ref callref.Ref, terminal *airlockv1.Event, startedSeq uint64) (bool, error) {
 	after := startedSeq
-	for range maxAppendAttempts {
-		_, err := c.ledger.Append(ctx, terminal, after)
+	mine := claimOf(terminal)
+	var failure error // the last failure that was not a conflict
+	for conflicts := 0; conflicts < maxAppendAttempts; {
+		actx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
+		_, err := c.ledger.Append(actx, terminal, after)
+		cancel()
 		if err == nil {
 			return true, nil
 		}
-		if !errors.Is(err, ErrConflict) {
-			return false, fmt.Errorf("end %s: %w", ref, err)
+		if errors.Is(err, ErrConflict) {
+			conflicts++
+		} else {
+			failure = err
+			if werr := c.pause(ctx); werr != nil {
+				return false, fmt.Errorf("end %s: %w", ref, failure)
+			}
 		}
-		st, err := c.ledger.Inspect(ctx, ref)
-		if err != nil {
-			return false, fmt.Errorf("end %s: %w", ref, err)
-		}
-		if st.Ended || st.StartedSeq != startedSeq {
-			// Ended (by a take-over, or by this very publish whose ack was
+		rctx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
+		st, err := c.ledger.Inspect(rctx, ref)
+		cancel()
+		switch {
+		case err != nil:
+			// Unreadable for now: append again after the same sequence
+			// (refused if anything landed since, then read again).
+			failure = err
+			if werr := c.pause(ctx); werr != nil {
+				return false, fmt.Errorf("end %s: %w", ref, failure)
+			}
+		case st.Last < startedSeq:
+			// A read that misses this handling's own `started` is older
+			// than the ledger (a lagging replica): it decides nothing.
+			if werr := c.pause(ctx); werr != nil {
+				return false, fmt.Errorf("end %s: the ledger read back is older than this handling's claim", ref)
+			}
+		case st.Ended || st.StartedSeq != startedSeq:
+			// Ended (by a take-over, or by this very end whose ack was
 			// lost), or taken over for another attempt.
-			return st.Ended && st.EndedBy == claimOf(terminal), nil
+			return st.Ended && st.EndedBy == mine, nil
+		default:
+			after = st.Last
 		}
-		after = st.Last
 	}
 	return false, fmt.Errorf("end %s: the call kept changing; will retry", ref)
+}
+
+// pause waits a moment between attempts that failed other than by a
+// conflict (an error returned at once must not spin), or returns ctx's
+// error when the budget is spent.
+func (c *Claimer) pause(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.wait(ctx, retryPause)
 }
 
 // claimOf is the claim token an executor event carries.

@@ -293,3 +293,131 @@ func TestRefuse(t *testing.T) {
 		}
 	})
 }
+
+// stallingLedger is memLedger behind a connection that stalls: the first
+// hang appends block until their attempt's deadline (with land, each is
+// stored first and only its ack is lost), and the first staleReads reads
+// answer as a replica that has not seen the call yet.
+type stallingLedger struct {
+	*memLedger
+	mu         sync.Mutex
+	hang       int
+	land       bool
+	staleReads int
+	appends    int
+}
+
+func (l *stallingLedger) Append(ctx context.Context, ev *airlockv1.Event, after uint64) (uint64, error) {
+	l.mu.Lock()
+	l.appends++
+	stall := l.appends <= l.hang
+	l.mu.Unlock()
+	if !stall {
+		return l.memLedger.Append(ctx, ev, after)
+	}
+	if l.land {
+		if _, err := l.memLedger.Append(ctx, ev, after); err != nil {
+			return 0, err
+		}
+	}
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+func (l *stallingLedger) Inspect(ctx context.Context, ref callref.Ref) (State, error) {
+	l.mu.Lock()
+	stale := l.staleReads > 0
+	if stale {
+		l.staleReads--
+	}
+	l.mu.Unlock()
+	if stale {
+		return State{}, nil
+	}
+	return l.memLedger.Inspect(ctx, ref)
+}
+
+// An owner whose first appends of its end hang (a connection to a paused
+// node) stores its result with a later attempt, well inside its budget,
+// once the bus answers: exactly one end, its own. Each attempt has its own
+// deadline; one append holding the whole budget left the call to an
+// observer's take-over (failed/indeterminate) although the owner was alive
+// with the result (airlock chaos, seed 2024).
+func TestEndWhoseFirstAppendsHang(t *testing.T) {
+	const attempt, budget = 50 * time.Millisecond, 10 * time.Second
+	tests := []struct {
+		name string
+		l    func(*memLedger) *stallingLedger
+	}{
+		{"hung_appends_never_landed", func(m *memLedger) *stallingLedger { return &stallingLedger{memLedger: m, hang: 3} }},
+		{"the_first_hung_append_landed_its_ack_lost", func(m *memLedger) *stallingLedger { return &stallingLedger{memLedger: m, hang: 1, land: true} }},
+		{"a_stale_read_after_the_stall_drops_nothing", func(m *memLedger) *stallingLedger {
+			return &stallingLedger{memLedger: m, hang: 2, staleReads: 2}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, live := world()
+			cl, err := claimer(m, live, nil).Claim(context.Background(), ref1, started("owner", 1))
+			if err != nil || cl.Verdict != Run {
+				t.Fatalf("claim %v (%v)", cl.Verdict, err)
+			}
+			l := tt.l(m)
+			c := claimer(l, live, nil)
+			c.attemptTimeout = attempt
+			ctx, cancel := context.WithTimeout(context.Background(), budget)
+			defer cancel()
+			begin := time.Now()
+			mine, err := c.End(ctx, ref1, completed(), cl.Seq)
+			if err != nil || !mine {
+				t.Fatalf("end: stored=%v (%v), want the owner's result stored", mine, err)
+			}
+			if took := time.Since(begin); took > budget/2 {
+				t.Fatalf("the end took %s of its %s budget", took, budget)
+			}
+			st, _ := m.Inspect(context.Background(), ref1)
+			if n := m.terminals(); n != 1 || st.EndedBy != "owner" {
+				t.Fatalf("%d terminal events, ended by %q; want exactly 1, the owner's", n, st.EndedBy)
+			}
+		})
+	}
+	t.Run("a_takeover_while_the_append_hung_wins", func(t *testing.T) {
+		m, live := world()
+		cl, _ := claimer(m, live, nil).Claim(context.Background(), ref1, started("owner", 1))
+		// The observer ends the call indeterminate while the owner's first
+		// append hangs; the owner's next attempt must not add a second end.
+		l := &stallingLedger{memLedger: m, hang: 1}
+		c := claimer(l, live, nil)
+		c.attemptTimeout = attempt
+		c.wait = func(context.Context, time.Duration) error {
+			st, _ := m.Inspect(context.Background(), ref1)
+			if !st.Ended {
+				if _, err := claimer(m, live, nil).TakeOver(context.Background(), st, failed(ReasonIndeterminate)); err != nil {
+					t.Error(err)
+				}
+			}
+			return nil
+		}
+		mine, err := c.End(context.Background(), ref1, completed(), cl.Seq)
+		if err != nil || mine {
+			t.Fatalf("end: stored=%v (%v), want dropped after the take-over", mine, err)
+		}
+		if n := m.terminals(); n != 1 {
+			t.Fatalf("%d terminal events, want exactly 1", n)
+		}
+	})
+	t.Run("the_budget_bounds_every_attempt", func(t *testing.T) {
+		m, live := world()
+		cl, _ := claimer(m, live, nil).Claim(context.Background(), ref1, started("owner", 1))
+		c := claimer(&stallingLedger{memLedger: m, hang: 1 << 30}, live, nil)
+		c.attemptTimeout = attempt
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		if mine, err := c.End(ctx, ref1, completed(), cl.Seq); err == nil || mine {
+			t.Fatalf("end on a bus that never answers: stored=%v (%v), want an error", mine, err)
+		}
+		if n := m.terminals(); n != 0 {
+			t.Fatalf("%d terminal events, want none", n)
+		}
+	})
+}

@@ -81,7 +81,7 @@ func (l *StreamLedger) lastOf(ctx context.Context, ref callref.Ref, typ string) 
 func (l *StreamLedger) last(ctx context.Context, subj string) (*nats.Msg, error) {
 	rctx, cancel := context.WithTimeout(ctx, l.readTimeout)
 	defer cancel()
-	return bus.LastStored(rctx, l.nc, l.stream, subj)
+	return bus.LastStoredLeader(rctx, l.nc, l.stream, subj)
 }
 
 // Append implements Ledger.

@@ -378,7 +378,11 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, attempt uint
 		IdempotencyKey: x.idem, CallID: x.call.CallId, Revision: x.call.Revision, Attempt: attempt,
 	})
 	latency := time.Since(started)
-	hb.stop()
+	// The heartbeat goes on until the end is stored: an owner that holds a
+	// result but cannot store it yet (a stalled connection) is alive, and
+	// an observer that sees its beats looks again later instead of ending
+	// the call indeterminate.
+	defer hb.stop()
 
 	var ev *airlockv1.Event
 	var toolErr *ToolError
@@ -415,26 +419,24 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, attempt uint
 	if f := ev.GetFailed(); f != nil {
 		f.Claim = token
 	}
-	pubCtx, cancel := context.WithTimeout(base, 30*time.Second)
+	// End retries within this budget, each attempt bounded on its own.
+	pubCtx, cancel := context.WithTimeout(base, endBudget)
 	defer cancel()
-	for {
-		mine, err := s.claims.End(pubCtx, x.ref, ev, startedSeq)
-		if err == nil {
-			if !mine {
-				s.deps.Log.Warn("another executor took this call over while it ran; the stream keeps its end, not this result", "call", x.ref.String())
-			}
-			return nil
-		}
-		if pubCtx.Err() != nil {
-			// Not stored: the redelivery finds the `started` without an end
-			// and its owner gone, and settles it (indeterminate, or a retry
-			// of an idempotent tool).
-			return fmt.Errorf("call %s: record the end: %w", x.ref, err)
-		}
-		s.deps.Log.Warn("recording the end of a call failed; retrying", "call", x.ref.String(), "err", err)
-		_ = sleepCtx(pubCtx, 200*time.Millisecond)
+	mine, err := s.claims.End(pubCtx, x.ref, ev, startedSeq)
+	if err != nil {
+		// Not stored: the redelivery finds the `started` without an end
+		// and its owner gone, and settles it (indeterminate, or a retry
+		// of an idempotent tool).
+		return fmt.Errorf("call %s: record the end: %w", x.ref, err)
 	}
+	if !mine {
+		s.deps.Log.Warn("another executor took this call over while it ran; the stream keeps its end, not this result", "call", x.ref.String())
+	}
+	return nil
 }
+
+// endBudget bounds recording a call's end, all attempts together.
+const endBudget = 30 * time.Second
 
 // callTool runs the adapter with the tool's timeout and returns when it
 // returns or, at the latest, shortly after the timeout: an adapter that

@@ -366,7 +366,7 @@ func (s *Service) lastSeq(ctx context.Context, subj string) (uint64, error) {
 func (s *Service) lastMsg(ctx context.Context, subj string) (*nats.Msg, error) {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return bus.LastStored(rctx, s.deps.NC, s.deps.Config.Stream.Name, subj)
+	return bus.LastStoredLeader(rctx, s.deps.NC, s.deps.Config.Stream.Name, subj)
 }
 
 // DecisionEvent wraps a decision in its event. All three outcomes share the

@@ -14,9 +14,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/airlock-gate/airlock/services/shared/child"
 )
 
 // ErrNotInstalled is returned when no clickhouse-server binary is on PATH.
@@ -29,9 +29,7 @@ type Server struct {
 	HTTPPort int
 	bin      string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc child.Process
 }
 
 // Binary finds clickhouse-server on PATH or in /usr/sbin (Debian installs it there).
@@ -92,98 +90,35 @@ func (s *Server) DSN(db string) string {
 func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.TCPPort) }
 
 // Start launches the process and waits (up to timeout) until it accepts
-// native connections and answers a query.
+// native connections and answers a query; on failure it is stopped.
 func (s *Server) Start(ctx context.Context, timeout time.Duration) error {
-	s.mu.Lock()
-	if s.cmd != nil {
-		s.mu.Unlock()
-		return nil
-	}
-	logf, err := os.OpenFile(filepath.Join(s.Dir, "log", "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		s.mu.Unlock()
-		return fmt.Errorf("clickhouse log: %w", err)
-	}
 	cmd := exec.Command(s.bin, "--config-file="+filepath.Join(s.Dir, "config.xml"))
 	cmd.Dir = s.Dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Own process group so a stop never reaches the caller's, and children die with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		s.mu.Unlock()
-		logf.Close()
-		return fmt.Errorf("start clickhouse-server: %w", err)
+	err := s.proc.Start(ctx, child.Spec{
+		Name: "clickhouse-server", Cmd: cmd, LogPath: filepath.Join(s.Dir, "log", "stdout.log"), LogHint: filepath.Join(s.Dir, "log"),
+		Ready: func(context.Context) bool { return ready(s.Addr()) }, Poll: 50 * time.Millisecond, Timeout: timeout,
+	})
+	if err != nil {
+		s.Stop()
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
-	s.cmd, s.done = cmd, done
-	s.mu.Unlock()
-
-	deadline := time.Now().Add(timeout)
-	for {
-		if ready(s.Addr()) {
-			return nil
-		}
-		select {
-		case <-done:
-			s.mu.Lock()
-			s.cmd = nil
-			s.mu.Unlock()
-			return fmt.Errorf("clickhouse-server exited during start-up; see %s", filepath.Join(s.Dir, "log"))
-		case <-ctx.Done():
-			s.Stop()
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			s.Stop()
-			return fmt.Errorf("clickhouse-server not ready on %s after %s; see %s", s.Addr(), timeout, filepath.Join(s.Dir, "log"))
-		}
-	}
+	return err
 }
 
 // Stop terminates the process (SIGTERM, then SIGKILL after 10 s) and waits for it.
-func (s *Server) Stop() {
-	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.cmd = nil
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
-}
+func (s *Server) Stop() { s.proc.Stop(10 * time.Second) }
 
 // Kill stops the process at once (SIGKILL), as a crash would.
-func (s *Server) Kill() {
-	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.cmd = nil
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Kill()
-	<-done
-}
+func (s *Server) Kill() { s.proc.Kill() }
 
 // CPU is the user + system CPU time the server process has used so far
 // (from /proc; 0 when it is not running or /proc cannot say). Benchmarks
 // count it beside their own.
 func (s *Server) CPU() time.Duration {
-	s.mu.Lock()
-	cmd := s.cmd
-	s.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
+	pid := s.proc.Pid()
+	if pid == 0 {
 		return 0
 	}
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
@@ -206,11 +141,7 @@ func (s *Server) CPU() time.Duration {
 }
 
 // Running reports whether the process is up.
-func (s *Server) Running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cmd != nil
-}
+func (s *Server) Running() bool { return s.proc.Running() }
 
 // ready sends a native-protocol Hello and reports whether the server answered
 // with its own Hello: accepting TCP alone happens before tables are loaded.

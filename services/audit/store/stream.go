@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/airlock-gate/airlock/services/audit/record"
@@ -34,6 +35,9 @@ func (s *Stream) Source() string { return "stream" }
 
 // Close implements Reader.
 func (s *Stream) Close() error { return nil }
+
+// maxUnanswered bounds the pulls of one ReadRange that no server answered.
+const maxUnanswered = 20
 
 // ReadRange calls fn with every message of the stream with sequence in
 // [from, to] (to 0: up to the last message now stored), in order, via an
@@ -64,8 +68,28 @@ func ReadRange(ctx context.Context, js jetstream.JetStream, stream string, from,
 	if err != nil {
 		return fmt.Errorf("read events stream from %d: %w", from, err)
 	}
+	unanswered := 0
+	// again reports whether a pull nobody answered is worth repeating: each
+	// Fetch of an ordered consumer creates a consumer afresh, and on a
+	// cluster the first pull can reach it before its leader listens (503,
+	// no responders). The next Fetch goes on after the last message read.
+	again := func(err error) bool {
+		if !errors.Is(err, nats.ErrNoResponders) || unanswered >= maxUnanswered {
+			return false
+		}
+		unanswered++
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(250 * time.Millisecond):
+			return true
+		}
+	}
 	for {
 		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
+		if again(err) {
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("read events stream: %w", err)
 		}
@@ -86,7 +110,11 @@ func ReadRange(ctx context.Context, js jetstream.JetStream, stream string, from,
 				return nil
 			}
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
+		err = batch.Error()
+		if again(err) {
+			continue
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
 			return fmt.Errorf("read events stream: %w", err)
 		}
 		if n == 0 {

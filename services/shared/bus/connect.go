@@ -15,6 +15,11 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 )
 
+// MaxPingsOutstanding is how many pings a server may leave unanswered
+// before the connection gives it up and reconnects (to another node of a
+// cluster): a hung server is left after about this many ping intervals.
+const MaxPingsOutstanding = 2
+
 // Connect dials NATS and keeps reconnecting forever, so a server restart or
 // a cluster node's loss is ridden out instead of ending the service. It
 // fails only when the first connection cannot be made within ctx.
@@ -23,6 +28,8 @@ func Connect(ctx context.Context, cfg config.NATS, name string, log *slog.Logger
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(cfg.ReconnectWait),
+		nats.PingInterval(cfg.PingInterval),
+		nats.MaxPingsOutstanding(MaxPingsOutstanding),
 		nats.RetryOnFailedConnect(false),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {

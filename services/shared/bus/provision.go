@@ -146,8 +146,40 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg config.Config) (
 				changes = append(changes, Change{"bucket", kvc.Bucket, "updated"})
 			}
 		}
+		changed, err := readFromLeader(ctx, js, kvc)
+		if err != nil {
+			return changes, err
+		}
+		if changed {
+			changes = append(changes, Change{"bucket", kvc.Bucket, "reads from its leader"})
+		}
 	}
 	return changes, nil
+}
+
+// readFromLeader turns Direct Get off on a replicated bucket, so that its
+// reads are answered by the leader: with Direct Get any replica answers,
+// and a follower may not hold yet what was just written (a console session
+// created a moment before was not found, and the reviewer sent back to the
+// sign-in page, under `airlock chaos`). Writes are compare-and-set, reads
+// after them must see them. A bucket on one server keeps Direct Get.
+func readFromLeader(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyValueConfig) (bool, error) {
+	if kvc.Replicas <= 1 {
+		return false, nil
+	}
+	s, err := js.Stream(ctx, "KV_"+kvc.Bucket)
+	if err != nil {
+		return false, fmt.Errorf("look up bucket %s: %w", kvc.Bucket, err)
+	}
+	sc := s.CachedInfo().Config
+	if !sc.AllowDirect {
+		return false, nil
+	}
+	sc.AllowDirect = false
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		return false, fmt.Errorf("make bucket %s read from its leader: %w", kvc.Bucket, err)
+	}
+	return true, nil
 }
 
 // sameStream compares the settings Provision owns.

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -67,7 +68,12 @@ const readerIdle = 30 * time.Second
 // LastStored returns the last message stored on subj (which may end in a
 // wildcard) in stream, with JetStream's Direct Get, or nil when there is
 // none. The subject form of Direct Get is the one agents are allowed, on
-// their own subjects; services use it too.
+// their own subjects.
+//
+// On a replicated stream any replica answers a Direct Get, and a follower
+// may not hold yet what the leader acknowledged: right after a write, the
+// read can find nothing or an older message. Use it where a stale answer
+// only delays (following a call); decide on LastStoredLeader.
 func LastStored(ctx context.Context, nc *nats.Conn, stream, subj string) (*nats.Msg, error) {
 	m, err := nc.RequestWithContext(ctx, subject.DirectGet(stream, subj), nil)
 	if err != nil {
@@ -88,4 +94,53 @@ func LastStored(ctx context.Context, nc *nats.Conn, stream, subj string) (*nats.
 func StoredSeq(m *nats.Msg) uint64 {
 	seq, _ := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 	return seq
+}
+
+// LastStoredLeader is LastStored answered by the stream's leader
+// ($JS.API.STREAM.MSG.GET), so it sees every write the stream acknowledged
+// before it was asked. Services use it where they decide on what they read:
+// sequencing a call's revisions, reading the execution ledger before a
+// claim. It returns the message as Direct Get does (Nats-Subject,
+// Nats-Sequence and Nats-Time-Stamp headers set).
+func LastStoredLeader(ctx context.Context, nc *nats.Conn, stream, subj string) (*nats.Msg, error) {
+	req, _ := json.Marshal(map[string]string{"last_by_subj": subj})
+	resp, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return nil, fmt.Errorf("read the last message on %s from the leader of %s: %w", subj, stream, err)
+	}
+	var out struct {
+		Message *struct {
+			Subject string    `json:"subject"`
+			Seq     uint64    `json:"seq"`
+			Header  []byte    `json:"hdrs"`
+			Data    []byte    `json:"data"`
+			Time    time.Time `json:"time"`
+		} `json:"message"`
+		Error *struct {
+			Code        int    `json:"code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &out); err != nil {
+		return nil, fmt.Errorf("read the last message on %s: %w", subj, err)
+	}
+	switch {
+	case out.Error != nil && out.Error.Code == 404:
+		return nil, nil
+	case out.Error != nil:
+		return nil, fmt.Errorf("read the last message on %s: %d %s", subj, out.Error.Code, out.Error.Description)
+	case out.Message == nil:
+		return nil, fmt.Errorf("read the last message on %s: empty answer", subj)
+	}
+	m := &nats.Msg{Subject: out.Message.Subject, Data: out.Message.Data, Header: nats.Header{}}
+	if len(out.Message.Header) > 0 {
+		if m.Header, err = nats.DecodeHeadersMsg(out.Message.Header); err != nil {
+			return nil, fmt.Errorf("read the last message on %s: headers: %w", subj, err)
+		}
+	}
+	m.Header.Set(jetstream.StreamHeader, stream)
+	m.Header.Set(jetstream.SubjectHeader, out.Message.Subject)
+	m.Header.Set(jetstream.SequenceHeader, strconv.FormatUint(out.Message.Seq, 10))
+	m.Header.Set(jetstream.TimeStampHeaer, out.Message.Time.UTC().Format(time.RFC3339Nano))
+	return m, nil
 }

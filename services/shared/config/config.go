@@ -52,6 +52,12 @@ type NATS struct {
 	Name string `yaml:"name"`
 	// ReconnectWait between reconnect attempts; services reconnect forever.
 	ReconnectWait time.Duration `yaml:"reconnect_wait"`
+	// PingInterval: how often the connection checks the server answers. A
+	// server that misses two pings in a row (hung, paused, partitioned — its
+	// TCP connection still open) is left for another node of the cluster;
+	// with the client library's default of 2 minutes a paused node held
+	// every connection to it for minutes.
+	PingInterval time.Duration `yaml:"ping_interval"`
 	// DrainTimeout bounds the graceful drain on shutdown.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 }
@@ -128,6 +134,7 @@ func Default() Config {
 			URL:           "nats://127.0.0.1:4222",
 			Name:          "airlock",
 			ReconnectWait: 500 * time.Millisecond,
+			PingInterval:  2 * time.Second,
 			DrainTimeout:  10 * time.Second,
 		},
 		Stream: Stream{
@@ -233,6 +240,9 @@ func (c Config) Validate() error {
 	}
 	if c.Intake.MaxPendingPerAgent < 1 {
 		errs = append(errs, fmt.Errorf("intake.max_pending_per_agent (%d) must be at least 1: it is how many of one agent's requests may wait for the policy service", c.Intake.MaxPendingPerAgent))
+	}
+	if c.NATS.PingInterval <= 0 {
+		errs = append(errs, fmt.Errorf("nats.ping_interval is %s: set a positive duration such as 2s", c.NATS.PingInterval))
 	}
 	if c.Policy.ReloadInterval <= 0 {
 		errs = append(errs, fmt.Errorf("policy.reload_interval is %s: set a positive duration such as 1s", c.Policy.ReloadInterval))

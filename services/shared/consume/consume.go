@@ -122,7 +122,7 @@ func Run(ctx context.Context, js jetstream.JetStream, spec Spec, log *slog.Logge
 	keepDone := make(chan struct{})
 	go func() { defer close(keepDone); keep.run(keepCtx) }()
 
-	it, err := cons.Messages(jetstream.PullMaxMessages(pullBatch))
+	it, err := cons.Messages(jetstream.PullMaxMessages(pullBatch), jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat))
 	if err != nil {
 		for _, q := range queues {
 			close(q)
@@ -171,6 +171,14 @@ const (
 	// maxQueue bounds a worker's queue when MaxAckPending is very large
 	// (or unlimited); past it the fetch loop waits for that worker again.
 	maxQueue = 10000
+	// pullExpiry and pullHeartbeat: a pull request lasts pullExpiry and the
+	// server confirms it is alive every pullHeartbeat. When the consumer's
+	// leader moves to another node of a cluster, the requests waiting on
+	// the old one are gone: two missed heartbeats make the iterator ask the
+	// new leader. (With the library's 30 s expiry that took 30 s, and every
+	// call waited that long after a node came back.)
+	pullExpiry    = 5 * time.Second
+	pullHeartbeat = time.Second
 )
 
 // fetched is a message and when it arrived, which is when its ack wait began.

@@ -72,6 +72,32 @@ func Start(o Options) (*Server, error) {
 	return &Server{Server: s, opts: o}, nil
 }
 
+// StartConfigFile starts a server configured entirely by a nats-server
+// configuration file — listen address, JetStream store, cluster routes,
+// accounts — as a production node is (`airlock chaos` runs its cluster
+// nodes this way), and waits until it accepts connections. With log the
+// server logs to stderr.
+func StartConfigFile(file string, log bool) (*Server, error) {
+	so, err := server.ProcessConfigFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read NATS config %s: %w", file, err)
+	}
+	so.NoSigs, so.NoLog = true, !log
+	s, err := server.NewServer(so)
+	if err != nil {
+		return nil, fmt.Errorf("configure NATS from %s: %w", file, err)
+	}
+	if log {
+		s.ConfigureLogger()
+	}
+	go s.Start()
+	if !s.ReadyForConnections(60 * time.Second) {
+		s.Shutdown()
+		return nil, fmt.Errorf("NATS from %s did not accept connections within 60s (is its port in use?)", file)
+	}
+	return &Server{Server: s, opts: Options{Name: so.ServerName, Host: so.Host, Port: so.Port, StoreDir: so.StoreDir}}, nil
+}
+
 // serverOptions reads ConfigFile (if any) and applies the fields of o over it.
 func (o Options) serverOptions() (*server.Options, error) {
 	so := &server.Options{}

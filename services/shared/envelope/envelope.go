@@ -235,17 +235,24 @@ func (p *Publisher) PublishAfter(ctx context.Context, ev *airlockv1.Event, paren
 	msg.Header.Set(headerExpectedLastSubjSeqSubj, expectSubject)
 	ack, err := p.js.PublishMsg(ctx, msg)
 	if err != nil {
-		var apiErr *jetstream.APIError
-		// A clustered stream refuses an append to a subject another append
-		// is still in flight on with the "constant" variant: refused too.
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		if refusedAppend(err) {
 			return nil, fmt.Errorf("publish %s: %w", msg.Subject, ErrConflict)
 		}
 		return nil, fmt.Errorf("publish %s: %w", msg.Subject, err)
 	}
 	p.count(msg)
 	return ack, nil
+}
+
+// refusedAppend reports whether the stream refused a compare-and-append:
+// 10071 names the sequence it found; a replicated stream answers 10164
+// instead, also when another append to the same subject is still in flight
+// (two handlings claiming one call at once). Both mean: not stored, read
+// and decide again.
+func refusedAppend(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // headerExpectedLastSubjSeqSubj names the subject (or wildcard) whose last

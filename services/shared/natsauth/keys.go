@@ -154,3 +154,26 @@ func (c Credential) KeyPair() (nkeys.KeyPair, error) {
 	}
 	return kp, nil
 }
+
+// PublicKeysFile is the env file WriteServiceKeys writes next to the seeds.
+const PublicKeysFile = "public-keys.env"
+
+// WriteServiceKeys makes sure dir holds an nkey seed per service role and
+// the admin (<role>.nk, kept when present) and writes dir/PublicKeysFile:
+// one AIRLOCK_<ROLE>_NKEY=<public key> line per role, the variables the
+// shipped nats-server configuration reads. It returns those lines.
+func WriteServiceKeys(dir string) ([]string, error) {
+	var lines []string
+	for _, role := range append([]string{RoleAdmin}, ServiceRoles...) {
+		pub, err := EnsureSeed(filepath.Join(dir, role+".nk"))
+		if err != nil {
+			return nil, err
+		}
+		lines = append(lines, strings.TrimPrefix(EnvVar(role), "$")+"="+pub)
+	}
+	body := "# Public nkeys of airlock's service users, read by nats-server (deploy/nats/airlock.conf).\n" + strings.Join(lines, "\n") + "\n"
+	if err := os.WriteFile(filepath.Join(dir, PublicKeysFile), []byte(body), 0o644); err != nil {
+		return nil, fmt.Errorf("write %s: %w", filepath.Join(dir, PublicKeysFile), err)
+	}
+	return lines, nil
+}

@@ -1,15 +1,21 @@
 package natsauth_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // TestShippedConfigIsCurrent keeps deploy/nats/airlock.conf in step with
@@ -57,5 +63,85 @@ func TestShippedConfigLoadsInNATSServer(t *testing.T) {
 		if u.Account == nil || (u.Account.Name != natsauth.AccountAirlock && u.Account.Name != natsauth.AccountAgents) {
 			t.Fatalf("user %s is in account %v", u.Nkey, u.Account)
 		}
+	}
+}
+
+// TestServicesMayReadTheLastEventsTheirCodeReads reads, as each service's
+// own user, the last stored event of the subjects that service's code reads:
+// from the stream's leader, the executor's ledger (before a claim after a
+// redelivery or take-over) and the policy service's sequencing of revisions;
+// with Direct Get, the approval service's decision events (its sweeper's check). A refused read
+// is a permissions violation; an allowed one finds nothing (404).
+func TestServicesMayReadTheLastEventsTheirCodeReads(t *testing.T) {
+	n := testenv.StartSecureNATS(t)
+	event := func(typ string) string {
+		s, err := subject.Event("bot", "c1", typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	tests := []struct {
+		name, role, subject string
+		// leader: read from the stream's leader (bus.LastStoredLeader).
+		leader bool
+	}{
+		{"executor_reads_the_ledger_of_a_call", natsauth.RoleExecutor, subject.OfExecution("bot", "c1"), true},
+		{"executor_reads_a_started_event", natsauth.RoleExecutor, event(subject.Started), true},
+		{"approval_reads_an_approved_event", natsauth.RoleApproval, event(subject.Approved), false},
+		{"approval_reads_a_rejected_event", natsauth.RoleApproval, event(subject.Rejected), false},
+		{"approval_reads_a_changes_requested_event", natsauth.RoleApproval, event(subject.ChangesRequested), false},
+		{"approval_reads_an_expired_event", natsauth.RoleApproval, event(subject.Expired), false},
+		{"approval_reads_a_canceled_event", natsauth.RoleApproval, event(subject.Canceled), false},
+		{"policy_reads_the_last_event_of_a_call", natsauth.RolePolicy, subject.OfCall("bot", "c1"), true},
+		{"policy_reads_a_changes_requested_event", natsauth.RolePolicy, event(subject.ChangesRequested), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nc, _ := n.Connect(tt.role)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			read := bus.LastStored
+			if tt.leader {
+				read = bus.LastStoredLeader
+			}
+			m, err := read(ctx, nc, n.Config.Stream.Name, tt.subject)
+			if err != nil || m != nil {
+				t.Fatalf("%s reading the last event on %s: %v %v (want nothing stored, no error)", tt.role, tt.subject, m, err)
+			}
+		})
+	}
+}
+
+// TestTheAuditServiceMayUnpinItsConsumer: an audit replica that stops
+// releases its pinned pull (services/audit unpin) so a standby takes over
+// at once; refused, every shutdown was a permissions violation and the
+// standby waited out the pinned TTL.
+func TestTheAuditServiceMayUnpinItsConsumer(t *testing.T) {
+	n := testenv.StartSecureNATS(t)
+	nc, _ := n.Connect(natsauth.RoleAudit)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	const group = "audit"
+	cons, err := js.CreateOrUpdateConsumer(ctx, n.Config.Stream.Name, jetstream.ConsumerConfig{
+		Durable: "audit", AckPolicy: jetstream.AckAllPolicy, FilterSubject: subject.AllEvents,
+		PriorityPolicy: jetstream.PriorityPolicyPinned, PriorityGroups: []string{group}, PinnedTTL: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cons.Fetch(1, jetstream.FetchMaxWait(200*time.Millisecond), jetstream.FetchPriorityGroup(group)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, n.Config.Stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UnpinConsumer(ctx, "audit", group); err != nil {
+		t.Fatalf("the audit user unpinning its consumer: %v", err)
 	}
 }

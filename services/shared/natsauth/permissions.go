@@ -182,6 +182,9 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				directGet(n.events, subject.Requested, subject.Allowed, subject.Denied, subject.ApprovalRequested, subject.ChangesRequested),
 				// the sequence of a call's last event, for compare-and-append
 				[]string{subject.DirectGet(n.events, subject.EventsPrefix+".*.*.>")},
+				// the same read answered by the stream's leader, which the
+				// sequencing of revisions decides on (bus.LastStoredLeader)
+				[]string{"$JS.API.STREAM.MSG.GET." + n.events},
 				bucket(n.policy), bucket(n.grants), healthOf,
 			),
 			SubscribeAllow: join(inbox, micro, []string{subject.APIPrefix + ".policy.>"}),
@@ -193,6 +196,8 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				durable(n.events, n.approvalDurable),
 				events(append(slices.Clone(subject.ApprovalOutcomes), subject.Notified, subject.UnauthorizedAttempt, subject.VoteCast, subject.DecisionRefused)...),
 				system(subject.GrantCreated, subject.GrantRevoked, subject.GrantExpired),
+				// the sweeper checks that a stored decision reached the stream
+				directGet(n.events, subject.Approved, subject.Rejected, subject.ChangesRequested, subject.Expired, subject.Canceled),
 				bucket(n.approvals), bucket(n.grants), bucket(n.slackSeen),
 				[]string{subject.API("policy", "eval")}, healthOf,
 			),
@@ -205,6 +210,12 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				durable(n.events, n.executorDurable),
 				events(subject.Started, subject.Completed, subject.Failed, subject.UnauthorizedAttempt),
 				directGet(n.events, subject.Started, subject.Completed, subject.Failed),
+				// the ledger's last sequence (any executor event of the call),
+				// which a compare-and-append follows after a redelivery or a take-over
+				[]string{subject.DirectGet(n.events, subject.OfExecution("*", "*"))},
+				// the ledger read from the stream's leader, which claims decide on
+				// (bus.LastStoredLeader)
+				[]string{"$JS.API.STREAM.MSG.GET." + n.events},
 				bucket(n.executions),
 				// the tools endpoint's change notices, for the MCP gateway
 				[]string{subject.ToolsChanged}, healthOf,
@@ -215,7 +226,10 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 		}, nil
 	case RoleAudit:
 		return Permissions{
-			PublishAllow:   join(durable(n.events, n.auditDurable), readAll(n.events)),
+			// It releases its pinned pull on shutdown (UNPIN) so a standby
+			// replica takes over at once.
+			PublishAllow: join(durable(n.events, n.auditDurable), readAll(n.events),
+				[]string{"$JS.API.CONSUMER.UNPIN." + n.events + "." + n.auditDurable}),
 			SubscribeAllow: inbox,
 		}, nil
 	case RoleConsole:

@@ -114,8 +114,16 @@ func AgentEnvVar(agent string) string {
 // Shipped renders deploy/nats/airlock.conf: the server settings of a
 // production node plus the accounts, with every public key read from the
 // environment and one example agent, "bot".
-func Shipped(cfg config.Config) (string, error) {
-	spec := Spec{Config: cfg, Agents: []User{{Agent: "bot", NKey: AgentEnvVar("bot")}}}
+func Shipped(cfg config.Config) (string, error) { return ShippedFor(cfg, "bot") }
+
+// ShippedFor is Shipped with these agents instead of the example one, each
+// agent's public key read from AgentEnvVar(agent): what an operator deploys
+// once they have added their agents (and what `airlock chaos` runs).
+func ShippedFor(cfg config.Config, agents ...string) (string, error) {
+	spec := Spec{Config: cfg}
+	for _, a := range agents {
+		spec.Agents = append(spec.Agents, User{Agent: a, NKey: AgentEnvVar(a)})
+	}
 	spec.Services = append(spec.Services, User{Role: RoleAdmin, NKey: EnvVar(RoleAdmin)})
 	for _, r := range ServiceRoles {
 		spec.Services = append(spec.Services, User{Role: r, NKey: EnvVar(r)})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,4 +143,45 @@ func DevFrontendKey(t testing.TB, dataDir string) seal.Key {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// Cluster is a 3-node (or n-node) JetStream cluster on loopback with the
+// streams and buckets provisioned replicated on every node, and a client
+// connection to all of it.
+type Cluster struct {
+	Servers []*embedded.Server
+	// Config points at every node, with stream and bucket replicas = n.
+	Config config.Config
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+}
+
+// StartCluster starts an n-node cluster, provisions it (replicas = n) and
+// connects; everything is stopped when the test ends.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	servers, err := embedded.StartCluster(t.TempDir(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			if s.Running() {
+				s.Stop()
+			}
+		}
+	})
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, s.URL())
+	}
+	cfg := Config(strings.Join(urls, ","))
+	cfg.Stream.Replicas, cfg.Buckets.Replicas = n, n
+	nc, js := Connect(t, cfg.NATS.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := bus.Provision(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return &Cluster{Servers: servers, Config: cfg, NC: nc, JS: js}
 }

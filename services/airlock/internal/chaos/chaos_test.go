@@ -1,0 +1,226 @@
+package chaos
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+)
+
+func TestSameSeedSameLoadAndSchedule(t *testing.T) {
+	for _, p := range []profile{shortProfile, fullProfile} {
+		t.Run(p.name, func(t *testing.T) {
+			interval := p.load / time.Duration(p.calls)
+			if !reflect.DeepEqual(plan(7, p.calls, interval, loadAgents), plan(7, p.calls, interval, loadAgents)) {
+				t.Fatal("the same seed planned two different loads")
+			}
+			if !reflect.DeepEqual(schedule(7, p, p.load), schedule(7, p, p.load)) {
+				t.Fatal("the same seed planned two different fault schedules")
+			}
+			if reflect.DeepEqual(schedule(7, p, p.load), schedule(8, p, p.load)) && reflect.DeepEqual(plan(7, p.calls, interval, loadAgents), plan(8, p.calls, interval, loadAgents)) {
+				t.Fatal("two seeds planned the same run")
+			}
+		})
+	}
+}
+
+func TestEveryScheduleHasEveryFaultKindWithinTheLoad(t *testing.T) {
+	for _, p := range []profile{shortProfile, fullProfile} {
+		for seed := int64(1); seed <= 20; seed++ {
+			fs := schedule(seed, p, p.load)
+			kinds := map[faultKind]int{}
+			executorKilled, leaderLost := false, false
+			for _, f := range fs {
+				kinds[f.Kind]++
+				if f.At < 0 || f.At > p.load {
+					t.Fatalf("%s seed %d: %s at %s, outside the %s load", p.name, seed, f.Kind, f.At, p.load)
+				}
+				executorKilled = executorKilled || f.Kind == faultKill && strings.HasPrefix(f.Target, "executor-")
+				leaderLost = leaderLost || f.Kind == faultNodeLoss && f.Target == leaderTarget
+			}
+			for _, k := range allFaultKinds {
+				if kinds[k] == 0 {
+					t.Fatalf("%s seed %d: no %s fault in %v", p.name, seed, k, fs)
+				}
+			}
+			if !leaderLost || !executorKilled {
+				t.Fatalf("%s seed %d: the events stream's leader lost %v, an executor killed %v: want both", p.name, seed, leaderLost, executorKilled)
+			}
+		}
+	}
+}
+
+// clean is the trail of one auto-allowed call and one rejected call that
+// went right, with everything that observed them agreeing.
+func clean() observed {
+	t0 := time.Unix(1_700_000_000, 0)
+	ev := func(seq uint64, call, typ string, body *airlockv1.Event) storedEvent {
+		if body == nil {
+			body = &airlockv1.Event{}
+		}
+		body.EventId = "bot-1." + call + ".1." + typ
+		body.Revision = 1
+		return storedEvent{Seq: seq, Time: t0.Add(time.Duration(seq) * 100 * time.Millisecond), Type: typ, Agent: "bot-1", Call: call, Rev: 1, EventID: body.EventId, Ev: body}
+	}
+	completed := &airlockv1.Event{Body: &airlockv1.Event_Completed{Completed: &airlockv1.Completed{ResultJson: `{"ok":true}`}}}
+	o := observed{
+		Events: []storedEvent{
+			ev(1, "a", subject.Requested, nil), ev(2, "a", subject.Allowed, nil), ev(3, "a", subject.Started, nil), ev(4, "a", subject.Completed, completed),
+			ev(5, "b", subject.Requested, nil), ev(6, "b", subject.ApprovalRequested, nil), ev(7, "b", subject.Rejected, nil),
+		},
+		CH:    map[uint64]string{},
+		Execs: []execution{{Server: serverHook, Tool: toolNotify, Agent: "bot-1", Call: "a", Key: "bot-1.a.1"}},
+		Calls: []callRecord{
+			{plannedCall: plannedCall{Agent: "bot-1", ID: "a", Server: serverHook, Tool: toolNotify}, Submitted: t0,
+				Outcomes: map[uint32]airlock.Outcome{1: {Revision: 1, Status: airlock.StatusCompleted, Result: []byte(`{"ok":true}`)}}},
+			{plannedCall: plannedCall{Agent: "bot-1", ID: "b", Server: serverHook, Tool: toolTransfer, Review: rejectREST}, Submitted: t0,
+				Outcomes:  map[uint32]airlock.Outcome{1: {Revision: 1, Status: airlock.StatusRejected}},
+				Decisions: []decisionRecord{{Rev: 1, Kind: subject.Rejected, Channel: "api", Changed: true, State: "rejected"}}},
+		},
+		Approvals: []*airlockv1.ApprovalRecord{{Call: &airlockv1.ToolCall{AgentId: "bot-1", CallId: "b", Revision: 1}, State: airlockv1.ApprovalState_APPROVAL_STATE_REJECTED}},
+		Faults:    []faultResult{{fault: fault{Kind: faultKill}, Recovered: true, Start: t0, Healed: t0.Add(time.Second)}},
+		Verify:    verifyResult{OK: true, Output: "OK: 7 events verified"},
+	}
+	for _, e := range o.Events {
+		o.CH[e.Seq] = e.EventID
+	}
+	return o
+}
+
+func TestAnalyseFindsEachViolation(t *testing.T) {
+	if r := analyse(clean(), idempotentTool); r.Violations != 0 {
+		t.Fatalf("a clean run has violations: %+v", r.Checks)
+	}
+	tests := []struct {
+		name   string
+		check  string
+		break_ func(*observed)
+	}{
+		{"a_non_idempotent_call_ran_twice", "non-idempotent calls executed more than once", func(o *observed) {
+			o.Execs = append(o.Execs, o.Execs[0])
+		}},
+		{"an_idempotent_call_ran_again_with_another_key", "idempotent calls re-sent with another idempotency key", func(o *observed) {
+			o.Execs[0].Tool = toolLookup
+			again := o.Execs[0]
+			again.Key = "other"
+			o.Execs = append(o.Execs, again)
+		}},
+		{"a_rejected_call_ran", "executions never allowed or approved", func(o *observed) {
+			o.Execs = append(o.Execs, execution{Server: serverHook, Tool: toolTransfer, Agent: "bot-1", Call: "b", Key: "bot-1.b.1"})
+		}},
+		{"a_started_call_ended_twice", "started calls without exactly one terminal event", func(o *observed) {
+			e := o.Events[3]
+			e.Seq, e.Type = 8, subject.Failed
+			o.Events = append(o.Events, e)
+			o.CH[8] = e.EventID
+		}},
+		{"an_allowed_call_never_ended", "calls decided to run that never ended", func(o *observed) {
+			o.Events = o.Events[:2]
+			o.CH = map[uint64]string{1: o.Events[0].EventID, 2: o.Events[1].EventID}
+			o.Calls = o.Calls[:1]
+			o.Calls[0].Outcomes = nil
+			o.Execs = nil
+		}},
+		{"a_decision_is_only_in_the_bucket", "decided calls whose decision event is missing", func(o *observed) {
+			o.Approvals[0].State = airlockv1.ApprovalState_APPROVAL_STATE_APPROVED
+		}},
+		{"an_event_never_reached_clickhouse", "events in the stream missing from ClickHouse", func(o *observed) {
+			delete(o.CH, 3)
+		}},
+		{"clickhouse_holds_an_event_the_stream_does_not", "events in ClickHouse not in the stream", func(o *observed) {
+			o.CH[99] = "forged"
+		}},
+		{"the_audit_chain_is_broken", "airlock audit verify", func(o *observed) {
+			o.Verify = verifyResult{Output: "BROKEN at seq 3"}
+		}},
+		{"an_agent_saw_another_outcome", "agent-visible outcomes that differ from the stream", func(o *observed) {
+			o.Calls[0].Outcomes[1] = airlock.Outcome{Revision: 1, Status: airlock.StatusFailed}
+		}},
+		{"an_acknowledged_request_was_lost", "acknowledged requests never recorded", func(o *observed) {
+			o.Calls = append(o.Calls, callRecord{plannedCall: plannedCall{Agent: "bot-2", ID: "lost"}, Submitted: time.Now()})
+		}},
+		{"a_valid_revision_was_refused", "valid requests refused as invalid", func(o *observed) {
+			e := o.Events[6]
+			e.Seq, e.Type = 8, subject.Invalid
+			e.Ev = &airlockv1.Event{Revision: 1, Body: &airlockv1.Event_Invalid{Invalid: &airlockv1.Invalid{Reason: "revision 2 can follow only a request for changes"}}}
+			o.Events = append(o.Events[:6], e)
+			o.CH = map[uint64]string{}
+			for _, ev := range o.Events {
+				o.CH[ev.Seq] = ev.EventID
+			}
+			o.Calls[1].Outcomes[1] = airlock.Outcome{Revision: 1, Status: airlock.StatusInvalid}
+		}},
+		{"a_service_lacked_a_permission", "NATS permission violations in service logs", func(o *observed) {
+			o.PermissionViolations = map[string][]string{"approval-1": {"Permissions Violation for Publish to x"}}
+		}},
+		{"the_layout_did_not_recover", "faults the layout did not recover from", func(o *observed) {
+			o.Faults[0].Recovered = false
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := clean()
+			tt.break_(&o)
+			r := analyse(o, idempotentTool)
+			var violated []string
+			for _, c := range r.Checks {
+				if c.Violated {
+					violated = append(violated, c.Name)
+				}
+			}
+			found := false
+			for _, v := range violated {
+				found = found || v == tt.check
+			}
+			if !found {
+				t.Fatalf("%q not reported; violated: %v", tt.check, violated)
+			}
+		})
+	}
+}
+
+func TestLatencyQuantiles(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	l := latency(ds)
+	if l.N != 100 || l.P50MS != 51 || l.P99MS != 100 || l.MaxMS != 100 {
+		t.Fatalf("latency %+v", l)
+	}
+}
+
+// A reply refused after its service reconnected is stale (the request came
+// over the lost connection), not a permission the service lacks; any other
+// refusal, and a refused reply before a reconnect or after a restart, is a
+// violation. The lines are from a run's approval log.
+func TestSplitViolationsKeepsStaleRepliesApart(t *testing.T) {
+	const (
+		start     = "=== approval-2 start 1 at 2026-11-22T23:55:12.189312021Z"
+		reconnect = `time=2026-11-22T23:55:30.977Z level=INFO msg="reconnected to NATS" url=nats://127.0.0.1:44087`
+		reply     = `time=2026-11-22T23:55:37.300Z level=ERROR msg="NATS async error" subject="" err="nats: permissions violation: Permissions Violation for Publish to \"_INBOX.EWpfS1hJ67wWI94kMk3VMM.W7WHkTtR\""`
+		lacked    = `time=2026-11-22T23:56:10.488Z level=ERROR msg="NATS async error" subject="" err="nats: permissions violation: Permissions Violation for Publish to \"$JS.API.CONSUMER.UNPIN.AIRLOCK_EVENTS.audit\""`
+	)
+	tests := []struct {
+		name              string
+		log               []string
+		violations, stale int
+	}{
+		{"reply_after_a_reconnect_is_stale", []string{start, reconnect, reply}, 0, 1},
+		{"reply_before_any_reconnect_is_a_violation", []string{start, reply, reconnect}, 1, 0},
+		{"a_restart_forgets_the_reconnect", []string{start, reconnect, "=== approval-2 start 2 at x", reply}, 1, 0},
+		{"a_lacking_permission_is_a_violation_after_a_reconnect_too", []string{start, reconnect, lacked}, 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, s := splitViolations(strings.Join(tt.log, "\n"))
+			if len(v) != tt.violations || len(s) != tt.stale {
+				t.Fatalf("violations %q, stale %q; want %d and %d", v, s, tt.violations, tt.stale)
+			}
+		})
+	}
+}

@@ -1,0 +1,534 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+)
+
+// Check is one line of the report: a count that must be zero (or a
+// result that must be OK), with examples when it is not.
+type Check struct {
+	Name string `json:"name"`
+	// Value is the count (or "OK" / a verdict for non-counts).
+	Value    string   `json:"value"`
+	Violated bool     `json:"violated"`
+	Examples []string `json:"examples,omitempty"`
+}
+
+// Info is a figure worth reading that is not a violation.
+type Info struct {
+	Name     string   `json:"name"`
+	Value    string   `json:"value"`
+	Examples []string `json:"examples,omitempty"`
+}
+
+// FaultReport is one fault as it happened, with how the system coped.
+type FaultReport struct {
+	Kind   string  `json:"kind"`
+	Target string  `json:"target"`
+	AtS    float64 `json:"at_s"`
+	ForS   float64 `json:"for_s"`
+	// RecoveredS: seconds from the fault until an auto-allowed call
+	// submitted from then on completed (ClickHouse: from its restart until
+	// it held every event stored before); -1 if it did not within the limit.
+	RecoveredS float64 `json:"recovered_s"`
+	// SlowestInFlightS: the longest decision-to-end of the calls decided
+	// before the fault and not ended when it began.
+	SlowestInFlightS float64 `json:"slowest_in_flight_s"`
+	Error            string  `json:"error,omitempty"`
+}
+
+// Latency of decision (allowed / approved) to completion.
+type Latency struct {
+	N     int     `json:"n"`
+	P50MS float64 `json:"p50_ms"`
+	P99MS float64 `json:"p99_ms"`
+	MaxMS float64 `json:"max_ms"`
+}
+
+// Report is the result of a run.
+type Report struct {
+	Seed     int64   `json:"seed"`
+	Profile  string  `json:"profile"`
+	Calls    int     `json:"calls"`
+	Events   int     `json:"events"`
+	LoadS    float64 `json:"load_s"`
+	TotalS   float64 `json:"total_s"`
+	RunDir   string  `json:"run_dir"`
+	Topology string  `json:"topology"`
+	// Outcomes counts calls by how their last revision ended (from the stream).
+	Outcomes   map[string]int `json:"outcomes"`
+	Checks     []Check        `json:"checks"`
+	Info       []Info         `json:"info"`
+	Faults     []FaultReport  `json:"faults"`
+	Latency    Latency        `json:"decision_to_completion"`
+	UnderFault Latency        `json:"decision_to_completion_under_fault"`
+	// Slowest are the calls with the longest decision to completion (times
+	// from the first event of the run).
+	Slowest    []string `json:"slowest"`
+	Verify     string   `json:"audit_verify"`
+	Violations int      `json:"violations"`
+}
+
+// maxExamples bounds the examples kept per check.
+const maxExamples = 5
+
+// revTrail is what the stream says about one call revision.
+type revTrail struct {
+	agent, call string
+	rev         uint32
+	types       map[string]int
+	decidedAt   time.Time // allowed or approved
+	end         *storedEvent
+	started     int
+}
+
+// callTrail is one call's revisions, in the stream.
+type callTrail struct {
+	revs map[uint32]*revTrail
+	last uint32
+}
+
+// ends are the event types that end a revision, as the SDK reads them.
+var ends = map[string]bool{
+	subject.Denied: true, subject.Rejected: true, subject.ChangesRequested: true, subject.Expired: true,
+	subject.Canceled: true, subject.Completed: true, subject.Failed: true, subject.Invalid: true,
+}
+
+func trails(evs []storedEvent) map[string]*callTrail {
+	out := map[string]*callTrail{}
+	for i := range evs {
+		e := &evs[i]
+		if e.Agent == "" || strings.HasPrefix(e.Agent, "_") || e.Rev == 0 {
+			continue
+		}
+		ck := e.Agent + "/" + e.Call
+		ct := out[ck]
+		if ct == nil {
+			ct = &callTrail{revs: map[uint32]*revTrail{}}
+			out[ck] = ct
+		}
+		rt := ct.revs[e.Rev]
+		if rt == nil {
+			rt = &revTrail{agent: e.Agent, call: e.Call, rev: e.Rev, types: map[string]int{}}
+			ct.revs[e.Rev] = rt
+		}
+		if e.Rev > ct.last {
+			ct.last = e.Rev
+		}
+		rt.types[e.Type]++
+		switch e.Type {
+		case subject.Allowed, subject.Approved:
+			if rt.decidedAt.IsZero() {
+				rt.decidedAt = e.Time
+			}
+		case subject.Started:
+			rt.started++
+		}
+		if ends[e.Type] && rt.end == nil {
+			rt.end = e
+		}
+	}
+	return out
+}
+
+// outcomeName names how a revision ended: "completed", "failed/indeterminate", ...
+func outcomeName(e *storedEvent) string {
+	if e == nil {
+		return "no outcome"
+	}
+	if e.Type == subject.Failed && e.Ev != nil {
+		return "failed/" + e.Ev.GetFailed().GetOutcome() + "/" + e.Ev.GetFailed().GetReason()
+	}
+	return e.Type
+}
+
+// checker accumulates the report's checks.
+type checker struct{ r *Report }
+
+func (c checker) count(name string, examples []string) {
+	ch := Check{Name: name, Value: fmt.Sprint(len(examples)), Violated: len(examples) > 0}
+	if len(examples) > maxExamples {
+		examples = examples[:maxExamples]
+	}
+	ch.Examples = examples
+	c.r.Checks = append(c.r.Checks, ch)
+}
+
+func (c checker) info(name string, v any) {
+	c.r.Info = append(c.r.Info, Info{Name: name, Value: fmt.Sprint(v)})
+}
+
+// analyse turns what was observed into the report. It is pure: every check
+// is a function of the stream, ClickHouse, the approval records, the tool
+// server's executions and what agents and reviewers saw.
+func analyse(o observed, idempotent func(server, tool string) bool) Report {
+	r := Report{Outcomes: map[string]int{}, Events: len(o.Events)}
+	c := checker{&r}
+	tr := trails(o.Events)
+
+	// Calls by outcome (the last revision of every call the load made).
+	revised := 0
+	var unrecorded []string
+	for _, call := range o.Calls {
+		ct := tr[call.Agent+"/"+call.ID]
+		if ct == nil {
+			r.Outcomes["never recorded"]++
+			if !call.Submitted.IsZero() {
+				unrecorded = append(unrecorded, call.Agent+"/"+call.ID+": the intake stream acknowledged it, no event records it")
+			}
+			continue
+		}
+		if ct.last > 1 {
+			revised++
+		}
+		r.Outcomes[outcomeName(ct.revs[ct.last].end)]++
+	}
+	c.count("acknowledged requests never recorded", unrecorded)
+	// The load sends only valid requests, revisions only after a request
+	// for changes: any invalid is a valid request refused.
+	var refused []string
+	for _, call := range o.Calls {
+		if ct := tr[call.Agent+"/"+call.ID]; ct != nil {
+			for rev, rt := range ct.revs {
+				if rt.end != nil && rt.end.Type == subject.Invalid {
+					refused = append(refused, fmt.Sprintf("%s/%s rev %d: %s", call.Agent, call.ID, rev, rt.end.Ev.GetInvalid().GetReason()))
+				}
+			}
+		}
+	}
+	c.count("valid requests refused as invalid", refused)
+	c.info("calls revised after changes were requested", revised)
+
+	// Executions per call, from the tool server.
+	type execKey struct{ agent, call string }
+	byCall := map[execKey][]execution{}
+	for _, ex := range o.Execs {
+		byCall[execKey{ex.Agent, ex.Call}] = append(byCall[execKey{ex.Agent, ex.Call}], ex)
+	}
+	edited := map[string]bool{}
+	for _, call := range o.Calls {
+		for _, d := range call.Decisions {
+			if d.Edited && d.Changed {
+				edited[call.Agent+"/"+call.ID] = true
+			}
+		}
+	}
+	var twice, otherKey, unstarted, undecided, notAsEdited []string
+	sameKeyReruns := 0
+	for k, exs := range byCall {
+		name := k.agent + "/" + k.call
+		ex0 := exs[0]
+		keys := map[string]bool{}
+		for _, ex := range exs {
+			keys[ex.Key] = true
+			if edited[name] && ex.Args["edited"] != true {
+				notAsEdited = append(notAsEdited, fmt.Sprintf("%s ran with %v after an edit was approved", name, ex.Args))
+			}
+		}
+		if len(exs) > 1 {
+			if !idempotent(ex0.Server, ex0.Tool) {
+				twice = append(twice, fmt.Sprintf("%s (%s__%s) ran %d times", name, ex0.Server, ex0.Tool, len(exs)))
+			} else if len(keys) > 1 {
+				otherKey = append(otherKey, fmt.Sprintf("%s ran with keys %v", name, sortedKeys(keys)))
+			} else {
+				sameKeyReruns += len(exs) - 1
+			}
+		}
+		ct := tr[name]
+		started, decided := 0, false
+		if ct != nil {
+			for _, rt := range ct.revs {
+				started += rt.started
+				decided = decided || !rt.decidedAt.IsZero()
+			}
+		}
+		if started == 0 {
+			unstarted = append(unstarted, name+" ran without an exec.started (claim) event")
+		}
+		if !decided {
+			undecided = append(undecided, name+" ran without an allowed or approved event")
+		}
+	}
+	c.count("non-idempotent calls executed more than once", twice)
+	c.count("idempotent calls re-sent with another idempotency key", otherKey)
+	c.info("idempotent re-sends with the same key", sameKeyReruns)
+	c.count("executions without a claim (exec.started)", unstarted)
+	c.count("executions never allowed or approved", undecided)
+	c.count("edited calls not run with the edited arguments", notAsEdited)
+	if o.BadSigs > 0 {
+		c.count("webhook requests with a bad signature", []string{fmt.Sprintf("%d requests", o.BadSigs)})
+	}
+
+	// The execution ledger: one end per started revision; nothing decided
+	// to run or requested is left without an end.
+	var notOneEnd, decidedNoEnd, noOutcome []string
+	keys := make([]string, 0, len(tr))
+	for k := range tr {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ct := tr[k]
+		for rev, rt := range ct.revs {
+			execEnds := rt.types[subject.Completed] + rt.types[subject.Failed]
+			if rt.started > 0 && execEnds != 1 {
+				notOneEnd = append(notOneEnd, fmt.Sprintf("%s rev %d: %d started, %d completed/failed", k, rev, rt.started, execEnds))
+			}
+			if !rt.decidedAt.IsZero() && execEnds == 0 {
+				decidedNoEnd = append(decidedNoEnd, fmt.Sprintf("%s rev %d: %v", k, rev, rt.types))
+			}
+		}
+		if last := ct.revs[ct.last]; last.end == nil {
+			noOutcome = append(noOutcome, fmt.Sprintf("%s rev %d: %v", k, ct.last, last.types))
+		}
+	}
+	c.count("started calls without exactly one terminal event", notOneEnd)
+	c.count("calls decided to run that never ended", decidedNoEnd)
+	c.count("calls without an outcome", noOutcome)
+
+	// Decisions: every decision the approval service made (answered to a
+	// reviewer, or recorded in its bucket) is in the stream.
+	var missing []string
+	has := func(agent, call string, rev uint32, typ string) bool {
+		ct := tr[agent+"/"+call]
+		return ct != nil && ct.revs[rev] != nil && ct.revs[rev].types[typ] > 0
+	}
+	for _, call := range o.Calls {
+		for _, d := range call.Decisions {
+			if d.Changed && !has(call.Agent, call.ID, d.Rev, d.Kind) {
+				missing = append(missing, fmt.Sprintf("%s/%s rev %d: %s via %s answered %s, no %s event", call.Agent, call.ID, d.Rev, d.Kind, d.Channel, d.State, d.Kind))
+			}
+		}
+	}
+	for _, rec := range o.Approvals {
+		typ := decisionEvent(rec.GetState())
+		if typ != "" && !has(rec.GetCall().GetAgentId(), rec.GetCall().GetCallId(), rec.GetCall().GetRevision(), typ) {
+			missing = append(missing, fmt.Sprintf("%s/%s rev %d: record %s, no %s event", rec.GetCall().GetAgentId(), rec.GetCall().GetCallId(),
+				rec.GetCall().GetRevision(), stateName(rec.GetState()), typ))
+		}
+	}
+	c.count("decided calls whose decision event is missing", missing)
+
+	// The audit store against the stream.
+	var lost, extra []string
+	inStream := map[uint64]bool{}
+	for _, e := range o.Events {
+		inStream[e.Seq] = true
+		id, ok := o.CH[e.Seq]
+		switch {
+		case !ok:
+			lost = append(lost, fmt.Sprintf("seq %d (%s %s/%s)", e.Seq, e.Type, e.Agent, e.Call))
+		case id != e.EventID:
+			extra = append(extra, fmt.Sprintf("seq %d is %s in ClickHouse, %s in the stream", e.Seq, id, e.EventID))
+		}
+	}
+	for seq, id := range o.CH {
+		if !inStream[seq] {
+			extra = append(extra, fmt.Sprintf("seq %d (%s)", seq, id))
+		}
+	}
+	sort.Strings(extra)
+	c.count("events in the stream missing from ClickHouse", lost)
+	c.count("events in ClickHouse not in the stream", extra)
+	r.Verify = o.Verify.Output
+	verify := Check{Name: "airlock audit verify", Value: "OK", Violated: !o.Verify.OK}
+	if !o.Verify.OK {
+		verify.Value, verify.Examples = "FAILED", []string{o.Verify.Output}
+	}
+	r.Checks = append(r.Checks, verify)
+
+	// What agents saw against what the stream says.
+	var differ []string
+	awaitErrs, submitRetries, slackClicks, slackFallbacks := 0, 0, 0, 0
+	var reviewErrs []string
+	for _, call := range o.Calls {
+		submitRetries += call.SubmitErrors
+		slackClicks += call.SlackClicks
+		awaitErrs += len(call.AwaitErrs)
+		if call.SlackFallback {
+			slackFallbacks++
+		}
+		if call.ReviewErr != "" {
+			reviewErrs = append(reviewErrs, call.Agent+"/"+call.ID+": "+call.ReviewErr)
+		}
+		ct := tr[call.Agent+"/"+call.ID]
+		for rev, out := range call.Outcomes {
+			var end *storedEvent
+			if ct != nil && ct.revs[rev] != nil {
+				end = ct.revs[rev].end
+			}
+			if why := sameOutcome(out, end); why != "" {
+				differ = append(differ, fmt.Sprintf("%s/%s rev %d: %s", call.Agent, call.ID, rev, why))
+			}
+		}
+		if len(call.Outcomes) == 0 && ct != nil && ct.revs[ct.last].end != nil {
+			differ = append(differ, fmt.Sprintf("%s/%s: the agent saw no outcome (%s), the stream says %s", call.Agent, call.ID,
+				strings.Join(call.AwaitErrs, "; "), outcomeName(ct.revs[ct.last].end)))
+		}
+	}
+	c.count("agent-visible outcomes that differ from the stream", differ)
+
+	var perms []string
+	for p, lines := range o.PermissionViolations {
+		perms = append(perms, fmt.Sprintf("%s: %s", p, lines[0]))
+	}
+	sort.Strings(perms)
+	c.count("NATS permission violations in service logs", perms)
+	var stale []string
+	for p, lines := range o.StaleReplies {
+		stale = append(stale, fmt.Sprintf("%s: %d", p, len(lines)))
+	}
+	sort.Strings(stale)
+	c.r.Info = append(c.r.Info, Info{Name: "replies NATS refused after a reconnect (stale requests)",
+		Value: fmt.Sprint(len(stale)), Examples: stale})
+
+	var unrecovered, faultErrs []string
+	for _, f := range o.Faults {
+		if !f.Recovered {
+			unrecovered = append(unrecovered, fmt.Sprintf("%s %s at %s", f.Kind, f.Resolved, f.At))
+		}
+		if f.Err != "" {
+			faultErrs = append(faultErrs, fmt.Sprintf("%s %s: %s", f.Kind, f.Resolved, f.Err))
+		}
+	}
+	c.count("faults the layout did not recover from", unrecovered)
+	c.count("faults that could not be applied or healed", faultErrs)
+	if o.CollectErr != "" {
+		c.count("the checks could not read everything", []string{o.CollectErr})
+	}
+
+	c.info("submits retried by agents", submitRetries)
+	c.info("awaits that ended without an outcome", awaitErrs)
+	c.info("Slack clicks (a person clicks again when the card does not change)", slackClicks)
+	c.info("Slack decisions made in the console because no card came", slackFallbacks)
+	c.r.Info = append(c.r.Info, Info{Name: "reviews that could not be made (the call expired first, or an error)", Value: fmt.Sprint(len(reviewErrs)),
+		Examples: reviewErrs[:min(len(reviewErrs), 3)]})
+
+	// Latency of decision to end, overall and for calls in flight during a fault.
+	var all, under []time.Duration
+	type slow struct {
+		d    time.Duration
+		what string
+	}
+	var slowest []slow
+	var first time.Time
+	if len(o.Events) > 0 {
+		first = o.Events[0].Time
+	}
+	for _, ct := range tr {
+		for _, rt := range ct.revs {
+			if rt.decidedAt.IsZero() || rt.end == nil || (rt.end.Type != subject.Completed && rt.end.Type != subject.Failed) {
+				continue
+			}
+			d := rt.end.Time.Sub(rt.decidedAt)
+			all = append(all, d)
+			slowest = append(slowest, slow{d, fmt.Sprintf("%s/%s rev %d: decided at %.1fs, %s %.2fs later", rt.agent, rt.call, rt.rev,
+				rt.decidedAt.Sub(first).Seconds(), outcomeName(rt.end), d.Seconds())})
+			for _, f := range o.Faults {
+				if rt.decidedAt.Before(f.Healed) && rt.end.Time.After(f.Start) {
+					under = append(under, d)
+					break
+				}
+			}
+		}
+	}
+	r.Latency, r.UnderFault = latency(all), latency(under)
+	sort.Slice(slowest, func(i, j int) bool { return slowest[i].d > slowest[j].d })
+	for i := 0; i < len(slowest) && i < maxExamples; i++ {
+		r.Slowest = append(r.Slowest, slowest[i].what)
+	}
+
+	for _, f := range o.Faults {
+		fr := FaultReport{Kind: string(f.Kind), Target: f.Resolved, AtS: f.At.Seconds(), ForS: f.For.Seconds(), RecoveredS: -1, Error: f.Err}
+		if f.Recovered {
+			fr.RecoveredS = round3(f.RecoveredAfter.Seconds())
+		}
+		for _, ct := range tr {
+			for _, rt := range ct.revs {
+				if !rt.decidedAt.IsZero() && rt.decidedAt.Before(f.Start) && rt.end != nil && rt.end.Time.After(f.Start) {
+					fr.SlowestInFlightS = max(fr.SlowestInFlightS, round3(rt.end.Time.Sub(rt.decidedAt).Seconds()))
+				}
+			}
+		}
+		r.Faults = append(r.Faults, fr)
+	}
+
+	for _, ch := range r.Checks {
+		if ch.Violated {
+			r.Violations++
+		}
+	}
+	return r
+}
+
+// decisionEvent is the event an approval record's state must have produced.
+func decisionEvent(s airlockv1.ApprovalState) string {
+	switch s {
+	case airlockv1.ApprovalState_APPROVAL_STATE_APPROVED, airlockv1.ApprovalState_APPROVAL_STATE_EXECUTING,
+		airlockv1.ApprovalState_APPROVAL_STATE_COMPLETED, airlockv1.ApprovalState_APPROVAL_STATE_FAILED:
+		return subject.Approved
+	case airlockv1.ApprovalState_APPROVAL_STATE_REJECTED:
+		return subject.Rejected
+	case airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED:
+		return subject.ChangesRequested
+	case airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED:
+		return subject.Expired
+	case airlockv1.ApprovalState_APPROVAL_STATE_CANCELED:
+		return subject.Canceled
+	}
+	return ""
+}
+
+// sameOutcome says how what the agent saw differs from the revision's first
+// end in the stream, or "" when it does not.
+func sameOutcome(out airlock.Outcome, end *storedEvent) string {
+	if end == nil {
+		return fmt.Sprintf("the agent saw %s, the stream has no end", out.Status)
+	}
+	if string(out.Status) != end.Type {
+		return fmt.Sprintf("the agent saw %s, the stream says %s", out.Status, end.Type)
+	}
+	if end.Ev == nil {
+		return ""
+	}
+	switch b := end.Ev.Body.(type) {
+	case *airlockv1.Event_Completed:
+		if b.Completed.GetResultJson() != "" && string(out.Result) != b.Completed.GetResultJson() {
+			return "the agent saw another result than the stream's"
+		}
+	case *airlockv1.Event_Failed:
+		if out.FailureOutcome != b.Failed.GetOutcome() {
+			return fmt.Sprintf("the agent saw failure outcome %q, the stream says %q", out.FailureOutcome, b.Failed.GetOutcome())
+		}
+	}
+	return ""
+}
+
+func latency(ds []time.Duration) Latency {
+	if len(ds) == 0 {
+		return Latency{}
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	q := func(p float64) float64 {
+		return round3(float64(ds[min(len(ds)-1, int(p*float64(len(ds))))].Microseconds()) / 1000)
+	}
+	return Latency{N: len(ds), P50MS: q(0.50), P99MS: q(0.99), MaxMS: round3(float64(ds[len(ds)-1].Microseconds()) / 1000)}
+}
+
+func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

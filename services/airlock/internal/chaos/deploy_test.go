@@ -1,0 +1,501 @@
+package chaos
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"gopkg.in/yaml.v3"
+
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
+)
+
+// deployDir is the repository's deploy/.
+var deployDir = filepath.Join("..", "..", "..", "..", "deploy")
+
+// held is what one service process is given: the NATS user it connects
+// as, the secret files it can read, and which secret settings it gets.
+type held struct {
+	Role     string
+	Files    []string
+	Settings []string
+	Replicas int
+}
+
+// expected is what Topology says a service holds.
+func expected(s Service) held {
+	h := held{Role: s.Role, Files: []string{SeedFile(s.Role)}, Replicas: s.Replicas}
+	add := func(on bool, setting string) {
+		if on {
+			h.Settings = append(h.Settings, setting)
+		}
+	}
+	add(s.DecisionKey, "decision_key")
+	add(s.FrontendKey, "frontend_key")
+	add(s.AuditKey, "audit_key")
+	add(s.ClickHouse, "clickhouse")
+	add(s.SlackBot, "slack_bot")
+	add(s.SlackSigning, "slack_signing")
+	add(s.ToolSecrets, "tool_secrets")
+	if s.DecisionKey {
+		h.Files = append(h.Files, DecisionKeyFile)
+	}
+	if s.FrontendKey {
+		h.Files = append(h.Files, FrontendKeyFile)
+	}
+	if s.AuditKey {
+		h.Files = append(h.Files, AuditKeyFile)
+	}
+	return h.sorted()
+}
+
+func (h held) sorted() held {
+	sort.Strings(h.Files)
+	sort.Strings(h.Settings)
+	return h
+}
+
+// settingsOf names the secret settings among environment variable names.
+func settingsOf(env []string) []string {
+	names := map[string]string{
+		"AIRLOCK_SECURITY_DECISION_KEY_FILE": "decision_key", "AIRLOCK_SECURITY_FRONTEND_KEY_FILE": "frontend_key",
+		"AIRLOCK_AUDIT_KEY_FILE": "audit_key", "AIRLOCK_AUDIT_KEY": "audit_key",
+		"AIRLOCK_CLICKHOUSE_DSN": "clickhouse", "AIRLOCK_SLACK_BOT_TOKEN": "slack_bot", "AIRLOCK_SLACK_SIGNING_SECRET": "slack_signing",
+		toolSecretEnv: "tool_secrets",
+	}
+	var out []string
+	for _, e := range env {
+		if s, ok := names[e]; ok && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// roleOfSeed reads the role from a seed file path (".../<role>.nk").
+func roleOfSeed(path string) string { return strings.TrimSuffix(filepath.Base(path), ".nk") }
+
+// --- Kubernetes ---
+
+type k8sEnv struct {
+	Name      string `yaml:"name"`
+	Value     string `yaml:"value"`
+	ValueFrom any    `yaml:"valueFrom"`
+}
+
+type k8sPod struct {
+	Containers []struct {
+		Args    []string `yaml:"args"`
+		Env     []k8sEnv `yaml:"env"`
+		EnvFrom []struct {
+			SecretRef struct {
+				Name string `yaml:"name"`
+			} `yaml:"secretRef"`
+		} `yaml:"envFrom"`
+	} `yaml:"containers"`
+	Volumes []struct {
+		Name   string `yaml:"name"`
+		Secret *struct {
+			SecretName  string `yaml:"secretName"`
+			DefaultMode *int   `yaml:"defaultMode"`
+			Items       []struct {
+				Key  string `yaml:"key"`
+				Mode *int   `yaml:"mode"`
+			} `yaml:"items"`
+		} `yaml:"secret"`
+	} `yaml:"volumes"`
+}
+
+type k8sObject struct {
+	Kind     string `yaml:"kind"`
+	Metadata struct {
+		Name string `yaml:"name"`
+	} `yaml:"metadata"`
+	Data map[string]string `yaml:"data"`
+	Spec struct {
+		Replicas int `yaml:"replicas"`
+		Template struct {
+			Spec k8sPod `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+func readK8s(t *testing.T, name string) []k8sObject {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(deployDir, "k8s", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []k8sObject
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	for {
+		var o k8sObject
+		if err := dec.Decode(&o); errors.Is(err, io.EOF) {
+			return out
+		} else if err != nil {
+			t.Fatalf("deploy/k8s/%s: %v", name, err)
+		}
+		out = append(out, o)
+	}
+}
+
+// heldByPod is what a pod's first container is given.
+func heldByPod(p k8sPod, replicas int) held {
+	h := held{Replicas: replicas}
+	c := p.Containers[0]
+	var env []string
+	for _, e := range c.Env {
+		env = append(env, e.Name)
+		if e.Name == "AIRLOCK_NATS_NKEY_SEED_FILE" {
+			h.Role = roleOfSeed(e.Value)
+		}
+	}
+	for _, ef := range c.EnvFrom {
+		if ef.SecretRef.Name == "airlock-tool-secrets" {
+			env = append(env, toolSecretEnv)
+		}
+	}
+	h.Settings = settingsOf(env)
+	for _, v := range p.Volumes {
+		if v.Secret != nil {
+			for _, it := range v.Secret.Items {
+				h.Files = append(h.Files, it.Key)
+			}
+		}
+	}
+	return h.sorted()
+}
+
+func TestKubernetesManifestsMatchTheChaosLayout(t *testing.T) {
+	objs := append(readK8s(t, "airlock.yaml"), readK8s(t, "nats.yaml")...)
+	byName := map[string]k8sObject{}
+	deployments := map[string]bool{}
+	for _, o := range objs {
+		byName[o.Kind+"/"+o.Metadata.Name] = o
+		if o.Kind == "Deployment" {
+			deployments[o.Metadata.Name] = true
+		}
+	}
+	for _, s := range Topology() {
+		t.Run(s.Name+"_holds_its_own_user_and_keys", func(t *testing.T) {
+			d, ok := byName["Deployment/airlock-"+s.Name]
+			if !ok {
+				t.Fatalf("no Deployment airlock-%s in deploy/k8s/airlock.yaml", s.Name)
+			}
+			delete(deployments, "airlock-"+s.Name)
+			if args := d.Spec.Template.Spec.Containers[0].Args; len(args) < 2 || args[0] != "serve" || args[1] != s.Name {
+				t.Fatalf("airlock-%s runs %v, want serve %s", s.Name, args, s.Name)
+			}
+			got, want := heldByPod(d.Spec.Template.Spec, d.Spec.Replicas), expected(s)
+			if !equalHeld(got, want) {
+				t.Fatalf("airlock-%s holds %+v, the chaos layout runs it with %+v", s.Name, got, want)
+			}
+		})
+	}
+	// The audit service refuses a key file others can read (audit.LoadKey);
+	// a secret volume's files are 0644 unless the manifest says otherwise.
+	t.Run("the_audit_key_is_readable_by_its_owner_alone", func(t *testing.T) {
+		found := false
+		for _, o := range objs {
+			for _, v := range o.Spec.Template.Spec.Volumes {
+				if v.Secret == nil {
+					continue
+				}
+				for _, it := range v.Secret.Items {
+					if it.Key != AuditKeyFile {
+						continue
+					}
+					found = true
+					mode := 0o644
+					if v.Secret.DefaultMode != nil {
+						mode = *v.Secret.DefaultMode
+					}
+					if it.Mode != nil {
+						mode = *it.Mode
+					}
+					if mode&0o077 != 0 {
+						t.Fatalf("%s %s mounts %s with mode %04o: the audit service refuses a key others can read", o.Kind, o.Metadata.Name, AuditKeyFile, mode)
+					}
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("no pod mounts %s", AuditKeyFile)
+		}
+	})
+	t.Run("no_service_beyond_the_chaos_layout", func(t *testing.T) {
+		if len(deployments) > 0 {
+			t.Fatalf("Deployments %v are not in chaos.Topology", deployments)
+		}
+	})
+	t.Run("provisioning_is_the_admins_init_step", func(t *testing.T) {
+		j, ok := byName["Job/airlock-provision"]
+		if !ok {
+			t.Fatal("no Job airlock-provision")
+		}
+		if args := j.Spec.Template.Spec.Containers[0].Args; len(args) == 0 || args[0] != "provision" {
+			t.Fatalf("the provision job runs %v", args)
+		}
+		want := held{Role: natsauth.RoleAdmin, Files: []string{SeedFile(natsauth.RoleAdmin)}}
+		if got := heldByPod(j.Spec.Template.Spec, 0); !equalHeld(got, want) {
+			t.Fatalf("the provision job holds %+v, want only the admin's seed", got)
+		}
+	})
+	t.Run("streams_and_buckets_are_R3_on_a_3_node_cluster", func(t *testing.T) {
+		cm := byName["ConfigMap/airlock-config"]
+		file := filepath.Join(t.TempDir(), "airlock.yaml")
+		if err := os.WriteFile(file, []byte(cm.Data["airlock.yaml"]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := config.Load(file, nil)
+		if err != nil {
+			t.Fatalf("the ConfigMap's airlock.yaml: %v", err)
+		}
+		if cfg.Stream.Replicas != NATSNodes || cfg.Buckets.Replicas != NATSNodes {
+			t.Fatalf("stream replicas %d, bucket replicas %d, want %d", cfg.Stream.Replicas, cfg.Buckets.Replicas, NATSNodes)
+		}
+		if n := byName["StatefulSet/nats"].Spec.Replicas; n != NATSNodes {
+			t.Fatalf("the NATS StatefulSet has %d replicas, want %d", n, NATSNodes)
+		}
+	})
+}
+
+// --- compose ---
+
+type composeService struct {
+	Command     []string          `yaml:"command"`
+	Environment map[string]string `yaml:"environment"`
+	EnvFile     any               `yaml:"env_file"`
+	Secrets     []string          `yaml:"secrets"`
+	Deploy      struct {
+		Replicas int `yaml:"replicas"`
+	} `yaml:"deploy"`
+	DependsOn any `yaml:"depends_on"`
+}
+
+func TestComposeFileMatchesTheChaosLayout(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(deployDir, "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Services map[string]composeService `yaml:"services"`
+		Secrets  map[string]struct {
+			File string `yaml:"file"`
+		} `yaml:"secrets"`
+	}
+	if err := yaml.Unmarshal(raw, &f); err != nil {
+		t.Fatalf("deploy/compose.yaml: %v", err)
+	}
+	others := map[string]bool{}
+	for name := range f.Services {
+		others[name] = true
+	}
+	heldBy := func(s composeService) held {
+		h := held{Replicas: s.Deploy.Replicas, Files: append([]string(nil), s.Secrets...)}
+		var env []string
+		for k, v := range s.Environment {
+			env = append(env, k)
+			if k == "AIRLOCK_NATS_NKEY_SEED_FILE" {
+				h.Role = roleOfSeed(v)
+			}
+		}
+		if strings.Contains(strings.Join(asStrings(s.EnvFile), ","), "tools.env") {
+			env = append(env, toolSecretEnv)
+		}
+		h.Settings = settingsOf(env)
+		return h.sorted()
+	}
+	for _, s := range Topology() {
+		t.Run(s.Name+"_holds_its_own_user_and_keys", func(t *testing.T) {
+			cs, ok := f.Services[s.Name]
+			if !ok {
+				t.Fatalf("no service %s in deploy/compose.yaml", s.Name)
+			}
+			delete(others, s.Name)
+			if len(cs.Command) < 2 || cs.Command[0] != "serve" || cs.Command[1] != s.Name {
+				t.Fatalf("%s runs %v, want serve %s", s.Name, cs.Command, s.Name)
+			}
+			if got, want := heldBy(cs), expected(s); !equalHeld(got, want) {
+				t.Fatalf("%s holds %+v, the chaos layout runs it with %+v", s.Name, got, want)
+			}
+			if !strings.Contains(strings.Join(asStrings(cs.DependsOn), ","), "provision") {
+				t.Fatalf("%s does not wait for provision: depends_on %v", s.Name, cs.DependsOn)
+			}
+			if cs.Environment["AIRLOCK_STREAM_REPLICAS"] != "3" || cs.Environment["AIRLOCK_BUCKETS_REPLICAS"] != "3" {
+				t.Fatalf("%s does not run with R3 stream and buckets", s.Name)
+			}
+		})
+	}
+	t.Run("provisioning_is_the_admins_init_step", func(t *testing.T) {
+		p := f.Services["provision"]
+		delete(others, "provision")
+		if len(p.Command) == 0 || p.Command[0] != "provision" {
+			t.Fatalf("provision runs %v", p.Command)
+		}
+		want := held{Role: natsauth.RoleAdmin, Files: []string{SeedFile(natsauth.RoleAdmin)}}
+		if got := heldBy(p); !equalHeld(got, want) {
+			t.Fatalf("provision holds %+v, want only the admin's seed", got)
+		}
+	})
+	t.Run("a_3_node_cluster_and_clickhouse", func(t *testing.T) {
+		delete(others, "clickhouse")
+		for i := range NATSNodes {
+			name := "nats-" + string(rune('0'+i))
+			if _, ok := f.Services[name]; !ok {
+				t.Fatalf("no %s", name)
+			}
+			delete(others, name)
+		}
+		if len(others) > 0 {
+			t.Fatalf("services %v are not in the chaos layout", others)
+		}
+	})
+	t.Run("every_secret_is_a_file_the_operators_commands_write", func(t *testing.T) {
+		for name, s := range f.Secrets {
+			if filepath.Base(s.File) != name {
+				t.Fatalf("secret %s is read from %s", name, s.File)
+			}
+		}
+	})
+}
+
+// The chaos run renders the NATS accounts with the function that renders
+// deploy/nats/airlock.conf, and each node's file is shaped like
+// deploy/nats/cluster.conf: the same users and permissions, fsync on every
+// write, one cluster of NATSNodes routes.
+func TestChaosNATSConfigIsTheShippedOne(t *testing.T) {
+	shipped, err := natsauth.ShippedFor(config.Default(), "bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk, err := os.ReadFile(filepath.Join(deployDir, "nats", "airlock.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(onDisk) != shipped {
+		t.Fatal("deploy/nats/airlock.conf is not what the chaos run renders: run `go tool task generate`")
+	}
+	keys := t.TempDir()
+	env, err := natsauth.WriteServiceKeys(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := natsauth.NewCredential(filepath.Join(keys, "bot.creds.json"), "bot", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := c.PublicKey()
+	env = append(env, strings.TrimPrefix(natsauth.AgentEnvVar("bot"), "$")+"="+pub, "SERVER_NAME=nats-0")
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "airlock.conf"), []byte(shipped), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	routes := []string{"nats://127.0.0.1:1", "nats://127.0.0.1:2", "nats://127.0.0.1:3"}
+	if err := os.WriteFile(filepath.Join(dir, "n1.conf"), []byte(nodeConfig("n1", 4222, 8222, 6222, filepath.Join(dir, "n1"), routes)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	load := func(file string) *server.Options {
+		t.Helper()
+		o, err := server.ProcessConfigFile(file)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		return o
+	}
+	deployed, chaos := load(filepath.Join(deployDir, "nats", "cluster.conf")), load(filepath.Join(dir, "n1.conf"))
+	tests := []struct {
+		name           string
+		deployed, runs any
+	}{
+		{"users", len(deployed.Nkeys), len(chaos.Nkeys)},
+		{"fsync_on_every_write", deployed.SyncAlways, chaos.SyncAlways},
+		{"cluster_name", deployed.Cluster.Name, chaos.Cluster.Name},
+		{"routes", len(deployed.Routes), len(chaos.Routes)},
+		{"jetstream", deployed.JetStream, chaos.JetStream},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.deployed != tt.runs {
+				t.Fatalf("deploy/nats/cluster.conf has %v, the chaos nodes run with %v", tt.deployed, tt.runs)
+			}
+		})
+	}
+	if len(chaos.Routes) != NATSNodes || !chaos.SyncAlways {
+		t.Fatalf("the chaos nodes run %d routes, fsync always %v", len(chaos.Routes), chaos.SyncAlways)
+	}
+}
+
+// The run's own services are started with what Topology says they hold.
+func TestChaosServicesHoldOnlyTheirOwnSecrets(t *testing.T) {
+	l := &layout{dir: "/run", keysDir: "/run/keys", urls: "nats://x", dsn: "clickhouse://x", slackURL: "http://slack", slackSecret: "s"}
+	for _, s := range Topology() {
+		t.Run(s.Name, func(t *testing.T) {
+			h := held{Replicas: s.Replicas}
+			var names []string
+			for _, kv := range l.serviceEnv(s, "tool-secret") {
+				k, v, _ := strings.Cut(kv, "=")
+				names = append(names, k)
+				switch {
+				case k == "AIRLOCK_NATS_NKEY_SEED_FILE":
+					h.Role = roleOfSeed(v)
+					h.Files = append(h.Files, filepath.Base(v))
+				case strings.HasSuffix(k, "_KEY_FILE"):
+					h.Files = append(h.Files, filepath.Base(v))
+				}
+			}
+			h.Settings = settingsOf(names)
+			if got, want := h.sorted(), expected(s); !equalHeld(got, want) {
+				t.Fatalf("the chaos run gives %s %+v, Topology says %+v", s.Name, got, want)
+			}
+		})
+	}
+}
+
+func equalHeld(a, b held) bool {
+	return a.Role == b.Role && a.Replicas == b.Replicas && slices.Equal(a.Files, b.Files) && slices.Equal(a.Settings, b.Settings)
+}
+
+// asStrings flattens a compose value that may be a string, a list or a map.
+func asStrings(v any) []string {
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []any:
+		var out []string
+		for _, e := range x {
+			out = append(out, asStrings(e)...)
+		}
+		return out
+	case map[string]any:
+		var out []string
+		for k := range x {
+			out = append(out, k)
+		}
+		return out
+	}
+	return nil
+}
+
+// The example configuration names only settings that exist, and R3.
+func TestExampleConfigurationLoads(t *testing.T) {
+	cfg, err := config.Load(filepath.Join(deployDir, "airlock.example.yaml"), nil)
+	if err != nil {
+		t.Fatalf("deploy/airlock.example.yaml: %v", err)
+	}
+	if cfg.Stream.Replicas != NATSNodes || cfg.Buckets.Replicas != NATSNodes {
+		t.Fatalf("the example runs stream replicas %d, bucket replicas %d, want %d", cfg.Stream.Replicas, cfg.Buckets.Replicas, NATSNodes)
+	}
+}

@@ -1,0 +1,114 @@
+package consume
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/airlock-gate/airlock/services/shared/obs"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// When the consumer's leader moves to another node, the new leader gets the
+// runner's next pull within a few seconds: pull requests waiting on the old
+// leader are noticed gone by their missing heartbeats, not only when they
+// expire.
+func TestConsumerFollowsItsLeaderToAnotherNode(t *testing.T) {
+	c := testenv.StartCluster(t, 3)
+	cfg, js, nc := c.Config, c.JS, c.NC
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	got := make(chan string, 16)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(runCtx, js, Spec{Service: "test", Stream: cfg.Stream.Name, Durable: "follow", FilterSubjects: []string{subject.OfType(subject.Requested)}},
+			testenv.Logger(t), obs.NewMetrics(), func(_ context.Context, m jetstream.Msg) error {
+				got <- m.Subject()
+				return nil
+			})
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	send := func(call string) {
+		t.Helper()
+		subj, _ := subject.Event("bot", call, subject.Requested)
+		testenv.Eventually(t, 20*time.Second, "a publish to be stored", func() bool {
+			pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+			defer pcancel()
+			_, err := js.Publish(pctx, subj, []byte("x"))
+			return err == nil
+		})
+	}
+	send("before")
+	select {
+	case <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first message was not handled")
+	}
+
+	// The leader hands over (as after a node that was paused resumes):
+	// the pull requests waiting on it are not answered by the new one.
+	resp, err := nc.RequestWithContext(ctx, "$JS.API.CONSUMER.LEADER.STEPDOWN."+cfg.Stream.Name+".follow", nil)
+	if err != nil || strings.Contains(string(resp.Data), `"error"`) {
+		t.Fatalf("consumer leader step-down: %v %s", err, resp.Data)
+	}
+	moved := time.Now()
+	send("after")
+	select {
+	case <-got:
+		// A new leader is in place at once; the runner must not wait out its pull's expiry.
+		if took := time.Since(moved); took > 10*time.Second {
+			t.Fatalf("the message after the leader moved was handled %s later", took)
+		}
+	case <-time.After(25 * time.Second):
+		t.Fatal("the message after the consumer's leader moved was not handled within 25s")
+	}
+}
+
+// A pull request asks the server for a heartbeat every second and expires
+// after a few: a consumer leader that goes silent (its node hung or paused,
+// its pending requests lost when it hands over) is left within two seconds,
+// not after the library's 30 s expiry — the stall `airlock chaos` found after
+// a paused node resumed.
+func TestPullRequestsAskForHeartbeatsSoASilentLeaderIsLeftQuickly(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	nc, _ := testenv.Connect(t, n.URL())
+	pulls := make(chan *nats.Msg, 4)
+	sub, err := nc.ChanSubscribe("$JS.API.CONSUMER.MSG.NEXT."+deps.Config.Stream.Name+".pulls", pulls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, deps.JS, Spec{Service: "test", Stream: deps.Config.Stream.Name, Durable: "pulls"}, deps.Log, deps.Metrics,
+			func(context.Context, jetstream.Msg) error { return nil })
+	}()
+	defer func() { cancel(); <-done }()
+	select {
+	case m := <-pulls:
+		var req struct {
+			Expires   time.Duration `json:"expires"`
+			Heartbeat time.Duration `json:"idle_heartbeat"`
+		}
+		if err := json.Unmarshal(m.Data, &req); err != nil {
+			t.Fatalf("pull request %s: %v", m.Data, err)
+		}
+		if req.Heartbeat <= 0 || req.Heartbeat > time.Second || req.Expires > 5*time.Second {
+			t.Fatalf("pull requests expire after %s with heartbeats every %s: a silent leader would hold the consumer that long", req.Expires, req.Heartbeat)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the runner sent no pull request within 10s")
+	}
+}

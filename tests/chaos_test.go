@@ -1,0 +1,79 @@
+package tests
+
+import (
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// chaosReport is the part of `airlock chaos --json` this test reads.
+type chaosReport struct {
+	Seed     int64          `json:"seed"`
+	Calls    int            `json:"calls"`
+	Outcomes map[string]int `json:"outcomes"`
+	Checks   []struct {
+		Name     string   `json:"name"`
+		Value    string   `json:"value"`
+		Violated bool     `json:"violated"`
+		Examples []string `json:"examples"`
+	} `json:"checks"`
+	Faults []struct {
+		Kind       string  `json:"kind"`
+		Target     string  `json:"target"`
+		RecoveredS float64 `json:"recovered_s"`
+		Error      string  `json:"error"`
+	} `json:"faults"`
+	Violations int    `json:"violations"`
+	RunDir     string `json:"run_dir"`
+}
+
+// TestChaosShortSchedule runs `airlock chaos --short`: the production
+// layout (3-node NATS cluster with the shipped accounts, two replicas of
+// every service as their own processes, ClickHouse) under a load of agents
+// and reviewers while every fault kind happens once — a replica killed, a
+// node paused, the events stream's leader lost, ClickHouse down, a tool that
+// never answers — and requires a report without violations.
+func TestChaosShortSchedule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the chaos schedule takes about a minute and a half")
+	}
+	start := time.Now()
+	cmd := exec.Command(airlockBinary(t), "chaos", "--short", "--seed", "17", "--json")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("airlock chaos did not run: %v\n%s", err, stderr.String())
+	}
+	var rep chaosReport
+	if jerr := json.Unmarshal(out, &rep); jerr != nil {
+		t.Fatalf("airlock chaos (%v) printed no report: %v\n%s\n%s", err, jerr, out, stderr.String())
+	}
+	t.Logf("airlock chaos --short --seed %d took %s: %d calls, outcomes %v", rep.Seed, time.Since(start).Round(time.Second), rep.Calls, rep.Outcomes)
+	for _, c := range rep.Checks {
+		if c.Violated {
+			t.Errorf("%s: %s %v", c.Name, c.Value, c.Examples)
+		}
+	}
+	if rep.Violations > 0 || err != nil {
+		t.Fatalf("%d violations (exit %v); the run's logs are in %s\n%s", rep.Violations, err, rep.RunDir, stderr.String())
+	}
+	kinds := map[string]bool{}
+	for _, f := range rep.Faults {
+		kinds[f.Kind] = true
+	}
+	for _, k := range []string{"kill_replica", "pause_node", "node_loss", "clickhouse_down", "hang_upstream"} {
+		if !kinds[k] {
+			t.Errorf("the short schedule ran no %s fault: %+v", k, rep.Faults)
+		}
+	}
+	for _, o := range []string{"completed", "denied", "rejected", "expired"} {
+		if rep.Outcomes[o] == 0 {
+			t.Errorf("no call ended %s: the load did not exercise it (outcomes %v)", o, rep.Outcomes)
+		}
+	}
+}
