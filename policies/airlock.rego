@@ -171,13 +171,17 @@ clean(value) if {
 # commands maps JSON pointers to globs on a shell command, where * also
 # matches "/" and spaces. The command is split into its parts at ; & | && ||
 # new lines, parentheses, backticks and $( ; an allow rule matches only when
-# the command has no substitution or redirection and every part matches (so
-# "git status*" never allows "git status; rm -rf ~"), an ask or deny rule
-# when any part matches (so "rm -rf *" also catches "cd x && rm -rf ~").
+# the command has no redirection, no backtick and no $ at all (the shell
+# expands ${…}, $'…' and $((…)) into commands it then runs), no option that
+# makes a reading command run or write something (rg --pre, git diff
+# --output, --ext-diff, --textconv, …), and every part matches (so "git
+# status*" never allows "git status; rm -rf ~"); an ask or deny rule when
+# any part matches (so "rm -rf *" also catches "cd x && rm -rf ~").
 command_matches(ptr, pattern, "allow") if {
 	value := object.get(input.call.arguments, pointer(ptr), null)
 	is_string(value)
-	not regex.match(`[<>\x60]|\$\(`, value)
+	not regex.match(`[<>\x60$]`, value)
+	not regex.match(`(^|\s)--?(pre|output|ext-diff|textconv|exec|upload-pack|receive-pack|open-files-in-pager)\b`, value)
 	parts := command_parts(value)
 	count(parts) > 0
 	every p in parts {

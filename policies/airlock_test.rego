@@ -315,6 +315,23 @@ test_coding_other_shell_commands_ask if {
 	}
 }
 
+# A reading command the shell turns into another (an expansion that runs a
+# command) or that runs or writes through one of its own options is asked
+# about, never allowed.
+test_coding_reading_commands_that_run_or_write_something_ask if {
+	every c in [
+		"echo ${y=$'\\x24\\x28id\\x29'} ${y@P}",
+		"git status ${x=$'a[\\x24\\x28id\\x29]'} ${HOME:x}",
+		"echo $((1+1))", "cat $HOME/.ssh/id_rsa",
+		"rg --pre rm . src", "rg --pre=sh x", "git diff --output=/home/me/.bashrc", "git diff --ext-diff",
+		"git log --output /tmp/x", "git show --textconv HEAD:x",
+	] {
+		d := airlock.decision with input as bash(c)
+		d.action == "ask"
+		d.rule_id == "coding-shell-ask"
+	}
+}
+
 test_coding_mcp_tools_are_decided_as_their_own_server if {
 	# The hook names an MCP tool mcp__fs__delete_file as fs__delete_file.
 	airlock.decision.rule_id == "fs-delete-etc" with input as call("fs", "delete_file", {"path": "/etc/passwd"})

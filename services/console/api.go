@@ -282,7 +282,7 @@ func (con *Console) apiGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rec, err := con.use.record(c.Request().Context(), c.Param("agent"), c.Param("id"), rev)
+	rec, err := con.use.readable(c.Request().Context(), principal(c), c.Param("agent"), c.Param("id"), rev)
 	if err != nil {
 		return err
 	}
@@ -300,7 +300,7 @@ type timelineJSON struct {
 
 // apiEvents returns every event of the call from the events stream, in order.
 func (con *Console) apiEvents(c echo.Context) error {
-	rec, err := con.use.record(c.Request().Context(), c.Param("agent"), c.Param("id"), 0)
+	rec, err := con.use.readable(c.Request().Context(), principal(c), c.Param("agent"), c.Param("id"), 0)
 	if err != nil {
 		return err
 	}
@@ -394,7 +394,7 @@ func (con *Console) apiApproveThread(c echo.Context) error {
 // --- grants ---
 
 func (con *Console) apiListGrants(c echo.Context) error {
-	grants, err := con.use.approvals.ListGrants(c.Request().Context(), c.QueryParam("all") != "")
+	grants, err := con.use.grants(c.Request().Context(), principal(c), c.QueryParam("all") != "")
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,20 @@ func mayDecide(p Principal, rec *airlockv1.ApprovalRecord) bool {
 	return p.CanDecide() || calls.RequesterMayDecide(rec.GetCall(), rec.GetDecision(), p.Name)
 }
 
+// CanRead reports whether p may read every call: reviewers, auditors and
+// admins. A person with no role signs in only to confirm the calls made for
+// them (self-confirmation) and reads only those (mayRead).
+func (p Principal) CanRead() bool {
+	return p.Has(config.RoleReviewer) || p.Has(config.RoleAuditor)
+}
+
+// mayRead reports whether p may read rec: anyone who can read every call,
+// or the verified person the call is made for.
+func mayRead(p Principal, rec *airlockv1.ApprovalRecord) bool {
+	c := rec.GetCall()
+	return p.CanRead() || (p.Name != "" && c.GetOnBehalfOf() == p.Name && c.GetOnBehalfOfVerified())
+}
+
 // CanDecide reports whether p may send decisions to the approval service
 // (which still checks that p is among the call's approvers).
 func (p Principal) CanDecide() bool { return p.Has(config.RoleReviewer) }

@@ -33,6 +33,9 @@ type inboxFilter struct {
 	Agent, Tool, Risk string
 	// Thread narrows to one agent's thread (with Agent).
 	Thread string
+	// reader, when it may not read every call, narrows to the calls made
+	// for that person (never part of the query: it is who is signed in).
+	reader *Principal
 }
 
 // Query is the filter as a query string ("" or "?agent=…").
@@ -53,6 +56,9 @@ func (f inboxFilter) Query() string {
 func (f inboxFilter) Any() bool { return f.Query() != "" }
 
 func (f inboxFilter) matches(rec *airlockv1.ApprovalRecord) bool {
+	if f.reader != nil && !mayRead(*f.reader, rec) {
+		return false
+	}
 	c := rec.GetCall()
 	if f.Agent != "" && c.GetAgentId() != f.Agent {
 		return false
@@ -70,8 +76,12 @@ func (f inboxFilter) matches(rec *airlockv1.ApprovalRecord) bool {
 }
 
 func filterFrom(c echo.Context) inboxFilter {
-	return inboxFilter{Agent: strings.TrimSpace(c.QueryParam("agent")), Tool: strings.TrimSpace(c.QueryParam("tool")),
+	f := inboxFilter{Agent: strings.TrimSpace(c.QueryParam("agent")), Tool: strings.TrimSpace(c.QueryParam("tool")),
 		Risk: strings.TrimSpace(c.QueryParam("risk")), Thread: strings.TrimSpace(c.QueryParam("thread"))}
+	if p := principal(c); !p.CanRead() {
+		f.reader = &p
+	}
+	return f
 }
 
 func (con *Console) inboxPage(c echo.Context) error {
@@ -101,6 +111,11 @@ func (con *Console) inboxEvents(c echo.Context) error {
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	writeSSE(w, "sync", string(con.rows("row", recs)))
+	// Someone who reads only their own calls hears only of those leaving.
+	shown := map[string]bool{}
+	for _, rec := range recs {
+		shown[rowKey(rec.GetCall().GetAgentId(), rec.GetCall().GetCallId())] = true
+	}
 	w.Flush()
 	heartbeat := time.NewTicker(15 * time.Second)
 	defer heartbeat.Stop()
@@ -120,8 +135,12 @@ func (con *Console) inboxEvents(c echo.Context) error {
 				if !f.matches(m.Record) {
 					continue
 				}
+				shown[rowKey(m.Record.GetCall().GetAgentId(), m.Record.GetCall().GetCallId())] = true
 				writeSSE(w, "pending", string(con.row("row", m.Record)))
 			case "decided":
+				if f.reader != nil && !shown[m.Key] {
+					continue
+				}
 				writeSSE(w, "decided", m.Key)
 			}
 			w.Flush()
@@ -171,7 +190,7 @@ func (con *Console) callPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rec, err := con.use.record(ctx, c.Param("agent"), c.Param("id"), rev)
+	rec, err := con.use.readable(ctx, principal(c), c.Param("agent"), c.Param("id"), rev)
 	if err != nil {
 		return err
 	}
@@ -357,7 +376,7 @@ func (con *Console) historyPage(c echo.Context) error {
 
 func (con *Console) grantsPage(c echo.Context) error {
 	all := c.QueryParam("all") != ""
-	grants, err := con.use.approvals.ListGrants(c.Request().Context(), all)
+	grants, err := con.use.grants(c.Request().Context(), principal(c), all)
 	if err != nil {
 		return err
 	}

@@ -48,6 +48,32 @@ func (u *useCases) record(ctx context.Context, agent, id string, rev uint32) (*a
 	return rec, nil
 }
 
+// readable is record for p: a call p may not read (mayRead) is answered
+// exactly as one that does not exist.
+func (u *useCases) readable(ctx context.Context, p Principal, agent, id string, rev uint32) (*airlockv1.ApprovalRecord, error) {
+	rec, err := u.record(ctx, agent, id, rev)
+	if err == nil && !mayRead(p, rec) {
+		return nil, apierr.New(apierr.NotFound, "no call %s of agent %s is waiting or was decided by a person", id, agent)
+	}
+	return rec, err
+}
+
+// grants lists the standing grants p may read: every grant for someone who
+// reads every call, otherwise the ones p made or that allow only p's calls.
+func (u *useCases) grants(ctx context.Context, p Principal, all bool) ([]*airlockv1.StandingGrant, error) {
+	gs, err := u.approvals.ListGrants(ctx, all)
+	if err != nil || p.CanRead() {
+		return gs, err
+	}
+	mine := gs[:0:0]
+	for _, g := range gs {
+		if g.GetCreatedBy().GetId() == p.Name || g.GetOnBehalfOf() == p.Name {
+			mine = append(mine, g)
+		}
+	}
+	return mine, nil
+}
+
 // list asks the approval service for up to limit records, page after page
 // (a page is what one reply carries), and keeps those f matches (the
 // service filters too; filtering again keeps the inbox and the live feed

@@ -120,7 +120,8 @@ func newCommandCond(ptr, pattern, effect string) (commandCond, error) {
 // The expressions of airlock.rego's command_matches and command_parts, the
 // same text, which OPA runs with Go's regexp too.
 var (
-	commandUnsafe    = regexp.MustCompile(`[<>\x60]|\$\(`)
+	commandUnsafe    = regexp.MustCompile(`[<>\x60$]`)
+	commandRunsMore  = regexp.MustCompile(`(^|\s)--?(pre|output|ext-diff|textconv|exec|upload-pack|receive-pack|open-files-in-pager)\b`)
 	commandOperators = regexp.MustCompile(`&&|\|\||\$\(|[;&|\n()\x60]`)
 	commandBlanks    = regexp.MustCompile(`\s+`)
 )
@@ -146,7 +147,7 @@ func (c commandCond) matches(args ast.Value) bool {
 	if !c.every {
 		return slices.ContainsFunc(commandParts(s), c.glob.Match)
 	}
-	if commandUnsafe.MatchString(s) {
+	if commandUnsafe.MatchString(s) || commandRunsMore.MatchString(s) {
 		return false
 	}
 	parts := commandParts(s)

@@ -12,6 +12,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
@@ -174,9 +175,9 @@ func reportEvent(rep *ingress.Report, call *airlockv1.ToolCall, decided string, 
 		if msg == "" {
 			msg = rep.Body.GetResultJson()
 		}
-		if len(msg) > ingress.MaxReasonLen {
-			msg = msg[:ingress.MaxReasonLen]
-		}
+		// Cut on a character boundary: a cut character is not UTF-8, and
+		// no event holding it could be stored.
+		msg = calls.Cut(msg, ingress.MaxReasonLen)
 		ev.Body = &airlockv1.Event_Failed{Failed: &airlockv1.Failed{
 			Reason: "tool_error", Outcome: "error", Message: msg, Latency: latency, Attempt: 1, Claim: claim,
 			AgentRan: true, ArgumentsDiffer: differ,

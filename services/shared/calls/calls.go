@@ -73,11 +73,12 @@ func RequesterMayDecide(c *airlockv1.ToolCall, d *airlockv1.Decision, person str
 }
 
 // PlainCommand reports whether a shell command is one simple command: no
-// ; & | or new line chaining another, no substitution (` or $( ) and no
+// ; & | or new line chaining another, no backtick and no $ at all (the
+// shell expands $(…), ${…}, $'…' and $((…)) into commands it runs) and no
 // redirection (< >). Only a plain command can be matched by a prefix
 // without letting something else ride along.
 func PlainCommand(cmd string) bool {
-	return strings.TrimSpace(cmd) != "" && !strings.ContainsAny(cmd, ";&|\n\r`<>()") && !strings.Contains(cmd, "$(")
+	return strings.TrimSpace(cmd) != "" && !strings.ContainsAny(cmd, ";&|\n\r`<>()$")
 }
 
 // CommandHasPrefix reports whether cmd is a plain command that starts with
