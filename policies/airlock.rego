@@ -161,9 +161,10 @@ pointer(ptr) := [replace(replace(s, "~1", "/"), "~0", "~") | some s in split(tri
 
 # A path with "." or ".." segments never matches an argument glob, so
 # "/tmp/../etc/passwd" is not "under /tmp": such calls fall through to a
-# person instead of riding on an allow rule.
+# person instead of riding on an allow rule. A backslash separates segments
+# too (a tool may read it so, as the demo tools and Windows do).
 clean(value) if {
-	every s in split(value, "/") {
+	every s in regex.split(`[/\\]`, value) {
 		not s in {".", ".."}
 	}
 }

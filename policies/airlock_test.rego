@@ -134,6 +134,7 @@ test_fs_delete_under_etc_is_denied if {
 
 test_fs_delete_with_dot_dot_escaping_tmp_is_not_allowed if {
 	airlock.decision.action == "ask" with input as call("fs", "delete_file", {"path": "/tmp/../etc/passwd"})
+	airlock.decision.action == "ask" with input as call("fs", "delete_file", {"path": "/tmp/x\\..\\..\\etc\\passwd"})
 }
 
 test_fs_delete_without_a_path_asks if {

@@ -247,11 +247,38 @@ func timed(o floorOptions, op func(w, k int) error) (floorOp, error) {
 	return f, err
 }
 
+// jsErrStreamCreate is JetStream's "error creating stream" (nats.go names
+// no constant for it).
+const jsErrStreamCreate jetstream.ErrorCode = 10049
+
+// retryStore runs create again when the server could not create the
+// stream's store: on a loaded machine its file store can fail to start once
+// (JetStream error 10049), which says nothing about the costs measured.
+func retryStore(ctx context.Context, create func() error) error {
+	var err error
+	for attempt := range 3 {
+		var apiErr *jetstream.APIError
+		if err = create(); err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != jsErrStreamCreate {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt+1) * 200 * time.Millisecond):
+		}
+	}
+	return err
+}
+
 // floorStream creates a stream of its own for one measurement and returns
 // a cleanup that deletes it.
 func floorStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, func(), error) {
 	cfg.Storage = jetstream.FileStorage
-	s, err := js.CreateStream(ctx, cfg)
+	var s jetstream.Stream
+	err := retryStore(ctx, func() (err error) {
+		s, err = js.CreateStream(ctx, cfg)
+		return err
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("create stream %s: %w", cfg.Name, err)
 	}
@@ -422,7 +449,11 @@ func floorKV(ctx context.Context, js jetstream.JetStream, o floorOptions, payloa
 	if update {
 		bucket = "FLOOR_KV_UPDATE"
 	}
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, Storage: jetstream.FileStorage})
+	var kv jetstream.KeyValue
+	err := retryStore(ctx, func() (err error) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, Storage: jetstream.FileStorage})
+		return err
+	})
 	if err != nil {
 		return floorOp{}, fmt.Errorf("create bucket %s: %w", bucket, err)
 	}

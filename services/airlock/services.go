@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -71,8 +72,9 @@ func buildServices(ctx context.Context, deps svc.Deps, names []string) ([]svc.Se
 }
 
 // newHTTP builds the process's HTTP server: /healthz and /metrics always;
-// the console and REST API when the console service runs here (every
-// service with a Register(*echo.Echo) method mounts its routes).
+// the console, REST API and Slack's interactivity URL when the console
+// service runs here (every service with a Register(*echo.Echo) method
+// mounts its routes).
 func newHTTP(deps svc.Deps, names []string, services ...svc.Service) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -92,7 +94,11 @@ func newHTTP(deps svc.Deps, names []string, services ...svc.Service) *echo.Echo 
 			}
 		}
 	}
-	mountSlack(e, deps)
+	// Slack's clicks are a front-end's: only the console's process (and
+	// its NATS user) serves them.
+	if slices.Contains(names, "console") {
+		mountSlack(e, deps)
+	}
 	return e
 }
 

@@ -354,6 +354,9 @@ func (u *useCases) tokens(ctx context.Context, p Principal) ([]tokenRecord, erro
 	return recs, nil
 }
 
+// maxTokenDays bounds a token's life: a leaked token must run out.
+const maxTokenDays = 366
+
 // createToken makes a personal token for p, or an agent token (admins only),
 // and returns its secret, shown once. The token is recorded as created by p
 // through channel via (never its secret).
@@ -366,6 +369,9 @@ func (u *useCases) createToken(ctx context.Context, p Principal, via, name, kind
 		return "", tokenRecord{}, apierr.New(apierr.InvalidRequest, "the token name is longer than 100 characters")
 	}
 	ttl := u.cfg.Console.TokenTTL
+	if days > maxTokenDays {
+		return "", tokenRecord{}, apierr.New(apierr.InvalidRequest, "a token lives at most %d days: create a new one when it runs out", maxTokenDays)
+	}
 	if days > 0 {
 		ttl = time.Duration(days) * 24 * time.Hour
 	}

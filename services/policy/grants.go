@@ -138,7 +138,9 @@ func unescapePointer(tok string) string {
 }
 
 func cleanPath(v string) bool {
-	for s := range strings.SplitSeq(v, "/") {
+	// A tool may read a backslash as a separator too (the demo tools do,
+	// as Windows does): a\..\b is refused like a/../b.
+	for s := range strings.SplitSeq(strings.ReplaceAll(v, "\\", "/"), "/") {
 		if s == "." || s == ".." {
 			return false
 		}

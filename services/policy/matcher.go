@@ -343,18 +343,11 @@ func (r *rule) allows(c *callView) bool {
 }
 
 // matches is arg_matches: the value at the pointer is a string without "."
-// or ".." segments that the glob matches.
+// or ".." segments (either slash separates them: clean) that the glob
+// matches.
 func (a argCond) matches(args ast.Value) bool {
 	s, ok := stringAt(args, a.path)
-	if !ok {
-		return false
-	}
-	for seg := range strings.SplitSeq(s, "/") {
-		if seg == "." || seg == ".." {
-			return false
-		}
-	}
-	return a.glob.Match(s)
+	return ok && cleanPath(s) && a.glob.Match(s)
 }
 
 // initial is s's first character as ranging over s yields it ("" for "").

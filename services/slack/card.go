@@ -148,7 +148,7 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, publicURL string) []slackgo.Blo
 		agent += " on behalf of *" + escape(call.GetOnBehalfOf()) + "*"
 	}
 	fields := []*slackgo.TextBlockObject{
-		mrkdwn("*Tool*\n`" + escape(calls.QualifiedTool(call)) + "`"),
+		mrkdwn("*Tool*\n" + inlineCode(calls.QualifiedTool(call))),
 		mrkdwn("*Risk*\n" + riskBadge(d.GetRisk())),
 		mrkdwn("*Agent*\n" + agent),
 		mrkdwn("*Deadline*\n" + deadlineText(rec.GetDeadline().AsTime(), rec.GetDeadline() != nil)),
@@ -174,7 +174,7 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, publicURL string) []slackgo.Blo
 		why += "\n_The agent runs this tool itself; airlock only decides._"
 	}
 	if call.GetReason() != "" {
-		why += "\n*Agent's stated reason:* " + escape(shorten(call.GetReason(), maxReasonChars))
+		why += "\n*Agent's stated reason:* " + inlineCode(shorten(call.GetReason(), maxReasonChars))
 	}
 	blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn(why), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_reason")))
 
@@ -402,8 +402,22 @@ func plain(s string) *slackgo.TextBlockObject {
 	return slackgo.NewTextBlockObject(slackgo.PlainTextType, s, false, false)
 }
 
+// mrkdwn is verbatim: Slack turns no bare URL, channel or user name in it
+// into a link or a mention.
 func mrkdwn(s string) *slackgo.TextBlockObject {
-	return slackgo.NewTextBlockObject(slackgo.MarkdownType, s, false, false)
+	return slackgo.NewTextBlockObject(slackgo.MarkdownType, s, false, true)
+}
+
+// inlineCode shows agent-written text as one line of code, where mrkdwn
+// draws nothing: an agent's reason cannot add lines, bold labels, code
+// blocks or emoji that would look like part of the card (a fake
+// "Arguments" block, an "Approved by" line).
+func inlineCode(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if s == "" {
+		return "-"
+	}
+	return "`" + strings.ReplaceAll(escape(s), "`", "ˋ") + "`"
 }
 
 // escape makes agent-written text inert in mrkdwn: without it an agent

@@ -2,6 +2,8 @@ package slack
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -159,7 +161,11 @@ func (h *Interactions) serve(w http.ResponseWriter, r *http.Request) string {
 		http.Error(w, why, http.StatusUnauthorized)
 		return "refused"
 	}
-	key := r.Header.Get("X-Slack-Signature")
+	// What Slack signed (timestamp and body) names the interaction, not the
+	// signature's text: its hex is read in either case, so the same click
+	// could otherwise be replayed with the signature in capitals.
+	signed := sha256.Sum256([]byte(r.Header.Get("X-Slack-Request-Timestamp") + ":" + string(body)))
+	key := hex.EncodeToString(signed[:])
 	first, err := h.store.firstSight(r.Context(), key)
 	if err != nil {
 		// Without the shared seen-set a replay could not be told apart: fail closed.

@@ -24,7 +24,8 @@ func openStore(ctx context.Context, js jetstream.JetStream, bucket string) (*sto
 	return &store{kv: kv}, nil
 }
 
-// firstSight records an interaction signature and reports whether it is new.
+// firstSight records an interaction (a digest of what Slack signed) and
+// reports whether it is new.
 // KV Create is the compare-and-set: of two replicas receiving the same
 // payload, exactly one sees true.
 func (s *store) firstSight(ctx context.Context, signature string) (bool, error) {

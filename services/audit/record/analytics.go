@@ -93,9 +93,10 @@ var AnalyticsTypes = append(slices.Clone(subject.PolicyOutcomes), subject.Approv
 // redeliveries or duplicate rows there are.
 func Analyze(rows []Row, opt AnalyticsOptions) Analytics {
 	opt = opt.withDefaults()
+	// Call ids are the agent's own: two agents may use the same one.
 	type key struct {
-		call string
-		rev  uint32
+		agent, call string
+		rev         uint32
 	}
 	type pending struct {
 		tool    string
@@ -115,7 +116,7 @@ func Analyze(rows []Row, opt AnalyticsOptions) Analytics {
 	asked := map[key]*pending{}
 	var order []key
 	for _, r := range rows {
-		k := key{r.Call, r.Revision}
+		k := key{r.Agent, r.Call, r.Revision}
 		switch r.Type {
 		case "allowed", "denied":
 			if auto[k] || !opt.Since.IsZero() && r.Time.Before(opt.Since) {

@@ -76,17 +76,19 @@ func (f Filter) Match(r Row, callOfTool bool) bool {
 // Apply filters rows (in stream order) in memory, the way the ClickHouse
 // store does in SQL.
 func (f Filter) Apply(rows []Row) []Row {
-	calls := map[string]bool{}
+	// A call is an agent's call id: two agents may use the same one.
+	type callKey struct{ agent, call string }
+	calls := map[callKey]bool{}
 	if f.Tool != "" {
 		for _, r := range rows {
 			if f.MatchTool(r.Server, r.Tool) {
-				calls[r.Call] = true
+				calls[callKey{r.Agent, r.Call}] = true
 			}
 		}
 	}
 	var out []Row
 	for _, r := range rows {
-		if f.Match(r, calls[r.Call]) {
+		if f.Match(r, calls[callKey{r.Agent, r.Call}]) {
 			out = append(out, r)
 			if f.Limit > 0 && len(out) == f.Limit {
 				break

@@ -289,7 +289,8 @@ func where(f Filter) (string, []any) {
 		args = append(args, f.DecidedBy, f.DecidedBy+":")
 	}
 	if f.Tool != "" {
-		conds = append(conds, "call_id IN (SELECT call_id FROM events WHERE tool != '' AND (tool = ? OR concat(server, '__', tool) = ?))")
+		// (agent, call): call ids are the agent's own.
+		conds = append(conds, "(agent_id, call_id) IN (SELECT agent_id, call_id FROM events WHERE tool != '' AND (tool = ? OR concat(server, '__', tool) = ?))")
 		args = append(args, f.Tool, f.Tool)
 	}
 	if !f.Since.IsZero() {
