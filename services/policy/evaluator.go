@@ -193,8 +193,11 @@ func (e *Evaluator) evaluate(ctx context.Context, call *airlockv1.ToolCall) (*ai
 	cancel := topdown.NewCancel()
 	stop := context.AfterFunc(ctx, cancel.Cancel)
 	defer stop()
+	vc := getVirtualCache()
+	defer putVirtualCache(vc)
 	rs, err := e.pq.Eval(ctx,
 		rego.EvalParsedInput(input),
+		rego.EvalVirtualCache(vc),
 		rego.EvalInterQueryBuiltinValueCache(e.cache),
 		rego.EvalExternalCancel(cancel),
 		// Nobody reads per-evaluation metrics; a fresh set costs allocations.
