@@ -29,8 +29,10 @@ type rule struct {
 	toolGlob, nameGlob  *glob.Pattern
 	// First literal characters of the globs, for the index ("" = none).
 	toolInitial, nameInitial string
-	// The tools of a pattern that lists exact names ("{claude__Bash,
-	// codex__Bash}"), for the index; nil for any other pattern.
+	// The names a pattern lists exactly ("{claude__Bash,codex__Bash}"),
+	// matched instead of its glob (nameGlob is then nil), and their tools,
+	// for the index; nil for any other pattern.
+	names     map[string]bool
 	nameTools []string
 	args      []argCond
 	commands  []commandCond
@@ -320,6 +322,9 @@ func (r *rule) matches(c *callView) bool {
 		return false
 	}
 	if r.toolGlob != nil && !r.toolGlob.Match(c.tool) || r.nameGlob != nil && !r.nameGlob.Match(c.name) {
+		return false
+	}
+	if r.names != nil && !r.names[c.name] {
 		return false
 	}
 	for _, a := range r.args {
