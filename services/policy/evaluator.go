@@ -252,7 +252,12 @@ func (e *Evaluator) stamp(d *airlockv1.Decision, call *airlockv1.ToolCall, now t
 }
 
 func newDecisionID() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return "dec_" + hex.EncodeToString(b)
+	// Built in one buffer: the string is the only allocation.
+	const prefix = "dec_"
+	var raw [12]byte
+	_, _ = rand.Read(raw[:])
+	var id [len(prefix) + 2*len(raw)]byte
+	copy(id[:], prefix)
+	hex.Encode(id[len(prefix):], raw[:])
+	return string(id[:])
 }

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+	"iter"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -75,29 +77,35 @@ func inputValue(call *airlockv1.ToolCall) (ast.Value, error) {
 
 // ToolWords splits a tool name as airlock.rego's tool_words does: at runs
 // of _ . - and before an ASCII capital that follows a lower-case letter or
-// digit, lower-cased, empty words dropped. (Hand-written: this runs on every
-// decision, and a regexp costs more than the rest of the input.)
-func ToolWords(tool string) []string {
-	var out []string
-	start := 0
-	flush := func(end int) {
-		if end > start {
-			out = append(out, strings.ToLower(tool[start:end]))
+// digit, lower-cased, empty words dropped.
+func ToolWords(tool string) []string { return slices.Collect(toolWords(tool)) }
+
+// toolWords yields ToolWords(tool) one by one. (Hand-written: this runs on
+// every decision, and a regexp costs more than the rest of the input; an
+// iterator, so that matching allocates no list of words.)
+func toolWords(tool string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		start := 0
+		for i := 0; i <= len(tool); i++ {
+			end := -1 // where a word ends before i, if one does
+			next := start
+			switch {
+			case i == len(tool):
+				end = i
+			case tool[i] == '_' || tool[i] == '.' || tool[i] == '-':
+				end, next = i, i+1
+			case tool[i] >= 'A' && tool[i] <= 'Z' && i > 0 && (tool[i-1] >= 'a' && tool[i-1] <= 'z' || tool[i-1] >= '0' && tool[i-1] <= '9'):
+				end, next = i, i
+			}
+			if end < 0 {
+				continue
+			}
+			if end > start && !yield(strings.ToLower(tool[start:end])) {
+				return
+			}
+			start = next
 		}
 	}
-	for i := 0; i < len(tool); i++ {
-		c := tool[i]
-		switch {
-		case c == '_' || c == '.' || c == '-':
-			flush(i)
-			start = i + 1
-		case c >= 'A' && c <= 'Z' && i > 0 && (tool[i-1] >= 'a' && tool[i-1] <= 'z' || tool[i-1] >= '0' && tool[i-1] <= '9'):
-			flush(i)
-			start = i
-		}
-	}
-	flush(len(tool))
-	return out
 }
 
 func structValue(s *structpb.Struct) (ast.Value, error) {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/gobwas/glob"
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -265,7 +266,6 @@ type callView struct {
 	agent, server, tool, name string
 	onBehalfOf                string
 	verified                  bool
-	words                     []string
 	args                      ast.Value
 }
 
@@ -306,7 +306,6 @@ func viewOf(t *ast.Term) (callView, error) {
 		c.verified = bool(b)
 	}
 	c.name = c.server + "__" + c.tool
-	c.words = ToolWords(c.tool)
 	if a := obj.Get(keyArguments); a != nil {
 		c.args = a.Value
 	}
@@ -318,7 +317,7 @@ func (r *rule) matches(c *callView) bool {
 	if r.server != "*" && r.server != c.server || r.tool != "*" && r.tool != c.tool || r.agent != "*" && r.agent != c.agent {
 		return false
 	}
-	if !r.anyWord && !slices.ContainsFunc(c.words, func(w string) bool { return r.words[w] }) {
+	if !r.anyWord && !r.anyWordOf(c.tool) {
 		return false
 	}
 	if r.toolGlob != nil && !r.toolGlob.Match(c.tool) || r.nameGlob != nil && !r.nameGlob.Match(c.name) {
@@ -338,6 +337,16 @@ func (r *rule) matches(c *callView) bool {
 		}
 	}
 	return true
+}
+
+// anyWordOf reports whether one of tool's words is among r's words.
+func (r *rule) anyWordOf(tool string) bool {
+	for w := range toolWords(tool) {
+		if r.words[w] {
+			return true
+		}
+	}
+	return false
 }
 
 // allows reports whether the rule applies to c's person (airlock.rego's
@@ -362,12 +371,17 @@ func (a argCond) matches(args ast.Value) bool {
 	return a.glob.Match(s)
 }
 
-// initial is s's first character as ranging over s yields it ("" for "").
+// initial is s's first character as ranging over s yields it ("" for ""),
+// without allocating: a slice of s, or U+FFFD for a byte that is not UTF-8.
 func initial(s string) string {
-	for _, r := range s {
-		return string(r)
+	r, n := utf8.DecodeRuneInString(s)
+	if r == utf8.RuneError && n <= 1 {
+		if n == 0 {
+			return ""
+		}
+		return string(utf8.RuneError)
 	}
-	return ""
+	return s[:n]
 }
 
 // match returns the hits entries of c, in index order: rule i's own (i)
@@ -391,7 +405,7 @@ func (rs *ruleSet) match(c *callView, buf []int32) []int32 {
 	}
 	consider(rs.byTool[c.tool])
 	consider(rs.byServer[c.server])
-	for _, w := range c.words {
+	for w := range toolWords(c.tool) {
 		consider(rs.byWord[w])
 	}
 	consider(rs.byToolInitial[initial(c.tool)])
