@@ -38,14 +38,15 @@ func inputValue(call *airlockv1.ToolCall) (ast.Value, error) {
 		return nil, err
 	}
 	// One block for the value terms instead of an allocation each.
-	v := make([]ast.Term, 9)
+	var v [10]ast.Term
 	str := func(i int, s string) *ast.Term {
 		v[i].Value = ast.String(s)
 		return &v[i]
 	}
 	v[2].Value = ast.InternedTerm(int(call.GetRevision())).Value
 	v[8].Value = args
-	c := ast.NewObject(
+	items := make([][2]*ast.Term, 0, 12)
+	items = append(items,
 		ast.Item(keyAgentID, str(0, call.GetAgentId())),
 		ast.Item(keyCallID, str(1, call.GetCallId())),
 		ast.Item(keyRevision, &v[2]),
@@ -69,10 +70,10 @@ func inputValue(call *airlockv1.ToolCall) (ast.Value, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.Insert(keyAnnots, ast.NewTerm(av))
-		c.Insert(keyAnnTrusted, ast.BooleanTerm(call.GetAnnotationsTrusted()))
+		items = append(items, ast.Item(keyAnnots, ast.NewTerm(av)), ast.Item(keyAnnTrusted, ast.InternedTerm(call.GetAnnotationsTrusted())))
 	}
-	return ast.NewObject(ast.Item(keyCall, ast.NewTerm(c))), nil
+	v[9].Value = ast.NewObject(items...)
+	return ast.NewObject(ast.Item(keyCall, &v[9])), nil
 }
 
 // ToolWords splits a tool name as airlock.rego's tool_words does: at runs
