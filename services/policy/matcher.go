@@ -10,7 +10,7 @@ import (
 
 	"github.com/gobwas/glob"
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown"
 	"github.com/open-policy-agent/opa/v1/types"
 )
 
@@ -500,24 +500,26 @@ func (rs *ruleSet) combine(hits []int32) *ast.Term {
 	return ast.NewTerm(d)
 }
 
-// builtins are the generated module's functions, bound to rs.
-func (rs *ruleSet) builtins() []func(*rego.Rego) {
-	decl := types.NewFunction(types.Args(types.A), types.A)
-	return []func(*rego.Rego){
-		rego.Function1(&rego.Function{Name: builtinHits, Decl: decl}, func(_ rego.BuiltinContext, call *ast.Term) (*ast.Term, error) {
-			c, err := viewOf(call)
+// builtins are the generated module's functions, bound to rs, for
+// topdown. As rego would register them, a function's error is reported as
+// a built-in error naming it, and a nil result is undefined.
+func (rs *ruleSet) builtins() map[string]*topdown.Builtin {
+	decls := builtinDecls()
+	fn := func(name string, f func(*callView) *ast.Term) *topdown.Builtin {
+		return &topdown.Builtin{Decl: decls[name], Func: func(bctx topdown.BuiltinContext, operands []*ast.Term, iter func(*ast.Term) error) error {
+			c, err := viewOf(operands[0])
 			if err != nil {
-				return nil, err
+				return (&topdown.Error{Code: topdown.BuiltinErr, Message: name + ": " + err.Error(), Location: bctx.Location}).Wrap(err)
 			}
-			return rs.hitsTerm(&c), nil
-		}),
-		rego.Function1(&rego.Function{Name: builtinDecision, Decl: decl}, func(_ rego.BuiltinContext, call *ast.Term) (*ast.Term, error) {
-			c, err := viewOf(call)
-			if err != nil {
-				return nil, err
+			if t := f(&c); t != nil {
+				return iter(t)
 			}
-			return rs.decisionTerm(&c), nil // nil: undefined
-		}),
+			return nil
+		}}
+	}
+	return map[string]*topdown.Builtin{
+		builtinHits:     fn(builtinHits, rs.hitsTerm),
+		builtinDecision: fn(builtinDecision, rs.decisionTerm), // nil: undefined
 	}
 }
 
