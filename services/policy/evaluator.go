@@ -65,6 +65,7 @@ type Evaluator struct {
 	// What topdown evaluates Query with, prepared once (see evalQuery).
 	compiler      *ast.Compiler
 	store         storage.Store
+	rules         *ruleSet
 	builtins      map[string]*topdown.Builtin
 	query         ast.Body // Query, its value captured in decisionVar
 	queryCompiler ast.QueryCompiler
@@ -133,7 +134,7 @@ func NewEvaluator(ctx context.Context, code *Code, rules []*airlockv1.PolicyRule
 	e := &Evaluator{code: code, data: data, generated: gen, revision: hex.EncodeToString(sum[:])[:16], cache: vc,
 		defaults: AskDefaultsFrom(config.Default()),
 		compiler: comp, store: inmem.NewFromObjectWithOpts(data, inmem.OptRoundTripOnWrite(true), inmem.OptReturnASTValuesOnRead(true)),
-		builtins: rs.builtins(), query: query, queryCompiler: qc}
+		rules: rs, builtins: rs.builtins(), query: query, queryCompiler: qc}
 	for _, o := range opts {
 		o(e)
 	}
@@ -205,6 +206,11 @@ func (e *Evaluator) evaluate(ctx context.Context, call *airlockv1.ToolCall) (*ai
 	}
 	if t == nil {
 		return nil, fmt.Errorf("%s is undefined for this call", Query)
+	}
+	// The compiled rules' decision, passed through by the policy, was read
+	// when the rules made it.
+	if d := e.rules.decision(t.Value); d != nil {
+		return d, nil
 	}
 	return decisionFromValue(t.Value)
 }

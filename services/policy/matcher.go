@@ -12,6 +12,8 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/topdown"
 	"github.com/open-policy-agent/opa/v1/types"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 )
 
 // The built-in functions the generated module calls. They exist only in
@@ -209,6 +211,11 @@ type ruleSet struct {
 	// together; a decision depends only on which entries match.
 	mu       sync.RWMutex
 	combined map[[4]int32]*ast.Term
+	// decoded holds the decision documents rs makes (each outcome's solo,
+	// each combined one), read as decisionFromValue reads them, so that a
+	// decision the policy passes through unchanged is not read again.
+	// Guarded by mu.
+	decoded map[ast.Value]*airlockv1.Decision
 }
 
 // newRuleSet makes the set for n rules.
@@ -218,6 +225,7 @@ func newRuleSet(bindings any, n int) *ruleSet {
 		byTool: map[string][]int32{}, byServer: map[string][]int32{}, byWord: map[string][]int32{},
 		byToolInitial: map[string][]int32{}, byNameInitial: map[string][]int32{}, byAgent: map[string][]int32{},
 		bindings: map[string]bool{}, combined: map[[4]int32]*ast.Term{},
+		decoded: map[ast.Value]*airlockv1.Decision{},
 	}
 	b, _ := bindings.(map[string]any)
 	for agent, profile := range b {
@@ -236,6 +244,11 @@ func (rs *ruleSet) add(r rule, own, refusal outcome) {
 	i := int32(len(rs.rules))
 	rs.rules = append(rs.rules, r)
 	rs.outcomes[i], rs.outcomes[rs.n+i] = own, refusal
+	for _, o := range []outcome{own, refusal} {
+		if o.solo != nil {
+			rs.remember(o.solo)
+		}
+	}
 	switch {
 	case r.tool != "*":
 		rs.byTool[r.tool] = append(rs.byTool[r.tool], i)
@@ -473,12 +486,42 @@ func (rs *ruleSet) decisionTerm(c *callView) *ast.Term {
 	t := rs.combine(hits)
 	if cacheable {
 		rs.mu.Lock()
-		if len(rs.combined) < 4096 {
+		if _, ok := rs.combined[key]; !ok && len(rs.combined) < 4096 {
 			rs.combined[key] = t
+			rs.rememberLocked(t)
 		}
 		rs.mu.Unlock()
 	}
 	return t
+}
+
+// remember reads decision document t once, for decoded; a document that
+// does not read is left to be refused when a policy gives it.
+func (rs *ruleSet) remember(t *ast.Term) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.rememberLocked(t)
+}
+
+func (rs *ruleSet) rememberLocked(t *ast.Term) {
+	if d, err := decisionFromValue(t.Value); err == nil {
+		rs.decoded[t.Value] = d
+	}
+}
+
+// decision returns the decision document v read, when v is one rs made;
+// nil otherwise. The caller gets a copy of its own.
+func (rs *ruleSet) decision(v ast.Value) *airlockv1.Decision {
+	if _, ok := v.(ast.Object); !ok {
+		return nil
+	}
+	rs.mu.RLock()
+	d := rs.decoded[v]
+	rs.mu.RUnlock()
+	if d == nil {
+		return nil
+	}
+	return copyDocumentFields(d)
 }
 
 func (rs *ruleSet) combine(hits []int32) *ast.Term {
