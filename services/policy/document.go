@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -120,6 +121,24 @@ func decisionFromValue(v ast.Value) (*airlockv1.Decision, error) {
 		d.Reason = "policy says " + strings.TrimPrefix(strings.ToLower(d.Action.String()), "action_")
 	}
 	return d, nil
+}
+
+// copyDocumentFields copies what decisionFromValue sets in d (the fields
+// a decision document holds) into a new decision, sharing nothing with d.
+func copyDocumentFields(d *airlockv1.Decision) *airlockv1.Decision {
+	return &airlockv1.Decision{
+		Action: d.Action, Reason: d.Reason, RuleId: d.RuleId, Risk: d.Risk,
+		Approvers: slices.Clone(d.Approvers), Notify: slices.Clone(d.Notify), Redact: slices.Clone(d.Redact), EscalateTo: slices.Clone(d.EscalateTo),
+		QueuePerThread: d.QueuePerThread, Quorum: d.Quorum,
+		Timeout: cloneDuration(d.Timeout), EscalateAfter: cloneDuration(d.EscalateAfter), RemindAfter: cloneDuration(d.RemindAfter),
+	}
+}
+
+func cloneDuration(d *durationpb.Duration) *durationpb.Duration {
+	if d == nil {
+		return nil
+	}
+	return durationpb.New(d.AsDuration())
 }
 
 // jsonOf is v as Go values, for messages (what rego's own results hold).

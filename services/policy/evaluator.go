@@ -13,7 +13,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/metrics"
-	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 	"github.com/open-policy-agent/opa/v1/topdown"
 	"github.com/open-policy-agent/opa/v1/topdown/cache"
@@ -59,10 +59,20 @@ type Evaluator struct {
 	data      map[string]any
 	generated string
 	revision  string
-	pq        rego.PreparedEvalQuery
 	cache     cache.InterQueryValueCache
 	defaults  AskDefaults
+
+	// What topdown evaluates Query with, prepared once (see evalQuery).
+	compiler      *ast.Compiler
+	store         storage.Store
+	rules         *ruleSet
+	builtins      map[string]*topdown.Builtin
+	query         ast.Body // Query, its value captured in decisionVar
+	queryCompiler ast.QueryCompiler
 }
+
+// decisionVar captures Query's value in the compiled query.
+var decisionVar = ast.Var("decision")
 
 // LoadDir loads the policy in dir (see CodeFromDir) with its own data only
 // (no run-time rules, no bindings): what `airlock policy replay` evaluates a
@@ -115,17 +125,16 @@ func NewEvaluator(ctx context.Context, code *Code, rules []*airlockv1.PolicyRule
 	// The inter-query value cache keeps compiled globs for every pattern;
 	// OPA's global fallback holds only 100, fewer than a policy with 100 rules uses.
 	vc := cache.NewInterQueryValueCache(ctx, &cache.Config{InterQueryBuiltinValueCache: cache.InterQueryBuiltinValueCacheConfig{MaxNumEntries: intPtr(10000)}})
-	pq, err := rego.New(append(rs.builtins(),
-		rego.Query(Query),
-		rego.Compiler(comp),
-		rego.Store(inmem.NewFromObjectWithOpts(data, inmem.OptRoundTripOnWrite(true), inmem.OptReturnASTValuesOnRead(true))),
-		rego.StrictBuiltinErrors(true),
-	)...).PrepareForEval(ctx)
+	// Query, as rego would prepare it: its value captured in a variable.
+	qc := comp.QueryCompiler().WithContext(ast.NewQueryContext()).WithEnablePrintStatements(false).WithStrict(false)
+	query, err := qc.Compile(ast.NewBody(ast.Equality.Expr(ast.MustParseTerm(Query), ast.NewTerm(decisionVar))))
 	if err != nil {
 		return nil, fmt.Errorf("prepare policy: %w", err)
 	}
-	e := &Evaluator{code: code, data: data, generated: gen, revision: hex.EncodeToString(sum[:])[:16], pq: pq, cache: vc,
-		defaults: AskDefaultsFrom(config.Default())}
+	e := &Evaluator{code: code, data: data, generated: gen, revision: hex.EncodeToString(sum[:])[:16], cache: vc,
+		defaults: AskDefaultsFrom(config.Default()),
+		compiler: comp, store: inmem.NewFromObjectWithOpts(data, inmem.OptRoundTripOnWrite(true), inmem.OptReturnASTValuesOnRead(true)),
+		rules: rs, builtins: rs.builtins(), query: query, queryCompiler: qc}
 	for _, o := range opts {
 		o(e)
 	}
@@ -188,38 +197,70 @@ func (e *Evaluator) evaluate(ctx context.Context, call *airlockv1.ToolCall) (*ai
 	if err != nil {
 		return nil, err
 	}
-	// rego starts a goroutine per evaluation to watch ctx unless it is given
-	// a Cancel; AfterFunc does the same watching without one.
-	cancel := topdown.NewCancel()
-	stop := context.AfterFunc(ctx, cancel.Cancel)
-	defer stop()
-	rs, err := e.pq.Eval(ctx,
-		rego.EvalParsedInput(input),
-		rego.EvalInterQueryBuiltinValueCache(e.cache),
-		rego.EvalExternalCancel(cancel),
-		// Nobody reads per-evaluation metrics; a fresh set costs allocations.
-		rego.EvalMetrics(metrics.NoOp()),
-		// The document is read from its AST form (decisionFromValue), so
-		// skip rego's conversion to Go maps.
-		rego.EvalGenerateJSON(keepTerm),
-	)
+	t, err := e.evalQuery(ctx, input)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("policy evaluation error: %w (%w)", err, ctx.Err())
 		}
 		return nil, fmt.Errorf("policy evaluation error: %w", err)
 	}
-	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+	if t == nil {
 		return nil, fmt.Errorf("%s is undefined for this call", Query)
 	}
-	t, ok := rs[0].Expressions[0].Value.(*ast.Term)
-	if !ok {
-		return nil, fmt.Errorf("malformed decision: %s evaluated to %T", Query, rs[0].Expressions[0].Value)
+	// The compiled rules' decision, passed through by the policy, was read
+	// when the rules made it.
+	if d := e.rules.decision(t.Value); d != nil {
+		return d, nil
 	}
 	return decisionFromValue(t.Value)
 }
 
-func keepTerm(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }
+// evalQuery evaluates Query with input: its value, nil when it is
+// undefined. It runs topdown as rego's prepared query would (same compiler,
+// store, built-in functions, strict built-in errors, indexing, early exit),
+// without rego's per-evaluation wrapping, which costs as much again as a
+// small policy: an evaluation context, options, a result set converted from
+// the bindings.
+func (e *Evaluator) evalQuery(ctx context.Context, input ast.Value) (*ast.Term, error) {
+	txn, err := e.store.NewTransaction(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer e.store.Abort(ctx, txn)
+	// topdown's virtual-document cache, kept from one evaluation to the
+	// next (see virtualCache).
+	vc := getVirtualCache()
+	defer putVirtualCache(vc)
+	// Watch ctx without a goroutine of our own: AfterFunc cancels the
+	// evaluation when ctx ends.
+	cancel := topdown.NewCancel()
+	stop := context.AfterFunc(ctx, cancel.Cancel)
+	defer stop()
+	var value *ast.Term
+	err = topdown.NewQuery(e.query).
+		WithQueryCompiler(e.queryCompiler).
+		WithCompiler(e.compiler).
+		WithStore(e.store).
+		WithTransaction(txn).
+		WithBuiltins(e.builtins).
+		WithInput(ast.NewTerm(input)).
+		WithInterQueryBuiltinValueCache(e.cache).
+		WithStrictBuiltinErrors(true).
+		WithVirtualCache(vc).
+		WithCancel(cancel).
+		// Nobody reads per-evaluation metrics; a fresh set costs allocations.
+		WithMetrics(metrics.NoOp()).
+		Iter(ctx, func(qr topdown.QueryResult) error {
+			if value == nil { // the first result, as rego's rs[0]
+				value = qr[decisionVar]
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return value, nil
+}
 
 // stamp adds what every decision carries: defaults, revision, ids, digest.
 func (e *Evaluator) stamp(d *airlockv1.Decision, call *airlockv1.ToolCall, now time.Time) {
@@ -249,7 +290,12 @@ func (e *Evaluator) stamp(d *airlockv1.Decision, call *airlockv1.ToolCall, now t
 }
 
 func newDecisionID() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return "dec_" + hex.EncodeToString(b)
+	// Built in one buffer: the string is the only allocation.
+	const prefix = "dec_"
+	var raw [12]byte
+	_, _ = rand.Read(raw[:])
+	var id [len(prefix) + 2*len(raw)]byte
+	copy(id[:], prefix)
+	hex.Encode(id[len(prefix):], raw[:])
+	return string(id[:])
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/ast"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 )
@@ -16,12 +16,12 @@ func (e *Evaluator) DocumentForTest(ctx context.Context, call *airlockv1.ToolCal
 	if err != nil {
 		return nil, err
 	}
-	rs, err := e.pq.Eval(ctx, rego.EvalParsedInput(in))
+	t, err := e.evalQuery(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	if len(rs) == 0 {
+	if t == nil {
 		return nil, fmt.Errorf("%s is undefined", Query)
 	}
-	return rs[0].Expressions[0].Value, nil
+	return ast.JSON(t.Value)
 }

@@ -133,10 +133,13 @@ func compileRules(data map[string]any) (*ruleSet, map[string]any, error) {
 		r.nameInitial, _ = literalFirst(star(raw["pattern"]))
 		// A pattern that lists exact names (the coding-agent profile's) is
 		// filed under each name's tool: it costs nothing for other tools.
+		// It matches by set lookup, which costs less than its glob.
 		if names, ok := literalNames(star(raw["pattern"])); ok {
+			r.nameGlob, r.names = nil, make(map[string]bool, len(names))
 			for _, nm := range names {
 				_, tool, _ := strings.Cut(nm, "__")
 				r.nameTools = append(r.nameTools, tool)
+				r.names[nm] = true
 			}
 			slices.Sort(r.nameTools)
 			r.nameTools = slices.Compact(r.nameTools)

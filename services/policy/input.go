@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+	"iter"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -36,14 +38,15 @@ func inputValue(call *airlockv1.ToolCall) (ast.Value, error) {
 		return nil, err
 	}
 	// One block for the value terms instead of an allocation each.
-	v := make([]ast.Term, 9)
+	var v [10]ast.Term
 	str := func(i int, s string) *ast.Term {
 		v[i].Value = ast.String(s)
 		return &v[i]
 	}
 	v[2].Value = ast.InternedTerm(int(call.GetRevision())).Value
 	v[8].Value = args
-	c := ast.NewObject(
+	items := make([][2]*ast.Term, 0, 12)
+	items = append(items,
 		ast.Item(keyAgentID, str(0, call.GetAgentId())),
 		ast.Item(keyCallID, str(1, call.GetCallId())),
 		ast.Item(keyRevision, &v[2]),
@@ -67,37 +70,43 @@ func inputValue(call *airlockv1.ToolCall) (ast.Value, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.Insert(keyAnnots, ast.NewTerm(av))
-		c.Insert(keyAnnTrusted, ast.BooleanTerm(call.GetAnnotationsTrusted()))
+		items = append(items, ast.Item(keyAnnots, ast.NewTerm(av)), ast.Item(keyAnnTrusted, ast.InternedTerm(call.GetAnnotationsTrusted())))
 	}
-	return ast.NewObject(ast.Item(keyCall, ast.NewTerm(c))), nil
+	v[9].Value = ast.NewObject(items...)
+	return ast.NewObject(ast.Item(keyCall, &v[9])), nil
 }
 
 // ToolWords splits a tool name as airlock.rego's tool_words does: at runs
 // of _ . - and before an ASCII capital that follows a lower-case letter or
-// digit, lower-cased, empty words dropped. (Hand-written: this runs on every
-// decision, and a regexp costs more than the rest of the input.)
-func ToolWords(tool string) []string {
-	var out []string
-	start := 0
-	flush := func(end int) {
-		if end > start {
-			out = append(out, strings.ToLower(tool[start:end]))
+// digit, lower-cased, empty words dropped.
+func ToolWords(tool string) []string { return slices.Collect(toolWords(tool)) }
+
+// toolWords yields ToolWords(tool) one by one. (Hand-written: this runs on
+// every decision, and a regexp costs more than the rest of the input; an
+// iterator, so that matching allocates no list of words.)
+func toolWords(tool string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		start := 0
+		for i := 0; i <= len(tool); i++ {
+			end := -1 // where a word ends before i, if one does
+			next := start
+			switch {
+			case i == len(tool):
+				end = i
+			case tool[i] == '_' || tool[i] == '.' || tool[i] == '-':
+				end, next = i, i+1
+			case tool[i] >= 'A' && tool[i] <= 'Z' && i > 0 && (tool[i-1] >= 'a' && tool[i-1] <= 'z' || tool[i-1] >= '0' && tool[i-1] <= '9'):
+				end, next = i, i
+			}
+			if end < 0 {
+				continue
+			}
+			if end > start && !yield(strings.ToLower(tool[start:end])) {
+				return
+			}
+			start = next
 		}
 	}
-	for i := 0; i < len(tool); i++ {
-		c := tool[i]
-		switch {
-		case c == '_' || c == '.' || c == '-':
-			flush(i)
-			start = i + 1
-		case c >= 'A' && c <= 'Z' && i > 0 && (tool[i-1] >= 'a' && tool[i-1] <= 'z' || tool[i-1] >= '0' && tool[i-1] <= '9'):
-			flush(i)
-			start = i
-		}
-	}
-	flush(len(tool))
-	return out
 }
 
 func structValue(s *structpb.Struct) (ast.Value, error) {

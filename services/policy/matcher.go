@@ -6,11 +6,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/gobwas/glob"
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown"
 	"github.com/open-policy-agent/opa/v1/types"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 )
 
 // The built-in functions the generated module calls. They exist only in
@@ -29,8 +32,10 @@ type rule struct {
 	toolGlob, nameGlob  *glob.Pattern
 	// First literal characters of the globs, for the index ("" = none).
 	toolInitial, nameInitial string
-	// The tools of a pattern that lists exact names ("{claude__Bash,
-	// codex__Bash}"), for the index; nil for any other pattern.
+	// The names a pattern lists exactly ("{claude__Bash,codex__Bash}"),
+	// matched instead of its glob (nameGlob is then nil), and their tools,
+	// for the index; nil for any other pattern.
+	names     map[string]bool
 	nameTools []string
 	args      []argCond
 	commands  []commandCond
@@ -206,6 +211,11 @@ type ruleSet struct {
 	// together; a decision depends only on which entries match.
 	mu       sync.RWMutex
 	combined map[[4]int32]*ast.Term
+	// decoded holds the decision documents rs makes (each outcome's solo,
+	// each combined one), read as decisionFromValue reads them, so that a
+	// decision the policy passes through unchanged is not read again.
+	// Guarded by mu.
+	decoded map[ast.Value]*airlockv1.Decision
 }
 
 // newRuleSet makes the set for n rules.
@@ -215,6 +225,7 @@ func newRuleSet(bindings any, n int) *ruleSet {
 		byTool: map[string][]int32{}, byServer: map[string][]int32{}, byWord: map[string][]int32{},
 		byToolInitial: map[string][]int32{}, byNameInitial: map[string][]int32{}, byAgent: map[string][]int32{},
 		bindings: map[string]bool{}, combined: map[[4]int32]*ast.Term{},
+		decoded: map[ast.Value]*airlockv1.Decision{},
 	}
 	b, _ := bindings.(map[string]any)
 	for agent, profile := range b {
@@ -233,6 +244,11 @@ func (rs *ruleSet) add(r rule, own, refusal outcome) {
 	i := int32(len(rs.rules))
 	rs.rules = append(rs.rules, r)
 	rs.outcomes[i], rs.outcomes[rs.n+i] = own, refusal
+	for _, o := range []outcome{own, refusal} {
+		if o.solo != nil {
+			rs.remember(o.solo)
+		}
+	}
 	switch {
 	case r.tool != "*":
 		rs.byTool[r.tool] = append(rs.byTool[r.tool], i)
@@ -263,7 +279,6 @@ type callView struct {
 	agent, server, tool, name string
 	onBehalfOf                string
 	verified                  bool
-	words                     []string
 	args                      ast.Value
 }
 
@@ -304,7 +319,6 @@ func viewOf(t *ast.Term) (callView, error) {
 		c.verified = bool(b)
 	}
 	c.name = c.server + "__" + c.tool
-	c.words = ToolWords(c.tool)
 	if a := obj.Get(keyArguments); a != nil {
 		c.args = a.Value
 	}
@@ -316,10 +330,13 @@ func (r *rule) matches(c *callView) bool {
 	if r.server != "*" && r.server != c.server || r.tool != "*" && r.tool != c.tool || r.agent != "*" && r.agent != c.agent {
 		return false
 	}
-	if !r.anyWord && !slices.ContainsFunc(c.words, func(w string) bool { return r.words[w] }) {
+	if !r.anyWord && !r.anyWordOf(c.tool) {
 		return false
 	}
 	if r.toolGlob != nil && !r.toolGlob.Match(c.tool) || r.nameGlob != nil && !r.nameGlob.Match(c.name) {
+		return false
+	}
+	if r.names != nil && !r.names[c.name] {
 		return false
 	}
 	for _, a := range r.args {
@@ -333,6 +350,16 @@ func (r *rule) matches(c *callView) bool {
 		}
 	}
 	return true
+}
+
+// anyWordOf reports whether one of tool's words is among r's words.
+func (r *rule) anyWordOf(tool string) bool {
+	for w := range toolWords(tool) {
+		if r.words[w] {
+			return true
+		}
+	}
+	return false
 }
 
 // allows reports whether the rule applies to c's person (airlock.rego's
@@ -350,12 +377,17 @@ func (a argCond) matches(args ast.Value) bool {
 	return ok && cleanPath(s) && a.glob.Match(s)
 }
 
-// initial is s's first character as ranging over s yields it ("" for "").
+// initial is s's first character as ranging over s yields it ("" for ""),
+// without allocating: a slice of s, or U+FFFD for a byte that is not UTF-8.
 func initial(s string) string {
-	for _, r := range s {
-		return string(r)
+	r, n := utf8.DecodeRuneInString(s)
+	if r == utf8.RuneError && n <= 1 {
+		if n == 0 {
+			return ""
+		}
+		return string(utf8.RuneError)
 	}
-	return ""
+	return s[:n]
 }
 
 // match returns the hits entries of c, in index order: rule i's own (i)
@@ -379,7 +411,7 @@ func (rs *ruleSet) match(c *callView, buf []int32) []int32 {
 	}
 	consider(rs.byTool[c.tool])
 	consider(rs.byServer[c.server])
-	for _, w := range c.words {
+	for w := range toolWords(c.tool) {
 		consider(rs.byWord[w])
 	}
 	consider(rs.byToolInitial[initial(c.tool)])
@@ -447,12 +479,42 @@ func (rs *ruleSet) decisionTerm(c *callView) *ast.Term {
 	t := rs.combine(hits)
 	if cacheable {
 		rs.mu.Lock()
-		if len(rs.combined) < 4096 {
+		if _, ok := rs.combined[key]; !ok && len(rs.combined) < 4096 {
 			rs.combined[key] = t
+			rs.rememberLocked(t)
 		}
 		rs.mu.Unlock()
 	}
 	return t
+}
+
+// remember reads decision document t once, for decoded; a document that
+// does not read is left to be refused when a policy gives it.
+func (rs *ruleSet) remember(t *ast.Term) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.rememberLocked(t)
+}
+
+func (rs *ruleSet) rememberLocked(t *ast.Term) {
+	if d, err := decisionFromValue(t.Value); err == nil {
+		rs.decoded[t.Value] = d
+	}
+}
+
+// decision returns the decision document v read, when v is one rs made;
+// nil otherwise. The caller gets a copy of its own.
+func (rs *ruleSet) decision(v ast.Value) *airlockv1.Decision {
+	if _, ok := v.(ast.Object); !ok {
+		return nil
+	}
+	rs.mu.RLock()
+	d := rs.decoded[v]
+	rs.mu.RUnlock()
+	if d == nil {
+		return nil
+	}
+	return copyDocumentFields(d)
 }
 
 func (rs *ruleSet) combine(hits []int32) *ast.Term {
@@ -474,24 +536,26 @@ func (rs *ruleSet) combine(hits []int32) *ast.Term {
 	return ast.NewTerm(d)
 }
 
-// builtins are the generated module's functions, bound to rs.
-func (rs *ruleSet) builtins() []func(*rego.Rego) {
-	decl := types.NewFunction(types.Args(types.A), types.A)
-	return []func(*rego.Rego){
-		rego.Function1(&rego.Function{Name: builtinHits, Decl: decl}, func(_ rego.BuiltinContext, call *ast.Term) (*ast.Term, error) {
-			c, err := viewOf(call)
+// builtins are the generated module's functions, bound to rs, for
+// topdown. As rego would register them, a function's error is reported as
+// a built-in error naming it, and a nil result is undefined.
+func (rs *ruleSet) builtins() map[string]*topdown.Builtin {
+	decls := builtinDecls()
+	fn := func(name string, f func(*callView) *ast.Term) *topdown.Builtin {
+		return &topdown.Builtin{Decl: decls[name], Func: func(bctx topdown.BuiltinContext, operands []*ast.Term, iter func(*ast.Term) error) error {
+			c, err := viewOf(operands[0])
 			if err != nil {
-				return nil, err
+				return (&topdown.Error{Code: topdown.BuiltinErr, Message: name + ": " + err.Error(), Location: bctx.Location}).Wrap(err)
 			}
-			return rs.hitsTerm(&c), nil
-		}),
-		rego.Function1(&rego.Function{Name: builtinDecision, Decl: decl}, func(_ rego.BuiltinContext, call *ast.Term) (*ast.Term, error) {
-			c, err := viewOf(call)
-			if err != nil {
-				return nil, err
+			if t := f(&c); t != nil {
+				return iter(t)
 			}
-			return rs.decisionTerm(&c), nil // nil: undefined
-		}),
+			return nil
+		}}
+	}
+	return map[string]*topdown.Builtin{
+		builtinHits:     fn(builtinHits, rs.hitsTerm),
+		builtinDecision: fn(builtinDecision, rs.decisionTerm), // nil: undefined
 	}
 }
 
