@@ -69,6 +69,7 @@ type Evaluator struct {
 	builtins      map[string]*topdown.Builtin
 	query         ast.Body // Query, its value captured in decisionVar
 	queryCompiler ast.QueryCompiler
+	caches        virtualCachePool
 }
 
 // decisionVar captures Query's value in the compiled query.
@@ -229,8 +230,8 @@ func (e *Evaluator) evalQuery(ctx context.Context, input ast.Value) (*ast.Term, 
 	defer e.store.Abort(ctx, txn)
 	// topdown's virtual-document cache, kept from one evaluation to the
 	// next (see virtualCache).
-	vc := getVirtualCache()
-	defer putVirtualCache(vc)
+	vc := e.caches.get()
+	defer e.caches.put(vc)
 	// Watch ctx without a goroutine of our own: AfterFunc cancels the
 	// evaluation when ctx ends.
 	cancel := topdown.NewCancel()

@@ -14,7 +14,7 @@ import (
 // of a decision's allocations. It holds what topdown's does — an exact ref
 // maps to a value or to "undefined", only the top frame is visible — as one
 // list per frame, indexed by the ref's hash. It serves one evaluation at a
-// time; virtualCaches hands them out.
+// time; a virtualCachePool hands them out.
 type virtualCache struct {
 	frames []vcFrame
 	top    int // index of the visible frame
@@ -46,17 +46,20 @@ var _ topdown.VirtualCache = (*virtualCache)(nil)
 // not keep its tables alive and make every reset clear them.
 const maxReusedEntries = 1024
 
-var virtualCaches = sync.Pool{New: func() any {
-	c := &virtualCache{}
-	c.frames = append(c.frames, vcFrame{latest: map[int]int32{}})
-	return c
-}}
+// virtualCachePool hands out virtualCaches, one per evaluation, and takes
+// them back (each Evaluator has its own: no process-wide state).
+type virtualCachePool struct{ pool sync.Pool }
 
-// getVirtualCache returns an empty cache for one evaluation; give it back
-// with putVirtualCache when the evaluation is over.
-func getVirtualCache() *virtualCache { return virtualCaches.Get().(*virtualCache) }
+// get returns an empty cache for one evaluation; give it back with put
+// when the evaluation is over.
+func (p *virtualCachePool) get() *virtualCache {
+	if c, ok := p.pool.Get().(*virtualCache); ok {
+		return c
+	}
+	return &virtualCache{frames: []vcFrame{{latest: map[int]int32{}}}}
+}
 
-func putVirtualCache(c *virtualCache) {
+func (p *virtualCachePool) put(c *virtualCache) {
 	size := 0
 	for i := range c.frames {
 		size += len(c.frames[i].entries)
@@ -68,7 +71,7 @@ func putVirtualCache(c *virtualCache) {
 		c.frames[i].reset()
 	}
 	c.top = 0
-	virtualCaches.Put(c)
+	p.pool.Put(c)
 }
 
 func (f *vcFrame) reset() {
