@@ -142,6 +142,12 @@ func (con *Console) apiAwait(c echo.Context) error {
 		}
 		wait = min(d, con.cfg.Console.MaxWait)
 	}
+	if wait > 0 {
+		if !con.waits.acquire(p.AgentID) {
+			return apierr.New(apierr.Unavailable, "agent %s already holds %d waits on this console: wait for one to end, or poll without ?wait=", p.AgentID, maxWaitsPerAgent)
+		}
+		defer con.waits.release(p.AgentID)
+	}
 	ctx := c.Request().Context()
 	if err := con.callExists(ctx, p.AgentID, id); err != nil {
 		return err

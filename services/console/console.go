@@ -75,6 +75,7 @@ type Console struct {
 	feed     *feed
 	opts     Options
 	pub      *envelope.Publisher // sign-ins, tokens, refused requests (audit_events.go)
+	waits    *agentWaits         // open long-polls per agent (waits.go)
 }
 
 // New builds the console from deps. The console bucket must exist
@@ -116,6 +117,7 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 		policy: policyapi.New(deps.NC, fk, Frontend), store: st, pages: pages, opts: opts, proxies: proxies,
 		logins: newLoginLimiter(kv, deps.Config.Console.SignIn, opts.Now),
 		pub:    deps.Publisher("console"),
+		waits:  newAgentWaits(maxWaitsPerAgent),
 	}
 	c.use.recordToken = c.recordToken
 	c.feed = newFeed(c)
