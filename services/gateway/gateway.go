@@ -151,14 +151,21 @@ func (g *Gateway) Run(ctx context.Context) error {
 	// the tools that are known (maybe none) and a list_changed later.
 	firstDeadline := time.AfterFunc(20*time.Second, g.markReady)
 	defer firstDeadline.Stop()
+	// The executor may start after the gateway (in one `airlock dev`, or
+	// in a deployment): until the first listing, try again quickly and
+	// quietly.
+	starting := time.Now().Add(startupGrace)
 	for {
-		ok := g.sync(ctx)
+		ok := g.sync(ctx, time.Now().Before(starting))
 		if ok {
 			g.markReady()
 		}
 		next := refreshEvery
-		if !ok {
+		switch {
+		case !ok && g.isReady():
 			next = retryEvery
+		case !ok:
+			next = startupRetry
 		}
 		timer := time.NewTimer(next)
 		select {
@@ -189,17 +196,26 @@ const (
 	refreshEvery = 30 * time.Second
 	retryEvery   = 3 * time.Second
 	debounce     = 150 * time.Millisecond
+	// Before the first listing: how often to try, and for how long a
+	// failure is expected (the executor still starting) and logged quietly.
+	startupRetry = 250 * time.Millisecond
+	startupGrace = 10 * time.Second
 )
 
 // policyChangedSubject is where the policy service records its changes.
 var policyChangedSubject = subject.EventsPrefix + "." + subject.SystemAgent + "." + subject.SystemCall + "." + subject.PolicyChanged
 
 // sync lists the tools and updates every endpoint; ok is false when
-// something must be tried again soon.
-func (g *Gateway) sync(ctx context.Context) bool {
+// something must be tried again soon. While starting, a failure is logged
+// only at debug level.
+func (g *Gateway) sync(ctx context.Context, starting bool) bool {
 	tools, complete, err := g.catalog.refresh(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case starting:
+			g.log.Debug("the registry's tools are not listed yet (the executor may still be starting); retrying", "err", err)
+		default:
 			g.log.Warn("the registry's tools could not be listed; retrying", "err", err)
 		}
 		return false
@@ -214,6 +230,16 @@ func (g *Gateway) sync(ctx context.Context) bool {
 }
 
 func (g *Gateway) markReady() { g.readyOnce.Do(func() { close(g.ready) }) }
+
+// isReady reports whether the first listing is done (or given up on).
+func (g *Gateway) isReady() bool {
+	select {
+	case <-g.ready:
+		return true
+	default:
+		return false
+	}
+}
 
 // awaitReady waits (at most a few seconds) for the first tool listing, so
 // a client that connects as airlock starts does not see an empty list.
