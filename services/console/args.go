@@ -39,6 +39,3 @@ func argsText(s *structpb.Struct) (pretty, compact string, problems []string) {
 	}
 	return pretty, compact, problems
 }
-
-// escapePointer escapes an object key as a JSON pointer token.
-func escapePointer(key string) string { return calls.EscapePointer(key) }

@@ -43,7 +43,7 @@ func grantArgs(rec *airlockv1.ApprovalRecord) []grantArg {
 	out := make([]grantArg, 0, len(keys))
 	for i, k := range keys {
 		v := fields[k]
-		a := grantArg{Index: i, Pointer: "/" + escapePointer(k), Value: grant.ValueJSON(v), Mode: modeExact}
+		a := grantArg{Index: i, Pointer: "/" + calls.EscapePointer(k), Value: grant.ValueJSON(v), Mode: modeExact}
 		if s, ok := v.GetKind().(*structpb.Value_StringValue); ok {
 			a.IsString, a.Multiline = true, strings.ContainsAny(s.StringValue, "\n\r")
 			if p := calls.CommandPrefix(s.StringValue, 2); p != "" && k == "command" {
@@ -70,7 +70,7 @@ func grantFromForm(c echo.Context, rec *airlockv1.ApprovalRecord) (grantInput, [
 		if p := strings.TrimSpace(c.FormValue("prefix_" + idx)); p != "" {
 			a.Prefix = p
 		}
-		key := unescapePointerToken(strings.TrimPrefix(a.Pointer, "/"))
+		key := calls.PointerTokens(a.Pointer)[0]
 		switch a.Mode {
 		case modeExact, "":
 			a.Mode = modeExact
@@ -117,10 +117,6 @@ func grantFromForm(c echo.Context, rec *airlockv1.ApprovalRecord) (grantInput, [
 	return in, args, extra, nil
 }
 
-func unescapePointerToken(tok string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-}
-
 // parseGlobs reads "pointer = glob" lines.
 func parseGlobs(raw string) (map[string]string, error) {
 	out := map[string]string{}
@@ -160,7 +156,7 @@ func (con *Console) newGrantPage(c echo.Context) error {
 	v.FromRevision = v.Call.Revision
 	in := grantInput{Values: map[string]*structpb.Value{}, OnlyListed: true, Uses: v.Uses, TTL: time.Duration(v.Hours) * time.Hour}
 	for k, val := range rec.GetCall().GetArguments().GetFields() {
-		in.Values["/"+escapePointer(k)] = val
+		in.Values["/"+calls.EscapePointer(k)] = val
 	}
 	v.Scope = grant.Describe(con.use.grant(rec, in))
 	return con.render(c, http.StatusOK, "grant_new", v)

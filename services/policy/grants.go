@@ -107,15 +107,18 @@ func argMatches(args *structpb.Struct, ptr, pattern string) bool {
 // one of g's constraints (the first token of its pointer).
 func onlyListed(args *structpb.Struct, g *airlockv1.StandingGrant) bool {
 	named := map[string]bool{}
-	anyOf := map[string]bool{}
-	for _, ptr := range g.AnyArguments {
-		anyOf[ptr] = true
+	name := func(ptr string) { named[calls.PointerTokens(ptr)[0]] = true }
+	for ptr := range g.ArgumentGlobs {
+		name(ptr)
 	}
-	for _, ptrs := range []map[string]bool{keys(g.ArgumentGlobs), keys(g.ArgumentValues), keys(g.CommandPrefixes), anyOf} {
-		for ptr := range ptrs {
-			first, _, _ := strings.Cut(strings.TrimPrefix(ptr, "/"), "/")
-			named[unescapePointer(first)] = true
-		}
+	for ptr := range g.ArgumentValues {
+		name(ptr)
+	}
+	for ptr := range g.CommandPrefixes {
+		name(ptr)
+	}
+	for _, ptr := range g.AnyArguments {
+		name(ptr)
 	}
 	for k := range args.GetFields() {
 		if !named[k] {
@@ -123,18 +126,6 @@ func onlyListed(args *structpb.Struct, g *airlockv1.StandingGrant) bool {
 		}
 	}
 	return true
-}
-
-func keys[V any](m map[string]V) map[string]bool {
-	out := make(map[string]bool, len(m))
-	for k := range m {
-		out[k] = true
-	}
-	return out
-}
-
-func unescapePointer(tok string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
 }
 
 func cleanPath(v string) bool {

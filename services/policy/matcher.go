@@ -14,6 +14,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/types"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // The built-in functions the generated module calls. They exist only in
@@ -81,8 +82,8 @@ func newArgCond(ptr, pattern string) (argCond, error) {
 // pointerPath is a JSON pointer's tokens (airlock.rego's pointer).
 func pointerPath(ptr string) []*ast.Term {
 	var path []*ast.Term
-	for _, s := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
-		path = append(path, ast.StringTerm(strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")))
+	for _, tok := range calls.PointerTokens(ptr) {
+		path = append(path, ast.StringTerm(tok))
 	}
 	return path
 }

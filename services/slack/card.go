@@ -347,10 +347,9 @@ func redact(m map[string]any, p string) {
 	if !strings.HasPrefix(p, "/") {
 		return
 	}
-	parts := strings.Split(p[1:], "/")
+	parts := calls.PointerTokens(p)
 	var cur any = m
-	for i, raw := range parts {
-		tok := strings.ReplaceAll(strings.ReplaceAll(raw, "~1", "/"), "~0", "~")
+	for i, tok := range parts {
 		last := i == len(parts)-1
 		switch c := cur.(type) {
 		case map[string]any:

@@ -270,11 +270,7 @@ func maskModes(body protowire.Number, redact []string, original bool) *argModes 
 		if !strings.HasPrefix(p, "/") {
 			p = "/" + p
 		}
-		toks := strings.Split(p[1:], "/")
-		for i, t := range toks {
-			toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
-		}
-		m.paths = append(m.paths, toks)
+		m.paths = append(m.paths, calls.PointerTokens(p))
 	}
 	var out argModes
 	out.add(argPlace{body, fieldCall, fieldArguments}, m)
@@ -510,11 +506,7 @@ func RedactArgs(args *structpb.Struct, paths []string) {
 		if !strings.HasPrefix(p, "/") {
 			p = "/" + p // tolerate "password" for "/password"
 		}
-		toks := strings.Split(p[1:], "/")
-		for i, t := range toks {
-			toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
-		}
-		maskAt(structpb.NewStructValue(args), toks)
+		maskAt(structpb.NewStructValue(args), calls.PointerTokens(p))
 	}
 }
 

@@ -114,8 +114,7 @@ func CommandPrefix(cmd string, n int) string {
 // and ~0 is "~" inside a token), nil when there is none.
 func Arg(args *structpb.Struct, ptr string) *structpb.Value {
 	cur := structpb.NewStructValue(args)
-	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+	for _, tok := range PointerTokens(ptr) {
 		st := cur.GetStructValue()
 		if st == nil {
 			return nil

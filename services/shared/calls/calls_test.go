@@ -154,3 +154,19 @@ func TestOnlyTheVerifiedRequesterOfASelfConfirmedCallMayDecideIt(t *testing.T) {
 		})
 	}
 }
+
+func TestPointerTokens(t *testing.T) {
+	for _, tt := range []struct {
+		ptr  string
+		want []string
+	}{
+		{"/path", []string{"path"}},
+		{"/opts/a~1b", []string{"opts", "a/b"}},
+		{"/t~0ilde~01", []string{"t~ilde~1"}},
+		{"password", []string{"password"}},
+	} {
+		if got := PointerTokens(tt.ptr); !slices.Equal(got, tt.want) {
+			t.Errorf("PointerTokens(%q) = %q, want %q", tt.ptr, got, tt.want)
+		}
+	}
+}

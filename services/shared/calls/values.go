@@ -78,6 +78,17 @@ func EscapePointer(key string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
 }
 
+// PointerTokens is a JSON pointer's object keys, unescaped (RFC 6901: ~1
+// is "/" and ~0 is "~"): "/opts/a~1b" is ["opts", "a/b"]. A pointer
+// without its leading "/" reads as if it had one.
+func PointerTokens(ptr string) []string {
+	toks := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
+	for i, t := range toks {
+		toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+	}
+	return toks
+}
+
 // finite reports whether every number in s is finite, without copying.
 func finite(s *structpb.Struct) bool {
 	var ok func(v *structpb.Value) bool
