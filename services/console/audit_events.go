@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -9,6 +10,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -30,10 +32,11 @@ func (con *Console) recordSystem(id string, actor *airlockv1.Actor, ev *airlockv
 	}
 }
 
+// humanActor is whoever typed name, as an event can carry it: valid UTF-8
+// (protobuf refuses anything else, and the event would be lost) cut on a
+// character boundary.
 func humanActor(name, channel string) *airlockv1.Actor {
-	if len(name) > maxActorLen {
-		name = name[:maxActorLen]
-	}
+	name = calls.Cut(strings.ToValidUTF8(name, "\uFFFD"), maxActorLen)
 	return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: name, Channel: channel}
 }
 
@@ -68,5 +71,5 @@ func (con *Console) refusedIf(c echo.Context, err error) error {
 // recordRefused records a request refused for the principal's role.
 func (con *Console) recordRefused(c echo.Context, p Principal, why string) {
 	con.recordSystem(subject.ConsoleCall, humanActor(p.Name, channel(c)), &airlockv1.Event{Body: &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{
-		Action: c.Request().Method + " " + c.Path(), Why: why + " (" + c.Request().URL.Path + ")"}}})
+		Action: c.Request().Method + " " + c.Path(), Why: why + " (" + strings.ToValidUTF8(c.Request().URL.Path, "\uFFFD") + ")"}}})
 }

@@ -29,6 +29,13 @@ func TestWhatTheConsoleWitnessesIsRecorded(t *testing.T) {
 			}
 		}, "sign_in alice ok=false"},
 		{"a sign-in", func(t *testing.T) { e.browser().signIn("bob") }, "sign_in bob ok=true"},
+		{"a refused sign-in with a name that is not UTF-8", func(t *testing.T) {
+			b := e.browser()
+			tok := b.csrf("/login")
+			if p := b.post("/login", url.Values{"_csrf": {tok}, "user": {"mallory\xff"}, "password": {"x"}}); p.Status != http.StatusUnauthorized {
+				t.Fatalf("status %d", p.Status)
+			}
+		}, "sign_in mallory\uFFFD ok=false"},
 		{"an auditor trying to approve", func(t *testing.T) {
 			b := e.browser()
 			b.signIn("audrey")
