@@ -183,6 +183,16 @@ func TestAnAgentThatSpeaksOnlyJSON(t *testing.T) {
 			t.Fatalf("invalid %v", inv)
 		}
 	})
+	t.Run("a_gate_only_calls_report_is_recorded_in_json", func(t *testing.T) {
+		ch := a.follow("j-4")
+		a.submit("j-4", `{"requested":{"call":{"call_id":"j-4","tool":"demo__echo","agent_runs":true,"arguments":{"text":"mine"}}}}`)
+		until(t, ch, "allowed")
+		a.submit("j-4", `{"call_id":"j-4","revision":1,"reported":{"result_json":"{\"ran\":true}"}}`)
+		_, done := until(t, ch, "completed")
+		if obj(done, "completed", "agent_ran") != true {
+			t.Fatalf("completed %v", done)
+		}
+	})
 	t.Run("after_a_restart_direct_get_reads_the_outcome_as_json", func(t *testing.T) {
 		fresh := dialJSONAgent(t, dev.Creds("json-bot"), dev.NATSURL)
 		m, err := fresh.nc.Request("$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.json-bot.j-1.exec.completed", nil, 5*time.Second)

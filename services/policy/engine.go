@@ -370,7 +370,7 @@ func (e *Engine) grantUsed(ctx context.Context, call *airlockv1.ToolCall, id str
 	rev := max(call.GetRevision(), 1)
 	evs := []*airlockv1.Event{{
 		EventId: callref.Of(call).EventID(subject.GrantUsed), AgentId: call.GetAgentId(), CallId: call.GetCallId(),
-		Revision: rev, ThreadId: call.GetThreadId(), Actor: self,
+		Revision: rev, ThreadId: call.GetThreadId(), Json: call.GetJsonEvents(), Actor: self,
 		Body: &airlockv1.Event_GrantUsed{GrantUsed: &airlockv1.GrantUsed{GrantId: id, UsesLeft: g.GetUsesLeft(), LimitedUses: g.GetLimitedUses(), RuleId: g.GetRuleId()}},
 	}}
 	if g.GetLimitedUses() && g.GetUsesLeft() == 0 {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"google.golang.org/protobuf/types/known/durationpb"
-
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
@@ -162,13 +160,10 @@ func reportEvent(rep *ingress.Report, call *airlockv1.ToolCall, decided string, 
 		}
 	}
 	ev := &airlockv1.Event{
-		AgentId: rep.Ref.Agent, CallId: rep.Ref.Call, Revision: rep.Ref.Rev, ThreadId: call.GetThreadId(),
+		AgentId: rep.Ref.Agent, CallId: rep.Ref.Call, Revision: rep.Ref.Rev, ThreadId: call.GetThreadId(), Json: call.GetJsonEvents(),
 		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: rep.Ref.Agent},
 	}
-	var latency *durationpb.Duration
-	if l := rep.Body.GetLatency(); l != nil {
-		latency = l
-	}
+	latency := rep.Body.GetLatency()
 	claim := reportClaim(intakeSeq)
 	if rep.Body.GetFailed() {
 		msg := rep.Body.GetError()
@@ -197,7 +192,7 @@ func reportEvent(rep *ingress.Report, call *airlockv1.ToolCall, decided string, 
 func (s *Service) refuseReport(ctx context.Context, in intake, ref callref.Ref, why string) error {
 	ev := &airlockv1.Event{
 		EventId: fmt.Sprintf("intake.%d.report_refused", in.seq),
-		AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev,
+		AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev, Json: in.json,
 		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: ref.Agent},
 		Body: &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{
 			Action: "report", Why: why,
