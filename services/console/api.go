@@ -23,7 +23,6 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/ids"
-	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -174,22 +173,17 @@ func (con *Console) apiAwait(c echo.Context) error {
 
 // callExists checks that the agent submitted the call, so that awaiting a
 // mistyped id fails at once instead of after the whole wait: its request is
-// recorded in the events stream, or still waits in the intake stream
-// (which stores an agent's requests under airlock.req.<agent>, each body
-// naming its call).
+// recorded in the events stream, or the agent has requests waiting in the
+// intake (stored under airlock.req.<agent>, so the call may be one of them:
+// reading them all for its id would let one agent make every await cost a
+// thousand reads).
 func (con *Console) callExists(ctx context.Context, agent, id string) error {
 	recorded, err := subject.Event(agent, id, subject.Requested)
 	if err != nil {
 		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
 	}
-	for _, look := range []func() (bool, error){
-		func() (bool, error) { return con.stored(ctx, con.cfg.Stream.Name, recorded, "") },
-		// The intake stores a request under its agent alone: the body names the call.
-		func() (bool, error) {
-			return con.stored(ctx, con.cfg.Intake.Name, subject.RequestsPrefix+"."+agent, id)
-		},
-	} {
-		if found, err := look(); found || err != nil {
+	for _, w := range []struct{ stream, subject string }{{con.cfg.Stream.Name, recorded}, {con.cfg.Intake.Name, subject.RequestsPrefix + "." + agent}} {
+		if found, err := con.stored(ctx, w.stream, w.subject); found || err != nil {
 			return err
 		}
 	}
@@ -200,29 +194,20 @@ func (con *Console) callExists(ctx context.Context, agent, id string) error {
 	return apierr.New(apierr.NotFound, "agent %s submitted no call %s", agent, id)
 }
 
-// stored reports whether stream holds a message on subj — one whose body
-// names call id, when id is set (at most intake.max_pending_per_agent are
-// read: no agent has more waiting).
-func (con *Console) stored(ctx context.Context, name, subj, id string) (bool, error) {
+// stored reports whether stream holds a message on subj.
+func (con *Console) stored(ctx context.Context, name, subj string) (bool, error) {
 	stream, err := con.js.Stream(ctx, name)
 	if err != nil {
 		return false, apierr.Wrap(apierr.Unavailable, err, "read stream %s", name)
 	}
-	seq := uint64(1)
-	for range max(con.cfg.Intake.MaxPendingPerAgent, 1) {
-		m, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return false, nil
-		}
-		if err != nil {
-			return false, apierr.Wrap(apierr.Unavailable, err, "read stream %s", name)
-		}
-		if id == "" || ingress.BodyCallID(m.Data, nats.Header(m.Header)) == id {
-			return true, nil
-		}
-		seq = m.Sequence + 1
+	_, err = stream.GetLastMsgForSubject(ctx, subj)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return false, nil
 	}
-	return false, nil
+	return false, apierr.Wrap(apierr.Unavailable, err, "read stream %s", name)
 }
 
 // --- reviewers ---
