@@ -195,7 +195,7 @@ func TestGateway(t *testing.T) {
 			}})
 		done := callAsync(cs, "fs__write_file", map[string]any{"path": path, "content": "via the console"})
 		rec := g.pendingFor(t, "bot", "write_file", path)
-		want := "url " + g.baseURL + "/calls/bot/" + rec.GetCall().GetCallId()
+		want := "url " + g.baseURL + "/calls/bot/" + rec.GetCall().GetCallId() + "?rev=1"
 		if got := <-urls; got != want {
 			t.Fatalf("elicitation %q, want %q", got, want)
 		}

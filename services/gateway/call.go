@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,10 +18,6 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 )
-
-// requester is the approver word that lets the person a call acts for
-// confirm it (services/approval/internal/domain.Requester).
-const requester = "requester"
 
 // flight is one tools/call on its way through airlock.
 type flight struct {
@@ -67,7 +62,8 @@ func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest, t *t
 		Reason:      reasonOf(req, ep.cfg.Name),
 		Annotations: t.annotations, AnnotationsTrusted: t.up.GetTrusted(),
 	}}
-	f.fresh = !ep.recent.add(f.call.ID, time.Now())
+	// Only a derived id can come again; a random one is always fresh.
+	f.fresh = sessionID == "" || requestID == "" || !ep.recent.add(f.call.ID, time.Now())
 	return ep.follow(ctx, req, f, true)
 }
 
@@ -260,9 +256,7 @@ func (w *watch) run(beatFirst bool) {
 // an approval_requested event is about: the deciding rule names the
 // requester, and airlock verified that the call acts for this person.
 func (ep *endpoint) mayConfirm(ar *airlockv1.ApprovalRequested) bool {
-	call := ar.GetCall()
-	return ep.cfg.OnBehalfOf != "" && slices.Contains(ar.GetDecision().GetApprovers(), requester) &&
-		call.GetOnBehalfOfVerified() && call.GetOnBehalfOf() == ep.cfg.OnBehalfOf
+	return calls.RequesterMayDecide(ar.GetCall(), ar.GetDecision(), ep.cfg.OnBehalfOf)
 }
 
 // withdraw cancels a call that is still pending, as its agent, waiting at
@@ -324,13 +318,8 @@ func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !isRuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return calls.Cut(s, n) + "…"
 }
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // waitingText is the progress message for a call waiting for a person.
 func waitingText(ar *airlockv1.ApprovalRequested) string {

@@ -194,7 +194,7 @@ func (ep *endpoint) elicitParams(f *flight, ar *airlockv1.ApprovalRequested, mod
 	b.WriteString(argumentSummary(ar.GetCall().GetArguments().AsMap()))
 	if mode == urlMode {
 		b.WriteString("Open the call in airlock's console to approve or reject it.")
-		return &mcp.ElicitParams{Mode: "url", Message: b.String(), URL: ep.consoleURL(f.call.ID), ElicitationID: f.call.ID}
+		return &mcp.ElicitParams{Mode: "url", Message: b.String(), URL: ep.consoleURL(f.call.ID, max(ar.GetCall().GetRevision(), 1)), ElicitationID: f.call.ID}
 	}
 	b.WriteString("Accept runs it once, as you; Decline refuses it.")
 	return &mcp.ElicitParams{Mode: "form", Message: b.String(), RequestedSchema: map[string]any{
@@ -206,10 +206,11 @@ func (ep *endpoint) elicitParams(f *flight, ar *airlockv1.ApprovalRequested, mod
 	}}
 }
 
-// consoleURL is the call's page in the console.
-func (ep *endpoint) consoleURL(callID string) string {
+// consoleURL is the page of the call's revision rev in the console: the
+// revision the person is asked about, not whichever is newest.
+func (ep *endpoint) consoleURL(callID string, rev uint32) string {
 	base := strings.TrimSuffix(ep.g.deps.Config.HTTP.PublicURL, "/")
-	return base + "/calls/" + url.PathEscape(ep.cfg.Agent) + "/" + url.PathEscape(callID)
+	return fmt.Sprintf("%s/calls/%s/%s?rev=%d", base, url.PathEscape(ep.cfg.Agent), url.PathEscape(callID), rev)
 }
 
 // Limits of the argument summary in a prompt.

@@ -107,15 +107,6 @@ func New(deps svc.Deps) (*Gateway, error) {
 // Name implements svc.Service.
 func (g *Gateway) Name() string { return "gateway" }
 
-// Endpoint returns the configuration of the endpoint named name.
-func (g *Gateway) Endpoint(name string) (config.GatewayEndpoint, bool) {
-	ep, ok := g.byName[name]
-	if !ok {
-		return config.GatewayEndpoint{}, false
-	}
-	return ep.cfg, true
-}
-
 // Run implements svc.Service: it keeps every endpoint's tool list in step
 // with the registry and the policy until ctx ends — listing the tools at
 // start, again whenever the executor says an upstream's tools changed or

@@ -78,8 +78,9 @@ func (ep *endpoint) callIDOf(sessionID, requestID, tool string, args map[string]
 // request sent again (same session, same id) follows the call it already
 // submitted from the stream instead of waiting for events it may have missed.
 type recentCalls struct {
-	mu   sync.Mutex
-	seen map[string]time.Time
+	mu        sync.Mutex
+	seen      map[string]time.Time
+	lastPrune time.Time
 }
 
 // recentFor is how long a derived call id is remembered; sessions idle
@@ -92,7 +93,10 @@ func newRecentCalls() *recentCalls { return &recentCalls{seen: map[string]time.T
 func (r *recentCalls) add(id string, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.seen) > 10000 {
+	// Forget old ids at most once a minute, whatever the map's size: a
+	// sweep under the lock on every call would cost every call.
+	if now.Sub(r.lastPrune) > time.Minute {
+		r.lastPrune = now
 		for k, t := range r.seen {
 			if now.Sub(t) > recentFor {
 				delete(r.seen, k)
