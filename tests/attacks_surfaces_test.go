@@ -59,13 +59,17 @@ func TestAnArgumentGlobAllowsNoPathThatTheToolResolvesOutsideIt(t *testing.T) {
 
 	id := bot.mustSubmit(airlock.Call{ID: "escape", Tool: writeTool,
 		Args: map[string]any{"path": `scratch/x\..\..\victim.txt`, "content": "overwritten by the agent"}})
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	out, _ := bot.client.AwaitDecision(ctx, id, 1)
-	if out.Status == airlock.StatusAllowed || out.Status == airlock.StatusCompleted {
-		t.Errorf("the rule for scratch/** allowed %q without asking anyone (%s)", `scratch/x\..\..\victim.txt`, out.Reason)
+	// No decision within the wait: then the call must wait for a person,
+	// and a call that waits has not run.
+	if out, err := bot.client.AwaitDecision(ctx, id, 1); err != nil {
+		waitApproval(t, p.frontend(t), "bot", id, 1, pendingState)
+	} else if out.Status == airlock.StatusAllowed || out.Status == airlock.StatusApproved {
+		t.Fatalf("the rule for scratch/** allowed %q without asking anyone (%s)", `scratch/x\..\..\victim.txt`, out.Reason)
+	} else if out.Status != airlock.StatusDenied {
+		t.Fatalf("the call ended %+v, want it denied or waiting for a person", out)
 	}
-	time.Sleep(2 * time.Second) // had it run, it has run by now
 	if b, _ := os.ReadFile(filepath.Join(sandbox, "victim.txt")); string(b) != "the operator's file" {
 		t.Errorf("victim.txt, outside scratch/, now holds %q", b)
 	}
@@ -327,13 +331,18 @@ func TestASignedSlackClickIsAcceptedOnce(t *testing.T) {
 		}
 	}
 	_, adminJS := p.nats.Connect(natsauth.RoleAdmin)
-	time.Sleep(2 * time.Second)
+	// The first click is recorded; the replays, refused before they are
+	// read, add nothing.
 	n := 0
-	for _, typ := range testenv.SubjectTypes(t, adminJS, subject.OfCall("bot", id)) {
-		if typ == subject.UnauthorizedAttempt {
-			n++
+	testenv.Eventually(t, 10*time.Second, "the unmapped click on record", func() bool {
+		n = 0
+		for _, typ := range testenv.SubjectTypes(t, adminJS, subject.OfCall("bot", id)) {
+			if typ == subject.UnauthorizedAttempt {
+				n++
+			}
 		}
-	}
+		return n >= 1
+	})
 	if n != 1 {
 		t.Errorf("one click of an unmapped Slack user is on record as %d unauthorized attempts", n)
 	}

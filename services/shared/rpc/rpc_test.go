@@ -27,9 +27,12 @@ func TestACallEndsWithAClearErrorWhenNoReplyCanCome(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Stop() })
+	// "hang" is answered only when the test ends: never within a timeout.
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
 	answer := func(_ context.Context, req *airlockv1.GetRequest) (*airlockv1.GetResponse, error) {
 		if req.GetCallId() == "hang" {
-			time.Sleep(3 * time.Second)
+			<-release
 		}
 		reason := strings.Repeat("x", 100<<10) // over the server's max_payload
 		return &airlockv1.GetResponse{Record: &airlockv1.ApprovalRecord{Reason: reason}}, nil
@@ -48,13 +51,9 @@ func TestACallEndsWithAClearErrorWhenNoReplyCanCome(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			start := time.Now()
 			err := rpc.Caller{NC: nc, Timeout: tt.timeout}.Call(context.Background(), "probe.get", &airlockv1.GetRequest{CallId: tt.call}, &airlockv1.GetResponse{})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err %v, want one saying %q", err, tt.want)
-			}
-			if took := time.Since(start); took > tt.timeout+time.Second {
-				t.Fatalf("the call took %s", took)
 			}
 			if tt.call == "hang" && apierr.CodeOf(err) != apierr.Unavailable {
 				t.Fatalf("code %s", apierr.CodeOf(err))
