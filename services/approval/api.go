@@ -220,7 +220,7 @@ func (s *Service) recordStale(ctx context.Context, latest callref.Ref, rev uint3
 	if rec, _, lerr := s.store.latest(ctx, s.index.latestRevision(latest)); lerr == nil {
 		call := proto.Clone(rec.GetCall()).(*airlockv1.ToolCall)
 		call.Revision = rev
-		s.refusedDecision(ctx, call, by, kind.Action(), domain.RefusedStale, apiMessage(err))
+		s.refusedDecision(ctx, call, by, kind.Action(), domain.RefusedStale, apierr.MessageOf(err))
 	}
 }
 
@@ -242,7 +242,7 @@ func (s *Service) redecide(ctx context.Context, ref callref.Ref, edited *structp
 	d, err := s.evalPolicy(ctx, call)
 	switch {
 	case apierr.CodeOf(err) == apierr.InvalidRequest:
-		return nil, apierr.New(apierr.InvalidRequest, "the edited arguments cannot be used: %s", apiMessage(err))
+		return nil, apierr.New(apierr.InvalidRequest, "the edited arguments cannot be used: %s", apierr.MessageOf(err))
 	case err != nil:
 		return nil, apierr.Wrap(apierr.Unavailable, err, "the policy service did not answer, so the edited arguments could not be checked and were not approved: try again in a moment")
 	case d == nil:
@@ -483,7 +483,7 @@ func (s *Service) ApproveThread(ctx context.Context, req *airlockv1.ApproveThrea
 		r, err := s.decideRef(ctx, ref, domain.Decision{Kind: domain.Approve, By: by, Reason: req.GetReason(), SawDigest: c.GetArgumentsDigest()})
 		switch {
 		case err != nil:
-			resp.Refused[ref.String()] = apiMessage(err)
+			resp.Refused[ref.String()] = apierr.MessageOf(err)
 			continue
 		case !r.GetChanged() && r.GetRecord().GetState() == domain.Pending && r.GetRecord().GetArgumentsDigest() != c.GetArgumentsDigest():
 			resp.Refused[ref.String()] = r.GetMessage()
@@ -492,14 +492,6 @@ func (s *Service) ApproveThread(ctx context.Context, req *airlockv1.ApproveThrea
 		resp.Results = append(resp.Results, r)
 	}
 	return resp, nil
-}
-
-func apiMessage(err error) string {
-	var e *apierr.Error
-	if errors.As(err, &e) {
-		return e.Message
-	}
-	return err.Error()
 }
 
 // agentCancelRequest is the JSON an agent sends to airlock.agent.<agent>.cancel.
@@ -526,7 +518,7 @@ func (s *Service) agentCancel(r micro.Request) {
 	defer cancel()
 	fail := func(err error) {
 		code := apierr.CodeOf(err)
-		if rerr := r.Error(string(code), apiMessage(err), nil); rerr != nil {
+		if rerr := r.Error(string(code), apierr.MessageOf(err), nil); rerr != nil {
 			s.deps.Log.Warn("error reply failed", "subject", r.Subject(), "err", rerr)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/grant"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 )
 
@@ -189,10 +190,11 @@ func (s *Service) sweepGrants(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		exp := g.GetExpiresAt()
-		if g.GetRevoked() || exp == nil || now.Before(exp.AsTime()) || g.GetLimitedUses() && g.GetUsesLeft() == 0 {
+		// A used-up grant's end is recorded by the policy service (used_up).
+		if g.GetRevoked() || !grant.Expired(g, now) || g.GetLimitedUses() && g.GetUsesLeft() == 0 {
 			continue
 		}
+		exp := g.GetExpiresAt()
 		ev := domain.GrantEvent(g, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"},
 			&airlockv1.GrantExpired{GrantId: g.GetId(), Why: "expired", ExpiresAt: exp})
 		if stream == nil {

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"errors"
 	"net/http"
 	"sort"
 	"strconv"
@@ -141,10 +140,7 @@ func (con *Console) grantRecord(c echo.Context, agent, from, rev string) (*airlo
 	if err != nil {
 		return nil, err
 	}
-	if err := con.use.decidable(c.Request().Context(), principal(c), agent, from, r); err != nil {
-		return nil, err
-	}
-	return con.use.record(c.Request().Context(), agent, from, r)
+	return con.use.decidable(c.Request().Context(), principal(c), agent, from, r)
 }
 
 func (con *Console) newGrantPage(c echo.Context) error {
@@ -183,7 +179,7 @@ func (con *Console) formGrant(c echo.Context) (*airlockv1.ApprovalRecord, grantI
 func (con *Console) grantScope(c echo.Context) error {
 	_, _, v, err := con.formGrant(c)
 	if err != nil {
-		return c.String(http.StatusOK, "Not a valid grant yet: "+apiMessage(err))
+		return c.String(http.StatusOK, "Not a valid grant yet: "+apierr.MessageOf(err))
 	}
 	return c.String(http.StatusOK, v.Scope)
 }
@@ -200,14 +196,6 @@ func (con *Console) createGrantForm(c echo.Context) error {
 		return err
 	}
 	// Show the form again as it was filled in, with what to fix.
-	v.Error = apiMessage(err)
+	v.Error = apierr.MessageOf(err)
 	return con.render(c, http.StatusBadRequest, "grant_new", v)
-}
-
-func apiMessage(err error) string {
-	var e *apierr.Error
-	if errors.As(err, &e) {
-		return e.Message
-	}
-	return err.Error()
 }

@@ -135,10 +135,7 @@ type decision struct {
 // service's answer. Rejections and requests for changes need a text, since
 // the agent receives it.
 func (u *useCases) decide(ctx context.Context, p Principal, ch string, d decision) (*airlockv1.DecideResponse, error) {
-	if err := u.decidable(ctx, p, d.Agent, d.Call, d.Revision); err != nil {
-		return nil, err
-	}
-	if _, err := u.record(ctx, d.Agent, d.Call, d.Revision); err != nil {
+	if _, err := u.decidable(ctx, p, d.Agent, d.Call, d.Revision); err != nil {
 		return nil, err
 	}
 	reason := strings.TrimSpace(d.Reason)
@@ -161,20 +158,20 @@ func (u *useCases) decide(ctx context.Context, p Principal, ch string, d decisio
 	})
 }
 
-// decidable refuses a decision (or a grant) about a call from someone who
-// may not send one: someone who is not a reviewer, about a call that is not
-// theirs to confirm (and they learn nothing about it, not even whether it
-// exists). A reviewer's decision is checked against the call's approvers by
-// the approval service.
-func (u *useCases) decidable(ctx context.Context, p Principal, agent, id string, rev uint32) error {
-	if p.CanDecide() {
-		return nil
-	}
+// decidable reads the call p would decide (or make a grant from), and
+// refuses it to someone who may not: someone who is not a reviewer, about a
+// call that is not theirs to confirm (and they learn nothing about it, not
+// even whether it exists). A reviewer's decision is checked against the
+// call's approvers by the approval service.
+func (u *useCases) decidable(ctx context.Context, p Principal, agent, id string, rev uint32) (*airlockv1.ApprovalRecord, error) {
 	rec, err := u.record(ctx, agent, id, rev)
-	if err != nil || !mayDecide(p, rec) {
-		return notYours(p)
+	switch {
+	case p.CanDecide():
+		return rec, err
+	case err != nil || !mayDecide(p, rec):
+		return nil, notYours(p)
 	}
-	return nil
+	return rec, nil
 }
 
 // notYours refuses a decision from someone who is neither a reviewer nor
@@ -324,10 +321,7 @@ func (u *useCases) createGrant(ctx context.Context, p Principal, ch string, in g
 	if in.Uses < 0 {
 		return nil, apierr.New(apierr.InvalidRequest, "uses must be 0 (unlimited) or more")
 	}
-	if err := u.decidable(ctx, p, in.FromAgent, in.FromCall, in.FromRevision); err != nil {
-		return nil, err
-	}
-	rec, err := u.record(ctx, in.FromAgent, in.FromCall, in.FromRevision)
+	rec, err := u.decidable(ctx, p, in.FromAgent, in.FromCall, in.FromRevision)
 	if err != nil {
 		return nil, err
 	}

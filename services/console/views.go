@@ -283,7 +283,7 @@ func newTimelineEntry(ev *airlockv1.Event) timelineEntry {
 		t.Detail = b.DecisionRefused.GetAction() + " changed nothing (" + b.DecisionRefused.GetCode() + "): " + b.DecisionRefused.GetWhy()
 	case *airlockv1.Event_GrantCreated:
 		g := b.GrantCreated.GetGrant()
-		t.Detail = fmt.Sprintf("standing grant %s for %s on %s__%s, from call %s", g.GetGrantId(), g.GetAgentId(), g.GetServer(), g.GetTool(), g.GetFromCallId())
+		t.Detail = fmt.Sprintf("standing grant %s for %s on %s, from call %s", g.GetGrantId(), g.GetAgentId(), calls.ToolName(g.GetServer(), g.GetTool()), g.GetFromCallId())
 	case *airlockv1.Event_GrantUsed:
 		t.Detail = "allowed by standing grant " + b.GrantUsed.GetGrantId()
 		if b.GrantUsed.GetLimitedUses() {
@@ -321,7 +321,6 @@ type grantView struct {
 	ID, Agent, Tool, CreatedBy, FromCall, FromPath string
 	RevokePath                                     string
 	Constraints                                    []string
-	Scope                                          string
 	UsesLeft                                       string
 	Expires, Created                               time.Time
 	Active                                         bool
@@ -330,13 +329,19 @@ type grantView struct {
 
 func newGrantView(g *airlockv1.StandingGrant, now time.Time) grantView {
 	v := grantView{ID: g.GetId(), Agent: firstNonEmpty(g.GetAgentId(), "any agent"), Tool: grant.Tool(g), CreatedBy: g.GetCreatedBy().GetId(),
-		FromCall: g.GetFromCallId(), FromPath: callPath(g.GetAgentId(), g.GetFromCallId()), UsesLeft: "unlimited", Scope: grant.Describe(g),
+		FromCall: g.GetFromCallId(), FromPath: callPath(g.GetAgentId(), g.GetFromCallId()), UsesLeft: "unlimited",
 		RevokePath: "/grants/" + url.PathEscape(g.GetId()) + "/revoke"}
 	for _, c := range grant.Constraints(g) {
 		v.Constraints = append(v.Constraints, c.Text())
 	}
 	if g.GetOnlyListedArguments() {
 		v.Constraints = append(v.Constraints, "no other argument")
+	}
+	if d := g.GetArgumentsDigest(); d != "" {
+		v.Constraints = append(v.Constraints, "exactly the arguments it was made from (digest "+calls.Cut(d, 12)+")")
+	}
+	if p := g.GetOnBehalfOf(); p != "" {
+		v.Constraints = append(v.Constraints, "only calls made for "+p)
 	}
 	if g.GetLimitedUses() {
 		v.UsesLeft = fmt.Sprint(g.GetUsesLeft())

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
@@ -62,7 +63,7 @@ func (r *Registry) Describe(ctx context.Context) *airlockv1.ToolsListResponse {
 					continue
 				}
 				l.tools = append(l.tools, &airlockv1.UpstreamTool{
-					Name: name + "__" + d.Name, Server: name, Tool: d.Name, DefinitionJson: string(raw),
+					Name: calls.ToolName(name, d.Name), Server: name, Tool: d.Name, DefinitionJson: string(raw),
 					Trusted: reg.entry.Trusted || kind == executorapi.KindBuiltin, Kind: kind,
 				})
 			}

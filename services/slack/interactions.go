@@ -2,8 +2,6 @@ package slack
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -164,8 +162,7 @@ func (h *Interactions) serve(w http.ResponseWriter, r *http.Request) string {
 	// What Slack signed (timestamp and body) names the interaction, not the
 	// signature's text: its hex is read in either case, so the same click
 	// could otherwise be replayed with the signature in capitals.
-	signed := sha256.Sum256([]byte(r.Header.Get("X-Slack-Request-Timestamp") + ":" + string(body)))
-	key := hex.EncodeToString(signed[:])
+	key := digest(r.Header.Get("X-Slack-Request-Timestamp") + ":" + string(body))
 	first, err := h.store.firstSight(r.Context(), key)
 	if err != nil {
 		// Without the shared seen-set a replay could not be told apart: fail closed.
@@ -360,7 +357,7 @@ func (h *Interactions) decide(ctx context.Context, c click, principal string) {
 		}
 	case apierr.CodeOf(err) == apierr.NotAuthorized:
 		log.Warn("approval service refused the Slack decision", "err", err)
-		h.tell(ctx, c, ":no_entry_sign: airlock refused your decision: "+escape(errMessage(err))+" The attempt was recorded.")
+		h.tell(ctx, c, ":no_entry_sign: airlock refused your decision: "+escape(apierr.MessageOf(err))+" The attempt was recorded.")
 	case apierr.CodeOf(err) == apierr.Unavailable || errors.Is(err, context.DeadlineExceeded):
 		log.Error("approval service unavailable for a Slack decision", "err", err)
 		h.tell(ctx, c, ":warning: airlock's approval service did not answer, so your decision was not recorded. Try again in a minute, or decide in the console: "+ConsoleLink(h.publicURL, c.value.Agent, c.value.Call))
@@ -369,10 +366,10 @@ func (h *Interactions) decide(ctx context.Context, c click, principal string) {
 		log.Info("Slack decision not applied", "err", err)
 		if rec, gerr := h.approvals.Get(ctx, c.value.Agent, c.value.Call, 0); gerr == nil && rec != nil {
 			h.showOnCard(ctx, c, rec)
-			h.tell(ctx, c, "This card was out of date: the call is "+calls.StateText(rec.GetState())+". "+escape(errMessage(err)))
+			h.tell(ctx, c, "This card was out of date: the call is "+calls.StateText(rec.GetState())+". "+escape(apierr.MessageOf(err)))
 			return
 		}
-		h.tell(ctx, c, ":warning: airlock could not record your decision: "+escape(errMessage(err)))
+		h.tell(ctx, c, ":warning: airlock could not record your decision: "+escape(apierr.MessageOf(err)))
 	}
 }
 
@@ -471,14 +468,6 @@ func actionWord(k airlockv1.DecisionKind) string {
 		return "request_changes"
 	}
 	return "decide"
-}
-
-// errMessage is the sentence of an apierr (what the approval service said).
-func errMessage(err error) string {
-	if e, ok := errors.AsType[*apierr.Error](err); ok {
-		return e.Message
-	}
-	return err.Error()
 }
 
 func firstNonEmpty(s ...string) string {

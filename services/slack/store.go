@@ -24,12 +24,12 @@ func openStore(ctx context.Context, js jetstream.JetStream, bucket string) (*sto
 	return &store{kv: kv}, nil
 }
 
-// firstSight records an interaction (a digest of what Slack signed) and
-// reports whether it is new.
-// KV Create is the compare-and-set: of two replicas receiving the same
-// payload, exactly one sees true.
-func (s *store) firstSight(ctx context.Context, signature string) (bool, error) {
-	_, err := s.kv.Create(ctx, "seen."+digest(signature), nil)
+// firstSight records an interaction by key (the digest of what Slack
+// signed: timestamp and body) and reports whether it is new. KV Create is
+// the compare-and-set: of two replicas receiving the same payload, exactly
+// one sees true.
+func (s *store) firstSight(ctx context.Context, key string) (bool, error) {
+	_, err := s.kv.Create(ctx, "seen."+key, nil)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return false, nil
 	}

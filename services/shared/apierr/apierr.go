@@ -58,6 +58,16 @@ func CodeOf(err error) Code {
 	return Internal
 }
 
+// MessageOf is the sentence of the first *Error in err's chain (without
+// its wrapping), or err's own text.
+func MessageOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return err.Error()
+}
+
 // HTTPStatus maps a Code to its HTTP status.
 func HTTPStatus(c Code) int {
 	switch c {

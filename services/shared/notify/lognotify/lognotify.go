@@ -33,7 +33,7 @@ func (n *Notifier) Wants(*airlockv1.ApprovalRecord) bool { return true }
 func (n *Notifier) Announce(ctx context.Context, rec *airlockv1.ApprovalRecord) (string, error) {
 	c := rec.GetCall()
 	ref := Ref(rec)
-	n.log.InfoContext(ctx, "approval needed", "ref", ref, "agent", c.GetAgentId(), "tool", c.GetServer()+"__"+c.GetTool(),
+	n.log.InfoContext(ctx, "approval needed", "ref", ref, "agent", c.GetAgentId(), "tool", calls.QualifiedTool(c),
 		"on_behalf_of", c.GetOnBehalfOf(), "risk", risk(rec), "reason", rec.GetDecision().GetReason(),
 		"approvers", strings.Join(rec.GetDecision().GetApprovers(), ","), "deadline", rec.GetDeadline().AsTime())
 	return ref, nil
