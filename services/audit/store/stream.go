@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/airlock-gate/airlock/services/audit/record"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 )
 
 // Stream reads the audit trail straight from the events stream, for when
@@ -35,9 +35,6 @@ func (s *Stream) Source() string { return "stream" }
 
 // Close implements Reader.
 func (s *Stream) Close() error { return nil }
-
-// maxUnanswered bounds the pulls of one ReadRange that no server answered.
-const maxUnanswered = 20
 
 // ReadRange calls fn with every message of the stream with sequence in
 // [from, to] (to 0: up to the last message now stored), in order, via an
@@ -68,56 +65,34 @@ func ReadRange(ctx context.Context, js jetstream.JetStream, stream string, from,
 	if err != nil {
 		return fmt.Errorf("read events stream from %d: %w", from, err)
 	}
-	unanswered := 0
-	// again reports whether a pull nobody answered is worth repeating: each
-	// Fetch of an ordered consumer creates a consumer afresh, and on a
-	// cluster the first pull can reach it before its leader listens (503,
-	// no responders). The next Fetch goes on after the last message read.
-	again := func(err error) bool {
-		if !errors.Is(err, nats.ErrNoResponders) || unanswered >= maxUnanswered {
-			return false
-		}
-		unanswered++
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(250 * time.Millisecond):
-			return true
-		}
-	}
 	for {
-		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
-		if again(err) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("read events stream: %w", err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
+		var stop error
+		done := false
+		n, err := bus.PullOrdered(ctx, cons, 1000, 2*time.Second, func(m jetstream.Msg) bool {
 			meta, err := m.Metadata()
 			if err != nil {
-				return fmt.Errorf("read events stream: %w", err)
+				stop = fmt.Errorf("read events stream: %w", err)
+				return false
 			}
 			if meta.Sequence.Stream > to {
-				return nil
+				done = true
+				return false
 			}
 			if err := fn(record.Msg{Seq: meta.Sequence.Stream, Time: meta.Timestamp, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}); err != nil {
-				return err
+				stop = err
+				return false
 			}
-			if meta.Sequence.Stream == to {
-				return nil
-			}
-		}
-		err = batch.Error()
-		if again(err) {
-			continue
-		}
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
+			done = meta.Sequence.Stream == to
+			return !done
+		})
+		switch {
+		case stop != nil:
+			return stop
+		case done:
+			return nil
+		case err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages):
 			return fmt.Errorf("read events stream: %w", err)
-		}
-		if n == 0 {
+		case n == 0:
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

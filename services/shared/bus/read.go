@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -20,6 +21,10 @@ import (
 // readerIdle should that fail), so frequent reads do not pile consumers up
 // against the server's limit per stream (1,000 by default; an ordered
 // consumer otherwise lingers for 5 minutes).
+//
+// On a replicated stream the consumer may live on a follower a write or two
+// behind the leader, so a read right after a write can miss it: use it to
+// show history, not to decide.
 func ReadStored(ctx context.Context, js jetstream.JetStream, stream string, filters []string, fn func(jetstream.Msg) bool) error {
 	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: filters, InactiveThreshold: readerIdle})
 	if err != nil {
@@ -37,29 +42,65 @@ func ReadStored(ctx context.Context, js jetstream.JetStream, stream string, filt
 		return fmt.Errorf("read %v from %s: %w", filters, stream, err)
 	}
 	for pending := info.NumPending; pending > 0; {
-		batch, err := cons.Fetch(int(min(pending, 500)), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return fmt.Errorf("read %v from %s: %w", filters, stream, err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
+		stopped := false
+		n, err := PullOrdered(ctx, cons, int(min(pending, 500)), 5*time.Second, func(m jetstream.Msg) bool {
 			if meta, err := m.Metadata(); err == nil {
 				pending = meta.NumPending
 			}
-			if !fn(m) {
-				return nil
-			}
-		}
-		if err := batch.Error(); err != nil && n == 0 {
+			stopped = !fn(m)
+			return !stopped
+		})
+		if err != nil {
 			return fmt.Errorf("read %v from %s: %w", filters, stream, err)
 		}
-		if n == 0 {
+		if stopped || n == 0 {
 			break
 		}
 	}
 	return nil
 }
+
+// PullOrdered fetches up to max messages from the ordered consumer cons,
+// waiting at most wait, and hands each to fn until fn returns false. It
+// returns how many it handed on and, when that is none, why the pull ended
+// (nil when wait passed with nothing to deliver).
+//
+// Each Fetch of an ordered consumer creates the consumer afresh, and on a
+// cluster the pull can reach this client's server before the consumer's
+// interest does (503, no responders). The cursor keeps its place, so such a
+// pull is repeated, a few times, a little later each time.
+func PullOrdered(ctx context.Context, cons jetstream.Consumer, max int, wait time.Duration, fn func(jetstream.Msg) bool) (int, error) {
+	pause := 10 * time.Millisecond
+	for unanswered := 0; ; unanswered++ {
+		batch, err := cons.Fetch(max, jetstream.FetchMaxWait(wait))
+		n := 0
+		if err == nil {
+			for m := range batch.Messages() {
+				n++
+				if !fn(m) {
+					return n, nil
+				}
+			}
+			if n > 0 {
+				return n, nil
+			}
+			err = batch.Error()
+		}
+		if !errors.Is(err, nats.ErrNoResponders) || unanswered == maxUnanswered {
+			return 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 250*time.Millisecond)
+	}
+}
+
+// maxUnanswered bounds how often PullOrdered repeats a pull nobody
+// answered: about four seconds in all.
+const maxUnanswered = 20
 
 // readerIdle is how long the server keeps a ReadStored consumer nobody
 // pulls from.
