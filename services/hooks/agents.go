@@ -252,8 +252,11 @@ func respondGemini(ev Event, v Verdict) Output {
 // parseCursor reads beforeShellExecution ({command, cwd}),
 // beforeMCPExecution ({tool_name, tool_input, url | command}) and their
 // after* counterparts ({command, output} and {tool_name, tool_input,
-// result_json}); conversation_id is the session. The MCP server is named
-// by the url's host or the command's package (Cursor does not name it).
+// result_json}), and beforeReadFile ({file_path, content}: the call is
+// cursor__Read of the path; the file's content is not sent to airlock);
+// conversation_id is the session. The MCP server is named by the url's
+// host or the command's package (Cursor does not name it). Cursor has no
+// hook before an edit, so its edits cannot be gated.
 func parseCursor(m map[string]any, event string) (Event, error) {
 	if event == "" {
 		event = str(m, "hook_event_name")
@@ -271,6 +274,13 @@ func parseCursor(m map[string]any, event string) (Event, error) {
 			args["cwd"] = ev.Cwd
 		}
 		ev.Args, ev.Server, ev.Tool = args, string(Cursor), "Shell"
+		return ev, nil
+	case "beforeReadFile":
+		file := str(m, "file_path")
+		if file == "" {
+			return Event{}, fmt.Errorf("the cursor beforeReadFile payload names no file_path")
+		}
+		ev.Kind, ev.Args, ev.Server, ev.Tool = Pre, map[string]any{"file_path": file}, string(Cursor), "Read"
 		return ev, nil
 	case "beforeMCPExecution", "afterMCPExecution":
 		ev.Kind = Pre
@@ -328,8 +338,12 @@ func cursorServer(m map[string]any) string {
 }
 
 // respondCursor: {"permission": "allow"|"deny"|"ask", "user_message",
-// "agent_message"}; a deny also exits 2.
+// "agent_message"}; a deny also exits 2. beforeReadFile answers only allow
+// or deny, so an ask is a deny there.
 func respondCursor(ev Event, v Verdict) Output {
+	if ev.Name == "beforeReadFile" {
+		v = askIsDeny(ev, v)
+	}
 	out := map[string]any{"permission": v.Action.String(), "user_message": v.Reason, "agent_message": v.Reason}
 	if v.Action == Deny {
 		return denyOutput(out, v.Reason)

@@ -68,7 +68,7 @@ var events = map[Agent][]string{
 	Claude:  {"PreToolUse", "PostToolUse"},
 	Codex:   {"PreToolUse", "PostToolUse"},
 	Gemini:  {"BeforeTool", "AfterTool"},
-	Cursor:  {"beforeShellExecution", "beforeMCPExecution", "afterShellExecution", "afterMCPExecution"},
+	Cursor:  {"beforeShellExecution", "beforeMCPExecution", "beforeReadFile", "afterShellExecution", "afterMCPExecution"},
 	Copilot: {"preToolUse", "postToolUse"},
 }
 
