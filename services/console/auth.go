@@ -71,6 +71,8 @@ func (p Principal) Actor(channel string) *airlockv1.Actor {
 
 // channel names where a decision came from: "console" for the web pages,
 // "api" for REST (the CLI sets X-Airlock-Channel: cli on its requests).
+// cli and api share the same token, so that part is the client's own
+// word: a label for the trail, never an authority.
 func channel(c echo.Context) string {
 	if strings.HasPrefix(c.Path(), "/api/") {
 		if c.Request().Header.Get("X-Airlock-Channel") == "cli" {
