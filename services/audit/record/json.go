@@ -251,20 +251,13 @@ const hexDigits = "0123456789abcdef"
 
 // appendString writes s as a JSON string the way protojson does (invalid
 // UTF-8 becomes U+FFFD).
-func appendString(b []byte, s string) []byte { return appendJSONString(b, s, false) }
-
-// appendCanonString writes s as encoding/json does by default: HTML-safe
-// (<, >, & escaped), \b and \f short forms, U+2028/2029 escaped, invalid
-// UTF-8 as \ufffd — what canon.Digest hashes.
-func appendCanonString(b []byte, s string) []byte { return appendJSONString(b, s, true) }
-
-func appendJSONString(b []byte, s string, encodingJSON bool) []byte {
+func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && !(encodingJSON && (c == '<' || c == '>' || c == '&')) {
+			if c >= 0x20 && c != '"' && c != '\\' {
 				i++
 				continue
 			}
@@ -278,10 +271,6 @@ func appendJSONString(b []byte, s string, encodingJSON bool) []byte {
 				b = append(b, '\\', 'r')
 			case c == '\t':
 				b = append(b, '\\', 't')
-			case encodingJSON && c == '\b':
-				b = append(b, '\\', 'b')
-			case encodingJSON && c == '\f':
-				b = append(b, '\\', 'f')
 			default:
 				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			}
@@ -293,14 +282,7 @@ func appendJSONString(b []byte, s string, encodingJSON bool) []byte {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			b = append(b, s[start:i]...)
-			if encodingJSON {
-				b = append(b, `\ufffd`...)
-			} else {
-				b = append(b, "\ufffd"...)
-			}
-		case encodingJSON && (r == '\u2028' || r == '\u2029'):
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			b = append(b, "\ufffd"...)
 		default:
 			i += size
 			continue

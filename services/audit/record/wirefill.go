@@ -1,21 +1,18 @@
 package record
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"math"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/canon"
+	"github.com/airlock-gate/airlock/services/shared/pbwire"
 )
 
 // payloadBufs are scratch buffers the payload is rendered into before it
@@ -44,47 +41,47 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 		body                    []byte
 		hasBody                 bool
 	}
-	ok := eachField(data, func(num protowire.Number, typ protowire.Type, raw []byte) bool {
+	ok := pbwire.EachField(data, func(num protowire.Number, typ protowire.Type, raw []byte) bool {
 		switch {
 		case num == 1:
-			env.id, ok0 = str(typ, raw)
+			env.id, ok0 = pbwire.String(typ, raw)
 		case num == 2:
-			env.agent, ok0 = str(typ, raw)
+			env.agent, ok0 = pbwire.String(typ, raw)
 		case num == 3:
-			env.call, ok0 = str(typ, raw)
+			env.call, ok0 = pbwire.String(typ, raw)
 		case num == 4:
 			var v uint64
-			v, ok0 = varint(typ, raw)
+			v, ok0 = pbwire.Varint(typ, raw)
 			env.revision = uint32(v)
 		case num == 6:
 			var a []byte
-			if a, ok0 = bytesOf(typ, raw); ok0 {
-				ok0 = eachField(a, func(n protowire.Number, t protowire.Type, raw []byte) bool {
+			if a, ok0 = pbwire.Bytes(typ, raw); ok0 {
+				ok0 = pbwire.EachField(a, func(n protowire.Number, t protowire.Type, raw []byte) bool {
 					switch n {
 					case 1:
-						v, ok := varint(t, raw)
+						v, ok := pbwire.Varint(t, raw)
 						env.actorType = int32(v)
 						return ok
 					case 2:
 						var ok bool
-						env.actorID, ok = str(t, raw)
+						env.actorID, ok = pbwire.String(t, raw)
 						return ok
 					case 3:
 						var ok bool
-						env.actorChannel, ok = str(t, raw)
+						env.actorChannel, ok = pbwire.String(t, raw)
 						return ok
 					}
 					return true
 				})
 			}
 		case num == 7:
-			env.thread, ok0 = str(typ, raw)
+			env.thread, ok0 = pbwire.String(typ, raw)
 		case num >= 10:
 			if env.hasBody {
 				return false
 			}
 			env.bodyNum, env.hasBody = num, true
-			env.body, ok0 = bytesOf(typ, raw)
+			env.body, ok0 = pbwire.Bytes(typ, raw)
 		}
 		return ok0
 	})
@@ -101,14 +98,14 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 	// What each hot body carries; every other type takes the generic path.
 	switch typ {
 	case "requested", "allowed", "denied", "approval_requested", "approved":
-		ok = eachField(env.body, func(n protowire.Number, t protowire.Type, raw []byte) bool {
+		ok = pbwire.EachField(env.body, func(n protowire.Number, t protowire.Type, raw []byte) bool {
 			switch {
 			case n == 1:
 				hasCall = true
-				call, ok0 = bytesOf(t, raw)
+				call, ok0 = pbwire.Bytes(t, raw)
 			case n == 2 && typ != "requested":
 				hasDecision = true
-				decision, ok0 = bytesOf(t, raw)
+				decision, ok0 = pbwire.Bytes(t, raw)
 			default:
 				ok0 = true
 			}
@@ -184,19 +181,19 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 		var server, tool, thread string
 		var rev uint64
 		var args []byte
-		ok := eachField(call, func(n protowire.Number, t protowire.Type, raw []byte) bool {
+		ok := pbwire.EachField(call, func(n protowire.Number, t protowire.Type, raw []byte) bool {
 			var ok bool
 			switch n {
 			case 3:
-				thread, ok = str(t, raw)
+				thread, ok = pbwire.String(t, raw)
 			case 5:
-				server, ok = str(t, raw)
+				server, ok = pbwire.String(t, raw)
 			case 6:
-				tool, ok = str(t, raw)
+				tool, ok = pbwire.String(t, raw)
 			case 7:
-				args, ok = bytesOf(t, raw)
+				args, ok = pbwire.Bytes(t, raw)
 			case 10:
-				rev, ok = varint(t, raw)
+				rev, ok = pbwire.Varint(t, raw)
 			default:
 				ok = true
 			}
@@ -213,7 +210,7 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 			r.Revision = uint32(rev)
 		}
 		if r.ArgsDigest == "" {
-			r.ArgsDigest, ok = canonDigest(args)
+			r.ArgsDigest, ok = canon.DigestWire(args)
 		}
 		return ok
 	}
@@ -244,26 +241,26 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 		policy()
 	case "approved":
 		var comment, digest, prev string
-		ok = eachField(env.body, func(n protowire.Number, t protowire.Type, raw []byte) bool {
+		ok = pbwire.EachField(env.body, func(n protowire.Number, t protowire.Type, raw []byte) bool {
 			var ok bool
 			switch n {
 			case 3:
 				var v []byte
-				if v, ok = bytesOf(t, raw); ok {
+				if v, ok = pbwire.Bytes(t, raw); ok {
 					comment = ""
-					ok = eachField(v, func(n protowire.Number, t protowire.Type, raw []byte) bool {
+					ok = pbwire.EachField(v, func(n protowire.Number, t protowire.Type, raw []byte) bool {
 						if n == 3 {
 							var ok bool
-							comment, ok = str(t, raw)
+							comment, ok = pbwire.String(t, raw)
 							return ok
 						}
 						return true
 					})
 				}
 			case 6:
-				digest, ok = str(t, raw)
+				digest, ok = pbwire.String(t, raw)
 			case 8:
-				prev, ok = str(t, raw)
+				prev, ok = pbwire.String(t, raw)
 			default:
 				ok = true
 			}
@@ -291,16 +288,16 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 		var reason, message string
 		var latency []byte
 		hasLatency := false
-		ok = eachField(env.body, func(n protowire.Number, t protowire.Type, raw []byte) bool {
+		ok = pbwire.EachField(env.body, func(n protowire.Number, t protowire.Type, raw []byte) bool {
 			var ok bool
 			switch {
 			case typ == "completed" && n == 3, typ == "failed" && n == 4:
 				hasLatency = true
-				latency, ok = bytesOf(t, raw)
+				latency, ok = pbwire.Bytes(t, raw)
 			case typ == "failed" && n == 1:
-				reason, ok = str(t, raw)
+				reason, ok = pbwire.String(t, raw)
 			case typ == "failed" && n == 3:
-				message, ok = str(t, raw)
+				message, ok = pbwire.String(t, raw)
 			default:
 				ok = true
 			}
@@ -314,8 +311,8 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 		}
 		if hasLatency {
 			var secs, nanos int64
-			if !eachField(latency, func(n protowire.Number, t protowire.Type, raw []byte) bool {
-				v, ok := varint(t, raw)
+			if !pbwire.EachField(latency, func(n protowire.Number, t protowire.Type, raw []byte) bool {
+				v, ok := pbwire.Varint(t, raw)
 				if n == 1 {
 					secs = int64(v)
 				} else if n == 2 {
@@ -345,30 +342,30 @@ type wireDecision struct {
 
 func readDecision(data []byte) (wireDecision, bool) {
 	var d wireDecision
-	ok := eachField(data, func(n protowire.Number, t protowire.Type, raw []byte) bool {
+	ok := pbwire.EachField(data, func(n protowire.Number, t protowire.Type, raw []byte) bool {
 		var ok bool
 		switch n {
 		case 2:
-			d.reason, ok = str(t, raw)
+			d.reason, ok = pbwire.String(t, raw)
 		case 3:
-			d.ruleID, ok = str(t, raw)
+			d.ruleID, ok = pbwire.String(t, raw)
 		case 4:
 			var v uint64
-			v, ok = varint(t, raw)
+			v, ok = pbwire.Varint(t, raw)
 			d.risk = int32(v)
 		case 9:
 			var s string
-			if s, ok = str(t, raw); ok {
+			if s, ok = pbwire.String(t, raw); ok {
 				d.redact = append(d.redact, s)
 			}
 		case 10:
-			d.policyRevision, ok = str(t, raw)
+			d.policyRevision, ok = pbwire.String(t, raw)
 		case 11:
-			d.decisionID, ok = str(t, raw)
+			d.decisionID, ok = pbwire.String(t, raw)
 		case 12:
-			d.grantID, ok = str(t, raw)
+			d.grantID, ok = pbwire.String(t, raw)
 		case 13:
-			d.digest, ok = str(t, raw)
+			d.digest, ok = pbwire.String(t, raw)
 		default:
 			ok = true
 		}
@@ -393,44 +390,6 @@ func actorTypeName(t int32) (string, bool) {
 		return "", false
 	}
 	return strings.ToLower(strings.TrimPrefix(string(ev.Name()), "ACTOR_TYPE_")), true
-}
-
-// eachField calls fn for every field of a message, in order.
-func eachField(data []byte, fn func(protowire.Number, protowire.Type, []byte) bool) bool {
-	for len(data) > 0 {
-		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 {
-			return false
-		}
-		m := protowire.ConsumeFieldValue(num, typ, data[n:])
-		if m < 0 {
-			return false
-		}
-		if !fn(num, typ, data[n:n+m]) {
-			return false
-		}
-		data = data[n+m:]
-	}
-	return true
-}
-
-func bytesOf(typ protowire.Type, raw []byte) ([]byte, bool) {
-	if typ != protowire.BytesType {
-		return nil, false
-	}
-	v, n := protowire.ConsumeBytes(raw)
-	return v, n >= 0
-}
-
-// str reads a string field as a view of the wire bytes, valid only while
-// buildWire runs: buildWire copies every string of the row it made into
-// one allocation before it returns (intern).
-func str(typ protowire.Type, raw []byte) (string, bool) {
-	v, ok := bytesOf(typ, raw)
-	if !ok || !utf8.Valid(v) {
-		return "", false
-	}
-	return unsafe.String(unsafe.SliceData(v), len(v)), true
 }
 
 // intern copies every string of r into one new allocation (or into a when
@@ -462,14 +421,6 @@ func intern(r *Row, buf []byte, a *Arena) []byte {
 	return buf
 }
 
-func varint(typ protowire.Type, raw []byte) (uint64, bool) {
-	if typ != protowire.VarintType {
-		return 0, false
-	}
-	v, n := protowire.ConsumeVarint(raw)
-	return v, n >= 0
-}
-
 func durationOf(secs, nanos int64) time.Duration {
 	d := time.Duration(secs) * time.Second
 	if d/time.Second != time.Duration(secs) {
@@ -479,168 +430,4 @@ func durationOf(secs, nanos int64) time.Duration {
 		return math.MaxInt64
 	}
 	return d + time.Duration(nanos)
-}
-
-// canonDigest is canon.Digest of the Struct in data, computed from the
-// wire bytes: hex SHA-256 of encoding/json's rendering of args.AsMap()
-// (keys sorted, HTML-safe escapes, its float format, non-finite numbers as
-// the strings AsMap makes of them).
-func canonDigest(data []byte) (string, bool) {
-	buf := payloadBufs.Get().(*[]byte)
-	defer payloadBufs.Put(buf)
-	b, ok, finite := canonStruct((*buf)[:0], data)
-	if !ok {
-		return "", false
-	}
-	*buf = b[:0]
-	if !finite {
-		return "", true
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), true
-}
-
-func canonStruct(b, data []byte) ([]byte, bool, bool) {
-	type field struct {
-		key string
-		val []byte
-	}
-	var fbuf [16]field
-	fields := fbuf[:0]
-	ok := eachField(data, func(n protowire.Number, t protowire.Type, raw []byte) bool {
-		ent, ok := bytesOf(t, raw)
-		if !ok || n != 1 {
-			return false
-		}
-		var f field
-		if !eachField(ent, func(n protowire.Number, t protowire.Type, raw []byte) bool {
-			var ok bool
-			switch n {
-			case 1:
-				f.key, ok = str(t, raw)
-			case 2:
-				f.val, ok = bytesOf(t, raw)
-			default:
-				ok = true
-			}
-			return ok
-		}) {
-			return false
-		}
-		fields = append(fields, f)
-		return true
-	})
-	if !ok {
-		return nil, false, false
-	}
-	slices.SortFunc(fields, func(a, b field) int { return strings.Compare(a.key, b.key) })
-	b = append(b, '{')
-	finite := true
-	for i, f := range fields {
-		if i > 0 && fields[i-1].key == f.key {
-			return nil, false, false
-		}
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendCanonString(b, f.key)
-		b = append(b, ':')
-		var ok, fin bool
-		if b, ok, fin = canonValue(b, f.val); !ok {
-			return nil, false, false
-		}
-		finite = finite && fin
-	}
-	return append(b, '}'), true, finite
-}
-
-func canonValue(b, data []byte) ([]byte, bool, bool) {
-	if len(data) == 0 {
-		return append(b, "null"...), true, true
-	}
-	num, typ, n := protowire.ConsumeTag(data)
-	if n < 0 {
-		return nil, false, false
-	}
-	m := protowire.ConsumeFieldValue(num, typ, data[n:])
-	if m < 0 || n+m != len(data) {
-		return nil, false, false
-	}
-	raw := data[n : n+m]
-	switch num {
-	case 1:
-		return append(b, "null"...), true, true
-	case 2:
-		v, k := protowire.ConsumeFixed64(raw)
-		if typ != protowire.Fixed64Type || k < 0 {
-			return nil, false, false
-		}
-		// canon.Digest refuses non-finite numbers: no digest, as there.
-		if f := math.Float64frombits(v); !math.IsNaN(f) && !math.IsInf(f, 0) {
-			return appendCanonFloat(b, f), true, true
-		}
-		return b, true, false
-	case 3:
-		s, ok := str(typ, raw)
-		if !ok {
-			return nil, false, false
-		}
-		return appendCanonString(b, s), true, true
-	case 4:
-		v, ok := varint(typ, raw)
-		if !ok {
-			return nil, false, false
-		}
-		return strconv.AppendBool(b, v != 0), true, true
-	case 5:
-		v, ok := bytesOf(typ, raw)
-		if !ok {
-			return nil, false, false
-		}
-		return canonStruct(b, v)
-	case 6:
-		v, ok := bytesOf(typ, raw)
-		if !ok {
-			return nil, false, false
-		}
-		b = append(b, '[')
-		finite, i := true, 0
-		ok = eachField(v, func(n protowire.Number, t protowire.Type, raw []byte) bool {
-			e, ok := bytesOf(t, raw)
-			if !ok || n != 1 {
-				return false
-			}
-			if i > 0 {
-				b = append(b, ',')
-			}
-			i++
-			var fin bool
-			b, ok, fin = canonValue(b, e)
-			finite = finite && fin
-			return ok
-		})
-		if !ok {
-			return nil, false, false
-		}
-		return append(b, ']'), true, finite
-	}
-	return nil, false, false
-}
-
-// appendCanonFloat formats f as encoding/json does.
-func appendCanonFloat(b []byte, f float64) []byte {
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	start := len(b)
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		// encoding/json writes e-09 as e-9
-		if n := len(b) - start; n >= 4 && b[len(b)-4] == 'e' && b[len(b)-3] == '-' && b[len(b)-2] == '0' {
-			b[len(b)-2] = b[len(b)-1]
-			b = b[:len(b)-1]
-		}
-	}
-	return b
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -78,6 +80,62 @@ func TestNonFiniteNumbersAreRefused(t *testing.T) {
 			st := &structpb.Struct{Fields: map[string]*structpb.Value{"n": structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewNumberValue(f)}})}}
 			if _, err := Digest(st); err == nil {
 				t.Fatalf("a digest of %v was computed", f)
+			}
+		})
+	}
+}
+
+// The audit sink digests arguments from their protobuf bytes: the digest is
+// Digest's, whatever the arguments hold; bytes it cannot vouch for are left
+// to Digest, and a non-finite number has no digest there either.
+func TestDigestWireIsDigestOfTheDecodedStruct(t *testing.T) {
+	for name, args := range map[string]map[string]any{
+		"empty":   {},
+		"strings": {"s": "<a href='x'>&amp;</a>\u2028\u2029\b\f\x00\x1f\"\\/é😀", "": "empty key", "B": "upper"},
+		"numbers": {"n": []any{0.0, -0.0, 1e-7, 1e-6, 123456789012345678901.0, 1e21, 5e-324, 1.5, -2, 1e20}},
+		"nesting": {"nested": map[string]any{"z": nil, "a": []any{map[string]any{"b": true}, false, []any{}}}},
+		"many":    {"a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7, "h": 8, "i": 9, "j": 10, "k": 11, "l": 12, "m": 13, "n": 14, "o": 15, "p": 16, "q": 17},
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := mustStruct(t, args)
+			data, err := proto.Marshal(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := Digest(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, ok := DigestWire(data); !ok || got != want {
+				t.Fatalf("DigestWire = %s (ok %v), Digest = %s", got, ok, want)
+			}
+		})
+	}
+	t.Run("non-finite", func(t *testing.T) {
+		data, _ := proto.Marshal(&structpb.Struct{Fields: map[string]*structpb.Value{"n": structpb.NewNumberValue(math.Inf(1))}})
+		if got, ok := DigestWire(data); !ok || got != "" {
+			t.Fatalf("DigestWire = %q (ok %v), want no digest", got, ok)
+		}
+	})
+	entry := func(key string, val []byte) []byte {
+		e := protowire.AppendTag(nil, 1, protowire.BytesType)
+		e = protowire.AppendString(e, key)
+		e = protowire.AppendTag(e, 2, protowire.BytesType)
+		e = protowire.AppendBytes(e, val)
+		return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), e)
+	}
+	str := func(s string) []byte {
+		return protowire.AppendString(protowire.AppendTag(nil, 3, protowire.BytesType), s)
+	}
+	for name, data := range map[string][]byte{
+		"a key twice":  append(entry("k", str("a")), entry("k", str("b"))...),
+		"invalid utf8": entry("k", str("\xff")),
+		"truncated":    entry("k", str("abc"))[:5],
+		"wrong field":  protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got, ok := DigestWire(data); ok {
+				t.Fatalf("DigestWire vouched for %x: %s", data, got)
 			}
 		})
 	}
