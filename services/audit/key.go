@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 )
 
 // ErrNoKey is returned by LoadKey when neither audit.key nor audit.key_file is set.
@@ -28,18 +28,14 @@ func LoadKey(c config.Audit) (*record.Key, error) {
 	if c.KeyFile == "" {
 		return nil, ErrNoKey
 	}
-	st, err := os.Stat(c.KeyFile)
+	text, err := seal.ReadSecretFile("audit key file", c.KeyFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w (create one with `airlock audit keygen --out %s`)", err, c.KeyFile)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("audit key file %s: %w (create one with `airlock audit keygen --out %s`)", c.KeyFile, err, c.KeyFile)
+		return nil, err
 	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("audit key file %s can be read by others (mode %04o): run `chmod 600 %s`", c.KeyFile, st.Mode().Perm(), c.KeyFile)
-	}
-	raw, err := os.ReadFile(c.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("audit key file %s: %w", c.KeyFile, err)
-	}
-	k, err := record.ParseKey(string(raw))
+	k, err := record.ParseKey(text)
 	if err != nil {
 		return nil, fmt.Errorf("audit key file %s: %w", c.KeyFile, err)
 	}
@@ -64,16 +60,8 @@ func WriteKeyFile(path string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("audit key file %s: %w", path, err)
+	if err := seal.CreateSecretFile(path, text+"\n"); err != nil {
+		return fmt.Errorf("audit key file: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("write audit key file %s: %w (an existing key is never overwritten)", path, err)
-	}
-	if _, err := f.WriteString(text + "\n"); err != nil {
-		f.Close()
-		return fmt.Errorf("write audit key file %s: %w", path, err)
-	}
-	return f.Close()
+	return nil
 }

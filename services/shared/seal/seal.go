@@ -75,11 +75,14 @@ func Load(what, inlineHex, file string) (Key, error) {
 	if file == "" {
 		return Key{}, fmt.Errorf("%s is not configured: set its key file (or its hex value) in the security section; `airlock keys generate FILE` makes one", what)
 	}
-	raw, err := os.ReadFile(file)
+	text, err := ReadSecretFile(what, file)
 	if err != nil {
-		return Key{}, fmt.Errorf("%s: %w (`airlock keys generate %s` makes one)", what, err, file)
+		if errors.Is(err, os.ErrNotExist) {
+			return Key{}, fmt.Errorf("%w (`airlock keys generate %s` makes one)", err, file)
+		}
+		return Key{}, err
 	}
-	k, err := ParseHex(string(raw))
+	k, err := ParseHex(text)
 	if err != nil {
 		return Key{}, fmt.Errorf("%s in %s: %w", what, file, err)
 	}
@@ -89,19 +92,63 @@ func Load(what, inlineHex, file string) (Key, error) {
 // Ensure returns the key in file, creating the file with a new key (mode
 // 0600) when it does not exist yet.
 func Ensure(file string) (Key, error) {
-	if raw, err := os.ReadFile(file); err == nil {
-		return ParseHex(string(raw))
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return Key{}, fmt.Errorf("read key %s: %w", file, err)
+	text, err := ReadSecretFile("key", file)
+	if errors.Is(err, os.ErrNotExist) {
+		k := NewKey()
+		if err = CreateSecretFile(file, k.Hex()+"\n"); err == nil {
+			return k, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return Key{}, err
+		}
+		text, err = ReadSecretFile("key", file) // made meanwhile by another process: use that one
 	}
-	k := NewKey()
+	if err != nil {
+		return Key{}, err
+	}
+	return ParseHex(text)
+}
+
+// ReadSecretFile returns the text in file, a secret such as a key, with
+// the space around it trimmed. A file its group or others may read is
+// refused: whoever can read a key can forge what it seals. what names the
+// secret in errors.
+func ReadSecretFile(what, file string) (string, error) {
+	st, err := os.Stat(file)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", what, file, err)
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("%s %s can be read by others (mode %04o): run `chmod 600 %s`", what, file, perm, file)
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", what, file, err)
+	}
+	return strings.TrimSpace(string(raw)), nil
+}
+
+// CreateSecretFile writes text to file, a new file of mode 0600 (its
+// directory, when created, 0700). An existing file is never overwritten
+// (the error then wraps os.ErrExist): services that seal and check with a
+// key must keep agreeing on it, and a lost audit key leaves its trail
+// unverifiable.
+func CreateSecretFile(file, text string) error {
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return Key{}, fmt.Errorf("create key dir: %w", err)
+		return fmt.Errorf("create the directory of %s: %w", file, err)
 	}
-	if err := os.WriteFile(file, []byte(k.Hex()+"\n"), 0o600); err != nil {
-		return Key{}, fmt.Errorf("write key %s: %w", file, err)
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("write %s: %w (an existing key is never overwritten)", file, err)
 	}
-	return k, nil
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	return nil
 }
 
 // Sum is the HMAC of the parts, each length-prefixed so that no two

@@ -2,6 +2,9 @@ package seal
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,5 +83,57 @@ func TestDecisionSealBindsCallAndArguments(t *testing.T) {
 				t.Fatalf("altered decision verified: %v", err)
 			}
 		})
+	}
+}
+
+// A key file its group or others may read is refused, with the command
+// that fixes it: an agent on the host that could read the decision key
+// could seal its own decisions. A missing file says how to make one.
+func TestKeyFilesOthersCanReadAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	made := filepath.Join(dir, "keys", "decision.key")
+	k, err := Ensure(made)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(made); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("Ensure made %v (%v), want mode 0600", st.Mode(), err)
+	}
+	if again, err := Ensure(made); err != nil || again.Hex() != k.Hex() {
+		t.Fatalf("Ensure of an existing file gave another key (%v)", err)
+	}
+	for _, tt := range []struct {
+		name    string
+		mode    os.FileMode
+		missing bool
+		want    string // "" loads the key
+	}{
+		{"owner only", 0o600, false, ""},
+		{"owner read-only", 0o400, false, ""},
+		{"group may read", 0o640, false, "chmod 600"},
+		{"anyone may read", 0o644, false, "can be read by others (mode 0644)"},
+		{"missing", 0, true, "airlock keys generate"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			file := filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "_")+".key")
+			if !tt.missing {
+				if err := os.WriteFile(file, []byte(k.Hex()+"\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(file, tt.mode); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := Load("security.decision_key", "", file)
+			switch {
+			case tt.want == "" && (err != nil || got.Hex() != k.Hex()):
+				t.Fatalf("Load: %v, want the key", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("Load: %v, want an error saying %q", err, tt.want)
+			}
+		})
+	}
+	if err := CreateSecretFile(made, "other\n"); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("CreateSecretFile over an existing key: %v, want it refused", err)
 	}
 }
