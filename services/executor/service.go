@@ -517,10 +517,7 @@ func (h *heartbeat) stop() {
 }
 
 func (s *Service) event(x *execution, body any) *airlockv1.Event {
-	ev := &airlockv1.Event{
-		AgentId: x.call.AgentId, CallId: x.call.CallId, Revision: x.call.Revision, ThreadId: x.call.ThreadId, Json: x.call.JsonEvents,
-		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "executor"},
-	}
+	ev := envelope.ForCall(x.call, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "executor"})
 	switch b := body.(type) {
 	case *airlockv1.Event_Started:
 		ev.Body = b

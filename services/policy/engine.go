@@ -367,12 +367,10 @@ func (e *Engine) grantUsed(ctx context.Context, call *airlockv1.ToolCall, id str
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	self := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "policy"}
-	rev := max(call.GetRevision(), 1)
-	evs := []*airlockv1.Event{{
-		EventId: callref.Of(call).EventID(subject.GrantUsed), AgentId: call.GetAgentId(), CallId: call.GetCallId(),
-		Revision: rev, ThreadId: call.GetThreadId(), Json: call.GetJsonEvents(), Actor: self,
-		Body: &airlockv1.Event_GrantUsed{GrantUsed: &airlockv1.GrantUsed{GrantId: id, UsesLeft: g.GetUsesLeft(), LimitedUses: g.GetLimitedUses(), RuleId: g.GetRuleId()}},
-	}}
+	used := envelope.ForCall(call, self)
+	used.EventId = callref.Of(call).EventID(subject.GrantUsed)
+	used.Body = &airlockv1.Event_GrantUsed{GrantUsed: &airlockv1.GrantUsed{GrantId: id, UsesLeft: g.GetUsesLeft(), LimitedUses: g.GetLimitedUses(), RuleId: g.GetRuleId()}}
+	evs := []*airlockv1.Event{used}
 	if g.GetLimitedUses() && g.GetUsesLeft() == 0 {
 		evs = append(evs, &airlockv1.Event{EventId: id + "." + subject.GrantExpired, AgentId: subject.SystemAgent, CallId: id, Actor: self,
 			Body: &airlockv1.Event_GrantExpired{GrantExpired: &airlockv1.GrantExpired{GrantId: id, Why: "used_up", ExpiresAt: g.GetExpiresAt()}}})

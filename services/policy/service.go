@@ -238,12 +238,8 @@ const maxAcceptAttempts = 20
 // subjects, so two replicas, or a request and its redelivery, can never
 // record a revision twice.
 func (s *Service) accept(ctx context.Context, in intake, ref callref.Ref, req *airlockv1.Requested) (verdict, string, error) {
-	ev := &airlockv1.Event{
-		EventId: ref.EventID(subject.Requested), AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev,
-		ThreadId: req.GetCall().GetThreadId(), Json: req.GetCall().GetJsonEvents(),
-		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: ref.Agent},
-		Body:  &airlockv1.Event_Requested{Requested: req},
-	}
+	ev := envelope.ForCall(req.GetCall(), &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: ref.Agent})
+	ev.EventId, ev.Body = ref.EventID(subject.Requested), &airlockv1.Event_Requested{Requested: req}
 	callSubjects := subject.OfCall(ref.Agent, ref.Call)
 	var expect uint64 // the fast path: a new call has no events at all
 	if ref.Rev > 1 {
@@ -374,15 +370,8 @@ func (s *Service) lastMsg(ctx context.Context, subj string) (*nats.Msg, error) {
 // redelivered, and whichever replica decides, the stream keeps one decision
 // per call revision.
 func DecisionEvent(call *airlockv1.ToolCall, d *airlockv1.Decision) *airlockv1.Event {
-	ev := &airlockv1.Event{
-		EventId:  callref.Of(call).EventID("decision"),
-		AgentId:  call.AgentId,
-		CallId:   call.CallId,
-		Revision: call.Revision,
-		ThreadId: call.ThreadId,
-		Json:     call.JsonEvents,
-		Actor:    &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "policy"},
-	}
+	ev := envelope.ForCall(call, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "policy"})
+	ev.EventId = callref.Of(call).EventID("decision")
 	switch d.GetAction() {
 	case airlockv1.Action_ACTION_ALLOW:
 		ev.Body = &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{Call: call, Decision: d}}

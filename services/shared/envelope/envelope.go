@@ -172,6 +172,17 @@ func IsJSON(header nats.Header) bool {
 	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), ContentJSON)
 }
 
+// ForCall starts an event by actor about call: its agent, id, revision (1
+// when unset), thread and encoding (JSON when the agent asked for it), so
+// every event of a call lands on the call's subject, in its thread and in
+// the encoding its agent reads. The caller sets the event id and body.
+func ForCall(call *airlockv1.ToolCall, actor *airlockv1.Actor) *airlockv1.Event {
+	return &airlockv1.Event{
+		AgentId: call.GetAgentId(), CallId: call.GetCallId(), Revision: max(call.GetRevision(), 1),
+		ThreadId: call.GetThreadId(), Json: call.GetJsonEvents(), Actor: actor,
+	}
+}
+
 // Publisher publishes events to JetStream with the envelope above.
 type Publisher struct {
 	js     jetstream.JetStream

@@ -194,3 +194,37 @@ func TestEventsOfAJSONCallAreStoredAsJSON(t *testing.T) {
 		t.Fatalf("an event not marked json: %v %q", err, msg.Header.Get(HeaderContentType))
 	}
 }
+
+// Every event about a call is built from the call: its subject, revision
+// (1 when the call leaves it unset), thread and the encoding its agent
+// reads, so no service can forget the JSON flag of an agent that asked
+// for JSON.
+func TestForCallCarriesWhereAndHowTheCallsEventsGo(t *testing.T) {
+	actor := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "executor"}
+	for _, tt := range []struct {
+		name string
+		call *airlockv1.ToolCall
+		rev  uint32
+	}{
+		{"revision unset is 1", &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", ThreadId: "t1"}, 1},
+		{"a later revision, JSON", &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Revision: 3, JsonEvents: true}, 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ev := ForCall(tt.call, actor)
+			ev.Body = &airlockv1.Event_Started{Started: &airlockv1.Started{}}
+			if ev.GetAgentId() != "bot" || ev.GetCallId() != "c1" || ev.GetRevision() != tt.rev || ev.GetThreadId() != tt.call.GetThreadId() || ev.GetActor() != actor {
+				t.Fatalf("event %v", ev)
+			}
+			msg, err := Encode(ev, "test", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if asJSON := json.Valid(msg.Data); asJSON != tt.call.GetJsonEvents() {
+				t.Fatalf("encoded as JSON: %v, the agent asked for JSON: %v", asJSON, tt.call.GetJsonEvents())
+			}
+			if msg.Subject != "airlock.evt.bot.c1.exec.started" {
+				t.Fatalf("subject %s", msg.Subject)
+			}
+		})
+	}
+}

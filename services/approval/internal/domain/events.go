@@ -67,16 +67,9 @@ func base(rec *airlockv1.ApprovalRecord, typ string) *airlockv1.Event {
 	if actor == nil {
 		actor = &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"}
 	}
-	return &airlockv1.Event{
-		EventId:  RefOf(rec).EventID(typ),
-		AgentId:  call.GetAgentId(),
-		CallId:   call.GetCallId(),
-		Revision: Revision(rec),
-		ThreadId: call.GetThreadId(),
-		Json:     call.GetJsonEvents(),
-		Time:     rec.GetUpdatedAt(),
-		Actor:    actor,
-	}
+	ev := envelope.ForCall(call, actor)
+	ev.EventId, ev.Time = RefOf(rec).EventID(typ), rec.GetUpdatedAt()
+	return ev
 }
 
 // approvedBody binds the approval to exact arguments: the call carries the
@@ -117,29 +110,15 @@ func UnauthorizedEvent(call *airlockv1.ToolCall, actor *airlockv1.Actor, r *Refu
 
 // attempt is the envelope of an event about actor's attempt on call (random id).
 func attempt(call *airlockv1.ToolCall, actor *airlockv1.Actor) *airlockv1.Event {
-	return &airlockv1.Event{
-		AgentId:  call.GetAgentId(),
-		CallId:   call.GetCallId(),
-		Revision: max(call.GetRevision(), 1),
-		ThreadId: call.GetThreadId(),
-		Json:     call.GetJsonEvents(),
-		Actor:    actor,
-	}
+	return envelope.ForCall(call, actor)
 }
 
 // NotifiedEvent records one delivery to one channel (kind announce, remind,
 // escalate or outcome). Deliveries can repeat, so the id is random.
 func NotifiedEvent(rec *airlockv1.ApprovalRecord, channel, ref, kind string) *airlockv1.Event {
-	call := rec.GetCall()
-	return &airlockv1.Event{
-		AgentId:  call.GetAgentId(),
-		CallId:   call.GetCallId(),
-		Revision: Revision(rec),
-		ThreadId: call.GetThreadId(),
-		Json:     call.GetJsonEvents(),
-		Actor:    &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"},
-		Body:     &airlockv1.Event_Notified{Notified: &airlockv1.Notified{Channel: channel, Ref: ref, Kind: kind}},
-	}
+	ev := envelope.ForCall(rec.GetCall(), &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"})
+	ev.Body = &airlockv1.Event_Notified{Notified: &airlockv1.Notified{Channel: channel, Ref: ref, Kind: kind}}
+	return ev
 }
 
 // VoteEvent records the last vote of rec (just counted): who, the quorum
@@ -152,20 +131,12 @@ func VoteEvent(rec *airlockv1.ApprovalRecord) *airlockv1.Event {
 		return nil
 	}
 	v := votes[len(votes)-1]
-	call := rec.GetCall()
 	sum := sha256.Sum256([]byte(v.GetBy().GetId() + "\x00" + rec.GetArgumentsDigest()))
-	return &airlockv1.Event{
-		EventId:  RefOf(rec).EventID(subject.VoteCast) + "." + hex.EncodeToString(sum[:8]),
-		AgentId:  call.GetAgentId(),
-		CallId:   call.GetCallId(),
-		Revision: Revision(rec),
-		ThreadId: call.GetThreadId(),
-		Json:     call.GetJsonEvents(),
-		Time:     v.GetAt(),
-		Actor:    v.GetBy(),
-		Body: &airlockv1.Event_VoteCast{VoteCast: &airlockv1.VoteCast{Vote: v, Votes: uint32(len(votes)), Quorum: uint32(Quorum(rec)),
-			ArgumentsDigest: rec.GetArgumentsDigest(), Edited: rec.GetEditedArguments() != nil}},
-	}
+	ev := envelope.ForCall(rec.GetCall(), v.GetBy())
+	ev.EventId, ev.Time = RefOf(rec).EventID(subject.VoteCast)+"."+hex.EncodeToString(sum[:8]), v.GetAt()
+	ev.Body = &airlockv1.Event_VoteCast{VoteCast: &airlockv1.VoteCast{Vote: v, Votes: uint32(len(votes)), Quorum: uint32(Quorum(rec)),
+		ArgumentsDigest: rec.GetArgumentsDigest(), Edited: rec.GetEditedArguments() != nil}}
+	return ev
 }
 
 // RefusedEvent records a decision by actor that changed nothing (code, why).
