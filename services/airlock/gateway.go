@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,29 +129,11 @@ func runGatewayStdio(ctx context.Context, g *globals, cfg config.Config, endpoin
 
 // serveGatewayHTTP is `airlock serve gateway` with the gateway's defaults.
 func serveGatewayHTTP(ctx context.Context, g *globals, cfg config.Config) error {
-	log, err := g.logger(cfg)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w (pick another address with --http)", cfg.HTTP.Addr, err)
-	}
-	deps, err := connect(ctx, cfg, log, "airlock-gateway", false)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	names := []string{"gateway"}
-	services, err := buildServices(ctx, deps, names)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	for _, e := range cfg.Gateway.Endpoints {
-		log.Info("gateway endpoint", "endpoint", e.Name, "url", "http://"+ln.Addr().String()+e.HTTPPath(), "agent", e.Agent)
-	}
-	return run(ctx, deps, services, newHTTP(deps, names, services...), ln)
+	return serveServices(ctx, g, cfg, []string{"gateway"}, func(log *slog.Logger, addr string) {
+		for _, e := range cfg.Gateway.Endpoints {
+			log.Info("gateway endpoint", "endpoint", e.Name, "url", "http://"+addr+e.HTTPPath(), "agent", e.Agent)
+		}
+	})
 }
 
 // gatewayText is what `airlock dev` prints about the gateway: each

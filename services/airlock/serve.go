@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/config"
 )
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -29,28 +32,38 @@ streams: run ` + "`airlock provision`" + ` once with administrator credentials f
 			if cmd.Flags().Changed("http") {
 				cfg.HTTP.Addr = httpAddr
 			}
-			log, err := g.logger(cfg)
-			if err != nil {
-				return err
-			}
-			ln, err := net.Listen("tcp", cfg.HTTP.Addr)
-			if err != nil {
-				return fmt.Errorf("listen on %s: %w (pick another address with --http)", cfg.HTTP.Addr, err)
-			}
-			deps, err := connect(cmd.Context(), cfg, log, "airlock-"+strings.Join(names, "-"), false)
-			if err != nil {
-				ln.Close()
-				return err
-			}
-			services, err := buildServices(cmd.Context(), deps, names)
-			if err != nil {
-				ln.Close()
-				return err
-			}
-			log.Info("serving", "services", names, "nats", bus.Redact(cfg.NATS.URL), "http", ln.Addr().String())
-			return run(cmd.Context(), deps, services, newHTTP(deps, names, services...), ln)
+			return serveServices(cmd.Context(), g, cfg, names, func(log *slog.Logger, addr string) {
+				log.Info("serving", "services", names, "nats", bus.Redact(cfg.NATS.URL), "http", addr)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&httpAddr, "http", "127.0.0.1:8080", "address for /healthz and /metrics (and the console if served)")
 	return cmd
+}
+
+// serveServices runs the named services in this process, with the HTTP
+// server (health, metrics, and whatever the services serve) on
+// cfg.HTTP.Addr, until ctx ends, then drains. ready is told the address
+// once the services are built.
+func serveServices(ctx context.Context, g *globals, cfg config.Config, names []string, ready func(log *slog.Logger, addr string)) error {
+	log, err := g.logger(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (pick another address with --http)", cfg.HTTP.Addr, err)
+	}
+	deps, err := connect(ctx, cfg, log, "airlock-"+strings.Join(names, "-"), false)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	services, err := buildServices(ctx, deps, names)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	ready(log, ln.Addr().String())
+	return run(ctx, deps, services, newHTTP(deps, names, services...), ln)
 }
