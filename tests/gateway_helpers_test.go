@@ -263,34 +263,17 @@ func text(res *mcp.CallToolResult) string {
 	return strings.Join(parts, "\n")
 }
 
-// pendingFor waits until agent has a pending call of tool and returns it.
+// pendingFor waits until agent has a pending call of tool on path and returns it.
 func (g *gatewayEnv) pendingFor(t *testing.T, agent, tool, path string) *airlockv1.ApprovalRecord {
 	t.Helper()
-	var rec *airlockv1.ApprovalRecord
-	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("a pending %s call of %s on %s", tool, agent, path), func() bool {
-		resp, err := g.api.List(context.Background(), &airlockv1.ListRequest{AgentId: agent,
-			States: []airlockv1.ApprovalState{airlockv1.ApprovalState_APPROVAL_STATE_PENDING}})
-		if err != nil {
-			return false
-		}
-		for _, r := range resp.GetRecords() {
-			if r.GetCall().GetTool() == tool && r.GetCall().GetArguments().AsMap()["path"] == path {
-				rec = r
-				return true
-			}
-		}
-		return false
+	return pendingWhere(t, g.api, agent, tool, "on "+path, func(r *airlockv1.ApprovalRecord) bool {
+		return r.GetCall().GetArguments().AsMap()["path"] == path
 	})
-	return rec
 }
 
 func (g *gatewayEnv) decide(t *testing.T, rec *airlockv1.ApprovalRecord, who string, kind airlockv1.DecisionKind, reason string) {
 	t.Helper()
-	_, err := g.api.Decide(context.Background(), &airlockv1.DecideRequest{
-		AgentId: rec.GetCall().GetAgentId(), CallId: rec.GetCall().GetCallId(), Kind: kind, Reason: reason,
-		Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: who, Channel: "console"},
-	})
-	if err != nil {
+	if _, err := decideAs(t, g.api, who, rec, kind, reason); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -164,15 +164,27 @@ func shell(t *testing.T, agent hooks.Agent, command, toolUseID string) []byte {
 // and returns it.
 func pendingOf(t *testing.T, api *approvalapi.Client, agent, tool string) *airlockv1.ApprovalRecord {
 	t.Helper()
+	return pendingWhere(t, api, agent, tool, "whose turn came", func(r *airlockv1.ApprovalRecord) bool { return !r.GetQueued() })
+}
+
+// pendingWhere waits for a pending call of agent whose tool is tool and
+// that match accepts (what says which, for the failure), and returns it.
+func pendingWhere(t *testing.T, api *approvalapi.Client, agent, tool, what string, match func(*airlockv1.ApprovalRecord) bool) *airlockv1.ApprovalRecord {
+	t.Helper()
 	var rec *airlockv1.ApprovalRecord
-	testenv.Eventually(t, 20*time.Second, fmt.Sprintf("a pending %s call of %s whose turn came", tool, agent), func() bool {
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("a pending %s call of %s %s", tool, agent, what), func() bool {
 		out, err := api.List(context.Background(), &airlockv1.ListRequest{AgentId: agent, Tool: tool,
 			States: []airlockv1.ApprovalState{airlockv1.ApprovalState_APPROVAL_STATE_PENDING}})
-		if err != nil || len(out.GetRecords()) == 0 || out.GetRecords()[0].GetQueued() {
+		if err != nil {
 			return false
 		}
-		rec = out.GetRecords()[0]
-		return true
+		for _, r := range out.GetRecords() {
+			if match(r) {
+				rec = r
+				return true
+			}
+		}
+		return false
 	})
 	return rec
 }
