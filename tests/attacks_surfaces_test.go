@@ -418,3 +418,85 @@ func TestAgentTextOnASlackCardCannotDrawTheCard(t *testing.T) {
 		t.Errorf("the card for a pending call shows %d \"*Arguments*\" blocks and %d \"*Approved* by\" lines drawn in mrkdwn: the agent's reason draws the card\n%s", labels, approvedBy, card.Get("blocks"))
 	}
 }
+
+// Argument names are the agent's to choose. On a Slack card they neither
+// draw lines that pass for other arguments (a name holding a line break and
+// `path: "…"` is shown quoted) nor push the argument that matters off the
+// card while the card still offers Approve: a card that cannot show every
+// argument has no Approve button, and an approve click on such a call (from
+// an older card, say) changes nothing and tells the reviewer to approve in
+// the console. Before, a card showed `path: "notes/todo.txt"` drawn by a
+// name, hid the real path behind "… and 2 more", and alice's click ran the
+// write to victim.txt.
+func TestSlackCardsShowEveryArgumentOfWhatTheyLetAReviewerApprove(t *testing.T) {
+	f := startFakeSlack(t)
+	p := startProdLayoutFor(t, "dana", slackYAML(f), "bot")
+	bot := connectAgent(t, p.nats.CredentialFile("bot"), p.nats.Server.URL())
+	api := p.frontend(t)
+	p.putRule(t, &airlockv1.PolicyRule{Id: "ask-in-slack", Priority: 1, Server: "demo", Tool: "write_file", Effect: "ask", Notify: []string{"slack"}})
+	p.waitAction(t, &airlockv1.ToolCall{AgentId: "bot", CallId: "probe", Server: "demo", Tool: "write_file",
+		Arguments: writeArgs("a.txt", "x")}, airlockv1.Action_ACTION_ASK, "ask-in-slack")
+	forged := "\ncontent: \"- buy milk\"\npath"
+	click := func(call string) {
+		t.Helper()
+		value, _ := json.Marshal(map[string]any{"call": call, "rev": 1, "agent": "bot"})
+		body, h := slackClick(t, "U0ALICE", string(value), time.Now())
+		if code := postSlack(t, p.services[natsauth.RoleConsole].HTTP+"/slack/interactions", body, h); code != http.StatusOK {
+			t.Fatalf("the approve click was answered %d", code)
+		}
+	}
+
+	t.Run("a name cannot draw another argument", func(t *testing.T) {
+		id := bot.mustSubmit(airlock.Call{ID: "slackkeys1", Tool: writeTool, Args: map[string]any{"path": "victim1.txt", "content": "x", forged: "notes/todo.txt"}})
+		text := argumentsBlock(t, f.posted(t, id).Get("blocks"))
+		if regexp.MustCompile(`(?m)^path: "notes/todo.txt"`).MatchString(text) || !regexp.MustCompile(`(?m)^path: "victim1.txt"`).MatchString(text) {
+			t.Errorf("the card's arguments read:\n%s\nwant the real path alone on a path line and the forged name quoted", text)
+		}
+	})
+
+	t.Run("arguments cut off the card are not approved from Slack", func(t *testing.T) {
+		args := map[string]any{"path": "victim2.txt", "content": "ssh-ed25519 AAAA attacker", forged: "notes/todo.txt"}
+		for i := range 14 {
+			args[fmt.Sprintf("a%02d", i)] = "filler"
+		}
+		id := bot.mustSubmit(airlock.Call{ID: "slackkeys2", Tool: writeTool, Args: args})
+		card := f.posted(t, id)
+		if strings.Contains(card.Get("blocks"), `"airlock_approve"`) {
+			t.Errorf("a card that cannot show every argument offers Approve:\n%s", argumentsBlock(t, card.Get("blocks")))
+		}
+		click(id)
+		testenv.Eventually(t, 20*time.Second, "the reviewer told to approve in the console", func() bool {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			for _, c := range f.calls {
+				if c.Method == "chat.postEphemeral" && strings.Contains(c.Form.Get("text"), "approved in the console") {
+					return true
+				}
+			}
+			return false
+		})
+		rec, err := api.Get(context.Background(), "bot", id, 1)
+		if err != nil || rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+			t.Fatalf("after an approve click from Slack the call is %v (%v), want still pending", rec.GetState(), err)
+		}
+	})
+}
+
+// argumentsBlock returns the mrkdwn text of a card's arguments section.
+func argumentsBlock(t *testing.T, blocks string) string {
+	t.Helper()
+	var bs []map[string]any
+	if err := json.Unmarshal([]byte(blocks), &bs); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bs {
+		if b["block_id"] == "airlock_arguments" {
+			if tx, ok := b["text"].(map[string]any); ok {
+				s, _ := tx["text"].(string)
+				return s
+			}
+		}
+	}
+	t.Fatalf("the card has no arguments block: %s", blocks)
+	return ""
+}

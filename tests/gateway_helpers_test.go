@@ -160,6 +160,7 @@ type clientOpts struct {
 	version  string // "" = the newest (2026-07-28)
 	elicit   func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
 	urlOnly  bool // the client supports only URL elicitations
+	formURL  bool // the client supports form and URL elicitations
 	complete func(string)
 	progress func(*mcp.ProgressNotificationClientRequest)
 	changed  func()
@@ -171,6 +172,9 @@ func (g *gatewayEnv) connect(t *testing.T, endpoint string, o clientOpts) *mcp.C
 	copts := &mcp.ClientOptions{ElicitationHandler: o.elicit}
 	if o.urlOnly {
 		copts.Capabilities = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}}
+	}
+	if o.formURL {
+		copts.Capabilities = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}}
 	}
 	if o.complete != nil {
 		copts.ElicitationCompleteHandler = func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) {

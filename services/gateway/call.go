@@ -213,7 +213,9 @@ func (w *watch) run(beatFirst bool) {
 				continue
 			}
 			w.mayConfirm = false
-			switch mode := confirmModeOf(w.req); {
+			switch mode := confirmModeOf(w.req, ar.GetCall().GetArguments()); {
+			case mode == consoleMode:
+				tell.progress(ctx, fmt.Sprintf("waiting for %s to confirm this call in the console: it has more arguments than a prompt can show", ep.cfg.OnBehalfOf))
 			case mode == noMode:
 				if ep.cfg.Fallback() == config.FallbackDeny {
 					ep.withdraw(f.call.ID, fmt.Sprintf("this call needs %s to confirm it, but the MCP client cannot ask (it does not support elicitation) and gateway endpoint %s denies such calls (elicitation_fallback: deny)", ep.cfg.OnBehalfOf, ep.cfg.Name), 15*time.Second)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
@@ -25,25 +26,31 @@ const confirmKey = "airlock_confirm"
 type confirmMode int
 
 const (
-	noMode   confirmMode = iota // the client cannot ask
-	formMode                    // an accept/decline form in the client
-	urlMode                     // a link to the call's console page
+	noMode      confirmMode = iota // the client cannot ask
+	formMode                       // an accept/decline form in the client
+	urlMode                        // a link to the call's console page
+	consoleMode                    // the client could ask, but not about these arguments: the console decides
 )
 
 // confirmModeOf reads what the client said it supports: a form where it
 // can (a client naming neither mode supports forms, per the spec), else a
-// URL.
-func confirmModeOf(req *mcp.CallToolRequest) confirmMode {
+// URL. A form lists at most summaryKeys arguments, so a call with more is
+// sent to the console page (a URL, where the client supports one), where
+// every argument is shown: accepting a form must never approve an argument
+// the person was not shown.
+func confirmModeOf(req *mcp.CallToolRequest, args *structpb.Struct) confirmMode {
 	caps := req.ClientCapabilities()
 	if caps == nil || caps.Elicitation == nil {
 		return noMode
 	}
 	e := caps.Elicitation
 	switch {
-	case e.Form != nil || e.URL == nil:
+	case (e.Form != nil || e.URL == nil) && len(args.GetFields()) <= summaryKeys:
 		return formMode
-	default:
+	case e.URL != nil:
 		return urlMode
+	default:
+		return consoleMode
 	}
 }
 
@@ -229,7 +236,7 @@ func argumentSummary(args map[string]any) string {
 	var b strings.Builder
 	for i, k := range keys {
 		if i == summaryKeys {
-			fmt.Fprintf(&b, "  … and %d more\n", len(keys)-summaryKeys)
+			fmt.Fprintf(&b, "  … and %d more (every argument is on the call's console page)\n", len(keys)-summaryKeys)
 			break
 		}
 		v, _ := json.Marshal(args[k])

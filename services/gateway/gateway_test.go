@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
@@ -259,19 +261,29 @@ func TestConfirmModeFollowsTheClientsCapabilities(t *testing.T) {
 		}
 		return &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: meta}}
 	}
+	few := &structpb.Struct{Fields: map[string]*structpb.Value{"path": structpb.NewStringValue("a.txt")}}
+	many := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	for i := range summaryKeys + 1 {
+		many.Fields[fmt.Sprintf("a%02d", i)] = structpb.NewStringValue("x")
+	}
+	both := map[string]any{"elicitation": map[string]any{"form": map[string]any{}, "url": map[string]any{}}}
+	formOnly := map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}
 	for _, c := range []struct {
 		name string
 		caps any
+		args *structpb.Struct
 		want confirmMode
 	}{
-		{"a_client_without_capabilities_cannot_ask", nil, noMode},
-		{"a_client_without_elicitation_cannot_ask", map[string]any{}, noMode},
-		{"elicitation_without_modes_means_forms", map[string]any{"elicitation": map[string]any{}}, formMode},
-		{"forms_are_preferred", map[string]any{"elicitation": map[string]any{"form": map[string]any{}, "url": map[string]any{}}}, formMode},
-		{"a_url_only_client_gets_the_console_page", map[string]any{"elicitation": map[string]any{"url": map[string]any{}}}, urlMode},
+		{"a_client_without_capabilities_cannot_ask", nil, few, noMode},
+		{"a_client_without_elicitation_cannot_ask", map[string]any{}, few, noMode},
+		{"elicitation_without_modes_means_forms", map[string]any{"elicitation": map[string]any{}}, few, formMode},
+		{"forms_are_preferred", both, few, formMode},
+		{"a_url_only_client_gets_the_console_page", map[string]any{"elicitation": map[string]any{"url": map[string]any{}}}, few, urlMode},
+		{"more_arguments_than_a_form_shows_go_to_the_console_page", both, many, urlMode},
+		{"more_arguments_than_a_form_shows_and_no_url_mode_leave_it_to_the_console", formOnly, many, consoleMode},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := confirmModeOf(req(c.caps)); got != c.want {
+			if got := confirmModeOf(req(c.caps), c.args); got != c.want {
 				t.Fatalf("got %v", got)
 			}
 		})

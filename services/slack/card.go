@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -199,6 +200,10 @@ func actionsBlock(rec *airlockv1.ApprovalRecord, publicURL string) slackgo.Block
 	changes := slackgo.NewButtonBlockElement(ActionRequestChanges, value, plain("Request changes"))
 	console := slackgo.NewButtonBlockElement(ActionOpenConsole, "", plain("Open in console")).WithURL(ConsoleLink(publicURL, call.GetAgentId(), call.GetCallId()))
 	remember := slackgo.NewButtonBlockElement(ActionRemember, "", plain("Always allow…")).WithURL(RememberLink(publicURL, call.GetAgentId(), call.GetCallId(), call.GetRevision()))
+	if !ArgumentsFit(rec) {
+		// Not every argument is on the card: it is approved in the console.
+		return slackgo.NewActionBlock(BlockActions, reject, changes, console)
+	}
 	return slackgo.NewActionBlock(BlockActions, approve, reject, changes, console, remember)
 }
 
@@ -292,13 +297,30 @@ func actorText(a *airlockv1.Actor) string {
 }
 
 // ArgumentSummary lists the call's arguments one per line as
-// "key: value" with values in compact JSON, long values shortened, paths
-// the policy redacts masked, and the whole bounded in size. It is plain
-// text; callers escape it for mrkdwn.
+// "key: value" with values in compact JSON, keys that are not plain words
+// quoted (an argument name cannot draw other lines), long values
+// shortened, paths the policy redacts masked, and the whole bounded in
+// size. It is plain text; callers escape it for mrkdwn.
 func ArgumentSummary(rec *airlockv1.ApprovalRecord) string {
+	s, _ := argumentLines(rec)
+	return s
+}
+
+// ArgumentsFit reports whether a card shows every argument of rec. Only
+// then may it be approved from Slack: an agent that adds arguments until
+// the one that matters is cut off must not get a click on what the
+// reviewer never saw.
+func ArgumentsFit(rec *airlockv1.ApprovalRecord) bool {
+	_, all := argumentLines(rec)
+	return all
+}
+
+// argumentLines is ArgumentSummary's text and whether it lists every
+// argument.
+func argumentLines(rec *airlockv1.ApprovalRecord) (string, bool) {
 	args := rec.GetCall().GetArguments().AsMap()
 	if len(args) == 0 {
-		return argumentsMissing
+		return argumentsMissing, true
 	}
 	for _, p := range rec.GetDecision().GetRedact() {
 		redact(args, p)
@@ -311,18 +333,29 @@ func ArgumentSummary(rec *airlockv1.ApprovalRecord) string {
 	var b strings.Builder
 	for i, k := range keys {
 		if i == maxArguments || b.Len() > maxSummaryChars {
-			fmt.Fprintf(&b, "… and %d more arguments (see the console)", len(keys)-i)
-			break
+			fmt.Fprintf(&b, "… and %d more arguments: approve in the console, where every argument is shown", len(keys)-i)
+			return b.String(), false
 		}
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		b.WriteString(shorten(k, 40))
+		b.WriteString(keyText(k))
 		b.WriteString(": ")
 		b.WriteString(valueText(args[k]))
 	}
-	return b.String()
+	return b.String(), true
 }
+
+// keyText is an argument name as a card shows it: a plain word as it is,
+// anything else (spaces, line breaks, quotes, colons) quoted.
+func keyText(k string) string {
+	if plainKey.MatchString(k) {
+		return k
+	}
+	return strconv.Quote(shorten(k, 40))
+}
+
+var plainKey = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,40}$`)
 
 func valueText(v any) string {
 	var s string

@@ -243,7 +243,9 @@ func (h *Interactions) blockActions(w http.ResponseWriter, key string, cb *slack
 			return
 		}
 		if kind == airlockv1.DecisionKind_DECISION_KIND_APPROVE {
-			h.decide(ctx, c, principal)
+			if h.approvable(ctx, c) {
+				h.decide(ctx, c, principal)
+			}
 			return
 		}
 		h.openReasonModal(ctx, c)
@@ -371,6 +373,24 @@ func (h *Interactions) decide(ctx context.Context, c click, principal string) {
 		}
 		h.tell(ctx, c, ":warning: airlock could not record your decision: "+escape(apierr.MessageOf(err)))
 	}
+}
+
+// approvable reports whether the clicked revision may be approved from
+// Slack: its card shows every argument (a card that cannot has no Approve
+// button; a click from an older card is answered the same way). It tells
+// the reviewer why not.
+func (h *Interactions) approvable(ctx context.Context, c click) bool {
+	rec, err := h.approvals.Get(ctx, c.value.Agent, c.value.Call, c.value.Revision)
+	switch {
+	case err != nil:
+		h.log.Warn("could not read the call before a Slack approval", "call", c.value.Call, "err", err)
+		h.tell(ctx, c, ":warning: airlock could not read this call, so your approval was not recorded: "+escape(apierr.MessageOf(err))+" Try again, or decide in the console: "+ConsoleLink(h.publicURL, c.value.Agent, c.value.Call))
+		return false
+	case !ArgumentsFit(rec):
+		h.tell(ctx, c, "This call has more arguments than a Slack card can show, so it is approved in the console, where every argument is shown: "+ConsoleLink(h.publicURL, c.value.Agent, c.value.Call))
+		return false
+	}
+	return true
 }
 
 // decideRetrying retries while the approval service is unreachable;
