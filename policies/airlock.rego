@@ -173,15 +173,18 @@ clean(value) if {
 # matches "/" and spaces. The command is split into its parts at ; & | && ||
 # new lines, parentheses, backticks and $( ; an allow rule matches only when
 # the command has no redirection, no backtick and no $ at all (the shell
-# expands ${…}, $'…' and $((…)) into commands it then runs), no option that
-# makes a reading command run or write something (rg --pre, git diff
+# expands ${…}, $'…' and $((…)) into commands it then runs), no quote,
+# backslash or brace (the shell removes quotes and escapes and expands
+# braces, so `git diff "--output=F"` reaches git as --output=F), no option
+# that makes a reading command run or write something (rg --pre, git diff
 # --output, --ext-diff, --textconv, …), and every part matches (so "git
 # status*" never allows "git status; rm -rf ~"); an ask or deny rule when
-# any part matches (so "rm -rf *" also catches "cd x && rm -rf ~").
+# any part matches, quotes and backslashes removed first (so "rm -rf *" also
+# catches "cd x && rm -rf ~" and r""m -rf ~).
 command_matches(ptr, pattern, "allow") if {
 	value := object.get(input.call.arguments, pointer(ptr), null)
 	is_string(value)
-	not regex.match(`[<>\x60$]`, value)
+	not regex.match(`[<>\x60$'"\\{]`, value)
 	not regex.match(`(^|\s)--?(pre|output|ext-diff|textconv|exec|upload-pack|receive-pack|open-files-in-pager)\b`, value)
 	parts := command_parts(value)
 	count(parts) > 0
@@ -194,7 +197,7 @@ command_matches(ptr, pattern, effect) if {
 	effect != "allow"
 	value := object.get(input.call.arguments, pointer(ptr), null)
 	is_string(value)
-	some p in command_parts(value)
+	some p in command_parts(regex.replace(value, `["'\\]`, ""))
 	glob.match(pattern, null, p)
 }
 

@@ -181,6 +181,15 @@ func personCommandCalls() []*airlockv1.ToolCall {
 			}
 		}
 	}
+	// What the shell unquotes, unescapes or expands before the command
+	// sees it, on the tools of the shell rules.
+	for _, cmd := range []string{`git diff "--output=/home/me/.bashrc"`, `git diff --out''put=/x`, `git diff \--output=/x`, `git log '--output=/x'`,
+		`rg '--pre=rm' . src`, `git diff {--output=/x,HEAD}`, `r""m -rf /`, `\rm -rf build`, `su'do' ls`, `grep "a b" notes.txt`, `make 'test'`} {
+		for _, tool := range [][2]string{{"claude", "Bash"}, {"build", "sh"}, {"build", "make"}} {
+			args, _ := structpb.NewStruct(map[string]any{"command": cmd, "cmd": cmd, "cwd": "/src/x"})
+			out = append(out, &airlockv1.ToolCall{AgentId: "bot", CallId: "c", Revision: 1, Server: tool[0], Tool: tool[1], Arguments: args})
+		}
+	}
 	return out
 }
 

@@ -126,10 +126,11 @@ func newCommandCond(ptr, pattern, effect string) (commandCond, error) {
 // The expressions of airlock.rego's command_matches and command_parts, the
 // same text, which OPA runs with Go's regexp too.
 var (
-	commandUnsafe    = regexp.MustCompile(`[<>\x60$]`)
-	commandRunsMore  = regexp.MustCompile(`(^|\s)--?(pre|output|ext-diff|textconv|exec|upload-pack|receive-pack|open-files-in-pager)\b`)
+	commandUnsafe    = regexp.MustCompile(`[<>\x60$'"\\{]`)
+	commandRunsMore  = regexp.MustCompile(`(^|\s)` + calls.RunsMore)
 	commandOperators = regexp.MustCompile(`&&|\|\||\$\(|[;&|\n()\x60]`)
 	commandBlanks    = regexp.MustCompile(`\s+`)
+	commandQuotes    = regexp.MustCompile(`["'\\]`)
 )
 
 // commandParts is airlock.rego's command_parts: the command split at its
@@ -151,7 +152,7 @@ func (c commandCond) matches(args ast.Value) bool {
 		return false
 	}
 	if !c.every {
-		return slices.ContainsFunc(commandParts(s), c.glob.Match)
+		return slices.ContainsFunc(commandParts(commandQuotes.ReplaceAllString(s, "")), c.glob.Match)
 	}
 	if commandUnsafe.MatchString(s) || commandRunsMore.MatchString(s) {
 		return false

@@ -3,6 +3,7 @@
 package calls
 
 import (
+	"regexp"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -81,15 +82,84 @@ func PlainCommand(cmd string) bool {
 	return strings.TrimSpace(cmd) != "" && !strings.ContainsAny(cmd, ";&|\n\r`<>()$")
 }
 
-// CommandHasPrefix reports whether cmd is a plain command that starts with
-// prefix at a word boundary: "git commit" matches "git commit -m x" but not
-// "git commit-tree" nor "git commit; rm -rf ~". Runs of blanks count as one.
-func CommandHasPrefix(cmd, prefix string) bool {
+// ShellWords returns the words bash passes to a plain command, quotes and
+// escapes removed, or false when it cannot say them for certain: the
+// command is not plain, a quote is left open, or an unquoted { (brace
+// expansion) or glob character (* ? [, which file names could turn into
+// options) is in it. `git diff "--output=F"` is the words git, diff,
+// --output=F.
+func ShellWords(cmd string) ([]string, bool) {
 	if !PlainCommand(cmd) {
-		return false
+		return nil, false
 	}
-	c, p := strings.Fields(cmd), strings.Fields(prefix)
-	if len(p) == 0 || len(c) < len(p) {
+	var words []string
+	var w strings.Builder
+	inWord := false
+	for i := 0; i < len(cmd); i++ {
+		switch c := cmd[i]; {
+		case c == ' ' || c == '\t':
+			if inWord {
+				words, inWord = append(words, w.String()), false
+				w.Reset()
+			}
+		case c == '\'':
+			end := strings.IndexByte(cmd[i+1:], '\'')
+			if end < 0 {
+				return nil, false
+			}
+			w.WriteString(cmd[i+1 : i+1+end])
+			i, inWord = i+1+end, true
+		case c == '"':
+			i++
+			for ; i < len(cmd) && cmd[i] != '"'; i++ {
+				if cmd[i] == '\\' && i+1 < len(cmd) && strings.IndexByte(`"\`, cmd[i+1]) >= 0 {
+					i++ // $ and ` cannot occur: the command is plain
+				}
+				w.WriteByte(cmd[i])
+			}
+			if i == len(cmd) {
+				return nil, false
+			}
+			inWord = true
+		case c == '\\':
+			if i+1 == len(cmd) {
+				return nil, false
+			}
+			i++
+			w.WriteByte(cmd[i])
+			inWord = true
+		case strings.IndexByte("{}*?[", c) >= 0:
+			return nil, false
+		default:
+			w.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words, len(words) > 0
+}
+
+// RunsMore matches an option that makes a reading command run another
+// command or write a file (rg --pre, git diff --output, --ext-diff,
+// --textconv, …) where it starts a word. The policy's coding profile
+// (airlock.rego) refuses the same options, in the same text, where they
+// start a blank-separated part of a command.
+const RunsMore = `--?(pre|output|ext-diff|textconv|exec|upload-pack|receive-pack|open-files-in-pager)\b`
+
+var runsMore = regexp.MustCompile(`^` + RunsMore)
+
+// CommandHasPrefix reports whether cmd is a plain command whose words (as
+// bash passes them, ShellWords) start with the words of prefix: "git
+// commit" matches "git commit -m 'fix it'" but not "git commit-tree" nor
+// "git commit; rm -rf ~". The words after the prefix may hold no option
+// that makes the command run or write something else (RunsMore): a
+// remembered "git diff" never covers git diff "--output=~/.bashrc".
+func CommandHasPrefix(cmd, prefix string) bool {
+	c, ok := ShellWords(cmd)
+	p := strings.Fields(prefix)
+	if !ok || len(p) == 0 || len(c) < len(p) {
 		return false
 	}
 	for i := range p {
@@ -97,16 +167,22 @@ func CommandHasPrefix(cmd, prefix string) bool {
 			return false
 		}
 	}
+	for _, w := range c[len(p):] {
+		if runsMore.MatchString(w) {
+			return false
+		}
+	}
 	return true
 }
 
-// CommandPrefix is the first n words of a plain command ("" for any other),
-// what a person is offered to remember ("git commit" of "git commit -m x").
+// CommandPrefix is the first n words of a plain command as bash passes
+// them (ShellWords; "" for any other command), what a person is offered to
+// remember ("git commit" of "git commit -m x").
 func CommandPrefix(cmd string, n int) string {
-	if !PlainCommand(cmd) {
+	f, ok := ShellWords(cmd)
+	if !ok {
 		return ""
 	}
-	f := strings.Fields(cmd)
 	return strings.Join(f[:min(n, len(f))], " ")
 }
 

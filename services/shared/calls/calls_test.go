@@ -119,6 +119,15 @@ func TestACommandPrefixMatchesOnlyThatPlainCommand(t *testing.T) {
 		{"a_redirection_does_not_match", "git commit -m x > /etc/passwd", "git commit", false},
 		{"a_new_line_does_not_match", "git commit -m x\nrm -rf ~", "git commit", false},
 		{"an_empty_prefix_matches_nothing", "git commit", "", false},
+		{"quotes_are_removed_as_bash_removes_them", `git "commit" -m "fix \"it\""`, "git commit", true},
+		{"a_quoted_option_that_writes_does_not_match", `git diff "--output=/home/me/.bashrc"`, "git diff", false},
+		{"an_option_quoted_in_pieces_does_not_match", `git diff --out''put=/home/me/.bashrc`, "git diff", false},
+		{"an_escaped_option_does_not_match", `git diff \--output=/home/me/.bashrc`, "git diff", false},
+		{"an_option_that_runs_a_command_does_not_match", "rg --pre=rm x .", "rg", false},
+		{"the_remembered_words_may_hold_it", "rg --pre=./decompress x .", "rg --pre=./decompress", true},
+		{"brace_expansion_does_not_match", "git diff {--output=/tmp/x,HEAD}", "git diff", false},
+		{"a_glob_does_not_match", "git diff *", "git diff", false},
+		{"an_open_quote_does_not_match", `git commit -m "fix`, "git commit", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := CommandHasPrefix(tt.cmd, tt.prefix); got != tt.want {
