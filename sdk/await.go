@@ -68,6 +68,11 @@ type Outcome struct {
 	// ones airlock decided on.
 	ArgumentsDiffer bool                `json:"arguments_differ,omitempty"`
 	Decision        *airlockv1.Decision `json:"-"`
+	// Call is the call as airlock decided it (allowed, approved, denied).
+	// An agent that runs a gate-only call itself compares it with what it
+	// asked before it runs anything: a call id used before answers with the
+	// decision on that earlier call.
+	Call *airlockv1.ToolCall `json:"-"`
 }
 
 // Completed reports whether the tool ran and returned a result.
@@ -387,19 +392,19 @@ func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 		if f.gateOnly = f.gateOnly || b.Allowed.GetCall().GetAgentRuns(); !f.decision && !f.gateOnly {
 			return
 		}
-		out.Status, out.Decision = StatusAllowed, b.Allowed.GetDecision()
+		out.Status, out.Decision, out.Call = StatusAllowed, b.Allowed.GetDecision(), b.Allowed.GetCall()
 		out.Reason = b.Allowed.GetDecision().GetReason()
 	case *airlockv1.Event_Approved:
 		f.deciders[rev] = out.DecidedBy
 		if f.gateOnly = f.gateOnly || b.Approved.GetCall().GetAgentRuns(); !f.decision && !f.gateOnly {
 			return
 		}
-		out.Status, out.Decision = StatusApproved, b.Approved.GetDecision()
+		out.Status, out.Decision, out.Call = StatusApproved, b.Approved.GetDecision(), b.Approved.GetCall()
 		if votes := b.Approved.GetVotes(); len(votes) > 0 {
 			out.Reason = votes[len(votes)-1].GetComment()
 		}
 	case *airlockv1.Event_Denied:
-		out.Status, out.Reason, out.Decision = StatusDenied, b.Denied.GetDecision().GetReason(), b.Denied.GetDecision()
+		out.Status, out.Reason, out.Decision, out.Call = StatusDenied, b.Denied.GetDecision().GetReason(), b.Denied.GetDecision(), b.Denied.GetCall()
 	case *airlockv1.Event_Rejected:
 		out.Status, out.Reason = StatusRejected, b.Rejected.GetReason()
 	case *airlockv1.Event_ChangesRequested:

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/hooks"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -311,5 +312,32 @@ func TestAFailedReportWithALongNonASCIIResultIsRecorded(t *testing.T) {
 	}
 	if got := reportedOutcome(t, laptop.client, out.CallID); got.Status != airlock.StatusFailed || !got.AgentRan {
 		t.Fatalf("the agent's report of a failed tool was recorded as %+v, want failed, run by the agent", got)
+	}
+}
+
+// The hook submits a tool use under the agent's tool-use id and waits for
+// airlock's decision on that call id. When the id was used before (another
+// session of the same agent, a proxy that numbers tool calls, a process
+// holding the agent's credential that submitted it first), the policy
+// refuses the new request as a reuse, and the decision on record is the
+// earlier call's: the hook allowed `touch MARKER` on the strength of an
+// earlier `git status`. What must hold: the hook allows only what airlock
+// decided for the very tool and arguments it asked about.
+func TestTheHookAllowsOnlyWhatAirlockDecidedForThatToolUse(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "")
+	hook := []string{"--creds", dev.Creds("bot"), "--nats", dev.NATSURL, "--wait", "5s", "--state-dir", t.TempDir()}
+
+	first := runHook(t, hooks.Claude, shell(t, hooks.Claude, "git status", "toolu_reused_1"), hook...)
+	if d := first.field(t, "hookSpecificOutput.permissionDecision"); d != "allow" {
+		t.Fatalf("setup: git status was answered %v (%s)", d, first.stdout)
+	}
+	marker := filepath.Join(t.TempDir(), "ran-unasked")
+	second := runHook(t, hooks.Claude, shell(t, hooks.Claude, "touch "+marker, "toolu_reused_1"), hook...)
+	if d := second.field(t, "hookSpecificOutput.permissionDecision"); d != "deny" || second.exit != 2 || !strings.Contains(second.stdout, "about another call") {
+		t.Errorf("airlock never allowed `touch %s` (its request under a reused tool-use id is refused), yet the hook answered %v, exit %d: %s", marker, d, second.exit, second.stdout)
+	}
+	// The same tool use asked again is the call airlock decided: allowed.
+	if again := runHook(t, hooks.Claude, shell(t, hooks.Claude, "git status", "toolu_reused_1"), hook...); again.field(t, "hookSpecificOutput.permissionDecision") != "allow" {
+		t.Errorf("the same git status asked again was answered %s", again.stdout)
 	}
 }

@@ -13,9 +13,13 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/types/known/structpb"
 
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/hooks"
+	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 )
@@ -167,7 +171,7 @@ func (o *hookOptions) gate(ctx context.Context, ev hooks.Event) hooks.Verdict {
 	case err != nil:
 		return deny("airlock could not take the call, so %s is denied (airlock fails closed): %v", ev.QualifiedTool(), err)
 	}
-	v := o.await(ctx, client, ev, id)
+	v := o.await(ctx, client, ev, call)
 	if v.Action == hooks.Allow && !fromAgent {
 		if err := o.remember(ev, id); err != nil {
 			fmt.Fprintf(os.Stderr, "airlock hook: %v (the tool's result will not be recorded)\n", err)
@@ -176,8 +180,10 @@ func (o *hookOptions) gate(ctx context.Context, ev hooks.Event) hooks.Verdict {
 	return v
 }
 
-// await waits up to --wait for airlock's answer about call id.
-func (o *hookOptions) await(ctx context.Context, client *airlock.Client, ev hooks.Event, id string) hooks.Verdict {
+// await waits up to --wait for airlock's answer about the call it
+// submitted, and allows only what airlock decided for that very call.
+func (o *hookOptions) await(ctx context.Context, client *airlock.Client, ev hooks.Event, call airlock.Call) hooks.Verdict {
+	id := call.ID
 	deny := func(format string, args ...any) hooks.Verdict {
 		return hooks.Verdict{Action: hooks.Deny, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -196,7 +202,23 @@ func (o *hookOptions) await(ctx context.Context, client *airlock.Client, ev hook
 			return deny("airlock: nobody decided %s within %s, so it is denied (call %s/%s was withdrawn). Ask the user to watch airlock (the console, Slack or `airlock approvals list`) and try again; they can also remember such calls (`airlock approvals remember`).", ev.QualifiedTool(), o.wait, client.Agent(), id)
 		}
 	}
+	if out.Allowed() && !decidedAsAsked(out.Call, call) {
+		return deny("airlock's decision on call %s/%s is about another call (%s, asked with this tool-use id before), and airlock refused this request under the same id. %s is denied: run it again as a new tool use.",
+			client.Agent(), id, calls.QualifiedTool(out.Call), ev.QualifiedTool())
+	}
 	return verdictOf(ev, out)
+}
+
+// decidedAsAsked reports whether the call airlock decided is the one the
+// hook submitted: the same tool and arguments, run by the agent.
+func decidedAsAsked(decided *airlockv1.ToolCall, asked airlock.Call) bool {
+	want, err := structpb.NewStruct(asked.Args)
+	if err != nil || decided == nil || !decided.GetAgentRuns() || decided.GetServer() != asked.Server || decided.GetTool() != asked.Tool {
+		return false
+	}
+	a, err1 := canon.Digest(decided.GetArguments())
+	b, err2 := canon.Digest(want)
+	return err1 == nil && err2 == nil && a == b
 }
 
 // giveUp withdraws a call nobody decided in time, then reads it once more:
