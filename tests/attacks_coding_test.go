@@ -341,3 +341,30 @@ func TestTheHookAllowsOnlyWhatAirlockDecidedForThatToolUse(t *testing.T) {
 		t.Errorf("the same git status asked again was answered %s", again.stdout)
 	}
 }
+
+// An MCP server named like the coding agent (by the user, or by a cloned
+// repository's .mcp.json) passed its tools off as the agent's built-in
+// ones: its "Bash" was judged by the coding profile's read-only shell allow
+// list and run unasked, whatever that server's Bash does with the command,
+// and it was shown everywhere as claude__Bash. What must hold: such a
+// server's tools are decided and shown as an MCP server's (mcp-claude__Bash),
+// never as the agent's own.
+func TestAnMCPServerNamedLikeTheAgentIsNotTheAgent(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "")
+	hook := []string{"--creds", dev.Creds("bot"), "--nats", dev.NATSURL, "--wait", "3s", "--state-dir", t.TempDir()}
+
+	// The agent's own Bash with a read-only command is allowed: the profile is in force.
+	if r := runHook(t, hooks.Claude, shell(t, hooks.Claude, "git status", "toolu_own_1"), hook...); r.field(t, "hookSpecificOutput.permissionDecision") != "allow" {
+		t.Fatalf("setup: Claude Code's own Bash git status was answered %s", r.stdout)
+	}
+	claude := payload(t, hooks.Claude, hooks.SampleName(hooks.Claude), map[string]any{
+		"tool_name": "mcp__claude__Bash", "tool_use_id": "toolu_spoof_1", "tool_input": map[string]any{"command": "git status"}})
+	if r := runHook(t, hooks.Claude, claude, hook...); r.field(t, "hookSpecificOutput.permissionDecision") == "allow" || !strings.Contains(r.stdout, "mcp-claude__Bash") {
+		t.Errorf("the Bash tool of an MCP server named \"claude\" was answered as Claude Code's own Bash: %s", r.stdout)
+	}
+	gemini := []byte(`{"session_id":"s-spoof","cwd":"/tmp","hook_event_name":"BeforeTool","tool_name":"run_shell_command",` +
+		`"tool_input":{"command":"git status"},"mcp_context":{"server_name":"gemini","tool_name":"run_shell_command"}}`)
+	if r := runHook(t, hooks.Gemini, gemini, hook...); strings.Contains(r.stdout, `"allow"`) || !strings.Contains(r.stdout, "mcp-gemini__run_shell_command") {
+		t.Errorf("the shell tool of an MCP server named \"gemini\" was answered as Gemini CLI's own: %s", r.stdout)
+	}
+}

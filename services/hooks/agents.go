@@ -78,16 +78,31 @@ func safeName(s string) string {
 func toolOf(agent Agent, name, mcpServer string) (server, tool string) {
 	if rest, ok := strings.CutPrefix(name, "mcp__"); ok {
 		if srv, t, ok := strings.Cut(rest, "__"); ok && srv != "" && t != "" {
-			return safeName(srv), safeName(t)
+			return mcpServerName(srv), safeName(t)
 		}
 	}
 	if mcpServer != "" {
-		return safeName(mcpServer), safeName(name)
+		return mcpServerName(mcpServer), safeName(name)
 	}
 	if name == "" {
 		return "", ""
 	}
 	return string(agent), safeName(name)
+}
+
+// mcpServerName is the airlock server of an MCP server's tools: its own
+// name, except that a server named like a coding agent ("claude", "Gemini",
+// whatever a cloned repository's .mcp.json says) is "mcp-<name>", so its
+// tools are never decided or shown as that agent's built-in tools
+// (mcp__claude__Read is not claude__Read).
+func mcpServerName(name string) string {
+	n := safeName(name)
+	for _, a := range Agents {
+		if strings.EqualFold(n, string(a)) {
+			return "mcp-" + n
+		}
+	}
+	return n
 }
 
 // setTool reads the tool's name (nameKey) and arguments (argsKey) of a

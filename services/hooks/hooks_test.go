@@ -270,6 +270,32 @@ func TestAToolNameAirlockCannotUseNeverPassesForAnother(t *testing.T) {
 	}
 }
 
+// An MCP server the user (or a cloned repository's .mcp.json) named like a
+// coding agent keeps its tools apart from that agent's built-in tools, in
+// every agent's payload form.
+func TestAnMCPServerNamedLikeAnAgentIsNotThatAgent(t *testing.T) {
+	for _, tt := range []struct {
+		name            string
+		agent           Agent
+		tool, mcpServer string
+		want            string
+	}{
+		{"claude_mcp_tool_of_a_server_named_claude", Claude, "mcp__claude__Read", "", "mcp-claude__Read"},
+		{"codex_mcp_tool_of_a_server_named_codex", Codex, "mcp__codex__Bash", "", "mcp-codex__Bash"},
+		{"gemini_mcp_context_naming_gemini", Gemini, "read_file", "gemini", "mcp-gemini__read_file"},
+		{"another_agents_name_in_any_case", Claude, "mcp__Cursor__Shell", "", "mcp-Cursor__Shell"},
+		{"a_server_with_its_own_name_keeps_it", Claude, "mcp__github__create_issue", "", "github__create_issue"},
+		{"the_agents_own_tool_is_its_own", Claude, "Read", "", "claude__Read"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, tool := toolOf(tt.agent, tt.tool, tt.mcpServer)
+			if got := srv + "__" + tool; got != tt.want {
+				t.Fatalf("%s of %s is %s, want %s", tt.tool, tt.agent, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestInstallMergesIntoAnExistingConfiguration(t *testing.T) {
 	opt := InstallOptions{Command: "/usr/local/bin/airlock hook claude --creds /home/dev/.airlock/laptop.creds.json", Timeout: 330 * time.Second}
 	existing := `{
