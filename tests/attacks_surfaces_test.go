@@ -454,6 +454,31 @@ func TestSlackCardsShowEveryArgumentOfWhatTheyLetAReviewerApprove(t *testing.T) 
 		}
 	})
 
+	t.Run("a value cut short on the card is not approved from Slack", func(t *testing.T) {
+		content := strings.Repeat("# Team notes\n- standup moved to 10:00\n", 12) + "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI attacker@evil\n"
+		id := bot.mustSubmit(airlock.Call{ID: "slackvalue", Tool: writeTool, Args: map[string]any{"path": "notes.txt", "content": content}})
+		card := f.posted(t, id)
+		if text := argumentsBlock(t, card.Get("blocks")); strings.Contains(text, "attacker@evil") || strings.Contains(card.Get("blocks"), `"airlock_approve"`) {
+			t.Errorf("a card that cut a value short offers Approve, or showed the whole value:\n%s", text)
+		}
+		click(id)
+		testenv.Eventually(t, 20*time.Second, "the reviewer told to approve in the console", func() bool {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			n := 0
+			for _, c := range f.calls {
+				if c.Method == "chat.postEphemeral" && strings.Contains(c.Form.Get("text"), "approved in the console") {
+					n++
+				}
+			}
+			return n > 0
+		})
+		rec, err := api.Get(context.Background(), "bot", id, 1)
+		if err != nil || rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+			t.Fatalf("after an approve click from Slack the call is %v (%v), want still pending", rec.GetState(), err)
+		}
+	})
+
 	t.Run("arguments cut off the card are not approved from Slack", func(t *testing.T) {
 		args := map[string]any{"path": "victim2.txt", "content": "ssh-ed25519 AAAA attacker", forged: "notes/todo.txt"}
 		for i := range 14 {

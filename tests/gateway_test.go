@@ -184,37 +184,50 @@ func TestGateway(t *testing.T) {
 		}
 	})
 
-	// A form lists at most 20 arguments: a model that adds more until the
-	// path is cut off must not get the person's Accept on a path they were
-	// not shown. Such a call is sent to its console page instead.
-	t.Run("a_call_with_more_arguments_than_a_form_shows_is_confirmed_on_its_console_page", func(t *testing.T) {
-		path := filepath.Join(g.files, "confirm-many.txt")
-		modes := make(chan string, 2)
-		cs := g.connect(t, "bot", clientOpts{version: "2025-11-25", formURL: true, elicit: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			modes <- r.Params.Mode + " " + r.Params.URL
-			return &mcp.ElicitResult{Action: "accept"}, nil
-		}})
-		args := map[string]any{"path": path, "content": "x"}
-		for i := range 20 {
-			args[fmt.Sprintf("a%02d", i)] = "filler that sorts before path"
-		}
-		done := callAsync(cs, "fs__write_file", args)
-		rec := g.pendingFor(t, "bot", "write_file", path)
-		want := "url " + g.baseURL + "/calls/bot/" + rec.GetCall().GetCallId() + "?rev=1"
-		select {
-		case got := <-modes:
-			if got != want {
-				t.Fatalf("the person was asked with %q, want the console page %q", got, want)
+	// A form shows at most 20 arguments, each value cut to 200 bytes: a
+	// model that adds arguments until the path is cut off, or hides a line
+	// past the cut of a long value, must not get the person's Accept on what
+	// they were not shown. Such a call is sent to its console page instead.
+	t.Run("a_call_a_form_cannot_show_whole_is_confirmed_on_its_console_page", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			args func(path string) map[string]any
+		}{
+			{"more_arguments_than_a_form_shows", func(path string) map[string]any {
+				args := map[string]any{"path": path, "content": "x"}
+				for i := range 20 {
+					args[fmt.Sprintf("a%02d", i)] = "filler that sorts before path"
+				}
+				return args
+			}},
+			{"a_value_longer_than_a_form_shows", func(path string) map[string]any {
+				return map[string]any{"path": path, "content": strings.Repeat("- notes\n", 30) + "ssh-ed25519 AAAA attacker@evil\n"}
+			}},
+		} {
+			path := filepath.Join(g.files, "confirm-"+tc.name+".txt")
+			modes := make(chan string, 2)
+			cs := g.connect(t, "bot", clientOpts{version: "2025-11-25", formURL: true, elicit: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				modes <- r.Params.Mode + " " + r.Params.URL
+				return &mcp.ElicitResult{Action: "accept"}, nil
+			}})
+			done := callAsync(cs, "fs__write_file", tc.args(path))
+			rec := g.pendingFor(t, "bot", "write_file", path)
+			want := "url " + g.baseURL + "/calls/bot/" + rec.GetCall().GetCallId() + "?rev=1"
+			select {
+			case got := <-modes:
+				if got != want {
+					t.Fatalf("%s: the person was asked with %q, want the console page %q", tc.name, got, want)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%s: the person was never sent to the console page %q", tc.name, want)
 			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("the person was never sent to the console page %q", want)
-		}
-		if r, err := g.api.Get(context.Background(), "bot", rec.GetCall().GetCallId(), 1); err != nil || r.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
-			t.Fatalf("after the person's accept the call is %v (%v), want still pending: accepting a URL prompt only opens the page", r.GetState(), err)
-		}
-		g.decide(t, rec, "dana", airlockv1.DecisionKind_DECISION_KIND_REJECT, "too many arguments")
-		if res := <-done; !res.IsError {
-			t.Fatalf("rejected, the call answered %q", text(res))
+			if r, err := g.api.Get(context.Background(), "bot", rec.GetCall().GetCallId(), 1); err != nil || r.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+				t.Fatalf("%s: after the person's accept the call is %v (%v), want still pending: accepting a URL prompt only opens the page", tc.name, r.GetState(), err)
+			}
+			g.decide(t, rec, "dana", airlockv1.DecisionKind_DECISION_KIND_REJECT, "shown only on the console page")
+			if res := <-done; !res.IsError {
+				t.Fatalf("%s: rejected, the call answered %q", tc.name, text(res))
+			}
 		}
 	})
 

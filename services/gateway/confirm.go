@@ -34,10 +34,10 @@ const (
 
 // confirmModeOf reads what the client said it supports: a form where it
 // can (a client naming neither mode supports forms, per the spec), else a
-// URL. A form lists at most summaryKeys arguments, so a call with more is
-// sent to the console page (a URL, where the client supports one), where
-// every argument is shown: accepting a form must never approve an argument
-// the person was not shown.
+// URL. A form shows at most summaryKeys arguments, each cut to a length,
+// so a call it cannot show whole is sent to the console page (a URL, where
+// the client supports one), where every argument is shown: accepting a
+// form must never approve an argument the person was not shown.
 func confirmModeOf(req *mcp.CallToolRequest, args *structpb.Struct) confirmMode {
 	caps := req.ClientCapabilities()
 	if caps == nil || caps.Elicitation == nil {
@@ -45,7 +45,7 @@ func confirmModeOf(req *mcp.CallToolRequest, args *structpb.Struct) confirmMode 
 	}
 	e := caps.Elicitation
 	switch {
-	case (e.Form != nil || e.URL == nil) && len(args.GetFields()) <= summaryKeys:
+	case (e.Form != nil || e.URL == nil) && summaryIsWhole(args.AsMap()):
 		return formMode
 	case e.URL != nil:
 		return urlMode
@@ -223,11 +223,13 @@ func (ep *endpoint) consoleURL(callID string, rev uint32) string {
 // Limits of the argument summary in a prompt.
 const (
 	summaryKeys  = 20
+	summaryName  = 64
 	summaryValue = 200
 )
 
-// argumentSummary lists the top-level arguments, one per line, each value
-// as JSON cut to summaryValue bytes.
+// argumentSummary lists the top-level arguments, one per line, each name
+// and value as JSON cut to summaryName and summaryValue bytes (with the
+// whole length), at most summaryKeys of them.
 func argumentSummary(args map[string]any) string {
 	if len(args) == 0 {
 		return "  (none)\n"
@@ -239,11 +241,40 @@ func argumentSummary(args map[string]any) string {
 			fmt.Fprintf(&b, "  … and %d more (every argument is on the call's console page)\n", len(keys)-summaryKeys)
 			break
 		}
-		v, _ := json.Marshal(args[k])
-		name, _ := json.Marshal(k)
-		fmt.Fprintf(&b, "  %s: %s\n", truncate(string(name), 64), truncate(string(v), summaryValue))
+		name, value := summaryJSON(k, args[k])
+		fmt.Fprintf(&b, "  %s: %s\n", cutJSON(name, summaryName), cutJSON(value, summaryValue))
 	}
 	return b.String()
+}
+
+// summaryIsWhole reports whether argumentSummary shows every argument
+// whole: no argument left out, no name or value cut.
+func summaryIsWhole(args map[string]any) bool {
+	if len(args) > summaryKeys {
+		return false
+	}
+	for k, v := range args {
+		if name, value := summaryJSON(k, v); len(name) > summaryName || len(value) > summaryValue {
+			return false
+		}
+	}
+	return true
+}
+
+// summaryJSON is an argument's name and value as JSON: what the model wrote,
+// shown as data.
+func summaryJSON(k string, v any) (name, value string) {
+	n, _ := json.Marshal(k)
+	val, _ := json.Marshal(v)
+	return string(n), string(val)
+}
+
+// cutJSON cuts s to n bytes, saying how long it was.
+func cutJSON(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return fmt.Sprintf("%s (%d bytes)", truncate(s, n), len(s))
 }
 
 // informer keeps a waiting client informed: progress notifications when it

@@ -266,6 +266,8 @@ func TestConfirmModeFollowsTheClientsCapabilities(t *testing.T) {
 	for i := range summaryKeys + 1 {
 		many.Fields[fmt.Sprintf("a%02d", i)] = structpb.NewStringValue("x")
 	}
+	long := &structpb.Struct{Fields: map[string]*structpb.Value{"path": structpb.NewStringValue("a.txt"), "content": structpb.NewStringValue(strings.Repeat("x", summaryValue))}}
+	longName := &structpb.Struct{Fields: map[string]*structpb.Value{strings.Repeat("k", summaryName): structpb.NewStringValue("x")}}
 	both := map[string]any{"elicitation": map[string]any{"form": map[string]any{}, "url": map[string]any{}}}
 	formOnly := map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}
 	for _, c := range []struct {
@@ -281,6 +283,8 @@ func TestConfirmModeFollowsTheClientsCapabilities(t *testing.T) {
 		{"a_url_only_client_gets_the_console_page", map[string]any{"elicitation": map[string]any{"url": map[string]any{}}}, few, urlMode},
 		{"more_arguments_than_a_form_shows_go_to_the_console_page", both, many, urlMode},
 		{"more_arguments_than_a_form_shows_and_no_url_mode_leave_it_to_the_console", formOnly, many, consoleMode},
+		{"a_value_longer_than_a_form_shows_goes_to_the_console_page", both, long, urlMode},
+		{"a_name_longer_than_a_form_shows_leaves_it_to_the_console", formOnly, longName, consoleMode},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := confirmModeOf(req(c.caps), c.args); got != c.want {

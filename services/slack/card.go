@@ -38,7 +38,8 @@ const (
 // Limits that keep a card inside Slack's block limits (section text 3000
 // characters, header 150, button value 2000) whatever an agent sends.
 const (
-	maxValueChars    = 120  // one argument value in the summary
+	maxValueChars    = 400  // one argument value in the summary
+	maxKeyChars      = 40   // one argument name in the summary
 	maxArguments     = 15   // arguments listed before "and N more"
 	maxSummaryChars  = 2600 // the whole argument summary
 	maxReasonChars   = 600  // policy reason, agent reason, reviewer reason
@@ -315,8 +316,9 @@ func ArgumentsFit(rec *airlockv1.ApprovalRecord) bool {
 	return all
 }
 
-// argumentLines is ArgumentSummary's text and whether it lists every
-// argument.
+// argumentLines is ArgumentSummary's text and whether it shows every
+// argument in full: no argument left out for the card's size, no name or
+// value cut short.
 func argumentLines(rec *airlockv1.ApprovalRecord) (string, bool) {
 	args := rec.GetCall().GetArguments().AsMap()
 	if len(args) == 0 {
@@ -331,33 +333,43 @@ func argumentLines(rec *airlockv1.ApprovalRecord) (string, bool) {
 	}
 	sort.Strings(keys)
 	var b strings.Builder
+	whole := true
 	for i, k := range keys {
-		if i == maxArguments || b.Len() > maxSummaryChars {
+		name, nameWhole := keyText(k)
+		value, valueWhole := valueText(args[k])
+		line := name + ": " + value
+		if i == maxArguments || b.Len()+len(line) > maxSummaryChars {
 			fmt.Fprintf(&b, "… and %d more arguments: approve in the console, where every argument is shown", len(keys)-i)
 			return b.String(), false
 		}
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		b.WriteString(keyText(k))
-		b.WriteString(": ")
-		b.WriteString(valueText(args[k]))
+		b.WriteString(line)
+		whole = whole && nameWhole && valueWhole
 	}
-	return b.String(), true
+	if !whole {
+		b.WriteString("\n(cut short above: approve in the console, where every argument is shown in full)")
+	}
+	return b.String(), whole
 }
 
 // keyText is an argument name as a card shows it: a plain word as it is,
-// anything else (spaces, line breaks, quotes, colons) quoted.
-func keyText(k string) string {
+// anything else (spaces, line breaks, quotes, colons) quoted; whole is
+// false when it had to be cut.
+func keyText(k string) (text string, whole bool) {
 	if plainKey.MatchString(k) {
-		return k
+		return k, true
 	}
-	return strconv.Quote(shorten(k, 40))
+	short := shorten(k, maxKeyChars)
+	return strconv.Quote(short), short == k
 }
 
 var plainKey = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,40}$`)
 
-func valueText(v any) string {
+// valueText is an argument value as a card shows it: a string quoted,
+// anything else as JSON, cut after maxValueChars (whole is then false).
+func valueText(v any) (text string, whole bool) {
 	var s string
 	if str, ok := v.(string); ok {
 		s = strconv.Quote(str)
@@ -370,9 +382,9 @@ func valueText(v any) string {
 	}
 	n := utf8.RuneCountInString(s)
 	if n <= maxValueChars {
-		return s
+		return s, true
 	}
-	return string([]rune(s)[:maxValueChars]) + fmt.Sprintf("… (%d characters)", n)
+	return string([]rune(s)[:maxValueChars]) + fmt.Sprintf("… (%d characters)", n), false
 }
 
 // redact masks the value at JSON pointer p (RFC 6901) in m, if present.

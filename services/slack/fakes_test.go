@@ -224,7 +224,7 @@ func pendingRecord(t *testing.T, callID string) *airlockv1.ApprovalRecord {
 	t.Helper()
 	args, err := structpb.NewStruct(map[string]any{
 		"path":     "/srv/app/config.yaml",
-		"content":  strings.Repeat("x", 500),
+		"content":  strings.Repeat("x", 300), // long, and still shown whole
 		"password": "hunter2",
 		"mode":     420,
 	})

@@ -387,7 +387,7 @@ func (h *Interactions) approvable(ctx context.Context, c click) bool {
 		h.tell(ctx, c, ":warning: airlock could not read this call, so your approval was not recorded: "+escape(apierr.MessageOf(err))+" Try again, or decide in the console: "+ConsoleLink(h.publicURL, c.value.Agent, c.value.Call))
 		return false
 	case !ArgumentsFit(rec):
-		h.tell(ctx, c, "This call has more arguments than a Slack card can show, so it is approved in the console, where every argument is shown: "+ConsoleLink(h.publicURL, c.value.Agent, c.value.Call))
+		h.tell(ctx, c, "A Slack card cannot show every argument of this call in full, so it is approved in the console, where every argument is shown: "+ConsoleLink(h.publicURL, c.value.Agent, c.value.Call))
 		return false
 	}
 	return true

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -117,7 +118,7 @@ func TestPendingCallPostsOneCardWithWhatAReviewerNeeds(t *testing.T) {
 		{"links_to_console", "<" + publicURL + "/calls/bot-1/call_card|Open in the console>"},
 		{"summarizes_short_arguments", `path: "/srv/app/config.yaml"`},
 		{"summarizes_numbers", "mode: 420"},
-		{"shortens_long_values", "… (502 characters)"},
+		{"shows_a_long_value_whole_when_it_fits", `content: "` + strings.Repeat("x", 300) + `"`},
 		{"masks_redacted_paths", `password: "[redacted]"`},
 		{"escapes_agent_text", "update config &lt;!channel&gt;"},
 	} {
@@ -129,7 +130,6 @@ func TestPendingCallPostsOneCardWithWhatAReviewerNeeds(t *testing.T) {
 	}
 	for _, tt := range []struct{ name, absent string }{
 		{"never_shows_a_redacted_secret", "hunter2"},
-		{"never_shows_a_long_value_whole", strings.Repeat("x", 200)},
 		{"never_lets_an_agent_mention_the_channel", "<!channel>"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -152,6 +152,25 @@ func TestPendingCallPostsOneCardWithWhatAReviewerNeeds(t *testing.T) {
 		}
 		if got := values[airlockslack.ActionOpenConsole]; got != publicURL+"/calls/bot-1/call_card" {
 			t.Fatalf("console button opens %q", got)
+		}
+	})
+
+	// A value too long for a card is cut, and a card that does not show
+	// every argument whole offers no Approve: that is decided in the
+	// console, where everything is shown.
+	t.Run("a_cut_value_is_approved_in_the_console", func(t *testing.T) {
+		long := pendingRecord(t, "call_long")
+		long.Call.Arguments.Fields["content"] = structpb.NewStringValue(strings.Repeat("y", 500))
+		if _, err := notifier.Announce(ctx, long); err != nil {
+			t.Fatal(err)
+		}
+		card := f.next(t, "chat.postMessage")
+		text := cardStrings(t, card.Blocks())
+		if !strings.Contains(text, "… (502 characters)") || strings.Contains(text, strings.Repeat("y", 401)) || !strings.Contains(text, "approve in the console") {
+			t.Fatalf("the card shows the long value as:\n%s", text)
+		}
+		if values := buttonValues(t, card.Blocks()); values[airlockslack.ActionApprove] != "" || values[airlockslack.ActionReject] == "" {
+			t.Fatalf("buttons %v: want Reject and no Approve", values)
 		}
 	})
 
