@@ -177,15 +177,16 @@ clean(value) if {
 # backslash or brace (the shell removes quotes and escapes and expands
 # braces, so `git diff "--output=F"` reaches git as --output=F), no option
 # that makes a reading command run or write something (rg --pre, git diff
-# --output, --ext-diff, --textconv, …), and every part matches (so "git
-# status*" never allows "git status; rm -rf ~"); an ask or deny rule when
+# --output, --ext-diff, --textconv, git difftool --extcmd, …), and every
+# part matches (so "git status *" never allows "git status; rm -rf ~"); an
+# ask or deny rule when
 # any part matches, quotes and backslashes removed first (so "rm -rf *" also
 # catches "cd x && rm -rf ~" and r""m -rf ~).
 command_matches(ptr, pattern, "allow") if {
 	value := object.get(input.call.arguments, pointer(ptr), null)
 	is_string(value)
 	not regex.match(`[<>\x60$'"\\{]`, value)
-	not regex.match(`(^|\s)--?(pre|output|ext-diff|textconv|exec|upload-pack|receive-pack|open-files-in-pager)\b`, value)
+	not regex.match(`(^|\s)--?(pre|output|ext-diff|textconv|exec|extcmd|tool|gui|hostname-bin|upload-pack|receive-pack|open-files-in-pager)\b`, value)
 	parts := command_parts(value)
 	count(parts) > 0
 	every p in parts {

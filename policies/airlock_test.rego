@@ -331,6 +331,9 @@ test_coding_reading_commands_that_run_or_write_something_ask if {
 		`git diff "--output=/home/me/.bashrc"`, `git diff --out''put=/home/me/.bashrc`, `git diff \--output=/x`,
 		`git log '--output=/x'`, `rg '--pre=rm' . src`, `rg "--pre" rm . src`, `git diff {--output=/x,HEAD}`,
 		`grep "a b" notes.txt`,
+		# Not git diff, git log, git show: other commands whose names start so.
+		"git difftool --no-index -y -x sh notes.txt other.txt", "git difftool --no-index -y --extcmd=rm a b",
+		"git diff-tree HEAD", "git show-branch", "git logx",
 	] {
 		d := airlock.decision with input as bash(c)
 		d.action == "ask"

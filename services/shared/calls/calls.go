@@ -142,11 +142,12 @@ func ShellWords(cmd string) ([]string, bool) {
 }
 
 // RunsMore matches an option that makes a reading command run another
-// command or write a file (rg --pre, git diff --output, --ext-diff,
-// --textconv, …) where it starts a word. The policy's coding profile
-// (airlock.rego) refuses the same options, in the same text, where they
-// start a blank-separated part of a command.
-const RunsMore = `--?(pre|output|ext-diff|textconv|exec|upload-pack|receive-pack|open-files-in-pager)\b`
+// command or write a file (rg --pre and --hostname-bin, git diff --output,
+// --ext-diff, --textconv, git difftool --extcmd and --tool, …) where it
+// starts a word. The policy's coding profile (airlock.rego) refuses the
+// same options, in the same text, where they start a blank-separated part
+// of a command.
+const RunsMore = `--?(pre|output|ext-diff|textconv|exec|extcmd|tool|gui|hostname-bin|upload-pack|receive-pack|open-files-in-pager)\b`
 
 var runsMore = regexp.MustCompile(`^` + RunsMore)
 
