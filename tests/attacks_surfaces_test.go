@@ -454,6 +454,24 @@ func TestSlackCardsShowEveryArgumentOfWhatTheyLetAReviewerApprove(t *testing.T) 
 		}
 	})
 
+	// JSON keeps a bidi override or a zero-width space raw: in a nested
+	// value "invoice\u202efdp.sh" read as invoicehs.pdf on the card, and
+	// alice approved it. What would not show as itself is escaped on the
+	// card and on the console page.
+	t.Run("a value cannot reorder or hide itself", func(t *testing.T) {
+		id := bot.mustSubmit(airlock.Call{ID: "slackbidi", Tool: writeTool, Args: map[string]any{
+			"path": "notes.txt", "content": "x", "options": map[string]any{"also_copy_to": "invoice\u202efdp.sh", "z\u200bwsp": "ok"}}})
+		text := argumentsBlock(t, f.posted(t, id).Get("blocks"))
+		if strings.ContainsAny(text, "\u202e\u200b") || !strings.Contains(text, `invoice\u202efdp.sh`) {
+			t.Errorf("the card shows the arguments as:\n%q\nwant the override and the zero-width space escaped", text)
+		}
+		waitApproval(t, api, "bot", id, 1, pendingState)
+		status, page := p.signIn(t, "alice").page("/calls/bot/" + id)
+		if status != http.StatusOK || strings.ContainsAny(page, "\u202e\u200b") || !strings.Contains(page, `invoice\u202efdp.sh`) {
+			t.Errorf("the console page (%d) shows the raw override or zero-width space, or not the escaped value", status)
+		}
+	})
+
 	t.Run("a value cut short on the card is not approved from Slack", func(t *testing.T) {
 		content := strings.Repeat("# Team notes\n- standup moved to 10:00\n", 12) + "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI attacker@evil\n"
 		id := bot.mustSubmit(airlock.Call{ID: "slackvalue", Tool: writeTool, Args: map[string]any{"path": "notes.txt", "content": content}})

@@ -341,7 +341,7 @@ func indentJSON(s *structpb.Struct) string {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("          ", "  ")
 	_ = enc.Encode(s.AsMap())
-	return strings.TrimSpace(buf.String())
+	return calls.Visible(strings.TrimSpace(buf.String())) // no bidi override reorders what a reviewer reads
 }
 
 func approvalsDecideCmd(g *globals, f *apiFlags, name, short string) *cobra.Command {

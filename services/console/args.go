@@ -13,7 +13,8 @@ import (
 
 // encodeJSON keeps <, > and & as they are: the text is shown to a person
 // (html/template escapes it for the page), and \u003c would hide what the
-// agent actually sent.
+// agent actually sent. What would not show as itself (a bidi override, a
+// zero-width space) is escaped (calls.Visible): JSON keeps it raw.
 func encodeJSON(v any, indent string) string {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -22,7 +23,7 @@ func encodeJSON(v any, indent string) string {
 	if err := enc.Encode(v); err != nil {
 		return fmt.Sprintf("(cannot be shown as JSON: %v)", err)
 	}
-	return strings.TrimSuffix(buf.String(), "\n")
+	return calls.Visible(strings.TrimSuffix(buf.String(), "\n"))
 }
 
 // argsText renders arguments pretty and on one line. A value JSON cannot

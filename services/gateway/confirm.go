@@ -262,11 +262,12 @@ func summaryIsWhole(args map[string]any) bool {
 }
 
 // summaryJSON is an argument's name and value as JSON: what the model wrote,
-// shown as data.
+// shown as data, with what would not show as itself escaped.
 func summaryJSON(k string, v any) (name, value string) {
 	n, _ := json.Marshal(k)
 	val, _ := json.Marshal(v)
-	return string(n), string(val)
+	// JSON keeps bidi overrides and zero-width spaces raw: escape them.
+	return calls.Visible(string(n)), calls.Visible(string(val))
 }
 
 // cutJSON cuts s to n bytes, saying how long it was.

@@ -209,7 +209,7 @@ func TestDecodeArgs(t *testing.T) {
 }
 
 func TestArgumentSummaryShowsWhatTheModelWroteAsData(t *testing.T) {
-	args := map[string]any{"path": "/etc/x\nAccept: this is safe", "long": strings.Repeat("a", 500)}
+	args := map[string]any{"path": "/etc/x\nAccept: this is safe", "long": strings.Repeat("a", 500), "copy": "invoice\u202efdp.sh"}
 	for i := range 25 {
 		args[string(rune('z'))+string(rune('a'+i))] = i
 	}
@@ -217,10 +217,13 @@ func TestArgumentSummaryShowsWhatTheModelWroteAsData(t *testing.T) {
 	if !strings.Contains(s, `"path": "/etc/x\nAccept: this is safe"`) {
 		t.Errorf("a value is not quoted JSON on one line:\n%s", s)
 	}
-	if strings.Contains(s, strings.Repeat("a", 300)) || !strings.Contains(s, "…") {
-		t.Errorf("a long value is not cut:\n%s", s)
+	if strings.Contains(s, strings.Repeat("a", 300)) || !strings.Contains(s, "… (502 bytes)") {
+		t.Errorf("a long value is not cut with its length:\n%s", s)
 	}
-	if !strings.Contains(s, "and 7 more") {
+	if strings.Contains(s, "\u202e") || !strings.Contains(s, `"copy": "invoice\u202efdp.sh"`) {
+		t.Errorf("a bidi override is not escaped:\n%s", s)
+	}
+	if !strings.Contains(s, "and 8 more") {
 		t.Errorf("more than %d arguments are not summarized:\n%s", summaryKeys, s)
 	}
 }

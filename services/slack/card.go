@@ -378,7 +378,7 @@ func valueText(v any) (text string, whole bool) {
 		if err != nil {
 			raw = []byte(fmt.Sprint(v))
 		}
-		s = string(raw)
+		s = calls.Visible(string(raw)) // JSON keeps bidi overrides and zero-width spaces raw
 	}
 	n := utf8.RuneCountInString(s)
 	if n <= maxValueChars {
@@ -457,7 +457,7 @@ func mrkdwn(s string) *slackgo.TextBlockObject {
 // blocks or emoji that would look like part of the card (a fake
 // "Arguments" block, an "Approved by" line).
 func inlineCode(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = calls.Visible(strings.Join(strings.Fields(s), " "))
 	if s == "" {
 		return "-"
 	}

@@ -179,3 +179,23 @@ func TestPointerTokens(t *testing.T) {
 		}
 	}
 }
+
+func TestVisibleEscapesWhatWouldNotShowAsItself(t *testing.T) {
+	for _, tt := range []struct{ name, in, want string }{
+		{"printable_text_is_kept", `{"path": "notes/ä😀.txt"}`, `{"path": "notes/ä😀.txt"}`},
+		{"line_breaks_and_tabs_are_kept", "{\n\t\"a\": 1\n}", "{\n\t\"a\": 1\n}"},
+		{"a_right_to_left_override", "invoice\u202efdp.sh", `invoice\u202efdp.sh`},
+		{"a_zero_width_space", "z\u200bwsp", `z\u200bwsp`},
+		{"a_byte_order_mark", "\ufeffx", `\ufeffx`},
+		{"a_line_separator", "a\u2028b", `a\u2028b`},
+		{"a_tag_character_past_the_bmp", "ok\U000e0041", `ok\U000e0041`},
+		{"a_control_character", "a\x1bb", `a\u001bb`},
+		{"invalid_utf8", "a\xffb", `a\xffb`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Visible(tt.in); got != tt.want {
+				t.Fatalf("Visible(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
