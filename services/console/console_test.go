@@ -451,6 +451,30 @@ func TestCallPageActions(t *testing.T) {
 			t.Fatalf("a thread approval without the digests shown: status %d", r.Status)
 		}
 	})
+	// A call whose arguments are too large for the preview to show whole
+	// (a list abridges them) is never part of a thread approval: it is
+	// named, linked, and approved on its own page.
+	t.Run("approve all of a thread leaves out a call it cannot show whole", func(t *testing.T) {
+		for _, id := range []string{"call_u1", "call_u2"} {
+			rec := pending(id, "bot", "fs__write_file", map[string]any{"path": "/tmp/" + id, "content": "x"}, airlockv1.Risk_RISK_LOW)
+			rec.Call.ThreadId = "thread-10"
+			e.approval.put(rec)
+		}
+		big := pending("call_u3", "bot", "fs__write_file", map[string]any{"path": "/tmp/u3", "content": strings.Repeat("notes\n", 2000) + "ssh-ed25519 AAAA attacker"}, airlockv1.Risk_RISK_LOW)
+		big.Call.ThreadId = "thread-10"
+		e.approval.put(big)
+		page := b.get("/calls/bot/call_u1")
+		var listed []string
+		for _, m := range regexp.MustCompile(`name="call" value="([^"]+)"`).FindAllStringSubmatch(page.Body, -1) {
+			listed = append(listed, html.UnescapeString(m[1]))
+		}
+		if len(listed) != 2 || slices.ContainsFunc(listed, func(v string) bool { return strings.HasPrefix(v, "call_u3.") }) {
+			t.Fatalf("the thread approval would include %v, want call_u1 and call_u2 only", listed)
+		}
+		if !regexp.MustCompile(`id="thread-skipped">Not included: <a href="/calls/bot/call_u3">call_u3</a>`).MatchString(page.Body) || !strings.Contains(page.Body, "Approve all 2 pending calls") {
+			t.Fatalf("the preview does not name the call it leaves out:\n%s", page.Body)
+		}
+	})
 	t.Run("always allow pins every argument and creates a grant", func(t *testing.T) {
 		e.approval.put(pending("call_g", "bot", "fs__write_file", map[string]any{"path": "/tmp/g", "content": "x"}, airlockv1.Risk_RISK_LOW))
 		form := b.get("/grants/new?agent=bot&from=call_g")

@@ -104,8 +104,9 @@ func (f *fakeApproval) list(_ context.Context, req *airlockv1.ListRequest) (*air
 			continue
 		}
 		// As the approval service does: one record JSON cannot hold is sent
-		// with marker strings, so it cannot break the list.
-		out.Records = append(out.Records, calls.Showable(proto.Clone(r).(*airlockv1.ApprovalRecord)))
+		// with marker strings, so it cannot break the list, and a large one
+		// is abridged.
+		out.Records = append(out.Records, calls.Abridged(proto.Clone(r).(*airlockv1.ApprovalRecord)))
 	}
 	return out, nil
 }

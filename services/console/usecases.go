@@ -195,12 +195,18 @@ func (u *useCases) threadPreview(ctx context.Context, agent, thread string) (*th
 		if rec.GetCall().GetAgentId() != agent || rec.GetCall().GetThreadId() != thread {
 			continue
 		}
-		tp.Calls = append(tp.Calls, newCallView(rec))
+		v := newCallView(rec)
+		if v.Abridged {
+			tp.Skipped = append(tp.Skipped, v) // nobody approves arguments they were not shown
+			continue
+		}
+		tp.Calls = append(tp.Calls, v)
 		r := rec.GetDecision().GetRisk()
 		counts[r]++
 		highest = max(highest, r)
 	}
 	sort.SliceStable(tp.Calls, func(i, j int) bool { return tp.Calls[i].Created.Before(tp.Calls[j].Created) })
+	sort.SliceStable(tp.Skipped, func(i, j int) bool { return tp.Skipped[i].Created.Before(tp.Skipped[j].Created) })
 	var parts []string
 	for r := airlockv1.Risk_RISK_CRITICAL; r >= airlockv1.Risk_RISK_UNSPECIFIED; r-- {
 		if n := counts[r]; n > 0 {

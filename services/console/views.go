@@ -384,6 +384,10 @@ type inboxView struct {
 type threadPreview struct {
 	Agent, Thread string
 	Calls         []callView
+	// Skipped are pending calls of the thread whose arguments are too large
+	// for the preview to show whole: a thread approval never includes them,
+	// each is approved on its own page.
+	Skipped []callView
 	// ByRisk counts the calls per risk word, highest first ("2 high, 1 low").
 	ByRisk string
 	// Highest is the highest risk among them; HighRisk when it is high or critical.
