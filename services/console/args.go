@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -34,6 +38,11 @@ func argsText(s *structpb.Struct) (pretty, compact string, problems []string) {
 		return "{}", "{}", nil
 	}
 	m, problems := calls.Plain(s)
+	for _, k := range slices.Sorted(maps.Keys(s.GetFields())) {
+		if strings.IndexFunc(k, func(r rune) bool { return r > unicode.MaxASCII }) >= 0 {
+			problems = append(problems, fmt.Sprintf("the argument name %s is not plain ASCII: it may look like another name (%s)", calls.Visible(strconv.Quote(k)), strconv.QuoteToASCII(k)))
+		}
+	}
 	pretty, compact = encodeJSON(m, "  "), encodeJSON(m, "")
 	if len(compact) > 160 {
 		compact = calls.Cut(compact, 157) + "..."

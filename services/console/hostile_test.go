@@ -265,3 +265,27 @@ func TestThreadPreview(t *testing.T) {
 		t.Error("a call of another thread is listed")
 	}
 }
+
+// An argument name can end in a character that draws nothing (a combining
+// grapheme joiner, a variation selector): "dry_run\u034f": true read as
+// "dry_run": true on the call page, and the tool, finding no dry_run, ran
+// for real. Such characters are escaped, and a name that is not plain
+// ASCII (also a look-alike letter) is flagged on the page.
+func TestAnArgumentNameCannotPassForAnother(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	b.signIn("alice")
+	e.approval.put(pending("call_i1", "bot", "db__migrate", map[string]any{
+		"dry_run\u034f": true, "database": "prod", "confirm\ufe0f": false, "drу_mode": "full", // the у is Cyrillic
+	}, airlockv1.Risk_RISK_HIGH))
+	p := b.get("/calls/bot/call_i1")
+	for _, want := range []string{`dry_run\u034f`, `confirm\ufe0f`,
+		`the argument name &#34;dry_run\u034f&#34; is not plain ASCII`, `the argument name &#34;drу_mode&#34; is not plain ASCII: it may look like another name (&#34;dr\u0443_mode&#34;)`} {
+		if !strings.Contains(p.Body, want) {
+			t.Errorf("the call page lacks %q", want)
+		}
+	}
+	if strings.ContainsAny(p.Body, "\u034f\ufe0f") {
+		t.Error("the call page holds a character that draws nothing, raw")
+	}
+}

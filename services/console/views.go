@@ -181,12 +181,22 @@ func compactPreview(p string) string {
 	return p
 }
 
-// ShownArgs are the arguments that would run: the edited ones after an edit.
+// ShownArgs are the arguments that would run, on one line and cut to fit
+// a list: the edited ones after an edit.
 func (v callView) ShownArgs() string {
 	if v.Edited {
 		return v.EditedArgsCompact
 	}
 	return v.ArgsCompact
+}
+
+// ShownArgsWhole are the arguments that would run, whole: what a thread
+// approval shows of each call it approves.
+func (v callView) ShownArgsWhole() string {
+	if v.Edited {
+		return v.EditedArgs
+	}
+	return v.Args
 }
 
 func firstNonEmpty(s ...string) string {

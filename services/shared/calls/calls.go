@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -260,7 +261,14 @@ func Visible(s string) string {
 	return b.String()
 }
 
-// hidden reports whether r does not show as itself.
+// hidden reports whether r does not show as itself: not printable, or
+// drawn as nothing although Go counts it printable (default-ignorable code
+// points such as the combining grapheme joiner, variation selectors and
+// Hangul fillers, and the blank Braille pattern).
 func hidden(r rune) bool {
-	return r != '\n' && r != '\t' && !strconv.IsPrint(r)
+	if r == '\n' || r == '\t' {
+		return false
+	}
+	return !strconv.IsPrint(r) || r == '\u2800' ||
+		unicode.Is(unicode.Variation_Selector, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r)
 }

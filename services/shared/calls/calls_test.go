@@ -191,6 +191,14 @@ func TestVisibleEscapesWhatWouldNotShowAsItself(t *testing.T) {
 		{"a_tag_character_past_the_bmp", "ok\U000e0041", `ok\U000e0041`},
 		{"a_control_character", "a\x1bb", `a\u001bb`},
 		{"invalid_utf8", "a\xffb", `a\xffb`},
+		{"a_combining_grapheme_joiner", "dry_run\u034f", `dry_run\u034f`},
+		{"a_variation_selector", "confirm\ufe0f", `confirm\ufe0f`},
+		{"a_mongolian_free_variation_selector", "a\u180bb", `a\u180bb`},
+		{"a_khmer_inherent_vowel", "a\u17b4b", `a\u17b4b`},
+		{"a_hangul_filler", "a\u3164b", `a\u3164b`},
+		{"a_blank_braille_pattern", "a\u2800b", `a\u2800b`},
+		{"a_variation_selector_past_the_bmp", "a\U000e0100b", `a\U000e0100b`},
+		{"an_accent_that_shows_is_kept", "cafe\u0301", "cafe\u0301"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := Visible(tt.in); got != tt.want {
