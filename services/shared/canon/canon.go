@@ -6,12 +6,12 @@ package canon
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"sync"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -43,10 +43,15 @@ func Digest(args *structpb.Struct) (string, error) {
 	if cap(b) <= 64<<10 { // keep buffers of ordinary arguments, not of a huge one
 		*bp = b
 	}
+	return hexSum(b), nil
+}
+
+// hexSum is the hex SHA-256 of b.
+func hexSum(b []byte) string {
 	sum := sha256.Sum256(b)
 	var out [2 * sha256.Size]byte
 	hex.Encode(out[:], sum[:])
-	return string(out[:]), nil
+	return string(out[:])
 }
 
 // buffers hold the canonical JSON while it is hashed: Digest runs on every
@@ -126,17 +131,68 @@ func appendFloat(b []byte, f float64) ([]byte, error) {
 	return b, nil
 }
 
+// appendString writes s as encoding/json does by default (AppendJSONString).
 func appendString(b []byte, s string) ([]byte, error) {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, err := json.Marshal(s)
-			if err != nil {
-				return nil, fmt.Errorf("canonical arguments: %w", err)
-			}
-			return append(b, q...), nil
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"'), nil
+	return AppendJSONString(b, s, false), nil
 }
+
+// AppendJSONString appends s as a JSON string without allocating: as
+// encoding/json writes it by default — HTML-safe (<, > and & as \u003c …),
+// \b and \f short forms, U+2028 and U+2029 escaped, invalid UTF-8 as
+// \ufffd — or, with protoJSON, as protojson writes it: only ", \ and
+// control characters escaped (\n \r \t short, others \u00XX), invalid
+// UTF-8 as U+FFFD itself. Digests and audit payloads are written with it.
+func AppendJSONString(b []byte, s string, protoJSON bool) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && (protoJSON || c != '<' && c != '>' && c != '&') {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c == '\n':
+				b = append(b, '\\', 'n')
+			case c == '\r':
+				b = append(b, '\\', 'r')
+			case c == '\t':
+				b = append(b, '\\', 't')
+			case !protoJSON && c == '\b':
+				b = append(b, '\\', 'b')
+			case !protoJSON && c == '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1 && protoJSON:
+			b = append(b, s[start:i]...)
+			b = append(b, "\ufffd"...)
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case !protoJSON && (r == '\u2028' || r == '\u2029'):
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+const hexDigits = "0123456789abcdef"

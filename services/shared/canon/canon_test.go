@@ -54,7 +54,7 @@ func TestJSONIsWhatEncodingJSONWritesForTheMap(t *testing.T) {
 		"plain":             {"path": "/tmp/x", "encoding": "utf-8"},
 		"keys sort by byte": {"b": 1, "a": 2, "B": 3, "é": 4, "a\x00": 5, "aa": 6},
 		"numbers":           {"int": 3, "neg": -2.5, "tiny": 1e-7, "small": 0.000001, "big": 1e21, "just under": 1e20, "pi": 3.141592653589793, "zero": 0, "negzero": -0.0, "max": 1.7976931348623157e308, "min": 5e-324, "neg tiny": -1.5e-10},
-		"escaped strings":   {"html": "<a href=\"x\">&</a>", "lt": "a<b", "gt": "a>b", "amp": "a&b", "ctl": "tab\there\nnew\x01", "unicode": "héllo ☃ \u2028 \u2029", "slash": `back\slash /`},
+		"escaped strings":   {"html": "<a href=\"x\">&</a>", "lt": "a<b", "gt": "a>b", "amp": "a&b", "ctl": "tab\there\nnew\x01\b\f\x7f\r", "unicode": "héllo ☃ \u2028 \u2029", "slash": `back\slash /`},
 		"nesting":           {"list": []any{1, "two", nil, true, false, []any{}, map[string]any{}}, "obj": map[string]any{"z": map[string]any{"y": []any{map[string]any{"x": "<>"}}}}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -138,5 +138,22 @@ func TestDigestWireIsDigestOfTheDecodedStruct(t *testing.T) {
 				t.Fatalf("DigestWire vouched for %x: %s", data, got)
 			}
 		})
+	}
+}
+
+// Every ASCII byte and the runes encoding/json treats specially are
+// escaped exactly as encoding/json escapes them.
+func TestStringsEncodeAsEncodingJSONDoes(t *testing.T) {
+	var all []string
+	for c := range 128 {
+		all = append(all, "a"+string(rune(c))+"b")
+	}
+	all = append(all, "\u2028", "\u2029", "\xff", "é\xc3", "😀", "\ufffd")
+	for _, v := range all {
+		want, _ := json.Marshal(v)
+		got, err := appendString(nil, v)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%q: %s, encoding/json writes %s", v, got, want)
+		}
 	}
 }

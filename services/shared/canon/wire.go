@@ -1,8 +1,6 @@
 package canon
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"math"
 	"slices"
 	"strconv"
@@ -32,10 +30,7 @@ func DigestWire(data []byte) (digest string, ok bool) {
 	if !finite {
 		return "", true
 	}
-	sum := sha256.Sum256(b)
-	var out [2 * sha256.Size]byte
-	hex.Encode(out[:], sum[:])
-	return string(out[:]), true
+	return hexSum(b), true
 }
 
 // appendWireStruct appends the canonical JSON of the encoded Struct data
