@@ -45,7 +45,7 @@ func confirmModeOf(req *mcp.CallToolRequest, args *structpb.Struct) confirmMode 
 	}
 	e := caps.Elicitation
 	switch {
-	case (e.Form != nil || e.URL == nil) && summaryIsWhole(args.AsMap()):
+	case (e.Form != nil || e.URL == nil) && argumentsWhole(args):
 		return formMode
 	case e.URL != nil:
 		return urlMode
@@ -198,7 +198,8 @@ func (ep *endpoint) elicitParams(f *flight, ar *airlockv1.ApprovalRequested, mod
 		fmt.Fprintf(&b, "Why you are asked: %s\n", d.GetReason())
 	}
 	b.WriteString("Arguments:\n")
-	b.WriteString(argumentSummary(ar.GetCall().GetArguments().AsMap()))
+	summary, _ := argumentSummary(ar.GetCall().GetArguments().AsMap())
+	b.WriteString(summary)
 	if mode == urlMode {
 		b.WriteString("Open the call in airlock's console to approve or reject it.")
 		return &mcp.ElicitParams{Mode: "url", Message: b.String(), URL: ep.consoleURL(f.call.ID, max(ar.GetCall().GetRevision(), 1)), ElicitationID: f.call.ID}
@@ -229,36 +230,31 @@ const (
 
 // argumentSummary lists the top-level arguments, one per line, each name
 // and value as JSON cut to summaryName and summaryValue bytes (with the
-// whole length), at most summaryKeys of them.
-func argumentSummary(args map[string]any) string {
+// whole length), at most summaryKeys of them; whole says whether it shows
+// every argument whole (no argument left out, no name or value cut).
+func argumentSummary(args map[string]any) (text string, whole bool) {
 	if len(args) == 0 {
-		return "  (none)\n"
+		return "  (none)\n", true
 	}
 	keys := slices.Sorted(maps.Keys(args))
 	var b strings.Builder
+	whole = true
 	for i, k := range keys {
 		if i == summaryKeys {
 			fmt.Fprintf(&b, "  … and %d more (every argument is on the call's console page)\n", len(keys)-summaryKeys)
-			break
+			return b.String(), false
 		}
 		name, value := summaryJSON(k, args[k])
+		whole = whole && len(name) <= summaryName && len(value) <= summaryValue
 		fmt.Fprintf(&b, "  %s: %s\n", cutJSON(name, summaryName), cutJSON(value, summaryValue))
 	}
-	return b.String()
+	return b.String(), whole
 }
 
-// summaryIsWhole reports whether argumentSummary shows every argument
-// whole: no argument left out, no name or value cut.
-func summaryIsWhole(args map[string]any) bool {
-	if len(args) > summaryKeys {
-		return false
-	}
-	for k, v := range args {
-		if name, value := summaryJSON(k, v); len(name) > summaryName || len(value) > summaryValue {
-			return false
-		}
-	}
-	return true
+// argumentsWhole reports whether the form's summary shows every argument whole.
+func argumentsWhole(args *structpb.Struct) bool {
+	_, whole := argumentSummary(args.AsMap())
+	return whole
 }
 
 // summaryJSON is an argument's name and value as JSON: what the model wrote,

@@ -213,7 +213,10 @@ func TestArgumentSummaryShowsWhatTheModelWroteAsData(t *testing.T) {
 	for i := range 25 {
 		args[string(rune('z'))+string(rune('a'+i))] = i
 	}
-	s := argumentSummary(args)
+	s, whole := argumentSummary(args)
+	if whole {
+		t.Error("a summary that cut arguments says it shows them whole")
+	}
 	if !strings.Contains(s, `"path": "/etc/x\nAccept: this is safe"`) {
 		t.Errorf("a value is not quoted JSON on one line:\n%s", s)
 	}

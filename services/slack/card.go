@@ -108,12 +108,13 @@ func Render(rec *airlockv1.ApprovalRecord, publicURL string) Message {
 	blocks := []slackgo.Block{
 		slackgo.NewHeaderBlock(plain(shorten(headerText(rec), maxHeaderChars))),
 	}
-	blocks = append(blocks, detailBlocks(rec, publicURL)...)
+	args, whole := argumentLines(rec)
+	blocks = append(blocks, detailBlocks(rec, args, publicURL)...)
 	if rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
 		if q := quorumText(rec); q != "" {
 			blocks = append(blocks, slackgo.NewContextBlock("airlock_quorum", mrkdwn(q)))
 		}
-		blocks = append(blocks, actionsBlock(rec, publicURL))
+		blocks = append(blocks, actionsBlock(rec, whole, publicURL))
 	} else {
 		blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn(OutcomeText(rec)), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_outcome")))
 	}
@@ -143,7 +144,8 @@ func statusWord(rec *airlockv1.ApprovalRecord) string {
 	return capitalize(calls.StateText(rec.GetState()))
 }
 
-func detailBlocks(rec *airlockv1.ApprovalRecord, publicURL string) []slackgo.Block {
+// detailBlocks draws what a reviewer reads; args is argumentLines' text.
+func detailBlocks(rec *airlockv1.ApprovalRecord, args, publicURL string) []slackgo.Block {
 	call, d := rec.GetCall(), rec.GetDecision()
 	agent := "`" + escape(call.GetAgentId()) + "`"
 	if call.GetOnBehalfOf() != "" {
@@ -180,7 +182,7 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, publicURL string) []slackgo.Blo
 	}
 	blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn(why), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_reason")))
 
-	blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn("*Arguments*\n```"+codeSafe(escape(ArgumentSummary(rec)))+"```"), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_arguments")))
+	blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn("*Arguments*\n```"+codeSafe(escape(args))+"```"), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_arguments")))
 
 	ctx := fmt.Sprintf("call `%s` · revision %d", escape(call.GetCallId()), call.GetRevision())
 	if call.GetThreadId() != "" {
@@ -191,7 +193,9 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, publicURL string) []slackgo.Blo
 	return blocks
 }
 
-func actionsBlock(rec *airlockv1.ApprovalRecord, publicURL string) slackgo.Block {
+// actionsBlock draws the buttons; whole says whether the card shows every
+// argument whole (argumentLines), and only then is Approve among them.
+func actionsBlock(rec *airlockv1.ApprovalRecord, whole bool, publicURL string) slackgo.Block {
 	call := rec.GetCall()
 	value := ButtonValue{Call: call.GetCallId(), Revision: call.GetRevision(), Agent: call.GetAgentId()}.Encode()
 	approve := slackgo.NewButtonBlockElement(ActionApprove, value, plain("Approve"))
@@ -201,7 +205,7 @@ func actionsBlock(rec *airlockv1.ApprovalRecord, publicURL string) slackgo.Block
 	changes := slackgo.NewButtonBlockElement(ActionRequestChanges, value, plain("Request changes"))
 	console := slackgo.NewButtonBlockElement(ActionOpenConsole, "", plain("Open in console")).WithURL(ConsoleLink(publicURL, call.GetAgentId(), call.GetCallId()))
 	remember := slackgo.NewButtonBlockElement(ActionRemember, "", plain("Always allow…")).WithURL(RememberLink(publicURL, call.GetAgentId(), call.GetCallId(), call.GetRevision()))
-	if !ArgumentsFit(rec) {
+	if !whole {
 		// Not every argument is on the card: it is approved in the console.
 		return slackgo.NewActionBlock(BlockActions, reject, changes, console)
 	}

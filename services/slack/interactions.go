@@ -124,7 +124,7 @@ func (h *Interactions) Close(ctx context.Context) error {
 
 // click is one verified interaction, reduced to what the work needs.
 type click struct {
-	key     string // the request's signature: unique per payload
+	key     string // a digest of what Slack signed (timestamp and body): unique per post
 	user    string // Slack user id
 	name    string // Slack user name, for messages and the audit
 	channel string // channel and ts of the card clicked (empty when unknown)
