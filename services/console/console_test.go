@@ -430,10 +430,7 @@ func TestCallPageActions(t *testing.T) {
 		}
 		// The preview lists each call with the digest of the arguments shown.
 		page := b.get("/calls/bot/call_t1")
-		var listed []string
-		for _, m := range regexp.MustCompile(`name="call" value="([^"]+)"`).FindAllStringSubmatch(page.Body, -1) {
-			listed = append(listed, html.UnescapeString(m[1]))
-		}
+		listed := threadCalls(page.Body)
 		for _, id := range []string{"call_t1", "call_t2"} {
 			if want := id + ".1." + e.approval.record(id).GetArgumentsDigest(); !slices.Contains(listed, want) {
 				t.Fatalf("the thread preview lists %v, not %s", listed, want)
@@ -480,10 +477,7 @@ func TestCallPageActions(t *testing.T) {
 		big.Call.ThreadId = "thread-10"
 		e.approval.put(big)
 		page := b.get("/calls/bot/call_u1")
-		var listed []string
-		for _, m := range regexp.MustCompile(`name="call" value="([^"]+)"`).FindAllStringSubmatch(page.Body, -1) {
-			listed = append(listed, html.UnescapeString(m[1]))
-		}
+		listed := threadCalls(page.Body)
 		if len(listed) != 2 || slices.ContainsFunc(listed, func(v string) bool { return strings.HasPrefix(v, "call_u3.") }) {
 			t.Fatalf("the thread approval would include %v, want call_u1 and call_u2 only", listed)
 		}
@@ -910,4 +904,14 @@ func intakeRequest(t *testing.T, e *env, agent, call string) *airlockv1.Event {
 		t.Fatalf("the request is not sealed by the console: %q %v", fe, err)
 	}
 	return ev
+}
+
+// threadCalls are the call revisions (with their digests) a page's thread
+// approval form would approve.
+func threadCalls(body string) []string {
+	var listed []string
+	for _, m := range regexp.MustCompile(`name="call" value="([^"]+)"`).FindAllStringSubmatch(body, -1) {
+		listed = append(listed, html.UnescapeString(m[1]))
+	}
+	return listed
 }

@@ -111,10 +111,14 @@ func (con *Console) inboxEvents(c echo.Context) error {
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	writeSSE(w, "sync", string(con.rows("row", recs)))
-	// Someone who reads only their own calls hears only of those leaving.
-	shown := map[string]bool{}
-	for _, rec := range recs {
-		shown[rowKey(rec.GetCall().GetAgentId(), rec.GetCall().GetCallId())] = true
+	// Someone who reads only their own calls hears only of those leaving:
+	// shown holds the rows they were sent and still have.
+	var shown map[string]bool
+	if f.reader != nil {
+		shown = map[string]bool{}
+		for _, rec := range recs {
+			shown[rowKey(rec.GetCall().GetAgentId(), rec.GetCall().GetCallId())] = true
+		}
 	}
 	w.Flush()
 	heartbeat := time.NewTicker(15 * time.Second)
@@ -135,11 +139,16 @@ func (con *Console) inboxEvents(c echo.Context) error {
 				if !f.matches(m.Record) {
 					continue
 				}
-				shown[rowKey(m.Record.GetCall().GetAgentId(), m.Record.GetCall().GetCallId())] = true
+				if shown != nil {
+					shown[m.Key] = true
+				}
 				writeSSE(w, "pending", string(con.row("row", m.Record)))
 			case "decided":
-				if f.reader != nil && !shown[m.Key] {
-					continue
+				if shown != nil {
+					if !shown[m.Key] {
+						continue
+					}
+					delete(shown, m.Key)
 				}
 				writeSSE(w, "decided", m.Key)
 			}
