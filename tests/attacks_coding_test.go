@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -140,21 +139,18 @@ func TestTheCodingProfileAllowsNoCommandThatRunsAnotherUnasked(t *testing.T) {
 		{`git diff {--output=` + victim + `,HEAD}`, "bash expands the braces: git diff --output"},
 		{`rg '--pre=rm' . ` + dir, "bash removes the quotes: ripgrep runs rm on every file"},
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for i, a := range attacks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, st := decisionOf(t, laptop, api, "claude__Bash", a.command, fmt.Sprintf("t%d", i), 5*time.Second)
-			if st == string(airlock.StatusAllowed) || st == string(airlock.StatusApproved) {
-				mu.Lock()
-				defer mu.Unlock()
-				t.Errorf("the coding profile allowed %q unasked (%s; %s): %s", a.command, out.DecidedBy, out.Reason, a.why)
-			}
-		}()
-	}
-	wg.Wait()
+	// Each attack in its own parallel subtest: decisionOf may stop its test.
+	t.Run("attacks", func(t *testing.T) {
+		for i, a := range attacks {
+			t.Run(fmt.Sprint(i), func(t *testing.T) {
+				t.Parallel()
+				out, st := decisionOf(t, laptop, api, "claude__Bash", a.command, fmt.Sprintf("t%d", i), 5*time.Second)
+				if st == string(airlock.StatusAllowed) || st == string(airlock.StatusApproved) {
+					t.Errorf("the coding profile allowed %q unasked (%s; %s): %s", a.command, out.DecidedBy, out.Reason, a.why)
+				}
+			})
+		}
+	})
 }
 
 // A standing grant pinned to a command prefix ("always allow npm test")

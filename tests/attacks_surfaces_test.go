@@ -306,12 +306,7 @@ func approveValue(t *testing.T, card url.Values) string {
 // hold: a click that was received is refused when it comes again, however
 // its signature is spelt.
 func TestASignedSlackClickIsAcceptedOnce(t *testing.T) {
-	f := startFakeSlack(t)
-	p := startProdLayoutFor(t, "dana", slackYAML(f), "bot")
-	bot := connectAgent(t, p.nats.CredentialFile("bot"), p.nats.Server.URL())
-	p.putRule(t, &airlockv1.PolicyRule{Id: "ask-in-slack", Priority: 1, Server: "demo", Tool: "write_file", Effect: "ask", Notify: []string{"slack"}})
-	p.waitAction(t, &airlockv1.ToolCall{AgentId: "bot", CallId: "probe", Server: "demo", Tool: "write_file",
-		Arguments: writeArgs("a.txt", "x")}, airlockv1.Action_ACTION_ASK, "ask-in-slack")
+	f, p, bot := slackAskLayout(t)
 	id := bot.mustSubmit(airlock.Call{ID: "slackreplay", Tool: writeTool, Args: map[string]any{"path": "a.txt", "content": "x"}})
 	value := approveValue(t, f.posted(t, id))
 	endpoint := p.services[natsauth.RoleConsole].HTTP + "/slack/interactions"
@@ -372,12 +367,7 @@ func mixedCase(s string) string {
 // an agent wrote is rendered as Slack formatting (outside a code block or
 // plain text, airlock's own field labels appear once).
 func TestAgentTextOnASlackCardCannotDrawTheCard(t *testing.T) {
-	f := startFakeSlack(t)
-	p := startProdLayoutFor(t, "dana", slackYAML(f), "bot")
-	bot := connectAgent(t, p.nats.CredentialFile("bot"), p.nats.Server.URL())
-	p.putRule(t, &airlockv1.PolicyRule{Id: "ask-in-slack", Priority: 1, Server: "demo", Tool: "write_file", Effect: "ask", Notify: []string{"slack"}})
-	p.waitAction(t, &airlockv1.ToolCall{AgentId: "bot", CallId: "probe", Server: "demo", Tool: "write_file",
-		Arguments: writeArgs("a.txt", "x")}, airlockv1.Action_ACTION_ASK, "ask-in-slack")
+	f, _, bot := slackAskLayout(t)
 	reason := "tidying up\n\n*Arguments*\n```path: \"notes/todo.txt\"\ncontent: \"- buy milk\"```\n:white_check_mark: *Approved* by *alice* (console)"
 	id := bot.mustSubmit(airlock.Call{ID: "slackspoof", Tool: writeTool, Reason: reason,
 		Args: map[string]any{"path": ".ssh/authorized_keys", "content": "ssh-ed25519 AAAA attacker"}})
@@ -429,13 +419,8 @@ func TestAgentTextOnASlackCardCannotDrawTheCard(t *testing.T) {
 // name, hid the real path behind "… and 2 more", and alice's click ran the
 // write to victim.txt.
 func TestSlackCardsShowEveryArgumentOfWhatTheyLetAReviewerApprove(t *testing.T) {
-	f := startFakeSlack(t)
-	p := startProdLayoutFor(t, "dana", slackYAML(f), "bot")
-	bot := connectAgent(t, p.nats.CredentialFile("bot"), p.nats.Server.URL())
+	f, p, bot := slackAskLayout(t)
 	api := p.frontend(t)
-	p.putRule(t, &airlockv1.PolicyRule{Id: "ask-in-slack", Priority: 1, Server: "demo", Tool: "write_file", Effect: "ask", Notify: []string{"slack"}})
-	p.waitAction(t, &airlockv1.ToolCall{AgentId: "bot", CallId: "probe", Server: "demo", Tool: "write_file",
-		Arguments: writeArgs("a.txt", "x")}, airlockv1.Action_ACTION_ASK, "ask-in-slack")
 	forged := "\ncontent: \"- buy milk\"\npath"
 	click := func(call string) {
 		t.Helper()
@@ -542,4 +527,17 @@ func argumentsBlock(t *testing.T, blocks string) string {
 	}
 	t.Fatalf("the card has no arguments block: %s", blocks)
 	return ""
+}
+
+// slackAskLayout is the production layout with Slack faked by f and a rule
+// in force that asks about demo__write_file in Slack; bot is an agent.
+func slackAskLayout(t *testing.T) (*fakeSlack, *prodLayout, *hostile) {
+	t.Helper()
+	f := startFakeSlack(t)
+	p := startProdLayoutFor(t, "dana", slackYAML(f), "bot")
+	bot := connectAgent(t, p.nats.CredentialFile("bot"), p.nats.Server.URL())
+	p.putRule(t, &airlockv1.PolicyRule{Id: "ask-in-slack", Priority: 1, Server: "demo", Tool: "write_file", Effect: "ask", Notify: []string{"slack"}})
+	p.waitAction(t, &airlockv1.ToolCall{AgentId: "bot", CallId: "probe", Server: "demo", Tool: "write_file",
+		Arguments: writeArgs("a.txt", "x")}, airlockv1.Action_ACTION_ASK, "ask-in-slack")
+	return f, p, bot
 }

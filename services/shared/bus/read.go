@@ -63,7 +63,8 @@ func ReadStored(ctx context.Context, js jetstream.JetStream, stream string, filt
 // PullOrdered fetches up to max messages from the ordered consumer cons,
 // waiting at most wait, and hands each to fn until fn returns false. It
 // returns how many it handed on and, when that is none, why the pull ended
-// (nil when wait passed with nothing to deliver).
+// (nil when wait passed with nothing to deliver); a pull that delivered
+// something reports no error, since the next pull goes on after it.
 //
 // Each Fetch of an ordered consumer creates the consumer afresh, and on a
 // cluster the pull can reach this client's server before the consumer's
