@@ -88,6 +88,10 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 	}
 	defer ns.Stop()
 	cfg.NATS.URL = ns.URL()
+	if err := os.WriteFile(creds.URLFile(), []byte(ns.URL()+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", creds.URLFile(), err)
+	}
+	defer os.Remove(creds.URLFile())
 	creds.Apply(&cfg, natsauth.RoleDev)
 	if err := devGatewayEndpoint(&cfg, creds); err != nil {
 		return err
@@ -237,7 +241,10 @@ func connect(ctx context.Context, cfg config.Config, log *slog.Logger, name stri
 		return svc.Deps{}, fmt.Errorf("jetstream: %w", err)
 	}
 	if provision {
-		changes, err := bus.Provision(cctx, js, cfg)
+		// Not bounded by the connection's 30 s: a cluster that has just
+		// started may need longer to place replicated streams, and
+		// Provision bounds its own wait (nats.provision_wait).
+		changes, err := bus.Provision(ctx, js, cfg)
 		if err != nil {
 			nc.Close()
 			return svc.Deps{}, err
