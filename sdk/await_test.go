@@ -9,12 +9,12 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // completeCall publishes what the executor would: the call's completed event.
-func completeCall(t *testing.T, pub *envelope.Publisher, agent, call string, rev uint32, result string) {
+func completeCall(t *testing.T, pub *bus.Publisher, agent, call string, rev uint32, result string) {
 	t.Helper()
 	ev := &airlockv1.Event{
 		EventId: fmt.Sprintf("%s.%s.%d.completed", agent, call, rev), AgentId: agent, CallId: call, Revision: rev,
@@ -121,7 +121,7 @@ func TestAwaitSurvivesNATSRestart(t *testing.T) {
 	})
 	n.Restart()
 	_, js := testenv.Connect(t, n.URL())
-	completeCall(t, envelope.NewPublisher(js, "airlock/executor"), "bot", id, 1, `"after restart"`)
+	completeCall(t, bus.NewPublisher(js, "airlock/executor"), "bot", id, 1, `"after restart"`)
 	select {
 	case o := <-got:
 		if o.Status != airlock.StatusCompleted || string(o.Result) != `"after restart"` {

@@ -24,8 +24,8 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -131,7 +131,7 @@ func (c *Client) Submit(ctx context.Context, call Call) (string, error) {
 	if size := proto.Size(ev); size > c.maxBytes {
 		return "", fmt.Errorf("%w: request is %d bytes, over the %d-byte limit: pass large inputs by reference", ErrInvalid, size, c.maxBytes)
 	}
-	msg, err := envelope.EncodeRequest(ev, "agent/"+c.agent, "")
+	msg, err := bus.EncodeRequest(ev, "agent/"+c.agent, "")
 	if err != nil {
 		return "", fmt.Errorf("submit call %s: %w", tc.CallId, err)
 	}
@@ -239,7 +239,7 @@ func (c *Client) Report(ctx context.Context, callID string, rev uint32, r Report
 	if size := proto.Size(ev); size > c.maxBytes {
 		return fmt.Errorf("%w: report is %d bytes, over the %d-byte limit: report a shorter result", ErrInvalid, size, c.maxBytes)
 	}
-	msg, err := envelope.EncodeRequest(ev, "agent/"+c.agent, "")
+	msg, err := bus.EncodeRequest(ev, "agent/"+c.agent, "")
 	if err != nil {
 		return fmt.Errorf("report call %s: %w", callID, err)
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/airlock-gate/airlock/services/audit"
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/store"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -376,7 +376,7 @@ retention (stream.max_age).`,
 				Body: &airlockv1.Event_AuditPruned{AuditPruned: &airlockv1.AuditPruned{Partitions: plan.Partitions, Rows: plan.Rows,
 					FirstKeptSeq: plan.FirstKept, AnchorHash: plan.Anchor, LastDroppedSeq: plan.LastDrop, Before: before.Format("2006-01")}},
 			}
-			if _, err := envelope.NewPublisher(js, "airlock/cli").Publish(ctx, ev, ""); err != nil {
+			if _, err := bus.NewPublisher(js, "airlock/cli").Publish(ctx, ev, ""); err != nil {
 				return fmt.Errorf("record the drop as an audit_pruned event: %w (nothing was dropped)", err)
 			}
 			if err := st.Drop(ctx, plan); err != nil {

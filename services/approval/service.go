@@ -28,6 +28,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/consume"
@@ -49,7 +50,7 @@ type Service struct {
 	cfg      config.Approval
 	dir      domain.Directory
 	settings domain.Settings
-	pub      *envelope.Publisher
+	pub      *bus.Publisher
 	store    records
 	grants   jetstream.KeyValue
 	index    *index

@@ -32,8 +32,8 @@ import (
 
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -74,8 +74,8 @@ type Console struct {
 	pages    map[string]*template.Template
 	feed     *feed
 	opts     Options
-	pub      *envelope.Publisher // sign-ins, tokens, refused requests (audit_events.go)
-	waits    *agentWaits         // open long-polls per agent (waits.go)
+	pub      *bus.Publisher // sign-ins, tokens, refused requests (audit_events.go)
+	waits    *agentWaits    // open long-polls per agent (waits.go)
 }
 
 // New builds the console from deps. The console bucket must exist

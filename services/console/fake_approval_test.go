@@ -14,8 +14,8 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/calls"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -32,7 +32,7 @@ type fakeApproval struct {
 	grants    map[string]*airlockv1.StandingGrant
 	decisions []*airlockv1.DecideRequest
 	threads   []*airlockv1.ApproveThreadRequest
-	pub       *envelope.Publisher
+	pub       *bus.Publisher
 }
 
 func startFakeApproval(t *testing.T, deps svc.Deps) *fakeApproval {

@@ -24,13 +24,13 @@ import (
 type StreamLedger struct {
 	nc     *nats.Conn
 	stream string
-	pub    *envelope.Publisher
+	pub    *bus.Publisher
 	// readTimeout bounds one read.
 	readTimeout time.Duration
 }
 
 // NewStreamLedger reads and appends to stream through nc and pub.
-func NewStreamLedger(nc *nats.Conn, stream string, pub *envelope.Publisher) *StreamLedger {
+func NewStreamLedger(nc *nats.Conn, stream string, pub *bus.Publisher) *StreamLedger {
 	return &StreamLedger{nc: nc, stream: stream, pub: pub, readTimeout: 5 * time.Second}
 }
 
@@ -87,7 +87,7 @@ func (l *StreamLedger) last(ctx context.Context, subj string) (*nats.Msg, error)
 // Append implements Ledger.
 func (l *StreamLedger) Append(ctx context.Context, ev *airlockv1.Event, afterSeq uint64) (uint64, error) {
 	ack, err := l.pub.PublishAfter(ctx, ev, "", subject.OfExecution(ev.GetAgentId(), ev.GetCallId()), afterSeq)
-	if errors.Is(err, envelope.ErrConflict) {
+	if errors.Is(err, bus.ErrConflict) {
 		return 0, fmt.Errorf("%w: %v", ErrConflict, err)
 	}
 	if err != nil {

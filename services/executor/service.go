@@ -33,6 +33,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/consume"
@@ -58,7 +59,7 @@ type Service struct {
 	claims    *Claimer
 	liveness  Liveness
 	decisions seal.Key
-	pub       *envelope.Publisher
+	pub       *bus.Publisher
 	id        string
 	ackWait   time.Duration
 	heartbeat time.Duration

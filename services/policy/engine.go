@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -38,7 +39,7 @@ const RulePrefix = "rules."
 type Engine struct {
 	deps   svc.Deps
 	log    *slog.Logger
-	pub    *envelope.Publisher
+	pub    *bus.Publisher
 	rules  jetstream.KeyValue
 	grants jetstream.KeyValue
 	dir    string

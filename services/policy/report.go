@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
@@ -49,7 +50,7 @@ func (s *Service) report(ctx context.Context, in intake, rep *ingress.Report) er
 			s.deps.Log.Info("agent's report recorded", "call", rep.Ref.String(), "failed", rep.Body.GetFailed())
 			return nil
 		}
-		if !errors.Is(err, envelope.ErrConflict) {
+		if !errors.Is(err, bus.ErrConflict) {
 			return fmt.Errorf("record the report on %s: %w", rep.Ref, err)
 		}
 		mine, other, err := s.ledgerEnd(ctx, rep.Ref, reportClaim(in.seq))

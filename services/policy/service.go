@@ -39,7 +39,7 @@ type Decider interface {
 type Service struct {
 	deps      svc.Deps
 	decider   Decider
-	pub       *envelope.Publisher
+	pub       *bus.Publisher
 	decisions seal.Key
 	frontend  seal.Key
 	alongside []func(context.Context) error
@@ -251,7 +251,7 @@ func (s *Service) accept(ctx context.Context, in intake, ref callref.Ref, req *a
 			if err == nil {
 				return accepted, "", nil
 			}
-			if !errors.Is(err, envelope.ErrConflict) {
+			if !errors.Is(err, bus.ErrConflict) {
 				return 0, "", fmt.Errorf("record request %s: %w", ref, err)
 			}
 		}

@@ -17,8 +17,8 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/calls"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/obs"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
@@ -62,7 +62,7 @@ type Interactions struct {
 	users     map[string]string
 	store     *store
 	approvals approvals
-	pub       *envelope.Publisher
+	pub       *bus.Publisher
 	api       *api
 	publicURL string
 	log       *slog.Logger

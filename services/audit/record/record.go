@@ -20,7 +20,6 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -83,7 +82,7 @@ type Msg struct {
 	Seq     uint64
 	Time    time.Time // the stream's store time
 	Subject string
-	Header  nats.Header
+	Header  map[string][]string // a nats.Header
 	Data    []byte
 }
 
@@ -175,7 +174,7 @@ func subjectTokens(subj string) (agent, call, typ string, ok bool) {
 func buildGeneric(r Row, m Msg) Row {
 	ev, err := envelope.Decode(m.Data, m.Header)
 	if err != nil {
-		r.EventID = m.Header.Get(envelope.HeaderCEID)
+		r.EventID = envelope.HeaderValue(m.Header, envelope.HeaderCEID)
 		r.Decision = "undecodable"
 		r.Reason = "undecodable event: " + err.Error()
 		r.Payload = undecodablePayload(m.Data)
