@@ -39,6 +39,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/ledger"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -105,7 +106,7 @@ func New(deps svc.Deps, reg *Registry, liveness Liveness) (*Service, error) {
 		deps: deps, reg: reg, pub: pub, id: executorID(), decisions: dk, liveness: liveness,
 		ackWait: ackWait, heartbeat: ackWait / 4,
 	}
-	s.claims = NewClaimer(NewStreamLedger(deps.NC, deps.Config.Stream.Name, pub), liveness, s.heartbeat)
+	s.claims = NewClaimer(ledger.NewStream(deps.NC, deps.Config.Stream.Name, pub), liveness, s.heartbeat)
 	return s, nil
 }
 
@@ -287,7 +288,7 @@ func (s *Service) settle(ctx context.Context, x *execution, tool Tool, cl Claim,
 // takeOver handles a `started` whose owner died: an idempotent tool runs
 // again (next attempt, same idempotency key); any other call ends
 // indeterminate, because running it again could apply it twice.
-func (s *Service) takeOver(ctx context.Context, x *execution, tool Tool, orphan State) error {
+func (s *Service) takeOver(ctx context.Context, x *execution, tool Tool, orphan ledger.State) error {
 	dead := orphan.Started
 	if tool.Idempotent {
 		token := ids.New("claim")
