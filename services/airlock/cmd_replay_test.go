@@ -148,7 +148,7 @@ func startAuditSink(t *testing.T) auditSink {
 	if a.key, a.keyHex, err = record.GenerateKey(); err != nil {
 		t.Fatal(err)
 	}
-	sink, err := audit.New(a.deps, audit.Options{DSN: a.dsn, FlushInterval: 50 * time.Millisecond, Key: a.key})
+	sink, err := audit.New(a.deps, audit.Options{DSN: a.dsn, BatchSize: a.deps.Config.Audit.BatchSize, FlushInterval: 50 * time.Millisecond, Key: a.key})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,8 +74,7 @@ type Service struct {
 // the decision key that every decision it runs must be sealed with.
 func NewFromConfig(ctx context.Context, deps svc.Deps) (*Service, error) {
 	cfg := deps.Config
-	reg, err := LoadRegistry(cfg.Executor.ToolsFile, RegistryOptions{Sandbox: cfg.SandboxDir(), DefaultTimeout: cfg.Executor.DefaultTimeout,
-		UpstreamTimeout: cfg.Executor.UpstreamTimeout, Log: deps.Log})
+	reg, err := LoadRegistry(cfg.Executor.ToolsFile, RegistryOptions{Sandbox: cfg.SandboxDir(), Config: cfg.Executor, Log: deps.Log})
 	if err != nil {
 		return nil, err
 	}

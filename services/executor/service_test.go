@@ -155,7 +155,7 @@ func newTestEnv(t *testing.T, mutate func(*config.Config)) *testEnv {
 func (e *testEnv) startExecutor(f executor.RegistryFile) *executor.Service {
 	e.t.Helper()
 	deps := testenv.Deps(e.t, e.cfg)
-	reg, err := executor.NewRegistry(f, executor.RegistryOptions{Sandbox: e.cfg.SandboxDir(), DefaultTimeout: e.cfg.Executor.DefaultTimeout})
+	reg, err := executor.NewRegistry(f, executor.RegistryOptions{Sandbox: e.cfg.SandboxDir(), Config: e.cfg.Executor})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -487,7 +487,7 @@ func TestMCPFilesystemServerWritesAndReadsThroughTheExecutor(t *testing.T) {
 	if err := os.WriteFile(tools, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := executor.LoadRegistry(tools, executor.RegistryOptions{Sandbox: t.TempDir()})
+	reg, err := executor.LoadRegistry(tools, executor.RegistryOptions{Sandbox: t.TempDir(), Config: config.Default().Executor})
 	if err != nil {
 		t.Fatal(err)
 	}
