@@ -326,14 +326,14 @@ func (h *Interactions) principal(ctx context.Context, c click) (string, bool) {
 		Json:     asJSON,
 		Actor:    &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "slack:" + c.user, Channel: Name},
 		Body: &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{
-			Action: actionWord(c.kind),
+			Action: calls.ActionWord(c.kind),
 			Why:    fmt.Sprintf("Slack user %s (%s) is not mapped to an airlock principal in slack.users", c.user, c.name),
 		}},
 	}
 	if _, err := h.pub.Publish(ctx, ev, ""); err != nil {
 		h.log.Error("could not record unauthorized Slack attempt", "user", c.user, "call", c.value.Call, "err", err)
 	}
-	h.log.Warn("unmapped Slack user refused", "user", c.user, "call", c.value.Call, "action", actionWord(c.kind))
+	h.log.Warn("unmapped Slack user refused", "user", c.user, "call", c.value.Call, "action", calls.ActionWord(c.kind))
 	h.tell(ctx, c, fmt.Sprintf(":no_entry_sign: Your Slack account (`%s`) is not linked to an airlock principal, so you cannot decide calls. "+
 		"Ask an airlock admin to add it under `slack.users`. This attempt was recorded.", escape(c.user)))
 	return "", false
@@ -349,7 +349,7 @@ func (h *Interactions) decide(ctx context.Context, c click, principal string) {
 		Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: principal, Channel: Name},
 	}
 	resp, err := h.decideRetrying(ctx, req)
-	log := h.log.With("call", c.value.Call, "revision", c.value.Revision, "principal", principal, "action", actionWord(c.kind))
+	log := h.log.With("call", c.value.Call, "revision", c.value.Revision, "principal", principal, "action", calls.ActionWord(c.kind))
 	switch {
 	case err == nil:
 		log.Info("Slack decision sent", "changed", resp.GetChanged(), "message", resp.GetMessage())
@@ -476,18 +476,6 @@ func (h *Interactions) tell(ctx context.Context, c click, text string) {
 	if err := h.api.ephemeral(ctx, c.channel, c.user, text); err != nil {
 		h.log.Warn("could not answer the Slack user", "user", c.user, "err", err)
 	}
-}
-
-func actionWord(k airlockv1.DecisionKind) string {
-	switch k {
-	case airlockv1.DecisionKind_DECISION_KIND_APPROVE:
-		return "approve"
-	case airlockv1.DecisionKind_DECISION_KIND_REJECT:
-		return "reject"
-	case airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES:
-		return "request_changes"
-	}
-	return "decide"
 }
 
 func firstNonEmpty(s ...string) string {

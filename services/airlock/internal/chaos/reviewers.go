@@ -206,11 +206,6 @@ func (c *consoles) slackPost(ctx context.Context, secret string, payload any) (i
 	return status, err
 }
 
-// stateName is a state as the report names it: "approved", "pending", ...
-func stateName(s airlockv1.ApprovalState) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "APPROVAL_STATE_"))
-}
-
 // cloneArgs copies a call's arguments (reviewers edit copies).
 func cloneArgs(m map[string]any) map[string]any {
 	out := make(map[string]any, len(m))

@@ -15,6 +15,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // State names used in messages.
@@ -157,16 +158,19 @@ const (
 )
 
 // Action is the kind's word in the audit ("approve", "reject", "request_changes").
-func (k Kind) Action() string {
+func (k Kind) Action() string { return calls.ActionWord(k.Proto()) }
+
+// Proto is the kind as the decide API names it.
+func (k Kind) Proto() airlockv1.DecisionKind {
 	switch k {
 	case Approve:
-		return "approve"
+		return airlockv1.DecisionKind_DECISION_KIND_APPROVE
 	case Reject:
-		return "reject"
+		return airlockv1.DecisionKind_DECISION_KIND_REJECT
 	case RequestChanges:
-		return "request_changes"
+		return airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES
 	}
-	return "decide"
+	return airlockv1.DecisionKind_DECISION_KIND_UNSPECIFIED
 }
 
 // Decision is one principal's decision about one record.
@@ -263,10 +267,10 @@ func Decide(rec *airlockv1.ApprovalRecord, d Decision, dir Directory, now time.T
 	switch d.Kind {
 	case Reject:
 		next.State, next.DecidedBy, next.Reason = Rejected, d.By, d.Reason
-		return Outcome{Record: next, Applied: true, Event: "rejected", Message: "rejected by " + d.By.GetId()}, nil
+		return Outcome{Record: next, Applied: true, Event: subject.Rejected, Message: "rejected by " + d.By.GetId()}, nil
 	case RequestChanges:
 		next.State, next.DecidedBy, next.Reason = ChangesRequested, d.By, d.Reason
-		return Outcome{Record: next, Applied: true, Event: "changes_requested", Message: "changes requested by " + d.By.GetId()}, nil
+		return Outcome{Record: next, Applied: true, Event: subject.ChangesRequested, Message: "changes requested by " + d.By.GetId()}, nil
 	}
 	return approve(next, d, dir, now)
 }
@@ -322,7 +326,7 @@ func approve(next *airlockv1.ApprovalRecord, d Decision, dir Directory, now time
 	if next.EditedArguments != nil {
 		msg += " with edited arguments"
 	}
-	return Outcome{Record: next, Applied: true, Event: "approved", Vote: true, Message: msg}, nil
+	return Outcome{Record: next, Applied: true, Event: subject.Approved, Vote: true, Message: msg}, nil
 }
 
 // voted reports whether principal's approval is among rec's votes.
@@ -449,7 +453,7 @@ func Cancel(rec *airlockv1.ApprovalRecord, by *airlockv1.Actor, reason string, d
 	if next.Reason == "" {
 		next.Reason = "canceled by " + by.GetId()
 	}
-	return Outcome{Record: next, Applied: true, Event: "canceled", Message: "canceled by " + by.GetId()}, nil
+	return Outcome{Record: next, Applied: true, Event: subject.Canceled, Message: "canceled by " + by.GetId()}, nil
 }
 
 // Expire ends a pending record whose deadline has passed; otherwise it
@@ -466,7 +470,7 @@ func expire(rec *airlockv1.ApprovalRecord, now time.Time) Outcome {
 	next.State, next.UpdatedAt = Expired, timestamppb.New(now)
 	next.DecidedBy = &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"}
 	next.Reason = "no decision before the deadline"
-	return Outcome{Record: next, Event: "expired", Message: Settled(next)}
+	return Outcome{Record: next, Event: subject.Expired, Message: Settled(next)}
 }
 
 // Timer is a reminder or an escalation that fell due.
