@@ -24,6 +24,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -395,7 +396,7 @@ matching deny rule always wins. Or give the whole rule with --json.`,
 // printProtoJSON prints m as indented protojson with stable spacing (protojson
 // varies its whitespace on purpose; scripts and people want the same text).
 func printProtoJSON(w io.Writer, m proto.Message) error {
-	data, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	data, err := envelope.JSONForm.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode the answer as JSON: %w", err)
 	}

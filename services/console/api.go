@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
@@ -53,7 +54,7 @@ func readJSON(c echo.Context, v any, limit int64) error {
 }
 
 func protoJSONBlob(c echo.Context, status int, m proto.Message) error {
-	data, err := protoJSON.Marshal(m)
+	data, err := envelope.JSONForm.Marshal(m)
 	if err != nil {
 		return err
 	}
@@ -252,7 +253,7 @@ func (con *Console) apiList(c echo.Context) error {
 	}{Records: []json.RawMessage{}}
 	for _, rec := range recs {
 		shown := calls.Showable(rec)
-		data, err := protoJSON.Marshal(shown)
+		data, err := envelope.JSONForm.Marshal(shown)
 		ref := listProblem{AgentID: rec.GetCall().GetAgentId(), CallID: rec.GetCall().GetCallId(), Revision: max(rec.GetCall().GetRevision(), 1)}
 		if err != nil {
 			ref.Problem = "the record cannot be encoded as JSON and is left out: " + err.Error()

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
@@ -365,8 +363,6 @@ func newGrantView(g *airlockv1.StandingGrant, now time.Time) grantView {
 	v.Status, v.Active = grant.Status(g, now)
 	return v
 }
-
-var protoJSON = protojson.MarshalOptions{UseProtoNames: true}
 
 // --- page views ---
 

@@ -8,15 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 )
 
 // RuleDoc is the data form of a rule in data.airlock.rules.
 func RuleDoc(r *airlockv1.PolicyRule) (map[string]any, error) {
-	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(stripMeta(r))
+	b, err := envelope.JSONForm.Marshal(stripMeta(r))
 	if err != nil {
 		return nil, fmt.Errorf("encode rule %s: %w", r.GetId(), err)
 	}
@@ -219,7 +218,7 @@ func checkDataRule(m map[string]any) error {
 		return err
 	}
 	r := &airlockv1.PolicyRule{}
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, r); err != nil {
+	if err := envelope.JSONRead.Unmarshal(raw, r); err != nil {
 		return err
 	}
 	if r.Id == "" {

@@ -157,6 +157,11 @@ func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgI
 // also what agents may publish.
 var JSONForm = protojson.MarshalOptions{UseProtoNames: true}
 
+// JSONRead is how airlock reads protojson that others wrote (requests,
+// API bodies, stored rules): either field naming, and fields it does not
+// know ignored, so a newer writer does not break an older reader.
+var JSONRead = protojson.UnmarshalOptions{DiscardUnknown: true}
+
 // marshal encodes ev as protobuf, or as protojson when ev.Json is set.
 func marshal(ev *airlockv1.Event) (string, []byte, error) {
 	if ev.GetJson() {
