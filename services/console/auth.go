@@ -184,6 +184,9 @@ func (con *Console) authenticate(a access) echo.MiddlewareFunc {
 				}
 				if tok.Kind == TokenPersonal {
 					u, ok, err := con.store.user(ctx, tok.Owner)
+					if err == nil && !ok && con.sso != nil {
+						u, ok, err = con.store.person(ctx, tok.Owner) // a person who signs in by single sign-on
+					}
 					if err != nil {
 						return err
 					}
@@ -204,7 +207,14 @@ func (con *Console) authenticate(a access) echo.MiddlewareFunc {
 					}
 					return err
 				}
-				u, ok, err := con.store.user(ctx, sess.User)
+				if sess.SSO && con.sso == nil {
+					return con.signInFirst(c) // single sign-on was turned off since
+				}
+				lookup := con.store.user
+				if sess.SSO {
+					lookup = con.store.person
+				}
+				u, ok, err := lookup(ctx, sess.User)
 				if err != nil {
 					return err
 				}

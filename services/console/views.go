@@ -373,6 +373,10 @@ var protoJSON = protojson.MarshalOptions{UseProtoNames: true}
 type loginView struct {
 	layout
 	Login, Next string
+	// SSO names the single sign-on provider on its button ("" without one);
+	// Passwords shows the password form.
+	SSO       string
+	Passwords bool
 }
 
 type errorView struct {
