@@ -4,14 +4,20 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -123,10 +129,21 @@ func TestSingleSignOnInABrowser(t *testing.T) {
 		"dave":  account("dave@example.com", "marketing"),
 	})
 
-	n := testenv.StartSecureNATS(t)
+	slack := startFakeSlack(t)
+	n := testenv.StartSecureNATS(t, "bot")
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "airlock.yaml")
-	writeFile(t, cfgFile, fmt.Sprintf("executor:\n  sandbox: %s\n", filepath.Join(dir, "sandbox"))+consoleUsersYAML(t)+fmt.Sprintf(`  oidc:
+	// carol is in no group of approval.groups: what she may decide, her
+	// sign-in gives her. Slack's U0CAROL is the same principal.
+	writeFile(t, cfgFile, fmt.Sprintf(`approval:
+  groups: {reviewers: [alice, bob]}
+slack:
+  bot_token: xoxb-tests
+  signing_secret: %q
+  api_url: %s/api/
+  channel: "#airlock"
+  users: {U0CAROL: carol@example.com, U0DAVE: dave@example.com}
+`, slackSecret, slack.srv.URL)+consoleUsersYAML(t)+fmt.Sprintf(`  oidc:
     issuer: %s
     client_id: airlock-console
     client_secret: the console's secret in tests
@@ -145,6 +162,12 @@ func TestSingleSignOnInABrowser(t *testing.T) {
 	for _, addr := range []string{first, second} {
 		testenv.StartAirlock(t, addr, p.env(natsauth.RoleConsole), "serve", "console", "--config", cfgFile, "--nats", n.Server.URL(), "--http", addr)
 	}
+
+	p.putRule(t, &airlockv1.PolicyRule{Id: "ask-in-slack", Priority: 1, Server: "demo", Tool: "write_file", Effect: "ask", Notify: []string{"slack"}})
+	p.waitAction(t, &airlockv1.ToolCall{AgentId: "bot", CallId: "probe", Server: "demo", Tool: "write_file",
+		Arguments: writeArgs("a.txt", "x")}, airlockv1.Action_ACTION_ASK, "ask-in-slack")
+	bot := connectAgent(t, n.CredentialFile("bot"), n.Server.URL())
+	api := p.frontend(t)
 
 	desktop := chromedp.EmulateViewport(1280, 900)
 	phone := chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch, chromedp.EmulateScale(2))
@@ -223,6 +246,44 @@ func TestSingleSignOnInABrowser(t *testing.T) {
 		do(t, ctx, "open the callback again", chromedp.Navigate(idp.lastRedirect(t)), chromedp.WaitVisible(chromedp.ID("error")))
 		if msg := value(t, ctx, chromedp.Text(chromedp.ID("error"))); !strings.Contains(msg, "already used or has expired") {
 			t.Fatalf("the page says %q", msg)
+		}
+	})
+
+	t.Run("the approver groups a sign-in gave decide in the console and from Slack", func(t *testing.T) {
+		inConsole := bot.mustSubmit(airlock.Call{ID: "sso-console", Tool: writeTool, Args: map[string]any{"path": "a.txt", "content": "x"}})
+		waitApproval(t, api, "bot", inConsole, 1, pendingState)
+		do(t, ctx, "approve in the console",
+			chromedp.Navigate("http://"+first+"/calls/bot/"+inConsole),
+			chromedp.WaitVisible(chromedp.ID("act-approve")),
+			chromedp.Click(chromedp.ID("act-approve")),
+			chromedp.WaitVisible(chromedp.ID("confirm-approve")),
+			chromedp.Click(chromedp.ID("confirm-approve")),
+			chromedp.WaitVisible(chromedp.ID("flash")),
+		)
+		if flash := value(t, ctx, chromedp.Text(chromedp.ID("flash"))); !strings.Contains(flash, "approved by carol@example.com") {
+			t.Fatalf("after approving: %q", flash)
+		}
+		waitApproval(t, api, "bot", inConsole, 1, airlockv1.ApprovalState_APPROVAL_STATE_APPROVED)
+
+		fromSlack := bot.mustSubmit(airlock.Call{ID: "sso-slack", Tool: writeTool, Args: map[string]any{"path": "b.txt", "content": "y"}})
+		card := approveValue(t, slack.posted(t, fromSlack))
+		endpoint := "http://" + second + "/slack/interactions"
+		// dave never signed in: his Slack account's principal is in no group.
+		body, h := slackClick(t, "U0DAVE", card, time.Now())
+		if code := postSlack(t, endpoint, body, h); code != http.StatusOK {
+			t.Fatalf("dave's click was answered %d", code)
+		}
+		_, adminJS := n.Connect(natsauth.RoleAdmin)
+		testenv.Eventually(t, 20*time.Second, "dave's click refused", func() bool {
+			return slices.Contains(testenv.SubjectTypes(t, adminJS, subject.OfCall("bot", fromSlack)), subject.UnauthorizedAttempt)
+		})
+		body, h = slackClick(t, "U0CAROL", card, time.Now().Add(time.Second))
+		if code := postSlack(t, endpoint, body, h); code != http.StatusOK {
+			t.Fatalf("carol's click was answered %d", code)
+		}
+		rec := waitApproval(t, api, "bot", fromSlack, 1, airlockv1.ApprovalState_APPROVAL_STATE_APPROVED)
+		if by := rec.GetDecidedBy(); by.GetId() != "carol@example.com" || by.GetChannel() != "slack" {
+			t.Fatalf("approved by %v", by)
 		}
 	})
 

@@ -64,9 +64,11 @@ func mayRead(p Principal, rec *airlockv1.ApprovalRecord) bool {
 // (which still checks that p is among the call's approvers).
 func (p Principal) CanDecide() bool { return p.Has(config.RoleReviewer) }
 
-// Actor is p as the approval service sees it.
+// Actor is p as the approval service sees it, with the approver groups the
+// console vouches for (a single sign-on's mapped groups, or a local user's
+// configured ones, which the approval service also reads from its configuration).
 func (p Principal) Actor(channel string) *airlockv1.Actor {
-	return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: p.Name, Channel: channel}
+	return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: p.Name, Channel: channel, Groups: p.Groups}
 }
 
 // channel names where a decision came from: "console" for the web pages,

@@ -369,6 +369,18 @@ func (s *store) person(ctx context.Context, name string) (userRecord, bool, erro
 	return userRecord{Name: p.Name, Roles: p.Roles, Groups: p.Groups}, true, nil
 }
 
+// VouchedGroups returns the approver groups name's last single sign-on
+// gave them (none when console.oidc is not configured or they never signed
+// in that way): for a front-end in this process that maps its own users to
+// the same principals, Slack's clicks.
+func (con *Console) VouchedGroups(ctx context.Context, name string) ([]string, error) {
+	if con.sso == nil {
+		return nil, nil
+	}
+	p, _, err := con.store.person(ctx, name)
+	return p.Groups, err
+}
+
 // sweepPending deletes sign-ins that were started and never finished.
 func (s *sso) sweepPending(ctx context.Context) error {
 	keys, err := s.kv.ListKeysFiltered(ctx, "sso.pending.*")

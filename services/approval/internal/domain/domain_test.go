@@ -108,6 +108,36 @@ func TestAuthorize(t *testing.T) {
 	}
 }
 
+func TestVouchedGroupsCountForThePersonActingAlone(t *testing.T) {
+	carol := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "carol", Channel: "console", Groups: []string{"oncall"}}
+	cases := []struct {
+		name      string
+		approvers []string
+		who       string
+		refused   string
+	}{
+		{"allows_the_person_through_a_group_the_front_end_vouched_for", []string{"group:oncall"}, "carol", ""},
+		{"keeps_the_configured_groups", []string{"group:reviewers"}, "alice", ""},
+		{"gives_nobody_else_the_vouched_group", []string{"group:oncall"}, "bob", "not among the approvers"},
+		{"gives_the_person_no_group_that_was_not_vouched", []string{"group:reviewers"}, "carol", "not among the approvers"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec := pending(t, &airlockv1.Decision{Approvers: c.approvers})
+			r := Authorize(rec, dir.Vouched(carol), c.who, "approve")
+			switch {
+			case c.refused == "" && r != nil:
+				t.Fatalf("refused: %s", r.Why)
+			case c.refused != "" && (r == nil || !strings.Contains(r.Why, c.refused)):
+				t.Fatalf("refusal %v, want one saying %q", r, c.refused)
+			}
+		})
+	}
+	if r := Authorize(pending(t, &airlockv1.Decision{Approvers: []string{"group:oncall"}}), dir, "carol", "approve"); r == nil {
+		t.Fatal("the directory itself changed: carol decides without a vouched group")
+	}
+}
+
 func TestDecide(t *testing.T) {
 	edited, _ := structpb.NewStruct(map[string]any{"path": "/tmp/hosts"})
 	editedDigest, _ := canon.Digest(edited)
