@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -115,6 +116,9 @@ func (s *sso) oauth(p *oidc.Provider) *oauth2.Config {
 		RedirectURL: s.redirect, Scopes: append([]string{oidc.ScopeOpenID}, s.cfg.Scopes...)}
 }
 
+// oauthErrorCode is the shape of an OAuth error code (access_denied, login_required, ...).
+var oauthErrorCode = regexp.MustCompile(`^[a-z_]{1,40}$`)
+
 func pendingKey(state string) string { return "sso.pending." + hashSecret(state) }
 
 func personKey(name string) string {
@@ -142,7 +146,7 @@ func (con *Console) ssoStartPage(c echo.Context) error {
 }
 
 // ssoRefusal is a sign-in the callback refused: Why is for the person's
-// page, Audit for the trail (the name when it is known).
+// page and the trail, Name is who it was when the token said so.
 type ssoRefusal struct {
 	Name, Why string
 	Status    int
@@ -187,7 +191,12 @@ func (con *Console) ssoCallbackPage(c echo.Context) error {
 func (s *sso) finish(ctx context.Context, c echo.Context) (string, personRecord, error) {
 	q := c.Request().URL.Query()
 	if e := q.Get("error"); e != "" {
-		return "", personRecord{}, refuse(http.StatusUnauthorized, "The sign-in provider did not sign you in (%s %s): sign in again.", e, q.Get("error_description"))
+		// Only the error code, when it is one: anyone can send a browser
+		// here with any error_description, which is no text for this page.
+		if !oauthErrorCode.MatchString(e) {
+			e = "an error"
+		}
+		return "", personRecord{}, refuse(http.StatusUnauthorized, "The sign-in provider did not sign you in (%s): sign in again.", e)
 	}
 	pending, err := s.take(ctx, q.Get("state"))
 	if err != nil {

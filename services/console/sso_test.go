@@ -238,6 +238,14 @@ func TestSingleSignOn(t *testing.T) {
 		})
 	}
 
+	t.Run("a provider's refusal is shown by its code alone", func(t *testing.T) {
+		b := e.browser()
+		p := b.get("/login/sso/callback?" + url.Values{"error": {"access_denied"}, "error_description": {"Your account is locked: call +1 555 0100"}}.Encode())
+		if p.Status != http.StatusUnauthorized || !strings.Contains(p.Body, "did not sign you in (access_denied)") || strings.Contains(p.Body, "555 0100") {
+			t.Fatalf("callback with an error: %d\n%s", p.Status, p.Body)
+		}
+	})
+
 	t.Run("a state is used once", func(t *testing.T) {
 		s.next(person("carol@example.com", "eng-reviewers"), nil)
 		b := e.browser()
