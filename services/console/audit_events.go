@@ -43,8 +43,13 @@ func humanActor(name, channel string) *airlockv1.Actor {
 // recordSignIn records a sign-in attempt by name, accepted or not, from
 // the client's address (X-Forwarded-For only from console.trusted_proxies).
 func (con *Console) recordSignIn(c echo.Context, name string, ok bool, why string) {
+	con.recordSignInBy(c, "password", name, ok, why)
+}
+
+// recordSignInBy is recordSignIn for a method ("password", "oidc").
+func (con *Console) recordSignInBy(c echo.Context, method, name string, ok bool, why string) {
 	con.recordSystem(subject.ConsoleCall, humanActor(name, "console"), &airlockv1.Event{Body: &airlockv1.Event_SignIn{SignIn: &airlockv1.SignIn{
-		Ok: ok, Method: "password", Why: why, RemoteAddr: con.clientAddr(c)}}})
+		Ok: ok, Method: method, Why: why, RemoteAddr: con.clientAddr(c)}}})
 }
 
 // recordToken records a token created (secret never included) or revoked.

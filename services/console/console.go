@@ -74,6 +74,7 @@ type Console struct {
 	pages    map[string]*template.Template
 	feed     *feed
 	opts     Options
+	sso      *sso           // single sign-on, nil when console.oidc is not configured (sso.go)
 	pub      *bus.Publisher // sign-ins, tokens, refused requests (audit_events.go)
 	waits    *agentWaits    // open long-polls per agent (waits.go)
 }
@@ -119,9 +120,10 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 		pub:    deps.Publisher("console"),
 		waits:  newAgentWaits(maxWaitsPerAgent),
 	}
+	c.sso = newSSO(deps.Config, kv, opts.Now)
 	c.use.recordToken = c.recordToken
 	c.feed = newFeed(c)
-	if len(deps.Config.Console.Users) == 0 {
+	if len(deps.Config.Console.Users) == 0 && c.sso == nil {
 		if n, err := st.runtimeUsers(ctx); err == nil && n == 0 {
 			deps.Log.Warn("console: nobody can sign in yet: add console.users to the configuration (hash passwords with `airlock users hash-password`) or start `airlock dev` once to create the first admin")
 		}
@@ -160,6 +162,11 @@ func (con *Console) sweep(ctx context.Context) {
 			if err := con.logins.sweep(ctx); err != nil {
 				con.log.Warn("sweep old sign-in failures", "err", err)
 			}
+			if con.sso != nil {
+				if err := con.sso.sweepPending(ctx); err != nil {
+					con.log.Warn("sweep unfinished single sign-ons", "err", err)
+				}
+			}
 		}
 	}
 }
@@ -179,6 +186,8 @@ func (con *Console) Register(e *echo.Echo) {
 	// pages
 	r(http.MethodGet, "/login", con.loginPage, public)
 	r(http.MethodPost, "/login", con.login, public)
+	r(http.MethodGet, ssoStart, con.ssoStartPage, public)
+	r(http.MethodGet, ssoCallback, con.ssoCallbackPage, public)
 	r(http.MethodPost, "/logout", con.logout, signedIn)
 	r(http.MethodGet, "/", con.inboxPage, signedIn)
 	r(http.MethodGet, "/inbox/events", con.inboxEvents, signedIn)

@@ -369,6 +369,10 @@ func newGrantView(g *airlockv1.StandingGrant, now time.Time) grantView {
 type loginView struct {
 	layout
 	Login, Next string
+	// SSO names the single sign-on provider on its button ("" without one);
+	// Passwords shows the password form.
+	SSO       string
+	Passwords bool
 }
 
 type errorView struct {

@@ -72,6 +72,7 @@ type Interactions struct {
 	stop    context.CancelFunc
 	work    sync.WaitGroup
 	timeout time.Duration
+	vouched VouchedGroups // nil: none
 }
 
 // NewInteractions builds the handler from deps.Config (slack.*,
@@ -103,7 +104,7 @@ func NewInteractions(ctx context.Context, deps svc.Deps, opts ...Option) (*Inter
 		secret: cfg.SigningSecret, users: cfg.Users, store: st, approvals: o.approvals,
 		pub: deps.Publisher("slack"), api: newAPI(cfg.BotToken, cfg.APIURL, o.retry, log),
 		publicURL: deps.Config.HTTP.PublicURL, log: log, metrics: deps.Metrics,
-		base: base, stop: stop, timeout: workTimeout,
+		base: base, stop: stop, timeout: workTimeout, vouched: o.vouched,
 	}, nil
 }
 
@@ -348,8 +349,16 @@ func (h *Interactions) decide(ctx context.Context, c click, principal string) {
 		AgentId: c.value.Agent, CallId: c.value.Call, Revision: c.value.Revision, Kind: c.kind, Reason: c.reason,
 		Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: principal, Channel: Name},
 	}
-	resp, err := h.decideRetrying(ctx, req)
 	log := h.log.With("call", c.value.Call, "revision", c.value.Revision, "principal", principal, "action", calls.ActionWord(c.kind))
+	if h.vouched != nil {
+		groups, err := h.vouched(ctx, principal)
+		if err != nil {
+			// The approval service still knows approval.groups: decide with those.
+			log.Warn("could not read the groups the console's single sign-on gave this person", "err", err)
+		}
+		req.Principal.Groups = groups
+	}
+	resp, err := h.decideRetrying(ctx, req)
 	switch {
 	case err == nil:
 		log.Info("Slack decision sent", "changed", resp.GetChanged(), "message", resp.GetMessage())

@@ -274,6 +274,7 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.Slack.validate()...)
+	errs = append(errs, c.Console.OIDC.validate()...)
 	errs = append(errs, c.Gateway.validate()...)
 	return errors.Join(errs...)
 }

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 )
 
 // GroupPrefix marks a group in an approvers list ("group:oncall").
@@ -18,6 +20,20 @@ const GroupPrefix = "group:"
 // Directory answers which principals belong to which group.
 type Directory struct {
 	groups map[string]map[string]bool
+	// who is in vouched besides groups (Vouched).
+	who     string
+	vouched []string
+}
+
+// Vouched returns d with the groups a front-end vouched for the person
+// acting (airlockv1.Actor.groups, the console's single sign-on) added for
+// that person alone; d itself is unchanged.
+func (d Directory) Vouched(a *airlockv1.Actor) Directory {
+	if a.GetId() == "" || len(a.GetGroups()) == 0 {
+		return d
+	}
+	d.who, d.vouched = a.GetId(), a.GetGroups()
+	return d
 }
 
 // NewDirectory builds a directory from group → members lists; several maps
@@ -56,7 +72,7 @@ func (d Directory) Matches(approvers []string, principal string) bool {
 	}
 	for _, a := range approvers {
 		if g, ok := strings.CutPrefix(a, GroupPrefix); ok {
-			if d.groups[g][principal] {
+			if d.groups[g][principal] || (principal == d.who && slices.Contains(d.vouched, g)) {
 				return true
 			}
 			continue
