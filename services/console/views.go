@@ -80,8 +80,12 @@ type callView struct {
 	Queued bool
 	// SelfConfirm: its rule asks the person it acts for to confirm it.
 	SelfConfirm bool
-	// YouMayDecide: the signed-in person may send decisions about it.
+	// YouMayDecide: the signed-in person may decide it (the approval
+	// service would not refuse them); WhyNotYou says why not, Deciders
+	// who can (sorted; empty when nobody its approvers name can).
 	YouMayDecide bool
+	WhyNotYou    string
+	Deciders     []string
 }
 
 type voteView struct {
@@ -385,8 +389,10 @@ type errorView struct {
 type inboxView struct {
 	layout
 	Filter inboxFilter
-	Rows   template.HTML
-	Count  int
+	// Rows are the calls the person may decide, Count how many; Others
+	// are those someone else must decide, OtherCount how many.
+	Rows, Others      template.HTML
+	Count, OtherCount int
 }
 
 // threadPreview is what "approve all of this thread" will approve,
