@@ -70,6 +70,12 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
+	saveArtifact(t, name, buf)
+}
+
+// saveArtifact writes a PNG under tests/artifacts/.
+func saveArtifact(t *testing.T, name string, buf []byte) {
+	t.Helper()
 	dir := "artifacts"
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
