@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -210,6 +212,7 @@ func (con *Console) callPage(c echo.Context) error {
 	v := &callPageView{Call: newCallView(rec)}
 	v.Title, v.Nav = v.Call.FullTool+" · "+v.Call.ID, "inbox"
 	con.asPerson(principal(c), rec)(&v.Call)
+	v.Call.Sandbox, v.Call.SandboxPath = demoSandbox(con.cfg, rec.GetCall())
 	// Approving a whole thread takes a reviewer (a requester confirms only
 	// their own call).
 	if v.Call.Pending && v.Call.Thread != "" && principal(c).CanDecide() {
@@ -225,6 +228,20 @@ func (con *Console) callPage(c echo.Context) error {
 		return err
 	}
 	return con.render(c, http.StatusOK, "call", v)
+}
+
+// demoSandbox says where a call of the executor's built-in demo tools
+// works: the sandbox directory, and the file its "path" argument names
+// there (only a relative path that stays inside; the tool refuses others).
+func demoSandbox(cfg config.Config, call *airlockv1.ToolCall) (dir, file string) {
+	if call.GetServer() != config.DemoServer || call.GetAgentRuns() {
+		return "", ""
+	}
+	dir = cfg.SandboxDir()
+	if p := call.GetArguments().GetFields()["path"].GetStringValue(); p != "" && filepath.IsLocal(filepath.FromSlash(p)) {
+		file = filepath.Join(dir, filepath.FromSlash(p))
+	}
+	return dir, file
 }
 
 func revisionParam(s string) (uint32, error) {

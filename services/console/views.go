@@ -76,6 +76,12 @@ type callView struct {
 	// AgentRuns: a gate-only call (a coding agent's hook): the agent runs
 	// the tool itself, airlock only decides.
 	AgentRuns bool
+	// Cwd is the working directory the agent said it runs the tool in.
+	Cwd string
+	// Sandbox is the directory the executor's demo tools work in, for a
+	// call of a demo tool; SandboxPath is where its "path" argument lands
+	// there ("" when it names none that stays inside).
+	Sandbox, SandboxPath string
 	// Queued: it waits behind an earlier call of its thread.
 	Queued bool
 	// SelfConfirm: its rule asks the person it acts for to confirm it.
@@ -130,7 +136,7 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 		Pending:    rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
 		ArgsDigest: rec.GetArgumentsDigest(),
 		Quorum:     max(int(d.GetQuorum()), 1), DecidedBy: rec.GetDecidedBy().GetId(), DecisionReason: rec.GetReason(),
-		AgentRuns: c.GetAgentRuns(), Queued: rec.GetQueued() && rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
+		AgentRuns: c.GetAgentRuns(), Cwd: c.GetCwd(), Queued: rec.GetQueued() && rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
 		SelfConfirm: slices.Contains(d.GetApprovers(), calls.Requester),
 	}
 	if v.Path != "" {
