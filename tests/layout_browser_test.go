@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -44,31 +43,7 @@ func TestConsoleLayoutAtLaptopAndPhone(t *testing.T) {
 	defer cancel()
 
 	// Over 100 events: 30 auto-allowed calls of four events each.
-	w, err := bot.Watch()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	var wg sync.WaitGroup
-	errs := make(chan error, 30)
-	for g := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 10 {
-				if _, err := w.DoFast(sdkCtx, airlock.Call{Tool: "demo__echo", Reason: "repeat what the user said, word for word, so they can check it",
-					Args: map[string]any{"n": g*10 + i}}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	echoCalls(t, sdkCtx, bot, 3, 10)
 	// Decisions for the charts.
 	for i, decide := range []string{"approve", "reject", "approve"} {
 		id, err := bot.Submit(sdkCtx, airlock.Call{Tool: "demo__write_file", Args: map[string]any{"path": fmt.Sprintf("d%d.txt", i), "content": "x"}})
@@ -96,12 +71,6 @@ func TestConsoleLayoutAtLaptopAndPhone(t *testing.T) {
 
 	do(t, ctx, "a laptop window", chromedp.EmulateViewport(1280, 900))
 	signIn(t, ctx, dev)
-	noOverflow := func(where string) {
-		t.Helper()
-		if over := value(t, ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth - window.innerWidth`)); over > 0 {
-			t.Errorf("%s is %d px wider than the window", where, over)
-		}
-	}
 	shot := func(name string) {
 		t.Helper()
 		saveArtifact(t, "layout-"+name, value(t, ctx, chromedp.CaptureScreenshot()))
@@ -133,7 +102,7 @@ func TestConsoleLayoutAtLaptopAndPhone(t *testing.T) {
 			if rw := value(t, ctx, chromedp.Evaluate[float64](`document.querySelector('#audit-rows tbody td.c-reason .two-lines').getBoundingClientRect().width`)); rw < 100 {
 				t.Errorf("%d px: a reason is drawn %.0f px wide", width, rw)
 			}
-			noOverflow(fmt.Sprintf("the audit page at %d px", width))
+			noOverflow(t, ctx, fmt.Sprintf("the audit page at %d px", width))
 			if width == 1280 {
 				shot("desktop-audit")
 			}
@@ -143,10 +112,10 @@ func TestConsoleLayoutAtLaptopAndPhone(t *testing.T) {
 	t.Run("desktop_inbox_and_analytics", func(t *testing.T) {
 		do(t, ctx, "the inbox", chromedp.EmulateViewport(1280, 900), chromedp.Navigate(dev.HTTPURL+"/"), chromedp.WaitVisible(chromedp.CSS(`#inbox[data-synced="true"]`)))
 		checkInboxCount(t, ctx, user, yours, theirs)
-		noOverflow("the inbox")
+		noOverflow(t, ctx, "the inbox")
 		screenshot(t, ctx, "layout-desktop-inbox")
 		do(t, ctx, "analytics", chromedp.Navigate(dev.HTTPURL+"/audit/analytics"), chromedp.WaitVisible(chromedp.ID("chart-rate")))
-		noOverflow("analytics")
+		noOverflow(t, ctx, "analytics")
 		shot("desktop-analytics")
 	})
 
@@ -163,7 +132,7 @@ func TestConsoleLayoutAtLaptopAndPhone(t *testing.T) {
 			t.Errorf("nav items not on a 390 px screen: %q", offscreen)
 		}
 		checkInboxCount(t, ctx, user, yours, theirs)
-		noOverflow("the inbox on a phone")
+		noOverflow(t, ctx, "the inbox on a phone")
 		screenshot(t, ctx, "layout-phone-inbox")
 
 		do(t, ctx, "analytics", chromedp.Navigate(dev.HTTPURL+"/audit/analytics"), chromedp.WaitVisible(chromedp.ID("chart-rate")))
@@ -171,7 +140,7 @@ func TestConsoleLayoutAtLaptopAndPhone(t *testing.T) {
 		if len(small) > 0 {
 			t.Errorf("%d chart labels are drawn under 10 px tall on a phone: %q", len(small), small)
 		}
-		noOverflow("analytics on a phone")
+		noOverflow(t, ctx, "analytics on a phone")
 		screenshot(t, ctx, "layout-phone-analytics")
 
 		do(t, ctx, "the audit page", chromedp.Navigate(dev.HTTPURL+"/audit"), chromedp.WaitVisible(chromedp.ID("audit-rows")))
@@ -181,7 +150,7 @@ func TestConsoleLayoutAtLaptopAndPhone(t *testing.T) {
 		if rows != 100 || height > 8000 {
 			t.Errorf("the first page has %d rows and is %d px tall on a phone, want 100 rows in at most 8,000 px", rows, height)
 		}
-		noOverflow("the audit page on a phone")
+		noOverflow(t, ctx, "the audit page on a phone")
 		shot("phone-audit")
 		// A tap on an event's number shows every field of it.
 		hidden := `getComputedStyle(document.querySelector('#audit-rows tbody tr:nth-child(3) td.c-reason')).display === 'none'`
@@ -192,7 +161,7 @@ func TestConsoleLayoutAtLaptopAndPhone(t *testing.T) {
 		if value(t, ctx, chromedp.Evaluate[bool](hidden)) {
 			t.Error("tapping an event's number does not show its details")
 		}
-		noOverflow("an opened audit event on a phone")
+		noOverflow(t, ctx, "an opened audit event on a phone")
 		shot("phone-audit-event-open")
 	})
 
