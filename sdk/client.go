@@ -104,6 +104,9 @@ type Call struct {
 	// AgentRuns marks a gate-only call: airlock decides it, the agent runs
 	// the tool itself (coding-agent hooks).
 	AgentRuns bool
+	// Cwd is the working directory the agent runs the tool in (a coding
+	// agent's hook gives it), shown to reviewers.
+	Cwd string
 	// Annotations are the tool's MCP annotations (readOnlyHint, ...), for
 	// the policy's input. AnnotationsTrusted claims they come from an
 	// upstream the registry trusts; the policy believes the claim only on a
@@ -169,7 +172,7 @@ func (c *Client) toolCall(call Call) (*airlockv1.ToolCall, error) {
 		CallId: call.ID, AgentId: c.agent, ThreadId: call.Thread, OnBehalfOf: call.OnBehalfOf,
 		Server: call.Server, Tool: call.Tool, Arguments: args, Reason: call.Reason,
 		IdempotencyKey: call.IdempotencyKey, Revision: call.Revision, CreatedAt: timestamppb.Now(),
-		AgentRuns: call.AgentRuns, AnnotationsTrusted: call.AnnotationsTrusted,
+		AgentRuns: call.AgentRuns, AnnotationsTrusted: call.AnnotationsTrusted, Cwd: call.Cwd,
 	}
 	if call.Annotations != nil {
 		if tc.Annotations, err = structpb.NewStruct(call.Annotations); err != nil {

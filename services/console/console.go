@@ -33,6 +33,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -71,12 +72,14 @@ type Console struct {
 	store    *store
 	logins   *loginLimiter
 	proxies  []*net.IPNet
-	pages    map[string]*template.Template
-	feed     *feed
-	opts     Options
-	sso      *sso           // single sign-on, nil when console.oidc is not configured (sso.go)
-	pub      *bus.Publisher // sign-ins, tokens, refused requests (audit_events.go)
-	waits    *agentWaits    // open long-polls per agent (waits.go)
+	// dir answers who may decide a call, as the approval service asks it.
+	dir   calls.Directory
+	pages map[string]*template.Template
+	feed  *feed
+	opts  Options
+	sso   *sso           // single sign-on, nil when console.oidc is not configured (sso.go)
+	pub   *bus.Publisher // sign-ins, tokens, refused requests (audit_events.go)
+	waits *agentWaits    // open long-polls per agent (waits.go)
 }
 
 // New builds the console from deps. The console bucket must exist
@@ -115,7 +118,7 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 	c := &Console{
 		cfg: deps.Config, log: deps.Log, nc: deps.NC, js: deps.JS, frontend: fk,
 		use:    &useCases{approvals: approvalapi.New(deps.NC, fk, Frontend), store: st, cfg: deps.Config, now: opts.Now},
-		policy: policyapi.New(deps.NC, fk, Frontend), store: st, pages: pages, opts: opts, proxies: proxies,
+		policy: policyapi.New(deps.NC, fk, Frontend), store: st, dir: calls.DirectoryOf(deps.Config), pages: pages, opts: opts, proxies: proxies,
 		logins: newLoginLimiter(kv, deps.Config.Console.SignIn, opts.Now),
 		pub:    deps.Publisher("console"),
 		waits:  newAgentWaits(maxWaitsPerAgent),

@@ -30,6 +30,8 @@ const (
 	MaxNameLen   = 128
 	MaxReasonLen = 4096
 	MaxThreadLen = 128
+	// MaxPathLen bounds the working directory (Linux's PATH_MAX).
+	MaxPathLen = 4096
 )
 
 var (
@@ -273,6 +275,9 @@ func Call(call *airlockv1.ToolCall) *Refusal {
 	}
 	if len(call.Reason) > MaxReasonLen {
 		return refuse("reason is %d bytes: keep it under %d", len(call.Reason), MaxReasonLen)
+	}
+	if strings.IndexFunc(call.Cwd, unicode.IsControl) >= 0 || len(call.Cwd) > MaxPathLen {
+		return refuse("cwd must be at most %d bytes without control characters", MaxPathLen)
 	}
 	if call.Arguments == nil {
 		call.Arguments = &structpb.Struct{Fields: map[string]*structpb.Value{}}

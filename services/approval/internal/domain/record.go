@@ -198,28 +198,26 @@ type Decision struct {
 // only when airlock verified who that is (ToolCall.on_behalf_of_verified).
 const Requester = calls.Requester
 
-// Authorize checks that principal may decide rec: they must match the
-// record's approvers and must not be the principal the call acts for —
-// unless the approvers name the requester, who may then confirm their own
-// call. Separation of duties is the default for every other rule.
+// Authorize checks that principal may decide rec (calls.Directory.Barred:
+// they must match the record's approvers and must not be the principal the
+// call acts for — unless the approvers name the requester, who may then
+// confirm their own call) and says why not in a sentence for the person and
+// the audit. Separation of duties is the default for every other rule.
 func Authorize(rec *airlockv1.ApprovalRecord, dir Directory, principal, action string) *Refusal {
 	call := rec.GetCall()
-	selfConfirm := slices.Contains(rec.GetDecision().GetApprovers(), Requester)
-	switch {
-	case principal == "":
-		return &Refusal{Action: action, Why: "no principal given: the front-end must say who decides"}
-	case principal == Requester:
-		return &Refusal{Action: action, Why: fmt.Sprintf("%q names a role in rules, not a person: sign in as yourself", Requester)}
-	case selfConfirm && principal == call.GetOnBehalfOf() && call.GetOnBehalfOfVerified():
+	switch dir.Barred(rec, principal) {
+	case calls.NotBarred:
 		return nil
-	case selfConfirm && principal == call.GetOnBehalfOf():
+	case calls.NoPrincipal:
+		return &Refusal{Action: action, Why: "no principal given: the front-end must say who decides"}
+	case calls.RoleNotPerson:
+		return &Refusal{Action: action, Why: fmt.Sprintf("%q names a role in rules, not a person: sign in as yourself", Requester)}
+	case calls.UnverifiedRequester:
 		return &Refusal{Action: action, Why: fmt.Sprintf("call %s asks the person it acts for to confirm it, but airlock could not verify that %s is that person (bind the agent to its person in policy.on_behalf_of, or submit through a front-end)", call.GetCallId(), principal)}
-	case principal == call.GetOnBehalfOf():
+	case calls.OwnCall:
 		return &Refusal{Action: action, Why: fmt.Sprintf("%s cannot decide call %s: the agent acts on their behalf, so another approver must decide", principal, call.GetCallId())}
-	case !dir.Matches(slices.DeleteFunc(slices.Clone(rec.GetDecision().GetApprovers()), func(a string) bool { return a == Requester }), principal):
-		return &Refusal{Action: action, Why: fmt.Sprintf("%s is not among the approvers of call %s (%s): ask one of them to decide", principal, call.GetCallId(), strings.Join(rec.GetDecision().GetApprovers(), ", "))}
 	}
-	return nil
+	return &Refusal{Action: action, Why: fmt.Sprintf("%s is not among the approvers of call %s (%s): ask one of them to decide", principal, call.GetCallId(), strings.Join(rec.GetDecision().GetApprovers(), ", "))}
 }
 
 // Decide applies a principal's decision to rec at now. It returns a
