@@ -183,7 +183,7 @@ func (con *Console) callExists(ctx context.Context, agent, id string) error {
 	if err != nil {
 		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
 	}
-	for _, w := range []struct{ stream, subject string }{{con.cfg.Stream.Name, recorded}, {con.cfg.Intake.Name, subject.RequestsPrefix + "." + agent}} {
+	for _, w := range []struct{ stream, subject string }{{con.cfg.Stream.Name, recorded}, {con.cfg.Intake.Name, subject.AgentRequests(agent)}} {
 		if found, err := con.stored(ctx, w.stream, w.subject); found || err != nil {
 			return err
 		}
