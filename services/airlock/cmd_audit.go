@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/store"
 	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
@@ -370,7 +371,7 @@ retention (stream.max_age).`,
 				by = os.Getenv("USER")
 			}
 			ev := &airlockv1.Event{
-				EventId: fmt.Sprintf("%s.pruned.%s.%d", subject.AuditCall, before.Format("200601"), plan.FirstKept),
+				EventId: callref.System{Kind: callref.SystemRetention, ID: fmt.Sprintf("%s-%d", before.Format("200601"), plan.FirstKept)}.EventID(subject.AuditPruned),
 				AgentId: subject.SystemAgent, CallId: subject.AuditCall,
 				Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: by, Channel: "cli"},
 				Body: &airlockv1.Event_AuditPruned{AuditPruned: &airlockv1.AuditPruned{Partitions: plan.Partitions, Rows: plan.Rows,

@@ -165,7 +165,7 @@ func reportEvent(rep *ingress.Report, call *airlockv1.ToolCall, decided string, 
 // redelivery records it once) and drops it.
 func (s *Service) refuseReport(ctx context.Context, in intake, ref callref.Ref, why string) error {
 	ev := &airlockv1.Event{
-		EventId: fmt.Sprintf("intake.%d.report_refused", in.seq),
+		EventId: callref.System{Kind: callref.SystemIntake, ID: strconv.FormatUint(in.seq, 10)}.EventID("report_refused"),
 		AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev, Json: in.json,
 		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: ref.Agent},
 		Body: &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{

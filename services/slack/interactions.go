@@ -18,8 +18,10 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/obs"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
@@ -319,7 +321,7 @@ func (h *Interactions) principal(ctx context.Context, c click) (string, bool) {
 		agent, thread, asJSON = rec.GetCall().GetAgentId(), rec.GetCall().GetThreadId(), rec.GetCall().GetJsonEvents()
 	}
 	ev := &airlockv1.Event{
-		EventId:  "slack_" + digest(c.key), // a retried publish of the same refusal is stored once
+		EventId:  callref.System{Kind: callref.SystemSlack, ID: digest(c.key)}.EventID(subject.UnauthorizedAttempt), // a retried publish of the same refusal is stored once
 		AgentId:  agent,
 		CallId:   c.value.Call,
 		Revision: c.value.Revision,

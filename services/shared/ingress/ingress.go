@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -387,7 +388,7 @@ func InvalidEvent(subj string, intakeSeq uint64, revision uint32, data []byte, r
 		excerpt = strings.ToValidUTF8(excerpt, "?")
 	}
 	return &airlockv1.Event{
-		EventId:  fmt.Sprintf("intake.%d.invalid", intakeSeq),
+		EventId:  callref.System{Kind: callref.SystemIntake, ID: strconv.FormatUint(intakeSeq, 10)}.EventID(subject.Invalid),
 		AgentId:  agent,
 		CallId:   callID,
 		Revision: revision,

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
@@ -160,7 +161,7 @@ func GrantEvent(g *airlockv1.StandingGrant, actor *airlockv1.Actor, body isEvent
 	case *airlockv1.GrantExpired:
 		ev.Body = &airlockv1.Event_GrantExpired{GrantExpired: b}
 	}
-	ev.EventId = g.GetId() + "." + envelope.TypeOf(ev)
+	ev.EventId = callref.System{Kind: callref.SystemGrant, ID: g.GetId()}.EventID(envelope.TypeOf(ev))
 	return ev
 }
 
