@@ -29,6 +29,10 @@ type auditFlags struct {
 	call, thread, agent, tool, actor, typ, decision, since string
 	until, decidedBy, grant                                string
 	limit                                                  int
+	// write: the command changes the trail (drop-before), so it logs in to
+	// the ClickHouse of `airlock dev --clickhouse-local` as its writer;
+	// every other command as its read-only auditor.
+	write bool
 }
 
 func (a *auditFlags) addDSN(cmd *cobra.Command) {
@@ -114,7 +118,12 @@ func (a *auditFlags) config(g *globals) (cfg config.Config, dsn, from string, er
 		return cfg, cfg.ClickHouse.DSN, "", err
 	}
 	if raw, rerr := os.ReadFile(localDSNFile(cfg.Dev.DataDir)); rerr == nil {
-		return cfg, strings.TrimSpace(string(raw)), localDSNFile(cfg.Dev.DataDir), nil
+		user := audit.LocalAuditor
+		if a.write {
+			user = audit.LocalWriter
+		}
+		dsn, err = audit.LocalDSN(cfg.Dev.DataDir, strings.TrimSpace(string(raw)), user)
+		return cfg, dsn, localDSNFile(cfg.Dev.DataDir), err
 	}
 	return cfg, "", "", nil
 }
@@ -324,7 +333,7 @@ rows sealed with a lost key can no longer be verified.`,
 }
 
 func newAuditDropBeforeCmd(g *globals) *cobra.Command {
-	var a auditFlags
+	a := auditFlags{write: true}
 	var yes bool
 	var by string
 	cmd := &cobra.Command{

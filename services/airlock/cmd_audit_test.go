@@ -12,8 +12,10 @@ import (
 	"time"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/audit"
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/store"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -91,6 +93,9 @@ func TestTheAuditCLIFindsTheLocalClickHouseOfDev(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	if err := os.WriteFile(localDSNFile(dir), []byte("clickhouse://"+addr+"/airlock\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := seal.CreateSecretFile(audit.LocalPasswordFile(dir, audit.LocalAuditor), "pw\n"); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("AIRLOCK_DEV_DATA_DIR", dir)

@@ -6,6 +6,9 @@ package local
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -28,8 +31,20 @@ type Server struct {
 	TCPPort  int
 	HTTPPort int
 	bin      string
+	// probeUser and probePassword are who the readiness probe logs in as.
+	probeUser, probePassword string
 
 	proc child.Process
+}
+
+// Accounts are the users of a server that other people on the machine can
+// reach (`airlock dev --clickhouse-local`): Writer (the sink: creates,
+// migrates, inserts) and Auditor (read-only), each with a password, and
+// "default" with a random password nobody keeps, so that no one logs in
+// without one.
+type Accounts struct {
+	Writer, WriterPassword   string
+	Auditor, AuditorPassword string
 }
 
 // Binary finds clickhouse-server on PATH or in /usr/sbin (Debian installs it there).
@@ -50,6 +65,31 @@ func Binary() (string, error) {
 // its data across Start/Stop, and the ports chosen are written into the
 // config so a restart comes back on the same address.
 func New(dir string, tcpPort int) (*Server, error) {
+	return newServer(dir, tcpPort, usersXML, "default", "")
+}
+
+// NewWithAccounts is New with accounts a in place of the open "default"
+// user and the test "auditor" of New.
+func NewWithAccounts(dir string, tcpPort int, a Accounts) (*Server, error) {
+	if a.Writer == "" || a.Auditor == "" || a.WriterPassword == "" || a.AuditorPassword == "" || a.Writer == a.Auditor {
+		return nil, errors.New("clickhouse accounts: a writer and an auditor, each with a password, are required")
+	}
+	var nobody [32]byte
+	if _, err := rand.Read(nobody[:]); err != nil {
+		return nil, fmt.Errorf("clickhouse accounts: %w", err)
+	}
+	users := strings.NewReplacer("{DEFAULT}", sha256Hex(hex.EncodeToString(nobody[:])),
+		"{WRITER}", a.Writer, "{WRITER_SHA}", sha256Hex(a.WriterPassword),
+		"{AUDITOR}", a.Auditor, "{AUDITOR_SHA}", sha256Hex(a.AuditorPassword)).Replace(accountsXML)
+	return newServer(dir, tcpPort, users, a.Writer, a.WriterPassword)
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func newServer(dir string, tcpPort int, users, probeUser, probePassword string) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
@@ -58,7 +98,7 @@ func New(dir string, tcpPort int) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse dir %s: %w", dir, err)
 	}
-	s := &Server{Dir: abs, bin: bin, TCPPort: tcpPort}
+	s := &Server{Dir: abs, bin: bin, TCPPort: tcpPort, probeUser: probeUser, probePassword: probePassword}
 	if s.TCPPort == 0 {
 		if s.TCPPort, err = freePort(); err != nil {
 			return nil, err
@@ -75,7 +115,13 @@ func New(dir string, tcpPort int) (*Server, error) {
 	if err := os.WriteFile(filepath.Join(abs, "config.xml"), []byte(s.config()), 0o644); err != nil {
 		return nil, fmt.Errorf("write clickhouse config: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(abs, "users.xml"), []byte(usersXML), 0o644); err != nil {
+	// The users file holds password hashes: its owner (the server runs as
+	// the same user) reads it, nobody else.
+	usersFile := filepath.Join(abs, "users.xml")
+	if err := os.WriteFile(usersFile, []byte(users), 0o600); err != nil {
+		return nil, fmt.Errorf("write clickhouse users: %w", err)
+	}
+	if err := os.Chmod(usersFile, 0o600); err != nil { // an older file kept its mode
 		return nil, fmt.Errorf("write clickhouse users: %w", err)
 	}
 	return s, nil
@@ -96,7 +142,7 @@ func (s *Server) Start(ctx context.Context, timeout time.Duration) error {
 	cmd.Dir = s.Dir
 	err := s.proc.Start(ctx, child.Spec{
 		Name: "clickhouse-server", Cmd: cmd, LogPath: filepath.Join(s.Dir, "log", "stdout.log"), LogHint: filepath.Join(s.Dir, "log"),
-		Ready: func(context.Context) bool { return ready(s.Addr()) }, Poll: 50 * time.Millisecond, Timeout: timeout,
+		Ready: func(context.Context) bool { return ready(s.Addr(), s.probeUser, s.probePassword) }, Poll: 50 * time.Millisecond, Timeout: timeout,
 	})
 	if err != nil {
 		s.Stop()
@@ -145,7 +191,7 @@ func (s *Server) Running() bool { return s.proc.Running() }
 
 // ready sends a native-protocol Hello and reports whether the server answered
 // with its own Hello: accepting TCP alone happens before tables are loaded.
-func ready(addr string) bool {
+func ready(addr, user, password string) bool {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
 		return false
@@ -159,8 +205,8 @@ func ready(addr string) bool {
 	b = append(b, 1, 1)
 	b = appendUvarint(b, 54213)
 	b = appendStr(b, "")
-	b = appendStr(b, "default")
-	b = appendStr(b, "")
+	b = appendStr(b, user)
+	b = appendStr(b, password)
 	if _, err := c.Write(b); err != nil {
 		return false
 	}
@@ -248,6 +294,54 @@ const usersXML = `<?xml version="1.0"?>
             <profile>readonly</profile>
             <quota>default</quota>
         </auditor>
+    </users>
+    <quotas>
+        <default>
+            <interval>
+                <duration>3600</duration>
+                <queries>0</queries>
+                <errors>0</errors>
+                <result_rows>0</result_rows>
+                <read_rows>0</read_rows>
+                <execution_time>0</execution_time>
+            </interval>
+        </default>
+    </quotas>
+</yandex>
+`
+
+// accountsXML: "default" with a password nobody knows (hash of a random
+// one), the writer with the default profile and the auditor read-only
+// (readonly=1: no INSERT, ALTER, DROP or setting changes), all on loopback.
+const accountsXML = `<?xml version="1.0"?>
+<yandex>
+    <profiles>
+        <default>
+            <max_memory_usage>2000000000</max_memory_usage>
+        </default>
+        <readonly>
+            <readonly>1</readonly>
+        </readonly>
+    </profiles>
+    <users>
+        <default>
+            <password_sha256_hex>{DEFAULT}</password_sha256_hex>
+            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+            <profile>readonly</profile>
+            <quota>default</quota>
+        </default>
+        <{WRITER}>
+            <password_sha256_hex>{WRITER_SHA}</password_sha256_hex>
+            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+            <profile>default</profile>
+            <quota>default</quota>
+        </{WRITER}>
+        <{AUDITOR}>
+            <password_sha256_hex>{AUDITOR_SHA}</password_sha256_hex>
+            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+            <profile>readonly</profile>
+            <quota>default</quota>
+        </{AUDITOR}>
     </users>
     <quotas>
         <default>
