@@ -52,7 +52,7 @@ type rule struct {
 	annotations map[string]bool
 	trustedOnly bool
 	anyWord     bool
-	words     map[string]bool
+	words       map[string]bool
 	// principals, when set, are the people whose verified calls the rule
 	// applies to; everyone else's matching calls hit its refusal instead
 	// (airlock.rego's hit).
