@@ -64,7 +64,13 @@ const asked = "asked"
 // person (anything else, such as no answer at all, fails the test).
 func decisionOf(t *testing.T, h *hostile, api *approvalapi.Client, tool, command, thread string, wait time.Duration) (airlock.Outcome, string) {
 	t.Helper()
-	id := h.mustSubmit(airlock.Call{AgentRuns: true, Tool: tool, Thread: thread, Args: map[string]any{"command": command}})
+	return decisionOfArgs(t, h, api, tool, map[string]any{"command": command}, thread, wait)
+}
+
+// decisionOfArgs is decisionOf for a gate-only call with arguments args.
+func decisionOfArgs(t *testing.T, h *hostile, api *approvalapi.Client, tool string, args map[string]any, thread string, wait time.Duration) (airlock.Outcome, string) {
+	t.Helper()
+	id := h.mustSubmit(airlock.Call{AgentRuns: true, Tool: tool, Thread: thread, Args: args})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	out, err := h.client.AwaitDecision(ctx, id, 1)
@@ -443,5 +449,51 @@ func TestTheCodingProfileLetsNoSecretOutUnasked(t *testing.T) {
 	}
 	if r := runHook(t, hooks.Cursor, cursor, hook...); allowed(t, hooks.Cursor, r) {
 		t.Errorf("Cursor's read of .env was allowed: %s", r.stdout)
+	}
+}
+
+// Issue 22, finding 6. An allow rule that tests one argument left the
+// others free, and a glob under a directory matched the directory itself:
+// fs-delete-tmp allowed {"path": "/tmp/"} (/tmp itself) and {"path":
+// "/tmp/x", "paths": ["/etc/passwd"]}, and so did a rule an admin added at
+// run time. What must hold: an allow rule allows only the arguments it
+// names (unless it says other_arguments: any), and "dir/**" never the
+// directory itself or a path that leaves it.
+func TestAnAllowRulesArgumentConditionAllowsOnlyWhatItNames(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "")
+	bot := connectAgent(t, dev.Creds("bot"), dev.NATSURL)
+	api := dev.API(t)
+	if r := cli(t, dev, "policy", "rules", "add", "--id", "scratch", "--priority", "5", "--server", "files", "--tool", "remove",
+		"--arg", "/path=/srv/scratch/**", "--effect", "allow", "--reason", "scratch files may go"); r.Code != 0 {
+		t.Fatalf("setup: policy rules add: %+v", r)
+	}
+	n := 0
+	decide := func(tool string, args map[string]any, wait time.Duration) string {
+		n++
+		_, st := decisionOfArgs(t, bot, api, tool, args, fmt.Sprintf("t%d", n), wait)
+		return st
+	}
+	// What the rules are for is allowed: the built-in one, and the run-time one once in force.
+	if st := decide("fs__delete_file", map[string]any{"path": "/tmp/build/a.o"}, 20*time.Second); st != string(airlock.StatusAllowed) {
+		t.Fatalf("setup: deleting /tmp/build/a.o was answered %q, want allowed by fs-delete-tmp", st)
+	}
+	testenv.Eventually(t, 20*time.Second, "the run-time rule to allow /srv/scratch/a", func() bool {
+		return decide("files__remove", map[string]any{"path": "/srv/scratch/a"}, 3*time.Second) == string(airlock.StatusAllowed)
+	})
+	attacks := []struct {
+		tool string
+		args map[string]any
+	}{
+		{"fs__delete_file", map[string]any{"path": "/tmp/"}},
+		{"fs__delete_file", map[string]any{"path": "/tmp/x", "paths": []any{"/etc/passwd"}}},
+		{"fs__delete_file", map[string]any{"path": "/tmp/../etc/passwd"}},
+		{"files__remove", map[string]any{"path": "/srv/scratch/"}},
+		{"files__remove", map[string]any{"path": "/srv/scratch/a", "also": "/home/me"}},
+		{"files__remove", map[string]any{"path": "/srv/scratch/../../etc"}},
+	}
+	for _, a := range attacks {
+		if st := decide(a.tool, a.args, 3*time.Second); st == string(airlock.StatusAllowed) {
+			t.Errorf("%s %v was allowed with nobody asked", a.tool, a.args)
+		}
 	}
 }
