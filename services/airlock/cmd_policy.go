@@ -452,6 +452,18 @@ func ruleMatch(r *airlockv1.PolicyRule) string {
 	for _, k := range keys {
 		parts = append(parts, k+"="+r.GetArgs()[k])
 	}
+	if r.GetArgumentsMatch() != "" {
+		parts = append(parts, "an argument matches "+cliOneLine(r.GetArgumentsMatch(), 24))
+	}
+	var annotations []string
+	for k, b := range r.GetAnnotations() {
+		annotations = append(annotations, fmt.Sprintf("annotation %s=%v", k, b))
+	}
+	sort.Strings(annotations)
+	parts = append(parts, annotations...)
+	if r.GetOtherArguments() != "" {
+		parts = append(parts, "other arguments "+r.GetOtherArguments())
+	}
 	if len(parts) == 0 {
 		return "every call"
 	}
