@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -65,24 +66,29 @@ func Binary() (string, error) {
 // its data across Start/Stop, and the ports chosen are written into the
 // config so a restart comes back on the same address.
 func New(dir string, tcpPort int) (*Server, error) {
-	return newServer(dir, tcpPort, usersXML, "default", "")
+	return newServer(dir, tcpPort, testUsers, "default", "")
 }
 
 // NewWithAccounts is New with accounts a in place of the open "default"
 // user and the test "auditor" of New.
 func NewWithAccounts(dir string, tcpPort int, a Accounts) (*Server, error) {
-	if a.Writer == "" || a.Auditor == "" || a.WriterPassword == "" || a.AuditorPassword == "" || a.Writer == a.Auditor {
-		return nil, errors.New("clickhouse accounts: a writer and an auditor, each with a password, are required")
+	if !userName.MatchString(a.Writer) || !userName.MatchString(a.Auditor) || a.WriterPassword == "" || a.AuditorPassword == "" ||
+		a.Writer == a.Auditor || a.Writer == "default" || a.Auditor == "default" {
+		return nil, errors.New("clickhouse accounts: a writer and an auditor (two names from a-z 0-9 _ other than default), each with a password, are required")
 	}
 	var nobody [32]byte
 	if _, err := rand.Read(nobody[:]); err != nil {
 		return nil, fmt.Errorf("clickhouse accounts: %w", err)
 	}
-	users := strings.NewReplacer("{DEFAULT}", sha256Hex(hex.EncodeToString(nobody[:])),
-		"{WRITER}", a.Writer, "{WRITER_SHA}", sha256Hex(a.WriterPassword),
-		"{AUDITOR}", a.Auditor, "{AUDITOR_SHA}", sha256Hex(a.AuditorPassword)).Replace(accountsXML)
+	// "default" keeps a password nobody knows (the hash of a random one).
+	users := usersConfig(account{"default", "password_sha256_hex", sha256Hex(hex.EncodeToString(nobody[:])), "readonly"},
+		account{a.Writer, "password_sha256_hex", sha256Hex(a.WriterPassword), "default"},
+		account{a.Auditor, "password_sha256_hex", sha256Hex(a.AuditorPassword), "readonly"})
 	return newServer(dir, tcpPort, users, a.Writer, a.WriterPassword)
 }
+
+// userName is what an account's name may be: it becomes an XML element.
+var userName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,63}$`)
 
 func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
@@ -269,9 +275,10 @@ const configXML = `<?xml version="1.0"?>
 </yandex>
 `
 
-// usersXML: "default" for the sink (loopback only) and a read-only "auditor"
-// (as shipped in deploy/clickhouse/users.d/auditor.xml).
-const usersXML = `<?xml version="1.0"?>
+// usersTemplate is the users file; {USERS} is the users section. Profiles:
+// "default" (the writer's) and "readonly" (readonly=1: no INSERT, ALTER,
+// DROP or setting changes).
+const usersTemplate = `<?xml version="1.0"?>
 <yandex>
     <profiles>
         <default>
@@ -282,19 +289,7 @@ const usersXML = `<?xml version="1.0"?>
         </readonly>
     </profiles>
     <users>
-        <default>
-            <password></password>
-            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
-            <profile>default</profile>
-            <quota>default</quota>
-        </default>
-        <auditor>
-            <password>auditor</password>
-            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
-            <profile>readonly</profile>
-            <quota>default</quota>
-        </auditor>
-    </users>
+{USERS}    </users>
     <quotas>
         <default>
             <interval>
@@ -310,50 +305,20 @@ const usersXML = `<?xml version="1.0"?>
 </yandex>
 `
 
-// accountsXML: "default" with a password nobody knows (hash of a random
-// one), the writer with the default profile and the auditor read-only
-// (readonly=1: no INSERT, ALTER, DROP or setting changes), all on loopback.
-const accountsXML = `<?xml version="1.0"?>
-<yandex>
-    <profiles>
-        <default>
-            <max_memory_usage>2000000000</max_memory_usage>
-        </default>
-        <readonly>
-            <readonly>1</readonly>
-        </readonly>
-    </profiles>
-    <users>
-        <default>
-            <password_sha256_hex>{DEFAULT}</password_sha256_hex>
-            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
-            <profile>readonly</profile>
-            <quota>default</quota>
-        </default>
-        <{WRITER}>
-            <password_sha256_hex>{WRITER_SHA}</password_sha256_hex>
-            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
-            <profile>default</profile>
-            <quota>default</quota>
-        </{WRITER}>
-        <{AUDITOR}>
-            <password_sha256_hex>{AUDITOR_SHA}</password_sha256_hex>
-            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
-            <profile>readonly</profile>
-            <quota>default</quota>
-        </{AUDITOR}>
-    </users>
-    <quotas>
-        <default>
-            <interval>
-                <duration>3600</duration>
-                <queries>0</queries>
-                <errors>0</errors>
-                <result_rows>0</result_rows>
-                <read_rows>0</read_rows>
-                <execution_time>0</execution_time>
-            </interval>
-        </default>
-    </quotas>
-</yandex>
-`
+// account is one user of the users file, on loopback only. passwordTag is
+// "password" (plain text: test servers only) or "password_sha256_hex".
+type account struct{ name, passwordTag, password, profile string }
+
+// usersConfig is the users file holding accounts.
+func usersConfig(accounts ...account) string {
+	var b strings.Builder
+	for _, a := range accounts {
+		fmt.Fprintf(&b, "        <%[1]s>\n            <%[2]s>%[3]s</%[2]s>\n            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>\n"+
+			"            <profile>%[4]s</profile>\n            <quota>default</quota>\n        </%[1]s>\n", a.name, a.passwordTag, a.password, a.profile)
+	}
+	return strings.Replace(usersTemplate, "{USERS}", b.String(), 1)
+}
+
+// testUsers: "default" for the sink (no password: a test server) and a
+// read-only "auditor" (as shipped in deploy/clickhouse/users.d/auditor.xml).
+var testUsers = usersConfig(account{"default", "password", "", "default"}, account{"auditor", "password", "auditor", "readonly"})
