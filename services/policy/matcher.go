@@ -140,7 +140,7 @@ func newCommandCond(ptr, pattern, effect string) (commandCond, error) {
 // The expressions of airlock.rego's command_matches and command_parts, the
 // same text, which OPA runs with Go's regexp too.
 var (
-	commandUnsafe    = regexp.MustCompile(`[<>\x60$'"\\{]`)
+	commandUnsafe    = regexp.MustCompile(`[<>\x60$'"\\{*?[]`)
 	commandRunsMore  = regexp.MustCompile(`(^|\s)` + calls.RunsMore)
 	commandOperators = regexp.MustCompile(`&&|\|\||\$\(|[;&|\n()\x60]`)
 	commandBlanks    = regexp.MustCompile(`\s+`)
