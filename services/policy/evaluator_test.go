@@ -416,6 +416,10 @@ func TestRuleValidationRefusesBadCommandsAndPrincipals(t *testing.T) {
 		{"a_blank_principal", &airlockv1.PolicyRule{Id: "r", Effect: "ask", Principals: []string{" "}}, "name people"},
 		// "requester" is a role in rules' approvers, never a person.
 		{"the_requester_role_among_principals", &airlockv1.PolicyRule{Id: "r", Effect: "ask", Principals: []string{"requester"}}, "name people"},
+		{"other_arguments_neither_empty_nor_any", &airlockv1.PolicyRule{Id: "r", Effect: "allow", Args: map[string]string{"/p": "*"}, OtherArguments: "some"}, `or "any"`},
+		{"an_allow_rule_matching_any_argument", &airlockv1.PolicyRule{Id: "r", Effect: "allow", ArgumentsMatch: "x"}, "for ask and deny rules"},
+		{"a_malformed_arguments_match", &airlockv1.PolicyRule{Id: "r", Effect: "ask", ArgumentsMatch: "("}, "not a valid regular expression"},
+		{"an_unnamed_annotation", &airlockv1.PolicyRule{Id: "r", Effect: "ask", Annotations: map[string]bool{" ": true}}, "needs a name"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if err := policy.ValidateRule(tt.r); err == nil || !strings.Contains(err.Error(), tt.want) {
