@@ -107,15 +107,19 @@ func auditKey(cfg config.Config) (*record.Key, error) {
 }
 
 // config loads the configuration and the DSN to use: --clickhouse wins,
-// then clickhouse.dsn, then the one `airlock dev --clickhouse-local` keeps
-// in its data directory (from names that file when it was used).
+// then clickhouse.reader_dsn or else clickhouse.dsn (clickhouse.dsn for a
+// command that writes), then the one `airlock dev --clickhouse-local` keeps
+// in its data directory, with its auditor's credentials or, for a command
+// that writes, its writer's (from names that file when it was used).
 func (a *auditFlags) config(g *globals) (cfg config.Config, dsn, from string, err error) {
 	cfg, err = g.load()
 	switch {
 	case a.dsn != "":
 		return cfg, a.dsn, "", err
-	case cfg.ClickHouse.DSN != "" || err != nil:
+	case a.write && cfg.ClickHouse.DSN != "" || err != nil:
 		return cfg, cfg.ClickHouse.DSN, "", err
+	case cfg.ClickHouse.Reader() != "":
+		return cfg, cfg.ClickHouse.Reader(), "", nil
 	}
 	if raw, rerr := os.ReadFile(localDSNFile(cfg.Dev.DataDir)); rerr == nil {
 		user := audit.LocalAuditor

@@ -107,6 +107,10 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		if cfg.ClickHouse.DSN, err = audit.LocalDSN(cfg.Dev.DataDir, dsn, audit.LocalWriter); err != nil {
 			return err
 		}
+		// The console's audit pages read as the read-only auditor.
+		if cfg.ClickHouse.ReaderDSN, err = audit.LocalDSN(cfg.Dev.DataDir, dsn, audit.LocalAuditor); err != nil {
+			return err
+		}
 		// The audit CLI finds the local ClickHouse here while dev runs (the
 		// address only: it reads the auditor's password from its own file).
 		if err := os.WriteFile(localDSNFile(cfg.Dev.DataDir), []byte(dsn+"\n"), 0o600); err != nil {
