@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -40,6 +41,9 @@ func LocalPasswordFile(dir, user string) string {
 // --clickhouse-local` runs.
 func LocalDSN(dir, dsn, user string) (string, error) {
 	pw, err := seal.ReadSecretFile("ClickHouse password", LocalPasswordFile(dir, user))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("%w (`airlock dev --clickhouse-local` creates it: restart it with this data dir)", err)
+	}
 	if err != nil {
 		return "", err
 	}
