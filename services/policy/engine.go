@@ -177,6 +177,15 @@ func describeRule(r *airlockv1.PolicyRule) string {
 	if len(r.Principals) > 0 {
 		what = append(what, "principals="+strings.Join(r.Principals, ","))
 	}
+	if r.ArgumentsMatch != "" {
+		what = append(what, "arguments_match="+r.ArgumentsMatch)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Annotations)) {
+		what = append(what, fmt.Sprintf("annotations.%s=%v", k, r.Annotations[k]))
+	}
+	if r.OtherArguments != "" {
+		what = append(what, "other_arguments="+r.OtherArguments)
+	}
 	return fmt.Sprintf("priority %d, %s → %s", r.Priority, strings.Join(what, " "), r.Effect)
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -38,6 +39,7 @@ func stripMeta(r *airlockv1.PolicyRule) *airlockv1.PolicyRule {
 		Agent: r.Agent, Args: r.Args, Effect: r.Effect, Risk: r.Risk, Reason: r.Reason, Approvers: r.Approvers,
 		Quorum: r.Quorum, Timeout: r.Timeout, Notify: r.Notify, Redact: r.Redact, ToolWords: r.ToolWords,
 		Commands: r.Commands, Principals: r.Principals, QueuePerThread: r.QueuePerThread,
+		OtherArguments: r.OtherArguments, ArgumentsMatch: r.ArgumentsMatch, Annotations: r.Annotations,
 	}
 	return c
 }
@@ -183,6 +185,22 @@ func ValidateRule(r *airlockv1.PolicyRule) error {
 		}
 		if _, err := compileGlob(g, nil); err != nil {
 			return fmt.Errorf("rule %s: command glob %q is not valid: %v", r.Id, g, err)
+		}
+	}
+	if r.OtherArguments != "" && r.OtherArguments != "any" {
+		return fmt.Errorf("rule %s: other_arguments %q must be empty (an allow rule allows only the arguments it names) or \"any\"", r.Id, r.OtherArguments)
+	}
+	if r.ArgumentsMatch != "" {
+		if r.Effect == "allow" {
+			return fmt.Errorf("rule %s: arguments_match matches when any argument does, which is for ask and deny rules: an allow rule names what it allows with args or commands", r.Id)
+		}
+		if _, err := regexp.Compile(r.ArgumentsMatch); err != nil {
+			return fmt.Errorf("rule %s: arguments_match %q is not a valid regular expression: %v", r.Id, r.ArgumentsMatch, err)
+		}
+	}
+	for k := range r.Annotations {
+		if strings.TrimSpace(k) == "" {
+			return fmt.Errorf("rule %s: an annotation needs a name such as openWorldHint", r.Id)
 		}
 	}
 	for _, p := range r.Principals {
