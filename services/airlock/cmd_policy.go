@@ -22,7 +22,7 @@ import (
 
 	"github.com/airlock-gate/airlock/policies"
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
-	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/policy/decide"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
@@ -84,7 +84,7 @@ opa test. Exit status 1 when a test fails or the policy does not compile.`,
 				dir = args[0]
 			}
 			fsys, name := policyFS(cfg, dir)
-			results, err := policy.RunRegoTests(cmd.Context(), fsys)
+			results, err := decide.RunRegoTests(cmd.Context(), fsys)
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
@@ -239,11 +239,11 @@ func evalCall(ctx context.Context, g *globals, cfg config.Config, call *airlockv
 		}
 	}
 	fsys, name := policyFS(cfg, dir)
-	code, err := policy.CodeFromFS(fsys)
+	code, err := decide.CodeFromFS(fsys)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", name, err)
 	}
-	ev, err := policy.NewEvaluator(ctx, code, rules, cfg.Policy.Profiles, policy.WithAskDefaults(policy.AskDefaultsFrom(cfg)))
+	ev, err := decide.NewEvaluator(ctx, code, rules, cfg.Policy.Profiles, decide.WithAskDefaults(decide.AskDefaultsFrom(cfg)))
 	if err != nil {
 		return nil, "", fmt.Errorf("%s with the run-time rules: %w", name, err)
 	}
@@ -338,7 +338,7 @@ matching deny rule always wins. Or give the whole rule with --json.`,
 			rule.Notify = append(rule.Notify, notify...)
 			rule.Redact = append(rule.Redact, redact...)
 			rule.ToolWords = append(rule.ToolWords, words...)
-			if err := policy.ValidateRule(rule); err != nil {
+			if err := decide.ValidateRule(rule); err != nil {
 				return usageErr(cmd, "%v", err)
 			}
 			c, err := api.client(g)

@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-gate/airlock/services/audit/replay"
 	"github.com/airlock-gate/airlock/services/audit/store"
 	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/policy/decide"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -30,7 +31,7 @@ func TestPolicyReplayReportsTheCallsAChangedRuleWouldFlip(t *testing.T) {
 
 	// Record decisions made by the shipped policy.
 	ctx := context.Background()
-	current, err := policy.LoadDir(ctx, "../../policies")
+	current, err := decide.LoadDir(ctx, "../../policies")
 	if err != nil {
 		t.Fatal(err)
 	}

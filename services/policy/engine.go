@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/policy/decide"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
@@ -47,10 +48,10 @@ type Engine struct {
 	// frontend checks that rule changes come from a front-end.
 	frontend seal.Key
 
-	cur atomic.Pointer[Evaluator]
+	cur atomic.Pointer[decide.Evaluator]
 
 	mu      sync.Mutex // guards what follows and serialises rebuilds
-	code    *Code
+	code    *decide.Code
 	kvRules map[string]*airlockv1.PolicyRule
 	badHash string // a directory state that was refused, so it is not retried every tick
 
@@ -60,7 +61,7 @@ type Engine struct {
 }
 
 // Evaluator returns the evaluator in force.
-func (e *Engine) Evaluator() *Evaluator { return e.cur.Load() }
+func (e *Engine) Evaluator() *decide.Evaluator { return e.cur.Load() }
 
 // Revision is the policy revision in force.
 func (e *Engine) Revision() string { return e.cur.Load().Revision() }
@@ -79,9 +80,9 @@ func NewEngine(ctx context.Context, deps svc.Deps) (*Engine, error) {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	if e.dir != "" {
-		e.code, err = CodeFromDir(e.dir)
+		e.code, err = decide.CodeFromDir(e.dir)
 	} else {
-		e.code, err = DefaultCode()
+		e.code, err = decide.DefaultCode()
 	}
 	if err != nil {
 		return nil, err
@@ -130,9 +131,9 @@ func (e *Engine) initial(ctx context.Context, kv jetstream.KeyValue, filter stri
 	}
 }
 
-func (e *Engine) build(ctx context.Context, code *Code) (*Evaluator, error) {
+func (e *Engine) build(ctx context.Context, code *decide.Code) (*decide.Evaluator, error) {
 	rules := slices.Collect(maps.Values(e.kvRules))
-	return NewEvaluator(ctx, code, rules, e.deps.Config.Policy.Profiles, WithAskDefaults(AskDefaultsFrom(e.deps.Config)))
+	return decide.NewEvaluator(ctx, code, rules, e.deps.Config.Policy.Profiles, decide.WithAskDefaults(decide.AskDefaultsFrom(e.deps.Config)))
 }
 
 // applyRule updates the rule map from one bucket entry and reports what
@@ -147,7 +148,7 @@ func (e *Engine) applyRule(en jetstream.KeyValueEntry) (change string, err error
 	if err := protojson.Unmarshal(en.Value(), r); err != nil {
 		return "", fmt.Errorf("rule %s does not decode: %w", id, err)
 	}
-	if err := ValidateRule(r); err != nil && !r.Deleted {
+	if err := decide.ValidateRule(r); err != nil && !r.Deleted {
 		return "", err
 	}
 	if r.Id != id {
@@ -280,7 +281,7 @@ func (e *Engine) onRule(ctx context.Context, en jetstream.KeyValueEntry, live bo
 	sys := callref.System{Kind: callref.SystemPolicyRule, ID: strconv.FormatUint(en.Revision(), 10)}
 	prev := e.cur.Load()
 	if err == nil {
-		var ev *Evaluator
+		var ev *decide.Evaluator
 		if ev, err = e.build(ctx, e.code); err == nil {
 			e.cur.Store(ev)
 			if live && ev.Revision() != prev.Revision() {
@@ -311,11 +312,11 @@ func (e *Engine) reloadDir(ctx context.Context) {
 		return
 	}
 	prev := e.cur.Load()
-	var code *Code
+	var code *decide.Code
 	if err == nil {
-		code, err = CodeFromDir(e.dir)
+		code, err = decide.CodeFromDir(e.dir)
 	}
-	var ev *Evaluator
+	var ev *decide.Evaluator
 	if err == nil {
 		ev, err = e.build(ctx, code)
 	}
@@ -361,7 +362,7 @@ func dirHash(dir string) (string, error) {
 			if m == nil {
 				m = map[string]any{}
 			}
-			data, _ = json.Marshal(m) // canonical, as NewCode hashes it
+			data, _ = json.Marshal(m) // canonical, as decide.NewCode hashes it
 			continue
 		}
 		fmt.Fprintf(h, "%s\x00%s\x00", n, b)

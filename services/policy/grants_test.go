@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
-	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/policy/decide"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 )
 
@@ -79,8 +79,8 @@ func TestPinnedGrantsAllowOnlyTheExactArguments(t *testing.T) {
 				t.Fatal(err)
 			}
 			call := &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Revision: 1, Server: "demo", Tool: "write_file", Arguments: s}
-			if got := policy.GrantApplies(tt.grant, call, d, now); got != tt.want {
-				t.Errorf("GrantApplies = %v, want %v", got, tt.want)
+			if got := decide.GrantApplies(tt.grant, call, d, now); got != tt.want {
+				t.Errorf("decide.GrantApplies = %v, want %v", got, tt.want)
 			}
 		})
 	}
@@ -122,8 +122,8 @@ func TestARememberedDecisionAppliesOnlyWhereItWasMade(t *testing.T) {
 		{"an_exact_grant_does_not_answer_other_arguments", exact, bash("make test -v", "dana", true), selfConfirm, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := policy.GrantApplies(tt.g, tt.call, tt.d, time.Now()); got != tt.want {
-				t.Fatalf("GrantApplies = %v, want %v", got, tt.want)
+			if got := decide.GrantApplies(tt.g, tt.call, tt.d, time.Now()); got != tt.want {
+				t.Fatalf("decide.GrantApplies = %v, want %v", got, tt.want)
 			}
 		})
 	}

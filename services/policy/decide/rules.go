@@ -1,4 +1,4 @@
-package policy
+package decide
 
 import (
 	"encoding/json"
@@ -152,7 +152,7 @@ func ValidateRule(r *airlockv1.PolicyRule) error {
 	if r == nil {
 		return fmt.Errorf("rule is required")
 	}
-	if !idPattern(r.Id) {
+	if !ValidRuleID(r.Id) {
 		return fmt.Errorf("rule id %q must be 1-64 characters from A-Z a-z 0-9 _ -", r.Id)
 	}
 	if _, ok := actions[r.Effect]; !ok {
@@ -216,7 +216,9 @@ func ValidateRule(r *airlockv1.PolicyRule) error {
 	return nil
 }
 
-func idPattern(s string) bool {
+// ValidRuleID reports whether s may name a rule: 1-64 characters from
+// A-Z a-z 0-9 _ -.
+func ValidRuleID(s string) bool {
 	if len(s) == 0 || len(s) > 64 {
 		return false
 	}

@@ -1,4 +1,4 @@
-package policy_test
+package decide_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
-	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/policy/decide"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 )
 
@@ -35,7 +35,7 @@ func TestCompiledRulesDecideLikeThePlainPolicy(t *testing.T) {
 
 func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 	ctx := context.Background()
-	rules := append(policy.BenchRules(100),
+	rules := append(decide.BenchRules(100),
 		&airlockv1.PolicyRule{Id: "camel", Priority: 1, ToolPattern: "bulk*", Effect: "deny", Redact: []string{"/token"}},
 		// "*" among tool_words matches every tool, as word_matches says.
 		&airlockv1.PolicyRule{Id: "any-word", Priority: 2, Server: "starsrv", ToolWords: []string{"zzz", "*"}, Effect: "deny", Risk: "high"},
@@ -79,21 +79,21 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 	_ = json.Unmarshal(raw, &data0)
 	al := data0["airlock"].(map[string]any)
 	al["rules"] = append(al["rules"].([]any), map[string]any{"id": "no-words", "priority": 4, "server": "mail", "tool_words": []any{}, "effect": "deny"})
-	code, err := policy.NewCode(def.Modules, data0)
+	code, err := decide.NewCode(def.Modules, data0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := policy.NewEvaluator(ctx, code, rules, bindings)
+	ev, err := decide.NewEvaluator(ctx, code, rules, bindings)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mods := ev.Modules()
-	delete(mods, policy.GeneratedModule)
+	delete(mods, decide.GeneratedModule)
 	var regoOpts []func(*rego.Rego)
 	for n, m := range mods {
 		regoOpts = append(regoOpts, rego.Module(n, m))
 	}
-	plain, err := rego.New(append(regoOpts, rego.Query(policy.Query), rego.Store(storeOf(t, ev.Data())))...).PrepareForEval(ctx)
+	plain, err := rego.New(append(regoOpts, rego.Query(decide.Query), rego.Store(storeOf(t, ev.Data())))...).PrepareForEval(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		in, _ := policy.Input(c)
+		in, _ := decide.Input(c)
 		rs, err := plain.Eval(ctx, rego.EvalInput(in))
 		if err != nil || len(rs) == 0 {
 			t.Fatalf("%s plain: %v", name, err)
@@ -248,11 +248,11 @@ func TestSeedExamplesDecideAsTheSeedsSay(t *testing.T) {
 		{Id: "p2", Priority: 2, Server: "fs-server", Tool: "read_file", Effect: "allow"},
 		{Id: "p10", Priority: 10, Tool: "*", Effect: "ask"},
 	}
-	code, err := policy.NewCode(mustDefault(t).Modules, nil) // the seed's rules alone
+	code, err := decide.NewCode(mustDefault(t).Modules, nil) // the seed's rules alone
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := policy.NewEvaluator(ctx, code, seed000, nil)
+	ev, err := decide.NewEvaluator(ctx, code, seed000, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,7 @@ func TestMalformedOrUndefinedDecisionDenies(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte(tt.rego), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			ev, err := policy.LoadDir(ctx, dir)
+			ev, err := decide.LoadDir(ctx, dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -295,7 +295,7 @@ func TestMalformedOrUndefinedDecisionDenies(t *testing.T) {
 }
 
 func TestCanceledEvaluationDenies(t *testing.T) {
-	ev, err := policy.LoadDefault(context.Background())
+	ev, err := decide.LoadDefault(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,14 +310,14 @@ func TestCanceledEvaluationDenies(t *testing.T) {
 func TestPolicyThatDoesNotCompileIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	_ = os.WriteFile(filepath.Join(dir, "p.rego"), []byte("package airlock\n\ndecision := {\"action\": x}\n"), 0o644)
-	if _, err := policy.LoadDir(context.Background(), dir); err == nil || !strings.Contains(err.Error(), "p.rego") {
+	if _, err := decide.LoadDir(context.Background(), dir); err == nil || !strings.Contains(err.Error(), "p.rego") {
 		t.Fatalf("err %v: want a compile error naming p.rego", err)
 	}
 }
 
-func mustDefault(t *testing.T) *policy.Code {
+func mustDefault(t *testing.T) *decide.Code {
 	t.Helper()
-	c, err := policy.DefaultCode()
+	c, err := decide.DefaultCode()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func mustDefault(t *testing.T) *policy.Code {
 // `airlock policy eval` and `airlock policy replay` do, without a bus.
 func ExampleEvaluator() {
 	ctx := context.Background()
-	ev, err := policy.LoadDefault(ctx)
+	ev, err := decide.LoadDefault(ctx)
 	if err != nil {
 		panic(err)
 	}
@@ -344,7 +344,7 @@ func TestToolWordsSplitLikeThePolicy(t *testing.T) {
 		"delete_file": "delete file", "deleteFile": "delete file", "list-allowed.dirs": "list allowed dirs",
 		"getHTTPResponse": "get httpresponse", "v2Upload": "v2 upload", "__x__": "x", "": "",
 	} {
-		if got := strings.Join(policy.ToolWords(tool), " "); got != want {
+		if got := strings.Join(decide.ToolWords(tool), " "); got != want {
 			t.Errorf("ToolWords(%q) = %q, want %q", tool, got, want)
 		}
 	}
@@ -354,7 +354,7 @@ func TestToolWordsSplitLikeThePolicy(t *testing.T) {
 // canon.Digest of the call's arguments (canon's own tests pin its bytes).
 func TestDecisionCarriesTheArgumentsDigest(t *testing.T) {
 	ctx := context.Background()
-	ev, err := policy.LoadDefault(ctx)
+	ev, err := decide.LoadDefault(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func TestDecisionCarriesTheArgumentsDigest(t *testing.T) {
 
 func TestAUserAllowlistDeniesEveryoneElseAndTheQueueFlagReachesTheDecision(t *testing.T) {
 	ctx := context.Background()
-	ev, err := policy.NewEvaluator(ctx, mustDefault(t), []*airlockv1.PolicyRule{
+	ev, err := decide.NewEvaluator(ctx, mustDefault(t), []*airlockv1.PolicyRule{
 		{Id: "writers", Priority: 1, Server: "notes", Principals: []string{"alice"}, Effect: "ask", Approvers: []string{"requester"}, QueuePerThread: true},
 	}, nil)
 	if err != nil {
@@ -422,13 +422,13 @@ func TestRuleValidationRefusesBadCommandsAndPrincipals(t *testing.T) {
 		{"an_unnamed_annotation", &airlockv1.PolicyRule{Id: "r", Effect: "ask", Annotations: map[string]bool{" ": true}}, "needs a name"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := policy.ValidateRule(tt.r); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if err := decide.ValidateRule(tt.r); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("ValidateRule = %v, want an error saying %q", err, tt.want)
 			}
 		})
 	}
 	ok := &airlockv1.PolicyRule{Id: "r", Effect: "allow", Commands: map[string]string{"/command": "git status*"}, Principals: []string{"alice"}, QueuePerThread: true}
-	if err := policy.ValidateRule(ok); err != nil {
+	if err := decide.ValidateRule(ok); err != nil {
 		t.Fatal(err)
 	}
 }
