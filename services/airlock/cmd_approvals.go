@@ -22,6 +22,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 )
 
 // apiClient is the reviewer CLI's client of the console's REST API.
@@ -341,7 +342,7 @@ func indentJSON(s *structpb.Struct) string {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("          ", "  ")
 	_ = enc.Encode(s.AsMap())
-	return calls.Visible(strings.TrimSpace(buf.String())) // no bidi override reorders what a reviewer reads
+	return escape.Visible(strings.TrimSpace(buf.String())) // no bidi override reorders what a reviewer reads
 }
 
 func approvalsDecideCmd(g *globals, f *apiFlags, name, short string) *cobra.Command {

@@ -16,6 +16,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 )
 
 // confirmKey names the gateway's confirmation among a 2026-07-28 result's
@@ -263,7 +264,7 @@ func summaryJSON(k string, v any) (name, value string) {
 	n, _ := json.Marshal(k)
 	val, _ := json.Marshal(v)
 	// JSON keeps bidi overrides and zero-width spaces raw: escape them.
-	return calls.Visible(string(n)), calls.Visible(string(val))
+	return escape.Visible(string(n)), escape.Visible(string(val))
 }
 
 // cutJSON cuts s to n bytes, saying how long it was.
