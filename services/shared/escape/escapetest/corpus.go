@@ -50,7 +50,7 @@ var Corpus = []Hostile{
 	{"csv_formula_plus", "+cmd|' /C calc'!A0"},
 	{"line_breaks_forge_lines", "fine\nstate     approved\r\nreason    x"},
 	{"invalid_utf8", "a\xffb\xc3(c\xed\xa0\x80"},
-	{"very_long_line", strings.Repeat("long line without a break ", 2000) + "\x1b[2Jend"},
+	{"very_long_line", strings.Repeat("long line without a break ", 120) + "\x1b[2Jend"},
 }
 
 // Raw names every byte or rune in out that must never reach a terminal or
