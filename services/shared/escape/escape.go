@@ -19,9 +19,12 @@
 //
 // JSON needs no function of its own: encoding/json and protojson escape
 // controls and write valid UTF-8, and whoever shows a JSON value escapes
-// it for their medium. Logs neither: slog's text handler quotes a value
-// with anything unprintable in it (strconv.Quote), its JSON handler writes
-// valid JSON.
+// it for their medium. Logs neither (checked with Go 1.26's log/slog):
+// the text handler quotes a message or value with anything unprintable in
+// it (strconv.Quote: ESC, C1 controls, bidi and zero-width characters,
+// invalid UTF-8 are escaped; a combining grapheme joiner stays), and the
+// JSON handler writes valid JSON (controls escaped, invalid UTF-8 as
+// U+FFFD, bidi and zero-width characters raw: the log viewer's to show).
 package escape
 
 import (
