@@ -5,7 +5,6 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -65,18 +64,11 @@ func TestAgentTextNeverSteersATerminalOrAPage(t *testing.T) {
 	}
 	page := func(t *testing.T, path string) string {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, dev.HTTPURL+path, nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		status, body := bearerGet(t, dev.HTTPURL+path, token)
+		if status != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, status, body)
 		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
-		}
-		return string(body)
+		return body
 	}
 	lineStart := regexp.MustCompile(`(?m)^(call|state|reason|arguments) +`)
 
