@@ -19,7 +19,7 @@ import (
 // encodeJSON keeps <, > and & as they are: the text is shown to a person
 // (html/template escapes it for the page), and \u003c would hide what the
 // agent actually sent. What would not show as itself (a bidi override, a
-// zero-width space) is escaped (calls.Visible): JSON keeps it raw.
+// zero-width space) is escaped (escape.Visible): JSON keeps it raw.
 func encodeJSON(v any, indent string) string {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
