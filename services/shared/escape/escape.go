@@ -138,12 +138,28 @@ func CSV(s string) string {
 // visible is Visible; oneLine also escapes line breaks and tabs.
 func visible(s string, oneLine bool) string {
 	shown := func(r rune) bool { return !hidden(r) && !(oneLine && (r == '\n' || r == '\t')) }
-	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return !shown(r) }) < 0 {
+	i := 0
+	for i < len(s) { // the common case, text with nothing hidden, is returned as it is
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c < 0x7f || !oneLine && (c == '\n' || c == '\t') {
+				i++
+				continue
+			}
+			break
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || !shown(r) {
+			break
+		}
+		i += size
+	}
+	if i == len(s) {
 		return s
 	}
 	var b strings.Builder
 	b.Grow(len(s) + 16)
-	for i := 0; i < len(s); {
+	b.WriteString(s[:i])
+	for i < len(s) {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && size == 1:
