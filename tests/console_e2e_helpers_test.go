@@ -86,22 +86,20 @@ func waitPending(t *testing.T, dev *devProcess, token, call string) {
 func bearerGet(t *testing.T, url, token string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(out)
+	return bearerDo(t, req, token)
 }
 
 // apiPost sends a JSON POST with a bearer token and returns status and body.
 func apiPost(t *testing.T, url, token, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte(body)))
-	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
+	return bearerDo(t, req, token)
+}
+
+func bearerDo(t *testing.T, req *http.Request, token string) (int, string) {
+	t.Helper()
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
