@@ -23,6 +23,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 )
 
 // apiClient is the reviewer CLI's client of the console's REST API.
@@ -171,9 +172,12 @@ func approvalsListCmd(g *globals, f *apiFlags) *cobra.Command {
 				return fmt.Errorf("list approvals: %w", err)
 			}
 			if f.json {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(out)
+				b, err := json.MarshalIndent(out, "", "  ")
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Println(escape.TerminalLines(string(b))) // the same JSON, nothing hidden
+				return err
 			}
 			printList(os.Stdout, out, time.Now())
 			return nil
@@ -221,15 +225,15 @@ func printList(w io.Writer, out listReply, now time.Time) {
 		if len(r.GetProblems()) > 0 {
 			flag = " (!)"
 		}
-		fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.GetCall().GetAgentId()+"/"+r.GetCall().GetCallId(), flag, max(r.GetCall().GetRevision(), 1), calls.QualifiedTool(r.GetCall()),
+		fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\t%s\t%s\t%s\n", escape.Terminal(r.GetCall().GetAgentId()+"/"+r.GetCall().GetCallId()), flag, max(r.GetCall().GetRevision(), 1), escape.Terminal(calls.QualifiedTool(r.GetCall())),
 			calls.RiskName(r.GetDecision().GetRisk()), calls.StateName(r.GetState()), asked, cliOneLine(r.GetDecision().GetReason(), 60))
 	}
 	_ = tw.Flush()
 	for _, p := range out.Problems {
-		fmt.Fprintf(w, "(!) %s/%s revision %d: %s\n", p.AgentID, p.CallID, p.Revision, p.Problem)
+		fmt.Fprintf(w, "(!) %s/%s revision %d: %s\n", escape.Terminal(p.AgentID), escape.Terminal(p.CallID), p.Revision, escape.Terminal(p.Problem))
 	}
 	for _, u := range unreadable {
-		fmt.Fprintf(w, "(!) %s\n", u)
+		fmt.Fprintf(w, "(!) %s\n", escape.Terminal(u))
 	}
 }
 
@@ -247,12 +251,14 @@ func callArg(cmd *cobra.Command, s string) (string, error) {
 	return "/api/v1/approvals/" + url.PathEscape(ref.Agent) + "/" + url.PathEscape(ref.Call), nil
 }
 
+// cliOneLine is s as one line of at most about n bytes on a terminal, its
+// whitespace runs as single spaces (escape.Terminal).
 func cliOneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
-		return s[:n-3] + "..."
+		s = calls.Cut(s, n-3) + "..."
 	}
-	return s
+	return escape.Terminal(s)
 }
 
 // getCall reads the approval record of AGENT/CALL_ID arg through the
@@ -300,7 +306,7 @@ func approvalsShowCmd(g *globals, f *apiFlags) *cobra.Command {
 			}
 			fmt.Println("timeline")
 			for _, e := range tl.Events {
-				fmt.Printf("  %s  %-20s %-24s %s\n", e.Time.UTC().Format(time.TimeOnly), e.Type, e.Actor, cliOneLine(e.Detail, 80))
+				fmt.Printf("  %s  %-20s %-24s %s\n", e.Time.UTC().Format(time.TimeOnly), escape.Terminal(e.Type), escape.Terminal(e.Actor), cliOneLine(e.Detail, 80))
 			}
 			return nil
 		},
@@ -309,19 +315,22 @@ func approvalsShowCmd(g *globals, f *apiFlags) *cobra.Command {
 
 // printRecord prints one call: what it is, why the policy asked, its
 // state, and its arguments — the edited ones too, which are what runs.
+// Every string an agent, a reviewer or a tool wrote is one line of
+// terminal text (escape.Terminal): none can clear the screen or draw lines
+// that pass for the record's own.
 func printRecord(w io.Writer, r *airlockv1.ApprovalRecord) {
-	c := r.GetCall()
-	fmt.Fprintf(w, "call      %s/%s (revision %d)\ntool      %s\nagent     %s", c.GetAgentId(), c.GetCallId(), max(c.GetRevision(), 1), calls.QualifiedTool(c), c.GetAgentId())
+	c, t := r.GetCall(), escape.Terminal
+	fmt.Fprintf(w, "call      %s/%s (revision %d)\ntool      %s\nagent     %s", t(c.GetAgentId()), t(c.GetCallId()), max(c.GetRevision(), 1), t(calls.QualifiedTool(c)), t(c.GetAgentId()))
 	if c.GetOnBehalfOf() != "" {
-		fmt.Fprintf(w, " on behalf of %s", c.GetOnBehalfOf())
+		fmt.Fprintf(w, " on behalf of %s", t(c.GetOnBehalfOf()))
 	}
 	fmt.Fprintln(w)
 	if c.GetThreadId() != "" {
-		fmt.Fprintf(w, "thread    %s\n", c.GetThreadId())
+		fmt.Fprintf(w, "thread    %s\n", t(c.GetThreadId()))
 	}
 	fmt.Fprintf(w, "state     %s\nrisk      %s\npolicy    %s (rule %s)\nreason    %s\nvotes     %d of %d\n",
-		calls.StateText(r.GetState()), calls.RiskName(r.GetDecision().GetRisk()), r.GetDecision().GetReason(), dash(r.GetDecision().GetRuleId()),
-		dash(c.GetReason()), len(r.GetVotes()), max(r.GetDecision().GetQuorum(), 1))
+		calls.StateText(r.GetState()), calls.RiskName(r.GetDecision().GetRisk()), t(r.GetDecision().GetReason()), t(dash(r.GetDecision().GetRuleId())),
+		t(dash(c.GetReason())), len(r.GetVotes()), max(r.GetDecision().GetQuorum(), 1))
 	if r.GetEditedArguments() != nil {
 		fmt.Fprintf(w, "arguments as the agent asked (not run)\n          %s\n", indentJSON(c.GetArguments()))
 		fmt.Fprintf(w, "arguments as edited by a reviewer (these run)\n          %s\n", indentJSON(r.GetEditedArguments()))
@@ -329,10 +338,10 @@ func printRecord(w io.Writer, r *airlockv1.ApprovalRecord) {
 		fmt.Fprintf(w, "arguments %s\n", indentJSON(c.GetArguments()))
 	}
 	for _, p := range r.GetProblems() {
-		fmt.Fprintf(w, "(!)       %s\n", p)
+		fmt.Fprintf(w, "(!)       %s\n", t(p))
 	}
 	if r.GetDecidedBy() != nil {
-		fmt.Fprintf(w, "decided   by %s: %s\n", r.GetDecidedBy().GetId(), r.GetReason())
+		fmt.Fprintf(w, "decided   by %s: %s\n", t(r.GetDecidedBy().GetId()), t(r.GetReason()))
 	}
 }
 
@@ -342,7 +351,7 @@ func indentJSON(s *structpb.Struct) string {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("          ", "  ")
 	_ = enc.Encode(s.AsMap())
-	return calls.Visible(strings.TrimSpace(buf.String())) // no bidi override reorders what a reviewer reads
+	return escape.TerminalLines(strings.TrimSpace(buf.String())) // JSON keeps bidi overrides and C1 controls raw
 }
 
 func approvalsDecideCmd(g *globals, f *apiFlags, name, short string) *cobra.Command {
@@ -408,7 +417,7 @@ refused the decision.`,
 				if !out.GetChanged() && !strings.Contains(msg, "nothing changed") {
 					msg += "; nothing changed"
 				}
-				fmt.Printf("%s: %s\n", args[0], msg)
+				fmt.Printf("%s: %s\n", args[0], escape.Terminal(msg))
 			}
 			if !out.GetChanged() {
 				return exitError{1}

@@ -20,7 +20,9 @@ import (
 	"github.com/airlock-gate/airlock/services/audit/store"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -210,8 +212,9 @@ func printRows(ctx context.Context, rd store.Reader, f store.Filter, out io.Writ
 		if r.ActorType != "" && actor != "" {
 			actor = r.ActorType + ":" + actor
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Time.UTC().Format("2006-01-02 15:04:05.000"), r.Type,
-			r.Agent, r.Call, r.Revision, record.ToolKey(r.Server, r.Tool), actor, r.DecidedBy, r.Decision, auditOneLine(r.Reason, 60))
+		t := escape.Terminal // every cell an agent or a person chose, on one line
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Time.UTC().Format("2006-01-02 15:04:05.000"), t(r.Type),
+			t(r.Agent), t(r.Call), r.Revision, t(record.ToolKey(r.Server, r.Tool)), t(actor), t(r.DecidedBy), t(r.Decision), auditOneLine(r.Reason, 60))
 		return nil
 	})
 	if err != nil {
@@ -227,9 +230,9 @@ func printRows(ctx context.Context, rd store.Reader, f store.Filter, out io.Writ
 func auditOneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
-		return s[:n-1] + "…"
+		s = calls.Cut(s, n-1) + "…"
 	}
-	return s
+	return escape.Terminal(s)
 }
 
 func newAuditVerifyCmd(g *globals) *cobra.Command {
@@ -305,7 +308,7 @@ func printReport(out io.Writer, rep store.Report, key *record.Key) {
 	}
 	fmt.Fprintf(out, "NOT OK: %d problem(s) in %d rows (key %s, %s):\n", rep.ProblemCount, rep.Count, key.ID(), stream)
 	for _, p := range rep.Problems {
-		fmt.Fprintf(out, "  %-8s seq %d: %s\n", p.Kind, p.Seq, p.Detail)
+		fmt.Fprintf(out, "  %-8s seq %d: %s\n", p.Kind, p.Seq, escape.Terminal(p.Detail))
 	}
 	if rep.ProblemCount > uint64(len(rep.Problems)) {
 		fmt.Fprintf(out, "  ... and %d more (--json lists the first %d)\n", rep.ProblemCount-uint64(len(rep.Problems)), len(rep.Problems))
@@ -503,7 +506,7 @@ func printAnalytics(out io.Writer, a store.Analytics) {
 		if t.Approved+t.Rejected+t.ChangesRequested > 0 {
 			rate = fmt.Sprintf("%.0f%%", 100*t.ApprovalRate)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", t.Tool, t.Allowed, t.Denied, t.Asked, t.Approved, t.Rejected, t.ChangesRequested, t.Expired, rate)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", escape.Terminal(t.Tool), t.Allowed, t.Denied, t.Asked, t.Approved, t.Rejected, t.ChangesRequested, t.Expired, rate)
 	}
 	tw.Flush()
 	fmt.Fprintf(out, "\ntime to decide: p50 %s, p95 %s over %d decisions\n", secs(a.DecideP50), secs(a.DecideP95), a.DecideCount)
@@ -515,12 +518,12 @@ func printAnalytics(out io.Writer, a store.Analytics) {
 		if r.RubberStamper {
 			flag = "yes: most decisions are approvals in seconds"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d (%.0f%%)\t%s\t%s\n", r.ID, r.Decisions, r.Approvals, r.FastApprovals, 100*r.FastShare, secs(r.MedianSeconds), flag)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d (%.0f%%)\t%s\t%s\n", escape.Terminal(r.ID), r.Decisions, r.Approvals, r.FastApprovals, 100*r.FastShare, secs(r.MedianSeconds), flag)
 	}
 	tw.Flush()
 	fmt.Fprintln(out, "\nmost asked about:")
 	for i, t := range a.MostAsked {
-		fmt.Fprintf(out, "  %d. %s (%d)\n", i+1, t.Tool, t.Asked)
+		fmt.Fprintf(out, "  %d. %s (%d)\n", i+1, escape.Terminal(t.Tool), t.Asked)
 	}
 }
 

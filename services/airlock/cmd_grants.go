@@ -12,6 +12,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/grant"
 )
 
@@ -64,7 +65,7 @@ remember their own decisions when the rule asks them to confirm their calls.
 				printJSON(&out)
 				return nil
 			}
-			fmt.Printf("standing grant %s: %s\n", out.GetGrant().GetId(), grantScope(out.GetGrant()))
+			fmt.Printf("standing grant %s: %s\n", escape.Terminal(out.GetGrant().GetId()), grantScope(out.GetGrant()))
 			return nil
 		},
 	}
@@ -83,7 +84,7 @@ func grantScope(gr *airlockv1.StandingGrant) string {
 	if gr.GetRevoked() {
 		s += " (revoked by " + gr.GetRevokedBy().GetId() + ")"
 	}
-	return s + " (created by " + gr.GetCreatedBy().GetId() + ")"
+	return escape.Terminal(s + " (created by " + gr.GetCreatedBy().GetId() + ")")
 }
 
 func approvalsGrantsCmd(g *globals, f *apiFlags) *cobra.Command {
@@ -116,7 +117,7 @@ func approvalsGrantsCmd(g *globals, f *apiFlags) *cobra.Command {
 			w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
 			fmt.Fprintln(w, "GRANT\tSCOPE")
 			for _, gr := range out.GetGrants() {
-				fmt.Fprintf(w, "%s\t%s\n", gr.GetId(), grantScope(gr))
+				fmt.Fprintf(w, "%s\t%s\n", escape.Terminal(gr.GetId()), grantScope(gr))
 			}
 			return w.Flush()
 		},
@@ -139,7 +140,7 @@ func approvalsRevokeCmd(g *globals, f *apiFlags) *cobra.Command {
 			if err := c.do(cmd.Context(), http.MethodDelete, "/api/v1/grants/"+url.PathEscape(args[0]), nil, &out); err != nil {
 				return fmt.Errorf("revoke %s: %w", args[0], err)
 			}
-			fmt.Printf("standing grant %s revoked\n", out.GetGrant().GetId())
+			fmt.Printf("standing grant %s revoked\n", escape.Terminal(out.GetGrant().GetId()))
 			return nil
 		},
 	}

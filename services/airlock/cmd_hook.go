@@ -21,6 +21,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 )
 
@@ -99,11 +100,11 @@ func runHook(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs.SetOutput(io.Discard)
 	opts.register(fs)
 	if err := fs.Parse(args[1:]); err != nil {
-		return write(stdout, stderr, hooks.Fail(agent, "", fmt.Sprintf("airlock hook could not read its flags (%v): the call is denied (fail closed); fix the hook command (`airlock hook install %s` writes it)", err, agent)))
+		return write(stdout, stderr, failHook(agent, "", fmt.Sprintf("airlock hook could not read its flags (%v): the call is denied (fail closed); fix the hook command (`airlock hook install %s` writes it)", err, agent)))
 	}
 	payload, err := io.ReadAll(io.LimitReader(stdin, 8<<20))
 	if err != nil {
-		return write(stdout, stderr, hooks.Fail(agent, opts.event, fmt.Sprintf("airlock hook could not read the %s hook payload: %v; the call is denied (fail closed)", agent, err)))
+		return write(stdout, stderr, failHook(agent, opts.event, fmt.Sprintf("airlock hook could not read the %s hook payload: %v; the call is denied (fail closed)", agent, err)))
 	}
 	return write(stdout, stderr, opts.handle(ctx, agent, payload))
 }
@@ -118,18 +119,28 @@ func write(stdout, stderr io.Writer, out hooks.Output) int {
 func (o *hookOptions) handle(ctx context.Context, agent hooks.Agent, payload []byte) hooks.Output {
 	ev, err := hooks.Parse(agent, o.event, payload)
 	if err != nil {
-		return hooks.Fail(agent, o.event, fmt.Sprintf("airlock could not read the hook payload (%v), so the call is denied (fail closed)", err))
+		return failHook(agent, o.event, fmt.Sprintf("airlock could not read the hook payload (%v), so the call is denied (fail closed)", err))
 	}
 	if o.onTimeout != "deny" && o.onTimeout != "ask" {
-		return hooks.Fail(agent, ev.Name, fmt.Sprintf("airlock hook: --on-timeout must be deny or ask, not %q; the call is denied (fail closed)", o.onTimeout))
+		return failHook(agent, ev.Name, fmt.Sprintf("airlock hook: --on-timeout must be deny or ask, not %q; the call is denied (fail closed)", o.onTimeout))
 	}
 	switch ev.Kind {
 	case hooks.Pre, hooks.Permission:
-		return hooks.Respond(ev, o.gate(ctx, ev))
+		v := o.gate(ctx, ev)
+		v.Reason = escape.Terminal(v.Reason)
+		return hooks.Respond(ev, v)
 	case hooks.Post:
-		return hooks.Acknowledge(ev, o.report(ctx, ev))
+		return hooks.Acknowledge(ev, escape.Terminal(o.report(ctx, ev)))
 	}
 	return hooks.Acknowledge(ev, "")
+}
+
+// failHook is hooks.Fail with its reason as one line of terminal text: the
+// coding agent shows a hook's reason to its user on a terminal, and what a
+// tool, a model or a reviewer wrote may be in it (escape.Terminal, as for
+// every verdict handle answers).
+func failHook(agent hooks.Agent, event, reason string) hooks.Output {
+	return hooks.Fail(agent, event, escape.Terminal(reason))
 }
 
 // connect reaches airlock as the credential's agent.

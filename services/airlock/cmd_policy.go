@@ -25,6 +25,7 @@ import (
 	"github.com/airlock-gate/airlock/services/policy/decide"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -406,7 +407,9 @@ func printProtoJSON(w io.Writer, m proto.Message) error {
 		return fmt.Errorf("indent the answer: %w", err)
 	}
 	buf.WriteByte('\n')
-	_, err = buf.WriteTo(w)
+	// The same JSON, with what JSON leaves raw (C1 controls, bidi and
+	// zero-width characters) as \u escapes: a person may read it.
+	_, err = io.WriteString(w, escape.TerminalLines(buf.String()))
 	return err
 }
 
