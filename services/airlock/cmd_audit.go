@@ -121,13 +121,16 @@ func (a *auditFlags) config(g *globals) (cfg config.Config, dsn, from string, er
 
 // writer opens the ClickHouse store itself, for the commands that need it
 // (verify, drop-before): the stream holds no stored rows to check or drop.
-func (a *auditFlags) writer(ctx context.Context, g *globals) (*store.ClickHouse, config.Config, error) {
+// what says what the command does with them, for the error without one.
+func (a *auditFlags) writer(ctx context.Context, g *globals, what string) (*store.ClickHouse, config.Config, error) {
 	cfg, dsn, from, err := a.config(g)
 	if err != nil {
 		return nil, cfg, err
 	}
 	if dsn == "" {
-		return nil, cfg, errors.New("no ClickHouse configured: pass --clickhouse DSN or set clickhouse.dsn (the stream's own retention is stream.max_age)")
+		return nil, cfg, fmt.Errorf("%s, and no ClickHouse is configured: start `airlock dev --clickhouse-local` (this command then finds it by itself) "+
+			"or pass --clickhouse DSN (or set clickhouse.dsn / AIRLOCK_CLICKHOUSE_DSN). Without ClickHouse the events stream is the only trail, "+
+			"read by `airlock audit query`, `export` and `stats`, and there is no stored copy to check", what)
 	}
 	st, err := openStore(ctx, dsn, from)
 	return st, cfg, err
@@ -233,7 +236,7 @@ stream's last event are each named. Exit status 1 when anything is wrong.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			st, cfg, err := a.writer(ctx, g)
+			st, cfg, err := a.writer(ctx, g, "verify checks the rows stored in ClickHouse (their keyed chain, and each against the event it was built from)")
 			if err != nil {
 				return err
 			}
@@ -343,7 +346,7 @@ retention (stream.max_age).`,
 			if err != nil {
 				return usageErr(cmd, "month %q: write it as YYYY-MM, e.g. 2026-01", args[0])
 			}
-			st, cfg, err := a.writer(ctx, g)
+			st, cfg, err := a.writer(ctx, g, "drop-before drops months of the trail stored in ClickHouse (the events stream keeps its own retention, stream.max_age)")
 			if err != nil {
 				return err
 			}

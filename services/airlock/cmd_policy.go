@@ -43,7 +43,7 @@ func policyDirExists(dir string) error {
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("the policy directory %s does not exist: give a directory with the policy's *.rego files and data.json (e.g. a copy of policies/)", dir)
+		return fmt.Errorf("the policy directory %s does not exist: give a directory with the policy's *.rego files and data.json (make one with `cp -r policies %s` in airlock's repository, then edit it)", dir, dir)
 	case err != nil:
 		return fmt.Errorf("the policy directory %s cannot be read: %w", dir, err)
 	case !fi.IsDir():
