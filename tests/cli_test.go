@@ -98,6 +98,12 @@ func TestTheCLIDoesWhatAReviewerNeeds(t *testing.T) {
 			[]string{`"rule_id": "cli-deny-secrets"`}, []string{"with the 1 run-time rule(s) of the running airlock"}, nil},
 		{"policy_rules_list_shows_the_built_in_rules_too", []string{"policy", "rules", "list"}, 0,
 			[]string{"cli-deny-secrets", "run-time", "write", "built-in", "fs-delete-etc", "no rule matches: a reviewer decides"}, nil, nil},
+		{"audit_decided_by_human_lists_decisions_not_the_rule_change_a_person_made", []string{"audit", "query", "--decided-by", "human"}, 0,
+			[]string{"approved", "human:admin"}, nil, []string{"policy_changed"}},
+		{"audit_query_says_how_many_more_match_and_how_to_page", []string{"audit", "query", "--limit", "2"}, 0,
+			[]string{"2 event(s) from stream", "more event(s) match: add --after "}, nil, nil},
+		{"audit_verify_without_clickhouse_says_what_it_needs", []string{"audit", "verify"}, 1, nil,
+			[]string{"no ClickHouse is configured", "--clickhouse-local", "--clickhouse DSN", "AIRLOCK_CLICKHOUSE_DSN"}, nil},
 		{"call_of_an_allowed_tool_names_the_policy_as_decider", []string{"call", "--agent", "bot", "--tool", "demo__echo", "--args", `{"text":"hi"}`, "--wait", "30s"}, 0,
 			[]string{`"status": "completed"`, `"decided_by": "policy"`}, nil, nil},
 	}

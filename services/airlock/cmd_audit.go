@@ -29,6 +29,7 @@ type auditFlags struct {
 	call, thread, agent, tool, actor, typ, decision, since string
 	until, decidedBy, grant                                string
 	limit                                                  int
+	after                                                  uint64
 }
 
 func (a *auditFlags) addDSN(cmd *cobra.Command) {
@@ -61,7 +62,7 @@ func (a *auditFlags) filter() (store.Filter, error) {
 		return store.Filter{}, fmt.Errorf("--until: %w", err)
 	}
 	return store.Filter{Call: a.call, Thread: a.thread, Agent: a.agent, Tool: a.tool, Actor: a.actor,
-		Type: a.typ, Decision: a.decision, DecidedBy: a.decidedBy, Grant: a.grant, Since: since, Until: until, Limit: a.limit}, nil
+		Type: a.typ, Decision: a.decision, DecidedBy: a.decidedBy, Grant: a.grant, Since: since, Until: until, AfterSeq: a.after, Limit: a.limit}, nil
 }
 
 // openAudit opens the ClickHouse store, or the events stream when no DSN
@@ -163,8 +164,12 @@ func newAuditQueryCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "query [filters]",
-		Short: "List audit events matching filters (a table, or JSON lines with --json)",
-		Args:  cobra.NoArgs,
+		Short: "List audit events matching filters, oldest first, a page at a time (a table, or JSON lines with --json)",
+		Long: `Lists the audit events matching the filters in the trail's order (oldest
+first, as the console's Audit page does), at most --limit of them. When more
+match, it says how many and the --after SEQ that shows the next page (on
+stderr with --json). --since narrows to recent events; --limit 0 lists all.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := a.filter()
 			if err != nil {
@@ -175,21 +180,73 @@ func newAuditQueryCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer closeFn()
+			seen := &lastSeq{Reader: rd}
+			var n int
 			if asJSON {
-				_, err := store.Export(cmd.Context(), rd, os.Stdout, store.FormatJSONL, f)
+				n, err = store.Export(cmd.Context(), seen, os.Stdout, store.FormatJSONL, f)
+			} else {
+				n, err = printRows(cmd.Context(), seen, f, os.Stdout)
+			}
+			if err != nil {
 				return err
 			}
-			return printRows(cmd.Context(), rd, f, os.Stdout)
+			if f.Limit == 0 || n < f.Limit {
+				return nil
+			}
+			more, err := countAfter(cmd.Context(), rd, f, seen.last)
+			if err != nil {
+				return fmt.Errorf("count the events after seq %d: %w", seen.last, err)
+			}
+			if more > 0 {
+				out := io.Writer(os.Stdout)
+				if asJSON {
+					out = os.Stderr
+				}
+				fmt.Fprintf(out, "%d more event(s) match: add --after %d for the next %d (or --limit 0 for all)\n", more, seen.last, f.Limit)
+			}
+			return nil
 		},
 	}
 	a.addDSN(cmd)
 	a.addFilters(cmd)
-	cmd.Flags().IntVar(&a.limit, "limit", 100, "at most this many rows (0: all)")
+	cmd.Flags().IntVar(&a.limit, "limit", 100, "at most this many rows, oldest first (0: all)")
+	cmd.Flags().Uint64Var(&a.after, "after", 0, "only events after this sequence number (SEQ): the next page")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
 	return cmd
 }
 
-func printRows(ctx context.Context, rd store.Reader, f store.Filter, out io.Writer) error {
+// lastSeq is a store.Reader that notes the sequence of the last row it
+// passed on: where the next page starts.
+type lastSeq struct {
+	store.Reader
+	last uint64
+}
+
+// Each implements store.Reader.
+func (l *lastSeq) Each(ctx context.Context, f store.Filter, fn func(store.Row) error) error {
+	return l.Reader.Each(ctx, f, func(r store.Row) error {
+		l.last = r.Seq
+		return fn(r)
+	})
+}
+
+// countAfter counts the rows matching f (whatever its limit) after seq:
+// ClickHouse counts them itself; the stream reader reads them.
+func countAfter(ctx context.Context, rd store.Reader, f store.Filter, seq uint64) (uint64, error) {
+	f.Limit, f.AfterSeq = 0, seq
+	if c, ok := rd.(interface {
+		Count(context.Context, store.Filter) (uint64, error)
+	}); ok {
+		return c.Count(ctx, f)
+	}
+	var n uint64
+	err := rd.Each(ctx, f, func(store.Row) error { n++; return nil })
+	return n, err
+}
+
+// printRows prints the rows matching f as a table and how many there were;
+// it returns that number.
+func printRows(ctx context.Context, rd store.Reader, f store.Filter, out io.Writer) (int, error) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTIME\tTYPE\tAGENT\tCALL\tREV\tTOOL\tACTOR\tDECIDED BY\tDECISION\tREASON")
 	n := 0
@@ -204,13 +261,13 @@ func printRows(ctx context.Context, rd store.Reader, f store.Filter, out io.Writ
 		return nil
 	})
 	if err != nil {
-		return err
+		return n, err
 	}
 	if err := tw.Flush(); err != nil {
-		return err
+		return n, err
 	}
 	fmt.Fprintf(out, "%d event(s) from %s\n", n, rd.Source())
-	return nil
+	return n, nil
 }
 
 func auditOneLine(s string, n int) string {
