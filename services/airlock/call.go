@@ -185,6 +185,10 @@ func follow(ctx context.Context, out, log io.Writer, cfg config.Config, client *
 			}
 			fmt.Fprintf(log, "  %s%s may decide%s:\n    %s\n    airlock approvals show %s   (then approve, reject or changes)\n", who, quorum, until, consoleLink(cfg, client.Agent(), id, p.Revision), name)
 		case "approved":
+			if p.Arguments != nil {
+				fmt.Fprintf(log, "approved by %s with EDITED arguments; the executor runs it now with:\n  %s\n", dash(p.By), p.Arguments)
+				break
+			}
 			fmt.Fprintf(log, "approved by %s; the executor runs it now\n", dash(p.By))
 		case "allowed":
 			fmt.Fprintln(log, "allowed by the policy; the executor runs it now")
