@@ -143,7 +143,7 @@ func (g *globals) agentClient(ctx context.Context, agent, creds string) (config.
 	if err != nil {
 		return cfg, nil, err
 	}
-	file, err := agentCredential(cfg.Dev.DataDir, agent, creds)
+	file, err := agentCredential(cfg.Dev.DataDir, agent, creds, false)
 	if err != nil {
 		return cfg, nil, err
 	}
