@@ -275,20 +275,29 @@ policy service over NATS.`,
 		return policyapi.New(nc, seal.Key{}, "cli"), nc.Close, nil
 	}
 
+	// listRules asks the policy service for every rule that decides.
+	listRules := func(cmd *cobra.Command) (*airlockv1.RulesListResponse, error) {
+		c, done, err := client(cmd)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		resp, err := c.ListRules(cmd.Context())
+		if err != nil {
+			return nil, fmt.Errorf("list the rules: %w (is airlock running?)", err)
+		}
+		return resp, nil
+	}
+
 	var listJSON, listWide bool
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List every rule that decides calls: the run-time rules and the policy's built-in ones",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, done, err := client(cmd)
+			resp, err := listRules(cmd)
 			if err != nil {
 				return err
-			}
-			defer done()
-			resp, err := c.ListRules(cmd.Context())
-			if err != nil {
-				return fmt.Errorf("list the rules: %w (is airlock running?)", err)
 			}
 			if listJSON {
 				return printProtoJSON(os.Stdout, resp)
@@ -305,14 +314,9 @@ policy service over NATS.`,
 		Short: "Show one rule (run-time or built-in) whole, as the policy service holds it",
 		Args:  exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, done, err := client(cmd)
+			resp, err := listRules(cmd)
 			if err != nil {
 				return err
-			}
-			defer done()
-			resp, err := c.ListRules(cmd.Context())
-			if err != nil {
-				return fmt.Errorf("list the rules: %w (is airlock running?)", err)
 			}
 			for _, x := range ruleRows(resp) {
 				if x.r.GetId() == args[0] {
