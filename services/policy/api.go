@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
@@ -125,7 +125,7 @@ func BuiltinRules(code *Code, overrides map[string]*airlockv1.PolicyRule) []*air
 			continue
 		}
 		r := &airlockv1.PolicyRule{}
-		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, r); err != nil || r.Id == "" {
+		if err := envelope.JSONRead.Unmarshal(raw, r); err != nil || r.Id == "" {
 			continue
 		}
 		if _, replaced := overrides[r.Id]; replaced {
@@ -215,7 +215,7 @@ func (e *Engine) tryRule(ctx context.Context, r *airlockv1.PolicyRule) error {
 }
 
 func (e *Engine) store(ctx context.Context, r *airlockv1.PolicyRule) (uint64, error) {
-	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(r)
+	b, err := envelope.JSONForm.Marshal(r)
 	if err != nil {
 		return 0, fmt.Errorf("encode rule %s: %w", r.Id, err)
 	}

