@@ -101,7 +101,7 @@ func TestTheCLIDoesWhatAReviewerNeeds(t *testing.T) {
 			[]string{"cli-deny-secrets", "run-time", "write", "built-in", "fs-delete-etc", "no rule matches: a reviewer decides"}, nil, nil},
 		{"a_call_to_remember_waits_for_a_person", call("c2", 0, `{"path":"r.txt","content":"remember me"}`, "3s"), exitStillWaiting, nil, nil, nil},
 		{"approvals_remember_of_a_pending_call_creates_the_grant_and_approves_the_call", approvals("remember", "bot/c2", "--exact"), 0,
-			[]string{"standing grant grant_", "with exactly the remembered arguments", "bot/c2: approved by admin"}, nil, nil},
+			[]string{"standing grant grant_", "bot/c2: approved by admin"}, nil, nil},
 		{"the_remembered_call_runs", []string{"await", "bot/c2"}, 0, []string{`"status": "completed"`, `"decided_by": "admin"`}, nil, nil},
 		{"the_same_call_again_runs_by_the_grant_without_asking", call("c3", 0, `{"path":"r.txt","content":"remember me"}`, "30s"), 0,
 			[]string{`"status": "completed"`}, nil, []string{"waiting for a person"}},
