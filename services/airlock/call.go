@@ -146,7 +146,7 @@ func (g *globals) agentClient(ctx context.Context, agent, creds string) (config.
 	if err != nil {
 		return cfg, nil, err
 	}
-	file, err := agentCredential(cfg.Dev.DataDir, agent, creds)
+	file, err := agentCredential(cfg.Dev.DataDir, agent, creds, false)
 	if err != nil {
 		return cfg, nil, err
 	}
@@ -188,6 +188,10 @@ func follow(ctx context.Context, out, log io.Writer, cfg config.Config, client *
 			}
 			fmt.Fprintf(log, "  %s%s may decide%s:\n    %s\n    airlock approvals show %s   (then approve, reject or changes)\n", who, quorum, until, consoleLink(cfg, client.Agent(), id, p.Revision), name)
 		case subject.Approved:
+			if p.Arguments != nil {
+				fmt.Fprintf(log, "approved by %s with EDITED arguments; the executor runs it now with:\n  %s\n", escape.Terminal(dash(p.By)), escape.Terminal(string(p.Arguments)))
+				break
+			}
 			fmt.Fprintf(log, "approved by %s; the executor runs it now\n", escape.Terminal(dash(p.By)))
 		case subject.Allowed:
 			fmt.Fprintln(log, "allowed by the policy; the executor runs it now")

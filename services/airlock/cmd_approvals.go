@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -56,6 +57,32 @@ func (f *apiFlags) client(g *globals) (*apiClient, error) {
 	return &apiClient{base: strings.TrimRight(f.api, "/"), token: strings.TrimSpace(string(raw)), http: &http.Client{Timeout: 60 * time.Second}}, nil
 }
 
+// apiError is the REST API's error reply: its sentence and code.
+type apiError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *apiError) Error() string {
+	if e.Code == "" {
+		return e.Message
+	}
+	return fmt.Sprintf("%s (%s)", e.Message, e.Code)
+}
+
+// refusal makes the API's refusal of a request (a 4xx reply other than a
+// rate limit: a revision not named, no such call, not allowed) a usage
+// error, exit status 2, as the decide commands' help says; anything else
+// (unreachable, unavailable) stays an error, exit status 1.
+func refusal(err error) error {
+	var e *apiError
+	if errors.As(err, &e) && e.Status >= 400 && e.Status < 500 && e.Status != http.StatusTooManyRequests {
+		return usageError{err.Error()}
+	}
+	return err
+}
+
 // protoBody sends a protobuf message as its protojson.
 type protoBody struct{ proto.Message }
 
@@ -96,11 +123,11 @@ func (c *apiClient) do(ctx context.Context, method, path string, body any, out a
 		return err
 	}
 	if resp.StatusCode >= 300 {
-		var e struct{ Code, Message string }
-		if json.Unmarshal(data, &e) == nil && e.Message != "" {
-			return fmt.Errorf("%s (%s)", e.Message, e.Code)
+		e := &apiError{Status: resp.StatusCode}
+		if json.Unmarshal(data, e) != nil || e.Message == "" {
+			e.Message = "the API answered " + resp.Status
 		}
-		return fmt.Errorf("the API answered %s", resp.Status)
+		return e
 	}
 	switch o := out.(type) {
 	case nil:
@@ -365,8 +392,10 @@ func approvalsDecideCmd(g *globals, f *apiFlags, name, short string) *cobra.Comm
 
 Exit status 0 when the decision changed the call (with a quorum, when your
 vote was counted); 1 when it changed nothing (the call was already decided,
-you had already voted, ...); 2 when the command was used wrongly or the API
-refused the decision.`,
+you had already voted, ...) or the API could not be reached; 2 when the
+command was used wrongly or the API refused the decision (no such call, a
+call with several revisions decided without --revision, not yours to
+decide, ...).`,
 		Args: exactArgs(1, textFlag),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body := map[string]any{"revision": revision}
@@ -405,7 +434,7 @@ refused the decision.`,
 			}
 			var out airlockv1.DecideResponse
 			if err := c.do(cmd.Context(), http.MethodPost, path, body, &out); err != nil {
-				return fmt.Errorf("%s %s: %w", name, args[0], err)
+				return refusal(fmt.Errorf("%s %s: %w", name, args[0], err))
 			}
 			if f.json {
 				printJSON(&out)

@@ -24,6 +24,7 @@ func approvalsRememberCmd(g *globals, f *apiFlags) *cobra.Command {
 	var exact bool
 	var ttl time.Duration
 	var uses int
+	var noApprove bool
 	cmd := &cobra.Command{
 		Use:   "remember AGENT/CALL_ID",
 		Short: "Remember a decision: later calls with the same command prefix (or exact arguments) run without asking",
@@ -33,13 +34,15 @@ grant lasts — for a shell command, those starting with --prefix (a plain
 command only: nothing chained, substituted or redirected); with --exact, only
 the very same arguments. The person a coding agent's call acts for may
 remember their own decisions when the rule asks them to confirm their calls.
+When the call is pending it is approved too (the revision remembered), as
+the first call the grant is for; --no-approve leaves it undecided.
 ` + "`airlock approvals grants`" + ` lists grants, ` + "`airlock approvals revoke`" + ` ends one.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if prefix == "" && !exact {
 				return usageErr(cmd, "say what to remember: --prefix \"git commit\" (a command prefix) or --exact (these arguments only)")
 			}
-			got, c, _, err := getCall(cmd, g, f, args[0], "remember")
+			got, c, path, err := getCall(cmd, g, f, args[0], "remember")
 			if err != nil {
 				return err
 			}
@@ -63,12 +66,28 @@ remember their own decisions when the rule asks them to confirm their calls.
 			}
 			if f.json {
 				printJSON(&out)
+			} else {
+				fmt.Printf("standing grant %s: %s\n", escape.Terminal(out.GetGrant().GetId()), grantScope(out.GetGrant()))
+			}
+			if noApprove || rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
 				return nil
 			}
-			fmt.Printf("standing grant %s: %s\n", escape.Terminal(out.GetGrant().GetId()), grantScope(out.GetGrant()))
+			// The call it was made from is the first call the grant is
+			// for: approve it too (the revision remembered, no other).
+			rev := max(rec.GetCall().GetRevision(), 1)
+			var dr airlockv1.DecideResponse
+			if err := c.do(cmd.Context(), http.MethodPost, path+"/approve", map[string]any{"revision": rev, "reason": "remembered as standing grant " + out.GetGrant().GetId()}, &dr); err != nil {
+				return fmt.Errorf("standing grant %s was created, but approving %s failed: %w (approve it with `airlock approvals approve %s --revision %d`)", out.GetGrant().GetId(), args[0], err, args[0], rev)
+			}
+			if f.json {
+				printJSON(&dr)
+			} else {
+				fmt.Printf("%s: %s\n", escape.Terminal(args[0]), escape.Terminal(dr.GetMessage()))
+			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&noApprove, "no-approve", false, "only remember: leave the pending call it was made from undecided")
 	cmd.Flags().StringVar(&prefix, "prefix", "", "remember shell commands starting with these words (the call's /command argument)")
 	cmd.Flags().BoolVar(&exact, "exact", false, "remember only these exact arguments")
 	cmd.Flags().DurationVar(&ttl, "for", 8*time.Hour, "how long the grant lasts (0: until revoked)")

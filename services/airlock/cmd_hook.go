@@ -385,6 +385,7 @@ func newHookInstallCmd(g *globals) *cobra.Command {
 		user          bool
 		project, home string
 		creds, agent  string
+		dataDir       string
 		binary        string
 		wait          time.Duration
 	)
@@ -397,7 +398,9 @@ Codex .codex/hooks.json, Gemini CLI .gemini/settings.json, Cursor
 .cursor/hooks.json, GitHub Copilot CLI .github/hooks/airlock.json. Every other
 setting and hook is kept, an earlier airlock hook is replaced, and the file as
 it was is saved next to it (.airlock-backup). The hook runs this airlock
-binary with the agent's credential; the agent's own hook timeout is set
+binary with the agent's credential (written as an absolute path; from your
+own project, name airlock's data directory with --data, or give --creds);
+the agent's own hook timeout is set
 longer than --wait, so the agent never gives up on a hook still waiting.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -409,7 +412,10 @@ longer than --wait, so the agent never gives up on a hook still waiting.`,
 			if err != nil {
 				return err
 			}
-			if creds, err = agentCredential(cfg.Dev.DataDir, agent, creds); err != nil {
+			if dataDir != "" {
+				cfg.Dev.DataDir = dataDir
+			}
+			if creds, err = agentCredential(cfg.Dev.DataDir, agent, creds, true); err != nil {
 				return err
 			}
 			if creds, err = filepath.Abs(creds); err != nil {
@@ -458,6 +464,7 @@ longer than --wait, so the agent never gives up on a hook still waiting.`,
 	f.StringVar(&project, "dir", ".", "the project directory (with --project)")
 	f.StringVar(&home, "home", "", "the home directory (with --user; default yours)")
 	f.StringVar(&agent, "agent", "bot", "airlock agent the hook acts as: its credential is <data dir>/agents/AGENT.creds.json")
+	f.StringVar(&dataDir, "data", "", "airlock's data directory, where `airlock dev` keeps agents/ (default dev.data_dir / AIRLOCK_DEV_DATA_DIR, .airlock)")
 	f.StringVar(&creds, "creds", "", "the agent's credential file (overrides --agent)")
 	f.StringVar(&binary, "binary", "", "the airlock binary the hook runs (default this one)")
 	f.DurationVar(&wait, "wait", defaultHookWait, "how long the hook waits for a person before denying")
