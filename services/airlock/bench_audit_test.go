@@ -17,7 +17,9 @@ func TestBenchAuditJSONPrintsFloorSinkAndRatio(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	out, runErr := runCLI(ctx, t, "bench", "audit", "--json", "--events", "3000", "--rounds", "1", "--batch", "500")
-	if runErr != nil {
+	// A ratio missed on a busy machine exits 1 after printing: that is the
+	// benchmark's verdict, not this test's, which checks what is measured.
+	if runErr != nil && runErr != (exitError{1}) {
 		t.Fatalf("bench audit: %v\n%s", runErr, out)
 	}
 	var got map[string]any
