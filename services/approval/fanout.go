@@ -3,6 +3,7 @@ package approval
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,8 +25,10 @@ type fanout struct {
 	record func(ctx context.Context, ev *airlockv1.Event)
 }
 
-// announce tells every channel that wants rec about it and returns where
-// each one put its message.
+// announce tells every channel that wants rec and has not announced it yet
+// about it, and returns where each one put its message. On escalation it is
+// called again: a channel that wants only escalated calls (an on-call
+// pager, "escalate:pagerduty") is told then, the others are not told twice.
 func (f *fanout) announce(ctx context.Context, rec *airlockv1.ApprovalRecord) []*airlockv1.NotificationRef {
 	var (
 		mu   sync.Mutex
@@ -33,7 +36,7 @@ func (f *fanout) announce(ctx context.Context, rec *airlockv1.ApprovalRecord) []
 		wg   sync.WaitGroup
 	)
 	for _, n := range f.notifiers {
-		if !f.wants(n, rec) {
+		if announced(rec, n.Name()) || !f.wants(n, rec) {
 			continue
 		}
 		wg.Add(1)
@@ -106,6 +109,11 @@ func (f *fanout) wants(n notify.Notifier, rec *airlockv1.ApprovalRecord) (ok boo
 		}
 	}()
 	return n.Wants(rec)
+}
+
+// announced reports whether channel already holds a message about rec.
+func announced(rec *airlockv1.ApprovalRecord, channel string) bool {
+	return slices.ContainsFunc(rec.GetNotifications(), func(n *airlockv1.NotificationRef) bool { return n.GetChannel() == channel })
 }
 
 func (f *fanout) byName(name string) notify.Notifier {
