@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -124,29 +124,37 @@ func (s *Service) supersede(ctx context.Context, rec *airlockv1.ApprovalRecord) 
 	return nil
 }
 
-// announce tells the channels and stores where they put their messages. If
-// the call was decided meanwhile, the fresh messages are updated at once.
+// announce tells the channels and stores where each put its message as
+// soon as it answers. A channel that answers after the call was decided is
+// shown the outcome at once (the decision found no reference of it to
+// update).
 func (s *Service) announce(ctx context.Context, key string, rec *airlockv1.ApprovalRecord) error {
-	refs := s.fan.announce(ctx, rec)
-	if len(refs) == 0 {
-		return nil
-	}
-	stored, _, _, err := mutate(ctx, s.store, key, func(cur *airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, struct{}, error) {
-		next := proto.Clone(cur).(*airlockv1.ApprovalRecord)
-		for _, ref := range refs {
-			if !slices.ContainsFunc(next.Notifications, func(n *airlockv1.NotificationRef) bool { return n.GetChannel() == ref.GetChannel() }) {
-				next.Notifications = append(next.Notifications, ref)
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	s.fan.announce(ctx, rec, func(ref *airlockv1.NotificationRef) {
+		stored, wrote, _, err := mutate(ctx, s.store, key, func(cur *airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, struct{}, error) {
+			if announced(cur, ref.GetChannel()) {
+				return nil, struct{}{}, nil
 			}
+			next := proto.Clone(cur).(*airlockv1.ApprovalRecord)
+			next.Notifications = append(next.Notifications, ref)
+			return next, struct{}{}, nil
+		})
+		if err != nil {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("store the %s notification ref of %s: %w", ref.GetChannel(), key, err))
+			mu.Unlock()
+			return
 		}
-		return next, struct{}{}, nil
+		if wrote && domain.Final(stored) {
+			one := proto.Clone(stored).(*airlockv1.ApprovalRecord)
+			one.Notifications = []*airlockv1.NotificationRef{ref}
+			s.updateChannels(one)
+		}
 	})
-	if err != nil {
-		return fmt.Errorf("store notification refs of %s: %w", key, err)
-	}
-	if domain.Final(stored) {
-		s.updateChannels(stored)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // executed applies the executor's progress to the record of the event's

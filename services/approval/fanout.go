@@ -26,15 +26,14 @@ type fanout struct {
 }
 
 // announce tells every channel that wants rec and has not announced it yet
-// about it, and returns where each one put its message. On escalation it is
+// about it, and hands each channel's reference to told as soon as that
+// channel answers: a slow or hanging channel holds up no other channel's
+// reference, nor so the outcome that channel is shown. On escalation it is
 // called again: a channel that wants only escalated calls (an on-call
 // pager, "escalate:pagerduty") is told then, the others are not told twice.
-func (f *fanout) announce(ctx context.Context, rec *airlockv1.ApprovalRecord) []*airlockv1.NotificationRef {
-	var (
-		mu   sync.Mutex
-		refs []*airlockv1.NotificationRef
-		wg   sync.WaitGroup
-	)
+// It returns when every channel has answered or timed out.
+func (f *fanout) announce(ctx context.Context, rec *airlockv1.ApprovalRecord, told func(*airlockv1.NotificationRef)) {
+	var wg sync.WaitGroup
 	for _, n := range f.notifiers {
 		if announced(rec, n.Name()) || !f.wants(n, rec) {
 			continue
@@ -52,14 +51,11 @@ func (f *fanout) announce(ctx context.Context, rec *airlockv1.ApprovalRecord) []
 					"channel", n.Name(), "call", domain.RefOf(rec).Key(), "err", err)
 				return
 			}
-			mu.Lock()
-			refs = append(refs, &airlockv1.NotificationRef{Channel: n.Name(), Ref: ref})
-			mu.Unlock()
+			told(&airlockv1.NotificationRef{Channel: n.Name(), Ref: ref})
 			f.record(ctx, domain.NotifiedEvent(rec, n.Name(), ref, "announce"))
 		}(n)
 	}
 	wg.Wait()
-	return refs
 }
 
 // remind re-announces rec on every channel that announced it (kind
