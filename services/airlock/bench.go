@@ -25,6 +25,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		newBenchAuditCmd(g),
 		newBenchFloorCmd(g),
 		newBenchGatewayCmd(g),
+		newBenchFanoutCmd(g),
 	)
 	return cmd
 }

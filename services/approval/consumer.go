@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -124,37 +123,47 @@ func (s *Service) supersede(ctx context.Context, rec *airlockv1.ApprovalRecord) 
 	return nil
 }
 
-// announce tells the channels and stores where each put its message as
-// soon as it answers. A channel that answers after the call was decided is
-// shown the outcome at once (the decision found no reference of it to
-// update).
+// announce tells the channels and stores where they put their messages,
+// as the fan-out hands them over (see settleWindow). Channels that answer
+// after the call was decided are shown the outcome at once (the decision
+// found no reference of theirs to update).
 func (s *Service) announce(ctx context.Context, key string, rec *airlockv1.ApprovalRecord) error {
-	var (
-		mu   sync.Mutex
-		errs []error
-	)
-	s.fan.announce(ctx, rec, func(ref *airlockv1.NotificationRef) {
-		stored, wrote, _, err := mutate(ctx, s.store, key, func(cur *airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, struct{}, error) {
-			if announced(cur, ref.GetChannel()) {
-				return nil, struct{}{}, nil
-			}
-			next := proto.Clone(cur).(*airlockv1.ApprovalRecord)
-			next.Notifications = append(next.Notifications, ref)
-			return next, struct{}{}, nil
-		})
-		if err != nil {
-			mu.Lock()
-			errs = append(errs, fmt.Errorf("store the %s notification ref of %s: %w", ref.GetChannel(), key, err))
-			mu.Unlock()
-			return
-		}
-		if wrote && domain.Final(stored) {
-			one := proto.Clone(stored).(*airlockv1.ApprovalRecord)
-			one.Notifications = []*airlockv1.NotificationRef{ref}
-			s.updateChannels(one)
+	var errs []error
+	s.fan.announce(ctx, rec, func(refs []*airlockv1.NotificationRef) {
+		if err := s.storeRefs(ctx, key, refs); err != nil {
+			errs = append(errs, err)
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// storeRefs adds refs to the record of key and, if the call is already
+// decided, shows those channels the outcome.
+func (s *Service) storeRefs(ctx context.Context, key string, refs []*airlockv1.NotificationRef) error {
+	var added []*airlockv1.NotificationRef
+	stored, wrote, _, err := mutate(ctx, s.store, key, func(cur *airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, struct{}, error) {
+		next := proto.Clone(cur).(*airlockv1.ApprovalRecord)
+		added = added[:0]
+		for _, ref := range refs {
+			if !announced(next, ref.GetChannel()) {
+				next.Notifications = append(next.Notifications, ref)
+				added = append(added, ref)
+			}
+		}
+		if len(added) == 0 {
+			return nil, struct{}{}, nil
+		}
+		return next, struct{}{}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("store notification refs of %s: %w", key, err)
+	}
+	if wrote && domain.Final(stored) {
+		only := proto.Clone(stored).(*airlockv1.ApprovalRecord)
+		only.Notifications = added
+		s.updateChannels(only)
+	}
+	return nil
 }
 
 // executed applies the executor's progress to the record of the event's

@@ -231,10 +231,14 @@ type Poster struct {
 	Backoff []time.Duration
 }
 
-// NewPoster returns a Poster using client (nil: 10 s per request).
+// NewPoster returns a Poster using client (nil: 10 s per request, and
+// up to 32 idle keep-alive connections per receiver, so that calls
+// announced at once reuse connections instead of dialing each time).
 func NewPoster(client *http.Client) Poster {
 	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 32
+		client = &http.Client{Timeout: 10 * time.Second, Transport: t}
 	}
 	return Poster{client: client, Backoff: []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}}
 }
