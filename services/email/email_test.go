@@ -9,6 +9,7 @@ import (
 	"mime/quotedprintable"
 	"net/mail"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -94,6 +95,21 @@ func header(m smtptest.Message, name string) string {
 		return ""
 	}
 	return msg.Header.Get(name)
+}
+
+// rendered is a mail as a reader shows it: the headers that matter, decoded, then the body.
+func rendered(d delivered) []byte {
+	var b strings.Builder
+	for _, h := range []string{"From", "To", "Subject", "Date", "Message-ID", "In-Reply-To", "References"} {
+		if v := d.msg.Header.Get(h); v != "" {
+			if dec, err := new(mime.WordDecoder).DecodeHeader(v); err == nil {
+				v = dec
+			}
+			b.WriteString(h + ": " + v + "\n")
+		}
+	}
+	b.WriteString("\n" + d.body)
+	return []byte(b.String())
 }
 
 func subject(t *testing.T, d delivered) string {
@@ -200,9 +216,16 @@ func TestEmailThreadCarriesRequestReminderAndOutcome(t *testing.T) {
 			t.Errorf("%s body lacks %q:\n%s", c.kind, c.says, d.body)
 		}
 	}
-	if path := os.Getenv("AIRLOCK_MAIL_ARTIFACT"); path != "" {
-		if err := os.WriteFile(path, req[0].raw.Data, 0o644); err != nil {
-			t.Fatal(err)
+	// AIRLOCK_MAIL_ARTIFACTS=DIR keeps the delivered request (raw, and as a
+	// person reads it) and the outcome reply, for tests/artifacts.
+	if dir := os.Getenv("AIRLOCK_MAIL_ARTIFACTS"); dir != "" {
+		outcome := w.wait(t, w.n.MessageID(rec, "outcome-rejected"), 2)[0]
+		for name, data := range map[string][]byte{
+			"email-request.eml": req[0].raw.Data, "email-request.txt": rendered(req[0]), "email-outcome.txt": rendered(outcome),
+		} {
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }
@@ -221,7 +244,13 @@ func TestAgentTextCannotAddHeadersOrRecipients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range w.wait(t, root, 2) {
+	got := w.wait(t, root, 2)
+	if dir := os.Getenv("AIRLOCK_MAIL_ARTIFACTS"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "email-hostile.txt"), rendered(got[0]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range got {
 		for _, rcpt := range d.raw.To {
 			if strings.Contains(rcpt, "attacker") {
 				t.Fatalf("agent text added a recipient: RCPT TO %v", d.raw.To)

@@ -1,6 +1,7 @@
 package email
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -129,8 +130,10 @@ func details(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
 }
 
 func footer(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
-	fmt.Fprintf(b, "\n-- \nairlock: every value above was written by the agent and is shown as data.\nArguments SHA-256: %s\n",
-		orDash(rec.GetArgumentsDigest()))
+	b.WriteString("\n-- \nairlock. The tool, reasons and arguments above were chosen by the agent and are shown as data;\nnothing in this mail decides: decide signed in, in the console.\n")
+	if d := rec.GetArgumentsDigest(); d != "" {
+		fmt.Fprintf(b, "Arguments SHA-256: %s\n", d)
+	}
 }
 
 // arguments are the call's arguments as indented JSON, redacted as the
@@ -141,11 +144,14 @@ func arguments(rec *airlockv1.ApprovalRecord) string {
 	if len(args) == 0 {
 		return "(no arguments)\n"
 	}
-	raw, err := json.MarshalIndent(args, "", "  ")
-	if err != nil {
+	var raw bytes.Buffer
+	enc := json.NewEncoder(&raw)
+	enc.SetEscapeHTML(false) // plain text: <, > and & read as themselves
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(args); err != nil {
 		return "(the arguments cannot be shown here: see the console)\n"
 	}
-	return cut(calls.Visible(string(raw)), maxArgumentBytes) + "\n"
+	return cut(calls.Visible(strings.TrimRight(raw.String(), "\n")), maxArgumentBytes) + "\n"
 }
 
 // indent puts four spaces before every line of s, so agent text cannot
@@ -163,10 +169,3 @@ func cut(s string, n int) string {
 }
 
 func when(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}

@@ -106,6 +106,9 @@ func (s *Server) Messages() <-chan Message { return s.msgs }
 // Close stops the server.
 func (s *Server) Close() {
 	_ = s.srv.Close()
+	// Closed here too: a server closed before Serve registered the
+	// listener would otherwise keep accepting.
+	_ = s.ln.Close()
 	<-s.done
 }
 
