@@ -336,3 +336,37 @@ func TestHeaderTextKeepsAgentTextOnOneVisibleLine(t *testing.T) {
 		t.Errorf("HeaderText did not cut to 10 runes: %q", got)
 	}
 }
+
+func TestEscalationReplyReachesTheAddedApproversWithTheWholeCall(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	rec := mailed(notifytest.Record("c-esc"))
+	root, err := w.n.Announce(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the approval service's escalation does: escalate_to joins the approvers.
+	rec.Escalated = true
+	rec.Decision.EscalateTo = []string{"group:oncall"}
+	rec.Decision.Approvers = append(rec.Decision.Approvers, "group:oncall")
+	if err := w.n.Remind(ctx, rec, root); err != nil {
+		t.Fatal(err)
+	}
+	var dave *delivered
+	for _, d := range w.wait(t, w.n.MessageID(rec, "escalation"), 3) {
+		if slices.Equal(d.raw.To, []string{"dave@oncall.example.com"}) {
+			dave = &d
+		}
+	}
+	if dave == nil {
+		t.Fatal("the on-call approver added by escalation was not mailed")
+	}
+	for _, want := range []string{"Escalated: this call still waits", "group:oncall", `"path": "/tmp/notes.txt"`, "https://airlock.example.com/calls/bot/c-esc"} {
+		if !strings.Contains(dave.body, want) {
+			t.Errorf("escalation reply lacks %q:\n%s", want, dave.body)
+		}
+	}
+	if dave.msg.Header.Get("In-Reply-To") != "<"+root+">" {
+		t.Errorf("escalation reply is not in the thread: In-Reply-To %q", dave.msg.Header.Get("In-Reply-To"))
+	}
+}

@@ -58,7 +58,8 @@ func RequestBody(rec *airlockv1.ApprovalRecord, publicURL string) string {
 	return b.String()
 }
 
-// ReminderBody is a reminder or escalation reply.
+// ReminderBody is a reminder or escalation reply; it carries the call's
+// details and arguments again, for the approvers escalation added.
 func ReminderBody(rec *airlockv1.ApprovalRecord, publicURL string) string {
 	var b strings.Builder
 	c := rec.GetCall()
@@ -70,6 +71,9 @@ func ReminderBody(rec *airlockv1.ApprovalRecord, publicURL string) string {
 	}
 	fmt.Fprintf(&b, "Decide in the console:\n%s\n\n", notify.ConsoleURL(publicURL, c.GetAgentId(), c.GetCallId()))
 	details(&b, rec)
+	// Whoever escalation added never got the request: the reply is whole.
+	b.WriteString("\nArguments:\n")
+	b.WriteString(indent(arguments(rec)))
 	footer(&b, rec)
 	return b.String()
 }
