@@ -62,10 +62,15 @@ hits := data.airlock_compiled_rules.hits if {
 	glob.match(r.tool_glob, null, input.call.tool)
 	glob.match(r.name_glob, null, name)
 	every ptr, pattern in r.args {
-		arg_matches(ptr, pattern)
+		arg_matches(ptr, pattern, r.effect)
 	}
 	every ptr, pattern in r.commands {
 		command_matches(ptr, pattern, r.effect)
+	}
+	only_named_arguments(r)
+	arguments_match(r.arguments_match)
+	every k, v in r.annotations {
+		annotation_holds(k, v, r.effect)
 	}
 }
 
@@ -125,6 +130,9 @@ normalize(r, i) := object.union(r, {
 	"args": object.get(r, "args", {}),
 	"commands": object.get(r, "commands", {}),
 	"principals": object.get(r, "principals", []),
+	"other_arguments": object.get(r, "other_arguments", ""),
+	"arguments_match": object.get(r, "arguments_match", ""),
+	"annotations": object.get(r, "annotations", {}),
 	"words": {w | some w in object.get(r, "tool_words", ["*"])},
 })
 
@@ -150,11 +158,60 @@ word_matches(words) if words["*"]
 word_matches(words) if words[tool_words[_]]
 
 # args maps JSON pointers to globs; every one must match a string argument.
-arg_matches(ptr, pattern) if {
+# For an allow rule the value may not end in a separator: "/tmp/" names the
+# directory /tmp itself, which "/tmp/**" (any path under /tmp) does not.
+arg_matches(ptr, pattern, effect) if {
 	value := object.get(input.call.arguments, pointer(ptr), null)
 	is_string(value)
 	clean(value)
+	not trailing_separator(value, effect)
 	glob.match(pattern, ["/"], value)
+}
+
+trailing_separator(value, "allow") if regex.match(`[/\\]$`, value)
+
+# An allow rule whose conditions test arguments allows only the arguments
+# they name (the first token of each pointer), unless it says
+# other_arguments: any. So {"path": "/tmp/x", "paths": ["/etc/passwd"]} is
+# not "a path under /tmp" to a rule that names /path only.
+only_named_arguments(r) if r.effect != "allow"
+
+only_named_arguments(r) if r.other_arguments == "any"
+
+only_named_arguments(r) if count(r.args) + count(r.commands) == 0
+
+only_named_arguments(r) if {
+	r.effect == "allow"
+	r.other_arguments != "any"
+	named := {pointer(p)[0] | some p, _ in object.union(r.args, r.commands)}
+	every k, _ in object.get(input.call, "arguments", {}) {
+		k in named
+	}
+}
+
+# arguments_match is a regular expression some string of the arguments, at
+# any depth, must match ("" for none): how the coding profile finds a path
+# to a secret, whichever argument names it.
+arguments_match("") := true
+
+arguments_match(re) if {
+	re != ""
+	walk(object.get(input.call, "arguments", {}), [_, value])
+	is_string(value)
+	regex.match(re, value)
+}
+
+# annotations maps a tool annotation to the value the call's must hold. An
+# ask or deny rule believes any upstream's word that its tool reaches the
+# outside world; an allow rule only annotations airlock trusts.
+annotation_holds(k, v, effect) if {
+	effect != "allow"
+	object.get(object.get(input.call, "annotations", {}), k, null) == v
+}
+
+annotation_holds(k, v, "allow") if {
+	input.call.annotations_trusted == true
+	object.get(object.get(input.call, "annotations", {}), k, null) == v
 }
 
 pointer(ptr) := [replace(replace(s, "~1", "/"), "~0", "~") | some s in split(trim_prefix(ptr, "/"), "/")]
@@ -175,7 +232,9 @@ clean(value) if {
 # the command has no redirection, no backtick and no $ at all (the shell
 # expands ${…}, $'…' and $((…)) into commands it then runs), no quote,
 # backslash or brace (the shell removes quotes and escapes and expands
-# braces, so `git diff "--output=F"` reaches git as --output=F), no option
+# braces, so `git diff "--output=F"` reaches git as --output=F), no shell
+# pattern (* ? [ expand to file names the policy never sees: cat .e* reads
+# .env), no option
 # that makes a reading command run or write something (rg --pre, git diff
 # --output, --ext-diff, --textconv, git difftool --extcmd, …), and every
 # part matches (so "git status *" never allows "git status; rm -rf ~"); an
@@ -185,7 +244,7 @@ clean(value) if {
 command_matches(ptr, pattern, "allow") if {
 	value := object.get(input.call.arguments, pointer(ptr), null)
 	is_string(value)
-	not regex.match(`[<>\x60$'"\\{]`, value)
+	not regex.match(`[<>\x60$'"\\{*?[]`, value)
 	not regex.match(`(^|\s)--?(pre|output|ext-diff|textconv|exec|extcmd|tool|gui|hostname-bin|upload-pack|receive-pack|open-files-in-pager)\b`, value)
 	parts := command_parts(value)
 	count(parts) > 0

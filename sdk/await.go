@@ -203,6 +203,14 @@ func (c *Client) follow(ctx context.Context, callID string, f *follower) (Outcom
 			}
 		}
 		if out, ok := f.outcome(); ok {
+			if out.DecidedBy == "" && (out.Status == StatusCompleted || out.Status == StatusFailed) {
+				// A call that ran ends with the executor's event: who let it
+				// run is in the decision before it, which may have been stored
+				// before this wait subscribed. Without it the outcome still stands.
+				if err := c.readTypes(ctx, callID, f, []string{subject.Approved, subject.Allowed}); err == nil {
+					out, _ = f.outcome()
+				}
+			}
 			if out.Status == StatusInvalid {
 				return out, fmt.Errorf("%w: %s", ErrInvalid, out.Reason)
 			}
@@ -251,11 +259,6 @@ func (c *Client) readStored(ctx context.Context, callID string, f *follower) err
 	}
 	if f.decision || f.gateOnly {
 		return c.readTypes(ctx, callID, f, []string{subject.Allowed, subject.Approved})
-	}
-	// A call that ran ends with the executor's event: who let it run is in
-	// the decision before it.
-	if out, ok := f.outcome(); ok && out.DecidedBy == "" && (out.Status == StatusCompleted || out.Status == StatusFailed) {
-		return c.readTypes(ctx, callID, f, []string{subject.Approved, subject.Allowed})
 	}
 	return nil
 }

@@ -7,14 +7,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // completeCall publishes what the executor would: the call's completed event.
-func completeCall(t *testing.T, pub *envelope.Publisher, agent, call string, rev uint32, result string) {
+func completeCall(t *testing.T, pub *bus.Publisher, agent, call string, rev uint32, result string) {
 	t.Helper()
 	ev := &airlockv1.Event{
 		EventId: fmt.Sprintf("%s.%s.%d.completed", agent, call, rev), AgentId: agent, CallId: call, Revision: rev,
@@ -121,7 +125,7 @@ func TestAwaitSurvivesNATSRestart(t *testing.T) {
 	})
 	n.Restart()
 	_, js := testenv.Connect(t, n.URL())
-	completeCall(t, envelope.NewPublisher(js, "airlock/executor"), "bot", id, 1, `"after restart"`)
+	completeCall(t, bus.NewPublisher(js, "airlock/executor"), "bot", id, 1, `"after restart"`)
 	select {
 	case o := <-got:
 		if o.Status != airlock.StatusCompleted || string(o.Result) != `"after restart"` {
@@ -174,13 +178,30 @@ func TestTheOutcomeNamesWhoLetTheCallRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// endLive delivers only the end live, as the stream republishes it, while
+	// the decision was stored before the wait began: the wait never sees the
+	// decision live (CI once saw DecidedBy empty for a grant's allow).
+	endLive := func(t *testing.T, nc *nats.Conn, call string) {
+		t.Helper()
+		stored := "airlock.evt.bot." + call + ".exec.completed"
+		m := nats.NewMsg(subject.Out(stored))
+		m.Data = []byte(`{"completed":{"result_json":"{}"}, "agent_id":"bot", "call_id":"` + call + `", "revision":1}`)
+		m.Header.Set("Content-Type", "application/json")
+		m.Header.Set(jetstream.SubjectHeader, stored)
+		m.Header.Set(jetstream.SequenceHeader, "999999")
+		if err := nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		name, typ, want string
 		live            bool
+		onlyEndLive     bool
 	}{
-		{"a_stored_approval_names_the_reviewer", "approved", "alice", false},
-		{"a_live_approval_names_the_reviewer", "approved", "alice", true},
-		{"a_policy_allow_names_the_policy", "allowed", "policy", false},
+		{"a_stored_approval_names_the_reviewer", "approved", "alice", false, false},
+		{"a_live_approval_names_the_reviewer", "approved", "alice", true, false},
+		{"a_policy_allow_names_the_policy", "allowed", "policy", false, false},
+		{"a_decision_stored_before_the_wait_and_an_end_seen_live_names_who_decided", "allowed", "policy", true, true},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -194,12 +215,32 @@ func TestTheOutcomeNamesWhoLetTheCallRun(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			got := make(chan airlock.Outcome, 1)
-			if tt.live {
-				go func() { o, _ := c.Await(ctx, call); got <- o }()
-				testenv.Eventually(t, 5*time.Second, "the await to subscribe", func() bool { return nc.NumSubscriptions() > 0 })
+			if tt.onlyEndLive {
+				decide(call, tt.typ, actor)
+				done := make(chan airlock.Outcome, 1)
+				go func() { o, _ := c.Await(ctx, call); done <- o }()
+				// Until the wait's subscription reaches the server, a live end
+				// is missed: send it until the wait ends.
+				tick := time.NewTicker(50 * time.Millisecond)
+				defer tick.Stop()
+				for len(got) == 0 {
+					endLive(t, deps.NC, call)
+					select {
+					case o := <-done:
+						got <- o
+					case <-tick.C:
+					case <-ctx.Done():
+						t.Fatal("the wait saw no end")
+					}
+				}
+			} else {
+				if tt.live {
+					go func() { o, _ := c.Await(ctx, call); got <- o }()
+					testenv.Eventually(t, 5*time.Second, "the await to subscribe", func() bool { return nc.NumSubscriptions() > 0 })
+				}
+				decide(call, tt.typ, actor)
+				completeCall(t, deps.Publisher("executor"), "bot", call, 1, `{}`)
 			}
-			decide(call, tt.typ, actor)
-			completeCall(t, deps.Publisher("executor"), "bot", call, 1, `{}`)
 			if !tt.live {
 				o, err := c.Await(ctx, call)
 				if err != nil {

@@ -24,8 +24,8 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -104,6 +104,9 @@ type Call struct {
 	// AgentRuns marks a gate-only call: airlock decides it, the agent runs
 	// the tool itself (coding-agent hooks).
 	AgentRuns bool
+	// Cwd is the working directory the agent runs the tool in (a coding
+	// agent's hook gives it), shown to reviewers.
+	Cwd string
 	// Annotations are the tool's MCP annotations (readOnlyHint, ...), for
 	// the policy's input. AnnotationsTrusted claims they come from an
 	// upstream the registry trusts; the policy believes the claim only on a
@@ -131,7 +134,7 @@ func (c *Client) Submit(ctx context.Context, call Call) (string, error) {
 	if size := proto.Size(ev); size > c.maxBytes {
 		return "", fmt.Errorf("%w: request is %d bytes, over the %d-byte limit: pass large inputs by reference", ErrInvalid, size, c.maxBytes)
 	}
-	msg, err := envelope.EncodeRequest(ev, "agent/"+c.agent, "")
+	msg, err := bus.EncodeRequest(ev, "agent/"+c.agent, "")
 	if err != nil {
 		return "", fmt.Errorf("submit call %s: %w", tc.CallId, err)
 	}
@@ -169,7 +172,7 @@ func (c *Client) toolCall(call Call) (*airlockv1.ToolCall, error) {
 		CallId: call.ID, AgentId: c.agent, ThreadId: call.Thread, OnBehalfOf: call.OnBehalfOf,
 		Server: call.Server, Tool: call.Tool, Arguments: args, Reason: call.Reason,
 		IdempotencyKey: call.IdempotencyKey, Revision: call.Revision, CreatedAt: timestamppb.Now(),
-		AgentRuns: call.AgentRuns, AnnotationsTrusted: call.AnnotationsTrusted,
+		AgentRuns: call.AgentRuns, AnnotationsTrusted: call.AnnotationsTrusted, Cwd: call.Cwd,
 	}
 	if call.Annotations != nil {
 		if tc.Annotations, err = structpb.NewStruct(call.Annotations); err != nil {
@@ -239,7 +242,7 @@ func (c *Client) Report(ctx context.Context, callID string, rev uint32, r Report
 	if size := proto.Size(ev); size > c.maxBytes {
 		return fmt.Errorf("%w: report is %d bytes, over the %d-byte limit: report a shorter result", ErrInvalid, size, c.maxBytes)
 	}
-	msg, err := envelope.EncodeRequest(ev, "agent/"+c.agent, "")
+	msg, err := bus.EncodeRequest(ev, "agent/"+c.agent, "")
 	if err != nil {
 		return fmt.Errorf("report call %s: %w", callID, err)
 	}

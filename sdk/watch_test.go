@@ -13,7 +13,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -150,7 +150,7 @@ func TestDoFastNeverReportsAnOutcomeTheStreamRefused(t *testing.T) {
 		// there), then the one the stream stores.
 		refused := &airlockv1.Event{AgentId: agent, CallId: call, Revision: 1,
 			Body: &airlockv1.Event_Completed{Completed: &airlockv1.Completed{ResultJson: `"never stored"`}}}
-		if _, err := pub.PublishAfter(context.Background(), refused, "", ledger, 7); !errors.Is(err, envelope.ErrConflict) {
+		if _, err := pub.PublishAfter(context.Background(), refused, "", ledger, 7); !errors.Is(err, bus.ErrConflict) {
 			t.Errorf("the losing append: %v, want a conflict", err)
 		}
 		stored := &airlockv1.Event{AgentId: agent, CallId: call, Revision: 1,

@@ -48,7 +48,7 @@ func TestAnArgumentGlobAllowsNoPathThatTheToolResolvesOutsideIt(t *testing.T) {
 	writeFile(t, filepath.Join(sandbox, "victim.txt"), "the operator's file")
 
 	p.putRule(t, &airlockv1.PolicyRule{Id: "scratch-writes", Priority: 1, Server: "demo", Tool: "write_file",
-		Args: map[string]string{"/path": "scratch/**"}, Effect: "allow", Reason: "scratch space is free to write"})
+		Args: map[string]string{"/path": "scratch/**"}, OtherArguments: "any", Effect: "allow", Reason: "scratch space is free to write"})
 	p.waitAction(t, &airlockv1.ToolCall{AgentId: "bot", CallId: "probe", Server: "demo", Tool: "write_file",
 		Arguments: writeArgs("scratch/notes.txt", "x")}, airlockv1.Action_ACTION_ALLOW, "scratch-writes")
 	// Setup: the rule does what it says for a plain path.

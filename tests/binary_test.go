@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,25 +79,24 @@ func (d *devProcess) Admin(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 }
 
 // Agent connects as agent with the credential under the dev data dir,
-// creating it first with `airlock agents add` when it does not exist (dev
-// picks it up within a second).
+// creating it first with `airlock agents add` when it does not exist. The
+// credential works as soon as `agents add` returns: it waits for dev to
+// take it.
 func (d *devProcess) Agent(t *testing.T, agent string) *airlock.Client {
 	t.Helper()
 	file := natsauth.Dev{DataDir: d.DataDir}.CredentialFile(agent)
 	if _, err := os.Stat(file); err != nil {
 		out, err := exec.Command(airlockBinary(t), "agents", "add", agent, "--data", d.DataDir).CombinedOutput()
-		if err != nil {
-			t.Fatalf("airlock agents add %s: %v\n%s", agent, err, out)
+		if err != nil || !strings.Contains(string(out), "accepts it now") {
+			t.Fatalf("airlock agents add %s: %v (want it to say the running dev accepts it)\n%s", agent, err, out)
 		}
 	}
-	var c *airlock.Client
-	testenv.Eventually(t, 15*time.Second, "agent "+agent+" to be accepted by dev's NATS", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		var err error
-		c, err = airlock.Connect(ctx, file, d.NATSURL)
-		return err == nil
-	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := airlock.Connect(ctx, file, d.NATSURL)
+	if err != nil {
+		t.Fatalf("agent %s right after `airlock agents add` returned: %v", agent, err)
+	}
 	t.Cleanup(c.Close)
 	return c
 }

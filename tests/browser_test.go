@@ -70,6 +70,12 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
+	saveArtifact(t, name, buf)
+}
+
+// saveArtifact writes a PNG under tests/artifacts/.
+func saveArtifact(t *testing.T, name string, buf []byte) {
+	t.Helper()
 	dir := "artifacts"
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -266,4 +272,42 @@ func value[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// echoCalls makes workers × each auto-allowed demo__echo calls of bot,
+// four events each in the audit trail, and waits for them all.
+func echoCalls(t *testing.T, ctx context.Context, bot *airlock.Client, workers, each int) {
+	t.Helper()
+	w, err := bot.Watch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if _, err := w.DoFast(ctx, airlock.Call{Tool: "demo__echo", Args: map[string]any{"n": g*each + i}}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// noOverflow fails the test when the open page is wider than the window.
+func noOverflow(t *testing.T, ctx context.Context, where string) {
+	t.Helper()
+	if over := value(t, ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth - window.innerWidth`)); over > 0 {
+		t.Errorf("%s is %d px wider than the window", where, over)
+	}
 }

@@ -168,3 +168,12 @@ func TestCtrlCOnTaskUpIsNotAFailure(t *testing.T) {
 }
 
 const exitStillWaiting = 3
+
+// `airlock agents add` says when no `airlock dev` runs with that data dir,
+// instead of leaving a first call to fail with "Authorization Violation".
+func TestAgentsAddSaysWhenDevIsNotRunning(t *testing.T) {
+	out, err := runAirlock(t, "agents", "add", "later", "--data", t.TempDir())
+	if err != nil || !strings.Contains(out, "airlock dev is not running") {
+		t.Fatalf("agents add without a running dev: %v\n%s", err, out)
+	}
+}

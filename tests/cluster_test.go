@@ -11,7 +11,6 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/bus"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -36,7 +35,7 @@ func TestClusterSurvivesLossOfStreamLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub := envelope.NewPublisher(js, "airlock/executor")
+	pub := bus.NewPublisher(js, "airlock/executor")
 	claim := func(token string) *airlockv1.Event {
 		return &airlockv1.Event{AgentId: "bot", CallId: id, Revision: 1,
 			Body: &airlockv1.Event_Started{Started: &airlockv1.Started{ExecutorId: token, Attempt: 1, Claim: token}}}
@@ -78,7 +77,7 @@ func TestClusterSurvivesLossOfStreamLeader(t *testing.T) {
 		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := pub.PublishAfter(actx, claim("second"), "", ledger, 0)
 		acancel()
-		if errors.Is(err, envelope.ErrConflict) {
+		if errors.Is(err, bus.ErrConflict) {
 			break
 		}
 		if err == nil {

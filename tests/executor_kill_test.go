@@ -19,8 +19,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/canon"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -105,7 +105,7 @@ func TestExecutorKilledMidCallNeverRunsANonIdempotentToolTwice(t *testing.T) {
 	}
 	serve := func() *serveProcess { return startServe(t, n.URL(), env, "executor", "--config", conf) }
 
-	pub := envelope.NewPublisher(deps.JS, "airlock/approval")
+	pub := bus.NewPublisher(deps.JS, "airlock/approval")
 	approve := func(id, tool string) {
 		t.Helper()
 		args, _ := structpb.NewStruct(map[string]any{"amount": 42})

@@ -125,6 +125,10 @@ func TestCodingAgentsAreGatedThroughTheirHooks(t *testing.T) {
 				if !rec.GetCall().GetAgentRuns() || rec.GetCall().GetOnBehalfOf() != "admin" || !rec.GetCall().GetOnBehalfOfVerified() {
 					t.Fatalf("pending call %v: want a gate-only call acting for admin", rec.GetCall())
 				}
+				// The reviewer sees where the command runs: the payload's cwd.
+				if cwd := rec.GetCall().GetCwd(); cwd != "/home/dev/shop" {
+					t.Errorf("the pending call's working directory is %q, want the payload's /home/dev/shop", cwd)
+				}
 				approveInConsole(t, rec)
 				if r := waitHook(t, ch); !allowed(t, agent, r) {
 					t.Fatalf("after the approval: %+v", r)

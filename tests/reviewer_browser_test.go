@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -322,30 +321,7 @@ func TestReviewerSurfacesAtDesktopAndPhone(t *testing.T) {
 	defer cancel()
 
 	// 2,000 events and more: 500 auto-allowed calls of four events each.
-	w, err := bot.Watch()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	var wg sync.WaitGroup
-	errs := make(chan error, 500)
-	for g := range 10 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 50 {
-				if _, err := w.DoFast(sdkCtx, airlock.Call{Tool: "demo__echo", Args: map[string]any{"n": g*50 + i}}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	echoCalls(t, sdkCtx, bot, 10, 50)
 	// Decisions for the charts: approvals, a rejection, a request for changes.
 	var pending []string
 	for i, decide := range []string{"approve", "approve", "approve", "reject", "changes", "approve"} {
@@ -374,12 +350,6 @@ func TestReviewerSurfacesAtDesktopAndPhone(t *testing.T) {
 	phone := chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch, chromedp.EmulateScale(2))
 	do(t, ctx, "a desktop window", desktop)
 	signIn(t, ctx, dev)
-	noOverflow := func(where string) {
-		t.Helper()
-		if over := value(t, ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth - window.innerWidth`)); over > 0 {
-			t.Errorf("%s is %d px wider than the window", where, over)
-		}
-	}
 
 	t.Run("the_thread_preview_lists_each_call_with_its_risk_before_confirming", func(t *testing.T) {
 		do(t, ctx, "open the preview",
@@ -403,10 +373,10 @@ func TestReviewerSurfacesAtDesktopAndPhone(t *testing.T) {
 
 	t.Run("desktop_screens", func(t *testing.T) {
 		do(t, ctx, "the inbox", chromedp.Navigate(dev.HTTPURL+"/"), chromedp.WaitVisible(chromedp.CSS(`#inbox[data-synced="true"]`)))
-		noOverflow("the inbox")
+		noOverflow(t, ctx, "the inbox")
 		screenshot(t, ctx, "desktop-inbox")
 		do(t, ctx, "a call", chromedp.Navigate(dev.HTTPURL+"/calls/bot/"+pending[1]), chromedp.WaitVisible(chromedp.ID("timeline")))
-		noOverflow("the call page")
+		noOverflow(t, ctx, "the call page")
 		screenshot(t, ctx, "desktop-call-page")
 	})
 
@@ -417,7 +387,7 @@ func TestReviewerSurfacesAtDesktopAndPhone(t *testing.T) {
 		if rows != 100 || height > 8000 {
 			t.Errorf("the first page has %d rows and is %d px tall", rows, height)
 		}
-		noOverflow("the audit page")
+		noOverflow(t, ctx, "the audit page")
 		screenshot(t, ctx, "desktop-audit")
 		first := value(t, ctx, chromedp.Evaluate[string](`document.querySelector('#audit-rows tbody tr:last-child td').innerText`))
 		do(t, ctx, "the next page", chromedp.Click(chromedp.ID("audit-next")), chromedp.WaitVisible(chromedp.ID("audit-first")))
@@ -455,7 +425,7 @@ func TestReviewerSurfacesAtDesktopAndPhone(t *testing.T) {
 				t.Errorf("chart %d draws nothing", i+1)
 			}
 		}
-		noOverflow("analytics")
+		noOverflow(t, ctx, "analytics")
 		screenshot(t, ctx, "desktop-analytics")
 	})
 
@@ -465,11 +435,11 @@ func TestReviewerSurfacesAtDesktopAndPhone(t *testing.T) {
 			{"phone-inbox", "/", `#inbox[data-synced="true"]`}, {"phone-audit", "/audit", "#audit-rows"}, {"phone-analytics", "/audit/analytics", "#chart-rate"},
 		} {
 			do(t, ctx, p.name, chromedp.Navigate(dev.HTTPURL+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready)))
-			noOverflow(p.name)
+			noOverflow(t, ctx, p.name)
 			screenshot(t, ctx, p.name)
 		}
 		do(t, ctx, "open a call", chromedp.Navigate(dev.HTTPURL+"/calls/bot/"+pending[2]), chromedp.WaitVisible(chromedp.ID("act-approve")))
-		noOverflow("the call page on a phone")
+		noOverflow(t, ctx, "the call page on a phone")
 		screenshot(t, ctx, "phone-call-page")
 		box := value(t, ctx, chromedp.Evaluate[[]float64](`(() => { const r = document.getElementById("act-approve").getBoundingClientRect(); return [r.left, r.right, r.height]; })()`))
 		if box[0] < 0 || box[1] > 390 || box[2] < 24 {

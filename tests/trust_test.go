@@ -15,7 +15,7 @@ import (
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -244,7 +244,7 @@ func TestTrustBoundaryUnderTheShippedPermissions(t *testing.T) {
 		adminNC, adminJS := p.nats.Connect(natsauth.RoleAdmin)
 		ev := &airlockv1.Event{EventId: "forged-approval", AgentId: "bot", CallId: id, Revision: 1,
 			Body: &airlockv1.Event_Approved{Approved: &airlockv1.Approved{Call: rec.GetCall(), ArgumentsDigest: rec.GetArgumentsDigest()}}}
-		if _, err := envelope.NewPublisher(adminJS, "airlock/approval").Publish(ctx, ev, ""); err != nil {
+		if _, err := bus.NewPublisher(adminJS, "airlock/approval").Publish(ctx, ev, ""); err != nil {
 			t.Fatal(err)
 		}
 		testenv.WaitForEvent(t, adminJS, subject.OfCall("bot", id), subject.UnauthorizedAttempt, 20*time.Second)

@@ -21,9 +21,9 @@ import (
 	"github.com/airlock-gate/airlock/services/audit/local"
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/store"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 )
 
 // auditBenchResult is what `airlock bench audit --json` prints.
@@ -337,7 +337,7 @@ func benchAuditEvents(n int) ([]*nats.Msg, int) {
 			if ev.Actor == nil {
 				ev.Actor = actor
 			}
-			m, err := envelope.Encode(ev, "airlock/bench", "")
+			m, err := bus.Encode(ev, "airlock/bench", "")
 			if err != nil {
 				panic(err) // the events above are well-formed
 			}

@@ -22,9 +22,9 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval"
 	"github.com/airlock-gate/airlock/services/email/smtptest"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/notify/pagerduty"
 	"github.com/airlock-gate/airlock/services/shared/notify/webhook"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -190,7 +190,7 @@ func runFanoutBench(ctx context.Context, cfg config.Config, o fanoutBenchOptions
 // publishAsk publishes approval_requested for call id as the policy service
 // would, routed to notify; approvers decide (alice, mailed at
 // alice@example.com, when none are given).
-func publishAsk(ctx context.Context, pub *envelope.Publisher, id string, notify []string, approvers ...string) error {
+func publishAsk(ctx context.Context, pub *bus.Publisher, id string, notify []string, approvers ...string) error {
 	if len(approvers) == 0 {
 		approvers = []string{"alice"}
 	}

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/airlock-gate/airlock/services/shared/seal"
 	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/airlock-gate/airlock/services/shared/seal"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"

@@ -16,6 +16,7 @@ import (
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // Exit statuses of `airlock call` and `airlock await`.
@@ -168,7 +169,7 @@ func follow(ctx context.Context, out, log io.Writer, cfg config.Config, client *
 		}
 		said[p.Type] = true
 		switch p.Type {
-		case "approval_requested":
+		case subject.ApprovalRequested:
 			d := p.Decision
 			fmt.Fprintf(log, "waiting for a person: %s (risk %s, rule %s)\n", d.GetReason(), calls.RiskName(d.GetRisk()), dash(d.GetRuleId()))
 			who := strings.Join(d.GetApprovers(), ", ")
@@ -184,9 +185,9 @@ func follow(ctx context.Context, out, log io.Writer, cfg config.Config, client *
 				until = " before " + p.Deadline.UTC().Format("15:04:05 UTC")
 			}
 			fmt.Fprintf(log, "  %s%s may decide%s:\n    %s\n    airlock approvals show %s   (then approve, reject or changes)\n", who, quorum, until, consoleLink(cfg, client.Agent(), id, p.Revision), name)
-		case "approved":
+		case subject.Approved:
 			fmt.Fprintf(log, "approved by %s; the executor runs it now\n", dash(p.By))
-		case "allowed":
+		case subject.Allowed:
 			fmt.Fprintln(log, "allowed by the policy; the executor runs it now")
 		}
 	}

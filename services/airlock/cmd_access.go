@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 )
@@ -61,10 +67,27 @@ accounts with ` + "`airlock nats config`" + ` instead.`,
 			}
 			d := natsauth.Dev{DataDir: dataDir}
 			file := d.CredentialFile(args[0])
-			if _, err := natsauth.NewCredential(file, args[0], fmt.Sprintf("nats://%s:%d", cfg.Dev.NATSHost, cfg.Dev.NATSPort)); err != nil {
+			// The running dev's own address, else where it listens by default.
+			url, running := fmt.Sprintf("nats://%s:%d", cfg.Dev.NATSHost, cfg.Dev.NATSPort), false
+			if raw, err := os.ReadFile(d.URLFile()); err == nil {
+				url, running = strings.TrimSpace(string(raw)), true
+			}
+			cred, err := natsauth.NewCredential(file, args[0], url)
+			if err != nil {
 				return err
 			}
 			fmt.Printf("agent %s created; its credential is %s (keep it secret)\n", args[0], file)
+			if running {
+				err = awaitAccepted(cmd.Context(), cred)
+			}
+			switch {
+			case !running || errors.Is(err, errDevNotRunning):
+				fmt.Printf("airlock dev is not running with --data %s: it accepts the credential when it starts\n", dataDir)
+			case err != nil:
+				return err
+			default:
+				fmt.Printf("airlock dev at %s accepts it now\n", cred.URL)
+			}
 			fmt.Printf("  try it:   airlock call --agent %s --tool demo__echo --args '{\"text\":\"hi\"}'\n", args[0])
 			fmt.Printf("  from Go:  airlock.Connect(ctx, %q, \"\")\n", file)
 			return nil
@@ -183,4 +206,36 @@ func agentCredential(dataDir, agent, creds string) (string, error) {
 		return "", fmt.Errorf("no credential for agent %s at %s: create one with `airlock agents add %s` (airlock dev), or pass --creds FILE", agent, file, agent)
 	}
 	return file, nil
+}
+
+// errDevNotRunning: nothing listens at the credential's NATS address.
+var errDevNotRunning = errors.New("airlock dev is not running")
+
+// acceptWait bounds how long `agents add` waits for a running `airlock dev`
+// to take a new credential (it looks at its agents folder every second).
+const acceptWait = 15 * time.Second
+
+// awaitAccepted returns once the NATS server the credential names accepts
+// it, so that a call made right after `airlock agents add` is not refused;
+// errDevNotRunning when no server answers there at all.
+func awaitAccepted(ctx context.Context, cred natsauth.Credential) error {
+	ctx, cancel := context.WithTimeout(ctx, acceptWait)
+	defer cancel()
+	for {
+		actx, stop := context.WithTimeout(ctx, 2*time.Second)
+		nc, err := airlock.Dial(actx, cred, cred.URL)
+		stop()
+		switch {
+		case err == nil:
+			nc.Close()
+			return nil
+		case errors.Is(err, nats.ErrNoServers):
+			return errDevNotRunning
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("airlock dev at %s has not accepted agent %s's credential within %s (%w): is it running with the same --data directory?", cred.URL, cred.Agent, acceptWait, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

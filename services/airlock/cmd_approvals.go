@@ -22,6 +22,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 )
 
 // apiClient is the reviewer CLI's client of the console's REST API.
@@ -104,7 +105,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, body any, out a
 	case nil:
 		return nil
 	case proto.Message:
-		return protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(data, o)
+		return envelope.JSONRead.Unmarshal(data, o)
 	default:
 		return json.Unmarshal(data, out)
 	}
@@ -208,7 +209,7 @@ func printList(w io.Writer, out listReply, now time.Time) {
 	var unreadable []string
 	for _, raw := range out.Records {
 		r := &airlockv1.ApprovalRecord{}
-		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, r); err != nil {
+		if err := envelope.JSONRead.Unmarshal(raw, r); err != nil {
 			unreadable = append(unreadable, fmt.Sprintf("a record cannot be read (%v): %s", err, cliOneLine(string(raw), 80)))
 			continue
 		}

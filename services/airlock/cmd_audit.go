@@ -18,8 +18,9 @@ import (
 	"github.com/airlock-gate/airlock/services/audit"
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/store"
+	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -29,6 +30,10 @@ type auditFlags struct {
 	call, thread, agent, tool, actor, typ, decision, since string
 	until, decidedBy, grant                                string
 	limit                                                  int
+	// write: the command changes the trail (drop-before), so it logs in to
+	// the ClickHouse of `airlock dev --clickhouse-local` as its writer;
+	// every other command as its read-only auditor.
+	write bool
 }
 
 func (a *auditFlags) addDSN(cmd *cobra.Command) {
@@ -103,18 +108,27 @@ func auditKey(cfg config.Config) (*record.Key, error) {
 }
 
 // config loads the configuration and the DSN to use: --clickhouse wins,
-// then clickhouse.dsn, then the one `airlock dev --clickhouse-local` keeps
-// in its data directory (from names that file when it was used).
+// then clickhouse.reader_dsn or else clickhouse.dsn (clickhouse.dsn for a
+// command that writes), then the one `airlock dev --clickhouse-local` keeps
+// in its data directory, with its auditor's credentials or, for a command
+// that writes, its writer's (from names that file when it was used).
 func (a *auditFlags) config(g *globals) (cfg config.Config, dsn, from string, err error) {
 	cfg, err = g.load()
 	switch {
 	case a.dsn != "":
 		return cfg, a.dsn, "", err
-	case cfg.ClickHouse.DSN != "" || err != nil:
+	case a.write && cfg.ClickHouse.DSN != "" || err != nil:
 		return cfg, cfg.ClickHouse.DSN, "", err
+	case cfg.ClickHouse.Reader() != "":
+		return cfg, cfg.ClickHouse.Reader(), "", nil
 	}
 	if raw, rerr := os.ReadFile(localDSNFile(cfg.Dev.DataDir)); rerr == nil {
-		return cfg, strings.TrimSpace(string(raw)), localDSNFile(cfg.Dev.DataDir), nil
+		user := audit.LocalAuditor
+		if a.write {
+			user = audit.LocalWriter
+		}
+		dsn, err = audit.LocalDSN(cfg.Dev.DataDir, strings.TrimSpace(string(raw)), user)
+		return cfg, dsn, localDSNFile(cfg.Dev.DataDir), err
 	}
 	return cfg, "", "", nil
 }
@@ -324,7 +338,7 @@ rows sealed with a lost key can no longer be verified.`,
 }
 
 func newAuditDropBeforeCmd(g *globals) *cobra.Command {
-	var a auditFlags
+	a := auditFlags{write: true}
 	var yes bool
 	var by string
 	cmd := &cobra.Command{
@@ -370,13 +384,13 @@ retention (stream.max_age).`,
 				by = os.Getenv("USER")
 			}
 			ev := &airlockv1.Event{
-				EventId: fmt.Sprintf("%s.pruned.%s.%d", subject.AuditCall, before.Format("200601"), plan.FirstKept),
+				EventId: callref.System{Kind: callref.SystemRetention, ID: fmt.Sprintf("%s-%d", before.Format("200601"), plan.FirstKept)}.EventID(subject.AuditPruned),
 				AgentId: subject.SystemAgent, CallId: subject.AuditCall,
 				Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: by, Channel: "cli"},
 				Body: &airlockv1.Event_AuditPruned{AuditPruned: &airlockv1.AuditPruned{Partitions: plan.Partitions, Rows: plan.Rows,
 					FirstKeptSeq: plan.FirstKept, AnchorHash: plan.Anchor, LastDroppedSeq: plan.LastDrop, Before: before.Format("2006-01")}},
 			}
-			if _, err := envelope.NewPublisher(js, "airlock/cli").Publish(ctx, ev, ""); err != nil {
+			if _, err := bus.NewPublisher(js, "airlock/cli").Publish(ctx, ev, ""); err != nil {
 				return fmt.Errorf("record the drop as an audit_pruned event: %w (nothing was dropped)", err)
 			}
 			if err := st.Drop(ctx, plan); err != nil {

@@ -12,8 +12,12 @@ import (
 	"time"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/audit"
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/store"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/seal"
+	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -93,6 +97,9 @@ func TestTheAuditCLIFindsTheLocalClickHouseOfDev(t *testing.T) {
 	if err := os.WriteFile(localDSNFile(dir), []byte("clickhouse://"+addr+"/airlock\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if err := seal.CreateSecretFile(audit.LocalPasswordFile(dir, audit.LocalAuditor), "pw\n"); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("AIRLOCK_DEV_DATA_DIR", dir)
 	t.Setenv("AIRLOCK_CLICKHOUSE_DSN", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -101,5 +108,37 @@ func TestTheAuditCLIFindsTheLocalClickHouseOfDev(t *testing.T) {
 	_, _, err = a.open(ctx, &globals{})
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "clickhouse.dsn")) || !strings.Contains(err.Error(), "does not answer") {
 		t.Fatalf("open: %v, want it to name %s and say the ClickHouse there does not answer", err, localDSNFile(dir))
+	}
+}
+
+// The readers of the trail log in with clickhouse.reader_dsn (a read-only
+// user's) when it is set: the audit commands but drop-before, and the
+// console's audit pages.
+func TestTheReadersOfTheTrailUseTheReaderDSN(t *testing.T) {
+	cfg := config.Default()
+	cfg.ClickHouse.DSN, cfg.ClickHouse.ReaderDSN = "clickhouse://airlock:w@127.0.0.1:1/airlock", "clickhouse://auditor:r@127.0.0.1:2/airlock"
+	file := filepath.Join(t.TempDir(), "airlock.yaml")
+	if err := os.WriteFile(file, []byte("clickhouse:\n  dsn: "+cfg.ClickHouse.DSN+"\n  reader_dsn: "+cfg.ClickHouse.ReaderDSN+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AIRLOCK_CLICKHOUSE_DSN", cfg.ClickHouse.DSN) // as the file says, whatever the environment held
+	for _, c := range []struct {
+		name  string
+		write bool
+		want  string
+	}{{"a_reading_command_reads_as_the_reader", false, cfg.ClickHouse.ReaderDSN}, {"drop_before_writes_as_the_writer", true, cfg.ClickHouse.DSN}} {
+		t.Run(c.name, func(t *testing.T) {
+			a := auditFlags{write: c.write}
+			_, dsn, _, err := a.config(&globals{configFile: file})
+			if err != nil || dsn != c.want {
+				t.Fatalf("config = %q, %v; want %q", dsn, err, c.want)
+			}
+		})
+	}
+	// Nothing listens on either port: the error names the one the console tried.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := newConsoleAudit(svc.Deps{Config: cfg}).reader(ctx); err == nil || !strings.Contains(err.Error(), "auditor") || strings.Contains(err.Error(), ":1/") {
+		t.Fatalf("the console's audit reader: %v, want it to have tried the reader DSN", err)
 	}
 }

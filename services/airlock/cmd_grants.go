@@ -12,6 +12,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/grant"
 )
 
 // approvalsRememberCmd makes a standing grant from a call: the decision
@@ -74,24 +75,11 @@ remember their own decisions when the rule asks them to confirm their calls.
 	return cmd
 }
 
-// grantScope says in one line what a grant lets run.
+// grantScope says in one line what a grant lets run: its scope in the
+// words every surface uses (grant.Describe), whether it was revoked, and who
+// made it.
 func grantScope(gr *airlockv1.StandingGrant) string {
-	s := fmt.Sprintf("agent %s may run %s__%s", gr.GetAgentId(), gr.GetServer(), gr.GetTool())
-	for ptr, p := range gr.GetCommandPrefixes() {
-		s += fmt.Sprintf(" when %s starts with %q", ptr, p)
-	}
-	for ptr, glob := range gr.GetArgumentGlobs() {
-		s += fmt.Sprintf(" when %s matches %q", ptr, glob)
-	}
-	if gr.GetArgumentsDigest() != "" {
-		s += " with exactly the remembered arguments"
-	}
-	if gr.GetLimitedUses() {
-		s += fmt.Sprintf(", %d more time(s)", gr.GetUsesLeft())
-	}
-	if gr.GetExpiresAt() != nil {
-		s += ", until " + gr.GetExpiresAt().AsTime().Local().Format(time.DateTime)
-	}
+	s := grant.Describe(gr)
 	if gr.GetRevoked() {
 		s += " (revoked by " + gr.GetRevokedBy().GetId() + ")"
 	}

@@ -161,7 +161,7 @@ func (o *hookOptions) gate(ctx context.Context, ev hooks.Event) hooks.Verdict {
 	if !fromAgent {
 		id = ids.New("call")
 	}
-	call := airlock.Call{ID: id, Server: ev.Server, Tool: ev.Tool, Args: ev.Args, Thread: ev.Thread(), Reason: ev.Reason, AgentRuns: true}
+	call := airlock.Call{ID: id, Server: ev.Server, Tool: ev.Tool, Args: ev.Args, Thread: ev.Thread(), Reason: ev.Reason, AgentRuns: true, Cwd: ev.Cwd}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	_, err = client.Submit(sctx, call)
 	cancel()

@@ -22,8 +22,9 @@ import (
 
 	"github.com/airlock-gate/airlock/policies"
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
-	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/policy/decide"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -83,7 +84,7 @@ opa test. Exit status 1 when a test fails or the policy does not compile.`,
 				dir = args[0]
 			}
 			fsys, name := policyFS(cfg, dir)
-			results, err := policy.RunRegoTests(cmd.Context(), fsys)
+			results, err := decide.RunRegoTests(cmd.Context(), fsys)
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
@@ -238,11 +239,11 @@ func evalCall(ctx context.Context, g *globals, cfg config.Config, call *airlockv
 		}
 	}
 	fsys, name := policyFS(cfg, dir)
-	code, err := policy.CodeFromFS(fsys)
+	code, err := decide.CodeFromFS(fsys)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", name, err)
 	}
-	ev, err := policy.NewEvaluator(ctx, code, rules, cfg.Policy.Profiles, policy.WithAskDefaults(policy.AskDefaultsFrom(cfg)))
+	ev, err := decide.NewEvaluator(ctx, code, rules, cfg.Policy.Profiles, decide.WithAskDefaults(decide.AskDefaultsFrom(cfg)))
 	if err != nil {
 		return nil, "", fmt.Errorf("%s with the run-time rules: %w", name, err)
 	}
@@ -337,7 +338,7 @@ matching deny rule always wins. Or give the whole rule with --json.`,
 			rule.Notify = append(rule.Notify, notify...)
 			rule.Redact = append(rule.Redact, redact...)
 			rule.ToolWords = append(rule.ToolWords, words...)
-			if err := policy.ValidateRule(rule); err != nil {
+			if err := decide.ValidateRule(rule); err != nil {
 				return usageErr(cmd, "%v", err)
 			}
 			c, err := api.client(g)
@@ -361,7 +362,8 @@ matching deny rule always wins. Or give the whole rule with --json.`,
 	f.StringVar(&r.ToolPattern, "tool-pattern", "", "glob on the tool name, e.g. delete_*")
 	f.StringVar(&r.Pattern, "pattern", "", "glob on server__tool, e.g. fs__*")
 	f.StringVar(&r.Agent, "agent", "", "exact agent id")
-	f.StringArrayVar(&argGlobs, "arg", nil, "argument constraint /json/pointer=GLOB (repeatable)")
+	f.StringArrayVar(&argGlobs, "arg", nil, "argument constraint /json/pointer=GLOB (repeatable); an allow rule then allows only the arguments its --arg names")
+	f.StringVar(&r.OtherArguments, "other-arguments", "", `"any": an allow rule with --arg lets arguments it does not name take any value`)
 	f.StringArrayVar(&words, "tool-word", nil, "word of the tool name (repeatable)")
 	f.StringVar(&r.Risk, "risk", "", "low, medium, high or critical")
 	f.StringVar(&r.Reason, "reason", "", "why, shown to reviewers and agents")
@@ -395,7 +397,7 @@ matching deny rule always wins. Or give the whole rule with --json.`,
 // printProtoJSON prints m as indented protojson with stable spacing (protojson
 // varies its whitespace on purpose; scripts and people want the same text).
 func printProtoJSON(w io.Writer, m proto.Message) error {
-	data, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	data, err := envelope.JSONForm.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode the answer as JSON: %w", err)
 	}
@@ -450,6 +452,18 @@ func ruleMatch(r *airlockv1.PolicyRule) string {
 	sort.Strings(keys)
 	for _, k := range keys {
 		parts = append(parts, k+"="+r.GetArgs()[k])
+	}
+	if r.GetArgumentsMatch() != "" {
+		parts = append(parts, "an argument matches "+cliOneLine(r.GetArgumentsMatch(), 24))
+	}
+	var annotations []string
+	for k, b := range r.GetAnnotations() {
+		annotations = append(annotations, fmt.Sprintf("annotation %s=%v", k, b))
+	}
+	sort.Strings(annotations)
+	parts = append(parts, annotations...)
+	if r.GetOtherArguments() != "" {
+		parts = append(parts, "other arguments "+r.GetOtherArguments())
 	}
 	if len(parts) == 0 {
 		return "every call"

@@ -12,7 +12,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/replay"
-	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/policy/decide"
 )
 
 // newPolicyReplayCmd is `airlock policy replay`: re-decide recorded calls
@@ -48,7 +48,7 @@ Arguments the recorded decision redacted are seen by the candidate as
 			if err := policyDirExists(dir); err != nil {
 				return usageErr(cmd, "--policy: %v", err)
 			}
-			ev, err := policy.LoadDir(cmd.Context(), dir)
+			ev, err := decide.LoadDir(cmd.Context(), dir)
 			if err != nil {
 				return fmt.Errorf("candidate policy in %s: %w", dir, err)
 			}

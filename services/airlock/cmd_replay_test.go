@@ -19,7 +19,8 @@ import (
 	"github.com/airlock-gate/airlock/services/audit/replay"
 	"github.com/airlock-gate/airlock/services/audit/store"
 	"github.com/airlock-gate/airlock/services/policy"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/policy/decide"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -30,11 +31,11 @@ func TestPolicyReplayReportsTheCallsAChangedRuleWouldFlip(t *testing.T) {
 
 	// Record decisions made by the shipped policy.
 	ctx := context.Background()
-	current, err := policy.LoadDir(ctx, "../../policies")
+	current, err := decide.LoadDir(ctx, "../../policies")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub := envelope.NewPublisher(deps.JS, "airlock/policy")
+	pub := bus.NewPublisher(deps.JS, "airlock/policy")
 	calls := []struct{ tool, path string }{
 		{"read_file", "/a"}, {"read_file", "/b"}, {"list_directory", "/"}, {"read_file", "/c"},
 		{"write_file", "/d"}, {"write_file", "/e"}, {"delete_file", "/etc/passwd"},
@@ -148,7 +149,7 @@ func startAuditSink(t *testing.T) auditSink {
 	if a.key, a.keyHex, err = record.GenerateKey(); err != nil {
 		t.Fatal(err)
 	}
-	sink, err := audit.New(a.deps, audit.Options{DSN: a.dsn, FlushInterval: 50 * time.Millisecond, Key: a.key})
+	sink, err := audit.New(a.deps, audit.Options{DSN: a.dsn, BatchSize: a.deps.Config.Audit.BatchSize, FlushInterval: 50 * time.Millisecond, Key: a.key})
 	if err != nil {
 		t.Fatal(err)
 	}

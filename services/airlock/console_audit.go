@@ -30,7 +30,7 @@ func (a *consoleAudit) reader(ctx context.Context) (store.Reader, error) {
 	if a.rd != nil {
 		return a.rd, nil
 	}
-	if dsn := a.deps.Config.ClickHouse.DSN; dsn != "" {
+	if dsn := a.deps.Config.ClickHouse.Reader(); dsn != "" {
 		st, err := store.Open(ctx, dsn)
 		if err != nil {
 			return nil, fmt.Errorf("open the audit store: %w", err)

@@ -88,6 +88,10 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 	}
 	defer ns.Stop()
 	cfg.NATS.URL = ns.URL()
+	if err := os.WriteFile(creds.URLFile(), []byte(ns.URL()+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", creds.URLFile(), err)
+	}
+	defer os.Remove(creds.URLFile())
 	creds.Apply(&cfg, natsauth.RoleDev)
 	if err := devGatewayEndpoint(&cfg, creds); err != nil {
 		return err
@@ -103,13 +107,22 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 			return fmt.Errorf("start a local ClickHouse: %w (install it with `apt-get install clickhouse-server`, or run without --clickhouse-local)", err)
 		}
 		defer stop()
-		cfg.ClickHouse.DSN = dsn
-		// The audit CLI finds the local ClickHouse here while dev runs.
+		// The sink writes as the local writer; nobody logs in without a password.
+		if cfg.ClickHouse.DSN, err = audit.LocalDSN(cfg.Dev.DataDir, dsn, audit.LocalWriter); err != nil {
+			return err
+		}
+		// The console's audit pages read as the read-only auditor.
+		if cfg.ClickHouse.ReaderDSN, err = audit.LocalDSN(cfg.Dev.DataDir, dsn, audit.LocalAuditor); err != nil {
+			return err
+		}
+		// The audit CLI finds the local ClickHouse here while dev runs (the
+		// address only: it reads the auditor's password from its own file).
 		if err := os.WriteFile(localDSNFile(cfg.Dev.DataDir), []byte(dsn+"\n"), 0o600); err != nil {
 			return fmt.Errorf("write %s: %w", localDSNFile(cfg.Dev.DataDir), err)
 		}
 		defer os.Remove(localDSNFile(cfg.Dev.DataDir))
-		auditText = "  audit     " + dsn + "   (local clickhouse-server under " + filepath.Join(cfg.Dev.DataDir, "clickhouse") + ")\n"
+		auditText = "  audit     " + dsn + "   (local clickhouse-server under " + filepath.Join(cfg.Dev.DataDir, "clickhouse") +
+			"; users " + audit.LocalWriter + " and read-only " + audit.LocalAuditor + ", passwords in " + filepath.Dir(audit.LocalPasswordFile(cfg.Dev.DataDir, "")) + "/*.password)\n"
 	}
 
 	// The audit chain's key lives beside the data, readable by this user
@@ -237,7 +250,10 @@ func connect(ctx context.Context, cfg config.Config, log *slog.Logger, name stri
 		return svc.Deps{}, fmt.Errorf("jetstream: %w", err)
 	}
 	if provision {
-		changes, err := bus.Provision(cctx, js, cfg)
+		// Not bounded by the connection's 30 s: a cluster that has just
+		// started may need longer to place replicated streams, and
+		// Provision bounds its own wait (nats.provision_wait).
+		changes, err := bus.Provision(ctx, js, cfg)
 		if err != nil {
 			nc.Close()
 			return svc.Deps{}, err

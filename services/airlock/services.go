@@ -26,6 +26,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/obs"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/svc"
+	airlockslack "github.com/airlock-gate/airlock/services/slack"
 )
 
 // constructors builds each service by name; `airlock dev` runs them all,
@@ -97,7 +98,13 @@ func newHTTP(deps svc.Deps, names []string, services ...svc.Service) *echo.Echo 
 	// Slack's clicks are a front-end's: only the console's process (and
 	// its NATS user) serves them.
 	if slices.Contains(names, "console") {
-		mountSlack(e, deps)
+		var opts []airlockslack.Option
+		for _, s := range services {
+			if c, ok := s.(*console.Console); ok {
+				opts = append(opts, airlockslack.WithVouchedGroups(c.VouchedGroups))
+			}
+		}
+		mountSlack(e, deps, opts...)
 	}
 	return e
 }

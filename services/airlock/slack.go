@@ -33,7 +33,7 @@ func slackNotifiers(d svc.Deps) []notify.Notifier {
 // /slack/interactions) in a process configured with the signing secret. It
 // needs the bot token too (to redraw cards and open modals); without it the
 // route is not mounted and the reason is logged as an error.
-func mountSlack(e *echo.Echo, d svc.Deps) {
+func mountSlack(e *echo.Echo, d svc.Deps, opts ...airlockslack.Option) {
 	if d.Config.Slack.SigningSecret == "" {
 		if airlockslack.Enabled(d) {
 			d.Log.Info("Slack clicks are not served by this process: set slack.signing_secret where /slack/interactions is reachable")
@@ -42,7 +42,7 @@ func mountSlack(e *echo.Echo, d svc.Deps) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	h, err := airlockslack.NewInteractions(ctx, d)
+	h, err := airlockslack.NewInteractions(ctx, d, opts...)
 	if err != nil {
 		d.Log.Error("Slack interactions endpoint not mounted: clicks in Slack will fail", "err", err)
 		return

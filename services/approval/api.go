@@ -96,7 +96,7 @@ func human(ctx context.Context, a *airlockv1.Actor) (*airlockv1.Actor, error) {
 	if channel == "" {
 		channel = rpc.Frontend(ctx)
 	}
-	return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: a.GetId(), Channel: channel}, nil
+	return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: a.GetId(), Channel: channel, Groups: a.GetGroups()}, nil
 }
 
 // refusedRequest records a request no front-end sealed as an
@@ -256,7 +256,7 @@ func (s *Service) decideRef(ctx context.Context, ref callref.Ref, d domain.Decis
 	var seen *airlockv1.ApprovalRecord
 	rec, wrote, out, err := s.transition(ctx, key, func(cur *airlockv1.ApprovalRecord) (domain.Outcome, error) {
 		seen = cur
-		return domain.Decide(cur, d, s.dir, s.now())
+		return domain.Decide(cur, d, s.dir.Vouched(d.By), s.now())
 	})
 	if err != nil {
 		if seen == nil {
@@ -416,7 +416,7 @@ func (s *Service) cancelRef(ctx context.Context, ref callref.Ref, by *airlockv1.
 	var seen *airlockv1.ApprovalRecord
 	rec, wrote, out, err := s.transition(ctx, ref.Key(), func(cur *airlockv1.ApprovalRecord) (domain.Outcome, error) {
 		seen = cur
-		return domain.Cancel(cur, by, reason, s.dir, s.now())
+		return domain.Cancel(cur, by, reason, s.dir.Vouched(by), s.now())
 	})
 	if err != nil {
 		if seen == nil {

@@ -47,7 +47,7 @@ func (s *Service) CreateGrant(ctx context.Context, req *airlockv1.CreateGrantReq
 		}
 		id = "grant_" + req.GetRequestId()
 	}
-	g, err := domain.NewGrant(rec, req.GetGrant(), by, s.dir, id, s.now())
+	g, err := domain.NewGrant(rec, req.GetGrant(), by, s.dir.Vouched(by), id, s.now())
 	if err != nil {
 		return nil, s.domainErr(ctx, rec, by, err)
 	}
@@ -120,7 +120,7 @@ func (s *Service) RevokeGrant(ctx context.Context, req *airlockv1.RevokeGrantReq
 				rec = nil
 			}
 		}
-		next, changed, err := domain.Revoke(g, rec, by, s.dir)
+		next, changed, err := domain.Revoke(g, rec, by, s.dir.Vouched(by))
 		if err != nil {
 			if rec == nil {
 				rec = &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{CallId: g.GetFromCallId(), AgentId: g.GetAgentId()}}

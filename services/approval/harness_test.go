@@ -18,9 +18,9 @@ import (
 	"github.com/airlock-gate/airlock/services/approval"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
@@ -39,7 +39,7 @@ type world struct {
 	deps   svc.Deps
 	js     jetstream.JetStream
 	api    *approvalapi.Client
-	policy *envelope.Publisher
+	policy *bus.Publisher
 	stops  []func()
 	// replica are the dependencies of the replica started last.
 	replica svc.Deps

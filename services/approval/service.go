@@ -28,7 +28,9 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
@@ -49,7 +51,7 @@ type Service struct {
 	cfg      config.Approval
 	dir      domain.Directory
 	settings domain.Settings
-	pub      *envelope.Publisher
+	pub      *bus.Publisher
 	store    records
 	grants   jetstream.KeyValue
 	index    *index
@@ -108,17 +110,11 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		}
 		seen[n.Name()] = true
 	}
-	users := map[string][]string{}
-	for _, u := range cfg.Console.Users {
-		for _, g := range u.Groups {
-			users[g] = append(users[g], u.Name)
-		}
-	}
 	a := cfg.Approval // every default is in config.Default, checked by Validate
 	s := &Service{
 		deps:      deps,
 		cfg:       a,
-		dir:       domain.NewDirectory(a.Groups, users),
+		dir:       calls.DirectoryOf(cfg),
 		settings:  domain.Settings{DefaultTimeout: a.DefaultTimeout, DefaultApprovers: a.DefaultApprovers},
 		pub:       deps.Publisher("approval"),
 		store:     records{kv: kv},

@@ -62,9 +62,10 @@ type Options struct {
 	Stream string
 	// Durable consumer name (default "audit").
 	Durable string
-	// BatchSize is the most events per insert (default 5000; config default 10000).
+	// BatchSize is the most events per insert (audit.batch_size); required.
 	BatchSize int
-	// FlushInterval bounds how long an event waits for its batch (default 500ms).
+	// FlushInterval bounds how long an event waits for its batch
+	// (audit.flush_interval); required.
 	FlushInterval time.Duration
 	// MaxBackoff caps the wait between retries while ClickHouse is down (default 2s).
 	MaxBackoff time.Duration
@@ -78,12 +79,6 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.Durable == "" {
 		o.Durable = Durable
-	}
-	if o.BatchSize <= 0 {
-		o.BatchSize = 5000
-	}
-	if o.FlushInterval <= 0 {
-		o.FlushInterval = 500 * time.Millisecond
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 2 * time.Second
@@ -122,6 +117,9 @@ func New(deps svc.Deps, opt Options) (*Service, error) {
 	}
 	if opt.Key == nil {
 		return nil, fmt.Errorf("audit sink: %w", ErrNoKey)
+	}
+	if opt.BatchSize <= 0 || opt.FlushInterval <= 0 {
+		return nil, fmt.Errorf("audit sink: batch size %d and flush interval %s must be positive (audit.batch_size, audit.flush_interval)", opt.BatchSize, opt.FlushInterval)
 	}
 	if opt.Stream == "" {
 		opt.Stream = deps.Config.Stream.Name

@@ -9,7 +9,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/audit/record"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 )
 
 // BenchmarkBuildAll builds batches of approval flows as the sink does; its
@@ -27,7 +27,7 @@ func BenchmarkBuildAll(b *testing.B) {
 			{Body: &airlockv1.Event_Started{Started: &airlockv1.Started{ExecutorId: "ex", Attempt: 1}}},
 		} {
 			ev.AgentId, ev.CallId, ev.Revision = "bench", tc.CallId, 1
-			m, err := envelope.Encode(ev, "bench", "")
+			m, err := bus.Encode(ev, "bench", "")
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -15,7 +15,7 @@ import (
 	"github.com/airlock-gate/airlock/services/audit/chtest"
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/store"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -27,7 +27,7 @@ type env struct {
 	t    *testing.T
 	nats *testenv.NATS
 	deps svc.Deps
-	pub  *envelope.Publisher
+	pub  *bus.Publisher
 	dsn  string
 	key  *record.Key
 }
@@ -40,7 +40,7 @@ func newEnv(t *testing.T, ch *chtest.Server) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, nats: n, deps: deps, pub: envelope.NewPublisher(deps.JS, "test/audit"), key: key}
+	e := &env{t: t, nats: n, deps: deps, pub: bus.NewPublisher(deps.JS, "test/audit"), key: key}
 	if ch != nil {
 		e.dsn = ch.DSN(t)
 	}
@@ -192,7 +192,7 @@ func simpleEvents(t testing.TB, prefix string, n int) []*airlockv1.Event {
 func (e *env) publishAsync(evs []*airlockv1.Event) {
 	e.t.Helper()
 	for _, ev := range evs {
-		msg, err := envelope.Encode(ev, "test/audit", "")
+		msg, err := bus.Encode(ev, "test/audit", "")
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/airlock-gate/airlock/services/audit/chtest"
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/store"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 )
 
 // monthRows are sealed rows stored in the given months, one after another.
@@ -54,7 +54,7 @@ func TestDroppingOldMonthsIsRecordedAndTheChainVerifiesFromTheFirstKeptRow(t *te
 		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "olga", Channel: "cli"},
 		Body: &airlockv1.Event_AuditPruned{AuditPruned: &airlockv1.AuditPruned{Partitions: plan.Partitions, Rows: plan.Rows,
 			FirstKeptSeq: plan.FirstKept, AnchorHash: plan.Anchor, LastDroppedSeq: plan.LastDrop, Before: "2025-03"}}}
-	msg, err := envelope.Encode(ev, "airlock/cli", "")
+	msg, err := bus.Encode(ev, "airlock/cli", "")
 	if err != nil {
 		t.Fatal(err)
 	}

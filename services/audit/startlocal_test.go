@@ -14,7 +14,12 @@ func TestStartLocalGivesAWorkingDSNThatSurvivesARestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (install with `go tool task test:deps`)", err)
 	}
-	st, err := store.OpenWriter(context.Background(), dsn)
+	writer, err := audit.LocalDSN(dir, dsn, audit.LocalWriter)
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	st, err := store.OpenWriter(context.Background(), writer)
 	if err != nil {
 		stop()
 		t.Fatal(err)
@@ -29,7 +34,11 @@ func TestStartLocalGivesAWorkingDSNThatSurvivesARestart(t *testing.T) {
 	if dsn2 != dsn {
 		t.Errorf("DSN changed across restarts: %s then %s", dsn, dsn2)
 	}
-	st, err = store.Open(context.Background(), dsn2)
+	auditor, err := audit.LocalDSN(dir, dsn2, audit.LocalAuditor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = store.Open(context.Background(), auditor)
 	if err != nil {
 		t.Fatal(err)
 	}

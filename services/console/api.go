@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
@@ -53,7 +54,7 @@ func readJSON(c echo.Context, v any, limit int64) error {
 }
 
 func protoJSONBlob(c echo.Context, status int, m proto.Message) error {
-	data, err := protoJSON.Marshal(m)
+	data, err := envelope.JSONForm.Marshal(m)
 	if err != nil {
 		return err
 	}
@@ -182,7 +183,7 @@ func (con *Console) callExists(ctx context.Context, agent, id string) error {
 	if err != nil {
 		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
 	}
-	for _, w := range []struct{ stream, subject string }{{con.cfg.Stream.Name, recorded}, {con.cfg.Intake.Name, subject.RequestsPrefix + "." + agent}} {
+	for _, w := range []struct{ stream, subject string }{{con.cfg.Stream.Name, recorded}, {con.cfg.Intake.Name, subject.AgentRequests(agent)}} {
 		if found, err := con.stored(ctx, w.stream, w.subject); found || err != nil {
 			return err
 		}
@@ -252,7 +253,7 @@ func (con *Console) apiList(c echo.Context) error {
 	}{Records: []json.RawMessage{}}
 	for _, rec := range recs {
 		shown := calls.Showable(rec)
-		data, err := protoJSON.Marshal(shown)
+		data, err := envelope.JSONForm.Marshal(shown)
 		ref := listProblem{AgentID: rec.GetCall().GetAgentId(), CallID: rec.GetCall().GetCallId(), Revision: max(rec.GetCall().GetRevision(), 1)}
 		if err != nil {
 			ref.Problem = "the record cannot be encoded as JSON and is left out: " + err.Error()
@@ -395,8 +396,10 @@ func (con *Console) apiListGrants(c echo.Context) error {
 // grantBody is the body of POST /api/v1/grants. A grant allows only what
 // it names: pin arguments exactly with argument_values (any JSON value),
 // match string arguments with argument_globs, name arguments that may take
-// any value in any_arguments, and refuse every argument none of them names
-// with only_listed_arguments.
+// any value in any_arguments; every argument none of them names is refused
+// (only_listed_arguments, the default when any of them is given: an
+// explicit false lets such arguments take any value, as it is for a grant
+// by command prefix).
 type grantBody struct {
 	FromCallID          string            `json:"from_call_id"`
 	FromRevision        uint32            `json:"from_revision"`
@@ -405,7 +408,7 @@ type grantBody struct {
 	ArgumentValues      map[string]any    `json:"argument_values"`
 	ArgumentGlobs       map[string]string `json:"argument_globs"`
 	AnyArguments        []string          `json:"any_arguments"`
-	OnlyListedArguments bool              `json:"only_listed_arguments"`
+	OnlyListedArguments *bool             `json:"only_listed_arguments"`
 	// CommandPrefixes remember a shell command by its prefix (JSON pointer →
 	// prefix, e.g. {"/command": "git commit"}); ArgumentsDigest pins the
 	// exact arguments the person reviewed (the call's arguments_digest).
@@ -420,8 +423,13 @@ func (con *Console) apiCreateGrant(c echo.Context) error {
 	if err := readJSON(c, &b, 64<<10); err != nil {
 		return err
 	}
+	// A grant that names arguments allows only those unless it says otherwise.
+	onlyListed := len(b.ArgumentValues)+len(b.ArgumentGlobs)+len(b.AnyArguments) > 0
+	if b.OnlyListedArguments != nil {
+		onlyListed = *b.OnlyListedArguments
+	}
 	in := grantInput{FromAgent: strings.TrimSpace(b.AgentID), FromCall: b.FromCallID, FromRevision: b.FromRevision, Globs: b.ArgumentGlobs,
-		Any: b.AnyArguments, OnlyListed: b.OnlyListedArguments, Prefixes: b.CommandPrefixes, Digest: b.ArgumentsDigest, Uses: b.Uses}
+		Any: b.AnyArguments, OnlyListed: onlyListed, Prefixes: b.CommandPrefixes, Digest: b.ArgumentsDigest, Uses: b.Uses}
 	if b.ExpiresIn != "" {
 		d, err := time.ParseDuration(b.ExpiresIn)
 		if err != nil || d < 0 {

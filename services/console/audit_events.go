@@ -10,6 +10,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
@@ -43,19 +44,25 @@ func humanActor(name, channel string) *airlockv1.Actor {
 // recordSignIn records a sign-in attempt by name, accepted or not, from
 // the client's address (X-Forwarded-For only from console.trusted_proxies).
 func (con *Console) recordSignIn(c echo.Context, name string, ok bool, why string) {
+	con.recordSignInBy(c, "password", name, ok, why)
+}
+
+// recordSignInBy is recordSignIn for a method ("password", "oidc").
+func (con *Console) recordSignInBy(c echo.Context, method, name string, ok bool, why string) {
 	con.recordSystem(subject.ConsoleCall, humanActor(name, "console"), &airlockv1.Event{Body: &airlockv1.Event_SignIn{SignIn: &airlockv1.SignIn{
-		Ok: ok, Method: "password", Why: why, RemoteAddr: con.clientAddr(c)}}})
+		Ok: ok, Method: method, Why: why, RemoteAddr: con.clientAddr(c)}}})
 }
 
 // recordToken records a token created (secret never included) or revoked.
 func (con *Console) recordToken(p Principal, channel string, rec tokenRecord, created bool) {
-	ev := &airlockv1.Event{EventId: rec.ID + ".token_revoked", Body: &airlockv1.Event_TokenRevoked{TokenRevoked: &airlockv1.TokenRevoked{TokenId: rec.ID, Owner: rec.Owner}}}
+	tok := callref.System{Kind: callref.SystemToken, ID: rec.ID}
+	ev := &airlockv1.Event{EventId: tok.EventID(subject.TokenRevoked), Body: &airlockv1.Event_TokenRevoked{TokenRevoked: &airlockv1.TokenRevoked{TokenId: rec.ID, Owner: rec.Owner}}}
 	if created {
 		tc := &airlockv1.TokenCreated{TokenId: rec.ID, Name: rec.Name, Kind: rec.Kind, Owner: rec.Owner, AgentId: rec.AgentID}
 		if !rec.ExpiresAt.IsZero() {
 			tc.ExpiresAt = timestamppb.New(rec.ExpiresAt)
 		}
-		ev = &airlockv1.Event{EventId: rec.ID + ".token_created", Body: &airlockv1.Event_TokenCreated{TokenCreated: tc}}
+		ev = &airlockv1.Event{EventId: tok.EventID(subject.TokenCreated), Body: &airlockv1.Event_TokenCreated{TokenCreated: tc}}
 	}
 	con.recordSystem(rec.ID, humanActor(p.Name, channel), ev)
 }

@@ -64,9 +64,11 @@ func mayRead(p Principal, rec *airlockv1.ApprovalRecord) bool {
 // (which still checks that p is among the call's approvers).
 func (p Principal) CanDecide() bool { return p.Has(config.RoleReviewer) }
 
-// Actor is p as the approval service sees it.
+// Actor is p as the approval service sees it, with the approver groups the
+// console vouches for (a single sign-on's mapped groups, or a local user's
+// configured ones, which the approval service also reads from its configuration).
 func (p Principal) Actor(channel string) *airlockv1.Actor {
-	return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: p.Name, Channel: channel}
+	return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: p.Name, Channel: channel, Groups: p.Groups}
 }
 
 // channel names where a decision came from: "console" for the web pages,
@@ -184,6 +186,9 @@ func (con *Console) authenticate(a access) echo.MiddlewareFunc {
 				}
 				if tok.Kind == TokenPersonal {
 					u, ok, err := con.store.user(ctx, tok.Owner)
+					if err == nil && !ok && con.sso != nil {
+						u, ok, err = con.store.person(ctx, tok.Owner) // a person who signs in by single sign-on
+					}
 					if err != nil {
 						return err
 					}
@@ -204,7 +209,14 @@ func (con *Console) authenticate(a access) echo.MiddlewareFunc {
 					}
 					return err
 				}
-				u, ok, err := con.store.user(ctx, sess.User)
+				if sess.SSO && con.sso == nil {
+					return con.signInFirst(c) // single sign-on was turned off since
+				}
+				lookup := con.store.user
+				if sess.SSO {
+					lookup = con.store.person
+				}
+				u, ok, err := lookup(ctx, sess.User)
 				if err != nil {
 					return err
 				}

@@ -32,8 +32,9 @@ import (
 
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -71,11 +72,14 @@ type Console struct {
 	store    *store
 	logins   *loginLimiter
 	proxies  []*net.IPNet
-	pages    map[string]*template.Template
-	feed     *feed
-	opts     Options
-	pub      *envelope.Publisher // sign-ins, tokens, refused requests (audit_events.go)
-	waits    *agentWaits         // open long-polls per agent (waits.go)
+	// dir answers who may decide a call, as the approval service asks it.
+	dir   calls.Directory
+	pages map[string]*template.Template
+	feed  *feed
+	opts  Options
+	sso   *sso           // single sign-on, nil when console.oidc is not configured (sso.go)
+	pub   *bus.Publisher // sign-ins, tokens, refused requests (audit_events.go)
+	waits *agentWaits    // open long-polls per agent (waits.go)
 }
 
 // New builds the console from deps. The console bucket must exist
@@ -114,14 +118,15 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 	c := &Console{
 		cfg: deps.Config, log: deps.Log, nc: deps.NC, js: deps.JS, frontend: fk,
 		use:    &useCases{approvals: approvalapi.New(deps.NC, fk, Frontend), store: st, cfg: deps.Config, now: opts.Now},
-		policy: policyapi.New(deps.NC, fk, Frontend), store: st, pages: pages, opts: opts, proxies: proxies,
+		policy: policyapi.New(deps.NC, fk, Frontend), store: st, dir: calls.DirectoryOf(deps.Config), pages: pages, opts: opts, proxies: proxies,
 		logins: newLoginLimiter(kv, deps.Config.Console.SignIn, opts.Now),
 		pub:    deps.Publisher("console"),
 		waits:  newAgentWaits(maxWaitsPerAgent),
 	}
+	c.sso = newSSO(deps.Config, kv, opts.Now)
 	c.use.recordToken = c.recordToken
 	c.feed = newFeed(c)
-	if len(deps.Config.Console.Users) == 0 {
+	if len(deps.Config.Console.Users) == 0 && c.sso == nil {
 		if n, err := st.runtimeUsers(ctx); err == nil && n == 0 {
 			deps.Log.Warn("console: nobody can sign in yet: add console.users to the configuration (hash passwords with `airlock users hash-password`) or start `airlock dev` once to create the first admin")
 		}
@@ -160,6 +165,11 @@ func (con *Console) sweep(ctx context.Context) {
 			if err := con.logins.sweep(ctx); err != nil {
 				con.log.Warn("sweep old sign-in failures", "err", err)
 			}
+			if con.sso != nil {
+				if err := con.sso.sweepPending(ctx); err != nil {
+					con.log.Warn("sweep unfinished single sign-ons", "err", err)
+				}
+			}
 		}
 	}
 }
@@ -179,6 +189,8 @@ func (con *Console) Register(e *echo.Echo) {
 	// pages
 	r(http.MethodGet, "/login", con.loginPage, public)
 	r(http.MethodPost, "/login", con.login, public)
+	r(http.MethodGet, ssoStart, con.ssoStartPage, public)
+	r(http.MethodGet, ssoCallback, con.ssoCallbackPage, public)
 	r(http.MethodPost, "/logout", con.logout, signedIn)
 	r(http.MethodGet, "/", con.inboxPage, signedIn)
 	r(http.MethodGet, "/inbox/events", con.inboxEvents, signedIn)

@@ -861,6 +861,16 @@ func TestGrantsAPI(t *testing.T) {
 		time.Until(g.GetExpiresAt().AsTime()) < 59*time.Minute {
 		t.Fatalf("grant %v", g)
 	}
+	// A grant that names an argument allows no other (issue 22 finding 6),
+	// unless the body says so.
+	if !g.GetOnlyListedArguments() {
+		t.Errorf("a grant with argument_globs and no only_listed_arguments lets other arguments take any value: %v", g)
+	}
+	wide := apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/grants", `{"from_call_id":"call_g","agent_id":"bot","tool":"fs__write_file","argument_globs":{"/path":"/tmp/**"},"only_listed_arguments":false}`)
+	var widened airlockv1.CreateGrantResponse
+	if wide.Status != http.StatusCreated || unmarshalProto(wide.Body, &widened) != nil || widened.GetGrant().GetOnlyListedArguments() {
+		t.Errorf("an explicit only_listed_arguments false was not kept: %d %s", wide.Status, wide.Body)
+	}
 	assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/grants", `{"from_call_id":"call_g","expires_in":"soon"}`), http.StatusBadRequest, "invalid_request")
 	assertAPIError(t, apiCall(t, e.srv.URL, auditorTok, http.MethodPost, "/api/v1/grants", `{"from_call_id":"call_g"}`), http.StatusForbidden, "not_authorized")
 	assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/grants", `{"agent_id":"bot","from_call_id":"nope"}`), http.StatusNotFound, "not_found")

@@ -14,8 +14,8 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/calls"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -23,7 +23,8 @@ import (
 
 // fakeApproval answers the approval service's endpoints from memory, with
 // just enough of the state machine for the console's handlers: it refuses
-// deciders outside the approvers and the requester, answers a decision on a
+// whom the approval service's rule refuses (calls.Directory.Barred, over
+// the configuration's groups), answers a decision on a
 // decided call with changed=false, and publishes the outcome event so the
 // live inbox sees it. It is a real micro service on the real bus.
 type fakeApproval struct {
@@ -32,12 +33,14 @@ type fakeApproval struct {
 	grants    map[string]*airlockv1.StandingGrant
 	decisions []*airlockv1.DecideRequest
 	threads   []*airlockv1.ApproveThreadRequest
-	pub       *envelope.Publisher
+	pub       *bus.Publisher
+	dir       calls.Directory
 }
 
 func startFakeApproval(t *testing.T, deps svc.Deps) *fakeApproval {
 	t.Helper()
-	f := &fakeApproval{recs: map[string]*airlockv1.ApprovalRecord{}, grants: map[string]*airlockv1.StandingGrant{}, pub: deps.Publisher("approval")}
+	f := &fakeApproval{recs: map[string]*airlockv1.ApprovalRecord{}, grants: map[string]*airlockv1.StandingGrant{}, pub: deps.Publisher("approval"),
+		dir: calls.DirectoryOf(deps.Config)}
 	srv, err := micro.AddService(deps.NC, micro.Config{Name: approvalapi.Service, Version: "0.0.1"})
 	if err != nil {
 		t.Fatal(err)
@@ -134,12 +137,12 @@ func (f *fakeApproval) decide(ctx context.Context, req *airlockv1.DecideRequest)
 		f.mu.Unlock()
 		return &airlockv1.DecideResponse{Record: r, Changed: false, Message: "already " + r.GetState().String()}, nil
 	}
-	self := calls.RequesterMayDecide(r.GetCall(), r.GetDecision(), who)
-	if who == r.GetCall().GetOnBehalfOf() && !self {
+	switch f.dir.Barred(r, who) {
+	case calls.NotBarred:
+	case calls.OwnCall:
 		f.mu.Unlock()
 		return nil, apierr.New(apierr.NotAuthorized, "%s cannot decide a call made on their own behalf", who)
-	}
-	if a := r.GetDecision().GetApprovers(); len(a) > 0 && !slices.Contains(a, who) && !self {
+	default:
 		f.mu.Unlock()
 		return nil, apierr.New(apierr.NotAuthorized, "%s is not among the approvers of call %s", who, req.CallId)
 	}

@@ -6,9 +6,12 @@ require (
 	github.com/airlock-gate/airlock/proto v0.0.0
 	github.com/airlock-gate/airlock/sdk v0.0.0
 	github.com/airlock-gate/airlock/services/shared v0.0.0
+	github.com/coreos/go-oidc/v3 v3.21.0
+	github.com/go-jose/go-jose/v4 v4.1.4
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/nats-io/nats.go v1.55.0
 	golang.org/x/crypto v0.58.0
+	golang.org/x/oauth2 v0.37.0
 	google.golang.org/protobuf v1.36.12
 )
 

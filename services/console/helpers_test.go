@@ -57,10 +57,10 @@ func newEnvWith(t *testing.T, tweak func(*config.Config), depTweaks ...func(*svc
 	cfg := testenv.Config(n.URL())
 	h := hash(t)
 	cfg.Console.Users = []config.User{
-		{Name: "alice", PasswordHash: h, Roles: []string{config.RoleReviewer}},
-		{Name: "bob", PasswordHash: h, Roles: []string{config.RoleReviewer}},
+		{Name: "alice", PasswordHash: h, Roles: []string{config.RoleReviewer}, Groups: []string{"reviewers"}},
+		{Name: "bob", PasswordHash: h, Roles: []string{config.RoleReviewer}, Groups: []string{"reviewers"}},
 		{Name: "audrey", PasswordHash: h, Roles: []string{config.RoleAuditor}},
-		{Name: "root", PasswordHash: h, Roles: []string{config.RoleAdmin}},
+		{Name: "root", PasswordHash: h, Roles: []string{config.RoleAdmin}, Groups: []string{"reviewers"}},
 	}
 	tweak(&cfg)
 	deps := testenv.Deps(t, cfg)
@@ -204,7 +204,8 @@ func pending(id, agent, tool string, args map[string]any, risk airlockv1.Risk) *
 		ArgumentsDigest: digest,
 		Call: &airlockv1.ToolCall{CallId: id, AgentId: agent, Server: srv, Tool: name, Arguments: s, Revision: 1,
 			Reason: "the user asked me to", ThreadId: "thread-1", CreatedAt: timestamppb.Now()},
-		Decision: &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, Reason: "writes need a person", RuleId: "ask-writes", Risk: risk, PolicyRevision: "rev-7"},
+		Decision: &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, Reason: "writes need a person", RuleId: "ask-writes", Risk: risk, PolicyRevision: "rev-7",
+			Approvers: []string{"group:reviewers"}},
 		State:    airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
 		Deadline: timestamppb.New(time.Now().Add(5 * time.Minute)), CreatedAt: timestamppb.Now(),
 	}

@@ -28,20 +28,33 @@ import (
 // logged: a password typed into the wrong field must not reach a log.
 
 func (con *Console) loginPage(c echo.Context) error {
-	tok := randomSecret(24)
-	con.setCookie(c, loginCSRFCookie, tok, 30*time.Minute)
-	return con.render(c, http.StatusOK, "login", &loginView{layout: layout{Title: "Sign in"}, Login: tok, Next: safeNext(c.QueryParam("next"))})
+	return con.loginForm(c, http.StatusOK, "", c.QueryParam("next"))
 }
 
 // loginAgain shows the sign-in form again with a sentence and status.
 func (con *Console) loginAgain(c echo.Context, status int, msg string) error {
-	tok := randomSecret(24)
-	con.setCookie(c, loginCSRFCookie, tok, 30*time.Minute)
-	return con.render(c, status, "login", &loginView{layout: layout{Title: "Sign in", Error: msg}, Login: tok, Next: safeNext(c.FormValue("next"))})
+	return con.loginForm(c, status, msg, c.FormValue("next"))
+}
+
+// loginForm renders the sign-in page: the single sign-on button when
+// console.oidc is configured, the password form unless it turns passwords off.
+func (con *Console) loginForm(c echo.Context, status int, msg, next string) error {
+	v := &loginView{layout: layout{Title: "Sign in", Error: msg}, Next: safeNext(next), Passwords: !con.cfg.Console.OIDC.DisablePasswords}
+	if con.sso != nil {
+		v.SSO = con.sso.cfg.DisplayName
+	}
+	if v.Passwords {
+		v.Login = randomSecret(24)
+		con.setCookie(c, loginCSRFCookie, v.Login, 30*time.Minute)
+	}
+	return con.render(c, status, "login", v)
 }
 
 func (con *Console) login(c echo.Context) error {
 	ctx := c.Request().Context()
+	if con.cfg.Console.OIDC.DisablePasswords {
+		return con.loginAgain(c, http.StatusForbidden, "Password sign-in is turned off on this console: sign in with "+con.sso.cfg.DisplayName+".")
+	}
 	ck, err := c.Cookie(loginCSRFCookie)
 	if err != nil || ck.Value == "" || c.FormValue(csrfField) != ck.Value {
 		return apierr.New(apierr.NotAuthorized, "the sign-in form expired or came from another site: open the sign-in page again")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -90,7 +92,9 @@ func (con *Console) inboxPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return con.render(c, http.StatusOK, "inbox", &inboxView{layout: layout{Title: "Inbox"}, Filter: f, Rows: con.rows("row", recs), Count: len(recs)})
+	v := &inboxView{layout: layout{Title: "Inbox"}, Filter: f}
+	v.Rows, v.Others, v.Count, v.OtherCount = con.inboxRows(principal(c), recs)
+	return con.render(c, http.StatusOK, "inbox", v)
 }
 
 // inboxEvents is the server-sent events stream behind a live inbox:
@@ -110,7 +114,9 @@ func (con *Console) inboxEvents(c echo.Context) error {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	writeSSE(w, "sync", string(con.rows("row", recs)))
+	p := principal(c)
+	yours, others, _, _ := con.inboxRows(p, recs)
+	writeSSE(w, "sync", string(yours)+string(others))
 	// Someone who reads only their own calls hears only of those leaving:
 	// shown holds the rows they were sent and still have.
 	var shown map[string]bool
@@ -142,7 +148,7 @@ func (con *Console) inboxEvents(c echo.Context) error {
 				if shown != nil {
 					shown[m.Key] = true
 				}
-				writeSSE(w, "pending", string(con.row("row", m.Record)))
+				writeSSE(w, "pending", string(con.inboxRow(p, m.Record)))
 			case "decided":
 				if shown != nil {
 					if !shown[m.Key] {
@@ -205,7 +211,8 @@ func (con *Console) callPage(c echo.Context) error {
 	}
 	v := &callPageView{Call: newCallView(rec)}
 	v.Title, v.Nav = v.Call.FullTool+" · "+v.Call.ID, "inbox"
-	v.Call.YouMayDecide = mayDecide(principal(c), rec)
+	con.asPerson(principal(c), rec)(&v.Call)
+	v.Call.Sandbox, v.Call.SandboxPath = demoSandbox(con.cfg, rec.GetCall())
 	// Approving a whole thread takes a reviewer (a requester confirms only
 	// their own call).
 	if v.Call.Pending && v.Call.Thread != "" && principal(c).CanDecide() {
@@ -221,6 +228,20 @@ func (con *Console) callPage(c echo.Context) error {
 		return err
 	}
 	return con.render(c, http.StatusOK, "call", v)
+}
+
+// demoSandbox says where a call of the executor's built-in demo tools
+// works: the sandbox directory, and the file its "path" argument names
+// there (only a relative path that stays inside; the tool refuses others).
+func demoSandbox(cfg config.Config, call *airlockv1.ToolCall) (dir, file string) {
+	if call.GetServer() != config.DemoServer || call.GetAgentRuns() {
+		return "", ""
+	}
+	dir = cfg.SandboxDir()
+	if p := call.GetArguments().GetFields()["path"].GetStringValue(); p != "" && filepath.IsLocal(filepath.FromSlash(p)) {
+		file = filepath.Join(dir, filepath.FromSlash(p))
+	}
+	return dir, file
 }
 
 func revisionParam(s string) (uint32, error) {

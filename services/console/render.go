@@ -136,7 +136,13 @@ func (con *Console) rows(partial string, recs []*airlockv1.ApprovalRecord) templ
 	return template.HTML(out.String())
 }
 
-func (con *Console) row(partial string, rec *airlockv1.ApprovalRecord) (html template.HTML) {
+func (con *Console) row(partial string, rec *airlockv1.ApprovalRecord) template.HTML {
+	return con.rowAs(partial, rec, nil)
+}
+
+// rowAs is row with the view adjusted by as (nil leaves it): what the
+// signed-in person may do with the call.
+func (con *Console) rowAs(partial string, rec *airlockv1.ApprovalRecord, as func(*callView)) (html template.HTML) {
 	agent, call := rec.GetCall().GetAgentId(), rec.GetCall().GetCallId()
 	broken := func(why string) template.HTML {
 		con.log.Warn("a record could not be rendered; it is flagged in the list", "agent", agent, "call", call, "err", why)
@@ -152,6 +158,9 @@ func (con *Console) row(partial string, rec *airlockv1.ApprovalRecord) (html tem
 		}
 	}()
 	v := newCallView(rec)
+	if as != nil {
+		as(&v)
+	}
 	var buf bytes.Buffer
 	if err := con.pages["partials"].ExecuteTemplate(&buf, partial, v); err != nil {
 		return broken(err.Error())

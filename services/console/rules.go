@@ -55,7 +55,16 @@ func newRuleView(r *airlockv1.PolicyRule) ruleView {
 	for k, g := range r.GetArgs() {
 		v.Args = append(v.Args, k+" = "+g)
 	}
+	for k, b := range r.GetAnnotations() {
+		v.Args = append(v.Args, fmt.Sprintf("annotation %s = %v", k, b))
+	}
 	sort.Strings(v.Args)
+	if re := r.GetArgumentsMatch(); re != "" {
+		v.Args = append(v.Args, "some argument matches "+re)
+	}
+	if r.GetOtherArguments() != "" {
+		v.Args = append(v.Args, "other arguments: "+r.GetOtherArguments())
+	}
 	if r.GetUpdatedAt() != nil {
 		v.UpdatedAt = r.GetUpdatedAt().AsTime()
 	}

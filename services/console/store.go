@@ -26,6 +26,8 @@ import (
 //	users.<base64url(name)>  userRecord   (users created at run time)
 //	sessions.<sha256(secret)> sessionRecord
 //	tokens.<id>              tokenRecord  (the secret is stored hashed)
+//	people.<base64url(name)> personRecord (roles from the last single sign-on, sso.go)
+//	sso.pending.<sha256(state)> pendingLogin (a single sign-on under way, sso.go)
 type store struct {
 	kv     jetstream.KeyValue
 	users  map[string]config.User // from configuration; they win over the bucket
@@ -43,7 +45,10 @@ type userRecord struct {
 }
 
 type sessionRecord struct {
-	User      string    `json:"user"`
+	User string `json:"user"`
+	// SSO marks a session begun by single sign-on: its roles are those of
+	// the person's last sign-in (people.<b64 name>), not a local user's.
+	SSO       bool      `json:"sso,omitempty"`
 	CSRF      string    `json:"csrf"`
 	CreatedAt time.Time `json:"created_at"`
 	LastSeen  time.Time `json:"last_seen"`
@@ -174,11 +179,17 @@ func (s *store) checkPassword(ctx context.Context, name, password string) (userR
 	return u, nil
 }
 
-// newSession stores a session for user and returns its secret (the cookie value).
+// newSession stores a session for a local user and returns its secret (the cookie value).
 func (s *store) newSession(ctx context.Context, user string) (string, sessionRecord, error) {
+	return s.newSessionFor(ctx, user, false)
+}
+
+// newSessionFor stores a session for user, begun by single sign-on when
+// sso is true, and returns its secret (the cookie value).
+func (s *store) newSessionFor(ctx context.Context, user string, sso bool) (string, sessionRecord, error) {
 	secret := randomSecret(32)
 	now := s.now().UTC()
-	rec := sessionRecord{User: user, CSRF: randomSecret(32), CreatedAt: now, LastSeen: now}
+	rec := sessionRecord{User: user, SSO: sso, CSRF: randomSecret(32), CreatedAt: now, LastSeen: now}
 	data, _ := json.Marshal(rec)
 	if _, err := s.kv.Create(ctx, "sessions."+hashSecret(secret), data); err != nil {
 		return "", rec, apierr.Wrap(apierr.Unavailable, err, "store session")

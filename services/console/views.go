@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
@@ -76,12 +74,22 @@ type callView struct {
 	// AgentRuns: a gate-only call (a coding agent's hook): the agent runs
 	// the tool itself, airlock only decides.
 	AgentRuns bool
+	// Cwd is the working directory the agent said it runs the tool in.
+	Cwd string
+	// Sandbox is the directory the executor's demo tools work in, for a
+	// call of a demo tool; SandboxPath is where its "path" argument lands
+	// there ("" when it names none that stays inside).
+	Sandbox, SandboxPath string
 	// Queued: it waits behind an earlier call of its thread.
 	Queued bool
 	// SelfConfirm: its rule asks the person it acts for to confirm it.
 	SelfConfirm bool
-	// YouMayDecide: the signed-in person may send decisions about it.
+	// YouMayDecide: the signed-in person may decide it (the approval
+	// service would not refuse them); WhyNotYou says why not, Deciders
+	// who can (sorted; empty when nobody its approvers name can).
 	YouMayDecide bool
+	WhyNotYou    string
+	Deciders     []string
 }
 
 type voteView struct {
@@ -126,7 +134,7 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 		Pending:    rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
 		ArgsDigest: rec.GetArgumentsDigest(),
 		Quorum:     max(int(d.GetQuorum()), 1), DecidedBy: rec.GetDecidedBy().GetId(), DecisionReason: rec.GetReason(),
-		AgentRuns: c.GetAgentRuns(), Queued: rec.GetQueued() && rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
+		AgentRuns: c.GetAgentRuns(), Cwd: c.GetCwd(), Queued: rec.GetQueued() && rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
 		SelfConfirm: slices.Contains(d.GetApprovers(), calls.Requester),
 	}
 	if v.Path != "" {
@@ -366,13 +374,15 @@ func newGrantView(g *airlockv1.StandingGrant, now time.Time) grantView {
 	return v
 }
 
-var protoJSON = protojson.MarshalOptions{UseProtoNames: true}
-
 // --- page views ---
 
 type loginView struct {
 	layout
 	Login, Next string
+	// SSO names the single sign-on provider on its button ("" without one);
+	// Passwords shows the password form.
+	SSO       string
+	Passwords bool
 }
 
 type errorView struct {
@@ -385,8 +395,10 @@ type errorView struct {
 type inboxView struct {
 	layout
 	Filter inboxFilter
-	Rows   template.HTML
-	Count  int
+	// Rows are the calls the person may decide, Count how many; Others
+	// are those someone else must decide, OtherCount how many.
+	Rows, Others      template.HTML
+	Count, OtherCount int
 }
 
 // threadPreview is what "approve all of this thread" will approve,

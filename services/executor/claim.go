@@ -8,25 +8,8 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/ledger"
 )
-
-// Ledger is a call's execution ledger: its executor events (started,
-// completed, failed) in the events stream, on airlock.evt.<agent>.<call>.exec.*,
-// appended to only with compare-and-append (JetStream's
-// Nats-Expected-Last-Subject-Sequence on that wildcard). Nothing else is ever
-// stored there, so a decision's duplicates, notifications or refused
-// attempts never interfere with it. StreamLedger is the production one; the
-// claim logic below is tested against an in-memory one.
-type Ledger interface {
-	// Inspect returns what the ledger holds for the revision. Implementations
-	// read the ledger's last sequence before anything else, so that an
-	// Append after State.Last can only succeed if nothing was stored since.
-	Inspect(ctx context.Context, ref callref.Ref) (State, error)
-	// Append stores ev if the ledger's last event is still afterSeq (0: the
-	// ledger is empty), and returns ev's sequence; otherwise it returns an
-	// error wrapping ErrConflict.
-	Append(ctx context.Context, ev *airlockv1.Event, afterSeq uint64) (uint64, error)
-}
 
 // Liveness holds the heartbeat of long executions (the executions bucket).
 type Liveness interface {
@@ -34,23 +17,6 @@ type Liveness interface {
 	Beat(ctx context.Context, ref callref.Ref, rec *airlockv1.ExecutionRecord) error
 	// Look returns a value that changes with every Beat of ref (0: none yet).
 	Look(ctx context.Context, ref callref.Ref) (uint64, error)
-}
-
-// ErrConflict: another event of the call was stored since it was read.
-var ErrConflict = errors.New("the call changed since it was read")
-
-// State is what the ledger holds for one call revision.
-type State struct {
-	// Started is the revision's newest `started` event, nil when none.
-	Started *airlockv1.Started
-	// StartedSeq is its sequence.
-	StartedSeq uint64
-	// Ended: a `completed` or `failed` of the revision is stored.
-	Ended bool
-	// EndedBy is the claim token of that terminal event.
-	EndedBy string
-	// Last is the sequence of the ledger's last event (0: none).
-	Last uint64
 }
 
 // Verdict says what a handler must do after claiming.
@@ -87,7 +53,7 @@ func (v Verdict) String() string {
 // and for Run the sequence of the `started` this handling stored.
 type Claim struct {
 	Verdict Verdict
-	State   State
+	State   ledger.State
 	Seq     uint64
 }
 
@@ -116,7 +82,7 @@ const retryPause = 200 * time.Millisecond
 //     `started` without an end whose liveness record does not change for the
 //     watch period belonged to a handling that died.
 type Claimer struct {
-	ledger   Ledger
+	ledger   ledger.Ledger
 	liveness Liveness
 	// watch is how long an owner is observed for a heartbeat; it must exceed
 	// the heartbeat period with margin.
@@ -128,8 +94,8 @@ type Claimer struct {
 
 // NewClaimer returns a Claimer whose owners heart-beat every heartbeat and
 // whose observers presume an owner dead after 2 × heartbeat without one.
-func NewClaimer(ledger Ledger, liveness Liveness, heartbeat time.Duration) *Claimer {
-	return &Claimer{ledger: ledger, liveness: liveness, watch: 2 * heartbeat, wait: sleepCtx, attemptTimeout: attemptTimeout}
+func NewClaimer(l ledger.Ledger, liveness Liveness, heartbeat time.Duration) *Claimer {
+	return &Claimer{ledger: l, liveness: liveness, watch: 2 * heartbeat, wait: sleepCtx, attemptTimeout: attemptTimeout}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -157,7 +123,7 @@ func (c *Claimer) Claim(ctx context.Context, ref callref.Ref, started *airlockv1
 		if err == nil {
 			return Claim{Verdict: Run, Seq: seq}, nil
 		}
-		if !errors.Is(err, ErrConflict) {
+		if !errors.Is(err, ledger.ErrConflict) {
 			return Claim{}, fmt.Errorf("claim %s: %w", ref, err)
 		}
 		st, err := c.ledger.Inspect(ctx, ref)
@@ -196,7 +162,7 @@ func (c *Claimer) Inspect(ctx context.Context, ref callref.Ref) (Claim, error) {
 
 // observe watches the owner of st.Started for the watch period: it ends →
 // Done; its liveness record changes → Busy; nothing → Orphaned.
-func (c *Claimer) observe(ctx context.Context, ref callref.Ref, st State) (Claim, error) {
+func (c *Claimer) observe(ctx context.Context, ref callref.Ref, st ledger.State) (Claim, error) {
 	first, err := c.liveness.Look(ctx, ref)
 	if err != nil {
 		return Claim{}, fmt.Errorf("observe %s: %w", ref, err)
@@ -234,9 +200,9 @@ func (c *Claimer) observe(ctx context.Context, ref callref.Ref, st State) (Claim
 // run again) or a `failed` (the call ends indeterminate) — after the
 // orphaned state it follows. Run: this handling took it over (ev is stored,
 // at Seq). Busy: something else was stored first; look again.
-func (c *Claimer) TakeOver(ctx context.Context, orphan State, ev *airlockv1.Event) (Claim, error) {
+func (c *Claimer) TakeOver(ctx context.Context, orphan ledger.State, ev *airlockv1.Event) (Claim, error) {
 	seq, err := c.ledger.Append(ctx, ev, orphan.Last)
-	if errors.Is(err, ErrConflict) {
+	if errors.Is(err, ledger.ErrConflict) {
 		return Claim{Verdict: Busy, State: orphan}, nil
 	}
 	if err != nil {
@@ -256,7 +222,7 @@ func (c *Claimer) Refuse(ctx context.Context, ref callref.Ref, failed *airlockv1
 		if err == nil {
 			return Claim{Verdict: Run, Seq: seq}, nil
 		}
-		if !errors.Is(err, ErrConflict) {
+		if !errors.Is(err, ledger.ErrConflict) {
 			return Claim{}, fmt.Errorf("refuse %s: %w", ref, err)
 		}
 		st, err := c.ledger.Inspect(ctx, ref)
@@ -291,7 +257,7 @@ func (c *Claimer) Refuse(ctx context.Context, ref callref.Ref, failed *airlockv1
 // take-over at most one is stored.
 func (c *Claimer) End(ctx context.Context, ref callref.Ref, terminal *airlockv1.Event, startedSeq uint64) (bool, error) {
 	after := startedSeq
-	mine := claimOf(terminal)
+	mine := ledger.ClaimOf(terminal)
 	var failure error // the last failure that was not a conflict
 	for conflicts := 0; conflicts < maxAppendAttempts; {
 		actx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
@@ -300,7 +266,7 @@ func (c *Claimer) End(ctx context.Context, ref callref.Ref, terminal *airlockv1.
 		if err == nil {
 			return true, nil
 		}
-		if errors.Is(err, ErrConflict) {
+		if errors.Is(err, ledger.ErrConflict) {
 			conflicts++
 		} else {
 			failure = err
@@ -344,17 +310,4 @@ func (c *Claimer) pause(ctx context.Context) error {
 		return err
 	}
 	return c.wait(ctx, retryPause)
-}
-
-// claimOf is the claim token an executor event carries.
-func claimOf(ev *airlockv1.Event) string {
-	switch b := ev.GetBody().(type) {
-	case *airlockv1.Event_Started:
-		return b.Started.GetClaim()
-	case *airlockv1.Event_Completed:
-		return b.Completed.GetClaim()
-	case *airlockv1.Event_Failed:
-		return b.Failed.GetClaim()
-	}
-	return ""
 }

@@ -8,59 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/ledger"
+	"github.com/airlock-gate/airlock/services/shared/ledger/ledgertest"
 )
-
-// memLedger is an in-memory execution ledger with the events stream's
-// rule: an append succeeds only after the ledger's last event, so the claim
-// logic is tested without a broker.
-type memLedger struct {
-	mu     sync.Mutex
-	events []*airlockv1.Event // the call's events; the sequence is index+1
-}
-
-func (l *memLedger) Inspect(_ context.Context, ref callref.Ref) (State, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	st := State{Last: uint64(len(l.events))}
-	for i, ev := range l.events {
-		if max(ev.GetRevision(), 1) != ref.Rev {
-			continue
-		}
-		switch b := ev.Body.(type) {
-		case *airlockv1.Event_Started:
-			st.Started, st.StartedSeq = b.Started, uint64(i+1)
-		case *airlockv1.Event_Completed, *airlockv1.Event_Failed:
-			st.Ended, st.EndedBy = true, claimOf(ev)
-		}
-	}
-	return st, nil
-}
-
-func (l *memLedger) Append(_ context.Context, ev *airlockv1.Event, after uint64) (uint64, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if uint64(len(l.events)) != after {
-		return 0, fmt.Errorf("last is %d, not %d: %w", len(l.events), after, ErrConflict)
-	}
-	l.events = append(l.events, proto.Clone(ev).(*airlockv1.Event))
-	return uint64(len(l.events)), nil
-}
-
-func (l *memLedger) terminals() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, ev := range l.events {
-		if ev.GetCompleted() != nil || ev.GetFailed() != nil {
-			n++
-		}
-	}
-	return n
-}
 
 // memLiveness counts heartbeats.
 type memLiveness struct{ beats atomic.Uint64 }
@@ -87,11 +39,11 @@ func failed(reason string) *airlockv1.Event {
 }
 
 // world is a decided call whose execution ledger is empty, as the executor finds it.
-func world() (*memLedger, *memLiveness) { return &memLedger{}, &memLiveness{} }
+func world() (*ledgertest.Mem, *memLiveness) { return ledgertest.NewMem(), &memLiveness{} }
 
 // claimer returns a Claimer whose watch period runs during, instead of
 // sleeping: the test decides what happens while an observer waits.
-func claimer(l Ledger, live Liveness, during func()) *Claimer {
+func claimer(l ledger.Ledger, live Liveness, during func()) *Claimer {
 	c := NewClaimer(l, live, time.Second)
 	var once sync.Once
 	c.wait = func(context.Context, time.Duration) error {
@@ -108,22 +60,22 @@ func TestClaim(t *testing.T) {
 	tests := []struct {
 		name string
 		// setup prepares the ledger (and may return what runs during the watch).
-		setup func(t *testing.T, l *memLedger, live *memLiveness) (during func())
+		setup func(t *testing.T, l *ledgertest.Mem, live *memLiveness) (during func())
 		want  Verdict
 	}{
-		{"first_claim_runs", func(*testing.T, *memLedger, *memLiveness) func() { return nil }, Run},
-		{"claim_of_an_ended_call_is_done", func(t *testing.T, l *memLedger, live *memLiveness) func() {
+		{"first_claim_runs", func(*testing.T, *ledgertest.Mem, *memLiveness) func() { return nil }, Run},
+		{"claim_of_an_ended_call_is_done", func(t *testing.T, l *ledgertest.Mem, live *memLiveness) func() {
 			cl, _ := claimer(l, live, nil).Claim(ctx, ref1, started("a", 1))
 			if _, err := claimer(l, live, nil).End(ctx, ref1, completed(), cl.Seq); err != nil {
 				t.Fatal(err)
 			}
 			return nil
 		}, Done},
-		{"claim_while_the_owner_heartbeats_is_busy", func(t *testing.T, l *memLedger, live *memLiveness) func() {
+		{"claim_while_the_owner_heartbeats_is_busy", func(t *testing.T, l *ledgertest.Mem, live *memLiveness) func() {
 			_, _ = claimer(l, live, nil).Claim(ctx, ref1, started("a", 1))
 			return func() { _ = live.Beat(ctx, ref1, nil) }
 		}, Busy},
-		{"claim_while_the_owner_finishes_is_done", func(t *testing.T, l *memLedger, live *memLiveness) func() {
+		{"claim_while_the_owner_finishes_is_done", func(t *testing.T, l *ledgertest.Mem, live *memLiveness) func() {
 			cl, _ := claimer(l, live, nil).Claim(ctx, ref1, started("a", 1))
 			return func() {
 				if _, err := claimer(l, live, nil).End(ctx, ref1, failed(ReasonToolError), cl.Seq); err != nil {
@@ -131,11 +83,11 @@ func TestClaim(t *testing.T) {
 				}
 			}
 		}, Done},
-		{"claim_whose_owner_went_silent_is_orphaned", func(t *testing.T, l *memLedger, live *memLiveness) func() {
+		{"claim_whose_owner_went_silent_is_orphaned", func(t *testing.T, l *ledgertest.Mem, live *memLiveness) func() {
 			_, _ = claimer(l, live, nil).Claim(ctx, ref1, started("a", 1))
 			return nil
 		}, Orphaned},
-		{"claim_of_a_refused_call_is_done", func(t *testing.T, l *memLedger, live *memLiveness) func() {
+		{"claim_of_a_refused_call_is_done", func(t *testing.T, l *ledgertest.Mem, live *memLiveness) func() {
 			_, _ = claimer(l, live, nil).Refuse(ctx, ref1, failed(ReasonUnknownTool))
 			return nil
 		}, Done},
@@ -196,7 +148,7 @@ func TestOneOfManyConcurrentClaimsRuns(t *testing.T) {
 
 func TestOrphanedClaims(t *testing.T) {
 	ctx := context.Background()
-	orphan := func(t *testing.T) (*memLedger, *memLiveness, Claim, uint64) {
+	orphan := func(t *testing.T) (*ledgertest.Mem, *memLiveness, Claim, uint64) {
 		l, live := world()
 		dead, err := claimer(l, live, nil).Claim(ctx, ref1, started("dead", 1))
 		if err != nil {
@@ -237,7 +189,7 @@ func TestOrphanedClaims(t *testing.T) {
 		if err != nil || mine {
 			t.Fatalf("the old owner's end: stored=%v (%v), want dropped", mine, err)
 		}
-		if n := l.terminals(); n != 1 {
+		if n := l.Terminals(); n != 1 {
 			t.Fatalf("%d terminal events, want exactly 1", n)
 		}
 	})
@@ -250,7 +202,7 @@ func TestOrphanedClaims(t *testing.T) {
 		if mine, err := claimer(l, live, nil).End(ctx, ref1, completed(), next.Seq); err != nil || !mine {
 			t.Fatalf("the new owner's end: %v (%v)", mine, err)
 		}
-		if n := l.terminals(); n != 1 {
+		if n := l.Terminals(); n != 1 {
 			t.Fatalf("%d terminal events, want exactly 1", n)
 		}
 	})
@@ -266,7 +218,7 @@ func TestEndingTwiceStoresOneTerminal(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := l.terminals(); n != 1 {
+	if n := l.Terminals(); n != 1 {
 		t.Fatalf("%d terminal events, want 1", n)
 	}
 }
@@ -288,18 +240,18 @@ func TestRefuse(t *testing.T) {
 		l, live := world()
 		_, _ = claimer(l, live, nil).Claim(ctx, ref1, started("a", 1))
 		cl, err := claimer(l, live, func() { _ = live.Beat(ctx, ref1, nil) }).Refuse(ctx, ref1, failed(ReasonArgumentsMismatch))
-		if err != nil || cl.Verdict != Busy || l.terminals() != 0 {
-			t.Fatalf("verdict %v, %d terminals (%v), want busy and none", cl.Verdict, l.terminals(), err)
+		if err != nil || cl.Verdict != Busy || l.Terminals() != 0 {
+			t.Fatalf("verdict %v, %d terminals (%v), want busy and none", cl.Verdict, l.Terminals(), err)
 		}
 	})
 }
 
-// stallingLedger is memLedger behind a connection that stalls: the first
+// stallingLedger is an in-memory ledger behind a connection that stalls: the first
 // hang appends block until their attempt's deadline (with land, each is
 // stored first and only its ack is lost), and the first staleReads reads
 // answer as a replica that has not seen the call yet.
 type stallingLedger struct {
-	*memLedger
+	*ledgertest.Mem
 	mu         sync.Mutex
 	hang       int
 	land       bool
@@ -313,10 +265,10 @@ func (l *stallingLedger) Append(ctx context.Context, ev *airlockv1.Event, after 
 	stall := l.appends <= l.hang
 	l.mu.Unlock()
 	if !stall {
-		return l.memLedger.Append(ctx, ev, after)
+		return l.Mem.Append(ctx, ev, after)
 	}
 	if l.land {
-		if _, err := l.memLedger.Append(ctx, ev, after); err != nil {
+		if _, err := l.Mem.Append(ctx, ev, after); err != nil {
 			return 0, err
 		}
 	}
@@ -324,7 +276,7 @@ func (l *stallingLedger) Append(ctx context.Context, ev *airlockv1.Event, after 
 	return 0, ctx.Err()
 }
 
-func (l *stallingLedger) Inspect(ctx context.Context, ref callref.Ref) (State, error) {
+func (l *stallingLedger) Inspect(ctx context.Context, ref callref.Ref) (ledger.State, error) {
 	l.mu.Lock()
 	stale := l.staleReads > 0
 	if stale {
@@ -332,9 +284,9 @@ func (l *stallingLedger) Inspect(ctx context.Context, ref callref.Ref) (State, e
 	}
 	l.mu.Unlock()
 	if stale {
-		return State{}, nil
+		return ledger.State{}, nil
 	}
-	return l.memLedger.Inspect(ctx, ref)
+	return l.Mem.Inspect(ctx, ref)
 }
 
 // An owner whose first appends of its end hang (a connection to a paused
@@ -347,12 +299,12 @@ func TestEndWhoseFirstAppendsHang(t *testing.T) {
 	const attempt, budget = 50 * time.Millisecond, 10 * time.Second
 	tests := []struct {
 		name string
-		l    func(*memLedger) *stallingLedger
+		l    func(*ledgertest.Mem) *stallingLedger
 	}{
-		{"hung_appends_never_landed", func(m *memLedger) *stallingLedger { return &stallingLedger{memLedger: m, hang: 3} }},
-		{"the_first_hung_append_landed_its_ack_lost", func(m *memLedger) *stallingLedger { return &stallingLedger{memLedger: m, hang: 1, land: true} }},
-		{"a_stale_read_after_the_stall_drops_nothing", func(m *memLedger) *stallingLedger {
-			return &stallingLedger{memLedger: m, hang: 2, staleReads: 2}
+		{"hung_appends_never_landed", func(m *ledgertest.Mem) *stallingLedger { return &stallingLedger{Mem: m, hang: 3} }},
+		{"the_first_hung_append_landed_its_ack_lost", func(m *ledgertest.Mem) *stallingLedger { return &stallingLedger{Mem: m, hang: 1, land: true} }},
+		{"a_stale_read_after_the_stall_drops_nothing", func(m *ledgertest.Mem) *stallingLedger {
+			return &stallingLedger{Mem: m, hang: 2, staleReads: 2}
 		}},
 	}
 	for _, tt := range tests {
@@ -376,7 +328,7 @@ func TestEndWhoseFirstAppendsHang(t *testing.T) {
 				t.Fatalf("the end took %s of its %s budget", took, budget)
 			}
 			st, _ := m.Inspect(context.Background(), ref1)
-			if n := m.terminals(); n != 1 || st.EndedBy != "owner" {
+			if n := m.Terminals(); n != 1 || st.EndedBy != "owner" {
 				t.Fatalf("%d terminal events, ended by %q; want exactly 1, the owner's", n, st.EndedBy)
 			}
 		})
@@ -386,7 +338,7 @@ func TestEndWhoseFirstAppendsHang(t *testing.T) {
 		cl, _ := claimer(m, live, nil).Claim(context.Background(), ref1, started("owner", 1))
 		// The observer ends the call indeterminate while the owner's first
 		// append hangs; the owner's next attempt must not add a second end.
-		l := &stallingLedger{memLedger: m, hang: 1}
+		l := &stallingLedger{Mem: m, hang: 1}
 		c := claimer(l, live, nil)
 		c.attemptTimeout = attempt
 		c.wait = func(context.Context, time.Duration) error {
@@ -402,21 +354,21 @@ func TestEndWhoseFirstAppendsHang(t *testing.T) {
 		if err != nil || mine {
 			t.Fatalf("end: stored=%v (%v), want dropped after the take-over", mine, err)
 		}
-		if n := m.terminals(); n != 1 {
+		if n := m.Terminals(); n != 1 {
 			t.Fatalf("%d terminal events, want exactly 1", n)
 		}
 	})
 	t.Run("the_budget_bounds_every_attempt", func(t *testing.T) {
 		m, live := world()
 		cl, _ := claimer(m, live, nil).Claim(context.Background(), ref1, started("owner", 1))
-		c := claimer(&stallingLedger{memLedger: m, hang: 1 << 30}, live, nil)
+		c := claimer(&stallingLedger{Mem: m, hang: 1 << 30}, live, nil)
 		c.attemptTimeout = attempt
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		if mine, err := c.End(ctx, ref1, completed(), cl.Seq); err == nil || mine {
 			t.Fatalf("end on a bus that never answers: stored=%v (%v), want an error", mine, err)
 		}
-		if n := m.terminals(); n != 0 {
+		if n := m.Terminals(); n != 0 {
 			t.Fatalf("%d terminal events, want none", n)
 		}
 	})

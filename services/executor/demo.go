@@ -10,10 +10,12 @@ import (
 	"os"
 	"path"
 	"strings"
+
+	"github.com/airlock-gate/airlock/services/shared/config"
 )
 
 // DemoServer is the name of the built-in demo server.
-const DemoServer = "demo"
+const DemoServer = config.DemoServer
 
 // demoMaxRead bounds what demo__read_file returns before the executor's own result limit applies.
 const demoMaxRead = 1 << 20

@@ -165,13 +165,13 @@ func (f RegistryFile) demoEnabled() bool { return f.BuiltinDemo == nil || *f.Bui
 type RegistryOptions struct {
 	// Sandbox confines the demo file tools.
 	Sandbox string
-	// DefaultTimeout applies to tools whose entry sets none.
-	DefaultTimeout time.Duration
+	// Config is the executor's configuration as loaded (every default
+	// applied): its default_timeout applies to tools whose entry sets none,
+	// its upstream_timeout bounds starting, listing, pinging and closing
+	// each MCP server.
+	Config config.Executor
 	// Getenv resolves secret_env (os.Getenv when nil).
 	Getenv func(string) string
-	// UpstreamTimeout bounds starting, listing, pinging and closing each
-	// MCP server (executor.upstream_timeout; zero means its default).
-	UpstreamTimeout time.Duration
 	// Log receives upstream restarts and failures; nil discards them.
 	Log *slog.Logger
 }
@@ -182,13 +182,10 @@ func NewRegistry(f RegistryFile, o RegistryOptions) (*Registry, error) {
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
 	}
-	if o.DefaultTimeout <= 0 {
-		o.DefaultTimeout = 30 * time.Second
+	if o.Config.DefaultTimeout <= 0 || o.Config.UpstreamTimeout <= 0 {
+		return nil, fmt.Errorf("tool registry: executor.default_timeout (%s) and executor.upstream_timeout (%s) must be positive", o.Config.DefaultTimeout, o.Config.UpstreamTimeout)
 	}
-	if o.UpstreamTimeout <= 0 {
-		o.UpstreamTimeout = config.Default().Executor.UpstreamTimeout
-	}
-	r := &Registry{servers: map[string]registered{}, defaultTimeout: o.DefaultTimeout, upstreamTimeout: o.UpstreamTimeout}
+	r := &Registry{servers: map[string]registered{}, defaultTimeout: o.Config.DefaultTimeout, upstreamTimeout: o.Config.UpstreamTimeout}
 	if f.demoEnabled() {
 		demo, err := NewDemo(o.Sandbox)
 		if err != nil {
@@ -200,7 +197,7 @@ func NewRegistry(f RegistryFile, o RegistryOptions) (*Registry, error) {
 		var a Adapter
 		switch {
 		case s.MCP != nil:
-			a = NewMCP(name, *s.MCP, MCPOptions{Timeout: o.UpstreamTimeout, Log: o.Log})
+			a = NewMCP(name, *s.MCP, MCPOptions{Timeout: o.Config.UpstreamTimeout, Log: o.Log})
 		case s.Webhook != nil:
 			secret := s.Webhook.Secret
 			if s.Webhook.SecretEnv != "" {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlock-gate/airlock/services/executor"
+	"github.com/airlock-gate/airlock/services/shared/config"
 )
 
 func TestRegistryFileIsCheckedStrictly(t *testing.T) {
@@ -46,7 +47,7 @@ servers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := executor.NewRegistry(f, executor.RegistryOptions{Sandbox: t.TempDir(), DefaultTimeout: 30 * time.Second,
+	reg, err := executor.NewRegistry(f, executor.RegistryOptions{Sandbox: t.TempDir(), Config: config.Default().Executor,
 		Getenv: func(k string) string { return map[string]string{"PAY_SECRET": "s"}[k] }})
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +73,7 @@ servers:
 			t.Errorf("%s__%s exists = %v (%v), want %v", tt.server, tt.tool, has, err, tt.exists)
 		}
 	}
-	if _, err := executor.NewRegistry(f, executor.RegistryOptions{Sandbox: t.TempDir(), Getenv: func(string) string { return "" }}); err == nil ||
+	if _, err := executor.NewRegistry(f, executor.RegistryOptions{Sandbox: t.TempDir(), Config: config.Default().Executor, Getenv: func(string) string { return "" }}); err == nil ||
 		!strings.Contains(err.Error(), "PAY_SECRET") {
 		t.Fatalf("an empty secret_env was accepted: %v", err)
 	}

@@ -33,11 +33,13 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/ledger"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -58,7 +60,7 @@ type Service struct {
 	claims    *Claimer
 	liveness  Liveness
 	decisions seal.Key
-	pub       *envelope.Publisher
+	pub       *bus.Publisher
 	id        string
 	ackWait   time.Duration
 	heartbeat time.Duration
@@ -72,8 +74,7 @@ type Service struct {
 // the decision key that every decision it runs must be sealed with.
 func NewFromConfig(ctx context.Context, deps svc.Deps) (*Service, error) {
 	cfg := deps.Config
-	reg, err := LoadRegistry(cfg.Executor.ToolsFile, RegistryOptions{Sandbox: cfg.SandboxDir(), DefaultTimeout: cfg.Executor.DefaultTimeout,
-		UpstreamTimeout: cfg.Executor.UpstreamTimeout, Log: deps.Log})
+	reg, err := LoadRegistry(cfg.Executor.ToolsFile, RegistryOptions{Sandbox: cfg.SandboxDir(), Config: cfg.Executor, Log: deps.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +105,7 @@ func New(deps svc.Deps, reg *Registry, liveness Liveness) (*Service, error) {
 		deps: deps, reg: reg, pub: pub, id: executorID(), decisions: dk, liveness: liveness,
 		ackWait: ackWait, heartbeat: ackWait / 4,
 	}
-	s.claims = NewClaimer(NewStreamLedger(deps.NC, deps.Config.Stream.Name, pub), liveness, s.heartbeat)
+	s.claims = NewClaimer(ledger.NewStream(deps.NC, deps.Config.Stream.Name, pub), liveness, s.heartbeat)
 	return s, nil
 }
 
@@ -286,7 +287,7 @@ func (s *Service) settle(ctx context.Context, x *execution, tool Tool, cl Claim,
 // takeOver handles a `started` whose owner died: an idempotent tool runs
 // again (next attempt, same idempotency key); any other call ends
 // indeterminate, because running it again could apply it twice.
-func (s *Service) takeOver(ctx context.Context, x *execution, tool Tool, orphan State) error {
+func (s *Service) takeOver(ctx context.Context, x *execution, tool Tool, orphan ledger.State) error {
 	dead := orphan.Started
 	if tool.Idempotent {
 		token := ids.New("claim")

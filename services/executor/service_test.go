@@ -19,10 +19,10 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/executor"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -136,7 +136,7 @@ type testEnv struct {
 	nats *testenv.NATS
 	cfg  config.Config
 	deps svc.Deps
-	pub  *envelope.Publisher
+	pub  *bus.Publisher
 }
 
 func newTestEnv(t *testing.T, mutate func(*config.Config)) *testEnv {
@@ -148,14 +148,14 @@ func newTestEnv(t *testing.T, mutate func(*config.Config)) *testEnv {
 		mutate(&cfg)
 	}
 	deps := testenv.Deps(t, cfg)
-	return &testEnv{t: t, nats: n, cfg: cfg, deps: deps, pub: envelope.NewPublisher(deps.JS, "airlock/test")}
+	return &testEnv{t: t, nats: n, cfg: cfg, deps: deps, pub: bus.NewPublisher(deps.JS, "airlock/test")}
 }
 
 // startExecutor runs one executor replica with its own connection.
 func (e *testEnv) startExecutor(f executor.RegistryFile) *executor.Service {
 	e.t.Helper()
 	deps := testenv.Deps(e.t, e.cfg)
-	reg, err := executor.NewRegistry(f, executor.RegistryOptions{Sandbox: e.cfg.SandboxDir(), DefaultTimeout: e.cfg.Executor.DefaultTimeout})
+	reg, err := executor.NewRegistry(f, executor.RegistryOptions{Sandbox: e.cfg.SandboxDir(), Config: e.cfg.Executor})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -487,7 +487,7 @@ func TestMCPFilesystemServerWritesAndReadsThroughTheExecutor(t *testing.T) {
 	if err := os.WriteFile(tools, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := executor.LoadRegistry(tools, executor.RegistryOptions{Sandbox: t.TempDir()})
+	reg, err := executor.LoadRegistry(tools, executor.RegistryOptions{Sandbox: t.TempDir(), Config: config.Default().Executor})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airlock-gate/airlock/services/executor"
+	"github.com/airlock-gate/airlock/services/shared/config"
 )
 
 // The test binary doubles as the stdio MCP servers these tests need: run
@@ -168,7 +169,7 @@ func registryWith(t *testing.T, timeout time.Duration, extra map[string]executor
 	for name, cfg := range extra {
 		f.Servers[name] = executor.ServerEntry{MCP: &cfg}
 	}
-	reg, err := executor.NewRegistry(f, executor.RegistryOptions{Sandbox: t.TempDir(), UpstreamTimeout: timeout})
+	reg, err := executor.NewRegistry(f, executor.RegistryOptions{Sandbox: t.TempDir(), Config: withUpstreamTimeout(timeout)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,4 +345,11 @@ func TestAnUpstreamThatHangsMidCallIsRestartedWhileOthersFlow(t *testing.T) {
 		t.Fatalf("starts %v: want one restart", p)
 	}
 	eventually(t, 10*time.Second, "the hung server's process is still there after it was retired", func() bool { return gone(p[0]) })
+}
+
+// withUpstreamTimeout is the default executor configuration with upstream_timeout d.
+func withUpstreamTimeout(d time.Duration) config.Executor {
+	c := config.Default().Executor
+	c.UpstreamTimeout = d
+	return c
 }

@@ -159,7 +159,7 @@ func TestToolListsFollowTheRegistryAndTheProfile(t *testing.T) {
 	t.Run("a_tool_that_leaves_the_registry_leaves_the_list", func(t *testing.T) {
 		reg.set("fs__read_file")
 		nc, _ := testenv.Connect(t, cfg.NATS.URL)
-		if err := nc.Publish(subject.Out(policyChangedSubject), nil); err != nil { // any trigger lists again
+		if err := nc.Publish(subject.Out(subject.PolicyChanges), nil); err != nil { // any trigger lists again
 			t.Fatal(err)
 		}
 		testenv.Eventually(t, 10*time.Second, "fs__write_file to leave open's list", func() bool { return list(open)["fs__write_file"] == nil })

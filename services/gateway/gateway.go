@@ -126,7 +126,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		}
 	}
 	var subs []*nats.Subscription
-	for _, subj := range []string{subject.ToolsChanged, subject.Out(policyChangedSubject)} {
+	for _, subj := range []string{subject.ToolsChanged, subject.Out(subject.PolicyChanges)} {
 		sub, err := g.deps.NC.Subscribe(subj, poke)
 		if err != nil {
 			return fmt.Errorf("gateway: follow %s: %w", subj, err)
@@ -192,9 +192,6 @@ const (
 	startupRetry = 250 * time.Millisecond
 	startupGrace = 10 * time.Second
 )
-
-// policyChangedSubject is where the policy service records its changes.
-var policyChangedSubject = subject.EventsPrefix + "." + subject.SystemAgent + "." + subject.SystemCall + "." + subject.PolicyChanged
 
 // sync lists the tools and updates every endpoint; ok is false when
 // something must be tried again soon. While starting, a failure is logged

@@ -12,10 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/seal"
-	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // hashID is a call or thread id made from parts: a prefix and 32 base64url

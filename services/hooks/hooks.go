@@ -98,7 +98,9 @@ type Event struct {
 	// it (Claude Code's Bash description); reviewers see it, airlock never
 	// trusts it.
 	Reason string
-	Cwd    string
+	// Cwd is the working directory the agent gave (the payload's cwd): it
+	// travels with the call so a reviewer sees where a command runs.
+	Cwd string
 	// Result is the tool's result (Post), as JSON.
 	Result json.RawMessage
 	// Failed: the tool failed (Post); Error says how.

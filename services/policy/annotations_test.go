@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -52,7 +52,7 @@ decision := {"action": "allow", "risk": "low", "reason": sprintf("trusted=%v rea
 			call := &airlockv1.ToolCall{CallId: c.call, AgentId: "bot", Server: "fs", Tool: "read_file", Revision: 1,
 				Annotations: ann, AnnotationsTrusted: true}
 			ev := &airlockv1.Event{AgentId: "bot", CallId: c.call, Revision: 1, Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: call}}}
-			msg, err := envelope.EncodeRequest(ev, "agent/bot", "")
+			msg, err := bus.EncodeRequest(ev, "agent/bot", "")
 			if err != nil {
 				t.Fatal(err)
 			}

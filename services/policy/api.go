@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/policy/decide"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
@@ -116,7 +117,7 @@ func (e *Engine) listRules(ctx context.Context, _ *airlockv1.RulesListRequest) (
 // BuiltinRules are the rules of code's data.json that no run-time rule
 // (overrides: rule id → rule, tombstones included) replaced or deleted,
 // in priority order.
-func BuiltinRules(code *Code, overrides map[string]*airlockv1.PolicyRule) []*airlockv1.PolicyRule {
+func BuiltinRules(code *decide.Code, overrides map[string]*airlockv1.PolicyRule) []*airlockv1.PolicyRule {
 	list, _ := code.Data["airlock"].(map[string]any)["rules"].([]any)
 	var out []*airlockv1.PolicyRule
 	for _, x := range list {
@@ -125,7 +126,7 @@ func BuiltinRules(code *Code, overrides map[string]*airlockv1.PolicyRule) []*air
 			continue
 		}
 		r := &airlockv1.PolicyRule{}
-		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, r); err != nil || r.Id == "" {
+		if err := envelope.JSONRead.Unmarshal(raw, r); err != nil || r.Id == "" {
 			continue
 		}
 		if _, replaced := overrides[r.Id]; replaced {
@@ -142,7 +143,7 @@ func BuiltinRules(code *Code, overrides map[string]*airlockv1.PolicyRule) []*air
 // before it is stored, so a rule that would break evaluation is refused here.
 func (e *Engine) putRule(ctx context.Context, req *airlockv1.RulePutRequest) (*airlockv1.RulePutResponse, error) {
 	r := req.GetRule()
-	if err := ValidateRule(r); err != nil {
+	if err := decide.ValidateRule(r); err != nil {
 		return nil, apierr.Wrap(apierr.InvalidRequest, err, "rule refused")
 	}
 	by, err := principal(ctx, req.GetBy())
@@ -171,7 +172,7 @@ func (e *Engine) deleteRule(ctx context.Context, req *airlockv1.RuleDeleteReques
 	if err != nil {
 		return nil, err
 	}
-	if !idPattern(req.GetId()) {
+	if !decide.ValidRuleID(req.GetId()) {
 		return nil, apierr.New(apierr.InvalidRequest, "rule id %q is not valid", req.GetId())
 	}
 	if !e.hasRule(req.GetId()) {
@@ -210,12 +211,12 @@ func (e *Engine) tryRule(ctx context.Context, r *airlockv1.PolicyRule) error {
 	}
 	code := e.code
 	e.mu.Unlock()
-	_, err := NewEvaluator(ctx, code, append(rules, r), e.deps.Config.Policy.Profiles, WithAskDefaults(AskDefaultsFrom(e.deps.Config)))
+	_, err := decide.NewEvaluator(ctx, code, append(rules, r), e.deps.Config.Policy.Profiles, decide.WithAskDefaults(decide.AskDefaultsFrom(e.deps.Config)))
 	return err
 }
 
 func (e *Engine) store(ctx context.Context, r *airlockv1.PolicyRule) (uint64, error) {
-	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(r)
+	b, err := envelope.JSONForm.Marshal(r)
 	if err != nil {
 		return 0, fmt.Errorf("encode rule %s: %w", r.Id, err)
 	}

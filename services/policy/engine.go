@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/policy/decide"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -38,17 +41,17 @@ const RulePrefix = "rules."
 type Engine struct {
 	deps   svc.Deps
 	log    *slog.Logger
-	pub    *envelope.Publisher
+	pub    *bus.Publisher
 	rules  jetstream.KeyValue
 	grants jetstream.KeyValue
 	dir    string
 	// frontend checks that rule changes come from a front-end.
 	frontend seal.Key
 
-	cur atomic.Pointer[Evaluator]
+	cur atomic.Pointer[decide.Evaluator]
 
 	mu      sync.Mutex // guards what follows and serialises rebuilds
-	code    *Code
+	code    *decide.Code
 	kvRules map[string]*airlockv1.PolicyRule
 	badHash string // a directory state that was refused, so it is not retried every tick
 
@@ -58,7 +61,7 @@ type Engine struct {
 }
 
 // Evaluator returns the evaluator in force.
-func (e *Engine) Evaluator() *Evaluator { return e.cur.Load() }
+func (e *Engine) Evaluator() *decide.Evaluator { return e.cur.Load() }
 
 // Revision is the policy revision in force.
 func (e *Engine) Revision() string { return e.cur.Load().Revision() }
@@ -77,9 +80,9 @@ func NewEngine(ctx context.Context, deps svc.Deps) (*Engine, error) {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	if e.dir != "" {
-		e.code, err = CodeFromDir(e.dir)
+		e.code, err = decide.CodeFromDir(e.dir)
 	} else {
-		e.code, err = DefaultCode()
+		e.code, err = decide.DefaultCode()
 	}
 	if err != nil {
 		return nil, err
@@ -128,9 +131,9 @@ func (e *Engine) initial(ctx context.Context, kv jetstream.KeyValue, filter stri
 	}
 }
 
-func (e *Engine) build(ctx context.Context, code *Code) (*Evaluator, error) {
+func (e *Engine) build(ctx context.Context, code *decide.Code) (*decide.Evaluator, error) {
 	rules := slices.Collect(maps.Values(e.kvRules))
-	return NewEvaluator(ctx, code, rules, e.deps.Config.Policy.Profiles, WithAskDefaults(AskDefaultsFrom(e.deps.Config)))
+	return decide.NewEvaluator(ctx, code, rules, e.deps.Config.Policy.Profiles, decide.WithAskDefaults(decide.AskDefaultsFrom(e.deps.Config)))
 }
 
 // applyRule updates the rule map from one bucket entry and reports what
@@ -145,7 +148,7 @@ func (e *Engine) applyRule(en jetstream.KeyValueEntry) (change string, err error
 	if err := protojson.Unmarshal(en.Value(), r); err != nil {
 		return "", fmt.Errorf("rule %s does not decode: %w", id, err)
 	}
-	if err := ValidateRule(r); err != nil && !r.Deleted {
+	if err := decide.ValidateRule(r); err != nil && !r.Deleted {
 		return "", err
 	}
 	if r.Id != id {
@@ -174,6 +177,15 @@ func describeRule(r *airlockv1.PolicyRule) string {
 	}
 	if len(r.Principals) > 0 {
 		what = append(what, "principals="+strings.Join(r.Principals, ","))
+	}
+	if r.ArgumentsMatch != "" {
+		what = append(what, "arguments_match="+r.ArgumentsMatch)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Annotations)) {
+		what = append(what, fmt.Sprintf("annotations.%s=%v", k, r.Annotations[k]))
+	}
+	if r.OtherArguments != "" {
+		what = append(what, "other_arguments="+r.OtherArguments)
 	}
 	return fmt.Sprintf("priority %d, %s → %s", r.Priority, strings.Join(what, " "), r.Effect)
 }
@@ -266,14 +278,14 @@ func (e *Engine) onRule(ctx context.Context, en jetstream.KeyValueEntry, live bo
 	defer e.mu.Unlock()
 	prevRule, had := e.kvRules[strings.TrimPrefix(en.Key(), RulePrefix)]
 	change, err := e.applyRule(en)
-	id := fmt.Sprintf("policy.kv.%d", en.Revision())
+	sys := callref.System{Kind: callref.SystemPolicyRule, ID: strconv.FormatUint(en.Revision(), 10)}
 	prev := e.cur.Load()
 	if err == nil {
-		var ev *Evaluator
+		var ev *decide.Evaluator
 		if ev, err = e.build(ctx, e.code); err == nil {
 			e.cur.Store(ev)
 			if live && ev.Revision() != prev.Revision() {
-				e.changed(ctx, id, change, prev.Revision(), ev.Revision(), ruleAuthor(en), nil)
+				e.changed(ctx, sys.EventID(subject.PolicyChanged), change, prev.Revision(), ev.Revision(), ruleAuthor(en), nil)
 			}
 			return
 		}
@@ -287,7 +299,7 @@ func (e *Engine) onRule(ctx context.Context, en jetstream.KeyValueEntry, live bo
 	}
 	e.log.Error("rule change refused; the previous policy stays in force", "key", en.Key(), "err", err)
 	if live {
-		e.changed(ctx, id+".refused", "rule change "+en.Key()+" refused", prev.Revision(), prev.Revision(), ruleAuthor(en), err)
+		e.changed(ctx, sys.EventID("refused"), "rule change "+en.Key()+" refused", prev.Revision(), prev.Revision(), ruleAuthor(en), err)
 	}
 }
 
@@ -300,11 +312,11 @@ func (e *Engine) reloadDir(ctx context.Context) {
 		return
 	}
 	prev := e.cur.Load()
-	var code *Code
+	var code *decide.Code
 	if err == nil {
-		code, err = CodeFromDir(e.dir)
+		code, err = decide.CodeFromDir(e.dir)
 	}
-	var ev *Evaluator
+	var ev *decide.Evaluator
 	if err == nil {
 		ev, err = e.build(ctx, code)
 	}
@@ -314,14 +326,14 @@ func (e *Engine) reloadDir(ctx context.Context) {
 		}
 		e.badHash = hash
 		e.log.Error("policy reload refused; the previous policy stays in force", "dir", e.dir, "err", err)
-		e.changed(ctx, "policy.refused."+prev.Code().Hash+"."+hash, "rego reload of "+e.dir+" refused", prev.Revision(), prev.Revision(), nil, err)
+		e.changed(ctx, callref.System{Kind: callref.SystemPolicyCode, ID: prev.Code().Hash + "-" + hash}.EventID("refused"), "rego reload of "+e.dir+" refused", prev.Revision(), prev.Revision(), nil, err)
 		return
 	}
 	e.badHash = ""
 	e.code = code
 	e.cur.Store(ev)
 	e.log.Info("policy reloaded", "dir", e.dir, "revision", ev.Revision())
-	e.changed(ctx, "policy.code."+prev.Code().Hash+"."+code.Hash, "rego reloaded from "+e.dir+" ("+strings.Join(slices.Sorted(maps.Keys(code.Modules)), ", ")+")", prev.Revision(), ev.Revision(), nil, nil)
+	e.changed(ctx, callref.System{Kind: callref.SystemPolicyCode, ID: prev.Code().Hash + "-" + code.Hash}.EventID(subject.PolicyChanged), "rego reloaded from "+e.dir+" ("+strings.Join(slices.Sorted(maps.Keys(code.Modules)), ", ")+")", prev.Revision(), ev.Revision(), nil, nil)
 }
 
 // dirHash digests the policy files of dir as loaded (tests excluded).
@@ -350,7 +362,7 @@ func dirHash(dir string) (string, error) {
 			if m == nil {
 				m = map[string]any{}
 			}
-			data, _ = json.Marshal(m) // canonical, as NewCode hashes it
+			data, _ = json.Marshal(m) // canonical, as decide.NewCode hashes it
 			continue
 		}
 		fmt.Fprintf(h, "%s\x00%s\x00", n, b)
@@ -372,7 +384,7 @@ func (e *Engine) grantUsed(ctx context.Context, call *airlockv1.ToolCall, id str
 	used.Body = &airlockv1.Event_GrantUsed{GrantUsed: &airlockv1.GrantUsed{GrantId: id, UsesLeft: g.GetUsesLeft(), LimitedUses: g.GetLimitedUses(), RuleId: g.GetRuleId()}}
 	evs := []*airlockv1.Event{used}
 	if g.GetLimitedUses() && g.GetUsesLeft() == 0 {
-		evs = append(evs, &airlockv1.Event{EventId: id + "." + subject.GrantExpired, AgentId: subject.SystemAgent, CallId: id, Actor: self,
+		evs = append(evs, &airlockv1.Event{EventId: callref.System{Kind: callref.SystemGrant, ID: id}.EventID(subject.GrantExpired), AgentId: subject.SystemAgent, CallId: id, Actor: self,
 			Body: &airlockv1.Event_GrantExpired{GrantExpired: &airlockv1.GrantExpired{GrantId: id, Why: "used_up", ExpiresAt: g.GetExpiresAt()}}})
 	}
 	for _, ev := range evs {

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
-	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/policy/decide"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 )
 
@@ -31,6 +31,8 @@ func TestPinnedGrantsAllowOnlyTheExactArguments(t *testing.T) {
 		ArgumentValues: map[string]*structpb.Value{"/path": structpb.NewStringValue("notes.txt"), "/mode": structpb.NewNumberValue(420)}}
 	widened := &airlockv1.StandingGrant{AgentId: "bot", Server: "demo", Tool: "write_file", RuleId: "write",
 		ArgumentValues: map[string]*structpb.Value{"/path": structpb.NewStringValue("notes.txt")}}
+	underTmp := &airlockv1.StandingGrant{AgentId: "bot", Server: "demo", Tool: "write_file", RuleId: "write", OnlyListedArguments: true,
+		ArgumentGlobs: map[string]string{"/path": "/tmp/**"}}
 	exact := map[string]any{"path": "notes.txt", "content": multi, "mode": 420, "opts": map[string]any{"append": true, "tags": []any{"a", "b"}}}
 	with := func(k string, v any) map[string]any {
 		m := map[string]any{}
@@ -64,6 +66,10 @@ func TestPinnedGrantsAllowOnlyTheExactArguments(t *testing.T) {
 		{"an_argument_allowed_any_value_leaves_the_others_pinned", anyContent, with("mode", 511), false},
 		{"an_argument_allowed_any_value_does_not_open_the_list", anyContent, with("owner", "root"), false},
 		{"a_widened_grant_still_pins_what_it_names", widened, with("path", "secret/keys.txt"), false},
+		{"a_directory_glob_applies_under_the_directory", underTmp, map[string]any{"path": "/tmp/x"}, true},
+		{"a_directory_glob_does_not_apply_to_the_directory_itself", underTmp, map[string]any{"path": "/tmp/"}, false},
+		{"a_directory_glob_does_not_apply_to_a_path_that_leaves_it", underTmp, map[string]any{"path": "/tmp/../etc/passwd"}, false},
+		{"a_directory_glob_refuses_an_argument_it_does_not_name", underTmp, map[string]any{"path": "/tmp/x", "paths": []any{"/etc"}}, false},
 	}
 	d := &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, RuleId: "write", Quorum: 1}
 	for _, tt := range tests {
@@ -73,8 +79,8 @@ func TestPinnedGrantsAllowOnlyTheExactArguments(t *testing.T) {
 				t.Fatal(err)
 			}
 			call := &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Revision: 1, Server: "demo", Tool: "write_file", Arguments: s}
-			if got := policy.GrantApplies(tt.grant, call, d, now); got != tt.want {
-				t.Errorf("GrantApplies = %v, want %v", got, tt.want)
+			if got := decide.GrantApplies(tt.grant, call, d, now); got != tt.want {
+				t.Errorf("decide.GrantApplies = %v, want %v", got, tt.want)
 			}
 		})
 	}
@@ -116,8 +122,8 @@ func TestARememberedDecisionAppliesOnlyWhereItWasMade(t *testing.T) {
 		{"an_exact_grant_does_not_answer_other_arguments", exact, bash("make test -v", "dana", true), selfConfirm, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := policy.GrantApplies(tt.g, tt.call, tt.d, time.Now()); got != tt.want {
-				t.Fatalf("GrantApplies = %v, want %v", got, tt.want)
+			if got := decide.GrantApplies(tt.g, tt.call, tt.d, time.Now()); got != tt.want {
+				t.Fatalf("decide.GrantApplies = %v, want %v", got, tt.want)
 			}
 		})
 	}

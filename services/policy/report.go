@@ -12,6 +12,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
+	"github.com/airlock-gate/airlock/services/shared/ledger"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -43,28 +44,30 @@ func (s *Service) report(ctx context.Context, in intake, rep *ingress.Report) er
 	}
 	ev := reportEvent(rep, call, digest, in.seq)
 	for range maxAcceptAttempts {
-		_, err := s.pub.PublishAfter(ctx, ev, in.trace, subject.OfExecution(rep.Ref.Agent, rep.Ref.Call), 0)
+		// The report is the ledger's only event: appended to the empty ledger.
+		_, err := s.ledger.Append(ctx, ev, 0)
 		if err == nil {
 			s.deps.Metrics.Published.WithLabelValues("policy", envelope.TypeOf(ev)).Inc()
 			s.deps.Log.Info("agent's report recorded", "call", rep.Ref.String(), "failed", rep.Body.GetFailed())
 			return nil
 		}
-		if !errors.Is(err, envelope.ErrConflict) {
+		if !errors.Is(err, ledger.ErrConflict) {
 			return fmt.Errorf("record the report on %s: %w", rep.Ref, err)
 		}
-		mine, other, err := s.ledgerEnd(ctx, rep.Ref, reportClaim(in.seq))
-		if err != nil {
-			return err
-		}
+		st, err := s.ledger.Inspect(ctx, rep.Ref)
 		switch {
-		case mine:
+		case err != nil:
+			return err
+		case st.Ended && st.EndedBy == reportClaim(in.seq):
 			return nil // this report, redelivered after its append landed
-		case other:
+		case st.Ended:
 			return s.refuseReport(ctx, in, rep.Ref, fmt.Sprintf("call %s already has an outcome: airlock keeps the first report of a call and refuses the rest", rep.Ref))
+		case !st.Empty():
+			// The ledger holds something else (it never should for a
+			// gate-only call); appending after it would hide it, so refuse.
+			return s.refuseReport(ctx, in, rep.Ref, fmt.Sprintf("call %s has execution events already: it cannot be reported on", rep.Ref))
 		}
-		// The ledger holds something else (it never should for a gate-only
-		// call); appending after it would hide it, so refuse.
-		return s.refuseReport(ctx, in, rep.Ref, fmt.Sprintf("call %s has execution events already: it cannot be reported on", rep.Ref))
+		// Refused, yet read back empty: try again.
 	}
 	return fmt.Errorf("record the report on %s: the call kept changing; will retry", rep.Ref)
 }
@@ -121,35 +124,6 @@ func (s *Service) standing(ctx context.Context, ref callref.Ref) string {
 	return "no decision was made"
 }
 
-// ledgerEnd reads the revision's end on its execution ledger: mine when it
-// is the report with claim, other when it is anything else.
-func (s *Service) ledgerEnd(ctx context.Context, ref callref.Ref, claim string) (mine, other bool, err error) {
-	for _, typ := range []string{subject.Completed, subject.Failed, subject.Started} {
-		st, err := s.lastEvent(ctx, ref, typ)
-		if err != nil {
-			return false, false, err
-		}
-		if st == nil {
-			continue
-		}
-		if endClaim(st.ev) == claim && max(st.ev.GetRevision(), 1) == ref.Rev {
-			return true, false, nil
-		}
-		other = true
-	}
-	return false, other, nil
-}
-
-func endClaim(ev *airlockv1.Event) string {
-	switch b := ev.GetBody().(type) {
-	case *airlockv1.Event_Completed:
-		return b.Completed.GetClaim()
-	case *airlockv1.Event_Failed:
-		return b.Failed.GetClaim()
-	}
-	return ""
-}
-
 // reportEvent is the ledger event recording rep: completed, or failed with
 // reason "tool_error", marked agent_ran.
 func reportEvent(rep *ingress.Report, call *airlockv1.ToolCall, decided string, intakeSeq uint64) *airlockv1.Event {
@@ -191,7 +165,7 @@ func reportEvent(rep *ingress.Report, call *airlockv1.ToolCall, decided string, 
 // redelivery records it once) and drops it.
 func (s *Service) refuseReport(ctx context.Context, in intake, ref callref.Ref, why string) error {
 	ev := &airlockv1.Event{
-		EventId: fmt.Sprintf("intake.%d.report_refused", in.seq),
+		EventId: callref.System{Kind: callref.SystemIntake, ID: strconv.FormatUint(in.seq, 10)}.EventID("report_refused"),
 		AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev, Json: in.json,
 		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: ref.Agent},
 		Body: &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -35,7 +36,7 @@ func publishReport(t *testing.T, js jetstream.JetStream, agent, call string, rep
 func publishReportOn(t *testing.T, js jetstream.JetStream, subj, agent, call string, rep *airlockv1.Reported) {
 	t.Helper()
 	ev := &airlockv1.Event{AgentId: agent, CallId: call, Revision: 1, Body: &airlockv1.Event_Reported{Reported: rep}}
-	msg, err := envelope.EncodeRequest(ev, "agent/"+agent, "")
+	msg, err := bus.EncodeRequest(ev, "agent/"+agent, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -76,7 +76,7 @@ func TestEachRevisionIsRecordedOnce(t *testing.T) {
 		waitTypes("changes", "requested", "approval_requested")
 		cr := &airlockv1.Event{EventId: "bot.changes.1.changes_requested", AgentId: "bot", CallId: "changes", Revision: 1,
 			Body: &airlockv1.Event_ChangesRequested{ChangesRequested: &airlockv1.ChangesRequested{Feedback: "use /tmp/b"}}}
-		if _, err := envelope.NewPublisher(deps.JS, "airlock/approval").Publish(context.Background(), cr, ""); err != nil {
+		if _, err := bus.NewPublisher(deps.JS, "airlock/approval").Publish(context.Background(), cr, ""); err != nil {
 			t.Fatal(err)
 		}
 		publishRequest(t, deps.JS, call("changes", 2, "/tmp/b"))

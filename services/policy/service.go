@@ -24,6 +24,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
+	"github.com/airlock-gate/airlock/services/shared/ledger"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -37,9 +38,11 @@ type Decider interface {
 
 // Service consumes requests and publishes decisions.
 type Service struct {
-	deps      svc.Deps
-	decider   Decider
-	pub       *envelope.Publisher
+	deps    svc.Deps
+	decider Decider
+	pub     *bus.Publisher
+	// ledger is where a gate-only call's report is recorded.
+	ledger    ledger.Ledger
 	decisions seal.Key
 	frontend  seal.Key
 	alongside []func(context.Context) error
@@ -62,7 +65,9 @@ func New(deps svc.Deps, decider Decider, alongside ...func(context.Context) erro
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
-	return &Service{deps: deps, decider: decider, pub: deps.Publisher("policy"), decisions: dk, frontend: fk, alongside: alongside}, nil
+	pub := deps.Publisher("policy")
+	return &Service{deps: deps, decider: decider, pub: pub, ledger: ledger.NewStream(deps.NC, deps.Config.Stream.Name, pub),
+		decisions: dk, frontend: fk, alongside: alongside}, nil
 }
 
 // Name implements svc.Service.
@@ -251,7 +256,7 @@ func (s *Service) accept(ctx context.Context, in intake, ref callref.Ref, req *a
 			if err == nil {
 				return accepted, "", nil
 			}
-			if !errors.Is(err, envelope.ErrConflict) {
+			if !errors.Is(err, bus.ErrConflict) {
 				return 0, "", fmt.Errorf("record request %s: %w", ref, err)
 			}
 		}
@@ -340,15 +345,13 @@ func (s *Service) lastEvent(ctx context.Context, ref callref.Ref, typ string) (*
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.lastMsg(ctx, subj)
-	if err != nil || m == nil {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ev, seq, err := bus.LastEvent(rctx, s.deps.NC, s.deps.Config.Stream.Name, subj)
+	if err != nil || ev == nil {
 		return nil, err
 	}
-	ev, err := envelope.Decode(m.Data, m.Header)
-	if err != nil {
-		return nil, fmt.Errorf("decode the last %s event of %s: %w", typ, ref, err)
-	}
-	return &stored{ev: ev, seq: bus.StoredSeq(m)}, nil
+	return &stored{ev: ev, seq: seq}, nil
 }
 
 func (s *Service) lastSeq(ctx context.Context, subj string) (uint64, error) {

@@ -20,6 +20,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
@@ -66,7 +67,7 @@ func publishRequest(t *testing.T, js jetstream.JetStream, c *airlockv1.ToolCall)
 		AgentId: c.AgentId, CallId: c.CallId, Revision: c.Revision,
 		Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: c}},
 	}
-	msg, err := envelope.EncodeRequest(ev, "agent/"+c.AgentId, "")
+	msg, err := bus.EncodeRequest(ev, "agent/"+c.AgentId, "")
 	if err != nil {
 		t.Fatal(err)
 	}

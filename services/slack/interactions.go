@@ -17,9 +17,11 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/obs"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
@@ -62,7 +64,7 @@ type Interactions struct {
 	users     map[string]string
 	store     *store
 	approvals approvals
-	pub       *envelope.Publisher
+	pub       *bus.Publisher
 	api       *api
 	publicURL string
 	log       *slog.Logger
@@ -72,6 +74,7 @@ type Interactions struct {
 	stop    context.CancelFunc
 	work    sync.WaitGroup
 	timeout time.Duration
+	vouched VouchedGroups // nil: none
 }
 
 // NewInteractions builds the handler from deps.Config (slack.*,
@@ -103,7 +106,7 @@ func NewInteractions(ctx context.Context, deps svc.Deps, opts ...Option) (*Inter
 		secret: cfg.SigningSecret, users: cfg.Users, store: st, approvals: o.approvals,
 		pub: deps.Publisher("slack"), api: newAPI(cfg.BotToken, cfg.APIURL, o.retry, log),
 		publicURL: deps.Config.HTTP.PublicURL, log: log, metrics: deps.Metrics,
-		base: base, stop: stop, timeout: workTimeout,
+		base: base, stop: stop, timeout: workTimeout, vouched: o.vouched,
 	}, nil
 }
 
@@ -318,7 +321,7 @@ func (h *Interactions) principal(ctx context.Context, c click) (string, bool) {
 		agent, thread, asJSON = rec.GetCall().GetAgentId(), rec.GetCall().GetThreadId(), rec.GetCall().GetJsonEvents()
 	}
 	ev := &airlockv1.Event{
-		EventId:  "slack_" + digest(c.key), // a retried publish of the same refusal is stored once
+		EventId:  callref.System{Kind: callref.SystemSlack, ID: digest(c.key)}.EventID(subject.UnauthorizedAttempt), // a retried publish of the same refusal is stored once
 		AgentId:  agent,
 		CallId:   c.value.Call,
 		Revision: c.value.Revision,
@@ -326,14 +329,14 @@ func (h *Interactions) principal(ctx context.Context, c click) (string, bool) {
 		Json:     asJSON,
 		Actor:    &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "slack:" + c.user, Channel: Name},
 		Body: &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{
-			Action: actionWord(c.kind),
+			Action: calls.ActionWord(c.kind),
 			Why:    fmt.Sprintf("Slack user %s (%s) is not mapped to an airlock principal in slack.users", c.user, c.name),
 		}},
 	}
 	if _, err := h.pub.Publish(ctx, ev, ""); err != nil {
 		h.log.Error("could not record unauthorized Slack attempt", "user", c.user, "call", c.value.Call, "err", err)
 	}
-	h.log.Warn("unmapped Slack user refused", "user", c.user, "call", c.value.Call, "action", actionWord(c.kind))
+	h.log.Warn("unmapped Slack user refused", "user", c.user, "call", c.value.Call, "action", calls.ActionWord(c.kind))
 	h.tell(ctx, c, fmt.Sprintf(":no_entry_sign: Your Slack account (`%s`) is not linked to an airlock principal, so you cannot decide calls. "+
 		"Ask an airlock admin to add it under `slack.users`. This attempt was recorded.", escape(c.user)))
 	return "", false
@@ -348,8 +351,16 @@ func (h *Interactions) decide(ctx context.Context, c click, principal string) {
 		AgentId: c.value.Agent, CallId: c.value.Call, Revision: c.value.Revision, Kind: c.kind, Reason: c.reason,
 		Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: principal, Channel: Name},
 	}
+	log := h.log.With("call", c.value.Call, "revision", c.value.Revision, "principal", principal, "action", calls.ActionWord(c.kind))
+	if h.vouched != nil {
+		groups, err := h.vouched(ctx, principal)
+		if err != nil {
+			// The approval service still knows approval.groups: decide with those.
+			log.Warn("could not read the groups the console's single sign-on gave this person", "err", err)
+		}
+		req.Principal.Groups = groups
+	}
 	resp, err := h.decideRetrying(ctx, req)
-	log := h.log.With("call", c.value.Call, "revision", c.value.Revision, "principal", principal, "action", actionWord(c.kind))
 	switch {
 	case err == nil:
 		log.Info("Slack decision sent", "changed", resp.GetChanged(), "message", resp.GetMessage())
@@ -476,18 +487,6 @@ func (h *Interactions) tell(ctx context.Context, c click, text string) {
 	if err := h.api.ephemeral(ctx, c.channel, c.user, text); err != nil {
 		h.log.Warn("could not answer the Slack user", "user", c.user, "err", err)
 	}
-}
-
-func actionWord(k airlockv1.DecisionKind) string {
-	switch k {
-	case airlockv1.DecisionKind_DECISION_KIND_APPROVE:
-		return "approve"
-	case airlockv1.DecisionKind_DECISION_KIND_REJECT:
-		return "reject"
-	case airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES:
-		return "request_changes"
-	}
-	return "decide"
 }
 
 func firstNonEmpty(s ...string) string {

@@ -29,7 +29,18 @@ type options struct {
 	retry     Retry
 	approvals approvals
 	budget    time.Duration
+	vouched   VouchedGroups
 }
+
+// VouchedGroups returns the approver groups a front-end in the same process
+// vouches for principal beyond approval.groups (the console's single
+// sign-on: what the person's groups gave them at their last sign-in).
+type VouchedGroups func(ctx context.Context, principal string) ([]string, error)
+
+// WithVouchedGroups sends the groups f returns for a Slack user's principal
+// with their decisions, so that a person who signs in to the console by
+// single sign-on decides from Slack as the same member of the same groups.
+func WithVouchedGroups(f VouchedGroups) Option { return func(o *options) { o.vouched = f } }
 
 // DefaultBudget bounds how long one card post or update keeps being
 // retried, whatever the caller's deadline.

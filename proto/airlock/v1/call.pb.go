@@ -177,6 +177,10 @@ type ToolCall struct {
 	// sealed the request and vouches that the annotations come from an
 	// upstream the registry marks trusted.
 	AnnotationsTrusted bool `protobuf:"varint,15,opt,name=annotations_trusted,json=annotationsTrusted,proto3" json:"annotations_trusted,omitempty"`
+	// The working directory the agent runs the tool in, as the agent gave it
+	// (a coding agent's hook payload `cwd`): where a relative path or a shell
+	// command takes effect. Shown to reviewers, never trusted.
+	Cwd string `protobuf:"bytes,16,opt,name=cwd,proto3" json:"cwd,omitempty"`
 	// Set by the policy service from the request: true when the agent sent its
 	// request as protojson (Content-Type: application/json). Every event of
 	// this call revision is then stored as protojson too (Event.json), so an
@@ -319,6 +323,13 @@ func (x *ToolCall) GetAnnotationsTrusted() bool {
 		return x.AnnotationsTrusted
 	}
 	return false
+}
+
+func (x *ToolCall) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
 }
 
 func (x *ToolCall) GetJsonEvents() bool {
@@ -527,7 +538,7 @@ var File_airlock_v1_call_proto protoreflect.FileDescriptor
 const file_airlock_v1_call_proto_rawDesc = "" +
 	"\n" +
 	"\x15airlock/v1/call.proto\x12\n" +
-	"airlock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd7\x04\n" +
+	"airlock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe9\x04\n" +
 	"\bToolCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1b\n" +
@@ -547,7 +558,8 @@ const file_airlock_v1_call_proto_rawDesc = "" +
 	"\n" +
 	"agent_runs\x18\r \x01(\bR\tagentRuns\x129\n" +
 	"\vannotations\x18\x0e \x01(\v2\x17.google.protobuf.StructR\vannotations\x12/\n" +
-	"\x13annotations_trusted\x18\x0f \x01(\bR\x12annotationsTrusted\x12\x1f\n" +
+	"\x13annotations_trusted\x18\x0f \x01(\bR\x12annotationsTrusted\x12\x10\n" +
+	"\x03cwd\x18\x10 \x01(\tR\x03cwd\x12\x1f\n" +
 	"\vjson_events\x182 \x01(\bR\n" +
 	"jsonEvents\"\xbe\x05\n" +
 	"\bDecision\x12*\n" +

@@ -655,7 +655,12 @@ type Actor struct {
 	Type  ActorType              `protobuf:"varint,1,opt,name=type,proto3,enum=airlock.v1.ActorType" json:"type,omitempty"`
 	Id    string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
 	// Where a human acted: "console", "slack", "cli", "api".
-	Channel       string `protobuf:"bytes,3,opt,name=channel,proto3" json:"channel,omitempty"`
+	Channel string `protobuf:"bytes,3,opt,name=channel,proto3" json:"channel,omitempty"`
+	// Approver groups the front-end vouches for this person beyond
+	// approval.groups: the console's single sign-on maps them from the
+	// person's groups at their last sign-in. The approval service counts them
+	// for this person, in this request, alone.
+	Groups        []string `protobuf:"bytes,4,rep,name=groups,proto3" json:"groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -709,6 +714,13 @@ func (x *Actor) GetChannel() string {
 		return x.Channel
 	}
 	return ""
+}
+
+func (x *Actor) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
 }
 
 // Requested: an agent asks to run a call. Agents publish it to the intake
@@ -2797,11 +2809,12 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\faudit_pruned\x18' \x01(\v2\x17.airlock.v1.AuditPrunedH\x00R\vauditPruned\x122\n" +
 	"\breported\x18( \x01(\v2\x14.airlock.v1.ReportedH\x00R\breported\x12\x12\n" +
 	"\x04json\x182 \x01(\bR\x04jsonB\x06\n" +
-	"\x04body\"\\\n" +
+	"\x04body\"t\n" +
 	"\x05Actor\x12)\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x15.airlock.v1.ActorTypeR\x04type\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +
-	"\achannel\x18\x03 \x01(\tR\achannel\"\xae\x01\n" +
+	"\achannel\x18\x03 \x01(\tR\achannel\x12\x16\n" +
+	"\x06groups\x18\x04 \x03(\tR\x06groups\"\xae\x01\n" +
 	"\tRequested\x12(\n" +
 	"\x04call\x18\x01 \x01(\v2\x14.airlock.v1.ToolCallR\x04call\x12\x1d\n" +
 	"\n" +

@@ -76,8 +76,21 @@ type PolicyRule struct {
 	// Hold a thread's later calls until its earlier one is decided
 	// (Decision.queue_per_thread).
 	QueuePerThread bool `protobuf:"varint,42,opt,name=queue_per_thread,json=queuePerThread,proto3" json:"queue_per_thread,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// An allow rule with argument or command conditions allows only the
+	// arguments they name: a call with any other top-level argument does not
+	// match it. "any" lets other arguments take any value (for a tool whose
+	// other arguments cannot widen what the rule allows); empty is the default.
+	OtherArguments string `protobuf:"bytes,43,opt,name=other_arguments,json=otherArguments,proto3" json:"other_arguments,omitempty"`
+	// A regular expression (RE2, as Go and OPA read it) that some string of
+	// the arguments, at any depth, must match; for ask and deny rules only
+	// (an allow rule must name what it allows).
+	ArgumentsMatch string `protobuf:"bytes,44,opt,name=arguments_match,json=argumentsMatch,proto3" json:"arguments_match,omitempty"`
+	// Tool annotation → value the call's annotations must hold (from the MCP
+	// gateway, e.g. {"openWorldHint": true}). An allow rule believes only
+	// annotations airlock trusts (ToolCall.annotations_trusted).
+	Annotations   map[string]bool `protobuf:"bytes,45,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PolicyRule) Reset() {
@@ -269,6 +282,27 @@ func (x *PolicyRule) GetQueuePerThread() bool {
 		return x.QueuePerThread
 	}
 	return false
+}
+
+func (x *PolicyRule) GetOtherArguments() string {
+	if x != nil {
+		return x.OtherArguments
+	}
+	return ""
+}
+
+func (x *PolicyRule) GetArgumentsMatch() string {
+	if x != nil {
+		return x.ArgumentsMatch
+	}
+	return ""
+}
+
+func (x *PolicyRule) GetAnnotations() map[string]bool {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
 }
 
 // RulesListRequest: endpoint "rules.list".
@@ -679,7 +713,7 @@ var File_airlock_v1_policy_api_proto protoreflect.FileDescriptor
 const file_airlock_v1_policy_api_proto_rawDesc = "" +
 	"\n" +
 	"\x1bairlock/v1/policy_api.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd9\x06\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb6\b\n" +
 	"\n" +
 	"PolicyRule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
@@ -710,13 +744,19 @@ const file_airlock_v1_policy_api_proto_rawDesc = "" +
 	"\n" +
 	"principals\x18) \x03(\tR\n" +
 	"principals\x12(\n" +
-	"\x10queue_per_thread\x18* \x01(\bR\x0equeuePerThread\x1a7\n" +
+	"\x10queue_per_thread\x18* \x01(\bR\x0equeuePerThread\x12'\n" +
+	"\x0fother_arguments\x18+ \x01(\tR\x0eotherArguments\x12'\n" +
+	"\x0farguments_match\x18, \x01(\tR\x0eargumentsMatch\x12I\n" +
+	"\vannotations\x18- \x03(\v2'.airlock.v1.PolicyRule.AnnotationsEntryR\vannotations\x1a7\n" +
 	"\tArgsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
 	"\rCommandsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x12\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
+	"\x10AnnotationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\bR\x05value:\x028\x01\"\x12\n" +
 	"\x10RulesListRequest\"\xc3\x01\n" +
 	"\x11RulesListResponse\x12,\n" +
 	"\x05rules\x18\x01 \x03(\v2\x16.airlock.v1.PolicyRuleR\x05rules\x12'\n" +
@@ -752,7 +792,7 @@ func file_airlock_v1_policy_api_proto_rawDescGZIP() []byte {
 	return file_airlock_v1_policy_api_proto_rawDescData
 }
 
-var file_airlock_v1_policy_api_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_airlock_v1_policy_api_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_airlock_v1_policy_api_proto_goTypes = []any{
 	(*PolicyRule)(nil),            // 0: airlock.v1.PolicyRule
 	(*RulesListRequest)(nil),      // 1: airlock.v1.RulesListRequest
@@ -765,29 +805,31 @@ var file_airlock_v1_policy_api_proto_goTypes = []any{
 	(*PolicyEvalResponse)(nil),    // 8: airlock.v1.PolicyEvalResponse
 	nil,                           // 9: airlock.v1.PolicyRule.ArgsEntry
 	nil,                           // 10: airlock.v1.PolicyRule.CommandsEntry
-	(*Actor)(nil),                 // 11: airlock.v1.Actor
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
-	(*ToolCall)(nil),              // 13: airlock.v1.ToolCall
-	(*Decision)(nil),              // 14: airlock.v1.Decision
+	nil,                           // 11: airlock.v1.PolicyRule.AnnotationsEntry
+	(*Actor)(nil),                 // 12: airlock.v1.Actor
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*ToolCall)(nil),              // 14: airlock.v1.ToolCall
+	(*Decision)(nil),              // 15: airlock.v1.Decision
 }
 var file_airlock_v1_policy_api_proto_depIdxs = []int32{
 	9,  // 0: airlock.v1.PolicyRule.args:type_name -> airlock.v1.PolicyRule.ArgsEntry
-	11, // 1: airlock.v1.PolicyRule.updated_by:type_name -> airlock.v1.Actor
-	12, // 2: airlock.v1.PolicyRule.updated_at:type_name -> google.protobuf.Timestamp
+	12, // 1: airlock.v1.PolicyRule.updated_by:type_name -> airlock.v1.Actor
+	13, // 2: airlock.v1.PolicyRule.updated_at:type_name -> google.protobuf.Timestamp
 	10, // 3: airlock.v1.PolicyRule.commands:type_name -> airlock.v1.PolicyRule.CommandsEntry
-	0,  // 4: airlock.v1.RulesListResponse.rules:type_name -> airlock.v1.PolicyRule
-	0,  // 5: airlock.v1.RulesListResponse.builtin_rules:type_name -> airlock.v1.PolicyRule
-	0,  // 6: airlock.v1.RulePutRequest.rule:type_name -> airlock.v1.PolicyRule
-	11, // 7: airlock.v1.RulePutRequest.by:type_name -> airlock.v1.Actor
-	0,  // 8: airlock.v1.RulePutResponse.rule:type_name -> airlock.v1.PolicyRule
-	11, // 9: airlock.v1.RuleDeleteRequest.by:type_name -> airlock.v1.Actor
-	13, // 10: airlock.v1.PolicyEvalRequest.call:type_name -> airlock.v1.ToolCall
-	14, // 11: airlock.v1.PolicyEvalResponse.decision:type_name -> airlock.v1.Decision
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	11, // 4: airlock.v1.PolicyRule.annotations:type_name -> airlock.v1.PolicyRule.AnnotationsEntry
+	0,  // 5: airlock.v1.RulesListResponse.rules:type_name -> airlock.v1.PolicyRule
+	0,  // 6: airlock.v1.RulesListResponse.builtin_rules:type_name -> airlock.v1.PolicyRule
+	0,  // 7: airlock.v1.RulePutRequest.rule:type_name -> airlock.v1.PolicyRule
+	12, // 8: airlock.v1.RulePutRequest.by:type_name -> airlock.v1.Actor
+	0,  // 9: airlock.v1.RulePutResponse.rule:type_name -> airlock.v1.PolicyRule
+	12, // 10: airlock.v1.RuleDeleteRequest.by:type_name -> airlock.v1.Actor
+	14, // 11: airlock.v1.PolicyEvalRequest.call:type_name -> airlock.v1.ToolCall
+	15, // 12: airlock.v1.PolicyEvalResponse.decision:type_name -> airlock.v1.Decision
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_policy_api_proto_init() }
@@ -803,7 +845,7 @@ func file_airlock_v1_policy_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_policy_api_proto_rawDesc), len(file_airlock_v1_policy_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

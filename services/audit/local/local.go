@@ -6,12 +6,16 @@ package local
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -28,8 +32,20 @@ type Server struct {
 	TCPPort  int
 	HTTPPort int
 	bin      string
+	// probeUser and probePassword are who the readiness probe logs in as.
+	probeUser, probePassword string
 
 	proc child.Process
+}
+
+// Accounts are the users of a server that other people on the machine can
+// reach (`airlock dev --clickhouse-local`): Writer (the sink: creates,
+// migrates, inserts) and Auditor (read-only), each with a password, and
+// "default" with a random password nobody keeps, so that no one logs in
+// without one.
+type Accounts struct {
+	Writer, WriterPassword   string
+	Auditor, AuditorPassword string
 }
 
 // Binary finds clickhouse-server on PATH or in /usr/sbin (Debian installs it there).
@@ -50,6 +66,36 @@ func Binary() (string, error) {
 // its data across Start/Stop, and the ports chosen are written into the
 // config so a restart comes back on the same address.
 func New(dir string, tcpPort int) (*Server, error) {
+	return newServer(dir, tcpPort, testUsers, "default", "")
+}
+
+// NewWithAccounts is New with accounts a in place of the open "default"
+// user and the test "auditor" of New.
+func NewWithAccounts(dir string, tcpPort int, a Accounts) (*Server, error) {
+	if !userName.MatchString(a.Writer) || !userName.MatchString(a.Auditor) || a.WriterPassword == "" || a.AuditorPassword == "" ||
+		a.Writer == a.Auditor || a.Writer == "default" || a.Auditor == "default" {
+		return nil, errors.New("clickhouse accounts: a writer and an auditor (two names from a-z 0-9 _ other than default), each with a password, are required")
+	}
+	var nobody [32]byte
+	if _, err := rand.Read(nobody[:]); err != nil {
+		return nil, fmt.Errorf("clickhouse accounts: %w", err)
+	}
+	// "default" keeps a password nobody knows (the hash of a random one).
+	users := usersConfig(account{"default", "password_sha256_hex", sha256Hex(hex.EncodeToString(nobody[:])), "readonly"},
+		account{a.Writer, "password_sha256_hex", sha256Hex(a.WriterPassword), "default"},
+		account{a.Auditor, "password_sha256_hex", sha256Hex(a.AuditorPassword), "readonly"})
+	return newServer(dir, tcpPort, users, a.Writer, a.WriterPassword)
+}
+
+// userName is what an account's name may be: it becomes an XML element.
+var userName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,63}$`)
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func newServer(dir string, tcpPort int, users, probeUser, probePassword string) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
@@ -58,7 +104,7 @@ func New(dir string, tcpPort int) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse dir %s: %w", dir, err)
 	}
-	s := &Server{Dir: abs, bin: bin, TCPPort: tcpPort}
+	s := &Server{Dir: abs, bin: bin, TCPPort: tcpPort, probeUser: probeUser, probePassword: probePassword}
 	if s.TCPPort == 0 {
 		if s.TCPPort, err = freePort(); err != nil {
 			return nil, err
@@ -75,7 +121,13 @@ func New(dir string, tcpPort int) (*Server, error) {
 	if err := os.WriteFile(filepath.Join(abs, "config.xml"), []byte(s.config()), 0o644); err != nil {
 		return nil, fmt.Errorf("write clickhouse config: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(abs, "users.xml"), []byte(usersXML), 0o644); err != nil {
+	// The users file holds password hashes: its owner (the server runs as
+	// the same user) reads it, nobody else.
+	usersFile := filepath.Join(abs, "users.xml")
+	if err := os.WriteFile(usersFile, []byte(users), 0o600); err != nil {
+		return nil, fmt.Errorf("write clickhouse users: %w", err)
+	}
+	if err := os.Chmod(usersFile, 0o600); err != nil { // an older file kept its mode
 		return nil, fmt.Errorf("write clickhouse users: %w", err)
 	}
 	return s, nil
@@ -96,7 +148,7 @@ func (s *Server) Start(ctx context.Context, timeout time.Duration) error {
 	cmd.Dir = s.Dir
 	err := s.proc.Start(ctx, child.Spec{
 		Name: "clickhouse-server", Cmd: cmd, LogPath: filepath.Join(s.Dir, "log", "stdout.log"), LogHint: filepath.Join(s.Dir, "log"),
-		Ready: func(context.Context) bool { return ready(s.Addr()) }, Poll: 50 * time.Millisecond, Timeout: timeout,
+		Ready: func(context.Context) bool { return ready(s.Addr(), s.probeUser, s.probePassword) }, Poll: 50 * time.Millisecond, Timeout: timeout,
 	})
 	if err != nil {
 		s.Stop()
@@ -145,7 +197,7 @@ func (s *Server) Running() bool { return s.proc.Running() }
 
 // ready sends a native-protocol Hello and reports whether the server answered
 // with its own Hello: accepting TCP alone happens before tables are loaded.
-func ready(addr string) bool {
+func ready(addr, user, password string) bool {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
 		return false
@@ -159,8 +211,8 @@ func ready(addr string) bool {
 	b = append(b, 1, 1)
 	b = appendUvarint(b, 54213)
 	b = appendStr(b, "")
-	b = appendStr(b, "default")
-	b = appendStr(b, "")
+	b = appendStr(b, user)
+	b = appendStr(b, password)
 	if _, err := c.Write(b); err != nil {
 		return false
 	}
@@ -223,9 +275,10 @@ const configXML = `<?xml version="1.0"?>
 </yandex>
 `
 
-// usersXML: "default" for the sink (loopback only) and a read-only "auditor"
-// (as shipped in deploy/clickhouse/users.d/auditor.xml).
-const usersXML = `<?xml version="1.0"?>
+// usersTemplate is the users file; {USERS} is the users section. Profiles:
+// "default" (the writer's) and "readonly" (readonly=1: no INSERT, ALTER,
+// DROP or setting changes).
+const usersTemplate = `<?xml version="1.0"?>
 <yandex>
     <profiles>
         <default>
@@ -236,19 +289,7 @@ const usersXML = `<?xml version="1.0"?>
         </readonly>
     </profiles>
     <users>
-        <default>
-            <password></password>
-            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
-            <profile>default</profile>
-            <quota>default</quota>
-        </default>
-        <auditor>
-            <password>auditor</password>
-            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
-            <profile>readonly</profile>
-            <quota>default</quota>
-        </auditor>
-    </users>
+{USERS}    </users>
     <quotas>
         <default>
             <interval>
@@ -263,3 +304,21 @@ const usersXML = `<?xml version="1.0"?>
     </quotas>
 </yandex>
 `
+
+// account is one user of the users file, on loopback only. passwordTag is
+// "password" (plain text: test servers only) or "password_sha256_hex".
+type account struct{ name, passwordTag, password, profile string }
+
+// usersConfig is the users file holding accounts.
+func usersConfig(accounts ...account) string {
+	var b strings.Builder
+	for _, a := range accounts {
+		fmt.Fprintf(&b, "        <%[1]s>\n            <%[2]s>%[3]s</%[2]s>\n            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>\n"+
+			"            <profile>%[4]s</profile>\n            <quota>default</quota>\n        </%[1]s>\n", a.name, a.passwordTag, a.password, a.profile)
+	}
+	return strings.Replace(usersTemplate, "{USERS}", b.String(), 1)
+}
+
+// testUsers: "default" for the sink (no password: a test server) and a
+// read-only "auditor" (as shipped in deploy/clickhouse/users.d/auditor.xml).
+var testUsers = usersConfig(account{"default", "password", "", "default"}, account{"auditor", "password", "auditor", "readonly"})

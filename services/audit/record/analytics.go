@@ -118,17 +118,17 @@ func Analyze(rows []Row, opt AnalyticsOptions) Analytics {
 	for _, r := range rows {
 		k := key{r.Agent, r.Call, r.Revision}
 		switch r.Type {
-		case "allowed", "denied":
+		case subject.Allowed, subject.Denied:
 			if auto[k] || !opt.Since.IsZero() && r.Time.Before(opt.Since) {
 				continue
 			}
 			auto[k] = true
-			if r.Type == "allowed" {
+			if r.Type == subject.Allowed {
 				toolOf(ToolKey(r.Server, r.Tool)).Allowed++
 			} else {
 				toolOf(ToolKey(r.Server, r.Tool)).Denied++
 			}
-		case "approval_requested":
+		case subject.ApprovalRequested:
 			if asked[k] != nil || !opt.Since.IsZero() && r.Time.Before(opt.Since) {
 				continue
 			}
@@ -140,7 +140,7 @@ func Analyze(rows []Row, opt AnalyticsOptions) Analytics {
 				continue
 			}
 			p.outcome, p.at = r.Type, r.Time
-			if r.ActorType == "human" || r.Type != "expired" && r.Type != "canceled" {
+			if r.ActorType == "human" || r.Type != subject.Expired && r.Type != subject.Canceled {
 				p.by = r.ActorID
 			}
 		}
@@ -154,21 +154,21 @@ func Analyze(rows []Row, opt AnalyticsOptions) Analytics {
 		ts := toolOf(p.tool)
 		ts.Asked++
 		switch p.outcome {
-		case "approved":
+		case subject.Approved:
 			ts.Approved++
-		case "rejected":
+		case subject.Rejected:
 			ts.Rejected++
-		case "changes_requested":
+		case subject.ChangesRequested:
 			ts.ChangesRequested++
-		case "expired":
+		case subject.Expired:
 			ts.Expired++
-		case "canceled":
+		case subject.Canceled:
 			ts.Canceled++
 		}
 		if p.outcome != "" {
 			a.Decided = append(a.Decided, Decided{Tool: p.tool, Outcome: p.outcome, By: p.by, AskedAt: p.askedAt, DecidedAt: p.at})
 		}
-		if p.outcome != "approved" && p.outcome != "rejected" && p.outcome != "changes_requested" {
+		if p.outcome != subject.Approved && p.outcome != subject.Rejected && p.outcome != subject.ChangesRequested {
 			continue
 		}
 		secs := p.at.Sub(p.askedAt).Seconds()
@@ -183,7 +183,7 @@ func Analyze(rows []Row, opt AnalyticsOptions) Analytics {
 		}
 		rv.Decisions++
 		times[p.by] = append(times[p.by], secs)
-		if p.outcome == "approved" {
+		if p.outcome == subject.Approved {
 			rv.Approvals++
 			if p.at.Sub(p.askedAt) < opt.FastApproval {
 				rv.FastApprovals++

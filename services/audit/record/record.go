@@ -20,7 +20,6 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -83,7 +82,7 @@ type Msg struct {
 	Seq     uint64
 	Time    time.Time // the stream's store time
 	Subject string
-	Header  nats.Header
+	Header  map[string][]string // a nats.Header
 	Data    []byte
 }
 
@@ -95,7 +94,7 @@ func Build(m Msg) Row { return build(m, nil) }
 
 func build(m Msg, a *Arena) Row {
 	r := Row{Seq: m.Seq, Time: m.Time.UTC().Truncate(time.Millisecond)}
-	if agent, call, typ, ok := subjectTokens(m.Subject); ok {
+	if agent, call, typ, ok := subject.Tokens(m.Subject); ok {
 		r.Agent, r.Call, r.Type = agent, call, typ
 	}
 	// The events every call produces are read straight from the wire
@@ -148,34 +147,11 @@ func (a *Arena) string(b []byte) string {
 	return unsafe.String(&c[start], len(b))
 }
 
-// subjectTokens splits airlock.evt.<agent>.<call>.<type> (….exec.<type>
-// for the executor's events) without allocating.
-func subjectTokens(subj string) (agent, call, typ string, ok bool) {
-	var tok [5]string
-	for i := range tok {
-		if i == len(tok)-1 {
-			tok[i] = subj
-			break
-		}
-		var found bool
-		if tok[i], subj, found = strings.Cut(subj, "."); !found {
-			return "", "", "", false
-		}
-	}
-	if t, exec := strings.CutPrefix(tok[4], subject.ExecToken+"."); exec && subject.IsExec(t) {
-		tok[4] = t
-	}
-	if strings.Contains(tok[4], ".") {
-		return "", "", "", false
-	}
-	return tok[2], tok[3], tok[4], true
-}
-
 // buildGeneric decodes the event and fills r from it: every type, both encodings.
 func buildGeneric(r Row, m Msg) Row {
 	ev, err := envelope.Decode(m.Data, m.Header)
 	if err != nil {
-		r.EventID = m.Header.Get(envelope.HeaderCEID)
+		r.EventID = envelope.HeaderValue(m.Header, envelope.HeaderCEID)
 		r.Decision = "undecodable"
 		r.Reason = "undecodable event: " + err.Error()
 		r.Payload = undecodablePayload(m.Data)

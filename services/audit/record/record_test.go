@@ -9,7 +9,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/audit/record"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 )
 
 func args(t *testing.T, m map[string]any) *structpb.Struct {
@@ -62,7 +62,7 @@ func TestRedactArgs(t *testing.T) {
 
 func msg(t *testing.T, seq uint64, ev *airlockv1.Event) record.Msg {
 	t.Helper()
-	m, err := envelope.Encode(ev, "test", "")
+	m, err := bus.Encode(ev, "test", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 func slowPayload(t *testing.T, ev *airlockv1.Event) string {
@@ -193,7 +194,7 @@ func TestSubjectTokensTakesEventSubjectsOnly(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := ""
-			if a, cl, typ, ok := subjectTokens(c.subject); ok {
+			if a, cl, typ, ok := subject.Tokens(c.subject); ok {
 				got = a + "/" + cl + "/" + typ
 			}
 			if got != c.want {

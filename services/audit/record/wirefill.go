@@ -13,6 +13,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/pbwire"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // payloadBufs are scratch buffers the payload is rendered into before it
@@ -97,13 +98,13 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 	var hasCall, hasDecision bool
 	// What each hot body carries; every other type takes the generic path.
 	switch typ {
-	case "requested", "allowed", "denied", "approval_requested", "approved":
+	case subject.Requested, subject.Allowed, subject.Denied, subject.ApprovalRequested, subject.Approved:
 		ok = pbwire.EachField(env.body, func(n protowire.Number, t protowire.Type, raw []byte) bool {
 			switch {
 			case n == 1:
 				hasCall = true
 				call, ok0 = pbwire.Bytes(t, raw)
-			case n == 2 && typ != "requested":
+			case n == 2 && typ != subject.Requested:
 				hasDecision = true
 				decision, ok0 = pbwire.Bytes(t, raw)
 			default:
@@ -114,7 +115,7 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 		if !ok {
 			return false
 		}
-	case "notified", "started", "completed", "failed":
+	case subject.Notified, subject.Started, subject.Completed, subject.Failed:
 	default:
 		return false
 	}
@@ -128,11 +129,11 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 	}
 	var modes *argModes
 	switch typ {
-	case "requested":
+	case subject.Requested:
 		modes = withheldModes(env.bodyNum)
-	case "approved":
+	case subject.Approved:
 		modes = maskModes(env.bodyNum, redact, true)
-	case "allowed", "denied", "approval_requested":
+	case subject.Allowed, subject.Denied, subject.ApprovalRequested:
 		modes = maskModes(env.bodyNum, redact, false)
 	}
 	buf := payloadBufs.Get().(*[]byte)
@@ -225,21 +226,21 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 		}
 	}
 	switch typ {
-	case "requested":
+	case subject.Requested:
 		ok = setCall()
-	case "allowed":
+	case subject.Allowed:
 		setDecision("allow")
 		ok = setCall()
 		policy()
-	case "denied":
+	case subject.Denied:
 		setDecision("deny")
 		ok = setCall()
 		policy()
-	case "approval_requested":
+	case subject.ApprovalRequested:
 		setDecision("ask")
 		ok = setCall()
 		policy()
-	case "approved":
+	case subject.Approved:
 		var comment, digest, prev string
 		ok = pbwire.EachField(env.body, func(n protowire.Number, t protowire.Type, raw []byte) bool {
 			var ok bool
@@ -284,19 +285,19 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 				r.DecidedBy = r.ActorType + ":" + r.ActorID
 			}
 		}
-	case "completed", "failed":
+	case subject.Completed, subject.Failed:
 		var reason, message string
 		var latency []byte
 		hasLatency := false
 		ok = pbwire.EachField(env.body, func(n protowire.Number, t protowire.Type, raw []byte) bool {
 			var ok bool
 			switch {
-			case typ == "completed" && n == 3, typ == "failed" && n == 4:
+			case typ == subject.Completed && n == 3, typ == subject.Failed && n == 4:
 				hasLatency = true
 				latency, ok = pbwire.Bytes(t, raw)
-			case typ == "failed" && n == 1:
+			case typ == subject.Failed && n == 1:
 				reason, ok = pbwire.String(t, raw)
-			case typ == "failed" && n == 3:
+			case typ == subject.Failed && n == 3:
 				message, ok = pbwire.String(t, raw)
 			default:
 				ok = true
@@ -306,7 +307,7 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 		if !ok {
 			return false
 		}
-		if typ == "failed" {
+		if typ == subject.Failed {
 			r.Reason = strings.TrimSuffix(strings.TrimSpace(reason+": "+message), ":")
 		}
 		if hasLatency {

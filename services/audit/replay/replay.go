@@ -25,6 +25,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/store"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // Decide decides one call as of time at; it must not have side effects.
@@ -90,7 +91,7 @@ func Run(ctx context.Context, rd store.Reader, decide Decide, opt Options) (Repo
 	rep := Report{Since: opt.Since}
 	seen := map[string]bool{}
 	trans := map[string]*Transition{}
-	for _, typ := range []string{"allowed", "denied", "approval_requested"} {
+	for _, typ := range []string{subject.Allowed, subject.Denied, subject.ApprovalRequested} {
 		err := rd.Each(ctx, store.Filter{Type: typ, Since: opt.Since}, func(r store.Row) error {
 			key := fmt.Sprintf("%s.%s.%d", r.Agent, r.Call, r.Revision)
 			if seen[key] {

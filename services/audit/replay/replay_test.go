@@ -11,7 +11,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/audit/replay"
 	"github.com/airlock-gate/airlock/services/audit/store"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -20,7 +20,7 @@ import (
 func TestReplayCountsChangesGrantsAndRedactedArguments(t *testing.T) {
 	n := testenv.StartNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
-	pub := envelope.NewPublisher(deps.JS, "airlock/policy")
+	pub := bus.NewPublisher(deps.JS, "airlock/policy")
 	decided := func(i int, tool string, action airlockv1.Action, grant string, redact ...string) {
 		args, _ := structpb.NewStruct(map[string]any{"path": "/p", "token": "secret"})
 		call := &airlockv1.ToolCall{CallId: fmt.Sprintf("c%d", i), AgentId: "bot", Server: "fs", Tool: tool, Arguments: args, Revision: 1}

@@ -16,6 +16,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/airlock-gate/airlock/services/audit/record"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // Row, Filter and the analytics types are the record package's; they are
@@ -369,7 +370,7 @@ func (c *ClickHouse) Analytics(ctx context.Context, opt AnalyticsOptions) (Analy
 	var rows []Row
 	for _, typ := range record.AnalyticsTypes {
 		f := Filter{Type: typ}
-		if !opt.Since.IsZero() && typ != "approved" && typ != "rejected" && typ != "changes_requested" && typ != "expired" && typ != "canceled" {
+		if !opt.Since.IsZero() && typ != subject.Approved && typ != subject.Rejected && typ != subject.ChangesRequested && typ != subject.Expired && typ != subject.Canceled {
 			f.Since = opt.Since
 		}
 		if err := c.Each(ctx, f, func(r Row) error { r.Payload = ""; rows = append(rows, r); return nil }); err != nil {

@@ -17,7 +17,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/topdown"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
-	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/policy/decide"
 )
 
 // Goals from SPEC §8, as ratios to the floor of the same run.
@@ -101,13 +101,13 @@ type benchCase struct {
 
 func cases() []benchCase {
 	return []benchCase{
-		{"one rule matches", policy.BenchCall()},
-		{"several rules match", policy.BenchCallSeveralRules()},
+		{"one rule matches", decide.BenchCall()},
+		{"several rules match", decide.BenchCallSeveralRules()},
 	}
 }
 
 // Run measures, for each size, Evaluate of each case's call with the default
-// policy plus that many run-time rules (policy.BenchRules), and the floor,
+// policy plus that many run-time rules (decide.BenchRules), and the floor,
 // interleaved in rounds so that the machine's drift touches every figure
 // alike.
 func Run(ctx context.Context, opts Options) (*Result, error) {
@@ -122,7 +122,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	code, err := policy.DefaultCode()
+	code, err := decide.DefaultCode()
 	if err != nil {
 		return nil, err
 	}
@@ -145,19 +145,19 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 // evaluator.
 type floor struct {
 	pq      rego.PreparedEvalQuery
-	wrapped *policy.Evaluator
+	wrapped *decide.Evaluator
 }
 
 func newFloor(ctx context.Context) (*floor, error) {
-	pq, err := rego.New(rego.Query(policy.Query), rego.Module("floor.rego", FloorPolicy)).PrepareForEval(ctx)
+	pq, err := rego.New(rego.Query(decide.Query), rego.Module("floor.rego", FloorPolicy)).PrepareForEval(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("prepare the floor policy: %w", err)
 	}
-	code, err := policy.NewCode(map[string]string{"floor.rego": FloorPolicy}, nil)
+	code, err := decide.NewCode(map[string]string{"floor.rego": FloorPolicy}, nil)
 	if err != nil {
 		return nil, err
 	}
-	wrapped, err := policy.NewEvaluator(ctx, code, nil, nil)
+	wrapped, err := decide.NewEvaluator(ctx, code, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -167,15 +167,15 @@ func newFloor(ctx context.Context) (*floor, error) {
 // op is one timed operation.
 type op func() error
 
-func runSize(ctx context.Context, code *policy.Code, fl *floor, rules, n int) (Size, error) {
-	ev, err := policy.NewEvaluator(ctx, code, policy.BenchRules(rules), nil)
+func runSize(ctx context.Context, code *decide.Code, fl *floor, rules, n int) (Size, error) {
+	ev, err := decide.NewEvaluator(ctx, code, decide.BenchRules(rules), nil)
 	if err != nil {
 		return Size{}, err
 	}
 	size := Size{Rules: rules, PolicyRevision: ev.Revision()}
 	now := time.Now()
 	// The floor decides the first case's call: the same input document.
-	in, err := policy.Input(cases()[0].call)
+	in, err := decide.Input(cases()[0].call)
 	if err != nil {
 		return Size{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/airlock-gate/airlock/services/shared/config"
@@ -101,61 +102,149 @@ func BucketConfigs(cfg config.Buckets) []jetstream.KeyValueConfig {
 // idempotent: a second run with the same configuration changes nothing; a
 // changed setting (max age, replicas, ...) is applied in place. It returns
 // what it created or updated.
+//
+// A cluster that has just started answers its first requests before it can
+// place a replicated stream (no meta leader yet, or one that does not know
+// every peer: "no suitable peers for placement"). Provision waits that out,
+// repeating each step, for at most cfg.NATS.ProvisionWait, and then says
+// what it could not do and what to check.
 func Provision(ctx context.Context, js jetstream.JetStream, cfg config.Config) ([]Change, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.NATS.ProvisionWait)
+	defer cancel()
 	var changes []Change
 	for _, want := range []jetstream.StreamConfig{StreamConfig(cfg.Stream), IntakeConfig(cfg.Stream, cfg.Intake)} {
-		s, err := js.Stream(ctx, want.Name)
-		switch {
-		case errors.Is(err, jetstream.ErrStreamNotFound):
-			if _, err := js.CreateStream(ctx, want); err != nil {
-				return changes, fmt.Errorf("create stream %s: %w", want.Name, err)
+		err := untilPlaced(ctx, cfg, "stream "+want.Name, func(ctx context.Context) error {
+			c, err := ensureStream(ctx, js, want)
+			if c != nil {
+				changes = append(changes, *c)
 			}
-			changes = append(changes, Change{"stream", want.Name, "created"})
-		case err != nil:
-			return changes, fmt.Errorf("look up stream %s: %w", want.Name, err)
-		default:
-			if !sameStream(s.CachedInfo().Config, want) {
-				if _, err := js.UpdateStream(ctx, want); err != nil {
-					return changes, fmt.Errorf("update stream %s: %w", want.Name, err)
-				}
-				changes = append(changes, Change{"stream", want.Name, "updated"})
-			}
-		}
-	}
-
-	for _, kvc := range BucketConfigs(cfg.Buckets) {
-		kv, err := js.KeyValue(ctx, kvc.Bucket)
-		switch {
-		case errors.Is(err, jetstream.ErrBucketNotFound):
-			if _, err := js.CreateKeyValue(ctx, kvc); err != nil {
-				return changes, fmt.Errorf("create bucket %s: %w", kvc.Bucket, err)
-			}
-			changes = append(changes, Change{"bucket", kvc.Bucket, "created"})
-		case err != nil:
-			return changes, fmt.Errorf("look up bucket %s: %w", kvc.Bucket, err)
-		default:
-			st, err := kv.Status(ctx)
-			if err != nil {
-				return changes, fmt.Errorf("status of bucket %s: %w", kvc.Bucket, err)
-			}
-			si := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
-			if int64(kvc.History) != si.Config.MaxMsgsPerSubject || kvc.Replicas != si.Config.Replicas || kvc.Description != si.Config.Description {
-				if _, err := js.UpdateKeyValue(ctx, kvc); err != nil {
-					return changes, fmt.Errorf("update bucket %s: %w", kvc.Bucket, err)
-				}
-				changes = append(changes, Change{"bucket", kvc.Bucket, "updated"})
-			}
-		}
-		changed, err := readFromLeader(ctx, js, kvc)
+			return err
+		})
 		if err != nil {
 			return changes, err
 		}
-		if changed {
-			changes = append(changes, Change{"bucket", kvc.Bucket, "reads from its leader"})
+	}
+	for _, kvc := range BucketConfigs(cfg.Buckets) {
+		err := untilPlaced(ctx, cfg, "bucket "+kvc.Bucket, func(ctx context.Context) error {
+			c, err := ensureBucket(ctx, js, kvc)
+			changes = append(changes, c...)
+			return err
+		})
+		if err != nil {
+			return changes, err
 		}
 	}
 	return changes, nil
 }
+
+// ensureStream creates the stream or brings its settings to want; the
+// change is nil when there was none.
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (*Change, error) {
+	s, err := js.Stream(ctx, want.Name)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		if _, err := js.CreateStream(ctx, want); err != nil {
+			return nil, fmt.Errorf("create stream %s: %w", want.Name, err)
+		}
+		return &Change{"stream", want.Name, "created"}, nil
+	case err != nil:
+		return nil, fmt.Errorf("look up stream %s: %w", want.Name, err)
+	case sameStream(s.CachedInfo().Config, want):
+		return nil, nil
+	}
+	if _, err := js.UpdateStream(ctx, want); err != nil {
+		return nil, fmt.Errorf("update stream %s: %w", want.Name, err)
+	}
+	return &Change{"stream", want.Name, "updated"}, nil
+}
+
+// ensureBucket creates the bucket or brings its settings to kvc, and makes
+// a replicated one read from its leader.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyValueConfig) ([]Change, error) {
+	var changes []Change
+	kv, err := js.KeyValue(ctx, kvc.Bucket)
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		if _, err := js.CreateKeyValue(ctx, kvc); err != nil {
+			return nil, fmt.Errorf("create bucket %s: %w", kvc.Bucket, err)
+		}
+		changes = append(changes, Change{"bucket", kvc.Bucket, "created"})
+	case err != nil:
+		return nil, fmt.Errorf("look up bucket %s: %w", kvc.Bucket, err)
+	default:
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("status of bucket %s: %w", kvc.Bucket, err)
+		}
+		si := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
+		if int64(kvc.History) != si.Config.MaxMsgsPerSubject || kvc.Replicas != si.Config.Replicas || kvc.Description != si.Config.Description {
+			if _, err := js.UpdateKeyValue(ctx, kvc); err != nil {
+				return nil, fmt.Errorf("update bucket %s: %w", kvc.Bucket, err)
+			}
+			changes = append(changes, Change{"bucket", kvc.Bucket, "updated"})
+		}
+	}
+	changed, err := readFromLeader(ctx, js, kvc)
+	if err != nil {
+		return changes, err
+	}
+	if changed {
+		changes = append(changes, Change{"bucket", kvc.Bucket, "reads from its leader"})
+	}
+	return changes, nil
+}
+
+// provisionAttempt bounds one try of one step, so that a request a
+// leaderless cluster never answers is tried again rather than waited on.
+const provisionAttempt = 5 * time.Second
+
+// untilPlaced runs step until it succeeds, fails for good, or ctx ends.
+// Every step is idempotent (it looks before it creates), so a try that
+// timed out after the server acted is harmless to repeat.
+func untilPlaced(ctx context.Context, cfg config.Config, what string, step func(context.Context) error) error {
+	pause := 50 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, provisionAttempt)
+		err := step(actx)
+		cancel()
+		if err == nil || !clusterNotReady(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("provision %s: the NATS cluster could not place it with %d replicas within %s (%w): "+
+				"check that every server is running and routed to the others and that JetStream has a meta leader "+
+				"(each server's /jsz?leader-only=true), then run `airlock provision` again; nats.provision_wait sets how long to wait",
+				what, max(cfg.Stream.Replicas, cfg.Buckets.Replicas), cfg.NATS.ProvisionWait, err)
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// clusterNotReady reports whether err is what a cluster answers while it is
+// still forming (no meta leader, a leader that does not yet know enough
+// peers, or nobody answering JetStream requests yet), as opposed to a
+// refusal that waiting will not change.
+func clusterNotReady(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case jsErrNoSuitablePeers, jsErrClusterNotAvailable, jsErrClusterNotLeader:
+			return true
+		}
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
+}
+
+// JetStream API error codes a forming cluster answers (nats-server's
+// errors.json: JSClusterNoPeersErrF, JSClusterNotAvailErr, JSClusterNotLeaderErr).
+const (
+	jsErrNoSuitablePeers     jetstream.ErrorCode = 10005
+	jsErrClusterNotAvailable jetstream.ErrorCode = 10008
+	jsErrClusterNotLeader    jetstream.ErrorCode = 10009
+)
 
 // readFromLeader turns Direct Get off on a replicated bucket, so that its
 // reads are answered by the leader: with Direct Get any replica answers,

@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -81,5 +83,83 @@ func TestRepublishedMsgIDIsStoredOnce(t *testing.T) {
 	info, _ := s.Info(ctx)
 	if info.State.Msgs != 1 {
 		t.Fatalf("stream holds %d messages, want 1", info.State.Msgs)
+	}
+}
+
+// A cluster that has just been deployed answers before it can place a
+// replicated stream; provisioning it at once must wait that out, every
+// time (CI once failed on "no suitable peers for placement").
+func TestProvisionRightAfterAClusterStartsAlwaysSucceeds(t *testing.T) {
+	const runs = 4
+	for run := range runs {
+		servers, err := embedded.StartClusterNodes(t.TempDir(), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var urls []string
+		for _, s := range servers {
+			urls = append(urls, s.URL())
+		}
+		cfg := testenv.Config(strings.Join(urls, ","))
+		cfg.Stream.Replicas, cfg.Buckets.Replicas = 3, 3
+		nc, err := nats.Connect(cfg.NATS.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changes, err := bus.Provision(context.Background(), js, cfg)
+		if err != nil {
+			t.Fatalf("run %d of %d: provisioning a cluster right after it started: %v", run+1, runs, err)
+		}
+		created := 0
+		for _, c := range changes {
+			if c.Action == "created" {
+				created++
+			}
+		}
+		if created != 8 {
+			t.Fatalf("run %d: created %d streams and buckets (%v), want the 2 streams and 6 buckets", run+1, created, changes)
+		}
+		s, err := js.Stream(context.Background(), cfg.Stream.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.CachedInfo().Config.Replicas; got != 3 {
+			t.Fatalf("run %d: events stream has %d replicas, want 3", run+1, got)
+		}
+		nc.Close()
+		for _, s := range servers {
+			s.Stop()
+		}
+	}
+}
+
+// After its bound, provisioning says what it could not place and what to
+// check, instead of the server's bare "no suitable peers".
+func TestProvisionThatCannotPlaceSaysWhatToCheck(t *testing.T) {
+	servers, err := embedded.StartCluster(t.TempDir(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, s := range servers {
+			s.Stop()
+		}
+	}()
+	cfg := testenv.Config(servers[0].URL())
+	cfg.Stream.Replicas, cfg.Buckets.Replicas = 5, 5 // more than the cluster has
+	cfg.NATS.ProvisionWait = 2 * time.Second
+	_, js := testenv.Connect(t, cfg.NATS.URL)
+	_, err = bus.Provision(context.Background(), js, cfg)
+	if err == nil {
+		t.Fatal("provisioning 5 replicas on 3 servers succeeded")
+	}
+	for _, want := range []string{"stream AIRLOCK_EVENTS", "5 replicas", "within 2s", "airlock provision"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -185,4 +187,19 @@ func LastStoredLeader(ctx context.Context, nc *nats.Conn, stream, subj string) (
 	m.Header.Set(jetstream.SequenceHeader, strconv.FormatUint(out.Message.Seq, 10))
 	m.Header.Set(jetstream.TimeStampHeaer, out.Message.Time.UTC().Format(time.RFC3339Nano))
 	return m, nil
+}
+
+// LastEvent is the last event stored on subj in stream, read from the
+// stream's leader (LastStoredLeader) and decoded, with its sequence; nil
+// when there is none.
+func LastEvent(ctx context.Context, nc *nats.Conn, stream, subj string) (*airlockv1.Event, uint64, error) {
+	m, err := LastStoredLeader(ctx, nc, stream, subj)
+	if err != nil || m == nil {
+		return nil, 0, err
+	}
+	ev, err := envelope.Decode(m.Data, m.Header)
+	if err != nil {
+		return nil, 0, fmt.Errorf("decode the last event on %s: %w", subj, err)
+	}
+	return ev, StoredSeq(m), nil
 }

@@ -102,3 +102,29 @@ func (r Ref) String() string {
 	}
 	return r.Agent + "/" + r.Call
 }
+
+// System is the identity of something other than a call revision that
+// events are recorded about: a standing grant, a console token, an intake
+// message, a Slack interaction, a policy change, an audit retention run.
+// Kind names the id space and ID an id in it; both are airlock's own (a
+// grant id, an intake sequence, a digest), never an agent's choice, and
+// kinds never share an id space, so no two writers build one event id for
+// different events.
+type System struct {
+	Kind, ID string
+}
+
+// Kinds of System identities.
+const (
+	SystemGrant      = "grant"
+	SystemToken      = "token"
+	SystemIntake     = "intake"
+	SystemSlack      = "slack"
+	SystemPolicyRule = "policy_rule"
+	SystemPolicyCode = "policy_code"
+	SystemRetention  = "retention"
+)
+
+// EventID is the id of the event that records what happened to s
+// ("<kind>.<id>.<what>"), the same however often it is published.
+func (s System) EventID(what string) string { return s.Kind + "." + s.ID + "." + what }

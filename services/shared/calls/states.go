@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // StateName is the short token of an approval state ("pending",
@@ -68,4 +69,38 @@ func Approved(s airlockv1.ApprovalState) bool {
 		return true
 	}
 	return false
+}
+
+// DecisionEvent is the event type that records how a call in state s was
+// decided — approved also for a call approved and run since (executing,
+// completed, failed) — or "" for a state no decision led to (pending).
+// It is the one table from states to decision events.
+func DecisionEvent(s airlockv1.ApprovalState) string {
+	switch {
+	case Approved(s):
+		return subject.Approved
+	case s == airlockv1.ApprovalState_APPROVAL_STATE_REJECTED:
+		return subject.Rejected
+	case s == airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED:
+		return subject.ChangesRequested
+	case s == airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED:
+		return subject.Expired
+	case s == airlockv1.ApprovalState_APPROVAL_STATE_CANCELED:
+		return subject.Canceled
+	}
+	return ""
+}
+
+// ActionWord is a decision kind's word in the audit trail and logs
+// ("approve", "reject", "request_changes"; "decide" for an unknown kind).
+func ActionWord(k airlockv1.DecisionKind) string {
+	switch k {
+	case airlockv1.DecisionKind_DECISION_KIND_APPROVE:
+		return "approve"
+	case airlockv1.DecisionKind_DECISION_KIND_REJECT:
+		return "reject"
+	case airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES:
+		return "request_changes"
+	}
+	return "decide"
 }

@@ -63,6 +63,10 @@ type NATS struct {
 	PingInterval time.Duration `yaml:"ping_interval"`
 	// DrainTimeout bounds the graceful drain on shutdown.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	// ProvisionWait bounds how long provisioning waits for a cluster that
+	// has just started: until it has a JetStream meta leader that knows
+	// enough peers to place every stream and bucket with its replicas.
+	ProvisionWait time.Duration `yaml:"provision_wait"`
 }
 
 // Stream is the events stream every lifecycle event is stored in.
@@ -139,6 +143,7 @@ func Default() Config {
 			ReconnectWait: 500 * time.Millisecond,
 			PingInterval:  2 * time.Second,
 			DrainTimeout:  10 * time.Second,
+			ProvisionWait: 2 * time.Minute,
 		},
 		Stream: Stream{
 			Name:            "AIRLOCK_EVENTS",
@@ -249,6 +254,9 @@ func (c Config) Validate() error {
 	if c.NATS.PingInterval <= 0 {
 		errs = append(errs, fmt.Errorf("nats.ping_interval is %s: set a positive duration such as 2s", c.NATS.PingInterval))
 	}
+	if c.NATS.ProvisionWait <= 0 {
+		errs = append(errs, fmt.Errorf("nats.provision_wait is %s: set a positive duration such as 2m", c.NATS.ProvisionWait))
+	}
 	if c.Policy.ReloadInterval <= 0 {
 		errs = append(errs, fmt.Errorf("policy.reload_interval is %s: set a positive duration such as 1s", c.Policy.ReloadInterval))
 	}
@@ -274,6 +282,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Email.validate()...)
 	errs = append(errs, validateWebhooks(c.Webhooks)...)
 	errs = append(errs, c.PagerDuty.validate()...)
+	errs = append(errs, c.Console.OIDC.validate()...)
 	errs = append(errs, c.Gateway.validate()...)
 	return errors.Join(errs...)
 }

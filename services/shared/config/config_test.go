@@ -63,6 +63,11 @@ func TestLoadRefusesMistakes(t *testing.T) {
 		{"short_duplicate_window", "stream:\n  duplicate_window: 10s\n", nil, "at least 2m"},
 		{"bad_env_duration", "", []string{"AIRLOCK_STREAM_MAX_AGE=soon"}, "AIRLOCK_STREAM_MAX_AGE"},
 		{"bad_sync", "dev:\n  sync: sometimes\n", nil, "dev.sync"},
+		{"sso_without_client_id", "console:\n  oidc: {issuer: https://login.example.com, groups: {eng: {roles: [reviewer]}}}\n", nil, "console.oidc.client_id"},
+		{"sso_without_any_group", "console:\n  oidc: {issuer: https://login.example.com, client_id: c}\n", nil, "console.oidc.groups is empty"},
+		{"sso_with_an_unknown_role", "console:\n  oidc: {issuer: https://login.example.com, client_id: c, groups: {eng: {roles: [boss]}}}\n", nil, `unknown role "boss"`},
+		{"sso_issuer_not_a_url", "console:\n  oidc: {issuer: login.example.com, client_id: c, groups: {eng: {roles: [reviewer]}}}\n", nil, "console.oidc.issuer"},
+		{"passwords_off_without_sso", "console:\n  oidc: {disable_passwords: true}\n", nil, "nobody could sign in"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,6 +80,42 @@ func TestLoadRefusesMistakes(t *testing.T) {
 				t.Fatalf("error = %v, want it to mention %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// The single sign-on example in README.md's Configuration section loads.
+func TestTheSingleSignOnExampleLoads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "airlock.yaml")
+	yaml := `http:
+  public_url: https://airlock.example.com
+console:
+  oidc:
+    issuer: https://login.example.com/realms/eng
+    client_id: airlock-console
+    client_secret: "..."
+    scopes: [email, profile, groups]
+    name_claim: email
+    groups_claim: groups
+    groups:
+      eng-oncall: {roles: [reviewer], groups: [reviewers, oncall]}
+      security:   {roles: [auditor]}
+      platform-admins: {roles: [admin]}
+    allowed_domains: [example.com]
+    display_name: Example SSO
+    disable_passwords: true
+slack:
+  users: {U0123ABCD: alice@example.com}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(path, []string{"AIRLOCK_CONSOLE_OIDC_CLIENT_SECRET=from-the-environment"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cfg.Console.OIDC
+	if !o.Enabled() || o.ClientSecret != "from-the-environment" || o.Groups["eng-oncall"].Groups[1] != "oncall" || !o.DisablePasswords {
+		t.Fatalf("loaded %+v", o)
 	}
 }
 

@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"fmt"
+	"net/url"
+	"time"
+)
 
 // Console configures the web console and REST API.
 type Console struct {
@@ -27,6 +31,8 @@ type Console struct {
 	// X-Forwarded-For names the client; from anywhere else the connection's
 	// address is the client's (the header is ignored).
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// OIDC signs people in with an OpenID Connect provider (single sign-on).
+	OIDC OIDC `yaml:"oidc"`
 }
 
 // SignInLimit bounds failed sign-ins: past either count within Window,
@@ -52,6 +58,84 @@ type User struct {
 	Groups []string `yaml:"groups"`
 }
 
+// OIDC is single sign-on with an OpenID Connect provider: the authorization
+// code flow with PKCE, state and nonce, the ID token verified against the
+// provider's discovery document and keys. A person's roles and approver
+// groups come from their groups at each sign-in, through Groups.
+type OIDC struct {
+	// Issuer is the provider's issuer URL (its discovery document is
+	// <issuer>/.well-known/openid-configuration); empty turns SSO off.
+	Issuer string `yaml:"issuer"`
+	// ClientID and ClientSecret are the console's registration with the
+	// provider (a public client leaves the secret empty and relies on PKCE).
+	ClientID     string `yaml:"client_id"`
+	ClientSecret string `yaml:"client_secret"`
+	// RedirectURL is where the provider sends the browser back; register it
+	// with the provider. Default: http.public_url + /login/sso/callback.
+	RedirectURL string `yaml:"redirect_url"`
+	// Scopes asked for besides openid.
+	Scopes []string `yaml:"scopes"`
+	// NameClaim is the claim that names the person: the principal that
+	// approvers lists, rules, slack.users and the audit trail use.
+	NameClaim string `yaml:"name_claim"`
+	// GroupsClaim is the claim that lists the person's groups.
+	GroupsClaim string `yaml:"groups_claim"`
+	// Groups maps a provider group to airlock roles and approver groups.
+	// A person none of whose groups is listed here cannot sign in.
+	Groups map[string]OIDCGroup `yaml:"groups"`
+	// AllowedDomains, when set, admits only people whose email claim is at
+	// one of these domains and whom the provider says verified it
+	// (email_verified: true).
+	AllowedDomains []string `yaml:"allowed_domains"`
+	// DisablePasswords turns the password form off: people sign in only
+	// through the provider (API tokens keep working).
+	DisablePasswords bool `yaml:"disable_passwords"`
+	// DisplayName names the provider on the sign-in button ("Sign in with …").
+	DisplayName string `yaml:"display_name"`
+}
+
+// OIDCGroup is what one provider group gives its members.
+type OIDCGroup struct {
+	// Roles: reviewer, auditor, admin.
+	Roles []string `yaml:"roles"`
+	// Groups are approver groups: "reviewers" lets the member decide what
+	// a rule asks of group:reviewers.
+	Groups []string `yaml:"groups"`
+}
+
+// Enabled reports whether single sign-on is configured.
+func (o OIDC) Enabled() bool { return o.Issuer != "" }
+
+func (o OIDC) validate() []error {
+	if !o.Enabled() {
+		if o.DisablePasswords {
+			return []error{fmt.Errorf("console.oidc.disable_passwords is set but console.oidc.issuer is empty: nobody could sign in; set the issuer or drop disable_passwords")}
+		}
+		return nil
+	}
+	var errs []error
+	if u, err := url.Parse(o.Issuer); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("console.oidc.issuer %q is not a URL such as https://login.example.com", o.Issuer))
+	}
+	if o.ClientID == "" {
+		errs = append(errs, fmt.Errorf("console.oidc.client_id is empty: register the console with the provider and copy its client id"))
+	}
+	if o.NameClaim == "" || o.GroupsClaim == "" {
+		errs = append(errs, fmt.Errorf("console.oidc.name_claim and groups_claim must name claims, e.g. email and groups"))
+	}
+	if len(o.Groups) == 0 {
+		errs = append(errs, fmt.Errorf("console.oidc.groups is empty: map at least one provider group to roles, or nobody could sign in"))
+	}
+	for g, m := range o.Groups {
+		for _, r := range m.Roles {
+			if r != RoleReviewer && r != RoleAuditor && r != RoleAdmin {
+				errs = append(errs, fmt.Errorf("console.oidc.groups.%s: unknown role %q: use reviewer, auditor or admin", g, r))
+			}
+		}
+	}
+	return errs
+}
+
 // Console roles.
 const (
 	RoleReviewer = "reviewer"
@@ -66,5 +150,6 @@ func defaultConsole() Console {
 		TokenTTL:      90 * 24 * time.Hour,
 		MaxWait:       60 * time.Second,
 		SignIn:        SignInLimit{FailuresPerUser: 5, FailuresPerAddress: 20, Window: 15 * time.Minute},
+		OIDC:          OIDC{Scopes: []string{"email", "profile"}, NameClaim: "email", GroupsClaim: "groups", DisplayName: "single sign-on"},
 	}
 }

@@ -30,6 +30,10 @@ type Executor struct {
 	UpstreamTimeout time.Duration `yaml:"upstream_timeout"`
 }
 
+// DemoServer is the name of the executor's built-in demo server, whose file
+// tools work inside SandboxDir.
+const DemoServer = "demo"
+
 // SandboxDir is the directory the demo file tools are confined to.
 func (c Config) SandboxDir() string {
 	if c.Executor.Sandbox != "" {

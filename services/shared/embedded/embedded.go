@@ -166,6 +166,25 @@ func FreePort() (int, error) {
 // StartCluster starts n JetStream nodes on loopback that route to each
 // other, with stores under dir/<name>, and waits until JetStream is ready.
 func StartCluster(dir string, n int) ([]*Server, error) {
+	servers, err := StartClusterNodes(dir, n)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if clusterReady(servers) {
+			return servers, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return servers, fmt.Errorf("cluster of %d did not elect a JetStream meta leader that knows every peer within 30s", n)
+}
+
+// StartClusterNodes starts n JetStream nodes on loopback that route to each
+// other, with stores under dir/<name>, and returns as soon as each accepts
+// clients: before the cluster has a JetStream meta leader, as a cluster
+// that has just been deployed is.
+func StartClusterNodes(dir string, n int) ([]*Server, error) {
 	clientPorts := make([]int, n)
 	clusterPorts := make([]int, n)
 	for i := range n {
@@ -196,14 +215,7 @@ func StartCluster(dir string, n int) ([]*Server, error) {
 		}
 		servers = append(servers, s)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if clusterReady(servers) {
-			return servers, nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return servers, fmt.Errorf("cluster of %d did not elect a JetStream meta leader that knows every peer within 30s", n)
+	return servers, nil
 }
 
 // clusterReady: a meta leader exists, it knows every peer, and every node is current.

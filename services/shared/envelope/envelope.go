@@ -1,4 +1,6 @@
-// Package envelope encodes airlock events as NATS messages and back.
+// Package envelope encodes airlock events as messages and back: the codec
+// alone, free of any NATS client (shared/bus publishes what it encodes), so
+// that the domain packages that build events depend on no broker.
 //
 // The body is protobuf binary (canonical) or protojson when the message says
 // Content-Type: application/json. Events of a call its agent requested in
@@ -11,16 +13,11 @@
 package envelope
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -38,8 +35,11 @@ const (
 	HeaderCETime      = "ce-time"
 	HeaderCESpec      = "ce-specversion"
 	HeaderTraceparent = "traceparent"
-	ContentProtobuf   = "application/protobuf"
-	ContentJSON       = "application/json"
+	// HeaderMsgID is JetStream's message id, by which a stream stores a
+	// retried publish once.
+	HeaderMsgID     = "Nats-Msg-Id"
+	ContentProtobuf = "application/protobuf"
+	ContentJSON     = "application/json"
 )
 
 // bodyOneof is the Event's body oneof, looked up once rather than by name
@@ -61,18 +61,34 @@ func Subject(ev *airlockv1.Event) (string, error) {
 	return subject.Event(ev.GetAgentId(), ev.GetCallId(), TypeOf(ev))
 }
 
+// Message is an encoded event: what a NATS message carries. Header has the
+// shape of nats.Header, which converts to it and back without a copy.
+type Message struct {
+	Subject string
+	Header  map[string][]string
+	Data    []byte
+}
+
+// HeaderValue returns the first value of h's key ("" when none), as nats.Header.Get.
+func HeaderValue(h map[string][]string, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // Encode builds the message for ev in the events stream. A missing event id
 // or time is filled in. parentTrace, when a valid traceparent, makes this
 // event a child span of it. The event id is also the Nats-Msg-Id: only
 // services write the events stream, so no one else can pre-empt it.
-func Encode(ev *airlockv1.Event, source, parentTrace string) (*nats.Msg, error) {
+func Encode(ev *airlockv1.Event, source, parentTrace string) (Message, error) {
 	typ := TypeOf(ev)
 	if typ == "" {
-		return nil, fmt.Errorf("encode event for call %s: it has no body", ev.GetCallId())
+		return Message{}, fmt.Errorf("encode event for call %s: it has no body", ev.GetCallId())
 	}
 	subj, err := Subject(ev)
 	if err != nil {
-		return nil, fmt.Errorf("encode %s event: %w", typ, err)
+		return Message{}, fmt.Errorf("encode %s event: %w", typ, err)
 	}
 	return encode(ev, subj, typ, source, parentTrace, true)
 }
@@ -83,14 +99,14 @@ func Encode(ev *airlockv1.Event, source, parentTrace string) (*nats.Msg, error) 
 // agents choose their message ids, so airlock never relies on them there
 // (the policy service recognises a repeated request by its content, and
 // accepts one report per call revision).
-func EncodeRequest(ev *airlockv1.Event, source, parentTrace string) (*nats.Msg, error) {
+func EncodeRequest(ev *airlockv1.Event, source, parentTrace string) (Message, error) {
 	typ := TypeOf(ev)
 	if typ != subject.Requested && typ != Reported {
-		return nil, fmt.Errorf("encode request for call %s: the event is neither a request nor a report", ev.GetCallId())
+		return Message{}, fmt.Errorf("encode request for call %s: the event is neither a request nor a report", ev.GetCallId())
 	}
 	subj, err := subject.Request(ev.GetAgentId(), ev.GetCallId())
 	if err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
+		return Message{}, fmt.Errorf("encode request: %w", err)
 	}
 	return encode(ev, subj, typ, source, parentTrace, false)
 }
@@ -99,7 +115,7 @@ func EncodeRequest(ev *airlockv1.Event, source, parentTrace string) (*nats.Msg, 
 // an event type of the events stream).
 const Reported = "reported"
 
-func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgID bool) (*nats.Msg, error) {
+func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgID bool) (Message, error) {
 	if ev.EventId == "" {
 		ev.EventId = randomID()
 	}
@@ -108,7 +124,7 @@ func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgI
 	}
 	contentType, data, err := marshal(ev)
 	if err != nil {
-		return nil, fmt.Errorf("encode %s event for call %s: %w", typ, ev.CallId, err)
+		return Message{}, fmt.Errorf("encode %s event for call %s: %w", typ, ev.CallId, err)
 	}
 	// Every event is encoded on a hot path (each call publishes several):
 	// the header is built in one sized map over one backing array of
@@ -123,23 +139,28 @@ func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgI
 		ChildTrace(parentTrace),
 		ev.EventId,
 	}
-	keys := [len(vals)]string{HeaderContentType, HeaderCEID, HeaderCEType, HeaderCESource, HeaderCETime, HeaderCESpec, HeaderTraceparent, jetstream.MsgIDHeader}
+	keys := [len(vals)]string{HeaderContentType, HeaderCEID, HeaderCEType, HeaderCESource, HeaderCETime, HeaderCESpec, HeaderTraceparent, HeaderMsgID}
 	n := len(keys)
 	if !withMsgID {
 		n--
 	}
 	backing := vals[:]
-	h := make(nats.Header, n)
+	h := make(map[string][]string, n)
 	for i, k := range keys[:n] {
 		h[k] = backing[i : i+1 : i+1]
 	}
-	return &nats.Msg{Subject: subj, Data: data, Header: h}, nil
+	return Message{Subject: subj, Data: data, Header: h}, nil
 }
 
 // JSONForm is how events are written in JSON: protojson with the field
 // names of the .proto files (call_id, approval_requested, ...), which is
 // also what agents may publish.
 var JSONForm = protojson.MarshalOptions{UseProtoNames: true}
+
+// JSONRead is how airlock reads protojson that others wrote (requests,
+// API bodies, stored rules): either field naming, and fields it does not
+// know ignored, so a newer writer does not break an older reader.
+var JSONRead = protojson.UnmarshalOptions{DiscardUnknown: true}
 
 // marshal encodes ev as protobuf, or as protojson when ev.Json is set.
 func marshal(ev *airlockv1.Event) (string, []byte, error) {
@@ -152,9 +173,9 @@ func marshal(ev *airlockv1.Event) (string, []byte, error) {
 }
 
 // Decode parses an event from a message body and its headers.
-func Decode(data []byte, header nats.Header) (*airlockv1.Event, error) {
+func Decode(data []byte, hdr map[string][]string) (*airlockv1.Event, error) {
 	ev := &airlockv1.Event{}
-	if IsJSON(header) {
+	if IsJSON(hdr) {
 		if err := protojson.Unmarshal(data, ev); err != nil {
 			return nil, fmt.Errorf("decode protojson event: %w", err)
 		}
@@ -167,8 +188,8 @@ func Decode(data []byte, header nats.Header) (*airlockv1.Event, error) {
 }
 
 // IsJSON reports whether the message declares a protojson body.
-func IsJSON(header nats.Header) bool {
-	ct := header.Get(HeaderContentType)
+func IsJSON(hdr map[string][]string) bool {
+	ct := HeaderValue(hdr, HeaderContentType)
 	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), ContentJSON)
 }
 
@@ -183,92 +204,11 @@ func ForCall(call *airlockv1.ToolCall, actor *airlockv1.Actor) *airlockv1.Event 
 	}
 }
 
-// Publisher publishes events to JetStream with the envelope above.
-type Publisher struct {
-	js     jetstream.JetStream
-	source string
-	// stored, when set, is called with the type of every event stored.
-	stored func(typ string)
+// TypeOfMessage returns the event type a message encoded here carries
+// (its ce-type), "" for one that carries none.
+func TypeOfMessage(hdr map[string][]string) string {
+	return strings.TrimPrefix(HeaderValue(hdr, HeaderCEType), "airlock.v1.")
 }
-
-// NewPublisher returns a Publisher whose events name source as ce-source,
-// e.g. "airlock/policy" or "agent/bot-1".
-func NewPublisher(js jetstream.JetStream, source string) *Publisher {
-	return &Publisher{js: js, source: source}
-}
-
-// Counting makes the publisher call stored with the type of every event it
-// stores (services count them as airlock_events_published_total).
-func (p *Publisher) Counting(stored func(typ string)) *Publisher {
-	p.stored = stored
-	return p
-}
-
-func (p *Publisher) count(msg *nats.Msg) {
-	if p.stored != nil {
-		p.stored(msg.Header.Get(HeaderCEType)[len("airlock.v1."):])
-	}
-}
-
-// Publish stores ev in the events stream and waits for the stream's ack.
-// A publish whose event id the stream saw within its duplicate window is
-// acknowledged as a duplicate and stored once; that is success.
-func (p *Publisher) Publish(ctx context.Context, ev *airlockv1.Event, parentTrace string) (*jetstream.PubAck, error) {
-	msg, err := Encode(ev, p.source, parentTrace)
-	if err != nil {
-		return nil, err
-	}
-	ack, err := p.js.PublishMsg(ctx, msg)
-	if err != nil {
-		return nil, fmt.Errorf("publish %s: %w", msg.Subject, err)
-	}
-	p.count(msg)
-	return ack, nil
-}
-
-// ErrConflict is returned by PublishAfter when the subject's last stored
-// message is not the expected one: another writer got there first.
-var ErrConflict = errors.New("another event was stored first")
-
-// PublishAfter stores ev only if the last message stored on expectSubject
-// (which may end in a wildcard) has sequence expectSeq (0: there is none) —
-// JetStream's compare-and-append. It carries no message id: a message id
-// would let the stream answer a competing writer "duplicate" instead of
-// refusing it (NOTES), so a writer that cannot tell whether its publish
-// landed reads the subject back instead. A refused append is ErrConflict.
-func (p *Publisher) PublishAfter(ctx context.Context, ev *airlockv1.Event, parentTrace, expectSubject string, expectSeq uint64) (*jetstream.PubAck, error) {
-	msg, err := Encode(ev, p.source, parentTrace)
-	if err != nil {
-		return nil, err
-	}
-	msg.Header.Del(jetstream.MsgIDHeader)
-	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expectSeq, 10))
-	msg.Header.Set(headerExpectedLastSubjSeqSubj, expectSubject)
-	ack, err := p.js.PublishMsg(ctx, msg)
-	if err != nil {
-		if refusedAppend(err) {
-			return nil, fmt.Errorf("publish %s: %w", msg.Subject, ErrConflict)
-		}
-		return nil, fmt.Errorf("publish %s: %w", msg.Subject, err)
-	}
-	p.count(msg)
-	return ack, nil
-}
-
-// refusedAppend reports whether the stream refused a compare-and-append:
-// 10071 names the sequence it found; a replicated stream answers 10164
-// instead, also when another append to the same subject is still in flight
-// (two handlings claiming one call at once). Both mean: not stored, read
-// and decide again.
-func refusedAppend(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
-}
-
-// headerExpectedLastSubjSeqSubj names the subject (or wildcard) whose last
-// sequence Nats-Expected-Last-Subject-Sequence is compared with.
-const headerExpectedLastSubjSeqSubj = "Nats-Expected-Last-Subject-Sequence-Subject"
 
 // ChildTrace returns a traceparent in the trace of parent with a new span
 // id, or a new trace when parent is not a valid traceparent.

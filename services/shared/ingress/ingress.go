@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -30,6 +31,8 @@ const (
 	MaxNameLen   = 128
 	MaxReasonLen = 4096
 	MaxThreadLen = 128
+	// MaxPathLen bounds the working directory (Linux's PATH_MAX).
+	MaxPathLen = 4096
 )
 
 var (
@@ -274,6 +277,9 @@ func Call(call *airlockv1.ToolCall) *Refusal {
 	if len(call.Reason) > MaxReasonLen {
 		return refuse("reason is %d bytes: keep it under %d", len(call.Reason), MaxReasonLen)
 	}
+	if strings.IndexFunc(call.Cwd, unicode.IsControl) >= 0 || len(call.Cwd) > MaxPathLen {
+		return refuse("cwd must be at most %d bytes without control characters", MaxPathLen)
+	}
 	if call.Arguments == nil {
 		call.Arguments = &structpb.Struct{Fields: map[string]*structpb.Value{}}
 	}
@@ -382,7 +388,7 @@ func InvalidEvent(subj string, intakeSeq uint64, revision uint32, data []byte, r
 		excerpt = strings.ToValidUTF8(excerpt, "?")
 	}
 	return &airlockv1.Event{
-		EventId:  fmt.Sprintf("intake.%d.invalid", intakeSeq),
+		EventId:  callref.System{Kind: callref.SystemIntake, ID: strconv.FormatUint(intakeSeq, 10)}.EventID(subject.Invalid),
 		AgentId:  agent,
 		CallId:   callID,
 		Revision: revision,

@@ -42,10 +42,15 @@ func TestCallRefusesControlCharactersInThreadAndPrincipal(t *testing.T) {
 	for _, call := range []*airlockv1.ToolCall{
 		{AgentId: "a", CallId: "c", Tool: "fs__read_file", ThreadId: "x\r\revent: sync\rdata: \r\r"},
 		{AgentId: "a", CallId: "c", Tool: "fs__read_file", OnBehalfOf: "alice\n"},
+		{AgentId: "a", CallId: "c", Tool: "fs__read_file", Cwd: "/home/dev\x1b[2J"},
+		{AgentId: "a", CallId: "c", Tool: "fs__read_file", Cwd: "/" + strings.Repeat("d", MaxPathLen)},
 	} {
 		if r := Call(call); r == nil {
-			t.Errorf("accepted %q / %q", call.ThreadId, call.OnBehalfOf)
+			t.Errorf("accepted %q / %q / %.20q", call.ThreadId, call.OnBehalfOf, call.Cwd)
 		}
+	}
+	if r := Call(&airlockv1.ToolCall{AgentId: "a", CallId: "c", Tool: "fs__read_file", Cwd: "/home/dev/my shop"}); r != nil {
+		t.Errorf("refused a plain working directory: %v", r)
 	}
 }
 

@@ -45,6 +45,10 @@ func (d Dev) GatewayTokenFile(endpoint string) string {
 	return filepath.Join(d.DataDir, "gateway", endpoint+".token")
 }
 
+// URLFile holds the URL of the embedded NATS server while `airlock dev`
+// runs, so that `airlock agents add` can wait for it to take a new agent.
+func (d Dev) URLFile() string { return filepath.Join(d.DataDir, "nats.url") }
+
 // ConfigFile is the embedded server's accounts configuration.
 func (d Dev) ConfigFile() string { return filepath.Join(d.DataDir, "nats-accounts.conf") }
 

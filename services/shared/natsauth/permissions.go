@@ -269,7 +269,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 func Agent(agent string, cfg config.Config) Permissions {
 	return Permissions{
 		PublishAllow: []string{
-			subject.RequestsPrefix + "." + agent + ".*",
+			subject.AgentRequests(agent) + ".*",
 			subject.AgentCancel(agent),
 			subject.DirectGet(cfg.Stream.Name, subject.OfAgent(agent)),
 		},

@@ -20,10 +20,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 )
-
-var unmarshal = protojson.UnmarshalOptions{DiscardUnknown: true}
 
 // Handle adapts a typed function to a micro handler: it decodes the request
 // into a new Req, calls fn, and replies with the protojson of its result or
@@ -89,7 +88,7 @@ func handle[Req, Resp proto.Message](log *slog.Logger, g *Gate, newReq func() Re
 		}
 		req := newReq()
 		if len(r.Data()) > 0 {
-			if err := unmarshal.Unmarshal(r.Data(), req); err != nil {
+			if err := envelope.JSONRead.Unmarshal(r.Data(), req); err != nil {
 				respondErr(log, r, apierr.Wrap(apierr.InvalidRequest, err, "request does not decode as %s", req.ProtoReflect().Descriptor().FullName()))
 				return
 			}
@@ -175,7 +174,7 @@ func (c Caller) Call(ctx context.Context, subject string, req, resp proto.Messag
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
 		return apierr.FromCode(code, msg.Header.Get(micro.ErrorHeader))
 	}
-	if err := unmarshal.Unmarshal(msg.Data, resp); err != nil {
+	if err := envelope.JSONRead.Unmarshal(msg.Data, resp); err != nil {
 		return fmt.Errorf("decode reply from %s: %w", subject, err)
 	}
 	return nil

@@ -199,6 +199,38 @@ func RequestTokens(s string) (agent, call string, ok bool) {
 	return agent, call, true
 }
 
+// AgentRequests is airlock.req.<agent>: where the intake stream stores an
+// agent's requests (IntakeStored).
+func AgentRequests(agent string) string { return RequestsPrefix + "." + agent }
+
+// PolicyChanges is the subject the policy service records its changes on.
+const PolicyChanges = EventsPrefix + "." + SystemAgent + "." + SystemCall + "." + PolicyChanged
+
+// Tokens splits an event subject into its agent, call and type tokens
+// without validating the ids or allocating (the audit sink calls it for
+// every event; Parse validates); ok is false when subj does not have the
+// shape airlock.evt.<agent>.<call>.<type> (….exec.<type> for the
+// executor's types).
+func Tokens(subj string) (agent, call, typ string, ok bool) {
+	rest, found := strings.CutPrefix(subj, EventsPrefix+".")
+	if !found {
+		return "", "", "", false
+	}
+	if agent, rest, found = strings.Cut(rest, "."); !found {
+		return "", "", "", false
+	}
+	if call, typ, found = strings.Cut(rest, "."); !found {
+		return "", "", "", false
+	}
+	if t, exec := strings.CutPrefix(typ, ExecToken+"."); exec && IsExec(t) {
+		typ = t
+	}
+	if strings.Contains(typ, ".") {
+		return "", "", "", false
+	}
+	return agent, call, typ, true
+}
+
 // IntakeSource is what agents publish to; the intake stream stores each
 // request under IntakeStored, its agent alone, so that the server can count
 // one agent's waiting requests (intake.max_pending_per_agent). The call id

@@ -137,3 +137,31 @@ func TestTypeSetsNameKnownTypesOnce(t *testing.T) {
 		}
 	}
 }
+
+// Tokens takes apart every subject Parse accepts the same way, and refuses
+// the shapes Parse refuses, without validating ids.
+func TestTokensAgreeWithParse(t *testing.T) {
+	tests := []struct {
+		name, subj       string
+		agent, call, typ string
+		ok               bool
+	}{
+		{"a_decision", "airlock.evt.bot.c1.approved", "bot", "c1", "approved", true},
+		{"an_execution_event", "airlock.evt.bot.c1.exec.completed", "bot", "c1", "completed", true},
+		{"a_system_event", PolicyChanges, SystemAgent, SystemCall, PolicyChanged, true},
+		{"too_few_tokens", "airlock.evt.bot.approved", "", "", "", false},
+		{"another_prefix", "airlock.out.bot.c1.approved", "", "", "", false},
+		{"too_many_tokens", "airlock.evt.bot.c1.x.approved", "", "", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			agent, call, typ, ok := Tokens(tt.subj)
+			if agent != tt.agent || call != tt.call || typ != tt.typ || ok != tt.ok {
+				t.Fatalf("Tokens(%q) = %q %q %q %v", tt.subj, agent, call, typ, ok)
+			}
+			if p, err := Parse(tt.subj); ok && err == nil && (p.Agent != agent || p.Call != call || p.Type != typ) {
+				t.Fatalf("Parse(%q) = %+v, Tokens disagrees", tt.subj, p)
+			}
+		})
+	}
+}

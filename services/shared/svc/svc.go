@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/obs"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 )
@@ -27,8 +27,8 @@ type Deps struct {
 
 // Publisher returns an event publisher whose ce-source is "airlock/<service>"
 // and that counts what it stores in airlock_events_published_total.
-func (d Deps) Publisher(service string) *envelope.Publisher {
-	p := envelope.NewPublisher(d.JS, "airlock/"+service)
+func (d Deps) Publisher(service string) *bus.Publisher {
+	p := bus.NewPublisher(d.JS, "airlock/"+service)
 	if d.Metrics != nil {
 		p.Counting(func(typ string) { d.Metrics.Published.WithLabelValues(service, typ).Inc() })
 	}

@@ -8,6 +8,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -308,10 +309,10 @@ func analyse(o observed, idempotent func(server, tool string) bool) Report {
 		}
 	}
 	for _, rec := range o.Approvals {
-		typ := decisionEvent(rec.GetState())
+		typ := calls.DecisionEvent(rec.GetState())
 		if typ != "" && !has(rec.GetCall().GetAgentId(), rec.GetCall().GetCallId(), rec.GetCall().GetRevision(), typ) {
 			missing = append(missing, fmt.Sprintf("%s/%s rev %d: record %s, no %s event", rec.GetCall().GetAgentId(), rec.GetCall().GetCallId(),
-				rec.GetCall().GetRevision(), stateName(rec.GetState()), typ))
+				rec.GetCall().GetRevision(), calls.StateName(rec.GetState()), typ))
 		}
 	}
 	c.count("decided calls whose decision event is missing", missing)
@@ -466,24 +467,6 @@ func analyse(o observed, idempotent func(server, tool string) bool) Report {
 		}
 	}
 	return r
-}
-
-// decisionEvent is the event an approval record's state must have produced.
-func decisionEvent(s airlockv1.ApprovalState) string {
-	switch s {
-	case airlockv1.ApprovalState_APPROVAL_STATE_APPROVED, airlockv1.ApprovalState_APPROVAL_STATE_EXECUTING,
-		airlockv1.ApprovalState_APPROVAL_STATE_COMPLETED, airlockv1.ApprovalState_APPROVAL_STATE_FAILED:
-		return subject.Approved
-	case airlockv1.ApprovalState_APPROVAL_STATE_REJECTED:
-		return subject.Rejected
-	case airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED:
-		return subject.ChangesRequested
-	case airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED:
-		return subject.Expired
-	case airlockv1.ApprovalState_APPROVAL_STATE_CANCELED:
-		return subject.Canceled
-	}
-	return ""
 }
 
 // sameOutcome says how what the agent saw differs from the revision's first

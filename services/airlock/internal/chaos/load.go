@@ -12,6 +12,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	airlockslack "github.com/airlock-gate/airlock/services/slack"
 )
 
@@ -311,7 +312,7 @@ func (d *driver) reviewREST(ctx context.Context, rec *callRecord, rev uint32, ac
 	}
 	d.locked(func() {
 		rec.Decisions = append(rec.Decisions, decisionRecord{Rev: rev, Kind: kind, Channel: "api", Changed: resp.GetChanged(),
-			State: stateName(resp.GetRecord().GetState()), Edited: edited})
+			State: calls.StateName(resp.GetRecord().GetState()), Edited: edited})
 	})
 	return nil
 }
@@ -370,7 +371,7 @@ func (d *driver) reviewSlack(ctx context.Context, rec *callRecord, rev uint32, a
 		}
 		if st != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
 			d.locked(func() {
-				rec.Decisions = append(rec.Decisions, decisionRecord{Rev: rev, Kind: kind, Channel: "slack", Changed: st == want, State: stateName(st)})
+				rec.Decisions = append(rec.Decisions, decisionRecord{Rev: rev, Kind: kind, Channel: "slack", Changed: st == want, State: calls.StateName(st)})
 			})
 			return nil
 		}

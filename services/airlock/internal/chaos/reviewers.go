@@ -15,9 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 	airlockslack "github.com/airlock-gate/airlock/services/slack"
 )
 
@@ -157,8 +156,6 @@ func (c *consoles) personalToken(ctx context.Context, user, password string) (st
 	return out.Token, nil
 }
 
-var protoIn = protojson.UnmarshalOptions{DiscardUnknown: true}
-
 // record reads a call revision's approval record through the REST API;
 // nil (no error) while the approval service does not know it yet.
 func (c *consoles) record(ctx context.Context, token, agent, call string, rev uint32) (*airlockv1.ApprovalRecord, error) {
@@ -173,7 +170,7 @@ func (c *consoles) record(ctx context.Context, token, agent, call string, rev ui
 		return nil, fmt.Errorf("get %s/%s: status %d: %.200s", agent, call, status, body)
 	}
 	var resp airlockv1.GetResponse
-	if err := protoIn.Unmarshal(body, &resp); err != nil {
+	if err := envelope.JSONRead.Unmarshal(body, &resp); err != nil {
 		return nil, fmt.Errorf("get %s/%s: %w", agent, call, err)
 	}
 	return resp.GetRecord(), nil
@@ -190,7 +187,7 @@ func (c *consoles) decideREST(ctx context.Context, token, agent, call, action st
 		return nil, fmt.Errorf("%s %s/%s: status %d: %.300s", action, agent, call, status, raw)
 	}
 	var resp airlockv1.DecideResponse
-	if err := protoIn.Unmarshal(raw, &resp); err != nil {
+	if err := envelope.JSONRead.Unmarshal(raw, &resp); err != nil {
 		return nil, fmt.Errorf("%s %s/%s: %w", action, agent, call, err)
 	}
 	return &resp, nil
@@ -204,11 +201,6 @@ func (c *consoles) slackPost(ctx context.Context, secret string, payload any) (i
 		return signedPost(base+airlockslack.InteractionsPath, secret, payload)
 	})
 	return status, err
-}
-
-// stateName is a state as the report names it: "approved", "pending", ...
-func stateName(s airlockv1.ApprovalState) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "APPROVAL_STATE_"))
 }
 
 // cloneArgs copies a call's arguments (reviewers edit copies).

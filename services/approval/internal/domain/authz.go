@@ -8,65 +8,20 @@ package domain
 
 import (
 	"fmt"
-	"slices"
-	"strings"
+
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // GroupPrefix marks a group in an approvers list ("group:oncall").
-const GroupPrefix = "group:"
+const GroupPrefix = calls.GroupPrefix
 
-// Directory answers which principals belong to which group.
-type Directory struct {
-	groups map[string]map[string]bool
-}
+// Directory answers which principals belong to which group (calls.Directory:
+// the console asks the same one who may decide).
+type Directory = calls.Directory
 
 // NewDirectory builds a directory from group → members lists; several maps
 // (configuration groups, console users' groups) are merged.
-func NewDirectory(sources ...map[string][]string) Directory {
-	d := Directory{groups: map[string]map[string]bool{}}
-	for _, src := range sources {
-		for g, members := range src {
-			g = strings.TrimPrefix(g, GroupPrefix)
-			if d.groups[g] == nil {
-				d.groups[g] = map[string]bool{}
-			}
-			for _, m := range members {
-				d.groups[g][m] = true
-			}
-		}
-	}
-	return d
-}
-
-// Members lists a group's members, sorted.
-func (d Directory) Members(group string) []string {
-	var out []string
-	for m := range d.groups[strings.TrimPrefix(group, GroupPrefix)] {
-		out = append(out, m)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// Matches reports whether principal is named in approvers, directly or
-// through a group.
-func (d Directory) Matches(approvers []string, principal string) bool {
-	if principal == "" {
-		return false
-	}
-	for _, a := range approvers {
-		if g, ok := strings.CutPrefix(a, GroupPrefix); ok {
-			if d.groups[g][principal] {
-				return true
-			}
-			continue
-		}
-		if a == principal {
-			return true
-		}
-	}
-	return false
-}
+func NewDirectory(sources ...map[string][]string) Directory { return calls.NewDirectory(sources...) }
 
 // Refusal is a decision attempt that was not allowed. Nothing changes; the
 // service records it as an unauthorized_attempt event with Action and Why.

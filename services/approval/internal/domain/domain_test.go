@@ -80,24 +80,32 @@ func TestNewRecordRefusesAnEventWithoutACall(t *testing.T) {
 }
 
 func TestAuthorize(t *testing.T) {
+	// carol's groups are vouched for by a front-end (the console's single sign-on).
+	carol := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "carol", Channel: "console", Groups: []string{"oncall"}}
 	cases := []struct {
 		name      string
 		approvers []string
 		who       string
 		refused   string // part of the reason, "" = allowed
+		vouched   *airlockv1.Actor
 	}{
-		{"allows_a_named_principal", []string{"carol"}, "carol", ""},
-		{"allows_a_member_of_a_configured_group", []string{"group:oncall"}, "dave", ""},
-		{"allows_a_console_user_through_their_groups", []string{"group:reviewers"}, "erin", ""},
-		{"refuses_someone_outside_the_approvers", []string{"group:oncall"}, "alice", "not among the approvers"},
-		{"refuses_the_principal_the_call_acts_for_even_if_an_approver", []string{"zoe"}, "zoe", "on their behalf"},
-		{"refuses_an_empty_principal", []string{"group:reviewers"}, "", "no principal"},
-		{"does_not_treat_a_group_name_as_a_principal", []string{"group:oncall"}, "oncall", "not among the approvers"},
+		{"allows_a_named_principal", []string{"carol"}, "carol", "", nil},
+		{"allows_a_member_of_a_configured_group", []string{"group:oncall"}, "dave", "", nil},
+		{"allows_a_console_user_through_their_groups", []string{"group:reviewers"}, "erin", "", nil},
+		{"refuses_someone_outside_the_approvers", []string{"group:oncall"}, "alice", "not among the approvers", nil},
+		{"refuses_the_principal_the_call_acts_for_even_if_an_approver", []string{"zoe"}, "zoe", "on their behalf", nil},
+		{"refuses_an_empty_principal", []string{"group:reviewers"}, "", "no principal", nil},
+		{"does_not_treat_a_group_name_as_a_principal", []string{"group:oncall"}, "oncall", "not among the approvers", nil},
+		{"allows_the_person_through_a_group_a_front_end_vouched_for", []string{"group:oncall"}, "carol", "", carol},
+		{"keeps_the_configured_groups_beside_vouched_ones", []string{"group:reviewers"}, "alice", "", carol},
+		{"gives_nobody_else_the_vouched_group", []string{"group:oncall"}, "bob", "not among the approvers", carol},
+		{"gives_the_person_no_group_that_was_not_vouched", []string{"group:reviewers"}, "carol", "not among the approvers", carol},
+		{"gives_the_person_nothing_in_a_request_that_vouches_nothing", []string{"group:oncall"}, "carol", "not among the approvers", nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			rec := pending(t, &airlockv1.Decision{Approvers: c.approvers})
-			r := Authorize(rec, dir, c.who, "approve")
+			r := Authorize(rec, dir.Vouched(c.vouched), c.who, "approve")
 			switch {
 			case c.refused == "" && r != nil:
 				t.Fatalf("refused: %s", r.Why)

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -22,40 +24,32 @@ import (
 // update time — so publishing it again after a crash or a retried request
 // stores one event.
 func FinalEvent(rec *airlockv1.ApprovalRecord) (*airlockv1.Event, error) {
-	typ := ""
-	switch rec.GetState() {
-	case Approved:
-		typ = "approved"
-	case Rejected:
-		typ = "rejected"
-	case ChangesRequested:
-		typ = "changes_requested"
-	case Expired:
-		typ = "expired"
-	case Canceled:
-		typ = "canceled"
-	default:
+	if rec.GetState() != Approved && calls.Approved(rec.GetState()) {
+		return nil, nil // the executor's progress: its approval was recorded before
+	}
+	typ := calls.DecisionEvent(rec.GetState())
+	if typ == "" {
 		return nil, nil
 	}
 	ev := base(rec, typ)
 	switch typ {
-	case "approved":
+	case subject.Approved:
 		a, err := approvedBody(rec)
 		if err != nil {
 			return nil, err
 		}
 		ev.Body = &airlockv1.Event_Approved{Approved: a}
-	case "rejected":
+	case subject.Rejected:
 		reason := rec.GetReason()
 		if reason == "" {
 			reason = "rejected by " + rec.GetDecidedBy().GetId()
 		}
 		ev.Body = &airlockv1.Event_Rejected{Rejected: &airlockv1.Rejected{Reason: reason}}
-	case "changes_requested":
+	case subject.ChangesRequested:
 		ev.Body = &airlockv1.Event_ChangesRequested{ChangesRequested: &airlockv1.ChangesRequested{Feedback: rec.GetReason()}}
-	case "expired":
+	case subject.Expired:
 		ev.Body = &airlockv1.Event_Expired{Expired: &airlockv1.Expired{Deadline: rec.GetDeadline()}}
-	case "canceled":
+	case subject.Canceled:
 		ev.Body = &airlockv1.Event_Canceled{Canceled: &airlockv1.Canceled{Reason: rec.GetReason()}}
 	}
 	return ev, nil
@@ -167,7 +161,7 @@ func GrantEvent(g *airlockv1.StandingGrant, actor *airlockv1.Actor, body isEvent
 	case *airlockv1.GrantExpired:
 		ev.Body = &airlockv1.Event_GrantExpired{GrantExpired: b}
 	}
-	ev.EventId = g.GetId() + "." + envelope.TypeOf(ev)
+	ev.EventId = callref.System{Kind: callref.SystemGrant, ID: g.GetId()}.EventID(envelope.TypeOf(ev))
 	return ev
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // State names used in messages.
@@ -157,16 +158,19 @@ const (
 )
 
 // Action is the kind's word in the audit ("approve", "reject", "request_changes").
-func (k Kind) Action() string {
+func (k Kind) Action() string { return calls.ActionWord(k.Proto()) }
+
+// Proto is the kind as the decide API names it.
+func (k Kind) Proto() airlockv1.DecisionKind {
 	switch k {
 	case Approve:
-		return "approve"
+		return airlockv1.DecisionKind_DECISION_KIND_APPROVE
 	case Reject:
-		return "reject"
+		return airlockv1.DecisionKind_DECISION_KIND_REJECT
 	case RequestChanges:
-		return "request_changes"
+		return airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES
 	}
-	return "decide"
+	return airlockv1.DecisionKind_DECISION_KIND_UNSPECIFIED
 }
 
 // Decision is one principal's decision about one record.
@@ -194,28 +198,26 @@ type Decision struct {
 // only when airlock verified who that is (ToolCall.on_behalf_of_verified).
 const Requester = calls.Requester
 
-// Authorize checks that principal may decide rec: they must match the
-// record's approvers and must not be the principal the call acts for —
-// unless the approvers name the requester, who may then confirm their own
-// call. Separation of duties is the default for every other rule.
+// Authorize checks that principal may decide rec (calls.Directory.Barred:
+// they must match the record's approvers and must not be the principal the
+// call acts for — unless the approvers name the requester, who may then
+// confirm their own call) and says why not in a sentence for the person and
+// the audit. Separation of duties is the default for every other rule.
 func Authorize(rec *airlockv1.ApprovalRecord, dir Directory, principal, action string) *Refusal {
 	call := rec.GetCall()
-	selfConfirm := slices.Contains(rec.GetDecision().GetApprovers(), Requester)
-	switch {
-	case principal == "":
-		return &Refusal{Action: action, Why: "no principal given: the front-end must say who decides"}
-	case principal == Requester:
-		return &Refusal{Action: action, Why: fmt.Sprintf("%q names a role in rules, not a person: sign in as yourself", Requester)}
-	case selfConfirm && principal == call.GetOnBehalfOf() && call.GetOnBehalfOfVerified():
+	switch dir.Barred(rec, principal) {
+	case calls.NotBarred:
 		return nil
-	case selfConfirm && principal == call.GetOnBehalfOf():
+	case calls.NoPrincipal:
+		return &Refusal{Action: action, Why: "no principal given: the front-end must say who decides"}
+	case calls.RoleNotPerson:
+		return &Refusal{Action: action, Why: fmt.Sprintf("%q names a role in rules, not a person: sign in as yourself", Requester)}
+	case calls.UnverifiedRequester:
 		return &Refusal{Action: action, Why: fmt.Sprintf("call %s asks the person it acts for to confirm it, but airlock could not verify that %s is that person (bind the agent to its person in policy.on_behalf_of, or submit through a front-end)", call.GetCallId(), principal)}
-	case principal == call.GetOnBehalfOf():
+	case calls.OwnCall:
 		return &Refusal{Action: action, Why: fmt.Sprintf("%s cannot decide call %s: the agent acts on their behalf, so another approver must decide", principal, call.GetCallId())}
-	case !dir.Matches(slices.DeleteFunc(slices.Clone(rec.GetDecision().GetApprovers()), func(a string) bool { return a == Requester }), principal):
-		return &Refusal{Action: action, Why: fmt.Sprintf("%s is not among the approvers of call %s (%s): ask one of them to decide", principal, call.GetCallId(), strings.Join(rec.GetDecision().GetApprovers(), ", "))}
 	}
-	return nil
+	return &Refusal{Action: action, Why: fmt.Sprintf("%s is not among the approvers of call %s (%s): ask one of them to decide", principal, call.GetCallId(), strings.Join(rec.GetDecision().GetApprovers(), ", "))}
 }
 
 // Decide applies a principal's decision to rec at now. It returns a
@@ -263,10 +265,10 @@ func Decide(rec *airlockv1.ApprovalRecord, d Decision, dir Directory, now time.T
 	switch d.Kind {
 	case Reject:
 		next.State, next.DecidedBy, next.Reason = Rejected, d.By, d.Reason
-		return Outcome{Record: next, Applied: true, Event: "rejected", Message: "rejected by " + d.By.GetId()}, nil
+		return Outcome{Record: next, Applied: true, Event: subject.Rejected, Message: "rejected by " + d.By.GetId()}, nil
 	case RequestChanges:
 		next.State, next.DecidedBy, next.Reason = ChangesRequested, d.By, d.Reason
-		return Outcome{Record: next, Applied: true, Event: "changes_requested", Message: "changes requested by " + d.By.GetId()}, nil
+		return Outcome{Record: next, Applied: true, Event: subject.ChangesRequested, Message: "changes requested by " + d.By.GetId()}, nil
 	}
 	return approve(next, d, dir, now)
 }
@@ -322,7 +324,7 @@ func approve(next *airlockv1.ApprovalRecord, d Decision, dir Directory, now time
 	if next.EditedArguments != nil {
 		msg += " with edited arguments"
 	}
-	return Outcome{Record: next, Applied: true, Event: "approved", Vote: true, Message: msg}, nil
+	return Outcome{Record: next, Applied: true, Event: subject.Approved, Vote: true, Message: msg}, nil
 }
 
 // voted reports whether principal's approval is among rec's votes.
@@ -449,7 +451,7 @@ func Cancel(rec *airlockv1.ApprovalRecord, by *airlockv1.Actor, reason string, d
 	if next.Reason == "" {
 		next.Reason = "canceled by " + by.GetId()
 	}
-	return Outcome{Record: next, Applied: true, Event: "canceled", Message: "canceled by " + by.GetId()}, nil
+	return Outcome{Record: next, Applied: true, Event: subject.Canceled, Message: "canceled by " + by.GetId()}, nil
 }
 
 // Expire ends a pending record whose deadline has passed; otherwise it
@@ -466,7 +468,7 @@ func expire(rec *airlockv1.ApprovalRecord, now time.Time) Outcome {
 	next.State, next.UpdatedAt = Expired, timestamppb.New(now)
 	next.DecidedBy = &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"}
 	next.Reason = "no decision before the deadline"
-	return Outcome{Record: next, Event: "expired", Message: Settled(next)}
+	return Outcome{Record: next, Event: subject.Expired, Message: Settled(next)}
 }
 
 // Timer is a reminder or an escalation that fell due.

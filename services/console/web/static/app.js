@@ -5,12 +5,18 @@
 "use strict";
 
 (function () {
-  function setCount(n) {
+  // setCount shows how many calls the person may decide (the badge and
+  // the title count only those) and how many wait for someone else.
+  function setCount(n, others) {
     var count = document.getElementById("inbox-count");
     if (count) count.textContent = String(n);
     document.title = "(" + n + ") Inbox · airlock";
     var empty = document.getElementById("inbox-empty");
     if (empty) empty.hidden = n > 0;
+    var oc = document.getElementById("inbox-others-count");
+    if (oc) oc.textContent = String(others);
+    var section = document.getElementById("inbox-others-section");
+    if (section) section.hidden = others === 0;
   }
 
   function rowsFrom(html) {
@@ -19,24 +25,31 @@
     return Array.prototype.slice.call(t.content.querySelectorAll("tr.call-row"));
   }
 
+  // A row the person may not decide is marked not-yours by the server and
+  // goes to the second table.
   function liveInbox() {
     var table = document.getElementById("inbox");
     var body = document.getElementById("inbox-rows");
+    var others = document.getElementById("inbox-others-rows");
     var status = document.getElementById("live-status");
-    if (!table || !body || !window.EventSource) return;
-    var count = function () { setCount(body.querySelectorAll("tr.call-row").length); };
+    if (!table || !body || !others || !window.EventSource) return;
+    var home = function (row) { return row.classList.contains("not-yours") ? others : body; };
+    var count = function () { setCount(body.querySelectorAll("tr.call-row").length, others.querySelectorAll("tr.call-row").length); };
     var es = new EventSource(table.getAttribute("data-live"));
     es.addEventListener("open", function () { if (status) status.textContent = "live updates: on"; });
     es.addEventListener("error", function () { if (status) status.textContent = "live updates: reconnecting…"; });
     es.addEventListener("sync", function (e) {
-      body.replaceChildren.apply(body, rowsFrom(e.data));
+      var rows = rowsFrom(e.data);
+      body.replaceChildren.apply(body, rows.filter(function (r) { return home(r) === body; }));
+      others.replaceChildren.apply(others, rows.filter(function (r) { return home(r) === others; }));
       count();
       table.setAttribute("data-synced", "true");
     });
     es.addEventListener("pending", function (e) {
       rowsFrom(e.data).forEach(function (row) {
         var old = document.getElementById(row.id);
-        if (old) old.replaceWith(row); else body.prepend(row);
+        if (old) old.remove();
+        home(row).prepend(row);
       });
       count();
     });

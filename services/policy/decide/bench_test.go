@@ -1,4 +1,4 @@
-package policy_test
+package decide_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
-	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/policy/decide"
 	"github.com/airlock-gate/airlock/services/policy/policybench"
 )
 
@@ -16,15 +16,15 @@ import (
 // run-time rules, as the service makes it (input, eval, document, digest).
 func BenchmarkDecision(b *testing.B) {
 	ctx := context.Background()
-	code, err := policy.DefaultCode()
+	code, err := decide.DefaultCode()
 	if err != nil {
 		b.Fatal(err)
 	}
-	ev, err := policy.NewEvaluator(ctx, code, policy.BenchRules(100), nil)
+	ev, err := decide.NewEvaluator(ctx, code, decide.BenchRules(100), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	call := policy.BenchCall()
+	call := decide.BenchCall()
 	now := time.Now()
 	if d, err := ev.Evaluate(ctx, call, now); err != nil || d.Action != airlockv1.Action_ACTION_ALLOW {
 		b.Fatalf("sample call: %v %v", d, err)
@@ -43,15 +43,15 @@ func BenchmarkDecision(b *testing.B) {
 // every decision pays before a rule runs.
 func BenchmarkDecisionFloor(b *testing.B) {
 	ctx := context.Background()
-	code, err := policy.NewCode(map[string]string{"floor.rego": policybench.FloorPolicy}, nil)
+	code, err := decide.NewCode(map[string]string{"floor.rego": policybench.FloorPolicy}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	ev, err := policy.NewEvaluator(ctx, code, nil, nil)
+	ev, err := decide.NewEvaluator(ctx, code, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	call, now := policy.BenchCall(), time.Now()
+	call, now := decide.BenchCall(), time.Now()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

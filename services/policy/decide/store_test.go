@@ -1,4 +1,4 @@
-package policy_test
+package decide_test
 
 import (
 	"testing"

@@ -1,15 +1,18 @@
-package policy
+package decide
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/util"
+
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // CompiledDataKey is the top-level data document holding the tables of the
@@ -147,7 +150,7 @@ func compileRules(data map[string]any) (*ruleSet, map[string]any, error) {
 		args, _ := raw["args"].(map[string]any)
 		for _, ptr := range slices.Sorted(maps.Keys(args)) {
 			pat, _ := args[ptr].(string)
-			c, err := newArgCond(ptr, pat)
+			c, err := newArgCond(ptr, pat, effect)
 			if err != nil {
 				return nil, nil, fmt.Errorf("rule %s: argument %s: %w", id, ptr, err)
 			}
@@ -161,6 +164,31 @@ func compileRules(data map[string]any) (*ruleSet, map[string]any, error) {
 				return nil, nil, fmt.Errorf("rule %s: command %s: %w", id, ptr, err)
 			}
 			r.commands = append(r.commands, c)
+		}
+		// airlock.rego's only_named_arguments: an allow rule that tests
+		// arguments lets through only those it names.
+		if effect == "allow" && len(args)+len(cmds) > 0 && raw["other_arguments"] != "any" {
+			r.named = map[string]bool{}
+			for _, m := range []map[string]any{args, cmds} {
+				for ptr := range m {
+					r.named[calls.PointerTokens(ptr)[0]] = true
+				}
+			}
+		}
+		if re, _ := raw["arguments_match"].(string); re != "" {
+			if r.argumentsMatch, err = regexp.Compile(re); err != nil {
+				return nil, nil, fmt.Errorf("rule %s: arguments_match: %w", id, err)
+			}
+		}
+		if ann, _ := raw["annotations"].(map[string]any); len(ann) > 0 {
+			r.annotations, r.trustedOnly = make(map[string]bool, len(ann)), effect == "allow"
+			for k, v := range ann {
+				b, ok := v.(bool)
+				if !ok {
+					return nil, nil, fmt.Errorf("rule %s: annotation %s must be true or false", id, k)
+				}
+				r.annotations[k] = b
+			}
 		}
 		// tool_words: absent or holding "*" matches every tool, an empty
 		// list none (airlock.rego's word_matches).

@@ -1,4 +1,4 @@
-package policy_test
+package decide_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
-	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/policy/decide"
 )
 
 // One evaluator decides many agents' calls at once, with
@@ -25,14 +25,14 @@ func TestConcurrentEvaluationsShareNoState(t *testing.T) {
 	ctx := context.Background()
 	for _, bindings := range []map[string]string{nil, {"sup": "supervised"}, {"*": "safe"}} {
 		t.Run(fmt.Sprint(bindings), func(t *testing.T) {
-			rules := append(policy.BenchRules(50),
+			rules := append(decide.BenchRules(50),
 				&airlockv1.PolicyRule{Id: "allowlist", Priority: 4, Server: "notes", Principals: []string{"alice"}, Effect: "allow", Redact: []string{"/secret"}},
 				&airlockv1.PolicyRule{Id: "literal-names", Priority: 8, Pattern: "{notes__write,build__sh,claude__Bash}", Effect: "ask", Risk: "low"},
 				&airlockv1.PolicyRule{Id: "make-ok", Priority: 5, Server: "build", Tool: "sh", Commands: map[string]string{"/cmd": "make *"}, Effect: "allow"},
 				&airlockv1.PolicyRule{Id: "agent-ci", Priority: 6, Agent: "ci", Effect: "allow", Risk: "low"},
 			)
-			mk := func() *policy.Evaluator {
-				ev, err := policy.NewEvaluator(ctx, mustDefault(t), rules, bindings)
+			mk := func() *decide.Evaluator {
+				ev, err := decide.NewEvaluator(ctx, mustDefault(t), rules, bindings)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -125,17 +125,17 @@ func TestExactNamesDecideLikeGlobs(t *testing.T) {
 		{Id: "deny-words", Priority: 4, ToolWords: []string{"delete", "i̇nject"}, Effect: "deny"},
 		{Id: "allow-rest", Priority: 100, Effect: "allow"},
 	}
-	ev, err := policy.NewEvaluator(ctx, mustDefault(t), rules, nil)
+	ev, err := decide.NewEvaluator(ctx, mustDefault(t), rules, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mods := ev.Modules()
-	delete(mods, policy.GeneratedModule)
+	delete(mods, decide.GeneratedModule)
 	var opts []func(*rego.Rego)
 	for n, m := range mods {
 		opts = append(opts, rego.Module(n, m))
 	}
-	plain, err := rego.New(append(opts, rego.Query(policy.Query), rego.Store(storeOf(t, ev.Data())))...).PrepareForEval(ctx)
+	plain, err := rego.New(append(opts, rego.Query(decide.Query), rego.Store(storeOf(t, ev.Data())))...).PrepareForEval(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestExactNamesDecideLikeGlobs(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", n, err)
 		}
-		in, _ := policy.Input(c)
+		in, _ := decide.Input(c)
 		rs, err := plain.Eval(ctx, rego.EvalInput(in))
 		if err != nil || len(rs) == 0 {
 			t.Fatalf("%q plain: %v", n, err)

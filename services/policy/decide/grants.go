@@ -1,0 +1,136 @@
+package decide
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gobwas/glob"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/canon"
+	"github.com/airlock-gate/airlock/services/shared/grant"
+)
+
+// UseKey is how a call revision is recorded in StandingGrant.used_by:
+// its callref key, which includes the agent.
+func UseKey(call *airlockv1.ToolCall) string { return callref.Of(call).Key() }
+
+// GrantApplies reports whether grant g may turn an ask about call into an
+// allow at time now: not revoked, not expired, the same agent, server and
+// tool, made for the grant's person when it has one, every argument glob
+// and command prefix matching, every pinned argument value equal, no
+// argument the grant does not name when it says so, the exact arguments
+// when it is pinned to them, and a use left — or this very call revision
+// already spent one (a redelivery).
+func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlockv1.Decision, now time.Time) bool {
+	if g == nil || g.Revoked {
+		return false
+	}
+	// A grant answers one rule's ask for one approver; it never stands in
+	// for a quorum, for another rule, or for the grantor's own calls.
+	if g.RuleId != d.GetRuleId() || d.GetQuorum() > 1 {
+		return false
+	}
+	// The grantor's own calls: only under a rule that asks the requester to
+	// confirm their own calls, whose remembered decision it then is.
+	if by := g.GetCreatedBy().GetId(); by != "" && by == call.GetOnBehalfOf() && !calls.RequesterMayDecide(call, d, by) {
+		return false
+	}
+	// A requester's remembered decision allows only their own calls.
+	if g.OnBehalfOf != "" && g.OnBehalfOf != call.GetOnBehalfOf() {
+		return false
+	}
+	if grant.Expired(g, now) {
+		return false
+	}
+	if g.AgentId != call.GetAgentId() || g.Server != call.GetServer() || g.Tool != call.GetTool() {
+		return false
+	}
+	for ptr, pattern := range g.ArgumentGlobs {
+		if !argMatches(call.GetArguments(), ptr, pattern) {
+			return false
+		}
+	}
+	for ptr, want := range g.ArgumentValues {
+		if got := calls.Arg(call.GetArguments(), ptr); got == nil || !proto.Equal(got, want) {
+			return false
+		}
+	}
+	if g.OnlyListedArguments && !onlyListed(call.GetArguments(), g) {
+		return false
+	}
+	for ptr, prefix := range g.CommandPrefixes {
+		v, ok := calls.StringArg(call.GetArguments(), ptr)
+		if !ok || !calls.CommandHasPrefix(v, prefix) {
+			return false
+		}
+	}
+	if g.ArgumentsDigest != "" {
+		if d, err := canon.Digest(call.GetArguments()); err != nil || d != g.ArgumentsDigest {
+			return false
+		}
+	}
+	if slices.Contains(g.UsedBy, UseKey(call)) {
+		return true
+	}
+	return grant.Live(g, now)
+}
+
+// argMatches applies the same rule as the Rego policy to an allow rule's
+// argument: the value at the JSON pointer is a string with no "." or ".."
+// segments, not ending in a separator (the directory itself is not under
+// it), matching the glob with "/" as separator.
+func argMatches(args *structpb.Struct, ptr, pattern string) bool {
+	v := calls.Arg(args, ptr)
+	s, ok := v.GetKind().(*structpb.Value_StringValue)
+	if !ok || !cleanPath(s.StringValue) || endsInSeparator(s.StringValue) {
+		return false
+	}
+	g, err := compileGlob(pattern, []rune{'/'})
+	return err == nil && g.Match(s.StringValue)
+}
+
+// onlyListed reports whether every top-level argument of args is named by
+// one of g's constraints (the first token of its pointer).
+func onlyListed(args *structpb.Struct, g *airlockv1.StandingGrant) bool {
+	named := map[string]bool{}
+	name := func(ptr string) { named[calls.PointerTokens(ptr)[0]] = true }
+	for ptr := range g.ArgumentGlobs {
+		name(ptr)
+	}
+	for ptr := range g.ArgumentValues {
+		name(ptr)
+	}
+	for ptr := range g.CommandPrefixes {
+		name(ptr)
+	}
+	for _, ptr := range g.AnyArguments {
+		name(ptr)
+	}
+	for k := range args.GetFields() {
+		if !named[k] {
+			return false
+		}
+	}
+	return true
+}
+
+func cleanPath(v string) bool {
+	// A tool may read a backslash as a separator too (the demo tools do,
+	// as Windows does): a\..\b is refused like a/../b.
+	for s := range strings.SplitSeq(strings.ReplaceAll(v, "\\", "/"), "/") {
+		if s == "." || s == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+func compileGlob(pattern string, sep []rune) (*glob.Pattern, error) {
+	return glob.Compile(pattern, sep...)
+}
