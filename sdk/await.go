@@ -66,8 +66,15 @@ type Outcome struct {
 	AgentRan bool `json:"agent_ran,omitempty"`
 	// ArgumentsDiffer: the agent reported running other arguments than the
 	// ones airlock decided on.
-	ArgumentsDiffer bool                `json:"arguments_differ,omitempty"`
-	Decision        *airlockv1.Decision `json:"-"`
+	ArgumentsDiffer bool `json:"arguments_differ,omitempty"`
+	// ArgumentsEdited: a reviewer edited the arguments before approving, so
+	// the tool ran (or, for a gate-only call, may run) with Arguments, not
+	// with the arguments the agent asked for.
+	ArgumentsEdited bool `json:"arguments_edited,omitempty"`
+	// Arguments are the edited arguments that ran, as a JSON object; set
+	// only when ArgumentsEdited.
+	Arguments json.RawMessage     `json:"arguments,omitempty"`
+	Decision  *airlockv1.Decision `json:"-"`
 	// Call is the call as airlock decided it (allowed, approved, denied).
 	// An agent that runs a gate-only call itself compares it with what it
 	// asked before it runs anything: a call id used before answers with the
@@ -151,6 +158,10 @@ type Progress struct {
 	Deadline time.Time
 	// By is who caused the step (the approving person, "policy", ...).
 	By string
+	// Arguments, from the approved step on when the reviewer edited the
+	// arguments, are the edited arguments that run (a JSON object); nil
+	// otherwise.
+	Arguments json.RawMessage
 }
 
 // AwaitProgress is AwaitRevision that also calls progress (when not nil)
@@ -326,6 +337,8 @@ type follower struct {
 	seqs   map[uint32]uint64
 	// deciders are who let each revision run (an approved or allowed event).
 	deciders map[uint32]string
+	// edits are the arguments a reviewer edited a revision to when approving.
+	edits map[uint32]json.RawMessage
 	// decision: the first allowed or approved of a revision ends it too
 	// (AwaitDecision).
 	decision bool
@@ -339,7 +352,7 @@ type follower struct {
 }
 
 func newFollower(callID string, want uint32) *follower {
-	return &follower{callID: callID, want: want, latest: want, ends: map[uint32]Outcome{}, seqs: map[uint32]uint64{}, deciders: map[uint32]string{}}
+	return &follower{callID: callID, want: want, latest: want, ends: map[uint32]Outcome{}, seqs: map[uint32]uint64{}, deciders: map[uint32]string{}, edits: map[uint32]json.RawMessage{}}
 }
 
 // outcome is the end of the revision that counts, if it has one.
@@ -350,6 +363,9 @@ func (f *follower) outcome() (Outcome, bool) {
 	out, ok := f.ends[f.latest]
 	if ok && (out.Status == StatusCompleted || out.Status == StatusFailed) {
 		out.DecidedBy = f.deciders[f.latest]
+	}
+	if edited := f.edits[f.latest]; ok && edited != nil && (out.Status == StatusCompleted || out.Status == StatusFailed || out.Status == StatusApproved) {
+		out.ArgumentsEdited, out.Arguments = true, edited
 	}
 	return out, ok
 }
@@ -373,8 +389,13 @@ func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 			f.onEvent(ev)
 		}
 	}
+	if b, ok := ev.Body.(*airlockv1.Event_Approved); ok && b.Approved.GetEdited() {
+		if edited, err := json.Marshal(b.Approved.GetCall().GetArguments().AsMap()); err == nil {
+			f.edits[rev] = edited
+		}
+	}
 	if f.progress != nil && (f.want == 0 || rev >= f.want) {
-		p := Progress{Revision: rev, Type: envelope.TypeOf(ev), By: out.DecidedBy}
+		p := Progress{Revision: rev, Type: envelope.TypeOf(ev), By: out.DecidedBy, Arguments: f.edits[rev]}
 		switch b := ev.Body.(type) {
 		case *airlockv1.Event_ApprovalRequested:
 			p.Decision = b.ApprovalRequested.GetDecision()

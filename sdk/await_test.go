@@ -2,6 +2,7 @@ package airlock_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
@@ -287,5 +289,56 @@ func TestAwaitProgressReportsTheStepsBeforeTheOutcome(t *testing.T) {
 	}
 	if ap := seen["approved"]; ap.By != "alice" {
 		t.Errorf("approved step %+v", ap)
+	}
+}
+
+// TestTheOutcomeSaysWhenAReviewerEditedTheArguments: an agent whose call a
+// reviewer approved with edited arguments learns so, and which arguments
+// ran, from the outcome and from the approved step; an unedited approval
+// says nothing of the kind.
+func TestTheOutcomeSaysWhenAReviewerEditedTheArguments(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	args := func(path string) *structpb.Struct {
+		s, err := structpb.NewStruct(map[string]any{"path": path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name     string
+		approved *airlockv1.Approved
+		want     string // the arguments the outcome names; "" for none
+	}{
+		{"an_edited_approval_names_the_arguments_that_ran",
+			&airlockv1.Approved{Edited: true, Call: &airlockv1.ToolCall{Arguments: args("edited.txt")}, OriginalArguments: args("asked.txt")}, `{"path":"edited.txt"}`},
+		{"an_unedited_approval_names_none", &airlockv1.Approved{Call: &airlockv1.ToolCall{Arguments: args("asked.txt")}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			call := "edit-" + tc.name[:12]
+			ev := &airlockv1.Event{EventId: "bot." + call + ".1.approved", AgentId: "bot", CallId: call, Revision: 1,
+				Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice"}, Body: &airlockv1.Event_Approved{Approved: tc.approved}}
+			if _, err := deps.Publisher("test").Publish(context.Background(), ev, ""); err != nil {
+				t.Fatal(err)
+			}
+			completeCall(t, deps.Publisher("executor"), "bot", call, 1, `{}`)
+			nc, _ := testenv.Connect(t, n.URL())
+			c, _ := airlock.New(nc, "bot")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var approvedStep json.RawMessage
+			o, err := c.AwaitProgress(ctx, call, 0, func(p airlock.Progress) {
+				if p.Type == "approved" {
+					approvedStep = p.Arguments
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.Status != airlock.StatusCompleted || o.ArgumentsEdited != (tc.want != "") || string(o.Arguments) != tc.want || string(approvedStep) != tc.want {
+				t.Fatalf("outcome %s edited=%v arguments %s, approved step %s; want edited=%v arguments %q", o.Status, o.ArgumentsEdited, o.Arguments, approvedStep, tc.want != "", tc.want)
+			}
+		})
 	}
 }

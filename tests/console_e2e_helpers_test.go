@@ -45,16 +45,9 @@ func adminToken(t *testing.T, dev *devProcess) string {
 // pendingIDs lists the ids of the calls waiting for a decision, through the REST API.
 func pendingIDs(t *testing.T, dev *devProcess, token string) []string {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, dev.HTTPURL+"/api/v1/approvals", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("list approvals: %d %s", resp.StatusCode, body)
+	status, body := bearerGet(t, dev.HTTPURL+"/api/v1/approvals", token)
+	if status != http.StatusOK {
+		t.Fatalf("list approvals: %d %s", status, body)
 	}
 	var out struct {
 		Records []struct {
@@ -63,7 +56,7 @@ func pendingIDs(t *testing.T, dev *devProcess, token string) []string {
 			} `json:"call"`
 		} `json:"records"`
 	}
-	if err := json.Unmarshal(body, &out); err != nil {
+	if err := json.Unmarshal([]byte(body), &out); err != nil {
 		t.Fatalf("list approvals: %v: %s", err, body)
 	}
 	var ids []string
@@ -88,12 +81,25 @@ func waitPending(t *testing.T, dev *devProcess, token, call string) {
 	t.Fatalf("call %s is not pending after 15s", call)
 }
 
+// bearerGet gets url (the API or a console page) with a bearer token and
+// returns status and body.
+func bearerGet(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	return bearerDo(t, req, token)
+}
+
 // apiPost sends a JSON POST with a bearer token and returns status and body.
 func apiPost(t *testing.T, url, token, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte(body)))
-	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
+	return bearerDo(t, req, token)
+}
+
+func bearerDo(t *testing.T, req *http.Request, token string) (int, string) {
+	t.Helper()
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -57,17 +57,11 @@ func signIn(t *testing.T, ctx context.Context, dev *devProcess) {
 // apiGet reads a REST endpoint with a bearer token.
 func apiGet(t *testing.T, url, token string, out any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	status, body := bearerGet(t, url, token)
+	if status != http.StatusOK {
+		t.Fatalf("GET %s: %d", url, status)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d", url, resp.StatusCode)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	if err := json.Unmarshal([]byte(body), out); err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
 }

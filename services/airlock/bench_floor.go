@@ -21,7 +21,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/embedded"
 )
 
-// The messaging floor (SPEC §8): what each JetStream operation an airlock
+// The messaging floor (docs/benchmarks.md): what each JetStream operation an airlock
 // call is made of costs alone, measured against the same embedded server
 // in the same run, so that a call's CPU and latency can be read as a ratio
 // to the operations it needs.

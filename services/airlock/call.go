@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -144,7 +146,7 @@ func (g *globals) agentClient(ctx context.Context, agent, creds string) (config.
 	if err != nil {
 		return cfg, nil, err
 	}
-	file, err := agentCredential(cfg.Dev.DataDir, agent, creds)
+	file, err := agentCredential(cfg.Dev.DataDir, agent, creds, false)
 	if err != nil {
 		return cfg, nil, err
 	}
@@ -171,8 +173,8 @@ func follow(ctx context.Context, out, log io.Writer, cfg config.Config, client *
 		switch p.Type {
 		case subject.ApprovalRequested:
 			d := p.Decision
-			fmt.Fprintf(log, "waiting for a person: %s (risk %s, rule %s)\n", d.GetReason(), calls.RiskName(d.GetRisk()), dash(d.GetRuleId()))
-			who := strings.Join(d.GetApprovers(), ", ")
+			fmt.Fprintf(log, "waiting for a person: %s (risk %s, rule %s)\n", escape.Terminal(d.GetReason()), calls.RiskName(d.GetRisk()), escape.Terminal(dash(d.GetRuleId())))
+			who := escape.Terminal(strings.Join(d.GetApprovers(), ", "))
 			if who == "" {
 				who = "a reviewer"
 			}
@@ -186,7 +188,11 @@ func follow(ctx context.Context, out, log io.Writer, cfg config.Config, client *
 			}
 			fmt.Fprintf(log, "  %s%s may decide%s:\n    %s\n    airlock approvals show %s   (then approve, reject or changes)\n", who, quorum, until, consoleLink(cfg, client.Agent(), id, p.Revision), name)
 		case subject.Approved:
-			fmt.Fprintf(log, "approved by %s; the executor runs it now\n", dash(p.By))
+			if p.Arguments != nil {
+				fmt.Fprintf(log, "approved by %s with EDITED arguments; the executor runs it now with:\n  %s\n", escape.Terminal(dash(p.By)), escape.Terminal(string(p.Arguments)))
+				break
+			}
+			fmt.Fprintf(log, "approved by %s; the executor runs it now\n", escape.Terminal(dash(p.By)))
 		case subject.Allowed:
 			fmt.Fprintln(log, "allowed by the policy; the executor runs it now")
 		}
@@ -199,16 +205,22 @@ func follow(ctx context.Context, out, log io.Writer, cfg config.Config, client *
 			fmt.Fprintf(log, "no outcome for call %s within %s: it may still be decided. Follow it with:\n  airlock await %s --wait 10m\n", name, wait, name)
 			return exitError{exitStillWaiting}
 		}
-		fmt.Fprintf(log, "call %s: %v\n", name, err)
+		fmt.Fprintf(log, "call %s: %s\n", name, escape.Terminal(err.Error()))
 		return exitError{exitUsage}
 	}
-	enc := json.NewEncoder(out)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(res); err != nil {
 		return fmt.Errorf("print the outcome: %w", err)
 	}
+	// The same JSON, with what JSON leaves raw (C1 controls, bidi and
+	// zero-width characters) as \u escapes: a person may read it.
+	if _, err := io.WriteString(out, escape.TerminalLines(buf.String())); err != nil {
+		return fmt.Errorf("print the outcome: %w", err)
+	}
 	if res.Status == airlock.StatusChangesRequested {
-		fmt.Fprintf(log, "a reviewer asked for changes: %s\n  submit the revised call with: airlock call --call-id %s --revision %d --tool ... --args ...\n", res.Feedback, id, res.Revision+1)
+		fmt.Fprintf(log, "a reviewer asked for changes: %s\n  submit the revised call with: airlock call --call-id %s --revision %d --tool ... --args ...\n", escape.Terminal(res.Feedback), id, res.Revision+1)
 	}
 	if !res.Completed() {
 		return exitError{exitNotCompleted}

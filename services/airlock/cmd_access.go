@@ -196,14 +196,23 @@ func newKeysCmd() *cobra.Command {
 }
 
 // agentCredential is the credential file `airlock call` acts with: --creds,
-// else the agent's file under the dev data dir.
-func agentCredential(dataDir, agent, creds string) (string, error) {
+// else the agent's file under the dev data dir; dataFlag says the command
+// takes --data, for the error that says where else to look.
+func agentCredential(dataDir, agent, creds string, dataFlag bool) (string, error) {
 	if creds != "" {
 		return creds, nil
 	}
 	file := natsauth.Dev{DataDir: dataDir}.CredentialFile(agent)
 	if _, err := os.Stat(file); err != nil {
-		return "", fmt.Errorf("no credential for agent %s at %s: create one with `airlock agents add %s` (airlock dev), or pass --creds FILE", agent, file, agent)
+		if abs, aerr := filepath.Abs(file); aerr == nil {
+			file = abs
+		}
+		how := "AIRLOCK_DEV_DATA_DIR=DIR"
+		if dataFlag {
+			how = "--data DIR (or AIRLOCK_DEV_DATA_DIR=DIR)"
+		}
+		return "", fmt.Errorf("no credential for agent %s at %s: name airlock's data directory (where `airlock dev` keeps agents/) with %s, "+
+			"pass the credential with --creds FILE, or create one with `airlock agents add %s`", agent, file, how, agent)
 	}
 	return file, nil
 }

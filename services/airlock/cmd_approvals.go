@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 )
 
 // apiClient is the reviewer CLI's client of the console's REST API.
@@ -53,6 +55,32 @@ func (f *apiFlags) client(g *globals) (*apiClient, error) {
 		return nil, fmt.Errorf("read the API token: %w (create a personal token in the console under Tokens and pass --token-file, or run `airlock dev`, which writes %s)", err, path)
 	}
 	return &apiClient{base: strings.TrimRight(f.api, "/"), token: strings.TrimSpace(string(raw)), http: &http.Client{Timeout: 60 * time.Second}}, nil
+}
+
+// apiError is the REST API's error reply: its sentence and code.
+type apiError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *apiError) Error() string {
+	if e.Code == "" {
+		return e.Message
+	}
+	return fmt.Sprintf("%s (%s)", e.Message, e.Code)
+}
+
+// refusal makes the API's refusal of a request (a 4xx reply other than a
+// rate limit: a revision not named, no such call, not allowed) a usage
+// error, exit status 2, as the decide commands' help says; anything else
+// (unreachable, unavailable) stays an error, exit status 1.
+func refusal(err error) error {
+	var e *apiError
+	if errors.As(err, &e) && e.Status >= 400 && e.Status < 500 && e.Status != http.StatusTooManyRequests {
+		return usageError{err.Error()}
+	}
+	return err
 }
 
 // protoBody sends a protobuf message as its protojson.
@@ -95,11 +123,11 @@ func (c *apiClient) do(ctx context.Context, method, path string, body any, out a
 		return err
 	}
 	if resp.StatusCode >= 300 {
-		var e struct{ Code, Message string }
-		if json.Unmarshal(data, &e) == nil && e.Message != "" {
-			return fmt.Errorf("%s (%s)", e.Message, e.Code)
+		e := &apiError{Status: resp.StatusCode}
+		if json.Unmarshal(data, e) != nil || e.Message == "" {
+			e.Message = "the API answered " + resp.Status
 		}
-		return fmt.Errorf("the API answered %s", resp.Status)
+		return e
 	}
 	switch o := out.(type) {
 	case nil:
@@ -171,9 +199,12 @@ func approvalsListCmd(g *globals, f *apiFlags) *cobra.Command {
 				return fmt.Errorf("list approvals: %w", err)
 			}
 			if f.json {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(out)
+				b, err := json.MarshalIndent(out, "", "  ")
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Println(escape.TerminalLines(string(b))) // the same JSON, nothing hidden
+				return err
 			}
 			printList(os.Stdout, out, time.Now())
 			return nil
@@ -221,15 +252,15 @@ func printList(w io.Writer, out listReply, now time.Time) {
 		if len(r.GetProblems()) > 0 {
 			flag = " (!)"
 		}
-		fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.GetCall().GetAgentId()+"/"+r.GetCall().GetCallId(), flag, max(r.GetCall().GetRevision(), 1), calls.QualifiedTool(r.GetCall()),
+		fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\t%s\t%s\t%s\n", escape.Terminal(r.GetCall().GetAgentId()+"/"+r.GetCall().GetCallId()), flag, max(r.GetCall().GetRevision(), 1), escape.Terminal(calls.QualifiedTool(r.GetCall())),
 			calls.RiskName(r.GetDecision().GetRisk()), calls.StateName(r.GetState()), asked, cliOneLine(r.GetDecision().GetReason(), 60))
 	}
 	_ = tw.Flush()
 	for _, p := range out.Problems {
-		fmt.Fprintf(w, "(!) %s/%s revision %d: %s\n", p.AgentID, p.CallID, p.Revision, p.Problem)
+		fmt.Fprintf(w, "(!) %s/%s revision %d: %s\n", escape.Terminal(p.AgentID), escape.Terminal(p.CallID), p.Revision, escape.Terminal(p.Problem))
 	}
 	for _, u := range unreadable {
-		fmt.Fprintf(w, "(!) %s\n", u)
+		fmt.Fprintf(w, "(!) %s\n", escape.Terminal(u))
 	}
 }
 
@@ -247,12 +278,14 @@ func callArg(cmd *cobra.Command, s string) (string, error) {
 	return "/api/v1/approvals/" + url.PathEscape(ref.Agent) + "/" + url.PathEscape(ref.Call), nil
 }
 
+// cliOneLine is s as one line of at most about n bytes on a terminal, its
+// whitespace runs as single spaces (escape.Terminal).
 func cliOneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
-		return s[:n-3] + "..."
+		s = calls.Cut(s, n-3) + "..."
 	}
-	return s
+	return escape.Terminal(s)
 }
 
 // getCall reads the approval record of AGENT/CALL_ID arg through the
@@ -300,7 +333,7 @@ func approvalsShowCmd(g *globals, f *apiFlags) *cobra.Command {
 			}
 			fmt.Println("timeline")
 			for _, e := range tl.Events {
-				fmt.Printf("  %s  %-20s %-24s %s\n", e.Time.UTC().Format(time.TimeOnly), e.Type, e.Actor, cliOneLine(e.Detail, 80))
+				fmt.Printf("  %s  %-20s %-24s %s\n", e.Time.UTC().Format(time.TimeOnly), escape.Terminal(e.Type), escape.Terminal(e.Actor), cliOneLine(e.Detail, 80))
 			}
 			return nil
 		},
@@ -309,19 +342,22 @@ func approvalsShowCmd(g *globals, f *apiFlags) *cobra.Command {
 
 // printRecord prints one call: what it is, why the policy asked, its
 // state, and its arguments — the edited ones too, which are what runs.
+// Every string an agent, a reviewer or a tool wrote is one line of
+// terminal text (escape.Terminal): none can clear the screen or draw lines
+// that pass for the record's own.
 func printRecord(w io.Writer, r *airlockv1.ApprovalRecord) {
-	c := r.GetCall()
-	fmt.Fprintf(w, "call      %s/%s (revision %d)\ntool      %s\nagent     %s", c.GetAgentId(), c.GetCallId(), max(c.GetRevision(), 1), calls.QualifiedTool(c), c.GetAgentId())
+	c, t := r.GetCall(), escape.Terminal
+	fmt.Fprintf(w, "call      %s/%s (revision %d)\ntool      %s\nagent     %s", t(c.GetAgentId()), t(c.GetCallId()), max(c.GetRevision(), 1), t(calls.QualifiedTool(c)), t(c.GetAgentId()))
 	if c.GetOnBehalfOf() != "" {
-		fmt.Fprintf(w, " on behalf of %s", c.GetOnBehalfOf())
+		fmt.Fprintf(w, " on behalf of %s", t(c.GetOnBehalfOf()))
 	}
 	fmt.Fprintln(w)
 	if c.GetThreadId() != "" {
-		fmt.Fprintf(w, "thread    %s\n", c.GetThreadId())
+		fmt.Fprintf(w, "thread    %s\n", t(c.GetThreadId()))
 	}
 	fmt.Fprintf(w, "state     %s\nrisk      %s\npolicy    %s (rule %s)\nreason    %s\nvotes     %d of %d\n",
-		calls.StateText(r.GetState()), calls.RiskName(r.GetDecision().GetRisk()), r.GetDecision().GetReason(), dash(r.GetDecision().GetRuleId()),
-		dash(c.GetReason()), len(r.GetVotes()), max(r.GetDecision().GetQuorum(), 1))
+		calls.StateText(r.GetState()), calls.RiskName(r.GetDecision().GetRisk()), t(r.GetDecision().GetReason()), t(dash(r.GetDecision().GetRuleId())),
+		t(dash(c.GetReason())), len(r.GetVotes()), max(r.GetDecision().GetQuorum(), 1))
 	if r.GetEditedArguments() != nil {
 		fmt.Fprintf(w, "arguments as the agent asked (not run)\n          %s\n", indentJSON(c.GetArguments()))
 		fmt.Fprintf(w, "arguments as edited by a reviewer (these run)\n          %s\n", indentJSON(r.GetEditedArguments()))
@@ -329,10 +365,10 @@ func printRecord(w io.Writer, r *airlockv1.ApprovalRecord) {
 		fmt.Fprintf(w, "arguments %s\n", indentJSON(c.GetArguments()))
 	}
 	for _, p := range r.GetProblems() {
-		fmt.Fprintf(w, "(!)       %s\n", p)
+		fmt.Fprintf(w, "(!)       %s\n", t(p))
 	}
 	if r.GetDecidedBy() != nil {
-		fmt.Fprintf(w, "decided   by %s: %s\n", r.GetDecidedBy().GetId(), r.GetReason())
+		fmt.Fprintf(w, "decided   by %s: %s\n", t(r.GetDecidedBy().GetId()), t(r.GetReason()))
 	}
 }
 
@@ -342,7 +378,7 @@ func indentJSON(s *structpb.Struct) string {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("          ", "  ")
 	_ = enc.Encode(s.AsMap())
-	return calls.Visible(strings.TrimSpace(buf.String())) // no bidi override reorders what a reviewer reads
+	return escape.TerminalLines(strings.TrimSpace(buf.String())) // JSON keeps bidi overrides and C1 controls raw
 }
 
 func approvalsDecideCmd(g *globals, f *apiFlags, name, short string) *cobra.Command {
@@ -356,8 +392,10 @@ func approvalsDecideCmd(g *globals, f *apiFlags, name, short string) *cobra.Comm
 
 Exit status 0 when the decision changed the call (with a quorum, when your
 vote was counted); 1 when it changed nothing (the call was already decided,
-you had already voted, ...); 2 when the command was used wrongly or the API
-refused the decision.`,
+you had already voted, ...) or the API could not be reached; 2 when the
+command was used wrongly or the API refused the decision (no such call, a
+call with several revisions decided without --revision, not yours to
+decide, ...).`,
 		Args: exactArgs(1, textFlag),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body := map[string]any{"revision": revision}
@@ -396,7 +434,7 @@ refused the decision.`,
 			}
 			var out airlockv1.DecideResponse
 			if err := c.do(cmd.Context(), http.MethodPost, path, body, &out); err != nil {
-				return fmt.Errorf("%s %s: %w", name, args[0], err)
+				return refusal(fmt.Errorf("%s %s: %w", name, args[0], err))
 			}
 			if f.json {
 				printJSON(&out)
@@ -408,7 +446,7 @@ refused the decision.`,
 				if !out.GetChanged() && !strings.Contains(msg, "nothing changed") {
 					msg += "; nothing changed"
 				}
-				fmt.Printf("%s: %s\n", args[0], msg)
+				fmt.Printf("%s: %s\n", args[0], escape.Terminal(msg))
 			}
 			if !out.GetChanged() {
 				return exitError{1}

@@ -20,7 +20,9 @@ import (
 	"github.com/airlock-gate/airlock/services/audit/store"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -30,6 +32,7 @@ type auditFlags struct {
 	call, thread, agent, tool, actor, typ, decision, since string
 	until, decidedBy, grant                                string
 	limit                                                  int
+	after                                                  uint64
 	// write: the command changes the trail (drop-before), so it logs in to
 	// the ClickHouse of `airlock dev --clickhouse-local` as its writer;
 	// every other command as its read-only auditor.
@@ -66,7 +69,7 @@ func (a *auditFlags) filter() (store.Filter, error) {
 		return store.Filter{}, fmt.Errorf("--until: %w", err)
 	}
 	return store.Filter{Call: a.call, Thread: a.thread, Agent: a.agent, Tool: a.tool, Actor: a.actor,
-		Type: a.typ, Decision: a.decision, DecidedBy: a.decidedBy, Grant: a.grant, Since: since, Until: until, Limit: a.limit}, nil
+		Type: a.typ, Decision: a.decision, DecidedBy: a.decidedBy, Grant: a.grant, Since: since, Until: until, AfterSeq: a.after, Limit: a.limit}, nil
 }
 
 // openAudit opens the ClickHouse store, or the events stream when no DSN
@@ -135,13 +138,16 @@ func (a *auditFlags) config(g *globals) (cfg config.Config, dsn, from string, er
 
 // writer opens the ClickHouse store itself, for the commands that need it
 // (verify, drop-before): the stream holds no stored rows to check or drop.
-func (a *auditFlags) writer(ctx context.Context, g *globals) (*store.ClickHouse, config.Config, error) {
+// what says what the command does with them, for the error without one.
+func (a *auditFlags) writer(ctx context.Context, g *globals, what string) (*store.ClickHouse, config.Config, error) {
 	cfg, dsn, from, err := a.config(g)
 	if err != nil {
 		return nil, cfg, err
 	}
 	if dsn == "" {
-		return nil, cfg, errors.New("no ClickHouse configured: pass --clickhouse DSN or set clickhouse.dsn (the stream's own retention is stream.max_age)")
+		return nil, cfg, fmt.Errorf("%s, and no ClickHouse is configured: start `airlock dev --clickhouse-local` (this command then finds it by itself) "+
+			"or pass --clickhouse DSN (or set clickhouse.dsn / AIRLOCK_CLICKHOUSE_DSN). Without ClickHouse the events stream is the only trail, "+
+			"read by `airlock audit query`, `export` and `stats`, and there is no stored copy to check", what)
 	}
 	st, err := openStore(ctx, dsn, from)
 	return st, cfg, err
@@ -174,8 +180,12 @@ func newAuditQueryCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "query [filters]",
-		Short: "List audit events matching filters (a table, or JSON lines with --json)",
-		Args:  cobra.NoArgs,
+		Short: "List audit events matching filters, oldest first, a page at a time (a table, or JSON lines with --json)",
+		Long: `Lists the audit events matching the filters in the trail's order (oldest
+first, as the console's Audit page does), at most --limit of them. When more
+match, it says how many and the --after SEQ that shows the next page (on
+stderr with --json). --since narrows to recent events; --limit 0 lists all.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := a.filter()
 			if err != nil {
@@ -186,21 +196,73 @@ func newAuditQueryCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer closeFn()
+			seen := &lastSeq{Reader: rd}
+			var n int
 			if asJSON {
-				_, err := store.Export(cmd.Context(), rd, os.Stdout, store.FormatJSONL, f)
+				n, err = store.Export(cmd.Context(), seen, os.Stdout, store.FormatJSONL, f)
+			} else {
+				n, err = printRows(cmd.Context(), seen, f, os.Stdout)
+			}
+			if err != nil {
 				return err
 			}
-			return printRows(cmd.Context(), rd, f, os.Stdout)
+			if f.Limit == 0 || n < f.Limit {
+				return nil
+			}
+			more, err := countAfter(cmd.Context(), rd, f, seen.last)
+			if err != nil {
+				return fmt.Errorf("count the events after seq %d: %w", seen.last, err)
+			}
+			if more > 0 {
+				out := io.Writer(os.Stdout)
+				if asJSON {
+					out = os.Stderr
+				}
+				fmt.Fprintf(out, "%d more event(s) match: add --after %d for the next %d (or --limit 0 for all)\n", more, seen.last, f.Limit)
+			}
+			return nil
 		},
 	}
 	a.addDSN(cmd)
 	a.addFilters(cmd)
-	cmd.Flags().IntVar(&a.limit, "limit", 100, "at most this many rows (0: all)")
+	cmd.Flags().IntVar(&a.limit, "limit", 100, "at most this many rows, oldest first (0: all)")
+	cmd.Flags().Uint64Var(&a.after, "after", 0, "only events after this sequence number (SEQ): the next page")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
 	return cmd
 }
 
-func printRows(ctx context.Context, rd store.Reader, f store.Filter, out io.Writer) error {
+// lastSeq is a store.Reader that notes the sequence of the last row it
+// passed on: where the next page starts.
+type lastSeq struct {
+	store.Reader
+	last uint64
+}
+
+// Each implements store.Reader.
+func (l *lastSeq) Each(ctx context.Context, f store.Filter, fn func(store.Row) error) error {
+	return l.Reader.Each(ctx, f, func(r store.Row) error {
+		l.last = r.Seq
+		return fn(r)
+	})
+}
+
+// countAfter counts the rows matching f (whatever its limit) after seq:
+// ClickHouse counts them itself; the stream reader reads them.
+func countAfter(ctx context.Context, rd store.Reader, f store.Filter, seq uint64) (uint64, error) {
+	f.Limit, f.AfterSeq = 0, seq
+	if c, ok := rd.(interface {
+		Count(context.Context, store.Filter) (uint64, error)
+	}); ok {
+		return c.Count(ctx, f)
+	}
+	var n uint64
+	err := rd.Each(ctx, f, func(store.Row) error { n++; return nil })
+	return n, err
+}
+
+// printRows prints the rows matching f as a table and how many there were;
+// it returns that number.
+func printRows(ctx context.Context, rd store.Reader, f store.Filter, out io.Writer) (int, error) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTIME\tTYPE\tAGENT\tCALL\tREV\tTOOL\tACTOR\tDECIDED BY\tDECISION\tREASON")
 	n := 0
@@ -210,26 +272,27 @@ func printRows(ctx context.Context, rd store.Reader, f store.Filter, out io.Writ
 		if r.ActorType != "" && actor != "" {
 			actor = r.ActorType + ":" + actor
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Time.UTC().Format("2006-01-02 15:04:05.000"), r.Type,
-			r.Agent, r.Call, r.Revision, record.ToolKey(r.Server, r.Tool), actor, r.DecidedBy, r.Decision, auditOneLine(r.Reason, 60))
+		t := escape.Terminal // every cell an agent or a person chose, on one line
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Time.UTC().Format("2006-01-02 15:04:05.000"), t(r.Type),
+			t(r.Agent), t(r.Call), r.Revision, t(record.ToolKey(r.Server, r.Tool)), t(actor), t(r.DecidedBy), t(r.Decision), auditOneLine(r.Reason, 60))
 		return nil
 	})
 	if err != nil {
-		return err
+		return n, err
 	}
 	if err := tw.Flush(); err != nil {
-		return err
+		return n, err
 	}
 	fmt.Fprintf(out, "%d event(s) from %s\n", n, rd.Source())
-	return nil
+	return n, nil
 }
 
 func auditOneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
-		return s[:n-1] + "…"
+		s = calls.Cut(s, n-1) + "…"
 	}
-	return s
+	return escape.Terminal(s)
 }
 
 func newAuditVerifyCmd(g *globals) *cobra.Command {
@@ -247,7 +310,7 @@ stream's last event are each named. Exit status 1 when anything is wrong.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			st, cfg, err := a.writer(ctx, g)
+			st, cfg, err := a.writer(ctx, g, "verify checks the rows stored in ClickHouse (their keyed chain, and each against the event it was built from)")
 			if err != nil {
 				return err
 			}
@@ -305,7 +368,7 @@ func printReport(out io.Writer, rep store.Report, key *record.Key) {
 	}
 	fmt.Fprintf(out, "NOT OK: %d problem(s) in %d rows (key %s, %s):\n", rep.ProblemCount, rep.Count, key.ID(), stream)
 	for _, p := range rep.Problems {
-		fmt.Fprintf(out, "  %-8s seq %d: %s\n", p.Kind, p.Seq, p.Detail)
+		fmt.Fprintf(out, "  %-8s seq %d: %s\n", p.Kind, p.Seq, escape.Terminal(p.Detail))
 	}
 	if rep.ProblemCount > uint64(len(rep.Problems)) {
 		fmt.Fprintf(out, "  ... and %d more (--json lists the first %d)\n", rep.ProblemCount-uint64(len(rep.Problems)), len(rep.Problems))
@@ -357,7 +420,7 @@ retention (stream.max_age).`,
 			if err != nil {
 				return usageErr(cmd, "month %q: write it as YYYY-MM, e.g. 2026-01", args[0])
 			}
-			st, cfg, err := a.writer(ctx, g)
+			st, cfg, err := a.writer(ctx, g, "drop-before drops months of the trail stored in ClickHouse (the events stream keeps its own retention, stream.max_age)")
 			if err != nil {
 				return err
 			}
@@ -503,7 +566,7 @@ func printAnalytics(out io.Writer, a store.Analytics) {
 		if t.Approved+t.Rejected+t.ChangesRequested > 0 {
 			rate = fmt.Sprintf("%.0f%%", 100*t.ApprovalRate)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", t.Tool, t.Allowed, t.Denied, t.Asked, t.Approved, t.Rejected, t.ChangesRequested, t.Expired, rate)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", escape.Terminal(t.Tool), t.Allowed, t.Denied, t.Asked, t.Approved, t.Rejected, t.ChangesRequested, t.Expired, rate)
 	}
 	tw.Flush()
 	fmt.Fprintf(out, "\ntime to decide: p50 %s, p95 %s over %d decisions\n", secs(a.DecideP50), secs(a.DecideP95), a.DecideCount)
@@ -515,12 +578,12 @@ func printAnalytics(out io.Writer, a store.Analytics) {
 		if r.RubberStamper {
 			flag = "yes: most decisions are approvals in seconds"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d (%.0f%%)\t%s\t%s\n", r.ID, r.Decisions, r.Approvals, r.FastApprovals, 100*r.FastShare, secs(r.MedianSeconds), flag)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d (%.0f%%)\t%s\t%s\n", escape.Terminal(r.ID), r.Decisions, r.Approvals, r.FastApprovals, 100*r.FastShare, secs(r.MedianSeconds), flag)
 	}
 	tw.Flush()
 	fmt.Fprintln(out, "\nmost asked about:")
 	for i, t := range a.MostAsked {
-		fmt.Fprintf(out, "  %d. %s (%d)\n", i+1, t.Tool, t.Asked)
+		fmt.Fprintf(out, "  %d. %s (%d)\n", i+1, escape.Terminal(t.Tool), t.Asked)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/grant"
 )
 
@@ -23,6 +24,7 @@ func approvalsRememberCmd(g *globals, f *apiFlags) *cobra.Command {
 	var exact bool
 	var ttl time.Duration
 	var uses int
+	var noApprove bool
 	cmd := &cobra.Command{
 		Use:   "remember AGENT/CALL_ID",
 		Short: "Remember a decision: later calls with the same command prefix (or exact arguments) run without asking",
@@ -32,13 +34,15 @@ grant lasts — for a shell command, those starting with --prefix (a plain
 command only: nothing chained, substituted or redirected); with --exact, only
 the very same arguments. The person a coding agent's call acts for may
 remember their own decisions when the rule asks them to confirm their calls.
+When the call is pending it is approved too (the revision remembered), as
+the first call the grant is for; --no-approve leaves it undecided.
 ` + "`airlock approvals grants`" + ` lists grants, ` + "`airlock approvals revoke`" + ` ends one.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if prefix == "" && !exact {
 				return usageErr(cmd, "say what to remember: --prefix \"git commit\" (a command prefix) or --exact (these arguments only)")
 			}
-			got, c, _, err := getCall(cmd, g, f, args[0], "remember")
+			got, c, path, err := getCall(cmd, g, f, args[0], "remember")
 			if err != nil {
 				return err
 			}
@@ -62,12 +66,28 @@ remember their own decisions when the rule asks them to confirm their calls.
 			}
 			if f.json {
 				printJSON(&out)
+			} else {
+				fmt.Printf("standing grant %s: %s\n", escape.Terminal(out.GetGrant().GetId()), grantScope(out.GetGrant()))
+			}
+			if noApprove || rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
 				return nil
 			}
-			fmt.Printf("standing grant %s: %s\n", out.GetGrant().GetId(), grantScope(out.GetGrant()))
+			// The call it was made from is the first call the grant is
+			// for: approve it too (the revision remembered, no other).
+			rev := max(rec.GetCall().GetRevision(), 1)
+			var dr airlockv1.DecideResponse
+			if err := c.do(cmd.Context(), http.MethodPost, path+"/approve", map[string]any{"revision": rev, "reason": "remembered as standing grant " + out.GetGrant().GetId()}, &dr); err != nil {
+				return fmt.Errorf("standing grant %s was created, but approving %s failed: %w (approve it with `airlock approvals approve %s --revision %d`)", out.GetGrant().GetId(), args[0], err, args[0], rev)
+			}
+			if f.json {
+				printJSON(&dr)
+			} else {
+				fmt.Printf("%s: %s\n", escape.Terminal(args[0]), escape.Terminal(dr.GetMessage()))
+			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&noApprove, "no-approve", false, "only remember: leave the pending call it was made from undecided")
 	cmd.Flags().StringVar(&prefix, "prefix", "", "remember shell commands starting with these words (the call's /command argument)")
 	cmd.Flags().BoolVar(&exact, "exact", false, "remember only these exact arguments")
 	cmd.Flags().DurationVar(&ttl, "for", 8*time.Hour, "how long the grant lasts (0: until revoked)")
@@ -83,7 +103,7 @@ func grantScope(gr *airlockv1.StandingGrant) string {
 	if gr.GetRevoked() {
 		s += " (revoked by " + gr.GetRevokedBy().GetId() + ")"
 	}
-	return s + " (created by " + gr.GetCreatedBy().GetId() + ")"
+	return escape.Terminal(s + " (created by " + gr.GetCreatedBy().GetId() + ")")
 }
 
 func approvalsGrantsCmd(g *globals, f *apiFlags) *cobra.Command {
@@ -116,7 +136,7 @@ func approvalsGrantsCmd(g *globals, f *apiFlags) *cobra.Command {
 			w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
 			fmt.Fprintln(w, "GRANT\tSCOPE")
 			for _, gr := range out.GetGrants() {
-				fmt.Fprintf(w, "%s\t%s\n", gr.GetId(), grantScope(gr))
+				fmt.Fprintf(w, "%s\t%s\n", escape.Terminal(gr.GetId()), grantScope(gr))
 			}
 			return w.Flush()
 		},
@@ -139,7 +159,7 @@ func approvalsRevokeCmd(g *globals, f *apiFlags) *cobra.Command {
 			if err := c.do(cmd.Context(), http.MethodDelete, "/api/v1/grants/"+url.PathEscape(args[0]), nil, &out); err != nil {
 				return fmt.Errorf("revoke %s: %w", args[0], err)
 			}
-			fmt.Printf("standing grant %s revoked\n", out.GetGrant().GetId())
+			fmt.Printf("standing grant %s revoked\n", escape.Terminal(out.GetGrant().GetId()))
 			return nil
 		},
 	}

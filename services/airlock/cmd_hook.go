@@ -21,6 +21,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 )
 
@@ -99,11 +100,11 @@ func runHook(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs.SetOutput(io.Discard)
 	opts.register(fs)
 	if err := fs.Parse(args[1:]); err != nil {
-		return write(stdout, stderr, hooks.Fail(agent, "", fmt.Sprintf("airlock hook could not read its flags (%v): the call is denied (fail closed); fix the hook command (`airlock hook install %s` writes it)", err, agent)))
+		return write(stdout, stderr, failHook(agent, "", fmt.Sprintf("airlock hook could not read its flags (%v): the call is denied (fail closed); fix the hook command (`airlock hook install %s` writes it)", err, agent)))
 	}
 	payload, err := io.ReadAll(io.LimitReader(stdin, 8<<20))
 	if err != nil {
-		return write(stdout, stderr, hooks.Fail(agent, opts.event, fmt.Sprintf("airlock hook could not read the %s hook payload: %v; the call is denied (fail closed)", agent, err)))
+		return write(stdout, stderr, failHook(agent, opts.event, fmt.Sprintf("airlock hook could not read the %s hook payload: %v; the call is denied (fail closed)", agent, err)))
 	}
 	return write(stdout, stderr, opts.handle(ctx, agent, payload))
 }
@@ -118,18 +119,28 @@ func write(stdout, stderr io.Writer, out hooks.Output) int {
 func (o *hookOptions) handle(ctx context.Context, agent hooks.Agent, payload []byte) hooks.Output {
 	ev, err := hooks.Parse(agent, o.event, payload)
 	if err != nil {
-		return hooks.Fail(agent, o.event, fmt.Sprintf("airlock could not read the hook payload (%v), so the call is denied (fail closed)", err))
+		return failHook(agent, o.event, fmt.Sprintf("airlock could not read the hook payload (%v), so the call is denied (fail closed)", err))
 	}
 	if o.onTimeout != "deny" && o.onTimeout != "ask" {
-		return hooks.Fail(agent, ev.Name, fmt.Sprintf("airlock hook: --on-timeout must be deny or ask, not %q; the call is denied (fail closed)", o.onTimeout))
+		return failHook(agent, ev.Name, fmt.Sprintf("airlock hook: --on-timeout must be deny or ask, not %q; the call is denied (fail closed)", o.onTimeout))
 	}
 	switch ev.Kind {
 	case hooks.Pre, hooks.Permission:
-		return hooks.Respond(ev, o.gate(ctx, ev))
+		v := o.gate(ctx, ev)
+		v.Reason = escape.Terminal(v.Reason)
+		return hooks.Respond(ev, v)
 	case hooks.Post:
-		return hooks.Acknowledge(ev, o.report(ctx, ev))
+		return hooks.Acknowledge(ev, escape.Terminal(o.report(ctx, ev)))
 	}
 	return hooks.Acknowledge(ev, "")
+}
+
+// failHook is hooks.Fail with its reason as one line of terminal text: the
+// coding agent shows a hook's reason to its user on a terminal, and what a
+// tool, a model or a reviewer wrote may be in it (escape.Terminal, as for
+// every verdict handle answers).
+func failHook(agent hooks.Agent, event, reason string) hooks.Output {
+	return hooks.Fail(agent, event, escape.Terminal(reason))
 }
 
 // connect reaches airlock as the credential's agent.
@@ -374,6 +385,7 @@ func newHookInstallCmd(g *globals) *cobra.Command {
 		user          bool
 		project, home string
 		creds, agent  string
+		dataDir       string
 		binary        string
 		wait          time.Duration
 	)
@@ -386,7 +398,9 @@ Codex .codex/hooks.json, Gemini CLI .gemini/settings.json, Cursor
 .cursor/hooks.json, GitHub Copilot CLI .github/hooks/airlock.json. Every other
 setting and hook is kept, an earlier airlock hook is replaced, and the file as
 it was is saved next to it (.airlock-backup). The hook runs this airlock
-binary with the agent's credential; the agent's own hook timeout is set
+binary with the agent's credential (written as an absolute path; from your
+own project, name airlock's data directory with --data, or give --creds);
+the agent's own hook timeout is set
 longer than --wait, so the agent never gives up on a hook still waiting.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -398,7 +412,10 @@ longer than --wait, so the agent never gives up on a hook still waiting.`,
 			if err != nil {
 				return err
 			}
-			if creds, err = agentCredential(cfg.Dev.DataDir, agent, creds); err != nil {
+			if dataDir != "" {
+				cfg.Dev.DataDir = dataDir
+			}
+			if creds, err = agentCredential(cfg.Dev.DataDir, agent, creds, true); err != nil {
 				return err
 			}
 			if creds, err = filepath.Abs(creds); err != nil {
@@ -447,6 +464,7 @@ longer than --wait, so the agent never gives up on a hook still waiting.`,
 	f.StringVar(&project, "dir", ".", "the project directory (with --project)")
 	f.StringVar(&home, "home", "", "the home directory (with --user; default yours)")
 	f.StringVar(&agent, "agent", "bot", "airlock agent the hook acts as: its credential is <data dir>/agents/AGENT.creds.json")
+	f.StringVar(&dataDir, "data", "", "airlock's data directory, where `airlock dev` keeps agents/ (default dev.data_dir / AIRLOCK_DEV_DATA_DIR, .airlock)")
 	f.StringVar(&creds, "creds", "", "the agent's credential file (overrides --agent)")
 	f.StringVar(&binary, "binary", "", "the airlock binary the hook runs (default this one)")
 	f.DurationVar(&wait, "wait", defaultHookWait, "how long the hook waits for a person before denying")

@@ -25,6 +25,7 @@ import (
 	"github.com/airlock-gate/airlock/services/policy/decide"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -44,7 +45,7 @@ func policyDirExists(dir string) error {
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("the policy directory %s does not exist: give a directory with the policy's *.rego files and data.json (e.g. a copy of policies/)", dir)
+		return fmt.Errorf("the policy directory %s does not exist: give a directory with the policy's *.rego files and data.json (make one with `cp -r policies %s` in airlock's repository, then edit it)", dir, dir)
 	case err != nil:
 		return fmt.Errorf("the policy directory %s cannot be read: %w", dir, err)
 	case !fi.IsDir():
@@ -276,29 +277,58 @@ policy service over NATS.`,
 		return policyapi.New(nc, seal.Key{}, "cli"), nc.Close, nil
 	}
 
-	var listJSON bool
+	// listRules asks the policy service for every rule that decides.
+	listRules := func(cmd *cobra.Command) (*airlockv1.RulesListResponse, error) {
+		c, done, err := client(cmd)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		resp, err := c.ListRules(cmd.Context())
+		if err != nil {
+			return nil, fmt.Errorf("list the rules: %w (is airlock running?)", err)
+		}
+		return resp, nil
+	}
+
+	var listJSON, listWide bool
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List every rule that decides calls: the run-time rules and the policy's built-in ones",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, done, err := client(cmd)
+			resp, err := listRules(cmd)
 			if err != nil {
 				return err
-			}
-			defer done()
-			resp, err := c.ListRules(cmd.Context())
-			if err != nil {
-				return fmt.Errorf("list the rules: %w (is airlock running?)", err)
 			}
 			if listJSON {
 				return printProtoJSON(os.Stdout, resp)
 			}
-			printRules(os.Stdout, resp)
+			printRules(os.Stdout, resp, listWide)
 			return nil
 		},
 	}
 	list.Flags().BoolVar(&listJSON, "json", false, "print the policy service's JSON")
+	list.Flags().BoolVar(&listWide, "wide", false, "print MATCHES and REASON whole, however wide")
+
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one rule (run-time or built-in) whole, as the policy service holds it",
+		Args:  exactArgs(1, ""),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			resp, err := listRules(cmd)
+			if err != nil {
+				return err
+			}
+			for _, x := range ruleRows(resp) {
+				if x.r.GetId() == args[0] {
+					fmt.Printf("rule %s (%s), matches %s\n", x.r.GetId(), x.source, ruleMatch(x.r))
+					return printProtoJSON(os.Stdout, x.r)
+				}
+			}
+			return fmt.Errorf("no rule %q: `airlock policy rules list` shows every rule's id", args[0])
+		},
+	}
 
 	var (
 		r                 airlockv1.PolicyRule
@@ -390,7 +420,7 @@ matching deny rule always wins. Or give the whole rule with --json.`,
 			return nil
 		},
 	}
-	cmd.AddCommand(list, add, rm)
+	cmd.AddCommand(list, show, add, rm)
 	return cmd
 }
 
@@ -406,32 +436,61 @@ func printProtoJSON(w io.Writer, m proto.Message) error {
 		return fmt.Errorf("indent the answer: %w", err)
 	}
 	buf.WriteByte('\n')
-	_, err = buf.WriteTo(w)
+	// The same JSON, with what JSON leaves raw (C1 controls, bidi and
+	// zero-width characters) as \u escapes: a person may read it.
+	_, err = io.WriteString(w, escape.TerminalLines(buf.String()))
 	return err
 }
 
-// printRules prints every rule in priority order, run-time and built-in
+// ruleRow is a rule and where it comes from (run-time or built-in).
+type ruleRow struct {
+	r      *airlockv1.PolicyRule
+	source string
+}
+
+// ruleRows are every rule in priority order, run-time and built-in
 // together, as the policy weighs them.
-func printRules(w io.Writer, resp *airlockv1.RulesListResponse) {
-	type row struct {
-		r      *airlockv1.PolicyRule
-		source string
-	}
-	var rows []row
+func ruleRows(resp *airlockv1.RulesListResponse) []ruleRow {
+	var rows []ruleRow
 	for _, r := range resp.GetRules() {
-		rows = append(rows, row{r, "run-time"})
+		rows = append(rows, ruleRow{r, "run-time"})
 	}
 	for _, r := range resp.GetBuiltinRules() {
-		rows = append(rows, row{r, "built-in"})
+		rows = append(rows, ruleRow{r, "built-in"})
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].r.GetPriority() < rows[j].r.GetPriority() })
+	return rows
+}
+
+// Widths of the rules table's free-text columns unless --wide: a rule that
+// matches many tools must not push the table off a terminal.
+const (
+	ruleMatchWidth  = 48
+	ruleReasonWidth = 60
+)
+
+// printRules prints every rule as a table, its MATCHES and REASON cut to
+// a bounded width (with "..." and a pointer to the whole) unless wide.
+func printRules(w io.Writer, resp *airlockv1.RulesListResponse, wide bool) {
+	cut := func(s string, n int) string {
+		if wide {
+			return strings.Join(strings.Fields(s), " ")
+		}
+		return cliOneLine(s, n)
+	}
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "PRIORITY\tRULE\tSOURCE\tMATCHES\tEFFECT\tRISK\tREASON")
-	for _, x := range rows {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", x.r.GetPriority(), x.r.GetId(), x.source, ruleMatch(x.r), x.r.GetEffect(), dash(x.r.GetRisk()), cliOneLine(x.r.GetReason(), 60))
+	cutAny := false
+	for _, x := range ruleRows(resp) {
+		match, reason := cut(ruleMatch(x.r), ruleMatchWidth), cut(x.r.GetReason(), ruleReasonWidth)
+		cutAny = cutAny || match != ruleMatch(x.r) || reason != strings.Join(strings.Fields(x.r.GetReason()), " ")
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", x.r.GetPriority(), x.r.GetId(), x.source, match, x.r.GetEffect(), dash(x.r.GetRisk()), reason)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "policy revision %s; a matching deny always wins, otherwise the lowest priority decides; %s\n", resp.GetPolicyRevision(), resp.GetFallback())
+	if cutAny {
+		fmt.Fprintln(w, "(text ending in ... was cut: `airlock policy rules show ID` shows one rule whole, --wide or --json all of them)")
+	}
 }
 
 // ruleMatch says in a few words which calls a rule matches.

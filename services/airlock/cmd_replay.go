@@ -13,6 +13,7 @@ import (
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/replay"
 	"github.com/airlock-gate/airlock/services/policy/decide"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 )
 
 // newPolicyReplayCmd is `airlock policy replay`: re-decide recorded calls
@@ -93,11 +94,12 @@ func printReplay(out io.Writer, dir, rev, source string, r replay.Report) {
 	for _, t := range r.Transitions {
 		fmt.Fprintf(out, "\n%s → %s: %d call(s)\n", t.From, t.To, t.Count)
 		for _, c := range t.Examples {
+			e := escape.Terminal // the recorded calls are what agents wrote
 			fmt.Fprintf(out, "  %s rev %d  %s  agent %s  at %s\n    was %s (rule %s: %s)\n    now %s (rule %s: %s)\n",
-				c.Call, c.Revision, c.Tool, c.Agent, c.At.UTC().Format(time.RFC3339),
-				c.Before, dash(c.BeforeRule), c.BeforeReason, c.After, dash(c.AfterRule), c.AfterReason)
+				e(c.Call), c.Revision, e(c.Tool), e(c.Agent), c.At.UTC().Format(time.RFC3339),
+				e(c.Before), e(dash(c.BeforeRule)), e(c.BeforeReason), e(c.After), e(dash(c.AfterRule)), e(c.AfterReason))
 			if c.Error != "" {
-				fmt.Fprintf(out, "    policy error: %s\n", c.Error)
+				fmt.Fprintf(out, "    policy error: %s\n", e(c.Error))
 			}
 		}
 	}

@@ -149,7 +149,7 @@ func (s *Service) resolve(ctx context.Context, agent, callID string, revision ui
 		return callref.Ref{}, s.storeErr(ref, err)
 	}
 	if newest := domain.RefOf(rec); newest.Rev > 1 {
-		return callref.Ref{}, apierr.New(apierr.InvalidRequest, "call %s has %d revisions: name the revision you reviewed (revision %d is the newest)", ref.Call, newest.Rev, newest.Rev)
+		return callref.Ref{}, apierr.New(apierr.InvalidRequest, "call %s has %d revisions: name the revision you reviewed with `--revision N` (`airlock approvals`) or \"revision\": N (REST); the newest is revision %[2]d", ref.Call, newest.Rev)
 	}
 	return ref.WithRev(1), nil
 }

@@ -133,7 +133,7 @@ func New(deps svc.Deps, opt Options) (*Service, error) {
 // taken out: it fetches the stream exactly as the sink does, and for each
 // batch inserts rows[seq-1] (built and sealed beforehand) into table, then
 // acknowledges. Its rate is the pipeline floor that `airlock bench audit`
-// compares the sink with (SPEC §8). It runs until ctx ends.
+// compares the sink with (docs/benchmarks.md). It runs until ctx ends.
 func RunFloor(ctx context.Context, deps svc.Deps, opt Options, table string, rows []record.Row) error {
 	opt.Key = nil
 	opt = opt.withDefaults()

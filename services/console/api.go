@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -126,6 +127,26 @@ type awaitResponse struct {
 	airlock.Outcome
 }
 
+// pendingResponse is GET /api/v1/calls/{id} of a call without an outcome
+// yet: what it waits for, and, once the policy asked a person, why, who
+// may decide, until when and where. WaitCappedTo says the ?wait= asked for
+// was cut to console.max_wait (the Airlock-Wait-Capped header says so too).
+type pendingResponse struct {
+	CallID     string    `json:"call_id"`
+	Revision   uint32    `json:"revision,omitempty"`
+	Status     string    `json:"status"`
+	WaitingFor string    `json:"waiting_for"`
+	Reason     string    `json:"reason,omitempty"`
+	RuleID     string    `json:"rule_id,omitempty"`
+	Risk       string    `json:"risk,omitempty"`
+	Approvers  []string  `json:"approvers,omitempty"`
+	Quorum     uint32    `json:"quorum,omitempty"`
+	Deadline   time.Time `json:"deadline,omitzero"`
+	ConsoleURL string    `json:"console_url,omitempty"`
+	// WaitCappedTo is console.max_wait when the ?wait= asked for was longer.
+	WaitCappedTo string `json:"wait_capped_to,omitempty"`
+}
+
 // apiAwait long-polls a call's outcome for up to ?wait= (default 0: answer
 // at once), capped by console.max_wait.
 func (con *Console) apiAwait(c echo.Context) error {
@@ -134,13 +155,17 @@ func (con *Console) apiAwait(c echo.Context) error {
 	if err := ids.Validate("call id", id); err != nil {
 		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
 	}
-	wait := time.Duration(0)
+	wait, capped := time.Duration(0), ""
 	if w := c.QueryParam("wait"); w != "" {
 		d, err := time.ParseDuration(w)
 		if err != nil || d < 0 {
 			return apierr.New(apierr.InvalidRequest, "wait=%q is not a duration such as 30s", w)
 		}
 		wait = min(d, con.cfg.Console.MaxWait)
+		if d > wait {
+			capped = con.cfg.Console.MaxWait.String()
+			c.Response().Header().Set("Airlock-Wait-Capped", capped)
+		}
 	}
 	if wait > 0 {
 		if !con.waits.acquire(p.AgentID) {
@@ -159,7 +184,28 @@ func (con *Console) apiAwait(c echo.Context) error {
 	// Even without waiting, give Await a moment to read the call's history.
 	actx, cancel := context.WithTimeout(ctx, max(wait, 500*time.Millisecond))
 	defer cancel()
-	out, err := client.Await(actx, id)
+	var mu sync.Mutex
+	pending := pendingResponse{CallID: id, Status: "pending", WaitingFor: "the policy", WaitCappedTo: capped}
+	out, err := client.AwaitProgress(actx, id, 0, func(pr airlock.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		if pr.Revision < pending.Revision {
+			return
+		}
+		pending.Revision = pr.Revision
+		switch pr.Type {
+		case "approval_requested":
+			d := pr.Decision
+			pending.WaitingFor, pending.Reason, pending.RuleID = "a person", d.GetReason(), d.GetRuleId()
+			pending.Risk, pending.Approvers, pending.Quorum = calls.RiskName(d.GetRisk()), d.GetApprovers(), max(d.GetQuorum(), 1)
+			pending.Deadline = pr.Deadline
+			if path := callRevPath(p.AgentID, id, pr.Revision); path != "" {
+				pending.ConsoleURL = strings.TrimRight(con.cfg.HTTP.PublicURL, "/") + path
+			}
+		case "approved", "allowed", "started":
+			pending.WaitingFor = "the tool to finish"
+		}
+	})
 	if out.Status == "" {
 		if ctx.Err() != nil {
 			return nil // the client went away
@@ -167,7 +213,9 @@ func (con *Console) apiAwait(c echo.Context) error {
 		if err != nil && actx.Err() == nil {
 			return apierr.Wrap(apierr.Unavailable, err, "follow call %s", id)
 		}
-		return c.JSON(http.StatusOK, map[string]any{"call_id": id, "status": "pending"})
+		mu.Lock()
+		defer mu.Unlock()
+		return c.JSON(http.StatusOK, pending)
 	}
 	return c.JSON(http.StatusOK, awaitResponse{out})
 }

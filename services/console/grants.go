@@ -13,6 +13,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/grant"
 )
 
@@ -179,9 +180,9 @@ func (con *Console) formGrant(c echo.Context) (*airlockv1.ApprovalRecord, grantI
 func (con *Console) grantScope(c echo.Context) error {
 	_, _, v, err := con.formGrant(c)
 	if err != nil {
-		return c.String(http.StatusOK, "Not a valid grant yet: "+apierr.MessageOf(err))
+		return c.String(http.StatusOK, escape.Visible("Not a valid grant yet: "+apierr.MessageOf(err)))
 	}
-	return c.String(http.StatusOK, v.Scope)
+	return c.String(http.StatusOK, escape.Visible(v.Scope))
 }
 
 func (con *Console) createGrantForm(c echo.Context) error {

@@ -15,6 +15,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 )
 
 var funcs = template.FuncMap{
@@ -112,7 +113,8 @@ func (con *Console) render(c echo.Context, status int, page string, v view) erro
 	if err := t.ExecuteTemplate(&buf, "layout", v); err != nil {
 		return fmt.Errorf("render %s: %w", page, err)
 	}
-	return c.HTMLBlob(status, buf.Bytes())
+	// Every page, whatever data it shows, is escaped for its medium here.
+	return c.HTMLBlob(status, escape.HTMLPage(buf.Bytes()))
 }
 
 // flashAndRedirect shows msg on the next page, at to: a path built here
@@ -150,7 +152,7 @@ func (con *Console) rowAs(partial string, rec *airlockv1.ApprovalRecord, as func
 		if err := con.pages["partials"].ExecuteTemplate(&buf, "broken-row", brokenRow{Key: rowKey(agent, call), Agent: agent, Call: call, Path: callPath(agent, call), Why: why}); err != nil {
 			return template.HTML(`<tr class="call-row broken"><td colspan="6">a record could not be shown</td></tr>`)
 		}
-		return template.HTML(buf.String())
+		return template.HTML(escape.HTMLPage(buf.Bytes()))
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -165,7 +167,8 @@ func (con *Console) rowAs(partial string, rec *airlockv1.ApprovalRecord, as func
 	if err := con.pages["partials"].ExecuteTemplate(&buf, partial, v); err != nil {
 		return broken(err.Error())
 	}
-	return template.HTML(buf.String())
+	// A row is also sent alone, on the inbox's event stream.
+	return template.HTML(escape.HTMLPage(buf.Bytes()))
 }
 
 // brokenRow is a record the list could not render.

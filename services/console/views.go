@@ -11,6 +11,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/grant"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 )
@@ -125,7 +126,7 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 	v := callView{
 		ID: c.GetCallId(), Agent: c.GetAgentId(), Thread: c.GetThreadId(), OnBehalfOf: c.GetOnBehalfOf(),
 		Key: rowKey(c.GetAgentId(), c.GetCallId()), Path: callPath(c.GetAgentId(), c.GetCallId()),
-		Server: c.GetServer(), Tool: c.GetTool(), FullTool: calls.QualifiedTool(c), Reason: calls.Visible(c.GetReason()),
+		Server: c.GetServer(), Tool: c.GetTool(), FullTool: calls.QualifiedTool(c), Reason: escape.Visible(c.GetReason()),
 		Revision: max(c.GetRevision(), 1),
 		Risk:     calls.RiskName(d.GetRisk()), HighRisk: d.GetRisk() >= airlockv1.Risk_RISK_HIGH,
 		PolicyReason: d.GetReason(), RuleID: d.GetRuleId(), PolicyRev: firstNonEmpty(rec.GetPolicyRevision(), d.GetPolicyRevision()),

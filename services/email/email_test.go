@@ -3,6 +3,7 @@ package email_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -22,6 +23,7 @@ import (
 	"github.com/airlock-gate/airlock/services/email/smtptest"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/escape/escapetest"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/notify/notifytest"
 )
@@ -368,5 +370,30 @@ func TestEscalationReplyReachesTheAddedApproversWithTheWholeCall(t *testing.T) {
 	}
 	if dave.msg.Header.Get("In-Reply-To") != "<"+root+">" {
 		t.Errorf("escalation reply is not in the thread: In-Reply-To %q", dave.msg.Header.Get("In-Reply-To"))
+	}
+}
+
+// Every hostile string of the shared corpus, as the tool, the agent's
+// reason and an argument, reaches neither the subject nor the body raw.
+func TestHostileCorpusReachesNoMailRaw(t *testing.T) {
+	w := newWorld(t)
+	for i, h := range escapetest.Corpus {
+		t.Run(h.Name, func(t *testing.T) {
+			rec := mailed(notifytest.Record(fmt.Sprintf("c-corpus-%d", i)))
+			rec.Decision.Approvers = []string{"alice"}
+			rec.Call.Tool, rec.Call.Reason = "write_file"+h.Text, h.Text
+			rec.Call.Arguments, _ = structpb.NewStruct(map[string]any{"text": h.Text})
+			root, err := w.n.Announce(context.Background(), rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := w.wait(t, root, 1)[0]
+			if raw := escapetest.RawLine(subject(t, d)); len(raw) > 0 {
+				t.Fatalf("subject carries %v raw: %q", raw, subject(t, d))
+			}
+			if raw := escapetest.Raw(d.body); len(raw) > 0 {
+				t.Fatalf("body carries %v raw", raw)
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 )
 
@@ -23,10 +24,10 @@ const (
 
 // HeaderText is agent text as a mail header may carry it: on one line, with
 // every control character (CR and LF included), invisible and bidi
-// character shown as an escape (calls.Visible, then \n and \t), cut to n
-// runes. No string passed through it can end a header or start another.
+// character shown as an escape (escape.MailHeader), cut to n runes. No
+// string passed through it can end a header or start another.
 func HeaderText(s string, n int) string {
-	s = strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(calls.Visible(s))
+	s = escape.MailHeader(s)
 	if utf8.RuneCountInString(s) > n {
 		s = string([]rune(s)[:n-1]) + "…"
 	}
@@ -98,7 +99,7 @@ func OutcomeBody(rec *airlockv1.ApprovalRecord, publicURL string) string {
 	}
 	if r := rec.GetReason(); r != "" {
 		b.WriteString("\nReason given:\n")
-		b.WriteString(indent(cut(calls.Visible(r), maxReasonBytes)))
+		b.WriteString(indent(cut(escape.Mail(r), maxReasonBytes)))
 	}
 	if rec.GetEditedArguments() != nil {
 		b.WriteString("\nApproved with edited arguments (see the console).\n")
@@ -129,7 +130,7 @@ func details(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
 	line("Deadline", when(rec.GetDeadline().AsTime()))
 	if r := c.GetReason(); r != "" {
 		b.WriteString("Agent's reason:\n")
-		b.WriteString(indent(cut(calls.Visible(r), maxReasonBytes)))
+		b.WriteString(indent(cut(escape.Mail(r), maxReasonBytes)))
 	}
 }
 
@@ -155,7 +156,7 @@ func arguments(rec *airlockv1.ApprovalRecord) string {
 	if err := enc.Encode(args); err != nil {
 		return "(the arguments cannot be shown here: see the console)\n"
 	}
-	return cut(calls.Visible(strings.TrimRight(raw.String(), "\n")), maxArgumentBytes) + "\n"
+	return cut(escape.Mail(strings.TrimRight(raw.String(), "\n")), maxArgumentBytes) + "\n"
 }
 
 // indent puts four spaces before every line of s, so agent text cannot

@@ -16,6 +16,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 )
 
 // confirmKey names the gateway's confirmation among a 2026-07-28 result's
@@ -188,24 +189,25 @@ func withNote(s, note string) string {
 
 // elicitParams is the prompt: what would run, why a person is asked, and
 // what accepting does. The arguments are quoted JSON: what the model wrote
-// is shown as data.
+// is shown as data. A client may print the prompt on a terminal: it is
+// escaped as terminal text (escape.TerminalLines), each field on its line.
 func (ep *endpoint) elicitParams(f *flight, ar *airlockv1.ApprovalRequested, mode confirmMode) *mcp.ElicitParams {
 	d := ar.GetDecision()
 	var b strings.Builder
 	fmt.Fprintf(&b, "airlock asks %s to confirm a tool call before it runs.\n", ep.cfg.OnBehalfOf)
-	fmt.Fprintf(&b, "Tool: %s (risk %s)\n", calls.ToolName(f.call.Server, f.call.Tool), calls.RiskName(d.GetRisk()))
+	fmt.Fprintf(&b, "Tool: %s (risk %s)\n", escape.Terminal(calls.ToolName(f.call.Server, f.call.Tool)), calls.RiskName(d.GetRisk()))
 	if d.GetReason() != "" {
-		fmt.Fprintf(&b, "Why you are asked: %s\n", d.GetReason())
+		fmt.Fprintf(&b, "Why you are asked: %s\n", escape.Terminal(d.GetReason()))
 	}
 	b.WriteString("Arguments:\n")
 	summary, _ := argumentSummary(ar.GetCall().GetArguments().AsMap())
 	b.WriteString(summary)
 	if mode == urlMode {
 		b.WriteString("Open the call in airlock's console to approve or reject it.")
-		return &mcp.ElicitParams{Mode: "url", Message: b.String(), URL: ep.consoleURL(f.call.ID, max(ar.GetCall().GetRevision(), 1)), ElicitationID: f.call.ID}
+		return &mcp.ElicitParams{Mode: "url", Message: escape.TerminalLines(b.String()), URL: ep.consoleURL(f.call.ID, max(ar.GetCall().GetRevision(), 1)), ElicitationID: f.call.ID}
 	}
 	b.WriteString("Accept runs it once, as you; Decline refuses it.")
-	return &mcp.ElicitParams{Mode: "form", Message: b.String(), RequestedSchema: map[string]any{
+	return &mcp.ElicitParams{Mode: "form", Message: escape.TerminalLines(b.String()), RequestedSchema: map[string]any{
 		"type": "object",
 		"properties": map[string]any{
 			"note": map[string]any{"type": "string", "title": "Note (optional)",
@@ -263,7 +265,7 @@ func summaryJSON(k string, v any) (name, value string) {
 	n, _ := json.Marshal(k)
 	val, _ := json.Marshal(v)
 	// JSON keeps bidi overrides and zero-width spaces raw: escape them.
-	return calls.Visible(string(n)), calls.Visible(string(val))
+	return escape.Visible(string(n)), escape.Visible(string(val))
 }
 
 // cutJSON cuts s to n bytes, saying how long it was.
@@ -297,7 +299,7 @@ func (in *informer) progress(ctx context.Context, msg string) {
 		return
 	}
 	in.n++
-	_ = in.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: in.token, Progress: in.n, Message: msg})
+	_ = in.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: in.token, Progress: in.n, Message: escape.Terminal(msg)})
 }
 
 func (in *informer) beat(ctx context.Context) {

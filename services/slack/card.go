@@ -16,6 +16,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 )
 
@@ -106,7 +107,7 @@ func RememberLink(publicURL, agent, callID string, rev uint32) string {
 func Render(rec *airlockv1.ApprovalRecord, publicURL string) Message {
 	call := rec.GetCall()
 	blocks := []slackgo.Block{
-		slackgo.NewHeaderBlock(plain(shorten(headerText(rec), maxHeaderChars))),
+		slackgo.NewHeaderBlock(plain(escape.SlackPlain(shorten(headerText(rec), maxHeaderChars)))),
 	}
 	args, whole := argumentLines(rec)
 	blocks = append(blocks, detailBlocks(rec, args, publicURL)...)
@@ -118,7 +119,7 @@ func Render(rec *airlockv1.ApprovalRecord, publicURL string) Message {
 	} else {
 		blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn(OutcomeText(rec)), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_outcome")))
 	}
-	return Message{Text: fmt.Sprintf("%s: %s (risk %s, call %s)", statusWord(rec), calls.QualifiedTool(call), calls.RiskName(rec.GetDecision().GetRisk()), call.GetCallId()), Blocks: blocks}
+	return Message{Text: escape.SlackText(fmt.Sprintf("%s: %s (risk %s, call %s)", statusWord(rec), calls.QualifiedTool(call), calls.RiskName(rec.GetDecision().GetRisk()), call.GetCallId())), Blocks: blocks}
 }
 
 // RenderSuperseded draws a card for a revision the agent has since
@@ -147,26 +148,26 @@ func statusWord(rec *airlockv1.ApprovalRecord) string {
 // detailBlocks draws what a reviewer reads; args is argumentLines' text.
 func detailBlocks(rec *airlockv1.ApprovalRecord, args, publicURL string) []slackgo.Block {
 	call, d := rec.GetCall(), rec.GetDecision()
-	agent := "`" + escape(call.GetAgentId()) + "`"
+	agent := escape.Slack(call.GetAgentId())
 	if call.GetOnBehalfOf() != "" {
-		agent += " on behalf of *" + escape(call.GetOnBehalfOf()) + "*"
+		agent += " on behalf of " + escape.Slack(call.GetOnBehalfOf())
 	}
 	fields := []*slackgo.TextBlockObject{
-		mrkdwn("*Tool*\n" + inlineCode(calls.QualifiedTool(call))),
+		mrkdwn("*Tool*\n" + escape.Slack(calls.QualifiedTool(call))),
 		mrkdwn("*Risk*\n" + riskBadge(d.GetRisk())),
 		mrkdwn("*Agent*\n" + agent),
 		mrkdwn("*Deadline*\n" + deadlineText(rec.GetDeadline().AsTime(), rec.GetDeadline() != nil)),
 	}
 	blocks := []slackgo.Block{slackgo.NewSectionBlock(nil, fields, nil, slackgo.SectionBlockOptionBlockID("airlock_fields"))}
 
-	why := "*Why a person must decide:* " + escape(shorten(orDash(d.GetReason()), maxReasonChars))
+	why := "*Why a person must decide:* " + escape.SlackText(shorten(orDash(d.GetReason()), maxReasonChars))
 	if d.GetRuleId() != "" {
-		why += " _(rule `" + escape(d.GetRuleId()) + "`)_"
+		why += " _(rule " + escape.Slack(d.GetRuleId()) + ")_"
 	}
 	if slices.Contains(d.GetApprovers(), calls.Requester) {
 		who := "the person this call acts for"
 		if call.GetOnBehalfOf() != "" {
-			who = "*" + escape(call.GetOnBehalfOf()) + "*, " + who + ","
+			who = escape.Slack(call.GetOnBehalfOf()) + ", " + who + ","
 		}
 		why += "\n*Self-confirmation:* only " + who + " may confirm it"
 		if len(d.GetApprovers()) > 1 {
@@ -178,15 +179,15 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, args, publicURL string) []slack
 		why += "\n_The agent runs this tool itself; airlock only decides._"
 	}
 	if call.GetReason() != "" {
-		why += "\n*Agent's stated reason:* " + inlineCode(shorten(call.GetReason(), maxReasonChars))
+		why += "\n*Agent's stated reason:* " + escape.Slack(shorten(call.GetReason(), maxReasonChars))
 	}
 	blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn(why), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_reason")))
 
-	blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn("*Arguments*\n```"+codeSafe(escape(args))+"```"), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_arguments")))
+	blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn("*Arguments*\n```"+escape.SlackBlock(args)+"```"), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_arguments")))
 
-	ctx := fmt.Sprintf("call `%s` · revision %d", escape(call.GetCallId()), call.GetRevision())
+	ctx := fmt.Sprintf("call %s · revision %d", escape.Slack(call.GetCallId()), call.GetRevision())
 	if call.GetThreadId() != "" {
-		ctx += " · thread `" + escape(call.GetThreadId()) + "`"
+		ctx += " · thread " + escape.Slack(call.GetThreadId())
 	}
 	ctx += " · <" + ConsoleLink(publicURL, call.GetAgentId(), call.GetCallId()) + "|Open in the console>"
 	blocks = append(blocks, slackgo.NewContextBlock("airlock_ids", mrkdwn(ctx)))
@@ -218,7 +219,7 @@ func OutcomeText(rec *airlockv1.ApprovalRecord) string {
 	by := actorText(rec.GetDecidedBy())
 	reason := ""
 	if r := rec.GetReason(); r != "" {
-		reason = ": " + escape(shorten(r, maxReasonChars))
+		reason = ": " + escape.Slack(shorten(r, maxReasonChars))
 	}
 	switch rec.GetState() {
 	case airlockv1.ApprovalState_APPROVAL_STATE_APPROVED, airlockv1.ApprovalState_APPROVAL_STATE_EXECUTING,
@@ -292,9 +293,9 @@ func actorText(a *airlockv1.Actor) string {
 	if a == nil || a.GetId() == "" {
 		return "airlock"
 	}
-	s := "*" + escape(a.GetId()) + "*"
+	s := "*" + escape.SlackText(a.GetId()) + "*"
 	if a.GetChannel() != "" {
-		s += " (" + escape(a.GetChannel()) + ")"
+		s += " (" + escape.SlackText(a.GetChannel()) + ")"
 	} else if a.GetType() == airlockv1.ActorType_ACTOR_TYPE_AGENT {
 		s += " (agent)"
 	}
@@ -379,7 +380,7 @@ func valueText(v any) (text string, whole bool) {
 		if err != nil {
 			raw = []byte(fmt.Sprint(v))
 		}
-		s = calls.Visible(string(raw)) // JSON keeps bidi overrides and zero-width spaces raw
+		s = escape.Visible(string(raw)) // JSON keeps bidi overrides and zero-width spaces raw; the size is that of what is shown
 	}
 	n := utf8.RuneCountInString(s)
 	if n <= maxValueChars {
@@ -416,29 +417,6 @@ func plain(s string) *slackgo.TextBlockObject {
 // into a link or a mention.
 func mrkdwn(s string) *slackgo.TextBlockObject {
 	return slackgo.NewTextBlockObject(slackgo.MarkdownType, s, false, true)
-}
-
-// inlineCode shows agent-written text as one line of code, where mrkdwn
-// draws nothing: an agent's reason cannot add lines, bold labels, code
-// blocks or emoji that would look like part of the card (a fake
-// "Arguments" block, an "Approved by" line).
-func inlineCode(s string) string {
-	s = calls.Visible(strings.Join(strings.Fields(s), " "))
-	if s == "" {
-		return "-"
-	}
-	return "`" + strings.ReplaceAll(escape(s), "`", "ˋ") + "`"
-}
-
-// escape makes agent-written text inert in mrkdwn: without it an agent
-// could write "<!channel>" or a link whose label says something else.
-func escape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
-}
-
-// codeSafe keeps text inside a ``` block from closing it early.
-func codeSafe(s string) string {
-	return strings.ReplaceAll(s, "```", "`\u200b`\u200b`")
 }
 
 func shorten(s string, n int) string {

@@ -20,7 +20,7 @@ func TestACodingAgentsCardSaysWhoConfirmsAndWhoRuns(t *testing.T) {
 		State:    airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
 	}
 	pendingCard, _ := json.Marshal(airlockslack.Render(rec, "https://airlock.example").Blocks)
-	for _, want := range []string{"only *dana*", "The agent runs this tool itself", "/grants/new?agent=laptop\\u0026from=toolu_1\\u0026rev=1"} {
+	for _, want := range []string{"only `dana`", "The agent runs this tool itself", "/grants/new?agent=laptop\\u0026from=toolu_1\\u0026rev=1"} {
 		if !strings.Contains(string(pendingCard), want) {
 			t.Fatalf("pending card lacks %q: %s", want, pendingCard)
 		}

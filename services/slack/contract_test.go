@@ -15,10 +15,10 @@ import (
 // outcomeWords is what a redrawn card must say for each final state.
 var outcomeWords = map[airlockv1.ApprovalState]string{
 	airlockv1.ApprovalState_APPROVAL_STATE_APPROVED:          "*Approved* by *alice* (console)",
-	airlockv1.ApprovalState_APPROVAL_STATE_REJECTED:          "*Rejected* by *alice* (console): because",
-	airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED: "*Changes requested* by *alice* (console): because",
+	airlockv1.ApprovalState_APPROVAL_STATE_REJECTED:          "*Rejected* by *alice* (console): `because`",
+	airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED: "*Changes requested* by *alice* (console): `because`",
 	airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED:           "*Expired*",
-	airlockv1.ApprovalState_APPROVAL_STATE_CANCELED:          "*Canceled* by *alice* (console): because",
+	airlockv1.ApprovalState_APPROVAL_STATE_CANCELED:          "*Canceled* by *alice* (console): `because`",
 	airlockv1.ApprovalState_APPROVAL_STATE_COMPLETED:         "The tool ran and completed.",
 	airlockv1.ApprovalState_APPROVAL_STATE_FAILED:            "The tool ran and failed",
 }

@@ -198,7 +198,7 @@ func TestEndToEndWithTheAirlockBinary(t *testing.T) {
 		e.click(t, buttonClick(t, "U_ALICE", posted, ch, ts, airlockslack.ActionReject))
 		opened := e.f.next(t, "views.open")
 		e.click(t, viewSubmission(t, "U_ALICE", opened, "not during the release freeze"))
-		e.nextUpdate(t, ch, ts, "*Rejected* by *alice* (slack): not during the release freeze")
+		e.nextUpdate(t, ch, ts, "*Rejected* by *alice* (slack): `not during the release freeze`")
 		o := await(t, client, "e2e_reject")
 		if o.Status != airlock.StatusRejected || o.Reason != "not during the release freeze" {
 			t.Fatalf("agent got %+v, want rejected with alice's reason", o)

@@ -20,6 +20,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/obs"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -338,7 +339,7 @@ func (h *Interactions) principal(ctx context.Context, c click) (string, bool) {
 	}
 	h.log.Warn("unmapped Slack user refused", "user", c.user, "call", c.value.Call, "action", calls.ActionWord(c.kind))
 	h.tell(ctx, c, fmt.Sprintf(":no_entry_sign: Your Slack account (`%s`) is not linked to an airlock principal, so you cannot decide calls. "+
-		"Ask an airlock admin to add it under `slack.users`. This attempt was recorded.", escape(c.user)))
+		"Ask an airlock admin to add it under `slack.users`. This attempt was recorded.", escape.SlackText(c.user)))
 	return "", false
 }
 
@@ -366,11 +367,11 @@ func (h *Interactions) decide(ctx context.Context, c click, principal string) {
 		log.Info("Slack decision sent", "changed", resp.GetChanged(), "message", resp.GetMessage())
 		h.showOnCard(ctx, c, resp.GetRecord())
 		if !resp.GetChanged() {
-			h.tell(ctx, c, "Nothing changed: "+escape(orText(resp.GetMessage(), "the call is "+calls.StateText(resp.GetRecord().GetState())))+".")
+			h.tell(ctx, c, "Nothing changed: "+escape.SlackText(orText(resp.GetMessage(), "the call is "+calls.StateText(resp.GetRecord().GetState())))+".")
 		}
 	case apierr.CodeOf(err) == apierr.NotAuthorized:
 		log.Warn("approval service refused the Slack decision", "err", err)
-		h.tell(ctx, c, ":no_entry_sign: airlock refused your decision: "+escape(apierr.MessageOf(err))+" The attempt was recorded.")
+		h.tell(ctx, c, ":no_entry_sign: airlock refused your decision: "+escape.SlackText(apierr.MessageOf(err))+" The attempt was recorded.")
 	case apierr.CodeOf(err) == apierr.Unavailable || errors.Is(err, context.DeadlineExceeded):
 		log.Error("approval service unavailable for a Slack decision", "err", err)
 		h.tell(ctx, c, ":warning: airlock's approval service did not answer, so your decision was not recorded. Try again in a minute, or decide in the console: "+ConsoleLink(h.publicURL, c.value.Agent, c.value.Call))
@@ -379,10 +380,10 @@ func (h *Interactions) decide(ctx context.Context, c click, principal string) {
 		log.Info("Slack decision not applied", "err", err)
 		if rec, gerr := h.approvals.Get(ctx, c.value.Agent, c.value.Call, 0); gerr == nil && rec != nil {
 			h.showOnCard(ctx, c, rec)
-			h.tell(ctx, c, "This card was out of date: the call is "+calls.StateText(rec.GetState())+". "+escape(apierr.MessageOf(err)))
+			h.tell(ctx, c, "This card was out of date: the call is "+calls.StateText(rec.GetState())+". "+escape.SlackText(apierr.MessageOf(err)))
 			return
 		}
-		h.tell(ctx, c, ":warning: airlock could not record your decision: "+escape(apierr.MessageOf(err)))
+		h.tell(ctx, c, ":warning: airlock could not record your decision: "+escape.SlackText(apierr.MessageOf(err)))
 	}
 }
 
@@ -395,7 +396,7 @@ func (h *Interactions) approvable(ctx context.Context, c click) bool {
 	switch {
 	case err != nil:
 		h.log.Warn("could not read the call before a Slack approval", "call", c.value.Call, "err", err)
-		h.tell(ctx, c, ":warning: airlock could not read this call, so your approval was not recorded: "+escape(apierr.MessageOf(err))+" Try again, or decide in the console: "+ConsoleLink(h.publicURL, c.value.Agent, c.value.Call))
+		h.tell(ctx, c, ":warning: airlock could not read this call, so your approval was not recorded: "+escape.SlackText(apierr.MessageOf(err))+" Try again, or decide in the console: "+ConsoleLink(h.publicURL, c.value.Agent, c.value.Call))
 		return false
 	case !ArgumentsFit(rec):
 		h.tell(ctx, c, "A Slack card cannot show every argument of this call in full, so it is approved in the console, where every argument is shown: "+ConsoleLink(h.publicURL, c.value.Agent, c.value.Call))
@@ -441,7 +442,7 @@ func (h *Interactions) openReasonModal(ctx context.Context, c click) {
 	meta, _ := json.Marshal(modalMeta{ButtonValue: c.value, Kind: c.kind, Channel: c.channel, TS: c.ts})
 	if err := h.api.openView(ctx, c.trigger, reasonModal(c, rec, string(meta))); err != nil {
 		h.log.Error("could not open the Slack modal", "call", c.value.Call, "err", err)
-		h.tell(ctx, c, ":warning: Slack did not open the form ("+escape(err.Error())+"). Click again, or decide in the console: "+ConsoleLink(h.publicURL, c.value.Agent, c.value.Call))
+		h.tell(ctx, c, ":warning: Slack did not open the form ("+escape.SlackText(err.Error())+"). Click again, or decide in the console: "+ConsoleLink(h.publicURL, c.value.Agent, c.value.Call))
 	}
 }
 
@@ -450,9 +451,9 @@ func reasonModal(c click, rec *airlockv1.ApprovalRecord, meta string) slackgo.Mo
 	if c.kind == airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES {
 		title, submit, label, hint = "Request changes", "Send feedback", "What should change?", "The agent receives this feedback and may submit a revised call."
 	}
-	what := fmt.Sprintf("call `%s`, revision %d", escape(c.value.Call), c.value.Revision)
+	what := fmt.Sprintf("call %s, revision %d", escape.Slack(c.value.Call), c.value.Revision)
 	if rec != nil {
-		what = "`" + escape(calls.QualifiedTool(rec.GetCall())) + "` · " + what
+		what = escape.Slack(calls.QualifiedTool(rec.GetCall())) + " · " + what
 	}
 	input := slackgo.NewPlainTextInputBlockElement(plain("Be specific"), InputReason)
 	input.Multiline = true

@@ -226,9 +226,9 @@ func TestRejectAndRequestChangesAskForTheTextInAModal(t *testing.T) {
 		shown              string
 	}{
 		{"reject_sends_the_reason", airlockslack.ActionReject, "not during the release freeze",
-			airlockv1.DecisionKind_DECISION_KIND_REJECT, "*Rejected* by *alice* (slack): not during the release freeze"},
+			airlockv1.DecisionKind_DECISION_KIND_REJECT, "*Rejected* by *alice* (slack): `not during the release freeze`"},
 		{"request_changes_sends_the_feedback", airlockslack.ActionRequestChanges, "write to /srv/staging instead",
-			airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES, "*Changes requested* by *alice* (slack): write to /srv/staging instead"},
+			airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES, "*Changes requested* by *alice* (slack): `write to /srv/staging instead`"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := pendingRecord(t, "call_modal")
@@ -293,9 +293,9 @@ func TestClickOnAStaleCardAnswersWithTheCurrentState(t *testing.T) {
 		shown, told  string
 	}{
 		{"approve_after_a_rejection_in_the_console", airlockslack.ActionApprove, rejected,
-			"*Rejected* by *carol* (console): duplicate request", "Nothing changed"},
+			"*Rejected* by *carol* (console): `duplicate request`", "Nothing changed"},
 		{"reject_after_a_rejection_opens_no_modal", airlockslack.ActionReject, rejected,
-			"*Rejected* by *carol* (console): duplicate request", "out of date: the call is rejected"},
+			"*Rejected* by *carol* (console): `duplicate request`", "out of date: the call is rejected"},
 		{"request_changes_on_a_superseded_revision_opens_no_modal", airlockslack.ActionRequestChanges, revised,
 			"This card is for revision 1; the agent has since submitted revision 2 (pending)", "out of date"},
 	} {

@@ -15,6 +15,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
@@ -281,11 +282,11 @@ func (n *Notifier) Update(ctx context.Context, rec *airlockv1.ApprovalRecord, re
 // shown in the channel, saying the call still waits (or was escalated).
 func (n *Notifier) Remind(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error {
 	call := rec.GetCall()
-	text := fmt.Sprintf(":alarm_clock: Reminder: `%s` (call `%s`) is still waiting for a decision; deadline %s.",
-		escape(calls.QualifiedTool(call)), escape(call.GetCallId()), deadlineText(rec.GetDeadline().AsTime(), rec.GetDeadline() != nil))
+	text := fmt.Sprintf(":alarm_clock: Reminder: %s (call %s) is still waiting for a decision; deadline %s.",
+		escape.Slack(calls.QualifiedTool(call)), escape.Slack(call.GetCallId()), deadlineText(rec.GetDeadline().AsTime(), rec.GetDeadline() != nil))
 	if rec.GetEscalated() {
-		text = fmt.Sprintf(":rotating_light: Escalated: `%s` (call `%s`) is still waiting; now also asked: %s. Deadline %s.",
-			escape(calls.QualifiedTool(call)), escape(call.GetCallId()), escape(strings.Join(rec.GetDecision().GetEscalateTo(), ", ")),
+		text = fmt.Sprintf(":rotating_light: Escalated: %s (call %s) is still waiting; now also asked: %s. Deadline %s.",
+			escape.Slack(calls.QualifiedTool(call)), escape.Slack(call.GetCallId()), escape.SlackText(strings.Join(rec.GetDecision().GetEscalateTo(), ", ")),
 			deadlineText(rec.GetDeadline().AsTime(), rec.GetDeadline() != nil))
 	}
 	err := eachMessage(ref, func(ch, ts string) error {

@@ -113,7 +113,7 @@ func TestPendingCallPostsOneCardWithWhatAReviewerNeeds(t *testing.T) {
 		{"shows_rule", "rule `write`"},
 		{"shows_call_id_and_revision", "call `call_card` · revision 1"},
 		{"shows_thread_id", "thread `thread-9`"},
-		{"shows_agent_and_principal", "`bot-1` on behalf of *dave*"},
+		{"shows_agent_and_principal", "`bot-1` on behalf of `dave`"},
 		{"shows_deadline_in_readers_time_zone", fmt.Sprintf("<!date^%d^{date_short_pretty} {time}|2026-11-21 06:00 UTC>", deadline)},
 		{"links_to_console", "<" + publicURL + "/calls/bot-1/call_card|Open in the console>"},
 		{"summarizes_short_arguments", `path: "/srv/app/config.yaml"`},
@@ -229,13 +229,13 @@ func TestUpdateShowsTheOutcomeOnEveryCard(t *testing.T) {
 		{"approved_in_the_console_names_who_and_where", airlockv1.ApprovalState_APPROVAL_STATE_APPROVED, human("alice", "console"), "",
 			[]string{":white_check_mark: *Approved* by *alice* (console)"}},
 		{"rejected_shows_the_reason", airlockv1.ApprovalState_APPROVAL_STATE_REJECTED, human("bob", "slack"), "not during the freeze",
-			[]string{":no_entry: *Rejected* by *bob* (slack): not during the freeze", "will not run"}},
+			[]string{":no_entry: *Rejected* by *bob* (slack): `not during the freeze`", "will not run"}},
 		{"changes_requested_shows_the_feedback", airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED, human("bob", "cli"), "use the staging path",
-			[]string{"*Changes requested* by *bob* (cli): use the staging path"}},
+			[]string{"*Changes requested* by *bob* (cli): `use the staging path`"}},
 		{"expired_says_nobody_decided", airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED, nil, "",
 			[]string{":hourglass: *Expired*: nobody decided before", "will not run"}},
 		{"canceled_by_the_agent", airlockv1.ApprovalState_APPROVAL_STATE_CANCELED, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: "bot-1"}, "no longer needed",
-			[]string{"*Canceled* by *bot-1* (agent): no longer needed"}},
+			[]string{"*Canceled* by *bot-1* (agent): `no longer needed`"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := pendingRecord(t, "call_"+fmt.Sprint(tt.state.Number()))

@@ -23,7 +23,9 @@ type Filter struct {
 	// Decision is allow, deny, ask, approve, reject, request_changes, expire, cancel.
 	Decision string `json:"decision,omitempty"`
 	// DecidedBy matches Row.DecidedBy exactly ("rule:ask-writes") or by its
-	// kind ("human", "rule", "grant", "timeout").
+	// kind ("human", "rule", "grant", "timeout"), and only decisions (rows
+	// with a Decision): a sign-in, a token or a rule change has an actor
+	// but decides no call.
 	DecidedBy string `json:"decided_by,omitempty"`
 	// Grant is a standing grant id: its creation, uses, revocation, expiry
 	// and the decisions it made.
@@ -62,7 +64,7 @@ func (f Filter) Match(r Row, callOfTool bool) bool {
 		f.Actor != "" && r.ActorID != f.Actor,
 		f.Type != "" && r.Type != f.Type,
 		f.Decision != "" && r.Decision != f.Decision,
-		f.DecidedBy != "" && r.DecidedBy != f.DecidedBy && !strings.HasPrefix(r.DecidedBy, f.DecidedBy+":"),
+		f.DecidedBy != "" && (r.Decision == "" || r.DecidedBy != f.DecidedBy && !strings.HasPrefix(r.DecidedBy, f.DecidedBy+":")),
 		f.Grant != "" && r.GrantID != f.Grant,
 		!f.Since.IsZero() && r.Time.Before(f.Since),
 		!f.Until.IsZero() && !r.Time.Before(f.Until),

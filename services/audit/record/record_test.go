@@ -143,3 +143,34 @@ func TestAnalyze(t *testing.T) {
 		}
 	}
 }
+
+// TestDecidedByMatchesOnlyDecisions: --decided-by (and the console's
+// Decided-by filter) lists what decided calls, never the other events a
+// person or a rule is the actor of.
+func TestDecidedByMatchesOnlyDecisions(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		row       record.Row
+		decidedBy string
+		want      bool
+	}{
+		{"a_person_approving_matches_human", record.Row{Type: "approved", Decision: "approve", DecidedBy: "human:alice"}, "human", true},
+		{"a_person_approving_matches_the_person", record.Row{Type: "approved", Decision: "approve", DecidedBy: "human:alice"}, "human:alice", true},
+		{"a_vote_matches_human", record.Row{Type: "vote_cast", Decision: "vote", DecidedBy: "human:alice"}, "human", true},
+		{"a_sign_in_does_not_match_human", record.Row{Type: "sign_in", DecidedBy: "human:alice"}, "human", false},
+		{"a_token_created_does_not_match_human", record.Row{Type: "token_created", DecidedBy: "human:alice"}, "human:alice", false},
+		{"a_rule_change_does_not_match_human", record.Row{Type: "policy_changed", DecidedBy: "human:admin"}, "human", false},
+		{"a_rule_allowing_matches_rule", record.Row{Type: "allowed", Decision: "allow", DecidedBy: "rule:read-only"}, "rule", true},
+		{"a_grant_allowing_matches_grant", record.Row{Type: "allowed", Decision: "allow", DecidedBy: "grant:grant_1"}, "grant", true},
+		{"a_grant_created_does_not_match_grant", record.Row{Type: "grant_created", DecidedBy: "human:alice"}, "grant", false},
+		{"an_expiry_matches_timeout", record.Row{Type: "expired", Decision: "expire", DecidedBy: "timeout"}, "timeout", true},
+		{"a_grant_expiring_does_not_match_timeout", record.Row{Type: "grant_expired", DecidedBy: "timeout"}, "timeout", false},
+		{"a_prefix_of_a_name_is_not_a_kind", record.Row{Type: "approved", Decision: "approve", DecidedBy: "human:alice"}, "hum", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := (record.Filter{DecidedBy: tc.decidedBy}).Match(tc.row, false); got != tc.want {
+				t.Fatalf("Filter{DecidedBy: %q}.Match(%+v) = %v, want %v", tc.decidedBy, tc.row, got, tc.want)
+			}
+		})
+	}
+}

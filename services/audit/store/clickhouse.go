@@ -286,7 +286,7 @@ func where(f Filter) (string, []any) {
 	eq("decision", f.Decision)
 	eq("grant_id", f.Grant)
 	if f.DecidedBy != "" {
-		conds = append(conds, "(decided_by = ? OR startsWith(decided_by, ?))")
+		conds = append(conds, "decision != '' AND (decided_by = ? OR startsWith(decided_by, ?))") // decisions only (record.Filter)
 		args = append(args, f.DecidedBy, f.DecidedBy+":")
 	}
 	if f.Tool != "" {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/airlock-gate/airlock/services/shared/escape"
 )
 
 // Formats Export writes.
@@ -23,9 +25,9 @@ var CSVHeader = []string{"seq", "time", "event_id", "type", "agent_id", "thread_
 	"server", "tool", "actor_type", "actor_id", "actor_channel", "decision", "reason", "risk", "rule_id",
 	"policy_revision", "decision_id", "args_digest", "latency_ms", "payload", "decided_by", "grant_id", "prev_hash", "hash"}
 
-// CSVRecord is r as a CSV line in CSVHeader order. Every cell is
-// neutralised (neutralizeCell): agents write reasons, ids and arguments,
-// and a spreadsheet must never run one as a formula.
+// CSVRecord is r as a CSV line in CSVHeader order. Every cell is escaped
+// for a spreadsheet (escape.CSV): agents write reasons, ids and arguments,
+// and a spreadsheet must never run one as a formula nor show it reordered.
 func CSVRecord(r Row) []string {
 	lat := ""
 	if r.LatencyMS != nil {
@@ -36,20 +38,9 @@ func CSVRecord(r Row) []string {
 		r.ActorID, r.ActorChannel, r.Decision, r.Reason, r.Risk, r.RuleID, r.PolicyRevision, r.DecisionID,
 		r.ArgsDigest, lat, r.Payload, r.DecidedBy, r.GrantID, r.PrevHash, r.Hash}
 	for i, c := range cells {
-		cells[i] = neutralizeCell(c)
+		cells[i] = escape.CSV(c)
 	}
 	return cells
-}
-
-// neutralizeCell keeps a spreadsheet from reading a cell as a formula:
-// agents write reasons, arguments and ids, and a cell that starts with
-// = + - @, a tab or a carriage return would run when the export is opened
-// (OWASP "CSV injection"). Such a cell gets a leading apostrophe.
-func neutralizeCell(c string) string {
-	if c != "" && strings.ContainsRune("=+-@\t\r", rune(c[0])) {
-		return "'" + c
-	}
-	return c
 }
 
 // Export writes every row matching f to w in format (csv, json or jsonl),
@@ -123,7 +114,9 @@ type exportedRow struct {
 }
 
 func exportRow(r Row) exportedRow {
-	p := json.RawMessage(r.Payload)
+	// A payload is valid UTF-8 as the audit service writes it; whatever
+	// else a database holds is made valid, so the export stays JSON.
+	p := json.RawMessage(strings.ToValidUTF8(r.Payload, "\uFFFD"))
 	if !json.Valid(p) {
 		b, _ := json.Marshal(r.Payload)
 		p = b

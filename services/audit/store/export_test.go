@@ -13,7 +13,8 @@ func TestCSVCellsNeverStartAFormula(t *testing.T) {
 		{"-2+3", "'-2+3"},
 		{"@SUM(A1)", "'@SUM(A1)"},
 		{"\t=1", "'\t=1"},
-		{"\r=1", "'\r=1"},
+		{"\r=1", `\u000d=1`}, // a carriage return is shown, not kept
+		{"x\u202egpj.exe", `x\u202egpj.exe`},
 		{"plain reason", "plain reason"},
 		{"a=b", "a=b"}, // a formula later in the text is kept
 		{"", ""},

@@ -1,4 +1,4 @@
-// Package policybench measures SPEC §8's policy bar: one decision in
+// Package policybench measures airlock's policy goal: one decision in
 // process, as the policy service makes it, against OPA's own floor — a
 // prepared query of a constant policy, given the same input — measured in
 // the same run, at several rule counts.
@@ -20,11 +20,23 @@ import (
 	"github.com/airlock-gate/airlock/services/policy/decide"
 )
 
-// Goals from SPEC §8, as ratios to the floor of the same run.
+// Goals (docs/benchmarks.md), as ratios to the floor of the same run.
 const (
 	GoalP50Ratio = 1.5
 	GoalP99Ratio = 10.0
 )
+
+// Missed names each goal the run missed, empty when both were met.
+func (r *Result) Missed() []string {
+	var missed []string
+	if !r.MeetsP50 {
+		missed = append(missed, fmt.Sprintf("decision p50 %.2f× the floor, goal ≤ %.1f×", r.WorstP50, r.GoalP50))
+	}
+	if !r.MeetsP99 {
+		missed = append(missed, fmt.Sprintf("decision p99 %.2f× the floor, goal ≤ %.0f×", r.WorstP99, r.GoalP99))
+	}
+	return missed
+}
 
 // FloorPolicy is the cheapest policy there is: every call gets the same
 // decision. OPA evaluating it is the floor every decision pays.

@@ -3,12 +3,8 @@
 package calls
 
 import (
-	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -229,46 +225,4 @@ func AgentRan(agentRan, argumentsDiffer bool) string {
 		return "run by the agent itself and reported by it"
 	}
 	return ""
-}
-
-// Visible escapes, in text a person reads, every rune that would not show
-// as itself: control and format characters (bidi overrides such as U+202E,
-// zero-width spaces), line and paragraph separators and unassigned code
-// points become \uXXXX (\U00XXXXXX past U+FFFF), and a byte that is not
-// UTF-8 becomes \xNN. What an agent wrote then cannot reorder or hide
-// itself on a reviewer's screen. Printable text, spaces, tabs and line
-// breaks are kept as they are.
-func Visible(s string) string {
-	if strings.IndexFunc(s, hidden) < 0 && utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 16)
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case hidden(r) && r > 0xFFFF:
-			fmt.Fprintf(&b, `\U%08x`, r)
-		case hidden(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
-}
-
-// hidden reports whether r does not show as itself: not printable, or
-// drawn as nothing although Go counts it printable (default-ignorable code
-// points such as the combining grapheme joiner, variation selectors and
-// Hangul fillers, and the blank Braille pattern).
-func hidden(r rune) bool {
-	if r == '\n' || r == '\t' {
-		return false
-	}
-	return !strconv.IsPrint(r) || r == '\u2800' ||
-		unicode.Is(unicode.Variation_Selector, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r)
 }

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/notify/webhook"
 )
@@ -159,17 +159,12 @@ func Summary(rec *airlockv1.ApprovalRecord, typ string) string {
 	case webhook.TypeEscalated:
 		lead = "Escalated: approval needed"
 	}
-	s := fmt.Sprintf("%s: %s by agent %s (risk %s), deadline %s", lead, oneLine(calls.QualifiedTool(c)), c.GetAgentId(),
+	s := fmt.Sprintf("%s: %s by agent %s (risk %s), deadline %s", lead, escape.Terminal(calls.QualifiedTool(c)), c.GetAgentId(),
 		calls.RiskName(rec.GetDecision().GetRisk()), rec.GetDeadline().AsTime().UTC().Format(time.RFC3339))
 	if utf8.RuneCountInString(s) > maxSummary {
 		s = string([]rune(s)[:maxSummary-1]) + "…"
 	}
 	return s
-}
-
-// oneLine is agent text made visible with its line breaks escaped too.
-func oneLine(s string) string {
-	return strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(calls.Visible(s))
 }
 
 func (n *Notifier) send(ctx context.Context, ev Event) error {

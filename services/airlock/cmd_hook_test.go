@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestHookInstallFindsTheCredentialFromTheUsersOwnProject: installing the
+// hook into another directory than airlock's finds the agent's credential
+// under --data and writes its absolute path; without it, the error names
+// where it looked and how to say where the credential is.
+func TestHookInstallFindsTheCredentialFromTheUsersOwnProject(t *testing.T) {
+	data := t.TempDir()
+	creds := filepath.Join(data, "agents", "laptop.creds.json")
+	if err := os.MkdirAll(filepath.Dir(creds), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(creds, []byte(`{"agent":"laptop","url":"nats://127.0.0.1:1","seed":"x"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The default data directory: .airlock beside the command, which holds no agents.
+	t.Setenv("AIRLOCK_DEV_DATA_DIR", "")
+	os.Unsetenv("AIRLOCK_DEV_DATA_DIR")
+	for _, tc := range []struct {
+		name      string
+		extra     []string
+		wantErr   []string
+		wantInCfg string
+	}{
+		{"with_data_the_hook_runs_with_the_absolute_credential", []string{"--data", data}, nil, "--creds " + creds},
+		{"without_data_the_error_says_where_it_looked_and_what_to_pass", nil,
+			[]string{"no credential for agent laptop at /", filepath.Join(".airlock", "agents", "laptop.creds.json"), "--data DIR", "--creds FILE"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			project := t.TempDir()
+			root := newRootCmd()
+			root.SetArgs(append([]string{"hook", "install", "claude", "--agent", "laptop", "--project", "--dir", project,
+				"--home", t.TempDir(), "--binary", "/usr/local/bin/airlock"}, tc.extra...))
+			err := root.ExecuteContext(context.Background())
+			if len(tc.wantErr) > 0 {
+				if err == nil {
+					t.Fatal("installed without finding the credential")
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("the error lacks %q: %v", w, err)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := os.ReadFile(filepath.Join(project, ".claude", "settings.local.json"))
+			if err != nil || !strings.Contains(string(cfg), tc.wantInCfg) {
+				t.Fatalf("the hook configuration lacks %q: %v\n%s", tc.wantInCfg, err, cfg)
+			}
+		})
+	}
+}
