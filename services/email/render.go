@@ -45,18 +45,23 @@ func Subject(rec *airlockv1.ApprovalRecord) string {
 // decide it.
 func RequestBody(rec *airlockv1.ApprovalRecord, publicURL string) string {
 	var b strings.Builder
-	c, d := rec.GetCall(), rec.GetDecision()
+	c := rec.GetCall()
 	fmt.Fprintf(&b, "An agent's tool call waits for a decision.\n\nDecide in the console (sign in there; this mail decides nothing):\n%s\n\n",
 		notify.ConsoleURL(publicURL, c.GetAgentId(), c.GetCallId()))
-	details(&b, rec)
+	whole(&b, rec)
+	return b.String()
+}
+
+// whole writes the call's details, its arguments and the footer.
+func whole(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
+	details(b, rec)
 	b.WriteString("\nArguments")
-	if len(d.GetRedact()) > 0 {
+	if len(rec.GetDecision().GetRedact()) > 0 {
 		b.WriteString(" (values the policy redacts are masked)")
 	}
 	b.WriteString(":\n")
 	b.WriteString(indent(arguments(rec)))
-	footer(&b, rec)
-	return b.String()
+	footer(b, rec)
 }
 
 // ReminderBody is a reminder or escalation reply; it carries the call's
@@ -71,11 +76,7 @@ func ReminderBody(rec *airlockv1.ApprovalRecord, publicURL string) string {
 		b.WriteString("Reminder: this call still waits for a decision.\n\n")
 	}
 	fmt.Fprintf(&b, "Decide in the console:\n%s\n\n", notify.ConsoleURL(publicURL, c.GetAgentId(), c.GetCallId()))
-	details(&b, rec)
-	// Whoever escalation added never got the request: the reply is whole.
-	b.WriteString("\nArguments:\n")
-	b.WriteString(indent(arguments(rec)))
-	footer(&b, rec)
+	whole(&b, rec) // whoever escalation added never got the request
 	return b.String()
 }
 
