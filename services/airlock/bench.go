@@ -38,6 +38,7 @@ why each goal is what it is.`,
 		newBenchAuditCmd(g),
 		newBenchFloorCmd(g),
 		newBenchGatewayCmd(g),
+		newBenchFanoutCmd(g),
 	)
 	return cmd
 }
