@@ -287,6 +287,14 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// SyncText says how often a sync setting (dev.sync) writes to disk, for people.
+func SyncText(s string) string {
+	if s == "always" {
+		return "every write"
+	}
+	return "every " + s
+}
+
 // ParseSync reads dev.sync: "always" → (0, nil) meaning fsync every write,
 // otherwise a positive duration.
 func ParseSync(s string) (time.Duration, error) {

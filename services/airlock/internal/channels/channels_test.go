@@ -1,4 +1,4 @@
-package main
+package channels
 
 import (
 	"context"
@@ -24,13 +24,13 @@ import (
 func TestEveryChannelShowsTheFirstDecisionWhileOneHangs(t *testing.T) {
 	n := testenv.StartNATS(t)
 	cfg := testenv.Config(n.URL())
-	rx, err := startFanoutReceivers(t.TempDir())
+	rx, err := StartReceivers(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(rx.close)
-	rx.hang = "chat"
-	rx.configure(&cfg)
+	t.Cleanup(rx.Close)
+	rx.Hang = "chat"
+	rx.Configure(&cfg)
 	cfg.Email.Addresses["bob"] = "bob@example.com"
 	cfg.Approval.LogNotifier = false
 	cfg.Approval.NotifyTimeout = time.Minute // far longer than any wait below
@@ -38,7 +38,7 @@ func TestEveryChannelShowsTheFirstDecisionWhileOneHangs(t *testing.T) {
 		t.Fatal(err)
 	}
 	deps := testenv.Deps(t, cfg)
-	chans := onCallNotifiers(deps)
+	chans := OnCall(deps)
 	var names []string
 	for _, c := range chans {
 		names = append(names, c.Name())
@@ -53,13 +53,13 @@ func TestEveryChannelShowsTheFirstDecisionWhileOneHangs(t *testing.T) {
 	testenv.RunService(t, s)
 
 	ctx := context.Background()
-	if err := publishAsk(ctx, deps.Publisher("policy"), "race-1", []string{"email", "webhook", "pagerduty"}, "alice", "bob"); err != nil {
+	if err := PublishAsk(ctx, deps.Publisher("policy"), "race-1", []string{"email", "webhook", "pagerduty"}, "alice", "bob"); err != nil {
 		t.Fatal(err)
 	}
 	announced := []string{"email request", "email request", "webhook-oncall approval_requested pending",
 		"webhook-audit approval_requested pending", "pagerduty trigger"}
 	testenv.Eventually(t, 10*time.Second, "every channel but the hanging one to deliver", func() bool {
-		return containsAll(rx.deliveries("race-1"), announced)
+		return containsAll(rx.Deliveries("race-1"), announced)
 	})
 
 	nc, _ := testenv.Connect(t, n.URL())
@@ -91,9 +91,9 @@ func TestEveryChannelShowsTheFirstDecisionWhileOneHangs(t *testing.T) {
 	state := calls.StateName(winners[0])
 	outcome := []string{"email outcome-" + state, "webhook-oncall outcome " + state, "webhook-audit outcome " + state, "pagerduty resolve"}
 	testenv.Eventually(t, 10*time.Second, "every channel that announced the call to show the outcome "+state, func() bool {
-		return containsAll(rx.deliveries("race-1"), outcome)
+		return containsAll(rx.Deliveries("race-1"), outcome)
 	})
-	for _, d := range rx.deliveries("race-1") {
+	for _, d := range rx.Deliveries("race-1") {
 		if strings.Contains(d, "outcome") && !strings.HasSuffix(d, state) {
 			t.Fatalf("a channel showed another outcome than the decision that won (%s): %q", state, d)
 		}
