@@ -126,8 +126,10 @@ func (con *Console) serviceWorker(c echo.Context) error {
 }
 
 func (con *Console) icon(c echo.Context) error {
-	b, ok := con.app.icons[strings.TrimSuffix(c.Param("file"), ".png")]
-	if !ok || !strings.HasSuffix(c.Param("file"), ".png") {
+	size, ok := strings.CutPrefix(c.Param("file"), "icon-")
+	size, png := strings.CutSuffix(size, ".png")
+	b, known := con.app.icons[size]
+	if !ok || !png || !known {
 		return apierr.New(apierr.NotFound, "no such icon")
 	}
 	c.Response().Header().Set("Cache-Control", "public, max-age=86400")

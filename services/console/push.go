@@ -107,14 +107,24 @@ func DevVAPIDKey(dataDir string) (string, error) {
 	if _, err := os.Stat(file); err == nil {
 		return file, nil
 	}
-	priv, _, err := webpush.GenerateVAPIDKeys()
-	if err != nil {
-		return "", fmt.Errorf("generate a VAPID key: %w", err)
-	}
-	if err := seal.CreateSecretFile(file, priv+"\n"); err != nil && !errors.Is(err, os.ErrExist) {
+	if _, err := NewVAPIDKey(file); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", err
 	}
 	return file, nil
+}
+
+// NewVAPIDKey writes a new VAPID private key to file (mode 0600; an
+// existing file is never overwritten: the error wraps os.ErrExist) and
+// returns its public key, base64url.
+func NewVAPIDKey(file string) (public string, err error) {
+	priv, pub, err := webpush.GenerateVAPIDKeys()
+	if err != nil {
+		return "", fmt.Errorf("generate a VAPID key: %w", err)
+	}
+	if err := seal.CreateSecretFile(file, priv+"\n"); err != nil {
+		return "", err
+	}
+	return pub, nil
 }
 
 // pushSubject is the VAPID "sub" claim: console.webpush.subject, else the

@@ -13,7 +13,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/console"
-	"github.com/airlock-gate/airlock/services/console/pushtest"
+	"github.com/airlock-gate/airlock/services/shared/notify/pushtest"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/notify/notifytest"
@@ -246,5 +246,38 @@ func TestDevVAPIDKeyIsMadeOnceAndPrivate(t *testing.T) {
 	}
 	if fi, _ := os.Stat(first); fi.Mode().Perm() != 0o600 {
 		t.Fatalf("key file mode %v, want 0600", fi.Mode().Perm())
+	}
+}
+
+func TestTheInstallableAppIsServedToAnyoneWithItsTypes(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser() // not signed in: none of it holds anyone's data
+	m := b.get("/manifest.webmanifest")
+	var manifest struct {
+		StartURL string `json:"start_url"`
+		Display  string `json:"display"`
+		Icons    []struct{ Src, Type string }
+	}
+	if m.Status != http.StatusOK || m.Header.Get("Content-Type") != "application/manifest+json" || json.Unmarshal([]byte(m.Body), &manifest) != nil ||
+		manifest.StartURL != "/" || manifest.Display != "standalone" || len(manifest.Icons) == 0 {
+		t.Fatalf("manifest: %d %q %s", m.Status, m.Header.Get("Content-Type"), m.Body)
+	}
+	for _, ic := range manifest.Icons {
+		if p := b.get(ic.Src); p.Status != http.StatusOK || p.Header.Get("Content-Type") != "image/png" || !strings.HasPrefix(p.Body, "\x89PNG") {
+			t.Errorf("icon %s: %d %q", ic.Src, p.Status, p.Header.Get("Content-Type"))
+		}
+	}
+	if p := b.get("/icons/icon-7.png"); p.Status != http.StatusNotFound {
+		t.Errorf("an icon of no size: %d", p.Status)
+	}
+	sw := b.get("/sw.js")
+	if sw.Status != http.StatusOK || !strings.HasPrefix(sw.Header.Get("Content-Type"), "text/javascript") || strings.Contains(sw.Body, "caches.") {
+		t.Fatalf("service worker: %d %q (it must cache nothing)", sw.Status, sw.Header.Get("Content-Type"))
+	}
+	if csp := sw.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "manifest-src 'self'") || !strings.Contains(csp, "worker-src 'self'") {
+		t.Errorf("the CSP lets no manifest or worker load: %s", csp)
+	}
+	if p := b.get("/devices"); p.Status == http.StatusOK {
+		t.Error("the Devices page is served without signing in")
 	}
 }
