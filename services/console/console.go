@@ -96,14 +96,11 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 	if opts.HealthWait == 0 {
 		opts.HealthWait = 300 * time.Millisecond
 	}
-	kv, err := deps.JS.KeyValue(ctx, deps.Config.Buckets.Console)
-	if err != nil {
-		return nil, fmt.Errorf("console bucket %s: %w (is the bus provisioned?)", deps.Config.Buckets.Console, err)
-	}
-	st, err := newStore(kv, deps.Config.Console, opts.Now)
+	st, err := openStore(ctx, deps, opts.Now)
 	if err != nil {
 		return nil, err
 	}
+	kv := st.kv
 	pages, err := parsePages()
 	if err != nil {
 		return nil, err

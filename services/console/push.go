@@ -227,14 +227,18 @@ func (ps *pushStore) add(ctx context.Context, sub pushSubscription) (pushSubscri
 	if err != nil {
 		return sub, err
 	}
+	kept := 0
 	for _, old := range mine {
-		if old.Endpoint == sub.Endpoint {
-			_ = ps.kv.Delete(ctx, old.key())
+		if old.Endpoint != sub.Endpoint {
+			kept++
 			continue
 		}
+		if err := ps.kv.Delete(ctx, old.key()); err != nil {
+			return sub, apierr.Wrap(apierr.Unavailable, err, "replace the device's earlier subscription")
+		}
 	}
-	if len(mine) >= maxPushDevices {
-		return sub, apierr.New(apierr.InvalidRequest, "you have %d devices with notifications on: turn one off first", len(mine))
+	if kept >= maxPushDevices {
+		return sub, apierr.New(apierr.InvalidRequest, "you have %d devices with notifications on: turn one off first", kept)
 	}
 	sub.ID = randomHex(8)
 	sub.CreatedAt = ps.now()
@@ -341,16 +345,12 @@ func NewPushNotifier(ctx context.Context, deps svc.Deps) (*PushNotifier, error) 
 	if err != nil {
 		return nil, err
 	}
-	kv, err := deps.JS.KeyValue(ctx, deps.Config.Buckets.Console)
-	if err != nil {
-		return nil, fmt.Errorf("console bucket %s: %w (is the bus provisioned?)", deps.Config.Buckets.Console, err)
-	}
-	st, err := newStore(kv, deps.Config.Console, time.Now)
+	st, err := openStore(ctx, deps, time.Now)
 	if err != nil {
 		return nil, err
 	}
 	return &PushNotifier{
-		store: st, subs: &pushStore{kv: kv, now: time.Now}, dir: calls.DirectoryOf(deps.Config), keys: keys,
+		store: st, subs: &pushStore{kv: st.kv, now: time.Now}, dir: calls.DirectoryOf(deps.Config), keys: keys,
 		subject: pushSubject(deps.Config), client: pushClient(w), base: strings.TrimRight(deps.Config.HTTP.PublicURL, "/"),
 		sso: deps.Config.Console.OIDC.Issuer != "", allowLoopback: w.AllowLoopbackHTTP, log: deps.Log,
 	}, nil

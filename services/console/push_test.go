@@ -13,10 +13,10 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/console"
-	"github.com/airlock-gate/airlock/services/shared/notify/pushtest"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/notify/notifytest"
+	"github.com/airlock-gate/airlock/services/shared/notify/pushtest"
 )
 
 // pushEnv is a console with Web Push on, a local push service that checks
@@ -279,5 +279,45 @@ func TestTheInstallableAppIsServedToAnyoneWithItsTypes(t *testing.T) {
 	}
 	if p := b.get("/devices"); p.Status == http.StatusOK {
 		t.Error("the Devices page is served without signing in")
+	}
+}
+
+func TestPushSubscribingTheSameEndpointAgainReplacesIt(t *testing.T) {
+	pe := newPushEnv(t)
+	d, b := pe.subscribe("alice")
+	if p := b.postJSON("/api/v1/devices", d.Subscription()); p.Status != http.StatusCreated {
+		t.Fatalf("subscribe again: %d %s", p.Status, p.Body)
+	}
+	var list struct {
+		Devices []json.RawMessage `json:"devices"`
+	}
+	if err := json.Unmarshal([]byte(b.get("/api/v1/devices").Body), &list); err != nil || len(list.Devices) != 1 {
+		t.Fatalf("alice has %d devices after subscribing one twice (%v)", len(list.Devices), err)
+	}
+}
+
+func TestPushRemindersAndEscalationsSayWhichTheyAre(t *testing.T) {
+	pe := newPushEnv(t)
+	alice, _ := pe.subscribe("alice")
+	rec := pending("c-push-6", "bot", "fs__write_file", map[string]any{}, airlockv1.Risk_RISK_HIGH)
+	ref, err := pe.notifier.Announce(context.Background(), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Reminded = true
+	if err := pe.notifier.Remind(context.Background(), rec, ref); err != nil {
+		t.Fatal(err)
+	}
+	rec.Escalated = true
+	if err := pe.notifier.Remind(context.Background(), rec, ref); err != nil {
+		t.Fatal(err)
+	}
+	var titles []string
+	for _, m := range pe.push.Received(alice) {
+		titles = append(titles, m.Kind+": "+m.Title)
+	}
+	want := []string{"announce: Decide: fs.write_file (high risk)", "remind: Still waiting: fs.write_file (high risk)", "remind: Escalated: fs.write_file (high risk)"}
+	if strings.Join(titles, "|") != strings.Join(want, "|") {
+		t.Fatalf("notifications = %q, want %q", titles, want)
 	}
 }
