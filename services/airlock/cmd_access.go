@@ -16,6 +16,7 @@ import (
 	"github.com/airlock-gate/airlock/services/console"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/seal"
+	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
 // newProvisionCmd creates or updates the streams and buckets. Services run
@@ -35,7 +36,7 @@ func newProvisionCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			deps, err := connect(cmd.Context(), cfg, log, "airlock-provision", true)
+			deps, err := svc.Connect(cmd.Context(), cfg, log, "airlock-provision", true)
 			if err != nil {
 				return err
 			}

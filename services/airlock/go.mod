@@ -9,6 +9,7 @@ require (
 	github.com/airlock-gate/airlock/services/approval v0.0.0
 	github.com/airlock-gate/airlock/services/audit v0.0.0
 	github.com/airlock-gate/airlock/services/console v0.0.0
+	github.com/airlock-gate/airlock/services/email v0.0.0
 	github.com/airlock-gate/airlock/services/executor v0.0.0
 	github.com/airlock-gate/airlock/services/gateway v0.0.0
 	github.com/airlock-gate/airlock/services/hooks v0.0.0
@@ -79,6 +80,7 @@ require (
 	github.com/valyala/fastjson v1.6.10 // indirect
 	github.com/valyala/fasttemplate v1.2.2 // indirect
 	github.com/vektah/gqlparser/v2 v2.5.58 // indirect
+	github.com/wneessen/go-mail v0.7.2 // indirect
 	github.com/xeipuuv/gojsonpointer v0.0.0-20190905194746-02993c407bfb // indirect
 	github.com/xeipuuv/gojsonreference v0.0.0-20180127040603-bd5ef7bd5415 // indirect
 	github.com/yashtewari/glob-intersection v0.2.0 // indirect
@@ -102,6 +104,7 @@ replace (
 	github.com/airlock-gate/airlock/services/approval => ../approval
 	github.com/airlock-gate/airlock/services/audit => ../audit
 	github.com/airlock-gate/airlock/services/console => ../console
+	github.com/airlock-gate/airlock/services/email => ../email
 	github.com/airlock-gate/airlock/services/executor => ../executor
 	github.com/airlock-gate/airlock/services/gateway => ../gateway
 	github.com/airlock-gate/airlock/services/hooks => ../hooks

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/airlock-gate/airlock/services/airlock/internal/channels"
 	"github.com/airlock-gate/airlock/services/console"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/notify/lognotify"
@@ -20,7 +21,7 @@ func notifiers(d svc.Deps) []notify.Notifier {
 	}
 	out = append(out, slackNotifiers(d)...)
 	out = append(out, pushNotifiers(d)...)
-	return out
+	return append(out, channels.OnCall(d)...)
 }
 
 // pushNotifiers returns the Web Push notifier when console.webpush is

@@ -35,6 +35,9 @@ type Config struct {
 	Audit      Audit      `yaml:"audit"`
 	Console    Console    `yaml:"console"`
 	Slack      Slack      `yaml:"slack"`
+	Email      Email      `yaml:"email"`
+	Webhooks   []Webhook  `yaml:"webhooks"`
+	PagerDuty  PagerDuty  `yaml:"pagerduty"`
 	Gateway    Gateway    `yaml:"gateway"`
 }
 
@@ -112,7 +115,7 @@ type Dev struct {
 // HTTP is the listener for the console, the REST API, /healthz and /metrics.
 type HTTP struct {
 	Addr string `yaml:"addr"`
-	// PublicURL is how people reach the console (links in Slack messages).
+	// PublicURL is how people reach the console (links in Slack messages, mail, webhooks).
 	PublicURL string `yaml:"public_url"`
 }
 
@@ -178,6 +181,8 @@ func Default() Config {
 		Audit:      defaultAudit(),
 		Console:    defaultConsole(),
 		Slack:      defaultSlack(),
+		Email:      defaultEmail(),
+		PagerDuty:  defaultPagerDuty(),
 		Gateway:    defaultGateway(),
 	}
 }
@@ -274,9 +279,20 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.Slack.validate()...)
+	errs = append(errs, c.Email.validate()...)
+	errs = append(errs, validateWebhooks(c.Webhooks)...)
+	errs = append(errs, c.PagerDuty.validate()...)
 	errs = append(errs, c.Console.OIDC.validate()...)
 	errs = append(errs, c.Gateway.validate()...)
 	return errors.Join(errs...)
+}
+
+// SyncText says how often a sync setting (dev.sync) writes to disk, for people.
+func SyncText(s string) string {
+	if s == "always" {
+		return "every write"
+	}
+	return "every " + s
 }
 
 // ParseSync reads dev.sync: "always" → (0, nil) meaning fsync every write,

@@ -14,6 +14,7 @@ import (
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	airlockslack "github.com/airlock-gate/airlock/services/slack"
+	"github.com/airlock-gate/airlock/services/slack/slackfake"
 )
 
 // review is what the reviewers do with an asked call.
@@ -321,15 +322,15 @@ func (d *driver) reviewREST(ctx context.Context, rec *callRecord, rev uint32, ac
 // signed button click (and, to reject, the reason modal). Like a person, the
 // reviewer clicks again when the card does not change within a few
 // seconds; with no card at all it decides in the console instead.
-func (d *driver) reviewSlack(ctx context.Context, rec *callRecord, rev uint32, act review, u slackUser, think time.Duration) error {
+func (d *driver) reviewSlack(ctx context.Context, rec *callRecord, rev uint32, act review, u slackfake.User, think time.Duration) error {
 	pending, err := d.waitPending(ctx, u.Name, rec.Agent, rec.ID, rev)
 	if err != nil || !pending {
 		return err
 	}
-	var c card
+	var c slackfake.Card
 	found := false
 	for deadline := time.Now().Add(d.p.slackCardWait); time.Now().Before(deadline) && !found; {
-		if c, found = d.l.slack.cardOf(rec.Agent, rec.ID, rev); !found {
+		if c, found = d.l.slack.CardOf(rec.Agent, rec.ID, rev); !found {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
@@ -349,7 +350,7 @@ func (d *driver) reviewSlack(ctx context.Context, rec *callRecord, rev uint32, a
 	for try := 1; try <= 5; try++ {
 		d.locked(func() { rec.SlackClicks++ })
 		trigger := fmt.Sprintf("%d.%s.%d.%d", d.seed, rec.ID, rev, try)
-		if _, err := d.cons.slackPost(ctx, d.l.slackSecret, buttonClick(u, c, action, trigger)); err != nil {
+		if _, err := d.cons.slackPost(ctx, d.l.slackSecret, slackfake.ButtonClick(u, c, action, trigger)); err != nil {
 			return err
 		}
 		if act == rejectSlack {
@@ -357,7 +358,7 @@ func (d *driver) reviewSlack(ctx context.Context, rec *callRecord, rev uint32, a
 			if !ok {
 				continue
 			}
-			status, err := d.cons.slackPost(ctx, d.l.slackSecret, viewSubmission(u, meta, "not now (airlock chaos, Slack)"))
+			status, err := d.cons.slackPost(ctx, d.l.slackSecret, slackfake.ViewSubmission(u, meta, "not now (airlock chaos, Slack)"))
 			if err != nil {
 				return err
 			}
@@ -382,7 +383,7 @@ func (d *driver) reviewSlack(ctx context.Context, rec *callRecord, rev uint32, a
 // waitModal waits for the modal the click with trigger opened.
 func (d *driver) waitModal(ctx context.Context, trigger string) (string, bool) {
 	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; {
-		if m, ok := d.l.slack.modal(trigger); ok {
+		if m, ok := d.l.slack.Modal(trigger); ok {
 			return m, true
 		}
 		time.Sleep(100 * time.Millisecond)
