@@ -321,3 +321,29 @@ func TestPushRemindersAndEscalationsSayWhichTheyAre(t *testing.T) {
 		t.Fatalf("notifications = %q, want %q", titles, want)
 	}
 }
+
+// An escalation adds its escalate_to approvers to the call (the approval
+// service's DueTimer): their phones are told then, not before.
+func TestPushEscalationReachesTheApproversItAdds(t *testing.T) {
+	pe := newPushEnv(t, func(c *config.Config) {
+		c.Console.Users = append(c.Console.Users, config.User{Name: "dave", PasswordHash: c.Console.Users[0].PasswordHash,
+			Roles: []string{config.RoleReviewer}, Groups: []string{"oncall"}})
+	})
+	dave, _ := pe.subscribe("dave")
+	rec := pending("c-push-7", "bot", "fs__write_file", map[string]any{}, airlockv1.Risk_RISK_HIGH)
+	ref, err := pe.notifier.Announce(context.Background(), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(pe.push.Received(dave)); n != 0 {
+		t.Fatalf("dave, not yet an approver, received %d notifications", n)
+	}
+	rec.Escalated, rec.Decision.Approvers = true, append(rec.Decision.Approvers, "group:oncall")
+	if err := pe.notifier.Remind(context.Background(), rec, ref); err != nil {
+		t.Fatal(err)
+	}
+	got := pe.push.Received(dave)
+	if len(got) != 1 || got[0].Title != "Escalated: fs.write_file (high risk)" {
+		t.Fatalf("dave received %+v after the escalation", got)
+	}
+}
