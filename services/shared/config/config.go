@@ -242,6 +242,9 @@ func (c Config) Validate() error {
 	if c.Intake.MaxMsgSize < int32(c.Limits.MaxRequestBytes) {
 		errs = append(errs, fmt.Errorf("intake.max_msg_size (%d) must be at least limits.max_request_bytes (%d), so that an oversized request is told why", c.Intake.MaxMsgSize, c.Limits.MaxRequestBytes))
 	}
+	if c.Approval.MaxPendingPerAgent < 1 {
+		errs = append(errs, fmt.Errorf("approval.max_pending_per_agent (%d) must be at least 1: it is how many of one agent's calls may wait for a person", c.Approval.MaxPendingPerAgent))
+	}
 	if c.Limits.MaxArgumentDepth < 1 || c.Limits.MaxArgumentDepth > 128 {
 		errs = append(errs, fmt.Errorf("limits.max_argument_depth (%d) must be between 1 and 128: it is how deeply a request's arguments may nest", c.Limits.MaxArgumentDepth))
 	}
