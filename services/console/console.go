@@ -32,6 +32,7 @@ import (
 
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
@@ -76,6 +77,8 @@ type Console struct {
 	opts     Options
 	pub      *envelope.Publisher // sign-ins, tokens, refused requests (audit_events.go)
 	waits    *agentWaits         // open long-polls per agent (waits.go)
+	// clients says whether an MCP gateway client still waits for a call.
+	clients *clientwait.Store
 }
 
 // New builds the console from deps. The console bucket must exist
@@ -99,6 +102,10 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
+	clients, err := clientwait.Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
 	pages, err := parsePages()
 	if err != nil {
 		return nil, err
@@ -117,7 +124,7 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 		policy: policyapi.New(deps.NC, fk, Frontend), store: st, pages: pages, opts: opts, proxies: proxies,
 		logins: newLoginLimiter(kv, deps.Config.Console.SignIn, opts.Now),
 		pub:    deps.Publisher("console"),
-		waits:  newAgentWaits(maxWaitsPerAgent),
+		waits:  newAgentWaits(maxWaitsPerAgent), clients: clients,
 	}
 	c.use.recordToken = c.recordToken
 	c.feed = newFeed(c)
