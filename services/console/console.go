@@ -216,6 +216,8 @@ func (con *Console) Register(e *echo.Echo) {
 	// REST API
 	r(http.MethodPost, "/api/v1/calls", con.apiSubmit, agentOnly)
 	r(http.MethodGet, "/api/v1/calls/:id", con.apiAwait, agentOnly)
+	r(http.MethodPost, "/api/v1/calls/:id/cancel", con.apiCancel, agentOnly)
+	r(http.MethodPost, "/api/v1/calls/:id/report", con.apiReport, agentOnly)
 	r(http.MethodGet, "/api/v1/approvals", con.apiList, signedIn)
 	r(http.MethodGet, "/api/v1/approvals/:agent/:id", con.apiGet, signedIn)
 	r(http.MethodGet, "/api/v1/approvals/:agent/:id/events", con.apiEvents, signedIn)

@@ -242,7 +242,8 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 	case RoleConsole:
 		return Permissions{
 			PublishAllow: join(
-				[]string{subject.AllRequests, subject.APIPrefix + ".approval.>", subject.APIPrefix + ".policy.>"},
+				[]string{subject.AllRequests, subject.APIPrefix + ".approval.>", subject.APIPrefix + ".policy.>",
+					subject.AgentCancel("*")}, // an agent token's cancel (REST)
 				events(subject.UnauthorizedAttempt),
 				system(subject.SignIn, subject.TokenCreated, subject.TokenRevoked),
 				readAll(n.events),
