@@ -214,6 +214,7 @@ func (con *Console) Register(e *echo.Echo) {
 	r(http.MethodPost, "/tokens/:id/revoke", con.revokeTokenForm, signedIn)
 
 	// REST API
+	r(http.MethodGet, "/api/v1/openapi.json", con.apiDocument, public)
 	r(http.MethodPost, "/api/v1/calls", con.apiSubmit, agentOnly)
 	r(http.MethodGet, "/api/v1/calls/:id", con.apiAwait, agentOnly)
 	r(http.MethodPost, "/api/v1/calls/:id/cancel", con.apiCancel, agentOnly)
