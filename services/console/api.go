@@ -123,6 +123,21 @@ func (con *Console) apiSubmit(c echo.Context) error {
 	return c.JSON(http.StatusAccepted, submitResponse{CallID: id, Status: "submitted", Await: "/api/v1/calls/" + url.PathEscape(id) + "?wait=30s"})
 }
 
+// ownCall reads a request of the token's agent about one of its own calls
+// (the path's id) with its JSON body (at most limit bytes) into body, and
+// returns the agent's client and the call id.
+func (con *Console) ownCall(c echo.Context, body any, limit int64) (*airlock.Client, string, error) {
+	id := c.Param("id")
+	if err := ids.Validate("call id", id); err != nil {
+		return nil, "", apierr.New(apierr.InvalidRequest, "%s", err.Error())
+	}
+	if err := readJSON(c, body, limit); err != nil {
+		return nil, "", err
+	}
+	client, err := con.agentClient(principal(c).AgentID)
+	return client, id, err
+}
+
 // cancelRequest is the body of POST /api/v1/calls/{id}/cancel.
 type cancelRequest struct {
 	Reason string `json:"reason"`
@@ -132,16 +147,8 @@ type cancelRequest struct {
 // decision (the agent's cancel, as over NATS) and answers the call's state
 // after it: "canceled", or how a call decided already stands (left as is).
 func (con *Console) apiCancel(c echo.Context) error {
-	p := principal(c)
-	id := c.Param("id")
-	if err := ids.Validate("call id", id); err != nil {
-		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
-	}
 	var req cancelRequest
-	if err := readJSON(c, &req, 4096); err != nil {
-		return err
-	}
-	client, err := con.agentClient(p.AgentID)
+	client, id, err := con.ownCall(c, &req, 4096)
 	if err != nil {
 		return err
 	}
@@ -152,7 +159,7 @@ func (con *Console) apiCancel(c echo.Context) error {
 		}
 		return err
 	}
-	rec, err := con.use.approvals.Get(ctx, p.AgentID, id, 0)
+	rec, err := con.use.approvals.Get(ctx, principal(c).AgentID, id, 0)
 	if err != nil {
 		return apierr.Wrap(apierr.Unavailable, err, "call %s: read its state after the cancel", id)
 	}
@@ -174,16 +181,8 @@ type reportRequest struct {
 // SDK's Report): only the first report of an allowed or approved revision
 // counts; airlock records a refused one as an unauthorized attempt.
 func (con *Console) apiReport(c echo.Context) error {
-	p := principal(c)
-	id := c.Param("id")
-	if err := ids.Validate("call id", id); err != nil {
-		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
-	}
 	var req reportRequest
-	if err := readJSON(c, &req, int64(con.cfg.Limits.MaxRequestBytes)*2); err != nil {
-		return err
-	}
-	client, err := con.agentClient(p.AgentID)
+	client, id, err := con.ownCall(c, &req, int64(con.cfg.Limits.MaxRequestBytes)*2)
 	if err != nil {
 		return err
 	}
