@@ -16,22 +16,27 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-# Every dependency of tests/node/package.json installed? (Checked by name, not
-# by timestamps: a copied or older node_modules may lack a newer dependency.)
+# Every dependency of DIR/package.json installed? (Checked by name, not by
+# timestamps: a copied or older node_modules may lack a newer dependency.)
 node_deps_missing() {
   node -e '
     const fs = require("fs"), path = require("path");
     const dir = process.argv[1];
-    const deps = Object.keys(require(path.resolve(dir, "package.json")).dependencies || {});
+    const pkg = require(path.resolve(dir, "package.json"));
+    const deps = Object.keys({...(pkg.dependencies || {}), ...(pkg.devDependencies || {})});
     const missing = deps.filter(d => !fs.existsSync(path.join(dir, "node_modules", d, "package.json")));
     process.exit(missing.length ? 0 : 1);
-  ' tests/node
+  ' "$1"
 }
 
-if [ -f tests/node/package.json ]; then
-  if [ ! -d tests/node/node_modules ] || [ tests/node/package.json -nt tests/node/node_modules ] || node_deps_missing; then
-    echo "installing npm packages for tests/node"
-    npm install --prefix tests/node --no-audit --no-fund --loglevel=error
-    touch tests/node/node_modules
+# tests/node: real MCP servers and clients; sdk/typescript: the TypeScript
+# SDK's own packages (tsc, the NATS client).
+for dir in tests/node sdk/typescript; do
+  if [ -f "$dir/package.json" ]; then
+    if [ ! -d "$dir/node_modules" ] || [ "$dir/package.json" -nt "$dir/node_modules" ] || node_deps_missing "$dir"; then
+      echo "installing npm packages for $dir"
+      npm install --prefix "$dir" --no-audit --no-fund --loglevel=error
+      touch "$dir/node_modules"
+    fi
   fi
-fi
+done

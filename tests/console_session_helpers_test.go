@@ -71,11 +71,33 @@ var csrfRE = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
 // API token through the REST API with that session.
 func (p *prodLayout) signIn(t *testing.T, name string) *consoleSession {
 	t.Helper()
-	return signInAt(t, p.services[natsauth.RoleConsole].HTTP, name)
+	return signInWithToken(t, p.services[natsauth.RoleConsole].HTTP, name)
 }
 
-// signInAt is signIn on the console at base (one of consoleUsers).
-func signInAt(t *testing.T, base, name string) *consoleSession {
+// signInWithToken is signIn on the console at base (one of consoleUsers).
+func signInWithToken(t *testing.T, base, name string) *consoleSession {
+	t.Helper()
+	r := signInAt(t, base, name, consolePassword(name))
+	_, inbox := r.page("/")
+	m := csrfRE.FindStringSubmatch(inbox)
+	if m == nil {
+		t.Fatalf("the inbox has no form token:\n%s", inbox)
+	}
+	req, _ := http.NewRequest(http.MethodPost, r.base+"/api/v1/tokens", strings.NewReader(`{"name":"tests"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-CSRF-Token", html.UnescapeString(m[1]))
+	status, body := r.do(r.web, req)
+	tok := regexp.MustCompile(`"token":"([^"]+)"`).FindStringSubmatch(body)
+	if status != http.StatusCreated || tok == nil {
+		t.Fatalf("%s could not create an API token: %d %s", name, status, body)
+	}
+	r.token = tok[1]
+	return r
+}
+
+// signInAt signs name in at the console at base through the sign-in form
+// (no API token).
+func signInAt(t *testing.T, base, name, password string) *consoleSession {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	r := &consoleSession{t: t, base: base,
@@ -85,23 +107,10 @@ func signInAt(t *testing.T, base, name string) *consoleSession {
 	if m == nil {
 		t.Fatalf("no sign-in form:\n%s", form)
 	}
-	status, body := r.post("/login", url.Values{"_csrf": {m[1]}, "user": {name}, "password": {consolePassword(name)}, "next": {"/"}})
+	status, body := r.post("/login", url.Values{"_csrf": {m[1]}, "user": {name}, "password": {password}, "next": {"/"}})
 	if status != http.StatusSeeOther {
 		t.Fatalf("%s could not sign in: %d\n%s", name, status, body)
 	}
-	_, inbox := r.page("/")
-	if m = csrfRE.FindStringSubmatch(inbox); m == nil {
-		t.Fatalf("the inbox has no form token:\n%s", inbox)
-	}
-	req, _ := http.NewRequest(http.MethodPost, r.base+"/api/v1/tokens", strings.NewReader(`{"name":"tests"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-CSRF-Token", html.UnescapeString(m[1]))
-	status, body = r.do(r.web, req)
-	tok := regexp.MustCompile(`"token":"([^"]+)"`).FindStringSubmatch(body)
-	if status != http.StatusCreated || tok == nil {
-		t.Fatalf("%s could not create an API token: %d %s", name, status, body)
-	}
-	r.token = tok[1]
 	return r
 }
 

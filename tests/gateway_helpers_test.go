@@ -46,7 +46,11 @@ func nodeBin(t *testing.T, name string) string {
 //   - bot (agent bot, acts for dana, elicitation_fallback deny),
 //   - wait (agent waiter, acts for dana, elicitation_fallback wait),
 //   - safe (agent safebot, profile "safe": read, list and search tools only),
-//   - plain (agent plainbot, acts for nobody: reviewers decide).
+//   - plain (agent plainbot, acts for nobody: reviewers decide),
+//   - patient (agent patientbot, like plain; answers "waiting for approval"
+//     after 2s),
+//   - leaving (agent leaver, like patient; cancels a call nobody waits for
+//     after 2s).
 //
 // For bot and waiter a rule lets the requester confirm fs__write_file.
 type gatewayEnv struct {
@@ -90,6 +94,8 @@ func startGatewayEnv(t *testing.T) *gatewayEnv {
 		{"wait", "waiter", "on_behalf_of: dana, elicitation_fallback: wait"},
 		{"safe", "safebot", "profile: safe"},
 		{"plain", "plainbot", ""},
+		{"patient", "patientbot", "answer_within: 2s"},
+		{"leaving", "leaver", "answer_within: 2s, abandon_after: 2s"},
 	} {
 		tok := fmt.Sprintf("%s-token-%d-abcdefghijklmnop", e.name, time.Now().UnixNano())
 		g.tokens[e.name] = tok

@@ -52,7 +52,7 @@ func TestPushTellsTheReviewerWhoMayDecideAndDropsAGoneDevice(t *testing.T) {
 }
 
 func pushScenario(t *testing.T, base string, bot *airlock.Client) {
-	alice, bob := signInAt(t, base, "alice"), signInAt(t, base, "bob")
+	alice, bob := signInWithToken(t, base, "alice"), signInWithToken(t, base, "bob")
 	status, body := alice.api(http.MethodGet, "/api/v1/devices", "")
 	var keys struct {
 		PublicKey string `json:"public_key"`

@@ -75,6 +75,9 @@ type submitRequest struct {
 	OnBehalfOf     string         `json:"on_behalf_of"`
 	Reason         string         `json:"reason"`
 	IdempotencyKey string         `json:"idempotency_key"`
+	// AgentRuns: a gate-only call; airlock decides, the agent runs the tool
+	// and reports how it ended (POST /api/v1/calls/{id}/report).
+	AgentRuns bool `json:"agent_runs"`
 }
 
 type submitResponse struct {
@@ -111,6 +114,7 @@ func (con *Console) apiSubmit(c echo.Context) error {
 	id, err := client.Submit(c.Request().Context(), airlock.Call{
 		ID: req.CallID, Revision: req.Revision, Server: req.Server, Tool: req.Tool, Args: req.Arguments,
 		Thread: req.ThreadID, OnBehalfOf: p.OnBehalfOf, Reason: req.Reason, IdempotencyKey: req.IdempotencyKey,
+		AgentRuns: req.AgentRuns,
 	})
 	if errors.Is(err, airlock.ErrInvalid) {
 		return apierr.New(apierr.InvalidRequest, "%s", strings.TrimPrefix(err.Error(), airlock.ErrInvalid.Error()+": "))
@@ -119,6 +123,82 @@ func (con *Console) apiSubmit(c echo.Context) error {
 		return apierr.Wrap(apierr.Unavailable, err, "the call could not be stored: try again")
 	}
 	return c.JSON(http.StatusAccepted, submitResponse{CallID: id, Status: "submitted", Await: "/api/v1/calls/" + url.PathEscape(id) + "?wait=30s"})
+}
+
+// ownCall reads a request of the token's agent about one of its own calls
+// (the path's id) with its JSON body (at most limit bytes) into body, and
+// returns the agent's client and the call id.
+func (con *Console) ownCall(c echo.Context, body any, limit int64) (*airlock.Client, string, error) {
+	id := c.Param("id")
+	if err := ids.Validate("call id", id); err != nil {
+		return nil, "", apierr.New(apierr.InvalidRequest, "%s", err.Error())
+	}
+	if err := readJSON(c, body, limit); err != nil {
+		return nil, "", err
+	}
+	client, err := con.agentClient(principal(c).AgentID)
+	return client, id, err
+}
+
+// cancelRequest is the body of POST /api/v1/calls/{id}/cancel.
+type cancelRequest struct {
+	Reason string `json:"reason"`
+}
+
+// apiCancel withdraws the token's agent's own call while it waits for a
+// decision (the agent's cancel, as over NATS) and answers the call's state
+// after it: "canceled", or how a call decided already stands (left as is).
+func (con *Console) apiCancel(c echo.Context) error {
+	var req cancelRequest
+	client, id, err := con.ownCall(c, &req, 4096)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	if err := client.Cancel(ctx, id, req.Reason); err != nil {
+		if apierr.CodeOf(err) == apierr.Internal {
+			return apierr.Wrap(apierr.Unavailable, err, "call %s could not be canceled: try again", id)
+		}
+		return err
+	}
+	rec, err := con.use.approvals.Get(ctx, principal(c).AgentID, id, 0)
+	if err != nil {
+		return apierr.Wrap(apierr.Unavailable, err, "call %s: read its state after the cancel", id)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"call_id": id, "state": calls.StateName(rec.GetState())})
+}
+
+// reportRequest is the body of POST /api/v1/calls/{id}/report: how a
+// gate-only call the agent ran itself ended.
+type reportRequest struct {
+	Revision  uint32          `json:"revision"`
+	Failed    bool            `json:"failed"`
+	Result    json.RawMessage `json:"result"`
+	Truncated bool            `json:"truncated"`
+	Error     string          `json:"error"`
+	LatencyMS int64           `json:"latency_ms"`
+}
+
+// apiReport records how the token's agent's gate-only call ended (the
+// SDK's Report): only the first report of an allowed or approved revision
+// counts; airlock records a refused one as an unauthorized attempt.
+func (con *Console) apiReport(c echo.Context) error {
+	var req reportRequest
+	client, id, err := con.ownCall(c, &req, int64(con.cfg.Limits.MaxRequestBytes)*2)
+	if err != nil {
+		return err
+	}
+	err = client.Report(c.Request().Context(), id, req.Revision, airlock.Report{
+		Failed: req.Failed, Result: req.Result, Truncated: req.Truncated, Error: req.Error,
+		Latency: time.Duration(req.LatencyMS) * time.Millisecond,
+	})
+	if errors.Is(err, airlock.ErrInvalid) {
+		return apierr.New(apierr.InvalidRequest, "%s", strings.TrimPrefix(err.Error(), airlock.ErrInvalid.Error()+": "))
+	}
+	if err != nil {
+		return apierr.Wrap(apierr.Unavailable, err, "the report could not be stored: try again")
+	}
+	return c.JSON(http.StatusAccepted, map[string]any{"call_id": id, "status": "reported"})
 }
 
 // awaitResponse is the body of GET /api/v1/calls/{id}: the SDK's outcome, or

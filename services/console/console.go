@@ -34,6 +34,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -81,6 +82,8 @@ type Console struct {
 	pub   *bus.Publisher // sign-ins, tokens, refused requests (audit_events.go)
 	waits *agentWaits    // open long-polls per agent (waits.go)
 	app   *webApp        // manifest, service worker, icons, devices (devices.go)
+	// clients says whether an MCP gateway client still waits for a call.
+	clients *clientwait.Store
 }
 
 // New builds the console from deps. The console bucket must exist
@@ -101,6 +104,10 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 		return nil, err
 	}
 	kv := st.kv
+	clients, err := clientwait.Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
 	pages, err := parsePages()
 	if err != nil {
 		return nil, err
@@ -119,7 +126,7 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 		policy: policyapi.New(deps.NC, fk, Frontend), store: st, dir: calls.DirectoryOf(deps.Config), pages: pages, opts: opts, proxies: proxies,
 		logins: newLoginLimiter(kv, deps.Config.Console.SignIn, opts.Now),
 		pub:    deps.Publisher("console"),
-		waits:  newAgentWaits(maxWaitsPerAgent),
+		waits:  newAgentWaits(maxWaitsPerAgent), clients: clients,
 	}
 	c.sso = newSSO(deps.Config, kv, opts.Now)
 	c.use.recordToken = c.recordToken
@@ -227,8 +234,11 @@ func (con *Console) Register(e *echo.Echo) {
 	r(http.MethodPost, "/devices/:id/revoke", con.revokeDeviceForm, signedIn)
 
 	// REST API
+	r(http.MethodGet, "/api/v1/openapi.json", con.apiDocument, public)
 	r(http.MethodPost, "/api/v1/calls", con.apiSubmit, agentOnly)
 	r(http.MethodGet, "/api/v1/calls/:id", con.apiAwait, agentOnly)
+	r(http.MethodPost, "/api/v1/calls/:id/cancel", con.apiCancel, agentOnly)
+	r(http.MethodPost, "/api/v1/calls/:id/report", con.apiReport, agentOnly)
 	r(http.MethodGet, "/api/v1/approvals", con.apiList, signedIn)
 	r(http.MethodGet, "/api/v1/approvals/:agent/:id", con.apiGet, signedIn)
 	r(http.MethodGet, "/api/v1/approvals/:agent/:id/events", con.apiEvents, signedIn)

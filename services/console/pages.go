@@ -227,6 +227,9 @@ func (con *Console) callPage(c echo.Context) error {
 	if v.Events, err = con.timeline(ctx, v.Call.Agent, v.Call.ID); err != nil {
 		return err
 	}
+	if v.Call.Pending {
+		v.ClientWait = con.clientWait(ctx, v.Call.Agent, v.Call.ID)
+	}
 	return con.render(c, http.StatusOK, "call", v)
 }
 
@@ -242,6 +245,23 @@ func demoSandbox(cfg config.Config, call *airlockv1.ToolCall) (dir, file string)
 		file = filepath.Join(dir, filepath.FromSlash(p))
 	}
 	return dir, file
+}
+
+// clientWait says whether the MCP client of a gateway call still waits for
+// its outcome; "" when no gateway client waited for it (or it cannot be
+// read: the page shows without it).
+func (con *Console) clientWait(ctx context.Context, agent, call string) string {
+	p, ok, err := con.clients.PresenceOf(ctx, agent, call)
+	if err != nil {
+		con.log.Warn("console: whether a client waits for a call could not be read", "call", call, "err", err)
+	}
+	switch {
+	case !ok:
+		return ""
+	case p.Waiting(con.opts.Now()):
+		return "The agent's MCP client is waiting for the outcome."
+	}
+	return fmt.Sprintf("The agent's MCP client stopped waiting at %s UTC; it gets the outcome when it calls the tool again (gateway endpoint %s).", p.Until.UTC().Format("15:04"), p.Endpoint)
 }
 
 func revisionParam(s string) (uint32, error) {

@@ -427,6 +427,10 @@ type callPageView struct {
 	Call   callView
 	Events []timelineEntry
 	Thread *threadPreview
+	// ClientWait says whether the MCP client of a pending gateway call
+	// still waits for its outcome ("": not a call a gateway client waited
+	// for past a heartbeat).
+	ClientWait string
 }
 
 type stateOption struct{ Value, Text string }

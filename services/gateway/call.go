@@ -16,6 +16,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/config"
 )
 
@@ -30,6 +31,12 @@ type flight struct {
 	// submit: the call still has to be submitted (not for a confirmation
 	// answer, whose call exists).
 	submit bool
+	// rejoinKey: where a repeated identical call of this session finds the
+	// call once its client was told to call again ("": it cannot be
+	// rejoined, so the client is never told to; see rejoin.go).
+	rejoinKey string
+	// rejoined: the entry this request found and follows (nil: a new call).
+	rejoined *clientwait.Rejoin
 }
 
 func (ep *endpoint) handler(t *tool) mcp.ToolHandler {
@@ -54,8 +61,13 @@ func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest, t *t
 	if h := headerOf(req); h != nil {
 		requestID = h.Get(requestHeader)
 	}
-	f := &flight{tool: t, submit: true, call: airlock.Call{
-		ID:     ep.callIDOf(sessionID, requestID, t.def.Name, args),
+	digest := argsDigest(args)
+	key := ep.rejoinKey(ep.threadOf(sessionID, stdio), t.def.Name, digest)
+	if f := ep.findRejoin(ctx, key, t); f != nil {
+		return ep.follow(ctx, req, f, false)
+	}
+	f := &flight{tool: t, submit: true, rejoinKey: key, call: airlock.Call{
+		ID:     ep.callIDOf(sessionID, requestID, t.def.Name, digest),
 		Server: t.up.GetServer(), Tool: t.up.GetTool(), Args: args,
 		Thread:      ep.threadOf(sessionID, stdio),
 		OnBehalfOf:  ep.cfg.OnBehalfOf,
@@ -97,6 +109,9 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 	w := &watch{ep: ep, ctx: ctx, req: req, f: f, mayConfirm: mayConfirm, stopWaiting: stopWaiting,
 		events: make(chan *airlockv1.Event, 16), stop: make(chan struct{})}
 	w.timer = time.AfterFunc(ep.g.heartbeat, func() { w.start(true) })
+	if f.rejoinKey != "" {
+		w.answerTimer = time.AfterFunc(ep.cfg.AnswerBound(), w.answerPending)
+	}
 	hook := airlock.OnEvent(w.event)
 	var out airlock.Outcome
 	var err error
@@ -112,6 +127,13 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 		}
 	}
 	w.timer.Stop()
+	w.mu.Lock()
+	w.ended = true
+	if w.answerTimer != nil {
+		w.answerTimer.Stop()
+	}
+	forPerson := w.ar != nil
+	w.mu.Unlock()
 	close(w.stop)
 	if c := w.confirmation(); c != nil {
 		// Before the answer: a URL-mode prompt is told it completed on the
@@ -119,9 +141,15 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 		c.finish(context.WithoutCancel(ctx))
 	}
 	if early, eerr := w.answered(); early != nil || eerr != nil {
+		if forPerson {
+			ep.hold(ctx, f.call.ID, time.Now())
+		}
 		return early, eerr
 	}
 	if err != nil {
+		if forPerson {
+			ep.hold(ctx, f.call.ID, time.Now())
+		}
 		if ctx.Err() != nil {
 			// The client gave up on the call (notifications/cancelled, or the
 			// session ended): nobody waits for it any more. A call that needs
@@ -134,6 +162,9 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 		}
 		ep.log.Warn("a call could not be followed", "call", f.call.ID, "err", err)
 		return errorResult("unavailable", f.call.ID, fmt.Sprintf("airlock could not take or follow the call (%v). Nothing is known to have run; try again in a moment.", err)), nil
+	}
+	if forPerson || f.rejoined != nil {
+		ep.delivered(ctx, f)
 	}
 	return ep.result(f, out), nil
 }
@@ -150,12 +181,57 @@ type watch struct {
 	events      chan *airlockv1.Event
 	stop        chan struct{} // closed when the wait ended
 	timer       *time.Timer   // starts the watch at the first heartbeat
+	// answerTimer answers "waiting for approval" once the call has waited
+	// answer_within for a person (nil: the call cannot be rejoined).
+	answerTimer *time.Timer
 	once        sync.Once
 
 	mu     sync.Mutex
 	early  *mcp.CallToolResult // the answer instead of the outcome (2026-07-28 input required)
 	err    error
 	asking *confirmation // the prompt in flight, if any
+	// ar: the call waits for a person (its approval request); nil before.
+	ar    *airlockv1.ApprovalRequested
+	ended bool // the wait is over: no early answer any more
+}
+
+// waitingFor is the approval request the call waits for, if any.
+func (w *watch) waitingFor() *airlockv1.ApprovalRequested {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ar
+}
+
+// answerPending ends the wait of a call that waits for a person with the
+// answer that it does (the client calls again for its outcome). A call
+// that does not wait for a person, or whose person is being asked in the
+// client right now, is looked at again a heartbeat later.
+func (w *watch) answerPending() {
+	w.mu.Lock()
+	ar, busy, ended := w.ar, w.asking != nil || w.early != nil, w.ended
+	w.mu.Unlock()
+	if ended {
+		return
+	}
+	if ar == nil || busy {
+		w.mu.Lock()
+		if !w.ended {
+			w.answerTimer.Reset(w.ep.g.heartbeat)
+		}
+		w.mu.Unlock()
+		return
+	}
+	res := w.ep.pendingAnswer(w.ctx, w.f, ar)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.ended || w.early != nil:
+	case res == nil:
+		w.answerTimer.Reset(w.ep.g.heartbeat)
+	default:
+		w.early = res
+		w.stopWaiting()
+	}
 }
 
 // confirmation is the prompt in flight, if any.
@@ -172,7 +248,10 @@ func (w *watch) start(beatFirst bool) {
 
 // event is the wait's OnEvent hook: it must not block.
 func (w *watch) event(ev *airlockv1.Event) {
-	if ev.GetApprovalRequested() != nil {
+	if ar := ev.GetApprovalRequested(); ar != nil {
+		w.mu.Lock()
+		w.ar = ar
+		w.mu.Unlock()
 		w.start(false)
 		select {
 		case w.events <- ev:
@@ -208,6 +287,7 @@ func (w *watch) run(beatFirst bool) {
 
 		case ev := <-w.events:
 			ar := ev.GetApprovalRequested()
+			ep.hold(ctx, f.call.ID, time.Now().Add(leaseFor(ep.g.heartbeat)))
 			tell.progress(ctx, waitingText(ar))
 			if !w.mayConfirm || asking != nil || !ep.mayConfirm(ar) {
 				continue
@@ -250,9 +330,16 @@ func (w *watch) run(beatFirst bool) {
 
 		case <-beat.C:
 			tell.beat(ctx)
+			if w.waitingFor() != nil {
+				ep.hold(ctx, f.call.ID, time.Now().Add(leaseFor(ep.g.heartbeat)))
+			}
 		}
 	}
 }
+
+// leaseFor is how long a waiting client's presence lasts unless renewed
+// (at every heartbeat): a gateway that stopped leaves it to run out.
+func leaseFor(heartbeat time.Duration) time.Duration { return 3 * heartbeat }
 
 // mayConfirm reports whether the endpoint's own person may decide the call
 // an approval_requested event is about: the deciding rule names the

@@ -20,7 +20,9 @@
 // (approvers name "requester") and the client can ask them, an elicitation
 // (a form, or a link to the call's console page) is answered as that
 // person's decision. Elicitations and progress go only to the session that
-// made the call.
+// made the call. A call that waits for a person longer than the endpoint's
+// answer_within is answered that it waits; the same call repeated in the
+// same session rejoins it and returns its outcome once (rejoin.go).
 package gateway
 
 import (
@@ -40,6 +42,7 @@ import (
 
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
@@ -66,6 +69,9 @@ type Gateway struct {
 	approvals *approvalapi.Client
 	policy    *policyapi.Client
 	catalog   *catalog
+	// waits: calls a client was told to call again, and whether a client
+	// waits for each (rejoin.go).
+	waits     *clientwait.Store
 	endpoints []*endpoint
 	byName    map[string]*endpoint
 	heartbeat time.Duration
@@ -92,6 +98,12 @@ func New(deps svc.Deps) (*Gateway, error) {
 		ready:     make(chan struct{}),
 	}
 	g.catalog = newCatalog(executorapi.New(deps.NC), g.log)
+	octx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	g.waits, err = clientwait.Open(octx, deps.JS, deps.Config.Buckets.ClientWaits)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	for _, cfg := range deps.Config.Gateway.Endpoints {
 		ep, err := g.newEndpoint(cfg)
 		if err != nil {
@@ -113,6 +125,9 @@ func (g *Gateway) Name() string { return "gateway" }
 // the policy changed, and every refresh interval in case a notice was lost.
 func (g *Gateway) Run(ctx context.Context) error {
 	defer g.close()
+	for _, ep := range g.endpoints {
+		go ep.abandonSweep(ctx)
+	}
 	if len(g.endpoints) == 0 {
 		g.markReady()
 		<-ctx.Done()

@@ -27,20 +27,20 @@ func testEndpoint(name string) *endpoint {
 func TestCallIDs(t *testing.T) {
 	bot, other := testEndpoint("bot"), testEndpoint("other")
 	args := map[string]any{"path": "/tmp/a"}
-	base := bot.callIDOf("session-1", "7", "fs__write_file", args)
+	base := bot.callIDOf("session-1", "7", "fs__write_file", argsDigest(args))
 	for _, c := range []struct {
 		name string
 		id   string
 		same bool
 	}{
-		{"a_request_sent_again_in_its_session_reaches_the_same_call", bot.callIDOf("session-1", "7", "fs__write_file", map[string]any{"path": "/tmp/a"}), true},
-		{"the_same_request_id_in_another_session_is_another_call", bot.callIDOf("session-2", "7", "fs__write_file", args), false},
-		{"a_request_id_used_again_for_other_arguments_is_another_call", bot.callIDOf("session-1", "7", "fs__write_file", map[string]any{"path": "/tmp/b"}), false},
-		{"a_request_id_used_again_for_another_tool_is_another_call", bot.callIDOf("session-1", "7", "fs__read_file", args), false},
-		{"another_endpoints_request_is_another_call", other.callIDOf("session-1", "7", "fs__write_file", args), false},
-		{"a_string_id_that_looks_like_a_number_is_another_request", bot.callIDOf("session-1", `"7"`, "fs__write_file", args), false},
-		{"without_a_session_every_call_is_new", bot.callIDOf("", "7", "fs__write_file", args), false},
-		{"without_a_request_id_every_call_is_new", bot.callIDOf("session-1", "", "fs__write_file", args), false},
+		{"a_request_sent_again_in_its_session_reaches_the_same_call", bot.callIDOf("session-1", "7", "fs__write_file", argsDigest(map[string]any{"path": "/tmp/a"})), true},
+		{"the_same_request_id_in_another_session_is_another_call", bot.callIDOf("session-2", "7", "fs__write_file", argsDigest(args)), false},
+		{"a_request_id_used_again_for_other_arguments_is_another_call", bot.callIDOf("session-1", "7", "fs__write_file", argsDigest(map[string]any{"path": "/tmp/b"})), false},
+		{"a_request_id_used_again_for_another_tool_is_another_call", bot.callIDOf("session-1", "7", "fs__read_file", argsDigest(args)), false},
+		{"another_endpoints_request_is_another_call", other.callIDOf("session-1", "7", "fs__write_file", argsDigest(args)), false},
+		{"a_string_id_that_looks_like_a_number_is_another_request", bot.callIDOf("session-1", `"7"`, "fs__write_file", argsDigest(args)), false},
+		{"without_a_session_every_call_is_new", bot.callIDOf("", "7", "fs__write_file", argsDigest(args)), false},
+		{"without_a_request_id_every_call_is_new", bot.callIDOf("session-1", "", "fs__write_file", argsDigest(args)), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if err := ids.Validate("call id", c.id); err != nil {
@@ -51,7 +51,7 @@ func TestCallIDs(t *testing.T) {
 			}
 		})
 	}
-	if bot.callIDOf("", "7", "t", args) == bot.callIDOf("", "7", "t", args) {
+	if bot.callIDOf("", "7", "t", argsDigest(args)) == bot.callIDOf("", "7", "t", argsDigest(args)) {
 		t.Fatal("calls without a session got the same id")
 	}
 }
@@ -388,4 +388,51 @@ func jsonEqual(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
+}
+
+func TestRejoinKeysNameOneCallOfOneSession(t *testing.T) {
+	bot := testEndpoint("bot")
+	other := testEndpoint("other")
+	otherAgent := testEndpoint("bot")
+	otherAgent.cfg.Agent = "bot2"
+	base := bot.rejoinKey("session", "fs__write_file", "digest")
+	for _, c := range []struct {
+		name string
+		key  string
+	}{
+		{"another_endpoint", other.rejoinKey("session", "fs__write_file", "digest")},
+		{"another_agent", otherAgent.rejoinKey("session", "fs__write_file", "digest")},
+		{"another_session", bot.rejoinKey("session2", "fs__write_file", "digest")},
+		{"another_tool", bot.rejoinKey("session", "fs__read_file", "digest")},
+		{"other_arguments", bot.rejoinKey("session", "fs__write_file", "digest2")},
+		{"text_moved_between_parts", bot.rejoinKey("sessionfs__write_file", "", "digest")},
+	} {
+		t.Run(c.name+"_is_another_call", func(t *testing.T) {
+			if c.key == base {
+				t.Fatalf("key %s equals the first call's", c.key)
+			}
+		})
+	}
+	if again := bot.rejoinKey("session", "fs__write_file", "digest"); again != base {
+		t.Fatalf("the same call has keys %s and %s", base, again)
+	}
+}
+
+func TestRejoinKeys(t *testing.T) {
+	bot := testEndpoint("bot")
+	digest := argsDigest(map[string]any{"path": "/tmp/a"})
+	for _, c := range []struct {
+		name, session, digest string
+		rejoinable            bool
+	}{
+		{"a_call_in_a_session_can_be_rejoined", "mcp-session", digest, true},
+		{"a_call_without_a_session_cannot_be_rejoined", "", digest, false},
+		{"arguments_without_a_digest_cannot_be_rejoined", "mcp-session", "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := bot.rejoinKey(c.session, "fs__write_file", c.digest) != ""; got != c.rejoinable {
+				t.Fatalf("rejoinable=%v, want %v", got, c.rejoinable)
+			}
+		})
+	}
 }

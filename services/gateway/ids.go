@@ -58,21 +58,27 @@ func (ep *endpoint) threadOf(sessionID string, stdio bool) string {
 // callIDOf is the id of a tools/call. In a session whose id the server
 // chose (streamable HTTP before 2026-07-28) with the request's JSON-RPC id
 // known, it is derived from the endpoint, the session, the request id, the
-// tool and the arguments: a client that lost the connection and sends the
+// tool and the arguments' digest: a client that lost the connection and sends the
 // same request again reaches the same call, which the policy service
 // records once and the executor runs once. A request id used again for
 // other arguments is another call. Everywhere else (stdio, where a new
 // process means new request ids; 2026-07-28, where a retry is a new
 // request) the id is random.
-func (ep *endpoint) callIDOf(sessionID, requestID, tool string, args map[string]any) string {
+func (ep *endpoint) callIDOf(sessionID, requestID, tool, argsDigest string) string {
 	if sessionID == "" || requestID == "" {
 		return ids.New("mcp")
 	}
+	return hashID("mcp-", ep.cfg.Name, sessionID, requestID, tool, argsDigest)
+}
+
+// argsDigest is the canonical digest of a call's arguments ("" for
+// arguments protobuf cannot hold, which the policy refuses anyway).
+func argsDigest(args map[string]any) string {
 	digest := ""
 	if s, err := structpb.NewStruct(args); err == nil {
 		digest, _ = canon.Digest(s)
 	}
-	return hashID("mcp-", ep.cfg.Name, sessionID, requestID, tool, digest)
+	return digest
 }
 
 // recentCalls remembers the call ids an endpoint derived lately, so that a

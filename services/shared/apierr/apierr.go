@@ -68,6 +68,11 @@ func MessageOf(err error) string {
 	return err.Error()
 }
 
+// Codes lists every code, for checks that each one's status is documented.
+func Codes() []Code {
+	return []Code{InvalidRequest, NotFound, NotAuthorized, Unauthenticated, AlreadyDecided, Conflict, PolicyError, Unavailable, Internal}
+}
+
 // HTTPStatus maps a Code to its HTTP status.
 func HTTPStatus(c Code) int {
 	switch c {

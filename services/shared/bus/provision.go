@@ -95,6 +95,7 @@ func BucketConfigs(cfg config.Buckets) []jetstream.KeyValueConfig {
 		mk(cfg.Grants, "standing grants (always allow)"),
 		mk(cfg.Console, "console users, sessions and API tokens"),
 		slackSeen(mk(cfg.SlackSeen, "Slack interactions already handled and cards already posted")),
+		withTTL(mk(cfg.ClientWaits, "MCP gateway calls a client was told to call again, and whether a client waits for each"), ClientWaitsTTL),
 	}
 }
 
@@ -303,6 +304,11 @@ func slackSeen(kvc jetstream.KeyValueConfig) jetstream.KeyValueConfig {
 // (the executor rewrites it every few seconds while a tool runs; a finished
 // call needs it no more).
 const ExecutionsTTL = 24 * time.Hour
+
+// ClientWaitsTTL is how long the gateway remembers a call whose client was
+// told to call again: longer than any approval deadline (a call decided
+// meanwhile returns its outcome to the repeated call).
+const ClientWaitsTTL = 30 * 24 * time.Hour
 
 func withTTL(kvc jetstream.KeyValueConfig, ttl time.Duration) jetstream.KeyValueConfig {
 	kvc.TTL = ttl

@@ -93,8 +93,11 @@ type Buckets struct {
 	Grants     string `yaml:"grants"`
 	Console    string `yaml:"console"` // console users created at run time, sessions, API tokens
 	SlackSeen  string `yaml:"slack_seen"`
-	Storage    string `yaml:"storage"`
-	Replicas   int    `yaml:"replicas"`
+	// ClientWaits: the MCP gateway's calls whose client was told to call
+	// again (rejoin entries) and whether a client still waits for each.
+	ClientWaits string `yaml:"client_waits"`
+	Storage     string `yaml:"storage"`
+	Replicas    int    `yaml:"replicas"`
 	// History kept per key (1–64); more helps forensics, costs space.
 	History uint8 `yaml:"history"`
 }
@@ -158,15 +161,16 @@ func Default() Config {
 			MaxMsgSize:      1 << 20,
 		},
 		Buckets: Buckets{
-			Approvals:  "airlock_approvals",
-			Executions: "airlock_executions",
-			Policy:     "airlock_policy",
-			Grants:     "airlock_grants",
-			Console:    "airlock_console",
-			SlackSeen:  "airlock_slack_seen",
-			Storage:    "file",
-			Replicas:   1,
-			History:    5,
+			Approvals:   "airlock_approvals",
+			Executions:  "airlock_executions",
+			Policy:      "airlock_policy",
+			Grants:      "airlock_grants",
+			Console:     "airlock_console",
+			SlackSeen:   "airlock_slack_seen",
+			ClientWaits: "airlock_client_waits",
+			Storage:     "file",
+			Replicas:    1,
+			History:     5,
 		},
 		Dev: Dev{
 			DataDir:  ".airlock",

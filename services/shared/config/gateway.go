@@ -52,6 +52,26 @@ type GatewayEndpoint struct {
 	// "deny" (default) cancels the call; "wait" leaves it to the other
 	// channels (console, Slack).
 	ElicitationFallback string `yaml:"elicitation_fallback"`
+	// AnswerWithin bounds how long a tools/call waiting for a person is
+	// held open (default 45s, below the 60 s most MCP clients wait): then
+	// the client is answered that the call waits for approval, and the
+	// same call repeated in the same session returns its outcome.
+	AnswerWithin time.Duration `yaml:"answer_within"`
+	// AbandonAfter cancels a call still waiting for a person when no
+	// client has waited for it for this long (0, the default: it stays
+	// pending until its deadline, and a reviewer sees that nobody waits).
+	AbandonAfter time.Duration `yaml:"abandon_after"`
+}
+
+// DefaultAnswerWithin is AnswerWithin when it is not set.
+const DefaultAnswerWithin = 45 * time.Second
+
+// AnswerBound is AnswerWithin with its default.
+func (e GatewayEndpoint) AnswerBound() time.Duration {
+	if e.AnswerWithin == 0 {
+		return DefaultAnswerWithin
+	}
+	return e.AnswerWithin
 }
 
 // Elicitation fallbacks.
@@ -131,6 +151,12 @@ func (g Gateway) validate() []error {
 		}
 		if e.Token != "" && len(e.Token) < 16 {
 			errs = append(errs, fmt.Errorf("%s: the token is too short to be secret: use at least 16 random characters (e.g. `openssl rand -hex 24`)", where))
+		}
+		if e.AnswerWithin < 0 || e.AnswerWithin > 10*time.Minute {
+			errs = append(errs, fmt.Errorf("%s: answer_within is %s: set a duration between 1s and 10m, below the time your MCP clients wait for an answer (most wait 60s)", where, e.AnswerWithin))
+		}
+		if e.AbandonAfter < 0 {
+			errs = append(errs, fmt.Errorf("%s: abandon_after is %s: set 0 (keep a call nobody waits for pending until its deadline) or a positive duration such as 30m", where, e.AbandonAfter))
 		}
 		if f := e.ElicitationFallback; f != "" && f != FallbackDeny && f != FallbackWait {
 			errs = append(errs, fmt.Errorf("%s: elicitation_fallback is %q: use deny or wait", where, f))

@@ -19,6 +19,8 @@ func TestGatewayEndpointsAreValidated(t *testing.T) {
 		{"a_short_token_is_refused", "gateway:\n  endpoints:\n    - {name: a, agent: a, token: short}\n", "too short"},
 		{"token_and_token_file_together_are_refused", "gateway:\n  endpoints:\n    - {name: a, agent: a, token: 0123456789abcdef, token_file: /x}\n", "not both"},
 		{"an_unknown_fallback_is_refused", "gateway:\n  endpoints:\n    - {name: a, agent: a, elicitation_fallback: allow}\n", "use deny or wait"},
+		{"an_answer_bound_past_ten_minutes_is_refused", "gateway:\n  endpoints:\n    - {name: a, agent: a, answer_within: 11m}\n", "below the time your MCP clients wait"},
+		{"a_negative_abandon_after_is_refused", "gateway:\n  endpoints:\n    - {name: a, agent: a, abandon_after: -1s}\n", "set 0 (keep a call nobody waits for pending"},
 		{"a_heartbeat_over_30s_is_refused", "gateway:\n  heartbeat: 45s\n", "at most 30s"},
 		{"a_zero_heartbeat_is_refused", "gateway:\n  heartbeat: 0s\n", "at most 30s"},
 		{"a_zero_session_timeout_is_refused", "gateway:\n  session_timeout: 0s\n", "gateway.session_timeout"},

@@ -66,7 +66,7 @@ type Permissions struct {
 type names struct {
 	events, intake                                  string
 	approvals, executions, policy, grants, console  string
-	slackSeen                                       string
+	slackSeen, clientWaits                          string
 	policyDurable, approvalDurable, executorDurable string
 	auditDurable                                    string
 }
@@ -76,6 +76,7 @@ func namesOf(cfg config.Config) names {
 		events: cfg.Stream.Name, intake: cfg.Intake.Name,
 		approvals: cfg.Buckets.Approvals, executions: cfg.Buckets.Executions, policy: cfg.Buckets.Policy,
 		grants: cfg.Buckets.Grants, console: cfg.Buckets.Console, slackSeen: cfg.Buckets.SlackSeen,
+		clientWaits:   cfg.Buckets.ClientWaits,
 		policyDurable: "policy", approvalDurable: "approval", executorDurable: "executor", auditDurable: "audit",
 	}
 }
@@ -125,6 +126,12 @@ func consolePush(name string) []string {
 		"$JS.API.CONSUMER.INFO." + s + ".>",
 		"$JS.API.CONSUMER.MSG.NEXT." + s + ".>",
 	}
+}
+
+// readBucket is what a service needs to read single keys of one KV bucket.
+func readBucket(name string) []string {
+	s := "KV_" + name
+	return []string{"$JS.API.STREAM.INFO." + s, "$JS.API.DIRECT.GET." + s + ".>", "$JS.API.STREAM.MSG.GET." + s}
 }
 
 // events are publish permissions on event types of every agent's calls.
@@ -254,12 +261,13 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 	case RoleConsole:
 		return Permissions{
 			PublishAllow: join(
-				[]string{subject.AllRequests, subject.APIPrefix + ".approval.>", subject.APIPrefix + ".policy.>"},
+				[]string{subject.AllRequests, subject.APIPrefix + ".approval.>", subject.APIPrefix + ".policy.>",
+					subject.AgentCancel("*")}, // an agent token's cancel (REST)
 				events(subject.UnauthorizedAttempt),
 				system(subject.SignIn, subject.TokenCreated, subject.TokenRevoked),
 				readAll(n.events),
 				[]string{"$JS.API.STREAM.INFO." + n.intake, "$JS.API.STREAM.MSG.GET." + n.intake},
-				bucket(n.console), bucket(n.slackSeen), healthOf,
+				bucket(n.console), bucket(n.slackSeen), readBucket(n.clientWaits), healthOf,
 			),
 			SubscribeAllow: join(inbox, micro, []string{subject.AllOut}),
 		}, nil
@@ -274,6 +282,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				[]string{subject.AllRequests, subject.API("approval", "decide"), subject.API("approval", "get"),
 					subject.AgentCancel("*"), subject.API("executor", "tools"), subject.API("policy", "eval")},
 				[]string{subject.DirectGet(n.events, subject.AllEvents)},
+				bucket(n.clientWaits),
 			),
 			SubscribeAllow: join(inbox, []string{subject.AllOut, subject.ToolsChanged}),
 		}, nil

@@ -1,0 +1,316 @@
+// airlock for TypeScript: gate an agent's tool calls through airlock, over
+// NATS (the agent's credential file; the wire is the README's "Any language
+// over NATS" JSON protocol) or over REST (an agent token). Every way a call
+// can end is a typed outcome; do() throws the typed error of a call that did
+// not complete, whose message is a sentence that says what to do.
+import { readFile } from "node:fs/promises";
+import { randomUUID } from "node:crypto";
+import { connect, nkeyAuthenticator, headers, type NatsConnection, type Msg } from "@nats-io/transport-node";
+
+/** How a call ended (or "pending" when a wait ended first). */
+export type Status =
+  | "pending" | "completed" | "failed" | "denied" | "rejected" | "changes_requested"
+  | "expired" | "canceled" | "invalid" | "allowed" | "approved";
+
+/** A call's outcome. */
+export interface Outcome {
+  callId: string;
+  revision: number;
+  status: Status;
+  /** The tool's JSON result (completed), or its own error result (failed). */
+  result?: unknown;
+  truncated?: boolean;
+  /** Why it did not complete: the policy's or reviewer's reason, the failure. */
+  reason?: string;
+  /** What a reviewer who requested changes asked for. */
+  feedback?: string;
+  /** "error" or "indeterminate" (the tool may have run). */
+  failureOutcome?: string;
+  decidedBy?: string;
+}
+
+/** A tool call to submit. */
+export interface Call {
+  /** [A-Za-z0-9_-]{1,64}; generated when absent. Submitting the same id again is harmless. */
+  callId?: string;
+  /** "server__tool". */
+  tool: string;
+  arguments?: Record<string, unknown>;
+  reason?: string;
+  threadId?: string;
+  /** 2, 3, ... after a reviewer requested changes. */
+  revision?: number;
+}
+
+/** A call did not give what was asked; outcome says how it ended. */
+export class AirlockError extends Error {
+  constructor(message: string, readonly outcome?: Outcome) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+/** The REST API or the bus refused a request (status: HTTP status, 0 over NATS). */
+export class ApiError extends AirlockError {
+  constructor(message: string, readonly status: number, readonly code: string) { super(message); }
+}
+export class Denied extends AirlockError {}
+export class Rejected extends AirlockError {}
+export class ChangesRequested extends AirlockError {
+  get feedback(): string { return this.outcome?.feedback ?? ""; }
+}
+export class Expired extends AirlockError {}
+export class Canceled extends AirlockError {}
+export class Invalid extends AirlockError {}
+export class Failed extends AirlockError {}
+/** The wait ended before the call did: await it again by its id. */
+export class TimedOut extends AirlockError {}
+
+const strip = (s: string | undefined, alt: string) => (s && s.trim() ? s.trim().replace(/\.$/, "") : alt);
+
+/** Returns the outcome of a call that completed; throws its typed error otherwise. */
+export function check(out: Outcome, tool = "the tool"): Outcome {
+  const who = out.decidedBy || "A reviewer";
+  const why = strip(out.reason, "no reason given");
+  switch (out.status) {
+    case "completed": case "allowed": case "approved":
+      return out;
+    case "denied":
+      throw new Denied(`airlock's policy denied this call to ${tool}: ${why}. It will be denied again if made the same way; do something else or ask the user.`, out);
+    case "rejected":
+      throw new Rejected(`${who} rejected this call to ${tool}: ${why}. Do not make it again the same way; ask the user how to proceed.`, out);
+    case "changes_requested":
+      throw new ChangesRequested(`${who} asked for changes before this call to ${tool} can run: ${strip(out.feedback, why)}. Submit it again with the arguments changed accordingly.`, out);
+    case "expired":
+      throw new Expired(`Nobody approved this call to ${tool} before its deadline, so it did not run. Ask the user before making it again.`, out);
+    case "canceled":
+      throw new Canceled(`This call to ${tool} was canceled and did not run: ${why}.`, out);
+    case "invalid":
+      throw new Invalid(`airlock refused this call to ${tool} as malformed: ${why}. Fix it and submit it again.`, out);
+    case "failed":
+      throw new Failed(`${tool} failed: ${why}.${out.failureOutcome === "indeterminate" ? " It may or may not have taken effect: check before making it again." : ""}`, out);
+    case "pending":
+      throw new TimedOut(`Call ${out.callId} to ${tool} has no outcome yet: await it again by its id.`, out);
+  }
+  throw new AirlockError(`This call to ${tool} ended ${out.status}: ${why}.`, out);
+}
+
+/** What a client speaks: NATS or REST. */
+export interface Transport {
+  submit(call: Call & { callId: string }): Promise<string>;
+  /** The outcome, or status "pending" once timeoutMs passed. */
+  await(callId: string, timeoutMs?: number): Promise<Outcome>;
+  /** Withdraws a pending call; a call decided already is left as it is. */
+  cancel(callId: string, reason?: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** An agent's client. Build it with connectNats or connectRest. */
+export class Client {
+  constructor(private readonly transport: Transport) {}
+
+  /** Submits a call; returns its id. */
+  submit(call: Call): Promise<string> {
+    return this.transport.submit({ ...call, callId: call.callId ?? "ts-" + randomUUID().replaceAll("-", "") });
+  }
+
+  /**
+   * Awaits the call's outcome (status "pending" once timeoutMs passed). It
+   * reads what already happened first, so a process that restarted awaits a
+   * call it submitted before by its id.
+   */
+  await(callId: string, timeoutMs?: number): Promise<Outcome> {
+    return this.transport.await(callId, timeoutMs);
+  }
+
+  /** Submits and awaits a call airlock runs; returns the outcome once it completed, else throws its typed error. */
+  async do(call: Call, timeoutMs?: number): Promise<Outcome> {
+    const id = await this.submit(call);
+    return check(await this.await(id, timeoutMs), call.tool);
+  }
+
+  /** Withdraws a call still waiting for a decision. */
+  cancel(callId: string, reason = ""): Promise<void> {
+    return this.transport.cancel(callId, reason);
+  }
+
+  close(): Promise<void> {
+    return this.transport.close();
+  }
+}
+
+// --- REST ---
+
+/** Connects over airlock's REST API with an agent token (AIRLOCK_URL and AIRLOCK_TOKEN by default). */
+export function connectRest(opts: { url?: string; token?: string } = {}): Client {
+  const url = (opts.url ?? process.env.AIRLOCK_URL ?? "").replace(/\/$/, "");
+  const token = opts.token ?? process.env.AIRLOCK_TOKEN ?? "";
+  if (!url) throw new Error("airlock needs the console's URL: pass url or set AIRLOCK_URL (airlock dev prints it).");
+  if (!token) throw new Error("airlock needs an agent token: pass token or set AIRLOCK_TOKEN (the console's Tokens page, kind agent).");
+  return new Client(new RestTransport(url, token));
+}
+
+class RestTransport implements Transport {
+  constructor(private readonly url: string, private readonly token: string) {}
+
+  private async request(method: string, path: string, body?: unknown): Promise<any> {
+    let resp: Response;
+    try {
+      resp = await fetch(this.url + path, {
+        method,
+        headers: { Authorization: `Bearer ${this.token}`, Accept: "application/json", ...(body === undefined ? {} : { "Content-Type": "application/json" }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (err) {
+      throw new AirlockError(`airlock at ${this.url} cannot be reached (${(err as Error).message}): is it running, and is the URL right?`);
+    }
+    const text = await resp.text();
+    let json: any = {};
+    try { json = text ? JSON.parse(text) : {}; } catch { /* not JSON: said below */ }
+    if (!resp.ok) {
+      throw new ApiError(json.message ?? `airlock answered ${method} ${path} with HTTP ${resp.status}: ${text.slice(0, 200)}`, resp.status, json.code ?? "");
+    }
+    return json;
+  }
+
+  async submit(call: Call & { callId: string }): Promise<string> {
+    const body = await this.request("POST", "/api/v1/calls", {
+      call_id: call.callId, tool: call.tool, arguments: call.arguments ?? {},
+      ...(call.reason ? { reason: call.reason } : {}), ...(call.threadId ? { thread_id: call.threadId } : {}),
+      ...(call.revision ? { revision: call.revision } : {}),
+    });
+    return body.call_id;
+  }
+
+  async await(callId: string, timeoutMs?: number): Promise<Outcome> {
+    const deadline = timeoutMs === undefined ? Infinity : Date.now() + timeoutMs;
+    for (;;) {
+      const step = Math.max(0, Math.min(30_000, deadline - Date.now()));
+      const b = await this.request("GET", `/api/v1/calls/${encodeURIComponent(callId)}?wait=${step}ms`);
+      const out: Outcome = {
+        callId: b.call_id ?? callId, revision: b.revision ?? 0, status: b.status, result: b.result, truncated: b.truncated,
+        reason: b.reason, feedback: b.feedback, failureOutcome: b.failure_outcome, decidedBy: b.decided_by,
+      };
+      if (out.status !== "pending" || Date.now() >= deadline) return out;
+    }
+  }
+
+  async cancel(callId: string, reason = ""): Promise<void> {
+    await this.request("POST", `/api/v1/calls/${encodeURIComponent(callId)}/cancel`, { reason });
+  }
+
+  async close(): Promise<void> {}
+}
+
+// --- NATS ---
+
+/** The agent credential file `airlock agents add` and `airlock dev` write. */
+interface Credential { agent: string; url: string; seed: string }
+
+/** Connects over NATS as the agent of a credential file (url overrides the file's). */
+export async function connectNats(opts: { credentialFile: string; url?: string }): Promise<Client> {
+  let cred: Credential;
+  try {
+    cred = JSON.parse(await readFile(opts.credentialFile, "utf8"));
+  } catch (err) {
+    throw new Error(`the agent credential ${opts.credentialFile} cannot be read (${(err as Error).message}): create it with \`airlock agents add NAME\``);
+  }
+  const nc = await connect({
+    servers: opts.url ?? cred.url, name: `airlock-agent-${cred.agent}`,
+    authenticator: nkeyAuthenticator(new TextEncoder().encode(cred.seed)),
+    inboxPrefix: `_INBOX_${cred.agent}`, maxReconnectAttempts: -1, reconnectTimeWait: 250,
+  });
+  return new Client(new NatsTransport(nc, cred.agent));
+}
+
+/** The event types that end a call, and where their last one is stored. */
+const ends: Array<[Status, string]> = [
+  ["denied", "denied"], ["rejected", "rejected"], ["changes_requested", "changes_requested"], ["expired", "expired"],
+  ["canceled", "canceled"], ["invalid", "invalid"], ["completed", "exec.completed"], ["failed", "exec.failed"],
+];
+
+class NatsTransport implements Transport {
+  private readonly json = headers();
+  constructor(private readonly nc: NatsConnection, private readonly agent: string) {
+    this.json.set("Content-Type", "application/json");
+  }
+
+  async submit(call: Call & { callId: string }): Promise<string> {
+    const body = {
+      requested: {
+        call: {
+          call_id: call.callId, tool: call.tool, arguments: call.arguments ?? {},
+          ...(call.reason ? { reason: call.reason } : {}), ...(call.threadId ? { thread_id: call.threadId } : {}),
+          ...(call.revision ? { revision: call.revision } : {}),
+        },
+      },
+    };
+    const reply = await this.nc.request(`airlock.req.${this.agent}.${call.callId}`, JSON.stringify(body), { headers: this.json, timeout: 10_000 });
+    const ack = reply.json<{ error?: { code: number; description: string } }>();
+    if (ack.error) throw new ApiError(`the call was not stored (${ack.error.description}): try again later`, 0, String(ack.error.code));
+    return call.callId;
+  }
+
+  async await(callId: string, timeoutMs?: number): Promise<Outcome> {
+    // Subscribe first, then read what is stored: no end falls in between.
+    const sub = this.nc.subscribe(`airlock.out.${this.agent}.${callId}.>`);
+    const timer = timeoutMs === undefined ? undefined : setTimeout(() => sub.unsubscribe(), timeoutMs);
+    try {
+      for (const [status, type] of ends) {
+        const m = await this.nc.request(`$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.${this.agent}.${callId}.${type}`, "", { timeout: 10_000 });
+        if (m.headers?.get("Status") === "404" || m.data.length === 0) continue;
+        return outcomeOf(callId, status, m);
+      }
+      for await (const m of sub) {
+        const type = m.subject.split(".").slice(-1)[0] as Status;
+        if (ends.some(([s]) => s === type)) return outcomeOf(callId, type, m);
+      }
+      return { callId, revision: 0, status: "pending" };
+    } finally {
+      if (timer) clearTimeout(timer);
+      sub.unsubscribe();
+    }
+  }
+
+  async cancel(callId: string, reason = ""): Promise<void> {
+    const m = await this.nc.request(`airlock.agent.${this.agent}.cancel`, JSON.stringify({ call_id: callId, reason }), { timeout: 10_000 });
+    const code = m.headers?.get("Nats-Service-Error-Code");
+    if (code && code !== "200") {
+      throw new ApiError(m.headers?.get("Nats-Service-Error") || `cancel of call ${callId} refused (${code})`, 0, code);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.nc.drain();
+  }
+}
+
+/** An end event (protojson, .proto field names) as an Outcome. */
+function outcomeOf(callId: string, status: Status, m: Msg): Outcome {
+  const ev = m.json<any>();
+  const body = ev[status] ?? {};
+  const out: Outcome = { callId: ev.call_id ?? callId, revision: ev.revision ?? 0, status };
+  switch (status) {
+    case "completed":
+      out.result = body.result_json ? JSON.parse(body.result_json) : undefined;
+      out.truncated = body.truncated;
+      break;
+    case "failed":
+      out.reason = body.message || body.reason;
+      out.failureOutcome = body.outcome;
+      out.result = body.result_json ? JSON.parse(body.result_json) : undefined;
+      break;
+    case "denied":
+      out.reason = body.decision?.reason;
+      out.decidedBy = "policy";
+      break;
+    case "changes_requested":
+      out.feedback = body.feedback;
+      out.reason = body.feedback;
+      out.decidedBy = ev.actor?.id;
+      break;
+    default:
+      out.reason = body.reason;
+      if (status === "rejected") out.decidedBy = ev.actor?.id;
+  }
+  return out;
+}

@@ -1,0 +1,121 @@
+// The client against a real `airlock dev` (tests/typescript_sdk_test.go
+// starts it), over REST and over NATS. Environment: AIRLOCK_URL,
+// AIRLOCK_TOKEN (agent AIRLOCK_TEST_REST_AGENT), AIRLOCK_CREDENTIAL (agent
+// AIRLOCK_TEST_NATS_AGENT), AIRLOCK_TEST_ADMIN_TOKEN (a reviewer). The dev
+// configuration denies demo__write_file on paths under secret/.
+import { describe, it, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import * as airlock from "../src/index.js";
+
+const env = (name: string): string => {
+  const v = process.env[name];
+  if (!v) throw new Error(`set ${name}: go test -run TestTypeScriptClient ./tests/ starts airlock dev and sets it`);
+  return v;
+};
+
+async function admin(method: string, path: string, body?: unknown): Promise<any> {
+  const resp = await fetch(env("AIRLOCK_URL") + path, {
+    method, headers: { Authorization: `Bearer ${env("AIRLOCK_TEST_ADMIN_TOKEN")}`, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await resp.text();
+  assert.ok(resp.ok, `${method} ${path}: ${resp.status} ${text}`);
+  return text ? JSON.parse(text) : {};
+}
+
+/** Waits until agent's call is pending and decides it. */
+async function decide(agent: string, callId: string, verb: "approve" | "reject" | "changes", body: object): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    const list = await admin("GET", `/api/v1/approvals?agent=${agent}`);
+    if (list.records.some((r: any) => r.call.call_id === callId)) {
+      await admin("POST", `/api/v1/approvals/${agent}/${callId}/${verb}`, body);
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.fail(`call ${agent}/${callId} was not pending within 30s`);
+}
+
+const transports: Array<[string, string, () => Promise<airlock.Client>]> = [
+  ["rest", "AIRLOCK_TEST_REST_AGENT", async () => airlock.connectRest()],
+  ["nats", "AIRLOCK_TEST_NATS_AGENT", () => airlock.connectNats({ credentialFile: env("AIRLOCK_CREDENTIAL") })],
+];
+
+for (const [name, agentVar, open] of transports) {
+  describe(`over ${name}`, () => {
+    let client: airlock.Client;
+    let agent: string;
+    before(async () => { client = await open(); agent = env(agentVar); });
+    after(async () => { await client.close(); });
+    const id = () => `ts-${name}-${randomUUID().slice(0, 8)}`;
+
+    it("do returns the result of an allowed call", async () => {
+      const out = await client.do({ tool: "demo__echo", arguments: { text: `hello over ${name}` } });
+      assert.equal(out.status, "completed");
+      assert.match(JSON.stringify(out.result), new RegExp(`hello over ${name}`));
+    });
+
+    it("a denied call throws Denied with a sentence", async () => {
+      await assert.rejects(client.do({ tool: "demo__write_file", arguments: { path: "secret/key", content: "x" } }), (err: unknown) => {
+        assert.ok(err instanceof airlock.Denied, String(err));
+        assert.match(err.message, /denied this call to demo__write_file: .*\.$/);
+        assert.equal(err.outcome?.status, "denied");
+        return true;
+      });
+    });
+
+    it("an approved call runs, and a new client awaits it after a restart", async () => {
+      const callId = await client.submit({ callId: id(), tool: "demo__write_file", arguments: { path: `ts-${name}-approved.txt`, content: "ok" } });
+      await decide(agent, callId, "approve", { reason: "fine" });
+      const fresh = await open();
+      try {
+        const out = airlock.check(await fresh.await(callId, 30_000));
+        assert.equal(out.status, "completed");
+      } finally {
+        await fresh.close();
+      }
+    });
+
+    it("a rejected call throws Rejected with the reviewer's reason", async () => {
+      const callId = await client.submit({ callId: id(), tool: "demo__write_file", arguments: { path: `ts-${name}-rejected.txt`, content: "no" } });
+      await decide(agent, callId, "reject", { reason: "not this file" });
+      assert.throws(() => airlock.check(pendingless(callId), "x"), airlock.TimedOut);
+      const out = await client.await(callId, 30_000);
+      assert.throws(() => airlock.check(out, "demo__write_file"), (err: unknown) => {
+        assert.ok(err instanceof airlock.Rejected);
+        assert.match(err.message, /rejected this call to demo__write_file: not this file\./);
+        return true;
+      });
+    });
+
+    it("changes requested carry the feedback", async () => {
+      const callId = await client.submit({ callId: id(), tool: "demo__write_file", arguments: { path: `ts-${name}-changes.txt`, content: "draft" } });
+      await decide(agent, callId, "changes", { feedback: "write it to notes/ instead" });
+      const out = await client.await(callId, 30_000);
+      assert.throws(() => airlock.check(out, "demo__write_file"), (err: unknown) => {
+        assert.ok(err instanceof airlock.ChangesRequested);
+        assert.equal(err.feedback, "write it to notes/ instead");
+        return true;
+      });
+    });
+
+    it("cancel withdraws a pending call, and a wait that times out says pending", async () => {
+      const callId = await client.submit({ callId: id(), tool: "demo__write_file", arguments: { path: `ts-${name}-canceled.txt`, content: "never" } });
+      const early = await client.await(callId, 300);
+      assert.equal(early.status, "pending");
+      await client.cancel(callId, "the user changed their mind");
+      const out = await client.await(callId, 30_000);
+      assert.throws(() => airlock.check(out), (err: unknown) => {
+        assert.ok(err instanceof airlock.Canceled);
+        assert.match(err.message, /the user changed their mind/);
+        return true;
+      });
+    });
+  });
+}
+
+function pendingless(callId: string): airlock.Outcome {
+  return { callId, revision: 0, status: "pending" };
+}

@@ -1,0 +1,170 @@
+// Package clientwait records, in a JetStream KV bucket shared by every
+// gateway replica and read by the console, two things about MCP calls that
+// wait for a person longer than a client waits for an answer:
+//
+//   - a rejoin entry (key "r.<hash>", the gateway's hash of the endpoint,
+//     its agent, the session, the tool and the arguments' digest): the call
+//     a client was told to call again for. A repeated identical call in that session finds
+//     it and follows that call instead of asking again; the request that
+//     returns the outcome deletes the entry by revision (compare-and-swap),
+//     so the outcome is returned once and a later identical call is new.
+//   - a presence lease (key "c.<agent>.<call>"): until when a client is known
+//     to wait for the call, renewed while one does, so a reviewer can see
+//     whether anyone still waits for the outcome.
+package clientwait
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Store is the bucket. Its zero value is unusable; build it with Open.
+type Store struct{ kv jetstream.KeyValue }
+
+// Open binds the bucket (bus.Provision creates it).
+func Open(ctx context.Context, js jetstream.JetStream, bucket string) (*Store, error) {
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return nil, fmt.Errorf("client-waits bucket %s: %w (is the bus provisioned?)", bucket, err)
+	}
+	return &Store{kv: kv}, nil
+}
+
+// Rejoin is a rejoin entry: the call a repeated identical call follows.
+type Rejoin struct {
+	Call     string `json:"call"`
+	Revision uint32 `json:"revision"`
+	// Revision of the entry in the bucket, for the delete that delivers.
+	entryRev uint64
+}
+
+// Remember stores the rejoin entry for key (replacing one left by a call
+// whose outcome was never fetched).
+func (s *Store) Remember(ctx context.Context, key string, r Rejoin) error {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if _, err := s.kv.Put(ctx, key, raw); err != nil {
+		return fmt.Errorf("remember call %s for a repeated call: %w", r.Call, err)
+	}
+	return nil
+}
+
+// Find returns the rejoin entry for key; ok is false when there is none.
+func (s *Store) Find(ctx context.Context, key string) (r Rejoin, ok bool, err error) {
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Rejoin{}, false, nil
+	}
+	if err != nil {
+		return Rejoin{}, false, fmt.Errorf("look up a repeated call: %w", err)
+	}
+	if err := json.Unmarshal(e.Value(), &r); err != nil {
+		return Rejoin{}, false, fmt.Errorf("a rejoin entry does not decode: %w", err)
+	}
+	r.entryRev = e.Revision()
+	return r, true, nil
+}
+
+// Deliver claims the right to return r's outcome: it deletes the entry if
+// it is still the one Find returned. won is false when another request
+// (on any replica) claimed it first.
+func (s *Store) Deliver(ctx context.Context, key string, r Rejoin) (won bool, err error) {
+	err = s.kv.Delete(ctx, key, jetstream.LastRevision(r.entryRev))
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
+		return false, nil
+	}
+	return false, fmt.Errorf("mark call %s's outcome delivered: %w", r.Call, err)
+}
+
+// Presence is whether a client waits for a call: one does until Until.
+type Presence struct {
+	Endpoint string    `json:"endpoint"`
+	Until    time.Time `json:"until"`
+}
+
+// Waiting reports whether a client waits at now.
+func (p Presence) Waiting(now time.Time) bool { return now.Before(p.Until) }
+
+func presenceKey(agent, call string) string { return "c." + agent + "." + call }
+
+// Hold records that a client of endpoint waits for the call until until
+// (renew it before then; set it to now when the client stops waiting).
+func (s *Store) Hold(ctx context.Context, agent, call string, p Presence) error {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	if _, err := s.kv.Put(ctx, presenceKey(agent, call), raw); err != nil {
+		return fmt.Errorf("record whether a client waits for call %s: %w", call, err)
+	}
+	return nil
+}
+
+// Forget drops the call's presence (its outcome was delivered, or it was
+// withdrawn).
+func (s *Store) Forget(ctx context.Context, agent, call string) error {
+	if err := s.kv.Delete(ctx, presenceKey(agent, call)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("forget whether a client waits for call %s: %w", call, err)
+	}
+	return nil
+}
+
+// PresenceOf is the call's presence; ok is false when no gateway client
+// ever waited for it past its heartbeat.
+func (s *Store) PresenceOf(ctx context.Context, agent, call string) (p Presence, ok bool, err error) {
+	e, err := s.kv.Get(ctx, presenceKey(agent, call))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Presence{}, false, nil
+	}
+	if err != nil {
+		return Presence{}, false, fmt.Errorf("read whether a client waits for call %s: %w", call, err)
+	}
+	if err := json.Unmarshal(e.Value(), &p); err != nil {
+		return Presence{}, false, fmt.Errorf("a presence entry does not decode: %w", err)
+	}
+	return p, true, nil
+}
+
+// Absent is a call nobody waits for: its agent, id and presence.
+type Absent struct {
+	Agent, Call string
+	Presence
+}
+
+// Absent lists the calls of endpoint nobody has waited for since before
+// cutoff.
+func (s *Store) Absent(ctx context.Context, endpoint string, cutoff time.Time) ([]Absent, error) {
+	lister, err := s.kv.ListKeysFiltered(ctx, "c.>")
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("list the calls clients wait for: %w", err)
+	}
+	defer lister.Stop()
+	var out []Absent
+	for key := range lister.Keys() {
+		agent, call, ok := strings.Cut(strings.TrimPrefix(key, "c."), ".")
+		if !ok {
+			continue
+		}
+		p, found, err := s.PresenceOf(ctx, agent, call)
+		if err != nil || !found || p.Endpoint != endpoint || !p.Until.Before(cutoff) {
+			continue
+		}
+		out = append(out, Absent{Agent: agent, Call: call, Presence: p})
+	}
+	return out, nil
+}

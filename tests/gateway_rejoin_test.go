@@ -1,0 +1,266 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// TestGatewayRejoin: a call that waits for a person longer than an MCP
+// client waits is answered "waiting for approval"; the same call repeated
+// in the same session returns its outcome once, and runs the tool once.
+func TestGatewayRejoin(t *testing.T) {
+	g := startGatewayEnv(t)
+	user, password := adminLogin(t, g.dev)
+	console := signInAt(t, g.baseURL, user, password)
+
+	t.Run("the_typescript_sdk_at_its_defaults_is_answered_waiting_then_gets_the_outcome_once", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "ts-sdk.txt")
+		args, _ := json.Marshal(map[string]any{"path": path, "content": "written once"})
+		ts := startTSClient(t, g, "plain", "fs__write_file", string(args))
+		started := time.Now()
+		ts.call()
+		rec := g.pendingFor(t, "plainbot", "write_file", path)
+		callPage := fmt.Sprintf("/calls/plainbot/%s", rec.GetCall().GetCallId())
+		testenv.Eventually(t, 20*time.Second, "the call page to say the client waits", func() bool {
+			_, body := console.page(callPage)
+			return strings.Contains(body, "client is waiting for the outcome")
+		})
+		first := ts.result()
+		if first.Error != "" || !first.IsError || first.Meta["airlock/status"] != "pending" ||
+			!strings.Contains(first.Text, "NOT run yet") || !strings.Contains(first.Text, "call fs__write_file again with exactly the same arguments") ||
+			!strings.Contains(first.Text, callPage) {
+			t.Fatalf("the client waiting for approval was answered %+v, want the pending answer", first)
+		}
+		if first.MS >= 60_000 {
+			t.Fatalf("the pending answer came after %d ms, after the SDK's 60 s timeout", first.MS)
+		}
+		_, body := console.page(callPage)
+		if !strings.Contains(body, "client stopped waiting at") {
+			t.Errorf("after the pending answer the call page does not say the client stopped waiting")
+		}
+		// The person decides after the client's own timeout would have
+		// passed.
+		<-time.After(time.Until(started.Add(61 * time.Second)))
+		g.decide(t, rec, "alice", airlockv1.DecisionKind_DECISION_KIND_APPROVE, "fine")
+		testenv.Eventually(t, 30*time.Second, "the approved write to run", func() bool {
+			b, err := os.ReadFile(path)
+			return err == nil && string(b) == "written once"
+		})
+		// Were the tool run again, it would write this back.
+		writeFile(t, path, "changed after the run")
+		ts.call()
+		second := ts.result()
+		if second.Error != "" || second.IsError || !strings.Contains(second.Text, "Successfully wrote") {
+			t.Fatalf("the repeated call was answered %+v, want the tool's result", second)
+		}
+		if got := readFileString(t, path); got != "changed after the run" {
+			t.Fatalf("the tool ran again: the file holds %q", got)
+		}
+		// Delivered once: a third identical call is a new call.
+		ts.call()
+		third := g.pendingWhereNot(t, "plainbot", path, rec.GetCall().GetCallId())
+		g.decide(t, third, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "done already")
+		if res := ts.result(); !res.IsError || !strings.Contains(res.Text, "alice rejected") {
+			t.Fatalf("the third call was answered %+v, want its own rejection", res)
+		}
+		if got := readFileString(t, path); got != "changed after the run" {
+			t.Fatalf("a rejected call ran: the file holds %q", got)
+		}
+	})
+
+	t.Run("the_inspector_is_answered_waiting_for_approval_before_it_gives_up", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "inspector.txt")
+		out := jsonOf(t, g.inspector(t, "plain", "--method", "tools/call", "--tool-name", "fs__write_file",
+			"--tool-arg", "path="+path, "--tool-arg", "content=from the inspector"))
+		meta, _ := out["_meta"].(map[string]any)
+		if out["isError"] != true || meta["airlock/status"] != "pending" {
+			t.Fatalf("the inspector was answered %v, want the pending answer", out)
+		}
+		rec := g.pendingFor(t, "plainbot", "write_file", path)
+		g.decide(t, rec, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "not needed")
+	})
+
+	t.Run("a_repeated_call_rejoins_its_sessions_call_and_no_other_session_or_endpoint_can", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "rejoined.txt")
+		args := map[string]any{"path": path, "content": "rejoined"}
+		a := g.connect(t, "patient", clientOpts{version: "2025-11-25"})
+		first := callTool(t, a, "fs__write_file", args)
+		id, _ := first.Meta["airlock/call_id"].(string)
+		if !first.IsError || first.Meta["airlock/status"] != "pending" || id == "" {
+			t.Fatalf("answered isError=%v %v %q, want the pending answer", first.IsError, first.Meta, text(first))
+		}
+		// Another session of the same endpoint, and another endpoint
+		// (another agent), with the same tool and arguments: new calls.
+		for _, other := range []struct{ endpoint, agent string }{{"patient", "patientbot"}, {"leaving", "leaver"}} {
+			res := callTool(t, g.connect(t, other.endpoint, clientOpts{version: "2025-11-25"}), "fs__write_file", args)
+			if got, _ := res.Meta["airlock/call_id"].(string); got == id || res.Meta["airlock/status"] != "pending" {
+				t.Fatalf("a call of endpoint %s in another session was answered %v %q: it rejoined (or did not wait for) call %s", other.endpoint, res.Meta, text(res), id)
+			}
+		}
+		// Other arguments in the same session: a new call too.
+		other := callTool(t, a, "fs__write_file", map[string]any{"path": path, "content": "other"})
+		if got, _ := other.Meta["airlock/call_id"].(string); got == id {
+			t.Fatal("a call with other arguments rejoined the first call")
+		}
+		// Still undecided: the repeat says again that it waits.
+		again := callTool(t, a, "fs__write_file", args)
+		if got, _ := again.Meta["airlock/call_id"].(string); got != id || again.Meta["airlock/status"] != "pending" {
+			t.Fatalf("the undecided repeat was answered %v %q, want call %s still pending", again.Meta, text(again), id)
+		}
+		rec := pendingWhere(t, g.api, "patientbot", "write_file", "call "+id, func(r *airlockv1.ApprovalRecord) bool {
+			return r.GetCall().GetCallId() == id
+		})
+		g.decide(t, rec, "alice", airlockv1.DecisionKind_DECISION_KIND_APPROVE, "fine")
+		res := callTool(t, a, "fs__write_file", args)
+		if res.IsError || !strings.Contains(text(res), "Successfully wrote") || readFileString(t, path) != "rejoined" {
+			t.Fatalf("the repeat after the approval was answered isError=%v %q", res.IsError, text(res))
+		}
+		list, err := g.api.List(context.Background(), &airlockv1.ListRequest{AgentId: "patientbot", Tool: "write_file",
+			States: []airlockv1.ApprovalState{airlockv1.ApprovalState_APPROVAL_STATE_PENDING}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range list.GetRecords() {
+			g.decide(t, r, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "cleanup")
+		}
+	})
+
+	t.Run("a_call_nobody_waits_for_is_canceled_after_abandon_after", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "abandoned.txt")
+		cs := g.connect(t, "leaving", clientOpts{version: "2025-11-25"})
+		res := callTool(t, cs, "fs__write_file", map[string]any{"path": path, "content": "nobody waits"})
+		id, _ := res.Meta["airlock/call_id"].(string)
+		if res.Meta["airlock/status"] != "pending" || id == "" {
+			t.Fatalf("answered %v %q, want the pending answer", res.Meta, text(res))
+		}
+		testenv.Eventually(t, 30*time.Second, "the call nobody waits for to be canceled", func() bool {
+			r, err := g.api.Get(context.Background(), "leaver", id, 0)
+			return err == nil && r.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_CANCELED
+		})
+		again := callTool(t, cs, "fs__write_file", map[string]any{"path": path, "content": "nobody waits"})
+		if !again.IsError || again.Meta["airlock/status"] != "canceled" || !strings.Contains(text(again), "abandon_after") {
+			t.Fatalf("the repeat of the canceled call was answered %v %q, want that it was canceled and why", again.Meta, text(again))
+		}
+		if _, err := os.Stat(path); err == nil {
+			t.Fatal("the abandoned call ran")
+		}
+	})
+}
+
+// pendingWhereNot waits for a pending write_file call of agent on path
+// other than call.
+func (g *gatewayEnv) pendingWhereNot(t *testing.T, agent, path, call string) *airlockv1.ApprovalRecord {
+	t.Helper()
+	return pendingWhere(t, g.api, agent, "write_file", "on "+path+" other than "+call, func(r *airlockv1.ApprovalRecord) bool {
+		return r.GetCall().GetArguments().AsMap()["path"] == path && r.GetCall().GetCallId() != call
+	})
+}
+
+// tsClient is tests/node/rejoin-client.mjs: the TypeScript MCP SDK at its
+// default options, calling one tool with the same arguments in one session.
+type tsClient struct {
+	t       *testing.T
+	stdin   interface{ Write([]byte) (int, error) }
+	results chan tsResult
+}
+
+type tsResult struct {
+	IsError bool           `json:"isError"`
+	Text    string         `json:"text"`
+	Meta    map[string]any `json:"meta"`
+	Error   string         `json:"error"`
+	MS      int64          `json:"ms"`
+}
+
+func startTSClient(t *testing.T, g *gatewayEnv, endpoint, tool, args string) *tsClient {
+	t.Helper()
+	nodeBin(t, "mcp-inspector-cli") // the test packages are installed
+	script, err := filepath.Abs(filepath.Join("node", "rejoin-client.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("node", script, g.url(endpoint), g.tokens[endpoint], tool, args)
+	cmd.Dir = filepath.Dir(script)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the TypeScript SDK client: %v", err)
+	}
+	c := &tsClient{t: t, stdin: stdin, results: make(chan tsResult, 4)}
+	connected := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), `{"connected"`) {
+				close(connected)
+				continue
+			}
+			var r tsResult
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				r = tsResult{Error: "unreadable output: " + sc.Text()}
+			}
+			c.results <- r
+		}
+		close(c.results)
+	}()
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("TypeScript SDK client stderr:\n%s", stderr.String())
+		}
+	})
+	select {
+	case <-connected:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the TypeScript SDK client did not connect within 30s:\n%s", stderr.String())
+	}
+	return c
+}
+
+// call asks the client to call its tool once more.
+func (c *tsClient) call() {
+	c.t.Helper()
+	if _, err := c.stdin.Write([]byte("call\n")); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// result is the answer to the oldest call not yet read.
+func (c *tsClient) result() tsResult {
+	c.t.Helper()
+	select {
+	case r, ok := <-c.results:
+		if !ok {
+			c.t.Fatal("the TypeScript SDK client exited")
+		}
+		return r
+	case <-time.After(90 * time.Second):
+		c.t.Fatal("the TypeScript SDK client answered nothing within 90s")
+	}
+	return tsResult{}
+}
