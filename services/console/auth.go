@@ -23,6 +23,9 @@ type Principal struct {
 	Groups []string
 	// Via is "session" (console cookie) or "token" (bearer).
 	Via string
+	// SSO: Name signs in by single sign-on, and its roles are the
+	// person's (people.*), never a local user's of the same name.
+	SSO bool
 	// TokenKind and AgentID are set for bearer tokens.
 	TokenKind string
 	AgentID   string
@@ -185,17 +188,22 @@ func (con *Console) authenticate(a access) echo.MiddlewareFunc {
 					p.Name = "agent:" + tok.AgentID
 				}
 				if tok.Kind == TokenPersonal {
-					u, ok, err := con.store.user(ctx, tok.Owner)
-					if err == nil && !ok && con.sso != nil {
-						u, ok, err = con.store.person(ctx, tok.Owner) // a person who signs in by single sign-on
+					// The way the session that made it resolved its owner, and no other.
+					lookup := con.store.user
+					if tok.OwnerSSO {
+						if con.sso == nil {
+							return apierr.New(apierr.Unauthenticated, "the API token's owner %s signs in by single sign-on, which is turned off: ask an admin", tok.Owner)
+						}
+						lookup = con.store.person
 					}
+					u, ok, err := lookup(ctx, tok.Owner)
 					if err != nil {
 						return err
 					}
 					if !ok {
-						return apierr.New(apierr.Unauthenticated, "the API token's user %s no longer exists", tok.Owner)
+						return apierr.New(apierr.Unauthenticated, "the API token's user %s no longer exists or no longer has access: ask an admin", tok.Owner)
 					}
-					p.Roles, p.Groups = u.Roles, u.Groups
+					p.Roles, p.Groups, p.SSO = u.Roles, u.Groups, tok.OwnerSSO
 				}
 			} else {
 				ck, err := c.Cookie(sessionCookie)
@@ -223,7 +231,7 @@ func (con *Console) authenticate(a access) echo.MiddlewareFunc {
 				if !ok {
 					return con.signInFirst(c)
 				}
-				p = Principal{Name: u.Name, Roles: u.Roles, Groups: u.Groups, Via: "session", CSRF: sess.CSRF}
+				p = Principal{Name: u.Name, Roles: u.Roles, Groups: u.Groups, Via: "session", SSO: sess.SSO, CSRF: sess.CSRF}
 				if unsafeMethod(c.Request().Method) {
 					if err := checkCSRF(c, sess.CSRF); err != nil {
 						return err

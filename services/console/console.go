@@ -123,7 +123,7 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 		pub:    deps.Publisher("console"),
 		waits:  newAgentWaits(maxWaitsPerAgent),
 	}
-	c.sso = newSSO(deps.Config, kv, opts.Now)
+	c.sso = newSSO(deps.Config, kv, st, opts.Now)
 	c.use.recordToken = c.recordToken
 	c.feed = newFeed(c)
 	if len(deps.Config.Console.Users) == 0 && c.sso == nil {

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,8 +18,11 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/labstack/echo/v4"
 
+	"github.com/airlock-gate/airlock/services/console"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // signer is the OpenID provider these tests run when they need a token no
@@ -219,7 +224,7 @@ func TestSingleSignOn(t *testing.T) {
 			func(c map[string]any) *rsa.PrivateKey { c["nonce"] = "a-nonce-from-another-sign-in"; return s.key }, http.StatusUnauthorized, "its nonce does not match"},
 		{"a person none of whose groups is mapped is refused", person("dave@example.com", "marketing", "sales"), nil,
 			http.StatusForbidden, "none of your groups gives access to airlock"},
-		{"a person without groups is refused", map[string]any{"sub": "x", "email": "erin@example.com"}, nil,
+		{"a person without groups is refused", map[string]any{"sub": "x", "email": "erin@example.com", "email_verified": true}, nil,
 			http.StatusForbidden, "none of your groups gives access to airlock"},
 		{"a name that means something else to airlock is refused", person("group:reviewers", "eng-admins"), nil,
 			http.StatusForbidden, "cannot be an airlock principal"},
@@ -357,5 +362,131 @@ func TestPasswordsCanBeTurnedOffWithSingleSignOn(t *testing.T) {
 	s.next(person("carol@example.com", "eng-reviewers"), nil)
 	if p, _ := b.ssoSignIn(e.srv.URL); p.Status != http.StatusSeeOther {
 		t.Fatalf("single sign-on: %d\n%s", p.Status, p.Body)
+	}
+}
+
+// newToken creates a personal token in b's session and returns its secret.
+func (b *browser) newToken() string {
+	b.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, b.base+"/api/v1/tokens", strings.NewReader(`{"name":"laptop"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-CSRF-Token", b.csrf("/"))
+	p := b.do(req)
+	if p.Status != http.StatusCreated {
+		b.t.Fatalf("create a token: %d %s", p.Status, p.Body)
+	}
+	var out struct{ Token string }
+	_ = json.Unmarshal([]byte(p.Body), &out)
+	return out.Token
+}
+
+// tokenWhoami is whoami with a bearer token.
+func tokenWhoami(t *testing.T, base, token string) page {
+	t.Helper()
+	return apiCall(t, base, token, http.MethodGet, "/api/v1/whoami", "")
+}
+
+func TestSingleSignOnNeverActsAsAnotherAccount(t *testing.T) {
+	e, s := ssoEnv(t, nil)
+
+	t.Run("a provider account named like a local user is refused", func(t *testing.T) {
+		// root is a local admin; a provider that lets anyone name themselves root must not make them root.
+		s.next(map[string]any{"sub": "id-mallory", "email": "root", "email_verified": true, "groups": []any{"eng-reviewers"}}, nil)
+		b := e.browser()
+		p, _ := b.ssoSignIn(e.srv.URL)
+		if p.Status != http.StatusForbidden || !strings.Contains(p.Body, "root is a local user of this console") {
+			t.Fatalf("callback: %d\n%s", p.Status, p.Body)
+		}
+		if who := b.whoami(); who.Status != http.StatusUnauthorized {
+			t.Fatalf("a refused sign-in left a session: %d %s", who.Status, who.Body)
+		}
+	})
+
+	t.Run("an unverified address is refused even when no domain is restricted", func(t *testing.T) {
+		claims := person("alice@example.com", "eng-reviewers")
+		claims["email_verified"] = false
+		b := e.browser()
+		s.next(claims, nil)
+		if p, _ := b.ssoSignIn(e.srv.URL); p.Status != http.StatusForbidden || !strings.Contains(p.Body, "has not verified your email address") {
+			t.Fatalf("callback: %d\n%s", p.Status, p.Body)
+		}
+	})
+
+	t.Run("a second account with a person's name is refused and changes nothing of theirs", func(t *testing.T) {
+		s.next(person("zoe@example.com", "eng-reviewers"), nil)
+		zoe := e.browser()
+		zoe.ssoSignIn(e.srv.URL)
+		tok := zoe.newToken()
+		imposter := map[string]any{"sub": "id-imposter", "email": "zoe@example.com", "email_verified": true, "groups": []any{"eng-admins"}}
+		s.next(imposter, nil)
+		b := e.browser()
+		if p, _ := b.ssoSignIn(e.srv.URL); p.Status != http.StatusForbidden || !strings.Contains(p.Body, "Another account already signs in as zoe@example.com") {
+			t.Fatalf("the second account's callback: %d\n%s", p.Status, p.Body)
+		}
+		if who := b.whoami(); who.Status != http.StatusUnauthorized {
+			t.Fatalf("the second account has a session: %d %s", who.Status, who.Body)
+		}
+		for name, who := range map[string]page{"zoe's session": zoe.whoami(), "zoe's token": tokenWhoami(t, e.srv.URL, tok)} {
+			if who.Status != http.StatusOK || !strings.Contains(who.Body, `"roles":["reviewer"]`) {
+				t.Fatalf("%s after the second account tried: %d %s", name, who.Status, who.Body)
+			}
+		}
+		s.next(person("zoe@example.com", "eng-reviewers"), nil)
+		if p, _ := e.browser().ssoSignIn(e.srv.URL); p.Status != http.StatusSeeOther {
+			t.Fatalf("zoe signs in again: %d\n%s", p.Status, p.Body)
+		}
+	})
+
+	t.Run("a token made by single sign-on never takes a local user's roles", func(t *testing.T) {
+		s.next(person("dana@example.com", "eng-reviewers"), nil)
+		dana := e.browser()
+		dana.ssoSignIn(e.srv.URL)
+		tok := dana.newToken()
+		if who := tokenWhoami(t, e.srv.URL, tok); !strings.Contains(who.Body, `"roles":["reviewer"]`) {
+			t.Fatalf("the token before: %d %s", who.Status, who.Body)
+		}
+		// Another replica where an admin has since made dana@example.com a local admin.
+		deps := e.deps
+		deps.Config.Console.Users = append(slices.Clone(deps.Config.Console.Users),
+			config.User{Name: "dana@example.com", PasswordHash: hash(t), Roles: []string{config.RoleAdmin}})
+		con, err := console.New(context.Background(), deps, console.Options{HealthWait: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testenv.RunService(t, con)
+		ec := echo.New()
+		con.Register(ec)
+		srv := httptest.NewServer(ec)
+		t.Cleanup(srv.Close)
+		if who := tokenWhoami(t, srv.URL, tok); who.Status != http.StatusUnauthorized {
+			t.Fatalf("the SSO token on a console where its name is a local admin's: %d %s", who.Status, who.Body)
+		}
+		dana.base = srv.URL
+		if who := dana.whoami(); who.Status != http.StatusUnauthorized {
+			t.Fatalf("the SSO session on a console where its name is a local admin's: %d %s", who.Status, who.Body)
+		}
+	})
+}
+
+func TestSingleSignOnRemovedFromEveryGroupLosesEverything(t *testing.T) {
+	e, s := ssoEnv(t, nil)
+	s.next(person("gina@example.com", "eng-reviewers"), nil)
+	laptop := e.browser()
+	laptop.ssoSignIn(e.srv.URL)
+	tok := laptop.newToken()
+	if who := tokenWhoami(t, e.srv.URL, tok); !strings.Contains(who.Body, `"roles":["reviewer"]`) {
+		t.Fatalf("the token before: %d %s", who.Status, who.Body)
+	}
+	s.next(person("gina@example.com", "marketing"), nil)
+	if p, _ := e.browser().ssoSignIn(e.srv.URL); p.Status != http.StatusForbidden || !strings.Contains(p.Body, "none of your groups gives access") {
+		t.Fatalf("the sign-in with no mapped group: %d\n%s", p.Status, p.Body)
+	}
+	for name, who := range map[string]page{"the earlier session": laptop.whoami(), "the token": tokenWhoami(t, e.srv.URL, tok)} {
+		if who.Status != http.StatusUnauthorized {
+			t.Fatalf("%s after gina left every mapped group: %d %s", name, who.Status, who.Body)
+		}
+	}
+	if groups, err := e.con.VouchedGroups(context.Background(), "gina@example.com"); err != nil || len(groups) != 0 {
+		t.Fatalf("vouched groups after gina left every mapped group: %v %v", groups, err)
 	}
 }
