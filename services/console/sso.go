@@ -34,8 +34,9 @@ import (
 // GET /login/sso stores sso.pending.<sha256(state)> (nonce, PKCE verifier,
 // where to go next, and the hash of a random value it sets in an HttpOnly,
 // SameSite=Lax cookie) and sends the browser to the provider; the callback,
-// on whichever replica the provider sends the browser to, deletes that key
-// with compare-and-set before it uses it — so a state counts once — and
+// on whichever replica the provider sends the browser to, purges that key
+// with compare-and-set before it uses it — so a state counts once, and no
+// revision of it stays in the bucket's history — and
 // refuses it without the cookie that started it (a sign-in cannot be
 // finished in another browser) or after pendingTTL.
 //
@@ -145,6 +146,12 @@ func personKey(name string) string {
 func (con *Console) ssoStartPage(c echo.Context) error {
 	if con.sso == nil {
 		return apierr.New(apierr.NotFound, "single sign-on is not configured: sign in with your user name and password")
+	}
+	// Each start stores a pending sign-in: an address may start only so many.
+	if wait, err := con.logins.started(c.Request().Context(), con.clientAddr(c)); err != nil {
+		return err
+	} else if wait > 0 {
+		return con.loginAgain(c, http.StatusTooManyRequests, fmt.Sprintf("Too many sign-ins were started from this address: try again in %s.", wait.Round(time.Second)))
 	}
 	p, err := con.sso.discover()
 	if err != nil {
@@ -313,7 +320,7 @@ func (s *sso) keep(ctx context.Context, p personRecord, mapped bool) error {
 	return apierr.New(apierr.Unavailable, "sign-in is busy: try again")
 }
 
-// take reads the pending sign-in of state and deletes it with
+// take reads the pending sign-in of state and purges it with
 // compare-and-set: of two callbacks with the same state (a replay, or the
 // same link opened twice), on any replicas, one gets it.
 func (s *sso) take(ctx context.Context, state string) (pendingLogin, error) {
@@ -328,7 +335,7 @@ func (s *sso) take(ctx context.Context, state string) (pendingLogin, error) {
 	if err != nil {
 		return pendingLogin{}, apierr.Wrap(apierr.Unavailable, err, "sign-in is unavailable for a moment: try again")
 	}
-	if err := s.kv.Delete(ctx, pendingKey(state), jetstream.LastRevision(e.Revision())); err != nil {
+	if err := s.kv.Purge(ctx, pendingKey(state), jetstream.LastRevision(e.Revision())); err != nil {
 		return pendingLogin{}, used
 	}
 	var p pendingLogin
@@ -471,7 +478,7 @@ func (con *Console) VouchedGroups(ctx context.Context, name string) ([]string, e
 	return p.Groups, err
 }
 
-// sweepPending deletes sign-ins that were started and never finished.
+// sweepPending purges sign-ins that were started and never finished.
 func (s *sso) sweepPending(ctx context.Context) error {
 	keys, err := s.kv.ListKeysFiltered(ctx, "sso.pending.*")
 	if err != nil {
@@ -487,7 +494,7 @@ func (s *sso) sweepPending(ctx context.Context) error {
 		}
 		var p pendingLogin
 		if json.Unmarshal(e.Value(), &p) != nil || s.now().Sub(p.Created) > pendingTTL {
-			_ = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+			_ = s.kv.Purge(ctx, key, jetstream.LastRevision(e.Revision()))
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/labstack/echo/v4"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/airlock-gate/airlock/services/console"
 	"github.com/airlock-gate/airlock/services/shared/config"
@@ -129,7 +131,7 @@ func (s *signer) next(claims map[string]any, shape func(map[string]any) *rsa.Pri
 }
 
 // ssoEnv is a console with single sign-on through a signer.
-func ssoEnv(t *testing.T, tweak func(*config.OIDC)) (*env, *signer) {
+func ssoEnv(t *testing.T, tweak func(*config.OIDC), more ...func(*config.Config)) (*env, *signer) {
 	t.Helper()
 	s := newSigner(t)
 	e := newEnvWith(t, func(c *config.Config) {
@@ -142,6 +144,9 @@ func ssoEnv(t *testing.T, tweak func(*config.OIDC)) (*env, *signer) {
 			}}
 		if tweak != nil {
 			tweak(&c.Console.OIDC)
+		}
+		for _, f := range more {
+			f(c)
 		}
 	})
 	return e, s
@@ -489,4 +494,61 @@ func TestSingleSignOnRemovedFromEveryGroupLosesEverything(t *testing.T) {
 	if groups, err := e.con.VouchedGroups(context.Background(), "gina@example.com"); err != nil || len(groups) != 0 {
 		t.Fatalf("vouched groups after gina left every mapped group: %v %v", groups, err)
 	}
+}
+
+func TestStartingSingleSignOnsIsBoundedAndLeavesNothingBehind(t *testing.T) {
+	e, s := ssoEnv(t, nil, func(c *config.Config) { c.Console.SignIn.StartsPerAddress = 3 })
+	ctx := context.Background()
+	kv, err := e.deps.JS.KeyValue(ctx, e.deps.Config.Buckets.Console)
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := func() uint64 {
+		t.Helper()
+		st, err := kv.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Values()
+	}
+
+	t.Run("a finished sign-in leaves no revision of its pending record", func(t *testing.T) {
+		s.next(person("carol@example.com", "eng-reviewers"), nil)
+		b := e.browser()
+		start := b.get("/login/sso")
+		state, _ := url.Parse(start.Header.Get("Location"))
+		sum := sha256.Sum256([]byte(state.Query().Get("state")))
+		key := "sso.pending." + hex.EncodeToString(sum[:]) // as the console names it
+		at := b.visit(start.Header.Get("Location"))
+		back, _ := url.Parse(at.Header.Get("Location"))
+		if p := b.visit(e.srv.URL + back.RequestURI()); p.Status != http.StatusSeeOther {
+			t.Fatalf("callback: %d\n%s", p.Status, p.Body)
+		}
+		history, err := kv.History(ctx, key)
+		if err != nil {
+			t.Fatalf("history of %s: %v", key, err)
+		}
+		for _, h := range history {
+			if len(h.Value()) > 0 || h.Operation() != jetstream.KeyValuePurge {
+				t.Fatalf("the used pending sign-in left %s (%d bytes) in the bucket", h.Operation(), len(h.Value()))
+			}
+		}
+	})
+
+	t.Run("past the limit an address is told to wait and nothing is written", func(t *testing.T) {
+		b := e.browser()
+		for range 2 { // the third start: one was used above
+			if p := b.get("/login/sso"); p.Status != http.StatusSeeOther {
+				t.Fatalf("a start within the limit: %d\n%s", p.Status, p.Body)
+			}
+		}
+		before := values()
+		p := b.get("/login/sso")
+		if p.Status != http.StatusTooManyRequests || !strings.Contains(p.Body, "Too many sign-ins were started from this address: try again in") {
+			t.Fatalf("a start past the limit: %d\n%s", p.Status, p.Body)
+		}
+		if after := values(); after != before {
+			t.Fatalf("a refused start wrote %d values to the console bucket", after-before)
+		}
+	})
 }
