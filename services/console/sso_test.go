@@ -19,12 +19,9 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
-	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/airlock-gate/airlock/services/console"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // signer is the OpenID provider these tests run when they need a token no
@@ -385,6 +382,31 @@ func (b *browser) newToken() string {
 	return out.Token
 }
 
+// signedInWithToken signs in the person of claims in a new browser and
+// makes a personal token in that session.
+func signedInWithToken(t *testing.T, e *env, s *signer, claims map[string]any) (*browser, string) {
+	t.Helper()
+	s.next(claims, nil)
+	b := e.browser()
+	if p, _ := b.ssoSignIn(e.srv.URL); p.Status != http.StatusSeeOther {
+		t.Fatalf("sign in as %v: %d\n%s", claims["email"], p.Status, p.Body)
+	}
+	return b, b.newToken()
+}
+
+// refusedSignIn runs the provider's next sign-in in a new browser and
+// checks that the console refused it saying says and started no session.
+func refusedSignIn(t *testing.T, e *env, says string) {
+	t.Helper()
+	b := e.browser()
+	if p, _ := b.ssoSignIn(e.srv.URL); p.Status != http.StatusForbidden || !strings.Contains(p.Body, says) {
+		t.Fatalf("callback: want 403 saying %q, got %d\n%s", says, p.Status, p.Body)
+	}
+	if who := b.whoami(); who.Status != http.StatusUnauthorized {
+		t.Fatalf("a refused sign-in left a session: %d %s", who.Status, who.Body)
+	}
+}
+
 // tokenWhoami is whoami with a bearer token.
 func tokenWhoami(t *testing.T, base, token string) page {
 	t.Helper()
@@ -394,43 +416,28 @@ func tokenWhoami(t *testing.T, base, token string) page {
 func TestSingleSignOnNeverActsAsAnotherAccount(t *testing.T) {
 	e, s := ssoEnv(t, nil)
 
-	t.Run("a provider account named like a local user is refused", func(t *testing.T) {
-		// root is a local admin; a provider that lets anyone name themselves root must not make them root.
-		s.next(map[string]any{"sub": "id-mallory", "email": "root", "email_verified": true, "groups": []any{"eng-reviewers"}}, nil)
-		b := e.browser()
-		p, _ := b.ssoSignIn(e.srv.URL)
-		if p.Status != http.StatusForbidden || !strings.Contains(p.Body, "root is a local user of this console") {
-			t.Fatalf("callback: %d\n%s", p.Status, p.Body)
-		}
-		if who := b.whoami(); who.Status != http.StatusUnauthorized {
-			t.Fatalf("a refused sign-in left a session: %d %s", who.Status, who.Body)
-		}
-	})
-
-	t.Run("an unverified address is refused even when no domain is restricted", func(t *testing.T) {
-		claims := person("alice@example.com", "eng-reviewers")
-		claims["email_verified"] = false
-		b := e.browser()
-		s.next(claims, nil)
-		if p, _ := b.ssoSignIn(e.srv.URL); p.Status != http.StatusForbidden || !strings.Contains(p.Body, "has not verified your email address") {
-			t.Fatalf("callback: %d\n%s", p.Status, p.Body)
-		}
-	})
+	unverified := person("alice@example.com", "eng-reviewers")
+	unverified["email_verified"] = false
+	for _, tc := range []struct {
+		name   string
+		claims map[string]any
+		says   string
+	}{
+		// root is a local admin: a provider that lets anyone name themselves root must not make them root.
+		{"a provider account named like a local user is refused",
+			map[string]any{"sub": "id-mallory", "email": "root", "email_verified": true, "groups": []any{"eng-reviewers"}}, "root is a local user of this console"},
+		{"an unverified address is refused even when no domain is restricted", unverified, "has not verified your email address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.next(tc.claims, nil)
+			refusedSignIn(t, e, tc.says)
+		})
+	}
 
 	t.Run("a second account with a person's name is refused and changes nothing of theirs", func(t *testing.T) {
-		s.next(person("zoe@example.com", "eng-reviewers"), nil)
-		zoe := e.browser()
-		zoe.ssoSignIn(e.srv.URL)
-		tok := zoe.newToken()
-		imposter := map[string]any{"sub": "id-imposter", "email": "zoe@example.com", "email_verified": true, "groups": []any{"eng-admins"}}
-		s.next(imposter, nil)
-		b := e.browser()
-		if p, _ := b.ssoSignIn(e.srv.URL); p.Status != http.StatusForbidden || !strings.Contains(p.Body, "Another account already signs in as zoe@example.com") {
-			t.Fatalf("the second account's callback: %d\n%s", p.Status, p.Body)
-		}
-		if who := b.whoami(); who.Status != http.StatusUnauthorized {
-			t.Fatalf("the second account has a session: %d %s", who.Status, who.Body)
-		}
+		zoe, tok := signedInWithToken(t, e, s, person("zoe@example.com", "eng-reviewers"))
+		s.next(map[string]any{"sub": "id-imposter", "email": "zoe@example.com", "email_verified": true, "groups": []any{"eng-admins"}}, nil)
+		refusedSignIn(t, e, "Another account already signs in as zoe@example.com")
 		for name, who := range map[string]page{"zoe's session": zoe.whoami(), "zoe's token": tokenWhoami(t, e.srv.URL, tok)} {
 			if who.Status != http.StatusOK || !strings.Contains(who.Body, `"roles":["reviewer"]`) {
 				t.Fatalf("%s after the second account tried: %d %s", name, who.Status, who.Body)
@@ -443,26 +450,16 @@ func TestSingleSignOnNeverActsAsAnotherAccount(t *testing.T) {
 	})
 
 	t.Run("a token made by single sign-on never takes a local user's roles", func(t *testing.T) {
-		s.next(person("dana@example.com", "eng-reviewers"), nil)
-		dana := e.browser()
-		dana.ssoSignIn(e.srv.URL)
-		tok := dana.newToken()
+		dana, tok := signedInWithToken(t, e, s, person("dana@example.com", "eng-reviewers"))
 		if who := tokenWhoami(t, e.srv.URL, tok); !strings.Contains(who.Body, `"roles":["reviewer"]`) {
 			t.Fatalf("the token before: %d %s", who.Status, who.Body)
 		}
 		// Another replica where an admin has since made dana@example.com a local admin.
-		deps := e.deps
-		deps.Config.Console.Users = append(slices.Clone(deps.Config.Console.Users),
+		before := e.deps
+		e.deps.Config.Console.Users = append(slices.Clone(before.Config.Console.Users),
 			config.User{Name: "dana@example.com", PasswordHash: hash(t), Roles: []string{config.RoleAdmin}})
-		con, err := console.New(context.Background(), deps, console.Options{HealthWait: 200 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		testenv.RunService(t, con)
-		ec := echo.New()
-		con.Register(ec)
-		srv := httptest.NewServer(ec)
-		t.Cleanup(srv.Close)
+		_, srv := e.startConsole()
+		e.deps = before
 		if who := tokenWhoami(t, srv.URL, tok); who.Status != http.StatusUnauthorized {
 			t.Fatalf("the SSO token on a console where its name is a local admin's: %d %s", who.Status, who.Body)
 		}
@@ -475,17 +472,12 @@ func TestSingleSignOnNeverActsAsAnotherAccount(t *testing.T) {
 
 func TestSingleSignOnRemovedFromEveryGroupLosesEverything(t *testing.T) {
 	e, s := ssoEnv(t, nil)
-	s.next(person("gina@example.com", "eng-reviewers"), nil)
-	laptop := e.browser()
-	laptop.ssoSignIn(e.srv.URL)
-	tok := laptop.newToken()
+	laptop, tok := signedInWithToken(t, e, s, person("gina@example.com", "eng-reviewers"))
 	if who := tokenWhoami(t, e.srv.URL, tok); !strings.Contains(who.Body, `"roles":["reviewer"]`) {
 		t.Fatalf("the token before: %d %s", who.Status, who.Body)
 	}
 	s.next(person("gina@example.com", "marketing"), nil)
-	if p, _ := e.browser().ssoSignIn(e.srv.URL); p.Status != http.StatusForbidden || !strings.Contains(p.Body, "none of your groups gives access") {
-		t.Fatalf("the sign-in with no mapped group: %d\n%s", p.Status, p.Body)
-	}
+	refusedSignIn(t, e, "none of your groups gives access")
 	for name, who := range map[string]page{"the earlier session": laptop.whoami(), "the token": tokenWhoami(t, e.srv.URL, tok)} {
 		if who.Status != http.StatusUnauthorized {
 			t.Fatalf("%s after gina left every mapped group: %d %s", name, who.Status, who.Body)
