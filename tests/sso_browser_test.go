@@ -312,6 +312,21 @@ slack:
 		}
 	})
 
+	t.Run("another provider account with a person's address is refused", func(t *testing.T) {
+		// mallory's account at the provider carries carol's verified address: the name belongs to the
+		// account that signed in as it above (subject "carol"), so mallory's sign-in changes nothing of hers.
+		ctx, _ = browserContext(t)
+		idp.setAccounts(t, map[string]any{"mallory": account("carol@example.com", "eng-admins")})
+		signIn("mallory")
+		do(t, ctx, "see the refusal", chromedp.WaitVisible(chromedp.ID("error")))
+		if msg := value(t, ctx, chromedp.Text(chromedp.ID("error"))); !strings.Contains(msg, "Another account already signs in as carol@example.com") {
+			t.Fatalf("the page says %q", msg)
+		}
+		if who := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('.who').length`)); who != 0 {
+			t.Fatal("a refused person is shown as signed in")
+		}
+	})
+
 	// The provider's own pages load what they load (a font, a favicon);
 	// the console's must keep to its content security policy.
 	for _, p := range problems() {
