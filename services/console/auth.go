@@ -23,9 +23,6 @@ type Principal struct {
 	Groups []string
 	// Via is "session" (console cookie) or "token" (bearer).
 	Via string
-	// SSO: Name signs in by single sign-on, and its roles are the
-	// person's (people.*), never a local user's of the same name.
-	SSO bool
 	// TokenKind and AgentID are set for bearer tokens.
 	TokenKind string
 	AgentID   string
@@ -33,6 +30,10 @@ type Principal struct {
 	OnBehalfOf string
 	// CSRF is the session's anti-forgery token (sessions only).
 	CSRF string
+	// sso marks a person who signed in by single sign-on (their roles are
+	// those of their last sign-in, people.*, never a local user's of the
+	// same name), and a personal token made in such a session.
+	sso bool
 }
 
 // Has reports whether p holds role; admin holds every role.
@@ -94,7 +95,7 @@ const (
 	csrfField        = "_csrf"
 	csrfHeader       = "X-CSRF-Token"
 	principalKey     = "airlock.principal"
-	contentSecPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	contentSecPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; manifest-src 'self'; worker-src 'self'; " +
 		"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 
@@ -203,7 +204,7 @@ func (con *Console) authenticate(a access) echo.MiddlewareFunc {
 					if !ok {
 						return apierr.New(apierr.Unauthenticated, "the API token's user %s no longer exists or no longer has access: ask an admin", tok.Owner)
 					}
-					p.Roles, p.Groups, p.SSO = u.Roles, u.Groups, tok.OwnerSSO
+					p.Roles, p.Groups, p.sso = u.Roles, u.Groups, tok.OwnerSSO
 				}
 			} else {
 				ck, err := c.Cookie(sessionCookie)
@@ -231,7 +232,7 @@ func (con *Console) authenticate(a access) echo.MiddlewareFunc {
 				if !ok {
 					return con.signInFirst(c)
 				}
-				p = Principal{Name: u.Name, Roles: u.Roles, Groups: u.Groups, Via: "session", SSO: sess.SSO, CSRF: sess.CSRF}
+				p = Principal{Name: u.Name, Roles: u.Roles, Groups: u.Groups, Via: "session", CSRF: sess.CSRF, sso: sess.SSO}
 				if unsafeMethod(c.Request().Method) {
 					if err := checkCSRF(c, sess.CSRF); err != nil {
 						return err

@@ -64,6 +64,7 @@ func TestEachMediumShowsEveryHostileStringInertly(t *testing.T) {
 		}},
 		{"slack_plain", escape.SlackPlain, func(_, out string) []string { return escapetest.RawLine(out) }},
 		{"mail_body", escape.Mail, func(_, out string) []string { return escapetest.Raw(out) }},
+		{"push_notification", escape.Push, func(_, out string) []string { return escapetest.RawLine(out) }},
 		{"mail_header", escape.MailHeader, func(_, out string) []string { return escapetest.RawLine(out) }},
 		{"csv_cell", escape.CSV, func(_, out string) []string {
 			found := escapetest.Raw(out)

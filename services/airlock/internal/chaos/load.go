@@ -13,6 +13,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 	airlockslack "github.com/airlock-gate/airlock/services/slack"
 	"github.com/airlock-gate/airlock/services/slack/slackfake"
 )
@@ -292,13 +293,13 @@ func (d *driver) reviewREST(ctx context.Context, rec *callRecord, rev uint32, ac
 	}
 	time.Sleep(think) // a person reads the call
 	body := map[string]any{"revision": rev}
-	path, kind, edited := "approve", "approved", false
+	path, kind, edited := "approve", subject.Approved, false
 	switch act {
 	case rejectREST, rejectSlack:
-		path, kind = "reject", "rejected"
+		path, kind = "reject", subject.Rejected
 		body["reason"] = "not now (airlock chaos)"
 	case changesREST:
-		path, kind = "changes", "changes_requested"
+		path, kind = "changes", subject.ChangesRequested
 		body["feedback"] = "use a smaller amount (airlock chaos)"
 	case editREST:
 		args := callArgs(rec.plannedCall)
@@ -343,9 +344,9 @@ func (d *driver) reviewSlack(ctx context.Context, rec *callRecord, rev uint32, a
 		return d.reviewREST(ctx, rec, rev, fallback, u.Name, 0)
 	}
 	time.Sleep(think)
-	action, kind, want := airlockslack.ActionApprove, "approved", airlockv1.ApprovalState_APPROVAL_STATE_APPROVED
+	action, kind, want := airlockslack.ActionApprove, subject.Approved, airlockv1.ApprovalState_APPROVAL_STATE_APPROVED
 	if act == rejectSlack {
-		action, kind, want = airlockslack.ActionReject, "rejected", airlockv1.ApprovalState_APPROVAL_STATE_REJECTED
+		action, kind, want = airlockslack.ActionReject, subject.Rejected, airlockv1.ApprovalState_APPROVAL_STATE_REJECTED
 	}
 	for try := 1; try <= 5; try++ {
 		d.locked(func() { rec.SlackClicks++ })
