@@ -41,7 +41,7 @@ func newOnCallReceiver(t *testing.T) *onCallReceiver {
 	mux.HandleFunc("POST /hook", func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		var ev webhook.Event
-		err := webhook.Verify([]byte(onCallSecret), req.Header, body, time.Now(), 0)
+		_, err := webhook.Verify([]byte(onCallSecret), req.Header, body, time.Now(), 0)
 		if err == nil {
 			err = json.Unmarshal(body, &ev)
 		}

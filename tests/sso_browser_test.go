@@ -297,19 +297,32 @@ slack:
 		}
 	})
 
-	t.Run("a person in no mapped group is refused with a page that says so", func(t *testing.T) {
-		// Another browser: carol's session at the provider would sign carol in again.
+	// refused signs login in (with claims) in a new browser — the provider's
+	// session of the person before would sign them in again — and checks
+	// the console's page says says and shows nobody signed in.
+	refused := func(login string, claims map[string]any, says string) {
+		t.Helper()
 		ctx, _ = browserContext(t)
-		idp.setAccounts(t, map[string]any{"dave": account("dave@example.com", "marketing")})
-		signIn("dave")
+		idp.setAccounts(t, map[string]any{login: claims})
+		signIn(login)
 		do(t, ctx, "see the refusal", chromedp.WaitVisible(chromedp.ID("error")))
-		if msg := value(t, ctx, chromedp.Text(chromedp.ID("error"))); !strings.Contains(msg, "none of your groups gives access to airlock") {
+		if msg := value(t, ctx, chromedp.Text(chromedp.ID("error"))); !strings.Contains(msg, says) {
 			t.Fatalf("the page says %q", msg)
 		}
-		screenshot(t, ctx, "sso-refused-1280")
 		if who := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('.who').length`)); who != 0 {
 			t.Fatal("a refused person is shown as signed in")
 		}
+	}
+
+	t.Run("a person in no mapped group is refused with a page that says so", func(t *testing.T) {
+		refused("dave", account("dave@example.com", "marketing"), "none of your groups gives access to airlock")
+		screenshot(t, ctx, "sso-refused-1280")
+	})
+
+	t.Run("another provider account with a person's address is refused", func(t *testing.T) {
+		// mallory's account at the provider carries carol's verified address: the name belongs to the
+		// account that signed in as it above (subject "carol"), so mallory's sign-in changes nothing of hers.
+		refused("mallory", account("carol@example.com", "eng-admins"), "Another account already signs in as carol@example.com")
 	})
 
 	// The provider's own pages load what they load (a font, a favicon);

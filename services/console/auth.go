@@ -31,7 +31,8 @@ type Principal struct {
 	// CSRF is the session's anti-forgery token (sessions only).
 	CSRF string
 	// sso marks a person who signed in by single sign-on (their roles are
-	// those of their last sign-in, not a local user's).
+	// those of their last sign-in, people.*, never a local user's of the
+	// same name), and a personal token made in such a session.
 	sso bool
 }
 
@@ -188,18 +189,22 @@ func (con *Console) authenticate(a access) echo.MiddlewareFunc {
 					p.Name = "agent:" + tok.AgentID
 				}
 				if tok.Kind == TokenPersonal {
-					u, ok, err := con.store.user(ctx, tok.Owner)
-					if err == nil && !ok && con.sso != nil {
-						u, ok, err = con.store.person(ctx, tok.Owner) // a person who signs in by single sign-on
-						p.sso = ok
+					// The way the session that made it resolved its owner, and no other.
+					lookup := con.store.user
+					if tok.OwnerSSO {
+						if con.sso == nil {
+							return apierr.New(apierr.Unauthenticated, "the API token's owner %s signs in by single sign-on, which is turned off: ask an admin", tok.Owner)
+						}
+						lookup = con.store.person
 					}
+					u, ok, err := lookup(ctx, tok.Owner)
 					if err != nil {
 						return err
 					}
 					if !ok {
-						return apierr.New(apierr.Unauthenticated, "the API token's user %s no longer exists", tok.Owner)
+						return apierr.New(apierr.Unauthenticated, "the API token's user %s no longer exists or no longer has access: ask an admin", tok.Owner)
 					}
-					p.Roles, p.Groups = u.Roles, u.Groups
+					p.Roles, p.Groups, p.sso = u.Roles, u.Groups, tok.OwnerSSO
 				}
 			} else {
 				ck, err := c.Cookie(sessionCookie)

@@ -128,7 +128,7 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 		pub:    deps.Publisher("console"),
 		waits:  newAgentWaits(maxWaitsPerAgent), clients: clients,
 	}
-	c.sso = newSSO(deps.Config, kv, opts.Now)
+	c.sso = newSSO(deps.Config, kv, st, opts.Now)
 	c.use.recordToken = c.recordToken
 	c.feed = newFeed(c)
 	if c.app, err = newWebApp(c); err != nil {

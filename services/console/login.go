@@ -185,7 +185,8 @@ func parseProxies(list []string) ([]*net.IPNet, error) {
 }
 
 // loginLimiter counts failed sign-ins per user name and per client address
-// in the console bucket (logins.user.<name>, logins.addr.<address>), with
+// and single sign-ons started per client address in the console bucket
+// (logins.user.<name>, logins.addr.<address>, logins.sso.<address>), with
 // compare-and-set so that replicas count together.
 type loginLimiter struct {
 	kv    jetstream.KeyValue
@@ -283,6 +284,23 @@ func (l *loginLimiter) bump(ctx context.Context, key string) error {
 		}
 	}
 	return apierr.New(apierr.Unavailable, "sign-in is busy: try again")
+}
+
+// started counts a single sign-on started from addr, unless addr started
+// StartsPerAddress within the window: then it writes nothing and says how
+// long until addr may start another.
+func (l *loginLimiter) started(ctx context.Context, addr string) (time.Duration, error) {
+	key := limiterKey("sso", addr)
+	if l.limit.StartsPerAddress > 0 {
+		f, _, err := l.read(ctx, key)
+		if err != nil {
+			return 0, err
+		}
+		if f.Count >= l.limit.StartsPerAddress {
+			return max(f.Since.Add(l.limit.Window).Sub(l.now()), time.Second), nil
+		}
+	}
+	return 0, l.bump(ctx, key)
 }
 
 // succeeded clears the user's failures (not the address's: a correct

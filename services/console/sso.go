@@ -34,15 +34,24 @@ import (
 // GET /login/sso stores sso.pending.<sha256(state)> (nonce, PKCE verifier,
 // where to go next, and the hash of a random value it sets in an HttpOnly,
 // SameSite=Lax cookie) and sends the browser to the provider; the callback,
-// on whichever replica the provider sends the browser to, deletes that key
-// with compare-and-set before it uses it — so a state counts once — and
+// on whichever replica the provider sends the browser to, purges that key
+// with compare-and-set before it uses it — so a state counts once, and no
+// revision of it stays in the bucket's history — and
 // refuses it without the cookie that started it (a sign-in cannot be
 // finished in another browser) or after pendingTTL.
 //
 // Roles and approver groups come from the person's groups at every sign-in
 // (console.oidc.groups) and are kept in people.<b64 name>; every session
 // and personal token of that person reads them there, so a person removed
-// from a group loses what it gave at their next sign-in.
+// from a group loses what it gave at their next sign-in, and a person
+// removed from every mapped group loses everything at once.
+//
+// A name is one account: people.<b64 name> is bound to the issuer and
+// subject that first signed in as it, and a sign-in with the same name
+// from another subject is refused without touching the record; a name
+// that is a local user's never signs in by single sign-on (and a local
+// user is never created with an SSO person's name), so a principal's roles
+// always come from one record.
 
 const (
 	ssoCookie   = "airlock_sso"
@@ -57,6 +66,7 @@ type sso struct {
 	cfg      config.OIDC
 	redirect string
 	kv       jetstream.KeyValue
+	store    *store // to refuse local users' names
 	now      func() time.Time
 	client   *http.Client
 
@@ -75,13 +85,20 @@ type pendingLogin struct {
 
 // personRecord is what a person's last single sign-on gave them.
 type personRecord struct {
-	Name       string    `json:"name"`
-	Roles      []string  `json:"roles"`
-	Groups     []string  `json:"groups,omitempty"`
+	Name string `json:"name"`
+	// Issuer and Subject are the account the name belongs to (the ID
+	// token's iss and sub at its first sign-in).
+	Issuer  string   `json:"iss,omitempty"`
+	Subject string   `json:"sub,omitempty"`
+	Roles   []string `json:"roles"`
+	Groups  []string `json:"groups,omitempty"`
+	// Removed: their last sign-in was refused because none of their groups
+	// is mapped any more; their sessions and tokens act for nobody.
+	Removed    bool      `json:"removed,omitempty"`
 	SignedInAt time.Time `json:"signed_in_at"`
 }
 
-func newSSO(cfg config.Config, kv jetstream.KeyValue, now func() time.Time) *sso {
+func newSSO(cfg config.Config, kv jetstream.KeyValue, st *store, now func() time.Time) *sso {
 	o := cfg.Console.OIDC
 	if !o.Enabled() {
 		return nil
@@ -90,7 +107,7 @@ func newSSO(cfg config.Config, kv jetstream.KeyValue, now func() time.Time) *sso
 	if redirect == "" {
 		redirect = strings.TrimSuffix(cfg.HTTP.PublicURL, "/") + ssoCallback
 	}
-	return &sso{cfg: o, redirect: redirect, kv: kv, now: now, client: &http.Client{Timeout: 15 * time.Second}}
+	return &sso{cfg: o, redirect: redirect, kv: kv, store: st, now: now, client: &http.Client{Timeout: 15 * time.Second}}
 }
 
 // discover reads the provider's discovery document once; until it has
@@ -129,6 +146,12 @@ func personKey(name string) string {
 func (con *Console) ssoStartPage(c echo.Context) error {
 	if con.sso == nil {
 		return apierr.New(apierr.NotFound, "single sign-on is not configured: sign in with your user name and password")
+	}
+	// Each start stores a pending sign-in: an address may start only so many.
+	if wait, err := con.logins.started(c.Request().Context(), con.clientAddr(c)); err != nil {
+		return err
+	} else if wait > 0 {
+		return con.loginAgain(c, http.StatusTooManyRequests, fmt.Sprintf("Too many sign-ins were started from this address: try again in %s.", wait.Round(time.Second)))
 	}
 	p, err := con.sso.discover()
 	if err != nil {
@@ -229,19 +252,75 @@ func (s *sso) finish(ctx context.Context, c echo.Context) (string, personRecord,
 	if err := idt.Claims(&claims); err != nil {
 		return "", personRecord{}, refuse(http.StatusUnauthorized, "The ID token's claims could not be read: sign in again.")
 	}
-	person, err := s.admit(claims)
+	person, mapped, err := s.admit(claims)
 	if err != nil {
 		return "", personRecord{}, err
 	}
-	person.SignedInAt = s.now().UTC()
-	data, _ := json.Marshal(person)
-	if _, err := s.kv.Put(ctx, personKey(person.Name), data); err != nil {
-		return "", personRecord{}, apierr.Wrap(apierr.Unavailable, err, "sign-in is unavailable for a moment: try again")
+	person.Issuer, person.Subject, person.SignedInAt = idt.Issuer, idt.Subject, s.now().UTC()
+	if err := s.keep(ctx, person, mapped); err != nil {
+		return "", personRecord{}, err
+	}
+	if !mapped {
+		return "", personRecord{}, &ssoRefusal{Name: person.Name, Status: http.StatusForbidden, Why: fmt.Sprintf(
+			"You are signed in at the provider as %s, but none of your groups gives access to airlock: ask an admin to add one of them to console.oidc.groups.", person.Name)}
 	}
 	return pending.Next, person, nil
 }
 
-// take reads the pending sign-in of state and deletes it with
+// keep stores what this sign-in gave p in people.<b64 name>, with
+// compare-and-set: refused when the name is a local user's or belongs to
+// another account (issuer and subject), and, when none of p's groups is
+// mapped (!mapped), with no roles or groups and marked removed, so that
+// every earlier session and token of theirs loses them too.
+func (s *sso) keep(ctx context.Context, p personRecord, mapped bool) error {
+	busy := func(err error) error {
+		return apierr.Wrap(apierr.Unavailable, err, "sign-in is unavailable for a moment: try again")
+	}
+	if _, local, err := s.store.user(ctx, p.Name); err != nil {
+		return err
+	} else if local {
+		return &ssoRefusal{Name: p.Name, Status: http.StatusForbidden, Why: fmt.Sprintf(
+			"%s is a local user of this console, so no one signs in as %s by single sign-on: sign in with that user's password, or ask an admin to rename the local user.", p.Name, p.Name)}
+	}
+	if !mapped {
+		p.Roles, p.Groups, p.Removed = nil, nil, true
+	}
+	for range 10 {
+		var rev uint64
+		e, err := s.kv.Get(ctx, personKey(p.Name))
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			if !mapped {
+				return nil // a stranger: nothing to take away, no name to claim
+			}
+		case err != nil:
+			return busy(err)
+		default:
+			var old personRecord
+			// A record from before accounts were bound (no subject) is bound by its next sign-in.
+			if json.Unmarshal(e.Value(), &old) == nil && old.Subject != "" && (old.Issuer != p.Issuer || old.Subject != p.Subject) {
+				return &ssoRefusal{Name: p.Name, Status: http.StatusForbidden, Why: fmt.Sprintf(
+					"Another account already signs in as %s: ask an admin to check console.oidc.name_claim (it should name each person once).", p.Name)}
+			}
+			rev = e.Revision()
+		}
+		data, _ := json.Marshal(p)
+		if rev == 0 {
+			_, err = s.kv.Create(ctx, personKey(p.Name), data)
+		} else {
+			_, err = s.kv.Update(ctx, personKey(p.Name), data, rev)
+		}
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return busy(err)
+		}
+	}
+	return apierr.New(apierr.Unavailable, "sign-in is busy: try again")
+}
+
+// take reads the pending sign-in of state and purges it with
 // compare-and-set: of two callbacks with the same state (a replay, or the
 // same link opened twice), on any replicas, one gets it.
 func (s *sso) take(ctx context.Context, state string) (pendingLogin, error) {
@@ -256,7 +335,7 @@ func (s *sso) take(ctx context.Context, state string) (pendingLogin, error) {
 	if err != nil {
 		return pendingLogin{}, apierr.Wrap(apierr.Unavailable, err, "sign-in is unavailable for a moment: try again")
 	}
-	if err := s.kv.Delete(ctx, pendingKey(state), jetstream.LastRevision(e.Revision())); err != nil {
+	if err := s.kv.Purge(ctx, pendingKey(state), jetstream.LastRevision(e.Revision())); err != nil {
 		return pendingLogin{}, used
 	}
 	var p pendingLogin
@@ -282,26 +361,31 @@ func tokenProblem(err error) string {
 	return "The ID token could not be verified"
 }
 
-// admit checks the claims against console.oidc (a principal name, the
-// allowed domains with a verified email, a mapped group) and returns the
-// person with the roles and approver groups their groups give.
-func (s *sso) admit(claims map[string]any) (personRecord, error) {
+// admit checks the claims against console.oidc (a principal name, a
+// verified email when the name is one or domains are restricted, the
+// allowed domains) and returns the person with the roles and approver
+// groups their groups give, and whether any of their groups is mapped.
+func (s *sso) admit(claims map[string]any) (personRecord, bool, error) {
 	name, _ := claims[s.cfg.NameClaim].(string)
 	name = strings.TrimSpace(name)
 	if name == "" {
-		return personRecord{}, refuse(http.StatusForbidden, "The sign-in provider did not say who you are (no %q claim): ask an admin to check console.oidc.name_claim and scopes.", s.cfg.NameClaim)
+		return personRecord{}, false, refuse(http.StatusForbidden, "The sign-in provider did not say who you are (no %q claim): ask an admin to check console.oidc.name_claim and scopes.", s.cfg.NameClaim)
 	}
 	if !plainPrincipal(name) {
-		return personRecord{}, refuse(http.StatusForbidden, "The name the provider gave you cannot be an airlock principal: ask an admin to choose another console.oidc.name_claim.")
+		return personRecord{}, false, refuse(http.StatusForbidden, "The name the provider gave you cannot be an airlock principal: ask an admin to choose another console.oidc.name_claim.")
+	}
+	// An address is a name only when the provider vouches for it: anyone
+	// can type any address into an account at most providers.
+	if s.cfg.NameClaim == "email" || strings.Contains(name, "@") || len(s.cfg.AllowedDomains) > 0 {
+		if verified, _ := claims["email_verified"].(bool); !verified {
+			return personRecord{}, false, &ssoRefusal{Name: name, Status: http.StatusForbidden, Why: "The sign-in provider has not verified your email address: verify it there, then sign in again."}
+		}
 	}
 	if len(s.cfg.AllowedDomains) > 0 {
 		email, _ := claims["email"].(string)
 		_, domain, _ := strings.Cut(strings.ToLower(email), "@")
 		if domain == "" || !slices.ContainsFunc(s.cfg.AllowedDomains, func(d string) bool { return strings.EqualFold(strings.TrimPrefix(d, "@"), domain) }) {
-			return personRecord{}, &ssoRefusal{Name: name, Status: http.StatusForbidden, Why: "Your email address is not at a domain this console admits: sign in with your work account."}
-		}
-		if verified, _ := claims["email_verified"].(bool); !verified {
-			return personRecord{}, &ssoRefusal{Name: name, Status: http.StatusForbidden, Why: "The sign-in provider has not verified your email address: verify it there, then sign in again."}
+			return personRecord{}, false, &ssoRefusal{Name: name, Status: http.StatusForbidden, Why: "Your email address is not at a domain this console admits: sign in with your work account."}
 		}
 	}
 	var theirs []string
@@ -326,11 +410,7 @@ func (s *sso) admit(claims map[string]any) (personRecord, error) {
 		p.Roles = appendNew(p.Roles, m.Roles...)
 		p.Groups = appendNew(p.Groups, m.Groups...)
 	}
-	if !known {
-		return personRecord{}, &ssoRefusal{Name: name, Status: http.StatusForbidden, Why: fmt.Sprintf(
-			"You are signed in at the provider as %s, but none of your groups gives access to airlock: ask an admin to add one of them to console.oidc.groups.", name)}
-	}
-	return p, nil
+	return p, known, nil
 }
 
 // plainPrincipal reports whether name can stand for a person everywhere a
@@ -359,10 +439,15 @@ func appendNew(to []string, items ...string) []string {
 	return to
 }
 
-// person returns what name's last single sign-on gave them.
+// person returns what name's last single sign-on gave them; not found for
+// a person removed from every mapped group, and for a name that is (now) a
+// local user's: an SSO session or token never acts with a local user's name.
 func (s *store) person(ctx context.Context, name string) (userRecord, bool, error) {
 	if name == "" {
 		return userRecord{}, false, nil
+	}
+	if _, local, err := s.user(ctx, name); err != nil || local {
+		return userRecord{}, false, err
 	}
 	e, err := s.kv.Get(ctx, personKey(name))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -374,6 +459,9 @@ func (s *store) person(ctx context.Context, name string) (userRecord, bool, erro
 	var p personRecord
 	if err := json.Unmarshal(e.Value(), &p); err != nil {
 		return userRecord{}, false, fmt.Errorf("decode person %s: %w", name, err)
+	}
+	if p.Removed {
+		return userRecord{}, false, nil
 	}
 	return userRecord{Name: p.Name, Roles: p.Roles, Groups: p.Groups}, true, nil
 }
@@ -390,7 +478,7 @@ func (con *Console) VouchedGroups(ctx context.Context, name string) ([]string, e
 	return p.Groups, err
 }
 
-// sweepPending deletes sign-ins that were started and never finished.
+// sweepPending purges sign-ins that were started and never finished.
 func (s *sso) sweepPending(ctx context.Context) error {
 	keys, err := s.kv.ListKeysFiltered(ctx, "sso.pending.*")
 	if err != nil {
@@ -406,7 +494,7 @@ func (s *sso) sweepPending(ctx context.Context) error {
 		}
 		var p pendingLogin
 		if json.Unmarshal(e.Value(), &p) != nil || s.now().Sub(p.Created) > pendingTTL {
-			_ = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+			_ = s.kv.Purge(ctx, key, jetstream.LastRevision(e.Revision()))
 		}
 	}
 	return nil

@@ -1,14 +1,17 @@
 package console_test
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/airlock-gate/airlock/services/shared/config"
 )
@@ -124,7 +128,7 @@ func (s *signer) next(claims map[string]any, shape func(map[string]any) *rsa.Pri
 }
 
 // ssoEnv is a console with single sign-on through a signer.
-func ssoEnv(t *testing.T, tweak func(*config.OIDC)) (*env, *signer) {
+func ssoEnv(t *testing.T, tweak func(*config.OIDC), more ...func(*config.Config)) (*env, *signer) {
 	t.Helper()
 	s := newSigner(t)
 	e := newEnvWith(t, func(c *config.Config) {
@@ -137,6 +141,9 @@ func ssoEnv(t *testing.T, tweak func(*config.OIDC)) (*env, *signer) {
 			}}
 		if tweak != nil {
 			tweak(&c.Console.OIDC)
+		}
+		for _, f := range more {
+			f(c)
 		}
 	})
 	return e, s
@@ -219,7 +226,7 @@ func TestSingleSignOn(t *testing.T) {
 			func(c map[string]any) *rsa.PrivateKey { c["nonce"] = "a-nonce-from-another-sign-in"; return s.key }, http.StatusUnauthorized, "its nonce does not match"},
 		{"a person none of whose groups is mapped is refused", person("dave@example.com", "marketing", "sales"), nil,
 			http.StatusForbidden, "none of your groups gives access to airlock"},
-		{"a person without groups is refused", map[string]any{"sub": "x", "email": "erin@example.com"}, nil,
+		{"a person without groups is refused", map[string]any{"sub": "x", "email": "erin@example.com", "email_verified": true}, nil,
 			http.StatusForbidden, "none of your groups gives access to airlock"},
 		{"a name that means something else to airlock is refused", person("group:reviewers", "eng-admins"), nil,
 			http.StatusForbidden, "cannot be an airlock principal"},
@@ -358,4 +365,182 @@ func TestPasswordsCanBeTurnedOffWithSingleSignOn(t *testing.T) {
 	if p, _ := b.ssoSignIn(e.srv.URL); p.Status != http.StatusSeeOther {
 		t.Fatalf("single sign-on: %d\n%s", p.Status, p.Body)
 	}
+}
+
+// newToken creates a personal token in b's session and returns its secret.
+func (b *browser) newToken() string {
+	b.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, b.base+"/api/v1/tokens", strings.NewReader(`{"name":"laptop"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-CSRF-Token", b.csrf("/"))
+	p := b.do(req)
+	if p.Status != http.StatusCreated {
+		b.t.Fatalf("create a token: %d %s", p.Status, p.Body)
+	}
+	var out struct{ Token string }
+	_ = json.Unmarshal([]byte(p.Body), &out)
+	return out.Token
+}
+
+// signedInWithToken signs in the person of claims in a new browser and
+// makes a personal token in that session.
+func signedInWithToken(t *testing.T, e *env, s *signer, claims map[string]any) (*browser, string) {
+	t.Helper()
+	s.next(claims, nil)
+	b := e.browser()
+	if p, _ := b.ssoSignIn(e.srv.URL); p.Status != http.StatusSeeOther {
+		t.Fatalf("sign in as %v: %d\n%s", claims["email"], p.Status, p.Body)
+	}
+	return b, b.newToken()
+}
+
+// refusedSignIn runs the provider's next sign-in in a new browser and
+// checks that the console refused it saying says and started no session.
+func refusedSignIn(t *testing.T, e *env, says string) {
+	t.Helper()
+	b := e.browser()
+	if p, _ := b.ssoSignIn(e.srv.URL); p.Status != http.StatusForbidden || !strings.Contains(p.Body, says) {
+		t.Fatalf("callback: want 403 saying %q, got %d\n%s", says, p.Status, p.Body)
+	}
+	if who := b.whoami(); who.Status != http.StatusUnauthorized {
+		t.Fatalf("a refused sign-in left a session: %d %s", who.Status, who.Body)
+	}
+}
+
+// tokenWhoami is whoami with a bearer token.
+func tokenWhoami(t *testing.T, base, token string) page {
+	t.Helper()
+	return apiCall(t, base, token, http.MethodGet, "/api/v1/whoami", "")
+}
+
+func TestSingleSignOnNeverActsAsAnotherAccount(t *testing.T) {
+	e, s := ssoEnv(t, nil)
+
+	unverified := person("alice@example.com", "eng-reviewers")
+	unverified["email_verified"] = false
+	for _, tc := range []struct {
+		name   string
+		claims map[string]any
+		says   string
+	}{
+		// root is a local admin: a provider that lets anyone name themselves root must not make them root.
+		{"a provider account named like a local user is refused",
+			map[string]any{"sub": "id-mallory", "email": "root", "email_verified": true, "groups": []any{"eng-reviewers"}}, "root is a local user of this console"},
+		{"an unverified address is refused even when no domain is restricted", unverified, "has not verified your email address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.next(tc.claims, nil)
+			refusedSignIn(t, e, tc.says)
+		})
+	}
+
+	t.Run("a second account with a person's name is refused and changes nothing of theirs", func(t *testing.T) {
+		zoe, tok := signedInWithToken(t, e, s, person("zoe@example.com", "eng-reviewers"))
+		s.next(map[string]any{"sub": "id-imposter", "email": "zoe@example.com", "email_verified": true, "groups": []any{"eng-admins"}}, nil)
+		refusedSignIn(t, e, "Another account already signs in as zoe@example.com")
+		for name, who := range map[string]page{"zoe's session": zoe.whoami(), "zoe's token": tokenWhoami(t, e.srv.URL, tok)} {
+			if who.Status != http.StatusOK || !strings.Contains(who.Body, `"roles":["reviewer"]`) {
+				t.Fatalf("%s after the second account tried: %d %s", name, who.Status, who.Body)
+			}
+		}
+		s.next(person("zoe@example.com", "eng-reviewers"), nil)
+		if p, _ := e.browser().ssoSignIn(e.srv.URL); p.Status != http.StatusSeeOther {
+			t.Fatalf("zoe signs in again: %d\n%s", p.Status, p.Body)
+		}
+	})
+
+	t.Run("a token made by single sign-on never takes a local user's roles", func(t *testing.T) {
+		dana, tok := signedInWithToken(t, e, s, person("dana@example.com", "eng-reviewers"))
+		if who := tokenWhoami(t, e.srv.URL, tok); !strings.Contains(who.Body, `"roles":["reviewer"]`) {
+			t.Fatalf("the token before: %d %s", who.Status, who.Body)
+		}
+		// Another replica where an admin has since made dana@example.com a local admin.
+		before := e.deps
+		e.deps.Config.Console.Users = append(slices.Clone(before.Config.Console.Users),
+			config.User{Name: "dana@example.com", PasswordHash: hash(t), Roles: []string{config.RoleAdmin}})
+		_, srv := e.startConsole()
+		e.deps = before
+		if who := tokenWhoami(t, srv.URL, tok); who.Status != http.StatusUnauthorized {
+			t.Fatalf("the SSO token on a console where its name is a local admin's: %d %s", who.Status, who.Body)
+		}
+		dana.base = srv.URL
+		if who := dana.whoami(); who.Status != http.StatusUnauthorized {
+			t.Fatalf("the SSO session on a console where its name is a local admin's: %d %s", who.Status, who.Body)
+		}
+	})
+}
+
+func TestSingleSignOnRemovedFromEveryGroupLosesEverything(t *testing.T) {
+	e, s := ssoEnv(t, nil)
+	laptop, tok := signedInWithToken(t, e, s, person("gina@example.com", "eng-reviewers"))
+	if who := tokenWhoami(t, e.srv.URL, tok); !strings.Contains(who.Body, `"roles":["reviewer"]`) {
+		t.Fatalf("the token before: %d %s", who.Status, who.Body)
+	}
+	s.next(person("gina@example.com", "marketing"), nil)
+	refusedSignIn(t, e, "none of your groups gives access")
+	for name, who := range map[string]page{"the earlier session": laptop.whoami(), "the token": tokenWhoami(t, e.srv.URL, tok)} {
+		if who.Status != http.StatusUnauthorized {
+			t.Fatalf("%s after gina left every mapped group: %d %s", name, who.Status, who.Body)
+		}
+	}
+	if groups, err := e.con.VouchedGroups(context.Background(), "gina@example.com"); err != nil || len(groups) != 0 {
+		t.Fatalf("vouched groups after gina left every mapped group: %v %v", groups, err)
+	}
+}
+
+func TestStartingSingleSignOnsIsBoundedAndLeavesNothingBehind(t *testing.T) {
+	e, s := ssoEnv(t, nil, func(c *config.Config) { c.Console.SignIn.StartsPerAddress = 3 })
+	ctx := context.Background()
+	kv, err := e.deps.JS.KeyValue(ctx, e.deps.Config.Buckets.Console)
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := func() uint64 {
+		t.Helper()
+		st, err := kv.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Values()
+	}
+
+	t.Run("a finished sign-in leaves no revision of its pending record", func(t *testing.T) {
+		s.next(person("carol@example.com", "eng-reviewers"), nil)
+		b := e.browser()
+		start := b.get("/login/sso")
+		state, _ := url.Parse(start.Header.Get("Location"))
+		sum := sha256.Sum256([]byte(state.Query().Get("state")))
+		key := "sso.pending." + hex.EncodeToString(sum[:]) // as the console names it
+		at := b.visit(start.Header.Get("Location"))
+		back, _ := url.Parse(at.Header.Get("Location"))
+		if p := b.visit(e.srv.URL + back.RequestURI()); p.Status != http.StatusSeeOther {
+			t.Fatalf("callback: %d\n%s", p.Status, p.Body)
+		}
+		history, err := kv.History(ctx, key)
+		if err != nil {
+			t.Fatalf("history of %s: %v", key, err)
+		}
+		for _, h := range history {
+			if len(h.Value()) > 0 || h.Operation() != jetstream.KeyValuePurge {
+				t.Fatalf("the used pending sign-in left %s (%d bytes) in the bucket", h.Operation(), len(h.Value()))
+			}
+		}
+	})
+
+	t.Run("past the limit an address is told to wait and nothing is written", func(t *testing.T) {
+		b := e.browser()
+		for range 2 { // the third start: one was used above
+			if p := b.get("/login/sso"); p.Status != http.StatusSeeOther {
+				t.Fatalf("a start within the limit: %d\n%s", p.Status, p.Body)
+			}
+		}
+		before := values()
+		p := b.get("/login/sso")
+		if p.Status != http.StatusTooManyRequests || !strings.Contains(p.Body, "Too many sign-ins were started from this address: try again in") {
+			t.Fatalf("a start past the limit: %d\n%s", p.Status, p.Body)
+		}
+		if after := values(); after != before {
+			t.Fatalf("a refused start wrote %d values to the console bucket", after-before)
+		}
+	})
 }

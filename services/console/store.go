@@ -64,11 +64,15 @@ const (
 )
 
 type tokenRecord struct {
-	ID      string `json:"id"`
-	Name    string `json:"name"`
-	Kind    string `json:"kind"`
-	Owner   string `json:"owner"`
-	AgentID string `json:"agent_id,omitempty"`
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Kind  string `json:"kind"`
+	Owner string `json:"owner"`
+	// OwnerSSO: the owner signed in by single sign-on when they made it,
+	// so a personal token's roles are the person's (people.*), not a local
+	// user's.
+	OwnerSSO bool   `json:"owner_sso,omitempty"`
+	AgentID  string `json:"agent_id,omitempty"`
 	// OnBehalfOf is the person an agent token's calls act for, set by the
 	// admin who created it; the agent cannot change it.
 	OnBehalfOf string    `json:"on_behalf_of,omitempty"`
@@ -159,6 +163,13 @@ func (s *store) user(ctx context.Context, name string) (userRecord, bool, error)
 func (s *store) createUser(ctx context.Context, name, password string, roles, groups []string) error {
 	if _, ok := s.users[name]; ok {
 		return apierr.New(apierr.Conflict, "user %s is defined in the configuration", name)
+	}
+	// One name, one account: a local user named after an SSO person would
+	// read that person's tokens and trail.
+	if _, err := s.kv.Get(ctx, personKey(name)); err == nil {
+		return apierr.New(apierr.Conflict, "%s signs in by single sign-on: choose another name for a local user", name)
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return apierr.Wrap(apierr.Unavailable, err, "read person %s", name)
 	}
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
 	if err != nil {

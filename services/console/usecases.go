@@ -375,7 +375,7 @@ func (u *useCases) createToken(ctx context.Context, p Principal, via, name, kind
 	if days > 0 {
 		ttl = time.Duration(days) * 24 * time.Hour
 	}
-	rec := tokenRecord{Name: name, Kind: TokenPersonal, Owner: p.Name}
+	rec := tokenRecord{Name: name, Kind: TokenPersonal, Owner: p.Name, OwnerSSO: p.sso}
 	switch kind {
 	case "", TokenPersonal:
 	case TokenAgent:

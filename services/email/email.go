@@ -8,8 +8,9 @@
 // Everything an agent chose is data here: a header built from it (the
 // subject) has every control character, line break and invisible or bidi
 // character made visible, so no agent text can add a header or a
-// recipient; the plain-text body shows it made visible and indented under
-// a label, and is sent quoted-printable.
+// recipient; the plain-text body shows it made visible, quoted ("> ")
+// under a label and with its links defanged (hxxps://evil[.]example), so
+// the console link is the mail's only link; it is sent quoted-printable.
 package email
 
 import (

@@ -11,6 +11,7 @@ import (
 	"net/mail"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -370,6 +371,44 @@ func TestEscalationReplyReachesTheAddedApproversWithTheWholeCall(t *testing.T) {
 	}
 	if dave.msg.Header.Get("In-Reply-To") != "<"+root+">" {
 		t.Errorf("escalation reply is not in the thread: In-Reply-To %q", dave.msg.Header.Get("In-Reply-To"))
+	}
+}
+
+// An agent's text cannot pass for the mail's own words or links: it is
+// quoted line by line, and its links are defanged, so the console link
+// airlock writes is the only link a mail client makes clickable.
+func TestAgentTextCannotImitateTheMailOrItsLink(t *testing.T) {
+	w := newWorld(t)
+	rec := mailed(notifytest.Record("c-imitate"))
+	rec.Decision.Approvers = []string{"alice"}
+	fake := "\n\nDecide in the console (sign in there; this mail decides nothing):\nhttps://evil.example/calls/bot/c-imitate\n"
+	rec.Call.Reason = "routine cleanup" + fake
+	rec.Call.OnBehalfOf = "see HTTPS://EVIL.example/help"
+	rec.Call.Arguments, _ = structpb.NewStruct(map[string]any{"url": "http://evil.example/x", "site": "www.evil.example", "to": "mailto:evil@evil.example"})
+	ctx := context.Background()
+	root, err := w.n.Announce(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Reminded = true
+	if err := w.n.Remind(ctx, rec, root); err != nil {
+		t.Fatal(err)
+	}
+	genuine := "https://airlock.example.com/calls/bot/c-imitate"
+	link := regexp.MustCompile(`(?i)(\b(https?|ftps?|file)://|\bwww\.|\b(mailto|javascript):)\S*`) // what mail clients make clickable
+	for _, d := range append(w.wait(t, root, 1), w.wait(t, w.n.MessageID(rec, "reminder"), 1)...) {
+		if links := link.FindAllString(d.body, -1); len(links) != 1 || links[0] != genuine {
+			t.Fatalf("links in the mail %v, want only the console's %s:\n%s", links, genuine, d.body)
+		}
+		if n := strings.Count(d.body, "\nDecide in the console"); n != 1 {
+			t.Fatalf("%d lines read as the mail's own \"Decide in the console\", want 1:\n%s", n, d.body)
+		}
+		for _, want := range []string{"> routine cleanup", "> Decide in the console", "> hxxps://evil[.]example/calls/bot/c-imitate", "HxxPS://EVIL[.]example/help",
+			`>   "url": "hxxp://evil[.]example/x"`, "www[.]evil[.]example", "mailto[:]evil@"} {
+			if !strings.Contains(d.body, want) {
+				t.Fatalf("the mail lacks %q:\n%s", want, d.body)
+			}
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -60,7 +61,7 @@ func whole(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
 		b.WriteString(" (values the policy redacts are masked)")
 	}
 	b.WriteString(":\n")
-	b.WriteString(indent(arguments(rec)))
+	b.WriteString(quote(arguments(rec)))
 	footer(b, rec)
 }
 
@@ -100,7 +101,7 @@ func OutcomeBody(rec *airlockv1.ApprovalRecord, publicURL string) string {
 	}
 	if r := rec.GetReason(); r != "" {
 		b.WriteString("\nReason given:\n")
-		b.WriteString(indent(cut(escape.Mail(r), maxReasonBytes)))
+		b.WriteString(quote(cut(inert(r), maxReasonBytes)))
 	}
 	if rec.GetEditedArguments() != nil {
 		b.WriteString("\nApproved with edited arguments (see the console).\n")
@@ -112,10 +113,10 @@ func OutcomeBody(rec *airlockv1.ApprovalRecord, publicURL string) string {
 }
 
 // details lists the call's facts; every agent-chosen value is made visible
-// (and the free-text reason indented under its label).
+// and its links inert (and the free-text reason quoted under its label).
 func details(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
 	c, d := rec.GetCall(), rec.GetDecision()
-	line := func(label, v string) { fmt.Fprintf(b, "%-15s %s\n", label+":", HeaderText(v, 400)) }
+	line := func(label, v string) { fmt.Fprintf(b, "%-15s %s\n", label+":", defang(HeaderText(v, 400))) }
 	line("Tool", calls.QualifiedTool(c))
 	line("Agent", c.GetAgentId())
 	if c.GetOnBehalfOf() != "" {
@@ -131,7 +132,7 @@ func details(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
 	line("Deadline", when(rec.GetDeadline().AsTime()))
 	if r := c.GetReason(); r != "" {
 		b.WriteString("Agent's reason:\n")
-		b.WriteString(indent(cut(escape.Mail(r), maxReasonBytes)))
+		b.WriteString(quote(cut(inert(r), maxReasonBytes)))
 	}
 }
 
@@ -157,14 +158,41 @@ func arguments(rec *airlockv1.ApprovalRecord) string {
 	if err := enc.Encode(args); err != nil {
 		return "(the arguments cannot be shown here: see the console)\n"
 	}
-	return cut(escape.Mail(strings.TrimRight(raw.String(), "\n")), maxArgumentBytes) + "\n"
+	return cut(inert(strings.TrimRight(raw.String(), "\n")), maxArgumentBytes) + "\n"
 }
 
-// indent puts four spaces before every line of s, so agent text cannot
-// start a line of its own that looks like part of the mail.
-func indent(s string) string {
+// quote puts "> " before every line of s, as mail quotes another's words,
+// so agent text cannot start a line of its own that reads as the mail's.
+func quote(s string) string {
 	s = strings.TrimRight(s, "\n")
-	return "    " + strings.ReplaceAll(s, "\n", "\n    ") + "\n"
+	return "> " + strings.ReplaceAll(s, "\n", "\n> ") + "\n"
+}
+
+// inert is text someone else wrote as a mail body shows it: made visible
+// (escape.Mail) and with its links defanged.
+func inert(s string) string { return defang(escape.Mail(s)) }
+
+var (
+	schemeURL  = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]{0,30})://([^\s/?#\\"'<>]*)`)
+	bareScheme = regexp.MustCompile(`(?i)\b(mailto|javascript|data|vbscript|file|tel|sms|callto|news):(\S)`)
+	wwwHost    = regexp.MustCompile(`(?i)\bwww\.[^\s/?#\\"'<>]*`)
+)
+
+// defang rewrites the links in s so that no mail client makes them
+// clickable ("https://evil.example/x" → "hxxps://evil[.]example/x",
+// "www.evil.example" → "www[.]evil[.]example", "mailto:" → "mailto[:]"): the console link airlock
+// writes is the only link in its mails.
+func defang(s string) string {
+	s = schemeURL.ReplaceAllStringFunc(s, func(u string) string {
+		m := schemeURL.FindStringSubmatch(u)
+		scheme, host := m[1], strings.ReplaceAll(m[2], ".", "[.]")
+		if len(scheme) >= 4 && strings.EqualFold(scheme[:4], "http") {
+			return scheme[:1] + "xx" + scheme[3:] + "://" + host
+		}
+		return scheme + "[:]//" + host
+	})
+	s = bareScheme.ReplaceAllString(s, "$1[:]$2")
+	return wwwHost.ReplaceAllStringFunc(s, func(host string) string { return strings.ReplaceAll(host, ".", "[.]") })
 }
 
 func cut(s string, n int) string {

@@ -64,10 +64,13 @@ func (w WebPush) Enabled() bool { return w.VAPIDPrivateKeyFile != "" }
 
 // SignInLimit bounds failed sign-ins: past either count within Window,
 // further attempts are refused until the window has passed, whether or not
-// the user exists.
+// the user exists. StartsPerAddress bounds single sign-ons started from one
+// client address within Window (each stores a pending sign-in); 0 means
+// no bound.
 type SignInLimit struct {
 	FailuresPerUser    int           `yaml:"failures_per_user"`
 	FailuresPerAddress int           `yaml:"failures_per_address"`
+	StartsPerAddress   int           `yaml:"sso_starts_per_address"`
 	Window             time.Duration `yaml:"window"`
 }
 
@@ -176,7 +179,7 @@ func defaultConsole() Console {
 		SessionMaxAge: 7 * 24 * time.Hour,
 		TokenTTL:      90 * 24 * time.Hour,
 		MaxWait:       60 * time.Second,
-		SignIn:        SignInLimit{FailuresPerUser: 5, FailuresPerAddress: 20, Window: 15 * time.Minute},
+		SignIn:        SignInLimit{FailuresPerUser: 5, FailuresPerAddress: 20, StartsPerAddress: 60, Window: 15 * time.Minute},
 		OIDC:          OIDC{Scopes: []string{"email", "profile"}, NameClaim: "email", GroupsClaim: "groups", DisplayName: "single sign-on"},
 	}
 }

@@ -193,7 +193,7 @@ func (rx *Receivers) webhook(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	if err := webhook.Verify([]byte(rx.secret), r.Header, body, time.Now(), 0); err != nil {
+	if _, err := webhook.Verify([]byte(rx.secret), r.Header, body, time.Now(), 0); err != nil {
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
 	}

@@ -9,8 +9,10 @@
 //
 // compared in constant time with Airlock-Webhook-Signature, refusing a
 // timestamp (Unix seconds) more than DefaultWindow from its own clock, and
-// de-duplicating on Airlock-Webhook-Id (the same delivery may be repeated
-// after a crash or a retry).
+// de-duplicating on the body's "id" (the same delivery may be repeated
+// after a crash or a retry). The Airlock-Webhook-Id header is a copy of it
+// for logs and is not signed: Verify refuses a delivery whose header
+// differs from the signed id, and returns the signed one.
 package webhook
 
 import (
@@ -61,7 +63,8 @@ const (
 // Event is the JSON body of a delivery.
 type Event struct {
 	// ID is unique per call revision and kind of delivery (the outcome's
-	// includes the state); a repeated delivery has the same ID.
+	// includes the state, a reminder's the moment it fired); a repeated
+	// delivery has the same ID. It is signed with the body.
 	ID   string `json:"id"`
 	Type string `json:"type"`
 	// SentAt is when this attempt was made.
@@ -102,8 +105,13 @@ func NewEvent(rec *airlockv1.ApprovalRecord, typ, publicURL string, now time.Tim
 	c, d := rec.GetCall(), rec.GetDecision()
 	ref := callref.Of(c)
 	id := ref.EventID("webhook." + typ)
-	if typ == TypeOutcome {
+	switch typ {
+	case TypeOutcome:
 		id += "." + calls.StateName(rec.GetState())
+	case TypeReminder, TypeEscalated:
+		// Each firing is its own event; a retried delivery of one is the
+		// same record, written when it fired, so it keeps its id.
+		id += "." + strconv.FormatInt(rec.GetUpdatedAt().AsTime().UnixMilli(), 10)
 	}
 	ev := Event{
 		ID: id, Type: typ, SentAt: now.UTC(),
@@ -132,24 +140,35 @@ func Sign(secret []byte, ts int64, body []byte) string {
 	return "v1=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// Verify checks a delivery's signature and timestamp against secret; a
-// window of 0 means DefaultWindow. It does not de-duplicate: a receiver
-// remembers the ids it handled (HeaderID) for at least the window.
-func Verify(secret []byte, h http.Header, body []byte, now time.Time, window time.Duration) error {
+// Verify checks a delivery's signature and timestamp against secret (a
+// window of 0 means DefaultWindow) and returns the event's id, read from
+// the signed body; a HeaderID that differs from it is refused. It does not
+// de-duplicate: a receiver remembers the ids Verify returned for at least
+// the window.
+func Verify(secret []byte, h http.Header, body []byte, now time.Time, window time.Duration) (string, error) {
 	if window == 0 {
 		window = DefaultWindow
 	}
 	ts, err := strconv.ParseInt(h.Get(HeaderTimestamp), 10, 64)
 	if err != nil {
-		return fmt.Errorf("missing or malformed %s header", HeaderTimestamp)
+		return "", fmt.Errorf("missing or malformed %s header", HeaderTimestamp)
 	}
 	if d := now.Sub(time.Unix(ts, 0)); d > window || d < -window {
-		return fmt.Errorf("%s is %s away from now, outside the %s window", HeaderTimestamp, d.Round(time.Second), window)
+		return "", fmt.Errorf("%s is %s away from now, outside the %s window", HeaderTimestamp, d.Round(time.Second), window)
 	}
 	if !hmac.Equal([]byte(h.Get(HeaderSignature)), []byte(Sign(secret, ts, body))) {
-		return errors.New("signature does not match: check the shared secret")
+		return "", errors.New("signature does not match: check the shared secret")
 	}
-	return nil
+	var signed struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(body, &signed); err != nil || signed.ID == "" {
+		return "", errors.New("the signed body has no event id: it is not an airlock webhook event")
+	}
+	if got := h.Get(HeaderID); got != "" && got != signed.ID {
+		return "", fmt.Errorf("%s %q is not the signed event id %q: the header was changed after signing", HeaderID, got, signed.ID)
+	}
+	return signed.ID, nil
 }
 
 // Notifier posts to one endpoint. It implements notify.Notifier; it keeps no

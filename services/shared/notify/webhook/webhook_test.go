@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
@@ -42,14 +44,15 @@ func newReceiver(t *testing.T) *receiver {
 			http.Error(w, "try later", http.StatusServiceUnavailable)
 			return
 		}
-		if err := webhook.Verify([]byte(secret), req.Header, body, time.Now(), 0); err != nil {
+		id, err := webhook.Verify([]byte(secret), req.Header, body, time.Now(), 0)
+		if err != nil {
 			r.refused = append(r.refused, err.Error())
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
 		var ev webhook.Event
-		if err := json.Unmarshal(body, &ev); err != nil || ev.ID != req.Header.Get(webhook.HeaderID) {
-			r.refused = append(r.refused, "body does not parse or its id differs from the header")
+		if err := json.Unmarshal(body, &ev); err != nil || ev.ID != id {
+			r.refused = append(r.refused, "body does not parse or its id differs from the signed one")
 			http.Error(w, "bad body", http.StatusBadRequest)
 			return
 		}
@@ -183,13 +186,48 @@ func TestVerifyRefusesForgedStaleAndAlteredDeliveries(t *testing.T) {
 		{"refuses_a_delivery_from_the_future", signed(now.Add(6*time.Minute), secret, body), false},
 		{"refuses_a_body_altered_after_signing", signed(now, secret, []byte(`{"id":"y"}`)), false},
 		{"refuses_a_delivery_without_headers", http.Header{}, false},
+		{"accepts_a_delivery_whose_id_header_is_the_signed_id", withID(signed(now, secret, body), "x"), true},
+		{"refuses_a_replay_whose_id_header_was_changed", withID(signed(now, secret, body), "x-replayed"), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := webhook.Verify([]byte(secret), c.h, body, now, 0)
-			if (err == nil) != c.ok {
-				t.Fatalf("Verify = %v, want ok=%v", err, c.ok)
+			id, err := webhook.Verify([]byte(secret), c.h, body, now, 0)
+			if (err == nil) != c.ok || (c.ok && id != "x") {
+				t.Fatalf("Verify = %q, %v, want ok=%v and the signed id x", id, err, c.ok)
 			}
 		})
+	}
+}
+
+func withID(h http.Header, id string) http.Header {
+	h.Set(webhook.HeaderID, id)
+	return h
+}
+
+func TestEveryReminderHasItsOwnIDAndARetryKeepsIt(t *testing.T) {
+	r := newReceiver(t)
+	n := webhook.New(endpoint(r.URL), "", nil)
+	rec := routed(notifytest.Record("c-remind"))
+	remind := func(at time.Time) {
+		t.Helper()
+		rec.Reminded, rec.UpdatedAt = true, timestamppb.New(at)
+		if err := n.Remind(context.Background(), rec, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := time.Now()
+	remind(first)
+	remind(first) // the same reminder delivered again (a retry after a crash)
+	remind(first.Add(time.Hour))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for _, ev := range r.events {
+		if ev.Type == webhook.TypeReminder {
+			ids = append(ids, ev.ID)
+		}
+	}
+	if len(ids) != 3 || ids[0] != ids[1] || ids[1] == ids[2] {
+		t.Fatalf("reminder ids %q: want the retry to keep the first's id and the later reminder a new one (refused: %v)", ids, r.refused)
 	}
 }
 
