@@ -35,6 +35,7 @@ type Config struct {
 	Audit      Audit      `yaml:"audit"`
 	Console    Console    `yaml:"console"`
 	Slack      Slack      `yaml:"slack"`
+	Teams      Teams      `yaml:"teams"`
 	Gateway    Gateway    `yaml:"gateway"`
 }
 
@@ -90,6 +91,7 @@ type Buckets struct {
 	Grants     string `yaml:"grants"`
 	Console    string `yaml:"console"` // console users created at run time, sessions, API tokens
 	SlackSeen  string `yaml:"slack_seen"`
+	TeamsSeen  string `yaml:"teams_seen"`
 	Storage    string `yaml:"storage"`
 	Replicas   int    `yaml:"replicas"`
 	// History kept per key (1–64); more helps forensics, costs space.
@@ -157,6 +159,7 @@ func Default() Config {
 			Grants:     "airlock_grants",
 			Console:    "airlock_console",
 			SlackSeen:  "airlock_slack_seen",
+			TeamsSeen:  "airlock_teams_seen",
 			Storage:    "file",
 			Replicas:   1,
 			History:    5,
@@ -178,6 +181,7 @@ func Default() Config {
 		Audit:      defaultAudit(),
 		Console:    defaultConsole(),
 		Slack:      defaultSlack(),
+		Teams:      defaultTeams(),
 		Gateway:    defaultGateway(),
 	}
 }
@@ -274,6 +278,7 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.Slack.validate()...)
+	errs = append(errs, c.Teams.validate()...)
 	errs = append(errs, c.Console.OIDC.validate()...)
 	errs = append(errs, c.Gateway.validate()...)
 	return errors.Join(errs...)

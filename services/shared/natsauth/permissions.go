@@ -66,7 +66,7 @@ type Permissions struct {
 type names struct {
 	events, intake                                  string
 	approvals, executions, policy, grants, console  string
-	slackSeen                                       string
+	slackSeen, teamsSeen                            string
 	policyDurable, approvalDurable, executorDurable string
 	auditDurable                                    string
 }
@@ -76,6 +76,7 @@ func namesOf(cfg config.Config) names {
 		events: cfg.Stream.Name, intake: cfg.Intake.Name,
 		approvals: cfg.Buckets.Approvals, executions: cfg.Buckets.Executions, policy: cfg.Buckets.Policy,
 		grants: cfg.Buckets.Grants, console: cfg.Buckets.Console, slackSeen: cfg.Buckets.SlackSeen,
+		teamsSeen:     cfg.Buckets.TeamsSeen,
 		policyDurable: "policy", approvalDurable: "approval", executorDurable: "executor", auditDurable: "audit",
 	}
 }
@@ -198,7 +199,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				system(subject.GrantCreated, subject.GrantRevoked, subject.GrantExpired),
 				// the sweeper checks that a stored decision reached the stream
 				directGet(n.events, subject.Approved, subject.Rejected, subject.ChangesRequested, subject.Expired, subject.Canceled),
-				bucket(n.approvals), bucket(n.grants), bucket(n.slackSeen),
+				bucket(n.approvals), bucket(n.grants), bucket(n.slackSeen), bucket(n.teamsSeen),
 				[]string{subject.API("policy", "eval")}, healthOf,
 			),
 			SubscribeAllow: join(inbox, micro, []string{subject.APIPrefix + ".approval.>", subject.AgentCancel("*")}),
@@ -240,7 +241,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				system(subject.SignIn, subject.TokenCreated, subject.TokenRevoked),
 				readAll(n.events),
 				[]string{"$JS.API.STREAM.INFO." + n.intake, "$JS.API.STREAM.MSG.GET." + n.intake},
-				bucket(n.console), bucket(n.slackSeen), healthOf,
+				bucket(n.console), bucket(n.slackSeen), bucket(n.teamsSeen), healthOf,
 			),
 			SubscribeAllow: join(inbox, micro, []string{subject.AllOut}),
 		}, nil
