@@ -15,5 +15,6 @@ func notifiers(d svc.Deps) []notify.Notifier {
 		out = append(out, lognotify.New(d.Log))
 	}
 	out = append(out, slackNotifiers(d)...)
+	out = append(out, teamsNotifiers(d)...)
 	return out
 }
