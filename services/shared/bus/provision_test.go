@@ -24,8 +24,8 @@ func TestProvisionIsIdempotentAndAppliesChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(first) != 8 {
-		t.Fatalf("first run should create the events and intake streams and 6 buckets, did %v", first)
+	if len(first) != 9 {
+		t.Fatalf("first run should create the events and intake streams and 7 buckets, did %v", first)
 	}
 	second, err := bus.Provision(ctx, js, cfg)
 	if err != nil {
@@ -41,8 +41,8 @@ func TestProvisionIsIdempotentAndAppliesChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(third) != 8 {
-		t.Fatalf("changed max age (both streams) and history (6 buckets) should update 8 things, did %v", third)
+	if len(third) != 9 {
+		t.Fatalf("changed max age (both streams) and history (7 buckets) should update 9 things, did %v", third)
 	}
 	s, err := js.Stream(ctx, cfg.Stream.Name)
 	if err != nil {
@@ -120,8 +120,8 @@ func TestProvisionRightAfterAClusterStartsAlwaysSucceeds(t *testing.T) {
 				created++
 			}
 		}
-		if created != 8 {
-			t.Fatalf("run %d: created %d streams and buckets (%v), want the 2 streams and 6 buckets", run+1, created, changes)
+		if created != 9 {
+			t.Fatalf("run %d: created %d streams and buckets (%v), want the 2 streams and 7 buckets", run+1, created, changes)
 		}
 		s, err := js.Stream(context.Background(), cfg.Stream.Name)
 		if err != nil {
