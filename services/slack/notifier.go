@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/notify"
+	"github.com/airlock-gate/airlock/services/shared/notify/seen"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
@@ -77,7 +78,7 @@ func Enabled(deps svc.Deps) bool { return deps.Config.Slack.BotToken != "" }
 // bucket) instead of posting a second one.
 type Notifier struct {
 	api       *api
-	store     *store
+	store     *seen.Bucket
 	channel   string
 	publicURL string
 	log       *slog.Logger
@@ -97,7 +98,7 @@ func NewNotifier(ctx context.Context, deps svc.Deps, opts ...Option) (*Notifier,
 		return nil, errors.New("slack.bot_token is empty: set it (xoxb-...) or AIRLOCK_SLACK_BOT_TOKEN to enable Slack")
 	}
 	o := buildOptions(deps, opts)
-	st, err := openStore(ctx, deps.JS, deps.Config.Buckets.SlackSeen)
+	st, err := seen.Open(ctx, deps.JS, deps.Config.Buckets.SlackSeen, "Slack")
 	if err != nil {
 		return nil, err
 	}
@@ -120,23 +121,7 @@ func (n *Notifier) Wants(rec *airlockv1.ApprovalRecord) bool { return len(n.Targ
 // policy names them, without repeats: "slack:#ops" → "#ops", a bare
 // "slack" → slack.channel.
 func (n *Notifier) Targets(rec *airlockv1.ApprovalRecord) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, entry := range rec.GetDecision().GetNotify() {
-		entry = strings.TrimSpace(entry)
-		var ch string
-		switch {
-		case entry == Name:
-			ch = n.channel
-		case strings.HasPrefix(entry, Name+":"):
-			ch = strings.TrimSpace(strings.TrimPrefix(entry, Name+":"))
-		}
-		if ch != "" && !seen[ch] {
-			seen[ch] = true
-			out = append(out, ch)
-		}
-	}
-	return out
+	return notify.Targets(rec, Name, n.channel)
 }
 
 // Announce implements notify.Notifier: it posts one card per target
@@ -209,7 +194,7 @@ func (n *Notifier) detachedErr(ctx context.Context, f func(context.Context) erro
 // posted (by this or another replica, as remembered in the bucket) and
 // joins a post of the same card still in flight in this process.
 func (n *Notifier) announceTo(ctx context.Context, rec *airlockv1.ApprovalRecord, channel string, msg Message) (string, error) {
-	key := callref.Of(rec.GetCall()).Key() + "." + digest(channel)
+	key := callref.Of(rec.GetCall()).Key() + "." + seen.Digest(channel)
 	n.mu.Lock()
 	if f, ok := n.flights[key]; ok {
 		n.mu.Unlock()
@@ -240,7 +225,7 @@ type flight struct {
 }
 
 func (n *Notifier) postCard(ctx context.Context, rec *airlockv1.ApprovalRecord, channel string, msg Message, key string) (string, error) {
-	ref, err := n.store.posted(ctx, key)
+	ref, err := n.store.Posted(ctx, key)
 	if err != nil || ref != "" {
 		return ref, err
 	}
@@ -249,7 +234,7 @@ func (n *Notifier) postCard(ctx context.Context, rec *airlockv1.ApprovalRecord, 
 		return "", err
 	}
 	ref = ch + "/" + ts
-	if err := n.store.markPosted(ctx, key, ref); err != nil {
+	if err := n.store.MarkPosted(ctx, key, ref); err != nil {
 		// The card is out; only a repeated Announce could post it twice.
 		n.log.Warn("card posted but not remembered", "call", rec.GetCall().GetCallId(), "ref", ref, "err", err)
 	}

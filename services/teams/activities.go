@@ -16,6 +16,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/notify/seen"
 	"github.com/airlock-gate/airlock/services/shared/obs"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -57,7 +58,7 @@ type Activities struct {
 	appID     string
 	verifier  *verifier
 	users     map[string]string
-	store     *store
+	store     *seen.Bucket
 	approvals approvals
 	pub       *bus.Publisher
 	bot       *connector
@@ -88,7 +89,7 @@ func NewActivities(ctx context.Context, deps svc.Deps, opts ...Option) (*Activit
 	if cfg.OpenIDMetadataURL == "" {
 		return nil, errors.New("teams.openid_metadata_url is empty: leave it unset for the Bot Framework's")
 	}
-	st, err := openStore(ctx, deps.JS, deps.Config.Buckets.TeamsSeen)
+	st, err := seen.Open(ctx, deps.JS, deps.Config.Buckets.TeamsSeen, "Teams")
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +172,7 @@ func (h *Activities) serve(r *http.Request) (int, string, string) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), workTimeout)
 	defer cancel()
-	first, err := h.store.firstSight(ctx, digest(act.Conversation.ID+"\x00"+act.ID))
+	first, err := h.store.FirstSight(ctx, seen.Digest(act.Conversation.ID+"\x00"+act.ID))
 	if err != nil {
 		// Without the shared seen-set a replay could not be told apart: fail closed.
 		h.log.Error("cannot check Teams activity for replay", "err", err)
@@ -246,7 +247,7 @@ func (h *Activities) principal(ctx context.Context, a action) (string, bool) {
 		agent, thread, asJSON = rec.GetCall().GetAgentId(), rec.GetCall().GetThreadId(), rec.GetCall().GetJsonEvents()
 	}
 	ev := &airlockv1.Event{
-		EventId:  callref.System{Kind: callref.SystemTeams, ID: digest(a.act.Conversation.ID + "\x00" + a.act.ID)}.EventID(subject.UnauthorizedAttempt),
+		EventId:  callref.System{Kind: callref.SystemTeams, ID: seen.Digest(a.act.Conversation.ID + "\x00" + a.act.ID)}.EventID(subject.UnauthorizedAttempt),
 		AgentId:  agent,
 		CallId:   a.data.Call,
 		Revision: a.data.Revision,

@@ -15,6 +15,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/notify"
+	"github.com/airlock-gate/airlock/services/shared/notify/seen"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
@@ -83,7 +84,7 @@ func newBot(deps svc.Deps, o options, log *slog.Logger) (*connector, error) {
 // shared bucket) instead of posting a second one.
 type Notifier struct {
 	bot          *connector
-	store        *store
+	store        *seen.Bucket
 	serviceURL   string
 	conversation string
 	publicURL    string
@@ -102,7 +103,7 @@ func NewNotifier(ctx context.Context, deps svc.Deps, opts ...Option) (*Notifier,
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(ctx, deps.JS, deps.Config.Buckets.TeamsSeen)
+	st, err := seen.Open(ctx, deps.JS, deps.Config.Buckets.TeamsSeen, "Teams")
 	if err != nil {
 		return nil, err
 	}
@@ -122,23 +123,7 @@ func (n *Notifier) Wants(rec *airlockv1.ApprovalRecord) bool { return len(n.Targ
 // policy names them, without repeats: "teams:19:abc@thread.tacv2" →
 // "19:abc@thread.tacv2", a bare "teams" → teams.conversation.
 func (n *Notifier) Targets(rec *airlockv1.ApprovalRecord) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, entry := range rec.GetDecision().GetNotify() {
-		entry = strings.TrimSpace(entry)
-		var conv string
-		switch {
-		case entry == Name:
-			conv = n.conversation
-		case strings.HasPrefix(entry, Name+":"):
-			conv = strings.TrimSpace(strings.TrimPrefix(entry, Name+":"))
-		}
-		if conv != "" && !seen[conv] {
-			seen[conv] = true
-			out = append(out, conv)
-		}
-	}
-	return out
+	return notify.Targets(rec, Name, n.conversation)
 }
 
 // cardActivity is the message that carries rec's card.
@@ -187,8 +172,8 @@ func (n *Notifier) Announce(ctx context.Context, rec *airlockv1.ApprovalRecord) 
 // postCard posts rec's card in conv once: it reuses a card already posted
 // (by this or another replica, as remembered in the bucket).
 func (n *Notifier) postCard(ctx context.Context, rec *airlockv1.ApprovalRecord, conv string, act outActivity) (string, error) {
-	key := callref.Of(rec.GetCall()).Key() + "." + digest(conv)
-	ref, err := n.store.posted(ctx, key)
+	key := callref.Of(rec.GetCall()).Key() + "." + seen.Digest(conv)
+	ref, err := n.store.Posted(ctx, key)
 	if err != nil || ref != "" {
 		return ref, err
 	}
@@ -197,7 +182,7 @@ func (n *Notifier) postCard(ctx context.Context, rec *airlockv1.ApprovalRecord, 
 		return "", err
 	}
 	ref = cardRef(conv, id)
-	if err := n.store.markPosted(ctx, key, ref); err != nil {
+	if err := n.store.MarkPosted(ctx, key, ref); err != nil {
 		// The card is out; only a repeated Announce could post it twice.
 		n.log.Warn("card posted but not remembered", "call", rec.GetCall().GetCallId(), "ref", ref, "err", err)
 	}
