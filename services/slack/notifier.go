@@ -132,21 +132,12 @@ func (n *Notifier) Targets(rec *airlockv1.ApprovalRecord) []string {
 // outlives ctx (Slack asked to wait longer) carries on in the background,
 // and a repeated Announce finds it instead of posting twice.
 func (n *Notifier) Announce(ctx context.Context, rec *airlockv1.ApprovalRecord) (string, error) {
-	targets := n.Targets(rec)
 	msg := Render(rec, n.publicURL)
-	refs := make([]string, len(targets))
-	errs := make([]error, len(targets))
-	var wg sync.WaitGroup
-	for i, ch := range targets {
-		wg.Go(func() {
-			refs[i], errs[i] = detached(ctx, n.budget, func(ctx context.Context) (string, error) {
-				return n.announceTo(ctx, rec, ch, msg)
-			})
+	ref, err := notify.Fanout(n.Targets(rec), func(ch string) (string, error) {
+		return detached(ctx, n.budget, func(ctx context.Context) (string, error) {
+			return n.announceTo(ctx, rec, ch, msg)
 		})
-	}
-	wg.Wait()
-	ref := joinRefs(refs)
-	err := errors.Join(errs...)
+	})
 	switch {
 	case err == nil:
 		return ref, nil
@@ -291,34 +282,13 @@ func (n *Notifier) Remind(ctx context.Context, rec *airlockv1.ApprovalRecord, re
 
 // eachMessage runs f for every "channel/ts" in ref concurrently.
 func eachMessage(ref string, f func(ch, ts string) error) error {
-	var parts []string
-	for p := range strings.SplitSeq(ref, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			parts = append(parts, p)
-		}
-	}
-	errs := make([]error, len(parts))
-	var wg sync.WaitGroup
-	for i, p := range parts {
+	return notify.EachRef(ref, func(p string) error {
 		ch, ts, ok := strings.Cut(p, "/")
 		if !ok || ch == "" || ts == "" {
-			errs[i] = fmt.Errorf("Slack reference %q is not channel/ts", p)
-			continue
+			return fmt.Errorf("Slack reference %q is not channel/ts", p)
 		}
-		wg.Go(func() { errs[i] = f(ch, ts) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-func joinRefs(refs []string) string {
-	var ok []string
-	for _, r := range refs {
-		if r != "" {
-			ok = append(ok, r)
-		}
-	}
-	return strings.Join(ok, ",")
+		return f(ch, ts)
+	})
 }
 
 // gone reports Slack errors meaning the message cannot be touched again.

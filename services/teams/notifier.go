@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
@@ -143,22 +142,8 @@ func cardActivity(rec *airlockv1.ApprovalRecord, publicURL string) outActivity {
 // references (without error) so their cards get the outcome; it fails only
 // when no card could be posted.
 func (n *Notifier) Announce(ctx context.Context, rec *airlockv1.ApprovalRecord) (string, error) {
-	targets := n.Targets(rec)
 	act := cardActivity(rec, n.publicURL)
-	refs := make([]string, len(targets))
-	errs := make([]error, len(targets))
-	var wg sync.WaitGroup
-	for i, conv := range targets {
-		wg.Go(func() { refs[i], errs[i] = n.postCard(ctx, rec, conv, act) })
-	}
-	wg.Wait()
-	var ok []string
-	for _, r := range refs {
-		if r != "" {
-			ok = append(ok, r)
-		}
-	}
-	ref, err := strings.Join(ok, ","), errors.Join(errs...)
+	ref, err := notify.Fanout(n.Targets(rec), func(conv string) (string, error) { return n.postCard(ctx, rec, conv, act) })
 	switch {
 	case err == nil:
 		return ref, nil
@@ -244,24 +229,13 @@ func textActivity(text string) outActivity {
 
 // eachCard runs f for every card of ref concurrently.
 func eachCard(ref string, f func(conv, id string) error) error {
-	var parts []string
-	for p := range strings.SplitSeq(ref, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			parts = append(parts, p)
-		}
-	}
-	errs := make([]error, len(parts))
-	var wg sync.WaitGroup
-	for i, p := range parts {
+	return notify.EachRef(ref, func(p string) error {
 		c, a, _ := strings.Cut(p, "/")
 		conv, err1 := url.QueryUnescape(c)
 		id, err2 := url.QueryUnescape(a)
 		if err1 != nil || err2 != nil || conv == "" || id == "" {
-			errs[i] = fmt.Errorf("Teams reference %q is not conversation/activity", p)
-			continue
+			return fmt.Errorf("Teams reference %q is not conversation/activity", p)
 		}
-		wg.Go(func() { errs[i] = f(conv, id) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+		return f(conv, id)
+	})
 }
