@@ -2,6 +2,8 @@ package teams_test
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -33,8 +35,9 @@ const e2eRules = `{"airlock": {"rules": [
 // TestEndToEndWithTheAirlockBinary runs the real `airlock dev` (policy,
 // approval, executor, console and this Teams integration wired as in
 // production) against the Bot Connector fake and the local token issuer:
-// the approval service posts the card, an approval from Teams runs the
-// tool and redraws the card, and a rejection in the console redraws the
+// the approval service posts the card, the console refuses a forged
+// token, an approval from Teams runs the tool (once: its replay is
+// refused) and redraws the card, and a rejection in the console redraws the
 // Teams card of another call.
 func TestEndToEndWithTheAirlockBinary(t *testing.T) {
 	f, is := startFakeConnector(t), startIssuer(t, "msteams")
@@ -78,9 +81,18 @@ teams:
 
 	// Approved from Teams: the tool runs, and the card shows it.
 	client, posted := submitCall(t, nc, f, "call-teams-e2e-1")
+	approve := submit(t, f.URL+"/", posted, alice, airlockteams.VerbApprove, "")
+	forger, err := rsa.GenerateKey(rand.Reader, 2048)
+	must(t, err)
+	if code, body := postActivity(t, endpoint, is.token(t, claims{ServiceURL: f.URL + "/", Key: forger}), approve); code != http.StatusUnauthorized {
+		t.Fatalf("a forged token answered %d %q", code, body)
+	}
 	tok := is.token(t, claims{ServiceURL: f.URL + "/"})
-	if code, body := postActivity(t, endpoint, tok, submit(t, f.URL+"/", posted, alice, airlockteams.VerbApprove, "")); code != http.StatusOK {
+	if code, body := postActivity(t, endpoint, tok, approve); code != http.StatusOK {
 		t.Fatalf("the console's /teams/messages answered %d %q", code, body)
+	}
+	if code, body := postActivity(t, endpoint, tok, approve); code != http.StatusConflict {
+		t.Fatalf("a replay answered %d %q", code, body)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
