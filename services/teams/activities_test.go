@@ -11,6 +11,7 @@ import (
 	"time"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/approvalapi/approvaltest"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -24,7 +25,7 @@ type activitiesEnv struct {
 	deps      svc.Deps
 	f         *fakeConnector
 	is        *issuer
-	approvals *fakeApprovals
+	approvals *approvaltest.Fake
 	notifier  *airlockteams.Notifier
 	endpoint  string
 }
@@ -34,7 +35,7 @@ func setup(t *testing.T, endorsements []string, recs ...*airlockv1.ApprovalRecor
 	n := testenv.StartNATS(t)
 	e := &activitiesEnv{f: startFakeConnector(t), is: startIssuer(t, endorsements...)}
 	e.deps = config(t, n.URL(), e.f, e.is)
-	e.approvals = startFakeApprovals(t, e.deps, recs...)
+	e.approvals = approvaltest.Start(t, e.deps, recs...)
 	h, err := airlockteams.NewActivities(context.Background(), e.deps, fastRetry)
 	must(t, err)
 	srv := httptest.NewServer(h)
@@ -74,7 +75,7 @@ func TestSignedApproveActionApprovesAndUpdatesTheCard(t *testing.T) {
 
 	e.send(t, submit(t, e.serviceURL(), posted, alice, airlockteams.VerbApprove, ""))
 
-	got := e.approvals.nextDecide(t)
+	got := e.approvals.NextDecide(t)
 	if got.Principal.GetId() != "alice" || got.Principal.GetChannel() != "teams" || got.Kind != airlockv1.DecisionKind_DECISION_KIND_APPROVE ||
 		got.CallId != "call_approve" || got.AgentId != "bot-1" || got.Revision != 1 {
 		t.Fatalf("decision sent: %v", got)
@@ -96,7 +97,7 @@ func TestUserMappedByTeamsIDDecides(t *testing.T) {
 
 	e.send(t, submit(t, e.serviceURL(), posted, bob, airlockteams.VerbRequestChanges, "use /srv/app/config.d instead"))
 
-	got := e.approvals.nextDecide(t)
+	got := e.approvals.NextDecide(t)
 	if got.Principal.GetId() != "bob" || got.Kind != airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES || got.Reason != "use /srv/app/config.d instead" {
 		t.Fatalf("decision sent: %v", got)
 	}
@@ -135,7 +136,7 @@ func TestForgedExpiredMisaddressedAndReplayedActivitiesAreRefused(t *testing.T) 
 			}
 		})
 	}
-	if n := len(e.approvals.decides); n != 0 {
+	if n := len(e.approvals.Decides); n != 0 {
 		t.Fatalf("%d refused activities reached the approval service", n)
 	}
 
@@ -143,7 +144,7 @@ func TestForgedExpiredMisaddressedAndReplayedActivitiesAreRefused(t *testing.T) 
 	// valid token: the replay of a captured request) decides nothing and is
 	// answered with the call's state.
 	e.send(t, activity)
-	if got := e.approvals.nextDecide(t); got.Principal.GetId() != "alice" {
+	if got := e.approvals.NextDecide(t); got.Principal.GetId() != "alice" {
 		t.Fatalf("decision from %v", got.Principal)
 	}
 	e.f.next(t, "update")
@@ -151,7 +152,7 @@ func TestForgedExpiredMisaddressedAndReplayedActivitiesAreRefused(t *testing.T) 
 	if code != http.StatusConflict || !strings.Contains(body, "already received") || !strings.Contains(body, "approved") {
 		t.Fatalf("replay answered %d %q, want 409 with the current state", code, body)
 	}
-	if n := len(e.approvals.decides); n != 0 {
+	if n := len(e.approvals.Decides); n != 0 {
 		t.Fatalf("a replayed activity reached the approval service %d times", n)
 	}
 }
@@ -166,7 +167,7 @@ func TestKeyNotEndorsedForTeamsIsRefused(t *testing.T) {
 	if code != http.StatusUnauthorized {
 		t.Fatalf("a token signed by a key endorsed only for other channels answered %d %q", code, body)
 	}
-	if n := len(e.approvals.decides); n != 0 {
+	if n := len(e.approvals.Decides); n != 0 {
 		t.Fatalf("the activity reached the approval service %d times", n)
 	}
 }
@@ -193,7 +194,7 @@ func TestUnmappedTeamsUserIsRefusedAndRecorded(t *testing.T) {
 	if reply.Activity != posted.ID || !strings.Contains(reply.Body["text"].(string), "teams.users") {
 		t.Fatalf("the user was told %v", reply.Body)
 	}
-	if n := len(e.approvals.decides); n != 0 {
+	if n := len(e.approvals.Decides); n != 0 {
 		t.Fatalf("an unmapped user's action reached the approval service %d times", n)
 	}
 	e.f.none(t, "update")
@@ -209,12 +210,12 @@ func TestRejectWithoutAReasonDecidesNothing(t *testing.T) {
 	if reply := e.f.next(t, "reply"); !strings.Contains(reply.Body["text"].(string), "Write a reason") {
 		t.Fatalf("the user was told %v", reply.Body)
 	}
-	if n := len(e.approvals.decides); n != 0 {
+	if n := len(e.approvals.Decides); n != 0 {
 		t.Fatalf("a rejection without a reason reached the approval service %d times", n)
 	}
 
 	e.send(t, submit(t, e.serviceURL(), posted, alice, airlockteams.VerbReject, "wrong file"))
-	if got := e.approvals.nextDecide(t); got.Kind != airlockv1.DecisionKind_DECISION_KIND_REJECT || got.Reason != "wrong file" {
+	if got := e.approvals.NextDecide(t); got.Kind != airlockv1.DecisionKind_DECISION_KIND_REJECT || got.Reason != "wrong file" {
 		t.Fatalf("decision sent: %v", got)
 	}
 	if up := e.f.next(t, "update"); !strings.Contains(up.Card(t), "Rejected by alice (teams): wrong file") {

@@ -1,7 +1,6 @@
 package teams_test
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
@@ -17,16 +16,11 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
-	"github.com/nats-io/nats.go/micro"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
-	"github.com/airlock-gate/airlock/services/shared/apierr"
-	"github.com/airlock-gate/airlock/services/shared/approvalapi"
-	"github.com/airlock-gate/airlock/services/shared/rpc"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 	airlockteams "github.com/airlock-gate/airlock/services/teams"
@@ -299,73 +293,6 @@ func pendingRecord(t *testing.T, callID string) *airlockv1.ApprovalRecord {
 		},
 		State:    airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
 		Deadline: timestamppb.New(time.Date(2026, 11, 21, 6, 0, 0, 0, time.UTC)),
-	}
-}
-
-// fakeApprovals stands in for the approval service's micro endpoints
-// (decide, get) with its rules: approvers only, the first decision wins.
-type fakeApprovals struct {
-	mu      sync.Mutex
-	recs    map[string]*airlockv1.ApprovalRecord
-	decides chan *airlockv1.DecideRequest
-}
-
-func startFakeApprovals(t *testing.T, deps svc.Deps, recs ...*airlockv1.ApprovalRecord) *fakeApprovals {
-	t.Helper()
-	a := &fakeApprovals{recs: map[string]*airlockv1.ApprovalRecord{}, decides: make(chan *airlockv1.DecideRequest, 100)}
-	for _, r := range recs {
-		a.recs[r.Call.CallId] = proto.Clone(r).(*airlockv1.ApprovalRecord)
-	}
-	srv, err := micro.AddService(deps.NC, micro.Config{Name: approvalapi.Service, Version: "0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop() })
-	must(t, srv.AddEndpoint(approvalapi.Decide, rpc.Handle(deps.Log, func() *airlockv1.DecideRequest { return &airlockv1.DecideRequest{} }, a.decide),
-		micro.WithEndpointSubject(approvalapi.Subject(approvalapi.Decide))))
-	must(t, srv.AddEndpoint(approvalapi.Get, rpc.Handle(deps.Log, func() *airlockv1.GetRequest { return &airlockv1.GetRequest{} }, a.get),
-		micro.WithEndpointSubject(approvalapi.Subject(approvalapi.Get))))
-	return a
-}
-
-func (a *fakeApprovals) get(_ context.Context, req *airlockv1.GetRequest) (*airlockv1.GetResponse, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	rec, ok := a.recs[req.CallId]
-	if !ok {
-		return nil, apierr.New(apierr.NotFound, "no call %s", req.CallId)
-	}
-	return &airlockv1.GetResponse{Record: proto.Clone(rec).(*airlockv1.ApprovalRecord)}, nil
-}
-
-func (a *fakeApprovals) decide(_ context.Context, req *airlockv1.DecideRequest) (*airlockv1.DecideResponse, error) {
-	a.decides <- req
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	rec, ok := a.recs[req.CallId]
-	switch {
-	case !ok:
-		return nil, apierr.New(apierr.NotFound, "no call %s", req.CallId)
-	case rec.State != airlockv1.ApprovalState_APPROVAL_STATE_PENDING:
-		return &airlockv1.DecideResponse{Record: proto.Clone(rec).(*airlockv1.ApprovalRecord), Message: "already decided"}, nil
-	}
-	rec.State = map[airlockv1.DecisionKind]airlockv1.ApprovalState{
-		airlockv1.DecisionKind_DECISION_KIND_APPROVE:         airlockv1.ApprovalState_APPROVAL_STATE_APPROVED,
-		airlockv1.DecisionKind_DECISION_KIND_REJECT:          airlockv1.ApprovalState_APPROVAL_STATE_REJECTED,
-		airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES: airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED,
-	}[req.Kind]
-	rec.DecidedBy, rec.Reason = req.Principal, req.Reason
-	return &airlockv1.DecideResponse{Record: proto.Clone(rec).(*airlockv1.ApprovalRecord), Changed: true}, nil
-}
-
-func (a *fakeApprovals) nextDecide(t *testing.T) *airlockv1.DecideRequest {
-	t.Helper()
-	select {
-	case r := <-a.decides:
-		return r
-	case <-time.After(10 * time.Second):
-		t.Fatal("the approval service received no decision within 10s")
-		return nil
 	}
 }
 
