@@ -6,21 +6,16 @@ package tests
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +24,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
+	"github.com/airlock-gate/airlock/services/slack/slackfake"
 )
 
 // An allow rule that limits a tool by an argument glob ("write only under
@@ -188,31 +184,13 @@ func TestOneAgentsCallIdsNeverMixItsCallsWithAnothersInTheAuditTrail(t *testing.
 	}
 }
 
-// fakeSlack is a stand-in for the Slack Web API: it answers every method
-// with ok and records the form of each call (chat.postMessage's blocks).
-type fakeSlack struct {
-	srv   *httptest.Server
-	mu    sync.Mutex
-	calls []slackAPICall
-}
-
-type slackAPICall struct {
-	Method string
-	Form   url.Values
-}
+// fakeSlack is the shared Slack fake (slackfake).
+type fakeSlack struct{ *slackfake.Server }
 
 func startFakeSlack(t *testing.T) *fakeSlack {
 	t.Helper()
-	f := &fakeSlack{}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = r.ParseForm()
-		f.mu.Lock()
-		f.calls = append(f.calls, slackAPICall{Method: strings.TrimPrefix(r.URL.Path, "/api/"), Form: r.PostForm})
-		f.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"ok":true,"channel":"C0AIRLOCK","ts":"1700000000.000100","message_ts":"1700000000.000100","view":{"id":"V1"}}`)
-	}))
-	t.Cleanup(f.srv.Close)
+	f := &fakeSlack{slackfake.Start()}
+	t.Cleanup(f.Stop)
 	return f
 }
 
@@ -221,15 +199,13 @@ func (f *fakeSlack) posted(t *testing.T, call string) url.Values {
 	t.Helper()
 	var form url.Values
 	testenv.Eventually(t, 20*time.Second, "the Slack card of "+call, func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		for _, c := range f.calls {
-			if c.Method == "chat.postMessage" && strings.Contains(c.Form.Get("blocks"), call) {
+		return f.Saw("chat.postMessage", func(c slackfake.Call) bool {
+			if strings.Contains(c.Blocks(), call) {
 				form = c.Form
 				return true
 			}
-		}
-		return false
+			return false
+		})
 	})
 	return form
 }
@@ -239,7 +215,7 @@ const slackSecret = "the Slack signing secret in tests"
 // slackYAML configures Slack for the production layout: cards posted to f,
 // clicks verified with slackSecret, Slack user U0ALICE is alice.
 func slackYAML(f *fakeSlack) string {
-	return fmt.Sprintf("slack:\n  bot_token: xoxb-tests\n  signing_secret: %q\n  api_url: %s/api/\n  channel: \"#airlock\"\n  users: {U0ALICE: alice}\n", slackSecret, f.srv.URL)
+	return fmt.Sprintf("slack:\n  bot_token: xoxb-tests\n  signing_secret: %q\n  api_url: %s\n  channel: \"#airlock\"\n  users: {U0ALICE: alice}\n", slackSecret, f.GetAPIURL())
 }
 
 // slackClick is the signed block_actions post Slack sends when user clicks
@@ -256,12 +232,10 @@ func slackClick(t *testing.T, user, value string, at time.Time) (body string, h 
 			"action_ts": fmt.Sprintf("%d.000100", at.Unix())}},
 	})
 	body = "payload=" + url.QueryEscape(string(payload))
-	mac := hmac.New(sha256.New, []byte(slackSecret))
-	fmt.Fprintf(mac, "v0:%d:%s", at.Unix(), body)
 	h = http.Header{}
 	h.Set("Content-Type", "application/x-www-form-urlencoded")
 	h.Set("X-Slack-Request-Timestamp", strconv.FormatInt(at.Unix(), 10))
-	h.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
+	h.Set("X-Slack-Signature", slackfake.Signature(slackSecret, at.Unix(), body))
 	return body, h
 }
 
@@ -466,15 +440,7 @@ func TestSlackCardsShowEveryArgumentOfWhatTheyLetAReviewerApprove(t *testing.T) 
 		}
 		click(id)
 		testenv.Eventually(t, 20*time.Second, "the reviewer told to approve in the console", func() bool {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			n := 0
-			for _, c := range f.calls {
-				if c.Method == "chat.postEphemeral" && strings.Contains(c.Form.Get("text"), "approved in the console") {
-					n++
-				}
-			}
-			return n > 0
+			return f.Saw("chat.postEphemeral", func(c slackfake.Call) bool { return strings.Contains(c.Form.Get("text"), "approved in the console") })
 		})
 		rec, err := api.Get(context.Background(), "bot", id, 1)
 		if err != nil || rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
@@ -494,14 +460,7 @@ func TestSlackCardsShowEveryArgumentOfWhatTheyLetAReviewerApprove(t *testing.T) 
 		}
 		click(id)
 		testenv.Eventually(t, 20*time.Second, "the reviewer told to approve in the console", func() bool {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			for _, c := range f.calls {
-				if c.Method == "chat.postEphemeral" && strings.Contains(c.Form.Get("text"), "approved in the console") {
-					return true
-				}
-			}
-			return false
+			return f.Saw("chat.postEphemeral", func(c slackfake.Call) bool { return strings.Contains(c.Form.Get("text"), "approved in the console") })
 		})
 		rec, err := api.Get(context.Background(), "bot", id, 1)
 		if err != nil || rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {

@@ -71,8 +71,14 @@ var csrfRE = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
 // API token through the REST API with that session.
 func (p *prodLayout) signIn(t *testing.T, name string) *consoleSession {
 	t.Helper()
+	return signInAt(t, p.services[natsauth.RoleConsole].HTTP, name)
+}
+
+// signInAt is signIn on the console at base (one of consoleUsers).
+func signInAt(t *testing.T, base, name string) *consoleSession {
+	t.Helper()
 	jar, _ := cookiejar.New(nil)
-	r := &consoleSession{t: t, base: p.services[natsauth.RoleConsole].HTTP,
+	r := &consoleSession{t: t, base: base,
 		web: &http.Client{Jar: jar, Timeout: 60 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	_, form := r.page("/login")
 	m := csrfRE.FindStringSubmatch(form)

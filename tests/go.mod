@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/airlock-gate/airlock/proto v0.0.0
 	github.com/airlock-gate/airlock/sdk v0.0.0
+	github.com/airlock-gate/airlock/services/email v0.0.0
 	github.com/airlock-gate/airlock/services/hooks v0.0.0
 	github.com/airlock-gate/airlock/services/shared v0.0.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
@@ -14,6 +15,8 @@ require (
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6 // indirect
+	github.com/emersion/go-smtp v0.25.1 // indirect
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
@@ -165,6 +168,7 @@ require (
 replace (
 	github.com/airlock-gate/airlock/proto => ../proto
 	github.com/airlock-gate/airlock/sdk => ../sdk
+	github.com/airlock-gate/airlock/services/email => ../services/email
 	github.com/airlock-gate/airlock/services/hooks => ../services/hooks
 	github.com/airlock-gate/airlock/services/shared => ../services/shared
 )

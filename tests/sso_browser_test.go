@@ -140,10 +140,10 @@ func TestSingleSignOnInABrowser(t *testing.T) {
 slack:
   bot_token: xoxb-tests
   signing_secret: %q
-  api_url: %s/api/
+  api_url: %s
   channel: "#airlock"
   users: {U0CAROL: carol@example.com, U0DAVE: dave@example.com}
-`, slackSecret, slack.srv.URL)+consoleUsersYAML(t)+fmt.Sprintf(`  oidc:
+`, slackSecret, slack.GetAPIURL())+consoleUsersYAML(t)+fmt.Sprintf(`  oidc:
     issuer: %s
     client_id: airlock-console
     client_secret: the console's secret in tests

@@ -13,8 +13,10 @@ import (
 	"github.com/spf13/cobra"
 
 	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/console"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/seal"
+	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
 // newProvisionCmd creates or updates the streams and buckets. Services run
@@ -34,7 +36,7 @@ func newProvisionCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			deps, err := connect(cmd.Context(), cfg, log, "airlock-provision", true)
+			deps, err := svc.Connect(cmd.Context(), cfg, log, "airlock-provision", true)
 			if err != nil {
 				return err
 			}
@@ -174,7 +176,7 @@ a Secret for Kubernetes). Give each service only its own seed (nats.nkey_seed_fi
 func newKeysCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "keys",
-		Short: "Make the seal keys (security.decision_key_file, security.frontend_key_file)",
+		Short: "Make the seal keys (security.decision_key_file, security.frontend_key_file) and the Web Push key",
 	}
 	gen := &cobra.Command{
 		Use:   "generate FILE",
@@ -191,7 +193,20 @@ func newKeysCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(gen)
+	vapid := &cobra.Command{
+		Use:   "vapid FILE",
+		Short: "Write a new Web Push (VAPID) key to FILE (mode 0600) for console.webpush.vapid_private_key_file; refuses to overwrite one",
+		Args:  exactArgs(1, ""),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pub, err := console.NewVAPIDKey(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Printf("key written to %s (public key %s)\n", args[0], pub)
+			return nil
+		},
+	}
+	cmd.AddCommand(gen, vapid)
 	return cmd
 }
 

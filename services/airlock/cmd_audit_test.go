@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -141,4 +142,23 @@ func TestTheReadersOfTheTrailUseTheReaderDSN(t *testing.T) {
 	if _, err := newConsoleAudit(svc.Deps{Config: cfg}).reader(ctx); err == nil || !strings.Contains(err.Error(), "auditor") || strings.Contains(err.Error(), ":1/") {
 		t.Fatalf("the console's audit reader: %v, want it to have tried the reader DSN", err)
 	}
+}
+
+// runCLI runs the airlock command with args and returns what it printed on stdout.
+func runCLI(ctx context.Context, t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	outc := make(chan []byte)
+	go func() { b, _ := io.ReadAll(r); outc <- b }()
+	cmd := newRootCmd()
+	cmd.SetArgs(args)
+	runErr := cmd.ExecuteContext(ctx)
+	os.Stdout = stdout
+	w.Close()
+	return string(<-outc), runErr
 }

@@ -224,13 +224,8 @@ func evalCall(ctx context.Context, g *globals, cfg config.Config, call *airlockv
 	var rules []*airlockv1.PolicyRule
 	source := ""
 	if client != nil {
-		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		resp, err := client.ListRules(qctx)
-		cancel()
-		if err == nil {
-			rules, source = resp.GetRules(), fmt.Sprintf(", with the %d run-time rule(s) of the running airlock", len(resp.GetRules()))
-		} else {
-			why = err
+		if rules, why = runtimeRules(ctx, client); why == nil {
+			source = fmt.Sprintf(", with the %d run-time rule(s) of the running airlock", len(rules))
 		}
 	}
 	if source == "" {
@@ -239,17 +234,40 @@ func evalCall(ctx context.Context, g *globals, cfg config.Config, call *airlockv
 			source += fmt.Sprintf(" (no running airlock answered: %v)", why)
 		}
 	}
-	fsys, name := policyFS(cfg, dir)
-	code, err := decide.CodeFromFS(fsys)
+	ev, name, err := evaluatorWith(ctx, cfg, dir, rules)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", name, err)
-	}
-	ev, err := decide.NewEvaluator(ctx, code, rules, cfg.Policy.Profiles, decide.WithAskDefaults(decide.AskDefaultsFrom(cfg)))
-	if err != nil {
-		return nil, "", fmt.Errorf("%s with the run-time rules: %w", name, err)
+		return nil, "", err
 	}
 	d, _ := ev.Evaluate(ctx, call, time.Now())
 	return d, "the " + name + source, nil
+}
+
+// runtimeRules are the rules put at run time in the running airlock.
+func runtimeRules(ctx context.Context, client *policyapi.Client) ([]*airlockv1.PolicyRule, error) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := client.ListRules(qctx)
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetRules(), nil
+}
+
+// evaluatorWith is the policy in dir (policy.dir or the built-in one when
+// empty) with rules put at run time and the configuration's profile
+// bindings and ask defaults — how the policy service decides with it — and
+// the policy's name.
+func evaluatorWith(ctx context.Context, cfg config.Config, dir string, rules []*airlockv1.PolicyRule) (*decide.Evaluator, string, error) {
+	fsys, name := policyFS(cfg, dir)
+	code, err := decide.CodeFromFS(fsys)
+	if err != nil {
+		return nil, name, fmt.Errorf("%s: %w", name, err)
+	}
+	ev, err := decide.NewEvaluator(ctx, code, rules, cfg.Policy.Profiles, decide.WithAskDefaults(decide.AskDefaultsFrom(cfg)))
+	if err != nil {
+		return nil, name, fmt.Errorf("%s with the run-time rules: %w", name, err)
+	}
+	return ev, name, nil
 }
 
 func newPolicyRulesCmd(g *globals) *cobra.Command {

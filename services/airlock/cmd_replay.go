@@ -12,8 +12,9 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/replay"
-	"github.com/airlock-gate/airlock/services/policy/decide"
 	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/policyapi"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 )
 
 // newPolicyReplayCmd is `airlock policy replay`: re-decide recorded calls
@@ -24,6 +25,7 @@ func newPolicyReplayCmd(g *globals) *cobra.Command {
 		dir      string
 		asJSON   bool
 		examples int
+		runtime  string
 	)
 	cmd := &cobra.Command{
 		Use:   "replay --policy DIR [--since 7d]",
@@ -34,6 +36,13 @@ policy in --policy DIR (its *.rego and data.json) as of the time it was first
 decided, and reports the calls whose action (allow / deny / ask) would change:
 counts per kind of change and examples. Exit status 0 whatever changes; the
 report is for a person to judge.
+
+The candidate decides as the policy service would with it: its modules plus
+the run-time rules of the running airlock as they are now (--runtime-rules
+now, the default; "none" leaves them out) and the configuration's profile
+bindings, so a change is the candidate's, not a missing rule's. Rules as they
+were when each call was decided are not kept (a rule's history is bounded),
+so "now" is what replay can offer.
 
 Arguments the recorded decision redacted are seen by the candidate as
 "[REDACTED]"; calls allowed by a standing grant are not re-decided.`,
@@ -49,9 +58,29 @@ Arguments the recorded decision redacted are seen by the candidate as
 			if err := policyDirExists(dir); err != nil {
 				return usageErr(cmd, "--policy: %v", err)
 			}
-			ev, err := decide.LoadDir(cmd.Context(), dir)
+			cfg, err := g.load()
 			if err != nil {
-				return fmt.Errorf("candidate policy in %s: %w", dir, err)
+				return err
+			}
+			var rules []*airlockv1.PolicyRule
+			switch runtime {
+			case "now":
+				nc, _, err := g.connect(cmd.Context(), cfg)
+				if err != nil {
+					return fmt.Errorf("read the run-time rules of the running airlock: %w (start it, or pass --runtime-rules none to replay the candidate alone)", err)
+				}
+				rules, err = runtimeRules(cmd.Context(), policyapi.New(nc, seal.Key{}, "cli"))
+				nc.Close()
+				if err != nil {
+					return fmt.Errorf("read the run-time rules of the running airlock: %w (pass --runtime-rules none to replay the candidate alone)", err)
+				}
+			case "none":
+			default:
+				return usageErr(cmd, "--runtime-rules is now or none, not %q", runtime)
+			}
+			ev, _, err := evaluatorWith(cmd.Context(), cfg, dir, rules)
+			if err != nil {
+				return fmt.Errorf("candidate policy: %w", err)
 			}
 			rd, closeFn, err := a.open(cmd.Context(), g)
 			if err != nil {
@@ -67,13 +96,14 @@ Arguments the recorded decision redacted are seen by the candidate as
 			}
 			if asJSON {
 				b, _ := json.Marshal(struct {
-					Candidate string `json:"candidate_revision"`
+					Candidate    string `json:"candidate_revision"`
+					RuntimeRules int    `json:"runtime_rules"`
 					replay.Report
-				}{ev.Revision(), rep})
+				}{ev.Revision(), len(rules), rep})
 				fmt.Fprintln(cmd.OutOrStdout(), string(b))
 				return nil
 			}
-			printReplay(cmd.OutOrStdout(), dir, ev.Revision(), rd.Source(), rep)
+			printReplay(cmd.OutOrStdout(), dir, ev.Revision(), len(rules), rd.Source(), rep)
 			return nil
 		},
 	}
@@ -81,12 +111,13 @@ Arguments the recorded decision redacted are seen by the candidate as
 	cmd.Flags().StringVar(&dir, "policy", "", "directory of the candidate policy (*.rego and data.json)")
 	cmd.Flags().StringVar(&a.since, "since", "7d", "replay decisions recorded since: 7d, 12h, a date or RFC 3339 (\"\" for all)")
 	cmd.Flags().IntVar(&examples, "examples", 5, "examples shown per kind of change")
+	cmd.Flags().StringVar(&runtime, "runtime-rules", "now", "run-time rules the candidate decides with: now (those of the running airlock) or none")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
 }
 
-func printReplay(out io.Writer, dir, rev, source string, r replay.Report) {
-	fmt.Fprintf(out, "replayed %d recorded decision(s) from %s with the policy in %s (revision %s)\n", r.Replayed, source, dir, rev)
+func printReplay(out io.Writer, dir, rev string, runtimeRules int, source string, r replay.Report) {
+	fmt.Fprintf(out, "replayed %d recorded decision(s) from %s with the policy in %s (revision %s) and %d run-time rule(s) in force now\n", r.Replayed, source, dir, rev, runtimeRules)
 	fmt.Fprintf(out, "  would change: %d   unchanged: %d (%d decided by another rule)\n", r.Changed, r.Unchanged, r.RuleChanged)
 	if r.Granted > 0 || r.Redacted > 0 || r.Errors > 0 {
 		fmt.Fprintf(out, "  not re-decided (standing grant): %d   with redacted arguments: %d   policy errors: %d\n", r.Granted, r.Redacted, r.Errors)

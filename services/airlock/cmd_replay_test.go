@@ -21,6 +21,7 @@ import (
 	"github.com/airlock-gate/airlock/services/policy"
 	"github.com/airlock-gate/airlock/services/policy/decide"
 	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -86,7 +87,7 @@ func TestPolicyReplayReportsTheCallsAChangedRuleWouldFlip(t *testing.T) {
 	}
 
 	run := func(args ...string) string {
-		cmd := newPolicyReplayCmd(&globals{})
+		cmd := newPolicyReplayCmd(&globals{natsURL: deps.Config.NATS.URL})
 		var out strings.Builder
 		cmd.SetOut(&out)
 		cmd.SetArgs(append([]string{"--policy", cand, "--clickhouse", dsn}, args...))
@@ -96,7 +97,7 @@ func TestPolicyReplayReportsTheCallsAChangedRuleWouldFlip(t *testing.T) {
 		return out.String()
 	}
 	var rep replay.Report
-	if err := json.Unmarshal([]byte(run("--json", "--since", "")), &rep); err != nil {
+	if err := json.Unmarshal([]byte(run("--json", "--since", "", "--runtime-rules", "none")), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if rep.Replayed != 7 || rep.Changed != 4 || rep.Unchanged != 3 || len(rep.Transitions) != 1 {
@@ -111,7 +112,7 @@ func TestPolicyReplayReportsTheCallsAChangedRuleWouldFlip(t *testing.T) {
 			t.Errorf("example %s (%s) should not have changed", ex.Call, ex.Tool)
 		}
 	}
-	if text := run(); !strings.Contains(text, "would change: 4") || !strings.Contains(text, "allow → ask: 4 call(s)") {
+	if text := run("--runtime-rules", "none"); !strings.Contains(text, "would change: 4") || !strings.Contains(text, "allow → ask: 4 call(s)") {
 		t.Fatalf("text report:\n%s", text)
 	}
 
@@ -119,13 +120,72 @@ func TestPolicyReplayReportsTheCallsAChangedRuleWouldFlip(t *testing.T) {
 		cmd := newPolicyReplayCmd(&globals{})
 		var out strings.Builder
 		cmd.SetOut(&out)
-		cmd.SetArgs([]string{"--policy", "../../policies", "--clickhouse", dsn, "--json"})
+		cmd.SetArgs([]string{"--policy", "../../policies", "--clickhouse", dsn, "--json", "--runtime-rules", "none"})
 		if err := cmd.ExecuteContext(ctx); err != nil {
 			t.Fatal(err)
 		}
 		var rep replay.Report
 		if err := json.Unmarshal([]byte(out.String()), &rep); err != nil || rep.Changed != 0 || rep.Replayed != 7 {
 			t.Fatalf("report %s, %v", out.String(), err)
+		}
+	})
+
+	// A run-time rule in force decided a call when it was recorded; the
+	// candidate changes only the read-only rule, so that call must not
+	// show up as changed — unless replay is told to leave run-time rules out.
+	t.Run("the candidate decides with the run-time rules in force", func(t *testing.T) {
+		trust := &airlockv1.PolicyRule{Id: "trust-w", Priority: 5, Server: "fs", Tool: "write_file", Args: map[string]string{"/path": "/w"}, Effect: "allow", Reason: "a run-time rule"}
+		raw, err := envelope.JSONForm.Marshal(trust)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv, err := deps.JS.KeyValue(ctx, deps.Config.Buckets.Policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(ctx, policy.RulePrefix+trust.Id, raw); err != nil {
+			t.Fatal(err)
+		}
+		engine, err := policy.NewEngine(ctx, deps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc, err := policy.New(deps, engine, engine.Serve)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testenv.RunService(t, svc)
+		withRule, err := decide.NewEvaluator(ctx, mustCode(t), []*airlockv1.PolicyRule{trust}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args, _ := structpb.NewStruct(map[string]any{"path": "/w"})
+		call := &airlockv1.ToolCall{CallId: "rp-w", AgentId: "bot", Server: "fs", Tool: "write_file", Arguments: args, Revision: 1}
+		d, err := withRule.Evaluate(ctx, call, time.Now())
+		if err != nil || d.GetRuleId() != "trust-w" {
+			t.Fatalf("the run-time rule did not decide the recorded call: %v %v", d, err)
+		}
+		if _, err := pub.Publish(ctx, policy.DecisionEvent(call, d), ""); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 15*time.Second, "8 decisions in ClickHouse", func() bool {
+			n, err := st.Count(ctx, store.Filter{})
+			return err == nil && n == 8
+		})
+		changed := func(args ...string) int {
+			var rep replay.Report
+			if err := json.Unmarshal([]byte(run(append([]string{"--json", "--since", ""}, args...)...)), &rep); err != nil {
+				t.Fatal(err)
+			}
+			return rep.Changed
+		}
+		var now int
+		testenv.Eventually(t, 15*time.Second, "the policy service to answer with its run-time rule", func() bool {
+			now = changed()
+			return now == 4
+		})
+		if none := changed("--runtime-rules", "none"); none != 5 {
+			t.Fatalf("without run-time rules %d calls change, want 5 (the reads and the call the run-time rule allowed)", none)
 		}
 	})
 }
@@ -155,4 +215,13 @@ func startAuditSink(t *testing.T) auditSink {
 	}
 	testenv.RunService(t, sink)
 	return a
+}
+
+func mustCode(t *testing.T) *decide.Code {
+	t.Helper()
+	c, err := decide.CodeFromDir("../../policies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

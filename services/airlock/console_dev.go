@@ -17,6 +17,14 @@ import (
 // (built from deps afterwards) lets the admin decide what the default policy
 // asks of "group:reviewers".
 func bootstrapConsole(ctx context.Context, deps *svc.Deps, dataDir, httpAddr string) (string, error) {
+	if deps.Config.Console.WebPush.VAPIDPrivateKeyFile == "" {
+		// Web Push on: its key pair is made once and kept with dev's other keys.
+		file, err := console.DevVAPIDKey(dataDir)
+		if err != nil {
+			return "", fmt.Errorf("prepare the console's Web Push key: %w", err)
+		}
+		deps.Config.Console.WebPush.VAPIDPrivateKeyFile = file
+	}
 	admin, err := console.Bootstrap(ctx, *deps, dataDir)
 	if err != nil {
 		return "", fmt.Errorf("prepare the console: %w", err)

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-gate/airlock/services/audit"
@@ -19,7 +18,6 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
-	"github.com/airlock-gate/airlock/services/shared/obs"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
@@ -163,7 +161,7 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 	// The gateway is a front-end: it runs as its own NATS user, as in production.
 	gwCfg := cfg
 	creds.Apply(&gwCfg, natsauth.RoleGateway)
-	gwDeps, err := connect(ctx, gwCfg, log, "airlock-dev-gateway", false)
+	gwDeps, err := svc.Connect(ctx, gwCfg, log, "airlock-dev-gateway", false)
 	if err != nil {
 		ln.Close()
 		return err
@@ -192,7 +190,7 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
   data      %s
 %s%s%s            add an agent: airlock agents add NAME   (its credential lands in %s)
 %sPress Ctrl-C to stop.
-`, ns.URL(), filepath.Join(cfg.Dev.DataDir, "nats"), syncText(cfg.Dev.Sync), ln.Addr(), strings.Join(names, ", "), cfg.Dev.DataDir,
+`, ns.URL(), filepath.Join(cfg.Dev.DataDir, "nats"), config.SyncText(cfg.Dev.Sync), ln.Addr(), strings.Join(names, ", "), cfg.Dev.DataDir,
 		auditText, consoleText, agentLines.String(), creds.AgentsDir(), gatewayText(cfg, ln.Addr().String()))
 	go followAgents(ctx, creds, cfg, ns, log)
 	err = run(ctx, deps, services, e, ln)
@@ -230,48 +228,9 @@ func followAgents(ctx context.Context, creds natsauth.Dev, cfg config.Config, ns
 
 // connectDeps connects, provisions and returns what services are built from.
 func connectDeps(ctx context.Context, cfg config.Config, log *slog.Logger, name string) (svc.Deps, error) {
-	return connect(ctx, cfg, log, name, true)
-}
-
-// connect connects and returns what services are built from; with
-// provision it creates or updates the streams and buckets first (which
-// needs administrator permissions). Without, each service finds its own
-// streams and buckets and says to run `airlock provision` when one is missing.
-func connect(ctx context.Context, cfg config.Config, log *slog.Logger, name string, provision bool) (svc.Deps, error) {
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	nc, err := bus.Connect(cctx, cfg.NATS, name, log)
-	if err != nil {
-		return svc.Deps{}, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return svc.Deps{}, fmt.Errorf("jetstream: %w", err)
-	}
-	if provision {
-		// Not bounded by the connection's 30 s: a cluster that has just
-		// started may need longer to place replicated streams, and
-		// Provision bounds its own wait (nats.provision_wait).
-		changes, err := bus.Provision(ctx, js, cfg)
-		if err != nil {
-			nc.Close()
-			return svc.Deps{}, err
-		}
-		for _, c := range changes {
-			log.Info("provisioned", "kind", c.Kind, "name", c.Name, "action", c.Action)
-		}
-	}
-	return svc.Deps{Config: cfg, Log: log, NC: nc, JS: js, Metrics: obs.NewMetrics()}, nil
+	return svc.Connect(ctx, cfg, log, name, true)
 }
 
 // localDSNFile holds the DSN of the ClickHouse `airlock dev --clickhouse-local`
 // started, while it runs.
 func localDSNFile(dataDir string) string { return filepath.Join(dataDir, "clickhouse.dsn") }
-
-func syncText(s string) string {
-	if s == "always" {
-		return "every write"
-	}
-	return "every " + s
-}

@@ -16,6 +16,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/seal"
+	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
 func newGatewayCmd(g *globals) *cobra.Command {
@@ -106,7 +107,7 @@ func runGatewayStdio(ctx context.Context, g *globals, cfg config.Config, endpoin
 	if err != nil {
 		return err
 	}
-	deps, err := connect(ctx, cfg, log, "airlock-gateway-stdio", false)
+	deps, err := svc.Connect(ctx, cfg, log, "airlock-gateway-stdio", false)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ require (
 	github.com/airlock-gate/airlock/services/approval v0.0.0
 	github.com/airlock-gate/airlock/services/audit v0.0.0
 	github.com/airlock-gate/airlock/services/console v0.0.0
+	github.com/airlock-gate/airlock/services/email v0.0.0
 	github.com/airlock-gate/airlock/services/executor v0.0.0
 	github.com/airlock-gate/airlock/services/gateway v0.0.0
 	github.com/airlock-gate/airlock/services/hooks v0.0.0
@@ -30,6 +31,7 @@ require (
 require (
 	github.com/ClickHouse/ch-go v0.74.0 // indirect
 	github.com/ClickHouse/clickhouse-go/v2 v2.50.0 // indirect
+	github.com/SherClockHolmes/webpush-go v1.4.0 // indirect
 	github.com/agnivade/levenshtein v1.2.1 // indirect
 	github.com/andybalholm/brotli v1.2.6 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
@@ -42,6 +44,7 @@ require (
 	github.com/go-jose/go-jose/v4 v4.1.4 // indirect
 	github.com/gobwas/glob v1.0.0 // indirect
 	github.com/goccy/go-json v0.10.6 // indirect
+	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -78,6 +81,7 @@ require (
 	github.com/valyala/fastjson v1.6.10 // indirect
 	github.com/valyala/fasttemplate v1.2.2 // indirect
 	github.com/vektah/gqlparser/v2 v2.5.58 // indirect
+	github.com/wneessen/go-mail v0.7.2 // indirect
 	github.com/xeipuuv/gojsonpointer v0.0.0-20190905194746-02993c407bfb // indirect
 	github.com/xeipuuv/gojsonreference v0.0.0-20180127040603-bd5ef7bd5415 // indirect
 	github.com/yashtewari/glob-intersection v0.2.0 // indirect
@@ -101,6 +105,7 @@ replace (
 	github.com/airlock-gate/airlock/services/approval => ../approval
 	github.com/airlock-gate/airlock/services/audit => ../audit
 	github.com/airlock-gate/airlock/services/console => ../console
+	github.com/airlock-gate/airlock/services/email => ../email
 	github.com/airlock-gate/airlock/services/executor => ../executor
 	github.com/airlock-gate/airlock/services/gateway => ../gateway
 	github.com/airlock-gate/airlock/services/hooks => ../hooks

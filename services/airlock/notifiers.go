@@ -1,6 +1,11 @@
 package main
 
 import (
+	"context"
+	"time"
+
+	"github.com/airlock-gate/airlock/services/airlock/internal/channels"
+	"github.com/airlock-gate/airlock/services/console"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/notify/lognotify"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -16,5 +21,23 @@ func notifiers(d svc.Deps) []notify.Notifier {
 	}
 	out = append(out, slackNotifiers(d)...)
 	out = append(out, teamsNotifiers(d)...)
-	return out
+	out = append(out, pushNotifiers(d)...)
+	return append(out, channels.OnCall(d)...)
+}
+
+// pushNotifiers returns the Web Push notifier when console.webpush is
+// configured. Like Slack's, a failure to build it is logged as an error
+// and leaves the channel out rather than stopping the approval service.
+func pushNotifiers(d svc.Deps) []notify.Notifier {
+	if !d.Config.Console.WebPush.Enabled() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := console.NewPushNotifier(ctx, d)
+	if err != nil {
+		d.Log.Error("Web Push notifier not started: no device will be told of pending calls", "err", err)
+		return nil
+	}
+	return []notify.Notifier{n}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-gate/airlock/services/airlock/internal/bench"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
@@ -44,7 +44,7 @@ func newRootCmd() *cobra.Command {
 		newServeCmd(g),
 		newCallCmd(g),
 		newAwaitCmd(g),
-		newBenchCmd(g),
+		bench.NewCmd(bench.Env{Load: g.load, LogLevelSet: func() bool { return g.logLevel != "" }}),
 		newApprovalsCmd(g),
 		newUsersCmd(g),
 		newAuditCmd(g),
@@ -109,19 +109,6 @@ func (g *globals) connect(ctx context.Context, cfg config.Config) (*nats.Conn, j
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
-}
-
-// startCPUProfile writes a CPU profile to path until the returned stop is called.
-func startCPUProfile(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("cpu profile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("cpu profile: %w", err)
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // usageError is a mistake in how a command was called: the process exits

@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -54,7 +55,7 @@ func serveServices(ctx context.Context, g *globals, cfg config.Config, names []s
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (pick another address with --http)", cfg.HTTP.Addr, err)
 	}
-	deps, err := connect(ctx, cfg, log, "airlock-"+strings.Join(names, "-"), false)
+	deps, err := svc.Connect(ctx, cfg, log, "airlock-"+strings.Join(names, "-"), false)
 	if err != nil {
 		ln.Close()
 		return err

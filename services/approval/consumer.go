@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -124,27 +123,45 @@ func (s *Service) supersede(ctx context.Context, rec *airlockv1.ApprovalRecord) 
 	return nil
 }
 
-// announce tells the channels and stores where they put their messages. If
-// the call was decided meanwhile, the fresh messages are updated at once.
+// announce tells the channels and stores where they put their messages,
+// as the fan-out hands them over (see settleWindow). Channels that answer
+// after the call was decided are shown the outcome at once (the decision
+// found no reference of theirs to update).
 func (s *Service) announce(ctx context.Context, key string, rec *airlockv1.ApprovalRecord) error {
-	refs := s.fan.announce(ctx, rec)
-	if len(refs) == 0 {
-		return nil
-	}
-	stored, _, _, err := mutate(ctx, s.store, key, func(cur *airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, struct{}, error) {
+	var errs []error
+	s.fan.announce(ctx, rec, func(refs []*airlockv1.NotificationRef) {
+		if err := s.storeRefs(ctx, key, refs); err != nil {
+			errs = append(errs, err)
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// storeRefs adds refs to the record of key and, if the call is already
+// decided, shows those channels the outcome.
+func (s *Service) storeRefs(ctx context.Context, key string, refs []*airlockv1.NotificationRef) error {
+	var added []*airlockv1.NotificationRef
+	stored, wrote, _, err := mutate(ctx, s.store, key, func(cur *airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, struct{}, error) {
 		next := proto.Clone(cur).(*airlockv1.ApprovalRecord)
+		added = added[:0]
 		for _, ref := range refs {
-			if !slices.ContainsFunc(next.Notifications, func(n *airlockv1.NotificationRef) bool { return n.GetChannel() == ref.GetChannel() }) {
+			if !announced(next, ref.GetChannel()) {
 				next.Notifications = append(next.Notifications, ref)
+				added = append(added, ref)
 			}
+		}
+		if len(added) == 0 {
+			return nil, struct{}{}, nil
 		}
 		return next, struct{}{}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("store notification refs of %s: %w", key, err)
 	}
-	if domain.Final(stored) {
-		s.updateChannels(stored)
+	if wrote && domain.Final(stored) {
+		only := proto.Clone(stored).(*airlockv1.ApprovalRecord)
+		only.Notifications = added
+		s.updateChannels(only)
 	}
 	return nil
 }

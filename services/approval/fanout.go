@@ -3,6 +3,7 @@ package approval
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,21 +25,31 @@ type fanout struct {
 	record func(ctx context.Context, ev *airlockv1.Event)
 }
 
-// announce tells every channel that wants rec about it and returns where
-// each one put its message.
-func (f *fanout) announce(ctx context.Context, rec *airlockv1.ApprovalRecord) []*airlockv1.NotificationRef {
-	var (
-		mu   sync.Mutex
-		refs []*airlockv1.NotificationRef
-		wg   sync.WaitGroup
-	)
+// settleWindow is how long announce gathers the channels' references
+// before writing them: the channels that answer within it (all of them,
+// usually) are written to the record in one write and recorded as
+// `notified` together after the last of them, so this bookkeeping does not
+// compete for CPU with channels still delivering; a channel answering later
+// is written as it answers. A decision made meanwhile is not lost: a
+// reference written after the call was decided is shown the outcome at once.
+const settleWindow = 250 * time.Millisecond
+
+// announce tells every channel that wants rec and has not announced it yet
+// about it, and hands the references of the channels that answered to told
+// (see settleWindow): a slow or hanging channel holds up no other channel's
+// reference, nor so the outcome that channel is shown. On escalation it is
+// called again: a channel that wants only escalated calls (an on-call
+// pager, "escalate:pagerduty") is told then, the others are not told twice.
+// It returns when every channel has answered or timed out.
+func (f *fanout) announce(ctx context.Context, rec *airlockv1.ApprovalRecord, told func([]*airlockv1.NotificationRef)) {
+	answers := make(chan *airlockv1.NotificationRef)
+	asked := 0
 	for _, n := range f.notifiers {
-		if !f.wants(n, rec) {
+		if announced(rec, n.Name()) || !f.wants(n, rec) {
 			continue
 		}
-		wg.Add(1)
+		asked++
 		go func(n notify.Notifier) {
-			defer wg.Done()
 			dctx, cancel := context.WithTimeout(ctx, f.timeout)
 			defer cancel()
 			// Each channel gets its own copy: one channel cannot disturb what another sees.
@@ -47,16 +58,42 @@ func (f *fanout) announce(ctx context.Context, rec *airlockv1.ApprovalRecord) []
 			if err != nil {
 				f.log.Warn("announcing a pending call failed on one channel; the others are unaffected",
 					"channel", n.Name(), "call", domain.RefOf(rec).Key(), "err", err)
+				answers <- nil
 				return
 			}
-			mu.Lock()
-			refs = append(refs, &airlockv1.NotificationRef{Channel: n.Name(), Ref: ref})
-			mu.Unlock()
-			f.record(ctx, domain.NotifiedEvent(rec, n.Name(), ref, "announce"))
+			answers <- &airlockv1.NotificationRef{Channel: n.Name(), Ref: ref}
 		}(n)
 	}
-	wg.Wait()
-	return refs
+	var gathered []*airlockv1.NotificationRef
+	flush := func() {
+		if len(gathered) == 0 {
+			return
+		}
+		told(gathered)
+		for _, r := range gathered {
+			f.record(ctx, domain.NotifiedEvent(rec, r.GetChannel(), r.GetRef(), "announce"))
+		}
+		gathered = nil
+	}
+	settle := time.NewTimer(settleWindow)
+	defer settle.Stop()
+	settled := false
+	for asked > 0 {
+		select {
+		case r := <-answers:
+			asked--
+			if r != nil {
+				gathered = append(gathered, r)
+			}
+			if settled {
+				flush()
+			}
+		case <-settle.C:
+			settled = true
+			flush()
+		}
+	}
+	flush()
 }
 
 // remind re-announces rec on every channel that announced it (kind
@@ -106,6 +143,11 @@ func (f *fanout) wants(n notify.Notifier, rec *airlockv1.ApprovalRecord) (ok boo
 		}
 	}()
 	return n.Wants(rec)
+}
+
+// announced reports whether channel already holds a message about rec.
+func announced(rec *airlockv1.ApprovalRecord, channel string) bool {
+	return slices.ContainsFunc(rec.GetNotifications(), func(n *airlockv1.NotificationRef) bool { return n.GetChannel() == channel })
 }
 
 func (f *fanout) byName(name string) notify.Notifier {

@@ -254,12 +254,16 @@ type recorder struct {
 	name string
 	// block makes Announce wait for its context to end and fail (a channel that hangs).
 	block bool
+	// wants, if set, is the channel's routing (default: every call).
+	wants func(*airlockv1.ApprovalRecord) bool
 	mu    sync.Mutex
 	seen  []string // "announce:<call>", "remind:<call>", "update:<call>:<state>"
 }
 
-func (r *recorder) Name() string                         { return r.name }
-func (r *recorder) Wants(*airlockv1.ApprovalRecord) bool { return true }
+func (r *recorder) Name() string { return r.name }
+func (r *recorder) Wants(rec *airlockv1.ApprovalRecord) bool {
+	return r.wants == nil || r.wants(rec)
+}
 func (r *recorder) Announce(ctx context.Context, rec *airlockv1.ApprovalRecord) (string, error) {
 	if r.block {
 		<-ctx.Done()
@@ -280,6 +284,17 @@ func (r *recorder) add(s string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seen = append(r.seen, s)
+}
+func (r *recorder) seenOf(s string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, x := range r.seen {
+		if x == s {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 func (r *recorder) has(s string) bool {
 	r.mu.Lock()

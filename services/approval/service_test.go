@@ -286,6 +286,53 @@ func TestNotifierFanOutIsolatesASlowChannel(t *testing.T) {
 	}
 }
 
+// A channel that hangs holds up neither the other channels' announcement
+// nor the outcome they are shown: each channel's reference is stored as it
+// answers, long before the hanging one times out.
+func TestAHangingChannelDoesNotDelayTheOutcomeElsewhere(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) { c.Approval.NotifyTimeout = time.Minute })
+	stuck := &recorder{name: "stuck", block: true}
+	fast := &recorder{name: "fast"}
+	w.start(stuck, fast)
+	w.ask(&airlockv1.ToolCall{CallId: "h1"}, nil)
+	testenv.Eventually(t, 5*time.Second, "the fast channel's reference to be stored while the stuck one hangs", func() bool {
+		rec, err := w.api.Get(context.Background(), "bot", "h1", 0)
+		return err == nil && len(rec.GetNotifications()) == 1 && rec.GetNotifications()[0].GetChannel() == "fast"
+	})
+	if _, err := w.approve("h1", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, "the fast channel to show the outcome while the stuck one still hangs", func() bool {
+		return fast.has("update:h1:APPROVAL_STATE_APPROVED")
+	})
+}
+
+// A channel routed only on escalation ("escalate:pagerduty") is announced
+// when the call escalates, not before, and then shown the outcome.
+func TestEscalationAnnouncesToEscalationChannels(t *testing.T) {
+	w := newWorld(t)
+	first := &recorder{name: "first"}
+	pager := &recorder{name: "pager", wants: func(rec *airlockv1.ApprovalRecord) bool { return rec.GetEscalated() }}
+	w.start(first, pager)
+	w.pending(&airlockv1.ToolCall{CallId: "e1"}, &airlockv1.Decision{
+		Timeout: seconds(30), EscalateAfter: seconds(1), EscalateTo: []string{"group:oncall"},
+	})
+	testenv.Eventually(t, 5*time.Second, "the first channel to be told", func() bool { return first.has("announce:e1") })
+	if pager.has("announce:e1") {
+		t.Fatal("the escalation channel was told before the call escalated")
+	}
+	testenv.Eventually(t, 10*time.Second, "the escalation channel to be told on escalation", func() bool { return pager.has("announce:e1") })
+	if len(first.seenOf("announce:e1")) != 1 {
+		t.Fatal("escalation announced the call again on a channel that already had it")
+	}
+	if _, err := w.approve("e1", "dave"); err != nil {
+		t.Fatalf("the escalated approver could not decide: %v", err)
+	}
+	testenv.Eventually(t, 5*time.Second, "both channels to show the outcome", func() bool {
+		return first.has("update:e1:APPROVAL_STATE_APPROVED") && pager.has("update:e1:APPROVAL_STATE_APPROVED")
+	})
+}
+
 func TestReminderThenEscalationWidensApprovers(t *testing.T) {
 	w := newWorld(t)
 	ch := &recorder{name: "rec"}

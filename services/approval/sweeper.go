@@ -87,6 +87,14 @@ func (s *Service) fireTimer(ctx context.Context, key string) {
 	go func() {
 		defer s.bg.Done()
 		s.fan.remind(context.Background(), rec, string(fired))
+		if fired != domain.Escalate {
+			return
+		}
+		// Channels routed only on escalation ("escalate:pagerduty") are
+		// told now, and their refs stored so the outcome reaches them.
+		if err := s.announce(context.Background(), key, rec); err != nil {
+			s.deps.Log.Warn("announcing an escalated call to its escalation channels failed", "key", key, "err", err)
+		}
 	}()
 }
 

@@ -30,6 +30,9 @@ type Principal struct {
 	OnBehalfOf string
 	// CSRF is the session's anti-forgery token (sessions only).
 	CSRF string
+	// sso marks a person who signed in by single sign-on (their roles are
+	// those of their last sign-in, not a local user's).
+	sso bool
 }
 
 // Has reports whether p holds role; admin holds every role.
@@ -91,7 +94,7 @@ const (
 	csrfField        = "_csrf"
 	csrfHeader       = "X-CSRF-Token"
 	principalKey     = "airlock.principal"
-	contentSecPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	contentSecPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; manifest-src 'self'; worker-src 'self'; " +
 		"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 
@@ -188,6 +191,7 @@ func (con *Console) authenticate(a access) echo.MiddlewareFunc {
 					u, ok, err := con.store.user(ctx, tok.Owner)
 					if err == nil && !ok && con.sso != nil {
 						u, ok, err = con.store.person(ctx, tok.Owner) // a person who signs in by single sign-on
+						p.sso = ok
 					}
 					if err != nil {
 						return err
@@ -223,7 +227,7 @@ func (con *Console) authenticate(a access) echo.MiddlewareFunc {
 				if !ok {
 					return con.signInFirst(c)
 				}
-				p = Principal{Name: u.Name, Roles: u.Roles, Groups: u.Groups, Via: "session", CSRF: sess.CSRF}
+				p = Principal{Name: u.Name, Roles: u.Roles, Groups: u.Groups, Via: "session", CSRF: sess.CSRF, sso: sess.SSO}
 				if unsafeMethod(c.Request().Method) {
 					if err := checkCSRF(c, sess.CSRF); err != nil {
 						return err

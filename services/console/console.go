@@ -80,6 +80,7 @@ type Console struct {
 	sso   *sso           // single sign-on, nil when console.oidc is not configured (sso.go)
 	pub   *bus.Publisher // sign-ins, tokens, refused requests (audit_events.go)
 	waits *agentWaits    // open long-polls per agent (waits.go)
+	app   *webApp        // manifest, service worker, icons, devices (devices.go)
 }
 
 // New builds the console from deps. The console bucket must exist
@@ -95,14 +96,11 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 	if opts.HealthWait == 0 {
 		opts.HealthWait = 300 * time.Millisecond
 	}
-	kv, err := deps.JS.KeyValue(ctx, deps.Config.Buckets.Console)
-	if err != nil {
-		return nil, fmt.Errorf("console bucket %s: %w (is the bus provisioned?)", deps.Config.Buckets.Console, err)
-	}
-	st, err := newStore(kv, deps.Config.Console, opts.Now)
+	st, err := openStore(ctx, deps, opts.Now)
 	if err != nil {
 		return nil, err
 	}
+	kv := st.kv
 	pages, err := parsePages()
 	if err != nil {
 		return nil, err
@@ -126,6 +124,9 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 	c.sso = newSSO(deps.Config, kv, opts.Now)
 	c.use.recordToken = c.recordToken
 	c.feed = newFeed(c)
+	if c.app, err = newWebApp(c); err != nil {
+		return nil, err
+	}
 	if len(deps.Config.Console.Users) == 0 && c.sso == nil {
 		if n, err := st.runtimeUsers(ctx); err == nil && n == 0 {
 			deps.Log.Warn("console: nobody can sign in yet: add console.users to the configuration (hash passwords with `airlock users hash-password`) or start `airlock dev` once to create the first admin")
@@ -186,6 +187,11 @@ func (con *Console) Register(e *echo.Echo) {
 	r := func(method, path string, h echo.HandlerFunc, a access) {
 		e.Add(method, path, h, securityHeaders, con.authenticate(a))
 	}
+	// the installable app: public, none of it holds anyone's data
+	e.GET("/manifest.webmanifest", con.manifest, securityHeaders)
+	e.GET("/sw.js", con.serviceWorker, securityHeaders)
+	e.GET("/icons/:file", con.icon, securityHeaders)
+
 	// pages
 	r(http.MethodGet, "/login", con.loginPage, public)
 	r(http.MethodPost, "/login", con.login, public)
@@ -217,6 +223,8 @@ func (con *Console) Register(e *echo.Echo) {
 	r(http.MethodGet, "/tokens", con.tokensPage, signedIn)
 	r(http.MethodPost, "/tokens", con.createTokenForm, signedIn)
 	r(http.MethodPost, "/tokens/:id/revoke", con.revokeTokenForm, signedIn)
+	r(http.MethodGet, "/devices", con.devicesPage, signedIn)
+	r(http.MethodPost, "/devices/:id/revoke", con.revokeDeviceForm, signedIn)
 
 	// REST API
 	r(http.MethodPost, "/api/v1/calls", con.apiSubmit, agentOnly)
@@ -235,6 +243,9 @@ func (con *Console) Register(e *echo.Echo) {
 	r(http.MethodPost, "/api/v1/tokens", con.apiCreateToken, signedIn)
 	r(http.MethodDelete, "/api/v1/tokens/:id", con.apiRevokeToken, signedIn)
 	r(http.MethodGet, "/api/v1/whoami", con.apiWhoami, signedIn)
+	r(http.MethodGet, "/api/v1/devices", con.apiListDevices, signedIn)
+	r(http.MethodPost, "/api/v1/devices", con.apiSubscribe, signedIn)
+	r(http.MethodDelete, "/api/v1/devices/:id", con.apiRevokeDevice, signedIn)
 	r(http.MethodPost, "/api/v1/rules", con.apiPutRule, adminOnly)
 	r(http.MethodDelete, "/api/v1/rules/:id", con.apiDeleteRule, adminOnly)
 }

@@ -14,7 +14,13 @@ import (
 // its approvers, separation of duties), so that the inbox counts only what
 // a decision by p would not be refused for.
 func (con *Console) mayAct(p Principal, rec *airlockv1.ApprovalRecord) bool {
-	return mayDecide(p, rec) && con.dirFor(p).Barred(rec, p.Name) == calls.NotBarred
+	return mayActIn(con.dir, p, rec)
+}
+
+// mayActIn is mayAct with the directory given: the push notifier
+// (push.go), which runs without a Console, asks it of each subscriber.
+func mayActIn(dir calls.Directory, p Principal, rec *airlockv1.ApprovalRecord) bool {
+	return mayDecide(p, rec) && dir.Vouched(p.Actor("")).Barred(rec, p.Name) == calls.NotBarred
 }
 
 // dirFor is the directory as the approval service reads it for p's

@@ -3,6 +3,7 @@ module github.com/airlock-gate/airlock/services/console
 go 1.26.0
 
 require (
+	github.com/SherClockHolmes/webpush-go v1.4.0
 	github.com/airlock-gate/airlock/proto v0.0.0
 	github.com/airlock-gate/airlock/sdk v0.0.0
 	github.com/airlock-gate/airlock/services/shared v0.0.0
@@ -19,6 +20,7 @@ require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/labstack/gommon v0.5.0 // indirect

@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
 // store keeps console state in the console KV bucket so every replica sees
@@ -75,6 +76,16 @@ type tokenRecord struct {
 	CreatedAt  time.Time `json:"created_at"`
 	ExpiresAt  time.Time `json:"expires_at,omitzero"`
 	LastUsed   time.Time `json:"last_used,omitzero"`
+}
+
+// openStore is the store over the console bucket of deps, which must exist
+// (bus.Provision creates it).
+func openStore(ctx context.Context, deps svc.Deps, now func() time.Time) (*store, error) {
+	kv, err := deps.JS.KeyValue(ctx, deps.Config.Buckets.Console)
+	if err != nil {
+		return nil, fmt.Errorf("console bucket %s: %w (is the bus provisioned?)", deps.Config.Buckets.Console, err)
+	}
+	return newStore(kv, deps.Config.Console, now)
 }
 
 func newStore(kv jetstream.KeyValue, cfg config.Console, now func() time.Time) (*store, error) {

@@ -17,6 +17,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/notify"
 )
 
 // Action ids of the card's buttons, and the block and callback ids the
@@ -45,7 +46,6 @@ const (
 	maxSummaryChars  = 2600 // the whole argument summary
 	maxReasonChars   = 600  // policy reason, agent reason, reviewer reason
 	maxHeaderChars   = 140
-	redactedMarker   = "[redacted]"
 	argumentsMissing = "(no arguments)"
 )
 
@@ -91,7 +91,7 @@ func (m Message) Options() []slackgo.MsgOption {
 
 // ConsoleLink is the console page of a call.
 func ConsoleLink(publicURL, agent, callID string) string {
-	return strings.TrimRight(publicURL, "/") + "/calls/" + url.PathEscape(agent) + "/" + url.PathEscape(callID)
+	return notify.ConsoleURL(publicURL, agent, callID)
 }
 
 // RememberLink is the console's form that makes a standing grant from a
@@ -325,12 +325,9 @@ func ArgumentsFit(rec *airlockv1.ApprovalRecord) bool {
 // argument in full: no argument left out for the card's size, no name or
 // value cut short.
 func argumentLines(rec *airlockv1.ApprovalRecord) (string, bool) {
-	args := rec.GetCall().GetArguments().AsMap()
+	args := calls.Redacted(rec.GetCall().GetArguments(), rec.GetDecision().GetRedact())
 	if len(args) == 0 {
 		return argumentsMissing, true
-	}
-	for _, p := range rec.GetDecision().GetRedact() {
-		redact(args, p)
 	}
 	keys := make([]string, 0, len(args))
 	for k := range args {
@@ -390,41 +387,6 @@ func valueText(v any) (text string, whole bool) {
 		return s, true
 	}
 	return string([]rune(s)[:maxValueChars]) + fmt.Sprintf("… (%d characters)", n), false
-}
-
-// redact masks the value at JSON pointer p (RFC 6901) in m, if present.
-func redact(m map[string]any, p string) {
-	if !strings.HasPrefix(p, "/") {
-		return
-	}
-	parts := calls.PointerTokens(p)
-	var cur any = m
-	for i, tok := range parts {
-		last := i == len(parts)-1
-		switch c := cur.(type) {
-		case map[string]any:
-			if _, ok := c[tok]; !ok {
-				return
-			}
-			if last {
-				c[tok] = redactedMarker
-				return
-			}
-			cur = c[tok]
-		case []any:
-			idx, err := strconv.Atoi(tok)
-			if err != nil || idx < 0 || idx >= len(c) {
-				return
-			}
-			if last {
-				c[idx] = redactedMarker
-				return
-			}
-			cur = c[idx]
-		default:
-			return
-		}
-	}
 }
 
 func riskBadge(r airlockv1.Risk) string {

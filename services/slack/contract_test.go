@@ -10,6 +10,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/notify/notifytest"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 	airlockslack "github.com/airlock-gate/airlock/services/slack"
+	"github.com/airlock-gate/airlock/services/slack/slackfake"
 )
 
 // outcomeWords is what a redrawn card must say for each final state.
@@ -47,13 +48,13 @@ func TestNotifierContract(t *testing.T) {
 			}
 			switch kind {
 			case "announce":
-				return f.saw("chat.postMessage", func(c apiCall) bool {
-					return channelID(c.Form.Get("channel")) == ch && strings.Contains(cardStrings(t, c.Blocks()), "call `"+rec.GetCall().GetCallId()+"`")
+				return f.Saw("chat.postMessage", func(c apiCall) bool {
+					return slackfake.ChannelID(c.Form.Get("channel")) == ch && strings.Contains(cardStrings(t, c.Blocks()), "call `"+rec.GetCall().GetCallId()+"`")
 				})
 			case "remind":
-				return f.saw("chat.postMessage", func(c apiCall) bool { return c.Form.Get("thread_ts") == ts })
+				return f.Saw("chat.postMessage", func(c apiCall) bool { return c.Form.Get("thread_ts") == ts })
 			case "update":
-				return f.saw("chat.update", func(c apiCall) bool {
+				return f.Saw("chat.update", func(c apiCall) bool {
 					return c.Form.Get("channel") == ch && c.Form.Get("ts") == ts &&
 						strings.Contains(cardStrings(t, c.Blocks()), outcomeWords[rec.GetState()])
 				})

@@ -148,7 +148,7 @@ func (e *e2eEnv) nextUpdate(t *testing.T, ch, ts, want string) string {
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
-		case u := <-e.f.calls["chat.update"]:
+		case u := <-e.f.Updates():
 			text := cardStrings(t, u.Blocks())
 			if u.Form.Get("channel") == ch && u.Form.Get("ts") == ts && strings.Contains(text, want) {
 				return text
@@ -250,7 +250,7 @@ func TestEndToEndWithTheAirlockBinary(t *testing.T) {
 
 	t.Run("slack_outage_neither_stops_the_console_nor_loses_the_outcome", func(t *testing.T) {
 		client, _, ch, ts := e.submit(t, "bot", "e2e_outage")
-		e.f.down.Store(true)
+		e.f.SetDown(true)
 		start := time.Now()
 		resp, err := e.api.Decide(context.Background(), &airlockv1.DecideRequest{
 			AgentId: "bot", CallId: "e2e_outage", Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE,
@@ -260,8 +260,8 @@ func TestEndToEndWithTheAirlockBinary(t *testing.T) {
 		must(t, err)
 		// Slack comes back once the card update has failed at least once,
 		// before the notifier's retries run out.
-		testenv.Eventually(t, 5*time.Second, "the card update to hit the outage", func() bool { return e.f.refused.Load() > 0 })
-		e.f.down.Store(false)
+		testenv.Eventually(t, 5*time.Second, "the card update to hit the outage", func() bool { return e.f.Refused() > 0 })
+		e.f.SetDown(false)
 		t.Logf("console decision answered in %s while Slack answered 503", took)
 		if !resp.GetChanged() || took > 2*time.Second {
 			t.Fatalf("console decision during a Slack outage: changed=%v after %s", resp.GetChanged(), took)

@@ -1,23 +1,16 @@
 package slack_test
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	slackgo "github.com/slack-go/slack"
-	"github.com/slack-go/slack/slacktest"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -26,6 +19,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 	airlockslack "github.com/airlock-gate/airlock/services/slack"
+	"github.com/airlock-gate/airlock/services/slack/slackfake"
 )
 
 const (
@@ -34,166 +28,35 @@ const (
 )
 
 // apiCall is one Slack Web API call the fake received.
-type apiCall struct {
-	Method string
-	Form   url.Values      // form-encoded calls (chat.*)
-	Body   json.RawMessage // JSON calls (views.open)
-	At     time.Time
-}
+type apiCall = slackfake.Call
 
-// Blocks is the raw blocks JSON of a chat call.
-func (c apiCall) Blocks() string { return c.Form.Get("blocks") }
-
-// fakeSlack is slacktest's server extended with the methods it lacks
-// (chat.update, views.open) and with our own chat.postMessage and
-// chat.postEphemeral, each pushing what it receives onto a channel per
-// method so tests wait for a call instead of sleeping.
-type fakeSlack struct {
-	*slacktest.Server
-	mu      sync.Mutex
-	calls   map[string]chan apiCall
-	seq     atomic.Int64
-	limited map[string]int  // channel → how many more posts answer 429
-	broken  map[string]int  // channel → how many more posts answer 500
-	missing map[string]bool // channels that answer {"ok":false,"error":"channel_not_found"}
-	tries   map[string]int  // channel → posts attempted, whatever the answer
-	log     []apiCall       // every successful call, for polling checks
-	down    atomic.Bool     // Slack outage: every call answers 503
-	refused atomic.Int64    // calls answered 503 during an outage
-}
+// fakeSlack is the shared Slack fake (slackfake) with waits that fail the
+// test: tests wait for a call instead of sleeping.
+type fakeSlack struct{ *slackfake.Server }
 
 func startFakeSlack(t *testing.T) *fakeSlack {
 	t.Helper()
-	f := &fakeSlack{calls: map[string]chan apiCall{}, limited: map[string]int{}, broken: map[string]int{},
-		missing: map[string]bool{}, tries: map[string]int{}}
-	for _, m := range []string{"chat.postMessage", "chat.update", "chat.postEphemeral", "views.open"} {
-		f.calls[m] = make(chan apiCall, 1000)
-	}
-	f.Server = slacktest.NewTestServer(func(c slacktest.Customize) {
-		c.Handle("/chat.postMessage", f.handle("chat.postMessage"))
-		c.Handle("/chat.update", f.handle("chat.update"))
-		c.Handle("/chat.postEphemeral", f.handle("chat.postEphemeral"))
-		c.Handle("/views.open", f.handle("views.open"))
-	})
-	f.Start()
+	f := &fakeSlack{slackfake.Start()}
 	t.Cleanup(f.Stop)
 	return f
-}
-
-// attempts is how many posts to channel were tried.
-func (f *fakeSlack) attempts(channel string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.tries[channel]
-}
-
-// rateLimit makes the next n posts to channel answer 429 Retry-After: 1.
-func (f *fakeSlack) rateLimit(channel string, n int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.limited[channel] = n
-}
-
-func (f *fakeSlack) handle(method string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		raw, _ := io.ReadAll(r.Body)
-		if f.down.Load() {
-			f.refused.Add(1)
-			http.Error(w, "<html>Slack is having trouble</html>", http.StatusServiceUnavailable)
-			return
-		}
-		call := apiCall{Method: method, At: time.Now()}
-		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
-			call.Body = raw
-		} else {
-			call.Form, _ = url.ParseQuery(string(raw))
-		}
-		if method == "chat.postMessage" {
-			ch := call.Form.Get("channel")
-			f.mu.Lock()
-			f.tries[ch]++
-			limited, broken, missing := f.limited[ch], f.broken[ch], f.missing[ch]
-			if limited > 0 {
-				f.limited[ch]--
-			} else if broken > 0 {
-				f.broken[ch]--
-			}
-			f.mu.Unlock()
-			switch {
-			case limited > 0:
-				w.Header().Set("Retry-After", "1")
-				w.WriteHeader(http.StatusTooManyRequests)
-				return
-			case broken > 0:
-				http.Error(w, "<html>internal error</html>", http.StatusInternalServerError)
-				return
-			case missing:
-				w.Header().Set("Content-Type", "application/json")
-				_, _ = w.Write([]byte(`{"ok":false,"error":"channel_not_found"}`))
-				return
-			}
-		}
-		ts := fmt.Sprintf("1700000000.%06d", f.seq.Add(1))
-		var resp any
-		switch method {
-		case "chat.postMessage":
-			resp = map[string]any{"ok": true, "channel": channelID(call.Form.Get("channel")), "ts": ts}
-		case "chat.update":
-			resp = map[string]any{"ok": true, "channel": call.Form.Get("channel"), "ts": call.Form.Get("ts")}
-		case "chat.postEphemeral":
-			resp = map[string]any{"ok": true, "message_ts": ts}
-		case "views.open":
-			resp = map[string]any{"ok": true, "view": map[string]any{"id": "V" + ts}}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(resp)
-		f.mu.Lock()
-		f.log = append(f.log, call)
-		f.mu.Unlock()
-		f.calls[method] <- call
-	}
-}
-
-// saw reports whether a call of method matching match was received.
-func (f *fakeSlack) saw(method string, match func(apiCall) bool) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, c := range f.log {
-		if c.Method == method && match(c) {
-			return true
-		}
-	}
-	return false
-}
-
-// channelID is what Slack answers for a channel given by name: its id.
-func channelID(ch string) string {
-	if strings.HasPrefix(ch, "#") {
-		return "C" + strings.ToUpper(strings.TrimPrefix(ch, "#"))
-	}
-	return ch
 }
 
 // next waits for the next call of method.
 func (f *fakeSlack) next(t *testing.T, method string) apiCall {
 	t.Helper()
-	select {
-	case c := <-f.calls[method]:
-		return c
-	case <-time.After(10 * time.Second):
+	c, ok := f.Next(method, 10*time.Second)
+	if !ok {
 		t.Fatalf("Slack fake received no %s within 10s", method)
-		return apiCall{}
 	}
+	return c
 }
 
 // none fails if a call of method is already queued (checked after the
 // caller has waited for something that happens later than it would have).
 func (f *fakeSlack) none(t *testing.T, method string) {
 	t.Helper()
-	select {
-	case c := <-f.calls[method]:
+	if c, ok := f.Queued(method); ok {
 		t.Fatalf("unexpected %s: %v %s", method, c.Form, c.Body)
-	default:
 	}
 }
 
@@ -246,12 +109,10 @@ func pendingRecord(t *testing.T, callID string) *airlockv1.ApprovalRecord {
 // sign returns the headers Slack sends with body at ts: v0 signature =
 // hex(HMAC-SHA256(secret, "v0:<ts>:<body>")).
 func sign(secret string, ts time.Time, body string) http.Header {
-	mac := hmac.New(sha256.New, []byte(secret))
-	fmt.Fprintf(mac, "v0:%d:%s", ts.Unix(), body)
 	h := http.Header{}
 	h.Set("Content-Type", "application/x-www-form-urlencoded")
 	h.Set("X-Slack-Request-Timestamp", strconv.FormatInt(ts.Unix(), 10))
-	h.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
+	h.Set("X-Slack-Signature", slackfake.Signature(secret, ts.Unix(), body))
 	return h
 }
 
@@ -276,8 +137,8 @@ func post(t *testing.T, endpoint string, header http.Header, body string) (int, 
 
 // formBody wraps a payload as Slack does: payload=<url-encoded JSON>.
 func formBody(payload any) string {
-	raw, _ := json.Marshal(payload)
-	return "payload=" + url.QueryEscape(string(raw))
+	body, _ := slackfake.InteractionBody(payload)
+	return body
 }
 
 // buttonClick is the block_actions payload Slack sends when user clicks the

@@ -121,7 +121,23 @@ func (n *Notifier) Wants(rec *airlockv1.ApprovalRecord) bool { return len(n.Targ
 // policy names them, without repeats: "slack:#ops" → "#ops", a bare
 // "slack" → slack.channel.
 func (n *Notifier) Targets(rec *airlockv1.ApprovalRecord) []string {
-	return notify.Targets(rec, Name, n.channel)
+	var out []string
+	seen := map[string]bool{}
+	for _, entry := range rec.GetDecision().GetNotify() {
+		entry = strings.TrimSpace(entry)
+		var ch string
+		switch {
+		case entry == Name:
+			ch = n.channel
+		case strings.HasPrefix(entry, Name+":"):
+			ch = strings.TrimSpace(strings.TrimPrefix(entry, Name+":"))
+		}
+		if ch != "" && !seen[ch] {
+			seen[ch] = true
+			out = append(out, ch)
+		}
+	}
+	return out
 }
 
 // Announce implements notify.Notifier: it posts one card per target

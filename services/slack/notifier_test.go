@@ -277,7 +277,7 @@ func TestUpdateShowsTheOutcomeOnEveryCard(t *testing.T) {
 func TestRateLimitedChannelIsRetriedWithoutHoldingUpOthers(t *testing.T) {
 	t.Parallel()
 	notifier, f := newNotifier(t)
-	f.rateLimit("#busy", 1)
+	f.RateLimit("#busy", 1)
 	rec := pendingRecord(t, "call_429")
 	rec.Decision.Notify = []string{"slack:#busy", "slack:#calm"}
 
@@ -329,7 +329,7 @@ func TestRemindRepliesInTheCardsThread(t *testing.T) {
 func TestCardPostOutlivingTheCallersDeadlineStillArrivesOnce(t *testing.T) {
 	t.Parallel()
 	notifier, f := newNotifier(t)
-	f.rateLimit("#busy", 1)
+	f.RateLimit("#busy", 1)
 	rec := pendingRecord(t, "call_late")
 	rec.Decision.Notify = []string{"slack:#busy"}
 
@@ -352,10 +352,8 @@ func TestCardPostOutlivingTheCallersDeadlineStillArrivesOnce(t *testing.T) {
 func TestSlackErrorsAreRetriedOnlyWhenRetryingCanHelp(t *testing.T) {
 	t.Parallel()
 	notifier, f := newNotifier(t)
-	f.mu.Lock()
-	f.broken["#flaky"] = 2
-	f.missing["#gone"] = true
-	f.mu.Unlock()
+	f.Break("#flaky", 2)
+	f.Missing("#gone")
 
 	t.Run("server_errors_are_retried_with_backoff", func(t *testing.T) {
 		rec := pendingRecord(t, "call_5xx")
@@ -364,7 +362,7 @@ func TestSlackErrorsAreRetriedOnlyWhenRetryingCanHelp(t *testing.T) {
 		if err != nil || !strings.HasPrefix(ref, "CFLAKY/") {
 			t.Fatalf("Announce after two 500s: ref %q, err %v", ref, err)
 		}
-		if n := f.attempts("#flaky"); n != 3 {
+		if n := f.Attempts("#flaky"); n != 3 {
 			t.Fatalf("%d attempts, want 3 (two 500s, then success)", n)
 		}
 	})
@@ -374,7 +372,7 @@ func TestSlackErrorsAreRetriedOnlyWhenRetryingCanHelp(t *testing.T) {
 		if _, err := notifier.Announce(context.Background(), rec); err == nil || !strings.Contains(err.Error(), "channel_not_found") {
 			t.Fatalf("Announce to a missing channel: %v", err)
 		}
-		if n := f.attempts("#gone"); n != 1 {
+		if n := f.Attempts("#gone"); n != 1 {
 			t.Fatalf("%d attempts at a channel that does not exist, want 1", n)
 		}
 		rec.Decision.Notify = []string{"slack:#gone", "slack:#fine"}

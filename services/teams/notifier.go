@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
@@ -118,11 +119,21 @@ func (n *Notifier) Name() string { return Name }
 // list names Teams ("teams" or "teams:<conversation id>").
 func (n *Notifier) Wants(rec *airlockv1.ApprovalRecord) bool { return len(n.Targets(rec)) > 0 }
 
-// Targets lists the conversations rec is routed to, in the order the
-// policy names them, without repeats: "teams:19:abc@thread.tacv2" →
+// Targets lists the conversations rec is routed to (notify.Targets: in
+// the order the policy names them, without repeats, "escalate:teams" once
+// the call has escalated): "teams:19:abc@thread.tacv2" →
 // "19:abc@thread.tacv2", a bare "teams" → teams.conversation.
 func (n *Notifier) Targets(rec *airlockv1.ApprovalRecord) []string {
-	return notify.Targets(rec, Name, n.conversation)
+	var out []string
+	for _, conv := range notify.Targets(rec, Name) {
+		if conv == "" {
+			conv = n.conversation
+		}
+		if conv != "" && !slices.Contains(out, conv) {
+			out = append(out, conv)
+		}
+	}
+	return out
 }
 
 // cardActivity is the message that carries rec's card.

@@ -36,6 +36,9 @@ type Config struct {
 	Console    Console    `yaml:"console"`
 	Slack      Slack      `yaml:"slack"`
 	Teams      Teams      `yaml:"teams"`
+	Email      Email      `yaml:"email"`
+	Webhooks   []Webhook  `yaml:"webhooks"`
+	PagerDuty  PagerDuty  `yaml:"pagerduty"`
 	Gateway    Gateway    `yaml:"gateway"`
 }
 
@@ -114,7 +117,7 @@ type Dev struct {
 // HTTP is the listener for the console, the REST API, /healthz and /metrics.
 type HTTP struct {
 	Addr string `yaml:"addr"`
-	// PublicURL is how people reach the console (links in Slack messages).
+	// PublicURL is how people reach the console (links in Slack messages, mail, webhooks).
 	PublicURL string `yaml:"public_url"`
 }
 
@@ -182,6 +185,8 @@ func Default() Config {
 		Console:    defaultConsole(),
 		Slack:      defaultSlack(),
 		Teams:      defaultTeams(),
+		Email:      defaultEmail(),
+		PagerDuty:  defaultPagerDuty(),
 		Gateway:    defaultGateway(),
 	}
 }
@@ -279,9 +284,20 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.Slack.validate()...)
 	errs = append(errs, c.Teams.validate()...)
+	errs = append(errs, c.Email.validate()...)
+	errs = append(errs, validateWebhooks(c.Webhooks)...)
+	errs = append(errs, c.PagerDuty.validate()...)
 	errs = append(errs, c.Console.OIDC.validate()...)
 	errs = append(errs, c.Gateway.validate()...)
 	return errors.Join(errs...)
+}
+
+// SyncText says how often a sync setting (dev.sync) writes to disk, for people.
+func SyncText(s string) string {
+	if s == "always" {
+		return "every write"
+	}
+	return "every " + s
 }
 
 // ParseSync reads dev.sync: "always" → (0, nil) meaning fsync every write,

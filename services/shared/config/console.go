@@ -33,7 +33,34 @@ type Console struct {
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// OIDC signs people in with an OpenID Connect provider (single sign-on).
 	OIDC OIDC `yaml:"oidc"`
+	// WebPush lets reviewers turn on notifications on their devices (phones).
+	WebPush WebPush `yaml:"webpush"`
 }
+
+// WebPush is Web Push (VAPID, RFC 8292; payloads encrypted per RFC 8291):
+// a reviewer subscribes each device from the console and is told there of
+// the calls they may decide, reminders and escalations. Off while
+// VAPIDPrivateKeyFile is empty (`airlock dev` creates one in its data dir).
+type WebPush struct {
+	// VAPIDPrivateKeyFile holds the VAPID private key: the P-256 scalar,
+	// base64url, on one line (`airlock dev` writes one, mode 0600). The
+	// public key, which browsers subscribe with, is derived from it; a new
+	// key orphans every existing subscription.
+	VAPIDPrivateKeyFile string `yaml:"vapid_private_key_file"`
+	// Subject is the VAPID "sub" claim push services contact you by: a
+	// mailto: or https: URL (default: http.public_url when https, else
+	// mailto:airlock@localhost, which some push services refuse).
+	Subject string `yaml:"subject"`
+	// Timeout bounds one delivery to one device (default 10s).
+	Timeout time.Duration `yaml:"timeout"`
+	// AllowLoopbackHTTP lets subscriptions point at http:// endpoints on a
+	// loopback address (tests with a local push endpoint). Without it only
+	// https endpoints on public addresses are accepted.
+	AllowLoopbackHTTP bool `yaml:"allow_loopback_http"`
+}
+
+// Enabled reports whether Web Push is configured.
+func (w WebPush) Enabled() bool { return w.VAPIDPrivateKeyFile != "" }
 
 // SignInLimit bounds failed sign-ins: past either count within Window,
 // further attempts are refused until the window has passed, whether or not

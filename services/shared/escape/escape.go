@@ -17,7 +17,8 @@
 //   - Microsoft Teams Adaptive Cards: Teams (a TextRun), TeamsLine (a
 //     one-line TextRun);
 //   - mail: Mail (a plain-text body), MailHeader (a header value);
-//   - CSV: CSV (one cell).
+//   - CSV: CSV (one cell);
+//   - a phone's notification (Web Push): Push (title or body).
 //
 // JSON needs no function of its own: encoding/json and protojson escape
 // controls and write valid UTF-8, and whoever shows a JSON value escapes
@@ -137,6 +138,11 @@ func Mail(s string) string { return Visible(s) }
 // (Terminal), so that no CR or LF reaches the header and starts another
 // header or the body.
 func MailHeader(s string) string { return Terminal(s) }
+
+// Push is s in a Web Push notification's title or body, which the phone
+// shows as plain text: one line (Terminal), so that an agent's text can
+// neither hide itself nor draw lines that pass for the notification's own.
+func Push(s string) string { return Terminal(s) }
 
 // CSV is s as one cell of a CSV file a spreadsheet may open: Visible, and a
 // cell that starts with = + - @, a tab or a carriage return gets a leading

@@ -66,6 +66,7 @@ func TestEachMediumShowsEveryHostileStringInertly(t *testing.T) {
 		{"teams_text_run", escape.Teams, func(_, out string) []string { return escapetest.Raw(out) }},
 		{"teams_line", escape.TeamsLine, func(_, out string) []string { return escapetest.RawLine(out) }},
 		{"mail_body", escape.Mail, func(_, out string) []string { return escapetest.Raw(out) }},
+		{"push_notification", escape.Push, func(_, out string) []string { return escapetest.RawLine(out) }},
 		{"mail_header", escape.MailHeader, func(_, out string) []string { return escapetest.RawLine(out) }},
 		{"csv_cell", escape.CSV, func(_, out string) []string {
 			found := escapetest.Raw(out)

@@ -109,6 +109,25 @@ func bucket(name string) []string {
 	}
 }
 
+// consolePush is what the approval service's Web Push notifier needs of
+// the console bucket: the devices (push.*: list, record a delivery, drop a
+// gone one) and the roles of their owners (users.*, people.*: read only);
+// no session, token or sign-in counter.
+func consolePush(name string) []string {
+	s, k := "KV_"+name, "$KV."+name+"."
+	return []string{
+		k + "push.>",
+		"$JS.API.STREAM.INFO." + s,
+		"$JS.API.DIRECT.GET." + s + "." + k + "push.>",
+		"$JS.API.DIRECT.GET." + s + "." + k + "users.>",
+		"$JS.API.DIRECT.GET." + s + "." + k + "people.>",
+		"$JS.API.CONSUMER.CREATE." + s + ".*." + k + "push.>",
+		"$JS.API.CONSUMER.DELETE." + s + ".>",
+		"$JS.API.CONSUMER.INFO." + s + ".>",
+		"$JS.API.CONSUMER.MSG.NEXT." + s + ".>",
+	}
+}
+
 // events are publish permissions on event types of every agent's calls.
 func events(types ...string) []string {
 	out := make([]string, 0, len(types))
@@ -199,7 +218,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				system(subject.GrantCreated, subject.GrantRevoked, subject.GrantExpired),
 				// the sweeper checks that a stored decision reached the stream
 				directGet(n.events, subject.Approved, subject.Rejected, subject.ChangesRequested, subject.Expired, subject.Canceled),
-				bucket(n.approvals), bucket(n.grants), bucket(n.slackSeen), bucket(n.teamsSeen),
+				bucket(n.approvals), bucket(n.grants), bucket(n.slackSeen), bucket(n.teamsSeen), consolePush(n.console),
 				[]string{subject.API("policy", "eval")}, healthOf,
 			),
 			SubscribeAllow: join(inbox, micro, []string{subject.APIPrefix + ".approval.>", subject.AgentCancel("*")}),

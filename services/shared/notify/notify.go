@@ -32,31 +32,6 @@ type Notifier interface {
 	Update(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error
 }
 
-// Targets lists where rec is routed on the channel called name, from the
-// policy decision's notify list, in order and without repeats:
-// "<name>:<target>" names the target itself (a Slack channel, a Teams
-// conversation), a bare "<name>" means fallback (the configured default;
-// left out when empty).
-func Targets(rec *airlockv1.ApprovalRecord, name, fallback string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, entry := range rec.GetDecision().GetNotify() {
-		entry = strings.TrimSpace(entry)
-		var target string
-		switch {
-		case entry == name:
-			target = fallback
-		case strings.HasPrefix(entry, name+":"):
-			target = strings.TrimSpace(strings.TrimPrefix(entry, name+":"))
-		}
-		if target != "" && !seen[target] {
-			seen[target] = true
-			out = append(out, target)
-		}
-	}
-	return out
-}
-
 // Fanout posts to every target at once (post returns the reference of one
 // message) and returns the references of those that succeeded joined by
 // commas, with the failures joined in err: a channel that posts to several

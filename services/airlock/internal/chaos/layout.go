@@ -23,6 +23,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/seal"
+	"github.com/airlock-gate/airlock/services/slack/slackfake"
 )
 
 // node is one NATS cluster node, its own process (`airlock chaos node`).
@@ -44,7 +45,7 @@ type layout struct {
 	ch                        *local.Server
 	dsn                       string
 	tools                     *toolServer
-	slack                     *slackFake
+	slack                     *slackfake.Server
 	slackSecret               string
 	slackURL                  string            // the Slack fake's Web API base
 	agents                    map[string]string // agent → credential file
@@ -57,7 +58,7 @@ type layout struct {
 // tokens) and in Slack (mapped by slack.users).
 var (
 	reviewers  = []string{"alice", "bob", "carol"}
-	slackUsers = []slackUser{{ID: "U_ALICE", Name: "alice"}, {ID: "U_BOB", Name: "bob"}}
+	slackUsers = []slackfake.User{{ID: "U_ALICE", Name: "alice"}, {ID: "U_BOB", Name: "bob"}}
 )
 
 const (
@@ -117,7 +118,7 @@ func setUp(ctx context.Context, l *layout, p profile, agents []string, seed int6
 	if l.tools, err = startToolServer([]byte(toolSecret), seed); err != nil {
 		return err
 	}
-	l.slack = startSlackFake()
+	l.slack = slackfake.Start()
 	l.slackURL = l.slack.GetAPIURL()
 	l.slackSecret = seal.NewKey().Hex()
 	if err := l.writeConfig(p); err != nil {

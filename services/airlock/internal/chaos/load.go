@@ -13,7 +13,9 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 	airlockslack "github.com/airlock-gate/airlock/services/slack"
+	"github.com/airlock-gate/airlock/services/slack/slackfake"
 )
 
 // review is what the reviewers do with an asked call.
@@ -291,13 +293,13 @@ func (d *driver) reviewREST(ctx context.Context, rec *callRecord, rev uint32, ac
 	}
 	time.Sleep(think) // a person reads the call
 	body := map[string]any{"revision": rev}
-	path, kind, edited := "approve", "approved", false
+	path, kind, edited := "approve", subject.Approved, false
 	switch act {
 	case rejectREST, rejectSlack:
-		path, kind = "reject", "rejected"
+		path, kind = "reject", subject.Rejected
 		body["reason"] = "not now (airlock chaos)"
 	case changesREST:
-		path, kind = "changes", "changes_requested"
+		path, kind = "changes", subject.ChangesRequested
 		body["feedback"] = "use a smaller amount (airlock chaos)"
 	case editREST:
 		args := callArgs(rec.plannedCall)
@@ -321,15 +323,15 @@ func (d *driver) reviewREST(ctx context.Context, rec *callRecord, rev uint32, ac
 // signed button click (and, to reject, the reason modal). Like a person, the
 // reviewer clicks again when the card does not change within a few
 // seconds; with no card at all it decides in the console instead.
-func (d *driver) reviewSlack(ctx context.Context, rec *callRecord, rev uint32, act review, u slackUser, think time.Duration) error {
+func (d *driver) reviewSlack(ctx context.Context, rec *callRecord, rev uint32, act review, u slackfake.User, think time.Duration) error {
 	pending, err := d.waitPending(ctx, u.Name, rec.Agent, rec.ID, rev)
 	if err != nil || !pending {
 		return err
 	}
-	var c card
+	var c slackfake.Card
 	found := false
 	for deadline := time.Now().Add(d.p.slackCardWait); time.Now().Before(deadline) && !found; {
-		if c, found = d.l.slack.cardOf(rec.Agent, rec.ID, rev); !found {
+		if c, found = d.l.slack.CardOf(rec.Agent, rec.ID, rev); !found {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
@@ -342,14 +344,14 @@ func (d *driver) reviewSlack(ctx context.Context, rec *callRecord, rev uint32, a
 		return d.reviewREST(ctx, rec, rev, fallback, u.Name, 0)
 	}
 	time.Sleep(think)
-	action, kind, want := airlockslack.ActionApprove, "approved", airlockv1.ApprovalState_APPROVAL_STATE_APPROVED
+	action, kind, want := airlockslack.ActionApprove, subject.Approved, airlockv1.ApprovalState_APPROVAL_STATE_APPROVED
 	if act == rejectSlack {
-		action, kind, want = airlockslack.ActionReject, "rejected", airlockv1.ApprovalState_APPROVAL_STATE_REJECTED
+		action, kind, want = airlockslack.ActionReject, subject.Rejected, airlockv1.ApprovalState_APPROVAL_STATE_REJECTED
 	}
 	for try := 1; try <= 5; try++ {
 		d.locked(func() { rec.SlackClicks++ })
 		trigger := fmt.Sprintf("%d.%s.%d.%d", d.seed, rec.ID, rev, try)
-		if _, err := d.cons.slackPost(ctx, d.l.slackSecret, buttonClick(u, c, action, trigger)); err != nil {
+		if _, err := d.cons.slackPost(ctx, d.l.slackSecret, slackfake.ButtonClick(u, c, action, trigger)); err != nil {
 			return err
 		}
 		if act == rejectSlack {
@@ -357,7 +359,7 @@ func (d *driver) reviewSlack(ctx context.Context, rec *callRecord, rev uint32, a
 			if !ok {
 				continue
 			}
-			status, err := d.cons.slackPost(ctx, d.l.slackSecret, viewSubmission(u, meta, "not now (airlock chaos, Slack)"))
+			status, err := d.cons.slackPost(ctx, d.l.slackSecret, slackfake.ViewSubmission(u, meta, "not now (airlock chaos, Slack)"))
 			if err != nil {
 				return err
 			}
@@ -382,7 +384,7 @@ func (d *driver) reviewSlack(ctx context.Context, rec *callRecord, rev uint32, a
 // waitModal waits for the modal the click with trigger opened.
 func (d *driver) waitModal(ctx context.Context, trigger string) (string, bool) {
 	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; {
-		if m, ok := d.l.slack.modal(trigger); ok {
+		if m, ok := d.l.slack.Modal(trigger); ok {
 			return m, true
 		}
 		time.Sleep(100 * time.Millisecond)

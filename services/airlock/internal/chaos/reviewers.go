@@ -18,6 +18,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	airlockslack "github.com/airlock-gate/airlock/services/slack"
+	"github.com/airlock-gate/airlock/services/slack/slackfake"
 )
 
 // consoles reaches the console replicas as a load balancer would: each
@@ -198,7 +199,7 @@ func (c *consoles) decideREST(ctx context.Context, token, agent, call, action st
 // answering) is returned like any other status for the caller to click again.
 func (c *consoles) slackPost(ctx context.Context, secret string, payload any) (int, error) {
 	status, _, err := c.do(ctx, func(base string) (*http.Request, error) {
-		return signedPost(base+airlockslack.InteractionsPath, secret, payload)
+		return slackfake.SignedPost(base+airlockslack.InteractionsPath, secret, payload, time.Now())
 	})
 	return status, err
 }

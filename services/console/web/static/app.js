@@ -102,9 +102,62 @@
     });
   }
 
+  // installable: the service worker (/sw.js) shows Web Push notifications.
+  function serviceWorker() {
+    if (!("serviceWorker" in navigator)) return null;
+    return navigator.serviceWorker.register("/sw.js", { scope: "/" });
+  }
+
+  function keyBytes(b64) {
+    var s = (b64 + "===".slice((b64.length + 3) % 4)).replace(/-/g, "+").replace(/_/g, "/");
+    var raw = atob(s), out = new Uint8Array(raw.length);
+    for (var i = 0; i < raw.length; i++) out[i] = raw.charCodeAt(i);
+    return out;
+  }
+
+  // pushOptIn subscribes this device (Devices page) and hands the
+  // subscription to the console, which stores it for the signed-in person.
+  function pushOptIn(registering) {
+    var box = document.getElementById("push-optin"), btn = document.getElementById("push-on");
+    var status = document.getElementById("push-status");
+    if (!box || !btn) return;
+    var say = function (t) { if (status) status.textContent = t; };
+    if (!registering || !("PushManager" in window) || !("Notification" in window)) {
+      btn.disabled = true;
+      say("This browser cannot show notifications from a web page. On an iPhone, add airlock to the home screen and open it from there.");
+      return;
+    }
+    btn.addEventListener("click", function () {
+      btn.disabled = true;
+      say("Asking this browser for permission…");
+      Notification.requestPermission().then(function (perm) {
+        if (perm !== "granted") throw new Error("notifications are blocked for this site: allow them in the browser's site settings");
+        return registering;
+      }).then(function (reg) {
+        return reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: keyBytes(box.getAttribute("data-push-key")) });
+      }).then(function (sub) {
+        var body = sub.toJSON();
+        body.device = document.getElementById("push-device").value || navigator.userAgent;
+        return fetch("/api/v1/devices", {
+          method: "POST", credentials: "same-origin",
+          headers: { "Content-Type": "application/json", "Accept": "application/json", "X-CSRF-Token": box.getAttribute("data-csrf") },
+          body: JSON.stringify(body)
+        });
+      }).then(function (r) {
+        if (!r.ok) return r.json().then(function (e) { throw new Error(e.message || ("status " + r.status)); });
+        location.reload();
+      }).catch(function (err) {
+        btn.disabled = false;
+        say("Notifications could not be turned on: " + err.message);
+      });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    var reg = serviceWorker();
     liveInbox();
     jsonForms();
     grantScope();
+    pushOptIn(reg);
   });
 })();

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -48,7 +48,7 @@ type gatewayReport struct {
 	GoalMet bool    `json:"goal_met"`
 }
 
-func newBenchGatewayCmd(g *globals) *cobra.Command {
+func newGatewayCmd(env Env) *cobra.Command {
 	o := gatewayBenchOptions{}
 	cmd := &cobra.Command{
 		Use:   "gateway",
@@ -63,7 +63,7 @@ as the upstream, and in this one process measures, in one run:
 (a), (b) and (c) alternate, sample by sample. The goal: (b) − (a) ≤ 1.3 × (c), p50.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return benchRun(cmd, g, o.CPUProfile, o.JSON, func(ctx context.Context, cfg config.Config) (*gatewayReport, error) {
+			return benchRun(cmd, env, o.CPUProfile, o.JSON, func(ctx context.Context, cfg config.Config) (*gatewayReport, error) {
 				return runGatewayBench(ctx, cfg, o)
 			}, printGatewayBench)
 		},
@@ -112,7 +112,7 @@ func runGatewayBench(ctx context.Context, cfg config.Config, o gatewayBenchOptio
 	cfg.Gateway.Endpoints = []config.GatewayEndpoint{{Name: "bench", Agent: "bench", Token: token}}
 
 	rep := &gatewayReport{
-		Setup:   fmt.Sprintf("embedded NATS, file store, fsync %s; policy, executor and gateway in-process; upstream: an in-process MCP server over streamable HTTP", syncText(cfg.Dev.Sync)),
+		Setup:   fmt.Sprintf("embedded NATS, file store, fsync %s; policy, executor and gateway in-process; upstream: an in-process MCP server over streamable HTTP", config.SyncText(cfg.Dev.Sync)),
 		GoalMax: 1.3,
 	}
 	services := newBenchServices(ctx, cfg, log)

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -139,7 +139,7 @@ const floorRecordOverhead = 64
 // longer than ack_wait/4.
 var callMix = floorMix{SyncPublish: 2, CASPublish: 3, PullDeliverAckWorkQueue: 1, PullDeliverAck: 1, CorePubSub: 1}
 
-func newBenchRoundtripCmd(g *globals) *cobra.Command {
+func newRoundtripCmd(env Env) *cobra.Command {
 	o := roundtripOptions{}
 	cmd := &cobra.Command{
 		Use:   "roundtrip",
@@ -159,7 +159,7 @@ p99 ≤ 6× the raw hop; CPU per call ≤ 1.6× the floor.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// A CPU profile covers the round trip's throughput run only (measure).
-			return benchRun(cmd, g, "", o.JSON, func(ctx context.Context, cfg config.Config) (*roundtripReport, error) {
+			return benchRun(cmd, env, "", o.JSON, func(ctx context.Context, cfg config.Config) (*roundtripReport, error) {
 				return runRoundtripBench(ctx, cfg, o)
 			}, printRoundtrip)
 		},
@@ -191,7 +191,7 @@ func runRoundtripBench(ctx context.Context, cfg config.Config, o roundtripOption
 	cfg.Security.DecisionKey, cfg.Security.FrontendKey = seal.NewKey().Hex(), seal.NewKey().Hex()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
-	rep := &roundtripReport{Setup: fmt.Sprintf("embedded NATS, file store, fsync %s; policy and executor in-process; Go SDK as the agent", syncText(cfg.Dev.Sync))}
+	rep := &roundtripReport{Setup: fmt.Sprintf("embedded NATS, file store, fsync %s; policy and executor in-process; Go SDK as the agent", config.SyncText(cfg.Dev.Sync))}
 	rep.Goals.P50Max, rep.Goals.P99Max, rep.Goals.CPUMax = 3.5, 6, 1.6
 	rep.Mix = callMix
 
@@ -261,7 +261,7 @@ func measure(ctx context.Context, o roundtripOptions, op func(ctx context.Contex
 			return m, callCounts{}, err
 		}
 		if o.CPUProfile != "" {
-			stop, err := startCPUProfile(o.CPUProfile)
+			stop, err := StartCPUProfile(o.CPUProfile)
 			if err != nil {
 				return m, callCounts{}, err
 			}
@@ -409,7 +409,7 @@ func newBenchServices(ctx context.Context, cfg config.Config, log *slog.Logger) 
 // start builds a service with mk and runs it until the returned cancel or
 // stop is called.
 func (b *benchServices) start(name string, mk func(svc.Deps) (svc.Service, error)) (context.CancelFunc, error) {
-	deps, err := connectDeps(b.ctx, b.cfg, b.log, "airlock-bench-"+name)
+	deps, err := svc.Connect(b.ctx, b.cfg, b.log, "airlock-bench-"+name, true)
 	if err != nil {
 		return nil, err
 	}

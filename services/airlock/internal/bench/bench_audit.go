@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -25,6 +25,8 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
+	"github.com/airlock-gate/airlock/services/shared/obs"
+	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
 // auditBenchResult is what `airlock bench audit --json` prints.
@@ -56,7 +58,7 @@ type auditBenchResult struct {
 	ClickHouse    string    `json:"clickhouse"`
 }
 
-func newBenchAuditCmd(g *globals) *cobra.Command {
+func newAuditCmd(env Env) *cobra.Command {
 	var (
 		events, batch, rounds int
 		dsn                   string
@@ -78,8 +80,8 @@ then verifies the chain the sink wrote. Uses --clickhouse or a private
 clickhouse-server started in a temp dir.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return benchRun(cmd, g, cpuProfile, asJSON, func(ctx context.Context, _ config.Config) (auditBenchResult, error) {
-				return benchAudit(ctx, g, dsn, events, batch, rounds)
+			return benchRun(cmd, env, cpuProfile, asJSON, func(ctx context.Context, _ config.Config) (auditBenchResult, error) {
+				return benchAudit(ctx, env, dsn, events, batch, rounds)
 			}, printAuditBench)
 		},
 	}
@@ -132,9 +134,9 @@ func yesNo(b bool) string {
 	return "NOT met"
 }
 
-func benchAudit(ctx context.Context, g *globals, dsn string, n, batch, rounds int) (auditBenchResult, error) {
+func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int) (auditBenchResult, error) {
 	res := auditBenchResult{Events: n, Goal: 0.8, Rounds: max(rounds, 1)}
-	cfg, err := g.load()
+	cfg, err := env.Load()
 	if err != nil {
 		return res, err
 	}
@@ -168,14 +170,14 @@ func benchAudit(ctx context.Context, g *globals, dsn string, n, batch, rounds in
 	}
 	defer ns.Stop()
 	cfg.NATS.URL = ns.URL()
-	if g.logLevel == "" {
+	if !env.LogLevelSet() {
 		cfg.Log.Level = "error" // the figures, not the services' logs (--log-level debug shows each batch)
 	}
-	log, err := g.logger(cfg)
+	log, err := obs.NewLogger(cfg.Log, os.Stderr)
 	if err != nil {
 		return res, err
 	}
-	deps, err := connectDeps(ctx, cfg, log, "airlock-bench-audit")
+	deps, err := svc.Connect(ctx, cfg, log, "airlock-bench-audit", true)
 	if err != nil {
 		return res, err
 	}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -42,16 +42,15 @@ func TestEveryBenchExitsOneWhenAGoalIsMissed(t *testing.T) {
 			cmd := &cobra.Command{Use: "bench-under-test"}
 			cmd.SetContext(context.Background())
 			printed := false
-			err := benchRun(cmd, &globals{}, "", false, func(context.Context, config.Config) (any, error) { return tc.report, nil },
+			err := benchRun(cmd, Env{Load: func() (config.Config, error) { return config.Default(), nil }}, "", false, func(context.Context, config.Config) (any, error) { return tc.report, nil },
 				func(io.Writer, any) { printed = true })
 			if !printed {
 				t.Fatal("the figures were not printed")
 			}
-			var ex exitError
 			switch {
 			case tc.wantExit == 0 && err != nil:
 				t.Fatalf("want success, got %v", err)
-			case tc.wantExit == 1 && (!errors.As(err, &ex) || ex.code != 1):
+			case tc.wantExit == 1 && !errors.Is(err, ErrGoalMissed):
 				t.Fatalf("want exit status 1, got %v", err)
 			}
 		})

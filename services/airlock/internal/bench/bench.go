@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -13,10 +13,10 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 )
 
-// newBenchCmd groups the benchmarks; each prints its figures and, with
+// NewCmd is `airlock bench`: it groups the benchmarks; each prints its figures and, with
 // --json, one JSON object holding every figure, and exits 1 when the run
 // missed a goal (benchRun). docs/benchmarks.md says what each figure means.
-func newBenchCmd(g *globals) *cobra.Command {
+func NewCmd(env Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure airlock against its goals (docs/benchmarks.md explains every figure)",
@@ -33,11 +33,12 @@ why each goal is what it is.`,
 	}
 	cmd.AddCommand(
 		// bench subcommands are added here, one line each.
-		newBenchRoundtripCmd(g),
-		newBenchPolicyCmd(g),
-		newBenchAuditCmd(g),
-		newBenchFloorCmd(g),
-		newBenchGatewayCmd(g),
+		newRoundtripCmd(env),
+		newPolicyCmd(env),
+		newAuditCmd(env),
+		newFloorCmd(env),
+		newGatewayCmd(env),
+		newFanoutCmd(env),
 	)
 	return cmd
 }
@@ -50,14 +51,14 @@ type goalReport interface{ Missed() []string }
 // profile the CPU when asked, run, print the report as text or (asJSON)
 // JSON, and end with exit status 1 when the report is a goalReport that
 // missed a goal — after printing, so the figures are never lost.
-func benchRun[R any](cmd *cobra.Command, g *globals, cpuProfile string, asJSON bool,
+func benchRun[R any](cmd *cobra.Command, env Env, cpuProfile string, asJSON bool,
 	run func(context.Context, config.Config) (R, error), print func(io.Writer, R)) error {
-	cfg, err := g.load()
+	cfg, err := env.Load()
 	if err != nil {
 		return err
 	}
 	if cpuProfile != "" {
-		stop, err := startCPUProfile(cpuProfile)
+		stop, err := StartCPUProfile(cpuProfile)
 		if err != nil {
 			return err
 		}
@@ -68,18 +69,18 @@ func benchRun[R any](cmd *cobra.Command, g *globals, cpuProfile string, asJSON b
 		return err
 	}
 	if asJSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(cmd.OutOrStdout())
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
 			return err
 		}
 	} else {
-		print(os.Stdout, rep)
+		print(cmd.OutOrStdout(), rep)
 	}
 	if gr, ok := any(rep).(goalReport); ok {
 		if missed := gr.Missed(); len(missed) > 0 {
 			fmt.Fprintf(os.Stderr, "airlock: %s missed its goal: %s (docs/benchmarks.md says what each figure means)\n", cmd.CommandPath(), strings.Join(missed, "; "))
-			return exitError{1}
+			return ErrGoalMissed
 		}
 	}
 	return nil

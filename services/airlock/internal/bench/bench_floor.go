@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -26,9 +26,9 @@ import (
 // in the same run, so that a call's CPU and latency can be read as a ratio
 // to the operations it needs.
 
-// newBenchFloorCmd prints the messaging floor on its own; `airlock bench
+// newFloorCmd prints the messaging floor on its own; `airlock bench
 // roundtrip` measures the same in its run to compare a call against it.
-func newBenchFloorCmd(g *globals) *cobra.Command {
+func newFloorCmd(env Env) *cobra.Command {
 	var (
 		asJSON bool
 		o      floorOptions
@@ -48,13 +48,13 @@ embedded server together) with --concurrency operations in flight.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var setup string
-			return benchRun(cmd, g, "", asJSON, func(ctx context.Context, cfg config.Config) (*messagingFloor, error) {
+			return benchRun(cmd, env, "", asJSON, func(ctx context.Context, cfg config.Config) (*messagingFloor, error) {
 				_, url, stop, err := startBenchServer(cfg)
 				if err != nil {
 					return nil, err
 				}
 				defer stop()
-				setup = "embedded NATS, file store, fsync " + syncText(cfg.Dev.Sync)
+				setup = "embedded NATS, file store, fsync " + config.SyncText(cfg.Dev.Sync)
 				return measureFloor(ctx, url, o)
 			}, func(w io.Writer, f *messagingFloor) { printFloor(w, f, setup) })
 		},

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 )
 
-// newBenchPolicyCmd measures the policy goal: a decision in process
+// newPolicyCmd measures the policy goal: a decision in process
 // against OPA's own floor, at 100 and at 10,000 rules, in one run.
-func newBenchPolicyCmd(g *globals) *cobra.Command {
+func newPolicyCmd(env Env) *cobra.Command {
 	var (
 		asJSON bool
 		opts   policybench.Options
@@ -32,7 +32,7 @@ p99 ≤ 10×; docs/benchmarks.md), and what airlock adds around a constant polic
 one JSON object with every figure. Exit status 1 when a goal is missed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return benchRun(cmd, g, "", asJSON, func(ctx context.Context, _ config.Config) (*policybench.Result, error) {
+			return benchRun(cmd, env, "", asJSON, func(ctx context.Context, _ config.Config) (*policybench.Result, error) {
 				return policybench.Run(ctx, opts)
 			}, printPolicyBench)
 		},

@@ -1,0 +1,24 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/airlock-gate/airlock/services/shared/config"
+)
+
+// TestBenchFanoutMeasuresEveryFigure runs a short `airlock bench fanout`:
+// every call must reach its one or five channels, and every figure must be
+// present (the goal itself is the benchmark's, not this test's).
+func TestBenchFanoutMeasuresEveryFigure(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := runFanoutBench(ctx, config.Default(), fanoutBenchOptions{Samples: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.One.N != 10 || rep.Five.N != 10 || !(rep.One.P50us > 0) || !(rep.Five.P50us > 0) || !(rep.Ratio > 0) {
+		t.Fatalf("figures missing: %+v", rep)
+	}
+}

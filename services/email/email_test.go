@@ -1,0 +1,399 @@
+package email_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"mime/quotedprintable"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/email"
+	"github.com/airlock-gate/airlock/services/email/smtptest"
+	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/escape/escapetest"
+	"github.com/airlock-gate/airlock/services/shared/notify"
+	"github.com/airlock-gate/airlock/services/shared/notify/notifytest"
+)
+
+// world is a real SMTP server (STARTTLS, AUTH PLAIN) and a notifier using it.
+type world struct {
+	srv  *smtptest.Server
+	mail *smtptest.Collector
+	cfg  config.Config
+	n    *email.Notifier
+}
+
+func newWorld(t *testing.T, tweak ...func(*config.Config)) *world {
+	t.Helper()
+	srv, err := smtptest.Start(t.TempDir(), smtptest.Options{TLS: true, Username: "airlock", Password: "mail-pass"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	cfg := config.Default()
+	cfg.HTTP.PublicURL = "https://airlock.example.com"
+	cfg.Email = config.Email{SMTPHost: srv.Host, SMTPPort: srv.Port, TLS: "starttls", CAFile: srv.CAFile,
+		Username: "airlock", Password: "mail-pass", From: "airlock <airlock@example.com>",
+		Addresses: map[string]string{"alice": "alice@example.com", "zoe": "zoe@example.com", "dave": "dave@oncall.example.com"}}
+	cfg.Approval.Groups = map[string][]string{"reviewers": {"alice", "bob@example.com", "zoe"}, "oncall": {"dave"}}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	n, err := email.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &world{srv: srv, mail: smtptest.Collect(srv), cfg: cfg, n: n}
+}
+
+// delivered is one received mail, parsed.
+type delivered struct {
+	raw  smtptest.Message
+	msg  *mail.Message
+	body string
+}
+
+func parse(t *testing.T, m smtptest.Message) delivered {
+	t.Helper()
+	msg, err := mail.ReadMessage(bytes.NewReader(m.Data))
+	if err != nil {
+		t.Fatalf("delivered mail does not parse: %v\n%s", err, m.Data)
+	}
+	body, err := io.ReadAll(qp(msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Mail lines end in CRLF; a lone CR would be agent text let through.
+	return delivered{raw: m, msg: msg, body: strings.ReplaceAll(string(body), "\r\n", "\n")}
+}
+
+func qp(msg *mail.Message) io.Reader {
+	if strings.EqualFold(msg.Header.Get("Content-Transfer-Encoding"), "quoted-printable") {
+		return quotedprintable.NewReader(msg.Body)
+	}
+	return msg.Body
+}
+
+// header is a header of a delivered mail, unfolded ("" when the mail does not parse).
+func header(m smtptest.Message, name string) string {
+	msg, err := mail.ReadMessage(bytes.NewReader(m.Data))
+	if err != nil {
+		return ""
+	}
+	return msg.Header.Get(name)
+}
+
+// rendered is a mail as a reader shows it: the headers that matter, decoded, then the body.
+func rendered(d delivered) []byte {
+	var b strings.Builder
+	for _, h := range []string{"From", "To", "Subject", "Date", "Message-ID", "In-Reply-To", "References"} {
+		if v := d.msg.Header.Get(h); v != "" {
+			if dec, err := new(mime.WordDecoder).DecodeHeader(v); err == nil {
+				v = dec
+			}
+			b.WriteString(h + ": " + v + "\n")
+		}
+	}
+	b.WriteString("\n" + d.body)
+	return []byte(b.String())
+}
+
+func subject(t *testing.T, d delivered) string {
+	t.Helper()
+	s, err := new(mime.WordDecoder).DecodeHeader(d.msg.Header.Get("Subject"))
+	if err != nil {
+		t.Fatalf("subject %q: %v", d.msg.Header.Get("Subject"), err)
+	}
+	return s
+}
+
+// wait returns the mails whose Message-ID contains id, once n arrived.
+func (w *world) wait(t *testing.T, id string, n int) []delivered {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := w.mail.Find(func(m smtptest.Message) bool { return header(m, "Message-ID") == "<"+id+">" })
+		if len(got) >= n {
+			out := make([]delivered, len(got))
+			for i, m := range got {
+				out[i] = parse(t, m)
+			}
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d mails with Message-ID %s arrived, want %d", len(got), id, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func mailed(rec *airlockv1.ApprovalRecord) *airlockv1.ApprovalRecord {
+	rec.Decision.Notify = []string{"email"}
+	return rec
+}
+
+func TestEmailNotifierPassesTheNotifierContract(t *testing.T) {
+	var w *world
+	notifytest.Run(t, notifytest.Suite{
+		New: func(t *testing.T) notify.Notifier {
+			w = newWorld(t)
+			return w.n
+		},
+		Delivered: func(t *testing.T, kind string, rec *airlockv1.ApprovalRecord, ref string) bool {
+			id := map[string]string{"announce": ref, "remind": w.n.MessageID(rec, "reminder"),
+				"update": w.n.MessageID(rec, "outcome-"+calls.StateName(rec.GetState()))}[kind]
+			got := w.mail.Find(func(m smtptest.Message) bool {
+				return header(m, "Message-ID") == "<"+id+">" && (kind == "announce" || header(m, "In-Reply-To") == "<"+ref+">")
+			})
+			return len(got) > 0
+		},
+	})
+}
+
+func TestEmailThreadCarriesRequestReminderAndOutcome(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	rec := mailed(notifytest.Record("c-thread"))
+	root, err := w.n.Announce(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := w.wait(t, root, 2) // alice and bob@example.com; zoe asked for the call
+	var to []string
+	for _, d := range req {
+		if d.raw.Auth != "airlock" {
+			t.Errorf("mail sent without authenticating (auth %q)", d.raw.Auth)
+		}
+		to = append(to, d.raw.To...)
+	}
+	slices.Sort(to)
+	if !slices.Equal(to, []string{"alice@example.com", "bob@example.com"}) {
+		t.Fatalf("mailed %v; want the approvers with addresses, without the requester zoe", to)
+	}
+	first := req[0]
+	for _, want := range []string{"fs__write_file", "Risk:           high", "writes need a person", "https://airlock.example.com/calls/bot/c-thread",
+		`"path": "/tmp/notes.txt"`, "Deadline:", "save the notes"} {
+		if !strings.Contains(first.body, want) {
+			t.Errorf("request body lacks %q:\n%s", want, first.body)
+		}
+	}
+	if s := subject(t, first); s != "[airlock] Approval needed: fs__write_file (risk high, agent bot)" {
+		t.Errorf("subject = %q", s)
+	}
+
+	rec.Reminded = true
+	if err := w.n.Remind(ctx, rec, root); err != nil {
+		t.Fatal(err)
+	}
+	rec.State, rec.DecidedBy, rec.Reason = airlockv1.ApprovalState_APPROVAL_STATE_REJECTED, &airlockv1.Actor{Id: "alice", Channel: "console"}, "not in prod"
+	if err := w.n.Update(ctx, rec, root); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ kind, says string }{{"reminder", "Reminder: this call still waits"}, {"outcome-rejected", "Outcome: rejected by alice (console)."}} {
+		d := w.wait(t, w.n.MessageID(rec, c.kind), 2)[0]
+		h := d.msg.Header
+		if h.Get("In-Reply-To") != "<"+root+">" || h.Get("References") != "<"+root+">" {
+			t.Errorf("%s: In-Reply-To %q, References %q; want both <%s>", c.kind, h.Get("In-Reply-To"), h.Get("References"), root)
+		}
+		if s := subject(t, d); s != "Re: "+subject(t, first) {
+			t.Errorf("%s: subject %q does not thread with %q", c.kind, s, subject(t, first))
+		}
+		if !strings.Contains(d.body, c.says) {
+			t.Errorf("%s body lacks %q:\n%s", c.kind, c.says, d.body)
+		}
+	}
+	// AIRLOCK_MAIL_ARTIFACTS=DIR keeps the delivered request (raw, and as a
+	// person reads it) and the outcome reply, for tests/artifacts.
+	if dir := os.Getenv("AIRLOCK_MAIL_ARTIFACTS"); dir != "" {
+		outcome := w.wait(t, w.n.MessageID(rec, "outcome-rejected"), 2)[0]
+		for name, data := range map[string][]byte{
+			"email-request.eml": req[0].raw.Data, "email-request.txt": rendered(req[0]), "email-outcome.txt": rendered(outcome),
+		} {
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func TestAgentTextCannotAddHeadersOrRecipients(t *testing.T) {
+	w := newWorld(t)
+	rec := mailed(notifytest.Record("c-hostile"))
+	inject := "x\r\nBcc: evil@attacker.example\r\nX-Injected: 1\r\n\r\nfake body"
+	rec.Call.Tool = "write_file" + inject
+	rec.Call.Server = "fs\u202egnp.exe"
+	rec.Call.Reason = "please" + inject
+	rec.Call.AgentId = "bot"
+	rec.Decision.Reason = "policy says" + inject
+	rec.Call.Arguments, _ = structpb.NewStruct(map[string]any{"path\r\nBcc: evil@attacker.example": "v\u200b\u202e" + inject})
+	root, err := w.n.Announce(context.Background(), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := w.wait(t, root, 2)
+	if dir := os.Getenv("AIRLOCK_MAIL_ARTIFACTS"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "email-hostile.txt"), rendered(got[0]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range got {
+		for _, rcpt := range d.raw.To {
+			if strings.Contains(rcpt, "attacker") {
+				t.Fatalf("agent text added a recipient: RCPT TO %v", d.raw.To)
+			}
+		}
+		for _, h := range []string{"Bcc", "X-Injected"} {
+			if v, ok := d.msg.Header[h]; ok {
+				t.Fatalf("agent text added a %s header: %q\n%s", h, v, d.raw.Data)
+			}
+		}
+		s := subject(t, d)
+		if strings.ContainsAny(s, "\r\n\u202e") || !strings.Contains(s, `\u000d\nBcc`) || !strings.Contains(s, `fs\u202egnp.exe`) {
+			t.Fatalf("subject %q: line breaks and bidi characters must be shown as escapes", s)
+		}
+		if strings.ContainsAny(d.body, "\r\u202e\u200b") {
+			t.Fatalf("body carries raw carriage returns or invisible characters:\n%q", d.body)
+		}
+		for _, line := range strings.Split(d.body, "\n") {
+			if strings.HasPrefix(line, "Bcc:") || strings.HasPrefix(line, "fake body") || strings.HasPrefix(line, "X-Injected") {
+				t.Fatalf("agent text starts a line of its own in the body: %q\n%s", line, d.body)
+			}
+		}
+	}
+}
+
+func TestMailIsRefusedWithoutTheRightCredentials(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) { c.Email.Password = "wrong" })
+	if _, err := w.n.Announce(context.Background(), mailed(notifytest.Record("c-auth"))); err == nil {
+		t.Fatal("a server that refused the credentials was reported as delivered")
+	}
+}
+
+func TestMailRefusesAServerWhoseCertificateIsNotTrusted(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) { c.Email.CAFile = "" })
+	if _, err := w.n.Announce(context.Background(), mailed(notifytest.Record("c-tls"))); err == nil {
+		t.Fatal("mail went to a server whose self-signed certificate is not trusted")
+	}
+}
+
+func TestRecipientsFollowTheNotifyEntries(t *testing.T) {
+	w := newWorld(t)
+	for _, c := range []struct {
+		name      string
+		notify    []string
+		approvers []string
+		selfOK    bool
+		to        []string
+		unknown   []string
+	}{
+		{"mails_the_approvers_for_a_bare_entry", []string{"email"}, []string{"group:reviewers"}, false, []string{"alice@example.com", "bob@example.com"}, nil},
+		{"mails_a_group_named_in_the_entry", []string{"email:group:oncall"}, []string{"alice"}, false, []string{"dave@oncall.example.com"}, nil},
+		{"mails_an_address_named_in_the_entry", []string{"email:ops@example.com"}, nil, false, []string{"ops@example.com"}, nil},
+		{"reports_a_principal_without_an_address", []string{"email"}, []string{"carol"}, false, nil, []string{"carol"}},
+		{"leaves_out_the_requester", []string{"email"}, []string{"zoe", "alice"}, false, []string{"alice@example.com"}, nil},
+		{"mails_the_requester_when_the_rule_lets_them_decide", []string{"email"}, []string{"requester"}, true, []string{"zoe@example.com"}, nil},
+		{"does_not_take_a_line_break_as_an_address", []string{"email:a@example.com\r\nBcc: b@example.com"}, nil, false, nil, []string{"a@example.com\r\nBcc: b@example.com"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := notifytest.Record("c")
+			rec.Decision.Notify, rec.Decision.Approvers = c.notify, c.approvers
+			rec.Call.OnBehalfOfVerified = c.selfOK
+			to, unknown := w.n.Recipients(rec)
+			if !slices.Equal(to, c.to) || !slices.Equal(unknown, c.unknown) {
+				t.Fatalf("Recipients = %v, unknown %v; want %v, unknown %v", to, unknown, c.to, c.unknown)
+			}
+		})
+	}
+}
+
+func TestHeaderTextKeepsAgentTextOnOneVisibleLine(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"plain", "plain"},
+		{"a\r\nb", `a\u000d\nb`},
+		{"tab\there", `tab\there`},
+		{"bidi\u202eevil", `bidi\u202eevil`},
+		{"nul\x00", `nul\u0000`},
+	} {
+		if got := email.HeaderText(c.in, 100); got != c.want {
+			t.Errorf("HeaderText(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	if got := email.HeaderText(strings.Repeat("é", 300), 10); len([]rune(got)) != 10 {
+		t.Errorf("HeaderText did not cut to 10 runes: %q", got)
+	}
+}
+
+func TestEscalationReplyReachesTheAddedApproversWithTheWholeCall(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	rec := mailed(notifytest.Record("c-esc"))
+	root, err := w.n.Announce(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the approval service's escalation does: escalate_to joins the approvers.
+	rec.Escalated = true
+	rec.Decision.EscalateTo = []string{"group:oncall"}
+	rec.Decision.Approvers = append(rec.Decision.Approvers, "group:oncall")
+	if err := w.n.Remind(ctx, rec, root); err != nil {
+		t.Fatal(err)
+	}
+	var dave *delivered
+	for _, d := range w.wait(t, w.n.MessageID(rec, "escalation"), 3) {
+		if slices.Equal(d.raw.To, []string{"dave@oncall.example.com"}) {
+			dave = &d
+		}
+	}
+	if dave == nil {
+		t.Fatal("the on-call approver added by escalation was not mailed")
+	}
+	for _, want := range []string{"Escalated: this call still waits", "group:oncall", `"path": "/tmp/notes.txt"`, "https://airlock.example.com/calls/bot/c-esc"} {
+		if !strings.Contains(dave.body, want) {
+			t.Errorf("escalation reply lacks %q:\n%s", want, dave.body)
+		}
+	}
+	if dave.msg.Header.Get("In-Reply-To") != "<"+root+">" {
+		t.Errorf("escalation reply is not in the thread: In-Reply-To %q", dave.msg.Header.Get("In-Reply-To"))
+	}
+}
+
+// Every hostile string of the shared corpus, as the tool, the agent's
+// reason and an argument, reaches neither the subject nor the body raw.
+func TestHostileCorpusReachesNoMailRaw(t *testing.T) {
+	w := newWorld(t)
+	for i, h := range escapetest.Corpus {
+		t.Run(h.Name, func(t *testing.T) {
+			rec := mailed(notifytest.Record(fmt.Sprintf("c-corpus-%d", i)))
+			rec.Decision.Approvers = []string{"alice"}
+			rec.Call.Tool, rec.Call.Reason = "write_file"+h.Text, h.Text
+			rec.Call.Arguments, _ = structpb.NewStruct(map[string]any{"text": h.Text})
+			root, err := w.n.Announce(context.Background(), rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := w.wait(t, root, 1)[0]
+			if raw := escapetest.RawLine(subject(t, d)); len(raw) > 0 {
+				t.Fatalf("subject carries %v raw: %q", raw, subject(t, d))
+			}
+			if raw := escapetest.Raw(d.body); len(raw) > 0 {
+				t.Fatalf("body carries %v raw", raw)
+			}
+		})
+	}
+}

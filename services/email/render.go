@@ -1,0 +1,177 @@
+package email
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/notify"
+)
+
+// Bounds that keep a mail readable whatever an agent sends; the console
+// shows everything.
+const (
+	maxSubjectRunes  = 120
+	maxArgumentBytes = 16 << 10
+	maxReasonBytes   = 2 << 10
+)
+
+// HeaderText is agent text as a mail header may carry it: on one line, with
+// every control character (CR and LF included), invisible and bidi
+// character shown as an escape (escape.MailHeader), cut to n runes. No
+// string passed through it can end a header or start another.
+func HeaderText(s string, n int) string {
+	s = escape.MailHeader(s)
+	if utf8.RuneCountInString(s) > n {
+		s = string([]rune(s)[:n-1]) + "…"
+	}
+	return s
+}
+
+// Subject is the thread's subject: what waits, at what risk, from whom.
+func Subject(rec *airlockv1.ApprovalRecord) string {
+	c := rec.GetCall()
+	return HeaderText(fmt.Sprintf("[airlock] Approval needed: %s (risk %s, agent %s)", calls.QualifiedTool(c),
+		calls.RiskName(rec.GetDecision().GetRisk()), c.GetAgentId()), maxSubjectRunes)
+}
+
+// RequestBody is the first mail of a thread: the call and the link to
+// decide it.
+func RequestBody(rec *airlockv1.ApprovalRecord, publicURL string) string {
+	var b strings.Builder
+	c := rec.GetCall()
+	fmt.Fprintf(&b, "An agent's tool call waits for a decision.\n\nDecide in the console (sign in there; this mail decides nothing):\n%s\n\n",
+		notify.ConsoleURL(publicURL, c.GetAgentId(), c.GetCallId()))
+	whole(&b, rec)
+	return b.String()
+}
+
+// whole writes the call's details, its arguments and the footer.
+func whole(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
+	details(b, rec)
+	b.WriteString("\nArguments")
+	if len(rec.GetDecision().GetRedact()) > 0 {
+		b.WriteString(" (values the policy redacts are masked)")
+	}
+	b.WriteString(":\n")
+	b.WriteString(indent(arguments(rec)))
+	footer(b, rec)
+}
+
+// ReminderBody is a reminder or escalation reply; it carries the call's
+// details and arguments again, for the approvers escalation added.
+func ReminderBody(rec *airlockv1.ApprovalRecord, publicURL string) string {
+	var b strings.Builder
+	c := rec.GetCall()
+	if rec.GetEscalated() {
+		fmt.Fprintf(&b, "Escalated: this call still waits for a decision; now also asked: %s.\n\n",
+			HeaderText(strings.Join(rec.GetDecision().GetEscalateTo(), ", "), 400))
+	} else {
+		b.WriteString("Reminder: this call still waits for a decision.\n\n")
+	}
+	fmt.Fprintf(&b, "Decide in the console:\n%s\n\n", notify.ConsoleURL(publicURL, c.GetAgentId(), c.GetCallId()))
+	whole(&b, rec) // whoever escalation added never got the request
+	return b.String()
+}
+
+// OutcomeBody is the reply that closes the thread: who decided what.
+func OutcomeBody(rec *airlockv1.ApprovalRecord, publicURL string) string {
+	var b strings.Builder
+	c := rec.GetCall()
+	st := rec.GetState()
+	by := rec.GetDecidedBy()
+	switch {
+	case st == airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED:
+		fmt.Fprintf(&b, "Expired: nobody decided before %s. The call will not run.\n", when(rec.GetDeadline().AsTime()))
+	case by.GetId() != "":
+		fmt.Fprintf(&b, "Outcome: %s by %s", calls.StateText(st), HeaderText(by.GetId(), 200))
+		if by.GetChannel() != "" {
+			fmt.Fprintf(&b, " (%s)", HeaderText(by.GetChannel(), 40))
+		}
+		b.WriteString(".\n")
+	default:
+		fmt.Fprintf(&b, "Outcome: %s.\n", calls.StateText(st))
+	}
+	if r := rec.GetReason(); r != "" {
+		b.WriteString("\nReason given:\n")
+		b.WriteString(indent(cut(escape.Mail(r), maxReasonBytes)))
+	}
+	if rec.GetEditedArguments() != nil {
+		b.WriteString("\nApproved with edited arguments (see the console).\n")
+	}
+	fmt.Fprintf(&b, "\nCall page:\n%s\n\n", notify.ConsoleURL(publicURL, c.GetAgentId(), c.GetCallId()))
+	details(&b, rec)
+	footer(&b, rec)
+	return b.String()
+}
+
+// details lists the call's facts; every agent-chosen value is made visible
+// (and the free-text reason indented under its label).
+func details(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
+	c, d := rec.GetCall(), rec.GetDecision()
+	line := func(label, v string) { fmt.Fprintf(b, "%-15s %s\n", label+":", HeaderText(v, 400)) }
+	line("Tool", calls.QualifiedTool(c))
+	line("Agent", c.GetAgentId())
+	if c.GetOnBehalfOf() != "" {
+		line("On behalf of", c.GetOnBehalfOf())
+	}
+	line("Call", fmt.Sprintf("%s (revision %d)", c.GetCallId(), max(c.GetRevision(), 1)))
+	line("Risk", calls.RiskName(d.GetRisk()))
+	line("Policy reason", d.GetReason())
+	if d.GetRuleId() != "" {
+		line("Rule", d.GetRuleId())
+	}
+	line("Approvers", strings.Join(d.GetApprovers(), ", "))
+	line("Deadline", when(rec.GetDeadline().AsTime()))
+	if r := c.GetReason(); r != "" {
+		b.WriteString("Agent's reason:\n")
+		b.WriteString(indent(cut(escape.Mail(r), maxReasonBytes)))
+	}
+}
+
+func footer(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
+	b.WriteString("\n-- \nairlock. The tool, reasons and arguments above were chosen by the agent and are shown as data;\nnothing in this mail decides: decide signed in, in the console.\n")
+	if d := rec.GetArgumentsDigest(); d != "" {
+		fmt.Fprintf(b, "Arguments SHA-256: %s\n", d)
+	}
+}
+
+// arguments are the call's arguments as indented JSON, redacted as the
+// policy says, made visible, and cut to a bound.
+func arguments(rec *airlockv1.ApprovalRecord) string {
+	rec = calls.Showable(rec)
+	args := calls.Redacted(rec.GetCall().GetArguments(), rec.GetDecision().GetRedact())
+	if len(args) == 0 {
+		return "(no arguments)\n"
+	}
+	var raw bytes.Buffer
+	enc := json.NewEncoder(&raw)
+	enc.SetEscapeHTML(false) // plain text: <, > and & read as themselves
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(args); err != nil {
+		return "(the arguments cannot be shown here: see the console)\n"
+	}
+	return cut(escape.Mail(strings.TrimRight(raw.String(), "\n")), maxArgumentBytes) + "\n"
+}
+
+// indent puts four spaces before every line of s, so agent text cannot
+// start a line of its own that looks like part of the mail.
+func indent(s string) string {
+	s = strings.TrimRight(s, "\n")
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ") + "\n"
+}
+
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return calls.Cut(s, n) + fmt.Sprintf("\n… (cut at %d bytes of %d: the console shows everything)", n, len(s))
+}
+
+func when(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
