@@ -16,6 +16,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/notify/seen"
 	"github.com/airlock-gate/airlock/services/shared/obs"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -295,7 +296,7 @@ func (h *Activities) decide(ctx context.Context, a action, principal string) {
 		req.Principal.Groups = groups
 	}
 	resp, err := h.approvals.Decide(ctx, req)
-	link := airlockslack.ConsoleLink(h.publicURL, d.Agent, d.Call)
+	link := notify.ConsoleURL(h.publicURL, d.Agent, d.Call)
 	switch {
 	case err == nil:
 		log.Info("Teams decision sent", "changed", resp.GetChanged(), "message", resp.GetMessage())
@@ -325,7 +326,7 @@ func (h *Activities) decide(ctx context.Context, a action, principal string) {
 // card shows every argument (a card that cannot has no Approve action).
 func (h *Activities) approvable(ctx context.Context, a action) bool {
 	rec, err := h.approvals.Get(ctx, a.data.Agent, a.data.Call, a.data.Revision)
-	link := airlockslack.ConsoleLink(h.publicURL, a.data.Agent, a.data.Call)
+	link := notify.ConsoleURL(h.publicURL, a.data.Agent, a.data.Call)
 	switch {
 	case err != nil:
 		h.log.Warn("could not read the call before a Teams approval", "call", a.data.Call, "err", err)

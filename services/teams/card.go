@@ -10,6 +10,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/notify"
 	airlockslack "github.com/airlock-gate/airlock/services/slack"
 )
 
@@ -60,7 +61,7 @@ type Card = map[string]any
 // escaped (escape.Teams): it shows as the characters it is.
 func Render(rec *airlockv1.ApprovalRecord, publicURL string) Card {
 	call, d := rec.GetCall(), rec.GetDecision()
-	link := airlockslack.ConsoleLink(publicURL, call.GetAgentId(), call.GetCallId())
+	link := notify.ConsoleURL(publicURL, call.GetAgentId(), call.GetCallId())
 	agent := escape.TeamsLine(call.GetAgentId())
 	if call.GetOnBehalfOf() != "" {
 		agent += " on behalf of " + escape.TeamsLine(call.GetOnBehalfOf())
@@ -123,7 +124,7 @@ func decisionActions(rec *airlockv1.ApprovalRecord, publicURL string) []any {
 			"actions": []any{map[string]any{"type": "Action.Submit", "title": submit, "data": data(verb)}},
 		}}
 	}
-	link := airlockslack.ConsoleLink(publicURL, call.GetAgentId(), call.GetCallId())
+	link := notify.ConsoleURL(publicURL, call.GetAgentId(), call.GetCallId())
 	var out []any
 	if airlockslack.ArgumentsFit(rec) {
 		out = append(out, map[string]any{"type": "Action.Submit", "title": "Approve", "style": "positive", "data": data(VerbApprove)})
