@@ -359,10 +359,10 @@ func printRecord(w io.Writer, r *airlockv1.ApprovalRecord) {
 		calls.StateText(r.GetState()), calls.RiskName(r.GetDecision().GetRisk()), t(r.GetDecision().GetReason()), t(dash(r.GetDecision().GetRuleId())),
 		t(dash(c.GetReason())), len(r.GetVotes()), max(r.GetDecision().GetQuorum(), 1))
 	if r.GetEditedArguments() != nil {
-		fmt.Fprintf(w, "arguments as the agent asked (not run)\n          %s\n", indentJSON(c.GetArguments()))
-		fmt.Fprintf(w, "arguments as edited by a reviewer (these run)\n          %s\n", indentJSON(r.GetEditedArguments()))
+		fmt.Fprintf(w, "arguments as the agent asked (not run)\n          %s\n", indentJSON(c.GetArguments(), c))
+		fmt.Fprintf(w, "arguments as edited by a reviewer (these run)\n          %s\n", indentJSON(r.GetEditedArguments(), c))
 	} else {
-		fmt.Fprintf(w, "arguments %s\n", indentJSON(c.GetArguments()))
+		fmt.Fprintf(w, "arguments %s\n", indentJSON(c.GetArguments(), c))
 	}
 	for _, p := range r.GetProblems() {
 		fmt.Fprintf(w, "(!)       %s\n", t(p))
@@ -372,13 +372,16 @@ func printRecord(w io.Writer, r *airlockv1.ApprovalRecord) {
 	}
 }
 
-func indentJSON(s *structpb.Struct) string {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("          ", "  ")
-	_ = enc.Encode(s.AsMap())
-	return escape.TerminalLines(strings.TrimSpace(buf.String())) // JSON keeps bidi overrides and C1 controls raw
+// indentJSON is s indented under printRecord's labels, bounded as every
+// surface bounds arguments (calls.JSONText): past calls.ShownArgumentsBytes
+// it says how much it shows and how to read the whole of c's arguments.
+func indentJSON(s *structpb.Struct, c *airlockv1.ToolCall) string {
+	text, whole := calls.JSONText(s, "  ", calls.ShownArgumentsBytes)
+	if !whole {
+		text += "\n" + calls.CutMarker(calls.ShownArgumentsBytes, s, fmt.Sprintf("airlock approvals show --json %s/%s", c.GetAgentId(), c.GetCallId()))
+	}
+	// no bidi override reorders what a reviewer reads
+	return escape.TerminalLines(strings.ReplaceAll(text, "\n", "\n          ")) // JSON keeps bidi overrides and C1 controls raw
 }
 
 func approvalsDecideCmd(g *globals, f *apiFlags, name, short string) *cobra.Command {

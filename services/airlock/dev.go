@@ -22,7 +22,7 @@ import (
 )
 
 func newDevCmd(g *globals) *cobra.Command {
-	var dataDir, httpAddr string
+	var dataDir, httpAddr, heapProfile string
 	var natsPort int
 	var clickhouseLocal bool
 	cmd := &cobra.Command{
@@ -50,12 +50,16 @@ exits; starting again keeps all data.`,
 			if cmd.Flags().Changed("clickhouse-local") {
 				cfg.ClickHouse.StartLocal = clickhouseLocal
 			}
+			if heapProfile != "" {
+				go heapProfileOnSignal(cmd.Context(), heapProfile, cmd.ErrOrStderr())
+			}
 			return runDev(cmd.Context(), g, cfg)
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data", ".airlock", "data directory (NATS store, tokens, sandbox)")
 	cmd.Flags().IntVar(&natsPort, "nats-port", 4222, "port of the embedded NATS server")
 	cmd.Flags().StringVar(&httpAddr, "http", "127.0.0.1:8080", "address of the console, REST API, /healthz and /metrics")
+	cmd.Flags().StringVar(&heapProfile, "heap-profile", "", "on SIGUSR1, write a heap profile of the running process to this file (what holds memory: go tool pprof -sample_index=inuse_space FILE)")
 	cmd.Flags().BoolVar(&clickhouseLocal, "clickhouse-local", false, "start a private clickhouse-server under --data for the audit trail (needs clickhouse-server installed)")
 	return cmd
 }

@@ -3,9 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -109,6 +115,60 @@ func (g *globals) connect(ctx context.Context, cfg config.Config) (*nats.Conn, j
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// startCPUProfile writes a CPU profile to path until the returned stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// heapProfileOnSignal writes the live heap (after a collection) to path
+// each time the process gets SIGUSR1, until ctx ends. The file is written
+// whole or not at all (renamed into place), so a reader waiting for it
+// never reads half a profile.
+func heapProfileOnSignal(ctx context.Context, path string, stderr io.Writer) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	defer signal.Stop(sig)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sig:
+			if err := writeHeapProfile(path); err != nil {
+				fmt.Fprintln(stderr, "airlock:", err)
+			}
+		}
+	}
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".heap-*")
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	defer os.Remove(f.Name())
+	// Two collections: the first moves sync.Pool buffers (the embedded NATS
+	// server's block buffers) to the pools' victim caches, the second frees
+	// them, so the profile shows what is held, not what is pooled.
+	runtime.GC()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	return os.Rename(f.Name(), path)
 }
 
 // usageError is a mistake in how a command was called: the process exits

@@ -71,7 +71,18 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 	}
 	rec.RequestedSeq, rec.Queued = seq, domain.InQueue(rec)
 	key := domain.RefOf(rec).Key()
+	// An agent may keep only its share of calls waiting for a person: past
+	// it the call is canceled at once, and the agent reads why.
+	admitted := s.index.admit(key, rec.GetCall().GetAgentId(), s.deps.Config.Approval.MaxPendingPerAgent)
+	if !admitted {
+		out, err := domain.Cancel(rec, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"}, overShare(rec, s.deps.Config.Approval.MaxPendingPerAgent), s.dir, s.now())
+		if err != nil {
+			return consume.Permanent(err)
+		}
+		rec = out.Record
+	}
 	if _, err := s.store.create(ctx, rec); err != nil {
+		s.index.forget(key)
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return err
 		}
@@ -81,6 +92,14 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 		if rec.GetState() != domain.Pending || len(rec.GetNotifications()) > 0 {
 			return nil
 		}
+	} else if !admitted {
+		s.deps.Log.Warn("call refused: its agent has its share of calls waiting for a person", "key", key, "max_pending_per_agent", s.deps.Config.Approval.MaxPendingPerAgent)
+		// The record is written; a failed publish is repaired by the
+		// sweeper's settle pass.
+		if err := s.publishDecision(ctx, rec); err != nil {
+			s.deps.Log.Error("cancellation stored but its event is not published yet; the sweeper will retry", "key", key, "err", err)
+		}
+		return nil
 	} else {
 		s.deps.Log.Info("call waits for approval", "key", key, "approvers", rec.GetDecision().GetApprovers(), "deadline", rec.GetDeadline().AsTime(), "queued", rec.GetQueued())
 	}
@@ -91,6 +110,13 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 		return s.release(ctx, rec)
 	}
 	return s.announce(ctx, key, rec)
+}
+
+// overShare is the reason an agent reads when rec came past its share of
+// calls waiting for a person.
+func overShare(rec *airlockv1.ApprovalRecord, max int) string {
+	return fmt.Sprintf("agent %s already has %d calls waiting for a person (approval.max_pending_per_agent), so this one was not put to reviewers: wait until some are decided, then submit it again with a new call id",
+		rec.GetCall().GetAgentId(), max)
 }
 
 // supersedeBy cancels earlier pending revisions of call, which policy

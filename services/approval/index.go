@@ -15,6 +15,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // index is this replica's read model of the approvals bucket, fed by a KV
@@ -28,9 +29,18 @@ type index struct {
 	// restarted server can take many seconds to notice it is gone).
 	reconnects func() uint64
 
-	mu     sync.RWMutex
+	mu sync.RWMutex
+	// recs holds each record as a list carries it (calls.Abridged): a
+	// record with large arguments is held without them, so what a replica
+	// keeps per call is small whatever an agent sends. Whoever needs the
+	// arguments reads the record from the bucket.
 	recs   map[string]*airlockv1.ApprovalRecord
 	latest map[string]uint32 // "<agent>.<call>" → newest revision seen
+	// pendingBy counts each agent's pending records in recs; admitted
+	// holds the keys (→ agent) of records this replica admitted as pending
+	// (admit) that the watch has not delivered yet.
+	pendingBy map[string]int
+	admitted  map[string]string
 	// unsettled: keys whose record reached a decision and whose event this
 	// replica has not yet confirmed in the stream (see sweeper.settle).
 	unsettled map[string]bool
@@ -40,7 +50,7 @@ type index struct {
 
 func newIndex(log *slog.Logger, reconnects func() uint64) *index {
 	return &index{log: log, reconnects: reconnects, recs: map[string]*airlockv1.ApprovalRecord{}, latest: map[string]uint32{},
-		unsettled: map[string]bool{}, published: map[string]bool{}}
+		pendingBy: map[string]int{}, admitted: map[string]string{}, unsettled: map[string]bool{}, published: map[string]bool{}}
 }
 
 // watch follows the bucket until ctx ends. ready is closed once the bucket's
@@ -108,16 +118,27 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 	if strings.HasPrefix(e.Key(), "_") {
 		return // a thread queue's lock (domain.QueueKey), not a record
 	}
+	var rec *airlockv1.ApprovalRecord
+	if e.Operation() == jetstream.KeyValuePut {
+		full := &airlockv1.ApprovalRecord{}
+		if err := proto.Unmarshal(e.Value(), full); err != nil {
+			ix.log.Error("undecodable approval record ignored", "key", e.Key(), "err", err)
+			return
+		}
+		rec = calls.Abridged(full)
+	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if e.Operation() != jetstream.KeyValuePut {
+	delete(ix.admitted, e.Key())
+	if old := ix.recs[e.Key()]; old != nil && old.GetState() == domain.Pending {
+		ix.pendingOf(old.GetCall().GetAgentId(), -1)
+	}
+	if rec == nil {
 		delete(ix.recs, e.Key())
 		return
 	}
-	rec := &airlockv1.ApprovalRecord{}
-	if err := proto.Unmarshal(e.Value(), rec); err != nil {
-		ix.log.Error("undecodable approval record ignored", "key", e.Key(), "err", err)
-		return
+	if rec.GetState() == domain.Pending {
+		ix.pendingOf(rec.GetCall().GetAgentId(), +1)
 	}
 	ix.recs[e.Key()] = rec
 	ref := domain.RefOf(rec)
@@ -131,6 +152,52 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 			ix.unsettled[e.Key()] = true
 		}
 	}
+}
+
+// pendingOf adds d to agent's count of pending records (ix.mu held).
+func (ix *index) pendingOf(agent string, d int) {
+	if n := ix.pendingBy[agent] + d; n > 0 {
+		ix.pendingBy[agent] = n
+	} else {
+		delete(ix.pendingBy, agent)
+	}
+}
+
+// admit decides whether key, a new record of agent, may wait for a person:
+// yes when the index already holds it (a redelivery), or when the agent's
+// pending records, with those admitted and not yet seen, number fewer than
+// max; then it counts key as admitted until the watch delivers it (or
+// forget drops it). The check and the count are one step, so handlers
+// working at once cannot all take the last place. Each replica counts what
+// it sees: with several replicas an agent can pass max by what the others
+// admitted in the last moment.
+func (ix *index) admit(key, agent string, max int) bool {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.recs[key] != nil {
+		return true
+	}
+	if _, ok := ix.admitted[key]; ok {
+		return true
+	}
+	n := ix.pendingBy[agent]
+	for _, a := range ix.admitted {
+		if a == agent {
+			n++
+		}
+	}
+	if n >= max {
+		return false
+	}
+	ix.admitted[key] = agent
+	return true
+}
+
+// forget drops key from what admit counted: its record was not created.
+func (ix *index) forget(key string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	delete(ix.admitted, key)
 }
 
 // hasDecisionEvent: states whose entry publishes a decision event.

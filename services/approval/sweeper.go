@@ -121,6 +121,17 @@ func (s *Service) settle(ctx context.Context) {
 		if rec.GetUpdatedAt().AsTime().Before(now.Add(-settleHorizon)) {
 			continue
 		}
+		// The index holds records abridged: the event carries the call whole.
+		key := domain.RefOf(rec).Key()
+		full, _, err := s.store.get(ctx, key)
+		if err != nil {
+			if !errors.Is(err, errNotFound) {
+				s.deps.Log.Warn("cannot read a decided record; the sweeper will retry", "key", key, "err", err)
+				s.index.unsettle(rec)
+			}
+			continue
+		}
+		rec = full
 		ev, err := domain.FinalEvent(rec)
 		if err != nil || ev == nil {
 			continue

@@ -60,11 +60,16 @@ func editDiffs(args *structpb.Struct) []textDiff {
 	return out
 }
 
-// lineDiff is a longest-common-subsequence line diff; inputs are bounded by
-// the request size limit, and beyond 2,000 lines a side it shows old then new.
+// maxDiffCells bounds a line diff's table (lines of old × lines of new):
+// past it the diff shows old then new, so that a call whose arguments hold
+// many long edits costs a page linear, not quadratic, time.
+const maxDiffCells = 1 << 20
+
+// lineDiff is a longest-common-subsequence line diff; past maxDiffCells it
+// shows old then new.
 func lineDiff(a, b string) []diffLine {
 	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	if len(al) > 2000 || len(bl) > 2000 {
+	if len(al)*len(bl) > maxDiffCells {
 		var out []diffLine
 		for _, l := range al {
 			out = append(out, diffLine{"-", l})

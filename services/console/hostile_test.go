@@ -3,6 +3,7 @@ package console_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
@@ -16,7 +17,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
@@ -287,5 +290,55 @@ func TestAnArgumentNameCannotPassForAnother(t *testing.T) {
 	}
 	if strings.ContainsAny(p.Body, "\u034f\ufe0f") {
 		t.Error("the call page holds a character that draws nothing, raw")
+	}
+}
+
+// TestACallPageCostsTheSameWhateverTheArguments (issue 22): seven
+// branches nested thousands of levels deep (a record from before ingress
+// refused them) made the call page 672 MB; at the depth limit, or with
+// arguments as large as a request may be, the page stays a bounded size
+// and says how much of the arguments it shows and where the rest is.
+func TestACallPageCostsTheSameWhateverTheArguments(t *testing.T) {
+	e := newEnv(t)
+	branches := func(depth int) map[string]any {
+		out := map[string]any{}
+		for _, k := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+			var v any = "leaf"
+			for range depth - 1 {
+				v = map[string]any{"v": v}
+			}
+			out[k] = v
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		args map[string]any
+	}{
+		{"seven_branches_4900_levels_deep", branches(4900)},
+		{"seven_branches_at_the_depth_limit_with_a_large_string", func() map[string]any {
+			m := branches(ingress.DefaultMaxDepth)
+			m["content"] = strings.Repeat("x", 200<<10)
+			return m
+		}()},
+	}
+	b := e.browser()
+	b.signIn("alice")
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			id := fmt.Sprintf("call_deep%d", i)
+			e.approval.put(pending(id, "bot", "fs__write_file", tc.args, airlockv1.Risk_RISK_LOW))
+			p := b.get("/calls/bot/" + id)
+			if p.Status != http.StatusOK {
+				t.Fatalf("status %d", p.Status)
+			}
+			if len(p.Body) > 3*calls.ShownArgumentsBytes {
+				t.Fatalf("the call page is %d bytes: want at most %d whatever the arguments", len(p.Body), 3*calls.ShownArgumentsBytes)
+			}
+			want := fmt.Sprintf("shown %d of ", calls.ShownArgumentsBytes)
+			if !strings.Contains(p.Body, want) || !strings.Contains(p.Body, "/api/v1/approvals/bot/"+id) {
+				t.Fatalf("the page does not say it shows %q part of the arguments and where the rest is", want)
+			}
+		})
 	}
 }

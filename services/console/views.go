@@ -141,7 +141,11 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 	if v.Path != "" {
 		v.GrantPath = "/grants/new?" + url.Values{"agent": {v.Agent}, "from": {v.ID}, "rev": {fmt.Sprint(v.Revision)}}.Encode()
 	}
-	v.Args, v.ArgsCompact, v.Problems = argsText(c.GetArguments())
+	raw := ""
+	if v.Path != "" { // the whole record as JSON, for arguments too large to show
+		raw = "/api/v1/approvals" + strings.TrimPrefix(v.Path, "/calls")
+	}
+	v.Args, v.ArgsCompact, v.Problems = argsText(c.GetArguments(), raw)
 	if rec.GetAbridged() && c.GetArguments() == nil {
 		v.Abridged = true
 		v.Args, v.ArgsCompact = rec.GetArgumentsPreview(), compactPreview(rec.GetArgumentsPreview())
@@ -161,7 +165,7 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 	if rec.GetEditedArguments() != nil {
 		var problems []string
 		v.Edited = true
-		v.EditedArgs, v.EditedArgsCompact, problems = argsText(rec.GetEditedArguments())
+		v.EditedArgs, v.EditedArgsCompact, problems = argsText(rec.GetEditedArguments(), raw)
 		v.Problems = append(v.Problems, problems...)
 	} else if p := rec.GetEditedArgumentsPreview(); p != "" {
 		v.Edited = true
@@ -254,7 +258,7 @@ func newTimelineEntry(ev *airlockv1.Event) timelineEntry {
 	case *airlockv1.Event_Approved:
 		t.Detail = fmt.Sprintf("%d vote(s)", len(b.Approved.GetVotes()))
 		if b.Approved.GetEdited() {
-			_, compact, _ := argsText(b.Approved.GetCall().GetArguments())
+			_, compact, _ := argsText(b.Approved.GetCall().GetArguments(), "")
 			t.Detail += ", with edited arguments " + compact
 		}
 	case *airlockv1.Event_Rejected:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy"
@@ -66,6 +67,10 @@ func TestMalformedRequestsBecomeInvalid(t *testing.T) {
 		{"report_names_no_call", "_invalid", []byte(`{"reported":{"resultJson":"\"done\""}}`), true, "report names no call"},
 		{"report_result_not_json", "c13", []byte(`{"callId":"c13","reported":{"resultJson":"done"}}`), true, "is not JSON"},
 		{"report_of_another_agent", "c14", []byte(`{"agentId":"admin","callId":"c14","reported":{}}`), true, "does not match"},
+		// Issue 22: a deeply nested argument made every page that shows it
+		// quadratic; past limits.max_argument_depth (32) it never enters.
+		{"nested_past_the_depth_limit", "c15", []byte(`{"requested":{"call":{"callId":"c15","tool":"fs__write_file","arguments":{"v":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}}}}`), true, "nests deeper than 32 levels"},
+		{"nested_protobuf_past_the_depth_limit", "c16", pb(deepRequest("c16", 40)), false, "nests deeper than 32 levels"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,4 +93,16 @@ func TestMalformedRequestsBecomeInvalid(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deepRequest is a protobuf request for call id whose arguments nest depth
+// levels deep.
+func deepRequest(id string, depth int) *airlockv1.Event {
+	v := structpb.NewNumberValue(1)
+	for range depth - 1 {
+		v = structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{v}})
+	}
+	args := &structpb.Struct{Fields: map[string]*structpb.Value{"v": v}}
+	return &airlockv1.Event{Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{
+		Call: &airlockv1.ToolCall{CallId: id, Tool: "fs__write_file", Arguments: args}}}}
 }

@@ -158,7 +158,7 @@ func isTooLarge(err error) bool {
 // decide records one request and its decision, or one report (report.go);
 // it returns the call id the request named (once known) for a refusal.
 func (s *Service) decide(ctx context.Context, m jetstream.Msg, in intake) (string, error) {
-	call, rep, refusal := ingress.Intake(m.Subject(), m.Data(), m.Headers(), s.deps.Config.Limits.MaxRequestBytes)
+	call, rep, refusal := ingress.Intake(m.Subject(), m.Data(), m.Headers(), ingress.Limits{MaxBytes: s.deps.Config.Limits.MaxRequestBytes, MaxDepth: s.deps.Config.Limits.MaxArgumentDepth})
 	if refusal != nil {
 		return refusal.Call, s.refuse(ctx, in, 0, m.Data(), refusal)
 	}

@@ -1,8 +1,11 @@
 package calls
 
 import (
+	"bytes"
+	"encoding/json"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -177,5 +180,51 @@ func TestPointerTokens(t *testing.T) {
 		if got := PointerTokens(tt.ptr); !slices.Equal(got, tt.want) {
 			t.Errorf("PointerTokens(%q) = %q, want %q", tt.ptr, got, tt.want)
 		}
+	}
+}
+
+func TestJSONTextWritesWhatEncodingJSONWrites(t *testing.T) {
+	args, err := structpb.NewStruct(map[string]any{"b": []any{1.5, "x<&>", true, nil, map[string]any{}}, "a": map[string]any{"z": "é", "y": []any{}}, "c": 1e21})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, indent := range []string{"", "  "} {
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", indent)
+		if err := enc.Encode(args.AsMap()); err != nil {
+			t.Fatal(err)
+		}
+		got, whole := JSONText(args, indent, 1<<20)
+		if got != strings.TrimSuffix(want.String(), "\n") || !whole {
+			t.Fatalf("indent %q: got %s (whole %v), want %s", indent, got, whole, want.String())
+		}
+	}
+}
+
+func TestJSONTextIsBoundedWhateverTheArguments(t *testing.T) {
+	deep := structpb.NewNumberValue(1)
+	for range 5000 {
+		deep = structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"v": deep}})
+	}
+	tests := []struct {
+		name string
+		args *structpb.Struct
+	}{
+		{"seven_branches_thousands_of_levels_deep", &structpb.Struct{Fields: map[string]*structpb.Value{
+			"a": deep, "b": deep, "c": deep, "d": deep, "e": deep, "f": deep, "g": deep}}},
+		{"one_long_string", &structpb.Struct{Fields: map[string]*structpb.Value{"s": structpb.NewStringValue(strings.Repeat("<", 1<<20))}}},
+		{"a_long_list", &structpb.Struct{Fields: map[string]*structpb.Value{"l": structpb.NewListValue(&structpb.ListValue{Values: slices.Repeat([]*structpb.Value{structpb.NewBoolValue(true)}, 1<<16)})}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, indent := range []string{"", "  "} {
+				got, whole := JSONText(tc.args, indent, 4096)
+				if whole || len(got) > 4096 || len(got) < 4000 {
+					t.Fatalf("indent %q: %d bytes, whole %v: want a cut at 4096 bytes", indent, len(got), whole)
+				}
+			}
+		})
 	}
 }

@@ -89,8 +89,8 @@ func PointerTokens(ptr string) []string {
 	return toks
 }
 
-// finite reports whether every number in s is finite, without copying.
-func finite(s *structpb.Struct) bool {
+// Finite reports whether every number in s is finite, without copying.
+func Finite(s *structpb.Struct) bool {
 	var ok func(v *structpb.Value) bool
 	ok = func(v *structpb.Value) bool {
 		switch k := v.GetKind().(type) {
@@ -123,7 +123,7 @@ func finite(s *structpb.Struct) bool {
 // every value is finite (the common case costs one walk, no copy), else a
 // copy whose non-finite numbers are marker strings, with Problems saying so.
 func Showable(rec *airlockv1.ApprovalRecord) *airlockv1.ApprovalRecord {
-	if finite(rec.GetCall().GetArguments()) && finite(rec.GetEditedArguments()) {
+	if Finite(rec.GetCall().GetArguments()) && Finite(rec.GetEditedArguments()) {
 		return rec
 	}
 	out := proto.Clone(rec).(*airlockv1.ApprovalRecord)
@@ -137,10 +137,10 @@ func Showable(rec *airlockv1.ApprovalRecord) *airlockv1.ApprovalRecord {
 		}
 		return fixed
 	}
-	if !finite(rec.GetCall().GetArguments()) {
+	if !Finite(rec.GetCall().GetArguments()) {
 		out.Call.Arguments = fix(rec.GetCall().GetArguments())
 	}
-	if !finite(rec.GetEditedArguments()) {
+	if !Finite(rec.GetEditedArguments()) {
 		out.EditedArguments = fix(rec.GetEditedArguments())
 	}
 	return out

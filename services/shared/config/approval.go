@@ -23,16 +23,22 @@ type Approval struct {
 	LogNotifier bool `yaml:"log_notifier"`
 	// Workers handle approval_requested/started/completed/failed events concurrently.
 	Workers int `yaml:"workers"`
+	// MaxPendingPerAgent is how many of one agent's calls may wait for a
+	// person at once; past it a call is canceled at once with a reason the
+	// agent reads (intake.max_pending_per_agent bounds those waiting for
+	// the policy service).
+	MaxPendingPerAgent int `yaml:"max_pending_per_agent"`
 }
 
 func defaultApproval() Approval {
 	return Approval{
-		DefaultTimeout:   5 * time.Minute,
-		SweepInterval:    time.Second,
-		DefaultApprovers: []string{"group:reviewers"},
-		DefaultNotify:    []string{"console"},
-		NotifyTimeout:    10 * time.Second,
-		LogNotifier:      true,
-		Workers:          8,
+		DefaultTimeout:     5 * time.Minute,
+		SweepInterval:      time.Second,
+		DefaultApprovers:   []string{"group:reviewers"},
+		DefaultNotify:      []string{"console"},
+		NotifyTimeout:      10 * time.Second,
+		LogNotifier:        true,
+		Workers:            8,
+		MaxPendingPerAgent: 100,
 	}
 }

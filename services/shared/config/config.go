@@ -133,6 +133,10 @@ type Log struct {
 type Limits struct {
 	// MaxRequestBytes is the largest request accepted; larger ones become `invalid`.
 	MaxRequestBytes int `yaml:"max_request_bytes"`
+	// MaxArgumentDepth bounds how deeply a request's arguments nest (every
+	// object or list is a level, the arguments object included); deeper
+	// ones become `invalid`. At most 128.
+	MaxArgumentDepth int `yaml:"max_argument_depth"`
 }
 
 // Default returns a configuration in which every setting has a working value:
@@ -176,7 +180,7 @@ func Default() Config {
 		Intake:     defaultIntake(),
 		HTTP:       HTTP{Addr: "127.0.0.1:8080", PublicURL: "http://127.0.0.1:8080"},
 		Log:        Log{Level: "info", Format: "text"},
-		Limits:     Limits{MaxRequestBytes: 256 << 10},
+		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32},
 		Policy:     defaultPolicy(),
 		Approval:   defaultApproval(),
 		Executor:   defaultExecutor(),
@@ -251,6 +255,12 @@ func (c Config) Validate() error {
 	}
 	if c.Intake.MaxMsgSize < int32(c.Limits.MaxRequestBytes) {
 		errs = append(errs, fmt.Errorf("intake.max_msg_size (%d) must be at least limits.max_request_bytes (%d), so that an oversized request is told why", c.Intake.MaxMsgSize, c.Limits.MaxRequestBytes))
+	}
+	if c.Approval.MaxPendingPerAgent < 1 {
+		errs = append(errs, fmt.Errorf("approval.max_pending_per_agent (%d) must be at least 1: it is how many of one agent's calls may wait for a person", c.Approval.MaxPendingPerAgent))
+	}
+	if c.Limits.MaxArgumentDepth < 1 || c.Limits.MaxArgumentDepth > 128 {
+		errs = append(errs, fmt.Errorf("limits.max_argument_depth (%d) must be between 1 and 128: it is how deeply a request's arguments may nest", c.Limits.MaxArgumentDepth))
 	}
 	if c.Intake.MaxPendingPerAgent < 1 {
 		errs = append(errs, fmt.Errorf("intake.max_pending_per_agent (%d) must be at least 1: it is how many of one agent's requests may wait for the policy service", c.Intake.MaxPendingPerAgent))

@@ -35,24 +35,56 @@ const (
 	MaxPathLen = 4096
 )
 
+// Limits on how deeply a call's arguments (and annotations, and a report's
+// arguments) may nest: every object or list counts one level, the
+// arguments object itself included, so {"a":{"b":1}} is 2 levels deep.
+// Every surface that shows arguments walks them, and indents each level:
+// a bound on depth keeps every page, card and CLI output linear in the
+// size of what the agent sent.
+const (
+	// DefaultMaxDepth is limits.max_argument_depth's default.
+	DefaultMaxDepth = 32
+	// MaxDepthCeiling is the most limits.max_argument_depth may allow;
+	// Call (which has no configuration: the SDK and reviewers' edits run
+	// it) holds arguments to it.
+	MaxDepthCeiling = 128
+)
+
+// Limits bound what one request may hold (limits.* of the configuration).
+type Limits struct {
+	// MaxBytes bounds the request as sent and as airlock stores it.
+	MaxBytes int
+	// MaxDepth bounds how deeply its arguments nest; 0 means DefaultMaxDepth.
+	MaxDepth int
+}
+
 var (
 	namePattern   = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
 	threadPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 )
 
 // badStruct finds a value JSON cannot carry in s — a NaN or infinite
-// number, or a value of no kind — and returns its JSON pointer and what is
-// wrong with it.
-func badStruct(s *structpb.Struct, at string) (string, string, bool) {
+// number, or a value of no kind — or an object or list nested deeper than
+// maxDepth levels (s itself is level 1), and returns its JSON pointer and
+// what is wrong with it. The walk stops at the first one, so a hostile
+// value costs no more than maxDepth levels of recursion.
+func badStruct(s *structpb.Struct, at string, maxDepth int) (string, string, bool) {
+	return badFields(s, at, 1, maxDepth)
+}
+
+func badFields(s *structpb.Struct, at string, depth, maxDepth int) (string, string, bool) {
+	if depth > maxDepth {
+		return cmp.Or(at, "/"), fmt.Sprintf("nests deeper than %d levels (limits.max_argument_depth): flatten the value, or pass it as a JSON string", maxDepth), true
+	}
 	for k, v := range s.GetFields() {
-		if p, why, ok := badValue(v, at+"/"+k); ok {
+		if p, why, ok := badValue(v, at+"/"+k, depth, maxDepth); ok {
 			return p, why, true
 		}
 	}
 	return "", "", false
 }
 
-func badValue(v *structpb.Value, at string) (string, string, bool) {
+func badValue(v *structpb.Value, at string, depth, maxDepth int) (string, string, bool) {
 	switch k := v.GetKind().(type) {
 	case nil:
 		return at, "has no value (set null explicitly)", true
@@ -61,10 +93,13 @@ func badValue(v *structpb.Value, at string) (string, string, bool) {
 			return at, "is not a finite number (NaN or infinity): JSON cannot carry it, send a finite number or a string", true
 		}
 	case *structpb.Value_StructValue:
-		return badStruct(k.StructValue, at)
+		return badFields(k.StructValue, at, depth+1, maxDepth)
 	case *structpb.Value_ListValue:
+		if depth+1 > maxDepth {
+			return at, fmt.Sprintf("nests deeper than %d levels (limits.max_argument_depth): flatten the value, or pass it as a JSON string", maxDepth), true
+		}
 		for i, e := range k.ListValue.GetValues() {
-			if p, why, ok := badValue(e, fmt.Sprintf("%s/%d", at, i)); ok {
+			if p, why, ok := badValue(e, fmt.Sprintf("%s/%d", at, i), depth+1, maxDepth); ok {
 				return p, why, true
 			}
 		}
@@ -95,8 +130,8 @@ func refuse(format string, args ...any) *Refusal {
 // revision defaulted, the agent from the subject, the fields only airlock
 // may set cleared) or a Refusal, which names the call when its id is known.
 // A report is refused here; Intake takes both.
-func Request(subj string, data []byte, header nats.Header, maxBytes int) (*airlockv1.ToolCall, *Refusal) {
-	call, rep, r := Intake(subj, data, header, maxBytes)
+func Request(subj string, data []byte, header nats.Header, lim Limits) (*airlockv1.ToolCall, *Refusal) {
+	call, rep, r := Intake(subj, data, header, lim)
 	if r == nil && rep != nil {
 		return nil, &Refusal{Reason: "request body must be \"requested\", got \"reported\"", Call: rep.Ref.Call}
 	}
@@ -123,7 +158,8 @@ const MaxReportResultBytes = 64 << 10
 // it asks for (body "requested", see Request) or the report it makes (body
 // "reported", its call id the event's call_id), or a Refusal, which names
 // the call when its id is known.
-func Intake(subj string, data []byte, header nats.Header, maxBytes int) (_ *airlockv1.ToolCall, _ *Report, refusal *Refusal) {
+func Intake(subj string, data []byte, header nats.Header, lim Limits) (_ *airlockv1.ToolCall, _ *Report, refusal *Refusal) {
+	maxBytes, maxDepth := lim.MaxBytes, cmp.Or(lim.MaxDepth, DefaultMaxDepth)
 	var callID string
 	defer func() { // the refusal names the call, once its id is known, so the agent sees it
 		if refusal != nil && refusal.Call == "" && ids.Validate("call id", callID) == nil {
@@ -164,7 +200,7 @@ func Intake(subj string, data []byte, header nats.Header, maxBytes int) (_ *airl
 		if r := sameIDs(agent, callID, ev.AgentId, ev.CallId); r != nil {
 			return nil, nil, r
 		}
-		r, refusal := report(callref.Ref{Agent: agent, Call: callID, Rev: max(ev.GetRevision(), 1)}, rep)
+		r, refusal := report(callref.Ref{Agent: agent, Call: callID, Rev: max(ev.GetRevision(), 1)}, rep, maxDepth)
 		return nil, r, refusal
 	}
 	req := ev.GetRequested()
@@ -192,7 +228,7 @@ func Intake(subj string, data []byte, header nats.Header, maxBytes int) (_ *airl
 	if ev.Revision != 0 && ev.Revision != call.Revision {
 		return nil, nil, refuse("event revision %d does not match call revision %d", ev.Revision, call.Revision)
 	}
-	if err := Call(call); err != nil {
+	if err := checkCall(call, maxDepth); err != nil {
 		return nil, nil, err
 	}
 	// JSON can be smaller than the protobuf airlock stores ("1," is 2 bytes
@@ -218,7 +254,7 @@ func sameIDs(agent, callID string, pairs ...string) *Refusal {
 
 // report checks the shape of a report about ref: the agent comes from the
 // subject, the call from the body, the revision from the event (0 means 1).
-func report(ref callref.Ref, rep *airlockv1.Reported) (*Report, *Refusal) {
+func report(ref callref.Ref, rep *airlockv1.Reported, maxDepth int) (*Report, *Refusal) {
 	if n := len(rep.GetResultJson()); n > MaxReportResultBytes {
 		return nil, refuse("reported result is %d bytes: keep it under %d (truncate it and set truncated)", n, MaxReportResultBytes)
 	}
@@ -231,7 +267,7 @@ func report(ref callref.Ref, rep *airlockv1.Reported) (*Report, *Refusal) {
 	if len(rep.GetError()) > MaxReasonLen {
 		return nil, refuse("reported error is %d bytes: keep it under %d", len(rep.GetError()), MaxReasonLen)
 	}
-	if path, why, ok := badStruct(rep.GetArguments(), ""); ok {
+	if path, why, ok := badStruct(rep.GetArguments(), "", maxDepth); ok {
 		return nil, refuse("reported argument %s %s", path, why)
 	}
 	if d := rep.GetLatency(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
@@ -240,9 +276,13 @@ func report(ref callref.Ref, rep *airlockv1.Reported) (*Report, *Refusal) {
 	return &Report{Ref: ref, Body: rep}, nil
 }
 
-// Call validates and normalizes a call's own fields. The SDK runs it before
-// publishing, so most mistakes are caught without a round trip.
-func Call(call *airlockv1.ToolCall) *Refusal {
+// Call validates and normalizes a call's own fields, its arguments nested
+// at most MaxDepthCeiling levels (the intake holds them to the configured
+// limits.max_argument_depth). The SDK runs it before publishing, so most
+// mistakes are caught without a round trip.
+func Call(call *airlockv1.ToolCall) *Refusal { return checkCall(call, MaxDepthCeiling) }
+
+func checkCall(call *airlockv1.ToolCall, maxDepth int) *Refusal {
 	if err := ids.ValidateAgent(call.AgentId); err != nil {
 		return refuse("%v", err)
 	}
@@ -283,10 +323,10 @@ func Call(call *airlockv1.ToolCall) *Refusal {
 	if call.Arguments == nil {
 		call.Arguments = &structpb.Struct{Fields: map[string]*structpb.Value{}}
 	}
-	if path, why, ok := badStruct(call.Arguments, ""); ok {
+	if path, why, ok := badStruct(call.Arguments, "", maxDepth); ok {
 		return refuse("argument %s %s", path, why)
 	}
-	if path, why, ok := badStruct(call.Annotations, ""); ok {
+	if path, why, ok := badStruct(call.Annotations, "", maxDepth); ok {
 		return refuse("annotation %s %s", path, why)
 	}
 	if call.CreatedAt != nil {

@@ -21,7 +21,7 @@ func jsonHeader() nats.Header {
 
 func TestRequestAcceptsAndNormalizes(t *testing.T) {
 	call, r := Request("airlock.req.bot.c1",
-		[]byte(`{"requested":{"call":{"tool":"fs__read_file","arguments":{"path":"/tmp/a"}}}}`), jsonHeader(), 1024)
+		[]byte(`{"requested":{"call":{"tool":"fs__read_file","arguments":{"path":"/tmp/a"}}}}`), jsonHeader(), Limits{MaxBytes: 1024})
 	if r != nil {
 		t.Fatal(r)
 	}
@@ -33,7 +33,7 @@ func TestRequestAcceptsAndNormalizes(t *testing.T) {
 func TestRequestAcceptsProtobuf(t *testing.T) {
 	data, _ := proto.Marshal(&airlockv1.Event{Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{
 		Call: &airlockv1.ToolCall{Server: "demo", Tool: "echo"}}}})
-	if _, r := Request("airlock.req.bot.c1", data, nats.Header{}, 1024); r != nil {
+	if _, r := Request("airlock.req.bot.c1", data, nats.Header{}, Limits{MaxBytes: 1024}); r != nil {
 		t.Fatal(r)
 	}
 }
@@ -90,7 +90,7 @@ func TestRequestRefusals(t *testing.T) {
 			if tc.json {
 				h = jsonHeader()
 			}
-			_, r := Request(tc.subject, tc.data, h, 1<<20)
+			_, r := Request(tc.subject, tc.data, h, Limits{MaxBytes: 1 << 20})
 			if r == nil || !strings.Contains(r.Reason, tc.want) {
 				t.Fatalf("refusal %v, want one mentioning %q", r, tc.want)
 			}
@@ -133,7 +133,7 @@ func TestRequestAsTheIntakeStoresIt(t *testing.T) {
 		{"a_refusal_names_the_bodys_call", "airlock.req.bot", []byte(`{"requested":{"call":{"callId":"c8"}}}`), "c8", "tool is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			call, r := Request(tc.subject, tc.data, jsonHeader(), 1<<20)
+			call, r := Request(tc.subject, tc.data, jsonHeader(), Limits{MaxBytes: 1 << 20})
 			switch {
 			case tc.refusal == "":
 				if r != nil || call.GetCallId() != tc.call || call.GetAgentId() != "bot" {
@@ -145,7 +145,7 @@ func TestRequestAsTheIntakeStoresIt(t *testing.T) {
 		})
 	}
 	big := []byte(`{"requested":{"call":{"callId":"c9","tool":"demo__echo","arguments":{"x":"` + strings.Repeat("a", 2000) + `"}}}}`)
-	if _, r := Request("airlock.req.bot", big, jsonHeader(), 1000); r == nil || r.Call != "c9" || !strings.Contains(r.Reason, "over the 1000-byte limit") {
+	if _, r := Request("airlock.req.bot", big, jsonHeader(), Limits{MaxBytes: 1000}); r == nil || r.Call != "c9" || !strings.Contains(r.Reason, "over the 1000-byte limit") {
 		t.Fatalf("an oversized request was refused with %+v, want its call named", r)
 	}
 }
@@ -170,7 +170,7 @@ func TestReportAsTheIntakeStoresIt(t *testing.T) {
 		{"a_request_is_not_a_report", "airlock.req.bot", []byte(`{"requested":{"call":{"callId":"c1","tool":"demo__echo"}}}`), "c1", "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			call, rep, r := Intake(tc.subject, tc.data, jsonHeader(), 1<<20)
+			call, rep, r := Intake(tc.subject, tc.data, jsonHeader(), Limits{MaxBytes: 1 << 20})
 			switch {
 			case tc.refusal == "" && call != nil:
 				if r != nil || rep != nil || call.GetCallId() != tc.call {
@@ -186,7 +186,67 @@ func TestReportAsTheIntakeStoresIt(t *testing.T) {
 		})
 	}
 	// Request takes requests only, and names the call of a report it refuses.
-	if _, r := Request("airlock.req.bot", []byte(`{"callId":"g1","reported":{}}`), jsonHeader(), 1<<20); r == nil || r.Call != "g1" {
+	if _, r := Request("airlock.req.bot", []byte(`{"callId":"g1","reported":{}}`), jsonHeader(), Limits{MaxBytes: 1 << 20}); r == nil || r.Call != "g1" {
 		t.Fatalf("Request took a report: %+v", r)
+	}
+}
+
+// nested is a JSON object whose value at "v" nests depth containers deep
+// (the arguments object counts one), as objects or lists.
+func nested(depth int, list bool) string {
+	open, close := `{"v":`, `}`
+	if list {
+		open, close = `[`, `]`
+	}
+	return `{"v":` + strings.Repeat(open, depth-1) + `1` + strings.Repeat(close, depth-1) + `}`
+}
+
+func TestArgumentsNestedPastTheLimitAreRefused(t *testing.T) {
+	body := func(args string) []byte {
+		return []byte(`{"requested":{"call":{"tool":"fs__write_file","arguments":` + args + `}}}`)
+	}
+	tests := []struct {
+		name    string
+		args    string
+		lim     Limits
+		refused bool
+	}{
+		{"objects_at_the_default_limit_pass", nested(DefaultMaxDepth, false), Limits{MaxBytes: 1 << 20}, false},
+		{"objects_one_past_the_default_limit_are_refused", nested(DefaultMaxDepth+1, false), Limits{MaxBytes: 1 << 20}, true},
+		{"lists_one_past_the_default_limit_are_refused", nested(DefaultMaxDepth+1, true), Limits{MaxBytes: 1 << 20}, true},
+		{"thousands_of_levels_are_refused", nested(4900, false), Limits{MaxBytes: 1 << 20}, true},
+		{"a_configured_limit_holds", nested(9, false), Limits{MaxBytes: 1 << 20, MaxDepth: 8}, true},
+		{"a_raised_limit_lets_deeper_arguments_in", nested(64, true), Limits{MaxBytes: 1 << 20, MaxDepth: 64}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, r := Request("airlock.req.bot.d1", body(tc.args), jsonHeader(), tc.lim)
+			if !tc.refused {
+				if r != nil {
+					t.Fatalf("refused: %s", r.Reason)
+				}
+				return
+			}
+			if r == nil || !strings.Contains(r.Reason, "nests deeper than") || !strings.Contains(r.Reason, "limits.max_argument_depth") {
+				t.Fatalf("want a refusal naming the depth limit, got %v", r)
+			}
+		})
+	}
+}
+
+func TestCallHoldsArgumentsToTheCeiling(t *testing.T) {
+	args, err := structpb.NewStruct(map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := args
+	for range MaxDepthCeiling {
+		next := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+		inner.Fields["v"] = structpb.NewStructValue(next)
+		inner = next
+	}
+	r := Call(&airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Tool: "fs__x", Arguments: args})
+	if r == nil || !strings.Contains(r.Reason, "nests deeper than 128 levels") {
+		t.Fatalf("want the ceiling refusal, got %v", r)
 	}
 }

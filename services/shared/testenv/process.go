@@ -118,6 +118,9 @@ func StartAirlock(t testing.TB, httpAddr string, env []string, args ...string) *
 	return nil
 }
 
+// Pid is the process id of the running command.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Output is everything the process printed so far.
 func (p *Process) Output() string {
 	p.mu.Lock()

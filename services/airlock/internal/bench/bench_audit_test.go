@@ -49,6 +49,7 @@ func runCLI(ctx context.Context, t *testing.T, args ...string) (string, error) {
 	cmd := NewCmd(Env{Load: func() (config.Config, error) { return config.Default(), nil }, LogLevelSet: func() bool { return false }})
 	cmd.SetArgs(args)
 	cmd.SetOut(&out)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true // as the airlock root command runs it
 	err := cmd.ExecuteContext(ctx)
 	return out.String(), err
 }
