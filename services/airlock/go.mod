@@ -16,6 +16,7 @@ require (
 	github.com/airlock-gate/airlock/services/policy v0.0.0
 	github.com/airlock-gate/airlock/services/shared v0.0.0
 	github.com/airlock-gate/airlock/services/slack v0.0.0
+	github.com/airlock-gate/airlock/services/teams v0.0.0
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/nats-io/nats-server/v2 v2.15.2
@@ -111,4 +112,5 @@ replace (
 	github.com/airlock-gate/airlock/services/policy => ../policy
 	github.com/airlock-gate/airlock/services/shared => ../shared
 	github.com/airlock-gate/airlock/services/slack => ../slack
+	github.com/airlock-gate/airlock/services/teams => ../teams
 )

@@ -20,6 +20,7 @@ func notifiers(d svc.Deps) []notify.Notifier {
 		out = append(out, lognotify.New(d.Log))
 	}
 	out = append(out, slackNotifiers(d)...)
+	out = append(out, teamsNotifiers(d)...)
 	out = append(out, pushNotifiers(d)...)
 	return append(out, channels.OnCall(d)...)
 }

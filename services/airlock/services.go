@@ -27,6 +27,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	airlockslack "github.com/airlock-gate/airlock/services/slack"
+	airlockteams "github.com/airlock-gate/airlock/services/teams"
 )
 
 // constructors builds each service by name; `airlock dev` runs them all,
@@ -95,16 +96,19 @@ func newHTTP(deps svc.Deps, names []string, services ...svc.Service) *echo.Echo 
 			}
 		}
 	}
-	// Slack's clicks are a front-end's: only the console's process (and
+	// Slack's clicks and Teams' activities are a front-end's: only the console's process (and
 	// its NATS user) serves them.
 	if slices.Contains(names, "console") {
 		var opts []airlockslack.Option
+		var teamsOpts []airlockteams.Option
 		for _, s := range services {
 			if c, ok := s.(*console.Console); ok {
 				opts = append(opts, airlockslack.WithVouchedGroups(c.VouchedGroups))
+				teamsOpts = append(teamsOpts, airlockteams.WithVouchedGroups(c.VouchedGroups))
 			}
 		}
 		mountSlack(e, deps, opts...)
+		mountTeams(e, deps, teamsOpts...)
 	}
 	return e
 }

@@ -1,28 +1,21 @@
 package slack_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/micro"
 	slackgo "github.com/slack-go/slack"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
-	"github.com/airlock-gate/airlock/services/shared/apierr"
-	"github.com/airlock-gate/airlock/services/shared/approvalapi"
-	"github.com/airlock-gate/airlock/services/shared/rpc"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 	airlockslack "github.com/airlock-gate/airlock/services/slack"
@@ -111,101 +104,6 @@ func pendingRecord(t *testing.T, callID string) *airlockv1.ApprovalRecord {
 		State:    airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
 		Deadline: timestamppb.New(deadline),
 	}
-}
-
-// fakeApprovals is a small stand-in for the approval service's micro
-// endpoints (decide, get) with its rules: approvers only, the first
-// decision wins, a later one changes nothing and says so.
-type fakeApprovals struct {
-	mu      sync.Mutex
-	recs    map[string]*airlockv1.ApprovalRecord
-	decides chan *airlockv1.DecideRequest
-}
-
-func startFakeApprovals(t *testing.T, deps svc.Deps, recs ...*airlockv1.ApprovalRecord) *fakeApprovals {
-	t.Helper()
-	a := &fakeApprovals{recs: map[string]*airlockv1.ApprovalRecord{}, decides: make(chan *airlockv1.DecideRequest, 100)}
-	for _, r := range recs {
-		a.put(r)
-	}
-	srv, err := micro.AddService(deps.NC, micro.Config{Name: approvalapi.Service, Version: "0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop() })
-	add := func(name string, h micro.HandlerFunc) {
-		if err := srv.AddEndpoint(name, h, micro.WithEndpointSubject(approvalapi.Subject(name))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	add(approvalapi.Decide, rpc.Handle(deps.Log, func() *airlockv1.DecideRequest { return &airlockv1.DecideRequest{} }, a.decide))
-	add(approvalapi.Get, rpc.Handle(deps.Log, func() *airlockv1.GetRequest { return &airlockv1.GetRequest{} },
-		func(_ context.Context, req *airlockv1.GetRequest) (*airlockv1.GetResponse, error) {
-			rec, ok := a.get(req.CallId)
-			if !ok {
-				return nil, apierr.New(apierr.NotFound, "no call %s", req.CallId)
-			}
-			return &airlockv1.GetResponse{Record: rec}, nil
-		}))
-	return a
-}
-
-func (a *fakeApprovals) put(r *airlockv1.ApprovalRecord) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.recs[r.Call.CallId] = proto.Clone(r).(*airlockv1.ApprovalRecord)
-}
-
-func (a *fakeApprovals) get(id string) (*airlockv1.ApprovalRecord, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	r, ok := a.recs[id]
-	if !ok {
-		return nil, false
-	}
-	return proto.Clone(r).(*airlockv1.ApprovalRecord), true
-}
-
-func (a *fakeApprovals) decide(_ context.Context, req *airlockv1.DecideRequest) (*airlockv1.DecideResponse, error) {
-	a.decides <- req
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	rec, ok := a.recs[req.CallId]
-	switch {
-	case !ok:
-		return nil, apierr.New(apierr.NotFound, "no call %s", req.CallId)
-	case !contains(rec.Decision.Approvers, req.Principal.GetId()):
-		return nil, apierr.New(apierr.NotAuthorized, "%s is not among the approvers of call %s.", req.Principal.GetId(), req.CallId)
-	case rec.State != airlockv1.ApprovalState_APPROVAL_STATE_PENDING:
-		return &airlockv1.DecideResponse{Record: proto.Clone(rec).(*airlockv1.ApprovalRecord), Message: "already decided"}, nil
-	}
-	rec.State = map[airlockv1.DecisionKind]airlockv1.ApprovalState{
-		airlockv1.DecisionKind_DECISION_KIND_APPROVE:         airlockv1.ApprovalState_APPROVAL_STATE_APPROVED,
-		airlockv1.DecisionKind_DECISION_KIND_REJECT:          airlockv1.ApprovalState_APPROVAL_STATE_REJECTED,
-		airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES: airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED,
-	}[req.Kind]
-	rec.DecidedBy, rec.Reason = req.Principal, req.Reason
-	return &airlockv1.DecideResponse{Record: proto.Clone(rec).(*airlockv1.ApprovalRecord), Changed: true, Message: "done"}, nil
-}
-
-func (a *fakeApprovals) nextDecide(t *testing.T) *airlockv1.DecideRequest {
-	t.Helper()
-	select {
-	case r := <-a.decides:
-		return r
-	case <-time.After(10 * time.Second):
-		t.Fatal("the approval service received no decision within 10s")
-		return nil
-	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // sign returns the headers Slack sends with body at ts: v0 signature =

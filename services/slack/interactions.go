@@ -21,6 +21,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/notify/seen"
 	"github.com/airlock-gate/airlock/services/shared/obs"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -63,7 +64,7 @@ const (
 type Interactions struct {
 	secret    string
 	users     map[string]string
-	store     *store
+	store     *seen.Bucket
 	approvals approvals
 	pub       *bus.Publisher
 	api       *api
@@ -97,7 +98,7 @@ func NewInteractions(ctx context.Context, deps svc.Deps, opts ...Option) (*Inter
 	if o.approvals == nil {
 		return nil, errors.New("slack interactions need the approval service: no NATS connection was given")
 	}
-	st, err := openStore(ctx, deps.JS, deps.Config.Buckets.SlackSeen)
+	st, err := seen.Open(ctx, deps.JS, deps.Config.Buckets.SlackSeen, "Slack")
 	if err != nil {
 		return nil, err
 	}
@@ -166,8 +167,8 @@ func (h *Interactions) serve(w http.ResponseWriter, r *http.Request) string {
 	// What Slack signed (timestamp and body) names the interaction, not the
 	// signature's text: its hex is read in either case, so the same click
 	// could otherwise be replayed with the signature in capitals.
-	key := digest(r.Header.Get("X-Slack-Request-Timestamp") + ":" + string(body))
-	first, err := h.store.firstSight(r.Context(), key)
+	key := seen.Digest(r.Header.Get("X-Slack-Request-Timestamp") + ":" + string(body))
+	first, err := h.store.FirstSight(r.Context(), key)
 	if err != nil {
 		// Without the shared seen-set a replay could not be told apart: fail closed.
 		h.log.Error("cannot check Slack interaction for replay", "err", err)
@@ -322,7 +323,7 @@ func (h *Interactions) principal(ctx context.Context, c click) (string, bool) {
 		agent, thread, asJSON = rec.GetCall().GetAgentId(), rec.GetCall().GetThreadId(), rec.GetCall().GetJsonEvents()
 	}
 	ev := &airlockv1.Event{
-		EventId:  callref.System{Kind: callref.SystemSlack, ID: digest(c.key)}.EventID(subject.UnauthorizedAttempt), // a retried publish of the same refusal is stored once
+		EventId:  callref.System{Kind: callref.SystemSlack, ID: seen.Digest(c.key)}.EventID(subject.UnauthorizedAttempt), // a retried publish of the same refusal is stored once
 		AgentId:  agent,
 		CallId:   c.value.Call,
 		Revision: c.value.Revision,

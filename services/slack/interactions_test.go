@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/approvalapi/approvaltest"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -22,7 +23,7 @@ import (
 type interactionsEnv struct {
 	deps      svc.Deps
 	f         *fakeSlack
-	approvals *fakeApprovals
+	approvals *approvaltest.Fake
 	notifier  *airlockslack.Notifier
 	endpoint  string
 }
@@ -32,7 +33,7 @@ func setup(t *testing.T, recs ...*airlockv1.ApprovalRecord) *interactionsEnv {
 	n := testenv.StartNATS(t)
 	f := startFakeSlack(t)
 	deps := config(t, n.URL(), f)
-	e := &interactionsEnv{deps: deps, f: f, approvals: startFakeApprovals(t, deps, recs...)}
+	e := &interactionsEnv{deps: deps, f: f, approvals: approvaltest.Start(t, deps, recs...)}
 	e.endpoint = e.serve(t)
 	var err error
 	if e.notifier, err = airlockslack.NewNotifier(context.Background(), deps, fastRetry); err != nil {
@@ -100,7 +101,7 @@ func TestSignedApproveClickApprovesAndUpdatesTheCard(t *testing.T) {
 		t.Fatalf("answered %d after %s; want 200 within 3s", code, took)
 	}
 
-	req := e.approvals.nextDecide(t)
+	req := e.approvals.NextDecide(t)
 	want := &airlockv1.DecideRequest{
 		AgentId: "bot-1", CallId: "call_approve", Revision: 1, Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE,
 		Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice", Channel: "slack"},
@@ -160,11 +161,11 @@ func TestForgedStaleAndReplayedInteractionsAreRefused(t *testing.T) {
 	})
 
 	// Only the one genuine delivery reached the approval service.
-	if got := e.approvals.nextDecide(t); got.Principal.GetId() != "alice" {
+	if got := e.approvals.NextDecide(t); got.Principal.GetId() != "alice" {
 		t.Fatalf("decision from %v", got.Principal)
 	}
 	e.f.next(t, "chat.update")
-	if n := len(e.approvals.decides); n != 0 {
+	if n := len(e.approvals.Decides); n != 0 {
 		t.Fatalf("%d refused interactions reached the approval service", n)
 	}
 }
@@ -191,7 +192,7 @@ func TestUnmappedSlackUserIsRefusedAndRecorded(t *testing.T) {
 	if eph.Form.Get("user") != "U_CAROL" || !strings.Contains(eph.Form.Get("text"), "slack.users") {
 		t.Fatalf("the user was told %v", eph.Form)
 	}
-	if n := len(e.approvals.decides); n != 0 {
+	if n := len(e.approvals.Decides); n != 0 {
 		t.Fatalf("an unmapped user's click reached the approval service %d times", n)
 	}
 	e.f.none(t, "chat.update")
@@ -205,7 +206,7 @@ func TestApproverRefusedByTheApprovalServiceIsTold(t *testing.T) {
 
 	e.click(t, buttonClick(t, "U_BOB", posted, ch, ts, airlockslack.ActionApprove))
 
-	if got := e.approvals.nextDecide(t); got.GetPrincipal().GetId() != "bob" {
+	if got := e.approvals.NextDecide(t); got.GetPrincipal().GetId() != "bob" {
 		t.Fatalf("decision sent for %v; the service, not Slack, must judge bob", got.GetPrincipal())
 	}
 	eph := e.f.next(t, "chat.postEphemeral")
@@ -213,7 +214,7 @@ func TestApproverRefusedByTheApprovalServiceIsTold(t *testing.T) {
 		t.Fatalf("bob was told %q", text)
 	}
 	e.f.none(t, "chat.update")
-	if r, _ := e.approvals.get("call_notapprover"); r.State != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+	if r, _ := e.approvals.Get("call_notapprover"); r.State != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
 		t.Fatalf("state became %v", r.State)
 	}
 }
@@ -240,14 +241,14 @@ func TestRejectAndRequestChangesAskForTheTextInAModal(t *testing.T) {
 			if !strings.Contains(string(opened.Body), `"callback_id":"`+airlockslack.CallbackReason+`"`) || !strings.Contains(string(opened.Body), `"trigger_id":"1337.42.`) {
 				t.Fatalf("views.open got %s", opened.Body)
 			}
-			if n := len(e.approvals.decides); n != 0 {
+			if n := len(e.approvals.Decides); n != 0 {
 				t.Fatal("opening the modal already decided")
 			}
 
 			if resp := e.click(t, viewSubmission(t, "U_ALICE", opened, "  "+tt.text+"\n")); resp != "" {
 				t.Fatalf("submission answered %q; an empty answer closes the modal", resp)
 			}
-			req := e.approvals.nextDecide(t)
+			req := e.approvals.NextDecide(t)
 			if req.Kind != tt.kind || req.Reason != tt.text || req.CallId != "call_modal" || req.Revision != 1 || req.Principal.GetId() != "alice" {
 				t.Fatalf("decision sent: %v", req)
 			}
@@ -274,7 +275,7 @@ func TestEmptyReasonKeepsTheModalOpen(t *testing.T) {
 	if !strings.Contains(resp, `"response_action":"errors"`) || !strings.Contains(resp, airlockslack.BlockReason) {
 		t.Fatalf("answered %q; want the modal's field error", resp)
 	}
-	if n := len(e.approvals.decides); n != 0 {
+	if n := len(e.approvals.Decides); n != 0 {
 		t.Fatal("an empty reason was sent as a decision")
 	}
 }
@@ -305,7 +306,7 @@ func TestClickOnAStaleCardAnswersWithTheCurrentState(t *testing.T) {
 			posted, ch, ts := e.announce(t, rec)
 			now := proto.Clone(rec).(*airlockv1.ApprovalRecord)
 			tt.change(now)
-			e.approvals.put(now)
+			e.approvals.Put(now)
 
 			e.click(t, buttonClick(t, "U_ALICE", posted, ch, ts, tt.action))
 			upd := e.f.next(t, "chat.update")

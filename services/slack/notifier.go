@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/notify"
+	"github.com/airlock-gate/airlock/services/shared/notify/seen"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
@@ -77,7 +78,7 @@ func Enabled(deps svc.Deps) bool { return deps.Config.Slack.BotToken != "" }
 // bucket) instead of posting a second one.
 type Notifier struct {
 	api       *api
-	store     *store
+	store     *seen.Bucket
 	channel   string
 	publicURL string
 	log       *slog.Logger
@@ -97,7 +98,7 @@ func NewNotifier(ctx context.Context, deps svc.Deps, opts ...Option) (*Notifier,
 		return nil, errors.New("slack.bot_token is empty: set it (xoxb-...) or AIRLOCK_SLACK_BOT_TOKEN to enable Slack")
 	}
 	o := buildOptions(deps, opts)
-	st, err := openStore(ctx, deps.JS, deps.Config.Buckets.SlackSeen)
+	st, err := seen.Open(ctx, deps.JS, deps.Config.Buckets.SlackSeen, "Slack")
 	if err != nil {
 		return nil, err
 	}
@@ -147,21 +148,12 @@ func (n *Notifier) Targets(rec *airlockv1.ApprovalRecord) []string {
 // outlives ctx (Slack asked to wait longer) carries on in the background,
 // and a repeated Announce finds it instead of posting twice.
 func (n *Notifier) Announce(ctx context.Context, rec *airlockv1.ApprovalRecord) (string, error) {
-	targets := n.Targets(rec)
 	msg := Render(rec, n.publicURL)
-	refs := make([]string, len(targets))
-	errs := make([]error, len(targets))
-	var wg sync.WaitGroup
-	for i, ch := range targets {
-		wg.Go(func() {
-			refs[i], errs[i] = detached(ctx, n.budget, func(ctx context.Context) (string, error) {
-				return n.announceTo(ctx, rec, ch, msg)
-			})
+	ref, err := notify.Fanout(n.Targets(rec), func(ch string) (string, error) {
+		return detached(ctx, n.budget, func(ctx context.Context) (string, error) {
+			return n.announceTo(ctx, rec, ch, msg)
 		})
-	}
-	wg.Wait()
-	ref := joinRefs(refs)
-	err := errors.Join(errs...)
+	})
 	switch {
 	case err == nil:
 		return ref, nil
@@ -209,7 +201,7 @@ func (n *Notifier) detachedErr(ctx context.Context, f func(context.Context) erro
 // posted (by this or another replica, as remembered in the bucket) and
 // joins a post of the same card still in flight in this process.
 func (n *Notifier) announceTo(ctx context.Context, rec *airlockv1.ApprovalRecord, channel string, msg Message) (string, error) {
-	key := callref.Of(rec.GetCall()).Key() + "." + digest(channel)
+	key := callref.Of(rec.GetCall()).Key() + "." + seen.Digest(channel)
 	n.mu.Lock()
 	if f, ok := n.flights[key]; ok {
 		n.mu.Unlock()
@@ -240,7 +232,7 @@ type flight struct {
 }
 
 func (n *Notifier) postCard(ctx context.Context, rec *airlockv1.ApprovalRecord, channel string, msg Message, key string) (string, error) {
-	ref, err := n.store.posted(ctx, key)
+	ref, err := n.store.Posted(ctx, key)
 	if err != nil || ref != "" {
 		return ref, err
 	}
@@ -249,7 +241,7 @@ func (n *Notifier) postCard(ctx context.Context, rec *airlockv1.ApprovalRecord, 
 		return "", err
 	}
 	ref = ch + "/" + ts
-	if err := n.store.markPosted(ctx, key, ref); err != nil {
+	if err := n.store.MarkPosted(ctx, key, ref); err != nil {
 		// The card is out; only a repeated Announce could post it twice.
 		n.log.Warn("card posted but not remembered", "call", rec.GetCall().GetCallId(), "ref", ref, "err", err)
 	}
@@ -306,34 +298,13 @@ func (n *Notifier) Remind(ctx context.Context, rec *airlockv1.ApprovalRecord, re
 
 // eachMessage runs f for every "channel/ts" in ref concurrently.
 func eachMessage(ref string, f func(ch, ts string) error) error {
-	var parts []string
-	for p := range strings.SplitSeq(ref, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			parts = append(parts, p)
-		}
-	}
-	errs := make([]error, len(parts))
-	var wg sync.WaitGroup
-	for i, p := range parts {
+	return notify.EachRef(ref, func(p string) error {
 		ch, ts, ok := strings.Cut(p, "/")
 		if !ok || ch == "" || ts == "" {
-			errs[i] = fmt.Errorf("Slack reference %q is not channel/ts", p)
-			continue
+			return fmt.Errorf("Slack reference %q is not channel/ts", p)
 		}
-		wg.Go(func() { errs[i] = f(ch, ts) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-func joinRefs(refs []string) string {
-	var ok []string
-	for _, r := range refs {
-		if r != "" {
-			ok = append(ok, r)
-		}
-	}
-	return strings.Join(ok, ",")
+		return f(ch, ts)
+	})
 }
 
 // gone reports Slack errors meaning the message cannot be touched again.

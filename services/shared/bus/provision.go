@@ -96,6 +96,7 @@ func BucketConfigs(cfg config.Buckets) []jetstream.KeyValueConfig {
 		mk(cfg.Console, "console users, sessions and API tokens"),
 		slackSeen(mk(cfg.SlackSeen, "Slack interactions already handled and cards already posted")),
 		withTTL(mk(cfg.ClientWaits, "MCP gateway calls a client was told to call again, and whether a client waits for each"), ClientWaitsTTL),
+		withTTL(mk(cfg.TeamsSeen, "Teams activities already handled and cards already posted"), TeamsSeenTTL),
 	}
 }
 
@@ -299,6 +300,11 @@ const SlackSeenTTL = 10 * time.Minute
 func slackSeen(kvc jetstream.KeyValueConfig) jetstream.KeyValueConfig {
 	return withTTL(kvc, SlackSeenTTL)
 }
+
+// TeamsSeenTTL is how long the Teams bucket remembers an entry: longer
+// than a Bot Framework token lives (an hour), so an activity replayed with
+// its still-valid token is refused for as long as the token is accepted.
+const TeamsSeenTTL = 2 * time.Hour
 
 // ExecutionsTTL is how long a liveness record outlives its last heartbeat
 // (the executor rewrites it every few seconds while a tool runs; a finished

@@ -120,6 +120,7 @@ const (
 	SystemToken      = "token"
 	SystemIntake     = "intake"
 	SystemSlack      = "slack"
+	SystemTeams      = "teams"
 	SystemPolicyRule = "policy_rule"
 	SystemPolicyCode = "policy_code"
 	SystemRetention  = "retention"

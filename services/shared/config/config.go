@@ -35,6 +35,7 @@ type Config struct {
 	Audit      Audit      `yaml:"audit"`
 	Console    Console    `yaml:"console"`
 	Slack      Slack      `yaml:"slack"`
+	Teams      Teams      `yaml:"teams"`
 	Email      Email      `yaml:"email"`
 	Webhooks   []Webhook  `yaml:"webhooks"`
 	PagerDuty  PagerDuty  `yaml:"pagerduty"`
@@ -96,6 +97,7 @@ type Buckets struct {
 	// ClientWaits: the MCP gateway's calls whose client was told to call
 	// again (rejoin entries) and whether a client still waits for each.
 	ClientWaits string `yaml:"client_waits"`
+	TeamsSeen   string `yaml:"teams_seen"`
 	Storage     string `yaml:"storage"`
 	Replicas    int    `yaml:"replicas"`
 	// History kept per key (1–64); more helps forensics, costs space.
@@ -168,6 +170,7 @@ func Default() Config {
 			Console:     "airlock_console",
 			SlackSeen:   "airlock_slack_seen",
 			ClientWaits: "airlock_client_waits",
+			TeamsSeen:   "airlock_teams_seen",
 			Storage:     "file",
 			Replicas:    1,
 			History:     5,
@@ -189,6 +192,7 @@ func Default() Config {
 		Audit:      defaultAudit(),
 		Console:    defaultConsole(),
 		Slack:      defaultSlack(),
+		Teams:      defaultTeams(),
 		Email:      defaultEmail(),
 		PagerDuty:  defaultPagerDuty(),
 		Gateway:    defaultGateway(),
@@ -293,6 +297,7 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.Slack.validate()...)
+	errs = append(errs, c.Teams.validate()...)
 	errs = append(errs, c.Email.validate()...)
 	errs = append(errs, validateWebhooks(c.Webhooks)...)
 	errs = append(errs, c.PagerDuty.validate()...)

@@ -14,6 +14,8 @@
 //     HTML for markup written by hand;
 //   - Slack mrkdwn: Slack (inline code), SlackBlock (inside a ``` block),
 //     SlackText (text an operator wrote), SlackPlain (plain_text objects);
+//   - Microsoft Teams Adaptive Cards: Teams (a TextRun), TeamsLine (a
+//     one-line TextRun);
 //   - mail: Mail (a plain-text body), MailHeader (a header value);
 //   - CSV: CSV (one cell);
 //   - a phone's notification (Web Push): Push (title or body).
@@ -114,6 +116,19 @@ func SlackText(s string) string {
 // SlackPlain is s in a Slack plain_text object (a header, a button): one
 // line (Terminal). Slack draws no formatting in plain text.
 func SlackPlain(s string) string { return Terminal(s) }
+
+// Teams is s in the text of an Adaptive Card TextRun: Visible (line
+// breaks kept). Adaptive Cards draw markdown (bold, italics, links, lists)
+// in a TextBlock but none in a TextRun, so cards put every string they did
+// not write themselves in TextRuns, never in a TextBlock, a FactSet or a
+// title; what an agent wrote then shows as the characters it is, and
+// nothing in it can hide, reorder or pass for the card's own lines.
+func Teams(s string) string { return Visible(s) }
+
+// TeamsLine is Teams on one line (Terminal): for a card's title and the
+// short values beside a label, which an agent's line breaks must not
+// stretch into lines of their own.
+func TeamsLine(s string) string { return Terminal(s) }
 
 // Mail is s in a plain-text mail body: Visible (line breaks kept; a CR,
 // which mail reserves for its own line ends, shown as \u000d).

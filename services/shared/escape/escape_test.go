@@ -63,6 +63,8 @@ func TestEachMediumShowsEveryHostileStringInertly(t *testing.T) {
 			return found
 		}},
 		{"slack_plain", escape.SlackPlain, func(_, out string) []string { return escapetest.RawLine(out) }},
+		{"teams_text_run", escape.Teams, func(_, out string) []string { return escapetest.Raw(out) }},
+		{"teams_line", escape.TeamsLine, func(_, out string) []string { return escapetest.RawLine(out) }},
 		{"mail_body", escape.Mail, func(_, out string) []string { return escapetest.Raw(out) }},
 		{"push_notification", escape.Push, func(_, out string) []string { return escapetest.RawLine(out) }},
 		{"mail_header", escape.MailHeader, func(_, out string) []string { return escapetest.RawLine(out) }},
@@ -98,7 +100,7 @@ func markup(out, chars string) []string {
 
 func TestPlainTextIsKeptAsItIs(t *testing.T) {
 	for _, s := range []string{"notes/todo.txt", "git commit -m 'fix: ä 😀'", "a_b*c~d"} {
-		if escape.Terminal(s) != s || escape.Visible(s) != s || escape.CSV(s) != s || escape.MailHeader(s) != s {
+		if escape.Terminal(s) != s || escape.Visible(s) != s || escape.CSV(s) != s || escape.MailHeader(s) != s || escape.Teams(s) != s {
 			t.Errorf("%q is changed by a medium that should keep it", s)
 		}
 	}

@@ -66,7 +66,7 @@ type Permissions struct {
 type names struct {
 	events, intake                                  string
 	approvals, executions, policy, grants, console  string
-	slackSeen, clientWaits                          string
+	slackSeen, clientWaits, teamsSeen               string
 	policyDurable, approvalDurable, executorDurable string
 	auditDurable                                    string
 }
@@ -77,6 +77,7 @@ func namesOf(cfg config.Config) names {
 		approvals: cfg.Buckets.Approvals, executions: cfg.Buckets.Executions, policy: cfg.Buckets.Policy,
 		grants: cfg.Buckets.Grants, console: cfg.Buckets.Console, slackSeen: cfg.Buckets.SlackSeen,
 		clientWaits:   cfg.Buckets.ClientWaits,
+		teamsSeen:     cfg.Buckets.TeamsSeen,
 		policyDurable: "policy", approvalDurable: "approval", executorDurable: "executor", auditDurable: "audit",
 	}
 }
@@ -224,7 +225,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				system(subject.GrantCreated, subject.GrantRevoked, subject.GrantExpired),
 				// the sweeper checks that a stored decision reached the stream
 				directGet(n.events, subject.Approved, subject.Rejected, subject.ChangesRequested, subject.Expired, subject.Canceled),
-				bucket(n.approvals), bucket(n.grants), bucket(n.slackSeen), consolePush(n.console),
+				bucket(n.approvals), bucket(n.grants), bucket(n.slackSeen), bucket(n.teamsSeen), consolePush(n.console),
 				[]string{subject.API("policy", "eval")}, healthOf,
 			),
 			SubscribeAllow: join(inbox, micro, []string{subject.APIPrefix + ".approval.>", subject.AgentCancel("*")}),
@@ -267,7 +268,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				system(subject.SignIn, subject.TokenCreated, subject.TokenRevoked),
 				readAll(n.events),
 				[]string{"$JS.API.STREAM.INFO." + n.intake, "$JS.API.STREAM.MSG.GET." + n.intake},
-				bucket(n.console), bucket(n.slackSeen), readBucket(n.clientWaits), healthOf,
+				bucket(n.console), bucket(n.slackSeen), readBucket(n.clientWaits), bucket(n.teamsSeen), healthOf,
 			),
 			SubscribeAllow: join(inbox, micro, []string{subject.AllOut}),
 		}, nil

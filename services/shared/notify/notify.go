@@ -6,6 +6,9 @@ package notify
 
 import (
 	"context"
+	"errors"
+	"strings"
+	"sync"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 )
@@ -27,4 +30,43 @@ type Notifier interface {
 	Remind(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error
 	// Update shows the call's current (final) state on the message ref.
 	Update(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error
+}
+
+// Fanout posts to every target at once (post returns the reference of one
+// message) and returns the references of those that succeeded joined by
+// commas, with the failures joined in err: a channel that posts to several
+// places still updates the messages it could post when some failed.
+func Fanout(targets []string, post func(target string) (string, error)) (ref string, err error) {
+	refs := make([]string, len(targets))
+	errs := make([]error, len(targets))
+	var wg sync.WaitGroup
+	for i, target := range targets {
+		wg.Go(func() { refs[i], errs[i] = post(target) })
+	}
+	wg.Wait()
+	var ok []string
+	for _, r := range refs {
+		if r != "" {
+			ok = append(ok, r)
+		}
+	}
+	return strings.Join(ok, ","), errors.Join(errs...)
+}
+
+// EachRef runs f at once for every message of a reference Fanout joined,
+// and joins their errors.
+func EachRef(ref string, f func(one string) error) error {
+	var parts []string
+	for p := range strings.SplitSeq(ref, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			parts = append(parts, p)
+		}
+	}
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		wg.Go(func() { errs[i] = f(p) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

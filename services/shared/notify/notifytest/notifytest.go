@@ -40,7 +40,7 @@ var namePattern = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
 
 // Record returns a pending approval record as the approval service passes
 // it to notifiers, for call id callID; its decision notifies "console",
-// "slack" and "log".
+// "slack", "teams" and "log".
 func Record(callID string) *airlockv1.ApprovalRecord {
 	args, _ := structpb.NewStruct(map[string]any{"path": "/tmp/notes.txt", "text": "hello <b>world</b> & \"quotes\""})
 	now := time.Now()
@@ -53,7 +53,7 @@ func Record(callID string) *airlockv1.ApprovalRecord {
 		Decision: &airlockv1.Decision{
 			Action: airlockv1.Action_ACTION_ASK, Reason: "writes need a person", RuleId: "r-writes",
 			Risk: airlockv1.Risk_RISK_HIGH, Approvers: []string{"group:reviewers"}, Quorum: 1,
-			Timeout: durationpb.New(5 * time.Minute), Notify: []string{"console", "slack", "log"},
+			Timeout: durationpb.New(5 * time.Minute), Notify: []string{"console", "slack", "teams", "log"},
 			PolicyRevision: "rev-1",
 		},
 		State:     airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
