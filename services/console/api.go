@@ -1,31 +1,24 @@
 package console
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
-	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
-	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 func validAgent(agent string) error {
@@ -87,57 +80,29 @@ type submitResponse struct {
 	Await string `json:"await"`
 }
 
-// agentClient submits as agent, sealing each request as the console: the
-// console authenticated the agent's token, and vouches for the person the
-// token binds its calls to.
-func (con *Console) agentClient(agent string) (*airlock.Client, error) {
-	return airlock.New(con.nc, agent, airlock.WithStream(con.cfg.Stream.Name), airlock.WithMaxRequestBytes(con.cfg.Limits.MaxRequestBytes),
-		airlock.WithRequestSeal(func(m *nats.Msg) { con.frontend.Request(m, Frontend, con.opts.Now()) }))
-}
-
-// apiSubmit publishes a call as the token's agent, through the SDK (the same
-// checks and envelope as a Go agent). Submitting the same call again is
-// harmless. Whom the call acts for comes from the token, never the body.
+// apiSubmit publishes a call as the token's agent (agentCalls.submit).
+// Whom the call acts for comes from the token, never the body.
 func (con *Console) apiSubmit(c echo.Context) error {
 	p := principal(c)
 	var req submitRequest
 	if err := readJSON(c, &req, int64(con.cfg.Limits.MaxRequestBytes)*2); err != nil {
 		return err
 	}
-	if req.OnBehalfOf != "" && req.OnBehalfOf != p.OnBehalfOf {
-		return apierr.New(apierr.InvalidRequest, "on_behalf_of comes from the agent token (%q), not the request: leave it out, or ask an admin for a token bound to %q", p.OnBehalfOf, req.OnBehalfOf)
-	}
-	client, err := con.agentClient(p.AgentID)
+	resp, err := con.agents.submit(c.Request().Context(), p.AgentID, p.OnBehalfOf, req)
 	if err != nil {
-		return apierr.Wrap(apierr.InvalidRequest, err, "%s", err.Error())
+		return err
 	}
-	id, err := client.Submit(c.Request().Context(), airlock.Call{
-		ID: req.CallID, Revision: req.Revision, Server: req.Server, Tool: req.Tool, Args: req.Arguments,
-		Thread: req.ThreadID, OnBehalfOf: p.OnBehalfOf, Reason: req.Reason, IdempotencyKey: req.IdempotencyKey,
-		AgentRuns: req.AgentRuns,
-	})
-	if errors.Is(err, airlock.ErrInvalid) {
-		return apierr.New(apierr.InvalidRequest, "%s", strings.TrimPrefix(err.Error(), airlock.ErrInvalid.Error()+": "))
-	}
-	if err != nil {
-		return apierr.Wrap(apierr.Unavailable, err, "the call could not be stored: try again")
-	}
-	return c.JSON(http.StatusAccepted, submitResponse{CallID: id, Status: "submitted", Await: "/api/v1/calls/" + url.PathEscape(id) + "?wait=30s"})
+	return c.JSON(http.StatusAccepted, resp)
 }
 
-// ownCall reads a request of the token's agent about one of its own calls
-// (the path's id) with its JSON body (at most limit bytes) into body, and
-// returns the agent's client and the call id.
-func (con *Console) ownCall(c echo.Context, body any, limit int64) (*airlock.Client, string, error) {
+// ownCall reads a request of the token's agent about one of its own calls:
+// the path's id, and the JSON body (at most limit bytes) into body.
+func ownCall(c echo.Context, body any, limit int64) (string, error) {
 	id := c.Param("id")
 	if err := ids.Validate("call id", id); err != nil {
-		return nil, "", apierr.New(apierr.InvalidRequest, "%s", err.Error())
+		return "", apierr.New(apierr.InvalidRequest, "%s", err.Error())
 	}
-	if err := readJSON(c, body, limit); err != nil {
-		return nil, "", err
-	}
-	client, err := con.agentClient(principal(c).AgentID)
-	return client, id, err
+	return id, readJSON(c, body, limit)
 }
 
 // cancelRequest is the body of POST /api/v1/calls/{id}/cancel.
@@ -145,58 +110,31 @@ type cancelRequest struct {
 	Reason string `json:"reason"`
 }
 
-// apiCancel withdraws the token's agent's own call while it waits for a
-// decision (the agent's cancel, as over NATS) and answers the call's state
-// after it: "canceled", or how a call decided already stands (left as is).
+// apiCancel withdraws the token's agent's own call (agentCalls.cancel) and
+// answers the call's state after it.
 func (con *Console) apiCancel(c echo.Context) error {
 	var req cancelRequest
-	client, id, err := con.ownCall(c, &req, 4096)
+	id, err := ownCall(c, &req, 4096)
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	if err := client.Cancel(ctx, id, req.Reason); err != nil {
-		if apierr.CodeOf(err) == apierr.Internal {
-			return apierr.Wrap(apierr.Unavailable, err, "call %s could not be canceled: try again", id)
-		}
+	state, err := con.agents.cancel(c.Request().Context(), principal(c).AgentID, id, req.Reason)
+	if err != nil {
 		return err
 	}
-	rec, err := con.use.approvals.Get(ctx, principal(c).AgentID, id, 0)
-	if err != nil {
-		return apierr.Wrap(apierr.Unavailable, err, "call %s: read its state after the cancel", id)
-	}
-	return c.JSON(http.StatusOK, map[string]any{"call_id": id, "state": calls.StateName(rec.GetState())})
+	return c.JSON(http.StatusOK, map[string]any{"call_id": id, "state": state})
 }
 
-// reportRequest is the body of POST /api/v1/calls/{id}/report: how a
-// gate-only call the agent ran itself ended.
-type reportRequest struct {
-	Revision  uint32          `json:"revision"`
-	Failed    bool            `json:"failed"`
-	Result    json.RawMessage `json:"result"`
-	Truncated bool            `json:"truncated"`
-	Error     string          `json:"error"`
-	LatencyMS int64           `json:"latency_ms"`
-}
-
-// apiReport records how the token's agent's gate-only call ended (the
-// SDK's Report): only the first report of an allowed or approved revision
-// counts; airlock records a refused one as an unauthorized attempt.
+// apiReport records how the token's agent's gate-only call ended
+// (agentCalls.report).
 func (con *Console) apiReport(c echo.Context) error {
 	var req reportRequest
-	client, id, err := con.ownCall(c, &req, int64(con.cfg.Limits.MaxRequestBytes)*2)
+	id, err := ownCall(c, &req, int64(con.cfg.Limits.MaxRequestBytes)*2)
 	if err != nil {
 		return err
 	}
-	err = client.Report(c.Request().Context(), id, req.Revision, airlock.Report{
-		Failed: req.Failed, Result: req.Result, Truncated: req.Truncated, Error: req.Error,
-		Latency: time.Duration(req.LatencyMS) * time.Millisecond,
-	})
-	if errors.Is(err, airlock.ErrInvalid) {
-		return apierr.New(apierr.InvalidRequest, "%s", strings.TrimPrefix(err.Error(), airlock.ErrInvalid.Error()+": "))
-	}
-	if err != nil {
-		return apierr.Wrap(apierr.Unavailable, err, "the report could not be stored: try again")
+	if err := con.agents.report(c.Request().Context(), principal(c).AgentID, id, req); err != nil {
+		return err
 	}
 	return c.JSON(http.StatusAccepted, map[string]any{"call_id": id, "status": "reported"})
 }
@@ -227,10 +165,9 @@ type pendingResponse struct {
 	WaitCappedTo string `json:"wait_capped_to,omitempty"`
 }
 
-// apiAwait long-polls a call's outcome for up to ?wait= (default 0: answer
-// at once), capped by console.max_wait.
+// apiAwait long-polls a call's outcome (agentCalls.await) for up to ?wait=
+// (default 0: answer at once), capped by console.max_wait.
 func (con *Console) apiAwait(c echo.Context) error {
-	p := principal(c)
 	id := c.Param("id")
 	if err := ids.Validate("call id", id); err != nil {
 		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
@@ -247,96 +184,11 @@ func (con *Console) apiAwait(c echo.Context) error {
 			c.Response().Header().Set("Airlock-Wait-Capped", capped)
 		}
 	}
-	if wait > 0 {
-		if !con.waits.acquire(p.AgentID) {
-			return apierr.New(apierr.Unavailable, "agent %s already holds %d waits on this console: wait for one to end, or poll without ?wait=", p.AgentID, maxWaitsPerAgent)
-		}
-		defer con.waits.release(p.AgentID)
+	answer, ok, err := con.agents.await(c.Request().Context(), principal(c).AgentID, id, wait, capped)
+	if err != nil || !ok {
+		return err // !ok: the client went away
 	}
-	ctx := c.Request().Context()
-	if err := con.callExists(ctx, p.AgentID, id); err != nil {
-		return err
-	}
-	client, err := con.agentClient(p.AgentID)
-	if err != nil {
-		return err
-	}
-	// Even without waiting, give Await a moment to read the call's history.
-	actx, cancel := context.WithTimeout(ctx, max(wait, 500*time.Millisecond))
-	defer cancel()
-	var mu sync.Mutex
-	pending := pendingResponse{CallID: id, Status: "pending", WaitingFor: "the policy", WaitCappedTo: capped}
-	out, err := client.AwaitProgress(actx, id, 0, func(pr airlock.Progress) {
-		mu.Lock()
-		defer mu.Unlock()
-		if pr.Revision < pending.Revision {
-			return
-		}
-		pending.Revision = pr.Revision
-		switch pr.Type {
-		case "approval_requested":
-			d := pr.Decision
-			pending.WaitingFor, pending.Reason, pending.RuleID = "a person", d.GetReason(), d.GetRuleId()
-			pending.Risk, pending.Approvers, pending.Quorum = calls.RiskName(d.GetRisk()), d.GetApprovers(), max(d.GetQuorum(), 1)
-			pending.Deadline = pr.Deadline
-			if path := callRevPath(p.AgentID, id, pr.Revision); path != "" {
-				pending.ConsoleURL = strings.TrimRight(con.cfg.HTTP.PublicURL, "/") + path
-			}
-		case "approved", "allowed", "started":
-			pending.WaitingFor = "the tool to finish"
-		}
-	})
-	if out.Status == "" {
-		if ctx.Err() != nil {
-			return nil // the client went away
-		}
-		if err != nil && actx.Err() == nil {
-			return apierr.Wrap(apierr.Unavailable, err, "follow call %s", id)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		return c.JSON(http.StatusOK, pending)
-	}
-	return c.JSON(http.StatusOK, awaitResponse{out})
-}
-
-// callExists checks that the agent submitted the call, so that awaiting a
-// mistyped id fails at once instead of after the whole wait: its request is
-// recorded in the events stream, or the agent has requests waiting in the
-// intake (stored under airlock.req.<agent>, so the call may be one of them:
-// reading them all for its id would let one agent make every await cost a
-// thousand reads).
-func (con *Console) callExists(ctx context.Context, agent, id string) error {
-	recorded, err := subject.Event(agent, id, subject.Requested)
-	if err != nil {
-		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
-	}
-	for _, w := range []struct{ stream, subject string }{{con.cfg.Stream.Name, recorded}, {con.cfg.Intake.Name, subject.AgentRequests(agent)}} {
-		if found, err := con.stored(ctx, w.stream, w.subject); found || err != nil {
-			return err
-		}
-	}
-	// The policy service may be taking it from the intake right now.
-	if m, err := bus.LastStored(ctx, con.nc, con.cfg.Stream.Name, recorded); err == nil && m != nil {
-		return nil
-	}
-	return apierr.New(apierr.NotFound, "agent %s submitted no call %s", agent, id)
-}
-
-// stored reports whether stream holds a message on subj.
-func (con *Console) stored(ctx context.Context, name, subj string) (bool, error) {
-	stream, err := con.js.Stream(ctx, name)
-	if err != nil {
-		return false, apierr.Wrap(apierr.Unavailable, err, "read stream %s", name)
-	}
-	_, err = stream.GetLastMsgForSubject(ctx, subj)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return false, nil
-	}
-	return false, apierr.Wrap(apierr.Unavailable, err, "read stream %s", name)
+	return c.JSON(http.StatusOK, answer)
 }
 
 // --- reviewers ---

@@ -80,8 +80,9 @@ type Console struct {
 	opts  Options
 	sso   *sso           // single sign-on, nil when console.oidc is not configured (sso.go)
 	pub   *bus.Publisher // sign-ins, tokens, refused requests (audit_events.go)
-	waits *agentWaits    // open long-polls per agent (waits.go)
-	app   *webApp        // manifest, service worker, icons, devices (devices.go)
+	// agents are the agents' use cases of the REST API (agentcalls.go).
+	agents *agentCalls
+	app    *webApp // manifest, service worker, icons, devices (devices.go)
 	// clients says whether an MCP gateway client still waits for a call.
 	clients *clientwait.Store
 }
@@ -126,7 +127,9 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 		policy: policyapi.New(deps.NC, fk, Frontend), store: st, dir: calls.DirectoryOf(deps.Config), pages: pages, opts: opts, proxies: proxies,
 		logins: newLoginLimiter(kv, deps.Config.Console.SignIn, opts.Now),
 		pub:    deps.Publisher("console"),
-		waits:  newAgentWaits(maxWaitsPerAgent), clients: clients,
+		agents: &agentCalls{nc: deps.NC, js: deps.JS, cfg: deps.Config, frontend: fk, approvals: approvalapi.New(deps.NC, fk, Frontend),
+			now: opts.Now, waits: newAgentWaits(maxWaitsPerAgent)},
+		clients: clients,
 	}
 	c.sso = newSSO(deps.Config, kv, st, opts.Now)
 	c.use.recordToken = c.recordToken

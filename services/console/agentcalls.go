@@ -1,0 +1,224 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/seal"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+)
+
+// agentCalls are the agents' use cases of the REST API — submit, await,
+// cancel, report — as the Go SDK does them over NATS, for an agent whose
+// token the console authenticated. The HTTP handlers (api.go) only
+// translate requests and answers; reading the stream lives here, as the
+// reviewers' use cases live in useCases.
+type agentCalls struct {
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	cfg       config.Config
+	frontend  seal.Key
+	approvals *approvalapi.Client
+	now       func() time.Time
+	// waits bounds the open long-polls per agent.
+	waits *agentWaits
+}
+
+// client submits as agent, sealing each request as the console: the
+// console authenticated the agent's token, and vouches for the person the
+// token binds its calls to.
+func (a *agentCalls) client(agent string) (*airlock.Client, error) {
+	return airlock.New(a.nc, agent, airlock.WithStream(a.cfg.Stream.Name), airlock.WithMaxRequestBytes(a.cfg.Limits.MaxRequestBytes),
+		airlock.WithRequestSeal(func(m *nats.Msg) { a.frontend.Request(m, Frontend, a.now()) }))
+}
+
+// submit publishes a call as the agent, through the SDK (the same checks
+// and envelope as a Go agent); onBehalfOf comes from the agent's token.
+// Submitting the same call again is harmless.
+func (a *agentCalls) submit(ctx context.Context, agent, onBehalfOf string, req submitRequest) (submitResponse, error) {
+	if req.OnBehalfOf != "" && req.OnBehalfOf != onBehalfOf {
+		return submitResponse{}, apierr.New(apierr.InvalidRequest, "on_behalf_of comes from the agent token (%q), not the request: leave it out, or ask an admin for a token bound to %q", onBehalfOf, req.OnBehalfOf)
+	}
+	client, err := a.client(agent)
+	if err != nil {
+		return submitResponse{}, apierr.Wrap(apierr.InvalidRequest, err, "%s", err.Error())
+	}
+	id, err := client.Submit(ctx, airlock.Call{
+		ID: req.CallID, Revision: req.Revision, Server: req.Server, Tool: req.Tool, Args: req.Arguments,
+		Thread: req.ThreadID, OnBehalfOf: onBehalfOf, Reason: req.Reason, IdempotencyKey: req.IdempotencyKey,
+		AgentRuns: req.AgentRuns,
+	})
+	if err != nil {
+		return submitResponse{}, sdkError(err, "the call could not be stored: try again")
+	}
+	return submitResponse{CallID: id, Status: "submitted", Await: "/api/v1/calls/" + url.PathEscape(id) + "?wait=30s"}, nil
+}
+
+// sdkError is err of the SDK as an API error: an invalid request says what
+// to fix, anything else is unavailable with what to do.
+func sdkError(err error, unavailable string) error {
+	if errors.Is(err, airlock.ErrInvalid) {
+		return apierr.New(apierr.InvalidRequest, "%s", strings.TrimPrefix(err.Error(), airlock.ErrInvalid.Error()+": "))
+	}
+	return apierr.Wrap(apierr.Unavailable, err, "%s", unavailable)
+}
+
+// cancel withdraws the agent's own call while it waits for a decision (the
+// agent's cancel, as over NATS) and returns the call's state after it:
+// "canceled", or how a call decided already stands (left as is).
+func (a *agentCalls) cancel(ctx context.Context, agent, id, reason string) (string, error) {
+	client, err := a.client(agent)
+	if err != nil {
+		return "", err
+	}
+	if err := client.Cancel(ctx, id, reason); err != nil {
+		if apierr.CodeOf(err) == apierr.Internal {
+			return "", apierr.Wrap(apierr.Unavailable, err, "call %s could not be canceled: try again", id)
+		}
+		return "", err
+	}
+	rec, err := a.approvals.Get(ctx, agent, id, 0)
+	if err != nil {
+		return "", apierr.Wrap(apierr.Unavailable, err, "call %s: read its state after the cancel", id)
+	}
+	return calls.StateName(rec.GetState()), nil
+}
+
+// report records how the agent's gate-only call ended (the SDK's Report):
+// only the first report of an allowed or approved revision counts; airlock
+// records a refused one as an unauthorized attempt.
+func (a *agentCalls) report(ctx context.Context, agent, id string, req reportRequest) error {
+	client, err := a.client(agent)
+	if err != nil {
+		return err
+	}
+	err = client.Report(ctx, id, req.Revision, airlock.Report{
+		Failed: req.Failed, Result: req.Result, Truncated: req.Truncated, Error: req.Error,
+		Latency: time.Duration(req.LatencyMS) * time.Millisecond,
+	})
+	if err != nil {
+		return sdkError(err, "the report could not be stored: try again")
+	}
+	return nil
+}
+
+// await follows the agent's call for up to wait and returns its outcome
+// (awaitResponse), or, when wait passes first, what it waits for
+// (pendingResponse, with capped set when the wait asked for was cut).
+// ok is false when ctx ended (the client went away).
+func (a *agentCalls) await(ctx context.Context, agent, id string, wait time.Duration, capped string) (answer any, ok bool, err error) {
+	if wait > 0 {
+		if !a.waits.acquire(agent) {
+			return nil, false, apierr.New(apierr.Unavailable, "agent %s already holds %d waits on this console: wait for one to end, or poll without ?wait=", agent, maxWaitsPerAgent)
+		}
+		defer a.waits.release(agent)
+	}
+	if err := a.exists(ctx, agent, id); err != nil {
+		return nil, false, err
+	}
+	client, err := a.client(agent)
+	if err != nil {
+		return nil, false, err
+	}
+	// Even without waiting, give Await a moment to read the call's history.
+	actx, cancel := context.WithTimeout(ctx, max(wait, 500*time.Millisecond))
+	defer cancel()
+	var mu sync.Mutex
+	pending := pendingResponse{CallID: id, Status: "pending", WaitingFor: "the policy", WaitCappedTo: capped}
+	out, err := client.AwaitProgress(actx, id, 0, func(pr airlock.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		if pr.Revision < pending.Revision {
+			return
+		}
+		pending.Revision = pr.Revision
+		switch pr.Type {
+		case subject.ApprovalRequested:
+			d := pr.Decision
+			pending.WaitingFor, pending.Reason, pending.RuleID = "a person", d.GetReason(), d.GetRuleId()
+			pending.Risk, pending.Approvers, pending.Quorum = calls.RiskName(d.GetRisk()), d.GetApprovers(), max(d.GetQuorum(), 1)
+			pending.Deadline = pr.Deadline
+			if path := callRevPath(agent, id, pr.Revision); path != "" {
+				pending.ConsoleURL = strings.TrimRight(a.cfg.HTTP.PublicURL, "/") + path
+			}
+		case subject.Approved, subject.Allowed, subject.Started:
+			pending.WaitingFor = "the tool to finish"
+		}
+	})
+	if out.Status != "" {
+		return awaitResponse{out}, true, nil
+	}
+	if ctx.Err() != nil {
+		return nil, false, nil
+	}
+	if err != nil && actx.Err() == nil {
+		return nil, false, apierr.Wrap(apierr.Unavailable, err, "follow call %s", id)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return pending, true, nil
+}
+
+// exists checks that the agent submitted the call, so that awaiting a
+// mistyped id fails at once instead of after the whole wait: its request is
+// recorded in the events stream, or the agent has requests waiting in the
+// intake (stored under airlock.req.<agent>, so the call may be one of them:
+// reading them all for its id would let one agent make every await cost a
+// thousand reads).
+func (a *agentCalls) exists(ctx context.Context, agent, id string) error {
+	recorded, err := subject.Event(agent, id, subject.Requested)
+	if err != nil {
+		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
+	}
+	for _, w := range []struct{ stream, subject string }{{a.cfg.Stream.Name, recorded}, {a.cfg.Intake.Name, subject.AgentRequests(agent)}} {
+		if found, err := a.stored(ctx, w.stream, w.subject); found || err != nil {
+			return err
+		}
+	}
+	// The policy service may be taking it from the intake right now.
+	if m, err := bus.LastStored(ctx, a.nc, a.cfg.Stream.Name, recorded); err == nil && m != nil {
+		return nil
+	}
+	return apierr.New(apierr.NotFound, "agent %s submitted no call %s", agent, id)
+}
+
+// stored reports whether stream holds a message on subj.
+func (a *agentCalls) stored(ctx context.Context, name, subj string) (bool, error) {
+	stream, err := a.js.Stream(ctx, name)
+	if err != nil {
+		return false, apierr.Wrap(apierr.Unavailable, err, "read stream %s", name)
+	}
+	_, err = stream.GetLastMsgForSubject(ctx, subj)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return false, nil
+	}
+	return false, apierr.Wrap(apierr.Unavailable, err, "read stream %s", name)
+}
+
+// reportRequest is the body of POST /api/v1/calls/{id}/report: how a
+// gate-only call the agent ran itself ended.
+type reportRequest struct {
+	Revision  uint32          `json:"revision"`
+	Failed    bool            `json:"failed"`
+	Result    json.RawMessage `json:"result"`
+	Truncated bool            `json:"truncated"`
+	Error     string          `json:"error"`
+	LatencyMS int64           `json:"latency_ms"`
+}
