@@ -21,9 +21,9 @@ import (
 // the call's JSON), so a page costs the same whatever an agent sent. A
 // value JSON cannot hold is shown as a marker and named in problems
 // (calls.Plain): the arguments always render.
-func argsText(s *structpb.Struct, raw string) (pretty, compact string, problems []string) {
+func argsText(s *structpb.Struct, raw string) (pretty, compact string, problems []string, whole bool) {
 	if s == nil {
-		return "{}", "{}", nil
+		return "{}", "{}", nil, true
 	}
 	if !calls.Finite(s) {
 		_, problems = calls.Plain(s)
@@ -33,15 +33,15 @@ func argsText(s *structpb.Struct, raw string) (pretty, compact string, problems 
 			problems = append(problems, fmt.Sprintf("the argument name %s is not plain ASCII: it may look like another name (%s)", escape.Visible(strconv.Quote(k)), strconv.QuoteToASCII(k)))
 		}
 	}
-	pretty, whole := calls.JSONText(s, "  ", calls.ShownArgumentsBytes)
+	pretty, whole = calls.JSONText(s, "  ", calls.ShownArgumentsBytes)
 	pretty = escape.Visible(pretty)
 	if !whole {
 		pretty += "\n" + calls.CutMarker(calls.ShownArgumentsBytes, s, cmp.Or(raw, "the call's JSON"))
 	}
-	compact, whole = calls.JSONText(s, "", 160)
+	compact, compactWhole := calls.JSONText(s, "", 160)
 	compact = escape.Visible(compact)
-	if !whole || len(compact) > 160 {
+	if !compactWhole || len(compact) > 160 {
 		compact = calls.Cut(compact, 157) + "..."
 	}
-	return pretty, compact, problems
+	return pretty, compact, problems, whole
 }

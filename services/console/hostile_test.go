@@ -312,15 +312,16 @@ func TestACallPageCostsTheSameWhateverTheArguments(t *testing.T) {
 		return out
 	}
 	tests := []struct {
-		name string
-		args map[string]any
+		name  string
+		args  map[string]any
+		whole bool // shown whole, so approvable from the page
 	}{
-		{"seven_branches_4900_levels_deep", branches(4900)},
-		{"seven_branches_at_the_depth_limit_with_a_large_string", func() map[string]any {
+		{"seven_branches_4900_levels_deep_are_cut_and_not_approvable_here", branches(4900), false},
+		{"seven_branches_at_the_depth_limit_with_a_large_string_show_whole", func() map[string]any {
 			m := branches(ingress.DefaultMaxDepth)
 			m["content"] = strings.Repeat("x", 200<<10)
 			return m
-		}()},
+		}(), true},
 	}
 	b := e.browser()
 	b.signIn("alice")
@@ -335,9 +336,15 @@ func TestACallPageCostsTheSameWhateverTheArguments(t *testing.T) {
 			if len(p.Body) > 3*calls.ShownArgumentsBytes {
 				t.Fatalf("the call page is %d bytes: want at most %d whatever the arguments", len(p.Body), 3*calls.ShownArgumentsBytes)
 			}
-			want := fmt.Sprintf("shown %d of ", calls.ShownArgumentsBytes)
-			if !strings.Contains(p.Body, want) || !strings.Contains(p.Body, "/api/v1/approvals/bot/"+id) {
-				t.Fatalf("the page does not say it shows %q part of the arguments and where the rest is", want)
+			cut := strings.Contains(p.Body, fmt.Sprintf("shown %d of ", calls.ShownArgumentsBytes))
+			approvable := strings.Contains(p.Body, `id="confirm-approve"`) || strings.Contains(p.Body, `id="confirm-edit"`)
+			switch {
+			case tc.whole && (cut || !approvable):
+				t.Fatalf("arguments that fit were cut (%v) or not approvable (%v)", cut, approvable)
+			case !tc.whole && (!cut || !strings.Contains(p.Body, "/api/v1/approvals/bot/"+id)):
+				t.Fatal("the page does not say it shows part of the arguments and where the rest is")
+			case !tc.whole && (approvable || !strings.Contains(p.Body, `id="too-large-to-approve"`)):
+				t.Fatal("a page that could not show the arguments whole offers to approve them")
 			}
 		})
 	}

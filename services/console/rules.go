@@ -200,7 +200,7 @@ func (con *Console) evalForm(c echo.Context) error {
 		return err
 	}
 	d := con.rulesData(c.Request().Context())
-	pretty, _, _ := argsText(args, "")
+	pretty, _, _, _ := argsText(args, "")
 	d.Eval, d.EvalTool, d.EvalArgs, d.EvalRisk = dec, tool, pretty, calls.RiskName(dec.GetRisk())
 	d.EvalAction = strings.ToLower(strings.TrimPrefix(dec.GetAction().String(), "ACTION_"))
 	return con.render(c, http.StatusOK, "rules", &rulesView{layout: layout{Title: "Rules"}, rulesData: d})

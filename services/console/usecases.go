@@ -196,7 +196,7 @@ func (u *useCases) threadPreview(ctx context.Context, agent, thread string) (*th
 			continue
 		}
 		v := newCallView(rec)
-		if v.Abridged {
+		if v.Abridged || v.ArgsCut {
 			tp.Skipped = append(tp.Skipped, v) // nobody approves arguments they were not shown
 			continue
 		}

@@ -61,6 +61,9 @@ type callView struct {
 	EditedArgs, EditedArgsCompact string
 	ArgsDigest                    string // digest of the arguments shown (edited ones when edited)
 	Edited                        bool
+	// ArgsCut: the arguments that would run are too large to show whole on
+	// a page (calls.ShownArgumentsBytes): nobody approves them from it.
+	ArgsCut bool
 	// Abridged: the record came from a list, whose arguments were too large
 	// to carry; Args are only their start, the call's page shows them whole.
 	Abridged                  bool
@@ -145,7 +148,9 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 	if v.Path != "" { // the whole record as JSON, for arguments too large to show
 		raw = "/api/v1/approvals" + strings.TrimPrefix(v.Path, "/calls")
 	}
-	v.Args, v.ArgsCompact, v.Problems = argsText(c.GetArguments(), raw)
+	var whole bool
+	v.Args, v.ArgsCompact, v.Problems, whole = argsText(c.GetArguments(), raw)
+	v.ArgsCut = !whole
 	if rec.GetAbridged() && c.GetArguments() == nil {
 		v.Abridged = true
 		v.Args, v.ArgsCompact = rec.GetArgumentsPreview(), compactPreview(rec.GetArgumentsPreview())
@@ -164,9 +169,11 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 	}
 	if rec.GetEditedArguments() != nil {
 		var problems []string
+		var whole bool
 		v.Edited = true
-		v.EditedArgs, v.EditedArgsCompact, problems = argsText(rec.GetEditedArguments(), raw)
+		v.EditedArgs, v.EditedArgsCompact, problems, whole = argsText(rec.GetEditedArguments(), raw)
 		v.Problems = append(v.Problems, problems...)
+		v.ArgsCut = !whole // the edited arguments are the ones that run
 	} else if p := rec.GetEditedArgumentsPreview(); p != "" {
 		v.Edited = true
 		v.EditedArgs, v.EditedArgsCompact = p, compactPreview(p)
@@ -177,6 +184,9 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 			vv.At = vo.GetAt().AsTime()
 		}
 		v.Votes = append(v.Votes, vv)
+	}
+	if v.ArgsCut {
+		v.GrantPath = "" // nobody remembers arguments they were not shown
 	}
 	v.Diffs = editDiffs(c.GetArguments())
 	if v.Edited && !v.Abridged {
@@ -258,7 +268,7 @@ func newTimelineEntry(ev *airlockv1.Event) timelineEntry {
 	case *airlockv1.Event_Approved:
 		t.Detail = fmt.Sprintf("%d vote(s)", len(b.Approved.GetVotes()))
 		if b.Approved.GetEdited() {
-			_, compact, _ := argsText(b.Approved.GetCall().GetArguments(), "")
+			_, compact, _, _ := argsText(b.Approved.GetCall().GetArguments(), "")
 			t.Detail += ", with edited arguments " + compact
 		}
 	case *airlockv1.Event_Rejected:

@@ -17,7 +17,11 @@ import (
 // ShownArgumentsBytes bounds the arguments as one page, card or CLI output
 // shows them: past it they are cut, with a marker (CutMarker) pointing at
 // the whole arguments. A page then costs the same whatever an agent sent.
-const ShownArgumentsBytes = 64 << 10
+// It is well above what limits.max_request_bytes (256 KiB) lets an agent
+// send, pretty-printed, so that arguments are cut only when their shape
+// (deep nesting) blows them up — and arguments a page cannot show whole
+// are never approved from it.
+const ShownArgumentsBytes = 1 << 20
 
 // JSONText writes s as JSON the way encoding/json writes a map (keys
 // sorted, <, > and & kept as they are), indented by indent (on one line
