@@ -41,6 +41,23 @@ func cli(t *testing.T, dev *devProcess, args ...string) cliRun {
 	return cliRun{Stdout: stdout.String(), Stderr: stderr.String(), Code: code}
 }
 
+// `airlock call` links to the console where the running dev listens (its
+// --http address, here a random port), with no public URL configured: not
+// to the default 127.0.0.1:8080, where nothing (or someone else) answers.
+func TestCallLinksToTheConsoleWhereDevListens(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "")
+	dev.Agent(t, "bot")
+	cmd := exec.Command(airlockBinary(t), "call", "--agent", "bot", "--tool", "demo__write_file", "--args", `{"path":"a.txt","content":"one"}`,
+		"--call-id", "link1", "--wait", "2s")
+	cmd.Env = append(os.Environ(), "AIRLOCK_DEV_DATA_DIR="+dev.DataDir, "AIRLOCK_NATS_URL="+dev.NATSURL)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	_ = cmd.Run() // exit 3: nobody decided within --wait
+	if want := dev.HTTPURL + "/calls/bot/link1"; !strings.Contains(stderr.String(), want) {
+		t.Fatalf("airlock call should link to %s; it said:\n%s", want, stderr.String())
+	}
+}
+
 // TestTheCLIDoesWhatAReviewerNeeds drives `airlock call`, `airlock await`,
 // `airlock approvals` and `airlock policy` against `airlock dev`, one case
 // per thing a reviewer or an agent's developer ran into.

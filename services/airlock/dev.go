@@ -141,6 +141,11 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		// point where this process listens.
 		cfg.HTTP.PublicURL = "http://" + ln.Addr().String()
 	}
+	if err := os.WriteFile(creds.ConsoleURLFile(), []byte(cfg.HTTP.PublicURL+"\n"), 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("write %s: %w", creds.ConsoleURLFile(), err)
+	}
+	defer os.Remove(creds.ConsoleURLFile())
 
 	deps, err := connectDeps(ctx, cfg, log, "airlock-dev")
 	if err != nil {
