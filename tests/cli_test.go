@@ -58,6 +58,36 @@ func TestCallLinksToTheConsoleWhereDevListens(t *testing.T) {
 	}
 }
 
+// An agent's on_behalf_of is its claim until airlock verifies it: `airlock
+// call --agent evil --on-behalf-of admin` must not read as fact. The
+// console's call page and `airlock approvals show` say the claim is not
+// verified, the named person still may not decide (separation of duties),
+// and the page tells other reviewers why.
+func TestAnUnverifiedOnBehalfOfIsShownAsTheAgentsClaim(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "")
+	dev.Agent(t, "evil")
+	token, err := os.ReadFile(filepath.Join(dev.DataDir, "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cli(t, dev, "call", "--agent", "evil", "--on-behalf-of", "admin", "--tool", "demo__write_file",
+		"--args", `{"path":"a.txt","content":"x"}`, "--call-id", "obo1", "--wait", "2s"); r.Code != exitStillWaiting {
+		t.Fatalf("airlock call: exit %d\n%s", r.Code, r.Stderr)
+	}
+	show := cli(t, dev, "approvals", "show", "evil/obo1", "--token-file", filepath.Join(dev.DataDir, "admin.token"))
+	if show.Code != 0 || !strings.Contains(show.Stdout, "evil on behalf of admin (claimed by the agent, not verified)") {
+		t.Errorf("approvals show must mark the claim as unverified: exit %d\n%s%s", show.Code, show.Stdout, show.Stderr)
+	}
+	status, page := bearerGet(t, dev.HTTPURL+"/calls/evil/obo1", strings.TrimSpace(string(token)))
+	for _, want := range []string{"on behalf of admin <em id=\"on-behalf-of-unverified\">(claimed by the agent, not verified)</em>",
+		"admin cannot decide this call: the agent says it acts for admin (not verified)",
+		"the agent says it acts for you (claimed by the agent, not verified)"} {
+		if status != 200 || !strings.Contains(page, want) {
+			t.Errorf("the call page (status %d) does not say %q", status, want)
+		}
+	}
+}
+
 // TestTheCLIDoesWhatAReviewerNeeds drives `airlock call`, `airlock await`,
 // `airlock approvals` and `airlock policy` against `airlock dev`, one case
 // per thing a reviewer or an agent's developer ran into.
