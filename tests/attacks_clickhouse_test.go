@@ -47,10 +47,7 @@ func clickhouseClient(t *testing.T, addr, user, password, query string) (string,
 // read as a read-only auditor that can change nothing; the sink still
 // writes and every audit command still works.
 func TestTheLocalClickHouseOfDevLetsNobodyInWithoutAPassword(t *testing.T) {
-	cfg := filepath.Join(t.TempDir(), "airlock.yaml")
-	writeFile(t, cfg, "clickhouse:\n  start_local: true\n")
-	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+cfg)
-	bot := dev.Agent(t, "bot")
+	dev, bot := startDevWithLocalClickHouse(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := bot.Submit(ctx, airlock.Call{ID: "echo-1", Tool: "demo__echo", Args: map[string]any{"text": "sk_live_secret_result"}}); err != nil {
@@ -135,10 +132,7 @@ func TestTheLocalClickHouseOfDevLetsNobodyInWithoutAPassword(t *testing.T) {
 // starts ClickHouse again on a new port with the same data, and the events
 // written meanwhile reach it with the chain intact.
 func TestALocalClickHouseThatDiesGetsNoPasswordSentToItsPort(t *testing.T) {
-	cfg := filepath.Join(t.TempDir(), "airlock.yaml")
-	writeFile(t, cfg, "clickhouse:\n  start_local: true\n")
-	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+cfg)
-	bot := dev.Agent(t, "bot")
+	dev, bot := startDevWithLocalClickHouse(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	echo := func(id string) {
@@ -309,4 +303,14 @@ func clickhouseServerOf(t *testing.T, config string) int {
 	}
 	t.Fatalf("no clickhouse-server runs with %s", config)
 	return 0
+}
+
+// startDevWithLocalClickHouse starts `airlock dev` with clickhouse.start_local
+// and the agent bot.
+func startDevWithLocalClickHouse(t *testing.T) (*devProcess, *airlock.Client) {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "airlock.yaml")
+	writeFile(t, cfg, "clickhouse:\n  start_local: true\n")
+	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+cfg)
+	return dev, dev.Agent(t, "bot")
 }
