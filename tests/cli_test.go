@@ -41,6 +41,53 @@ func cli(t *testing.T, dev *devProcess, args ...string) cliRun {
 	return cliRun{Stdout: stdout.String(), Stderr: stderr.String(), Code: code}
 }
 
+// `airlock call` links to the console where the running dev listens (its
+// --http address, here a random port), with no public URL configured: not
+// to the default 127.0.0.1:8080, where nothing (or someone else) answers.
+func TestCallLinksToTheConsoleWhereDevListens(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "")
+	dev.Agent(t, "bot")
+	cmd := exec.Command(airlockBinary(t), "call", "--agent", "bot", "--tool", "demo__write_file", "--args", `{"path":"a.txt","content":"one"}`,
+		"--call-id", "link1", "--wait", "2s")
+	cmd.Env = append(os.Environ(), "AIRLOCK_DEV_DATA_DIR="+dev.DataDir, "AIRLOCK_NATS_URL="+dev.NATSURL)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	_ = cmd.Run() // exit 3: nobody decided within --wait
+	if want := dev.HTTPURL + "/calls/bot/link1"; !strings.Contains(stderr.String(), want) {
+		t.Fatalf("airlock call should link to %s; it said:\n%s", want, stderr.String())
+	}
+}
+
+// An agent's on_behalf_of is its claim until airlock verifies it: `airlock
+// call --agent evil --on-behalf-of admin` must not read as fact. The
+// console's call page and `airlock approvals show` say the claim is not
+// verified, the named person still may not decide (separation of duties),
+// and the page tells other reviewers why.
+func TestAnUnverifiedOnBehalfOfIsShownAsTheAgentsClaim(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "")
+	dev.Agent(t, "evil")
+	token, err := os.ReadFile(filepath.Join(dev.DataDir, "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cli(t, dev, "call", "--agent", "evil", "--on-behalf-of", "admin", "--tool", "demo__write_file",
+		"--args", `{"path":"a.txt","content":"x"}`, "--call-id", "obo1", "--wait", "2s"); r.Code != exitStillWaiting {
+		t.Fatalf("airlock call: exit %d\n%s", r.Code, r.Stderr)
+	}
+	show := cli(t, dev, "approvals", "show", "evil/obo1", "--token-file", filepath.Join(dev.DataDir, "admin.token"))
+	if show.Code != 0 || !strings.Contains(show.Stdout, "evil on behalf of admin (claimed by the agent, not verified)") {
+		t.Errorf("approvals show must mark the claim as unverified: exit %d\n%s%s", show.Code, show.Stdout, show.Stderr)
+	}
+	status, page := bearerGet(t, dev.HTTPURL+"/calls/evil/obo1", strings.TrimSpace(string(token)))
+	for _, want := range []string{"on behalf of admin <em id=\"on-behalf-of-unverified\">(claimed by the agent, not verified)</em>",
+		"admin cannot decide this call: the agent says it acts for admin (not verified)",
+		"the agent says it acts for you (claimed by the agent, not verified)"} {
+		if status != 200 || !strings.Contains(page, want) {
+			t.Errorf("the call page (status %d) does not say %q", status, want)
+		}
+	}
+}
+
 // TestTheCLIDoesWhatAReviewerNeeds drives `airlock call`, `airlock await`,
 // `airlock approvals` and `airlock policy` against `airlock dev`, one case
 // per thing a reviewer or an agent's developer ran into.

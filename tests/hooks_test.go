@@ -381,6 +381,49 @@ func TestHooksDenyWhenAirlockIsDown(t *testing.T) {
 	})
 }
 
+// Fail closed on events airlock does not know: a new or unknown event of
+// an agent (Cursor's beforeTabFileRead, a made-up beforeFooBar) is denied
+// with a reason, not answered "{}" (which lets the agent proceed); the
+// agent's documented report-only events are still acknowledged.
+func TestHookDeniesEventsItDoesNotKnow(t *testing.T) {
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "laptop.creds.json")
+	if _, err := natsauth.NewCredential(creds, "laptop", fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		agent  hooks.Agent
+		event  string
+		denied bool
+	}{
+		{"cursor_beforeTabFileRead_is_denied", hooks.Cursor, "beforeTabFileRead", true},
+		{"cursor_beforeFooBar_is_denied", hooks.Cursor, "beforeFooBar", true},
+		{"claude_an_unknown_event_is_denied", hooks.Claude, "PreFooBar", true},
+		{"gemini_an_unknown_event_is_denied", hooks.Gemini, "BeforeFooBar", true},
+		{"cursor_afterFileEdit_is_acknowledged", hooks.Cursor, "afterFileEdit", false},
+		{"claude_Stop_is_acknowledged", hooks.Claude, "Stop", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			payload, err := json.Marshal(map[string]any{"hook_event_name": tc.event, "conversation_id": "c1", "session_id": "s1",
+				"file_path": "/home/dev/.ssh/id_ed25519", "content": "secret"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := runHook(t, tc.agent, payload, "--creds", creds, "--state-dir", dir)
+			if !tc.denied {
+				if r.exit != 0 {
+					t.Fatalf("a report-only event must be acknowledged: %+v", r)
+				}
+				return
+			}
+			if !denied(t, tc.agent, r, "does not know the "+string(tc.agent)+" hook event") {
+				t.Fatalf("an unknown event must be denied with a reason: %+v", r)
+			}
+		})
+	}
+}
+
 func TestHookInstallMergesIntoAnExistingSettingsFile(t *testing.T) {
 	home := t.TempDir()
 	creds := filepath.Join(home, "laptop.creds.json")

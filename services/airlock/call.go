@@ -18,6 +18,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -149,6 +150,13 @@ func (g *globals) agentClient(ctx context.Context, agent, creds string) (config.
 	file, err := agentCredential(cfg.Dev.DataDir, agent, creds, false)
 	if err != nil {
 		return cfg, nil, err
+	}
+	if cfg.HTTP.PublicURL == config.Default().HTTP.PublicURL {
+		// Links point at the running dev's console (it may listen on
+		// another --http address); without it, at the configured default.
+		if raw, err := os.ReadFile(natsauth.Dev{DataDir: cfg.Dev.DataDir}.ConsoleURLFile()); err == nil && strings.TrimSpace(string(raw)) != "" {
+			cfg.HTTP.PublicURL = strings.TrimSpace(string(raw))
+		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

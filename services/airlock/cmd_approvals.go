@@ -349,7 +349,7 @@ func printRecord(w io.Writer, r *airlockv1.ApprovalRecord) {
 	c, t := r.GetCall(), escape.Terminal
 	fmt.Fprintf(w, "call      %s/%s (revision %d)\ntool      %s\nagent     %s", t(c.GetAgentId()), t(c.GetCallId()), max(c.GetRevision(), 1), t(calls.QualifiedTool(c)), t(c.GetAgentId()))
 	if c.GetOnBehalfOf() != "" {
-		fmt.Fprintf(w, " on behalf of %s", t(c.GetOnBehalfOf()))
+		fmt.Fprintf(w, " on behalf of %s", t(calls.OnBehalfOfText(c)))
 	}
 	fmt.Fprintln(w)
 	if c.GetThreadId() != "" {

@@ -17,9 +17,10 @@ import (
 // when clickhouse.dsn is set (opened at first use, so the console starts
 // while ClickHouse is down), else the events stream.
 type consoleAudit struct {
-	deps svc.Deps
-	mu   sync.Mutex
-	rd   store.Reader
+	deps  svc.Deps
+	mu    sync.Mutex
+	rd    store.Reader
+	rdDSN string // the DSN rd reads, when it reads ClickHouse
 }
 
 func newConsoleAudit(d svc.Deps) *consoleAudit { return &consoleAudit{deps: d} }
@@ -27,15 +28,30 @@ func newConsoleAudit(d svc.Deps) *consoleAudit { return &consoleAudit{deps: d} }
 func (a *consoleAudit) reader(ctx context.Context) (store.Reader, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	dsn := a.deps.Config.ClickHouse.Reader()
+	if a.deps.ClickHouse != nil {
+		// A local ClickHouse that exited or moved: never dial its old
+		// address (another process may listen there now).
+		var err error
+		if dsn, err = a.deps.ClickHouse(true); err != nil || dsn != a.rdDSN {
+			if a.rd != nil {
+				_ = a.rd.Close()
+				a.rd, a.rdDSN = nil, ""
+			}
+			if err != nil {
+				return nil, fmt.Errorf("the audit store is down: %w", err)
+			}
+		}
+	}
 	if a.rd != nil {
 		return a.rd, nil
 	}
-	if dsn := a.deps.Config.ClickHouse.Reader(); dsn != "" {
+	if dsn != "" {
 		st, err := store.Open(ctx, dsn)
 		if err != nil {
 			return nil, fmt.Errorf("open the audit store: %w", err)
 		}
-		a.rd = st
+		a.rd, a.rdDSN = st, dsn
 		return st, nil
 	}
 	a.rd = store.NewStream(a.deps.JS, a.deps.Config.Stream.Name, nil) // the console holds no audit key: rows from the stream carry no hashes

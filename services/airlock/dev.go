@@ -99,16 +99,31 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		return err
 	}
 
+	var localCH *audit.Local
 	auditText := "  audit     read from the stream (no ClickHouse configured; --clickhouse-local starts one)\n"
 	switch {
 	case cfg.ClickHouse.DSN != "":
 		auditText = "  audit     " + cfg.ClickHouse.DSN + "\n"
 	case cfg.ClickHouse.StartLocal:
-		dsn, stop, err := audit.StartLocal(ctx, cfg.Dev.DataDir)
+		// The audit CLI finds the local ClickHouse in localDSNFile while dev
+		// runs (the address only: it reads the auditor's password from its
+		// own file); it is removed while the server is down.
+		chLocal, err := audit.SuperviseLocal(ctx, cfg.Dev.DataDir, log, func(base string) {
+			if base == "" {
+				_ = os.Remove(localDSNFile(cfg.Dev.DataDir))
+				return
+			}
+			if err := os.WriteFile(localDSNFile(cfg.Dev.DataDir), []byte(base+"\n"), 0o600); err != nil {
+				log.Warn("write the local ClickHouse's address for the audit CLI", "file", localDSNFile(cfg.Dev.DataDir), "err", err)
+			}
+		})
 		if err != nil {
 			return fmt.Errorf("start a local ClickHouse: %w (install it with `apt-get install clickhouse-server`, or run without --clickhouse-local)", err)
 		}
-		defer stop()
+		defer chLocal.Stop()
+		defer os.Remove(localDSNFile(cfg.Dev.DataDir))
+		localCH = chLocal
+		dsn, _ := chLocal.Base()
 		// The sink writes as the local writer; nobody logs in without a password.
 		if cfg.ClickHouse.DSN, err = audit.LocalDSN(cfg.Dev.DataDir, dsn, audit.LocalWriter); err != nil {
 			return err
@@ -117,12 +132,6 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		if cfg.ClickHouse.ReaderDSN, err = audit.LocalDSN(cfg.Dev.DataDir, dsn, audit.LocalAuditor); err != nil {
 			return err
 		}
-		// The audit CLI finds the local ClickHouse here while dev runs (the
-		// address only: it reads the auditor's password from its own file).
-		if err := os.WriteFile(localDSNFile(cfg.Dev.DataDir), []byte(dsn+"\n"), 0o600); err != nil {
-			return fmt.Errorf("write %s: %w", localDSNFile(cfg.Dev.DataDir), err)
-		}
-		defer os.Remove(localDSNFile(cfg.Dev.DataDir))
 		auditText = "  audit     " + dsn + "   (local clickhouse-server under " + filepath.Join(cfg.Dev.DataDir, "clickhouse") +
 			"; users " + audit.LocalWriter + " and read-only " + audit.LocalAuditor + ", passwords in " + filepath.Dir(audit.LocalPasswordFile(cfg.Dev.DataDir, "")) + "/*.password)\n"
 	}
@@ -145,11 +154,26 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		// point where this process listens.
 		cfg.HTTP.PublicURL = "http://" + ln.Addr().String()
 	}
+	if err := os.WriteFile(creds.ConsoleURLFile(), []byte(cfg.HTTP.PublicURL+"\n"), 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("write %s: %w", creds.ConsoleURLFile(), err)
+	}
+	defer os.Remove(creds.ConsoleURLFile())
 
 	deps, err := connectDeps(ctx, cfg, log, "airlock-dev")
 	if err != nil {
 		ln.Close()
 		return err
+	}
+	if localCH != nil {
+		// The sink, the console and /healthz ask where the local ClickHouse
+		// is now: never its old address once it has exited.
+		deps.ClickHouse = func(reader bool) (string, error) {
+			if reader {
+				return localCH.DSN(audit.LocalAuditor)
+			}
+			return localCH.DSN(audit.LocalWriter)
+		}
 	}
 	consoleText, err := bootstrapConsole(ctx, &deps, cfg.Dev.DataDir, ln.Addr().String())
 	if err != nil {

@@ -81,6 +81,9 @@ func newHTTP(deps svc.Deps, names []string, services ...svc.Service) *echo.Echo 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	health := obs.Health{NC: deps.NC, Services: names, Endpoints: endpointsOf(names), Started: time.Now()}
+	if deps.ClickHouse != nil && slices.Contains(names, "audit") {
+		health.Stores = map[string]func() error{"audit_store": func() error { _, err := deps.ClickHouse(false); return err }}
+	}
 	e.GET("/healthz", echo.WrapHandler(health))
 	e.GET("/metrics", echo.WrapHandler(deps.Metrics.MetricsHandler()))
 	for _, s := range services {

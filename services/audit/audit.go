@@ -56,8 +56,13 @@ const priorityGroup = "audit"
 
 // Options configure the sink.
 type Options struct {
-	// DSN of ClickHouse; required.
+	// DSN of ClickHouse; required unless DSNSource is set.
 	DSN string
+	// DSNSource, when set, is asked for the DSN before every connection and
+	// every batch: an error means the store is gone (a local ClickHouse
+	// that exited), so the sink drops its connection and does not dial
+	// (events wait in the stream); a new DSN is connected to afresh.
+	DSNSource func() (string, error)
 	// Stream is the events stream (config stream.name).
 	Stream string
 	// Durable consumer name (default "audit").
@@ -112,7 +117,7 @@ type committer interface {
 // so a ClickHouse that is down at start-up only delays the audit trail.
 func New(deps svc.Deps, opt Options) (*Service, error) {
 	opt = opt.withDefaults()
-	if opt.DSN == "" {
+	if opt.DSN == "" && opt.DSNSource == nil {
 		return nil, errors.New("audit sink: no ClickHouse DSN (set clickhouse.dsn or AIRLOCK_CLICKHOUSE_DSN)")
 	}
 	if opt.Key == nil {
@@ -186,8 +191,12 @@ func NewFromConfig(_ context.Context, deps svc.Deps) (svc.Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit sink: %w", err)
 	}
-	return New(deps, Options{DSN: c.ClickHouse.DSN, Stream: c.Stream.Name,
-		BatchSize: c.Audit.BatchSize, FlushInterval: c.Audit.FlushInterval, Key: key})
+	opt := Options{DSN: c.ClickHouse.DSN, Stream: c.Stream.Name,
+		BatchSize: c.Audit.BatchSize, FlushInterval: c.Audit.FlushInterval, Key: key}
+	if deps.ClickHouse != nil {
+		opt.DSNSource = func() (string, error) { return deps.ClickHouse(false) }
+	}
+	return New(deps, opt)
 }
 
 type idle struct{ log *slog.Logger }
@@ -232,6 +241,12 @@ func (s *Service) Run(ctx context.Context) error {
 	for b := range batches {
 		started := time.Now()
 		for {
+			if w != nil && s.moved(w) {
+				// The store went away or moved: its old address may be
+				// anyone's now, so the old connection never dials again.
+				w.close()
+				w = nil
+			}
 			if w == nil {
 				if w, err = s.connect(ctx); err != nil {
 					w = nil
@@ -434,12 +449,35 @@ func (s *Service) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	return nil, ctx.Err()
 }
 
+// dsn is where the store is now (Options.DSNSource, else Options.DSN).
+func (s *Service) dsn() (string, error) {
+	if s.opt.DSNSource != nil {
+		return s.opt.DSNSource()
+	}
+	return s.opt.DSN, nil
+}
+
+// moved reports whether the store w writes to is no longer where the DSN
+// says (gone, or on another address).
+func (s *Service) moved(w committer) bool {
+	cw, ok := w.(*writer)
+	if !ok || s.opt.DSNSource == nil {
+		return false
+	}
+	dsn, err := s.opt.DSNSource()
+	return err != nil || dsn != cw.dsn
+}
+
 func (s *Service) connectWriter(ctx context.Context) (committer, error) {
-	st, err := store.OpenWriter(ctx, s.opt.DSN)
+	dsn, err := s.dsn()
 	if err != nil {
 		return nil, err
 	}
-	w := &writer{st: st, js: s.deps.JS, stream: s.opt.Stream, batch: s.opt.BatchSize, resync: true, log: s.log,
+	st, err := store.OpenWriter(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	w := &writer{dsn: dsn, st: st, js: s.deps.JS, stream: s.opt.Stream, batch: s.opt.BatchSize, resync: true, log: s.log,
 		key: s.opt.Key, sealer: s.opt.Key.Sealer()}
 	return w, nil
 }
@@ -449,6 +487,7 @@ func (w *writer) close()  { w.st.Close() }
 
 // writer extends the chain in ClickHouse.
 type writer struct {
+	dsn    string // where st connects
 	st     *store.ClickHouse
 	js     jetstream.JetStream
 	stream string

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlock-gate/airlock/services/audit/local"
@@ -62,13 +64,25 @@ func LocalDSN(dir, dsn, user string) (string, error) {
 // dir/clickhouse/port and reused on the next start when free, so the DSN
 // stays the same across restarts of `airlock dev`.
 func StartLocal(ctx context.Context, dir string) (dsn string, stop func(), err error) {
+	s, err := startLocalServer(ctx, dir, 0)
+	if err != nil {
+		return "", nil, err
+	}
+	return localBase(s), s.Stop, nil
+}
+
+func localBase(s *local.Server) string { return fmt.Sprintf("clickhouse://%s/airlock", s.Addr()) }
+
+// startLocalServer starts the local server; avoid, when not 0, is a port
+// it must not use (the one a server that died listened on).
+func startLocalServer(ctx context.Context, dir string, avoid int) (*local.Server, error) {
 	chDir := filepath.Join(dir, "clickhouse")
 	if err := os.MkdirAll(chDir, 0o700); err != nil {
-		return "", nil, fmt.Errorf("clickhouse data dir %s: %w", chDir, err)
+		return nil, fmt.Errorf("clickhouse data dir %s: %w", chDir, err)
 	}
 	portFile := filepath.Join(chDir, "port")
 	port := 0
-	if raw, err := os.ReadFile(portFile); err == nil {
+	if raw, err := os.ReadFile(portFile); err == nil && avoid == 0 {
 		if p, err := strconv.Atoi(strings.TrimSpace(string(raw))); err == nil && portFree(p) {
 			port = p
 		}
@@ -77,19 +91,152 @@ func StartLocal(ctx context.Context, dir string) (dsn string, stop func(), err e
 	for user, pw := range map[string]*string{LocalWriter: &a.WriterPassword, LocalAuditor: &a.AuditorPassword} {
 		k, err := seal.Ensure(LocalPasswordFile(dir, user))
 		if err != nil {
-			return "", nil, fmt.Errorf("the local ClickHouse's %s password: %w", user, err)
+			return nil, fmt.Errorf("the local ClickHouse's %s password: %w", user, err)
 		}
 		*pw = k.Hex()
 	}
-	s, err := local.NewWithAccounts(chDir, port, a)
-	if err != nil {
-		return "", nil, err
+	var s *local.Server
+	for {
+		var err error
+		if s, err = local.NewWithAccounts(chDir, port, a); err != nil {
+			return nil, err
+		}
+		if s.TCPPort != avoid {
+			break
+		}
 	}
 	if err := s.Start(ctx, 60*time.Second); err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	_ = os.WriteFile(portFile, []byte(strconv.Itoa(s.TCPPort)+"\n"), 0o600) // best effort: only keeps the DSN stable
-	return fmt.Sprintf("clickhouse://127.0.0.1:%d/airlock", s.TCPPort), s.Stop, nil
+	return s, nil
+}
+
+// Local is the ClickHouse of `airlock dev --clickhouse-local`, supervised:
+// when it exits unexpectedly, DSN reports it gone at once (so nothing
+// sends a password to its old port, where any process could listen next),
+// and it is started again on a fresh port with the same data.
+type Local struct {
+	dir    string
+	log    *slog.Logger
+	onAddr func(base string)
+
+	mu       sync.Mutex
+	srv      *local.Server
+	down     string // why there is no server, while there is none
+	stopping bool
+	done     chan struct{}
+}
+
+// SuperviseLocal starts the local ClickHouse under dir (as StartLocal) and
+// supervises it until Stop. onAddr is told the credential-free DSN each
+// time the server (re)starts, and "" when it exits.
+func SuperviseLocal(ctx context.Context, dir string, log *slog.Logger, onAddr func(base string)) (*Local, error) {
+	s, err := startLocalServer(ctx, dir, 0)
+	if err != nil {
+		return nil, err
+	}
+	l := &Local{dir: dir, log: log, onAddr: onAddr, srv: s, done: make(chan struct{})}
+	onAddr(localBase(s))
+	go l.watch(ctx)
+	return l, nil
+}
+
+// Base is the running server's DSN without credentials, or an error
+// saying it is gone.
+func (l *Local) Base() (string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.srv == nil {
+		return "", errors.New(l.down)
+	}
+	return localBase(l.srv), nil
+}
+
+// DSN is the running server's DSN with user's credentials, or an error
+// saying it is gone (then nothing may connect).
+func (l *Local) DSN(user string) (string, error) {
+	base, err := l.Base()
+	if err != nil {
+		return "", err
+	}
+	return LocalDSN(l.dir, base, user)
+}
+
+// Pid is the running server's process id, 0 while it is down.
+func (l *Local) Pid() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.srv == nil {
+		return 0
+	}
+	return l.srv.Pid()
+}
+
+// Stop stops supervising and stops the server.
+func (l *Local) Stop() {
+	l.mu.Lock()
+	l.stopping = true
+	s := l.srv
+	l.mu.Unlock()
+	if s != nil {
+		s.Stop()
+	}
+	<-l.done
+}
+
+// watch restarts the server each time it exits, until Stop or ctx ends.
+func (l *Local) watch(ctx context.Context) {
+	defer close(l.done)
+	for {
+		l.mu.Lock()
+		s := l.srv
+		l.mu.Unlock()
+		select {
+		case <-s.Exited():
+		case <-ctx.Done():
+			return
+		}
+		l.mu.Lock()
+		if l.stopping {
+			l.mu.Unlock()
+			return
+		}
+		l.srv = nil
+		l.down = fmt.Sprintf("the local ClickHouse on %s exited; airlock no longer connects to that address and is restarting it on a new port (events wait in the stream meanwhile; see %s)",
+			s.Addr(), filepath.Join(l.dir, "clickhouse", "log"))
+		l.mu.Unlock()
+		l.onAddr("")
+		l.log.Error("audit: "+l.down, "service", "audit")
+		for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
+			next, err := startLocalServer(ctx, l.dir, s.TCPPort)
+			l.mu.Lock()
+			if err == nil && l.stopping {
+				l.mu.Unlock()
+				next.Stop()
+				return
+			}
+			if err == nil {
+				l.srv = next
+				l.mu.Unlock()
+				l.onAddr(localBase(next))
+				l.log.Info("audit: the local ClickHouse runs again", "service", "audit", "addr", next.Addr())
+				break
+			}
+			l.down = fmt.Sprintf("the local ClickHouse exited and could not be started again (%v); airlock retries (events wait in the stream meanwhile)", err)
+			stopping := l.stopping
+			l.mu.Unlock()
+			if stopping {
+				return
+			}
+			l.log.Error("audit: "+l.down, "service", "audit")
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+		}
+	}
 }
 
 func portFree(p int) bool {

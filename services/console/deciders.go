@@ -41,6 +41,9 @@ func (con *Console) whyNot(p Principal, rec *airlockv1.ApprovalRecord) string {
 	case calls.NotBarred:
 		return ""
 	case calls.OwnCall:
+		if !rec.GetCall().GetOnBehalfOfVerified() {
+			return "You cannot decide it: the agent says it acts for you (" + calls.Unverified + "), and a call made for someone is decided by someone else"
+		}
 		return "You cannot decide a call made on your behalf"
 	case calls.UnverifiedRequester:
 		return "It asks the person it acts for to confirm it, but airlock could not verify that you are that person"

@@ -40,6 +40,9 @@ type view interface{ base() *layout }
 // callView is an approval record as the pages show it.
 type callView struct {
 	ID, Agent, Thread, OnBehalfOf string
+	// OnBehalfOfVerified: airlock verified OnBehalfOf; otherwise the page
+	// says it is only the agent's claim.
+	OnBehalfOfVerified bool
 	// Key is unique across agents (call ids are not) and safe in an HTML id
 	// and a CSS selector: the inbox row's id and what the live feed removes by.
 	Key string
@@ -127,7 +130,7 @@ func callRevPath(agent, call string, rev uint32) string {
 func newCallView(rec *airlockv1.ApprovalRecord) callView {
 	c, d := rec.GetCall(), rec.GetDecision()
 	v := callView{
-		ID: c.GetCallId(), Agent: c.GetAgentId(), Thread: c.GetThreadId(), OnBehalfOf: c.GetOnBehalfOf(),
+		ID: c.GetCallId(), Agent: c.GetAgentId(), Thread: c.GetThreadId(), OnBehalfOf: c.GetOnBehalfOf(), OnBehalfOfVerified: c.GetOnBehalfOfVerified(),
 		Key: rowKey(c.GetAgentId(), c.GetCallId()), Path: callPath(c.GetAgentId(), c.GetCallId()),
 		Server: c.GetServer(), Tool: c.GetTool(), FullTool: calls.QualifiedTool(c), Reason: escape.Visible(c.GetReason()),
 		Revision: max(c.GetRevision(), 1),

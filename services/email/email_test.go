@@ -436,3 +436,22 @@ func TestHostileCorpusReachesNoMailRaw(t *testing.T) {
 		})
 	}
 }
+
+func TestMailShowsAnUnverifiedOnBehalfOfAsTheAgentsClaim(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		verified bool
+		want     string
+	}{
+		{"an_unverified_claim_says_so", false, "On behalf of:   admin (claimed by the agent, not verified)\n"},
+		{"a_verified_person_is_shown_plainly", true, "On behalf of:   admin\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{AgentId: "evil", CallId: "c1", Server: "demo", Tool: "echo",
+				OnBehalfOf: "admin", OnBehalfOfVerified: c.verified}, Decision: &airlockv1.Decision{}}
+			if body := email.RequestBody(rec, "http://airlock.test"); !strings.Contains(body, c.want) {
+				t.Errorf("the request mail lacks %q:\n%s", c.want, body)
+			}
+		})
+	}
+}

@@ -120,7 +120,7 @@ func details(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
 	line("Tool", calls.QualifiedTool(c))
 	line("Agent", c.GetAgentId())
 	if c.GetOnBehalfOf() != "" {
-		line("On behalf of", c.GetOnBehalfOf())
+		line("On behalf of", calls.OnBehalfOfText(c))
 	}
 	line("Call", fmt.Sprintf("%s (revision %d)", c.GetCallId(), max(c.GetRevision(), 1)))
 	line("Risk", calls.RiskName(d.GetRisk()))

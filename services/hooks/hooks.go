@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -201,15 +202,27 @@ type spec struct {
 	ack []byte
 	// preEvent is the event name a failed payload is answered as.
 	preEvent string
+	// others are the agent's documented events that decide no tool call
+	// (session, prompt and report-only events): they are acknowledged. Any
+	// other event airlock does not handle is denied, because a new event
+	// may be one that runs something (Cursor's beforeTabFileRead).
+	others []string
 }
 
 var specs = map[Agent]spec{
-	Claude:  {parse: parseClaude(Claude), respond: respondClaude, preEvent: "PreToolUse"},
-	Codex:   {parse: parseClaude(Codex), respond: respondCodex, preEvent: "PreToolUse"},
-	Gemini:  {parse: parseGemini, respond: respondGemini, ack: []byte("{}\n"), preEvent: "BeforeTool"},
-	Cursor:  {parse: parseCursor, respond: respondCursor, ack: []byte("{}\n"), preEvent: "beforeShellExecution"},
-	Copilot: {parse: parseCopilot, respond: respondCopilot, ack: []byte("{}\n"), preEvent: "preToolUse"},
+	Claude: {parse: parseClaude(Claude), respond: respondClaude, preEvent: "PreToolUse", others: claudeOthers},
+	Codex:  {parse: parseClaude(Codex), respond: respondCodex, preEvent: "PreToolUse", others: claudeOthers},
+	Gemini: {parse: parseGemini, respond: respondGemini, ack: []byte("{}\n"), preEvent: "BeforeTool",
+		others: []string{"SessionStart", "SessionEnd", "BeforeAgent", "AfterAgent", "BeforeModel", "AfterModel", "BeforeToolSelection", "PreCompress", "Notification"}},
+	Cursor: {parse: parseCursor, respond: respondCursor, ack: []byte("{}\n"), preEvent: "beforeShellExecution",
+		others: []string{"beforeSubmitPrompt", "afterFileEdit", "afterTabFileEdit", "afterAgentResponse", "afterAgentThought", "stop", "sessionStart", "sessionEnd"}},
+	Copilot: {parse: parseCopilot, respond: respondCopilot, ack: []byte("{}\n"), preEvent: "preToolUse",
+		others: []string{"sessionStart", "sessionEnd", "userPromptSubmitted", "errorOccurred"}},
 }
+
+// claudeOthers are Claude Code's (and Codex CLI's) events that decide no
+// tool call.
+var claudeOthers = []string{"SessionStart", "SessionEnd", "UserPromptSubmit", "Notification", "Stop", "SubagentStop", "PreCompact"}
 
 // Parse reads agent's hook payload. event, when not empty, is the event
 // name to assume (for agents whose payload does not name it, such as
@@ -235,6 +248,9 @@ func Parse(agent Agent, event string, payload []byte) (Event, error) {
 	}
 	if (ev.Kind == Pre || ev.Kind == Permission || ev.Kind == Post) && ev.Tool == "" {
 		return Event{}, fmt.Errorf("the %s %s payload names no tool", agent, ev.Name)
+	}
+	if ev.Kind == Other && !slices.Contains(sp.others, ev.Name) {
+		return Event{}, fmt.Errorf("airlock does not know the %s hook event %q; an event it does not know may run something, so it is denied (fail closed): remove it from the agent's hook settings or upgrade airlock", agent, ev.Name)
 	}
 	return ev, nil
 }

@@ -151,6 +151,9 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, args, publicURL string) []slack
 	agent := escape.Slack(call.GetAgentId())
 	if call.GetOnBehalfOf() != "" {
 		agent += " on behalf of " + escape.Slack(call.GetOnBehalfOf())
+		if !call.GetOnBehalfOfVerified() {
+			agent += " (" + calls.Unverified + ")"
+		}
 	}
 	fields := []*slackgo.TextBlockObject{
 		mrkdwn("*Tool*\n" + escape.Slack(calls.QualifiedTool(call))),

@@ -113,7 +113,7 @@ func TestPendingCallPostsOneCardWithWhatAReviewerNeeds(t *testing.T) {
 		{"shows_rule", "rule `write`"},
 		{"shows_call_id_and_revision", "call `call_card` · revision 1"},
 		{"shows_thread_id", "thread `thread-9`"},
-		{"shows_agent_and_principal", "`bot-1` on behalf of `dave`"},
+		{"shows_agent_and_principal_as_the_agents_unverified_claim", "`bot-1` on behalf of `dave` (claimed by the agent, not verified)"},
 		{"shows_deadline_in_readers_time_zone", fmt.Sprintf("<!date^%d^{date_short_pretty} {time}|2026-11-21 06:00 UTC>", deadline)},
 		{"links_to_console", "<" + publicURL + "/calls/bot-1/call_card|Open in the console>"},
 		{"summarizes_short_arguments", `path: "/srv/app/config.yaml"`},

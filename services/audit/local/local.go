@@ -156,6 +156,13 @@ func (s *Server) Start(ctx context.Context, timeout time.Duration) error {
 	return err
 }
 
+// Exited is closed when the running server exits, whatever the cause; nil
+// when it is not running.
+func (s *Server) Exited() <-chan struct{} { return s.proc.Exited() }
+
+// Pid is the running server's process id, 0 when it is not running.
+func (s *Server) Pid() int { return s.proc.Pid() }
+
 // Stop terminates the process (SIGTERM, then SIGKILL after 10 s) and waits for it.
 func (s *Server) Stop() { s.proc.Stop(10 * time.Second) }
 

@@ -58,6 +58,22 @@ func ParseRisk(s string) airlockv1.Risk {
 // everywhere else.
 const Requester = "requester"
 
+// Unverified is what every surface adds to an on_behalf_of airlock did not
+// verify: the agent named the person, and the agent may be lying.
+const Unverified = "claimed by the agent, not verified"
+
+// OnBehalfOfText is how a call's on_behalf_of is shown: the person, with
+// "(claimed by the agent, not verified)" unless airlock verified it
+// (ToolCall.on_behalf_of_verified); "" when the call names nobody. The
+// caller escapes it for its medium.
+func OnBehalfOfText(c *airlockv1.ToolCall) string {
+	p := c.GetOnBehalfOf()
+	if p == "" || c.GetOnBehalfOfVerified() {
+		return p
+	}
+	return p + " (" + Unverified + ")"
+}
+
 // RequesterMayDecide reports whether person is the verified requester of a
 // call whose decision names the requester among its approvers. "requester"
 // is a role in rules, never a person: nobody of that name qualifies.

@@ -108,6 +108,17 @@ func (p *Process) Running() bool {
 	return p.cmd != nil
 }
 
+// Exited is closed when the running process exits (or is stopped); nil
+// when it is not running.
+func (p *Process) Exited() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return nil
+	}
+	return p.exited
+}
+
 // Pid is the running process's id, 0 when it is not running.
 func (p *Process) Pid() int {
 	p.mu.Lock()

@@ -49,6 +49,11 @@ func (d Dev) GatewayTokenFile(endpoint string) string {
 // runs, so that `airlock agents add` can wait for it to take a new agent.
 func (d Dev) URLFile() string { return filepath.Join(d.DataDir, "nats.url") }
 
+// ConsoleURLFile holds the console's public URL while `airlock dev` runs,
+// so that `airlock call` links to where the console really listens (its
+// --http address), not to the default.
+func (d Dev) ConsoleURLFile() string { return filepath.Join(d.DataDir, "console.url") }
+
 // ConfigFile is the embedded server's accounts configuration.
 func (d Dev) ConfigFile() string { return filepath.Join(d.DataDir, "nats-accounts.conf") }
 

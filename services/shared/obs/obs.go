@@ -88,6 +88,10 @@ type Health struct {
 	// before the process is ready (e.g. "approval", "policy").
 	Endpoints []string
 	Started   time.Time
+	// Stores are checks of what the process writes to besides NATS (the
+	// audit store of `airlock dev --clickhouse-local`): an error is a
+	// sentence saying why it is down, and the process is degraded.
+	Stores map[string]func() error
 }
 
 // ServeHTTP answers 200 with JSON while NATS is connected and every
@@ -117,6 +121,19 @@ func (h Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	}
 	if len(waiting) > 0 {
 		body["waiting_for"] = waiting
+	}
+	down := map[string]string{}
+	for name, check := range h.Stores {
+		if err := check(); err != nil {
+			down[name] = err.Error()
+		}
+	}
+	if len(down) > 0 {
+		body["down"] = down
+		if status == "ok" {
+			status, code = "degraded", http.StatusServiceUnavailable
+		}
+		body["status"] = status
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)

@@ -23,6 +23,13 @@ type Deps struct {
 	NC      *nats.Conn
 	JS      jetstream.JetStream
 	Metrics *obs.Metrics
+	// ClickHouse, when set, says where the audit store is now: the
+	// writer's DSN (reader false) or the readers', or an error saying why
+	// there is none (the ClickHouse `airlock dev --clickhouse-local` runs
+	// has exited: nothing may connect to its old address, where another
+	// process could listen and read the password). Nil: the configured
+	// DSNs hold.
+	ClickHouse func(reader bool) (string, error)
 }
 
 // Publisher returns an event publisher whose ce-source is "airlock/<service>"
