@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -183,12 +184,48 @@ func pushDialer(allowLoopback bool) *net.Dialer {
 			if ip.IsLoopback() && allowLoopback {
 				return nil
 			}
-			if !ip.IsGlobalUnicast() || ip.IsPrivate() || ip.IsLoopback() {
+			if !publicAddress(ip) {
 				return fmt.Errorf("push endpoint address %s is not a public address: refused", ip)
 			}
 			return nil
 		},
 	}
+}
+
+// notPublic are the special-purpose ranges (RFC 6890 and its successors)
+// that Go counts as global unicast, yet that reach no push service: shared
+// address space (carrier-grade NAT, tailnets), benchmarking, IETF protocol
+// assignments, documentation, and IPv6 transition prefixes that lead to
+// IPv4 addresses inside a network (NAT64, 6to4, Teredo).
+var notPublic = func() []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range []string{
+		"0.0.0.0/8", "100.64.0.0/10", "192.0.0.0/24", "192.0.2.0/24", "198.18.0.0/15", "198.51.100.0/24",
+		"203.0.113.0/24", "240.0.0.0/4",
+		"64:ff9b::/96", "64:ff9b:1::/48", "2001::/32", "2001:db8::/32", "2002::/16", "fc00::/7",
+	} {
+		out = append(out, netip.MustParsePrefix(p))
+	}
+	return out
+}()
+
+// publicAddress reports whether ip may be a push service's: global unicast,
+// not private, loopback or link-local, and in no special-purpose range.
+func publicAddress(ip net.IP) bool {
+	if !ip.IsGlobalUnicast() || ip.IsPrivate() || ip.IsLoopback() || ip.IsLinkLocalUnicast() {
+		return false
+	}
+	a, ok := netip.AddrFromSlice(ip)
+	if !ok {
+		return false
+	}
+	a = a.Unmap()
+	for _, p := range notPublic {
+		if p.Contains(a) {
+			return false
+		}
+	}
+	return true
 }
 
 // pushClient is the HTTP client for push services: restricted dialing, no
