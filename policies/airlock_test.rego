@@ -437,6 +437,11 @@ secret_paths := [
 	"~/.config/gh/hosts.yml", "certs/server.pem", "tls/server.key", "keys/id_rsa", "C:\\Users\\me\\.ssh\\id_rsa",
 	"/home/me/.git-credentials", "/home/me/.netrc", "secrets.yaml", "token.json", "client_secret.json",
 	"/proc/self/environ", "agents/laptop.creds", "keys/policy.nk", "clickhouse/auditor.password", "/HOME/ME/.SSH/ID_RSA",
+	# issue 22 round 2, finding 3: home-directory credential stores, histories, shadow, airlock's data dir by any name
+	"~/.codex/auth.json", "/root/.gemini/oauth_creds.json", "~/.config/sops/age/keys.txt", "~/.config/glab-cli/config.yml",
+	"~/.bash_history", "/root/.zsh_history", "~/.my.cnf", "~/.s3cfg", "/etc/shadow", "/etc/gshadow",
+	"/tmp/dev/nats/jetstream/AIRLOCK/msgs/1.blk", "/tmp/dev/nats-accounts.conf", "/tmp/dev/console/admin.creds.json",
+	"/tmp/dev/audit.key",
 ]
 
 test_reading_a_secret_with_a_built_in_tool_asks if {
@@ -480,12 +485,54 @@ test_shell_reads_that_may_reach_a_secret_ask if {
 	airlock.decision.action == "ask" with input as call("gemini", "run_shell_command", {"command": "cat ~/.aws/credentials"})
 }
 
+# Issue 22 round 2, findings 1-3: every recursive or directory-reading form
+# of grep (GNU abbreviations of its long options, -r after digits in a
+# cluster), a patterns file (-f) or names file (wc --files0-from), and git
+# reading outside the repository's tracked content (--no-index, a path
+# outside the work tree) ask.
+test_recursive_reads_and_reads_outside_the_repository_ask if {
+	every c in [
+		"grep --recur -H . .", "grep --recursiv -l . /root", "grep --dir=recurse BEGIN /root", "grep --derefer BEGIN /root",
+		"grep -2r -H . .", "grep -n2R x .", "egrep --rec x .", "fgrep -d recurse x .", "grep -f /tmp/list README.md",
+		"grep --file=/tmp/list README.md", "rg -f /tmp/list", "wc --files0-from=/tmp/list", "wc --f=/tmp/list",
+		"git diff --no-index emptydir /root", "git diff --no-inde /dev/null notes.txt", "git diff /dev/null /root/notes",
+		"git diff HEAD ../other/notes", "git log -p -- ~/notes", "git show HEAD -- ../../x",
+		"git diff --outp=/home/me/.bashrc", "git diff --ext", "git log -p --tex",
+	] {
+		d := airlock.decision with input as bash(c)
+		d.action == "ask"
+		d.rule_id == "coding-shell-secrets"
+	}
+}
+
+# Issue 22 round 2, finding 4: MCP tools were judged by name alone. A read
+# tool whose arguments name a secret, a search or query tool (it may send
+# the query to a network service, or run SQL), a compound name with a
+# write word, and a server named by a host all ask; local file reads stay
+# allowed.
+test_mcp_tools_are_not_read_only_by_name_alone if {
+	every c in [
+		["filesystem", "read_file", {"path": "/root/.ssh/id_rsa"}], ["filesystem", "read_text_file", {"path": "~/.codex/auth.json"}],
+		["filesystem", "read_multiple_files", {"paths": ["README.md", ".airlock/admin.token"]}],
+		["filesystem", "search_files", {"path": "/root", "pattern": ".env"}],
+		["tavily", "tavily-search", {"query": "sk-live"}], ["exa", "search", {"query": "x"}], ["github", "search_code", {"q": "x"}],
+		["slack", "search_messages", {"query": "x"}], ["gmail", "search_emails", {"query": "x"}], ["postgres", "query", {"sql": "DROP TABLE t"}],
+		["editor", "find_and_replace", {}], ["redis", "list_push", {}], ["k8s", "describe_and_scale", {}], ["jira", "search_and_transition", {}],
+		["api.tavily.com", "list_results", {}],
+	] {
+		airlock.decision.action == "ask" with input as call(c[0], c[1], c[2])
+	}
+	every c in [["filesystem", "read_file", {"path": "src/main.go"}], ["filesystem", "list_directory", {"path": "/repo"}], ["filesystem", "search_files", {"path": "/repo", "pattern": "main"}]] {
+		airlock.decision.action == "allow" with input as call(c[0], c[1], c[2])
+	}
+}
+
 test_ordinary_reads_stay_allowed if {
 	every p in ["src/main.go", "README.md", "/repo/internal/tokenizer.go", "docs/environment.md", "cmd/keygen/main.go", "monkey.go", "/repo/.github/workflows/ci.yml", "/repo/.gitignore"] {
 		airlock.decision.action == "allow" with input as call("claude", "Read", {"file_path": p})
 		airlock.decision.action == "allow" with input as bash(sprintf("cat %s", [p]))
 	}
-	every c in ["rg func src", "grep -n main src/main.go", "git show HEAD:src/main.go", "grep -v error log.txt", "rg --files"] {
+	every c in ["rg func src", "grep -n main src/main.go", "git show HEAD:src/main.go", "grep -v error log.txt", "rg --files", "grep -n -e main -F src/main.go", "git diff HEAD~1", "git log main..feature", "git diff src/main.go", "wc -l README.md"] {
 		airlock.decision.action == "allow" with input as bash(c)
 	}
 }

@@ -167,6 +167,30 @@ const RunsMore = `--?(pre|output|ext-diff|textconv|exec|extcmd|tool|gui|hostname
 
 var runsMore = regexp.MustCompile(`^` + RunsMore)
 
+// runsMoreOptions are RunsMore's option names ("pre", "output", ...).
+var runsMoreOptions = strings.Split(strings.TrimSuffix(strings.TrimPrefix(RunsMore, `--?(`), `)\b`), "|")
+
+// abbreviatesRunsMore reports whether w is a long option whose name (before
+// any "=") is a prefix of three or more characters of a RunsMore option:
+// git and GNU tools accept unambiguous abbreviations, so --upload-pac=sh
+// is --upload-pack=sh to git fetch.
+func abbreviatesRunsMore(w string) bool {
+	name, ok := strings.CutPrefix(w, "--")
+	if !ok {
+		return false
+	}
+	name, _, _ = strings.Cut(name, "=")
+	if len(name) < 3 {
+		return false
+	}
+	for _, o := range runsMoreOptions {
+		if strings.HasPrefix(o, name) {
+			return true
+		}
+	}
+	return false
+}
+
 // CommandHasPrefix reports whether cmd is a plain command whose words (as
 // bash passes them, ShellWords) start with the words of prefix: "git
 // commit" matches "git commit -m 'fix it'" but not "git commit-tree" nor
@@ -185,7 +209,7 @@ func CommandHasPrefix(cmd, prefix string) bool {
 		}
 	}
 	for _, w := range c[len(p):] {
-		if runsMore.MatchString(w) {
+		if runsMore.MatchString(w) || abbreviatesRunsMore(w) {
 			return false
 		}
 	}
