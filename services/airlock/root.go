@@ -117,19 +117,6 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-// startCPUProfile writes a CPU profile to path until the returned stop is called.
-func startCPUProfile(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("cpu profile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("cpu profile: %w", err)
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
-}
-
 // heapProfileOnSignal writes the live heap (after a collection) to path
 // each time the process gets SIGUSR1, until ctx ends. The file is written
 // whole or not at all (renamed into place), so a reader waiting for it
