@@ -39,8 +39,8 @@ type Proof struct {
 	// PerReviewer: removed asks per person who had approved them.
 	PerReviewer map[string]int `json:"calls_per_reviewer"`
 	// Violations: calls it would have allowed that were rejected, sent
-	// back, edited, expired, canceled, denied or are still pending. One is
-	// enough to drop the suggestion.
+	// back, edited, expired, canceled or denied (or whose outcome the trail
+	// does not tell). One is enough to drop the suggestion.
 	Violations []Violation `json:"violations,omitempty"`
 	// removed are the keys of the removed asks, so a report counts a call
 	// two suggestions would both allow once.
@@ -77,6 +77,9 @@ func Prove(ctx context.Context, rd store.Reader, s *Suggestion, decided map[stri
 			return
 		}
 		got := decided[k]
+		if got.Outcome == Pending {
+			return // not decided yet: neither evidence nor a refusal
+		}
 		if got.Outcome != Approved {
 			outcome := got.Outcome
 			if outcome == "" {

@@ -220,7 +220,7 @@ func groupKey(c Call) string {
 	}
 	sort.Strings(shape)
 	self := ""
-	if selfConfirmed(c) {
+	if requesterMayConfirm(c) {
 		self = c.OnBehalfOf
 	}
 	return strings.Join([]string{c.Agent, c.Server, c.Tool, c.Decision.GetRuleId(), self, strings.Join(shape, ",")}, "\x00")
@@ -242,26 +242,21 @@ func kind(v *structpb.Value) string {
 	return "null"
 }
 
-// selfConfirmed: every approval of c was its verified requester confirming
-// their own call under a rule that lets them.
-func selfConfirmed(c Call) bool {
-	if len(c.Approvers) == 0 {
-		return false
-	}
+// requesterMayConfirm: the rule that asked about c lets its verified
+// requester confirm it themselves; such calls are grouped per requester, so
+// one person's confirmations never count toward another's calls.
+func requesterMayConfirm(c Call) bool {
 	call := &airlockv1.ToolCall{OnBehalfOf: c.OnBehalfOf, OnBehalfOfVerified: c.Verified}
-	for _, a := range c.Approvers {
-		if !calls.RequesterMayDecide(call, c.Decision, a) {
-			return false
-		}
-	}
-	return true
+	return calls.RequesterMayDecide(call, c.Decision, c.OnBehalfOf)
 }
 
-func propose(g []Call, cfg Config) (Suggestion, string) {
-	first := g[0]
-	for _, c := range g {
-		if c.Outcome != Approved {
-			return Suggestion{}, fmt.Sprintf("call %s was %s: a group with any outcome but a plain approval is never proposed", c.CallID, strings.ReplaceAll(c.Outcome, "_", " "))
+func propose(all []Call, cfg Config) (Suggestion, string) {
+	var g, refused []Call
+	for _, c := range all {
+		if c.Outcome == Approved {
+			g = append(g, c)
+		} else {
+			refused = append(refused, c)
 		}
 		if c.Redacted || len(c.Decision.GetRedact()) > 0 {
 			return Suggestion{}, "the policy redacts some of its arguments: nothing is proposed from values nobody can see"
@@ -270,6 +265,10 @@ func propose(g []Call, cfg Config) (Suggestion, string) {
 			return Suggestion{}, fmt.Sprintf("its rule needs %d approvals: a grant never stands in for a quorum", c.Decision.GetQuorum())
 		}
 	}
+	if len(g) == 0 {
+		return Suggestion{}, "never approved as asked"
+	}
+	first := g[0]
 	risk := calls.RiskName(first.Decision.GetRisk())
 	if (risk == "high" || risk == "critical") && !slices.Contains(cfg.AllowRisks, risk) {
 		return Suggestion{}, fmt.Sprintf("its risk is %s: such calls are not proposed unless configured", risk)
@@ -284,8 +283,8 @@ func propose(g []Call, cfg Config) (Suggestion, string) {
 		}
 	}
 	requester := ""
-	if selfConfirmed(first) {
-		requester = first.OnBehalfOf
+	if self := first.OnBehalfOf; requesterMayConfirm(first) && len(people) == 1 && people[self] {
+		requester = self
 	} else if len(people) < cfg.MinApprovers {
 		return Suggestion{}, fmt.Sprintf("approved by %d person; %d distinct people are needed", len(people), cfg.MinApprovers)
 	}
@@ -307,6 +306,11 @@ func propose(g []Call, cfg Config) (Suggestion, string) {
 		}
 		if w != "" {
 			widened = append(widened, w)
+		}
+	}
+	for _, c := range refused {
+		if covers(grant, c.Args) {
+			return Suggestion{}, fmt.Sprintf("call %s was %s and falls within what it would allow: nothing that reaches a refused call is proposed", c.CallID, strings.ReplaceAll(c.Outcome, "_", " "))
 		}
 	}
 	s := Suggestion{Agent: first.Agent, Server: first.Server, Tool: first.Tool, RuleID: grant.RuleId, Risk: risk,
@@ -435,6 +439,97 @@ func scope(grant *airlockv1.StandingGrant, tool, name string, values []*structpb
 	}
 	grant.ArgumentGlobs[ptr] = "{" + strings.Join(alts, ",") + "}"
 	return "", ""
+}
+
+// covers reports whether args fall within the scope scope() drew (the
+// forms it writes: pinned values, {a,b} alternatives, dir/* and dir/**
+// globs, command prefixes, any). It is Propose's own early check; Prove
+// applies the grant exactly as the policy does.
+func covers(g *airlockv1.StandingGrant, args *structpb.Struct) bool {
+	named := map[string]bool{}
+	for ptr, want := range g.ArgumentValues {
+		named[ptr] = true
+		if !proto.Equal(calls.Arg(args, ptr), want) {
+			return false
+		}
+	}
+	for ptr, prefix := range g.CommandPrefixes {
+		named[ptr] = true
+		v, ok := calls.StringArg(args, ptr)
+		if !ok || !calls.CommandHasPrefix(v, prefix) {
+			return false
+		}
+	}
+	for ptr, glob := range g.ArgumentGlobs {
+		named[ptr] = true
+		v, ok := calls.StringArg(args, ptr)
+		if !ok || !globCovers(glob, v) {
+			return false
+		}
+	}
+	for _, ptr := range g.AnyArguments {
+		named[ptr] = true
+	}
+	for k := range args.GetFields() {
+		if !named["/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")] {
+			return false
+		}
+	}
+	return true
+}
+
+// globCovers matches the globs scope() writes; anything else counts as
+// covering (the safe answer for an early check).
+func globCovers(glob, v string) bool {
+	if alts, ok := strings.CutPrefix(glob, "{"); ok && strings.HasSuffix(alts, "}") {
+		for _, a := range splitAlternatives(strings.TrimSuffix(alts, "}")) {
+			if globUnquote(a) == v {
+				return true
+			}
+		}
+		return false
+	}
+	if dir, ok := strings.CutSuffix(glob, "/**"); ok {
+		d := globUnquote(dir)
+		return strings.HasPrefix(v, d+"/") && cleanPath(v)
+	}
+	if dir, ok := strings.CutSuffix(glob, "/*"); ok {
+		d := globUnquote(dir)
+		rest, ok := strings.CutPrefix(v, d+"/")
+		return ok && rest != "" && !strings.Contains(rest, "/") && cleanPath(v)
+	}
+	return true
+}
+
+// splitAlternatives splits at the commas globQuote left unescaped.
+func splitAlternatives(s string) []string {
+	var out []string
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\\' && i+1 < len(s):
+			b.WriteByte(s[i])
+			b.WriteByte(s[i+1])
+			i++
+		case s[i] == ',':
+			out = append(out, b.String())
+			b.Reset()
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return append(out, b.String())
+}
+
+func globUnquote(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 func isShellTool(tool string) bool {
