@@ -42,9 +42,6 @@ type Proof struct {
 	// back, edited, expired, canceled or denied (or whose outcome the trail
 	// does not tell). One is enough to drop the suggestion.
 	Violations []Violation `json:"violations,omitempty"`
-	// removed are the keys of the removed asks, so a report counts a call
-	// two suggestions would both allow once.
-	removed []string
 }
 
 // Safe: the grant allows no recorded call people did not approve as asked.
@@ -55,6 +52,15 @@ func (p *Proof) Safe() bool { return p != nil && len(p.Violations) == 0 }
 // applies grants, and judges every call whose decision the grant turns into
 // an allow against what happened to it (decided, from Load).
 func Prove(ctx context.Context, rd store.Reader, s *Suggestion, decided map[string]Call, decide replay.Decide, applies Applies, since time.Time) (*Proof, error) {
+	p, err := proveGrants(ctx, rd, []*airlockv1.StandingGrant{s.Grant}, decided, decide, applies, since)
+	if err != nil {
+		return nil, fmt.Errorf("suggest: prove %s: %w", s.ID, err)
+	}
+	return p, nil
+}
+
+// proveGrants replays the history with every grant of gs in force.
+func proveGrants(ctx context.Context, rd store.Reader, gs []*airlockv1.StandingGrant, decided map[string]Call, decide replay.Decide, applies Applies, since time.Time) (*Proof, error) {
 	p := &Proof{PerReviewer: map[string]int{}}
 	granted := map[string]bool{}
 	withGrant := func(ctx context.Context, call *airlockv1.ToolCall, at time.Time) (*airlockv1.Decision, error) {
@@ -65,11 +71,13 @@ func Prove(ctx context.Context, rd store.Reader, s *Suggestion, decided map[stri
 		p.Asks++
 		// The grant is judged at the call's own time, so its (absent)
 		// expiry never hides a call.
-		if !applies(s.Grant, call, d, at) {
-			return d, nil
+		for _, g := range gs {
+			if applies(g, call, d, at) {
+				granted[Key(call.GetAgentId(), call.GetCallId(), call.GetRevision())] = true
+				return &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW, RuleId: d.GetRuleId()}, nil
+			}
 		}
-		granted[Key(call.GetAgentId(), call.GetCallId(), call.GetRevision())] = true
-		return &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW, RuleId: d.GetRuleId(), GrantId: "grant_" + s.ID}, nil
+		return d, nil
 	}
 	rep, err := replay.Run(ctx, rd, withGrant, replay.Options{Since: since, Examples: 1, OnChange: func(c replay.Change) {
 		k := Key(c.Agent, c.Call, c.Revision)
@@ -89,14 +97,13 @@ func Prove(ctx context.Context, rd store.Reader, s *Suggestion, decided map[stri
 			return
 		}
 		p.AsksRemoved++
-		p.removed = append(p.removed, k)
 		p.ReviewerTimeSaved += got.TimeToDecide()
 		for _, a := range got.Approvers {
 			p.PerReviewer[a]++
 		}
 	}})
 	if err != nil {
-		return nil, fmt.Errorf("suggest: prove %s: %w", s.ID, err)
+		return nil, err
 	}
 	p.Replayed = rep.Replayed
 	sort.Slice(p.Violations, func(i, j int) bool { return p.Violations[i].At.Before(p.Violations[j].At) })
@@ -116,8 +123,10 @@ type Report struct {
 	// Asks: calls a person was asked about in the replayed history.
 	Asks int `json:"asks"`
 	// AsksRemoved: asks all the suggestions together would have removed.
-	AsksRemoved int    `json:"asks_removed"`
-	Source      string `json:"source"`
+	AsksRemoved int `json:"asks_removed"`
+	// Together is the replay with every kept suggestion adopted at once.
+	Together *Proof `json:"together"`
+	Source   string `json:"source"`
 }
 
 // Run loads the decided calls, proposes, proves each proposal by replay
@@ -138,7 +147,6 @@ func Run(ctx context.Context, rd store.Reader, cfg Config, decide replay.Decide,
 			rep.Asks++
 		}
 	}
-	removed := map[string]bool{}
 	for i := range props {
 		s := props[i]
 		proof, err := Prove(ctx, rd, &s, byKey, decide, applies, since)
@@ -151,10 +159,14 @@ func Run(ctx context.Context, rd store.Reader, cfg Config, decide replay.Decide,
 			continue
 		}
 		rep.Suggestions = append(rep.Suggestions, s)
-		for _, k := range proof.removed {
-			removed[k] = true
-		}
 	}
-	rep.AsksRemoved = len(removed)
+	var gs []*airlockv1.StandingGrant
+	for _, s := range rep.Suggestions {
+		gs = append(gs, s.Grant)
+	}
+	if rep.Together, err = proveGrants(ctx, rd, gs, byKey, decide, applies, since); err != nil {
+		return rep, fmt.Errorf("suggest: prove the suggestions together: %w", err)
+	}
+	rep.AsksRemoved = rep.Together.AsksRemoved
 	return rep, nil
 }
