@@ -341,3 +341,24 @@ func scopes(rep suggest.Report) []string {
 	}
 	return out
 }
+
+// The replay is the proof, not the grouping: a rejected call of another
+// shape (no content) that the proposed grant would still allow drops the
+// proposal, and the report names the call.
+func TestReplayDropsASuggestionThatWouldAllowARefusedCall(t *testing.T) {
+	w := newLearnWorld(t)
+	w.record([]historyKind{{weight: 1, agent: "notes-bot", server: "fs", tool: "write_file", args: func(r *rand.Rand) map[string]any {
+		return map[string]any{"path": fmt.Sprintf("/srv/notes/%d.md", r.IntN(50)), "content": fmt.Sprintf("note %d", r.IntN(1000))}
+	}, verdict: always(approve)}}, 6)
+	w.record([]historyKind{{weight: 1, agent: "notes-bot", server: "fs", tool: "write_file", args: func(*rand.Rand) map[string]any {
+		return map[string]any{"path": "/srv/notes/truncate-me.md"}
+	}, verdict: always(reject)}}, 1)
+	rep := w.report()
+	if len(rep.Suggestions) != 0 || len(rep.Dropped) != 1 {
+		t.Fatalf("suggestions %v, dropped %d: want the one proposal dropped by replay", scopes(rep), len(rep.Dropped))
+	}
+	v := rep.Dropped[0].Proof.Violations
+	if len(v) != 1 || v[0].Agent != "notes-bot" || v[0].Outcome != suggest.Rejected {
+		t.Fatalf("violations %+v: want the rejected call", v)
+	}
+}

@@ -20,6 +20,13 @@ import (
 // cannot read is skipped: it is no evidence for anything, and a proposal
 // never stands on it.
 func Load(ctx context.Context, rd store.Reader, since time.Time) ([]Call, error) {
+	decided, _, err := load(ctx, rd, since)
+	return decided, err
+}
+
+// load is Load, and the policy's decision rows it read (what a replay reads).
+func load(ctx context.Context, rd store.Reader, since time.Time) ([]Call, []store.Row, error) {
+	var decisions []store.Row
 	byKey := map[string]*Call{}
 	var order []string
 	at := func(r store.Row) *Call {
@@ -35,6 +42,7 @@ func Load(ctx context.Context, rd store.Reader, since time.Time) ([]Call, error)
 	err := rd.Each(ctx, store.Filter{Since: since}, func(r store.Row) error {
 		switch r.Type {
 		case subject.ApprovalRequested, subject.Allowed, subject.Denied:
+			decisions = append(decisions, r)
 			ev := &airlockv1.Event{}
 			if protojson.Unmarshal([]byte(r.Payload), ev) != nil {
 				return nil
@@ -102,7 +110,7 @@ func Load(ctx context.Context, rd store.Reader, since time.Time) ([]Call, error)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("suggest: read the decided calls from the %s: %w", rd.Source(), err)
+		return nil, nil, fmt.Errorf("suggest: read the decided calls from the %s: %w", rd.Source(), err)
 	}
 	out := make([]Call, 0, len(order))
 	for _, k := range order {
@@ -111,5 +119,24 @@ func Load(ctx context.Context, rd store.Reader, since time.Time) ([]Call, error)
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].AskedAt.Before(out[j].AskedAt) })
-	return out, nil
+	return out, decisions, nil
+}
+
+// rowsReader replays decision rows already read: each proof then costs
+// the decisions, not another pass over the whole trail.
+type rowsReader struct {
+	store.Reader
+	rows []store.Row
+}
+
+func (m rowsReader) Each(ctx context.Context, f store.Filter, fn func(store.Row) error) error {
+	for _, r := range f.Apply(m.rows) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -132,16 +132,18 @@ type Report struct {
 // Run loads the decided calls, proposes, proves each proposal by replay
 // and keeps the ones that allow no refused call.
 func Run(ctx context.Context, rd store.Reader, cfg Config, decide replay.Decide, applies Applies, since time.Time) (Report, error) {
-	decided, err := Load(ctx, rd, since)
+	decided, rows, err := load(ctx, rd, since)
 	if err != nil {
 		return Report{}, err
 	}
+	source := rd.Source()
+	rd = rowsReader{Reader: rd, rows: rows}
 	byKey := make(map[string]Call, len(decided))
 	for _, c := range decided {
 		byKey[c.Key()] = c
 	}
 	props, skipped := Propose(decided, cfg)
-	rep := Report{Skipped: skipped, Decided: len(decided), Source: rd.Source(), Suggestions: []Suggestion{}, Dropped: []Suggestion{}}
+	rep := Report{Skipped: skipped, Decided: len(decided), Source: source, Suggestions: []Suggestion{}, Dropped: []Suggestion{}}
 	for _, c := range decided {
 		if c.Decision.GetAction() == airlockv1.Action_ACTION_ASK {
 			rep.Asks++

@@ -553,15 +553,7 @@ func commonCommandPrefix(cmds []string) (string, bool) {
 		if !ok {
 			return "", false
 		}
-		if i == 0 {
-			common = words
-			continue
-		}
-		n := 0
-		for n < len(common) && n < len(words) && common[n] == words[n] {
-			n++
-		}
-		common = common[:n]
+		common = sharedPrefix(common, words, i == 0)
 	}
 	if len(common) == 0 {
 		return "", false
@@ -578,6 +570,19 @@ func commonCommandPrefix(cmds []string) (string, bool) {
 		}
 	}
 	return prefix, true
+}
+
+// sharedPrefix is the leading elements common and next share (next itself
+// when first).
+func sharedPrefix(common, next []string, first bool) []string {
+	if first {
+		return next
+	}
+	n := 0
+	for n < len(common) && n < len(next) && common[n] == next[n] {
+		n++
+	}
+	return common[:n]
 }
 
 func looksLikePaths(name string, values []string) bool {
@@ -607,15 +612,7 @@ func pathGlob(paths []string) (string, bool) {
 		}
 		segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
 		dir := segs[:len(segs)-1]
-		if i == 0 {
-			common = dir
-			continue
-		}
-		n := 0
-		for n < len(common) && n < len(dir) && common[n] == dir[n] {
-			n++
-		}
-		common = common[:n]
+		common = sharedPrefix(common, dir, i == 0)
 	}
 	if len(common) == 0 {
 		return "", false
