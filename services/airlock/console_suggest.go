@@ -50,6 +50,9 @@ func (s consoleSuggest) Suggestions(ctx context.Context) (console.SuggestionRepo
 	return out, nil
 }
 
+// maxEvidenceShown bounds the approvals a suggestion lists on the page.
+const maxEvidenceShown = 50
+
 func consoleSuggestion(s suggest.Suggestion) console.Suggestion {
 	v := console.Suggestion{ID: s.ID, Agent: s.Agent, Tool: s.Tool, RuleID: s.RuleID, Risk: s.Risk, Requester: s.Requester,
 		Grant: s.Grant, Scope: s.Scope, GrantJSON: string(s.GrantJSON), Widened: s.Widened, Approvals: s.Approvals, Approvers: s.Approvers,
@@ -57,7 +60,12 @@ func consoleSuggestion(s suggest.Suggestion) console.Suggestion {
 	if s.Server != "" {
 		v.Tool = s.Server + "__" + s.Tool
 	}
-	for _, e := range s.Evidence {
+	// The page lists the newest approvals; the counts cover them all.
+	ev := s.Evidence
+	if len(ev) > maxEvidenceShown {
+		ev = ev[len(ev)-maxEvidenceShown:]
+	}
+	for _, e := range ev {
 		v.Evidence = append(v.Evidence, console.SuggestionEvidence{Call: e.Call, Revision: e.Revision, AskedAt: e.AskedAt, Approvers: e.Approvers,
 			TimeToDecide: e.TimeToDecide, Args: e.Args})
 	}
