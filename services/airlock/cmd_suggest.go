@@ -30,7 +30,7 @@ func suggestConfig(cfg config.Config) (suggest.Config, time.Time, error) {
 	if err != nil {
 		return suggest.Config{}, time.Time{}, fmt.Errorf("policy.suggest.since: %w", err)
 	}
-	return suggest.Config{MinApprovals: s.MinApprovals, MinApprovers: s.MinApprovers, AllowRisks: s.AllowRisks}, since, nil
+	return suggest.Config{MinApprovals: s.MinApprovals, MinApprovers: s.MinApprovers, AllowRisks: s.AllowRisks, MinPathDepth: s.MinPathDepth}, since, nil
 }
 
 // suggestions proposes grants from the trail in rd and proves each by

@@ -208,6 +208,11 @@ func (con *Console) adoptSuggestion(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if g.GetRevoked() {
+		// Adopting is idempotent (the grant's id is the suggestion's): this
+		// one was adopted before and revoked since.
+		return apierr.New(apierr.Conflict, "suggestion %s was adopted before as grant %s and revoked by %s: it stays revoked", s.ID, g.GetId(), g.GetRevokedBy().GetId())
+	}
 	return con.flashAndRedirect(c, "/grants", fmt.Sprintf("suggestion %s adopted as standing grant %s", s.ID, g.GetId()))
 }
 

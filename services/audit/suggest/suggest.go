@@ -62,6 +62,10 @@ type Config struct {
 	// is pinned to them (a glob {a,b}); more and the group is not
 	// proposed, unless the argument holds free content (default 5).
 	MaxAlternatives int
+	// MinPathDepth: directories a path glob's common directory must have
+	// (default 2): approvals across /home/alice and /home/bob never become
+	// /home/**, which would reach every home directory.
+	MinPathDepth int
 }
 
 func (c Config) withDefaults() Config {
@@ -73,6 +77,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxAlternatives <= 0 {
 		c.MaxAlternatives = 5
+	}
+	if c.MinPathDepth <= 0 {
+		c.MinPathDepth = 2
 	}
 	return c
 }
@@ -406,9 +413,9 @@ func scope(grant *airlockv1.StandingGrant, tool, name string, values []*structpb
 		grant.CommandPrefixes[ptr] = prefix
 		return fmt.Sprintf("%s: any plain command starting with %q (the words every approved command began with)", ptr, prefix), ""
 	case looksLikePaths(lname, strs):
-		glob, ok := pathGlob(strs)
+		glob, ok := pathGlob(strs, cfg.MinPathDepth)
 		if !ok {
-			return "", fmt.Sprintf("the paths in %s share no directory (or one is not a clean path): a path glob would reach everything", ptr)
+			return "", fmt.Sprintf("the paths in %s share no directory %d levels deep (or one is not a clean path): a path glob would reach too much", ptr, cfg.MinPathDepth)
 		}
 		if grant.ArgumentGlobs == nil {
 			grant.ArgumentGlobs = map[string]string{}
@@ -599,10 +606,10 @@ func looksLikePaths(name string, values []string) bool {
 
 // pathGlob is the narrowest glob over the approved paths: their common
 // directory with /* when every path sits directly in it, /** otherwise.
-// The directory must have at least one segment; every path must be clean
+// The directory must have at least minDepth segments; every path must be clean
 // (no . or .. segment, no backslash, no trailing separator), as the policy
 // matches only such paths.
-func pathGlob(paths []string) (string, bool) {
+func pathGlob(paths []string, minDepth int) (string, bool) {
 	var common []string
 	direct := true
 	abs := strings.HasPrefix(paths[0], "/")
@@ -614,7 +621,7 @@ func pathGlob(paths []string) (string, bool) {
 		dir := segs[:len(segs)-1]
 		common = sharedPrefix(common, dir, i == 0)
 	}
-	if len(common) == 0 {
+	if len(common) < max(1, minDepth) {
 		return "", false
 	}
 	for _, p := range paths {

@@ -64,15 +64,15 @@ func TestProposeDrawsTheNarrowestGrantFromWhatPeopleApproved(t *testing.T) {
 		}), suggest.Config{}, `/command is a plain command starting with "go test"`, ""},
 		{"pins_a_few_alternatives_of_plain_text", approvals("bot", "set_label", 6, func(i int) map[string]any { return map[string]any{"label": []string{"bug", "docs"}[i%2]} }),
 			suggest.Config{}, "{bug,docs}", ""},
-		{"never_proposes_below_the_approval_count", approvals("bot", "write_file", 4, file("/srv")), suggest.Config{}, "", "approved 4 times; 5 are needed"},
-		{"honours_a_configured_approval_count", approvals("bot", "write_file", 3, file("/srv")), suggest.Config{MinApprovals: 3}, "/path matches /srv/*", ""},
-		{"needs_two_distinct_people", with(approvals("bot", "write_file", 6, file("/srv")), func(_ int, c *suggest.Call) { c.Approvers = []string{"alice"} }),
+		{"never_proposes_below_the_approval_count", approvals("bot", "write_file", 4, file("/srv/a")), suggest.Config{}, "", "approved 4 times; 5 are needed"},
+		{"honours_a_configured_approval_count", approvals("bot", "write_file", 3, file("/srv/a")), suggest.Config{MinApprovals: 3}, "/path matches /srv/a/*", ""},
+		{"needs_two_distinct_people", with(approvals("bot", "write_file", 6, file("/srv/a")), func(_ int, c *suggest.Call) { c.Approvers = []string{"alice"} }),
 			suggest.Config{}, "", "1 person; 2 distinct"},
-		{"counts_a_requester_confirming_their_own_calls", with(approvals("bot", "write_file", 5, file("/srv")), func(_ int, c *suggest.Call) {
+		{"counts_a_requester_confirming_their_own_calls", with(approvals("bot", "write_file", 5, file("/srv/a")), func(_ int, c *suggest.Call) {
 			c.Approvers, c.OnBehalfOf, c.Verified = []string{"carol"}, "carol", true
 			c.Decision.Approvers = []string{"requester"}
-		}), suggest.Config{}, "/path matches /srv/*", ""},
-		{"drops_a_group_with_one_rejection", with(approvals("bot", "write_file", 8, file("/srv")), func(i int, c *suggest.Call) {
+		}), suggest.Config{}, "/path matches /srv/a/*", ""},
+		{"drops_a_group_with_one_rejection", with(approvals("bot", "write_file", 8, file("/srv/a")), func(i int, c *suggest.Call) {
 			if i == 3 {
 				c.Outcome = suggest.Rejected
 			}
@@ -82,27 +82,33 @@ func TestProposeDrawsTheNarrowestGrantFromWhatPeopleApproved(t *testing.T) {
 				c.Outcome, c.Args.Fields["path"] = suggest.Rejected, structpb.NewStringValue("/etc/passwd")
 			}
 		}), suggest.Config{}, "/path matches /srv/docs/*", ""},
-		{"drops_a_group_with_an_edit", with(approvals("bot", "write_file", 8, file("/srv")), func(i int, c *suggest.Call) {
+		{"drops_a_group_with_an_edit", with(approvals("bot", "write_file", 8, file("/srv/a")), func(i int, c *suggest.Call) {
 			if i == 7 {
 				c.Outcome = suggest.Edited
 			}
 		}), suggest.Config{}, "", "was edited"},
-		{"drops_a_group_with_an_expiry", with(approvals("bot", "write_file", 8, file("/srv")), func(i int, c *suggest.Call) {
+		{"drops_a_group_with_an_expiry", with(approvals("bot", "write_file", 8, file("/srv/a")), func(i int, c *suggest.Call) {
 			if i == 0 {
 				c.Outcome = suggest.Expired
 			}
 		}), suggest.Config{}, "", "was expired"},
-		{"never_proposes_high_risk", with(approvals("bot", "write_file", 6, file("/srv")), func(_ int, c *suggest.Call) { c.Decision.Risk = airlockv1.Risk_RISK_HIGH }),
+		{"never_proposes_high_risk", with(approvals("bot", "write_file", 6, file("/srv/a")), func(_ int, c *suggest.Call) { c.Decision.Risk = airlockv1.Risk_RISK_HIGH }),
 			suggest.Config{}, "", "risk is high"},
-		{"proposes_high_risk_when_configured", with(approvals("bot", "write_file", 6, file("/srv")), func(_ int, c *suggest.Call) { c.Decision.Risk = airlockv1.Risk_RISK_HIGH }),
-			suggest.Config{AllowRisks: []string{"high"}}, "/path matches /srv/*", ""},
-		{"never_proposes_from_redacted_arguments", with(approvals("bot", "write_file", 6, file("/srv")), func(_ int, c *suggest.Call) { c.Decision.Redact = []string{"/content"} }),
+		{"proposes_high_risk_when_configured", with(approvals("bot", "write_file", 6, file("/srv/a")), func(_ int, c *suggest.Call) { c.Decision.Risk = airlockv1.Risk_RISK_HIGH }),
+			suggest.Config{AllowRisks: []string{"high"}}, "/path matches /srv/a/*", ""},
+		{"never_proposes_from_redacted_arguments", with(approvals("bot", "write_file", 6, file("/srv/a")), func(_ int, c *suggest.Call) { c.Decision.Redact = []string{"/content"} }),
 			suggest.Config{}, "", "redacts"},
 		{"never_widens_a_varying_number", approvals("bot", "resize", 6, func(i int) map[string]any { return map[string]any{"size": float64(i)} }),
 			suggest.Config{}, "", "numeric range"},
 		{"never_globs_paths_that_share_only_the_root", approvals("bot", "write_file", 6, func(i int) map[string]any {
 			return map[string]any{"path": fmt.Sprintf("/%d/x", i)}
 		}), suggest.Config{}, "", "share no directory"},
+		{"never_globs_a_directory_shallower_than_configured", approvals("bot", "write_file", 6, func(i int) map[string]any {
+			return map[string]any{"path": fmt.Sprintf("/home/%s/notes.txt", []string{"alice", "bob"}[i%2])}
+		}), suggest.Config{}, "", "2 levels deep"},
+		{"globs_a_shallow_directory_when_configured", approvals("bot", "write_file", 6, func(i int) map[string]any {
+			return map[string]any{"path": fmt.Sprintf("/home/%s/notes.txt", []string{"alice", "bob"}[i%2])}
+		}), suggest.Config{MinPathDepth: 1}, "/path matches /home/**", ""},
 		{"never_globs_a_path_with_dot_dot", with(approvals("bot", "write_file", 6, file("/srv/a")), func(i int, c *suggest.Call) {
 			if i == 2 {
 				c.Args.Fields["path"] = structpb.NewStringValue("/srv/a/../../etc/passwd")
@@ -112,7 +118,7 @@ func TestProposeDrawsTheNarrowestGrantFromWhatPeopleApproved(t *testing.T) {
 			return map[string]any{"command": fmt.Sprintf("ls; rm -rf /%d", i)}
 		}), suggest.Config{}, "", "no plain leading words"},
 		{"quotes_glob_characters_in_a_directory", approvals("bot", "write_file", 5, file("/srv/[x]")), suggest.Config{}, `/srv/\[x\]/*`, ""},
-		{"stops_at_a_quorum", with(approvals("bot", "write_file", 6, file("/srv")), func(_ int, c *suggest.Call) { c.Decision.Quorum = 2 }),
+		{"stops_at_a_quorum", with(approvals("bot", "write_file", 6, file("/srv/a")), func(_ int, c *suggest.Call) { c.Decision.Quorum = 2 }),
 			suggest.Config{}, "", "quorum"},
 	}
 	for _, tc := range cases {

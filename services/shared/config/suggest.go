@@ -12,6 +12,9 @@ type Suggest struct {
 	// AllowRisks: risks beyond low and medium that may be proposed
 	// ("high", "critical"); none by default.
 	AllowRisks []string `yaml:"allow_risks"`
+	// MinPathDepth: directories a proposed path glob's directory must
+	// have (default 2: /srv/app/*, never /home/**).
+	MinPathDepth int `yaml:"min_path_depth"`
 	// Since: how far back the trail is read, e.g. 720h (default: all of it).
 	Since string `yaml:"since"`
 }
