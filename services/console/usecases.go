@@ -295,6 +295,8 @@ type grantInput struct {
 	Globs      map[string]string
 	Any        []string
 	OnlyListed bool
+	// Ranges hold number arguments within closed ranges.
+	Ranges map[string]*airlockv1.NumberRange
 	// Prefixes remember a shell command by the words it starts with (JSON
 	// pointer → prefix); Digest pins the exact arguments reviewed.
 	Prefixes map[string]string
@@ -308,7 +310,7 @@ type grantInput struct {
 func (u *useCases) grant(rec *airlockv1.ApprovalRecord, in grantInput) *airlockv1.StandingGrant {
 	c := rec.GetCall()
 	g := &airlockv1.StandingGrant{AgentId: c.GetAgentId(), Server: c.GetServer(), Tool: c.GetTool(), FromCallId: c.GetCallId(),
-		ArgumentValues: in.Values, ArgumentGlobs: in.Globs, AnyArguments: in.Any, OnlyListedArguments: in.OnlyListed,
+		ArgumentValues: in.Values, ArgumentGlobs: in.Globs, ArgumentRanges: in.Ranges, AnyArguments: in.Any, OnlyListedArguments: in.OnlyListed,
 		CommandPrefixes: in.Prefixes, ArgumentsDigest: in.Digest}
 	if in.Uses > 0 {
 		g.LimitedUses, g.UsesLeft = true, uint32(in.Uses)
