@@ -39,6 +39,27 @@ func with(cs []suggest.Call, f func(i int, c *suggest.Call)) []suggest.Call {
 	return cs
 }
 
+// proposeOne proposes from calls and expects one suggestion, or, when
+// skipped is set, none and one group skipped for a reason saying skipped
+// (then it returns false).
+func proposeOne(t *testing.T, calls []suggest.Call, cfg suggest.Config, skipped string) (suggest.Suggestion, bool) {
+	t.Helper()
+	got, skips := suggest.Propose(calls, cfg)
+	if skipped != "" {
+		if len(got) != 0 {
+			t.Fatalf("proposed %s; want nothing", grant.Describe(got[0].Grant))
+		}
+		if len(skips) != 1 || !strings.Contains(skips[0].Why, skipped) {
+			t.Fatalf("skipped %+v; want one saying %q", skips, skipped)
+		}
+		return suggest.Suggestion{}, false
+	}
+	if len(got) != 1 {
+		t.Fatalf("proposed %d suggestions (skipped %+v); want 1", len(got), skips)
+	}
+	return got[0], true
+}
+
 func TestProposeDrawsTheNarrowestGrantFromWhatPeopleApproved(t *testing.T) {
 	file := func(dir string) func(int) map[string]any {
 		return func(i int) map[string]any {
@@ -123,20 +144,10 @@ func TestProposeDrawsTheNarrowestGrantFromWhatPeopleApproved(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, skipped := suggest.Propose(tc.calls, tc.cfg)
-			if tc.want == "" {
-				if len(got) != 0 {
-					t.Fatalf("proposed %s; want nothing", grant.Describe(got[0].Grant))
-				}
-				if len(skipped) != 1 || !strings.Contains(skipped[0].Why, tc.skipped) {
-					t.Fatalf("skipped %+v; want one saying %q", skipped, tc.skipped)
-				}
+			s, ok := proposeOne(t, tc.calls, tc.cfg, tc.skipped)
+			if !ok {
 				return
 			}
-			if len(got) != 1 {
-				t.Fatalf("proposed %d suggestions (skipped %+v); want 1", len(got), skipped)
-			}
-			s := got[0]
 			if d := grant.Describe(s.Grant); !strings.Contains(d, tc.want) {
 				t.Fatalf("proposed %q; want it to say %q", d, tc.want)
 			}
@@ -207,20 +218,11 @@ func TestProposeRangesANumberExactlyAsWideAsTheApprovals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, skipped := suggest.Propose(tc.calls, suggest.Config{})
-			if tc.skipped != "" {
-				if len(got) != 0 {
-					t.Fatalf("proposed %s; want nothing", grant.Describe(got[0].Grant))
-				}
-				if len(skipped) != 1 || !strings.Contains(skipped[0].Why, tc.skipped) {
-					t.Fatalf("skipped %+v; want one saying %q", skipped, tc.skipped)
-				}
+			s, ok := proposeOne(t, tc.calls, suggest.Config{}, tc.skipped)
+			if !ok {
 				return
 			}
-			if len(got) != 1 {
-				t.Fatalf("proposed %d suggestions (skipped %+v); want 1", len(got), skipped)
-			}
-			g := got[0].Grant
+			g := s.Grant
 			r := g.GetArgumentRanges()["/size"]
 			if r.GetMin() != tc.min || r.GetMax() != tc.max || len(g.GetArgumentRanges()) != 1 {
 				t.Fatalf("ranges %v; want /size from %v to %v exactly", g.GetArgumentRanges(), tc.min, tc.max)
@@ -228,8 +230,8 @@ func TestProposeRangesANumberExactlyAsWideAsTheApprovals(t *testing.T) {
 			if g.GetArgumentValues()["/disk"].GetStringValue() != "d1" || !g.GetOnlyListedArguments() {
 				t.Fatalf("the argument that never varied is not pinned: %s", grant.Describe(g))
 			}
-			if want := fmt.Sprintf("/size is a number from %s to %s", grant.Number(tc.min), grant.Number(tc.max)); !strings.Contains(got[0].Scope, want) {
-				t.Fatalf("scope %q; want it to say %q", got[0].Scope, want)
+			if want := fmt.Sprintf("/size is a number from %s to %s", grant.Number(tc.min), grant.Number(tc.max)); !strings.Contains(s.Scope, want) {
+				t.Fatalf("scope %q; want it to say %q", s.Scope, want)
 			}
 		})
 	}
