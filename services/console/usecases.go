@@ -16,6 +16,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/grant"
 )
 
 // useCases are what reviewers do, in one place that the HTML pages, the
@@ -328,6 +329,11 @@ func (u *useCases) createGrant(ctx context.Context, p Principal, ch string, in g
 	}
 	if in.Uses < 0 {
 		return nil, apierr.New(apierr.InvalidRequest, "uses must be 0 (unlimited) or more")
+	}
+	for ptr, r := range in.Ranges {
+		if why := grant.CheckRange(r); why != "" {
+			return nil, apierr.New(apierr.InvalidRequest, "the range on %s cannot be used: %s", ptr, why)
+		}
 	}
 	rec, err := u.decidable(ctx, p, in.FromAgent, in.FromCall, in.FromRevision)
 	if err != nil {
