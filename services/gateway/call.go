@@ -302,6 +302,10 @@ func (w *watch) run(beatFirst bool) {
 				} else {
 					tell.progress(ctx, fmt.Sprintf("waiting for %s to confirm this call in the console or Slack (this MCP client cannot ask)", ep.cfg.OnBehalfOf))
 				}
+			case f.call.Script != nil && modern(w.req):
+				// A script cannot be answered early and called again: its
+				// call waits for the console or Slack.
+				tell.progress(ctx, fmt.Sprintf("waiting for %s to confirm this call of the script in the console or Slack", ep.cfg.OnBehalfOf))
 			case modern(w.req):
 				// 2026-07-28: the question goes back in the result; the
 				// client asks its person and calls again with the answer.

@@ -202,6 +202,9 @@ func (ep *endpoint) elicitParams(f *flight, ar *airlockv1.ApprovalRequested, mod
 	b.WriteString("Arguments:\n")
 	summary, _ := argumentSummary(ar.GetCall().GetArguments().AsMap())
 	b.WriteString(summary)
+	if sc := f.call.Script; sc != nil {
+		b.WriteString(previewText(sc, reasonPreview) + "\n")
+	}
 	if mode == urlMode {
 		b.WriteString("Open the call in airlock's console to approve or reject it.")
 		return &mcp.ElicitParams{Mode: "url", Message: escape.TerminalLines(b.String()), URL: ep.consoleURL(f.call.ID, max(ar.GetCall().GetRevision(), 1)), ElicitationID: f.call.ID}
