@@ -50,7 +50,8 @@ func nodeBin(t *testing.T, name string) string {
 //   - patient (agent patientbot, like plain; answers "waiting for approval"
 //     after 2s),
 //   - leaving (agent leaver, like patient; cancels a call nobody waits for
-//     after 2s).
+//     after 2s),
+//   - coder (agent coder, like plain, with run_code).
 //
 // For bot and waiter a rule lets the requester confirm fs__write_file.
 type gatewayEnv struct {
@@ -96,6 +97,7 @@ func startGatewayEnv(t *testing.T) *gatewayEnv {
 		{"plain", "plainbot", ""},
 		{"patient", "patientbot", "answer_within: 2s"},
 		{"leaving", "leaver", "answer_within: 2s, abandon_after: 2s"},
+		{"coder", "coder", "run_code: {enabled: true}"},
 	} {
 		tok := fmt.Sprintf("%s-token-%d-abcdefghijklmnop", e.name, time.Now().UnixNano())
 		g.tokens[e.name] = tok

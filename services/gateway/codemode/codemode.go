@@ -347,7 +347,7 @@ func (r *run) settleCall(s settle) error {
 
 // result is the fulfilled value as JSON, within the output limit.
 func (r *run) result(v goja.Value) (Result, error) {
-	out := Result{Value: json.RawMessage("null"), Logs: r.logs, Calls: r.calls}
+	out := Result{Value: json.RawMessage("null"), Logs: append([]string{}, r.logs...), Calls: r.calls}
 	if v == nil || goja.IsUndefined(v) {
 		return out, nil
 	}
