@@ -145,4 +145,3 @@ func runNode(t *testing.T, cmd *exec.Cmd) <-chan string {
 	}()
 	return done
 }
-
