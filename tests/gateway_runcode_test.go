@@ -6,13 +6,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go/jetstream"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
@@ -24,7 +29,7 @@ import (
 // returns both results. The read runs at once; the write waits for a
 // reviewer, who sees the script's static preview with it and approves it
 // with `airlock approvals approve`; the script then returns both results,
-// and every call it made names it.
+// and every call it made names it. Then runCodeRefusesAndReports.
 func TestGatewayRunCode(t *testing.T) {
 	g := startGatewayEnv(t)
 	hello := filepath.Join(g.files, "hello.txt")
@@ -93,6 +98,134 @@ return {before, wrote};`, hello, out)
 			}
 		})
 	}
+	runCodeRefusesAndReports(t, g)
+}
+
+// runCodeRefusesAndReports: through a real MCP client, a script
+// that misbehaves ends with a clear error and submits nothing (not even the
+// write it issued first); a call a reviewer rejects rejects its promise with
+// the reason; and a call the endpoint's person confirms shows them the
+// script's preview in the elicitation.
+func runCodeRefusesAndReports(t *testing.T, g *gatewayEnv) {
+	t.Run("a_misbehaving_script_ends_with_a_clear_error_and_submits_nothing", func(t *testing.T) {
+		cs := g.connect(t, "coder", clientOpts{version: "2025-11-25"})
+		var paths []string
+		for i, c := range []struct{ name, then, status, says string }{
+			{"syntax_error", "return (;", "script_syntax", "does not parse"},
+			{"throw", `throw new Error("boom")`, "script_thrown", "boom"},
+			{"endless_loop", "for (;;) {}", "script_timeout", "without waiting"},
+			{"unbounded_allocation", `const a = []; for (;;) a.push("y".repeat(3000000));`, "script_memory", "MiB"},
+			{"require", `return require("child_process");`, "script_thrown", "require is not defined"},
+			{"dynamic_import", `return await import("fs");`, "script_syntax", "does not parse"},
+			{"process", `return process.env;`, "script_thrown", "process is not defined"},
+			{"globalThis", `return globalThis.process.mainModule;`, "script_thrown", "TypeError"},
+			{"Function_constructor", `return tools.fs__read_text_file.constructor("return process")();`, "script_thrown", "process is not defined"},
+			{"prototype_pollution_then_throw", `Object.prototype.path = "/etc/passwd"; throw new Error("polluted")`, "script_thrown", "polluted"},
+			{"promise_flood", `for (let i = 0; i < 100000; i++) tools.fs__write_file({path: "/tmp/flood", content: String(i)});`, "script_limit", "more than 50 tool calls"},
+		} {
+			path := filepath.Join(g.files, fmt.Sprintf("never-%d.txt", i))
+			paths = append(paths, path)
+			code := fmt.Sprintf("tools.fs__write_file({path: %q, content: \"should never be written\"});\n%s", path, c.then)
+			if c.name == "syntax_error" || c.name == "dynamic_import" {
+				code = fmt.Sprintf("tools.fs__write_file({path: %q, content: \"x\"}); %s", path, c.then)
+			}
+			res := callTool(t, cs, "run_code", map[string]any{"code": code})
+			if !res.IsError || res.Meta["airlock/status"] != c.status || !strings.Contains(text(res), c.says) {
+				t.Errorf("%s: answered isError=%v %v %q, want %s saying %q", c.name, res.IsError, res.Meta["airlock/status"], text(res), c.status, c.says)
+			}
+		}
+		// A script that behaves, as a control for what the stream shows.
+		hello := filepath.Join(g.files, "hello.txt")
+		if res := callTool(t, cs, "run_code", map[string]any{"code": fmt.Sprintf("return await tools.fs__read_text_file({path: %q});", hello)}); res.IsError {
+			t.Fatalf("a plain read failed: %s", text(res))
+		}
+		calls := g.requested(t, "coder")
+		seen := map[string]bool{}
+		for _, c := range calls {
+			if p, ok := c.GetArguments().AsMap()["path"].(string); ok {
+				seen[p] = true
+			}
+		}
+		if !seen[hello] {
+			t.Fatalf("the control read is not among coder's requested calls (%d): the check below would prove nothing", len(calls))
+		}
+		for _, p := range append(paths, "/tmp/flood") {
+			if seen[p] {
+				t.Errorf("a misbehaving script submitted a call on %s", p)
+			}
+			if _, err := os.Stat(p); err == nil && p != "/tmp/flood" {
+				t.Errorf("%s was written", p)
+			}
+		}
+	})
+
+	t.Run("a_call_a_reviewer_rejects_rejects_its_promise_with_the_reason", func(t *testing.T) {
+		cs := g.connect(t, "coder", clientOpts{})
+		path := filepath.Join(g.files, "rejected-by-script.txt")
+		done := callAsync(cs, "run_code", map[string]any{"code": fmt.Sprintf(
+			`try { await tools.fs__write_file({path: %q, content: "no"}); return "wrote"; } catch (e) { return "refused: " + e.message; }`, path)})
+		g.decide(t, g.pendingFor(t, "coder", "write_file", path), "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "not in this directory")
+		res := <-done
+		if res.IsError || !strings.Contains(text(res), "refused: ") || !strings.Contains(text(res), "not in this directory") {
+			t.Fatalf("answered isError=%v %q", res.IsError, text(res))
+		}
+		if _, err := os.Stat(path); err == nil {
+			t.Fatal("the rejected write ran")
+		}
+	})
+
+	t.Run("the_person_confirming_a_call_sees_the_scripts_preview", func(t *testing.T) {
+		var mu sync.Mutex
+		var asked []string
+		cs := g.connect(t, "selfcoder", clientOpts{version: "2025-11-25", elicit: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			mu.Lock()
+			asked = append(asked, r.Params.Message)
+			mu.Unlock()
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		}})
+		path := filepath.Join(g.files, "confirmed-by-dana.txt")
+		res := callTool(t, cs, "run_code", map[string]any{"code": fmt.Sprintf(
+			"const w = await tools.fs__write_file({path: %q, content: \"confirmed\"});\nconst f = tools.fs__read_text_file; return [w, await f({path: %q})];", path, path)})
+		if res.IsError || !strings.Contains(text(res), "confirmed") {
+			t.Fatalf("answered isError=%v %q", res.IsError, text(res))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(asked) != 1 || !strings.Contains(asked[0], "Static preview") || !strings.Contains(asked[0], "may be incomplete") ||
+			!strings.Contains(asked[0], "fs__write_file") || strings.Contains(asked[0], "tools.fs__read_text_file(") {
+			t.Fatalf("the confirmation (%d asked) does not show the preview of the literal calls only: %q", len(asked), asked)
+		}
+	})
+}
+
+// requested is every call agent requested so far, from the events stream.
+func (g *gatewayEnv) requested(t *testing.T, agent string) []*airlockv1.ToolCall {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, js := g.dev.Admin(t)
+	cons, err := js.OrderedConsumer(ctx, config.Default().Stream.Name, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subject.EventsPrefix + "." + agent + ".*." + subject.Requested}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*airlockv1.ToolCall
+	for range info.NumPending {
+		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := envelope.Decode(msg.Data(), msg.Headers())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev.GetRequested().GetCall())
+	}
+	return out
 }
 
 // firstScriptCall is the script text the run's first call (which ran

@@ -31,8 +31,11 @@
 //
 // Every tool call runs through Caller on its own goroutine; its promise is
 // settled on the run's goroutine only (goja is not goroutine-safe). Calls a
-// script issues in one stretch of running are started only when it yields,
-// so a script that goes over MaxCalls in a loop starts none of that stretch.
+// script issues in one stretch of running are started only when it yields
+// still running: a script that goes over MaxCalls in a loop, is stopped, or
+// ends without waiting for them starts none of that stretch. When a run
+// ends, the context of the calls still out ends, and the gateway withdraws
+// those still waiting for a person.
 package codemode
 
 import (
@@ -241,13 +244,15 @@ func (r *run) loop(prog *goja.Program) (Result, error) {
 		return Result{}, fmt.Errorf("the script's wrapper returned %T, not a promise", top.Export())
 	}
 	for {
-		r.startQueued()
+		// A script that ended does not make the calls it issued in its last
+		// stretch (it did not wait for them); calls still out are withdrawn.
 		switch promise.State() {
 		case goja.PromiseStateFulfilled:
 			return r.result(promise.Result())
 		case goja.PromiseStateRejected:
 			return Result{}, fail(KindThrown, "the script failed: %s", r.describe(promise.Result()))
 		}
+		r.startQueued()
 		if r.out == 0 {
 			return Result{}, fail(KindStalled, "the script never finished: it awaits something that can never happen (only tools.* calls settle; there are no timers)")
 		}

@@ -98,6 +98,8 @@ func TestBadScriptsEndWithAClearErrorAndNothingElse(t *testing.T) {
 		{"too_much_output", `for (let i = 0; i < 1e6; i++) console.log("line " + i);`, KindLimit, "output", 0},
 		{"replacing_tools", `tools.fs__read = () => 1; return tools.fs__read();`, KindThrown, "TypeError", 0},
 		{"more_calls_than_allowed_in_a_loop", `for (let i = 0; i < 100000; i++) tools.fs__read({i});`, KindLimit, "more than 5 tool calls", 0},
+		{"a_call_issued_then_a_throw", `tools.fs__read({path: "x"}); throw new Error("after the call")`, KindThrown, "after the call", 0},
+		{"a_call_issued_then_an_endless_loop", `tools.fs__read({path: "x"}); for (;;) {}`, KindTimeout, "without waiting", 0},
 		{"a_deep_recursion", `const f = () => f(); f();`, KindThrown, "stack", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -141,6 +143,13 @@ func TestArgumentsAreReadOnce(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a_call_the_script_did_not_wait_for_before_it_returned_is_not_made", func(t *testing.T) {
+		rec := &recorder{}
+		res, err := Run(context.Background(), `tools.fs__read({path: "x"}); return 1;`, []string{"fs__read"}, rec.call, fast)
+		if err != nil || string(res.Value) != "1" || len(rec.calls) != 0 {
+			t.Fatalf("%s %v, calls %+v", res.Value, err, rec.calls)
+		}
+	})
 	t.Run("arguments_that_are_not_an_object_reject_without_a_call", func(t *testing.T) {
 		rec := &recorder{}
 		res, err := Run(context.Background(), `try { await tools.fs__read("a"); } catch (e) { return e.message; }`, []string{"fs__read"}, rec.call, fast)
