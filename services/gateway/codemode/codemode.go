@@ -222,8 +222,8 @@ type run struct {
 	busyUsed time.Duration
 	settled  chan settle
 	// The original built-ins, taken before the script can replace them.
-	stringify, parse goja.Callable
-	errorCtor        *goja.Object
+	stringify, parse     goja.Callable
+	errorCtor, typeError *goja.Object
 }
 
 // Interrupt values: why the script was stopped.
@@ -371,12 +371,21 @@ func (r *run) result(v goja.Value) (Result, error) {
 	return out, nil
 }
 
-// describe is a thrown value as text for the model, bounded.
-func (r *run) describe(v goja.Value) string {
+// describe is a thrown value as text for the model, bounded. Reading an
+// error's message may run the script's getters: they get describeFor, and
+// a value that cannot be read is said to be so.
+func (r *run) describe(v goja.Value) (text string) {
 	if v == nil {
 		return "undefined"
 	}
-	text := ""
+	t := time.AfterFunc(describeFor, func() { r.vm.Interrupt(errBusy) })
+	defer func() {
+		t.Stop()
+		if recover() != nil {
+			text = "(a thrown value that cannot be shown)"
+		}
+		r.vm.ClearInterrupt() // the run ends after this; nothing else is pending
+	}()
 	if o, ok := v.(*goja.Object); ok {
 		if m := o.Get("message"); m != nil && !goja.IsUndefined(m) {
 			name := "Error"
@@ -395,6 +404,9 @@ func (r *run) describe(v goja.Value) string {
 	}
 	return text
 }
+
+// describeFor bounds the script code describing a thrown value may run.
+const describeFor = 100 * time.Millisecond
 
 // safeString converts without running script code that could throw.
 func safeString(v goja.Value) (s string) {

@@ -33,6 +33,7 @@ func (r *run) setup(tools []string) error {
 		return fmt.Errorf("JSON.parse is missing")
 	}
 	r.errorCtor = g.Get("Error").ToObject(vm)
+	r.typeError = g.Get("TypeError").ToObject(vm)
 	for _, name := range allocators {
 		if err := g.Delete(name); err != nil {
 			return fmt.Errorf("remove %s: %w", name, err)
@@ -181,7 +182,7 @@ func (r *run) toolFunc(name string) func(goja.FunctionCall) goja.Value {
 		p, resolve, reject := vm.NewPromise()
 		args, err := r.readArgs(name, c.Argument(0))
 		if err != nil {
-			e, nerr := vm.New(vm.Get("TypeError"), vm.ToValue(err.Error()))
+			e, nerr := vm.New(r.typeError, vm.ToValue(err.Error()))
 			if nerr != nil {
 				panic(nerr)
 			}
