@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -121,6 +122,9 @@ func runCodeRefusesAndReports(t *testing.T, g *gatewayEnv) {
 			{"globalThis", `return globalThis.process.mainModule;`, "script_thrown", "TypeError"},
 			{"Function_constructor", `return tools.fs__read_text_file.constructor("return process")();`, "script_thrown", "process is not defined"},
 			{"prototype_pollution_then_throw", `Object.prototype.path = "/etc/passwd"; throw new Error("polluted")`, "script_thrown", "polluted"},
+			// One built-in step that allocates terabytes: only the sandbox
+			// process's own limits stop it (the gateway goes on serving).
+			{"one_join_of_terabytes", `return new Array(1000000).fill("x".repeat(4000000)).join("").length;`, "script_memory|script_timeout", "it was stopped"},
 			{"promise_flood", `for (let i = 0; i < 100000; i++) tools.fs__write_file({path: "/tmp/flood", content: String(i)});`, "script_limit", "more than 50 tool calls"},
 		} {
 			path := filepath.Join(g.files, fmt.Sprintf("never-%d.txt", i))
@@ -130,7 +134,8 @@ func runCodeRefusesAndReports(t *testing.T, g *gatewayEnv) {
 				code = fmt.Sprintf("tools.fs__write_file({path: %q, content: \"x\"}); %s", path, c.then)
 			}
 			res := callTool(t, cs, "run_code", map[string]any{"code": code})
-			if !res.IsError || res.Meta["airlock/status"] != c.status || !strings.Contains(text(res), c.says) {
+			status, _ := res.Meta["airlock/status"].(string)
+			if !res.IsError || !slices.Contains(strings.Split(c.status, "|"), status) || !strings.Contains(text(res), c.says) {
 				t.Errorf("%s: answered isError=%v %v %q, want %s saying %q", c.name, res.IsError, res.Meta["airlock/status"], text(res), c.status, c.says)
 			}
 		}

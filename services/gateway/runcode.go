@@ -127,7 +127,7 @@ func runCodeDef(names []string, lim codemode.Limits) *mcp.Tool {
 func (ep *endpoint) codeLimits() codemode.Limits {
 	c := ep.cfg.RunCode
 	return codemode.Limits{Timeout: c.Timeout, Busy: c.Busy, MaxCalls: c.MaxCalls, MaxScriptBytes: c.MaxScriptBytes,
-		MaxOutputBytes: c.MaxOutputBytes, MaxMemoryBytes: uint64(max(c.MaxMemoryMB, 0)) << 20}.WithDefaults()
+		MaxOutputBytes: c.MaxOutputBytes, MaxMemoryBytes: uint64(max(c.MaxMemoryMB, 0)) << 20, Isolate: ep.g.exe}.WithDefaults()
 }
 
 // syncRunCode (with ep.mu held) registers run_code when it is enabled and

@@ -1,6 +1,7 @@
 // Package codemode runs a model's JavaScript (the gateway's run_code tool,
-// seed 001's "code mode") in goja, an interpreter inside the Go process,
-// with nothing but the tools it is given.
+// seed 001's "code mode") in goja, a JavaScript interpreter in Go, with
+// nothing but the tools it is given — in this process, or isolated in a
+// child process (Limits.Isolate).
 //
 // What a script can reach: the ECMAScript built-ins (without ArrayBuffer,
 // typed arrays and DataView, which allocate in one step), `tools` — one
@@ -20,14 +21,16 @@
 //     heap every millisecond while the script runs; when it is more than
 //     MaxMemoryBytes over the live heap at the start, a garbage collection
 //     confirms that the live heap grew that much and the script is
-//     interrupted. The built-ins that allocate
-//     a caller-chosen size in one step (String repeat/padStart/padEnd, Array
-//     join/fill, Function apply with an array-like) refuse sizes over
-//     MaxStringBytes / MaxArrayLength first, since the watchdog can only
-//     interrupt between JavaScript steps. This is a bound on growth, not a
-//     hard cap: the heap is the gateway's, shared with concurrent runs, and
-//     a built-in not listed may still allocate in one step (a child process
-//     with an address-space limit would be a hard cap; it is not built).
+//     interrupted. The built-ins that allocate a caller-chosen size in one
+//     step (String repeat/padStart/padEnd, Array join/fill, Function apply
+//     with an array-like) refuse sizes over MaxStringBytes / MaxArrayLength
+//     first, since an interrupt lands only between JavaScript steps.
+//
+// In this process that is a bound on growth, not a hard cap, and a built-in
+// that runs long in one Go step (a backtracking regular expression) cannot
+// be interrupted. Isolate (child.go) runs the script in a child process
+// with an address-space and a CPU-time limit, which are hard caps; the
+// gateway always isolates.
 //
 // Every tool call runs through Caller on its own goroutine; its promise is
 // settled on the run's goroutine only (goja is not goroutine-safe). Calls a
@@ -67,6 +70,9 @@ type Limits struct {
 	MaxMemoryBytes uint64
 	MaxStringBytes int
 	MaxArrayLength int
+	// Isolate is the program to run the script in, as a child process (its
+	// main calls MaybeChild); "" runs it in this process.
+	Isolate string
 }
 
 // Defaults are the limits of a run unless configured otherwise.
@@ -175,6 +181,9 @@ func Run(ctx context.Context, src string, tools []string, call Caller, lim Limit
 	lim = lim.WithDefaults()
 	if len(src) > lim.MaxScriptBytes {
 		return Result{}, fail(KindLimit, "the script is %d bytes, over the limit of %d: send a shorter script", len(src), lim.MaxScriptBytes)
+	}
+	if lim.Isolate != "" {
+		return runIsolated(ctx, src, tools, call, lim)
 	}
 	prog, err := compile(src)
 	if err != nil {

@@ -13,6 +13,23 @@ import (
 	"time"
 )
 
+func TestMain(m *testing.M) {
+	MaybeChild() // this test binary is also the isolated runs' child
+	os.Exit(m.Run())
+}
+
+// modes are the ways a script runs: in this process, and in a child
+// process of this test binary.
+func modes(t *testing.T) map[string]Limits {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	isolated := fast
+	isolated.Isolate = exe
+	return map[string]Limits{"in_process": fast, "isolated": isolated}
+}
+
 // recorder is the Caller of these tests: it records each call and answers
 // what answer says (the gateway's real path is tested in tests/).
 type recorder struct {
@@ -44,21 +61,23 @@ func TestScriptsRunWithTools(t *testing.T) {
 		{"a_script_may_make_no_call", `return 1 + 1;`, `2`, 0},
 		{"a_rejected_call_can_be_caught", `try { await tools.fs__write({}); } catch (e) { return "caught: " + e.message; }`, `"caught: denied: not here"`, 1},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			rec := &recorder{answer: func(call Call) (any, error) {
-				if call.Tool == "fs__write" {
-					return nil, errors.New("denied: not here")
+		for mode, lim := range modes(t) {
+			t.Run(mode+"/"+c.name, func(t *testing.T) {
+				rec := &recorder{answer: func(call Call) (any, error) {
+					if call.Tool == "fs__write" {
+						return nil, errors.New("denied: not here")
+					}
+					return map[string]any{"tool": call.Tool, "args": call.Args}, nil
+				}}
+				res, err := Run(context.Background(), c.src, []string{"fs__read", "fs__write"}, rec.call, lim)
+				if err != nil {
+					t.Fatal(err)
 				}
-				return map[string]any{"tool": call.Tool, "args": call.Args}, nil
-			}}
-			res, err := Run(context.Background(), c.src, []string{"fs__read", "fs__write"}, rec.call, fast)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(res.Value) != c.want || len(rec.calls) != c.calls || res.Calls != c.calls {
-				t.Fatalf("got %s with %d calls (%d recorded), want %s with %d", res.Value, res.Calls, len(rec.calls), c.want, c.calls)
-			}
-		})
+				if string(res.Value) != c.want || len(rec.calls) != c.calls || res.Calls != c.calls {
+					t.Fatalf("got %s with %d calls (%d recorded), want %s with %d", res.Value, res.Calls, len(rec.calls), c.want, c.calls)
+				}
+			})
+		}
 	}
 }
 
@@ -106,25 +125,35 @@ func TestBadScriptsEndWithAClearErrorAndNothingElse(t *testing.T) {
 		{"a_getter_on_arguments_that_throws", `await tools.fs__read({get path() { throw new Error("getter") }});`, KindThrown, "getter", 0},
 		{"a_replaced_TypeError", `TypeError = function () { for (;;) {} }; await tools.fs__read("not an object");`, KindThrown, "one object of arguments", 0},
 		{"a_deep_recursion", `const f = () => f(); f();`, KindThrown, "stack", 0},
+		// Only the child's operating-system limits stop these (in this
+		// process they would take the test binary down).
+		{"isolated/one_join_of_terabytes", `tools.fs__read({}); return new Array(1000000).fill("x".repeat(4000000)).join("").length;`, KindMemory + "|" + KindTimeout, "it was stopped", 0},
+		{"isolated/one_replaceAll_of_terabytes", `const s = "x".repeat(4000000); tools.fs__read({}); return s.replaceAll("x", s).length;`, KindMemory + "|" + KindTimeout, "it was stopped", 0},
+		{"isolated/a_backtracking_regular_expression", `tools.fs__read({}); return /^(a+)+(?=c)/.test("a".repeat(40) + "b");`, KindTimeout, "it was stopped", 0}, // by the CPU limit, or on a loaded machine the run's timeout
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			rec := &recorder{}
-			lim := fast
-			if c.busy > 0 {
-				lim.Busy = c.busy
+		for mode, base := range modes(t) {
+			if strings.HasPrefix(c.name, "isolated/") && mode != "isolated" {
+				continue
 			}
-			_, err := Run(context.Background(), c.src, []string{"fs__read"}, rec.call, lim)
-			var e *Error
-			if !errors.As(err, &e) {
-				t.Fatalf("got %v, want a script error", err)
-			}
-			if !slices.Contains(strings.Split(c.kind, "|"), e.Kind) || !strings.Contains(e.Message, c.says) {
-				t.Fatalf("got %s: %q, want %s saying %q", e.Kind, e.Message, c.kind, c.says)
-			}
-			if len(rec.calls) != 0 {
-				t.Fatalf("the script made calls: %+v", rec.calls)
-			}
-		})
+			t.Run(mode+"/"+strings.TrimPrefix(c.name, "isolated/"), func(t *testing.T) {
+				rec := &recorder{}
+				lim := base
+				if c.busy > 0 {
+					lim.Busy = c.busy
+				}
+				_, err := Run(context.Background(), c.src, []string{"fs__read"}, rec.call, lim)
+				var e *Error
+				if !errors.As(err, &e) {
+					t.Fatalf("got %v, want a script error", err)
+				}
+				if !slices.Contains(strings.Split(c.kind, "|"), e.Kind) || !strings.Contains(e.Message, c.says) {
+					t.Fatalf("got %s: %q, want %s saying %q", e.Kind, e.Message, c.kind, c.says)
+				}
+				if len(rec.calls) != 0 {
+					t.Fatalf("the script made calls: %+v", rec.calls)
+				}
+			})
+		}
 	}
 }
 
