@@ -234,17 +234,43 @@ func runIsolated(ctx context.Context, src string, tools []string, call Caller, l
 		_ = cmd.Wait()
 		return Result{}, fmt.Errorf("start the script's sandbox: %w", err)
 	}
-	dec := json.NewDecoder(bufio.NewReaderSize(stdout, 64<<10))
+	// The child is held to the run's limits here too: a line at most as
+	// long as the largest message, calls counted, tool names from the list,
+	// the answer bounded.
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(make([]byte, 0, 64<<10), lim.MaxArgBytes+lim.MaxOutputBytes+lim.MaxOutputBytes+(64<<10))
+	known := map[string]bool{}
+	for _, t := range tools {
+		known[t] = true
+	}
+	calls := 0
+	seen := map[int]bool{}
+	end := func(err error) (Result, error) {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return Result{}, err
+	}
 	for {
 		var m callMsg
-		if err := dec.Decode(&m); err != nil {
+		if !lines.Scan() {
 			_ = cmd.Process.Kill()
 			werr := cmd.Wait()
 			return Result{}, childEnded(ctx, lim, werr, stderr.String())
 		}
+		if err := json.Unmarshal(lines.Bytes(), &m); err != nil {
+			return end(fmt.Errorf("the script's sandbox sent a message that does not decode: %w", err))
+		}
 		switch {
 		case m.Call != nil:
 			c := *m.Call
+			calls++
+			switch {
+			case calls > lim.MaxCalls:
+				return end(fail(KindLimit, "the script made more than %d tool calls in one run: it was stopped; split the work", lim.MaxCalls))
+			case !known[c.Tool] || c.Index < 1 || c.Index > lim.MaxCalls || seen[c.Index]:
+				return end(fmt.Errorf("the script's sandbox asked for call %d of tool %q, which it cannot make", c.Index, c.Tool))
+			}
+			seen[c.Index] = true
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -258,12 +284,12 @@ func runIsolated(ctx context.Context, src string, tools []string, call Caller, l
 				_ = send(res)
 			}()
 		case m.Error != nil:
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			return Result{}, m.Error
+			return end(m.Error)
 		case m.Done != nil:
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+			if !json.Valid(m.Done.Value) || len(m.Done.Value) > lim.MaxOutputBytes {
+				return end(fail(KindLimit, "the script's output (returned value and console.log) is over %d bytes: return less", lim.MaxOutputBytes))
+			}
+			_, _ = end(nil)
 			return *m.Done, nil
 		}
 	}
