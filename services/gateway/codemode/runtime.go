@@ -88,6 +88,11 @@ func (r *run) bound() error {
 	tooBig := func(what string, n, limit int64) {
 		panic(vm.NewGoError(fmt.Errorf("RangeError: %s of %d is over the sandbox's limit of %d", what, n, limit)))
 	}
+	thisLength := func(c goja.FunctionCall) {
+		if n := lengthOf(c.This); n > maxLen {
+			tooBig("an array length", n, maxLen)
+		}
+	}
 	guards := []struct {
 		obj, name string
 		check     func(c goja.FunctionCall)
@@ -107,26 +112,10 @@ func (r *run) bound() error {
 				tooBig("a string", n, maxStr)
 			}
 		}},
-		{"Array.prototype", "join", func(c goja.FunctionCall) {
-			if n := lengthOf(c.This); n > maxLen {
-				tooBig("an array length", n, maxLen)
-			}
-		}},
-		{"Array.prototype", "toString", func(c goja.FunctionCall) {
-			if n := lengthOf(c.This); n > maxLen {
-				tooBig("an array length", n, maxLen)
-			}
-		}},
-		{"Array.prototype", "toLocaleString", func(c goja.FunctionCall) {
-			if n := lengthOf(c.This); n > maxLen {
-				tooBig("an array length", n, maxLen)
-			}
-		}},
-		{"Array.prototype", "fill", func(c goja.FunctionCall) {
-			if n := lengthOf(c.This); n > maxLen {
-				tooBig("an array length", n, maxLen)
-			}
-		}},
+		{"Array.prototype", "join", thisLength},
+		{"Array.prototype", "toString", thisLength},
+		{"Array.prototype", "toLocaleString", thisLength},
+		{"Array.prototype", "fill", thisLength},
 		{"Array", "from", func(c goja.FunctionCall) {
 			if n := lengthOf(c.Argument(0)); n > maxLen {
 				tooBig("an array length", n, maxLen)
