@@ -23,6 +23,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // TestGatewayRunCode: real MCP clients (the TypeScript SDK and the
@@ -176,6 +177,46 @@ func runCodeRefusesAndReports(t *testing.T, g *gatewayEnv) {
 		}
 		if _, err := os.Stat(path); err == nil {
 			t.Fatal("the rejected write ran")
+		}
+	})
+
+	t.Run("calls_waiting_together_keep_the_requests_progress_increasing", func(t *testing.T) {
+		var mu sync.Mutex
+		var seen []float64
+		cs := g.connect(t, "coder", clientOpts{version: "2025-11-25", progress: func(r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			seen = append(seen, r.Params.Progress)
+			mu.Unlock()
+		}})
+		a, b := filepath.Join(g.files, "together-a.txt"), filepath.Join(g.files, "together-b.txt")
+		done := make(chan *mcp.CallToolResult, 1)
+		go func() {
+			params := &mcp.CallToolParams{Name: "run_code", Arguments: map[string]any{"code": fmt.Sprintf(
+				`return await Promise.all([tools.fs__write_file({path: %q, content: "a"}), tools.fs__write_file({path: %q, content: "b"})]);`, a, b)}}
+			params.SetProgressToken("together")
+			res, err := cs.CallTool(context.Background(), params)
+			if err != nil {
+				res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+			}
+			done <- res
+		}()
+		ra, rb := g.pendingFor(t, "coder", "write_file", a), g.pendingFor(t, "coder", "write_file", b)
+		testenv.Eventually(t, 20*time.Second, "progress from both waiting calls", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(seen) >= 4
+		})
+		g.decide(t, ra, "alice", airlockv1.DecisionKind_DECISION_KIND_APPROVE, "fine")
+		g.decide(t, rb, "alice", airlockv1.DecisionKind_DECISION_KIND_APPROVE, "fine")
+		if res := <-done; res.IsError {
+			t.Fatalf("answered %q", text(res))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for i := 1; i < len(seen); i++ {
+			if seen[i] <= seen[i-1] {
+				t.Fatalf("progress went %v: it must only increase", seen)
+			}
 		}
 	})
 

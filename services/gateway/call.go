@@ -37,6 +37,9 @@ type flight struct {
 	rejoinKey string
 	// rejoined: the entry this request found and follows (nil: a new call).
 	rejoined *clientwait.Rejoin
+	// progress counts the request's progress notifications when several
+	// calls share it (a run_code script's); nil: the call's own.
+	progress *progressCount
 }
 
 func (ep *endpoint) handler(t *tool) mcp.ToolHandler {
@@ -269,7 +272,7 @@ func (w *watch) answered() (*mcp.CallToolResult, error) {
 
 func (w *watch) run(beatFirst bool) {
 	ep, f, ctx := w.ep, w.f, w.ctx
-	tell := newInformer(w.req, ep.g.heartbeat)
+	tell := newInformer(w.req, ep.g.heartbeat, f.progress)
 	if beatFirst {
 		tell.beat(ctx)
 	}

@@ -44,7 +44,8 @@ const (
 // scriptRun is one run of a script, as its calls name it.
 type scriptRun struct {
 	digest, id string
-	text       string // cut to ingress.MaxScriptText
+	progress   progressCount // the request's progress count, shared by its calls
+	text       string        // cut to ingress.MaxScriptText
 	size       int
 	preview    []string
 	more       bool // the preview left calls out
@@ -211,7 +212,7 @@ func (ep *endpoint) scriptCall(ctx context.Context, req *mcp.CallToolRequest, ru
 		Reason:      truncate(reasonOf(req, ep.cfg.Name)+". "+previewText(ref, reasonPreview), ingress.MaxReasonLen-16),
 		Annotations: t.annotations, AnnotationsTrusted: t.up.GetTrusted(),
 		Script: ref,
-	}}
+	}, progress: &run.progress}
 	res, err := ep.follow(ctx, req, f, true)
 	if err != nil {
 		return nil, err
