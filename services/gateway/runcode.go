@@ -52,9 +52,11 @@ type scriptRun struct {
 }
 
 func newScriptRun(src string) *scriptRun {
-	r := &scriptRun{digest: codemode.Digest(src), id: ids.New("run"), size: len(src), text: src}
-	if len(src) > ingress.MaxScriptText {
-		r.text = calls.Cut(src, ingress.MaxScriptText)
+	// The text is recorded as agent text: what would not show as itself
+	// escaped (the digest is of the script as sent), then cut.
+	r := &scriptRun{digest: codemode.Digest(src), id: ids.New("run"), size: len(src), text: escape.Visible(src)}
+	if len(r.text) > ingress.MaxScriptText {
+		r.text = calls.Cut(r.text, ingress.MaxScriptText)
 	}
 	planned, more, err := codemode.Preview(src, previewCalls)
 	if err == nil {

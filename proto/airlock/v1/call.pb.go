@@ -554,8 +554,10 @@ type Script struct {
 	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// 1 for the run's first tool call, 2 for its second, and so on.
 	Index uint32 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
-	// The script's text (cut to 16 KiB), on the run's first call only, so it
-	// is recorded once; size is its whole length in bytes.
+	// The script's text, on the run's first call only, so it is recorded
+	// once: escaped as agent text (what would not show as itself as \uXXXX;
+	// the digest is of the text as sent) and cut to 16 KiB; size is the
+	// length in bytes of the text as sent.
 	Text string `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
 	Size uint32 `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`
 	// Static preview (UX only, may be incomplete): the tool calls the script
