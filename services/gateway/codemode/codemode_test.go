@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -219,6 +221,54 @@ func TestTheRunEndingEndsItsCalls(t *testing.T) {
 				t.Fatal("Run returned while a call it started was still waiting")
 			}
 		})
+	}
+}
+
+// TestASourceMapCommentReadsNoFile: goja's parser reads the file a
+// `//# sourceMappingURL=` comment names unless told not to. The file here is
+// a FIFO, so a read is seen: the writer's open returns only when a reader
+// opens it.
+func TestASourceMapCommentReadsNoFile(t *testing.T) {
+	for _, c := range []struct{ name, src string }{
+		// The parser looks at the last line (after the wrapper's).
+		{"in_the_script", "return 1\n//# sourceMappingURL=%s"},
+		{"in_eval", "return eval('1\\n//# sourceMappingURL=%s')"},
+		{"in_new_Function", "return new Function('return 1\\n//# sourceMappingURL=%s')()"},
+	} {
+		for mode, lim := range modes(t) {
+			t.Run(mode+"/"+c.name, func(t *testing.T) {
+				fifo := filepath.Join(t.TempDir(), "map")
+				if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				opened := make(chan struct{})
+				go func() {
+					f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+					if err == nil {
+						close(opened)
+						_ = f.Close()
+					}
+				}()
+				res, err := Run(context.Background(), fmt.Sprintf(c.src, fifo), nil, (&recorder{}).call, lim)
+				read := false
+				select {
+				case <-opened:
+					read = true
+				case <-time.After(100 * time.Millisecond):
+				}
+				// Let the writer go (a reader of our own opens the FIFO).
+				if r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+					<-opened
+					_ = r.Close()
+				}
+				if read {
+					t.Fatal("running the script read the file its source-map comment names")
+				}
+				if err != nil || string(res.Value) != "1" {
+					t.Fatalf("%s %v", res.Value, err)
+				}
+			})
+		}
 	}
 }
 
