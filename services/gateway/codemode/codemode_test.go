@@ -237,9 +237,20 @@ func TestASourceMapCommentReadsNoFile(t *testing.T) {
 	} {
 		for mode, lim := range modes(t) {
 			t.Run(mode+"/"+c.name, func(t *testing.T) {
-				fifo := filepath.Join(t.TempDir(), "map")
+				// goja resolves the path against the script's name, which
+				// makes it relative: to this test's working directory in
+				// process, to the child's ("/") isolated.
+				fifo, named := filepath.Join(t.TempDir(), "map"), ""
+				if lim.Isolate == "" {
+					fifo = fmt.Sprintf(".map-%d", time.Now().UnixNano())
+					named = fifo
+					t.Cleanup(func() { _ = os.Remove(fifo) })
+				}
 				if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 					t.Fatal(err)
+				}
+				if named == "" {
+					named = fifo
 				}
 				opened := make(chan struct{})
 				go func() {
@@ -249,7 +260,7 @@ func TestASourceMapCommentReadsNoFile(t *testing.T) {
 						_ = f.Close()
 					}
 				}()
-				res, err := Run(context.Background(), fmt.Sprintf(c.src, fifo), nil, (&recorder{}).call, lim)
+				res, err := Run(context.Background(), fmt.Sprintf(c.src, named), nil, (&recorder{}).call, lim)
 				read := false
 				select {
 				case <-opened:
