@@ -77,6 +77,7 @@ type Runner struct {
 	record func(context.Context, Divergence) error
 
 	evaluated, diverged, failed, dropped atomic.Uint64
+	pending                              atomic.Int64 // offered and not yet decided
 }
 
 // New returns a Runner that calls record for each divergence (from Run's
@@ -111,15 +112,18 @@ func (r *Runner) Offer(call *airlockv1.ToolCall, live *airlockv1.Decision) {
 	if c == nil {
 		return
 	}
+	r.pending.Add(1)
 	select {
 	case r.jobs <- job{cand: c, call: call, live: live, at: r.opts.Now()}:
 	default:
+		r.pending.Add(-1)
 		r.dropped.Add(1)
 	}
 }
 
-// Idle reports whether no decision waits for the candidate.
-func (r *Runner) Idle() bool { return len(r.jobs) == 0 }
+// Idle reports whether the candidate is deciding nothing and nothing waits
+// for it.
+func (r *Runner) Idle() bool { return r.pending.Load() == 0 }
 
 // Stats returns the counters.
 func (r *Runner) Stats() Stats {
@@ -134,6 +138,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			return nil
 		case j := <-r.jobs:
 			r.one(ctx, j)
+			r.pending.Add(-1)
 		}
 	}
 }
