@@ -42,6 +42,16 @@ Commands go through the console's REST API as the owner of the API token
 	pf.StringVar(&api.api, "api", envOr("AIRLOCK_API", "http://127.0.0.1:8080"), "URL of the console / REST API (env AIRLOCK_API)")
 	pf.StringVar(&api.tokenFile, "token-file", "", "file holding an API token (default <data dir>/admin.token)")
 
+	// call sends one request to the shadow endpoint and reads the state back.
+	call := func(cmd *cobra.Command, method string, body any) (*airlockv1.ShadowStatusResponse, error) {
+		c, err := api.client(g)
+		if err != nil {
+			return nil, err
+		}
+		st := &airlockv1.ShadowStatusResponse{}
+		return st, c.do(cmd.Context(), method, "/api/v1/policy/shadow", body, st)
+	}
+
 	var dir string
 	start := &cobra.Command{
 		Use:   "start --dir DIR",
@@ -64,13 +74,9 @@ Commands go through the console's REST API as the owner of the API token
 			if err != nil {
 				return fmt.Errorf("encode %s/data.json: %w", dir, err)
 			}
-			c, err := api.client(g)
-			if err != nil {
-				return err
-			}
-			var st airlockv1.ShadowStatusResponse
 			req := &airlockv1.ShadowStartRequest{Modules: code.Modules, DataJson: string(data), Source: dir}
-			if err := c.do(cmd.Context(), http.MethodPost, "/api/v1/policy/shadow", protoBody{req}, &st); err != nil {
+			st, err := call(cmd, http.MethodPost, protoBody{req})
+			if err != nil {
 				return fmt.Errorf("start shadow: %w", err)
 			}
 			fmt.Printf("candidate %s (%s) runs in shadow on every policy replica within moments; `airlock policy shadow divergences` shows where it decides otherwise\n",
@@ -85,12 +91,8 @@ Commands go through the console's REST API as the owner of the API token
 		Short: "Stop shadow evaluation on every replica",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := api.client(g)
+			st, err := call(cmd, http.MethodDelete, nil)
 			if err != nil {
-				return err
-			}
-			var st airlockv1.ShadowStatusResponse
-			if err := c.do(cmd.Context(), http.MethodDelete, "/api/v1/policy/shadow", nil, &st); err != nil {
 				return fmt.Errorf("stop shadow: %w", err)
 			}
 			fmt.Printf("shadow stopped on every policy replica (candidate %s)\n", st.GetState().GetCandidateDigest())
@@ -104,18 +106,14 @@ Commands go through the console's REST API as the owner of the API token
 		Short: "Say whether a candidate runs in shadow, which, who started it, and what one replica did with it",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := api.client(g)
+			st, err := call(cmd, http.MethodGet, nil)
 			if err != nil {
-				return err
-			}
-			var st airlockv1.ShadowStatusResponse
-			if err := c.do(cmd.Context(), http.MethodGet, "/api/v1/policy/shadow", nil, &st); err != nil {
 				return fmt.Errorf("read the shadow state: %w", err)
 			}
 			if statusJSON {
-				return printProtoJSON(os.Stdout, &st)
+				return printProtoJSON(os.Stdout, st)
 			}
-			printShadowStatus(os.Stdout, &st)
+			printShadowStatus(os.Stdout, st)
 			return nil
 		},
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -37,19 +38,27 @@ func echoAsksCandidate(t *testing.T) *airlockv1.ShadowStartRequest {
 		DataJson: strings.Replace(string(data), allow, `"tool": "echo", "effect": "ask"`, 1), Source: "candidate-dir"}
 }
 
-func TestShadowCandidateRecordsDivergencesOnEveryReplicaUntilStoppedAndSurvivesARestart(t *testing.T) {
-	n := testenv.StartNATS(t)
-	cfg := testenv.Config(n.URL())
-	a, _ := replica(t, cfg)
-	b, deps := replica(t, cfg)
+// consoleClient is the policy client as the console uses it (sealed with the
+// front-end key, so it acts for the person it names), once the endpoints answer.
+func consoleClient(t *testing.T, deps svc.Deps) *policyapi.Client {
+	t.Helper()
 	fk, err := deps.FrontendKey()
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := policyapi.New(deps.NC, fk, "console")
+	testenv.Eventually(t, 5*time.Second, "the policy endpoints to answer", func() bool { _, err := client.ShadowStatus(t.Context()); return err == nil })
+	return client
+}
+
+func TestShadowCandidateRecordsDivergencesOnEveryReplicaUntilStoppedAndSurvivesARestart(t *testing.T) {
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	a, _ := replica(t, cfg)
+	b, deps := replica(t, cfg)
+	client := consoleClient(t, deps)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	testenv.Eventually(t, 5*time.Second, "the policy endpoints to answer", func() bool { _, err := client.ShadowStatus(ctx); return err == nil })
 	alice := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice"}
 	// A run-time rule the candidate must see too: without it the candidate
 	// would ask about demo writes that the policy in force allows.
@@ -142,14 +151,9 @@ func TestABrokenCandidateNeverChangesALiveDecision(t *testing.T) {
 	n := testenv.StartNATS(t)
 	cfg := testenv.Config(n.URL())
 	e, deps := replica(t, cfg)
-	fk, err := deps.FrontendKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := policyapi.New(deps.NC, fk, "console")
+	client := consoleClient(t, deps)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	testenv.Eventually(t, 5*time.Second, "the policy endpoints to answer", func() bool { _, err := client.ShadowStatus(ctx); return err == nil })
 	alice := &airlockv1.Actor{Id: "alice"}
 
 	t.Run("one_that_does_not_compile_is_refused", func(t *testing.T) {
