@@ -61,6 +61,8 @@ func (e *Engine) loadShadow(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("read the shadow state: %w", err)
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.applyShadow(ctx, en)
 	return nil
 }
@@ -230,7 +232,10 @@ func (e *Engine) startShadow(ctx context.Context, req *airlockv1.ShadowStartRequ
 	if err != nil {
 		return nil, apierr.Wrap(apierr.InvalidRequest, err, "the candidate was refused, so shadow did not start (fix it and try `airlock policy test` on its directory)")
 	}
-	if _, err := e.build(ctx, code); err != nil {
+	e.mu.Lock() // build reads the run-time rules
+	_, err = e.build(ctx, code)
+	e.mu.Unlock()
+	if err != nil {
 		return nil, apierr.Wrap(apierr.PolicyError, err, "the candidate does not build with the run-time rules in force, so shadow did not start")
 	}
 	st := &airlockv1.ShadowState{On: true, CandidateDigest: code.Hash, Modules: req.GetModules(), DataJson: req.GetDataJson(),

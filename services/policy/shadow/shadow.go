@@ -61,6 +61,7 @@ type Options struct {
 }
 
 type job struct {
+	lane int
 	cand *Candidate
 	call *airlockv1.ToolCall
 	live *airlockv1.Decision
@@ -75,6 +76,12 @@ type Runner struct {
 	opts   Options
 	log    *slog.Logger
 	record func(context.Context, Divergence) error
+
+	// lanes count the queued decisions of the agents that hash to each
+	// lane: one agent flooding its own calls fills at most a quarter of
+	// the queue, so it cannot keep the candidate from other agents' calls.
+	lanes   [laneCount]atomic.Int64
+	perLane int64
 
 	evaluated, diverged, failed, dropped atomic.Uint64
 	pending                              atomic.Int64 // offered and not yet decided
@@ -92,7 +99,19 @@ func New(log *slog.Logger, record func(context.Context, Divergence) error, opts 
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Runner{jobs: make(chan job, opts.Queue), opts: opts, log: log, record: record}
+	return &Runner{jobs: make(chan job, opts.Queue), opts: opts, log: log, record: record, perLane: int64(max(opts.Queue/4, 1))}
+}
+
+// laneCount is how many lanes agents are spread over.
+const laneCount = 16
+
+// laneOf is the lane of an agent (FNV-1a of its id).
+func laneOf(agent string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(agent); i++ {
+		h = (h ^ uint32(agent[i])) * 16777619
+	}
+	return int(h % laneCount)
 }
 
 // Set puts c in shadow; nil turns shadow evaluation off. Decisions already
@@ -105,17 +124,25 @@ func (r *Runner) Current() *Candidate { return r.cand.Load() }
 
 // Offer hands a live decision to the candidate in force, if any, and
 // returns at once: when the queue is full the decision is dropped and
-// counted. call and live are only read afterwards; the caller must not
+// counted, as it is when the agent's lane holds a quarter of the queue
+// already. call and live are only read afterwards; the caller must not
 // change them once offered.
 func (r *Runner) Offer(call *airlockv1.ToolCall, live *airlockv1.Decision) {
 	c := r.cand.Load()
 	if c == nil {
 		return
 	}
+	lane := laneOf(call.GetAgentId())
+	if r.lanes[lane].Add(1) > r.perLane {
+		r.lanes[lane].Add(-1)
+		r.dropped.Add(1)
+		return
+	}
 	r.pending.Add(1)
 	select {
-	case r.jobs <- job{cand: c, call: call, live: live, at: r.opts.Now()}:
+	case r.jobs <- job{lane: lane, cand: c, call: call, live: live, at: r.opts.Now()}:
 	default:
+		r.lanes[lane].Add(-1)
 		r.pending.Add(-1)
 		r.dropped.Add(1)
 	}
@@ -138,6 +165,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			return nil
 		case j := <-r.jobs:
 			r.one(ctx, j)
+			r.lanes[j.lane].Add(-1)
 			r.pending.Add(-1)
 		}
 	}

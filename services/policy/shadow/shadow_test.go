@@ -98,3 +98,39 @@ func TestOfferNeverWaitsForACandidateThatFallsBehind(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// An agent flooding its own calls cannot keep the candidate from another
+// agent's: its share of the queue is a quarter.
+func TestOneAgentFloodingCannotCrowdOutAnother(t *testing.T) {
+	release := make(chan struct{})
+	seen := make(chan string, 64)
+	stuck := &shadow.Candidate{Digest: "stuck", Decide: func(_ context.Context, call *airlockv1.ToolCall, _ *airlockv1.Decision, _ time.Time) (*airlockv1.Decision, error) {
+		<-release
+		seen <- call.GetAgentId()
+		return decision(airlockv1.Action_ACTION_ALLOW), nil
+	}}
+	r := shadow.New(slog.New(slog.NewTextHandler(io.Discard, nil)), func(context.Context, shadow.Divergence) error { return nil },
+		shadow.Options{Queue: 16, Timeout: time.Hour})
+	r.Set(stuck)
+	for range 200 {
+		r.Offer(&airlockv1.ToolCall{AgentId: "flood"}, decision(airlockv1.Action_ACTION_ALLOW))
+	}
+	if d := r.Stats().Dropped; d != 200-16/4 {
+		t.Fatalf("the flooding agent had %d of 200 offers dropped, want all but a quarter of the queue (196)", d)
+	}
+	r.Offer(&airlockv1.ToolCall{AgentId: "other"}, decision(airlockv1.Action_ACTION_ALLOW))
+	if d := r.Stats().Dropped; d != 196 {
+		t.Fatalf("another agent's call was dropped behind the flood")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = r.Run(ctx) }()
+	close(release)
+	got := map[string]int{}
+	for range 5 {
+		got[<-seen]++
+	}
+	if got["other"] != 1 || got["flood"] != 4 {
+		t.Errorf("the candidate decided %v, want flood's 4 and other's 1", got)
+	}
+}
