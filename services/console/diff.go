@@ -3,6 +3,9 @@ package console
 import (
 	"strings"
 
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/preview"
+
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -115,4 +118,41 @@ func lineDiff(a, b string) []diffLine {
 		out = append(out, diffLine{"+", bl[j]})
 	}
 	return out
+}
+
+// previewView is a call's preview as the call page shows it: a unified
+// diff as coloured lines, any other preview as text. html/template escapes
+// every line, and HTMLPage makes every hidden character visible.
+type previewView struct {
+	Has                      bool
+	Summary, Digest, Against string
+	// Why there is none, when there is none.
+	Why string
+	// Lines of a diff; Text of any other preview.
+	Lines     []diffLine
+	Text      string
+	Truncated bool
+}
+
+func newPreviewView(p *airlockv1.Preview) previewView {
+	v := previewView{Has: preview.Has(p), Summary: preview.Summary(p), Why: p.GetUnavailable(), Digest: p.GetDigest(),
+		Against: p.GetPrecondition(), Truncated: p.GetTruncated()}
+	if !v.Has {
+		return v
+	}
+	if p.GetKind() != preview.KindDiff {
+		v.Text = p.GetText()
+		return v
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(p.GetText(), "\n"), "\n") {
+		op := " "
+		switch {
+		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"), strings.HasPrefix(l, "@@"):
+			op = "@"
+		case strings.HasPrefix(l, "+"), strings.HasPrefix(l, "-"):
+			op = l[:1]
+		}
+		v.Lines = append(v.Lines, diffLine{Op: op, Text: l})
+	}
+	return v
 }
