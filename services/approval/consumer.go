@@ -134,7 +134,7 @@ func (s *Service) preview(ctx context.Context, call *airlockv1.ToolCall) *airloc
 	case err != nil:
 		s.deps.Log.Warn("no preview for a call waiting for a person", "agent", call.GetAgentId(), "call", call.GetCallId(), "err", err)
 		if apierr.CodeOf(err) == apierr.Unavailable {
-			return preview.Unavailable(fmt.Sprintf("no executor answered within %s", s.cfg.PreviewTimeout))
+			return preview.Unavailable(fmt.Sprintf("the preview did not come within %s (approval.preview_timeout)", s.cfg.PreviewTimeout))
 		}
 		return preview.Unavailable(preview.Bound("the preview request failed: "+err.Error(), maxUnavailable))
 	case p == nil:

@@ -117,13 +117,9 @@ func (d *Demo) preview(req Request, maxBytes int) (*airlockv1.Preview, error) {
 	if req.Tool != "write_file" {
 		return nil, errNoPreview
 	}
-	p, err := d.path(req.Arguments)
+	p, content, err := d.writeArgs(req.Arguments)
 	if err != nil {
 		return nil, err
-	}
-	content, ok := req.Arguments["content"].(string)
-	if !ok {
-		return nil, toolErrorf("write_file needs \"content\" as a string")
 	}
 	old, size, exists, state, err := d.current(p)
 	if err != nil {

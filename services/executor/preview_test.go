@@ -225,3 +225,44 @@ func TestAnApprovedCallRunsOnlyAgainstTheWorldItsReviewersSaw(t *testing.T) {
 		}
 	})
 }
+
+// TestAnMCPToolPreviewsThroughItsDryRunTool: the real filesystem server's
+// get_file_info stands in as write_file's companion dry run; its text is
+// the preview, and a change to the file between the preview and the run
+// fails the approved call unrun.
+func TestAnMCPToolPreviewsThroughItsDryRunTool(t *testing.T) {
+	e := newTestEnv(t, nil)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "plan.txt")
+	writeTestFile(t, file, "first")
+	e.startExecutor(executor.RegistryFile{Servers: map[string]executor.ServerEntry{"fs": {
+		MCP:   &executor.MCPConfig{Command: nodeBin(t, "mcp-server-filesystem"), Args: []string{dir}},
+		Tools: map[string]executor.ToolEntry{"write_file": {PreviewTool: "get_file_info"}},
+	}}})
+	api := executorapi.New(e.deps.NC)
+	call := toolCall(t, "mcpw", "fs__write_file", map[string]any{"path": file, "content": "second, longer"})
+	var p *airlockv1.Preview
+	testenv.Eventually(t, 30*time.Second, "the dry run's preview", func() bool {
+		var err error
+		p, err = api.Preview(context.Background(), call, 20*time.Second)
+		return err == nil && preview.Has(p)
+	})
+	if p.Kind != preview.KindText || !strings.Contains(p.Text, "size") || p.Precondition != preview.OfText(p.Text) {
+		t.Fatalf("preview %v", p)
+	}
+	writeTestFile(t, file, "changed meanwhile, so its size differs")
+	e.approveAgainst(call, p)
+	if f := e.end("mcpw").GetFailed(); f == nil || f.Reason != executor.ReasonPrecondition || !strings.Contains(f.Message, "a dry run answering") {
+		t.Fatalf("call ended %v, want %s", e.end("mcpw"), executor.ReasonPrecondition)
+	}
+	if b, _ := os.ReadFile(file); string(b) != "changed meanwhile, so its size differs" {
+		t.Fatalf("the call ran: file holds %q", b)
+	}
+}
+
+func writeTestFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

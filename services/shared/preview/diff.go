@@ -3,6 +3,8 @@ package preview
 import (
 	"fmt"
 	"strings"
+
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // maxDiffCells bounds the line-matching table of Diff (old lines × new
@@ -14,9 +16,10 @@ const maxDiffCells = 1 << 20
 // contextLines is how many unchanged lines a hunk shows around a change.
 const contextLines = 3
 
-type op struct {
-	kind byte // ' ', '-', '+'
-	line string
+// Line is one line of a line diff: Op is " " (in both), "-" (only in the
+// old text) or "+" (only in the new one).
+type Line struct {
+	Op, Text string
 }
 
 // Diff is the unified diff (3 lines of context) that turns old into new,
@@ -31,10 +34,10 @@ func Diff(name, old, new string, oldExists bool, maxBytes int) (string, bool) {
 	}
 	w := &bounded{max: maxBytes}
 	fmt.Fprintf(w, "--- %s\n+++ b/%s\n", from, name)
-	ops := lineOps(splitLines(old), splitLines(new))
+	ops := Lines(splitLines(old), splitLines(new))
 	for i := 0; i < len(ops) && !w.full; {
 		// Find the next change and the hunk around it.
-		for i < len(ops) && ops[i].kind == ' ' {
+		for i < len(ops) && ops[i].Op == " " {
 			i++
 		}
 		if i == len(ops) {
@@ -43,12 +46,12 @@ func Diff(name, old, new string, oldExists bool, maxBytes int) (string, bool) {
 		start := max(i-contextLines, 0)
 		end := i
 		for end < len(ops) {
-			if ops[end].kind != ' ' {
+			if ops[end].Op != " " {
 				end++
 				continue
 			}
 			run := end
-			for run < len(ops) && ops[run].kind == ' ' {
+			for run < len(ops) && ops[run].Op == " " {
 				run++
 			}
 			if run == len(ops) || run-end > 2*contextLines {
@@ -60,16 +63,16 @@ func Diff(name, old, new string, oldExists bool, maxBytes int) (string, bool) {
 		oldStart, newStart := position(ops, start)
 		oldN, newN := 0, 0
 		for _, o := range ops[start:end] {
-			if o.kind != '+' {
+			if o.Op != "+" {
 				oldN++
 			}
-			if o.kind != '-' {
+			if o.Op != "-" {
 				newN++
 			}
 		}
 		fmt.Fprintf(w, "@@ -%s +%s @@\n", span(oldStart, oldN), span(newStart, newN))
 		for _, o := range ops[start:end] {
-			w.WriteString(string(o.kind) + o.line + "\n")
+			w.WriteString(o.Op + o.Text + "\n")
 		}
 		i = end
 	}
@@ -77,13 +80,13 @@ func Diff(name, old, new string, oldExists bool, maxBytes int) (string, bool) {
 }
 
 // position is the 1-based line numbers in old and new where ops[i] is.
-func position(ops []op, i int) (int, int) {
+func position(ops []Line, i int) (int, int) {
 	o, n := 1, 1
 	for _, x := range ops[:i] {
-		if x.kind != '+' {
+		if x.Op != "+" {
 			o++
 		}
-		if x.kind != '-' {
+		if x.Op != "-" {
 			n++
 		}
 	}
@@ -107,9 +110,10 @@ func splitLines(s string) []string {
 	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 }
 
-// lineOps matches the lines of a and b: the common start and end as they
-// are, the middle by longest common subsequence when it is small enough.
-func lineOps(a, b []string) []op {
+// Lines is the line diff of a into b: the common start and end as they
+// are, the middle by longest common subsequence when it is small enough
+// (maxDiffCells), else removed and added whole.
+func Lines(a, b []string) []Line {
 	pre := 0
 	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {
 		pre++
@@ -118,29 +122,29 @@ func lineOps(a, b []string) []op {
 	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
 		suf++
 	}
-	var ops []op
+	var ops []Line
 	for _, l := range a[:pre] {
-		ops = append(ops, op{' ', l})
+		ops = append(ops, Line{" ", l})
 	}
 	ma, mb := a[pre:len(a)-suf], b[pre:len(b)-suf]
 	if len(ma)*len(mb) <= maxDiffCells {
 		ops = append(ops, lcs(ma, mb)...)
 	} else {
 		for _, l := range ma {
-			ops = append(ops, op{'-', l})
+			ops = append(ops, Line{"-", l})
 		}
 		for _, l := range mb {
-			ops = append(ops, op{'+', l})
+			ops = append(ops, Line{"+", l})
 		}
 	}
 	for _, l := range a[len(a)-suf:] {
-		ops = append(ops, op{' ', l})
+		ops = append(ops, Line{" ", l})
 	}
 	return ops
 }
 
 // lcs is the edit script of a into b by longest common subsequence.
-func lcs(a, b []string) []op {
+func lcs(a, b []string) []Line {
 	n, m := len(a), len(b)
 	// t[i][j]: length of the LCS of a[i:] and b[j:].
 	t := make([]int32, (n+1)*(m+1))
@@ -154,27 +158,27 @@ func lcs(a, b []string) []op {
 			}
 		}
 	}
-	var ops []op
+	var ops []Line
 	i, j := 0, 0
 	for i < n && j < m {
 		switch {
 		case a[i] == b[j]:
-			ops = append(ops, op{' ', a[i]})
+			ops = append(ops, Line{" ", a[i]})
 			i++
 			j++
 		case at(i+1, j) >= at(i, j+1):
-			ops = append(ops, op{'-', a[i]})
+			ops = append(ops, Line{"-", a[i]})
 			i++
 		default:
-			ops = append(ops, op{'+', b[j]})
+			ops = append(ops, Line{"+", b[j]})
 			j++
 		}
 	}
 	for ; i < n; i++ {
-		ops = append(ops, op{'-', a[i]})
+		ops = append(ops, Line{"-", a[i]})
 	}
 	for ; j < m; j++ {
-		ops = append(ops, op{'+', b[j]})
+		ops = append(ops, Line{"+", b[j]})
 	}
 	return ops
 }
@@ -196,7 +200,7 @@ func (w *bounded) WriteString(s string) (int, error) {
 		return len(s), nil
 	}
 	if w.max > 0 && w.Len()+len(s) > w.max {
-		w.Builder.WriteString(cut(s, w.max-w.Len()))
+		w.Builder.WriteString(calls.Cut(s, w.max-w.Len()))
 		w.full = true
 		return len(s), nil
 	}

@@ -13,11 +13,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // Kinds of previews (Preview.kind).
@@ -64,7 +64,7 @@ func Digest(p *airlockv1.Preview) string {
 // truncated), stamps it and sets its digest. It returns p.
 func Finish(p *airlockv1.Preview, maxBytes int) *airlockv1.Preview {
 	if maxBytes > 0 && len(p.Text) > maxBytes {
-		p.Text, p.Truncated = cut(p.Text, maxBytes), true
+		p.Text, p.Truncated = calls.Cut(p.Text, maxBytes), true
 	}
 	if p.At == nil {
 		p.At = timestamppb.Now()
@@ -119,7 +119,7 @@ func Excerpt(p *airlockv1.Preview, lines, maxBytes int) string {
 		text, more = strings.Join(ls[:lines], ""), true
 	}
 	if len(text) > maxBytes {
-		text, more = cut(text, maxBytes), true
+		text, more = calls.Cut(text, maxBytes), true
 	}
 	if more || p.GetTruncated() {
 		text = strings.TrimSuffix(text, "\n") + "\n…"
@@ -167,16 +167,5 @@ func Bound(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return cut(s, n) + "…"
-}
-
-// cut is the longest prefix of s of at most n bytes that ends on a rune boundary.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return calls.Cut(s, n) + "…"
 }
