@@ -266,3 +266,33 @@ func writeTestFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkDemoWritePreview measures the demo write_file's preview (read,
+// hash, diff) of a file with one changed line, at two sizes.
+func BenchmarkDemoWritePreview(b *testing.B) {
+	for _, lines := range []int{1_000, 20_000} {
+		b.Run(fmt.Sprintf("%d_lines", lines), func(b *testing.B) {
+			sandbox := b.TempDir()
+			reg, err := executor.NewRegistry(executor.RegistryFile{}, executor.RegistryOptions{Sandbox: sandbox, Config: config.Default().Executor})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer reg.Close()
+			var old strings.Builder
+			for i := range lines {
+				fmt.Fprintf(&old, "line %d of the file, long enough to be a typical line of code\n", i)
+			}
+			if err := os.WriteFile(filepath.Join(sandbox, "f.txt"), []byte(old.String()), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			content := strings.Replace(old.String(), fmt.Sprintf("line %d of", lines/2), "changed line of", 1)
+			req := executor.Request{Server: "demo", Tool: "write_file", Arguments: map[string]any{"path": "f.txt", "content": content}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := reg.Preview(context.Background(), req, 32<<10); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
