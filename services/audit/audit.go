@@ -541,6 +541,22 @@ func (w *writer) commit(ctx context.Context, built []record.Row) error {
 			return err
 		}
 		w.resync = false
+	} else if w.st.Cluster() != "" {
+		// The driver moves to the next replica when its connection died
+		// between two commits, without an error; that replica may not yet
+		// have fetched the rows the dead one took. Extend the chain only
+		// from a head this replica holds: else read its own head, and the
+		// rows in between come from the stream (fill).
+		ok, err := w.st.Holds(ctx, w.headSeq, w.headHash)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			w.log.Info("audit: this ClickHouse replica lacks the last rows written; writing them from the stream", "head", w.headSeq)
+			if err := w.head(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	in := built
 	skip := func() {

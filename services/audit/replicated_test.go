@@ -73,3 +73,48 @@ func TestAReplicaKilledUnderLoadLosesNothingDoublesNothingAndBothReplicasVerify(
 		}
 	}
 }
+
+// The worst failover: the replica being written dies for good before the
+// other fetched its latest rows. The sink, now on the survivor, must write
+// those rows again from the stream, so the survivor alone holds them all.
+func TestAReplicaLostBeforeTheOtherFetchedItsRowsLosesNothing(t *testing.T) {
+	c := chtest.StartCluster(t, 2)
+	db := chtest.DBName(t)
+	e := newEnv(t, nil)
+	e.dsn = c.DSN(db)
+	st := e.open(e.dsn)
+	second, err := store.Open(context.Background(), c.ReplicaDSN(1, db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { second.Close() })
+	e.sink(e.dsn)
+
+	e.publishAsync(simpleEvents(t, "a", 200))
+	waitRows(t, st, 200, 30*time.Second)
+	waitRows(t, second, 200, 30*time.Second)
+	// The survivor stops fetching, the first replica takes more rows and dies.
+	if err := second.Conn().Exec(context.Background(), "SYSTEM STOP FETCHES "+db+".events"); err != nil {
+		t.Fatal(err)
+	}
+	e.publishAsync(simpleEvents(t, "b", 800))
+	waitRows(t, st, 1000, 30*time.Second)
+	c.Replicas[0].Kill()
+	if err := second.Conn().Exec(context.Background(), "SYSTEM START FETCHES "+db+".events"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := second.Count(context.Background(), store.Filter{}); err != nil || n != 200 {
+		t.Fatalf("the survivor holds %d rows (%v) before the sink moved to it, want 200: the test lost its premise", n, err)
+	}
+
+	e.publishAsync(simpleEvents(t, "c", 300))
+	rows := waitRows(t, second, 1300, 60*time.Second)
+	for j, row := range rows {
+		if row.Seq != uint64(j+1) {
+			t.Fatalf("row %d has seq %d: a sequence is missing or repeated", j, row.Seq)
+		}
+	}
+	if res := e.verify(second); !res.OK || res.Count != 1300 {
+		t.Fatalf("verify the survivor: %+v", res)
+	}
+}

@@ -103,6 +103,11 @@ func OpenWriter(ctx context.Context, dsn string) (*ClickHouse, error) {
 			return nil, fmt.Errorf("create database %s: %w", db, err)
 		}
 	}
+	if cluster != "" {
+		// One connection: the sink's check that a replica holds the head
+		// (Holds) and its insert then go to the same replica.
+		opts.MaxOpenConns, opts.MaxIdleConns = 1, 1
+	}
 	c, err := connect(ctx, opts, cluster, dsn)
 	if err != nil {
 		return nil, err
@@ -248,6 +253,19 @@ func (c *ClickHouse) Head(ctx context.Context) (uint64, string, error) {
 	return seq, hash, nil
 }
 
+// Holds reports whether the replica this connection reaches holds the row
+// seq with hash (true for seq 0, the chain's start).
+func (c *ClickHouse) Holds(ctx context.Context, seq uint64, hash string) (bool, error) {
+	if seq == 0 {
+		return true, nil
+	}
+	var n uint64
+	if err := c.conn.QueryRow(ctx, "SELECT count() FROM events WHERE seq = ? AND hash = ?", seq, hash).Scan(&n); err != nil {
+		return false, fmt.Errorf("check the audit chain head %d: %w", seq, err)
+	}
+	return n > 0, nil
+}
+
 // Untrusted describes a row TrustedHead passed over.
 type Untrusted struct {
 	Seq     uint64
@@ -312,6 +330,13 @@ func (c *ClickHouse) Insert(ctx context.Context, rows []Row) error {
 func (c *ClickHouse) InsertInto(ctx context.Context, table string, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
+	}
+	if c.cluster != "" {
+		// A replicated table drops a block identical to one it registered
+		// before, even when only a dead replica holds that block's part: the
+		// sink re-writing rows the survivor never fetched would be dropped.
+		// Duplicates are the Replacing engine's to remove (reads use FINAL).
+		ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_deduplicate": 0}))
 	}
 	b, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+quoteIdent(table)+" ("+strings.Join(columns, ", ")+", ingested_at)")
 	if err != nil {
