@@ -21,15 +21,7 @@ func TestAReplicaKilledUnderLoadLosesNothingDoublesNothingAndBothReplicasVerify(
 	e := newEnv(t, nil)
 	e.dsn = c.DSN(db)
 	st := e.open(e.dsn) // migrates ON CLUSTER before the sink starts
-	replica := func(i int) *store.ClickHouse {
-		r, err := store.Open(context.Background(), c.ReplicaDSN(i, db))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close() })
-		return r
-	}
-	second := replica(1)
+	second := openReplica(t, c, 1, db)
 	e.sink(e.dsn)
 
 	e.publishAsync(simpleEvents(t, "a", 1000))
@@ -60,7 +52,7 @@ func TestAReplicaKilledUnderLoadLosesNothingDoublesNothingAndBothReplicasVerify(
 	if err := c.Replicas[0].Start(context.Background(), 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	first := replica(0)
+	first := openReplica(t, c, 0, db)
 	for i, r := range []*store.ClickHouse{first, second} {
 		rows := waitRows(t, r, total, 60*time.Second)
 		for j, row := range rows {
@@ -83,11 +75,7 @@ func TestAReplicaLostBeforeTheOtherFetchedItsRowsLosesNothing(t *testing.T) {
 	e := newEnv(t, nil)
 	e.dsn = c.DSN(db)
 	st := e.open(e.dsn)
-	second, err := store.Open(context.Background(), c.ReplicaDSN(1, db))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { second.Close() })
+	second := openReplica(t, c, 1, db)
 	e.sink(e.dsn)
 
 	e.publishAsync(simpleEvents(t, "a", 200))
@@ -117,4 +105,15 @@ func TestAReplicaLostBeforeTheOtherFetchedItsRowsLosesNothing(t *testing.T) {
 	if res := e.verify(second); !res.OK || res.Count != 1300 {
 		t.Fatalf("verify the survivor: %+v", res)
 	}
+}
+
+// openReplica reads database db of replica i alone, until the test ends.
+func openReplica(t *testing.T, c *chtest.Cluster, i int, db string) *store.ClickHouse {
+	t.Helper()
+	r, err := store.Open(context.Background(), c.ReplicaDSN(i, db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
 }

@@ -121,7 +121,9 @@ func OpenWriter(ctx context.Context, dsn string) (*ClickHouse, error) {
 
 // parseDSN parses dsn into the driver's options and the cluster it names
 // (its own parameter, which the driver would pass to the server as a
-// setting). Replicas listed in the host part are tried in order.
+// setting). Replicas listed in the host part are tried in order (the
+// driver's default, connection_open_strategy=in_order), so readers see the
+// replica the sink writes to while it is up.
 func parseDSN(dsn string) (*clickhouse.Options, string, error) {
 	if dsn == "" {
 		return nil, "", errors.New("no ClickHouse DSN: set clickhouse.dsn, AIRLOCK_CLICKHOUSE_DSN or --clickhouse (e.g. clickhouse://127.0.0.1:9000/airlock)")
@@ -133,11 +135,6 @@ func parseDSN(dsn string) (*clickhouse.Options, string, error) {
 	opts, err := clickhouse.ParseDSN(rest)
 	if err != nil {
 		return nil, "", fmt.Errorf("ClickHouse DSN %q: %w (expected e.g. clickhouse://127.0.0.1:9000/airlock, or clickhouse://h1:9000,h2:9000/airlock?cluster=NAME for replicas)", redactDSN(dsn), err)
-	}
-	if !strings.Contains(rest, "connection_open_strategy=") {
-		// The first replica listed that answers: a reader sees the replica
-		// the sink writes to while both are up.
-		opts.ConnOpenStrategy = clickhouse.ConnOpenInOrder
 	}
 	if opts.Auth.Database == "" {
 		opts.Auth.Database = "default"
