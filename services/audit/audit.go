@@ -26,6 +26,11 @@
 //     were acknowledged) it reads the missing range from the stream itself.
 //     So replicas cannot fork the chain; a second replica only duplicates
 //     work (one replica, restarted by the platform, is the intended setup).
+//   - A replicated ClickHouse (a DSN with several replicas and cluster=):
+//     when the replica written to dies, the next commit goes to another;
+//     the writer extends the chain there only from a head that replica
+//     holds (else it back-fills from the stream), and rows written on both
+//     are one row under FINAL. See deploy/clickhouse/README.md, "Replicas".
 package audit
 
 import (

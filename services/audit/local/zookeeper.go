@@ -84,7 +84,7 @@ func (z *ZooKeeper) Start(ctx context.Context, timeout time.Duration) error {
 	if _, err := os.Stat(slf4jSimple); err == nil {
 		cp += ":" + slf4jSimple // its warnings go to the log instead of nowhere
 	}
-	cmd := exec.Command(z.java, "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=info", "-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(z.Dir, "zoo.cfg"))
+	cmd := exec.Command(z.java, "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(z.Dir, "zoo.cfg"))
 	cmd.Dir = z.Dir
 	err := z.proc.Start(ctx, child.Spec{
 		Name: "zookeeper", Cmd: cmd, LogPath: filepath.Join(z.Dir, "zookeeper.log"),
