@@ -229,6 +229,10 @@ type ApprovalRecord struct {
 	// Waits in its thread's queue behind an earlier call: not announced and
 	// not decidable until released (it still expires at its deadline).
 	Queued bool `protobuf:"varint,41,opt,name=queued,proto3" json:"queued,omitempty"`
+	// What the call would do, asked of the executor when the call came to
+	// wait for a person (a preview that failed or was slow says so in
+	// preview.unavailable). An approval carries its digest and precondition.
+	Preview *Preview `protobuf:"bytes,60,opt,name=preview,proto3" json:"preview,omitempty"`
 	// Set only in replies, never stored: values of the record that JSON
 	// cannot hold (a non-finite number) were replaced by marker strings so
 	// that the record can be sent and shown; each entry says which and how.
@@ -395,6 +399,13 @@ func (x *ApprovalRecord) GetQueued() bool {
 		return x.Queued
 	}
 	return false
+}
+
+func (x *ApprovalRecord) GetPreview() *Preview {
+	if x != nil {
+		return x.Preview
+	}
+	return nil
 }
 
 func (x *ApprovalRecord) GetProblems() []string {
@@ -880,10 +891,10 @@ var File_airlock_v1_record_proto protoreflect.FileDescriptor
 const file_airlock_v1_record_proto_rawDesc = "" +
 	"\n" +
 	"\x17airlock/v1/record.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"=\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x18airlock/v1/preview.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"=\n" +
 	"\x0fNotificationRef\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12\x10\n" +
-	"\x03ref\x18\x02 \x01(\tR\x03ref\"\xae\a\n" +
+	"\x03ref\x18\x02 \x01(\tR\x03ref\"\xdd\a\n" +
 	"\x0eApprovalRecord\x12(\n" +
 	"\x04call\x18\x01 \x01(\v2\x14.airlock.v1.ToolCallR\x04call\x120\n" +
 	"\bdecision\x18\x02 \x01(\v2\x14.airlock.v1.DecisionR\bdecision\x12/\n" +
@@ -905,7 +916,8 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12#\n" +
 	"\rrequested_seq\x18( \x01(\x04R\frequestedSeq\x12\x16\n" +
-	"\x06queued\x18) \x01(\bR\x06queued\x12\x1a\n" +
+	"\x06queued\x18) \x01(\bR\x06queued\x12-\n" +
+	"\apreview\x18< \x01(\v2\x13.airlock.v1.PreviewR\apreview\x12\x1a\n" +
 	"\bproblems\x182 \x03(\tR\bproblems\x12\x1a\n" +
 	"\babridged\x183 \x01(\bR\babridged\x12+\n" +
 	"\x11arguments_preview\x184 \x01(\tR\x10argumentsPreview\x128\n" +
@@ -1026,7 +1038,8 @@ var file_airlock_v1_record_proto_goTypes = []any{
 	(*Vote)(nil),                  // 14: airlock.v1.Vote
 	(*Actor)(nil),                 // 15: airlock.v1.Actor
 	(*structpb.Struct)(nil),       // 16: google.protobuf.Struct
-	(*structpb.Value)(nil),        // 17: google.protobuf.Value
+	(*Preview)(nil),               // 17: airlock.v1.Preview
+	(*structpb.Value)(nil),        // 18: google.protobuf.Value
 }
 var file_airlock_v1_record_proto_depIdxs = []int32{
 	11, // 0: airlock.v1.ApprovalRecord.call:type_name -> airlock.v1.ToolCall
@@ -1039,26 +1052,27 @@ var file_airlock_v1_record_proto_depIdxs = []int32{
 	2,  // 7: airlock.v1.ApprovalRecord.notifications:type_name -> airlock.v1.NotificationRef
 	13, // 8: airlock.v1.ApprovalRecord.created_at:type_name -> google.protobuf.Timestamp
 	13, // 9: airlock.v1.ApprovalRecord.updated_at:type_name -> google.protobuf.Timestamp
-	1,  // 10: airlock.v1.ExecutionRecord.state:type_name -> airlock.v1.ExecutionState
-	13, // 11: airlock.v1.ExecutionRecord.claimed_at:type_name -> google.protobuf.Timestamp
-	13, // 12: airlock.v1.ExecutionRecord.started_at:type_name -> google.protobuf.Timestamp
-	13, // 13: airlock.v1.ExecutionRecord.finished_at:type_name -> google.protobuf.Timestamp
-	13, // 14: airlock.v1.ExecutionRecord.heartbeat_at:type_name -> google.protobuf.Timestamp
-	7,  // 15: airlock.v1.StandingGrant.argument_globs:type_name -> airlock.v1.StandingGrant.ArgumentGlobsEntry
-	13, // 16: airlock.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
-	15, // 17: airlock.v1.StandingGrant.created_by:type_name -> airlock.v1.Actor
-	13, // 18: airlock.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
-	15, // 19: airlock.v1.StandingGrant.revoked_by:type_name -> airlock.v1.Actor
-	8,  // 20: airlock.v1.StandingGrant.command_prefixes:type_name -> airlock.v1.StandingGrant.CommandPrefixesEntry
-	9,  // 21: airlock.v1.StandingGrant.argument_values:type_name -> airlock.v1.StandingGrant.ArgumentValuesEntry
-	10, // 22: airlock.v1.StandingGrant.argument_ranges:type_name -> airlock.v1.StandingGrant.ArgumentRangesEntry
-	17, // 23: airlock.v1.StandingGrant.ArgumentValuesEntry.value:type_name -> google.protobuf.Value
-	6,  // 24: airlock.v1.StandingGrant.ArgumentRangesEntry.value:type_name -> airlock.v1.NumberRange
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	17, // 10: airlock.v1.ApprovalRecord.preview:type_name -> airlock.v1.Preview
+	1,  // 11: airlock.v1.ExecutionRecord.state:type_name -> airlock.v1.ExecutionState
+	13, // 12: airlock.v1.ExecutionRecord.claimed_at:type_name -> google.protobuf.Timestamp
+	13, // 13: airlock.v1.ExecutionRecord.started_at:type_name -> google.protobuf.Timestamp
+	13, // 14: airlock.v1.ExecutionRecord.finished_at:type_name -> google.protobuf.Timestamp
+	13, // 15: airlock.v1.ExecutionRecord.heartbeat_at:type_name -> google.protobuf.Timestamp
+	7,  // 16: airlock.v1.StandingGrant.argument_globs:type_name -> airlock.v1.StandingGrant.ArgumentGlobsEntry
+	13, // 17: airlock.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 18: airlock.v1.StandingGrant.created_by:type_name -> airlock.v1.Actor
+	13, // 19: airlock.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
+	15, // 20: airlock.v1.StandingGrant.revoked_by:type_name -> airlock.v1.Actor
+	8,  // 21: airlock.v1.StandingGrant.command_prefixes:type_name -> airlock.v1.StandingGrant.CommandPrefixesEntry
+	9,  // 22: airlock.v1.StandingGrant.argument_values:type_name -> airlock.v1.StandingGrant.ArgumentValuesEntry
+	10, // 23: airlock.v1.StandingGrant.argument_ranges:type_name -> airlock.v1.StandingGrant.ArgumentRangesEntry
+	18, // 24: airlock.v1.StandingGrant.ArgumentValuesEntry.value:type_name -> google.protobuf.Value
+	6,  // 25: airlock.v1.StandingGrant.ArgumentRangesEntry.value:type_name -> airlock.v1.NumberRange
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_record_proto_init() }
@@ -1068,6 +1082,7 @@ func file_airlock_v1_record_proto_init() {
 	}
 	file_airlock_v1_call_proto_init()
 	file_airlock_v1_event_proto_init()
+	file_airlock_v1_preview_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
