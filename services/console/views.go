@@ -480,7 +480,11 @@ type grantArg struct {
 	// Command: a plain shell command, which can also be remembered by the
 	// words it starts with (Prefix, pre-filled with its first two).
 	Command bool
-	// Mode is exact (the default), glob, prefix or any.
+	// IsNumber: only number values can be held within a range, whose ends
+	// RangeMin and RangeMax the form pre-fills with the value itself.
+	IsNumber           bool
+	RangeMin, RangeMax string
+	// Mode is exact (the default), glob, prefix, range or any.
 	Mode, Glob, Prefix string
 }
 
