@@ -1101,8 +1101,14 @@ type Approved struct {
 	ArgumentsDigest         string                 `protobuf:"bytes,6,opt,name=arguments_digest,json=argumentsDigest,proto3" json:"arguments_digest,omitempty"`
 	OriginalArgumentsDigest string                 `protobuf:"bytes,7,opt,name=original_arguments_digest,json=originalArgumentsDigest,proto3" json:"original_arguments_digest,omitempty"`
 	PolicyRevision          string                 `protobuf:"bytes,8,opt,name=policy_revision,json=policyRevision,proto3" json:"policy_revision,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// Digest of the preview the reviewers saw (Preview.digest); empty when
+	// the call had none.
+	PreviewDigest string `protobuf:"bytes,60,opt,name=preview_digest,json=previewDigest,proto3" json:"preview_digest,omitempty"`
+	// The world the preview was made against (Preview.precondition): the
+	// executor runs the call only if it still holds.
+	Precondition  string `protobuf:"bytes,61,opt,name=precondition,proto3" json:"precondition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Approved) Reset() {
@@ -1187,6 +1193,20 @@ func (x *Approved) GetOriginalArgumentsDigest() string {
 func (x *Approved) GetPolicyRevision() string {
 	if x != nil {
 		return x.PolicyRevision
+	}
+	return ""
+}
+
+func (x *Approved) GetPreviewDigest() string {
+	if x != nil {
+		return x.PreviewDigest
+	}
+	return ""
+}
+
+func (x *Approved) GetPrecondition() string {
+	if x != nil {
+		return x.Precondition
 	}
 	return ""
 }
@@ -2839,7 +2859,7 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\x04Vote\x12!\n" +
 	"\x02by\x18\x01 \x01(\v2\x11.airlock.v1.ActorR\x02by\x12*\n" +
 	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x18\n" +
-	"\acomment\x18\x03 \x01(\tR\acomment\"\xfe\x02\n" +
+	"\acomment\x18\x03 \x01(\tR\acomment\"\xc9\x03\n" +
 	"\bApproved\x12(\n" +
 	"\x04call\x18\x01 \x01(\v2\x14.airlock.v1.ToolCallR\x04call\x120\n" +
 	"\bdecision\x18\x02 \x01(\v2\x14.airlock.v1.DecisionR\bdecision\x12&\n" +
@@ -2848,7 +2868,9 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\x12original_arguments\x18\x05 \x01(\v2\x17.google.protobuf.StructR\x11originalArguments\x12)\n" +
 	"\x10arguments_digest\x18\x06 \x01(\tR\x0fargumentsDigest\x12:\n" +
 	"\x19original_arguments_digest\x18\a \x01(\tR\x17originalArgumentsDigest\x12'\n" +
-	"\x0fpolicy_revision\x18\b \x01(\tR\x0epolicyRevision\"\"\n" +
+	"\x0fpolicy_revision\x18\b \x01(\tR\x0epolicyRevision\x12%\n" +
+	"\x0epreview_digest\x18< \x01(\tR\rpreviewDigest\x12\"\n" +
+	"\fprecondition\x18= \x01(\tR\fprecondition\"\"\n" +
 	"\bRejected\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\".\n" +
 	"\x10ChangesRequested\x12\x1a\n" +

@@ -241,7 +241,10 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				directGet(n.events, subject.Approved, subject.Rejected, subject.ChangesRequested, subject.Expired, subject.Canceled),
 				bucket(n.approvals), bucket(n.grants), bucket(n.slackSeen), bucket(n.teamsSeen), consolePush(n.console),
 				clientPresence(n.clientWaits),
-				[]string{subject.API("policy", "eval")}, healthOf,
+				[]string{subject.API("policy", "eval")},
+				// a call's preview, asked of the executor when it comes to wait
+				// for a person; no other user may ask or answer it
+				[]string{subject.API("executor", "preview")}, healthOf,
 			),
 			SubscribeAllow: join(inbox, micro, []string{subject.APIPrefix + ".approval.>", subject.AgentCancel("*")}),
 			AllowResponses: true,
@@ -262,8 +265,9 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				// the tools endpoint's change notices, for the MCP gateway
 				[]string{subject.ToolsChanged}, healthOf,
 			),
-			// the tools endpoint (airlock.api.executor.tools), for the MCP gateway
-			SubscribeAllow: join(inbox, micro, []string{subject.API("executor", "tools")}),
+			// the tools endpoint (airlock.api.executor.tools), for the MCP
+			// gateway, and the preview endpoint, for the approval service
+			SubscribeAllow: join(inbox, micro, []string{subject.API("executor", "tools"), subject.API("executor", "preview")}),
 			AllowResponses: true,
 		}, nil
 	case RoleAudit:
