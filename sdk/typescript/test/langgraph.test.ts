@@ -11,6 +11,7 @@ import { Command, END, MemorySaver, MessagesAnnotation, START, StateGraph } from
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import * as airlock from "../src/index.js";
+import { decide } from "./reviewer.js";
 import { airlockLangChainTool } from "../src/langchain.js";
 import { airlockToolNode, type AirlockInterrupt } from "../src/langgraph.js";
 
@@ -53,16 +54,6 @@ describe("LangGraph", () => {
     assert.match(String(msgs[0].content), /airlock's policy denied this call to demo__write_file/);
   });
 });
-
-/** Decides the pending call callId of the REST agent as a reviewer. */
-async function decide(callId: string, verb: "approve" | "reject", reason: string): Promise<void> {
-  const agent = process.env.AIRLOCK_TEST_REST_AGENT;
-  const resp = await fetch(`${process.env.AIRLOCK_URL}/api/v1/approvals/${agent}/${callId}/${verb}`, {
-    method: "POST", headers: { Authorization: `Bearer ${process.env.AIRLOCK_TEST_ADMIN_TOKEN}`, "Content-Type": "application/json" },
-    body: JSON.stringify({ reason }),
-  });
-  assert.ok(resp.ok, `${verb} ${agent}/${callId}: ${resp.status} ${await resp.text()}`);
-}
 
 describe("a LangGraph graph with airlock's gated tool node", () => {
   const client = airlock.connectRest();

@@ -8,6 +8,7 @@ import { randomUUID } from "node:crypto";
 import { Agent, run, RunState, Usage, type Model, type ModelRequest, type ModelResponse } from "@openai/agents-core";
 import { z } from "zod";
 import * as airlock from "../src/index.js";
+import { decide } from "./reviewer.js";
 import { agentCallId, airlockAgentTool, decideInterruptions } from "../src/openai-agents.js";
 
 /** A model that calls one tool once (a fresh call id each time), then answers "done"; answered is where a resumed run starts. */
@@ -31,16 +32,6 @@ const toolsOf = (client: airlock.Client) => [
 const agentWith = (model: Model, client: airlock.Client) => new Agent({ name: "tester", instructions: "use the tools", model, tools: toolsOf(client) });
 const outputsOf = (res: { newItems: Array<{ type: string }> }) =>
   res.newItems.filter((i) => i.type === "tool_call_output_item").map((i) => JSON.stringify((i as unknown as { output: unknown }).output));
-
-/** Decides the pending call callId of the REST agent as a reviewer. */
-async function decide(callId: string, verb: "approve" | "reject", reason: string): Promise<void> {
-  const agent = process.env.AIRLOCK_TEST_REST_AGENT;
-  const resp = await fetch(`${process.env.AIRLOCK_URL}/api/v1/approvals/${agent}/${callId}/${verb}`, {
-    method: "POST", headers: { Authorization: `Bearer ${process.env.AIRLOCK_TEST_ADMIN_TOKEN}`, "Content-Type": "application/json" },
-    body: JSON.stringify({ reason }),
-  });
-  assert.ok(resp.ok, `${verb} ${agent}/${callId}: ${resp.status} ${await resp.text()}`);
-}
 
 describe("the OpenAI Agents SDK", () => {
   const client = airlock.connectRest();
