@@ -5,7 +5,7 @@
 // not complete, whose message is a sentence that says what to do.
 import { readFile } from "node:fs/promises";
 import { randomUUID } from "node:crypto";
-import { connect, nkeyAuthenticator, headers, type NatsConnection, type Msg } from "@nats-io/transport-node";
+import { connect, createInbox, nkeyAuthenticator, headers, type NatsConnection, type Msg } from "@nats-io/transport-node";
 
 /** How a call ended (or "pending" when a wait ended first). */
 export type Status =
@@ -224,6 +224,9 @@ export async function connectNats(opts: { credentialFile: string; url?: string }
     servers: opts.url ?? cred.url, name: `airlock-agent-${cred.agent}`,
     authenticator: nkeyAuthenticator(new TextEncoder().encode(cred.seed)),
     inboxPrefix: `_INBOX_${cred.agent}`, maxReconnectAttempts: -1, reconnectTimeWait: 250,
+    // An Error (with its stack) per request costs more than the rest of a
+    // round trip's client work; errors say what failed without it.
+    noAsyncTraces: true,
   });
   return new Client(new NatsTransport(nc, cred.agent));
 }
@@ -241,6 +244,10 @@ class NatsTransport implements Transport {
   /** do's calls waiting for their end, by call id. */
   private readonly waiters = new Map<string, (out: Outcome) => void>();
   private watching = false;
+  /** Submits waiting for the intake's acknowledgement, by reply token (see acked). */
+  private readonly acks = new Map<string, (m: Msg) => void>();
+  private ackInbox = "";
+  private ackSeq = 0;
   constructor(private readonly nc: NatsConnection, private readonly agent: string) {
     this.json.set("Content-Type", "application/json");
     (async () => {
@@ -313,9 +320,45 @@ class NatsTransport implements Transport {
         },
       },
     };
-    const reply = await this.nc.request(`airlock.req.${this.agent}.${call.callId}`, JSON.stringify(body), { headers: this.json, timeout: 10_000 });
+    const reply = await this.acked(`airlock.req.${this.agent}.${call.callId}`, JSON.stringify(body));
     const ack = reply.json<{ error?: { code: number; description: string } }>();
     if (ack.error) throw new ApiError(`the call was not stored (${ack.error.description}): try again later`, 0, String(ack.error.code));
+  }
+
+  /**
+   * Publishes a submit and resolves with the intake's acknowledgement, as
+   * nc.request would, over one reply subscription made once: nc.request
+   * builds an Error with its stack on every request (even one answered),
+   * which costs more than the rest of the client's work on a call.
+   */
+  private acked(subject: string, body: string): Promise<Msg> {
+    if (!this.ackInbox) {
+      this.ackInbox = createInbox(`_INBOX_${this.agent}`);
+      this.nc.subscribe(`${this.ackInbox}.*`, {
+        callback: (err, m) => {
+          if (err) return;
+          const token = m.subject.slice(this.ackInbox.length + 1);
+          this.acks.get(token)?.(m);
+          this.acks.delete(token);
+        },
+      });
+    }
+    const token = String(++this.ackSeq);
+    return new Promise<Msg>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.acks.delete(token);
+        reject(new ApiError("airlock did not acknowledge the call within 10 s: is it running, and is the NATS URL right?", 0, "timeout"));
+      }, 10_000);
+      this.acks.set(token, (m) => {
+        clearTimeout(timer);
+        if (m.headers?.code === 503) {
+          reject(new ApiError("no intake stream answers: is airlock running, and is this credential an airlock agent's?", 0, "503"));
+        } else {
+          resolve(m);
+        }
+      });
+      this.nc.publish(subject, body, { headers: this.json, reply: `${this.ackInbox}.${token}` });
+    });
   }
 
   async await(callId: string, timeoutMs?: number): Promise<Outcome> {
