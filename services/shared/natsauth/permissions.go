@@ -219,7 +219,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 					// an agent's report of a gate-only call it ran, on the
 					// call's execution ledger, and a refused report
 					subject.Completed, subject.Failed, subject.UnauthorizedAttempt),
-				system(subject.PolicyChanged, subject.UnauthorizedAttempt, subject.GrantExpired),
+				system(subject.PolicyChanged, subject.UnauthorizedAttempt, subject.GrantExpired, subject.ShadowChanged, subject.ShadowDivergence),
 				directGet(n.events, subject.Requested, subject.Allowed, subject.Denied, subject.ApprovalRequested, subject.ChangesRequested),
 				// the sequence of a call's last event, for compare-and-append
 				[]string{subject.DirectGet(n.events, subject.EventsPrefix+".*.*.>")},
