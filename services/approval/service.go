@@ -31,6 +31,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
@@ -55,6 +56,7 @@ type Service struct {
 	pub      *bus.Publisher
 	store    records
 	grants   jetstream.KeyValue
+	clients  *clientwait.Store // nil: cards are not redrawn when an MCP client comes or goes
 	index    *index
 	fan      *fanout
 	now      func() time.Time
@@ -141,6 +143,9 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		return executor.Preview(ctx, call, a.PreviewTimeout)
 	}
 	s.fan = &fanout{notifiers: notifiers, timeout: a.NotifyTimeout, log: deps.Log.With("service", "approval"), record: s.recordNotified}
+	if s.clients, err = clientwait.Open(ctx, deps.JS, cfg.Buckets.ClientWaits); err != nil {
+		deps.Log.Warn("approval: cards will not be redrawn when an MCP client starts or stops waiting", "err", err)
+	}
 	return s, nil
 }
 
@@ -173,8 +178,9 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() { defer wg.Done(); s.sweep(runCtx) }()
+	go func() { defer wg.Done(); s.followClients(runCtx) }()
 
 	workers := s.cfg.Workers
 	err = consume.Run(runCtx, s.deps.JS, consume.Spec{

@@ -129,6 +129,20 @@ func consolePush(name string) []string {
 	}
 }
 
+// clientPresence is what the approval service needs of the client-waits
+// bucket: to read and watch whether MCP clients wait (c.*), to redraw
+// cards; not the gateway's rejoin entries.
+func clientPresence(name string) []string {
+	s, k := "KV_"+name, "$KV."+name+".c.>"
+	return []string{
+		"$JS.API.STREAM.INFO." + s,
+		"$JS.API.DIRECT.GET." + s + "." + k,
+		"$JS.API.CONSUMER.CREATE." + s + ".*." + k,
+		"$JS.API.CONSUMER.DELETE." + s + ".>",
+		"$JS.API.CONSUMER.INFO." + s + ".>",
+	}
+}
+
 // readBucket is what a service needs to read single keys of one KV bucket.
 func readBucket(name string) []string {
 	s := "KV_" + name
@@ -226,6 +240,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				// the sweeper checks that a stored decision reached the stream
 				directGet(n.events, subject.Approved, subject.Rejected, subject.ChangesRequested, subject.Expired, subject.Canceled),
 				bucket(n.approvals), bucket(n.grants), bucket(n.slackSeen), bucket(n.teamsSeen), consolePush(n.console),
+				clientPresence(n.clientWaits),
 				[]string{subject.API("policy", "eval")},
 				// a call's preview, asked of the executor when it comes to wait
 				// for a person; no other user may ask or answer it
