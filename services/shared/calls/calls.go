@@ -3,6 +3,7 @@
 package calls
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 
@@ -265,4 +266,32 @@ func AgentRan(agentRan, argumentsDiffer bool) string {
 		return "run by the agent itself and reported by it"
 	}
 	return ""
+}
+
+// SnapshotText says, in one line, what a coding agent's hook saved before a
+// call (Completed/Failed.snapshot), "" when nothing. Its paths and note are
+// agent text: escape the line for the medium that shows it.
+func SnapshotText(s *airlockv1.Snapshot) string {
+	if s == nil {
+		return ""
+	}
+	what := fmt.Sprintf("%d file(s)", len(s.GetPaths())+int(s.GetMore()))
+	if s.GetWholeTree() {
+		what = "the whole work tree"
+	}
+	t := fmt.Sprintf("snapshot (%s) of %s in %s: %s", s.GetKind(), what, s.GetRoot(), s.GetRef())
+	if len(s.GetPaths()) > 0 && !s.GetWholeTree() {
+		t += " [" + strings.Join(s.GetPaths(), ", ")
+		if s.GetMore() > 0 {
+			t += fmt.Sprintf(", and %d more", s.GetMore())
+		}
+		t += "]"
+	}
+	if s.GetAfter() == "" && s.GetKind() == "git" {
+		t += "; state after the call not recorded"
+	}
+	if s.GetNote() != "" {
+		t += "; " + s.GetNote()
+	}
+	return t
 }

@@ -67,12 +67,15 @@ const (
 	TokenCreated        = "token_created"
 	TokenRevoked        = "token_revoked"
 	AuditPruned         = "audit_pruned"
+	Undone              = "undone"
+	OutcomeResolved     = "outcome_resolved"
 )
 
 // Types lists every event type.
 var Types = []string{Requested, Allowed, Denied, ApprovalRequested, Notified, Approved, Rejected,
 	ChangesRequested, Expired, Canceled, Started, Completed, Failed, UnauthorizedAttempt, PolicyChanged, Invalid,
-	VoteCast, GrantCreated, GrantUsed, GrantRevoked, GrantExpired, DecisionRefused, SignIn, TokenCreated, TokenRevoked, AuditPruned}
+	VoteCast, GrantCreated, GrantUsed, GrantRevoked, GrantExpired, DecisionRefused, SignIn, TokenCreated, TokenRevoked, AuditPruned,
+	Undone, OutcomeResolved}
 
 // Sets of event types, each defined once and shared by every service and
 // front-end that needs it.
