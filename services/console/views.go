@@ -356,7 +356,7 @@ func newTimelineEntry(ev *airlockv1.Event) timelineEntry {
 			t.Detail += " (forced over later changes)"
 		}
 	case *airlockv1.Event_OutcomeResolved:
-		t.Detail = "in doubt, resolved: " + inDoubtAnswer(b.OutcomeResolved.GetHappened())
+		t.Detail = "in doubt, resolved: " + calls.Happened(b.OutcomeResolved.GetHappened())
 		if n := b.OutcomeResolved.GetNote(); n != "" {
 			t.Detail += ": " + n
 		}
@@ -525,13 +525,4 @@ type rulesView struct {
 type healthPageView struct {
 	layout
 	Health *healthView
-}
-
-// inDoubtAnswer is a person's answer to "did it happen?" about a call that
-// ended in doubt.
-func inDoubtAnswer(happened bool) string {
-	if happened {
-		return "it happened"
-	}
-	return "it did not happen"
 }

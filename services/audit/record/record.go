@@ -403,10 +403,7 @@ func fill(r *Row, ev *airlockv1.Event) {
 		}
 	case *airlockv1.Event_OutcomeResolved:
 		o := b.OutcomeResolved
-		r.Reason = "in doubt, resolved: it did not happen"
-		if o.GetHappened() {
-			r.Reason = "in doubt, resolved: it happened"
-		}
+		r.Reason = "in doubt, resolved: " + calls.Happened(o.GetHappened())
 		if o.GetNote() != "" {
 			r.Reason += " (" + o.GetNote() + ")"
 		}

@@ -295,3 +295,16 @@ func SnapshotText(s *airlockv1.Snapshot) string {
 	}
 	return t
 }
+
+// Happened is a person's answer to "did it happen?" about a call that ended
+// in doubt (failed, outcome indeterminate), as every surface words it.
+func Happened(happened bool) string {
+	if happened {
+		return "it happened"
+	}
+	return "it did not happen"
+}
+
+// FailureIndeterminate is the outcome of a failed call that may or may not
+// have run (Failed.outcome): it gets a "did it happen?" task.
+const FailureIndeterminate = "indeterminate"
