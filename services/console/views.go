@@ -464,6 +464,8 @@ type callPageView struct {
 	// still waits for its outcome ("": not a call a gateway client waited
 	// for past a heartbeat).
 	ClientWait string
+	// InDoubt is the call's "did it happen?" task (reviewers only).
+	InDoubt *inDoubtView
 }
 
 type stateOption struct{ Value, Text string }
