@@ -184,20 +184,11 @@ func (c *Client) follow(ctx context.Context, callID string, f *follower) (Outcom
 	}
 	// Live first, then the stored events: an event stored in between is
 	// seen by one or the other (or both, which is harmless).
-	live := make(chan *nats.Msg, 64)
-	sub, err := c.nc.ChanSubscribe(subject.OutOfCall(c.agent, callID), live)
+	live, stop, err := c.subscribeCall(ctx, callID, 64)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("await call %s: %w", callID, err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	// The subscription must be in place before the stored events are read
-	// (FlushWithContext needs a deadline; ctx may have none).
-	fctx, fcancel := context.WithTimeout(ctx, requestTimeout)
-	err = c.nc.FlushWithContext(fctx)
-	fcancel()
-	if err != nil && ctx.Err() == nil {
-		return Outcome{}, fmt.Errorf("await call %s: %w", callID, err)
-	}
+	defer stop()
 	reconnects := c.nc.Stats().Reconnects
 	resync := time.NewTicker(resyncEvery)
 	defer resync.Stop()
@@ -539,18 +530,11 @@ func (c *Client) AwaitResolution(ctx context.Context, callID string, rev uint32)
 	if err := ids.Validate("call id", callID); err != nil {
 		return Resolution{}, fmt.Errorf("await resolution: %w", err)
 	}
-	live := make(chan *nats.Msg, 16)
-	sub, err := c.nc.ChanSubscribe(subject.OutOfCall(c.agent, callID), live)
+	live, stop, err := c.subscribeCall(ctx, callID, 16)
 	if err != nil {
 		return Resolution{}, fmt.Errorf("await the resolution of call %s: %w", callID, err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	fctx, fcancel := context.WithTimeout(ctx, requestTimeout)
-	err = c.nc.FlushWithContext(fctx)
-	fcancel()
-	if err != nil && ctx.Err() == nil {
-		return Resolution{}, fmt.Errorf("await the resolution of call %s: %w", callID, err)
-	}
+	defer stop()
 	resync := time.NewTicker(resyncEvery)
 	defer resync.Stop()
 	for {
@@ -571,4 +555,25 @@ func (c *Client) AwaitResolution(ctx context.Context, callID string, rev uint32)
 			return Resolution{}, fmt.Errorf("await the resolution of call %s: %w", callID, ctx.Err())
 		}
 	}
+}
+
+// subscribeCall follows the call's republished events live; stop ends it.
+// The subscription is in place when it returns, so stored events read
+// afterwards miss nothing in between.
+func (c *Client) subscribeCall(ctx context.Context, callID string, buf int) (live chan *nats.Msg, stop func(), err error) {
+	live = make(chan *nats.Msg, buf)
+	sub, err := c.nc.ChanSubscribe(subject.OutOfCall(c.agent, callID), live)
+	if err != nil {
+		return nil, nil, err
+	}
+	stop = func() { _ = sub.Unsubscribe() }
+	// FlushWithContext needs a deadline; ctx may have none.
+	fctx, fcancel := context.WithTimeout(ctx, requestTimeout)
+	err = c.nc.FlushWithContext(fctx)
+	fcancel()
+	if err != nil && ctx.Err() == nil {
+		stop()
+		return nil, nil, err
+	}
+	return live, stop, nil
 }
