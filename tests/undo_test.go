@@ -192,6 +192,28 @@ func TestACodingAgentsEditIsSavedFirstAndCanBeUndone(t *testing.T) {
 		}
 	})
 
+	t.Run("a_file_name_that_would_steer_a_terminal_is_shown_inertly", func(t *testing.T) {
+		dir := t.TempDir()
+		name := "evil\x1b]0;pwned\x07\u202e.txt"
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("one\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sh(t, dir, "git init -q -b main")
+		r := edit(t, "toolu_undo_evil", dir, name, "sed -i s/one/two/ evil*")
+		res := undo("laptop/toolu_undo_evil")
+		if res.Code != 0 {
+			t.Fatalf("airlock undo: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+		}
+		for what, out := range map[string]string{"the hook's answer": r.stdout + r.stderr, "undo's output": res.Stdout + res.Stderr} {
+			if strings.ContainsAny(out, "\x1b\x07\u202e") {
+				t.Errorf("%s carries the file name's control characters raw: %q", what, out)
+			}
+		}
+		if got, _ := os.ReadFile(filepath.Join(dir, name)); string(got) != "one\n" {
+			t.Fatalf("the file after undo: %q", got)
+		}
+	})
+
 	t.Run("an_edit_naming_a_file_outside_the_work_tree_saves_and_restores_nothing_there", func(t *testing.T) {
 		outside := t.TempDir()
 		sh(t, outside, "echo outside > secret.txt")
