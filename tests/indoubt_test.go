@@ -25,12 +25,16 @@ func TestACallThatEndedInDoubtIsResolvedByAPerson(t *testing.T) {
 	bot := dev.Agent(t, "bot")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	// A gate-only call the policy allows: nothing runs it, so its only end
+	// A gate-only call a person approves: nothing runs it, so its only end
 	// is the one written below, as the executor writes it when it died while
 	// a non-idempotent tool ran (tests/executor_kill_test.go makes one).
-	id := mustSubmit(t, bot, airlock.Call{ID: "doubt-1", Tool: "demo__echo", Args: map[string]any{"text": "hi"}, AgentRuns: true})
-	if out, err := bot.AwaitDecision(ctx, id, 1); err != nil || out.Status != airlock.StatusAllowed {
-		t.Fatalf("the gate-only echo: %v %v, want allowed", out, err)
+	id := mustSubmit(t, bot, airlock.Call{ID: "doubt-1", Tool: "demo__write_file", Args: map[string]any{"path": "a.txt", "content": "x"}, AgentRuns: true})
+	waitPending(t, dev, adminToken(t, dev), id)
+	if status, body := apiPost(t, dev.HTTPURL+"/api/v1/approvals/bot/doubt-1/approve", adminToken(t, dev), `{"revision":1}`); status != http.StatusOK {
+		t.Fatalf("approve: %d %s", status, body)
+	}
+	if out, err := bot.AwaitDecision(ctx, id, 1); err != nil || out.Status != airlock.StatusApproved {
+		t.Fatalf("the gate-only write: %v %v, want approved", out, err)
 	}
 	_, js := dev.Admin(t)
 	failed := &airlockv1.Event{EventId: "bot.doubt-1.1.failed", AgentId: "bot", CallId: id, Revision: 1,
@@ -47,7 +51,7 @@ func TestACallThatEndedInDoubtIsResolvedByAPerson(t *testing.T) {
 
 	testenv.Eventually(t, 20*time.Second, "the CLI to list bot/doubt-1 in doubt", func() bool {
 		r := cli(t, dev, "approvals", "in-doubt")
-		return r.Code == 0 && strings.Contains(r.Stdout, "bot/doubt-1") && strings.Contains(r.Stdout, "demo__echo") &&
+		return r.Code == 0 && strings.Contains(r.Stdout, "bot/doubt-1") && strings.Contains(r.Stdout, "demo__write_file") &&
 			strings.Contains(r.Stdout, "airlock approvals resolve bot/doubt-1")
 	})
 
@@ -57,18 +61,26 @@ func TestACallThatEndedInDoubtIsResolvedByAPerson(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(page, "bot/doubt-1") || !strings.Contains(page, `value="yes"`) {
 		t.Fatalf("the in-doubt page: %d\n%s", status, page)
 	}
+	// The call page asks too, and its form returns there.
+	status, page = s.page("/calls/bot/doubt-1")
+	if status != http.StatusOK || !strings.Contains(page, "In doubt: did it happen?") || !strings.Contains(page, `action="/calls/bot/doubt-1/in-doubt"`) {
+		t.Fatalf("the call page: %d\n%s", status, page)
+	}
 	csrf := csrfRE.FindStringSubmatch(page)
 	if csrf == nil {
-		t.Fatal("no CSRF token on the in-doubt page's form")
+		t.Fatal("no CSRF token on the call page's form")
 	}
 	note := "checked the ledger \x1b]0;pwned\x07 <script>alert(1)</script>"
-	form := url.Values{"happened": {"yes"}, "note": {note}}
+	form := url.Values{"happened": {"yes"}, "note": {note}, "from": {"call"}}
 	if status, body := s.post("/calls/bot/doubt-1/in-doubt", form); status != http.StatusForbidden {
 		t.Fatalf("a form without its CSRF token: %d, want 403\n%s", status, body)
 	}
 	form.Set("_csrf", csrf[1])
 	if status, body := s.post("/calls/bot/doubt-1/in-doubt", form); status != http.StatusSeeOther {
 		t.Fatalf("the reviewer's answer: %d\n%s", status, body)
+	}
+	if _, page := s.page("/calls/bot/doubt-1"); !strings.Contains(page, "said it happened") || strings.Contains(page, `value="yes"`) {
+		t.Fatalf("the call page after the answer:\n%s", page)
 	}
 
 	res, err := bot.AwaitResolution(ctx, id, 1)
