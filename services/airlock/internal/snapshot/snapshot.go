@@ -49,10 +49,13 @@ type Limits struct {
 	MaxPaths int
 	// Timeout bounds each snapshot, capture and undo.
 	Timeout time.Duration
+	// MaxAge is how long a snapshot is kept: older ones (their copies and
+	// hidden refs) are removed when the next snapshot is taken.
+	MaxAge time.Duration
 }
 
-// DefaultLimits are the hook's: 64 MiB, 1,000 paths, 20 s.
-var DefaultLimits = Limits{MaxBytes: 64 << 20, MaxPaths: 1000, Timeout: 20 * time.Second}
+// DefaultLimits are the hook's: 64 MiB, 1,000 paths, 20 s, kept 7 days.
+var DefaultLimits = Limits{MaxBytes: 64 << 20, MaxPaths: 1000, Timeout: 20 * time.Second, MaxAge: 7 * 24 * time.Hour}
 
 // maxListed bounds the paths a Snapshot record lists (the rest are counted).
 const maxListed = 50
@@ -134,6 +137,9 @@ func (s Store) limits() Limits {
 	if l.Timeout <= 0 {
 		l.Timeout = DefaultLimits.Timeout
 	}
+	if l.MaxAge <= 0 {
+		l.MaxAge = DefaultLimits.MaxAge
+	}
 	return l
 }
 
@@ -151,6 +157,7 @@ func (s Store) Before(ctx context.Context, t Target) (*airlockv1.Snapshot, error
 	if err != nil {
 		return nil, fmt.Errorf("the call's working directory: %w", err)
 	}
+	s.prune(ctx, lim.MaxAge, time.Now())
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("snapshot directory: %w", err)
 	}
@@ -470,4 +477,44 @@ func removeInside(root, rel string) error {
 		return nil
 	}
 	return err
+}
+
+// maxPrunedAtOnce bounds the old snapshots one call removes, so a hook
+// never spends long on housekeeping.
+const maxPrunedAtOnce = 20
+
+// prune removes snapshots whose manifest is older than maxAge: their copies
+// and, for git ones, their hidden refs (the commits then go with git's own
+// garbage collection). What cannot be removed stays for the next time.
+func (s Store) prune(ctx context.Context, maxAge time.Duration, now time.Time) {
+	agents, err := os.ReadDir(s.Dir)
+	if err != nil {
+		return
+	}
+	removed := 0
+	for _, a := range agents {
+		callDirs, err := os.ReadDir(filepath.Join(s.Dir, a.Name()))
+		if err != nil {
+			continue
+		}
+		for _, c := range callDirs {
+			if removed >= maxPrunedAtOnce {
+				return
+			}
+			dir := filepath.Join(s.Dir, a.Name(), c.Name())
+			info, err := os.Stat(filepath.Join(dir, "manifest.json"))
+			if err != nil || now.Sub(info.ModTime()) < maxAge {
+				continue
+			}
+			if m, err := readManifest(dir); err == nil && m.Kind == KindGit {
+				ref := refOf(a.Name(), c.Name())
+				for _, r := range []string{ref, ref + ".after"} {
+					_, _ = git(ctx, m.Root, "", nil, "update-ref", "-d", r)
+				}
+			}
+			if os.RemoveAll(dir) == nil {
+				removed++
+			}
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // repo makes a git work tree with one committed file, a.txt.
@@ -272,5 +273,34 @@ func TestACopySnapshotIsBounded(t *testing.T) {
 	}
 	if read(t, dir, "small.txt") != "small\n" || read(t, dir, "big.bin") != "changed" {
 		t.Fatal("undo restored what it did not save, or missed what it saved")
+	}
+}
+
+func TestSnapshotsOlderThanTheirAgeAreRemovedWithTheirRefs(t *testing.T) {
+	ctx := context.Background()
+	dir := repo(t)
+	s := store(t)
+	if _, err := s.Before(ctx, Target{Agent: "a", Call: "old", Cwd: dir, Paths: []string{"a.txt"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.After(ctx, "a", "old"); err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-8 * 24 * time.Hour)
+	if err := os.Chtimes(filepath.Join(s.Dir, "a", "old", "manifest.json"), past, past); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Before(ctx, Target{Agent: "a", Call: "new", Cwd: dir, Paths: []string{"a.txt"}}); err != nil {
+		t.Fatal(err)
+	}
+	refs := run(t, dir, "git", "for-each-ref", "--format=%(refname)", "refs/airlock")
+	if refs != "refs/airlock/snapshots/a/new\n" {
+		t.Fatalf("hidden refs after pruning: %q", refs)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "a", "old")); !os.IsNotExist(err) {
+		t.Fatalf("the old snapshot's directory is still there: %v", err)
+	}
+	if _, err := s.Undo(ctx, "a", "old", true); !errors.Is(err, ErrNoSnapshot) {
+		t.Fatalf("undo of a pruned snapshot: %v", err)
 	}
 }

@@ -40,7 +40,7 @@ func (s Store) Undo(ctx context.Context, agent, call string, force bool) (Result
 	}
 	m, err := readManifest(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return Result{}, fmt.Errorf("%w of call %s/%s in %s: airlock's hook keeps snapshots on the machine the agent ran on (run undo there, with the hook's --state-dir if it set one), and only of calls that change files", ErrNoSnapshot, agent, call, s.Dir)
+		return Result{}, fmt.Errorf("%w of call %s/%s in %s: airlock's hook keeps snapshots on the machine the agent ran on (run undo there, with the hook's --state-dir if it set one), only of calls that change files, and for %s", ErrNoSnapshot, agent, call, s.Dir, lim.MaxAge)
 	}
 	if err != nil {
 		return Result{}, err
