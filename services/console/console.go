@@ -234,6 +234,8 @@ func (con *Console) Register(e *echo.Echo) {
 	r(http.MethodGet, "/audit", con.auditPage, auditorOnly)
 	r(http.MethodGet, "/audit/export", con.auditExport, auditorOnly)
 	r(http.MethodGet, "/audit/analytics", con.analyticsPage, auditorOnly)
+	r(http.MethodGet, "/shadow", con.shadowPage, auditorOnly)
+	r(http.MethodPost, "/shadow/stop", con.stopShadowForm, adminOnly)
 	r(http.MethodGet, "/suggestions", con.suggestionsPage, auditorOnly)
 	r(http.MethodPost, "/suggestions/:id/adopt", con.adoptSuggestion, adminOnly)
 	r(http.MethodPost, "/suggestions/:id/dismiss", con.dismissSuggestion, adminOnly)
@@ -270,6 +272,10 @@ func (con *Console) Register(e *echo.Echo) {
 	r(http.MethodDelete, "/api/v1/devices/:id", con.apiRevokeDevice, signedIn)
 	r(http.MethodPost, "/api/v1/rules", con.apiPutRule, adminOnly)
 	r(http.MethodDelete, "/api/v1/rules/:id", con.apiDeleteRule, adminOnly)
+	r(http.MethodGet, "/api/v1/policy/shadow", con.apiShadowStatus, signedIn)
+	r(http.MethodPost, "/api/v1/policy/shadow", con.apiStartShadow, adminOnly)
+	r(http.MethodDelete, "/api/v1/policy/shadow", con.apiStopShadow, adminOnly)
+	r(http.MethodGet, "/api/v1/policy/shadow/divergences", con.apiShadowDivergences, auditorOnly)
 }
 
 func cacheStatic(next echo.HandlerFunc) echo.HandlerFunc {

@@ -127,6 +127,8 @@ type Event struct {
 	//	*Event_Reported
 	//	*Event_Undone
 	//	*Event_OutcomeResolved
+	//	*Event_ShadowChanged
+	//	*Event_ShadowDivergence
 	Body isEvent_Body `protobuf_oneof:"body"`
 	// Stored as protojson with Content-Type: application/json instead of
 	// protobuf: set by the service that writes the event when its call was
@@ -492,6 +494,24 @@ func (x *Event) GetOutcomeResolved() *OutcomeResolved {
 	return nil
 }
 
+func (x *Event) GetShadowChanged() *ShadowChanged {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ShadowChanged); ok {
+			return x.ShadowChanged
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetShadowDivergence() *ShadowDivergence {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ShadowDivergence); ok {
+			return x.ShadowDivergence
+		}
+	}
+	return nil
+}
+
 func (x *Event) GetJson() bool {
 	if x != nil {
 		return x.Json
@@ -617,16 +637,25 @@ type Event_Reported struct {
 }
 
 type Event_Undone struct {
-	// 47–48: after a call ended.
+	// 45–46: after a call ended.
 	// Undone: a person restored the snapshot a coding agent's hook took
 	// before the call (`airlock undo`).
-	Undone *Undone `protobuf:"bytes,47,opt,name=undone,proto3,oneof"`
+	Undone *Undone `protobuf:"bytes,45,opt,name=undone,proto3,oneof"`
 }
 
 type Event_OutcomeResolved struct {
 	// OutcomeResolved: a person said whether a call that ended in doubt
 	// (failed, outcome indeterminate) happened.
-	OutcomeResolved *OutcomeResolved `protobuf:"bytes,48,opt,name=outcome_resolved,json=outcomeResolved,proto3,oneof"`
+	OutcomeResolved *OutcomeResolved `protobuf:"bytes,46,opt,name=outcome_resolved,json=outcomeResolved,proto3,oneof"`
+}
+
+type Event_ShadowChanged struct {
+	// A candidate policy running in shadow (it decides nothing).
+	ShadowChanged *ShadowChanged `protobuf:"bytes,47,opt,name=shadow_changed,json=shadowChanged,proto3,oneof"`
+}
+
+type Event_ShadowDivergence struct {
+	ShadowDivergence *ShadowDivergence `protobuf:"bytes,48,opt,name=shadow_divergence,json=shadowDivergence,proto3,oneof"`
 }
 
 func (*Event_Requested) isEvent_Body() {}
@@ -686,6 +715,10 @@ func (*Event_Reported) isEvent_Body() {}
 func (*Event_Undone) isEvent_Body() {}
 
 func (*Event_OutcomeResolved) isEvent_Body() {}
+
+func (*Event_ShadowChanged) isEvent_Body() {}
+
+func (*Event_ShadowDivergence) isEvent_Body() {}
 
 type Actor struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1138,8 +1171,14 @@ type Approved struct {
 	ArgumentsDigest         string                 `protobuf:"bytes,6,opt,name=arguments_digest,json=argumentsDigest,proto3" json:"arguments_digest,omitempty"`
 	OriginalArgumentsDigest string                 `protobuf:"bytes,7,opt,name=original_arguments_digest,json=originalArgumentsDigest,proto3" json:"original_arguments_digest,omitempty"`
 	PolicyRevision          string                 `protobuf:"bytes,8,opt,name=policy_revision,json=policyRevision,proto3" json:"policy_revision,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// Digest of the preview the reviewers saw (Preview.digest); empty when
+	// the call had none.
+	PreviewDigest string `protobuf:"bytes,60,opt,name=preview_digest,json=previewDigest,proto3" json:"preview_digest,omitempty"`
+	// The world the preview was made against (Preview.precondition): the
+	// executor runs the call only if it still holds.
+	Precondition  string `protobuf:"bytes,61,opt,name=precondition,proto3" json:"precondition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Approved) Reset() {
@@ -1224,6 +1263,20 @@ func (x *Approved) GetOriginalArgumentsDigest() string {
 func (x *Approved) GetPolicyRevision() string {
 	if x != nil {
 		return x.PolicyRevision
+	}
+	return ""
+}
+
+func (x *Approved) GetPreviewDigest() string {
+	if x != nil {
+		return x.PreviewDigest
+	}
+	return ""
+}
+
+func (x *Approved) GetPrecondition() string {
+	if x != nil {
+		return x.Precondition
 	}
 	return ""
 }
@@ -1851,6 +1904,255 @@ func (x *PolicyChanged) GetError() string {
 	return ""
 }
 
+// ShadowChanged: a person turned shadow evaluation of a candidate policy
+// on or off (the actor says who). Recorded under
+// airlock.evt._system._policy.shadow_changed by every policy replica that
+// applies the change, with one event id per change.
+type ShadowChanged struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	On    bool                   `protobuf:"varint,1,opt,name=on,proto3" json:"on,omitempty"`
+	// Digest of the candidate's modules and data (decide.Code's hash); on a
+	// stop, the candidate that was running.
+	CandidateDigest string `protobuf:"bytes,2,opt,name=candidate_digest,json=candidateDigest,proto3" json:"candidate_digest,omitempty"`
+	// The candidate's file names and where the person took it from.
+	Modules       []string `protobuf:"bytes,3,rep,name=modules,proto3" json:"modules,omitempty"`
+	Source        string   `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShadowChanged) Reset() {
+	*x = ShadowChanged{}
+	mi := &file_airlock_v1_event_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShadowChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShadowChanged) ProtoMessage() {}
+
+func (x *ShadowChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShadowChanged.ProtoReflect.Descriptor instead.
+func (*ShadowChanged) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ShadowChanged) GetOn() bool {
+	if x != nil {
+		return x.On
+	}
+	return false
+}
+
+func (x *ShadowChanged) GetCandidateDigest() string {
+	if x != nil {
+		return x.CandidateDigest
+	}
+	return ""
+}
+
+func (x *ShadowChanged) GetModules() []string {
+	if x != nil {
+		return x.Modules
+	}
+	return nil
+}
+
+func (x *ShadowChanged) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+// ShadowDivergence: the candidate policy running in shadow decided a live
+// call otherwise than the policy in force did. The live decision stands;
+// this only records the difference. Recorded under
+// airlock.evt._system.<id>.shadow_divergence, never on the call's own
+// subjects, so the agent never sees what the candidate would do.
+type ShadowDivergence struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The live call: its agent (call id and revision below), server and tool.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Server  string `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	Tool    string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	// What decided live: "allow", "ask" or "deny", the rule and any standing grant.
+	LiveAction         string `protobuf:"bytes,4,opt,name=live_action,json=liveAction,proto3" json:"live_action,omitempty"`
+	LiveRuleId         string `protobuf:"bytes,5,opt,name=live_rule_id,json=liveRuleId,proto3" json:"live_rule_id,omitempty"`
+	LiveGrantId        string `protobuf:"bytes,6,opt,name=live_grant_id,json=liveGrantId,proto3" json:"live_grant_id,omitempty"`
+	LivePolicyRevision string `protobuf:"bytes,7,opt,name=live_policy_revision,json=livePolicyRevision,proto3" json:"live_policy_revision,omitempty"`
+	// What the candidate would have decided, with the same run-time rules,
+	// profile bindings and standing grants.
+	CandidateAction  string `protobuf:"bytes,8,opt,name=candidate_action,json=candidateAction,proto3" json:"candidate_action,omitempty"`
+	CandidateRuleId  string `protobuf:"bytes,9,opt,name=candidate_rule_id,json=candidateRuleId,proto3" json:"candidate_rule_id,omitempty"`
+	CandidateReason  string `protobuf:"bytes,10,opt,name=candidate_reason,json=candidateReason,proto3" json:"candidate_reason,omitempty"`
+	CandidateGrantId string `protobuf:"bytes,11,opt,name=candidate_grant_id,json=candidateGrantId,proto3" json:"candidate_grant_id,omitempty"`
+	CandidateDigest  string `protobuf:"bytes,12,opt,name=candidate_digest,json=candidateDigest,proto3" json:"candidate_digest,omitempty"`
+	// The call's arguments, masked where either decision says to redact.
+	Arguments       *structpb.Struct `protobuf:"bytes,13,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	ArgumentsDigest string           `protobuf:"bytes,14,opt,name=arguments_digest,json=argumentsDigest,proto3" json:"arguments_digest,omitempty"`
+	CallId          string           `protobuf:"bytes,15,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Revision        uint32           `protobuf:"varint,16,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ShadowDivergence) Reset() {
+	*x = ShadowDivergence{}
+	mi := &file_airlock_v1_event_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShadowDivergence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShadowDivergence) ProtoMessage() {}
+
+func (x *ShadowDivergence) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShadowDivergence.ProtoReflect.Descriptor instead.
+func (*ShadowDivergence) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ShadowDivergence) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetLiveAction() string {
+	if x != nil {
+		return x.LiveAction
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetLiveRuleId() string {
+	if x != nil {
+		return x.LiveRuleId
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetLiveGrantId() string {
+	if x != nil {
+		return x.LiveGrantId
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetLivePolicyRevision() string {
+	if x != nil {
+		return x.LivePolicyRevision
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetCandidateAction() string {
+	if x != nil {
+		return x.CandidateAction
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetCandidateRuleId() string {
+	if x != nil {
+		return x.CandidateRuleId
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetCandidateReason() string {
+	if x != nil {
+		return x.CandidateReason
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetCandidateGrantId() string {
+	if x != nil {
+		return x.CandidateGrantId
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetCandidateDigest() string {
+	if x != nil {
+		return x.CandidateDigest
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *ShadowDivergence) GetArgumentsDigest() string {
+	if x != nil {
+		return x.ArgumentsDigest
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetRevision() uint32 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 // Reported: an agent's report of a gate-only call (ToolCall.agent_runs) it
 // ran itself after airlock allowed or approved it, published on
 // airlock.req.<agent>.<call> with the event's call_id naming the call (the
@@ -1882,7 +2184,7 @@ type Reported struct {
 
 func (x *Reported) Reset() {
 	*x = Reported{}
-	mi := &file_airlock_v1_event_proto_msgTypes[18]
+	mi := &file_airlock_v1_event_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +2196,7 @@ func (x *Reported) String() string {
 func (*Reported) ProtoMessage() {}
 
 func (x *Reported) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[18]
+	mi := &file_airlock_v1_event_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2209,7 @@ func (x *Reported) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reported.ProtoReflect.Descriptor instead.
 func (*Reported) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{18}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Reported) GetFailed() bool {
@@ -1993,7 +2295,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_airlock_v1_event_proto_msgTypes[19]
+	mi := &file_airlock_v1_event_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2307,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[19]
+	mi := &file_airlock_v1_event_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2320,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{19}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Snapshot) GetKind() string {
@@ -2101,7 +2403,7 @@ type Undone struct {
 
 func (x *Undone) Reset() {
 	*x = Undone{}
-	mi := &file_airlock_v1_event_proto_msgTypes[20]
+	mi := &file_airlock_v1_event_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2113,7 +2415,7 @@ func (x *Undone) String() string {
 func (*Undone) ProtoMessage() {}
 
 func (x *Undone) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[20]
+	mi := &file_airlock_v1_event_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +2428,7 @@ func (x *Undone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Undone.ProtoReflect.Descriptor instead.
 func (*Undone) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{20}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Undone) GetRef() string {
@@ -2170,7 +2472,7 @@ type OutcomeResolved struct {
 
 func (x *OutcomeResolved) Reset() {
 	*x = OutcomeResolved{}
-	mi := &file_airlock_v1_event_proto_msgTypes[21]
+	mi := &file_airlock_v1_event_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2182,7 +2484,7 @@ func (x *OutcomeResolved) String() string {
 func (*OutcomeResolved) ProtoMessage() {}
 
 func (x *OutcomeResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[21]
+	mi := &file_airlock_v1_event_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2195,7 +2497,7 @@ func (x *OutcomeResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutcomeResolved.ProtoReflect.Descriptor instead.
 func (*OutcomeResolved) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{21}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *OutcomeResolved) GetHappened() bool {
@@ -2224,7 +2526,7 @@ type Invalid struct {
 
 func (x *Invalid) Reset() {
 	*x = Invalid{}
-	mi := &file_airlock_v1_event_proto_msgTypes[22]
+	mi := &file_airlock_v1_event_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2538,7 @@ func (x *Invalid) String() string {
 func (*Invalid) ProtoMessage() {}
 
 func (x *Invalid) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[22]
+	mi := &file_airlock_v1_event_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2551,7 @@ func (x *Invalid) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invalid.ProtoReflect.Descriptor instead.
 func (*Invalid) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{22}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Invalid) GetReason() string {
@@ -2285,7 +2587,7 @@ type VoteCast struct {
 
 func (x *VoteCast) Reset() {
 	*x = VoteCast{}
-	mi := &file_airlock_v1_event_proto_msgTypes[23]
+	mi := &file_airlock_v1_event_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2599,7 @@ func (x *VoteCast) String() string {
 func (*VoteCast) ProtoMessage() {}
 
 func (x *VoteCast) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[23]
+	mi := &file_airlock_v1_event_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2612,7 @@ func (x *VoteCast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteCast.ProtoReflect.Descriptor instead.
 func (*VoteCast) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{23}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *VoteCast) GetVote() *Vote {
@@ -2367,7 +2669,7 @@ type GrantScope struct {
 
 func (x *GrantScope) Reset() {
 	*x = GrantScope{}
-	mi := &file_airlock_v1_event_proto_msgTypes[24]
+	mi := &file_airlock_v1_event_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2681,7 @@ func (x *GrantScope) String() string {
 func (*GrantScope) ProtoMessage() {}
 
 func (x *GrantScope) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[24]
+	mi := &file_airlock_v1_event_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2694,7 @@ func (x *GrantScope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantScope.ProtoReflect.Descriptor instead.
 func (*GrantScope) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{24}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GrantScope) GetGrantId() string {
@@ -2476,7 +2778,7 @@ type GrantCreated struct {
 
 func (x *GrantCreated) Reset() {
 	*x = GrantCreated{}
-	mi := &file_airlock_v1_event_proto_msgTypes[25]
+	mi := &file_airlock_v1_event_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2488,7 +2790,7 @@ func (x *GrantCreated) String() string {
 func (*GrantCreated) ProtoMessage() {}
 
 func (x *GrantCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[25]
+	mi := &file_airlock_v1_event_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2501,7 +2803,7 @@ func (x *GrantCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantCreated.ProtoReflect.Descriptor instead.
 func (*GrantCreated) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{25}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GrantCreated) GetGrant() *GrantScope {
@@ -2526,7 +2828,7 @@ type GrantUsed struct {
 
 func (x *GrantUsed) Reset() {
 	*x = GrantUsed{}
-	mi := &file_airlock_v1_event_proto_msgTypes[26]
+	mi := &file_airlock_v1_event_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2840,7 @@ func (x *GrantUsed) String() string {
 func (*GrantUsed) ProtoMessage() {}
 
 func (x *GrantUsed) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[26]
+	mi := &file_airlock_v1_event_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2853,7 @@ func (x *GrantUsed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantUsed.ProtoReflect.Descriptor instead.
 func (*GrantUsed) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{26}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GrantUsed) GetGrantId() string {
@@ -2595,7 +2897,7 @@ type GrantRevoked struct {
 
 func (x *GrantRevoked) Reset() {
 	*x = GrantRevoked{}
-	mi := &file_airlock_v1_event_proto_msgTypes[27]
+	mi := &file_airlock_v1_event_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2607,7 +2909,7 @@ func (x *GrantRevoked) String() string {
 func (*GrantRevoked) ProtoMessage() {}
 
 func (x *GrantRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[27]
+	mi := &file_airlock_v1_event_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2620,7 +2922,7 @@ func (x *GrantRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRevoked.ProtoReflect.Descriptor instead.
 func (*GrantRevoked) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{27}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GrantRevoked) GetGrantId() string {
@@ -2664,7 +2966,7 @@ type GrantExpired struct {
 
 func (x *GrantExpired) Reset() {
 	*x = GrantExpired{}
-	mi := &file_airlock_v1_event_proto_msgTypes[28]
+	mi := &file_airlock_v1_event_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +2978,7 @@ func (x *GrantExpired) String() string {
 func (*GrantExpired) ProtoMessage() {}
 
 func (x *GrantExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[28]
+	mi := &file_airlock_v1_event_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +2991,7 @@ func (x *GrantExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantExpired.ProtoReflect.Descriptor instead.
 func (*GrantExpired) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{28}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GrantExpired) GetGrantId() string {
@@ -2730,7 +3032,7 @@ type DecisionRefused struct {
 
 func (x *DecisionRefused) Reset() {
 	*x = DecisionRefused{}
-	mi := &file_airlock_v1_event_proto_msgTypes[29]
+	mi := &file_airlock_v1_event_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2742,7 +3044,7 @@ func (x *DecisionRefused) String() string {
 func (*DecisionRefused) ProtoMessage() {}
 
 func (x *DecisionRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[29]
+	mi := &file_airlock_v1_event_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2755,7 +3057,7 @@ func (x *DecisionRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionRefused.ProtoReflect.Descriptor instead.
 func (*DecisionRefused) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{29}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DecisionRefused) GetAction() string {
@@ -2795,7 +3097,7 @@ type SignIn struct {
 
 func (x *SignIn) Reset() {
 	*x = SignIn{}
-	mi := &file_airlock_v1_event_proto_msgTypes[30]
+	mi := &file_airlock_v1_event_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2807,7 +3109,7 @@ func (x *SignIn) String() string {
 func (*SignIn) ProtoMessage() {}
 
 func (x *SignIn) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[30]
+	mi := &file_airlock_v1_event_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2820,7 +3122,7 @@ func (x *SignIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignIn.ProtoReflect.Descriptor instead.
 func (*SignIn) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{30}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SignIn) GetOk() bool {
@@ -2868,7 +3170,7 @@ type TokenCreated struct {
 
 func (x *TokenCreated) Reset() {
 	*x = TokenCreated{}
-	mi := &file_airlock_v1_event_proto_msgTypes[31]
+	mi := &file_airlock_v1_event_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2880,7 +3182,7 @@ func (x *TokenCreated) String() string {
 func (*TokenCreated) ProtoMessage() {}
 
 func (x *TokenCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[31]
+	mi := &file_airlock_v1_event_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2893,7 +3195,7 @@ func (x *TokenCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenCreated.ProtoReflect.Descriptor instead.
 func (*TokenCreated) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{31}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TokenCreated) GetTokenId() string {
@@ -2949,7 +3251,7 @@ type TokenRevoked struct {
 
 func (x *TokenRevoked) Reset() {
 	*x = TokenRevoked{}
-	mi := &file_airlock_v1_event_proto_msgTypes[32]
+	mi := &file_airlock_v1_event_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2961,7 +3263,7 @@ func (x *TokenRevoked) String() string {
 func (*TokenRevoked) ProtoMessage() {}
 
 func (x *TokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[32]
+	mi := &file_airlock_v1_event_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2974,7 +3276,7 @@ func (x *TokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRevoked.ProtoReflect.Descriptor instead.
 func (*TokenRevoked) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{32}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TokenRevoked) GetTokenId() string {
@@ -3013,7 +3315,7 @@ type AuditPruned struct {
 
 func (x *AuditPruned) Reset() {
 	*x = AuditPruned{}
-	mi := &file_airlock_v1_event_proto_msgTypes[33]
+	mi := &file_airlock_v1_event_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3025,7 +3327,7 @@ func (x *AuditPruned) String() string {
 func (*AuditPruned) ProtoMessage() {}
 
 func (x *AuditPruned) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[33]
+	mi := &file_airlock_v1_event_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3038,7 +3340,7 @@ func (x *AuditPruned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditPruned.ProtoReflect.Descriptor instead.
 func (*AuditPruned) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{33}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AuditPruned) GetPartitions() []string {
@@ -3088,7 +3390,7 @@ var File_airlock_v1_event_proto protoreflect.FileDescriptor
 const file_airlock_v1_event_proto_rawDesc = "" +
 	"\n" +
 	"\x16airlock/v1/event.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\x0f\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd3\x10\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x17\n" +
@@ -3127,8 +3429,10 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\rtoken_revoked\x18& \x01(\v2\x18.airlock.v1.TokenRevokedH\x00R\ftokenRevoked\x12<\n" +
 	"\faudit_pruned\x18' \x01(\v2\x17.airlock.v1.AuditPrunedH\x00R\vauditPruned\x122\n" +
 	"\breported\x18( \x01(\v2\x14.airlock.v1.ReportedH\x00R\breported\x12,\n" +
-	"\x06undone\x18/ \x01(\v2\x12.airlock.v1.UndoneH\x00R\x06undone\x12H\n" +
-	"\x10outcome_resolved\x180 \x01(\v2\x1b.airlock.v1.OutcomeResolvedH\x00R\x0foutcomeResolved\x12\x12\n" +
+	"\x06undone\x18- \x01(\v2\x12.airlock.v1.UndoneH\x00R\x06undone\x12H\n" +
+	"\x10outcome_resolved\x18. \x01(\v2\x1b.airlock.v1.OutcomeResolvedH\x00R\x0foutcomeResolved\x12B\n" +
+	"\x0eshadow_changed\x18/ \x01(\v2\x19.airlock.v1.ShadowChangedH\x00R\rshadowChanged\x12K\n" +
+	"\x11shadow_divergence\x180 \x01(\v2\x1c.airlock.v1.ShadowDivergenceH\x00R\x10shadowDivergence\x12\x12\n" +
 	"\x04json\x182 \x01(\bR\x04jsonB\x06\n" +
 	"\x04body\"t\n" +
 	"\x05Actor\x12)\n" +
@@ -3160,7 +3464,7 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\x04Vote\x12!\n" +
 	"\x02by\x18\x01 \x01(\v2\x11.airlock.v1.ActorR\x02by\x12*\n" +
 	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x18\n" +
-	"\acomment\x18\x03 \x01(\tR\acomment\"\xfe\x02\n" +
+	"\acomment\x18\x03 \x01(\tR\acomment\"\xc9\x03\n" +
 	"\bApproved\x12(\n" +
 	"\x04call\x18\x01 \x01(\v2\x14.airlock.v1.ToolCallR\x04call\x120\n" +
 	"\bdecision\x18\x02 \x01(\v2\x14.airlock.v1.DecisionR\bdecision\x12&\n" +
@@ -3169,7 +3473,9 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\x12original_arguments\x18\x05 \x01(\v2\x17.google.protobuf.StructR\x11originalArguments\x12)\n" +
 	"\x10arguments_digest\x18\x06 \x01(\tR\x0fargumentsDigest\x12:\n" +
 	"\x19original_arguments_digest\x18\a \x01(\tR\x17originalArgumentsDigest\x12'\n" +
-	"\x0fpolicy_revision\x18\b \x01(\tR\x0epolicyRevision\"\"\n" +
+	"\x0fpolicy_revision\x18\b \x01(\tR\x0epolicyRevision\x12%\n" +
+	"\x0epreview_digest\x18< \x01(\tR\rpreviewDigest\x12\"\n" +
+	"\fprecondition\x18= \x01(\tR\fprecondition\"\"\n" +
 	"\bRejected\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\".\n" +
 	"\x10ChangesRequested\x12\x1a\n" +
@@ -3215,7 +3521,32 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\x0fpolicy_revision\x18\x02 \x01(\tR\x0epolicyRevision\x12+\n" +
 	"\x11previous_revision\x18\x03 \x01(\tR\x10previousRevision\x12\x18\n" +
 	"\arefused\x18\x04 \x01(\bR\arefused\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\x95\x02\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"|\n" +
+	"\rShadowChanged\x12\x0e\n" +
+	"\x02on\x18\x01 \x01(\bR\x02on\x12)\n" +
+	"\x10candidate_digest\x18\x02 \x01(\tR\x0fcandidateDigest\x12\x18\n" +
+	"\amodules\x18\x03 \x03(\tR\amodules\x12\x16\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\"\xe4\x04\n" +
+	"\x10ShadowDivergence\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12\x12\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\x12\x1f\n" +
+	"\vlive_action\x18\x04 \x01(\tR\n" +
+	"liveAction\x12 \n" +
+	"\flive_rule_id\x18\x05 \x01(\tR\n" +
+	"liveRuleId\x12\"\n" +
+	"\rlive_grant_id\x18\x06 \x01(\tR\vliveGrantId\x120\n" +
+	"\x14live_policy_revision\x18\a \x01(\tR\x12livePolicyRevision\x12)\n" +
+	"\x10candidate_action\x18\b \x01(\tR\x0fcandidateAction\x12*\n" +
+	"\x11candidate_rule_id\x18\t \x01(\tR\x0fcandidateRuleId\x12)\n" +
+	"\x10candidate_reason\x18\n" +
+	" \x01(\tR\x0fcandidateReason\x12,\n" +
+	"\x12candidate_grant_id\x18\v \x01(\tR\x10candidateGrantId\x12)\n" +
+	"\x10candidate_digest\x18\f \x01(\tR\x0fcandidateDigest\x125\n" +
+	"\targuments\x18\r \x01(\v2\x17.google.protobuf.StructR\targuments\x12)\n" +
+	"\x10arguments_digest\x18\x0e \x01(\tR\x0fargumentsDigest\x12\x17\n" +
+	"\acall_id\x18\x0f \x01(\tR\x06callId\x12\x1a\n" +
+	"\brevision\x18\x10 \x01(\rR\brevision\"\x95\x02\n" +
 	"\bReported\x12\x16\n" +
 	"\x06failed\x18\x01 \x01(\bR\x06failed\x12\x1f\n" +
 	"\vresult_json\x18\x02 \x01(\tR\n" +
@@ -3339,7 +3670,7 @@ func file_airlock_v1_event_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_v1_event_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_airlock_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_airlock_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_airlock_v1_event_proto_goTypes = []any{
 	(ActorType)(0),                // 0: airlock.v1.ActorType
 	(*Event)(nil),                 // 1: airlock.v1.Event
@@ -3360,31 +3691,33 @@ var file_airlock_v1_event_proto_goTypes = []any{
 	(*Failed)(nil),                // 16: airlock.v1.Failed
 	(*UnauthorizedAttempt)(nil),   // 17: airlock.v1.UnauthorizedAttempt
 	(*PolicyChanged)(nil),         // 18: airlock.v1.PolicyChanged
-	(*Reported)(nil),              // 19: airlock.v1.Reported
-	(*Snapshot)(nil),              // 20: airlock.v1.Snapshot
-	(*Undone)(nil),                // 21: airlock.v1.Undone
-	(*OutcomeResolved)(nil),       // 22: airlock.v1.OutcomeResolved
-	(*Invalid)(nil),               // 23: airlock.v1.Invalid
-	(*VoteCast)(nil),              // 24: airlock.v1.VoteCast
-	(*GrantScope)(nil),            // 25: airlock.v1.GrantScope
-	(*GrantCreated)(nil),          // 26: airlock.v1.GrantCreated
-	(*GrantUsed)(nil),             // 27: airlock.v1.GrantUsed
-	(*GrantRevoked)(nil),          // 28: airlock.v1.GrantRevoked
-	(*GrantExpired)(nil),          // 29: airlock.v1.GrantExpired
-	(*DecisionRefused)(nil),       // 30: airlock.v1.DecisionRefused
-	(*SignIn)(nil),                // 31: airlock.v1.SignIn
-	(*TokenCreated)(nil),          // 32: airlock.v1.TokenCreated
-	(*TokenRevoked)(nil),          // 33: airlock.v1.TokenRevoked
-	(*AuditPruned)(nil),           // 34: airlock.v1.AuditPruned
-	nil,                           // 35: airlock.v1.GrantScope.ArgumentGlobsEntry
-	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
-	(*ToolCall)(nil),              // 37: airlock.v1.ToolCall
-	(*Decision)(nil),              // 38: airlock.v1.Decision
-	(*structpb.Struct)(nil),       // 39: google.protobuf.Struct
-	(*durationpb.Duration)(nil),   // 40: google.protobuf.Duration
+	(*ShadowChanged)(nil),         // 19: airlock.v1.ShadowChanged
+	(*ShadowDivergence)(nil),      // 20: airlock.v1.ShadowDivergence
+	(*Reported)(nil),              // 21: airlock.v1.Reported
+	(*Snapshot)(nil),              // 22: airlock.v1.Snapshot
+	(*Undone)(nil),                // 23: airlock.v1.Undone
+	(*OutcomeResolved)(nil),       // 24: airlock.v1.OutcomeResolved
+	(*Invalid)(nil),               // 25: airlock.v1.Invalid
+	(*VoteCast)(nil),              // 26: airlock.v1.VoteCast
+	(*GrantScope)(nil),            // 27: airlock.v1.GrantScope
+	(*GrantCreated)(nil),          // 28: airlock.v1.GrantCreated
+	(*GrantUsed)(nil),             // 29: airlock.v1.GrantUsed
+	(*GrantRevoked)(nil),          // 30: airlock.v1.GrantRevoked
+	(*GrantExpired)(nil),          // 31: airlock.v1.GrantExpired
+	(*DecisionRefused)(nil),       // 32: airlock.v1.DecisionRefused
+	(*SignIn)(nil),                // 33: airlock.v1.SignIn
+	(*TokenCreated)(nil),          // 34: airlock.v1.TokenCreated
+	(*TokenRevoked)(nil),          // 35: airlock.v1.TokenRevoked
+	(*AuditPruned)(nil),           // 36: airlock.v1.AuditPruned
+	nil,                           // 37: airlock.v1.GrantScope.ArgumentGlobsEntry
+	(*timestamppb.Timestamp)(nil), // 38: google.protobuf.Timestamp
+	(*ToolCall)(nil),              // 39: airlock.v1.ToolCall
+	(*Decision)(nil),              // 40: airlock.v1.Decision
+	(*structpb.Struct)(nil),       // 41: google.protobuf.Struct
+	(*durationpb.Duration)(nil),   // 42: google.protobuf.Duration
 }
 var file_airlock_v1_event_proto_depIdxs = []int32{
-	36, // 0: airlock.v1.Event.time:type_name -> google.protobuf.Timestamp
+	38, // 0: airlock.v1.Event.time:type_name -> google.protobuf.Timestamp
 	2,  // 1: airlock.v1.Event.actor:type_name -> airlock.v1.Actor
 	3,  // 2: airlock.v1.Event.requested:type_name -> airlock.v1.Requested
 	4,  // 3: airlock.v1.Event.allowed:type_name -> airlock.v1.Allowed
@@ -3401,55 +3734,58 @@ var file_airlock_v1_event_proto_depIdxs = []int32{
 	16, // 14: airlock.v1.Event.failed:type_name -> airlock.v1.Failed
 	17, // 15: airlock.v1.Event.unauthorized_attempt:type_name -> airlock.v1.UnauthorizedAttempt
 	18, // 16: airlock.v1.Event.policy_changed:type_name -> airlock.v1.PolicyChanged
-	23, // 17: airlock.v1.Event.invalid:type_name -> airlock.v1.Invalid
-	24, // 18: airlock.v1.Event.vote_cast:type_name -> airlock.v1.VoteCast
-	26, // 19: airlock.v1.Event.grant_created:type_name -> airlock.v1.GrantCreated
-	27, // 20: airlock.v1.Event.grant_used:type_name -> airlock.v1.GrantUsed
-	28, // 21: airlock.v1.Event.grant_revoked:type_name -> airlock.v1.GrantRevoked
-	29, // 22: airlock.v1.Event.grant_expired:type_name -> airlock.v1.GrantExpired
-	30, // 23: airlock.v1.Event.decision_refused:type_name -> airlock.v1.DecisionRefused
-	31, // 24: airlock.v1.Event.sign_in:type_name -> airlock.v1.SignIn
-	32, // 25: airlock.v1.Event.token_created:type_name -> airlock.v1.TokenCreated
-	33, // 26: airlock.v1.Event.token_revoked:type_name -> airlock.v1.TokenRevoked
-	34, // 27: airlock.v1.Event.audit_pruned:type_name -> airlock.v1.AuditPruned
-	19, // 28: airlock.v1.Event.reported:type_name -> airlock.v1.Reported
-	21, // 29: airlock.v1.Event.undone:type_name -> airlock.v1.Undone
-	22, // 30: airlock.v1.Event.outcome_resolved:type_name -> airlock.v1.OutcomeResolved
-	0,  // 31: airlock.v1.Actor.type:type_name -> airlock.v1.ActorType
-	37, // 32: airlock.v1.Requested.call:type_name -> airlock.v1.ToolCall
-	36, // 33: airlock.v1.Requested.received_at:type_name -> google.protobuf.Timestamp
-	37, // 34: airlock.v1.Allowed.call:type_name -> airlock.v1.ToolCall
-	38, // 35: airlock.v1.Allowed.decision:type_name -> airlock.v1.Decision
-	37, // 36: airlock.v1.Denied.call:type_name -> airlock.v1.ToolCall
-	38, // 37: airlock.v1.Denied.decision:type_name -> airlock.v1.Decision
-	37, // 38: airlock.v1.ApprovalRequested.call:type_name -> airlock.v1.ToolCall
-	38, // 39: airlock.v1.ApprovalRequested.decision:type_name -> airlock.v1.Decision
-	36, // 40: airlock.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
-	2,  // 41: airlock.v1.Vote.by:type_name -> airlock.v1.Actor
-	36, // 42: airlock.v1.Vote.at:type_name -> google.protobuf.Timestamp
-	37, // 43: airlock.v1.Approved.call:type_name -> airlock.v1.ToolCall
-	38, // 44: airlock.v1.Approved.decision:type_name -> airlock.v1.Decision
-	8,  // 45: airlock.v1.Approved.votes:type_name -> airlock.v1.Vote
-	39, // 46: airlock.v1.Approved.original_arguments:type_name -> google.protobuf.Struct
-	36, // 47: airlock.v1.Expired.deadline:type_name -> google.protobuf.Timestamp
-	40, // 48: airlock.v1.Completed.latency:type_name -> google.protobuf.Duration
-	20, // 49: airlock.v1.Completed.snapshot:type_name -> airlock.v1.Snapshot
-	40, // 50: airlock.v1.Failed.latency:type_name -> google.protobuf.Duration
-	20, // 51: airlock.v1.Failed.snapshot:type_name -> airlock.v1.Snapshot
-	40, // 52: airlock.v1.Reported.latency:type_name -> google.protobuf.Duration
-	39, // 53: airlock.v1.Reported.arguments:type_name -> google.protobuf.Struct
-	20, // 54: airlock.v1.Reported.snapshot:type_name -> airlock.v1.Snapshot
-	8,  // 55: airlock.v1.VoteCast.vote:type_name -> airlock.v1.Vote
-	35, // 56: airlock.v1.GrantScope.argument_globs:type_name -> airlock.v1.GrantScope.ArgumentGlobsEntry
-	36, // 57: airlock.v1.GrantScope.expires_at:type_name -> google.protobuf.Timestamp
-	25, // 58: airlock.v1.GrantCreated.grant:type_name -> airlock.v1.GrantScope
-	36, // 59: airlock.v1.GrantExpired.expires_at:type_name -> google.protobuf.Timestamp
-	36, // 60: airlock.v1.TokenCreated.expires_at:type_name -> google.protobuf.Timestamp
-	61, // [61:61] is the sub-list for method output_type
-	61, // [61:61] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	25, // 17: airlock.v1.Event.invalid:type_name -> airlock.v1.Invalid
+	26, // 18: airlock.v1.Event.vote_cast:type_name -> airlock.v1.VoteCast
+	28, // 19: airlock.v1.Event.grant_created:type_name -> airlock.v1.GrantCreated
+	29, // 20: airlock.v1.Event.grant_used:type_name -> airlock.v1.GrantUsed
+	30, // 21: airlock.v1.Event.grant_revoked:type_name -> airlock.v1.GrantRevoked
+	31, // 22: airlock.v1.Event.grant_expired:type_name -> airlock.v1.GrantExpired
+	32, // 23: airlock.v1.Event.decision_refused:type_name -> airlock.v1.DecisionRefused
+	33, // 24: airlock.v1.Event.sign_in:type_name -> airlock.v1.SignIn
+	34, // 25: airlock.v1.Event.token_created:type_name -> airlock.v1.TokenCreated
+	35, // 26: airlock.v1.Event.token_revoked:type_name -> airlock.v1.TokenRevoked
+	36, // 27: airlock.v1.Event.audit_pruned:type_name -> airlock.v1.AuditPruned
+	21, // 28: airlock.v1.Event.reported:type_name -> airlock.v1.Reported
+	23, // 29: airlock.v1.Event.undone:type_name -> airlock.v1.Undone
+	24, // 30: airlock.v1.Event.outcome_resolved:type_name -> airlock.v1.OutcomeResolved
+	19, // 31: airlock.v1.Event.shadow_changed:type_name -> airlock.v1.ShadowChanged
+	20, // 32: airlock.v1.Event.shadow_divergence:type_name -> airlock.v1.ShadowDivergence
+	0,  // 33: airlock.v1.Actor.type:type_name -> airlock.v1.ActorType
+	39, // 34: airlock.v1.Requested.call:type_name -> airlock.v1.ToolCall
+	38, // 35: airlock.v1.Requested.received_at:type_name -> google.protobuf.Timestamp
+	39, // 36: airlock.v1.Allowed.call:type_name -> airlock.v1.ToolCall
+	40, // 37: airlock.v1.Allowed.decision:type_name -> airlock.v1.Decision
+	39, // 38: airlock.v1.Denied.call:type_name -> airlock.v1.ToolCall
+	40, // 39: airlock.v1.Denied.decision:type_name -> airlock.v1.Decision
+	39, // 40: airlock.v1.ApprovalRequested.call:type_name -> airlock.v1.ToolCall
+	40, // 41: airlock.v1.ApprovalRequested.decision:type_name -> airlock.v1.Decision
+	38, // 42: airlock.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	2,  // 43: airlock.v1.Vote.by:type_name -> airlock.v1.Actor
+	38, // 44: airlock.v1.Vote.at:type_name -> google.protobuf.Timestamp
+	39, // 45: airlock.v1.Approved.call:type_name -> airlock.v1.ToolCall
+	40, // 46: airlock.v1.Approved.decision:type_name -> airlock.v1.Decision
+	8,  // 47: airlock.v1.Approved.votes:type_name -> airlock.v1.Vote
+	41, // 48: airlock.v1.Approved.original_arguments:type_name -> google.protobuf.Struct
+	38, // 49: airlock.v1.Expired.deadline:type_name -> google.protobuf.Timestamp
+	42, // 50: airlock.v1.Completed.latency:type_name -> google.protobuf.Duration
+	22, // 51: airlock.v1.Completed.snapshot:type_name -> airlock.v1.Snapshot
+	42, // 52: airlock.v1.Failed.latency:type_name -> google.protobuf.Duration
+	22, // 53: airlock.v1.Failed.snapshot:type_name -> airlock.v1.Snapshot
+	41, // 54: airlock.v1.ShadowDivergence.arguments:type_name -> google.protobuf.Struct
+	42, // 55: airlock.v1.Reported.latency:type_name -> google.protobuf.Duration
+	41, // 56: airlock.v1.Reported.arguments:type_name -> google.protobuf.Struct
+	22, // 57: airlock.v1.Reported.snapshot:type_name -> airlock.v1.Snapshot
+	8,  // 58: airlock.v1.VoteCast.vote:type_name -> airlock.v1.Vote
+	37, // 59: airlock.v1.GrantScope.argument_globs:type_name -> airlock.v1.GrantScope.ArgumentGlobsEntry
+	38, // 60: airlock.v1.GrantScope.expires_at:type_name -> google.protobuf.Timestamp
+	27, // 61: airlock.v1.GrantCreated.grant:type_name -> airlock.v1.GrantScope
+	38, // 62: airlock.v1.GrantExpired.expires_at:type_name -> google.protobuf.Timestamp
+	38, // 63: airlock.v1.TokenCreated.expires_at:type_name -> google.protobuf.Timestamp
+	64, // [64:64] is the sub-list for method output_type
+	64, // [64:64] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_event_proto_init() }
@@ -3488,6 +3824,8 @@ func file_airlock_v1_event_proto_init() {
 		(*Event_Reported)(nil),
 		(*Event_Undone)(nil),
 		(*Event_OutcomeResolved)(nil),
+		(*Event_ShadowChanged)(nil),
+		(*Event_ShadowDivergence)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3495,7 +3833,7 @@ func file_airlock_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_event_proto_rawDesc), len(file_airlock_v1_event_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
