@@ -113,6 +113,9 @@ type Call struct {
 	// request a front-end sealed (the MCP gateway).
 	Annotations        map[string]any
 	AnnotationsTrusted bool
+	// Script names the run_code script that made the call (the MCP
+	// gateway sets it); reviewers see it, the policy never trusts it.
+	Script *airlockv1.Script
 }
 
 // ErrInvalid is returned when airlock refused a request as malformed.
@@ -173,6 +176,7 @@ func (c *Client) toolCall(call Call) (*airlockv1.ToolCall, error) {
 		Server: call.Server, Tool: call.Tool, Arguments: args, Reason: call.Reason,
 		IdempotencyKey: call.IdempotencyKey, Revision: call.Revision, CreatedAt: timestamppb.Now(),
 		AgentRuns: call.AgentRuns, AnnotationsTrusted: call.AnnotationsTrusted, Cwd: call.Cwd,
+		Script: call.Script,
 	}
 	if call.Annotations != nil {
 		if tc.Annotations, err = structpb.NewStruct(call.Annotations); err != nil {
