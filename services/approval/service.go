@@ -57,10 +57,12 @@ type Service struct {
 	store    records
 	grants   jetstream.KeyValue
 	clients  *clientwait.Store // nil: cards are not redrawn when an MCP client comes or goes
-	index    *index
-	fan      *fanout
-	now      func() time.Time
-	pending  prometheus.Gauge
+	// inDoubt holds the "did it happen?" tasks of calls that ended in doubt.
+	inDoubt jetstream.KeyValue
+	index   *index
+	fan     *fanout
+	now     func() time.Time
+	pending prometheus.Gauge
 	// decisions seals `approved` events; frontend checks that decisions
 	// come from a front-end that authenticated the person.
 	decisions, frontend seal.Key
@@ -97,6 +99,10 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 	if err != nil {
 		return nil, fmt.Errorf("approval: open bucket %s: %w (run `airlock provision` with administrator credentials, or `airlock dev`)", cfg.Buckets.Grants, err)
 	}
+	dkv, err := deps.JS.KeyValue(ctx, cfg.Buckets.InDoubt)
+	if err != nil {
+		return nil, fmt.Errorf("approval: open bucket %s: %w (run `airlock provision` with administrator credentials, or `airlock dev`)", cfg.Buckets.InDoubt, err)
+	}
 	dk, err := deps.DecisionKey()
 	if err != nil {
 		return nil, fmt.Errorf("approval: %w", err)
@@ -124,6 +130,7 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		pub:       deps.Publisher("approval"),
 		store:     records{kv: kv},
 		grants:    gkv,
+		inDoubt:   dkv,
 		index:     newIndex(deps.Log.With("service", "approval"), func() uint64 { return deps.NC.Stats().Reconnects }),
 		now:       time.Now,
 		pending:   pendingGauge(deps.Metrics.Registry),

@@ -230,6 +230,7 @@ func (con *Console) callPage(c echo.Context) error {
 	if v.Call.Pending {
 		v.ClientWait = con.clientWait(ctx, v.Call.Agent, v.Call.ID)
 	}
+	v.InDoubt = con.inDoubtOf(ctx, principal(c), v.Call.Agent, v.Call.ID)
 	return con.render(c, http.StatusOK, "call", v)
 }
 
