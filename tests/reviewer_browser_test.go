@@ -25,7 +25,7 @@ import (
 )
 
 // consoleRoutes are the paths a link or form of the console may point at.
-var consoleRoutes = regexp.MustCompile(`^/(|login|logout|inbox/events|history|grants|grants/new|grants/scope|grants/[A-Za-z0-9_-]+/revoke|rules|rules/eval|rules/[A-Za-z0-9_-]+/delete|health|tokens|tokens/[A-Za-z0-9_-]+/revoke|audit|audit/export|audit/analytics|threads/approve|calls/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+(/(approve|reject|changes|edit))?|static/[a-z.]+|devices|devices/[a-f0-9]+/revoke)$`)
+var consoleRoutes = regexp.MustCompile(`^/(|login|logout|inbox/events|history|grants|grants/new|grants/scope|grants/[A-Za-z0-9_-]+/revoke|rules|rules/eval|rules/[A-Za-z0-9_-]+/delete|health|tokens|tokens/[A-Za-z0-9_-]+/revoke|audit|audit/export|audit/analytics|suggestions|suggestions/[A-Za-z0-9_-]+/(adopt|dismiss)|shadow|shadow/stop|in-doubt|threads/approve|calls/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+(/(approve|reject|changes|edit|in-doubt))?|static/[a-z.]+|devices|devices/[a-f0-9]+/revoke)$`)
 
 // pageURLs are every link and form action of the open page, as the browser
 // resolved them.
