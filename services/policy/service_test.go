@@ -515,3 +515,40 @@ func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
 	}
 	return s
 }
+
+// A person who adds or deletes a rule and then makes a call expects the call
+// to follow the change: the endpoint answers only once the change is in force
+// on the replica that stored it.
+func TestARuleChangeIsInForceOnTheAnsweringReplicaWhenTheEndpointAnswers(t *testing.T) {
+	n := testenv.StartNATS(t)
+	e, deps := replica(t, testenv.Config(n.URL()))
+	fk, err := deps.FrontendKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := policyapi.New(deps.NC, fk, "console")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	testenv.Eventually(t, 5*time.Second, "the rules endpoint to answer", func() bool {
+		_, err := client.ListRules(ctx)
+		return err == nil
+	})
+	alice := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice", Channel: "cli"}
+	for i := 0; i < 20; i++ {
+		tool := fmt.Sprintf("write_%d", i)
+		call := &airlockv1.ToolCall{AgentId: "bot", CallId: "c" + tool, Revision: 1, Server: "demo", Tool: tool, Arguments: &structpb.Struct{}}
+		id := "trust-" + strings.ReplaceAll(tool, "_", "-")
+		if _, err := client.PutRule(ctx, &airlockv1.PolicyRule{Id: id, Priority: 5, Server: "demo", Tool: tool, Effect: "deny", Reason: "not this one"}, alice); err != nil {
+			t.Fatal(err)
+		}
+		if d := e.Decide(ctx, call); d.Action != airlockv1.Action_ACTION_DENY || d.RuleId != id {
+			t.Fatalf("right after rule %s was put: %v by %q, want deny by it", id, d.Action, d.RuleId)
+		}
+		if err := client.DeleteRule(ctx, id, alice); err != nil {
+			t.Fatal(err)
+		}
+		if d := e.Decide(ctx, call); d.RuleId == id {
+			t.Fatalf("right after rule %s was deleted it still decided %v", id, d.Action)
+		}
+	}
+}
