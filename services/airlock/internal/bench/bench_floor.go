@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
 )
@@ -96,6 +97,7 @@ func printFloor(w io.Writer, f *messagingFloor, setup string) {
 		{"sync publish", f.SyncPublish},
 		{"async publish (acks batched)", f.AsyncPublish},
 		{"compare-and-append publish (wildcard)", f.CASPublish},
+		{"atomic batch of two, compare-and-append first", f.BatchAppend2},
 		{"KV create", f.KVCreate},
 		{"KV update", f.KVUpdate},
 		{"Direct Get, last by subject", f.DirectGet},
@@ -161,8 +163,11 @@ type messagingFloor struct {
 	// Nats-Expected-Last-Subject-Sequence-Subject (a wildcard): a
 	// compare-and-append on a stream subject, waiting for its PubAck.
 	CASPublish floorOp `json:"cas_publish"`
-	KVCreate   floorOp `json:"kv_create"`
-	KVUpdate   floorOp `json:"kv_update"`
+	// BatchAppend2: two messages stored as one atomic batch (bus.AppendBatch),
+	// the first a compare-and-append; one PubAck for both.
+	BatchAppend2 floorOp `json:"batch_append_2"`
+	KVCreate     floorOp `json:"kv_create"`
+	KVUpdate     floorOp `json:"kv_update"`
 	// DirectGet: the last message of a subject ($JS.API.DIRECT.GET).
 	DirectGet floorOp `json:"direct_get_last"`
 	// PullDeliverAck: a pull consumer's delivery of a stored message and its
@@ -180,13 +185,13 @@ type messagingFloor struct {
 
 // floorMix counts the operations of one call, for messagingFloor.CPUus.
 type floorMix struct {
-	SyncPublish, AsyncPublish, CASPublish, KVCreate, KVUpdate, DirectGet, PullDeliverAck, PullDeliverAckWorkQueue, CorePubSub float64
+	SyncPublish, AsyncPublish, CASPublish, BatchAppend2, KVCreate, KVUpdate, DirectGet, PullDeliverAck, PullDeliverAckWorkQueue, CorePubSub float64
 }
 
 // CPUus is the CPU floor of mix: Σ count × CPU per operation.
 func (f *messagingFloor) CPUus(mix floorMix) float64 {
 	return mix.SyncPublish*f.SyncPublish.CPUPerOpUs + mix.AsyncPublish*f.AsyncPublish.CPUPerOpUs +
-		mix.CASPublish*f.CASPublish.CPUPerOpUs + mix.KVCreate*f.KVCreate.CPUPerOpUs + mix.KVUpdate*f.KVUpdate.CPUPerOpUs +
+		mix.CASPublish*f.CASPublish.CPUPerOpUs + mix.BatchAppend2*f.BatchAppend2.CPUPerOpUs + mix.KVCreate*f.KVCreate.CPUPerOpUs + mix.KVUpdate*f.KVUpdate.CPUPerOpUs +
 		mix.DirectGet*f.DirectGet.CPUPerOpUs + mix.PullDeliverAck*f.PullDeliverAck.CPUPerOpUs +
 		mix.PullDeliverAckWorkQueue*f.PullDeliverAckWorkQueue.CPUPerOpUs + mix.CorePubSub*f.CorePubSub.CPUPerOpUs
 }
@@ -215,6 +220,7 @@ func measureFloor(ctx context.Context, url string, o floorOptions) (*messagingFl
 		{"sync publish", &f.SyncPublish, func() (floorOp, error) { return floorSyncPublish(ctx, js, o, payload) }},
 		{"async publish", &f.AsyncPublish, func() (floorOp, error) { return floorAsyncPublish(ctx, js, o, payload) }},
 		{"compare-and-append publish", &f.CASPublish, func() (floorOp, error) { return floorCASPublish(ctx, js, o, payload) }},
+		{"atomic batch of two", &f.BatchAppend2, func() (floorOp, error) { return floorBatchAppend(ctx, js, o, payload) }},
 		{"KV create", &f.KVCreate, func() (floorOp, error) { return floorKV(ctx, js, o, payload, false) }},
 		{"KV update", &f.KVUpdate, func() (floorOp, error) { return floorKV(ctx, js, o, payload, true) }},
 		{"direct get", &f.DirectGet, func() (floorOp, error) { return floorDirectGet(ctx, js, o, payload) }},
@@ -440,6 +446,30 @@ func floorCASPublish(ctx context.Context, js jetstream.JetStream, o floorOptions
 		return nil
 	}
 	return timed(o, func(w, _ int) error { return cas(w) })
+}
+
+// floorBatchAppend: each worker appends a batch of two to its own subjects
+// under floor.batch.<worker>.*, the first expecting the last sequence it saw.
+func floorBatchAppend(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte) (floorOp, error) {
+	_, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: "FLOOR_BATCH", Subjects: []string{"floor.batch.>"}, AllowAtomicPublish: true})
+	if err != nil {
+		return floorOp{}, err
+	}
+	defer done()
+	last := make([]uint64, o.Concurrency+1)
+	batch := func(w int) error {
+		prefix := "floor.batch." + strconv.Itoa(w) + "."
+		first := &nats.Msg{Subject: prefix + "a", Data: payload, Header: nats.Header{}}
+		first.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last[w], 10))
+		first.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, prefix+"*")
+		ack, err := bus.AppendBatch(ctx, js, []*nats.Msg{first, {Subject: prefix + "b", Data: payload}})
+		if err != nil {
+			return err
+		}
+		last[w] = ack.Sequence
+		return nil
+	}
+	return timed(o, func(w, _ int) error { return batch(w) })
 }
 
 // floorKV: creates of fresh keys, or updates of one key per worker at its
