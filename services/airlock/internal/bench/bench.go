@@ -39,6 +39,7 @@ why each goal is what it is.`,
 		newFloorCmd(env),
 		newGatewayCmd(env),
 		newFanoutCmd(env),
+		newPendingCmd(env),
 	)
 	return cmd
 }
