@@ -42,7 +42,8 @@ type pendingOptions struct {
 	// Small: pending calls of the small figure (the ratios' base).
 	Small int
 	// Samples timed for each figure.
-	Samples int
+	Samples    int
+	CPUProfile string
 }
 
 // pendingFigure is one operation's p50 with few and with many calls pending.
@@ -97,7 +98,7 @@ It prints each p50 with the ratio large/small (goal ≤ 2×) and the live heap
 held per pending call by each service (by the package that allocated it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return benchRun(cmd, env, "", o.JSON, func(ctx context.Context, cfg config.Config) (*pendingReport, error) {
+			return benchRun(cmd, env, o.CPUProfile, o.JSON, func(ctx context.Context, cfg config.Config) (*pendingReport, error) {
 				return runPendingBench(ctx, cfg, o)
 			}, printPending)
 		},
@@ -108,6 +109,7 @@ held per pending call by each service (by the package that allocated it).`,
 	f.IntVar(&o.Agents, "agents", 1000, "agents the pending calls come from")
 	f.IntVar(&o.Small, "small", 100, "calls pending for the small figures (the base of the ratios)")
 	f.IntVar(&o.Samples, "samples", 20, "requests timed for each figure")
+	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	return cmd
 }
 
