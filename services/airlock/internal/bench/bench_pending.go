@@ -85,13 +85,14 @@ func newPendingCmd(env Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pending",
 		Short: "Many calls waiting for a person: inbox, call page, approvals list, thread approval and live feed with --pending vs --small pending (goal p50 ≤ 2×)",
-		Long: `Starts an embedded NATS server, the policy and approval services and the console
-in this process, and submits calls the policy asks a person about through the
-intake, as agents do: first --small of them, then up to --pending from
---agents agents (each agent holds at most approval.max_pending_per_agent,
-100 by default, so --pending may not exceed 100 × --agents). With each number
-pending it times, one request at a time (--samples each), what a reviewer
-does: the inbox's first page, a call's page, the approvals list of
+		Long: `Starts two stacks in this process, each an embedded NATS server, the policy and
+approval services and the console, and submits calls the policy asks a person
+about through the intake, as agents do: --small of them to one, --pending
+from --agents agents to the other (an agent holds at most
+approval.max_pending_per_agent, 100 by default, so --pending may not exceed
+100 × --agents). It times on each in turn, one request at a time (--samples
+each), what a reviewer does: the inbox's first page, a call's page, the
+approvals list of
 ` + "`airlock approvals list`" + ` (GET /api/v1/approvals), approving a thread of
 two calls, and opening the inbox's live feed (to its first "sync" event).
 It prints each p50 with the ratio large/small (goal ≤ 2×) and the live heap
@@ -140,11 +141,86 @@ func runPendingBench(ctx context.Context, cfg config.Config, o pendingOptions) (
 	}
 	// Sampled finely enough to attribute a few hundred bytes per call.
 	runtime.MemProfileRate = 4096
+	rep := &pendingReport{Small: o.Small, Large: o.Pending, Agents: o.Agents, GoalMax: 2, MemoryPerCall: map[string]float64{}}
+	// Two stacks, one with few calls pending and one with many, measured
+	// sample by sample in turn: a machine busy with other work slows both
+	// alike, as in the other benches.
+	small, err := startPendingStack(ctx, cfg, perAgent)
+	if err != nil {
+		return nil, err
+	}
+	defer small.stop()
+	rep.Setup = small.setup
+	if err := small.builder.fill(ctx, o.Small); err != nil {
+		return nil, err
+	}
+	large, err := startPendingStack(ctx, cfg, perAgent)
+	if err != nil {
+		return nil, err
+	}
+	defer large.stop()
+	heap0 := heapByOwner()
+	t0 := time.Now()
+	if err := large.builder.fill(ctx, o.Pending); err != nil {
+		return nil, err
+	}
+	rep.BuildS = time.Since(t0).Seconds()
+	heap1 := heapByOwner()
+	for _, owner := range memoryOwners {
+		rep.MemoryPerCall[owner] = float64(heap1[owner]-heap0[owner]) / float64(o.Pending)
+	}
+	lat := [2][][]time.Duration{make([][]time.Duration, len(reviewerOps)), make([][]time.Duration, len(reviewerOps))}
+	for round := range o.Samples + pendingWarmup {
+		for i, st := range []*pendingStack{small, large} {
+			took, err := st.round(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("with %d pending: %w", st.builder.pending, err)
+			}
+			if round >= pendingWarmup {
+				for op, d := range took {
+					lat[i][op] = append(lat[i][op], d)
+				}
+			}
+		}
+	}
+	for op, name := range reviewerOps {
+		f := pendingFigure{Name: name, SmallUs: summarize(lat[0][op]).P50us, LargeUs: summarize(lat[1][op]).P50us}
+		f.Ratio = f.LargeUs / f.SmallUs
+		f.Met = f.Ratio <= rep.GoalMax
+		rep.Figures = append(rep.Figures, f)
+	}
+	return rep, nil
+}
+
+// pendingStack is one embedded NATS server with the policy and approval
+// services and the console, a signed-in reviewer, and the agents' calls.
+type pendingStack struct {
+	setup    string
+	builder  *pendingBuilder
+	reviewer *reviewer
+	// taken: the newest calls thread approvals took.
+	taken int
+	stops []func()
+}
+
+func (st *pendingStack) stop() {
+	for i := len(st.stops) - 1; i >= 0; i-- {
+		st.stops[i]()
+	}
+}
+
+func startPendingStack(ctx context.Context, cfg config.Config, perAgent int) (st *pendingStack, err error) {
+	st = &pendingStack{}
+	defer func() {
+		if err != nil {
+			st.stop()
+		}
+	}()
 	dir, url, stop, err := startBenchServer(cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer stop()
+	st.stops = append(st.stops, stop)
 	cfg.NATS.URL = url
 	cfg.Dev.DataDir = dir
 	cfg.Security.DecisionKey, cfg.Security.FrontendKey = seal.NewKey().Hex(), seal.NewKey().Hex()
@@ -159,7 +235,7 @@ func runPendingBench(ctx context.Context, cfg config.Config, o pendingOptions) (
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	services := newBenchServices(ctx, cfg, log)
-	defer services.stop()
+	st.stops = append(st.stops, services.stop)
 	if _, err := services.start("policy", func(d svc.Deps) (svc.Service, error) { return policy.NewFromConfig(ctx, d) }); err != nil {
 		return nil, err
 	}
@@ -181,68 +257,34 @@ func runPendingBench(ctx context.Context, cfg config.Config, o pendingOptions) (
 	}
 	hs := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
-	defer hs.Close()
-	base := "http://" + ln.Addr().String()
+	st.stops = append(st.stops, func() { _ = hs.Close() })
 
 	nc, err := nats.Connect(url)
 	if err != nil {
 		return nil, err
 	}
-	defer nc.Close()
+	st.stops = append(st.stops, nc.Close)
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1024))
 	if err != nil {
 		return nil, err
 	}
-	rev, err := newReviewer(ctx, base, password)
-	if err != nil {
+	if st.reviewer, err = newReviewer(ctx, "http://"+ln.Addr().String(), password); err != nil {
 		return nil, err
 	}
-	rep := &pendingReport{Setup: "embedded NATS, file store, fsync " + config.SyncText(cfg.Dev.Sync) + "; policy, approval and console in-process",
-		Small: o.Small, Large: o.Pending, Agents: o.Agents, GoalMax: 2, MemoryPerCall: map[string]float64{}}
-
-	// The small load: --small calls from the first agents, in threads of
-	// two; the thread approvals take a few of them.
-	b := &pendingBuilder{js: js, cfg: cfg, agents: o.Agents, perAgent: perAgent}
-	if err := b.fill(ctx, o.Small); err != nil {
-		return nil, err
-	}
-	heap0 := heapByOwner()
-	small, err := rev.measure(ctx, b, o.Samples)
-	if err != nil {
-		return nil, fmt.Errorf("with %d pending: %w", o.Small, err)
-	}
-	t0 := time.Now()
-	if err := b.fill(ctx, o.Pending); err != nil {
-		return nil, err
-	}
-	rep.BuildS = time.Since(t0).Seconds()
-	added := o.Pending - o.Small
-	heap1 := heapByOwner()
-	for _, owner := range memoryOwners {
-		rep.MemoryPerCall[owner] = float64(heap1[owner]-heap0[owner]) / float64(max(added, 1))
-	}
-	large, err := rev.measure(ctx, b, o.Samples)
-	if err != nil {
-		return nil, fmt.Errorf("with %d pending: %w", o.Pending, err)
-	}
-	for i, name := range reviewerOps {
-		f := pendingFigure{Name: name, SmallUs: small[i], LargeUs: large[i], Ratio: large[i] / small[i]}
-		f.Met = f.Ratio <= rep.GoalMax
-		rep.Figures = append(rep.Figures, f)
-	}
-	return rep, nil
+	st.builder = &pendingBuilder{js: js, cfg: cfg, perAgent: perAgent}
+	st.setup = "embedded NATS, file store, fsync " + config.SyncText(cfg.Dev.Sync) + "; policy, approval and console in-process, one such stack for each number pending"
+	return st, nil
 }
 
 // pendingBuilder submits calls that will wait for a person, agent after
 // agent, each agent's in threads of two.
 type pendingBuilder struct {
-	js               jetstream.JetStream
-	cfg              config.Config
-	agents, perAgent int
-	// submitted: calls published so far; pending: those the approval
-	// bucket holds (less the ones thread approvals took).
+	js       jetstream.JetStream
+	cfg      config.Config
+	perAgent int
+	// submitted: calls published so far; pending: those waiting (less
+	// the ones thread approvals took).
 	submitted, pending int
-	approved           int // calls thread approvals took
 }
 
 func pendingAgent(i int) string { return fmt.Sprintf("agent-%04d", i) }
@@ -290,7 +332,7 @@ func (b *pendingBuilder) fill(ctx context.Context, n int) error {
 			return err
 		}
 		if int(info.State.NumSubjects) >= n {
-			b.pending = n - b.approved
+			b.pending = n
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -316,6 +358,9 @@ func settle(ctx context.Context, fs []jetstream.PubAckFuture) error {
 	}
 	return nil
 }
+
+// pendingWarmup rounds of every operation come before the timed ones.
+const pendingWarmup = 5
 
 // reviewerOps are what a reviewer does, in the order measure returns them.
 var reviewerOps = []string{"inbox, first page (GET /)", "call page (GET /calls/…)", "approvals list (GET /api/v1/approvals)", "approve a thread of two calls", "live feed, open to first sync (SSE)"}
@@ -456,45 +501,35 @@ func (r *reviewer) feed(ctx context.Context) error {
 	return fmt.Errorf("the live feed ended before its first sync (status %d): %v", resp.StatusCode, sc.Err())
 }
 
-// measure times each reviewer operation (reviewerOps) samples times, one
-// at a time, interleaved, and returns each p50 in µs. Each thread approval
-// takes the newest thread still pending; the call page shows the oldest
-// call, which stays pending.
-func (r *reviewer) measure(ctx context.Context, b *pendingBuilder, samples int) ([]float64, error) {
+// round times each reviewer operation (reviewerOps) once. Its thread
+// approval takes the newest thread still pending; the call page shows the
+// oldest call, which stays pending.
+func (st *pendingStack) round(ctx context.Context) ([]time.Duration, error) {
+	b, r := st.builder, st.reviewer
 	agent, call, _ := b.ref(0)
-	lat := make([][]time.Duration, len(reviewerOps))
-	taken := 0 // calls of this phase's newest that thread approvals took
-	for s := range samples + 2 {
-		tAgent, _, thread := b.ref(b.submitted - 1 - taken)
-		approve, n, err := r.approveThread(ctx, tAgent, thread)
-		if err != nil {
-			return nil, err
-		}
-		taken += n
-		ops := []func() error{
-			func() error { _, err := r.get(ctx, "/"); return err },
-			func() error { _, err := r.get(ctx, "/calls/"+agent+"/"+call); return err },
-			func() error { _, err := r.get(ctx, "/api/v1/approvals"); return err },
-			approve,
-			func() error { return r.feed(ctx) },
-		}
-		for i, op := range ops {
-			t0 := time.Now()
-			if err := op(); err != nil {
-				return nil, fmt.Errorf("%s: %w", reviewerOps[i], err)
-			}
-			if s >= 2 { // two rounds warm up
-				lat[i] = append(lat[i], time.Since(t0))
-			}
-		}
-		b.approved += n
-		b.pending -= n
+	tAgent, _, thread := b.ref(b.submitted - 1 - st.taken)
+	approve, n, err := r.approveThread(ctx, tAgent, thread)
+	if err != nil {
+		return nil, err
 	}
-	out := make([]float64, len(lat))
-	for i, l := range lat {
-		out[i] = summarize(l).P50us
+	ops := []func() error{
+		func() error { _, err := r.get(ctx, "/"); return err },
+		func() error { _, err := r.get(ctx, "/calls/"+agent+"/"+call); return err },
+		func() error { _, err := r.get(ctx, "/api/v1/approvals"); return err },
+		approve,
+		func() error { return r.feed(ctx) },
 	}
-	return out, nil
+	took := make([]time.Duration, len(ops))
+	for i, op := range ops {
+		t0 := time.Now()
+		if err := op(); err != nil {
+			return nil, fmt.Errorf("%s: %w", reviewerOps[i], err)
+		}
+		took[i] = time.Since(t0)
+	}
+	st.taken += n
+	b.pending -= n
+	return took, nil
 }
 
 // memoryOwners are the services live heap is attributed to.
