@@ -389,7 +389,24 @@ func (ix *index) earlierPending(ref callref.Ref) []*airlockv1.ApprovalRecord {
 	return out
 }
 
-// pending returns every pending record.
+// pending returns every pending record, newest first. It reads them a
+// chunk at a time, so the sweeper's pass over 100,000 pending calls never
+// holds the index for long: lists and the watch go on in between.
 func (ix *index) pending() []*airlockv1.ApprovalRecord {
-	return ix.selectRecords(func(r *airlockv1.ApprovalRecord) bool { return r.GetState() == domain.Pending })
+	isPending := func(r *airlockv1.ApprovalRecord) bool { return r.GetState() == domain.Pending }
+	var out []*airlockv1.ApprovalRecord
+	var after *pagePos
+	for {
+		chunk := ix.page("", after, pendingChunk, isPending)
+		out = append(out, chunk...)
+		if len(chunk) < pendingChunk {
+			return out
+		}
+		last := chunk[len(chunk)-1]
+		pos := orderOf(domain.RefOf(last).Key(), last)
+		after = &pos
+	}
 }
+
+// pendingChunk is how many records pending reads under one hold of the index.
+const pendingChunk = 1000
