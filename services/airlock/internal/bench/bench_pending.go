@@ -151,7 +151,10 @@ func runPendingBench(ctx context.Context, cfg config.Config, o pendingOptions) (
 	}
 	defer small.stop()
 	rep.Setup = small.setup
-	if err := small.builder.fill(ctx, o.Small); err != nil {
+	// Each round's thread approval takes two calls: the small stack starts
+	// with as many more as the rounds take, so it never holds fewer than
+	// --small.
+	if err := small.builder.fill(ctx, o.Small+2*(o.Samples+pendingWarmup)); err != nil {
 		return nil, err
 	}
 	large, err := startPendingStack(ctx, cfg, perAgent)
