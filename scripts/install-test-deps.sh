@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs what airlock's tests need on a fresh Debian machine: ClickHouse
-# (audit tests), Chromium (browser tests) and the npm MCP servers (executor
-# and gateway tests). Idempotent: it installs only what is missing.
+# (audit tests), ZooKeeper (the replicated ClickHouse's tests and `airlock
+# chaos --clickhouse-replicas`), Chromium (browser tests) and the npm MCP
+# servers (executor and gateway tests). Idempotent: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v clickhouse-server >/dev/null 2>&1 || need_apt+=(clickhouse-server clickhouse-client)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# Tests run ZooKeeper as their own process from its jar, never the service.
+[ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1 || need_apt+=(zookeeperd)
 if [ ${#need_apt[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

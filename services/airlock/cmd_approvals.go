@@ -25,6 +25,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/preview"
 )
 
 // apiClient is the reviewer CLI's client of the console's REST API.
@@ -363,6 +364,11 @@ func printRecord(w io.Writer, r *airlockv1.ApprovalRecord) {
 		fmt.Fprintf(w, "arguments as edited by a reviewer (these run)\n          %s\n", indentJSON(r.GetEditedArguments(), c))
 	} else {
 		fmt.Fprintf(w, "arguments %s\n", indentJSON(c.GetArguments(), c))
+	}
+	fmt.Fprintf(w, "preview   %s\n", t(preview.Summary(r.GetPreview())))
+	if p := r.GetPreview(); preview.Has(p) && p.GetText() != "" {
+		fmt.Fprintf(w, "          made against %s\n          %s\n", t(p.GetPrecondition()),
+			escape.TerminalLines(strings.ReplaceAll(strings.TrimSuffix(p.GetText(), "\n"), "\n", "\n          ")))
 	}
 	for _, p := range r.GetProblems() {
 		fmt.Fprintf(w, "(!)       %s\n", t(p))

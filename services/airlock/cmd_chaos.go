@@ -31,7 +31,13 @@ non-idempotent call ran twice, every started call has exactly one end, every
 decision is in the stream, ClickHouse holds exactly the stream, the audit
 chain verifies and agents saw what the stream says — and prints a report.
 Exit status 1 on any violation. The same --seed gives the same load and
-schedule. Needs clickhouse-server (` + "`go tool task test:deps`" + ` installs it).`,
+schedule. Needs clickhouse-server (` + "`go tool task test:deps`" + ` installs it).
+
+With --clickhouse-replicas 2 the audit runs on two ClickHouse replicas
+(ReplicatedReplacingMergeTree, ZooKeeper from Debian's zookeeperd, migrations
+ON CLUSTER) and the ClickHouse fault kills the replica the audit writes to:
+the run then also checks that the other replica caught up while it was down
+and that each replica on its own holds the stream exactly once and verifies.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := os.Executable()
@@ -57,6 +63,7 @@ schedule. Needs clickhouse-server (` + "`go tool task test:deps`" + ` installs i
 	cmd.Flags().Int64Var(&o.Seed, "seed", 0, "seed of the load and the fault schedule (default: from the clock, printed in the report)")
 	cmd.Flags().BoolVar(&o.Short, "short", false, "the short schedule (fewer calls, every fault kind once, ClickHouse down 10s), as `go tool task test` runs it")
 	cmd.Flags().IntVar(&o.Calls, "calls", 0, "number of calls (default 1000, or 120 with --short)")
+	cmd.Flags().IntVar(&o.ClickHouseReplicas, "clickhouse-replicas", 0, "run ClickHouse as this many replicas with ZooKeeper (2 or more) and kill one mid-run (default: one server, stopped mid-run)")
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "run directory for stores, logs and report.json (default a temporary one, removed after a clean run)")
 	cmd.Flags().BoolVar(&o.Keep, "keep", false, "keep the temporary run directory after a clean run")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")

@@ -36,7 +36,7 @@ func newPolicyCmd(g *globals) *cobra.Command {
 		Use:   "policy",
 		Short: "Test, dry-run and edit the policy (Rego tests, eval, run-time rules)",
 	}
-	cmd.AddCommand(newPolicyTestCmd(g), newPolicyEvalCmd(g), newPolicyRulesCmd(g), newPolicyReplayCmd(g))
+	cmd.AddCommand(newPolicyTestCmd(g), newPolicyEvalCmd(g), newPolicyRulesCmd(g), newPolicyReplayCmd(g), newPolicySuggestCmd(g), newPolicySuggestBenchCmd(), newPolicyShadowCmd(g))
 	return cmd
 }
 

@@ -41,7 +41,8 @@ func constructors() map[string]func(context.Context, svc.Deps) (svc.Service, err
 		"executor": func(ctx context.Context, d svc.Deps) (svc.Service, error) { return executor.NewFromConfig(ctx, d) },
 		"audit":    func(ctx context.Context, d svc.Deps) (svc.Service, error) { return audit.NewFromConfig(ctx, d) },
 		"console": func(ctx context.Context, d svc.Deps) (svc.Service, error) {
-			return console.New(ctx, d, console.Options{Audit: newConsoleAudit(d)})
+			a := newConsoleAudit(d)
+			return console.New(ctx, d, console.Options{Audit: a, Suggest: consoleSuggest{a}})
 		},
 		"gateway": func(_ context.Context, d svc.Deps) (svc.Service, error) { return gateway.New(d) },
 	}

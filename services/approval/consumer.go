@@ -10,9 +10,11 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
+	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/preview"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -80,6 +82,8 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 			return consume.Permanent(err)
 		}
 		rec = out.Record
+	} else {
+		rec.Preview = s.preview(ctx, rec.GetCall())
 	}
 	if _, err := s.store.create(ctx, rec); err != nil {
 		s.index.forget(key)
@@ -110,6 +114,36 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 		return s.release(ctx, rec)
 	}
 	return s.announce(ctx, key, rec)
+}
+
+// maxUnavailable bounds why a call has no preview (the text may quote a
+// tool's error, which the agent can shape).
+const maxUnavailable = 400
+
+// preview asks an executor what call would do, waiting at most
+// approval.preview_timeout. A preview that fails or comes late gives one
+// that says why there is none: the call is put to reviewers all the same.
+// What is stored is bounded (executor.max_preview_bytes) and its digest
+// computed here, over exactly what reviewers will see.
+func (s *Service) preview(ctx context.Context, call *airlockv1.ToolCall) *airlockv1.Preview {
+	if call.GetAgentRuns() {
+		return preview.Unavailable("the agent runs this tool itself")
+	}
+	p, err := s.askPreview(ctx, call)
+	switch {
+	case err != nil:
+		s.deps.Log.Warn("no preview for a call waiting for a person", "agent", call.GetAgentId(), "call", call.GetCallId(), "err", err)
+		if apierr.CodeOf(err) == apierr.Unavailable {
+			return preview.Unavailable(fmt.Sprintf("the preview did not come within %s (approval.preview_timeout)", s.cfg.PreviewTimeout))
+		}
+		return preview.Unavailable(preview.Bound("the preview request failed: "+err.Error(), maxUnavailable))
+	case p == nil:
+		return preview.Unavailable("the executor answered no preview")
+	case p.GetUnavailable() != "":
+		return preview.Unavailable(preview.Bound(p.GetUnavailable(), maxUnavailable))
+	}
+	return preview.Finish(&airlockv1.Preview{Kind: p.GetKind(), Text: p.GetText(), Truncated: p.GetTruncated(),
+		Precondition: p.GetPrecondition(), At: p.GetAt()}, s.deps.Config.Executor.MaxPreviewBytes)
 }
 
 // overShare is the reason an agent reads when rec came past its share of

@@ -34,6 +34,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -67,6 +68,8 @@ type Service struct {
 	// evalPolicy decides a call with the policy in force (airlock.api.policy.eval):
 	// an edit is re-decided before it is approved.
 	evalPolicy func(context.Context, *airlockv1.ToolCall) (*airlockv1.Decision, error)
+	// askPreview asks an executor what a call would do (airlock.api.executor.preview).
+	askPreview func(context.Context, *airlockv1.ToolCall) (*airlockv1.Preview, error)
 
 	// Touched by the sweeper's goroutine only.
 	grantSwept     time.Time
@@ -132,6 +135,10 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		return policy.Eval(ctx, call)
+	}
+	executor := executorapi.New(deps.NC)
+	s.askPreview = func(ctx context.Context, call *airlockv1.ToolCall) (*airlockv1.Preview, error) {
+		return executor.Preview(ctx, call, a.PreviewTimeout)
 	}
 	s.fan = &fanout{notifiers: notifiers, timeout: a.NotifyTimeout, log: deps.Log.With("service", "approval"), record: s.recordNotified}
 	return s, nil

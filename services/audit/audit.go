@@ -26,6 +26,11 @@
 //     were acknowledged) it reads the missing range from the stream itself.
 //     So replicas cannot fork the chain; a second replica only duplicates
 //     work (one replica, restarted by the platform, is the intended setup).
+//   - A replicated ClickHouse (a DSN with several replicas and cluster=):
+//     when the replica written to dies, the next commit goes to another;
+//     the writer extends the chain there only from a head that replica
+//     holds (else it back-fills from the stream), and rows written on both
+//     are one row under FINAL. See deploy/clickhouse/README.md, "Replicas".
 package audit
 
 import (
@@ -541,6 +546,22 @@ func (w *writer) commit(ctx context.Context, built []record.Row) error {
 			return err
 		}
 		w.resync = false
+	} else if w.st.Cluster() != "" {
+		// The driver moves to the next replica when its connection died
+		// between two commits, without an error; that replica may not yet
+		// have fetched the rows the dead one took. Extend the chain only
+		// from a head this replica holds: else read its own head, and the
+		// rows in between come from the stream (fill).
+		ok, err := w.st.Holds(ctx, w.headSeq, w.headHash)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			w.log.Info("audit: this ClickHouse replica lacks the last rows written; writing them from the stream", "head", w.headSeq)
+			if err := w.head(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	in := built
 	skip := func() {

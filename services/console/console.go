@@ -55,6 +55,8 @@ type Options struct {
 	// Audit reads the audit trail for the audit and analytics pages; nil
 	// leaves them out.
 	Audit Audit
+	// Suggest computes the Suggestions page; nil leaves it out.
+	Suggest Suggester
 }
 
 // Console is the web console, the REST API and the live feed behind the inbox.
@@ -230,6 +232,11 @@ func (con *Console) Register(e *echo.Echo) {
 	r(http.MethodGet, "/audit", con.auditPage, auditorOnly)
 	r(http.MethodGet, "/audit/export", con.auditExport, auditorOnly)
 	r(http.MethodGet, "/audit/analytics", con.analyticsPage, auditorOnly)
+	r(http.MethodGet, "/shadow", con.shadowPage, auditorOnly)
+	r(http.MethodPost, "/shadow/stop", con.stopShadowForm, adminOnly)
+	r(http.MethodGet, "/suggestions", con.suggestionsPage, auditorOnly)
+	r(http.MethodPost, "/suggestions/:id/adopt", con.adoptSuggestion, adminOnly)
+	r(http.MethodPost, "/suggestions/:id/dismiss", con.dismissSuggestion, adminOnly)
 	r(http.MethodGet, "/tokens", con.tokensPage, signedIn)
 	r(http.MethodPost, "/tokens", con.createTokenForm, signedIn)
 	r(http.MethodPost, "/tokens/:id/revoke", con.revokeTokenForm, signedIn)
@@ -261,6 +268,10 @@ func (con *Console) Register(e *echo.Echo) {
 	r(http.MethodDelete, "/api/v1/devices/:id", con.apiRevokeDevice, signedIn)
 	r(http.MethodPost, "/api/v1/rules", con.apiPutRule, adminOnly)
 	r(http.MethodDelete, "/api/v1/rules/:id", con.apiDeleteRule, adminOnly)
+	r(http.MethodGet, "/api/v1/policy/shadow", con.apiShadowStatus, signedIn)
+	r(http.MethodPost, "/api/v1/policy/shadow", con.apiStartShadow, adminOnly)
+	r(http.MethodDelete, "/api/v1/policy/shadow", con.apiStopShadow, adminOnly)
+	r(http.MethodGet, "/api/v1/policy/shadow/divergences", con.apiShadowDivergences, auditorOnly)
 }
 
 func cacheStatic(next echo.HandlerFunc) echo.HandlerFunc {

@@ -74,7 +74,10 @@ type callView struct {
 	Votes                     []voteView
 	DecidedBy, DecisionReason string
 	Diffs                     []textDiff
-	GrantID                   string
+	// Preview is what the call would do, as its tool said when the call
+	// came to wait for a person.
+	Preview previewView
+	GrantID string
 	// Problems name values that could not be shown as they are (a
 	// non-finite number): the record renders, flagged.
 	Problems []string
@@ -191,6 +194,7 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 	if v.ArgsCut {
 		v.GrantPath = "" // nobody remembers arguments they were not shown
 	}
+	v.Preview = newPreviewView(rec.GetPreview())
 	v.Diffs = editDiffs(c.GetArguments())
 	if v.Edited && !v.Abridged {
 		v.Diffs = append(v.Diffs, textDiff{Label: "arguments edited by the reviewer", Lines: lineDiff(v.Args, v.EditedArgs)})

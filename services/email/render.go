@@ -13,6 +13,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/notify"
+	"github.com/airlock-gate/airlock/services/shared/preview"
 )
 
 // Bounds that keep a mail readable whatever an agent sends; the console
@@ -62,6 +63,11 @@ func whole(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
 	}
 	b.WriteString(":\n")
 	b.WriteString(quote(arguments(rec)))
+	summary, excerpt := preview.Notified(rec)
+	fmt.Fprintf(b, "\nPreview: %s\n", defang(HeaderText(summary, 400)))
+	if excerpt != "" {
+		b.WriteString(quote(inert(excerpt)))
+	}
 	footer(b, rec)
 }
 

@@ -82,13 +82,9 @@ func (d *Demo) Call(ctx context.Context, req Request) (json.RawMessage, error) {
 		}
 		return json.Marshal(map[string]any{"path": p, "content": string(b)})
 	case "write_file":
-		p, err := d.path(req.Arguments)
+		p, content, err := d.writeArgs(req.Arguments)
 		if err != nil {
 			return nil, err
-		}
-		content, ok := req.Arguments["content"].(string)
-		if !ok {
-			return nil, toolErrorf("write_file needs \"content\" as a string")
 		}
 		if dir := path.Dir(p); dir != "." {
 			if err := d.root.MkdirAll(dir, 0o700); err != nil {
@@ -101,6 +97,18 @@ func (d *Demo) Call(ctx context.Context, req Request) (json.RawMessage, error) {
 		return json.Marshal(map[string]any{"path": p, "bytes": len(content)})
 	}
 	return nil, fmt.Errorf("demo server has no tool %q (it has echo, read_file, write_file): %w", req.Tool, ErrUnknownTool)
+}
+
+// writeArgs reads write_file's path and content.
+func (d *Demo) writeArgs(args map[string]any) (p, content string, err error) {
+	if p, err = d.path(args); err != nil {
+		return "", "", err
+	}
+	content, ok := args["content"].(string)
+	if !ok {
+		return "", "", toolErrorf("write_file needs \"content\" as a string")
+	}
+	return p, content, nil
 }
 
 // path reads the "path" argument as a slash-separated path inside the sandbox.

@@ -30,6 +30,7 @@ import (
 //	    timeout: 10s
 //	    tools:
 //	      read_text_file: {idempotent: true}
+//	      write_file: {preview_tool: write_file_dry_run}  # a companion dry-run tool
 //	  search:
 //	    mcp: {url: "http://127.0.0.1:3001/mcp"}   # streamable HTTP
 //	  billing:
@@ -39,7 +40,7 @@ import (
 //	    idempotent: true
 //	    tools:
 //	      refund: {}
-//	      charge: {idempotent: false, timeout: 1m}
+//	      charge: {idempotent: false, timeout: 1m, preview_url: https://billing.internal/airlock/charge/preview}
 type RegistryFile struct {
 	// BuiltinDemo enables the demo server (demo__echo, demo__read_file,
 	// demo__write_file) confined to the sandbox directory; default true.
@@ -73,6 +74,14 @@ type ToolEntry struct {
 	Idempotent *bool         `yaml:"idempotent"`
 	// URL of a webhook tool, when not <server url>/<tool>.
 	URL string `yaml:"url"`
+	// PreviewTool names an MCP server's companion dry-run tool: called with
+	// the same arguments, its text says what the tool would do (the call's
+	// preview, shown to reviewers).
+	PreviewTool string `yaml:"preview_tool"`
+	// PreviewURL is a webhook tool's preview endpoint: POSTed (and signed)
+	// like the tool, with X-Airlock-Preview: 1, it answers what the tool
+	// would do, as text or as {"preview": "...", "precondition": "..."}.
+	PreviewURL string `yaml:"preview_url"`
 }
 
 // MCPConfig reaches an MCP server over stdio (Command) or streamable HTTP (URL).
@@ -142,6 +151,14 @@ func ParseRegistryFile(raw []byte) (RegistryFile, error) {
 		if s.MCP != nil && (s.MCP.Command == "") == (s.MCP.URL == "") {
 			return f, fmt.Errorf("server %q: mcp needs exactly one of command (stdio) or url (streamable HTTP)", name)
 		}
+		for tool, t := range s.Tools {
+			if t.PreviewTool != "" && s.MCP == nil {
+				return f, fmt.Errorf("server %q tool %q: preview_tool names a dry-run tool of an MCP server; a webhook sets preview_url", name, tool)
+			}
+			if t.PreviewURL != "" && s.Webhook == nil {
+				return f, fmt.Errorf("server %q tool %q: preview_url is a webhook's preview endpoint; an MCP server sets preview_tool", name, tool)
+			}
+		}
 		if s.Webhook != nil {
 			if len(s.Tools) == 0 {
 				return f, fmt.Errorf("server %q: a webhook server must list its tools under tools:", name)
@@ -207,14 +224,17 @@ func NewRegistry(f RegistryFile, o RegistryOptions) (*Registry, error) {
 					return nil, fmt.Errorf("server %q: environment variable %s (webhook.secret_env) is empty: set it to the webhook's signing secret", name, s.Webhook.SecretEnv)
 				}
 			}
-			urls := map[string]string{}
+			urls, previews := map[string]string{}, map[string]string{}
 			for tool, t := range s.Tools {
+				if t.PreviewURL != "" {
+					previews[tool] = t.PreviewURL
+				}
 				urls[tool] = t.URL
 				if urls[tool] == "" {
 					urls[tool] = strings.TrimSuffix(s.Webhook.URL, "/") + "/" + tool
 				}
 			}
-			a = NewWebhook(WebhookOptions{Secret: []byte(secret), URLs: urls, Headers: s.Webhook.Headers})
+			a = NewWebhook(WebhookOptions{Secret: []byte(secret), URLs: urls, PreviewURLs: previews, Headers: s.Webhook.Headers})
 		}
 		r.servers[name] = registered{adapter: a, entry: s}
 	}

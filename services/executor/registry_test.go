@@ -22,6 +22,8 @@ func TestRegistryFileIsCheckedStrictly(t *testing.T) {
 		{"webhook_without_secret", "servers:\n  pay:\n    webhook: {url: http://h}\n    tools: {refund: {}}\n", "secret_env"},
 		{"server_name_with_separator", "servers:\n  a__b:\n    mcp: {command: x}\n", "without \"__\""},
 		{"demo_name_taken", "servers:\n  demo:\n    mcp: {command: x}\n", "built-in demo"},
+		{"preview_tool_on_a_webhook", "servers:\n  pay:\n    webhook: {url: http://h, secret: s}\n    tools: {refund: {preview_tool: dry}}\n", "a webhook sets preview_url"},
+		{"preview_url_on_an_mcp_server", "servers:\n  fs:\n    mcp: {command: x}\n    tools: {write: {preview_url: http://h/p}}\n", "an MCP server sets preview_tool"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -130,7 +130,7 @@ func (s *Service) Name() string { return "executor" }
 func (s *Service) Run(ctx context.Context) error {
 	defer s.reg.Close()
 	defer s.running.Wait()
-	stopTools, err := serveTools(s.deps.NC, s.reg, s.deps.Log)
+	stopTools, err := serveTools(s.deps.NC, s.reg, s.deps.Config.Executor, s.deps.Log)
 	if err != nil {
 		return err
 	}
@@ -149,9 +149,11 @@ type execution struct {
 	call *airlockv1.ToolCall
 	// digest the decision or approval was made about, and who made it.
 	digest, by string
-	trace      string
-	delivered  uint64
-	idem       string
+	// precondition the approval's preview was made against ("" for none).
+	precondition string
+	trace        string
+	delivered    uint64
+	idem         string
 }
 
 var errTimeout = errors.New("tool timed out")
@@ -204,7 +206,7 @@ func (s *Service) unsealed(ctx context.Context, ev *airlockv1.Event, why error) 
 
 // prepare reads the call out of a verified allowed or approved event.
 func prepare(subj string, ev *airlockv1.Event, r seal.Runnable) (*execution, error) {
-	x := &execution{call: r.Call, digest: r.Digest, by: "the policy decision"}
+	x := &execution{call: r.Call, digest: r.Digest, by: "the policy decision", precondition: r.Precondition}
 	if r.Type == subject.Approved {
 		x.by = "the approval"
 	}
@@ -372,6 +374,14 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, attempt uint
 	// The tool and what follows it outlive a shutdown request: a started
 	// side effect is finished and reported rather than abandoned.
 	base := context.WithoutCancel(ctx)
+	// The first attempt runs only against the world its reviewers saw; a
+	// retry after a crash does not check again, since the attempt before it
+	// may itself have changed what the precondition describes.
+	if attempt == 1 {
+		if why := s.worldChanged(base, x); why != "" {
+			return s.endUnrun(base, x, startedSeq, token, why)
+		}
+	}
 	hb := s.startHeartbeat(base, x, attempt)
 	started := time.Now()
 	raw, err, timedOut := s.callTool(base, tool, Request{
@@ -433,6 +443,19 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, attempt uint
 	if !mine {
 		s.deps.Log.Warn("another executor took this call over while it ran; the stream keeps its end, not this result", "call", x.ref.String())
 	}
+	return nil
+}
+
+// endUnrun ends a claimed revision `failed` without calling its tool.
+func (s *Service) endUnrun(ctx context.Context, x *execution, startedSeq uint64, token, why string) error {
+	ev := s.failedEvent(x, ReasonPrecondition, OutcomeError, why, 0, 1)
+	ev.GetFailed().Claim = token
+	pubCtx, cancel := context.WithTimeout(ctx, endBudget)
+	defer cancel()
+	if _, err := s.claims.End(pubCtx, x.ref, ev, startedSeq); err != nil {
+		return fmt.Errorf("call %s: record that it was not run: %w", x.ref, err)
+	}
+	s.deps.Log.Info("approved call not run: its precondition no longer holds", "call", x.ref.String(), "why", why)
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
@@ -135,17 +136,22 @@ func (d *Demo) describe(context.Context) ([]*mcp.Tool, error) {
 	}, nil
 }
 
+// maxPreviews bounds the previews one executor computes at once.
+const maxPreviews = 16
+
 // toolsAPI serves airlock.api.executor.tools and announces tool changes on
 // subject.ToolsChanged.
 type toolsAPI struct {
 	reg *Registry
+	cfg config.Executor
 	nc  *nats.Conn
 	log *slog.Logger
 }
 
-// serveTools starts the tools endpoint and the change notices; stop ends them.
-func serveTools(nc *nats.Conn, reg *Registry, log *slog.Logger) (stop func(), err error) {
-	t := &toolsAPI{reg: reg, nc: nc, log: log}
+// serveTools starts the tools and preview endpoints and the change
+// notices; stop ends them.
+func serveTools(nc *nats.Conn, reg *Registry, cfg config.Executor, log *slog.Logger) (stop func(), err error) {
+	t := &toolsAPI{reg: reg, cfg: cfg, nc: nc, log: log}
 	srv, err := micro.AddService(nc, micro.Config{
 		Name: executorapi.Service, Version: "1.0.0",
 		Description: "airlock executor: the tool registry as its servers describe it",
@@ -154,7 +160,20 @@ func serveTools(nc *nats.Conn, reg *Registry, log *slog.Logger) (stop func(), er
 		return nil, fmt.Errorf("start executor endpoints: %w", err)
 	}
 	h := rpc.Handle(log, func() *airlockv1.ToolsListRequest { return &airlockv1.ToolsListRequest{} }, t.list)
-	if err := srv.AddEndpoint(executorapi.EndpointTools, h, micro.WithEndpointSubject(executorapi.Tools)); err != nil {
+	// Previews run concurrently, at most maxPreviews at once: each waits
+	// on a tool for up to executor.preview_timeout, and a slow one must not
+	// hold up the next call's.
+	serial := rpc.Handle(log, func() *airlockv1.PreviewRequest { return &airlockv1.PreviewRequest{} }, t.preview)
+	sem := make(chan struct{}, maxPreviews)
+	ph := micro.HandlerFunc(func(r micro.Request) {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			serial(r)
+		}()
+	})
+	if err := errors.Join(srv.AddEndpoint(executorapi.EndpointTools, h, micro.WithEndpointSubject(executorapi.Tools)),
+		srv.AddEndpoint(executorapi.EndpointPreview, ph, micro.WithEndpointSubject(executorapi.Preview))); err != nil {
 		_ = srv.Stop()
 		return nil, fmt.Errorf("add executor endpoints: %w", err)
 	}

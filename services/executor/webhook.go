@@ -26,6 +26,9 @@ const (
 	HeaderCallID         = "X-Airlock-Call-Id"
 	HeaderTool           = "X-Airlock-Tool"
 	HeaderAttempt        = "X-Airlock-Attempt"
+	// HeaderPreview is "1" on a request to a tool's preview endpoint: say
+	// what the call would do, do not do it.
+	HeaderPreview = "X-Airlock-Preview"
 )
 
 // webhookMaxResponse bounds the body read from a webhook (the executor
@@ -37,8 +40,10 @@ type WebhookOptions struct {
 	// Secret is the HMAC-SHA256 key the receiver verifies the body with.
 	Secret []byte
 	// URLs maps each tool name to the URL it is POSTed to.
-	URLs    map[string]string
-	Headers map[string]string
+	URLs map[string]string
+	// PreviewURLs maps the tools that serve a preview to their preview endpoint.
+	PreviewURLs map[string]string
+	Headers     map[string]string
 	// Client defaults to an http.Client without a timeout (the call's
 	// context carries the per-tool timeout).
 	Client *http.Client
@@ -85,6 +90,11 @@ func (w *Webhook) Call(ctx context.Context, req Request) (json.RawMessage, error
 	if !ok {
 		return nil, fmt.Errorf("webhook server %s has no tool %q: %w", req.Server, req.Tool, ErrUnknownTool)
 	}
+	return w.post(ctx, url, req, nil)
+}
+
+// post sends req's arguments to url, signed, with extra headers, and reads the answer.
+func (w *Webhook) post(ctx context.Context, url string, req Request, extra map[string]string) (json.RawMessage, error) {
 	args := req.Arguments
 	if args == nil {
 		args = map[string]any{}
@@ -106,6 +116,9 @@ func (w *Webhook) Call(ctx context.Context, req Request) (json.RawMessage, error
 	hr.Header.Set(HeaderCallID, req.CallID)
 	hr.Header.Set(HeaderTool, req.Server+"__"+req.Tool)
 	hr.Header.Set(HeaderAttempt, strconv.Itoa(int(req.Attempt)))
+	for k, v := range extra {
+		hr.Header.Set(k, v)
+	}
 
 	resp, err := w.o.Client.Do(hr)
 	if err != nil {

@@ -57,6 +57,9 @@ func (e *Engine) serveAPI() (micro.Service, error) {
 		add("rules_put", policyapi.EndpointRulesPut, rpc.HandleSealed(log, gate, func() *airlockv1.RulePutRequest { return &airlockv1.RulePutRequest{} }, e.putRule)),
 		add("rules_delete", policyapi.EndpointRulesDelete, rpc.HandleSealed(log, gate, func() *airlockv1.RuleDeleteRequest { return &airlockv1.RuleDeleteRequest{} }, e.deleteRule)),
 		add("eval", policyapi.EndpointEval, rpc.Handle(log, func() *airlockv1.PolicyEvalRequest { return &airlockv1.PolicyEvalRequest{} }, e.evalCall)),
+		add("shadow_start", policyapi.EndpointShadowStart, rpc.HandleSealed(log, gate, func() *airlockv1.ShadowStartRequest { return &airlockv1.ShadowStartRequest{} }, e.startShadow)),
+		add("shadow_stop", policyapi.EndpointShadowStop, rpc.HandleSealed(log, gate, func() *airlockv1.ShadowStopRequest { return &airlockv1.ShadowStopRequest{} }, e.stopShadow)),
+		add("shadow_status", policyapi.EndpointShadowStatus, rpc.Handle(log, func() *airlockv1.ShadowStatusRequest { return &airlockv1.ShadowStatusRequest{} }, e.shadowStatus)),
 	}
 	if err := errors.Join(errs...); err != nil {
 		_ = srv.Stop()

@@ -23,6 +23,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy/decide"
+	"github.com/airlock-gate/airlock/services/policy/shadow"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
@@ -55,6 +56,11 @@ type Engine struct {
 	kvRules map[string]*airlockv1.PolicyRule
 	badHash string // a directory state that was refused, so it is not retried every tick
 
+	// shadow runs the candidate policy in shadow, if any (shadow_engine.go);
+	// sh is the stored shadow state it was built from (guarded by mu).
+	shadow *shadow.Runner
+	sh     shadowRun
+
 	// Grants have their own lock, so deciding never waits for a rebuild.
 	gmu      sync.Mutex
 	grantMap map[string]*airlockv1.StandingGrant
@@ -75,6 +81,7 @@ func NewEngine(ctx context.Context, deps svc.Deps) (*Engine, error) {
 		deps: deps, log: deps.Log.With("service", "policy"), pub: deps.Publisher("policy"),
 		dir: deps.Config.Policy.Dir, kvRules: map[string]*airlockv1.PolicyRule{}, grantMap: map[string]*airlockv1.StandingGrant{},
 	}
+	e.shadow = shadow.New(e.log, e.recordDivergence, shadow.Options{})
 	var err error
 	if e.frontend, err = deps.FrontendKey(); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
@@ -108,6 +115,9 @@ func NewEngine(ctx context.Context, deps svc.Deps) (*Engine, error) {
 		return nil, err
 	}
 	e.cur.Store(ev)
+	if err := e.loadShadow(ctx); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -244,13 +254,21 @@ func (e *Engine) Run(ctx context.Context) error {
 		return fmt.Errorf("watch grants: %w", err)
 	}
 	defer func() { _ = gw.Stop() }()
+	sw, err := e.rules.Watch(ctx, ShadowKey)
+	if err != nil {
+		return fmt.Errorf("watch the shadow state: %w", err)
+	}
+	defer func() { _ = sw.Stop() }()
+	shadowDone := make(chan struct{})
+	go func() { defer close(shadowDone); _ = e.shadow.Run(ctx) }()
+	defer func() { <-shadowDone }()
 	var tick <-chan time.Time
 	if e.dir != "" {
 		t := time.NewTicker(e.deps.Config.Policy.ReloadInterval)
 		defer t.Stop()
 		tick = t.C
 	}
-	live := false
+	live, shadowLive := false, false
 	for {
 		select {
 		case <-ctx.Done():
@@ -261,6 +279,12 @@ func (e *Engine) Run(ctx context.Context) error {
 				continue
 			}
 			e.onRule(ctx, en, live)
+		case en := <-sw.Updates():
+			if en == nil {
+				shadowLive = true
+				continue
+			}
+			e.onShadow(ctx, en, shadowLive)
 		case en := <-gw.Updates():
 			if en != nil {
 				e.gmu.Lock()
@@ -284,6 +308,7 @@ func (e *Engine) onRule(ctx context.Context, en jetstream.KeyValueEntry, live bo
 		var ev *decide.Evaluator
 		if ev, err = e.build(ctx, e.code); err == nil {
 			e.cur.Store(ev)
+			e.rebuildShadow(ctx)
 			if live && ev.Revision() != prev.Revision() {
 				e.changed(ctx, sys.EventID(subject.PolicyChanged), change, prev.Revision(), ev.Revision(), ruleAuthor(en), nil)
 			}
@@ -433,8 +458,16 @@ func (e *Engine) DecideNow(ctx context.Context, call *airlockv1.ToolCall) *airlo
 // grant that applies turns it into an allow naming the grant. A deny is
 // never overridden. Spending a grant's use is a compare-and-set on the
 // grants bucket; a redelivered request finds its own use already recorded
-// and is allowed again without spending another.
+// and is allowed again without spending another. A candidate in shadow is
+// offered the call and the decision afterwards; Decide does not wait for it.
+// Neither call nor the decision may be changed once Decide returns.
 func (e *Engine) Decide(ctx context.Context, call *airlockv1.ToolCall) *airlockv1.Decision {
+	d := e.decide(ctx, call)
+	e.shadow.Offer(call, d)
+	return d
+}
+
+func (e *Engine) decide(ctx context.Context, call *airlockv1.ToolCall) *airlockv1.Decision {
 	now := time.Now()
 	ev := e.cur.Load()
 	d, err := ev.Evaluate(ctx, call, now)

@@ -18,6 +18,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/notify"
+	"github.com/airlock-gate/airlock/services/shared/preview"
 )
 
 // Action ids of the card's buttons, and the block and callback ids the
@@ -187,6 +188,7 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, args, publicURL string) []slack
 	blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn(why), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_reason")))
 
 	blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn("*Arguments*\n```"+escape.SlackBlock(args)+"```"), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_arguments")))
+	blocks = append(blocks, previewBlock(rec))
 
 	ctx := fmt.Sprintf("call %s · revision %d", escape.Slack(call.GetCallId()), call.GetRevision())
 	if call.GetThreadId() != "" {
@@ -195,6 +197,21 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, args, publicURL string) []slack
 	ctx += " · <" + ConsoleLink(publicURL, call.GetAgentId(), call.GetCallId()) + "|Open in the console>"
 	blocks = append(blocks, slackgo.NewContextBlock("airlock_ids", mrkdwn(ctx)))
 	return blocks
+}
+
+// maxPreviewChars bounds the preview section (Slack refuses a section
+// over 3,000 characters; escaping can lengthen the excerpt).
+const maxPreviewChars = 2000
+
+// previewBlock shows what the call would do: the preview's summary and the
+// start of its text (preview.Notified), escaped.
+func previewBlock(rec *airlockv1.ApprovalRecord) slackgo.Block {
+	summary, excerpt := preview.Notified(rec)
+	text := "*Preview:* " + escape.SlackText(summary)
+	if excerpt != "" {
+		text += "\n```" + shorten(escape.SlackBlock(excerpt), maxPreviewChars) + "```"
+	}
+	return slackgo.NewSectionBlock(mrkdwn(text), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_preview"))
 }
 
 // actionsBlock draws the buttons; whole says whether the card shows every

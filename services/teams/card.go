@@ -11,6 +11,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/notify"
+	"github.com/airlock-gate/airlock/services/shared/preview"
 	airlockslack "github.com/airlock-gate/airlock/services/slack"
 )
 
@@ -88,6 +89,14 @@ func Render(rec *airlockv1.ApprovalRecord, publicURL string) Card {
 	body = append(body,
 		rich(run("Arguments", "weight", "Bolder")),
 		map[string]any{"type": "RichTextBlock", "separator": true, "inlines": []any{run(escape.Teams(args), "fontType", "Monospace")}},
+	)
+	// What the call would do (preview.Notified), escaped like the arguments.
+	summary, excerpt := preview.Notified(rec)
+	body = append(body, field("Preview", escape.TeamsLine(summary)))
+	if excerpt != "" {
+		body = append(body, map[string]any{"type": "RichTextBlock", "id": "preview", "inlines": []any{run(escape.Teams(excerpt), "fontType", "Monospace")}})
+	}
+	body = append(body,
 		rich(run(fmt.Sprintf("call %s · revision %d", escape.TeamsLine(call.GetCallId()), call.GetRevision()), "isSubtle", true, "size", "Small")),
 	)
 	actions := []any{openURL("Open in console", link)}

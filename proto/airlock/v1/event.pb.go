@@ -125,6 +125,8 @@ type Event struct {
 	//	*Event_TokenRevoked
 	//	*Event_AuditPruned
 	//	*Event_Reported
+	//	*Event_ShadowChanged
+	//	*Event_ShadowDivergence
 	Body isEvent_Body `protobuf_oneof:"body"`
 	// Stored as protojson with Content-Type: application/json instead of
 	// protobuf: set by the service that writes the event when its call was
@@ -472,6 +474,24 @@ func (x *Event) GetReported() *Reported {
 	return nil
 }
 
+func (x *Event) GetShadowChanged() *ShadowChanged {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ShadowChanged); ok {
+			return x.ShadowChanged
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetShadowDivergence() *ShadowDivergence {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ShadowDivergence); ok {
+			return x.ShadowDivergence
+		}
+	}
+	return nil
+}
+
 func (x *Event) GetJson() bool {
 	if x != nil {
 		return x.Json
@@ -596,6 +616,15 @@ type Event_Reported struct {
 	Reported *Reported `protobuf:"bytes,40,opt,name=reported,proto3,oneof"`
 }
 
+type Event_ShadowChanged struct {
+	// A candidate policy running in shadow (it decides nothing).
+	ShadowChanged *ShadowChanged `protobuf:"bytes,47,opt,name=shadow_changed,json=shadowChanged,proto3,oneof"`
+}
+
+type Event_ShadowDivergence struct {
+	ShadowDivergence *ShadowDivergence `protobuf:"bytes,48,opt,name=shadow_divergence,json=shadowDivergence,proto3,oneof"`
+}
+
 func (*Event_Requested) isEvent_Body() {}
 
 func (*Event_Allowed) isEvent_Body() {}
@@ -649,6 +678,10 @@ func (*Event_TokenRevoked) isEvent_Body() {}
 func (*Event_AuditPruned) isEvent_Body() {}
 
 func (*Event_Reported) isEvent_Body() {}
+
+func (*Event_ShadowChanged) isEvent_Body() {}
+
+func (*Event_ShadowDivergence) isEvent_Body() {}
 
 type Actor struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1101,8 +1134,14 @@ type Approved struct {
 	ArgumentsDigest         string                 `protobuf:"bytes,6,opt,name=arguments_digest,json=argumentsDigest,proto3" json:"arguments_digest,omitempty"`
 	OriginalArgumentsDigest string                 `protobuf:"bytes,7,opt,name=original_arguments_digest,json=originalArgumentsDigest,proto3" json:"original_arguments_digest,omitempty"`
 	PolicyRevision          string                 `protobuf:"bytes,8,opt,name=policy_revision,json=policyRevision,proto3" json:"policy_revision,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// Digest of the preview the reviewers saw (Preview.digest); empty when
+	// the call had none.
+	PreviewDigest string `protobuf:"bytes,60,opt,name=preview_digest,json=previewDigest,proto3" json:"preview_digest,omitempty"`
+	// The world the preview was made against (Preview.precondition): the
+	// executor runs the call only if it still holds.
+	Precondition  string `protobuf:"bytes,61,opt,name=precondition,proto3" json:"precondition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Approved) Reset() {
@@ -1187,6 +1226,20 @@ func (x *Approved) GetOriginalArgumentsDigest() string {
 func (x *Approved) GetPolicyRevision() string {
 	if x != nil {
 		return x.PolicyRevision
+	}
+	return ""
+}
+
+func (x *Approved) GetPreviewDigest() string {
+	if x != nil {
+		return x.PreviewDigest
+	}
+	return ""
+}
+
+func (x *Approved) GetPrecondition() string {
+	if x != nil {
+		return x.Precondition
 	}
 	return ""
 }
@@ -1795,6 +1848,255 @@ func (x *PolicyChanged) GetError() string {
 	return ""
 }
 
+// ShadowChanged: a person turned shadow evaluation of a candidate policy
+// on or off (the actor says who). Recorded under
+// airlock.evt._system._policy.shadow_changed by every policy replica that
+// applies the change, with one event id per change.
+type ShadowChanged struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	On    bool                   `protobuf:"varint,1,opt,name=on,proto3" json:"on,omitempty"`
+	// Digest of the candidate's modules and data (decide.Code's hash); on a
+	// stop, the candidate that was running.
+	CandidateDigest string `protobuf:"bytes,2,opt,name=candidate_digest,json=candidateDigest,proto3" json:"candidate_digest,omitempty"`
+	// The candidate's file names and where the person took it from.
+	Modules       []string `protobuf:"bytes,3,rep,name=modules,proto3" json:"modules,omitempty"`
+	Source        string   `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShadowChanged) Reset() {
+	*x = ShadowChanged{}
+	mi := &file_airlock_v1_event_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShadowChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShadowChanged) ProtoMessage() {}
+
+func (x *ShadowChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShadowChanged.ProtoReflect.Descriptor instead.
+func (*ShadowChanged) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ShadowChanged) GetOn() bool {
+	if x != nil {
+		return x.On
+	}
+	return false
+}
+
+func (x *ShadowChanged) GetCandidateDigest() string {
+	if x != nil {
+		return x.CandidateDigest
+	}
+	return ""
+}
+
+func (x *ShadowChanged) GetModules() []string {
+	if x != nil {
+		return x.Modules
+	}
+	return nil
+}
+
+func (x *ShadowChanged) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+// ShadowDivergence: the candidate policy running in shadow decided a live
+// call otherwise than the policy in force did. The live decision stands;
+// this only records the difference. Recorded under
+// airlock.evt._system.<id>.shadow_divergence, never on the call's own
+// subjects, so the agent never sees what the candidate would do.
+type ShadowDivergence struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The live call: its agent (call id and revision below), server and tool.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Server  string `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	Tool    string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	// What decided live: "allow", "ask" or "deny", the rule and any standing grant.
+	LiveAction         string `protobuf:"bytes,4,opt,name=live_action,json=liveAction,proto3" json:"live_action,omitempty"`
+	LiveRuleId         string `protobuf:"bytes,5,opt,name=live_rule_id,json=liveRuleId,proto3" json:"live_rule_id,omitempty"`
+	LiveGrantId        string `protobuf:"bytes,6,opt,name=live_grant_id,json=liveGrantId,proto3" json:"live_grant_id,omitempty"`
+	LivePolicyRevision string `protobuf:"bytes,7,opt,name=live_policy_revision,json=livePolicyRevision,proto3" json:"live_policy_revision,omitempty"`
+	// What the candidate would have decided, with the same run-time rules,
+	// profile bindings and standing grants.
+	CandidateAction  string `protobuf:"bytes,8,opt,name=candidate_action,json=candidateAction,proto3" json:"candidate_action,omitempty"`
+	CandidateRuleId  string `protobuf:"bytes,9,opt,name=candidate_rule_id,json=candidateRuleId,proto3" json:"candidate_rule_id,omitempty"`
+	CandidateReason  string `protobuf:"bytes,10,opt,name=candidate_reason,json=candidateReason,proto3" json:"candidate_reason,omitempty"`
+	CandidateGrantId string `protobuf:"bytes,11,opt,name=candidate_grant_id,json=candidateGrantId,proto3" json:"candidate_grant_id,omitempty"`
+	CandidateDigest  string `protobuf:"bytes,12,opt,name=candidate_digest,json=candidateDigest,proto3" json:"candidate_digest,omitempty"`
+	// The call's arguments, masked where either decision says to redact.
+	Arguments       *structpb.Struct `protobuf:"bytes,13,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	ArgumentsDigest string           `protobuf:"bytes,14,opt,name=arguments_digest,json=argumentsDigest,proto3" json:"arguments_digest,omitempty"`
+	CallId          string           `protobuf:"bytes,15,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Revision        uint32           `protobuf:"varint,16,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ShadowDivergence) Reset() {
+	*x = ShadowDivergence{}
+	mi := &file_airlock_v1_event_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShadowDivergence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShadowDivergence) ProtoMessage() {}
+
+func (x *ShadowDivergence) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShadowDivergence.ProtoReflect.Descriptor instead.
+func (*ShadowDivergence) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ShadowDivergence) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetLiveAction() string {
+	if x != nil {
+		return x.LiveAction
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetLiveRuleId() string {
+	if x != nil {
+		return x.LiveRuleId
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetLiveGrantId() string {
+	if x != nil {
+		return x.LiveGrantId
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetLivePolicyRevision() string {
+	if x != nil {
+		return x.LivePolicyRevision
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetCandidateAction() string {
+	if x != nil {
+		return x.CandidateAction
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetCandidateRuleId() string {
+	if x != nil {
+		return x.CandidateRuleId
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetCandidateReason() string {
+	if x != nil {
+		return x.CandidateReason
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetCandidateGrantId() string {
+	if x != nil {
+		return x.CandidateGrantId
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetCandidateDigest() string {
+	if x != nil {
+		return x.CandidateDigest
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *ShadowDivergence) GetArgumentsDigest() string {
+	if x != nil {
+		return x.ArgumentsDigest
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ShadowDivergence) GetRevision() uint32 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 // Reported: an agent's report of a gate-only call (ToolCall.agent_runs) it
 // ran itself after airlock allowed or approved it, published on
 // airlock.req.<agent>.<call> with the event's call_id naming the call (the
@@ -1823,7 +2125,7 @@ type Reported struct {
 
 func (x *Reported) Reset() {
 	*x = Reported{}
-	mi := &file_airlock_v1_event_proto_msgTypes[18]
+	mi := &file_airlock_v1_event_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1835,7 +2137,7 @@ func (x *Reported) String() string {
 func (*Reported) ProtoMessage() {}
 
 func (x *Reported) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[18]
+	mi := &file_airlock_v1_event_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1848,7 +2150,7 @@ func (x *Reported) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reported.ProtoReflect.Descriptor instead.
 func (*Reported) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{18}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Reported) GetFailed() bool {
@@ -1905,7 +2207,7 @@ type Invalid struct {
 
 func (x *Invalid) Reset() {
 	*x = Invalid{}
-	mi := &file_airlock_v1_event_proto_msgTypes[19]
+	mi := &file_airlock_v1_event_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1917,7 +2219,7 @@ func (x *Invalid) String() string {
 func (*Invalid) ProtoMessage() {}
 
 func (x *Invalid) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[19]
+	mi := &file_airlock_v1_event_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +2232,7 @@ func (x *Invalid) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invalid.ProtoReflect.Descriptor instead.
 func (*Invalid) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{19}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Invalid) GetReason() string {
@@ -1966,7 +2268,7 @@ type VoteCast struct {
 
 func (x *VoteCast) Reset() {
 	*x = VoteCast{}
-	mi := &file_airlock_v1_event_proto_msgTypes[20]
+	mi := &file_airlock_v1_event_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2280,7 @@ func (x *VoteCast) String() string {
 func (*VoteCast) ProtoMessage() {}
 
 func (x *VoteCast) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[20]
+	mi := &file_airlock_v1_event_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2293,7 @@ func (x *VoteCast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteCast.ProtoReflect.Descriptor instead.
 func (*VoteCast) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{20}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *VoteCast) GetVote() *Vote {
@@ -2048,7 +2350,7 @@ type GrantScope struct {
 
 func (x *GrantScope) Reset() {
 	*x = GrantScope{}
-	mi := &file_airlock_v1_event_proto_msgTypes[21]
+	mi := &file_airlock_v1_event_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2060,7 +2362,7 @@ func (x *GrantScope) String() string {
 func (*GrantScope) ProtoMessage() {}
 
 func (x *GrantScope) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[21]
+	mi := &file_airlock_v1_event_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2073,7 +2375,7 @@ func (x *GrantScope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantScope.ProtoReflect.Descriptor instead.
 func (*GrantScope) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{21}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GrantScope) GetGrantId() string {
@@ -2157,7 +2459,7 @@ type GrantCreated struct {
 
 func (x *GrantCreated) Reset() {
 	*x = GrantCreated{}
-	mi := &file_airlock_v1_event_proto_msgTypes[22]
+	mi := &file_airlock_v1_event_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2169,7 +2471,7 @@ func (x *GrantCreated) String() string {
 func (*GrantCreated) ProtoMessage() {}
 
 func (x *GrantCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[22]
+	mi := &file_airlock_v1_event_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2182,7 +2484,7 @@ func (x *GrantCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantCreated.ProtoReflect.Descriptor instead.
 func (*GrantCreated) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{22}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GrantCreated) GetGrant() *GrantScope {
@@ -2207,7 +2509,7 @@ type GrantUsed struct {
 
 func (x *GrantUsed) Reset() {
 	*x = GrantUsed{}
-	mi := &file_airlock_v1_event_proto_msgTypes[23]
+	mi := &file_airlock_v1_event_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2219,7 +2521,7 @@ func (x *GrantUsed) String() string {
 func (*GrantUsed) ProtoMessage() {}
 
 func (x *GrantUsed) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[23]
+	mi := &file_airlock_v1_event_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2232,7 +2534,7 @@ func (x *GrantUsed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantUsed.ProtoReflect.Descriptor instead.
 func (*GrantUsed) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{23}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GrantUsed) GetGrantId() string {
@@ -2276,7 +2578,7 @@ type GrantRevoked struct {
 
 func (x *GrantRevoked) Reset() {
 	*x = GrantRevoked{}
-	mi := &file_airlock_v1_event_proto_msgTypes[24]
+	mi := &file_airlock_v1_event_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2590,7 @@ func (x *GrantRevoked) String() string {
 func (*GrantRevoked) ProtoMessage() {}
 
 func (x *GrantRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[24]
+	mi := &file_airlock_v1_event_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2603,7 @@ func (x *GrantRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRevoked.ProtoReflect.Descriptor instead.
 func (*GrantRevoked) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{24}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GrantRevoked) GetGrantId() string {
@@ -2345,7 +2647,7 @@ type GrantExpired struct {
 
 func (x *GrantExpired) Reset() {
 	*x = GrantExpired{}
-	mi := &file_airlock_v1_event_proto_msgTypes[25]
+	mi := &file_airlock_v1_event_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2659,7 @@ func (x *GrantExpired) String() string {
 func (*GrantExpired) ProtoMessage() {}
 
 func (x *GrantExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[25]
+	mi := &file_airlock_v1_event_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2672,7 @@ func (x *GrantExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantExpired.ProtoReflect.Descriptor instead.
 func (*GrantExpired) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{25}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GrantExpired) GetGrantId() string {
@@ -2411,7 +2713,7 @@ type DecisionRefused struct {
 
 func (x *DecisionRefused) Reset() {
 	*x = DecisionRefused{}
-	mi := &file_airlock_v1_event_proto_msgTypes[26]
+	mi := &file_airlock_v1_event_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2423,7 +2725,7 @@ func (x *DecisionRefused) String() string {
 func (*DecisionRefused) ProtoMessage() {}
 
 func (x *DecisionRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[26]
+	mi := &file_airlock_v1_event_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2436,7 +2738,7 @@ func (x *DecisionRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionRefused.ProtoReflect.Descriptor instead.
 func (*DecisionRefused) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{26}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DecisionRefused) GetAction() string {
@@ -2476,7 +2778,7 @@ type SignIn struct {
 
 func (x *SignIn) Reset() {
 	*x = SignIn{}
-	mi := &file_airlock_v1_event_proto_msgTypes[27]
+	mi := &file_airlock_v1_event_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2488,7 +2790,7 @@ func (x *SignIn) String() string {
 func (*SignIn) ProtoMessage() {}
 
 func (x *SignIn) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[27]
+	mi := &file_airlock_v1_event_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2501,7 +2803,7 @@ func (x *SignIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignIn.ProtoReflect.Descriptor instead.
 func (*SignIn) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{27}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SignIn) GetOk() bool {
@@ -2549,7 +2851,7 @@ type TokenCreated struct {
 
 func (x *TokenCreated) Reset() {
 	*x = TokenCreated{}
-	mi := &file_airlock_v1_event_proto_msgTypes[28]
+	mi := &file_airlock_v1_event_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2561,7 +2863,7 @@ func (x *TokenCreated) String() string {
 func (*TokenCreated) ProtoMessage() {}
 
 func (x *TokenCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[28]
+	mi := &file_airlock_v1_event_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2574,7 +2876,7 @@ func (x *TokenCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenCreated.ProtoReflect.Descriptor instead.
 func (*TokenCreated) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{28}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TokenCreated) GetTokenId() string {
@@ -2630,7 +2932,7 @@ type TokenRevoked struct {
 
 func (x *TokenRevoked) Reset() {
 	*x = TokenRevoked{}
-	mi := &file_airlock_v1_event_proto_msgTypes[29]
+	mi := &file_airlock_v1_event_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2944,7 @@ func (x *TokenRevoked) String() string {
 func (*TokenRevoked) ProtoMessage() {}
 
 func (x *TokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[29]
+	mi := &file_airlock_v1_event_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2957,7 @@ func (x *TokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRevoked.ProtoReflect.Descriptor instead.
 func (*TokenRevoked) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{29}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TokenRevoked) GetTokenId() string {
@@ -2694,7 +2996,7 @@ type AuditPruned struct {
 
 func (x *AuditPruned) Reset() {
 	*x = AuditPruned{}
-	mi := &file_airlock_v1_event_proto_msgTypes[30]
+	mi := &file_airlock_v1_event_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2706,7 +3008,7 @@ func (x *AuditPruned) String() string {
 func (*AuditPruned) ProtoMessage() {}
 
 func (x *AuditPruned) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[30]
+	mi := &file_airlock_v1_event_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2719,7 +3021,7 @@ func (x *AuditPruned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditPruned.ProtoReflect.Descriptor instead.
 func (*AuditPruned) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{30}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AuditPruned) GetPartitions() []string {
@@ -2769,7 +3071,7 @@ var File_airlock_v1_event_proto protoreflect.FileDescriptor
 const file_airlock_v1_event_proto_rawDesc = "" +
 	"\n" +
 	"\x16airlock/v1/event.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xca\x0e\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdb\x0f\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x17\n" +
@@ -2807,7 +3109,9 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\rtoken_created\x18% \x01(\v2\x18.airlock.v1.TokenCreatedH\x00R\ftokenCreated\x12?\n" +
 	"\rtoken_revoked\x18& \x01(\v2\x18.airlock.v1.TokenRevokedH\x00R\ftokenRevoked\x12<\n" +
 	"\faudit_pruned\x18' \x01(\v2\x17.airlock.v1.AuditPrunedH\x00R\vauditPruned\x122\n" +
-	"\breported\x18( \x01(\v2\x14.airlock.v1.ReportedH\x00R\breported\x12\x12\n" +
+	"\breported\x18( \x01(\v2\x14.airlock.v1.ReportedH\x00R\breported\x12B\n" +
+	"\x0eshadow_changed\x18/ \x01(\v2\x19.airlock.v1.ShadowChangedH\x00R\rshadowChanged\x12K\n" +
+	"\x11shadow_divergence\x180 \x01(\v2\x1c.airlock.v1.ShadowDivergenceH\x00R\x10shadowDivergence\x12\x12\n" +
 	"\x04json\x182 \x01(\bR\x04jsonB\x06\n" +
 	"\x04body\"t\n" +
 	"\x05Actor\x12)\n" +
@@ -2839,7 +3143,7 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\x04Vote\x12!\n" +
 	"\x02by\x18\x01 \x01(\v2\x11.airlock.v1.ActorR\x02by\x12*\n" +
 	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x18\n" +
-	"\acomment\x18\x03 \x01(\tR\acomment\"\xfe\x02\n" +
+	"\acomment\x18\x03 \x01(\tR\acomment\"\xc9\x03\n" +
 	"\bApproved\x12(\n" +
 	"\x04call\x18\x01 \x01(\v2\x14.airlock.v1.ToolCallR\x04call\x120\n" +
 	"\bdecision\x18\x02 \x01(\v2\x14.airlock.v1.DecisionR\bdecision\x12&\n" +
@@ -2848,7 +3152,9 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\x12original_arguments\x18\x05 \x01(\v2\x17.google.protobuf.StructR\x11originalArguments\x12)\n" +
 	"\x10arguments_digest\x18\x06 \x01(\tR\x0fargumentsDigest\x12:\n" +
 	"\x19original_arguments_digest\x18\a \x01(\tR\x17originalArgumentsDigest\x12'\n" +
-	"\x0fpolicy_revision\x18\b \x01(\tR\x0epolicyRevision\"\"\n" +
+	"\x0fpolicy_revision\x18\b \x01(\tR\x0epolicyRevision\x12%\n" +
+	"\x0epreview_digest\x18< \x01(\tR\rpreviewDigest\x12\"\n" +
+	"\fprecondition\x18= \x01(\tR\fprecondition\"\"\n" +
 	"\bRejected\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\".\n" +
 	"\x10ChangesRequested\x12\x1a\n" +
@@ -2892,7 +3198,32 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\x0fpolicy_revision\x18\x02 \x01(\tR\x0epolicyRevision\x12+\n" +
 	"\x11previous_revision\x18\x03 \x01(\tR\x10previousRevision\x12\x18\n" +
 	"\arefused\x18\x04 \x01(\bR\arefused\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\xe3\x01\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"|\n" +
+	"\rShadowChanged\x12\x0e\n" +
+	"\x02on\x18\x01 \x01(\bR\x02on\x12)\n" +
+	"\x10candidate_digest\x18\x02 \x01(\tR\x0fcandidateDigest\x12\x18\n" +
+	"\amodules\x18\x03 \x03(\tR\amodules\x12\x16\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\"\xe4\x04\n" +
+	"\x10ShadowDivergence\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12\x12\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\x12\x1f\n" +
+	"\vlive_action\x18\x04 \x01(\tR\n" +
+	"liveAction\x12 \n" +
+	"\flive_rule_id\x18\x05 \x01(\tR\n" +
+	"liveRuleId\x12\"\n" +
+	"\rlive_grant_id\x18\x06 \x01(\tR\vliveGrantId\x120\n" +
+	"\x14live_policy_revision\x18\a \x01(\tR\x12livePolicyRevision\x12)\n" +
+	"\x10candidate_action\x18\b \x01(\tR\x0fcandidateAction\x12*\n" +
+	"\x11candidate_rule_id\x18\t \x01(\tR\x0fcandidateRuleId\x12)\n" +
+	"\x10candidate_reason\x18\n" +
+	" \x01(\tR\x0fcandidateReason\x12,\n" +
+	"\x12candidate_grant_id\x18\v \x01(\tR\x10candidateGrantId\x12)\n" +
+	"\x10candidate_digest\x18\f \x01(\tR\x0fcandidateDigest\x125\n" +
+	"\targuments\x18\r \x01(\v2\x17.google.protobuf.StructR\targuments\x12)\n" +
+	"\x10arguments_digest\x18\x0e \x01(\tR\x0fargumentsDigest\x12\x17\n" +
+	"\acall_id\x18\x0f \x01(\tR\x06callId\x12\x1a\n" +
+	"\brevision\x18\x10 \x01(\rR\brevision\"\xe3\x01\n" +
 	"\bReported\x12\x16\n" +
 	"\x06failed\x18\x01 \x01(\bR\x06failed\x12\x1f\n" +
 	"\vresult_json\x18\x02 \x01(\tR\n" +
@@ -2996,7 +3327,7 @@ func file_airlock_v1_event_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_v1_event_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_airlock_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_airlock_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_airlock_v1_event_proto_goTypes = []any{
 	(ActorType)(0),                // 0: airlock.v1.ActorType
 	(*Event)(nil),                 // 1: airlock.v1.Event
@@ -3017,28 +3348,30 @@ var file_airlock_v1_event_proto_goTypes = []any{
 	(*Failed)(nil),                // 16: airlock.v1.Failed
 	(*UnauthorizedAttempt)(nil),   // 17: airlock.v1.UnauthorizedAttempt
 	(*PolicyChanged)(nil),         // 18: airlock.v1.PolicyChanged
-	(*Reported)(nil),              // 19: airlock.v1.Reported
-	(*Invalid)(nil),               // 20: airlock.v1.Invalid
-	(*VoteCast)(nil),              // 21: airlock.v1.VoteCast
-	(*GrantScope)(nil),            // 22: airlock.v1.GrantScope
-	(*GrantCreated)(nil),          // 23: airlock.v1.GrantCreated
-	(*GrantUsed)(nil),             // 24: airlock.v1.GrantUsed
-	(*GrantRevoked)(nil),          // 25: airlock.v1.GrantRevoked
-	(*GrantExpired)(nil),          // 26: airlock.v1.GrantExpired
-	(*DecisionRefused)(nil),       // 27: airlock.v1.DecisionRefused
-	(*SignIn)(nil),                // 28: airlock.v1.SignIn
-	(*TokenCreated)(nil),          // 29: airlock.v1.TokenCreated
-	(*TokenRevoked)(nil),          // 30: airlock.v1.TokenRevoked
-	(*AuditPruned)(nil),           // 31: airlock.v1.AuditPruned
-	nil,                           // 32: airlock.v1.GrantScope.ArgumentGlobsEntry
-	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
-	(*ToolCall)(nil),              // 34: airlock.v1.ToolCall
-	(*Decision)(nil),              // 35: airlock.v1.Decision
-	(*structpb.Struct)(nil),       // 36: google.protobuf.Struct
-	(*durationpb.Duration)(nil),   // 37: google.protobuf.Duration
+	(*ShadowChanged)(nil),         // 19: airlock.v1.ShadowChanged
+	(*ShadowDivergence)(nil),      // 20: airlock.v1.ShadowDivergence
+	(*Reported)(nil),              // 21: airlock.v1.Reported
+	(*Invalid)(nil),               // 22: airlock.v1.Invalid
+	(*VoteCast)(nil),              // 23: airlock.v1.VoteCast
+	(*GrantScope)(nil),            // 24: airlock.v1.GrantScope
+	(*GrantCreated)(nil),          // 25: airlock.v1.GrantCreated
+	(*GrantUsed)(nil),             // 26: airlock.v1.GrantUsed
+	(*GrantRevoked)(nil),          // 27: airlock.v1.GrantRevoked
+	(*GrantExpired)(nil),          // 28: airlock.v1.GrantExpired
+	(*DecisionRefused)(nil),       // 29: airlock.v1.DecisionRefused
+	(*SignIn)(nil),                // 30: airlock.v1.SignIn
+	(*TokenCreated)(nil),          // 31: airlock.v1.TokenCreated
+	(*TokenRevoked)(nil),          // 32: airlock.v1.TokenRevoked
+	(*AuditPruned)(nil),           // 33: airlock.v1.AuditPruned
+	nil,                           // 34: airlock.v1.GrantScope.ArgumentGlobsEntry
+	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
+	(*ToolCall)(nil),              // 36: airlock.v1.ToolCall
+	(*Decision)(nil),              // 37: airlock.v1.Decision
+	(*structpb.Struct)(nil),       // 38: google.protobuf.Struct
+	(*durationpb.Duration)(nil),   // 39: google.protobuf.Duration
 }
 var file_airlock_v1_event_proto_depIdxs = []int32{
-	33, // 0: airlock.v1.Event.time:type_name -> google.protobuf.Timestamp
+	35, // 0: airlock.v1.Event.time:type_name -> google.protobuf.Timestamp
 	2,  // 1: airlock.v1.Event.actor:type_name -> airlock.v1.Actor
 	3,  // 2: airlock.v1.Event.requested:type_name -> airlock.v1.Requested
 	4,  // 3: airlock.v1.Event.allowed:type_name -> airlock.v1.Allowed
@@ -3055,50 +3388,53 @@ var file_airlock_v1_event_proto_depIdxs = []int32{
 	16, // 14: airlock.v1.Event.failed:type_name -> airlock.v1.Failed
 	17, // 15: airlock.v1.Event.unauthorized_attempt:type_name -> airlock.v1.UnauthorizedAttempt
 	18, // 16: airlock.v1.Event.policy_changed:type_name -> airlock.v1.PolicyChanged
-	20, // 17: airlock.v1.Event.invalid:type_name -> airlock.v1.Invalid
-	21, // 18: airlock.v1.Event.vote_cast:type_name -> airlock.v1.VoteCast
-	23, // 19: airlock.v1.Event.grant_created:type_name -> airlock.v1.GrantCreated
-	24, // 20: airlock.v1.Event.grant_used:type_name -> airlock.v1.GrantUsed
-	25, // 21: airlock.v1.Event.grant_revoked:type_name -> airlock.v1.GrantRevoked
-	26, // 22: airlock.v1.Event.grant_expired:type_name -> airlock.v1.GrantExpired
-	27, // 23: airlock.v1.Event.decision_refused:type_name -> airlock.v1.DecisionRefused
-	28, // 24: airlock.v1.Event.sign_in:type_name -> airlock.v1.SignIn
-	29, // 25: airlock.v1.Event.token_created:type_name -> airlock.v1.TokenCreated
-	30, // 26: airlock.v1.Event.token_revoked:type_name -> airlock.v1.TokenRevoked
-	31, // 27: airlock.v1.Event.audit_pruned:type_name -> airlock.v1.AuditPruned
-	19, // 28: airlock.v1.Event.reported:type_name -> airlock.v1.Reported
-	0,  // 29: airlock.v1.Actor.type:type_name -> airlock.v1.ActorType
-	34, // 30: airlock.v1.Requested.call:type_name -> airlock.v1.ToolCall
-	33, // 31: airlock.v1.Requested.received_at:type_name -> google.protobuf.Timestamp
-	34, // 32: airlock.v1.Allowed.call:type_name -> airlock.v1.ToolCall
-	35, // 33: airlock.v1.Allowed.decision:type_name -> airlock.v1.Decision
-	34, // 34: airlock.v1.Denied.call:type_name -> airlock.v1.ToolCall
-	35, // 35: airlock.v1.Denied.decision:type_name -> airlock.v1.Decision
-	34, // 36: airlock.v1.ApprovalRequested.call:type_name -> airlock.v1.ToolCall
-	35, // 37: airlock.v1.ApprovalRequested.decision:type_name -> airlock.v1.Decision
-	33, // 38: airlock.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
-	2,  // 39: airlock.v1.Vote.by:type_name -> airlock.v1.Actor
-	33, // 40: airlock.v1.Vote.at:type_name -> google.protobuf.Timestamp
-	34, // 41: airlock.v1.Approved.call:type_name -> airlock.v1.ToolCall
-	35, // 42: airlock.v1.Approved.decision:type_name -> airlock.v1.Decision
-	8,  // 43: airlock.v1.Approved.votes:type_name -> airlock.v1.Vote
-	36, // 44: airlock.v1.Approved.original_arguments:type_name -> google.protobuf.Struct
-	33, // 45: airlock.v1.Expired.deadline:type_name -> google.protobuf.Timestamp
-	37, // 46: airlock.v1.Completed.latency:type_name -> google.protobuf.Duration
-	37, // 47: airlock.v1.Failed.latency:type_name -> google.protobuf.Duration
-	37, // 48: airlock.v1.Reported.latency:type_name -> google.protobuf.Duration
-	36, // 49: airlock.v1.Reported.arguments:type_name -> google.protobuf.Struct
-	8,  // 50: airlock.v1.VoteCast.vote:type_name -> airlock.v1.Vote
-	32, // 51: airlock.v1.GrantScope.argument_globs:type_name -> airlock.v1.GrantScope.ArgumentGlobsEntry
-	33, // 52: airlock.v1.GrantScope.expires_at:type_name -> google.protobuf.Timestamp
-	22, // 53: airlock.v1.GrantCreated.grant:type_name -> airlock.v1.GrantScope
-	33, // 54: airlock.v1.GrantExpired.expires_at:type_name -> google.protobuf.Timestamp
-	33, // 55: airlock.v1.TokenCreated.expires_at:type_name -> google.protobuf.Timestamp
-	56, // [56:56] is the sub-list for method output_type
-	56, // [56:56] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	22, // 17: airlock.v1.Event.invalid:type_name -> airlock.v1.Invalid
+	23, // 18: airlock.v1.Event.vote_cast:type_name -> airlock.v1.VoteCast
+	25, // 19: airlock.v1.Event.grant_created:type_name -> airlock.v1.GrantCreated
+	26, // 20: airlock.v1.Event.grant_used:type_name -> airlock.v1.GrantUsed
+	27, // 21: airlock.v1.Event.grant_revoked:type_name -> airlock.v1.GrantRevoked
+	28, // 22: airlock.v1.Event.grant_expired:type_name -> airlock.v1.GrantExpired
+	29, // 23: airlock.v1.Event.decision_refused:type_name -> airlock.v1.DecisionRefused
+	30, // 24: airlock.v1.Event.sign_in:type_name -> airlock.v1.SignIn
+	31, // 25: airlock.v1.Event.token_created:type_name -> airlock.v1.TokenCreated
+	32, // 26: airlock.v1.Event.token_revoked:type_name -> airlock.v1.TokenRevoked
+	33, // 27: airlock.v1.Event.audit_pruned:type_name -> airlock.v1.AuditPruned
+	21, // 28: airlock.v1.Event.reported:type_name -> airlock.v1.Reported
+	19, // 29: airlock.v1.Event.shadow_changed:type_name -> airlock.v1.ShadowChanged
+	20, // 30: airlock.v1.Event.shadow_divergence:type_name -> airlock.v1.ShadowDivergence
+	0,  // 31: airlock.v1.Actor.type:type_name -> airlock.v1.ActorType
+	36, // 32: airlock.v1.Requested.call:type_name -> airlock.v1.ToolCall
+	35, // 33: airlock.v1.Requested.received_at:type_name -> google.protobuf.Timestamp
+	36, // 34: airlock.v1.Allowed.call:type_name -> airlock.v1.ToolCall
+	37, // 35: airlock.v1.Allowed.decision:type_name -> airlock.v1.Decision
+	36, // 36: airlock.v1.Denied.call:type_name -> airlock.v1.ToolCall
+	37, // 37: airlock.v1.Denied.decision:type_name -> airlock.v1.Decision
+	36, // 38: airlock.v1.ApprovalRequested.call:type_name -> airlock.v1.ToolCall
+	37, // 39: airlock.v1.ApprovalRequested.decision:type_name -> airlock.v1.Decision
+	35, // 40: airlock.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	2,  // 41: airlock.v1.Vote.by:type_name -> airlock.v1.Actor
+	35, // 42: airlock.v1.Vote.at:type_name -> google.protobuf.Timestamp
+	36, // 43: airlock.v1.Approved.call:type_name -> airlock.v1.ToolCall
+	37, // 44: airlock.v1.Approved.decision:type_name -> airlock.v1.Decision
+	8,  // 45: airlock.v1.Approved.votes:type_name -> airlock.v1.Vote
+	38, // 46: airlock.v1.Approved.original_arguments:type_name -> google.protobuf.Struct
+	35, // 47: airlock.v1.Expired.deadline:type_name -> google.protobuf.Timestamp
+	39, // 48: airlock.v1.Completed.latency:type_name -> google.protobuf.Duration
+	39, // 49: airlock.v1.Failed.latency:type_name -> google.protobuf.Duration
+	38, // 50: airlock.v1.ShadowDivergence.arguments:type_name -> google.protobuf.Struct
+	39, // 51: airlock.v1.Reported.latency:type_name -> google.protobuf.Duration
+	38, // 52: airlock.v1.Reported.arguments:type_name -> google.protobuf.Struct
+	8,  // 53: airlock.v1.VoteCast.vote:type_name -> airlock.v1.Vote
+	34, // 54: airlock.v1.GrantScope.argument_globs:type_name -> airlock.v1.GrantScope.ArgumentGlobsEntry
+	35, // 55: airlock.v1.GrantScope.expires_at:type_name -> google.protobuf.Timestamp
+	24, // 56: airlock.v1.GrantCreated.grant:type_name -> airlock.v1.GrantScope
+	35, // 57: airlock.v1.GrantExpired.expires_at:type_name -> google.protobuf.Timestamp
+	35, // 58: airlock.v1.TokenCreated.expires_at:type_name -> google.protobuf.Timestamp
+	59, // [59:59] is the sub-list for method output_type
+	59, // [59:59] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_event_proto_init() }
@@ -3135,6 +3471,8 @@ func file_airlock_v1_event_proto_init() {
 		(*Event_TokenRevoked)(nil),
 		(*Event_AuditPruned)(nil),
 		(*Event_Reported)(nil),
+		(*Event_ShadowChanged)(nil),
+		(*Event_ShadowDivergence)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3142,7 +3480,7 @@ func file_airlock_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_event_proto_rawDesc), len(file_airlock_v1_event_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

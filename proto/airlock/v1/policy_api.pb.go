@@ -708,6 +708,363 @@ func (x *PolicyEvalResponse) GetDecision() *Decision {
 	return nil
 }
 
+// ShadowState is the shadow evaluation in force on every policy replica,
+// stored in the policy bucket under "shadow" (one key, so turning it on
+// with a candidate is one compare-and-set). Each replica watches it.
+type ShadowState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	On    bool                   `protobuf:"varint,1,opt,name=on,proto3" json:"on,omitempty"`
+	// decide.Code's digest of modules and data.
+	CandidateDigest string `protobuf:"bytes,2,opt,name=candidate_digest,json=candidateDigest,proto3" json:"candidate_digest,omitempty"`
+	// File name → Rego text; empty when off.
+	Modules map[string]string `protobuf:"bytes,3,rep,name=modules,proto3" json:"modules,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The candidate's data.json, as JSON text ("" for none).
+	DataJson string `protobuf:"bytes,4,opt,name=data_json,json=dataJson,proto3" json:"data_json,omitempty"`
+	// Where the person took the candidate from (a directory), for people.
+	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	// Who turned it on or off, and when.
+	By            *Actor                 `protobuf:"bytes,6,opt,name=by,proto3" json:"by,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShadowState) Reset() {
+	*x = ShadowState{}
+	mi := &file_airlock_v1_policy_api_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShadowState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShadowState) ProtoMessage() {}
+
+func (x *ShadowState) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_policy_api_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShadowState.ProtoReflect.Descriptor instead.
+func (*ShadowState) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_policy_api_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ShadowState) GetOn() bool {
+	if x != nil {
+		return x.On
+	}
+	return false
+}
+
+func (x *ShadowState) GetCandidateDigest() string {
+	if x != nil {
+		return x.CandidateDigest
+	}
+	return ""
+}
+
+func (x *ShadowState) GetModules() map[string]string {
+	if x != nil {
+		return x.Modules
+	}
+	return nil
+}
+
+func (x *ShadowState) GetDataJson() string {
+	if x != nil {
+		return x.DataJson
+	}
+	return ""
+}
+
+func (x *ShadowState) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ShadowState) GetBy() *Actor {
+	if x != nil {
+		return x.By
+	}
+	return nil
+}
+
+func (x *ShadowState) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+// ShadowStartRequest runs a candidate in shadow on every replica; a
+// candidate that does not compile (or is larger than the bound) is refused.
+type ShadowStartRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Modules       map[string]string      `protobuf:"bytes,1,rep,name=modules,proto3" json:"modules,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	DataJson      string                 `protobuf:"bytes,2,opt,name=data_json,json=dataJson,proto3" json:"data_json,omitempty"`
+	Source        string                 `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	By            *Actor                 `protobuf:"bytes,4,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShadowStartRequest) Reset() {
+	*x = ShadowStartRequest{}
+	mi := &file_airlock_v1_policy_api_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShadowStartRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShadowStartRequest) ProtoMessage() {}
+
+func (x *ShadowStartRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_policy_api_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShadowStartRequest.ProtoReflect.Descriptor instead.
+func (*ShadowStartRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_policy_api_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ShadowStartRequest) GetModules() map[string]string {
+	if x != nil {
+		return x.Modules
+	}
+	return nil
+}
+
+func (x *ShadowStartRequest) GetDataJson() string {
+	if x != nil {
+		return x.DataJson
+	}
+	return ""
+}
+
+func (x *ShadowStartRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ShadowStartRequest) GetBy() *Actor {
+	if x != nil {
+		return x.By
+	}
+	return nil
+}
+
+type ShadowStopRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	By            *Actor                 `protobuf:"bytes,1,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShadowStopRequest) Reset() {
+	*x = ShadowStopRequest{}
+	mi := &file_airlock_v1_policy_api_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShadowStopRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShadowStopRequest) ProtoMessage() {}
+
+func (x *ShadowStopRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_policy_api_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShadowStopRequest.ProtoReflect.Descriptor instead.
+func (*ShadowStopRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_policy_api_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ShadowStopRequest) GetBy() *Actor {
+	if x != nil {
+		return x.By
+	}
+	return nil
+}
+
+type ShadowStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShadowStatusRequest) Reset() {
+	*x = ShadowStatusRequest{}
+	mi := &file_airlock_v1_policy_api_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShadowStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShadowStatusRequest) ProtoMessage() {}
+
+func (x *ShadowStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_policy_api_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShadowStatusRequest.ProtoReflect.Descriptor instead.
+func (*ShadowStatusRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_policy_api_proto_rawDescGZIP(), []int{12}
+}
+
+// ShadowStatusResponse is the stored state (modules left out) and what the
+// answering replica has done with it since it started.
+type ShadowStatusResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	State   *ShadowState           `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	Modules []string               `protobuf:"bytes,2,rep,name=modules,proto3" json:"modules,omitempty"`
+	// The candidate's bucket revision.
+	KvRevision uint64 `protobuf:"varint,3,opt,name=kv_revision,json=kvRevision,proto3" json:"kv_revision,omitempty"`
+	// Counters of the answering replica: calls the candidate decided, how
+	// many diverged, failed (error, panic, deadline) or were dropped because
+	// the shadow queue was full (the live decision never waits for it).
+	Evaluated uint64 `protobuf:"varint,4,opt,name=evaluated,proto3" json:"evaluated,omitempty"`
+	Diverged  uint64 `protobuf:"varint,5,opt,name=diverged,proto3" json:"diverged,omitempty"`
+	Failed    uint64 `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
+	Dropped   uint64 `protobuf:"varint,7,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	// Why this replica cannot run the candidate, when it cannot.
+	Error         string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShadowStatusResponse) Reset() {
+	*x = ShadowStatusResponse{}
+	mi := &file_airlock_v1_policy_api_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShadowStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShadowStatusResponse) ProtoMessage() {}
+
+func (x *ShadowStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_policy_api_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShadowStatusResponse.ProtoReflect.Descriptor instead.
+func (*ShadowStatusResponse) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_policy_api_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ShadowStatusResponse) GetState() *ShadowState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *ShadowStatusResponse) GetModules() []string {
+	if x != nil {
+		return x.Modules
+	}
+	return nil
+}
+
+func (x *ShadowStatusResponse) GetKvRevision() uint64 {
+	if x != nil {
+		return x.KvRevision
+	}
+	return 0
+}
+
+func (x *ShadowStatusResponse) GetEvaluated() uint64 {
+	if x != nil {
+		return x.Evaluated
+	}
+	return 0
+}
+
+func (x *ShadowStatusResponse) GetDiverged() uint64 {
+	if x != nil {
+		return x.Diverged
+	}
+	return 0
+}
+
+func (x *ShadowStatusResponse) GetFailed() uint64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *ShadowStatusResponse) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+func (x *ShadowStatusResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_airlock_v1_policy_api_proto protoreflect.FileDescriptor
 
 const file_airlock_v1_policy_api_proto_rawDesc = "" +
@@ -778,7 +1135,39 @@ const file_airlock_v1_policy_api_proto_rawDesc = "" +
 	"\x11PolicyEvalRequest\x12(\n" +
 	"\x04call\x18\x01 \x01(\v2\x14.airlock.v1.ToolCallR\x04call\"F\n" +
 	"\x12PolicyEvalResponse\x120\n" +
-	"\bdecision\x18\x01 \x01(\v2\x14.airlock.v1.DecisionR\bdecisionB<Z:github.com/airlock-gate/airlock/proto/airlock/v1;airlockv1b\x06proto3"
+	"\bdecision\x18\x01 \x01(\v2\x14.airlock.v1.DecisionR\bdecision\"\xc8\x02\n" +
+	"\vShadowState\x12\x0e\n" +
+	"\x02on\x18\x01 \x01(\bR\x02on\x12)\n" +
+	"\x10candidate_digest\x18\x02 \x01(\tR\x0fcandidateDigest\x12>\n" +
+	"\amodules\x18\x03 \x03(\v2$.airlock.v1.ShadowState.ModulesEntryR\amodules\x12\x1b\n" +
+	"\tdata_json\x18\x04 \x01(\tR\bdataJson\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\x12!\n" +
+	"\x02by\x18\x06 \x01(\v2\x11.airlock.v1.ActorR\x02by\x12*\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x1a:\n" +
+	"\fModulesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xef\x01\n" +
+	"\x12ShadowStartRequest\x12E\n" +
+	"\amodules\x18\x01 \x03(\v2+.airlock.v1.ShadowStartRequest.ModulesEntryR\amodules\x12\x1b\n" +
+	"\tdata_json\x18\x02 \x01(\tR\bdataJson\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12!\n" +
+	"\x02by\x18\x04 \x01(\v2\x11.airlock.v1.ActorR\x02by\x1a:\n" +
+	"\fModulesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"6\n" +
+	"\x11ShadowStopRequest\x12!\n" +
+	"\x02by\x18\x01 \x01(\v2\x11.airlock.v1.ActorR\x02by\"\x15\n" +
+	"\x13ShadowStatusRequest\"\x82\x02\n" +
+	"\x14ShadowStatusResponse\x12-\n" +
+	"\x05state\x18\x01 \x01(\v2\x17.airlock.v1.ShadowStateR\x05state\x12\x18\n" +
+	"\amodules\x18\x02 \x03(\tR\amodules\x12\x1f\n" +
+	"\vkv_revision\x18\x03 \x01(\x04R\n" +
+	"kvRevision\x12\x1c\n" +
+	"\tevaluated\x18\x04 \x01(\x04R\tevaluated\x12\x1a\n" +
+	"\bdiverged\x18\x05 \x01(\x04R\bdiverged\x12\x16\n" +
+	"\x06failed\x18\x06 \x01(\x04R\x06failed\x12\x18\n" +
+	"\adropped\x18\a \x01(\x04R\adropped\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05errorB<Z:github.com/airlock-gate/airlock/proto/airlock/v1;airlockv1b\x06proto3"
 
 var (
 	file_airlock_v1_policy_api_proto_rawDescOnce sync.Once
@@ -792,7 +1181,7 @@ func file_airlock_v1_policy_api_proto_rawDescGZIP() []byte {
 	return file_airlock_v1_policy_api_proto_rawDescData
 }
 
-var file_airlock_v1_policy_api_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_airlock_v1_policy_api_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_airlock_v1_policy_api_proto_goTypes = []any{
 	(*PolicyRule)(nil),            // 0: airlock.v1.PolicyRule
 	(*RulesListRequest)(nil),      // 1: airlock.v1.RulesListRequest
@@ -803,33 +1192,47 @@ var file_airlock_v1_policy_api_proto_goTypes = []any{
 	(*RuleDeleteResponse)(nil),    // 6: airlock.v1.RuleDeleteResponse
 	(*PolicyEvalRequest)(nil),     // 7: airlock.v1.PolicyEvalRequest
 	(*PolicyEvalResponse)(nil),    // 8: airlock.v1.PolicyEvalResponse
-	nil,                           // 9: airlock.v1.PolicyRule.ArgsEntry
-	nil,                           // 10: airlock.v1.PolicyRule.CommandsEntry
-	nil,                           // 11: airlock.v1.PolicyRule.AnnotationsEntry
-	(*Actor)(nil),                 // 12: airlock.v1.Actor
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*ToolCall)(nil),              // 14: airlock.v1.ToolCall
-	(*Decision)(nil),              // 15: airlock.v1.Decision
+	(*ShadowState)(nil),           // 9: airlock.v1.ShadowState
+	(*ShadowStartRequest)(nil),    // 10: airlock.v1.ShadowStartRequest
+	(*ShadowStopRequest)(nil),     // 11: airlock.v1.ShadowStopRequest
+	(*ShadowStatusRequest)(nil),   // 12: airlock.v1.ShadowStatusRequest
+	(*ShadowStatusResponse)(nil),  // 13: airlock.v1.ShadowStatusResponse
+	nil,                           // 14: airlock.v1.PolicyRule.ArgsEntry
+	nil,                           // 15: airlock.v1.PolicyRule.CommandsEntry
+	nil,                           // 16: airlock.v1.PolicyRule.AnnotationsEntry
+	nil,                           // 17: airlock.v1.ShadowState.ModulesEntry
+	nil,                           // 18: airlock.v1.ShadowStartRequest.ModulesEntry
+	(*Actor)(nil),                 // 19: airlock.v1.Actor
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*ToolCall)(nil),              // 21: airlock.v1.ToolCall
+	(*Decision)(nil),              // 22: airlock.v1.Decision
 }
 var file_airlock_v1_policy_api_proto_depIdxs = []int32{
-	9,  // 0: airlock.v1.PolicyRule.args:type_name -> airlock.v1.PolicyRule.ArgsEntry
-	12, // 1: airlock.v1.PolicyRule.updated_by:type_name -> airlock.v1.Actor
-	13, // 2: airlock.v1.PolicyRule.updated_at:type_name -> google.protobuf.Timestamp
-	10, // 3: airlock.v1.PolicyRule.commands:type_name -> airlock.v1.PolicyRule.CommandsEntry
-	11, // 4: airlock.v1.PolicyRule.annotations:type_name -> airlock.v1.PolicyRule.AnnotationsEntry
+	14, // 0: airlock.v1.PolicyRule.args:type_name -> airlock.v1.PolicyRule.ArgsEntry
+	19, // 1: airlock.v1.PolicyRule.updated_by:type_name -> airlock.v1.Actor
+	20, // 2: airlock.v1.PolicyRule.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 3: airlock.v1.PolicyRule.commands:type_name -> airlock.v1.PolicyRule.CommandsEntry
+	16, // 4: airlock.v1.PolicyRule.annotations:type_name -> airlock.v1.PolicyRule.AnnotationsEntry
 	0,  // 5: airlock.v1.RulesListResponse.rules:type_name -> airlock.v1.PolicyRule
 	0,  // 6: airlock.v1.RulesListResponse.builtin_rules:type_name -> airlock.v1.PolicyRule
 	0,  // 7: airlock.v1.RulePutRequest.rule:type_name -> airlock.v1.PolicyRule
-	12, // 8: airlock.v1.RulePutRequest.by:type_name -> airlock.v1.Actor
+	19, // 8: airlock.v1.RulePutRequest.by:type_name -> airlock.v1.Actor
 	0,  // 9: airlock.v1.RulePutResponse.rule:type_name -> airlock.v1.PolicyRule
-	12, // 10: airlock.v1.RuleDeleteRequest.by:type_name -> airlock.v1.Actor
-	14, // 11: airlock.v1.PolicyEvalRequest.call:type_name -> airlock.v1.ToolCall
-	15, // 12: airlock.v1.PolicyEvalResponse.decision:type_name -> airlock.v1.Decision
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	19, // 10: airlock.v1.RuleDeleteRequest.by:type_name -> airlock.v1.Actor
+	21, // 11: airlock.v1.PolicyEvalRequest.call:type_name -> airlock.v1.ToolCall
+	22, // 12: airlock.v1.PolicyEvalResponse.decision:type_name -> airlock.v1.Decision
+	17, // 13: airlock.v1.ShadowState.modules:type_name -> airlock.v1.ShadowState.ModulesEntry
+	19, // 14: airlock.v1.ShadowState.by:type_name -> airlock.v1.Actor
+	20, // 15: airlock.v1.ShadowState.at:type_name -> google.protobuf.Timestamp
+	18, // 16: airlock.v1.ShadowStartRequest.modules:type_name -> airlock.v1.ShadowStartRequest.ModulesEntry
+	19, // 17: airlock.v1.ShadowStartRequest.by:type_name -> airlock.v1.Actor
+	19, // 18: airlock.v1.ShadowStopRequest.by:type_name -> airlock.v1.Actor
+	9,  // 19: airlock.v1.ShadowStatusResponse.state:type_name -> airlock.v1.ShadowState
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_policy_api_proto_init() }
@@ -845,7 +1248,7 @@ func file_airlock_v1_policy_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_policy_api_proto_rawDesc), len(file_airlock_v1_policy_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

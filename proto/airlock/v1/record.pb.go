@@ -229,6 +229,10 @@ type ApprovalRecord struct {
 	// Waits in its thread's queue behind an earlier call: not announced and
 	// not decidable until released (it still expires at its deadline).
 	Queued bool `protobuf:"varint,41,opt,name=queued,proto3" json:"queued,omitempty"`
+	// What the call would do, asked of the executor when the call came to
+	// wait for a person (a preview that failed or was slow says so in
+	// preview.unavailable). An approval carries its digest and precondition.
+	Preview *Preview `protobuf:"bytes,60,opt,name=preview,proto3" json:"preview,omitempty"`
 	// Set only in replies, never stored: values of the record that JSON
 	// cannot hold (a non-finite number) were replaced by marker strings so
 	// that the record can be sent and shown; each entry says which and how.
@@ -395,6 +399,13 @@ func (x *ApprovalRecord) GetQueued() bool {
 		return x.Queued
 	}
 	return false
+}
+
+func (x *ApprovalRecord) GetPreview() *Preview {
+	if x != nil {
+		return x.Preview
+	}
+	return nil
 }
 
 func (x *ApprovalRecord) GetProblems() []string {
@@ -814,10 +825,10 @@ var File_airlock_v1_record_proto protoreflect.FileDescriptor
 const file_airlock_v1_record_proto_rawDesc = "" +
 	"\n" +
 	"\x17airlock/v1/record.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"=\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x18airlock/v1/preview.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"=\n" +
 	"\x0fNotificationRef\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12\x10\n" +
-	"\x03ref\x18\x02 \x01(\tR\x03ref\"\xae\a\n" +
+	"\x03ref\x18\x02 \x01(\tR\x03ref\"\xdd\a\n" +
 	"\x0eApprovalRecord\x12(\n" +
 	"\x04call\x18\x01 \x01(\v2\x14.airlock.v1.ToolCallR\x04call\x120\n" +
 	"\bdecision\x18\x02 \x01(\v2\x14.airlock.v1.DecisionR\bdecision\x12/\n" +
@@ -839,7 +850,8 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12#\n" +
 	"\rrequested_seq\x18( \x01(\x04R\frequestedSeq\x12\x16\n" +
-	"\x06queued\x18) \x01(\bR\x06queued\x12\x1a\n" +
+	"\x06queued\x18) \x01(\bR\x06queued\x12-\n" +
+	"\apreview\x18< \x01(\v2\x13.airlock.v1.PreviewR\apreview\x12\x1a\n" +
 	"\bproblems\x182 \x03(\tR\bproblems\x12\x1a\n" +
 	"\babridged\x183 \x01(\bR\babridged\x12+\n" +
 	"\x11arguments_preview\x184 \x01(\tR\x10argumentsPreview\x128\n" +
@@ -950,7 +962,8 @@ var file_airlock_v1_record_proto_goTypes = []any{
 	(*Vote)(nil),                  // 12: airlock.v1.Vote
 	(*Actor)(nil),                 // 13: airlock.v1.Actor
 	(*structpb.Struct)(nil),       // 14: google.protobuf.Struct
-	(*structpb.Value)(nil),        // 15: google.protobuf.Value
+	(*Preview)(nil),               // 15: airlock.v1.Preview
+	(*structpb.Value)(nil),        // 16: google.protobuf.Value
 }
 var file_airlock_v1_record_proto_depIdxs = []int32{
 	9,  // 0: airlock.v1.ApprovalRecord.call:type_name -> airlock.v1.ToolCall
@@ -963,24 +976,25 @@ var file_airlock_v1_record_proto_depIdxs = []int32{
 	2,  // 7: airlock.v1.ApprovalRecord.notifications:type_name -> airlock.v1.NotificationRef
 	11, // 8: airlock.v1.ApprovalRecord.created_at:type_name -> google.protobuf.Timestamp
 	11, // 9: airlock.v1.ApprovalRecord.updated_at:type_name -> google.protobuf.Timestamp
-	1,  // 10: airlock.v1.ExecutionRecord.state:type_name -> airlock.v1.ExecutionState
-	11, // 11: airlock.v1.ExecutionRecord.claimed_at:type_name -> google.protobuf.Timestamp
-	11, // 12: airlock.v1.ExecutionRecord.started_at:type_name -> google.protobuf.Timestamp
-	11, // 13: airlock.v1.ExecutionRecord.finished_at:type_name -> google.protobuf.Timestamp
-	11, // 14: airlock.v1.ExecutionRecord.heartbeat_at:type_name -> google.protobuf.Timestamp
-	6,  // 15: airlock.v1.StandingGrant.argument_globs:type_name -> airlock.v1.StandingGrant.ArgumentGlobsEntry
-	11, // 16: airlock.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
-	13, // 17: airlock.v1.StandingGrant.created_by:type_name -> airlock.v1.Actor
-	11, // 18: airlock.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
-	13, // 19: airlock.v1.StandingGrant.revoked_by:type_name -> airlock.v1.Actor
-	7,  // 20: airlock.v1.StandingGrant.command_prefixes:type_name -> airlock.v1.StandingGrant.CommandPrefixesEntry
-	8,  // 21: airlock.v1.StandingGrant.argument_values:type_name -> airlock.v1.StandingGrant.ArgumentValuesEntry
-	15, // 22: airlock.v1.StandingGrant.ArgumentValuesEntry.value:type_name -> google.protobuf.Value
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	15, // 10: airlock.v1.ApprovalRecord.preview:type_name -> airlock.v1.Preview
+	1,  // 11: airlock.v1.ExecutionRecord.state:type_name -> airlock.v1.ExecutionState
+	11, // 12: airlock.v1.ExecutionRecord.claimed_at:type_name -> google.protobuf.Timestamp
+	11, // 13: airlock.v1.ExecutionRecord.started_at:type_name -> google.protobuf.Timestamp
+	11, // 14: airlock.v1.ExecutionRecord.finished_at:type_name -> google.protobuf.Timestamp
+	11, // 15: airlock.v1.ExecutionRecord.heartbeat_at:type_name -> google.protobuf.Timestamp
+	6,  // 16: airlock.v1.StandingGrant.argument_globs:type_name -> airlock.v1.StandingGrant.ArgumentGlobsEntry
+	11, // 17: airlock.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
+	13, // 18: airlock.v1.StandingGrant.created_by:type_name -> airlock.v1.Actor
+	11, // 19: airlock.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
+	13, // 20: airlock.v1.StandingGrant.revoked_by:type_name -> airlock.v1.Actor
+	7,  // 21: airlock.v1.StandingGrant.command_prefixes:type_name -> airlock.v1.StandingGrant.CommandPrefixesEntry
+	8,  // 22: airlock.v1.StandingGrant.argument_values:type_name -> airlock.v1.StandingGrant.ArgumentValuesEntry
+	16, // 23: airlock.v1.StandingGrant.ArgumentValuesEntry.value:type_name -> google.protobuf.Value
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_record_proto_init() }
@@ -990,6 +1004,7 @@ func file_airlock_v1_record_proto_init() {
 	}
 	file_airlock_v1_call_proto_init()
 	file_airlock_v1_event_proto_init()
+	file_airlock_v1_preview_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

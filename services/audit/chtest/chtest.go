@@ -54,6 +54,60 @@ func start(t testing.TB, dir string) *Server {
 	return &Server{Server: ls, t: t}
 }
 
+// Cluster is a replicated ClickHouse owned by a test: a private ZooKeeper
+// and replicas of one shard (local.NewCluster), all stopped when t ends.
+type Cluster struct {
+	ZooKeeper *local.ZooKeeper
+	Replicas  []*local.Server
+	Name      string // the cluster's remote_servers name
+}
+
+// StartCluster starts ZooKeeper and n ClickHouse replicas for t. A test
+// that needs them fails (never skips) when either is not installed.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "airlock-chc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	zk, err := local.NewZooKeeper(dir + "/zookeeper")
+	if errors.Is(err, local.ErrZooKeeperNotInstalled) {
+		t.Fatalf("%v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := zk.Start(context.Background(), 60*time.Second); err != nil {
+		t.Fatalf("start zookeeper: %v", err)
+	}
+	t.Cleanup(zk.Stop)
+	c := &Cluster{ZooKeeper: zk, Name: "airlock"}
+	if c.Replicas, err = local.NewCluster(dir, n, zk.Addr(), c.Name); errors.Is(err, local.ErrNotInstalled) {
+		t.Fatalf("clickhouse-server not found: run `go tool task test:deps`")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range c.Replicas {
+		if err := r.Start(context.Background(), 60*time.Second); err != nil {
+			t.Fatalf("start clickhouse-server replica: %v", err)
+		}
+		t.Cleanup(r.Stop)
+	}
+	return c
+}
+
+// DSN is the cluster's DSN for database db (DBName gives one per test).
+func (c *Cluster) DSN(db string) string {
+	return local.ClusterDSN(c.Replicas, db, c.Name)
+}
+
+// ReplicaDSN is the DSN of db on replica i alone (to read what it holds).
+func (c *Cluster) ReplicaDSN(i int, db string) string {
+	return c.Replicas[i].DSN(db)
+}
+
 // Restart starts the server again on the same port and data after Stop or Kill.
 func (s *Server) Restart() {
 	s.t.Helper()

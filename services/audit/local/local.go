@@ -32,8 +32,12 @@ type Server struct {
 	TCPPort  int
 	HTTPPort int
 	bin      string
+	// InterserverPort is where a replica serves parts to the others (0 when
+	// the server is not a replica).
+	InterserverPort int
 	// probeUser and probePassword are who the readiness probe logs in as.
 	probeUser, probePassword string
+	replica                  *replicaOf
 
 	proc child.Process
 }
@@ -66,7 +70,46 @@ func Binary() (string, error) {
 // its data across Start/Stop, and the ports chosen are written into the
 // config so a restart comes back on the same address.
 func New(dir string, tcpPort int) (*Server, error) {
-	return newServer(dir, tcpPort, testUsers, "default", "")
+	return newServer(dir, tcpPort, testUsers, "default", "", nil)
+}
+
+// Shard is the {shard} macro of every replica NewCluster makes: one shard,
+// every server a full copy.
+const Shard = "01"
+
+// replicaOf is what makes a server one replica of a cluster's one shard.
+type replicaOf struct {
+	zooKeeper string   // host:port
+	cluster   string   // the remote_servers name ON CLUSTER statements use
+	name      string   // the {replica} macro
+	peers     []string // native host:port of every replica, this one included
+}
+
+// NewCluster prepares n servers under dir/r1 ... dir/rN (users as New's),
+// each a replica of cluster's one shard, coordinated by the ZooKeeper at
+// zooKeeper (host:port): ReplicatedReplacingMergeTree tables with the
+// {shard} and {replica} macros and ON CLUSTER statements work on them. It
+// does not start them; their native ports are fixed from here on.
+func NewCluster(dir string, n int, zooKeeper, cluster string) ([]*Server, error) {
+	ports := make([]int, n)
+	peers := make([]string, n)
+	for i := range ports {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i], peers[i] = p, fmt.Sprintf("127.0.0.1:%d", p)
+	}
+	out := make([]*Server, n)
+	for i := range out {
+		name := fmt.Sprintf("r%d", i+1)
+		s, err := newServer(filepath.Join(dir, name), ports[i], testUsers, "default", "", &replicaOf{zooKeeper: zooKeeper, cluster: cluster, name: name, peers: peers})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = s
+	}
+	return out, nil
 }
 
 // NewWithAccounts is New with accounts a in place of the open "default"
@@ -84,7 +127,7 @@ func NewWithAccounts(dir string, tcpPort int, a Accounts) (*Server, error) {
 	users := usersConfig(account{"default", "password_sha256_hex", sha256Hex(hex.EncodeToString(nobody[:])), "readonly"},
 		account{a.Writer, "password_sha256_hex", sha256Hex(a.WriterPassword), "default"},
 		account{a.Auditor, "password_sha256_hex", sha256Hex(a.AuditorPassword), "readonly"})
-	return newServer(dir, tcpPort, users, a.Writer, a.WriterPassword)
+	return newServer(dir, tcpPort, users, a.Writer, a.WriterPassword, nil)
 }
 
 // userName is what an account's name may be: it becomes an XML element.
@@ -95,7 +138,7 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func newServer(dir string, tcpPort int, users, probeUser, probePassword string) (*Server, error) {
+func newServer(dir string, tcpPort int, users, probeUser, probePassword string, replica *replicaOf) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
@@ -104,7 +147,7 @@ func newServer(dir string, tcpPort int, users, probeUser, probePassword string) 
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse dir %s: %w", dir, err)
 	}
-	s := &Server{Dir: abs, bin: bin, TCPPort: tcpPort, probeUser: probeUser, probePassword: probePassword}
+	s := &Server{Dir: abs, bin: bin, TCPPort: tcpPort, probeUser: probeUser, probePassword: probePassword, replica: replica}
 	if s.TCPPort == 0 {
 		if s.TCPPort, err = freePort(); err != nil {
 			return nil, err
@@ -112,6 +155,11 @@ func newServer(dir string, tcpPort int, users, probeUser, probePassword string) 
 	}
 	if s.HTTPPort, err = freePort(); err != nil {
 		return nil, err
+	}
+	if replica != nil {
+		if s.InterserverPort, err = freePort(); err != nil {
+			return nil, err
+		}
 	}
 	for _, d := range []string{"data", "tmp", "user_files", "log"} {
 		if err := os.MkdirAll(filepath.Join(abs, d), 0o755); err != nil {
@@ -136,6 +184,17 @@ func newServer(dir string, tcpPort int, users, probeUser, probePassword string) 
 // DSN is the native-protocol address of database db on this server.
 func (s *Server) DSN(db string) string {
 	return fmt.Sprintf("clickhouse://127.0.0.1:%d/%s?dial_timeout=2s", s.TCPPort, db)
+}
+
+// ClusterDSN is the DSN of database db on the replicas of cluster
+// (NewCluster's servers): every replica's address, tried in order, and the
+// cluster the audit store runs its DDL on.
+func ClusterDSN(replicas []*Server, db, cluster string) string {
+	addrs := make([]string, len(replicas))
+	for i, r := range replicas {
+		addrs[i] = r.Addr()
+	}
+	return fmt.Sprintf("clickhouse://%s/%s?dial_timeout=2s&cluster=%s", strings.Join(addrs, ","), db, cluster)
 }
 
 // Addr is host:port of the native protocol.
@@ -251,7 +310,47 @@ func freePort() (int, error) {
 
 func (s *Server) config() string {
 	r := strings.NewReplacer("{DIR}", s.Dir, "{TCP}", fmt.Sprint(s.TCPPort), "{HTTP}", fmt.Sprint(s.HTTPPort))
-	return r.Replace(configXML)
+	cfg := r.Replace(configXML)
+	if s.replica != nil {
+		cfg = strings.Replace(cfg, "</yandex>", s.replicaConfig()+"</yandex>", 1)
+	}
+	return cfg
+}
+
+// replicaConfig is the cluster part of a replica's config: ZooKeeper, the
+// macros, the cluster's one shard listing every replica (internal
+// replication: the table replicates, not the Distributed engine), the
+// distributed DDL queue ON CLUSTER uses, and the interserver port parts
+// are fetched from. deploy/clickhouse/cluster has the same for operators.
+func (s *Server) replicaConfig() string {
+	rp := s.replica
+	zkHost, zkPort, _ := strings.Cut(rp.zooKeeper, ":")
+	var peers strings.Builder
+	for _, p := range rp.peers {
+		h, port, _ := strings.Cut(p, ":")
+		fmt.Fprintf(&peers, "                <replica><host>%s</host><port>%s</port></replica>\n", h, port)
+	}
+	return fmt.Sprintf(`    <interserver_http_host>127.0.0.1</interserver_http_host>
+    <interserver_http_port>%d</interserver_http_port>
+    <zookeeper>
+        <node><host>%s</host><port>%s</port></node>
+        <session_timeout_ms>6000</session_timeout_ms>
+    </zookeeper>
+    <macros>
+        <shard>%s</shard>
+        <replica>%s</replica>
+    </macros>
+    <remote_servers>
+        <%s>
+            <shard>
+                <internal_replication>true</internal_replication>
+%s            </shard>
+        </%s>
+    </remote_servers>
+    <distributed_ddl>
+        <path>/clickhouse/task_queue/ddl</path>
+    </distributed_ddl>
+`, s.InterserverPort, zkHost, zkPort, Shard, rp.name, rp.cluster, peers.String(), rp.cluster)
 }
 
 // configXML works on 18.16 (root element <yandex>) and current releases,

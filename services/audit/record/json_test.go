@@ -29,7 +29,8 @@ func TestPayloadJSONIsEquivalentToProtojson(t *testing.T) {
 			Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice"},
 			Body:  &airlockv1.Event_ApprovalRequested{ApprovalRequested: &airlockv1.ApprovalRequested{Call: call, Decision: d, Deadline: timestamppb.New(time.Unix(1_800_000_000, 0))}}},
 		{EventId: "e2", Body: &airlockv1.Event_Completed{Completed: &airlockv1.Completed{ResultJson: `{"x":1}`, Latency: durationpb.New(-2500 * time.Millisecond), Attempt: 1}}},
-		{EventId: "e3", Body: &airlockv1.Event_Approved{Approved: &airlockv1.Approved{Call: call, Votes: []*airlockv1.Vote{{By: &airlockv1.Actor{Id: "bob"}, At: timestamppb.New(time.Unix(5, 7))}}, Edited: true, OriginalArguments: args}}},
+		{EventId: "e3", Body: &airlockv1.Event_Approved{Approved: &airlockv1.Approved{Call: call, Votes: []*airlockv1.Vote{{By: &airlockv1.Actor{Id: "bob"}, At: timestamppb.New(time.Unix(5, 7))}}, Edited: true, OriginalArguments: args,
+			PreviewDigest: "9f2c", Precondition: "sha256:0a1b"}}}, // the audit trail carries the preview an approval was made against
 		{EventId: "e4", Body: &airlockv1.Event_Invalid{Invalid: &airlockv1.Invalid{Reason: "bad", RawExcerpt: "tab\there <b>&amp;</b> \u2028"}}},
 	}
 	for _, ev := range events {

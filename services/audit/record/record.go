@@ -33,6 +33,10 @@ import (
 // GenesisHash is the prev_hash of the first row of a chain.
 const GenesisHash = "0000000000000000000000000000000000000000000000000000000000000000"
 
+// ShadowArrow joins the live and the candidate's action in the decision of
+// a shadow_divergence row: "allow→ask".
+const ShadowArrow = "→"
+
 // Mask replaces a redacted argument value in the audit copy.
 const Mask = "[REDACTED]"
 
@@ -391,6 +395,26 @@ func fill(r *Row, ev *airlockv1.Event) {
 		}
 	case *airlockv1.Event_TokenRevoked:
 		r.Reason = "token " + b.TokenRevoked.GetTokenId() + " of " + b.TokenRevoked.GetOwner() + " revoked"
+	case *airlockv1.Event_ShadowChanged:
+		sc := b.ShadowChanged
+		r.PolicyRevision = sc.GetCandidateDigest()
+		if sc.GetOn() {
+			r.Reason = "shadow on: candidate " + sc.GetCandidateDigest() + " (" + strings.Join(sc.GetModules(), ", ") + ") from " + sc.GetSource()
+		} else {
+			r.Reason = "shadow off: candidate " + sc.GetCandidateDigest() + " stopped"
+		}
+	case *airlockv1.Event_ShadowDivergence:
+		// Stored under a system subject so that the agent never sees it, the
+		// row is still about the live call: its agent, call and revision.
+		// decision is "<live>→<candidate>", rule_id the live rule, decided_by
+		// the candidate's rule, policy_revision the candidate's digest.
+		d := b.ShadowDivergence
+		r.Agent, r.Call, r.Revision = d.GetAgentId(), d.GetCallId(), d.GetRevision()
+		r.Server, r.Tool = d.GetServer(), d.GetTool()
+		r.Decision = d.GetLiveAction() + ShadowArrow + d.GetCandidateAction()
+		r.RuleID, r.GrantID = d.GetLiveRuleId(), d.GetLiveGrantId()
+		r.PolicyRevision, r.ArgsDigest = d.GetCandidateDigest(), d.GetArgumentsDigest()
+		r.Reason = "the candidate would " + d.GetCandidateAction() + " (rule " + d.GetCandidateRuleId() + "): " + d.GetCandidateReason()
 	case *airlockv1.Event_AuditPruned:
 		p := b.AuditPruned
 		r.Reason = fmt.Sprintf("audit rows stored before %s dropped (%d rows, partitions %s); the chain continues at seq %d",
@@ -431,6 +455,12 @@ func decidedBy(r *Row, ev *airlockv1.Event) string {
 		return "grant:" + b.GrantUsed.GetGrantId()
 	case *airlockv1.Event_Expired:
 		return "timeout"
+	case *airlockv1.Event_ShadowDivergence:
+		// What the candidate decided with; it decided nothing live.
+		if g := b.ShadowDivergence.GetCandidateGrantId(); g != "" {
+			return "shadow:grant:" + g
+		}
+		return "shadow:rule:" + b.ShadowDivergence.GetCandidateRuleId()
 	case *airlockv1.Event_GrantExpired:
 		if b.GrantExpired.GetWhy() == "used_up" {
 			return "grant:" + b.GrantExpired.GetGrantId()
@@ -439,7 +469,8 @@ func decidedBy(r *Row, ev *airlockv1.Event) string {
 	case *airlockv1.Event_Approved, *airlockv1.Event_Rejected, *airlockv1.Event_ChangesRequested, *airlockv1.Event_Canceled,
 		*airlockv1.Event_VoteCast, *airlockv1.Event_UnauthorizedAttempt, *airlockv1.Event_DecisionRefused,
 		*airlockv1.Event_GrantCreated, *airlockv1.Event_GrantRevoked, *airlockv1.Event_PolicyChanged,
-		*airlockv1.Event_SignIn, *airlockv1.Event_TokenCreated, *airlockv1.Event_TokenRevoked, *airlockv1.Event_AuditPruned:
+		*airlockv1.Event_SignIn, *airlockv1.Event_TokenCreated, *airlockv1.Event_TokenRevoked, *airlockv1.Event_AuditPruned,
+		*airlockv1.Event_ShadowChanged:
 		return actor()
 	}
 	return ""

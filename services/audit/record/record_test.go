@@ -165,6 +165,7 @@ func TestDecidedByMatchesOnlyDecisions(t *testing.T) {
 		{"a_grant_created_does_not_match_grant", record.Row{Type: "grant_created", DecidedBy: "human:alice"}, "grant", false},
 		{"an_expiry_matches_timeout", record.Row{Type: "expired", Decision: "expire", DecidedBy: "timeout"}, "timeout", true},
 		{"a_grant_expiring_does_not_match_timeout", record.Row{Type: "grant_expired", DecidedBy: "timeout"}, "timeout", false},
+		{"a_candidate_in_shadow_does_not_match_rule", record.Row{Type: "shadow_divergence", Decision: "allow→ask", DecidedBy: "shadow:rule:demo-echo"}, "rule", false},
 		{"a_prefix_of_a_name_is_not_a_kind", record.Row{Type: "approved", Decision: "approve", DecidedBy: "human:alice"}, "hum", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,5 +173,20 @@ func TestDecidedByMatchesOnlyDecisions(t *testing.T) {
 				t.Fatalf("Filter{DecidedBy: %q}.Match(%+v) = %v, want %v", tc.decidedBy, tc.row, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestAShadowDivergenceRowIsAboutTheLiveCall(t *testing.T) {
+	ev := &airlockv1.Event{EventId: "shadow_call.ab12.shadow_divergence", AgentId: "_system", CallId: "ab12",
+		Body: &airlockv1.Event_ShadowDivergence{ShadowDivergence: &airlockv1.ShadowDivergence{AgentId: "bot", CallId: "c1", Revision: 2,
+			Server: "demo", Tool: "echo", LiveAction: "allow", LiveRuleId: "demo-echo", CandidateAction: "ask", CandidateRuleId: "echo-asks",
+			CandidateReason: "echo <b>asks</b>", CandidateDigest: "d1g", ArgumentsDigest: "a1"}}}
+	r := record.Build(msg(t, 9, ev))
+	want := record.Row{Type: "shadow_divergence", Agent: "bot", Call: "c1", Revision: 2, Server: "demo", Tool: "echo", Decision: "allow→ask",
+		RuleID: "demo-echo", DecidedBy: "shadow:rule:echo-asks", PolicyRevision: "d1g", ArgsDigest: "a1"}
+	got := record.Row{Type: r.Type, Agent: r.Agent, Call: r.Call, Revision: r.Revision, Server: r.Server, Tool: r.Tool, Decision: r.Decision,
+		RuleID: r.RuleID, DecidedBy: r.DecidedBy, PolicyRevision: r.PolicyRevision, ArgsDigest: r.ArgsDigest}
+	if got != want || !strings.Contains(r.Reason, "echo-asks") {
+		t.Fatalf("row %+v (reason %q),\nwant %+v", got, r.Reason, want)
 	}
 }

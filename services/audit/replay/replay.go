@@ -37,6 +37,10 @@ type Options struct {
 	Since time.Time
 	// Examples kept per kind of change (default 5).
 	Examples int
+	// OnChange, when set, sees every change (not only the examples): how
+	// a caller that judges each re-decided call, such as the suggestion
+	// proof, reuses the replay.
+	OnChange func(Change)
 }
 
 // Change is one call whose decision would change.
@@ -132,14 +136,17 @@ func Run(ctx context.Context, rd store.Reader, decide Decide, opt Options) (Repo
 				trans[k] = t
 			}
 			t.Count++
+			c := Change{Call: r.Call, Revision: r.Revision, Agent: r.Agent, Tool: record.ToolKey(r.Server, r.Tool), At: r.Time,
+				Before: before, After: after, BeforeRule: old.GetRuleId(), AfterRule: d.GetRuleId(),
+				BeforeReason: old.GetReason(), AfterReason: d.GetReason(), Redacted: redacted}
+			if derr != nil {
+				c.Error = derr.Error()
+			}
 			if len(t.Examples) < opt.Examples {
-				c := Change{Call: r.Call, Revision: r.Revision, Agent: r.Agent, Tool: record.ToolKey(r.Server, r.Tool), At: r.Time,
-					Before: before, After: after, BeforeRule: old.GetRuleId(), AfterRule: d.GetRuleId(),
-					BeforeReason: old.GetReason(), AfterReason: d.GetReason(), Redacted: redacted}
-				if derr != nil {
-					c.Error = derr.Error()
-				}
 				t.Examples = append(t.Examples, c)
+			}
+			if opt.OnChange != nil {
+				opt.OnChange(c)
 			}
 			return nil
 		})

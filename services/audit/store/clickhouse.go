@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -51,6 +52,10 @@ type Reader interface {
 type ClickHouse struct {
 	conn driver.Conn
 	db   string
+	// cluster names the remote_servers cluster of a replicated ClickHouse
+	// (the DSN's cluster parameter): migrations then run ON CLUSTER and
+	// create Replicated tables. Empty: a single server.
+	cluster string
 }
 
 // columns in insert and select order.
@@ -61,18 +66,26 @@ var columns = []string{"seq", "event_id", "ts", "ts_ms", "type", "agent_id", "th
 // Open connects to the ClickHouse at dsn (clickhouse://user:pass@host:9000/db)
 // for reading. It neither creates nor migrates anything, so the read-only
 // auditor user can use it.
+//
+// A replicated ClickHouse is named by every replica's address and the
+// cluster: clickhouse://h1:9000,h2:9000/db?cluster=NAME. Connections open
+// to the first replica that answers, in the order given, so when one dies
+// the next query or insert goes to the next (see OpenWriter).
 func Open(ctx context.Context, dsn string) (*ClickHouse, error) {
-	opts, err := parseDSN(dsn)
+	opts, cluster, err := parseDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
-	return connect(ctx, opts, dsn)
+	return connect(ctx, opts, cluster, dsn)
 }
 
 // OpenWriter connects for the sink: it creates the database if missing
-// and applies the migrations.
+// and applies the migrations. With a cluster in the DSN it creates them on
+// every replica (ON CLUSTER; every replica must be up for that, the first
+// time) as Replicated tables, so an insert committed on one replica reaches
+// the others, and the sink fails over to the next replica by retrying.
 func OpenWriter(ctx context.Context, dsn string) (*ClickHouse, error) {
-	opts, err := parseDSN(dsn)
+	opts, cluster, err := parseDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -80,17 +93,22 @@ func OpenWriter(ctx context.Context, dsn string) (*ClickHouse, error) {
 	if db != "" && db != "default" {
 		admin := *opts
 		admin.Auth.Database = "default"
-		c, err := connect(ctx, &admin, dsn)
+		c, err := connect(ctx, &admin, cluster, dsn)
 		if err != nil {
 			return nil, err
 		}
-		err = c.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+quoteIdent(db))
+		err = c.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+quoteIdent(db)+c.onCluster())
 		c.Close()
 		if err != nil {
 			return nil, fmt.Errorf("create database %s: %w", db, err)
 		}
 	}
-	c, err := connect(ctx, opts, dsn)
+	if cluster != "" {
+		// One connection: the sink's check that a replica holds the head
+		// (Holds) and its insert then go to the same replica.
+		opts.MaxOpenConns, opts.MaxIdleConns = 1, 1
+	}
+	c, err := connect(ctx, opts, cluster, dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -101,13 +119,22 @@ func OpenWriter(ctx context.Context, dsn string) (*ClickHouse, error) {
 	return c, nil
 }
 
-func parseDSN(dsn string) (*clickhouse.Options, error) {
+// parseDSN parses dsn into the driver's options and the cluster it names
+// (its own parameter, which the driver would pass to the server as a
+// setting). Replicas listed in the host part are tried in order (the
+// driver's default, connection_open_strategy=in_order), so readers see the
+// replica the sink writes to while it is up.
+func parseDSN(dsn string) (*clickhouse.Options, string, error) {
 	if dsn == "" {
-		return nil, errors.New("no ClickHouse DSN: set clickhouse.dsn, AIRLOCK_CLICKHOUSE_DSN or --clickhouse (e.g. clickhouse://127.0.0.1:9000/airlock)")
+		return nil, "", errors.New("no ClickHouse DSN: set clickhouse.dsn, AIRLOCK_CLICKHOUSE_DSN or --clickhouse (e.g. clickhouse://127.0.0.1:9000/airlock)")
 	}
-	opts, err := clickhouse.ParseDSN(dsn)
+	rest, cluster, err := cutCluster(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("ClickHouse DSN %q: %w (expected e.g. clickhouse://127.0.0.1:9000/airlock)", redactDSN(dsn), err)
+		return nil, "", err
+	}
+	opts, err := clickhouse.ParseDSN(rest)
+	if err != nil {
+		return nil, "", fmt.Errorf("ClickHouse DSN %q: %w (expected e.g. clickhouse://127.0.0.1:9000/airlock, or clickhouse://h1:9000,h2:9000/airlock?cluster=NAME for replicas)", redactDSN(dsn), err)
 	}
 	if opts.Auth.Database == "" {
 		opts.Auth.Database = "default"
@@ -118,10 +145,51 @@ func parseDSN(dsn string) (*clickhouse.Options, error) {
 	// Old servers (18.16) make the driver warn on every connection; the
 	// features used here work there, so keep its logging quiet.
 	opts.Debug = false
-	return opts, nil
+	if cluster != "" && !ident.MatchString(opts.Auth.Database) {
+		return nil, "", fmt.Errorf("ClickHouse DSN %q: with a cluster, name the database with letters, digits and _ only (it is part of each table's ZooKeeper path)", redactDSN(dsn))
+	}
+	return opts, cluster, nil
 }
 
-func connect(ctx context.Context, opts *clickhouse.Options, dsn string) (*ClickHouse, error) {
+// ident is a name used unquoted: a cluster, or a database in a ZooKeeper path.
+var ident = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// cutCluster removes the cluster parameter from dsn's query and returns it.
+func cutCluster(dsn string) (rest, cluster string, err error) {
+	base, query, ok := strings.Cut(dsn, "?")
+	if !ok {
+		return dsn, "", nil
+	}
+	var keep []string
+	for _, kv := range strings.Split(query, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		if k != "cluster" {
+			keep = append(keep, kv)
+			continue
+		}
+		if !ident.MatchString(v) {
+			return "", "", fmt.Errorf("ClickHouse DSN %q: cluster %q: name the remote_servers cluster with letters, digits and _ only", redactDSN(dsn), v)
+		}
+		cluster = v
+	}
+	if len(keep) == 0 {
+		return base, cluster, nil
+	}
+	return base + "?" + strings.Join(keep, "&"), cluster, nil
+}
+
+// onCluster is the ON CLUSTER clause of a replicated store's DDL ("" for one server).
+func (c *ClickHouse) onCluster() string {
+	if c.cluster == "" {
+		return ""
+	}
+	return " ON CLUSTER " + c.cluster
+}
+
+// Cluster is the cluster the DSN named, "" for a single server.
+func (c *ClickHouse) Cluster() string { return c.cluster }
+
+func connect(ctx context.Context, opts *clickhouse.Options, cluster, dsn string) (*ClickHouse, error) {
 	conn, err := clickhouse.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to ClickHouse %s: %w", redactDSN(dsn), err)
@@ -132,7 +200,7 @@ func connect(ctx context.Context, opts *clickhouse.Options, dsn string) (*ClickH
 		conn.Close()
 		return nil, fmt.Errorf("ClickHouse %s is not reachable: %w (is clickhouse-server running? check the DSN)", redactDSN(dsn), err)
 	}
-	return &ClickHouse{conn: conn, db: opts.Auth.Database}, nil
+	return &ClickHouse{conn: conn, db: opts.Auth.Database, cluster: cluster}, nil
 }
 
 // redactDSN hides a password in a DSN shown in an error.
@@ -180,6 +248,19 @@ func (c *ClickHouse) Head(ctx context.Context) (uint64, string, error) {
 		return 0, "", fmt.Errorf("read the audit chain head: %w", err)
 	}
 	return seq, hash, nil
+}
+
+// Holds reports whether the replica this connection reaches holds the row
+// seq with hash (true for seq 0, the chain's start).
+func (c *ClickHouse) Holds(ctx context.Context, seq uint64, hash string) (bool, error) {
+	if seq == 0 {
+		return true, nil
+	}
+	var n uint64
+	if err := c.conn.QueryRow(ctx, "SELECT count() FROM events WHERE seq = ? AND hash = ?", seq, hash).Scan(&n); err != nil {
+		return false, fmt.Errorf("check the audit chain head %d: %w", seq, err)
+	}
+	return n > 0, nil
 }
 
 // Untrusted describes a row TrustedHead passed over.
@@ -246,6 +327,13 @@ func (c *ClickHouse) Insert(ctx context.Context, rows []Row) error {
 func (c *ClickHouse) InsertInto(ctx context.Context, table string, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
+	}
+	if c.cluster != "" {
+		// A replicated table drops a block identical to one it registered
+		// before, even when only a dead replica holds that block's part: the
+		// sink re-writing rows the survivor never fetched would be dropped.
+		// Duplicates are the Replacing engine's to remove (reads use FINAL).
+		ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_deduplicate": 0}))
 	}
 	b, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+quoteIdent(table)+" ("+strings.Join(columns, ", ")+", ingested_at)")
 	if err != nil {

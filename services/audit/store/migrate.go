@@ -5,6 +5,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,8 +60,16 @@ func stripComments(s string) string {
 // statement is CREATE ... IF NOT EXISTS (or checks before it alters), and
 // a version is recorded only after it applied, so running it again — or
 // from several replicas at once — changes nothing.
+//
+// On a cluster every statement runs ON CLUSTER in its replicated form
+// (Replicated); schema_migrations is replicated too, so a sink failing over
+// to another replica finds the versions already applied.
 func (c *ClickHouse) Migrate(ctx context.Context) error {
-	if err := c.conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS schema_migrations (version UInt32, name String, applied_at DateTime('UTC')) ENGINE = ReplacingMergeTree() ORDER BY version"); err != nil {
+	ddl, err := c.ddl("CREATE TABLE IF NOT EXISTS schema_migrations (version UInt32, name String, applied_at DateTime('UTC')) ENGINE = ReplacingMergeTree() ORDER BY version")
+	if err != nil {
+		return err
+	}
+	if err := c.conn.Exec(ctx, ddl); err != nil {
 		return fmt.Errorf("create schema_migrations in %s: %w", c.db, err)
 	}
 	done := map[uint32]bool{}
@@ -85,7 +94,11 @@ func (c *ClickHouse) Migrate(ctx context.Context) error {
 		if done[m.version] {
 			continue
 		}
-		if err := c.conn.Exec(ctx, m.sql); err != nil && !alreadyApplied(m.sql, err) {
+		ddl, err := c.ddl(m.sql)
+		if err != nil {
+			return fmt.Errorf("migration %03d_%s: %w", m.version, m.name, err)
+		}
+		if err := c.conn.Exec(ctx, ddl); err != nil && !alreadyApplied(m.sql, err) {
 			return fmt.Errorf("apply migration %03d_%s: %w", m.version, m.name, err)
 		}
 		b, err := c.conn.PrepareBatch(ctx, "INSERT INTO schema_migrations (version, name, applied_at)")
@@ -108,4 +121,46 @@ func (c *ClickHouse) Migrate(ctx context.Context) error {
 // (18.16 has no ADD COLUMN IF NOT EXISTS).
 func alreadyApplied(sql string, err error) bool {
 	return strings.HasPrefix(sql, "ALTER TABLE") && strings.Contains(sql, "ADD COLUMN") && strings.Contains(err.Error(), "already exists")
+}
+
+// ddl is a migration statement as this store runs it: unchanged on one
+// server, its cluster form on a cluster (see clustered).
+func (c *ClickHouse) ddl(sql string) (string, error) {
+	if c.cluster == "" {
+		return sql, nil
+	}
+	return clustered(sql, c.db, c.cluster)
+}
+
+var (
+	createTable = regexp.MustCompile(`^CREATE TABLE IF NOT EXISTS (\w+) \(`)
+	alterTable  = regexp.MustCompile(`^ALTER TABLE (\w+) `)
+	replacing   = regexp.MustCompile(`ENGINE = ReplacingMergeTree\(([^)]*)\)`)
+)
+
+// clustered rewrites a single-server migration for a replicated cluster:
+// the table named in db, ON CLUSTER cluster, and ReplacingMergeTree(v)
+// as ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/db.table',
+// '{replica}', v), the macros each replica's config defines. A statement
+// of another form is refused rather than run on one replica only: give it
+// a cluster form here.
+func clustered(sql, db, cluster string) (string, error) {
+	if m := createTable.FindStringSubmatch(sql); m != nil {
+		table := m[1]
+		engine := replacing.FindStringSubmatch(sql)
+		if engine == nil {
+			return "", fmt.Errorf("CREATE TABLE %s: only ReplacingMergeTree tables have a replicated form here", table)
+		}
+		args := "'/clickhouse/tables/{shard}/" + db + "." + table + "', '{replica}'"
+		if strings.TrimSpace(engine[1]) != "" {
+			args += ", " + engine[1]
+		}
+		sql = strings.Replace(sql, engine[0], "ENGINE = ReplicatedReplacingMergeTree("+args+")", 1)
+		return strings.Replace(sql, m[0], "CREATE TABLE IF NOT EXISTS "+db+"."+table+" ON CLUSTER "+cluster+" (", 1), nil
+	}
+	if m := alterTable.FindStringSubmatch(sql); m != nil {
+		return strings.Replace(sql, m[0], "ALTER TABLE "+db+"."+m[1]+" ON CLUSTER "+cluster+" ", 1), nil
+	}
+	first, _, _ := strings.Cut(sql, "\n")
+	return "", fmt.Errorf("%q has no cluster form: write it as CREATE TABLE IF NOT EXISTS name (...) ENGINE = ReplacingMergeTree(...) or ALTER TABLE name ...", first)
 }

@@ -38,3 +38,27 @@ func TestRunMeasuresEveryCaseAgainstTheFloor(t *testing.T) {
 		}
 	}
 }
+
+// TestShadowModeTimesEveryCaseWithAndWithoutACandidate runs a short shadow
+// measurement: every case has both figures, and the candidate decided
+// calls meanwhile, diverging only on the echo it changes.
+func TestShadowModeTimesEveryCaseWithAndWithoutACandidate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := policybench.Run(ctx, policybench.Options{Sizes: []int{10}, Decisions: 400, Shadow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res.Sizes[0].Cases {
+		f := c.Shadow
+		if f == nil || f.Off.P50us <= 0 || f.On.P50us <= 0 || f.RatioP50 <= 0 || f.Evaluated == 0 {
+			t.Fatalf("%s: shadow figures missing: %+v", c.Name, f)
+		}
+		if echo := c.RuleID == "demo-echo"; echo != (f.Diverged > 0) || (echo && f.Diverged != f.Evaluated) {
+			t.Errorf("%s (%s): the candidate diverged on %d of %d calls; want all for echo, none otherwise", c.Name, c.RuleID, f.Diverged, f.Evaluated)
+		}
+	}
+	if !res.Shadow || res.WorstShadowP50 <= 0 {
+		t.Errorf("result does not report shadow mode: %+v", res)
+	}
+}

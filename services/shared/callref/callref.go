@@ -124,6 +124,11 @@ const (
 	SystemPolicyRule = "policy_rule"
 	SystemPolicyCode = "policy_code"
 	SystemRetention  = "retention"
+	// SystemShadow: a shadow on/off change, by its policy bucket revision;
+	// SystemShadowCall: one call revision decided by one candidate (a
+	// digest of both, so the subject carries no id an agent chose).
+	SystemShadow     = "shadow"
+	SystemShadowCall = "shadow_call"
 )
 
 // EventID is the id of the event that records what happened to s

@@ -166,6 +166,14 @@ const (
 // make the list of every reviewer too large to send. rec is not changed.
 func Abridged(rec *airlockv1.ApprovalRecord) *airlockv1.ApprovalRecord {
 	rec = Showable(rec)
+	if rec.GetPreview().GetText() != "" {
+		// A list never carries a preview's text (up to
+		// executor.max_preview_bytes each): its digest and kind say there is
+		// one, and `get` returns it.
+		p := shallow(rec.GetPreview(), "text")
+		rec = shallow(rec, "preview")
+		rec.Preview = p
+	}
 	c := rec.GetCall()
 	large := proto.Size(c.GetArguments())+proto.Size(rec.GetEditedArguments())+proto.Size(c.GetAnnotations()) > ListArgumentsBytes
 	long := len(c.GetReason()) > ListReasonBytes

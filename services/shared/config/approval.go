@@ -28,6 +28,10 @@ type Approval struct {
 	// agent reads (intake.max_pending_per_agent bounds those waiting for
 	// the policy service).
 	MaxPendingPerAgent int `yaml:"max_pending_per_agent"`
+	// PreviewTimeout is how long the approval service waits for a call's
+	// preview (asked of the executor) before putting the call to reviewers
+	// with "no preview": a slow or failing preview never holds a call up longer.
+	PreviewTimeout time.Duration `yaml:"preview_timeout"`
 }
 
 func defaultApproval() Approval {
@@ -40,5 +44,6 @@ func defaultApproval() Approval {
 		LogNotifier:        true,
 		Workers:            8,
 		MaxPendingPerAgent: 100,
+		PreviewTimeout:     4 * time.Second,
 	}
 }

@@ -282,10 +282,17 @@ func (c Config) Validate() error {
 		name string
 		v    time.Duration
 	}{{"approval.default_timeout", c.Approval.DefaultTimeout}, {"approval.sweep_interval", c.Approval.SweepInterval},
-		{"approval.notify_timeout", c.Approval.NotifyTimeout}, {"executor.ack_wait", c.Executor.AckWait}} {
+		{"approval.notify_timeout", c.Approval.NotifyTimeout}, {"executor.ack_wait", c.Executor.AckWait},
+		{"approval.preview_timeout", c.Approval.PreviewTimeout}, {"executor.preview_timeout", c.Executor.PreviewTimeout}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s is %s: set a positive duration such as 5m", d.name, d.v))
 		}
+	}
+	if c.Approval.PreviewTimeout > 20*time.Second {
+		errs = append(errs, fmt.Errorf("approval.preview_timeout is %s: keep it at most 20s, well under the 30s a pending call's event may take before it is handled again", c.Approval.PreviewTimeout))
+	}
+	if c.Executor.MaxPreviewBytes < 1024 {
+		errs = append(errs, fmt.Errorf("executor.max_preview_bytes (%d) must be at least 1024: it bounds the text of a call's preview", c.Executor.MaxPreviewBytes))
 	}
 	if len(c.Approval.DefaultApprovers) == 0 {
 		errs = append(errs, fmt.Errorf("approval.default_approvers is empty: name who decides calls whose rule names nobody, e.g. [group:reviewers]"))

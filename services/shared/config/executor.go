@@ -28,6 +28,12 @@ type Executor struct {
 	// initialize handshake and tools/list, a liveness ping, closing it. A
 	// server that exceeds it fails its calls and is started again.
 	UpstreamTimeout time.Duration `yaml:"upstream_timeout"`
+	// PreviewTimeout bounds computing one call's preview (a diff, a dry-run
+	// tool, a preview endpoint), both when a call comes to wait for a
+	// person and when the executor checks its precondition before running it.
+	PreviewTimeout time.Duration `yaml:"preview_timeout"`
+	// MaxPreviewBytes bounds a preview's text: a longer one is cut and marked.
+	MaxPreviewBytes int `yaml:"max_preview_bytes"`
 }
 
 // DemoServer is the name of the executor's built-in demo server, whose file
@@ -43,5 +49,6 @@ func (c Config) SandboxDir() string {
 }
 
 func defaultExecutor() Executor {
-	return Executor{DefaultTimeout: 30 * time.Second, MaxResultBytes: 64 << 10, Workers: 32, AckWait: 10 * time.Second, UpstreamTimeout: 10 * time.Second}
+	return Executor{DefaultTimeout: 30 * time.Second, MaxResultBytes: 64 << 10, Workers: 32, AckWait: 10 * time.Second, UpstreamTimeout: 10 * time.Second,
+		PreviewTimeout: 3 * time.Second, MaxPreviewBytes: 32 << 10}
 }

@@ -17,6 +17,8 @@ type Policy struct {
 	// restricts (that person cannot approve) and never lets anyone confirm
 	// their own call.
 	OnBehalfOf map[string]string `yaml:"on_behalf_of"`
+	// Suggest tunes the suggestions learned from people's decisions.
+	Suggest Suggest `yaml:"suggest"`
 	// Replicas of the decision consumer in this process (default 32). A
 	// decision takes microseconds of CPU but waits a stream round trip for
 	// its PubAck, so many more workers than cores keep the CPU busy.

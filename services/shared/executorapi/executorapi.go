@@ -1,13 +1,17 @@
-// Package executorapi is the client for the executor's endpoint
-// (airlock.api.executor.tools): the registry's tools as their servers
-// describe them. Any executor replica answers; it needs no seal (it changes
-// nothing). Front-ends that show the tools (the MCP gateway) read them here
+// Package executorapi is the client for the executor's endpoints:
+// airlock.api.executor.tools, the registry's tools as their servers
+// describe them, and airlock.api.executor.preview, what a call would do
+// (asked by the approval service alone: only it may publish there, only the
+// executor answer). Any executor replica answers; neither needs a seal
+// (they change nothing). Front-ends that show the tools (the MCP gateway) read them here
 // rather than opening connections of their own to the upstream servers, and
 // list them again when subject.ToolsChanged says a server's tools changed.
 package executorapi
 
 import (
 	"context"
+
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -24,6 +28,12 @@ const EndpointTools = "tools"
 
 // Tools is the subject of the tools endpoint.
 var Tools = subject.API(Service, EndpointTools)
+
+// EndpointPreview is the preview endpoint, relative to the service's group.
+const EndpointPreview = "preview"
+
+// Preview is the subject of the preview endpoint.
+var Preview = subject.API(Service, EndpointPreview)
 
 // Kinds of tools (UpstreamTool.kind).
 const (
@@ -48,4 +58,15 @@ func New(nc *nats.Conn) *Client { return &Client{nc: nc} }
 func (c *Client) List(ctx context.Context) (*airlockv1.ToolsListResponse, error) {
 	resp := &airlockv1.ToolsListResponse{}
 	return resp, rpc.Call(ctx, c.nc, Tools, &airlockv1.ToolsListRequest{}, resp)
+}
+
+// Preview asks an executor what call would do, waiting at most timeout.
+// The executor answers a preview it could not make with Preview.unavailable
+// set, not an error; an error means no executor answered in time.
+func (c *Client) Preview(ctx context.Context, call *airlockv1.ToolCall, timeout time.Duration) (*airlockv1.Preview, error) {
+	resp := &airlockv1.PreviewResponse{}
+	if err := (rpc.Caller{NC: c.nc, Timeout: timeout}).Call(ctx, Preview, &airlockv1.PreviewRequest{Call: call}, resp); err != nil {
+		return nil, err
+	}
+	return resp.GetPreview(), nil
 }

@@ -205,7 +205,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 					// an agent's report of a gate-only call it ran, on the
 					// call's execution ledger, and a refused report
 					subject.Completed, subject.Failed, subject.UnauthorizedAttempt),
-				system(subject.PolicyChanged, subject.UnauthorizedAttempt, subject.GrantExpired),
+				system(subject.PolicyChanged, subject.UnauthorizedAttempt, subject.GrantExpired, subject.ShadowChanged, subject.ShadowDivergence),
 				directGet(n.events, subject.Requested, subject.Allowed, subject.Denied, subject.ApprovalRequested, subject.ChangesRequested),
 				// the sequence of a call's last event, for compare-and-append
 				[]string{subject.DirectGet(n.events, subject.EventsPrefix+".*.*.>")},
@@ -226,7 +226,10 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				// the sweeper checks that a stored decision reached the stream
 				directGet(n.events, subject.Approved, subject.Rejected, subject.ChangesRequested, subject.Expired, subject.Canceled),
 				bucket(n.approvals), bucket(n.grants), bucket(n.slackSeen), bucket(n.teamsSeen), consolePush(n.console),
-				[]string{subject.API("policy", "eval")}, healthOf,
+				[]string{subject.API("policy", "eval")},
+				// a call's preview, asked of the executor when it comes to wait
+				// for a person; no other user may ask or answer it
+				[]string{subject.API("executor", "preview")}, healthOf,
 			),
 			SubscribeAllow: join(inbox, micro, []string{subject.APIPrefix + ".approval.>", subject.AgentCancel("*")}),
 			AllowResponses: true,
@@ -247,8 +250,9 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				// the tools endpoint's change notices, for the MCP gateway
 				[]string{subject.ToolsChanged}, healthOf,
 			),
-			// the tools endpoint (airlock.api.executor.tools), for the MCP gateway
-			SubscribeAllow: join(inbox, micro, []string{subject.API("executor", "tools")}),
+			// the tools endpoint (airlock.api.executor.tools), for the MCP
+			// gateway, and the preview endpoint, for the approval service
+			SubscribeAllow: join(inbox, micro, []string{subject.API("executor", "tools"), subject.API("executor", "preview")}),
 			AllowResponses: true,
 		}, nil
 	case RoleAudit:

@@ -27,14 +27,22 @@ const (
 	EndpointRulesPut    = "rules.put"
 	EndpointRulesDelete = "rules.delete"
 	EndpointEval        = "eval"
+	// The candidate policy in shadow: start and stop act for a person, so
+	// they are sealed; status is a read.
+	EndpointShadowStart  = "shadow.start"
+	EndpointShadowStop   = "shadow.stop"
+	EndpointShadowStatus = "shadow.status"
 )
 
 // Endpoint subjects.
 var (
-	RulesList   = subject.API(Service, EndpointRulesList)
-	RulesPut    = subject.API(Service, EndpointRulesPut)
-	RulesDelete = subject.API(Service, EndpointRulesDelete)
-	Eval        = subject.API(Service, EndpointEval)
+	RulesList    = subject.API(Service, EndpointRulesList)
+	RulesPut     = subject.API(Service, EndpointRulesPut)
+	RulesDelete  = subject.API(Service, EndpointRulesDelete)
+	Eval         = subject.API(Service, EndpointEval)
+	ShadowStart  = subject.API(Service, EndpointShadowStart)
+	ShadowStop   = subject.API(Service, EndpointShadowStop)
+	ShadowStatus = subject.API(Service, EndpointShadowStatus)
 )
 
 // Client calls the policy service over NATS. Rule changes act for the
@@ -71,4 +79,24 @@ func (c *Client) Eval(ctx context.Context, call *airlockv1.ToolCall) (*airlockv1
 	resp := &airlockv1.PolicyEvalResponse{}
 	err := c.c.Call(ctx, Eval, &airlockv1.PolicyEvalRequest{Call: call}, resp)
 	return resp.GetDecision(), err
+}
+
+// StartShadow runs the candidate (file name → Rego, data.json text) in
+// shadow on every replica; by says who turns it on. A candidate that does
+// not compile comes back as apierr.InvalidRequest.
+func (c *Client) StartShadow(ctx context.Context, req *airlockv1.ShadowStartRequest) (*airlockv1.ShadowStatusResponse, error) {
+	resp := &airlockv1.ShadowStatusResponse{}
+	return resp, c.c.Call(ctx, ShadowStart, req, resp)
+}
+
+// StopShadow turns shadow evaluation off on every replica.
+func (c *Client) StopShadow(ctx context.Context, by *airlockv1.Actor) (*airlockv1.ShadowStatusResponse, error) {
+	resp := &airlockv1.ShadowStatusResponse{}
+	return resp, c.c.Call(ctx, ShadowStop, &airlockv1.ShadowStopRequest{By: by}, resp)
+}
+
+// ShadowStatus is the shadow state and the counters of the replica that answers.
+func (c *Client) ShadowStatus(ctx context.Context) (*airlockv1.ShadowStatusResponse, error) {
+	resp := &airlockv1.ShadowStatusResponse{}
+	return resp, c.c.Call(ctx, ShadowStatus, &airlockv1.ShadowStatusRequest{}, resp)
 }

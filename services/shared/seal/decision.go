@@ -21,6 +21,10 @@ type Runnable struct {
 	Digest string
 	// Type is "allowed" or "approved".
 	Type string
+	// PreviewDigest and Precondition: the preview the reviewers approved
+	// and the world it was made against, which must still hold when the
+	// call runs (approved events only; empty when the call had no preview).
+	PreviewDigest, Precondition string
 }
 
 // Decided returns the call an `allowed` or `approved` event lets run, or
@@ -30,7 +34,9 @@ func Decided(ev *airlockv1.Event) (Runnable, bool) {
 	case *airlockv1.Event_Allowed:
 		return Runnable{Call: b.Allowed.GetCall(), Digest: b.Allowed.GetDecision().GetArgumentsDigest(), Type: "allowed"}, true
 	case *airlockv1.Event_Approved:
-		return Runnable{Call: b.Approved.GetCall(), Digest: b.Approved.GetArgumentsDigest(), Type: "approved"}, true
+		a := b.Approved
+		return Runnable{Call: a.GetCall(), Digest: a.GetArgumentsDigest(), Type: "approved",
+			PreviewDigest: a.GetPreviewDigest(), Precondition: a.GetPrecondition()}, true
 	}
 	return Runnable{}, false
 }
@@ -38,10 +44,16 @@ func Decided(ev *airlockv1.Event) (Runnable, bool) {
 func decisionParts(ev *airlockv1.Event, r Runnable) []string {
 	c := r.Call
 	u := func(n uint32) string { return strconv.FormatUint(uint64(n), 10) }
-	return []string{"decision/v1", r.Type,
+	parts := []string{"decision/v1", r.Type,
 		ev.GetAgentId(), ev.GetCallId(), u(ev.GetRevision()),
 		c.GetAgentId(), c.GetCallId(), u(c.GetRevision()),
 		c.GetServer(), c.GetTool(), r.Digest, c.GetIdempotencyKey(), strconv.FormatBool(c.GetAgentRuns())}
+	// Sealed only when present, so decisions sealed before previews existed
+	// still verify; stripping them breaks the seal.
+	if r.PreviewDigest != "" || r.Precondition != "" {
+		parts = append(parts, "preview", r.PreviewDigest, r.Precondition)
+	}
+	return parts
 }
 
 // SealDecision sets ev.Seal on an `allowed` or `approved` event; other

@@ -67,12 +67,15 @@ const (
 	TokenCreated        = "token_created"
 	TokenRevoked        = "token_revoked"
 	AuditPruned         = "audit_pruned"
+	ShadowChanged       = "shadow_changed"
+	ShadowDivergence    = "shadow_divergence"
 )
 
 // Types lists every event type.
 var Types = []string{Requested, Allowed, Denied, ApprovalRequested, Notified, Approved, Rejected,
 	ChangesRequested, Expired, Canceled, Started, Completed, Failed, UnauthorizedAttempt, PolicyChanged, Invalid,
-	VoteCast, GrantCreated, GrantUsed, GrantRevoked, GrantExpired, DecisionRefused, SignIn, TokenCreated, TokenRevoked, AuditPruned}
+	VoteCast, GrantCreated, GrantUsed, GrantRevoked, GrantExpired, DecisionRefused, SignIn, TokenCreated, TokenRevoked, AuditPruned,
+	ShadowChanged, ShadowDivergence}
 
 // Sets of event types, each defined once and shared by every service and
 // front-end that needs it.

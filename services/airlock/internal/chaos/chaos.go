@@ -25,6 +25,9 @@ type Options struct {
 	// temporary one, removed after a run without violations unless Keep.
 	Dir  string
 	Keep bool
+	// ClickHouseReplicas > 1 runs ClickHouse as that many replicas with
+	// ZooKeeper; its fault then kills the replica the audit writes to.
+	ClickHouseReplicas int
 	// Binary is the airlock executable every process is started from.
 	Binary string
 	// Progress receives a line per phase (nil: discarded).
@@ -112,7 +115,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		}
 	}
 	dir, _ = filepath.Abs(dir)
-	l := &layout{dir: dir, bin: o.Binary, logDir: filepath.Join(dir, "logs"), keysDir: filepath.Join(dir, "keys")}
+	l := &layout{dir: dir, bin: o.Binary, logDir: filepath.Join(dir, "logs"), keysDir: filepath.Join(dir, "keys"), chReplicas: o.ClickHouseReplicas}
 	defer l.tearDown()
 	progress("seed %d, %s schedule, %d calls; run directory %s", o.Seed, p.name, p.calls, dir)
 	if err := setUp(ctx, l, p, append(append([]string(nil), loadAgents...), probeAgent), o.Seed, progress); err != nil {
@@ -160,7 +163,10 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	rep := analyse(obs, idempotentTool)
 	rep.Seed, rep.Profile, rep.Calls, rep.RunDir = o.Seed, p.name, len(calls), dir
 	rep.LoadS, rep.TotalS = round3(loadTook.Seconds()), round3(time.Since(started).Seconds())
-	rep.Topology = fmt.Sprintf("%d-node NATS cluster (R3), 2 replicas each of %v, ClickHouse, webhook tools, Slack fake", NATSNodes, serviceNames())
+	rep.Topology = fmt.Sprintf("%d-node NATS cluster (R3), 2 replicas each of %v, %s, webhook tools, Slack fake", NATSNodes, serviceNames(), l.clickHouseName())
+	if o.ClickHouseReplicas > 1 {
+		rep.ClickHouseReplicas = o.ClickHouseReplicas
+	}
 	if err := os.WriteFile(filepath.Join(dir, "report.json"), marshalJSON(rep), 0o600); err != nil {
 		return rep, fmt.Errorf("write the report: %w", err)
 	}

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -160,6 +161,24 @@ func TestAnalyseFindsEachViolation(t *testing.T) {
 		{"the_layout_did_not_recover", "faults the layout did not recover from", func(o *observed) {
 			o.Faults[0].Recovered = false
 		}},
+		{"clickhouse_returned_an_event_twice", "events ClickHouse returns twice", func(o *observed) {
+			o.CHTwice = []string{"seq 3 (a and a)"}
+		}},
+		{"a_replica_lacks_an_event_the_other_holds", "events in the stream missing from ClickHouse replica r2", func(o *observed) {
+			o.Replicas = replicas(o, 2)
+			delete(o.Replicas[1].CH, 4)
+		}},
+		{"a_replica_returned_an_event_twice", "events ClickHouse replica r1 returns twice", func(o *observed) {
+			o.Replicas = replicas(o, 2)
+			o.Replicas[0].Twice = []string{"seq 2 (a and a)"}
+		}},
+		{"a_replica_does_not_verify", "airlock audit verify on ClickHouse replica r2", func(o *observed) {
+			o.Replicas = replicas(o, 2)
+			o.Replicas[1].Verify = verifyResult{Output: "link at seq 5"}
+		}},
+		{"the_audit_waited_for_a_killed_replica", "ClickHouse replica kills the audit did not fail over from", func(o *observed) {
+			o.Faults = append(o.Faults, faultResult{fault: fault{Kind: faultClickHouse}, Resolved: "clickhouse-r1", ReplicaKill: true, Recovered: true})
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -180,6 +199,28 @@ func TestAnalyseFindsEachViolation(t *testing.T) {
 				t.Fatalf("%q not reported; violated: %v", tt.check, violated)
 			}
 		})
+	}
+}
+
+// replicas is n replica views each holding exactly what o's ClickHouse holds.
+func replicas(o *observed, n int) []replicaView {
+	var out []replicaView
+	for i := range n {
+		v := replicaView{Name: fmt.Sprintf("ClickHouse replica r%d", i+1), CH: map[uint64]string{}, Verify: o.Verify}
+		for seq, id := range o.CH {
+			v.CH[seq] = id
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func TestCleanReplicasAndAFailedOverKillAreNoViolation(t *testing.T) {
+	o := clean()
+	o.Replicas = replicas(&o, 2)
+	o.Faults = append(o.Faults, faultResult{fault: fault{Kind: faultClickHouse}, Resolved: "clickhouse-r1", ReplicaKill: true, FailedOver: true, Recovered: true})
+	if r := analyse(o, idempotentTool); r.Violations != 0 {
+		t.Fatalf("clean replicas have violations: %+v", r.Checks)
 	}
 }
 

@@ -42,7 +42,12 @@ type FaultReport struct {
 	// SlowestInFlightS: the longest decision-to-end of the calls decided
 	// before the fault and not ended when it began.
 	SlowestInFlightS float64 `json:"slowest_in_flight_s"`
-	Error            string  `json:"error,omitempty"`
+	// FailoverS (a ClickHouse replica killed): seconds from the kill until
+	// the other replicas held every event stored before it; -1 if they did
+	// not while it was down.
+	ReplicaKill bool    `json:"replica_kill,omitempty"`
+	FailoverS   float64 `json:"failover_s,omitempty"`
+	Error       string  `json:"error,omitempty"`
 }
 
 // Latency of decision (allowed / approved) to completion.
@@ -63,6 +68,8 @@ type Report struct {
 	TotalS   float64 `json:"total_s"`
 	RunDir   string  `json:"run_dir"`
 	Topology string  `json:"topology"`
+	// ClickHouseReplicas: how many replicas ClickHouse ran as (0: one server).
+	ClickHouseReplicas int `json:"clickhouse_replicas,omitempty"`
 	// Outcomes counts calls by how their last revision ended (from the stream).
 	Outcomes   map[string]int `json:"outcomes"`
 	Checks     []Check        `json:"checks"`
@@ -164,6 +171,37 @@ func (c checker) count(name string, examples []string) {
 
 func (c checker) info(name string, v any) {
 	c.r.Info = append(c.r.Info, Info{Name: name, Value: fmt.Sprint(v)})
+}
+
+// auditStore checks one view of the audit store (name) against the
+// stream: nothing missing, nothing extra or returned twice, verify OK.
+func (c checker) auditStore(name, verifyName string, events []storedEvent, ch map[uint64]string, twice []string, v verifyResult) {
+	var lost, extra []string
+	inStream := map[uint64]bool{}
+	for _, e := range events {
+		inStream[e.Seq] = true
+		id, ok := ch[e.Seq]
+		switch {
+		case !ok:
+			lost = append(lost, fmt.Sprintf("seq %d (%s %s/%s)", e.Seq, e.Type, e.Agent, e.Call))
+		case id != e.EventID:
+			extra = append(extra, fmt.Sprintf("seq %d is %s in %s, %s in the stream", e.Seq, id, name, e.EventID))
+		}
+	}
+	for seq, id := range ch {
+		if !inStream[seq] {
+			extra = append(extra, fmt.Sprintf("seq %d (%s)", seq, id))
+		}
+	}
+	sort.Strings(extra)
+	c.count("events in the stream missing from "+name, lost)
+	c.count("events in "+name+" not in the stream", extra)
+	c.count("events "+name+" returns twice", twice)
+	verify := Check{Name: verifyName, Value: "OK", Violated: !v.OK}
+	if !v.OK {
+		verify.Value, verify.Examples = "FAILED", []string{v.Output}
+	}
+	c.r.Checks = append(c.r.Checks, verify)
 }
 
 // analyse turns what was observed into the report. It is pure: every check
@@ -317,33 +355,13 @@ func analyse(o observed, idempotent func(server, tool string) bool) Report {
 	}
 	c.count("decided calls whose decision event is missing", missing)
 
-	// The audit store against the stream.
-	var lost, extra []string
-	inStream := map[uint64]bool{}
-	for _, e := range o.Events {
-		inStream[e.Seq] = true
-		id, ok := o.CH[e.Seq]
-		switch {
-		case !ok:
-			lost = append(lost, fmt.Sprintf("seq %d (%s %s/%s)", e.Seq, e.Type, e.Agent, e.Call))
-		case id != e.EventID:
-			extra = append(extra, fmt.Sprintf("seq %d is %s in ClickHouse, %s in the stream", e.Seq, id, e.EventID))
-		}
-	}
-	for seq, id := range o.CH {
-		if !inStream[seq] {
-			extra = append(extra, fmt.Sprintf("seq %d (%s)", seq, id))
-		}
-	}
-	sort.Strings(extra)
-	c.count("events in the stream missing from ClickHouse", lost)
-	c.count("events in ClickHouse not in the stream", extra)
+	// The audit store against the stream: as the services read it, then
+	// each replica on its own.
+	c.auditStore("ClickHouse", "airlock audit verify", o.Events, o.CH, o.CHTwice, o.Verify)
 	r.Verify = o.Verify.Output
-	verify := Check{Name: "airlock audit verify", Value: "OK", Violated: !o.Verify.OK}
-	if !o.Verify.OK {
-		verify.Value, verify.Examples = "FAILED", []string{o.Verify.Output}
+	for _, v := range o.Replicas {
+		c.auditStore(v.Name, "airlock audit verify on "+v.Name, o.Events, v.CH, v.Twice, v.Verify)
 	}
-	r.Checks = append(r.Checks, verify)
 
 	// What agents saw against what the stream says.
 	var differ []string
@@ -390,16 +408,26 @@ func analyse(o observed, idempotent func(server, tool string) bool) Report {
 	c.r.Info = append(c.r.Info, Info{Name: "replies NATS refused after a reconnect (stale requests)",
 		Value: fmt.Sprint(len(stale)), Examples: stale})
 
-	var unrecovered, faultErrs []string
+	var unrecovered, faultErrs, noFailover []string
+	replicaKills := 0
 	for _, f := range o.Faults {
 		if !f.Recovered {
 			unrecovered = append(unrecovered, fmt.Sprintf("%s %s at %s", f.Kind, f.Resolved, f.At))
+		}
+		if f.ReplicaKill {
+			replicaKills++
+			if !f.FailedOver {
+				noFailover = append(noFailover, fmt.Sprintf("%s at %s: the other replicas did not catch up within its %s outage", f.Resolved, f.At, f.For))
+			}
 		}
 		if f.Err != "" {
 			faultErrs = append(faultErrs, fmt.Sprintf("%s %s: %s", f.Kind, f.Resolved, f.Err))
 		}
 	}
 	c.count("faults the layout did not recover from", unrecovered)
+	if replicaKills > 0 {
+		c.count("ClickHouse replica kills the audit did not fail over from", noFailover)
+	}
 	c.count("faults that could not be applied or healed", faultErrs)
 	if o.CollectErr != "" {
 		c.count("the checks could not read everything", []string{o.CollectErr})
@@ -450,6 +478,12 @@ func analyse(o observed, idempotent func(server, tool string) bool) Report {
 		fr := FaultReport{Kind: string(f.Kind), Target: f.Resolved, AtS: f.At.Seconds(), ForS: f.For.Seconds(), RecoveredS: -1, Error: f.Err}
 		if f.Recovered {
 			fr.RecoveredS = round3(f.RecoveredAfter.Seconds())
+		}
+		if f.ReplicaKill {
+			fr.ReplicaKill, fr.FailoverS = true, -1
+			if f.FailedOver {
+				fr.FailoverS = round3(f.FailoverAfter.Seconds())
+			}
 		}
 		for _, ct := range tr {
 			for _, rt := range ct.revs {

@@ -49,11 +49,24 @@ type observed struct {
 	Calls      []callRecord
 	Faults     []faultResult
 	Verify     verifyResult
+	// CHTwice: sequences ClickHouse returned more than once.
+	CHTwice []string
+	// Replicas: what each ClickHouse replica holds on its own, when there
+	// are several (the sink's view above is whichever answers first).
+	Replicas []replicaView
 	// PermissionViolations: process → log lines in which NATS refused it something.
 	PermissionViolations map[string][]string
 	// StaleReplies: process → replies NATS refused after the process
 	// reconnected (splitViolations).
 	StaleReplies map[string][]string
+}
+
+// replicaView is one ClickHouse replica's rows and its audit verify.
+type replicaView struct {
+	Name   string
+	CH     map[uint64]string
+	Twice  []string
+	Verify verifyResult
 }
 
 // settle waits until the trail is complete: every started call ended and
@@ -73,19 +86,40 @@ func (l *layout) settle(ctx context.Context, within time.Duration) string {
 			if len(evs) > 0 {
 				last = evs[len(evs)-1].Seq
 			}
-			head, err := chHead(ctx, l.dsn)
-			switch {
-			case err != nil:
-				status = "ClickHouse could not be read: " + err.Error()
-			case head < last:
-				status = fmt.Sprintf("ClickHouse holds events up to seq %d of %d", head, last)
-			default:
+			status = l.chBehind(ctx, last)
+			if status == "" {
 				return "settled"
 			}
 		}
 		time.Sleep(time.Second)
 	}
 	return "not settled: " + status
+}
+
+// chBehind says which ClickHouse (each replica, when there are several)
+// does not yet hold events up to last; "" when all do.
+func (l *layout) chBehind(ctx context.Context, last uint64) string {
+	dsns := []string{l.dsn}
+	if len(l.chs) > 1 {
+		dsns = dsns[:0]
+		for i := range l.chs {
+			dsns = append(dsns, l.replicaDSN(i))
+		}
+	}
+	for i, dsn := range dsns {
+		name := "ClickHouse"
+		if len(dsns) > 1 {
+			name = fmt.Sprintf("ClickHouse replica r%d", i+1)
+		}
+		head, err := chHead(ctx, dsn)
+		switch {
+		case err != nil:
+			return name + " could not be read: " + err.Error()
+		case head < last:
+			return fmt.Sprintf("%s holds events up to seq %d of %d", name, head, last)
+		}
+	}
+	return ""
 }
 
 // openExecutions counts call revisions started but not ended.
@@ -146,22 +180,27 @@ func (l *layout) readStreamOnce(ctx context.Context, add func(storedEvent)) erro
 	})
 }
 
-// readClickHouse reads the sequence and event id of every audit row.
-func (l *layout) readClickHouse(ctx context.Context) (map[uint64]string, error) {
+// readClickHouse reads the sequence and event id of every audit row at
+// dsn, and the sequences it returned more than once.
+func readClickHouse(ctx context.Context, dsn string) (map[uint64]string, []string, error) {
 	var out map[uint64]string
+	var twice []string
 	err := retry(ctx, 30*time.Second, func() error {
-		c, err := store.Open(ctx, l.dsn)
+		c, err := store.Open(ctx, dsn)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		out = map[uint64]string{}
+		out, twice = map[uint64]string{}, nil
 		return c.Each(ctx, store.Filter{}, func(r store.Row) error {
+			if prev, ok := out[r.Seq]; ok {
+				twice = append(twice, fmt.Sprintf("seq %d (%s and %s)", r.Seq, prev, r.EventID))
+			}
 			out[r.Seq] = r.EventID
 			return nil
 		})
 	})
-	return out, err
+	return out, twice, err
 }
 
 // readApprovals reads every approval record's latest value.
@@ -207,9 +246,9 @@ func (l *layout) readApprovalsOnce(ctx context.Context) ([]*airlockv1.ApprovalRe
 // behind this one function: what verify compares (the keyed chain,
 // ClickHouse against the stream) is the audit command's business; it exits
 // 1 naming each problem it finds.
-func (l *layout) auditVerify(ctx context.Context) verifyResult {
+func (l *layout) auditVerify(ctx context.Context, dsn string) verifyResult {
 	cmd := exec.CommandContext(ctx, l.bin, "audit", "verify")
-	cmd.Env = childEnv("AIRLOCK_CONFIG="+l.configFile(), "AIRLOCK_NATS_URL="+l.urls, "AIRLOCK_CLICKHOUSE_DSN="+l.dsn,
+	cmd.Env = childEnv("AIRLOCK_CONFIG="+l.configFile(), "AIRLOCK_NATS_URL="+l.urls, "AIRLOCK_CLICKHOUSE_DSN="+dsn,
 		"AIRLOCK_NATS_NKEY_SEED_FILE="+filepath.Join(l.keysDir, SeedFile(natsauth.RoleAdmin)),
 		"AIRLOCK_AUDIT_KEY_FILE="+filepath.Join(l.keysDir, AuditKeyFile))
 	out, err := cmd.CombinedOutput()
@@ -268,13 +307,24 @@ func (l *layout) collect(ctx context.Context, d *driver, faults []faultResult) o
 	if o.Events, err = l.readStream(ctx); err != nil {
 		o.CollectErr = "reading the events stream: " + err.Error()
 	}
-	if o.CH, err = l.readClickHouse(ctx); err != nil {
+	if o.CH, o.CHTwice, err = readClickHouse(ctx, l.dsn); err != nil {
 		o.CollectErr = strings.TrimPrefix(o.CollectErr+"; ", "; ") + "reading ClickHouse: " + err.Error()
+	}
+	for i := range l.chs {
+		if len(l.chs) < 2 {
+			break
+		}
+		v := replicaView{Name: fmt.Sprintf("ClickHouse replica r%d", i+1)}
+		if v.CH, v.Twice, err = readClickHouse(ctx, l.replicaDSN(i)); err != nil {
+			o.CollectErr = strings.TrimPrefix(o.CollectErr+"; ", "; ") + "reading " + v.Name + ": " + err.Error()
+		}
+		v.Verify = l.auditVerify(ctx, l.replicaDSN(i))
+		o.Replicas = append(o.Replicas, v)
 	}
 	if o.Approvals, err = l.readApprovals(ctx); err != nil {
 		o.CollectErr = strings.TrimPrefix(o.CollectErr+"; ", "; ") + err.Error()
 	}
-	o.Verify = l.auditVerify(ctx)
+	o.Verify = l.auditVerify(ctx, l.dsn)
 	return o
 }
 

@@ -90,7 +90,13 @@ type faultResult struct {
 	// restart until it holds every event stored before it.
 	RecoveredAfter time.Duration `json:"recovered_after"`
 	Recovered      bool          `json:"recovered"`
-	Err            string        `json:"error,omitempty"`
+	// ReplicaKill: the fault killed one replica of a replicated ClickHouse;
+	// FailedOver: while it was down the other replicas came to hold every
+	// event the stream held when it died, FailoverAfter from the kill.
+	ReplicaKill   bool          `json:"replica_kill,omitempty"`
+	FailedOver    bool          `json:"failed_over,omitempty"`
+	FailoverAfter time.Duration `json:"failover_after,omitempty"`
+	Err           string        `json:"error,omitempty"`
 }
 
 // injector applies faults to the layout.
@@ -161,8 +167,21 @@ func (in *injector) run(ctx context.Context, loadStart time.Time, f fault) fault
 		in.hold(ctx, f.For)
 		in.l.tools.hanging.Store(false)
 	case faultClickHouse:
+		target, err := in.l.lastSeq(ctx)
 		in.l.ch.Kill()
-		in.hold(ctx, f.For)
+		if len(in.l.chs) > 1 {
+			// A replica: the audit must go on through the others, not wait
+			// for it to come back.
+			res.ReplicaKill, res.Resolved = true, "clickhouse-r1"
+			if err != nil {
+				res.Err = err.Error()
+			} else {
+				res.FailoverAfter, res.FailedOver = in.survivorsHold(ctx, target, res.Start, res.Start.Add(f.For))
+			}
+			in.hold(ctx, time.Until(res.Start.Add(f.For)))
+		} else {
+			in.hold(ctx, f.For)
+		}
 		if err := in.l.ch.Start(ctx, 2*time.Minute); err != nil {
 			res.Err = err.Error()
 		}
@@ -195,6 +214,34 @@ func (in *injector) clickHouseCaughtUp(ctx context.Context, since time.Time) (ti
 	deadline := time.Now().Add(in.p.recoverWithin)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if head, err := chHead(ctx, in.l.dsn); err == nil && head >= target {
+			return time.Since(since), true
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return time.Since(since), false
+}
+
+// survivorsHold waits until the head of every replica but the killed
+// first one reaches an event stored after the kill (target is the stream's
+// last sequence at the kill), or until deadline; it says how long that
+// took from since (the kill). Such an event reaches them only through the
+// sink, never by replication from the dead replica, so this shows the
+// failover. The checks at the end see whether anything is missing.
+func (in *injector) survivorsHold(ctx context.Context, target uint64, since, deadline time.Time) (time.Duration, bool) {
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if last, err := in.l.lastSeq(ctx); err == nil && last > target {
+			target = last
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		all := true
+		for i := 1; i < len(in.l.chs) && all; i++ {
+			head, err := chHead(ctx, in.l.replicaDSN(i))
+			all = err == nil && head >= target
+		}
+		if all {
 			return time.Since(since), true
 		}
 		time.Sleep(200 * time.Millisecond)

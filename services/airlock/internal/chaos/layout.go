@@ -42,16 +42,22 @@ type layout struct {
 	replicas                  map[string][]*proc // service → replicas
 	ports                     map[string][]int   // service → HTTP port of each replica
 	consoles                  []string           // base URL of each console replica
-	ch                        *local.Server
+	ch                        *local.Server      // the ClickHouse the fault kills: the only one, or the first replica
 	dsn                       string
-	tools                     *toolServer
-	slack                     *slackfake.Server
-	slackSecret               string
-	slackURL                  string            // the Slack fake's Web API base
-	agents                    map[string]string // agent → credential file
-	passwords                 map[string]string // reviewer → console password
-	admin                     *nats.Conn
-	js                        jetstream.JetStream
+	// chReplicas > 1 runs ClickHouse as that many replicas of one shard
+	// coordinated by zk; chs are all of them (ch is chs[0], the replica
+	// the sink writes to while it is up).
+	chReplicas  int
+	chs         []*local.Server
+	zk          *local.ZooKeeper
+	tools       *toolServer
+	slack       *slackfake.Server
+	slackSecret string
+	slackURL    string            // the Slack fake's Web API base
+	agents      map[string]string // agent → credential file
+	passwords   map[string]string // reviewer → console password
+	admin       *nats.Conn
+	js          jetstream.JetStream
 }
 
 // Principals of the run: reviewers decide in the console (REST, personal
@@ -107,7 +113,7 @@ func setUp(ctx context.Context, l *layout, p profile, agents []string, seed int6
 		nodeEnv = append(nodeEnv, strings.TrimPrefix(natsauth.AgentEnvVar(a), "$")+"="+pub)
 	}
 
-	progress("starting a %d-node NATS cluster and ClickHouse", NATSNodes)
+	progress("starting a %d-node NATS cluster and %s", NATSNodes, l.clickHouseName())
 	if err := l.startNATS(ctx, agents, nodeEnv); err != nil {
 		return err
 	}
@@ -231,7 +237,21 @@ func parallel(n int, f func(int) error) error {
 	return errors.Join(errs...)
 }
 
+// clusterName is the replicated ClickHouse's remote_servers cluster.
+const clusterName = "airlock"
+
+// clickHouseName says what ClickHouse the run has.
+func (l *layout) clickHouseName() string {
+	if l.chReplicas > 1 {
+		return fmt.Sprintf("%d ClickHouse replicas with ZooKeeper", l.chReplicas)
+	}
+	return "ClickHouse"
+}
+
 func (l *layout) startClickHouse(ctx context.Context) error {
+	if l.chReplicas > 1 {
+		return l.startClickHouseCluster(ctx)
+	}
 	s, err := local.New(filepath.Join(l.dir, "clickhouse"), 0)
 	if err != nil {
 		return fmt.Errorf("ClickHouse: %w", err)
@@ -239,9 +259,35 @@ func (l *layout) startClickHouse(ctx context.Context) error {
 	if err := s.Start(ctx, 90*time.Second); err != nil {
 		return fmt.Errorf("ClickHouse: %w", err)
 	}
-	l.ch, l.dsn = s, s.DSN("airlock")
+	l.ch, l.dsn, l.chs = s, s.DSN("airlock"), []*local.Server{s}
 	return nil
 }
+
+// startClickHouseCluster starts ZooKeeper and the replicas; the services
+// get every replica's address and the cluster in their DSN.
+func (l *layout) startClickHouseCluster(ctx context.Context) error {
+	zk, err := local.NewZooKeeper(filepath.Join(l.dir, "zookeeper"))
+	if err != nil {
+		return fmt.Errorf("ZooKeeper: %w", err)
+	}
+	if err := zk.Start(ctx, 90*time.Second); err != nil {
+		return fmt.Errorf("ZooKeeper: %w", err)
+	}
+	l.zk = zk
+	chs, err := local.NewCluster(filepath.Join(l.dir, "clickhouse"), l.chReplicas, zk.Addr(), clusterName)
+	if err != nil {
+		return fmt.Errorf("ClickHouse: %w", err)
+	}
+	l.chs = chs
+	if err := parallel(len(chs), func(i int) error { return chs[i].Start(ctx, 90*time.Second) }); err != nil {
+		return fmt.Errorf("ClickHouse: %w", err)
+	}
+	l.ch, l.dsn = chs[0], local.ClusterDSN(chs, "airlock", clusterName)
+	return nil
+}
+
+// replicaDSN is the DSN of replica i alone (what it holds, not the cluster's view).
+func (l *layout) replicaDSN(i int) string { return l.chs[i].DSN("airlock") }
 
 // connectAdmin is the driver's own connection, as the operator: it reads
 // the stream and buckets for the checks and finds stream leaders.
@@ -462,8 +508,9 @@ func (l *layout) tearDown() {
 		l.admin.Close()
 	}
 	_ = parallel(len(l.nodes), func(i int) error { l.nodes[i].stop(10 * time.Second); return nil })
-	if l.ch != nil {
-		l.ch.Stop()
+	_ = parallel(len(l.chs), func(i int) error { l.chs[i].Stop(); return nil })
+	if l.zk != nil {
+		l.zk.Stop()
 	}
 	if l.tools != nil {
 		l.tools.close()

@@ -11,7 +11,14 @@ import (
 func (r Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "airlock chaos — seed %d, %s schedule: %d calls in %.0fs, %d events (run took %.0fs)\n", r.Seed, r.Profile, r.Calls, r.LoadS, r.Events, r.TotalS)
 	fmt.Fprintf(w, "layout: %s\n", r.Topology)
-	fmt.Fprintf(w, "rerun:  airlock chaos --seed %d%s\n\n", r.Seed, map[bool]string{true: " --short", false: ""}[r.Profile == shortProfile.name])
+	rerun := fmt.Sprintf("airlock chaos --seed %d", r.Seed)
+	if r.Profile == shortProfile.name {
+		rerun += " --short"
+	}
+	if r.ClickHouseReplicas > 1 {
+		rerun += fmt.Sprintf(" --clickhouse-replicas %d", r.ClickHouseReplicas)
+	}
+	fmt.Fprintf(w, "rerun:  %s\n\n", rerun)
 
 	fmt.Fprintln(w, "calls by outcome")
 	names := make([]string, 0, len(r.Outcomes))
@@ -48,6 +55,11 @@ func (r Report) WriteText(w io.Writer) {
 			rec = fmt.Sprintf("%.2fs", f.RecoveredS)
 		}
 		fmt.Fprintf(w, "  %6.1fs  %-16s %-10s %5.1fs  %10s  %16.2fs", f.AtS, f.Kind, f.Target, f.ForS, rec, f.SlowestInFlightS)
+		if f.ReplicaKill && f.FailoverS >= 0 {
+			fmt.Fprintf(w, "  the other replicas caught up in %.2fs", f.FailoverS)
+		} else if f.ReplicaKill {
+			fmt.Fprint(w, "  the other replicas did not catch up")
+		}
 		if f.Error != "" {
 			fmt.Fprintf(w, "  error: %s", f.Error)
 		}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -14,6 +15,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/preview"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -91,6 +93,15 @@ func approvedBody(rec *airlockv1.ApprovalRecord) (*airlockv1.Approved, error) {
 		call.Arguments = proto.Clone(args).(*structpb.Struct)
 	}
 	a.Call = call
+	if p := rec.GetPreview(); preview.Has(p) {
+		a.PreviewDigest, a.Precondition = p.GetDigest(), p.GetPrecondition()
+		// A dry run's own account is of the arguments the agent sent: after
+		// an edit it differs by design, so only a state of the world (a
+		// file's hash) is still checked.
+		if a.Edited && strings.HasPrefix(a.Precondition, "preview:") {
+			a.Precondition = ""
+		}
+	}
 	return a, nil
 }
 

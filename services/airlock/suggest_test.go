@@ -1,0 +1,364 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"golang.org/x/crypto/bcrypt"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/approval"
+	"github.com/airlock-gate/airlock/services/audit/store"
+	"github.com/airlock-gate/airlock/services/audit/suggest"
+	"github.com/airlock-gate/airlock/services/console"
+	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/svc"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// learnWorld is an airlock in this process: embedded NATS, the real policy,
+// approval and console services, and a generator that records calls
+// through them as agents and reviewers do.
+type learnWorld struct {
+	t    *testing.T
+	cfg  config.Config
+	deps svc.Deps
+	gen  *historyGen
+	api  *approvalapi.Client
+	base string
+}
+
+const learnPassword = "correct horse battery staple"
+
+func newLearnWorld(t *testing.T) *learnWorld {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	h, err := bcrypt.GenerateFromPassword([]byte(learnPassword), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Approval.Groups = map[string][]string{"reviewers": {"alice", "bob", "carol", "root"}}
+	cfg.Console.Users = []config.User{
+		{Name: "alice", PasswordHash: string(h), Roles: []string{config.RoleReviewer}},
+		{Name: "root", PasswordHash: string(h), Roles: []string{config.RoleAdmin}},
+	}
+	deps := testenv.Deps(t, cfg)
+	ctx := context.Background()
+	pol, err := policy.NewFromConfig(ctx, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunService(t, pol)
+	appr, err := approval.NewFromConfig(ctx, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunService(t, appr)
+	a := newConsoleAudit(deps)
+	con, err := console.New(ctx, deps, console.Options{Audit: a, Suggest: consoleSuggest{a}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunService(t, con)
+	e := echo.New()
+	con.Register(e)
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	fk, err := deps.FrontendKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := approvalapi.New(deps.NC, fk, console.Frontend)
+	return &learnWorld{t: t, cfg: cfg, deps: deps, api: api, base: srv.URL,
+		gen: &historyGen{js: deps.JS, stream: cfg.Stream.Name, approvals: api, reviewers: []string{"alice", "bob", "carol"}, rng: rand.New(rand.NewPCG(25, 1)), prefix: "h"}}
+}
+
+func (w *learnWorld) record(mix []historyKind, n int) historyStats {
+	w.t.Helper()
+	st, err := w.gen.run(context.Background(), mix, n)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return st
+}
+
+func (w *learnWorld) report() suggest.Report {
+	w.t.Helper()
+	rep, err := suggestions(context.Background(), w.cfg, store.NewStream(w.deps.JS, w.cfg.Stream.Name, nil), nil, suggest.Config{}, time.Time{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return rep
+}
+
+// session is a signed-in console user that does not follow redirects.
+type session struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+	csrf string
+}
+
+var learnCSRF = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
+
+func (w *learnWorld) signIn(user string) *session {
+	w.t.Helper()
+	jar, _ := cookiejar.New(nil)
+	s := &session{t: w.t, base: w.base, c: &http.Client{Jar: jar, Timeout: 20 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	_, body := s.get("/login")
+	m := learnCSRF.FindStringSubmatch(body)
+	if m == nil {
+		w.t.Fatalf("no sign-in form:\n%s", body)
+	}
+	if status, body := s.post("/login", url.Values{"_csrf": {m[1]}, "user": {user}, "password": {learnPassword}, "next": {"/"}}); status != http.StatusSeeOther {
+		w.t.Fatalf("sign in as %s: %d\n%s", user, status, body)
+	}
+	_, body = s.get("/")
+	if m = learnCSRF.FindStringSubmatch(body); m == nil {
+		w.t.Fatalf("no anti-forgery token after signing in as %s", user)
+	}
+	s.csrf = m[1]
+	return s
+}
+
+func (s *session) get(path string) (int, string) {
+	s.t.Helper()
+	resp, err := s.c.Get(s.base + path)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (s *session) post(path string, form url.Values) (int, string) {
+	s.t.Helper()
+	if s.csrf != "" {
+		form.Set("_csrf", s.csrf)
+	}
+	resp, err := s.c.PostForm(s.base+path, form)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// hostileFlood is an agent flooding approved-looking writes whose
+// arguments carry markup and a bidi override, into the same directory the
+// writer-bot writes to.
+func hostileFlood() historyKind {
+	return historyKind{weight: 1, agent: "mallory-bot", server: "fs", tool: "write_file", args: func(r *rand.Rand) map[string]any {
+		return map[string]any{"path": fmt.Sprintf(`/srv/app/docs/"><script>alert(2)</script>/%d.md`, r.IntN(9)), "content": "<script>alert(1)</script>\u202egnp.exe"}
+	}, verdict: always(approve)}
+}
+
+func (w *learnWorld) decisionOf(c *airlockv1.ToolCall) string {
+	w.t.Helper()
+	typ, err := w.gen.outcome(context.Background(), c)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return typ
+}
+
+func (w *learnWorld) submit(agent, server, tool string, args map[string]any) *airlockv1.ToolCall {
+	w.t.Helper()
+	c, err := w.gen.submit(context.Background(), agent, server, tool, args)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return c
+}
+
+// The whole loop through the real services: a recorded history yields
+// suggestions, replay proves none would have let a refused call run, an
+// admin adopts them on the console, and the same traffic afterwards asks
+// people far less — while an agent's flood reaches no other agent and its
+// text is shown escaped.
+func TestSuggestionsLearnedFromRecordedDecisionsRemoveAsksAndNoRefusedCall(t *testing.T) {
+	w := newLearnWorld(t)
+	before := w.record(historyMix(), 240)
+	w.record([]historyKind{hostileFlood()}, 12)
+	if before.Rejected == 0 || before.Changes == 0 || before.Allowed == 0 {
+		t.Fatalf("the history is not a mix: %+v", before)
+	}
+	rep := w.report()
+
+	byAgent := map[string]suggest.Suggestion{}
+	for _, s := range rep.Suggestions {
+		if s.Grant.GetAgentId() != s.Agent || s.Agent == "" {
+			t.Fatalf("suggestion %s is not pinned to its own agent: %s", s.ID, s.Scope)
+		}
+		byAgent[s.Agent+" "+s.Tool] = s
+	}
+	checks := []struct {
+		name string
+		ok   bool
+	}{
+		{"the routine documentation writes are proposed, only as wide as their directory", strings.Contains(byAgent["writer-bot write_file"].Scope, "/path matches /srv/app/docs/*")},
+		{"the team report is proposed pinned to its recipient", strings.Contains(byAgent["reporter-bot send_message"].Scope, `/to is exactly "team@example.com"`)},
+		{"the flooding agent gets a suggestion for itself alone", byAgent["mallory-bot write_file"].Grant.GetAgentId() == "mallory-bot"},
+		{"risky shell commands are never proposed", byAgent["ops-bot run_command"].ID == "" && skippedFor(rep, "ops-bot", "risk is high")},
+		{"replay finds no refused call any suggestion would allow", rep.Together.Safe() && len(rep.Dropped) == 0},
+		{"the suggestions remove at least half of the asks", rep.AsksRemoved*2 >= rep.Asks && rep.Asks > 0},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("%s: does not hold (suggestions %+v, skipped %+v)", c.name, scopes(rep), rep.Skipped)
+		}
+	}
+
+	// The page: readable by an auditor or admin, hostile text escaped.
+	admin := w.signIn("root")
+	status, page := admin.get("/suggestions")
+	if status != http.StatusOK {
+		t.Fatalf("suggestions page: %d\n%s", status, page)
+	}
+	for _, raw := range []string{"<script>alert(", "\u202e"} {
+		if strings.Contains(page, raw) {
+			t.Errorf("the suggestions page shows agent text %q unescaped", raw)
+		}
+	}
+	if !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;") || !strings.Contains(strings.ToLower(page), `\u202e`) {
+		t.Errorf("the suggestions page does not show the hostile arguments escaped")
+	}
+
+	// Only admins adopt or dismiss.
+	mal := byAgent["mallory-bot write_file"]
+	reviewer := w.signIn("alice")
+	if status, _ := reviewer.post("/suggestions/"+mal.ID+"/adopt", url.Values{}); status != http.StatusForbidden {
+		t.Errorf("a reviewer adopting a suggestion: status %d, want 403", status)
+	}
+	// The admin dismisses the flood's suggestion and adopts the others.
+	if status, body := admin.post("/suggestions/"+mal.ID+"/dismiss", url.Values{}); status != http.StatusSeeOther {
+		t.Fatalf("dismiss: %d\n%s", status, body)
+	}
+	if _, page := admin.get("/suggestions"); strings.Contains(page, "suggestion-"+mal.ID) || !strings.Contains(page, "1 dismissed") {
+		t.Errorf("a dismissed suggestion is still listed")
+	}
+	w.checkCLI(rep, mal.ID)
+	for _, s := range rep.Suggestions {
+		if s.ID == mal.ID {
+			continue
+		}
+		if status, body := admin.post("/suggestions/"+s.ID+"/adopt", url.Values{}); status != http.StatusSeeOther {
+			t.Fatalf("adopt %s: %d\n%s", s.ID, status, body)
+		}
+		// Recorded in the trail: the grant names the evidence, the actor the adopter.
+		ev := testenv.WaitForEvent(t, w.deps.JS, "airlock.evt."+subject.SystemAgent+".grant_"+s.ID+".>", subject.GrantCreated, 5*time.Second)
+		if ev.GetActor().GetId() != "root" || ev.GetGrantCreated().GetGrant().GetGrantId() != "grant_"+s.ID {
+			t.Errorf("adopting %s recorded %v", s.ID, ev)
+		}
+	}
+
+	// The same traffic afterwards: far fewer asks, and none of it reaches
+	// another agent or a refused path.
+	after := w.record(historyMix(), 120)
+	shareBefore, shareAfter := float64(before.Asked)/float64(before.Calls), float64(after.Asked)/float64(after.Calls)
+	t.Logf("asks before: %d of %d calls (%.0f%%); after adopting: %d of %d (%.0f%%); replay: %d of %d asks removed", before.Asked, before.Calls, 100*shareBefore,
+		after.Asked, after.Calls, 100*shareAfter, rep.AsksRemoved, rep.Asks)
+	if shareAfter > shareBefore/2 {
+		t.Errorf("adopting the suggestions left %.0f%% of calls asking (was %.0f%%)", 100*shareAfter, 100*shareBefore)
+	}
+	for _, c := range []struct {
+		name string
+		call *airlockv1.ToolCall
+	}{
+		{"another agent writing where the adopted grants allow", w.submit("fresh-bot", "fs", "write_file", map[string]any{"path": "/srv/app/docs/intro-1.md", "content": "x"})},
+		{"the writer writing where people refused", w.submit("writer-bot", "fs", "write_file", map[string]any{"path": "/etc/app/intro.conf", "content": "x"})},
+		{"the writer writing a sibling directory", w.submit("writer-bot", "fs", "write_file", map[string]any{"path": "/srv/app/config/x.md", "content": "x"})},
+		{"the reporter mailing a stranger", w.submit("reporter-bot", "mail", "send_message", map[string]any{"to": "x@elsewhere.example", "subject": "daily report", "body": "x"})},
+		{"the flooding agent, whose suggestion was dismissed", w.submit("mallory-bot", "fs", "write_file", map[string]any{"path": `/srv/app/docs/"><script>alert(2)</script>/1.md`, "content": "x"})},
+	} {
+		if got := w.decisionOf(c.call); got != subject.ApprovalRequested {
+			t.Errorf("%s: %s, want a person asked", c.name, got)
+		}
+	}
+}
+
+// checkCLI: `airlock policy suggest` reports what the console shows, marks
+// the dismissed suggestion, and shows agent text escaped.
+func (w *learnWorld) checkCLI(rep suggest.Report, dismissed string) {
+	w.t.Helper()
+	ctx := context.Background()
+	out, err := runCLI(ctx, w.t, "policy", "suggest", "--nats", w.cfg.NATS.URL, "--json")
+	if err != nil {
+		w.t.Fatalf("policy suggest --json: %v\n%s", err, out)
+	}
+	var got struct {
+		Suggestions []struct {
+			ID string `json:"id"`
+		} `json:"suggestions"`
+		AsksRemoved int                        `json:"asks_removed"`
+		Dismissed   map[string]any             `json:"dismissed"`
+		Together    struct{ Violations []any } `json:"together"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		w.t.Fatalf("policy suggest --json printed no JSON: %v\n%s", err, out)
+	}
+	if len(got.Suggestions) != len(rep.Suggestions) || got.AsksRemoved != rep.AsksRemoved || got.Dismissed[dismissed] == nil || len(got.Together.Violations) != 0 {
+		w.t.Errorf("policy suggest --json disagrees with the report: %s", out)
+	}
+	text, err := runCLI(ctx, w.t, "policy", "suggest", "--nats", w.cfg.NATS.URL)
+	if err != nil || !strings.Contains(text, "dismissed by root") || strings.Contains(text, "\u202e") || !strings.Contains(text, "proven by replay") {
+		w.t.Errorf("policy suggest: %v\n%s", err, text)
+	}
+}
+
+func skippedFor(rep suggest.Report, agent, why string) bool {
+	for _, s := range rep.Skipped {
+		if s.Agent == agent && strings.Contains(s.Why, why) {
+			return true
+		}
+	}
+	return false
+}
+
+func scopes(rep suggest.Report) []string {
+	var out []string
+	for _, s := range rep.Suggestions {
+		out = append(out, s.Scope)
+	}
+	return out
+}
+
+// The replay is the proof, not the grouping: a rejected call of another
+// shape (no content) that the proposed grant would still allow drops the
+// proposal, and the report names the call.
+func TestReplayDropsASuggestionThatWouldAllowARefusedCall(t *testing.T) {
+	w := newLearnWorld(t)
+	w.record([]historyKind{{weight: 1, agent: "notes-bot", server: "fs", tool: "write_file", args: func(r *rand.Rand) map[string]any {
+		return map[string]any{"path": fmt.Sprintf("/srv/notes/%d.md", r.IntN(50)), "content": fmt.Sprintf("note %d", r.IntN(1000))}
+	}, verdict: always(approve)}}, 6)
+	w.record([]historyKind{{weight: 1, agent: "notes-bot", server: "fs", tool: "write_file", args: func(*rand.Rand) map[string]any {
+		return map[string]any{"path": "/srv/notes/truncate-me.md"}
+	}, verdict: always(reject)}}, 1)
+	rep := w.report()
+	if len(rep.Suggestions) != 0 || len(rep.Dropped) != 1 {
+		t.Fatalf("suggestions %v, dropped %d: want the one proposal dropped by replay", scopes(rep), len(rep.Dropped))
+	}
+	v := rep.Dropped[0].Proof.Violations
+	if len(v) != 1 || v[0].Agent != "notes-bot" || v[0].Outcome != suggest.Rejected {
+		t.Fatalf("violations %+v: want the rejected call", v)
+	}
+}

@@ -1,0 +1,174 @@
+package suggest
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/audit/replay"
+	"github.com/airlock-gate/airlock/services/audit/store"
+)
+
+// Applies reports whether grant g turns the policy's decision d about call
+// into an allow at time at; airlock passes the policy's own
+// decide.GrantApplies, so the proof applies grants as the policy does.
+type Applies func(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlockv1.Decision, at time.Time) bool
+
+// Violation is a recorded call the suggestion would have allowed although
+// people (or the policy) did not let it run as asked.
+type Violation struct {
+	Agent    string    `json:"agent_id"`
+	Call     string    `json:"call_id"`
+	Revision uint32    `json:"revision"`
+	At       time.Time `json:"decided_at"`
+	Outcome  string    `json:"outcome"`
+}
+
+// Proof is what replaying a suggestion over the recorded history showed.
+type Proof struct {
+	// Replayed: recorded policy decisions re-decided.
+	Replayed int `json:"replayed"`
+	// AsksRemoved: asks people approved that the grant would have allowed.
+	AsksRemoved int `json:"asks_removed"`
+	// Asks: every ask in the replayed history, for the share removed.
+	Asks int `json:"asks"`
+	// ReviewerTimeSaved: the time-to-decide of the removed asks.
+	ReviewerTimeSaved time.Duration `json:"reviewer_time_saved_ns"`
+	// PerReviewer: removed asks per person who had approved them.
+	PerReviewer map[string]int `json:"calls_per_reviewer"`
+	// Violations: calls it would have allowed that were rejected, sent
+	// back, edited, expired, canceled or denied (or whose outcome the trail
+	// does not tell). One is enough to drop the suggestion.
+	Violations []Violation `json:"violations,omitempty"`
+}
+
+// Safe: the grant allows no recorded call people did not approve as asked.
+func (p *Proof) Safe() bool { return p != nil && len(p.Violations) == 0 }
+
+// Prove replays s over every recorded decision since since (replay.Run)
+// with decide (the policy in force now) and the grant applied as the policy
+// applies grants, and judges every call whose decision the grant turns into
+// an allow against what happened to it (decided, from Load).
+func Prove(ctx context.Context, rd store.Reader, s *Suggestion, decided map[string]Call, decide replay.Decide, applies Applies, since time.Time) (*Proof, error) {
+	p, err := proveGrants(ctx, rd, []*airlockv1.StandingGrant{s.Grant}, decided, decide, applies, since)
+	if err != nil {
+		return nil, fmt.Errorf("suggest: prove %s: %w", s.ID, err)
+	}
+	return p, nil
+}
+
+// proveGrants replays the history with every grant of gs in force.
+func proveGrants(ctx context.Context, rd store.Reader, gs []*airlockv1.StandingGrant, decided map[string]Call, decide replay.Decide, applies Applies, since time.Time) (*Proof, error) {
+	p := &Proof{PerReviewer: map[string]int{}}
+	granted := map[string]bool{}
+	withGrant := func(ctx context.Context, call *airlockv1.ToolCall, at time.Time) (*airlockv1.Decision, error) {
+		d, err := decide(ctx, call, at)
+		if err != nil || d.GetAction() != airlockv1.Action_ACTION_ASK {
+			return d, err
+		}
+		p.Asks++
+		// The grant is judged at the call's own time, so its (absent)
+		// expiry never hides a call.
+		for _, g := range gs {
+			if applies(g, call, d, at) {
+				granted[Key(call.GetAgentId(), call.GetCallId(), call.GetRevision())] = true
+				return &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW, RuleId: d.GetRuleId()}, nil
+			}
+		}
+		return d, nil
+	}
+	rep, err := replay.Run(ctx, rd, withGrant, replay.Options{Since: since, Examples: 1, OnChange: func(c replay.Change) {
+		k := Key(c.Agent, c.Call, c.Revision)
+		if c.After != "allow" || !granted[k] {
+			return
+		}
+		got := decided[k]
+		if got.Outcome == Pending {
+			return // not decided yet: neither evidence nor a refusal
+		}
+		if got.Outcome != Approved {
+			outcome := got.Outcome
+			if outcome == "" {
+				outcome = "unknown"
+			}
+			p.Violations = append(p.Violations, Violation{Agent: c.Agent, Call: c.Call, Revision: c.Revision, At: c.At, Outcome: outcome})
+			return
+		}
+		p.AsksRemoved++
+		p.ReviewerTimeSaved += got.TimeToDecide()
+		for _, a := range got.Approvers {
+			p.PerReviewer[a]++
+		}
+	}})
+	if err != nil {
+		return nil, err
+	}
+	p.Replayed = rep.Replayed
+	sort.Slice(p.Violations, func(i, j int) bool { return p.Violations[i].At.Before(p.Violations[j].At) })
+	return p, nil
+}
+
+// Report is what `airlock policy suggest` and the console show.
+type Report struct {
+	// Suggestions that replay proved safe, most approvals first.
+	Suggestions []Suggestion `json:"suggestions"`
+	// Dropped: proposals the replay showed would allow a refused call.
+	Dropped []Suggestion `json:"dropped"`
+	// Skipped: groups not proposed, and why.
+	Skipped []Skipped `json:"skipped"`
+	// Decided: calls read from the trail.
+	Decided int `json:"decided_calls"`
+	// Asks: calls a person was asked about in the replayed history.
+	Asks int `json:"asks"`
+	// AsksRemoved: asks all the suggestions together would have removed.
+	AsksRemoved int `json:"asks_removed"`
+	// Together is the replay with every kept suggestion adopted at once.
+	Together *Proof `json:"together"`
+	Source   string `json:"source"`
+}
+
+// Run loads the decided calls, proposes, proves each proposal by replay
+// and keeps the ones that allow no refused call.
+func Run(ctx context.Context, rd store.Reader, cfg Config, decide replay.Decide, applies Applies, since time.Time) (Report, error) {
+	decided, rows, err := load(ctx, rd, since)
+	if err != nil {
+		return Report{}, err
+	}
+	source := rd.Source()
+	rd = rowsReader{Reader: rd, rows: rows}
+	byKey := make(map[string]Call, len(decided))
+	for _, c := range decided {
+		byKey[c.Key()] = c
+	}
+	props, skipped := Propose(decided, cfg)
+	rep := Report{Skipped: skipped, Decided: len(decided), Source: source, Suggestions: []Suggestion{}, Dropped: []Suggestion{}}
+	for _, c := range decided {
+		if c.Decision.GetAction() == airlockv1.Action_ACTION_ASK {
+			rep.Asks++
+		}
+	}
+	for i := range props {
+		s := props[i]
+		proof, err := Prove(ctx, rd, &s, byKey, decide, applies, since)
+		if err != nil {
+			return rep, err
+		}
+		s.Proof = proof
+		if !proof.Safe() {
+			rep.Dropped = append(rep.Dropped, s)
+			continue
+		}
+		rep.Suggestions = append(rep.Suggestions, s)
+	}
+	var gs []*airlockv1.StandingGrant
+	for _, s := range rep.Suggestions {
+		gs = append(gs, s.Grant)
+	}
+	if rep.Together, err = proveGrants(ctx, rd, gs, byKey, decide, applies, since); err != nil {
+		return rep, fmt.Errorf("suggest: prove the suggestions together: %w", err)
+	}
+	rep.AsksRemoved = rep.Together.AsksRemoved
+	return rep, nil
+}

@@ -1,0 +1,298 @@
+package executor_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/executor"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/executorapi"
+	"github.com/airlock-gate/airlock/services/shared/preview"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+func demoRegistry(t *testing.T, sandbox string, f executor.RegistryFile) *executor.Registry {
+	t.Helper()
+	reg, err := executor.NewRegistry(f, executor.RegistryOptions{Sandbox: sandbox, Config: config.Default().Executor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	return reg
+}
+
+func TestTheDemoWriteFilePreviewsItsDiffAgainstTheFileAsItIsNow(t *testing.T) {
+	sandbox := t.TempDir()
+	reg := demoRegistry(t, sandbox, executor.RegistryFile{})
+	if err := os.WriteFile(filepath.Join(sandbox, "plan.txt"), []byte("one\ntwo\nthree\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	huge := strings.Repeat("x", 2<<20)
+	if err := os.WriteFile(filepath.Join(sandbox, "huge.txt"), []byte(huge), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hostile := "\x1b]0;pwned\x07\x1b[2J<script>alert(1)</script>\u202e\n"
+	for _, tc := range []struct {
+		name, path, content string
+		kind, pre           string
+		text                []string
+		truncated           bool
+	}{
+		{"a_new_file_is_all_added_against_absent", "new/a.txt", "hello\n", preview.KindDiff, preview.Absent,
+			[]string{"--- /dev/null", "+++ b/new/a.txt", "+hello"}, false},
+		{"an_existing_file_shows_the_lines_it_changes", "plan.txt", "one\n2\nthree\n", preview.KindDiff,
+			preview.FileState([]byte("one\ntwo\nthree\n"), true), []string{"-two", "+2", " one"}, false},
+		{"a_hostile_content_is_kept_as_data_for_the_surfaces_to_escape", "h.txt", hostile, preview.KindDiff, preview.Absent,
+			[]string{"+" + strings.TrimSuffix(hostile, "\n")}, false},
+		{"a_huge_file_is_described_not_diffed", "huge.txt", "small", preview.KindText, preview.FileState([]byte(huge), true),
+			[]string{"too large to diff"}, false},
+		{"a_huge_content_is_cut_at_the_bound", "big.txt", strings.Repeat("line\n", 100_000), preview.KindDiff, preview.Absent,
+			[]string{"+line"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			max := config.Default().Executor.MaxPreviewBytes
+			p, err := reg.Preview(context.Background(), executor.Request{Server: "demo", Tool: "write_file",
+				Arguments: map[string]any{"path": tc.path, "content": tc.content}}, max)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Kind != tc.kind || p.Precondition != tc.pre || p.Truncated != tc.truncated || len(p.Text) > max || p.Digest != preview.Digest(p) {
+				t.Fatalf("kind %q precondition %q truncated %v, %d bytes, digest ok %v", p.Kind, p.Precondition, p.Truncated, len(p.Text), p.Digest == preview.Digest(p))
+			}
+			for _, want := range tc.text {
+				if !strings.Contains(p.Text, want) {
+					t.Fatalf("preview\n%s\nlacks %q", p.Text, want)
+				}
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(sandbox, "new")); !os.IsNotExist(err) {
+		t.Fatalf("a preview changed the sandbox: %v", err)
+	}
+}
+
+func TestThePreviewEndpointNeverFailsACall(t *testing.T) {
+	slow := make(chan struct{})
+	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/pay/preview":
+			if r.Header.Get(executor.HeaderPreview) != "1" {
+				t.Errorf("preview request without %s", executor.HeaderPreview)
+			}
+			fmt.Fprint(w, `{"preview":"charge 12 EUR to card 4242","precondition":"balance-v7"}`)
+		case "/slow/preview":
+			<-slow
+		default:
+			http.Error(w, "the preview endpoint is broken", http.StatusInternalServerError)
+		}
+	}))
+	defer hooks.Close()
+	defer close(slow)
+	e := newTestEnv(t, func(c *config.Config) { c.Executor.PreviewTimeout = 300 * time.Millisecond })
+	e.startExecutor(executor.RegistryFile{Servers: map[string]executor.ServerEntry{"hook": {
+		Webhook: &executor.WebhookConfig{URL: hooks.URL, Secret: testSecret},
+		Tools: map[string]executor.ToolEntry{
+			"pay":    {PreviewURL: hooks.URL + "/pay/preview"},
+			"slow":   {PreviewURL: hooks.URL + "/slow/preview"},
+			"broken": {PreviewURL: hooks.URL + "/broken/preview"},
+			"plain":  {},
+		},
+	}}})
+	api := executorapi.New(e.deps.NC)
+	testenv.Eventually(t, 10*time.Second, "the executor's preview endpoint", func() bool {
+		_, err := api.Preview(context.Background(), toolCall(t, "p0", "hook__plain", nil), time.Second)
+		return err == nil
+	})
+	for _, tc := range []struct {
+		name, tool, text, pre, unavailable string
+	}{
+		{"a_webhook_preview_endpoint_gives_its_text_and_precondition", "hook__pay", "charge 12 EUR to card 4242", "balance-v7", ""},
+		{"a_slow_preview_answers_no_preview_within_the_deadline", "hook__slow", "", "", "did not finish within 300ms"},
+		{"a_failing_preview_answers_no_preview_and_why", "hook__broken", "", "", "the preview endpoint is broken"},
+		{"a_tool_without_a_preview_says_so", "hook__plain", "", "", "declares no preview"},
+		{"an_unknown_server_says_so", "nope__x", "", "", "no server nope"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			p, err := api.Preview(ctx, toolCall(t, "p1", tc.tool, map[string]any{"amount": 12}), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.GetText() != tc.text || p.GetPrecondition() != tc.pre || !strings.Contains(p.GetUnavailable(), tc.unavailable) || (tc.unavailable == "") != (p.GetUnavailable() == "") {
+				t.Fatalf("preview %v", p)
+			}
+		})
+	}
+}
+
+// approveAgainst publishes an approved event that names the preview its
+// reviewers saw and the precondition it was made against.
+func (e *testEnv) approveAgainst(call *airlockv1.ToolCall, p *airlockv1.Preview) {
+	e.t.Helper()
+	e.publish(&airlockv1.Event{
+		EventId: call.CallId + ".approved", AgentId: call.AgentId, CallId: call.CallId, Revision: call.Revision,
+		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"},
+		Body: &airlockv1.Event_Approved{Approved: &airlockv1.Approved{Call: call, ArgumentsDigest: digestOf(e.t, call),
+			PreviewDigest: p.GetDigest(), Precondition: p.GetPrecondition()}},
+	})
+}
+
+func TestAnApprovedCallRunsOnlyAgainstTheWorldItsReviewersSaw(t *testing.T) {
+	e := newTestEnv(t, nil)
+	e.startExecutor(executor.RegistryFile{})
+	sandbox := e.cfg.SandboxDir()
+	file := filepath.Join(sandbox, "notes.txt")
+	api := executorapi.New(e.deps.NC)
+	previewOf := func(t *testing.T, call *airlockv1.ToolCall) *airlockv1.Preview {
+		var p *airlockv1.Preview
+		testenv.Eventually(t, 10*time.Second, "the executor's preview of "+call.CallId, func() bool {
+			var err error
+			p, err = api.Preview(context.Background(), call, 5*time.Second)
+			return err == nil && preview.Has(p)
+		})
+		return p
+	}
+	if err := os.WriteFile(file, []byte("as the reviewer saw it\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("unchanged_it_runs", func(t *testing.T) {
+		call := toolCall(t, "same", "demo__write_file", map[string]any{"path": "notes.txt", "content": "approved text\n"})
+		e.approveAgainst(call, previewOf(t, call))
+		if c := e.end("same").GetCompleted(); c == nil {
+			t.Fatalf("call ended %v, want completed", e.end("same"))
+		}
+		if b, _ := os.ReadFile(file); string(b) != "approved text\n" {
+			t.Fatalf("file holds %q", b)
+		}
+	})
+	t.Run("changed_after_the_preview_it_fails_unrun_and_says_why", func(t *testing.T) {
+		call := toolCall(t, "changed", "demo__write_file", map[string]any{"path": "notes.txt", "content": "nobody saw this diff\n"})
+		p := previewOf(t, call)
+		if err := os.WriteFile(file, []byte("someone else's edit\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		e.approveAgainst(call, p)
+		f := e.end("changed").GetFailed()
+		if f == nil || f.Reason != executor.ReasonPrecondition || f.Outcome != executor.OutcomeError ||
+			!strings.Contains(f.Message, "the world changed since the reviewer looked") || !strings.Contains(f.Message, "approve it on the new preview") {
+			t.Fatalf("call ended %v, want failed %s saying the world changed", e.end("changed"), executor.ReasonPrecondition)
+		}
+		if b, _ := os.ReadFile(file); string(b) != "someone else's edit\n" {
+			t.Fatalf("the call ran against a world nobody saw: file holds %q", b)
+		}
+		e.settled()
+		if got := e.types("changed"); strings.Join(got, ",") != "approved,started,failed" {
+			t.Fatalf("events %v, want approved, started, failed (one end in the ledger)", got)
+		}
+	})
+	t.Run("a_file_created_after_an_absent_preview_fails_unrun", func(t *testing.T) {
+		call := toolCall(t, "absent", "demo__write_file", map[string]any{"path": "fresh.txt", "content": "mine"})
+		p := previewOf(t, call)
+		if p.Precondition != preview.Absent {
+			t.Fatalf("precondition %q, want absent", p.Precondition)
+		}
+		if err := os.WriteFile(filepath.Join(sandbox, "fresh.txt"), []byte("theirs"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		e.approveAgainst(call, p)
+		if f := e.end("absent").GetFailed(); f == nil || !strings.Contains(f.Message, "which is now a file with sha256") {
+			t.Fatalf("call ended %v", e.end("absent"))
+		}
+	})
+	t.Run("a_stripped_precondition_breaks_the_seal", func(t *testing.T) {
+		call := toolCall(t, "stripped", "demo__write_file", map[string]any{"path": "notes.txt", "content": "x"})
+		p := previewOf(t, call)
+		ev := &airlockv1.Event{EventId: "stripped.approved", AgentId: "bot", CallId: "stripped", Revision: 1,
+			Body: &airlockv1.Event_Approved{Approved: &airlockv1.Approved{Call: call, ArgumentsDigest: digestOf(t, call),
+				PreviewDigest: p.GetDigest(), Precondition: p.GetPrecondition()}}}
+		dk, _ := e.deps.DecisionKey()
+		if err := dk.SealDecision(ev); err != nil {
+			t.Fatal(err)
+		}
+		ev.GetApproved().Precondition = ""
+		if _, err := dk.VerifyDecision(ev); err == nil {
+			t.Fatal("an approval whose precondition was removed still verifies")
+		}
+	})
+}
+
+// TestAnMCPToolPreviewsThroughItsDryRunTool: the real filesystem server's
+// get_file_info stands in as write_file's companion dry run; its text is
+// the preview, and a change to the file between the preview and the run
+// fails the approved call unrun.
+func TestAnMCPToolPreviewsThroughItsDryRunTool(t *testing.T) {
+	e := newTestEnv(t, nil)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "plan.txt")
+	writeTestFile(t, file, "first")
+	e.startExecutor(executor.RegistryFile{Servers: map[string]executor.ServerEntry{"fs": {
+		MCP:   &executor.MCPConfig{Command: nodeBin(t, "mcp-server-filesystem"), Args: []string{dir}},
+		Tools: map[string]executor.ToolEntry{"write_file": {PreviewTool: "get_file_info"}},
+	}}})
+	api := executorapi.New(e.deps.NC)
+	call := toolCall(t, "mcpw", "fs__write_file", map[string]any{"path": file, "content": "second, longer"})
+	var p *airlockv1.Preview
+	testenv.Eventually(t, 30*time.Second, "the dry run's preview", func() bool {
+		var err error
+		p, err = api.Preview(context.Background(), call, 20*time.Second)
+		return err == nil && preview.Has(p)
+	})
+	if p.Kind != preview.KindText || !strings.Contains(p.Text, "size") || p.Precondition != preview.OfText(p.Text) {
+		t.Fatalf("preview %v", p)
+	}
+	writeTestFile(t, file, "changed meanwhile, so its size differs")
+	e.approveAgainst(call, p)
+	if f := e.end("mcpw").GetFailed(); f == nil || f.Reason != executor.ReasonPrecondition || !strings.Contains(f.Message, "a dry run answering") {
+		t.Fatalf("call ended %v, want %s", e.end("mcpw"), executor.ReasonPrecondition)
+	}
+	if b, _ := os.ReadFile(file); string(b) != "changed meanwhile, so its size differs" {
+		t.Fatalf("the call ran: file holds %q", b)
+	}
+}
+
+func writeTestFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkDemoWritePreview measures the demo write_file's preview (read,
+// hash, diff) of a file with one changed line, at two sizes.
+func BenchmarkDemoWritePreview(b *testing.B) {
+	for _, lines := range []int{1_000, 20_000} {
+		b.Run(fmt.Sprintf("%d_lines", lines), func(b *testing.B) {
+			sandbox := b.TempDir()
+			reg, err := executor.NewRegistry(executor.RegistryFile{}, executor.RegistryOptions{Sandbox: sandbox, Config: config.Default().Executor})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer reg.Close()
+			var old strings.Builder
+			for i := range lines {
+				fmt.Fprintf(&old, "line %d of the file, long enough to be a typical line of code\n", i)
+			}
+			if err := os.WriteFile(filepath.Join(sandbox, "f.txt"), []byte(old.String()), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			content := strings.Replace(old.String(), fmt.Sprintf("line %d of", lines/2), "changed line of", 1)
+			req := executor.Request{Server: "demo", Tool: "write_file", Arguments: map[string]any{"path": "f.txt", "content": content}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := reg.Preview(context.Background(), req, 32<<10); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,20 @@
+package config
+
+// Suggest tunes `airlock policy suggest` and the console's Suggestions page:
+// when a group of one agent's calls that people kept approving becomes a
+// proposed standing grant. Zero values take the defaults.
+type Suggest struct {
+	// MinApprovals: approvals a group needs (default 5).
+	MinApprovals int `yaml:"min_approvals"`
+	// MinApprovers: distinct people among them (default 2); a requester
+	// confirming their own calls under self-confirmation counts alone.
+	MinApprovers int `yaml:"min_approvers"`
+	// AllowRisks: risks beyond low and medium that may be proposed
+	// ("high", "critical"); none by default.
+	AllowRisks []string `yaml:"allow_risks"`
+	// MinPathDepth: directories a proposed path glob's directory must
+	// have (default 2: /srv/app/*, never /home/**).
+	MinPathDepth int `yaml:"min_path_depth"`
+	// Since: how far back the trail is read, e.g. 720h (default: all of it).
+	Since string `yaml:"since"`
+}
