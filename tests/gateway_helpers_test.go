@@ -50,9 +50,11 @@ func nodeBin(t *testing.T, name string) string {
 //   - patient (agent patientbot, like plain; answers "waiting for approval"
 //     after 2s),
 //   - leaving (agent leaver, like patient; cancels a call nobody waits for
-//     after 2s).
+//     after 2s),
+//   - coder (agent coder, like plain, with run_code: 1s busy, 32 MiB),
+//   - selfcoder (agent selfcoder, like bot, with run_code).
 //
-// For bot and waiter a rule lets the requester confirm fs__write_file.
+// For bot, waiter and selfcoder a rule lets the requester confirm fs__write_file.
 type gatewayEnv struct {
 	dev     *devProcess
 	files   string // the filesystem server's directory
@@ -96,6 +98,8 @@ func startGatewayEnv(t *testing.T) *gatewayEnv {
 		{"plain", "plainbot", ""},
 		{"patient", "patientbot", "answer_within: 2s"},
 		{"leaving", "leaver", "answer_within: 2s, abandon_after: 2s"},
+		{"coder", "coder", "run_code: {enabled: true, busy: 1s, max_memory_mb: 32}"},
+		{"selfcoder", "selfcoder", "on_behalf_of: dana, run_code: {enabled: true}"},
 	} {
 		tok := fmt.Sprintf("%s-token-%d-abcdefghijklmnop", e.name, time.Now().UnixNano())
 		g.tokens[e.name] = tok
@@ -122,7 +126,7 @@ gateway:
 	g.api = g.dev.API(t)
 	nc, _ := g.dev.Admin(t)
 	rules := policyapi.New(nc, testenv.DevFrontendKey(t, g.dev.DataDir), "console")
-	for _, agent := range []string{"bot", "waiter"} {
+	for _, agent := range []string{"bot", "waiter", "selfcoder"} {
 		_, err := rules.PutRule(context.Background(), &airlockv1.PolicyRule{
 			Id: "confirm-" + agent, Priority: 5, Agent: agent, Pattern: "fs__write_file", Effect: "ask",
 			Approvers: []string{"requester"}, Reason: "writes need the user's own confirmation",

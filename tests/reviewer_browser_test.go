@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -288,6 +289,39 @@ func TestReviewerSurfacesResistHostileAgents(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitPending(t, dev, token, other) // another mode is not what was granted: a person decides
+	})
+
+	t.Run("always_allow_holds_a_number_within_the_range_typed", func(t *testing.T) {
+		args := map[string]any{"path": "sizes.txt", "content": "x", "mode": 420}
+		id, err := bot.Submit(sdkCtx, airlock.Call{Tool: "demo__write_file", Args: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitPending(t, dev, token, id)
+		// Typing an end chooses the range (its ends start at the call's 420).
+		do(t, ctx, "type a range's upper end",
+			chromedp.Navigate(dev.HTTPURL+"/grants/new?agent=bot&from="+id),
+			chromedp.WaitVisible(chromedp.ID("grant-form")),
+			chromedp.SendKeys(chromedp.ID("max-1"), kb.End+"0"), // 420 → 4200
+			chromedp.Poll[chromedp.Void](`document.getElementById("grant-scope").textContent.includes("/mode is a number from 420 to 4200")`),
+		)
+		if !value(t, ctx, chromedp.Evaluate[bool](`document.getElementById("rangemode-1").checked`)) {
+			t.Fatal("typing a range's end did not choose the range")
+		}
+		do(t, ctx, "create it", chromedp.Click(chromedp.ID("confirm-grant")), chromedp.WaitVisible(chromedp.ID("grants")))
+		for _, mode := range []float64{420, 4200, 1000.5} {
+			got, err := bot.Do(sdkCtx, airlock.Call{Tool: "demo__write_file", Args: map[string]any{"path": "sizes.txt", "content": "x", "mode": mode}})
+			if err != nil || got.DecidedBy != "policy" {
+				t.Fatalf("mode %v within the range: %+v %v", mode, got, err)
+			}
+		}
+		for _, mode := range []any{4201, 419, "1000"} {
+			other, err := bot.Submit(sdkCtx, airlock.Call{Tool: "demo__write_file", Args: map[string]any{"path": "sizes.txt", "content": "x", "mode": mode}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitPending(t, dev, token, other) // outside the range, or not a number: a person decides
+		}
 	})
 
 	var unexpected []string

@@ -12,9 +12,11 @@ import (
 	"syscall"
 
 	"github.com/airlock-gate/airlock/services/airlock/internal/bench"
+	"github.com/airlock-gate/airlock/services/gateway/codemode"
 )
 
 func main() {
+	codemode.MaybeChild() // a run_code script's sandbox runs as this program's child
 	ctx, stop := signalContext()
 	defer stop()
 	if err := newRootCmd().ExecuteContext(ctx); err != nil {

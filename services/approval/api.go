@@ -61,6 +61,9 @@ func (s *Service) serveAPI(ctx context.Context) (apiServer, error) {
 		{"grants_create", approvalapi.Subject(approvalapi.GrantsCreate), rpc.HandleSealed(log, gate, func() *airlockv1.CreateGrantRequest { return &airlockv1.CreateGrantRequest{} }, timed(s.CreateGrant))},
 		{"grants_list", approvalapi.Subject(approvalapi.GrantsList), rpc.Handle(log, func() *airlockv1.ListGrantsRequest { return &airlockv1.ListGrantsRequest{} }, timed(s.ListGrants))},
 		{"grants_revoke", approvalapi.Subject(approvalapi.GrantsRevoke), rpc.HandleSealed(log, gate, func() *airlockv1.RevokeGrantRequest { return &airlockv1.RevokeGrantRequest{} }, timed(s.RevokeGrant))},
+		{"in_doubt_list", approvalapi.Subject(approvalapi.InDoubtList), rpc.Handle(log, func() *airlockv1.ListInDoubtRequest { return &airlockv1.ListInDoubtRequest{} }, timed(s.ListInDoubt))},
+		{"in_doubt_get", approvalapi.Subject(approvalapi.InDoubtGet), rpc.Handle(log, func() *airlockv1.GetInDoubtRequest { return &airlockv1.GetInDoubtRequest{} }, timed(s.GetInDoubt))},
+		{"in_doubt_resolve", approvalapi.Subject(approvalapi.InDoubtResolve), rpc.HandleSealed(log, gate, func() *airlockv1.ResolveInDoubtRequest { return &airlockv1.ResolveInDoubtRequest{} }, timed(s.ResolveInDoubt))},
 		{"agent_cancel", subject.AgentCancel("*"), s.agentCancel},
 	}
 	for _, e := range endpoints {

@@ -37,6 +37,9 @@ type flight struct {
 	rejoinKey string
 	// rejoined: the entry this request found and follows (nil: a new call).
 	rejoined *clientwait.Rejoin
+	// progress counts the request's progress notifications when several
+	// calls share it (a run_code script's); nil: the call's own.
+	progress *progressCount
 }
 
 func (ep *endpoint) handler(t *tool) mcp.ToolHandler {
@@ -269,7 +272,7 @@ func (w *watch) answered() (*mcp.CallToolResult, error) {
 
 func (w *watch) run(beatFirst bool) {
 	ep, f, ctx := w.ep, w.f, w.ctx
-	tell := newInformer(w.req, ep.g.heartbeat)
+	tell := newInformer(w.req, ep.g.heartbeat, f.progress)
 	if beatFirst {
 		tell.beat(ctx)
 	}
@@ -302,6 +305,10 @@ func (w *watch) run(beatFirst bool) {
 				} else {
 					tell.progress(ctx, fmt.Sprintf("waiting for %s to confirm this call in the console or Slack (this MCP client cannot ask)", ep.cfg.OnBehalfOf))
 				}
+			case f.call.Script != nil && modern(w.req):
+				// A script cannot be answered early and called again: its
+				// call waits for the console or Slack.
+				tell.progress(ctx, fmt.Sprintf("waiting for %s to confirm this call of the script in the console or Slack", ep.cfg.OnBehalfOf))
 			case modern(w.req):
 				// 2026-07-28: the question goes back in the result; the
 				// client asks its person and calls again with the answer.

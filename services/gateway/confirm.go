@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -202,6 +203,9 @@ func (ep *endpoint) elicitParams(f *flight, ar *airlockv1.ApprovalRequested, mod
 	b.WriteString("Arguments:\n")
 	summary, _ := argumentSummary(ar.GetCall().GetArguments().AsMap())
 	b.WriteString(summary)
+	if sc := f.call.Script; sc != nil {
+		b.WriteString(previewText(sc, reasonPreview) + "\n")
+	}
 	if mode == urlMode {
 		b.WriteString("Open the call in airlock's console to approve or reject it.")
 		return &mcp.ElicitParams{Mode: "url", Message: escape.TerminalLines(b.String()), URL: ep.consoleURL(f.call.ID, max(ar.GetCall().GetRevision(), 1)), ElicitationID: f.call.ID}
@@ -280,16 +284,29 @@ func cutJSON(s string, n int) string {
 // gave a progress token, else a ping on the call's stream (sessions before
 // 2026-07-28), so proxies and clients keep the stream open.
 type informer struct {
-	req     *mcp.CallToolRequest
-	token   any
-	n       float64
+	req   *mcp.CallToolRequest
+	token any
+	// n counts the request's progress notifications: shared by the calls
+	// of one run_code request, whose progress must still only increase.
+	n       *progressCount
 	last    string
 	canPing bool
 	every   time.Duration
 }
 
-func newInformer(req *mcp.CallToolRequest, every time.Duration) *informer {
-	return &informer{req: req, token: req.Params.GetProgressToken(), canPing: !modern(req) && req.Session != nil, every: every,
+// progressCount is a request's progress notifications so far.
+type progressCount struct {
+	mu sync.Mutex
+	n  float64
+}
+
+// newInformer informs req's client; n is the request's progress count
+// (nil: this call's own).
+func newInformer(req *mcp.CallToolRequest, every time.Duration, n *progressCount) *informer {
+	if n == nil {
+		n = &progressCount{}
+	}
+	return &informer{req: req, token: req.Params.GetProgressToken(), n: n, canPing: !modern(req) && req.Session != nil, every: every,
 		last: "waiting for the call's outcome"}
 }
 
@@ -298,8 +315,11 @@ func (in *informer) progress(ctx context.Context, msg string) {
 	if in.token == nil || in.req.Session == nil {
 		return
 	}
-	in.n++
-	_ = in.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: in.token, Progress: in.n, Message: escape.Terminal(msg)})
+	// Counted and sent under one lock: the client sees the count increase.
+	in.n.mu.Lock()
+	defer in.n.mu.Unlock()
+	in.n.n++
+	_ = in.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: in.token, Progress: in.n.n, Message: escape.Terminal(msg)})
 }
 
 func (in *informer) beat(ctx context.Context) {

@@ -43,6 +43,8 @@ type endpoint struct {
 	mu     sync.Mutex
 	tools  map[string]*tool // as registered on server
 	hidden map[string]bool  // the profile's verdict per tool, as last asked
+	// codeTools: the tools run_code was last registered with (runcode.go).
+	codeTools []string
 }
 
 // maxBody bounds an HTTP request body (the SDK's own default).
@@ -134,6 +136,7 @@ func (ep *endpoint) sync(ctx context.Context, tools []*tool) bool {
 		}
 		ep.tools[name] = t
 	}
+	ep.syncRunCode()
 	return ok
 }
 

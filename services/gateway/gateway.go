@@ -75,6 +75,9 @@ type Gateway struct {
 	endpoints []*endpoint
 	byName    map[string]*endpoint
 	heartbeat time.Duration
+	// exe is this program, which runs run_code scripts as its children
+	// (its main calls codemode.MaybeChild).
+	exe string
 	// ready is closed once the first catalog sync is done (or given up on).
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -105,6 +108,12 @@ func New(deps svc.Deps) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	for _, cfg := range deps.Config.Gateway.Endpoints {
+		if cfg.RunCode.Enabled && g.exe == "" {
+			if g.exe, err = os.Executable(); err != nil {
+				g.close()
+				return nil, fmt.Errorf("gateway endpoint %s enables run_code, whose scripts run in a child process of this program, but its path is unknown: %w", cfg.Name, err)
+			}
+		}
 		ep, err := g.newEndpoint(cfg)
 		if err != nil {
 			g.close()

@@ -181,6 +181,11 @@ type ToolCall struct {
 	// (a coding agent's hook payload `cwd`): where a relative path or a shell
 	// command takes effect. Shown to reviewers, never trusted.
 	Cwd string `protobuf:"bytes,16,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	// Set by the MCP gateway on each tool call a run_code script made: which
+	// script, which run of it and which of its calls this is, so an auditor
+	// finds every call a script made by its digest. Written by the front-end,
+	// shown to reviewers as context, never trusted for a decision.
+	Script *Script `protobuf:"bytes,40,opt,name=script,proto3" json:"script,omitempty"`
 	// Set by the policy service from the request: true when the agent sent its
 	// request as protojson (Content-Type: application/json). Every event of
 	// this call revision is then stored as protojson too (Event.json), so an
@@ -330,6 +335,13 @@ func (x *ToolCall) GetCwd() string {
 		return x.Cwd
 	}
 	return ""
+}
+
+func (x *ToolCall) GetScript() *Script {
+	if x != nil {
+		return x.Script
+	}
+	return nil
 }
 
 func (x *ToolCall) GetJsonEvents() bool {
@@ -533,12 +545,106 @@ func (x *Decision) GetQueuePerThread() bool {
 	return false
 }
 
+// Script names the run_code script a tool call came from (ToolCall.script).
+type Script struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "sha256:" and the hex SHA-256 of the script's text as the model sent it.
+	Digest string `protobuf:"bytes,1,opt,name=digest,proto3" json:"digest,omitempty"`
+	// One run of the script: a script sent twice is two runs.
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// 1 for the run's first tool call, 2 for its second, and so on.
+	Index uint32 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	// The script's text, on the run's first call only, so it is recorded
+	// once: escaped as agent text (what would not show as itself as \uXXXX;
+	// the digest is of the text as sent) and cut to 16 KiB; size is the
+	// length in bytes of the text as sent.
+	Text string `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	Size uint32 `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`
+	// Static preview (UX only, may be incomplete): the tool calls the script
+	// names literally, one "tools.server__tool({...})" per entry.
+	Preview       []string `protobuf:"bytes,6,rep,name=preview,proto3" json:"preview,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Script) Reset() {
+	*x = Script{}
+	mi := &file_airlock_v1_call_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Script) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Script) ProtoMessage() {}
+
+func (x *Script) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_call_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Script.ProtoReflect.Descriptor instead.
+func (*Script) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_call_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Script) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *Script) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *Script) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *Script) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *Script) GetSize() uint32 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *Script) GetPreview() []string {
+	if x != nil {
+		return x.Preview
+	}
+	return nil
+}
+
 var File_airlock_v1_call_proto protoreflect.FileDescriptor
 
 const file_airlock_v1_call_proto_rawDesc = "" +
 	"\n" +
 	"\x15airlock/v1/call.proto\x12\n" +
-	"airlock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe9\x04\n" +
+	"airlock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\x05\n" +
 	"\bToolCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1b\n" +
@@ -559,7 +665,8 @@ const file_airlock_v1_call_proto_rawDesc = "" +
 	"agent_runs\x18\r \x01(\bR\tagentRuns\x129\n" +
 	"\vannotations\x18\x0e \x01(\v2\x17.google.protobuf.StructR\vannotations\x12/\n" +
 	"\x13annotations_trusted\x18\x0f \x01(\bR\x12annotationsTrusted\x12\x10\n" +
-	"\x03cwd\x18\x10 \x01(\tR\x03cwd\x12\x1f\n" +
+	"\x03cwd\x18\x10 \x01(\tR\x03cwd\x12*\n" +
+	"\x06script\x18( \x01(\v2\x12.airlock.v1.ScriptR\x06script\x12\x1f\n" +
 	"\vjson_events\x182 \x01(\bR\n" +
 	"jsonEvents\"\xbe\x05\n" +
 	"\bDecision\x12*\n" +
@@ -584,7 +691,14 @@ const file_airlock_v1_call_proto_rawDesc = "" +
 	"escalateTo\x12@\n" +
 	"\x0eescalate_after\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\rescalateAfter\x12<\n" +
 	"\fremind_after\x18\x11 \x01(\v2\x19.google.protobuf.DurationR\vremindAfter\x12(\n" +
-	"\x10queue_per_thread\x18( \x01(\bR\x0equeuePerThread*S\n" +
+	"\x10queue_per_thread\x18( \x01(\bR\x0equeuePerThread\"\x8f\x01\n" +
+	"\x06Script\x12\x16\n" +
+	"\x06digest\x18\x01 \x01(\tR\x06digest\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\rR\x05index\x12\x12\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\x12\x12\n" +
+	"\x04size\x18\x05 \x01(\rR\x04size\x12\x18\n" +
+	"\apreview\x18\x06 \x03(\tR\apreview*S\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fACTION_ALLOW\x10\x01\x12\x0f\n" +
@@ -611,31 +725,33 @@ func file_airlock_v1_call_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_v1_call_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_airlock_v1_call_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_airlock_v1_call_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_airlock_v1_call_proto_goTypes = []any{
 	(Action)(0),                   // 0: airlock.v1.Action
 	(Risk)(0),                     // 1: airlock.v1.Risk
 	(*ToolCall)(nil),              // 2: airlock.v1.ToolCall
 	(*Decision)(nil),              // 3: airlock.v1.Decision
-	(*structpb.Struct)(nil),       // 4: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 6: google.protobuf.Duration
+	(*Script)(nil),                // 4: airlock.v1.Script
+	(*structpb.Struct)(nil),       // 5: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 7: google.protobuf.Duration
 }
 var file_airlock_v1_call_proto_depIdxs = []int32{
-	4, // 0: airlock.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
-	5, // 1: airlock.v1.ToolCall.created_at:type_name -> google.protobuf.Timestamp
-	4, // 2: airlock.v1.ToolCall.annotations:type_name -> google.protobuf.Struct
-	0, // 3: airlock.v1.Decision.action:type_name -> airlock.v1.Action
-	1, // 4: airlock.v1.Decision.risk:type_name -> airlock.v1.Risk
-	6, // 5: airlock.v1.Decision.timeout:type_name -> google.protobuf.Duration
-	5, // 6: airlock.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
-	6, // 7: airlock.v1.Decision.escalate_after:type_name -> google.protobuf.Duration
-	6, // 8: airlock.v1.Decision.remind_after:type_name -> google.protobuf.Duration
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	5,  // 0: airlock.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
+	6,  // 1: airlock.v1.ToolCall.created_at:type_name -> google.protobuf.Timestamp
+	5,  // 2: airlock.v1.ToolCall.annotations:type_name -> google.protobuf.Struct
+	4,  // 3: airlock.v1.ToolCall.script:type_name -> airlock.v1.Script
+	0,  // 4: airlock.v1.Decision.action:type_name -> airlock.v1.Action
+	1,  // 5: airlock.v1.Decision.risk:type_name -> airlock.v1.Risk
+	7,  // 6: airlock.v1.Decision.timeout:type_name -> google.protobuf.Duration
+	6,  // 7: airlock.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
+	7,  // 8: airlock.v1.Decision.escalate_after:type_name -> google.protobuf.Duration
+	7,  // 9: airlock.v1.Decision.remind_after:type_name -> google.protobuf.Duration
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_call_proto_init() }
@@ -649,7 +765,7 @@ func file_airlock_v1_call_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_call_proto_rawDesc), len(file_airlock_v1_call_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

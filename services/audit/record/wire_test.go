@@ -2,6 +2,7 @@ package record
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,7 +39,8 @@ func wireCorpus(t *testing.T) []*airlockv1.Event {
 	nested.Fields["nan"] = structpb.NewNumberValue(math.NaN())
 	nested.Fields["inf"] = structpb.NewNumberValue(math.Inf(-1))
 	nested.Fields["nokind"] = &structpb.Value{}
-	call := &airlockv1.ToolCall{CallId: "c1", AgentId: "bot", ThreadId: "th", OnBehalfOf: "carol", Server: "fs", Tool: "write", Arguments: nested, Revision: 2, Reason: "why"}
+	call := &airlockv1.ToolCall{CallId: "c1", AgentId: "bot", ThreadId: "th", OnBehalfOf: "carol", Server: "fs", Tool: "write", Arguments: nested, Revision: 2, Reason: "why",
+		Script: &airlockv1.Script{Digest: scriptDigest, RunId: "run_1", Index: 1, Text: "await tools.fs__write({path: \"/etc/x\"})\n\u202e", Size: 40, Preview: []string{"tools.fs__write({\"path\":\"/etc/x\"}) at line 1"}}}
 	dec := func(redact ...string) *airlockv1.Decision {
 		return &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, Reason: "r", RuleId: "rule", Risk: airlockv1.Risk_RISK_HIGH, Redact: redact,
 			Approvers: []string{"group:x", "bob"}, Quorum: 2, Timeout: durationpb.New(90 * time.Second), PolicyRevision: "p", DecisionId: "d", ArgumentsDigest: "dg", GrantId: "g"}
@@ -177,6 +179,32 @@ func TestWireRowIsTheGenericRow(t *testing.T) {
 		}
 		if d := DifferentColumns(&got, &want); len(d) > 0 {
 			t.Fatalf("%s (%s): wire row differs in %v:\n got %+v\nwant %+v", ev.GetEventId(), want.Type, d, got, want)
+		}
+	}
+}
+
+const scriptDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// TestTheAuditRecordKeepsTheScriptACallNames: an auditor finds a run_code
+// script's calls by its digest, and its text on the run's first call, in
+// the row's payload on both build paths.
+func TestTheAuditRecordKeepsTheScriptACallNames(t *testing.T) {
+	ev := wireCorpus(t)[0] // requested, naming a script
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Msg{Seq: 1, Time: time.Unix(1_700_000_000, 0), Subject: "airlock.evt.bot.c1.requested", Data: data}
+	base := Row{Seq: 1, Time: m.Time.UTC(), Agent: "bot", Call: "c1", Type: "requested"}
+	wire := base
+	if !buildWire(&wire, data, nil) {
+		t.Fatal("the wire path refused a requested event")
+	}
+	for name, row := range map[string]Row{"wire": wire, "generic": buildGeneric(base, m)} {
+		for _, want := range []string{`"script":`, scriptDigest, `"run_id":"run_1"`, `"index":1`, `await tools.fs__write`} {
+			if !strings.Contains(row.Payload, want) {
+				t.Errorf("%s: the payload lacks %s: %s", name, want, row.Payload)
+			}
 		}
 	}
 }

@@ -100,6 +100,7 @@ func BucketConfigs(cfg config.Buckets) []jetstream.KeyValueConfig {
 		slackSeen(mk(cfg.SlackSeen, "Slack interactions already handled and cards already posted")),
 		withTTL(mk(cfg.ClientWaits, "MCP gateway calls a client was told to call again, and whether a client waits for each"), ClientWaitsTTL),
 		withTTL(mk(cfg.TeamsSeen, "Teams activities already handled and cards already posted"), TeamsSeenTTL),
+		mk(cfg.InDoubt, "calls that ended in doubt (failed, indeterminate) and whether a person says they happened"),
 	}
 }
 

@@ -61,6 +61,27 @@ type GatewayEndpoint struct {
 	// client has waited for it for this long (0, the default: it stays
 	// pending until its deadline, and a reviewer sees that nobody waits).
 	AbandonAfter time.Duration `yaml:"abandon_after"`
+	// RunCode offers the endpoint's client the run_code tool (code mode,
+	// seed 001): a script calling the endpoint's tools, each call decided by
+	// policy as if the client made it. Off unless enabled.
+	RunCode RunCode `yaml:"run_code"`
+}
+
+// RunCode configures an endpoint's run_code tool; zero limits take the
+// sandbox's defaults (10m timeout, 5s busy, 50 calls, 64 KiB script,
+// 64 KiB output, 128 MiB memory growth).
+type RunCode struct {
+	Enabled bool `yaml:"enabled"`
+	// Timeout bounds a whole run, waits for people included; Busy the time
+	// the script itself runs between its awaits.
+	Timeout time.Duration `yaml:"timeout"`
+	Busy    time.Duration `yaml:"busy"`
+	// MaxCalls bounds the tool calls of one run.
+	MaxCalls       int `yaml:"max_calls"`
+	MaxScriptBytes int `yaml:"max_script_bytes"`
+	MaxOutputBytes int `yaml:"max_output_bytes"`
+	// MaxMemoryMB bounds how much the heap may grow while a script runs.
+	MaxMemoryMB int `yaml:"max_memory_mb"`
 }
 
 // DefaultAnswerWithin is AnswerWithin when it is not set.

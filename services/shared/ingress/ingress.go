@@ -33,6 +33,11 @@ const (
 	MaxThreadLen = 128
 	// MaxPathLen bounds the working directory (Linux's PATH_MAX).
 	MaxPathLen = 4096
+	// MaxScriptText bounds the script text a call records (ToolCall.script),
+	// MaxScriptPreview its static preview's entries and their total bytes.
+	MaxScriptText    = 16 << 10
+	MaxScriptPreview = 50
+	MaxPreviewBytes  = 8 << 10
 )
 
 // Limits on how deeply a call's arguments (and annotations, and a report's
@@ -273,7 +278,41 @@ func report(ref callref.Ref, rep *airlockv1.Reported, maxDepth int) (*Report, *R
 	if d := rep.GetLatency(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
 		return nil, refuse("reported latency must be a non-negative duration")
 	}
+	if why := snapshotProblem(rep.GetSnapshot()); why != "" {
+		return nil, refuse("reported snapshot %s", why)
+	}
 	return &Report{Ref: ref, Body: rep}, nil
+}
+
+// Bounds of a reported snapshot (agent text: every field is shown).
+const (
+	MaxSnapshotPaths    = 50
+	MaxSnapshotPathLen  = 4096
+	MaxSnapshotNoteLen  = MaxReasonLen
+	maxSnapshotRefBytes = 4096
+)
+
+// snapshotProblem says what is wrong with a reported snapshot, "" when
+// nothing (or none was reported).
+func snapshotProblem(s *airlockv1.Snapshot) string {
+	switch {
+	case s == nil:
+		return ""
+	case s.GetKind() != "git" && s.GetKind() != "copy":
+		return "kind must be git or copy"
+	case len(s.GetPaths()) > MaxSnapshotPaths:
+		return fmt.Sprintf("lists %d paths: list at most %d and count the rest in more", len(s.GetPaths()), MaxSnapshotPaths)
+	case len(s.GetNote()) > MaxSnapshotNoteLen:
+		return fmt.Sprintf("note is over %d bytes", MaxSnapshotNoteLen)
+	case len(s.GetRoot()) > maxSnapshotRefBytes || len(s.GetRef()) > maxSnapshotRefBytes || len(s.GetBefore()) > 64 || len(s.GetAfter()) > 64:
+		return "root, ref or commit is too long"
+	}
+	for _, p := range s.GetPaths() {
+		if len(p) > MaxSnapshotPathLen {
+			return fmt.Sprintf("path is over %d bytes", MaxSnapshotPathLen)
+		}
+	}
+	return ""
 }
 
 // Call validates and normalizes a call's own fields, its arguments nested
@@ -319,6 +358,9 @@ func checkCall(call *airlockv1.ToolCall, maxDepth int) *Refusal {
 	}
 	if strings.IndexFunc(call.Cwd, unicode.IsControl) >= 0 || len(call.Cwd) > MaxPathLen {
 		return refuse("cwd must be at most %d bytes without control characters", MaxPathLen)
+	}
+	if r := checkScript(call.Script); r != nil {
+		return r
 	}
 	if call.Arguments == nil {
 		call.Arguments = &structpb.Struct{Fields: map[string]*structpb.Value{}}
@@ -436,3 +478,32 @@ func InvalidEvent(subj string, intakeSeq uint64, revision uint32, data []byte, r
 		Body:     &airlockv1.Event_Invalid{Invalid: &airlockv1.Invalid{Reason: r.Reason, RawExcerpt: excerpt}},
 	}
 }
+
+// checkScript bounds the run_code script a call names (nil: none).
+func checkScript(s *airlockv1.Script) *Refusal {
+	if s == nil {
+		return nil
+	}
+	if !scriptDigest.MatchString(s.Digest) {
+		return refuse("script.digest must be \"sha256:\" and 64 lowercase hex digits")
+	}
+	if err := ids.Validate("script run id", s.RunId); err != nil {
+		return refuse("%v", err)
+	}
+	if s.Index == 0 {
+		return refuse("script.index counts the script's calls from 1")
+	}
+	if len(s.Text) > MaxScriptText || !utf8.ValidString(s.Text) {
+		return refuse("script.text must be valid UTF-8 of at most %d bytes: cut it (script.size keeps its whole length)", MaxScriptText)
+	}
+	total := 0
+	for _, p := range s.Preview {
+		total += len(p)
+	}
+	if len(s.Preview) > MaxScriptPreview || total > MaxPreviewBytes {
+		return refuse("script.preview must have at most %d entries of %d bytes in all", MaxScriptPreview, MaxPreviewBytes)
+	}
+	return nil
+}
+
+var scriptDigest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)

@@ -54,6 +54,30 @@ func TestCallRefusesControlCharactersInThreadAndPrincipal(t *testing.T) {
 	}
 }
 
+func TestCallBoundsTheScriptItNames(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	for _, c := range []struct {
+		name   string
+		script *airlockv1.Script
+		ok     bool
+	}{
+		{"a_script_with_digest_run_and_index_is_accepted", &airlockv1.Script{Digest: digest, RunId: "run_1", Index: 1, Text: "return 1", Preview: []string{"tools.fs__read()"}}, true},
+		{"a_digest_of_another_form_is_refused", &airlockv1.Script{Digest: "md5:abc", RunId: "run_1", Index: 1}, false},
+		{"a_run_id_with_other_characters_is_refused", &airlockv1.Script{Digest: digest, RunId: "../run", Index: 1}, false},
+		{"index_zero_is_refused", &airlockv1.Script{Digest: digest, RunId: "run_1"}, false},
+		{"a_text_over_the_limit_is_refused", &airlockv1.Script{Digest: digest, RunId: "run_1", Index: 1, Text: strings.Repeat("x", MaxScriptText+1)}, false},
+		{"a_text_that_is_not_utf8_is_refused", &airlockv1.Script{Digest: digest, RunId: "run_1", Index: 1, Text: "\xff"}, false},
+		{"a_preview_over_the_limit_is_refused", &airlockv1.Script{Digest: digest, RunId: "run_1", Index: 1, Preview: []string{strings.Repeat("p", MaxPreviewBytes+1)}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := Call(&airlockv1.ToolCall{AgentId: "a", CallId: "c", Tool: "fs__read_file", Script: c.script})
+			if (r == nil) != c.ok {
+				t.Fatalf("refusal %v, want accepted=%v", r, c.ok)
+			}
+		})
+	}
+}
+
 func TestRequestRefusals(t *testing.T) {
 	nan, _ := proto.Marshal(&airlockv1.Event{Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{
 		Call: &airlockv1.ToolCall{Tool: "demo__echo", Arguments: &structpb.Struct{Fields: map[string]*structpb.Value{

@@ -1,0 +1,35 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/airlock-gate/airlock/services/gateway/codemode"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
+)
+
+func TestAScriptIsRecordedOnceEscapedAndBounded(t *testing.T) {
+	src := "await tools.fs__write({path: \"a\u202e.txt\\x1b[2J\"}); // \u202e\x1b[31m\n" + strings.Repeat("//x\n", 10000)
+	run := newScriptRun(src)
+	first, second := run.ref(1), run.ref(2)
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{
+		{"the_digest_is_of_the_script_as_sent", first.GetDigest() == codemode.Digest(src) && second.GetDigest() == first.GetDigest()},
+		{"the_first_call_carries_the_text_and_no_other_does", first.GetText() != "" && second.GetText() == ""},
+		{"the_text_shows_what_would_not_show_as_itself_escaped", !strings.ContainsAny(first.GetText(), "\u202e\x1b") && strings.Contains(first.GetText(), `\u202e`)},
+		{"the_text_is_cut_to_the_limit_and_keeps_the_whole_size", len(first.GetText()) <= ingress.MaxScriptText && int(first.GetSize()) == len(src)},
+		{"the_preview_is_escaped_too", len(first.GetPreview()) == 1 && !strings.ContainsAny(first.GetPreview()[0], "\u202e\x1b")},
+		{"the_calls_are_counted", first.GetIndex() == 1 && second.GetIndex() == 2 && first.GetRunId() == second.GetRunId()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if !c.ok {
+				t.Fatalf("first %+v\nsecond %+v", first, second)
+			}
+		})
+	}
+	if text := previewText(second, reasonPreview); !strings.Contains(text, "may be incomplete") || !strings.Contains(text, "fs__write") {
+		t.Fatalf("the preview as reviewers see it: %q", text)
+	}
+}
