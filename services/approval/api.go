@@ -311,14 +311,12 @@ func (s *Service) List(_ context.Context, req *airlockv1.ListRequest) (*airlockv
 	for _, st := range req.GetStates() {
 		states[st] = true
 	}
-	recs := s.index.selectRecords(func(r *airlockv1.ApprovalRecord) bool {
+	recs := s.index.page(req.GetAgentId(), after, limit, func(r *airlockv1.ApprovalRecord) bool {
 		c := r.GetCall()
 		return (len(states) == 0 || states[r.GetState()]) &&
-			(req.GetAgentId() == "" || c.GetAgentId() == req.GetAgentId()) &&
 			(req.GetThreadId() == "" || c.GetThreadId() == req.GetThreadId()) &&
 			(req.GetTool() == "" || c.GetTool() == req.GetTool() || c.GetServer()+"__"+c.GetTool() == req.GetTool()) &&
-			r.GetDecision().GetRisk() >= req.GetMinRisk() &&
-			(after == nil || after.before(r))
+			r.GetDecision().GetRisk() >= req.GetMinRisk()
 	})
 	resp := &airlockv1.ListResponse{}
 	budget, size := s.listReplyBytes(), 0
@@ -354,16 +352,10 @@ func (s *Service) listReplyBytes() int {
 }
 
 // pagePos is where a list page ended: the last record's creation time and
-// key. Lists are ordered newest first, then by key (index.selectRecords).
+// key. Lists are ordered newest first, then by key (index.page).
 type pagePos struct {
 	created int64
 	key     string
-}
-
-// before reports whether rec comes after the position in list order.
-func (p *pagePos) before(rec *airlockv1.ApprovalRecord) bool {
-	c := rec.GetCreatedAt().AsTime().UnixNano()
-	return c < p.created || c == p.created && domain.RefOf(rec).Key() > p.key
 }
 
 func pageTokenOf(rec *airlockv1.ApprovalRecord) string {

@@ -172,11 +172,7 @@ func (s *Service) supersedeBy(ctx context.Context, call *airlockv1.ToolCall) err
 // once the agent submitted a new revision, only that one may run.
 func (s *Service) supersede(ctx context.Context, rec *airlockv1.ApprovalRecord) error {
 	ref := domain.RefOf(rec)
-	older := s.index.selectRecords(func(r *airlockv1.ApprovalRecord) bool {
-		o := domain.RefOf(r)
-		return o.CallKey() == ref.CallKey() && o.Rev < ref.Rev && r.GetState() == domain.Pending
-	})
-	for _, o := range older {
+	for _, o := range s.index.earlierPending(ref) {
 		by := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"}
 		reason := fmt.Sprintf("superseded by revision %d", ref.Rev)
 		key := domain.RefOf(o).Key()

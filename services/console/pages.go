@@ -88,11 +88,11 @@ func filterFrom(c echo.Context) inboxFilter {
 
 func (con *Console) inboxPage(c echo.Context) error {
 	f := filterFrom(c)
-	recs, err := con.use.pending(c.Request().Context(), f)
+	recs, more, err := con.use.pending(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}
-	v := &inboxView{layout: layout{Title: "Inbox"}, Filter: f}
+	v := &inboxView{layout: layout{Title: "Inbox"}, Filter: f, More: more, Page: inboxPage}
 	v.Rows, v.Others, v.Count, v.OtherCount = con.inboxRows(principal(c), recs)
 	return con.render(c, http.StatusOK, "inbox", v)
 }
@@ -105,7 +105,7 @@ func (con *Console) inboxEvents(c echo.Context) error {
 	f := filterFrom(c)
 	ch, cancel := con.feed.subscribe()
 	defer cancel()
-	recs, err := con.use.pending(c.Request().Context(), f)
+	recs, _, err := con.use.pending(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}

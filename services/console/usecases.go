@@ -102,14 +102,23 @@ func (u *useCases) list(ctx context.Context, states []airlockv1.ApprovalState, f
 	return out, nil
 }
 
-// pending lists the calls waiting for a decision, newest first.
-func (u *useCases) pending(ctx context.Context, f inboxFilter) ([]*airlockv1.ApprovalRecord, error) {
-	recs, err := u.list(ctx, []airlockv1.ApprovalState{airlockv1.ApprovalState_APPROVAL_STATE_PENDING}, f, 500)
+// inboxPage is how many calls the inbox shows at first, newest first: what
+// it costs to open stays the same however many calls wait (airlock bench
+// pending); its filters reach the others.
+const inboxPage = 100
+
+// pending lists the newest inboxPage calls waiting for a decision, newest
+// first; more reports that others wait too.
+func (u *useCases) pending(ctx context.Context, f inboxFilter) (recs []*airlockv1.ApprovalRecord, more bool, err error) {
+	recs, err = u.list(ctx, []airlockv1.ApprovalState{airlockv1.ApprovalState_APPROVAL_STATE_PENDING}, f, inboxPage+1)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	sort.SliceStable(recs, func(i, j int) bool { return createdAt(recs[i]).After(createdAt(recs[j])) })
-	return recs, nil
+	if len(recs) > inboxPage {
+		recs, more = recs[:inboxPage], true
+	}
+	return recs, more, nil
 }
 
 func createdAt(rec *airlockv1.ApprovalRecord) time.Time {

@@ -441,6 +441,9 @@ type inboxView struct {
 	// are those someone else must decide, OtherCount how many.
 	Rows, Others      template.HTML
 	Count, OtherCount int
+	// More: other calls wait beyond the first Page shown.
+	More bool
+	Page int
 }
 
 // threadPreview is what "approve all of this thread" will approve,

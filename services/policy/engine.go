@@ -488,6 +488,19 @@ func (e *Engine) changed(ctx context.Context, id, change, prevRev, newRev string
 	}
 }
 
+// DecideNow implements SettledDecider: the policy's allow or deny, or nil
+// for a call it asks about (a standing grant may answer that, and spending
+// one must follow the recording of the revision). A decision it returns is
+// offered to a candidate in shadow, as Decide's are.
+func (e *Engine) DecideNow(ctx context.Context, call *airlockv1.ToolCall) *airlockv1.Decision {
+	d, err := e.cur.Load().Evaluate(ctx, call, time.Now())
+	if err != nil || d.GetAction() == airlockv1.Action_ACTION_ASK {
+		return nil // Decide logs the failure and denies
+	}
+	e.shadow.Offer(call, d)
+	return d
+}
+
 // Decide implements Decider: the Rego decision, then for an ask a standing
 // grant that applies turns it into an allow naming the grant. A deny is
 // never overridden. Spending a grant's use is a compare-and-set on the

@@ -41,6 +41,7 @@ why each goal is what it is.`,
 		newFanoutCmd(env),
 		newSDKCmd(env),
 		newSDKAgentCmd(),
+		newPendingCmd(env),
 	)
 	return cmd
 }
