@@ -362,3 +362,46 @@ func TestReplayDropsASuggestionThatWouldAllowARefusedCall(t *testing.T) {
 		t.Fatalf("violations %+v: want the rejected call", v)
 	}
 }
+
+// The proof covers the whole recorded history, not only the window the
+// evidence is read from (--since, policy.suggest.since): a write people
+// rejected before the window still drops a grant that would allow it.
+func TestSuggestionsAreProvenOverTheWholeHistoryNotOnlyTheEvidenceWindow(t *testing.T) {
+	w := newLearnWorld(t)
+	refused := w.submit("notes-bot", "fs", "write_file", map[string]any{"path": "/srv/notes/passwords.md", "content": "everything"})
+	if err := w.gen.settle(context.Background(), refused, always(reject), &historyStats{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitForEvent(t, w.deps.JS, "airlock.evt.notes-bot."+refused.CallId+".>", subject.Rejected, 5*time.Second)
+	window := time.Now().UTC()
+	w.record([]historyKind{{weight: 1, agent: "notes-bot", server: "fs", tool: "write_file", args: func(r *rand.Rand) map[string]any {
+		return map[string]any{"path": fmt.Sprintf("/srv/notes/%d.md", r.IntN(50)), "content": fmt.Sprintf("note %d", r.IntN(1000))}
+	}, verdict: always(approve)}}, 8)
+
+	since := window.Format(time.RFC3339Nano)
+	out, err := runCLI(context.Background(), t, "policy", "suggest", "--nats", w.cfg.NATS.URL, "--since", since, "--json")
+	if err != nil {
+		t.Fatalf("policy suggest --since %s: %v\n%s", since, err, out)
+	}
+	var got struct {
+		Suggestions []struct {
+			Scope string `json:"scope"`
+		} `json:"suggestions"`
+		Dropped []struct {
+			Proof struct {
+				Violations []struct {
+					Call string `json:"call_id"`
+				} `json:"violations"`
+			} `json:"proof"`
+		} `json:"dropped"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("policy suggest --json printed no JSON: %v\n%s", err, out)
+	}
+	if len(got.Suggestions) != 0 {
+		t.Errorf("suggested %+v although it would allow the write %s people rejected before the window", got.Suggestions, refused.CallId)
+	}
+	if len(got.Dropped) != 1 || len(got.Dropped[0].Proof.Violations) != 1 || got.Dropped[0].Proof.Violations[0].Call != refused.CallId {
+		t.Errorf("dropped %+v: want the proposal dropped by replay for the rejected write %s", got.Dropped, refused.CallId)
+	}
+}
