@@ -405,3 +405,66 @@ func TestSuggestionsAreProvenOverTheWholeHistoryNotOnlyTheEvidenceWindow(t *test
 		t.Errorf("dropped %+v: want the proposal dropped by replay for the rejected write %s", got.Dropped, refused.CallId)
 	}
 }
+
+// Risk is a property of each call (the highest any matching rule assigns),
+// not of the rule that asks: a group whose first approvals were medium
+// risk and whose later ones were high is not proposed, so a grant never
+// answers for high-risk calls people happened to approve.
+func TestSuggestionsAreNotProposedWhenAnyApprovedCallOfTheGroupWasHighRisk(t *testing.T) {
+	w := newLearnWorld(t)
+	admin := w.signIn("root")
+	rule := `{"id":"notes-keys","priority":150,"server":"fs","tool":"write_file","args":{"/path":"/srv/notes/keys/*"},"effect":"ask","risk":"high","reason":"key material"}`
+	req, _ := http.NewRequest(http.MethodPost, w.base+"/api/v1/rules", strings.NewReader(rule))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-CSRF-Token", admin.csrf)
+	resp, err := admin.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("put the risk rule: %d", resp.StatusCode)
+	}
+	notes := func(dir string) []historyKind {
+		return []historyKind{{weight: 1, agent: "notes-bot", server: "fs", tool: "write_file", args: func(r *rand.Rand) map[string]any {
+			return map[string]any{"path": fmt.Sprintf("/srv/notes/%s%d.md", dir, r.IntN(50)), "content": fmt.Sprintf("note %d", r.IntN(1000))}
+		}, verdict: always(approve)}}
+	}
+	testenv.Eventually(t, 5*time.Second, "the risk rule in force", func() bool {
+		c := w.submit("probe-bot", "fs", "write_file", map[string]any{"path": "/srv/notes/keys/probe.md"})
+		ev := testenv.WaitForEvent(t, w.deps.JS, "airlock.evt.probe-bot."+c.CallId+".>", subject.ApprovalRequested, 5*time.Second)
+		return ev.GetApprovalRequested().GetDecision().GetRisk() == airlockv1.Risk_RISK_HIGH
+	})
+	w.record(notes(""), 6)
+	w.record(notes("keys/"), 2)
+
+	out, err := runCLI(context.Background(), t, "policy", "suggest", "--nats", w.cfg.NATS.URL, "--json")
+	if err != nil {
+		t.Fatalf("policy suggest: %v\n%s", err, out)
+	}
+	var got struct {
+		Suggestions []struct {
+			Agent string `json:"agent_id"`
+			Scope string `json:"scope"`
+		} `json:"suggestions"`
+		Skipped []struct {
+			Agent string `json:"agent_id"`
+			Why   string `json:"why"`
+		} `json:"skipped"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("policy suggest --json printed no JSON: %v\n%s", err, out)
+	}
+	for _, s := range got.Suggestions {
+		if s.Agent == "notes-bot" {
+			t.Errorf("proposed %q although two of its approvals were high risk", s.Scope)
+		}
+	}
+	skipped := false
+	for _, s := range got.Skipped {
+		skipped = skipped || s.Agent == "notes-bot" && strings.Contains(s.Why, "risk is high")
+	}
+	if !skipped {
+		t.Errorf("notes-bot's writes are not reported as skipped for their risk: %+v", got.Skipped)
+	}
+}

@@ -276,7 +276,13 @@ func propose(all []Call, cfg Config) (Suggestion, string) {
 		return Suggestion{}, "never approved as asked"
 	}
 	first := g[0]
-	risk := calls.RiskName(first.Decision.GetRisk())
+	// Risk is each call's (the highest any matching rule assigns), not the
+	// asking rule's: the group is as risky as its riskiest approval.
+	highest := first.Decision.GetRisk()
+	for _, c := range g {
+		highest = max(highest, c.Decision.GetRisk())
+	}
+	risk := calls.RiskName(highest)
 	if (risk == "high" || risk == "critical") && !slices.Contains(cfg.AllowRisks, risk) {
 		return Suggestion{}, fmt.Sprintf("its risk is %s: such calls are not proposed unless configured", risk)
 	}
