@@ -414,16 +414,8 @@ func TestSuggestionsAreNotProposedWhenAnyApprovedCallOfTheGroupWasHighRisk(t *te
 	w := newLearnWorld(t)
 	admin := w.signIn("root")
 	rule := `{"id":"notes-keys","priority":150,"server":"fs","tool":"write_file","args":{"/path":"/srv/notes/keys/*"},"effect":"ask","risk":"high","reason":"key material"}`
-	req, _ := http.NewRequest(http.MethodPost, w.base+"/api/v1/rules", strings.NewReader(rule))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-CSRF-Token", admin.csrf)
-	resp, err := admin.c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("put the risk rule: %d", resp.StatusCode)
+	if status, body := admin.apiJSON(http.MethodPost, "/api/v1/rules", rule); status != http.StatusOK {
+		t.Fatalf("put the risk rule: %d %s", status, body)
 	}
 	notes := func(dir string) []historyKind {
 		return []historyKind{{weight: 1, agent: "notes-bot", server: "fs", tool: "write_file", args: func(r *rand.Rand) map[string]any {
@@ -466,5 +458,105 @@ func TestSuggestionsAreNotProposedWhenAnyApprovedCallOfTheGroupWasHighRisk(t *te
 	}
 	if !skipped {
 		t.Errorf("notes-bot's writes are not reported as skipped for their risk: %+v", got.Skipped)
+	}
+}
+
+// apiJSON sends a JSON request with the session's anti-forgery token.
+func (s *session) apiJSON(method, path, body string) (int, string) {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.base+path, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-CSRF-Token", s.csrf)
+	resp, err := s.c.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// agentSubmit submits a call with an agent token through the console's
+// agent API and returns it as the policy sees it.
+func (w *learnWorld) agentSubmit(token, agent, server, tool string, args map[string]any) *airlockv1.ToolCall {
+	w.t.Helper()
+	body, _ := json.Marshal(map[string]any{"server": server, "tool": tool, "arguments": args})
+	req, _ := http.NewRequest(http.MethodPost, w.base+"/api/v1/calls", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		CallID string `json:"call_id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusAccepted {
+		w.t.Fatalf("submit as %s: %d %v", agent, resp.StatusCode, err)
+	}
+	return &airlockv1.ToolCall{AgentId: agent, CallId: out.CallID, Revision: 1}
+}
+
+// A group of one requester's calls under a rule that lets requesters
+// confirm their own is evidence about that person's calls only: when a
+// reviewer approved some of them too, the suggestion is still that
+// requester's to adopt (a grant they make allows only calls made for
+// them), never an admin's grant that would allow the same agent's calls
+// made for anyone else without that person confirming them.
+func TestASelfConfirmedGroupNeverBecomesAGrantForOtherRequesters(t *testing.T) {
+	w := newLearnWorld(t)
+	root := w.signIn("root")
+	if status, body := root.apiJSON(http.MethodPost, "/api/v1/rules", `{"id":"own-notes","priority":1,"server":"notes","tool":"append_note","effect":"ask","risk":"medium","approvers":["requester","group:reviewers"],"reason":"the requester confirms"}`); status != http.StatusOK {
+		t.Fatalf("put the rule: %d %s", status, body)
+	}
+	token := func(person string) string {
+		status, body := root.apiJSON(http.MethodPost, "/api/v1/tokens", `{"name":"team-`+person+`","kind":"agent","agent_id":"team-bot","on_behalf_of":"`+person+`"}`)
+		var out struct {
+			Token string `json:"token"`
+		}
+		if status != http.StatusCreated || json.Unmarshal([]byte(body), &out) != nil || out.Token == "" {
+			t.Fatalf("agent token for %s: %d %s", person, status, body)
+		}
+		return out.Token
+	}
+	alice, carol := token("alice"), token("carol")
+	testenv.Eventually(t, 5*time.Second, "the rule in force", func() bool {
+		c := w.submit("probe-bot", "notes", "append_note", map[string]any{"book": "probe"})
+		ev := testenv.WaitForEvent(t, w.deps.JS, "airlock.evt.probe-bot."+c.CallId+".>", subject.ApprovalRequested, 5*time.Second)
+		return ev.GetApprovalRequested().GetDecision().GetRuleId() == "own-notes"
+	})
+	args := map[string]any{"book": "standup"}
+	for i := range 6 {
+		c := w.agentSubmit(alice, "team-bot", "notes", "append_note", args)
+		if got := w.decisionOf(c); got != subject.ApprovalRequested {
+			t.Fatalf("call %d: %s, want asked", i, got)
+		}
+		by := []string{"alice", "bob"}[i%2] // alice confirms her own, bob reviews
+		req := &airlockv1.DecideRequest{AgentId: c.AgentId, CallId: c.CallId, Kind: approve,
+			Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: by, Channel: "console"}}
+		testenv.Eventually(t, 5*time.Second, "call "+c.CallId+" approved by "+by, func() bool {
+			resp, err := w.api.Decide(context.Background(), req)
+			return err == nil && resp.GetChanged()
+		})
+	}
+	var s suggest.Suggestion
+	for _, x := range w.report().Suggestions {
+		if x.Agent == "team-bot" {
+			s = x
+		}
+	}
+	if s.ID == "" {
+		t.Fatalf("no suggestion for team-bot's confirmed notes: %+v", w.report().Skipped)
+	}
+	status, body := root.post("/suggestions/"+s.ID+"/adopt", url.Values{})
+	if status == http.StatusSeeOther {
+		t.Errorf("an admin adopted the suggestion drawn from alice's own calls (requester %q)", s.Requester)
+	}
+	if got := w.decisionOf(w.agentSubmit(carol, "team-bot", "notes", "append_note", args)); got != subject.ApprovalRequested {
+		t.Errorf("team-bot's call for carol: %s, want carol asked to confirm it (adopt answered %d %s)", got, status, body)
 	}
 }
