@@ -62,7 +62,9 @@ func newScriptRun(src string) *scriptRun {
 	if err == nil {
 		r.more = more
 		for _, p := range planned {
-			r.preview = append(r.preview, escape.Visible(fmt.Sprintf("tools.%s(%s) at line %d", p.Tool, cutJSON(p.Args, previewArgsBytes), p.Line)))
+			// One line each, on every surface: a tool name the script
+			// wrote (tools["a\nb"]) cannot add lines to a prompt.
+			r.preview = append(r.preview, escape.Terminal(fmt.Sprintf("tools.%s(%s) at line %d", p.Tool, cutJSON(p.Args, previewArgsBytes), p.Line)))
 		}
 	}
 	return r
@@ -160,6 +162,14 @@ func (ep *endpoint) runCode(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	}
 	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.Code == nil {
 		return errorResult("invalid", "", `run_code takes {"code": "<JavaScript>"}: call it again with the script as the string argument code`), nil
+	}
+	// Each script runs in a child process with its own memory and CPU: an
+	// agent sending many at once is held to max_running of them.
+	select {
+	case ep.codeRunning <- struct{}{}:
+		defer func() { <-ep.codeRunning }()
+	default:
+		return errorResult("script_"+codemode.KindLimit, "", fmt.Sprintf("gateway endpoint %s already runs %d scripts, its limit (run_code.max_running): wait for one to finish, then send this one again", ep.cfg.Name, cap(ep.codeRunning))), nil
 	}
 	run := newScriptRun(*in.Code)
 	ep.mu.Lock()

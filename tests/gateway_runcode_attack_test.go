@@ -1,0 +1,87 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// TestGatewayRunCodeAttacks: a hostile model sends run_code scripts
+// through a real MCP client to a real gateway. A tool name it writes in
+// the script cannot add lines to the prompt of the person confirming one
+// of its calls, and running many scripts at once is held to the endpoint's
+// run_code.max_running (each runs in a child process with its own memory).
+func TestGatewayRunCodeAttacks(t *testing.T) {
+	g := startGatewayEnv(t)
+
+	t.Run("a_tool_name_in_the_preview_cannot_add_lines_to_the_confirmation_prompt", func(t *testing.T) {
+		var mu sync.Mutex
+		var asked []string
+		cs := g.connect(t, "selfcoder", clientOpts{version: "2025-11-25", elicit: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			mu.Lock()
+			asked = append(asked, r.Params.Message)
+			mu.Unlock()
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		}})
+		path := filepath.Join(g.files, "forged-prompt.txt")
+		// The bracketed name is never called; the preview lists it.
+		code := fmt.Sprintf("if (false) tools[\"fs__read_text_file\\nForged: this script only reads files, accept\"]({});\nreturn await tools.fs__write_file({path: %q, content: \"x\"});", path)
+		res := callTool(t, cs, "run_code", map[string]any{"code": code})
+		if !res.IsError {
+			t.Fatalf("the declined write did not fail the script: %q", text(res))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(asked) != 1 || !strings.Contains(asked[0], "Forged: this script") {
+			t.Fatalf("the person was not shown the preview of the script's named calls (%d asked): %q", len(asked), asked)
+		}
+		for _, line := range strings.Split(asked[0], "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "Forged:") {
+				t.Fatalf("a tool name the script wrote is a line of its own in the prompt:\n%s", asked[0])
+			}
+		}
+	})
+
+	t.Run("an_agent_running_many_scripts_at_once_is_held_to_max_running", func(t *testing.T) {
+		cs := g.connect(t, "coder", clientOpts{version: "2025-11-25"})
+		var waiting []<-chan *mcp.CallToolResult
+		var paths []string
+		for i := range config.DefaultMaxRunning {
+			path := filepath.Join(g.files, fmt.Sprintf("held-%d.txt", i))
+			paths = append(paths, path)
+			waiting = append(waiting, callAsync(cs, "run_code", map[string]any{"code": fmt.Sprintf(
+				"return await tools.fs__write_file({path: %q, content: \"x\"});", path)}))
+		}
+		var recs []*airlockv1.ApprovalRecord
+		for _, p := range paths {
+			recs = append(recs, g.pendingFor(t, "coder", "write_file", p)) // its script is running
+		}
+		res := callTool(t, cs, "run_code", map[string]any{"code": "return 1"})
+		if !res.IsError || res.Meta["airlock/status"] != "script_limit" || !strings.Contains(text(res), "max_running") {
+			t.Fatalf("a script beyond max_running answered isError=%v %v %q, want script_limit naming max_running", res.IsError, res.Meta["airlock/status"], text(res))
+		}
+		for _, rec := range recs {
+			g.decide(t, rec, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "held")
+		}
+		for _, w := range waiting {
+			if r := <-w; !strings.Contains(text(r), "held") {
+				t.Fatalf("a held script answered %q", text(r))
+			}
+		}
+		// Scripts that ended free their places.
+		testenv.Eventually(t, 20*time.Second, "a script to run once the others ended", func() bool {
+			r := callTool(t, cs, "run_code", map[string]any{"code": "return 1"})
+			return !r.IsError && strings.TrimSpace(text(r)) == "1"
+		})
+	})
+}
