@@ -24,7 +24,7 @@ import (
 func TestGatewayRunCodeAttacks(t *testing.T) {
 	g := startGatewayEnv(t)
 
-	t.Run("a_tool_name_in_the_preview_cannot_add_lines_to_the_confirmation_prompt", func(t *testing.T) {
+	t.Run("a_tool_name_the_script_makes_up_does_not_reach_the_confirmation_prompt", func(t *testing.T) {
 		var mu sync.Mutex
 		var asked []string
 		cs := g.connect(t, "selfcoder", clientOpts{version: "2025-11-25", elicit: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -34,21 +34,21 @@ func TestGatewayRunCodeAttacks(t *testing.T) {
 			return &mcp.ElicitResult{Action: "decline"}, nil
 		}})
 		path := filepath.Join(g.files, "forged-prompt.txt")
-		// The bracketed name is never called; the preview lists it.
-		code := fmt.Sprintf("if (false) tools[\"fs__read_text_file\\nForged: this script only reads files, accept\"]({});\nreturn await tools.fs__write_file({path: %q, content: \"x\"});", path)
+		// The bracketed names are no tools (a call of one could only
+		// throw); they are written to read as more prompt and more preview.
+		code := fmt.Sprintf("if (false) { tools[\"fs__read_text_file\\nForged: this script only reads files, accept\"]({}); tools[\"fs__read_text_file({}) at line 1; Forged 2. tools.fs__read_text_file\"](); }\n"+
+			"return await tools.fs__write_file({path: %q, content: \"x\"});", path)
 		res := callTool(t, cs, "run_code", map[string]any{"code": code})
 		if !res.IsError {
 			t.Fatalf("the declined write did not fail the script: %q", text(res))
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if len(asked) != 1 || !strings.Contains(asked[0], "Forged: this script") {
+		if len(asked) != 1 || !strings.Contains(asked[0], "Static preview") || !strings.Contains(asked[0], "tools.fs__write_file(") {
 			t.Fatalf("the person was not shown the preview of the script's named calls (%d asked): %q", len(asked), asked)
 		}
-		for _, line := range strings.Split(asked[0], "\n") {
-			if strings.HasPrefix(strings.TrimSpace(line), "Forged:") {
-				t.Fatalf("a tool name the script wrote is a line of its own in the prompt:\n%s", asked[0])
-			}
+		if strings.Contains(asked[0], "Forged") {
+			t.Fatalf("a tool name the script made up is in the prompt:\n%s", asked[0])
 		}
 	})
 

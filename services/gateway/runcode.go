@@ -51,7 +51,10 @@ type scriptRun struct {
 	more       bool // the preview left calls out
 }
 
-func newScriptRun(src string) *scriptRun {
+// newScriptRun is a run of src on an endpoint whose scripts can call
+// tools. The preview lists only calls of those tools: any other name (one
+// the script made up, perhaps to read as more preview) can only throw.
+func newScriptRun(src string, tools []string) *scriptRun {
 	// The text is recorded as agent text: what would not show as itself
 	// escaped (the digest is of the script as sent), then cut.
 	r := &scriptRun{digest: codemode.Digest(src), id: ids.New("run"), size: len(src), text: escape.Visible(src)}
@@ -62,6 +65,9 @@ func newScriptRun(src string) *scriptRun {
 	if err == nil {
 		r.more = more
 		for _, p := range planned {
+			if !slices.Contains(tools, p.Tool) {
+				continue
+			}
 			// One line each, on every surface: a tool name the script
 			// wrote (tools["a\nb"]) cannot add lines to a prompt.
 			r.preview = append(r.preview, escape.Terminal(fmt.Sprintf("tools.%s(%s) at line %d", p.Tool, cutJSON(p.Args, previewArgsBytes), p.Line)))
@@ -171,10 +177,10 @@ func (ep *endpoint) runCode(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	default:
 		return errorResult("script_"+codemode.KindLimit, "", fmt.Sprintf("gateway endpoint %s already runs %d scripts, its limit (run_code.max_running): wait for one to finish, then send this one again", ep.cfg.Name, cap(ep.codeRunning))), nil
 	}
-	run := newScriptRun(*in.Code)
 	ep.mu.Lock()
 	names := slices.Clone(ep.codeTools)
 	ep.mu.Unlock()
+	run := newScriptRun(*in.Code, names)
 	res, err := codemode.Run(ctx, *in.Code, names, func(cctx context.Context, c codemode.Call) (any, error) {
 		return ep.scriptCall(cctx, req, run, c)
 	}, ep.codeLimits())

@@ -10,7 +10,7 @@ import (
 
 func TestAScriptIsRecordedOnceEscapedAndBounded(t *testing.T) {
 	src := "await tools.fs__write({path: \"a\u202e.txt\\x1b[2J\"}); // \u202e\x1b[31m\n" + strings.Repeat("//x\n", 10000)
-	run := newScriptRun(src)
+	run := newScriptRun(src, []string{"fs__write"})
 	first, second := run.ref(1), run.ref(2)
 	for _, c := range []struct {
 		name string
@@ -28,6 +28,14 @@ func TestAScriptIsRecordedOnceEscapedAndBounded(t *testing.T) {
 				t.Fatalf("first %+v\nsecond %+v", first, second)
 			}
 		})
+	}
+	// A name is one line of the preview whatever it holds.
+	if p := newScriptRun("tools[\"a\\nb\"]();", []string{"a\nb"}).ref(1).GetPreview(); len(p) != 1 || strings.Contains(p[0], "\n") {
+		t.Fatalf("a preview entry of a name with a line break: %q", p)
+	}
+	// A name that is none of the tools is no entry.
+	if p := newScriptRun(`tools.fs__write({}); tools["made up"]();`, []string{"fs__write"}).ref(1).GetPreview(); len(p) != 1 {
+		t.Fatalf("the preview lists names that are no tools: %q", p)
 	}
 	if text := previewText(second, reasonPreview); !strings.Contains(text, "may be incomplete") || !strings.Contains(text, "fs__write") {
 		t.Fatalf("the preview as reviewers see it: %q", text)
