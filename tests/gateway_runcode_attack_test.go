@@ -2,6 +2,8 @@ package tests
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -49,6 +51,36 @@ func TestGatewayRunCodeAttacks(t *testing.T) {
 		}
 		if strings.Contains(asked[0], "Forged") {
 			t.Fatalf("a tool name the script made up is in the prompt:\n%s", asked[0])
+		}
+	})
+
+	t.Run("a_script_whose_first_call_is_refused_as_malformed_is_still_recorded_with_its_calls", func(t *testing.T) {
+		cs := g.connect(t, "coder", clientOpts{version: "2025-11-25"})
+		hello := filepath.Join(g.files, "hello.txt")
+		// The first call nests deeper than airlock takes: refused as
+		// malformed, it is never recorded as requested.
+		code := fmt.Sprintf(`let deep = {}; for (let i = 0; i < 40; i++) deep = {d: deep};
+let refused = "no";
+try { await tools.fs__read_text_file({path: %q, deep}); } catch (e) { refused = e.message; }
+// what the auditor must be able to read: %s
+return [refused, await tools.fs__read_text_file({path: %q})];`, hello, t.Name(), hello)
+		res := callTool(t, cs, "run_code", map[string]any{"code": code})
+		if res.IsError || !strings.Contains(text(res), "malformed") || !strings.Contains(text(res), "hello from the filesystem server") {
+			t.Fatalf("answered isError=%v %q, want the refusal of the deep call and the read", res.IsError, text(res))
+		}
+		sum := sha256.Sum256([]byte(code))
+		digest := "sha256:" + hex.EncodeToString(sum[:])
+		var named, withText int
+		for _, c := range g.requested(t, "coder") {
+			if c.GetScript().GetDigest() == digest {
+				named++
+				if strings.Contains(c.GetScript().GetText(), t.Name()) {
+					withText++
+				}
+			}
+		}
+		if named != 1 || withText != 1 {
+			t.Fatalf("%d requested calls name the script, %d of them with its text: want the read, with the text", named, withText)
 		}
 	})
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -29,7 +30,8 @@ import (
 // static preview of the script's literal tool calls goes with each call as
 // context for the person asked (in its reason and in the elicitation), and
 // each call names its script (ToolCall.script: digest, run, index; the
-// first call of a run carries the text), which the audit record keeps.
+// calls of a run carry the text until one is recorded), which the audit
+// record keeps.
 
 // runCodeTool is the tool's name; registry tools are always "server__tool".
 const runCodeTool = "run_code"
@@ -49,6 +51,11 @@ type scriptRun struct {
 	size       int
 	preview    []string
 	more       bool // the preview left calls out
+	// recorded: a call of the run was taken (recorded as requested), so
+	// the text is in the audit; until then every call carries it, since a
+	// call refused as malformed (the script may make its first one so) is
+	// never recorded.
+	recorded atomic.Bool
 }
 
 // newScriptRun is a run of src on an endpoint whose scripts can call
@@ -76,10 +83,11 @@ func newScriptRun(src string, tools []string) *scriptRun {
 	return r
 }
 
-// ref is what the run's index-th call records of it: the text only on the first.
+// ref is what the run's index-th call records of it: the text until a
+// call of the run was recorded.
 func (r *scriptRun) ref(index int) *airlockv1.Script {
 	s := &airlockv1.Script{Digest: r.digest, RunId: r.id, Index: uint32(index), Size: uint32(r.size), Preview: r.preview}
-	if index == 1 {
+	if !r.recorded.Load() {
 		s.Text = r.text
 	}
 	return s
@@ -234,6 +242,9 @@ func (ep *endpoint) scriptCall(ctx context.Context, req *mcp.CallToolRequest, ru
 	res, err := ep.follow(ctx, req, f, true)
 	if err != nil {
 		return nil, err
+	}
+	if st, _ := res.Meta["airlock/status"].(string); st != "invalid" && st != "unavailable" {
+		run.recorded.Store(true)
 	}
 	if res.IsError {
 		return nil, errors.New(resultText(res))
