@@ -84,6 +84,35 @@ return [refused, await tools.fs__read_text_file({path: %q})];`, hello, t.Name(),
 		}
 	})
 
+	t.Run("a_script_the_audit_cannot_record_whole_or_the_preview_cannot_parse_does_not_run", func(t *testing.T) {
+		cs := g.connect(t, "coder", clientOpts{version: "2025-11-25"})
+		hello := filepath.Join(g.files, "hello.txt")
+		read := fmt.Sprintf("return await tools.fs__read_text_file({path: %q});", hello)
+		for _, c := range []struct{ name, code string }{
+			// A benign head the audit would keep, and the calls past it.
+			{"padded_past_what_the_audit_keeps", "// notes\n" + strings.Repeat("// nothing to see here\n", 1000) + read},
+			// Short, but each character is recorded escaped (\u0001).
+			{"short_but_long_once_escaped", "/*" + strings.Repeat("\x01", 4000) + "*/\n" + read},
+			// Nested a million deep: parsing it for the preview would
+			// overflow the gateway's stack (a fatal error, not a panic).
+			{"nested_a_million_deep", "return " + strings.Repeat("(", 1_000_000) + "1" + strings.Repeat(")", 1_000_000) + ";"},
+		} {
+			res := callTool(t, cs, "run_code", map[string]any{"code": c.code})
+			if !res.IsError || res.Meta["airlock/status"] != "script_limit" || !strings.Contains(text(res), "shorter script") {
+				t.Fatalf("%s: answered isError=%v %v %.300q, want script_limit", c.name, res.IsError, res.Meta["airlock/status"], text(res))
+			}
+			sum := sha256.Sum256([]byte(c.code))
+			for _, call := range g.requested(t, "coder") {
+				if call.GetScript().GetDigest() == "sha256:"+hex.EncodeToString(sum[:]) {
+					t.Fatalf("%s: a script refused as too long made a call", c.name)
+				}
+			}
+		}
+		if res := callTool(t, cs, "run_code", map[string]any{"code": read}); res.IsError || !strings.Contains(text(res), "hello from the filesystem server") {
+			t.Fatalf("the gateway does not serve a plain script after them: isError=%v %q", res.IsError, text(res))
+		}
+	})
+
 	t.Run("an_agent_running_many_scripts_at_once_is_held_to_max_running", func(t *testing.T) {
 		cs := g.connect(t, "coder", clientOpts{version: "2025-11-25"})
 		var waiting []<-chan *mcp.CallToolResult

@@ -48,9 +48,11 @@ type scriptRun struct {
 	digest, id string
 	progress   progressCount // the request's progress count, shared by its calls
 	text       string        // cut to ingress.MaxScriptText
-	size       int
-	preview    []string
-	more       bool // the preview left calls out
+	// escapedSize is the whole text's length, escaped.
+	escapedSize int
+	size        int
+	preview     []string
+	more        bool // the preview left calls out
 	// recorded: a call of the run was taken (recorded as requested), so
 	// the text is in the audit; until then every call carries it, since a
 	// call refused as malformed (the script may make its first one so) is
@@ -65,6 +67,7 @@ func newScriptRun(src string, tools []string) *scriptRun {
 	// The text is recorded as agent text: what would not show as itself
 	// escaped (the digest is of the script as sent), then cut.
 	r := &scriptRun{digest: codemode.Digest(src), id: ids.New("run"), size: len(src), text: escape.Visible(src)}
+	r.escapedSize = len(r.text)
 	if len(r.text) > ingress.MaxScriptText {
 		r.text = calls.Cut(r.text, ingress.MaxScriptText)
 	}
@@ -145,8 +148,12 @@ func runCodeDef(names []string, lim codemode.Limits) *mcp.Tool {
 // codeLimits are the endpoint's run_code limits.
 func (ep *endpoint) codeLimits() codemode.Limits {
 	c := ep.cfg.RunCode
-	return codemode.Limits{Timeout: c.Timeout, Busy: c.Busy, MaxCalls: c.MaxCalls, MaxScriptBytes: c.MaxScriptBytes,
+	lim := codemode.Limits{Timeout: c.Timeout, Busy: c.Busy, MaxCalls: c.MaxCalls, MaxScriptBytes: c.MaxScriptBytes,
 		MaxOutputBytes: c.MaxOutputBytes, MaxMemoryBytes: uint64(max(c.MaxMemoryMB, 0)) << 20, Isolate: ep.g.exe}.WithDefaults()
+	// A script runs only when the audit can record it whole (what ran is
+	// what an auditor reads, not a benign head of it).
+	lim.MaxScriptBytes = min(lim.MaxScriptBytes, ingress.MaxScriptText)
+	return lim
 }
 
 // syncRunCode (with ep.mu held) registers run_code when it is enabled and
@@ -185,18 +192,27 @@ func (ep *endpoint) runCode(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	default:
 		return errorResult("script_"+codemode.KindLimit, "", fmt.Sprintf("gateway endpoint %s already runs %d scripts, its limit (run_code.max_running): wait for one to finish, then send this one again", ep.cfg.Name, cap(ep.codeRunning))), nil
 	}
+	lim := ep.codeLimits()
+	var serr *codemode.Error
+	if errors.As(lim.CheckSize(*in.Code), &serr) {
+		return errorResult("script_"+serr.Kind, "", serr.Message), nil
+	}
 	ep.mu.Lock()
 	names := slices.Clone(ep.codeTools)
 	ep.mu.Unlock()
 	run := newScriptRun(*in.Code, names)
+	if run.escapedSize > ingress.MaxScriptText {
+		out := errorResult("script_"+codemode.KindLimit, "", fmt.Sprintf("the script is %d bytes as airlock records it (characters that do not show as themselves are written escaped), over the %d the audit records whole: send a shorter script", run.escapedSize, ingress.MaxScriptText))
+		out.Meta["airlock/script"] = run.digest
+		return out, nil
+	}
 	res, err := codemode.Run(ctx, *in.Code, names, func(cctx context.Context, c codemode.Call) (any, error) {
 		return ep.scriptCall(cctx, req, run, c)
-	}, ep.codeLimits())
+	}, lim)
 	ep.log.Info("run_code script ran", "script", run.digest, "run", run.id, "calls", res.Calls, "err", err)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	var serr *codemode.Error
 	switch {
 	case errors.As(err, &serr):
 		out := errorResult("script_"+serr.Kind, "", serr.Message)

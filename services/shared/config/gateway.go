@@ -68,7 +68,7 @@ type GatewayEndpoint struct {
 }
 
 // RunCode configures an endpoint's run_code tool; zero limits take the
-// sandbox's defaults (10m timeout, 5s busy, 50 calls, 64 KiB script,
+// sandbox's defaults (10m timeout, 5s busy, 50 calls, 16 KiB script (at most: the audit records a script whole),
 // 64 KiB output, 128 MiB memory growth, 4 scripts running at once).
 type RunCode struct {
 	Enabled bool `yaml:"enabled"`
