@@ -40,6 +40,7 @@ const runCodeTool = "run_code"
 const (
 	previewCalls     = 20   // preview entries
 	previewArgsBytes = 300  // one entry's arguments
+	previewMoreBytes = 64   // the entry that counts the calls left out
 	reasonPreview    = 2500 // the preview's share of a call's reason
 )
 
@@ -52,7 +53,6 @@ type scriptRun struct {
 	escapedSize int
 	size        int
 	preview     []string
-	more        bool // the preview left calls out
 	// recorded: a call of the run was taken (recorded as requested), so
 	// the text is in the audit; until then every call carries it, since a
 	// call refused as malformed (the script may make its first one so) is
@@ -71,17 +71,30 @@ func newScriptRun(src string, tools []string) *scriptRun {
 	if len(r.text) > ingress.MaxScriptText {
 		r.text = calls.Cut(r.text, ingress.MaxScriptText)
 	}
-	planned, more, err := codemode.Preview(src, previewCalls)
-	if err == nil {
-		r.more = more
-		for _, p := range planned {
-			if !slices.Contains(tools, p.Tool) {
-				continue
-			}
-			// One line each, on every surface: a tool name the script
-			// wrote (tools["a\nb"]) cannot add lines to a prompt.
-			r.preview = append(r.preview, escape.Terminal(fmt.Sprintf("tools.%s(%s) at line %d", p.Tool, cutJSON(p.Args, previewArgsBytes), p.Line)))
+	// Every literal call is read (a script of ingress.MaxScriptText names
+	// a few thousand at most), so names that are no tools cannot push the
+	// real calls out of the preview; what does not fit is counted.
+	planned, _, err := codemode.Preview(src, ingress.MaxScriptText)
+	if err != nil {
+		return r
+	}
+	total, more := 0, 0
+	for _, p := range planned {
+		if !slices.Contains(tools, p.Tool) {
+			continue
 		}
+		// One line each, on every surface: a tool name the script
+		// wrote (tools["a\nb"]) cannot add lines to a prompt.
+		e := escape.Terminal(fmt.Sprintf("tools.%s(%s) at line %d", p.Tool, cutJSON(p.Args, previewArgsBytes), p.Line))
+		if len(r.preview) == previewCalls || total+len(e) > ingress.MaxPreviewBytes-previewMoreBytes {
+			more++
+			continue
+		}
+		r.preview = append(r.preview, e)
+		total += len(e)
+	}
+	if more > 0 {
+		r.preview = append(r.preview, fmt.Sprintf("… and %d more calls not shown", more))
 	}
 	return r
 }

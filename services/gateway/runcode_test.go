@@ -39,6 +39,18 @@ func TestAScriptIsRecordedOnceEscapedAndBounded(t *testing.T) {
 	if p := newScriptRun(`tools.fs__write({}); tools["made up"]();`, []string{"fs__write"}).ref(1).GetPreview(); len(p) != 1 {
 		t.Fatalf("the preview lists names that are no tools: %q", p)
 	}
+	// Names that are no tools do not push the real calls out, and the
+	// preview fits what a call may carry, counting what it leaves out.
+	long := strings.Repeat("tools.nope(); ", 30) + strings.Repeat(`tools.fs__write({path: "`+strings.Repeat("\u202e", 150)+`"}); `, 30)
+	p := newScriptRun(long, []string{"fs__write"}).ref(1).GetPreview()
+	size := 0
+	for _, e := range p {
+		size += len(e)
+	}
+	if len(p) == 0 || !strings.HasPrefix(p[0], "tools.fs__write(") || !strings.Contains(p[len(p)-1], "more calls not shown") ||
+		len(p) > ingress.MaxScriptPreview || size > ingress.MaxPreviewBytes {
+		t.Fatalf("the preview of 30 made-up calls, then 30 long real ones (%d bytes): %q", size, p)
+	}
 	if text := previewText(second, reasonPreview); !strings.Contains(text, "may be incomplete") || !strings.Contains(text, "fs__write") {
 		t.Fatalf("the preview as reviewers see it: %q", text)
 	}
