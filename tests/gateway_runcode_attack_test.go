@@ -27,14 +27,8 @@ func TestGatewayRunCodeAttacks(t *testing.T) {
 	g := startGatewayEnv(t)
 
 	t.Run("a_tool_name_the_script_makes_up_does_not_reach_the_confirmation_prompt", func(t *testing.T) {
-		var mu sync.Mutex
-		var asked []string
-		cs := g.connect(t, "selfcoder", clientOpts{version: "2025-11-25", elicit: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			mu.Lock()
-			asked = append(asked, r.Params.Message)
-			mu.Unlock()
-			return &mcp.ElicitResult{Action: "decline"}, nil
-		}})
+		shown := &prompts{action: "decline"}
+		cs := g.connect(t, "selfcoder", clientOpts{version: "2025-11-25", elicit: shown.elicit})
 		path := filepath.Join(g.files, "forged-prompt.txt")
 		// The bracketed names are no tools (a call of one could only
 		// throw); they are written to read as more prompt and more preview,
@@ -45,8 +39,7 @@ func TestGatewayRunCodeAttacks(t *testing.T) {
 		if !res.IsError {
 			t.Fatalf("the declined write did not fail the script: %q", text(res))
 		}
-		mu.Lock()
-		defer mu.Unlock()
+		asked := shown.all()
 		if len(asked) != 1 || !strings.Contains(asked[0], "Static preview") || !strings.Contains(asked[0], "tools.fs__write_file(") {
 			t.Fatalf("the person was not shown the preview of the script's named calls (%d asked): %q", len(asked), asked)
 		}
@@ -146,4 +139,25 @@ return [refused, await tools.fs__read_text_file({path: %q})];`, hello, t.Name(),
 			return !r.IsError && strings.TrimSpace(text(r)) == "1"
 		})
 	})
+}
+
+// prompts records the elicitations a client's person is shown and answers
+// each with action.
+type prompts struct {
+	action string
+	mu     sync.Mutex
+	asked  []string
+}
+
+func (p *prompts) elicit(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.asked = append(p.asked, r.Params.Message)
+	return &mcp.ElicitResult{Action: p.action}, nil
+}
+
+func (p *prompts) all() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string{}, p.asked...)
 }
