@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -295,4 +296,67 @@ func BenchmarkDemoWritePreview(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestAFileThatIsNoPlainFileNeverHoldsAPreviewOrARun attacks the demo
+// write_file's preview and its run-time check through the executor's
+// endpoint and the bus: a FIFO in the sandbox (whose open waits for a
+// writer forever) and a huge sparse file (whose hash takes minutes) each
+// get an answer within executor.preview_timeout saying why there is no
+// preview, and an approved write whose file became a FIFO ends failed,
+// unrun, instead of holding an executor worker forever.
+func TestAFileThatIsNoPlainFileNeverHoldsAPreviewOrARun(t *testing.T) {
+	e := newTestEnv(t, func(c *config.Config) { c.Executor.PreviewTimeout = 300 * time.Millisecond })
+	e.startExecutor(executor.RegistryFile{})
+	sandbox := e.cfg.SandboxDir()
+	if err := os.MkdirAll(sandbox, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(sandbox, "pipe"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sparse, err := os.Create(filepath.Join(sandbox, "sparse.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sparse.Truncate(64 << 30); err != nil {
+		t.Skipf("this file system cannot hold a 64 GiB sparse file: %v", err)
+	}
+	sparse.Close()
+	api := executorapi.New(e.deps.NC)
+	testenv.Eventually(t, 10*time.Second, "the executor's preview endpoint", func() bool {
+		_, err := api.Preview(context.Background(), toolCall(t, "p0", "demo__echo", nil), time.Second)
+		return err == nil
+	})
+	for _, tc := range []struct{ name, path, why string }{
+		{"a_fifo_is_refused_at_once", "pipe", "not a regular file"},
+		{"a_huge_file_is_given_up_at_the_deadline", "sparse.img", "did not finish within 300ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := api.Preview(context.Background(), toolCall(t, "p1", "demo__write_file", map[string]any{"path": tc.path, "content": "x"}), 5*time.Second)
+			if err != nil || !strings.Contains(p.GetUnavailable(), tc.why) {
+				t.Fatalf("preview %v, %v: want no preview because %q", p, err, tc.why)
+			}
+		})
+	}
+	t.Run("an_approved_write_whose_file_became_a_fifo_fails_unrun", func(t *testing.T) {
+		if err := os.WriteFile(filepath.Join(sandbox, "swap.txt"), []byte("seen\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		call := toolCall(t, "swap", "demo__write_file", map[string]any{"path": "swap.txt", "content": "approved\n"})
+		p, err := api.Preview(context.Background(), call, 5*time.Second)
+		if err != nil || !preview.Has(p) {
+			t.Fatalf("preview %v, %v", p, err)
+		}
+		if err := os.Remove(filepath.Join(sandbox, "swap.txt")); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mkfifo(filepath.Join(sandbox, "swap.txt"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		e.approveAgainst(call, p)
+		if f := e.end("swap").GetFailed(); f == nil || f.Reason != executor.ReasonPrecondition || !strings.Contains(f.Message, "not a regular file") {
+			t.Fatalf("call ended %v, want failed %s because the file is not a regular file", e.end("swap"), executor.ReasonPrecondition)
+		}
+	})
 }
