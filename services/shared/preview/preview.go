@@ -130,12 +130,15 @@ func Excerpt(p *airlockv1.Preview, lines, maxBytes int) string {
 // Notified is what a notification (Slack, Teams, mail) shows of rec's
 // preview, before its channel escapes it: the summary, and an excerpt of
 // at most ExcerptLines lines and ExcerptBytes bytes — none when the policy
-// redacts any of the call's arguments, since the preview may show them.
+// redacts any of the call's arguments, since the preview may show them;
+// nor then why there is no preview, since a tool's error may quote them.
 func Notified(rec *airlockv1.ApprovalRecord) (summary, excerpt string) {
 	summary = Summary(rec.GetPreview())
 	if len(rec.GetDecision().GetRedact()) > 0 {
 		if Has(rec.GetPreview()) {
 			summary += " (withheld here: the policy redacts this call's arguments; open the console)"
+		} else if rec.GetPreview().GetUnavailable() != "" {
+			summary = None + " (why is withheld here: the policy redacts this call's arguments; open the console)"
 		}
 		return summary, ""
 	}

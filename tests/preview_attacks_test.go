@@ -1,0 +1,118 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"mime/quotedprintable"
+	"net/http"
+	"net/http/httptest"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/email/smtptest"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// mailText is the decoded text of a mail (quoted-printable, base64 or as sent).
+func mailText(t *testing.T, m smtptest.Message) string {
+	t.Helper()
+	msg, err := mail.ReadMessage(bytes.NewReader(m.Data))
+	if err != nil {
+		t.Fatalf("a mail that does not parse: %v", err)
+	}
+	var r io.Reader = msg.Body
+	switch strings.ToLower(msg.Header.Get("Content-Transfer-Encoding")) {
+	case "quoted-printable":
+		r = quotedprintable.NewReader(r)
+	case "base64":
+		r = base64.NewDecoder(base64.StdEncoding, r)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("a mail whose body does not decode: %v", err)
+	}
+	return string(b)
+}
+
+// TestARedactedArgumentDoesNotLeakThroughWhyThereIsNoPreview attacks the
+// preview as a channel around redaction: a webhook tool's preview endpoint
+// refuses the call and, as validation errors do, quotes the argument the
+// policy redacts. Reviewers' mail shows the arguments masked and must
+// not show the secret in "no preview (why)" either.
+func TestARedactedArgumentDoesNotLeakThroughWhyThereIsNoPreview(t *testing.T) {
+	const secret = "4111-1111-1111-SECRET"
+	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.Header.Get("X-Airlock-Preview") == "1" {
+			http.Error(w, "invalid card in "+string(body), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	defer hooks.Close()
+	smtp, err := smtptest.Start(t.TempDir(), smtptest.Options{TLS: true, Username: "airlock", Password: "dev-mail-pass"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(smtp.Close)
+	mails := smtptest.Collect(smtp)
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools.yaml")
+	writeFile(t, tools, fmt.Sprintf("servers:\n  billing:\n    webhook: {url: %q, secret: s3cret}\n    tools:\n      pay: {preview_url: %q}\n", hooks.URL, hooks.URL+"/pay/preview"))
+	cfg := filepath.Join(dir, "airlock.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`approval:
+  groups: {reviewers: [alice, bob]}
+  default_notify: [console, email]
+executor:
+  tools_file: %s
+email:
+  smtp_host: %s
+  smtp_port: %d
+  tls: starttls
+  ca_file: %s
+  username: airlock
+  password: dev-mail-pass
+  from: "airlock <airlock@example.com>"
+  addresses: {alice: alice@example.com, bob: bob@example.com}
+`, tools, smtp.Host, smtp.Port, smtp.CAFile)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+cfg)
+	tokenFile := filepath.Join(dev.DataDir, "admin.token")
+	if r := cli(t, dev, "policy", "rules", "add", "--id", "pay-masked", "--server", "billing", "--tool", "pay", "--effect", "ask",
+		"--approver", "group:reviewers", "--redact", "/card", "--priority", "1", "--reason", "card numbers stay out of notifications",
+		"--token-file", tokenFile); r.Code != 0 {
+		t.Fatalf("rules add: %+v", r)
+	}
+	call := writeCall(t, `{"agent_id":"bot","tool":"billing__pay","arguments":{"card":"x"}}`)
+	testenv.Eventually(t, 20*time.Second, "the rule in force", func() bool {
+		return strings.Contains(cli(t, dev, "policy", "eval", "--call", call).Stdout, `"rule_id": "pay-masked"`)
+	})
+	agent := dev.Agent(t, "bot")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := agent.Submit(ctx, airlock.Call{ID: "pay1", Tool: "billing__pay", Args: map[string]any{"card": secret, "amount": 12}, OnBehalfOf: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []smtptest.Message
+	testenv.Eventually(t, 30*time.Second, "the request mailed to bob", func() bool {
+		got = mails.Find(func(m smtptest.Message) bool { return bytes.Contains(m.Data, []byte("airlock.bot.pay1.1.request")) })
+		return len(got) > 0
+	})
+	text := mailText(t, got[0])
+	if !strings.Contains(text, "no preview") || !strings.Contains(text, "[redacted]") {
+		t.Fatalf("the mail does not show the masked arguments and no preview:\n%s", text)
+	}
+	if strings.Contains(text, "SECRET") || strings.Contains(string(got[0].Data), "SECRET") {
+		t.Fatalf("the mail shows the argument the policy redacts:\n%s", text)
+	}
+	dev.Interrupt(20 * time.Second)
+}
