@@ -116,3 +116,45 @@ email:
 	}
 	dev.Interrupt(20 * time.Second)
 }
+
+// TestADiffCannotPassItsLinesOffAsHeaders attacks the demo write_file's
+// diff as `airlock approvals show` (and every notification's summary)
+// reads it: added lines whose text starts with "++" or "--" (a YAML
+// document marker, an SQL comment, "++i") must be counted and shown as
+// added, not taken for file headers; and a path holding a line break must
+// not add header or hunk lines of its own to what the reviewer reads.
+func TestADiffCannotPassItsLinesOffAsHeaders(t *testing.T) {
+	dataDir := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "airlock.yaml")
+	writeFile(t, cfg, "approval:\n  groups: {reviewers: [alice, bob]}\n")
+	dev := startDev(t, dataDir, 0, "", "AIRLOCK_CONFIG="+cfg)
+	agent := dev.Agent(t, "bot")
+	api := dev.API(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	show := func(t *testing.T, id string) string {
+		t.Helper()
+		apprWaitPending(t, api, id)
+		return cli(t, dev, "approvals", "show", "bot/"+id, "--token-file", filepath.Join(dev.DataDir, "admin.token")).Stdout
+	}
+	t.Run("lines_that_start_like_headers_are_counted_as_added", func(t *testing.T) {
+		content := "--- \n-- drop the audit table\n++ counter\nkeep\n"
+		if _, err := agent.Submit(ctx, airlock.Call{ID: "hdr", Tool: writeTool, Args: map[string]any{"path": "migrate.sql", "content": content}}); err != nil {
+			t.Fatal(err)
+		}
+		if out := show(t, "hdr"); !strings.Contains(out, "preview   diff +4 −0 lines") {
+			t.Fatalf("approvals show does not count the four added lines:\n%s", out)
+		}
+	})
+	t.Run("a_path_with_a_line_break_is_quoted_in_the_headers", func(t *testing.T) {
+		path := "x\n+++ b/README.md\n@@ -1 +1 @@\n-old line\n+harmless line"
+		if _, err := agent.Submit(ctx, airlock.Call{ID: "nl", Tool: writeTool, Args: map[string]any{"path": path, "content": "rm -rf ~\n"}}); err != nil {
+			t.Fatal(err)
+		}
+		out := show(t, "nl")
+		if !strings.Contains(out, "preview   diff +1 −0 lines") || strings.Contains(out, "\n          @@ -1 +1 @@") || strings.Contains(out, "\n          +harmless line") {
+			t.Fatalf("a path's line break adds lines to the diff:\n%s", out)
+		}
+	})
+	dev.Interrupt(20 * time.Second)
+}

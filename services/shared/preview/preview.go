@@ -153,12 +153,11 @@ const (
 
 // DiffStat counts the lines a unified diff adds and removes.
 func DiffStat(diff string) (added, removed int) {
-	for _, l := range strings.Split(diff, "\n") {
-		switch {
-		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"):
-		case strings.HasPrefix(l, "+"):
+	for _, l := range DiffLines(diff) {
+		switch l.Op {
+		case "+":
 			added++
-		case strings.HasPrefix(l, "-"):
+		case "-":
 			removed++
 		}
 	}
