@@ -360,3 +360,59 @@ func TestAFileThatIsNoPlainFileNeverHoldsAPreviewOrARun(t *testing.T) {
 		}
 	})
 }
+
+// TestOneAgentsSlowPreviewsLeaveOtherAgentsTheirs attacks the executor's
+// preview slots (maxPreviews at once): agent bot asks for more previews
+// than there are slots from a tool whose preview endpoint hangs; agent
+// other's preview of a demo write is still answered at once, with its
+// diff, while bot's hang.
+func TestOneAgentsSlowPreviewsLeaveOtherAgentsTheirs(t *testing.T) {
+	hang := make(chan struct{})
+	asked := make(chan struct{}, 64)
+	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked <- struct{}{}
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hooks.Close()
+	defer close(hang)
+	e := newTestEnv(t, func(c *config.Config) { c.Executor.PreviewTimeout = 20 * time.Second })
+	e.startExecutor(executor.RegistryFile{Servers: map[string]executor.ServerEntry{"hook": {
+		Webhook: &executor.WebhookConfig{URL: hooks.URL, Secret: testSecret},
+		Tools:   map[string]executor.ToolEntry{"slow": {PreviewURL: hooks.URL + "/slow/preview"}},
+	}}})
+	api := executorapi.New(e.deps.NC)
+	testenv.Eventually(t, 10*time.Second, "the executor's preview endpoint", func() bool {
+		_, err := api.Preview(context.Background(), toolCall(t, "p0", "demo__echo", nil), time.Second)
+		return err == nil
+	})
+	answered := make(chan *airlockv1.Preview, 40)
+	for i := range 40 {
+		go func() {
+			p, _ := api.Preview(context.Background(), toolCall(t, fmt.Sprint("slow", i), "hook__slow", map[string]any{"n": i}), 30*time.Second)
+			answered <- p
+		}()
+	}
+	// Wait until bot holds what it can: every slot it may have hangs and
+	// the rest of its previews are answered (or, without a share per
+	// agent, every slot hangs).
+	hanging, refused := 0, 0
+	for hanging < 16 && hanging+refused < 40 {
+		select {
+		case <-asked:
+			hanging++
+		case <-answered:
+			refused++
+		case <-time.After(10 * time.Second):
+			t.Fatalf("bot's previews: %d hanging, %d answered", hanging, refused)
+		}
+	}
+	call := toolCall(t, "mine", "demo__write_file", map[string]any{"path": "mine.txt", "content": "hello\n"})
+	call.AgentId = "other"
+	p, err := api.Preview(context.Background(), call, 5*time.Second)
+	if err != nil || !strings.Contains(p.GetText(), "+hello") {
+		t.Fatalf("other's preview while bot's hang: %v, %v", p, err)
+	}
+}
