@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"mime/quotedprintable"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/email/smtptest"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -155,6 +157,85 @@ func TestADiffCannotPassItsLinesOffAsHeaders(t *testing.T) {
 		if !strings.Contains(out, "preview   diff +1 −0 lines") || strings.Contains(out, "\n          @@ -1 +1 @@") || strings.Contains(out, "\n          +harmless line") {
 			t.Fatalf("a path's line break adds lines to the diff:\n%s", out)
 		}
+	})
+	dev.Interrupt(20 * time.Second)
+}
+
+// approvalWorker is the approval service's worker that handles a call's
+// events (consume: FNV-1a of "<agent>.<call>" modulo the workers).
+func approvalWorker(agent, call string, workers int) int {
+	h := fnv.New32a()
+	h.Write([]byte(agent + "." + call))
+	return int(h.Sum32() % uint32(workers))
+}
+
+// TestOneAgentsSlowPreviewsDoNotHoldUpAnotherAgentsCall attacks the
+// approval service's workers through previews (each call's events go to
+// one worker, which waits for its preview): agent bot has a call whose
+// preview hangs (for the longest approval.preview_timeout allowed), then
+// floods the worker that agent other's call goes to with more such calls.
+// Other's call must still come to wait for a person, with its preview,
+// while bot's previews hang.
+func TestOneAgentsSlowPreviewsDoNotHoldUpAnotherAgentsCall(t *testing.T) {
+	hang := make(chan struct{})
+	asked := make(chan struct{}, 64)
+	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow/preview" {
+			asked <- struct{}{}
+			select {
+			case <-hang:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	defer hooks.Close()
+	defer close(hang)
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools.yaml")
+	writeFile(t, tools, fmt.Sprintf("servers:\n  hook:\n    webhook: {url: %q, secret: s3cret}\n    tools:\n      slow_post: {preview_url: %q}\n",
+		hooks.URL, hooks.URL+"/slow/preview"))
+	const workers = 4
+	cfg := filepath.Join(dir, "airlock.yaml")
+	writeFile(t, cfg, fmt.Sprintf("approval:\n  groups: {reviewers: [alice, bob]}\n  preview_timeout: 20s\n  workers: %d\nexecutor:\n  tools_file: %s\n  preview_timeout: 20s\n", workers, tools))
+	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+cfg)
+	bot, other := dev.Agent(t, "bot"), dev.Agent(t, "other")
+	api := dev.API(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	target := approvalWorker("other", "quick", workers)
+	var first string
+	var flood []string
+	for i := 0; first == "" || len(flood) < 6; i++ {
+		id := fmt.Sprintf("slow%d", i)
+		switch w := approvalWorker("bot", id, workers); {
+		case w != target && first == "":
+			first = id
+		case w == target && len(flood) < 6:
+			flood = append(flood, id)
+		}
+	}
+	slow := func(id string) {
+		if _, err := bot.Submit(ctx, airlock.Call{ID: id, Tool: "hook__slow_post", Args: map[string]any{"id": id}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slow(first)
+	select {
+	case <-asked: // bot's first preview hangs on another worker
+	case <-ctx.Done():
+		t.Fatal("bot's first preview was never asked for")
+	}
+	for _, id := range flood {
+		slow(id)
+	}
+	if _, err := other.Submit(ctx, airlock.Call{ID: "quick", Tool: writeTool, Args: map[string]any{"path": "other.txt", "content": "hello\n"}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "other's call to wait for a person with its preview while bot's previews hang", func() bool {
+		r, err := api.Get(context.Background(), "other", "quick", 0)
+		return err == nil && r.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING && strings.Contains(r.GetPreview().GetText(), "+hello")
 	})
 	dev.Interrupt(20 * time.Second)
 }
