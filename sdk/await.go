@@ -54,6 +54,10 @@ type Outcome struct {
 	Feedback string `json:"feedback,omitempty"`
 	// FailureOutcome is "error" or "indeterminate" (the tool may have run).
 	FailureOutcome string `json:"failure_outcome,omitempty"`
+	// Resolution is a person's answer to whether an indeterminate call
+	// happened, when one was given by the time the outcome was read
+	// (AwaitResolution waits for it).
+	Resolution *Resolution `json:"resolution,omitempty"`
 	// DecidedBy is who decided the call: the reviewer who approved, rejected
 	// or requested changes, "policy" when the policy allowed or denied it,
 	// "approval" for an expiry. For a call that ran (completed, failed) it is
@@ -180,20 +184,11 @@ func (c *Client) follow(ctx context.Context, callID string, f *follower) (Outcom
 	}
 	// Live first, then the stored events: an event stored in between is
 	// seen by one or the other (or both, which is harmless).
-	live := make(chan *nats.Msg, 64)
-	sub, err := c.nc.ChanSubscribe(subject.OutOfCall(c.agent, callID), live)
+	live, stop, err := c.subscribeCall(ctx, callID, 64)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("await call %s: %w", callID, err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	// The subscription must be in place before the stored events are read
-	// (FlushWithContext needs a deadline; ctx may have none).
-	fctx, fcancel := context.WithTimeout(ctx, requestTimeout)
-	err = c.nc.FlushWithContext(fctx)
-	fcancel()
-	if err != nil && ctx.Err() == nil {
-		return Outcome{}, fmt.Errorf("await call %s: %w", callID, err)
-	}
+	defer stop()
 	reconnects := c.nc.Stats().Reconnects
 	resync := time.NewTicker(resyncEvery)
 	defer resync.Stop()
@@ -224,6 +219,9 @@ func (c *Client) follow(ctx context.Context, callID string, f *follower) (Outcom
 			}
 			if out.Status == StatusInvalid {
 				return out, fmt.Errorf("%w: %s", ErrInvalid, out.Reason)
+			}
+			if out.FailureOutcome == failureIndeterminate {
+				out.Resolution, _ = c.storedResolution(ctx, callID, out.Revision)
 			}
 			return out, nil
 		}
@@ -478,4 +476,104 @@ func (f *follower) replaces(rev uint32, out Outcome, seq uint64) bool {
 		return false
 	}
 	return seq < f.seqs[rev]
+}
+
+// failureIndeterminate is the failure outcome of a call that may or may
+// not have run.
+const failureIndeterminate = "indeterminate"
+
+// Resolution is a person's answer to "did it happen?" about a call that
+// ended failed with outcome indeterminate (the tool may or may not have
+// run).
+type Resolution struct {
+	Revision uint32 `json:"revision"`
+	// Happened: the person says the call took effect.
+	Happened bool `json:"happened"`
+	// Note is what they wrote (what they checked); agent-visible text a
+	// person chose.
+	Note string `json:"note,omitempty"`
+	// By is who answered.
+	By string `json:"by"`
+}
+
+// storedResolution reads the answer about revision rev, nil when none.
+func (c *Client) storedResolution(ctx context.Context, callID string, rev uint32) (*Resolution, error) {
+	subj, err := subject.Event(c.agent, callID, subject.OutcomeResolved)
+	if err != nil {
+		return nil, err
+	}
+	m, err := c.lastStored(ctx, subj)
+	if err != nil || m == nil {
+		return nil, err
+	}
+	ev, _, ok := c.eventOf(m, callID)
+	if !ok {
+		return nil, nil
+	}
+	return resolutionOf(ev, rev), nil
+}
+
+func resolutionOf(ev *airlockv1.Event, rev uint32) *Resolution {
+	r := ev.GetOutcomeResolved()
+	if r == nil || (rev != 0 && ev.GetRevision() != rev) {
+		return nil
+	}
+	return &Resolution{Revision: ev.GetRevision(), Happened: r.GetHappened(), Note: r.GetNote(), By: ev.GetActor().GetId()}
+}
+
+// AwaitResolution waits for a person's answer about revision rev (0: any)
+// of a call that ended in doubt (Outcome.FailureOutcome "indeterminate"):
+// whether it happened, asked of reviewers in the console and CLI. It reads
+// what is stored, then follows the call live; it returns when ctx ends
+// without an answer.
+func (c *Client) AwaitResolution(ctx context.Context, callID string, rev uint32) (Resolution, error) {
+	if err := ids.Validate("call id", callID); err != nil {
+		return Resolution{}, fmt.Errorf("await resolution: %w", err)
+	}
+	live, stop, err := c.subscribeCall(ctx, callID, 16)
+	if err != nil {
+		return Resolution{}, fmt.Errorf("await the resolution of call %s: %w", callID, err)
+	}
+	defer stop()
+	resync := time.NewTicker(resyncEvery)
+	defer resync.Stop()
+	for {
+		if r, err := c.storedResolution(ctx, callID, rev); err == nil && r != nil {
+			return *r, nil
+		} else if err != nil && isPermanent(err) {
+			return Resolution{}, fmt.Errorf("await the resolution of call %s: %w", callID, err)
+		}
+		select {
+		case m := <-live:
+			if ev, _, ok := c.eventOf(m, callID); ok {
+				if r := resolutionOf(ev, rev); r != nil {
+					return *r, nil
+				}
+			}
+		case <-resync.C: // a republished event can be missed: read the stream again
+		case <-ctx.Done():
+			return Resolution{}, fmt.Errorf("await the resolution of call %s: %w", callID, ctx.Err())
+		}
+	}
+}
+
+// subscribeCall follows the call's republished events live; stop ends it.
+// The subscription is in place when it returns, so stored events read
+// afterwards miss nothing in between.
+func (c *Client) subscribeCall(ctx context.Context, callID string, buf int) (live chan *nats.Msg, stop func(), err error) {
+	live = make(chan *nats.Msg, buf)
+	sub, err := c.nc.ChanSubscribe(subject.OutOfCall(c.agent, callID), live)
+	if err != nil {
+		return nil, nil, err
+	}
+	stop = func() { _ = sub.Unsubscribe() }
+	// FlushWithContext needs a deadline; ctx may have none.
+	fctx, fcancel := context.WithTimeout(ctx, requestTimeout)
+	err = c.nc.FlushWithContext(fctx)
+	fcancel()
+	if err != nil && ctx.Err() == nil {
+		stop()
+		return nil, nil, err
+	}
+	return live, stop, nil
 }

@@ -202,6 +202,9 @@ type Report struct {
 	// Args, when set, are the arguments the agent ran the tool with; airlock
 	// records whether they differ from the ones it decided on.
 	Args map[string]any
+	// Snapshot, when set, is what the agent's hook saved before the call
+	// and saw after it (`airlock hook`), recorded with the outcome.
+	Snapshot *airlockv1.Snapshot
 }
 
 // MaxReportResultBytes is the largest result a report carries; Report cuts
@@ -218,7 +221,7 @@ func (c *Client) Report(ctx context.Context, callID string, rev uint32, r Report
 	if err := ids.Validate("call id", callID); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	body := &airlockv1.Reported{Failed: r.Failed, Truncated: r.Truncated, Error: r.Error}
+	body := &airlockv1.Reported{Failed: r.Failed, Truncated: r.Truncated, Error: r.Error, Snapshot: r.Snapshot}
 	if len(r.Result) > 0 {
 		body.ResultJson = string(r.Result)
 		if len(r.Result) > MaxReportResultBytes || !json.Valid(r.Result) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -24,7 +25,7 @@ import (
 )
 
 // consoleRoutes are the paths a link or form of the console may point at.
-var consoleRoutes = regexp.MustCompile(`^/(|login|logout|inbox/events|history|grants|grants/new|grants/scope|grants/[A-Za-z0-9_-]+/revoke|rules|rules/eval|rules/[A-Za-z0-9_-]+/delete|health|tokens|tokens/[A-Za-z0-9_-]+/revoke|audit|audit/export|audit/analytics|threads/approve|calls/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+(/(approve|reject|changes|edit))?|static/[a-z.]+|devices|devices/[a-f0-9]+/revoke)$`)
+var consoleRoutes = regexp.MustCompile(`^/(|login|logout|inbox/events|history|grants|grants/new|grants/scope|grants/[A-Za-z0-9_-]+/revoke|rules|rules/eval|rules/[A-Za-z0-9_-]+/delete|health|tokens|tokens/[A-Za-z0-9_-]+/revoke|audit|audit/export|audit/analytics|suggestions|suggestions/[A-Za-z0-9_-]+/(adopt|dismiss)|shadow|shadow/stop|in-doubt|threads/approve|calls/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+(/(approve|reject|changes|edit|in-doubt))?|static/[a-z.]+|devices|devices/[a-f0-9]+/revoke)$`)
 
 // pageURLs are every link and form action of the open page, as the browser
 // resolved them.
@@ -288,6 +289,39 @@ func TestReviewerSurfacesResistHostileAgents(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitPending(t, dev, token, other) // another mode is not what was granted: a person decides
+	})
+
+	t.Run("always_allow_holds_a_number_within_the_range_typed", func(t *testing.T) {
+		args := map[string]any{"path": "sizes.txt", "content": "x", "mode": 420}
+		id, err := bot.Submit(sdkCtx, airlock.Call{Tool: "demo__write_file", Args: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitPending(t, dev, token, id)
+		// Typing an end chooses the range (its ends start at the call's 420).
+		do(t, ctx, "type a range's upper end",
+			chromedp.Navigate(dev.HTTPURL+"/grants/new?agent=bot&from="+id),
+			chromedp.WaitVisible(chromedp.ID("grant-form")),
+			chromedp.SendKeys(chromedp.ID("max-1"), kb.End+"0"), // 420 → 4200
+			chromedp.Poll[chromedp.Void](`document.getElementById("grant-scope").textContent.includes("/mode is a number from 420 to 4200")`),
+		)
+		if !value(t, ctx, chromedp.Evaluate[bool](`document.getElementById("rangemode-1").checked`)) {
+			t.Fatal("typing a range's end did not choose the range")
+		}
+		do(t, ctx, "create it", chromedp.Click(chromedp.ID("confirm-grant")), chromedp.WaitVisible(chromedp.ID("grants")))
+		for _, mode := range []float64{420, 4200, 1000.5} {
+			got, err := bot.Do(sdkCtx, airlock.Call{Tool: "demo__write_file", Args: map[string]any{"path": "sizes.txt", "content": "x", "mode": mode}})
+			if err != nil || got.DecidedBy != "policy" {
+				t.Fatalf("mode %v within the range: %+v %v", mode, got, err)
+			}
+		}
+		for _, mode := range []any{4201, 419, "1000"} {
+			other, err := bot.Submit(sdkCtx, airlock.Call{Tool: "demo__write_file", Args: map[string]any{"path": "sizes.txt", "content": "x", "mode": mode}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitPending(t, dev, token, other) // outside the range, or not a number: a person decides
+		}
 	})
 
 	var unexpected []string

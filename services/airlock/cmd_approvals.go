@@ -161,6 +161,7 @@ anyone else. The approval service decides whether that person may decide.`,
 		approvalsDecideCmd(g, f, "changes", "Request changes; the agent receives the feedback and may submit a revision"),
 		approvalsDecideCmd(g, f, "edit", "Approve a pending call with edited arguments"),
 		approvalsRememberCmd(g, f), approvalsGrantsCmd(g, f), approvalsRevokeCmd(g, f),
+		approvalsInDoubtCmd(g, f), approvalsResolveCmd(g, f),
 	)
 	return cmd
 }

@@ -17,6 +17,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/airlock/internal/snapshot"
 	"github.com/airlock-gate/airlock/services/hooks"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
@@ -182,7 +183,10 @@ func (o *hookOptions) gate(ctx context.Context, ev hooks.Event) hooks.Verdict {
 	case err != nil:
 		return deny("airlock could not take the call, so %s is denied (airlock fails closed): %v", ev.QualifiedTool(), err)
 	}
-	v := o.await(ctx, client, ev, call)
+	v, out := o.await(ctx, client, ev, call)
+	if v.Action == hooks.Allow {
+		v.Reason += o.snapshot(ctx, client.Agent(), id, ev, out)
+	}
 	if v.Action == hooks.Allow && !fromAgent {
 		if err := o.remember(ev, id); err != nil {
 			fmt.Fprintf(os.Stderr, "airlock hook: %v (the tool's result will not be recorded)\n", err)
@@ -193,10 +197,10 @@ func (o *hookOptions) gate(ctx context.Context, ev hooks.Event) hooks.Verdict {
 
 // await waits up to --wait for airlock's answer about the call it
 // submitted, and allows only what airlock decided for that very call.
-func (o *hookOptions) await(ctx context.Context, client *airlock.Client, ev hooks.Event, call airlock.Call) hooks.Verdict {
+func (o *hookOptions) await(ctx context.Context, client *airlock.Client, ev hooks.Event, call airlock.Call) (hooks.Verdict, airlock.Outcome) {
 	id := call.ID
-	deny := func(format string, args ...any) hooks.Verdict {
-		return hooks.Verdict{Action: hooks.Deny, Reason: fmt.Sprintf(format, args...)}
+	deny := func(format string, args ...any) (hooks.Verdict, airlock.Outcome) {
+		return hooks.Verdict{Action: hooks.Deny, Reason: fmt.Sprintf(format, args...)}, airlock.Outcome{}
 	}
 	wctx, cancel := context.WithTimeout(ctx, o.wait)
 	out, err := client.AwaitDecision(wctx, id, 1)
@@ -208,7 +212,7 @@ func (o *hookOptions) await(ctx context.Context, client *airlock.Client, ev hook
 		out, err = o.giveUp(ctx, client, id)
 		if err != nil {
 			if o.onTimeout == "ask" {
-				return hooks.Verdict{Action: hooks.Ask, Reason: fmt.Sprintf("airlock: nobody decided %s within %s, so it was withdrawn from airlock (call %s/%s) and left to you", ev.QualifiedTool(), o.wait, client.Agent(), id)}
+				return hooks.Verdict{Action: hooks.Ask, Reason: fmt.Sprintf("airlock: nobody decided %s within %s, so it was withdrawn from airlock (call %s/%s) and left to you", ev.QualifiedTool(), o.wait, client.Agent(), id)}, airlock.Outcome{}
 			}
 			return deny("airlock: nobody decided %s within %s, so it is denied (call %s/%s was withdrawn). Ask the user to watch airlock (the console, Slack or `airlock approvals list`) and try again; they can also remember such calls (`airlock approvals remember`).", ev.QualifiedTool(), o.wait, client.Agent(), id)
 		}
@@ -217,7 +221,7 @@ func (o *hookOptions) await(ctx context.Context, client *airlock.Client, ev hook
 		return deny("airlock's decision on call %s/%s is about another call (%s, asked with this tool-use id before), and airlock refused this request under the same id. %s is denied: run it again as a new tool use.",
 			client.Agent(), id, calls.QualifiedTool(out.Call), ev.QualifiedTool())
 	}
-	return verdictOf(ev, out)
+	return verdictOf(ev, out), out
 }
 
 // decidedAsAsked reports whether the call airlock decided is the one the
@@ -313,10 +317,53 @@ func (o *hookOptions) report(ctx context.Context, ev hooks.Event) string {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	r := airlock.Report{Failed: ev.Failed, Result: ev.Result, Error: ev.Error, Args: ev.Args}
+	problem := ""
+	if store, err := o.snapshots(); err == nil {
+		if snap, ok, err := store.After(ctx, client.Agent(), id); err != nil {
+			problem = fmt.Sprintf("airlock could not record the files after %s (undo will ask for --force): %v", ev.QualifiedTool(), err)
+			r.Snapshot = snap
+		} else if ok {
+			r.Snapshot = snap
+		}
+	}
 	if err := client.Report(rctx, id, 1, r); err != nil {
 		return fmt.Sprintf("airlock could not record the result of %s: %v", ev.QualifiedTool(), err)
 	}
-	return ""
+	return problem
+}
+
+// snapshots is where the hook keeps its snapshots: under its state dir.
+func (o *hookOptions) snapshots() (snapshot.Store, error) {
+	dir, err := o.stateDirectory()
+	if err != nil {
+		return snapshot.Store{}, err
+	}
+	return snapshot.Store{Dir: filepath.Join(dir, "snapshots"), Limits: snapshot.DefaultLimits}, nil
+}
+
+// snapshot saves what an allowed call may change before the agent runs
+// it (edits and writes, shell commands the coding profile does not allow
+// as read-only), and returns the words added to the allow reason. A
+// snapshot that fails does not take back the decision: the person allowed
+// the call, and the reason says there is nothing to undo with.
+func (o *hookOptions) snapshot(ctx context.Context, agent, call string, ev hooks.Event, out airlock.Outcome) string {
+	ch, ok := ev.Changes()
+	if !ok || (ch.Shell && out.Status == airlock.StatusAllowed && out.Decision.GetRuleId() == hooks.ReadOnlyShellRule) {
+		return ""
+	}
+	store, err := o.snapshots()
+	if err != nil {
+		return fmt.Sprintf(" (airlock saved nothing to undo it with: %v)", err)
+	}
+	snap, err := store.Before(ctx, snapshot.Target{Agent: agent, Call: call, Cwd: ev.Cwd, Paths: ch.Paths, WholeTree: ch.Shell, Command: ch.Command})
+	if err != nil {
+		return fmt.Sprintf(" (airlock saved nothing to undo it with: %v)", err)
+	}
+	s := fmt.Sprintf(" (saved first: `airlock undo %s/%s` puts it back", agent, call)
+	if snap.GetNote() != "" {
+		s += "; " + snap.GetNote()
+	}
+	return s + ")"
 }
 
 // stateDirectory is where tool uses without an id are remembered.

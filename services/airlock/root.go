@@ -62,6 +62,7 @@ func newRootCmd() *cobra.Command {
 		newChaosCmd(),
 		newGatewayCmd(g),
 		newHookCmd(g),
+		newUndoCmd(g),
 	)
 	return root
 }

@@ -61,6 +61,9 @@ func (s *Service) serveAPI(ctx context.Context) (apiServer, error) {
 		{"grants_create", approvalapi.Subject(approvalapi.GrantsCreate), rpc.HandleSealed(log, gate, func() *airlockv1.CreateGrantRequest { return &airlockv1.CreateGrantRequest{} }, timed(s.CreateGrant))},
 		{"grants_list", approvalapi.Subject(approvalapi.GrantsList), rpc.Handle(log, func() *airlockv1.ListGrantsRequest { return &airlockv1.ListGrantsRequest{} }, timed(s.ListGrants))},
 		{"grants_revoke", approvalapi.Subject(approvalapi.GrantsRevoke), rpc.HandleSealed(log, gate, func() *airlockv1.RevokeGrantRequest { return &airlockv1.RevokeGrantRequest{} }, timed(s.RevokeGrant))},
+		{"in_doubt_list", approvalapi.Subject(approvalapi.InDoubtList), rpc.Handle(log, func() *airlockv1.ListInDoubtRequest { return &airlockv1.ListInDoubtRequest{} }, timed(s.ListInDoubt))},
+		{"in_doubt_get", approvalapi.Subject(approvalapi.InDoubtGet), rpc.Handle(log, func() *airlockv1.GetInDoubtRequest { return &airlockv1.GetInDoubtRequest{} }, timed(s.GetInDoubt))},
+		{"in_doubt_resolve", approvalapi.Subject(approvalapi.InDoubtResolve), rpc.HandleSealed(log, gate, func() *airlockv1.ResolveInDoubtRequest { return &airlockv1.ResolveInDoubtRequest{} }, timed(s.ResolveInDoubt))},
 		{"agent_cancel", subject.AgentCancel("*"), s.agentCancel},
 	}
 	for _, e := range endpoints {
@@ -308,14 +311,12 @@ func (s *Service) List(_ context.Context, req *airlockv1.ListRequest) (*airlockv
 	for _, st := range req.GetStates() {
 		states[st] = true
 	}
-	recs := s.index.selectRecords(func(r *airlockv1.ApprovalRecord) bool {
+	recs := s.index.page(req.GetAgentId(), after, limit, func(r *airlockv1.ApprovalRecord) bool {
 		c := r.GetCall()
 		return (len(states) == 0 || states[r.GetState()]) &&
-			(req.GetAgentId() == "" || c.GetAgentId() == req.GetAgentId()) &&
 			(req.GetThreadId() == "" || c.GetThreadId() == req.GetThreadId()) &&
 			(req.GetTool() == "" || c.GetTool() == req.GetTool() || c.GetServer()+"__"+c.GetTool() == req.GetTool()) &&
-			r.GetDecision().GetRisk() >= req.GetMinRisk() &&
-			(after == nil || after.before(r))
+			r.GetDecision().GetRisk() >= req.GetMinRisk()
 	})
 	resp := &airlockv1.ListResponse{}
 	budget, size := s.listReplyBytes(), 0
@@ -351,16 +352,10 @@ func (s *Service) listReplyBytes() int {
 }
 
 // pagePos is where a list page ended: the last record's creation time and
-// key. Lists are ordered newest first, then by key (index.selectRecords).
+// key. Lists are ordered newest first, then by key (index.page).
 type pagePos struct {
 	created int64
 	key     string
-}
-
-// before reports whether rec comes after the position in list order.
-func (p *pagePos) before(rec *airlockv1.ApprovalRecord) bool {
-	c := rec.GetCreatedAt().AsTime().UnixNano()
-	return c < p.created || c == p.created && domain.RefOf(rec).Key() > p.key
 }
 
 func pageTokenOf(rec *airlockv1.ApprovalRecord) string {

@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/preview"
@@ -58,7 +59,12 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 	case *airlockv1.Event_Completed:
 		return s.executed(ctx, ev, func(r *airlockv1.ApprovalRecord) *airlockv1.ApprovalRecord { return domain.Finished(r, true, s.now()) })
 	case *airlockv1.Event_Failed:
-		return s.executed(ctx, ev, func(r *airlockv1.ApprovalRecord) *airlockv1.ApprovalRecord { return domain.Finished(r, false, s.now()) })
+		err := s.executed(ctx, ev, func(r *airlockv1.ApprovalRecord) *airlockv1.ApprovalRecord { return domain.Finished(r, false, s.now()) })
+		if b.Failed.GetOutcome() == calls.FailureIndeterminate {
+			// Whatever happened to the record, a person is asked whether it ran.
+			err = errors.Join(err, s.inDoubtOpened(ctx, ev))
+		}
+		return err
 	}
 	return nil
 }
@@ -215,11 +221,7 @@ func (s *Service) supersedeBy(ctx context.Context, call *airlockv1.ToolCall) err
 // once the agent submitted a new revision, only that one may run.
 func (s *Service) supersede(ctx context.Context, rec *airlockv1.ApprovalRecord) error {
 	ref := domain.RefOf(rec)
-	older := s.index.selectRecords(func(r *airlockv1.ApprovalRecord) bool {
-		o := domain.RefOf(r)
-		return o.CallKey() == ref.CallKey() && o.Rev < ref.Rev && r.GetState() == domain.Pending
-	})
-	for _, o := range older {
+	for _, o := range s.index.earlierPending(ref) {
 		by := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"}
 		reason := fmt.Sprintf("superseded by revision %d", ref.Rev)
 		key := domain.RefOf(o).Key()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -46,11 +47,17 @@ type index struct {
 	unsettled map[string]bool
 	// published: keys whose decision event this process published itself.
 	published map[string]bool
+	// all orders every record, byAgent each agent's, as lists show them
+	// (listOrder): a page is read from where the previous one ended, never
+	// by sorting everything (100,000 pending calls: airlock bench pending).
+	all     listOrder
+	byAgent map[string]*listOrder
 }
 
 func newIndex(log *slog.Logger, reconnects func() uint64) *index {
 	return &index{log: log, reconnects: reconnects, recs: map[string]*airlockv1.ApprovalRecord{}, latest: map[string]uint32{},
-		pendingBy: map[string]int{}, admitted: map[string]string{}, unsettled: map[string]bool{}, published: map[string]bool{}}
+		pendingBy: map[string]int{}, admitted: map[string]string{}, unsettled: map[string]bool{}, published: map[string]bool{},
+		byAgent: map[string]*listOrder{}}
 }
 
 // watch follows the bucket until ctx ends. ready is closed once the bucket's
@@ -130,8 +137,13 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	delete(ix.admitted, e.Key())
-	if old := ix.recs[e.Key()]; old != nil && old.GetState() == domain.Pending {
+	old := ix.recs[e.Key()]
+	if old != nil && old.GetState() == domain.Pending {
 		ix.pendingOf(old.GetCall().GetAgentId(), -1)
+	}
+	if old != nil && (rec == nil || orderOf(e.Key(), old) != orderOf(e.Key(), rec) || old.GetCall().GetAgentId() != rec.GetCall().GetAgentId()) {
+		ix.unorder(e.Key(), old)
+		old = nil
 	}
 	if rec == nil {
 		delete(ix.recs, e.Key())
@@ -139,6 +151,9 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 	}
 	if rec.GetState() == domain.Pending {
 		ix.pendingOf(rec.GetCall().GetAgentId(), +1)
+	}
+	if old == nil {
+		ix.order(e.Key(), rec)
 	}
 	ix.recs[e.Key()] = rec
 	ref := domain.RefOf(rec)
@@ -150,6 +165,28 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 			delete(ix.published, e.Key())
 		} else {
 			ix.unsettled[e.Key()] = true
+		}
+	}
+}
+
+// order and unorder add a record to the list orders and remove it (ix.mu held).
+func (ix *index) order(key string, rec *airlockv1.ApprovalRecord) {
+	pos := orderOf(key, rec)
+	ix.all.insert(pos)
+	agent := rec.GetCall().GetAgentId()
+	if ix.byAgent[agent] == nil {
+		ix.byAgent[agent] = &listOrder{}
+	}
+	ix.byAgent[agent].insert(pos)
+}
+
+func (ix *index) unorder(key string, rec *airlockv1.ApprovalRecord) {
+	pos := orderOf(key, rec)
+	ix.all.remove(pos)
+	agent := rec.GetCall().GetAgentId()
+	if o := ix.byAgent[agent]; o != nil {
+		if o.remove(pos); len(o.entries) == 0 {
+			delete(ix.byAgent, agent)
 		}
 	}
 }
@@ -259,35 +296,117 @@ func (ix *index) latestRevision(ref callref.Ref) callref.Ref {
 	return ref.WithRev(ix.latest[ref.CallKey()])
 }
 
-// select returns the records that keep returns true for, newest first,
-// records created at the same time by key (an order list pages rely on).
+// selectRecords returns the records that keep returns true for, newest
+// first, records created at the same time by key (an order list pages rely
+// on).
 func (ix *index) selectRecords(keep func(*airlockv1.ApprovalRecord) bool) []*airlockv1.ApprovalRecord {
+	return ix.page("", nil, 0, keep)
+}
+
+// page returns, in list order, up to limit (0: no limit) records that keep
+// returns true for, starting after the position after (nil: from the
+// newest), of agent's records only when agent is set. It reads from the
+// list order, so a page costs what it holds and what keep skips, not what
+// the index holds.
+func (ix *index) page(agent string, after *pagePos, limit int, keep func(*airlockv1.ApprovalRecord) bool) []*airlockv1.ApprovalRecord {
 	ix.mu.RLock()
-	type entry struct {
-		key string
-		rec *airlockv1.ApprovalRecord
-	}
-	var found []entry
-	for _, rec := range ix.recs {
-		if keep(rec) {
-			found = append(found, entry{domain.RefOf(rec).Key(), rec})
+	defer ix.mu.RUnlock()
+	o := &ix.all
+	if agent != "" {
+		if o = ix.byAgent[agent]; o == nil {
+			return nil
 		}
 	}
-	ix.mu.RUnlock()
-	slices.SortFunc(found, func(a, b entry) int {
-		if c := b.rec.GetCreatedAt().AsTime().Compare(a.rec.GetCreatedAt().AsTime()); c != 0 {
-			return c
+	var out []*airlockv1.ApprovalRecord
+	o.walk(after, func(key string) bool {
+		if rec := ix.recs[key]; rec != nil && keep(rec) {
+			out = append(out, rec)
 		}
-		return strings.Compare(a.key, b.key)
+		return limit == 0 || len(out) < limit
 	})
-	out := make([]*airlockv1.ApprovalRecord, len(found))
-	for i, e := range found {
-		out[i] = e.rec
+	return out
+}
+
+// listOrder holds records' list positions, oldest first, so that a new
+// record (the newest) is appended: lists read it backwards, newest first.
+type listOrder struct{ entries []pagePos }
+
+// orderOf is a record's position in list order.
+func orderOf(key string, rec *airlockv1.ApprovalRecord) pagePos {
+	return pagePos{created: rec.GetCreatedAt().AsTime().UnixNano(), key: key}
+}
+
+// earlier reports whether a comes before b in the slice: after it in list
+// order (older, or as old with a greater key).
+func earlier(a, b pagePos) bool {
+	return a.created < b.created || a.created == b.created && a.key > b.key
+}
+
+func (o *listOrder) search(p pagePos) int {
+	return sort.Search(len(o.entries), func(i int) bool { return !earlier(o.entries[i], p) })
+}
+
+func (o *listOrder) insert(p pagePos) {
+	if n := len(o.entries); n == 0 || earlier(o.entries[n-1], p) {
+		o.entries = append(o.entries, p)
+		return
+	}
+	o.entries = slices.Insert(o.entries, o.search(p), p)
+}
+
+func (o *listOrder) remove(p pagePos) {
+	if i := o.search(p); i < len(o.entries) && o.entries[i] == p {
+		o.entries = slices.Delete(o.entries, i, i+1)
+	}
+}
+
+// walk calls fn with each key in list order after the position after (nil:
+// from the newest) until fn returns false.
+func (o *listOrder) walk(after *pagePos, fn func(key string) bool) {
+	end := len(o.entries)
+	if after != nil {
+		// Entries after the position in list order are those before it here.
+		end = o.search(*after)
+	}
+	for i := end - 1; i >= 0; i-- {
+		if !fn(o.entries[i].key) {
+			return
+		}
+	}
+}
+
+// earlierPending returns the still pending records of ref's call with a
+// revision before ref's (revisions are few: each one looked up).
+func (ix *index) earlierPending(ref callref.Ref) []*airlockv1.ApprovalRecord {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	var out []*airlockv1.ApprovalRecord
+	for rev := uint32(1); rev < ref.Rev; rev++ {
+		if rec := ix.recs[ref.WithRev(rev).Key()]; rec != nil && rec.GetState() == domain.Pending {
+			out = append(out, rec)
+		}
 	}
 	return out
 }
 
-// pending returns every pending record.
+// pending returns every pending record, newest first. It reads them a
+// chunk at a time, so the sweeper's pass over 100,000 pending calls never
+// holds the index for long: lists and the watch go on in between.
 func (ix *index) pending() []*airlockv1.ApprovalRecord {
-	return ix.selectRecords(func(r *airlockv1.ApprovalRecord) bool { return r.GetState() == domain.Pending })
+	isPending := func(r *airlockv1.ApprovalRecord) bool { return r.GetState() == domain.Pending }
+	var out []*airlockv1.ApprovalRecord
+	var after *pagePos
+	for {
+		chunk := ix.page("", after, pendingChunk, isPending)
+		out = append(out, chunk...)
+		if len(chunk) < pendingChunk {
+			return out
+		}
+		last := chunk[len(chunk)-1]
+		pos := orderOf(domain.RefOf(last).Key(), last)
+		after = &pos
+	}
 }
+
+// pendingChunk is how many records pending reads under one hold of the index.
+const pendingChunk = 1000

@@ -31,6 +31,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
@@ -55,10 +56,13 @@ type Service struct {
 	pub      *bus.Publisher
 	store    records
 	grants   jetstream.KeyValue
-	index    *index
-	fan      *fanout
-	now      func() time.Time
-	pending  prometheus.Gauge
+	clients  *clientwait.Store // nil: cards are not redrawn when an MCP client comes or goes
+	// inDoubt holds the "did it happen?" tasks of calls that ended in doubt.
+	inDoubt jetstream.KeyValue
+	index   *index
+	fan     *fanout
+	now     func() time.Time
+	pending prometheus.Gauge
 	// decisions seals `approved` events; frontend checks that decisions
 	// come from a front-end that authenticated the person.
 	decisions, frontend seal.Key
@@ -95,6 +99,10 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 	if err != nil {
 		return nil, fmt.Errorf("approval: open bucket %s: %w (run `airlock provision` with administrator credentials, or `airlock dev`)", cfg.Buckets.Grants, err)
 	}
+	dkv, err := deps.JS.KeyValue(ctx, cfg.Buckets.InDoubt)
+	if err != nil {
+		return nil, fmt.Errorf("approval: open bucket %s: %w (run `airlock provision` with administrator credentials, or `airlock dev`)", cfg.Buckets.InDoubt, err)
+	}
 	dk, err := deps.DecisionKey()
 	if err != nil {
 		return nil, fmt.Errorf("approval: %w", err)
@@ -122,6 +130,7 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		pub:       deps.Publisher("approval"),
 		store:     records{kv: kv},
 		grants:    gkv,
+		inDoubt:   dkv,
 		index:     newIndex(deps.Log.With("service", "approval"), func() uint64 { return deps.NC.Stats().Reconnects }),
 		now:       time.Now,
 		pending:   pendingGauge(deps.Metrics.Registry),
@@ -141,6 +150,9 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		return executor.Preview(ctx, call, a.PreviewTimeout)
 	})
 	s.fan = &fanout{notifiers: notifiers, timeout: a.NotifyTimeout, log: deps.Log.With("service", "approval"), record: s.recordNotified}
+	if s.clients, err = clientwait.Open(ctx, deps.JS, cfg.Buckets.ClientWaits); err != nil {
+		deps.Log.Warn("approval: cards will not be redrawn when an MCP client starts or stops waiting", "err", err)
+	}
 	return s, nil
 }
 
@@ -173,8 +185,9 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() { defer wg.Done(); s.sweep(runCtx) }()
+	go func() { defer wg.Done(); s.followClients(runCtx) }()
 
 	workers := s.cfg.Workers
 	err = consume.Run(runCtx, s.deps.JS, consume.Spec{

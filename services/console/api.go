@@ -375,8 +375,9 @@ func (con *Console) apiListGrants(c echo.Context) error {
 
 // grantBody is the body of POST /api/v1/grants. A grant allows only what
 // it names: pin arguments exactly with argument_values (any JSON value),
-// match string arguments with argument_globs, name arguments that may take
-// any value in any_arguments; every argument none of them names is refused
+// match string arguments with argument_globs, hold numbers within a closed
+// range with argument_ranges, name arguments that may take any value in
+// any_arguments; every argument none of them names is refused
 // (only_listed_arguments, the default when any of them is given: an
 // explicit false lets such arguments take any value, as it is for a grant
 // by command prefix).
@@ -389,6 +390,9 @@ type grantBody struct {
 	ArgumentGlobs       map[string]string `json:"argument_globs"`
 	AnyArguments        []string          `json:"any_arguments"`
 	OnlyListedArguments *bool             `json:"only_listed_arguments"`
+	// ArgumentRanges hold number arguments within closed ranges (JSON
+	// pointer → {"min": 1, "max": 10}, both ends included and required).
+	ArgumentRanges map[string]rangeBody `json:"argument_ranges"`
 	// CommandPrefixes remember a shell command by its prefix (JSON pointer →
 	// prefix, e.g. {"/command": "git commit"}); ArgumentsDigest pins the
 	// exact arguments the person reviewed (the call's arguments_digest).
@@ -398,13 +402,19 @@ type grantBody struct {
 	ExpiresIn       string            `json:"expires_in"`
 }
 
+// rangeBody is one closed numeric range of a grantBody.
+type rangeBody struct {
+	Min *float64 `json:"min"`
+	Max *float64 `json:"max"`
+}
+
 func (con *Console) apiCreateGrant(c echo.Context) error {
 	var b grantBody
 	if err := readJSON(c, &b, 64<<10); err != nil {
 		return err
 	}
 	// A grant that names arguments allows only those unless it says otherwise.
-	onlyListed := len(b.ArgumentValues)+len(b.ArgumentGlobs)+len(b.AnyArguments) > 0
+	onlyListed := len(b.ArgumentValues)+len(b.ArgumentGlobs)+len(b.ArgumentRanges)+len(b.AnyArguments) > 0
 	if b.OnlyListedArguments != nil {
 		onlyListed = *b.OnlyListedArguments
 	}
@@ -426,6 +436,15 @@ func (con *Console) apiCreateGrant(c echo.Context) error {
 			}
 			in.Values[ptr] = pv
 		}
+	}
+	for ptr, r := range b.ArgumentRanges {
+		if r.Min == nil || r.Max == nil {
+			return apierr.New(apierr.InvalidRequest, "argument_ranges %s needs both min and max: a range is closed at both ends", ptr)
+		}
+		if in.Ranges == nil {
+			in.Ranges = map[string]*airlockv1.NumberRange{}
+		}
+		in.Ranges[ptr] = &airlockv1.NumberRange{Min: *r.Min, Max: *r.Max}
 	}
 	g, err := con.use.createGrant(c.Request().Context(), principal(c), channel(c), in)
 	if err != nil {

@@ -871,6 +871,17 @@ func TestGrantsAPI(t *testing.T) {
 	if wide.Status != http.StatusCreated || unmarshalProto(wide.Body, &widened) != nil || widened.GetGrant().GetOnlyListedArguments() {
 		t.Errorf("an explicit only_listed_arguments false was not kept: %d %s", wide.Status, wide.Body)
 	}
+	// A numeric range is passed on as a closed range and counts as a named
+	// argument; a range without both ends is refused before anything is made.
+	ranged := apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/grants", `{"from_call_id":"call_g","agent_id":"bot","tool":"fs__write_file","argument_ranges":{"/size":{"min":0.5,"max":10}}}`)
+	var withRange airlockv1.CreateGrantResponse
+	if ranged.Status != http.StatusCreated || unmarshalProto(ranged.Body, &withRange) != nil {
+		t.Fatalf("%d %s", ranged.Status, ranged.Body)
+	}
+	if r := withRange.GetGrant().GetArgumentRanges()["/size"]; r.GetMin() != 0.5 || r.GetMax() != 10 || !withRange.GetGrant().GetOnlyListedArguments() {
+		t.Errorf("argument_ranges was not kept as a closed range of a grant allowing only what it names: %v", withRange.GetGrant())
+	}
+	assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/grants", `{"from_call_id":"call_g","agent_id":"bot","argument_ranges":{"/size":{"min":1}}}`), http.StatusBadRequest, "invalid_request")
 	assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/grants", `{"from_call_id":"call_g","expires_in":"soon"}`), http.StatusBadRequest, "invalid_request")
 	assertAPIError(t, apiCall(t, e.srv.URL, auditorTok, http.MethodPost, "/api/v1/grants", `{"from_call_id":"call_g"}`), http.StatusForbidden, "not_authorized")
 	assertAPIError(t, apiCall(t, e.srv.URL, tok, http.MethodPost, "/api/v1/grants", `{"agent_id":"bot","from_call_id":"nope"}`), http.StatusNotFound, "not_found")

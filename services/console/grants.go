@@ -20,7 +20,8 @@ import (
 // "Always allow" pins every argument of the call to its exact value by
 // default: a grant made in a hurry allows exactly the call the reviewer
 // saw, and nothing that merely resembles it. The reviewer widens it
-// explicitly, argument by argument (a glob for a string, or any value), and
+// explicitly, argument by argument (a glob for a string, a range for a
+// number, or any value), and
 // sees the final scope in words before confirming. Pinned values are taken
 // from the call itself on the server, never from the form.
 
@@ -29,6 +30,7 @@ const (
 	modeExact  = "exact"
 	modeGlob   = "glob"
 	modePrefix = "prefix"
+	modeRange  = "range"
 	modeAny    = "any"
 )
 
@@ -44,6 +46,9 @@ func grantArgs(rec *airlockv1.ApprovalRecord) []grantArg {
 	for i, k := range keys {
 		v := fields[k]
 		a := grantArg{Index: i, Pointer: "/" + calls.EscapePointer(k), Value: grant.ValueJSON(v), Mode: modeExact}
+		if n, ok := v.GetKind().(*structpb.Value_NumberValue); ok {
+			a.IsNumber, a.RangeMin, a.RangeMax = true, grant.Number(n.NumberValue), grant.Number(n.NumberValue)
+		}
 		if s, ok := v.GetKind().(*structpb.Value_StringValue); ok {
 			a.IsString, a.Multiline = true, strings.ContainsAny(s.StringValue, "\n\r")
 			if p := calls.CommandPrefix(s.StringValue, 2); p != "" && k == "command" {
@@ -56,7 +61,8 @@ func grantArgs(rec *airlockv1.ApprovalRecord) []grantArg {
 }
 
 // grantFromForm reads the "always allow" form against the call's record:
-// each argument exact (its value from the record), a glob, or any value;
+// each argument exact (its value from the record), a glob, a command
+// prefix, a numeric range, or any value;
 // extra "pointer = glob" lines; no other arguments unless unticked.
 func grantFromForm(c echo.Context, rec *airlockv1.ApprovalRecord) (grantInput, []grantArg, string, error) {
 	in := grantInput{FromAgent: rec.GetCall().GetAgentId(), FromCall: rec.GetCall().GetCallId(), FromRevision: max(rec.GetCall().GetRevision(), 1),
@@ -69,6 +75,9 @@ func grantFromForm(c echo.Context, rec *airlockv1.ApprovalRecord) (grantInput, [
 		a.Mode, a.Glob = c.FormValue("mode_"+idx), strings.TrimSpace(c.FormValue("glob_"+idx))
 		if p := strings.TrimSpace(c.FormValue("prefix_" + idx)); p != "" {
 			a.Prefix = p
+		}
+		if a.Mode == modeRange {
+			a.RangeMin, a.RangeMax = strings.TrimSpace(c.FormValue("min_"+idx)), strings.TrimSpace(c.FormValue("max_"+idx))
 		}
 		key := calls.PointerTokens(a.Pointer)[0]
 		switch a.Mode {
@@ -88,10 +97,23 @@ func grantFromForm(c echo.Context, rec *airlockv1.ApprovalRecord) (grantInput, [
 				return in, args, "", apierr.New(apierr.InvalidRequest, "argument %s is not a plain shell command, so no command prefix can match it: pin it exactly", a.Pointer)
 			}
 			in.Prefixes[a.Pointer] = a.Prefix
+		case modeRange:
+			if !a.IsNumber {
+				return in, args, "", apierr.New(apierr.InvalidRequest, "argument %s is not a number, so no range can hold it: pin it exactly", a.Pointer)
+			}
+			lo, errLo := strconv.ParseFloat(a.RangeMin, 64)
+			hi, errHi := strconv.ParseFloat(a.RangeMax, 64)
+			if errLo != nil || errHi != nil {
+				return in, args, "", apierr.New(apierr.InvalidRequest, "argument %s: give the range's two ends as numbers, e.g. from 1 to 10", a.Pointer)
+			}
+			if in.Ranges == nil {
+				in.Ranges = map[string]*airlockv1.NumberRange{}
+			}
+			in.Ranges[a.Pointer] = &airlockv1.NumberRange{Min: lo, Max: hi}
 		case modeAny:
 			in.Any = append(in.Any, a.Pointer)
 		default:
-			return in, args, "", apierr.New(apierr.InvalidRequest, "argument %s: choose exactly, matching a glob, starting with a command prefix, or any value", a.Pointer)
+			return in, args, "", apierr.New(apierr.InvalidRequest, "argument %s: choose exactly, matching a glob, starting with a command prefix, within a range, or any value", a.Pointer)
 		}
 	}
 	extra := c.FormValue("extra")

@@ -35,6 +35,9 @@ func TestAlwaysAllowPinsEveryArgumentExactly(t *testing.T) {
 	if strings.Contains(form.Body, `id="globmode-1"`) {
 		t.Error("a number is offered a glob")
 	}
+	if !strings.Contains(form.Body, `id="rangemode-1"`) || !strings.Contains(form.Body, `id="min-1" value="420"`) || strings.Contains(form.Body, `id="rangemode-3"`) {
+		t.Error("a number is not offered a range starting at its own value, or text is")
+	}
 	tests := []struct {
 		name   string
 		form   url.Values
@@ -59,6 +62,16 @@ func TestAlwaysAllowPinsEveryArgumentExactly(t *testing.T) {
 		{"unticking_lets_other_arguments_vary", url.Values{}, http.StatusSeeOther, "any other argument may take any value",
 			func(g *airlockv1.StandingGrant) bool { return !g.GetOnlyListedArguments() }},
 		{"a_glob_on_a_number_is_refused_with_a_sentence", url.Values{"mode_1": {"glob"}, "glob_1": {"4*"}}, http.StatusBadRequest, "is not text", nil},
+		{"a_reviewer_holds_a_number_within_a_range", url.Values{"only_listed": {"1"}, "mode_1": {"range"}, "min_1": {"400"}, "max_1": {"420.5"}}, http.StatusSeeOther,
+			"and /mode is a number from 400 to 420.5 and",
+			func(g *airlockv1.StandingGrant) bool {
+				_, pinned := g.GetArgumentValues()["/mode"]
+				r := g.GetArgumentRanges()["/mode"]
+				return !pinned && r.GetMin() == 400 && r.GetMax() == 420.5 && len(g.GetArgumentValues()) == 3
+			}},
+		{"a_range_on_text_is_refused_with_a_sentence", url.Values{"mode_3": {"range"}, "min_3": {"1"}, "max_3": {"2"}}, http.StatusBadRequest, "is not a number", nil},
+		{"a_range_with_an_end_that_is_not_a_number_is_refused", url.Values{"mode_1": {"range"}, "min_1": {"four"}, "max_1": {"500"}}, http.StatusBadRequest, "give the range's two ends as numbers", nil},
+		{"a_range_with_an_infinite_end_is_refused", url.Values{"mode_1": {"range"}, "min_1": {"0"}, "max_1": {"Inf"}}, http.StatusBadRequest, "", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

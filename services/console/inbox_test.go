@@ -2,9 +2,13 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 )
@@ -117,4 +121,46 @@ func TestInboxCountsOnlyWhatThePersonMayDecide(t *testing.T) {
 			t.Fatalf("the call page of a call alice may decide offers no decision:\n%s", p.Body)
 		}
 	})
+}
+
+// TestInboxShowsTheNewestPageAndSaysMoreWait: however many calls wait, the
+// inbox opens with the newest 100 (what it costs stays the same: airlock
+// bench pending) and says that more wait and how to reach them; with 100
+// or fewer it shows them all and says nothing more.
+func TestInboxShowsTheNewestPageAndSaysMoreWait(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		calls     int
+		wantCount string
+		wantMore  bool
+	}{
+		{"a_hundred_are_all_shown", 100, "100", false},
+		{"of_a_hundred_and_fifty_the_newest_hundred_are_shown", 150, "100", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			start := time.Now().Add(-time.Hour)
+			for i := range tc.calls {
+				r := pending(fmt.Sprintf("call_%03d", i), "bot", "fs__write_file", map[string]any{"path": "/tmp/a"}, airlockv1.Risk_RISK_LOW)
+				r.CreatedAt = timestamppb.New(start.Add(time.Duration(i) * time.Second))
+				e.approval.put(r)
+			}
+			b := e.browser()
+			b.signIn("alice")
+			p := b.get("/")
+			if m := countRE.FindStringSubmatch(p.Body); m == nil || m[1] != tc.wantCount {
+				t.Fatalf("inbox count %v, want %s", m, tc.wantCount)
+			}
+			if got := strings.Contains(p.Body, `id="inbox-more"`); got != tc.wantMore {
+				t.Fatalf("says more wait: %v, want %v", got, tc.wantMore)
+			}
+			newest, oldestShown := fmt.Sprintf("call_%03d", tc.calls-1), fmt.Sprintf("call_%03d", tc.calls-100)
+			if !strings.Contains(p.Body, newest) || !strings.Contains(p.Body, oldestShown) {
+				t.Fatalf("the inbox lacks %s or %s", newest, oldestShown)
+			}
+			if tc.wantMore && strings.Contains(p.Body, fmt.Sprintf("call_%03d", tc.calls-101)) {
+				t.Fatalf("the inbox shows call_%03d, older than its newest 100", tc.calls-101)
+			}
+		})
+	}
 }

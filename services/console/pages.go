@@ -88,11 +88,11 @@ func filterFrom(c echo.Context) inboxFilter {
 
 func (con *Console) inboxPage(c echo.Context) error {
 	f := filterFrom(c)
-	recs, err := con.use.pending(c.Request().Context(), f)
+	recs, more, err := con.use.pending(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}
-	v := &inboxView{layout: layout{Title: "Inbox"}, Filter: f}
+	v := &inboxView{layout: layout{Title: "Inbox"}, Filter: f, More: more, Page: inboxPage}
 	v.Rows, v.Others, v.Count, v.OtherCount = con.inboxRows(principal(c), recs)
 	return con.render(c, http.StatusOK, "inbox", v)
 }
@@ -105,7 +105,7 @@ func (con *Console) inboxEvents(c echo.Context) error {
 	f := filterFrom(c)
 	ch, cancel := con.feed.subscribe()
 	defer cancel()
-	recs, err := con.use.pending(c.Request().Context(), f)
+	recs, _, err := con.use.pending(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}
@@ -230,6 +230,7 @@ func (con *Console) callPage(c echo.Context) error {
 	if v.Call.Pending {
 		v.ClientWait = con.clientWait(ctx, v.Call.Agent, v.Call.ID)
 	}
+	v.InDoubt = con.inDoubtOf(ctx, principal(c), v.Call.Agent, v.Call.ID)
 	return con.render(c, http.StatusOK, "call", v)
 }
 
@@ -251,17 +252,11 @@ func demoSandbox(cfg config.Config, call *airlockv1.ToolCall) (dir, file string)
 // its outcome; "" when no gateway client waited for it (or it cannot be
 // read: the page shows without it).
 func (con *Console) clientWait(ctx context.Context, agent, call string) string {
-	p, ok, err := con.clients.PresenceOf(ctx, agent, call)
+	line, err := con.clients.LineOf(ctx, agent, call, con.opts.Now())
 	if err != nil {
 		con.log.Warn("console: whether a client waits for a call could not be read", "call", call, "err", err)
 	}
-	switch {
-	case !ok:
-		return ""
-	case p.Waiting(con.opts.Now()):
-		return "The agent's MCP client is waiting for the outcome."
-	}
-	return fmt.Sprintf("The agent's MCP client stopped waiting at %s UTC; it gets the outcome when it calls the tool again (gateway endpoint %s).", p.Until.UTC().Format("15:04"), p.Endpoint)
+	return line
 }
 
 func revisionParam(s string) (uint32, error) {

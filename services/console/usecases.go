@@ -16,6 +16,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/grant"
 )
 
 // useCases are what reviewers do, in one place that the HTML pages, the
@@ -101,14 +102,23 @@ func (u *useCases) list(ctx context.Context, states []airlockv1.ApprovalState, f
 	return out, nil
 }
 
-// pending lists the calls waiting for a decision, newest first.
-func (u *useCases) pending(ctx context.Context, f inboxFilter) ([]*airlockv1.ApprovalRecord, error) {
-	recs, err := u.list(ctx, []airlockv1.ApprovalState{airlockv1.ApprovalState_APPROVAL_STATE_PENDING}, f, 500)
+// inboxPage is how many calls the inbox shows at first, newest first: what
+// it costs to open stays the same however many calls wait (airlock bench
+// pending); its filters reach the others.
+const inboxPage = 100
+
+// pending lists the newest inboxPage calls waiting for a decision, newest
+// first; more reports that others wait too.
+func (u *useCases) pending(ctx context.Context, f inboxFilter) (recs []*airlockv1.ApprovalRecord, more bool, err error) {
+	recs, err = u.list(ctx, []airlockv1.ApprovalState{airlockv1.ApprovalState_APPROVAL_STATE_PENDING}, f, inboxPage+1)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	sort.SliceStable(recs, func(i, j int) bool { return createdAt(recs[i]).After(createdAt(recs[j])) })
-	return recs, nil
+	if len(recs) > inboxPage {
+		recs, more = recs[:inboxPage], true
+	}
+	return recs, more, nil
 }
 
 func createdAt(rec *airlockv1.ApprovalRecord) time.Time {
@@ -295,6 +305,8 @@ type grantInput struct {
 	Globs      map[string]string
 	Any        []string
 	OnlyListed bool
+	// Ranges hold number arguments within closed ranges.
+	Ranges map[string]*airlockv1.NumberRange
 	// Prefixes remember a shell command by the words it starts with (JSON
 	// pointer → prefix); Digest pins the exact arguments reviewed.
 	Prefixes map[string]string
@@ -308,7 +320,7 @@ type grantInput struct {
 func (u *useCases) grant(rec *airlockv1.ApprovalRecord, in grantInput) *airlockv1.StandingGrant {
 	c := rec.GetCall()
 	g := &airlockv1.StandingGrant{AgentId: c.GetAgentId(), Server: c.GetServer(), Tool: c.GetTool(), FromCallId: c.GetCallId(),
-		ArgumentValues: in.Values, ArgumentGlobs: in.Globs, AnyArguments: in.Any, OnlyListedArguments: in.OnlyListed,
+		ArgumentValues: in.Values, ArgumentGlobs: in.Globs, ArgumentRanges: in.Ranges, AnyArguments: in.Any, OnlyListedArguments: in.OnlyListed,
 		CommandPrefixes: in.Prefixes, ArgumentsDigest: in.Digest}
 	if in.Uses > 0 {
 		g.LimitedUses, g.UsesLeft = true, uint32(in.Uses)
@@ -326,6 +338,11 @@ func (u *useCases) createGrant(ctx context.Context, p Principal, ch string, in g
 	}
 	if in.Uses < 0 {
 		return nil, apierr.New(apierr.InvalidRequest, "uses must be 0 (unlimited) or more")
+	}
+	for ptr, r := range in.Ranges {
+		if why := grant.CheckRange(r); why != "" {
+			return nil, apierr.New(apierr.InvalidRequest, "the range on %s cannot be used: %s", ptr, why)
+		}
 	}
 	rec, err := u.decidable(ctx, p, in.FromAgent, in.FromCall, in.FromRevision)
 	if err != nil {

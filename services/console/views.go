@@ -296,10 +296,16 @@ func newTimelineEntry(ev *airlockv1.Event) timelineEntry {
 		if ran := calls.AgentRan(b.Completed.GetAgentRan(), b.Completed.GetArgumentsDiffer()); ran != "" {
 			t.Detail = ran + ": " + t.Detail
 		}
+		if snap := calls.SnapshotText(b.Completed.GetSnapshot()); snap != "" {
+			t.Detail += " — " + snap
+		}
 	case *airlockv1.Event_Failed:
 		t.Detail = strings.TrimSpace(b.Failed.GetReason() + " (" + b.Failed.GetOutcome() + ") " + b.Failed.GetMessage())
 		if ran := calls.AgentRan(b.Failed.GetAgentRan(), b.Failed.GetArgumentsDiffer()); ran != "" {
 			t.Detail = ran + ": " + t.Detail
+		}
+		if snap := calls.SnapshotText(b.Failed.GetSnapshot()); snap != "" {
+			t.Detail += " — " + snap
 		}
 	case *airlockv1.Event_UnauthorizedAttempt:
 		t.Detail = b.UnauthorizedAttempt.GetAction() + " refused: " + b.UnauthorizedAttempt.GetWhy()
@@ -346,6 +352,20 @@ func newTimelineEntry(ev *airlockv1.Event) timelineEntry {
 		t.Detail = "token " + b.TokenRevoked.GetTokenId() + " revoked"
 	case *airlockv1.Event_AuditPruned:
 		t.Detail = fmt.Sprintf("audit months %s dropped (%d rows)", strings.Join(b.AuditPruned.GetPartitions(), ", "), b.AuditPruned.GetRows())
+	case *airlockv1.Event_Undone:
+		u := b.Undone
+		t.Detail = fmt.Sprintf("undone: %d file(s) put back from %s", len(u.GetPaths())+int(u.GetMore()), u.GetRef())
+		if len(u.GetPaths()) > 0 {
+			t.Detail += " [" + strings.Join(u.GetPaths(), ", ") + "]"
+		}
+		if u.GetForced() {
+			t.Detail += " (forced over later changes)"
+		}
+	case *airlockv1.Event_OutcomeResolved:
+		t.Detail = "in doubt, resolved: " + calls.Happened(b.OutcomeResolved.GetHappened())
+		if n := b.OutcomeResolved.GetNote(); n != "" {
+			t.Detail += ": " + n
+		}
 	}
 	return t
 }
@@ -423,6 +443,9 @@ type inboxView struct {
 	// are those someone else must decide, OtherCount how many.
 	Rows, Others      template.HTML
 	Count, OtherCount int
+	// More: other calls wait beyond the first Page shown.
+	More bool
+	Page int
 }
 
 // threadPreview is what "approve all of this thread" will approve,
@@ -450,6 +473,8 @@ type callPageView struct {
 	// still waits for its outcome ("": not a call a gateway client waited
 	// for past a heartbeat).
 	ClientWait string
+	// InDoubt is the call's "did it happen?" task (reviewers only).
+	InDoubt *inDoubtView
 }
 
 type stateOption struct{ Value, Text string }
@@ -482,7 +507,11 @@ type grantArg struct {
 	// Command: a plain shell command, which can also be remembered by the
 	// words it starts with (Prefix, pre-filled with its first two).
 	Command bool
-	// Mode is exact (the default), glob, prefix or any.
+	// IsNumber: only number values can be held within a range, whose ends
+	// RangeMin and RangeMax the form pre-fills with the value itself.
+	IsNumber           bool
+	RangeMin, RangeMax string
+	// Mode is exact (the default), glob, prefix, range or any.
 	Mode, Glob, Prefix string
 }
 

@@ -141,8 +141,8 @@ func BuiltinRules(code *decide.Code, overrides map[string]*airlockv1.PolicyRule)
 	return out
 }
 
-// putRule validates and stores a rule; it takes effect on every replica
-// when their watchers see the write. The policy is built with the rule
+// putRule validates and stores a rule; it is in force on this replica when
+// the call answers, and on the others when their watchers see the write. The policy is built with the rule
 // before it is stored, so a rule that would break evaluation is refused here.
 func (e *Engine) putRule(ctx context.Context, req *airlockv1.RulePutRequest) (*airlockv1.RulePutResponse, error) {
 	r := req.GetRule()
@@ -164,6 +164,7 @@ func (e *Engine) putRule(ctx context.Context, req *airlockv1.RulePutRequest) (*a
 	if err != nil {
 		return nil, err
 	}
+	e.waitRule(ctx, rev)
 	return &airlockv1.RulePutResponse{Rule: r, KvRevision: rev}, nil
 }
 
@@ -182,9 +183,11 @@ func (e *Engine) deleteRule(ctx context.Context, req *airlockv1.RuleDeleteReques
 		return nil, apierr.New(apierr.NotFound, "no rule %q: `airlock policy rules list` shows the rules", req.GetId())
 	}
 	r := &airlockv1.PolicyRule{Id: req.GetId(), Deleted: true, UpdatedBy: by, UpdatedAt: timestamppb.Now()}
-	if _, err := e.store(ctx, r); err != nil {
+	rev, err := e.store(ctx, r)
+	if err != nil {
 		return nil, err
 	}
+	e.waitRule(ctx, rev)
 	return &airlockv1.RuleDeleteResponse{Deleted: true}, nil
 }
 

@@ -55,6 +55,11 @@ type Engine struct {
 	code    *decide.Code
 	kvRules map[string]*airlockv1.PolicyRule
 	badHash string // a directory state that was refused, so it is not retried every tick
+	// ruleRev is the newest rules-bucket revision this replica has handled;
+	// ruleSeen is closed and replaced each time it moves, so a rule change
+	// made through this replica's API can answer once it is in force here.
+	ruleRev  uint64
+	ruleSeen chan struct{}
 
 	// shadow runs the candidate policy in shadow, if any (shadow_engine.go);
 	// sh is the stored shadow state it was built from (guarded by mu).
@@ -79,7 +84,7 @@ func (e *Engine) Revision() string { return e.cur.Load().Revision() }
 func NewEngine(ctx context.Context, deps svc.Deps) (*Engine, error) {
 	e := &Engine{
 		deps: deps, log: deps.Log.With("service", "policy"), pub: deps.Publisher("policy"),
-		dir: deps.Config.Policy.Dir, kvRules: map[string]*airlockv1.PolicyRule{}, grantMap: map[string]*airlockv1.StandingGrant{},
+		dir: deps.Config.Policy.Dir, kvRules: map[string]*airlockv1.PolicyRule{}, ruleSeen: make(chan struct{}), grantMap: map[string]*airlockv1.StandingGrant{},
 	}
 	e.shadow = shadow.New(e.log, e.recordDivergence, shadow.Options{})
 	var err error
@@ -300,6 +305,7 @@ func (e *Engine) Run(ctx context.Context) error {
 func (e *Engine) onRule(ctx context.Context, en jetstream.KeyValueEntry, live bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	defer e.ruleHandled(en.Revision())
 	prevRule, had := e.kvRules[strings.TrimPrefix(en.Key(), RulePrefix)]
 	change, err := e.applyRule(en)
 	sys := callref.System{Kind: callref.SystemPolicyRule, ID: strconv.FormatUint(en.Revision(), 10)}
@@ -327,6 +333,45 @@ func (e *Engine) onRule(ctx context.Context, en jetstream.KeyValueEntry, live bo
 		e.changed(ctx, sys.EventID("refused"), "rule change "+en.Key()+" refused", prev.Revision(), prev.Revision(), ruleAuthor(en), err)
 	}
 }
+
+// ruleHandled records that the rules bucket's entry at rev was applied or
+// refused here, and wakes whoever waits for it. Called with mu held.
+func (e *Engine) ruleHandled(rev uint64) {
+	if rev <= e.ruleRev {
+		return
+	}
+	e.ruleRev = rev
+	close(e.ruleSeen)
+	e.ruleSeen = make(chan struct{})
+}
+
+// waitRule waits until this replica has handled the rules bucket up to rev,
+// so that a rule stored through its API is in force here when the API
+// answers. Other replicas follow the bucket on their own; a wait that times
+// out is not an error: the rule is stored and takes effect when the watcher
+// gets to it.
+func (e *Engine) waitRule(ctx context.Context, rev uint64) {
+	ctx, cancel := context.WithTimeout(ctx, ruleWait)
+	defer cancel()
+	for {
+		e.mu.Lock()
+		done, seen := e.ruleRev >= rev, e.ruleSeen
+		e.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-seen:
+		case <-ctx.Done():
+			e.log.Warn("rule stored but not yet in force on this replica", "revision", rev)
+			return
+		}
+	}
+}
+
+// ruleWait bounds how long a rule change waits to be in force before its
+// API call answers.
+const ruleWait = 5 * time.Second
 
 // reloadDir rebuilds the policy when the .rego files or data.json changed.
 func (e *Engine) reloadDir(ctx context.Context) {
@@ -441,6 +486,19 @@ func (e *Engine) changed(ctx context.Context, id, change, prevRev, newRev string
 	if _, err := e.pub.Publish(pctx, ev, ""); err != nil {
 		e.log.Error("could not publish policy_changed", "change", change, "err", err)
 	}
+}
+
+// DecideNow implements SettledDecider: the policy's allow or deny, or nil
+// for a call it asks about (a standing grant may answer that, and spending
+// one must follow the recording of the revision). A decision it returns is
+// offered to a candidate in shadow, as Decide's are.
+func (e *Engine) DecideNow(ctx context.Context, call *airlockv1.ToolCall) *airlockv1.Decision {
+	d, err := e.cur.Load().Evaluate(ctx, call, time.Now())
+	if err != nil || d.GetAction() == airlockv1.Action_ACTION_ASK {
+		return nil // Decide logs the failure and denies
+	}
+	e.shadow.Offer(call, d)
+	return d
 }
 
 // Decide implements Decider: the Rego decision, then for an ask a standing

@@ -1,9 +1,11 @@
 package policy_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -136,4 +138,103 @@ func mustValue(t *testing.T, v any) *structpb.Value {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestARangedGrantAllowsOnlyNumbersWithinItsEnds: a grant's numeric range
+// is closed (both ends allowed) and holds JSON numbers only; a string that
+// reads as a number, any other JSON type, a missing argument and a
+// non-finite or huge number never match, a malformed range matches
+// nothing, and a grant without ranges means what it meant before them.
+func TestARangedGrantAllowsOnlyNumbersWithinItsEnds(t *testing.T) {
+	now := time.Now()
+	ranged := func(lo, hi float64) *airlockv1.StandingGrant {
+		return &airlockv1.StandingGrant{AgentId: "bot", Server: "demo", Tool: "resize", RuleId: "resize", OnlyListedArguments: true,
+			ArgumentValues: map[string]*structpb.Value{"/disk": structpb.NewStringValue("d1")},
+			ArgumentRanges: map[string]*airlockv1.NumberRange{"/size": {Min: lo, Max: hi}}}
+	}
+	oneToTen := ranged(1, 10)
+	fractions := ranged(-0.5, 0.25)
+	// A grant stored before ranges existed: decoded from its bytes, it has
+	// none, and leaves /size as free as it always did.
+	old := &airlockv1.StandingGrant{}
+	b, err := proto.Marshal(&airlockv1.StandingGrant{AgentId: "bot", Server: "demo", Tool: "resize", RuleId: "resize",
+		ArgumentValues: map[string]*structpb.Value{"/disk": structpb.NewStringValue("d1")}})
+	if err != nil || proto.Unmarshal(b, old) != nil || old.ArgumentRanges != nil {
+		t.Fatalf("a grant without ranges does not decode as one: %v %v", err, old)
+	}
+	tests := []struct {
+		name  string
+		grant *airlockv1.StandingGrant
+		json  string // the call's arguments as the agent sent them
+		want  bool
+	}{
+		{"an_integer_inside_the_range_matches", oneToTen, `{"disk":"d1","size":5}`, true},
+		{"the_lower_end_is_included", oneToTen, `{"disk":"d1","size":1}`, true},
+		{"the_upper_end_is_included", oneToTen, `{"disk":"d1","size":10}`, true},
+		{"the_upper_end_written_as_a_float_or_exponent_matches", oneToTen, `{"disk":"d1","size":1.0e1}`, true},
+		{"a_float_inside_the_range_matches", oneToTen, `{"disk":"d1","size":2.5}`, true},
+		{"a_number_just_below_the_lower_end_does_not_match", oneToTen, `{"disk":"d1","size":0.9999999999}`, false},
+		{"a_number_just_above_the_upper_end_does_not_match", oneToTen, `{"disk":"d1","size":10.000000001}`, false},
+		{"zero_below_the_range_does_not_match", oneToTen, `{"disk":"d1","size":0}`, false},
+		{"a_negative_number_does_not_match", oneToTen, `{"disk":"d1","size":-5}`, false},
+		{"a_huge_number_does_not_match", oneToTen, `{"disk":"d1","size":1e308}`, false},
+		{"a_huge_negative_number_does_not_match", oneToTen, `{"disk":"d1","size":-1e308}`, false},
+		{"a_number_past_exact_integers_does_not_match", oneToTen, `{"disk":"d1","size":9007199254740993}`, false},
+		{"a_string_that_reads_as_a_number_does_not_match", oneToTen, `{"disk":"d1","size":"5"}`, false},
+		{"a_string_in_exponent_form_does_not_match", oneToTen, `{"disk":"d1","size":"1e1"}`, false},
+		{"a_string_naming_infinity_does_not_match", oneToTen, `{"disk":"d1","size":"Infinity"}`, false},
+		{"a_bool_does_not_match", oneToTen, `{"disk":"d1","size":true}`, false},
+		{"null_does_not_match", oneToTen, `{"disk":"d1","size":null}`, false},
+		{"a_list_of_a_number_does_not_match", oneToTen, `{"disk":"d1","size":[5]}`, false},
+		{"an_object_does_not_match", oneToTen, `{"disk":"d1","size":{"value":5}}`, false},
+		{"a_missing_argument_does_not_match", oneToTen, `{"disk":"d1"}`, false},
+		{"the_range_does_not_open_the_other_conditions", oneToTen, `{"disk":"d2","size":5}`, false},
+		{"a_ranged_argument_counts_as_listed_but_opens_no_other", oneToTen, `{"disk":"d1","size":5,"force":true}`, false},
+		{"negative_zero_lies_in_a_range_around_zero", fractions, `{"disk":"d1","size":-0}`, true},
+		{"a_negative_fraction_end_is_included", fractions, `{"disk":"d1","size":-0.5}`, true},
+		{"a_fraction_end_is_exact", fractions, `{"disk":"d1","size":0.2500001}`, false},
+		{"a_range_with_infinite_ends_matches_nothing", ranged(math.Inf(-1), math.Inf(1)), `{"disk":"d1","size":5}`, false},
+		{"a_range_with_a_nan_end_matches_nothing", ranged(math.NaN(), 10), `{"disk":"d1","size":5}`, false},
+		{"a_range_in_the_wrong_order_matches_nothing", ranged(10, 1), `{"disk":"d1","size":5}`, false},
+		{"a_range_past_exact_integers_matches_nothing", ranged(0, 1<<60), `{"disk":"d1","size":5}`, false},
+		{"a_grant_without_ranges_leaves_the_number_free", old, `{"disk":"d1","size":123456}`, true},
+		{"a_grant_without_ranges_still_pins_what_it_names", old, `{"disk":"d2","size":5}`, false},
+	}
+	d := &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, RuleId: "resize", Quorum: 1}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := &structpb.Struct{}
+			if err := protojson.Unmarshal([]byte(tt.json), args); err != nil {
+				t.Fatal(err)
+			}
+			call := &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Revision: 1, Server: "demo", Tool: "resize", Arguments: args}
+			if got := decide.GrantApplies(tt.grant, call, d, now); got != tt.want {
+				t.Errorf("decide.GrantApplies(%s) = %v, want %v", tt.json, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestANonFiniteNumberNeverFallsInARange: JSON cannot carry NaN or
+// infinity, but an argument built in Go can; neither lies in any range.
+func TestANonFiniteNumberNeverFallsInARange(t *testing.T) {
+	g := &airlockv1.StandingGrant{AgentId: "bot", Server: "demo", Tool: "resize", RuleId: "resize",
+		ArgumentRanges: map[string]*airlockv1.NumberRange{"/size": {Min: -1e15, Max: 1e15}}}
+	d := &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, RuleId: "resize", Quorum: 1}
+	for _, tt := range []struct {
+		name string
+		v    float64
+	}{{"nan", math.NaN()}, {"positive_infinity", math.Inf(1)}, {"negative_infinity", math.Inf(-1)}} {
+		t.Run(tt.name, func(t *testing.T) {
+			args := &structpb.Struct{Fields: map[string]*structpb.Value{"size": structpb.NewNumberValue(tt.v)}}
+			call := &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Revision: 1, Server: "demo", Tool: "resize", Arguments: args}
+			if decide.GrantApplies(g, call, d, time.Now()) {
+				t.Errorf("a range allowed %v", tt.v)
+			}
+		})
+	}
+	if args := (&structpb.Struct{Fields: map[string]*structpb.Value{"size": structpb.NewNumberValue(12)}}); !decide.GrantApplies(g,
+		&airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Revision: 1, Server: "demo", Tool: "resize", Arguments: args}, d, time.Now()) {
+		t.Fatal("the range refuses a finite number inside it too: the test proves nothing")
+	}
 }

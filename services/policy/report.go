@@ -149,13 +149,13 @@ func reportEvent(rep *ingress.Report, call *airlockv1.ToolCall, decided string, 
 		msg = calls.Cut(msg, ingress.MaxReasonLen)
 		ev.Body = &airlockv1.Event_Failed{Failed: &airlockv1.Failed{
 			Reason: "tool_error", Outcome: "error", Message: msg, Latency: latency, Attempt: 1, Claim: claim,
-			AgentRan: true, ArgumentsDiffer: differ,
+			AgentRan: true, ArgumentsDiffer: differ, Snapshot: rep.Body.GetSnapshot(),
 		}}
 		return ev
 	}
 	ev.Body = &airlockv1.Event_Completed{Completed: &airlockv1.Completed{
 		ResultJson: rep.Body.GetResultJson(), Truncated: rep.Body.GetTruncated(), Latency: latency, Attempt: 1, Claim: claim,
-		AgentRan: true, ArgumentsDiffer: differ,
+		AgentRan: true, ArgumentsDiffer: differ, Snapshot: rep.Body.GetSnapshot(),
 	}}
 	return ev
 }

@@ -10,6 +10,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -18,14 +19,31 @@ import (
 // hostile agent might, to two policy replicas, and checks what the events
 // stream records for each call: a revision begins once, a call id cannot be
 // reused, and a revision can follow only a request for changes.
+// It runs on a single server and on an R3 stream, where an auto-allowed
+// request and its decision are one atomic batch.
 func TestEachRevisionIsRecordedOnce(t *testing.T) {
-	n := testenv.StartNATS(t)
-	cfg := testenv.Config(n.URL())
+	for _, tt := range []struct {
+		name string
+		cfg  func(t *testing.T) config.Config
+	}{
+		{"single_server", func(t *testing.T) config.Config { return testenv.Config(testenv.StartNATS(t).URL()) }},
+		{"replicated_stream", func(t *testing.T) config.Config { return testenv.StartCluster(t, 3).Config }},
+	} {
+		t.Run(tt.name, func(t *testing.T) { eachRevisionIsRecordedOnce(t, tt.cfg(t)) })
+	}
+}
+
+func eachRevisionIsRecordedOnce(t *testing.T, cfg config.Config) {
 	_, deps := replica(t, cfg)
 	replica(t, cfg)
 	call := func(id string, rev uint32, path string) *airlockv1.ToolCall {
 		args, _ := structpb.NewStruct(map[string]any{"path": path, "content": "x"})
 		return &airlockv1.ToolCall{AgentId: "bot", CallId: id, Revision: rev, Server: "demo", Tool: "write_file", Arguments: args}
+	}
+	// echo is auto-allowed: its request and decision can be one batch.
+	echo := func(id, text string) *airlockv1.ToolCall {
+		args, _ := structpb.NewStruct(map[string]any{"text": text})
+		return &airlockv1.ToolCall{AgentId: "bot", CallId: id, Revision: 1, Server: "demo", Tool: "echo", Arguments: args}
 	}
 	types := func(id string) []string { return testenv.SubjectTypes(t, deps.JS, subject.OfCall("bot", id)) }
 	waitTypes := func(id string, want ...string) {
@@ -52,6 +70,18 @@ func TestEachRevisionIsRecordedOnce(t *testing.T) {
 			publishRequest(t, deps.JS, call("same", 1, "/tmp/a"))
 		}
 		settle("same", "requested", "approval_requested")
+	})
+	t.Run("an_allowed_request_published_three_times_is_recorded_and_decided_once", func(t *testing.T) {
+		for range 3 {
+			publishRequest(t, deps.JS, echo("same-echo", "hi"))
+		}
+		settle("same-echo", "requested", "allowed")
+	})
+	t.Run("a_reused_allowed_call_id_with_other_arguments_is_invalid_and_not_decided_again", func(t *testing.T) {
+		publishRequest(t, deps.JS, echo("reuse-echo", "hi"))
+		waitTypes("reuse-echo", "requested", "allowed")
+		publishRequest(t, deps.JS, echo("reuse-echo", "other"))
+		settle("reuse-echo", "requested", "allowed", "invalid")
 	})
 	t.Run("a_reused_call_id_with_other_arguments_is_invalid", func(t *testing.T) {
 		publishRequest(t, deps.JS, call("reuse", 1, "/tmp/a"))

@@ -230,25 +230,55 @@ func TestAJSONRequestGetsJSONEvents(t *testing.T) {
 	}
 }
 
+// Two replicas decide each call once, on a single server (request and
+// decision appended one after the other) and on an R3 stream (one atomic
+// batch): a retried publish and a redelivery change nothing, and the
+// decision is stored right after its request.
 func TestTwoReplicasDecideEachCallOnce(t *testing.T) {
-	n := testenv.StartNATS(t)
-	cfg := testenv.Config(n.URL())
-	replica(t, cfg)
-	_, deps := replica(t, cfg)
-	const calls = 30
-	for i := 0; i < calls; i++ {
-		submit(t, deps.JS, "bot", fmt.Sprintf("r%d", i), "demo", "echo", map[string]any{"i": float64(i)})
-	}
-	// A retried publish of the same request (the agent's own retry) is
-	// stored once; a redelivered request yields the same decision event id.
-	submit(t, deps.JS, "bot", "r0", "demo", "echo", map[string]any{"i": float64(0)})
-	testenv.Eventually(t, 15*time.Second, "a decision for every call", func() bool {
-		return len(testenv.SubjectTypes(t, deps.JS, subject.OfType(subject.Allowed))) >= calls
-	})
-	for i := 0; i < calls; i++ {
-		if got := decisions(t, deps.JS, "bot", fmt.Sprintf("r%d", i)); len(got) != 1 {
-			t.Errorf("call r%d has %d decisions, want 1", i, len(got))
-		}
+	for _, tt := range []struct {
+		name    string
+		cfg     func(t *testing.T) config.Config
+		batched bool
+	}{
+		{"single_server", func(t *testing.T) config.Config { return testenv.Config(testenv.StartNATS(t).URL()) }, false},
+		{"replicated_stream", func(t *testing.T) config.Config { return testenv.StartCluster(t, 3).Config }, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg(t)
+			replica(t, cfg)
+			_, deps := replica(t, cfg)
+			const calls = 30
+			for i := 0; i < calls; i++ {
+				submit(t, deps.JS, "bot", fmt.Sprintf("r%d", i), "demo", "echo", map[string]any{"i": float64(i)})
+			}
+			// A retried publish of the same request (the agent's own retry) is
+			// stored once; a redelivered request yields the same decision event id.
+			submit(t, deps.JS, "bot", "r0", "demo", "echo", map[string]any{"i": float64(0)})
+			testenv.Eventually(t, 15*time.Second, "a decision for every call", func() bool {
+				return len(testenv.SubjectTypes(t, deps.JS, subject.OfType(subject.Allowed))) >= calls
+			})
+			for i := 0; i < calls; i++ {
+				id := fmt.Sprintf("r%d", i)
+				if got := decisions(t, deps.JS, "bot", id); len(got) != 1 {
+					t.Errorf("call r%d has %d decisions, want 1", i, len(got))
+				}
+				if got := strings.Join(testenv.SubjectTypes(t, deps.JS, subject.OfCall("bot", id)), " "); got != "requested allowed" {
+					t.Errorf("call %s: events %s, want requested allowed", id, got)
+				}
+				var batches []string
+				for _, typ := range []string{subject.Requested, subject.Allowed} {
+					subj, _ := subject.Event("bot", id, typ)
+					m, err := bus.LastStoredLeader(context.Background(), deps.NC, cfg.Stream.Name, subj)
+					if err != nil || m == nil {
+						t.Fatalf("read %s: %v %v", subj, m, err)
+					}
+					batches = append(batches, m.Header.Get("Nats-Batch-Id"))
+				}
+				if batched := batches[0] != "" && batches[0] == batches[1]; batched != tt.batched {
+					t.Errorf("call %s: request and decision stored in batches %q, want one batch: %v", id, batches, tt.batched)
+				}
+			}
+		})
 	}
 }
 
@@ -514,4 +544,41 @@ func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// A person who adds or deletes a rule and then makes a call expects the call
+// to follow the change: the endpoint answers only once the change is in force
+// on the replica that stored it.
+func TestARuleChangeIsInForceOnTheAnsweringReplicaWhenTheEndpointAnswers(t *testing.T) {
+	n := testenv.StartNATS(t)
+	e, deps := replica(t, testenv.Config(n.URL()))
+	fk, err := deps.FrontendKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := policyapi.New(deps.NC, fk, "console")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	testenv.Eventually(t, 5*time.Second, "the rules endpoint to answer", func() bool {
+		_, err := client.ListRules(ctx)
+		return err == nil
+	})
+	alice := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice", Channel: "cli"}
+	for i := 0; i < 20; i++ {
+		tool := fmt.Sprintf("write_%d", i)
+		call := &airlockv1.ToolCall{AgentId: "bot", CallId: "c" + tool, Revision: 1, Server: "demo", Tool: tool, Arguments: &structpb.Struct{}}
+		id := "trust-" + strings.ReplaceAll(tool, "_", "-")
+		if _, err := client.PutRule(ctx, &airlockv1.PolicyRule{Id: id, Priority: 5, Server: "demo", Tool: tool, Effect: "deny", Reason: "not this one"}, alice); err != nil {
+			t.Fatal(err)
+		}
+		if d := e.Decide(ctx, call); d.Action != airlockv1.Action_ACTION_DENY || d.RuleId != id {
+			t.Fatalf("right after rule %s was put: %v by %q, want deny by it", id, d.Action, d.RuleId)
+		}
+		if err := client.DeleteRule(ctx, id, alice); err != nil {
+			t.Fatal(err)
+		}
+		if d := e.Decide(ctx, call); d.RuleId == id {
+			t.Fatalf("right after rule %s was deleted it still decided %v", id, d.Action)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -52,8 +53,20 @@ func consoleClient(t *testing.T, deps svc.Deps) *policyapi.Client {
 }
 
 func TestShadowCandidateRecordsDivergencesOnEveryReplicaUntilStoppedAndSurvivesARestart(t *testing.T) {
-	n := testenv.StartNATS(t)
-	cfg := testenv.Config(n.URL())
+	// On a replicated stream an allowed call's request and decision are one
+	// batch (DecideNow): the candidate is offered those calls too.
+	for _, tt := range []struct {
+		name string
+		cfg  func(t *testing.T) config.Config
+	}{
+		{"single_server", func(t *testing.T) config.Config { return testenv.Config(testenv.StartNATS(t).URL()) }},
+		{"replicated_stream", func(t *testing.T) config.Config { return testenv.StartCluster(t, 3).Config }},
+	} {
+		t.Run(tt.name, func(t *testing.T) { shadowCandidateRecordsDivergences(t, tt.cfg(t)) })
+	}
+}
+
+func shadowCandidateRecordsDivergences(t *testing.T, cfg config.Config) {
 	a, _ := replica(t, cfg)
 	b, deps := replica(t, cfg)
 	client := consoleClient(t, deps)

@@ -123,6 +123,18 @@ func Render(rec *airlockv1.ApprovalRecord, publicURL string) Message {
 	return Message{Text: escape.SlackText(fmt.Sprintf("%s: %s (risk %s, call %s)", statusWord(rec), calls.QualifiedTool(call), calls.RiskName(rec.GetDecision().GetRisk()), call.GetCallId())), Blocks: blocks}
 }
 
+// WithClient adds line, which says whether the agent's MCP client still
+// waits for the outcome (clientwait.CardLine), to a pending call's card,
+// above its buttons; "" adds nothing.
+func WithClient(m Message, line string) Message {
+	if line == "" || len(m.Blocks) == 0 {
+		return m
+	}
+	last := len(m.Blocks) - 1
+	blocks := append(slices.Clone(m.Blocks[:last]), slackgo.NewContextBlock("airlock_client", mrkdwn(":hourglass_flowing_sand: "+escape.SlackText(line))), m.Blocks[last])
+	return Message{Text: m.Text, Blocks: blocks}
+}
+
 // RenderSuperseded draws a card for a revision the agent has since
 // replaced: it keeps the details of what the card showed and says where
 // the call stands now, without buttons.

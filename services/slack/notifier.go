@@ -15,6 +15,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/notify/seen"
@@ -79,6 +80,7 @@ func Enabled(deps svc.Deps) bool { return deps.Config.Slack.BotToken != "" }
 type Notifier struct {
 	api       *api
 	store     *seen.Bucket
+	clients   *clientwait.Store // nil: cards say nothing of MCP clients
 	channel   string
 	publicURL string
 	log       *slog.Logger
@@ -103,8 +105,12 @@ func NewNotifier(ctx context.Context, deps svc.Deps, opts ...Option) (*Notifier,
 		return nil, err
 	}
 	log := deps.Log.With("notifier", Name)
+	clients, err := clientwait.Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
+	if err != nil {
+		log.Warn("cards will not say whether an MCP client waits", "err", err)
+	}
 	return &Notifier{
-		api: newAPI(cfg.BotToken, cfg.APIURL, o.retry, log), store: st,
+		api: newAPI(cfg.BotToken, cfg.APIURL, o.retry, log), store: st, clients: clients,
 		channel: cfg.Channel, publicURL: deps.Config.HTTP.PublicURL, log: log, budget: o.budget,
 		flights: map[string]*flight{},
 	}, nil
@@ -148,7 +154,7 @@ func (n *Notifier) Targets(rec *airlockv1.ApprovalRecord) []string {
 // outlives ctx (Slack asked to wait longer) carries on in the background,
 // and a repeated Announce finds it instead of posting twice.
 func (n *Notifier) Announce(ctx context.Context, rec *airlockv1.ApprovalRecord) (string, error) {
-	msg := Render(rec, n.publicURL)
+	msg := WithClient(Render(rec, n.publicURL), n.clients.CardLine(ctx, rec, n.log))
 	ref, err := notify.Fanout(n.Targets(rec), func(ch string) (string, error) {
 		return detached(ctx, n.budget, func(ctx context.Context) (string, error) {
 			return n.announceTo(ctx, rec, ch, msg)
@@ -250,10 +256,11 @@ func (n *Notifier) postCard(ctx context.Context, rec *airlockv1.ApprovalRecord, 
 }
 
 // Update implements notify.Notifier: every message in ref is redrawn for
-// rec's current state (chat.update), all at once. A message Slack no longer
+// rec's current state (chat.update), all at once: the outcome, or while
+// it is pending whether the agent's MCP client still waits. A message Slack no longer
 // has (deleted, channel archived) is skipped, since retrying cannot help.
 func (n *Notifier) Update(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error {
-	msg := Render(rec, n.publicURL)
+	msg := WithClient(Render(rec, n.publicURL), n.clients.CardLine(ctx, rec, n.log))
 	err := eachMessage(ref, func(ch, ts string) error {
 		return n.detachedErr(ctx, func(ctx context.Context) error {
 			err := n.api.update(ctx, ch, ts, msg.Options()...)

@@ -344,7 +344,7 @@ func (h *Activities) showOnCard(ctx context.Context, a action, rec *airlockv1.Ap
 	if a.act.ReplyToID == "" || rec == nil {
 		return
 	}
-	if err := h.bot.update(ctx, a.act.ServiceURL, a.act.Conversation.ID, a.act.ReplyToID, cardActivity(rec, h.publicURL)); err != nil {
+	if err := h.bot.update(ctx, a.act.ServiceURL, a.act.Conversation.ID, a.act.ReplyToID, cardActivity(rec, h.publicURL, "")); err != nil {
 		h.log.Warn("could not update the Teams card", "call", a.data.Call, "err", err)
 	}
 }

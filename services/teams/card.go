@@ -2,6 +2,7 @@ package teams
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -114,6 +115,20 @@ func Render(rec *airlockv1.ApprovalRecord, publicURL string) Card {
 		"msteams": map[string]any{"width": "Full"},
 		"body":    body, "actions": actions,
 	}
+}
+
+// WithClient adds line, which says whether the agent's MCP client still
+// waits for the outcome (clientwait.CardLine), to a pending call's card,
+// below its details; "" adds nothing.
+func WithClient(c Card, line string) Card {
+	body, ok := c["body"].([]any)
+	if line == "" || !ok {
+		return c
+	}
+	out := maps.Clone(c)
+	out["body"] = append(slices.Clone(body), map[string]any{"type": "RichTextBlock", "id": "client",
+		"inlines": []any{run(escape.Teams(line), "isSubtle", true)}})
+	return out
 }
 
 // decisionActions are Approve (only when the card shows every argument

@@ -13,6 +13,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/notify/seen"
@@ -85,6 +86,7 @@ func newBot(deps svc.Deps, o options, log *slog.Logger) (*connector, error) {
 type Notifier struct {
 	bot          *connector
 	store        *seen.Bucket
+	clients      *clientwait.Store // nil: cards say nothing of MCP clients
 	serviceURL   string
 	conversation string
 	publicURL    string
@@ -107,8 +109,12 @@ func NewNotifier(ctx context.Context, deps svc.Deps, opts ...Option) (*Notifier,
 	if err != nil {
 		return nil, err
 	}
+	clients, err := clientwait.Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
+	if err != nil {
+		log.Warn("cards will not say whether an MCP client waits", "err", err)
+	}
 	cfg := deps.Config.Teams
-	return &Notifier{bot: bot, store: st, serviceURL: cfg.ServiceURL, conversation: cfg.Conversation,
+	return &Notifier{bot: bot, store: st, clients: clients, serviceURL: cfg.ServiceURL, conversation: cfg.Conversation,
 		publicURL: deps.Config.HTTP.PublicURL, log: log}, nil
 }
 
@@ -136,14 +142,15 @@ func (n *Notifier) Targets(rec *airlockv1.ApprovalRecord) []string {
 	return out
 }
 
-// cardActivity is the message that carries rec's card.
-func cardActivity(rec *airlockv1.ApprovalRecord, publicURL string) outActivity {
+// cardActivity is the message that carries rec's card; client is the line
+// saying whether the agent's MCP client waits ("" for none).
+func cardActivity(rec *airlockv1.ApprovalRecord, publicURL, client string) outActivity {
 	call := rec.GetCall()
 	return outActivity{
 		Type: "message",
 		// What Teams shows in notifications and the activity feed.
 		Summary:     escape.TeamsLine(fmt.Sprintf("%s: %s (risk %s, call %s)", statusWord(rec), calls.QualifiedTool(call), calls.RiskName(rec.GetDecision().GetRisk()), call.GetCallId())),
-		Attachments: []attachment{{ContentType: ContentType, Content: Render(rec, publicURL)}},
+		Attachments: []attachment{{ContentType: ContentType, Content: WithClient(Render(rec, publicURL), client)}},
 	}
 }
 
@@ -153,7 +160,7 @@ func cardActivity(rec *airlockv1.ApprovalRecord, publicURL string) outActivity {
 // references (without error) so their cards get the outcome; it fails only
 // when no card could be posted.
 func (n *Notifier) Announce(ctx context.Context, rec *airlockv1.ApprovalRecord) (string, error) {
-	act := cardActivity(rec, n.publicURL)
+	act := cardActivity(rec, n.publicURL, n.clients.CardLine(ctx, rec, n.log))
 	ref, err := notify.Fanout(n.Targets(rec), func(conv string) (string, error) { return n.postCard(ctx, rec, conv, act) })
 	switch {
 	case err == nil:
@@ -191,10 +198,11 @@ func (n *Notifier) postCard(ctx context.Context, rec *airlockv1.ApprovalRecord, 
 func cardRef(conv, id string) string { return url.QueryEscape(conv) + "/" + url.QueryEscape(id) }
 
 // Update implements notify.Notifier: every card in ref is redrawn for
-// rec's current state, all at once. A card Teams no longer has (deleted,
+// rec's current state, all at once: the outcome, or while it is pending
+// whether the agent's MCP client still waits. A card Teams no longer has (deleted,
 // bot removed) is skipped, since retrying cannot help.
 func (n *Notifier) Update(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error {
-	act := cardActivity(rec, n.publicURL)
+	act := cardActivity(rec, n.publicURL, n.clients.CardLine(ctx, rec, n.log))
 	err := eachCard(ref, func(conv, id string) error {
 		err := n.bot.update(ctx, n.serviceURL, conv, id, act)
 		if gone(err) {

@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -1149,12 +1150,521 @@ func (x *RevokeGrantResponse) GetGrant() *StandingGrant {
 	return nil
 }
 
+// InDoubtTask: a call revision that ended failed with outcome indeterminate
+// (the tool may or may not have run), waiting for a person to say whether it
+// happened. The approval service keeps one per revision in the in-doubt KV
+// bucket (key "<agent>.<call>.<revision>"), created when the failure is
+// recorded and resolved once (endpoint "in_doubt.resolve").
+type InDoubtTask struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	AgentId  string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	CallId   string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Revision uint32                 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	ThreadId string                 `protobuf:"bytes,4,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// The tool, as the call named it ("" when airlock could not read it).
+	Server string `protobuf:"bytes,5,opt,name=server,proto3" json:"server,omitempty"`
+	Tool   string `protobuf:"bytes,6,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The failure: its code and message.
+	Reason   string                 `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message  string                 `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
+	FailedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=failed_at,json=failedAt,proto3" json:"failed_at,omitempty"`
+	// The resolution, once a person gave it.
+	Resolved      bool                   `protobuf:"varint,10,opt,name=resolved,proto3" json:"resolved,omitempty"`
+	Happened      bool                   `protobuf:"varint,11,opt,name=happened,proto3" json:"happened,omitempty"`
+	Note          string                 `protobuf:"bytes,12,opt,name=note,proto3" json:"note,omitempty"`
+	ResolvedBy    *Actor                 `protobuf:"bytes,13,opt,name=resolved_by,json=resolvedBy,proto3" json:"resolved_by,omitempty"`
+	ResolvedAt    *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=resolved_at,json=resolvedAt,proto3" json:"resolved_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InDoubtTask) Reset() {
+	*x = InDoubtTask{}
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InDoubtTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InDoubtTask) ProtoMessage() {}
+
+func (x *InDoubtTask) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InDoubtTask.ProtoReflect.Descriptor instead.
+func (*InDoubtTask) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *InDoubtTask) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *InDoubtTask) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *InDoubtTask) GetRevision() uint32 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *InDoubtTask) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *InDoubtTask) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *InDoubtTask) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *InDoubtTask) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *InDoubtTask) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *InDoubtTask) GetFailedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FailedAt
+	}
+	return nil
+}
+
+func (x *InDoubtTask) GetResolved() bool {
+	if x != nil {
+		return x.Resolved
+	}
+	return false
+}
+
+func (x *InDoubtTask) GetHappened() bool {
+	if x != nil {
+		return x.Happened
+	}
+	return false
+}
+
+func (x *InDoubtTask) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *InDoubtTask) GetResolvedBy() *Actor {
+	if x != nil {
+		return x.ResolvedBy
+	}
+	return nil
+}
+
+func (x *InDoubtTask) GetResolvedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ResolvedAt
+	}
+	return nil
+}
+
+// ListInDoubtRequest: endpoint "in_doubt.list". Open tasks, oldest first;
+// with include_resolved the resolved ones too (newest first after them).
+type ListInDoubtRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	IncludeResolved bool                   `protobuf:"varint,1,opt,name=include_resolved,json=includeResolved,proto3" json:"include_resolved,omitempty"`
+	// At most this many (0: 200).
+	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListInDoubtRequest) Reset() {
+	*x = ListInDoubtRequest{}
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListInDoubtRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListInDoubtRequest) ProtoMessage() {}
+
+func (x *ListInDoubtRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListInDoubtRequest.ProtoReflect.Descriptor instead.
+func (*ListInDoubtRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListInDoubtRequest) GetIncludeResolved() bool {
+	if x != nil {
+		return x.IncludeResolved
+	}
+	return false
+}
+
+func (x *ListInDoubtRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListInDoubtResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tasks []*InDoubtTask         `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	// More tasks matched than the limit.
+	Truncated     bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListInDoubtResponse) Reset() {
+	*x = ListInDoubtResponse{}
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListInDoubtResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListInDoubtResponse) ProtoMessage() {}
+
+func (x *ListInDoubtResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListInDoubtResponse.ProtoReflect.Descriptor instead.
+func (*ListInDoubtResponse) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListInDoubtResponse) GetTasks() []*InDoubtTask {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+func (x *ListInDoubtResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+// GetInDoubtRequest: endpoint "in_doubt.get" (revision 0: the newest task of the call).
+type GetInDoubtRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Revision      uint32                 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetInDoubtRequest) Reset() {
+	*x = GetInDoubtRequest{}
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInDoubtRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInDoubtRequest) ProtoMessage() {}
+
+func (x *GetInDoubtRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInDoubtRequest.ProtoReflect.Descriptor instead.
+func (*GetInDoubtRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GetInDoubtRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *GetInDoubtRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *GetInDoubtRequest) GetRevision() uint32 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+type GetInDoubtResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          *InDoubtTask           `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetInDoubtResponse) Reset() {
+	*x = GetInDoubtResponse{}
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInDoubtResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInDoubtResponse) ProtoMessage() {}
+
+func (x *GetInDoubtResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInDoubtResponse.ProtoReflect.Descriptor instead.
+func (*GetInDoubtResponse) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetInDoubtResponse) GetTask() *InDoubtTask {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+// ResolveInDoubtRequest: endpoint "in_doubt.resolve" (sealed): a person
+// says whether the call happened. Recorded as an outcome_resolved event.
+type ResolveInDoubtRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	AgentId string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	CallId  string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// 0: the newest task of the call.
+	Revision      uint32 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	Principal     *Actor `protobuf:"bytes,4,opt,name=principal,proto3" json:"principal,omitempty"`
+	Happened      bool   `protobuf:"varint,5,opt,name=happened,proto3" json:"happened,omitempty"`
+	Note          string `protobuf:"bytes,6,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveInDoubtRequest) Reset() {
+	*x = ResolveInDoubtRequest{}
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveInDoubtRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveInDoubtRequest) ProtoMessage() {}
+
+func (x *ResolveInDoubtRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveInDoubtRequest.ProtoReflect.Descriptor instead.
+func (*ResolveInDoubtRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ResolveInDoubtRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *ResolveInDoubtRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ResolveInDoubtRequest) GetRevision() uint32 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *ResolveInDoubtRequest) GetPrincipal() *Actor {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+func (x *ResolveInDoubtRequest) GetHappened() bool {
+	if x != nil {
+		return x.Happened
+	}
+	return false
+}
+
+func (x *ResolveInDoubtRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+type ResolveInDoubtResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Task  *InDoubtTask           `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// False when the same person had already given the same answer (a retry).
+	Changed       bool `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveInDoubtResponse) Reset() {
+	*x = ResolveInDoubtResponse{}
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveInDoubtResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveInDoubtResponse) ProtoMessage() {}
+
+func (x *ResolveInDoubtResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveInDoubtResponse.ProtoReflect.Descriptor instead.
+func (*ResolveInDoubtResponse) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ResolveInDoubtResponse) GetTask() *InDoubtTask {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+func (x *ResolveInDoubtResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
 var File_airlock_v1_approval_api_proto protoreflect.FileDescriptor
 
 const file_airlock_v1_approval_api_proto_rawDesc = "" +
 	"\n" +
 	"\x1dairlock/v1/approval_api.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x17airlock/v1/record.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xc5\x02\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x17airlock/v1/record.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x02\n" +
 	"\rDecideRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\rR\brevision\x12/\n" +
@@ -1231,7 +1741,47 @@ const file_airlock_v1_approval_api_proto_rawDesc = "" +
 	"\bgrant_id\x18\x01 \x01(\tR\agrantId\x12!\n" +
 	"\x02by\x18\x02 \x01(\v2\x11.airlock.v1.ActorR\x02by\"F\n" +
 	"\x13RevokeGrantResponse\x12/\n" +
-	"\x05grant\x18\x01 \x01(\v2\x19.airlock.v1.StandingGrantR\x05grant*\x85\x01\n" +
+	"\x05grant\x18\x01 \x01(\v2\x19.airlock.v1.StandingGrantR\x05grant\"\xce\x03\n" +
+	"\vInDoubtTask\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\rR\brevision\x12\x1b\n" +
+	"\tthread_id\x18\x04 \x01(\tR\bthreadId\x12\x16\n" +
+	"\x06server\x18\x05 \x01(\tR\x06server\x12\x12\n" +
+	"\x04tool\x18\x06 \x01(\tR\x04tool\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\b \x01(\tR\amessage\x127\n" +
+	"\tfailed_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\bfailedAt\x12\x1a\n" +
+	"\bresolved\x18\n" +
+	" \x01(\bR\bresolved\x12\x1a\n" +
+	"\bhappened\x18\v \x01(\bR\bhappened\x12\x12\n" +
+	"\x04note\x18\f \x01(\tR\x04note\x122\n" +
+	"\vresolved_by\x18\r \x01(\v2\x11.airlock.v1.ActorR\n" +
+	"resolvedBy\x12;\n" +
+	"\vresolved_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"resolvedAt\"U\n" +
+	"\x12ListInDoubtRequest\x12)\n" +
+	"\x10include_resolved\x18\x01 \x01(\bR\x0fincludeResolved\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"b\n" +
+	"\x13ListInDoubtResponse\x12-\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x17.airlock.v1.InDoubtTaskR\x05tasks\x12\x1c\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"c\n" +
+	"\x11GetInDoubtRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\rR\brevision\"A\n" +
+	"\x12GetInDoubtResponse\x12+\n" +
+	"\x04task\x18\x01 \x01(\v2\x17.airlock.v1.InDoubtTaskR\x04task\"\xc8\x01\n" +
+	"\x15ResolveInDoubtRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\rR\brevision\x12/\n" +
+	"\tprincipal\x18\x04 \x01(\v2\x11.airlock.v1.ActorR\tprincipal\x12\x1a\n" +
+	"\bhappened\x18\x05 \x01(\bR\bhappened\x12\x12\n" +
+	"\x04note\x18\x06 \x01(\tR\x04note\"_\n" +
+	"\x16ResolveInDoubtResponse\x12+\n" +
+	"\x04task\x18\x01 \x01(\v2\x17.airlock.v1.InDoubtTaskR\x04task\x12\x18\n" +
+	"\achanged\x18\x02 \x01(\bR\achanged*\x85\x01\n" +
 	"\fDecisionKind\x12\x1d\n" +
 	"\x19DECISION_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECISION_KIND_APPROVE\x10\x01\x12\x18\n" +
@@ -1251,60 +1801,75 @@ func file_airlock_v1_approval_api_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_v1_approval_api_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_airlock_v1_approval_api_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_airlock_v1_approval_api_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_airlock_v1_approval_api_proto_goTypes = []any{
-	(DecisionKind)(0),             // 0: airlock.v1.DecisionKind
-	(*DecideRequest)(nil),         // 1: airlock.v1.DecideRequest
-	(*DecideResponse)(nil),        // 2: airlock.v1.DecideResponse
-	(*ListRequest)(nil),           // 3: airlock.v1.ListRequest
-	(*ListResponse)(nil),          // 4: airlock.v1.ListResponse
-	(*GetRequest)(nil),            // 5: airlock.v1.GetRequest
-	(*GetResponse)(nil),           // 6: airlock.v1.GetResponse
-	(*CancelRequest)(nil),         // 7: airlock.v1.CancelRequest
-	(*CancelResponse)(nil),        // 8: airlock.v1.CancelResponse
-	(*ApproveThreadRequest)(nil),  // 9: airlock.v1.ApproveThreadRequest
-	(*CallRef)(nil),               // 10: airlock.v1.CallRef
-	(*ApproveThreadResponse)(nil), // 11: airlock.v1.ApproveThreadResponse
-	(*CreateGrantRequest)(nil),    // 12: airlock.v1.CreateGrantRequest
-	(*CreateGrantResponse)(nil),   // 13: airlock.v1.CreateGrantResponse
-	(*ListGrantsRequest)(nil),     // 14: airlock.v1.ListGrantsRequest
-	(*ListGrantsResponse)(nil),    // 15: airlock.v1.ListGrantsResponse
-	(*RevokeGrantRequest)(nil),    // 16: airlock.v1.RevokeGrantRequest
-	(*RevokeGrantResponse)(nil),   // 17: airlock.v1.RevokeGrantResponse
-	nil,                           // 18: airlock.v1.ApproveThreadResponse.RefusedEntry
-	(*Actor)(nil),                 // 19: airlock.v1.Actor
-	(*structpb.Struct)(nil),       // 20: google.protobuf.Struct
-	(*ApprovalRecord)(nil),        // 21: airlock.v1.ApprovalRecord
-	(ApprovalState)(0),            // 22: airlock.v1.ApprovalState
-	(Risk)(0),                     // 23: airlock.v1.Risk
-	(*StandingGrant)(nil),         // 24: airlock.v1.StandingGrant
+	(DecisionKind)(0),              // 0: airlock.v1.DecisionKind
+	(*DecideRequest)(nil),          // 1: airlock.v1.DecideRequest
+	(*DecideResponse)(nil),         // 2: airlock.v1.DecideResponse
+	(*ListRequest)(nil),            // 3: airlock.v1.ListRequest
+	(*ListResponse)(nil),           // 4: airlock.v1.ListResponse
+	(*GetRequest)(nil),             // 5: airlock.v1.GetRequest
+	(*GetResponse)(nil),            // 6: airlock.v1.GetResponse
+	(*CancelRequest)(nil),          // 7: airlock.v1.CancelRequest
+	(*CancelResponse)(nil),         // 8: airlock.v1.CancelResponse
+	(*ApproveThreadRequest)(nil),   // 9: airlock.v1.ApproveThreadRequest
+	(*CallRef)(nil),                // 10: airlock.v1.CallRef
+	(*ApproveThreadResponse)(nil),  // 11: airlock.v1.ApproveThreadResponse
+	(*CreateGrantRequest)(nil),     // 12: airlock.v1.CreateGrantRequest
+	(*CreateGrantResponse)(nil),    // 13: airlock.v1.CreateGrantResponse
+	(*ListGrantsRequest)(nil),      // 14: airlock.v1.ListGrantsRequest
+	(*ListGrantsResponse)(nil),     // 15: airlock.v1.ListGrantsResponse
+	(*RevokeGrantRequest)(nil),     // 16: airlock.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),    // 17: airlock.v1.RevokeGrantResponse
+	(*InDoubtTask)(nil),            // 18: airlock.v1.InDoubtTask
+	(*ListInDoubtRequest)(nil),     // 19: airlock.v1.ListInDoubtRequest
+	(*ListInDoubtResponse)(nil),    // 20: airlock.v1.ListInDoubtResponse
+	(*GetInDoubtRequest)(nil),      // 21: airlock.v1.GetInDoubtRequest
+	(*GetInDoubtResponse)(nil),     // 22: airlock.v1.GetInDoubtResponse
+	(*ResolveInDoubtRequest)(nil),  // 23: airlock.v1.ResolveInDoubtRequest
+	(*ResolveInDoubtResponse)(nil), // 24: airlock.v1.ResolveInDoubtResponse
+	nil,                            // 25: airlock.v1.ApproveThreadResponse.RefusedEntry
+	(*Actor)(nil),                  // 26: airlock.v1.Actor
+	(*structpb.Struct)(nil),        // 27: google.protobuf.Struct
+	(*ApprovalRecord)(nil),         // 28: airlock.v1.ApprovalRecord
+	(ApprovalState)(0),             // 29: airlock.v1.ApprovalState
+	(Risk)(0),                      // 30: airlock.v1.Risk
+	(*StandingGrant)(nil),          // 31: airlock.v1.StandingGrant
+	(*timestamppb.Timestamp)(nil),  // 32: google.protobuf.Timestamp
 }
 var file_airlock_v1_approval_api_proto_depIdxs = []int32{
-	19, // 0: airlock.v1.DecideRequest.principal:type_name -> airlock.v1.Actor
+	26, // 0: airlock.v1.DecideRequest.principal:type_name -> airlock.v1.Actor
 	0,  // 1: airlock.v1.DecideRequest.kind:type_name -> airlock.v1.DecisionKind
-	20, // 2: airlock.v1.DecideRequest.edited_arguments:type_name -> google.protobuf.Struct
-	21, // 3: airlock.v1.DecideResponse.record:type_name -> airlock.v1.ApprovalRecord
-	22, // 4: airlock.v1.ListRequest.states:type_name -> airlock.v1.ApprovalState
-	23, // 5: airlock.v1.ListRequest.min_risk:type_name -> airlock.v1.Risk
-	21, // 6: airlock.v1.ListResponse.records:type_name -> airlock.v1.ApprovalRecord
-	21, // 7: airlock.v1.GetResponse.record:type_name -> airlock.v1.ApprovalRecord
-	19, // 8: airlock.v1.CancelRequest.by:type_name -> airlock.v1.Actor
-	21, // 9: airlock.v1.CancelResponse.record:type_name -> airlock.v1.ApprovalRecord
-	19, // 10: airlock.v1.ApproveThreadRequest.principal:type_name -> airlock.v1.Actor
+	27, // 2: airlock.v1.DecideRequest.edited_arguments:type_name -> google.protobuf.Struct
+	28, // 3: airlock.v1.DecideResponse.record:type_name -> airlock.v1.ApprovalRecord
+	29, // 4: airlock.v1.ListRequest.states:type_name -> airlock.v1.ApprovalState
+	30, // 5: airlock.v1.ListRequest.min_risk:type_name -> airlock.v1.Risk
+	28, // 6: airlock.v1.ListResponse.records:type_name -> airlock.v1.ApprovalRecord
+	28, // 7: airlock.v1.GetResponse.record:type_name -> airlock.v1.ApprovalRecord
+	26, // 8: airlock.v1.CancelRequest.by:type_name -> airlock.v1.Actor
+	28, // 9: airlock.v1.CancelResponse.record:type_name -> airlock.v1.ApprovalRecord
+	26, // 10: airlock.v1.ApproveThreadRequest.principal:type_name -> airlock.v1.Actor
 	10, // 11: airlock.v1.ApproveThreadRequest.calls:type_name -> airlock.v1.CallRef
 	2,  // 12: airlock.v1.ApproveThreadResponse.results:type_name -> airlock.v1.DecideResponse
-	18, // 13: airlock.v1.ApproveThreadResponse.refused:type_name -> airlock.v1.ApproveThreadResponse.RefusedEntry
-	24, // 14: airlock.v1.CreateGrantRequest.grant:type_name -> airlock.v1.StandingGrant
-	19, // 15: airlock.v1.CreateGrantRequest.by:type_name -> airlock.v1.Actor
-	24, // 16: airlock.v1.CreateGrantResponse.grant:type_name -> airlock.v1.StandingGrant
-	24, // 17: airlock.v1.ListGrantsResponse.grants:type_name -> airlock.v1.StandingGrant
-	19, // 18: airlock.v1.RevokeGrantRequest.by:type_name -> airlock.v1.Actor
-	24, // 19: airlock.v1.RevokeGrantResponse.grant:type_name -> airlock.v1.StandingGrant
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	25, // 13: airlock.v1.ApproveThreadResponse.refused:type_name -> airlock.v1.ApproveThreadResponse.RefusedEntry
+	31, // 14: airlock.v1.CreateGrantRequest.grant:type_name -> airlock.v1.StandingGrant
+	26, // 15: airlock.v1.CreateGrantRequest.by:type_name -> airlock.v1.Actor
+	31, // 16: airlock.v1.CreateGrantResponse.grant:type_name -> airlock.v1.StandingGrant
+	31, // 17: airlock.v1.ListGrantsResponse.grants:type_name -> airlock.v1.StandingGrant
+	26, // 18: airlock.v1.RevokeGrantRequest.by:type_name -> airlock.v1.Actor
+	31, // 19: airlock.v1.RevokeGrantResponse.grant:type_name -> airlock.v1.StandingGrant
+	32, // 20: airlock.v1.InDoubtTask.failed_at:type_name -> google.protobuf.Timestamp
+	26, // 21: airlock.v1.InDoubtTask.resolved_by:type_name -> airlock.v1.Actor
+	32, // 22: airlock.v1.InDoubtTask.resolved_at:type_name -> google.protobuf.Timestamp
+	18, // 23: airlock.v1.ListInDoubtResponse.tasks:type_name -> airlock.v1.InDoubtTask
+	18, // 24: airlock.v1.GetInDoubtResponse.task:type_name -> airlock.v1.InDoubtTask
+	26, // 25: airlock.v1.ResolveInDoubtRequest.principal:type_name -> airlock.v1.Actor
+	18, // 26: airlock.v1.ResolveInDoubtResponse.task:type_name -> airlock.v1.InDoubtTask
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_approval_api_proto_init() }
@@ -1321,7 +1886,7 @@ func file_airlock_v1_approval_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_approval_api_proto_rawDesc), len(file_airlock_v1_approval_api_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -125,6 +125,8 @@ type Event struct {
 	//	*Event_TokenRevoked
 	//	*Event_AuditPruned
 	//	*Event_Reported
+	//	*Event_Undone
+	//	*Event_OutcomeResolved
 	//	*Event_ShadowChanged
 	//	*Event_ShadowDivergence
 	Body isEvent_Body `protobuf_oneof:"body"`
@@ -474,6 +476,24 @@ func (x *Event) GetReported() *Reported {
 	return nil
 }
 
+func (x *Event) GetUndone() *Undone {
+	if x != nil {
+		if x, ok := x.Body.(*Event_Undone); ok {
+			return x.Undone
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetOutcomeResolved() *OutcomeResolved {
+	if x != nil {
+		if x, ok := x.Body.(*Event_OutcomeResolved); ok {
+			return x.OutcomeResolved
+		}
+	}
+	return nil
+}
+
 func (x *Event) GetShadowChanged() *ShadowChanged {
 	if x != nil {
 		if x, ok := x.Body.(*Event_ShadowChanged); ok {
@@ -616,6 +636,19 @@ type Event_Reported struct {
 	Reported *Reported `protobuf:"bytes,40,opt,name=reported,proto3,oneof"`
 }
 
+type Event_Undone struct {
+	// 45–46: after a call ended.
+	// Undone: a person restored the snapshot a coding agent's hook took
+	// before the call (`airlock undo`).
+	Undone *Undone `protobuf:"bytes,45,opt,name=undone,proto3,oneof"`
+}
+
+type Event_OutcomeResolved struct {
+	// OutcomeResolved: a person said whether a call that ended in doubt
+	// (failed, outcome indeterminate) happened.
+	OutcomeResolved *OutcomeResolved `protobuf:"bytes,46,opt,name=outcome_resolved,json=outcomeResolved,proto3,oneof"`
+}
+
 type Event_ShadowChanged struct {
 	// A candidate policy running in shadow (it decides nothing).
 	ShadowChanged *ShadowChanged `protobuf:"bytes,47,opt,name=shadow_changed,json=shadowChanged,proto3,oneof"`
@@ -678,6 +711,10 @@ func (*Event_TokenRevoked) isEvent_Body() {}
 func (*Event_AuditPruned) isEvent_Body() {}
 
 func (*Event_Reported) isEvent_Body() {}
+
+func (*Event_Undone) isEvent_Body() {}
+
+func (*Event_OutcomeResolved) isEvent_Body() {}
 
 func (*Event_ShadowChanged) isEvent_Body() {}
 
@@ -1506,8 +1543,11 @@ type Completed struct {
 	// The agent reported running arguments other than the ones airlock
 	// decided on (their digests differ).
 	ArgumentsDiffer bool `protobuf:"varint,41,opt,name=arguments_differ,json=argumentsDiffer,proto3" json:"arguments_differ,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// What the coding agent's hook saved before the call and saw after it
+	// (Reported.snapshot, as the agent's hook reported it).
+	Snapshot      *Snapshot `protobuf:"bytes,42,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Completed) Reset() {
@@ -1589,6 +1629,13 @@ func (x *Completed) GetArgumentsDiffer() bool {
 	return false
 }
 
+func (x *Completed) GetSnapshot() *Snapshot {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
 type Failed struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Stable code: tool_error, timeout, unknown_tool, arguments_mismatch, indeterminate, ...
@@ -1612,8 +1659,10 @@ type Failed struct {
 	// The agent reported running arguments other than the ones airlock
 	// decided on (their digests differ).
 	ArgumentsDiffer bool `protobuf:"varint,41,opt,name=arguments_differ,json=argumentsDiffer,proto3" json:"arguments_differ,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// What the coding agent's hook saved before the call (Reported.snapshot).
+	Snapshot      *Snapshot `protobuf:"bytes,42,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Failed) Reset() {
@@ -1714,6 +1763,13 @@ func (x *Failed) GetArgumentsDiffer() bool {
 		return x.ArgumentsDiffer
 	}
 	return false
+}
+
+func (x *Failed) GetSnapshot() *Snapshot {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
 }
 
 // UnauthorizedAttempt: someone tried to decide and was refused; nothing changed.
@@ -2118,7 +2174,10 @@ type Reported struct {
 	// the decided ones and recorded as arguments_differ.
 	Arguments *structpb.Struct `protobuf:"bytes,5,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	// A short failure code or message for a failed tool ("exit status 1").
-	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	// What `airlock hook` saved before the agent ran the tool, so that
+	// `airlock undo` can restore it; absent for calls that change nothing.
+	Snapshot      *Snapshot `protobuf:"bytes,7,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2195,6 +2254,266 @@ func (x *Reported) GetError() string {
 	return ""
 }
 
+func (x *Reported) GetSnapshot() *Snapshot {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+// Snapshot: what a coding agent's hook saved of the files a call could
+// change, just before it answered allow, and what it saw after the call.
+// Everything here is the agent's hook's word (agent-influenced): it is
+// bounded at intake and shown escaped; `airlock undo` reads the snapshot
+// itself from the work tree or the hook's state dir, never from here.
+type Snapshot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "git": commits on hidden refs of the work tree's repository;
+	// "copy": copies of the named files in the hook's state dir.
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The work tree: the repository's top level (git) or the call's
+	// working directory (copy).
+	Root string `protobuf:"bytes,2,opt,name=root,proto3" json:"root,omitempty"`
+	// git: the ref holding the state before the call
+	// (refs/airlock/snapshots/<agent>/<call>); copy: the directory.
+	Ref string `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`
+	// git: the commits before and after the call ("" when not taken).
+	Before string `protobuf:"bytes,4,opt,name=before,proto3" json:"before,omitempty"`
+	After  string `protobuf:"bytes,5,opt,name=after,proto3" json:"after,omitempty"`
+	// Paths (relative to root) the call could change; whole_tree when a
+	// shell command could change anything under root. Bounded: `more`
+	// counts paths left out of the list.
+	Paths     []string `protobuf:"bytes,6,rep,name=paths,proto3" json:"paths,omitempty"`
+	WholeTree bool     `protobuf:"varint,7,opt,name=whole_tree,json=wholeTree,proto3" json:"whole_tree,omitempty"`
+	More      uint32   `protobuf:"varint,8,opt,name=more,proto3" json:"more,omitempty"`
+	// What was not saved and why (outside the work tree, over the size
+	// bound, ignored by git), or why no snapshot could be taken.
+	Note          string `protobuf:"bytes,9,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Snapshot) Reset() {
+	*x = Snapshot{}
+	mi := &file_airlock_v1_event_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Snapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Snapshot) ProtoMessage() {}
+
+func (x *Snapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
+func (*Snapshot) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *Snapshot) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Snapshot) GetRoot() string {
+	if x != nil {
+		return x.Root
+	}
+	return ""
+}
+
+func (x *Snapshot) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *Snapshot) GetBefore() string {
+	if x != nil {
+		return x.Before
+	}
+	return ""
+}
+
+func (x *Snapshot) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *Snapshot) GetPaths() []string {
+	if x != nil {
+		return x.Paths
+	}
+	return nil
+}
+
+func (x *Snapshot) GetWholeTree() bool {
+	if x != nil {
+		return x.WholeTree
+	}
+	return false
+}
+
+func (x *Snapshot) GetMore() uint32 {
+	if x != nil {
+		return x.More
+	}
+	return 0
+}
+
+func (x *Snapshot) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// Undone: a person restored a call's snapshot (`airlock undo`). The actor
+// is who ran it.
+type Undone struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The snapshot restored (ref or directory) and the paths put back
+	// (bounded; `more` counts the rest).
+	Ref   string   `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
+	Paths []string `protobuf:"bytes,2,rep,name=paths,proto3" json:"paths,omitempty"`
+	More  uint32   `protobuf:"varint,3,opt,name=more,proto3" json:"more,omitempty"`
+	// The person forced it over later changes, which were lost.
+	Forced        bool `protobuf:"varint,4,opt,name=forced,proto3" json:"forced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Undone) Reset() {
+	*x = Undone{}
+	mi := &file_airlock_v1_event_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Undone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Undone) ProtoMessage() {}
+
+func (x *Undone) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Undone.ProtoReflect.Descriptor instead.
+func (*Undone) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Undone) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *Undone) GetPaths() []string {
+	if x != nil {
+		return x.Paths
+	}
+	return nil
+}
+
+func (x *Undone) GetMore() uint32 {
+	if x != nil {
+		return x.More
+	}
+	return 0
+}
+
+func (x *Undone) GetForced() bool {
+	if x != nil {
+		return x.Forced
+	}
+	return false
+}
+
+// OutcomeResolved: a person said whether a call that ended in doubt
+// (failed with outcome indeterminate) happened. One per call revision;
+// the actor is the person.
+type OutcomeResolved struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Happened      bool                   `protobuf:"varint,1,opt,name=happened,proto3" json:"happened,omitempty"`
+	Note          string                 `protobuf:"bytes,2,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutcomeResolved) Reset() {
+	*x = OutcomeResolved{}
+	mi := &file_airlock_v1_event_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutcomeResolved) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutcomeResolved) ProtoMessage() {}
+
+func (x *OutcomeResolved) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutcomeResolved.ProtoReflect.Descriptor instead.
+func (*OutcomeResolved) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *OutcomeResolved) GetHappened() bool {
+	if x != nil {
+		return x.Happened
+	}
+	return false
+}
+
+func (x *OutcomeResolved) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 // Invalid: a request that could not be accepted; it is never run.
 type Invalid struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -2207,7 +2526,7 @@ type Invalid struct {
 
 func (x *Invalid) Reset() {
 	*x = Invalid{}
-	mi := &file_airlock_v1_event_proto_msgTypes[21]
+	mi := &file_airlock_v1_event_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2219,7 +2538,7 @@ func (x *Invalid) String() string {
 func (*Invalid) ProtoMessage() {}
 
 func (x *Invalid) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[21]
+	mi := &file_airlock_v1_event_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2232,7 +2551,7 @@ func (x *Invalid) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invalid.ProtoReflect.Descriptor instead.
 func (*Invalid) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{21}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Invalid) GetReason() string {
@@ -2268,7 +2587,7 @@ type VoteCast struct {
 
 func (x *VoteCast) Reset() {
 	*x = VoteCast{}
-	mi := &file_airlock_v1_event_proto_msgTypes[22]
+	mi := &file_airlock_v1_event_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2280,7 +2599,7 @@ func (x *VoteCast) String() string {
 func (*VoteCast) ProtoMessage() {}
 
 func (x *VoteCast) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[22]
+	mi := &file_airlock_v1_event_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2293,7 +2612,7 @@ func (x *VoteCast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteCast.ProtoReflect.Descriptor instead.
 func (*VoteCast) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{22}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *VoteCast) GetVote() *Vote {
@@ -2350,7 +2669,7 @@ type GrantScope struct {
 
 func (x *GrantScope) Reset() {
 	*x = GrantScope{}
-	mi := &file_airlock_v1_event_proto_msgTypes[23]
+	mi := &file_airlock_v1_event_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2681,7 @@ func (x *GrantScope) String() string {
 func (*GrantScope) ProtoMessage() {}
 
 func (x *GrantScope) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[23]
+	mi := &file_airlock_v1_event_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2694,7 @@ func (x *GrantScope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantScope.ProtoReflect.Descriptor instead.
 func (*GrantScope) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{23}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GrantScope) GetGrantId() string {
@@ -2459,7 +2778,7 @@ type GrantCreated struct {
 
 func (x *GrantCreated) Reset() {
 	*x = GrantCreated{}
-	mi := &file_airlock_v1_event_proto_msgTypes[24]
+	mi := &file_airlock_v1_event_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2471,7 +2790,7 @@ func (x *GrantCreated) String() string {
 func (*GrantCreated) ProtoMessage() {}
 
 func (x *GrantCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[24]
+	mi := &file_airlock_v1_event_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2484,7 +2803,7 @@ func (x *GrantCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantCreated.ProtoReflect.Descriptor instead.
 func (*GrantCreated) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{24}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GrantCreated) GetGrant() *GrantScope {
@@ -2509,7 +2828,7 @@ type GrantUsed struct {
 
 func (x *GrantUsed) Reset() {
 	*x = GrantUsed{}
-	mi := &file_airlock_v1_event_proto_msgTypes[25]
+	mi := &file_airlock_v1_event_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2521,7 +2840,7 @@ func (x *GrantUsed) String() string {
 func (*GrantUsed) ProtoMessage() {}
 
 func (x *GrantUsed) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[25]
+	mi := &file_airlock_v1_event_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2534,7 +2853,7 @@ func (x *GrantUsed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantUsed.ProtoReflect.Descriptor instead.
 func (*GrantUsed) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{25}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GrantUsed) GetGrantId() string {
@@ -2578,7 +2897,7 @@ type GrantRevoked struct {
 
 func (x *GrantRevoked) Reset() {
 	*x = GrantRevoked{}
-	mi := &file_airlock_v1_event_proto_msgTypes[26]
+	mi := &file_airlock_v1_event_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2590,7 +2909,7 @@ func (x *GrantRevoked) String() string {
 func (*GrantRevoked) ProtoMessage() {}
 
 func (x *GrantRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[26]
+	mi := &file_airlock_v1_event_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2603,7 +2922,7 @@ func (x *GrantRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRevoked.ProtoReflect.Descriptor instead.
 func (*GrantRevoked) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{26}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GrantRevoked) GetGrantId() string {
@@ -2647,7 +2966,7 @@ type GrantExpired struct {
 
 func (x *GrantExpired) Reset() {
 	*x = GrantExpired{}
-	mi := &file_airlock_v1_event_proto_msgTypes[27]
+	mi := &file_airlock_v1_event_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2659,7 +2978,7 @@ func (x *GrantExpired) String() string {
 func (*GrantExpired) ProtoMessage() {}
 
 func (x *GrantExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[27]
+	mi := &file_airlock_v1_event_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2672,7 +2991,7 @@ func (x *GrantExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantExpired.ProtoReflect.Descriptor instead.
 func (*GrantExpired) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{27}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GrantExpired) GetGrantId() string {
@@ -2713,7 +3032,7 @@ type DecisionRefused struct {
 
 func (x *DecisionRefused) Reset() {
 	*x = DecisionRefused{}
-	mi := &file_airlock_v1_event_proto_msgTypes[28]
+	mi := &file_airlock_v1_event_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +3044,7 @@ func (x *DecisionRefused) String() string {
 func (*DecisionRefused) ProtoMessage() {}
 
 func (x *DecisionRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[28]
+	mi := &file_airlock_v1_event_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +3057,7 @@ func (x *DecisionRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionRefused.ProtoReflect.Descriptor instead.
 func (*DecisionRefused) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{28}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DecisionRefused) GetAction() string {
@@ -2778,7 +3097,7 @@ type SignIn struct {
 
 func (x *SignIn) Reset() {
 	*x = SignIn{}
-	mi := &file_airlock_v1_event_proto_msgTypes[29]
+	mi := &file_airlock_v1_event_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2790,7 +3109,7 @@ func (x *SignIn) String() string {
 func (*SignIn) ProtoMessage() {}
 
 func (x *SignIn) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[29]
+	mi := &file_airlock_v1_event_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2803,7 +3122,7 @@ func (x *SignIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignIn.ProtoReflect.Descriptor instead.
 func (*SignIn) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{29}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SignIn) GetOk() bool {
@@ -2851,7 +3170,7 @@ type TokenCreated struct {
 
 func (x *TokenCreated) Reset() {
 	*x = TokenCreated{}
-	mi := &file_airlock_v1_event_proto_msgTypes[30]
+	mi := &file_airlock_v1_event_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2863,7 +3182,7 @@ func (x *TokenCreated) String() string {
 func (*TokenCreated) ProtoMessage() {}
 
 func (x *TokenCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[30]
+	mi := &file_airlock_v1_event_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2876,7 +3195,7 @@ func (x *TokenCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenCreated.ProtoReflect.Descriptor instead.
 func (*TokenCreated) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{30}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TokenCreated) GetTokenId() string {
@@ -2932,7 +3251,7 @@ type TokenRevoked struct {
 
 func (x *TokenRevoked) Reset() {
 	*x = TokenRevoked{}
-	mi := &file_airlock_v1_event_proto_msgTypes[31]
+	mi := &file_airlock_v1_event_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2944,7 +3263,7 @@ func (x *TokenRevoked) String() string {
 func (*TokenRevoked) ProtoMessage() {}
 
 func (x *TokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[31]
+	mi := &file_airlock_v1_event_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2957,7 +3276,7 @@ func (x *TokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRevoked.ProtoReflect.Descriptor instead.
 func (*TokenRevoked) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{31}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TokenRevoked) GetTokenId() string {
@@ -2996,7 +3315,7 @@ type AuditPruned struct {
 
 func (x *AuditPruned) Reset() {
 	*x = AuditPruned{}
-	mi := &file_airlock_v1_event_proto_msgTypes[32]
+	mi := &file_airlock_v1_event_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3327,7 @@ func (x *AuditPruned) String() string {
 func (*AuditPruned) ProtoMessage() {}
 
 func (x *AuditPruned) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[32]
+	mi := &file_airlock_v1_event_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3340,7 @@ func (x *AuditPruned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditPruned.ProtoReflect.Descriptor instead.
 func (*AuditPruned) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{32}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AuditPruned) GetPartitions() []string {
@@ -3071,7 +3390,7 @@ var File_airlock_v1_event_proto protoreflect.FileDescriptor
 const file_airlock_v1_event_proto_rawDesc = "" +
 	"\n" +
 	"\x16airlock/v1/event.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdb\x0f\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd3\x10\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x17\n" +
@@ -3109,7 +3428,9 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\rtoken_created\x18% \x01(\v2\x18.airlock.v1.TokenCreatedH\x00R\ftokenCreated\x12?\n" +
 	"\rtoken_revoked\x18& \x01(\v2\x18.airlock.v1.TokenRevokedH\x00R\ftokenRevoked\x12<\n" +
 	"\faudit_pruned\x18' \x01(\v2\x17.airlock.v1.AuditPrunedH\x00R\vauditPruned\x122\n" +
-	"\breported\x18( \x01(\v2\x14.airlock.v1.ReportedH\x00R\breported\x12B\n" +
+	"\breported\x18( \x01(\v2\x14.airlock.v1.ReportedH\x00R\breported\x12,\n" +
+	"\x06undone\x18- \x01(\v2\x12.airlock.v1.UndoneH\x00R\x06undone\x12H\n" +
+	"\x10outcome_resolved\x18. \x01(\v2\x1b.airlock.v1.OutcomeResolvedH\x00R\x0foutcomeResolved\x12B\n" +
 	"\x0eshadow_changed\x18/ \x01(\v2\x19.airlock.v1.ShadowChangedH\x00R\rshadowChanged\x12K\n" +
 	"\x11shadow_divergence\x180 \x01(\v2\x1c.airlock.v1.ShadowDivergenceH\x00R\x10shadowDivergence\x12\x12\n" +
 	"\x04json\x182 \x01(\bR\x04jsonB\x06\n" +
@@ -3168,7 +3489,7 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"executorId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12'\n" +
 	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12\x14\n" +
-	"\x05claim\x18\x04 \x01(\tR\x05claim\"\xf7\x01\n" +
+	"\x05claim\x18\x04 \x01(\tR\x05claim\"\xa9\x02\n" +
 	"\tCompleted\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
 	"resultJson\x12\x1c\n" +
@@ -3177,7 +3498,8 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\aattempt\x18\x04 \x01(\rR\aattempt\x12\x14\n" +
 	"\x05claim\x18\x05 \x01(\tR\x05claim\x12\x1b\n" +
 	"\tagent_ran\x18( \x01(\bR\bagentRan\x12)\n" +
-	"\x10arguments_differ\x18) \x01(\bR\x0fargumentsDiffer\"\xc0\x02\n" +
+	"\x10arguments_differ\x18) \x01(\bR\x0fargumentsDiffer\x120\n" +
+	"\bsnapshot\x18* \x01(\v2\x14.airlock.v1.SnapshotR\bsnapshot\"\xf2\x02\n" +
 	"\x06Failed\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
 	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x18\n" +
@@ -3189,7 +3511,8 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"resultJson\x12\x1c\n" +
 	"\ttruncated\x18\b \x01(\bR\ttruncated\x12\x1b\n" +
 	"\tagent_ran\x18( \x01(\bR\bagentRan\x12)\n" +
-	"\x10arguments_differ\x18) \x01(\bR\x0fargumentsDiffer\"?\n" +
+	"\x10arguments_differ\x18) \x01(\bR\x0fargumentsDiffer\x120\n" +
+	"\bsnapshot\x18* \x01(\v2\x14.airlock.v1.SnapshotR\bsnapshot\"?\n" +
 	"\x13UnauthorizedAttempt\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12\x10\n" +
 	"\x03why\x18\x02 \x01(\tR\x03why\"\xad\x01\n" +
@@ -3223,7 +3546,7 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\targuments\x18\r \x01(\v2\x17.google.protobuf.StructR\targuments\x12)\n" +
 	"\x10arguments_digest\x18\x0e \x01(\tR\x0fargumentsDigest\x12\x17\n" +
 	"\acall_id\x18\x0f \x01(\tR\x06callId\x12\x1a\n" +
-	"\brevision\x18\x10 \x01(\rR\brevision\"\xe3\x01\n" +
+	"\brevision\x18\x10 \x01(\rR\brevision\"\x95\x02\n" +
 	"\bReported\x12\x16\n" +
 	"\x06failed\x18\x01 \x01(\bR\x06failed\x12\x1f\n" +
 	"\vresult_json\x18\x02 \x01(\tR\n" +
@@ -3231,7 +3554,27 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x123\n" +
 	"\alatency\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\alatency\x125\n" +
 	"\targuments\x18\x05 \x01(\v2\x17.google.protobuf.StructR\targuments\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error\"B\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\x120\n" +
+	"\bsnapshot\x18\a \x01(\v2\x14.airlock.v1.SnapshotR\bsnapshot\"\xcf\x01\n" +
+	"\bSnapshot\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04root\x18\x02 \x01(\tR\x04root\x12\x10\n" +
+	"\x03ref\x18\x03 \x01(\tR\x03ref\x12\x16\n" +
+	"\x06before\x18\x04 \x01(\tR\x06before\x12\x14\n" +
+	"\x05after\x18\x05 \x01(\tR\x05after\x12\x14\n" +
+	"\x05paths\x18\x06 \x03(\tR\x05paths\x12\x1d\n" +
+	"\n" +
+	"whole_tree\x18\a \x01(\bR\twholeTree\x12\x12\n" +
+	"\x04more\x18\b \x01(\rR\x04more\x12\x12\n" +
+	"\x04note\x18\t \x01(\tR\x04note\"\\\n" +
+	"\x06Undone\x12\x10\n" +
+	"\x03ref\x18\x01 \x01(\tR\x03ref\x12\x14\n" +
+	"\x05paths\x18\x02 \x03(\tR\x05paths\x12\x12\n" +
+	"\x04more\x18\x03 \x01(\rR\x04more\x12\x16\n" +
+	"\x06forced\x18\x04 \x01(\bR\x06forced\"A\n" +
+	"\x0fOutcomeResolved\x12\x1a\n" +
+	"\bhappened\x18\x01 \x01(\bR\bhappened\x12\x12\n" +
+	"\x04note\x18\x02 \x01(\tR\x04note\"B\n" +
 	"\aInvalid\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x1f\n" +
 	"\vraw_excerpt\x18\x02 \x01(\tR\n" +
@@ -3327,7 +3670,7 @@ func file_airlock_v1_event_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_v1_event_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_airlock_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_airlock_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_airlock_v1_event_proto_goTypes = []any{
 	(ActorType)(0),                // 0: airlock.v1.ActorType
 	(*Event)(nil),                 // 1: airlock.v1.Event
@@ -3351,27 +3694,30 @@ var file_airlock_v1_event_proto_goTypes = []any{
 	(*ShadowChanged)(nil),         // 19: airlock.v1.ShadowChanged
 	(*ShadowDivergence)(nil),      // 20: airlock.v1.ShadowDivergence
 	(*Reported)(nil),              // 21: airlock.v1.Reported
-	(*Invalid)(nil),               // 22: airlock.v1.Invalid
-	(*VoteCast)(nil),              // 23: airlock.v1.VoteCast
-	(*GrantScope)(nil),            // 24: airlock.v1.GrantScope
-	(*GrantCreated)(nil),          // 25: airlock.v1.GrantCreated
-	(*GrantUsed)(nil),             // 26: airlock.v1.GrantUsed
-	(*GrantRevoked)(nil),          // 27: airlock.v1.GrantRevoked
-	(*GrantExpired)(nil),          // 28: airlock.v1.GrantExpired
-	(*DecisionRefused)(nil),       // 29: airlock.v1.DecisionRefused
-	(*SignIn)(nil),                // 30: airlock.v1.SignIn
-	(*TokenCreated)(nil),          // 31: airlock.v1.TokenCreated
-	(*TokenRevoked)(nil),          // 32: airlock.v1.TokenRevoked
-	(*AuditPruned)(nil),           // 33: airlock.v1.AuditPruned
-	nil,                           // 34: airlock.v1.GrantScope.ArgumentGlobsEntry
-	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
-	(*ToolCall)(nil),              // 36: airlock.v1.ToolCall
-	(*Decision)(nil),              // 37: airlock.v1.Decision
-	(*structpb.Struct)(nil),       // 38: google.protobuf.Struct
-	(*durationpb.Duration)(nil),   // 39: google.protobuf.Duration
+	(*Snapshot)(nil),              // 22: airlock.v1.Snapshot
+	(*Undone)(nil),                // 23: airlock.v1.Undone
+	(*OutcomeResolved)(nil),       // 24: airlock.v1.OutcomeResolved
+	(*Invalid)(nil),               // 25: airlock.v1.Invalid
+	(*VoteCast)(nil),              // 26: airlock.v1.VoteCast
+	(*GrantScope)(nil),            // 27: airlock.v1.GrantScope
+	(*GrantCreated)(nil),          // 28: airlock.v1.GrantCreated
+	(*GrantUsed)(nil),             // 29: airlock.v1.GrantUsed
+	(*GrantRevoked)(nil),          // 30: airlock.v1.GrantRevoked
+	(*GrantExpired)(nil),          // 31: airlock.v1.GrantExpired
+	(*DecisionRefused)(nil),       // 32: airlock.v1.DecisionRefused
+	(*SignIn)(nil),                // 33: airlock.v1.SignIn
+	(*TokenCreated)(nil),          // 34: airlock.v1.TokenCreated
+	(*TokenRevoked)(nil),          // 35: airlock.v1.TokenRevoked
+	(*AuditPruned)(nil),           // 36: airlock.v1.AuditPruned
+	nil,                           // 37: airlock.v1.GrantScope.ArgumentGlobsEntry
+	(*timestamppb.Timestamp)(nil), // 38: google.protobuf.Timestamp
+	(*ToolCall)(nil),              // 39: airlock.v1.ToolCall
+	(*Decision)(nil),              // 40: airlock.v1.Decision
+	(*structpb.Struct)(nil),       // 41: google.protobuf.Struct
+	(*durationpb.Duration)(nil),   // 42: google.protobuf.Duration
 }
 var file_airlock_v1_event_proto_depIdxs = []int32{
-	35, // 0: airlock.v1.Event.time:type_name -> google.protobuf.Timestamp
+	38, // 0: airlock.v1.Event.time:type_name -> google.protobuf.Timestamp
 	2,  // 1: airlock.v1.Event.actor:type_name -> airlock.v1.Actor
 	3,  // 2: airlock.v1.Event.requested:type_name -> airlock.v1.Requested
 	4,  // 3: airlock.v1.Event.allowed:type_name -> airlock.v1.Allowed
@@ -3388,53 +3734,58 @@ var file_airlock_v1_event_proto_depIdxs = []int32{
 	16, // 14: airlock.v1.Event.failed:type_name -> airlock.v1.Failed
 	17, // 15: airlock.v1.Event.unauthorized_attempt:type_name -> airlock.v1.UnauthorizedAttempt
 	18, // 16: airlock.v1.Event.policy_changed:type_name -> airlock.v1.PolicyChanged
-	22, // 17: airlock.v1.Event.invalid:type_name -> airlock.v1.Invalid
-	23, // 18: airlock.v1.Event.vote_cast:type_name -> airlock.v1.VoteCast
-	25, // 19: airlock.v1.Event.grant_created:type_name -> airlock.v1.GrantCreated
-	26, // 20: airlock.v1.Event.grant_used:type_name -> airlock.v1.GrantUsed
-	27, // 21: airlock.v1.Event.grant_revoked:type_name -> airlock.v1.GrantRevoked
-	28, // 22: airlock.v1.Event.grant_expired:type_name -> airlock.v1.GrantExpired
-	29, // 23: airlock.v1.Event.decision_refused:type_name -> airlock.v1.DecisionRefused
-	30, // 24: airlock.v1.Event.sign_in:type_name -> airlock.v1.SignIn
-	31, // 25: airlock.v1.Event.token_created:type_name -> airlock.v1.TokenCreated
-	32, // 26: airlock.v1.Event.token_revoked:type_name -> airlock.v1.TokenRevoked
-	33, // 27: airlock.v1.Event.audit_pruned:type_name -> airlock.v1.AuditPruned
+	25, // 17: airlock.v1.Event.invalid:type_name -> airlock.v1.Invalid
+	26, // 18: airlock.v1.Event.vote_cast:type_name -> airlock.v1.VoteCast
+	28, // 19: airlock.v1.Event.grant_created:type_name -> airlock.v1.GrantCreated
+	29, // 20: airlock.v1.Event.grant_used:type_name -> airlock.v1.GrantUsed
+	30, // 21: airlock.v1.Event.grant_revoked:type_name -> airlock.v1.GrantRevoked
+	31, // 22: airlock.v1.Event.grant_expired:type_name -> airlock.v1.GrantExpired
+	32, // 23: airlock.v1.Event.decision_refused:type_name -> airlock.v1.DecisionRefused
+	33, // 24: airlock.v1.Event.sign_in:type_name -> airlock.v1.SignIn
+	34, // 25: airlock.v1.Event.token_created:type_name -> airlock.v1.TokenCreated
+	35, // 26: airlock.v1.Event.token_revoked:type_name -> airlock.v1.TokenRevoked
+	36, // 27: airlock.v1.Event.audit_pruned:type_name -> airlock.v1.AuditPruned
 	21, // 28: airlock.v1.Event.reported:type_name -> airlock.v1.Reported
-	19, // 29: airlock.v1.Event.shadow_changed:type_name -> airlock.v1.ShadowChanged
-	20, // 30: airlock.v1.Event.shadow_divergence:type_name -> airlock.v1.ShadowDivergence
-	0,  // 31: airlock.v1.Actor.type:type_name -> airlock.v1.ActorType
-	36, // 32: airlock.v1.Requested.call:type_name -> airlock.v1.ToolCall
-	35, // 33: airlock.v1.Requested.received_at:type_name -> google.protobuf.Timestamp
-	36, // 34: airlock.v1.Allowed.call:type_name -> airlock.v1.ToolCall
-	37, // 35: airlock.v1.Allowed.decision:type_name -> airlock.v1.Decision
-	36, // 36: airlock.v1.Denied.call:type_name -> airlock.v1.ToolCall
-	37, // 37: airlock.v1.Denied.decision:type_name -> airlock.v1.Decision
-	36, // 38: airlock.v1.ApprovalRequested.call:type_name -> airlock.v1.ToolCall
-	37, // 39: airlock.v1.ApprovalRequested.decision:type_name -> airlock.v1.Decision
-	35, // 40: airlock.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
-	2,  // 41: airlock.v1.Vote.by:type_name -> airlock.v1.Actor
-	35, // 42: airlock.v1.Vote.at:type_name -> google.protobuf.Timestamp
-	36, // 43: airlock.v1.Approved.call:type_name -> airlock.v1.ToolCall
-	37, // 44: airlock.v1.Approved.decision:type_name -> airlock.v1.Decision
-	8,  // 45: airlock.v1.Approved.votes:type_name -> airlock.v1.Vote
-	38, // 46: airlock.v1.Approved.original_arguments:type_name -> google.protobuf.Struct
-	35, // 47: airlock.v1.Expired.deadline:type_name -> google.protobuf.Timestamp
-	39, // 48: airlock.v1.Completed.latency:type_name -> google.protobuf.Duration
-	39, // 49: airlock.v1.Failed.latency:type_name -> google.protobuf.Duration
-	38, // 50: airlock.v1.ShadowDivergence.arguments:type_name -> google.protobuf.Struct
-	39, // 51: airlock.v1.Reported.latency:type_name -> google.protobuf.Duration
-	38, // 52: airlock.v1.Reported.arguments:type_name -> google.protobuf.Struct
-	8,  // 53: airlock.v1.VoteCast.vote:type_name -> airlock.v1.Vote
-	34, // 54: airlock.v1.GrantScope.argument_globs:type_name -> airlock.v1.GrantScope.ArgumentGlobsEntry
-	35, // 55: airlock.v1.GrantScope.expires_at:type_name -> google.protobuf.Timestamp
-	24, // 56: airlock.v1.GrantCreated.grant:type_name -> airlock.v1.GrantScope
-	35, // 57: airlock.v1.GrantExpired.expires_at:type_name -> google.protobuf.Timestamp
-	35, // 58: airlock.v1.TokenCreated.expires_at:type_name -> google.protobuf.Timestamp
-	59, // [59:59] is the sub-list for method output_type
-	59, // [59:59] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	23, // 29: airlock.v1.Event.undone:type_name -> airlock.v1.Undone
+	24, // 30: airlock.v1.Event.outcome_resolved:type_name -> airlock.v1.OutcomeResolved
+	19, // 31: airlock.v1.Event.shadow_changed:type_name -> airlock.v1.ShadowChanged
+	20, // 32: airlock.v1.Event.shadow_divergence:type_name -> airlock.v1.ShadowDivergence
+	0,  // 33: airlock.v1.Actor.type:type_name -> airlock.v1.ActorType
+	39, // 34: airlock.v1.Requested.call:type_name -> airlock.v1.ToolCall
+	38, // 35: airlock.v1.Requested.received_at:type_name -> google.protobuf.Timestamp
+	39, // 36: airlock.v1.Allowed.call:type_name -> airlock.v1.ToolCall
+	40, // 37: airlock.v1.Allowed.decision:type_name -> airlock.v1.Decision
+	39, // 38: airlock.v1.Denied.call:type_name -> airlock.v1.ToolCall
+	40, // 39: airlock.v1.Denied.decision:type_name -> airlock.v1.Decision
+	39, // 40: airlock.v1.ApprovalRequested.call:type_name -> airlock.v1.ToolCall
+	40, // 41: airlock.v1.ApprovalRequested.decision:type_name -> airlock.v1.Decision
+	38, // 42: airlock.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	2,  // 43: airlock.v1.Vote.by:type_name -> airlock.v1.Actor
+	38, // 44: airlock.v1.Vote.at:type_name -> google.protobuf.Timestamp
+	39, // 45: airlock.v1.Approved.call:type_name -> airlock.v1.ToolCall
+	40, // 46: airlock.v1.Approved.decision:type_name -> airlock.v1.Decision
+	8,  // 47: airlock.v1.Approved.votes:type_name -> airlock.v1.Vote
+	41, // 48: airlock.v1.Approved.original_arguments:type_name -> google.protobuf.Struct
+	38, // 49: airlock.v1.Expired.deadline:type_name -> google.protobuf.Timestamp
+	42, // 50: airlock.v1.Completed.latency:type_name -> google.protobuf.Duration
+	22, // 51: airlock.v1.Completed.snapshot:type_name -> airlock.v1.Snapshot
+	42, // 52: airlock.v1.Failed.latency:type_name -> google.protobuf.Duration
+	22, // 53: airlock.v1.Failed.snapshot:type_name -> airlock.v1.Snapshot
+	41, // 54: airlock.v1.ShadowDivergence.arguments:type_name -> google.protobuf.Struct
+	42, // 55: airlock.v1.Reported.latency:type_name -> google.protobuf.Duration
+	41, // 56: airlock.v1.Reported.arguments:type_name -> google.protobuf.Struct
+	22, // 57: airlock.v1.Reported.snapshot:type_name -> airlock.v1.Snapshot
+	8,  // 58: airlock.v1.VoteCast.vote:type_name -> airlock.v1.Vote
+	37, // 59: airlock.v1.GrantScope.argument_globs:type_name -> airlock.v1.GrantScope.ArgumentGlobsEntry
+	38, // 60: airlock.v1.GrantScope.expires_at:type_name -> google.protobuf.Timestamp
+	27, // 61: airlock.v1.GrantCreated.grant:type_name -> airlock.v1.GrantScope
+	38, // 62: airlock.v1.GrantExpired.expires_at:type_name -> google.protobuf.Timestamp
+	38, // 63: airlock.v1.TokenCreated.expires_at:type_name -> google.protobuf.Timestamp
+	64, // [64:64] is the sub-list for method output_type
+	64, // [64:64] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_event_proto_init() }
@@ -3471,6 +3822,8 @@ func file_airlock_v1_event_proto_init() {
 		(*Event_TokenRevoked)(nil),
 		(*Event_AuditPruned)(nil),
 		(*Event_Reported)(nil),
+		(*Event_Undone)(nil),
+		(*Event_OutcomeResolved)(nil),
 		(*Event_ShadowChanged)(nil),
 		(*Event_ShadowDivergence)(nil),
 	}
@@ -3480,7 +3833,7 @@ func file_airlock_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_event_proto_rawDesc), len(file_airlock_v1_event_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   34,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -633,14 +633,19 @@ type StandingGrant struct {
 	// an object). What "always allow" pins by default.
 	ArgumentValues map[string]*structpb.Value `protobuf:"bytes,50,rep,name=argument_values,json=argumentValues,proto3" json:"argument_values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The call may have no top-level argument that no constraint names (in
-	// argument_globs, argument_values or any_arguments): a grant pinned to
-	// {path} does not allow a call that adds {mode}.
+	// argument_globs, argument_values, argument_ranges or any_arguments): a
+	// grant pinned to {path} does not allow a call that adds {mode}.
 	OnlyListedArguments bool `protobuf:"varint,51,opt,name=only_listed_arguments,json=onlyListedArguments,proto3" json:"only_listed_arguments,omitempty"`
 	// Arguments (JSON pointers) that may take any value: named, so that
 	// only_listed_arguments allows them, but not constrained.
-	AnyArguments  []string `protobuf:"bytes,52,rep,name=any_arguments,json=anyArguments,proto3" json:"any_arguments,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AnyArguments []string `protobuf:"bytes,52,rep,name=any_arguments,json=anyArguments,proto3" json:"any_arguments,omitempty"`
+	// Numeric ranges: JSON pointer → closed range [min, max] the argument
+	// must fall in. Only a JSON number matches (never a string that looks
+	// like one, a bool or null); a grant without ranges means what it meant
+	// before they existed.
+	ArgumentRanges map[string]*NumberRange `protobuf:"bytes,53,rep,name=argument_ranges,json=argumentRanges,proto3" json:"argument_ranges,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StandingGrant) Reset() {
@@ -820,6 +825,67 @@ func (x *StandingGrant) GetAnyArguments() []string {
 	return nil
 }
 
+func (x *StandingGrant) GetArgumentRanges() map[string]*NumberRange {
+	if x != nil {
+		return x.ArgumentRanges
+	}
+	return nil
+}
+
+// NumberRange is a closed range of numbers, both ends included. Both ends
+// are finite and min <= max (the approval service refuses any other).
+type NumberRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Min           float64                `protobuf:"fixed64,1,opt,name=min,proto3" json:"min,omitempty"`
+	Max           float64                `protobuf:"fixed64,2,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NumberRange) Reset() {
+	*x = NumberRange{}
+	mi := &file_airlock_v1_record_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NumberRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NumberRange) ProtoMessage() {}
+
+func (x *NumberRange) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_record_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NumberRange.ProtoReflect.Descriptor instead.
+func (*NumberRange) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_record_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *NumberRange) GetMin() float64 {
+	if x != nil {
+		return x.Min
+	}
+	return 0
+}
+
+func (x *NumberRange) GetMax() float64 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
 var File_airlock_v1_record_proto protoreflect.FileDescriptor
 
 const file_airlock_v1_record_proto_rawDesc = "" +
@@ -875,7 +941,8 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\aoutcome\x18\v \x01(\tR\aoutcome\x12\x19\n" +
 	"\bagent_id\x18\f \x01(\tR\aagentId\x12\x14\n" +
 	"\x05claim\x18\r \x01(\tR\x05claim\x12=\n" +
-	"\fheartbeat_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\"\xfd\b\n" +
+	"\fheartbeat_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\"\xb1\n" +
+	"\n" +
 	"\rStandingGrant\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
@@ -904,7 +971,8 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"onBehalfOf\x12V\n" +
 	"\x0fargument_values\x182 \x03(\v2-.airlock.v1.StandingGrant.ArgumentValuesEntryR\x0eargumentValues\x122\n" +
 	"\x15only_listed_arguments\x183 \x01(\bR\x13onlyListedArguments\x12#\n" +
-	"\rany_arguments\x184 \x03(\tR\fanyArguments\x1a@\n" +
+	"\rany_arguments\x184 \x03(\tR\fanyArguments\x12V\n" +
+	"\x0fargument_ranges\x185 \x03(\v2-.airlock.v1.StandingGrant.ArgumentRangesEntryR\x0eargumentRanges\x1a@\n" +
 	"\x12ArgumentGlobsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aB\n" +
@@ -913,7 +981,13 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aY\n" +
 	"\x13ArgumentValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
-	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01*\xbb\x02\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01\x1aZ\n" +
+	"\x13ArgumentRangesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.airlock.v1.NumberRangeR\x05value:\x028\x01\"1\n" +
+	"\vNumberRange\x12\x10\n" +
+	"\x03min\x18\x01 \x01(\x01R\x03min\x12\x10\n" +
+	"\x03max\x18\x02 \x01(\x01R\x03max*\xbb\x02\n" +
 	"\rApprovalState\x12\x1e\n" +
 	"\x1aAPPROVAL_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16APPROVAL_STATE_PENDING\x10\x01\x12\x1b\n" +
@@ -945,7 +1019,7 @@ func file_airlock_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_airlock_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_airlock_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_airlock_v1_record_proto_goTypes = []any{
 	(ApprovalState)(0),            // 0: airlock.v1.ApprovalState
 	(ExecutionState)(0),           // 1: airlock.v1.ExecutionState
@@ -953,48 +1027,52 @@ var file_airlock_v1_record_proto_goTypes = []any{
 	(*ApprovalRecord)(nil),        // 3: airlock.v1.ApprovalRecord
 	(*ExecutionRecord)(nil),       // 4: airlock.v1.ExecutionRecord
 	(*StandingGrant)(nil),         // 5: airlock.v1.StandingGrant
-	nil,                           // 6: airlock.v1.StandingGrant.ArgumentGlobsEntry
-	nil,                           // 7: airlock.v1.StandingGrant.CommandPrefixesEntry
-	nil,                           // 8: airlock.v1.StandingGrant.ArgumentValuesEntry
-	(*ToolCall)(nil),              // 9: airlock.v1.ToolCall
-	(*Decision)(nil),              // 10: airlock.v1.Decision
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
-	(*Vote)(nil),                  // 12: airlock.v1.Vote
-	(*Actor)(nil),                 // 13: airlock.v1.Actor
-	(*structpb.Struct)(nil),       // 14: google.protobuf.Struct
-	(*Preview)(nil),               // 15: airlock.v1.Preview
-	(*structpb.Value)(nil),        // 16: google.protobuf.Value
+	(*NumberRange)(nil),           // 6: airlock.v1.NumberRange
+	nil,                           // 7: airlock.v1.StandingGrant.ArgumentGlobsEntry
+	nil,                           // 8: airlock.v1.StandingGrant.CommandPrefixesEntry
+	nil,                           // 9: airlock.v1.StandingGrant.ArgumentValuesEntry
+	nil,                           // 10: airlock.v1.StandingGrant.ArgumentRangesEntry
+	(*ToolCall)(nil),              // 11: airlock.v1.ToolCall
+	(*Decision)(nil),              // 12: airlock.v1.Decision
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*Vote)(nil),                  // 14: airlock.v1.Vote
+	(*Actor)(nil),                 // 15: airlock.v1.Actor
+	(*structpb.Struct)(nil),       // 16: google.protobuf.Struct
+	(*Preview)(nil),               // 17: airlock.v1.Preview
+	(*structpb.Value)(nil),        // 18: google.protobuf.Value
 }
 var file_airlock_v1_record_proto_depIdxs = []int32{
-	9,  // 0: airlock.v1.ApprovalRecord.call:type_name -> airlock.v1.ToolCall
-	10, // 1: airlock.v1.ApprovalRecord.decision:type_name -> airlock.v1.Decision
+	11, // 0: airlock.v1.ApprovalRecord.call:type_name -> airlock.v1.ToolCall
+	12, // 1: airlock.v1.ApprovalRecord.decision:type_name -> airlock.v1.Decision
 	0,  // 2: airlock.v1.ApprovalRecord.state:type_name -> airlock.v1.ApprovalState
-	11, // 3: airlock.v1.ApprovalRecord.deadline:type_name -> google.protobuf.Timestamp
-	12, // 4: airlock.v1.ApprovalRecord.votes:type_name -> airlock.v1.Vote
-	13, // 5: airlock.v1.ApprovalRecord.decided_by:type_name -> airlock.v1.Actor
-	14, // 6: airlock.v1.ApprovalRecord.edited_arguments:type_name -> google.protobuf.Struct
+	13, // 3: airlock.v1.ApprovalRecord.deadline:type_name -> google.protobuf.Timestamp
+	14, // 4: airlock.v1.ApprovalRecord.votes:type_name -> airlock.v1.Vote
+	15, // 5: airlock.v1.ApprovalRecord.decided_by:type_name -> airlock.v1.Actor
+	16, // 6: airlock.v1.ApprovalRecord.edited_arguments:type_name -> google.protobuf.Struct
 	2,  // 7: airlock.v1.ApprovalRecord.notifications:type_name -> airlock.v1.NotificationRef
-	11, // 8: airlock.v1.ApprovalRecord.created_at:type_name -> google.protobuf.Timestamp
-	11, // 9: airlock.v1.ApprovalRecord.updated_at:type_name -> google.protobuf.Timestamp
-	15, // 10: airlock.v1.ApprovalRecord.preview:type_name -> airlock.v1.Preview
+	13, // 8: airlock.v1.ApprovalRecord.created_at:type_name -> google.protobuf.Timestamp
+	13, // 9: airlock.v1.ApprovalRecord.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 10: airlock.v1.ApprovalRecord.preview:type_name -> airlock.v1.Preview
 	1,  // 11: airlock.v1.ExecutionRecord.state:type_name -> airlock.v1.ExecutionState
-	11, // 12: airlock.v1.ExecutionRecord.claimed_at:type_name -> google.protobuf.Timestamp
-	11, // 13: airlock.v1.ExecutionRecord.started_at:type_name -> google.protobuf.Timestamp
-	11, // 14: airlock.v1.ExecutionRecord.finished_at:type_name -> google.protobuf.Timestamp
-	11, // 15: airlock.v1.ExecutionRecord.heartbeat_at:type_name -> google.protobuf.Timestamp
-	6,  // 16: airlock.v1.StandingGrant.argument_globs:type_name -> airlock.v1.StandingGrant.ArgumentGlobsEntry
-	11, // 17: airlock.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
-	13, // 18: airlock.v1.StandingGrant.created_by:type_name -> airlock.v1.Actor
-	11, // 19: airlock.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
-	13, // 20: airlock.v1.StandingGrant.revoked_by:type_name -> airlock.v1.Actor
-	7,  // 21: airlock.v1.StandingGrant.command_prefixes:type_name -> airlock.v1.StandingGrant.CommandPrefixesEntry
-	8,  // 22: airlock.v1.StandingGrant.argument_values:type_name -> airlock.v1.StandingGrant.ArgumentValuesEntry
-	16, // 23: airlock.v1.StandingGrant.ArgumentValuesEntry.value:type_name -> google.protobuf.Value
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	13, // 12: airlock.v1.ExecutionRecord.claimed_at:type_name -> google.protobuf.Timestamp
+	13, // 13: airlock.v1.ExecutionRecord.started_at:type_name -> google.protobuf.Timestamp
+	13, // 14: airlock.v1.ExecutionRecord.finished_at:type_name -> google.protobuf.Timestamp
+	13, // 15: airlock.v1.ExecutionRecord.heartbeat_at:type_name -> google.protobuf.Timestamp
+	7,  // 16: airlock.v1.StandingGrant.argument_globs:type_name -> airlock.v1.StandingGrant.ArgumentGlobsEntry
+	13, // 17: airlock.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 18: airlock.v1.StandingGrant.created_by:type_name -> airlock.v1.Actor
+	13, // 19: airlock.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
+	15, // 20: airlock.v1.StandingGrant.revoked_by:type_name -> airlock.v1.Actor
+	8,  // 21: airlock.v1.StandingGrant.command_prefixes:type_name -> airlock.v1.StandingGrant.CommandPrefixesEntry
+	9,  // 22: airlock.v1.StandingGrant.argument_values:type_name -> airlock.v1.StandingGrant.ArgumentValuesEntry
+	10, // 23: airlock.v1.StandingGrant.argument_ranges:type_name -> airlock.v1.StandingGrant.ArgumentRangesEntry
+	18, // 24: airlock.v1.StandingGrant.ArgumentValuesEntry.value:type_name -> google.protobuf.Value
+	6,  // 25: airlock.v1.StandingGrant.ArgumentRangesEntry.value:type_name -> airlock.v1.NumberRange
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_record_proto_init() }
@@ -1011,7 +1089,7 @@ func file_airlock_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_record_proto_rawDesc), len(file_airlock_v1_record_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

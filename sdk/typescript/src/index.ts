@@ -5,7 +5,7 @@
 // not complete, whose message is a sentence that says what to do.
 import { readFile } from "node:fs/promises";
 import { randomUUID } from "node:crypto";
-import { connect, nkeyAuthenticator, headers, type NatsConnection, type Msg } from "@nats-io/transport-node";
+import { connect, createInbox, nkeyAuthenticator, headers, type NatsConnection, type Msg } from "@nats-io/transport-node";
 
 /** How a call ended (or "pending" when a wait ended first). */
 export type Status =
@@ -102,6 +102,8 @@ export interface Transport {
   /** Withdraws a pending call; a call decided already is left as it is. */
   cancel(callId: string, reason?: string): Promise<void>;
   close(): Promise<void>;
+  /** Submits and awaits in one go, when the transport has a faster way than submit then await. */
+  do?(call: Call & { callId: string }, timeoutMs?: number): Promise<Outcome>;
 }
 
 /** An agent's client. Build it with connectNats or connectRest. */
@@ -124,6 +126,10 @@ export class Client {
 
   /** Submits and awaits a call airlock runs; returns the outcome once it completed, else throws its typed error. */
   async do(call: Call, timeoutMs?: number): Promise<Outcome> {
+    if (this.transport.do) {
+      const c = { ...call, callId: call.callId ?? "ts-" + randomUUID().replaceAll("-", "") };
+      return check(await this.transport.do(c, timeoutMs), call.tool);
+    }
     const id = await this.submit(call);
     return check(await this.await(id, timeoutMs), call.tool);
   }
@@ -218,6 +224,9 @@ export async function connectNats(opts: { credentialFile: string; url?: string }
     servers: opts.url ?? cred.url, name: `airlock-agent-${cred.agent}`,
     authenticator: nkeyAuthenticator(new TextEncoder().encode(cred.seed)),
     inboxPrefix: `_INBOX_${cred.agent}`, maxReconnectAttempts: -1, reconnectTimeWait: 250,
+    // An Error (with its stack) per request costs more than the rest of a
+    // round trip's client work; errors say what failed without it.
+    noAsyncTraces: true,
   });
   return new Client(new NatsTransport(nc, cred.agent));
 }
@@ -230,11 +239,78 @@ const ends: Array<[Status, string]> = [
 
 class NatsTransport implements Transport {
   private readonly json = headers();
+  /** Times the connection came back: events published meanwhile were not received. */
+  private reconnects = 0;
+  /** do's calls waiting for their end, by call id. */
+  private readonly waiters = new Map<string, (out: Outcome) => void>();
+  private watching = false;
+  /** Submits waiting for the intake's acknowledgement, by reply token (see acked). */
+  private readonly acks = new Map<string, (m: Msg) => void>();
+  private ackInbox = "";
+  private ackSeq = 0;
   constructor(private readonly nc: NatsConnection, private readonly agent: string) {
     this.json.set("Content-Type", "application/json");
+    (async () => {
+      for await (const s of nc.status()) if (s.type === "reconnect") this.reconnects++;
+    })().catch(() => { /* the connection closed */ });
   }
 
   async submit(call: Call & { callId: string }): Promise<string> {
+    await this.publish(call);
+    return call.callId;
+  }
+
+  /**
+   * The fast path, as the Go SDK's DoFast: the agent's end events are
+   * watched (one subscription per end type, made once) before the call is
+   * submitted, so its end arrives without reading the stored events. What
+   * is stored is read only when no end came within a second (the id may be
+   * of a call that ended before: airlock does not run it again) and after a
+   * reconnect (events may have been missed).
+   */
+  async do(call: Call & { callId: string }, timeoutMs?: number): Promise<Outcome> {
+    this.watchEnds();
+    let settle!: (out: Outcome | undefined) => void;
+    const ended = new Promise<Outcome | undefined>((r) => { settle = r; });
+    this.waiters.set(call.callId, settle);
+    const timer = timeoutMs === undefined ? undefined : setTimeout(() => settle(undefined), timeoutMs);
+    let seen = -1; // reconnects when the stored end was last read
+    const check = setInterval(() => {
+      if (this.reconnects === seen) return;
+      seen = this.reconnects;
+      // An end of an earlier revision is not this call's.
+      this.stored(call.callId).then((out) => { if (out && (out.revision || 1) >= (call.revision ?? 1)) settle(out); },
+        () => { /* read again after a reconnect */ });
+    }, 1000);
+    try {
+      await this.publish(call);
+      const out = await ended;
+      if (out) return out;
+    } finally {
+      if (timer) clearTimeout(timer);
+      clearInterval(check);
+      this.waiters.delete(call.callId);
+    }
+    return { callId: call.callId, revision: 0, status: "pending" };
+  }
+
+  /** Subscribes, once, to every end event of the agent's calls, for do's waiters. */
+  private watchEnds(): void {
+    if (this.watching) return;
+    this.watching = true;
+    for (const [status, type] of ends) {
+      this.nc.subscribe(`airlock.out.${this.agent}.*.${type}`, {
+        callback: (err, m) => {
+          if (err) return;
+          const callId = m.subject.split(".")[3];
+          this.waiters.get(callId)?.(outcomeOf(callId, status, m));
+        },
+      });
+    }
+  }
+
+  /** Stores the call in the intake stream. */
+  private async publish(call: Call & { callId: string }): Promise<void> {
     const body = {
       requested: {
         call: {
@@ -244,10 +320,45 @@ class NatsTransport implements Transport {
         },
       },
     };
-    const reply = await this.nc.request(`airlock.req.${this.agent}.${call.callId}`, JSON.stringify(body), { headers: this.json, timeout: 10_000 });
+    const reply = await this.acked(`airlock.req.${this.agent}.${call.callId}`, JSON.stringify(body));
     const ack = reply.json<{ error?: { code: number; description: string } }>();
     if (ack.error) throw new ApiError(`the call was not stored (${ack.error.description}): try again later`, 0, String(ack.error.code));
-    return call.callId;
+  }
+
+  /**
+   * Publishes a submit and resolves with the intake's acknowledgement, as
+   * nc.request would, over one reply subscription made once: nc.request
+   * builds an Error with its stack on every request (even one answered),
+   * which costs more than the rest of the client's work on a call.
+   */
+  private acked(subject: string, body: string): Promise<Msg> {
+    if (!this.ackInbox) {
+      this.ackInbox = createInbox(`_INBOX_${this.agent}`);
+      this.nc.subscribe(`${this.ackInbox}.*`, {
+        callback: (err, m) => {
+          if (err) return;
+          const token = m.subject.slice(this.ackInbox.length + 1);
+          this.acks.get(token)?.(m);
+          this.acks.delete(token);
+        },
+      });
+    }
+    const token = String(++this.ackSeq);
+    return new Promise<Msg>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.acks.delete(token);
+        reject(new ApiError("airlock did not acknowledge the call within 10 s: is it running, and is the NATS URL right?", 0, "timeout"));
+      }, 10_000);
+      this.acks.set(token, (m) => {
+        clearTimeout(timer);
+        if (m.headers?.code === 503) {
+          reject(new ApiError("no intake stream answers: is airlock running, and is this credential an airlock agent's?", 0, "503"));
+        } else {
+          resolve(m);
+        }
+      });
+      this.nc.publish(subject, body, { headers: this.json, reply: `${this.ackInbox}.${token}` });
+    });
   }
 
   async await(callId: string, timeoutMs?: number): Promise<Outcome> {
@@ -255,11 +366,8 @@ class NatsTransport implements Transport {
     const sub = this.nc.subscribe(`airlock.out.${this.agent}.${callId}.>`);
     const timer = timeoutMs === undefined ? undefined : setTimeout(() => sub.unsubscribe(), timeoutMs);
     try {
-      for (const [status, type] of ends) {
-        const m = await this.nc.request(`$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.${this.agent}.${callId}.${type}`, "", { timeout: 10_000 });
-        if (m.headers?.get("Status") === "404" || m.data.length === 0) continue;
-        return outcomeOf(callId, status, m);
-      }
+      const done = await this.stored(callId);
+      if (done) return done;
       for await (const m of sub) {
         const type = m.subject.split(".").slice(-1)[0] as Status;
         if (ends.some(([s]) => s === type)) return outcomeOf(callId, type, m);
@@ -269,6 +377,16 @@ class NatsTransport implements Transport {
       if (timer) clearTimeout(timer);
       sub.unsubscribe();
     }
+  }
+
+  /** The call's stored end, if it has ended. */
+  private async stored(callId: string): Promise<Outcome | undefined> {
+    for (const [status, type] of ends) {
+      const m = await this.nc.request(`$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.${this.agent}.${callId}.${type}`, "", { timeout: 10_000 });
+      if (m.headers?.get("Status") === "404" || m.data.length === 0) continue;
+      return outcomeOf(callId, status, m);
+    }
+    return undefined;
   }
 
   async cancel(callId: string, reason = ""): Promise<void> {

@@ -4,19 +4,22 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { generateText, stepCountIs } from "ai";
-import { MockLanguageModelV2 } from "ai/test";
+import { MockLanguageModelV4 } from "ai/test";
 import { z } from "zod";
 import * as airlock from "../src/index.js";
 import { airlockTool } from "../src/ai.js";
 
 /** A model that calls toolName with input once, then answers with text. */
-function callsOnce(toolName: string, input: object): MockLanguageModelV2 {
+function callsOnce(toolName: string, input: object): MockLanguageModelV4 {
   let step = 0;
-  const usage = { inputTokens: 1, outputTokens: 1, totalTokens: 2 };
-  return new MockLanguageModelV2({
+  const usage = {
+    inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
+    outputTokens: { total: 1, text: 1, reasoning: undefined },
+  };
+  return new MockLanguageModelV4({
     doGenerate: async () => (step++ === 0
-      ? { finishReason: "tool-calls", usage, warnings: [], content: [{ type: "tool-call", toolCallId: "call-1", toolName, input: JSON.stringify(input) }] }
-      : { finishReason: "stop", usage, warnings: [], content: [{ type: "text", text: "done" }] }),
+      ? { finishReason: { unified: "tool-calls" as const, raw: undefined }, usage, warnings: [], content: [{ type: "tool-call", toolCallId: "call-1", toolName, input: JSON.stringify(input) }] }
+      : { finishReason: { unified: "stop" as const, raw: undefined }, usage, warnings: [], content: [{ type: "text", text: "done" }] }),
   });
 }
 

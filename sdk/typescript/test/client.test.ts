@@ -57,6 +57,14 @@ for (const [name, agentVar, open] of transports) {
       assert.match(JSON.stringify(out.result), new RegExp(`hello over ${name}`));
     });
 
+    it("do with the id of a call that ended returns its outcome", async () => {
+      const callId = id();
+      const first = await client.do({ callId, tool: "demo__echo", arguments: { text: `once over ${name}` } });
+      const again = await client.do({ callId, tool: "demo__echo", arguments: { text: `once over ${name}` } }, 20_000);
+      assert.equal(again.status, "completed");
+      assert.deepEqual(again.result, first.result);
+    });
+
     it("a denied call throws Denied with a sentence", async () => {
       await assert.rejects(client.do({ tool: "demo__write_file", arguments: { path: "secret/key", content: "x" } }), (err: unknown) => {
         assert.ok(err instanceof airlock.Denied, String(err));

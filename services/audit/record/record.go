@@ -419,6 +419,18 @@ func fill(r *Row, ev *airlockv1.Event) {
 		p := b.AuditPruned
 		r.Reason = fmt.Sprintf("audit rows stored before %s dropped (%d rows, partitions %s); the chain continues at seq %d",
 			p.GetBefore(), p.GetRows(), strings.Join(p.GetPartitions(), ","), p.GetFirstKeptSeq())
+	case *airlockv1.Event_Undone:
+		u := b.Undone
+		r.Reason = fmt.Sprintf("undone: %d file(s) put back from %s", len(u.GetPaths())+int(u.GetMore()), u.GetRef())
+		if u.GetForced() {
+			r.Reason += " (forced over later changes)"
+		}
+	case *airlockv1.Event_OutcomeResolved:
+		o := b.OutcomeResolved
+		r.Reason = "in doubt, resolved: " + calls.Happened(o.GetHappened())
+		if o.GetNote() != "" {
+			r.Reason += " (" + o.GetNote() + ")"
+		}
 	}
 	r.DecidedBy = decidedBy(r, ev)
 }
@@ -470,7 +482,7 @@ func decidedBy(r *Row, ev *airlockv1.Event) string {
 		*airlockv1.Event_VoteCast, *airlockv1.Event_UnauthorizedAttempt, *airlockv1.Event_DecisionRefused,
 		*airlockv1.Event_GrantCreated, *airlockv1.Event_GrantRevoked, *airlockv1.Event_PolicyChanged,
 		*airlockv1.Event_SignIn, *airlockv1.Event_TokenCreated, *airlockv1.Event_TokenRevoked, *airlockv1.Event_AuditPruned,
-		*airlockv1.Event_ShadowChanged:
+		*airlockv1.Event_ShadowChanged, *airlockv1.Event_Undone, *airlockv1.Event_OutcomeResolved:
 		return actor()
 	}
 	return ""

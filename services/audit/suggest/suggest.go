@@ -7,9 +7,9 @@
 //
 // Why a standing grant and not a run-time rule: a grant is pinned to one
 // agent, one tool and the rule whose ask it answers, holds exact values of
-// any JSON type, path globs and command prefixes, and never stands in for a
-// quorum or a stricter rule — so what is adopted can never reach further
-// than the evidence, nor another agent.
+// any JSON type, path globs, command prefixes and numeric ranges, and never
+// stands in for a quorum or a stricter rule — so what is adopted can never
+// reach further than the evidence, nor another agent.
 //
 // Propose is pure (no broker, no database); Load reads the audit store.
 package suggest
@@ -387,11 +387,21 @@ func scope(grant *airlockv1.StandingGrant, tool, name string, values []*structpb
 		grant.AnyArguments = append(grant.AnyArguments, ptr)
 		return "", ""
 	case "number":
+		// The range runs exactly from the lowest to the highest approved
+		// number: never wider than what was approved.
 		lo, hi := values[0].GetNumberValue(), values[0].GetNumberValue()
 		for _, v := range values {
 			lo, hi = min(lo, v.GetNumberValue()), max(hi, v.GetNumberValue())
 		}
-		return "", fmt.Sprintf("argument %s varied from %v to %v, and a grant cannot hold a numeric range: nothing wider than the approved values is proposed", ptr, lo, hi)
+		r := &airlockv1.NumberRange{Min: lo, Max: hi}
+		if why := grantdesc.CheckRange(r); why != "" {
+			return "", fmt.Sprintf("argument %s varied from %s to %s, and no range fits it: %s", ptr, grantdesc.Number(lo), grantdesc.Number(hi), why)
+		}
+		if grant.ArgumentRanges == nil {
+			grant.ArgumentRanges = map[string]*airlockv1.NumberRange{}
+		}
+		grant.ArgumentRanges[ptr] = r
+		return fmt.Sprintf("%s: any number from %s to %s (the lowest and highest approved)", ptr, grantdesc.Number(lo), grantdesc.Number(hi)), ""
 	case "string":
 	default:
 		return "", fmt.Sprintf("argument %s is %s and varied: only exact values of such arguments are proposed", ptr, kind(values[0]))
@@ -450,7 +460,7 @@ func scope(grant *airlockv1.StandingGrant, tool, name string, values []*structpb
 
 // covers reports whether args fall within the scope scope() drew (the
 // forms it writes: pinned values, {a,b} alternatives, dir/* and dir/**
-// globs, command prefixes, any). It is Propose's own early check; Prove
+// globs, command prefixes, numeric ranges, any). It is Propose's own early check; Prove
 // applies the grant exactly as the policy does.
 func covers(g *airlockv1.StandingGrant, args *structpb.Struct) bool {
 	named := map[string]bool{}
@@ -471,6 +481,12 @@ func covers(g *airlockv1.StandingGrant, args *structpb.Struct) bool {
 		named[ptr] = true
 		v, ok := calls.StringArg(args, ptr)
 		if !ok || !globCovers(glob, v) {
+			return false
+		}
+	}
+	for ptr, r := range g.ArgumentRanges {
+		named[ptr] = true
+		if !grantdesc.InRange(r, calls.Arg(args, ptr)) {
 			return false
 		}
 	}

@@ -39,6 +39,27 @@ func with(cs []suggest.Call, f func(i int, c *suggest.Call)) []suggest.Call {
 	return cs
 }
 
+// proposeOne proposes from calls and expects one suggestion, or, when
+// skipped is set, none and one group skipped for a reason saying skipped
+// (then it returns false).
+func proposeOne(t *testing.T, calls []suggest.Call, cfg suggest.Config, skipped string) (suggest.Suggestion, bool) {
+	t.Helper()
+	got, skips := suggest.Propose(calls, cfg)
+	if skipped != "" {
+		if len(got) != 0 {
+			t.Fatalf("proposed %s; want nothing", grant.Describe(got[0].Grant))
+		}
+		if len(skips) != 1 || !strings.Contains(skips[0].Why, skipped) {
+			t.Fatalf("skipped %+v; want one saying %q", skips, skipped)
+		}
+		return suggest.Suggestion{}, false
+	}
+	if len(got) != 1 {
+		t.Fatalf("proposed %d suggestions (skipped %+v); want 1", len(got), skips)
+	}
+	return got[0], true
+}
+
 func TestProposeDrawsTheNarrowestGrantFromWhatPeopleApproved(t *testing.T) {
 	file := func(dir string) func(int) map[string]any {
 		return func(i int) map[string]any {
@@ -98,8 +119,8 @@ func TestProposeDrawsTheNarrowestGrantFromWhatPeopleApproved(t *testing.T) {
 			suggest.Config{AllowRisks: []string{"high"}}, "/path matches /srv/a/*", ""},
 		{"never_proposes_from_redacted_arguments", with(approvals("bot", "write_file", 6, file("/srv/a")), func(_ int, c *suggest.Call) { c.Decision.Redact = []string{"/content"} }),
 			suggest.Config{}, "", "redacts"},
-		{"never_widens_a_varying_number", approvals("bot", "resize", 6, func(i int) map[string]any { return map[string]any{"size": float64(i)} }),
-			suggest.Config{}, "", "numeric range"},
+		{"ranges_a_varying_number_from_the_lowest_to_the_highest_approved", approvals("bot", "resize", 6, func(i int) map[string]any { return map[string]any{"size": float64(i)} }),
+			suggest.Config{}, "/size is a number from 0 to 5", ""},
 		{"never_globs_paths_that_share_only_the_root", approvals("bot", "write_file", 6, func(i int) map[string]any {
 			return map[string]any{"path": fmt.Sprintf("/%d/x", i)}
 		}), suggest.Config{}, "", "share no directory"},
@@ -123,20 +144,10 @@ func TestProposeDrawsTheNarrowestGrantFromWhatPeopleApproved(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, skipped := suggest.Propose(tc.calls, tc.cfg)
-			if tc.want == "" {
-				if len(got) != 0 {
-					t.Fatalf("proposed %s; want nothing", grant.Describe(got[0].Grant))
-				}
-				if len(skipped) != 1 || !strings.Contains(skipped[0].Why, tc.skipped) {
-					t.Fatalf("skipped %+v; want one saying %q", skipped, tc.skipped)
-				}
+			s, ok := proposeOne(t, tc.calls, tc.cfg, tc.skipped)
+			if !ok {
 				return
 			}
-			if len(got) != 1 {
-				t.Fatalf("proposed %d suggestions (skipped %+v); want 1", len(got), skipped)
-			}
-			s := got[0]
 			if d := grant.Describe(s.Grant); !strings.Contains(d, tc.want) {
 				t.Fatalf("proposed %q; want it to say %q", d, tc.want)
 			}
@@ -171,5 +182,57 @@ func TestAGroupIsOneAgentsAlone(t *testing.T) {
 	}
 	if len(got) != 1 {
 		t.Fatalf("got %d suggestions; want the flooding agent's own one", len(got))
+	}
+}
+
+// A number that varied is proposed as a closed range running exactly from
+// the lowest to the highest approved value, and not at all when a call
+// people refused falls within it.
+func TestProposeRangesANumberExactlyAsWideAsTheApprovals(t *testing.T) {
+	sizes := func(vs ...float64) []suggest.Call {
+		return approvals("bot", "resize", len(vs), func(i int) map[string]any { return map[string]any{"disk": "d1", "size": vs[i]} })
+	}
+	refuse := func(at int, outcome string, size float64) func(int, *suggest.Call) {
+		return func(i int, c *suggest.Call) {
+			if i == at {
+				c.Outcome, c.Args.Fields["size"] = outcome, structpb.NewNumberValue(size)
+			}
+		}
+	}
+	cases := []struct {
+		name     string
+		calls    []suggest.Call
+		min, max float64
+		skipped  string // substring of the skip reason; "" when a range is proposed
+	}{
+		{"integers_give_their_lowest_and_highest", sizes(8, 3, 12, 5, 7), 3, 12, ""},
+		{"floats_keep_their_exact_ends", sizes(0.25, 2.5, 1, 0.5, 1.75), 0.25, 2.5, ""},
+		{"negative_numbers_range_below_zero", sizes(-40, -2, -17, -3, -9), -40, -2, ""},
+		{"a_rejection_outside_the_range_leaves_it", with(sizes(3, 4, 5, 6, 7, 8), refuse(5, suggest.Rejected, 9)), 3, 7, ""},
+		{"a_rejection_inside_the_range_stops_it", with(sizes(3, 4, 5, 6, 7, 12), refuse(2, suggest.Rejected, 5)), 0, 0, "was rejected"},
+		{"a_rejection_on_an_end_stops_it", with(sizes(3, 4, 5, 6, 7, 12, 12), refuse(6, suggest.Rejected, 3)), 0, 0, "was rejected"},
+		{"a_request_for_changes_inside_the_range_stops_it", with(sizes(3, 4, 5, 6, 7, 12), refuse(0, suggest.ChangesRequested, 10.5)), 0, 0, "was changes requested"},
+		{"an_edit_inside_the_range_stops_it", with(sizes(3, 4, 5, 6, 7, 12), refuse(1, suggest.Edited, 11)), 0, 0, "was edited"},
+		{"an_expiry_inside_the_range_stops_it", with(sizes(3, 4, 5, 6, 7, 12), refuse(1, suggest.Expired, 6)), 0, 0, "was expired"},
+		{"numbers_past_exact_integers_get_no_range", sizes(1, 2, 3, 4, 1<<60), 0, 0, "no range fits it"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, ok := proposeOne(t, tc.calls, suggest.Config{}, tc.skipped)
+			if !ok {
+				return
+			}
+			g := s.Grant
+			r := g.GetArgumentRanges()["/size"]
+			if r.GetMin() != tc.min || r.GetMax() != tc.max || len(g.GetArgumentRanges()) != 1 {
+				t.Fatalf("ranges %v; want /size from %v to %v exactly", g.GetArgumentRanges(), tc.min, tc.max)
+			}
+			if g.GetArgumentValues()["/disk"].GetStringValue() != "d1" || !g.GetOnlyListedArguments() {
+				t.Fatalf("the argument that never varied is not pinned: %s", grant.Describe(g))
+			}
+			if want := fmt.Sprintf("/size is a number from %s to %s", grant.Number(tc.min), grant.Number(tc.max)); !strings.Contains(s.Scope, want) {
+				t.Fatalf("scope %q; want it to say %q", s.Scope, want)
+			}
+		})
 	}
 }

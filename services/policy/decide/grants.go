@@ -23,7 +23,8 @@ func UseKey(call *airlockv1.ToolCall) string { return callref.Of(call).Key() }
 // GrantApplies reports whether grant g may turn an ask about call into an
 // allow at time now: not revoked, not expired, the same agent, server and
 // tool, made for the grant's person when it has one, every argument glob
-// and command prefix matching, every pinned argument value equal, no
+// and command prefix matching, every pinned argument value equal, every
+// ranged argument a number within its range (grant.InRange), no
 // argument the grant does not name when it says so, the exact arguments
 // when it is pinned to them, and a use left — or this very call revision
 // already spent one (a redelivery).
@@ -58,6 +59,11 @@ func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlo
 	}
 	for ptr, want := range g.ArgumentValues {
 		if got := calls.Arg(call.GetArguments(), ptr); got == nil || !proto.Equal(got, want) {
+			return false
+		}
+	}
+	for ptr, r := range g.ArgumentRanges {
+		if !grant.InRange(r, calls.Arg(call.GetArguments(), ptr)) {
 			return false
 		}
 	}
@@ -107,6 +113,9 @@ func onlyListed(args *structpb.Struct, g *airlockv1.StandingGrant) bool {
 		name(ptr)
 	}
 	for ptr := range g.CommandPrefixes {
+		name(ptr)
+	}
+	for ptr := range g.ArgumentRanges {
 		name(ptr)
 	}
 	for _, ptr := range g.AnyArguments {

@@ -29,6 +29,10 @@ const (
 	GrantsCreate  = "grants.create"
 	GrantsList    = "grants.list"
 	GrantsRevoke  = "grants.revoke"
+	// The "did it happen?" tasks of calls that ended in doubt.
+	InDoubtList    = "in_doubt.list"
+	InDoubtGet     = "in_doubt.get"
+	InDoubtResolve = "in_doubt.resolve"
 )
 
 // Subject of an endpoint.
@@ -85,4 +89,23 @@ func (c *Client) RevokeGrant(ctx context.Context, req *airlockv1.RevokeGrantRequ
 	resp := &airlockv1.RevokeGrantResponse{}
 	err := c.c.Call(ctx, Subject(GrantsRevoke), req, resp)
 	return resp.GetGrant(), err
+}
+
+// ListInDoubt lists the "did it happen?" tasks of calls that ended in doubt.
+func (c *Client) ListInDoubt(ctx context.Context, req *airlockv1.ListInDoubtRequest) (*airlockv1.ListInDoubtResponse, error) {
+	resp := &airlockv1.ListInDoubtResponse{}
+	return resp, c.c.Call(ctx, Subject(InDoubtList), req, resp)
+}
+
+// GetInDoubt returns the task of a call revision (revision 0: the newest).
+func (c *Client) GetInDoubt(ctx context.Context, agent, callID string, revision uint32) (*airlockv1.InDoubtTask, error) {
+	resp := &airlockv1.GetInDoubtResponse{}
+	err := c.c.Call(ctx, Subject(InDoubtGet), &airlockv1.GetInDoubtRequest{AgentId: agent, CallId: callID, Revision: revision}, resp)
+	return resp.GetTask(), err
+}
+
+// ResolveInDoubt records a person's answer to "did it happen?".
+func (c *Client) ResolveInDoubt(ctx context.Context, req *airlockv1.ResolveInDoubtRequest) (*airlockv1.ResolveInDoubtResponse, error) {
+	resp := &airlockv1.ResolveInDoubtResponse{}
+	return resp, c.c.Call(ctx, Subject(InDoubtResolve), req, resp)
 }

@@ -25,24 +25,27 @@ type Change struct {
 // once-per-revision events cannot be pre-empted. Every stored event is
 // republished on airlock.out.<agent>.<call>.<type>, where an agent follows
 // its own calls without any access to the JetStream API, and Direct Get
-// lets it read the last event of a subject of its own.
+// lets it read the last event of a subject of its own. Atomic batch publish
+// lets the policy record a request and its decision in one write
+// (AppendBatch; ARCHITECTURE.md, "Exactly once").
 func StreamConfig(cfg config.Stream) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        cfg.Name,
-		Description: "airlock lifecycle events",
-		Subjects:    []string{subject.AllEvents},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     storage(cfg.Storage),
-		Replicas:    cfg.Replicas,
-		MaxAge:      cfg.MaxAge,
-		Duplicates:  cfg.DuplicateWindow,
-		MaxMsgSize:  cfg.MaxMsgSize,
-		MaxBytes:    -1,
-		Discard:     jetstream.DiscardOld,
-		AllowDirect: true,
-		RePublish:   &jetstream.RePublish{Source: subject.AllEvents, Destination: subject.AllOut},
-		DenyDelete:  true,
-		DenyPurge:   true,
+		Name:               cfg.Name,
+		Description:        "airlock lifecycle events",
+		Subjects:           []string{subject.AllEvents},
+		Retention:          jetstream.LimitsPolicy,
+		Storage:            storage(cfg.Storage),
+		Replicas:           cfg.Replicas,
+		MaxAge:             cfg.MaxAge,
+		Duplicates:         cfg.DuplicateWindow,
+		MaxMsgSize:         cfg.MaxMsgSize,
+		MaxBytes:           -1,
+		Discard:            jetstream.DiscardOld,
+		AllowDirect:        true,
+		AllowAtomicPublish: true,
+		RePublish:          &jetstream.RePublish{Source: subject.AllEvents, Destination: subject.AllOut},
+		DenyDelete:         true,
+		DenyPurge:          true,
 	}
 }
 
@@ -97,6 +100,7 @@ func BucketConfigs(cfg config.Buckets) []jetstream.KeyValueConfig {
 		slackSeen(mk(cfg.SlackSeen, "Slack interactions already handled and cards already posted")),
 		withTTL(mk(cfg.ClientWaits, "MCP gateway calls a client was told to call again, and whether a client waits for each"), ClientWaitsTTL),
 		withTTL(mk(cfg.TeamsSeen, "Teams activities already handled and cards already posted"), TeamsSeenTTL),
+		mk(cfg.InDoubt, "calls that ended in doubt (failed, indeterminate) and whether a person says they happened"),
 	}
 }
 
@@ -281,7 +285,7 @@ func sameStream(have, want jetstream.StreamConfig) bool {
 		have.MaxAge == want.MaxAge && have.Duplicates == want.Duplicates &&
 		have.MaxMsgSize == want.MaxMsgSize && have.Retention == want.Retention &&
 		have.Discard == want.Discard && have.MaxBytes == want.MaxBytes &&
-		have.AllowDirect == want.AllowDirect && have.DenyDelete == want.DenyDelete && have.DenyPurge == want.DenyPurge &&
+		have.AllowDirect == want.AllowDirect && have.AllowAtomicPublish == want.AllowAtomicPublish && have.DenyDelete == want.DenyDelete && have.DenyPurge == want.DenyPurge &&
 		reflect.DeepEqual(have.RePublish, want.RePublish)
 }
 

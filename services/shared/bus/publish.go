@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
@@ -109,6 +110,33 @@ func (p *Publisher) PublishAfter(ctx context.Context, ev *airlockv1.Event, paren
 	return ack, nil
 }
 
+// AppendAfter stores evs as one atomic batch (AppendBatch) if the last
+// message stored on expectSubject has sequence expectSeq, as PublishAfter
+// does for one event: the first event carries the expectation, and no event
+// carries a message id. A refused append is ErrConflict. The stream must
+// allow atomic publish (StreamConfig does).
+func (p *Publisher) AppendAfter(ctx context.Context, evs []*airlockv1.Event, parentTrace, expectSubject string, expectSeq uint64) (*jetstream.PubAck, error) {
+	msgs := make([]*nats.Msg, len(evs))
+	for i, ev := range evs {
+		msg, err := Encode(ev, p.source, parentTrace)
+		if err != nil {
+			return nil, err
+		}
+		msg.Header.Del(jetstream.MsgIDHeader)
+		msgs[i] = msg
+	}
+	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expectSeq, 10))
+	msgs[0].Header.Set(headerExpectedLastSubjSeqSubj, expectSubject)
+	ack, err := AppendBatch(ctx, p.js, msgs)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range msgs {
+		p.count(m)
+	}
+	return ack, nil
+}
+
 // refusedAppend reports whether the stream refused a compare-and-append:
 // 10071 names the sequence it found; a replicated stream answers 10164
 // instead, also when another append to the same subject is still in flight
@@ -123,3 +151,51 @@ func refusedAppend(err error) bool {
 // headerExpectedLastSubjSeqSubj names the subject (or wildcard) whose last
 // sequence Nats-Expected-Last-Subject-Sequence is compared with.
 const headerExpectedLastSubjSeqSubj = "Nats-Expected-Last-Subject-Sequence-Subject"
+
+// Atomic batch publish (ADR-50) headers; the stream needs AllowAtomicPublish.
+const (
+	headerBatchID     = "Nats-Batch-Id"
+	headerBatchSeq    = "Nats-Batch-Sequence"
+	headerBatchCommit = "Nats-Batch-Commit"
+)
+
+// AppendBatch stores msgs in one stream as one atomic batch: all of them or
+// none. The first message may carry an expectation (a compare-and-append
+// header): the stream checks it at the commit, so the batch lands only where
+// that message alone would have. No message may carry a message id (the
+// server refuses it inside a batch). Only the commit is acknowledged, one
+// round trip for the whole batch: the messages before it are sent without a
+// reply subject on the same connection, which keeps their order. A refused
+// expectation is ErrConflict, as for PublishAfter; any other error may mean
+// the batch landed with its ack lost, so the writer reads back, as after a
+// failed PublishAfter.
+func AppendBatch(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) (*jetstream.PubAck, error) {
+	if len(msgs) == 0 {
+		return nil, errors.New("append batch: no messages")
+	}
+	id := nuid.Next()
+	nc := js.Conn()
+	for i, m := range msgs {
+		if m.Header == nil {
+			m.Header = nats.Header{}
+		}
+		m.Header.Set(headerBatchID, id)
+		m.Header.Set(headerBatchSeq, strconv.Itoa(i+1))
+		if i == len(msgs)-1 {
+			break
+		}
+		if err := nc.PublishMsg(m); err != nil {
+			return nil, fmt.Errorf("publish %s: %w", m.Subject, err)
+		}
+	}
+	last := msgs[len(msgs)-1]
+	last.Header.Set(headerBatchCommit, "1")
+	ack, err := js.PublishMsg(ctx, last)
+	if err != nil {
+		if refusedAppend(err) {
+			return nil, fmt.Errorf("publish %s: %w", msgs[0].Subject, ErrConflict)
+		}
+		return nil, fmt.Errorf("publish batch of %d from %s: %w", len(msgs), msgs[0].Subject, err)
+	}
+	return ack, nil
+}

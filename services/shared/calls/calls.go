@@ -3,6 +3,7 @@
 package calls
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 
@@ -266,3 +267,44 @@ func AgentRan(agentRan, argumentsDiffer bool) string {
 	}
 	return ""
 }
+
+// SnapshotText says, in one line, what a coding agent's hook saved before a
+// call (Completed/Failed.snapshot), "" when nothing. Its paths and note are
+// agent text: escape the line for the medium that shows it.
+func SnapshotText(s *airlockv1.Snapshot) string {
+	if s == nil {
+		return ""
+	}
+	what := fmt.Sprintf("%d file(s)", len(s.GetPaths())+int(s.GetMore()))
+	if s.GetWholeTree() {
+		what = "the whole work tree"
+	}
+	t := fmt.Sprintf("snapshot (%s) of %s in %s: %s", s.GetKind(), what, s.GetRoot(), s.GetRef())
+	if len(s.GetPaths()) > 0 && !s.GetWholeTree() {
+		t += " [" + strings.Join(s.GetPaths(), ", ")
+		if s.GetMore() > 0 {
+			t += fmt.Sprintf(", and %d more", s.GetMore())
+		}
+		t += "]"
+	}
+	if s.GetAfter() == "" && s.GetKind() == "git" {
+		t += "; state after the call not recorded"
+	}
+	if s.GetNote() != "" {
+		t += "; " + s.GetNote()
+	}
+	return t
+}
+
+// Happened is a person's answer to "did it happen?" about a call that ended
+// in doubt (failed, outcome indeterminate), as every surface words it.
+func Happened(happened bool) string {
+	if happened {
+		return "it happened"
+	}
+	return "it did not happen"
+}
+
+// FailureIndeterminate is the outcome of a failed call that may or may not
+// have run (Failed.outcome): it gets a "did it happen?" task.
+const FailureIndeterminate = "indeterminate"

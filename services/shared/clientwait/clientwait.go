@@ -18,10 +18,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 )
 
 // Store is the bucket. Its zero value is unusable; build it with Open.
@@ -167,4 +170,103 @@ func (s *Store) Absent(ctx context.Context, endpoint string, cutoff time.Time) (
 		out = append(out, Absent{Agent: agent, Call: call, Presence: p})
 	}
 	return out, nil
+}
+
+// Line is the sentence a reviewer reads about whether the client waits
+// (the console's call page, Slack and Teams cards); ok is whether a
+// presence was found ("" when not: no gateway client waited for the call).
+func Line(p Presence, ok bool, now time.Time) string {
+	switch {
+	case !ok:
+		return ""
+	case p.Waiting(now):
+		return "The agent's MCP client is waiting for the outcome."
+	}
+	return fmt.Sprintf("The agent's MCP client stopped waiting at %s UTC; it gets the outcome when it calls the tool again (gateway endpoint %s).", p.Until.UTC().Format("15:04"), p.Endpoint)
+}
+
+// LineOf is Line for the call's presence as stored.
+func (s *Store) LineOf(ctx context.Context, agent, call string, now time.Time) (string, error) {
+	p, ok, err := s.PresenceOf(ctx, agent, call)
+	if err != nil {
+		return "", err
+	}
+	return Line(p, ok, now), nil
+}
+
+// Follow calls changed whenever whether a client waits for a call changes
+// (a client started waiting, stopped, or came back), until ctx ends. What
+// the bucket holds when Follow starts is taken as known; a watch that ends
+// (a reconnect) is started again, and what changed meanwhile is reported.
+// A lease that runs out without a write (its gateway stopped) is reported
+// at the next write about that call.
+func (s *Store) Follow(ctx context.Context, log *slog.Logger, changed func(agent, call string, waiting bool)) {
+	known := map[string]bool{}
+	loaded := false
+	for ctx.Err() == nil {
+		w, err := s.kv.Watch(ctx, "c.>")
+		if err != nil {
+			log.Warn("watching whether clients wait failed; retrying", "err", err)
+		} else {
+			loaded = follow(ctx, w, known, loaded, changed)
+			_ = w.Stop()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// follow applies a watch's entries to known until it ends; it returns
+// whether the bucket's first content has been loaded.
+func follow(ctx context.Context, w jetstream.KeyWatcher, known map[string]bool, loaded bool, changed func(agent, call string, waiting bool)) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return loaded
+		case e, ok := <-w.Updates():
+			if !ok {
+				return loaded
+			}
+			if e == nil {
+				loaded = true
+				continue
+			}
+			agent, call, ok := strings.Cut(strings.TrimPrefix(e.Key(), "c."), ".")
+			if !ok {
+				continue
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				delete(known, e.Key())
+				continue
+			}
+			var p Presence
+			if json.Unmarshal(e.Value(), &p) != nil {
+				continue
+			}
+			waiting := p.Waiting(time.Now())
+			was, seen := known[e.Key()]
+			known[e.Key()] = waiting
+			if loaded || seen {
+				if !seen || was != waiting {
+					changed(agent, call, waiting)
+				}
+			}
+		}
+	}
+}
+
+// CardLine is Line for the card of rec while it is pending ("" once it is
+// decided, or for a nil Store); a presence that cannot be read is logged
+// and the card is drawn without the line.
+func (s *Store) CardLine(ctx context.Context, rec *airlockv1.ApprovalRecord, log *slog.Logger) string {
+	if s == nil || rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+		return ""
+	}
+	line, err := s.LineOf(ctx, rec.GetCall().GetAgentId(), rec.GetCall().GetCallId(), time.Now())
+	if err != nil {
+		log.Warn("whether a client waits for a call could not be read; its card is drawn without it", "call", rec.GetCall().GetCallId(), "err", err)
+	}
+	return line
 }

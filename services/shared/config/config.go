@@ -98,8 +98,11 @@ type Buckets struct {
 	// again (rejoin entries) and whether a client still waits for each.
 	ClientWaits string `yaml:"client_waits"`
 	TeamsSeen   string `yaml:"teams_seen"`
-	Storage     string `yaml:"storage"`
-	Replicas    int    `yaml:"replicas"`
+	// InDoubt: calls that ended in doubt (failed, outcome indeterminate)
+	// and whether a person says they happened.
+	InDoubt  string `yaml:"in_doubt"`
+	Storage  string `yaml:"storage"`
+	Replicas int    `yaml:"replicas"`
 	// History kept per key (1–64); more helps forensics, costs space.
 	History uint8 `yaml:"history"`
 }
@@ -171,6 +174,7 @@ func Default() Config {
 			SlackSeen:   "airlock_slack_seen",
 			ClientWaits: "airlock_client_waits",
 			TeamsSeen:   "airlock_teams_seen",
+			InDoubt:     "airlock_in_doubt",
 			Storage:     "file",
 			Replicas:    1,
 			History:     5,

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,6 +71,8 @@ type Constraint struct {
 	// Prefix: the argument is a plain shell command starting with these
 	// words.
 	Prefix string
+	// Range: the argument is a number within this closed range.
+	Range *airlockv1.NumberRange
 }
 
 // Text is the constraint in words: `/path is exactly "notes.txt"`.
@@ -83,7 +86,48 @@ func (c Constraint) Text() string {
 	if c.Prefix != "" {
 		return c.Pointer + " is a plain command starting with " + strconv.Quote(c.Prefix)
 	}
+	if c.Range != nil {
+		return fmt.Sprintf("%s is a number from %s to %s", c.Pointer, Number(c.Range.GetMin()), Number(c.Range.GetMax()))
+	}
 	return c.Pointer + " matches " + c.Glob
+}
+
+// Number is a number as a person reads it: the shortest form that is
+// exactly the value (3, 0.5, 1e+21).
+func Number(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// MaxExactInteger is the largest magnitude up to which every integer is a
+// distinct JSON number once decoded (2^53): a range end beyond it could not
+// tell a call's value from its neighbours.
+const MaxExactInteger = 1 << 53
+
+// CheckRange says what is wrong with r as a grant's range, in a sentence,
+// or "" when its ends are finite, within ±MaxExactInteger and in order.
+func CheckRange(r *airlockv1.NumberRange) string {
+	lo, hi := r.GetMin(), r.GetMax()
+	switch {
+	case r == nil:
+		return "it has no ends: give min and max"
+	case math.IsNaN(lo) || math.IsNaN(hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0):
+		return "its ends must be finite numbers"
+	case math.Abs(lo) > MaxExactInteger || math.Abs(hi) > MaxExactInteger:
+		return fmt.Sprintf("its ends must lie within ±%d, where every integer is still exact", int64(MaxExactInteger))
+	case lo > hi:
+		return fmt.Sprintf("its min %s is above its max %s: give them in order", Number(lo), Number(hi))
+	}
+	return ""
+}
+
+// InRange reports whether v is a JSON number within r, both ends included.
+// Only a number matches: a string that reads as one ("5"), a bool, null, a
+// missing argument and a non-finite number never do, and neither does
+// anything when r itself is not a range CheckRange accepts.
+func InRange(r *airlockv1.NumberRange, v *structpb.Value) bool {
+	n, ok := v.GetKind().(*structpb.Value_NumberValue)
+	if !ok || CheckRange(r) != "" || math.IsNaN(n.NumberValue) || math.IsInf(n.NumberValue, 0) {
+		return false
+	}
+	return r.GetMin() <= n.NumberValue && n.NumberValue <= r.GetMax()
 }
 
 // Constraints lists g's argument conditions sorted by pointer.
@@ -100,6 +144,9 @@ func Constraints(g *airlockv1.StandingGrant) []Constraint {
 	}
 	for ptr, prefix := range g.GetCommandPrefixes() {
 		out = append(out, Constraint{Pointer: ptr, Prefix: prefix})
+	}
+	for ptr, r := range g.GetArgumentRanges() {
+		out = append(out, Constraint{Pointer: ptr, Range: r})
 	}
 	slices.SortFunc(out, func(a, b Constraint) int { return strings.Compare(a.Pointer, b.Pointer) })
 	return out

@@ -278,7 +278,41 @@ func report(ref callref.Ref, rep *airlockv1.Reported, maxDepth int) (*Report, *R
 	if d := rep.GetLatency(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
 		return nil, refuse("reported latency must be a non-negative duration")
 	}
+	if why := snapshotProblem(rep.GetSnapshot()); why != "" {
+		return nil, refuse("reported snapshot %s", why)
+	}
 	return &Report{Ref: ref, Body: rep}, nil
+}
+
+// Bounds of a reported snapshot (agent text: every field is shown).
+const (
+	MaxSnapshotPaths    = 50
+	MaxSnapshotPathLen  = 4096
+	MaxSnapshotNoteLen  = MaxReasonLen
+	maxSnapshotRefBytes = 4096
+)
+
+// snapshotProblem says what is wrong with a reported snapshot, "" when
+// nothing (or none was reported).
+func snapshotProblem(s *airlockv1.Snapshot) string {
+	switch {
+	case s == nil:
+		return ""
+	case s.GetKind() != "git" && s.GetKind() != "copy":
+		return "kind must be git or copy"
+	case len(s.GetPaths()) > MaxSnapshotPaths:
+		return fmt.Sprintf("lists %d paths: list at most %d and count the rest in more", len(s.GetPaths()), MaxSnapshotPaths)
+	case len(s.GetNote()) > MaxSnapshotNoteLen:
+		return fmt.Sprintf("note is over %d bytes", MaxSnapshotNoteLen)
+	case len(s.GetRoot()) > maxSnapshotRefBytes || len(s.GetRef()) > maxSnapshotRefBytes || len(s.GetBefore()) > 64 || len(s.GetAfter()) > 64:
+		return "root, ref or commit is too long"
+	}
+	for _, p := range s.GetPaths() {
+		if len(p) > MaxSnapshotPathLen {
+			return fmt.Sprintf("path is over %d bytes", MaxSnapshotPathLen)
+		}
+	}
+	return ""
 }
 
 // Call validates and normalizes a call's own fields, its arguments nested

@@ -2,6 +2,7 @@ package natsauth_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -143,5 +145,54 @@ func TestTheAuditServiceMayUnpinItsConsumer(t *testing.T) {
 	}
 	if err := st.UnpinConsumer(ctx, "audit", group); err != nil {
 		t.Fatalf("the audit user unpinning its consumer: %v", err)
+	}
+}
+
+// TestTheApprovalServiceMayFollowWhetherClientsWait: the approval service
+// watches and reads the presences the gateway writes (to redraw cards),
+// and may not read the gateway's rejoin entries.
+func TestTheApprovalServiceMayFollowWhetherClientsWait(t *testing.T) {
+	n := testenv.StartSecureNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	open := func(role string) *clientwait.Store {
+		_, js := n.Connect(role)
+		s, err := clientwait.Open(ctx, js, n.Config.Buckets.ClientWaits)
+		if err != nil {
+			t.Fatalf("%s opening the client-waits bucket: %v", role, err)
+		}
+		return s
+	}
+	gateway, approval := open(natsauth.RoleGateway), open(natsauth.RoleApproval)
+	if err := gateway.Remember(ctx, "r.somecall", clientwait.Rejoin{Call: "c0", Revision: 1}); err != nil {
+		t.Fatal(err)
+	}
+	changed := make(chan string, 4)
+	go approval.Follow(ctx, slog.New(slog.DiscardHandler), func(agent, call string, waiting bool) { changed <- agent + "/" + call })
+	// Follow loads what is stored first; a hold written until one arrives
+	// is a change it reports.
+	deadline := time.Now().Add(8 * time.Second)
+	for got := ""; got != "bot/c1"; {
+		if err := gateway.Hold(ctx, "bot", "c1", clientwait.Presence{Endpoint: "e", Until: time.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := gateway.Hold(ctx, "bot", "c1", clientwait.Presence{Endpoint: "e", Until: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got = <-changed:
+		case <-time.After(200 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("the approval user's watch reported no change of a presence the gateway wrote")
+			}
+		}
+	}
+	if line, err := approval.LineOf(ctx, "bot", "c1", time.Now()); err != nil || line == "" {
+		t.Fatalf("the approval user reading a presence: %q %v", line, err)
+	}
+	short, stop := context.WithTimeout(ctx, time.Second) // a refused request is answered by no one
+	defer stop()
+	if _, _, err := approval.Find(short, "r.somecall"); err == nil {
+		t.Fatal("the approval user read a rejoin entry of the gateway")
 	}
 }

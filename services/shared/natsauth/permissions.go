@@ -66,7 +66,7 @@ type Permissions struct {
 type names struct {
 	events, intake                                  string
 	approvals, executions, policy, grants, console  string
-	slackSeen, clientWaits, teamsSeen               string
+	slackSeen, clientWaits, teamsSeen, inDoubt      string
 	policyDurable, approvalDurable, executorDurable string
 	auditDurable                                    string
 }
@@ -78,6 +78,7 @@ func namesOf(cfg config.Config) names {
 		grants: cfg.Buckets.Grants, console: cfg.Buckets.Console, slackSeen: cfg.Buckets.SlackSeen,
 		clientWaits:   cfg.Buckets.ClientWaits,
 		teamsSeen:     cfg.Buckets.TeamsSeen,
+		inDoubt:       cfg.Buckets.InDoubt,
 		policyDurable: "policy", approvalDurable: "approval", executorDurable: "executor", auditDurable: "audit",
 	}
 }
@@ -126,6 +127,20 @@ func consolePush(name string) []string {
 		"$JS.API.CONSUMER.DELETE." + s + ".>",
 		"$JS.API.CONSUMER.INFO." + s + ".>",
 		"$JS.API.CONSUMER.MSG.NEXT." + s + ".>",
+	}
+}
+
+// clientPresence is what the approval service needs of the client-waits
+// bucket: to read and watch whether MCP clients wait (c.*), to redraw
+// cards; not the gateway's rejoin entries.
+func clientPresence(name string) []string {
+	s, k := "KV_"+name, "$KV."+name+".c.>"
+	return []string{
+		"$JS.API.STREAM.INFO." + s,
+		"$JS.API.DIRECT.GET." + s + "." + k,
+		"$JS.API.CONSUMER.CREATE." + s + ".*." + k,
+		"$JS.API.CONSUMER.DELETE." + s + ".>",
+		"$JS.API.CONSUMER.INFO." + s + ".>",
 	}
 }
 
@@ -221,11 +236,15 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 		return Permissions{
 			PublishAllow: join(
 				durable(n.events, n.approvalDurable),
-				events(append(slices.Clone(subject.ApprovalOutcomes), subject.Notified, subject.UnauthorizedAttempt, subject.VoteCast, subject.DecisionRefused)...),
+				events(append(slices.Clone(subject.ApprovalOutcomes), subject.Notified, subject.UnauthorizedAttempt, subject.VoteCast, subject.DecisionRefused,
+					subject.OutcomeResolved)...),
 				system(subject.GrantCreated, subject.GrantRevoked, subject.GrantExpired),
 				// the sweeper checks that a stored decision reached the stream
 				directGet(n.events, subject.Approved, subject.Rejected, subject.ChangesRequested, subject.Expired, subject.Canceled),
-				bucket(n.approvals), bucket(n.grants), bucket(n.slackSeen), bucket(n.teamsSeen), consolePush(n.console),
+				// the call of a run that ended in doubt, for its in-doubt task
+				directGet(n.events, subject.Allowed),
+				bucket(n.approvals), bucket(n.grants), bucket(n.inDoubt), bucket(n.slackSeen), bucket(n.teamsSeen), consolePush(n.console),
+				clientPresence(n.clientWaits),
 				[]string{subject.API("policy", "eval")},
 				// a call's preview, asked of the executor when it comes to wait
 				// for a person; no other user may ask or answer it

@@ -67,6 +67,8 @@ const (
 	TokenCreated        = "token_created"
 	TokenRevoked        = "token_revoked"
 	AuditPruned         = "audit_pruned"
+	Undone              = "undone"
+	OutcomeResolved     = "outcome_resolved"
 	ShadowChanged       = "shadow_changed"
 	ShadowDivergence    = "shadow_divergence"
 )
@@ -75,7 +77,7 @@ const (
 var Types = []string{Requested, Allowed, Denied, ApprovalRequested, Notified, Approved, Rejected,
 	ChangesRequested, Expired, Canceled, Started, Completed, Failed, UnauthorizedAttempt, PolicyChanged, Invalid,
 	VoteCast, GrantCreated, GrantUsed, GrantRevoked, GrantExpired, DecisionRefused, SignIn, TokenCreated, TokenRevoked, AuditPruned,
-	ShadowChanged, ShadowDivergence}
+	Undone, OutcomeResolved, ShadowChanged, ShadowDivergence}
 
 // Sets of event types, each defined once and shared by every service and
 // front-end that needs it.

@@ -39,6 +39,9 @@ why each goal is what it is.`,
 		newFloorCmd(env),
 		newGatewayCmd(env),
 		newFanoutCmd(env),
+		newSDKCmd(env),
+		newSDKAgentCmd(),
+		newPendingCmd(env),
 	)
 	return cmd
 }

@@ -67,7 +67,7 @@ func newAuditCmd(env Env) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "audit",
-		Short: "Audit ingest: the sink's events/s against the pipeline floor of the same run (goal ≥ 0.8×)",
+		Short: "Audit ingest: the sink's events/s against the pipeline floor of the same run (goal ≥ 0.9×)",
 		Long: `Publishes --events realistic lifecycle events (the six events of an
 approve → execute flow, repeated) into an embedded NATS server, then drains
 them into ClickHouse twice per round, alternating:
@@ -75,7 +75,7 @@ them into ClickHouse twice per round, alternating:
          rows built and sealed beforehand: nothing else;
   sink   the real audit sink: decode, redact, payload, keyed hash chain,
          batch insert, ack.
-It prints the best round of each and their ratio (goal: sink ≥ 0.8× floor),
+It prints the best round of each and their ratio (goal: sink ≥ 0.9× floor),
 then verifies the chain the sink wrote. Uses --clickhouse or a private
 clickhouse-server started in a temp dir.`,
 		Args: cobra.NoArgs,
@@ -135,7 +135,7 @@ func yesNo(b bool) string {
 }
 
 func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int) (auditBenchResult, error) {
-	res := auditBenchResult{Events: n, Goal: 0.8, Rounds: max(rounds, 1)}
+	res := auditBenchResult{Events: n, Goal: 0.9, Rounds: max(rounds, 1)}
 	cfg, err := env.Load()
 	if err != nil {
 		return res, err

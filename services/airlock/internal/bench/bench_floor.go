@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
 )
@@ -96,12 +97,15 @@ func printFloor(w io.Writer, f *messagingFloor, setup string) {
 		{"sync publish", f.SyncPublish},
 		{"async publish (acks batched)", f.AsyncPublish},
 		{"compare-and-append publish (wildcard)", f.CASPublish},
+		{"atomic batch of two, compare-and-append first", f.BatchAppend2},
 		{"KV create", f.KVCreate},
 		{"KV update", f.KVUpdate},
 		{"Direct Get, last by subject", f.DirectGet},
 		{"pull delivery + ack", f.PullDeliverAck},
 		{"pull delivery + ack, work queue", f.PullDeliverAckWorkQueue},
 		{"core publish → subscriber", f.CorePubSub},
+		{"RePublish, nobody subscribed (extra CPU)", f.RePublish},
+		{"RePublish to a subscriber (extra CPU)", f.RePublishDelivered},
 		{"raw hop (publish→consume→re-publish→recv)", f.RawHop},
 	} {
 		fmt.Fprintf(w, "%-44s %8.1fµs %8.1fµs %10.1fµs %12.0f\n", r.name, r.op.Latency.P50us, r.op.Latency.P99us, r.op.CPUPerOpUs, r.op.PerSecond)
@@ -161,8 +165,11 @@ type messagingFloor struct {
 	// Nats-Expected-Last-Subject-Sequence-Subject (a wildcard): a
 	// compare-and-append on a stream subject, waiting for its PubAck.
 	CASPublish floorOp `json:"cas_publish"`
-	KVCreate   floorOp `json:"kv_create"`
-	KVUpdate   floorOp `json:"kv_update"`
+	// BatchAppend2: two messages stored as one atomic batch (bus.AppendBatch),
+	// the first a compare-and-append; one PubAck for both.
+	BatchAppend2 floorOp `json:"batch_append_2"`
+	KVCreate     floorOp `json:"kv_create"`
+	KVUpdate     floorOp `json:"kv_update"`
 	// DirectGet: the last message of a subject ($JS.API.DIRECT.GET).
 	DirectGet floorOp `json:"direct_get_last"`
 	// PullDeliverAck: a pull consumer's delivery of a stored message and its
@@ -173,6 +180,15 @@ type messagingFloor struct {
 	PullDeliverAckWorkQueue floorOp `json:"pull_deliver_ack_work_queue"`
 	// CorePubSub: a core NATS publish delivered to a subscriber.
 	CorePubSub floorOp `json:"core_publish_deliver"`
+	// RePublish, RePublishDelivered: what the stream's RePublish adds to a
+	// stored message (the events stream republishes every event on
+	// airlock.out.>), with nobody subscribed and with a subscriber that
+	// receives it. CPUPerOpUs is the extra over a sync publish into a stream
+	// without RePublish, measured in the same run (never below 0); the
+	// latency is of the whole operation (publish to PubAck, or to the
+	// subscriber's receipt).
+	RePublish          floorOp `json:"republish"`
+	RePublishDelivered floorOp `json:"republish_delivered"`
 	// RawHop: publish to a stream → pull consumer → re-publish → receive,
 	// the latency floor of a round trip.
 	RawHop floorOp `json:"raw_hop"`
@@ -180,15 +196,17 @@ type messagingFloor struct {
 
 // floorMix counts the operations of one call, for messagingFloor.CPUus.
 type floorMix struct {
-	SyncPublish, AsyncPublish, CASPublish, KVCreate, KVUpdate, DirectGet, PullDeliverAck, PullDeliverAckWorkQueue, CorePubSub float64
+	SyncPublish, AsyncPublish, CASPublish, BatchAppend2, KVCreate, KVUpdate, DirectGet, PullDeliverAck, PullDeliverAckWorkQueue, CorePubSub float64
+	RePublish, RePublishDelivered                                                                                                           float64
 }
 
 // CPUus is the CPU floor of mix: Σ count × CPU per operation.
 func (f *messagingFloor) CPUus(mix floorMix) float64 {
 	return mix.SyncPublish*f.SyncPublish.CPUPerOpUs + mix.AsyncPublish*f.AsyncPublish.CPUPerOpUs +
-		mix.CASPublish*f.CASPublish.CPUPerOpUs + mix.KVCreate*f.KVCreate.CPUPerOpUs + mix.KVUpdate*f.KVUpdate.CPUPerOpUs +
+		mix.CASPublish*f.CASPublish.CPUPerOpUs + mix.BatchAppend2*f.BatchAppend2.CPUPerOpUs + mix.KVCreate*f.KVCreate.CPUPerOpUs + mix.KVUpdate*f.KVUpdate.CPUPerOpUs +
 		mix.DirectGet*f.DirectGet.CPUPerOpUs + mix.PullDeliverAck*f.PullDeliverAck.CPUPerOpUs +
-		mix.PullDeliverAckWorkQueue*f.PullDeliverAckWorkQueue.CPUPerOpUs + mix.CorePubSub*f.CorePubSub.CPUPerOpUs
+		mix.PullDeliverAckWorkQueue*f.PullDeliverAckWorkQueue.CPUPerOpUs + mix.CorePubSub*f.CorePubSub.CPUPerOpUs +
+		mix.RePublish*f.RePublish.CPUPerOpUs + mix.RePublishDelivered*f.RePublishDelivered.CPUPerOpUs
 }
 
 // measureFloor measures every operation against the NATS server at url
@@ -215,6 +233,7 @@ func measureFloor(ctx context.Context, url string, o floorOptions) (*messagingFl
 		{"sync publish", &f.SyncPublish, func() (floorOp, error) { return floorSyncPublish(ctx, js, o, payload) }},
 		{"async publish", &f.AsyncPublish, func() (floorOp, error) { return floorAsyncPublish(ctx, js, o, payload) }},
 		{"compare-and-append publish", &f.CASPublish, func() (floorOp, error) { return floorCASPublish(ctx, js, o, payload) }},
+		{"atomic batch of two", &f.BatchAppend2, func() (floorOp, error) { return floorBatchAppend(ctx, js, o, payload) }},
 		{"KV create", &f.KVCreate, func() (floorOp, error) { return floorKV(ctx, js, o, payload, false) }},
 		{"KV update", &f.KVUpdate, func() (floorOp, error) { return floorKV(ctx, js, o, payload, true) }},
 		{"direct get", &f.DirectGet, func() (floorOp, error) { return floorDirectGet(ctx, js, o, payload) }},
@@ -223,6 +242,8 @@ func measureFloor(ctx context.Context, url string, o floorOptions) (*messagingFl
 			return floorPull(ctx, js, o, payload, jetstream.WorkQueuePolicy)
 		}},
 		{"core publish and delivery", &f.CorePubSub, func() (floorOp, error) { return floorCore(ctx, url, o, payload) }},
+		{"republish", &f.RePublish, func() (floorOp, error) { return floorRePublish(ctx, url, js, o, payload, false, f.SyncPublish) }},
+		{"republish to a subscriber", &f.RePublishDelivered, func() (floorOp, error) { return floorRePublish(ctx, url, js, o, payload, true, f.SyncPublish) }},
 		{"raw hop", &f.RawHop, func() (floorOp, error) { return floorHop(ctx, url, o, payload) }},
 	}
 	for _, s := range steps {
@@ -442,6 +463,30 @@ func floorCASPublish(ctx context.Context, js jetstream.JetStream, o floorOptions
 	return timed(o, func(w, _ int) error { return cas(w) })
 }
 
+// floorBatchAppend: each worker appends a batch of two to its own subjects
+// under floor.batch.<worker>.*, the first expecting the last sequence it saw.
+func floorBatchAppend(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte) (floorOp, error) {
+	_, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: "FLOOR_BATCH", Subjects: []string{"floor.batch.>"}, AllowAtomicPublish: true})
+	if err != nil {
+		return floorOp{}, err
+	}
+	defer done()
+	last := make([]uint64, o.Concurrency+1)
+	batch := func(w int) error {
+		prefix := "floor.batch." + strconv.Itoa(w) + "."
+		first := &nats.Msg{Subject: prefix + "a", Data: payload, Header: nats.Header{}}
+		first.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last[w], 10))
+		first.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, prefix+"*")
+		ack, err := bus.AppendBatch(ctx, js, []*nats.Msg{first, {Subject: prefix + "b", Data: payload}})
+		if err != nil {
+			return err
+		}
+		last[w] = ack.Sequence
+		return nil
+	}
+	return timed(o, func(w, _ int) error { return batch(w) })
+}
+
 // floorKV: creates of fresh keys, or updates of one key per worker at its
 // current revision.
 func floorKV(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte, update bool) (floorOp, error) {
@@ -642,6 +687,56 @@ func floorCore(ctx context.Context, url string, o floorOptions, payload []byte) 
 	}
 	op.CPUPerOpUs, op.PerSecond = cpuPerOp(processCPU()-cpu0, o.Ops), float64(o.Ops)/time.Since(t0).Seconds()
 	return op, nil
+}
+
+// floorRePublish: sync publishes into a stream that republishes every
+// stored message, with (deliver) or without a subscriber receiving the
+// copies; the CPU per op is what that adds to a plain sync publish (base).
+func floorRePublish(ctx context.Context, url string, js jetstream.JetStream, o floorOptions, payload []byte, deliver bool, base floorOp) (floorOp, error) {
+	name, prefix := "FLOOR_REPUB", "floor.repub."
+	if deliver {
+		name, prefix = "FLOOR_REPUB_SUB", "floor.repubsub."
+	}
+	_, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ">"},
+		RePublish: &jetstream.RePublish{Source: prefix + ">", Destination: "floor.out." + prefix + ">"}})
+	if err != nil {
+		return floorOp{}, err
+	}
+	defer done()
+	got := make([]chan struct{}, o.Concurrency+1)
+	for i := range got {
+		got[i] = make(chan struct{}, 1)
+	}
+	if deliver {
+		subc, err := nats.Connect(url)
+		if err != nil {
+			return floorOp{}, err
+		}
+		defer subc.Close()
+		sub, err := subc.Subscribe("floor.out."+prefix+">", func(m *nats.Msg) {
+			if w, err := strconv.Atoi(m.Subject[len("floor.out."+prefix):]); err == nil && w >= 0 && w < len(got) {
+				got[w] <- struct{}{}
+			}
+		})
+		if err != nil {
+			return floorOp{}, err
+		}
+		_ = sub.SetPendingLimits(-1, -1)
+		if err := subc.Flush(); err != nil {
+			return floorOp{}, err
+		}
+	}
+	op, err := timed(o, func(w, _ int) error {
+		if _, err := js.Publish(ctx, prefix+strconv.Itoa(w), payload); err != nil {
+			return err
+		}
+		if !deliver {
+			return nil
+		}
+		return receive(ctx, got[w], 1)
+	})
+	op.CPUPerOpUs = max(0, op.CPUPerOpUs-base.CPUPerOpUs)
+	return op, err
 }
 
 // floorHop: the raw hop, one at a time and with Concurrency in flight.

@@ -29,6 +29,7 @@ func TestMessagingFloorMeasuresEveryOperation(t *testing.T) {
 		"sync publish": f.SyncPublish, "async publish": f.AsyncPublish, "compare-and-append": f.CASPublish,
 		"KV create": f.KVCreate, "KV update": f.KVUpdate, "direct get": f.DirectGet,
 		"pull delivery and ack": f.PullDeliverAck, "pull from a work queue": f.PullDeliverAckWorkQueue, "core publish": f.CorePubSub, "raw hop": f.RawHop,
+		"atomic batch of two": f.BatchAppend2,
 	}
 	for name, op := range ops {
 		if !(op.Latency.P50us > 0 && op.Latency.P99us >= op.Latency.P50us && op.CPUPerOpUs > 0 && op.PerSecond > 0) {
@@ -43,7 +44,7 @@ func TestMessagingFloorMeasuresEveryOperation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"sync_publish"`, `"async_publish"`, `"cas_publish"`, `"kv_create"`, `"kv_update"`, `"direct_get_last"`, `"pull_deliver_ack"`, `"pull_deliver_ack_work_queue"`, `"core_publish_deliver"`, `"raw_hop"`, `"cpu_us_per_op"`, `"p99_us"`} {
+	for _, key := range []string{`"sync_publish"`, `"async_publish"`, `"cas_publish"`, `"kv_create"`, `"kv_update"`, `"direct_get_last"`, `"pull_deliver_ack"`, `"pull_deliver_ack_work_queue"`, `"core_publish_deliver"`, `"republish"`, `"republish_delivered"`, `"batch_append_2"`, `"raw_hop"`, `"cpu_us_per_op"`, `"p99_us"`} {
 		if !strings.Contains(string(b), key) {
 			t.Errorf("JSON lacks %s: %s", key, b)
 		}

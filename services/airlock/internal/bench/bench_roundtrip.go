@@ -131,13 +131,17 @@ const floorRecordOverhead = 64
 
 // callMix is what an auto-allowed call does on the bus (ARCHITECTURE.md,
 // "An auto-allowed call"): the agent's request (a publish to the intake
-// stream), the policy's delivery of it from that work queue, `requested`
-// appended after the call's (empty) history, the decision stored, the
-// executor's delivery of it, `started` (the claim) and the result each
-// appended to the call's execution ledger, and the result delivered to the
-// agent. No KV write: the liveness record is kept only for tools that run
-// longer than ack_wait/4.
-var callMix = floorMix{SyncPublish: 2, CASPublish: 3, PullDeliverAckWorkQueue: 1, PullDeliverAck: 1, CorePubSub: 1}
+// stream), the policy's delivery of it from that work queue and its ack,
+// `requested` appended after the call's (empty) history, the decision
+// stored, the executor's delivery of it and its ack, `started` (the claim)
+// and the result each appended to the call's execution ledger; the events
+// stream republishes each of its four events, and the agent's watcher
+// receives one of them (it subscribes to the end types only). No KV write:
+// the liveness record is kept only for tools that run longer than
+// ack_wait/4. The bench's stream is on a single server, where the policy
+// appends `requested` and the decision one after the other (an atomic
+// batch costs milliseconds there: docs/benchmarks.md).
+var callMix = floorMix{SyncPublish: 2, CASPublish: 3, PullDeliverAckWorkQueue: 1, PullDeliverAck: 1, RePublish: 3, RePublishDelivered: 1}
 
 func newRoundtripCmd(env Env) *cobra.Command {
 	o := roundtripOptions{}
@@ -557,6 +561,9 @@ func printRoundtrip(w io.Writer, r *roundtripReport) {
 		{"pull delivery + ack, work queue", r.Mix.PullDeliverAckWorkQueue, r.Floor.PullDeliverAckWorkQueue},
 		{"pull delivery + ack", r.Mix.PullDeliverAck, r.Floor.PullDeliverAck},
 		{"core publish → subscriber", r.Mix.CorePubSub, r.Floor.CorePubSub},
+		{"RePublish, nobody subscribed", r.Mix.RePublish, r.Floor.RePublish},
+		{"RePublish to a subscriber", r.Mix.RePublishDelivered, r.Floor.RePublishDelivered},
+		{"atomic batch of two", r.Mix.BatchAppend2, r.Floor.BatchAppend2},
 		{"KV create", r.Mix.KVCreate, r.Floor.KVCreate},
 		{"KV update", r.Mix.KVUpdate, r.Floor.KVUpdate},
 		{"Direct Get", r.Mix.DirectGet, r.Floor.DirectGet},

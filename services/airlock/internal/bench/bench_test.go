@@ -36,6 +36,10 @@ func TestEveryBenchExitsOneWhenAGoalIsMissed(t *testing.T) {
 		{"audit_whose_chain_does_not_verify_exits_1", auditBenchResult{MeetsGoal: true, ChainVerified: false}, 1},
 		{"policy_meeting_both_goals_exits_0", &policybench.Result{MeetsP50: true, MeetsP99: true}, 0},
 		{"policy_missing_p50_exits_1", &policybench.Result{MeetsP50: false, MeetsP99: true}, 1},
+		{"fanout_meeting_its_goal_exits_0", &fanoutReport{GoalMet: true}, 0},
+		{"fanout_missing_its_goal_exits_1", &fanoutReport{GoalMet: false, Ratio: 2, GoalMax: 1.2}, 1},
+		{"pending_meeting_every_goal_exits_0", &pendingReport{Figures: []pendingFigure{{Name: "inbox", Met: true}}}, 0},
+		{"pending_missing_one_ratio_exits_1", &pendingReport{Figures: []pendingFigure{{Name: "inbox", Met: true}, {Name: "feed", Ratio: 3, Met: false}}}, 1},
 		{"floor_has_no_goal_and_exits_0", &messagingFloor{}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

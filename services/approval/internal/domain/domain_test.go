@@ -2,6 +2,7 @@ package domain
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -364,6 +365,53 @@ func TestGrants(t *testing.T) {
 	used.UsesLeft = 0
 	if GrantActive(used, t0) {
 		t.Fatal("a used-up grant is active")
+	}
+}
+
+// A grant's numeric range is kept only when its ends are finite, exact and
+// in order and it holds the number of the call it is made from.
+func TestAGrantsRangeMustBeWellFormedAndHoldTheCallsOwnNumber(t *testing.T) {
+	rec := pending(t, nil)
+	rec.Call.Arguments.Fields["size"] = structpb.NewNumberValue(5)
+	rec.Call.Arguments.Fields["label"] = structpb.NewStringValue("5")
+	ranged := func(ptr string, lo, hi float64) *airlockv1.StandingGrant {
+		return &airlockv1.StandingGrant{OnlyListedArguments: true, AnyArguments: []string{"/path"},
+			ArgumentRanges: map[string]*airlockv1.NumberRange{ptr: {Min: lo, Max: hi}}}
+	}
+	tests := []struct {
+		name  string
+		want  *airlockv1.StandingGrant
+		error string // substring of the refusal; "" when the grant is made
+	}{
+		{"a_range_around_the_calls_number_is_kept", ranged("/size", 1, 10), ""},
+		{"a_range_that_is_a_single_number_is_kept", ranged("/size", 5, 5), ""},
+		{"a_range_missing_the_calls_number_is_refused", ranged("/size", 6, 10), "does not hold the call's own value 5"},
+		{"a_range_on_a_string_that_reads_as_a_number_is_refused", ranged("/label", 1, 10), `does not hold the call's own value "5"`},
+		{"a_range_on_a_missing_argument_is_refused", ranged("/count", 1, 10), "does not hold the call's own value null"},
+		{"a_range_in_the_wrong_order_is_refused", ranged("/size", 10, 1), "give them in order"},
+		{"a_range_with_an_infinite_end_is_refused", ranged("/size", 1, math.Inf(1)), "finite"},
+		{"a_range_with_a_nan_end_is_refused", ranged("/size", math.NaN(), 10), "finite"},
+		{"a_range_past_exact_integers_is_refused", ranged("/size", 1, 1<<60), "every integer is still exact"},
+		{"a_range_not_on_a_json_pointer_is_refused", ranged("size", 1, 10), "not on a JSON pointer"},
+		{"a_range_on_a_pinned_argument_is_refused", &airlockv1.StandingGrant{ArgumentValues: map[string]*structpb.Value{"/size": structpb.NewNumberValue(5)},
+			ArgumentRanges: map[string]*airlockv1.NumberRange{"/size": {Min: 1, Max: 10}}}, "keep one"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, err := NewGrant(rec, tt.want, human("alice"), dir, "g1", t0)
+			if tt.error != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.error) {
+					t.Fatalf("NewGrant = %v, %v; want a refusal saying %q", g, err, tt.error)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !proto.Equal(g.GetArgumentRanges()["/size"], tt.want.GetArgumentRanges()["/size"]) {
+				t.Fatalf("grant ranges %v; want %v", g.GetArgumentRanges(), tt.want.GetArgumentRanges())
+			}
+		})
 	}
 }
 

@@ -17,7 +17,8 @@ import (
 // NewGrant builds a standing grant ("always allow") from the call of rec:
 // the agent, server and tool come from the call, narrowed by want's
 // argument globs, pinned values (only_listed_arguments: no other
-// argument), command prefixes (each must start the call's own command),
+// argument), numeric ranges (each must hold the call's own number),
+// command prefixes (each must start the call's own command),
 // exact arguments (want.arguments_digest, which must be the record's), use
 // limit and expiry. Only a principal who may approve the call may create a
 // grant from it — for a rule that asks the requester, the requester, whose
@@ -56,6 +57,20 @@ func NewGrant(rec *airlockv1.ApprovalRecord, want *airlockv1.StandingGrant, by *
 			return nil, invalid("argument %s is both pinned to a value and matched by a glob: keep one", ptr)
 		}
 	}
+	for ptr, r := range want.GetArgumentRanges() {
+		if !strings.HasPrefix(ptr, "/") {
+			return nil, invalid("numeric range %q is not on a JSON pointer: write it like /count", ptr)
+		}
+		if why := grant.CheckRange(r); why != "" {
+			return nil, invalid("numeric range on %s: %s", ptr, why)
+		}
+		if _, ok := want.GetArgumentValues()[ptr]; ok {
+			return nil, invalid("argument %s is both pinned to a value and given a range: keep one", ptr)
+		}
+		if v := calls.Arg(Arguments(rec), ptr); !grant.InRange(r, v) {
+			return nil, invalid("numeric range %s..%s on %s does not hold the call's own value %s: remember a range around the number you reviewed", grant.Number(r.GetMin()), grant.Number(r.GetMax()), ptr, grant.ValueJSON(v))
+		}
+	}
 	for _, ptr := range want.GetAnyArguments() {
 		if !strings.HasPrefix(ptr, "/") {
 			return nil, invalid("argument %q allowed any value is not a JSON pointer: write it like /path", ptr)
@@ -87,6 +102,7 @@ func NewGrant(rec *airlockv1.ApprovalRecord, want *airlockv1.StandingGrant, by *
 		Tool:                call.GetTool(),
 		ArgumentGlobs:       want.GetArgumentGlobs(),
 		ArgumentValues:      want.GetArgumentValues(),
+		ArgumentRanges:      want.GetArgumentRanges(),
 		OnlyListedArguments: want.GetOnlyListedArguments(),
 		AnyArguments:        want.GetAnyArguments(),
 		UsesLeft:            want.GetUsesLeft(),

@@ -92,11 +92,17 @@
         .catch(function (err) { if (mine === seq) out.textContent = "The scope could not be worked out (" + err.message + "): it is shown again when you submit."; });
     };
     form.addEventListener("change", update);
-    form.addEventListener("input", function (ev) { if (ev.target && ev.target.name && ev.target.name.indexOf("glob_") === 0) update(); });
-    // Typing a glob chooses "text matching" for that argument.
-    form.querySelectorAll("input[name^='glob_']").forEach(function (g) {
+    // The inputs that belong to a mode: typing in one chooses that mode for
+    // its argument ("text matching" for a glob, "a number from" for a range).
+    var modeOf = { glob_: "globmode-", min_: "rangemode-", max_: "rangemode-" };
+    var modeInput = function (name) {
+      for (var p in modeOf) { if (name && name.indexOf(p) === 0) return modeOf[p] + name.slice(p.length); }
+      return "";
+    };
+    form.addEventListener("input", function (ev) { if (ev.target && modeInput(ev.target.name)) update(); });
+    form.querySelectorAll("input[name^='glob_'], input[name^='min_'], input[name^='max_']").forEach(function (g) {
       g.addEventListener("focus", function () {
-        var radio = document.getElementById("globmode-" + g.name.slice(5));
+        var radio = document.getElementById(modeInput(g.name));
         if (radio && !radio.checked) { radio.checked = true; update(); }
       });
     });

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/airlock/internal/snapshot"
+	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+)
+
+// maxUndoneListed bounds the paths an undone event lists.
+const maxUndoneListed = 50
+
+func newUndoCmd(g *globals) *cobra.Command {
+	opts := &hookOptions{}
+	var force bool
+	var by string
+	cmd := &cobra.Command{
+		Use:   "undo AGENT/CALL_ID",
+		Short: "Put back the files a coding agent's call changed, from the snapshot airlock's hook took before it",
+		Long: `Restores what ` + "`airlock hook`" + ` saved just before it allowed the call: in a git work
+tree the hidden commit refs/airlock/snapshots/AGENT/CALL_ID (the index, branch
+and HEAD are left alone), elsewhere the copies in the hook's state dir. Only
+the files the call changed are put back (a file it created is removed).
+
+Undo refuses when a file the call changed was changed again afterwards (or
+when airlock does not know what the call left): those later changes would be
+lost. --force puts the files back anyway. Run it on the machine the agent ran
+on, with the hook's --state-dir if its hook command sets one.
+
+The undo is recorded in the audit trail as an "undone" event on the call,
+with who ran it (--by, default $USER); airlock must be reachable.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			agent, call, ok := strings.Cut(args[0], "/")
+			if !ok {
+				return usageErr(cmd, "name the call as AGENT/CALL_ID (e.g. claude-code/toolu_01...), as the hook's answer and `airlock approvals list` show it")
+			}
+			ref, err := callref.New(agent, call, 1)
+			if err != nil {
+				return usageErr(cmd, "%v", err)
+			}
+			store, err := opts.snapshots()
+			if err != nil {
+				return err
+			}
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			// Connect first: an undo that cannot be recorded is not made.
+			ctx := cmd.Context()
+			nc, js, err := g.connect(ctx, cfg)
+			if err != nil {
+				return fmt.Errorf("an undo is recorded in the audit trail, but airlock's NATS is not reachable: %w (start airlock, then run it again; nothing was restored)", err)
+			}
+			defer nc.Close()
+			res, err := store.Undo(ctx, ref.Agent, ref.Call, force)
+			if err != nil {
+				if errors.Is(err, snapshot.ErrLaterChanges) {
+					return fmt.Errorf("nothing was restored: %s", escape.Terminal(err.Error()))
+				}
+				return errors.New(escape.Terminal(err.Error()))
+			}
+			if by == "" {
+				by = os.Getenv("USER")
+			}
+			body := &airlockv1.Undone{Ref: res.Ref, Forced: res.Forced, Paths: res.Paths}
+			if len(body.Paths) > maxUndoneListed {
+				body.More, body.Paths = uint32(len(body.Paths)-maxUndoneListed), body.Paths[:maxUndoneListed]
+			}
+			ev := &airlockv1.Event{
+				EventId: ref.EventID(subject.Undone), AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev,
+				Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: by, Channel: "cli"},
+				Body:  &airlockv1.Event_Undone{Undone: body},
+			}
+			if _, err := bus.NewPublisher(js, "airlock/cli").Publish(ctx, ev, ""); err != nil {
+				return fmt.Errorf("the files were put back, but recording the undo failed: %w (the trail does not show it; tell whoever reviews the trail)", err)
+			}
+			if len(res.Paths) == 0 {
+				fmt.Printf("call %s/%s changed nothing that was saved: nothing to put back (recorded as undone)\n", escape.Terminal(ref.Agent), escape.Terminal(ref.Call))
+				return nil
+			}
+			fmt.Printf("put back %d file(s) in %s as they were before call %s/%s:\n", len(res.Paths), escape.Terminal(res.Root), escape.Terminal(ref.Agent), escape.Terminal(ref.Call))
+			for _, p := range res.Paths {
+				fmt.Printf("  %s\n", escape.Terminal(p))
+			}
+			if res.Forced {
+				fmt.Println("(forced: changes made after the call to these files are gone)")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "put the files back even when they changed after the call (those changes are lost)")
+	cmd.Flags().StringVar(&opts.stateDir, "state-dir", "", "the hook's state dir, where its snapshots are (default as `airlock hook`: $XDG_STATE_HOME/airlock/hooks)")
+	cmd.Flags().StringVar(&by, "by", "", "who is undoing it, recorded as the actor (default $USER)")
+	return cmd
+}

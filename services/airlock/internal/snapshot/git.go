@@ -1,0 +1,301 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// git runs git in root with the temporary index (when index is not empty),
+// literal pathspecs (an agent's "*" names a file called "*"), no prompts, no
+// hooks and no fsmonitor program, and a fixed identity for commits.
+func git(ctx context.Context, root, index string, stdin []byte, args ...string) ([]byte, error) {
+	full := append([]string{"-c", "core.fsmonitor=false", "-c", "core.hooksPath=" + os.DevNull, "-c", "core.quotePath=false"}, args...)
+	cmd := exec.CommandContext(ctx, "git", full...)
+	cmd.Dir = root
+	cmd.Env = os.Environ()
+	if args[0] != "check-ignore" { // it takes paths, not pathspecs, and refuses the setting
+		cmd.Env = append(cmd.Env, "GIT_LITERAL_PATHSPECS=1")
+	}
+	cmd.Env = append(cmd.Env, "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0",
+		"GIT_AUTHOR_NAME=airlock", "GIT_AUTHOR_EMAIL=airlock@localhost", "GIT_COMMITTER_NAME=airlock", "GIT_COMMITTER_EMAIL=airlock@localhost")
+	if index != "" {
+		cmd.Env = append(cmd.Env, "GIT_INDEX_FILE="+index)
+	}
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("git %s: %w: %s", args[0], err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// gitRoot is the top level of the git work tree holding dir.
+func gitRoot(ctx context.Context, dir string) (string, bool) {
+	out, err := git(ctx, dir, "", nil, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return "", false
+	}
+	root, err := realDir(strings.TrimSpace(string(out)))
+	return root, err == nil
+}
+
+// nul joins paths for --pathspec-from-file / --stdin with -z.
+func nul(paths []string) []byte { return []byte(strings.Join(paths, "\x00") + "\x00") }
+
+func splitNul(b []byte) []string {
+	var out []string
+	for _, s := range strings.Split(string(b), "\x00") {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// captured is a tree of the work tree's state and what was left out.
+type captured struct {
+	tree  string
+	notes notes
+}
+
+// gitCapture writes a tree of the work tree as it is now: HEAD's tree with
+// paths (or, wholeTree, every tracked and untracked-but-not-ignored file)
+// as they are on disk, through a temporary index in dir.
+func gitCapture(ctx context.Context, root string, paths []string, wholeTree bool, dir string, lim Limits) (captured, error) {
+	var c captured
+	idx, err := os.CreateTemp(dir, "index-")
+	if err != nil {
+		return c, fmt.Errorf("temporary index: %w", err)
+	}
+	index := idx.Name()
+	idx.Close()
+	os.Remove(index) // git writes it afresh
+	defer os.Remove(index)
+	if _, err := git(ctx, root, "", nil, "rev-parse", "--verify", "-q", "HEAD"); err == nil {
+		_, err = git(ctx, root, index, nil, "read-tree", "HEAD")
+		if err != nil {
+			return c, err
+		}
+	} else if _, err := git(ctx, root, index, nil, "read-tree", "--empty"); err != nil {
+		return c, err
+	}
+	if wholeTree {
+		if _, err := git(ctx, root, index, nil, "add", "-u"); err != nil {
+			return c, err
+		}
+		out, err := git(ctx, root, index, nil, "ls-files", "-z", "-o", "--exclude-standard")
+		if err != nil {
+			return c, err
+		}
+		paths = boundUntracked(root, splitNul(out), lim, &c.notes)
+	} else if len(paths) > 0 {
+		paths, err = notIgnored(ctx, root, index, paths, &c.notes)
+		if err != nil {
+			return c, err
+		}
+		paths, err = onDiskOrTracked(ctx, root, index, paths)
+		if err != nil {
+			return c, err
+		}
+	}
+	if len(paths) > 0 {
+		if _, err := git(ctx, root, index, nul(paths), "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"); err != nil {
+			return c, err
+		}
+	}
+	out, err := git(ctx, root, index, nil, "write-tree")
+	if err != nil {
+		return c, err
+	}
+	c.tree = strings.TrimSpace(string(out))
+	return c, nil
+}
+
+// boundUntracked keeps untracked files while their sizes add up to at most
+// lim.MaxBytes; the others are left out of the snapshot, and said so.
+func boundUntracked(root string, paths []string, lim Limits, n *notes) []string {
+	var kept []string
+	var total int64
+	left := 0
+	for _, p := range paths {
+		info, err := os.Lstat(filepath.Join(root, filepath.FromSlash(p)))
+		if err != nil {
+			continue
+		}
+		if total+info.Size() > lim.MaxBytes {
+			left++
+			continue
+		}
+		total += info.Size()
+		kept = append(kept, p)
+	}
+	if left > 0 {
+		n.add("%d untracked files past the %d MiB bound of untracked files were not saved", left, lim.MaxBytes>>20)
+	}
+	return kept
+}
+
+// notIgnored drops the paths git ignores (and that HEAD does not track):
+// a snapshot takes untracked files only when they are not ignored.
+func notIgnored(ctx context.Context, root, index string, paths []string, n *notes) ([]string, error) {
+	out, err := git(ctx, root, index, nul(paths), "check-ignore", "-z", "--stdin")
+	var exit *exec.ExitError
+	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) { // 1: none ignored
+		return nil, err
+	}
+	ignored := splitNul(out)
+	var kept []string
+	for _, p := range paths {
+		if containsStr(ignored, p) {
+			n.add("%q not saved: git ignores it", cut(p))
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return kept, nil
+}
+
+// onDiskOrTracked keeps the paths git can add: on disk, or tracked (then
+// their absence is recorded). A path that is neither is absent in the
+// snapshot as it is in HEAD's tree.
+func onDiskOrTracked(ctx context.Context, root, index string, paths []string) ([]string, error) {
+	out, err := git(ctx, root, index, nil, append([]string{"ls-files", "-z", "--"}, paths...)...)
+	if err != nil {
+		return nil, err
+	}
+	tracked := splitNul(out)
+	var kept []string
+	for _, p := range paths {
+		if _, err := os.Lstat(filepath.Join(root, filepath.FromSlash(p))); err == nil || containsStr(tracked, p) {
+			kept = append(kept, p)
+		}
+	}
+	return kept, nil
+}
+
+func containsStr(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// gitCommit makes a commit of tree (parent HEAD when there is one) and
+// points ref at it; nothing else in the repository moves.
+func gitCommit(ctx context.Context, root, tree, msg, ref string) (string, error) {
+	args := []string{"commit-tree", tree, "-m", msg}
+	if head, err := git(ctx, root, "", nil, "rev-parse", "--verify", "-q", "HEAD"); err == nil {
+		args = append(args, "-p", strings.TrimSpace(string(head)))
+	}
+	out, err := git(ctx, root, "", nil, args...)
+	if err != nil {
+		return "", err
+	}
+	commit := strings.TrimSpace(string(out))
+	if _, err := git(ctx, root, "", nil, "update-ref", ref, commit); err != nil {
+		return "", err
+	}
+	return commit, nil
+}
+
+// gitBefore saves the state before the call.
+func (s Store) gitBefore(ctx context.Context, root, cwd string, t Target, dir string, lim Limits) (manifest, error) {
+	m := manifest{Kind: KindGit, Root: root, WholeTree: t.WholeTree}
+	var n notes
+	if !t.WholeTree {
+		m.Paths = namedPaths(root, cwd, t.Paths, lim, &n)
+	}
+	c, err := gitCapture(ctx, root, m.Paths, m.WholeTree, dir, lim)
+	if err != nil {
+		return m, err
+	}
+	n.lines, n.more = append(n.lines, c.notes.lines...), n.more+c.notes.more
+	if m.Before, err = gitCommit(ctx, root, c.tree, "airlock: state before call "+t.Agent+"/"+t.Call, refOf(t.Agent, t.Call)); err != nil {
+		return m, err
+	}
+	m.Note = n.String()
+	return m, nil
+}
+
+// gitChanged lists the paths that differ between two trees (limited to
+// paths unless wholeTree).
+func gitChanged(ctx context.Context, root, a, b string, paths []string, wholeTree bool) ([]string, error) {
+	args := []string{"diff-tree", "-r", "-z", "--no-renames", "--name-only", a, b}
+	if !wholeTree {
+		if len(paths) == 0 {
+			return nil, nil
+		}
+		args = append(append(args, "--"), paths...)
+	}
+	out, err := git(ctx, root, "", nil, args...)
+	if err != nil {
+		return nil, err
+	}
+	return splitNul(out), nil
+}
+
+// gitEntry is one path of a tree: its mode and blob.
+type gitEntry struct{ mode, oid string }
+
+// gitEntries reads the entries of paths in commit.
+func gitEntries(ctx context.Context, root, commit string, paths []string) (map[string]gitEntry, error) {
+	out, err := git(ctx, root, "", nil, append([]string{"ls-tree", "-r", "-z", "--full-tree", commit, "--"}, paths...)...)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]gitEntry{}
+	for _, line := range splitNul(out) {
+		meta, path, ok := strings.Cut(line, "\t")
+		f := strings.Fields(meta)
+		if !ok || len(f) != 3 {
+			continue
+		}
+		m[path] = gitEntry{mode: f[0], oid: f[2]}
+	}
+	return m, nil
+}
+
+// gitRestore puts each path back as it is in commit (deleting those it
+// does not hold), inside root only.
+func gitRestore(ctx context.Context, root, commit string, paths []string) error {
+	entries, err := gitEntries(ctx, root, commit, paths)
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		e, ok := entries[p]
+		if !ok {
+			if err := removeInside(root, p); err != nil {
+				return err
+			}
+			continue
+		}
+		if e.mode == "160000" { // a submodule: not airlock's to rewrite
+			continue
+		}
+		data, err := git(ctx, root, "", nil, "cat-file", "blob", e.oid)
+		if err != nil {
+			return err
+		}
+		mode := os.FileMode(0o644)
+		if e.mode == "100755" {
+			mode = 0o755
+		}
+		if err := writeInside(root, p, data, mode, e.mode == "120000"); err != nil {
+			return err
+		}
+	}
+	return nil
+}

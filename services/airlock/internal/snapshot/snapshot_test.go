@@ -1,0 +1,306 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// repo makes a git work tree with one committed file, a.txt.
+func repo(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is not on PATH: install it (apt-get install git)")
+	}
+	dir := t.TempDir()
+	run(t, dir, "git", "init", "-q", "-b", "main")
+	write(t, dir, "a.txt", "one\n")
+	write(t, dir, ".gitignore", "*.log\n")
+	run(t, dir, "git", "add", ".")
+	run(t, dir, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
+	return dir
+}
+
+func run(t *testing.T, dir string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v: %s", name, args, err, out)
+	}
+	return string(out)
+}
+
+func write(t *testing.T, dir, rel, s string) {
+	t.Helper()
+	p := filepath.Join(dir, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func read(t *testing.T, dir, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, rel))
+	if err != nil {
+		return "<absent>"
+	}
+	return string(b)
+}
+
+func store(t *testing.T) Store {
+	return Store{Dir: filepath.Join(t.TempDir(), "snapshots"), Limits: DefaultLimits}
+}
+
+// userState is what a snapshot must never touch: HEAD, the branch, the index.
+func userState(t *testing.T, dir string) string {
+	idx, _ := os.ReadFile(filepath.Join(dir, ".git", "index"))
+	return run(t, dir, "git", "rev-parse", "HEAD", "main") + run(t, dir, "git", "symbolic-ref", "HEAD") + string(idx)
+}
+
+func TestUndoPutsBackWhatTheCallChanged(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		git   bool
+		shell bool
+		paths []string
+		// call changes the files as the tool would.
+		call func(t *testing.T, dir string)
+		want map[string]string
+	}{
+		{"an_edit_of_a_tracked_file_in_git", true, false, []string{"a.txt"},
+			func(t *testing.T, dir string) { write(t, dir, "a.txt", "two\n") }, map[string]string{"a.txt": "one\n"}},
+		{"a_new_file_in_git_is_removed", true, false, []string{"sub/new.txt"},
+			func(t *testing.T, dir string) { write(t, dir, "sub/new.txt", "new\n") }, map[string]string{"sub/new.txt": "<absent>"}},
+		{"an_untracked_file_the_call_names_in_git", true, false, []string{"notes.md"},
+			func(t *testing.T, dir string) { write(t, dir, "notes.md", "changed\n") }, map[string]string{"notes.md": "draft\n"}},
+		{"a_bash_command_in_git_saves_the_whole_tree", true, true, nil,
+			func(t *testing.T, dir string) {
+				run(t, dir, "bash", "-c", "echo two > a.txt && rm notes.md && echo x > created.txt")
+			}, map[string]string{"a.txt": "one\n", "notes.md": "draft\n", "created.txt": "<absent>"}},
+		{"an_edit_outside_git", false, false, []string{"a.txt"},
+			func(t *testing.T, dir string) { write(t, dir, "a.txt", "two\n") }, map[string]string{"a.txt": "one\n"}},
+		{"a_bash_command_outside_git_saves_the_files_it_names", false, true, nil,
+			func(t *testing.T, dir string) { run(t, dir, "bash", "-c", "sed -i s/one/two/ a.txt") }, map[string]string{"a.txt": "one\n"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var dir string
+			if tc.git {
+				dir = repo(t)
+			} else {
+				dir = t.TempDir()
+				write(t, dir, "a.txt", "one\n")
+			}
+			write(t, dir, "notes.md", "draft\n")
+			s := store(t)
+			var before string
+			if tc.git {
+				before = userState(t, dir)
+			}
+			target := Target{Agent: "claude-code", Call: "toolu_1", Cwd: dir, Paths: tc.paths, WholeTree: tc.shell}
+			if tc.shell && !tc.git {
+				target.Command = "sed -i s/one/two/ a.txt"
+			}
+			rec, err := s.Before(ctx, target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.git {
+				if rec.GetKind() != KindGit || rec.GetRef() != "refs/airlock/snapshots/claude-code/toolu_1" {
+					t.Fatalf("snapshot %v", rec)
+				}
+				if after := userState(t, dir); after != before {
+					t.Fatal("taking the snapshot changed HEAD, the branch or the index")
+				}
+			} else if rec.GetKind() != KindCopy {
+				t.Fatalf("snapshot %v", rec)
+			}
+			tc.call(t, dir)
+			if _, ok, err := s.After(ctx, "claude-code", "toolu_1"); err != nil || !ok {
+				t.Fatalf("after: %v %v", ok, err)
+			}
+			res, err := s.Undo(ctx, "claude-code", "toolu_1", false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rel, want := range tc.want {
+				if got := read(t, dir, rel); got != want {
+					t.Errorf("%s = %q after undo, want %q (restored %v)", rel, got, want, res.Paths)
+				}
+			}
+			if tc.git && userState(t, dir) != before {
+				t.Error("undo moved HEAD or the branch, or rewrote the index")
+			}
+			if _, err := s.Undo(ctx, "claude-code", "toolu_1", false); err == nil {
+				t.Error("a second undo of the same call was not refused")
+			}
+		})
+	}
+}
+
+func TestUndoRefusesToLoseLaterChangesUnlessForced(t *testing.T) {
+	ctx := context.Background()
+	for _, git := range []bool{true, false} {
+		for _, after := range []bool{true, false} {
+			name := map[bool]string{true: "git", false: "copy"}[git] + map[bool]string{true: "_with_the_state_after_the_call", false: "_without_it"}[after]
+			t.Run(name, func(t *testing.T) {
+				dir := t.TempDir()
+				if git {
+					dir = repo(t)
+				} else {
+					write(t, dir, "a.txt", "one\n")
+				}
+				s := store(t)
+				if _, err := s.Before(ctx, Target{Agent: "a", Call: "c", Cwd: dir, Paths: []string{"a.txt"}}); err != nil {
+					t.Fatal(err)
+				}
+				write(t, dir, "a.txt", "two\n")
+				if after {
+					if _, _, err := s.After(ctx, "a", "c"); err != nil {
+						t.Fatal(err)
+					}
+					write(t, dir, "a.txt", "three: a person's later edit\n")
+				}
+				_, err := s.Undo(ctx, "a", "c", false)
+				if !errors.Is(err, ErrLaterChanges) || !strings.Contains(err.Error(), `"a.txt"`) || !strings.Contains(err.Error(), "--force") {
+					t.Fatalf("undo over a later change: %v, want a refusal naming a.txt and --force", err)
+				}
+				if got := read(t, dir, "a.txt"); got == "one\n" {
+					t.Fatal("a refused undo changed the file")
+				}
+				if _, err := s.Undo(ctx, "a", "c", true); err != nil {
+					t.Fatal(err)
+				}
+				if got := read(t, dir, "a.txt"); got != "one\n" {
+					t.Fatalf("forced undo left %q", got)
+				}
+			})
+		}
+	}
+}
+
+// An agent names paths; none outside the work tree is ever read into a
+// snapshot or written by an undo, whether by .., an absolute path, a
+// symbolic link to a directory outside, or a manifest rewritten afterwards.
+func TestNoPathOutsideTheWorkTreeIsSavedOrRestored(t *testing.T) {
+	ctx := context.Background()
+	for _, git := range []bool{true, false} {
+		t.Run(map[bool]string{true: "git", false: "copy"}[git], func(t *testing.T) {
+			outside := t.TempDir()
+			write(t, outside, "secret.txt", "outside\n")
+			dir := t.TempDir()
+			if git {
+				dir = repo(t)
+			}
+			if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
+				t.Fatal(err)
+			}
+			s := store(t)
+			rel, _ := filepath.Rel(dir, filepath.Join(outside, "secret.txt"))
+			rec, err := s.Before(ctx, Target{Agent: "a", Call: "c", Cwd: dir,
+				Paths: []string{rel, filepath.Join(outside, "secret.txt"), "link/secret.txt", "../../etc/passwd", ".git/config"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rec.GetPaths()) != 0 {
+				t.Fatalf("saved %v: paths outside the work tree", rec.GetPaths())
+			}
+			for _, why := range []string{"outside the work tree", "symbolic link", ".git"} {
+				if !strings.Contains(rec.GetNote(), why) {
+					t.Errorf("the note %q does not say %q", rec.GetNote(), why)
+				}
+			}
+			// The agent (or anyone) rewrites the manifest to point outside.
+			mdir := filepath.Join(s.Dir, "a", "c")
+			m, err := readManifest(mdir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Paths = []string{"link/secret.txt"}
+			m.Entries = []entry{{Path: "link/secret.txt", Before: state{}, After: &state{Exists: true, Digest: "x"}}}
+			if err := writeManifest(mdir, m); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Undo(ctx, "a", "c", true); err == nil {
+				t.Error("undo through a symbolic link was not refused")
+			}
+			m.Paths = []string{"../x"}
+			m.Entries = []entry{{Path: "../x", Before: state{}, After: &state{Exists: true}}}
+			if err := writeManifest(mdir, m); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Undo(ctx, "a", "c", true); err == nil {
+				t.Error("undo of ../x was not refused")
+			}
+			if got := read(t, outside, "secret.txt"); got != "outside\n" {
+				t.Fatalf("a file outside the work tree became %q", got)
+			}
+		})
+	}
+}
+
+func TestACopySnapshotIsBounded(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	write(t, dir, "small.txt", "small\n")
+	write(t, dir, "big.bin", strings.Repeat("x", 4096))
+	s := Store{Dir: filepath.Join(t.TempDir(), "s"), Limits: Limits{MaxBytes: 1024}}
+	rec, err := s.Before(ctx, Target{Agent: "a", Call: "c", Cwd: dir, Paths: []string{"small.txt", "big.bin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(rec.GetPaths(), ",") != "small.txt" || !strings.Contains(rec.GetNote(), `"big.bin" not saved: past the`) {
+		t.Fatalf("paths %v, note %q", rec.GetPaths(), rec.GetNote())
+	}
+	write(t, dir, "big.bin", "changed")
+	write(t, dir, "small.txt", "changed")
+	if _, _, err := s.After(ctx, "a", "c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Undo(ctx, "a", "c", false); err != nil {
+		t.Fatal(err)
+	}
+	if read(t, dir, "small.txt") != "small\n" || read(t, dir, "big.bin") != "changed" {
+		t.Fatal("undo restored what it did not save, or missed what it saved")
+	}
+}
+
+func TestSnapshotsOlderThanTheirAgeAreRemovedWithTheirRefs(t *testing.T) {
+	ctx := context.Background()
+	dir := repo(t)
+	s := store(t)
+	if _, err := s.Before(ctx, Target{Agent: "a", Call: "old", Cwd: dir, Paths: []string{"a.txt"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.After(ctx, "a", "old"); err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-8 * 24 * time.Hour)
+	if err := os.Chtimes(filepath.Join(s.Dir, "a", "old", "manifest.json"), past, past); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Before(ctx, Target{Agent: "a", Call: "new", Cwd: dir, Paths: []string{"a.txt"}}); err != nil {
+		t.Fatal(err)
+	}
+	refs := run(t, dir, "git", "for-each-ref", "--format=%(refname)", "refs/airlock")
+	if refs != "refs/airlock/snapshots/a/new\n" {
+		t.Fatalf("hidden refs after pruning: %q", refs)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "a", "old")); !os.IsNotExist(err) {
+		t.Fatalf("the old snapshot's directory is still there: %v", err)
+	}
+	if _, err := s.Undo(ctx, "a", "old", true); !errors.Is(err, ErrNoSnapshot) {
+		t.Fatalf("undo of a pruned snapshot: %v", err)
+	}
+}

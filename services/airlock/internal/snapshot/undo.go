@@ -1,0 +1,178 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// ErrLaterChanges: undo would lose changes made after the call; it is
+// refused unless forced.
+var ErrLaterChanges = errors.New("later changes would be lost")
+
+// ErrNoSnapshot: no snapshot of that call is kept here.
+var ErrNoSnapshot = errors.New("no snapshot")
+
+// Result is what an undo put back.
+type Result struct {
+	Kind, Root, Ref string
+	// Paths are the paths restored (or deleted: the call created them).
+	Paths  []string
+	Forced bool
+}
+
+// Undo puts back the files the call changed as they were before it. It
+// refuses (ErrLaterChanges, with the paths in the sentence) when a file
+// the call changed differs now from what the call left, or when what the
+// call left is not known, unless force. Only paths inside the snapshot's
+// work tree are written, through real directories.
+func (s Store) Undo(ctx context.Context, agent, call string, force bool) (Result, error) {
+	lim := s.limits()
+	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
+	defer cancel()
+	dir, err := s.dirOf(agent, call)
+	if err != nil {
+		return Result{}, err
+	}
+	m, err := readManifest(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return Result{}, fmt.Errorf("%w of call %s/%s in %s: airlock's hook keeps snapshots on the machine the agent ran on (run undo there, with the hook's --state-dir if it set one), only of calls that change files, and for %s", ErrNoSnapshot, agent, call, s.Dir, lim.MaxAge)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	if m.Undone {
+		return Result{}, fmt.Errorf("call %s/%s was undone already", agent, call)
+	}
+	root, err := realDir(m.Root)
+	if err != nil || root != m.Root {
+		return Result{}, fmt.Errorf("the work tree of call %s/%s (%s) is gone or moved: nothing was restored", agent, call, m.Root)
+	}
+	res := Result{Kind: m.Kind, Root: root, Forced: force}
+	switch m.Kind {
+	case KindGit:
+		res.Ref = refOf(agent, call)
+		res.Paths, err = s.undoGit(ctx, m, dir, force, lim)
+	case KindCopy:
+		res.Ref = dir
+		res.Paths, err = undoCopy(m, dir, force)
+	default:
+		err = fmt.Errorf("snapshot of %s/%s: unknown kind %q", agent, call, m.Kind)
+	}
+	if err != nil {
+		return res, err
+	}
+	m.Undone = true
+	return res, writeManifest(dir, m)
+}
+
+// validRel checks a path the manifest holds: relative, clean, inside.
+func validRel(root, rel string) error {
+	if rel == "" || filepath.IsAbs(rel) || strings.ContainsRune(rel, 0) || filepath.ToSlash(filepath.Clean(filepath.FromSlash(rel))) != rel ||
+		rel == ".." || strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("%q is not a path inside the work tree: nothing was restored", rel)
+	}
+	return realParents(root, rel)
+}
+
+func (s Store) undoGit(ctx context.Context, m manifest, dir string, force bool, lim Limits) ([]string, error) {
+	for _, p := range m.Paths {
+		if err := validRel(m.Root, p); err != nil {
+			return nil, err
+		}
+	}
+	now, err := gitCapture(ctx, m.Root, m.Paths, m.WholeTree, dir, lim)
+	if err != nil {
+		return nil, err
+	}
+	var changed []string
+	if m.After == "" {
+		// What the call left is unknown: any difference may be a later change.
+		if changed, err = gitChanged(ctx, m.Root, m.Before, now.tree, m.Paths, m.WholeTree); err != nil {
+			return nil, err
+		}
+		if len(changed) > 0 && !force {
+			return nil, fmt.Errorf("%w: airlock does not know what the call left (its post-tool hook recorded nothing), so it cannot tell the call's changes from later ones in %s; run again with --force to put these files back as they were before the call", ErrLaterChanges, list(changed))
+		}
+	} else {
+		if changed, err = gitChanged(ctx, m.Root, m.Before, m.After, m.Paths, m.WholeTree); err != nil {
+			return nil, err
+		}
+		later, err := gitChanged(ctx, m.Root, m.After, now.tree, changed, false)
+		if err != nil {
+			return nil, err
+		}
+		if len(later) > 0 && !force {
+			return nil, fmt.Errorf("%w: %s changed after the call; undoing it would lose those changes. Look at them (git diff %s), then run again with --force to put the files back as they were before the call", ErrLaterChanges, list(later), m.After[:min(12, len(m.After))])
+		}
+	}
+	for _, p := range changed {
+		if err := validRel(m.Root, p); err != nil {
+			return nil, err
+		}
+	}
+	return changed, gitRestore(ctx, m.Root, m.Before, changed)
+}
+
+func undoCopy(m manifest, dir string, force bool) ([]string, error) {
+	var changed, later []string
+	idx := map[string]int{}
+	for i, e := range m.Entries {
+		if err := validRel(m.Root, e.Path); err != nil {
+			return nil, err
+		}
+		now, err := stateOf(m.Root, e.Path)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case e.After == nil:
+			if now != e.Before {
+				changed, later = append(changed, e.Path), append(later, e.Path)
+			}
+		case *e.After != e.Before:
+			changed = append(changed, e.Path)
+			if now != *e.After {
+				later = append(later, e.Path)
+			}
+		}
+		idx[e.Path] = i
+	}
+	if len(later) > 0 && !force {
+		return nil, fmt.Errorf("%w: %s changed after the call (or airlock does not know what the call left); undoing it would lose those changes. Run again with --force to put the files back as they were before the call", ErrLaterChanges, list(later))
+	}
+	for _, p := range changed {
+		e := m.Entries[idx[p]]
+		if !e.Before.Exists {
+			if err := removeInside(m.Root, p); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "b"+strconv.Itoa(idx[p])))
+		if err != nil {
+			return nil, fmt.Errorf("the saved copy of %s: %w", p, err)
+		}
+		if err := writeInside(m.Root, p, data, e.Before.Mode, false); err != nil {
+			return nil, err
+		}
+	}
+	return changed, nil
+}
+
+// list names paths for a sentence, bounded.
+func list(paths []string) string {
+	q := make([]string, 0, min(len(paths), 5))
+	for _, p := range paths[:min(len(paths), 5)] {
+		q = append(q, strconv.Quote(cut(p)))
+	}
+	s := strings.Join(q, ", ")
+	if len(paths) > 5 {
+		s += fmt.Sprintf(" and %d more", len(paths)-5)
+	}
+	return s
+}
