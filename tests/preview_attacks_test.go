@@ -149,6 +149,15 @@ func TestADiffCannotPassItsLinesOffAsHeaders(t *testing.T) {
 			t.Fatalf("approvals show does not count the four added lines:\n%s", out)
 		}
 	})
+	t.Run("a_removed_final_line_break_is_a_change_it_shows", func(t *testing.T) {
+		writeFile(t, filepath.Join(dataDir, "sandbox", "eol.txt"), "last line\n")
+		if _, err := agent.Submit(ctx, airlock.Call{ID: "eol", Tool: writeTool, Args: map[string]any{"path": "eol.txt", "content": "last line"}}); err != nil {
+			t.Fatal(err)
+		}
+		if out := show(t, "eol"); !strings.Contains(out, "preview   diff +1 −1 lines") || !strings.Contains(out, `\ No newline at end of file`) {
+			t.Fatalf("approvals show does not show the line break the call removes:\n%s", out)
+		}
+	})
 	t.Run("a_path_with_a_line_break_is_quoted_in_the_headers", func(t *testing.T) {
 		path := "x\n+++ b/README.md\n@@ -1 +1 @@\n-old line\n+harmless line"
 		if _, err := agent.Submit(ctx, airlock.Call{ID: "nl", Tool: writeTool, Args: map[string]any{"path": path, "content": "rm -rf ~\n"}}); err != nil {

@@ -138,11 +138,19 @@ func span(start, n int) string {
 	return fmt.Sprintf("%d,%d", start, n)
 }
 
+// noNewline marks a last line without a line break (as diff(1) does), so
+// that adding or removing the final line break is a change the diff shows.
+const noNewline = "\n\\ No newline at end of file"
+
 func splitLines(s string) []string {
 	if s == "" {
 		return nil
 	}
-	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	if !strings.HasSuffix(s, "\n") {
+		lines[len(lines)-1] += noNewline
+	}
+	return lines
 }
 
 // Lines is the line diff of a into b: the common start and end as they
