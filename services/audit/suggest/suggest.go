@@ -165,7 +165,8 @@ type Suggestion struct {
 	Evidence  []Evidence `json:"evidence"`
 	// MedianTimeToDecide of the approvals.
 	MedianTimeToDecide time.Duration `json:"median_time_to_decide_ns"`
-	// FromCall is the newest approved call: adopting creates the grant from it.
+	// FromCall is the newest of the riskiest approved calls: adopting
+	// creates the grant from it (so its max_risk is the group's highest).
 	FromCall     string `json:"from_call_id"`
 	FromRevision uint32 `json:"from_revision"`
 	// Proof is the replay's verdict, set by Prove.
@@ -306,7 +307,9 @@ func propose(all []Call, cfg Config) (Suggestion, string) {
 	if self := len(people) == 1 && people[requester]; !self && len(people) < cfg.MinApprovers {
 		return Suggestion{}, fmt.Sprintf("approved by %d person; %d distinct people are needed", len(people), cfg.MinApprovers)
 	}
-	grant := &airlockv1.StandingGrant{AgentId: first.Agent, Server: first.Server, Tool: first.Tool, RuleId: first.Decision.GetRuleId(), OnlyListedArguments: true}
+	// The grant answers calls no riskier than the riskiest approval.
+	grant := &airlockv1.StandingGrant{AgentId: first.Agent, Server: first.Server, Tool: first.Tool, RuleId: first.Decision.GetRuleId(), OnlyListedArguments: true,
+		MaxRisk: highest}
 	var widened []string
 	names := make([]string, 0, len(first.Args.GetFields()))
 	for k := range first.Args.GetFields() {
@@ -343,7 +346,9 @@ func propose(all []Call, cfg Config) (Suggestion, string) {
 		args, _ := canon.JSON(c.Args)
 		s.Evidence = append(s.Evidence, Evidence{Call: c.CallID, Revision: c.Revision, AskedAt: c.AskedAt, Approvers: c.Approvers, TimeToDecide: c.TimeToDecide(), Args: string(args)})
 		waits = append(waits, c.TimeToDecide())
-		if c.DecidedAt.After(newest.DecidedAt) {
+		// Adopting makes the grant from this call, whose risk caps the
+		// grant's: the newest of the riskiest approvals.
+		if c.Decision.GetRisk() > newest.Decision.GetRisk() || c.Decision.GetRisk() == newest.Decision.GetRisk() && c.DecidedAt.After(newest.DecidedAt) {
 			newest = c
 		}
 	}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// A standing grant answers only calls as risky as the ones it was made
+// for: once a rule rates key files high, neither an adopted suggestion
+// over an approved directory nor a reviewer's grant made from a routine
+// call in the REST API allows a key file written inside that directory —
+// a person is asked — while routine writes there still run.
+func TestAStandingGrantNeverAnswersACallRiskierThanItWasMadeFor(t *testing.T) {
+	w := newLearnWorld(t)
+	root := w.signIn("root")
+	// Priority 150: the default "write" rule (130) still asks about every
+	// write; this one only raises the risk of a key file anywhere.
+	rule := `{"id":"ssh-keys","priority":150,"server":"fs","tool":"write_file","args":{"/path":"**/.ssh/*"},"effect":"ask","risk":"high","reason":"ssh keys"}`
+	if status, body := root.apiJSON(http.MethodPost, "/api/v1/rules", rule); status != http.StatusOK {
+		t.Fatalf("put the risk rule: %d %s", status, body)
+	}
+	testenv.Eventually(t, 5*time.Second, "the risk rule in force", func() bool {
+		c := w.submit("probe-bot", "fs", "write_file", map[string]any{"path": "/srv/x/.ssh/probe", "content": "x"})
+		ev := testenv.WaitForEvent(t, w.deps.JS, "airlock.evt.probe-bot."+c.CallId+".>", subject.ApprovalRequested, 5*time.Second)
+		d := ev.GetApprovalRequested().GetDecision()
+		return d.GetRisk() == airlockv1.Risk_RISK_HIGH && d.GetRuleId() == "write"
+	})
+
+	// An adopted suggestion: approved writes in two subdirectories of docs.
+	w.record([]historyKind{{weight: 1, agent: "writer-bot", server: "fs", tool: "write_file", args: func(r *rand.Rand) map[string]any {
+		return map[string]any{"path": fmt.Sprintf("/srv/app/docs/%s/page-%d.md", []string{"guide", "api"}[r.IntN(2)], r.IntN(40)), "content": fmt.Sprintf("# %d", r.IntN(1000))}
+	}, verdict: always(approve)}}, 8)
+	var adopted bool
+	for _, s := range w.report().Suggestions {
+		if s.Agent != "writer-bot" {
+			continue
+		}
+		if s.Grant.GetArgumentGlobs()["/path"] != "/srv/app/docs/**" || s.Grant.GetMaxRisk() != airlockv1.Risk_RISK_MEDIUM {
+			t.Fatalf("proposed %s (max risk %v): want /srv/app/docs/** for medium risk", s.Scope, s.Grant.GetMaxRisk())
+		}
+		if status, body := root.post("/suggestions/"+s.ID+"/adopt", url.Values{}); status != http.StatusSeeOther {
+			t.Fatalf("adopt %s: %d\n%s", s.ID, status, body)
+		}
+		adopted = true
+	}
+	if !adopted {
+		t.Fatalf("no suggestion for writer-bot: %+v", w.report().Skipped)
+	}
+
+	// A reviewer's grant made through the REST API from a routine call.
+	first := w.submit("wiki-bot", "fs", "write_file", map[string]any{"path": "/srv/wiki/guide/start.md", "content": "x"})
+	if got := w.decisionOf(first); got != subject.ApprovalRequested {
+		t.Fatalf("wiki-bot's first write: %s, want asked", got)
+	}
+	alice := w.signIn("alice")
+	body, _ := json.Marshal(map[string]any{"from_call_id": first.CallId, "agent_id": "wiki-bot",
+		"argument_globs": map[string]string{"/path": "/srv/wiki/**"}, "any_arguments": []string{"/content"}})
+	status, reply := alice.apiJSON(http.MethodPost, "/api/v1/grants", string(body))
+	if status != http.StatusCreated {
+		t.Fatalf("create a grant from %s: %d %s", first.CallId, status, reply)
+	}
+	var created struct {
+		Grant struct {
+			MaxRisk string `json:"max_risk"`
+		} `json:"grant"`
+	}
+	if err := json.Unmarshal([]byte(reply), &created); err != nil || created.Grant.MaxRisk != "RISK_MEDIUM" {
+		t.Errorf("the grant made from a medium-risk call does not record it (%v): %s", err, reply)
+	}
+
+	for _, c := range []struct {
+		name  string
+		agent string
+		path  string
+		want  string
+	}{
+		{"a routine write under the adopted suggestion", "writer-bot", "/srv/app/docs/guide/page-1.md", subject.Allowed},
+		{"a key file under the adopted suggestion", "writer-bot", "/srv/app/docs/guide/.ssh/authorized_keys", subject.ApprovalRequested},
+		{"a routine write under the reviewer's grant", "wiki-bot", "/srv/wiki/api/next.md", subject.Allowed},
+		{"a key file under the reviewer's grant", "wiki-bot", "/srv/wiki/.ssh/authorized_keys", subject.ApprovalRequested},
+	} {
+		got := w.decisionOf(w.submit(c.agent, "fs", "write_file", map[string]any{"path": c.path, "content": "ssh-ed25519 AAAA attacker"}))
+		if got != c.want {
+			t.Errorf("%s (%s): %s, want %s", c.name, c.path, got, c.want)
+		}
+	}
+}
