@@ -189,6 +189,9 @@ func printDivergences(w io.Writer, sum *console.ShadowSummary) {
 		fmt.Fprint(w, ", only the first rows read: narrow with --since")
 	}
 	fmt.Fprintln(w)
+	if len(sum.Capped) > 0 {
+		fmt.Fprintf(w, "only the first %d divergences of %s were read, so that no agent's flood hides the others'\n", sum.AgentRows, terminalList(sum.Capped))
+	}
 	if len(sum.Groups) == 0 {
 		return
 	}

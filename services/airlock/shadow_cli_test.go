@@ -40,20 +40,7 @@ func TestShadowCommandsPrintCandidateTextEscaped(t *testing.T) {
 	// module file whose name has one too.
 	const hostile = "\x1b]0;pwned\x07 \u202egnp.exe"
 	dir := t.TempDir()
-	rego, err := fs.ReadFile(policies.Default(), "airlock.rego")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := fs.ReadFile(policies.Default(), "data.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const allow = `"tool": "echo", "effect": "allow", "risk": "low", "reason": "echo has no side effects"`
-	if !strings.Contains(string(data), allow) {
-		t.Fatalf("the default data.json no longer has %s: update this test's candidate", allow)
-	}
-	reason, _ := json.Marshal(hostile)
-	data = []byte(strings.Replace(string(data), allow, `"tool": "echo", "effect": "deny", "risk": "low", "reason": `+string(reason), 1))
+	rego, data := echoDeniedCandidate(t, hostile)
 	for name, text := range map[string][]byte{"airlock\u202egnp.rego": rego, "data.json": data} {
 		if err := os.WriteFile(filepath.Join(dir, name), text, 0o600); err != nil {
 			t.Fatal(err)
@@ -100,4 +87,25 @@ func TestShadowCommandsPrintCandidateTextEscaped(t *testing.T) {
 		t.Errorf("the JSON does not read back as the candidate's reason: %+v", sum)
 	}
 	cli("divergences")
+}
+
+// echoDeniedCandidate is the default policy (airlock.rego, data.json) with
+// one change: demo's echo, which the policy in force allows, is denied with
+// reason.
+func echoDeniedCandidate(t *testing.T, reason string) (rego, data []byte) {
+	t.Helper()
+	rego, err := fs.ReadFile(policies.Default(), "airlock.rego")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err = fs.ReadFile(policies.Default(), "data.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const allow = `"tool": "echo", "effect": "allow", "risk": "low", "reason": "echo has no side effects"`
+	if !strings.Contains(string(data), allow) {
+		t.Fatalf("the default data.json no longer has %s: update this test's candidate", allow)
+	}
+	quoted, _ := json.Marshal(reason)
+	return rego, []byte(strings.Replace(string(data), allow, `"tool": "echo", "effect": "deny", "risk": "low", "reason": `+string(quoted), 1))
 }

@@ -47,6 +47,13 @@ const learnPassword = "correct horse battery staple"
 
 func newLearnWorld(t *testing.T) *learnWorld {
 	t.Helper()
+	return newLearnWorldWith(t, console.Options{})
+}
+
+// newLearnWorldWith is newLearnWorld with the console's options (its
+// audit reader and suggester are the world's own).
+func newLearnWorldWith(t *testing.T, opts console.Options) *learnWorld {
+	t.Helper()
 	n := testenv.StartNATS(t)
 	cfg := testenv.Config(n.URL())
 	h, err := bcrypt.GenerateFromPassword([]byte(learnPassword), bcrypt.MinCost)
@@ -71,7 +78,8 @@ func newLearnWorld(t *testing.T) *learnWorld {
 	}
 	testenv.RunService(t, appr)
 	a := newConsoleAudit(deps)
-	con, err := console.New(ctx, deps, console.Options{Audit: a, Suggest: consoleSuggest{a}})
+	opts.Audit, opts.Suggest = a, consoleSuggest{a}
+	con, err := console.New(ctx, deps, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
