@@ -46,7 +46,7 @@ type rule struct {
 	named map[string]bool
 	// argumentsMatch, when set, must match some string of the arguments
 	// (airlock.rego's arguments_match).
-	argumentsMatch *regexp.Regexp
+	argumentsMatch *matchFilter
 	// annotations must hold as airlock.rego's annotation_holds reads them;
 	// trustedOnly (an allow rule's) believes only trusted annotations.
 	annotations map[string]bool

@@ -1,0 +1,125 @@
+package decide
+
+import (
+	"encoding/json"
+	"io/fs"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/airlock-gate/airlock/policies"
+)
+
+// defaultArgumentsMatch returns the arguments_match expressions of the
+// default policy's rules, by rule id.
+func defaultArgumentsMatch(t *testing.T) map[string]string {
+	t.Helper()
+	raw, err := fs.ReadFile(policies.Default(), "data.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data struct {
+		Airlock struct {
+			Rules []struct {
+				ID             string `json:"id"`
+				ArgumentsMatch string `json:"arguments_match"`
+			} `json:"rules"`
+		} `json:"airlock"`
+	}
+	if err := json.Unmarshal(raw, &data); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, r := range data.Airlock.Rules {
+		if r.ArgumentsMatch != "" {
+			out[r.ID] = r.ArgumentsMatch
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("the default policy has no arguments_match rule to check the filter with")
+	}
+	return out
+}
+
+// The filter in front of an arguments_match expression decides every
+// string as the expression alone does: the default policy's expressions
+// and shapes that exercise each part of the analysis, on strings built
+// from their literals, separators, capitals and the non-ASCII letters that
+// (?i) folds onto ASCII ones (ſ is s, K is k).
+func TestTheLiteralFilterDecidesEveryStringAsItsExpression(t *testing.T) {
+	exprs := defaultArgumentsMatch(t)
+	for name, e := range map[string]string{
+		"a case-insensitive word":            `(?i)secret`,
+		"a case-sensitive word":              `Secret`,
+		"a repeated part":                    `(ab)+c`,
+		"a counted repetition":               `x{2,3}y`,
+		"an optional prefix":                 `(ab|cd)?ef`,
+		"a small class":                      `[rd]x`,
+		"a folded class":                     `(?i)[k-s]ey`,
+		"word boundaries":                    `\bkey\b`,
+		"an alternative that matches all":    `key|.*`,
+		"an empty expression":                ``,
+		"a non-ASCII literal":                `(?i)ſecret`,
+		"anchors around alternatives":        `(?i)(^|/)(\.env|id_rsa)($|/)`,
+		"a case-sensitive part in (?i)":      `(?i)grep\s(?-i:-[a-zA-Z]*F)`,
+		"a long product of classes":          `[ab][cd][ef][gh][ij][kl][mn]z`,
+		"an alternation too large for exact": `(a|b|c|d|e|f|g|h)(a|b|c|d|e|f|g|h)(a|b|c|d|e|f|g|h)q`,
+	} {
+		exprs[name] = e
+	}
+	rng := rand.New(rand.NewPCG(27, 3))
+	pieces := []string{"/", "~", ".", "-", "_", " ", "\t", "\n", "--f", "-rF", "..", "ſ", "\u212a", "é", "ab", "cd", "ef", "x", "y", "q"}
+	for name, e := range exprs {
+		re := regexp.MustCompile(e)
+		f := newMatchFilter(re)
+		var lits []string
+		for _, l := range f.lits {
+			lits = append(lits, string(l))
+		}
+		alphabet := append(append([]string{}, pieces...), lits...)
+		rejected := 0
+		for range 3000 {
+			var b strings.Builder
+			for range rng.IntN(6) {
+				p := alphabet[rng.IntN(len(alphabet))]
+				switch rng.IntN(4) {
+				case 0:
+					p = strings.ToUpper(p)
+				case 1: // a literal with one character dropped
+					if len(p) > 1 {
+						k := rng.IntN(len(p))
+						p = p[:k] + p[k+1:]
+					}
+				}
+				b.WriteString(p)
+			}
+			s := b.String()
+			if got, want := f.MatchString(s), re.MatchString(s); got != want {
+				t.Fatalf("%s: `%s` on %q: the filter says %v, the expression %v", name, e, s, got, want)
+			}
+			if !f.mayMatch(s) {
+				rejected++
+			}
+		}
+		t.Logf("%s: %d literals, %d of 3000 strings filtered out", name, len(lits), rejected)
+	}
+}
+
+// An ordinary argument never reaches the secret expressions' regular
+// expression: that is what the filter is for.
+func TestTheLiteralFilterPassesOverOrdinaryArguments(t *testing.T) {
+	for id, e := range defaultArgumentsMatch(t) {
+		f := newMatchFilter(regexp.MustCompile(e))
+		for _, s := range []string{"/home/me/notes.txt", "utf-8", "hello from the bench", "src/main.go"} {
+			if f.mayMatch(s) {
+				t.Errorf("rule %s: %q passes the filter, so every decision runs the whole expression on it", id, s)
+			}
+		}
+		for _, s := range []string{"/home/me/.ssh/id_rsa", "cat .ENV", "~/.config/gh/hosts.yml"} {
+			if !f.MatchString(s) {
+				t.Errorf("rule %s: %q does not match", id, s)
+			}
+		}
+	}
+}
