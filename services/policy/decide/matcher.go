@@ -30,7 +30,7 @@ const (
 // sets must hold ("*" or absent is any).
 type rule struct {
 	server, tool, agent string // "*" = any
-	toolGlob, nameGlob  *glob.Pattern
+	toolGlob, nameGlob  *globFilter
 	// First literal characters of the globs, for the index ("" = none).
 	toolInitial, nameInitial string
 	// The names a pattern lists exactly ("{claude__Bash,codex__Bash}"),
@@ -195,13 +195,18 @@ func literalNames(g string) ([]string, bool) {
 	return names, true
 }
 
-// compileGlobOrAny compiles a glob; "*" (which matches everything when there
-// are no separators) is nil, so matching skips it.
-func compileGlobOrAny(pattern string, sep []rune) (*glob.Pattern, error) {
+// compileGlobOrAny compiles a glob with its literal filter; "*" (which
+// matches everything when there are no separators) is nil, so matching
+// skips it.
+func compileGlobOrAny(pattern string, sep []rune) (*globFilter, error) {
 	if pattern == "*" && len(sep) == 0 {
 		return nil, nil
 	}
-	return compileGlob(pattern, sep)
+	g, err := compileGlob(pattern, sep)
+	if err != nil {
+		return nil, err
+	}
+	return newGlobFilter(g), nil
 }
 
 // ruleSet is data.airlock.rules compiled for the built-in functions, with an

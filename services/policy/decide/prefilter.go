@@ -6,51 +6,156 @@ import (
 	"regexp/syntax"
 	"slices"
 	"strings"
+
+	"github.com/gobwas/glob"
 )
 
 // matchFilter is a regular expression with a cheap necessary condition in
-// front of it: the literals one of which every match contains (lower-cased,
-// ASCII), found once when the rule is compiled. A string with none of them
-// cannot match, so the regular expression is run only on strings that hold
-// one — for a secret-shaped arguments_match, almost none. Go's backtracker
-// on such an expression costs several microseconds per string, more than
-// the rest of a decision.
+// front of it (literalFilter). Go's backtracker on a secret-shaped
+// arguments_match costs several microseconds per string, more than the
+// rest of a decision; the filter lets almost every ordinary argument pass
+// without it.
 type matchFilter struct {
-	re *regexp.Regexp
-	// lits: every match holds one of them, lower-cased; nil when the
-	// expression has no such set (the filter then always runs re).
-	lits [][]byte
+	re   *regexp.Regexp
+	lits literalFilter
 }
 
-// maxExactSet bounds the exact sets the analysis builds: a larger one is
-// dropped (no longer exact) rather than grown.
-const maxExactSet = 64
-
 func newMatchFilter(re *regexp.Regexp) *matchFilter {
-	f := &matchFilter{re: re}
-	if p, err := syntax.Parse(re.String(), syntax.Perl); err == nil {
-		if lits, ok := literalsOf(p.Simplify()).required(); ok {
-			for _, l := range lits {
-				// A literal holding another one is implied by it.
-				if !slices.ContainsFunc(lits, func(o string) bool { return o != l && strings.Contains(l, o) }) {
-					f.lits = append(f.lits, []byte(l))
-				}
-			}
-		}
-	}
-	return f
+	return &matchFilter{re: re, lits: literalFilterOf(re.String())}
 }
 
 // MatchString reports whether re matches s, exactly as re.MatchString.
 func (f *matchFilter) MatchString(s string) bool {
-	return f.mayMatch(s) && f.re.MatchString(s)
+	return f.lits.mayMatch(s) && f.re.MatchString(s)
+}
+
+// globFilter is a glob with the same necessary condition in front of it:
+// a tool-name glob such as {*fetch*,*http*,...}__* walks every alternative
+// of its tree before it fails, on every call.
+type globFilter struct {
+	g    *glob.Pattern
+	lits literalFilter
+}
+
+func newGlobFilter(g *glob.Pattern) *globFilter {
+	f := &globFilter{g: g}
+	if re, ok := globRegexp(g.String()); ok {
+		f.lits = literalFilterOf(re)
+	}
+	return f
+}
+
+// Match reports whether the glob matches s, exactly as g.Match.
+func (f *globFilter) Match(s string) bool { return f.lits.mayMatch(s) && f.g.Match(s) }
+
+// globRegexp is a regular expression matching every string glob matches
+// (and maybe more: a class is any character, a star crosses separators),
+// for finding the literals every match holds; false for a glob it does
+// not read.
+func globRegexp(pattern string) (string, bool) {
+	var b strings.Builder
+	b.WriteString("(?s)^")
+	depth := 0
+	for i := 0; i < len(pattern); i++ {
+		switch c := pattern[i]; c {
+		case '\\':
+			if i++; i == len(pattern) {
+				return "", false
+			}
+			b.WriteString(regexp.QuoteMeta(pattern[i : i+1]))
+		case '*':
+			b.WriteString(".*")
+		case '?':
+			b.WriteString(".")
+		case '[':
+			end := strings.IndexByte(pattern[i+1:], ']')
+			if end <= 0 || strings.ContainsAny(pattern[i+1:i+1+end], `\[`) || pattern[i+1:i+1+end] == "!" {
+				return "", false
+			}
+			b.WriteString(".")
+			i += 1 + end
+		case '{':
+			depth++
+			b.WriteString("(?:")
+		case '}':
+			if depth == 0 {
+				return "", false
+			}
+			depth--
+			b.WriteString(")")
+		case ',':
+			if depth == 0 {
+				b.WriteString(",")
+			} else {
+				b.WriteString("|")
+			}
+		default:
+			b.WriteString(regexp.QuoteMeta(pattern[i : i+1]))
+		}
+	}
+	if depth != 0 {
+		return "", false
+	}
+	b.WriteString("$")
+	return b.String(), true
+}
+
+// literalFilter holds sets of literals (lower-cased, ASCII), found once
+// from an expression's syntax, such that every match contains a literal of
+// each set. A string missing every literal of some set cannot match. The
+// zero value lets every string through.
+type literalFilter struct {
+	sets []literalSet
+}
+
+type literalSet struct {
+	lits [][]byte
+	// first has bit c set when a literal starts with byte c: the scan
+	// tries the literals only where one may start.
+	first [4]uint64
+}
+
+// maxRequiredSets bounds how many sets a filter checks: the most
+// selective ones are enough.
+const maxRequiredSets = 3
+
+// literalFilterOf analyses a regular expression (Perl syntax); one it
+// cannot parse, or whose matches need no literal, gets the zero filter.
+func literalFilterOf(expr string) literalFilter {
+	var f literalFilter
+	p, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return f
+	}
+	sets := literalsOf(p.Simplify()).required()
+	slices.SortStableFunc(sets, func(a, b []string) int {
+		if better(a, b) {
+			return -1
+		}
+		if better(b, a) {
+			return 1
+		}
+		return 0
+	})
+	for _, lits := range sets[:min(len(sets), maxRequiredSets)] {
+		var set literalSet
+		for _, l := range lits {
+			// A literal holding another one is implied by it.
+			if !slices.ContainsFunc(lits, func(o string) bool { return o != l && strings.Contains(l, o) }) {
+				set.lits = append(set.lits, []byte(l))
+				set.first[l[0]/64] |= 1 << (l[0] % 64)
+			}
+		}
+		f.sets = append(f.sets, set)
+	}
+	return f
 }
 
 // mayMatch is false only when s cannot match: s is ASCII (so that ASCII
 // lower-casing is exactly how (?i) folds it; (?i)s also matches ſ, for
-// one) and holds none of the literals.
-func (f *matchFilter) mayMatch(s string) bool {
-	if f.lits == nil {
+// one) and lacks every literal of some set.
+func (f *literalFilter) mayMatch(s string) bool {
+	if f.sets == nil {
 		return true
 	}
 	var buf [128]byte
@@ -68,21 +173,41 @@ func (f *matchFilter) mayMatch(s string) bool {
 		}
 		lower = append(lower, c)
 	}
-	for _, l := range f.lits {
-		if bytes.Contains(lower, l) {
-			return true
+	for k := range f.sets {
+		if !f.sets[k].in(lower) {
+			return false
+		}
+	}
+	return true
+}
+
+// in reports whether s holds one of the set's literals.
+func (set *literalSet) in(s []byte) bool {
+	for i, c := range s {
+		if set.first[c/64]&(1<<(c%64)) == 0 {
+			continue
+		}
+		for _, l := range set.lits {
+			if l[0] == c && bytes.HasPrefix(s[i:], l) {
+				return true
+			}
 		}
 	}
 	return false
 }
 
+// maxExactSet bounds the exact sets the analysis builds: a larger one is
+// dropped (no longer exact) rather than grown.
+const maxExactSet = 64
+
 // literalInfo is what the analysis knows of a sub-expression, every string
-// lower-cased: exact, when set, holds every string it can match (a finite,
-// small set); req, when set, literals one of which each match contains.
+// lower-cased: exact, when isExact, holds every string it can match (a
+// finite, small set); req are sets such that each match contains a
+// literal of every one.
 type literalInfo struct {
-	exact, req []string
-	isExact    bool
-	hasReq     bool
+	exact   []string
+	isExact bool
+	req     [][]string
 }
 
 var (
@@ -90,16 +215,19 @@ var (
 	emptyLiterals   = literalInfo{exact: []string{""}, isExact: true}
 )
 
-// required is a set one of whose literals every match holds, if there is
-// one that is not trivially met (no empty literal).
-func (i literalInfo) required() ([]string, bool) {
+// required are the sets every match holds a literal of, leaving out the
+// ones trivially met (holding the empty literal).
+func (i literalInfo) required() [][]string {
 	if i.isExact && !slices.Contains(i.exact, "") {
-		return i.exact, true
+		return [][]string{i.exact}
 	}
-	if i.hasReq && !slices.Contains(i.req, "") {
-		return i.req, true
+	var out [][]string
+	for _, set := range i.req {
+		if len(set) > 0 && !slices.Contains(set, "") {
+			out = append(out, set)
+		}
 	}
-	return nil, false
+	return out
 }
 
 // better reports whether literal set a is the more selective one: its
@@ -116,6 +244,17 @@ func better(a, b []string) bool {
 		return sa > sb
 	}
 	return len(a) < len(b)
+}
+
+// best is the most selective of sets (nil for none).
+func best(sets [][]string) []string {
+	var b []string
+	for _, s := range sets {
+		if b == nil || better(s, b) {
+			b = s
+		}
+	}
+	return b
 }
 
 // literalsOf analyses a simplified expression. Only ASCII literals and
@@ -159,15 +298,10 @@ func literalsOf(re *syntax.Regexp) literalInfo {
 		}
 		return unknownLiterals
 	case syntax.OpPlus:
-		if req, ok := literalsOf(re.Sub[0]).required(); ok {
-			return literalInfo{req: req, hasReq: true}
-		}
-		return unknownLiterals
+		return literalInfo{req: literalsOf(re.Sub[0]).required()}
 	case syntax.OpRepeat:
 		if re.Min >= 1 {
-			if req, ok := literalsOf(re.Sub[0]).required(); ok {
-				return literalInfo{req: req, hasReq: true}
-			}
+			return literalInfo{req: literalsOf(re.Sub[0]).required()}
 		}
 		return unknownLiterals
 	case syntax.OpConcat:
@@ -178,15 +312,10 @@ func literalsOf(re *syntax.Regexp) literalInfo {
 	return unknownLiterals // any character, repetitions that may be empty
 }
 
-// concatLiterals joins runs of exact parts into their products and keeps
-// the most selective set that some part, or run of parts, requires.
+// concatLiterals joins runs of exact parts into their products; what each
+// run and each other part requires, every match requires.
 func concatLiterals(subs []*syntax.Regexp) literalInfo {
-	var best []string
-	consider := func(l []string, ok bool) {
-		if ok && (best == nil || better(l, best)) {
-			best = l
-		}
-	}
+	var req [][]string
 	run, exact := []string{""}, true
 	for _, s := range subs {
 		sub := literalsOf(s)
@@ -194,27 +323,24 @@ func concatLiterals(subs []*syntax.Regexp) literalInfo {
 			run = product(run, sub.exact)
 			continue
 		}
-		// The run ends here: what it requires is a candidate, and so is
-		// what this part requires; the next run starts empty.
-		consider(literalInfo{exact: run, isExact: true}.required())
-		consider(sub.required())
+		// The run ends here; the next one starts empty.
+		req = append(req, literalInfo{exact: run, isExact: true}.required()...)
+		req = append(req, sub.required()...)
 		run, exact = []string{""}, false
 	}
 	if exact {
 		return literalInfo{exact: run, isExact: true}
 	}
-	consider(literalInfo{exact: run, isExact: true}.required())
-	if best == nil {
-		return unknownLiterals
-	}
-	return literalInfo{req: best, hasReq: true}
+	req = append(req, literalInfo{exact: run, isExact: true}.required()...)
+	return literalInfo{req: req}
 }
 
 // alternateLiterals is the union of the alternatives' sets: exact when
-// every one is, else required when every one requires something.
+// every one is, else the union of each one's most selective required set
+// when every one requires something.
 func alternateLiterals(subs []*syntax.Regexp) literalInfo {
 	var exact, req []string
-	allExact, allReq := true, true
+	allExact, allRequire := true, true
 	for _, s := range subs {
 		sub := literalsOf(s)
 		if sub.isExact {
@@ -222,17 +348,17 @@ func alternateLiterals(subs []*syntax.Regexp) literalInfo {
 		} else {
 			allExact = false
 		}
-		if l, ok := sub.required(); ok {
-			req = append(req, l...)
+		if b := best(sub.required()); b != nil {
+			req = append(req, b...)
 		} else {
-			allReq = false
+			allRequire = false
 		}
 	}
-	if allExact && len(exact) <= maxExactSet {
+	switch {
+	case allExact && len(exact) <= maxExactSet:
 		return literalInfo{exact: compact(exact), isExact: true}
-	}
-	if allReq {
-		return literalInfo{req: compact(req), hasReq: true}
+	case allRequire:
+		return literalInfo{req: [][]string{compact(req)}}
 	}
 	return unknownLiterals
 }
