@@ -1,7 +1,6 @@
 package decide
 
 import (
-	"bytes"
 	"regexp"
 	"regexp/syntax"
 	"slices"
@@ -109,10 +108,30 @@ type literalFilter struct {
 }
 
 type literalSet struct {
-	lits [][]byte
-	// first has bit c set when a literal starts with byte c: the scan
-	// tries the literals only where one may start.
-	first [4]uint64
+	// lits, sorted: those starting with byte c are
+	// lits[starts[c]:starts[c+1]].
+	lits   [][]byte
+	starts *[257]uint16
+}
+
+func newLiteralSet(lits []string) literalSet {
+	var set literalSet
+	for _, l := range compact(slices.Clone(lits)) {
+		// A literal holding another one is implied by it.
+		if !slices.ContainsFunc(lits, func(o string) bool { return o != l && strings.Contains(l, o) }) {
+			set.lits = append(set.lits, []byte(l))
+		}
+	}
+	set.starts = new([257]uint16)
+	for c := range 256 {
+		set.starts[c+1] = set.starts[c]
+		for _, l := range set.lits {
+			if int(l[0]) == c {
+				set.starts[c+1]++
+			}
+		}
+	}
+	return set
 }
 
 // maxRequiredSets bounds how many sets a filter checks: the most
@@ -138,15 +157,7 @@ func literalFilterOf(expr string) literalFilter {
 		return 0
 	})
 	for _, lits := range sets[:min(len(sets), maxRequiredSets)] {
-		var set literalSet
-		for _, l := range lits {
-			// A literal holding another one is implied by it.
-			if !slices.ContainsFunc(lits, func(o string) bool { return o != l && strings.Contains(l, o) }) {
-				set.lits = append(set.lits, []byte(l))
-				set.first[l[0]/64] |= 1 << (l[0] % 64)
-			}
-		}
-		f.sets = append(f.sets, set)
+		f.sets = append(f.sets, newLiteralSet(lits))
 	}
 	return f
 }
@@ -155,40 +166,25 @@ func literalFilterOf(expr string) literalFilter {
 // lower-casing is exactly how (?i) folds it; (?i)s also matches ſ, for
 // one) and lacks every literal of some set.
 func (f *literalFilter) mayMatch(s string) bool {
-	if f.sets == nil {
-		return true
-	}
-	var buf [128]byte
-	lower := buf[:0]
-	if len(s) > len(buf) {
-		lower = make([]byte, 0, len(s))
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x80 {
-			return true
-		}
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		lower = append(lower, c)
-	}
 	for k := range f.sets {
-		if !f.sets[k].in(lower) {
+		if !f.sets[k].mayHold(s) {
 			return false
 		}
 	}
 	return true
 }
 
-// in reports whether s holds one of the set's literals.
-func (set *literalSet) in(s []byte) bool {
-	for i, c := range s {
-		if set.first[c/64]&(1<<(c%64)) == 0 {
-			continue
+// mayHold reports whether s, lower-cased, holds one of the set's literals,
+// or is not ASCII.
+func (set *literalSet) mayHold(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x80 {
+			return true
 		}
-		for _, l := range set.lits {
-			if l[0] == c && bytes.HasPrefix(s[i:], l) {
+		c = lowerByte(c)
+		for _, l := range set.lits[set.starts[c]:set.starts[c+1]] {
+			if hasLowerPrefix(s[i:], l) {
 				return true
 			}
 		}
@@ -196,9 +192,33 @@ func (set *literalSet) in(s []byte) bool {
 	return false
 }
 
+// hasLowerPrefix reports whether s, ASCII lower-cased, starts with l.
+func hasLowerPrefix(s string, l []byte) bool {
+	if len(s) < len(l) {
+		return false
+	}
+	for j, b := range l {
+		if lowerByte(s[j]) != b {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerByte(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
 // maxExactSet bounds the exact sets the analysis builds: a larger one is
 // dropped (no longer exact) rather than grown.
 const maxExactSet = 64
+
+// maxRequiredSet bounds a set of required literals (a union of
+// alternatives'): beyond it the set says too little to be worth checking.
+const maxRequiredSet = 1024
 
 // literalInfo is what the analysis knows of a sub-expression, every string
 // lower-cased: exact, when isExact, holds every string it can match (a
@@ -357,7 +377,7 @@ func alternateLiterals(subs []*syntax.Regexp) literalInfo {
 	switch {
 	case allExact && len(exact) <= maxExactSet:
 		return literalInfo{exact: compact(exact), isExact: true}
-	case allRequire:
+	case allRequire && len(req) <= maxRequiredSet:
 		return literalInfo{req: [][]string{compact(req)}}
 	}
 	return unknownLiterals
