@@ -20,9 +20,11 @@ import (
 // The built-in functions the generated module calls. They exist only in
 // airlock's evaluator; a policy run elsewhere (opa test, opa eval) never
 // loads the generated module and decides with the plain rules instead.
+// Their names are one word: topdown spells a dotted name that is not one
+// of OPA's own into a new string on every call.
 const (
-	builtinHits     = "airlock.rule_hits"
-	builtinDecision = "airlock.rules_decision"
+	builtinHits     = "airlock_rule_hits"
+	builtinDecision = "airlock_rules_decision"
 )
 
 // rule is one entry of data.airlock.rules, compiled for matching in Go
