@@ -221,22 +221,15 @@ func runCodeRefusesAndReports(t *testing.T, g *gatewayEnv) {
 	})
 
 	t.Run("the_person_confirming_a_call_sees_the_scripts_preview", func(t *testing.T) {
-		var mu sync.Mutex
-		var asked []string
-		cs := g.connect(t, "selfcoder", clientOpts{version: "2025-11-25", elicit: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			mu.Lock()
-			asked = append(asked, r.Params.Message)
-			mu.Unlock()
-			return &mcp.ElicitResult{Action: "accept"}, nil
-		}})
+		shown := &prompts{action: "accept"}
+		cs := g.connect(t, "selfcoder", clientOpts{version: "2025-11-25", elicit: shown.elicit})
 		path := filepath.Join(g.files, "confirmed-by-dana.txt")
 		res := callTool(t, cs, "run_code", map[string]any{"code": fmt.Sprintf(
 			"const w = await tools.fs__write_file({path: %q, content: \"confirmed\"});\nconst f = tools.fs__read_text_file; return [w, await f({path: %q})];", path, path)})
 		if res.IsError || !strings.Contains(text(res), "confirmed") {
 			t.Fatalf("answered isError=%v %q", res.IsError, text(res))
 		}
-		mu.Lock()
-		defer mu.Unlock()
+		asked := shown.all()
 		if len(asked) != 1 || !strings.Contains(asked[0], "Static preview") || !strings.Contains(asked[0], "may be incomplete") ||
 			!strings.Contains(asked[0], "fs__write_file") || strings.Contains(asked[0], "tools.fs__read_text_file(") {
 			t.Fatalf("the confirmation (%d asked) does not show the preview of the literal calls only: %q", len(asked), asked)

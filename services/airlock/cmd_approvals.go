@@ -366,7 +366,7 @@ func printRecord(w io.Writer, r *airlockv1.ApprovalRecord) {
 	} else {
 		fmt.Fprintf(w, "arguments %s\n", indentJSON(c.GetArguments(), c))
 	}
-	fmt.Fprintf(w, "preview   %s\n", t(preview.Summary(r.GetPreview())))
+	fmt.Fprintf(w, "preview   %s\n", t(preview.SummaryOf(r)))
 	if p := r.GetPreview(); preview.Has(p) && p.GetText() != "" {
 		fmt.Fprintf(w, "          made against %s\n          %s\n", t(p.GetPrecondition()),
 			escape.TerminalLines(strings.ReplaceAll(strings.TrimSuffix(p.GetText(), "\n"), "\n", "\n          ")))

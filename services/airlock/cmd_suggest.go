@@ -148,7 +148,7 @@ console's Suggestions page. Dismissed suggestions are marked.`,
 	}
 	a.addDSN(cmd)
 	f := cmd.Flags()
-	f.StringVar(&a.since, "since", "", "read decisions recorded since: 30d, 12h, a date or RFC 3339 (default policy.suggest.since, else all)")
+	f.StringVar(&a.since, "since", "", "propose from calls asked since: 30d, 12h, a date or RFC 3339 (default policy.suggest.since, else all); the proof always replays the whole trail")
 	f.StringVar(&runtime, "runtime-rules", "now", "run-time rules the replay decides with: now (those of the running airlock) or none")
 	f.IntVar(&minN, "min-approvals", 0, "approvals a group needs (default policy.suggest.min_approvals, else 5)")
 	f.IntVar(&minP, "min-approvers", 0, "distinct people among them (default policy.suggest.min_approvers, else 2)")

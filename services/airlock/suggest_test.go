@@ -362,3 +362,201 @@ func TestReplayDropsASuggestionThatWouldAllowARefusedCall(t *testing.T) {
 		t.Fatalf("violations %+v: want the rejected call", v)
 	}
 }
+
+// The proof covers the whole recorded history, not only the window the
+// evidence is read from (--since, policy.suggest.since): a write people
+// rejected before the window still drops a grant that would allow it.
+func TestSuggestionsAreProvenOverTheWholeHistoryNotOnlyTheEvidenceWindow(t *testing.T) {
+	w := newLearnWorld(t)
+	refused := w.submit("notes-bot", "fs", "write_file", map[string]any{"path": "/srv/notes/passwords.md", "content": "everything"})
+	if err := w.gen.settle(context.Background(), refused, always(reject), &historyStats{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitForEvent(t, w.deps.JS, "airlock.evt.notes-bot."+refused.CallId+".>", subject.Rejected, 5*time.Second)
+	window := time.Now().UTC()
+	w.record([]historyKind{{weight: 1, agent: "notes-bot", server: "fs", tool: "write_file", args: func(r *rand.Rand) map[string]any {
+		return map[string]any{"path": fmt.Sprintf("/srv/notes/%d.md", r.IntN(50)), "content": fmt.Sprintf("note %d", r.IntN(1000))}
+	}, verdict: always(approve)}}, 8)
+
+	since := window.Format(time.RFC3339Nano)
+	out, err := runCLI(context.Background(), t, "policy", "suggest", "--nats", w.cfg.NATS.URL, "--since", since, "--json")
+	if err != nil {
+		t.Fatalf("policy suggest --since %s: %v\n%s", since, err, out)
+	}
+	var got struct {
+		Suggestions []struct {
+			Scope string `json:"scope"`
+		} `json:"suggestions"`
+		Dropped []struct {
+			Proof struct {
+				Violations []struct {
+					Call string `json:"call_id"`
+				} `json:"violations"`
+			} `json:"proof"`
+		} `json:"dropped"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("policy suggest --json printed no JSON: %v\n%s", err, out)
+	}
+	if len(got.Suggestions) != 0 {
+		t.Errorf("suggested %+v although it would allow the write %s people rejected before the window", got.Suggestions, refused.CallId)
+	}
+	if len(got.Dropped) != 1 || len(got.Dropped[0].Proof.Violations) != 1 || got.Dropped[0].Proof.Violations[0].Call != refused.CallId {
+		t.Errorf("dropped %+v: want the proposal dropped by replay for the rejected write %s", got.Dropped, refused.CallId)
+	}
+}
+
+// Risk is a property of each call (the highest any matching rule assigns),
+// not of the rule that asks: a group whose first approvals were medium
+// risk and whose later ones were high is not proposed, so a grant never
+// answers for high-risk calls people happened to approve.
+func TestSuggestionsAreNotProposedWhenAnyApprovedCallOfTheGroupWasHighRisk(t *testing.T) {
+	w := newLearnWorld(t)
+	admin := w.signIn("root")
+	rule := `{"id":"notes-keys","priority":150,"server":"fs","tool":"write_file","args":{"/path":"/srv/notes/keys/*"},"effect":"ask","risk":"high","reason":"key material"}`
+	if status, body := admin.apiJSON(http.MethodPost, "/api/v1/rules", rule); status != http.StatusOK {
+		t.Fatalf("put the risk rule: %d %s", status, body)
+	}
+	notes := func(dir string) []historyKind {
+		return []historyKind{{weight: 1, agent: "notes-bot", server: "fs", tool: "write_file", args: func(r *rand.Rand) map[string]any {
+			return map[string]any{"path": fmt.Sprintf("/srv/notes/%s%d.md", dir, r.IntN(50)), "content": fmt.Sprintf("note %d", r.IntN(1000))}
+		}, verdict: always(approve)}}
+	}
+	testenv.Eventually(t, 5*time.Second, "the risk rule in force", func() bool {
+		c := w.submit("probe-bot", "fs", "write_file", map[string]any{"path": "/srv/notes/keys/probe.md"})
+		ev := testenv.WaitForEvent(t, w.deps.JS, "airlock.evt.probe-bot."+c.CallId+".>", subject.ApprovalRequested, 5*time.Second)
+		return ev.GetApprovalRequested().GetDecision().GetRisk() == airlockv1.Risk_RISK_HIGH
+	})
+	w.record(notes(""), 6)
+	w.record(notes("keys/"), 2)
+
+	out, err := runCLI(context.Background(), t, "policy", "suggest", "--nats", w.cfg.NATS.URL, "--json")
+	if err != nil {
+		t.Fatalf("policy suggest: %v\n%s", err, out)
+	}
+	var got struct {
+		Suggestions []struct {
+			Agent string `json:"agent_id"`
+			Scope string `json:"scope"`
+		} `json:"suggestions"`
+		Skipped []struct {
+			Agent string `json:"agent_id"`
+			Why   string `json:"why"`
+		} `json:"skipped"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("policy suggest --json printed no JSON: %v\n%s", err, out)
+	}
+	for _, s := range got.Suggestions {
+		if s.Agent == "notes-bot" {
+			t.Errorf("proposed %q although two of its approvals were high risk", s.Scope)
+		}
+	}
+	skipped := false
+	for _, s := range got.Skipped {
+		skipped = skipped || s.Agent == "notes-bot" && strings.Contains(s.Why, "risk is high")
+	}
+	if !skipped {
+		t.Errorf("notes-bot's writes are not reported as skipped for their risk: %+v", got.Skipped)
+	}
+}
+
+// apiJSON sends a JSON request with the session's anti-forgery token.
+func (s *session) apiJSON(method, path, body string) (int, string) {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.base+path, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-CSRF-Token", s.csrf)
+	resp, err := s.c.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// agentSubmit submits a call with an agent token through the console's
+// agent API and returns it as the policy sees it.
+func (w *learnWorld) agentSubmit(token, agent, server, tool string, args map[string]any) *airlockv1.ToolCall {
+	w.t.Helper()
+	body, _ := json.Marshal(map[string]any{"server": server, "tool": tool, "arguments": args})
+	req, _ := http.NewRequest(http.MethodPost, w.base+"/api/v1/calls", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		CallID string `json:"call_id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusAccepted {
+		w.t.Fatalf("submit as %s: %d %v", agent, resp.StatusCode, err)
+	}
+	return &airlockv1.ToolCall{AgentId: agent, CallId: out.CallID, Revision: 1}
+}
+
+// A group of one requester's calls under a rule that lets requesters
+// confirm their own is evidence about that person's calls only: when a
+// reviewer approved some of them too, the suggestion is still that
+// requester's to adopt (a grant they make allows only calls made for
+// them), never an admin's grant that would allow the same agent's calls
+// made for anyone else without that person confirming them.
+func TestASelfConfirmedGroupNeverBecomesAGrantForOtherRequesters(t *testing.T) {
+	w := newLearnWorld(t)
+	root := w.signIn("root")
+	if status, body := root.apiJSON(http.MethodPost, "/api/v1/rules", `{"id":"own-notes","priority":1,"server":"notes","tool":"append_note","effect":"ask","risk":"medium","approvers":["requester","group:reviewers"],"reason":"the requester confirms"}`); status != http.StatusOK {
+		t.Fatalf("put the rule: %d %s", status, body)
+	}
+	token := func(person string) string {
+		status, body := root.apiJSON(http.MethodPost, "/api/v1/tokens", `{"name":"team-`+person+`","kind":"agent","agent_id":"team-bot","on_behalf_of":"`+person+`"}`)
+		var out struct {
+			Token string `json:"token"`
+		}
+		if status != http.StatusCreated || json.Unmarshal([]byte(body), &out) != nil || out.Token == "" {
+			t.Fatalf("agent token for %s: %d %s", person, status, body)
+		}
+		return out.Token
+	}
+	alice, carol := token("alice"), token("carol")
+	testenv.Eventually(t, 5*time.Second, "the rule in force", func() bool {
+		c := w.submit("probe-bot", "notes", "append_note", map[string]any{"book": "probe"})
+		ev := testenv.WaitForEvent(t, w.deps.JS, "airlock.evt.probe-bot."+c.CallId+".>", subject.ApprovalRequested, 5*time.Second)
+		return ev.GetApprovalRequested().GetDecision().GetRuleId() == "own-notes"
+	})
+	args := map[string]any{"book": "standup"}
+	for i := range 6 {
+		c := w.agentSubmit(alice, "team-bot", "notes", "append_note", args)
+		if got := w.decisionOf(c); got != subject.ApprovalRequested {
+			t.Fatalf("call %d: %s, want asked", i, got)
+		}
+		by := []string{"alice", "bob"}[i%2] // alice confirms her own, bob reviews
+		req := &airlockv1.DecideRequest{AgentId: c.AgentId, CallId: c.CallId, Kind: approve,
+			Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: by, Channel: "console"}}
+		testenv.Eventually(t, 5*time.Second, "call "+c.CallId+" approved by "+by, func() bool {
+			resp, err := w.api.Decide(context.Background(), req)
+			return err == nil && resp.GetChanged()
+		})
+	}
+	var s suggest.Suggestion
+	for _, x := range w.report().Suggestions {
+		if x.Agent == "team-bot" {
+			s = x
+		}
+	}
+	if s.ID == "" {
+		t.Fatalf("no suggestion for team-bot's confirmed notes: %+v", w.report().Skipped)
+	}
+	status, body := root.post("/suggestions/"+s.ID+"/adopt", url.Values{})
+	if status == http.StatusSeeOther {
+		t.Errorf("an admin adopted the suggestion drawn from alice's own calls (requester %q)", s.Requester)
+	}
+	if got := w.decisionOf(w.agentSubmit(carol, "team-bot", "notes", "append_note", args)); got != subject.ApprovalRequested {
+		t.Errorf("team-bot's call for carol: %s, want carol asked to confirm it (adopt answered %d %s)", got, status, body)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -136,7 +138,10 @@ func (s *Service) preview(ctx context.Context, call *airlockv1.ToolCall) *airloc
 		return preview.Unavailable("the agent runs this tool itself")
 	}
 	p, err := s.askPreview(ctx, call)
+	var busy *previewsBusy
 	switch {
+	case errors.As(err, &busy):
+		return preview.Unavailable(busy.Error())
 	case err != nil:
 		s.deps.Log.Warn("no preview for a call waiting for a person", "agent", call.GetAgentId(), "call", call.GetCallId(), "err", err)
 		if apierr.CodeOf(err) == apierr.Unavailable {
@@ -150,6 +155,50 @@ func (s *Service) preview(ctx context.Context, call *airlockv1.ToolCall) *airloc
 	}
 	return preview.Finish(&airlockv1.Preview{Kind: p.GetKind(), Text: p.GetText(), Truncated: p.GetTruncated(),
 		Precondition: p.GetPrecondition(), At: p.GetAt()}, s.deps.Config.Executor.MaxPreviewBytes)
+}
+
+// previewsBusy: the agent's call got a short deadline, since another
+// preview of the same agent was being made, and missed it.
+type previewsBusy struct{ agent string }
+
+func (b *previewsBusy) Error() string {
+	return fmt.Sprintf("the preview did not come within %s, the time a call gets while another preview of agent %s is being made", overflowPreview, b.agent)
+}
+
+// overflowPreview is how long a call may wait for its preview while
+// another preview of the same agent is being made.
+const overflowPreview = 250 * time.Millisecond
+
+// perAgent gives each agent one preview at a time the whole of ask's
+// deadline (approval.preview_timeout) and every other preview it makes
+// meanwhile overflowPreview: a preview holds a worker of the approval
+// service, and the workers are shared by call, so one agent's slow
+// previews must not hold them all, and with them every other agent's calls.
+func perAgent(ask func(context.Context, *airlockv1.ToolCall) (*airlockv1.Preview, error)) func(context.Context, *airlockv1.ToolCall) (*airlockv1.Preview, error) {
+	var mu sync.Mutex
+	busy := map[string]bool{}
+	return func(ctx context.Context, call *airlockv1.ToolCall) (*airlockv1.Preview, error) {
+		agent := call.GetAgentId()
+		mu.Lock()
+		first := !busy[agent]
+		busy[agent] = true
+		mu.Unlock()
+		if first {
+			defer func() {
+				mu.Lock()
+				delete(busy, agent)
+				mu.Unlock()
+			}()
+			return ask(ctx, call)
+		}
+		short, cancel := context.WithTimeout(ctx, overflowPreview)
+		defer cancel()
+		p, err := ask(short, call)
+		if err != nil && ctx.Err() == nil && short.Err() != nil {
+			return nil, &previewsBusy{agent: agent}
+		}
+		return p, err
+	}
 }
 
 // overShare is the reason an agent reads when rec came past its share of

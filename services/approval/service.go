@@ -146,9 +146,9 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		return policy.Eval(ctx, call)
 	}
 	executor := executorapi.New(deps.NC)
-	s.askPreview = func(ctx context.Context, call *airlockv1.ToolCall) (*airlockv1.Preview, error) {
+	s.askPreview = perAgent(func(ctx context.Context, call *airlockv1.ToolCall) (*airlockv1.Preview, error) {
 		return executor.Preview(ctx, call, a.PreviewTimeout)
-	}
+	})
 	s.fan = &fanout{notifiers: notifiers, timeout: a.NotifyTimeout, log: deps.Log.With("service", "approval"), record: s.recordNotified}
 	if s.clients, err = clientwait.Open(ctx, deps.JS, cfg.Buckets.ClientWaits); err != nil {
 		deps.Log.Warn("approval: cards will not be redrawn when an MCP client starts or stops waiting", "err", err)

@@ -92,15 +92,6 @@ func newPreviewView(p *airlockv1.Preview) previewView {
 		v.Text = p.GetText()
 		return v
 	}
-	for _, l := range strings.Split(strings.TrimSuffix(p.GetText(), "\n"), "\n") {
-		op := " "
-		switch {
-		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"), strings.HasPrefix(l, "@@"):
-			op = "@"
-		case strings.HasPrefix(l, "+"), strings.HasPrefix(l, "-"):
-			op = l[:1]
-		}
-		v.Lines = append(v.Lines, diffLine{Op: op, Text: l})
-	}
+	v.Lines = preview.DiffLines(p.GetText())
 	return v
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/grant"
 	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/preview"
 )
 
 // Every page has its own view struct, embedding layout for what the frame
@@ -195,6 +196,7 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 		v.GrantPath = "" // nobody remembers arguments they were not shown
 	}
 	v.Preview = newPreviewView(rec.GetPreview())
+	v.Preview.Summary = preview.SummaryOf(rec)
 	v.Diffs = editDiffs(c.GetArguments())
 	if v.Edited && !v.Abridged {
 		v.Diffs = append(v.Diffs, textDiff{Label: "arguments edited by the reviewer", Lines: lineDiff(v.Args, v.EditedArgs)})

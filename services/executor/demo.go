@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"syscall"
 
 	"github.com/airlock-gate/airlock/services/shared/config"
 )
@@ -71,9 +72,12 @@ func (d *Demo) Call(ctx context.Context, req Request) (json.RawMessage, error) {
 		if err != nil {
 			return nil, err
 		}
-		f, err := d.root.Open(p)
-		if err != nil {
+		f, err := d.openRegular(p, os.O_RDONLY, 0)
+		if errors.Is(err, fs.ErrNotExist) {
 			return nil, d.fsError("read", p, err)
+		}
+		if err != nil {
+			return nil, err
 		}
 		defer f.Close()
 		b, err := io.ReadAll(io.LimitReader(f, demoMaxRead))
@@ -91,7 +95,18 @@ func (d *Demo) Call(ctx context.Context, req Request) (json.RawMessage, error) {
 				return nil, d.fsError("create directory for", p, err)
 			}
 		}
-		if err := d.root.WriteFile(p, []byte(content), 0o600); err != nil {
+		f, err := d.openRegular(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, d.fsError("write", p, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		_, err = f.WriteString(content)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			return nil, d.fsError("write", p, err)
 		}
 		return json.Marshal(map[string]any{"path": p, "bytes": len(content)})
@@ -122,6 +137,28 @@ func (d *Demo) path(args map[string]any) (string, error) {
 		return "", toolErrorf("path %q leaves the sandbox: use a path relative to it without \"..\"", p)
 	}
 	return clean, nil
+}
+
+// openRegular opens p in the sandbox only if it is a regular file (or,
+// with O_CREATE, a new one). It opens without blocking, so a FIFO whose
+// open would wait for a peer forever (holding a preview slot or an
+// executor worker) is refused at once, like a device or a directory.
+func (d *Demo) openRegular(p string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := d.root.OpenFile(p, flag|syscall.O_NONBLOCK, perm)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, err // the caller says what a missing file means
+	}
+	if errors.Is(err, syscall.ENXIO) { // a FIFO opened for writing with nobody reading
+		return nil, toolErrorf("%s is not a regular file of the sandbox", p)
+	}
+	if err != nil {
+		return nil, d.fsError("open", p, err)
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, toolErrorf("%s is not a regular file of the sandbox", p)
+	}
+	return f, nil
 }
 
 func (d *Demo) fsError(op, p string, err error) error {

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"strings"
+	"sync"
 	"time"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
@@ -37,7 +39,7 @@ func (r *Registry) Preview(ctx context.Context, req Request, maxBytes int) (*air
 	var err error
 	switch a := reg.adapter.(type) {
 	case *Demo:
-		p, err = a.preview(req, maxBytes)
+		p, err = a.preview(ctx, req, maxBytes)
 	case *MCP:
 		dry := reg.entry.Tools[req.Tool].PreviewTool
 		if dry == "" {
@@ -113,7 +115,7 @@ func describeState(pre string) string {
 // preview implements the demo write_file's preview: the diff of its
 // content against the file as it is now, and the file's state as the
 // precondition. The other demo tools change nothing and have none.
-func (d *Demo) preview(req Request, maxBytes int) (*airlockv1.Preview, error) {
+func (d *Demo) preview(ctx context.Context, req Request, maxBytes int) (*airlockv1.Preview, error) {
 	if req.Tool != "write_file" {
 		return nil, errNoPreview
 	}
@@ -121,7 +123,7 @@ func (d *Demo) preview(req Request, maxBytes int) (*airlockv1.Preview, error) {
 	if err != nil {
 		return nil, err
 	}
-	old, size, exists, state, err := d.current(p)
+	old, size, exists, state, err := d.current(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -134,26 +136,40 @@ func (d *Demo) preview(req Request, maxBytes int) (*airlockv1.Preview, error) {
 }
 
 // current reads the file at p (its first demoMaxRead bytes), its size and
-// its state (preview.FileState over the whole file).
-func (d *Demo) current(p string) (head []byte, size int64, exists bool, state string, err error) {
-	f, err := d.root.Open(p)
+// its state (preview.FileState over the whole file), within ctx: a huge
+// file is given up at the deadline rather than hashed for minutes.
+func (d *Demo) current(ctx context.Context, p string) (head []byte, size int64, exists bool, state string, err error) {
+	f, err := d.openRegular(p, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, 0, false, preview.Absent, nil
 	}
 	if err != nil {
-		return nil, 0, false, "", d.fsError("read", p, err)
+		return nil, 0, false, "", err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return nil, 0, false, "", toolErrorf("%s is not a regular file of the sandbox", p)
-	}
 	h := sha256.New()
 	buf := &capped{max: demoMaxRead}
-	size, err = io.Copy(io.MultiWriter(h, buf), f)
+	size, err = io.Copy(io.MultiWriter(h, buf), ctxReader{ctx, f})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, 0, false, "", fmt.Errorf("read %s: %w", p, ctx.Err())
+		}
 		return nil, 0, false, "", d.fsError("read", p, err)
 	}
 	return buf.b, size, true, fmt.Sprintf("sha256:%x", h.Sum(nil)), nil
+}
+
+// ctxReader stops reading once its context is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // capped keeps the first max bytes written to it.
@@ -234,5 +250,45 @@ func (t *toolsAPI) preview(ctx context.Context, req *airlockv1.PreviewRequest) (
 	if req.GetCall() == nil {
 		return nil, apierr.New(apierr.InvalidRequest, "a preview request names the call to preview")
 	}
+	agent := req.GetCall().GetAgentId()
+	if !t.previewing.take(agent) {
+		return &airlockv1.PreviewResponse{Preview: preview.Unavailable(fmt.Sprintf(
+			"agent %s already has %d previews being made on this executor, so this call has none", agent, maxPreviewsPerAgent))}, nil
+	}
+	defer t.previewing.give(agent)
 	return &airlockv1.PreviewResponse{Preview: t.reg.previewOf(ctx, req.GetCall(), t.cfg.PreviewTimeout, t.cfg.MaxPreviewBytes)}, nil
+}
+
+// maxPreviewsPerAgent bounds the previews one agent has made at once on
+// one executor: a quarter of maxPreviews, so one agent's slow previews
+// never hold every slot and with them every other agent's previews.
+const maxPreviewsPerAgent = maxPreviews / 4
+
+// perAgent counts each agent's previews being made.
+type perAgent struct {
+	mu   sync.Mutex
+	busy map[string]int
+}
+
+// take reports whether agent may start a preview, and counts it if so.
+func (p *perAgent) take(agent string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.busy[agent] >= maxPreviewsPerAgent {
+		return false
+	}
+	if p.busy == nil {
+		p.busy = map[string]int{}
+	}
+	p.busy[agent]++
+	return true
+}
+
+// give ends one of agent's previews.
+func (p *perAgent) give(agent string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.busy[agent]--; p.busy[agent] <= 0 {
+		delete(p.busy, agent)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -294,5 +295,124 @@ func BenchmarkDemoWritePreview(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestAFileThatIsNoPlainFileNeverHoldsAPreviewOrARun attacks the demo
+// write_file's preview and its run-time check through the executor's
+// endpoint and the bus: a FIFO in the sandbox (whose open waits for a
+// writer forever) and a huge sparse file (whose hash takes minutes) each
+// get an answer within executor.preview_timeout saying why there is no
+// preview, and an approved write whose file became a FIFO ends failed,
+// unrun, instead of holding an executor worker forever.
+func TestAFileThatIsNoPlainFileNeverHoldsAPreviewOrARun(t *testing.T) {
+	e := newTestEnv(t, func(c *config.Config) { c.Executor.PreviewTimeout = 300 * time.Millisecond })
+	e.startExecutor(executor.RegistryFile{})
+	sandbox := e.cfg.SandboxDir()
+	if err := os.MkdirAll(sandbox, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(sandbox, "pipe"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sparse, err := os.Create(filepath.Join(sandbox, "sparse.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sparse.Truncate(64 << 30); err != nil {
+		t.Skipf("this file system cannot hold a 64 GiB sparse file: %v", err)
+	}
+	sparse.Close()
+	api := executorapi.New(e.deps.NC)
+	testenv.Eventually(t, 10*time.Second, "the executor's preview endpoint", func() bool {
+		_, err := api.Preview(context.Background(), toolCall(t, "p0", "demo__echo", nil), time.Second)
+		return err == nil
+	})
+	for _, tc := range []struct{ name, path, why string }{
+		{"a_fifo_is_refused_at_once", "pipe", "not a regular file"},
+		{"a_huge_file_is_given_up_at_the_deadline", "sparse.img", "did not finish within 300ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := api.Preview(context.Background(), toolCall(t, "p1", "demo__write_file", map[string]any{"path": tc.path, "content": "x"}), 5*time.Second)
+			if err != nil || !strings.Contains(p.GetUnavailable(), tc.why) {
+				t.Fatalf("preview %v, %v: want no preview because %q", p, err, tc.why)
+			}
+		})
+	}
+	t.Run("an_approved_write_whose_file_became_a_fifo_fails_unrun", func(t *testing.T) {
+		if err := os.WriteFile(filepath.Join(sandbox, "swap.txt"), []byte("seen\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		call := toolCall(t, "swap", "demo__write_file", map[string]any{"path": "swap.txt", "content": "approved\n"})
+		p, err := api.Preview(context.Background(), call, 5*time.Second)
+		if err != nil || !preview.Has(p) {
+			t.Fatalf("preview %v, %v", p, err)
+		}
+		if err := os.Remove(filepath.Join(sandbox, "swap.txt")); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mkfifo(filepath.Join(sandbox, "swap.txt"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		e.approveAgainst(call, p)
+		if f := e.end("swap").GetFailed(); f == nil || f.Reason != executor.ReasonPrecondition || !strings.Contains(f.Message, "not a regular file") {
+			t.Fatalf("call ended %v, want failed %s because the file is not a regular file", e.end("swap"), executor.ReasonPrecondition)
+		}
+	})
+}
+
+// TestOneAgentsSlowPreviewsLeaveOtherAgentsTheirs attacks the executor's
+// preview slots (maxPreviews at once): agent bot asks for more previews
+// than there are slots from a tool whose preview endpoint hangs; agent
+// other's preview of a demo write is still answered at once, with its
+// diff, while bot's hang.
+func TestOneAgentsSlowPreviewsLeaveOtherAgentsTheirs(t *testing.T) {
+	hang := make(chan struct{})
+	asked := make(chan struct{}, 64)
+	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked <- struct{}{}
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hooks.Close()
+	defer close(hang)
+	e := newTestEnv(t, func(c *config.Config) { c.Executor.PreviewTimeout = 20 * time.Second })
+	e.startExecutor(executor.RegistryFile{Servers: map[string]executor.ServerEntry{"hook": {
+		Webhook: &executor.WebhookConfig{URL: hooks.URL, Secret: testSecret},
+		Tools:   map[string]executor.ToolEntry{"slow": {PreviewURL: hooks.URL + "/slow/preview"}},
+	}}})
+	api := executorapi.New(e.deps.NC)
+	testenv.Eventually(t, 10*time.Second, "the executor's preview endpoint", func() bool {
+		_, err := api.Preview(context.Background(), toolCall(t, "p0", "demo__echo", nil), time.Second)
+		return err == nil
+	})
+	answered := make(chan *airlockv1.Preview, 40)
+	for i := range 40 {
+		go func() {
+			p, _ := api.Preview(context.Background(), toolCall(t, fmt.Sprint("slow", i), "hook__slow", map[string]any{"n": i}), 30*time.Second)
+			answered <- p
+		}()
+	}
+	// Wait until bot holds what it can: every slot it may have hangs and
+	// the rest of its previews are answered (or, without a share per
+	// agent, every slot hangs).
+	hanging, refused := 0, 0
+	for hanging < 16 && hanging+refused < 40 {
+		select {
+		case <-asked:
+			hanging++
+		case <-answered:
+			refused++
+		case <-time.After(10 * time.Second):
+			t.Fatalf("bot's previews: %d hanging, %d answered", hanging, refused)
+		}
+	}
+	call := toolCall(t, "mine", "demo__write_file", map[string]any{"path": "mine.txt", "content": "hello\n"})
+	call.AgentId = "other"
+	p, err := api.Preview(context.Background(), call, 5*time.Second)
+	if err != nil || !strings.Contains(p.GetText(), "+hello") {
+		t.Fatalf("other's preview while bot's hang: %v, %v", p, err)
 	}
 }

@@ -146,6 +146,8 @@ type toolsAPI struct {
 	cfg config.Executor
 	nc  *nats.Conn
 	log *slog.Logger
+	// previewing bounds each agent's share of the maxPreviews.
+	previewing perAgent
 }
 
 // serveTools starts the tools and preview endpoints and the change

@@ -318,6 +318,12 @@ func TestAnUpstreamThatExitsMidCallIsRestarted(t *testing.T) {
 
 func TestAnUpstreamThatHangsMidCallIsRestartedWhileOthersFlow(t *testing.T) {
 	ctx, reg, hello, starts := fakeToolsUp(t, 2*time.Second)
+	// The healthy server is started first: its start (node, under a loaded
+	// machine) may itself take longer than the short upstream timeout, and
+	// what is tested is that it keeps serving while the other hangs.
+	eventually(t, 30*time.Second, "the filesystem server did not start", func() bool {
+		return readFile(ctx, reg, hello) == nil
+	})
 
 	// The call's own deadline (the tool timeout) ends it; the server, which
 	// then does not answer a ping either, is retired and started again.

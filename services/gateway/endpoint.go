@@ -45,6 +45,8 @@ type endpoint struct {
 	hidden map[string]bool  // the profile's verdict per tool, as last asked
 	// codeTools: the tools run_code was last registered with (runcode.go).
 	codeTools []string
+	// codeRunning holds a token per script running (runcode.go).
+	codeRunning chan struct{}
 }
 
 // maxBody bounds an HTTP request body (the SDK's own default).
@@ -66,6 +68,7 @@ func (g *Gateway) newEndpoint(cfg config.GatewayEndpoint) (*endpoint, error) {
 	ep := &endpoint{
 		g: g, cfg: cfg, log: g.log.With("endpoint", cfg.Name, "agent", cfg.Agent), token: token,
 		client: client, watcher: w, nonce: newNonce(), recent: newRecentCalls(), tools: map[string]*tool{}, hidden: map[string]bool{},
+		codeRunning: make(chan struct{}, cfg.RunCode.Running()),
 	}
 	ep.server = mcp.NewServer(&mcp.Implementation{Name: "airlock", Title: "airlock gateway (" + cfg.Name + ")", Version: "1"}, &mcp.ServerOptions{
 		Instructions: fmt.Sprintf("These are the tools of airlock endpoint %s. airlock checks every call against policy: "+

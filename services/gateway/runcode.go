@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -29,7 +30,8 @@ import (
 // static preview of the script's literal tool calls goes with each call as
 // context for the person asked (in its reason and in the elicitation), and
 // each call names its script (ToolCall.script: digest, run, index; the
-// first call of a run carries the text), which the audit record keeps.
+// calls of a run carry the text until one is recorded), which the audit
+// record keeps.
 
 // runCodeTool is the tool's name; registry tools are always "server__tool".
 const runCodeTool = "run_code"
@@ -38,6 +40,7 @@ const runCodeTool = "run_code"
 const (
 	previewCalls     = 20   // preview entries
 	previewArgsBytes = 300  // one entry's arguments
+	previewMoreBytes = 64   // the entry that counts the calls left out
 	reasonPreview    = 2500 // the preview's share of a call's reason
 )
 
@@ -46,32 +49,61 @@ type scriptRun struct {
 	digest, id string
 	progress   progressCount // the request's progress count, shared by its calls
 	text       string        // cut to ingress.MaxScriptText
-	size       int
-	preview    []string
-	more       bool // the preview left calls out
+	// escapedSize is the whole text's length, escaped.
+	escapedSize int
+	size        int
+	preview     []string
+	// recorded: a call of the run was taken (recorded as requested), so
+	// the text is in the audit; until then every call carries it, since a
+	// call refused as malformed (the script may make its first one so) is
+	// never recorded.
+	recorded atomic.Bool
 }
 
-func newScriptRun(src string) *scriptRun {
+// newScriptRun is a run of src on an endpoint whose scripts can call
+// tools. The preview lists only calls of those tools: any other name (one
+// the script made up, perhaps to read as more preview) can only throw.
+func newScriptRun(src string, tools []string) *scriptRun {
 	// The text is recorded as agent text: what would not show as itself
 	// escaped (the digest is of the script as sent), then cut.
 	r := &scriptRun{digest: codemode.Digest(src), id: ids.New("run"), size: len(src), text: escape.Visible(src)}
+	r.escapedSize = len(r.text)
 	if len(r.text) > ingress.MaxScriptText {
 		r.text = calls.Cut(r.text, ingress.MaxScriptText)
 	}
-	planned, more, err := codemode.Preview(src, previewCalls)
-	if err == nil {
-		r.more = more
-		for _, p := range planned {
-			r.preview = append(r.preview, escape.Visible(fmt.Sprintf("tools.%s(%s) at line %d", p.Tool, cutJSON(p.Args, previewArgsBytes), p.Line)))
+	// Every literal call is read (a script of ingress.MaxScriptText names
+	// a few thousand at most), so names that are no tools cannot push the
+	// real calls out of the preview; what does not fit is counted.
+	planned, _, err := codemode.Preview(src, ingress.MaxScriptText)
+	if err != nil {
+		return r
+	}
+	total, more := 0, 0
+	for _, p := range planned {
+		if !slices.Contains(tools, p.Tool) {
+			continue
 		}
+		// One line each, on every surface: a tool name the script
+		// wrote (tools["a\nb"]) cannot add lines to a prompt.
+		e := escape.Terminal(fmt.Sprintf("tools.%s(%s) at line %d", p.Tool, cutJSON(p.Args, previewArgsBytes), p.Line))
+		if len(r.preview) == previewCalls || total+len(e) > ingress.MaxPreviewBytes-previewMoreBytes {
+			more++
+			continue
+		}
+		r.preview = append(r.preview, e)
+		total += len(e)
+	}
+	if more > 0 {
+		r.preview = append(r.preview, fmt.Sprintf("… and %d more calls not shown", more))
 	}
 	return r
 }
 
-// ref is what the run's index-th call records of it: the text only on the first.
+// ref is what the run's index-th call records of it: the text until a
+// call of the run was recorded.
 func (r *scriptRun) ref(index int) *airlockv1.Script {
 	s := &airlockv1.Script{Digest: r.digest, RunId: r.id, Index: uint32(index), Size: uint32(r.size), Preview: r.preview}
-	if index == 1 {
+	if !r.recorded.Load() {
 		s.Text = r.text
 	}
 	return s
@@ -129,8 +161,12 @@ func runCodeDef(names []string, lim codemode.Limits) *mcp.Tool {
 // codeLimits are the endpoint's run_code limits.
 func (ep *endpoint) codeLimits() codemode.Limits {
 	c := ep.cfg.RunCode
-	return codemode.Limits{Timeout: c.Timeout, Busy: c.Busy, MaxCalls: c.MaxCalls, MaxScriptBytes: c.MaxScriptBytes,
+	lim := codemode.Limits{Timeout: c.Timeout, Busy: c.Busy, MaxCalls: c.MaxCalls, MaxScriptBytes: c.MaxScriptBytes,
 		MaxOutputBytes: c.MaxOutputBytes, MaxMemoryBytes: uint64(max(c.MaxMemoryMB, 0)) << 20, Isolate: ep.g.exe}.WithDefaults()
+	// A script runs only when the audit can record it whole (what ran is
+	// what an auditor reads, not a benign head of it).
+	lim.MaxScriptBytes = min(lim.MaxScriptBytes, ingress.MaxScriptText)
+	return lim
 }
 
 // syncRunCode (with ep.mu held) registers run_code when it is enabled and
@@ -161,18 +197,35 @@ func (ep *endpoint) runCode(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.Code == nil {
 		return errorResult("invalid", "", `run_code takes {"code": "<JavaScript>"}: call it again with the script as the string argument code`), nil
 	}
-	run := newScriptRun(*in.Code)
+	// Each script runs in a child process with its own memory and CPU: an
+	// agent sending many at once is held to max_running of them.
+	select {
+	case ep.codeRunning <- struct{}{}:
+		defer func() { <-ep.codeRunning }()
+	default:
+		return errorResult("script_"+codemode.KindLimit, "", fmt.Sprintf("gateway endpoint %s already runs %d scripts, its limit (run_code.max_running): wait for one to finish, then send this one again", ep.cfg.Name, cap(ep.codeRunning))), nil
+	}
+	lim := ep.codeLimits()
+	var serr *codemode.Error
+	if errors.As(lim.CheckSize(*in.Code), &serr) {
+		return errorResult("script_"+serr.Kind, "", serr.Message), nil
+	}
 	ep.mu.Lock()
 	names := slices.Clone(ep.codeTools)
 	ep.mu.Unlock()
+	run := newScriptRun(*in.Code, names)
+	if run.escapedSize > ingress.MaxScriptText {
+		out := errorResult("script_"+codemode.KindLimit, "", fmt.Sprintf("the script is %d bytes as airlock records it (characters that do not show as themselves are written escaped), over the %d the audit records whole: send a shorter script", run.escapedSize, ingress.MaxScriptText))
+		out.Meta["airlock/script"] = run.digest
+		return out, nil
+	}
 	res, err := codemode.Run(ctx, *in.Code, names, func(cctx context.Context, c codemode.Call) (any, error) {
 		return ep.scriptCall(cctx, req, run, c)
-	}, ep.codeLimits())
+	}, lim)
 	ep.log.Info("run_code script ran", "script", run.digest, "run", run.id, "calls", res.Calls, "err", err)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	var serr *codemode.Error
 	switch {
 	case errors.As(err, &serr):
 		out := errorResult("script_"+serr.Kind, "", serr.Message)
@@ -218,6 +271,9 @@ func (ep *endpoint) scriptCall(ctx context.Context, req *mcp.CallToolRequest, ru
 	res, err := ep.follow(ctx, req, f, true)
 	if err != nil {
 		return nil, err
+	}
+	if st, _ := res.Meta["airlock/status"].(string); st != "invalid" && st != "unavailable" {
+		run.recorded.Store(true)
 	}
 	if res.IsError {
 		return nil, errors.New(resultText(res))

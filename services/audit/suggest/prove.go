@@ -129,20 +129,26 @@ type Report struct {
 	Source   string `json:"source"`
 }
 
-// Run loads the decided calls, proposes, proves each proposal by replay
-// and keeps the ones that allow no refused call.
+// Run loads the decided calls, proposes from those asked since since,
+// proves each proposal by replay over the whole recorded history and keeps
+// the ones that allow no refused call. The window narrows the evidence,
+// never the proof: a call people refused before it still counts.
 func Run(ctx context.Context, rd store.Reader, cfg Config, decide replay.Decide, applies Applies, since time.Time) (Report, error) {
-	decided, rows, err := load(ctx, rd, since)
+	decided, rows, err := load(ctx, rd, time.Time{})
 	if err != nil {
 		return Report{}, err
 	}
 	source := rd.Source()
 	rd = rowsReader{Reader: rd, rows: rows}
 	byKey := make(map[string]Call, len(decided))
-	for _, c := range decided {
+	evidence := decided
+	for i, c := range decided {
 		byKey[c.Key()] = c
+		if c.AskedAt.Before(since) {
+			evidence = decided[i+1:] // sorted by AskedAt
+		}
 	}
-	props, skipped := Propose(decided, cfg)
+	props, skipped := Propose(evidence, cfg)
 	rep := Report{Skipped: skipped, Decided: len(decided), Source: source, Suggestions: []Suggestion{}, Dropped: []Suggestion{}}
 	for _, c := range decided {
 		if c.Decision.GetAction() == airlockv1.Action_ACTION_ASK {
@@ -151,7 +157,7 @@ func Run(ctx context.Context, rd store.Reader, cfg Config, decide replay.Decide,
 	}
 	for i := range props {
 		s := props[i]
-		proof, err := Prove(ctx, rd, &s, byKey, decide, applies, since)
+		proof, err := Prove(ctx, rd, &s, byKey, decide, applies, time.Time{})
 		if err != nil {
 			return rep, err
 		}
@@ -166,7 +172,7 @@ func Run(ctx context.Context, rd store.Reader, cfg Config, decide replay.Decide,
 	for _, s := range rep.Suggestions {
 		gs = append(gs, s.Grant)
 	}
-	if rep.Together, err = proveGrants(ctx, rd, gs, byKey, decide, applies, since); err != nil {
+	if rep.Together, err = proveGrants(ctx, rd, gs, byKey, decide, applies, time.Time{}); err != nil {
 		return rep, fmt.Errorf("suggest: prove the suggestions together: %w", err)
 	}
 	rep.AsksRemoved = rep.Together.AsksRemoved

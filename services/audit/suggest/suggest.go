@@ -147,8 +147,9 @@ type Suggestion struct {
 	// RuleID is the rule whose ask the grant answers (and only that one).
 	RuleID string `json:"rule_id"`
 	Risk   string `json:"risk"`
-	// Requester is set for a self-confirmed group: the person who confirmed
-	// their own calls; only they may adopt it.
+	// Requester is set for a group of calls made for a person who may
+	// confirm them (self-confirmation): only they may adopt it, so the grant
+	// allows only calls made for them.
 	Requester string `json:"requester,omitempty"`
 	// Grant is the scope as it would be stored (no id, creator or time
 	// yet); GrantJSON is the same as protojson, for the JSON report.
@@ -276,7 +277,13 @@ func propose(all []Call, cfg Config) (Suggestion, string) {
 		return Suggestion{}, "never approved as asked"
 	}
 	first := g[0]
-	risk := calls.RiskName(first.Decision.GetRisk())
+	// Risk is each call's (the highest any matching rule assigns), not the
+	// asking rule's: the group is as risky as its riskiest approval.
+	highest := first.Decision.GetRisk()
+	for _, c := range g {
+		highest = max(highest, c.Decision.GetRisk())
+	}
+	risk := calls.RiskName(highest)
 	if (risk == "high" || risk == "critical") && !slices.Contains(cfg.AllowRisks, risk) {
 		return Suggestion{}, fmt.Sprintf("its risk is %s: such calls are not proposed unless configured", risk)
 	}
@@ -290,9 +297,13 @@ func propose(all []Call, cfg Config) (Suggestion, string) {
 		}
 	}
 	requester := ""
-	if self := first.OnBehalfOf; requesterMayConfirm(first) && len(people) == 1 && people[self] {
-		requester = self
-	} else if len(people) < cfg.MinApprovers {
+	if requesterMayConfirm(first) {
+		// The group is one requester's calls (groupKey), whoever else
+		// approved some: only they may adopt it, and a grant they make
+		// allows only calls made for them, never another requester's.
+		requester = first.OnBehalfOf
+	}
+	if self := len(people) == 1 && people[requester]; !self && len(people) < cfg.MinApprovers {
 		return Suggestion{}, fmt.Sprintf("approved by %d person; %d distinct people are needed", len(people), cfg.MinApprovers)
 	}
 	grant := &airlockv1.StandingGrant{AgentId: first.Agent, Server: first.Server, Tool: first.Tool, RuleId: first.Decision.GetRuleId(), OnlyListedArguments: true}

@@ -108,6 +108,17 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
+// CheckSize is the *Error for a script over MaxScriptBytes, else nil.
+// Check it before anything parses the script (Preview too): goja's parser
+// recurses once per nesting level, and a deep enough script overflows the
+// stack, which ends the whole process.
+func (l Limits) CheckSize(src string) error {
+	if len(src) > l.MaxScriptBytes {
+		return fail(KindLimit, "the script is %d bytes, over the limit of %d: send a shorter script", len(src), l.MaxScriptBytes)
+	}
+	return nil
+}
+
 // Call is one tool call a script makes.
 type Call struct {
 	// Index counts the run's calls from 1.
@@ -179,8 +190,8 @@ func wrap(src string) string { return prefix + src + suffix }
 // for the model); nothing the script does reaches past call.
 func Run(ctx context.Context, src string, tools []string, call Caller, lim Limits) (Result, error) {
 	lim = lim.WithDefaults()
-	if len(src) > lim.MaxScriptBytes {
-		return Result{}, fail(KindLimit, "the script is %d bytes, over the limit of %d: send a shorter script", len(src), lim.MaxScriptBytes)
+	if err := lim.CheckSize(src); err != nil {
+		return Result{}, err
 	}
 	if lim.Isolate != "" {
 		return runIsolated(ctx, src, tools, call, lim)

@@ -68,8 +68,8 @@ type GatewayEndpoint struct {
 }
 
 // RunCode configures an endpoint's run_code tool; zero limits take the
-// sandbox's defaults (10m timeout, 5s busy, 50 calls, 64 KiB script,
-// 64 KiB output, 128 MiB memory growth).
+// sandbox's defaults (10m timeout, 5s busy, 50 calls, 16 KiB script (at most: the audit records a script whole),
+// 64 KiB output, 128 MiB memory growth, 4 scripts running at once).
 type RunCode struct {
 	Enabled bool `yaml:"enabled"`
 	// Timeout bounds a whole run, waits for people included; Busy the time
@@ -82,6 +82,20 @@ type RunCode struct {
 	MaxOutputBytes int `yaml:"max_output_bytes"`
 	// MaxMemoryMB bounds how much the heap may grow while a script runs.
 	MaxMemoryMB int `yaml:"max_memory_mb"`
+	// MaxRunning bounds the scripts the endpoint runs at once (each in a
+	// child process with its own memory); more are refused until one ends.
+	MaxRunning int `yaml:"max_running"`
+}
+
+// DefaultMaxRunning is RunCode.MaxRunning when it is not set.
+const DefaultMaxRunning = 4
+
+// Running is MaxRunning with its default.
+func (r RunCode) Running() int {
+	if r.MaxRunning <= 0 {
+		return DefaultMaxRunning
+	}
+	return r.MaxRunning
 }
 
 // DefaultAnswerWithin is AnswerWithin when it is not set.

@@ -15,6 +15,7 @@ type Suggest struct {
 	// MinPathDepth: directories a proposed path glob's directory must
 	// have (default 2: /srv/app/*, never /home/**).
 	MinPathDepth int `yaml:"min_path_depth"`
-	// Since: how far back the trail is read, e.g. 720h (default: all of it).
+	// Since: how far back the evidence is read, e.g. 720h (default: all
+	// of it). The proof replays the whole trail whatever the window.
 	Since string `yaml:"since"`
 }

@@ -2,6 +2,7 @@ package preview
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/airlock-gate/airlock/services/shared/calls"
@@ -28,12 +29,12 @@ type Line struct {
 // and reports whether it stopped there, so a huge file costs no more than
 // the bound to show.
 func Diff(name, old, new string, oldExists bool, maxBytes int) (string, bool) {
-	from := "a/" + name
+	from := quoteName("a/" + name)
 	if !oldExists {
 		from = "/dev/null"
 	}
 	w := &bounded{max: maxBytes}
-	fmt.Fprintf(w, "--- %s\n+++ b/%s\n", from, name)
+	fmt.Fprintf(w, "--- %s\n+++ %s\n", from, quoteName("b/"+name))
 	ops := Lines(splitLines(old), splitLines(new))
 	for i := 0; i < len(ops) && !w.full; {
 		// Find the next change and the hunk around it.
@@ -79,6 +80,40 @@ func Diff(name, old, new string, oldExists bool, maxBytes int) (string, bool) {
 	return w.String(), w.full
 }
 
+// quoteName is a file name for a diff header: as it is, or quoted with Go
+// escapes (as git quotes one) when it holds a control character, a quote
+// or a backslash, so a name with a line break cannot add header or hunk
+// lines of its own.
+func quoteName(name string) string {
+	if strings.IndexFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '"' || r == '\\' }) < 0 {
+		return name
+	}
+	return strconv.Quote(name)
+}
+
+// DiffLines reads a unified diff made by Diff as lines: the file headers
+// and hunk headers have Op "@", every line of a hunk the Op of its first
+// character. Only the lines before the first hunk are file headers, so a
+// hunk line whose text starts with "++" or "--" stays an added or removed
+// line (DiffStat counts it, the console colours it).
+func DiffLines(diff string) []Line {
+	var out []Line
+	inHunk := false
+	for _, l := range strings.Split(strings.TrimSuffix(diff, "\n"), "\n") {
+		op := " "
+		switch {
+		case strings.HasPrefix(l, "@@"):
+			op, inHunk = "@", true
+		case !inHunk:
+			op = "@"
+		case strings.HasPrefix(l, "+"), strings.HasPrefix(l, "-"):
+			op = l[:1]
+		}
+		out = append(out, Line{Op: op, Text: l})
+	}
+	return out
+}
+
 // position is the 1-based line numbers in old and new where ops[i] is.
 func position(ops []Line, i int) (int, int) {
 	o, n := 1, 1
@@ -103,11 +138,19 @@ func span(start, n int) string {
 	return fmt.Sprintf("%d,%d", start, n)
 }
 
+// noNewline marks a last line without a line break (as diff(1) does), so
+// that adding or removing the final line break is a change the diff shows.
+const noNewline = "\n\\ No newline at end of file"
+
 func splitLines(s string) []string {
 	if s == "" {
 		return nil
 	}
-	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	if !strings.HasSuffix(s, "\n") {
+		lines[len(lines)-1] += noNewline
+	}
+	return lines
 }
 
 // Lines is the line diff of a into b: the common start and end as they

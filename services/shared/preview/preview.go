@@ -107,6 +107,20 @@ func Summary(p *airlockv1.Preview) string {
 	return b.String()
 }
 
+// EditedNote is what every surface adds to the summary of a call whose
+// arguments a reviewer edited: its preview is of the agent's arguments.
+const EditedNote = " (of the arguments the agent asked for: a reviewer edited them, and the edited ones run)"
+
+// SummaryOf is Summary of rec's preview, saying so when a reviewer edited
+// the arguments since it was made.
+func SummaryOf(rec *airlockv1.ApprovalRecord) string {
+	s := Summary(rec.GetPreview())
+	if rec.GetEditedArguments() != nil && Has(rec.GetPreview()) {
+		s += EditedNote
+	}
+	return s
+}
+
 // Excerpt is the start of p's text for a notification: at most lines
 // lines and maxBytes bytes, "" when there is no preview.
 func Excerpt(p *airlockv1.Preview, lines, maxBytes int) string {
@@ -130,12 +144,15 @@ func Excerpt(p *airlockv1.Preview, lines, maxBytes int) string {
 // Notified is what a notification (Slack, Teams, mail) shows of rec's
 // preview, before its channel escapes it: the summary, and an excerpt of
 // at most ExcerptLines lines and ExcerptBytes bytes — none when the policy
-// redacts any of the call's arguments, since the preview may show them.
+// redacts any of the call's arguments, since the preview may show them;
+// nor then why there is no preview, since a tool's error may quote them.
 func Notified(rec *airlockv1.ApprovalRecord) (summary, excerpt string) {
-	summary = Summary(rec.GetPreview())
+	summary = SummaryOf(rec)
 	if len(rec.GetDecision().GetRedact()) > 0 {
 		if Has(rec.GetPreview()) {
 			summary += " (withheld here: the policy redacts this call's arguments; open the console)"
+		} else if rec.GetPreview().GetUnavailable() != "" {
+			summary = None + " (why is withheld here: the policy redacts this call's arguments; open the console)"
 		}
 		return summary, ""
 	}
@@ -150,12 +167,11 @@ const (
 
 // DiffStat counts the lines a unified diff adds and removes.
 func DiffStat(diff string) (added, removed int) {
-	for _, l := range strings.Split(diff, "\n") {
-		switch {
-		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"):
-		case strings.HasPrefix(l, "+"):
+	for _, l := range DiffLines(diff) {
+		switch l.Op {
+		case "+":
 			added++
-		case strings.HasPrefix(l, "-"):
+		case "-":
 			removed++
 		}
 	}
