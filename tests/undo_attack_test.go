@@ -112,4 +112,31 @@ func TestAHostileCodingAgentCannotTurnSnapshotsOrUndoAgainstThePerson(t *testing
 			t.Fatalf("a.txt after undo of a replayed call: %q (its snapshot was replaced)", got)
 		}
 	})
+
+	t.Run("a_file_the_call_made_git_ignore_is_still_checked_for_later_work_before_undo", func(t *testing.T) {
+		dir := repo(t)
+		sh(t, dir, "echo mine > notes.txt")
+		const id = "toolu_attack_ignore"
+		command := "echo notes.txt >> .gitignore && echo agent >> notes.txt"
+		bash := map[string]any{"command": command}
+		ch := startHook(t, hooks.Claude, claudePayload(t, "PreToolUse", "Bash", id, dir, bash, nil), hook...)
+		if _, err := decideAs(t, api, "bob", decidable(t, api, "laptop", id), airlockv1.DecisionKind_DECISION_KIND_APPROVE, "fine"); err != nil {
+			t.Fatal(err)
+		}
+		if r := waitHook(t, ch); !allowed(t, hooks.Claude, r) {
+			t.Fatalf("the approved command: %+v", r)
+		}
+		sh(t, dir, command)
+		if r := runHook(t, hooks.Claude, claudePayload(t, "PostToolUse", "Bash", id, dir, bash, map[string]any{"stdout": ""}), hook...); r.exit != 0 {
+			t.Fatalf("post-tool hook: %+v", r)
+		}
+		sh(t, dir, "echo 'a person wrote this later' >> notes.txt")
+		res := undo("laptop/" + id)
+		if res.Code == 0 || !strings.Contains(res.Stderr, "changed after the call") {
+			t.Fatalf("undo over a later change to a file the call made git ignore: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+		}
+		if got := sh(t, dir, "cat notes.txt"); got != "mine\nagent\na person wrote this later\n" {
+			t.Fatalf("undo erased the person's later work: %q", got)
+		}
+	})
 }
