@@ -118,8 +118,9 @@ executor:
   tools_file: %q
 gateway:
   heartbeat: 1s
+  run_code_max_running: %d
   endpoints:
-%s`, filepath.Join(dir, "tools.yaml"), eps.String()))
+%s`, filepath.Join(dir, "tools.yaml"), gatewayScriptsAtOnce, eps.String()))
 	g.config = cfg
 	g.dev = startDev(t, filepath.Join(dir, "data"), 0, "", "AIRLOCK_CONFIG="+cfg)
 	g.baseURL = g.dev.HTTPURL

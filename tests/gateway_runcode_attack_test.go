@@ -23,6 +23,10 @@ import (
 // the script cannot add lines to the prompt of the person confirming one
 // of its calls, and running many scripts at once is held to the endpoint's
 // run_code.max_running (each runs in a child process with its own memory).
+// gatewayScriptsAtOnce is the test gateway's run_code_max_running: as many
+// as one endpoint may run, so one endpoint at its limit fills the gateway.
+const gatewayScriptsAtOnce = config.DefaultMaxRunning
+
 func TestGatewayRunCodeAttacks(t *testing.T) {
 	g := startGatewayEnv(t)
 
@@ -124,6 +128,13 @@ return [refused, await tools.fs__read_text_file({path: %q})];`, hello, t.Name(),
 		res := callTool(t, cs, "run_code", map[string]any{"code": "return 1"})
 		if !res.IsError || res.Meta["airlock/status"] != "script_limit" || !strings.Contains(text(res), "max_running") {
 			t.Fatalf("a script beyond max_running answered isError=%v %v %q, want script_limit naming max_running", res.IsError, res.Meta["airlock/status"], text(res))
+		}
+		// Another endpoint has places of its own, but the gateway as a whole
+		// runs at most run_code_max_running scripts, all held by coder now.
+		other := g.connect(t, "selfcoder", clientOpts{version: "2025-11-25"})
+		res = callTool(t, other, "run_code", map[string]any{"code": "return 1"})
+		if !res.IsError || res.Meta["airlock/status"] != "script_limit" || !strings.Contains(text(res), "gateway.run_code_max_running") {
+			t.Fatalf("a script beyond the gateway's limit answered isError=%v %v %q, want script_limit naming gateway.run_code_max_running", res.IsError, res.Meta["airlock/status"], text(res))
 		}
 		for _, rec := range recs {
 			g.decide(t, rec, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "held")

@@ -37,6 +37,11 @@ func TestSuggestionsLearnedAsANumericRangeAllowOnlyNumbersWithinIt(t *testing.T)
 		t.Fatalf("adopt %s: %d\n%s", s.ID, status, body)
 	}
 	testenv.WaitForEvent(t, w.deps.JS, "airlock.evt."+subject.SystemAgent+".grant_"+s.ID+".>", subject.GrantCreated, 5*time.Second)
+	// The policy service applies a new grant when its watch sees it, a
+	// moment after grant_created: wait for it to be in force before probing.
+	testenv.Eventually(t, 10*time.Second, "the adopted grant to be in force", func() bool {
+		return w.decisionOf(w.submit("pool-bot", "fs", "write_file", map[string]any{"path": "/srv/app/pool.conf", "workers": 3})) == subject.Allowed
+	})
 
 	for _, c := range []struct {
 		name string

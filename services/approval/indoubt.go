@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/approval/internal/domain"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
@@ -185,6 +186,9 @@ func (s *Service) ResolveInDoubt(ctx context.Context, req *airlockv1.ResolveInDo
 		if err != nil {
 			return nil, err
 		}
+		if err := s.mayResolve(ctx, t, actor); err != nil {
+			return nil, err
+		}
 		if t.GetResolved() {
 			if t.GetResolvedBy().GetId() != actor.GetId() || t.GetHappened() != req.GetHappened() {
 				return nil, apierr.New(apierr.AlreadyDecided, "call %s/%s was resolved already by %s: %s", t.GetAgentId(), t.GetCallId(), t.GetResolvedBy().GetId(), calls.Happened(t.GetHappened()))
@@ -206,6 +210,30 @@ func (s *Service) ResolveInDoubt(ctx context.Context, req *airlockv1.ResolveInDo
 		return &airlockv1.ResolveInDoubtResponse{Task: t, Changed: true}, s.publishResolved(ctx, t)
 	}
 	return nil, apierr.New(apierr.Conflict, "call %s kept changing while it was resolved: try again", ref)
+}
+
+// mayResolve holds an answer to "did it happen?" to the rules of the call's
+// approval: whoever may not decide a call (not among its approvers, the
+// person the agent acts for under an ordinary rule) may not say whether it
+// ran either, and the attempt is recorded like a refused decision. A call
+// the policy allowed without a person has no approval record: any reviewer
+// the front-end lets through may answer.
+func (s *Service) mayResolve(ctx context.Context, t *airlockv1.InDoubtTask, actor *airlockv1.Actor) error {
+	ref, err := callref.New(t.GetAgentId(), t.GetCallId(), t.GetRevision())
+	if err != nil {
+		return apierr.New(apierr.InvalidRequest, "in-doubt task names no call: %v", err)
+	}
+	rec, _, err := s.store.get(ctx, ref.Key())
+	if errors.Is(err, errNotFound) {
+		return nil
+	}
+	if err != nil {
+		return apierr.Wrap(apierr.Unavailable, err, "read the approval of call %s", ref)
+	}
+	if refusal := domain.Authorize(rec, s.dir.Vouched(actor), actor.GetId(), "resolve"); refusal != nil {
+		return s.domainErr(ctx, rec, actor, refusal)
+	}
+	return nil
 }
 
 // publishResolved records a resolution in the trail, where the agent sees it.

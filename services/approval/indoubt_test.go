@@ -64,6 +64,12 @@ func TestACallThatEndedInDoubtAsksAPersonWhetherItHappened(t *testing.T) {
 		Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: "bot"}}); apierr.CodeOf(err) != apierr.NotAuthorized {
 		t.Errorf("an agent resolving its own call: %v, want not_authorized", err)
 	}
+	// Only who may decide the call may say whether it ran: dave (on call,
+	// not among its approvers) is refused, and the attempt is recorded.
+	if _, err := resolve("dave", false, "it did not"); apierr.CodeOf(err) != apierr.NotAuthorized {
+		t.Errorf("a person who is not among the call's approvers resolving it: %v, want not_authorized", err)
+	}
+	testenv.WaitForEvent(t, w.deps.JS, subject.OfCall("bot", "doubt"), subject.UnauthorizedAttempt, 5*time.Second)
 	out, err := resolve("bob", true, "the row is in the table")
 	if err != nil || !out.GetChanged() || !out.GetTask().GetResolved() {
 		t.Fatalf("resolve: %v %v", out, err)

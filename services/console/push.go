@@ -25,6 +25,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/escape"
@@ -386,6 +387,10 @@ func NewPushNotifier(ctx context.Context, deps svc.Deps) (*PushNotifier, error) 
 	if err != nil {
 		return nil, err
 	}
+	// The notifier runs as the approval service, which may read only some
+	// keys of the console bucket (natsauth consolePush): its gets go through
+	// a watch, which names the key, on every layout.
+	st.kv = bus.KeyedReads(st.kv)
 	return &PushNotifier{
 		store: st, subs: &pushStore{kv: st.kv, now: time.Now}, dir: calls.DirectoryOf(deps.Config), keys: keys,
 		subject: pushSubject(deps.Config), client: pushClient(w), base: strings.TrimRight(deps.Config.HTTP.PublicURL, "/"),

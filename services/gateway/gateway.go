@@ -78,6 +78,9 @@ type Gateway struct {
 	// exe is this program, which runs run_code scripts as its children
 	// (its main calls codemode.MaybeChild).
 	exe string
+	// scripts holds a token per run_code script running on any endpoint
+	// (gateway.run_code_max_running).
+	scripts chan struct{}
 	// ready is closed once the first catalog sync is done (or given up on).
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -98,6 +101,7 @@ func New(deps svc.Deps) (*Gateway, error) {
 		policy:    policyapi.New(deps.NC, seal.Key{}, ""),
 		byName:    map[string]*endpoint{},
 		heartbeat: deps.Config.Gateway.Heartbeat,
+		scripts:   make(chan struct{}, deps.Config.Gateway.ScriptsAtOnce()),
 		ready:     make(chan struct{}),
 	}
 	g.catalog = newCatalog(executorapi.New(deps.NC), g.log)

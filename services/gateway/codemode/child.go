@@ -238,7 +238,7 @@ func runIsolated(ctx context.Context, src string, tools []string, call Caller, l
 	// long as the largest message, calls counted, tool names from the list,
 	// the answer bounded.
 	lines := bufio.NewScanner(stdout)
-	lines.Buffer(make([]byte, 0, 64<<10), lim.MaxArgBytes+lim.MaxOutputBytes+lim.MaxOutputBytes+(64<<10))
+	lines.Buffer(make([]byte, 0, 64<<10), childLineMax(lim))
 	known := map[string]bool{}
 	for _, t := range tools {
 		known[t] = true
@@ -253,6 +253,9 @@ func runIsolated(ctx context.Context, src string, tools []string, call Caller, l
 	for {
 		var m callMsg
 		if !lines.Scan() {
+			if errors.Is(lines.Err(), bufio.ErrTooLong) {
+				return end(fail(KindLimit, "the script sent a message over %d bytes (its arguments, output and console.log together, as JSON): it was stopped; pass less data per call", childLineMax(lim)))
+			}
 			_ = cmd.Process.Kill()
 			werr := cmd.Wait()
 			return Result{}, childEnded(ctx, lim, werr, stderr.String())
@@ -296,6 +299,14 @@ func runIsolated(ctx context.Context, src string, tools []string, call Caller, l
 }
 
 // childEnded is the error for a child that ended without an answer.
+// childLineMax is the longest line the child may send: one call's arguments
+// or the answer with its output, as JSON, where escaping can make each byte
+// six (a '<' is "\u003c"), plus the envelope.
+func childLineMax(lim Limits) int {
+	const jsonEscapeGrowth = 6
+	return jsonEscapeGrowth*(lim.MaxArgBytes+2*lim.MaxOutputBytes) + (64 << 10)
+}
+
 func childEnded(ctx context.Context, lim Limits, werr error, stderr string) error {
 	var exit *exec.ExitError
 	switch {

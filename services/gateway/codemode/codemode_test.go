@@ -317,3 +317,20 @@ await tools.ev__echo({get x() { return 1 }, ...rest, y});`
 		t.Fatal("a script that does not parse has a preview")
 	}
 }
+
+// Arguments within the limit pass from the sandbox whatever their
+// characters: JSON escaping can make each byte six ('<' is "\u003c") on the
+// way from the child, and a call of 200 KB of '<' (under the 256 KiB
+// argument limit) failed with a vague error before the child's line was
+// sized for it.
+func TestArgumentsThatGrowWhenEscapedStillPassFromTheSandbox(t *testing.T) {
+	lim := modes(t)["isolated"]
+	rec := &recorder{answer: func(call Call) (any, error) { return "read", nil }}
+	res, err := Run(context.Background(), `const r = await tools.fs__read({d: "<".repeat(200000)}); return r === "read";`, []string{"fs__read"}, rec.call, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Value) != "true" || len(rec.calls) != 1 {
+		t.Fatalf("got %s with %d calls, want true with 1", res.Value, len(rec.calls))
+	}
+}

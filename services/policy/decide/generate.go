@@ -176,9 +176,11 @@ func compileRules(data map[string]any) (*ruleSet, map[string]any, error) {
 			}
 		}
 		if re, _ := raw["arguments_match"].(string); re != "" {
-			if r.argumentsMatch, err = regexp.Compile(re); err != nil {
+			compiled, err := regexp.Compile(re)
+			if err != nil {
 				return nil, nil, fmt.Errorf("rule %s: arguments_match: %w", id, err)
 			}
+			r.argumentsMatch = newMatchFilter(compiled)
 		}
 		if ann, _ := raw["annotations"].(map[string]any); len(ann) > 0 {
 			r.annotations, r.trustedOnly = make(map[string]bool, len(ann)), effect == "allow"

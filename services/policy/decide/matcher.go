@@ -20,9 +20,11 @@ import (
 // The built-in functions the generated module calls. They exist only in
 // airlock's evaluator; a policy run elsewhere (opa test, opa eval) never
 // loads the generated module and decides with the plain rules instead.
+// Their names are one word: topdown spells a dotted name that is not one
+// of OPA's own into a new string on every call.
 const (
-	builtinHits     = "airlock.rule_hits"
-	builtinDecision = "airlock.rules_decision"
+	builtinHits     = "airlock_rule_hits"
+	builtinDecision = "airlock_rules_decision"
 )
 
 // rule is one entry of data.airlock.rules, compiled for matching in Go
@@ -30,7 +32,7 @@ const (
 // sets must hold ("*" or absent is any).
 type rule struct {
 	server, tool, agent string // "*" = any
-	toolGlob, nameGlob  *glob.Pattern
+	toolGlob, nameGlob  *globFilter
 	// First literal characters of the globs, for the index ("" = none).
 	toolInitial, nameInitial string
 	// The names a pattern lists exactly ("{claude__Bash,codex__Bash}"),
@@ -46,7 +48,7 @@ type rule struct {
 	named map[string]bool
 	// argumentsMatch, when set, must match some string of the arguments
 	// (airlock.rego's arguments_match).
-	argumentsMatch *regexp.Regexp
+	argumentsMatch *matchFilter
 	// annotations must hold as airlock.rego's annotation_holds reads them;
 	// trustedOnly (an allow rule's) believes only trusted annotations.
 	annotations map[string]bool
@@ -195,13 +197,18 @@ func literalNames(g string) ([]string, bool) {
 	return names, true
 }
 
-// compileGlobOrAny compiles a glob; "*" (which matches everything when there
-// are no separators) is nil, so matching skips it.
-func compileGlobOrAny(pattern string, sep []rune) (*glob.Pattern, error) {
+// compileGlobOrAny compiles a glob with its literal filter; "*" (which
+// matches everything when there are no separators) is nil, so matching
+// skips it.
+func compileGlobOrAny(pattern string, sep []rune) (*globFilter, error) {
 	if pattern == "*" && len(sep) == 0 {
 		return nil, nil
 	}
-	return compileGlob(pattern, sep)
+	g, err := compileGlob(pattern, sep)
+	if err != nil {
+		return nil, err
+	}
+	return newGlobFilter(g), nil
 }
 
 // ruleSet is data.airlock.rules compiled for the built-in functions, with an

@@ -24,6 +24,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/airlock-gate/airlock/services/shared/bus"
+
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 )
 
@@ -127,7 +129,9 @@ func (s *Store) Forget(ctx context.Context, agent, call string) error {
 // PresenceOf is the call's presence; ok is false when no gateway client
 // ever waited for it past its heartbeat.
 func (s *Store) PresenceOf(ctx context.Context, agent, call string) (p Presence, ok bool, err error) {
-	e, err := s.kv.Get(ctx, presenceKey(agent, call))
+	// Read through a watch: the approval service may follow presences
+	// only (c.>), which a get on a replicated bucket cannot be limited to.
+	e, err := bus.ReadKey(ctx, s.kv, presenceKey(agent, call))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return Presence{}, false, nil
 	}

@@ -295,8 +295,8 @@ func (c Config) Validate() error {
 	if c.Approval.PreviewTimeout > 20*time.Second {
 		errs = append(errs, fmt.Errorf("approval.preview_timeout is %s: keep it at most 20s, well under the 30s a pending call's event may take before it is handled again", c.Approval.PreviewTimeout))
 	}
-	if c.Executor.MaxPreviewBytes < 1024 {
-		errs = append(errs, fmt.Errorf("executor.max_preview_bytes (%d) must be at least 1024: it bounds the text of a call's preview", c.Executor.MaxPreviewBytes))
+	if c.Executor.MaxPreviewBytes < 1024 || c.Executor.MaxPreviewBytes > MaxPreviewBytesLimit {
+		errs = append(errs, fmt.Errorf("executor.max_preview_bytes (%d) must be between 1024 and %d (256 KiB): it bounds the text of a call's preview, which is stored in the call's pending record, and a record must stay under the bus's 1 MiB message size; set it to at most %d", c.Executor.MaxPreviewBytes, MaxPreviewBytesLimit, MaxPreviewBytesLimit))
 	}
 	if len(c.Approval.DefaultApprovers) == 0 {
 		errs = append(errs, fmt.Errorf("approval.default_approvers is empty: name who decides calls whose rule names nobody, e.g. [group:reviewers]"))

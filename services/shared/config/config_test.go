@@ -124,3 +124,30 @@ func TestMissingExplicitFileIsAnError(t *testing.T) {
 		t.Fatal("a missing config file was accepted")
 	}
 }
+
+func TestMaxPreviewBytesIsBoundedSoAPendingRecordFitsOneMessage(t *testing.T) {
+	tests := []struct {
+		name  string
+		bytes int
+		ok    bool
+	}{
+		{"the_default_is_accepted", Default().Executor.MaxPreviewBytes, true},
+		{"the_limit_is_accepted", MaxPreviewBytesLimit, true},
+		{"one_byte_over_the_limit_is_refused", MaxPreviewBytesLimit + 1, false},
+		{"a_megabyte_is_refused", 1 << 20, false},
+		{"under_a_kilobyte_is_refused", 1023, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Default()
+			cfg.Executor.MaxPreviewBytes = tc.bytes
+			err := cfg.Validate()
+			if tc.ok != (err == nil) {
+				t.Fatalf("max_preview_bytes %d: Validate() = %v, want ok=%v", tc.bytes, err, tc.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "set it to at most 262144") {
+				t.Fatalf("the refusal does not say what to do: %v", err)
+			}
+		})
+	}
+}

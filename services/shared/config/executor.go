@@ -5,6 +5,12 @@ import (
 	"time"
 )
 
+// MaxPreviewBytesLimit is the largest executor.max_preview_bytes: a preview
+// is stored in its call's pending record beside the arguments, and the
+// record must fit one bus message (nats-server's max_payload, 1 MiB by
+// default), so a quarter of it leaves room for the rest.
+const MaxPreviewBytesLimit = 256 << 10
+
 // Executor configures the executor and its tool registry.
 type Executor struct {
 	// ToolsFile is the tool registry (tools.yaml); empty means the built-in demo tools only.
@@ -32,7 +38,8 @@ type Executor struct {
 	// tool, a preview endpoint), both when a call comes to wait for a
 	// person and when the executor checks its precondition before running it.
 	PreviewTimeout time.Duration `yaml:"preview_timeout"`
-	// MaxPreviewBytes bounds a preview's text: a longer one is cut and marked.
+	// MaxPreviewBytes bounds a preview's text: a longer one is cut and
+	// marked. At most MaxPreviewBytesLimit.
 	MaxPreviewBytes int `yaml:"max_preview_bytes"`
 }
 

@@ -22,6 +22,21 @@ type Gateway struct {
 	// SessionTimeout closes an HTTP session without requests for that long
 	// (default 1h); the client then starts a new one.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// RunCodeMaxRunning bounds the run_code scripts the whole gateway runs
+	// at once, over all its endpoints (each runs in a child process with
+	// its own memory and CPU limits); default 8.
+	RunCodeMaxRunning int `yaml:"run_code_max_running"`
+}
+
+// DefaultRunCodeMaxRunning is Gateway.RunCodeMaxRunning when it is not set.
+const DefaultRunCodeMaxRunning = 8
+
+// ScriptsAtOnce is RunCodeMaxRunning with its default.
+func (g Gateway) ScriptsAtOnce() int {
+	if g.RunCodeMaxRunning <= 0 {
+		return DefaultRunCodeMaxRunning
+	}
+	return g.RunCodeMaxRunning
 }
 
 func defaultGateway() Gateway { return Gateway{Heartbeat: 15 * time.Second, SessionTimeout: time.Hour} }

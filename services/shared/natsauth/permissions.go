@@ -114,7 +114,9 @@ func bucket(name string) []string {
 // consolePush is what the approval service's Web Push notifier needs of
 // the console bucket: the devices (push.*: list, record a delivery, drop a
 // gone one) and the roles of their owners (users.*, people.*: read only);
-// no session, token or sign-in counter.
+// no session, token or sign-in counter. Gets are allowed by key only as
+// Direct Gets; on a replicated bucket (no Direct Get) the notifier reads
+// through watches (bus.KeyedReads), whose consumers name the key.
 func consolePush(name string) []string {
 	s, k := "KV_"+name, "$KV."+name+"."
 	return []string{
@@ -132,7 +134,9 @@ func consolePush(name string) []string {
 
 // clientPresence is what the approval service needs of the client-waits
 // bucket: to read and watch whether MCP clients wait (c.*), to redraw
-// cards; not the gateway's rejoin entries.
+// cards; not the gateway's rejoin entries. On a replicated bucket it reads
+// a presence through a watch (bus.ReadKey), never STREAM.MSG.GET, which
+// cannot be limited to some keys.
 func clientPresence(name string) []string {
 	s, k := "KV_"+name, "$KV."+name+".c.>"
 	return []string{

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -27,6 +28,13 @@ func git(ctx context.Context, root, index string, stdin []byte, args ...string) 
 	if index != "" {
 		cmd.Env = append(cmd.Env, "GIT_INDEX_FILE="+index)
 	}
+	if args[0] != "config" { // add, and write-tree refreshing racy entries, run clean filters
+		off, err := filtersOff(ctx, root)
+		if err != nil {
+			return nil, err
+		}
+		cmd.Env = append(cmd.Env, off...)
+	}
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
@@ -37,6 +45,42 @@ func git(ctx context.Context, root, index string, stdin []byte, args ...string) 
 		return out, fmt.Errorf("git %s: %w: %s", args[0], err, strings.TrimSpace(stderr.String()))
 	}
 	return out, nil
+}
+
+// filtersOff is the environment that turns off every filter driver the
+// repository's configuration names: a clean filter is a command, and the
+// agent writes .gitattributes and .git/config, so `git add` would run the
+// agent's program, ungated, in the hook and in the person's `airlock undo`.
+// Without filters the snapshot holds the bytes on disk, which is what undo
+// writes back.
+func filtersOff(ctx context.Context, root string) ([]string, error) {
+	out, err := git(ctx, root, "", nil, "config", "-z", "--get-regexp", `^filter\.`)
+	var exit *exec.ExitError
+	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) { // 1: none configured
+		return nil, err
+	}
+	var drivers []string
+	for _, kv := range splitNul(out) {
+		key, _, _ := strings.Cut(kv, "\n")
+		if i := strings.LastIndexByte(key, '.'); i > len("filter.") && !containsStr(drivers, key[len("filter."):i]) {
+			drivers = append(drivers, key[len("filter."):i])
+		}
+	}
+	n := 0
+	if c, err := strconv.Atoi(os.Getenv("GIT_CONFIG_COUNT")); err == nil && c > 0 {
+		n = c // keep the settings the environment makes already
+	}
+	var env []string
+	for _, d := range drivers {
+		for _, kv := range [][2]string{{"clean", ""}, {"smudge", ""}, {"process", ""}, {"required", "false"}} {
+			env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=filter.%s.%s", n, d, kv[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", n, kv[1]))
+			n++
+		}
+	}
+	if len(env) > 0 {
+		env = append(env, fmt.Sprintf("GIT_CONFIG_COUNT=%d", n))
+	}
+	return env, nil
 }
 
 // gitRoot is the top level of the git work tree holding dir.

@@ -98,7 +98,11 @@ type manifest struct {
 	After     string   `json:"after,omitempty"`
 	Entries   []entry  `json:"entries,omitempty"` // copies
 	Note      string   `json:"note,omitempty"`
-	Undone    bool     `json:"undone,omitempty"`
+	// Recorded: what the call left was recorded (once: a later post-tool
+	// report of the same call would otherwise take a person's later work
+	// for the call's, and undo would erase it without asking).
+	Recorded bool `json:"recorded,omitempty"`
+	Undone   bool `json:"undone,omitempty"`
 }
 
 // entry is one file of a copy snapshot; its copy is named by its index,
@@ -161,6 +165,13 @@ func (s Store) Before(ctx context.Context, t Target) (*airlockv1.Snapshot, error
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("snapshot directory: %w", err)
 	}
+	// The first snapshot of a call stands: the same tool-use id sent again
+	// (a replay) must not replace the state before the call with a later one.
+	if m, err := readManifest(dir); err == nil {
+		return m.record(refOf(t.Agent, t.Call), dir), nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
 	var m manifest
 	if root, ok := gitRoot(ctx, cwd); ok {
 		m, err = s.gitBefore(ctx, root, cwd, t, dir, lim)
@@ -193,6 +204,9 @@ func (s Store) After(ctx context.Context, agent, call string) (rec *airlockv1.Sn
 	if err != nil {
 		return nil, false, err
 	}
+	if m.Recorded || m.Undone {
+		return m.record(refOf(agent, call), dir), true, nil
+	}
 	switch m.Kind {
 	case KindGit:
 		tree, err := gitCapture(ctx, m.Root, m.Paths, m.WholeTree, dir, lim)
@@ -213,6 +227,7 @@ func (s Store) After(ctx context.Context, agent, call string) (rec *airlockv1.Sn
 	default:
 		return nil, true, fmt.Errorf("snapshot of %s/%s: unknown kind %q", agent, call, m.Kind)
 	}
+	m.Recorded = true
 	if err := writeManifest(dir, m); err != nil {
 		return nil, true, err
 	}

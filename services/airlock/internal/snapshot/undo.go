@@ -106,6 +106,18 @@ func (s Store) undoGit(ctx context.Context, m manifest, dir string, force bool, 
 		if err != nil {
 			return nil, err
 		}
+		// The tree of now leaves out what git ignores or the bound drops, as
+		// the tree of after may have: read the files on disk too, so a later
+		// change to such a file is never erased unasked.
+		onDisk, err := gitDiffersOnDisk(ctx, m.Root, m.After, changed)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range onDisk {
+			if !containsStr(later, p) {
+				later = append(later, p)
+			}
+		}
 		if len(later) > 0 && !force {
 			return nil, fmt.Errorf("%w: %s changed after the call; undoing it would lose those changes. Look at them (git diff %s), then run again with --force to put the files back as they were before the call", ErrLaterChanges, list(later), m.After[:min(12, len(m.After))])
 		}
@@ -175,4 +187,43 @@ func list(paths []string) string {
 		s += fmt.Sprintf(" and %d more", len(paths)-5)
 	}
 	return s
+}
+
+// gitDiffersOnDisk lists the paths whose file on disk is not what commit
+// holds (present, absent, content, link target or executable bit).
+func gitDiffersOnDisk(ctx context.Context, root, commit string, paths []string) ([]string, error) {
+	entries, err := gitEntries(ctx, root, commit, paths)
+	if err != nil {
+		return nil, err
+	}
+	var differ []string
+	for _, p := range paths {
+		if err := validRel(root, p); err != nil {
+			return nil, err
+		}
+		e, held := entries[p]
+		info, err := os.Lstat(filepath.Join(root, filepath.FromSlash(p)))
+		exists := err == nil
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		same := !held && !exists
+		if held && exists {
+			switch {
+			case e.mode == "160000":
+				same = true // a submodule: undo leaves it alone
+			case e.mode == "120000" && info.Mode()&os.ModeSymlink != 0:
+				target, err := os.Readlink(filepath.Join(root, filepath.FromSlash(p)))
+				blob, berr := git(ctx, root, "", nil, "cat-file", "blob", e.oid)
+				same = err == nil && berr == nil && target == string(blob)
+			case (e.mode == "100644" || e.mode == "100755") && info.Mode().IsRegular() && (info.Mode()&0o100 != 0) == (e.mode == "100755"):
+				out, err := git(ctx, root, "", nil, "hash-object", "--no-filters", "--", p)
+				same = err == nil && strings.TrimSpace(string(out)) == e.oid
+			}
+		}
+		if !same {
+			differ = append(differ, p)
+		}
+	}
+	return differ, nil
 }
