@@ -77,20 +77,18 @@ func TestAStandingGrantNeverAnswersACallRiskierThanItWasMadeFor(t *testing.T) {
 		t.Errorf("the grant made from a medium-risk call does not record it (%v): %s", err, reply)
 	}
 
-	for _, c := range []struct {
-		name  string
-		agent string
-		path  string
-		want  string
-	}{
-		{"a routine write under the adopted suggestion", "writer-bot", "/srv/app/docs/guide/page-1.md", subject.Allowed},
-		{"a key file under the adopted suggestion", "writer-bot", "/srv/app/docs/guide/.ssh/authorized_keys", subject.ApprovalRequested},
-		{"a routine write under the reviewer's grant", "wiki-bot", "/srv/wiki/api/next.md", subject.Allowed},
-		{"a key file under the reviewer's grant", "wiki-bot", "/srv/wiki/.ssh/authorized_keys", subject.ApprovalRequested},
+	write := func(agent, path string) string {
+		return w.decisionOf(w.submit(agent, "fs", "write_file", map[string]any{"path": path, "content": "ssh-ed25519 AAAA attacker"}))
+	}
+	// The policy service applies a new grant when its watch sees it: both
+	// grants allow a routine write first, so the asks below are theirs.
+	for _, c := range []struct{ agent, routine, key string }{
+		{"writer-bot", "/srv/app/docs/guide/page-1.md", "/srv/app/docs/guide/.ssh/authorized_keys"},
+		{"wiki-bot", "/srv/wiki/api/next.md", "/srv/wiki/.ssh/authorized_keys"},
 	} {
-		got := w.decisionOf(w.submit(c.agent, "fs", "write_file", map[string]any{"path": c.path, "content": "ssh-ed25519 AAAA attacker"}))
-		if got != c.want {
-			t.Errorf("%s (%s): %s, want %s", c.name, c.path, got, c.want)
+		testenv.Eventually(t, 10*time.Second, c.agent+"'s grant in force", func() bool { return write(c.agent, c.routine) == subject.Allowed })
+		if got := write(c.agent, c.key); got != subject.ApprovalRequested {
+			t.Errorf("%s writing %s under its grant: %s, want a person asked", c.agent, c.key, got)
 		}
 	}
 }
