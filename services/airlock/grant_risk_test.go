@@ -24,16 +24,8 @@ func TestAStandingGrantNeverAnswersACallRiskierThanItWasMadeFor(t *testing.T) {
 	root := w.signIn("root")
 	// Priority 150: the default "write" rule (130) still asks about every
 	// write; this one only raises the risk of a key file anywhere.
-	rule := `{"id":"ssh-keys","priority":150,"server":"fs","tool":"write_file","args":{"/path":"**/.ssh/*"},"effect":"ask","risk":"high","reason":"ssh keys"}`
-	if status, body := root.apiJSON(http.MethodPost, "/api/v1/rules", rule); status != http.StatusOK {
-		t.Fatalf("put the risk rule: %d %s", status, body)
-	}
-	testenv.Eventually(t, 5*time.Second, "the risk rule in force", func() bool {
-		c := w.submit("probe-bot", "fs", "write_file", map[string]any{"path": "/srv/x/.ssh/probe", "content": "x"})
-		ev := testenv.WaitForEvent(t, w.deps.JS, "airlock.evt.probe-bot."+c.CallId+".>", subject.ApprovalRequested, 5*time.Second)
-		d := ev.GetApprovalRequested().GetDecision()
-		return d.GetRisk() == airlockv1.Risk_RISK_HIGH && d.GetRuleId() == "write"
-	})
+	w.putHighRiskRule(root, `{"id":"ssh-keys","priority":150,"server":"fs","tool":"write_file","args":{"/path":"**/.ssh/*"},"effect":"ask","risk":"high","reason":"ssh keys"}`,
+		"/srv/x/.ssh/probe")
 
 	// An adopted suggestion: approved writes in two subdirectories of docs.
 	w.record([]historyKind{{weight: 1, agent: "writer-bot", server: "fs", tool: "write_file", args: func(r *rand.Rand) map[string]any {
@@ -64,10 +56,13 @@ func TestAStandingGrantNeverAnswersACallRiskierThanItWasMadeFor(t *testing.T) {
 	alice := w.signIn("alice")
 	body, _ := json.Marshal(map[string]any{"from_call_id": first.CallId, "agent_id": "wiki-bot",
 		"argument_globs": map[string]string{"/path": "/srv/wiki/**"}, "any_arguments": []string{"/content"}})
-	status, reply := alice.apiJSON(http.MethodPost, "/api/v1/grants", string(body))
-	if status != http.StatusCreated {
-		t.Fatalf("create a grant from %s: %d %s", first.CallId, status, reply)
-	}
+	var reply string
+	// The approval service records the ask a moment after the policy makes it.
+	testenv.Eventually(t, 5*time.Second, "a grant created from "+first.CallId, func() bool {
+		var status int
+		status, reply = alice.apiJSON(http.MethodPost, "/api/v1/grants", string(body))
+		return status == http.StatusCreated
+	})
 	var created struct {
 		Grant struct {
 			MaxRisk string `json:"max_risk"`
@@ -87,8 +82,29 @@ func TestAStandingGrantNeverAnswersACallRiskierThanItWasMadeFor(t *testing.T) {
 		{"wiki-bot", "/srv/wiki/api/next.md", "/srv/wiki/.ssh/authorized_keys"},
 	} {
 		testenv.Eventually(t, 10*time.Second, c.agent+"'s grant in force", func() bool { return write(c.agent, c.routine) == subject.Allowed })
-		if got := write(c.agent, c.key); got != subject.ApprovalRequested {
+		key := w.submit(c.agent, "fs", "write_file", map[string]any{"path": c.key, "content": "ssh-ed25519 AAAA attacker"})
+		if got := w.decisionOf(key); got != subject.ApprovalRequested {
 			t.Errorf("%s writing %s under its grant: %s, want a person asked", c.agent, c.key, got)
+			continue
+		}
+		// Asked by the grant's own rule: only the risk kept the grant out.
+		ev := testenv.WaitForEvent(t, w.deps.JS, "airlock.evt."+c.agent+"."+key.CallId+".>", subject.ApprovalRequested, 5*time.Second)
+		if d := ev.GetApprovalRequested().GetDecision(); d.GetRuleId() != "write" || d.GetRisk() != airlockv1.Risk_RISK_HIGH {
+			t.Errorf("%s writing %s: asked by %s at %v, want rule write at high risk", c.agent, c.key, d.GetRuleId(), d.GetRisk())
 		}
 	}
+}
+
+// putHighRiskRule puts a run-time rule through the REST API as admin and
+// waits until a fs write_file to probe is asked about at high risk.
+func (w *learnWorld) putHighRiskRule(admin *session, rule, probe string) {
+	w.t.Helper()
+	if status, body := admin.apiJSON(http.MethodPost, "/api/v1/rules", rule); status != http.StatusOK {
+		w.t.Fatalf("put the risk rule: %d %s", status, body)
+	}
+	testenv.Eventually(w.t, 5*time.Second, "the risk rule in force", func() bool {
+		c := w.submit("probe-bot", "fs", "write_file", map[string]any{"path": probe, "content": "x"})
+		ev := testenv.WaitForEvent(w.t, w.deps.JS, "airlock.evt.probe-bot."+c.CallId+".>", subject.ApprovalRequested, 5*time.Second)
+		return ev.GetApprovalRequested().GetDecision().GetRisk() == airlockv1.Risk_RISK_HIGH
+	})
 }
