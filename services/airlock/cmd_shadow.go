@@ -80,7 +80,7 @@ Commands go through the console's REST API as the owner of the API token
 				return fmt.Errorf("start shadow: %w", err)
 			}
 			fmt.Printf("candidate %s (%s) runs in shadow on every policy replica within moments; `airlock policy shadow divergences` shows where it decides otherwise\n",
-				st.GetState().GetCandidateDigest(), strings.Join(st.GetModules(), ", "))
+				escape.Terminal(st.GetState().GetCandidateDigest()), terminalList(st.GetModules()))
 			return nil
 		},
 	}
@@ -95,7 +95,7 @@ Commands go through the console's REST API as the owner of the API token
 			if err != nil {
 				return fmt.Errorf("stop shadow: %w", err)
 			}
-			fmt.Printf("shadow stopped on every policy replica (candidate %s)\n", st.GetState().GetCandidateDigest())
+			fmt.Printf("shadow stopped on every policy replica (candidate %s)\n", escape.Terminal(st.GetState().GetCandidateDigest()))
 			return nil
 		},
 	}
@@ -140,9 +140,14 @@ Commands go through the console's REST API as the owner of the API token
 				return fmt.Errorf("read the divergences: %w", err)
 			}
 			if divJSON {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(sum)
+				b, err := json.MarshalIndent(sum, "", "  ")
+				if err != nil {
+					return fmt.Errorf("encode the divergences: %w", err)
+				}
+				// As every --json: what JSON leaves raw (C1 controls, bidi
+				// and zero-width characters) as \u escapes.
+				_, err = fmt.Fprintln(os.Stdout, escape.TerminalLines(string(b)))
+				return err
 			}
 			printDivergences(os.Stdout, &sum)
 			return nil
@@ -161,16 +166,16 @@ func printShadowStatus(w io.Writer, st *airlockv1.ShadowStatusResponse) {
 	s := st.GetState()
 	switch {
 	case s.GetOn():
-		fmt.Fprintf(w, "on: candidate %s from %s (%s), started by %s at %s\n", s.GetCandidateDigest(), escape.Terminal(s.GetSource()),
-			strings.Join(st.GetModules(), ", "), escape.Terminal(s.GetBy().GetId()), s.GetAt().AsTime().Format(time.RFC3339))
+		fmt.Fprintf(w, "on: candidate %s from %s (%s), started by %s at %s\n", escape.Terminal(s.GetCandidateDigest()), escape.Terminal(s.GetSource()),
+			terminalList(st.GetModules()), escape.Terminal(s.GetBy().GetId()), s.GetAt().AsTime().Format(time.RFC3339))
 	case s.GetCandidateDigest() != "":
-		fmt.Fprintf(w, "off: candidate %s stopped by %s at %s\n", s.GetCandidateDigest(), escape.Terminal(s.GetBy().GetId()), s.GetAt().AsTime().Format(time.RFC3339))
+		fmt.Fprintf(w, "off: candidate %s stopped by %s at %s\n", escape.Terminal(s.GetCandidateDigest()), escape.Terminal(s.GetBy().GetId()), s.GetAt().AsTime().Format(time.RFC3339))
 	default:
 		fmt.Fprintln(w, "off: no candidate has run in shadow (start one with `airlock policy shadow start --dir DIR`)")
 	}
 	fmt.Fprintf(w, "the replica that answered: %d decided by the candidate, %d diverged, %d failed, %d dropped\n", st.GetEvaluated(), st.GetDiverged(), st.GetFailed(), st.GetDropped())
 	if st.GetError() != "" {
-		fmt.Fprintf(w, "it cannot run the candidate: %s\n", st.GetError())
+		fmt.Fprintf(w, "it cannot run the candidate: %s\n", escape.Terminal(st.GetError()))
 	}
 }
 
@@ -179,11 +184,14 @@ func printDivergences(w io.Writer, sum *console.ShadowSummary) {
 	if name == "" {
 		name = "every candidate"
 	}
-	fmt.Fprintf(w, "%d divergence(s) of %s since %s (from %s)", sum.Total, name, sum.Since.Format(time.RFC3339), sum.Source)
+	fmt.Fprintf(w, "%d divergence(s) of %s since %s (from %s)", sum.Total, escape.Terminal(name), sum.Since.Format(time.RFC3339), escape.Terminal(sum.Source))
 	if sum.Truncated {
 		fmt.Fprint(w, ", only the first rows read: narrow with --since")
 	}
 	fmt.Fprintln(w)
+	if len(sum.Capped) > 0 {
+		fmt.Fprintf(w, "only the first %d divergences of %s were read, so that no agent's flood hides the others'\n", sum.AgentRows, terminalList(sum.Capped))
+	}
 	if len(sum.Groups) == 0 {
 		return
 	}
@@ -195,7 +203,18 @@ func printDivergences(w io.Writer, sum *console.ShadowSummary) {
 			e := g.Examples[0]
 			ex = escape.Terminal(e.Agent + "/" + e.Call)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s by %s\t%s by %s\t%s\n", g.Count, escape.Terminal(g.Tool), g.Live, escape.Terminal(g.LiveRule), g.Candidate, escape.Terminal(g.CandidateRule), ex)
+		fmt.Fprintf(tw, "%d\t%s\t%s by %s\t%s by %s\t%s\n", g.Count, escape.Terminal(g.Tool), escape.Terminal(g.Live), escape.Terminal(g.LiveRule),
+			escape.Terminal(g.Candidate), escape.Terminal(g.CandidateRule), ex)
 	}
 	_ = tw.Flush()
+}
+
+// terminalList is names joined for one terminal line, each escaped (a
+// candidate's module names are whatever its author sent).
+func terminalList(names []string) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = escape.Terminal(n)
+	}
+	return strings.Join(out, ", ")
 }

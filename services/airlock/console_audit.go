@@ -67,7 +67,7 @@ func (a *consoleAudit) Source() string {
 
 func auditFilter(q console.AuditQuery) store.Filter {
 	return store.Filter{Call: q.Call, Thread: q.Thread, Agent: q.Agent, Tool: q.Tool, Actor: q.Actor, Type: q.Type,
-		Decision: q.Decision, DecidedBy: q.DecidedBy, Grant: q.Grant, Since: q.Since, Until: q.Until, AfterSeq: q.AfterSeq, Limit: q.Limit}
+		Decision: q.Decision, DecidedBy: q.DecidedBy, Grant: q.Grant, Since: q.Since, Until: q.Until, AfterSeq: q.AfterSeq, ExcludeAgents: q.ExcludeAgents, Limit: q.Limit}
 }
 
 func (a *consoleAudit) Search(ctx context.Context, q console.AuditQuery) ([]console.AuditRow, error) {

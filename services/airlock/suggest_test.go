@@ -47,6 +47,13 @@ const learnPassword = "correct horse battery staple"
 
 func newLearnWorld(t *testing.T) *learnWorld {
 	t.Helper()
+	return newLearnWorldWith(t, console.Options{})
+}
+
+// newLearnWorldWith is newLearnWorld with the console's options (its
+// audit reader and suggester are the world's own).
+func newLearnWorldWith(t *testing.T, opts console.Options) *learnWorld {
+	t.Helper()
 	n := testenv.StartNATS(t)
 	cfg := testenv.Config(n.URL())
 	h, err := bcrypt.GenerateFromPassword([]byte(learnPassword), bcrypt.MinCost)
@@ -71,7 +78,8 @@ func newLearnWorld(t *testing.T) *learnWorld {
 	}
 	testenv.RunService(t, appr)
 	a := newConsoleAudit(deps)
-	con, err := console.New(ctx, deps, console.Options{Audit: a, Suggest: consoleSuggest{a}})
+	opts.Audit, opts.Suggest = a, consoleSuggest{a}
+	con, err := console.New(ctx, deps, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,20 +421,13 @@ func TestSuggestionsAreProvenOverTheWholeHistoryNotOnlyTheEvidenceWindow(t *test
 func TestSuggestionsAreNotProposedWhenAnyApprovedCallOfTheGroupWasHighRisk(t *testing.T) {
 	w := newLearnWorld(t)
 	admin := w.signIn("root")
-	rule := `{"id":"notes-keys","priority":150,"server":"fs","tool":"write_file","args":{"/path":"/srv/notes/keys/*"},"effect":"ask","risk":"high","reason":"key material"}`
-	if status, body := admin.apiJSON(http.MethodPost, "/api/v1/rules", rule); status != http.StatusOK {
-		t.Fatalf("put the risk rule: %d %s", status, body)
-	}
+	w.putHighRiskRule(admin, `{"id":"notes-keys","priority":150,"server":"fs","tool":"write_file","args":{"/path":"/srv/notes/keys/*"},"effect":"ask","risk":"high","reason":"key material"}`,
+		"/srv/notes/keys/probe.md")
 	notes := func(dir string) []historyKind {
 		return []historyKind{{weight: 1, agent: "notes-bot", server: "fs", tool: "write_file", args: func(r *rand.Rand) map[string]any {
 			return map[string]any{"path": fmt.Sprintf("/srv/notes/%s%d.md", dir, r.IntN(50)), "content": fmt.Sprintf("note %d", r.IntN(1000))}
 		}, verdict: always(approve)}}
 	}
-	testenv.Eventually(t, 5*time.Second, "the risk rule in force", func() bool {
-		c := w.submit("probe-bot", "fs", "write_file", map[string]any{"path": "/srv/notes/keys/probe.md"})
-		ev := testenv.WaitForEvent(t, w.deps.JS, "airlock.evt.probe-bot."+c.CallId+".>", subject.ApprovalRequested, 5*time.Second)
-		return ev.GetApprovalRequested().GetDecision().GetRisk() == airlockv1.Risk_RISK_HIGH
-	})
 	w.record(notes(""), 6)
 	w.record(notes("keys/"), 2)
 

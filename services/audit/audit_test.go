@@ -188,6 +188,8 @@ func TestFiltersAndExportsReturnTheRightRows(t *testing.T) {
 		{"by time range", store.Filter{Since: mid}, countFrom(all, mid), func(r store.Row) bool { return !r.Time.Before(mid) }},
 		{"until a time", store.Filter{Until: mid}, 16 - countFrom(all, mid), func(r store.Row) bool { return r.Time.Before(mid) }},
 		{"with a limit", store.Filter{Limit: 3}, 3, func(r store.Row) bool { return r.Seq <= 3 }},
+		{"leaving agents out", store.Filter{ExcludeAgents: []string{"bot", "nobody"}}, 6, func(r store.Row) bool { return r.Agent != "bot" }},
+		{"leaving agents out with another field", store.Filter{ExcludeAgents: []string{"helper"}, Type: "approved"}, 1, func(r store.Row) bool { return r.Call == "c-1" }},
 		{"nothing matching", store.Filter{Call: "nope"}, 0, nil},
 	}
 	for _, c := range cases {

@@ -43,7 +43,9 @@ type AuditQuery struct {
 	Since, Until     time.Time
 	// AfterSeq returns only rows after this stream sequence (paging).
 	AfterSeq uint64
-	Limit    int
+	// ExcludeAgents leaves out these agents' rows.
+	ExcludeAgents []string
+	Limit         int
 }
 
 // AuditRow is one audited event.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func (m *memAudit) Source() string { return "memory" }
 func (m *memAudit) match(q console.AuditQuery) []console.AuditRow {
 	var out []console.AuditRow
 	for _, r := range m.rows {
-		if (q.Agent == "" || r.Agent == q.Agent) && (q.Type == "" || r.Type == q.Type) && (q.Since.IsZero() || !r.Time.Before(q.Since)) && r.Seq > q.AfterSeq {
+		if (q.Agent == "" || r.Agent == q.Agent) && (q.Type == "" || r.Type == q.Type) && (q.Since.IsZero() || !r.Time.Before(q.Since)) && r.Seq > q.AfterSeq && !slices.Contains(q.ExcludeAgents, r.Agent) {
 			out = append(out, r)
 		}
 	}

@@ -57,6 +57,9 @@ type Options struct {
 	Audit Audit
 	// Suggest computes the Suggestions page; nil leaves it out.
 	Suggest Suggester
+	// ShadowRows bounds the audit rows one shadow divergences summary
+	// reads (default 20,000); each agent's rows count up to a tenth of it.
+	ShadowRows int
 }
 
 // Console is the web console, the REST API and the live feed behind the inbox.
@@ -101,6 +104,9 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 	}
 	if opts.HealthWait == 0 {
 		opts.HealthWait = 300 * time.Millisecond
+	}
+	if opts.ShadowRows <= 0 {
+		opts.ShadowRows = shadowMaxRows
 	}
 	st, err := openStore(ctx, deps, opts.Now)
 	if err != nil {

@@ -16,10 +16,12 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
-// Bounds of one divergences summary: rows read from the audit trail, and
-// examples kept per group.
+// Bounds of one divergences summary: rows read from the audit trail (the
+// default of Options.ShadowRows), the share of them one agent's rows may
+// take, and examples kept per group.
 const (
 	shadowMaxRows     = 20000
+	shadowAgentShare  = 10 // an agent's rows: at most 1/10 of the rows read
 	shadowPageRows    = 1000
 	shadowExamples    = 3
 	shadowDefaultBack = "720h"
@@ -59,22 +61,46 @@ type ShadowSummary struct {
 	Total     int           `json:"total"`
 	Groups    []ShadowGroup `json:"groups"`
 	// Truncated: more rows matched than one summary reads.
-	Truncated bool   `json:"truncated"`
-	Source    string `json:"source"`
+	Truncated bool `json:"truncated"`
+	// Capped are the agents that had more than AgentRows divergences, of
+	// which only the first AgentRows were read: one agent's flood never
+	// hides the others'.
+	Capped    []string `json:"capped_agents,omitempty"`
+	AgentRows int      `json:"agent_rows"`
+	Source    string   `json:"source"`
 }
 
 // shadowDivergences reads the shadow_divergence rows of candidate (all
-// candidates when "") since a time and groups them.
+// candidates when "") since a time and groups them. It reads at most
+// Options.ShadowRows rows, and at most a tenth of them of one agent: once
+// an agent has had its share, the rest of the window is read without its
+// rows, so an agent flooding divergences early cannot hide the later ones
+// of other agents.
 func (con *Console) shadowDivergences(ctx context.Context, since time.Time, candidate string) (ShadowSummary, error) {
-	sum := ShadowSummary{Candidate: candidate, Since: since, Source: con.opts.Audit.Source()}
+	maxRows := con.opts.ShadowRows
+	sum := ShadowSummary{Candidate: candidate, Since: since, Source: con.opts.Audit.Source(), AgentRows: max(maxRows/shadowAgentShare, 1)}
 	byKey := map[string]*ShadowGroup{}
-	q := AuditQuery{Type: subject.ShadowDivergence, Since: since, Limit: shadowPageRows}
-	for read := 0; read < shadowMaxRows; {
+	perAgent := map[string]int{}
+	q := AuditQuery{Type: subject.ShadowDivergence, Since: since}
+	for read := 0; read < maxRows; {
+		q.Limit = min(shadowPageRows, maxRows-read)
 		rows, err := con.opts.Audit.Search(ctx, q)
 		if err != nil {
 			return sum, apierr.Wrap(apierr.Unavailable, err, "read the divergences from the audit trail")
 		}
 		for _, r := range rows {
+			if n := perAgent[r.Agent]; n >= sum.AgentRows {
+				// One more than its share: the agent is capped and left out
+				// of the pages to come. Not counted, so at most a page per
+				// capped agent is read on top of the bound.
+				if n == sum.AgentRows {
+					perAgent[r.Agent]++
+					q.ExcludeAgents = append(q.ExcludeAgents, r.Agent)
+				}
+				continue
+			}
+			read++
+			perAgent[r.Agent]++
 			if candidate != "" && r.PolicyRevision != candidate {
 				continue
 			}
@@ -96,13 +122,14 @@ func (con *Console) shadowDivergences(ctx context.Context, since time.Time, cand
 				g.Examples = g.Examples[1:]
 			}
 		}
-		read += len(rows)
-		if len(rows) < shadowPageRows {
+		if len(rows) < q.Limit {
 			break
 		}
 		q.AfterSeq = rows[len(rows)-1].Seq
-		sum.Truncated = read >= shadowMaxRows
+		sum.Truncated = read >= maxRows
 	}
+	sum.Capped = q.ExcludeAgents
+	sort.Strings(sum.Capped)
 	for _, g := range byKey {
 		for i, j := 0, len(g.Examples)-1; i < j; i, j = i+1, j-1 {
 			g.Examples[i], g.Examples[j] = g.Examples[j], g.Examples[i]

@@ -238,3 +238,40 @@ func TestANonFiniteNumberNeverFallsInARange(t *testing.T) {
 		t.Fatal("the range refuses a finite number inside it too: the test proves nothing")
 	}
 }
+
+// TestAGrantAnswersNoCallRiskierThanItWasMadeFor: the policy's risk for
+// this call is compared with the grant's max_risk; a grant stored before
+// max_risk existed answers up to medium (the policy's default risk), never
+// a call a rule rates high or critical.
+func TestAGrantAnswersNoCallRiskierThanItWasMadeFor(t *testing.T) {
+	grant := func(r airlockv1.Risk) *airlockv1.StandingGrant {
+		return &airlockv1.StandingGrant{AgentId: "bot", Server: "fs", Tool: "write_file", RuleId: "write", MaxRisk: r,
+			ArgumentGlobs: map[string]string{"/path": "/srv/docs/**"}}
+	}
+	tests := []struct {
+		name  string
+		grant airlockv1.Risk
+		call  airlockv1.Risk
+		want  bool
+	}{
+		{"a_medium_grant_answers_a_low_call", airlockv1.Risk_RISK_MEDIUM, airlockv1.Risk_RISK_LOW, true},
+		{"a_medium_grant_answers_a_medium_call", airlockv1.Risk_RISK_MEDIUM, airlockv1.Risk_RISK_MEDIUM, true},
+		{"a_medium_grant_does_not_answer_a_high_call", airlockv1.Risk_RISK_MEDIUM, airlockv1.Risk_RISK_HIGH, false},
+		{"a_low_grant_does_not_answer_a_medium_call", airlockv1.Risk_RISK_LOW, airlockv1.Risk_RISK_MEDIUM, false},
+		{"a_high_grant_answers_a_high_call", airlockv1.Risk_RISK_HIGH, airlockv1.Risk_RISK_HIGH, true},
+		{"a_high_grant_does_not_answer_a_critical_call", airlockv1.Risk_RISK_HIGH, airlockv1.Risk_RISK_CRITICAL, false},
+		{"a_grant_made_before_max_risk_answers_a_medium_call", airlockv1.Risk_RISK_UNSPECIFIED, airlockv1.Risk_RISK_MEDIUM, true},
+		{"a_grant_made_before_max_risk_does_not_answer_a_high_call", airlockv1.Risk_RISK_UNSPECIFIED, airlockv1.Risk_RISK_HIGH, false},
+		{"a_grant_made_before_max_risk_does_not_answer_a_critical_call", airlockv1.Risk_RISK_UNSPECIFIED, airlockv1.Risk_RISK_CRITICAL, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := &structpb.Struct{Fields: map[string]*structpb.Value{"path": structpb.NewStringValue("/srv/docs/a/b.md")}}
+			call := &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Revision: 1, Server: "fs", Tool: "write_file", Arguments: args}
+			d := &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, RuleId: "write", Quorum: 1, Risk: tt.call}
+			if got := decide.GrantApplies(grant(tt.grant), call, d, time.Now()); got != tt.want {
+				t.Errorf("a %v grant about a %v call: applies %v, want %v", tt.grant, tt.call, got, tt.want)
+			}
+		})
+	}
+}

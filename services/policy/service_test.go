@@ -529,7 +529,8 @@ func TestStandingGrantTurnsAskIntoAllowForItsUses(t *testing.T) {
 			t.Errorf("%s/%v: %v, want ask", c.AgentId, c.Arguments.AsMap(), d.Action)
 		}
 	}
-	put(&airlockv1.StandingGrant{Id: "g-etc", AgentId: "bot", Server: "fs", Tool: "delete_file", RuleId: "destructive"})
+	// Made from a call the destructive rule rated high: it answers high.
+	put(&airlockv1.StandingGrant{Id: "g-etc", AgentId: "bot", Server: "fs", Tool: "delete_file", RuleId: "destructive", MaxRisk: airlockv1.Risk_RISK_HIGH})
 	testenv.Eventually(t, 5*time.Second, "the grant to be seen", func() bool {
 		return e.Decide(context.Background(), &airlockv1.ToolCall{AgentId: "bot", CallId: "h", Revision: 1, Server: "fs", Tool: "delete_file", Arguments: mustStruct(t, map[string]any{"path": "/home/x"})}).GrantId == "g-etc"
 	})

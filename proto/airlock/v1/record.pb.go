@@ -644,8 +644,14 @@ type StandingGrant struct {
 	// like one, a bool or null); a grant without ranges means what it meant
 	// before they existed.
 	ArgumentRanges map[string]*NumberRange `protobuf:"bytes,53,rep,name=argument_ranges,json=argumentRanges,proto3" json:"argument_ranges,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The highest risk the grant was made for: the risk of the call it was
+	// made from (a suggestion's grant: its group's riskiest approval). A call
+	// the policy rates riskier is not answered by the grant: a person is
+	// asked. Unset (grants made before it existed) reads as RISK_MEDIUM, the
+	// policy's default risk (decide.GrantMaxRisk).
+	MaxRisk       Risk `protobuf:"varint,54,opt,name=max_risk,json=maxRisk,proto3,enum=airlock.v1.Risk" json:"max_risk,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StandingGrant) Reset() {
@@ -832,6 +838,13 @@ func (x *StandingGrant) GetArgumentRanges() map[string]*NumberRange {
 	return nil
 }
 
+func (x *StandingGrant) GetMaxRisk() Risk {
+	if x != nil {
+		return x.MaxRisk
+	}
+	return Risk_RISK_UNSPECIFIED
+}
+
 // NumberRange is a closed range of numbers, both ends included. Both ends
 // are finite and min <= max (the approval service refuses any other).
 type NumberRange struct {
@@ -941,7 +954,7 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\aoutcome\x18\v \x01(\tR\aoutcome\x12\x19\n" +
 	"\bagent_id\x18\f \x01(\tR\aagentId\x12\x14\n" +
 	"\x05claim\x18\r \x01(\tR\x05claim\x12=\n" +
-	"\fheartbeat_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\"\xb1\n" +
+	"\fheartbeat_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\"\xde\n" +
 	"\n" +
 	"\rStandingGrant\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
@@ -972,7 +985,8 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\x0fargument_values\x182 \x03(\v2-.airlock.v1.StandingGrant.ArgumentValuesEntryR\x0eargumentValues\x122\n" +
 	"\x15only_listed_arguments\x183 \x01(\bR\x13onlyListedArguments\x12#\n" +
 	"\rany_arguments\x184 \x03(\tR\fanyArguments\x12V\n" +
-	"\x0fargument_ranges\x185 \x03(\v2-.airlock.v1.StandingGrant.ArgumentRangesEntryR\x0eargumentRanges\x1a@\n" +
+	"\x0fargument_ranges\x185 \x03(\v2-.airlock.v1.StandingGrant.ArgumentRangesEntryR\x0eargumentRanges\x12+\n" +
+	"\bmax_risk\x186 \x01(\x0e2\x10.airlock.v1.RiskR\amaxRisk\x1a@\n" +
 	"\x12ArgumentGlobsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aB\n" +
@@ -1039,7 +1053,8 @@ var file_airlock_v1_record_proto_goTypes = []any{
 	(*Actor)(nil),                 // 15: airlock.v1.Actor
 	(*structpb.Struct)(nil),       // 16: google.protobuf.Struct
 	(*Preview)(nil),               // 17: airlock.v1.Preview
-	(*structpb.Value)(nil),        // 18: google.protobuf.Value
+	(Risk)(0),                     // 18: airlock.v1.Risk
+	(*structpb.Value)(nil),        // 19: google.protobuf.Value
 }
 var file_airlock_v1_record_proto_depIdxs = []int32{
 	11, // 0: airlock.v1.ApprovalRecord.call:type_name -> airlock.v1.ToolCall
@@ -1066,13 +1081,14 @@ var file_airlock_v1_record_proto_depIdxs = []int32{
 	8,  // 21: airlock.v1.StandingGrant.command_prefixes:type_name -> airlock.v1.StandingGrant.CommandPrefixesEntry
 	9,  // 22: airlock.v1.StandingGrant.argument_values:type_name -> airlock.v1.StandingGrant.ArgumentValuesEntry
 	10, // 23: airlock.v1.StandingGrant.argument_ranges:type_name -> airlock.v1.StandingGrant.ArgumentRangesEntry
-	18, // 24: airlock.v1.StandingGrant.ArgumentValuesEntry.value:type_name -> google.protobuf.Value
-	6,  // 25: airlock.v1.StandingGrant.ArgumentRangesEntry.value:type_name -> airlock.v1.NumberRange
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	18, // 24: airlock.v1.StandingGrant.max_risk:type_name -> airlock.v1.Risk
+	19, // 25: airlock.v1.StandingGrant.ArgumentValuesEntry.value:type_name -> google.protobuf.Value
+	6,  // 26: airlock.v1.StandingGrant.ArgumentRangesEntry.value:type_name -> airlock.v1.NumberRange
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_record_proto_init() }

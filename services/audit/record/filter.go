@@ -2,6 +2,7 @@ package record
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -34,6 +35,9 @@ type Filter struct {
 	Until time.Time `json:"until,omitzero"` // exclusive
 	// AfterSeq returns only rows with a larger sequence (paging).
 	AfterSeq uint64 `json:"after_seq,omitempty"`
+	// ExcludeAgents leaves out the rows of these agents (a summary that
+	// has read its share of one agent's rows reads on past them).
+	ExcludeAgents []string `json:"exclude_agents,omitempty"`
 	// Limit caps the rows returned; 0 means no limit.
 	Limit int `json:"limit,omitempty"`
 }
@@ -69,6 +73,7 @@ func (f Filter) Match(r Row, callOfTool bool) bool {
 		!f.Since.IsZero() && r.Time.Before(f.Since),
 		!f.Until.IsZero() && !r.Time.Before(f.Until),
 		f.AfterSeq != 0 && r.Seq <= f.AfterSeq,
+		slices.Contains(f.ExcludeAgents, r.Agent),
 		f.Tool != "" && !callOfTool && !f.MatchTool(r.Server, r.Tool):
 		return false
 	}

@@ -394,6 +394,12 @@ func where(f Filter) (string, []any) {
 		conds = append(conds, "seq > ?")
 		args = append(args, f.AfterSeq)
 	}
+	if n := len(f.ExcludeAgents); n > 0 {
+		conds = append(conds, "agent_id NOT IN ("+strings.TrimSuffix(strings.Repeat("?, ", n), ", ")+")")
+		for _, a := range f.ExcludeAgents {
+			args = append(args, a)
+		}
+	}
 	if len(conds) == 0 {
 		return "", nil
 	}

@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -165,7 +166,8 @@ type Suggestion struct {
 	Evidence  []Evidence `json:"evidence"`
 	// MedianTimeToDecide of the approvals.
 	MedianTimeToDecide time.Duration `json:"median_time_to_decide_ns"`
-	// FromCall is the newest approved call: adopting creates the grant from it.
+	// FromCall is the newest of the riskiest approved calls: adopting
+	// creates the grant from it (so its max_risk is the group's highest).
 	FromCall     string `json:"from_call_id"`
 	FromRevision uint32 `json:"from_revision"`
 	// Proof is the replay's verdict, set by Prove.
@@ -306,7 +308,9 @@ func propose(all []Call, cfg Config) (Suggestion, string) {
 	if self := len(people) == 1 && people[requester]; !self && len(people) < cfg.MinApprovers {
 		return Suggestion{}, fmt.Sprintf("approved by %d person; %d distinct people are needed", len(people), cfg.MinApprovers)
 	}
-	grant := &airlockv1.StandingGrant{AgentId: first.Agent, Server: first.Server, Tool: first.Tool, RuleId: first.Decision.GetRuleId(), OnlyListedArguments: true}
+	// The grant answers calls no riskier than the riskiest approval.
+	grant := &airlockv1.StandingGrant{AgentId: first.Agent, Server: first.Server, Tool: first.Tool, RuleId: first.Decision.GetRuleId(), OnlyListedArguments: true,
+		MaxRisk: highest}
 	var widened []string
 	names := make([]string, 0, len(first.Args.GetFields()))
 	for k := range first.Args.GetFields() {
@@ -343,7 +347,9 @@ func propose(all []Call, cfg Config) (Suggestion, string) {
 		args, _ := canon.JSON(c.Args)
 		s.Evidence = append(s.Evidence, Evidence{Call: c.CallID, Revision: c.Revision, AskedAt: c.AskedAt, Approvers: c.Approvers, TimeToDecide: c.TimeToDecide(), Args: string(args)})
 		waits = append(waits, c.TimeToDecide())
-		if c.DecidedAt.After(newest.DecidedAt) {
+		// Adopting makes the grant from this call, whose risk caps the
+		// grant's: the newest of the riskiest approvals.
+		if c.Decision.GetRisk() > newest.Decision.GetRisk() || c.Decision.GetRisk() == newest.Decision.GetRisk() && c.DecidedAt.After(newest.DecidedAt) {
 			newest = c
 		}
 	}
@@ -433,7 +439,7 @@ func scope(grant *airlockv1.StandingGrant, tool, name string, values []*structpb
 		}
 		grant.CommandPrefixes[ptr] = prefix
 		return fmt.Sprintf("%s: any plain command starting with %q (the words every approved command began with)", ptr, prefix), ""
-	case looksLikePaths(lname, strs):
+	case looksLikePaths(name, strs):
 		glob, ok := pathGlob(strs, cfg.MinPathDepth)
 		if !ok {
 			return "", fmt.Sprintf("the paths in %s share no directory %d levels deep (or one is not a clean path): a path glob would reach too much", ptr, cfg.MinPathDepth)
@@ -619,16 +625,53 @@ func sharedPrefix(common, next []string, first bool) []string {
 	return common[:n]
 }
 
+// pathWords are the words of an argument name that say it holds a
+// file-system path.
+var pathWords = []string{"path", "paths", "file", "files", "filename", "filepath", "dir", "dirs", "directory", "folder"}
+
+// looksLikePaths: only a file-system path is widened to a directory glob —
+// an argument whose name has a path word (path, file_path, targetDir; not
+// profile nor direction) and whose every value is an absolute path. Other
+// values with slashes (refs/heads/a, a URL, a key) stay exact lists: a
+// glob over refs/heads/* would reach main.
 func looksLikePaths(name string, values []string) bool {
-	if strings.Contains(name, "path") || strings.Contains(name, "file") || strings.Contains(name, "dir") {
-		return true
+	if !slices.ContainsFunc(nameWords(name), func(w string) bool { return slices.Contains(pathWords, w) }) {
+		return false
 	}
 	for _, v := range values {
-		if !strings.Contains(v, "/") {
+		if !strings.HasPrefix(v, "/") {
 			return false
 		}
 	}
 	return true
+}
+
+// nameWords splits an argument name into lower-case words at every
+// non-letter and at each lower-to-upper case change (file_path, filePath).
+func nameWords(name string) []string {
+	var words []string
+	var b strings.Builder
+	prevLower := false
+	flush := func() {
+		if b.Len() > 0 {
+			words = append(words, b.String())
+			b.Reset()
+		}
+	}
+	for _, r := range name {
+		switch {
+		case !unicode.IsLetter(r):
+			flush()
+			prevLower = false
+			continue
+		case unicode.IsUpper(r) && prevLower:
+			flush()
+		}
+		b.WriteRune(unicode.ToLower(r))
+		prevLower = unicode.IsLower(r)
+	}
+	flush()
+	return words
 }
 
 // pathGlob is the narrowest glob over the approved paths: their common

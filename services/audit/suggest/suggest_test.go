@@ -139,6 +139,21 @@ func TestProposeDrawsTheNarrowestGrantFromWhatPeopleApproved(t *testing.T) {
 			return map[string]any{"command": fmt.Sprintf("ls; rm -rf /%d", i)}
 		}), suggest.Config{}, "", "no plain leading words"},
 		{"quotes_glob_characters_in_a_directory", approvals("bot", "write_file", 5, file("/srv/[x]")), suggest.Config{}, `/srv/\[x\]/*`, ""},
+		{"keeps_slashed_values_that_are_not_paths_an_exact_list", approvals("bot", "push", 6, func(i int) map[string]any {
+			return map[string]any{"ref": fmt.Sprintf("refs/heads/%s", []string{"a", "b"}[i%2])}
+		}), suggest.Config{}, `/ref matches {refs/heads/a,refs/heads/b}`, ""},
+		{"keeps_absolute_values_of_an_argument_not_named_a_path_an_exact_list", approvals("bot", "put_key", 6, func(i int) map[string]any {
+			return map[string]any{"key": fmt.Sprintf("/config/db/%s", []string{"host", "port"}[i%2])}
+		}), suggest.Config{}, `/key matches {/config/db/host,/config/db/port}`, ""},
+		{"keeps_relative_paths_an_exact_list", approvals("bot", "write_file", 6, func(i int) map[string]any {
+			return map[string]any{"path": fmt.Sprintf("docs/api/%s.md", []string{"a", "b"}[i%2])}
+		}), suggest.Config{}, `/path matches {docs/api/a.md,docs/api/b.md}`, ""},
+		{"globs_a_camel_case_path_name", approvals("bot", "write_file", 6, func(i int) map[string]any {
+			return map[string]any{"targetDir": fmt.Sprintf("/srv/app/%s", []string{"a", "b"}[i%2])}
+		}), suggest.Config{}, `/targetDir matches /srv/app/*`, ""},
+		{"does_not_read_profile_as_a_file_name", approvals("bot", "set_profile", 6, func(i int) map[string]any {
+			return map[string]any{"profile": fmt.Sprintf("/srv/profiles/%s", []string{"a", "b"}[i%2])}
+		}), suggest.Config{}, `/profile matches {/srv/profiles/a,/srv/profiles/b}`, ""},
 		{"stops_at_a_quorum", with(approvals("bot", "write_file", 6, file("/srv/a")), func(_ int, c *suggest.Call) { c.Decision.Quorum = 2 }),
 			suggest.Config{}, "", "quorum"},
 	}

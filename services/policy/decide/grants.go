@@ -26,10 +26,16 @@ func UseKey(call *airlockv1.ToolCall) string { return callref.Of(call).Key() }
 // and command prefix matching, every pinned argument value equal, every
 // ranged argument a number within its range (grant.InRange), no
 // argument the grant does not name when it says so, the exact arguments
-// when it is pinned to them, and a use left — or this very call revision
-// already spent one (a redelivery).
+// when it is pinned to them, the call no riskier (as the policy rates it in
+// d) than the grant was made for (GrantMaxRisk), and a use left — or this
+// very call revision already spent one (a redelivery).
 func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlockv1.Decision, now time.Time) bool {
 	if g == nil || g.Revoked {
+		return false
+	}
+	// A grant made for routine calls never answers for a riskier one in
+	// its scope (a key file in an approved directory): a person decides.
+	if d.GetRisk() > GrantMaxRisk(g) {
 		return false
 	}
 	// A grant answers one rule's ask for one approver; it never stands in
@@ -85,6 +91,17 @@ func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlo
 		return true
 	}
 	return grant.Live(g, now)
+}
+
+// GrantMaxRisk is the highest risk of call g may answer: its max_risk, or
+// for a grant made before grants recorded it, medium — the policy's default
+// risk, so such a grant keeps answering the routine calls it was made for
+// and never a call a rule rates high or critical.
+func GrantMaxRisk(g *airlockv1.StandingGrant) airlockv1.Risk {
+	if r := g.GetMaxRisk(); r != airlockv1.Risk_RISK_UNSPECIFIED {
+		return r
+	}
+	return airlockv1.Risk_RISK_MEDIUM
 }
 
 // argMatches applies the same rule as the Rego policy to an allow rule's

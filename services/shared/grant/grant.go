@@ -202,6 +202,9 @@ func Describe(g *airlockv1.StandingGrant) string {
 			b.WriteString("; any other argument may take any value")
 		}
 	}
+	if r := g.GetMaxRisk(); r != airlockv1.Risk_RISK_UNSPECIFIED {
+		fmt.Fprintf(&b, "; calls the policy rates %s risk at most", calls.RiskName(r))
+	}
 	if g.GetLimitedUses() {
 		fmt.Fprintf(&b, "; %d use(s)", g.GetUsesLeft())
 	} else {

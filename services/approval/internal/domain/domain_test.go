@@ -368,6 +368,35 @@ func TestGrants(t *testing.T) {
 	}
 }
 
+// A grant records the risk of the call it is made from as the highest it
+// answers; a request may lower that, never raise it.
+func TestAGrantAnswersNoCallRiskierThanTheOneItIsMadeFrom(t *testing.T) {
+	rec := pending(t, &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, Approvers: []string{"alice", "bob"}, Quorum: 1, Risk: airlockv1.Risk_RISK_MEDIUM})
+	for _, tt := range []struct {
+		name string
+		want airlockv1.Risk
+		got  airlockv1.Risk // RISK_UNSPECIFIED: refused
+	}{
+		{"an_unspecified_cap_is_the_calls_risk", airlockv1.Risk_RISK_UNSPECIFIED, airlockv1.Risk_RISK_MEDIUM},
+		{"a_lower_cap_is_kept", airlockv1.Risk_RISK_LOW, airlockv1.Risk_RISK_LOW},
+		{"the_calls_own_risk_is_kept", airlockv1.Risk_RISK_MEDIUM, airlockv1.Risk_RISK_MEDIUM},
+		{"a_higher_cap_is_refused", airlockv1.Risk_RISK_CRITICAL, airlockv1.Risk_RISK_UNSPECIFIED},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g, err := NewGrant(rec, &airlockv1.StandingGrant{MaxRisk: tt.want}, human("alice"), dir, "g1", t0)
+			if tt.got == airlockv1.Risk_RISK_UNSPECIFIED {
+				if err == nil || !strings.Contains(err.Error(), "riskier than the one reviewed") {
+					t.Fatalf("a grant asking for %v from a medium call: %v, %v", tt.want, g, err)
+				}
+				return
+			}
+			if err != nil || g.GetMaxRisk() != tt.got {
+				t.Fatalf("max risk %v (%v), want %v", g.GetMaxRisk(), err, tt.got)
+			}
+		})
+	}
+}
+
 // A grant's numeric range is kept only when its ends are finite, exact and
 // in order and it holds the number of the call it is made from.
 func TestAGrantsRangeMustBeWellFormedAndHoldTheCallsOwnNumber(t *testing.T) {

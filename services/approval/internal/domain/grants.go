@@ -20,7 +20,8 @@ import (
 // argument), numeric ranges (each must hold the call's own number),
 // command prefixes (each must start the call's own command),
 // exact arguments (want.arguments_digest, which must be the record's), use
-// limit and expiry. Only a principal who may approve the call may create a
+// limit and expiry, and the highest risk it answers: the call's (the
+// policy's rating of it), or lower when want says so. Only a principal who may approve the call may create a
 // grant from it — for a rule that asks the requester, the requester, whose
 // remembered decision it then is: such a grant allows only calls made on
 // that same person's behalf (StandingGrant.on_behalf_of), never anyone
@@ -94,6 +95,18 @@ func NewGrant(rec *airlockv1.ApprovalRecord, want *airlockv1.StandingGrant, by *
 	if exp := want.GetExpiresAt(); exp != nil && !exp.AsTime().After(now) {
 		return nil, invalid("the grant's expiry %s is in the past: choose a later time", exp.AsTime().UTC().Format(time.RFC3339))
 	}
+	// The grant answers calls no riskier than the one reviewed; a request
+	// may narrow that, never widen it.
+	risk := rec.GetDecision().GetRisk()
+	if risk == airlockv1.Risk_RISK_UNSPECIFIED {
+		risk = airlockv1.Risk_RISK_MEDIUM
+	}
+	if want.GetMaxRisk() > risk {
+		return nil, invalid("the grant asks to answer %s-risk calls, but the call it is made from is %s risk: a grant never reaches calls riskier than the one reviewed", calls.RiskName(want.GetMaxRisk()), calls.RiskName(risk))
+	}
+	if want.GetMaxRisk() != airlockv1.Risk_RISK_UNSPECIFIED {
+		risk = want.GetMaxRisk()
+	}
 	call := rec.GetCall()
 	g := &airlockv1.StandingGrant{
 		Id:                  id,
@@ -114,6 +127,7 @@ func NewGrant(rec *airlockv1.ApprovalRecord, want *airlockv1.StandingGrant, by *
 		RuleId:              rec.GetDecision().GetRuleId(),
 		CommandPrefixes:     want.GetCommandPrefixes(),
 		ArgumentsDigest:     want.GetArgumentsDigest(),
+		MaxRisk:             risk,
 	}
 	if by.GetId() == call.GetOnBehalfOf() {
 		// A requester remembers only their own decisions: the grant never
