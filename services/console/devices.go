@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // The installable console: the web app manifest, the service worker (at
@@ -224,7 +225,7 @@ func (w *webApp) subscription(p Principal, req subscribeRequest, userAgent strin
 		device = userAgent
 	}
 	return pushSubscription{
-		Owner: p.Name, SSO: p.sso, Device: shorten(device, 80), Endpoint: req.Endpoint,
+		Owner: p.Name, SSO: p.sso, Device: calls.Shorten(device, 80), Endpoint: req.Endpoint,
 		P256dh: base64.RawURLEncoding.EncodeToString(dh), Auth: base64.RawURLEncoding.EncodeToString(auth),
 	}, nil
 }

@@ -18,7 +18,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	webpush "github.com/SherClockHolmes/webpush-go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -539,29 +538,22 @@ func (n *PushNotifier) message(rec *airlockv1.ApprovalRecord, kind string) pushM
 	if c.GetServer() != "" {
 		tool = c.GetServer() + "." + tool
 	}
-	title := "Decide: " + escape.Push(shorten(tool, 60)) + " (" + risk + " risk)"
+	title := "Decide: " + escape.Push(calls.Shorten(tool, 60)) + " (" + risk + " risk)"
 	switch {
 	case kind == "remind" && rec.GetEscalated():
-		title = "Escalated: " + escape.Push(shorten(tool, 60)) + " (" + risk + " risk)"
+		title = "Escalated: " + escape.Push(calls.Shorten(tool, 60)) + " (" + risk + " risk)"
 	case kind == "remind":
-		title = "Still waiting: " + escape.Push(shorten(tool, 60)) + " (" + risk + " risk)"
+		title = "Still waiting: " + escape.Push(calls.Shorten(tool, 60)) + " (" + risk + " risk)"
 	case kind == "update":
-		title = escape.Push(shorten(tool, 60)) + ": " + strings.ToLower(strings.TrimPrefix(rec.GetState().String(), "APPROVAL_STATE_"))
+		title = escape.Push(calls.Shorten(tool, 60)) + ": " + strings.ToLower(strings.TrimPrefix(rec.GetState().String(), "APPROVAL_STATE_"))
 	}
 	reason := c.GetReason()
 	if reason == "" {
 		reason = rec.GetDecision().GetReason()
 	}
-	body := escape.Push(shorten(reason, pushReasonRunes)) + " — agent " + escape.Push(shorten(c.GetAgentId(), 40))
+	body := escape.Push(calls.Shorten(reason, pushReasonRunes)) + " — agent " + escape.Push(calls.Shorten(c.GetAgentId(), 40))
 	path := callPath(c.GetAgentId(), c.GetCallId())
 	return pushMessage{Title: title, Body: body, URL: n.base + path, Tag: path, Kind: kind}
 }
 
 // shorten cuts s to at most max runes, marking the cut.
-func shorten(s string, max int) string {
-	if utf8.RuneCountInString(s) <= max {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:max-1]) + "…"
-}

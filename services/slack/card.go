@@ -108,7 +108,7 @@ func RememberLink(publicURL, agent, callID string, rev uint32) string {
 func Render(rec *airlockv1.ApprovalRecord, publicURL string) Message {
 	call := rec.GetCall()
 	blocks := []slackgo.Block{
-		slackgo.NewHeaderBlock(plain(escape.SlackPlain(shorten(headerText(rec), maxHeaderChars)))),
+		slackgo.NewHeaderBlock(plain(escape.SlackPlain(calls.Shorten(headerText(rec), maxHeaderChars)))),
 	}
 	args, whole := argumentLines(rec)
 	blocks = append(blocks, detailBlocks(rec, args, publicURL)...)
@@ -176,7 +176,7 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, args, publicURL string) []slack
 	}
 	blocks := []slackgo.Block{slackgo.NewSectionBlock(nil, fields, nil, slackgo.SectionBlockOptionBlockID("airlock_fields"))}
 
-	why := "*Why a person must decide:* " + escape.SlackText(shorten(orDash(d.GetReason()), maxReasonChars))
+	why := "*Why a person must decide:* " + escape.SlackText(calls.Shorten(orDash(d.GetReason()), maxReasonChars))
 	if d.GetRuleId() != "" {
 		why += " _(rule " + escape.Slack(d.GetRuleId()) + ")_"
 	}
@@ -195,7 +195,7 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, args, publicURL string) []slack
 		why += "\n_The agent runs this tool itself; airlock only decides._"
 	}
 	if call.GetReason() != "" {
-		why += "\n*Agent's stated reason:* " + escape.Slack(shorten(call.GetReason(), maxReasonChars))
+		why += "\n*Agent's stated reason:* " + escape.Slack(calls.Shorten(call.GetReason(), maxReasonChars))
 	}
 	blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn(why), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_reason")))
 
@@ -221,7 +221,7 @@ func previewBlock(rec *airlockv1.ApprovalRecord) slackgo.Block {
 	summary, excerpt := preview.Notified(rec)
 	text := "*Preview:* " + escape.SlackText(summary)
 	if excerpt != "" {
-		text += "\n```" + shorten(escape.SlackBlock(excerpt), maxPreviewChars) + "```"
+		text += "\n```" + calls.Shorten(escape.SlackBlock(excerpt), maxPreviewChars) + "```"
 	}
 	return slackgo.NewSectionBlock(mrkdwn(text), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_preview"))
 }
@@ -251,7 +251,7 @@ func OutcomeText(rec *airlockv1.ApprovalRecord) string {
 	by := actorText(rec.GetDecidedBy())
 	reason := ""
 	if r := rec.GetReason(); r != "" {
-		reason = ": " + escape.Slack(shorten(r, maxReasonChars))
+		reason = ": " + escape.Slack(calls.Shorten(r, maxReasonChars))
 	}
 	switch rec.GetState() {
 	case airlockv1.ApprovalState_APPROVAL_STATE_APPROVED, airlockv1.ApprovalState_APPROVAL_STATE_EXECUTING,
@@ -395,7 +395,7 @@ func keyText(k string) (text string, whole bool) {
 	if plainKey.MatchString(k) {
 		return k, true
 	}
-	short := shorten(k, maxKeyChars)
+	short := calls.Shorten(k, maxKeyChars)
 	return strconv.Quote(short), short == k
 }
 
@@ -449,13 +449,6 @@ func plain(s string) *slackgo.TextBlockObject {
 // into a link or a mention.
 func mrkdwn(s string) *slackgo.TextBlockObject {
 	return slackgo.NewTextBlockObject(slackgo.MarkdownType, s, false, true)
-}
-
-func shorten(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
 }
 
 func orDash(s string) string {

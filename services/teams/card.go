@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
@@ -68,7 +67,7 @@ func Render(rec *airlockv1.ApprovalRecord, publicURL string) Card {
 	if call.GetOnBehalfOf() != "" {
 		agent += " on behalf of " + escape.TeamsLine(call.GetOnBehalfOf())
 	}
-	why := escape.Teams(shorten(orDash(d.GetReason()), maxReasonChars))
+	why := escape.Teams(calls.Shorten(orDash(d.GetReason()), maxReasonChars))
 	if d.GetRuleId() != "" {
 		why += " (rule " + escape.TeamsLine(d.GetRuleId()) + ")"
 	}
@@ -77,7 +76,7 @@ func Render(rec *airlockv1.ApprovalRecord, publicURL string) Card {
 	}
 	args := airlockslack.ArgumentSummary(rec)
 	body := []any{
-		rich(run(escape.TeamsLine(shorten(statusWord(rec)+": "+calls.QualifiedTool(call), maxTitleChars)), "size", "Large", "weight", "Bolder")),
+		rich(run(escape.TeamsLine(calls.Shorten(statusWord(rec)+": "+calls.QualifiedTool(call), maxTitleChars)), "size", "Large", "weight", "Bolder")),
 		field("Tool", escape.TeamsLine(calls.QualifiedTool(call))),
 		field("Risk", calls.RiskName(d.GetRisk())),
 		field("Agent", agent),
@@ -85,7 +84,7 @@ func Render(rec *airlockv1.ApprovalRecord, publicURL string) Card {
 		field("Why a person must decide", why),
 	}
 	if call.GetReason() != "" {
-		body = append(body, field("Agent's stated reason", escape.Teams(shorten(call.GetReason(), maxReasonChars))))
+		body = append(body, field("Agent's stated reason", escape.Teams(calls.Shorten(call.GetReason(), maxReasonChars))))
 	}
 	body = append(body,
 		rich(run("Arguments", "weight", "Bolder")),
@@ -170,7 +169,7 @@ func OutcomeText(rec *airlockv1.ApprovalRecord) string {
 	by := actorText(rec.GetDecidedBy())
 	reason := ""
 	if r := rec.GetReason(); r != "" {
-		reason = ": " + escape.Teams(shorten(r, maxReasonChars))
+		reason = ": " + escape.Teams(calls.Shorten(r, maxReasonChars))
 	}
 	ran := "The tool ran"
 	if rec.GetCall().GetAgentRuns() {
@@ -262,13 +261,6 @@ func field(label, value string) map[string]any {
 
 func openURL(title, u string) map[string]any {
 	return map[string]any{"type": "Action.OpenUrl", "title": title, "url": u}
-}
-
-func shorten(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
 }
 
 func orDash(s string) string {

@@ -223,6 +223,15 @@ func preview(s *structpb.Struct) string {
 	return Cut(string(b), PreviewBytes) + "…"
 }
 
+// Shorten is s cut to at most n characters, the last of them "…" when it
+// was cut: for one-line summaries on cards and notifications.
+func Shorten(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
 // Cut is s cut to at most n bytes without splitting a character.
 func Cut(s string, n int) string {
 	if len(s) <= n {

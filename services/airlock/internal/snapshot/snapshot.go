@@ -31,6 +31,7 @@ import (
 	"time"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 )
 
@@ -401,7 +402,7 @@ func namedPaths(root, cwd string, paths []string, lim Limits, n *notes) []string
 // cut shortens an agent's path for a note (the note is escaped where shown).
 func cut(p string) string {
 	if len(p) > 200 {
-		return p[:200] + "…"
+		return calls.Cut(p, 200) + "…"
 	}
 	return p
 }
