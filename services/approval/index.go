@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -41,7 +42,11 @@ type index struct {
 	// holds the keys (→ agent) of records this replica admitted as pending
 	// (admit) that the watch has not delivered yet.
 	pendingBy map[string]int
-	admitted  map[string]string
+	// pendingRevs holds each call's pending revisions ("<agent>.<call>" →
+	// revisions), so superseding looks at those, never at every number
+	// below a revision the agent chose.
+	pendingRevs map[string]map[uint32]bool
+	admitted    map[string]string
 	// unsettled: keys whose record reached a decision and whose event this
 	// replica has not yet confirmed in the stream (see sweeper.settle).
 	unsettled map[string]bool
@@ -56,7 +61,7 @@ type index struct {
 
 func newIndex(log *slog.Logger, reconnects func() uint64) *index {
 	return &index{log: log, reconnects: reconnects, recs: map[string]*airlockv1.ApprovalRecord{}, latest: map[string]uint32{},
-		pendingBy: map[string]int{}, admitted: map[string]string{}, unsettled: map[string]bool{}, published: map[string]bool{},
+		pendingBy: map[string]int{}, pendingRevs: map[string]map[uint32]bool{}, admitted: map[string]string{}, unsettled: map[string]bool{}, published: map[string]bool{},
 		byAgent: map[string]*listOrder{}}
 }
 
@@ -140,6 +145,7 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 	old := ix.recs[e.Key()]
 	if old != nil && old.GetState() == domain.Pending {
 		ix.pendingOf(old.GetCall().GetAgentId(), -1)
+		ix.pendingRev(domain.RefOf(old), false)
 	}
 	if old != nil && (rec == nil || orderOf(e.Key(), old) != orderOf(e.Key(), rec) || old.GetCall().GetAgentId() != rec.GetCall().GetAgentId()) {
 		ix.unorder(e.Key(), old)
@@ -151,6 +157,7 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 	}
 	if rec.GetState() == domain.Pending {
 		ix.pendingOf(rec.GetCall().GetAgentId(), +1)
+		ix.pendingRev(domain.RefOf(rec), true)
 	}
 	if old == nil {
 		ix.order(e.Key(), rec)
@@ -376,17 +383,33 @@ func (o *listOrder) walk(after *pagePos, fn func(key string) bool) {
 }
 
 // earlierPending returns the still pending records of ref's call with a
-// revision before ref's (revisions are few: each one looked up).
+// revision before ref's, oldest first.
 func (ix *index) earlierPending(ref callref.Ref) []*airlockv1.ApprovalRecord {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	var out []*airlockv1.ApprovalRecord
-	for rev := uint32(1); rev < ref.Rev; rev++ {
-		if rec := ix.recs[ref.WithRev(rev).Key()]; rec != nil && rec.GetState() == domain.Pending {
+	for _, rev := range slices.Sorted(maps.Keys(ix.pendingRevs[ref.CallKey()])) {
+		if rec := ix.recs[ref.WithRev(rev).Key()]; rev < ref.Rev && rec != nil && rec.GetState() == domain.Pending {
 			out = append(out, rec)
 		}
 	}
 	return out
+}
+
+// pendingRev records that ref is pending or no longer is (ix.mu held).
+func (ix *index) pendingRev(ref callref.Ref, pending bool) {
+	revs := ix.pendingRevs[ref.CallKey()]
+	if pending {
+		if revs == nil {
+			revs = map[uint32]bool{}
+			ix.pendingRevs[ref.CallKey()] = revs
+		}
+		revs[ref.Rev] = true
+		return
+	}
+	if delete(revs, ref.Rev); len(revs) == 0 {
+		delete(ix.pendingRevs, ref.CallKey())
+	}
 }
 
 // pending returns every pending record, newest first. It reads them a

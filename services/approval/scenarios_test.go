@@ -3,6 +3,7 @@ package approval_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -440,4 +441,25 @@ func TestAnEditIsRedecidedByThePolicy(t *testing.T) {
 			t.Errorf("the call changed without the policy's answer: %v", rec)
 		}
 	})
+}
+
+// An agent chooses its revision numbers: a later revision numbered
+// 4294967295 supersedes the pending one at once and holds nothing up (the
+// service looked up every revision below it, minutes under the index lock).
+func TestARevisionNumberTheAgentChoseCostsNothingToSupersede(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.pending(&airlockv1.ToolCall{CallId: "big"}, nil)
+	const last = math.MaxUint32
+	call := &airlockv1.ToolCall{CallId: "big", AgentId: "bot", Revision: last, Server: "demo", Tool: "echo", Arguments: &structpb.Struct{}}
+	ev := &airlockv1.Event{
+		EventId: fmt.Sprintf("bot.big.%d.decision", uint32(last)), AgentId: "bot", CallId: "big", Revision: last,
+		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "policy"},
+		Body:  &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{Call: call, Decision: &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW}}},
+	}
+	if _, err := w.policy.Publish(context.Background(), ev, ""); err != nil {
+		t.Fatal(err)
+	}
+	w.waitState("big", 1, airlockv1.ApprovalState_APPROVAL_STATE_CANCELED)
+	w.pending(&airlockv1.ToolCall{CallId: "next"}, nil) // the service goes on
 }
