@@ -68,7 +68,9 @@ func globRegexp(pattern string) (string, bool) {
 			b.WriteString(".")
 		case '[':
 			end := strings.IndexByte(pattern[i+1:], ']')
-			if end <= 0 || strings.ContainsAny(pattern[i+1:i+1+end], `\[`) || pattern[i+1:i+1+end] == "!" {
+			// A class ending in '-' is a range whose end may be the ']'
+			// found ([A-]] is A to ]): not read, so no filter.
+			if end <= 0 || strings.ContainsAny(pattern[i+1:i+1+end], `\[`) || pattern[i+1:i+1+end] == "!" || strings.HasSuffix(pattern[i+1:i+1+end], "-") {
 				return "", false
 			}
 			b.WriteString(".")

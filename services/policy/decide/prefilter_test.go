@@ -92,17 +92,20 @@ func TestTheLiteralFilterDecidesEveryNameAsItsGlob(t *testing.T) {
 		t.Fatal(err)
 	}
 	globs := map[string]string{
-		"a prefix":              "op12_*",
-		"a question mark":       "a?c__*",
-		"a class":               "[abc]x__*",
-		"a negated class":       "[!abc]x__*",
-		"a range":               "[a-c]x",
-		"an escaped star":       `x\*y`,
-		"nested braces":         "{a{b,c},d}__e",
-		"a comma outside":       "a,b",
-		"a super star":          "**fetch**",
-		"an unclosed class":     "[ab",
-		"a non-ASCII character": "*é*",
+		"a prefix":               "op12_*",
+		"a question mark":        "a?c__*",
+		"a class":                "[abc]x__*",
+		"a negated class":        "[!abc]x__*",
+		"a range":                "[a-c]x",
+		"an escaped star":        `x\*y`,
+		"nested braces":          "{a{b,c},d}__e",
+		"a comma outside":        "a,b",
+		"a super star":           "**fetch**",
+		"an unclosed class":      "[ab",
+		"a range ending in ]":    "[A-]]x",
+		"a negated range to ]":   "[!*-]]x",
+		"a range to ] in braces": "{a,[A-]]}zz",
+		"a non-ASCII character":  "*é*",
 	}
 	for _, r := range data.Airlock.Rules {
 		for _, k := range []string{"pattern", "tool_pattern"} {
