@@ -488,40 +488,39 @@ func (e *Engine) changed(ctx context.Context, id, change, prevRev, newRev string
 	}
 }
 
-// DecideNow implements SettledDecider: the policy's allow or deny, or nil
-// for a call it asks about (a standing grant may answer that, and spending
-// one must follow the recording of the revision). A decision it returns is
-// offered to a candidate in shadow, as Decide's are.
-func (e *Engine) DecideNow(ctx context.Context, call *airlockv1.ToolCall) *airlockv1.Decision {
-	d, err := e.cur.Load().Evaluate(ctx, call, time.Now())
-	if err != nil || d.GetAction() == airlockv1.Action_ACTION_ASK {
-		return nil // Decide logs the failure and denies
-	}
-	e.shadow.Offer(call, d)
-	return d
-}
-
-// Decide implements Decider: the Rego decision, then for an ask a standing
-// grant that applies turns it into an allow naming the grant. A deny is
-// never overridden. Spending a grant's use is a compare-and-set on the
-// grants bucket; a redelivered request finds its own use already recorded
-// and is allowed again without spending another. A candidate in shadow is
-// offered the call and the decision afterwards; Decide does not wait for it.
-// Neither call nor the decision may be changed once Decide returns.
-func (e *Engine) Decide(ctx context.Context, call *airlockv1.ToolCall) *airlockv1.Decision {
-	d := e.decide(ctx, call)
-	e.shadow.Offer(call, d)
-	return d
-}
-
-func (e *Engine) decide(ctx context.Context, call *airlockv1.ToolCall) *airlockv1.Decision {
-	now := time.Now()
+// DecideNow implements SettledDecider: the Rego decision alone (a policy
+// that fails denies, logged); final unless it asks, since a standing grant
+// may answer an ask.
+func (e *Engine) DecideNow(ctx context.Context, call *airlockv1.ToolCall) (*airlockv1.Decision, bool) {
 	ev := e.cur.Load()
-	d, err := ev.Evaluate(ctx, call, now)
+	d, err := ev.Evaluate(ctx, call, time.Now())
 	if err != nil {
 		e.log.Error("policy failed; denying", "call", call.GetCallId(), "revision", ev.Revision(), "err", err)
-		return d
 	}
+	return d, d.GetAction() != airlockv1.Action_ACTION_ASK
+}
+
+// Finish implements SettledDecider: for an ask, a standing grant that
+// applies turns it into an allow naming the grant (a deny is never
+// overridden). Spending a grant's use is a compare-and-set on the grants
+// bucket; a redelivered request finds its own use already recorded and is
+// allowed again without spending another. A candidate in shadow is offered
+// the call and the final decision; Finish does not wait for it. Neither call
+// nor the decision may be changed once Finish returns.
+func (e *Engine) Finish(ctx context.Context, call *airlockv1.ToolCall, d *airlockv1.Decision) *airlockv1.Decision {
+	d = e.answerAsk(ctx, call, d, time.Now())
+	e.shadow.Offer(call, d)
+	return d
+}
+
+// Decide implements Decider: DecideNow, then Finish.
+func (e *Engine) Decide(ctx context.Context, call *airlockv1.ToolCall) *airlockv1.Decision {
+	d, _ := e.DecideNow(ctx, call)
+	return e.Finish(ctx, call, d)
+}
+
+// answerAsk spends the first standing grant that answers an ask.
+func (e *Engine) answerAsk(ctx context.Context, call *airlockv1.ToolCall, d *airlockv1.Decision, now time.Time) *airlockv1.Decision {
 	if d.Action != airlockv1.Action_ACTION_ASK {
 		return d
 	}

@@ -36,14 +36,18 @@ type Decider interface {
 	Decide(ctx context.Context, call *airlockv1.ToolCall) *airlockv1.Decision
 }
 
-// SettledDecider is a Decider that can also decide a call before its
-// revision is recorded, when deciding changes nothing: the decision can then
-// be recorded with the request in one write. DecideNow returns nil when
-// deciding would change something (a call the policy asks about may spend a
-// standing grant, which only a recorded revision may do).
+// SettledDecider is a Decider that can decide a call in two steps, so the
+// policy is evaluated once whether or not the decision is recorded with the
+// request: DecideNow evaluates the policy alone, changing nothing, and says
+// whether that decision is final (allow or deny: it can be recorded with the
+// request in one write); Finish completes it once the revision is recorded
+// (a call the policy asks about may spend a standing grant, which only a
+// recorded revision may do) and returns the final decision. Decide is
+// DecideNow then Finish.
 type SettledDecider interface {
 	Decider
-	DecideNow(ctx context.Context, call *airlockv1.ToolCall) *airlockv1.Decision
+	DecideNow(ctx context.Context, call *airlockv1.ToolCall) (d *airlockv1.Decision, final bool)
+	Finish(ctx context.Context, call *airlockv1.ToolCall, d *airlockv1.Decision) *airlockv1.Decision
 }
 
 // Service consumes requests and publishes decisions.
@@ -194,11 +198,12 @@ func (s *Service) decide(ctx context.Context, m jetstream.Msg, in intake) (strin
 	call.JsonEvents = in.json
 	req := &airlockv1.Requested{Call: call, IntakeSeq: in.seq, ReceivedAt: timestamppb.New(in.received), SealedBy: sealedBy}
 	ref := callref.Of(call)
-	early, err := s.decideNow(ctx, call)
+	pre, early, err := s.decideNow(ctx, call)
 	if err != nil {
 		return ref.Call, err
 	}
-	switch v, why, err := s.accept(ctx, in, ref, req, early); {
+	v, why, err := s.accept(ctx, in, ref, req, early)
+	switch {
 	case err != nil:
 		return ref.Call, err
 	case v == refused:
@@ -208,12 +213,21 @@ func (s *Service) decide(ctx context.Context, m jetstream.Msg, in intake) (strin
 		if err != nil || decided {
 			return ref.Call, err // a repeat of a decided revision changes nothing
 		}
-	case early != nil:
-		return ref.Call, nil // recorded with its request
+	}
+	// The revision is recorded: finish the decision (a grant may answer an
+	// ask; a candidate in shadow sees only recorded calls).
+	var d *airlockv1.Decision
+	if pre != nil {
+		d = s.decider.(SettledDecider).Finish(ctx, call, pre)
+	} else {
+		d = s.decider.Decide(ctx, call)
 	}
 	ev := early
+	if ev != nil && v != repeated {
+		return ref.Call, nil // recorded with its request
+	}
 	if ev == nil {
-		if ev, err = s.sealed(call, s.decider.Decide(ctx, call)); err != nil {
+		if ev, err = s.sealed(call, d); err != nil {
 			return ref.Call, err
 		}
 	}
@@ -223,18 +237,20 @@ func (s *Service) decide(ctx context.Context, m jetstream.Msg, in intake) (strin
 	return ref.Call, nil
 }
 
-// decideNow is the call's sealed decision event when it can be recorded
-// with the request (batch on, and deciding changes nothing), else nil.
-func (s *Service) decideNow(ctx context.Context, call *airlockv1.ToolCall) (*airlockv1.Event, error) {
+// decideNow evaluates the policy before the revision is recorded (batch on):
+// pre is the evaluated decision for Finish, early its sealed event when it
+// is final and can be recorded with the request; both nil without batch.
+func (s *Service) decideNow(ctx context.Context, call *airlockv1.ToolCall) (pre *airlockv1.Decision, early *airlockv1.Event, err error) {
 	sd, ok := s.decider.(SettledDecider)
 	if !s.batch || !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
-	d := sd.DecideNow(ctx, call)
-	if d == nil {
-		return nil, nil
+	pre, final := sd.DecideNow(ctx, call)
+	if !final {
+		return pre, nil, nil
 	}
-	return s.sealed(call, d)
+	early, err = s.sealed(call, pre)
+	return pre, early, err
 }
 
 // sealed is d's decision event, sealed with the decision key.

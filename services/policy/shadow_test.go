@@ -127,6 +127,16 @@ func shadowCandidateRecordsDivergences(t *testing.T, cfg config.Config) {
 		}
 	}
 
+	// A request the service refuses (same1 again with other content) is
+	// never recorded, so the candidate never sees it: nothing an agent sends
+	// beside its recorded calls reaches the shadow report.
+	seen := a.ShadowStats().Evaluated + b.ShadowStats().Evaluated
+	submit(t, deps.JS, "bot", "same1", "demo", "echo", map[string]any{"text": "not what was recorded"})
+	testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", "same1"), subject.Invalid, 10*time.Second)
+	if now := a.ShadowStats().Evaluated + b.ShadowStats().Evaluated; now != seen || len(allDivergences()) != 1 {
+		t.Errorf("a refused request was offered to the candidate: %d more evaluated, %d divergences", now-seen, len(allDivergences()))
+	}
+
 	// Off on every replica: no further call is offered to the candidate.
 	bob := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "bob"}
 	if _, err := client.StopShadow(ctx, bob); err != nil {
