@@ -153,27 +153,31 @@ type Absent struct {
 // Absent lists the calls of endpoint nobody has waited for since before
 // cutoff.
 func (s *Store) Absent(ctx context.Context, endpoint string, cutoff time.Time) ([]Absent, error) {
-	lister, err := s.kv.ListKeysFiltered(ctx, "c.>")
+	// One watch reads every presence with its value (the sweep runs on every
+	// tick; a read per key would be a consumer per waiting call).
+	w, err := s.kv.Watch(ctx, "c.>", jetstream.IgnoreDeletes())
 	if err != nil {
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return nil, nil
-		}
 		return nil, fmt.Errorf("list the calls clients wait for: %w", err)
 	}
-	defer lister.Stop()
+	defer func() { _ = w.Stop() }()
 	var out []Absent
-	for key := range lister.Keys() {
-		agent, call, ok := strings.Cut(strings.TrimPrefix(key, "c."), ".")
-		if !ok {
-			continue
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case e = <-w.Updates():
+		case <-ctx.Done():
+			return nil, fmt.Errorf("list the calls clients wait for: %w", ctx.Err())
 		}
-		p, found, err := s.PresenceOf(ctx, agent, call)
-		if err != nil || !found || p.Endpoint != endpoint || !p.Until.Before(cutoff) {
+		if e == nil { // every stored presence has been read
+			return out, nil
+		}
+		agent, call, ok := strings.Cut(strings.TrimPrefix(e.Key(), "c."), ".")
+		var p Presence
+		if !ok || json.Unmarshal(e.Value(), &p) != nil || p.Endpoint != endpoint || !p.Until.Before(cutoff) {
 			continue
 		}
 		out = append(out, Absent{Agent: agent, Call: call, Presence: p})
 	}
-	return out, nil
 }
 
 // Line is the sentence a reviewer reads about whether the client waits
