@@ -83,18 +83,24 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 	key := domain.RefOf(rec).Key()
 	// An agent may keep only its share of calls waiting for a person: past
 	// it the call is canceled at once, and the agent reads why.
-	admitted := s.index.admit(key, rec.GetCall().GetAgentId(), s.deps.Config.Approval.MaxPendingPerAgent)
-	if !admitted {
+	admitted, known := s.index.admit(key, rec.GetCall().GetAgentId(), s.deps.Config.Approval.MaxPendingPerAgent)
+	switch {
+	case known:
+		// A redelivered request: its record exists (create finds it), so
+		// its preview is not asked for again.
+	case !admitted:
 		out, err := domain.Cancel(rec, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"}, overShare(rec, s.deps.Config.Approval.MaxPendingPerAgent), s.dir, s.now())
 		if err != nil {
 			return consume.Permanent(err)
 		}
 		rec = out.Record
-	} else {
+	default:
 		rec.Preview = s.preview(ctx, rec.GetCall())
 	}
 	if _, err := s.store.create(ctx, rec); err != nil {
-		s.index.forget(key)
+		if !known {
+			s.index.forget(key)
+		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return err
 		}

@@ -215,14 +215,14 @@ func (ix *index) pendingOf(agent string, d int) {
 // working at once cannot all take the last place. Each replica counts what
 // it sees: with several replicas an agent can pass max by what the others
 // admitted in the last moment.
-func (ix *index) admit(key, agent string, max int) bool {
+func (ix *index) admit(key, agent string, max int) (admitted, known bool) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.recs[key] != nil {
-		return true
+		return true, true
 	}
 	if _, ok := ix.admitted[key]; ok {
-		return true
+		return true, false
 	}
 	n := ix.pendingBy[agent]
 	for _, a := range ix.admitted {
@@ -231,10 +231,10 @@ func (ix *index) admit(key, agent string, max int) bool {
 		}
 	}
 	if n >= max {
-		return false
+		return false, false
 	}
 	ix.admitted[key] = agent
-	return true
+	return true, false
 }
 
 // forget drops key from what admit counted: its record was not created.
