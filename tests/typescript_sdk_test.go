@@ -37,8 +37,10 @@ func TestTypeScriptClient(t *testing.T) {
 	}
 	cmd := exec.Command(node, "--test", "--test-reporter=spec", "dist/test/*.test.js")
 	cmd.Dir = dir
+	dev.Agent(t, "tsevil") // another agent, for forged-outcome attacks
 	cmd.Env = append(os.Environ(), "AIRLOCK_URL="+dev.HTTPURL, "AIRLOCK_TOKEN="+token, "AIRLOCK_TEST_REST_AGENT=tsbot",
-		"AIRLOCK_CREDENTIAL="+dev.Creds("bot"), "AIRLOCK_TEST_NATS_AGENT=bot", "AIRLOCK_TEST_ADMIN_TOKEN="+admin)
+		"AIRLOCK_CREDENTIAL="+dev.Creds("bot"), "AIRLOCK_TEST_NATS_AGENT=bot", "AIRLOCK_TEST_ADMIN_TOKEN="+admin,
+		"AIRLOCK_TEST_OTHER_CREDENTIAL="+dev.Creds("tsevil"))
 	out, err := cmd.CombinedOutput()
 	if m := regexp.MustCompile(`ℹ pass (\d+)`).FindSubmatch(out); err != nil || m == nil || string(m[1]) == "0" {
 		t.Fatalf("node --test: %v (no test may fail, and some must pass)\n%s", err, out)

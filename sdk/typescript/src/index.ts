@@ -106,13 +106,25 @@ export interface Transport {
   do?(call: Call & { callId: string }, timeoutMs?: number): Promise<Outcome>;
 }
 
+/**
+ * A call id is 1 to 64 of A-Z a-z 0-9 _ -, as airlock requires: it becomes
+ * a NATS subject token, where "*" or "." would name other calls.
+ */
+function callIdOf(id: string | undefined): string {
+  if (id === undefined) return "ts-" + randomUUID().replaceAll("-", "");
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(id)) {
+    throw new ApiError(`call id ${JSON.stringify(id)} is not valid: use 1 to 64 letters, digits, _ or -`, 0, "invalid_request");
+  }
+  return id;
+}
+
 /** An agent's client. Build it with connectNats or connectRest. */
 export class Client {
   constructor(private readonly transport: Transport) {}
 
   /** Submits a call; returns its id. */
-  submit(call: Call): Promise<string> {
-    return this.transport.submit({ ...call, callId: call.callId ?? "ts-" + randomUUID().replaceAll("-", "") });
+  async submit(call: Call): Promise<string> {
+    return this.transport.submit({ ...call, callId: callIdOf(call.callId) });
   }
 
   /**
@@ -120,14 +132,14 @@ export class Client {
    * reads what already happened first, so a process that restarted awaits a
    * call it submitted before by its id.
    */
-  await(callId: string, timeoutMs?: number): Promise<Outcome> {
-    return this.transport.await(callId, timeoutMs);
+  async await(callId: string, timeoutMs?: number): Promise<Outcome> {
+    return this.transport.await(callIdOf(callId), timeoutMs);
   }
 
   /** Submits and awaits a call airlock runs; returns the outcome once it completed, else throws its typed error. */
   async do(call: Call, timeoutMs?: number): Promise<Outcome> {
     if (this.transport.do) {
-      const c = { ...call, callId: call.callId ?? "ts-" + randomUUID().replaceAll("-", "") };
+      const c = { ...call, callId: callIdOf(call.callId) };
       return check(await this.transport.do(c, timeoutMs), call.tool);
     }
     const id = await this.submit(call);
@@ -135,8 +147,8 @@ export class Client {
   }
 
   /** Withdraws a call still waiting for a decision. */
-  cancel(callId: string, reason = ""): Promise<void> {
-    return this.transport.cancel(callId, reason);
+  async cancel(callId: string, reason = ""): Promise<void> {
+    return this.transport.cancel(callIdOf(callId), reason);
   }
 
   close(): Promise<void> {
@@ -303,7 +315,8 @@ class NatsTransport implements Transport {
         callback: (err, m) => {
           if (err) return;
           const callId = m.subject.split(".")[3];
-          this.waiters.get(callId)?.(outcomeOf(callId, status, m));
+          const ev = this.eventOf(m, callId, type, status);
+          if (ev) this.waiters.get(callId)?.(outcomeOf(callId, status, ev));
         },
       });
     }
@@ -369,8 +382,10 @@ class NatsTransport implements Transport {
       const done = await this.stored(callId);
       if (done) return done;
       for await (const m of sub) {
-        const type = m.subject.split(".").slice(-1)[0] as Status;
-        if (ends.some(([s]) => s === type)) return outcomeOf(callId, type, m);
+        const type = m.subject.split(".").slice(4).join(".");
+        const end = ends.find(([, t]) => t === type);
+        const ev = end && this.eventOf(m, callId, type, end[0]);
+        if (end && ev) return outcomeOf(callId, end[0], ev);
       }
       return { callId, revision: 0, status: "pending" };
     } finally {
@@ -384,9 +399,29 @@ class NatsTransport implements Transport {
     for (const [status, type] of ends) {
       const m = await this.nc.request(`$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.${this.agent}.${callId}.${type}`, "", { timeout: 10_000 });
       if (m.headers?.get("Status") === "404" || m.data.length === 0) continue;
-      return outcomeOf(callId, status, m);
+      const ev = this.eventOf(m, callId, type, status);
+      if (ev) return outcomeOf(callId, status, ev);
     }
     return undefined;
+  }
+
+  /**
+   * The event m carries when it is this agent's call callId's event of type,
+   * as the stream stored it (Nats-Subject) and as its body says; else
+   * undefined. Another agent can make the server answer one of its own
+   * requests onto this agent's subjects, but what it sends is then about its
+   * own calls, which this refuses (as the Go SDK's eventOf).
+   */
+  private eventOf(m: Msg, callId: string, type: string, status: Status): any | undefined {
+    if (m.headers?.get("Nats-Subject") !== `airlock.evt.${this.agent}.${callId}.${type}`) return undefined;
+    let ev: any;
+    try {
+      ev = m.json<any>();
+    } catch {
+      return undefined;
+    }
+    if (ev?.agent_id !== this.agent || ev?.call_id !== callId || ev[status] === undefined) return undefined;
+    return ev;
   }
 
   async cancel(callId: string, reason = ""): Promise<void> {
@@ -403,8 +438,7 @@ class NatsTransport implements Transport {
 }
 
 /** An end event (protojson, .proto field names) as an Outcome. */
-function outcomeOf(callId: string, status: Status, m: Msg): Outcome {
-  const ev = m.json<any>();
+function outcomeOf(callId: string, status: Status, ev: any): Outcome {
   const body = ev[status] ?? {};
   const out: Outcome = { callId: ev.call_id ?? callId, revision: ev.revision ?? 0, status };
   switch (status) {
