@@ -14,6 +14,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/executor"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/preview"
@@ -184,7 +185,7 @@ func TestAnApprovedCallRunsOnlyAgainstTheWorldItsReviewersSaw(t *testing.T) {
 		}
 		e.approveAgainst(call, p)
 		f := e.end("changed").GetFailed()
-		if f == nil || f.Reason != executor.ReasonPrecondition || f.Outcome != executor.OutcomeError ||
+		if f == nil || f.Reason != executor.ReasonPrecondition || f.Outcome != calls.FailureError ||
 			!strings.Contains(f.Message, "the world changed since the reviewer looked") || !strings.Contains(f.Message, "approve it on the new preview") {
 			t.Fatalf("call ended %v, want failed %s saying the world changed", e.end("changed"), executor.ReasonPrecondition)
 		}

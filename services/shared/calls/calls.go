@@ -305,6 +305,11 @@ func Happened(happened bool) string {
 	return "it did not happen"
 }
 
-// FailureIndeterminate is the outcome of a failed call that may or may not
-// have run (Failed.outcome): it gets a "did it happen?" task.
-const FailureIndeterminate = "indeterminate"
+// The outcomes of a failed call (Failed.outcome).
+const (
+	// FailureError: the tool did not apply the call.
+	FailureError = "error"
+	// FailureIndeterminate: the tool may or may not have applied the call;
+	// it gets a "did it happen?" task.
+	FailureIndeterminate = "indeterminate"
+)
