@@ -70,18 +70,21 @@ func (g *Gateway) newEndpoint(cfg config.GatewayEndpoint) (*endpoint, error) {
 		client: client, watcher: w, nonce: newNonce(), recent: newRecentCalls(), tools: map[string]*tool{}, hidden: map[string]bool{},
 		codeRunning: make(chan struct{}, cfg.RunCode.Running()),
 	}
+	// The SDK logs every session's start and end at INFO, and a 2026-07-28
+	// request is a session of its own: its warnings and errors are enough.
+	sdkLog := slog.New(atLeast{ep.log.Handler(), slog.LevelWarn})
 	ep.server = mcp.NewServer(&mcp.Implementation{Name: "airlock", Title: "airlock gateway (" + cfg.Name + ")", Version: "1"}, &mcp.ServerOptions{
 		Instructions: fmt.Sprintf("These are the tools of airlock endpoint %s. airlock checks every call against policy: "+
 			"some run at once, some are refused with the reason, some wait for a person's approval (this can take minutes). "+
 			"A refused call returns isError with what to do; do not retry it unchanged.", cfg.Name),
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
-		Logger:       ep.log,
+		Logger:       sdkLog,
 	})
 	ep.server.AddReceivingMiddleware(ep.waitForTools)
 	timeout := g.deps.Config.Gateway.SessionTimeout
 	get := func(*http.Request) *mcp.Server { return ep.server }
-	ep.stateful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: ep.log})
-	ep.stateless = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, Logger: ep.log})
+	ep.stateful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: sdkLog})
+	ep.stateless = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, Logger: sdkLog})
 	return ep, nil
 }
 
@@ -95,7 +98,7 @@ func (ep *endpoint) close() {
 // just started until the tools are known.
 func (ep *endpoint) waitForTools(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == "tools/list" || method == "tools/call" {
+		if (method == "tools/list" || method == "tools/call") && !ep.g.isReady() {
 			ep.g.awaitReady(ctx)
 		}
 		return next(ctx, method, req)
@@ -222,6 +225,12 @@ func (ep *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Header.Del(requestHeader)
+	if r.Header.Get("Mcp-Protocol-Version") >= statelessVersion {
+		// No session, so a call's id is random and its request id is not
+		// needed: the SDK bounds and reads the body itself.
+		ep.stateless.ServeHTTP(w, r)
+		return
+	}
 	if r.Method == http.MethodPost && r.Body != nil {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 		if err != nil {
@@ -232,10 +241,6 @@ func (ep *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if id, ok := toolsCallID(body); ok {
 			r.Header.Set(requestHeader, id)
 		}
-	}
-	if r.Header.Get("Mcp-Protocol-Version") >= statelessVersion {
-		ep.stateless.ServeHTTP(w, r)
-		return
 	}
 	ep.stateful.ServeHTTP(w, r)
 }
@@ -257,4 +262,22 @@ func toolsCallID(body []byte) (string, bool) {
 		return "", false
 	}
 	return string(m.ID), true
+}
+
+// atLeast passes on only the records of level or above.
+type atLeast struct {
+	slog.Handler
+	level slog.Level
+}
+
+func (h atLeast) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.level && h.Handler.Enabled(ctx, l)
+}
+
+func (h atLeast) WithAttrs(as []slog.Attr) slog.Handler {
+	return atLeast{h.Handler.WithAttrs(as), h.level}
+}
+
+func (h atLeast) WithGroup(name string) slog.Handler {
+	return atLeast{h.Handler.WithGroup(name), h.level}
 }

@@ -176,6 +176,13 @@ func TestServeHTTPAuthenticatesAndNotesTheRequestID(t *testing.T) {
 			t.Fatalf("a forged header reached the handler: %q", seen.Header.Get(requestHeader))
 		}
 	})
+	t.Run("a_request_without_a_session_gets_no_request_id_and_no_forged_one", func(t *testing.T) {
+		post("0123456789abcdef0123", `{"jsonrpc":"2.0","id":9,"method":"tools/call"}`,
+			map[string]string{requestHeader: "forged", "Mcp-Protocol-Version": statelessVersion})
+		if seen == nil || seen.Header.Get(requestHeader) != "" {
+			t.Fatalf("a 2026-07-28 request reached the handler with request id %q", seen.Header.Get(requestHeader))
+		}
+	})
 	t.Run("an_endpoint_without_a_token_serves_no_http", func(t *testing.T) {
 		ep.token = nil
 		if w := post("", `{}`, nil); w.Code != http.StatusUnauthorized {
@@ -432,6 +439,29 @@ func TestRejoinKeys(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if got := bot.rejoinKey(c.session, "fs__write_file", c.digest) != ""; got != c.rejoinable {
 				t.Fatalf("rejoinable=%v, want %v", got, c.rejoinable)
+			}
+		})
+	}
+}
+
+func TestTheReasonNamesTheClientAsItSaysItself(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		meta mcp.Meta
+		want string
+	}{
+		{"a_2026_07_28_client_names_itself_in_the_request", mcp.Meta{mcp.MetaKeyClientInfo: map[string]any{"name": "inspector", "version": "2.1"}},
+			`called by MCP client "inspector" 2.1 through gateway endpoint bot`},
+		{"a_client_info_made_in_process_is_read_too", mcp.Meta{mcp.MetaKeyClientInfo: &mcp.Implementation{Name: "go", Version: "1"}},
+			`called by MCP client "go" 1 through gateway endpoint bot`},
+		{"a_long_name_is_cut", mcp.Meta{mcp.MetaKeyClientInfo: map[string]any{"name": strings.Repeat("n", 100)}},
+			`called by MCP client "` + strings.Repeat("n", 64) + `…" through gateway endpoint bot`},
+		{"a_client_that_does_not_say_is_an_mcp_client", nil, "called by an MCP client through gateway endpoint bot"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: c.meta}}
+			if got := reasonOf(req, "bot"); got != c.want {
+				t.Fatalf("reason %q, want %q", got, c.want)
 			}
 		})
 	}
