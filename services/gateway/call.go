@@ -70,7 +70,7 @@ func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest, t *t
 		digest = argsDigest(args)
 	}
 	key := ep.rejoinKey(thread, t.def.Name, digest)
-	if f := ep.findRejoin(ctx, key, t); f != nil {
+	if f := ep.findRejoin(ctx, key, ep.g.ownsSession(sessionID, stdio), t); f != nil {
 		return ep.follow(ctx, req, f, false)
 	}
 	f := &flight{tool: t, submit: true, rejoinKey: key, call: airlock.Call{

@@ -79,6 +79,7 @@ func (g *Gateway) newEndpoint(cfg config.GatewayEndpoint) (*endpoint, error) {
 			"A refused call returns isError with what to do; do not retry it unchanged.", cfg.Name),
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		Logger:       sdkLog,
+		GetSessionID: g.newSessionID,
 	})
 	ep.server.AddReceivingMiddleware(ep.waitForTools)
 	timeout := g.deps.Config.Gateway.SessionTimeout

@@ -466,3 +466,28 @@ func TestTheReasonNamesTheClientAsItSaysItself(t *testing.T) {
 		})
 	}
 }
+
+func TestAReplicaOwnsOnlyTheSessionsItStarted(t *testing.T) {
+	g, other := &Gateway{sessionMark: newNonce()}, &Gateway{sessionMark: newNonce()}
+	for _, c := range []struct {
+		name    string
+		session string
+		stdio   bool
+		owns    bool
+	}{
+		{"a_session_it_started", g.newSessionID(), false, true},
+		{"a_session_another_replica_started", other.newSessionID(), false, false},
+		{"a_session_id_it_did_not_make", "0123456789abcdef", false, false},
+		{"its_mark_alone", g.sessionMark, false, false},
+		{"stdio", "", true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := g.ownsSession(c.session, c.stdio); got != c.owns {
+				t.Fatalf("owns %q: %v, want %v", c.session, got, c.owns)
+			}
+		})
+	}
+	if a, b := g.newSessionID(), g.newSessionID(); a == b {
+		t.Fatalf("two sessions got the id %s", a)
+	}
+}
