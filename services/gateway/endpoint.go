@@ -33,8 +33,10 @@ type endpoint struct {
 	client  *airlock.Client
 	watcher *airlock.Watcher
 	// stateful serves the session-based protocol versions (2025-11-25 and
-	// older), stateless the 2026-07-28 protocol, which has no sessions.
-	stateful, stateless http.Handler
+	// older), stateless the 2026-07-28 protocol, which has no sessions;
+	// statelessJSON the same, answering with one JSON body instead of an
+	// event stream (see ServeHTTP).
+	stateful, stateless, statelessJSON http.Handler
 	// nonce stands for the session of a connection without a session id
 	// (stdio), so its threads are its own.
 	nonce  string
@@ -86,6 +88,7 @@ func (g *Gateway) newEndpoint(cfg config.GatewayEndpoint) (*endpoint, error) {
 	get := func(*http.Request) *mcp.Server { return ep.server }
 	ep.stateful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: sdkLog})
 	ep.stateless = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, Logger: sdkLog})
+	ep.statelessJSON = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: sdkLog})
 	return ep, nil
 }
 
@@ -226,22 +229,32 @@ func (ep *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Header.Del(requestHeader)
-	if r.Header.Get("Mcp-Protocol-Version") >= statelessVersion {
-		// No session, so a call's id is random and its request id is not
-		// needed: the SDK bounds and reads the body itself.
-		ep.stateless.ServeHTTP(w, r)
-		return
-	}
+	var body []byte
 	if r.Method == http.MethodPost && r.Body != nil {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-		if err != nil {
+		var err error
+		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody)); err != nil {
 			http.Error(w, fmt.Sprintf("request body over %d bytes: send smaller requests", maxBody), http.StatusRequestEntityTooLarge)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if id, ok := toolsCallID(body); ok {
-			r.Header.Set(requestHeader, id)
+	}
+	if r.Header.Get("Mcp-Protocol-Version") >= statelessVersion {
+		// No session, so a call's id is random and its request id is not
+		// needed. Without a progress token nothing reaches the client
+		// before the answer (this protocol has no ping, and a confirmation
+		// comes back in the result), so the answer is one JSON body, not an
+		// event stream: cheaper at both ends. Any mention of a progress
+		// token, even in the arguments, keeps the stream, and so does any
+		// \u escape (which could spell the name).
+		if r.Method == http.MethodPost && !bytes.Contains(body, []byte(`"progressToken"`)) && !bytes.Contains(body, []byte(`\u`)) {
+			ep.statelessJSON.ServeHTTP(w, r)
+			return
 		}
+		ep.stateless.ServeHTTP(w, r)
+		return
+	}
+	if id, ok := toolsCallID(body); ok {
+		r.Header.Set(requestHeader, id)
 	}
 	ep.stateful.ServeHTTP(w, r)
 }

@@ -137,7 +137,7 @@ func TestServeHTTPAuthenticatesAndNotesTheRequestID(t *testing.T) {
 	record := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = r })
 	ep := testEndpoint("bot")
 	ep.token = []byte("0123456789abcdef0123")
-	ep.stateful, ep.stateless = record, record
+	ep.stateful, ep.stateless, ep.statelessJSON = record, record, record
 	post := func(token, body string, hdr map[string]string) *httptest.ResponseRecorder {
 		seen = nil
 		req := httptest.NewRequest(http.MethodPost, "/mcp/bot", strings.NewReader(body))
@@ -489,5 +489,42 @@ func TestAReplicaOwnsOnlyTheSessionsItStarted(t *testing.T) {
 	}
 	if a, b := g.newSessionID(), g.newSessionID(); a == b {
 		t.Fatalf("two sessions got the id %s", a)
+	}
+}
+
+func TestARequestIsServedByTheHandlerOfItsProtocol(t *testing.T) {
+	var served string
+	handler := func(name string) http.Handler {
+		return http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = name })
+	}
+	ep := testEndpoint("bot")
+	ep.token = []byte("0123456789abcdef0123")
+	ep.stateful, ep.stateless, ep.statelessJSON = handler("sessions"), handler("event stream"), handler("one JSON body")
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fs__read_file","arguments":{"path":"/a"}}}`
+	withToken := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":7},"name":"fs__read_file"}}`
+	inArguments := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fs__write_file","arguments":{"progressToken":"x"}}}`
+	escaped := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progress\u0054oken":7},"name":"fs__read_file"}}`
+	for _, c := range []struct {
+		name, version, body, want string
+	}{
+		{"a_2026_07_28_call_without_a_progress_token_is_answered_in_one_json_body", "2026-07-28", call, "one JSON body"},
+		{"a_2026_07_28_call_with_a_progress_token_keeps_its_event_stream", "2026-07-28", withToken, "event stream"},
+		{"a_progress_token_named_anywhere_keeps_the_event_stream", "2026-07-28", inArguments, "event stream"},
+		{"a_progress_token_spelled_with_an_escape_keeps_the_event_stream", "2026-07-28", escaped, "event stream"},
+		{"a_call_in_a_session_goes_to_the_session_handler", "2025-11-25", call, "sessions"},
+		{"a_request_without_a_version_goes_to_the_session_handler", "", call, "sessions"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			served = ""
+			req := httptest.NewRequest(http.MethodPost, "/mcp/bot", strings.NewReader(c.body))
+			req.Header.Set("Authorization", "Bearer 0123456789abcdef0123")
+			if c.version != "" {
+				req.Header.Set("Mcp-Protocol-Version", c.version)
+			}
+			ep.ServeHTTP(httptest.NewRecorder(), req)
+			if served != c.want {
+				t.Fatalf("served by the %q handler, want %q", served, c.want)
+			}
+		})
 	}
 }

@@ -321,11 +321,7 @@ func (x *exchangeRecorder) replayer() (func(context.Context) error, func(), erro
 	if body == nil {
 		return nil, nil, errors.New("no tools/call went through the gateway to replay")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, nil, err
-	}
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	url, stop, err := serveLoopback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.Copy(io.Discard, r.Body); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -334,9 +330,10 @@ func (x *exchangeRecorder) replayer() (func(context.Context) error, func(), erro
 			w.Header()[k] = v
 		}
 		_, _ = w.Write(resp)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	url := "http://" + ln.Addr().String() + "/mcp"
+	}))
+	if err != nil {
+		return nil, nil, err
+	}
 	hc := &http.Client{}
 	op := func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
@@ -358,25 +355,30 @@ func (x *exchangeRecorder) replayer() (func(context.Context) error, func(), erro
 		}
 		return nil
 	}
-	return op, func() { _ = srv.Close(); hc.CloseIdleConnections() }, nil
+	return op, func() { stop(); hc.CloseIdleConnections() }, nil
 }
 
 // startBenchMCPFloor serves an MCP server with one tool, echo, over
-// streamable HTTP as the gateway serves it: the stateless handler for
-// 2026-07-28 requests, the session handler before.
+// streamable HTTP as the gateway serves it: for 2026-07-28 requests the
+// stateless handler, answering in one JSON body a request that names no
+// progress token; the session handler before.
 func startBenchMCPFloor() (string, func(), error) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "bench-floor", Version: "1"}, nil)
 	s.AddTool(&mcp.Tool{Name: "echo", Description: "Returns its text.", InputSchema: map[string]any{"type": "object"}}, echoTool)
 	get := func(*http.Request) *mcp.Server { return s }
 	stateful := mcp.NewStreamableHTTPHandler(get, nil)
-	stateless := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true})
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	stateless := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	return serveLoopback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" {
-			stateless.ServeHTTP(w, r)
+			stateless.ServeHTTP(w, r) // the bench's calls name no progress token
 			return
 		}
 		stateful.ServeHTTP(w, r)
-	})
+	}))
+}
+
+// serveLoopback serves h on a loopback port until the returned stop.
+func serveLoopback(h http.Handler) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
@@ -400,14 +402,7 @@ func echoTool(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult,
 func startBenchUpstream() (string, func(), error) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "bench-upstream", Version: "1"}, nil)
 	s.AddTool(&mcp.Tool{Name: "echo", Description: "Returns its text.", InputSchema: map[string]any{"type": "object"}}, echoTool)
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String() + "/mcp", func() { _ = srv.Close() }, nil
+	return serveLoopback(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 }
 
 // benchClient connects a go-sdk client, with a bearer token when given.
