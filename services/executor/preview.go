@@ -156,7 +156,7 @@ func (d *Demo) current(ctx context.Context, p string) (head []byte, size int64, 
 		}
 		return nil, 0, false, "", d.fsError("read", p, err)
 	}
-	return buf.b, size, true, fmt.Sprintf("sha256:%x", h.Sum(nil)), nil
+	return buf.b, size, true, preview.FileDigest(h.Sum(nil)), nil
 }
 
 // ctxReader stops reading once its context is done.
