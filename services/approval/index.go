@@ -57,12 +57,19 @@ type index struct {
 	// by sorting everything (100,000 pending calls: airlock bench pending).
 	all     listOrder
 	byAgent map[string]*listOrder
+	// due orders the pending records by when the sweeper next has work
+	// for them; queued holds the keys of pending records queued behind
+	// their thread's turn; npending counts the pending records. A sweep
+	// costs what is due, not what waits.
+	due      dueQueue
+	queued   map[string]bool
+	npending int
 }
 
 func newIndex(log *slog.Logger, reconnects func() uint64) *index {
 	return &index{log: log, reconnects: reconnects, recs: map[string]*airlockv1.ApprovalRecord{}, latest: map[string]uint32{},
 		pendingBy: map[string]int{}, pendingRevs: map[string]map[uint32]bool{}, admitted: map[string]string{}, unsettled: map[string]bool{}, published: map[string]bool{},
-		byAgent: map[string]*listOrder{}}
+		byAgent: map[string]*listOrder{}, due: dueQueue{at: map[string]int64{}}, queued: map[string]bool{}}
 }
 
 // watch follows the bucket until ctx ends. ready is closed once the bucket's
@@ -146,6 +153,8 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 	if old != nil && old.GetState() == domain.Pending {
 		ix.pendingOf(old.GetCall().GetAgentId(), -1)
 		ix.pendingRev(domain.RefOf(old), false)
+		ix.due.drop(e.Key())
+		delete(ix.queued, e.Key())
 	}
 	if old != nil && (rec == nil || orderOf(e.Key(), old) != orderOf(e.Key(), rec) || old.GetCall().GetAgentId() != rec.GetCall().GetAgentId()) {
 		ix.unorder(e.Key(), old)
@@ -158,6 +167,10 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 	if rec.GetState() == domain.Pending {
 		ix.pendingOf(rec.GetCall().GetAgentId(), +1)
 		ix.pendingRev(domain.RefOf(rec), true)
+		ix.due.set(e.Key(), domain.NextDue(rec))
+		if rec.GetQueued() && domain.InQueue(rec) {
+			ix.queued[e.Key()] = true
+		}
 	}
 	if old == nil {
 		ix.order(e.Key(), rec)
@@ -200,6 +213,7 @@ func (ix *index) unorder(key string, rec *airlockv1.ApprovalRecord) {
 
 // pendingOf adds d to agent's count of pending records (ix.mu held).
 func (ix *index) pendingOf(agent string, d int) {
+	ix.npending += d
 	if n := ix.pendingBy[agent] + d; n > 0 {
 		ix.pendingBy[agent] = n
 	} else {
@@ -412,24 +426,38 @@ func (ix *index) pendingRev(ref callref.Ref, pending bool) {
 	}
 }
 
-// pending returns every pending record, newest first. It reads them a
-// chunk at a time, so the sweeper's pass over 100,000 pending calls never
-// holds the index for long: lists and the watch go on in between.
-func (ix *index) pending() []*airlockv1.ApprovalRecord {
-	isPending := func(r *airlockv1.ApprovalRecord) bool { return r.GetState() == domain.Pending }
+// dueRecords returns the pending records the sweeper has work for at now
+// (domain.NextDue), earliest first. A record stays due until it changes,
+// so one whose expiry or timer failed is returned again at the next sweep.
+func (ix *index) dueRecords(now time.Time) []*airlockv1.ApprovalRecord {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
 	var out []*airlockv1.ApprovalRecord
-	var after *pagePos
-	for {
-		chunk := ix.page("", after, pendingChunk, isPending)
-		out = append(out, chunk...)
-		if len(chunk) < pendingChunk {
-			return out
+	for _, key := range ix.due.due(now) {
+		if rec := ix.recs[key]; rec != nil && rec.GetState() == domain.Pending {
+			out = append(out, rec)
 		}
-		last := chunk[len(chunk)-1]
-		pos := orderOf(domain.RefOf(last).Key(), last)
-		after = &pos
 	}
+	return out
 }
 
-// pendingChunk is how many records pending reads under one hold of the index.
-const pendingChunk = 1000
+// queuedRecords returns the pending records queued behind their thread's
+// turn (the sweeper's repair pass releases their threads).
+func (ix *index) queuedRecords() []*airlockv1.ApprovalRecord {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	out := make([]*airlockv1.ApprovalRecord, 0, len(ix.queued))
+	for key := range ix.queued {
+		if rec := ix.recs[key]; rec != nil {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// pendingCount is how many records are pending.
+func (ix *index) pendingCount() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.npending
+}

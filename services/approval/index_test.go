@@ -1,11 +1,16 @@
 package approval
 
 import (
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
@@ -117,4 +122,83 @@ func TestIndexPagesInListOrder(t *testing.T) {
 			t.Fatalf("agent b after removing b.c3.1: %v", got)
 		}
 	})
+}
+
+// kvEntry is a bucket entry as the watch delivers it to index.apply.
+type kvEntry struct {
+	key string
+	val []byte
+	op  jetstream.KeyValueOp
+}
+
+func (e kvEntry) Bucket() string                  { return "approvals" }
+func (e kvEntry) Key() string                     { return e.key }
+func (e kvEntry) Value() []byte                   { return e.val }
+func (e kvEntry) Revision() uint64                { return 1 }
+func (e kvEntry) Created() time.Time              { return time.Time{} }
+func (e kvEntry) Delta() uint64                   { return 0 }
+func (e kvEntry) Operation() jetstream.KeyValueOp { return e.op }
+
+func put(t *testing.T, ix *index, rec *airlockv1.ApprovalRecord) string {
+	t.Helper()
+	data, err := proto.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := fmt.Sprintf("%s.%s.%d", rec.GetCall().GetAgentId(), rec.GetCall().GetCallId(), rec.GetCall().GetRevision())
+	ix.apply(kvEntry{key: key, val: data, op: jetstream.KeyValuePut})
+	return key
+}
+
+// A sweep is handed only the pending records it has work for (a deadline
+// passed, a reminder or escalation due), however many wait; one it could
+// not settle is handed again at the next sweep, and one that changed is
+// handed when its new time comes (or never, once decided).
+func TestASweepIsHandedOnlyTheRecordsThatAreDue(t *testing.T) {
+	ix := newIndex(slog.Default(), func() uint64 { return 0 })
+	now := time.Now()
+	rec := func(id string, deadline time.Duration, d *airlockv1.Decision) *airlockv1.ApprovalRecord {
+		return &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{AgentId: "bot", CallId: id, Revision: 1},
+			State: airlockv1.ApprovalState_APPROVAL_STATE_PENDING, Decision: d,
+			CreatedAt: timestamppb.New(now.Add(-time.Hour)), Deadline: timestamppb.New(now.Add(deadline))}
+	}
+	for i := range 1000 {
+		put(t, ix, rec(fmt.Sprintf("later%d", i), time.Hour, nil))
+	}
+	expired := rec("expired", -time.Second, nil)
+	put(t, ix, expired)
+	reminded := rec("remind", time.Hour, &airlockv1.Decision{RemindAfter: durationpb.New(time.Minute)})
+	put(t, ix, reminded)
+	keys := func(recs []*airlockv1.ApprovalRecord) []string {
+		var out []string
+		for _, r := range recs {
+			out = append(out, r.GetCall().GetCallId())
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := keys(ix.dueRecords(now)); !slices.Equal(got, []string{"expired", "remind"}) {
+		t.Fatalf("due %v, want the expired and the reminded record alone", got)
+	}
+	if got := keys(ix.dueRecords(now)); !slices.Equal(got, []string{"expired", "remind"}) {
+		t.Fatalf("a due record nobody changed is not handed again: %v", got)
+	}
+	// The sweeper expired one and reminded the other: the watch delivers both.
+	expired.State = airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED
+	put(t, ix, expired)
+	reminded.Reminded = true
+	put(t, ix, reminded)
+	if got := keys(ix.dueRecords(now)); len(got) != 0 {
+		t.Fatalf("records the sweeper dealt with are due again: %v", got)
+	}
+	if got := keys(ix.dueRecords(now.Add(time.Hour))); len(got) != 1001 {
+		t.Fatalf("at the deadline of the others %d are due, want 1001", len(got))
+	}
+	if ix.pendingCount() != 1001 {
+		t.Fatalf("%d pending, want 1001", ix.pendingCount())
+	}
+	ix.apply(kvEntry{key: "bot.later0.1", op: jetstream.KeyValueDelete})
+	if got := len(ix.dueRecords(now.Add(time.Hour))); got != 1000 || ix.pendingCount() != 1000 {
+		t.Fatalf("a deleted record is still due or counted: %d due, %d pending", got, ix.pendingCount())
+	}
 }
