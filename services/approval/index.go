@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
 	"github.com/airlock-gate/airlock/services/shared/callref"
-	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // index is this replica's read model of the approvals bucket, fed by a KV
@@ -32,11 +30,11 @@ type index struct {
 	reconnects func() uint64
 
 	mu sync.RWMutex
-	// recs holds each record as a list carries it (calls.Abridged): a
-	// record with large arguments is held without them, so what a replica
-	// keeps per call is small whatever an agent sends. Whoever needs the
-	// arguments reads the record from the bucket.
-	recs   map[string]*airlockv1.ApprovalRecord
+	// recs holds each record as a list carries it (calls.Abridged), in an
+	// entry: a record with large arguments is held without them, so what a
+	// replica keeps per call is small whatever an agent sends. Whoever
+	// needs the arguments reads the record from the bucket.
+	recs   map[string]*entry
 	latest map[string]uint32 // "<agent>.<call>" → newest revision seen
 	// pendingBy counts each agent's pending records in recs; admitted
 	// holds the keys (→ agent) of records this replica admitted as pending
@@ -45,7 +43,7 @@ type index struct {
 	// pendingRevs holds each call's pending revisions ("<agent>.<call>" →
 	// revisions), so superseding looks at those, never at every number
 	// below a revision the agent chose.
-	pendingRevs map[string]map[uint32]bool
+	pendingRevs map[string][]uint32
 	admitted    map[string]string
 	// unsettled: keys whose record reached a decision and whose event this
 	// replica has not yet confirmed in the stream (see sweeper.settle).
@@ -67,8 +65,8 @@ type index struct {
 }
 
 func newIndex(log *slog.Logger, reconnects func() uint64) *index {
-	return &index{log: log, reconnects: reconnects, recs: map[string]*airlockv1.ApprovalRecord{}, latest: map[string]uint32{},
-		pendingBy: map[string]int{}, pendingRevs: map[string]map[uint32]bool{}, admitted: map[string]string{}, unsettled: map[string]bool{}, published: map[string]bool{},
+	return &index{log: log, reconnects: reconnects, recs: map[string]*entry{}, latest: map[string]uint32{},
+		pendingBy: map[string]int{}, pendingRevs: map[string][]uint32{}, admitted: map[string]string{}, unsettled: map[string]bool{}, published: map[string]bool{},
 		byAgent: map[string]*listOrder{}, due: dueQueue{at: map[string]int64{}}, queued: map[string]bool{}}
 }
 
@@ -137,26 +135,31 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 	if strings.HasPrefix(e.Key(), "_") {
 		return // a thread queue's lock (domain.QueueKey), not a record
 	}
-	var rec *airlockv1.ApprovalRecord
+	var rec *entry
+	var due time.Time
 	if e.Operation() == jetstream.KeyValuePut {
 		full := &airlockv1.ApprovalRecord{}
-		if err := proto.Unmarshal(e.Value(), full); err != nil {
+		err := proto.Unmarshal(e.Value(), full)
+		if err == nil {
+			rec, err = newEntry(e.Key(), e.Value(), full)
+		}
+		if err != nil {
 			ix.log.Error("undecodable approval record ignored", "key", e.Key(), "err", err)
 			return
 		}
-		rec = calls.Abridged(full)
+		due = domain.NextDue(full)
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	delete(ix.admitted, e.Key())
 	old := ix.recs[e.Key()]
-	if old != nil && old.GetState() == domain.Pending {
-		ix.pendingOf(old.GetCall().GetAgentId(), -1)
-		ix.pendingRev(domain.RefOf(old), false)
+	if old != nil && old.pending() {
+		ix.pendingOf(old.ref.Agent, -1)
+		ix.pendingRev(old.ref, false)
 		ix.due.drop(e.Key())
 		delete(ix.queued, e.Key())
 	}
-	if old != nil && (rec == nil || orderOf(e.Key(), old) != orderOf(e.Key(), rec) || old.GetCall().GetAgentId() != rec.GetCall().GetAgentId()) {
+	if old != nil && (rec == nil || orderOf(e.Key(), old) != orderOf(e.Key(), rec) || old.ref.Agent != rec.ref.Agent) {
 		ix.unorder(e.Key(), old)
 		old = nil
 	}
@@ -164,11 +167,11 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 		delete(ix.recs, e.Key())
 		return
 	}
-	if rec.GetState() == domain.Pending {
-		ix.pendingOf(rec.GetCall().GetAgentId(), +1)
-		ix.pendingRev(domain.RefOf(rec), true)
-		ix.due.set(e.Key(), domain.NextDue(rec))
-		if rec.GetQueued() && domain.InQueue(rec) {
+	if rec.pending() {
+		ix.pendingOf(rec.ref.Agent, +1)
+		ix.pendingRev(rec.ref, true)
+		ix.due.set(e.Key(), due)
+		if rec.queued && rec.inQueue {
 			ix.queued[e.Key()] = true
 		}
 	}
@@ -176,11 +179,11 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 		ix.order(e.Key(), rec)
 	}
 	ix.recs[e.Key()] = rec
-	ref := domain.RefOf(rec)
+	ref := rec.ref
 	if ref.Rev > ix.latest[ref.CallKey()] {
 		ix.latest[ref.CallKey()] = ref.Rev
 	}
-	if hasDecisionEvent(rec) {
+	if hasDecisionEvent(rec.state) {
 		if ix.published[e.Key()] {
 			delete(ix.published, e.Key())
 		} else {
@@ -190,20 +193,20 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 }
 
 // order and unorder add a record to the list orders and remove it (ix.mu held).
-func (ix *index) order(key string, rec *airlockv1.ApprovalRecord) {
+func (ix *index) order(key string, rec *entry) {
 	pos := orderOf(key, rec)
 	ix.all.insert(pos)
-	agent := rec.GetCall().GetAgentId()
+	agent := rec.ref.Agent
 	if ix.byAgent[agent] == nil {
 		ix.byAgent[agent] = &listOrder{}
 	}
 	ix.byAgent[agent].insert(pos)
 }
 
-func (ix *index) unorder(key string, rec *airlockv1.ApprovalRecord) {
+func (ix *index) unorder(key string, rec *entry) {
 	pos := orderOf(key, rec)
 	ix.all.remove(pos)
-	agent := rec.GetCall().GetAgentId()
+	agent := rec.ref.Agent
 	if o := ix.byAgent[agent]; o != nil {
 		if o.remove(pos); len(o.entries) == 0 {
 			delete(ix.byAgent, agent)
@@ -259,8 +262,8 @@ func (ix *index) forget(key string) {
 }
 
 // hasDecisionEvent: states whose entry publishes a decision event.
-func hasDecisionEvent(rec *airlockv1.ApprovalRecord) bool {
-	switch rec.GetState() {
+func hasDecisionEvent(state airlockv1.ApprovalState) bool {
+	switch state {
 	case domain.Approved, domain.Rejected, domain.ChangesRequested, domain.Expired, domain.Canceled:
 		return true
 	}
@@ -285,12 +288,12 @@ func (ix *index) takeUnsettled(cutoff time.Time) []*airlockv1.ApprovalRecord {
 	var out []*airlockv1.ApprovalRecord
 	for key := range ix.unsettled {
 		rec := ix.recs[key]
-		if rec == nil || !hasDecisionEvent(rec) {
+		if rec == nil || !hasDecisionEvent(rec.state) {
 			delete(ix.unsettled, key)
 			continue
 		}
-		if rec.GetUpdatedAt().AsTime().Before(cutoff) {
-			out = append(out, rec)
+		if rec.updated < cutoff.UnixNano() {
+			out = append(out, rec.record())
 			delete(ix.unsettled, key)
 		}
 	}
@@ -304,7 +307,7 @@ func (ix *index) unsettle(rec *airlockv1.ApprovalRecord) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	key := domain.RefOf(rec).Key()
-	if cur := ix.recs[key]; cur != nil && hasDecisionEvent(cur) {
+	if cur := ix.recs[key]; cur != nil && hasDecisionEvent(cur.state) {
 		ix.unsettled[key] = true
 	}
 }
@@ -317,19 +320,12 @@ func (ix *index) latestRevision(ref callref.Ref) callref.Ref {
 	return ref.WithRev(ix.latest[ref.CallKey()])
 }
 
-// selectRecords returns the records that keep returns true for, newest
-// first, records created at the same time by key (an order list pages rely
-// on).
-func (ix *index) selectRecords(keep func(*airlockv1.ApprovalRecord) bool) []*airlockv1.ApprovalRecord {
-	return ix.page("", nil, 0, keep)
-}
-
 // page returns, in list order, up to limit (0: no limit) records that keep
 // returns true for, starting after the position after (nil: from the
 // newest), of agent's records only when agent is set. It reads from the
 // list order, so a page costs what it holds and what keep skips, not what
 // the index holds.
-func (ix *index) page(agent string, after *pagePos, limit int, keep func(*airlockv1.ApprovalRecord) bool) []*airlockv1.ApprovalRecord {
+func (ix *index) page(agent string, after *pagePos, limit int, keep func(*entry) bool) []*airlockv1.ApprovalRecord {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	o := &ix.all
@@ -341,7 +337,7 @@ func (ix *index) page(agent string, after *pagePos, limit int, keep func(*airloc
 	var out []*airlockv1.ApprovalRecord
 	o.walk(after, func(key string) bool {
 		if rec := ix.recs[key]; rec != nil && keep(rec) {
-			out = append(out, rec)
+			out = append(out, rec.record())
 		}
 		return limit == 0 || len(out) < limit
 	})
@@ -353,8 +349,8 @@ func (ix *index) page(agent string, after *pagePos, limit int, keep func(*airloc
 type listOrder struct{ entries []pagePos }
 
 // orderOf is a record's position in list order.
-func orderOf(key string, rec *airlockv1.ApprovalRecord) pagePos {
-	return pagePos{created: rec.GetCreatedAt().AsTime().UnixNano(), key: key}
+func orderOf(key string, rec *entry) pagePos {
+	return pagePos{created: rec.created, key: key}
 }
 
 // earlier reports whether a comes before b in the slice: after it in list
@@ -402,9 +398,9 @@ func (ix *index) earlierPending(ref callref.Ref) []*airlockv1.ApprovalRecord {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	var out []*airlockv1.ApprovalRecord
-	for _, rev := range slices.Sorted(maps.Keys(ix.pendingRevs[ref.CallKey()])) {
-		if rec := ix.recs[ref.WithRev(rev).Key()]; rev < ref.Rev && rec != nil && rec.GetState() == domain.Pending {
-			out = append(out, rec)
+	for _, rev := range slices.Sorted(slices.Values(ix.pendingRevs[ref.CallKey()])) {
+		if rec := ix.recs[ref.WithRev(rev).Key()]; rev < ref.Rev && rec != nil && rec.pending() {
+			out = append(out, rec.record())
 		}
 	}
 	return out
@@ -412,17 +408,18 @@ func (ix *index) earlierPending(ref callref.Ref) []*airlockv1.ApprovalRecord {
 
 // pendingRev records that ref is pending or no longer is (ix.mu held).
 func (ix *index) pendingRev(ref callref.Ref, pending bool) {
-	revs := ix.pendingRevs[ref.CallKey()]
-	if pending {
-		if revs == nil {
-			revs = map[uint32]bool{}
-			ix.pendingRevs[ref.CallKey()] = revs
+	key := ref.CallKey()
+	revs := ix.pendingRevs[key]
+	i := slices.Index(revs, ref.Rev)
+	switch {
+	case pending && i < 0:
+		ix.pendingRevs[key] = append(revs, ref.Rev)
+	case !pending && i >= 0:
+		if revs = slices.Delete(revs, i, i+1); len(revs) == 0 {
+			delete(ix.pendingRevs, key)
+		} else {
+			ix.pendingRevs[key] = revs
 		}
-		revs[ref.Rev] = true
-		return
-	}
-	if delete(revs, ref.Rev); len(revs) == 0 {
-		delete(ix.pendingRevs, ref.CallKey())
 	}
 }
 
@@ -434,8 +431,8 @@ func (ix *index) dueRecords(now time.Time) []*airlockv1.ApprovalRecord {
 	defer ix.mu.Unlock()
 	var out []*airlockv1.ApprovalRecord
 	for _, key := range ix.due.due(now) {
-		if rec := ix.recs[key]; rec != nil && rec.GetState() == domain.Pending {
-			out = append(out, rec)
+		if rec := ix.recs[key]; rec != nil && rec.pending() {
+			out = append(out, rec.record())
 		}
 	}
 	return out
@@ -449,7 +446,7 @@ func (ix *index) queuedRecords() []*airlockv1.ApprovalRecord {
 	out := make([]*airlockv1.ApprovalRecord, 0, len(ix.queued))
 	for key := range ix.queued {
 		if rec := ix.recs[key]; rec != nil {
-			out = append(out, rec)
+			out = append(out, rec.record())
 		}
 	}
 	return out

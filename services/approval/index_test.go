@@ -11,9 +11,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // A decided record whose event the sweeper could not check or republish
@@ -37,7 +39,8 @@ func TestUnsettledDecisionIsRetriedAfterAFailedCheck(t *testing.T) {
 				State:     airlockv1.ApprovalState_APPROVAL_STATE_APPROVED,
 				UpdatedAt: old,
 			}
-			ix.recs["bot.c1.1"], ix.unsettled["bot.c1.1"] = rec, true
+			put(t, ix, rec)
+			ix.unsettled["bot.c1.1"] = true
 			taken := ix.takeUnsettled(time.Now())
 			if len(taken) != 1 {
 				t.Fatalf("took %d records, want the decided one", len(taken))
@@ -46,7 +49,7 @@ func TestUnsettledDecisionIsRetriedAfterAFailedCheck(t *testing.T) {
 				t.Fatalf("a taken record was taken again before it was put back: %v", again)
 			}
 			// Meanwhile the record may have moved on (the executor started it).
-			ix.recs["bot.c1.1"] = &airlockv1.ApprovalRecord{Call: rec.Call, State: tt.state, UpdatedAt: old}
+			put(t, ix, &airlockv1.ApprovalRecord{Call: rec.Call, State: tt.state, UpdatedAt: old})
 			ix.unsettle(taken[0])
 			if got := len(ix.takeUnsettled(time.Now())); got != tt.want {
 				t.Fatalf("after a failed check %d records are taken again, want %d", got, tt.want)
@@ -70,9 +73,7 @@ func TestIndexPagesInListOrder(t *testing.T) {
 	}{{"a", "c1", 1}, {"b", "c5", 5}, {"a", "c4", 3}, {"b", "c3", 3}, {"a", "c2", 2}, {"a", "c6", 6}} {
 		rec := &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{AgentId: r.agent, CallId: r.call, Revision: 1},
 			State: airlockv1.ApprovalState_APPROVAL_STATE_PENDING, CreatedAt: timestamppb.New(base.Add(time.Duration(r.at) * time.Second))}
-		key := r.agent + "." + r.call + ".1"
-		ix.recs[key] = rec
-		ix.order(key, rec)
+		put(t, ix, rec)
 	}
 	want = []string{"a.c6.1", "b.c5.1", "a.c4.1", "b.c3.1", "a.c2.1", "a.c1.1"}
 	keys := func(recs []*airlockv1.ApprovalRecord) []string {
@@ -82,7 +83,7 @@ func TestIndexPagesInListOrder(t *testing.T) {
 		}
 		return out
 	}
-	all := func(*airlockv1.ApprovalRecord) bool { return true }
+	all := func(*entry) bool { return true }
 	tests := []struct {
 		name  string
 		agent string
@@ -103,9 +104,11 @@ func TestIndexPagesInListOrder(t *testing.T) {
 					break
 				}
 				got = append(got, keys(page)...)
-				last := page[len(page)-1]
-				pos := orderOf(keys(page[len(page)-1:])[0], last)
-				after = &pos
+				pos, err := parsePageToken(pageTokenOf(page[len(page)-1]))
+				if err != nil {
+					t.Fatal(err)
+				}
+				after = pos
 			}
 			if strings.Join(got, " ") != strings.Join(tt.want, " ") {
 				t.Fatalf("pages %v, want %v", got, tt.want)
@@ -113,8 +116,7 @@ func TestIndexPagesInListOrder(t *testing.T) {
 		})
 	}
 	t.Run("a_removed_record_leaves_its_pages", func(t *testing.T) {
-		ix.unorder("b.c3.1", ix.recs["b.c3.1"])
-		delete(ix.recs, "b.c3.1")
+		ix.apply(kvEntry{key: "b.c3.1", op: jetstream.KeyValueDelete})
 		if got := strings.Join(keys(ix.page("", nil, 0, all)), " "); got != "a.c6.1 b.c5.1 a.c4.1 a.c2.1 a.c1.1" {
 			t.Fatalf("after removing b.c3.1: %s", got)
 		}
@@ -200,5 +202,37 @@ func TestASweepIsHandedOnlyTheRecordsThatAreDue(t *testing.T) {
 	ix.apply(kvEntry{key: "bot.later0.1", op: jetstream.KeyValueDelete})
 	if got := len(ix.dueRecords(now.Add(time.Hour))); got != 1000 || ix.pendingCount() != 1000 {
 		t.Fatalf("a deleted record is still due or counted: %d due, %d pending", got, ix.pendingCount())
+	}
+}
+
+// The index hands out each record exactly as a list carries it
+// (calls.Abridged), from the bytes it holds: a small record whole, a
+// record with large arguments without them.
+func TestTheIndexHandsOutRecordsAsListsCarryThem(t *testing.T) {
+	small, err := structpb.NewStruct(map[string]any{"path": "/tmp/a", "n": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	large, err := structpb.NewStruct(map[string]any{"content": strings.Repeat("x", 8<<10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		args *structpb.Struct
+	}{{"a_small_record_whole", small}, {"a_large_record_abridged", large}} {
+		t.Run(tt.name, func(t *testing.T) {
+			ix := newIndex(slog.Default(), func() uint64 { return 0 })
+			full := &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Revision: 2, ThreadId: "t", Server: "demo", Tool: "write_file", Arguments: tt.args},
+				State: airlockv1.ApprovalState_APPROVAL_STATE_PENDING, Decision: &airlockv1.Decision{Risk: airlockv1.Risk_RISK_HIGH, Approvers: []string{"group:reviewers"}},
+				CreatedAt: timestamppb.Now(), Deadline: timestamppb.New(time.Now().Add(time.Hour))}
+			put(t, ix, full)
+			got := ix.page("bot", nil, 0, func(e *entry) bool {
+				return e.pending() && e.thread == "t" && e.tool == "write_file" && e.risk == airlockv1.Risk_RISK_HIGH
+			})
+			if len(got) != 1 || !proto.Equal(got[0], calls.Abridged(full)) {
+				t.Fatalf("handed out %v, want the listed form %v", got, calls.Abridged(full))
+			}
+		})
 	}
 }

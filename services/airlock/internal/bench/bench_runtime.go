@@ -95,9 +95,21 @@ func histogramSince(before, after *metrics.Float64Histogram) (p50, maxUs float64
 	return p50, maxUs
 }
 
+func writeProfile(path, name string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("profiles: %w", err)
+	}
+	err = pprof.Lookup(name).WriteTo(f, 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // startProfiles profiles the CPU, contended mutexes and blocking from now
 // until stop, which writes cpu.pprof, mutex.pprof, block.pprof and
-// heap.pprof into dir.
+// heap.pprof into dir (and heap-start.pprof, the heap profile at the start).
 func startProfiles(dir string) (stop func() error, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("profiles: %w", err)
@@ -110,18 +122,20 @@ func startProfiles(dir string) (stop func() error, err error) {
 		cpu.Close()
 		return nil, fmt.Errorf("profiles: %w", err)
 	}
+	// The heap profile's allocation counts run from the process's start:
+	// the one taken now is the base to subtract (go tool pprof -base).
+	if err := writeProfile(filepath.Join(dir, "heap-start.pprof"), "heap"); err != nil {
+		pprof.StopCPUProfile()
+		cpu.Close()
+		return nil, err
+	}
 	runtime.SetMutexProfileFraction(5)
 	runtime.SetBlockProfileRate(int(10 * time.Microsecond))
 	return func() error {
 		pprof.StopCPUProfile()
 		errs := []error{cpu.Close()}
 		for _, name := range []string{"mutex", "block", "heap"} {
-			f, err := os.Create(filepath.Join(dir, name+".pprof"))
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			errs = append(errs, pprof.Lookup(name).WriteTo(f, 0), f.Close())
+			errs = append(errs, writeProfile(filepath.Join(dir, name+".pprof"), name))
 		}
 		runtime.SetMutexProfileFraction(0)
 		runtime.SetBlockProfileRate(0)
