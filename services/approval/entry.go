@@ -22,9 +22,10 @@ import (
 type entry struct {
 	// data is the abridged record, protobuf.
 	data []byte
-	// ref names the record's call; its agent and call share the key's
-	// bytes when, as always, the key is the ref's.
+	// ref names the record's call and callKey is its ref.CallKey(); they
+	// share the key's bytes when, as always, the key is the ref's.
 	ref                  callref.Ref
+	callKey              string
 	thread, tool, server string
 	state                airlockv1.ApprovalState
 	risk                 airlockv1.Risk
@@ -47,12 +48,14 @@ func newEntry(key string, raw []byte, full *airlockv1.ApprovalRecord) (*entry, e
 		}
 	}
 	ref := domain.RefOf(rec)
+	callKey := ref.CallKey()
 	if ref.Key() == key {
-		ref.Agent, ref.Call = key[:len(ref.Agent)], key[len(ref.Agent)+1:len(ref.Agent)+1+len(ref.Call)]
+		callKey = key[:len(callKey)]
+		ref.Agent, ref.Call = callKey[:len(ref.Agent)], callKey[len(ref.Agent)+1:]
 	}
 	c := rec.GetCall()
 	return &entry{
-		data: data, ref: ref, thread: c.GetThreadId(), tool: c.GetTool(), server: c.GetServer(),
+		data: data, ref: ref, callKey: callKey, thread: c.GetThreadId(), tool: c.GetTool(), server: c.GetServer(),
 		state: rec.GetState(), risk: rec.GetDecision().GetRisk(), inQueue: domain.InQueue(rec), queued: rec.GetQueued(),
 		created: rec.GetCreatedAt().AsTime().UnixNano(), updated: rec.GetUpdatedAt().AsTime().UnixNano(),
 	}, nil

@@ -155,7 +155,7 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 	old := ix.recs[e.Key()]
 	if old != nil && old.pending() {
 		ix.pendingOf(old.ref.Agent, -1)
-		ix.pendingRev(old.ref, false)
+		ix.pendingRev(old.callKey, old.ref.Rev, false)
 		ix.due.drop(e.Key())
 		delete(ix.queued, e.Key())
 	}
@@ -169,7 +169,7 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 	}
 	if rec.pending() {
 		ix.pendingOf(rec.ref.Agent, +1)
-		ix.pendingRev(rec.ref, true)
+		ix.pendingRev(rec.callKey, rec.ref.Rev, true)
 		ix.due.set(e.Key(), due)
 		if rec.queued && rec.inQueue {
 			ix.queued[e.Key()] = true
@@ -180,8 +180,8 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 	}
 	ix.recs[e.Key()] = rec
 	ref := rec.ref
-	if ref.Rev > ix.latest[ref.CallKey()] {
-		ix.latest[ref.CallKey()] = ref.Rev
+	if ref.Rev > ix.latest[rec.callKey] {
+		ix.latest[rec.callKey] = ref.Rev
 	}
 	if hasDecisionEvent(rec.state) {
 		if ix.published[e.Key()] {
@@ -406,14 +406,14 @@ func (ix *index) earlierPending(ref callref.Ref) []*airlockv1.ApprovalRecord {
 	return out
 }
 
-// pendingRev records that ref is pending or no longer is (ix.mu held).
-func (ix *index) pendingRev(ref callref.Ref, pending bool) {
-	key := ref.CallKey()
+// pendingRev records that revision rev of the call key ("<agent>.<call>")
+// is pending or no longer is (ix.mu held).
+func (ix *index) pendingRev(key string, rev uint32, pending bool) {
 	revs := ix.pendingRevs[key]
-	i := slices.Index(revs, ref.Rev)
+	i := slices.Index(revs, rev)
 	switch {
 	case pending && i < 0:
-		ix.pendingRevs[key] = append(revs, ref.Rev)
+		ix.pendingRevs[key] = append(revs, rev)
 	case !pending && i >= 0:
 		if revs = slices.Delete(revs, i, i+1); len(revs) == 0 {
 			delete(ix.pendingRevs, key)
