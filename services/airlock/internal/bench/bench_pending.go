@@ -115,7 +115,7 @@ held per pending call by each service (by the package that allocated it).`,
 	f.IntVar(&o.Pending, "pending", 100000, "calls pending for the large figures")
 	f.IntVar(&o.Agents, "agents", 1000, "agents the pending calls come from")
 	f.IntVar(&o.Small, "small", 100, "calls pending for the small figures (the base of the ratios)")
-	f.IntVar(&o.Samples, "samples", 20, "requests timed for each figure")
+	f.IntVar(&o.Samples, "samples", 50, "requests timed for each figure (a p50 of few samples swings with whatever else the machine does)")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	f.StringVar(&o.Profile, "profile", "", "write CPU, mutex, block and heap profiles of the timed rounds alone (labelled stack=small|large) into this directory")
 	return cmd
