@@ -85,7 +85,7 @@ They alternate, sample by sample. The goal: (b) − (a) ≤ 1.3 × (c), p50.`,
 			return benchRun(cmd, env, o.CPUProfile, o.JSON, func(ctx context.Context, cfg config.Config) (*gatewayReport, error) {
 				rep, err := runGatewayBench(ctx, cfg, o)
 				if err == nil && o.MemProfile != "" {
-					err = WriteAllocProfile(o.MemProfile)
+					err = writeProfile(o.MemProfile, "allocs") // every allocation since the start
 				}
 				return rep, err
 			}, printGatewayBench)

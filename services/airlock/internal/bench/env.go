@@ -22,20 +22,6 @@ type Env struct {
 // the command exits 1 without another message.
 var ErrGoalMissed = errors.New("a benchmark goal was missed")
 
-// WriteAllocProfile writes the allocations made since the process started
-// (pprof's allocs profile) to path.
-func WriteAllocProfile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("allocation profile: %w", err)
-	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("allocation profile: %w", err)
-	}
-	return f.Close()
-}
-
 // StartCPUProfile writes a CPU profile to path until the returned stop is called.
 func StartCPUProfile(path string) (stop func(), err error) {
 	f, err := os.Create(path)
