@@ -1,0 +1,124 @@
+package codemode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestAScriptWaitingForAPersonUsesNoCPU: a tool call inside a script can
+// wait minutes for a person. Meanwhile the script runs no JavaScript, so
+// what runs it — this process, or its child, whose CPU-time limit is its
+// busy time and a second — must stay idle: a watchdog ticking through the
+// wait burns CPU and, under RLIMIT_CPU, kills a script that only waited.
+// The CPU used across a wait of a second is measured (rusage of this
+// process, the scheduler's figures of the child) and must be a small
+// share of it; the script then completes when the call is answered.
+func TestAScriptWaitingForAPersonUsesNoCPU(t *testing.T) {
+	const wait = time.Second
+	// A waiting script wakes for nothing; a hundredth of a core is far
+	// above what an idle Go runtime spends, far below a 1 ms ticker.
+	const most = wait / 100
+	for mode, lim := range modes(t) {
+		t.Run(mode, func(t *testing.T) {
+			asked, answer := make(chan struct{}), make(chan struct{})
+			call := func(ctx context.Context, c Call) (any, error) {
+				close(asked)
+				select {
+				case <-answer:
+					return "approved", nil
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			lim.Timeout = 30 * time.Second
+			type outcome struct {
+				res Result
+				err error
+			}
+			done := make(chan outcome, 1)
+			go func() {
+				res, err := Run(context.Background(), `const a = await tools.fs__write({path: "/a"}); return [a, "done"];`, []string{"fs__write"}, call, lim)
+				done <- outcome{res, err}
+			}()
+			<-asked
+			cpu := processCPU(t, lim.Isolate != "")
+			before := cpu()
+			time.Sleep(wait) // the window measured, not a wait for an event
+			used := cpu() - before
+			close(answer)
+			o := <-done
+			if o.err != nil || string(o.res.Value) != `["approved","done"]` {
+				t.Fatalf("after the answer the script returned %s, %v; want [\"approved\",\"done\"]", o.res.Value, o.err)
+			}
+			t.Logf("%s: %v of CPU while the script waited %v", mode, used, wait)
+			if used > most {
+				t.Fatalf("the script used %v of CPU while it waited %v for its call (at most %v): something runs while nothing can happen", used, wait, most)
+			}
+		})
+	}
+}
+
+// processCPU returns a reader of the CPU time used so far by what runs the
+// script: this process, or (isolated) its only child.
+func processCPU(t *testing.T, isolated bool) func() time.Duration {
+	t.Helper()
+	if !isolated {
+		return func() time.Duration {
+			var ru syscall.Rusage
+			if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+				t.Fatal(err)
+			}
+			return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+	}
+	pid := onlyChild(t)
+	return func() time.Duration {
+		// Each thread's time on a CPU, in nanoseconds (the tick-based
+		// utime of /proc/<pid>/stat counts in 10 ms steps).
+		files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+		var sum time.Duration
+		for _, f := range files {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				continue // the thread ended
+			}
+			ns, err := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
+			if err != nil {
+				t.Fatalf("read %s: %v", f, err)
+			}
+			sum += time.Duration(ns)
+		}
+		if len(files) == 0 {
+			t.Fatalf("the script's child process %d has no threads to measure", pid)
+		}
+		return sum
+	}
+}
+
+// onlyChild is the pid of this process's one child process.
+func onlyChild(t *testing.T) int {
+	t.Helper()
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", os.Getpid()))
+	var pids []int
+	for _, f := range files {
+		raw, _ := os.ReadFile(f)
+		for _, p := range strings.Fields(string(raw)) {
+			n, err := strconv.Atoi(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pids = append(pids, n)
+		}
+	}
+	if len(pids) != 1 {
+		t.Fatalf("want the script's child process alone, found children %v (run this test alone, not in parallel)", pids)
+	}
+	return pids[0]
+}
