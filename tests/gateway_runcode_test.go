@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -180,6 +181,39 @@ func runCodeRefusesAndReports(t *testing.T, g *gatewayEnv) {
 		}
 	})
 
+	t.Run("a_script_waiting_for_a_reviewer_uses_no_cpu_and_completes_once_approved", func(t *testing.T) {
+		// A wait for a person may last minutes; the script's process, whose
+		// CPU-time limit is the script's busy time (1 s here) and a second,
+		// must stay idle meanwhile, or it is killed for having waited.
+		cs := g.connect(t, "coder", clientOpts{version: "2025-11-25"})
+		path := filepath.Join(g.files, "waited-for.txt")
+		done := callAsync(cs, "run_code", map[string]any{"code": fmt.Sprintf(`return await tools.fs__write_file({path: %q, content: "waited"});`, path)})
+		rec := g.pendingFor(t, "coder", "write_file", path)
+		child := scriptProcess(t, g.dev.Pid())
+		// The lesser of two windows: what is left of the child's start
+		// lands in the first; a watchdog ticking through the wait, in both.
+		const window = 500 * time.Millisecond
+		used := time.Duration(-1)
+		for range 2 {
+			before := cpuOf(t, child)
+			time.Sleep(window) // the window measured, not a wait for an event
+			if u := cpuOf(t, child) - before; used < 0 || u < used {
+				used = u
+			}
+		}
+		t.Logf("the script's process used %v of CPU while its call waited %v for a reviewer", used, window)
+		if used > window/100 {
+			t.Errorf("the script's process used %v of CPU in %v while it only waited for a reviewer (at most %v)", used, window, window/100)
+		}
+		g.decide(t, rec, "alice", airlockv1.DecisionKind_DECISION_KIND_APPROVE, "fine")
+		if res := <-done; res.IsError {
+			t.Fatalf("the approved script answered isError: %q", text(res))
+		}
+		if b, err := os.ReadFile(path); err != nil || string(b) != "waited" {
+			t.Fatalf("the approved write did not run: %q, %v", b, err)
+		}
+	})
+
 	t.Run("calls_waiting_together_keep_the_requests_progress_increasing", func(t *testing.T) {
 		var mu sync.Mutex
 		var seen []float64
@@ -316,4 +350,56 @@ func runNode(t *testing.T, cmd *exec.Cmd) <-chan string {
 		done <- out.String()
 	}()
 	return done
+}
+
+// scriptProcess is the one run_code script process (a child of the
+// gateway, marked AIRLOCK_CODEMODE_CHILD) under the process pid.
+func scriptProcess(t *testing.T, pid int) int {
+	t.Helper()
+	var found []int
+	var walk func(int)
+	walk = func(p int) {
+		files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", p))
+		for _, f := range files {
+			raw, _ := os.ReadFile(f)
+			for _, c := range strings.Fields(string(raw)) {
+				n, err := strconv.Atoi(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", n)); strings.Contains("\x00"+string(env), "\x00AIRLOCK_CODEMODE_CHILD=1\x00") {
+					found = append(found, n)
+				}
+				walk(n)
+			}
+		}
+	}
+	walk(pid)
+	if len(found) != 1 {
+		t.Fatalf("want one run_code script process under %d, found %v", pid, found)
+	}
+	return found[0]
+}
+
+// cpuOf is the CPU time process pid has used so far: each thread's time on
+// a CPU, in nanoseconds (/proc/<pid>/stat counts in 10 ms steps).
+func cpuOf(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if len(files) == 0 {
+		t.Fatalf("process %d has no threads to measure (did it end?)", pid)
+	}
+	var sum time.Duration
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended
+		}
+		ns, err := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
+		if err != nil {
+			t.Fatalf("read %s: %v", f, err)
+		}
+		sum += time.Duration(ns)
+	}
+	return sum
 }

@@ -17,11 +17,12 @@ import (
 // what runs it — this process, or its child, whose CPU-time limit is its
 // busy time and a second — must stay idle: a watchdog ticking through the
 // wait burns CPU and, under RLIMIT_CPU, kills a script that only waited.
-// The CPU used across a wait of a second is measured (rusage of this
-// process, the scheduler's figures of the child) and must be a small
-// share of it; the script then completes when the call is answered.
+// The CPU used across two windows of half a second of its wait is measured
+// (rusage of this process, the scheduler's figures of the child) and the
+// lesser must be a small share of its window; the script then completes
+// when the call is answered.
 func TestAScriptWaitingForAPersonUsesNoCPU(t *testing.T) {
-	const wait = time.Second
+	const wait = 500 * time.Millisecond
 	// A waiting script wakes for nothing; a hundredth of a core is far
 	// above what an idle Go runtime spends, far below a 1 ms ticker.
 	const most = wait / 100
@@ -48,10 +49,7 @@ func TestAScriptWaitingForAPersonUsesNoCPU(t *testing.T) {
 				done <- outcome{res, err}
 			}()
 			<-asked
-			cpu := processCPU(t, lim.Isolate != "")
-			before := cpu()
-			time.Sleep(wait) // the window measured, not a wait for an event
-			used := cpu() - before
+			used := quietest(processCPU(t, lim.Isolate != ""), wait, 2)
 			close(answer)
 			o := <-done
 			if o.err != nil || string(o.res.Value) != `["approved","done"]` {
@@ -63,6 +61,21 @@ func TestAScriptWaitingForAPersonUsesNoCPU(t *testing.T) {
 			}
 		})
 	}
+}
+
+// quietest is the least CPU cpu() rose by over n windows of d, one after
+// the other: what is left of the start lands in the first; something that
+// runs while nothing can happen runs in every one.
+func quietest(cpu func() time.Duration, d time.Duration, n int) time.Duration {
+	least := time.Duration(-1)
+	for range n {
+		before := cpu()
+		time.Sleep(d) // the window measured, not a wait for an event
+		if used := cpu() - before; least < 0 || used < least {
+			least = used
+		}
+	}
+	return least
 }
 
 // processCPU returns a reader of the CPU time used so far by what runs the
