@@ -533,11 +533,7 @@ func (n *PushNotifier) send(ctx context.Context, s pushSubscription, msg []byte,
 // escaped for a notification's plain text, and the call page's URL.
 func (n *PushNotifier) message(rec *airlockv1.ApprovalRecord, kind string) pushMessage {
 	c := rec.GetCall()
-	risk := strings.ToLower(strings.TrimPrefix(rec.GetDecision().GetRisk().String(), "RISK_"))
-	tool := c.GetTool()
-	if c.GetServer() != "" {
-		tool = c.GetServer() + "." + tool
-	}
+	risk, tool := calls.RiskName(rec.GetDecision().GetRisk()), calls.QualifiedTool(c)
 	title := "Decide: " + escape.Push(calls.Shorten(tool, 60)) + " (" + risk + " risk)"
 	switch {
 	case kind == "remind" && rec.GetEscalated():

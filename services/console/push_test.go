@@ -111,7 +111,7 @@ func TestPushTellsOnlyThePeopleWhoMayDecideTheCall(t *testing.T) {
 		t.Fatalf("alice received %d notifications, want 1 (refused: %v)", len(got), pe.push.Refused())
 	}
 	m := got[0]
-	if m.Title != "Decide: fs.write_file (high risk)" || m.Body != "the user asked me to — agent bot" || m.URL != pe.deps.Config.HTTP.PublicURL+"/calls/bot/c-push-1" || m.Kind != "announce" {
+	if m.Title != "Decide: fs__write_file (high risk)" || m.Body != "the user asked me to — agent bot" || m.URL != pe.deps.Config.HTTP.PublicURL+"/calls/bot/c-push-1" || m.Kind != "announce" {
 		t.Errorf("notification = %+v", m)
 	}
 	for _, who := range []*pushtest.Device{audrey, bob} {
@@ -316,7 +316,7 @@ func TestPushRemindersAndEscalationsSayWhichTheyAre(t *testing.T) {
 	for _, m := range pe.push.Received(alice) {
 		titles = append(titles, m.Kind+": "+m.Title)
 	}
-	want := []string{"announce: Decide: fs.write_file (high risk)", "remind: Still waiting: fs.write_file (high risk)", "remind: Escalated: fs.write_file (high risk)"}
+	want := []string{"announce: Decide: fs__write_file (high risk)", "remind: Still waiting: fs__write_file (high risk)", "remind: Escalated: fs__write_file (high risk)"}
 	if strings.Join(titles, "|") != strings.Join(want, "|") {
 		t.Fatalf("notifications = %q, want %q", titles, want)
 	}
@@ -343,7 +343,7 @@ func TestPushEscalationReachesTheApproversItAdds(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := pe.push.Received(dave)
-	if len(got) != 1 || got[0].Title != "Escalated: fs.write_file (high risk)" {
+	if len(got) != 1 || got[0].Title != "Escalated: fs__write_file (high risk)" {
 		t.Fatalf("dave received %+v after the escalation", got)
 	}
 }
