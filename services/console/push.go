@@ -288,13 +288,10 @@ func (ps *pushStore) add(ctx context.Context, sub pushSubscription) (pushSubscri
 	return sub, nil
 }
 
-// list returns owner's subscriptions, or everyone's when owner is "".
+// list returns owner's subscriptions (the notifier reads everyone's from
+// its view, pushView).
 func (ps *pushStore) list(ctx context.Context, owner string) ([]pushSubscription, error) {
-	filter := "push.>"
-	if owner != "" {
-		filter = pushPrefix(owner) + ".*"
-	}
-	lister, err := ps.kv.ListKeysFiltered(ctx, filter)
+	lister, err := ps.kv.ListKeysFiltered(ctx, pushPrefix(owner)+".*")
 	if err != nil {
 		return nil, apierr.Wrap(apierr.Unavailable, err, "list devices")
 	}
@@ -305,7 +302,7 @@ func (ps *pushStore) list(ctx context.Context, owner string) ([]pushSubscription
 			continue // deleted meanwhile
 		}
 		var s pushSubscription
-		if json.Unmarshal(e.Value(), &s) == nil && (owner == "" || s.Owner == owner) {
+		if json.Unmarshal(e.Value(), &s) == nil && s.Owner == owner {
 			out = append(out, s)
 		}
 	}
