@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -195,9 +194,9 @@ func runCodeRefusesAndReports(t *testing.T, g *gatewayEnv) {
 		const window = 500 * time.Millisecond
 		used := time.Duration(-1)
 		for range 2 {
-			before := cpuOf(t, child)
+			before := testenv.CPUTime(t, child)
 			time.Sleep(window) // the window measured, not a wait for an event
-			if u := cpuOf(t, child) - before; used < 0 || u < used {
+			if u := testenv.CPUTime(t, child) - before; used < 0 || u < used {
 				used = u
 			}
 		}
@@ -359,19 +358,11 @@ func scriptProcess(t *testing.T, pid int) int {
 	var found []int
 	var walk func(int)
 	walk = func(p int) {
-		files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", p))
-		for _, f := range files {
-			raw, _ := os.ReadFile(f)
-			for _, c := range strings.Fields(string(raw)) {
-				n, err := strconv.Atoi(c)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", n)); strings.Contains("\x00"+string(env), "\x00AIRLOCK_CODEMODE_CHILD=1\x00") {
-					found = append(found, n)
-				}
-				walk(n)
+		for _, c := range testenv.Children(t, p) {
+			if env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", c)); strings.Contains("\x00"+string(env), "\x00AIRLOCK_CODEMODE_CHILD=1\x00") {
+				found = append(found, c)
 			}
+			walk(c)
 		}
 	}
 	walk(pid)
@@ -379,27 +370,4 @@ func scriptProcess(t *testing.T, pid int) int {
 		t.Fatalf("want one run_code script process under %d, found %v", pid, found)
 	}
 	return found[0]
-}
-
-// cpuOf is the CPU time process pid has used so far: each thread's time on
-// a CPU, in nanoseconds (/proc/<pid>/stat counts in 10 ms steps).
-func cpuOf(t *testing.T, pid int) time.Duration {
-	t.Helper()
-	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	if len(files) == 0 {
-		t.Fatalf("process %d has no threads to measure (did it end?)", pid)
-	}
-	var sum time.Duration
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			continue // the thread ended
-		}
-		ns, err := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
-		if err != nil {
-			t.Fatalf("read %s: %v", f, err)
-		}
-		sum += time.Duration(ns)
-	}
-	return sum
 }

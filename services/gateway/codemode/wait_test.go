@@ -2,14 +2,12 @@ package codemode
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // TestAScriptWaitingForAPersonUsesNoCPU: a tool call inside a script can
@@ -92,44 +90,13 @@ func processCPU(t *testing.T, isolated bool) func() time.Duration {
 		}
 	}
 	pid := onlyChild(t)
-	return func() time.Duration {
-		// Each thread's time on a CPU, in nanoseconds (the tick-based
-		// utime of /proc/<pid>/stat counts in 10 ms steps).
-		files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-		var sum time.Duration
-		for _, f := range files {
-			raw, err := os.ReadFile(f)
-			if err != nil {
-				continue // the thread ended
-			}
-			ns, err := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
-			if err != nil {
-				t.Fatalf("read %s: %v", f, err)
-			}
-			sum += time.Duration(ns)
-		}
-		if len(files) == 0 {
-			t.Fatalf("the script's child process %d has no threads to measure", pid)
-		}
-		return sum
-	}
+	return func() time.Duration { return testenv.CPUTime(t, pid) }
 }
 
 // onlyChild is the pid of this process's one child process.
 func onlyChild(t *testing.T) int {
 	t.Helper()
-	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", os.Getpid()))
-	var pids []int
-	for _, f := range files {
-		raw, _ := os.ReadFile(f)
-		for _, p := range strings.Fields(string(raw)) {
-			n, err := strconv.Atoi(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pids = append(pids, n)
-		}
-	}
+	pids := testenv.Children(t, os.Getpid())
 	if len(pids) != 1 {
 		t.Fatalf("want the script's child process alone, found children %v (run this test alone, not in parallel)", pids)
 	}
