@@ -87,8 +87,11 @@ func (g *Gateway) newEndpoint(cfg config.GatewayEndpoint) (*endpoint, error) {
 	timeout := g.deps.Config.Gateway.SessionTimeout
 	get := func(*http.Request) *mcp.Server { return ep.server }
 	ep.stateful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: sdkLog})
-	ep.stateless = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, Logger: sdkLog})
-	ep.statelessJSON = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: sdkLog})
+	// A 2026-07-28 request is its whole exchange: a client that closes it
+	// gave up (there is no notifications/cancelled to wait for), so its
+	// handler ends, its call is withdrawn and its script's place freed.
+	ep.stateless = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: sdkLog})
+	ep.statelessJSON = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, PropagateRequestCancellation: true, Logger: sdkLog})
 	return ep, nil
 }
 
