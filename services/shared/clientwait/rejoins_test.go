@@ -3,6 +3,7 @@ package clientwait
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,4 +148,66 @@ func TestRejoinsAcrossReplicas(t *testing.T) {
 			t.Fatal("the watch's late message brought the delivered entry back")
 		}
 	})
+}
+
+// TestRejoinsViewKeepsNothingOnceDelivered: the view holds what the bucket
+// holds. An entry delivered — by this replica, whichever of its requests
+// won the claim, and whether the watch showed the delete before or after
+// the claim's answer — leaves nothing behind once the watch has shown the
+// delete; otherwise every delivered outcome would cost each replica memory
+// for as long as it runs (a hostile agent makes as many as it likes).
+func TestRejoinsViewKeepsNothingOnceDelivered(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := func(v *Rejoins) int {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return len(v.known)
+	}
+	for _, c := range []struct {
+		name    string
+		deliver func(t *testing.T, v *Rejoins, key string)
+	}{
+		{"two_requests_of_one_session_claim_the_same_outcome", func(t *testing.T, v *Rejoins, key string) {
+			r, _, _ := v.Find(ctx, key, true)
+			won1, err1 := v.Deliver(ctx, key, r)
+			won2, err2 := v.Deliver(ctx, key, r)
+			if err1 != nil || err2 != nil || won1 == won2 {
+				t.Fatalf("two claims: won %v and %v (%v, %v), want exactly one", won1, won2, err1, err2)
+			}
+		}},
+		{"the_watch_shows_the_delete_before_the_claim_is_answered", func(t *testing.T, v *Rejoins, key string) {
+			r, _, _ := v.Find(ctx, key, true)
+			// What the watch shows of the claim's delete (the next revision)
+			// arrives before the claim's own answer.
+			v.saw(key, view{rev: r.entryRev + 1})
+			if won, err := v.Deliver(ctx, key, r); err != nil || !won {
+				t.Fatalf("deliver: won=%v err=%v", won, err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fctx, stop := context.WithCancel(ctx)
+			defer stop()
+			v := s.Rejoins()
+			go v.Follow(fctx, slog.New(slog.DiscardHandler))
+			for i := range 20 {
+				key := "r." + c.name + strconv.Itoa(i)
+				if err := v.Remember(ctx, key, Rejoin{Call: "c", Revision: 1}); err != nil {
+					t.Fatal(err)
+				}
+				c.deliver(t, v, key)
+				if _, ok, _ := v.Find(ctx, key, true); ok {
+					t.Fatal("the delivered entry is still found")
+				}
+			}
+			testenv.Eventually(t, 10*time.Second, "the view to keep nothing of 20 delivered entries", func() bool { return size(v) == 0 })
+		})
+	}
 }
