@@ -39,9 +39,12 @@ type view struct {
 	r       Rejoin
 	present bool
 	// doubt: a write of the key may or may not have been stored (it
-	// failed, or lost a race), or its entry did not decode: the bucket is
-	// asked.
+	// failed), a claim of it lost a race the view has not seen the end of,
+	// or its entry did not decode: the bucket is asked.
 	doubt bool
+	// until: the doubt ends once the watch shows a later revision (0: only
+	// this replica's next write of the key ends it).
+	until uint64
 	rev   uint64
 }
 
@@ -79,18 +82,20 @@ func (v *Rejoins) Remember(ctx context.Context, key string, r Rejoin) error {
 }
 
 // Deliver is Store.Deliver, and the entry leaves the view once deleted.
-// When the claim was lost or its answer is unknown, the key is looked up
-// in the bucket until this replica writes it again.
+// When the claim's answer is unknown, the key is looked up in the bucket
+// until this replica writes it again; when the claim was lost, until the
+// watch shows what won it.
 func (v *Rejoins) Deliver(ctx context.Context, key string, r Rejoin) (won bool, err error) {
 	won, err = v.s.Deliver(ctx, key, r)
-	if err != nil || !won {
+	switch {
+	case err != nil:
 		v.distrust(key)
-		return won, err
+	case !won:
+		v.outdated(key, r.entryRev)
+	default:
+		v.delivered(key, r.entryRev)
 	}
-	// Nothing was written to the key between r and its delete (the delete
-	// compared revisions): whatever has a higher revision came after it.
-	v.wrote(key, view{rev: r.entryRev})
-	return true, nil
+	return won, err
 }
 
 // Follow keeps the view in step with the bucket's rejoin keys until ctx
@@ -148,7 +153,7 @@ func (v *Rejoins) saw(key string, k view) {
 	if ok && old.rev >= k.rev {
 		return
 	}
-	k.doubt = old.doubt
+	k.doubt, k.until = old.doubt && (old.until == 0 || k.rev <= old.until), old.until
 	if !k.present && !k.doubt {
 		delete(v.known, key)
 		return
@@ -157,9 +162,7 @@ func (v *Rejoins) saw(key string, k view) {
 }
 
 // wrote records this replica's own write of key, which settles any doubt
-// about it. A delivered entry is kept as a delete at its revision until
-// the watch shows the delete, so a late message of the watch about the
-// entry cannot bring it back.
+// about it.
 func (v *Rejoins) wrote(key string, k view) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -169,12 +172,37 @@ func (v *Rejoins) wrote(key string, k view) {
 	v.known[key] = k
 }
 
+// delivered records this replica's delete of the entry it read at rev.
+// Until the watch shows the delete, the view keeps it as a delete at rev,
+// so that a late message of the watch about the entry cannot bring it
+// back; once the watch has shown it (the key is gone from the view, or
+// known at a later revision), nothing is kept: nothing older can follow.
+func (v *Rejoins) delivered(key string, rev uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if old, ok := v.known[key]; ok && old.rev <= rev {
+		v.known[key] = view{rev: rev}
+	}
+}
+
+// outdated records that a claim of the entry read at rev lost: something
+// changed the key after rev. Unless the view has seen that change, the
+// bucket is asked until the watch shows it.
+func (v *Rejoins) outdated(key string, rev uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if old, ok := v.known[key]; ok && old.rev <= rev && !old.doubt {
+		old.doubt, old.until = true, rev
+		v.known[key] = old
+	}
+}
+
 // distrust makes every later Find of key ask the bucket (until this
 // replica writes the key again): a write of it may or may not be stored.
 func (v *Rejoins) distrust(key string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	k := v.known[key]
-	k.doubt = true
+	k.doubt, k.until = true, 0
 	v.known[key] = k
 }
