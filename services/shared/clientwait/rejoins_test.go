@@ -2,6 +2,7 @@ package clientwait
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"sync/atomic"
@@ -210,4 +211,50 @@ func TestRejoinsViewKeepsNothingOnceDelivered(t *testing.T) {
 			testenv.Eventually(t, 10*time.Second, "the view to keep nothing of 20 delivered entries", func() bool { return size(v) == 0 })
 		})
 	}
+}
+
+// TestRejoinsViewForgetsWhatTheBucketLetExpire: the bucket forgets an
+// entry after its TTL without a message on the watch; the view forgets it
+// too, so a replica neither rejoins a call the bucket no longer knows nor
+// keeps, for as long as it runs, every entry whose client never called
+// again.
+func TestRejoinsViewForgetsWhatTheBucketLetExpire(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kv, err := deps.JS.KeyValue(ctx, deps.Config.Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.Config()
+	cfg.TTL = time.Second
+	if _, err := deps.JS.UpdateKeyValue(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := s.Rejoins()
+	go v.Follow(ctx, slog.New(slog.DiscardHandler))
+	if err := v.Remember(ctx, "r.expiring", Rejoin{Call: "c", Revision: 1}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the bucket to let the entry expire", func() bool {
+		_, err := kv.Get(ctx, "r.expiring")
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
+	if r, ok, err := v.Find(ctx, "r.expiring", true); ok || err != nil {
+		t.Fatalf("the view still finds the entry the bucket let expire: %+v (%v)", r, err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the view to keep nothing of the expired entry", func() bool {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return len(v.known) == 0
+	})
 }
