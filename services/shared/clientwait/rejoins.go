@@ -46,6 +46,9 @@ type view struct {
 	// this replica's next write of the key ends it).
 	until uint64
 	rev   uint64
+	// at: when the write was made; the bucket forgets an entry its TTL
+	// later, with nothing on the watch, and so does the view.
+	at time.Time
 }
 
 // Rejoins is an empty view of s's rejoin entries; run Follow to keep it in
@@ -59,7 +62,7 @@ func (v *Rejoins) Find(ctx context.Context, key string, mine bool) (r Rejoin, ok
 	k, seen := v.known[key]
 	v.mu.Unlock()
 	if mine && !k.doubt {
-		if !seen || !k.present {
+		if !seen || !k.present || v.expired(k, time.Now()) {
 			return Rejoin{}, false, nil
 		}
 		return k.r, true, nil
@@ -77,7 +80,7 @@ func (v *Rejoins) Remember(ctx context.Context, key string, r Rejoin) error {
 		return err
 	}
 	r.entryRev = rev
-	v.wrote(key, view{r: r, present: true, rev: rev})
+	v.wrote(key, view{r: r, present: true, rev: rev, at: time.Now()})
 	return nil
 }
 
@@ -118,10 +121,18 @@ func (v *Rejoins) Follow(ctx context.Context, log *slog.Logger) {
 }
 
 func (v *Rejoins) follow(ctx context.Context, w jetstream.KeyWatcher) {
+	var sweep <-chan time.Time
+	if v.s.ttl > 0 {
+		t := time.NewTicker(min(v.s.ttl, time.Hour))
+		defer t.Stop()
+		sweep = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case now := <-sweep:
+			v.forget(now)
 		case e, ok := <-w.Updates():
 			if !ok {
 				return
@@ -129,7 +140,7 @@ func (v *Rejoins) follow(ctx context.Context, w jetstream.KeyWatcher) {
 			if e == nil { // what was stored has been read
 				continue
 			}
-			k := view{rev: e.Revision()}
+			k := view{rev: e.Revision(), at: e.Created()}
 			if e.Operation() == jetstream.KeyValuePut {
 				if json.Unmarshal(e.Value(), &k.r) != nil {
 					v.distrust(e.Key()) // Find reads it from the bucket, and says why it fails
@@ -181,7 +192,7 @@ func (v *Rejoins) delivered(key string, rev uint64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if old, ok := v.known[key]; ok && old.rev <= rev {
-		v.known[key] = view{rev: rev}
+		v.known[key] = view{rev: rev, at: time.Now()}
 	}
 }
 
@@ -197,12 +208,29 @@ func (v *Rejoins) outdated(key string, rev uint64) {
 	}
 }
 
+// expired reports whether the bucket has forgotten what k records.
+func (v *Rejoins) expired(k view, now time.Time) bool {
+	return v.s.ttl > 0 && !k.at.IsZero() && now.Sub(k.at) >= v.s.ttl
+}
+
+// forget drops what the view records of keys the bucket has forgotten:
+// nothing older than them can come, and their sessions are long over.
+func (v *Rejoins) forget(now time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for key, k := range v.known {
+		if v.expired(k, now) {
+			delete(v.known, key)
+		}
+	}
+}
+
 // distrust makes every later Find of key ask the bucket (until this
 // replica writes the key again): a write of it may or may not be stored.
 func (v *Rejoins) distrust(key string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	k := v.known[key]
-	k.doubt, k.until = true, 0
+	k.doubt, k.until, k.at = true, 0, time.Now()
 	v.known[key] = k
 }
