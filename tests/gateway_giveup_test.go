@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -46,6 +47,27 @@ func TestGatewayClientThatGivesUp(t *testing.T) {
 				t.Fatalf("the next script answered isError=%v %v %q: the script given up on still holds its place", res.IsError, res.Meta["airlock/status"], text(res))
 			}
 		})
+		if v.version != "" {
+			t.Run(v.name+"_a_script_whose_client_drops_the_connection_gives_back_its_place_and_withdraws_its_call", func(t *testing.T) {
+				// No notifications/cancelled: the response that was to carry
+				// the answer is closed, and nothing can resume it.
+				s := g.raw(t, "coder2", `{}`)
+				path := filepath.Join(g.files, "dropped-script.txt")
+				code, _ := json.Marshal(fmt.Sprintf("return await tools.fs__write_file({path: %q, content: \"x\"});", path))
+				resp := s.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":"d","method":"tools/call","params":{"name":"run_code","arguments":{"code":%s}}}`, code))
+				rec := g.pendingFor(t, "coder2", "write_file", path)
+				resp.Body.Close()
+				testenv.Eventually(t, 20*time.Second, "the dropped script's call to be withdrawn", func() bool {
+					r, err := g.api.Get(context.Background(), "coder2", rec.GetCall().GetCallId(), 0)
+					return err == nil && r.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_CANCELED
+				})
+				cs := g.connect(t, "coder2", clientOpts{version: v.version})
+				testenv.Eventually(t, 10*time.Second, "the endpoint's next script to run", func() bool {
+					res := callTool(t, cs, "run_code", map[string]any{"code": "return 1"})
+					return !res.IsError && strings.TrimSpace(text(res)) == "1"
+				})
+			})
+		}
 		t.Run(v.name+"_a_call_given_up_on_is_withdrawn", func(t *testing.T) {
 			cs := g.connect(t, "plain", clientOpts{version: v.version})
 			path := filepath.Join(g.files, "given-up-call-"+v.name+".txt")
