@@ -194,11 +194,11 @@ func (e *Evaluator) evaluate(ctx context.Context, call *airlockv1.ToolCall) (*ai
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("policy evaluation not started: %w", err)
 	}
-	input, err := inputValue(call)
+	in, err := newCallInput(call)
 	if err != nil {
 		return nil, err
 	}
-	t, err := e.evalQuery(ctx, input)
+	t, err := e.evalQuery(context.WithValue(ctx, callInputKey{}, in), in.doc)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("policy evaluation error: %w (%w)", err, ctx.Err())

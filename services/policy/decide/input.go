@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"cmp"
 	"fmt"
 	"iter"
 	"slices"
@@ -31,7 +32,9 @@ var (
 	keyAnnTrusted = ast.StringTerm("annotations_trusted")
 )
 
-// inputValue builds {"call": {...}} as an ast value directly: no JSON round trip.
+// inputValue builds {"call": {...}} as an ast value directly: no JSON
+// round trip. It is the input document in full, what Input gives; an
+// evaluation gets the same document built lazily (callInput).
 func inputValue(call *airlockv1.ToolCall) (ast.Value, error) {
 	args, err := structValue(call.GetArguments())
 	if err != nil {
@@ -74,6 +77,135 @@ func inputValue(call *airlockv1.ToolCall) (ast.Value, error) {
 	}
 	v[9].Value = ast.NewObject(items...)
 	return ast.NewObject(ast.Item(keyCall, &v[9])), nil
+}
+
+// callInput is the input document of one evaluation, {"call": {...}} as
+// inputValue builds it, but lazy: OPA's lazy objects over Go values, each
+// converted to AST only when the policy reads it. The common decision (the
+// compiled rules' own, passed through by the policy) reads nothing of it
+// but through the built-in functions, which match view, read straight from
+// the protobuf call; building the document in full costs about a third of
+// such a decision.
+type callInput struct {
+	// doc is the document, call its input.call: the built-in functions
+	// match view when their operand is this very object.
+	doc, call ast.Value
+	view      callView
+}
+
+// callInputKey carries an evaluation's callInput in its context, to the
+// built-in functions.
+type callInputKey struct{}
+
+// newCallInput builds call's lazy input document and its view. Each Go
+// value converts to what inputValue builds (InterfaceToValue: strings,
+// booleans, float64 formatted as protoValue formats it, maps, slices).
+func newCallInput(call *airlockv1.ToolCall) (*callInput, error) {
+	args, err := nativeStruct(call.GetArguments())
+	if err != nil {
+		return nil, err
+	}
+	fields := map[string]any{
+		"agent_id": call.GetAgentId(), "call_id": call.GetCallId(), "revision": int(call.GetRevision()),
+		"thread_id": call.GetThreadId(), "on_behalf_of": call.GetOnBehalfOf(), "on_behalf_of_verified": call.GetOnBehalfOfVerified(),
+		"server": call.GetServer(), "tool": call.GetTool(), "reason": call.GetReason(), "arguments": args,
+	}
+	in := &callInput{view: callView{
+		agent: call.GetAgentId(), server: call.GetServer(), tool: call.GetTool(), name: call.GetServer() + "__" + call.GetTool(),
+		onBehalfOf: call.GetOnBehalfOf(), verified: call.GetOnBehalfOfVerified(), args: args,
+	}}
+	if ann := call.GetAnnotations(); ann != nil {
+		av, err := nativeStruct(ann)
+		if err != nil {
+			return nil, err
+		}
+		fields["annotations"], fields["annotations_trusted"] = av, call.GetAnnotationsTrusted()
+		in.view.annotations, in.view.annotationsTrusted = av, call.GetAnnotationsTrusted()
+	}
+	in.call = ast.LazyObject(fields)
+	in.doc = ast.LazyObject(map[string]any{"call": in.call})
+	return in, nil
+}
+
+// nativeStruct is s as Go values: what protoValue builds, before
+// conversion to AST (numbers stay float64: OPA formats them as protoValue
+// does, non-finite ones included).
+func nativeStruct(s *structpb.Struct) (map[string]any, error) {
+	fields := s.GetFields()
+	m := make(map[string]any, len(fields))
+	for k, v := range fields {
+		nv, err := nativeValue(v)
+		if err != nil {
+			return nil, err
+		}
+		m[k] = nv
+	}
+	return m, nil
+}
+
+func nativeValue(v *structpb.Value) (any, error) {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_NullValue, nil:
+		return nil, nil
+	case *structpb.Value_BoolValue:
+		return k.BoolValue, nil
+	case *structpb.Value_NumberValue:
+		return k.NumberValue, nil
+	case *structpb.Value_StringValue:
+		return k.StringValue, nil
+	case *structpb.Value_StructValue:
+		return nativeStruct(k.StructValue)
+	case *structpb.Value_ListValue:
+		list := make([]any, 0, len(k.ListValue.GetValues()))
+		for _, e := range k.ListValue.GetValues() {
+			nv, err := nativeValue(e)
+			if err != nil {
+				return nil, err
+			}
+			list = append(list, nv)
+		}
+		return list, nil
+	default:
+		return nil, fmt.Errorf("argument of unsupported kind %T", k)
+	}
+}
+
+// nativeOf is an AST value as the Go values the matcher reads: objects
+// with string keys as maps, arrays as slices, strings and booleans as
+// themselves, numbers and null as they are (no condition matches them).
+// What a call cannot hold (a set, a key that is not a string) is an error.
+// The built-in functions need it only for an operand other than the
+// evaluation's own input.call (a policy evaluating `with input ...`).
+func nativeOf(v ast.Value) (any, error) {
+	switch x := v.(type) {
+	case ast.String:
+		return string(x), nil
+	case ast.Boolean:
+		return bool(x), nil
+	case ast.Object:
+		m := make(map[string]any, x.Len())
+		err := x.Iter(func(k, e *ast.Term) error {
+			ks, ok := k.Value.(ast.String)
+			if !ok {
+				return fmt.Errorf("key %v is not a string", k)
+			}
+			n, err := nativeOf(e.Value)
+			m[string(ks)] = n
+			return err
+		})
+		return m, err
+	case *ast.Array:
+		list := make([]any, 0, x.Len())
+		var err error
+		x.Foreach(func(e *ast.Term) {
+			n, nerr := nativeOf(e.Value)
+			list, err = append(list, n), cmp.Or(err, nerr)
+		})
+		return list, err
+	case ast.Set:
+		return nil, fmt.Errorf("a set is no value a call holds: %v", x)
+	}
+	return v, nil
 }
 
 // ToolWords splits a tool name as airlock.rego's tool_words does: at runs
