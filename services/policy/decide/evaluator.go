@@ -70,6 +70,7 @@ type Evaluator struct {
 	query         ast.Body // Query, its value captured in decisionVar
 	queryCompiler ast.QueryCompiler
 	caches        virtualCachePool
+	inputs        inputPool
 }
 
 // decisionVar captures Query's value in the compiled query.
@@ -194,10 +195,12 @@ func (e *Evaluator) evaluate(ctx context.Context, call *airlockv1.ToolCall) (*ai
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("policy evaluation not started: %w", err)
 	}
-	in, err := newCallInput(call)
+	in, err := e.inputs.get(call)
 	if err != nil {
 		return nil, err
 	}
+	// Given back once the decision is read out of what the policy gave.
+	defer e.inputs.put(in)
 	t, err := e.evalQuery(context.WithValue(ctx, callInputKey{}, in), in.doc)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -91,40 +92,83 @@ type callInput struct {
 	// match view when their operand is this very object.
 	doc, call ast.Value
 	view      callView
+	// The Go maps under doc and call, kept from one evaluation to the next
+	// (see inputPool).
+	root, fields map[string]any
 }
 
 // callInputKey carries an evaluation's callInput in its context, to the
 // built-in functions.
 type callInputKey struct{}
 
-// newCallInput builds call's lazy input document and its view. Each Go
-// value converts to what inputValue builds (InterfaceToValue: strings,
-// booleans, float64 formatted as protoValue formats it, maps, slices).
+// newCallInput builds call's lazy input document and its view.
 func newCallInput(call *airlockv1.ToolCall) (*callInput, error) {
-	args, err := nativeStruct(call.GetArguments())
-	if err != nil {
+	in := &callInput{}
+	if err := in.fill(call); err != nil {
 		return nil, err
 	}
-	fields := map[string]any{
-		"agent_id": call.GetAgentId(), "call_id": call.GetCallId(), "revision": int(call.GetRevision()),
-		"thread_id": call.GetThreadId(), "on_behalf_of": call.GetOnBehalfOf(), "on_behalf_of_verified": call.GetOnBehalfOfVerified(),
-		"server": call.GetServer(), "tool": call.GetTool(), "reason": call.GetReason(), "arguments": args,
+	return in, nil
+}
+
+// fill makes in call's input. Each Go value converts to what inputValue
+// builds (InterfaceToValue: strings, booleans, float64 formatted as
+// protoValue formats it, maps, slices).
+func (in *callInput) fill(call *airlockv1.ToolCall) error {
+	args, err := nativeStruct(call.GetArguments())
+	if err != nil {
+		return err
 	}
-	in := &callInput{view: callView{
+	if in.fields == nil {
+		in.root, in.fields = make(map[string]any, 1), make(map[string]any, 12)
+	}
+	f := in.fields
+	f["agent_id"], f["call_id"], f["revision"] = call.GetAgentId(), call.GetCallId(), int(call.GetRevision())
+	f["thread_id"], f["on_behalf_of"], f["on_behalf_of_verified"] = call.GetThreadId(), call.GetOnBehalfOf(), call.GetOnBehalfOfVerified()
+	f["server"], f["tool"], f["reason"], f["arguments"] = call.GetServer(), call.GetTool(), call.GetReason(), args
+	in.view = callView{
 		agent: call.GetAgentId(), server: call.GetServer(), tool: call.GetTool(), name: call.GetServer() + "__" + call.GetTool(),
 		onBehalfOf: call.GetOnBehalfOf(), verified: call.GetOnBehalfOfVerified(), args: args,
-	}}
+	}
 	if ann := call.GetAnnotations(); ann != nil {
 		av, err := nativeStruct(ann)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		fields["annotations"], fields["annotations_trusted"] = av, call.GetAnnotationsTrusted()
+		f["annotations"], f["annotations_trusted"] = av, call.GetAnnotationsTrusted()
 		in.view.annotations, in.view.annotationsTrusted = av, call.GetAnnotationsTrusted()
 	}
-	in.call = ast.LazyObject(fields)
-	in.doc = ast.LazyObject(map[string]any{"call": in.call})
+	in.call = ast.LazyObject(f)
+	in.root["call"] = in.call
+	in.doc = ast.LazyObject(in.root)
+	return nil
+}
+
+// inputPool hands out callInputs, one per evaluation, and takes them back
+// (each Evaluator has its own: no process-wide state). Filling the maps of
+// one that was used allocates nothing for them. An input is given back only
+// when nothing can read it again: topdown keeps no input past the
+// evaluation, the virtual cache is emptied, the inter-query value cache
+// holds what built-in functions compile from their operands (strings), and
+// the decision has been read into protobuf.
+type inputPool struct{ pool sync.Pool }
+
+func (p *inputPool) get(call *airlockv1.ToolCall) (*callInput, error) {
+	in, _ := p.pool.Get().(*callInput)
+	if in == nil {
+		in = &callInput{}
+	}
+	if err := in.fill(call); err != nil {
+		p.put(in)
+		return nil, err
+	}
 	return in, nil
+}
+
+func (p *inputPool) put(in *callInput) {
+	clear(in.root)
+	clear(in.fields)
+	in.doc, in.call, in.view = nil, nil, callView{}
+	p.pool.Put(in)
 }
 
 // nativeStruct is s as Go values: what protoValue builds, before
