@@ -19,7 +19,7 @@ func (e *Evaluator) DocumentForTest(ctx context.Context, call *airlockv1.ToolCal
 	if err != nil {
 		return nil, err
 	}
-	lazy, err := e.evalQuery(context.WithValue(ctx, callInputKey{}, in), in.doc)
+	lazy, err := e.evalQuery(context.WithValue(ctx, callInputKey{}, in), in)
 	if err != nil {
 		return nil, err
 	}
@@ -27,7 +27,7 @@ func (e *Evaluator) DocumentForTest(ctx context.Context, call *airlockv1.ToolCal
 	if err != nil {
 		return nil, err
 	}
-	t, err := e.evalQuery(ctx, full)
+	t, err := e.evalQuery(ctx, &callInput{doc: full})
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/topdown"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
@@ -95,6 +96,15 @@ type callInput struct {
 	// The Go maps under doc and call, kept from one evaluation to the next
 	// (see inputPool).
 	root, fields map[string]any
+
+	// What evalQuery reuses from one evaluation to the next: the input
+	// term, the first result and the function that takes it, and a
+	// cancellation none of them fired (with its Cancel as a func value).
+	term     ast.Term
+	result   *ast.Term
+	collect  func(topdown.QueryResult) error
+	cancel   topdown.Cancel
+	cancelFn func()
 }
 
 // callInputKey carries an evaluation's callInput in its context, to the
@@ -126,7 +136,7 @@ func (in *callInput) fill(call *airlockv1.ToolCall) error {
 	f["thread_id"], f["on_behalf_of"], f["on_behalf_of_verified"] = call.GetThreadId(), call.GetOnBehalfOf(), call.GetOnBehalfOfVerified()
 	f["server"], f["tool"], f["reason"], f["arguments"] = call.GetServer(), call.GetTool(), call.GetReason(), args
 	in.view = callView{
-		agent: call.GetAgentId(), server: call.GetServer(), tool: call.GetTool(), name: call.GetServer() + "__" + call.GetTool(),
+		agent: call.GetAgentId(), server: call.GetServer(), tool: call.GetTool(),
 		onBehalfOf: call.GetOnBehalfOf(), verified: call.GetOnBehalfOfVerified(), args: args,
 	}
 	if ann := call.GetAnnotations(); ann != nil {
@@ -136,6 +146,9 @@ func (in *callInput) fill(call *airlockv1.ToolCall) error {
 		}
 		f["annotations"], f["annotations_trusted"] = av, call.GetAnnotationsTrusted()
 		in.view.annotations, in.view.annotationsTrusted = av, call.GetAnnotationsTrusted()
+	} else {
+		delete(f, "annotations")
+		delete(f, "annotations_trusted")
 	}
 	in.call = ast.LazyObject(f)
 	in.root["call"] = in.call
@@ -165,9 +178,13 @@ func (p *inputPool) get(call *airlockv1.ToolCall) (*callInput, error) {
 }
 
 func (p *inputPool) put(in *callInput) {
-	clear(in.root)
-	clear(in.fields)
-	in.doc, in.call, in.view = nil, nil, callView{}
+	// The next fill sets every key again; what may be large goes now, so
+	// that an input in the pool keeps no call's arguments alive.
+	if in.fields != nil {
+		in.fields["arguments"] = nil
+		delete(in.fields, "annotations")
+	}
+	in.doc, in.call, in.view, in.term.Value, in.result = nil, nil, callView{}, nil, nil
 	p.pool.Put(in)
 }
 

@@ -296,12 +296,15 @@ func (rs *ruleSet) add(r rule, own, refusal outcome) {
 // callView is what matching reads of input.call: arguments and
 // annotations as Go values (see nativeStruct), nil when absent.
 type callView struct {
-	agent, server, tool, name string
-	onBehalfOf                string
-	verified                  bool
-	args                      any
-	annotations               map[string]any
-	annotationsTrusted        bool
+	agent, server, tool string
+	// name is server__tool, made when a rule first needs it (qualified).
+	name               string
+	named              bool
+	onBehalfOf         string
+	verified           bool
+	args               any
+	annotations        map[string]any
+	annotationsTrusted bool
 }
 
 // viewOf reads what matching needs out of an input.call given as AST (keys
@@ -341,7 +344,6 @@ func viewOf(t *ast.Term) (callView, error) {
 		b, _ := v.Value.(ast.Boolean)
 		c.verified = bool(b)
 	}
-	c.name = c.server + "__" + c.tool
 	if a := obj.Get(keyArguments); a != nil {
 		if c.args, err = nativeOf(a.Value); err != nil {
 			return c, fmt.Errorf("input.call.arguments: %w", err)
@@ -361,6 +363,22 @@ func viewOf(t *ast.Term) (callView, error) {
 	return c, nil
 }
 
+// qualified is c's server__tool (airlock.rego's name).
+func (c *callView) qualified() string {
+	if !c.named {
+		c.name, c.named = c.server+"__"+c.tool, true
+	}
+	return c.name
+}
+
+// nameInitial is initial(c.qualified()) without making the name.
+func nameInitial(c *callView) string {
+	if c.server == "" {
+		return "_"
+	}
+	return initial(c.server)
+}
+
 // matches reports whether r matches c (airlock.rego's hits body).
 func (r *rule) matches(c *callView) bool {
 	if r.server != "*" && r.server != c.server || r.tool != "*" && r.tool != c.tool || r.agent != "*" && r.agent != c.agent {
@@ -369,10 +387,10 @@ func (r *rule) matches(c *callView) bool {
 	if !r.anyWord && !r.anyWordOf(c.tool) {
 		return false
 	}
-	if r.toolGlob != nil && !r.toolGlob.Match(c.tool) || r.nameGlob != nil && !r.nameGlob.Match(c.name) {
+	if r.toolGlob != nil && !r.toolGlob.Match(c.tool) || r.nameGlob != nil && !r.nameGlob.Match(c.qualified()) {
 		return false
 	}
-	if r.names != nil && !r.names[c.name] {
+	if r.names != nil && !r.names[c.qualified()] {
 		return false
 	}
 	for _, a := range r.args {
@@ -498,7 +516,7 @@ func (rs *ruleSet) match(c *callView, buf []int32) []int32 {
 		consider(rs.byWord[w])
 	}
 	consider(rs.byToolInitial[initial(c.tool)])
-	consider(rs.byNameInitial[initial(c.name)])
+	consider(rs.byNameInitial[nameInitial(c)])
 	consider(rs.byAgent[c.agent])
 	consider(rs.always)
 	slices.Sort(hits)
