@@ -30,6 +30,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	grantdesc "github.com/airlock-gate/airlock/services/shared/grant"
@@ -109,13 +110,9 @@ type Call struct {
 	Redacted bool
 }
 
-// Key names a call revision as the replay does: "<agent>.<call>.<revision>".
-func Key(agent, call string, revision uint32) string {
-	return fmt.Sprintf("%s.%s.%d", agent, call, revision)
-}
-
-// Key is the call revision's key.
-func (c Call) Key() string { return Key(c.Agent, c.CallID, c.Revision) }
+// Key is the call revision's key, as the replay and every other service
+// name it (callref).
+func (c Call) Key() string { return callref.Ref{Agent: c.Agent, Call: c.CallID, Rev: c.Revision}.Key() }
 
 // TimeToDecide is how long the call waited for its decision.
 func (c Call) TimeToDecide() time.Duration {
