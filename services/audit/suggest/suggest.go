@@ -380,7 +380,7 @@ var commandNames = []string{"command", "cmd", "script", "shell_command", "comman
 // every approved value. It returns what it widened (in words) or why the
 // group cannot be proposed.
 func scope(grant *airlockv1.StandingGrant, tool, name string, values []*structpb.Value, cfg Config) (widened, why string) {
-	ptr := "/" + strings.ReplaceAll(strings.ReplaceAll(name, "~", "~0"), "/", "~1")
+	ptr := "/" + calls.EscapePointer(name)
 	same := true
 	for _, v := range values[1:] {
 		if !proto.Equal(v, values[0]) {
@@ -508,7 +508,7 @@ func covers(g *airlockv1.StandingGrant, args *structpb.Struct) bool {
 		named[ptr] = true
 	}
 	for k := range args.GetFields() {
-		if !named["/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")] {
+		if !named["/"+calls.EscapePointer(k)] {
 			return false
 		}
 	}
