@@ -459,7 +459,7 @@ func scope(grant *airlockv1.StandingGrant, tool, name string, values []*structpb
 	}
 	alts := make([]string, 0, len(distinct))
 	for s := range distinct {
-		if !cleanPath(s) || strings.HasSuffix(s, "/") || strings.HasSuffix(s, `\`) {
+		if !calls.CleanPath(s) || calls.EndsInSeparator(s) {
 			return "", fmt.Sprintf("argument %s holds a value a glob cannot match exactly", ptr)
 		}
 		alts = append(alts, globQuote(s))
@@ -528,12 +528,12 @@ func globCovers(glob, v string) bool {
 	}
 	if dir, ok := strings.CutSuffix(glob, "/**"); ok {
 		d := globUnquote(dir)
-		return strings.HasPrefix(v, d+"/") && cleanPath(v)
+		return strings.HasPrefix(v, d+"/") && calls.CleanPath(v)
 	}
 	if dir, ok := strings.CutSuffix(glob, "/*"); ok {
 		d := globUnquote(dir)
 		rest, ok := strings.CutPrefix(v, d+"/")
-		return ok && rest != "" && !strings.Contains(rest, "/") && cleanPath(v)
+		return ok && rest != "" && !strings.Contains(rest, "/") && calls.CleanPath(v)
 	}
 	return true
 }
@@ -681,7 +681,7 @@ func pathGlob(paths []string, minDepth int) (string, bool) {
 	direct := true
 	abs := strings.HasPrefix(paths[0], "/")
 	for i, p := range paths {
-		if strings.HasPrefix(p, "/") != abs || !cleanPath(p) || strings.Contains(p, `\`) || strings.HasSuffix(p, "/") || strings.Contains(p, "//") {
+		if strings.HasPrefix(p, "/") != abs || !calls.CleanPath(p) || strings.Contains(p, `\`) || strings.HasSuffix(p, "/") || strings.Contains(p, "//") {
 			return "", false
 		}
 		segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
@@ -708,15 +708,6 @@ func pathGlob(paths []string, minDepth int) (string, bool) {
 		return glob + "/*", true
 	}
 	return glob + "/**", true
-}
-
-func cleanPath(p string) bool {
-	for _, s := range strings.Split(strings.ReplaceAll(p, `\`, "/"), "/") {
-		if s == "." || s == ".." {
-			return false
-		}
-	}
-	return true
 }
 
 // globQuote escapes what a glob (gobwas/glob, as the policy compiles

@@ -469,13 +469,7 @@ func (r *rule) allows(c *callView) bool {
 // matches.
 func (a argCond) matches(args any) bool {
 	s, ok := stringAt(args, a.path)
-	return ok && cleanPath(s) && !(a.allow && endsInSeparator(s)) && a.glob.Match(s)
-}
-
-// endsInSeparator reports whether path ends in / or \ (airlock.rego's
-// trailing_separator): it names the directory, not something under it.
-func endsInSeparator(path string) bool {
-	return strings.HasSuffix(path, "/") || strings.HasSuffix(path, `\`)
+	return ok && calls.CleanPath(s) && !(a.allow && calls.EndsInSeparator(s)) && a.glob.Match(s)
 }
 
 // initial is s's first character as ranging over s yields it ("" for ""),
