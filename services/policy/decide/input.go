@@ -93,9 +93,9 @@ type callInput struct {
 	// match view when their operand is this very object.
 	doc, call ast.Value
 	view      callView
-	// The Go maps under doc and call, kept from one evaluation to the next
-	// (see inputPool).
-	root, fields map[string]any
+	// The Go maps under doc, call and call.arguments, kept from one
+	// evaluation to the next (see inputPool).
+	root, fields, args map[string]any
 
 	// What evalQuery reuses from one evaluation to the next: the input
 	// term, the first result and the function that takes it, and a
@@ -124,7 +124,10 @@ func newCallInput(call *airlockv1.ToolCall) (*callInput, error) {
 // builds (InterfaceToValue: strings, booleans, float64 formatted as
 // protoValue formats it, maps, slices).
 func (in *callInput) fill(call *airlockv1.ToolCall) error {
-	args, err := nativeStruct(call.GetArguments())
+	if in.args == nil {
+		in.args = make(map[string]any, len(call.GetArguments().GetFields()))
+	}
+	args, err := nativeFields(in.args, call.GetArguments())
 	if err != nil {
 		return err
 	}
@@ -156,6 +159,9 @@ func (in *callInput) fill(call *airlockv1.ToolCall) error {
 	return nil
 }
 
+// maxReusedArguments bounds the arguments map an input in the pool keeps.
+const maxReusedArguments = 32
+
 // inputPool hands out callInputs, one per evaluation, and takes them back
 // (each Evaluator has its own: no process-wide state). Filling the maps of
 // one that was used allocates nothing for them. An input is given back only
@@ -184,6 +190,12 @@ func (p *inputPool) put(in *callInput) {
 		in.fields["arguments"] = nil
 		delete(in.fields, "annotations")
 	}
+	// An emptied map keeps its size: one that held many arguments is
+	// dropped rather than cleared on every use.
+	if len(in.args) > maxReusedArguments {
+		in.args = nil
+	}
+	clear(in.args)
 	in.doc, in.call, in.view, in.term.Value, in.result = nil, nil, callView{}, nil, nil
 	p.pool.Put(in)
 }
@@ -192,9 +204,12 @@ func (p *inputPool) put(in *callInput) {
 // conversion to AST (numbers stay float64: OPA formats them as protoValue
 // does, non-finite ones included).
 func nativeStruct(s *structpb.Struct) (map[string]any, error) {
-	fields := s.GetFields()
-	m := make(map[string]any, len(fields))
-	for k, v := range fields {
+	return nativeFields(make(map[string]any, len(s.GetFields())), s)
+}
+
+// nativeFields is nativeStruct into m, which must be empty.
+func nativeFields(m map[string]any, s *structpb.Struct) (map[string]any, error) {
+	for k, v := range s.GetFields() {
 		nv, err := nativeValue(v)
 		if err != nil {
 			return nil, err
