@@ -122,7 +122,8 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 	var redact []string
 	var d wireDecision
 	if hasDecision {
-		if d, ok = readDecision(decision); !ok {
+		var redactBuf [4]string // most decisions redact a few paths: no allocation for them
+		if d, ok = readDecision(decision, redactBuf[:0]); !ok {
 			return false
 		}
 		redact = d.redact
@@ -130,11 +131,11 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 	var modes *argModes
 	switch typ {
 	case subject.Requested:
-		modes = withheldModes(env.bodyNum)
+		modes = a.modes(env.bodyNum, nil, true, false)
 	case subject.Approved:
-		modes = maskModes(env.bodyNum, redact, true)
+		modes = a.modes(env.bodyNum, redact, false, true)
 	case subject.Allowed, subject.Denied, subject.ApprovalRequested:
-		modes = maskModes(env.bodyNum, redact, false)
+		modes = a.modes(env.bodyNum, redact, false, false)
 	}
 	buf := payloadBufs.Get().(*[]byte)
 	defer payloadBufs.Put(buf)
@@ -341,8 +342,10 @@ type wireDecision struct {
 	redact                                                                []string
 }
 
-func readDecision(data []byte) (wireDecision, bool) {
-	var d wireDecision
+// readDecision reads a decision's columns; its redact paths are appended
+// to redact.
+func readDecision(data []byte, redact []string) (wireDecision, bool) {
+	d := wireDecision{redact: redact}
 	ok := pbwire.EachField(data, func(n protowire.Number, t protowire.Type, raw []byte) bool {
 		var ok bool
 		switch n {
