@@ -104,19 +104,6 @@ clickhouse-server started in a temp dir.`,
 // auditProfiles are the files `bench audit` profiles the rounds into ("": none).
 type auditProfiles struct{ cpu, mem string }
 
-// writeAllocProfile writes every allocation the process made so far.
-func writeAllocProfile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("allocation profile: %w", err)
-	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("allocation profile: %w", err)
-	}
-	return f.Close()
-}
-
 func printAuditBench(w io.Writer, res auditBenchResult) {
 	fmt.Fprintf(w, `audit ingest (%d events of ~%d B, batches of %d, %d rounds, ClickHouse %s)
   floor: fetch + insert of pre-built rows  %8.0f events/s  (rounds %s)
@@ -339,7 +326,7 @@ func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int, 
 	stopCPU()
 	stopCPU = func() {}
 	if prof.mem != "" {
-		if err := writeAllocProfile(prof.mem); err != nil {
+		if err := writeProfile(prof.mem, "allocs"); err != nil {
 			return res, err
 		}
 	}
