@@ -78,12 +78,19 @@ type Gateway struct {
 	// exe is this program, which runs run_code scripts as its children
 	// (its main calls codemode.MaybeChild).
 	exe string
-	// scripts holds a token per run_code script running on any endpoint
-	// (gateway.run_code_max_running).
-	scripts chan struct{}
+	// scripts are the places of run_code scripts over all endpoints
+	// (gateway.run_code_max_running), shared fairly among agents.
+	scripts *scriptSlots
 	// ready is closed once the first catalog sync is done (or given up on).
 	ready     chan struct{}
 	readyOnce sync.Once
+
+	// rejoins: this replica's view of the rejoin entries, which answers
+	// for the sessions it started (sessionMark) without a round trip.
+	rejoins *clientwait.Rejoins
+	// sessionMark starts the id of every MCP session this replica starts
+	// (a session is served only where it started).
+	sessionMark string
 }
 
 // New builds the gateway from deps.Config.Gateway: every endpoint's MCP
@@ -101,7 +108,7 @@ func New(deps svc.Deps) (*Gateway, error) {
 		policy:    policyapi.New(deps.NC, seal.Key{}, ""),
 		byName:    map[string]*endpoint{},
 		heartbeat: deps.Config.Gateway.Heartbeat,
-		scripts:   make(chan struct{}, deps.Config.Gateway.ScriptsAtOnce()),
+		scripts:   newScriptSlots(deps.Config.Gateway.ScriptsAtOnce(), deps.Config.Gateway.RunCodeAgents()),
 		ready:     make(chan struct{}),
 	}
 	g.catalog = newCatalog(executorapi.New(deps.NC), g.log)
@@ -111,6 +118,7 @@ func New(deps svc.Deps) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	g.rejoins, g.sessionMark = g.waits.Rejoins(), newNonce()
 	for _, cfg := range deps.Config.Gateway.Endpoints {
 		if cfg.RunCode.Enabled && g.exe == "" {
 			if g.exe, err = os.Executable(); err != nil {
@@ -138,6 +146,7 @@ func (g *Gateway) Name() string { return "gateway" }
 // the policy changed, and every refresh interval in case a notice was lost.
 func (g *Gateway) Run(ctx context.Context) error {
 	defer g.close()
+	go g.rejoins.Follow(ctx, g.log)
 	for _, ep := range g.endpoints {
 		go ep.abandonSweep(ctx)
 	}
