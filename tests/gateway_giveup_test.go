@@ -27,21 +27,8 @@ func TestGatewayClientThatGivesUp(t *testing.T) {
 		t.Run(v.name+"_a_script_given_up_on_gives_back_its_place_and_withdraws_its_call", func(t *testing.T) {
 			cs := g.connect(t, "coder2", clientOpts{version: v.version})
 			path := filepath.Join(g.files, "given-up-script-"+v.name+".txt")
-			ctx, giveUp := context.WithCancel(context.Background())
-			defer giveUp()
-			answered := make(chan error, 1)
-			go func() {
-				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_code", Arguments: map[string]any{
-					"code": fmt.Sprintf("return await tools.fs__write_file({path: %q, content: \"x\"});", path)}})
-				answered <- err
-			}()
-			rec := g.pendingFor(t, "coder2", "write_file", path)
-			giveUp()
-			<-answered
-			testenv.Eventually(t, 20*time.Second, "the script's call to be withdrawn", func() bool {
-				r, err := g.api.Get(context.Background(), "coder2", rec.GetCall().GetCallId(), 0)
-				return err == nil && r.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_CANCELED
-			})
+			g.giveUpOn(t, cs, "coder2", path, "run_code", map[string]any{
+				"code": fmt.Sprintf("return await tools.fs__write_file({path: %q, content: \"x\"});", path)})
 			// The script was the endpoint's only place: the next one runs.
 			if res := callTool(t, cs, "run_code", map[string]any{"code": "return 1"}); res.IsError || strings.TrimSpace(text(res)) != "1" {
 				t.Fatalf("the next script answered isError=%v %v %q: the script given up on still holds its place", res.IsError, res.Meta["airlock/status"], text(res))
@@ -57,10 +44,7 @@ func TestGatewayClientThatGivesUp(t *testing.T) {
 				resp := s.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":"d","method":"tools/call","params":{"name":"run_code","arguments":{"code":%s}}}`, code))
 				rec := g.pendingFor(t, "coder2", "write_file", path)
 				resp.Body.Close()
-				testenv.Eventually(t, 20*time.Second, "the dropped script's call to be withdrawn", func() bool {
-					r, err := g.api.Get(context.Background(), "coder2", rec.GetCall().GetCallId(), 0)
-					return err == nil && r.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_CANCELED
-				})
+				g.withdrawn(t, "coder2", rec)
 				cs := g.connect(t, "coder2", clientOpts{version: v.version})
 				testenv.Eventually(t, 10*time.Second, "the endpoint's next script to run", func() bool {
 					res := callTool(t, cs, "run_code", map[string]any{"code": "return 1"})
@@ -71,20 +55,33 @@ func TestGatewayClientThatGivesUp(t *testing.T) {
 		t.Run(v.name+"_a_call_given_up_on_is_withdrawn", func(t *testing.T) {
 			cs := g.connect(t, "plain", clientOpts{version: v.version})
 			path := filepath.Join(g.files, "given-up-call-"+v.name+".txt")
-			ctx, giveUp := context.WithCancel(context.Background())
-			defer giveUp()
-			answered := make(chan error, 1)
-			go func() {
-				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs__write_file", Arguments: map[string]any{"path": path, "content": "x"}})
-				answered <- err
-			}()
-			rec := g.pendingFor(t, "plainbot", "write_file", path)
-			giveUp()
-			<-answered
-			testenv.Eventually(t, 20*time.Second, "the call nobody waits for any more to be withdrawn", func() bool {
-				r, err := g.api.Get(context.Background(), "plainbot", rec.GetCall().GetCallId(), 0)
-				return err == nil && r.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_CANCELED
-			})
+			g.giveUpOn(t, cs, "plainbot", path, "fs__write_file", map[string]any{"path": path, "content": "x"})
 		})
 	}
+}
+
+// giveUpOn calls tool, cancels the call once agent's write of path waits
+// for a reviewer, and waits until that write is withdrawn.
+func (g *gatewayEnv) giveUpOn(t *testing.T, cs *mcp.ClientSession, agent, path, tool string, args map[string]any) {
+	t.Helper()
+	ctx, giveUp := context.WithCancel(context.Background())
+	defer giveUp()
+	answered := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		answered <- err
+	}()
+	rec := g.pendingFor(t, agent, "write_file", path)
+	giveUp()
+	<-answered
+	g.withdrawn(t, agent, rec)
+}
+
+// withdrawn waits until the call of rec is canceled.
+func (g *gatewayEnv) withdrawn(t *testing.T, agent string, rec *airlockv1.ApprovalRecord) {
+	t.Helper()
+	testenv.Eventually(t, 20*time.Second, "the call nobody waits for any more to be withdrawn", func() bool {
+		r, err := g.api.Get(context.Background(), agent, rec.GetCall().GetCallId(), 0)
+		return err == nil && r.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_CANCELED
+	})
 }
