@@ -42,6 +42,22 @@ decision := {"action": "deny", "reason": "only alice, as airlock verified, may: 
 
 decision := {"action": "allow", "reason": "alice, verified"} if allowed
 `, &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Server: "notes", Tool: "purge", OnBehalfOf: "alice"}},
+		{"whole call", `package airlock
+
+allowed if {
+	input.call.on_behalf_of_verified == true
+	input.call.on_behalf_of == "alice"
+}
+
+would_pass_for_alice if allowed with input.call as {"on_behalf_of": "alice", "on_behalf_of_verified": true}
+
+decision := {"action": "deny", "reason": "only alice, as airlock verified, may: sign in"} if {
+	would_pass_for_alice
+	not allowed
+}
+
+decision := {"action": "allow", "reason": "alice, verified"} if allowed
+`, &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Server: "notes", Tool: "purge", OnBehalfOf: "mallory"}},
 		{"tool", `package airlock
 
 would_pass_as_read if input.call.tool == "read_file" with input.call.tool as "read_file"
