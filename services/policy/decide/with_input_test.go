@@ -25,39 +25,10 @@ func TestAWhatIfOnPartOfTheInputChangesNothingOutsideIt(t *testing.T) {
 		name, policy string
 		call         *airlockv1.ToolCall
 	}{
-		{"verified", `package airlock
-
-allowed if {
-	input.call.on_behalf_of_verified == true
-	input.call.on_behalf_of == "alice"
-}
-
-# Would the call pass if airlock had verified its person? (for the reason)
-would_pass_verified if allowed with input.call.on_behalf_of_verified as true
-
-decision := {"action": "deny", "reason": "only alice, as airlock verified, may: sign in"} if {
-	would_pass_verified
-	not allowed
-}
-
-decision := {"action": "allow", "reason": "alice, verified"} if allowed
-`, &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Server: "notes", Tool: "purge", OnBehalfOf: "alice"}},
-		{"whole call", `package airlock
-
-allowed if {
-	input.call.on_behalf_of_verified == true
-	input.call.on_behalf_of == "alice"
-}
-
-would_pass_for_alice if allowed with input.call as {"on_behalf_of": "alice", "on_behalf_of_verified": true}
-
-decision := {"action": "deny", "reason": "only alice, as airlock verified, may: sign in"} if {
-	would_pass_for_alice
-	not allowed
-}
-
-decision := {"action": "allow", "reason": "alice, verified"} if allowed
-`, &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Server: "notes", Tool: "purge", OnBehalfOf: "mallory"}},
+		{"verified", aliceOnly("input.call.on_behalf_of_verified as true"),
+			&airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Server: "notes", Tool: "purge", OnBehalfOf: "alice"}},
+		{"whole call", aliceOnly(`input.call as {"on_behalf_of": "alice", "on_behalf_of_verified": true}`),
+			&airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Server: "notes", Tool: "purge", OnBehalfOf: "mallory"}},
 		{"tool", `package airlock
 
 would_pass_as_read if input.call.tool == "read_file" with input.call.tool as "read_file"
@@ -100,4 +71,25 @@ decision := {"action": "deny", "reason": sprintf("%v is no read", [input.call.to
 			}
 		})
 	}
+}
+
+// aliceOnly is a policy that allows only alice as airlock verified and, for
+// its reason, asks whether the call would pass with what (a with target).
+func aliceOnly(what string) string {
+	return `package airlock
+
+allowed if {
+	input.call.on_behalf_of_verified == true
+	input.call.on_behalf_of == "alice"
+}
+
+would_pass if allowed with ` + what + `
+
+decision := {"action": "deny", "reason": "only alice, as airlock verified, may: sign in"} if {
+	would_pass
+	not allowed
+}
+
+decision := {"action": "allow", "reason": "alice, verified"} if allowed
+`
 }
