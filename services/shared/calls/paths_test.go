@@ -34,3 +34,35 @@ func TestACleanPathHasNoDotSegmentBehindEitherSeparator(t *testing.T) {
 		}
 	}
 }
+
+func TestALexicalPathIsHowEverySpellingOfAPathResolves(t *testing.T) {
+	for _, tt := range []struct {
+		path, lexical string
+		climbs        bool
+	}{
+		{"/etc/passwd", "/etc/passwd", false},
+		{"/etc/./passwd", "/etc/passwd", false},
+		{"/tmp/../etc/passwd", "/etc/passwd", false},
+		{"//etc//passwd/", "/etc/passwd", false},
+		{`\etc\passwd`, "/etc/passwd", false},
+		{`/tmp\x\..\..\etc`, "/etc", false},
+		{"/../etc", "/etc", false},
+		{"./secret/x", "secret/x", false},
+		{"src/../secret", "secret", false},
+		{"", ".", false},
+		{"a/..", ".", false},
+		{"..", "..", true},
+		{"a/../../etc/passwd", "../etc/passwd", true},
+		{`..\x`, "../x", true},
+		{".../x", ".../x", false},
+	} {
+		lexical, climbs := calls.LexicalPath(tt.path)
+		if lexical != tt.lexical || climbs != tt.climbs {
+			t.Errorf("LexicalPath(%q) = %q, %v; want %q, %v", tt.path, lexical, climbs, tt.lexical, tt.climbs)
+		}
+	}
+	// A path already resolved is the same string, not a copy.
+	if n := testing.AllocsPerRun(100, func() { calls.LexicalPath("/etc/passwd") }); n != 0 {
+		t.Errorf("LexicalPath of a resolved path allocates %v times", n)
+	}
+}
