@@ -158,17 +158,32 @@ word_matches(words) if words["*"]
 word_matches(words) if words[tool_words[_]]
 
 # args maps JSON pointers to globs; every one must match a string argument.
-# For an allow rule the value may not end in a separator: "/tmp/" names the
-# directory /tmp itself, which "/tmp/**" (any path under /tmp) does not.
-arg_matches(ptr, pattern, effect) if {
+# An allow rule's glob matches the value only as spelled, clean and not
+# ending in a separator: "/tmp/" names the directory /tmp itself, which
+# "/tmp/**" (any path under /tmp) does not. An ask or deny rule's glob
+# matches the value as spelled or resolved lexically, and a relative path
+# that climbs above its start always: "/etc/./passwd", "/tmp/../etc/passwd",
+# "//etc/passwd" and "\etc\passwd" are all under "/etc/**".
+arg_matches(ptr, pattern, "allow") if {
 	value := object.get(input.call.arguments, pointer(ptr), null)
 	is_string(value)
 	clean(value)
-	not trailing_separator(value, effect)
+	not regex.match(`[/\\]$`, value)
 	glob.match(pattern, ["/"], value)
 }
 
-trailing_separator(value, "allow") if regex.match(`[/\\]$`, value)
+arg_matches(ptr, pattern, effect) if {
+	effect != "allow"
+	value := object.get(input.call.arguments, pointer(ptr), null)
+	is_string(value)
+	restricted_path(pattern, value)
+}
+
+restricted_path(pattern, value) if glob.match(pattern, ["/"], value)
+
+restricted_path(pattern, value) if glob.match(pattern, ["/"], lexical(value))
+
+restricted_path(_, value) if climbs_above_start(value)
 
 # An allow rule whose conditions test arguments allows only the arguments
 # they name (the first token of each pointer), unless it says
@@ -216,14 +231,49 @@ annotation_holds(k, v, "allow") if {
 
 pointer(ptr) := [replace(replace(s, "~1", "/"), "~0", "~") | some s in split(trim_prefix(ptr, "/"), "/")]
 
-# A path with "." or ".." segments never matches an argument glob, so
-# "/tmp/../etc/passwd" is not "under /tmp": such calls fall through to a
-# person instead of riding on an allow rule. A backslash separates segments
-# too (a tool may read it so, as the demo tools and Windows do).
+# A path with "." or ".." segments never matches an allow rule's argument
+# glob, so "/tmp/../etc/passwd" is not "under /tmp": such calls fall through
+# to a person instead of riding on an allow rule. A backslash separates
+# segments too (a tool may read it so, as the demo tools and Windows do).
 clean(value) if {
 	every s in regex.split(`[/\\]`, value) {
 		not s in {".", ".."}
 	}
+}
+
+# lexical(value) is the path as path.Clean resolves it once a backslash reads
+# as "/" (calls.LexicalPath): repeated separators collapsed, "." dropped,
+# ".." resolved ("/.." is "/"), no trailing separator, "" is ".". A name
+# stays unless a later ".." takes it back: with weights +1 for a name and -1
+# for "..", path_sums[k] is the depth after the first k segments, and a
+# name is taken back where the depth first falls below the one it reached.
+# (The sums also count a ".." at the root of an absolute path, which
+# path.Clean drops: that changes nothing, no name being left to take back.)
+lexical(value) := concat("", [root, body]) if {
+	root := {true: "/", false: ""}[regex.match(`^[/\\]`, value)]
+	segs := path_segments(value)
+	sums := path_sums(segs)
+	kept := [s |
+		some i, s in segs
+		s != ".."
+		every k in numbers.range(i + 1, count(segs)) {
+			sums[k] >= sums[i + 1]
+		}
+	]
+	body := concat("/", kept)
+	concat("", [root, body]) != ""
+} else := "."
+
+path_segments(value) := [s | some s in regex.split(`[/\\]`, value); not s in {"", "."}]
+
+# path_sums[k] is the sum of the weights of the first k segments.
+path_sums(segs) := [sum([{true: -1, false: 1}[s == ".."] | some j, s in segs; j < k]) | some k in numbers.range(0, count(segs))]
+
+# A relative path whose ".." goes above where it starts ends wherever the
+# working directory puts it: a restricting glob matches it.
+climbs_above_start(value) if {
+	not regex.match(`^[/\\]`, value)
+	min(path_sums(path_segments(value))) < 0
 }
 
 # commands maps JSON pointers to globs on a shell command, where * also

@@ -133,8 +133,12 @@ test_fs_delete_under_etc_is_denied if {
 }
 
 test_fs_delete_with_dot_dot_escaping_tmp_is_not_allowed if {
-	airlock.decision.action == "ask" with input as call("fs", "delete_file", {"path": "/tmp/../etc/passwd"})
-	airlock.decision.action == "ask" with input as call("fs", "delete_file", {"path": "/tmp/x\\..\\..\\etc\\passwd"})
+	# Out of /tmp and into /etc: the deny rule holds however it is spelled.
+	airlock.decision.rule_id == "fs-delete-etc" with input as call("fs", "delete_file", {"path": "/tmp/../etc/passwd"})
+	airlock.decision.rule_id == "fs-delete-etc" with input as call("fs", "delete_file", {"path": "/tmp/x\\..\\..\\etc\\passwd"})
+	# Out of /tmp and elsewhere: a person decides.
+	airlock.decision.action == "ask" with input as call("fs", "delete_file", {"path": "/tmp/../home/me/notes.txt"})
+	airlock.decision.action == "ask" with input as call("fs", "delete_file", {"path": "/tmp/x\\..\\..\\home"})
 }
 
 test_fs_delete_without_a_path_asks if {
@@ -552,7 +556,7 @@ test_an_argument_rule_does_not_allow_arguments_it_does_not_name if {
 }
 
 test_a_directory_glob_does_not_match_the_directory_itself if {
-	every p in ["/tmp/", "/tmp//", "/tmp\\", "/tmp/.", "/tmp/../etc/passwd", "/tmp/x/../../etc"] {
+	every p in ["/tmp/", "/tmp//", "/tmp\\", "/tmp/.", "/tmp/../home/me", "/tmp/x/../../etc"] {
 		d := airlock.decision with input as call("fs", "delete_file", {"path": p})
 		d.action == "ask"
 		d.rule_id == "destructive"
@@ -574,4 +578,61 @@ test_other_arguments_any_opts_a_rule_out if {
 test_the_argument_check_leaves_ask_and_deny_rules_alone if {
 	rules := [{"id": "d", "priority": 1, "tool": "t", "args": {"/path": "/etc/**"}, "effect": "deny"}]
 	airlock.decision.action == "deny" with input as call("s", "t", {"path": "/etc/x", "other": "y"}) with data.airlock.rules as rules
+}
+
+# ------------------------------------------------------------ a restricting glob holds however the path is spelled
+
+test_a_deny_glob_matches_every_spelling_of_a_path_under_it if {
+	rules := [
+		{"id": "no-etc", "priority": 1, "server": "fs", "tool": "read_file", "args": {"/path": "/etc/**"}, "effect": "deny"},
+		{"id": "reads", "priority": 50, "server": "fs", "tool": "read_file", "effect": "allow"},
+	]
+	every p in [
+		"/etc/passwd", "/etc/./passwd", "/tmp/../etc/passwd", "//etc/passwd", "/etc//passwd", "\\etc\\passwd",
+		"/etc\\passwd", "/./etc/passwd", "/etc/ssh/../passwd", "/../etc/passwd", "/etc/", "/etc/.", "/etc/x/..",
+		"../etc/passwd", "a/../../etc/passwd", "..", "..\\x",
+		# As spelled, under /etc: refused too, though it resolves elsewhere.
+		"/etc/..", "/etc/../home",
+	] {
+		airlock.decision.rule_id == "no-etc" with input as call("fs", "read_file", {"path": p}) with data.airlock.rules as rules
+	}
+	every p in ["/home/me/x", "/etc", "/tmp/../etc", "etc/passwd", "a/../etc/passwd", "./etc/passwd", "/etcx/passwd", "", "."] {
+		airlock.decision.rule_id == "reads" with input as call("fs", "read_file", {"path": p}) with data.airlock.rules as rules
+	}
+}
+
+test_an_ask_glob_matches_every_spelling_of_a_relative_path_under_it if {
+	rules := [
+		{"id": "secret", "priority": 1, "tool": "t", "args": {"/path": "secret/**"}, "effect": "ask"},
+		{"id": "ok", "priority": 2, "tool": "t", "effect": "allow"},
+	]
+	every p in ["secret/x", "./secret/x", "src/../secret/x", "secret//x", "secret\\x", "src\\..\\secret\\x", "../x", "x/../../secret/y"] {
+		airlock.decision.rule_id == "secret" with input as call("s", "t", {"path": p}) with data.airlock.rules as rules
+	}
+	every p in ["src/x", "secret", "x/secret/../y", "/secret/x", "src/./secretx"] {
+		airlock.decision.rule_id == "ok" with input as call("s", "t", {"path": p}) with data.airlock.rules as rules
+	}
+}
+
+test_an_allow_glob_still_matches_only_the_clean_spelling if {
+	rules := [{"id": "tmp", "priority": 1, "server": "fs", "tool": "read_file", "args": {"/path": "/tmp/**"}, "effect": "allow"}]
+	airlock.decision.rule_id == "tmp" with input as call("fs", "read_file", {"path": "/tmp/x"}) with data.airlock.rules as rules
+	every p in ["/tmp/./x", "/tmp/a/../x", "/tmp\\x\\..\\y", "/tmp/"] {
+		airlock.decision.rule_id == "" with input as call("fs", "read_file", {"path": p}) with data.airlock.rules as rules
+	}
+}
+
+test_lexical_resolves_paths_as_path_clean_does if {
+	every value, want in {
+		"": ".", ".": ".", "/": "/", "//": "/", "\\": "/", "/..": "/", "/a/../..": "/", "a/..": ".", "a/b/../c": "a/c",
+		"/a/./b/": "/a/b", "a\\b\\..\\c": "a/c", "/../a/../../b/c/..": "/b", "a//b///c": "a/b/c", "...": "...",
+	} {
+		airlock.lexical(value) == want
+	}
+	every value in ["..", "../a", "a/../..", "a/b/../../../c", "..\\a"] {
+		airlock.climbs_above_start(value)
+	}
+	every value in ["/..", "/../a", "a/..", "a/b/../..", ".../a"] {
+		not airlock.climbs_above_start(value)
+	}
 }

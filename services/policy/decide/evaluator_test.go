@@ -73,6 +73,11 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 		&airlockv1.PolicyRule{Id: "regex-deny", Priority: 7, Server: "vault", ArgumentsMatch: `(?i)(^|/)secret`, Effect: "deny"},
 		&airlockv1.PolicyRule{Id: "closed-world", Priority: 9, Server: "docs", Annotations: map[string]bool{"openWorldHint": false}, Effect: "allow"},
 		&airlockv1.PolicyRule{Id: "destructive-hint", Priority: 9, Server: "docs", Annotations: map[string]bool{"destructiveHint": true, "readOnlyHint": false}, Effect: "ask"},
+		// Restricting globs, absolute and relative, which match every
+		// spelling of a path (resolved lexically), above broader allows.
+		&airlockv1.PolicyRule{Id: "no-etc-reads", Priority: 2, Server: "fs", Tool: "read_file", Args: map[string]string{"/path": "/etc/**"}, Effect: "deny"},
+		&airlockv1.PolicyRule{Id: "reads-ok", Priority: 40, Server: "fs", Tool: "read_file", Effect: "allow"},
+		&airlockv1.PolicyRule{Id: "ask-secret-dir", Priority: 6, Server: "fs", Tool: "tool_9", Args: map[string]string{"/path": "secret/**"}, Effect: "ask"},
 	)
 	// An empty tool_words list in data.json matches no tool, as word_matches says.
 	def := mustDefault(t)
@@ -99,7 +104,7 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range slices.Concat(comparisonCalls(), personCommandCalls(), secretAndNetworkCalls()) {
+	for _, c := range slices.Concat(comparisonCalls(), personCommandCalls(), secretAndNetworkCalls(), pathSpellingCalls()) {
 		name := fmt.Sprintf("%s/%s__%s%v", c.AgentId, c.Server, c.Tool, c.Arguments.AsMap())
 		got, err := ev.Evaluate(ctx, c, time.Now())
 		if err != nil {
@@ -141,6 +146,7 @@ func comparisonCalls() []*airlockv1.ToolCall {
 		{}, {"path": "/tmp/x"}, {"path": "/etc/x"}, {"path": "/data/9/a"}, {"path": "/tmp/../etc/passwd"}, {"path": 3.0},
 		{"token": "t", "password": "p", "to": "x", "body": "y"}, {"target": map[string]any{"env": "production"}, "a/b": "1"},
 		{"target": map[string]any{"env": "staging"}, "a/b": "1"}, {"path": map[string]any{"deep": "/tmp/x"}},
+		{"path": "/etc/./passwd"}, {"path": "//etc/passwd"}, {"path": `\etc\passwd`}, {"path": "/tmp//x"}, {"path": "../etc/x"},
 	}
 	var out []*airlockv1.ToolCall
 	n := 0
@@ -153,7 +159,7 @@ func comparisonCalls() []*airlockv1.ToolCall {
 	}
 	// Every argument shape against the tools whose rules read arguments.
 	for _, a := range args {
-		for _, c := range [][2]string{{"fs", "delete_file"}, {"fs", "tool_9"}, {"k8s", "deploy"}, {"mail", "sendMessage"}} {
+		for _, c := range [][2]string{{"fs", "delete_file"}, {"fs", "tool_9"}, {"fs", "read_file"}, {"k8s", "deploy"}, {"mail", "sendMessage"}} {
 			st, _ := structpb.NewStruct(a)
 			out = append(out, &airlockv1.ToolCall{AgentId: "bot", CallId: "c", Revision: 1, Server: c[0], Tool: c[1], Arguments: st})
 		}
@@ -196,6 +202,37 @@ func secretAndNetworkCalls() []*airlockv1.ToolCall {
 		for _, trusted := range []bool{false, true} {
 			add("docs", "read_page", map[string]any{}, ann, trusted)
 			add("docs", "frobnicate", map[string]any{}, ann, trusted)
+		}
+	}
+	return out
+}
+
+// pathSpellingCalls spell paths under and beside the argument globs of
+// every effect in the ways a file system reads alike (a "." or ".."
+// segment, a doubled or backslash separator, a trailing one) and ways that
+// climb above a relative path's start, on the tools whose rules read them.
+func pathSpellingCalls() []*airlockv1.ToolCall {
+	spell := []func(string) string{
+		func(p string) string { return p },
+		func(p string) string { return strings.Replace(p, "/", "/./", 1) },
+		func(p string) string { return strings.Replace(p, "/", "//", 1) },
+		func(p string) string { return strings.ReplaceAll(p, "/", `\`) },
+		func(p string) string { return "/tmp/../" + strings.TrimPrefix(p, "/") },
+		func(p string) string { return "x/../" + p },
+		func(p string) string { return "../" + p },
+		func(p string) string { return p + "/" },
+		func(p string) string { return p + "/.." },
+		func(p string) string { return p + `\.` },
+		func(p string) string { return "/" + p },
+		func(p string) string { return "a/b/../../../" + p },
+	}
+	var out []*airlockv1.ToolCall
+	for _, p := range []string{"/etc/passwd", "/etc", "/tmp/x", "/home/me", "secret/x", "secret", "src/a", "", ".", ".."} {
+		for _, f := range spell {
+			for _, tool := range []string{"read_file", "delete_file", "tool_9"} {
+				st, _ := structpb.NewStruct(map[string]any{"path": f(p)})
+				out = append(out, &airlockv1.ToolCall{AgentId: "bot", CallId: "c", Revision: 1, Server: "fs", Tool: tool, Arguments: st})
+			}
 		}
 	}
 	return out

@@ -82,8 +82,9 @@ type outcome struct {
 type argCond struct {
 	path []string
 	glob *glob.Pattern
-	// allow: an allow rule's condition, which a value ending in a
-	// separator (the directory itself) never meets.
+	// allow: an allow rule's condition, which only a clean value not
+	// ending in a separator (the directory itself) meets; an ask or deny
+	// rule's also meets any spelling of a path its glob matches.
 	allow bool
 }
 
@@ -464,12 +465,26 @@ func (r *rule) allows(c *callView) bool {
 	return len(r.principals) == 0 || c.verified && slices.Contains(r.principals, c.onBehalfOf)
 }
 
-// matches is arg_matches: the value at the pointer is a string without "."
-// or ".." segments (either slash separates them: clean) that the glob
-// matches.
+// matches is arg_matches: the value at the pointer is a string the glob
+// matches. An allow rule's glob matches it only as spelled, clean (no "."
+// or ".." segment, either slash separating them) and not ending in a
+// separator, so it allows only the path the tool uses. An ask or deny
+// rule's glob matches it as spelled or resolved lexically (calls.LexicalPath),
+// and a relative path climbing above its start always, so no other
+// spelling of a path it restricts gets past it.
 func (a argCond) matches(args any) bool {
 	s, ok := stringAt(args, a.path)
-	return ok && calls.CleanPath(s) && !(a.allow && calls.EndsInSeparator(s)) && a.glob.Match(s)
+	if !ok {
+		return false
+	}
+	if a.allow {
+		return calls.CleanPath(s) && !calls.EndsInSeparator(s) && a.glob.Match(s)
+	}
+	if a.glob.Match(s) {
+		return true
+	}
+	lexical, climbs := calls.LexicalPath(s)
+	return climbs || lexical != s && a.glob.Match(lexical)
 }
 
 // initial is s's first character as ranging over s yields it ("" for ""),
