@@ -211,20 +211,32 @@ func TypeOfMessage(hdr map[string][]string) string {
 }
 
 // ChildTrace returns a traceparent in the trace of parent with a new span
-// id, or a new trace when parent is not a valid traceparent.
+// id and parent's trace flags, or a new trace with no flag set when parent
+// is not a valid traceparent.
+//
+// airlock records no spans itself, so it never sets the sampled flag (W3C
+// Trace Context: a participant that does not record passes on the flags it
+// received). A sampled traceparent also makes the NATS server parse every
+// header of the message for its own message tracing, which on each of a
+// call's publishes was the largest allocation in the whole round trip.
 func ChildTrace(parent string) string {
 	// 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>
 	var b [55]byte
 	copy(b[:], "00-")
+	flags := "00"
 	if len(parent) >= 53 && parent[:3] == "00-" && parent[35] == '-' && parent[52] == '-' && !strings.Contains(parent[53:], "-") &&
 		isHex(parent[3:35]) && strings.Trim(parent[3:35], "0") != "" && !strings.Contains(parent[36:52], "-") {
 		copy(b[3:35], parent[3:35])
+		if len(parent) == 55 && isHex(parent[53:55]) {
+			flags = parent[53:55]
+		}
 	} else {
 		putRandomHex(b[3:35])
 	}
 	b[35] = '-'
 	putRandomHex(b[36:52])
-	copy(b[52:], "-01")
+	b[52] = '-'
+	copy(b[53:], flags)
 	return string(b[:])
 }
 

@@ -79,18 +79,23 @@ func TestChildTraceStartsNewTraceFromGarbage(t *testing.T) {
 }
 
 func TestChildTraceKeepsTheParentsTraceWithANewSpan(t *testing.T) {
-	tests := []struct{ name, parent, keep string }{
-		{"a valid parent keeps its trace id", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "0af7651916cd43dd8448eb211c80319c"},
-		{"upper-case hex is accepted as before", "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", "0AF7651916CD43DD8448EB211C80319C"},
-		{"a trace id that is not hex starts a new trace", "00-0af7651916cd43dd8448eb211c80319z-b7ad6b7169203331-01", ""},
-		{"an extra field starts a new trace", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-xx", ""},
+	tests := []struct{ name, parent, keep, flags string }{
+		{"a valid parent keeps its trace id and flags", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "0af7651916cd43dd8448eb211c80319c", "01"},
+		{"an unsampled parent's children stay unsampled", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00", "0af7651916cd43dd8448eb211c80319c", "00"},
+		{"upper-case hex is accepted as before", "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", "0AF7651916CD43DD8448EB211C80319C", "01"},
+		{"a trace id that is not hex starts a new trace, unsampled", "00-0af7651916cd43dd8448eb211c80319z-b7ad6b7169203331-01", "", "00"},
+		{"an extra field starts a new trace, unsampled", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-xx", "", "00"},
+		{"no parent starts a new trace, unsampled (airlock records no spans)", "", "", "00"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a, b := ChildTrace(tt.parent), ChildTrace(tt.parent)
 			pa, pb := strings.Split(a, "-"), strings.Split(b, "-")
-			if len(pa) != 4 || len(pa[1]) != 32 || len(pa[2]) != 16 || pa[3] != "01" || !isHex(pa[1]) || !isHex(pa[2]) {
+			if len(pa) != 4 || len(pa[1]) != 32 || len(pa[2]) != 16 || !isHex(pa[1]) || !isHex(pa[2]) {
 				t.Fatalf("ChildTrace(%q) = %q: not a traceparent", tt.parent, a)
+			}
+			if pa[3] != tt.flags {
+				t.Fatalf("ChildTrace(%q) = %q: flags %s, want %s", tt.parent, a, pa[3], tt.flags)
 			}
 			if (tt.keep != "") != (pa[1] == tt.keep) {
 				t.Fatalf("ChildTrace(%q) = %q: trace id kept = %v, want %v", tt.parent, a, pa[1] == tt.keep, tt.keep != "")
