@@ -34,7 +34,10 @@ type roundtripOptions struct {
 	Duration    time.Duration
 	Concurrency int
 	CPUProfile  string
-	FixedAllow  bool
+	// MemProfile: where to write the allocations of the round trip's
+	// throughput run (MemProfile.base holds those before it).
+	MemProfile string
+	FixedAllow bool
 	// FloorOps: operations counted for each of the floor's CPU figures.
 	FloorOps int
 }
@@ -175,6 +178,7 @@ p99 ≤ 6× the raw hop; CPU per call ≤ 1.6× the floor.`,
 	f.IntVar(&o.Concurrency, "concurrency", 64, "calls in flight during the throughput runs")
 	f.IntVar(&o.FloorOps, "floor-ops", 20000, "operations counted for each of the messaging floor's CPU figures")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the round trip's throughput run (nothing else) to this file")
+	f.StringVar(&o.MemProfile, "memprofile", "", "write the allocations up to the end of the round trip's throughput run to this file, and those before it to FILE.base (go tool pprof -diff_base FILE.base FILE)")
 	f.BoolVar(&o.FixedAllow, "fixed-allow", false, "decide with a fixed allow instead of the configured policy (leaves Rego evaluation out of the figures)")
 	return cmd
 }
@@ -271,6 +275,11 @@ func measure(ctx context.Context, o roundtripOptions, op func(ctx context.Contex
 			}
 			defer stop()
 		}
+		if o.MemProfile != "" {
+			if err := WriteAllocProfile(o.MemProfile + ".base"); err != nil {
+				return m, callCounts{}, err
+			}
+		}
 	}
 	var done atomic.Int64
 	var firstErr error
@@ -302,6 +311,11 @@ func measure(ctx context.Context, o roundtripOptions, op func(ctx context.Contex
 	cpu := processCPU() - cpu0
 	if firstErr != nil {
 		return m, callCounts{}, firstErr
+	}
+	if count != nil && o.MemProfile != "" {
+		if err := WriteAllocProfile(o.MemProfile); err != nil {
+			return m, callCounts{}, err
+		}
 	}
 	m.tput = throughput{PerSecond: float64(done.Load()) / elapsed, Completed: int(done.Load()), Seconds: elapsed, Concurrency: o.Concurrency}
 	n := float64(done.Load())
