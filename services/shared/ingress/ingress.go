@@ -191,7 +191,17 @@ func Intake(subj string, data []byte, header nats.Header, lim Limits) (_ *airloc
 	if err := ids.ValidateAgent(agent); err != nil {
 		return nil, nil, refuse("%v", err)
 	}
-	if callID == "" { // the stored form: the body names the call
+	// The stored form names the call in the body alone. A protobuf body of
+	// allowed size is decoded once, here, for its call id and for what
+	// follows; BodyCallID reads what it can of any other.
+	var ev *airlockv1.Event
+	var decodeErr error
+	if callID == "" && len(data) <= maxBytes && !envelope.IsJSON(header) {
+		if ev, decodeErr = envelope.Decode(data, header); decodeErr == nil {
+			callID = cmp.Or(ev.GetRequested().GetCall().GetCallId(), ev.GetCallId())
+		}
+	}
+	if callID == "" && ev == nil {
 		callID = BodyCallID(data, header)
 	}
 	if len(data) > maxBytes {
@@ -207,9 +217,11 @@ func Intake(subj string, data []byte, header nats.Header, lim Limits) (_ *airloc
 			return nil, nil, r
 		}
 	}
-	ev, err := envelope.Decode(data, header)
-	if err != nil {
-		return nil, nil, refuse("request does not decode as an airlock.v1.Event (protobuf, or protojson with Content-Type: application/json): %v", err)
+	if ev == nil && decodeErr == nil {
+		ev, decodeErr = envelope.Decode(data, header)
+	}
+	if decodeErr != nil {
+		return nil, nil, refuse("request does not decode as an airlock.v1.Event (protobuf, or protojson with Content-Type: application/json): %v", decodeErr)
 	}
 	if rep := ev.GetReported(); rep != nil {
 		if callID == "" {
