@@ -2,7 +2,8 @@
 # Installs what airlock's tests need on a fresh Debian machine: ClickHouse
 # (audit tests), ZooKeeper (the replicated ClickHouse's tests and `airlock
 # chaos --clickhouse-replicas`), Chromium (browser tests) and the npm MCP
-# servers (executor and gateway tests). Idempotent: it installs only what is missing.
+# servers (executor and gateway tests), with node, npm, python3 and git
+# when missing. Idempotent: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +12,12 @@ command -v clickhouse-server >/dev/null 2>&1 || need_apt+=(clickhouse-server cli
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # Tests run ZooKeeper as their own process from its jar, never the service.
 [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1 || need_apt+=(zookeeperd)
+# The npm installs below need node and npm; the Python SDK's tests python3;
+# the coding-agent snapshot and undo tests git.
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+command -v git >/dev/null 2>&1 || need_apt+=(git)
 if [ ${#need_apt[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

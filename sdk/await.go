@@ -13,6 +13,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -220,7 +221,7 @@ func (c *Client) follow(ctx context.Context, callID string, f *follower) (Outcom
 			if out.Status == StatusInvalid {
 				return out, fmt.Errorf("%w: %s", ErrInvalid, out.Reason)
 			}
-			if out.FailureOutcome == failureIndeterminate {
+			if out.FailureOutcome == calls.FailureIndeterminate {
 				out.Resolution, _ = c.storedResolution(ctx, callID, out.Revision)
 			}
 			return out, nil
@@ -477,10 +478,6 @@ func (f *follower) replaces(rev uint32, out Outcome, seq uint64) bool {
 	}
 	return seq < f.seqs[rev]
 }
-
-// failureIndeterminate is the failure outcome of a call that may or may
-// not have run.
-const failureIndeterminate = "indeterminate"
 
 // Resolution is a person's answer to "did it happen?" about a call that
 // ended failed with outcome indeterminate (the tool may or may not have

@@ -16,6 +16,7 @@ import (
 	"github.com/airlock-gate/airlock/services/hooks"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // claudePayload is a Claude Code hook payload as Claude Code writes it.
@@ -44,26 +45,19 @@ func sh(t *testing.T, dir, script string) string {
 	return string(out)
 }
 
-// lastEvent reads the last event stored on subj.
+// lastEvent reads the last event stored on subj, waiting up to 20 s for one.
 func lastEvent(t *testing.T, js jetstream.JetStream, subj string) *airlockv1.Event {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, config.Default().Stream.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var msg *jetstream.RawStreamMsg
-	deadline := time.Now().Add(20 * time.Second)
-	for msg == nil {
-		if msg, err = s.GetLastMsgForSubject(ctx, subj); err != nil {
-			msg = nil
-			if time.Now().After(deadline) {
-				t.Fatalf("no event on %s: %v", subj, err)
-			}
-			time.Sleep(100 * time.Millisecond) // polling with a deadline
+	testenv.Eventually(t, 20*time.Second, "an event on "+subj, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, config.Default().Stream.Name)
+		if err == nil {
+			msg, err = s.GetLastMsgForSubject(ctx, subj)
 		}
-	}
+		return err == nil
+	})
 	ev, err := envelope.Decode(msg.Data, msg.Header)
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,6 +17,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/preview"
+	"github.com/airlock-gate/airlock/services/shared/quota"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -181,20 +181,11 @@ const overflowPreview = 250 * time.Millisecond
 // service, and the workers are shared by call, so one agent's slow
 // previews must not hold them all, and with them every other agent's calls.
 func perAgent(ask func(context.Context, *airlockv1.ToolCall) (*airlockv1.Preview, error)) func(context.Context, *airlockv1.ToolCall) (*airlockv1.Preview, error) {
-	var mu sync.Mutex
-	busy := map[string]bool{}
+	busy := quota.New(1)
 	return func(ctx context.Context, call *airlockv1.ToolCall) (*airlockv1.Preview, error) {
 		agent := call.GetAgentId()
-		mu.Lock()
-		first := !busy[agent]
-		busy[agent] = true
-		mu.Unlock()
-		if first {
-			defer func() {
-				mu.Lock()
-				delete(busy, agent)
-				mu.Unlock()
-			}()
+		if busy.Take(agent) {
+			defer busy.Give(agent)
 			return ask(ctx, call)
 		}
 		short, cancel := context.WithTimeout(ctx, overflowPreview)

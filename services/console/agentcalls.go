@@ -18,6 +18,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/quota"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
@@ -35,7 +36,7 @@ type agentCalls struct {
 	approvals *approvalapi.Client
 	now       func() time.Time
 	// waits bounds the open long-polls per agent.
-	waits *agentWaits
+	waits *quota.PerAgent
 }
 
 // client submits as agent, sealing each request as the console: the
@@ -122,10 +123,10 @@ func (a *agentCalls) report(ctx context.Context, agent, id string, req reportReq
 // ok is false when ctx ended (the client went away).
 func (a *agentCalls) await(ctx context.Context, agent, id string, wait time.Duration, capped string) (answer any, ok bool, err error) {
 	if wait > 0 {
-		if !a.waits.acquire(agent) {
+		if !a.waits.Take(agent) {
 			return nil, false, apierr.New(apierr.Unavailable, "agent %s already holds %d waits on this console: wait for one to end, or poll without ?wait=", agent, maxWaitsPerAgent)
 		}
-		defer a.waits.release(agent)
+		defer a.waits.Give(agent)
 	}
 	if err := a.exists(ctx, agent, id); err != nil {
 		return nil, false, err

@@ -37,6 +37,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
+	"github.com/airlock-gate/airlock/services/shared/quota"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
@@ -136,7 +137,7 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 		logins: newLoginLimiter(kv, deps.Config.Console.SignIn, opts.Now),
 		pub:    deps.Publisher("console"),
 		agents: &agentCalls{nc: deps.NC, js: deps.JS, cfg: deps.Config, frontend: fk, approvals: approvalapi.New(deps.NC, fk, Frontend),
-			now: opts.Now, waits: newAgentWaits(maxWaitsPerAgent)},
+			now: opts.Now, waits: quota.New(maxWaitsPerAgent)},
 		clients: clients,
 	}
 	c.sso = newSSO(deps.Config, kv, st, opts.Now)

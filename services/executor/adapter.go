@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // Request is one tool invocation handed to an adapter.
@@ -101,9 +103,9 @@ func (e *UpstreamError) Unwrap() []error {
 // have reached the tool, error when it cannot have.
 func (e *UpstreamError) Outcome() string {
 	if e.Started {
-		return OutcomeIndeterminate
+		return calls.FailureIndeterminate
 	}
-	return OutcomeError
+	return calls.FailureError
 }
 
 // toolErrorf builds a determinate ToolError.

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
@@ -156,7 +155,7 @@ func (d *Demo) current(ctx context.Context, p string) (head []byte, size int64, 
 		}
 		return nil, 0, false, "", d.fsError("read", p, err)
 	}
-	return buf.b, size, true, fmt.Sprintf("sha256:%x", h.Sum(nil)), nil
+	return buf.b, size, true, preview.FileDigest(h.Sum(nil)), nil
 }
 
 // ctxReader stops reading once its context is done.
@@ -251,11 +250,11 @@ func (t *toolsAPI) preview(ctx context.Context, req *airlockv1.PreviewRequest) (
 		return nil, apierr.New(apierr.InvalidRequest, "a preview request names the call to preview")
 	}
 	agent := req.GetCall().GetAgentId()
-	if !t.previewing.take(agent) {
+	if !t.previewing.Take(agent) {
 		return &airlockv1.PreviewResponse{Preview: preview.Unavailable(fmt.Sprintf(
 			"agent %s already has %d previews being made on this executor, so this call has none", agent, maxPreviewsPerAgent))}, nil
 	}
-	defer t.previewing.give(agent)
+	defer t.previewing.Give(agent)
 	return &airlockv1.PreviewResponse{Preview: t.reg.previewOf(ctx, req.GetCall(), t.cfg.PreviewTimeout, t.cfg.MaxPreviewBytes)}, nil
 }
 
@@ -263,32 +262,3 @@ func (t *toolsAPI) preview(ctx context.Context, req *airlockv1.PreviewRequest) (
 // one executor: a quarter of maxPreviews, so one agent's slow previews
 // never hold every slot and with them every other agent's previews.
 const maxPreviewsPerAgent = maxPreviews / 4
-
-// perAgent counts each agent's previews being made.
-type perAgent struct {
-	mu   sync.Mutex
-	busy map[string]int
-}
-
-// take reports whether agent may start a preview, and counts it if so.
-func (p *perAgent) take(agent string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.busy[agent] >= maxPreviewsPerAgent {
-		return false
-	}
-	if p.busy == nil {
-		p.busy = map[string]int{}
-	}
-	p.busy[agent]++
-	return true
-}
-
-// give ends one of agent's previews.
-func (p *perAgent) give(agent string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.busy[agent]--; p.busy[agent] <= 0 {
-		delete(p.busy, agent)
-	}
-}

@@ -14,6 +14,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/executor"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/preview"
@@ -184,7 +185,7 @@ func TestAnApprovedCallRunsOnlyAgainstTheWorldItsReviewersSaw(t *testing.T) {
 		}
 		e.approveAgainst(call, p)
 		f := e.end("changed").GetFailed()
-		if f == nil || f.Reason != executor.ReasonPrecondition || f.Outcome != executor.OutcomeError ||
+		if f == nil || f.Reason != executor.ReasonPrecondition || f.Outcome != calls.FailureError ||
 			!strings.Contains(f.Message, "the world changed since the reviewer looked") || !strings.Contains(f.Message, "approve it on the new preview") {
 			t.Fatalf("call ended %v, want failed %s saying the world changed", e.end("changed"), executor.ReasonPrecondition)
 		}
@@ -320,7 +321,7 @@ func TestAFileThatIsNoPlainFileNeverHoldsAPreviewOrARun(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := sparse.Truncate(64 << 30); err != nil {
-		t.Skipf("this file system cannot hold a 64 GiB sparse file: %v", err)
+		t.Fatalf("this file system cannot hold a 64 GiB sparse file (%v): run the tests with TMPDIR on one that can (ext4, xfs, tmpfs)", err)
 	}
 	sparse.Close()
 	api := executorapi.New(e.deps.NC)

@@ -16,11 +16,6 @@ const (
 	// ReasonIndeterminate: the executor running the call died mid-run and the
 	// tool is not idempotent, so it was not run again.
 	ReasonIndeterminate = "indeterminate"
-
-	// OutcomeError: the tool did not apply the call.
-	OutcomeError = "error"
-	// OutcomeIndeterminate: the tool may or may not have applied the call.
-	OutcomeIndeterminate = "indeterminate"
 )
 
 // TruncatedResult is the JSON that replaces a result over the size limit:

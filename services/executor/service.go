@@ -35,6 +35,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
@@ -307,7 +308,7 @@ func (s *Service) takeOver(ctx context.Context, x *execution, tool Tool, orphan 
 	}
 	s.deps.Log.Warn("executor died while running a non-idempotent tool; the call ends indeterminate",
 		"call", x.ref.String(), "tool", tool.Name, "dead_executor", dead.GetExecutorId())
-	failed := s.failedEvent(x, ReasonIndeterminate, OutcomeIndeterminate,
+	failed := s.failedEvent(x, ReasonIndeterminate, calls.FailureIndeterminate,
 		fmt.Sprintf("executor %s stopped while running %s; the tool may or may not have run, and it is not declared idempotent, so it was not run again",
 			dead.GetExecutorId(), tool.Name), 0, dead.GetAttempt())
 	cl, err := s.claims.TakeOver(ctx, orphan, failed)
@@ -323,7 +324,7 @@ func (s *Service) takeOver(ctx context.Context, x *execution, tool Tool, orphan 
 // refuse ends the revision failed without running it, unless it was
 // claimed or ended before.
 func (s *Service) refuse(ctx context.Context, x *execution, reason, msg string) error {
-	cl, err := s.claims.Refuse(ctx, x.ref, s.failedEvent(x, reason, OutcomeError, msg, 0, 0))
+	cl, err := s.claims.Refuse(ctx, x.ref, s.failedEvent(x, reason, calls.FailureError, msg, 0, 0))
 	if err != nil {
 		return err
 	}
@@ -360,11 +361,11 @@ func (s *Service) giveUp(ctx context.Context, x *execution, tool Tool) error {
 	case Done, Busy:
 		return nil
 	case Orphaned:
-		failed := s.failedEvent(x, ReasonGaveUp, OutcomeIndeterminate, msg+"; it had started and may or may not have run", 0, cl.State.Started.GetAttempt())
+		failed := s.failedEvent(x, ReasonGaveUp, calls.FailureIndeterminate, msg+"; it had started and may or may not have run", 0, cl.State.Started.GetAttempt())
 		_, err := s.claims.TakeOver(ctx, cl.State, failed)
 		return err
 	}
-	_, err = s.claims.TakeOver(ctx, cl.State, s.failedEvent(x, ReasonGaveUp, OutcomeError, msg+"; it never started", 0, 0))
+	_, err = s.claims.TakeOver(ctx, cl.State, s.failedEvent(x, ReasonGaveUp, calls.FailureError, msg+"; it never started", 0, 0))
 	return err
 }
 
@@ -410,14 +411,14 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, attempt uint
 		// timeout ran out never reached the tool (outcome error).
 		ev = s.failedEvent(x, ReasonUpstream, upErr.Outcome(), upErr.Error(), latency, attempt)
 	case timedOut:
-		ev = s.failedEvent(x, ReasonTimeout, OutcomeIndeterminate,
+		ev = s.failedEvent(x, ReasonTimeout, calls.FailureIndeterminate,
 			fmt.Sprintf("%s did not finish within its %s timeout; it may or may not have applied the call", tool.Name, tool.Timeout), latency, attempt)
 	case errors.Is(err, ErrUnknownTool):
-		ev = s.failedEvent(x, ReasonUnknownTool, OutcomeError, err.Error(), latency, attempt)
+		ev = s.failedEvent(x, ReasonUnknownTool, calls.FailureError, err.Error(), latency, attempt)
 	case errors.As(err, &toolErr):
-		o := OutcomeError
+		o := calls.FailureError
 		if toolErr.Indeterminate {
-			o = OutcomeIndeterminate
+			o = calls.FailureIndeterminate
 		}
 		ev = s.failedEvent(x, ReasonToolError, o, toolErr.Message, latency, attempt)
 		if len(toolErr.Result) > 0 {
@@ -425,7 +426,7 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, attempt uint
 			f.ResultJson, f.Truncated = LimitResult(toolErr.Result, s.deps.Config.Executor.MaxResultBytes)
 		}
 	default:
-		ev = s.failedEvent(x, ReasonToolError, OutcomeError, err.Error(), latency, attempt)
+		ev = s.failedEvent(x, ReasonToolError, calls.FailureError, err.Error(), latency, attempt)
 	}
 	if f := ev.GetFailed(); f != nil {
 		f.Claim = token
@@ -448,7 +449,7 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, attempt uint
 
 // endUnrun ends a claimed revision `failed` without calling its tool.
 func (s *Service) endUnrun(ctx context.Context, x *execution, startedSeq uint64, token, why string) error {
-	ev := s.failedEvent(x, ReasonPrecondition, OutcomeError, why, 0, 1)
+	ev := s.failedEvent(x, ReasonPrecondition, calls.FailureError, why, 0, 1)
 	ev.GetFailed().Claim = token
 	pubCtx, cancel := context.WithTimeout(ctx, endBudget)
 	defer cancel()

@@ -21,6 +21,7 @@ import (
 	"github.com/airlock-gate/airlock/services/executor"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -365,7 +366,7 @@ func TestArgumentsThatWereNotApprovedAreRefused(t *testing.T) {
 			call := toolCall(t, id, "hook__pay", map[string]any{"amount": 10})
 			e.approve(call, tt.digest(call), 0)
 			f := e.end(id).GetFailed()
-			if f == nil || f.Reason != executor.ReasonArgumentsMismatch || f.Outcome != executor.OutcomeError || f.Message == "" {
+			if f == nil || f.Reason != executor.ReasonArgumentsMismatch || f.Outcome != calls.FailureError || f.Message == "" {
 				t.Fatalf("failed = %v, want reason arguments_mismatch with a message", f)
 			}
 			if got := e.types(id); strings.Join(got, ",") != "approved,failed" {
@@ -394,11 +395,11 @@ func TestFailuresCarryTheirReason(t *testing.T) {
 		outcome        string
 		started        bool
 	}{
-		{"a_tool_past_its_timeout_fails_with_timeout", "hook__slow", map[string]any{}, executor.ReasonTimeout, "300ms", executor.OutcomeIndeterminate, true},
-		{"an_unknown_tool_of_a_known_server", "demo__delete_everything", map[string]any{}, executor.ReasonUnknownTool, "demo__delete_everything", executor.OutcomeError, false},
-		{"a_tool_of_an_unknown_server", "nowhere__run", map[string]any{}, executor.ReasonUnknownTool, "nowhere__run", executor.OutcomeError, false},
-		{"a_tool_that_reports_an_error", "demo__read_file", map[string]any{"path": "missing.txt"}, executor.ReasonToolError, "no such file", executor.OutcomeError, true},
-		{"a_path_that_leaves_the_sandbox", "demo__read_file", map[string]any{"path": "../../etc/passwd"}, executor.ReasonToolError, "leaves the sandbox", executor.OutcomeError, true},
+		{"a_tool_past_its_timeout_fails_with_timeout", "hook__slow", map[string]any{}, executor.ReasonTimeout, "300ms", calls.FailureIndeterminate, true},
+		{"an_unknown_tool_of_a_known_server", "demo__delete_everything", map[string]any{}, executor.ReasonUnknownTool, "demo__delete_everything", calls.FailureError, false},
+		{"a_tool_of_an_unknown_server", "nowhere__run", map[string]any{}, executor.ReasonUnknownTool, "nowhere__run", calls.FailureError, false},
+		{"a_tool_that_reports_an_error", "demo__read_file", map[string]any{"path": "missing.txt"}, executor.ReasonToolError, "no such file", calls.FailureError, true},
+		{"a_path_that_leaves_the_sandbox", "demo__read_file", map[string]any{"path": "../../etc/passwd"}, executor.ReasonToolError, "leaves the sandbox", calls.FailureError, true},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -454,7 +455,7 @@ func TestAClaimWhoseExecutorDiedIsSettled(t *testing.T) {
 		plant(call)
 		e.approve(call, digestOf(t, call), 0)
 		f := e.end("orph1").GetFailed()
-		if f == nil || f.Reason != executor.ReasonIndeterminate || f.Outcome != executor.OutcomeIndeterminate || !strings.Contains(f.Message, "dead-1") {
+		if f == nil || f.Reason != executor.ReasonIndeterminate || f.Outcome != calls.FailureIndeterminate || !strings.Contains(f.Message, "dead-1") {
 			t.Fatalf("failed = %v, want indeterminate naming the dead executor", f)
 		}
 		if n := len(hook.Hits()); n != 0 {

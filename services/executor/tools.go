@@ -18,6 +18,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
+	"github.com/airlock-gate/airlock/services/shared/quota"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
@@ -147,13 +148,13 @@ type toolsAPI struct {
 	nc  *nats.Conn
 	log *slog.Logger
 	// previewing bounds each agent's share of the maxPreviews.
-	previewing perAgent
+	previewing *quota.PerAgent
 }
 
 // serveTools starts the tools and preview endpoints and the change
 // notices; stop ends them.
 func serveTools(nc *nats.Conn, reg *Registry, cfg config.Executor, log *slog.Logger) (stop func(), err error) {
-	t := &toolsAPI{reg: reg, cfg: cfg, nc: nc, log: log}
+	t := &toolsAPI{reg: reg, cfg: cfg, nc: nc, log: log, previewing: quota.New(maxPreviewsPerAgent)}
 	srv, err := micro.AddService(nc, micro.Config{
 		Name: executorapi.Service, Version: "1.0.0",
 		Description: "airlock executor: the tool registry as its servers describe it",

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airlock-gate/airlock/services/executor"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 )
 
@@ -253,7 +254,7 @@ func TestAHangingUpstreamFailsItsOwnCallsWhileOthersFlow(t *testing.T) {
 	for range 5 {
 		err := <-hangErrs
 		var up *executor.UpstreamError
-		if !errors.As(err, &up) || up.Server != "hang" || up.Started || up.Outcome() != executor.OutcomeError {
+		if !errors.As(err, &up) || up.Server != "hang" || up.Started || up.Outcome() != calls.FailureError {
 			t.Fatalf("error %v (%T): want a not-started *UpstreamError for server hang", err, err)
 		}
 		if !strings.Contains(err.Error(), "did not answer within") || !strings.Contains(err.Error(), "the tool was not run") {
@@ -299,7 +300,7 @@ func TestAnUpstreamThatExitsMidCallIsRestarted(t *testing.T) {
 
 	_, err := callTool(ctx, reg, "fake", "crash")
 	var up *executor.UpstreamError
-	if !errors.As(err, &up) || !up.Started || up.Outcome() != executor.OutcomeIndeterminate {
+	if !errors.As(err, &up) || !up.Started || up.Outcome() != calls.FailureIndeterminate {
 		t.Fatalf("crash: %v (%T), want an *UpstreamError saying the call may have run", err, err)
 	}
 	if !strings.Contains(err.Error(), "started again on the next call") {

@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
 )
 
@@ -24,7 +25,7 @@ func (ep *endpoint) result(f *flight, out airlock.Outcome) *mcp.CallToolResult {
 			return ep.toolResult(f, out, true)
 		}
 		msg := fmt.Sprintf("%s failed: %s.", name, out.Reason)
-		if out.FailureOutcome == "indeterminate" {
+		if out.FailureOutcome == calls.FailureIndeterminate {
 			msg += " It may or may not have taken effect: check before calling it again."
 		}
 		return errorResult(string(out.Status), f.call.ID, msg)

@@ -148,7 +148,7 @@ func reportEvent(rep *ingress.Report, call *airlockv1.ToolCall, decided string, 
 		// no event holding it could be stored.
 		msg = calls.Cut(msg, ingress.MaxReasonLen)
 		ev.Body = &airlockv1.Event_Failed{Failed: &airlockv1.Failed{
-			Reason: "tool_error", Outcome: "error", Message: msg, Latency: latency, Attempt: 1, Claim: claim,
+			Reason: "tool_error", Outcome: calls.FailureError, Message: msg, Latency: latency, Attempt: 1, Claim: claim,
 			AgentRan: true, ArgumentsDiffer: differ, Snapshot: rep.Body.GetSnapshot(),
 		}}
 		return ev

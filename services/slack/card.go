@@ -3,14 +3,9 @@ package slack
 import (
 	"encoding/json"
 	"fmt"
-	"net/url"
-	"regexp"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	slackgo "github.com/slack-go/slack"
 
@@ -39,15 +34,11 @@ const (
 )
 
 // Limits that keep a card inside Slack's block limits (section text 3000
-// characters, header 150, button value 2000) whatever an agent sends.
+// characters, header 150, button value 2000) whatever an agent sends; the
+// argument summary's own limits are notify.ArgumentLines'.
 const (
-	maxValueChars    = 400  // one argument value in the summary
-	maxKeyChars      = 40   // one argument name in the summary
-	maxArguments     = 15   // arguments listed before "and N more"
-	maxSummaryChars  = 2600 // the whole argument summary
-	maxReasonChars   = 600  // policy reason, agent reason, reviewer reason
-	maxHeaderChars   = 140
-	argumentsMissing = "(no arguments)"
+	maxReasonChars = 600 // policy reason, agent reason, reviewer reason
+	maxHeaderChars = 140
 )
 
 // ButtonValue is what every card button carries: the call and the revision
@@ -95,13 +86,6 @@ func ConsoleLink(publicURL, agent, callID string) string {
 	return notify.ConsoleURL(publicURL, agent, callID)
 }
 
-// RememberLink is the console's form that makes a standing grant from a
-// call revision: the decision remembered for calls like it.
-func RememberLink(publicURL, agent, callID string, rev uint32) string {
-	q := url.Values{"agent": {agent}, "from": {callID}, "rev": {fmt.Sprint(max(rev, 1))}}
-	return strings.TrimRight(publicURL, "/") + "/grants/new?" + q.Encode()
-}
-
 // Render draws the card for rec in its current state: the buttons while it
 // is pending, the outcome once it is decided. publicURL is the console's
 // base URL (config http.public_url).
@@ -110,7 +94,7 @@ func Render(rec *airlockv1.ApprovalRecord, publicURL string) Message {
 	blocks := []slackgo.Block{
 		slackgo.NewHeaderBlock(plain(escape.SlackPlain(calls.Shorten(headerText(rec), maxHeaderChars)))),
 	}
-	args, whole := argumentLines(rec)
+	args, whole := notify.ArgumentLines(rec)
 	blocks = append(blocks, detailBlocks(rec, args, publicURL)...)
 	if rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
 		if q := quorumText(rec); q != "" {
@@ -237,7 +221,7 @@ func actionsBlock(rec *airlockv1.ApprovalRecord, whole bool, publicURL string) s
 	reject.Style = slackgo.StyleDanger
 	changes := slackgo.NewButtonBlockElement(ActionRequestChanges, value, plain("Request changes"))
 	console := slackgo.NewButtonBlockElement(ActionOpenConsole, "", plain("Open in console")).WithURL(ConsoleLink(publicURL, call.GetAgentId(), call.GetCallId()))
-	remember := slackgo.NewButtonBlockElement(ActionRemember, "", plain("Always allow…")).WithURL(RememberLink(publicURL, call.GetAgentId(), call.GetCallId(), call.GetRevision()))
+	remember := slackgo.NewButtonBlockElement(ActionRemember, "", plain("Always allow…")).WithURL(notify.RememberURL(publicURL, call.GetAgentId(), call.GetCallId(), call.GetRevision()))
 	if !whole {
 		// Not every argument is on the card: it is approved in the console.
 		return slackgo.NewActionBlock(BlockActions, reject, changes, console)
@@ -332,93 +316,6 @@ func actorText(a *airlockv1.Actor) string {
 		s += " (agent)"
 	}
 	return s
-}
-
-// ArgumentSummary lists the call's arguments one per line as
-// "key: value" with values in compact JSON, keys that are not plain words
-// quoted (an argument name cannot draw other lines), long values
-// shortened, paths the policy redacts masked, and the whole bounded in
-// size. It is plain text; callers escape it for mrkdwn.
-func ArgumentSummary(rec *airlockv1.ApprovalRecord) string {
-	s, _ := argumentLines(rec)
-	return s
-}
-
-// ArgumentsFit reports whether a card shows every argument of rec. Only
-// then may it be approved from Slack: an agent that adds arguments until
-// the one that matters is cut off must not get a click on what the
-// reviewer never saw.
-func ArgumentsFit(rec *airlockv1.ApprovalRecord) bool {
-	_, all := argumentLines(rec)
-	return all
-}
-
-// argumentLines is ArgumentSummary's text and whether it shows every
-// argument in full: no argument left out for the card's size, no name or
-// value cut short.
-func argumentLines(rec *airlockv1.ApprovalRecord) (string, bool) {
-	args := calls.Redacted(rec.GetCall().GetArguments(), rec.GetDecision().GetRedact())
-	if len(args) == 0 {
-		return argumentsMissing, true
-	}
-	keys := make([]string, 0, len(args))
-	for k := range args {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	whole := true
-	for i, k := range keys {
-		name, nameWhole := keyText(k)
-		value, valueWhole := valueText(args[k])
-		line := name + ": " + value
-		if i == maxArguments || b.Len()+len(line) > maxSummaryChars {
-			fmt.Fprintf(&b, "… and %d more arguments: approve in the console, where every argument is shown", len(keys)-i)
-			return b.String(), false
-		}
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(line)
-		whole = whole && nameWhole && valueWhole
-	}
-	if !whole {
-		b.WriteString("\n(cut short above: approve in the console, where every argument is shown in full)")
-	}
-	return b.String(), whole
-}
-
-// keyText is an argument name as a card shows it: a plain word as it is,
-// anything else (spaces, line breaks, quotes, colons) quoted; whole is
-// false when it had to be cut.
-func keyText(k string) (text string, whole bool) {
-	if plainKey.MatchString(k) {
-		return k, true
-	}
-	short := calls.Shorten(k, maxKeyChars)
-	return strconv.Quote(short), short == k
-}
-
-var plainKey = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,40}$`)
-
-// valueText is an argument value as a card shows it: a string quoted,
-// anything else as JSON, cut after maxValueChars (whole is then false).
-func valueText(v any) (text string, whole bool) {
-	var s string
-	if str, ok := v.(string); ok {
-		s = strconv.Quote(str)
-	} else {
-		raw, err := json.Marshal(v)
-		if err != nil {
-			raw = []byte(fmt.Sprint(v))
-		}
-		s = escape.Visible(string(raw)) // JSON keeps bidi overrides and zero-width spaces raw; the size is that of what is shown
-	}
-	n := utf8.RuneCountInString(s)
-	if n <= maxValueChars {
-		return s, true
-	}
-	return string([]rune(s)[:maxValueChars]) + fmt.Sprintf("… (%d characters)", n), false
 }
 
 func riskBadge(r airlockv1.Risk) string {

@@ -21,6 +21,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/notify/seen"
 	"github.com/airlock-gate/airlock/services/shared/obs"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -399,7 +400,7 @@ func (h *Interactions) approvable(ctx context.Context, c click) bool {
 		h.log.Warn("could not read the call before a Slack approval", "call", c.value.Call, "err", err)
 		h.tell(ctx, c, ":warning: airlock could not read this call, so your approval was not recorded: "+escape.SlackText(apierr.MessageOf(err))+" Try again, or decide in the console: "+ConsoleLink(h.publicURL, c.value.Agent, c.value.Call))
 		return false
-	case !ArgumentsFit(rec):
+	case !notify.ArgumentsFit(rec):
 		h.tell(ctx, c, "A Slack card cannot show every argument of this call in full, so it is approved in the console, where every argument is shown: "+ConsoleLink(h.publicURL, c.value.Agent, c.value.Call))
 		return false
 	}

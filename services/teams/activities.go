@@ -21,7 +21,6 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/obs"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
-	airlockslack "github.com/airlock-gate/airlock/services/slack"
 )
 
 // approvals is what the endpoint needs from the approval service;
@@ -332,7 +331,7 @@ func (h *Activities) approvable(ctx context.Context, a action) bool {
 		h.log.Warn("could not read the call before a Teams approval", "call", a.data.Call, "err", err)
 		h.tell(ctx, a, "airlock could not read this call, so your approval was not recorded: "+apierr.MessageOf(err)+" Try again, or decide in the console: "+link)
 		return false
-	case !airlockslack.ArgumentsFit(rec):
+	case !notify.ArgumentsFit(rec):
 		h.tell(ctx, a, "A Teams card cannot show every argument of this call in full, so it is approved in the console, where every argument is shown: "+link)
 		return false
 	}

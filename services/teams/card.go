@@ -12,7 +12,6 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/preview"
-	airlockslack "github.com/airlock-gate/airlock/services/slack"
 )
 
 // Verbs an action's data carries in its "airlock" field. Only the data of
@@ -32,7 +31,7 @@ const ContentType = "application/vnd.microsoft.card.adaptive"
 
 // Limits that keep a card readable (and inside Teams' 28 KB activity
 // limit) whatever an agent sends; arguments are bounded by
-// airlockslack.ArgumentSummary.
+// notify.ArgumentLines.
 const (
 	maxReasonChars = 600
 	maxTitleChars  = 140
@@ -74,7 +73,7 @@ func Render(rec *airlockv1.ApprovalRecord, publicURL string) Card {
 	if slices.Contains(d.GetApprovers(), calls.Requester) {
 		why += "\nOnly the person this call acts for may confirm it."
 	}
-	args := airlockslack.ArgumentSummary(rec)
+	args, _ := notify.ArgumentLines(rec)
 	body := []any{
 		rich(run(escape.TeamsLine(calls.Shorten(statusWord(rec)+": "+calls.QualifiedTool(call), maxTitleChars)), "size", "Large", "weight", "Bolder")),
 		field("Tool", escape.TeamsLine(calls.QualifiedTool(call))),
@@ -149,7 +148,7 @@ func decisionActions(rec *airlockv1.ApprovalRecord, publicURL string) []any {
 	}
 	link := notify.ConsoleURL(publicURL, call.GetAgentId(), call.GetCallId())
 	var out []any
-	if airlockslack.ArgumentsFit(rec) {
+	if notify.ArgumentsFit(rec) {
 		out = append(out, map[string]any{"type": "Action.Submit", "title": "Approve", "style": "positive", "data": data(VerbApprove)})
 	}
 	out = append(out,
@@ -157,8 +156,8 @@ func decisionActions(rec *airlockv1.ApprovalRecord, publicURL string) []any {
 		withReason("Request changes", "What should change? (the agent may submit a revised call)", "Send feedback", VerbRequestChanges),
 		openURL("Open in console", link),
 	)
-	if airlockslack.ArgumentsFit(rec) {
-		out = append(out, openURL("Always allow…", airlockslack.RememberLink(publicURL, call.GetAgentId(), call.GetCallId(), call.GetRevision())))
+	if notify.ArgumentsFit(rec) {
+		out = append(out, openURL("Always allow…", notify.RememberURL(publicURL, call.GetAgentId(), call.GetCallId(), call.GetRevision())))
 	}
 	return out
 }

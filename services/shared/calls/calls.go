@@ -268,9 +268,10 @@ func AgentRan(agentRan, argumentsDiffer bool) string {
 	return ""
 }
 
-// SnapshotText says, in one line, what a coding agent's hook saved before a
-// call (Completed/Failed.snapshot), "" when nothing. Its paths and note are
-// agent text: escape the line for the medium that shows it.
+// SnapshotText says, in one line, what a coding agent's hook reports it
+// saved before a call (Completed/Failed.snapshot), "" when nothing. The
+// hook runs on the agent's machine, so the line says whose word it is; its
+// paths and note are agent text: escape the line for the medium that shows it.
 func SnapshotText(s *airlockv1.Snapshot) string {
 	if s == nil {
 		return ""
@@ -279,7 +280,7 @@ func SnapshotText(s *airlockv1.Snapshot) string {
 	if s.GetWholeTree() {
 		what = "the whole work tree"
 	}
-	t := fmt.Sprintf("snapshot (%s) of %s in %s: %s", s.GetKind(), what, s.GetRoot(), s.GetRef())
+	t := fmt.Sprintf("the agent's hook reports a snapshot (%s) of %s in %s: %s", s.GetKind(), what, s.GetRoot(), s.GetRef())
 	if len(s.GetPaths()) > 0 && !s.GetWholeTree() {
 		t += " [" + strings.Join(s.GetPaths(), ", ")
 		if s.GetMore() > 0 {
@@ -305,6 +306,11 @@ func Happened(happened bool) string {
 	return "it did not happen"
 }
 
-// FailureIndeterminate is the outcome of a failed call that may or may not
-// have run (Failed.outcome): it gets a "did it happen?" task.
-const FailureIndeterminate = "indeterminate"
+// The outcomes of a failed call (Failed.outcome).
+const (
+	// FailureError: the tool did not apply the call.
+	FailureError = "error"
+	// FailureIndeterminate: the tool may or may not have applied the call;
+	// it gets a "did it happen?" task.
+	FailureIndeterminate = "indeterminate"
+)

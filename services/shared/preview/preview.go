@@ -39,7 +39,13 @@ func FileState(content []byte, exists bool) string {
 		return Absent
 	}
 	sum := sha256.Sum256(content)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return FileDigest(sum[:])
+}
+
+// FileDigest is FileState of an existing file whose content's SHA-256 is
+// sum (for a caller that hashes the file as it streams it).
+func FileDigest(sum []byte) string {
+	return "sha256:" + hex.EncodeToString(sum)
 }
 
 // OfText is the precondition of a tool whose preview is its own account

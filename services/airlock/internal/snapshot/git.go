@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -62,7 +63,7 @@ func filtersOff(ctx context.Context, root string) ([]string, error) {
 	var drivers []string
 	for _, kv := range splitNul(out) {
 		key, _, _ := strings.Cut(kv, "\n")
-		if i := strings.LastIndexByte(key, '.'); i > len("filter.") && !containsStr(drivers, key[len("filter."):i]) {
+		if i := strings.LastIndexByte(key, '.'); i > len("filter.") && !slices.Contains(drivers, key[len("filter."):i]) {
 			drivers = append(drivers, key[len("filter."):i])
 		}
 	}
@@ -200,7 +201,7 @@ func notIgnored(ctx context.Context, root, index string, paths []string, n *note
 	ignored := splitNul(out)
 	var kept []string
 	for _, p := range paths {
-		if containsStr(ignored, p) {
+		if slices.Contains(ignored, p) {
 			n.add("%q not saved: git ignores it", cut(p))
 			continue
 		}
@@ -220,20 +221,11 @@ func onDiskOrTracked(ctx context.Context, root, index string, paths []string) ([
 	tracked := splitNul(out)
 	var kept []string
 	for _, p := range paths {
-		if _, err := os.Lstat(filepath.Join(root, filepath.FromSlash(p))); err == nil || containsStr(tracked, p) {
+		if _, err := os.Lstat(filepath.Join(root, filepath.FromSlash(p))); err == nil || slices.Contains(tracked, p) {
 			kept = append(kept, p)
 		}
 	}
 	return kept, nil
-}
-
-func containsStr(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // gitCommit makes a commit of tree (parent HEAD when there is one) and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -114,7 +115,7 @@ func (s Store) undoGit(ctx context.Context, m manifest, dir string, force bool, 
 			return nil, err
 		}
 		for _, p := range onDisk {
-			if !containsStr(later, p) {
+			if !slices.Contains(later, p) {
 				later = append(later, p)
 			}
 		}
