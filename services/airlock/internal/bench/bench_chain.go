@@ -2,11 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -44,12 +44,8 @@ const chainWorkers = 32
 // delivered so far (as serverCounts for the services). Every message
 // carries payload.
 func newChainRig(ctx context.Context, url string, payload []byte) (op func(context.Context) error, count func() (callCounts, error), stop func(), err error) {
-	var cleanup []func()
-	stop = func() {
-		for i := len(cleanup) - 1; i >= 0; i-- {
-			cleanup[i]()
-		}
-	}
+	var cleanup rigCleanup
+	stop = cleanup.run
 	defer func() {
 		if err != nil {
 			stop()
@@ -60,7 +56,7 @@ func newChainRig(ctx context.Context, url string, payload []byte) (op func(conte
 		if err != nil {
 			return nil, nil, err
 		}
-		cleanup = append(cleanup, nc.Close)
+		cleanup.add(nc.Close)
 		js, err := jetstream.New(nc)
 		return nc, js, err
 	}
@@ -80,13 +76,13 @@ func newChainRig(ctx context.Context, url string, payload []byte) (op func(conte
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cleanup = append(cleanup, done)
+	cleanup.add(done)
 	events, done, err := floorStream(ctx, ajs, jetstream.StreamConfig{Name: "CHAIN_EVT", Subjects: []string{"chain.evt.>"},
 		RePublish: &jetstream.RePublish{Source: "chain.evt.>", Destination: "chain.out.>"}})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cleanup = append(cleanup, done)
+	cleanup.add(done)
 
 	policy := func(m jetstream.Msg) error {
 		id := m.Subject()[len("chain.req."):]
@@ -118,7 +114,7 @@ func newChainRig(ctx context.Context, url string, payload []byte) (op func(conte
 		filter  string
 		handle  func(jetstream.Msg) error
 	}{{intake, "policy", "chain.req.*", policy}, {events, "executor", "chain.evt.*.allowed", executor}} {
-		stopRelay, err := relay(ctx, r.stream, r.durable, r.filter, func(m jetstream.Msg) {
+		stopRelay, err := relay(ctx, r.stream, r.durable, r.filter, chainWorkers, func(m jetstream.Msg) {
 			if err := r.handle(m); err != nil {
 				relayErr.CompareAndSwap(nil, &err)
 			}
@@ -126,25 +122,17 @@ func newChainRig(ctx context.Context, url string, payload []byte) (op func(conte
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		cleanup = append(cleanup, stopRelay)
+		cleanup.add(stopRelay)
 	}
 
-	var mu sync.Mutex
-	waiters := map[string]chan struct{}{}
+	replies := newReplyWaiters()
 	sub, err := agent.Subscribe("chain.out.*.exec.completed", func(m *nats.Msg) {
-		id := m.Subject[len("chain.out.") : len(m.Subject)-len(".exec.completed")]
-		mu.Lock()
-		ch := waiters[id]
-		delete(waiters, id)
-		mu.Unlock()
-		if ch != nil {
-			close(ch)
-		}
+		replies.arrived(m.Subject[len("chain.out.") : len(m.Subject)-len(".exec.completed")])
 	})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cleanup = append(cleanup, func() { _ = sub.Unsubscribe() })
+	cleanup.add(func() { _ = sub.Unsubscribe() })
 	_ = sub.SetPendingLimits(-1, -1)
 	if err := agent.Flush(); err != nil {
 		return nil, nil, nil, err
@@ -152,35 +140,24 @@ func newChainRig(ctx context.Context, url string, payload []byte) (op func(conte
 	var seq atomic.Int64
 	op = func(ctx context.Context) error {
 		id := "c" + strconv.FormatInt(seq.Add(1), 10)
-		ch := make(chan struct{})
-		mu.Lock()
-		waiters[id] = ch
-		mu.Unlock()
+		reply := replies.expect(id)
 		if _, err := ajs.Publish(ctx, "chain.req."+id, payload); err != nil {
 			return fmt.Errorf("publish the request: %w", err)
 		}
-		timeout := time.NewTimer(30 * time.Second)
-		defer timeout.Stop()
-		select {
-		case <-ch:
-			return nil
-		case <-timeout.C:
-			if err := relayErr.Load(); err != nil {
-				return fmt.Errorf("chain %s: %w", id, *err)
-			}
-			return fmt.Errorf("chain %s: no completed event within 30s", id)
-		case <-ctx.Done():
-			return fmt.Errorf("chain %s: %w", id, ctx.Err())
+		err := waitReply(ctx, reply, "chain "+id)
+		if relay := relayErr.Load(); errors.Is(err, errNoReply) && relay != nil {
+			return fmt.Errorf("chain %s: %w", id, *relay)
 		}
+		return err
 	}
 	count = func() (callCounts, error) { return countsOf(ctx, ajs, "CHAIN_REQ", "CHAIN_EVT", "policy", "executor") }
 	return op, count, stop, nil
 }
 
-// relay consumes filter of stream with a durable pull consumer and
-// chainWorkers handlers, as a service does (consume.Run: explicit ack,
-// 1,000 pending at most, pulls of 256).
-func relay(ctx context.Context, stream jetstream.Stream, durable, filter string, handle func(jetstream.Msg)) (stop func(), err error) {
+// relay consumes filter of stream with a durable pull consumer and workers
+// handlers, as a service does (consume.Run: explicit ack, 1,000 pending at
+// most, pulls of 256).
+func relay(ctx context.Context, stream jetstream.Stream, durable, filter string, workers int, handle func(jetstream.Msg)) (stop func(), err error) {
 	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: durable, AckPolicy: jetstream.AckExplicitPolicy,
 		FilterSubject: filter, MaxAckPending: 1000, DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
@@ -191,7 +168,7 @@ func relay(ctx context.Context, stream jetstream.Stream, durable, filter string,
 		return nil, fmt.Errorf("consume %s: %w", durable, err)
 	}
 	var wg sync.WaitGroup
-	for range chainWorkers {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
