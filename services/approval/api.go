@@ -311,12 +311,11 @@ func (s *Service) List(_ context.Context, req *airlockv1.ListRequest) (*airlockv
 	for _, st := range req.GetStates() {
 		states[st] = true
 	}
-	recs := s.index.page(req.GetAgentId(), after, limit, func(r *airlockv1.ApprovalRecord) bool {
-		c := r.GetCall()
-		return (len(states) == 0 || states[r.GetState()]) &&
-			(req.GetThreadId() == "" || c.GetThreadId() == req.GetThreadId()) &&
-			(req.GetTool() == "" || c.GetTool() == req.GetTool() || c.GetServer()+"__"+c.GetTool() == req.GetTool()) &&
-			r.GetDecision().GetRisk() >= req.GetMinRisk()
+	recs := s.index.page(req.GetAgentId(), after, limit, func(r *entry) bool {
+		return (len(states) == 0 || states[r.state]) &&
+			(req.GetThreadId() == "" || r.thread == req.GetThreadId()) &&
+			(req.GetTool() == "" || r.tool == req.GetTool() || r.server+"__"+r.tool == req.GetTool()) &&
+			r.risk >= req.GetMinRisk()
 	})
 	resp := &airlockv1.ListResponse{}
 	budget, size := s.listReplyBytes(), 0

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
 	"github.com/airlock-gate/airlock/services/shared/callref"
-	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // index is this replica's read model of the approvals bucket, fed by a KV
@@ -32,11 +30,11 @@ type index struct {
 	reconnects func() uint64
 
 	mu sync.RWMutex
-	// recs holds each record as a list carries it (calls.Abridged): a
-	// record with large arguments is held without them, so what a replica
-	// keeps per call is small whatever an agent sends. Whoever needs the
-	// arguments reads the record from the bucket.
-	recs   map[string]*airlockv1.ApprovalRecord
+	// recs holds each record as a list carries it (calls.Abridged), in an
+	// entry: a record with large arguments is held without them, so what a
+	// replica keeps per call is small whatever an agent sends. Whoever
+	// needs the arguments reads the record from the bucket.
+	recs   map[string]*entry
 	latest map[string]uint32 // "<agent>.<call>" → newest revision seen
 	// pendingBy counts each agent's pending records in recs; admitted
 	// holds the keys (→ agent) of records this replica admitted as pending
@@ -45,7 +43,7 @@ type index struct {
 	// pendingRevs holds each call's pending revisions ("<agent>.<call>" →
 	// revisions), so superseding looks at those, never at every number
 	// below a revision the agent chose.
-	pendingRevs map[string]map[uint32]bool
+	pendingRevs map[string][]uint32
 	admitted    map[string]string
 	// unsettled: keys whose record reached a decision and whose event this
 	// replica has not yet confirmed in the stream (see sweeper.settle).
@@ -57,12 +55,19 @@ type index struct {
 	// by sorting everything (100,000 pending calls: airlock bench pending).
 	all     listOrder
 	byAgent map[string]*listOrder
+	// due orders the pending records by when the sweeper next has work
+	// for them; queued holds the keys of pending records queued behind
+	// their thread's turn; npending counts the pending records. A sweep
+	// costs what is due, not what waits.
+	due      dueQueue
+	queued   map[string]bool
+	npending int
 }
 
 func newIndex(log *slog.Logger, reconnects func() uint64) *index {
-	return &index{log: log, reconnects: reconnects, recs: map[string]*airlockv1.ApprovalRecord{}, latest: map[string]uint32{},
-		pendingBy: map[string]int{}, pendingRevs: map[string]map[uint32]bool{}, admitted: map[string]string{}, unsettled: map[string]bool{}, published: map[string]bool{},
-		byAgent: map[string]*listOrder{}}
+	return &index{log: log, reconnects: reconnects, recs: map[string]*entry{}, latest: map[string]uint32{},
+		pendingBy: map[string]int{}, pendingRevs: map[string][]uint32{}, admitted: map[string]string{}, unsettled: map[string]bool{}, published: map[string]bool{},
+		byAgent: map[string]*listOrder{}, due: dueQueue{at: map[string]int64{}}, queued: map[string]bool{}}
 }
 
 // watch follows the bucket until ctx ends. ready is closed once the bucket's
@@ -130,24 +135,31 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 	if strings.HasPrefix(e.Key(), "_") {
 		return // a thread queue's lock (domain.QueueKey), not a record
 	}
-	var rec *airlockv1.ApprovalRecord
+	var rec *entry
+	var due time.Time
 	if e.Operation() == jetstream.KeyValuePut {
 		full := &airlockv1.ApprovalRecord{}
-		if err := proto.Unmarshal(e.Value(), full); err != nil {
+		err := proto.Unmarshal(e.Value(), full)
+		if err == nil {
+			rec, err = newEntry(e.Key(), e.Value(), full)
+		}
+		if err != nil {
 			ix.log.Error("undecodable approval record ignored", "key", e.Key(), "err", err)
 			return
 		}
-		rec = calls.Abridged(full)
+		due = domain.NextDue(full)
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	delete(ix.admitted, e.Key())
 	old := ix.recs[e.Key()]
-	if old != nil && old.GetState() == domain.Pending {
-		ix.pendingOf(old.GetCall().GetAgentId(), -1)
-		ix.pendingRev(domain.RefOf(old), false)
+	if old != nil && old.pending() {
+		ix.pendingOf(old.ref.Agent, -1)
+		ix.pendingRev(old.callKey, old.ref.Rev, false)
+		ix.due.drop(e.Key())
+		delete(ix.queued, e.Key())
 	}
-	if old != nil && (rec == nil || orderOf(e.Key(), old) != orderOf(e.Key(), rec) || old.GetCall().GetAgentId() != rec.GetCall().GetAgentId()) {
+	if old != nil && (rec == nil || orderOf(e.Key(), old) != orderOf(e.Key(), rec) || old.ref.Agent != rec.ref.Agent) {
 		ix.unorder(e.Key(), old)
 		old = nil
 	}
@@ -155,19 +167,23 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 		delete(ix.recs, e.Key())
 		return
 	}
-	if rec.GetState() == domain.Pending {
-		ix.pendingOf(rec.GetCall().GetAgentId(), +1)
-		ix.pendingRev(domain.RefOf(rec), true)
+	if rec.pending() {
+		ix.pendingOf(rec.ref.Agent, +1)
+		ix.pendingRev(rec.callKey, rec.ref.Rev, true)
+		ix.due.set(e.Key(), due)
+		if rec.queued && rec.inQueue {
+			ix.queued[e.Key()] = true
+		}
 	}
 	if old == nil {
 		ix.order(e.Key(), rec)
 	}
 	ix.recs[e.Key()] = rec
-	ref := domain.RefOf(rec)
-	if ref.Rev > ix.latest[ref.CallKey()] {
-		ix.latest[ref.CallKey()] = ref.Rev
+	ref := rec.ref
+	if ref.Rev > ix.latest[rec.callKey] {
+		ix.latest[rec.callKey] = ref.Rev
 	}
-	if hasDecisionEvent(rec) {
+	if hasDecisionEvent(rec.state) {
 		if ix.published[e.Key()] {
 			delete(ix.published, e.Key())
 		} else {
@@ -177,20 +193,20 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 }
 
 // order and unorder add a record to the list orders and remove it (ix.mu held).
-func (ix *index) order(key string, rec *airlockv1.ApprovalRecord) {
+func (ix *index) order(key string, rec *entry) {
 	pos := orderOf(key, rec)
 	ix.all.insert(pos)
-	agent := rec.GetCall().GetAgentId()
+	agent := rec.ref.Agent
 	if ix.byAgent[agent] == nil {
 		ix.byAgent[agent] = &listOrder{}
 	}
 	ix.byAgent[agent].insert(pos)
 }
 
-func (ix *index) unorder(key string, rec *airlockv1.ApprovalRecord) {
+func (ix *index) unorder(key string, rec *entry) {
 	pos := orderOf(key, rec)
 	ix.all.remove(pos)
-	agent := rec.GetCall().GetAgentId()
+	agent := rec.ref.Agent
 	if o := ix.byAgent[agent]; o != nil {
 		if o.remove(pos); len(o.entries) == 0 {
 			delete(ix.byAgent, agent)
@@ -200,6 +216,7 @@ func (ix *index) unorder(key string, rec *airlockv1.ApprovalRecord) {
 
 // pendingOf adds d to agent's count of pending records (ix.mu held).
 func (ix *index) pendingOf(agent string, d int) {
+	ix.npending += d
 	if n := ix.pendingBy[agent] + d; n > 0 {
 		ix.pendingBy[agent] = n
 	} else {
@@ -245,8 +262,8 @@ func (ix *index) forget(key string) {
 }
 
 // hasDecisionEvent: states whose entry publishes a decision event.
-func hasDecisionEvent(rec *airlockv1.ApprovalRecord) bool {
-	switch rec.GetState() {
+func hasDecisionEvent(state airlockv1.ApprovalState) bool {
+	switch state {
 	case domain.Approved, domain.Rejected, domain.ChangesRequested, domain.Expired, domain.Canceled:
 		return true
 	}
@@ -271,12 +288,12 @@ func (ix *index) takeUnsettled(cutoff time.Time) []*airlockv1.ApprovalRecord {
 	var out []*airlockv1.ApprovalRecord
 	for key := range ix.unsettled {
 		rec := ix.recs[key]
-		if rec == nil || !hasDecisionEvent(rec) {
+		if rec == nil || !hasDecisionEvent(rec.state) {
 			delete(ix.unsettled, key)
 			continue
 		}
-		if rec.GetUpdatedAt().AsTime().Before(cutoff) {
-			out = append(out, rec)
+		if rec.updated < cutoff.UnixNano() {
+			out = append(out, rec.record())
 			delete(ix.unsettled, key)
 		}
 	}
@@ -290,7 +307,7 @@ func (ix *index) unsettle(rec *airlockv1.ApprovalRecord) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	key := domain.RefOf(rec).Key()
-	if cur := ix.recs[key]; cur != nil && hasDecisionEvent(cur) {
+	if cur := ix.recs[key]; cur != nil && hasDecisionEvent(cur.state) {
 		ix.unsettled[key] = true
 	}
 }
@@ -303,19 +320,12 @@ func (ix *index) latestRevision(ref callref.Ref) callref.Ref {
 	return ref.WithRev(ix.latest[ref.CallKey()])
 }
 
-// selectRecords returns the records that keep returns true for, newest
-// first, records created at the same time by key (an order list pages rely
-// on).
-func (ix *index) selectRecords(keep func(*airlockv1.ApprovalRecord) bool) []*airlockv1.ApprovalRecord {
-	return ix.page("", nil, 0, keep)
-}
-
 // page returns, in list order, up to limit (0: no limit) records that keep
 // returns true for, starting after the position after (nil: from the
 // newest), of agent's records only when agent is set. It reads from the
 // list order, so a page costs what it holds and what keep skips, not what
 // the index holds.
-func (ix *index) page(agent string, after *pagePos, limit int, keep func(*airlockv1.ApprovalRecord) bool) []*airlockv1.ApprovalRecord {
+func (ix *index) page(agent string, after *pagePos, limit int, keep func(*entry) bool) []*airlockv1.ApprovalRecord {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	o := &ix.all
@@ -327,7 +337,7 @@ func (ix *index) page(agent string, after *pagePos, limit int, keep func(*airloc
 	var out []*airlockv1.ApprovalRecord
 	o.walk(after, func(key string) bool {
 		if rec := ix.recs[key]; rec != nil && keep(rec) {
-			out = append(out, rec)
+			out = append(out, rec.record())
 		}
 		return limit == 0 || len(out) < limit
 	})
@@ -339,8 +349,8 @@ func (ix *index) page(agent string, after *pagePos, limit int, keep func(*airloc
 type listOrder struct{ entries []pagePos }
 
 // orderOf is a record's position in list order.
-func orderOf(key string, rec *airlockv1.ApprovalRecord) pagePos {
-	return pagePos{created: rec.GetCreatedAt().AsTime().UnixNano(), key: key}
+func orderOf(key string, rec *entry) pagePos {
+	return pagePos{created: rec.created, key: key}
 }
 
 // earlier reports whether a comes before b in the slice: after it in list
@@ -388,48 +398,63 @@ func (ix *index) earlierPending(ref callref.Ref) []*airlockv1.ApprovalRecord {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	var out []*airlockv1.ApprovalRecord
-	for _, rev := range slices.Sorted(maps.Keys(ix.pendingRevs[ref.CallKey()])) {
-		if rec := ix.recs[ref.WithRev(rev).Key()]; rev < ref.Rev && rec != nil && rec.GetState() == domain.Pending {
-			out = append(out, rec)
+	for _, rev := range slices.Sorted(slices.Values(ix.pendingRevs[ref.CallKey()])) {
+		if rec := ix.recs[ref.WithRev(rev).Key()]; rev < ref.Rev && rec != nil && rec.pending() {
+			out = append(out, rec.record())
 		}
 	}
 	return out
 }
 
-// pendingRev records that ref is pending or no longer is (ix.mu held).
-func (ix *index) pendingRev(ref callref.Ref, pending bool) {
-	revs := ix.pendingRevs[ref.CallKey()]
-	if pending {
-		if revs == nil {
-			revs = map[uint32]bool{}
-			ix.pendingRevs[ref.CallKey()] = revs
+// pendingRev records that revision rev of the call key ("<agent>.<call>")
+// is pending or no longer is (ix.mu held).
+func (ix *index) pendingRev(key string, rev uint32, pending bool) {
+	revs := ix.pendingRevs[key]
+	i := slices.Index(revs, rev)
+	switch {
+	case pending && i < 0:
+		ix.pendingRevs[key] = append(revs, rev)
+	case !pending && i >= 0:
+		if revs = slices.Delete(revs, i, i+1); len(revs) == 0 {
+			delete(ix.pendingRevs, key)
+		} else {
+			ix.pendingRevs[key] = revs
 		}
-		revs[ref.Rev] = true
-		return
-	}
-	if delete(revs, ref.Rev); len(revs) == 0 {
-		delete(ix.pendingRevs, ref.CallKey())
 	}
 }
 
-// pending returns every pending record, newest first. It reads them a
-// chunk at a time, so the sweeper's pass over 100,000 pending calls never
-// holds the index for long: lists and the watch go on in between.
-func (ix *index) pending() []*airlockv1.ApprovalRecord {
-	isPending := func(r *airlockv1.ApprovalRecord) bool { return r.GetState() == domain.Pending }
+// dueRecords returns the pending records the sweeper has work for at now
+// (domain.NextDue), earliest first. A record stays due until it changes,
+// so one whose expiry or timer failed is returned again at the next sweep.
+func (ix *index) dueRecords(now time.Time) []*airlockv1.ApprovalRecord {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
 	var out []*airlockv1.ApprovalRecord
-	var after *pagePos
-	for {
-		chunk := ix.page("", after, pendingChunk, isPending)
-		out = append(out, chunk...)
-		if len(chunk) < pendingChunk {
-			return out
+	for _, key := range ix.due.due(now) {
+		if rec := ix.recs[key]; rec != nil && rec.pending() {
+			out = append(out, rec.record())
 		}
-		last := chunk[len(chunk)-1]
-		pos := orderOf(domain.RefOf(last).Key(), last)
-		after = &pos
 	}
+	return out
 }
 
-// pendingChunk is how many records pending reads under one hold of the index.
-const pendingChunk = 1000
+// queuedRecords returns the pending records queued behind their thread's
+// turn (the sweeper's repair pass releases their threads).
+func (ix *index) queuedRecords() []*airlockv1.ApprovalRecord {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	out := make([]*airlockv1.ApprovalRecord, 0, len(ix.queued))
+	for key := range ix.queued {
+		if rec := ix.recs[key]; rec != nil {
+			out = append(out, rec.record())
+		}
+	}
+	return out
+}
+
+// pendingCount is how many records are pending.
+func (ix *index) pendingCount() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.npending
+}

@@ -1,14 +1,21 @@
 package approval
 
 import (
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // A decided record whose event the sweeper could not check or republish
@@ -32,7 +39,8 @@ func TestUnsettledDecisionIsRetriedAfterAFailedCheck(t *testing.T) {
 				State:     airlockv1.ApprovalState_APPROVAL_STATE_APPROVED,
 				UpdatedAt: old,
 			}
-			ix.recs["bot.c1.1"], ix.unsettled["bot.c1.1"] = rec, true
+			put(t, ix, rec)
+			ix.unsettled["bot.c1.1"] = true
 			taken := ix.takeUnsettled(time.Now())
 			if len(taken) != 1 {
 				t.Fatalf("took %d records, want the decided one", len(taken))
@@ -41,7 +49,7 @@ func TestUnsettledDecisionIsRetriedAfterAFailedCheck(t *testing.T) {
 				t.Fatalf("a taken record was taken again before it was put back: %v", again)
 			}
 			// Meanwhile the record may have moved on (the executor started it).
-			ix.recs["bot.c1.1"] = &airlockv1.ApprovalRecord{Call: rec.Call, State: tt.state, UpdatedAt: old}
+			put(t, ix, &airlockv1.ApprovalRecord{Call: rec.Call, State: tt.state, UpdatedAt: old})
 			ix.unsettle(taken[0])
 			if got := len(ix.takeUnsettled(time.Now())); got != tt.want {
 				t.Fatalf("after a failed check %d records are taken again, want %d", got, tt.want)
@@ -65,9 +73,7 @@ func TestIndexPagesInListOrder(t *testing.T) {
 	}{{"a", "c1", 1}, {"b", "c5", 5}, {"a", "c4", 3}, {"b", "c3", 3}, {"a", "c2", 2}, {"a", "c6", 6}} {
 		rec := &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{AgentId: r.agent, CallId: r.call, Revision: 1},
 			State: airlockv1.ApprovalState_APPROVAL_STATE_PENDING, CreatedAt: timestamppb.New(base.Add(time.Duration(r.at) * time.Second))}
-		key := r.agent + "." + r.call + ".1"
-		ix.recs[key] = rec
-		ix.order(key, rec)
+		put(t, ix, rec)
 	}
 	want = []string{"a.c6.1", "b.c5.1", "a.c4.1", "b.c3.1", "a.c2.1", "a.c1.1"}
 	keys := func(recs []*airlockv1.ApprovalRecord) []string {
@@ -77,7 +83,7 @@ func TestIndexPagesInListOrder(t *testing.T) {
 		}
 		return out
 	}
-	all := func(*airlockv1.ApprovalRecord) bool { return true }
+	all := func(*entry) bool { return true }
 	tests := []struct {
 		name  string
 		agent string
@@ -98,9 +104,11 @@ func TestIndexPagesInListOrder(t *testing.T) {
 					break
 				}
 				got = append(got, keys(page)...)
-				last := page[len(page)-1]
-				pos := orderOf(keys(page[len(page)-1:])[0], last)
-				after = &pos
+				pos, err := parsePageToken(pageTokenOf(page[len(page)-1]))
+				if err != nil {
+					t.Fatal(err)
+				}
+				after = pos
 			}
 			if strings.Join(got, " ") != strings.Join(tt.want, " ") {
 				t.Fatalf("pages %v, want %v", got, tt.want)
@@ -108,8 +116,7 @@ func TestIndexPagesInListOrder(t *testing.T) {
 		})
 	}
 	t.Run("a_removed_record_leaves_its_pages", func(t *testing.T) {
-		ix.unorder("b.c3.1", ix.recs["b.c3.1"])
-		delete(ix.recs, "b.c3.1")
+		ix.apply(kvEntry{key: "b.c3.1", op: jetstream.KeyValueDelete})
 		if got := strings.Join(keys(ix.page("", nil, 0, all)), " "); got != "a.c6.1 b.c5.1 a.c4.1 a.c2.1 a.c1.1" {
 			t.Fatalf("after removing b.c3.1: %s", got)
 		}
@@ -117,4 +124,115 @@ func TestIndexPagesInListOrder(t *testing.T) {
 			t.Fatalf("agent b after removing b.c3.1: %v", got)
 		}
 	})
+}
+
+// kvEntry is a bucket entry as the watch delivers it to index.apply.
+type kvEntry struct {
+	key string
+	val []byte
+	op  jetstream.KeyValueOp
+}
+
+func (e kvEntry) Bucket() string                  { return "approvals" }
+func (e kvEntry) Key() string                     { return e.key }
+func (e kvEntry) Value() []byte                   { return e.val }
+func (e kvEntry) Revision() uint64                { return 1 }
+func (e kvEntry) Created() time.Time              { return time.Time{} }
+func (e kvEntry) Delta() uint64                   { return 0 }
+func (e kvEntry) Operation() jetstream.KeyValueOp { return e.op }
+
+func put(t *testing.T, ix *index, rec *airlockv1.ApprovalRecord) string {
+	t.Helper()
+	data, err := proto.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := fmt.Sprintf("%s.%s.%d", rec.GetCall().GetAgentId(), rec.GetCall().GetCallId(), rec.GetCall().GetRevision())
+	ix.apply(kvEntry{key: key, val: data, op: jetstream.KeyValuePut})
+	return key
+}
+
+// A sweep is handed only the pending records it has work for (a deadline
+// passed, a reminder or escalation due), however many wait; one it could
+// not settle is handed again at the next sweep, and one that changed is
+// handed when its new time comes (or never, once decided).
+func TestASweepIsHandedOnlyTheRecordsThatAreDue(t *testing.T) {
+	ix := newIndex(slog.Default(), func() uint64 { return 0 })
+	now := time.Now()
+	rec := func(id string, deadline time.Duration, d *airlockv1.Decision) *airlockv1.ApprovalRecord {
+		return &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{AgentId: "bot", CallId: id, Revision: 1},
+			State: airlockv1.ApprovalState_APPROVAL_STATE_PENDING, Decision: d,
+			CreatedAt: timestamppb.New(now.Add(-time.Hour)), Deadline: timestamppb.New(now.Add(deadline))}
+	}
+	for i := range 1000 {
+		put(t, ix, rec(fmt.Sprintf("later%d", i), time.Hour, nil))
+	}
+	expired := rec("expired", -time.Second, nil)
+	put(t, ix, expired)
+	reminded := rec("remind", time.Hour, &airlockv1.Decision{RemindAfter: durationpb.New(time.Minute)})
+	put(t, ix, reminded)
+	keys := func(recs []*airlockv1.ApprovalRecord) []string {
+		var out []string
+		for _, r := range recs {
+			out = append(out, r.GetCall().GetCallId())
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := keys(ix.dueRecords(now)); !slices.Equal(got, []string{"expired", "remind"}) {
+		t.Fatalf("due %v, want the expired and the reminded record alone", got)
+	}
+	if got := keys(ix.dueRecords(now)); !slices.Equal(got, []string{"expired", "remind"}) {
+		t.Fatalf("a due record nobody changed is not handed again: %v", got)
+	}
+	// The sweeper expired one and reminded the other: the watch delivers both.
+	expired.State = airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED
+	put(t, ix, expired)
+	reminded.Reminded = true
+	put(t, ix, reminded)
+	if got := keys(ix.dueRecords(now)); len(got) != 0 {
+		t.Fatalf("records the sweeper dealt with are due again: %v", got)
+	}
+	if got := keys(ix.dueRecords(now.Add(time.Hour))); len(got) != 1001 {
+		t.Fatalf("at the deadline of the others %d are due, want 1001", len(got))
+	}
+	if ix.pendingCount() != 1001 {
+		t.Fatalf("%d pending, want 1001", ix.pendingCount())
+	}
+	ix.apply(kvEntry{key: "bot.later0.1", op: jetstream.KeyValueDelete})
+	if got := len(ix.dueRecords(now.Add(time.Hour))); got != 1000 || ix.pendingCount() != 1000 {
+		t.Fatalf("a deleted record is still due or counted: %d due, %d pending", got, ix.pendingCount())
+	}
+}
+
+// The index hands out each record exactly as a list carries it
+// (calls.Abridged), from the bytes it holds: a small record whole, a
+// record with large arguments without them.
+func TestTheIndexHandsOutRecordsAsListsCarryThem(t *testing.T) {
+	small, err := structpb.NewStruct(map[string]any{"path": "/tmp/a", "n": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	large, err := structpb.NewStruct(map[string]any{"content": strings.Repeat("x", 8<<10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		args *structpb.Struct
+	}{{"a_small_record_whole", small}, {"a_large_record_abridged", large}} {
+		t.Run(tt.name, func(t *testing.T) {
+			ix := newIndex(slog.Default(), func() uint64 { return 0 })
+			full := &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Revision: 2, ThreadId: "t", Server: "demo", Tool: "write_file", Arguments: tt.args},
+				State: airlockv1.ApprovalState_APPROVAL_STATE_PENDING, Decision: &airlockv1.Decision{Risk: airlockv1.Risk_RISK_HIGH, Approvers: []string{"group:reviewers"}},
+				CreatedAt: timestamppb.Now(), Deadline: timestamppb.New(time.Now().Add(time.Hour))}
+			put(t, ix, full)
+			got := ix.page("bot", nil, 0, func(e *entry) bool {
+				return e.pending() && e.thread == "t" && e.tool == "write_file" && e.risk == airlockv1.Risk_RISK_HIGH
+			})
+			if len(got) != 1 || !proto.Equal(got[0], calls.Abridged(full)) {
+				t.Fatalf("handed out %v, want the listed form %v", got, calls.Abridged(full))
+			}
+		})
+	}
 }

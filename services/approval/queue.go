@@ -26,9 +26,8 @@ func (s *Service) release(ctx context.Context, rec *airlockv1.ApprovalRecord) er
 	}
 	call := rec.GetCall()
 	keys := map[string]bool{domain.RefOf(rec).Key(): true}
-	for _, r := range s.index.page(call.GetAgentId(), nil, 0, func(r *airlockv1.ApprovalRecord) bool {
-		c := r.GetCall()
-		return r.GetState() == domain.Pending && c.GetAgentId() == call.GetAgentId() && c.GetThreadId() == call.GetThreadId() && domain.InQueue(r)
+	for _, r := range s.index.page(call.GetAgentId(), nil, 0, func(r *entry) bool {
+		return r.pending() && r.ref.Agent == call.GetAgentId() && r.thread == call.GetThreadId() && r.inQueue
 	}) {
 		keys[domain.RefOf(r).Key()] = true
 	}

@@ -40,11 +40,13 @@ func (s *Service) sweep(ctx context.Context) {
 	}
 }
 
+// sweepOnce expires the records whose deadline passed and fires the
+// reminders and escalations that fell due: it looks only at the records
+// due (index.dueRecords), never at every pending one.
 func (s *Service) sweepOnce(ctx context.Context) {
 	now := s.now()
-	pending := s.index.pending()
-	s.pending.Set(float64(len(pending)))
-	for _, rec := range pending {
+	s.pending.Set(float64(s.index.pendingCount()))
+	for _, rec := range s.index.dueRecords(now) {
 		if ctx.Err() != nil {
 			return
 		}
@@ -61,7 +63,7 @@ func (s *Service) sweepOnce(ctx context.Context) {
 			s.fireTimer(ctx, key)
 		}
 	}
-	s.releaseQueues(ctx, pending)
+	s.releaseQueues(ctx, s.index.queuedRecords())
 	s.settle(ctx)
 	s.sweepGrants(ctx)
 }

@@ -64,15 +64,19 @@ func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest, t *t
 	if h := headerOf(req); h != nil {
 		requestID = h.Get(requestHeader)
 	}
-	digest := argsDigest(args)
-	key := ep.rejoinKey(ep.threadOf(sessionID, stdio), t.def.Name, digest)
-	if f := ep.findRejoin(ctx, key, t); f != nil {
+	thread := ep.threadOf(sessionID, stdio)
+	digest := ""
+	if thread != "" { // without a session nothing is derived from the arguments
+		digest = argsDigest(args)
+	}
+	key := ep.rejoinKey(thread, t.def.Name, digest)
+	if f := ep.findRejoin(ctx, key, ep.g.ownsSession(sessionID, stdio), t); f != nil {
 		return ep.follow(ctx, req, f, false)
 	}
 	f := &flight{tool: t, submit: true, rejoinKey: key, call: airlock.Call{
 		ID:     ep.callIDOf(sessionID, requestID, t.def.Name, digest),
 		Server: t.up.GetServer(), Tool: t.up.GetTool(), Args: args,
-		Thread:      ep.threadOf(sessionID, stdio),
+		Thread:      thread,
 		OnBehalfOf:  ep.cfg.OnBehalfOf,
 		Reason:      reasonOf(req, ep.cfg.Name),
 		Annotations: t.annotations, AnnotationsTrusted: t.up.GetTrusted(),
@@ -404,10 +408,27 @@ func modern(req *mcp.CallToolRequest) bool { return req.ProtocolVersion() >= sta
 // through which endpoint (the client's name is its own claim).
 func reasonOf(req *mcp.CallToolRequest, endpoint string) string {
 	who := "an MCP client"
-	if ci := req.ClientInfo(); ci != nil && ci.Name != "" {
-		who = fmt.Sprintf("MCP client %q %s", truncate(ci.Name, 64), truncate(ci.Version, 32))
+	if name, version := clientOf(req); name != "" {
+		who = fmt.Sprintf("MCP client %q %s", truncate(name, 64), truncate(version, 32))
 	}
 	return fmt.Sprintf("called by %s through gateway endpoint %s", strings.TrimSpace(who), endpoint)
+}
+
+// clientOf is the client's name and version. A 2026-07-28 request carries
+// them in its _meta, read here as they were decoded (the SDK's ClientInfo
+// encodes and decodes them again).
+func clientOf(req *mcp.CallToolRequest) (name, version string) {
+	if req.Params != nil {
+		if ci, ok := req.Params.Meta[mcp.MetaKeyClientInfo].(map[string]any); ok {
+			name, _ = ci["name"].(string)
+			version, _ = ci["version"].(string)
+			return name, version
+		}
+	}
+	if ci := req.ClientInfo(); ci != nil {
+		return ci.Name, ci.Version
+	}
+	return "", ""
 }
 
 func truncate(s string, n int) string {

@@ -33,8 +33,10 @@ type endpoint struct {
 	client  *airlock.Client
 	watcher *airlock.Watcher
 	// stateful serves the session-based protocol versions (2025-11-25 and
-	// older), stateless the 2026-07-28 protocol, which has no sessions.
-	stateful, stateless http.Handler
+	// older), stateless the 2026-07-28 protocol, which has no sessions;
+	// statelessJSON the same, answering with one JSON body instead of an
+	// event stream (see ServeHTTP).
+	stateful, stateless, statelessJSON http.Handler
 	// nonce stands for the session of a connection without a session id
 	// (stdio), so its threads are its own.
 	nonce  string
@@ -70,18 +72,23 @@ func (g *Gateway) newEndpoint(cfg config.GatewayEndpoint) (*endpoint, error) {
 		client: client, watcher: w, nonce: newNonce(), recent: newRecentCalls(), tools: map[string]*tool{}, hidden: map[string]bool{},
 		codeRunning: make(chan struct{}, cfg.RunCode.Running()),
 	}
+	// The SDK logs every session's start and end at INFO, and a 2026-07-28
+	// request is a session of its own: its warnings and errors are enough.
+	sdkLog := slog.New(atLeast{ep.log.Handler(), slog.LevelWarn})
 	ep.server = mcp.NewServer(&mcp.Implementation{Name: "airlock", Title: "airlock gateway (" + cfg.Name + ")", Version: "1"}, &mcp.ServerOptions{
 		Instructions: fmt.Sprintf("These are the tools of airlock endpoint %s. airlock checks every call against policy: "+
 			"some run at once, some are refused with the reason, some wait for a person's approval (this can take minutes). "+
 			"A refused call returns isError with what to do; do not retry it unchanged.", cfg.Name),
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
-		Logger:       ep.log,
+		Logger:       sdkLog,
+		GetSessionID: g.newSessionID,
 	})
 	ep.server.AddReceivingMiddleware(ep.waitForTools)
 	timeout := g.deps.Config.Gateway.SessionTimeout
 	get := func(*http.Request) *mcp.Server { return ep.server }
-	ep.stateful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: ep.log})
-	ep.stateless = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, Logger: ep.log})
+	ep.stateful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: sdkLog})
+	ep.stateless = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, Logger: sdkLog})
+	ep.statelessJSON = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: sdkLog})
 	return ep, nil
 }
 
@@ -95,7 +102,7 @@ func (ep *endpoint) close() {
 // just started until the tools are known.
 func (ep *endpoint) waitForTools(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == "tools/list" || method == "tools/call" {
+		if (method == "tools/list" || method == "tools/call") && !ep.g.isReady() {
 			ep.g.awaitReady(ctx)
 		}
 		return next(ctx, method, req)
@@ -222,20 +229,32 @@ func (ep *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Header.Del(requestHeader)
+	var body []byte
 	if r.Method == http.MethodPost && r.Body != nil {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-		if err != nil {
+		var err error
+		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody)); err != nil {
 			http.Error(w, fmt.Sprintf("request body over %d bytes: send smaller requests", maxBody), http.StatusRequestEntityTooLarge)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if id, ok := toolsCallID(body); ok {
-			r.Header.Set(requestHeader, id)
-		}
 	}
 	if r.Header.Get("Mcp-Protocol-Version") >= statelessVersion {
+		// No session, so a call's id is random and its request id is not
+		// needed. Without a progress token nothing reaches the client
+		// before the answer (this protocol has no ping, and a confirmation
+		// comes back in the result), so the answer is one JSON body, not an
+		// event stream: cheaper at both ends. Any mention of a progress
+		// token, even in the arguments, keeps the stream, and so does any
+		// \u escape (which could spell the name).
+		if r.Method == http.MethodPost && !bytes.Contains(body, []byte(`"progressToken"`)) && !bytes.Contains(body, []byte(`\u`)) {
+			ep.statelessJSON.ServeHTTP(w, r)
+			return
+		}
 		ep.stateless.ServeHTTP(w, r)
 		return
+	}
+	if id, ok := toolsCallID(body); ok {
+		r.Header.Set(requestHeader, id)
 	}
 	ep.stateful.ServeHTTP(w, r)
 }
@@ -257,4 +276,22 @@ func toolsCallID(body []byte) (string, bool) {
 		return "", false
 	}
 	return string(m.ID), true
+}
+
+// atLeast passes on only the records of level or above.
+type atLeast struct {
+	slog.Handler
+	level slog.Level
+}
+
+func (h atLeast) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.level && h.Handler.Enabled(ctx, l)
+}
+
+func (h atLeast) WithAttrs(as []slog.Attr) slog.Handler {
+	return atLeast{h.Handler.WithAttrs(as), h.level}
+}
+
+func (h atLeast) WithGroup(name string) slog.Handler {
+	return atLeast{h.Handler.WithGroup(name), h.level}
 }

@@ -84,6 +84,13 @@ type Gateway struct {
 	// ready is closed once the first catalog sync is done (or given up on).
 	ready     chan struct{}
 	readyOnce sync.Once
+
+	// rejoins: this replica's view of the rejoin entries, which answers
+	// for the sessions it started (sessionMark) without a round trip.
+	rejoins *clientwait.Rejoins
+	// sessionMark starts the id of every MCP session this replica starts
+	// (a session is served only where it started).
+	sessionMark string
 }
 
 // New builds the gateway from deps.Config.Gateway: every endpoint's MCP
@@ -111,6 +118,7 @@ func New(deps svc.Deps) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	g.rejoins, g.sessionMark = g.waits.Rejoins(), newNonce()
 	for _, cfg := range deps.Config.Gateway.Endpoints {
 		if cfg.RunCode.Enabled && g.exe == "" {
 			if g.exe, err = os.Executable(); err != nil {
@@ -138,6 +146,7 @@ func (g *Gateway) Name() string { return "gateway" }
 // the policy changed, and every refresh interval in case a notice was lost.
 func (g *Gateway) Run(ctx context.Context) error {
 	defer g.close()
+	go g.rejoins.Follow(ctx, g.log)
 	for _, ep := range g.endpoints {
 		go ep.abandonSweep(ctx)
 	}

@@ -137,7 +137,7 @@ func TestServeHTTPAuthenticatesAndNotesTheRequestID(t *testing.T) {
 	record := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = r })
 	ep := testEndpoint("bot")
 	ep.token = []byte("0123456789abcdef0123")
-	ep.stateful, ep.stateless = record, record
+	ep.stateful, ep.stateless, ep.statelessJSON = record, record, record
 	post := func(token, body string, hdr map[string]string) *httptest.ResponseRecorder {
 		seen = nil
 		req := httptest.NewRequest(http.MethodPost, "/mcp/bot", strings.NewReader(body))
@@ -174,6 +174,13 @@ func TestServeHTTPAuthenticatesAndNotesTheRequestID(t *testing.T) {
 		post("0123456789abcdef0123", `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`, map[string]string{requestHeader: "forged"})
 		if seen == nil || seen.Header.Get(requestHeader) != "" {
 			t.Fatalf("a forged header reached the handler: %q", seen.Header.Get(requestHeader))
+		}
+	})
+	t.Run("a_request_without_a_session_gets_no_request_id_and_no_forged_one", func(t *testing.T) {
+		post("0123456789abcdef0123", `{"jsonrpc":"2.0","id":9,"method":"tools/call"}`,
+			map[string]string{requestHeader: "forged", "Mcp-Protocol-Version": statelessVersion})
+		if seen == nil || seen.Header.Get(requestHeader) != "" {
+			t.Fatalf("a 2026-07-28 request reached the handler with request id %q", seen.Header.Get(requestHeader))
 		}
 	})
 	t.Run("an_endpoint_without_a_token_serves_no_http", func(t *testing.T) {
@@ -432,6 +439,91 @@ func TestRejoinKeys(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if got := bot.rejoinKey(c.session, "fs__write_file", c.digest) != ""; got != c.rejoinable {
 				t.Fatalf("rejoinable=%v, want %v", got, c.rejoinable)
+			}
+		})
+	}
+}
+
+func TestTheReasonNamesTheClientAsItSaysItself(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		meta mcp.Meta
+		want string
+	}{
+		{"a_2026_07_28_client_names_itself_in_the_request", mcp.Meta{mcp.MetaKeyClientInfo: map[string]any{"name": "inspector", "version": "2.1"}},
+			`called by MCP client "inspector" 2.1 through gateway endpoint bot`},
+		{"a_client_info_made_in_process_is_read_too", mcp.Meta{mcp.MetaKeyClientInfo: &mcp.Implementation{Name: "go", Version: "1"}},
+			`called by MCP client "go" 1 through gateway endpoint bot`},
+		{"a_long_name_is_cut", mcp.Meta{mcp.MetaKeyClientInfo: map[string]any{"name": strings.Repeat("n", 100)}},
+			`called by MCP client "` + strings.Repeat("n", 64) + `…" through gateway endpoint bot`},
+		{"a_client_that_does_not_say_is_an_mcp_client", nil, "called by an MCP client through gateway endpoint bot"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: c.meta}}
+			if got := reasonOf(req, "bot"); got != c.want {
+				t.Fatalf("reason %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestAReplicaOwnsOnlyTheSessionsItStarted(t *testing.T) {
+	g, other := &Gateway{sessionMark: newNonce()}, &Gateway{sessionMark: newNonce()}
+	for _, c := range []struct {
+		name    string
+		session string
+		stdio   bool
+		owns    bool
+	}{
+		{"a_session_it_started", g.newSessionID(), false, true},
+		{"a_session_another_replica_started", other.newSessionID(), false, false},
+		{"a_session_id_it_did_not_make", "0123456789abcdef", false, false},
+		{"its_mark_alone", g.sessionMark, false, false},
+		{"stdio", "", true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := g.ownsSession(c.session, c.stdio); got != c.owns {
+				t.Fatalf("owns %q: %v, want %v", c.session, got, c.owns)
+			}
+		})
+	}
+	if a, b := g.newSessionID(), g.newSessionID(); a == b {
+		t.Fatalf("two sessions got the id %s", a)
+	}
+}
+
+func TestARequestIsServedByTheHandlerOfItsProtocol(t *testing.T) {
+	var served string
+	handler := func(name string) http.Handler {
+		return http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = name })
+	}
+	ep := testEndpoint("bot")
+	ep.token = []byte("0123456789abcdef0123")
+	ep.stateful, ep.stateless, ep.statelessJSON = handler("sessions"), handler("event stream"), handler("one JSON body")
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fs__read_file","arguments":{"path":"/a"}}}`
+	withToken := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":7},"name":"fs__read_file"}}`
+	inArguments := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fs__write_file","arguments":{"progressToken":"x"}}}`
+	escaped := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progress\u0054oken":7},"name":"fs__read_file"}}`
+	for _, c := range []struct {
+		name, version, body, want string
+	}{
+		{"a_2026_07_28_call_without_a_progress_token_is_answered_in_one_json_body", "2026-07-28", call, "one JSON body"},
+		{"a_2026_07_28_call_with_a_progress_token_keeps_its_event_stream", "2026-07-28", withToken, "event stream"},
+		{"a_progress_token_named_anywhere_keeps_the_event_stream", "2026-07-28", inArguments, "event stream"},
+		{"a_progress_token_spelled_with_an_escape_keeps_the_event_stream", "2026-07-28", escaped, "event stream"},
+		{"a_call_in_a_session_goes_to_the_session_handler", "2025-11-25", call, "sessions"},
+		{"a_request_without_a_version_goes_to_the_session_handler", "", call, "sessions"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			served = ""
+			req := httptest.NewRequest(http.MethodPost, "/mcp/bot", strings.NewReader(c.body))
+			req.Header.Set("Authorization", "Bearer 0123456789abcdef0123")
+			if c.version != "" {
+				req.Header.Set("Mcp-Protocol-Version", c.version)
+			}
+			ep.ServeHTTP(httptest.NewRecorder(), req)
+			if served != c.want {
+				t.Fatalf("served by the %q handler, want %q", served, c.want)
 			}
 		})
 	}

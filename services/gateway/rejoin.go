@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,13 +34,29 @@ func (ep *endpoint) rejoinKey(session, tool, digest string) string {
 	return "r." + hashID("", "rejoin/v1", ep.cfg.Name, ep.cfg.Agent, session, tool, digest)
 }
 
+// newSessionID is the id of an MCP session this replica starts: its mark,
+// then 128 random bits.
+func (g *Gateway) newSessionID() string { return g.sessionMark + "." + newNonce() }
+
+// ownsSession reports whether this replica started the session: only it
+// serves the session, so only it writes the session's rejoin entries.
+// stdio's session is this process's.
+func (g *Gateway) ownsSession(sessionID string, stdio bool) bool {
+	if stdio {
+		return true
+	}
+	mark, _, ok := strings.Cut(sessionID, ".")
+	return ok && mark == g.sessionMark
+}
+
 // findRejoin is the flight that follows the call a repeated identical call
-// rejoins; nil for a new call.
-func (ep *endpoint) findRejoin(ctx context.Context, key string, t *tool) *flight {
+// rejoins; nil for a new call. mine: the call's session is this replica's,
+// whose view of the entries then answers without asking the bucket.
+func (ep *endpoint) findRejoin(ctx context.Context, key string, mine bool, t *tool) *flight {
 	if key == "" {
 		return nil
 	}
-	r, ok, err := ep.g.waits.Find(ctx, key)
+	r, ok, err := ep.g.rejoins.Find(ctx, key, mine)
 	if err != nil {
 		ep.log.Warn("a repeated call could not be looked up; it is submitted as a new call", "err", err)
 		return nil
@@ -58,7 +75,7 @@ func (ep *endpoint) delivered(ctx context.Context, f *flight) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if f.rejoined != nil {
-		if _, err := ep.g.waits.Deliver(ctx, f.rejoinKey, *f.rejoined); err != nil {
+		if _, err := ep.g.rejoins.Deliver(ctx, f.rejoinKey, *f.rejoined); err != nil {
 			ep.log.Warn("a rejoined call's outcome was returned but not marked delivered; the next identical call returns it again", "call", f.call.ID, "err", err)
 		}
 	}
@@ -93,7 +110,7 @@ func (ep *endpoint) pendingAnswer(ctx context.Context, f *flight, ar *airlockv1.
 		return nil
 	}
 	if f.rejoined == nil {
-		if err := ep.g.waits.Remember(rctx, f.rejoinKey, clientwait.Rejoin{Call: f.call.ID, Revision: rev}); err != nil {
+		if err := ep.g.rejoins.Remember(rctx, f.rejoinKey, clientwait.Rejoin{Call: f.call.ID, Revision: rev}); err != nil {
 			ep.log.Warn("a call waiting for approval could not be remembered; its client keeps waiting", "call", f.call.ID, "err", err)
 			return nil
 		}

@@ -52,14 +52,21 @@ type Rejoin struct {
 // Remember stores the rejoin entry for key (replacing one left by a call
 // whose outcome was never fetched).
 func (s *Store) Remember(ctx context.Context, key string, r Rejoin) error {
+	_, err := s.remember(ctx, key, r)
+	return err
+}
+
+// remember is Remember; it returns the entry's revision.
+func (s *Store) remember(ctx context.Context, key string, r Rejoin) (uint64, error) {
 	raw, err := json.Marshal(r)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := s.kv.Put(ctx, key, raw); err != nil {
-		return fmt.Errorf("remember call %s for a repeated call: %w", r.Call, err)
+	rev, err := s.kv.Put(ctx, key, raw)
+	if err != nil {
+		return 0, fmt.Errorf("remember call %s for a repeated call: %w", r.Call, err)
 	}
-	return nil
+	return rev, nil
 }
 
 // Find returns the rejoin entry for key; ok is false when there is none.

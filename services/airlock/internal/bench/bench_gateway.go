@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,6 +33,7 @@ type gatewayBenchOptions struct {
 	Samples    int
 	Version    string
 	CPUProfile string
+	MemProfile string
 }
 
 // gatewayReport holds the figures of one run.
@@ -46,6 +49,17 @@ type gatewayReport struct {
 	Ratio   float64 `json:"overhead_per_round_trip_p50"`
 	GoalMax float64 `json:"goal_max"`
 	GoalMet bool    `json:"goal_met"`
+	// The floors of the hop the gateway adds (not goals): the gateway's
+	// tools/call request and response through net/http alone, and the same
+	// tools/call to a go-sdk server served as the gateway serves it, whose
+	// tool answers at once.
+	HTTPHop latency `json:"http_hop_floor"`
+	MCPHop  latency `json:"mcp_hop_floor"`
+	// OwnP50us is (b) − (a) − the round trip − the MCP hop floor, p50: what
+	// the gateway adds beyond one MCP hop and the round trip; OwnRatio the
+	// same over the round trip p50.
+	OwnP50us float64 `json:"gateway_own_p50_us"`
+	OwnRatio float64 `json:"gateway_own_per_round_trip_p50"`
 }
 
 func newGatewayCmd(env Env) *cobra.Command {
@@ -59,12 +73,21 @@ as the upstream, and in this one process measures, in one run:
   (b) the same tools/call through the gateway (policy allows it, the executor
       runs it on the upstream, the gateway answers with its result);
   (c) the auto-allowed round trip of ` + "`bench roundtrip`" + ` (the SDK submits
-      demo__echo) on the same services.
-(a), (b) and (c) alternate, sample by sample. The goal: (b) − (a) ≤ 1.3 × (c), p50.`,
+      demo__echo) on the same services;
+and two floors of the hop the gateway adds (not goals):
+  (d) the gateway's tools/call request and its response, replayed through
+      net/http on loopback to a handler that answers the same bytes;
+  (e) the same tools/call to a go-sdk MCP server served as the gateway
+      serves that protocol, whose tool answers at once.
+They alternate, sample by sample. The goal: (b) − (a) ≤ 1.3 × (c), p50.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return benchRun(cmd, env, o.CPUProfile, o.JSON, func(ctx context.Context, cfg config.Config) (*gatewayReport, error) {
-				return runGatewayBench(ctx, cfg, o)
+				rep, err := runGatewayBench(ctx, cfg, o)
+				if err == nil && o.MemProfile != "" {
+					err = writeProfile(o.MemProfile, "allocs") // every allocation since the start
+				}
+				return rep, err
 			}, printGatewayBench)
 		},
 	}
@@ -72,6 +95,7 @@ as the upstream, and in this one process measures, in one run:
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object with every figure")
 	f.IntVar(&o.Samples, "samples", 1000, "calls timed for each figure")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	f.StringVar(&o.MemProfile, "memprofile", "", "write an allocation profile of the whole run to this file (go tool pprof -sample_index=alloc_space)")
 	f.StringVar(&o.Version, "protocol", "", "MCP protocol version the clients ask for (default the newest, 2026-07-28; e.g. 2025-11-25)")
 	return cmd
 }
@@ -135,7 +159,10 @@ func runGatewayBench(ctx context.Context, cfg config.Config, o gatewayBenchOptio
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// The last tools/call request and response the gateway served: the
+	// bytes the net/http floor replays.
+	rec := &exchangeRecorder{next: gw.Handler()}
+	srv := &http.Server{Handler: rec, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 
@@ -150,6 +177,16 @@ func runGatewayBench(ctx context.Context, cfg config.Config, o gatewayBenchOptio
 	}
 	defer through.Close()
 	rep.Protocol = through.InitializeResult().ProtocolVersion
+	mcpURL, stopMCP, err := startBenchMCPFloor()
+	if err != nil {
+		return nil, err
+	}
+	defer stopMCP()
+	mcpFloor, err := benchClient(ctx, mcpURL, "", o.Version)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the MCP floor: %w", err)
+	}
+	defer mcpFloor.Close()
 	// The round trip runs on the same services, as another agent.
 	nc, err := nats.Connect(cfg.NATS.URL)
 	if err != nil {
@@ -183,9 +220,15 @@ func runGatewayBench(ctx context.Context, cfg config.Config, o gatewayBenchOptio
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// The three alternate, sample by sample, so a change in the machine's
-	// load affects each alike.
+	httpHop, stopHTTP, err := rec.replayer()
+	if err != nil {
+		return nil, err
+	}
+	defer stopHTTP()
+	// They alternate, sample by sample, so a change in the machine's load
+	// affects each alike.
 	a, b, c := make([]time.Duration, 0, o.Samples), make([]time.Duration, 0, o.Samples), make([]time.Duration, 0, o.Samples)
+	d, e := make([]time.Duration, 0, o.Samples), make([]time.Duration, 0, o.Samples)
 	for i := range o.Samples/10 + 20 + o.Samples {
 		t0 := time.Now()
 		if err := call(direct, "echo"); err != nil {
@@ -199,30 +242,143 @@ func runGatewayBench(ctx context.Context, cfg config.Config, o gatewayBenchOptio
 		if err := roundTrip(ctx); err != nil {
 			return nil, fmt.Errorf("round trip: %w", err)
 		}
+		t3 := time.Now()
+		if err := httpHop(ctx); err != nil {
+			return nil, fmt.Errorf("net/http floor: %w", err)
+		}
+		t4 := time.Now()
+		if err := call(mcpFloor, "echo"); err != nil {
+			return nil, fmt.Errorf("MCP floor: %w", err)
+		}
 		if i >= o.Samples/10+20 { // after the warm-up
-			a, b, c = append(a, t1.Sub(t0)), append(b, t2.Sub(t1)), append(c, time.Since(t2))
+			a, b, c = append(a, t1.Sub(t0)), append(b, t2.Sub(t1)), append(c, t3.Sub(t2))
+			d, e = append(d, t4.Sub(t3)), append(e, time.Since(t4))
 		}
 	}
 	rep.Direct, rep.Gateway, rep.RoundTrip = summarize(a), summarize(b), summarize(c)
+	rep.HTTPHop, rep.MCPHop = summarize(d), summarize(e)
 	rep.OverheadP50us = rep.Gateway.P50us - rep.Direct.P50us
 	rep.Ratio = rep.OverheadP50us / rep.RoundTrip.P50us
 	rep.GoalMet = rep.Ratio <= rep.GoalMax
+	rep.OwnP50us = rep.OverheadP50us - rep.RoundTrip.P50us - rep.MCPHop.P50us
+	rep.OwnRatio = rep.OwnP50us / rep.RoundTrip.P50us
 	return rep, nil
 }
 
-// startBenchUpstream serves an MCP server with one tool, echo, over
-// streamable HTTP on a loopback port.
-func startBenchUpstream() (string, func(), error) {
-	s := mcp.NewServer(&mcp.Implementation{Name: "bench-upstream", Version: "1"}, nil)
-	s.AddTool(&mcp.Tool{Name: "echo", Description: "Returns its text.", InputSchema: map[string]any{"type": "object"}},
-		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			var args struct {
-				Text string `json:"text"`
-			}
-			_ = json.Unmarshal(req.Params.Arguments, &args)
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: args.Text}}}, nil
-		})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+// exchangeRecorder serves next and keeps the last tools/call request it
+// passed on (headers as the client sent them, body) and the response.
+type exchangeRecorder struct {
+	next http.Handler
+
+	mu               sync.Mutex
+	header, respHead http.Header
+	body, resp       []byte
+}
+
+func (x *exchangeRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if !bytes.Contains(body, []byte(`"tools/call"`)) {
+		x.next.ServeHTTP(w, r)
+		return
+	}
+	header := r.Header.Clone()
+	cw := &capture{ResponseWriter: w}
+	x.next.ServeHTTP(cw, r)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.header, x.body, x.respHead, x.resp = header, body, w.Header().Clone(), cw.buf.Bytes()
+}
+
+// capture keeps a copy of what is written through it.
+type capture struct {
+	http.ResponseWriter
+	buf bytes.Buffer
+}
+
+func (c *capture) Write(b []byte) (int, error) {
+	c.buf.Write(b)
+	return c.ResponseWriter.Write(b)
+}
+
+func (c *capture) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// replayer starts a net/http server on loopback that answers the recorded
+// response, and returns one request of the recorded body to it, its answer
+// read whole: an HTTP exchange of the gateway's bytes with no MCP in it.
+func (x *exchangeRecorder) replayer() (func(context.Context) error, func(), error) {
+	x.mu.Lock()
+	header, body, respHead, resp := x.header, x.body, x.respHead, x.resp
+	x.mu.Unlock()
+	if body == nil {
+		return nil, nil, errors.New("no tools/call went through the gateway to replay")
+	}
+	url, stop, err := serveLoopback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		for k, v := range respHead {
+			w.Header()[k] = v
+		}
+		_, _ = w.Write(resp)
+	}))
+	if err != nil {
+		return nil, nil, err
+	}
+	hc := &http.Client{}
+	op := func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header = header.Clone()
+		res, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		got, err := io.ReadAll(res.Body)
+		if err != nil {
+			return err
+		}
+		if len(got) != len(resp) {
+			return fmt.Errorf("answered %d bytes, want %d", len(got), len(resp))
+		}
+		return nil
+	}
+	return op, func() { stop(); hc.CloseIdleConnections() }, nil
+}
+
+// startBenchMCPFloor serves an MCP server with one tool, echo, over
+// streamable HTTP as the gateway serves it: for 2026-07-28 requests the
+// stateless handler, answering in one JSON body a request that names no
+// progress token; the session handler before.
+func startBenchMCPFloor() (string, func(), error) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "bench-floor", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "echo", Description: "Returns its text.", InputSchema: map[string]any{"type": "object"}}, echoTool)
+	get := func(*http.Request) *mcp.Server { return s }
+	stateful := mcp.NewStreamableHTTPHandler(get, nil)
+	stateless := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	return serveLoopback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" {
+			stateless.ServeHTTP(w, r) // the bench's calls name no progress token
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	}))
+}
+
+// serveLoopback serves h on a loopback port until the returned stop.
+func serveLoopback(h http.Handler) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
@@ -230,6 +386,23 @@ func startBenchUpstream() (string, func(), error) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return "http://" + ln.Addr().String() + "/mcp", func() { _ = srv.Close() }, nil
+}
+
+// echoTool answers the text it is given.
+func echoTool(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(req.Params.Arguments, &args)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: args.Text}}}, nil
+}
+
+// startBenchUpstream serves an MCP server with one tool, echo, over
+// streamable HTTP on a loopback port.
+func startBenchUpstream() (string, func(), error) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "bench-upstream", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "echo", Description: "Returns its text.", InputSchema: map[string]any{"type": "object"}}, echoTool)
+	return serveLoopback(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 }
 
 // benchClient connects a go-sdk client, with a bearer token when given.
@@ -258,5 +431,9 @@ func printGatewayBench(w io.Writer, r *gatewayReport) {
 	fmt.Fprintf(w, "%-40s %8.0fµs %8.0fµs\n", "(a) tools/call directly to the upstream", r.Direct.P50us, r.Direct.P99us)
 	fmt.Fprintf(w, "%-40s %8.0fµs %8.0fµs\n", "(b) the same call through the gateway", r.Gateway.P50us, r.Gateway.P99us)
 	fmt.Fprintf(w, "%-40s %8.0fµs %8.0fµs\n", "(c) auto-allowed round trip", r.RoundTrip.P50us, r.RoundTrip.P99us)
+	fmt.Fprintf(w, "%-40s %8.0fµs %8.0fµs\n", "(d) floor: the same bytes, net/http only", r.HTTPHop.P50us, r.HTTPHop.P99us)
+	fmt.Fprintf(w, "%-40s %8.0fµs %8.0fµs\n", "(e) floor: one go-sdk MCP hop, no work", r.MCPHop.P50us, r.MCPHop.P99us)
 	fmt.Fprintf(w, "\n(b) − (a) = %.0fµs = %.2f× the round trip p50 (goal ≤ %.1f×): %s\n", r.OverheadP50us, r.Ratio, r.GoalMax, mark(r.GoalMet))
+	fmt.Fprintf(w, "the hop alone, (e) = %.2f× the round trip p50; (b) − (a) − (c) − (e) = %.0fµs = %.2f×: the gateway's own work and what its call adds to the round trip\n",
+		r.MCPHop.P50us/r.RoundTrip.P50us, r.OwnP50us, r.OwnRatio)
 }

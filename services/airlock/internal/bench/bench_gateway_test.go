@@ -25,7 +25,7 @@ func TestBenchGatewayMeasuresEveryFigure(t *testing.T) {
 		if version != "" && rep.Protocol != version {
 			t.Errorf("asked for protocol %s, measured %s", version, rep.Protocol)
 		}
-		for i, f := range []float64{rep.Direct.P50us, rep.Gateway.P50us, rep.RoundTrip.P50us, rep.Ratio} {
+		for i, f := range []float64{rep.Direct.P50us, rep.Gateway.P50us, rep.RoundTrip.P50us, rep.Ratio, rep.HTTPHop.P50us, rep.MCPHop.P50us} {
 			if !(f > 0) {
 				t.Fatalf("figure %d is %v in %+v", i, f, rep)
 			}
@@ -34,14 +34,15 @@ func TestBenchGatewayMeasuresEveryFigure(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, key := range []string{`"direct_call"`, `"gateway_call"`, `"round_trip"`, `"overhead_p50_us"`, `"overhead_per_round_trip_p50"`, `"goal_met"`} {
+		for _, key := range []string{`"direct_call"`, `"gateway_call"`, `"round_trip"`, `"overhead_p50_us"`, `"overhead_per_round_trip_p50"`, `"goal_met"`,
+			`"http_hop_floor"`, `"mcp_hop_floor"`, `"gateway_own_per_round_trip_p50"`} {
 			if !strings.Contains(string(b), key) {
 				t.Fatalf("--json output lacks %s: %s", key, b)
 			}
 		}
 		var out bytes.Buffer
 		printGatewayBench(&out, rep)
-		if !strings.Contains(out.String(), "(b) − (a)") || !strings.ContainsAny(out.String(), "✓✗") {
+		if !strings.Contains(out.String(), "(b) − (a)") || !strings.ContainsAny(out.String(), "✓✗") || !strings.Contains(out.String(), "(e) floor") {
 			t.Fatalf("the report does not state the goal:\n%s", out.String())
 		}
 	}

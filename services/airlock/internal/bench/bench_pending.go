@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -44,6 +45,9 @@ type pendingOptions struct {
 	// Samples timed for each figure.
 	Samples    int
 	CPUProfile string
+	// Profile: a directory to write profiles of the timed rounds alone
+	// into (CPU, mutex, block, heap), labelled stack=small|large.
+	Profile string
 }
 
 // pendingFigure is one operation's p50 with few and with many calls pending.
@@ -66,7 +70,9 @@ type pendingReport struct {
 	// MemoryPerCall: live heap held per pending call (large − small, over
 	// the calls added), by the service whose code allocated it.
 	MemoryPerCall map[string]float64 `json:"memory_bytes_per_pending_call"`
-	GoalMax       float64            `json:"goal_ratio_max"`
+	// Timed: what the Go runtime did while the rounds were timed.
+	Timed   runtimeSpan `json:"during_timed_rounds"`
+	GoalMax float64     `json:"goal_ratio_max"`
 }
 
 // Missed implements goalReport.
@@ -109,8 +115,9 @@ held per pending call by each service (by the package that allocated it).`,
 	f.IntVar(&o.Pending, "pending", 100000, "calls pending for the large figures")
 	f.IntVar(&o.Agents, "agents", 1000, "agents the pending calls come from")
 	f.IntVar(&o.Small, "small", 100, "calls pending for the small figures (the base of the ratios)")
-	f.IntVar(&o.Samples, "samples", 20, "requests timed for each figure")
+	f.IntVar(&o.Samples, "samples", 50, "requests timed for each figure (a p50 of few samples swings with whatever else the machine does)")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	f.StringVar(&o.Profile, "profile", "", "write CPU, mutex, block and heap profiles of the timed rounds alone (labelled stack=small|large) into this directory")
 	return cmd
 }
 
@@ -125,6 +132,9 @@ func printPending(w io.Writer, r *pendingReport) {
 	for _, svc := range memoryOwners {
 		fmt.Fprintf(w, "  %s %.0f B", svc, r.MemoryPerCall[svc])
 	}
+	t := r.Timed
+	fmt.Fprintf(w, "\nwhile timed (%.1fs): %d GC cycles, GC CPU %.0f ms (%.1f%% of the process's), GC pauses p50 %.0fµs max %.0fµs, heap %.0f MB",
+		t.Seconds, t.GCCycles, t.GCCPUms, t.GCCPUShare*100, t.PauseP50us, t.PauseMaxUs, t.HeapMB)
 	fmt.Fprintf(w, "\ngoal: each p50 with %d pending ≤ %.0f× the same with %d\n", r.Large, r.GoalMax, r.Small)
 }
 
@@ -132,6 +142,9 @@ func printPending(w io.Writer, r *pendingReport) {
 const pendingServer, pendingTool = "demo", "write_file"
 
 func runPendingBench(ctx context.Context, cfg config.Config, o pendingOptions) (*pendingReport, error) {
+	if o.Profile != "" && o.CPUProfile != "" {
+		return nil, errors.New("--profile and --cpuprofile both profile the CPU: give one")
+	}
 	if o.Agents < 1 || o.Small < 2 || o.Pending <= o.Small || o.Samples < 1 {
 		return nil, errors.New("--agents and --samples must be at least 1, --small at least 2, --pending more than --small")
 	}
@@ -140,12 +153,14 @@ func runPendingBench(ctx context.Context, cfg config.Config, o pendingOptions) (
 		return nil, fmt.Errorf("--pending %d from %d agents is %d per agent, over approval.max_pending_per_agent (%d): add agents", o.Pending, o.Agents, perAgent, cfg.Approval.MaxPendingPerAgent)
 	}
 	// Sampled finely enough to attribute a few hundred bytes per call.
+	defaultMemProfileRate := runtime.MemProfileRate
 	runtime.MemProfileRate = 4096
+	defer func() { runtime.MemProfileRate = defaultMemProfileRate }()
 	rep := &pendingReport{Small: o.Small, Large: o.Pending, Agents: o.Agents, GoalMax: 2, MemoryPerCall: map[string]float64{}}
 	// Two stacks, one with few calls pending and one with many, measured
 	// sample by sample in turn: a machine busy with other work slows both
 	// alike, as in the other benches.
-	small, err := startPendingStack(ctx, cfg, perAgent)
+	small, err := startPendingStack(ctx, cfg, perAgent, "small")
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +172,7 @@ func runPendingBench(ctx context.Context, cfg config.Config, o pendingOptions) (
 	if err := small.builder.fill(ctx, o.Small+2*(o.Samples+pendingWarmup)); err != nil {
 		return nil, err
 	}
-	large, err := startPendingStack(ctx, cfg, perAgent)
+	large, err := startPendingStack(ctx, cfg, perAgent, "large")
 	if err != nil {
 		return nil, err
 	}
@@ -172,10 +187,26 @@ func runPendingBench(ctx context.Context, cfg config.Config, o pendingOptions) (
 	for _, owner := range memoryOwners {
 		rep.MemoryPerCall[owner] = float64(heap1[owner]-heap0[owner]) / float64(o.Pending)
 	}
+	// The fine sampling is the memory figure's: while the rounds are
+	// timed it would only add its own cost (a stack walk every 4 KiB
+	// allocated) to both stacks.
+	runtime.MemProfileRate = defaultMemProfileRate
 	lat := [2][][]time.Duration{make([][]time.Duration, len(reviewerOps)), make([][]time.Duration, len(reviewerOps))}
+	span := startRuntimeSpan()
+	var stopProfiles func() error
 	for round := range o.Samples + pendingWarmup {
+		if round == pendingWarmup && o.Profile != "" {
+			if stopProfiles, err = startProfiles(o.Profile); err != nil {
+				return nil, err
+			}
+		}
+		if round == pendingWarmup {
+			span = startRuntimeSpan()
+		}
 		for i, st := range []*pendingStack{small, large} {
-			took, err := st.round(ctx)
+			var took []time.Duration
+			var err error
+			pprof.Do(ctx, pprof.Labels("stack", st.name), func(ctx context.Context) { took, err = st.round(ctx) })
 			if err != nil {
 				return nil, fmt.Errorf("with %d pending: %w", st.builder.pending, err)
 			}
@@ -184,6 +215,12 @@ func runPendingBench(ctx context.Context, cfg config.Config, o pendingOptions) (
 					lat[i][op] = append(lat[i][op], d)
 				}
 			}
+		}
+	}
+	rep.Timed = span.end()
+	if stopProfiles != nil {
+		if err := stopProfiles(); err != nil {
+			return nil, err
 		}
 	}
 	for op, name := range reviewerOps {
@@ -198,6 +235,8 @@ func runPendingBench(ctx context.Context, cfg config.Config, o pendingOptions) (
 // pendingStack is one embedded NATS server with the policy and approval
 // services and the console, a signed-in reviewer, and the agents' calls.
 type pendingStack struct {
+	// name labels the stack's goroutines in profiles (stack=name).
+	name     string
 	setup    string
 	builder  *pendingBuilder
 	reviewer *reviewer
@@ -212,7 +251,20 @@ func (st *pendingStack) stop() {
 	}
 }
 
-func startPendingStack(ctx context.Context, cfg config.Config, perAgent int) (st *pendingStack, err error) {
+// startPendingStack starts a stack whose goroutines (the embedded server's,
+// the services', the console's connections) carry the profile label
+// stack=name, so a profile of both stacks tells them apart.
+func startPendingStack(ctx context.Context, cfg config.Config, perAgent int, name string) (st *pendingStack, err error) {
+	pprof.Do(ctx, pprof.Labels("stack", name), func(ctx context.Context) {
+		st, err = startPendingStackLabelled(ctx, cfg, perAgent)
+	})
+	if st != nil {
+		st.name = name
+	}
+	return st, err
+}
+
+func startPendingStackLabelled(ctx context.Context, cfg config.Config, perAgent int) (st *pendingStack, err error) {
 	st = &pendingStack{}
 	defer func() {
 		if err != nil {

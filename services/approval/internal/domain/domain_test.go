@@ -312,6 +312,51 @@ func TestTimers(t *testing.T) {
 	}
 }
 
+// NextDue is the first moment the sweeper has work for a pending record:
+// just before it neither Expire nor DueTimer changes the record, at it one
+// of them does — whichever of the deadline, the reminder and the
+// escalation comes first, leaving out timers already done.
+func TestNextDueIsTheFirstMomentTheSweeperHasWork(t *testing.T) {
+	remind, escalate := durationpb.New(time.Minute), durationpb.New(2*time.Minute)
+	oncall := []string{"group:oncall"}
+	tests := []struct {
+		name string
+		d    *airlockv1.Decision
+		mark func(*airlockv1.ApprovalRecord)
+		want time.Duration // after t0
+	}{
+		{"a_record_without_timers_is_due_at_its_deadline", nil, nil, 5 * time.Minute},
+		{"a_reminder_comes_first", &airlockv1.Decision{RemindAfter: remind, EscalateAfter: escalate, EscalateTo: oncall}, nil, time.Minute},
+		{"an_escalation_before_the_reminder_comes_first", &airlockv1.Decision{RemindAfter: escalate, EscalateAfter: remind, EscalateTo: oncall}, nil, time.Minute},
+		{"a_reminder_done_leaves_the_escalation", &airlockv1.Decision{RemindAfter: remind, EscalateAfter: escalate, EscalateTo: oncall}, func(r *airlockv1.ApprovalRecord) { r.Reminded = true }, 2 * time.Minute},
+		{"both_done_leave_the_deadline", &airlockv1.Decision{RemindAfter: remind, EscalateAfter: escalate, EscalateTo: oncall}, func(r *airlockv1.ApprovalRecord) { r.Reminded, r.Escalated = true, true }, 5 * time.Minute},
+		{"an_escalation_to_nobody_never_fires", &airlockv1.Decision{EscalateAfter: remind}, nil, 5 * time.Minute},
+		{"a_timer_after_the_deadline_never_fires", &airlockv1.Decision{RemindAfter: durationpb.New(time.Hour)}, nil, 5 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := pending(t, tt.d)
+			if tt.mark != nil {
+				tt.mark(rec)
+			}
+			at := NextDue(rec)
+			if want := t0.Add(tt.want); !at.Equal(want) {
+				t.Fatalf("due %v after t0, want %v", at.Sub(t0), tt.want)
+			}
+			work := func(now time.Time) bool {
+				_, _, timer := DueTimer(rec, now)
+				return timer || Expire(rec, now).Record != nil
+			}
+			if work(at.Add(-time.Nanosecond)) {
+				t.Fatal("the sweeper has work before the record is due")
+			}
+			if !work(at) {
+				t.Fatal("the sweeper has no work when the record is due")
+			}
+		})
+	}
+}
+
 func TestExecutionProgress(t *testing.T) {
 	rec := pending(t, nil)
 	if Started(rec, t0) != nil || Finished(rec, true, t0) != nil {

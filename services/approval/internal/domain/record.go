@@ -479,6 +479,27 @@ const (
 	Escalate Timer = "escalate"
 )
 
+// NextDue is when the sweeper next has something to do for rec, a pending
+// record: its deadline, or an escalation or a reminder DueTimer fires
+// before it. Until then neither Expire nor DueTimer changes rec, so a
+// sweeper need look at a pending record only once its NextDue has come.
+func NextDue(rec *airlockv1.ApprovalRecord) time.Time {
+	at := Deadline(rec)
+	created := rec.GetCreatedAt().AsTime()
+	d := rec.GetDecision()
+	if !rec.GetEscalated() && len(d.GetEscalateTo()) > 0 && d.GetEscalateAfter() != nil {
+		if t := created.Add(d.GetEscalateAfter().AsDuration()); t.Before(at) {
+			at = t
+		}
+	}
+	if !rec.GetReminded() && d.GetRemindAfter() != nil && d.GetRemindAfter().AsDuration() > 0 {
+		if t := created.Add(d.GetRemindAfter().AsDuration()); t.Before(at) {
+			at = t
+		}
+	}
+	return at
+}
+
 // DueTimer returns the record with the first due timer marked done
 // (reminded, or escalated with escalate_to added to the approvers), and which
 // timer it was; ok is false when nothing is due. Timers count from the

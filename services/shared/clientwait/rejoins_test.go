@@ -1,0 +1,150 @@
+package clientwait
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// countingKV counts the Gets that reach the bucket.
+type countingKV struct {
+	jetstream.KeyValue
+	gets atomic.Int64
+}
+
+func (c *countingKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	c.gets.Add(1)
+	return c.KeyValue.Get(ctx, key)
+}
+
+// TestRejoinsAcrossReplicas: two gateway replicas on one bucket, each with
+// its own view. A replica answers the keys of its own sessions from its
+// view; every other key it asks the bucket, so an entry another replica
+// wrote a moment ago is found, and an outcome is delivered once.
+func TestRejoinsAcrossReplicas(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	replica := func(follow bool) (*Rejoins, *countingKV) {
+		s, err := Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv := &countingKV{KeyValue: s.kv}
+		s.kv = kv
+		v := s.Rejoins()
+		if follow {
+			go v.Follow(ctx, slog.New(slog.DiscardHandler))
+		}
+		return v, kv
+	}
+	// b follows no watch: whatever it finds of a's entries, it found in the
+	// bucket.
+	a, akv := replica(true)
+	b, bkv := replica(false)
+
+	t.Run("a_replica_answers_its_own_sessions_keys_without_asking_the_bucket", func(t *testing.T) {
+		before := akv.gets.Load()
+		if _, ok, err := a.Find(ctx, "r.own", true); err != nil || ok {
+			t.Fatalf("a key never written: found=%v err=%v", ok, err)
+		}
+		if err := a.Remember(ctx, "r.own", Rejoin{Call: "c1", Revision: 1}); err != nil {
+			t.Fatal(err)
+		}
+		r, ok, err := a.Find(ctx, "r.own", true)
+		if err != nil || !ok || r.Call != "c1" {
+			t.Fatalf("the entry it wrote: %+v found=%v err=%v", r, ok, err)
+		}
+		if won, err := a.Deliver(ctx, "r.own", r); err != nil || !won {
+			t.Fatalf("deliver: won=%v err=%v", won, err)
+		}
+		if _, ok, _ := a.Find(ctx, "r.own", true); ok {
+			t.Fatal("the delivered entry is still found: its outcome would be returned again")
+		}
+		if got := akv.gets.Load() - before; got != 0 {
+			t.Fatalf("%d Gets reached the bucket, want none", got)
+		}
+	})
+
+	t.Run("an_entry_another_replica_just_wrote_is_found", func(t *testing.T) {
+		if err := a.Remember(ctx, "r.shared", Rejoin{Call: "c2", Revision: 1}); err != nil {
+			t.Fatal(err)
+		}
+		before := bkv.gets.Load()
+		r, ok, err := b.Find(ctx, "r.shared", false)
+		if err != nil || !ok || r.Call != "c2" {
+			t.Fatalf("the other replica's entry: %+v found=%v err=%v", r, ok, err)
+		}
+		if bkv.gets.Load() == before {
+			t.Fatal("found without asking the bucket, which alone knows the other replica's writes")
+		}
+		// Both replicas return the outcome at once: one claims it.
+		mine, _, _ := a.Find(ctx, "r.shared", true)
+		won1, err1 := a.Deliver(ctx, "r.shared", mine)
+		won2, err2 := b.Deliver(ctx, "r.shared", r)
+		if err1 != nil || err2 != nil || won1 == won2 {
+			t.Fatalf("two claims of one entry: won %v and %v (%v, %v), want exactly one", won1, won2, err1, err2)
+		}
+		if _, ok, _ := b.Find(ctx, "r.shared", false); ok {
+			t.Fatal("the delivered entry is still found by the other replica")
+		}
+	})
+
+	t.Run("a_change_another_writer_makes_reaches_the_view", func(t *testing.T) {
+		if err := a.Remember(ctx, "r.purged", Rejoin{Call: "c3", Revision: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := akv.KeyValue.Delete(ctx, "r.purged"); err != nil { // an operator's delete
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 10*time.Second, "the view to show the entry deleted elsewhere", func() bool {
+			_, ok, _ := a.Find(ctx, "r.purged", true)
+			return !ok
+		})
+		if _, err := akv.KeyValue.Put(ctx, "r.purged", []byte(`{"call":"c4","revision":2}`)); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 10*time.Second, "the view to show the entry written elsewhere", func() bool {
+			r, ok, _ := a.Find(ctx, "r.purged", true)
+			return ok && r.Call == "c4" && r.Revision == 2
+		})
+	})
+
+	t.Run("a_write_in_doubt_is_looked_up_in_the_bucket", func(t *testing.T) {
+		gone, stop := context.WithCancel(ctx)
+		stop()
+		if err := a.Remember(gone, "r.doubt", Rejoin{Call: "c5", Revision: 1}); err == nil {
+			t.Fatal("a write with an ended context succeeded")
+		}
+		before := akv.gets.Load()
+		if _, ok, err := a.Find(ctx, "r.doubt", true); err != nil || ok {
+			t.Fatalf("found=%v err=%v", ok, err)
+		}
+		if akv.gets.Load() == before {
+			t.Fatal("a key whose write failed was answered from the view")
+		}
+	})
+
+	t.Run("a_late_message_of_the_watch_does_not_bring_back_a_delivered_entry", func(t *testing.T) {
+		v, _ := replica(false)
+		if err := v.Remember(ctx, "r.late", Rejoin{Call: "c6", Revision: 1}); err != nil {
+			t.Fatal(err)
+		}
+		r, _, _ := v.Find(ctx, "r.late", true)
+		if won, err := v.Deliver(ctx, "r.late", r); err != nil || !won {
+			t.Fatalf("deliver: won=%v err=%v", won, err)
+		}
+		// The watch shows the write of the entry after its delivery.
+		v.saw("r.late", view{r: r, present: true, rev: r.entryRev})
+		if _, ok, _ := v.Find(ctx, "r.late", true); ok {
+			t.Fatal("the watch's late message brought the delivered entry back")
+		}
+	})
+}
