@@ -307,7 +307,7 @@ func measure(ctx context.Context, o roundtripOptions, op func(ctx context.Contex
 			defer stop()
 		}
 		if o.MemProfile != "" {
-			if err := WriteAllocProfile(o.MemProfile + ".base"); err != nil {
+			if err := writeProfile(o.MemProfile+".base", "allocs"); err != nil {
 				return m, callCounts{}, err
 			}
 		}
@@ -344,7 +344,7 @@ func measure(ctx context.Context, o roundtripOptions, op func(ctx context.Contex
 		return m, callCounts{}, firstErr
 	}
 	if count != nil && o.MemProfile != "" {
-		if err := WriteAllocProfile(o.MemProfile); err != nil {
+		if err := writeProfile(o.MemProfile, "allocs"); err != nil {
 			return m, callCounts{}, err
 		}
 	}

@@ -34,18 +34,3 @@ func StartCPUProfile(path string) (stop func(), err error) {
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
-
-// WriteAllocProfile writes the allocations made since the process started
-// (pprof's allocs profile) to path. Two of them, before and after a run,
-// give the run's own allocations: go tool pprof -diff_base before after.
-func WriteAllocProfile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("allocation profile: %w", err)
-	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("allocation profile: %w", err)
-	}
-	return f.Close()
-}
