@@ -52,7 +52,8 @@ func nodeBin(t *testing.T, name string) string {
 //   - leaving (agent leaver, like patient; cancels a call nobody waits for
 //     after 2s),
 //   - coder (agent coder, like plain, with run_code: 1s busy, 32 MiB),
-//   - selfcoder (agent selfcoder, like bot, with run_code).
+//   - selfcoder (agent selfcoder, like bot, with run_code),
+//   - coder2 (agent coder2, like plain, with run_code and max_running 1).
 //
 // For bot, waiter and selfcoder a rule lets the requester confirm fs__write_file.
 type gatewayEnv struct {
@@ -100,6 +101,7 @@ func startGatewayEnv(t *testing.T) *gatewayEnv {
 		{"leaving", "leaver", "answer_within: 2s, abandon_after: 2s"},
 		{"coder", "coder", "run_code: {enabled: true, busy: 1s, max_memory_mb: 32}"},
 		{"selfcoder", "selfcoder", "on_behalf_of: dana, run_code: {enabled: true}"},
+		{"coder2", "coder2", "run_code: {enabled: true, max_running: 1}"},
 	} {
 		tok := fmt.Sprintf("%s-token-%d-abcdefghijklmnop", e.name, time.Now().UnixNano())
 		g.tokens[e.name] = tok

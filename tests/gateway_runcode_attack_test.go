@@ -22,10 +22,13 @@ import (
 // through a real MCP client to a real gateway. A tool name it writes in
 // the script cannot add lines to the prompt of the person confirming one
 // of its calls, and running many scripts at once is held to the endpoint's
-// run_code.max_running (each runs in a child process with its own memory).
-// gatewayScriptsAtOnce is the test gateway's run_code_max_running: as many
-// as one endpoint may run, so one endpoint at its limit fills the gateway.
-const gatewayScriptsAtOnce = config.DefaultMaxRunning
+// run_code.max_running (each runs in a child process with its own memory)
+// and to the agent's share of the gateway's places.
+// gatewayScriptsAtOnce is the test gateway's run_code_max_running: fewer
+// than its three run_code agents' endpoints allow together (4 + 4 + 1), so
+// two agents holding all they can would fill it, were the places not
+// shared.
+const gatewayScriptsAtOnce = 5
 
 func TestGatewayRunCodeAttacks(t *testing.T) {
 	g := startGatewayEnv(t)
@@ -111,42 +114,79 @@ return [refused, await tools.fs__read_text_file({path: %q})];`, hello, t.Name(),
 		}
 	})
 
-	t.Run("an_agent_running_many_scripts_at_once_is_held_to_max_running", func(t *testing.T) {
-		cs := g.connect(t, "coder", clientOpts{version: "2025-11-25"})
-		var waiting []<-chan *mcp.CallToolResult
-		var paths []string
+	t.Run("agents_running_many_scripts_at_once_are_held_to_max_running_and_never_starve_another_agent", func(t *testing.T) {
+		// Each script's write waits for a reviewer, so it holds its place.
+		type held struct {
+			rec    *airlockv1.ApprovalRecord
+			answer <-chan *mcp.CallToolResult
+		}
+		var all []held
+		// hold sends a script and waits until its write is pending (it
+		// runs) or the gateway answered it (refused); it returns the answer.
+		hold := func(cs *mcp.ClientSession, agent string, i int) *mcp.CallToolResult {
+			t.Helper()
+			path := filepath.Join(g.files, fmt.Sprintf("held-%s-%d.txt", agent, i))
+			answer := callAsync(cs, "run_code", map[string]any{"code": fmt.Sprintf("return await tools.fs__write_file({path: %q, content: \"x\"});", path)})
+			var res *mcp.CallToolResult
+			testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%s's script %d to run or be refused", agent, i), func() bool {
+				select {
+				case res = <-answer:
+					return true
+				default:
+				}
+				out, err := g.api.List(context.Background(), &airlockv1.ListRequest{AgentId: agent, Tool: "write_file",
+					States: []airlockv1.ApprovalState{airlockv1.ApprovalState_APPROVAL_STATE_PENDING}})
+				if err != nil {
+					return false
+				}
+				for _, r := range out.GetRecords() {
+					if r.GetCall().GetArguments().AsMap()["path"] == path {
+						all = append(all, held{r, answer})
+						return true
+					}
+				}
+				return false
+			})
+			return res
+		}
+		// Two agents take every place they can: coder up to its endpoint's
+		// max_running (4), coder2 up to its own (1).
+		coder, coder2 := g.connect(t, "coder", clientOpts{version: "2025-11-25"}), g.connect(t, "coder2", clientOpts{version: "2025-11-25"})
+		var refused []*mcp.CallToolResult
 		for i := range config.DefaultMaxRunning {
-			path := filepath.Join(g.files, fmt.Sprintf("held-%d.txt", i))
-			paths = append(paths, path)
-			waiting = append(waiting, callAsync(cs, "run_code", map[string]any{"code": fmt.Sprintf(
-				"return await tools.fs__write_file({path: %q, content: \"x\"});", path)}))
+			if res := hold(coder, "coder", i); res != nil {
+				refused = append(refused, res)
+			}
 		}
-		var recs []*airlockv1.ApprovalRecord
-		for _, p := range paths {
-			recs = append(recs, g.pendingFor(t, "coder", "write_file", p)) // its script is running
+		if res := hold(coder2, "coder2", 0); res != nil {
+			t.Fatalf("coder2's first script was refused: %q", text(res))
 		}
-		res := callTool(t, cs, "run_code", map[string]any{"code": "return 1"})
+		// A third agent's script still runs.
+		other := g.connect(t, "selfcoder", clientOpts{version: "2025-11-25"})
+		if res := callTool(t, other, "run_code", map[string]any{"code": "return 1"}); res.IsError || strings.TrimSpace(text(res)) != "1" {
+			t.Fatalf("with coder and coder2 running all they could, selfcoder's script answered isError=%v %v %q: two agents starve a third", res.IsError, res.Meta["airlock/status"], text(res))
+		}
+		// coder was held to its share of the gateway (5 places, each of 3
+		// agents sure of 1: coder may borrow while the others' stay free).
+		if len(refused) != 1 || refused[0].Meta["airlock/status"] != "script_limit" || !strings.Contains(text(refused[0]), "kept for other agents") {
+			t.Fatalf("coder's scripts beyond its share: %d refused, want 1 naming the places kept for other agents", len(refused))
+		}
+		// An endpoint's own limit holds whatever places the gateway has.
+		res := callTool(t, coder2, "run_code", map[string]any{"code": "return 1"})
 		if !res.IsError || res.Meta["airlock/status"] != "script_limit" || !strings.Contains(text(res), "max_running") {
 			t.Fatalf("a script beyond max_running answered isError=%v %v %q, want script_limit naming max_running", res.IsError, res.Meta["airlock/status"], text(res))
 		}
-		// Another endpoint has places of its own, but the gateway as a whole
-		// runs at most run_code_max_running scripts, all held by coder now.
-		other := g.connect(t, "selfcoder", clientOpts{version: "2025-11-25"})
-		res = callTool(t, other, "run_code", map[string]any{"code": "return 1"})
-		if !res.IsError || res.Meta["airlock/status"] != "script_limit" || !strings.Contains(text(res), "gateway.run_code_max_running") {
-			t.Fatalf("a script beyond the gateway's limit answered isError=%v %v %q, want script_limit naming gateway.run_code_max_running", res.IsError, res.Meta["airlock/status"], text(res))
+		for _, h := range all {
+			g.decide(t, h.rec, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "held")
 		}
-		for _, rec := range recs {
-			g.decide(t, rec, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "held")
-		}
-		for _, w := range waiting {
-			if r := <-w; !strings.Contains(text(r), "held") {
+		for _, h := range all {
+			if r := <-h.answer; !strings.Contains(text(r), "held") {
 				t.Fatalf("a held script answered %q", text(r))
 			}
 		}
 		// Scripts that ended free their places.
 		testenv.Eventually(t, 20*time.Second, "a script to run once the others ended", func() bool {
-			r := callTool(t, cs, "run_code", map[string]any{"code": "return 1"})
+			r := callTool(t, coder, "run_code", map[string]any{"code": "return 1"})
 			return !r.IsError && strings.TrimSpace(text(r)) == "1"
 		})
 	})

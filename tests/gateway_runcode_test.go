@@ -180,6 +180,39 @@ func runCodeRefusesAndReports(t *testing.T, g *gatewayEnv) {
 		}
 	})
 
+	t.Run("a_script_waiting_for_a_reviewer_uses_no_cpu_and_completes_once_approved", func(t *testing.T) {
+		// A wait for a person may last minutes; the script's process, whose
+		// CPU-time limit is the script's busy time (1 s here) and a second,
+		// must stay idle meanwhile, or it is killed for having waited.
+		cs := g.connect(t, "coder", clientOpts{version: "2025-11-25"})
+		path := filepath.Join(g.files, "waited-for.txt")
+		done := callAsync(cs, "run_code", map[string]any{"code": fmt.Sprintf(`return await tools.fs__write_file({path: %q, content: "waited"});`, path)})
+		rec := g.pendingFor(t, "coder", "write_file", path)
+		child := scriptProcess(t, g.dev.Pid())
+		// The lesser of two windows: what is left of the child's start
+		// lands in the first; a watchdog ticking through the wait, in both.
+		const window = 500 * time.Millisecond
+		used := time.Duration(-1)
+		for range 2 {
+			before := testenv.CPUTime(t, child)
+			time.Sleep(window) // the window measured, not a wait for an event
+			if u := testenv.CPUTime(t, child) - before; used < 0 || u < used {
+				used = u
+			}
+		}
+		t.Logf("the script's process used %v of CPU while its call waited %v for a reviewer", used, window)
+		if used > window/100 {
+			t.Errorf("the script's process used %v of CPU in %v while it only waited for a reviewer (at most %v)", used, window, window/100)
+		}
+		g.decide(t, rec, "alice", airlockv1.DecisionKind_DECISION_KIND_APPROVE, "fine")
+		if res := <-done; res.IsError {
+			t.Fatalf("the approved script answered isError: %q", text(res))
+		}
+		if b, err := os.ReadFile(path); err != nil || string(b) != "waited" {
+			t.Fatalf("the approved write did not run: %q, %v", b, err)
+		}
+	})
+
 	t.Run("calls_waiting_together_keep_the_requests_progress_increasing", func(t *testing.T) {
 		var mu sync.Mutex
 		var seen []float64
@@ -316,4 +349,25 @@ func runNode(t *testing.T, cmd *exec.Cmd) <-chan string {
 		done <- out.String()
 	}()
 	return done
+}
+
+// scriptProcess is the one run_code script process (a child of the
+// gateway, marked AIRLOCK_CODEMODE_CHILD) under the process pid.
+func scriptProcess(t *testing.T, pid int) int {
+	t.Helper()
+	var found []int
+	var walk func(int)
+	walk = func(p int) {
+		for _, c := range testenv.Children(t, p) {
+			if env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", c)); strings.Contains("\x00"+string(env), "\x00AIRLOCK_CODEMODE_CHILD=1\x00") {
+				found = append(found, c)
+			}
+			walk(c)
+		}
+	}
+	walk(pid)
+	if len(found) != 1 {
+		t.Fatalf("want one run_code script process under %d, found %v", pid, found)
+	}
+	return found[0]
 }

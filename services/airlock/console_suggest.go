@@ -2,9 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/airlock-gate/airlock/services/audit/store"
 	"github.com/airlock-gate/airlock/services/audit/suggest"
 	"github.com/airlock-gate/airlock/services/console"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
@@ -13,11 +19,145 @@ import (
 
 // consoleSuggest computes the console's Suggestions page from the trail the
 // audit pages read, with the run-time rules the policy service holds now.
+// A report replays the whole trail, so it is computed once per state of
+// what it is computed from — the trail's head, the rules in force, the
+// evidence window to the minute — however many people load the page or
+// adopt at once: requests that find that state computed take the report,
+// and requests that find it being computed wait for that computation.
+// Adopting proves against the state it reads then, never an older one.
 type consoleSuggest struct {
 	audit *consoleAudit
+	// replayed, when set (tests), is called once per computation.
+	replayed func()
+
+	mu      sync.Mutex
+	key     string // the state rep was computed for ("": none)
+	rep     console.SuggestionReport
+	flights map[string]*suggestFlight
 }
 
-func (s consoleSuggest) Suggestions(ctx context.Context) (console.SuggestionReport, error) {
+func newConsoleSuggest(a *consoleAudit) *consoleSuggest {
+	return &consoleSuggest{audit: a, flights: map[string]*suggestFlight{}}
+}
+
+// suggestFlight is one computation of the report, shared by the requests
+// that wait for it.
+type suggestFlight struct {
+	done chan struct{}
+	rep  console.SuggestionReport
+	err  error
+}
+
+// suggestFor bounds one computation: it runs for every request waiting
+// for it, so none of them ending it stops it.
+const suggestFor = 5 * time.Minute
+
+// Suggestions implements console.Suggester. The report it returns may be
+// shared with other requests: callers treat it as read-only.
+func (s *consoleSuggest) Suggestions(ctx context.Context) (console.SuggestionReport, error) {
+	// The state is read before the computation starts, so what is
+	// computed is at least as new as the state it is kept for.
+	key, err := s.state(ctx)
+	if err != nil {
+		return console.SuggestionReport{}, err
+	}
+	s.mu.Lock()
+	if s.key == key {
+		rep := s.rep
+		s.mu.Unlock()
+		return rep, nil
+	}
+	f := s.flights[key]
+	if f == nil {
+		f = &suggestFlight{done: make(chan struct{})}
+		s.flights[key] = f
+		go s.compute(context.WithoutCancel(ctx), key, f)
+	}
+	s.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.rep, f.err
+	case <-ctx.Done():
+		return console.SuggestionReport{}, ctx.Err()
+	}
+}
+
+func (s *consoleSuggest) compute(ctx context.Context, key string, f *suggestFlight) {
+	ctx, cancel := context.WithTimeout(ctx, suggestFor)
+	defer cancel()
+	if s.replayed != nil {
+		s.replayed()
+	}
+	f.rep, f.err = s.replay(ctx)
+	s.mu.Lock()
+	delete(s.flights, key)
+	if f.err == nil {
+		s.key, s.rep = key, f.rep
+	}
+	s.mu.Unlock()
+	close(f.done)
+}
+
+// state names what a report is computed from, cheaply: the trail's last
+// row, the policy in force with its run-time rules, and the evidence
+// window's start to the minute. A new decision, grant or rule change
+// changes it.
+func (s *consoleSuggest) state(ctx context.Context) (string, error) {
+	rd, err := s.audit.reader(ctx)
+	if err != nil {
+		return "", err
+	}
+	head, err := s.trailHead(ctx, rd)
+	if err != nil {
+		return "", err
+	}
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	rules, err := policyapi.New(s.audit.deps.NC, seal.Key{}, "console").ListRules(qctx)
+	cancel()
+	if err != nil {
+		return "", fmt.Errorf("read the run-time rules the replay decides with: %w", err)
+	}
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(rules)
+	if err != nil {
+		return "", fmt.Errorf("read the run-time rules the replay decides with: %w", err)
+	}
+	_, since, err := suggestConfig(s.audit.deps.Config)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%d\x00", head, since.Truncate(time.Minute).Unix())
+	h.Write(raw)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// trailHead names the last row of the trail rd reads: ClickHouse's row
+// with the highest sequence (the sink writes the chain in order) and its
+// hash, or the events stream's first and last sequence.
+func (s *consoleSuggest) trailHead(ctx context.Context, rd store.Reader) (string, error) {
+	if ch, ok := rd.(interface {
+		Head(context.Context) (uint64, string, error)
+	}); ok {
+		seq, hash, err := ch.Head(ctx)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("clickhouse %d %s", seq, hash), nil
+	}
+	st, err := s.audit.deps.JS.Stream(ctx, s.audit.deps.Config.Stream.Name)
+	if err != nil {
+		return "", fmt.Errorf("read the events stream's head: %w", err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return "", fmt.Errorf("read the events stream's head: %w", err)
+	}
+	return fmt.Sprintf("stream %d %d", info.State.FirstSeq, info.State.LastSeq), nil
+}
+
+// replay computes the report: the whole trail replayed with the rules in
+// force now.
+func (s *consoleSuggest) replay(ctx context.Context) (console.SuggestionReport, error) {
 	cfg := s.audit.deps.Config
 	rd, err := s.audit.reader(ctx)
 	if err != nil {

@@ -42,7 +42,7 @@ func constructors() map[string]func(context.Context, svc.Deps) (svc.Service, err
 		"audit":    func(ctx context.Context, d svc.Deps) (svc.Service, error) { return audit.NewFromConfig(ctx, d) },
 		"console": func(ctx context.Context, d svc.Deps) (svc.Service, error) {
 			a := newConsoleAudit(d)
-			return console.New(ctx, d, console.Options{Audit: a, Suggest: consoleSuggest{a}})
+			return console.New(ctx, d, console.Options{Audit: a, Suggest: newConsoleSuggest(a)})
 		},
 		"gateway": func(_ context.Context, d svc.Deps) (svc.Service, error) { return gateway.New(d) },
 	}

@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	"github.com/airlock-gate/airlock/services/policy"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -41,6 +44,8 @@ type learnWorld struct {
 	gen  *historyGen
 	api  *approvalapi.Client
 	base string
+	// replays counts the console's computations of its Suggestions page.
+	replays *atomic.Int64
 }
 
 const learnPassword = "correct horse battery staple"
@@ -78,7 +83,9 @@ func newLearnWorldWith(t *testing.T, opts console.Options) *learnWorld {
 	}
 	testenv.RunService(t, appr)
 	a := newConsoleAudit(deps)
-	opts.Audit, opts.Suggest = a, consoleSuggest{a}
+	sug, replays := newConsoleSuggest(a), &atomic.Int64{}
+	sug.replayed = func() { replays.Add(1) }
+	opts.Audit, opts.Suggest = a, sug
 	con, err := console.New(ctx, deps, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +100,7 @@ func newLearnWorldWith(t *testing.T, opts console.Options) *learnWorld {
 		t.Fatal(err)
 	}
 	api := approvalapi.New(deps.NC, fk, console.Frontend)
-	return &learnWorld{t: t, cfg: cfg, deps: deps, api: api, base: srv.URL,
+	return &learnWorld{t: t, cfg: cfg, deps: deps, api: api, base: srv.URL, replays: replays,
 		gen: &historyGen{js: deps.JS, stream: cfg.Stream.Name, approvals: api, reviewers: []string{"alice", "bob", "carol"}, rng: rand.New(rand.NewPCG(25, 1)), prefix: "h"}}
 }
 
@@ -560,4 +567,122 @@ func TestASelfConfirmedGroupNeverBecomesAGrantForOtherRequesters(t *testing.T) {
 	if got := w.decisionOf(w.agentSubmit(carol, "team-bot", "notes", "append_note", args)); got != subject.ApprovalRequested {
 		t.Errorf("team-bot's call for carol: %s, want carol asked to confirm it (adopt answered %d %s)", got, status, body)
 	}
+}
+
+// The Suggestions page replays the whole trail, so it is computed once per
+// state of the trail and the rules: page loads at once share one replay,
+// a page load in the same state replays nothing, and a new decision or
+// rule change makes the next one replay. Adopt proves against the state it
+// finds: a rejection recorded after the page was computed stops it.
+func TestTheSuggestionsPageReplaysTheTrailOncePerStateOfTheTrailAndTheRules(t *testing.T) {
+	w := newLearnWorld(t)
+	notes := historyKind{weight: 1, agent: "notes-bot", server: "fs", tool: "write_file", args: func(r *rand.Rand) map[string]any {
+		return map[string]any{"path": fmt.Sprintf("/srv/notes/%d.md", r.IntN(50)), "content": fmt.Sprintf("note %d", r.IntN(1000))}
+	}, verdict: always(approve)}
+	w.record([]historyKind{notes}, 8)
+	admin := w.signIn("root")
+	lastSeq := func() uint64 {
+		st, err := w.deps.JS.Stream(context.Background(), w.cfg.Stream.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.LastSeq
+	}
+	load := func() string {
+		t.Helper()
+		status, page := admin.get("/suggestions")
+		if status != http.StatusOK {
+			t.Fatalf("suggestions page: %d\n%s", status, page)
+		}
+		return page
+	}
+
+	// Eight reviewers load the page at once. (Should anything be recorded
+	// meanwhile, the state changed: record a call and try again.)
+	const loads = 8
+	testenv.Eventually(t, 60*time.Second, "a burst of page loads in one state of the trail", func() bool {
+		w.record([]historyKind{notes}, 1) // a state no load has seen
+		head, before := lastSeq(), w.replays.Load()
+		var wg sync.WaitGroup
+		failed := make(chan string, loads)
+		for range loads {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := admin.c.Get(w.base + "/suggestions")
+				if err != nil {
+					failed <- err.Error()
+					return
+				}
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					failed <- resp.Status
+				}
+			}()
+		}
+		wg.Wait()
+		close(failed)
+		for f := range failed {
+			t.Fatalf("a page load failed: %s", f)
+		}
+		if lastSeq() != head {
+			return false
+		}
+		if n := w.replays.Load() - before; n != 1 {
+			t.Fatalf("%d page loads at once replayed the trail %d times, want once", loads, n)
+		}
+		return true
+	})
+	before := w.replays.Load()
+	load()
+	if n := w.replays.Load() - before; n != 0 {
+		t.Fatalf("loading the page again in the same state replayed the trail %d times", n)
+	}
+
+	// A new decision: replayed again.
+	w.record([]historyKind{notes}, 1)
+	before = w.replays.Load()
+	load()
+	if n := w.replays.Load() - before; n != 1 {
+		t.Fatalf("the page load after a new decision replayed %d times, want once", n)
+	}
+
+	// Adopt after a rejection recorded since the page was computed: the
+	// proof is made again, and the suggestion is no longer proposed.
+	page := load()
+	m := regexp.MustCompile(`/suggestions/([^/"]+)/adopt`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the page proposes nothing to adopt:\n%s", page)
+	}
+	w.record([]historyKind{{weight: 1, agent: "notes-bot", server: "fs", tool: "write_file", args: func(*rand.Rand) map[string]any {
+		return map[string]any{"path": "/srv/notes/truncate-me.md"}
+	}, verdict: always(reject)}}, 1)
+	before = w.replays.Load()
+	status, body := admin.post("/suggestions/"+m[1]+"/adopt", url.Values{})
+	if status == http.StatusSeeOther || !strings.Contains(body, "no longer proposed") {
+		t.Fatalf("adopting after a rejection the grant would allow: %d\n%s", status, body)
+	}
+	if n := w.replays.Load() - before; n != 1 {
+		t.Fatalf("adopt replayed %d times after the trail changed, want once", n)
+	}
+
+	// A rule change: replayed again once the rule is in force.
+	fk, err := w.deps.FrontendKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := policyapi.New(w.deps.NC, fk, "console")
+	before = w.replays.Load()
+	if _, err := rules.PutRule(context.Background(), &airlockv1.PolicyRule{Id: "notes-ask", Priority: 5, Agent: "notes-bot", Pattern: "fs__write_file", Effect: "ask", Reason: "notes are read by people"},
+		&airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "root", Channel: "cli"}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 15*time.Second, "the page to be computed again after a rule change", func() bool {
+		load()
+		return w.replays.Load() > before
+	})
 }

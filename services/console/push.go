@@ -69,6 +69,8 @@ type pushSubscription struct {
 	Auth        string    `json:"auth"`
 	CreatedAt   time.Time `json:"created_at"`
 	LastSuccess time.Time `json:"last_success,omitzero"`
+	// rev is the bucket's revision of what was read (the notifier's view).
+	rev uint64
 }
 
 func pushPrefix(owner string) string {
@@ -286,13 +288,10 @@ func (ps *pushStore) add(ctx context.Context, sub pushSubscription) (pushSubscri
 	return sub, nil
 }
 
-// list returns owner's subscriptions, or everyone's when owner is "".
+// list returns owner's subscriptions (the notifier reads everyone's from
+// its view, pushView).
 func (ps *pushStore) list(ctx context.Context, owner string) ([]pushSubscription, error) {
-	filter := "push.>"
-	if owner != "" {
-		filter = pushPrefix(owner) + ".*"
-	}
-	lister, err := ps.kv.ListKeysFiltered(ctx, filter)
+	lister, err := ps.kv.ListKeysFiltered(ctx, pushPrefix(owner)+".*")
 	if err != nil {
 		return nil, apierr.Wrap(apierr.Unavailable, err, "list devices")
 	}
@@ -303,7 +302,7 @@ func (ps *pushStore) list(ctx context.Context, owner string) ([]pushSubscription
 			continue // deleted meanwhile
 		}
 		var s pushSubscription
-		if json.Unmarshal(e.Value(), &s) == nil && (owner == "" || s.Owner == owner) {
+		if json.Unmarshal(e.Value(), &s) == nil && s.Owner == owner {
 			out = append(out, s)
 		}
 	}
@@ -327,20 +326,85 @@ func (ps *pushStore) remove(ctx context.Context, owner, id string) error {
 	return nil
 }
 
-// succeeded records a delivery's time (best effort: a lost update only
+// succeeded records a delivery's time on s as read at s.rev (best effort:
+// a lost update, or one refused because the device changed since, only
 // shows an older time on the Devices page).
 func (ps *pushStore) succeeded(ctx context.Context, s pushSubscription) {
-	e, err := ps.kv.Get(ctx, s.key())
+	s.LastSuccess = ps.now()
+	b, _ := json.Marshal(s)
+	_, _ = ps.kv.Update(ctx, s.key(), b, s.rev)
+}
+
+// pushView is every device subscription of the console bucket, kept by
+// one watch of its push.* keys for as long as the connection lasts, so a
+// notification costs no read of the bucket. A device subscribed a moment
+// before a notification may not be in it yet.
+type pushView struct {
+	mu   sync.RWMutex
+	subs map[string]pushSubscription // by key
+	// ready is closed once the watch's initial values are in; ended when
+	// the watch ends (its connection closed).
+	ready, ended chan struct{}
+}
+
+// watchPush starts the view of kv's subscriptions. The watch outlives
+// ctx (the notifier's construction): its consumer is made again with the
+// context it was started with whenever it falls behind, so that must not
+// end; the watch ends with its connection.
+func watchPush(ctx context.Context, kv jetstream.KeyValue) (*pushView, error) {
+	w, err := kv.Watch(context.WithoutCancel(ctx), "push.>")
 	if err != nil {
-		return
+		return nil, fmt.Errorf("watch the devices with notifications on: %w", err)
 	}
-	var cur pushSubscription
-	if json.Unmarshal(e.Value(), &cur) != nil {
-		return
+	v := &pushView{subs: map[string]pushSubscription{}, ready: make(chan struct{}), ended: make(chan struct{})}
+	go v.follow(w)
+	return v, nil
+}
+
+func (v *pushView) follow(w jetstream.KeyWatcher) {
+	defer close(v.ended)
+	initial := true
+	for e := range w.Updates() {
+		if e == nil {
+			if initial {
+				close(v.ready)
+				initial = false
+			}
+			continue
+		}
+		var s pushSubscription
+		v.mu.Lock()
+		if e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &s) == nil {
+			s.rev = e.Revision()
+			v.subs[e.Key()] = s
+		} else {
+			delete(v.subs, e.Key())
+		}
+		v.mu.Unlock()
 	}
-	cur.LastSuccess = ps.now()
-	b, _ := json.Marshal(cur)
-	_, _ = ps.kv.Update(ctx, s.key(), b, e.Revision())
+}
+
+// all is every subscription, once the view holds the bucket's.
+func (v *pushView) all(ctx context.Context) ([]pushSubscription, error) {
+	select {
+	case <-v.ready:
+	case <-v.ended:
+		return nil, errors.New("the watch of the devices with notifications on ended before it read them")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case <-v.ended:
+		return nil, errors.New("the watch of the devices with notifications on has ended (the connection closed)")
+	default:
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	out := make([]pushSubscription, 0, len(v.subs))
+	for _, s := range v.subs {
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // pushMessage is the notification's payload, which the service worker
@@ -359,8 +423,11 @@ type pushMessage struct {
 // to the devices of every person who may decide the call (mayActIn), by
 // Web Push. It implements notify.Notifier.
 type PushNotifier struct {
-	store   *store
-	subs    *pushStore
+	store *store
+	subs  *pushStore
+	// devices is every subscription, kept by a watch: a notification
+	// reads it rather than listing and reading the bucket's keys.
+	devices *pushView
 	dir     calls.Directory
 	keys    vapid
 	subject string
@@ -390,8 +457,12 @@ func NewPushNotifier(ctx context.Context, deps svc.Deps) (*PushNotifier, error) 
 	// keys of the console bucket (natsauth consolePush): its gets go through
 	// a watch, which names the key, on every layout.
 	st.kv = bus.KeyedReads(st.kv)
+	devices, err := watchPush(ctx, st.kv)
+	if err != nil {
+		return nil, err
+	}
 	return &PushNotifier{
-		store: st, subs: &pushStore{kv: st.kv, now: time.Now}, dir: calls.DirectoryOf(deps.Config), keys: keys,
+		store: st, subs: &pushStore{kv: st.kv, now: time.Now}, devices: devices, dir: calls.DirectoryOf(deps.Config), keys: keys,
 		subject: pushSubject(deps.Config), client: pushClient(w), base: strings.TrimRight(deps.Config.HTTP.PublicURL, "/"),
 		sso: deps.Config.Console.OIDC.Issuer != "", allowLoopback: w.AllowLoopbackHTTP, log: deps.Log,
 	}, nil
@@ -425,7 +496,7 @@ func (n *PushNotifier) Update(ctx context.Context, rec *airlockv1.ApprovalRecord
 // may decide it, all at once; one slow or dead device delays no other. It
 // fails only when every delivery failed.
 func (n *PushNotifier) deliver(ctx context.Context, rec *airlockv1.ApprovalRecord, kind string) error {
-	subs, err := n.subs.list(ctx, "")
+	subs, err := n.devices.all(ctx)
 	if err != nil {
 		return err
 	}
@@ -533,11 +604,7 @@ func (n *PushNotifier) send(ctx context.Context, s pushSubscription, msg []byte,
 // escaped for a notification's plain text, and the call page's URL.
 func (n *PushNotifier) message(rec *airlockv1.ApprovalRecord, kind string) pushMessage {
 	c := rec.GetCall()
-	risk := strings.ToLower(strings.TrimPrefix(rec.GetDecision().GetRisk().String(), "RISK_"))
-	tool := c.GetTool()
-	if c.GetServer() != "" {
-		tool = c.GetServer() + "." + tool
-	}
+	risk, tool := calls.RiskName(rec.GetDecision().GetRisk()), calls.QualifiedTool(c)
 	title := "Decide: " + escape.Push(calls.Shorten(tool, 60)) + " (" + risk + " risk)"
 	switch {
 	case kind == "remind" && rec.GetEscalated():

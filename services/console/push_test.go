@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/notify/notifytest"
 	"github.com/airlock-gate/airlock/services/shared/notify/pushtest"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // pushEnv is a console with Web Push on, a local push service that checks
@@ -40,7 +42,11 @@ func newPushEnv(t *testing.T, tweak ...func(*config.Config)) *pushEnv {
 			f(c)
 		}
 	})
-	n, err := console.NewPushNotifier(context.Background(), e.deps)
+	// Built as the approval service's wiring builds it: the notifier
+	// outlives the context it is built with.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	n, err := console.NewPushNotifier(ctx, e.deps)
+	cancel()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +71,9 @@ func (pe *pushEnv) subscribe(user string) (*pushtest.Device, *browser) {
 	if p := b.postJSON("/api/v1/devices", d.Subscription()); p.Status != http.StatusCreated {
 		pe.t.Fatalf("subscribe %s's device: status %d %s", user, p.Status, p.Body)
 	}
+	testenv.Eventually(pe.t, 5*time.Second, "the notifier to see "+user+"'s device", func() bool {
+		return console.PushViewHas(pe.notifier, d.Endpoint)
+	})
 	return d, b
 }
 
@@ -111,7 +120,7 @@ func TestPushTellsOnlyThePeopleWhoMayDecideTheCall(t *testing.T) {
 		t.Fatalf("alice received %d notifications, want 1 (refused: %v)", len(got), pe.push.Refused())
 	}
 	m := got[0]
-	if m.Title != "Decide: fs.write_file (high risk)" || m.Body != "the user asked me to — agent bot" || m.URL != pe.deps.Config.HTTP.PublicURL+"/calls/bot/c-push-1" || m.Kind != "announce" {
+	if m.Title != "Decide: fs__write_file (high risk)" || m.Body != "the user asked me to — agent bot" || m.URL != pe.deps.Config.HTTP.PublicURL+"/calls/bot/c-push-1" || m.Kind != "announce" {
 		t.Errorf("notification = %+v", m)
 	}
 	for _, who := range []*pushtest.Device{audrey, bob} {
@@ -180,6 +189,9 @@ func TestPushDeviceIsListedAndRevocableByItsOwnerOnly(t *testing.T) {
 	if p := ab.submit("/devices/"+id+"/revoke", nil); p.Status != http.StatusSeeOther {
 		t.Fatalf("alice could not turn off her device: status %d %s", p.Status, p.Body)
 	}
+	testenv.Eventually(t, 5*time.Second, "the notifier to see alice's device turned off", func() bool {
+		return !console.PushViewHas(pe.notifier, alice.Endpoint)
+	})
 	rec := pending("c-push-4", "bot", "fs__write_file", map[string]any{}, airlockv1.Risk_RISK_HIGH)
 	if _, err := pe.notifier.Announce(context.Background(), rec); err != nil {
 		t.Fatal(err)
@@ -222,6 +234,9 @@ func TestPushEndpointsOutsideHTTPSOrInsideTheNetworkAreRefused(t *testing.T) {
 	if p := b.postJSON("/api/v1/devices", sub(inside.URL+"/push")); p.Status != http.StatusCreated {
 		t.Fatalf("subscribe an https endpoint: %d %s", p.Status, p.Body)
 	}
+	testenv.Eventually(t, 5*time.Second, "the notifier to see the https device", func() bool {
+		return console.PushViewHas(pe.notifier, inside.URL+"/push")
+	})
 	rec := pending("c-push-5", "bot", "fs__write_file", map[string]any{}, airlockv1.Risk_RISK_HIGH)
 	_, err := pe.notifier.Announce(context.Background(), rec)
 	if err == nil || !strings.Contains(err.Error(), "not a public address") {
@@ -316,7 +331,7 @@ func TestPushRemindersAndEscalationsSayWhichTheyAre(t *testing.T) {
 	for _, m := range pe.push.Received(alice) {
 		titles = append(titles, m.Kind+": "+m.Title)
 	}
-	want := []string{"announce: Decide: fs.write_file (high risk)", "remind: Still waiting: fs.write_file (high risk)", "remind: Escalated: fs.write_file (high risk)"}
+	want := []string{"announce: Decide: fs__write_file (high risk)", "remind: Still waiting: fs__write_file (high risk)", "remind: Escalated: fs__write_file (high risk)"}
 	if strings.Join(titles, "|") != strings.Join(want, "|") {
 		t.Fatalf("notifications = %q, want %q", titles, want)
 	}
@@ -343,7 +358,66 @@ func TestPushEscalationReachesTheApproversItAdds(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := pe.push.Received(dave)
-	if len(got) != 1 || got[0].Title != "Escalated: fs.write_file (high risk)" {
+	if len(got) != 1 || got[0].Title != "Escalated: fs__write_file (high risk)" {
 		t.Fatalf("dave received %+v after the escalation", got)
 	}
+}
+
+// A notification reads no device from the bucket: the notifier keeps a
+// watched view of them, so what a notification asks of JetStream does not
+// grow with the devices it goes to (its API requests counted: a read of a
+// key is a watch, a consumer each); each delivery is still recorded on its
+// device.
+func TestPushNotificationsReadTheDevicesFromAWatchedView(t *testing.T) {
+	pe := newPushEnv(t)
+	const devices = 5
+	b := pe.browser()
+	b.signIn("alice")
+	var ds []*pushtest.Device
+	for i := range devices {
+		d := pe.push.NewDevice(fmt.Sprintf("alice-phone-%d", i))
+		if p := b.postJSON("/api/v1/devices", d.Subscription()); p.Status != http.StatusCreated {
+			t.Fatalf("subscribe %s: status %d %s", d.Name, p.Status, p.Body)
+		}
+		testenv.Eventually(t, 5*time.Second, "the notifier to see "+d.Name, func() bool { return console.PushViewHas(pe.notifier, d.Endpoint) })
+		ds = append(ds, d)
+	}
+	requests := func() uint64 {
+		info, err := pe.deps.JS.AccountInfo(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.API.Total
+	}
+	before := requests()
+	rec := pending("c-push-view", "bot", "fs__write_file", map[string]any{}, airlockv1.Risk_RISK_HIGH)
+	if _, err := pe.notifier.Announce(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	used := requests() - before - 1 // the count's own request
+	t.Logf("a notification to %d devices of one person made %d JetStream API requests", devices, used)
+	if used >= devices {
+		t.Fatalf("a notification to %d devices made %d JetStream API requests: it reads the devices from the bucket", devices, used)
+	}
+	for _, d := range ds {
+		if n := len(pe.push.Received(d)); n != 1 {
+			t.Fatalf("device %s received %d notifications, want 1", d.Name, n)
+		}
+	}
+	testenv.Eventually(t, 5*time.Second, "every delivery recorded on its device", func() bool {
+		var list struct {
+			Devices []struct {
+				LastSuccess time.Time `json:"last_success"`
+			} `json:"devices"`
+		}
+		if json.Unmarshal([]byte(b.get("/api/v1/devices").Body), &list) != nil || len(list.Devices) != devices {
+			return false
+		}
+		for _, d := range list.Devices {
+			if d.LastSuccess.IsZero() {
+				return false
+			}
+		}
+		return true
+	})
 }

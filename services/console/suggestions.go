@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -22,6 +23,10 @@ import (
 // grant that covers it, already proven by replay over the recorded history
 // (airlock wires services/audit/suggest). It must return only proven ones
 // in Suggestions; nothing it returns is adopted until an admin says so.
+// A report replays the whole trail: an implementation may return one it
+// computed before (and share it between requests; the console never
+// changes it) only while the trail and the rules it was proven against are
+// unchanged, since Adopt takes its proof as the proof against the rules now.
 type Suggester interface {
 	Suggestions(ctx context.Context) (SuggestionReport, error)
 }
@@ -137,8 +142,11 @@ func (con *Console) suggestions(ctx context.Context) (SuggestionReport, error) {
 	if err != nil {
 		return rep, apierr.Wrap(apierr.Unavailable, err, "read dismissed suggestions: %v", err)
 	}
+	// The report may be shared with other requests: mark a copy.
+	rep.Suggestions = slices.Clone(rep.Suggestions)
 	for i := range rep.Suggestions {
 		s := &rep.Suggestions[i]
+		s.Evidence = slices.Clone(s.Evidence)
 		if d, ok := dismissed[s.ID]; ok {
 			s.Dismissed, s.DismissedBy = true, d.By
 		}

@@ -78,9 +78,9 @@ type Gateway struct {
 	// exe is this program, which runs run_code scripts as its children
 	// (its main calls codemode.MaybeChild).
 	exe string
-	// scripts holds a token per run_code script running on any endpoint
-	// (gateway.run_code_max_running).
-	scripts chan struct{}
+	// scripts are the places of run_code scripts over all endpoints
+	// (gateway.run_code_max_running), shared fairly among agents.
+	scripts *scriptSlots
 	// ready is closed once the first catalog sync is done (or given up on).
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -108,7 +108,7 @@ func New(deps svc.Deps) (*Gateway, error) {
 		policy:    policyapi.New(deps.NC, seal.Key{}, ""),
 		byName:    map[string]*endpoint{},
 		heartbeat: deps.Config.Gateway.Heartbeat,
-		scripts:   make(chan struct{}, deps.Config.Gateway.ScriptsAtOnce()),
+		scripts:   newScriptSlots(deps.Config.Gateway.ScriptsAtOnce(), deps.Config.Gateway.RunCodeAgents()),
 		ready:     make(chan struct{}),
 	}
 	g.catalog = newCatalog(executorapi.New(deps.NC), g.log)

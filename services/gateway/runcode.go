@@ -205,13 +205,13 @@ func (ep *endpoint) runCode(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	default:
 		return errorResult("script_"+codemode.KindLimit, "", fmt.Sprintf("gateway endpoint %s already runs %d scripts, its limit (run_code.max_running): wait for one to finish, then send this one again", ep.cfg.Name, cap(ep.codeRunning))), nil
 	}
-	// ... and the gateway, all endpoints together, to its own limit.
-	select {
-	case ep.g.scripts <- struct{}{}:
-		defer func() { <-ep.g.scripts }()
-	default:
-		return errorResult("script_"+codemode.KindLimit, "", fmt.Sprintf("the gateway already runs %d scripts over all its endpoints, its limit (gateway.run_code_max_running): wait for one to finish, then send this one again", cap(ep.g.scripts))), nil
+	// ... and the gateway, all endpoints together, to its own limit, of
+	// which the places other agents are sure of stay theirs.
+	release, refused := ep.g.scripts.take(ep.cfg.Agent)
+	if release == nil {
+		return errorResult("script_"+codemode.KindLimit, "", refused), nil
 	}
+	defer release()
 	lim := ep.codeLimits()
 	var serr *codemode.Error
 	if errors.As(lim.CheckSize(*in.Code), &serr) {

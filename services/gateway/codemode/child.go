@@ -27,6 +27,13 @@ import (
 // that runs long in one step (a backtracking regular expression) is killed;
 // an empty environment; and death with the parent. The child asks the parent
 // for each tool call over its stdin/stdout, one JSON message a line.
+//
+// The CPU-time limit bounds running, never waiting: a script may wait
+// minutes for a person to decide one of its calls. So the soft limit is set
+// again each time the script is about to run JavaScript, to the CPU used so
+// far plus the busy time it has left plus the slack, and only the hard
+// limit (SIGKILL, for a child that would outlive SIGXCPU) counts from the
+// start, with room for a hundredth of a core through the whole run.
 
 // childEnv marks a process started to run one script.
 const childEnv = "AIRLOCK_CODEMODE_CHILD"
@@ -69,6 +76,11 @@ const (
 	cpuSlack     = time.Second
 )
 
+// waitShare: the hard CPU-time limit leaves a waiting child Timeout /
+// waitShare of CPU besides its busy time. A waiting child runs nothing but
+// the Go runtime's own upkeep (a collection every two minutes), far less.
+const waitShare = 100
+
 // exitBusy is the child's exit code when it used up its CPU time.
 const exitBusy = 124
 
@@ -88,7 +100,8 @@ func childMain(in io.Reader, out io.Writer) int {
 		<-xcpu
 		os.Exit(exitBusy)
 	}()
-	if err := limitSelf(lim); err != nil {
+	hard, err := limitSelf(lim)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "codemode child:", err)
 		return 2
 	}
@@ -141,7 +154,9 @@ func childMain(in io.Reader, out io.Writer) int {
 		}
 	}
 	lim.Isolate = ""
-	res, err := Run(context.Background(), st.Src, st.Tools, caller, lim)
+	res, err := runWith(context.Background(), st.Src, st.Tools, caller, lim, func(left time.Duration) error {
+		return armCPU(left, hard)
+	})
 	var e *Error
 	switch {
 	case errors.As(err, &e):
@@ -154,22 +169,56 @@ func childMain(in io.Reader, out io.Writer) int {
 	return 0
 }
 
-// limitSelf applies the operating system's limits to this process.
-func limitSelf(lim Limits) error {
+// limitSelf applies the operating system's limits to this process and
+// returns the hard CPU-time limit, in seconds.
+func limitSelf(lim Limits) (uint64, error) {
 	size, err := addressSpace()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	as := size + 2*lim.MaxMemoryBytes + addressSlack
 	if err := syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: as, Max: as}); err != nil {
-		return fmt.Errorf("limit the address space: %w", err)
+		return 0, fmt.Errorf("limit the address space: %w", err)
 	}
-	cpu := uint64(math.Ceil((lim.Busy + cpuSlack).Seconds()))
-	if err := syscall.Setrlimit(syscall.RLIMIT_CPU, &syscall.Rlimit{Cur: cpu, Max: cpu + 1}); err != nil {
+	used, err := cpuUsed()
+	if err != nil {
+		return 0, err
+	}
+	soft := seconds(used + lim.Busy + cpuSlack)
+	hard := soft + 1 + seconds(lim.Timeout/waitShare)
+	if err := syscall.Setrlimit(syscall.RLIMIT_CPU, &syscall.Rlimit{Cur: soft, Max: hard}); err != nil {
+		return 0, fmt.Errorf("limit the CPU time: %w", err)
+	}
+	return hard, nil
+}
+
+// armCPU sets the soft CPU-time limit (SIGXCPU) to the CPU used so far plus
+// left and the slack, before the script runs JavaScript again: what it
+// spent waiting never counts against what it may spend running. The soft
+// limit may be raised only up to hard.
+func armCPU(left time.Duration, hard uint64) error {
+	used, err := cpuUsed()
+	if err != nil {
+		return err
+	}
+	soft := min(seconds(used+left+cpuSlack), hard)
+	if err := syscall.Setrlimit(syscall.RLIMIT_CPU, &syscall.Rlimit{Cur: soft, Max: hard}); err != nil {
 		return fmt.Errorf("limit the CPU time: %w", err)
 	}
 	return nil
 }
+
+// cpuUsed is the CPU time this process has used, as RLIMIT_CPU counts it.
+func cpuUsed() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, fmt.Errorf("read the CPU time used: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
+// seconds is d in whole seconds, rounded up (RLIMIT_CPU's unit).
+func seconds(d time.Duration) uint64 { return uint64(math.Ceil(d.Seconds())) }
 
 // addressSpace is this process's virtual memory size (VmSize).
 func addressSpace() (uint64, error) {

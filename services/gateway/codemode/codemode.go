@@ -18,7 +18,10 @@
 //     (one call's arguments as JSON), MaxOutputBytes (the returned value as
 //     JSON plus console output).
 //   - Memory: goja has no heap limit, so a watchdog samples the process's
-//     heap every millisecond while the script runs; when it is more than
+//     heap every millisecond while the script runs JavaScript (never while
+//     it waits for its calls: a wait for a person may last minutes, and a
+//     ticking watchdog would spend CPU through it), and once more each time
+//     it yields; when it is more than
 //     MaxMemoryBytes over the live heap at the start, a garbage collection
 //     confirms that the live heap grew that much and the script is
 //     interrupted. The built-ins that allocate a caller-chosen size in one
@@ -189,6 +192,13 @@ func wrap(src string) string { return prefix + src + suffix }
 // returned. It returns an *Error for anything the script did (its message is
 // for the model); nothing the script does reaches past call.
 func Run(ctx context.Context, src string, tools []string, call Caller, lim Limits) (Result, error) {
+	return runWith(ctx, src, tools, call, lim, nil)
+}
+
+// runWith is Run with arm, when not nil, called each time the script is
+// about to run JavaScript with the busy time it has left (the child re-arms
+// its CPU-time limit with it, so time spent waiting never counts).
+func runWith(ctx context.Context, src string, tools []string, call Caller, lim Limits, arm func(left time.Duration) error) (Result, error) {
 	lim = lim.WithDefaults()
 	if err := lim.CheckSize(src); err != nil {
 		return Result{}, err
@@ -202,14 +212,13 @@ func Run(ctx context.Context, src string, tools []string, call Caller, lim Limit
 	}
 	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()
-	r := &run{ctx: ctx, lim: lim, call: call, vm: goja.New(), settled: make(chan settle, lim.MaxCalls)}
+	r := &run{ctx: ctx, lim: lim, call: call, arm: arm, vm: goja.New(), settled: make(chan settle, lim.MaxCalls)}
 	defer r.wg.Wait()
 	defer cancel() // before Wait: calls still out are withdrawn
 	if err := r.setup(tools); err != nil {
 		return Result{}, fmt.Errorf("set up the script's runtime: %w", err)
 	}
-	stopWatch := r.watchMemory()
-	defer stopWatch()
+	r.memLimit = r.heapLimit()
 	return r.loop(prog)
 }
 
@@ -230,8 +239,11 @@ type run struct {
 	ctx  context.Context
 	lim  Limits
 	call Caller
+	arm  func(left time.Duration) error
 	vm   *goja.Runtime
 	wg   sync.WaitGroup
+	// memLimit is the heap the script may reach (heapLimit).
+	memLimit uint64
 
 	// Touched only on the run's goroutine.
 	queued   []pending // issued, started when the script yields
@@ -288,18 +300,32 @@ func (r *run) loop(prog *goja.Program) (Result, error) {
 	}
 }
 
-// enter runs fn (which runs JavaScript) under the busy budget and turns an
-// interrupt into the error the model sees.
+// enter runs fn (which runs JavaScript) under the busy budget and the
+// memory watchdog, and turns an interrupt into the error the model sees.
+// Only here does anything watch the script: between two enters it waits
+// for its calls, and nothing of it runs.
 func (r *run) enter(fn func() error) error {
 	left := r.lim.Busy - r.busyUsed
 	if left <= 0 {
 		return r.stopped(errBusy)
 	}
+	if r.arm != nil {
+		if err := r.arm(left); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	t := time.AfterFunc(left, func() { r.vm.Interrupt(errBusy) })
+	stopWatch := r.watchMemory()
 	err := fn()
+	stopWatch()
 	t.Stop()
 	r.busyUsed += time.Since(start)
+	// A stretch shorter than the watchdog's tick is looked at here, before
+	// the script waits: its growth is never left for the next stretch.
+	if err == nil && r.overMemory() {
+		return r.stopped(errMemory)
+	}
 	var ie *goja.InterruptedError
 	var ex *goja.Exception
 	var so *goja.StackOverflowError
@@ -452,23 +478,42 @@ func syntaxMessage(err error) string {
 	return msg
 }
 
-// watchMemory interrupts the script when the heap grew more than the limit
-// since the start; the returned func stops the watch.
+// heapLimit is the heap the script may reach: MaxMemoryBytes over what it
+// holds at the start. heap: live and not yet collected objects, current;
+// live: what the last collection kept. The base is the smaller: garbage
+// left by others does not count against the script, nor what was live at
+// the last collection and is garbage now. (Live objects allocated since
+// that collection may lower it: the bound errs on the strict side.)
+func (r *run) heapLimit() uint64 {
+	heap, live := readHeap()
+	return min(heap, live) + r.lim.MaxMemoryBytes
+}
+
+// readHeap is the heap's objects now and what the last collection kept.
+func readHeap() (heap, live uint64) {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/live:bytes"}}
+	metrics.Read(sample)
+	return sample[0].Value.Uint64(), sample[1].Value.Uint64()
+}
+
+// overMemory says whether the script's heap is over its limit; garbage
+// counts until it is collected, so a heap over it is collected and looked
+// at again.
+func (r *run) overMemory() bool {
+	if heap, _ := readHeap(); heap <= r.memLimit {
+		return false
+	}
+	runtime.GC()
+	_, live := readHeap()
+	return live > r.memLimit
+}
+
+// watchMemory interrupts the script when its heap goes over its limit,
+// looking every millisecond until the returned func is called (when the
+// script stops running JavaScript).
 func (r *run) watchMemory() func() {
 	stop := make(chan struct{})
 	done := make(chan struct{})
-	// heap: live and not yet collected objects, current; live: what the
-	// last collection kept. The base is the smaller: garbage left by others
-	// does not count against the script, nor what was live at the last
-	// collection and is garbage now. (Live objects allocated since that
-	// collection may lower it: the bound errs on the strict side.)
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/live:bytes"}}
-	read := func() (heap, live uint64) {
-		metrics.Read(sample)
-		return sample[0].Value.Uint64(), sample[1].Value.Uint64()
-	}
-	heap, live := read()
-	limit := min(heap, live) + r.lim.MaxMemoryBytes
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(time.Millisecond)
@@ -479,12 +524,7 @@ func (r *run) watchMemory() func() {
 				return
 			case <-tick.C:
 			}
-			if heap, _ := read(); heap <= limit {
-				continue
-			}
-			// Garbage counts until it is collected: collect, then look again.
-			runtime.GC()
-			if _, live := read(); live > limit {
+			if r.overMemory() {
 				r.vm.Interrupt(errMemory)
 				return
 			}

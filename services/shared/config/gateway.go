@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -24,19 +25,36 @@ type Gateway struct {
 	SessionTimeout time.Duration `yaml:"session_timeout"`
 	// RunCodeMaxRunning bounds the run_code scripts the whole gateway runs
 	// at once, over all its endpoints (each runs in a child process with
-	// its own memory and CPU limits); default 8.
+	// its own memory and CPU limits); default 8, or one per agent with
+	// run_code when there are more. The places are shared fairly: each
+	// agent with run_code is sure of RunCodeMaxRunning / agents of them,
+	// and borrows more only while the others' unused shares stay free, so
+	// no agent's scripts can leave another's none.
 	RunCodeMaxRunning int `yaml:"run_code_max_running"`
 }
 
-// DefaultRunCodeMaxRunning is Gateway.RunCodeMaxRunning when it is not set.
+// DefaultRunCodeMaxRunning is Gateway.RunCodeMaxRunning when it is not set
+// (and there are at most as many agents with run_code).
 const DefaultRunCodeMaxRunning = 8
 
 // ScriptsAtOnce is RunCodeMaxRunning with its default.
 func (g Gateway) ScriptsAtOnce() int {
 	if g.RunCodeMaxRunning <= 0 {
-		return DefaultRunCodeMaxRunning
+		return max(DefaultRunCodeMaxRunning, len(g.RunCodeAgents()))
 	}
 	return g.RunCodeMaxRunning
+}
+
+// RunCodeAgents are the agents of the endpoints with run_code enabled,
+// each once, in the order of the endpoints.
+func (g Gateway) RunCodeAgents() []string {
+	var out []string
+	for _, e := range g.Endpoints {
+		if e.RunCode.Enabled && !slices.Contains(out, e.Agent) {
+			out = append(out, e.Agent)
+		}
+	}
+	return out
 }
 
 func defaultGateway() Gateway { return Gateway{Heartbeat: 15 * time.Second, SessionTimeout: time.Hour} }
@@ -177,6 +195,10 @@ func (g Gateway) validate() []error {
 	}
 	if g.SessionTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("gateway.session_timeout is %s: set a positive duration such as 1h", g.SessionTimeout))
+	}
+	if agents := g.RunCodeAgents(); g.RunCodeMaxRunning > 0 && g.RunCodeMaxRunning < len(agents) {
+		errs = append(errs, fmt.Errorf("gateway.run_code_max_running is %d, fewer than the %d agents whose endpoints enable run_code: set it to at least %d (each agent is sure of a share of the places, so one agent's scripts never leave another's none)",
+			g.RunCodeMaxRunning, len(agents), len(agents)))
 	}
 	names, paths := map[string]bool{}, map[string]bool{}
 	for i, e := range g.Endpoints {

@@ -21,6 +21,8 @@ func TestGatewayEndpointsAreValidated(t *testing.T) {
 		{"an_unknown_fallback_is_refused", "gateway:\n  endpoints:\n    - {name: a, agent: a, elicitation_fallback: allow}\n", "use deny or wait"},
 		{"an_answer_bound_past_ten_minutes_is_refused", "gateway:\n  endpoints:\n    - {name: a, agent: a, answer_within: 11m}\n", "below the time your MCP clients wait"},
 		{"a_negative_abandon_after_is_refused", "gateway:\n  endpoints:\n    - {name: a, agent: a, abandon_after: -1s}\n", "set 0 (keep a call nobody waits for pending"},
+		{"fewer_script_places_than_run_code_agents_are_refused", "gateway:\n  run_code_max_running: 1\n  endpoints:\n    - {name: a, agent: a, run_code: {enabled: true}}\n    - {name: b, agent: b, run_code: {enabled: true}}\n", "set it to at least 2"},
+		{"endpoints_of_one_agent_share_its_script_places", "gateway:\n  run_code_max_running: 1\n  endpoints:\n    - {name: a, agent: a, run_code: {enabled: true}}\n    - {name: b, agent: a, run_code: {enabled: true}}\n", ""},
 		{"a_heartbeat_over_30s_is_refused", "gateway:\n  heartbeat: 45s\n", "at most 30s"},
 		{"a_zero_heartbeat_is_refused", "gateway:\n  heartbeat: 0s\n", "at most 30s"},
 		{"a_zero_session_timeout_is_refused", "gateway:\n  session_timeout: 0s\n", "gateway.session_timeout"},
