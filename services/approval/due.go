@@ -2,6 +2,7 @@ package approval
 
 import (
 	"container/heap"
+	"math"
 	"time"
 )
 
@@ -36,7 +37,7 @@ func (h *dueHeap) Pop() any {
 
 // set makes key due at t.
 func (q *dueQueue) set(key string, t time.Time) {
-	at := t.UnixNano()
+	at := unixNano(t)
 	if cur, ok := q.at[key]; ok && cur == at {
 		return
 	}
@@ -45,6 +46,20 @@ func (q *dueQueue) set(key string, t time.Time) {
 	if len(q.heap) > 2*len(q.at)+1024 {
 		q.rebuild()
 	}
+}
+
+// unixNano is t in unix nanoseconds, held at the bounds past them: a
+// rule's timeout may be as long as a duration goes ("2562047h"), and a
+// deadline past 2262 would wrap around to before 1970, due at every sweep
+// (and one before 1678 to the far future, never due).
+func unixNano(t time.Time) int64 {
+	switch {
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	case t.Before(time.Unix(0, math.MinInt64)):
+		return math.MinInt64
+	}
+	return t.UnixNano()
 }
 
 // drop forgets key (its record is no longer pending).
@@ -62,7 +77,7 @@ func (q *dueQueue) rebuild() {
 // due: a key leaves only when its record changes (set, drop), so a sweep
 // whose work on a key failed finds it again at the next.
 func (q *dueQueue) due(now time.Time) []string {
-	limit := now.UnixNano()
+	limit := unixNano(now)
 	var keys []string
 	var kept []dueEntry
 	seen := map[string]bool{}

@@ -85,6 +85,12 @@ func (s *Service) fireTimer(ctx context.Context, key string) {
 		return
 	}
 	s.deps.Log.Info("call still pending", "key", key, "timer", fired, "approvers", rec.GetDecision().GetApprovers())
+	if rec.GetQueued() {
+		// A call waiting its thread's turn is on no channel yet: it is
+		// announced when its turn comes, to the widened approvers and the
+		// escalation channels too (release).
+		return
+	}
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()

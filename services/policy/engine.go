@@ -66,9 +66,22 @@ type Engine struct {
 	shadow *shadow.Runner
 	sh     shadowRun
 
-	// Grants have their own lock, so deciding never waits for a rebuild.
-	gmu      sync.Mutex
-	grantMap map[string]*airlockv1.StandingGrant
+	// The standing grants in force: a snapshot, replaced whole when grants
+	// change and never modified, so deciding (live or in shadow) reads it
+	// without a lock and never waits for a rebuild, a change or the other.
+	// grantWork is the writer's own copy: only NewEngine and then Run's
+	// loop touch it.
+	grantsInForce atomic.Pointer[map[string]*airlockv1.StandingGrant]
+	grantWork     map[string]*airlockv1.StandingGrant
+}
+
+// grantSnapshot is the standing grants in force; callers must not modify it.
+func (e *Engine) grantSnapshot() map[string]*airlockv1.StandingGrant { return *e.grantsInForce.Load() }
+
+// publishGrants puts the writer's copy in force as a new snapshot.
+func (e *Engine) publishGrants() {
+	m := maps.Clone(e.grantWork)
+	e.grantsInForce.Store(&m)
 }
 
 // Evaluator returns the evaluator in force.
@@ -84,7 +97,7 @@ func (e *Engine) Revision() string { return e.cur.Load().Revision() }
 func NewEngine(ctx context.Context, deps svc.Deps) (*Engine, error) {
 	e := &Engine{
 		deps: deps, log: deps.Log.With("service", "policy"), pub: deps.Publisher("policy"),
-		dir: deps.Config.Policy.Dir, kvRules: map[string]*airlockv1.PolicyRule{}, ruleSeen: make(chan struct{}), grantMap: map[string]*airlockv1.StandingGrant{},
+		dir: deps.Config.Policy.Dir, kvRules: map[string]*airlockv1.PolicyRule{}, ruleSeen: make(chan struct{}), grantWork: map[string]*airlockv1.StandingGrant{},
 	}
 	e.shadow = shadow.New(e.log, e.recordDivergence, shadow.Options{})
 	var err error
@@ -115,6 +128,7 @@ func NewEngine(ctx context.Context, deps svc.Deps) (*Engine, error) {
 	if err := e.initial(ctx, e.grants, ">", func(en jetstream.KeyValueEntry) { e.applyGrant(en) }); err != nil {
 		return nil, err
 	}
+	e.publishGrants()
 	ev, err := e.build(ctx, e.code)
 	if err != nil {
 		return nil, err
@@ -230,19 +244,25 @@ func actorName(a *airlockv1.Actor) string {
 	return a.GetId()
 }
 
+// applyGrant applies a change of the grants bucket to the writer's copy;
+// publishGrants puts it in force.
 func (e *Engine) applyGrant(en jetstream.KeyValueEntry) {
 	if en.Operation() != jetstream.KeyValuePut {
-		delete(e.grantMap, en.Key())
+		delete(e.grantWork, en.Key())
 		return
 	}
 	g := &airlockv1.StandingGrant{}
 	if err := proto.Unmarshal(en.Value(), g); err != nil {
 		e.log.Warn("standing grant does not decode; ignoring it", "grant", en.Key(), "err", err)
-		delete(e.grantMap, en.Key())
+		delete(e.grantWork, en.Key())
 		return
 	}
-	e.grantMap[en.Key()] = g
+	e.grantWork[en.Key()] = g
 }
+
+// grantBurst bounds how many grant changes Run applies before it puts them
+// in force, while more are queued.
+const grantBurst = 64
 
 // Run follows the rules bucket, the grants bucket and the policy directory
 // until ctx ends. Every accepted change swaps the evaluator atomically and
@@ -274,6 +294,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		tick = t.C
 	}
 	live, shadowLive := false, false
+	unpublished := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -292,9 +313,14 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.onShadow(ctx, en, shadowLive)
 		case en := <-gw.Updates():
 			if en != nil {
-				e.gmu.Lock()
 				e.applyGrant(en)
-				e.gmu.Unlock()
+				unpublished++
+			}
+			// One snapshot per burst of changes (the initial replay is one),
+			// not one copy of every grant per change.
+			if unpublished > 0 && (en == nil || len(gw.Updates()) == 0 || unpublished >= grantBurst) {
+				e.publishGrants()
+				unpublished = 0
 			}
 		case <-tick:
 			e.reloadDir(ctx)
@@ -524,9 +550,7 @@ func (e *Engine) answerAsk(ctx context.Context, call *airlockv1.ToolCall, d *air
 	if d.Action != airlockv1.Action_ACTION_ASK {
 		return d
 	}
-	e.gmu.Lock()
-	ids := candidates(e.grantMap, call, d, now)
-	e.gmu.Unlock()
+	ids := candidates(e.grantSnapshot(), call, d, now)
 	gs := grantStore{kv: e.grants}
 	for _, id := range ids {
 		g, err := gs.spend(ctx, id, call, d, now)

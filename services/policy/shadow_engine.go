@@ -135,13 +135,13 @@ func (e *Engine) candidateDecider(ev *decide.Evaluator) func(context.Context, *a
 		if err != nil || d.Action != airlockv1.Action_ACTION_ASK {
 			return d, err
 		}
-		e.gmu.Lock()
-		defer e.gmu.Unlock()
-		grants := e.grantMap
-		if used, ok := e.grantMap[live.GetGrantId()]; ok && used.GetLimitedUses() && used.GetUsesLeft() == 0 {
+		// The snapshot in force is never modified: a changed grant goes
+		// into a copy of this candidate's own, taken without a lock.
+		grants := e.grantSnapshot()
+		if used, ok := grants[live.GetGrantId()]; ok && used.GetLimitedUses() && used.GetUsesLeft() == 0 {
 			g := proto.Clone(used).(*airlockv1.StandingGrant)
 			g.UsesLeft = 1
-			grants = maps.Clone(e.grantMap)
+			grants = maps.Clone(grants)
 			grants[live.GetGrantId()] = g
 		}
 		if ids := candidates(grants, call, d, now); len(ids) > 0 {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"strings"
+	"unsafe"
 )
 
 // KeySize is the length of an audit key in bytes.
@@ -63,7 +64,13 @@ type Sealer struct {
 	buf []byte
 	sum []byte
 	hex []byte
+	// hashes holds the hashes Seal gives rows, many to an allocation
+	// instead of one each; a full chunk is left to the rows that use it.
+	hashes []byte
 }
+
+// hashChunk is how many hashes share one allocation.
+const hashChunk = 256
 
 // Sealer returns a new Sealer for k.
 func (k *Key) Sealer() *Sealer {
@@ -83,7 +90,13 @@ func (s *Sealer) macOf(r *Row) []byte {
 // Seal sets r.PrevHash to prev and r.Hash to the row's keyed hash.
 func (s *Sealer) Seal(r *Row, prev string) {
 	r.PrevHash = prev
-	r.Hash = string(s.macOf(r))
+	h := s.macOf(r)
+	if cap(s.hashes)-len(s.hashes) < len(h) {
+		s.hashes = make([]byte, 0, hashChunk*len(h))
+	}
+	start := len(s.hashes)
+	s.hashes = append(s.hashes, h...)
+	r.Hash = unsafe.String(&s.hashes[start], len(h))
 }
 
 // Hash is the keyed hash r should carry given its PrevHash.

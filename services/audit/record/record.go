@@ -117,6 +117,58 @@ func build(m Msg, a *Arena) Row {
 type Arena struct {
 	chunks [][]byte
 	cur    int
+	// argModes already worked out, by what they are worked out from (see
+	// modes): a batch's decisions redact the same few paths.
+	argModes map[string]*argModes
+	key      []byte
+}
+
+// modes returns withheldModes(body) when withhold, else maskModes(body,
+// redact, original), each worked out once per arena (a nil a works them
+// out every time). The strings of redact may be views of a message.
+func (a *Arena) modes(body protowire.Number, redact []string, withhold, original bool) *argModes {
+	if a == nil {
+		if withhold {
+			return withheldModes(body)
+		}
+		return maskModes(body, redact, original)
+	}
+	// The key says everything the modes depend on, each string with its
+	// length, so two different inputs never share a key.
+	k := protowire.AppendVarint(a.key[:0], uint64(body))
+	k = append(k, boolByte(withhold), boolByte(original))
+	for _, p := range redact {
+		k = protowire.AppendString(k, p)
+	}
+	a.key = k
+	if m, ok := a.argModes[string(k)]; ok {
+		return m
+	}
+	var m *argModes
+	if withhold {
+		m = withheldModes(body)
+	} else {
+		owned := make([]string, len(redact)) // kept past this message
+		for i, p := range redact {
+			owned[i] = strings.Clone(p)
+		}
+		m = maskModes(body, owned, original)
+	}
+	if len(a.argModes) >= 256 { // a flood of distinct redact lists: start over
+		clear(a.argModes)
+	}
+	if a.argModes == nil {
+		a.argModes = map[string]*argModes{}
+	}
+	a.argModes[string(k)] = m
+	return m
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 const arenaChunk = 1 << 20
@@ -623,15 +675,13 @@ func undecodablePayload(data []byte) string {
 // separately (as stored), latency is "" when unknown.
 func AppendCanonicalFields(b []byte, r *Row) []byte {
 	field := func(f string) {
-		b = strconv.AppendInt(b, int64(len(f)), 10)
-		b = append(b, ':')
+		b = appendLen(b, len(f))
 		b = append(b, f...)
 		b = append(b, ',')
 	}
 	var num [24]byte
 	numField := func(n []byte) {
-		b = strconv.AppendInt(b, int64(len(n)), 10)
-		b = append(b, ':')
+		b = appendLen(b, len(n))
 		b = append(b, n...)
 		b = append(b, ',')
 	}
@@ -665,6 +715,20 @@ func AppendCanonicalFields(b []byte, r *Row) []byte {
 	field(r.DecidedBy)
 	field(r.GrantID)
 	return b
+}
+
+// appendLen appends "<n>:", the prefix of a canonical field; every row
+// has two dozen, nearly all shorter than 1,000 bytes.
+func appendLen(b []byte, n int) []byte {
+	switch {
+	case n < 10:
+		return append(b, byte('0'+n), ':')
+	case n < 100:
+		return append(b, byte('0'+n/10), byte('0'+n%10), ':')
+	case n < 1000:
+		return append(b, byte('0'+n/100), byte('0'+n/10%10), byte('0'+n%10), ':')
+	}
+	return append(strconv.AppendInt(b, int64(n), 10), ':')
 }
 
 // DifferentColumns names the columns in which a and b differ, hashes and

@@ -256,3 +256,35 @@ func TestArenaRowsAreBuildsRowsAndSurviveUntilReset(t *testing.T) {
 		t.Fatalf("8000 rows fit in %d chunk(s): the test does not cross a chunk", len(a.chunks))
 	}
 }
+
+// An arena works out a decision's redaction once and uses it again: two
+// different redact lists never share it, and what it keeps is its own,
+// never a view of the message it was first read from (whose buffer the
+// client reuses).
+func TestAnArenasRedactionIsEachDecisionsOwn(t *testing.T) {
+	args, err := structpb.NewStruct(map[string]any{"a": "1", "b": "2", "ab": "3", "a/b": "4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := func(redact ...string) []byte {
+		ev := &airlockv1.Event{EventId: "e", AgentId: "bot", CallId: "c1", Body: &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{
+			Call: &airlockv1.ToolCall{CallId: "c1", Server: "fs", Tool: "t", Arguments: args}, Decision: &airlockv1.Decision{Redact: redact}}}}
+		data, err := proto.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	var a Arena
+	for _, redact := range [][]string{{"/a", "/b"}, {"/ab"}, {"/a~1b"}, {"/a"}, {"/b"}, {""}, {}, {"/a", "/b"}, {"/ab"}} {
+		data := msg(redact...)
+		got := a.Build(Msg{Seq: 1, Subject: "airlock.evt.bot.c1.allowed", Data: data})
+		want := Build(Msg{Seq: 1, Subject: "airlock.evt.bot.c1.allowed", Data: data})
+		for i := range data {
+			data[i] = 'x' // the client's buffer, reused for the next message
+		}
+		if got.Payload != want.Payload {
+			t.Fatalf("redact %q: arena payload %s, want %s", redact, got.Payload, want.Payload)
+		}
+	}
+}

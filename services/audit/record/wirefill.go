@@ -122,19 +122,19 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 	var redact []string
 	var d wireDecision
 	if hasDecision {
-		if d, ok = readDecision(decision); !ok {
+		var redactBuf [4]string // most decisions redact a few paths: no allocation for them
+		if d, redact, ok = readDecision(decision, redactBuf[:0]); !ok {
 			return false
 		}
-		redact = d.redact
 	}
 	var modes *argModes
 	switch typ {
 	case subject.Requested:
-		modes = withheldModes(env.bodyNum)
+		modes = a.modes(env.bodyNum, nil, true, false)
 	case subject.Approved:
-		modes = maskModes(env.bodyNum, redact, true)
+		modes = a.modes(env.bodyNum, redact, false, true)
 	case subject.Allowed, subject.Denied, subject.ApprovalRequested:
-		modes = maskModes(env.bodyNum, redact, false)
+		modes = a.modes(env.bodyNum, redact, false, false)
 	}
 	buf := payloadBufs.Get().(*[]byte)
 	defer payloadBufs.Put(buf)
@@ -338,11 +338,11 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 type wireDecision struct {
 	reason, ruleID, policyRevision, decisionID, grantID, digest, riskName string
 	risk                                                                  int32
-	redact                                                                []string
 }
 
-func readDecision(data []byte) (wireDecision, bool) {
-	var d wireDecision
+// readDecision reads a decision's columns, and appends its redact paths
+// to redact (apart from d, which escapes, so that redact's array need not).
+func readDecision(data []byte, redact []string) (d wireDecision, _ []string, _ bool) {
 	ok := pbwire.EachField(data, func(n protowire.Number, t protowire.Type, raw []byte) bool {
 		var ok bool
 		switch n {
@@ -357,7 +357,7 @@ func readDecision(data []byte) (wireDecision, bool) {
 		case 9:
 			var s string
 			if s, ok = pbwire.String(t, raw); ok {
-				d.redact = append(d.redact, s)
+				redact = append(redact, s)
 			}
 		case 10:
 			d.policyRevision, ok = pbwire.String(t, raw)
@@ -375,11 +375,11 @@ func readDecision(data []byte) (wireDecision, bool) {
 	if d.risk != 0 {
 		ev := riskEnum.Values().ByNumber(protoreflect.EnumNumber(d.risk))
 		if ev == nil {
-			return d, false
+			return d, redact, false
 		}
 		d.riskName = strings.ToLower(strings.TrimPrefix(string(ev.Name()), "RISK_"))
 	}
-	return d, ok
+	return d, redact, ok
 }
 
 func actorTypeName(t int32) (string, bool) {

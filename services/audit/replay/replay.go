@@ -25,6 +25,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/store"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -97,7 +98,7 @@ func Run(ctx context.Context, rd store.Reader, decide Decide, opt Options) (Repo
 	trans := map[string]*Transition{}
 	for _, typ := range []string{subject.Allowed, subject.Denied, subject.ApprovalRequested} {
 		err := rd.Each(ctx, store.Filter{Type: typ, Since: opt.Since}, func(r store.Row) error {
-			key := fmt.Sprintf("%s.%s.%d", r.Agent, r.Call, r.Revision)
+			key := callref.Ref{Agent: r.Agent, Call: r.Call, Rev: r.Revision}.Key()
 			if seen[key] {
 				return nil
 			}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -323,6 +324,9 @@ func (c *ClickHouse) Insert(ctx context.Context, rows []Row) error {
 	return c.InsertInto(ctx, "events", rows)
 }
 
+// insertBlockRows is how many rows an insert sends per block.
+const insertBlockRows = 2048
+
 // InsertInto is Insert into another table of the same shape (benchmarks).
 func (c *ClickHouse) InsertInto(ctx context.Context, table string, rows []Row) error {
 	if len(rows) == 0 {
@@ -339,21 +343,75 @@ func (c *ClickHouse) InsertInto(ctx context.Context, table string, rows []Row) e
 	if err != nil {
 		return fmt.Errorf("prepare audit insert: %w", err)
 	}
+	failed := func(err error) error {
+		_ = b.Abort()
+		return fmt.Errorf("audit insert of %d rows (seq %d-%d): %w", len(rows), rows[0].Seq, rows[len(rows)-1].Seq, err)
+	}
+	cols := insertColumnsPool.Get().(*insertColumns)
+	defer insertColumnsPool.Put(cols)
 	now := nowUTC()
-	for _, r := range rows {
-		t := r.Time.UTC()
-		err := b.Append(r.Seq, r.EventID, t.Truncate(time.Second), uint16(t.Nanosecond()/1e6), r.Type, r.Agent, r.Thread, r.Call, r.Revision,
-			r.Server, r.Tool, r.ActorType, r.ActorID, r.ActorChannel, r.Decision, r.Reason, r.Risk, r.RuleID,
-			r.PolicyRevision, r.DecisionID, r.ArgsDigest, r.Payload, r.LatencyMS, r.DecidedBy, r.GrantID, r.PrevHash, r.Hash, now)
-		if err != nil {
-			_ = b.Abort()
-			return fmt.Errorf("audit insert row seq %d: %w", r.Seq, err)
+	// Column by column, a block at a time: one conversion per column
+	// instead of one per value, and the driver appends each block into the
+	// column buffers the previous one used (Flush sends it as a block of
+	// the same INSERT) instead of growing them to the whole batch.
+	for lo := 0; lo < len(rows); lo += insertBlockRows {
+		hi := min(lo+insertBlockRows, len(rows))
+		if lo > 0 {
+			if err := b.Flush(); err != nil {
+				return failed(err)
+			}
+		}
+		for i, v := range cols.fill(rows[lo:hi], now) {
+			if err := b.Column(i).Append(v); err != nil {
+				return failed(fmt.Errorf("column %s: %w", append(columns, "ingested_at")[i], err))
+			}
 		}
 	}
 	if err := b.Send(); err != nil {
 		return fmt.Errorf("audit insert of %d rows (seq %d-%d): %w", len(rows), rows[0].Seq, rows[len(rows)-1].Seq, err)
 	}
 	return nil
+}
+
+// insertColumns hold a block of rows column by column, in insert order
+// (columns, then ingested_at); used again for the next block.
+type insertColumns struct {
+	seq      []uint64
+	ts       []time.Time
+	tsMS     []uint16
+	revision []uint32
+	latency  []*float64
+	now      []time.Time
+	strs     [22][]string // the string columns, in insert order
+}
+
+var insertColumnsPool = sync.Pool{New: func() any { return &insertColumns{} }}
+
+// fill sets c to rows and returns each column's values, in insert order.
+func (c *insertColumns) fill(rows []Row, now time.Time) []any {
+	c.seq, c.ts, c.tsMS, c.revision, c.latency, c.now = c.seq[:0], c.ts[:0], c.tsMS[:0], c.revision[:0], c.latency[:0], c.now[:0]
+	for i := range c.strs {
+		c.strs[i] = c.strs[i][:0]
+	}
+	for i := range rows {
+		r := &rows[i]
+		t := r.Time.UTC()
+		c.seq = append(c.seq, r.Seq)
+		c.ts = append(c.ts, t.Truncate(time.Second))
+		c.tsMS = append(c.tsMS, uint16(t.Nanosecond()/1e6))
+		c.revision = append(c.revision, r.Revision)
+		c.latency = append(c.latency, r.LatencyMS)
+		c.now = append(c.now, now)
+		for j, v := range [len(c.strs)]string{r.EventID, r.Type, r.Agent, r.Thread, r.Call, r.Server, r.Tool,
+			r.ActorType, r.ActorID, r.ActorChannel, r.Decision, r.Reason, r.Risk, r.RuleID, r.PolicyRevision,
+			r.DecisionID, r.ArgsDigest, r.Payload, r.DecidedBy, r.GrantID, r.PrevHash, r.Hash} {
+			c.strs[j] = append(c.strs[j], v)
+		}
+	}
+	s := &c.strs
+	return []any{c.seq, s[0], c.ts, c.tsMS, s[1], s[2], s[3], s[4], c.revision,
+		s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13],
+		s[14], s[15], s[16], s[17], c.latency, s[18], s[19], s[20], s[21], c.now}
 }
 
 // where builds the WHERE clause and its bound arguments for f.

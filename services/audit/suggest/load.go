@@ -12,6 +12,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/store"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -30,7 +31,7 @@ func load(ctx context.Context, rd store.Reader, since time.Time) ([]Call, []stor
 	byKey := map[string]*Call{}
 	var order []string
 	at := func(r store.Row) *Call {
-		k := Key(r.Agent, r.Call, r.Revision)
+		k := callref.Ref{Agent: r.Agent, Call: r.Call, Rev: r.Revision}.Key()
 		c := byKey[k]
 		if c == nil {
 			c = &Call{Agent: r.Agent, CallID: r.Call, Revision: r.Revision, Outcome: Pending}

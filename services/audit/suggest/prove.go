@@ -9,6 +9,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/audit/replay"
 	"github.com/airlock-gate/airlock/services/audit/store"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 )
 
 // Applies reports whether grant g turns the policy's decision d about call
@@ -73,14 +74,14 @@ func proveGrants(ctx context.Context, rd store.Reader, gs []*airlockv1.StandingG
 		// expiry never hides a call.
 		for _, g := range gs {
 			if applies(g, call, d, at) {
-				granted[Key(call.GetAgentId(), call.GetCallId(), call.GetRevision())] = true
+				granted[callref.Of(call).Key()] = true
 				return &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW, RuleId: d.GetRuleId()}, nil
 			}
 		}
 		return d, nil
 	}
 	rep, err := replay.Run(ctx, rd, withGrant, replay.Options{Since: since, Examples: 1, OnChange: func(c replay.Change) {
-		k := Key(c.Agent, c.Call, c.Revision)
+		k := callref.Ref{Agent: c.Agent, Call: c.Call, Rev: c.Revision}.Key()
 		if c.After != "allow" || !granted[k] {
 			return
 		}

@@ -30,6 +30,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	grantdesc "github.com/airlock-gate/airlock/services/shared/grant"
@@ -109,13 +110,9 @@ type Call struct {
 	Redacted bool
 }
 
-// Key names a call revision as the replay does: "<agent>.<call>.<revision>".
-func Key(agent, call string, revision uint32) string {
-	return fmt.Sprintf("%s.%s.%d", agent, call, revision)
-}
-
-// Key is the call revision's key.
-func (c Call) Key() string { return Key(c.Agent, c.CallID, c.Revision) }
+// Key is the call revision's key, as the replay and every other service
+// name it (callref).
+func (c Call) Key() string { return callref.Ref{Agent: c.Agent, Call: c.CallID, Rev: c.Revision}.Key() }
 
 // TimeToDecide is how long the call waited for its decision.
 func (c Call) TimeToDecide() time.Duration {
@@ -383,7 +380,7 @@ var commandNames = []string{"command", "cmd", "script", "shell_command", "comman
 // every approved value. It returns what it widened (in words) or why the
 // group cannot be proposed.
 func scope(grant *airlockv1.StandingGrant, tool, name string, values []*structpb.Value, cfg Config) (widened, why string) {
-	ptr := "/" + strings.ReplaceAll(strings.ReplaceAll(name, "~", "~0"), "/", "~1")
+	ptr := "/" + calls.EscapePointer(name)
 	same := true
 	for _, v := range values[1:] {
 		if !proto.Equal(v, values[0]) {
@@ -462,7 +459,7 @@ func scope(grant *airlockv1.StandingGrant, tool, name string, values []*structpb
 	}
 	alts := make([]string, 0, len(distinct))
 	for s := range distinct {
-		if !cleanPath(s) || strings.HasSuffix(s, "/") || strings.HasSuffix(s, `\`) {
+		if !calls.CleanPath(s) || calls.EndsInSeparator(s) {
 			return "", fmt.Sprintf("argument %s holds a value a glob cannot match exactly", ptr)
 		}
 		alts = append(alts, globQuote(s))
@@ -511,7 +508,7 @@ func covers(g *airlockv1.StandingGrant, args *structpb.Struct) bool {
 		named[ptr] = true
 	}
 	for k := range args.GetFields() {
-		if !named["/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")] {
+		if !named["/"+calls.EscapePointer(k)] {
 			return false
 		}
 	}
@@ -531,12 +528,12 @@ func globCovers(glob, v string) bool {
 	}
 	if dir, ok := strings.CutSuffix(glob, "/**"); ok {
 		d := globUnquote(dir)
-		return strings.HasPrefix(v, d+"/") && cleanPath(v)
+		return strings.HasPrefix(v, d+"/") && calls.CleanPath(v)
 	}
 	if dir, ok := strings.CutSuffix(glob, "/*"); ok {
 		d := globUnquote(dir)
 		rest, ok := strings.CutPrefix(v, d+"/")
-		return ok && rest != "" && !strings.Contains(rest, "/") && cleanPath(v)
+		return ok && rest != "" && !strings.Contains(rest, "/") && calls.CleanPath(v)
 	}
 	return true
 }
@@ -684,7 +681,7 @@ func pathGlob(paths []string, minDepth int) (string, bool) {
 	direct := true
 	abs := strings.HasPrefix(paths[0], "/")
 	for i, p := range paths {
-		if strings.HasPrefix(p, "/") != abs || !cleanPath(p) || strings.Contains(p, `\`) || strings.HasSuffix(p, "/") || strings.Contains(p, "//") {
+		if strings.HasPrefix(p, "/") != abs || !calls.CleanPath(p) || strings.Contains(p, `\`) || strings.HasSuffix(p, "/") || strings.Contains(p, "//") {
 			return "", false
 		}
 		segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
@@ -711,15 +708,6 @@ func pathGlob(paths []string, minDepth int) (string, bool) {
 		return glob + "/*", true
 	}
 	return glob + "/**", true
-}
-
-func cleanPath(p string) bool {
-	for _, s := range strings.Split(strings.ReplaceAll(p, `\`, "/"), "/") {
-		if s == "." || s == ".." {
-			return false
-		}
-	}
-	return true
 }
 
 // globQuote escapes what a glob (gobwas/glob, as the policy compiles

@@ -251,3 +251,15 @@ func TestProposeRangesANumberExactlyAsWideAsTheApprovals(t *testing.T) {
 		})
 	}
 }
+
+// An argument whose name holds "/" or "~" is named in the grant by its
+// escaped JSON pointer (RFC 6901), the grant the policy reads, and the
+// approved calls fall within it.
+func TestArgumentNamesAreEscapedAsJSONPointers(t *testing.T) {
+	calls := approvals("bot", "tag", 5, func(int) map[string]any { return map[string]any{"a/b": "x", "c~d": "y"} })
+	s, _ := proposeOne(t, calls, suggest.Config{}, "")
+	vals := s.Grant.GetArgumentValues()
+	if vals["/a~1b"].GetStringValue() != "x" || vals["/c~0d"].GetStringValue() != "y" || len(vals) != 2 || !s.Grant.GetOnlyListedArguments() {
+		t.Fatalf("pinned %v; want /a~1b = x and /c~0d = y, only those", vals)
+	}
+}

@@ -70,6 +70,7 @@ type Evaluator struct {
 	query         ast.Body // Query, its value captured in decisionVar
 	queryCompiler ast.QueryCompiler
 	caches        virtualCachePool
+	inputs        inputPool
 }
 
 // decisionVar captures Query's value in the compiled query.
@@ -194,11 +195,13 @@ func (e *Evaluator) evaluate(ctx context.Context, call *airlockv1.ToolCall) (*ai
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("policy evaluation not started: %w", err)
 	}
-	input, err := inputValue(call)
+	in, err := e.inputs.get(call)
 	if err != nil {
 		return nil, err
 	}
-	t, err := e.evalQuery(ctx, input)
+	// Given back once the decision is read out of what the policy gave.
+	defer e.inputs.put(in)
+	t, err := e.evalQuery(context.WithValue(ctx, callInputKey{}, in), in)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("policy evaluation error: %w (%w)", err, ctx.Err())
@@ -216,13 +219,13 @@ func (e *Evaluator) evaluate(ctx context.Context, call *airlockv1.ToolCall) (*ai
 	return decisionFromValue(t.Value)
 }
 
-// evalQuery evaluates Query with input: its value, nil when it is
+// evalQuery evaluates Query with in.doc as input: its value, nil when it is
 // undefined. It runs topdown as rego's prepared query would (same compiler,
 // store, built-in functions, strict built-in errors, indexing, early exit),
 // without rego's per-evaluation wrapping, which costs as much again as a
 // small policy: an evaluation context, options, a result set converted from
 // the bindings.
-func (e *Evaluator) evalQuery(ctx context.Context, input ast.Value) (*ast.Term, error) {
+func (e *Evaluator) evalQuery(ctx context.Context, in *callInput) (*ast.Term, error) {
 	txn, err := e.store.NewTransaction(ctx)
 	if err != nil {
 		return nil, err
@@ -233,34 +236,45 @@ func (e *Evaluator) evalQuery(ctx context.Context, input ast.Value) (*ast.Term, 
 	vc := e.caches.get()
 	defer e.caches.put(vc)
 	// Watch ctx without a goroutine of our own: AfterFunc cancels the
-	// evaluation when ctx ends.
-	cancel := topdown.NewCancel()
-	stop := context.AfterFunc(ctx, cancel.Cancel)
-	defer stop()
-	var value *ast.Term
+	// evaluation when ctx ends. A cancellation that was not fired serves
+	// the next evaluation too.
+	if in.cancel == nil {
+		in.cancel = topdown.NewCancel()
+		in.cancelFn = in.cancel.Cancel
+	}
+	stop := context.AfterFunc(ctx, in.cancelFn)
+	defer func() {
+		if !stop() || in.cancel.Cancelled() {
+			in.cancel = nil
+		}
+	}()
+	if in.collect == nil {
+		in.collect = func(qr topdown.QueryResult) error {
+			if in.result == nil { // the first result, as rego's rs[0]
+				in.result = qr[decisionVar]
+			}
+			return nil
+		}
+	}
+	in.term.Value, in.result = in.doc, nil
 	err = topdown.NewQuery(e.query).
 		WithQueryCompiler(e.queryCompiler).
 		WithCompiler(e.compiler).
 		WithStore(e.store).
 		WithTransaction(txn).
 		WithBuiltins(e.builtins).
-		WithInput(ast.NewTerm(input)).
+		WithInput(&in.term).
 		WithInterQueryBuiltinValueCache(e.cache).
 		WithStrictBuiltinErrors(true).
 		WithVirtualCache(vc).
-		WithCancel(cancel).
+		WithCancel(in.cancel).
 		// Nobody reads per-evaluation metrics; a fresh set costs allocations.
 		WithMetrics(metrics.NoOp()).
-		Iter(ctx, func(qr topdown.QueryResult) error {
-			if value == nil { // the first result, as rego's rs[0]
-				value = qr[decisionVar]
-			}
-			return nil
-		})
+		Iter(ctx, in.collect)
 	if err != nil {
 		return nil, err
 	}
-	return value, nil
+	return in.result, nil
 }
 
 // stamp adds what every decision carries: defaults, revision, ids, digest.

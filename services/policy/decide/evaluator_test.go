@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -430,5 +432,59 @@ func TestRuleValidationRefusesBadCommandsAndPrincipals(t *testing.T) {
 	ok := &airlockv1.PolicyRule{Id: "r", Effect: "allow", Commands: map[string]string{"/command": "git status*"}, Principals: []string{"alice"}, QueuePerThread: true}
 	if err := decide.ValidateRule(ok); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An evaluation builds its input lazily; read in full, or piece by piece as
+// a policy reads it, it must be the document Input describes, value for
+// value: numbers formatted alike (non-finite ones too), lists, nesting,
+// null, annotations, empty and absent arguments.
+func TestTheLazyInputIsTheFullInput(t *testing.T) {
+	mk := func(args map[string]any) *structpb.Struct {
+		st, err := structpb.NewStruct(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	odd := mk(map[string]any{"n": 0.0})
+	odd.Fields["nan"], odd.Fields["inf"], odd.Fields["neg"] = structpb.NewNumberValue(math.NaN()), structpb.NewNumberValue(math.Inf(1)), structpb.NewNumberValue(math.Inf(-1))
+	calls := []*airlockv1.ToolCall{
+		decide.BenchCall(),
+		decide.BenchCallSeveralRules(),
+		{AgentId: "a", CallId: "c", Revision: 70000, ThreadId: "t", OnBehalfOf: "alice", OnBehalfOfVerified: true, Server: "s", Tool: "t", Reason: "why ✓",
+			Arguments: mk(map[string]any{"int": 3.0, "big": 1e21, "small": 1e-7, "frac": 0.1, "neg": -2.5, "null": nil, "yes": true,
+				"list": []any{"a", 1.0, nil, false, map[string]any{"deep": []any{"x"}}}, "obj": map[string]any{"a/b": "~", "": ""}}),
+			Annotations: mk(map[string]any{"readOnlyHint": true, "title": "T"}), AnnotationsTrusted: true},
+		{AgentId: "a", CallId: "c", Server: "s", Tool: "t", Annotations: mk(map[string]any{})},
+		{AgentId: "a", CallId: "c", Server: "s", Tool: "t", Arguments: odd},
+		{},
+	}
+	paths := [][]string{{"call"}, {"call", "revision"}, {"call", "arguments"}, {"call", "arguments", "list"}, {"call", "arguments", "obj", "a/b"},
+		{"call", "arguments", "nan"}, {"call", "annotations"}, {"call", "annotations_trusted"}, {"call", "on_behalf_of_verified"}, {"call", "missing"}}
+	for i, c := range calls {
+		full, err := decide.FullInputForTest(c)
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		for _, p := range paths {
+			ref := ast.Ref{ast.InputRootDocument}
+			for _, k := range p {
+				ref = append(ref, ast.StringTerm(k))
+			}
+			lazy, err := decide.LazyInputForTest(c) // fresh: nothing converted yet
+			if err != nil {
+				t.Fatalf("call %d: %v", i, err)
+			}
+			lv, lerr := lazy.Find(ref[1:])
+			fv, ferr := full.Find(ref[1:])
+			if (lerr == nil) != (ferr == nil) || lerr == nil && (lv.Compare(fv) != 0 || lv.String() != fv.String()) {
+				t.Errorf("call %d, input.%s: lazy %v (%v), full %v (%v)", i, strings.Join(p, "."), lv, lerr, fv, ferr)
+			}
+		}
+		lazy, _ := decide.LazyInputForTest(c)
+		if lazy.Compare(full) != 0 || lazy.String() != full.String() || lazy.Hash() != full.Hash() {
+			t.Errorf("call %d: lazy input %v, full %v", i, lazy, full)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package decide
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/gobwas/glob"
@@ -111,7 +110,7 @@ func GrantMaxRisk(g *airlockv1.StandingGrant) airlockv1.Risk {
 func argMatches(args *structpb.Struct, ptr, pattern string) bool {
 	v := calls.Arg(args, ptr)
 	s, ok := v.GetKind().(*structpb.Value_StringValue)
-	if !ok || !cleanPath(s.StringValue) || endsInSeparator(s.StringValue) {
+	if !ok || !calls.CleanPath(s.StringValue) || calls.EndsInSeparator(s.StringValue) {
 		return false
 	}
 	g, err := compileGlob(pattern, []rune{'/'})
@@ -140,17 +139,6 @@ func onlyListed(args *structpb.Struct, g *airlockv1.StandingGrant) bool {
 	}
 	for k := range args.GetFields() {
 		if !named[k] {
-			return false
-		}
-	}
-	return true
-}
-
-func cleanPath(v string) bool {
-	// A tool may read a backslash as a separator too (the demo tools do,
-	// as Windows does): a\..\b is refused like a/../b.
-	for s := range strings.SplitSeq(strings.ReplaceAll(v, "\\", "/"), "/") {
-		if s == "." || s == ".." {
 			return false
 		}
 	}

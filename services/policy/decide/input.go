@@ -1,13 +1,16 @@
 package decide
 
 import (
+	"cmp"
 	"fmt"
 	"iter"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/topdown"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
@@ -31,7 +34,9 @@ var (
 	keyAnnTrusted = ast.StringTerm("annotations_trusted")
 )
 
-// inputValue builds {"call": {...}} as an ast value directly: no JSON round trip.
+// inputValue builds {"call": {...}} as an ast value directly: no JSON
+// round trip. It is the input document in full, what Input gives; an
+// evaluation gets the same document built lazily (callInput).
 func inputValue(call *airlockv1.ToolCall) (ast.Value, error) {
 	args, err := structValue(call.GetArguments())
 	if err != nil {
@@ -74,6 +79,209 @@ func inputValue(call *airlockv1.ToolCall) (ast.Value, error) {
 	}
 	v[9].Value = ast.NewObject(items...)
 	return ast.NewObject(ast.Item(keyCall, &v[9])), nil
+}
+
+// callInput is the input document of one evaluation, {"call": {...}} as
+// inputValue builds it, but lazy: OPA's lazy objects over Go values, each
+// converted to AST only when the policy reads it. The common decision (the
+// compiled rules' own, passed through by the policy) reads nothing of it
+// but through the built-in functions, which match view, read straight from
+// the protobuf call; building the document in full costs about a third of
+// such a decision.
+type callInput struct {
+	// doc is the document, call its input.call: the built-in functions
+	// match view when their operand is this very object.
+	doc, call ast.Value
+	view      callView
+	// The Go maps under doc, call and call.arguments, kept from one
+	// evaluation to the next (see inputPool).
+	root, fields, args map[string]any
+
+	// What evalQuery reuses from one evaluation to the next: the input
+	// term, the first result and the function that takes it, and a
+	// cancellation none of them fired (with its Cancel as a func value).
+	term     ast.Term
+	result   *ast.Term
+	collect  func(topdown.QueryResult) error
+	cancel   topdown.Cancel
+	cancelFn func()
+}
+
+// callInputKey carries an evaluation's callInput in its context, to the
+// built-in functions.
+type callInputKey struct{}
+
+// newCallInput builds call's lazy input document and its view.
+func newCallInput(call *airlockv1.ToolCall) (*callInput, error) {
+	in := &callInput{}
+	if err := in.fill(call); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// fill makes in call's input. Each Go value converts to what inputValue
+// builds (InterfaceToValue: strings, booleans, float64 formatted as
+// protoValue formats it, maps, slices).
+func (in *callInput) fill(call *airlockv1.ToolCall) error {
+	if in.args == nil {
+		in.args = make(map[string]any, len(call.GetArguments().GetFields()))
+	}
+	args, err := nativeFields(in.args, call.GetArguments())
+	if err != nil {
+		return err
+	}
+	if in.fields == nil {
+		in.root, in.fields = make(map[string]any, 1), make(map[string]any, 12)
+	}
+	f := in.fields
+	f["agent_id"], f["call_id"], f["revision"] = call.GetAgentId(), call.GetCallId(), int(call.GetRevision())
+	f["thread_id"], f["on_behalf_of"], f["on_behalf_of_verified"] = call.GetThreadId(), call.GetOnBehalfOf(), call.GetOnBehalfOfVerified()
+	f["server"], f["tool"], f["reason"], f["arguments"] = call.GetServer(), call.GetTool(), call.GetReason(), args
+	in.view = callView{
+		agent: call.GetAgentId(), server: call.GetServer(), tool: call.GetTool(),
+		onBehalfOf: call.GetOnBehalfOf(), verified: call.GetOnBehalfOfVerified(), args: args,
+	}
+	if ann := call.GetAnnotations(); ann != nil {
+		av, err := nativeStruct(ann)
+		if err != nil {
+			return err
+		}
+		f["annotations"], f["annotations_trusted"] = av, call.GetAnnotationsTrusted()
+		in.view.annotations, in.view.annotationsTrusted = av, call.GetAnnotationsTrusted()
+	} else {
+		delete(f, "annotations")
+		delete(f, "annotations_trusted")
+	}
+	in.call = ast.LazyObject(f)
+	in.root["call"] = in.call
+	in.doc = ast.LazyObject(in.root)
+	return nil
+}
+
+// maxReusedArguments bounds the arguments map an input in the pool keeps.
+const maxReusedArguments = 32
+
+// inputPool hands out callInputs, one per evaluation, and takes them back
+// (each Evaluator has its own: no process-wide state). Filling the maps of
+// one that was used allocates nothing for them. An input is given back only
+// when nothing can read it again: topdown keeps no input past the
+// evaluation, the virtual cache is emptied, the inter-query value cache
+// holds what built-in functions compile from their operands (strings), and
+// the decision has been read into protobuf.
+type inputPool struct{ pool sync.Pool }
+
+func (p *inputPool) get(call *airlockv1.ToolCall) (*callInput, error) {
+	in, _ := p.pool.Get().(*callInput)
+	if in == nil {
+		in = &callInput{}
+	}
+	if err := in.fill(call); err != nil {
+		p.put(in)
+		return nil, err
+	}
+	return in, nil
+}
+
+func (p *inputPool) put(in *callInput) {
+	// The next fill sets every key again; what may be large goes now, so
+	// that an input in the pool keeps no call's arguments alive.
+	if in.fields != nil {
+		in.fields["arguments"] = nil
+		delete(in.fields, "annotations")
+	}
+	// An emptied map keeps its size: one that held many arguments is
+	// dropped rather than cleared on every use.
+	if len(in.args) > maxReusedArguments {
+		in.args = nil
+	}
+	clear(in.args)
+	in.doc, in.call, in.view, in.term.Value, in.result = nil, nil, callView{}, nil, nil
+	p.pool.Put(in)
+}
+
+// nativeStruct is s as Go values: what protoValue builds, before
+// conversion to AST (numbers stay float64: OPA formats them as protoValue
+// does, non-finite ones included).
+func nativeStruct(s *structpb.Struct) (map[string]any, error) {
+	return nativeFields(make(map[string]any, len(s.GetFields())), s)
+}
+
+// nativeFields is nativeStruct into m, which must be empty.
+func nativeFields(m map[string]any, s *structpb.Struct) (map[string]any, error) {
+	for k, v := range s.GetFields() {
+		nv, err := nativeValue(v)
+		if err != nil {
+			return nil, err
+		}
+		m[k] = nv
+	}
+	return m, nil
+}
+
+func nativeValue(v *structpb.Value) (any, error) {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_NullValue, nil:
+		return nil, nil
+	case *structpb.Value_BoolValue:
+		return k.BoolValue, nil
+	case *structpb.Value_NumberValue:
+		return k.NumberValue, nil
+	case *structpb.Value_StringValue:
+		return k.StringValue, nil
+	case *structpb.Value_StructValue:
+		return nativeStruct(k.StructValue)
+	case *structpb.Value_ListValue:
+		list := make([]any, 0, len(k.ListValue.GetValues()))
+		for _, e := range k.ListValue.GetValues() {
+			nv, err := nativeValue(e)
+			if err != nil {
+				return nil, err
+			}
+			list = append(list, nv)
+		}
+		return list, nil
+	default:
+		return nil, fmt.Errorf("argument of unsupported kind %T", k)
+	}
+}
+
+// nativeOf is an AST value as the Go values the matcher reads: objects
+// with string keys as maps, arrays as slices, strings and booleans as
+// themselves, numbers and null as they are (no condition matches them).
+// What a call cannot hold (a set, a key that is not a string) is an error.
+// The built-in functions need it only for an operand other than the
+// evaluation's own input.call (a policy evaluating `with input ...`).
+func nativeOf(v ast.Value) (any, error) {
+	switch x := v.(type) {
+	case ast.String:
+		return string(x), nil
+	case ast.Boolean:
+		return bool(x), nil
+	case ast.Object:
+		m := make(map[string]any, x.Len())
+		err := x.Iter(func(k, e *ast.Term) error {
+			ks, ok := k.Value.(ast.String)
+			if !ok {
+				return fmt.Errorf("key %v is not a string", k)
+			}
+			n, err := nativeOf(e.Value)
+			m[string(ks)] = n
+			return err
+		})
+		return m, err
+	case *ast.Array:
+		list := make([]any, 0, x.Len())
+		var err error
+		x.Foreach(func(e *ast.Term) {
+			n, nerr := nativeOf(e.Value)
+			list, err = append(list, n), cmp.Or(err, nerr)
+		})
+		return list, err
+	case ast.Set:
+		return nil, fmt.Errorf("a set is no value a call holds: %v", x)
+	}
+	return v, nil
 }
 
 // ToolWords splits a tool name as airlock.rego's tool_words does: at runs

@@ -80,7 +80,7 @@ type outcome struct {
 // argCond is one argument condition: the JSON pointer's tokens and the glob
 // the string they point at must match (airlock.rego's arg_matches).
 type argCond struct {
-	path []*ast.Term
+	path []string
 	glob *glob.Pattern
 	// allow: an allow rule's condition, which a value ending in a
 	// separator (the directory itself) never meets.
@@ -96,28 +96,24 @@ func newArgCond(ptr, pattern, effect string) (argCond, error) {
 }
 
 // pointerPath is a JSON pointer's tokens (airlock.rego's pointer).
-func pointerPath(ptr string) []*ast.Term {
-	var path []*ast.Term
-	for _, tok := range calls.PointerTokens(ptr) {
-		path = append(path, ast.StringTerm(tok))
-	}
-	return path
-}
+func pointerPath(ptr string) []string { return calls.PointerTokens(ptr) }
 
 // stringAt is the string argument at path (object.get(input.call.arguments,
-// path, null) that is_string), false when there is none.
-func stringAt(args ast.Value, path []*ast.Term) (string, bool) {
-	if args == nil {
-		return "", false
-	}
-	cur := ast.NewTerm(args)
+// path, null) that is_string), false when there is none. Its tokens are
+// object keys: object.get reads no array by a string key.
+func stringAt(args any, path []string) (string, bool) {
+	cur := args
 	for _, k := range path {
-		if cur = cur.Get(k); cur == nil {
+		obj, ok := cur.(map[string]any)
+		if !ok {
+			return "", false
+		}
+		if cur, ok = obj[k]; !ok {
 			return "", false
 		}
 	}
-	s, ok := cur.Value.(ast.String)
-	return string(s), ok
+	s, ok := cur.(string)
+	return s, ok
 }
 
 // commandCond is one command condition (airlock.rego's command_matches):
@@ -126,7 +122,7 @@ func stringAt(args ast.Value, path []*ast.Term) (string, bool) {
 // part must match and the command may hold no substitution or redirection;
 // otherwise (ask, deny) one matching part is enough.
 type commandCond struct {
-	path  []*ast.Term
+	path  []string
 	glob  *glob.Pattern
 	every bool
 }
@@ -162,7 +158,7 @@ func commandParts(cmd string) []string {
 	return parts
 }
 
-func (c commandCond) matches(args ast.Value) bool {
+func (c commandCond) matches(args any) bool {
 	s, ok := stringAt(args, c.path)
 	if !ok {
 		return false
@@ -297,17 +293,22 @@ func (rs *ruleSet) add(r rule, own, refusal outcome) {
 	}
 }
 
-// callView is what matching reads of input.call.
+// callView is what matching reads of input.call: arguments and
+// annotations as Go values (see nativeStruct), nil when absent.
 type callView struct {
-	agent, server, tool, name string
-	onBehalfOf                string
-	verified                  bool
-	args                      ast.Value
-	annotations               ast.Object
-	annotationsTrusted        bool
+	agent, server, tool string
+	// name is server__tool, made when a rule first needs it (qualified).
+	name               string
+	named              bool
+	onBehalfOf         string
+	verified           bool
+	args               any
+	annotations        map[string]any
+	annotationsTrusted bool
 }
 
-// viewOf reads what matching needs out of input.call (keys from input.go).
+// viewOf reads what matching needs out of an input.call given as AST (keys
+// from input.go); an evaluation's own call has its view already (callInput).
 func viewOf(t *ast.Term) (callView, error) {
 	obj, ok := t.Value.(ast.Object)
 	if !ok {
@@ -343,18 +344,39 @@ func viewOf(t *ast.Term) (callView, error) {
 		b, _ := v.Value.(ast.Boolean)
 		c.verified = bool(b)
 	}
-	c.name = c.server + "__" + c.tool
 	if a := obj.Get(keyArguments); a != nil {
-		c.args = a.Value
+		if c.args, err = nativeOf(a.Value); err != nil {
+			return c, fmt.Errorf("input.call.arguments: %w", err)
+		}
 	}
 	if a := obj.Get(keyAnnots); a != nil {
-		c.annotations, _ = a.Value.(ast.Object)
+		ann, err := nativeOf(a.Value)
+		if err != nil {
+			return c, fmt.Errorf("input.call.annotations: %w", err)
+		}
+		c.annotations, _ = ann.(map[string]any)
 	}
 	if v := obj.Get(keyAnnTrusted); v != nil {
 		b, _ := v.Value.(ast.Boolean)
 		c.annotationsTrusted = bool(b)
 	}
 	return c, nil
+}
+
+// qualified is c's server__tool (airlock.rego's name).
+func (c *callView) qualified() string {
+	if !c.named {
+		c.name, c.named = c.server+"__"+c.tool, true
+	}
+	return c.name
+}
+
+// nameInitial is initial(c.qualified()) without making the name.
+func nameInitial(c *callView) string {
+	if c.server == "" {
+		return "_"
+	}
+	return initial(c.server)
 }
 
 // matches reports whether r matches c (airlock.rego's hits body).
@@ -365,10 +387,10 @@ func (r *rule) matches(c *callView) bool {
 	if !r.anyWord && !r.anyWordOf(c.tool) {
 		return false
 	}
-	if r.toolGlob != nil && !r.toolGlob.Match(c.tool) || r.nameGlob != nil && !r.nameGlob.Match(c.name) {
+	if r.toolGlob != nil && !r.toolGlob.Match(c.tool) || r.nameGlob != nil && !r.nameGlob.Match(c.qualified()) {
 		return false
 	}
-	if r.names != nil && !r.names[c.name] {
+	if r.names != nil && !r.names[c.qualified()] {
 		return false
 	}
 	for _, a := range r.args {
@@ -382,11 +404,11 @@ func (r *rule) matches(c *callView) bool {
 		}
 	}
 	if r.named != nil {
-		if obj, ok := c.args.(ast.Object); ok && obj.Until(func(k, _ *ast.Term) bool {
-			s, ok := k.Value.(ast.String)
-			return !ok || !r.named[string(s)]
-		}) {
-			return false
+		obj, _ := c.args.(map[string]any)
+		for k := range obj {
+			if !r.named[k] {
+				return false
+			}
 		}
 	}
 	if r.argumentsMatch != nil && !anyString(c.args, r.argumentsMatch.MatchString) {
@@ -396,11 +418,7 @@ func (r *rule) matches(c *callView) bool {
 		if r.trustedOnly && !c.annotationsTrusted || c.annotations == nil {
 			return false
 		}
-		got := c.annotations.Get(ast.StringTerm(k))
-		if got == nil {
-			return false
-		}
-		if b, ok := got.Value.(ast.Boolean); !ok || bool(b) != want {
+		if b, ok := c.annotations[k].(bool); !ok || b != want {
 			return false
 		}
 	}
@@ -409,16 +427,22 @@ func (r *rule) matches(c *callView) bool {
 
 // anyString reports whether f holds for some string in v, at any depth
 // (the values airlock.rego's walk yields; object keys are not values).
-func anyString(v ast.Value, f func(string) bool) bool {
+func anyString(v any, f func(string) bool) bool {
 	switch x := v.(type) {
-	case ast.String:
-		return f(string(x))
-	case ast.Object:
-		return x.Until(func(_, e *ast.Term) bool { return anyString(e.Value, f) })
-	case *ast.Array:
-		return x.Until(func(e *ast.Term) bool { return anyString(e.Value, f) })
-	case ast.Set:
-		return x.Until(func(e *ast.Term) bool { return anyString(e.Value, f) })
+	case string:
+		return f(x)
+	case map[string]any:
+		for _, e := range x {
+			if anyString(e, f) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if anyString(e, f) {
+				return true
+			}
+		}
 	}
 	return false
 }
@@ -443,15 +467,9 @@ func (r *rule) allows(c *callView) bool {
 // matches is arg_matches: the value at the pointer is a string without "."
 // or ".." segments (either slash separates them: clean) that the glob
 // matches.
-func (a argCond) matches(args ast.Value) bool {
+func (a argCond) matches(args any) bool {
 	s, ok := stringAt(args, a.path)
-	return ok && cleanPath(s) && !(a.allow && endsInSeparator(s)) && a.glob.Match(s)
-}
-
-// endsInSeparator reports whether path ends in / or \ (airlock.rego's
-// trailing_separator): it names the directory, not something under it.
-func endsInSeparator(path string) bool {
-	return strings.HasSuffix(path, "/") || strings.HasSuffix(path, `\`)
+	return ok && calls.CleanPath(s) && !(a.allow && calls.EndsInSeparator(s)) && a.glob.Match(s)
 }
 
 // initial is s's first character as ranging over s yields it ("" for ""),
@@ -492,7 +510,7 @@ func (rs *ruleSet) match(c *callView, buf []int32) []int32 {
 		consider(rs.byWord[w])
 	}
 	consider(rs.byToolInitial[initial(c.tool)])
-	consider(rs.byNameInitial[initial(c.name)])
+	consider(rs.byNameInitial[nameInitial(c)])
 	consider(rs.byAgent[c.agent])
 	consider(rs.always)
 	slices.Sort(hits)
@@ -615,16 +633,24 @@ func (rs *ruleSet) combine(hits []int32) *ast.Term {
 
 // builtins are the generated module's functions, bound to rs, for
 // topdown. As rego would register them, a function's error is reported as
-// a built-in error naming it, and a nil result is undefined.
+// a built-in error naming it, and a nil result is undefined. Given the
+// evaluation's own input.call (the object itself, not an equal one), they
+// match the view made with it; given any other, they read it.
 func (rs *ruleSet) builtins() map[string]*topdown.Builtin {
 	decls := builtinDecls()
 	fn := func(name string, f func(*callView) *ast.Term) *topdown.Builtin {
 		return &topdown.Builtin{Decl: decls[name], Func: func(bctx topdown.BuiltinContext, operands []*ast.Term, iter func(*ast.Term) error) error {
-			c, err := viewOf(operands[0])
-			if err != nil {
-				return (&topdown.Error{Code: topdown.BuiltinErr, Message: name + ": " + err.Error(), Location: bctx.Location}).Wrap(err)
+			var c *callView
+			if in, ok := bctx.Context.Value(callInputKey{}).(*callInput); ok && operands[0].Value == in.call {
+				c = &in.view
+			} else {
+				v, err := viewOf(operands[0])
+				if err != nil {
+					return (&topdown.Error{Code: topdown.BuiltinErr, Message: name + ": " + err.Error(), Location: bctx.Location}).Wrap(err)
+				}
+				c = &v
 			}
-			if t := f(&c); t != nil {
+			if t := f(c); t != nil {
 				return iter(t)
 			}
 			return nil

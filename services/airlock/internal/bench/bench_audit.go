@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -47,23 +48,27 @@ type auditBenchResult struct {
 	// floor) and the private clickhouse-server (not counted with
 	// --clickhouse), lowest round of each, and FloorCPU/SinkCPU: the
 	// throughput ratio where CPU is what limits, as on a busy machine.
-	FloorCPUus    float64   `json:"floor_cpu_us_per_event"`
-	SinkCPUus     float64   `json:"sink_cpu_us_per_event"`
-	CPURatio      float64   `json:"cpu_ratio"`
-	FloorRounds   []float64 `json:"floor_rounds_events_per_sec"`
-	SinkRounds    []float64 `json:"sink_rounds_events_per_sec"`
-	PublishPerSec float64   `json:"publish_events_per_sec"`
-	ChainVerified bool      `json:"chain_verified"`
-	VerifyPerSec  float64   `json:"verify_rows_per_sec"`
-	ClickHouse    string    `json:"clickhouse"`
+	FloorCPUus float64 `json:"floor_cpu_us_per_event"`
+	SinkCPUus  float64 `json:"sink_cpu_us_per_event"`
+	// The same, clickhouse-server's part alone (in the round counted above):
+	// what the database spends on the rows, which the sink cannot avoid.
+	FloorServerCPUus float64   `json:"floor_clickhouse_cpu_us_per_event"`
+	SinkServerCPUus  float64   `json:"sink_clickhouse_cpu_us_per_event"`
+	CPURatio         float64   `json:"cpu_ratio"`
+	FloorRounds      []float64 `json:"floor_rounds_events_per_sec"`
+	SinkRounds       []float64 `json:"sink_rounds_events_per_sec"`
+	PublishPerSec    float64   `json:"publish_events_per_sec"`
+	ChainVerified    bool      `json:"chain_verified"`
+	VerifyPerSec     float64   `json:"verify_rows_per_sec"`
+	ClickHouse       string    `json:"clickhouse"`
 }
 
 func newAuditCmd(env Env) *cobra.Command {
 	var (
-		events, batch, rounds int
-		dsn                   string
-		asJSON                bool
-		cpuProfile            string
+		events, batch, rounds  int
+		dsn                    string
+		asJSON                 bool
+		cpuProfile, memProfile string
 	)
 	cmd := &cobra.Command{
 		Use:   "audit",
@@ -80,8 +85,9 @@ then verifies the chain the sink wrote. Uses --clickhouse or a private
 clickhouse-server started in a temp dir.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return benchRun(cmd, env, cpuProfile, asJSON, func(ctx context.Context, _ config.Config) (auditBenchResult, error) {
-				return benchAudit(ctx, env, dsn, events, batch, rounds)
+			// The profiles cover the drains alone (benchAudit), not the setup.
+			return benchRun(cmd, env, "", asJSON, func(ctx context.Context, _ config.Config) (auditBenchResult, error) {
+				return benchAudit(ctx, env, dsn, events, batch, rounds, auditProfiles{cpu: cpuProfile, mem: memProfile})
 			}, printAuditBench)
 		},
 	}
@@ -90,9 +96,13 @@ clickhouse-server started in a temp dir.`,
 	cmd.Flags().IntVar(&rounds, "rounds", 5, "floor and sink runs, alternating; the best of each counts")
 	cmd.Flags().StringVar(&dsn, "clickhouse", "", "ClickHouse DSN to write to (a database named airlock_bench is best); default: a private clickhouse-server")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
-	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the floor and sink rounds to this file (their samples carry the label audit_bench=floor|sink: go tool pprof -tagfocus audit_bench=sink)")
+	cmd.Flags().StringVar(&memProfile, "memprofile", "", "write an allocation profile to this file after the rounds (it includes the setup; go tool pprof -sample_index alloc_space)")
 	return cmd
 }
+
+// auditProfiles are the files `bench audit` profiles the rounds into ("": none).
+type auditProfiles struct{ cpu, mem string }
 
 func printAuditBench(w io.Writer, res auditBenchResult) {
 	fmt.Fprintf(w, `audit ingest (%d events of ~%d B, batches of %d, %d rounds, ClickHouse %s)
@@ -100,10 +110,11 @@ func printAuditBench(w io.Writer, res auditBenchResult) {
   sink:  the audit service                 %8.0f events/s  (rounds %s)
   ratio sink / floor                       %8.2f         (goal ≥ %.2f: %s)
   CPU per event: floor %.1f µs, sink %.1f µs   (floor/sink %.2f: the ratio where CPU is the limit)
+    of which clickhouse-server: floor %.1f µs, sink %.1f µs
   publish into the stream                  %8.0f events/s
   verify (keyed chain + stream)            %8.0f rows/s    (chain OK: %v)
 `, res.Events, res.AvgEventBytes, res.BatchSize, res.Rounds, res.ClickHouse, res.FloorPerSec, rates(res.FloorRounds), res.SinkPerSec, rates(res.SinkRounds),
-		res.Ratio, res.Goal, yesNo(res.MeetsGoal), res.FloorCPUus, res.SinkCPUus, res.CPURatio, res.PublishPerSec, res.VerifyPerSec, res.ChainVerified)
+		res.Ratio, res.Goal, yesNo(res.MeetsGoal), res.FloorCPUus, res.SinkCPUus, res.CPURatio, res.FloorServerCPUus, res.SinkServerCPUus, res.PublishPerSec, res.VerifyPerSec, res.ChainVerified)
 }
 
 // Missed names each goal the run missed: the sink's throughput against
@@ -134,7 +145,7 @@ func yesNo(b bool) string {
 	return "NOT met"
 }
 
-func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int) (auditBenchResult, error) {
+func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int, prof auditProfiles) (auditBenchResult, error) {
 	res := auditBenchResult{Events: n, Goal: 0.9, Rounds: max(rounds, 1)}
 	cfg, err := env.Load()
 	if err != nil {
@@ -237,7 +248,7 @@ func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int) 
 	// 3. Floor and sink, alternating; each round drains the whole stream
 	// with a consumer of its own into an emptied table.
 	opt := audit.Options{DSN: dsn, Stream: cfg.Stream.Name, BatchSize: cfg.Audit.BatchSize, FlushInterval: cfg.Audit.FlushInterval, Key: key}
-	drain := func(name string, run func(context.Context, audit.Options) error) (perSec, cpuUs float64, err error) {
+	drain := func(name, kind string, run func(context.Context, audit.Options) error) (perSec, cpuUs, serverUs float64, err error) {
 		o := opt
 		o.Durable = name
 		done := make(chan struct{})
@@ -250,25 +261,36 @@ func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int) 
 		rctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		errc := make(chan error, 1)
-		start, cpu := time.Now(), processCPU()+serverCPU()
-		go func() { errc <- run(rctx, o) }()
+		start, cpu, server := time.Now(), processCPU(), serverCPU()
+		// The label splits a CPU profile into the floor's and the sink's
+		// samples (the embedded server's goroutines carry none).
+		go pprof.Do(rctx, pprof.Labels("audit_bench", kind), func(c context.Context) { errc <- run(c, o) })
 		select {
 		case <-done:
 		case err := <-errc:
-			return 0, 0, fmt.Errorf("%s stopped early: %v", name, err)
+			return 0, 0, 0, fmt.Errorf("%s stopped early: %v", name, err)
 		case <-time.After(5 * time.Minute):
-			return 0, 0, fmt.Errorf("%s did not drain %d events in 5 minutes", name, n)
+			return 0, 0, 0, fmt.Errorf("%s did not drain %d events in 5 minutes", name, n)
 		}
-		took, used := time.Since(start), processCPU()+serverCPU()-cpu
+		took, server := time.Since(start), serverCPU()-server
+		used := processCPU() - cpu + server
 		cancel()
 		if err := <-errc; err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		if err := deps.JS.DeleteConsumer(ctx, cfg.Stream.Name, name); err != nil {
-			return 0, 0, fmt.Errorf("delete the %s consumer: %w", name, err)
+			return 0, 0, 0, fmt.Errorf("delete the %s consumer: %w", name, err)
 		}
 		runtime.GC()
-		return float64(n) / took.Seconds(), float64(used.Microseconds()) / float64(n), nil
+		perEvent := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
+		return float64(n) / took.Seconds(), perEvent(used), perEvent(server), nil
+	}
+	stopCPU := func() {}
+	if prof.cpu != "" {
+		if stopCPU, err = StartCPUProfile(prof.cpu); err != nil {
+			return res, err
+		}
+		defer func() { stopCPU() }() // when a round fails
 	}
 	for round := 1; round <= res.Rounds; round++ {
 		for _, q := range []string{"TRUNCATE TABLE floor_events", "TRUNCATE TABLE events"} {
@@ -276,13 +298,13 @@ func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int) 
 				return res, fmt.Errorf("empty the benchmark's tables: %w", err)
 			}
 		}
-		floor, floorCPU, err := drain(fmt.Sprintf("bench_floor_%d", round), func(c context.Context, o audit.Options) error {
+		floor, floorCPU, floorServer, err := drain(fmt.Sprintf("bench_floor_%d", round), "floor", func(c context.Context, o audit.Options) error {
 			return audit.RunFloor(c, deps, o, "floor_events", rows)
 		})
 		if err != nil {
 			return res, err
 		}
-		sink, sinkCPU, err := drain(fmt.Sprintf("bench_sink_%d", round), func(c context.Context, o audit.Options) error {
+		sink, sinkCPU, sinkServer, err := drain(fmt.Sprintf("bench_sink_%d", round), "sink", func(c context.Context, o audit.Options) error {
 			s, err := audit.New(deps, o)
 			if err != nil {
 				return err
@@ -295,10 +317,17 @@ func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int) 
 		res.FloorRounds, res.SinkRounds = append(res.FloorRounds, floor), append(res.SinkRounds, sink)
 		res.FloorPerSec, res.SinkPerSec = max(res.FloorPerSec, floor), max(res.SinkPerSec, sink)
 		if round == 1 || floorCPU < res.FloorCPUus {
-			res.FloorCPUus = floorCPU
+			res.FloorCPUus, res.FloorServerCPUus = floorCPU, floorServer
 		}
 		if round == 1 || sinkCPU < res.SinkCPUus {
-			res.SinkCPUus = sinkCPU
+			res.SinkCPUus, res.SinkServerCPUus = sinkCPU, sinkServer
+		}
+	}
+	stopCPU()
+	stopCPU = func() {}
+	if prof.mem != "" {
+		if err := writeProfile(prof.mem, "allocs"); err != nil {
+			return res, err
 		}
 	}
 	res.Ratio = res.SinkPerSec / res.FloorPerSec

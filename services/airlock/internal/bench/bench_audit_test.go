@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,11 +16,14 @@ import (
 
 // TestBenchAuditJSONPrintsFloorSinkAndRatio runs a short `airlock bench
 // audit --json` against a private clickhouse-server: the floor, the sink and
-// their ratio are measured in the same run and the chain the sink wrote verifies.
+// their ratio are measured in the same run and the chain the sink wrote
+// verifies; the profiles asked for are written.
 func TestBenchAuditJSONPrintsFloorSinkAndRatio(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	out, runErr := runCLI(ctx, t, "audit", "--json", "--events", "3000", "--rounds", "1", "--batch", "500")
+	dir := t.TempDir()
+	cpuProfile, memProfile := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "mem.pprof")
+	out, runErr := runCLI(ctx, t, "audit", "--json", "--events", "3000", "--rounds", "1", "--batch", "500", "--cpuprofile", cpuProfile, "--memprofile", memProfile)
 	// A ratio missed on a busy machine exits 1 after printing: that is the
 	// benchmark's verdict, not this test's, which checks what is measured.
 	if runErr != nil && !errors.Is(runErr, ErrGoalMissed) {
@@ -38,6 +43,17 @@ func TestBenchAuditJSONPrintsFloorSinkAndRatio(t *testing.T) {
 	}
 	if got["chain_verified"] != true {
 		t.Errorf("the chain the sink wrote does not verify: %s", out)
+	}
+	for _, side := range []string{"floor", "sink"} {
+		// clickhouse-server's part is within the whole (it may round to 0 in so short a run).
+		if part, all := got[side+"_clickhouse_cpu_us_per_event"].(float64), got[side+"_cpu_us_per_event"].(float64); part < 0 || part > all {
+			t.Errorf("%s: clickhouse-server %v µs of %v µs per event in %s", side, part, all, out)
+		}
+	}
+	for _, f := range []string{cpuProfile, memProfile} {
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			t.Errorf("profile %s not written: %v", f, err)
+		}
 	}
 }
 

@@ -15,8 +15,9 @@ import (
 // against OPA's own floor, at 100 and at 10,000 rules, in one run.
 func newPolicyCmd(env Env) *cobra.Command {
 	var (
-		asJSON bool
-		opts   policybench.Options
+		asJSON     bool
+		cpuProfile string
+		opts       policybench.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "policy",
@@ -39,7 +40,7 @@ decides on its own goroutine meanwhile. Goal: p50 with shadow ≤ 1.3×
 without.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return benchRun(cmd, env, "", asJSON, func(ctx context.Context, _ config.Config) (*policybench.Result, error) {
+			return benchRun(cmd, env, cpuProfile, asJSON, func(ctx context.Context, _ config.Config) (*policybench.Result, error) {
 				return policybench.Run(ctx, opts)
 			}, printPolicyBench)
 		},
@@ -48,6 +49,7 @@ without.`,
 	f.BoolVar(&asJSON, "json", false, "print one JSON object with every figure")
 	f.IntSliceVar(&opts.Sizes, "rules", []int{100, 10000}, "run-time rules added to the default policy, one measurement per value")
 	f.IntVar(&opts.Decisions, "n", 20000, "decisions timed per call and size")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (floor and decisions interleaved) to this file")
 	f.BoolVar(&opts.Shadow, "shadow", false, "also time the live decision with a candidate policy in shadow (goal: p50 ≤ 1.3× without)")
 	return cmd
 }
