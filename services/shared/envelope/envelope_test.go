@@ -204,3 +204,32 @@ func TestForCallCarriesWhereAndHowTheCallsEventsGo(t *testing.T) {
 		})
 	}
 }
+
+func TestEncodeAfterCarriesTheExpectationAndNoMessageID(t *testing.T) {
+	ev := &airlockv1.Event{
+		EventId: "a1.c1.1.started", AgentId: "a1", CallId: "c1", Revision: 1,
+		Body: &airlockv1.Event_Started{Started: &airlockv1.Started{Attempt: 1}},
+	}
+	msg, err := EncodeAfter(ev, "airlock/executor", "", "airlock.evt.a1.c1.exec.*", 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := Encode(ev, "airlock/executor", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Subject != plain.Subject || string(msg.Data) != string(plain.Data) {
+		t.Fatalf("EncodeAfter gave %s %x, Encode %s %x", msg.Subject, msg.Data, plain.Subject, plain.Data)
+	}
+	for h, want := range map[string]string{
+		HeaderExpectedLastSubjSeq: "42", HeaderExpectedLastSubjSeqSubject: "airlock.evt.a1.c1.exec.*", HeaderMsgID: "",
+		HeaderCEID: "a1.c1.1.started", HeaderCEType: "airlock.v1.started", HeaderCESource: "airlock/executor", HeaderContentType: ContentProtobuf,
+	} {
+		if got := HeaderValue(msg.Header, h); got != want {
+			t.Errorf("header %s = %q, want %q", h, got, want)
+		}
+	}
+	if len(msg.Header) != len(plain.Header)+1 {
+		t.Errorf("EncodeAfter has %d headers, Encode %d: want the message id replaced by the two expectations", len(msg.Header), len(plain.Header))
+	}
+}
