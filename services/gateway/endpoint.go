@@ -49,6 +49,10 @@ type endpoint struct {
 	codeTools []string
 	// codeRunning holds a token per script running (runcode.go).
 	codeRunning chan struct{}
+	// answering: the context of the HTTP request whose response is to
+	// carry a session's tools/call answer, by session and request id
+	// (streamKey), while that request lasts.
+	answering sync.Map
 }
 
 // maxBody bounds an HTTP request body (the SDK's own default).
@@ -87,8 +91,11 @@ func (g *Gateway) newEndpoint(cfg config.GatewayEndpoint) (*endpoint, error) {
 	timeout := g.deps.Config.Gateway.SessionTimeout
 	get := func(*http.Request) *mcp.Server { return ep.server }
 	ep.stateful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: sdkLog})
-	ep.stateless = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, Logger: sdkLog})
-	ep.statelessJSON = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: sdkLog})
+	// A 2026-07-28 request is its whole exchange: a client that closes it
+	// gave up (there is no notifications/cancelled to wait for), so its
+	// handler ends, its call is withdrawn and its script's place freed.
+	ep.stateless = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: sdkLog})
+	ep.statelessJSON = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, PropagateRequestCancellation: true, Logger: sdkLog})
 	return ep, nil
 }
 
@@ -255,8 +262,34 @@ func (ep *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if id, ok := toolsCallID(body); ok {
 		r.Header.Set(requestHeader, id)
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+			key, ctx := streamKey(sid, id), r.Context()
+			ep.answering.Store(key, ctx)
+			defer ep.answering.CompareAndDelete(key, ctx)
+		}
 	}
 	ep.stateful.ServeHTTP(w, r)
+}
+
+func streamKey(session, requestID string) string { return session + "\x00" + requestID }
+
+// untilAnswerUnread is ctx, ended as well when the client closes the HTTP
+// request that was to carry the answer: the gateway's sessions keep no
+// event store, so nothing can resume that response and nobody would read
+// the answer. stop releases it.
+func (ep *endpoint) untilAnswerUnread(ctx context.Context, req *mcp.CallToolRequest) (_ context.Context, stop func()) {
+	sid, _ := sessionOf(req)
+	h := headerOf(req)
+	if sid == "" || h == nil {
+		return ctx, func() {}
+	}
+	v, ok := ep.answering.Load(streamKey(sid, h.Get(requestHeader)))
+	if !ok {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(v.(context.Context), cancel)
+	return ctx, func() { unhook(); cancel() }
 }
 
 // statelessVersion is the first protocol version without sessions.

@@ -197,6 +197,10 @@ func (ep *endpoint) runCode(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.Code == nil {
 		return errorResult("invalid", "", `run_code takes {"code": "<JavaScript>"}: call it again with the script as the string argument code`), nil
 	}
+	// A script cannot be rejoined: once its client has closed the request
+	// that was to carry its answer, it ends, and gives back its place.
+	ctx, stop := ep.untilAnswerUnread(ctx, req)
+	defer stop()
 	// Each script runs in a child process with its own memory and CPU: an
 	// agent sending many at once is held to max_running of them.
 	select {

@@ -71,6 +71,9 @@ type Evaluator struct {
 	queryCompiler ast.QueryCompiler
 	caches        virtualCachePool
 	inputs        inputPool
+	// fullInput: the policy changes part of its input in an expression
+	// (withOnPartOfInput), so every evaluation gets its input built in full.
+	fullInput bool
 }
 
 // decisionVar captures Query's value in the compiled query.
@@ -136,7 +139,7 @@ func NewEvaluator(ctx context.Context, code *Code, rules []*airlockv1.PolicyRule
 	e := &Evaluator{code: code, data: data, generated: gen, revision: hex.EncodeToString(sum[:])[:16], cache: vc,
 		defaults: AskDefaultsFrom(config.Default()),
 		compiler: comp, store: inmem.NewFromObjectWithOpts(data, inmem.OptRoundTripOnWrite(true), inmem.OptReturnASTValuesOnRead(true)),
-		rules: rs, builtins: rs.builtins(), query: query, queryCompiler: qc}
+		rules: rs, builtins: rs.builtins(), query: query, queryCompiler: qc, fullInput: withOnPartOfInput(comp.Modules)}
 	for _, o := range opts {
 		o(e)
 	}
@@ -144,6 +147,24 @@ func NewEvaluator(ctx context.Context, code *Code, rules []*airlockv1.PolicyRule
 }
 
 func intPtr(i int) *int { return &i }
+
+// withOnPartOfInput reports whether a module evaluates an expression `with
+// input.<path> as ...`. OPA applies it to a copy of the input, and a lazy
+// object's copy is the object itself: the change would outlast the
+// expression (an unverified person read as verified for the rest of the
+// decision), and the built-in functions would match the call as sent
+// inside it. Such a policy gets its input built in full.
+func withOnPartOfInput(modules map[string]*ast.Module) bool {
+	found := false
+	for _, m := range modules {
+		ast.WalkWiths(m, func(w *ast.With) bool {
+			r, ok := w.Target.Value.(ast.Ref)
+			found = found || ok && len(r) > 1 && r[0].Equal(ast.InputRootDocument)
+			return found
+		})
+	}
+	return found
+}
 
 // Revision identifies the policy code and data this evaluator decides with;
 // replicas with the same code, rules and bindings have the same revision.
@@ -201,6 +222,13 @@ func (e *Evaluator) evaluate(ctx context.Context, call *airlockv1.ToolCall) (*ai
 	}
 	// Given back once the decision is read out of what the policy gave.
 	defer e.inputs.put(in)
+	if e.fullInput {
+		// No view: the built-in functions read the operand they are given.
+		if in.doc, err = inputValue(call); err != nil {
+			return nil, err
+		}
+		in.call = nil
+	}
 	t, err := e.evalQuery(context.WithValue(ctx, callInputKey{}, in), in)
 	if err != nil {
 		if ctx.Err() != nil {

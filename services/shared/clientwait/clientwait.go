@@ -30,7 +30,11 @@ import (
 )
 
 // Store is the bucket. Its zero value is unusable; build it with Open.
-type Store struct{ kv jetstream.KeyValue }
+type Store struct {
+	kv jetstream.KeyValue
+	// ttl is how long the bucket keeps an entry (0: for ever).
+	ttl time.Duration
+}
 
 // Open binds the bucket (bus.Provision creates it).
 func Open(ctx context.Context, js jetstream.JetStream, bucket string) (*Store, error) {
@@ -38,7 +42,11 @@ func Open(ctx context.Context, js jetstream.JetStream, bucket string) (*Store, e
 	if err != nil {
 		return nil, fmt.Errorf("client-waits bucket %s: %w (is the bus provisioned?)", bucket, err)
 	}
-	return &Store{kv: kv}, nil
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("client-waits bucket %s: %w", bucket, err)
+	}
+	return &Store{kv: kv, ttl: st.TTL()}, nil
 }
 
 // Rejoin is a rejoin entry: the call a repeated identical call follows.

@@ -39,10 +39,16 @@ type view struct {
 	r       Rejoin
 	present bool
 	// doubt: a write of the key may or may not have been stored (it
-	// failed, or lost a race), or its entry did not decode: the bucket is
-	// asked.
+	// failed), a claim of it lost a race the view has not seen the end of,
+	// or its entry did not decode: the bucket is asked.
 	doubt bool
+	// until: the doubt ends once the watch shows a later revision (0: only
+	// this replica's next write of the key ends it).
+	until uint64
 	rev   uint64
+	// at: when the write was made; the bucket forgets an entry its TTL
+	// later, with nothing on the watch, and so does the view.
+	at time.Time
 }
 
 // Rejoins is an empty view of s's rejoin entries; run Follow to keep it in
@@ -56,7 +62,7 @@ func (v *Rejoins) Find(ctx context.Context, key string, mine bool) (r Rejoin, ok
 	k, seen := v.known[key]
 	v.mu.Unlock()
 	if mine && !k.doubt {
-		if !seen || !k.present {
+		if !seen || !k.present || v.expired(k, time.Now()) {
 			return Rejoin{}, false, nil
 		}
 		return k.r, true, nil
@@ -74,23 +80,25 @@ func (v *Rejoins) Remember(ctx context.Context, key string, r Rejoin) error {
 		return err
 	}
 	r.entryRev = rev
-	v.wrote(key, view{r: r, present: true, rev: rev})
+	v.wrote(key, view{r: r, present: true, rev: rev, at: time.Now()})
 	return nil
 }
 
 // Deliver is Store.Deliver, and the entry leaves the view once deleted.
-// When the claim was lost or its answer is unknown, the key is looked up
-// in the bucket until this replica writes it again.
+// When the claim's answer is unknown, the key is looked up in the bucket
+// until this replica writes it again; when the claim was lost, until the
+// watch shows what won it.
 func (v *Rejoins) Deliver(ctx context.Context, key string, r Rejoin) (won bool, err error) {
 	won, err = v.s.Deliver(ctx, key, r)
-	if err != nil || !won {
+	switch {
+	case err != nil:
 		v.distrust(key)
-		return won, err
+	case !won:
+		v.outdated(key, r.entryRev)
+	default:
+		v.delivered(key, r.entryRev)
 	}
-	// Nothing was written to the key between r and its delete (the delete
-	// compared revisions): whatever has a higher revision came after it.
-	v.wrote(key, view{rev: r.entryRev})
-	return true, nil
+	return won, err
 }
 
 // Follow keeps the view in step with the bucket's rejoin keys until ctx
@@ -113,10 +121,18 @@ func (v *Rejoins) Follow(ctx context.Context, log *slog.Logger) {
 }
 
 func (v *Rejoins) follow(ctx context.Context, w jetstream.KeyWatcher) {
+	var sweep <-chan time.Time
+	if v.s.ttl > 0 {
+		t := time.NewTicker(min(v.s.ttl, time.Hour))
+		defer t.Stop()
+		sweep = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case now := <-sweep:
+			v.forget(now)
 		case e, ok := <-w.Updates():
 			if !ok {
 				return
@@ -124,7 +140,7 @@ func (v *Rejoins) follow(ctx context.Context, w jetstream.KeyWatcher) {
 			if e == nil { // what was stored has been read
 				continue
 			}
-			k := view{rev: e.Revision()}
+			k := view{rev: e.Revision(), at: e.Created()}
 			if e.Operation() == jetstream.KeyValuePut {
 				if json.Unmarshal(e.Value(), &k.r) != nil {
 					v.distrust(e.Key()) // Find reads it from the bucket, and says why it fails
@@ -148,7 +164,7 @@ func (v *Rejoins) saw(key string, k view) {
 	if ok && old.rev >= k.rev {
 		return
 	}
-	k.doubt = old.doubt
+	k.doubt, k.until = old.doubt && (old.until == 0 || k.rev <= old.until), old.until
 	if !k.present && !k.doubt {
 		delete(v.known, key)
 		return
@@ -157,9 +173,7 @@ func (v *Rejoins) saw(key string, k view) {
 }
 
 // wrote records this replica's own write of key, which settles any doubt
-// about it. A delivered entry is kept as a delete at its revision until
-// the watch shows the delete, so a late message of the watch about the
-// entry cannot bring it back.
+// about it.
 func (v *Rejoins) wrote(key string, k view) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -169,12 +183,54 @@ func (v *Rejoins) wrote(key string, k view) {
 	v.known[key] = k
 }
 
+// delivered records this replica's delete of the entry it read at rev.
+// Until the watch shows the delete, the view keeps it as a delete at rev,
+// so that a late message of the watch about the entry cannot bring it
+// back; once the watch has shown it (the key is gone from the view, or
+// known at a later revision), nothing is kept: nothing older can follow.
+func (v *Rejoins) delivered(key string, rev uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if old, ok := v.known[key]; ok && old.rev <= rev {
+		v.known[key] = view{rev: rev, at: time.Now()}
+	}
+}
+
+// outdated records that a claim of the entry read at rev lost: something
+// changed the key after rev. Unless the view has seen that change, the
+// bucket is asked until the watch shows it.
+func (v *Rejoins) outdated(key string, rev uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if old, ok := v.known[key]; ok && old.rev <= rev && !old.doubt {
+		old.doubt, old.until = true, rev
+		v.known[key] = old
+	}
+}
+
+// expired reports whether the bucket has forgotten what k records.
+func (v *Rejoins) expired(k view, now time.Time) bool {
+	return v.s.ttl > 0 && !k.at.IsZero() && now.Sub(k.at) >= v.s.ttl
+}
+
+// forget drops what the view records of keys the bucket has forgotten:
+// nothing older than them can come, and their sessions are long over.
+func (v *Rejoins) forget(now time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for key, k := range v.known {
+		if v.expired(k, now) {
+			delete(v.known, key)
+		}
+	}
+}
+
 // distrust makes every later Find of key ask the bucket (until this
 // replica writes the key again): a write of it may or may not be stored.
 func (v *Rejoins) distrust(key string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	k := v.known[key]
-	k.doubt = true
+	k.doubt, k.until, k.at = true, 0, time.Now()
 	v.known[key] = k
 }

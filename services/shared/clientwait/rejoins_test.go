@@ -2,7 +2,9 @@ package clientwait
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -146,5 +148,113 @@ func TestRejoinsAcrossReplicas(t *testing.T) {
 		if _, ok, _ := v.Find(ctx, "r.late", true); ok {
 			t.Fatal("the watch's late message brought the delivered entry back")
 		}
+	})
+}
+
+// TestRejoinsViewKeepsNothingOnceDelivered: the view holds what the bucket
+// holds. An entry delivered — by this replica, whichever of its requests
+// won the claim, and whether the watch showed the delete before or after
+// the claim's answer — leaves nothing behind once the watch has shown the
+// delete; otherwise every delivered outcome would cost each replica memory
+// for as long as it runs (a hostile agent makes as many as it likes).
+func TestRejoinsViewKeepsNothingOnceDelivered(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := func(v *Rejoins) int {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return len(v.known)
+	}
+	for _, c := range []struct {
+		name    string
+		deliver func(t *testing.T, v *Rejoins, key string)
+	}{
+		{"two_requests_of_one_session_claim_the_same_outcome", func(t *testing.T, v *Rejoins, key string) {
+			r, _, _ := v.Find(ctx, key, true)
+			won1, err1 := v.Deliver(ctx, key, r)
+			won2, err2 := v.Deliver(ctx, key, r)
+			if err1 != nil || err2 != nil || won1 == won2 {
+				t.Fatalf("two claims: won %v and %v (%v, %v), want exactly one", won1, won2, err1, err2)
+			}
+		}},
+		{"the_watch_shows_the_delete_before_the_claim_is_answered", func(t *testing.T, v *Rejoins, key string) {
+			r, _, _ := v.Find(ctx, key, true)
+			// What the watch shows of the claim's delete (the next revision)
+			// arrives before the claim's own answer.
+			v.saw(key, view{rev: r.entryRev + 1})
+			if won, err := v.Deliver(ctx, key, r); err != nil || !won {
+				t.Fatalf("deliver: won=%v err=%v", won, err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fctx, stop := context.WithCancel(ctx)
+			defer stop()
+			v := s.Rejoins()
+			go v.Follow(fctx, slog.New(slog.DiscardHandler))
+			for i := range 20 {
+				key := "r." + c.name + strconv.Itoa(i)
+				if err := v.Remember(ctx, key, Rejoin{Call: "c", Revision: 1}); err != nil {
+					t.Fatal(err)
+				}
+				c.deliver(t, v, key)
+				if _, ok, _ := v.Find(ctx, key, true); ok {
+					t.Fatal("the delivered entry is still found")
+				}
+			}
+			testenv.Eventually(t, 10*time.Second, "the view to keep nothing of 20 delivered entries", func() bool { return size(v) == 0 })
+		})
+	}
+}
+
+// TestRejoinsViewForgetsWhatTheBucketLetExpire: the bucket forgets an
+// entry after its TTL without a message on the watch; the view forgets it
+// too, so a replica neither rejoins a call the bucket no longer knows nor
+// keeps, for as long as it runs, every entry whose client never called
+// again.
+func TestRejoinsViewForgetsWhatTheBucketLetExpire(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kv, err := deps.JS.KeyValue(ctx, deps.Config.Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.Config()
+	cfg.TTL = time.Second
+	if _, err := deps.JS.UpdateKeyValue(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := s.Rejoins()
+	go v.Follow(ctx, slog.New(slog.DiscardHandler))
+	if err := v.Remember(ctx, "r.expiring", Rejoin{Call: "c", Revision: 1}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the bucket to let the entry expire", func() bool {
+		_, err := kv.Get(ctx, "r.expiring")
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
+	if r, ok, err := v.Find(ctx, "r.expiring", true); ok || err != nil {
+		t.Fatalf("the view still finds the entry the bucket let expire: %+v (%v)", r, err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the view to keep nothing of the expired entry", func() bool {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return len(v.known) == 0
 	})
 }
