@@ -134,12 +134,12 @@ func (c *Client) Submit(ctx context.Context, call Call) (string, error) {
 		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: c.agent},
 		Body:  &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: tc}},
 	}
-	if size := proto.Size(ev); size > c.maxBytes {
-		return "", fmt.Errorf("%w: request is %d bytes, over the %d-byte limit: pass large inputs by reference", ErrInvalid, size, c.maxBytes)
-	}
 	msg, err := bus.EncodeRequest(ev, "agent/"+c.agent, "")
 	if err != nil {
 		return "", fmt.Errorf("submit call %s: %w", tc.CallId, err)
+	}
+	if size := len(msg.Data); size > c.maxBytes { // the encoded request, measured once
+		return "", fmt.Errorf("%w: request is %d bytes, over the %d-byte limit: pass large inputs by reference", ErrInvalid, size, c.maxBytes)
 	}
 	if c.seal != nil {
 		c.seal(msg)

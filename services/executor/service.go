@@ -28,7 +28,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -205,7 +204,10 @@ func (s *Service) unsealed(ctx context.Context, ev *airlockv1.Event, why error) 
 	}
 }
 
-// prepare reads the call out of a verified allowed or approved event.
+// prepare reads the call out of a verified allowed or approved event. The
+// call is ev's own, changed in place: ev was decoded for this handling
+// alone and is not used after it (a copy of it cost a reflective clone on
+// every call).
 func prepare(subj string, ev *airlockv1.Event, r seal.Runnable) (*execution, error) {
 	x := &execution{call: r.Call, digest: r.Digest, by: "the policy decision", precondition: r.Precondition}
 	if r.Type == subject.Approved {
@@ -219,7 +221,6 @@ func prepare(subj string, ev *airlockv1.Event, r seal.Runnable) (*execution, err
 		max(ev.GetRevision(), 1) != max(x.call.GetRevision(), 1) {
 		return nil, fmt.Errorf("%s: the event's call is %s/%s, not the subject's", subj, x.call.GetAgentId(), x.call.GetCallId())
 	}
-	x.call = proto.Clone(x.call).(*airlockv1.ToolCall)
 	if x.call.Server == "" {
 		x.call.Server, x.call.Tool, _ = strings.Cut(x.call.Tool, "__")
 	}

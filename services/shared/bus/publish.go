@@ -92,13 +92,11 @@ var ErrConflict = errors.New("another event was stored first")
 // refusing it (NOTES), so a writer that cannot tell whether its publish
 // landed reads the subject back instead. A refused append is ErrConflict.
 func (p *Publisher) PublishAfter(ctx context.Context, ev *airlockv1.Event, parentTrace, expectSubject string, expectSeq uint64) (*jetstream.PubAck, error) {
-	msg, err := Encode(ev, p.source, parentTrace)
+	m, err := envelope.EncodeAfter(ev, p.source, parentTrace, expectSubject, expectSeq)
 	if err != nil {
 		return nil, err
 	}
-	msg.Header.Del(jetstream.MsgIDHeader)
-	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expectSeq, 10))
-	msg.Header.Set(headerExpectedLastSubjSeqSubj, expectSubject)
+	msg := Msg(m)
 	ack, err := p.js.PublishMsg(ctx, msg)
 	if err != nil {
 		if refusedAppend(err) {
@@ -125,8 +123,8 @@ func (p *Publisher) AppendAfter(ctx context.Context, evs []*airlockv1.Event, par
 		msg.Header.Del(jetstream.MsgIDHeader)
 		msgs[i] = msg
 	}
-	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expectSeq, 10))
-	msgs[0].Header.Set(headerExpectedLastSubjSeqSubj, expectSubject)
+	msgs[0].Header.Set(envelope.HeaderExpectedLastSubjSeq, strconv.FormatUint(expectSeq, 10))
+	msgs[0].Header.Set(envelope.HeaderExpectedLastSubjSeqSubject, expectSubject)
 	ack, err := AppendBatch(ctx, p.js, msgs)
 	if err != nil {
 		return nil, err
@@ -147,10 +145,6 @@ func refusedAppend(err error) bool {
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
-
-// headerExpectedLastSubjSeqSubj names the subject (or wildcard) whose last
-// sequence Nats-Expected-Last-Subject-Sequence is compared with.
-const headerExpectedLastSubjSeqSubj = "Nats-Expected-Last-Subject-Sequence-Subject"
 
 // Atomic batch publish (ADR-50) headers; the stream needs AllowAtomicPublish.
 const (

@@ -15,6 +15,7 @@ package envelope
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
@@ -82,6 +83,12 @@ func HeaderValue(h map[string][]string, key string) string {
 // event a child span of it. The event id is also the Nats-Msg-Id: only
 // services write the events stream, so no one else can pre-empt it.
 func Encode(ev *airlockv1.Event, source, parentTrace string) (Message, error) {
+	return encodeEvent(ev, source, parentTrace, nil)
+}
+
+// encodeEvent encodes ev for the events stream: with its message id, or
+// with after's expectation instead (a compare-and-append).
+func encodeEvent(ev *airlockv1.Event, source, parentTrace string, after *expectation) (Message, error) {
 	typ := TypeOf(ev)
 	if typ == "" {
 		return Message{}, fmt.Errorf("encode event for call %s: it has no body", ev.GetCallId())
@@ -90,7 +97,29 @@ func Encode(ev *airlockv1.Event, source, parentTrace string) (Message, error) {
 	if err != nil {
 		return Message{}, fmt.Errorf("encode %s event: %w", typ, err)
 	}
-	return encode(ev, subj, typ, source, parentTrace, true)
+	return encode(ev, subj, typ, source, parentTrace, after == nil, after)
+}
+
+// Compare-and-append headers (JetStream's): the message is stored only if
+// the last message stored on the subject (which may end in a wildcard) has
+// the sequence given (0: there is none).
+const (
+	HeaderExpectedLastSubjSeq        = "Nats-Expected-Last-Subject-Sequence"
+	HeaderExpectedLastSubjSeqSubject = "Nats-Expected-Last-Subject-Sequence-Subject"
+)
+
+// EncodeAfter is Encode for a compare-and-append after expectSeq on
+// expectSubject: the message carries the expectation and no message id
+// (bus.PublishAfter says why). Built in one go, not by changing Encode's
+// headers, which grew the header map on every append.
+func EncodeAfter(ev *airlockv1.Event, source, parentTrace, expectSubject string, expectSeq uint64) (Message, error) {
+	return encodeEvent(ev, source, parentTrace, &expectation{subject: expectSubject, seq: expectSeq})
+}
+
+// expectation is a compare-and-append's: the last sequence stored on subject.
+type expectation struct {
+	subject string
+	seq     uint64
 }
 
 // EncodeRequest builds an agent's message for the intake stream, on
@@ -108,14 +137,14 @@ func EncodeRequest(ev *airlockv1.Event, source, parentTrace string) (Message, er
 	if err != nil {
 		return Message{}, fmt.Errorf("encode request: %w", err)
 	}
-	return encode(ev, subj, typ, source, parentTrace, false)
+	return encode(ev, subj, typ, source, parentTrace, false, nil)
 }
 
 // Reported is the body type of an agent's report (intake only: it is never
 // an event type of the events stream).
 const Reported = "reported"
 
-func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgID bool) (Message, error) {
+func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgID bool, after *expectation) (Message, error) {
 	if ev.EventId == "" {
 		ev.EventId = randomID()
 	}
@@ -137,12 +166,18 @@ func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgI
 		ev.Time.AsTime().UTC().Format(time.RFC3339Nano),
 		"1.0",
 		ChildTrace(parentTrace),
-		ev.EventId,
+		"", "", "", // the message id, or a compare-and-append's two expectations
 	}
-	keys := [len(vals)]string{HeaderContentType, HeaderCEID, HeaderCEType, HeaderCESource, HeaderCETime, HeaderCESpec, HeaderTraceparent, HeaderMsgID}
-	n := len(keys)
-	if !withMsgID {
-		n--
+	keys := [len(vals)]string{HeaderContentType, HeaderCEID, HeaderCEType, HeaderCESource, HeaderCETime, HeaderCESpec, HeaderTraceparent}
+	n := 7
+	if withMsgID {
+		keys[n], vals[n] = HeaderMsgID, ev.EventId
+		n++
+	}
+	if after != nil {
+		keys[n], vals[n] = HeaderExpectedLastSubjSeq, strconv.FormatUint(after.seq, 10)
+		keys[n+1], vals[n+1] = HeaderExpectedLastSubjSeqSubject, after.subject
+		n += 2
 	}
 	backing := vals[:]
 	h := make(map[string][]string, n)
@@ -211,20 +246,32 @@ func TypeOfMessage(hdr map[string][]string) string {
 }
 
 // ChildTrace returns a traceparent in the trace of parent with a new span
-// id, or a new trace when parent is not a valid traceparent.
+// id and parent's trace flags, or a new trace with no flag set when parent
+// is not a valid traceparent.
+//
+// airlock records no spans itself, so it never sets the sampled flag (W3C
+// Trace Context: a participant that does not record passes on the flags it
+// received). A sampled traceparent also makes the NATS server parse every
+// header of the message for its own message tracing, which on each of a
+// call's publishes was the largest allocation in the whole round trip.
 func ChildTrace(parent string) string {
 	// 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>
 	var b [55]byte
 	copy(b[:], "00-")
+	flags := "00"
 	if len(parent) >= 53 && parent[:3] == "00-" && parent[35] == '-' && parent[52] == '-' && !strings.Contains(parent[53:], "-") &&
 		isHex(parent[3:35]) && strings.Trim(parent[3:35], "0") != "" && !strings.Contains(parent[36:52], "-") {
 		copy(b[3:35], parent[3:35])
+		if len(parent) == 55 && isHex(parent[53:55]) {
+			flags = parent[53:55]
+		}
 	} else {
 		putRandomHex(b[3:35])
 	}
 	b[35] = '-'
 	putRandomHex(b[36:52])
-	copy(b[52:], "-01")
+	b[52] = '-'
+	copy(b[53:], flags)
 	return string(b[:])
 }
 

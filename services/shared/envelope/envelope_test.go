@@ -79,18 +79,23 @@ func TestChildTraceStartsNewTraceFromGarbage(t *testing.T) {
 }
 
 func TestChildTraceKeepsTheParentsTraceWithANewSpan(t *testing.T) {
-	tests := []struct{ name, parent, keep string }{
-		{"a valid parent keeps its trace id", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "0af7651916cd43dd8448eb211c80319c"},
-		{"upper-case hex is accepted as before", "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", "0AF7651916CD43DD8448EB211C80319C"},
-		{"a trace id that is not hex starts a new trace", "00-0af7651916cd43dd8448eb211c80319z-b7ad6b7169203331-01", ""},
-		{"an extra field starts a new trace", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-xx", ""},
+	tests := []struct{ name, parent, keep, flags string }{
+		{"a valid parent keeps its trace id and flags", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "0af7651916cd43dd8448eb211c80319c", "01"},
+		{"an unsampled parent's children stay unsampled", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00", "0af7651916cd43dd8448eb211c80319c", "00"},
+		{"upper-case hex is accepted as before", "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", "0AF7651916CD43DD8448EB211C80319C", "01"},
+		{"a trace id that is not hex starts a new trace, unsampled", "00-0af7651916cd43dd8448eb211c80319z-b7ad6b7169203331-01", "", "00"},
+		{"an extra field starts a new trace, unsampled", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-xx", "", "00"},
+		{"no parent starts a new trace, unsampled (airlock records no spans)", "", "", "00"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a, b := ChildTrace(tt.parent), ChildTrace(tt.parent)
 			pa, pb := strings.Split(a, "-"), strings.Split(b, "-")
-			if len(pa) != 4 || len(pa[1]) != 32 || len(pa[2]) != 16 || pa[3] != "01" || !isHex(pa[1]) || !isHex(pa[2]) {
+			if len(pa) != 4 || len(pa[1]) != 32 || len(pa[2]) != 16 || !isHex(pa[1]) || !isHex(pa[2]) {
 				t.Fatalf("ChildTrace(%q) = %q: not a traceparent", tt.parent, a)
+			}
+			if pa[3] != tt.flags {
+				t.Fatalf("ChildTrace(%q) = %q: flags %s, want %s", tt.parent, a, pa[3], tt.flags)
 			}
 			if (tt.keep != "") != (pa[1] == tt.keep) {
 				t.Fatalf("ChildTrace(%q) = %q: trace id kept = %v, want %v", tt.parent, a, pa[1] == tt.keep, tt.keep != "")
@@ -197,5 +202,34 @@ func TestForCallCarriesWhereAndHowTheCallsEventsGo(t *testing.T) {
 				t.Fatalf("subject %s", msg.Subject)
 			}
 		})
+	}
+}
+
+func TestEncodeAfterCarriesTheExpectationAndNoMessageID(t *testing.T) {
+	ev := &airlockv1.Event{
+		EventId: "a1.c1.1.started", AgentId: "a1", CallId: "c1", Revision: 1,
+		Body: &airlockv1.Event_Started{Started: &airlockv1.Started{Attempt: 1}},
+	}
+	msg, err := EncodeAfter(ev, "airlock/executor", "", "airlock.evt.a1.c1.exec.*", 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := Encode(ev, "airlock/executor", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Subject != plain.Subject || string(msg.Data) != string(plain.Data) {
+		t.Fatalf("EncodeAfter gave %s %x, Encode %s %x", msg.Subject, msg.Data, plain.Subject, plain.Data)
+	}
+	for h, want := range map[string]string{
+		HeaderExpectedLastSubjSeq: "42", HeaderExpectedLastSubjSeqSubject: "airlock.evt.a1.c1.exec.*", HeaderMsgID: "",
+		HeaderCEID: "a1.c1.1.started", HeaderCEType: "airlock.v1.started", HeaderCESource: "airlock/executor", HeaderContentType: ContentProtobuf,
+	} {
+		if got := HeaderValue(msg.Header, h); got != want {
+			t.Errorf("header %s = %q, want %q", h, got, want)
+		}
+	}
+	if len(msg.Header) != len(plain.Header)+1 {
+		t.Errorf("EncodeAfter has %d headers, Encode %d: want the message id replaced by the two expectations", len(msg.Header), len(plain.Header))
 	}
 }

@@ -4,14 +4,28 @@ package ids
 import (
 	"crypto/rand"
 	"fmt"
-	"regexp"
 	"strings"
 )
 
 // MaxLen is the longest agent or call id accepted.
 const MaxLen = 64
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+// IsIDByte reports whether c may appear in an id: [A-Za-z0-9_-]. Ids are
+// checked several times per call on the hot path; comparing bytes costs a tenth
+// of what the equivalent regular expression costs.
+func IsIDByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-'
+}
+
+// OnlyIDBytes reports whether s is made of [A-Za-z0-9_-] alone (true for "").
+func OnlyIDBytes(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !IsIDByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
 
 // Validate reports whether s is a usable agent or call id: 1–64 characters
 // from [A-Za-z0-9_-], so that it is always exactly one NATS subject token and
@@ -23,7 +37,7 @@ func Validate(kind, s string) error {
 		return fmt.Errorf("%s is empty: set it to 1-%d characters from A-Z a-z 0-9 _ -", kind, MaxLen)
 	case len(s) > MaxLen:
 		return fmt.Errorf("%s %.20q... is %d characters long: the limit is %d", kind, s, len(s), MaxLen)
-	case !idPattern.MatchString(s):
+	case !OnlyIDBytes(s):
 		return fmt.Errorf("%s %q has characters outside A-Z a-z 0-9 _ -: use only those", kind, s)
 	}
 	return nil

@@ -15,7 +15,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -63,13 +62,8 @@ type Limits struct {
 	MaxDepth int
 }
 
-var (
-	namePattern   = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
-	threadPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-)
-
 // badStruct finds a value JSON cannot carry in s — a NaN or infinite
-// number, or a value of no kind — or an object or list nested deeper than
+// number, a value of no kind, text or a member name that is not UTF-8 — or an object or list nested deeper than
 // maxDepth levels (s itself is level 1), and returns its JSON pointer and
 // what is wrong with it. The walk stops at the first one, so a hostile
 // value costs no more than maxDepth levels of recursion.
@@ -82,6 +76,9 @@ func badFields(s *structpb.Struct, at string, depth, maxDepth int) (string, stri
 		return cmp.Or(at, "/"), fmt.Sprintf("nests deeper than %d levels (limits.max_argument_depth): flatten the value, or pass it as a JSON string", maxDepth), true
 	}
 	for k, v := range s.GetFields() {
+		if !utf8.ValidString(k) {
+			return cmp.Or(at, "/"), "has a member name that is not UTF-8 text", true
+		}
 		if p, why, ok := badValue(v, at+"/"+k, depth, maxDepth); ok {
 			return p, why, true
 		}
@@ -96,6 +93,10 @@ func badValue(v *structpb.Value, at string, depth, maxDepth int) (string, string
 	case *structpb.Value_NumberValue:
 		if math.IsNaN(k.NumberValue) || math.IsInf(k.NumberValue, 0) {
 			return at, "is not a finite number (NaN or infinity): JSON cannot carry it, send a finite number or a string", true
+		}
+	case *structpb.Value_StringValue:
+		if !utf8.ValidString(k.StringValue) {
+			return at, "is not UTF-8 text: JSON cannot carry it, send text (or base64 for bytes)", true
 		}
 	case *structpb.Value_StructValue:
 		return badFields(k.StructValue, at, depth+1, maxDepth)
@@ -113,7 +114,19 @@ func badValue(v *structpb.Value, at string, depth, maxDepth int) (string, string
 }
 
 // ValidName reports whether s can be a server or tool name of a call.
-func ValidName(s string) bool { return len(s) <= MaxNameLen && namePattern.MatchString(s) }
+// It is [A-Za-z0-9_.:-]{1,MaxNameLen}, checked byte by byte (every call
+// checks two names on the hot path; a regular expression cost ten times more).
+func ValidName(s string) bool {
+	if s == "" || len(s) > MaxNameLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c != '.' && c != ':' && !ids.IsIDByte(c) {
+			return false
+		}
+	}
+	return true
+}
 
 // Refusal is why a request was refused; Reason is the sentence recorded in
 // the `invalid` event and returned to the agent.
@@ -178,7 +191,17 @@ func Intake(subj string, data []byte, header nats.Header, lim Limits) (_ *airloc
 	if err := ids.ValidateAgent(agent); err != nil {
 		return nil, nil, refuse("%v", err)
 	}
-	if callID == "" { // the stored form: the body names the call
+	// The stored form names the call in the body alone. A protobuf body of
+	// allowed size is decoded once, here, for its call id and for what
+	// follows; BodyCallID reads what it can of any other.
+	var ev *airlockv1.Event
+	var decodeErr error
+	if callID == "" && len(data) <= maxBytes && !envelope.IsJSON(header) {
+		if ev, decodeErr = envelope.Decode(data, header); decodeErr == nil {
+			callID = cmp.Or(ev.GetRequested().GetCall().GetCallId(), ev.GetCallId())
+		}
+	}
+	if callID == "" && ev == nil {
 		callID = BodyCallID(data, header)
 	}
 	if len(data) > maxBytes {
@@ -194,9 +217,11 @@ func Intake(subj string, data []byte, header nats.Header, lim Limits) (_ *airloc
 			return nil, nil, r
 		}
 	}
-	ev, err := envelope.Decode(data, header)
-	if err != nil {
-		return nil, nil, refuse("request does not decode as an airlock.v1.Event (protobuf, or protojson with Content-Type: application/json): %v", err)
+	if ev == nil && decodeErr == nil {
+		ev, decodeErr = envelope.Decode(data, header)
+	}
+	if decodeErr != nil {
+		return nil, nil, refuse("request does not decode as an airlock.v1.Event (protobuf, or protojson with Content-Type: application/json): %v", decodeErr)
 	}
 	if rep := ev.GetReported(); rep != nil {
 		if callID == "" {
@@ -347,7 +372,7 @@ func checkCall(call *airlockv1.ToolCall, maxDepth int) *Refusal {
 	if strings.Contains(call.Server, "__") {
 		return refuse("server %q must not contain \"__\": that separates server from tool", call.Server)
 	}
-	if call.ThreadId != "" && (len(call.ThreadId) > MaxThreadLen || !threadPattern.MatchString(call.ThreadId)) {
+	if call.ThreadId != "" && (len(call.ThreadId) > MaxThreadLen || !ids.OnlyIDBytes(call.ThreadId)) {
 		return refuse("thread_id %q must be 1-%d characters from A-Z a-z 0-9 _ -: map other session ids (a hash, or a safe encoding) before sending", truncate(call.ThreadId, 40), MaxThreadLen)
 	}
 	if strings.IndexFunc(call.OnBehalfOf, unicode.IsControl) >= 0 || len(call.OnBehalfOf) > MaxNameLen {
@@ -379,13 +404,38 @@ func checkCall(call *airlockv1.ToolCall, maxDepth int) *Refusal {
 	if call.Revision == 0 {
 		call.Revision = 1
 	}
-	// Every service, front-end and export writes the call as JSON: whatever
-	// the checks above did not name must still encode, or it would break
-	// them for every reviewer.
-	if _, err := protojson.Marshal(call); err != nil {
-		return refuse("the call cannot be written as JSON (%v): send only values JSON can carry", err)
+	// Every service, front-end and export writes the call as JSON: what
+	// protojson would refuse must be refused here, or it would break them
+	// for every reviewer. Past the checks above (values of no kind, NaN,
+	// created_at out of range) that is text that is not UTF-8. Checked
+	// field by field, not by encoding the call as JSON on every request
+	// (the SDK's and the policy's largest cost of their own);
+	// TestCheckCallRefusesWhatProtojsonRefuses holds the list to the
+	// ToolCall message.
+	if field := nonUTF8Field(call); field != "" {
+		return refuse("%s is not UTF-8 text: JSON cannot carry it, send text", field)
 	}
 	return nil
+}
+
+// nonUTF8Field names the first text field of call (outside its arguments
+// and annotations, which badStruct checks) that is not UTF-8, "" when none.
+func nonUTF8Field(call *airlockv1.ToolCall) string {
+	for _, f := range []struct{ name, v string }{
+		{"call_id", call.CallId}, {"agent_id", call.AgentId}, {"thread_id", call.ThreadId}, {"on_behalf_of", call.OnBehalfOf},
+		{"server", call.Server}, {"tool", call.Tool}, {"reason", call.Reason}, {"idempotency_key", call.IdempotencyKey}, {"cwd", call.Cwd},
+		{"script.digest", call.GetScript().GetDigest()}, {"script.run_id", call.GetScript().GetRunId()}, {"script.text", call.GetScript().GetText()},
+	} {
+		if !utf8.ValidString(f.v) {
+			return f.name
+		}
+	}
+	for _, p := range call.GetScript().GetPreview() {
+		if !utf8.ValidString(p) {
+			return "script.preview"
+		}
+	}
+	return ""
 }
 
 // BodyCallID reads the call id an intake message's body names (a request's

@@ -2,11 +2,15 @@ package ingress
 
 import (
 	"math"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -272,5 +276,98 @@ func TestCallHoldsArgumentsToTheCeiling(t *testing.T) {
 	r := Call(&airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Tool: "fs__x", Arguments: args})
 	if r == nil || !strings.Contains(r.Reason, "nests deeper than 128 levels") {
 		t.Fatalf("want the ceiling refusal, got %v", r)
+	}
+}
+
+func TestValidNameIsTheDocumentedPattern(t *testing.T) {
+	pattern := regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
+	names := []string{"", "fs", "read_file", "a.b:c-d_e", "a b", "a/b", "a*", "a>", "caf\u00e9", "a\x00", strings.Repeat("n", MaxNameLen), strings.Repeat("n", MaxNameLen+1)}
+	for c := 0; c < 256; c++ {
+		names = append(names, "x"+string([]byte{byte(c)}))
+	}
+	for _, s := range names {
+		if want := len(s) <= MaxNameLen && pattern.MatchString(s); ValidName(s) != want {
+			t.Errorf("ValidName(%q) = %v, want %v", s, !want, want)
+		}
+	}
+}
+
+// checkCall refuses what protojson would refuse without encoding the call
+// as JSON: every text field of a ToolCall, found by reflection (so a field
+// added later is covered), refused when it is not UTF-8, and the message
+// fields limited to those whose JSON validity checkCall knows.
+func TestCheckCallRefusesWhatProtojsonRefuses(t *testing.T) {
+	valid := func() *airlockv1.ToolCall {
+		args, _ := structpb.NewStruct(map[string]any{"path": "/tmp/x", "n": 1, "nested": map[string]any{"ok": true}})
+		return &airlockv1.ToolCall{AgentId: "a", CallId: "c", Tool: "fs__read_file", Arguments: args, CreatedAt: timestamppb.Now(),
+			Script: &airlockv1.Script{Digest: "sha256:" + strings.Repeat("ab", 32), RunId: "r1", Index: 1, Preview: []string{"p"}}}
+	}
+	if r := Call(valid()); r != nil {
+		t.Fatalf("a valid call was refused: %s", r.Reason)
+	}
+	known := map[protoreflect.FullName]bool{"google.protobuf.Struct": true, "google.protobuf.Timestamp": true, "airlock.v1.Script": true}
+	var textFields func(path []protoreflect.FieldDescriptor, md protoreflect.MessageDescriptor)
+	var paths [][]protoreflect.FieldDescriptor
+	textFields = func(path []protoreflect.FieldDescriptor, md protoreflect.MessageDescriptor) {
+		for i := 0; i < md.Fields().Len(); i++ {
+			fd := md.Fields().Get(i)
+			p := append(slices.Clone(path), fd)
+			switch fd.Kind() {
+			case protoreflect.StringKind:
+				paths = append(paths, p)
+			case protoreflect.MessageKind:
+				if !known[fd.Message().FullName()] {
+					t.Errorf("ToolCall field %s is a %s: make checkCall refuse whatever protojson refuses in it, then add it here", fd.FullName(), fd.Message().FullName())
+				}
+				if fd.Message().FullName() == "airlock.v1.Script" {
+					textFields(p, fd.Message())
+				}
+			}
+		}
+	}
+	textFields(nil, (&airlockv1.ToolCall{}).ProtoReflect().Descriptor())
+	if len(paths) < 10 {
+		t.Fatalf("found only %d text fields: the walk is broken", len(paths))
+	}
+	for _, p := range paths {
+		call := valid()
+		m := call.ProtoReflect()
+		for _, fd := range p[:len(p)-1] {
+			m = m.Mutable(fd).Message()
+		}
+		fd := p[len(p)-1]
+		if fd.IsList() {
+			m.Mutable(fd).List().Append(protoreflect.ValueOfString("bad \xff"))
+		} else {
+			m.Set(fd, protoreflect.ValueOfString("bad \xff"))
+		}
+		if _, err := protojson.Marshal(call); err == nil {
+			t.Fatalf("protojson accepted %s not UTF-8: the oracle is wrong", fd.FullName())
+		}
+		if r := Call(call); r == nil {
+			t.Errorf("a call whose %s is not UTF-8 was accepted", fd.FullName())
+		}
+	}
+	for _, bad := range []struct {
+		name string
+		set  func(*airlockv1.ToolCall)
+	}{
+		{"an argument's text is not UTF-8", func(c *airlockv1.ToolCall) { c.Arguments.Fields["path"] = structpb.NewStringValue("\xff") }},
+		{"an argument's name is not UTF-8", func(c *airlockv1.ToolCall) { c.Arguments.Fields["\xff"] = structpb.NewBoolValue(true) }},
+		{"a nested argument's text is not UTF-8", func(c *airlockv1.ToolCall) {
+			c.Arguments.Fields["nested"].GetStructValue().Fields["x"] = structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewStringValue("\xfe")}})
+		}},
+		{"an annotation's text is not UTF-8", func(c *airlockv1.ToolCall) {
+			c.Annotations = &structpb.Struct{Fields: map[string]*structpb.Value{"title": structpb.NewStringValue("\xff")}}
+		}},
+	} {
+		call := valid()
+		bad.set(call)
+		if _, err := protojson.Marshal(call); err == nil {
+			t.Fatalf("%s: protojson accepted it, the oracle is wrong", bad.name)
+		}
+		if r := Call(call); r == nil {
+			t.Errorf("%s: the call was accepted", bad.name)
+		}
 	}
 }

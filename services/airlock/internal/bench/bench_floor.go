@@ -598,36 +598,16 @@ func floorPull(ctx context.Context, js jetstream.JetStream, o floorOptions, payl
 // consumeAcking runs a durable pull consumer on filter with as many workers
 // as the raw hop's relay; each acked message is signalled on the channel.
 func consumeAcking(ctx context.Context, s jetstream.Stream, name, filter string) (<-chan struct{}, func(), error) {
-	cons, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: filter, MaxAckPending: 1000})
-	if err != nil {
-		return nil, nil, err
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(256))
-	if err != nil {
-		return nil, nil, err
-	}
 	acked := make(chan struct{}, 1024)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				m, err := it.Next()
-				if err != nil {
-					return
-				}
-				if m.Ack() == nil {
-					select {
-					case acked <- struct{}{}:
-					case <-ctx.Done():
-						return
-					}
-				}
+	stop, err := relay(ctx, s, name, filter, 8, func(m jetstream.Msg) {
+		if m.Ack() == nil {
+			select {
+			case acked <- struct{}{}:
+			case <-ctx.Done():
 			}
-		}()
-	}
-	return acked, func() { it.Stop(); wg.Wait() }, nil
+		}
+	})
+	return acked, stop, err
 }
 
 // receive waits for n signals on ch.
@@ -754,12 +734,8 @@ func floorHop(ctx context.Context, url string, o floorOptions, payload []byte) (
 // many workers as a service runs re-publishes each message to the stream
 // and acks it; the client receives the re-published message. hop does one.
 func newHopRig(ctx context.Context, url, stream string, payload []byte) (hop func(context.Context) error, stop func(), err error) {
-	var cleanup []func()
-	stop = func() {
-		for i := len(cleanup) - 1; i >= 0; i-- {
-			cleanup[i]()
-		}
-	}
+	var cleanup rigCleanup
+	stop = cleanup.run
 	defer func() {
 		if err != nil {
 			stop()
@@ -769,19 +745,19 @@ func newHopRig(ctx context.Context, url, stream string, payload []byte) (hop fun
 	if err != nil {
 		return nil, nil, err
 	}
-	cleanup = append(cleanup, client.Close)
+	cleanup.add(client.Close)
 	relay, err := nats.Connect(url)
 	if err != nil {
 		return nil, nil, err
 	}
-	cleanup = append(cleanup, relay.Close)
+	cleanup.add(relay.Close)
 	cjs, _ := jetstream.New(client)
 	rjs, _ := jetstream.New(relay)
 	s, done, err := floorStream(ctx, cjs, jetstream.StreamConfig{Name: stream, Subjects: []string{"bench.hop.>"}})
 	if err != nil {
 		return nil, nil, err
 	}
-	cleanup = append(cleanup, done)
+	cleanup.add(done)
 	cons, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "relay", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "bench.hop.req.*", MaxAckPending: 1000})
 	if err != nil {
 		return nil, nil, err
@@ -790,7 +766,7 @@ func newHopRig(ctx context.Context, url, stream string, payload []byte) (hop fun
 	if err != nil {
 		return nil, nil, err
 	}
-	cleanup = append(cleanup, it.Stop)
+	cleanup.add(it.Stop)
 	for range 8 {
 		go func() {
 			for {
@@ -805,41 +781,78 @@ func newHopRig(ctx context.Context, url, stream string, payload []byte) (hop fun
 			}
 		}()
 	}
-	var mu sync.Mutex
-	waiters := map[string]chan struct{}{}
-	sub, err := client.Subscribe("bench.hop.rep.*", func(m *nats.Msg) {
-		id := m.Subject[len("bench.hop.rep."):]
-		mu.Lock()
-		ch := waiters[id]
-		delete(waiters, id)
-		mu.Unlock()
-		if ch != nil {
-			close(ch)
-		}
-	})
+	replies := newReplyWaiters()
+	sub, err := client.Subscribe("bench.hop.rep.*", func(m *nats.Msg) { replies.arrived(m.Subject[len("bench.hop.rep."):]) })
 	if err != nil {
 		return nil, nil, err
 	}
-	cleanup = append(cleanup, func() { _ = sub.Unsubscribe() })
+	cleanup.add(func() { _ = sub.Unsubscribe() })
 	_ = sub.SetPendingLimits(-1, -1)
 	var seq atomic.Int64
 	hop = func(ctx context.Context) error {
 		id := strconv.FormatInt(seq.Add(1), 10)
-		ch := make(chan struct{})
-		mu.Lock()
-		waiters[id] = ch
-		mu.Unlock()
+		reply := replies.expect(id)
 		if _, err := cjs.Publish(ctx, "bench.hop.req."+id, payload, jetstream.WithMsgID("hop-"+id)); err != nil {
 			return err
 		}
-		select {
-		case <-ch:
-			return nil
-		case <-time.After(30 * time.Second):
-			return fmt.Errorf("hop %s: no reply within 30s", id)
-		case <-ctx.Done():
-			return fmt.Errorf("no reply for hop %s: %w", id, ctx.Err())
-		}
+		return waitReply(ctx, reply, "hop "+id)
 	}
 	return hop, stop, nil
+}
+
+// rigCleanup undoes what a rig set up, newest first.
+type rigCleanup []func()
+
+func (c *rigCleanup) add(f func()) { *c = append(*c, f) }
+
+func (c *rigCleanup) run() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
+	}
+}
+
+// replyWaiters hands each reply a rig's client receives to the operation
+// waiting for its id.
+type replyWaiters struct {
+	mu      sync.Mutex
+	waiting map[string]chan struct{}
+}
+
+func newReplyWaiters() *replyWaiters { return &replyWaiters{waiting: map[string]chan struct{}{}} }
+
+// expect registers id before its request is sent; the returned channel is
+// closed when its reply arrives.
+func (w *replyWaiters) expect(id string) <-chan struct{} {
+	ch := make(chan struct{})
+	w.mu.Lock()
+	w.waiting[id] = ch
+	w.mu.Unlock()
+	return ch
+}
+
+func (w *replyWaiters) arrived(id string) {
+	w.mu.Lock()
+	ch := w.waiting[id]
+	delete(w.waiting, id)
+	w.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// errNoReply: a rig's reply did not come within 30 s.
+var errNoReply = errors.New("no reply within 30s")
+
+// waitReply waits at most 30 s for reply; what names the operation in the error.
+func waitReply(ctx context.Context, reply <-chan struct{}, what string) error {
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
+	select {
+	case <-reply:
+		return nil
+	case <-timeout.C:
+		return fmt.Errorf("%s: %w", what, errNoReply)
+	case <-ctx.Done():
+		return fmt.Errorf("no reply for %s: %w", what, ctx.Err())
+	}
 }

@@ -34,7 +34,10 @@ type roundtripOptions struct {
 	Duration    time.Duration
 	Concurrency int
 	CPUProfile  string
-	FixedAllow  bool
+	// MemProfile: where to write the allocations of the round trip's
+	// throughput run (MemProfile.base holds those before it).
+	MemProfile string
+	FixedAllow bool
 	// FloorOps: operations counted for each of the floor's CPU figures.
 	FloorOps int
 }
@@ -70,6 +73,16 @@ type roundtripReport struct {
 		Latency    latency    `json:"latency"`
 		Throughput throughput `json:"throughput"`
 	} `json:"round_trip"`
+	// Chain is the chain floor (newChainRig): the call's JetStream
+	// operations in sequence with bare nats.go, measured as the round trip.
+	Chain struct {
+		Latency    latency    `json:"latency"`
+		Throughput throughput `json:"throughput"`
+		Payload    int        `json:"payload_bytes"`
+		// PerCall: what the server counted per chain, as for the round
+		// trip: the check that the chain does what a call does.
+		PerCall callCounts `json:"measured_per_call"`
+	} `json:"chain_floor"`
 	// PerCall is what the server counted during the throughput run, per
 	// completed call: the check that Mix is what a call really does.
 	PerCall callCounts `json:"measured_per_call"`
@@ -83,6 +96,15 @@ type roundtripReport struct {
 		P50 float64 `json:"p50"`
 		P99 float64 `json:"p99"`
 		CPU float64 `json:"cpu_per_call_to_floor"`
+		// ChainP50, ChainP99: the chain floor against the raw hop — the
+		// least a call with these writes in sequence can be.
+		ChainP50 float64 `json:"chain_p50_to_raw_hop"`
+		ChainP99 float64 `json:"chain_p99_to_raw_hop"`
+		// OverChainP50, OverChainP99, OverChainCPU: the round trip against
+		// the chain floor — what airlock adds to its writes.
+		OverChainP50 float64 `json:"round_trip_p50_to_chain"`
+		OverChainP99 float64 `json:"round_trip_p99_to_chain"`
+		OverChainCPU float64 `json:"round_trip_cpu_to_chain"`
 	} `json:"ratios"`
 	Goals struct {
 		P50Max float64 `json:"p50_max"`
@@ -175,6 +197,7 @@ p99 ≤ 6× the raw hop; CPU per call ≤ 1.6× the floor.`,
 	f.IntVar(&o.Concurrency, "concurrency", 64, "calls in flight during the throughput runs")
 	f.IntVar(&o.FloorOps, "floor-ops", 20000, "operations counted for each of the messaging floor's CPU figures")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the round trip's throughput run (nothing else) to this file")
+	f.StringVar(&o.MemProfile, "memprofile", "", "write the allocations up to the end of the round trip's throughput run to this file, and those before it to FILE.base (go tool pprof -diff_base FILE.base FILE)")
 	f.BoolVar(&o.FixedAllow, "fixed-allow", false, "decide with a fixed allow instead of the configured policy (leaves Rego evaluation out of the figures)")
 	return cmd
 }
@@ -219,6 +242,11 @@ func runRoundtripBench(ctx context.Context, cfg config.Config, o roundtripOption
 	if counts.EventWrites > 0 {
 		payload = max(payload, int(counts.EventBytes/counts.EventWrites)-floorRecordOverhead)
 	}
+	chain, chainCounts, err := benchChain(ctx, url, o, payload)
+	if err != nil {
+		return nil, fmt.Errorf("chain floor: %w", err)
+	}
+	rep.Chain.Latency, rep.Chain.Throughput, rep.Chain.Payload, rep.Chain.PerCall = chain.lat, chain.tput, payload, chainCounts
 	if rep.Floor, err = measureFloor(ctx, url, floorOptions{Samples: o.Samples, Concurrency: o.Concurrency, Ops: o.FloorOps, Payload: payload}); err != nil {
 		return nil, err
 	}
@@ -226,6 +254,13 @@ func runRoundtripBench(ctx context.Context, cfg config.Config, o roundtripOption
 	rep.Ratios.P50 = rep.RoundTrip.Latency.P50us / rep.RawHop.Latency.P50us
 	rep.Ratios.P99 = rep.RoundTrip.Latency.P99us / rep.RawHop.Latency.P99us
 	rep.Ratios.CPU = rep.RoundTrip.Throughput.CPUPerOpUs / rep.FloorCPUus
+	rep.Ratios.ChainP50 = rep.Chain.Latency.P50us / rep.RawHop.Latency.P50us
+	rep.Ratios.ChainP99 = rep.Chain.Latency.P99us / rep.RawHop.Latency.P99us
+	rep.Ratios.OverChainP50 = rep.RoundTrip.Latency.P50us / rep.Chain.Latency.P50us
+	rep.Ratios.OverChainP99 = rep.RoundTrip.Latency.P99us / rep.Chain.Latency.P99us
+	if rep.Chain.Throughput.CPUPerOpUs > 0 {
+		rep.Ratios.OverChainCPU = rep.RoundTrip.Throughput.CPUPerOpUs / rep.Chain.Throughput.CPUPerOpUs
+	}
 	rep.Goals.P50Met = rep.Ratios.P50 <= rep.Goals.P50Max
 	rep.Goals.P99Met = rep.Ratios.P99 <= rep.Goals.P99Max
 	rep.Goals.CPUMet = rep.Ratios.CPU <= rep.Goals.CPUMax
@@ -271,6 +306,11 @@ func measure(ctx context.Context, o roundtripOptions, op func(ctx context.Contex
 			}
 			defer stop()
 		}
+		if o.MemProfile != "" {
+			if err := writeProfile(o.MemProfile+".base", "allocs"); err != nil {
+				return m, callCounts{}, err
+			}
+		}
 	}
 	var done atomic.Int64
 	var firstErr error
@@ -302,6 +342,11 @@ func measure(ctx context.Context, o roundtripOptions, op func(ctx context.Contex
 	cpu := processCPU() - cpu0
 	if firstErr != nil {
 		return m, callCounts{}, firstErr
+	}
+	if count != nil && o.MemProfile != "" {
+		if err := writeProfile(o.MemProfile, "allocs"); err != nil {
+			return m, callCounts{}, err
+		}
 	}
 	m.tput = throughput{PerSecond: float64(done.Load()) / elapsed, Completed: int(done.Load()), Seconds: elapsed, Concurrency: o.Concurrency}
 	n := float64(done.Load())
@@ -342,6 +387,18 @@ func benchRawHop(ctx context.Context, url string, o roundtripOptions) (measured,
 	defer stop()
 	m, _, err := measure(ctx, o, hop, nil)
 	return m, err
+}
+
+// benchChain times the chain floor (newChainRig) as measure does the round
+// trip: the same samples one at a time, the same calls in flight.
+func benchChain(ctx context.Context, url string, o roundtripOptions, payload int) (measured, callCounts, error) {
+	chain, count, stop, err := newChainRig(ctx, url, make([]byte, payload))
+	if err != nil {
+		return measured{}, callCounts{}, err
+	}
+	defer stop()
+	o.CPUProfile, o.MemProfile = "", "" // the profiles are the round trip's
+	return measure(ctx, o, chain, count)
 }
 
 // benchRoundTrip runs the policy and executor services in-process and times
@@ -443,24 +500,30 @@ func (b *benchServices) stop() {
 // serverCounts reads how many messages the intake and events streams have
 // stored and the policy and executor consumers have delivered so far.
 func serverCounts(ctx context.Context, js jetstream.JetStream, cfg config.Config) (callCounts, error) {
+	return countsOf(ctx, js, cfg.Intake.Name, cfg.Stream.Name, policy.Durable, executor.Durable)
+}
+
+// countsOf reads what the intake and events streams have stored and what
+// the policy's and the executor's durable consumers have delivered.
+func countsOf(ctx context.Context, js jetstream.JetStream, intake, events, policyDurable, executorDurable string) (callCounts, error) {
 	var c callCounts
 	for _, s := range []struct {
 		name string
 		out  *float64
-	}{{cfg.Intake.Name, &c.IntakeWrites}, {cfg.Stream.Name, &c.EventWrites}} {
+	}{{intake, &c.IntakeWrites}, {events, &c.EventWrites}} {
 		st, err := js.Stream(ctx, s.name)
 		if err != nil {
 			return c, fmt.Errorf("stream %s: %w", s.name, err)
 		}
 		*s.out = float64(st.CachedInfo().State.LastSeq)
-		if s.name == cfg.Stream.Name {
+		if s.name == events {
 			c.EventBytes = float64(st.CachedInfo().State.Bytes)
 		}
 	}
 	for _, d := range []struct {
 		stream, durable string
 		out             *float64
-	}{{cfg.Intake.Name, policy.Durable, &c.PolicyDeliveries}, {cfg.Stream.Name, executor.Durable, &c.ExecutorDeliveries}} {
+	}{{intake, policyDurable, &c.PolicyDeliveries}, {events, executorDurable, &c.ExecutorDeliveries}} {
 		cons, err := js.Consumer(ctx, d.stream, d.durable)
 		if err != nil {
 			return c, fmt.Errorf("consumer %s: %w", d.durable, err)
@@ -546,7 +609,14 @@ func printRoundtrip(w io.Writer, r *roundtripReport) {
 	fmt.Fprintf(w, "airlock bench roundtrip — %s\ndecider: %s\n\n", r.Setup, r.Decider)
 	fmt.Fprintf(w, "%-26s %10s %10s %12s %12s\n", "", "p50", "p99", "per second", "CPU per op")
 	fmt.Fprintf(w, "%-26s %8.0fµs %8.0fµs %12.0f %10.0fµs  (%d in flight)\n", "raw JetStream hop", r.RawHop.Latency.P50us, r.RawHop.Latency.P99us, r.RawHop.Throughput.PerSecond, r.RawHop.Throughput.CPUPerOpUs, r.RawHop.Throughput.Concurrency)
-	fmt.Fprintf(w, "%-26s %8.0fµs %8.0fµs %12.0f %10.0fµs  (%d in flight)\n\n", "auto-allowed round trip", r.RoundTrip.Latency.P50us, r.RoundTrip.Latency.P99us, r.RoundTrip.Throughput.PerSecond, r.RoundTrip.Throughput.CPUPerOpUs, r.RoundTrip.Throughput.Concurrency)
+	fmt.Fprintf(w, "%-26s %8.0fµs %8.0fµs %12.0f %10.0fµs  (%d in flight)\n", "auto-allowed round trip", r.RoundTrip.Latency.P50us, r.RoundTrip.Latency.P99us, r.RoundTrip.Throughput.PerSecond, r.RoundTrip.Throughput.CPUPerOpUs, r.RoundTrip.Throughput.Concurrency)
+	fmt.Fprintf(w, "%-26s %8.0fµs %8.0fµs %12.0f %10.0fµs  (%d in flight)\n\n", "chain floor", r.Chain.Latency.P50us, r.Chain.Latency.P99us, r.Chain.Throughput.PerSecond, r.Chain.Throughput.CPUPerOpUs, r.Chain.Throughput.Concurrency)
+	fmt.Fprintf(w, "chain floor: the call's JetStream operations in sequence, bare nats.go, %d B messages (request; delivery, append requested, publish decision, ack; delivery, append started, append completed, ack; RePublish to the agent)\n", r.Chain.Payload)
+	cc := r.Chain.PerCall
+	fmt.Fprintf(w, "  per chain, counted by the server: %.2f intake writes, %.2f event writes, %.2f policy deliveries, %.2f executor deliveries\n",
+		cc.IntakeWrites, cc.EventWrites, cc.PolicyDeliveries, cc.ExecutorDeliveries)
+	fmt.Fprintf(w, "  chain floor = %.2f× raw hop p50, %.2f× p99: the least a call with these writes in sequence can be\n", r.Ratios.ChainP50, r.Ratios.ChainP99)
+	fmt.Fprintf(w, "  round trip  = %.2f× chain floor p50, %.2f× p99, %.2f× its CPU per call: what airlock adds to the writes\n\n", r.Ratios.OverChainP50, r.Ratios.OverChainP99, r.Ratios.OverChainCPU)
 	c := r.PerCall
 	fmt.Fprintf(w, "per call, counted by the server: %.2f intake writes, %.2f event writes (%.0f B stored), %.2f policy deliveries, %.2f executor deliveries\n",
 		c.IntakeWrites, c.EventWrites, c.EventBytes, c.PolicyDeliveries, c.ExecutorDeliveries)

@@ -25,7 +25,9 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 	figures := []float64{rep.RawHop.Latency.P50us, rep.RawHop.Latency.P99us, rep.RawHop.Throughput.PerSecond,
 		rep.RoundTrip.Latency.P50us, rep.RoundTrip.Latency.P99us, rep.RoundTrip.Throughput.PerSecond,
 		rep.Ratios.P50, rep.Ratios.P99, rep.Ratios.CPU, rep.FloorCPUus,
-		rep.RawHop.Throughput.CPUPerOpUs, rep.RoundTrip.Throughput.CPUPerOpUs}
+		rep.RawHop.Throughput.CPUPerOpUs, rep.RoundTrip.Throughput.CPUPerOpUs,
+		rep.Chain.Latency.P50us, rep.Chain.Latency.P99us, rep.Chain.Throughput.PerSecond, rep.Chain.Throughput.CPUPerOpUs,
+		rep.Ratios.ChainP50, rep.Ratios.ChainP99, rep.Ratios.OverChainP50, rep.Ratios.OverChainP99, rep.Ratios.OverChainCPU}
 	for i, f := range figures {
 		if !(f > 0) {
 			t.Fatalf("figure %d is %v in %+v", i, f, rep)
@@ -47,11 +49,27 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 			t.Errorf("%s per call: the server counted %.2f, the floor assumes %.0f", check.what, check.got, check.want)
 		}
 	}
+	// The chain floor does what a call does, no more, no less: the server
+	// counts the same writes and deliveries per chain as per call.
+	cc := rep.Chain.PerCall
+	for _, check := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"intake writes", cc.IntakeWrites, c.IntakeWrites},
+		{"event writes", cc.EventWrites, c.EventWrites},
+		{"policy deliveries", cc.PolicyDeliveries, c.PolicyDeliveries},
+		{"executor deliveries", cc.ExecutorDeliveries, c.ExecutorDeliveries},
+	} {
+		if !near(check.got, check.want) {
+			t.Errorf("%s: the server counted %.2f per chain and %.2f per call", check.what, check.got, check.want)
+		}
+	}
 	b, err := json.Marshal(rep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"raw_hop"`, `"round_trip"`, `"floor"`, `"floor_mix"`, `"measured_per_call"`, `"ratios"`, `"goals"`, `"p50_us"`, `"per_second"`, `"cpu_us_per_op"`} {
+	for _, key := range []string{`"raw_hop"`, `"round_trip"`, `"floor"`, `"floor_mix"`, `"measured_per_call"`, `"chain_floor"`, `"chain_p50_to_raw_hop"`, `"ratios"`, `"goals"`, `"p50_us"`, `"per_second"`, `"cpu_us_per_op"`} {
 		if !strings.Contains(string(b), key) {
 			t.Fatalf("--json output lacks %s: %s", key, b)
 		}
