@@ -161,7 +161,7 @@ func runGatewayBench(ctx context.Context, cfg config.Config, o gatewayBenchOptio
 	}
 	// The last tools/call request and response the gateway served: the
 	// bytes the net/http floor replays.
-	rec := &exchangeRecorder{next: gw.Handler()}
+	rec := &exchangeRecorder{next: gw.Handler(), recorded: make(chan struct{})}
 	srv := &http.Server{Handler: rec, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
@@ -220,7 +220,7 @@ func runGatewayBench(ctx context.Context, cfg config.Config, o gatewayBenchOptio
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	httpHop, stopHTTP, err := rec.replayer()
+	httpHop, stopHTTP, err := rec.replayer(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -269,6 +269,10 @@ func runGatewayBench(ctx context.Context, cfg config.Config, o gatewayBenchOptio
 // passed on (headers as the client sent them, body) and the response.
 type exchangeRecorder struct {
 	next http.Handler
+	// recorded is closed once an exchange is kept: the client may read
+	// the answer before ServeHTTP has returned and kept it.
+	recorded chan struct{}
+	once     sync.Once
 
 	mu               sync.Mutex
 	header, respHead http.Header
@@ -290,8 +294,9 @@ func (x *exchangeRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cw := &capture{ResponseWriter: w}
 	x.next.ServeHTTP(cw, r)
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	x.header, x.body, x.respHead, x.resp = header, body, w.Header().Clone(), cw.buf.Bytes()
+	x.mu.Unlock()
+	x.once.Do(func() { close(x.recorded) })
 }
 
 // capture keeps a copy of what is written through it.
@@ -314,7 +319,12 @@ func (c *capture) Flush() {
 // replayer starts a net/http server on loopback that answers the recorded
 // response, and returns one request of the recorded body to it, its answer
 // read whole: an HTTP exchange of the gateway's bytes with no MCP in it.
-func (x *exchangeRecorder) replayer() (func(context.Context) error, func(), error) {
+func (x *exchangeRecorder) replayer(ctx context.Context) (func(context.Context) error, func(), error) {
+	select {
+	case <-x.recorded:
+	case <-time.After(10 * time.Second):
+	case <-ctx.Done():
+	}
 	x.mu.Lock()
 	header, body, respHead, resp := x.header, x.body, x.respHead, x.resp
 	x.mu.Unlock()
