@@ -347,7 +347,6 @@ func runIsolated(ctx context.Context, src string, tools []string, call Caller, l
 	}
 }
 
-// childEnded is the error for a child that ended without an answer.
 // childLineMax is the longest line the child may send: one call's arguments
 // or the answer with its output, as JSON, where escaping can make each byte
 // six (a '<' is "\u003c"), plus the envelope.
@@ -356,6 +355,7 @@ func childLineMax(lim Limits) int {
 	return jsonEscapeGrowth*(lim.MaxArgBytes+2*lim.MaxOutputBytes) + (64 << 10)
 }
 
+// childEnded is the error for a child that ended without an answer.
 func childEnded(ctx context.Context, lim Limits, werr error, stderr string) error {
 	var exit *exec.ExitError
 	switch {
