@@ -3,7 +3,6 @@ package codemode
 import (
 	"context"
 	"os"
-	"syscall"
 	"testing"
 	"time"
 
@@ -82,11 +81,11 @@ func processCPU(t *testing.T, isolated bool) func() time.Duration {
 	t.Helper()
 	if !isolated {
 		return func() time.Duration {
-			var ru syscall.Rusage
-			if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			used, err := cpuUsed()
+			if err != nil {
 				t.Fatal(err)
 			}
-			return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+			return used
 		}
 	}
 	pid := onlyChild(t)
