@@ -287,7 +287,8 @@ func runIsolated(ctx context.Context, src string, tools []string, call Caller, l
 	// long as the largest message, calls counted, tool names from the list,
 	// the answer bounded.
 	lines := bufio.NewScanner(stdout)
-	lines.Buffer(make([]byte, 0, 64<<10), childLineMax(lim))
+	lineMax := childLineMax(lim)
+	lines.Buffer(make([]byte, 0, 64<<10), lineMax)
 	known := map[string]bool{}
 	for _, t := range tools {
 		known[t] = true
@@ -303,7 +304,7 @@ func runIsolated(ctx context.Context, src string, tools []string, call Caller, l
 		var m callMsg
 		if !lines.Scan() {
 			if errors.Is(lines.Err(), bufio.ErrTooLong) {
-				return end(fail(KindLimit, "the script sent a message over %d bytes (its arguments, output and console.log together, as JSON): it was stopped; pass less data per call", childLineMax(lim)))
+				return end(fail(KindLimit, "the script sent a message over %d bytes (its arguments, output and console.log together, as JSON): it was stopped; pass less data per call", lineMax))
 			}
 			_ = cmd.Process.Kill()
 			werr := cmd.Wait()
