@@ -111,15 +111,6 @@ type callInput struct {
 // built-in functions.
 type callInputKey struct{}
 
-// newCallInput builds call's lazy input document and its view.
-func newCallInput(call *airlockv1.ToolCall) (*callInput, error) {
-	in := &callInput{}
-	if err := in.fill(call); err != nil {
-		return nil, err
-	}
-	return in, nil
-}
-
 // fill makes in call's input. Each Go value converts to what inputValue
 // builds (InterfaceToValue: strings, booleans, float64 formatted as
 // protoValue formats it, maps, slices).
