@@ -52,3 +52,12 @@ func LazyInputForTest(call *airlockv1.ToolCall) (ast.Value, error) {
 
 // FullInputForTest is call's input document built in full (what Input gives).
 func FullInputForTest(call *airlockv1.ToolCall) (ast.Value, error) { return inputValue(call) }
+
+// newCallInput builds call's lazy input document and its view.
+func newCallInput(call *airlockv1.ToolCall) (*callInput, error) {
+	in := &callInput{}
+	if err := in.fill(call); err != nil {
+		return nil, err
+	}
+	return in, nil
+}

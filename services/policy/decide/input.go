@@ -2,6 +2,7 @@ package decide
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -110,15 +111,6 @@ type callInput struct {
 // callInputKey carries an evaluation's callInput in its context, to the
 // built-in functions.
 type callInputKey struct{}
-
-// newCallInput builds call's lazy input document and its view.
-func newCallInput(call *airlockv1.ToolCall) (*callInput, error) {
-	in := &callInput{}
-	if err := in.fill(call); err != nil {
-		return nil, err
-	}
-	return in, nil
-}
 
 // fill makes in call's input. Each Go value converts to what inputValue
 // builds (InterfaceToValue: strings, booleans, float64 formatted as
@@ -249,7 +241,9 @@ func nativeValue(v *structpb.Value) (any, error) {
 // nativeOf is an AST value as the Go values the matcher reads: objects
 // with string keys as maps, arrays as slices, strings and booleans as
 // themselves, numbers and null as they are (no condition matches them).
-// What a call cannot hold (a set, a key that is not a string) is an error.
+// What a call cannot hold (a set, a key that is not a string) is an error,
+// which names no value: it reaches the decision's reason, and the value may
+// be the agent's, of any size.
 // The built-in functions need it only for an operand other than the
 // evaluation's own input.call (a policy evaluating `with input ...`).
 func nativeOf(v ast.Value) (any, error) {
@@ -263,7 +257,7 @@ func nativeOf(v ast.Value) (any, error) {
 		err := x.Iter(func(k, e *ast.Term) error {
 			ks, ok := k.Value.(ast.String)
 			if !ok {
-				return fmt.Errorf("key %v is not a string", k)
+				return fmt.Errorf("a key of type %s is not a string", ast.ValueName(k.Value))
 			}
 			n, err := nativeOf(e.Value)
 			m[string(ks)] = n
@@ -279,7 +273,7 @@ func nativeOf(v ast.Value) (any, error) {
 		})
 		return list, err
 	case ast.Set:
-		return nil, fmt.Errorf("a set is no value a call holds: %v", x)
+		return nil, errors.New("a set is no value a call holds")
 	}
 	return v, nil
 }

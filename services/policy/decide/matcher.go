@@ -298,9 +298,9 @@ func (rs *ruleSet) add(r rule, own, refusal outcome) {
 // annotations as Go values (see nativeStruct), nil when absent.
 type callView struct {
 	agent, server, tool string
-	// name is server__tool, made when a rule first needs it (qualified).
+	// name is server__tool, made when a rule first needs it (qualified);
+	// "" until then (a made name holds at least "__").
 	name               string
-	named              bool
 	onBehalfOf         string
 	verified           bool
 	args               any
@@ -366,8 +366,8 @@ func viewOf(t *ast.Term) (callView, error) {
 
 // qualified is c's server__tool (airlock.rego's name).
 func (c *callView) qualified() string {
-	if !c.named {
-		c.name, c.named = c.server+"__"+c.tool, true
+	if c.name == "" {
+		c.name = c.server + "__" + c.tool
 	}
 	return c.name
 }
