@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/audit/store"
 	"github.com/airlock-gate/airlock/services/audit/suggest"
 	"github.com/airlock-gate/airlock/services/console"
@@ -57,7 +58,7 @@ const suggestFor = 5 * time.Minute
 func (s *consoleSuggest) Suggestions(ctx context.Context) (console.SuggestionReport, error) {
 	// The state is read before the computation starts, so what is
 	// computed is at least as new as the state it is kept for.
-	key, err := s.state(ctx)
+	key, rules, err := s.state(ctx)
 	if err != nil {
 		return console.SuggestionReport{}, err
 	}
@@ -71,7 +72,7 @@ func (s *consoleSuggest) Suggestions(ctx context.Context) (console.SuggestionRep
 	if f == nil {
 		f = &suggestFlight{done: make(chan struct{})}
 		s.flights[key] = f
-		go s.compute(context.WithoutCancel(ctx), key, f)
+		go s.compute(context.WithoutCancel(ctx), key, rules, f)
 	}
 	s.mu.Unlock()
 	select {
@@ -82,13 +83,13 @@ func (s *consoleSuggest) Suggestions(ctx context.Context) (console.SuggestionRep
 	}
 }
 
-func (s *consoleSuggest) compute(ctx context.Context, key string, f *suggestFlight) {
+func (s *consoleSuggest) compute(ctx context.Context, key string, rules []*airlockv1.PolicyRule, f *suggestFlight) {
 	ctx, cancel := context.WithTimeout(ctx, suggestFor)
 	defer cancel()
 	if s.replayed != nil {
 		s.replayed()
 	}
-	f.rep, f.err = s.replay(ctx)
+	f.rep, f.err = s.replay(ctx, rules)
 	s.mu.Lock()
 	delete(s.flights, key)
 	if f.err == nil {
@@ -101,34 +102,35 @@ func (s *consoleSuggest) compute(ctx context.Context, key string, f *suggestFlig
 // state names what a report is computed from, cheaply: the trail's last
 // row, the policy in force with its run-time rules, and the evidence
 // window's start to the minute. A new decision, grant or rule change
-// changes it.
-func (s *consoleSuggest) state(ctx context.Context) (string, error) {
+// changes it. It returns the run-time rules it read too: the replay
+// decides with those, so what is kept under key was proven against them.
+func (s *consoleSuggest) state(ctx context.Context) (string, []*airlockv1.PolicyRule, error) {
 	rd, err := s.audit.reader(ctx)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	head, err := s.trailHead(ctx, rd)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	rules, err := policyapi.New(s.audit.deps.NC, seal.Key{}, "console").ListRules(qctx)
 	cancel()
 	if err != nil {
-		return "", fmt.Errorf("read the run-time rules the replay decides with: %w", err)
+		return "", nil, fmt.Errorf("read the run-time rules the replay decides with: %w", err)
 	}
 	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(rules)
 	if err != nil {
-		return "", fmt.Errorf("read the run-time rules the replay decides with: %w", err)
+		return "", nil, fmt.Errorf("read the run-time rules the replay decides with: %w", err)
 	}
 	_, since, err := suggestConfig(s.audit.deps.Config)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%d\x00", head, since.Truncate(time.Minute).Unix())
 	h.Write(raw)
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), rules.GetRules(), nil
 }
 
 // trailHead names the last row of the trail rd reads: ClickHouse's row
@@ -155,19 +157,13 @@ func (s *consoleSuggest) trailHead(ctx context.Context, rd store.Reader) (string
 	return fmt.Sprintf("stream %d %d", info.State.FirstSeq, info.State.LastSeq), nil
 }
 
-// replay computes the report: the whole trail replayed with the rules in
-// force now.
-func (s *consoleSuggest) replay(ctx context.Context) (console.SuggestionReport, error) {
+// replay computes the report: the whole trail replayed with rules, the
+// run-time rules in force (as state read them).
+func (s *consoleSuggest) replay(ctx context.Context, rules []*airlockv1.PolicyRule) (console.SuggestionReport, error) {
 	cfg := s.audit.deps.Config
 	rd, err := s.audit.reader(ctx)
 	if err != nil {
 		return console.SuggestionReport{}, err
-	}
-	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	rules, err := runtimeRules(qctx, policyapi.New(s.audit.deps.NC, seal.Key{}, "console"))
-	cancel()
-	if err != nil {
-		return console.SuggestionReport{}, fmt.Errorf("read the run-time rules the replay decides with: %w", err)
 	}
 	scfg, since, err := suggestConfig(cfg)
 	if err != nil {

@@ -622,5 +622,3 @@ func (n *PushNotifier) message(rec *airlockv1.ApprovalRecord, kind string) pushM
 	path := callPath(c.GetAgentId(), c.GetCallId())
 	return pushMessage{Title: title, Body: body, URL: n.base + path, Tag: path, Kind: kind}
 }
-
-// shorten cuts s to at most max runes, marking the cut.

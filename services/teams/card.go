@@ -73,7 +73,7 @@ func Render(rec *airlockv1.ApprovalRecord, publicURL string) Card {
 	if slices.Contains(d.GetApprovers(), calls.Requester) {
 		why += "\nOnly the person this call acts for may confirm it."
 	}
-	args, _ := notify.ArgumentLines(rec)
+	args, whole := notify.ArgumentLines(rec)
 	body := []any{
 		rich(run(escape.TeamsLine(calls.Shorten(statusWord(rec)+": "+calls.QualifiedTool(call), maxTitleChars)), "size", "Large", "weight", "Bolder")),
 		field("Tool", escape.TeamsLine(calls.QualifiedTool(call))),
@@ -103,7 +103,7 @@ func Render(rec *airlockv1.ApprovalRecord, publicURL string) Card {
 		if q := quorumText(rec); q != "" {
 			body = append(body, rich(run(q, "isSubtle", true)))
 		}
-		actions = decisionActions(rec, publicURL)
+		actions = decisionActions(rec, whole, publicURL)
 	} else {
 		body = append(body, map[string]any{"type": "RichTextBlock", "separator": true, "id": "outcome",
 			"inlines": []any{run(OutcomeText(rec), "weight", "Bolder")}})
@@ -132,8 +132,9 @@ func WithClient(c Card, line string) Card {
 // decisionActions are Approve (only when the card shows every argument
 // whole: what the reviewer never saw is approved in the console), Reject
 // and Request changes (each opens a form with a required reason), and the
-// console's pages.
-func decisionActions(rec *airlockv1.ApprovalRecord, publicURL string) []any {
+// console's pages. whole is whether the card shows every argument in
+// full (notify.ArgumentLines).
+func decisionActions(rec *airlockv1.ApprovalRecord, whole bool, publicURL string) []any {
 	call := rec.GetCall()
 	data := func(verb string) ActionData {
 		return ActionData{Verb: verb, Agent: call.GetAgentId(), Call: call.GetCallId(), Revision: call.GetRevision()}
@@ -148,7 +149,7 @@ func decisionActions(rec *airlockv1.ApprovalRecord, publicURL string) []any {
 	}
 	link := notify.ConsoleURL(publicURL, call.GetAgentId(), call.GetCallId())
 	var out []any
-	if notify.ArgumentsFit(rec) {
+	if whole {
 		out = append(out, map[string]any{"type": "Action.Submit", "title": "Approve", "style": "positive", "data": data(VerbApprove)})
 	}
 	out = append(out,
@@ -156,7 +157,7 @@ func decisionActions(rec *airlockv1.ApprovalRecord, publicURL string) []any {
 		withReason("Request changes", "What should change? (the agent may submit a revised call)", "Send feedback", VerbRequestChanges),
 		openURL("Open in console", link),
 	)
-	if notify.ArgumentsFit(rec) {
+	if whole {
 		out = append(out, openURL("Always allow…", notify.RememberURL(publicURL, call.GetAgentId(), call.GetCallId(), call.GetRevision())))
 	}
 	return out
