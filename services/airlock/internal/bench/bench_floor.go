@@ -746,41 +746,28 @@ func newHopRig(ctx context.Context, url, stream string, payload []byte) (hop fun
 		return nil, nil, err
 	}
 	cleanup.add(client.Close)
-	relay, err := nats.Connect(url)
+	relayConn, err := nats.Connect(url)
 	if err != nil {
 		return nil, nil, err
 	}
-	cleanup.add(relay.Close)
+	cleanup.add(relayConn.Close)
 	cjs, _ := jetstream.New(client)
-	rjs, _ := jetstream.New(relay)
+	rjs, _ := jetstream.New(relayConn)
 	s, done, err := floorStream(ctx, cjs, jetstream.StreamConfig{Name: stream, Subjects: []string{"bench.hop.>"}})
 	if err != nil {
 		return nil, nil, err
 	}
 	cleanup.add(done)
-	cons, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "relay", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "bench.hop.req.*", MaxAckPending: 1000})
+	stopRelay, err := relay(ctx, s, "relay", "bench.hop.req.*", 8, func(m jetstream.Msg) {
+		id := m.Subject()[len("bench.hop.req."):]
+		if _, err := rjs.Publish(ctx, "bench.hop.rep."+id, m.Data()); err == nil {
+			_ = m.Ack()
+		}
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(256))
-	if err != nil {
-		return nil, nil, err
-	}
-	cleanup.add(it.Stop)
-	for range 8 {
-		go func() {
-			for {
-				m, err := it.Next()
-				if err != nil {
-					return
-				}
-				id := m.Subject()[len("bench.hop.req."):]
-				if _, err := rjs.Publish(ctx, "bench.hop.rep."+id, m.Data()); err == nil {
-					_ = m.Ack()
-				}
-			}
-		}()
-	}
+	cleanup.add(stopRelay)
 	replies := newReplyWaiters()
 	sub, err := client.Subscribe("bench.hop.rep.*", func(m *nats.Msg) { replies.arrived(m.Subject[len("bench.hop.rep."):]) })
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -273,6 +274,10 @@ type exchangeRecorder struct {
 	// the answer before ServeHTTP has returned and kept it.
 	recorded chan struct{}
 	once     sync.Once
+	// replaying is set once replayer has taken the exchange: from then on
+	// requests go straight to next, so the samples of (b) do not pay for
+	// reading, copying and keeping every exchange.
+	replaying atomic.Bool
 
 	mu               sync.Mutex
 	header, respHead http.Header
@@ -280,6 +285,10 @@ type exchangeRecorder struct {
 }
 
 func (x *exchangeRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if x.replaying.Load() {
+		x.next.ServeHTTP(w, r)
+		return
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -328,6 +337,7 @@ func (x *exchangeRecorder) replayer(ctx context.Context) (func(context.Context) 
 	x.mu.Lock()
 	header, body, respHead, resp := x.header, x.body, x.respHead, x.resp
 	x.mu.Unlock()
+	x.replaying.Store(true)
 	if body == nil {
 		return nil, nil, errors.New("no tools/call went through the gateway to replay")
 	}

@@ -192,8 +192,13 @@ func runPendingBench(ctx context.Context, cfg config.Config, o pendingOptions) (
 	// allocated) to both stacks.
 	runtime.MemProfileRate = defaultMemProfileRate
 	lat := [2][][]time.Duration{make([][]time.Duration, len(reviewerOps)), make([][]time.Duration, len(reviewerOps))}
-	span := startRuntimeSpan()
+	var span *runtimeSpan // from the first timed round
 	var stopProfiles func() error
+	defer func() {
+		if stopProfiles != nil { // a round failed: the profiles must not run on
+			_ = stopProfiles()
+		}
+	}()
 	for round := range o.Samples + pendingWarmup {
 		if round == pendingWarmup && o.Profile != "" {
 			if stopProfiles, err = startProfiles(o.Profile); err != nil {
@@ -219,7 +224,9 @@ func runPendingBench(ctx context.Context, cfg config.Config, o pendingOptions) (
 	}
 	rep.Timed = span.end()
 	if stopProfiles != nil {
-		if err := stopProfiles(); err != nil {
+		stop := stopProfiles
+		stopProfiles = nil
+		if err := stop(); err != nil {
 			return nil, err
 		}
 	}
