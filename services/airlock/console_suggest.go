@@ -24,26 +24,31 @@ import (
 // what it is computed from — the trail's head, the rules in force, the
 // evidence window to the minute — however many people load the page or
 // adopt at once: requests that find that state computed take the report,
-// and requests that find it being computed wait for that computation.
-// Adopting proves against the state it reads then, never an older one.
+// and requests that find it being computed wait for that computation. One
+// computation runs at a time: a request for another state waits for the
+// running one and then looks again, so agents' traffic changing the state
+// while reviewers reload never piles up replays. Adopting proves against
+// the state it reads then, never an older one.
 type consoleSuggest struct {
 	audit *consoleAudit
-	// replayed, when set (tests), is called once per computation.
-	replayed func()
+	// replayed, when set (tests), is called as each computation starts;
+	// the function it returns as it ends.
+	replayed func() (ended func())
 
 	mu      sync.Mutex
 	key     string // the state rep was computed for ("": none)
 	rep     console.SuggestionReport
-	flights map[string]*suggestFlight
+	running *suggestFlight // the computation under way, nil when none
 }
 
 func newConsoleSuggest(a *consoleAudit) *consoleSuggest {
-	return &consoleSuggest{audit: a, flights: map[string]*suggestFlight{}}
+	return &consoleSuggest{audit: a}
 }
 
 // suggestFlight is one computation of the report, shared by the requests
 // that wait for it.
 type suggestFlight struct {
+	key  string // the state it computes
 	done chan struct{}
 	rep  console.SuggestionReport
 	err  error
@@ -56,44 +61,51 @@ const suggestFor = 5 * time.Minute
 // Suggestions implements console.Suggester. The report it returns may be
 // shared with other requests: callers treat it as read-only.
 func (s *consoleSuggest) Suggestions(ctx context.Context) (console.SuggestionReport, error) {
-	// The state is read before the computation starts, so what is
-	// computed is at least as new as the state it is kept for.
-	key, rules, err := s.state(ctx)
-	if err != nil {
-		return console.SuggestionReport{}, err
-	}
-	s.mu.Lock()
-	if s.key == key {
-		rep := s.rep
+	for {
+		// The state is read before the computation starts, so what is
+		// computed is at least as new as the state it is kept for.
+		key, rules, err := s.state(ctx)
+		if err != nil {
+			return console.SuggestionReport{}, err
+		}
+		s.mu.Lock()
+		if s.key == key {
+			rep := s.rep
+			s.mu.Unlock()
+			return rep, nil
+		}
+		f := s.running
+		if f == nil {
+			f = &suggestFlight{key: key, done: make(chan struct{})}
+			s.running = f
+			go s.compute(context.WithoutCancel(ctx), rules, f)
+		}
 		s.mu.Unlock()
-		return rep, nil
-	}
-	f := s.flights[key]
-	if f == nil {
-		f = &suggestFlight{done: make(chan struct{})}
-		s.flights[key] = f
-		go s.compute(context.WithoutCancel(ctx), key, rules, f)
-	}
-	s.mu.Unlock()
-	select {
-	case <-f.done:
-		return f.rep, f.err
-	case <-ctx.Done():
-		return console.SuggestionReport{}, ctx.Err()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return console.SuggestionReport{}, ctx.Err()
+		}
+		if f.key == key {
+			return f.rep, f.err
+		}
+		// Another state's computation ended: look again.
 	}
 }
 
-func (s *consoleSuggest) compute(ctx context.Context, key string, rules []*airlockv1.PolicyRule, f *suggestFlight) {
+func (s *consoleSuggest) compute(ctx context.Context, rules []*airlockv1.PolicyRule, f *suggestFlight) {
 	ctx, cancel := context.WithTimeout(ctx, suggestFor)
 	defer cancel()
+	ended := func() {}
 	if s.replayed != nil {
-		s.replayed()
+		ended = s.replayed()
 	}
 	f.rep, f.err = s.replay(ctx, rules)
+	ended()
 	s.mu.Lock()
-	delete(s.flights, key)
+	s.running = nil
 	if f.err == nil {
-		s.key, s.rep = key, f.rep
+		s.key, s.rep = f.key, f.rep
 	}
 	s.mu.Unlock()
 	close(f.done)

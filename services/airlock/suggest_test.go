@@ -44,8 +44,11 @@ type learnWorld struct {
 	gen  *historyGen
 	api  *approvalapi.Client
 	base string
-	// replays counts the console's computations of its Suggestions page.
-	replays *atomic.Int64
+	// replays counts the console's computations of its Suggestions page;
+	// mostAtOnce is the most that ran at one time; a computation waits for
+	// hold to close while hold is set.
+	replays, mostAtOnce *atomic.Int64
+	hold                *atomic.Pointer[chan struct{}]
 }
 
 const learnPassword = "correct horse battery staple"
@@ -83,8 +86,18 @@ func newLearnWorldWith(t *testing.T, opts console.Options) *learnWorld {
 	}
 	testenv.RunService(t, appr)
 	a := newConsoleAudit(deps)
-	sug, replays := newConsoleSuggest(a), &atomic.Int64{}
-	sug.replayed = func() { replays.Add(1) }
+	sug, replays, mostAtOnce, hold := newConsoleSuggest(a), &atomic.Int64{}, &atomic.Int64{}, &atomic.Pointer[chan struct{}]{}
+	var atOnce atomic.Int64
+	sug.replayed = func() func() {
+		replays.Add(1)
+		n := atOnce.Add(1)
+		for m := mostAtOnce.Load(); n > m && !mostAtOnce.CompareAndSwap(m, n); m = mostAtOnce.Load() {
+		}
+		if h := hold.Load(); h != nil {
+			<-*h
+		}
+		return func() { atOnce.Add(-1) }
+	}
 	opts.Audit, opts.Suggest = a, sug
 	con, err := console.New(ctx, deps, opts)
 	if err != nil {
@@ -100,7 +113,7 @@ func newLearnWorldWith(t *testing.T, opts console.Options) *learnWorld {
 		t.Fatal(err)
 	}
 	api := approvalapi.New(deps.NC, fk, console.Frontend)
-	return &learnWorld{t: t, cfg: cfg, deps: deps, api: api, base: srv.URL, replays: replays,
+	return &learnWorld{t: t, cfg: cfg, deps: deps, api: api, base: srv.URL, replays: replays, mostAtOnce: mostAtOnce, hold: hold,
 		gen: &historyGen{js: deps.JS, stream: cfg.Stream.Name, approvals: api, reviewers: []string{"alice", "bob", "carol"}, rng: rand.New(rand.NewPCG(25, 1)), prefix: "h"}}
 }
 
@@ -685,4 +698,56 @@ func TestTheSuggestionsPageReplaysTheTrailOncePerStateOfTheTrailAndTheRules(t *t
 		load()
 		return w.replays.Load() > before
 	})
+}
+
+// While agents' traffic changes the trail, every reload finds a new state;
+// the Suggestions page still runs one replay at a time (each replays the
+// whole trail): a load in a new state waits for the running computation,
+// then computes its own.
+func TestTheSuggestionsPageComputesOneReportAtATime(t *testing.T) {
+	w := newLearnWorld(t)
+	notes := historyKind{weight: 1, agent: "notes-bot", server: "fs", tool: "write_file", args: func(r *rand.Rand) map[string]any {
+		return map[string]any{"path": fmt.Sprintf("/srv/notes/%d.md", r.IntN(50)), "content": "note"}
+	}, verdict: always(approve)}
+	w.record([]historyKind{notes}, 6)
+	admin := w.signIn("root")
+	hold := make(chan struct{})
+	w.hold.Store(&hold)
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	loaded := make(chan string, 2)
+	loadInBackground := func() {
+		go func() {
+			resp, err := admin.c.Get(w.base + "/suggestions")
+			if err != nil {
+				loaded <- err.Error()
+				return
+			}
+			_ = resp.Body.Close()
+			loaded <- resp.Status
+		}()
+	}
+	loadInBackground()
+	testenv.Eventually(t, 30*time.Second, "the first load's replay to start", func() bool { return w.replays.Load() == 1 })
+	w.record([]historyKind{notes}, 1) // a new state of the trail
+	loadInBackground()
+	// Without the bound the second load starts its own replay at once;
+	// give it the time it would take.
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) && w.replays.Load() == 1 {
+		time.Sleep(20 * time.Millisecond) // watching that nothing starts, with a deadline
+	}
+	if n := w.replays.Load(); n != 1 {
+		t.Fatalf("a load in a new state started a replay while another ran (%d replays started)", n)
+	}
+	release()
+	for range 2 {
+		if status := <-loaded; status != "200 OK" {
+			t.Fatalf("suggestions page: %s", status)
+		}
+	}
+	if n, most := w.replays.Load(), w.mostAtOnce.Load(); n != 2 || most != 1 {
+		t.Fatalf("%d replays, %d at once; want 2, one at a time", n, most)
+	}
 }
