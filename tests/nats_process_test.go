@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlock-gate/airlock/services/shared/embedded"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // envNATSChild makes the test binary run a NATS server instead of the tests
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(envNATSChild); spec != "" {
 		os.Exit(runNATSChild(spec))
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.Run(m))
 }
 
 // runNATSChild serves "<port>:<store dir>" until SIGTERM or SIGINT.

@@ -24,6 +24,9 @@ import (
 	airlockslack "github.com/airlock-gate/airlock/services/slack"
 )
 
+// TestMain removes the airlock build the end-to-end tests run.
+func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
+
 // The end-to-end tests run the real `airlock dev` binary (policy, approval,
 // executor, console and this Slack integration wired as in production)
 // against the Slack fake, and act as Slack (signed posts to

@@ -24,6 +24,9 @@ import (
 	airlockteams "github.com/airlock-gate/airlock/services/teams"
 )
 
+// TestMain removes the airlock build the end-to-end tests run.
+func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
+
 // e2eRules route demo__write_file to Teams (the configured conversation)
 // for alice.
 const e2eRules = `{"airlock": {"rules": [

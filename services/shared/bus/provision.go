@@ -150,7 +150,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		if _, err := js.CreateStream(ctx, want); err != nil {
-			return nil, fmt.Errorf("create stream %s: %w", want.Name, err)
+			return nil, fmt.Errorf("create stream %s: %w", want.Name, storageRefused(err, want))
 		}
 		return &Change{"stream", want.Name, "created"}, nil
 	case err != nil:
@@ -159,7 +159,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 		return nil, nil
 	}
 	if _, err := js.UpdateStream(ctx, want); err != nil {
-		return nil, fmt.Errorf("update stream %s: %w", want.Name, err)
+		return nil, fmt.Errorf("update stream %s: %w", want.Name, storageRefused(err, want))
 	}
 	return &Change{"stream", want.Name, "updated"}, nil
 }
@@ -251,6 +251,23 @@ const (
 	jsErrClusterNotAvailable jetstream.ErrorCode = 10008
 	jsErrClusterNotLeader    jetstream.ErrorCode = 10009
 )
+
+// jsErrStorageExceeded is JetStream refusing to reserve the bytes a stream
+// may hold (nats-server's errors.json: JSStorageResourcesExceededErr).
+const jsErrStorageExceeded jetstream.ErrorCode = 10047
+
+// storageRefused says what to do when the server will not reserve the bytes
+// a bounded stream (the intake) may hold: by default NATS offers 75% of the
+// disk free when it started.
+func storageRefused(err error, want jetstream.StreamConfig) error {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jsErrStorageExceeded || want.MaxBytes <= 0 {
+		return err
+	}
+	return fmt.Errorf("%w: the NATS server cannot set aside the %d MiB this stream may hold; free disk space "+
+		"under its JetStream store_dir, set max_file_store in its jetstream block (deploy/nats/airlock.conf), "+
+		"or lower intake.max_bytes", err, want.MaxBytes>>20)
+}
 
 // readFromLeader turns Direct Get off on a replicated bucket, so that its
 // reads are answered by the leader: with Direct Get any replica answers,

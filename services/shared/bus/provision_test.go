@@ -2,10 +2,13 @@ package bus_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -163,5 +166,42 @@ func TestProvisionThatCannotPlaceSaysWhatToCheck(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
+	}
+}
+
+// A NATS server with less JetStream storage than the intake may hold (as one
+// on a nearly full disk offers, by default) refuses the intake stream; the
+// error says how to make room. An embedded server (airlock dev, tests) does
+// not size its store by the disk free at boot, so it always starts.
+func TestProvisionOnAServerWithoutRoomForTheIntakeSaysWhatToDo(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "small.conf")
+	if err := os.WriteFile(conf, []byte("jetstream { max_file_store: 64MB }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	small, err := embedded.Start(embedded.Options{Port: -1, StoreDir: filepath.Join(dir, "small"), ConfigFile: conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Stop()
+	cfg := testenv.Config(small.URL())
+	_, js := testenv.Connect(t, cfg.NATS.URL)
+	_, err = bus.Provision(context.Background(), js, cfg)
+	if err == nil {
+		t.Fatalf("provisioning a %d MiB intake on a 64 MB store succeeded", cfg.Intake.MaxBytes>>20)
+	}
+	for _, want := range []string{"stream AIRLOCK_REQUESTS", "1024 MiB", "max_file_store", "intake.max_bytes"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+
+	roomy, err := embedded.Start(embedded.Options{Port: -1, StoreDir: filepath.Join(dir, "roomy")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer roomy.Stop()
+	if got := roomy.JetStreamConfig().MaxStore; got != server.JetStreamMaxStoreDefault {
+		t.Fatalf("an embedded server's JetStream store limit is %d bytes, not NATS's fixed default %d: it depends on the disk free at boot", got, int64(server.JetStreamMaxStoreDefault))
 	}
 }

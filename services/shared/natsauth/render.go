@@ -155,6 +155,10 @@ jetstream {
   # Acknowledged writes survive a coordinated OS crash only with fsync on
   # every write; see ARCHITECTURE.md "Durability".
   sync_interval: always
+  # JetStream's disk limit: size it to the volume you give JetStream. Left
+  # out, NATS takes 75% of the disk free at boot, and on a fuller disk the
+  # intake stream's reservation (intake.max_bytes) is refused.
+  max_file_store: 64G
 }
 
 `

@@ -17,24 +17,46 @@ import (
 )
 
 // binary is the airlock command built once per test binary; the build is
-// shared by every test that runs the real process.
+// shared by every test that runs the real process, and Run removes it when
+// the test binary ends (each build is ~80 MB: left behind, a few hundred
+// runs fill the disk and JetStream then refuses to create streams).
 var binary = struct {
-	once sync.Once
-	path string
-	err  error
+	once    sync.Once
+	running bool
+	dir     string
+	path    string
+	err     error
 }{}
+
+// Run runs the package's tests and then removes the airlock binary that
+// AirlockBinary built; a package that runs the real process calls it from
+// TestMain: func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }.
+func Run(m *testing.M) int {
+	binary.running = true
+	code := m.Run()
+	if binary.dir != "" {
+		if err := os.RemoveAll(binary.dir); err != nil {
+			fmt.Fprintf(os.Stderr, "remove the test's airlock build %s: %v\n", binary.dir, err)
+		}
+	}
+	return code
+}
 
 // AirlockBinary builds the airlock command (once per test binary) and
 // returns its path.
 func AirlockBinary(t testing.TB) string {
 	t.Helper()
+	if !binary.running {
+		t.Fatal("testenv.AirlockBinary needs the package's TestMain to call testenv.Run, " +
+			"which removes the build when the tests end: func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }")
+	}
 	binary.once.Do(func() {
 		dir, err := os.MkdirTemp("", "airlock-bin-")
 		if err != nil {
 			binary.err = err
 			return
 		}
-		binary.path = filepath.Join(dir, "airlock")
+		binary.dir, binary.path = dir, filepath.Join(dir, "airlock")
 		out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", binary.path,
 			"github.com/airlock-gate/airlock/services/airlock").CombinedOutput()
 		if err != nil {

@@ -425,6 +425,7 @@ func TestChaosNATSConfigIsTheShippedOne(t *testing.T) {
 		{"cluster_name", deployed.Cluster.Name, chaos.Cluster.Name},
 		{"routes", len(deployed.Routes), len(chaos.Routes)},
 		{"jetstream", deployed.JetStream, chaos.JetStream},
+		{"max_file_store", deployed.JetStreamMaxStore, chaos.JetStreamMaxStore},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

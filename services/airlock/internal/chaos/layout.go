@@ -216,6 +216,7 @@ http: "127.0.0.1:%[3]d"
 jetstream {
   store_dir: %[4]q
   sync_interval: always
+  max_file_store: 64G
 }
 cluster {
   name: airlock
