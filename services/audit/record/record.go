@@ -121,6 +121,23 @@ type Arena struct {
 	// modes): a batch's decisions redact the same few paths.
 	argModes map[string]*argModes
 	key      []byte
+	// Scratch of one build: the payload before it is copied into a chunk,
+	// the columns being interned, a joined column, the last timestamp.
+	payload, scratch, joined []byte
+	seconds                  secondsText
+}
+
+// join returns the concatenation of parts, in a's scratch when a is not nil:
+// valid until the next join, so only for a column intern copies at once.
+func (a *Arena) join(parts ...string) string {
+	if a == nil {
+		return strings.Join(parts, "")
+	}
+	a.joined = a.joined[:0]
+	for _, p := range parts {
+		a.joined = append(a.joined, p...)
+	}
+	return unsafe.String(unsafe.SliceData(a.joined), len(a.joined))
 }
 
 // modes returns withheldModes(body) when withhold, else maskModes(body,

@@ -89,11 +89,11 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 	if !ok || !env.hasBody {
 		return false
 	}
-	fd := eventDesc.Fields().ByNumber(env.bodyNum)
-	if fd == nil || fd.ContainingOneof() == nil {
+	bodies := bodyTypes()
+	if int(env.bodyNum) >= len(bodies) || bodies[env.bodyNum] == "" {
 		return false
 	}
-	typ := string(fd.Name())
+	typ := bodies[env.bodyNum]
 	var call, decision []byte
 	var hasCall, hasDecision bool
 	// What each hot body carries; every other type takes the generic path.
@@ -136,15 +136,20 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 	case subject.Allowed, subject.Denied, subject.ApprovalRequested:
 		modes = a.modes(env.bodyNum, redact, false, false)
 	}
-	buf := payloadBufs.Get().(*[]byte)
-	defer payloadBufs.Put(buf)
-	payload, ok := wirePayload((*buf)[:0], data, modes)
+	var buf, scratch *[]byte
+	var ts *secondsText
+	if a != nil {
+		buf, scratch, ts = &a.payload, &a.scratch, &a.seconds
+	} else {
+		buf, scratch = payloadBufs.Get().(*[]byte), payloadBufs.Get().(*[]byte)
+		defer payloadBufs.Put(buf)
+		defer payloadBufs.Put(scratch)
+	}
+	payload, ok := wirePayloadWith((*buf)[:0], data, modes, ts)
 	if !ok {
 		return false
 	}
 	*buf = payload[:0]
-	scratch := payloadBufs.Get().(*[]byte)
-	defer payloadBufs.Put(scratch)
 
 	// Columns, exactly as fill and decidedBy set them.
 	r.EventID, r.Type, r.Revision, r.Thread = env.id, typ, env.revision, env.thread
@@ -218,9 +223,9 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 	policy := func() {
 		switch {
 		case d.grantID != "":
-			r.GrantID, r.DecidedBy = d.grantID, "grant:"+d.grantID
+			r.GrantID, r.DecidedBy = d.grantID, a.join("grant:", d.grantID)
 		case d.ruleID != "":
-			r.DecidedBy = "rule:" + d.ruleID
+			r.DecidedBy = a.join("rule:", d.ruleID)
 		default:
 			r.DecidedBy = "rule:default"
 		}
@@ -282,7 +287,7 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 		if r.ActorID != "" {
 			r.DecidedBy = r.ActorID
 			if r.ActorType != "" {
-				r.DecidedBy = r.ActorType + ":" + r.ActorID
+				r.DecidedBy = a.join(r.ActorType, ":", r.ActorID)
 			}
 		}
 	case subject.Completed, subject.Failed:
@@ -373,11 +378,11 @@ func readDecision(data []byte, redact []string) (d wireDecision, _ []string, _ b
 		return ok
 	})
 	if d.risk != 0 {
-		ev := riskEnum.Values().ByNumber(protoreflect.EnumNumber(d.risk))
-		if ev == nil {
+		name, known := riskNames[d.risk]
+		if !known {
 			return d, redact, false
 		}
-		d.riskName = strings.ToLower(strings.TrimPrefix(string(ev.Name()), "RISK_"))
+		d.riskName = name
 	}
 	return d, redact, ok
 }
@@ -386,11 +391,39 @@ func actorTypeName(t int32) (string, bool) {
 	if t == 0 {
 		return "", true
 	}
-	ev := actorEnum.Values().ByNumber(protoreflect.EnumNumber(t))
-	if ev == nil {
-		return "", false
+	name, ok := actorTypeNames[t]
+	return name, ok
+}
+
+// bodyTypes names Event's body fields by number ("" for other numbers).
+var bodyTypes = sync.OnceValue(func() []string {
+	fs := eventDesc.Oneofs().ByName("body").Fields()
+	var names []string
+	for i := 0; i < fs.Len(); i++ {
+		n := int(fs.Get(i).Number())
+		for n >= len(names) {
+			names = append(names, "")
+		}
+		names[n] = string(fs.Get(i).Name())
 	}
-	return strings.ToLower(strings.TrimPrefix(string(ev.Name()), "ACTOR_TYPE_")), true
+	return names
+})
+
+// riskNames and actorTypeNames are the column forms of the enums' values
+// ("RISK_HIGH" → "high"), worked out once: each event would otherwise
+// allocate them.
+var (
+	riskNames      = columnNames(riskEnum, "RISK_")
+	actorTypeNames = columnNames(actorEnum, "ACTOR_TYPE_")
+)
+
+func columnNames(ed protoreflect.EnumDescriptor, prefix string) map[int32]string {
+	names := map[int32]string{}
+	vs := ed.Values()
+	for i := vs.Len() - 1; i >= 0; i-- { // an alias keeps the first name, as ByNumber does
+		names[int32(vs.Get(i).Number())] = strings.ToLower(strings.TrimPrefix(string(vs.Get(i).Name()), prefix))
+	}
+	return names
 }
 
 // intern copies every string of r into one new allocation (or into a when
