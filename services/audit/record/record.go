@@ -122,9 +122,11 @@ type Arena struct {
 	argModes map[string]*argModes
 	key      []byte
 	// Scratch of one build: the payload before it is copied into a chunk,
-	// the columns being interned, a joined column, the last timestamp.
+	// the columns being interned, a joined column, the last timestamp, the
+	// call's fields as the payload's transcoder read them.
 	payload, scratch, joined []byte
 	seconds                  secondsText
+	call                     callFields
 }
 
 // join returns the concatenation of parts, in a's scratch when a is not nil:

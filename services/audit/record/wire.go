@@ -58,6 +58,23 @@ func (a *argModes) at(p argPlace) argMode {
 	return argMode{}
 }
 
+// callFields are the singular fields of a call as read from the wire
+// (each field once: the transcoder refuses a repeated singular field).
+type callFields struct {
+	has [callFieldsKept]bool
+	typ [callFieldsKept]protowire.Type
+	raw [callFieldsKept][]byte
+}
+
+// callFieldsKept bounds the field numbers kept: the columns read 3–10.
+const callFieldsKept = 11
+
+func (c *callFields) keep(num protowire.Number, typ protowire.Type, raw []byte) {
+	if num < callFieldsKept {
+		c.has[num], c.typ[num], c.raw[num] = true, typ, raw
+	}
+}
+
 // step is one step below the arguments: a struct key, or a list index.
 type step struct {
 	key string
@@ -70,6 +87,7 @@ type wireMsg struct {
 	fields []*wireField // by field number; nil for numbers it does not declare
 	wkt    string       // "Timestamp", "Duration", "Struct", "Value", "ListValue" or ""
 	ok     bool         // declaration order is field-number order, no groups
+	call   bool         // airlock.v1.ToolCall: its fields are kept for the columns
 }
 
 // wireField is one field of a wireMsg.
@@ -103,7 +121,7 @@ func buildWireMsg(md protoreflect.MessageDescriptor) *wireMsg {
 	if w, ok := wireCache[md.FullName()]; ok {
 		return w // also ends recursion (Struct ↔ Value): the entry exists before its fields are built
 	}
-	w := &wireMsg{ok: true}
+	w := &wireMsg{ok: true, call: md.FullName() == "airlock.v1.ToolCall"}
 	wireCache[md.FullName()] = w
 	switch md.FullName() {
 	case "google.protobuf.Timestamp", "google.protobuf.Duration", "google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue":
@@ -176,12 +194,14 @@ func envelopeField(n protowire.Number) bool { return n <= 7 && n != 5 }
 // number, then the field numbers down to the Struct). ok is false when the
 // bytes are not in the shape this fast path handles.
 func wirePayload(b []byte, data []byte, modes *argModes) ([]byte, bool) {
-	return wirePayloadWith(b, data, modes, nil)
+	return wirePayloadWith(b, data, modes, nil, nil)
 }
 
-// wirePayloadWith is wirePayload writing timestamps through ts (nil: none).
-func wirePayloadWith(b []byte, data []byte, modes *argModes, ts *secondsText) ([]byte, bool) {
-	t := transcoder{modes: modes, ts: ts}
+// wirePayloadWith is wirePayload writing timestamps through ts (nil:
+// none) and keeping the fields of the body's call (its field 1, when a
+// ToolCall) in call (nil: not kept), so the columns need not read them again.
+func wirePayloadWith(b []byte, data []byte, modes *argModes, ts *secondsText, call *callFields) ([]byte, bool) {
+	t := transcoder{modes: modes, ts: ts, call: call}
 	out, ok := t.message(b, data, eventWire(), 0)
 	return out, ok
 }
@@ -189,6 +209,7 @@ func wirePayloadWith(b []byte, data []byte, modes *argModes, ts *secondsText) ([
 type transcoder struct {
 	modes *argModes
 	ts    *secondsText // the last timestamp's seconds, or nil
+	call  *callFields
 	path  argPlace // body field, its field, that field's field
 	steps [32]step // backing array of the path below the arguments
 }
@@ -292,6 +313,9 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 		raw := data[n : n+m]
 		data = data[n+m:]
 		last = num
+		if w.call && depth == 2 && t.path[1] == fieldCall && t.call != nil {
+			t.call.keep(num, typ, raw)
+		}
 		if f.oneof != 0 {
 			if oneofs&f.oneof != 0 {
 				return nil, false

@@ -94,7 +94,7 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 		return false
 	}
 	typ := bodies[env.bodyNum]
-	var call, decision []byte
+	var decision []byte
 	var hasCall, hasDecision bool
 	// What each hot body carries; every other type takes the generic path.
 	switch typ {
@@ -103,7 +103,7 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 			switch {
 			case n == 1:
 				hasCall = true
-				call, ok0 = pbwire.Bytes(t, raw)
+				_, ok0 = pbwire.Bytes(t, raw) // read with the payload (callFields)
 			case n == 2 && typ != subject.Requested:
 				hasDecision = true
 				decision, ok0 = pbwire.Bytes(t, raw)
@@ -145,7 +145,14 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 		defer payloadBufs.Put(buf)
 		defer payloadBufs.Put(scratch)
 	}
-	payload, ok := wirePayloadWith((*buf)[:0], data, modes, ts)
+	var callWire *callFields
+	if a != nil {
+		callWire = &a.call
+		callWire.has = [callFieldsKept]bool{} // what it kept of the last event is not read
+	} else {
+		callWire = &callFields{}
+	}
+	payload, ok := wirePayloadWith((*buf)[:0], data, modes, ts, callWire)
 	if !ok {
 		return false
 	}
@@ -187,8 +194,14 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 		var server, tool, thread string
 		var rev uint64
 		var args []byte
-		ok := pbwire.EachField(call, func(n protowire.Number, t protowire.Type, raw []byte) bool {
-			var ok bool
+		// The payload's transcoder kept the call's fields (call itself is
+		// the same bytes): read each as the columns always have.
+		ok := true
+		for n := protowire.Number(3); n <= 10 && ok; n++ {
+			if !callWire.has[n] {
+				continue
+			}
+			t, raw := callWire.typ[n], callWire.raw[n]
 			switch n {
 			case 3:
 				thread, ok = pbwire.String(t, raw)
@@ -200,11 +213,8 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 				args, ok = pbwire.Bytes(t, raw)
 			case 10:
 				rev, ok = pbwire.Varint(t, raw)
-			default:
-				ok = true
 			}
-			return ok
-		})
+		}
 		if !ok {
 			return false
 		}
