@@ -121,12 +121,11 @@ type Arena struct {
 	// modes): a batch's decisions redact the same few paths.
 	argModes map[string]*argModes
 	key      []byte
-	// Scratch of one build: the payload before it is copied into a chunk,
-	// the columns being interned, a joined column, the last timestamp, the
+	// Scratch of one build: a joined column, the last timestamp, the
 	// call's fields as the payload's transcoder read them.
-	payload, scratch, joined []byte
-	seconds                  secondsText
-	call                     callFields
+	joined  []byte
+	seconds secondsText
+	call    callFields
 }
 
 // join returns the concatenation of parts, in a's scratch when a is not nil:
@@ -207,20 +206,48 @@ func (a *Arena) Reset() {
 
 // string copies b into the arena and returns it as a string.
 func (a *Arena) string(b []byte) string {
-	for ; a.cur < len(a.chunks); a.cur++ {
-		if c := a.chunks[a.cur]; cap(c)-len(c) >= len(b) {
-			break
-		}
-	}
-	if a.cur == len(a.chunks) {
-		a.chunks = append(a.chunks, make([]byte, 0, max(arenaChunk, len(b))))
-	}
-	c := a.chunks[a.cur]
+	c := a.reserve(len(b))
 	start := len(c)
 	c = append(c, b...)
 	a.chunks[a.cur] = c
 	return unsafe.String(&c[start], len(b))
 }
+
+// reserve moves to a chunk with n bytes free and returns it; what is
+// appended to it within those n bytes is kept by storing it back in
+// a.chunks[a.cur].
+func (a *Arena) reserve(n int) []byte {
+	for ; a.cur < len(a.chunks); a.cur++ {
+		if c := a.chunks[a.cur]; cap(c)-len(c) >= n {
+			return c
+		}
+	}
+	a.chunks = append(a.chunks, make([]byte, 0, max(arenaChunk, n)))
+	return a.chunks[a.cur]
+}
+
+// own copies each string into the arena, one after the other.
+func (a *Arena) own(fields []*string) {
+	n := 0
+	for _, f := range fields {
+		n += len(*f)
+	}
+	c := a.reserve(n)
+	for _, f := range fields {
+		if len(*f) == 0 {
+			*f = ""
+			continue
+		}
+		start := len(c)
+		c = append(c, *f...)
+		*f = unsafe.String(&c[start], len(*f))
+	}
+	a.chunks[a.cur] = c
+}
+
+// payloadRoom is the room the wire path leaves for a payload written
+// straight into an arena chunk; a longer one is copied there afterwards.
+const payloadRoom = 4096
 
 // buildGeneric decodes the event and fills r from it: every type, both encodings.
 func buildGeneric(r Row, m Msg) Row {

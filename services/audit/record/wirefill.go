@@ -139,7 +139,7 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 	var buf, scratch *[]byte
 	var ts *secondsText
 	if a != nil {
-		buf, scratch, ts = &a.payload, &a.scratch, &a.seconds
+		ts = &a.seconds
 	} else {
 		buf, scratch = payloadBufs.Get().(*[]byte), payloadBufs.Get().(*[]byte)
 		defer payloadBufs.Put(buf)
@@ -152,11 +152,22 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 	} else {
 		callWire = &callFields{}
 	}
-	payload, ok := wirePayloadWith((*buf)[:0], data, modes, ts, callWire)
+	// With an arena the payload is written straight into its chunk (kept
+	// at the end, once the row is complete), else into a pooled buffer.
+	var dst []byte
+	if a != nil {
+		c := a.reserve(payloadRoom)
+		dst = c[len(c):]
+	} else {
+		dst = (*buf)[:0]
+	}
+	payload, ok := wirePayloadWith(dst, data, modes, ts, callWire)
 	if !ok {
 		return false
 	}
-	*buf = payload[:0]
+	if a == nil {
+		*buf = payload[:0]
+	}
 
 	// Columns, exactly as fill and decidedBy set them.
 	r.EventID, r.Type, r.Revision, r.Thread = env.id, typ, env.revision, env.thread
@@ -345,8 +356,19 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 	if !ok {
 		return false
 	}
-	r.Payload = unsafe.String(unsafe.SliceData(payload), len(payload))
-	*scratch = intern(r, *scratch, a)
+	if a == nil {
+		r.Payload = unsafe.String(unsafe.SliceData(payload), len(payload))
+		*scratch = intern(r, *scratch)
+		return true
+	}
+	if c := a.chunks[a.cur]; unsafe.SliceData(payload) == unsafe.SliceData(dst) {
+		a.chunks[a.cur] = c[:len(c)+len(payload)] // written in place: keep it
+		r.Payload = unsafe.String(unsafe.SliceData(payload), len(payload))
+	} else {
+		r.Payload = a.string(payload) // longer than the room: append moved it
+	}
+	fields := columnsOf(r)
+	a.own(fields[:len(fields)-1]) // the payload is in the arena already
 	return true
 }
 
@@ -436,27 +458,25 @@ func columnNames(ed protoreflect.EnumDescriptor, prefix string) map[int32]string
 	return names
 }
 
-// intern copies every string of r into one new allocation (or into a when
-// not nil), so the row owns its strings (not views of the message or a
-// scratch buffer) at the cost of one allocation instead of one per column.
-func intern(r *Row, buf []byte, a *Arena) []byte {
-	fields := [...]*string{&r.EventID, &r.Type, &r.Agent, &r.Thread, &r.Call, &r.Server, &r.Tool, &r.ActorType, &r.ActorID,
+// columnsOf points at every string column of r, the payload last.
+func columnsOf(r *Row) [20]*string {
+	return [...]*string{&r.EventID, &r.Type, &r.Agent, &r.Thread, &r.Call, &r.Server, &r.Tool, &r.ActorType, &r.ActorID,
 		&r.ActorChannel, &r.Decision, &r.Reason, &r.Risk, &r.RuleID, &r.PolicyRevision, &r.DecisionID, &r.ArgsDigest,
-		&r.Payload, &r.DecidedBy, &r.GrantID}
+		&r.DecidedBy, &r.GrantID, &r.Payload}
+}
+
+// intern copies every string of r into one new allocation, so the row owns
+// its strings (not views of the message or a scratch buffer) at the cost
+// of one allocation instead of one per column.
+func intern(r *Row, buf []byte) []byte {
+	fields := columnsOf(r)
 	var ends [len(fields)]int
 	buf = buf[:0]
 	for i, f := range fields {
 		buf = append(buf, *f...)
 		ends[i] = len(buf)
 	}
-	var all string
-	if a != nil {
-		if len(buf) > 0 {
-			all = a.string(buf)
-		}
-	} else {
-		all = string(buf)
-	}
+	all := string(buf)
 	start := 0
 	for i, f := range fields {
 		*f = all[start:ends[i]]
