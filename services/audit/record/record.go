@@ -98,13 +98,13 @@ func Build(m Msg) Row { return build(m, nil) }
 
 func build(m Msg, a *Arena) Row {
 	r := Row{Seq: m.Seq, Time: m.Time.UTC().Truncate(time.Millisecond)}
-	if agent, call, typ, ok := subject.Tokens(m.Subject); ok {
-		r.Agent, r.Call, r.Type = agent, call, typ
-	}
 	// The events every call produces are read straight from the wire
 	// (buildWire); the rest, and any bytes it does not handle, are decoded.
-	if w := r; !envelope.IsJSON(m.Header) && buildWire(&w, m.Data, a) {
+	if w := r; !envelope.IsJSON(m.Header) && buildWire(&w, m.Subject, m.Data, a) {
 		return w // a failed attempt leaves w half-filled with views of m.Data: it is dropped
+	}
+	if agent, call, typ, ok := subject.Tokens(m.Subject); ok {
+		r.Agent, r.Call, r.Type = agent, call, typ
 	}
 	return buildGeneric(r, m)
 }

@@ -31,8 +31,11 @@ var (
 // test keeps them equal) and reports false for anything else — another
 // event type, protojson, bytes not in Go's canonical field order — which
 // then takes the generic path.
-func buildWire(r *Row, data []byte, a *Arena) bool {
-	var ok0 bool // the result slot of the field callbacks below
+//
+// The agent and call columns come from the envelope, or from subj (the
+// message's subject) where the envelope has none.
+func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
+	var ok0 bool // the result of reading the last field below
 	var env struct {
 		id, agent, call, thread string
 		revision                uint32
@@ -42,7 +45,19 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 		body                    []byte
 		hasBody                 bool
 	}
-	ok := pbwire.EachField(data, func(num protowire.Number, typ protowire.Type, raw []byte) bool {
+	// The envelope, read in a plain loop: it is the first thing every event
+	// costs. A field it does not read keeps the last field's result.
+	for rest := data; len(rest) > 0; {
+		num, typ, n := protowire.ConsumeTag(rest)
+		if n < 0 {
+			return false
+		}
+		m := protowire.ConsumeFieldValue(num, typ, rest[n:])
+		if m < 0 {
+			return false
+		}
+		raw := rest[n : n+m]
+		rest = rest[n+m:]
 		switch {
 		case num == 1:
 			env.id, ok0 = pbwire.String(typ, raw)
@@ -55,25 +70,9 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 			v, ok0 = pbwire.Varint(typ, raw)
 			env.revision = uint32(v)
 		case num == 6:
-			var a []byte
-			if a, ok0 = pbwire.Bytes(typ, raw); ok0 {
-				ok0 = pbwire.EachField(a, func(n protowire.Number, t protowire.Type, raw []byte) bool {
-					switch n {
-					case 1:
-						v, ok := pbwire.Varint(t, raw)
-						env.actorType = int32(v)
-						return ok
-					case 2:
-						var ok bool
-						env.actorID, ok = pbwire.String(t, raw)
-						return ok
-					case 3:
-						var ok bool
-						env.actorChannel, ok = pbwire.String(t, raw)
-						return ok
-					}
-					return true
-				})
+			var actor []byte
+			if actor, ok0 = pbwire.Bytes(typ, raw); ok0 {
+				ok0 = readActor(actor, &env.actorType, &env.actorID, &env.actorChannel)
 			}
 		case num == 7:
 			env.thread, ok0 = pbwire.String(typ, raw)
@@ -84,10 +83,19 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 			env.bodyNum, env.hasBody = num, true
 			env.body, ok0 = pbwire.Bytes(typ, raw)
 		}
-		return ok0
-	})
-	if !ok || !env.hasBody {
+		if !ok0 {
+			return false
+		}
+	}
+	if !env.hasBody {
 		return false
+	}
+	var ok bool
+	if env.agent == "" || env.call == "" {
+		// Only then does the subject matter (Type is the body's).
+		if agent, call, _, ok := subject.Tokens(subj); ok {
+			r.Agent, r.Call = agent, call
+		}
 	}
 	bodies := bodyTypes()
 	if int(env.bodyNum) >= len(bodies) || bodies[env.bodyNum] == "" {
@@ -369,6 +377,37 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 	}
 	fields := columnsOf(r)
 	a.own(fields[:len(fields)-1]) // the payload is in the arena already
+	return true
+}
+
+// readActor reads an Actor's type, id and channel.
+func readActor(data []byte, typ *int32, id, channel *string) bool {
+	for len(data) > 0 {
+		num, t, n := protowire.ConsumeTag(data)
+		if n < 0 {
+			return false
+		}
+		m := protowire.ConsumeFieldValue(num, t, data[n:])
+		if m < 0 {
+			return false
+		}
+		raw := data[n : n+m]
+		data = data[n+m:]
+		ok := true
+		switch num {
+		case 1:
+			var v uint64
+			v, ok = pbwire.Varint(t, raw)
+			*typ = int32(v)
+		case 2:
+			*id, ok = pbwire.String(t, raw)
+		case 3:
+			*channel, ok = pbwire.String(t, raw)
+		}
+		if !ok {
+			return false
+		}
+	}
 	return true
 }
 
