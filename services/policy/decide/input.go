@@ -162,16 +162,13 @@ const maxReusedArguments = 32
 // the decision has been read into protobuf.
 type inputPool struct{ pool sync.Pool }
 
-func (p *inputPool) get(call *airlockv1.ToolCall) (*callInput, error) {
-	in, _ := p.pool.Get().(*callInput)
-	if in == nil {
-		in = &callInput{}
+// get is a callInput from the pool, to fill (or, for a policy whose input
+// is built in full, to hold that document: Evaluator.fullInput).
+func (p *inputPool) get() *callInput {
+	if in, _ := p.pool.Get().(*callInput); in != nil {
+		return in
 	}
-	if err := in.fill(call); err != nil {
-		p.put(in)
-		return nil, err
-	}
-	return in, nil
+	return &callInput{}
 }
 
 func (p *inputPool) put(in *callInput) {
