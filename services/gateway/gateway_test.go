@@ -115,18 +115,19 @@ func TestRequestState(t *testing.T) {
 }
 
 func TestToolsCallID(t *testing.T) {
-	for _, c := range []struct{ name, body, want string }{
-		{"a_tools_call_gives_its_id", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{}}`, "7"},
-		{"a_string_id_keeps_its_quotes", `{"jsonrpc":"2.0","id":"7","method":"tools/call"}`, `"7"`},
-		{"another_method_gives_none", `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`, ""},
-		{"a_notification_gives_none", `{"jsonrpc":"2.0","method":"tools/call"}`, ""},
-		{"a_null_id_gives_none", `{"jsonrpc":"2.0","id":null,"method":"tools/call"}`, ""},
-		{"a_batch_gives_none", `[{"jsonrpc":"2.0","id":7,"method":"tools/call"}]`, ""},
-		{"garbage_gives_none", `{"id":`, ""},
+	for _, c := range []struct{ name, body, want, tool string }{
+		{"a_tools_call_gives_its_id_and_tool", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"run_code"}}`, "7", "run_code"},
+		{"a_string_id_keeps_its_quotes", `{"jsonrpc":"2.0","id":"7","method":"tools/call"}`, `"7"`, ""},
+		{"params_that_are_no_object_still_give_the_id", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":[1]}`, "7", ""},
+		{"another_method_gives_none", `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`, "", ""},
+		{"a_notification_gives_none", `{"jsonrpc":"2.0","method":"tools/call"}`, "", ""},
+		{"a_null_id_gives_none", `{"jsonrpc":"2.0","id":null,"method":"tools/call"}`, "", ""},
+		{"a_batch_gives_none", `[{"jsonrpc":"2.0","id":7,"method":"tools/call"}]`, "", ""},
+		{"garbage_gives_none", `{"id":`, "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got, _ := toolsCallID([]byte(c.body)); got != c.want {
-				t.Fatalf("got %q, want %q", got, c.want)
+			if id, tool, _ := toolsCall([]byte(c.body)); id != c.want || tool != c.tool {
+				t.Fatalf("got %q %q, want %q %q", id, tool, c.want, c.tool)
 			}
 		})
 	}
