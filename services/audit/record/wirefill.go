@@ -48,16 +48,11 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 	// The envelope, read in a plain loop: it is the first thing every event
 	// costs. A field it does not read keeps the last field's result.
 	for rest := data; len(rest) > 0; {
-		num, typ, n := protowire.ConsumeTag(rest)
-		if n < 0 {
+		num, typ, raw, next, ok := nextField(rest)
+		if !ok {
 			return false
 		}
-		m := protowire.ConsumeFieldValue(num, typ, rest[n:])
-		if m < 0 {
-			return false
-		}
-		raw := rest[n : n+m]
-		rest = rest[n+m:]
+		rest = next
 		switch {
 		case num == 1:
 			env.id, ok0 = pbwire.String(typ, raw)
@@ -380,20 +375,28 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 	return true
 }
 
+// nextField splits the first field off data: its number, wire type and
+// value bytes (tag excluded), and what follows it.
+func nextField(data []byte) (num protowire.Number, typ protowire.Type, raw, rest []byte, ok bool) {
+	num, typ, n := protowire.ConsumeTag(data)
+	if n < 0 {
+		return 0, 0, nil, nil, false
+	}
+	m := protowire.ConsumeFieldValue(num, typ, data[n:])
+	if m < 0 {
+		return 0, 0, nil, nil, false
+	}
+	return num, typ, data[n : n+m], data[n+m:], true
+}
+
 // readActor reads an Actor's type, id and channel.
 func readActor(data []byte, typ *int32, id, channel *string) bool {
 	for len(data) > 0 {
-		num, t, n := protowire.ConsumeTag(data)
-		if n < 0 {
+		num, t, raw, rest, ok := nextField(data)
+		if !ok {
 			return false
 		}
-		m := protowire.ConsumeFieldValue(num, t, data[n:])
-		if m < 0 {
-			return false
-		}
-		raw := data[n : n+m]
-		data = data[n+m:]
-		ok := true
+		data = rest
 		switch num {
 		case 1:
 			var v uint64
