@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -283,24 +282,5 @@ func appendValue(b []byte, m protoreflect.Message) []byte {
 }
 
 // appendString writes s as a JSON string the way protojson does (invalid
-// UTF-8 becomes U+FFFD). Most strings need no escaping: they are copied
-// as they are after one pass over a table.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if !jsonVerbatim[s[i]] {
-			return canon.AppendJSONString(b, s, true)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
-// jsonVerbatim marks the bytes canon.AppendJSONString writes unchanged in
-// protojson's form on their own: printable ASCII other than " and \.
-var jsonVerbatim = func() (t [256]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
+// UTF-8 becomes U+FFFD).
+func appendString(b []byte, s string) []byte { return canon.AppendJSONString(b, s, true) }

@@ -345,13 +345,11 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 // false when it is not UTF-8 (the decoder refuses it). Text that needs no
 // escaping is ASCII, so it is valid without a second look.
 func appendUTF8(b, v []byte) ([]byte, bool) {
-	for _, c := range v {
-		if !jsonVerbatim[c] {
-			if !utf8.Valid(v) {
-				return nil, false
-			}
-			return canon.AppendJSONString(b, unsafe.String(unsafe.SliceData(v), len(v)), true), true
+	if !canon.Verbatim(v, true) {
+		if !utf8.Valid(v) {
+			return nil, false
 		}
+		return canon.AppendJSONString(b, unsafe.String(unsafe.SliceData(v), len(v)), true), true
 	}
 	b = append(b, '"')
 	b = append(b, v...)
