@@ -233,3 +233,54 @@ func TestEncodeAfterCarriesTheExpectationAndNoMessageID(t *testing.T) {
 		t.Errorf("EncodeAfter has %d headers, Encode %d: want the message id replaced by the two expectations", len(msg.Header), len(plain.Header))
 	}
 }
+
+func TestAReusedHeaderCarriesOnlyTheLatestMessagesHeaders(t *testing.T) {
+	started := &airlockv1.Event{
+		EventId: "a1.c1.1.started", AgentId: "a1", CallId: "c1", Revision: 1,
+		Body: &airlockv1.Event_Started{Started: &airlockv1.Started{Attempt: 1}},
+	}
+	allowed := &airlockv1.Event{
+		EventId: "a1.c2.1.decision", AgentId: "a1", CallId: "c2", Revision: 1,
+		Body: &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{}},
+	}
+	var hb Header
+	steps := []struct {
+		name   string
+		encode func() (Message, error)
+		fresh  func() (Message, error)
+	}{
+		{"a compare-and-append", func() (Message, error) {
+			return EncodeAfterInto(&hb, started, "airlock/executor", "", "airlock.evt.a1.c1.exec.*", 7)
+		}, func() (Message, error) {
+			return EncodeAfter(started, "airlock/executor", "", "airlock.evt.a1.c1.exec.*", 7)
+		}},
+		{"then a publish with a message id", func() (Message, error) { return EncodeInto(&hb, allowed, "airlock/policy", "") },
+			func() (Message, error) { return Encode(allowed, "airlock/policy", "") }},
+		{"then a compare-and-append again", func() (Message, error) {
+			return EncodeAfterInto(&hb, started, "airlock/executor", "", "airlock.evt.a1.c1.exec.*", 9)
+		}, func() (Message, error) {
+			return EncodeAfter(started, "airlock/executor", "", "airlock.evt.a1.c1.exec.*", 9)
+		}},
+	}
+	for _, s := range steps {
+		got, err := s.encode()
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		want, err := s.fresh()
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if got.Subject != want.Subject || string(got.Data) != string(want.Data) || len(got.Header) != len(want.Header) {
+			t.Fatalf("%s: reused header gave %s with %d headers, a fresh one %s with %d", s.name, got.Subject, len(got.Header), want.Subject, len(want.Header))
+		}
+		for k, v := range want.Header {
+			if k == HeaderTraceparent { // a new span each time
+				continue
+			}
+			if g := HeaderValue(got.Header, k); g != v[0] {
+				t.Errorf("%s: header %s = %q, want %q", s.name, k, g, v[0])
+			}
+		}
+	}
+}

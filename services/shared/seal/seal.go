@@ -154,14 +154,21 @@ func CreateSecretFile(file, text string) error {
 // Sum is the HMAC of the parts, each length-prefixed so that no two
 // different lists of parts sign the same bytes.
 func (k Key) Sum(parts ...string) []byte {
-	m := hmac.New(sha256.New, k.b)
-	var n [8]byte
+	// The parts are laid out in one buffer and hashed in one write: each
+	// write of a part converted to []byte was an allocation of its own,
+	// and a decision is sealed and verified on every call.
+	size := 0
 	for _, p := range parts {
-		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
-		m.Write(n[:])
-		m.Write([]byte(p))
+		size += 8 + len(p)
 	}
-	return m.Sum(nil)
+	buf := make([]byte, 0, size)
+	for _, p := range parts {
+		buf = binary.BigEndian.AppendUint64(buf, uint64(len(p)))
+		buf = append(buf, p...)
+	}
+	m := hmac.New(sha256.New, k.b)
+	m.Write(buf)
+	return m.Sum(make([]byte, 0, sha256.Size))
 }
 
 // Sign returns the seal of the parts, base64url without padding.
