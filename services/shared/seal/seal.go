@@ -23,6 +23,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -36,7 +37,22 @@ import (
 const KeySize = 32
 
 // Key is an HMAC key. The zero Key signs nothing and verifies nothing.
-type Key struct{ b []byte }
+type Key struct {
+	b []byte
+	// keyed is an HMAC-SHA256 already keyed with b (its padded key hashed
+	// once, which FIPS 198-1 allows): Sum clones it rather than keying a
+	// new HMAC for every seal, two of which each call makes. Nil when the
+	// HMAC cannot be cloned; Sum then keys one.
+	keyed hash.Cloner
+}
+
+// newKey returns the key b with its keyed HMAC.
+func newKey(b []byte) Key {
+	m := hmac.New(sha256.New, b)
+	m.Reset() // keeps the keyed state for the clones
+	keyed, _ := m.(hash.Cloner)
+	return Key{b: b, keyed: keyed}
+}
 
 // Valid reports whether k holds a key.
 func (k Key) Valid() bool { return len(k.b) == KeySize }
@@ -47,7 +63,7 @@ func NewKey() Key {
 	if _, err := rand.Read(b); err != nil {
 		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // cannot happen on supported platforms
 	}
-	return Key{b: b}
+	return newKey(b)
 }
 
 // Hex is the key as hex, for configuration by environment.
@@ -59,7 +75,7 @@ func ParseHex(s string) (Key, error) {
 	if err != nil || len(b) != KeySize {
 		return Key{}, fmt.Errorf("a key is %d bytes written as %d hex digits", KeySize, 2*KeySize)
 	}
-	return Key{b: b}, nil
+	return newKey(b), nil
 }
 
 // Load returns the key given inline as hex, or else read from file; what
@@ -166,9 +182,19 @@ func (k Key) Sum(parts ...string) []byte {
 		buf = binary.BigEndian.AppendUint64(buf, uint64(len(p)))
 		buf = append(buf, p...)
 	}
-	m := hmac.New(sha256.New, k.b)
+	m := k.mac()
 	m.Write(buf)
 	return m.Sum(make([]byte, 0, sha256.Size))
+}
+
+// mac is an HMAC-SHA256 keyed with k, ready for the message.
+func (k Key) mac() hash.Hash {
+	if k.keyed != nil {
+		if m, err := k.keyed.Clone(); err == nil {
+			return m
+		}
+	}
+	return hmac.New(sha256.New, k.b)
 }
 
 // Sign returns the seal of the parts, base64url without padding.
