@@ -15,6 +15,7 @@ package envelope
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -47,9 +48,32 @@ const (
 // on every encode.
 var bodyOneof = (&airlockv1.Event{}).ProtoReflect().Descriptor().Oneofs().ByName("body")
 
+// bodyTypes names each Go type of the body oneof (Event_Requested, ...) by
+// its field name. Built once, read only: WhichOneof tries the oneof's fields
+// one by one through reflection, and every event is typed several times on
+// its way (encoded, its subject, read back).
+var bodyTypes = func() map[reflect.Type]string {
+	fields := bodyOneof.Fields()
+	types := make(map[reflect.Type]string, fields.Len())
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		m := (&airlockv1.Event{}).ProtoReflect()
+		m.Set(fd, m.NewField(fd))
+		types[reflect.TypeOf(m.Interface().(*airlockv1.Event).Body)] = string(fd.Name())
+	}
+	return types
+}()
+
 // TypeOf returns the event type (the body oneof's field name, which is also
 // the subject's last token), or "" for an event without a body.
 func TypeOf(ev *airlockv1.Event) string {
+	body := ev.GetBody()
+	if body == nil {
+		return ""
+	}
+	if typ, ok := bodyTypes[reflect.TypeOf(body)]; ok && !reflect.ValueOf(body).IsNil() {
+		return typ
+	}
 	fd := ev.ProtoReflect().WhichOneof(bodyOneof)
 	if fd == nil {
 		return ""
@@ -115,7 +139,7 @@ func encodeEvent(ev *airlockv1.Event, source, parentTrace string, after *expecta
 	if typ == "" {
 		return Message{}, fmt.Errorf("encode event for call %s: it has no body", ev.GetCallId())
 	}
-	subj, err := Subject(ev)
+	subj, err := subject.Event(ev.GetAgentId(), ev.GetCallId(), typ)
 	if err != nil {
 		return Message{}, fmt.Errorf("encode %s event: %w", typ, err)
 	}

@@ -284,3 +284,32 @@ func TestAReusedHeaderCarriesOnlyTheLatestMessagesHeaders(t *testing.T) {
 		}
 	}
 }
+
+func TestTypeOfNamesEveryBodyAsItsOneofField(t *testing.T) {
+	fields := bodyOneof.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		m := (&airlockv1.Event{}).ProtoReflect()
+		m.Set(fd, m.NewField(fd))
+		if got := TypeOf(m.Interface().(*airlockv1.Event)); got != string(fd.Name()) {
+			t.Errorf("TypeOf an event with body %s = %q", fd.Name(), got)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		ev   *airlockv1.Event
+		want string
+	}{
+		{"no event", nil, ""},
+		{"no body", &airlockv1.Event{}, ""},
+		{"a body whose wrapper is nil", &airlockv1.Event{Body: (*airlockv1.Event_Allowed)(nil)}, ""},
+		{"a wrapper holding no message", &airlockv1.Event{Body: &airlockv1.Event_Allowed{}}, "allowed"},
+	} {
+		if got := TypeOf(c.ev); got != c.want {
+			t.Errorf("%s: TypeOf = %q, want %q", c.name, got, c.want)
+		}
+		if fd := c.ev.ProtoReflect().WhichOneof(bodyOneof); fd != nil && string(fd.Name()) != c.want || fd == nil && c.want != "" {
+			t.Errorf("%s: WhichOneof disagrees with TypeOf", c.name)
+		}
+	}
+}
