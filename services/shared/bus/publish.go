@@ -132,17 +132,23 @@ func (p *Publisher) PublishAfter(ctx context.Context, ev *airlockv1.Event, paren
 // carries a message id. A refused append is ErrConflict. The stream must
 // allow atomic publish (StreamConfig does).
 func (p *Publisher) AppendAfter(ctx context.Context, evs []*airlockv1.Event, parentTrace, expectSubject string, expectSeq uint64) (*jetstream.PubAck, error) {
+	if len(evs) == 0 {
+		return nil, errors.New("append batch: no events")
+	}
 	msgs := make([]*nats.Msg, len(evs))
 	for i, ev := range evs {
-		msg, err := Encode(ev, p.source, parentTrace)
+		var m envelope.Message
+		var err error
+		if i == 0 {
+			m, err = envelope.EncodeAfter(ev, p.source, parentTrace, expectSubject, expectSeq)
+		} else {
+			m, err = envelope.EncodeInBatch(ev, p.source, parentTrace)
+		}
 		if err != nil {
 			return nil, err
 		}
-		msg.Header.Del(jetstream.MsgIDHeader)
-		msgs[i] = msg
+		msgs[i] = Msg(m)
 	}
-	msgs[0].Header.Set(envelope.HeaderExpectedLastSubjSeq, strconv.FormatUint(expectSeq, 10))
-	msgs[0].Header.Set(envelope.HeaderExpectedLastSubjSeqSubject, expectSubject)
 	ack, err := AppendBatch(ctx, p.js, msgs)
 	if err != nil {
 		return nil, err

@@ -168,10 +168,21 @@ func EncodeAfterInto(hb *Header, ev *airlockv1.Event, source, parentTrace, expec
 	return encodeEvent(ev, source, parentTrace, &expectation{subject: expectSubject, seq: expectSeq}, hb)
 }
 
+// EncodeInBatch is Encode for a message of an atomic batch after its first
+// (which EncodeAfter encodes): no message id, which the server refuses
+// inside a batch, and no expectation, which only the first message may
+// carry. Built in one go, not by removing Encode's message id.
+func EncodeInBatch(ev *airlockv1.Event, source, parentTrace string) (Message, error) {
+	return encodeEvent(ev, source, parentTrace, &expectation{inBatch: true}, nil)
+}
+
 // expectation is a compare-and-append's: the last sequence stored on subject.
 type expectation struct {
 	subject string
 	seq     uint64
+	// inBatch: none, the message follows the first of an atomic batch,
+	// which carries the batch's expectation.
+	inBatch bool
 }
 
 // EncodeRequest builds an agent's message for the intake stream, on
@@ -230,7 +241,7 @@ func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgI
 		keys[n], hb.vals[n] = HeaderMsgID, ev.EventId
 		n++
 	}
-	if after != nil {
+	if after != nil && !after.inBatch {
 		keys[n], hb.vals[n] = HeaderExpectedLastSubjSeq, strconv.FormatUint(after.seq, 10)
 		keys[n+1], hb.vals[n+1] = HeaderExpectedLastSubjSeqSubject, after.subject
 		n += 2

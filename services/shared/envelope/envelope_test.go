@@ -313,3 +313,29 @@ func TestTypeOfNamesEveryBodyAsItsOneofField(t *testing.T) {
 		}
 	}
 }
+
+func TestEncodeInBatchCarriesNeitherAMessageIDNorAnExpectation(t *testing.T) {
+	ev := &airlockv1.Event{
+		EventId: "a1.c1.1.decision", AgentId: "a1", CallId: "c1", Revision: 1,
+		Body: &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{}},
+	}
+	msg, err := EncodeInBatch(ev, "airlock/policy", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := Encode(ev, "airlock/policy", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Subject != plain.Subject || string(msg.Data) != string(plain.Data) {
+		t.Fatalf("EncodeInBatch gave %s %x, Encode %s %x", msg.Subject, msg.Data, plain.Subject, plain.Data)
+	}
+	for _, h := range []string{HeaderMsgID, HeaderExpectedLastSubjSeq, HeaderExpectedLastSubjSeqSubject} {
+		if v, ok := msg.Header[h]; ok {
+			t.Errorf("header %s = %q: a message after a batch's first carries none", h, v)
+		}
+	}
+	if len(msg.Header) != len(plain.Header)-1 {
+		t.Errorf("EncodeInBatch has %d headers, Encode %d: want all but the message id", len(msg.Header), len(plain.Header))
+	}
+}
