@@ -205,35 +205,6 @@ func TestForCallCarriesWhereAndHowTheCallsEventsGo(t *testing.T) {
 	}
 }
 
-func TestEncodeAfterCarriesTheExpectationAndNoMessageID(t *testing.T) {
-	ev := &airlockv1.Event{
-		EventId: "a1.c1.1.started", AgentId: "a1", CallId: "c1", Revision: 1,
-		Body: &airlockv1.Event_Started{Started: &airlockv1.Started{Attempt: 1}},
-	}
-	msg, err := EncodeAfter(ev, "airlock/executor", "", "airlock.evt.a1.c1.exec.*", 42)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := Encode(ev, "airlock/executor", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if msg.Subject != plain.Subject || string(msg.Data) != string(plain.Data) {
-		t.Fatalf("EncodeAfter gave %s %x, Encode %s %x", msg.Subject, msg.Data, plain.Subject, plain.Data)
-	}
-	for h, want := range map[string]string{
-		HeaderExpectedLastSubjSeq: "42", HeaderExpectedLastSubjSeqSubject: "airlock.evt.a1.c1.exec.*", HeaderMsgID: "",
-		HeaderCEID: "a1.c1.1.started", HeaderCEType: "airlock.v1.started", HeaderCESource: "airlock/executor", HeaderContentType: ContentProtobuf,
-	} {
-		if got := HeaderValue(msg.Header, h); got != want {
-			t.Errorf("header %s = %q, want %q", h, got, want)
-		}
-	}
-	if len(msg.Header) != len(plain.Header)+1 {
-		t.Errorf("EncodeAfter has %d headers, Encode %d: want the message id replaced by the two expectations", len(msg.Header), len(plain.Header))
-	}
-}
-
 func TestAReusedHeaderCarriesOnlyTheLatestMessagesHeaders(t *testing.T) {
 	started := &airlockv1.Event{
 		EventId: "a1.c1.1.started", AgentId: "a1", CallId: "c1", Revision: 1,
@@ -314,28 +285,51 @@ func TestTypeOfNamesEveryBodyAsItsOneofField(t *testing.T) {
 	}
 }
 
-func TestEncodeInBatchCarriesNeitherAMessageIDNorAnExpectation(t *testing.T) {
+// The compare-and-append and batch forms encode the event as Encode does
+// and differ only in the headers that make a publish a plain store, an
+// append after a sequence, or a batch's later message.
+func TestEncodeAfterAndInBatchDifferFromEncodeOnlyInTheirHeaders(t *testing.T) {
 	ev := &airlockv1.Event{
-		EventId: "a1.c1.1.decision", AgentId: "a1", CallId: "c1", Revision: 1,
-		Body: &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{}},
+		EventId: "a1.c1.1.started", AgentId: "a1", CallId: "c1", Revision: 1,
+		Body: &airlockv1.Event_Started{Started: &airlockv1.Started{Attempt: 1}},
 	}
-	msg, err := EncodeInBatch(ev, "airlock/policy", "")
+	plain, err := Encode(ev, "airlock/executor", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := Encode(ev, "airlock/policy", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if msg.Subject != plain.Subject || string(msg.Data) != string(plain.Data) {
-		t.Fatalf("EncodeInBatch gave %s %x, Encode %s %x", msg.Subject, msg.Data, plain.Subject, plain.Data)
-	}
-	for _, h := range []string{HeaderMsgID, HeaderExpectedLastSubjSeq, HeaderExpectedLastSubjSeqSubject} {
-		if v, ok := msg.Header[h]; ok {
-			t.Errorf("header %s = %q: a message after a batch's first carries none", h, v)
+	for _, c := range []struct {
+		name    string
+		encode  func() (Message, error)
+		headers map[string]string // "": absent
+		more    int               // headers beyond Encode's
+	}{
+		{"EncodeAfter carries the expectation and no message id", func() (Message, error) {
+			return EncodeAfter(ev, "airlock/executor", "", "airlock.evt.a1.c1.exec.*", 42)
+		}, map[string]string{
+			HeaderExpectedLastSubjSeq: "42", HeaderExpectedLastSubjSeqSubject: "airlock.evt.a1.c1.exec.*", HeaderMsgID: "",
+			HeaderCEID: "a1.c1.1.started", HeaderCEType: "airlock.v1.started", HeaderCESource: "airlock/executor", HeaderContentType: ContentProtobuf,
+		}, 1},
+		{"EncodeInBatch carries neither a message id nor an expectation", func() (Message, error) {
+			return EncodeInBatch(ev, "airlock/executor", "")
+		}, map[string]string{
+			HeaderExpectedLastSubjSeq: "", HeaderExpectedLastSubjSeqSubject: "", HeaderMsgID: "",
+			HeaderCEID: "a1.c1.1.started", HeaderCEType: "airlock.v1.started", HeaderCESource: "airlock/executor", HeaderContentType: ContentProtobuf,
+		}, -1},
+	} {
+		msg, err := c.encode()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
 		}
-	}
-	if len(msg.Header) != len(plain.Header)-1 {
-		t.Errorf("EncodeInBatch has %d headers, Encode %d: want all but the message id", len(msg.Header), len(plain.Header))
+		if msg.Subject != plain.Subject || string(msg.Data) != string(plain.Data) {
+			t.Fatalf("%s: gave %s %x, Encode %s %x", c.name, msg.Subject, msg.Data, plain.Subject, plain.Data)
+		}
+		for h, want := range c.headers {
+			if got, ok := msg.Header[h]; want == "" && ok || want != "" && HeaderValue(msg.Header, h) != want {
+				t.Errorf("%s: header %s = %q, want %q", c.name, h, got, want)
+			}
+		}
+		if len(msg.Header) != len(plain.Header)+c.more {
+			t.Errorf("%s: %d headers, Encode %d: want %+d", c.name, len(msg.Header), len(plain.Header), c.more)
+		}
 	}
 }
