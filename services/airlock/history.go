@@ -95,10 +95,10 @@ type historyGen struct {
 	rng       *rand.Rand
 	seq       int
 	prefix    string
-	// decisions reads the policy's decisions as they are stored, from
-	// before the first call is submitted; outcomes holds what it read of
-	// the calls submitted and not yet settled ("<agent>/<call>" → the
-	// policy's outcome, "" until read).
+	// decisions reads the policy's decisions in the order they were
+	// stored, from the stream's first (started by the first outcome);
+	// outcomes holds those read and not yet asked for ("<agent>/<call>" →
+	// the policy's outcome).
 	decisions jetstream.MessagesContext
 	outcomes  map[string]string
 }
@@ -154,32 +154,34 @@ func (h *historyGen) submit(ctx context.Context, agent, server, tool string, arg
 	if err != nil {
 		return nil, fmt.Errorf("history: encode call: %w", err)
 	}
-	if h.decisions == nil {
-		filters := make([]string, 0, len(subject.PolicyOutcomes))
-		for _, typ := range subject.PolicyOutcomes {
-			filters = append(filters, subject.OfType(typ))
-		}
-		cons, err := h.js.OrderedConsumer(ctx, h.stream, jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverNewPolicy})
-		if err != nil {
-			return nil, fmt.Errorf("history: read the policy's decisions: %w", err)
-		}
-		if h.decisions, err = cons.Messages(); err != nil {
-			return nil, fmt.Errorf("history: read the policy's decisions: %w", err)
-		}
-		h.outcomes = map[string]string{}
-	}
-	h.outcomes[agent+"/"+c.CallId] = ""
 	if _, err := h.js.PublishMsg(ctx, msg); err != nil {
 		return nil, fmt.Errorf("history: submit call %s: %w", c.CallId, err)
 	}
 	return c, nil
 }
 
-// outcome waits for the policy's decision about c, which submit sent:
-// allowed, denied or approval_requested. It reads the decisions as they
-// come (waiting for a message, not polling the stream) and keeps those of
-// the other calls submitted for when they are asked for.
+// outcome waits for the policy's decision about c (submitted here or by any
+// other way): allowed, denied or approval_requested. It reads the decisions
+// as they come (waiting for a message, not polling the stream) and keeps
+// those of other calls for when they are asked for.
 func (h *historyGen) outcome(ctx context.Context, c *airlockv1.ToolCall) (string, error) {
+	if h.decisions == nil {
+		filters := make([]string, 0, len(subject.PolicyOutcomes))
+		for _, typ := range subject.PolicyOutcomes {
+			filters = append(filters, subject.OfType(typ))
+		}
+		// From the stream's first decision: a call may have been decided
+		// before the first question (one submitted through the console's
+		// REST API, say), and every decision stored is read exactly once.
+		cons, err := h.js.OrderedConsumer(ctx, h.stream, jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy})
+		if err != nil {
+			return "", fmt.Errorf("history: read the policy's decisions: %w", err)
+		}
+		if h.decisions, err = cons.Messages(); err != nil {
+			return "", fmt.Errorf("history: read the policy's decisions: %w", err)
+		}
+		h.outcomes = map[string]string{}
+	}
 	key := c.AgentId + "/" + c.CallId
 	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -194,9 +196,7 @@ func (h *historyGen) outcome(ctx context.Context, c *airlockv1.ToolCall) (string
 			return "", fmt.Errorf("history: read the decision of %s: %w", c.CallId, err)
 		}
 		if p, err := subject.Parse(m.Subject()); err == nil {
-			if got, sent := h.outcomes[p.Agent+"/"+p.Call]; sent && got == "" {
-				h.outcomes[p.Agent+"/"+p.Call] = p.Type
-			}
+			h.outcomes[p.Agent+"/"+p.Call] = p.Type
 		}
 	}
 	typ := h.outcomes[key]
