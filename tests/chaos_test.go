@@ -36,10 +36,14 @@ type chaosReport struct {
 // and reviewers while every fault kind happens once — a replica killed, a
 // node paused, the events stream's leader lost, ClickHouse down, a tool that
 // never answers — and requires a report without violations.
+//
+// It runs beside other tests: its load is paced over 45 s whatever the
+// machine does.
 func TestChaosShortSchedule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos schedule takes about a minute and a half")
 	}
+	t.Parallel()
 	start := time.Now()
 	cmd := exec.Command(airlockBinary(t), "chaos", "--short", "--seed", "17", "--json")
 	var stderr strings.Builder
