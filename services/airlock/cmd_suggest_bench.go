@@ -102,6 +102,7 @@ func suggestBench(ctx context.Context, out io.Writer, calls, after int, seed uin
 	}
 	api := approvalapi.New(deps.NC, fk, "console")
 	gen := &historyGen{js: deps.JS, stream: cfg.Stream.Name, approvals: api, reviewers: []string{"alice", "bob", "carol"}, rng: rand.New(rand.NewPCG(seed, 1)), prefix: "h"}
+	defer gen.stop()
 
 	start := time.Now()
 	before, err := gen.run(ctx, historyMix(), calls)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -96,6 +95,12 @@ type historyGen struct {
 	rng       *rand.Rand
 	seq       int
 	prefix    string
+	// decisions reads the policy's decisions as they are stored, from
+	// before the first call is submitted; outcomes holds what it read of
+	// the calls submitted and not yet settled ("<agent>/<call>" → the
+	// policy's outcome, "" until read).
+	decisions jetstream.MessagesContext
+	outcomes  map[string]string
 }
 
 // run records n calls of mix (chosen by weight), extra calls first.
@@ -149,40 +154,60 @@ func (h *historyGen) submit(ctx context.Context, agent, server, tool string, arg
 	if err != nil {
 		return nil, fmt.Errorf("history: encode call: %w", err)
 	}
+	if h.decisions == nil {
+		filters := make([]string, 0, len(subject.PolicyOutcomes))
+		for _, typ := range subject.PolicyOutcomes {
+			filters = append(filters, subject.OfType(typ))
+		}
+		cons, err := h.js.OrderedConsumer(ctx, h.stream, jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverNewPolicy})
+		if err != nil {
+			return nil, fmt.Errorf("history: read the policy's decisions: %w", err)
+		}
+		if h.decisions, err = cons.Messages(); err != nil {
+			return nil, fmt.Errorf("history: read the policy's decisions: %w", err)
+		}
+		h.outcomes = map[string]string{}
+	}
+	h.outcomes[agent+"/"+c.CallId] = ""
 	if _, err := h.js.PublishMsg(ctx, msg); err != nil {
 		return nil, fmt.Errorf("history: submit call %s: %w", c.CallId, err)
 	}
 	return c, nil
 }
 
-// outcome waits for the policy's decision about c: allowed, denied or
-// approval_requested.
+// outcome waits for the policy's decision about c, which submit sent:
+// allowed, denied or approval_requested. It reads the decisions as they
+// come (waiting for a message, not polling the stream) and keeps those of
+// the other calls submitted for when they are asked for.
 func (h *historyGen) outcome(ctx context.Context, c *airlockv1.ToolCall) (string, error) {
-	s, err := h.js.Stream(ctx, h.stream)
-	if err != nil {
-		return "", fmt.Errorf("history: events stream: %w", err)
-	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		for _, typ := range subject.PolicyOutcomes {
-			subj, err := subject.Event(c.AgentId, c.CallId, typ)
-			if err != nil {
-				return "", err
-			}
-			if _, err := s.GetLastMsgForSubject(ctx, subj); err == nil {
-				return typ, nil
-			} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
-				return "", fmt.Errorf("history: read the decision of %s: %w", c.CallId, err)
-			}
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("history: the policy service did not decide call %s within 15s: is it running?", c.CallId)
-		}
-		select {
-		case <-ctx.Done():
+	key := c.AgentId + "/" + c.CallId
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for h.outcomes[key] == "" {
+		m, err := h.decisions.Next(jetstream.NextContext(wctx))
+		switch {
+		case ctx.Err() != nil:
 			return "", ctx.Err()
-		case <-time.After(2 * time.Millisecond): // polling the stream with a deadline
+		case wctx.Err() != nil:
+			return "", fmt.Errorf("history: the policy service did not decide call %s within 15s: is it running?", c.CallId)
+		case err != nil:
+			return "", fmt.Errorf("history: read the decision of %s: %w", c.CallId, err)
 		}
+		if p, err := subject.Parse(m.Subject()); err == nil {
+			if got, sent := h.outcomes[p.Agent+"/"+p.Call]; sent && got == "" {
+				h.outcomes[p.Agent+"/"+p.Call] = p.Type
+			}
+		}
+	}
+	typ := h.outcomes[key]
+	delete(h.outcomes, key)
+	return typ, nil
+}
+
+// stop ends the reading of the policy's decisions.
+func (h *historyGen) stop() {
+	if h.decisions != nil {
+		h.decisions.Stop()
 	}
 }
 

@@ -113,8 +113,9 @@ func newLearnWorldWith(t *testing.T, opts console.Options) *learnWorld {
 		t.Fatal(err)
 	}
 	api := approvalapi.New(deps.NC, fk, console.Frontend)
-	return &learnWorld{t: t, cfg: cfg, deps: deps, api: api, base: srv.URL, replays: replays, mostAtOnce: mostAtOnce, hold: hold,
-		gen: &historyGen{js: deps.JS, stream: cfg.Stream.Name, approvals: api, reviewers: []string{"alice", "bob", "carol"}, rng: rand.New(rand.NewPCG(25, 1)), prefix: "h"}}
+	gen := &historyGen{js: deps.JS, stream: cfg.Stream.Name, approvals: api, reviewers: []string{"alice", "bob", "carol"}, rng: rand.New(rand.NewPCG(25, 1)), prefix: "h"}
+	t.Cleanup(gen.stop)
+	return &learnWorld{t: t, cfg: cfg, deps: deps, api: api, base: srv.URL, replays: replays, mostAtOnce: mostAtOnce, hold: hold, gen: gen}
 }
 
 func (w *learnWorld) record(mix []historyKind, n int) historyStats {

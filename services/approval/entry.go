@@ -3,6 +3,7 @@ package approval
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 
 	"google.golang.org/protobuf/proto"
 
@@ -62,11 +63,14 @@ func newEntry(key string, raw []byte, full *airlockv1.ApprovalRecord) (*entry, e
 }
 
 // record decodes the entry's record. The index encoded it itself, so it
-// decodes; were it not to, the record is reduced to its call and state
-// rather than a list failing.
-func (e *entry) record() *airlockv1.ApprovalRecord {
+// decodes; were it not to — a defect — the failure is logged on log with the
+// record's key, and the record is reduced to its call and state rather than
+// a list failing.
+func (e *entry) record(log *slog.Logger) *airlockv1.ApprovalRecord {
 	rec := &airlockv1.ApprovalRecord{}
 	if err := proto.Unmarshal(e.data, rec); err != nil {
+		log.Error("an indexed approval record does not decode; it is handed out reduced to its call and state",
+			"key", e.ref.Key(), "state", e.state, "err", err)
 		return &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{AgentId: e.ref.Agent, CallId: e.ref.Call, Revision: e.ref.Rev, ThreadId: e.thread, Tool: e.tool, Server: e.server}, State: e.state}
 	}
 	return rec

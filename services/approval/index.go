@@ -293,7 +293,7 @@ func (ix *index) takeUnsettled(cutoff time.Time) []*airlockv1.ApprovalRecord {
 			continue
 		}
 		if rec.updated < cutoff.UnixNano() {
-			out = append(out, rec.record())
+			out = append(out, rec.record(ix.log))
 			delete(ix.unsettled, key)
 		}
 	}
@@ -337,7 +337,7 @@ func (ix *index) page(agent string, after *pagePos, limit int, keep func(*entry)
 	var out []*airlockv1.ApprovalRecord
 	o.walk(after, func(key string) bool {
 		if rec := ix.recs[key]; rec != nil && keep(rec) {
-			out = append(out, rec.record())
+			out = append(out, rec.record(ix.log))
 		}
 		return limit == 0 || len(out) < limit
 	})
@@ -400,7 +400,7 @@ func (ix *index) earlierPending(ref callref.Ref) []*airlockv1.ApprovalRecord {
 	var out []*airlockv1.ApprovalRecord
 	for _, rev := range slices.Sorted(slices.Values(ix.pendingRevs[ref.CallKey()])) {
 		if rec := ix.recs[ref.WithRev(rev).Key()]; rev < ref.Rev && rec != nil && rec.pending() {
-			out = append(out, rec.record())
+			out = append(out, rec.record(ix.log))
 		}
 	}
 	return out
@@ -432,7 +432,7 @@ func (ix *index) dueRecords(now time.Time) []*airlockv1.ApprovalRecord {
 	var out []*airlockv1.ApprovalRecord
 	for _, key := range ix.due.due(now) {
 		if rec := ix.recs[key]; rec != nil && rec.pending() {
-			out = append(out, rec.record())
+			out = append(out, rec.record(ix.log))
 		}
 	}
 	return out
@@ -446,7 +446,7 @@ func (ix *index) queuedRecords() []*airlockv1.ApprovalRecord {
 	out := make([]*airlockv1.ApprovalRecord, 0, len(ix.queued))
 	for key := range ix.queued {
 		if rec := ix.recs[key]; rec != nil {
-			out = append(out, rec.record())
+			out = append(out, rec.record(ix.log))
 		}
 	}
 	return out

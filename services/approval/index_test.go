@@ -236,3 +236,21 @@ func TestTheIndexHandsOutRecordsAsListsCarryThem(t *testing.T) {
 		})
 	}
 }
+
+// An indexed record that does not decode is handed out reduced to its call
+// and state, and the failure is logged with the record's key rather than
+// passing silently.
+func TestAnUndecodableIndexedRecordIsLoggedWithItsKey(t *testing.T) {
+	var logged strings.Builder
+	ix := newIndex(slog.New(slog.NewTextHandler(&logged, nil)), func() uint64 { return 0 })
+	put(t, ix, &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Revision: 2, Tool: "write_file"},
+		State: airlockv1.ApprovalState_APPROVAL_STATE_PENDING, CreatedAt: timestamppb.Now()})
+	ix.recs["bot.c1.2"].data = []byte{0xff, 0xff, 0xff} // not protobuf
+	got := ix.page("", nil, 0, func(*entry) bool { return true })
+	if len(got) != 1 || got[0].GetCall().GetCallId() != "c1" || got[0].GetCall().GetTool() != "write_file" || got[0].GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+		t.Fatalf("handed out %v, want the record reduced to its call and state", got)
+	}
+	if out := logged.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "key=bot.c1.2") || !strings.Contains(out, "err=") {
+		t.Fatalf("the decode failure was not logged with the record's key; log: %q", out)
+	}
+}

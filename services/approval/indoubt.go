@@ -115,25 +115,21 @@ func (s *Service) ListInDoubt(ctx context.Context, req *airlockv1.ListInDoubtReq
 	if limit <= 0 || limit > defaultInDoubtLimit {
 		limit = defaultInDoubtLimit
 	}
-	lister, err := s.inDoubt.ListKeys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list in-doubt tasks: %w", err)
-	}
 	var open, done []*airlockv1.InDoubtTask
-	for k := range lister.Keys() {
-		e, err := s.inDoubt.Get(ctx, k)
-		if err != nil {
-			continue // deleted meanwhile
-		}
+	err := bus.ReadAll(ctx, s.inDoubt, ">", func(e jetstream.KeyValueEntry) {
 		t := &airlockv1.InDoubtTask{}
-		if proto.Unmarshal(e.Value(), t) != nil {
-			continue
+		if err := proto.Unmarshal(e.Value(), t); err != nil {
+			s.deps.Log.Error("an in-doubt task does not decode; it is left out of the list", "key", e.Key(), "err", err)
+			return
 		}
 		if !t.GetResolved() {
 			open = append(open, t)
 		} else if req.GetIncludeResolved() {
 			done = append(done, t)
 		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list in-doubt tasks: %w", err)
 	}
 	slices.SortFunc(open, func(a, b *airlockv1.InDoubtTask) int {
 		return a.GetFailedAt().AsTime().Compare(b.GetFailedAt().AsTime())

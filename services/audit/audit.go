@@ -48,6 +48,7 @@ import (
 
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/store"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
@@ -338,11 +339,30 @@ func (s *Service) fetch(ctx context.Context, cons jetstream.Consumer, out chan<-
 			continue
 		}
 		rows, release := s.build(msgs)
+		s.logUndecodable(msgs, rows)
 		p := prepared{rows: rows, release: release, last: last, lastSeq: lastSeq, took: time.Since(started)}
 		select {
 		case out <- p:
 		case <-ctx.Done():
 			return
+		}
+	}
+}
+
+// logUndecodable logs why each event of the batch that does not decode
+// failed: its row holds a fixed sentence (record.Build; a decoder's wording
+// varies per build), the decoder's words go to the log.
+func (s *Service) logUndecodable(msgs []record.Msg, rows []record.Row) {
+	for _, r := range rows {
+		if r.Decision != "undecodable" {
+			continue
+		}
+		for _, m := range msgs {
+			if m.Seq == r.Seq {
+				_, err := envelope.Decode(m.Data, m.Header)
+				s.log.Warn("audit: an event does not decode; its row records it as undecodable",
+					"seq", m.Seq, "subject", m.Subject, "err", err)
+			}
 		}
 	}
 }

@@ -405,13 +405,19 @@ func headerOf(req *mcp.CallToolRequest) http.Header {
 func modern(req *mcp.CallToolRequest) bool { return req.ProtocolVersion() >= statelessVersion }
 
 // reasonOf is what reviewers see as the call's stated reason: which client,
-// through which endpoint (the client's name is its own claim).
+// through which endpoint. The client's name and version are its own claim,
+// so each is quoted (Go syntax: quotes, line breaks and hidden runes
+// escaped): whatever a client says stays inside its quotes and cannot read
+// as more of the sentence.
 func reasonOf(req *mcp.CallToolRequest, endpoint string) string {
 	who := "an MCP client"
 	if name, version := clientOf(req); name != "" {
-		who = fmt.Sprintf("MCP client %q %s", truncate(name, 64), truncate(version, 32))
+		who = fmt.Sprintf("MCP client %q", truncate(name, 64))
+		if version != "" {
+			who += fmt.Sprintf(" version %q", truncate(version, 32))
+		}
 	}
-	return fmt.Sprintf("called by %s through gateway endpoint %s", strings.TrimSpace(who), endpoint)
+	return fmt.Sprintf("called by %s through gateway endpoint %s", who, endpoint)
 }
 
 // clientOf is the client's name and version. A 2026-07-28 request carries

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
@@ -260,15 +261,35 @@ func (ep *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ep.stateless.ServeHTTP(w, r)
 		return
 	}
-	if id, ok := toolsCallID(body); ok {
+	if id, tool, ok := toolsCall(body); ok {
 		r.Header.Set(requestHeader, id)
-		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+		// Only a script reads the request that carries its answer
+		// (untilAnswerUnread). MCP wants a request id unique in its
+		// session: one still in flight is refused here, before the first
+		// request's entry could be overwritten (the SDK refuses the same
+		// for every other request). A request sent again after the first
+		// ended is another request, and reaches the same call (callIDOf).
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && tool == runCodeTool {
 			key, ctx := streamKey(sid, id), r.Context()
-			ep.answering.Store(key, ctx)
+			if _, inFlight := ep.answering.LoadOrStore(key, ctx); inFlight {
+				duplicateID(w, id)
+				return
+			}
 			defer ep.answering.CompareAndDelete(key, ctx)
 		}
 	}
 	ep.stateful.ServeHTTP(w, r)
+}
+
+// duplicateID answers a request whose id (JSON text) a request still in
+// flight in the same session has, with a JSON-RPC invalid-request error.
+func duplicateID(w http.ResponseWriter, id string) {
+	msg := fmt.Sprintf("request id %s is already used by a tools/call still in flight in this session: MCP request ids must be unique within a session, so send this request with a new id", id)
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id),
+		"error": map[string]any{"code": jsonrpc.CodeInvalidRequest, "message": msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(body)
 }
 
 func streamKey(session, requestID string) string { return session + "\x00" + requestID }
@@ -295,20 +316,25 @@ func (ep *endpoint) untilAnswerUnread(ctx context.Context, req *mcp.CallToolRequ
 // statelessVersion is the first protocol version without sessions.
 const statelessVersion = "2026-07-28"
 
-// toolsCallID returns the JSON-RPC id of a body that is one tools/call
-// request, as its JSON text.
-func toolsCallID(body []byte) (string, bool) {
+// toolsCall returns the JSON-RPC id (as its JSON text) and the tool name
+// of a body that is one tools/call request.
+func toolsCall(body []byte) (id, tool string, ok bool) {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
 	}
 	if len(body) == 0 || body[0] != '{' || json.Unmarshal(body, &m) != nil {
-		return "", false
+		return "", "", false
 	}
 	if m.Method != "tools/call" || len(m.ID) == 0 || string(m.ID) == "null" {
-		return "", false
+		return "", "", false
 	}
-	return string(m.ID), true
+	var params struct {
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal(m.Params, &params) // params the SDK refuses name no tool
+	return string(m.ID), params.Name, true
 }
 
 // atLeast passes on only the records of level or above.

@@ -118,14 +118,14 @@ func NewEngine(ctx context.Context, deps svc.Deps) (*Engine, error) {
 	if e.grants, err = deps.JS.KeyValue(ctx, deps.Config.Buckets.Grants); err != nil {
 		return nil, fmt.Errorf("grants bucket %s: %w", deps.Config.Buckets.Grants, err)
 	}
-	if err := e.initial(ctx, e.rules, RulePrefix+">", func(en jetstream.KeyValueEntry) {
+	if err := bus.ReadAll(ctx, e.rules, RulePrefix+">", func(en jetstream.KeyValueEntry) {
 		if _, err := e.applyRule(en); err != nil {
 			e.log.Error("run-time rule ignored: it is not valid", "key", en.Key(), "err", err)
 		}
 	}); err != nil {
 		return nil, err
 	}
-	if err := e.initial(ctx, e.grants, ">", func(en jetstream.KeyValueEntry) { e.applyGrant(en) }); err != nil {
+	if err := bus.ReadAll(ctx, e.grants, ">", func(en jetstream.KeyValueEntry) { e.applyGrant(en) }); err != nil {
 		return nil, err
 	}
 	e.publishGrants()
@@ -138,26 +138,6 @@ func NewEngine(ctx context.Context, deps svc.Deps) (*Engine, error) {
 		return nil, err
 	}
 	return e, nil
-}
-
-// initial reads the current values under filter.
-func (e *Engine) initial(ctx context.Context, kv jetstream.KeyValue, filter string, apply func(jetstream.KeyValueEntry)) error {
-	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
-	if err != nil {
-		return fmt.Errorf("read bucket %s: %w", kv.Bucket(), err)
-	}
-	defer func() { _ = w.Stop() }()
-	for {
-		select {
-		case en := <-w.Updates():
-			if en == nil {
-				return nil
-			}
-			apply(en)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }
 
 func (e *Engine) build(ctx context.Context, code *decide.Code) (*decide.Evaluator, error) {

@@ -138,7 +138,34 @@ func appendTimestamp(b []byte, m protoreflect.Message) []byte {
 }
 
 func appendTimestampOf(b []byte, secs, nanos int64) []byte {
+	return appendTimestampCached(b, secs, nanos, nil)
+}
+
+// secondsText is the text of a timestamp up to its whole seconds, kept for
+// the next timestamp of the same second (events come in time order).
+type secondsText struct {
+	secs int64
+	n    int // 0: nothing kept
+	text [32]byte
+}
+
+// appendTimestampCached is appendTimestampOf using and updating c (nil: no cache).
+func appendTimestampCached(b []byte, secs, nanos int64, c *secondsText) []byte {
 	t := time.Unix(secs, nanos).UTC()
+	if c != nil && c.n > 0 && c.secs == t.Unix() {
+		b = append(b, c.text[:c.n]...)
+	} else {
+		start := len(b)
+		b = appendSeconds(b, t)
+		if c != nil && len(b)-start <= len(c.text) {
+			c.secs, c.n = t.Unix(), copy(c.text[:], b[start:])
+		}
+	}
+	return appendFraction(b, t)
+}
+
+// appendSeconds writes the opening quote and t up to its whole seconds.
+func appendSeconds(b []byte, t time.Time) []byte {
 	// protojson: RFC 3339 in UTC with 0, 3, 6 or 9 fractional digits.
 	b = append(b, '"')
 	if y := t.Year(); y < 0 || y > 9999 {
@@ -158,6 +185,11 @@ func appendTimestampOf(b []byte, secs, nanos int64) []byte {
 		b = append(b, ':')
 		b = appendDigits(b, sec, 2)
 	}
+	return b
+}
+
+// appendFraction writes t's fraction of a second and the closing "Z\"".
+func appendFraction(b []byte, t time.Time) []byte {
 	ns := t.Nanosecond()
 	switch {
 	case ns == 0:
@@ -195,7 +227,8 @@ func appendDurationOf(b []byte, secs, nanos int64) []byte {
 	}
 	b = strconv.AppendInt(b, secs, 10)
 	if nanos != 0 {
-		frac := strconv.FormatInt(nanos+1e9, 10)[1:] // 9 digits
+		var digits [24]byte
+		frac := strconv.AppendInt(digits[:0], nanos+1e9, 10)[1:] // 9 digits
 		switch {
 		case nanos%1e6 == 0:
 			frac = frac[:3]

@@ -98,13 +98,13 @@ func Build(m Msg) Row { return build(m, nil) }
 
 func build(m Msg, a *Arena) Row {
 	r := Row{Seq: m.Seq, Time: m.Time.UTC().Truncate(time.Millisecond)}
-	if agent, call, typ, ok := subject.Tokens(m.Subject); ok {
-		r.Agent, r.Call, r.Type = agent, call, typ
-	}
 	// The events every call produces are read straight from the wire
 	// (buildWire); the rest, and any bytes it does not handle, are decoded.
-	if w := r; !envelope.IsJSON(m.Header) && buildWire(&w, m.Data, a) {
+	if w := r; !envelope.IsJSON(m.Header) && buildWire(&w, m.Subject, m.Data, a) {
 		return w // a failed attempt leaves w half-filled with views of m.Data: it is dropped
+	}
+	if agent, call, typ, ok := subject.Tokens(m.Subject); ok {
+		r.Agent, r.Call, r.Type = agent, call, typ
 	}
 	return buildGeneric(r, m)
 }
@@ -121,6 +121,24 @@ type Arena struct {
 	// modes): a batch's decisions redact the same few paths.
 	argModes map[string]*argModes
 	key      []byte
+	// Scratch of one build: a joined column, the last timestamp, the
+	// call's fields as the payload's transcoder read them.
+	joined  []byte
+	seconds secondsText
+	call    callFields
+}
+
+// join returns the concatenation of parts, in a's scratch when a is not nil:
+// valid until the next join, so only for a column intern copies at once.
+func (a *Arena) join(parts ...string) string {
+	if a == nil {
+		return strings.Join(parts, "")
+	}
+	a.joined = a.joined[:0]
+	for _, p := range parts {
+		a.joined = append(a.joined, p...)
+	}
+	return unsafe.String(unsafe.SliceData(a.joined), len(a.joined))
 }
 
 // modes returns withheldModes(body) when withhold, else maskModes(body,
@@ -188,20 +206,48 @@ func (a *Arena) Reset() {
 
 // string copies b into the arena and returns it as a string.
 func (a *Arena) string(b []byte) string {
-	for ; a.cur < len(a.chunks); a.cur++ {
-		if c := a.chunks[a.cur]; cap(c)-len(c) >= len(b) {
-			break
-		}
-	}
-	if a.cur == len(a.chunks) {
-		a.chunks = append(a.chunks, make([]byte, 0, max(arenaChunk, len(b))))
-	}
-	c := a.chunks[a.cur]
+	c := a.reserve(len(b))
 	start := len(c)
 	c = append(c, b...)
 	a.chunks[a.cur] = c
 	return unsafe.String(&c[start], len(b))
 }
+
+// reserve moves to a chunk with n bytes free and returns it; what is
+// appended to it within those n bytes is kept by storing it back in
+// a.chunks[a.cur].
+func (a *Arena) reserve(n int) []byte {
+	for ; a.cur < len(a.chunks); a.cur++ {
+		if c := a.chunks[a.cur]; cap(c)-len(c) >= n {
+			return c
+		}
+	}
+	a.chunks = append(a.chunks, make([]byte, 0, max(arenaChunk, n)))
+	return a.chunks[a.cur]
+}
+
+// own copies each string into the arena, one after the other.
+func (a *Arena) own(fields []*string) {
+	n := 0
+	for _, f := range fields {
+		n += len(*f)
+	}
+	c := a.reserve(n)
+	for _, f := range fields {
+		if len(*f) == 0 {
+			*f = ""
+			continue
+		}
+		start := len(c)
+		c = append(c, *f...)
+		*f = unsafe.String(&c[start], len(*f))
+	}
+	a.chunks[a.cur] = c
+}
+
+// payloadRoom is the room the wire path leaves for a payload written
+// straight into an arena chunk; a longer one is copied there afterwards.
+const payloadRoom = 4096
 
 // buildGeneric decodes the event and fills r from it: every type, both encodings.
 func buildGeneric(r Row, m Msg) Row {
@@ -209,7 +255,7 @@ func buildGeneric(r Row, m Msg) Row {
 	if err != nil {
 		r.EventID = envelope.HeaderValue(m.Header, envelope.HeaderCEID)
 		r.Decision = "undecodable"
-		r.Reason = "undecodable event: " + err.Error()
+		r.Reason = undecodableReason(m.Header)
 		r.Payload = undecodablePayload(m.Data)
 		return r
 	}
@@ -653,6 +699,19 @@ func Canonicalize(raw []byte) string {
 		return string(raw)
 	}
 	return strings.TrimSuffix(buf.String(), "\n")
+}
+
+// undecodableReason is an undecodable row's reason: a fixed sentence per
+// encoding, never the decoder's error text. protobuf-go varies its text per
+// binary on purpose (a space or a no-break space after "proto:") and may
+// reword it in any release, and `audit verify` rebuilds every row from the
+// stream with its own build: a row holding that text was reported altered
+// by a verifier, or a sink replica, built from another binary.
+func undecodableReason(hdr map[string][]string) string {
+	if envelope.IsJSON(hdr) {
+		return "undecodable event: the body is not an airlock event in protojson"
+	}
+	return "undecodable event: the body is not an airlock event in protobuf"
 }
 
 func undecodablePayload(data []byte) string {

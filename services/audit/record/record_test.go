@@ -1,6 +1,7 @@
 package record_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 )
 
 func args(t *testing.T, m map[string]any) *structpb.Struct {
@@ -89,6 +91,37 @@ func TestUndecodableMessageStillBecomesARow(t *testing.T) {
 	r := record.Build(record.Msg{Seq: 3, Time: time.Now(), Subject: "airlock.evt.bot.c9.requested", Header: nil, Data: []byte{0xff, 0x01, 0x02}})
 	if r.Type != "requested" || r.Agent != "bot" || r.Call != "c9" || r.Decision != "undecodable" || !strings.Contains(r.Payload, "base16:") {
 		t.Fatalf("row %+v", r)
+	}
+}
+
+// An undecodable event's row holds no decoder error text: protobuf-go
+// words its errors differently per binary (a space or a no-break space after
+// "proto:") and per release, and `audit verify` rebuilds each row with its
+// own build, so such text made a verifier or a sink replica built from
+// another binary report the row altered.
+func TestAnUndecodableRowDoesNotDependOnTheDecodersWording(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		data []byte
+		hdr  map[string][]string
+	}{
+		{"protobuf", []byte{0xff, 0x01, 0x02}, nil},
+		{"protojson", []byte(`{"eventId": 1`), map[string][]string{envelope.HeaderContentType: {envelope.ContentJSON}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := envelope.Decode(tt.data, tt.hdr)
+			if err == nil {
+				t.Fatal("the corpus decodes")
+			}
+			r := record.Build(record.Msg{Seq: 3, Time: time.Now(), Subject: "airlock.evt.bot.c9.requested", Header: tt.hdr, Data: tt.data})
+			if r.Decision != "undecodable" || !strings.HasPrefix(r.Reason, "undecodable event: ") {
+				t.Fatalf("row %+v: want an undecodable row", r)
+			}
+			inner := errors.Unwrap(err) // the decoder's own error, under envelope's context
+			if inner == nil || strings.Contains(r.Reason, inner.Error()) {
+				t.Fatalf("reason %q holds the decoder's wording %q", r.Reason, inner)
+			}
+		})
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/canon"
 )
 
 // This file renders an event's payload JSON straight from its protobuf wire
@@ -57,6 +58,23 @@ func (a *argModes) at(p argPlace) argMode {
 	return argMode{}
 }
 
+// callFields are the singular fields of a call as read from the wire
+// (each field once: the transcoder refuses a repeated singular field).
+type callFields struct {
+	has [callFieldsKept]bool
+	typ [callFieldsKept]protowire.Type
+	raw [callFieldsKept][]byte
+}
+
+// callFieldsKept bounds the field numbers kept: the columns read 3–10.
+const callFieldsKept = 11
+
+func (c *callFields) keep(num protowire.Number, typ protowire.Type, raw []byte) {
+	if num < callFieldsKept {
+		c.has[num], c.typ[num], c.raw[num] = true, typ, raw
+	}
+}
+
 // step is one step below the arguments: a struct key, or a list index.
 type step struct {
 	key string
@@ -69,6 +87,7 @@ type wireMsg struct {
 	fields []*wireField // by field number; nil for numbers it does not declare
 	wkt    string       // "Timestamp", "Duration", "Struct", "Value", "ListValue" or ""
 	ok     bool         // declaration order is field-number order, no groups
+	call   bool         // airlock.v1.ToolCall: its fields are kept for the columns
 }
 
 // wireField is one field of a wireMsg.
@@ -82,6 +101,7 @@ type wireField struct {
 	presence bool       // explicit presence: written even when zero
 	bytesLen bool       // its wire form is length-delimited
 	oneof    uint64     // the bit of its (real) oneof, 0 for none
+	enumJSON [][]byte   // an enum's values as JSON strings, by number (nil past the end)
 }
 
 var (
@@ -101,7 +121,7 @@ func buildWireMsg(md protoreflect.MessageDescriptor) *wireMsg {
 	if w, ok := wireCache[md.FullName()]; ok {
 		return w // also ends recursion (Struct ↔ Value): the entry exists before its fields are built
 	}
-	w := &wireMsg{ok: true}
+	w := &wireMsg{ok: true, call: md.FullName() == "airlock.v1.ToolCall"}
 	wireCache[md.FullName()] = w
 	switch md.FullName() {
 	case "google.protobuf.Timestamp", "google.protobuf.Duration", "google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue":
@@ -145,6 +165,19 @@ func newWireField(fd protoreflect.FieldDescriptor) *wireField {
 	if f.kind == protoreflect.MessageKind && !fd.IsMap() {
 		f.msg = buildWireMsg(fd.Message())
 	}
+	if f.kind == protoreflect.EnumKind {
+		vs := fd.Enum().Values()
+		for i := 0; i < vs.Len(); i++ {
+			if n := vs.Get(i).Number(); n >= 0 && n < 256 {
+				for int(n) >= len(f.enumJSON) {
+					f.enumJSON = append(f.enumJSON, nil)
+				}
+				if f.enumJSON[n] == nil { // an alias keeps the first name, as ByNumber does
+					f.enumJSON[n] = appendString(nil, string(vs.Get(i).Name()))
+				}
+			}
+		}
+	}
 	return f
 }
 
@@ -161,13 +194,22 @@ func envelopeField(n protowire.Number) bool { return n <= 7 && n != 5 }
 // number, then the field numbers down to the Struct). ok is false when the
 // bytes are not in the shape this fast path handles.
 func wirePayload(b []byte, data []byte, modes *argModes) ([]byte, bool) {
-	t := transcoder{modes: modes}
+	return wirePayloadWith(b, data, modes, nil, nil)
+}
+
+// wirePayloadWith is wirePayload writing timestamps through ts (nil:
+// none) and keeping the fields of the body's call (its field 1, when a
+// ToolCall) in call (nil: not kept), so the columns need not read them again.
+func wirePayloadWith(b []byte, data []byte, modes *argModes, ts *secondsText, call *callFields) ([]byte, bool) {
+	t := transcoder{modes: modes, ts: ts, call: call}
 	out, ok := t.message(b, data, eventWire(), 0)
 	return out, ok
 }
 
 type transcoder struct {
 	modes *argModes
+	ts    *secondsText // the last timestamp's seconds, or nil
+	call  *callFields
 	path  argPlace // body field, its field, that field's field
 	steps [32]step // backing array of the path below the arguments
 }
@@ -271,6 +313,9 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 		raw := data[n : n+m]
 		data = data[n+m:]
 		last = num
+		if w.call && depth == 2 && t.path[1] == fieldCall && t.call != nil {
+			t.call.keep(num, typ, raw)
+		}
 		if f.oneof != 0 {
 			if oneofs&f.oneof != 0 {
 				return nil, false
@@ -294,6 +339,21 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 		}
 	}
 	return append(b, '}'), true
+}
+
+// appendUTF8 writes the string field v as appendString does, and reports
+// false when it is not UTF-8 (the decoder refuses it). Text that needs no
+// escaping is ASCII, so it is valid without a second look.
+func appendUTF8(b, v []byte) ([]byte, bool) {
+	if !canon.Verbatim(v, true) {
+		if !utf8.Valid(v) {
+			return nil, false
+		}
+		return canon.AppendJSONString(b, unsafe.String(unsafe.SliceData(v), len(v)), true), true
+	}
+	b = append(b, '"')
+	b = append(b, v...)
+	return append(b, '"'), true
 }
 
 // zero reports whether a raw scalar is its type's zero value.
@@ -326,10 +386,10 @@ func (t *transcoder) value(b []byte, f *wireField, typ protowire.Type, raw []byt
 		return t.message(b, v, f.msg, depth+1)
 	case protoreflect.StringKind:
 		v, n := protowire.ConsumeBytes(raw)
-		if n < 0 || !utf8.Valid(v) {
+		if n < 0 {
 			return nil, false
 		}
-		return appendString(b, string(v)), true
+		return appendUTF8(b, v)
 	case protoreflect.BytesKind:
 		v, n := protowire.ConsumeBytes(raw)
 		if n < 0 {
@@ -382,6 +442,9 @@ func (t *transcoder) value(b []byte, f *wireField, typ protowire.Type, raw []byt
 		b = strconv.AppendUint(b, v, 10)
 		return append(b, '"'), true
 	case protoreflect.EnumKind:
+		if int32(v) >= 0 && int(int32(v)) < len(f.enumJSON) && f.enumJSON[int32(v)] != nil {
+			return append(b, f.enumJSON[int32(v)]...), true
+		}
 		if ev := f.fd.Enum().Values().ByNumber(protoreflect.EnumNumber(int32(v))); ev != nil {
 			return appendString(b, string(ev.Name())), true
 		}
@@ -486,7 +549,7 @@ func (t *transcoder) timeLike(b, data []byte, timestamp bool) ([]byte, bool) {
 		last, data = num, data[n+m:]
 	}
 	if timestamp {
-		return appendTimestampOf(b, secs, nanos), true
+		return appendTimestampCached(b, secs, nanos, t.ts), true
 	}
 	return appendDurationOf(b, secs, nanos), true
 }
@@ -631,10 +694,10 @@ func (t *transcoder) structValue(b, data []byte, mode argMode, path []step) ([]b
 		return appendFloat(b, math.Float64frombits(v), 64), true
 	case 3:
 		v, k := protowire.ConsumeBytes(raw)
-		if typ != protowire.BytesType || k < 0 || !utf8.Valid(v) {
+		if typ != protowire.BytesType || k < 0 {
 			return nil, false
 		}
-		return appendString(b, string(v)), true
+		return appendUTF8(b, v)
 	case 4:
 		v, k := protowire.ConsumeVarint(raw)
 		if typ != protowire.VarintType || k < 0 {

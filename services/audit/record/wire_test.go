@@ -172,7 +172,7 @@ func TestWireRowIsTheGenericRow(t *testing.T) {
 		case "requested", "allowed", "denied", "approval_requested", "approved", "notified", "started", "completed", "failed":
 			hot = true
 		}
-		if ok := buildWire(&got, data, nil); ok != hot {
+		if ok := buildWire(&got, m.Subject, data, nil); ok != hot {
 			t.Fatalf("%s (%s): wire path taken = %v", ev.GetEventId(), want.Type, ok)
 		} else if !ok {
 			continue
@@ -197,7 +197,7 @@ func TestTheAuditRecordKeepsTheScriptACallNames(t *testing.T) {
 	m := Msg{Seq: 1, Time: time.Unix(1_700_000_000, 0), Subject: "airlock.evt.bot.c1.requested", Data: data}
 	base := Row{Seq: 1, Time: m.Time.UTC(), Agent: "bot", Call: "c1", Type: "requested"}
 	wire := base
-	if !buildWire(&wire, data, nil) {
+	if !buildWire(&wire, m.Subject, data, nil) {
 		t.Fatal("the wire path refused a requested event")
 	}
 	for name, row := range map[string]Row{"wire": wire, "generic": buildGeneric(base, m)} {

@@ -31,8 +31,11 @@ var (
 // test keeps them equal) and reports false for anything else — another
 // event type, protojson, bytes not in Go's canonical field order — which
 // then takes the generic path.
-func buildWire(r *Row, data []byte, a *Arena) bool {
-	var ok0 bool // the result slot of the field callbacks below
+//
+// The agent and call columns come from the envelope, or from subj (the
+// message's subject) where the envelope has none.
+func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
+	var ok0 bool // the result of reading the last field below
 	var env struct {
 		id, agent, call, thread string
 		revision                uint32
@@ -42,7 +45,14 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 		body                    []byte
 		hasBody                 bool
 	}
-	ok := pbwire.EachField(data, func(num protowire.Number, typ protowire.Type, raw []byte) bool {
+	// The envelope, read in a plain loop: it is the first thing every event
+	// costs. A field it does not read keeps the last field's result.
+	for rest := data; len(rest) > 0; {
+		num, typ, raw, next, ok := nextField(rest)
+		if !ok {
+			return false
+		}
+		rest = next
 		switch {
 		case num == 1:
 			env.id, ok0 = pbwire.String(typ, raw)
@@ -55,25 +65,9 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 			v, ok0 = pbwire.Varint(typ, raw)
 			env.revision = uint32(v)
 		case num == 6:
-			var a []byte
-			if a, ok0 = pbwire.Bytes(typ, raw); ok0 {
-				ok0 = pbwire.EachField(a, func(n protowire.Number, t protowire.Type, raw []byte) bool {
-					switch n {
-					case 1:
-						v, ok := pbwire.Varint(t, raw)
-						env.actorType = int32(v)
-						return ok
-					case 2:
-						var ok bool
-						env.actorID, ok = pbwire.String(t, raw)
-						return ok
-					case 3:
-						var ok bool
-						env.actorChannel, ok = pbwire.String(t, raw)
-						return ok
-					}
-					return true
-				})
+			var actor []byte
+			if actor, ok0 = pbwire.Bytes(typ, raw); ok0 {
+				ok0 = readActor(actor, &env.actorType, &env.actorID, &env.actorChannel)
 			}
 		case num == 7:
 			env.thread, ok0 = pbwire.String(typ, raw)
@@ -84,17 +78,26 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 			env.bodyNum, env.hasBody = num, true
 			env.body, ok0 = pbwire.Bytes(typ, raw)
 		}
-		return ok0
-	})
-	if !ok || !env.hasBody {
+		if !ok0 {
+			return false
+		}
+	}
+	if !env.hasBody {
 		return false
 	}
-	fd := eventDesc.Fields().ByNumber(env.bodyNum)
-	if fd == nil || fd.ContainingOneof() == nil {
+	var ok bool
+	if env.agent == "" || env.call == "" {
+		// Only then does the subject matter (Type is the body's).
+		if agent, call, _, ok := subject.Tokens(subj); ok {
+			r.Agent, r.Call = agent, call
+		}
+	}
+	bodies := bodyTypes()
+	if int(env.bodyNum) >= len(bodies) || bodies[env.bodyNum] == "" {
 		return false
 	}
-	typ := string(fd.Name())
-	var call, decision []byte
+	typ := bodies[env.bodyNum]
+	var decision []byte
 	var hasCall, hasDecision bool
 	// What each hot body carries; every other type takes the generic path.
 	switch typ {
@@ -103,7 +106,7 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 			switch {
 			case n == 1:
 				hasCall = true
-				call, ok0 = pbwire.Bytes(t, raw)
+				_, ok0 = pbwire.Bytes(t, raw) // read with the payload (callFields)
 			case n == 2 && typ != subject.Requested:
 				hasDecision = true
 				decision, ok0 = pbwire.Bytes(t, raw)
@@ -136,15 +139,38 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 	case subject.Allowed, subject.Denied, subject.ApprovalRequested:
 		modes = a.modes(env.bodyNum, redact, false, false)
 	}
-	buf := payloadBufs.Get().(*[]byte)
-	defer payloadBufs.Put(buf)
-	payload, ok := wirePayload((*buf)[:0], data, modes)
+	var buf, scratch *[]byte
+	var ts *secondsText
+	if a != nil {
+		ts = &a.seconds
+	} else {
+		buf, scratch = payloadBufs.Get().(*[]byte), payloadBufs.Get().(*[]byte)
+		defer payloadBufs.Put(buf)
+		defer payloadBufs.Put(scratch)
+	}
+	var callWire *callFields
+	if a != nil {
+		callWire = &a.call
+		callWire.has = [callFieldsKept]bool{} // what it kept of the last event is not read
+	} else {
+		callWire = &callFields{}
+	}
+	// With an arena the payload is written straight into its chunk (kept
+	// at the end, once the row is complete), else into a pooled buffer.
+	var dst []byte
+	if a != nil {
+		c := a.reserve(payloadRoom)
+		dst = c[len(c):]
+	} else {
+		dst = (*buf)[:0]
+	}
+	payload, ok := wirePayloadWith(dst, data, modes, ts, callWire)
 	if !ok {
 		return false
 	}
-	*buf = payload[:0]
-	scratch := payloadBufs.Get().(*[]byte)
-	defer payloadBufs.Put(scratch)
+	if a == nil {
+		*buf = payload[:0]
+	}
 
 	// Columns, exactly as fill and decidedBy set them.
 	r.EventID, r.Type, r.Revision, r.Thread = env.id, typ, env.revision, env.thread
@@ -182,8 +208,14 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 		var server, tool, thread string
 		var rev uint64
 		var args []byte
-		ok := pbwire.EachField(call, func(n protowire.Number, t protowire.Type, raw []byte) bool {
-			var ok bool
+		// The payload's transcoder kept the call's fields (call itself is
+		// the same bytes): read each as the columns always have.
+		ok := true
+		for n := protowire.Number(3); n <= 10 && ok; n++ {
+			if !callWire.has[n] {
+				continue
+			}
+			t, raw := callWire.typ[n], callWire.raw[n]
 			switch n {
 			case 3:
 				thread, ok = pbwire.String(t, raw)
@@ -195,11 +227,8 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 				args, ok = pbwire.Bytes(t, raw)
 			case 10:
 				rev, ok = pbwire.Varint(t, raw)
-			default:
-				ok = true
 			}
-			return ok
-		})
+		}
 		if !ok {
 			return false
 		}
@@ -218,9 +247,9 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 	policy := func() {
 		switch {
 		case d.grantID != "":
-			r.GrantID, r.DecidedBy = d.grantID, "grant:"+d.grantID
+			r.GrantID, r.DecidedBy = d.grantID, a.join("grant:", d.grantID)
 		case d.ruleID != "":
-			r.DecidedBy = "rule:" + d.ruleID
+			r.DecidedBy = a.join("rule:", d.ruleID)
 		default:
 			r.DecidedBy = "rule:default"
 		}
@@ -282,7 +311,7 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 		if r.ActorID != "" {
 			r.DecidedBy = r.ActorID
 			if r.ActorType != "" {
-				r.DecidedBy = r.ActorType + ":" + r.ActorID
+				r.DecidedBy = a.join(r.ActorType, ":", r.ActorID)
 			}
 		}
 	case subject.Completed, subject.Failed:
@@ -330,8 +359,58 @@ func buildWire(r *Row, data []byte, a *Arena) bool {
 	if !ok {
 		return false
 	}
-	r.Payload = unsafe.String(unsafe.SliceData(payload), len(payload))
-	*scratch = intern(r, *scratch, a)
+	if a == nil {
+		r.Payload = unsafe.String(unsafe.SliceData(payload), len(payload))
+		*scratch = intern(r, *scratch)
+		return true
+	}
+	if c := a.chunks[a.cur]; unsafe.SliceData(payload) == unsafe.SliceData(dst) {
+		a.chunks[a.cur] = c[:len(c)+len(payload)] // written in place: keep it
+		r.Payload = unsafe.String(unsafe.SliceData(payload), len(payload))
+	} else {
+		r.Payload = a.string(payload) // longer than the room: append moved it
+	}
+	fields := columnsOf(r)
+	a.own(fields[:len(fields)-1]) // the payload is in the arena already
+	return true
+}
+
+// nextField splits the first field off data: its number, wire type and
+// value bytes (tag excluded), and what follows it.
+func nextField(data []byte) (num protowire.Number, typ protowire.Type, raw, rest []byte, ok bool) {
+	num, typ, n := protowire.ConsumeTag(data)
+	if n < 0 {
+		return 0, 0, nil, nil, false
+	}
+	m := protowire.ConsumeFieldValue(num, typ, data[n:])
+	if m < 0 {
+		return 0, 0, nil, nil, false
+	}
+	return num, typ, data[n : n+m], data[n+m:], true
+}
+
+// readActor reads an Actor's type, id and channel.
+func readActor(data []byte, typ *int32, id, channel *string) bool {
+	for len(data) > 0 {
+		num, t, raw, rest, ok := nextField(data)
+		if !ok {
+			return false
+		}
+		data = rest
+		switch num {
+		case 1:
+			var v uint64
+			v, ok = pbwire.Varint(t, raw)
+			*typ = int32(v)
+		case 2:
+			*id, ok = pbwire.String(t, raw)
+		case 3:
+			*channel, ok = pbwire.String(t, raw)
+		}
+		if !ok {
+			return false
+		}
+	}
 	return true
 }
 
@@ -373,11 +452,11 @@ func readDecision(data []byte, redact []string) (d wireDecision, _ []string, _ b
 		return ok
 	})
 	if d.risk != 0 {
-		ev := riskEnum.Values().ByNumber(protoreflect.EnumNumber(d.risk))
-		if ev == nil {
+		name, known := riskNames[d.risk]
+		if !known {
 			return d, redact, false
 		}
-		d.riskName = strings.ToLower(strings.TrimPrefix(string(ev.Name()), "RISK_"))
+		d.riskName = name
 	}
 	return d, redact, ok
 }
@@ -386,34 +465,60 @@ func actorTypeName(t int32) (string, bool) {
 	if t == 0 {
 		return "", true
 	}
-	ev := actorEnum.Values().ByNumber(protoreflect.EnumNumber(t))
-	if ev == nil {
-		return "", false
-	}
-	return strings.ToLower(strings.TrimPrefix(string(ev.Name()), "ACTOR_TYPE_")), true
+	name, ok := actorTypeNames[t]
+	return name, ok
 }
 
-// intern copies every string of r into one new allocation (or into a when
-// not nil), so the row owns its strings (not views of the message or a
-// scratch buffer) at the cost of one allocation instead of one per column.
-func intern(r *Row, buf []byte, a *Arena) []byte {
-	fields := [...]*string{&r.EventID, &r.Type, &r.Agent, &r.Thread, &r.Call, &r.Server, &r.Tool, &r.ActorType, &r.ActorID,
+// bodyTypes names Event's body fields by number ("" for other numbers).
+var bodyTypes = sync.OnceValue(func() []string {
+	fs := eventDesc.Oneofs().ByName("body").Fields()
+	var names []string
+	for i := 0; i < fs.Len(); i++ {
+		n := int(fs.Get(i).Number())
+		for n >= len(names) {
+			names = append(names, "")
+		}
+		names[n] = string(fs.Get(i).Name())
+	}
+	return names
+})
+
+// riskNames and actorTypeNames are the column forms of the enums' values
+// ("RISK_HIGH" → "high"), worked out once: each event would otherwise
+// allocate them.
+var (
+	riskNames      = columnNames(riskEnum, "RISK_")
+	actorTypeNames = columnNames(actorEnum, "ACTOR_TYPE_")
+)
+
+func columnNames(ed protoreflect.EnumDescriptor, prefix string) map[int32]string {
+	names := map[int32]string{}
+	vs := ed.Values()
+	for i := vs.Len() - 1; i >= 0; i-- { // an alias keeps the first name, as ByNumber does
+		names[int32(vs.Get(i).Number())] = strings.ToLower(strings.TrimPrefix(string(vs.Get(i).Name()), prefix))
+	}
+	return names
+}
+
+// columnsOf points at every string column of r, the payload last.
+func columnsOf(r *Row) [20]*string {
+	return [...]*string{&r.EventID, &r.Type, &r.Agent, &r.Thread, &r.Call, &r.Server, &r.Tool, &r.ActorType, &r.ActorID,
 		&r.ActorChannel, &r.Decision, &r.Reason, &r.Risk, &r.RuleID, &r.PolicyRevision, &r.DecisionID, &r.ArgsDigest,
-		&r.Payload, &r.DecidedBy, &r.GrantID}
+		&r.DecidedBy, &r.GrantID, &r.Payload}
+}
+
+// intern copies every string of r into one new allocation, so the row owns
+// its strings (not views of the message or a scratch buffer) at the cost
+// of one allocation instead of one per column.
+func intern(r *Row, buf []byte) []byte {
+	fields := columnsOf(r)
 	var ends [len(fields)]int
 	buf = buf[:0]
 	for i, f := range fields {
 		buf = append(buf, *f...)
 		ends[i] = len(buf)
 	}
-	var all string
-	if a != nil {
-		if len(buf) > 0 {
-			all = a.string(buf)
-		}
-	} else {
-		all = string(buf)
-	}
+	all := string(buf)
 	start := 0
 	for i, f := range fields {
 		*f = all[start:ends[i]]

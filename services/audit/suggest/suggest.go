@@ -23,7 +23,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -632,7 +631,7 @@ var pathWords = []string{"path", "paths", "file", "files", "filename", "filepath
 // values with slashes (refs/heads/a, a URL, a key) stay exact lists: a
 // glob over refs/heads/* would reach main.
 func looksLikePaths(name string, values []string) bool {
-	if !slices.ContainsFunc(nameWords(name), func(w string) bool { return slices.Contains(pathWords, w) }) {
+	if !hasPathWord(name) {
 		return false
 	}
 	for _, v := range values {
@@ -643,32 +642,15 @@ func looksLikePaths(name string, values []string) bool {
 	return true
 }
 
-// nameWords splits an argument name into lower-case words at every
-// non-letter and at each lower-to-upper case change (file_path, filePath).
-func nameWords(name string) []string {
-	var words []string
-	var b strings.Builder
-	prevLower := false
-	flush := func() {
-		if b.Len() > 0 {
-			words = append(words, b.String())
-			b.Reset()
+// hasPathWord reports whether one of name's words (calls.NameWords, as
+// the policy splits names) is a path word.
+func hasPathWord(name string) bool {
+	for w := range calls.NameWords(name) {
+		if slices.Contains(pathWords, w) {
+			return true
 		}
 	}
-	for _, r := range name {
-		switch {
-		case !unicode.IsLetter(r):
-			flush()
-			prevLower = false
-			continue
-		case unicode.IsUpper(r) && prevLower:
-			flush()
-		}
-		b.WriteRune(unicode.ToLower(r))
-		prevLower = unicode.IsLower(r)
-	}
-	flush()
-	return words
+	return false
 }
 
 // pathGlob is the narrowest glob over the approved paths: their common

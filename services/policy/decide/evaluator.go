@@ -216,18 +216,19 @@ func (e *Evaluator) evaluate(ctx context.Context, call *airlockv1.ToolCall) (*ai
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("policy evaluation not started: %w", err)
 	}
-	in, err := e.inputs.get(call)
-	if err != nil {
-		return nil, err
-	}
+	in := e.inputs.get()
 	// Given back once the decision is read out of what the policy gave.
 	defer e.inputs.put(in)
+	var err error
 	if e.fullInput {
-		// No view: the built-in functions read the operand they are given.
-		if in.doc, err = inputValue(call); err != nil {
-			return nil, err
-		}
-		in.call = nil
+		// The document built in full, the call converted once; no view:
+		// the built-in functions read the operand they are given.
+		in.doc, err = inputValue(call)
+	} else {
+		err = in.fill(call)
+	}
+	if err != nil {
+		return nil, err
 	}
 	t, err := e.evalQuery(context.WithValue(ctx, callInputKey{}, in), in)
 	if err != nil {

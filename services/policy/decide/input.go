@@ -4,10 +4,8 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"iter"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -15,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
 // Keys of the input document, built once: every decision reuses them (OPA
@@ -163,16 +162,13 @@ const maxReusedArguments = 32
 // the decision has been read into protobuf.
 type inputPool struct{ pool sync.Pool }
 
-func (p *inputPool) get(call *airlockv1.ToolCall) (*callInput, error) {
-	in, _ := p.pool.Get().(*callInput)
-	if in == nil {
-		in = &callInput{}
+// get is a callInput from the pool, to fill (or, for a policy whose input
+// is built in full, to hold that document: Evaluator.fullInput).
+func (p *inputPool) get() *callInput {
+	if in, _ := p.pool.Get().(*callInput); in != nil {
+		return in
 	}
-	if err := in.fill(call); err != nil {
-		p.put(in)
-		return nil, err
-	}
-	return in, nil
+	return &callInput{}
 }
 
 func (p *inputPool) put(in *callInput) {
@@ -278,38 +274,9 @@ func nativeOf(v ast.Value) (any, error) {
 	return v, nil
 }
 
-// ToolWords splits a tool name as airlock.rego's tool_words does: at runs
-// of _ . - and before an ASCII capital that follows a lower-case letter or
-// digit, lower-cased, empty words dropped.
-func ToolWords(tool string) []string { return slices.Collect(toolWords(tool)) }
-
-// toolWords yields ToolWords(tool) one by one. (Hand-written: this runs on
-// every decision, and a regexp costs more than the rest of the input; an
-// iterator, so that matching allocates no list of words.)
-func toolWords(tool string) iter.Seq[string] {
-	return func(yield func(string) bool) {
-		start := 0
-		for i := 0; i <= len(tool); i++ {
-			end := -1 // where a word ends before i, if one does
-			next := start
-			switch {
-			case i == len(tool):
-				end = i
-			case tool[i] == '_' || tool[i] == '.' || tool[i] == '-':
-				end, next = i, i+1
-			case tool[i] >= 'A' && tool[i] <= 'Z' && i > 0 && (tool[i-1] >= 'a' && tool[i-1] <= 'z' || tool[i-1] >= '0' && tool[i-1] <= '9'):
-				end, next = i, i
-			}
-			if end < 0 {
-				continue
-			}
-			if end > start && !yield(strings.ToLower(tool[start:end])) {
-				return
-			}
-			start = next
-		}
-	}
-}
+// ToolWords splits a tool name as airlock.rego's tool_words does
+// (calls.NameWords).
+func ToolWords(tool string) []string { return slices.Collect(calls.NameWords(tool)) }
 
 func structValue(s *structpb.Struct) (ast.Value, error) {
 	fields := s.GetFields()

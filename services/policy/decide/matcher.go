@@ -450,7 +450,7 @@ func anyString(v any, f func(string) bool) bool {
 
 // anyWordOf reports whether one of tool's words is among r's words.
 func (r *rule) anyWordOf(tool string) bool {
-	for w := range toolWords(tool) {
+	for w := range calls.NameWords(tool) {
 		if r.words[w] {
 			return true
 		}
@@ -521,7 +521,7 @@ func (rs *ruleSet) match(c *callView, buf []int32) []int32 {
 	}
 	consider(rs.byTool[c.tool])
 	consider(rs.byServer[c.server])
-	for w := range toolWords(c.tool) {
+	for w := range calls.NameWords(c.tool) {
 		consider(rs.byWord[w])
 	}
 	consider(rs.byToolInitial[initial(c.tool)])

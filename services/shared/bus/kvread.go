@@ -40,3 +40,27 @@ type keyedReads struct{ jetstream.KeyValue }
 func (k keyedReads) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
 	return ReadKey(ctx, k.KeyValue, key)
 }
+
+// ReadAll calls fn with each current entry of kv under filter (a key or a
+// wildcard; deleted keys are skipped), in one pass: one watch hands out keys
+// and values together, where listing the keys and then getting each would
+// be one request per key. It returns once every stored entry has been
+// handed out, or when ctx ends.
+func ReadAll(ctx context.Context, kv jetstream.KeyValue, filter string, fn func(jetstream.KeyValueEntry)) error {
+	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("read bucket %s: %w", kv.Bucket(), err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case e := <-w.Updates():
+			if e == nil { // the watch's initial values are done
+				return nil
+			}
+			fn(e)
+		case <-ctx.Done():
+			return fmt.Errorf("read bucket %s: %w", kv.Bucket(), ctx.Err())
+		}
+	}
+}

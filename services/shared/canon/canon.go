@@ -145,10 +145,11 @@ func appendString(b []byte, s string) ([]byte, error) {
 func AppendJSONString(b []byte, s string, protoJSON bool) []byte {
 	b = append(b, '"')
 	start := 0
+	as := &verbatim[boolIndex(protoJSON)]
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && (protoJSON || c != '<' && c != '>' && c != '&') {
+			if as[c] {
 				i++
 				continue
 			}
@@ -196,3 +197,33 @@ func AppendJSONString(b []byte, s string, protoJSON bool) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// verbatim marks the bytes AppendJSONString writes as they are, for each
+// form (index boolIndex(protoJSON)): printable ASCII but ", \ and, in
+// encoding/json's form, < > &. A table: most strings are nothing else.
+var verbatim = func() (t [2][256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[1][c] = c != '"' && c != '\\'
+		t[0][c] = t[1][c] && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Verbatim reports whether AppendJSONString writes s unchanged between its
+// quotes (so s is also valid UTF-8).
+func Verbatim(s []byte, protoJSON bool) bool {
+	as := &verbatim[boolIndex(protoJSON)]
+	for _, c := range s {
+		if !as[c] {
+			return false
+		}
+	}
+	return true
+}

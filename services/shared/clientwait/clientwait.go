@@ -170,29 +170,19 @@ type Absent struct {
 func (s *Store) Absent(ctx context.Context, endpoint string, cutoff time.Time) ([]Absent, error) {
 	// One watch reads every presence with its value (the sweep runs on every
 	// tick; a read per key would be a consumer per waiting call).
-	w, err := s.kv.Watch(ctx, "c.>", jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, fmt.Errorf("list the calls clients wait for: %w", err)
-	}
-	defer func() { _ = w.Stop() }()
 	var out []Absent
-	for {
-		var e jetstream.KeyValueEntry
-		select {
-		case e = <-w.Updates():
-		case <-ctx.Done():
-			return nil, fmt.Errorf("list the calls clients wait for: %w", ctx.Err())
-		}
-		if e == nil { // every stored presence has been read
-			return out, nil
-		}
+	err := bus.ReadAll(ctx, s.kv, "c.>", func(e jetstream.KeyValueEntry) {
 		agent, call, ok := strings.Cut(strings.TrimPrefix(e.Key(), "c."), ".")
 		var p Presence
 		if !ok || json.Unmarshal(e.Value(), &p) != nil || p.Endpoint != endpoint || !p.Until.Before(cutoff) {
-			continue
+			return
 		}
 		out = append(out, Absent{Agent: agent, Call: call, Presence: p})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the calls clients wait for: %w", err)
 	}
+	return out, nil
 }
 
 // Line is the sentence a reviewer reads about whether the client waits

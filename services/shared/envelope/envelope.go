@@ -225,6 +225,9 @@ func Decode(data []byte, hdr map[string][]string) (*airlockv1.Event, error) {
 // IsJSON reports whether the message declares a protojson body.
 func IsJSON(hdr map[string][]string) bool {
 	ct := HeaderValue(hdr, HeaderContentType)
+	if ct == ContentProtobuf {
+		return false // what airlock writes: no need to normalise it (the audit sink asks for every event)
+	}
 	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), ContentJSON)
 }
 

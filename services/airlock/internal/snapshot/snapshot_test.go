@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -302,5 +303,30 @@ func TestSnapshotsOlderThanTheirAgeAreRemovedWithTheirRefs(t *testing.T) {
 	}
 	if _, err := s.Undo(ctx, "a", "old", true); !errors.Is(err, ErrNoSnapshot) {
 		t.Fatalf("undo of a pruned snapshot: %v", err)
+	}
+}
+
+// Undo hashes the changed files in one git process; each gets the blob id
+// `git hash-object --no-filters -- <path>` gives it alone, whatever its
+// name (a line break, quotes, a backslash, white space at its end, a
+// leading double quote), and a file that cannot be hashed leaves the
+// others theirs.
+func TestFilesHashedTogetherHashAsEachAlone(t *testing.T) {
+	dir := repo(t)
+	names := []string{"a.txt", "sub dir/b c.txt", "line\nbreak.txt", `"quoted".txt`, `back\slash.txt`, "trailing space ", "tab\there", "ünï ☃.txt", "cr\r.txt", "\x01ctl"}
+	for i, n := range names {
+		write(t, dir, n, strings.Repeat("x", i)+"\n")
+	}
+	want := make([]string, len(names))
+	for i, n := range names {
+		want[i] = strings.TrimSpace(run(t, dir, "git", "hash-object", "--no-filters", "--", n))
+	}
+	ctx := context.Background()
+	if got := hashFiles(ctx, dir, names); !slices.Equal(got, want) {
+		t.Fatalf("hashed together %q, each alone %q", got, want)
+	}
+	withMissing := append([]string{"missing.txt"}, names...)
+	if got := hashFiles(ctx, dir, withMissing); got[0] != "" || !slices.Equal(got[1:], want) {
+		t.Fatalf("with a missing file hashed %q, want \"\" for it and %q", got, want)
 	}
 }

@@ -198,6 +198,10 @@ func gitDiffersOnDisk(ctx context.Context, root, commit string, paths []string) 
 		return nil, err
 	}
 	var differ []string
+	// Regular files are hashed together after the loop, in one git process;
+	// blobs holds what commit has for each.
+	var files []string
+	blobs := map[string]string{}
 	for _, p := range paths {
 		if err := validRel(root, p); err != nil {
 			return nil, err
@@ -218,13 +222,70 @@ func gitDiffersOnDisk(ctx context.Context, root, commit string, paths []string) 
 				blob, berr := git(ctx, root, "", nil, "cat-file", "blob", e.oid)
 				same = err == nil && berr == nil && target == string(blob)
 			case (e.mode == "100644" || e.mode == "100755") && info.Mode().IsRegular() && (info.Mode()&0o100 != 0) == (e.mode == "100755"):
-				out, err := git(ctx, root, "", nil, "hash-object", "--no-filters", "--", p)
-				same = err == nil && strings.TrimSpace(string(out)) == e.oid
+				files, blobs[p] = append(files, p), e.oid
+				continue
 			}
 		}
 		if !same {
 			differ = append(differ, p)
 		}
 	}
+	for i, oid := range hashFiles(ctx, root, files) {
+		if oid != blobs[files[i]] {
+			differ = append(differ, files[i])
+		}
+	}
 	return differ, nil
+}
+
+// hashFiles is the blob id of each file (paths relative to root) as git
+// hash-object --no-filters makes it; "" for a file that could not be
+// hashed. One git process hashes them all (--stdin-paths) rather than one
+// per file; should it fail (a file removed or unreadable meanwhile), each
+// file is hashed alone, so that one file's failure is only its own.
+func hashFiles(ctx context.Context, root string, paths []string) []string {
+	if len(paths) == 0 {
+		return nil
+	}
+	var in strings.Builder
+	for _, p := range paths {
+		in.WriteString(cQuote(p))
+		in.WriteByte('\n')
+	}
+	if out, err := git(ctx, root, "", []byte(in.String()), "hash-object", "--no-filters", "--stdin-paths"); err == nil {
+		if oids := strings.Fields(string(out)); len(oids) == len(paths) {
+			return oids
+		}
+	}
+	oids := make([]string, len(paths))
+	for i, p := range paths {
+		if out, err := git(ctx, root, "", nil, "hash-object", "--no-filters", "--", p); err == nil {
+			oids[i] = strings.TrimSpace(string(out))
+		}
+	}
+	return oids
+}
+
+// cQuote is p as a line of git's --stdin-paths: as it is, unless it holds
+// a line break or control character, or starts with a double quote or ends
+// with white space, then quoted in C style (which git unquotes).
+func cQuote(p string) string {
+	if p != "" && p[0] != '"' && !strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f }) && strings.TrimRight(p, " \t") == p {
+		return p
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c == 0x7f:
+			fmt.Fprintf(&b, "\\%03o", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
