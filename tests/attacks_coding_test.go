@@ -528,9 +528,9 @@ func TestTheCodingProfileLetsNoSecretOutUnasked(t *testing.T) {
 		// The ask is the policy's, not a slow machine's: the hook answers
 		// ask also when no decision came within --wait.
 		call := fmt.Sprintf("toolu_secret_%d", n-len(attacks)+i+1)
-		if !slices.Contains(testenv.SubjectTypes(t, js, subject.OfCall("bot", call)), subject.ApprovalRequested) {
-			t.Errorf("Claude Code's %s %v was answered ask, but the policy did not put call %s to a person", a.tool, a.input, call)
-		}
+		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("the policy to put %s %v (call %s) to a person", a.tool, a.input, call), func() bool {
+			return slices.Contains(testenv.SubjectTypes(t, js, subject.OfCall("bot", call)), subject.ApprovalRequested)
+		})
 	}
 	if r := waitHook(t, gemini); allowed(t, hooks.Gemini, r) {
 		t.Errorf("Gemini CLI's read_file of %s was allowed: %s", tokenFile, r.stdout)
