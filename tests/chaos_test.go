@@ -3,7 +3,9 @@ package tests
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +76,13 @@ func TestChaosShortSchedule(t *testing.T) {
 		if !kinds[k] {
 			t.Errorf("the short schedule ran no %s fault: %+v", k, rep.Faults)
 		}
+	}
+	// A clean run removes its temporary run directory (stores, logs, a
+	// ClickHouse data dir) once every process writing in it has stopped.
+	if m := regexp.MustCompile(`run directory (\S+)`).FindStringSubmatch(stderr.String()); m == nil {
+		t.Errorf("airlock chaos did not say where its run directory is:\n%s", stderr.String())
+	} else if _, err := os.Stat(m[1]); !os.IsNotExist(err) {
+		t.Errorf("the clean run left its run directory %s behind (%v)", m[1], err)
 	}
 	for _, o := range []string{"completed", "denied", "rejected", "expired"} {
 		if rep.Outcomes[o] == 0 {
