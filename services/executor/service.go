@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -510,16 +511,21 @@ type heartbeat struct {
 
 func (s *Service) startHeartbeat(ctx context.Context, x *execution, attempt uint32) *heartbeat {
 	h := &heartbeat{}
-	rec := &airlockv1.ExecutionRecord{
-		AgentId: x.ref.Agent, CallId: x.ref.Call, Revision: x.ref.Rev, State: airlockv1.ExecutionState_EXECUTION_STATE_RUNNING,
-		ExecutorId: s.id, Attempt: attempt, IdempotencyKey: x.idem, ArgumentsDigest: x.digest, StartedAt: timestamppb.Now(),
-	}
+	// The record is built at the first beat: most calls end before it.
+	startedAt := time.Now()
+	var rec *airlockv1.ExecutionRecord
 	var beat func()
 	beat = func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if h.stopped {
 			return
+		}
+		if rec == nil {
+			rec = &airlockv1.ExecutionRecord{
+				AgentId: x.ref.Agent, CallId: x.ref.Call, Revision: x.ref.Rev, State: airlockv1.ExecutionState_EXECUTION_STATE_RUNNING,
+				ExecutorId: s.id, Attempt: attempt, IdempotencyKey: x.idem, ArgumentsDigest: x.digest, StartedAt: timestamppb.New(startedAt),
+			}
 		}
 		bctx, cancel := context.WithTimeout(ctx, s.heartbeat)
 		if err := s.liveness.Beat(bctx, x.ref, rec); err != nil {
@@ -559,7 +565,7 @@ func (s *Service) startedEvent(x *execution, attempt uint32, token string) *airl
 	ev := s.event(x, &airlockv1.Event_Started{Started: &airlockv1.Started{
 		ExecutorId: s.id, Attempt: attempt, IdempotencyKey: x.idem, Claim: token,
 	}})
-	ev.EventId = x.ref.EventID(fmt.Sprintf("%s.%d", subject.Started, attempt))
+	ev.EventId = x.ref.EventID(subject.Started + "." + strconv.FormatUint(uint64(attempt), 10))
 	return ev
 }
 

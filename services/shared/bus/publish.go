@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,6 +44,10 @@ type Publisher struct {
 	source string
 	// stored, when set, is called with the type of every event stored.
 	stored func(typ string)
+	// headers are the envelope headers of messages published and done
+	// with (*envelope.Header): a sync publish has written a message's
+	// header to the connection when it returns, so the next one reuses it.
+	headers sync.Pool
 }
 
 // NewPublisher returns a Publisher whose events name source as ce-source,
@@ -68,16 +73,27 @@ func (p *Publisher) count(msg *nats.Msg) {
 // A publish whose event id the stream saw within its duplicate window is
 // acknowledged as a duplicate and stored once; that is success.
 func (p *Publisher) Publish(ctx context.Context, ev *airlockv1.Event, parentTrace string) (*jetstream.PubAck, error) {
-	msg, err := Encode(ev, p.source, parentTrace)
+	hb := p.header()
+	defer p.headers.Put(hb)
+	m, err := envelope.EncodeInto(hb, ev, p.source, parentTrace)
 	if err != nil {
 		return nil, err
 	}
+	msg := Msg(m)
 	ack, err := p.js.PublishMsg(ctx, msg)
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", msg.Subject, err)
 	}
 	p.count(msg)
 	return ack, nil
+}
+
+// header is a header to encode the next message into (headers).
+func (p *Publisher) header() *envelope.Header {
+	if hb, ok := p.headers.Get().(*envelope.Header); ok {
+		return hb
+	}
+	return &envelope.Header{}
 }
 
 // ErrConflict is returned when a compare-and-append is refused: the
@@ -92,7 +108,9 @@ var ErrConflict = errors.New("another event was stored first")
 // refusing it (NOTES), so a writer that cannot tell whether its publish
 // landed reads the subject back instead. A refused append is ErrConflict.
 func (p *Publisher) PublishAfter(ctx context.Context, ev *airlockv1.Event, parentTrace, expectSubject string, expectSeq uint64) (*jetstream.PubAck, error) {
-	m, err := envelope.EncodeAfter(ev, p.source, parentTrace, expectSubject, expectSeq)
+	hb := p.header()
+	defer p.headers.Put(hb)
+	m, err := envelope.EncodeAfterInto(hb, ev, p.source, parentTrace, expectSubject, expectSeq)
 	if err != nil {
 		return nil, err
 	}
@@ -114,17 +132,23 @@ func (p *Publisher) PublishAfter(ctx context.Context, ev *airlockv1.Event, paren
 // carries a message id. A refused append is ErrConflict. The stream must
 // allow atomic publish (StreamConfig does).
 func (p *Publisher) AppendAfter(ctx context.Context, evs []*airlockv1.Event, parentTrace, expectSubject string, expectSeq uint64) (*jetstream.PubAck, error) {
+	if len(evs) == 0 {
+		return nil, errors.New("append batch: no events")
+	}
 	msgs := make([]*nats.Msg, len(evs))
 	for i, ev := range evs {
-		msg, err := Encode(ev, p.source, parentTrace)
+		var m envelope.Message
+		var err error
+		if i == 0 {
+			m, err = envelope.EncodeAfter(ev, p.source, parentTrace, expectSubject, expectSeq)
+		} else {
+			m, err = envelope.EncodeInBatch(ev, p.source, parentTrace)
+		}
 		if err != nil {
 			return nil, err
 		}
-		msg.Header.Del(jetstream.MsgIDHeader)
-		msgs[i] = msg
+		msgs[i] = Msg(m)
 	}
-	msgs[0].Header.Set(envelope.HeaderExpectedLastSubjSeq, strconv.FormatUint(expectSeq, 10))
-	msgs[0].Header.Set(envelope.HeaderExpectedLastSubjSeqSubject, expectSubject)
 	ack, err := AppendBatch(ctx, p.js, msgs)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ package envelope
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -47,9 +48,32 @@ const (
 // on every encode.
 var bodyOneof = (&airlockv1.Event{}).ProtoReflect().Descriptor().Oneofs().ByName("body")
 
+// bodyTypes names each Go type of the body oneof (Event_Requested, ...) by
+// its field name. Built once, read only: WhichOneof tries the oneof's fields
+// one by one through reflection, and every event is typed several times on
+// its way (encoded, its subject, read back).
+var bodyTypes = func() map[reflect.Type]string {
+	fields := bodyOneof.Fields()
+	types := make(map[reflect.Type]string, fields.Len())
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		m := (&airlockv1.Event{}).ProtoReflect()
+		m.Set(fd, m.NewField(fd))
+		types[reflect.TypeOf(m.Interface().(*airlockv1.Event).Body)] = string(fd.Name())
+	}
+	return types
+}()
+
 // TypeOf returns the event type (the body oneof's field name, which is also
 // the subject's last token), or "" for an event without a body.
 func TypeOf(ev *airlockv1.Event) string {
+	body := ev.GetBody()
+	if body == nil {
+		return ""
+	}
+	if typ, ok := bodyTypes[reflect.TypeOf(body)]; ok && !reflect.ValueOf(body).IsNil() {
+		return typ
+	}
 	fd := ev.ProtoReflect().WhichOneof(bodyOneof)
 	if fd == nil {
 		return ""
@@ -83,21 +107,43 @@ func HeaderValue(h map[string][]string, key string) string {
 // event a child span of it. The event id is also the Nats-Msg-Id: only
 // services write the events stream, so no one else can pre-empt it.
 func Encode(ev *airlockv1.Event, source, parentTrace string) (Message, error) {
-	return encodeEvent(ev, source, parentTrace, nil)
+	return encodeEvent(ev, source, parentTrace, nil, nil)
 }
 
+// EncodeInto is Encode with the message's header kept in hb, which the
+// caller reuses for its next message once this one is no longer used (a
+// sync publish: once it returned). A publisher encodes several events per
+// call; a header built afresh for each was a map and its values every time.
+func EncodeInto(hb *Header, ev *airlockv1.Event, source, parentTrace string) (Message, error) {
+	return encodeEvent(ev, source, parentTrace, nil, hb)
+}
+
+// Header holds an encoded message's header (EncodeInto, EncodeAfterInto):
+// its map and the values the map points to. The zero Header is ready to
+// use; one Header serves one message at a time.
+type Header struct {
+	m    map[string][]string
+	vals [maxHeaders]string
+}
+
+// maxHeaders is the most headers encode sets: the CloudEvents attributes,
+// content type and trace, then a message id or a compare-and-append's two
+// expectations.
+const maxHeaders = 10
+
 // encodeEvent encodes ev for the events stream: with its message id, or
-// with after's expectation instead (a compare-and-append).
-func encodeEvent(ev *airlockv1.Event, source, parentTrace string, after *expectation) (Message, error) {
+// with after's expectation instead (a compare-and-append); the header in
+// hb when given.
+func encodeEvent(ev *airlockv1.Event, source, parentTrace string, after *expectation, hb *Header) (Message, error) {
 	typ := TypeOf(ev)
 	if typ == "" {
 		return Message{}, fmt.Errorf("encode event for call %s: it has no body", ev.GetCallId())
 	}
-	subj, err := Subject(ev)
+	subj, err := subject.Event(ev.GetAgentId(), ev.GetCallId(), typ)
 	if err != nil {
 		return Message{}, fmt.Errorf("encode %s event: %w", typ, err)
 	}
-	return encode(ev, subj, typ, source, parentTrace, after == nil, after)
+	return encode(ev, subj, typ, source, parentTrace, after == nil, after, hb)
 }
 
 // Compare-and-append headers (JetStream's): the message is stored only if
@@ -113,13 +159,30 @@ const (
 // (bus.PublishAfter says why). Built in one go, not by changing Encode's
 // headers, which grew the header map on every append.
 func EncodeAfter(ev *airlockv1.Event, source, parentTrace, expectSubject string, expectSeq uint64) (Message, error) {
-	return encodeEvent(ev, source, parentTrace, &expectation{subject: expectSubject, seq: expectSeq})
+	return encodeEvent(ev, source, parentTrace, &expectation{subject: expectSubject, seq: expectSeq}, nil)
+}
+
+// EncodeAfterInto is EncodeAfter with the message's header kept in hb, as
+// EncodeInto.
+func EncodeAfterInto(hb *Header, ev *airlockv1.Event, source, parentTrace, expectSubject string, expectSeq uint64) (Message, error) {
+	return encodeEvent(ev, source, parentTrace, &expectation{subject: expectSubject, seq: expectSeq}, hb)
+}
+
+// EncodeInBatch is Encode for a message of an atomic batch after its first
+// (which EncodeAfter encodes): no message id, which the server refuses
+// inside a batch, and no expectation, which only the first message may
+// carry. Built in one go, not by removing Encode's message id.
+func EncodeInBatch(ev *airlockv1.Event, source, parentTrace string) (Message, error) {
+	return encodeEvent(ev, source, parentTrace, &expectation{inBatch: true}, nil)
 }
 
 // expectation is a compare-and-append's: the last sequence stored on subject.
 type expectation struct {
 	subject string
 	seq     uint64
+	// inBatch: none, the message follows the first of an atomic batch,
+	// which carries the batch's expectation.
+	inBatch bool
 }
 
 // EncodeRequest builds an agent's message for the intake stream, on
@@ -137,14 +200,14 @@ func EncodeRequest(ev *airlockv1.Event, source, parentTrace string) (Message, er
 	if err != nil {
 		return Message{}, fmt.Errorf("encode request: %w", err)
 	}
-	return encode(ev, subj, typ, source, parentTrace, false, nil)
+	return encode(ev, subj, typ, source, parentTrace, false, nil, nil)
 }
 
 // Reported is the body type of an agent's report (intake only: it is never
 // an event type of the events stream).
 const Reported = "reported"
 
-func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgID bool, after *expectation) (Message, error) {
+func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgID bool, after *expectation, hb *Header) (Message, error) {
 	if ev.EventId == "" {
 		ev.EventId = randomID()
 	}
@@ -157,8 +220,12 @@ func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgI
 	}
 	// Every event is encoded on a hot path (each call publishes several):
 	// the header is built in one sized map over one backing array of
-	// values rather than grown key by key.
-	vals := [...]string{
+	// values rather than grown key by key, and both are reused when the
+	// caller keeps them (hb).
+	if hb == nil {
+		hb = &Header{}
+	}
+	hb.vals = [maxHeaders]string{
 		contentType,
 		ev.EventId,
 		"airlock.v1." + typ,
@@ -168,23 +235,27 @@ func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgI
 		ChildTrace(parentTrace),
 		"", "", "", // the message id, or a compare-and-append's two expectations
 	}
-	keys := [len(vals)]string{HeaderContentType, HeaderCEID, HeaderCEType, HeaderCESource, HeaderCETime, HeaderCESpec, HeaderTraceparent}
+	keys := [maxHeaders]string{HeaderContentType, HeaderCEID, HeaderCEType, HeaderCESource, HeaderCETime, HeaderCESpec, HeaderTraceparent}
 	n := 7
 	if withMsgID {
-		keys[n], vals[n] = HeaderMsgID, ev.EventId
+		keys[n], hb.vals[n] = HeaderMsgID, ev.EventId
 		n++
 	}
-	if after != nil {
-		keys[n], vals[n] = HeaderExpectedLastSubjSeq, strconv.FormatUint(after.seq, 10)
-		keys[n+1], vals[n+1] = HeaderExpectedLastSubjSeqSubject, after.subject
+	if after != nil && !after.inBatch {
+		keys[n], hb.vals[n] = HeaderExpectedLastSubjSeq, strconv.FormatUint(after.seq, 10)
+		keys[n+1], hb.vals[n+1] = HeaderExpectedLastSubjSeqSubject, after.subject
 		n += 2
 	}
-	backing := vals[:]
-	h := make(map[string][]string, n)
-	for i, k := range keys[:n] {
-		h[k] = backing[i : i+1 : i+1]
+	if hb.m == nil {
+		hb.m = make(map[string][]string, n)
+	} else {
+		clear(hb.m)
 	}
-	return Message{Subject: subj, Data: data, Header: h}, nil
+	backing := hb.vals[:]
+	for i, k := range keys[:n] {
+		hb.m[k] = backing[i : i+1 : i+1]
+	}
+	return Message{Subject: subj, Data: data, Header: hb.m}, nil
 }
 
 // JSONForm is how events are written in JSON: protojson with the field

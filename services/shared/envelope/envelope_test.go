@@ -205,31 +205,131 @@ func TestForCallCarriesWhereAndHowTheCallsEventsGo(t *testing.T) {
 	}
 }
 
-func TestEncodeAfterCarriesTheExpectationAndNoMessageID(t *testing.T) {
-	ev := &airlockv1.Event{
+func TestAReusedHeaderCarriesOnlyTheLatestMessagesHeaders(t *testing.T) {
+	started := &airlockv1.Event{
 		EventId: "a1.c1.1.started", AgentId: "a1", CallId: "c1", Revision: 1,
 		Body: &airlockv1.Event_Started{Started: &airlockv1.Started{Attempt: 1}},
 	}
-	msg, err := EncodeAfter(ev, "airlock/executor", "", "airlock.evt.a1.c1.exec.*", 42)
-	if err != nil {
-		t.Fatal(err)
+	allowed := &airlockv1.Event{
+		EventId: "a1.c2.1.decision", AgentId: "a1", CallId: "c2", Revision: 1,
+		Body: &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{}},
+	}
+	var hb Header
+	steps := []struct {
+		name   string
+		encode func() (Message, error)
+		fresh  func() (Message, error)
+	}{
+		{"a compare-and-append", func() (Message, error) {
+			return EncodeAfterInto(&hb, started, "airlock/executor", "", "airlock.evt.a1.c1.exec.*", 7)
+		}, func() (Message, error) {
+			return EncodeAfter(started, "airlock/executor", "", "airlock.evt.a1.c1.exec.*", 7)
+		}},
+		{"then a publish with a message id", func() (Message, error) { return EncodeInto(&hb, allowed, "airlock/policy", "") },
+			func() (Message, error) { return Encode(allowed, "airlock/policy", "") }},
+		{"then a compare-and-append again", func() (Message, error) {
+			return EncodeAfterInto(&hb, started, "airlock/executor", "", "airlock.evt.a1.c1.exec.*", 9)
+		}, func() (Message, error) {
+			return EncodeAfter(started, "airlock/executor", "", "airlock.evt.a1.c1.exec.*", 9)
+		}},
+	}
+	for _, s := range steps {
+		got, err := s.encode()
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		want, err := s.fresh()
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if got.Subject != want.Subject || string(got.Data) != string(want.Data) || len(got.Header) != len(want.Header) {
+			t.Fatalf("%s: reused header gave %s with %d headers, a fresh one %s with %d", s.name, got.Subject, len(got.Header), want.Subject, len(want.Header))
+		}
+		for k, v := range want.Header {
+			if k == HeaderTraceparent { // a new span each time
+				continue
+			}
+			if g := HeaderValue(got.Header, k); g != v[0] {
+				t.Errorf("%s: header %s = %q, want %q", s.name, k, g, v[0])
+			}
+		}
+	}
+}
+
+func TestTypeOfNamesEveryBodyAsItsOneofField(t *testing.T) {
+	fields := bodyOneof.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		m := (&airlockv1.Event{}).ProtoReflect()
+		m.Set(fd, m.NewField(fd))
+		if got := TypeOf(m.Interface().(*airlockv1.Event)); got != string(fd.Name()) {
+			t.Errorf("TypeOf an event with body %s = %q", fd.Name(), got)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		ev   *airlockv1.Event
+		want string
+	}{
+		{"no event", nil, ""},
+		{"no body", &airlockv1.Event{}, ""},
+		{"a body whose wrapper is nil", &airlockv1.Event{Body: (*airlockv1.Event_Allowed)(nil)}, ""},
+		{"a wrapper holding no message", &airlockv1.Event{Body: &airlockv1.Event_Allowed{}}, "allowed"},
+	} {
+		if got := TypeOf(c.ev); got != c.want {
+			t.Errorf("%s: TypeOf = %q, want %q", c.name, got, c.want)
+		}
+		if fd := c.ev.ProtoReflect().WhichOneof(bodyOneof); fd != nil && string(fd.Name()) != c.want || fd == nil && c.want != "" {
+			t.Errorf("%s: WhichOneof disagrees with TypeOf", c.name)
+		}
+	}
+}
+
+// The compare-and-append and batch forms encode the event as Encode does
+// and differ only in the headers that make a publish a plain store, an
+// append after a sequence, or a batch's later message.
+func TestEncodeAfterAndInBatchDifferFromEncodeOnlyInTheirHeaders(t *testing.T) {
+	ev := &airlockv1.Event{
+		EventId: "a1.c1.1.started", AgentId: "a1", CallId: "c1", Revision: 1,
+		Body: &airlockv1.Event_Started{Started: &airlockv1.Started{Attempt: 1}},
 	}
 	plain, err := Encode(ev, "airlock/executor", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg.Subject != plain.Subject || string(msg.Data) != string(plain.Data) {
-		t.Fatalf("EncodeAfter gave %s %x, Encode %s %x", msg.Subject, msg.Data, plain.Subject, plain.Data)
-	}
-	for h, want := range map[string]string{
-		HeaderExpectedLastSubjSeq: "42", HeaderExpectedLastSubjSeqSubject: "airlock.evt.a1.c1.exec.*", HeaderMsgID: "",
-		HeaderCEID: "a1.c1.1.started", HeaderCEType: "airlock.v1.started", HeaderCESource: "airlock/executor", HeaderContentType: ContentProtobuf,
+	for _, c := range []struct {
+		name    string
+		encode  func() (Message, error)
+		headers map[string]string // "": absent
+		more    int               // headers beyond Encode's
+	}{
+		{"EncodeAfter carries the expectation and no message id", func() (Message, error) {
+			return EncodeAfter(ev, "airlock/executor", "", "airlock.evt.a1.c1.exec.*", 42)
+		}, map[string]string{
+			HeaderExpectedLastSubjSeq: "42", HeaderExpectedLastSubjSeqSubject: "airlock.evt.a1.c1.exec.*", HeaderMsgID: "",
+			HeaderCEID: "a1.c1.1.started", HeaderCEType: "airlock.v1.started", HeaderCESource: "airlock/executor", HeaderContentType: ContentProtobuf,
+		}, 1},
+		{"EncodeInBatch carries neither a message id nor an expectation", func() (Message, error) {
+			return EncodeInBatch(ev, "airlock/executor", "")
+		}, map[string]string{
+			HeaderExpectedLastSubjSeq: "", HeaderExpectedLastSubjSeqSubject: "", HeaderMsgID: "",
+			HeaderCEID: "a1.c1.1.started", HeaderCEType: "airlock.v1.started", HeaderCESource: "airlock/executor", HeaderContentType: ContentProtobuf,
+		}, -1},
 	} {
-		if got := HeaderValue(msg.Header, h); got != want {
-			t.Errorf("header %s = %q, want %q", h, got, want)
+		msg, err := c.encode()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
 		}
-	}
-	if len(msg.Header) != len(plain.Header)+1 {
-		t.Errorf("EncodeAfter has %d headers, Encode %d: want the message id replaced by the two expectations", len(msg.Header), len(plain.Header))
+		if msg.Subject != plain.Subject || string(msg.Data) != string(plain.Data) {
+			t.Fatalf("%s: gave %s %x, Encode %s %x", c.name, msg.Subject, msg.Data, plain.Subject, plain.Data)
+		}
+		for h, want := range c.headers {
+			if got, ok := msg.Header[h]; want == "" && ok || want != "" && HeaderValue(msg.Header, h) != want {
+				t.Errorf("%s: header %s = %q, want %q", c.name, h, got, want)
+			}
+		}
+		if len(msg.Header) != len(plain.Header)+c.more {
+			t.Errorf("%s: %d headers, Encode %d: want %+d", c.name, len(msg.Header), len(plain.Header), c.more)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package ids
 
 import (
 	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strings"
 )
@@ -67,5 +68,14 @@ func New(prefix string) string {
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // cannot happen on supported platforms
 	}
-	return fmt.Sprintf("%s_%x", prefix, b)
+	// Built in one allocation: ids are made on the hot path (a call id per
+	// submit, a claim token per execution), where fmt cost several.
+	var h [2 * len(b)]byte
+	hex.Encode(h[:], b[:])
+	var sb strings.Builder
+	sb.Grow(len(prefix) + 1 + len(h))
+	sb.WriteString(prefix)
+	sb.WriteByte('_')
+	sb.Write(h[:])
+	return sb.String()
 }

@@ -23,6 +23,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -36,7 +37,22 @@ import (
 const KeySize = 32
 
 // Key is an HMAC key. The zero Key signs nothing and verifies nothing.
-type Key struct{ b []byte }
+type Key struct {
+	b []byte
+	// keyed is an HMAC-SHA256 already keyed with b (its padded key hashed
+	// once, which FIPS 198-1 allows): Sum clones it rather than keying a
+	// new HMAC for every seal, two of which each call makes. Nil when the
+	// HMAC cannot be cloned; Sum then keys one.
+	keyed hash.Cloner
+}
+
+// newKey returns the key b with its keyed HMAC.
+func newKey(b []byte) Key {
+	m := hmac.New(sha256.New, b)
+	m.Reset() // keeps the keyed state for the clones
+	keyed, _ := m.(hash.Cloner)
+	return Key{b: b, keyed: keyed}
+}
 
 // Valid reports whether k holds a key.
 func (k Key) Valid() bool { return len(k.b) == KeySize }
@@ -47,7 +63,7 @@ func NewKey() Key {
 	if _, err := rand.Read(b); err != nil {
 		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // cannot happen on supported platforms
 	}
-	return Key{b: b}
+	return newKey(b)
 }
 
 // Hex is the key as hex, for configuration by environment.
@@ -59,7 +75,7 @@ func ParseHex(s string) (Key, error) {
 	if err != nil || len(b) != KeySize {
 		return Key{}, fmt.Errorf("a key is %d bytes written as %d hex digits", KeySize, 2*KeySize)
 	}
-	return Key{b: b}, nil
+	return newKey(b), nil
 }
 
 // Load returns the key given inline as hex, or else read from file; what
@@ -154,14 +170,31 @@ func CreateSecretFile(file, text string) error {
 // Sum is the HMAC of the parts, each length-prefixed so that no two
 // different lists of parts sign the same bytes.
 func (k Key) Sum(parts ...string) []byte {
-	m := hmac.New(sha256.New, k.b)
-	var n [8]byte
+	// The parts are laid out in one buffer and hashed in one write: each
+	// write of a part converted to []byte was an allocation of its own,
+	// and a decision is sealed and verified on every call.
+	size := 0
 	for _, p := range parts {
-		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
-		m.Write(n[:])
-		m.Write([]byte(p))
+		size += 8 + len(p)
 	}
-	return m.Sum(nil)
+	buf := make([]byte, 0, size)
+	for _, p := range parts {
+		buf = binary.BigEndian.AppendUint64(buf, uint64(len(p)))
+		buf = append(buf, p...)
+	}
+	m := k.mac()
+	m.Write(buf)
+	return m.Sum(make([]byte, 0, sha256.Size))
+}
+
+// mac is an HMAC-SHA256 keyed with k, ready for the message.
+func (k Key) mac() hash.Hash {
+	if k.keyed != nil {
+		if m, err := k.keyed.Clone(); err == nil {
+			return m
+		}
+	}
+	return hmac.New(sha256.New, k.b)
 }
 
 // Sign returns the seal of the parts, base64url without padding.

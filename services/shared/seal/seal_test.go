@@ -1,6 +1,9 @@
 package seal
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -135,5 +138,34 @@ func TestKeyFilesOthersCanReadAreRefused(t *testing.T) {
 	}
 	if err := CreateSecretFile(made, "other\n"); !errors.Is(err, os.ErrExist) {
 		t.Fatalf("CreateSecretFile over an existing key: %v, want it refused", err)
+	}
+}
+
+func TestSumIsTheHMACOfTheLengthPrefixedParts(t *testing.T) {
+	k := NewKey()
+	parsed, err := ParseHex(k.Hex())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.keyed == nil || parsed.keyed == nil {
+		t.Fatal("the key carries no keyed HMAC to clone: every seal keys a new one")
+	}
+	for _, parts := range [][]string{nil, {""}, {"decision/v1", "allowed", "a1", "c1", "1"}, {"ab", "c"}, {"a", "bc"}} {
+		want := hmac.New(sha256.New, k.b)
+		for _, p := range parts {
+			var n [8]byte
+			binary.BigEndian.PutUint64(n[:], uint64(len(p)))
+			want.Write(n[:])
+			want.Write([]byte(p))
+		}
+		// Twice from each key: a clone must leave the keyed state as it was.
+		for _, key := range []Key{k, parsed, k, parsed} {
+			if got := key.Sum(parts...); !hmac.Equal(got, want.Sum(nil)) {
+				t.Fatalf("Sum(%q) = %x, want %x", parts, got, want.Sum(nil))
+			}
+		}
+	}
+	if hmac.Equal(k.Sum("ab", "c"), k.Sum("a", "bc")) {
+		t.Fatal(`Sum("ab", "c") equals Sum("a", "bc"): the parts are not length-prefixed`)
 	}
 }
