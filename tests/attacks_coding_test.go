@@ -14,7 +14,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/airlock-gate/airlock/services/hooks"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -60,25 +63,65 @@ func bashRuns(t *testing.T, dir, cmd, marker string) bool {
 const asked = "asked"
 
 // decisionOf submits a gate-only shell call as agent h and returns airlock's
-// answer, or asked when nobody decided within wait and the call waits for a
-// person (anything else, such as no answer at all, fails the test).
+// answer, or asked when the policy put the call to a person and it waits
+// for one (anything else, such as no answer within wait, fails the test).
 func decisionOf(t *testing.T, h *hostile, api *approvalapi.Client, tool, command, thread string, wait time.Duration) (airlock.Outcome, string) {
 	t.Helper()
 	return decisionOfArgs(t, h, api, tool, map[string]any{"command": command}, thread, wait)
 }
 
 // decisionOfArgs is decisionOf for a gate-only call with arguments args.
+// It returns once the policy has answered: with its decision, or with asked
+// once the call's approval_requested event is stored (the policy answers a
+// call once: an ask is never an allow) and the approval service holds the
+// call as pending — the ask is seen, not inferred from a quiet wait.
 func decisionOfArgs(t *testing.T, h *hostile, api *approvalapi.Client, tool string, args map[string]any, thread string, wait time.Duration) (airlock.Outcome, string) {
 	t.Helper()
 	id := h.mustSubmit(airlock.Call{AgentRuns: true, Tool: tool, Thread: thread, Args: args})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	out, err := h.client.AwaitDecision(ctx, id, 1)
-	if err != nil {
-		waitApproval(t, api, h.agent, id, 1, pendingState)
-		return airlock.Outcome{CallID: id}, asked
+	type answer struct {
+		out airlock.Outcome
+		err error
 	}
-	return out, string(out.Status)
+	decided := make(chan answer, 1)
+	go func() {
+		out, err := h.client.AwaitDecision(ctx, id, 1)
+		decided <- answer{out, err}
+	}()
+	personAsked := make(chan struct{})
+	go func() {
+		var once sync.Once
+		_, _ = h.client.AwaitProgress(ctx, id, 1, func(p airlock.Progress) {
+			if p.Type == subject.ApprovalRequested {
+				once.Do(func() { close(personAsked) })
+			}
+		})
+	}()
+	select {
+	case a := <-decided:
+		if a.err == nil {
+			return a.out, string(a.out.Status)
+		}
+	case <-personAsked:
+	}
+	waitApproval(t, api, h.agent, id, 1, pendingState)
+	return airlock.Outcome{CallID: id}, asked
+}
+
+// withdrawAsked cancels a probe's call that waits for a person, so that
+// probing until a rule or grant is in force never fills the agent's share
+// of pending calls (past it, calls are canceled, not decided).
+func withdrawAsked(t *testing.T, h *hostile, out airlock.Outcome, st string) {
+	t.Helper()
+	if st != asked {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.client.Cancel(ctx, out.CallID, "a probe"); err != nil {
+		t.Fatalf("withdraw probe %s: %v", out.CallID, err)
+	}
 }
 
 // The coding-agent profile (the default policy) allows "read-only" shell
@@ -192,7 +235,8 @@ func TestACommandPrefixGrantAllowsNoHiddenCommand(t *testing.T) {
 	n := 0
 	testenv.Eventually(t, 20*time.Second, "the grant to answer the next npm test", func() bool {
 		n++
-		_, st := decisionOf(t, laptop, api, "claude__Bash", "npm test", fmt.Sprintf("probe%d", n), 3*time.Second)
+		out, st := decisionOf(t, laptop, api, "claude__Bash", "npm test", fmt.Sprintf("probe%d", n), 3*time.Second)
+		withdrawAsked(t, laptop, out, st)
 		return st == string(airlock.StatusAllowed)
 	})
 
@@ -395,7 +439,9 @@ func TestTheCodingProfileLetsNoSecretOutUnasked(t *testing.T) {
 	project := filepath.Join(t.TempDir(), "shop")
 	dev := startDev(t, filepath.Join(project, ".airlock"), 0, "")
 	token := adminToken(t, dev) // the secret: it exists, and a Read of it returns it
-	hook := []string{"--creds", dev.Creds("bot"), "--nats", dev.NATSURL, "--state-dir", t.TempDir(), "--wait", "1s", "--on-timeout", "ask"}
+	// A person asked and nobody answering: each hook answers ask once its
+	// --wait passes, so the attacks run at once, each in its own hook.
+	hook := []string{"--creds", dev.Creds("bot"), "--nats", dev.NATSURL, "--state-dir", t.TempDir(), "--wait", "5s", "--on-timeout", "ask"}
 	tokenFile := filepath.Join(project, ".airlock", "admin.token")
 	n := 0
 	claude := func(tool string, input map[string]any) []byte {
@@ -461,21 +507,35 @@ func TestTheCodingProfileLetsNoSecretOutUnasked(t *testing.T) {
 		{"mcp__editor__find_and_replace", map[string]any{"find": "a", "replace": "b"}},
 		{"mcp__api.tavily.com__list_results", map[string]any{"q": token}},
 	}
-	for _, a := range attacks {
-		if d := answer(claude(a.tool, a.input)); d != "ask" {
-			t.Errorf("Claude Code's %s %v was answered %q, want ask (a person decides)", a.tool, a.input, d)
-		}
+	running := make([]<-chan hookResult, len(attacks))
+	for i, a := range attacks {
+		running[i] = startHook(t, hooks.Claude, claude(a.tool, a.input), hook...)
 	}
 	// Other agents' reading tools: Gemini CLI cannot ask its user, so ask is a deny.
-	gemini := payload(t, hooks.Gemini, hooks.SampleName(hooks.Gemini), map[string]any{"tool_name": "read_file", "tool_input": map[string]any{"absolute_path": tokenFile}})
-	if r := runHook(t, hooks.Gemini, gemini, hook...); allowed(t, hooks.Gemini, r) {
-		t.Errorf("Gemini CLI's read_file of %s was allowed: %s", tokenFile, r.stdout)
-	}
-	cursor, err := hooks.Fixture(hooks.Cursor, "beforeReadFile")
+	gemini := startHook(t, hooks.Gemini, payload(t, hooks.Gemini, hooks.SampleName(hooks.Gemini),
+		map[string]any{"tool_name": "read_file", "tool_input": map[string]any{"absolute_path": tokenFile}}), hook...)
+	cursorRead, err := hooks.Fixture(hooks.Cursor, "beforeReadFile")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := runHook(t, hooks.Cursor, cursor, hook...); allowed(t, hooks.Cursor, r) {
+	cursor := startHook(t, hooks.Cursor, cursorRead, hook...)
+	_, js := dev.Admin(t)
+	for i, a := range attacks {
+		if d := fmt.Sprint(waitHook(t, running[i]).field(t, "hookSpecificOutput.permissionDecision")); d != "ask" {
+			t.Errorf("Claude Code's %s %v was answered %q, want ask (a person decides)", a.tool, a.input, d)
+			continue
+		}
+		// The ask is the policy's, not a slow machine's: the hook answers
+		// ask also when no decision came within --wait.
+		call := fmt.Sprintf("toolu_secret_%d", n-len(attacks)+i+1)
+		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("the policy to put %s %v (call %s) to a person", a.tool, a.input, call), func() bool {
+			return slices.Contains(testenv.SubjectTypes(t, js, subject.OfCall("bot", call)), subject.ApprovalRequested)
+		})
+	}
+	if r := waitHook(t, gemini); allowed(t, hooks.Gemini, r) {
+		t.Errorf("Gemini CLI's read_file of %s was allowed: %s", tokenFile, r.stdout)
+	}
+	if r := waitHook(t, cursor); allowed(t, hooks.Cursor, r) {
 		t.Errorf("Cursor's read of .env was allowed: %s", r.stdout)
 	}
 }
@@ -498,7 +558,8 @@ func TestAnAllowRulesArgumentConditionAllowsOnlyWhatItNames(t *testing.T) {
 	n := 0
 	decide := func(tool string, args map[string]any, wait time.Duration) string {
 		n++
-		_, st := decisionOfArgs(t, bot, api, tool, args, fmt.Sprintf("t%d", n), wait)
+		out, st := decisionOfArgs(t, bot, api, tool, args, fmt.Sprintf("t%d", n), wait)
+		withdrawAsked(t, bot, out, st)
 		return st
 	}
 	// What the rules are for is allowed: the built-in one, and the run-time one once in force.

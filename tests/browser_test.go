@@ -34,12 +34,25 @@ func browserContext(t *testing.T) (context.Context, func() []string) {
 		chromedp.NoDefaultBrowserCheck,
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium makes a directory for its singleton socket under TMPDIR
+		// and removes it only when it exits cleanly: one killed browser left
+		// one in /tmp for good. The test's own dir is removed with the test.
+		chromedp.Env("TMPDIR=" + t.TempDir()),
 		chromedp.WindowSize(1280, 900),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	t.Cleanup(func() {
+		// Close the browser and wait for it to exit before its directories
+		// are removed; killed (the context's end) only if it does not.
+		closing, cancelClosing := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_ = chromedp.Cancel(closing)
+		cancelClosing()
+		cancelTimeout()
+		cancelCtx()
+		cancelAlloc()
+	})
 
 	var mu sync.Mutex
 	var problems []string

@@ -3,7 +3,9 @@ package tests
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -36,10 +38,14 @@ type chaosReport struct {
 // and reviewers while every fault kind happens once — a replica killed, a
 // node paused, the events stream's leader lost, ClickHouse down, a tool that
 // never answers — and requires a report without violations.
+//
+// It runs beside other tests: its load is paced over 45 s whatever the
+// machine does.
 func TestChaosShortSchedule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos schedule takes about a minute and a half")
 	}
+	t.Parallel()
 	start := time.Now()
 	cmd := exec.Command(airlockBinary(t), "chaos", "--short", "--seed", "17", "--json")
 	var stderr strings.Builder
@@ -70,6 +76,13 @@ func TestChaosShortSchedule(t *testing.T) {
 		if !kinds[k] {
 			t.Errorf("the short schedule ran no %s fault: %+v", k, rep.Faults)
 		}
+	}
+	// A clean run removes its temporary run directory (stores, logs, a
+	// ClickHouse data dir) once every process writing in it has stopped.
+	if m := regexp.MustCompile(`run directory (\S+)`).FindStringSubmatch(stderr.String()); m == nil {
+		t.Errorf("airlock chaos did not say where its run directory is:\n%s", stderr.String())
+	} else if _, err := os.Stat(m[1]); !os.IsNotExist(err) {
+		t.Errorf("the clean run left its run directory %s behind (%v)", m[1], err)
 	}
 	for _, o := range []string{"completed", "denied", "rejected", "expired"} {
 		if rep.Outcomes[o] == 0 {

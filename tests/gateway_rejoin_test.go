@@ -19,7 +19,11 @@ import (
 // TestGatewayRejoin: a call that waits for a person longer than an MCP
 // client waits is answered "waiting for approval"; the same call repeated
 // in the same session returns its outcome once, and runs the tool once.
+//
+// It runs beside other tests: most of its minute is spent waiting for the
+// clients' own timeouts to pass.
 func TestGatewayRejoin(t *testing.T) {
+	t.Parallel()
 	g := startGatewayEnv(t)
 	user, password := adminLogin(t, g.dev)
 	console := signInAt(t, g.baseURL, user, password)

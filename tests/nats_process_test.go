@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -21,9 +22,22 @@ import (
 // with SIGSTOP, resume with SIGCONT, or kill and start again.
 const envNATSChild = "AIRLOCK_TEST_NATS_CHILD"
 
+// parallelWaiting is how many tests (and subtests) marked parallel run at
+// once unless -parallel says otherwise. Those marked here mostly wait — a
+// real client's own timeout, the chaos schedule's paced load — rather than
+// compute, so more of them than the 2 cores go test would allow overlap
+// their waits.
+const parallelWaiting = 4
+
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(envNATSChild); spec != "" {
 		os.Exit(runNATSChild(spec))
+	}
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		_ = flag.Set("test.parallel", strconv.Itoa(parallelWaiting))
 	}
 	os.Exit(testenv.Run(m))
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -117,14 +118,16 @@ func connectAgent(t *testing.T, credFile, url string) *hostile {
 	return h
 }
 
-// refused waits until the server reported a permission violation naming subj.
+// refused waits until the server reported a permission violation naming
+// subj (quoted as the server quotes it, so that no longer subject it
+// refused stands in for subj).
 func (h *hostile) refused(subj string) {
 	h.t.Helper()
 	testenv.Eventually(h.t, 5*time.Second, "a permissions violation for "+subj, func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		for _, e := range h.errs {
-			if strings.Contains(e, "Permissions Violation") && strings.Contains(e, subj) {
+			if strings.Contains(e, "Permissions Violation") && strings.Contains(e, strconv.Quote(subj)) {
 				return true
 			}
 		}
@@ -139,6 +142,22 @@ func (h *hostile) request(subj string, data []byte) error {
 	defer cancel()
 	_, err := h.nc.RequestWithContext(ctx, subj, data)
 	return err
+}
+
+// requestEach sends every request at once, each as request does, and
+// returns each one's error in order: the wait for no answer is paid once.
+func (h *hostile) requestEach(subjects []string, data [][]byte) []error {
+	errs := make([]error, len(subjects))
+	var wg sync.WaitGroup
+	for i, subj := range subjects {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = h.request(subj, data[i])
+		}()
+	}
+	wg.Wait()
+	return errs
 }
 
 // mustSubmit submits call as the agent and fails the test if it cannot.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,7 +85,7 @@ func TestTrustBoundaryUnderTheShippedPermissions(t *testing.T) {
 			"principal": map[string]string{"id": "alice", "type": "ACTOR_TYPE_HUMAN"}})
 		consumer, _ := json.Marshal(map[string]any{"stream_name": eventsStream, "config": map[string]any{
 			"name": "evil", "deliver_subject": "airlock.api.approval.decide", "deliver_group": "q", "filter_subject": "airlock.evt.evil.>"}})
-		for _, a := range []struct {
+		attacks := []struct {
 			subject, why string
 			data         []byte
 		}{
@@ -106,12 +107,18 @@ func TestTrustBoundaryUnderTheShippedPermissions(t *testing.T) {
 			{"airlock.req.bot.stolen", "requesting as another agent", []byte("x")},
 			{"airlock.agent.bot.cancel", "canceling another agent's call", []byte(`{"call_id":"victim"}`)},
 			{"$SRV.PING", "discovering the services", nil},
-		} {
-			if err := evil.request(a.subject, a.data); err == nil {
-				t.Errorf("%s (%s) was answered", a.why, a.subject)
+		}
+		var subjects []string
+		var data [][]byte
+		for _, a := range attacks {
+			subjects, data = append(subjects, a.subject), append(data, a.data)
+		}
+		for i, err := range evil.requestEach(subjects, data) {
+			if err == nil {
+				t.Errorf("%s (%s) was answered", attacks[i].why, attacks[i].subject)
 				continue
 			}
-			evil.refused(a.subject)
+			evil.refused(attacks[i].subject)
 		}
 		for _, subj := range []string{"airlock.out.bot.>", "airlock.evt.>", "airlock.api.>", "_INBOX.>", "_INBOX_bot.>"} {
 			sub, err := evil.nc.SubscribeSync(subj)
@@ -286,6 +293,11 @@ func TestTrustBoundaryUnderTheShippedPermissions(t *testing.T) {
 			natsauth.RoleApproval: {"airlock.evt.bot.x.exec.started", "$KV.airlock_executions.x", "airlock.req.bot.x"},
 			natsauth.RoleGateway:  {"airlock.evt.bot.x.approved", "$KV.airlock_grants.x", "airlock.api.approval.grants.create"},
 		}
+		// Every role's requests at once; then what each was told.
+		answered := map[string][]error{}
+		watched := map[string]*hostile{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
 		for role, subjects := range forbidden {
 			nc, _ := p.nats.Connect(role)
 			w := &hostile{t: t, agent: role, nc: nc}
@@ -294,12 +306,28 @@ func TestTrustBoundaryUnderTheShippedPermissions(t *testing.T) {
 				w.errs = append(w.errs, err.Error())
 				w.mu.Unlock()
 			})
-			for _, subj := range subjects {
-				if err := w.request(subj, []byte("x")); err == nil {
+			watched[role] = w
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				data := make([][]byte, len(subjects))
+				for i := range data {
+					data[i] = []byte("x")
+				}
+				errs := w.requestEach(subjects, data)
+				mu.Lock()
+				answered[role] = errs
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		for role, subjects := range forbidden {
+			for i, subj := range subjects {
+				if answered[role][i] == nil {
 					t.Errorf("%s: %s was answered", role, subj)
 					continue
 				}
-				w.refused(subj)
+				watched[role].refused(subj)
 			}
 		}
 		// The events stream refuses purges and message deletes from anyone,

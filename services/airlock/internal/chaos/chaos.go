@@ -116,7 +116,15 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 	dir, _ = filepath.Abs(dir)
 	l := &layout{dir: dir, bin: o.Binary, logDir: filepath.Join(dir, "logs"), keysDir: filepath.Join(dir, "keys"), chReplicas: o.ClickHouseReplicas}
-	defer l.tearDown()
+	remove := false // a clean run's temporary directory goes once every process writing in it stopped
+	defer func() {
+		l.tearDown()
+		if remove {
+			if err := os.RemoveAll(dir); err != nil {
+				progress("could not remove the run directory %s: %v", dir, err)
+			}
+		}
+	}()
 	progress("seed %d, %s schedule, %d calls; run directory %s", o.Seed, p.name, p.calls, dir)
 	if err := setUp(ctx, l, p, append(append([]string(nil), loadAgents...), probeAgent), o.Seed, progress); err != nil {
 		return Report{RunDir: dir, Seed: o.Seed}, fmt.Errorf("start the production layout: %w (logs in %s)", err, l.logDir)
@@ -171,7 +179,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		return rep, fmt.Errorf("write the report: %w", err)
 	}
 	if rep.Violations == 0 && temp && !o.Keep {
-		defer os.RemoveAll(dir)
+		remove = true
 		rep.RunDir = ""
 	}
 	return rep, nil
