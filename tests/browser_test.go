@@ -19,6 +19,17 @@ const chromiumPath = "/usr/bin/chromium"
 
 // browserContext starts headless Debian Chromium with a fresh profile and
 // collects console errors (a Content-Security-Policy violation shows there).
+// browserTmp is a short temporary directory removed when t ends.
+func browserTmp(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "cr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
 func browserContext(t *testing.T) (context.Context, func() []string) {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
@@ -36,23 +47,18 @@ func browserContext(t *testing.T) (context.Context, func() []string) {
 		chromedp.UserDataDir(t.TempDir()),
 		// Chromium makes a directory for its singleton socket under TMPDIR
 		// and removes it only when it exits cleanly: one killed browser left
-		// one in /tmp for good. The test's own dir is removed with the test.
-		chromedp.Env("TMPDIR=" + t.TempDir()),
+		// one in /tmp for good. A short dir of the test's own (a socket's
+		// path must fit in 108 bytes, which a t.TempDir under a long test
+		// name does not), removed after the browser has exited.
+		chromedp.Env("TMPDIR=" + browserTmp(t)),
 		chromedp.WindowSize(1280, 900),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(func() {
-		// Close the browser and wait for it to exit before its directories
-		// are removed; killed (the context's end) only if it does not.
-		closing, cancelClosing := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		_ = chromedp.Cancel(closing)
-		cancelClosing()
-		cancelTimeout()
-		cancelCtx()
-		cancelAlloc()
-	})
+	// The allocator's cancel waits for the browser to exit (and removes its
+	// profile) before the test's directories are removed.
+	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
 
 	var mu sync.Mutex
 	var problems []string
