@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/airlock-gate/airlock/services/shared/child"
+	"github.com/airlock-gate/airlock/services/shared/freeport"
 )
 
 // ErrNotInstalled is returned when no clickhouse-server binary is on PATH.
@@ -94,7 +95,7 @@ func NewCluster(dir string, n int, zooKeeper, cluster string) ([]*Server, error)
 	ports := make([]int, n)
 	peers := make([]string, n)
 	for i := range ports {
-		p, err := freePort()
+		p, err := freeport.Pick()
 		if err != nil {
 			return nil, err
 		}
@@ -149,15 +150,15 @@ func newServer(dir string, tcpPort int, users, probeUser, probePassword string, 
 	}
 	s := &Server{Dir: abs, bin: bin, TCPPort: tcpPort, probeUser: probeUser, probePassword: probePassword, replica: replica}
 	if s.TCPPort == 0 {
-		if s.TCPPort, err = freePort(); err != nil {
+		if s.TCPPort, err = freeport.Pick(); err != nil {
 			return nil, err
 		}
 	}
-	if s.HTTPPort, err = freePort(); err != nil {
+	if s.HTTPPort, err = freeport.Pick(); err != nil {
 		return nil, err
 	}
 	if replica != nil {
-		if s.InterserverPort, err = freePort(); err != nil {
+		if s.InterserverPort, err = freeport.Pick(); err != nil {
 			return nil, err
 		}
 	}
@@ -297,15 +298,6 @@ func appendUvarint(b []byte, v uint64) []byte {
 		v >>= 7
 	}
 	return append(b, byte(v))
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func (s *Server) config() string {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlock-gate/airlock/services/shared/child"
+	"github.com/airlock-gate/airlock/services/shared/freeport"
 )
 
 // ErrZooKeeperNotInstalled is returned when Java or ZooKeeper's jar is missing.
@@ -58,7 +59,7 @@ func NewZooKeeper(dir string) (*ZooKeeper, error) {
 		return nil, fmt.Errorf("zookeeper dir %s: %w", dir, err)
 	}
 	z := &ZooKeeper{Dir: abs, java: java, jar: jar}
-	if z.Port, err = freePort(); err != nil {
+	if z.Port, err = freeport.Pick(); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Join(abs, "data"), 0o755); err != nil {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/airlock-gate/airlock/services/shared/freeport"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -162,15 +163,9 @@ func (s *Server) Stop() {
 	s.WaitForShutdown()
 }
 
-// FreePort returns a loopback TCP port nobody listens on right now.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// FreePort returns a loopback TCP port nobody listens on right now
+// (freeport.Pick).
+func FreePort() (int, error) { return freeport.Pick() }
 
 // StartCluster starts n JetStream nodes on loopback that route to each
 // other, with stores under dir/<name>, and waits until JetStream is ready.

@@ -1,0 +1,55 @@
+// Package freeport picks loopback TCP ports for servers that must be told
+// their port before they start (a NATS cluster's routes, ClickHouse's
+// configuration, `airlock dev --nats-port` in tests).
+package freeport
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+)
+
+// Pick returns a loopback TCP port nobody listens on right now, chosen below
+// the kernel's ephemeral port range where it can. A port from that range
+// (what binding port 0 gives) may be taken by any outgoing connection
+// between this check and the server's own bind: under a busy test run a
+// cluster node then could not listen and "did not start within 30s". Below
+// the range only another listener can take it, and a random pick makes two
+// callers choosing the same port unlikely.
+func Pick() (int, error) {
+	if lo, hi := belowEphemeral(); hi > lo {
+		for range 64 {
+			p := lo + rand.IntN(hi-lo)
+			if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
+				_ = l.Close()
+				return p, nil
+			}
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// lowest is the first port Pick considers: above the registered ports most
+// local services listen on.
+const lowest = 20000
+
+// belowEphemeral is the range [lowest, first ephemeral port) on Linux, or
+// empty where the ephemeral range cannot be read or starts too low.
+func belowEphemeral() (lo, hi int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	var first, last int
+	if _, err := fmt.Sscan(string(b), &first, &last); err != nil || first < lowest+1000 {
+		return 0, 0
+	}
+	return lowest, first
+}
