@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -51,7 +53,10 @@ func AirlockBinary(t testing.TB) string {
 			"which removes the build when the tests end: func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }")
 	}
 	binary.once.Do(func() {
-		dir, err := os.MkdirTemp("", "airlock-bin-")
+		removeOrphanBuilds(os.TempDir())
+		// The owner's pid in the name lets a later run remove the build of
+		// a test binary that crashed before Run could.
+		dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", buildPrefix, os.Getpid()))
 		if err != nil {
 			binary.err = err
 			return
@@ -67,6 +72,35 @@ func AirlockBinary(t testing.TB) string {
 		t.Fatal(binary.err)
 	}
 	return binary.path
+}
+
+// buildPrefix starts the name of each test binary's airlock build directory:
+// airlock-bin-<pid of the test binary>-<random>.
+const buildPrefix = "airlock-bin-"
+
+// removeOrphanBuilds removes the airlock builds under tmp whose test binary
+// is no longer running (it crashed, or was killed, before Run removed its
+// build); a build of a running one, or one named otherwise, stays.
+func removeOrphanBuilds(tmp string) {
+	dirs, _ := filepath.Glob(filepath.Join(tmp, buildPrefix+"*-*"))
+	for _, dir := range dirs {
+		pid, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(filepath.Base(dir), buildPrefix), "-", 2)[0])
+		if err != nil || pid <= 0 || pid == os.Getpid() || alive(pid) {
+			continue
+		}
+		_ = os.RemoveAll(dir) // best effort: another run may be removing it too
+	}
+}
+
+// alive reports whether a process with pid runs (signal 0 checks without
+// sending anything).
+func alive(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	err = p.Signal(syscall.Signal(0))
+	return err == nil || errors.Is(err, syscall.EPERM) // another user's process
 }
 
 // Process is a running airlock command.
