@@ -353,17 +353,21 @@ func (s *Service) fetch(ctx context.Context, cons jetstream.Consumer, out chan<-
 // failed: its row holds a fixed sentence (record.Build; a decoder's wording
 // varies per build), the decoder's words go to the log.
 func (s *Service) logUndecodable(msgs []record.Msg, rows []record.Row) {
+	var bySeq map[uint64]int // built at the first undecodable row: most batches have none
 	for _, r := range rows {
 		if r.Decision != "undecodable" {
 			continue
 		}
-		for _, m := range msgs {
-			if m.Seq == r.Seq {
-				_, err := envelope.Decode(m.Data, m.Header)
-				s.log.Warn("audit: an event does not decode; its row records it as undecodable",
-					"seq", m.Seq, "subject", m.Subject, "err", err)
+		if bySeq == nil {
+			bySeq = make(map[uint64]int, len(msgs))
+			for i, m := range msgs {
+				bySeq[m.Seq] = i
 			}
 		}
+		m := msgs[bySeq[r.Seq]]
+		_, err := envelope.Decode(m.Data, m.Header)
+		s.log.Warn("audit: an event does not decode; its row records it as undecodable",
+			"seq", m.Seq, "subject", m.Subject, "err", err)
 	}
 }
 
