@@ -219,7 +219,7 @@ func runGatewayBench(ctx context.Context, cfg config.Config, o gatewayBenchOptio
 		return nil, err
 	}
 	defer closeRT()
-	sdkCall, closeSDK, err := sdkCallOp(nc, cfg, "bench-sdk", echoArgs)
+	sdkCall, closeSDK, err := sdkCallOp(nc, cfg, "bench-sdk", echoArgs())
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +228,7 @@ func runGatewayBench(ctx context.Context, cfg config.Config, o gatewayBenchOptio
 	callResult := func(cs *mcp.ClientSession, name string) (*mcp.CallToolResult, error) {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: name, Arguments: echoArgs})
+		res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: name, Arguments: echoArgs()})
 		if err != nil {
 			return nil, err
 		}
@@ -483,7 +483,7 @@ func benchClientFloor(tool string, result json.RawMessage) http.Handler {
 }
 
 // echoArgs are the arguments of every echo call the gateway bench makes.
-var echoArgs = map[string]any{"text": "hello from the bench"}
+func echoArgs() map[string]any { return map[string]any{"text": "hello from the bench"} }
 
 // serveLoopback serves h on a loopback port until the returned stop.
 func serveLoopback(h http.Handler) (string, func(), error) {
