@@ -287,12 +287,11 @@ func runRoundtripBench(ctx context.Context, cfg config.Config, o roundtripOption
 	if counts.EventWrites > 0 {
 		payload = max(payload, int(counts.EventBytes/counts.EventWrites)-floorRecordOverhead)
 	}
-	if rep.Chain, err = benchChain(ctx, url, o, payload, callWrites); err != nil {
-		return nil, fmt.Errorf("chain floor: %w", err)
+	chains, err := benchChains(ctx, url, o, payload, callWrites, minimalWrites)
+	if err != nil {
+		return nil, fmt.Errorf("chain floor and minimal exactly-once chain: %w", err)
 	}
-	if rep.MinimalChain, err = benchChain(ctx, url, o, payload, minimalWrites); err != nil {
-		return nil, fmt.Errorf("minimal exactly-once chain: %w", err)
-	}
+	rep.Chain, rep.MinimalChain = chains[0], chains[1]
 	if rep.CPUBound.Work, err = benchWork(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -329,22 +328,44 @@ type measured struct {
 // difference of what it reads before and after the throughput run is
 // returned per completed op.
 func measure(ctx context.Context, o roundtripOptions, op func(ctx context.Context) error, count func() (callCounts, error)) (measured, callCounts, error) {
-	var m measured
-	for i := 0; i < o.Samples/10+20; i++ { // warm up connections, consumers, caches
-		if err := op(ctx); err != nil {
-			return m, callCounts{}, err
-		}
+	lat, err := timeInTurn(ctx, o, op)
+	if err != nil {
+		return measured{}, callCounts{}, err
 	}
-	lat := make([]time.Duration, 0, o.Samples)
-	for i := 0; i < o.Samples; i++ {
-		t0 := time.Now()
-		if err := op(ctx); err != nil {
-			return m, callCounts{}, err
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	m.lat = summarize(lat)
+	return measureRate(ctx, o, op, count, lat[0])
+}
 
+// timeInTurn times o.Samples sequential calls of each op, one of each in
+// turn, after a warm-up: ops compared with each other see the same moments
+// of a shared machine's load.
+func timeInTurn(ctx context.Context, o roundtripOptions, ops ...func(ctx context.Context) error) ([]latency, error) {
+	for i := 0; i < o.Samples/10+20; i++ { // warm up connections, consumers, caches
+		for _, op := range ops {
+			if err := op(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	lat := make([][]time.Duration, len(ops))
+	for i := 0; i < o.Samples; i++ {
+		for j, op := range ops {
+			t0 := time.Now()
+			if err := op(ctx); err != nil {
+				return nil, err
+			}
+			lat[j] = append(lat[j], time.Since(t0))
+		}
+	}
+	out := make([]latency, len(ops))
+	for j := range lat {
+		out[j] = summarize(lat[j])
+	}
+	return out, nil
+}
+
+// measureRate is measure's throughput run of op, with lat its latency.
+func measureRate(ctx context.Context, o roundtripOptions, op func(ctx context.Context) error, count func() (callCounts, error), lat latency) (measured, callCounts, error) {
+	m := measured{lat: lat}
 	var before callCounts
 	if count != nil {
 		var err error
@@ -441,17 +462,35 @@ func benchRawHop(ctx context.Context, url string, o roundtripOptions) (measured,
 	return m, err
 }
 
-// benchChain times a chain rig (newChainRig) as measure does the round
-// trip: the same samples one at a time, the same calls in flight.
-func benchChain(ctx context.Context, url string, o roundtripOptions, payload int, writes chainWrites) (chainFigures, error) {
-	chain, count, stop, err := newChainRig(ctx, url, make([]byte, payload), writes)
-	if err != nil {
-		return chainFigures{}, err
+// benchChains times a chain rig (newChainRig) of each writes as measure
+// does the round trip: the same samples one at a time, the chains in turn
+// (so their difference is not the machine's load changing between them),
+// then the same calls in flight, one chain after the other.
+func benchChains(ctx context.Context, url string, o roundtripOptions, payload int, writes ...chainWrites) ([]chainFigures, error) {
+	ops := make([]func(context.Context) error, len(writes))
+	counts := make([]func() (callCounts, error), len(writes))
+	for i, w := range writes {
+		op, count, stop, err := newChainRig(ctx, url, make([]byte, payload), w)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", w.prefix(), err)
+		}
+		defer stop()
+		ops[i], counts[i] = op, count
 	}
-	defer stop()
 	o.CPUProfile, o.MemProfile = "", "" // the profiles are the round trip's
-	m, counts, err := measure(ctx, o, chain, count)
-	return chainFigures{Latency: m.lat, Throughput: m.tput, Payload: payload, PerCall: counts}, err
+	lat, err := timeInTurn(ctx, o, ops...)
+	if err != nil {
+		return nil, err
+	}
+	figures := make([]chainFigures, len(writes))
+	for i := range writes {
+		m, perCall, err := measureRate(ctx, o, ops[i], counts[i], lat[i])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", writes[i].prefix(), err)
+		}
+		figures[i] = chainFigures{Latency: m.lat, Throughput: m.tput, Payload: payload, PerCall: perCall}
+	}
+	return figures, nil
 }
 
 // benchWork measures the work of a call the round trip completed on the
