@@ -80,8 +80,9 @@ type roundtripReport struct {
 	// MinimalChain is the minimal exactly-once chain (newChainRig,
 	// minimalWrites), measured the same way.
 	MinimalChain chainFigures `json:"minimal_chain"`
-	// ChainHop is the raw hop timed in turn with the two chains (one call
-	// of each), what their ratios are to.
+	// ChainHop is a raw hop timed in turn with the two chains (one call of
+	// each): the chains slow it, but it shares their moments of the
+	// machine's load.
 	ChainHop latency `json:"raw_hop_in_turn_with_chains"`
 	// CPUBound is the CPU goal's lower bound (bench_bound.go).
 	CPUBound cpuBound `json:"cpu_lower_bound"`
@@ -98,15 +99,15 @@ type roundtripReport struct {
 		P50 float64 `json:"p50"`
 		P99 float64 `json:"p99"`
 		CPU float64 `json:"cpu_per_call_to_floor"`
-		// ChainP50, ChainP99: the chain floor against the raw hop timed
-		// in turn with it (ChainHop) — the
+		// ChainP50, ChainP99: the chain floor against the raw hop — the
 		// least a call with these writes in sequence can be.
 		ChainP50 float64 `json:"chain_p50_to_raw_hop"`
 		ChainP99 float64 `json:"chain_p99_to_raw_hop"`
 		// MinimalP50, MinimalP99: the minimal exactly-once chain against
-		// ChainHop — the least any design with SPEC's guarantees can be.
-		MinimalP50 float64 `json:"minimal_chain_p50_to_raw_hop"`
-		MinimalP99 float64 `json:"minimal_chain_p99_to_raw_hop"`
+		// the raw hop; MinimalP50InTurn against ChainHop — the least any design with SPEC's guarantees can be.
+		MinimalP50       float64 `json:"minimal_chain_p50_to_raw_hop"`
+		MinimalP99       float64 `json:"minimal_chain_p99_to_raw_hop"`
+		MinimalP50InTurn float64 `json:"minimal_chain_p50_to_raw_hop_in_turn"`
 		// OverChainP50, OverChainP99, OverChainCPU: the round trip against
 		// the chain floor — what airlock adds to its writes.
 		OverChainP50 float64 `json:"round_trip_p50_to_chain"`
@@ -149,17 +150,22 @@ type chainFigures struct {
 }
 
 // minimalVerdict says what the minimal chain's p50 shows about the p50
-// goal: a chain that alone takes more than the goal leaves no room for any
-// design with its writes; otherwise what a design without a separate
-// `requested` could gain.
+// goal: a chain that alone takes more than the goal — against the raw hop
+// timed alone, which the goal is about, and against one timed in turn with
+// it, which shares its moments of load — leaves no room for any design with
+// its writes; and what a design without a separate `requested` could gain.
 func (r *roundtripReport) minimalVerdict() string {
-	hop, saved := r.ChainHop.P50us, r.Chain.Latency.P50us-r.MinimalChain.Latency.P50us
-	if r.Ratios.MinimalP50 > r.Goals.P50Max {
-		return fmt.Sprintf("above the p50 goal of %.1f× alone, so in this run no design that keeps these guarantees could meet it, whatever its own code costs (without a separate requested a call would save %.0fµs, %.2f× the raw hop)",
-			r.Goals.P50Max, saved, saved/hop)
+	hop, goal := r.RawHop.Latency.P50us, r.Goals.P50Max
+	saved := r.Chain.Latency.P50us - r.MinimalChain.Latency.P50us
+	without := fmt.Sprintf("writing no separate requested would save %.0fµs p50 (%.2f× the raw hop) of today's chain (the chains timed in turn)", saved, saved/hop)
+	switch {
+	case r.Ratios.MinimalP50 > goal && r.Ratios.MinimalP50InTurn > goal:
+		return fmt.Sprintf("above the p50 goal of %.1f× against the raw hop timed alone and against one timed in turn with it, so in this run no design that keeps these guarantees could meet it, whatever its own code costs; %s", goal, without)
+	case r.Ratios.MinimalP50 > goal:
+		return fmt.Sprintf("above the p50 goal of %.1f× against the raw hop timed alone, not against one timed in turn with it (the chains slow it; the load may have changed between the two): not shown out of reach in this run; %s", goal, without)
 	}
-	return fmt.Sprintf("below the p50 goal of %.1f×, leaving %.0fµs (%.2f× the raw hop) for a design's own work; writing no separate requested would save %.0fµs p50 (%.2f× the raw hop) of today's chain",
-		r.Goals.P50Max, (r.Goals.P50Max-r.Ratios.MinimalP50)*hop, r.Goals.P50Max-r.Ratios.MinimalP50, saved, saved/hop)
+	return fmt.Sprintf("below the p50 goal of %.1f×, leaving %.0fµs (%.2f× the raw hop) for a design's own work; %s",
+		goal, (goal-r.Ratios.MinimalP50)*hop, goal-r.Ratios.MinimalP50, without)
 }
 
 // cpuVerdict says what the CPU bounds show about the CPU goal.
@@ -308,10 +314,11 @@ func runRoundtripBench(ctx context.Context, cfg config.Config, o roundtripOption
 	rep.Ratios.P50 = rep.RoundTrip.Latency.P50us / rep.RawHop.Latency.P50us
 	rep.Ratios.P99 = rep.RoundTrip.Latency.P99us / rep.RawHop.Latency.P99us
 	rep.Ratios.CPU = rep.RoundTrip.Throughput.CPUPerOpUs / rep.FloorCPUus
-	rep.Ratios.ChainP50 = rep.Chain.Latency.P50us / rep.ChainHop.P50us
-	rep.Ratios.ChainP99 = rep.Chain.Latency.P99us / rep.ChainHop.P99us
-	rep.Ratios.MinimalP50 = rep.MinimalChain.Latency.P50us / rep.ChainHop.P50us
-	rep.Ratios.MinimalP99 = rep.MinimalChain.Latency.P99us / rep.ChainHop.P99us
+	rep.Ratios.ChainP50 = rep.Chain.Latency.P50us / rep.RawHop.Latency.P50us
+	rep.Ratios.ChainP99 = rep.Chain.Latency.P99us / rep.RawHop.Latency.P99us
+	rep.Ratios.MinimalP50 = rep.MinimalChain.Latency.P50us / rep.RawHop.Latency.P50us
+	rep.Ratios.MinimalP99 = rep.MinimalChain.Latency.P99us / rep.RawHop.Latency.P99us
+	rep.Ratios.MinimalP50InTurn = rep.MinimalChain.Latency.P50us / rep.ChainHop.P50us
 	rep.Ratios.OverChainP50 = rep.RoundTrip.Latency.P50us / rep.Chain.Latency.P50us
 	rep.Ratios.OverChainP99 = rep.RoundTrip.Latency.P99us / rep.Chain.Latency.P99us
 	if rep.Chain.Throughput.CPUPerOpUs > 0 {
@@ -737,12 +744,12 @@ func printRoundtrip(w io.Writer, r *roundtripReport) {
 	}
 	fmt.Fprintf(w, "chain floor: the call's JetStream operations in sequence, bare nats.go, %d B messages (request; delivery, append requested, publish decision, ack; delivery, append started, append completed, ack; RePublish to the agent)\n", r.Chain.Payload)
 	perChain(r.Chain.PerCall)
-	fmt.Fprintf(w, "  chain floor = %.2f× raw hop p50, %.2f× p99 (the raw hop timed in turn with the chains: %.0fµs, %.0fµs): the least a call with these writes in sequence can be\n",
-		r.Ratios.ChainP50, r.Ratios.ChainP99, r.ChainHop.P50us, r.ChainHop.P99us)
+	fmt.Fprintf(w, "  chain floor = %.2f× raw hop p50, %.2f× p99: the least a call with these writes in sequence can be\n", r.Ratios.ChainP50, r.Ratios.ChainP99)
 	fmt.Fprintf(w, "  round trip  = %.2f× chain floor p50, %.2f× p99, %.2f× its CPU per call: what airlock adds to the writes\n", r.Ratios.OverChainP50, r.Ratios.OverChainP99, r.Ratios.OverChainCPU)
 	fmt.Fprintf(w, "minimal exactly-once chain: the writes no design that keeps SPEC's guarantees can do without, bare nats.go, %d B messages (request; delivery, the decision appended as the call's first event — compare-and-append after 0, no separate requested — ack; delivery, append started (the claim), append completed, ack; RePublish to the agent)\n", m.Payload)
 	perChain(m.PerCall)
-	fmt.Fprintf(w, "  minimal chain = %.2f× raw hop p50, %.2f× p99: %s\n", r.Ratios.MinimalP50, r.Ratios.MinimalP99, r.minimalVerdict())
+	fmt.Fprintf(w, "  minimal chain = %.2f× raw hop p50, %.2f× p99; %.2f× p50 a raw hop timed in turn with the chains (%.0fµs): %s\n",
+		r.Ratios.MinimalP50, r.Ratios.MinimalP99, r.Ratios.MinimalP50InTurn, r.ChainHop.P50us, r.minimalVerdict())
 	b := r.CPUBound
 	fmt.Fprintf(w, "CPU lower bound: the work every call does besides its messaging, each piece alone on the events of a call the round trip completed:\n")
 	for _, p := range b.Work {

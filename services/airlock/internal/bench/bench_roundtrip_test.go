@@ -29,7 +29,7 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 		rep.Chain.Latency.P50us, rep.Chain.Latency.P99us, rep.Chain.Throughput.PerSecond, rep.Chain.Throughput.CPUPerOpUs,
 		rep.Ratios.ChainP50, rep.Ratios.ChainP99, rep.Ratios.OverChainP50, rep.Ratios.OverChainP99, rep.Ratios.OverChainCPU,
 		rep.MinimalChain.Latency.P50us, rep.MinimalChain.Latency.P99us, rep.MinimalChain.Throughput.PerSecond, rep.MinimalChain.Throughput.CPUPerOpUs,
-		rep.Ratios.MinimalP50, rep.Ratios.MinimalP99, rep.ChainHop.P50us, rep.ChainHop.P99us,
+		rep.Ratios.MinimalP50, rep.Ratios.MinimalP99, rep.ChainHop.P50us, rep.ChainHop.P99us, rep.Ratios.MinimalP50InTurn,
 		rep.CPUBound.WorkUs, rep.CPUBound.MinimalUs, rep.CPUBound.MinimalFloorUs, rep.CPUBound.CallUs,
 		rep.CPUBound.MinimalToOwnFloor, rep.CPUBound.MinimalToFloor, rep.CPUBound.CallToFloor}
 	for i, f := range figures {
