@@ -104,7 +104,8 @@ type roundtripReport struct {
 		ChainP50 float64 `json:"chain_p50_to_raw_hop"`
 		ChainP99 float64 `json:"chain_p99_to_raw_hop"`
 		// MinimalP50, MinimalP99: the minimal exactly-once chain against
-		// the raw hop; MinimalP50InTurn against ChainHop — the least any design with SPEC's guarantees can be.
+		// the raw hop — the least any design with SPEC's guarantees can
+		// be; MinimalP50InTurn: its p50 against ChainHop.
 		MinimalP50       float64 `json:"minimal_chain_p50_to_raw_hop"`
 		MinimalP99       float64 `json:"minimal_chain_p99_to_raw_hop"`
 		MinimalP50InTurn float64 `json:"minimal_chain_p50_to_raw_hop_in_turn"`
