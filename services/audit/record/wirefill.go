@@ -48,7 +48,7 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 	// The envelope, read in a plain loop: it is the first thing every event
 	// costs. A field it does not read keeps the last field's result.
 	for rest := data; len(rest) > 0; {
-		num, typ, raw, next, ok := nextField(rest)
+		num, typ, raw, next, ok := pbwire.Next(rest)
 		if !ok {
 			return false
 		}
@@ -215,7 +215,7 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 			if !callWire.has[n] {
 				continue
 			}
-			t, raw := callWire.typ[n], callWire.raw[n]
+			t, raw := callWire.typ[n], callWire.val[n]
 			switch n {
 			case 3:
 				thread, ok = pbwire.String(t, raw)
@@ -375,24 +375,10 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 	return true
 }
 
-// nextField splits the first field off data: its number, wire type and
-// value bytes (tag excluded), and what follows it.
-func nextField(data []byte) (num protowire.Number, typ protowire.Type, raw, rest []byte, ok bool) {
-	num, typ, n := protowire.ConsumeTag(data)
-	if n < 0 {
-		return 0, 0, nil, nil, false
-	}
-	m := protowire.ConsumeFieldValue(num, typ, data[n:])
-	if m < 0 {
-		return 0, 0, nil, nil, false
-	}
-	return num, typ, data[n : n+m], data[n+m:], true
-}
-
 // readActor reads an Actor's type, id and channel.
 func readActor(data []byte, typ *int32, id, channel *string) bool {
 	for len(data) > 0 {
-		num, t, raw, rest, ok := nextField(data)
+		num, t, raw, rest, ok := pbwire.Next(data)
 		if !ok {
 			return false
 		}
@@ -406,6 +392,10 @@ func readActor(data []byte, typ *int32, id, channel *string) bool {
 			*id, ok = pbwire.String(t, raw)
 		case 3:
 			*channel, ok = pbwire.String(t, raw)
+		case 4:
+			// Not a column, but the decoder refuses invalid UTF-8 in it:
+			// so does this path, or the row would not be the generic one.
+			_, ok = pbwire.String(t, raw)
 		}
 		if !ok {
 			return false

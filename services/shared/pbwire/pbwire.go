@@ -1,6 +1,10 @@
 // Package pbwire reads protobuf fields straight from their encoded bytes,
 // for the hot paths that must not decode whole messages (the audit sink's
 // rows and argument digests).
+//
+// A field's value is what Next gives: for a length-delimited field (string,
+// bytes, message) the bytes inside its length, for any other the encoded
+// value itself. Bytes, String and Varint read such a value.
 package pbwire
 
 import (
@@ -10,49 +14,81 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
+// Next splits the first field off data: its number, wire type and value,
+// and what follows it. ok is false when data does not start with a
+// well-formed field, exactly where protowire.ConsumeTag and
+// ConsumeFieldValue refuse it. Tags of fields 1–15 and lengths and varints
+// below 128 — nearly every one — are read here without a further call: this
+// is the innermost loop of the audit sink.
+func Next(data []byte) (num protowire.Number, typ protowire.Type, val, rest []byte, ok bool) {
+	if len(data) >= 2 && data[0] >= 1<<3 && data[0] < 0x80 && data[1] < 0x80 {
+		num, typ = protowire.Number(data[0]>>3), protowire.Type(data[0]&7)
+		switch typ {
+		case protowire.BytesType:
+			if end := 2 + int(data[1]); end <= len(data) {
+				return num, typ, data[2:end], data[end:], true
+			}
+			return 0, 0, nil, nil, false
+		case protowire.VarintType:
+			return num, typ, data[1:2], data[2:], true
+		}
+	}
+	return nextSlow(data)
+}
+
+func nextSlow(data []byte) (num protowire.Number, typ protowire.Type, val, rest []byte, ok bool) {
+	num, typ, n := protowire.ConsumeTag(data)
+	if n < 0 {
+		return 0, 0, nil, nil, false
+	}
+	m := protowire.ConsumeFieldValue(num, typ, data[n:])
+	if m < 0 {
+		return 0, 0, nil, nil, false
+	}
+	val, rest = data[n:n+m], data[n+m:]
+	if typ == protowire.BytesType {
+		val, _ = protowire.ConsumeBytes(val) // well-formed: ConsumeFieldValue read it
+	}
+	return num, typ, val, rest, true
+}
+
 // EachField calls fn with every field of the encoded message data, in
 // order, until fn returns false. It reports false when data is malformed or
 // fn stopped.
-func EachField(data []byte, fn func(num protowire.Number, typ protowire.Type, raw []byte) bool) bool {
+func EachField(data []byte, fn func(num protowire.Number, typ protowire.Type, val []byte) bool) bool {
 	for len(data) > 0 {
-		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 {
+		num, typ, val, rest, ok := Next(data)
+		if !ok || !fn(num, typ, val) {
 			return false
 		}
-		m := protowire.ConsumeFieldValue(num, typ, data[n:])
-		if m < 0 || !fn(num, typ, data[n:n+m]) {
-			return false
-		}
-		data = data[n+m:]
+		data = rest
 	}
 	return true
 }
 
 // Bytes reads a length-delimited field (bytes, string or message).
-func Bytes(typ protowire.Type, raw []byte) ([]byte, bool) {
-	if typ != protowire.BytesType {
-		return nil, false
-	}
-	v, n := protowire.ConsumeBytes(raw)
-	return v, n >= 0
+func Bytes(typ protowire.Type, val []byte) ([]byte, bool) {
+	return val, typ == protowire.BytesType
 }
 
 // String reads a string field as a view of the encoded bytes, so it is
 // valid only as long as they are unchanged: copy it before keeping it.
 // Invalid UTF-8 is refused, as protobuf refuses it in a string.
-func String(typ protowire.Type, raw []byte) (string, bool) {
-	v, ok := Bytes(typ, raw)
-	if !ok || !utf8.Valid(v) {
+func String(typ protowire.Type, val []byte) (string, bool) {
+	if typ != protowire.BytesType || !utf8.Valid(val) {
 		return "", false
 	}
-	return unsafe.String(unsafe.SliceData(v), len(v)), true
+	return unsafe.String(unsafe.SliceData(val), len(val)), true
 }
 
 // Varint reads a varint field.
-func Varint(typ protowire.Type, raw []byte) (uint64, bool) {
+func Varint(typ protowire.Type, val []byte) (uint64, bool) {
 	if typ != protowire.VarintType {
 		return 0, false
 	}
-	v, n := protowire.ConsumeVarint(raw)
+	if len(val) == 1 {
+		return uint64(val[0]), true // Next read it: below 128
+	}
+	v, n := protowire.ConsumeVarint(val)
 	return v, n >= 0
 }
