@@ -109,11 +109,12 @@ func build(m Msg, a *Arena) Row {
 	return buildGeneric(r, m)
 }
 
-// Arena keeps the strings of a batch of rows in a few large buffers that
-// are used again for the next batch, instead of one allocation per row: the
-// sink's rows live only until their batch is inserted, and what it
-// allocates per event is what drives its garbage collection. One Arena
-// serves one goroutine.
+// Arena keeps what a batch of rows writes (payloads, joined columns) in a
+// few large buffers that are used again for the next batch, instead of one
+// allocation per row, and lets the other columns be views of the messages
+// they were read from: the sink's rows live only until their batch is
+// inserted, and what it allocates or copies per event is what its CPU
+// goes on. One Arena serves one goroutine.
 type Arena struct {
 	chunks [][]byte
 	cur    int
@@ -121,24 +122,31 @@ type Arena struct {
 	// modes): a batch's decisions redact the same few paths.
 	argModes map[string]*argModes
 	key      []byte
-	// Scratch of one build: a joined column, the last timestamp, the
-	// call's fields as the payload's transcoder read them.
-	joined  []byte
+	// Scratch of one build: the last timestamp, the call's fields as the
+	// payload's transcoder read them.
 	seconds secondsText
 	call    callFields
 }
 
-// join returns the concatenation of parts, in a's scratch when a is not nil:
-// valid until the next join, so only for a column intern copies at once.
+// join returns the concatenation of parts, written into a when a is not nil.
 func (a *Arena) join(parts ...string) string {
 	if a == nil {
 		return strings.Join(parts, "")
 	}
-	a.joined = a.joined[:0]
+	n := 0
 	for _, p := range parts {
-		a.joined = append(a.joined, p...)
+		n += len(p)
 	}
-	return unsafe.String(unsafe.SliceData(a.joined), len(a.joined))
+	if n == 0 {
+		return ""
+	}
+	c := a.reserve(n)
+	start := len(c)
+	for _, p := range parts {
+		c = append(c, p...)
+	}
+	a.chunks[a.cur] = c
+	return unsafe.String(&c[start], n)
 }
 
 // modes returns withheldModes(body) when withhold, else maskModes(body,
@@ -191,8 +199,11 @@ func boolByte(b bool) byte {
 
 const arenaChunk = 1 << 20
 
-// Build is Build with the row's strings in a: they stay valid until a.Reset.
-// A row's PrevHash and Hash (set by a Sealer) are not in the arena.
+// Build is Build for a batch: the row's payload and joined columns are
+// written into a, its other strings may be views of m's subject and data,
+// so m.Data must stay unchanged until a.Reset (the stream client gives each
+// message bytes of its own). A row's PrevHash and Hash (set by a Sealer)
+// are not in the arena.
 func (a *Arena) Build(m Msg) Row { return build(m, a) }
 
 // Reset makes a's buffers free for new rows: every row built since the last
@@ -224,25 +235,6 @@ func (a *Arena) reserve(n int) []byte {
 	}
 	a.chunks = append(a.chunks, make([]byte, 0, max(arenaChunk, n)))
 	return a.chunks[a.cur]
-}
-
-// own copies each string into the arena, one after the other.
-func (a *Arena) own(fields []*string) {
-	n := 0
-	for _, f := range fields {
-		n += len(*f)
-	}
-	c := a.reserve(n)
-	for _, f := range fields {
-		if len(*f) == 0 {
-			*f = ""
-			continue
-		}
-		start := len(c)
-		c = append(c, *f...)
-		*f = unsafe.String(&c[start], len(*f))
-	}
-	a.chunks[a.cur] = c
 }
 
 // payloadRoom is the room the wire path leaves for a payload written

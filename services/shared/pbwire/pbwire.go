@@ -17,20 +17,42 @@ import (
 // Next splits the first field off data: its number, wire type and value,
 // and what follows it. ok is false when data does not start with a
 // well-formed field, exactly where protowire.ConsumeTag and
-// ConsumeFieldValue refuse it. Tags of fields 1–15 and lengths and varints
-// below 128 — nearly every one — are read here without a further call: this
+// ConsumeFieldValue refuse it. Tags, lengths and varints of one or two
+// bytes — nearly every one — are read here without a further call: this
 // is the innermost loop of the audit sink.
 func Next(data []byte) (num protowire.Number, typ protowire.Type, val, rest []byte, ok bool) {
-	if len(data) >= 2 && data[0] >= 1<<3 && data[0] < 0x80 && data[1] < 0x80 {
-		num, typ = protowire.Number(data[0]>>3), protowire.Type(data[0]&7)
-		switch typ {
-		case protowire.BytesType:
-			if end := 2 + int(data[1]); end <= len(data) {
-				return num, typ, data[2:end], data[end:], true
-			}
-			return 0, 0, nil, nil, false
-		case protowire.VarintType:
-			return num, typ, data[1:2], data[2:], true
+	var tag uint64
+	var i int
+	switch {
+	case len(data) >= 2 && data[0] < 0x80:
+		tag, i = uint64(data[0]), 1
+	case len(data) >= 3 && data[1] < 0x80:
+		tag, i = uint64(data[0]&0x7f)|uint64(data[1])<<7, 2
+	default:
+		return nextSlow(data)
+	}
+	num, typ = protowire.Number(tag>>3), protowire.Type(tag&7)
+	if num == 0 {
+		return nextSlow(data) // refused there
+	}
+	switch typ {
+	case protowire.BytesType:
+		var n uint64
+		switch {
+		case data[i] < 0x80:
+			n, i = uint64(data[i]), i+1
+		case i+1 < len(data) && data[i+1] < 0x80:
+			n, i = uint64(data[i]&0x7f)|uint64(data[i+1])<<7, i+2
+		default:
+			return nextSlow(data)
+		}
+		if end := uint64(i) + n; end <= uint64(len(data)) {
+			return num, typ, data[i:end], data[end:], true
+		}
+		return 0, 0, nil, nil, false
+	case protowire.VarintType:
+		if data[i] < 0x80 {
+			return num, typ, data[i : i+1], data[i+1:], true
 		}
 	}
 	return nextSlow(data)
@@ -81,13 +103,23 @@ func String(typ protowire.Type, val []byte) (string, bool) {
 	return unsafe.String(unsafe.SliceData(val), len(val)), true
 }
 
+// View is String without the UTF-8 check, for a string field the caller
+// checks another way (the audit's transcoder renders every string of an
+// event's body, and refuses the event when one is not UTF-8).
+func View(typ protowire.Type, val []byte) (string, bool) {
+	if typ != protowire.BytesType {
+		return "", false
+	}
+	return unsafe.String(unsafe.SliceData(val), len(val)), true
+}
+
 // Varint reads a varint field.
 func Varint(typ protowire.Type, val []byte) (uint64, bool) {
 	if typ != protowire.VarintType {
 		return 0, false
 	}
-	if len(val) == 1 {
-		return uint64(val[0]), true // Next read it: below 128
+	if len(val) == 1 && val[0] < 0x80 {
+		return uint64(val[0]), true
 	}
 	v, n := protowire.ConsumeVarint(val)
 	return v, n >= 0
