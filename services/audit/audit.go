@@ -390,7 +390,7 @@ func newRowBatch(bufs *batchBufs, size int, log *slog.Logger) *rowBatch {
 func (b *rowBatch) add(m record.Msg) {
 	rows := append(b.buf.rows, record.Row{})
 	r := &rows[len(rows)-1]
-	*r = b.buf.arena.Build(m)
+	b.buf.arena.BuildInto(r, m)
 	b.buf.rows = rows
 	if r.Decision == "undecodable" {
 		// Its row holds a fixed sentence (record.Build; a decoder's wording

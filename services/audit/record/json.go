@@ -151,6 +151,11 @@ type secondsText struct {
 
 // appendTimestampCached is appendTimestampOf using and updating c (nil: no cache).
 func appendTimestampCached(b []byte, secs, nanos int64, c *secondsText) []byte {
+	if c != nil && c.n > 0 && c.secs == secs && nanos >= 0 && nanos < 1e9 {
+		// The same second as the last (normalised already, as time.Unix
+		// would): no calendar to work out.
+		return appendNanos(append(b, c.text[:c.n]...), int(nanos))
+	}
 	t := time.Unix(secs, nanos).UTC()
 	if c != nil && c.n > 0 && c.secs == t.Unix() {
 		b = append(b, c.text[:c.n]...)
@@ -161,7 +166,7 @@ func appendTimestampCached(b []byte, secs, nanos int64, c *secondsText) []byte {
 			c.secs, c.n = t.Unix(), copy(c.text[:], b[start:])
 		}
 	}
-	return appendFraction(b, t)
+	return appendNanos(b, t.Nanosecond())
 }
 
 // appendSeconds writes the opening quote and t up to its whole seconds.
@@ -188,9 +193,9 @@ func appendSeconds(b []byte, t time.Time) []byte {
 	return b
 }
 
-// appendFraction writes t's fraction of a second and the closing "Z\"".
-func appendFraction(b []byte, t time.Time) []byte {
-	ns := t.Nanosecond()
+// appendNanos writes the fraction of a second ns (0 ≤ ns < 1e9) and the
+// closing "Z\"".
+func appendNanos(b []byte, ns int) []byte {
 	switch {
 	case ns == 0:
 	case ns%1e6 == 0:

@@ -94,19 +94,25 @@ type Msg struct {
 // fails: a message that does not decode still becomes a row (type from the
 // subject, reason saying why, an escaped excerpt as payload), so the chain
 // has no holes and the bad message is on record.
-func Build(m Msg) Row { return build(m, nil) }
+func Build(m Msg) Row {
+	var r Row
+	build(&r, m, nil)
+	return r
+}
 
-func build(m Msg, a *Arena) Row {
-	r := Row{Seq: m.Seq, Time: m.Time.UTC().Truncate(time.Millisecond)}
+// build builds m's row into *r, which is a zero Row.
+func build(r *Row, m Msg, a *Arena) {
+	r.Seq, r.Time = m.Seq, m.Time.UTC().Truncate(time.Millisecond)
 	// The events every call produces are read straight from the wire
 	// (buildWire); the rest, and any bytes it does not handle, are decoded.
-	if w := r; !envelope.IsJSON(m.Header) && buildWire(&w, m.Subject, m.Data, a) {
-		return w // a failed attempt leaves w half-filled with views of m.Data: it is dropped
+	if !envelope.IsJSON(m.Header) && buildWire(r, m.Subject, m.Data, a) {
+		return
 	}
+	*r = Row{Seq: r.Seq, Time: r.Time} // a failed attempt leaves it half-filled
 	if agent, call, typ, ok := subject.Tokens(m.Subject); ok {
 		r.Agent, r.Call, r.Type = agent, call, typ
 	}
-	return buildGeneric(r, m)
+	*r = buildGeneric(*r, m)
 }
 
 // Arena keeps what a batch of rows writes (payloads, joined columns) in a
@@ -204,7 +210,15 @@ const arenaChunk = 1 << 20
 // so m.Data must stay unchanged until a.Reset (the stream client gives each
 // message bytes of its own). A row's PrevHash and Hash (set by a Sealer)
 // are not in the arena.
-func (a *Arena) Build(m Msg) Row { return build(m, a) }
+func (a *Arena) Build(m Msg) Row {
+	var r Row
+	build(&r, m, a)
+	return r
+}
+
+// BuildInto is Build into *r, which must be a zero Row: the sink builds
+// each row in its batch's slice instead of copying it there.
+func (a *Arena) BuildInto(r *Row, m Msg) { build(r, m, a) }
 
 // Reset makes a's buffers free for new rows: every row built since the last
 // Reset must no longer be used.

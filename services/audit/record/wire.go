@@ -564,10 +564,7 @@ func (t *transcoder) structWith(b, data []byte, mode argMode, path []step) ([]by
 			}
 			switch num {
 			case 1:
-				if !utf8.Valid(v) {
-					return nil, false
-				}
-				f.key = v
+				f.key = v // checked as it is written
 			case 2:
 				f.val = v
 			}
@@ -587,9 +584,11 @@ func (t *transcoder) structWith(b, data []byte, mode argMode, path []step) ([]by
 		// The key is only read while this call runs: a string view of the
 		// bytes saves a copy per key (the sink's hottest allocation).
 		key := unsafe.String(unsafe.SliceData(f.key), len(f.key))
-		b = appendString(b, key)
-		b = append(b, ':')
 		var ok bool
+		if b, ok = appendUTF8(b, f.key); !ok {
+			return nil, false
+		}
+		b = append(b, ':')
 		if b, ok = t.structValue(b, f.val, mode, append(path, step{key: key, idx: -1})); !ok {
 			return nil, false
 		}
