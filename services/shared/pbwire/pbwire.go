@@ -17,9 +17,9 @@ import (
 // Next splits the first field off data: its number, wire type and value,
 // and what follows it. ok is false when data does not start with a
 // well-formed field, exactly where protowire.ConsumeTag and
-// ConsumeFieldValue refuse it. Tags, lengths and varints of one or two
-// bytes — nearly every one — are read here without a further call: this
-// is the innermost loop of the audit sink.
+// ConsumeFieldValue refuse it. Tags and lengths of one or two bytes and
+// varints — nearly every field — are read here without a further call:
+// this is the innermost loop of the audit sink.
 func Next(data []byte) (num protowire.Number, typ protowire.Type, val, rest []byte, ok bool) {
 	var tag uint64
 	var i int
@@ -51,8 +51,13 @@ func Next(data []byte) (num protowire.Number, typ protowire.Type, val, rest []by
 		}
 		return 0, 0, nil, nil, false
 	case protowire.VarintType:
-		if data[i] < 0x80 {
-			return num, typ, data[i : i+1], data[i+1:], true
+		for j := i; j < len(data) && j < i+10; j++ {
+			if data[j] < 0x80 {
+				if j == i+9 && data[j] > 1 {
+					break // past 64 bits: refused there
+				}
+				return num, typ, data[i : j+1], data[j+1:], true
+			}
 		}
 	}
 	return nextSlow(data)

@@ -48,6 +48,14 @@ func TestNextReadsAFieldAsProtowireDoes(t *testing.T) {
 		}
 	}
 	checkNext(t, nil)
+	// Varints of every length, and one past 64 bits.
+	for n := 1; n <= 11; n++ {
+		for _, last := range []byte{0x00, 0x01, 0x02, 0x7f} {
+			v := append(bytes.Repeat([]byte{0xff}, n-1), last)
+			checkNext(t, append([]byte{0x08}, v...))
+			checkNext(t, append(append([]byte{0x08}, v...), 0x10, 0x01))
+		}
+	}
 }
 
 // FuzzNext is the same check over fuzzed bytes.
