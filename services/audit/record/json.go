@@ -208,13 +208,27 @@ func appendNanos(b []byte, ns int) []byte {
 	return append(b, `Z"`...)
 }
 
-// appendDigits writes n (≥ 0) zero-padded to width digits.
+// appendDigits writes n (≥ 0, below 1e10) zero-padded to width digits,
+// two at a time: every timestamp's nanoseconds go through here.
 func appendDigits(b []byte, n, width int) []byte {
+	const pairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
+		"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
+		"8081828384858687888990919293949596979899"
 	var d [10]byte
 	i := len(d)
-	for ; n > 0 || i > len(d)-width; n /= 10 {
+	for n >= 10 {
+		r := n % 100
+		n /= 100
+		i -= 2
+		d[i], d[i+1] = pairs[2*r], pairs[2*r+1]
+	}
+	if n > 0 || i == len(d) {
 		i--
-		d[i] = byte('0' + n%10)
+		d[i] = byte('0' + n)
+	}
+	for i > len(d)-width {
+		i--
+		d[i] = '0'
 	}
 	return append(b, d[i:]...)
 }

@@ -123,9 +123,10 @@ func Varint(typ protowire.Type, val []byte) (uint64, bool) {
 	if typ != protowire.VarintType {
 		return 0, false
 	}
-	if len(val) == 1 && val[0] < 0x80 {
-		return uint64(val[0]), true
+	// val is one whole varint, as Next gives it.
+	var v uint64
+	for i, c := range val {
+		v |= uint64(c&0x7f) << (7 * uint(i))
 	}
-	v, n := protowire.ConsumeVarint(val)
-	return v, n >= 0
+	return v, len(val) > 0 && len(val) <= 10
 }

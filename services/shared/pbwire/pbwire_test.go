@@ -30,6 +30,12 @@ func checkNext(t *testing.T, data []byte) {
 	if num != wnum || typ != wtyp || !bytes.Equal(val, wval) || !bytes.Equal(rest, data[n+m:]) {
 		t.Fatalf("% x: got %d/%d % x rest % x; protowire %d/%d % x rest % x", data, num, typ, val, rest, wnum, wtyp, wval, data[n+m:])
 	}
+	if typ == protowire.VarintType {
+		v, ok := Varint(typ, val)
+		if wv, _ := protowire.ConsumeVarint(wval); !ok || v != wv {
+			t.Fatalf("% x: varint %d (%v), protowire %d", data, v, ok, wv)
+		}
+	}
 }
 
 // TestNextReadsAFieldAsProtowireDoes: every first two bytes, with a third
