@@ -34,6 +34,9 @@ type consoleSuggest struct {
 	// replayed, when set (tests), is called as each computation starts;
 	// the function it returns as it ends.
 	replayed func() (ended func())
+	// waiting, when set (tests), is called when a request finds a
+	// computation running and waits for it instead of starting one.
+	waiting func()
 
 	mu      sync.Mutex
 	key     string // the state rep was computed for ("": none)
@@ -79,6 +82,8 @@ func (s *consoleSuggest) Suggestions(ctx context.Context) (console.SuggestionRep
 			f = &suggestFlight{key: key, done: make(chan struct{})}
 			s.running = f
 			go s.compute(context.WithoutCancel(ctx), rules, f)
+		} else if s.waiting != nil {
+			s.waiting()
 		}
 		s.mu.Unlock()
 		select {

@@ -46,9 +46,10 @@ type learnWorld struct {
 	base string
 	// replays counts the console's computations of its Suggestions page;
 	// mostAtOnce is the most that ran at one time; a computation waits for
-	// hold to close while hold is set.
-	replays, mostAtOnce *atomic.Int64
-	hold                *atomic.Pointer[chan struct{}]
+	// hold to close while hold is set. waits counts the requests that found
+	// a computation running and waited for it.
+	replays, mostAtOnce, waits *atomic.Int64
+	hold                       *atomic.Pointer[chan struct{}]
 }
 
 const learnPassword = "correct horse battery staple"
@@ -86,7 +87,8 @@ func newLearnWorldWith(t *testing.T, opts console.Options) *learnWorld {
 	}
 	testenv.RunService(t, appr)
 	a := newConsoleAudit(deps)
-	sug, replays, mostAtOnce, hold := newConsoleSuggest(a), &atomic.Int64{}, &atomic.Int64{}, &atomic.Pointer[chan struct{}]{}
+	sug, replays, mostAtOnce, waits, hold := newConsoleSuggest(a), &atomic.Int64{}, &atomic.Int64{}, &atomic.Int64{}, &atomic.Pointer[chan struct{}]{}
+	sug.waiting = func() { waits.Add(1) }
 	var atOnce atomic.Int64
 	sug.replayed = func() func() {
 		replays.Add(1)
@@ -115,7 +117,7 @@ func newLearnWorldWith(t *testing.T, opts console.Options) *learnWorld {
 	api := approvalapi.New(deps.NC, fk, console.Frontend)
 	gen := &historyGen{js: deps.JS, stream: cfg.Stream.Name, approvals: api, reviewers: []string{"alice", "bob", "carol"}, rng: rand.New(rand.NewPCG(25, 1)), prefix: "h"}
 	t.Cleanup(gen.stop)
-	return &learnWorld{t: t, cfg: cfg, deps: deps, api: api, base: srv.URL, replays: replays, mostAtOnce: mostAtOnce, hold: hold, gen: gen}
+	return &learnWorld{t: t, cfg: cfg, deps: deps, api: api, base: srv.URL, replays: replays, mostAtOnce: mostAtOnce, waits: waits, hold: hold, gen: gen}
 }
 
 func (w *learnWorld) record(mix []historyKind, n int) historyStats {
@@ -733,12 +735,11 @@ func TestTheSuggestionsPageComputesOneReportAtATime(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "the first load's replay to start", func() bool { return w.replays.Load() == 1 })
 	w.record([]historyKind{notes}, 1) // a new state of the trail
 	loadInBackground()
-	// Without the bound the second load starts its own replay at once;
-	// give it the time it would take.
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) && w.replays.Load() == 1 {
-		time.Sleep(20 * time.Millisecond) // watching that nothing starts, with a deadline
-	}
+	// The second load has chosen once it waits for the running replay or,
+	// without the bound, starts its own.
+	testenv.Eventually(t, 30*time.Second, "the second load to wait for the running replay or start its own", func() bool {
+		return w.waits.Load() == 1 || w.replays.Load() > 1
+	})
 	if n := w.replays.Load(); n != 1 {
 		t.Fatalf("a load in a new state started a replay while another ran (%d replays started)", n)
 	}

@@ -30,30 +30,49 @@ const ReasonPrecondition = "precondition_failed"
 // calls that dry-run tool, a webhook tool with a preview_url asks it. It
 // changes nothing. A tool without one gives an error wrapping errNoPreview.
 func (r *Registry) Preview(ctx context.Context, req Request, maxBytes int) (*airlockv1.Preview, error) {
+	p, err := r.draft(ctx, req, maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	return preview.Finish(p, maxBytes), nil
+}
+
+// Precondition is the precondition Preview would give req now, with the
+// same errors, computed without the rest of the preview where the tool
+// can: the demo write_file hashes the file and diffs nothing. A dry-run
+// tool's or a preview endpoint's precondition is its answer, so that is
+// asked for as for a preview (and neither cut, stamped nor digested).
+func (r *Registry) Precondition(ctx context.Context, req Request) (string, error) {
+	if d, ok := r.servers[req.Server].adapter.(*Demo); ok {
+		return d.precondition(ctx, req)
+	}
+	p, err := r.draft(ctx, req, 0)
+	if err != nil {
+		return "", err
+	}
+	return p.GetPrecondition(), nil
+}
+
+// draft is req's preview as its tool makes it, before Finish bounds,
+// stamps and digests it (maxBytes bounds only a diff as it is made).
+func (r *Registry) draft(ctx context.Context, req Request, maxBytes int) (*airlockv1.Preview, error) {
 	reg, ok := r.servers[req.Server]
 	if !ok {
 		return nil, fmt.Errorf("no server %s in the registry", req.Server)
 	}
-	var p *airlockv1.Preview
-	var err error
 	switch a := reg.adapter.(type) {
 	case *Demo:
-		p, err = a.preview(ctx, req, maxBytes)
+		return a.preview(ctx, req, maxBytes)
 	case *MCP:
 		dry := reg.entry.Tools[req.Tool].PreviewTool
 		if dry == "" {
 			return nil, errNoPreview
 		}
-		p, err = a.preview(ctx, req, dry)
+		return a.preview(ctx, req, dry)
 	case *Webhook:
-		p, err = a.preview(ctx, req)
-	default:
-		return nil, errNoPreview
+		return a.preview(ctx, req)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return preview.Finish(p, maxBytes), nil
+	return nil, errNoPreview
 }
 
 // previewOf is the endpoint's answer for call: a preview, or one that says
@@ -78,22 +97,22 @@ func (r *Registry) previewOf(ctx context.Context, call *airlockv1.ToolCall, time
 }
 
 // worldChanged checks, just before an approved call first runs, that the
-// precondition its reviewers saw still holds, by making its preview again.
+// precondition its reviewers saw still holds, by computing the
+// precondition again (not the whole preview: only it is compared).
 // It returns why the call must not run, or "".
 func (s *Service) worldChanged(ctx context.Context, x *execution) string {
 	if x.precondition == "" {
 		return ""
 	}
-	cfg := s.deps.Config.Executor
-	ctx, cancel := context.WithTimeout(ctx, cfg.PreviewTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.deps.Config.Executor.PreviewTimeout)
 	defer cancel()
-	p, err := s.reg.Preview(ctx, Request{Server: x.call.Server, Tool: x.call.Tool, Arguments: x.call.Arguments.AsMap(), CallID: x.call.CallId, Revision: x.call.Revision}, cfg.MaxPreviewBytes)
+	now, err := s.reg.Precondition(ctx, Request{Server: x.call.Server, Tool: x.call.Tool, Arguments: x.call.Arguments.AsMap(), CallID: x.call.CallId, Revision: x.call.Revision})
 	if err != nil {
 		return fmt.Sprintf("the executor could not check that the world is still as the reviewer saw it in the preview (%v), so the call was not run: submit it again, and a reviewer can approve it on a new preview", err)
 	}
-	if p.GetPrecondition() != x.precondition {
+	if now != x.precondition {
 		return fmt.Sprintf("the world changed since the reviewer looked: the preview they approved was made against %s, which is now %s, so the call was not run — submit it again, and a reviewer can approve it on the new preview",
-			describeState(x.precondition), describeState(p.GetPrecondition()))
+			describeState(x.precondition), describeState(now))
 	}
 	return ""
 }
@@ -122,7 +141,7 @@ func (d *Demo) preview(ctx context.Context, req Request, maxBytes int) (*airlock
 	if err != nil {
 		return nil, err
 	}
-	old, size, exists, state, err := d.current(ctx, p)
+	old, size, exists, state, err := d.current(ctx, p, demoMaxRead)
 	if err != nil {
 		return nil, err
 	}
@@ -134,10 +153,24 @@ func (d *Demo) preview(ctx context.Context, req Request, maxBytes int) (*airlock
 	return &airlockv1.Preview{Kind: preview.KindDiff, Text: diff, Truncated: cut, Precondition: state}, nil
 }
 
-// current reads the file at p (its first demoMaxRead bytes), its size and
-// its state (preview.FileState over the whole file), within ctx: a huge
-// file is given up at the deadline rather than hashed for minutes.
-func (d *Demo) current(ctx context.Context, p string) (head []byte, size int64, exists bool, state string, err error) {
+// precondition is the demo write_file's precondition for req: the state
+// of its file alone, read and hashed but neither kept nor diffed.
+func (d *Demo) precondition(ctx context.Context, req Request) (string, error) {
+	if req.Tool != "write_file" {
+		return "", errNoPreview
+	}
+	p, _, err := d.writeArgs(req.Arguments)
+	if err != nil {
+		return "", err
+	}
+	_, _, _, state, err := d.current(ctx, p, 0)
+	return state, err
+}
+
+// current reads the file at p (its first keep bytes), its size and its
+// state (preview.FileState over the whole file), within ctx: a huge file
+// is given up at the deadline rather than hashed for minutes.
+func (d *Demo) current(ctx context.Context, p string, keep int) (head []byte, size int64, exists bool, state string, err error) {
 	f, err := d.openRegular(p, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, 0, false, preview.Absent, nil
@@ -147,7 +180,7 @@ func (d *Demo) current(ctx context.Context, p string) (head []byte, size int64, 
 	}
 	defer f.Close()
 	h := sha256.New()
-	buf := &capped{max: demoMaxRead}
+	buf := &capped{max: keep}
 	size, err = io.Copy(io.MultiWriter(h, buf), ctxReader{ctx, f})
 	if err != nil {
 		if ctx.Err() != nil {

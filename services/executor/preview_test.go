@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -274,21 +275,7 @@ func writeTestFile(t *testing.T, path, content string) {
 func BenchmarkDemoWritePreview(b *testing.B) {
 	for _, lines := range []int{1_000, 20_000} {
 		b.Run(fmt.Sprintf("%d_lines", lines), func(b *testing.B) {
-			sandbox := b.TempDir()
-			reg, err := executor.NewRegistry(executor.RegistryFile{}, executor.RegistryOptions{Sandbox: sandbox, Config: config.Default().Executor})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer reg.Close()
-			var old strings.Builder
-			for i := range lines {
-				fmt.Fprintf(&old, "line %d of the file, long enough to be a typical line of code\n", i)
-			}
-			if err := os.WriteFile(filepath.Join(sandbox, "f.txt"), []byte(old.String()), 0o600); err != nil {
-				b.Fatal(err)
-			}
-			content := strings.Replace(old.String(), fmt.Sprintf("line %d of", lines/2), "changed line of", 1)
-			req := executor.Request{Server: "demo", Tool: "write_file", Arguments: map[string]any{"path": "f.txt", "content": content}}
+			reg, req := demoWriteOneLine(b, lines)
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := reg.Preview(context.Background(), req, 32<<10); err != nil {
@@ -297,6 +284,55 @@ func BenchmarkDemoWritePreview(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkTheRunTimeWorldCheck measures what the executor computes before
+// an approved demo write runs, to compare with the approval's
+// precondition: the whole preview (read, hash, diff, digest: what the
+// check made until it asked for the precondition alone) against the
+// precondition alone (read, hash).
+func BenchmarkTheRunTimeWorldCheck(b *testing.B) {
+	max := config.Default().Executor.MaxPreviewBytes
+	for _, lines := range []int{1_000, 20_000} {
+		reg, req := demoWriteOneLine(b, lines)
+		b.Run(fmt.Sprintf("%d_lines/whole_preview", lines), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := reg.Preview(context.Background(), req, max); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("%d_lines/precondition", lines), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := reg.Precondition(context.Background(), req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// demoWriteOneLine is a demo registry whose sandbox holds a file of lines
+// lines and a write_file request that changes one line in its middle.
+func demoWriteOneLine(b *testing.B, lines int) (*executor.Registry, executor.Request) {
+	b.Helper()
+	sandbox := b.TempDir()
+	reg, err := executor.NewRegistry(executor.RegistryFile{}, executor.RegistryOptions{Sandbox: sandbox, Config: config.Default().Executor})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { reg.Close() })
+	var old strings.Builder
+	for i := range lines {
+		fmt.Fprintf(&old, "line %d of the file, long enough to be a typical line of code\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(sandbox, "f.txt"), []byte(old.String()), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	content := strings.Replace(old.String(), fmt.Sprintf("line %d of", lines/2), "changed line of", 1)
+	return reg, executor.Request{Server: "demo", Tool: "write_file", Arguments: map[string]any{"path": "f.txt", "content": content}}
 }
 
 // TestAFileThatIsNoPlainFileNeverHoldsAPreviewOrARun attacks the demo
@@ -415,5 +451,178 @@ func TestOneAgentsSlowPreviewsLeaveOtherAgentsTheirs(t *testing.T) {
 	p, err := api.Preview(context.Background(), call, 5*time.Second)
 	if err != nil || !strings.Contains(p.GetText(), "+hello") {
 		t.Fatalf("other's preview while bot's hang: %v, %v", p, err)
+	}
+}
+
+// worldHook is a webhook tool whose preview endpoint answers the state it
+// is set to, and which records the calls it ran.
+type worldHook struct {
+	*httptest.Server
+	mu     sync.Mutex
+	answer string // the preview endpoint's body; "" answers 500
+	ran    map[string]bool
+}
+
+func newWorldHook(t *testing.T) *worldHook {
+	h := &worldHook{ran: map[string]bool{}}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if r.Header.Get(executor.HeaderPreview) != "1" {
+			h.ran[r.Header.Get(executor.HeaderCallID)] = true
+			fmt.Fprint(w, `{"ok":true}`)
+			return
+		}
+		if h.answer == "" {
+			http.Error(w, "the preview endpoint is down", http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprint(w, h.answer)
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+func (h *worldHook) set(answer string) {
+	h.mu.Lock()
+	h.answer = answer
+	h.mu.Unlock()
+}
+
+func (h *worldHook) hasRun(call string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ran[call]
+}
+
+// TestTheRunTimeCheckRefusesEveryChangeToTheWorldItsReviewersSaw takes a
+// preview through the executor's endpoint, changes the world (or not) in
+// each way a tool's precondition can see, approves the call against the
+// preview and reads how it ended: an unchanged world runs the tool, every
+// change ends the call failed, precondition_failed, unrun, saying what
+// changed.
+func TestTheRunTimeCheckRefusesEveryChangeToTheWorldItsReviewersSaw(t *testing.T) {
+	hook := newWorldHook(t)
+	e := newTestEnv(t, nil)
+	e.startExecutor(executor.RegistryFile{Servers: map[string]executor.ServerEntry{"hook": {
+		Webhook: &executor.WebhookConfig{URL: hook.URL, Secret: testSecret},
+		Tools:   map[string]executor.ToolEntry{"pay": {PreviewURL: hook.URL + "/pay/preview"}},
+	}}})
+	sandbox := e.cfg.SandboxDir()
+	if err := os.MkdirAll(sandbox, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	api := executorapi.New(e.deps.NC)
+	// sha names a file state as the refusal does: the start of its digest.
+	sha := func(content string) string {
+		return "a file with sha256 " + strings.TrimPrefix(preview.FileState([]byte(content), true), "sha256:")[:12] + "…"
+	}
+	large := strings.Repeat("a line of a large file, past the part a preview diffs\n", 40_000) // > 1 MiB
+	largeEdited := large[:len(large)-2] + "!\n"
+	const refusedChanged = "the world changed since the reviewer looked: the preview they approved was made against "
+	const refusedUncheckable = "the executor could not check that the world is still as the reviewer saw it in the preview ("
+	for _, tc := range []struct {
+		name    string
+		webhook bool
+		// before sets the world the preview is made against; change
+		// alters it between the preview and the approval.
+		before, change func(t *testing.T, file string)
+		// why is what the refusal says, "" for a call that runs.
+		why string
+	}{
+		{name: "an_unchanged_file_runs",
+			before: func(t *testing.T, f string) { writeTestFile(t, f, "seen\n") }},
+		{name: "a_file_written_again_with_the_same_content_runs",
+			before: func(t *testing.T, f string) { writeTestFile(t, f, "seen\n") },
+			change: func(t *testing.T, f string) {
+				writeTestFile(t, f, "seen\n")
+				if err := os.Chtimes(f, time.Now().Add(time.Hour), time.Now().Add(time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "a_file_still_absent_runs"},
+		{name: "an_edited_file_is_refused",
+			before: func(t *testing.T, f string) { writeTestFile(t, f, "seen\n") },
+			change: func(t *testing.T, f string) { writeTestFile(t, f, "edited\n") },
+			why:    refusedChanged + sha("seen\n") + ", which is now " + sha("edited\n")},
+		{name: "a_removed_file_is_refused",
+			before: func(t *testing.T, f string) { writeTestFile(t, f, "seen\n") },
+			change: func(t *testing.T, f string) {
+				if err := os.Remove(f); err != nil {
+					t.Fatal(err)
+				}
+			},
+			why: refusedChanged + sha("seen\n") + ", which is now no file"},
+		{name: "a_file_created_where_there_was_none_is_refused",
+			change: func(t *testing.T, f string) { writeTestFile(t, f, "theirs\n") },
+			why:    refusedChanged + "no file, which is now " + sha("theirs\n")},
+		{name: "an_edit_past_the_part_of_a_large_file_a_preview_reads_is_refused",
+			before: func(t *testing.T, f string) { writeTestFile(t, f, large) },
+			change: func(t *testing.T, f string) { writeTestFile(t, f, largeEdited) },
+			why:    refusedChanged + sha(large) + ", which is now " + sha(largeEdited)},
+		{name: "a_file_replaced_by_a_directory_is_refused",
+			before: func(t *testing.T, f string) { writeTestFile(t, f, "seen\n") },
+			change: func(t *testing.T, f string) {
+				if err := os.Remove(f); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Mkdir(f, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			},
+			why: refusedUncheckable},
+		{name: "an_endpoint_answering_the_same_token_runs", webhook: true,
+			before: func(*testing.T, string) { hook.set(`{"preview":"charge 12 EUR","precondition":"balance-v7"}`) }},
+		{name: "an_endpoint_answering_another_token_is_refused", webhook: true,
+			before: func(*testing.T, string) { hook.set(`{"preview":"charge 12 EUR","precondition":"balance-v7"}`) },
+			change: func(*testing.T, string) { hook.set(`{"preview":"charge 12 EUR","precondition":"balance-v8"}`) },
+			why:    refusedChanged + `"balance-v7", which is now "balance-v8"`},
+		{name: "an_endpoint_answering_another_text_without_a_token_is_refused", webhook: true,
+			before: func(*testing.T, string) { hook.set(`"charge 12 EUR"`) },
+			change: func(*testing.T, string) { hook.set(`"charge 13 EUR"`) },
+			why:    refusedChanged + "a dry run answering " + strings.TrimPrefix(preview.OfText("charge 12 EUR"), "preview:")[:12]},
+		{name: "an_endpoint_that_fails_is_refused", webhook: true,
+			before: func(*testing.T, string) { hook.set(`"charge 12 EUR"`) },
+			change: func(*testing.T, string) { hook.set("") },
+			why:    refusedUncheckable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := strings.ReplaceAll(tc.name, "_", "-")
+			file := filepath.Join(sandbox, id+".txt")
+			call := toolCall(t, id, "demo__write_file", map[string]any{"path": id + ".txt", "content": "approved\n"})
+			if tc.webhook {
+				call = toolCall(t, id, "hook__pay", map[string]any{"amount": 12})
+			}
+			if tc.before != nil {
+				tc.before(t, file)
+			}
+			p, err := api.Preview(context.Background(), call, 10*time.Second)
+			if err != nil || !preview.Has(p) {
+				t.Fatalf("preview %v, %v", p, err)
+			}
+			if tc.change != nil {
+				tc.change(t, file)
+			}
+			e.approveAgainst(call, p)
+			end := e.end(id)
+			// The end is stored after the tool returned, so whether the
+			// tool ran is known by now.
+			ran := hook.hasRun(id)
+			if !tc.webhook {
+				b, _ := os.ReadFile(file)
+				ran = string(b) == "approved\n"
+			}
+			if tc.why == "" {
+				if end.GetCompleted() == nil || !ran {
+					t.Fatalf("call ended %v, tool ran %v: want it completed", end, ran)
+				}
+				return
+			}
+			f := end.GetFailed()
+			if f == nil || f.Reason != executor.ReasonPrecondition || f.Outcome != calls.FailureError || !strings.Contains(f.Message, tc.why) ||
+				!strings.Contains(f.Message, "so the call was not run") || ran {
+				t.Fatalf("call ended %v, tool ran %v: want it failed %s, unrun, saying %q", end, ran, executor.ReasonPrecondition, tc.why)
+			}
+		})
 	}
 }

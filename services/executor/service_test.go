@@ -252,14 +252,7 @@ func (e *testEnv) end(call string) *airlockv1.Event {
 // settled waits until the executor has acknowledged every message it was given.
 func (e *testEnv) settled() {
 	e.t.Helper()
-	testenv.Eventually(e.t, 30*time.Second, "the executor to acknowledge every message", func() bool {
-		cons, err := e.deps.JS.Consumer(context.Background(), e.cfg.Stream.Name, executor.Durable)
-		if err != nil {
-			return false
-		}
-		info, err := cons.Info(context.Background())
-		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
-	})
+	testenv.Settled(e.t, e.deps.JS, e.cfg.Stream.Name, executor.Durable, 30*time.Second)
 }
 
 func (e *testEnv) types(call string) []string {

@@ -88,6 +88,8 @@ func TestMalformedRequestsBecomeInvalid(t *testing.T) {
 					return strings.Contains(ev.GetInvalid().GetReason(), tt.want)
 				})
 			})
+			// Every request handled: nothing more is coming for the call.
+			testenv.Settled(t, deps.JS, cfg.Intake.Name, policy.Durable, 10*time.Second)
 			if got := testenv.SubjectTypes(t, deps.JS, filter); slices.ContainsFunc(got, func(typ string) bool { return typ != subject.Invalid }) {
 				t.Fatalf("events for the call: %v, want only invalid: a refused request is never recorded as requested", got)
 			}

@@ -309,3 +309,8 @@ func (e *Engine) ShadowCandidate() string {
 
 // ShadowStats are this replica's shadow counters.
 func (e *Engine) ShadowStats() shadow.Stats { return e.shadow.Stats() }
+
+// ShadowIdle reports whether this replica's candidate is deciding nothing
+// and nothing waits for it: every call offered to it so far is counted in
+// ShadowStats and its divergence, if any, recorded.
+func (e *Engine) ShadowIdle() bool { return e.shadow.Idle() }

@@ -52,6 +52,24 @@ func consoleClient(t *testing.T, deps svc.Deps) *policyapi.Client {
 	return client
 }
 
+// shadowSettled waits until the policy service has handled every request
+// in the intake and the candidate on each of replicas has decided every
+// call offered to it: the sync point before asserting what the candidate
+// was not offered (an offer is made while a request is handled, its
+// decision and divergence come after, on the candidate's goroutine).
+func shadowSettled(t *testing.T, deps svc.Deps, replicas ...*policy.Engine) {
+	t.Helper()
+	testenv.Settled(t, deps.JS, deps.Config.Intake.Name, policy.Durable, 10*time.Second)
+	testenv.Eventually(t, 10*time.Second, "the candidate to decide every call offered to it", func() bool {
+		for _, e := range replicas {
+			if !e.ShadowIdle() {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 func TestShadowCandidateRecordsDivergencesOnEveryReplicaUntilStoppedAndSurvivesARestart(t *testing.T) {
 	// On a replicated stream an allowed call's request and decision are one
 	// batch (DecideNow): the candidate is offered those calls too.
@@ -100,9 +118,11 @@ func shadowCandidateRecordsDivergences(t *testing.T, cfg config.Config) {
 			t.Fatalf("live decision of %s: %s, want allowed (the candidate decides nothing)", c, envelope.TypeOf(ev))
 		}
 	}
-	testenv.Eventually(t, 10*time.Second, "the candidate to decide both calls", func() bool {
-		return a.ShadowStats().Evaluated+b.ShadowStats().Evaluated >= 2
-	})
+	evaluated := func() uint64 { return a.ShadowStats().Evaluated + b.ShadowStats().Evaluated }
+	shadowSettled(t, deps, a, b)
+	if n := evaluated(); n != 2 {
+		t.Fatalf("the candidate decided %d calls, want both", n)
+	}
 	allDivergences := func() []*airlockv1.ShadowDivergence {
 		var out []*airlockv1.ShadowDivergence
 		for _, ev := range testenv.Events(t, deps.JS, subject.OfType(subject.ShadowDivergence)) {
@@ -110,8 +130,7 @@ func shadowCandidateRecordsDivergences(t *testing.T, cfg config.Config) {
 		}
 		return out
 	}
-	var got []*airlockv1.ShadowDivergence
-	testenv.Eventually(t, 10*time.Second, "the divergence recorded", func() bool { got = allDivergences(); return len(got) > 0 })
+	got := allDivergences()
 	if len(got) != 1 {
 		t.Fatalf("%d divergences, want 1 (only the echo call differs): %v", len(got), got)
 	}
@@ -129,12 +148,18 @@ func shadowCandidateRecordsDivergences(t *testing.T, cfg config.Config) {
 
 	// A request the service refuses (same1 again with other content) is
 	// never recorded, so the candidate never sees it: nothing an agent sends
-	// beside its recorded calls reaches the shadow report.
-	seen := a.ShadowStats().Evaluated + b.ShadowStats().Evaluated
+	// beside its recorded calls reaches the shadow report. A call recorded
+	// after it (diff3, which diverges) shows the candidate was still offered
+	// calls; once both are handled and the candidate is idle, the refused
+	// one had every chance to be counted.
+	seen := evaluated()
 	submit(t, deps.JS, "bot", "same1", "demo", "echo", map[string]any{"text": "not what was recorded"})
 	testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", "same1"), subject.Invalid, 10*time.Second)
-	if now := a.ShadowStats().Evaluated + b.ShadowStats().Evaluated; now != seen || len(allDivergences()) != 1 {
-		t.Errorf("a refused request was offered to the candidate: %d more evaluated, %d divergences", now-seen, len(allDivergences()))
+	submit(t, deps.JS, "bot", "diff3", "demo", "echo", map[string]any{"text": "after the refused one"})
+	waitDecision(t, deps.JS, "bot", "diff3")
+	shadowSettled(t, deps, a, b)
+	if now, dvs := evaluated(), allDivergences(); now != seen+1 || len(dvs) != 2 || dvs[1].CallId != "diff3" {
+		t.Errorf("the candidate decided %d more calls and %d divergences are stored (last %v): want 1 more and 2, the refused request never offered, diff3 offered", now-seen, len(dvs), dvs[len(dvs)-1].GetCallId())
 	}
 
 	// Off on every replica: no further call is offered to the candidate.
@@ -143,11 +168,12 @@ func shadowCandidateRecordsDivergences(t *testing.T, cfg config.Config) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, "both replicas to stop", func() bool { return a.ShadowCandidate() == "" && b.ShadowCandidate() == "" })
-	before := a.ShadowStats().Evaluated + b.ShadowStats().Evaluated
+	before := evaluated()
 	submit(t, deps.JS, "bot", "diff2", "demo", "echo", map[string]any{"text": "again"})
 	waitDecision(t, deps.JS, "bot", "diff2")
-	if after := a.ShadowStats().Evaluated + b.ShadowStats().Evaluated; after != before || len(allDivergences()) != 1 {
-		t.Errorf("after stop the candidate decided %d more call(s) and %d divergences are stored, want none more", after-before, len(allDivergences())-1)
+	shadowSettled(t, deps, a, b)
+	if after := evaluated(); after != before || len(allDivergences()) != 2 {
+		t.Errorf("after stop the candidate decided %d more call(s) and %d divergences are stored, want none more", after-before, len(allDivergences())-2)
 	}
 	changes := testenv.Events(t, deps.JS, subject.OfType(subject.ShadowChanged))
 	if len(changes) != 2 || changes[1].GetShadowChanged().On || changes[1].GetActor().GetId() != "bob" || changes[1].GetShadowChanged().CandidateDigest != digest {

@@ -83,3 +83,20 @@ func WaitForEvent(t testing.TB, js jetstream.JetStream, filter, typ string, time
 	})
 	return found
 }
+
+// Settled waits until the durable consumer on stream has nothing left to
+// deliver and nothing delivered but unacknowledged: every message its
+// service was given has been handled, and what the handler published is
+// stored. It is the sync point before asserting that handling a message
+// did not do something.
+func Settled(t testing.TB, js jetstream.JetStream, stream, durable string, timeout time.Duration) {
+	t.Helper()
+	Eventually(t, timeout, "consumer "+durable+" to acknowledge every message of "+stream, func() bool {
+		cons, err := js.Consumer(context.Background(), stream, durable)
+		if err != nil {
+			return false
+		}
+		info, err := cons.Info(context.Background())
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
+}
