@@ -374,9 +374,10 @@ func (s *Service) fetch(ctx context.Context, cons jetstream.Consumer, out chan<-
 
 // rowBatch builds the sink's rows of one fetch into a batchBuf.
 type rowBatch struct {
-	bufs *batchBufs
-	buf  *batchBuf
-	log  *slog.Logger
+	bufs     *batchBufs
+	buf      *batchBuf
+	log      *slog.Logger
+	unsorted bool // a message came with a lower sequence than the one before
 }
 
 func newRowBatch(bufs *batchBufs, size int, log *slog.Logger) *rowBatch {
@@ -392,6 +393,9 @@ func (b *rowBatch) add(m record.Msg) {
 	r := &rows[len(rows)-1]
 	b.buf.arena.BuildInto(r, m)
 	b.buf.rows = rows
+	if n := len(rows); n > 1 && rows[n-2].Seq > m.Seq {
+		b.unsorted = true
+	}
 	if r.Decision == "undecodable" {
 		// Its row holds a fixed sentence (record.Build; a decoder's wording
 		// varies per build), the decoder's words go to the log.
@@ -406,9 +410,8 @@ func (b *rowBatch) add(m record.Msg) {
 // theirs may be used).
 func (b *rowBatch) rows() ([]record.Row, func()) {
 	rows := b.buf.rows
-	bySeq := func(a, b record.Row) int { return cmp.Compare(a.Seq, b.Seq) }
-	if !slices.IsSortedFunc(rows, bySeq) { // a pull delivers in order: sorting is the exception
-		slices.SortFunc(rows, bySeq)
+	if b.unsorted { // a pull delivers in order: sorting is the exception
+		slices.SortFunc(rows, func(a, b record.Row) int { return cmp.Compare(a.Seq, b.Seq) })
 	}
 	return rows, func() {
 		clear(rows) // no row keeps a view of the arena
