@@ -108,7 +108,8 @@ type Service struct {
 
 // batchBuilder turns the messages of one fetch into rows.
 type batchBuilder interface {
-	// add takes each message as it arrives, while it is in the cache.
+	// add takes each message as it arrives. A row may keep views of
+	// m.Data until the batch is released.
 	add(m record.Msg)
 	// rows returns the rows sorted by sequence, with what to call once
 	// they are committed (nil when nothing is recycled).
