@@ -11,6 +11,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // The chain floor: the JetStream operations an auto-allowed call performs
@@ -51,13 +57,21 @@ const (
 	callWrites chainWrites = iota
 	// minimalWrites: the decision alone, as the call's first event.
 	minimalWrites
+	// envelopedWrites: callWrites with every message carrying the header
+	// airlock's envelope gives it (CloudEvents attributes, content type,
+	// traceparent, then the message id or the two expectations) and a call
+	// id as long as the SDK's: what the header alone costs the chain.
+	envelopedWrites
 )
 
 // prefix names the rig's subjects ("<prefix>.req.*", "<prefix>.evt.>",
 // "<prefix>.out.>") and, upper-cased, its streams.
 func (w chainWrites) prefix() string {
-	if w == minimalWrites {
+	switch w {
+	case minimalWrites:
 		return "minchain"
+	case envelopedWrites:
+		return "envchain"
 	}
 	return "chain"
 }
@@ -71,7 +85,7 @@ const chainWorkers = 32
 // does writes on the server at url; op does one call's chain and returns
 // when the agent has received `completed`; count reads what the server
 // stored and delivered so far (as serverCounts for the services). Every
-// message carries payload.
+// message carries payload (envelopedWrites: header and body together).
 func newChainRig(ctx context.Context, url string, payload []byte, writes chainWrites) (op func(context.Context) error, count func() (callCounts, error), stop func(), err error) {
 	var cleanup rigCleanup
 	stop = cleanup.run
@@ -115,20 +129,42 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 	}
 	cleanup.add(done)
 
+	headers, err := newEnvelopeHeaders(p)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// publish writes payload to subj as the event typ of the call: a
+	// compare-and-append after seq on expect when expect is set, else with
+	// msgID as its message id when set; with airlock's envelope header when
+	// the writes are envelopedWrites.
+	publish := func(js jetstream.JetStream, subj, typ, call, expect string, seq uint64, msgID string) (*jetstream.PubAck, error) {
+		if writes != envelopedWrites {
+			var opts []jetstream.PublishOpt
+			if expect != "" {
+				opts = append(opts, jetstream.WithExpectLastSequenceForSubject(seq, expect))
+			} else if msgID != "" {
+				opts = append(opts, jetstream.WithMsgID(msgID))
+			}
+			return js.Publish(ctx, subj, payload, opts...)
+		}
+		hdr := headers.of(typ, call, expect, seq, msgID != "")
+		// The header takes its bytes from the body: payload is as large as
+		// a call's event, header included, and the records stay so.
+		return js.PublishMsg(ctx, &nats.Msg{Subject: subj, Header: hdr, Data: payload[:max(0, len(payload)-headerSize(hdr))]})
+	}
 	policy := func(m jetstream.Msg) error {
 		id := m.Subject()[len(p+".req."):]
 		call := p + ".evt." + id + "."
-		first := jetstream.WithExpectLastSequenceForSubject(0, call+">") // the call's first event
 		if writes == minimalWrites {
-			if _, err := pjs.Publish(ctx, call+"allowed", payload, first); err != nil {
+			if _, err := publish(pjs, call+"allowed", subject.Allowed, id, call+">", 0, ""); err != nil { // the call's first event
 				return fmt.Errorf("append the decision: %w", err)
 			}
 			return m.Ack()
 		}
-		if _, err := pjs.Publish(ctx, call+"requested", payload, first); err != nil {
+		if _, err := publish(pjs, call+"requested", subject.Requested, id, call+">", 0, ""); err != nil { // the call's first event
 			return fmt.Errorf("append requested: %w", err)
 		}
-		if _, err := pjs.Publish(ctx, call+"allowed", payload, jetstream.WithMsgID(id+".allowed")); err != nil {
+		if _, err := publish(pjs, call+"allowed", subject.Allowed, id, "", 0, id+".allowed"); err != nil {
 			return fmt.Errorf("publish the decision: %w", err)
 		}
 		return m.Ack()
@@ -136,11 +172,12 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 	executor := func(m jetstream.Msg) error {
 		subj := m.Subject()
 		ledger := subj[:len(subj)-len("allowed")] + "exec."
-		started, err := xjs.Publish(ctx, ledger+"started", payload, jetstream.WithExpectLastSequenceForSubject(0, ledger+"*"))
+		id := subj[len(p+".evt.") : len(subj)-len(".allowed")]
+		started, err := publish(xjs, ledger+"started", subject.Started, id, ledger+"*", 0, "")
 		if err != nil {
 			return fmt.Errorf("append started: %w", err)
 		}
-		if _, err := xjs.Publish(ctx, ledger+"completed", payload, jetstream.WithExpectLastSequenceForSubject(started.Sequence, ledger+"*")); err != nil {
+		if _, err := publish(xjs, ledger+"completed", subject.Completed, id, ledger+"*", started.Sequence, ""); err != nil {
 			return fmt.Errorf("append completed: %w", err)
 		}
 		return m.Ack()
@@ -178,8 +215,11 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 	var seq atomic.Int64
 	op = func(ctx context.Context) error {
 		id := "c" + strconv.FormatInt(seq.Add(1), 10)
+		if writes == envelopedWrites {
+			id = ids.New("call") // as long as the SDK's
+		}
 		reply := replies.expect(id)
-		if _, err := ajs.Publish(ctx, p+".req."+id, payload); err != nil {
+		if _, err := publish(ajs, p+".req."+id, subject.Requested, id, "", 0, ""); err != nil {
 			return fmt.Errorf("publish the request: %w", err)
 		}
 		err := waitReply(ctx, reply, p+" "+id)
@@ -192,6 +232,102 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 		return countsOf(ctx, ajs, names+"_REQ", names+"_EVT", "policy", "executor")
 	}
 	return op, count, stop, nil
+}
+
+// envelopeHeaders are the headers airlock's envelope gives a call's
+// messages (agent "bench", revision 1, event ids as the services choose
+// them), encoded once for a placeholder call with the chain's subjects:
+// of gives them for a call, so that the chain carries airlock's headers
+// without doing airlock's encoding.
+type envelopeHeaders map[string]nats.Header
+
+// placeholderCall is a call id as long as the SDK's (ids.New("call")).
+const placeholderCall = "call_000000000000000000000000"
+
+func newEnvelopeHeaders(prefix string) (envelopeHeaders, error) {
+	hs := envelopeHeaders{}
+	call := prefix + ".evt." + placeholderCall + "."
+	for _, w := range []struct {
+		typ, expect string
+		msgID       bool
+	}{{subject.Requested, "", false}, {subject.Requested, call + ">", false}, {subject.Allowed, "", true},
+		{subject.Started, call + "exec.*", false}, {subject.Completed, call + "exec.*", false}} {
+		h, err := envelopeHeader(w.typ, placeholderCall, w.expect, 0, w.msgID)
+		if err != nil {
+			return nil, fmt.Errorf("encode a %s event: %w", w.typ, err)
+		}
+		hs[headerKey(w.typ, w.expect != "", w.msgID)] = h
+	}
+	return hs, nil
+}
+
+func headerKey(typ string, after, msgID bool) string {
+	return fmt.Sprintf("%s/%t/%t", typ, after, msgID)
+}
+
+// of is the header of the message typ of call: a compare-and-append after
+// seq on expect when expect is set, else with its message id when msgID,
+// else an agent's request.
+func (hs envelopeHeaders) of(typ, call, expect string, seq uint64, msgID bool) nats.Header {
+	t := hs[headerKey(typ, expect != "", msgID)]
+	h := make(nats.Header, len(t))
+	for k, v := range t {
+		h[k] = []string{strings.ReplaceAll(v[0], placeholderCall, call)}
+	}
+	if expect != "" {
+		h[envelope.HeaderExpectedLastSubjSeq] = []string{strconv.FormatUint(seq, 10)}
+		h[envelope.HeaderExpectedLastSubjSeqSubject] = []string{expect}
+	}
+	return h
+}
+
+// envelopeHeader is the header envelope encodes for the event typ of call:
+// an agent's request when there is neither expect nor msgID, a
+// compare-and-append after seq on expect when expect is set, else an event
+// with its message id.
+func envelopeHeader(typ, call, expect string, seq uint64, msgID bool) (nats.Header, error) {
+	ev := &airlockv1.Event{AgentId: "bench", CallId: call, Revision: 1}
+	ev.EventId = callref.Ref{Agent: "bench", Call: call, Rev: 1}.EventID(typ)
+	switch typ {
+	case subject.Requested:
+		ev.Body = &airlockv1.Event_Requested{Requested: &airlockv1.Requested{}}
+	case subject.Allowed:
+		ev.Body = &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{}}
+	case subject.Started:
+		ev.Body = &airlockv1.Event_Started{Started: &airlockv1.Started{}}
+		ev.EventId += ".1" // the attempt
+	default:
+		ev.Body = &airlockv1.Event_Completed{Completed: &airlockv1.Completed{}}
+		ev.EventId = callref.Ref{Agent: "bench", Call: call, Rev: 1}.EventID("result")
+	}
+	source := "airlock/policy"
+	if subject.IsExec(typ) {
+		source = "airlock/executor"
+	}
+	var m envelope.Message
+	var err error
+	switch {
+	case expect != "":
+		m, err = envelope.EncodeAfter(ev, source, "", expect, seq)
+	case msgID:
+		m, err = envelope.Encode(ev, source, "")
+	default:
+		ev.EventId = ""
+		m, err = envelope.EncodeRequest(ev, "agent/bench", "")
+	}
+	return nats.Header(m.Header), err
+}
+
+// headerSize is how many bytes h takes in a message ("NATS/1.0\r\n", a
+// "key: value\r\n" line per value, "\r\n"), as the server stores it.
+func headerSize(h nats.Header) int {
+	n := len("NATS/1.0\r\n\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	return n
 }
 
 // relay consumes filter of stream with a durable pull consumer and workers

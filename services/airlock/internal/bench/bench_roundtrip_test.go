@@ -29,6 +29,8 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 		rep.Chain.Latency.P50us, rep.Chain.Latency.P99us, rep.Chain.Throughput.PerSecond, rep.Chain.Throughput.CPUPerOpUs,
 		rep.Ratios.ChainP50, rep.Ratios.ChainP99, rep.Ratios.OverChainP50, rep.Ratios.OverChainP99, rep.Ratios.OverChainCPU,
 		rep.MinimalChain.Latency.P50us, rep.MinimalChain.Latency.P99us, rep.MinimalChain.Throughput.PerSecond, rep.MinimalChain.Throughput.CPUPerOpUs,
+		rep.EnvelopedChain.Latency.P50us, rep.EnvelopedChain.Latency.P99us, rep.EnvelopedChain.Throughput.PerSecond, rep.EnvelopedChain.Throughput.CPUPerOpUs,
+		rep.Ratios.EnvelopedP50, rep.Ratios.EnvelopedCPU,
 		rep.Ratios.MinimalP50, rep.Ratios.MinimalP99, rep.ChainHop.P50us, rep.ChainHop.P99us, rep.Ratios.MinimalP50InTurn,
 		rep.CPUBound.WorkUs, rep.CPUBound.MinimalUs, rep.CPUBound.MinimalFloorUs, rep.CPUBound.CallUs,
 		rep.CPUBound.MinimalToOwnFloor, rep.CPUBound.MinimalToFloor, rep.CPUBound.CallToFloor}
@@ -85,6 +87,25 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 			t.Errorf("%s: the server counted %.2f per minimal chain, want %.0f (the chain floor's, without requested)", check.what, check.got, check.want)
 		}
 	}
+	// The chain with airlock's headers does the chain floor's writes, no
+	// more, and its records are as large: only the headers differ.
+	ec := rep.EnvelopedChain.PerCall
+	for _, check := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"intake writes", ec.IntakeWrites, cc.IntakeWrites},
+		{"event writes", ec.EventWrites, cc.EventWrites},
+		{"policy deliveries", ec.PolicyDeliveries, cc.PolicyDeliveries},
+		{"executor deliveries", ec.ExecutorDeliveries, cc.ExecutorDeliveries},
+	} {
+		if !near(check.got, check.want) {
+			t.Errorf("%s: the server counted %.2f per chain with airlock's headers and %.2f per chain floor", check.what, check.got, check.want)
+		}
+	}
+	if got, want := ec.EventBytes/ec.EventWrites, cc.EventBytes/cc.EventWrites; math.Abs(got-want) > 0.15*want {
+		t.Errorf("the chain with airlock's headers stores %.0f B per event, the chain floor %.0f B: its records should be as large", got, want)
+	}
 	// The CPU bound adds every piece of a call's work, each measured.
 	if len(rep.CPUBound.Work) < 5 {
 		t.Errorf("the CPU bound counts %d pieces of work: %+v", len(rep.CPUBound.Work), rep.CPUBound.Work)
@@ -99,7 +120,7 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 	}
 	var out strings.Builder
 	printRoundtrip(&out, rep)
-	for _, line := range []string{"minimal exactly-once chain", "minimal chain = ", "CPU lower bound"} {
+	for _, line := range []string{"minimal exactly-once chain", "minimal chain = ", "chain with airlock's headers", "CPU lower bound"} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("the output lacks %q:\n%s", line, out.String())
 		}
@@ -108,7 +129,7 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"raw_hop"`, `"round_trip"`, `"floor"`, `"floor_mix"`, `"measured_per_call"`, `"chain_floor"`, `"chain_p50_to_raw_hop"`, `"minimal_chain"`, `"minimal_chain_p50_to_raw_hop"`, `"raw_hop_in_turn_with_chains"`, `"cpu_lower_bound"`, `"ratios"`, `"goals"`, `"p50_us"`, `"per_second"`, `"cpu_us_per_op"`} {
+	for _, key := range []string{`"raw_hop"`, `"round_trip"`, `"floor"`, `"floor_mix"`, `"measured_per_call"`, `"chain_floor"`, `"chain_p50_to_raw_hop"`, `"minimal_chain"`, `"minimal_chain_p50_to_raw_hop"`, `"raw_hop_in_turn_with_chains"`, `"enveloped_chain"`, `"enveloped_chain_p50_to_chain"`, `"cpu_lower_bound"`, `"ratios"`, `"goals"`, `"p50_us"`, `"per_second"`, `"cpu_us_per_op"`} {
 		if !strings.Contains(string(b), key) {
 			t.Fatalf("--json output lacks %s: %s", key, b)
 		}
