@@ -39,9 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -102,11 +100,20 @@ type Service struct {
 	deps svc.Deps
 	opt  Options
 	log  *slog.Logger
-	// build turns fetched messages into rows sorted by sequence, with what
-	// to call once they are committed (nil when nothing is recycled);
-	// connect opens what commits them. The sink's own, or the floor's.
-	build   func([]record.Msg) ([]record.Row, func())
-	connect func(ctx context.Context) (committer, error)
+	// newBatch starts the rows of one fetch (the sink's rowBatch, or the
+	// floor's floorBatch); connect opens what commits them.
+	newBatch func() batchBuilder
+	connect  func(ctx context.Context) (committer, error)
+}
+
+// batchBuilder turns the messages of one fetch into rows.
+type batchBuilder interface {
+	// add takes each message as it arrives. A row may keep views of
+	// m.Data until the batch is released.
+	add(m record.Msg)
+	// rows returns the rows sorted by sequence, with what to call once
+	// they are committed (nil when nothing is recycled).
+	rows() ([]record.Row, func())
 }
 
 // committer writes batches of rows.
@@ -135,7 +142,9 @@ func New(deps svc.Deps, opt Options) (*Service, error) {
 	if opt.Stream == "" {
 		opt.Stream = deps.Config.Stream.Name
 	}
-	s := &Service{deps: deps, opt: opt, log: deps.Log.With("service", "audit"), build: buildAll}
+	s := &Service{deps: deps, opt: opt, log: deps.Log.With("service", "audit")}
+	bufs := newBatchBufs()
+	s.newBatch = func() batchBuilder { return newRowBatch(bufs, opt.BatchSize, s.log) }
 	s.connect = s.connectWriter
 	return s, nil
 }
@@ -152,16 +161,7 @@ func RunFloor(ctx context.Context, deps svc.Deps, opt Options, table string, row
 		opt.Stream = deps.Config.Stream.Name
 	}
 	s := &Service{deps: deps, opt: opt, log: deps.Log.With("service", "audit-floor")}
-	s.build = func(msgs []record.Msg) ([]record.Row, func()) {
-		lo, hi := msgs[0].Seq, msgs[0].Seq
-		for _, m := range msgs {
-			lo, hi = min(lo, m.Seq), max(hi, m.Seq)
-		}
-		if lo < 1 || hi > uint64(len(rows)) {
-			return nil, nil
-		}
-		return rows[lo-1 : hi], nil
-	}
+	s.newBatch = func() batchBuilder { return &floorBatch{all: rows} }
 	s.connect = func(ctx context.Context) (committer, error) {
 		st, err := store.OpenWriter(ctx, opt.DSN)
 		if err != nil {
@@ -170,6 +170,26 @@ func RunFloor(ctx context.Context, deps svc.Deps, opt Options, table string, row
 		return floorWriter{st: st, table: table}, nil
 	}
 	return s.Run(ctx)
+}
+
+// floorBatch picks the pre-built rows of the sequences fetched.
+type floorBatch struct {
+	all    []record.Row
+	lo, hi uint64 // 0: none yet
+}
+
+func (f *floorBatch) add(m record.Msg) {
+	if f.lo == 0 || m.Seq < f.lo {
+		f.lo = m.Seq
+	}
+	f.hi = max(f.hi, m.Seq)
+}
+
+func (f *floorBatch) rows() ([]record.Row, func()) {
+	if f.lo < 1 || f.hi > uint64(len(f.all)) {
+		return nil, nil
+	}
+	return f.all[f.lo-1 : f.hi], nil
 }
 
 type floorWriter struct {
@@ -221,9 +241,9 @@ func (s *Service) Name() string { return "audit" }
 // Run implements svc.Service: it writes events until ctx is canceled.
 // ClickHouse or NATS being unreachable is retried forever, never fatal.
 //
-// Two stages overlap: a fetcher pulls the next batch and builds its rows
-// (decode, redact, payload; in parallel) while the writer seals and
-// inserts the previous one. At most three batches are unacknowledged
+// Two stages overlap: a fetcher pulls the next batch and builds each row
+// as its message arrives (decode, redact, payload) while the writer seals
+// and inserts the previous one. At most three batches are unacknowledged
 // (one committing, one queued, one being fetched), within MaxAckPending.
 func (s *Service) Run(ctx context.Context) error {
 	cons, err := s.consumer(ctx)
@@ -322,7 +342,7 @@ func (s *Service) fetch(ctx context.Context, cons jetstream.Consumer, out chan<-
 			continue
 		}
 		delay = 50 * time.Millisecond
-		msgs := make([]record.Msg, 0, s.opt.BatchSize)
+		var b batchBuilder // from the first message on: an idle fetch has none
 		var last jetstream.Msg
 		var lastSeq uint64
 		for m := range batch.Messages() {
@@ -330,16 +350,20 @@ func (s *Service) fetch(ctx context.Context, cons jetstream.Consumer, out chan<-
 			if err != nil {
 				continue // not a JetStream message: nothing to record or ack
 			}
-			msgs = append(msgs, record.Msg{Seq: meta.Sequence.Stream, Time: meta.Timestamp, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+			// Built now, not once the batch is complete: the message was
+			// just read, and no slice of the batch's messages is kept.
+			if b == nil {
+				b = s.newBatch()
+			}
+			b.add(record.Msg{Seq: meta.Sequence.Stream, Time: meta.Timestamp, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
 			if meta.Sequence.Stream >= lastSeq {
 				last, lastSeq = m, meta.Sequence.Stream
 			}
 		}
-		if len(msgs) == 0 {
+		if b == nil {
 			continue
 		}
-		rows, release := s.build(msgs)
-		s.logUndecodable(msgs, rows)
+		rows, release := b.rows()
 		p := prepared{rows: rows, release: release, last: last, lastSeq: lastSeq, took: time.Since(started)}
 		select {
 		case out <- p:
@@ -349,75 +373,84 @@ func (s *Service) fetch(ctx context.Context, cons jetstream.Consumer, out chan<-
 	}
 }
 
-// logUndecodable logs why each event of the batch that does not decode
-// failed: its row holds a fixed sentence (record.Build; a decoder's wording
-// varies per build), the decoder's words go to the log.
-func (s *Service) logUndecodable(msgs []record.Msg, rows []record.Row) {
-	var bySeq map[uint64]int // built at the first undecodable row: most batches have none
-	for _, r := range rows {
-		if r.Decision != "undecodable" {
-			continue
-		}
-		if bySeq == nil {
-			bySeq = make(map[uint64]int, len(msgs))
-			for i, m := range msgs {
-				bySeq[m.Seq] = i
-			}
-		}
-		m := msgs[bySeq[r.Seq]]
+// rowBatch builds the sink's rows of one fetch into a batchBuf.
+type rowBatch struct {
+	bufs     *batchBufs
+	buf      *batchBuf
+	log      *slog.Logger
+	unsorted bool // a message came with a lower sequence than the one before
+}
+
+func newRowBatch(bufs *batchBufs, size int, log *slog.Logger) *rowBatch {
+	buf := bufs.get()
+	if cap(buf.rows) < size {
+		buf.rows = make([]record.Row, 0, size)
+	}
+	return &rowBatch{bufs: bufs, buf: buf, log: log}
+}
+
+func (b *rowBatch) add(m record.Msg) {
+	rows := append(b.buf.rows, record.Row{})
+	r := &rows[len(rows)-1]
+	b.buf.arena.BuildInto(r, m)
+	b.buf.rows = rows
+	if n := len(rows); n > 1 && rows[n-2].Seq > m.Seq {
+		b.unsorted = true
+	}
+	if r.Decision == "undecodable" {
+		// Its row holds a fixed sentence (record.Build; a decoder's wording
+		// varies per build), the decoder's words go to the log.
 		_, err := envelope.Decode(m.Data, m.Header)
-		s.log.Warn("audit: an event does not decode; its row records it as undecodable",
+		b.log.Warn("audit: an event does not decode; its row records it as undecodable",
 			"seq", m.Seq, "subject", m.Subject, "err", err)
 	}
 }
 
-// batchBuf is what one batch's rows occupy: the rows and the arenas that
-// hold their strings (one per build worker). It is used again for a later
-// batch once this one is committed: a batch is megabytes.
-type batchBuf struct {
-	rows   []record.Row
-	arenas []*record.Arena
-}
-
-var batchBufs = sync.Pool{New: func() any { return &batchBuf{} }}
-
-// buildAll builds rows for msgs on every core and returns them sorted by
-// sequence, with the function that recycles them once they are committed
-// (after which no row or string of theirs may be used).
-func buildAll(msgs []record.Msg) ([]record.Row, func()) {
-	buf := batchBufs.Get().(*batchBuf)
-	if cap(buf.rows) < len(msgs) {
-		buf.rows = make([]record.Row, len(msgs))
-	}
-	rows := buf.rows[:len(msgs)]
-	workers := min(runtime.GOMAXPROCS(0), 1+len(msgs)/256)
-	for len(buf.arenas) < workers {
-		buf.arenas = append(buf.arenas, &record.Arena{})
-	}
-	var wg sync.WaitGroup
-	chunk := (len(msgs) + workers - 1) / workers
-	for w, lo := 0, 0; lo < len(msgs); w, lo = w+1, lo+chunk {
-		hi := min(lo+chunk, len(msgs))
-		arena := buf.arenas[w]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := lo; i < hi; i++ {
-				rows[i] = arena.Build(msgs[i])
-			}
-		}()
-	}
-	wg.Wait()
-	bySeq := func(a, b record.Row) int { return cmp.Compare(a.Seq, b.Seq) }
-	if !slices.IsSortedFunc(rows, bySeq) { // a pull delivers in order: sorting is the exception
-		slices.SortFunc(rows, bySeq)
+// rows returns the rows sorted by sequence, and the function that
+// recycles them once they are committed (after which no row or string of
+// theirs may be used).
+func (b *rowBatch) rows() ([]record.Row, func()) {
+	rows := b.buf.rows
+	if b.unsorted { // a pull delivers in order: sorting is the exception
+		slices.SortFunc(rows, func(a, b record.Row) int { return cmp.Compare(a.Seq, b.Seq) })
 	}
 	return rows, func() {
-		clear(rows) // no row keeps a view of the arenas
-		for _, a := range buf.arenas {
-			a.Reset()
-		}
-		batchBufs.Put(buf)
+		clear(rows) // no row keeps a view of the arena
+		b.buf.rows = rows[:0]
+		b.buf.arena.Reset()
+		b.bufs.put(b.buf)
+	}
+}
+
+// batchBuf is what one batch's rows occupy: the rows and the arena that
+// holds their strings. It is used again for a later batch once this one
+// is committed: a batch is megabytes.
+type batchBuf struct {
+	rows  []record.Row
+	arena record.Arena
+}
+
+// batchBufs keeps the buffers of committed batches for the next ones: at
+// most three batches are in flight (see Run). Unlike a sync.Pool it does
+// not drop them at a garbage collection, which would make the next batch
+// allocate its megabytes again.
+type batchBufs struct{ free chan *batchBuf }
+
+func newBatchBufs() *batchBufs { return &batchBufs{free: make(chan *batchBuf, 4)} }
+
+func (c *batchBufs) get() *batchBuf {
+	select {
+	case b := <-c.free:
+		return b
+	default:
+		return &batchBuf{}
+	}
+}
+
+func (c *batchBufs) put(b *batchBuf) {
+	select {
+	case c.free <- b:
+	default:
 	}
 }
 

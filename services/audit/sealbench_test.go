@@ -13,7 +13,7 @@ import (
 // costs per row (docs/benchmarks.md, `bench audit`).
 func BenchmarkSeal(b *testing.B) {
 	msgs := benchMsgs(b)
-	rows, release := buildAll(msgs)
+	rows, release := buildRows(newBatchBufs(), msgs)
 	defer release()
 	key, _, _ := record.GenerateKey()
 	perEvent := func(b *testing.B, cpu0 int64) {

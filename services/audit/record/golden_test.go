@@ -60,7 +60,7 @@ type goldenMsg struct {
 // filled returns a message of md's type with every field set (lists and
 // maps with two entries, strings with non-ASCII and characters JSON
 // escapes), recursing down to depth; seed varies the values.
-func filled(t *testing.T, md protoreflect.MessageDescriptor, seed string, depth int) protoreflect.Message {
+func filled(t testing.TB, md protoreflect.MessageDescriptor, seed string, depth int) protoreflect.Message {
 	t.Helper()
 	m := dynamicOf(md)
 	switch md.FullName() {
@@ -121,7 +121,7 @@ func dynamicOf(md protoreflect.MessageDescriptor) protoreflect.Message {
 }
 
 // scalar is one value of fd (a list element or map value when fd is one).
-func scalar(t *testing.T, fd protoreflect.FieldDescriptor, seed string, depth int) protoreflect.Value {
+func scalar(t testing.TB, fd protoreflect.FieldDescriptor, seed string, depth int) protoreflect.Value {
 	switch fd.Kind() {
 	case protoreflect.StringKind:
 		return protoreflect.ValueOfString(seed + " é中\u2028<&>\"\\\n")
@@ -155,7 +155,7 @@ func scalar(t *testing.T, fd protoreflect.FieldDescriptor, seed string, depth in
 // the fast path's own tests, and odd messages: large and deep arguments,
 // non-ASCII, redaction of every shape, protojson, bytes out of Go's field
 // order, unknown fields, invalid UTF-8, undecodable bytes.
-func goldenCorpus(t *testing.T) []goldenMsg {
+func goldenCorpus(t testing.TB) []goldenMsg {
 	at := time.Unix(1_700_000_000, 987_654_321)
 	var out []goldenMsg
 	add := func(name, subj string, data []byte, hdr map[string][]string) {

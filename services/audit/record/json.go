@@ -151,6 +151,11 @@ type secondsText struct {
 
 // appendTimestampCached is appendTimestampOf using and updating c (nil: no cache).
 func appendTimestampCached(b []byte, secs, nanos int64, c *secondsText) []byte {
+	if c != nil && c.n > 0 && c.secs == secs && nanos >= 0 && nanos < 1e9 {
+		// The same second as the last (normalised already, as time.Unix
+		// would): no calendar to work out.
+		return appendNanos(append(b, c.text[:c.n]...), int(nanos))
+	}
 	t := time.Unix(secs, nanos).UTC()
 	if c != nil && c.n > 0 && c.secs == t.Unix() {
 		b = append(b, c.text[:c.n]...)
@@ -161,7 +166,7 @@ func appendTimestampCached(b []byte, secs, nanos int64, c *secondsText) []byte {
 			c.secs, c.n = t.Unix(), copy(c.text[:], b[start:])
 		}
 	}
-	return appendFraction(b, t)
+	return appendNanos(b, t.Nanosecond())
 }
 
 // appendSeconds writes the opening quote and t up to its whole seconds.
@@ -188,9 +193,9 @@ func appendSeconds(b []byte, t time.Time) []byte {
 	return b
 }
 
-// appendFraction writes t's fraction of a second and the closing "Z\"".
-func appendFraction(b []byte, t time.Time) []byte {
-	ns := t.Nanosecond()
+// appendNanos writes the fraction of a second ns (0 ≤ ns < 1e9) and the
+// closing "Z\"".
+func appendNanos(b []byte, ns int) []byte {
 	switch {
 	case ns == 0:
 	case ns%1e6 == 0:
@@ -203,13 +208,27 @@ func appendFraction(b []byte, t time.Time) []byte {
 	return append(b, `Z"`...)
 }
 
-// appendDigits writes n (≥ 0) zero-padded to width digits.
+// appendDigits writes n (≥ 0, below 1e10) zero-padded to width digits,
+// two at a time: every timestamp's nanoseconds go through here.
 func appendDigits(b []byte, n, width int) []byte {
+	const pairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
+		"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
+		"8081828384858687888990919293949596979899"
 	var d [10]byte
 	i := len(d)
-	for ; n > 0 || i > len(d)-width; n /= 10 {
+	for n >= 10 {
+		r := n % 100
+		n /= 100
+		i -= 2
+		d[i], d[i+1] = pairs[2*r], pairs[2*r+1]
+	}
+	if n > 0 || i == len(d) {
 		i--
-		d[i] = byte('0' + n%10)
+		d[i] = byte('0' + n)
+	}
+	for i > len(d)-width {
+		i--
+		d[i] = '0'
 	}
 	return append(b, d[i:]...)
 }

@@ -2,6 +2,7 @@ package record
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -62,5 +63,15 @@ func TestPayloadJSONOfInvalidUTF8IsStillValidJSON(t *testing.T) {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil || s != "ok\ufffd\ufffd" {
 		t.Fatalf("%s → %q, %v", b, s, err)
+	}
+}
+
+func TestDigitsAreZeroPaddedDecimal(t *testing.T) {
+	for _, width := range []int{1, 2, 3, 4, 6, 9} {
+		for _, n := range []int{0, 1, 9, 10, 11, 99, 100, 101, 999, 1000, 12345, 99999, 100000, 123456789, 999999999, 1e9 - 1, 1e9 + 7} {
+			if got, want := string(appendDigits([]byte("x"), n, width)), fmt.Sprintf("x%0*d", width, n); got != want {
+				t.Fatalf("appendDigits(%d, %d) = %q, want %q", n, width, got, want)
+			}
+		}
 	}
 }

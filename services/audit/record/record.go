@@ -94,26 +94,33 @@ type Msg struct {
 // fails: a message that does not decode still becomes a row (type from the
 // subject, reason saying why, an escaped excerpt as payload), so the chain
 // has no holes and the bad message is on record.
-func Build(m Msg) Row { return build(m, nil) }
+func Build(m Msg) Row {
+	var r Row
+	build(&r, m, nil)
+	return r
+}
 
-func build(m Msg, a *Arena) Row {
-	r := Row{Seq: m.Seq, Time: m.Time.UTC().Truncate(time.Millisecond)}
+// build builds m's row into *r, which is a zero Row.
+func build(r *Row, m Msg, a *Arena) {
+	r.Seq, r.Time = m.Seq, m.Time.UTC().Truncate(time.Millisecond)
 	// The events every call produces are read straight from the wire
 	// (buildWire); the rest, and any bytes it does not handle, are decoded.
-	if w := r; !envelope.IsJSON(m.Header) && buildWire(&w, m.Subject, m.Data, a) {
-		return w // a failed attempt leaves w half-filled with views of m.Data: it is dropped
+	if !envelope.IsJSON(m.Header) && buildWire(r, m.Subject, m.Data, a) {
+		return
 	}
+	*r = Row{Seq: r.Seq, Time: r.Time} // a failed attempt leaves it half-filled
 	if agent, call, typ, ok := subject.Tokens(m.Subject); ok {
 		r.Agent, r.Call, r.Type = agent, call, typ
 	}
-	return buildGeneric(r, m)
+	*r = buildGeneric(*r, m)
 }
 
-// Arena keeps the strings of a batch of rows in a few large buffers that
-// are used again for the next batch, instead of one allocation per row: the
-// sink's rows live only until their batch is inserted, and what it
-// allocates per event is what drives its garbage collection. One Arena
-// serves one goroutine.
+// Arena keeps what a batch of rows writes (payloads, joined columns) in a
+// few large buffers that are used again for the next batch, instead of one
+// allocation per row, and lets the other columns be views of the messages
+// they were read from: the sink's rows live only until their batch is
+// inserted, and what it allocates or copies per event is what its CPU
+// goes on. One Arena serves one goroutine.
 type Arena struct {
 	chunks [][]byte
 	cur    int
@@ -121,24 +128,31 @@ type Arena struct {
 	// modes): a batch's decisions redact the same few paths.
 	argModes map[string]*argModes
 	key      []byte
-	// Scratch of one build: a joined column, the last timestamp, the
-	// call's fields as the payload's transcoder read them.
-	joined  []byte
+	// Scratch of one build: the last timestamp, the call's fields as the
+	// payload's transcoder read them.
 	seconds secondsText
 	call    callFields
 }
 
-// join returns the concatenation of parts, in a's scratch when a is not nil:
-// valid until the next join, so only for a column intern copies at once.
+// join returns the concatenation of parts, written into a when a is not nil.
 func (a *Arena) join(parts ...string) string {
 	if a == nil {
 		return strings.Join(parts, "")
 	}
-	a.joined = a.joined[:0]
+	n := 0
 	for _, p := range parts {
-		a.joined = append(a.joined, p...)
+		n += len(p)
 	}
-	return unsafe.String(unsafe.SliceData(a.joined), len(a.joined))
+	if n == 0 {
+		return ""
+	}
+	c := a.reserve(n)
+	start := len(c)
+	for _, p := range parts {
+		c = append(c, p...)
+	}
+	a.chunks[a.cur] = c
+	return unsafe.String(&c[start], n)
 }
 
 // modes returns withheldModes(body) when withhold, else maskModes(body,
@@ -191,9 +205,20 @@ func boolByte(b bool) byte {
 
 const arenaChunk = 1 << 20
 
-// Build is Build with the row's strings in a: they stay valid until a.Reset.
-// A row's PrevHash and Hash (set by a Sealer) are not in the arena.
-func (a *Arena) Build(m Msg) Row { return build(m, a) }
+// Build is Build for a batch: the row's payload and joined columns are
+// written into a, its other strings may be views of m's subject and data,
+// so m.Data must stay unchanged until a.Reset (the stream client gives each
+// message bytes of its own). A row's PrevHash and Hash (set by a Sealer)
+// are not in the arena.
+func (a *Arena) Build(m Msg) Row {
+	var r Row
+	build(&r, m, a)
+	return r
+}
+
+// BuildInto is Build into *r, which must be a zero Row: the sink builds
+// each row in its batch's slice instead of copying it there.
+func (a *Arena) BuildInto(r *Row, m Msg) { build(r, m, a) }
 
 // Reset makes a's buffers free for new rows: every row built since the last
 // Reset must no longer be used.
@@ -224,25 +249,6 @@ func (a *Arena) reserve(n int) []byte {
 	}
 	a.chunks = append(a.chunks, make([]byte, 0, max(arenaChunk, n)))
 	return a.chunks[a.cur]
-}
-
-// own copies each string into the arena, one after the other.
-func (a *Arena) own(fields []*string) {
-	n := 0
-	for _, f := range fields {
-		n += len(*f)
-	}
-	c := a.reserve(n)
-	for _, f := range fields {
-		if len(*f) == 0 {
-			*f = ""
-			continue
-		}
-		start := len(c)
-		c = append(c, *f...)
-		*f = unsafe.String(&c[start], len(*f))
-	}
-	a.chunks[a.cur] = c
 }
 
 // payloadRoom is the room the wire path leaves for a payload written

@@ -15,6 +15,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/canon"
+	"github.com/airlock-gate/airlock/services/shared/pbwire"
 )
 
 // This file renders an event's payload JSON straight from its protobuf wire
@@ -63,15 +64,15 @@ func (a *argModes) at(p argPlace) argMode {
 type callFields struct {
 	has [callFieldsKept]bool
 	typ [callFieldsKept]protowire.Type
-	raw [callFieldsKept][]byte
+	val [callFieldsKept][]byte // as pbwire.Next gives it
 }
 
 // callFieldsKept bounds the field numbers kept: the columns read 3–10.
 const callFieldsKept = 11
 
-func (c *callFields) keep(num protowire.Number, typ protowire.Type, raw []byte) {
+func (c *callFields) keep(num protowire.Number, typ protowire.Type, val []byte) {
 	if num < callFieldsKept {
-		c.has[num], c.typ[num], c.raw[num] = true, typ, raw
+		c.has[num], c.typ[num], c.val[num] = true, typ, val
 	}
 }
 
@@ -96,12 +97,12 @@ type wireField struct {
 	key      []byte // `"name":`
 	kind     protoreflect.Kind
 	list     bool
-	mapVal   *wireField // the value of a map field
-	msg      *wireMsg   // a message field's (or map value's) type
-	presence bool       // explicit presence: written even when zero
-	bytesLen bool       // its wire form is length-delimited
-	oneof    uint64     // the bit of its (real) oneof, 0 for none
-	enumJSON [][]byte   // an enum's values as JSON strings, by number (nil past the end)
+	mapVal   *wireField     // the value of a map field
+	msg      *wireMsg       // a message field's (or map value's) type
+	presence bool           // explicit presence: written even when zero
+	wire     protowire.Type // the wire type of its values (of each entry, for a list)
+	oneof    uint64         // the bit of its (real) oneof, 0 for none
+	enumJSON [][]byte       // an enum's values as JSON strings, by number (nil past the end)
 }
 
 var (
@@ -157,10 +158,16 @@ func newWireField(fd protoreflect.FieldDescriptor) *wireField {
 		key: append(appendString(nil, string(fd.Name())), ':')}
 	switch f.kind {
 	case protoreflect.StringKind, protoreflect.BytesKind, protoreflect.MessageKind:
-		f.bytesLen = true
+		f.wire = protowire.BytesType
+	case protoreflect.FloatKind, protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind:
+		f.wire = protowire.Fixed32Type
+	case protoreflect.DoubleKind, protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind:
+		f.wire = protowire.Fixed64Type
+	default:
+		f.wire = protowire.VarintType
 	}
 	if fd.IsMap() {
-		f.bytesLen = true
+		f.wire = protowire.BytesType
 	}
 	if f.kind == protoreflect.MessageKind && !fd.IsMap() {
 		f.msg = buildWireMsg(fd.Message())
@@ -238,8 +245,8 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 	var last protowire.Number
 	var oneofs uint64 // set so far: a second member would replace the first
 	for len(data) > 0 {
-		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 {
+		num, typ, val, rest, ok := pbwire.Next(data)
+		if !ok {
 			return nil, false
 		}
 		var f *wireField
@@ -250,13 +257,13 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 			return nil, false
 		}
 		if f == nil || depth == 0 && envelopeField(num) {
-			m := protowire.ConsumeFieldValue(num, typ, data[n:])
-			if m < 0 {
-				return nil, false
-			}
-			data = data[n+m:]
-			last = num
+			data, last = rest, num
 			continue
+		}
+		// A value of another wire type is an unknown field to the decoder
+		// (it renders nothing, or the packed form of a list): not ours.
+		if typ != f.wire {
+			return nil, false
 		}
 		// A repeated field: all its entries, which must be contiguous.
 		if f.list || f.mapVal != nil {
@@ -266,19 +273,15 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 			var vbuf [16][]byte
 			vals := vbuf[:0]
 			for len(data) > 0 {
-				num2, typ2, n2 := protowire.ConsumeTag(data)
-				if n2 < 0 || num2 != num {
-					break
+				num2, typ2, val2, rest2, ok := pbwire.Next(data)
+				if !ok || num2 != num {
+					break // a malformed field is refused by the next round
 				}
-				if (typ2 == protowire.BytesType) != f.bytesLen {
-					return nil, false // packed scalars are not written by these messages
-				}
-				m := protowire.ConsumeFieldValue(num2, typ2, data[n2:])
-				if m < 0 {
+				if typ2 != f.wire {
 					return nil, false
 				}
-				vals = append(vals, data[n2:n2+m])
-				data = data[n2+m:]
+				vals = append(vals, val2)
+				data = rest2
 			}
 			last = num
 			if !first {
@@ -286,7 +289,6 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 			}
 			first = false
 			b = append(b, f.key...)
-			var ok bool
 			if f.mapVal != nil {
 				b, ok = t.mapField(b, f, vals)
 			} else {
@@ -295,7 +297,7 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 					if i > 0 {
 						b = append(b, ',')
 					}
-					if b, ok = t.value(b, f, protowire.BytesType, v, depth); !ok {
+					if b, ok = t.value(b, f, v, depth); !ok {
 						return nil, false
 					}
 				}
@@ -306,15 +308,9 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 			}
 			continue
 		}
-		m := protowire.ConsumeFieldValue(num, typ, data[n:])
-		if m < 0 {
-			return nil, false
-		}
-		raw := data[n : n+m]
-		data = data[n+m:]
-		last = num
+		data, last = rest, num
 		if w.call && depth == 2 && t.path[1] == fieldCall && t.call != nil {
-			t.call.keep(num, typ, raw)
+			t.call.keep(num, typ, val)
 		}
 		if f.oneof != 0 {
 			if oneofs&f.oneof != 0 {
@@ -322,7 +318,7 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 			}
 			oneofs |= f.oneof
 		}
-		if !f.presence && zero(typ, raw) {
+		if !f.presence && zero(typ, val) {
 			continue // proto3 implicit presence: a zero value is not set
 		}
 		if !first {
@@ -333,8 +329,7 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 		if depth < 3 {
 			t.path[depth] = num
 		}
-		var ok bool
-		if b, ok = t.value(b, f, typ, raw, depth); !ok {
+		if b, ok = t.value(b, f, val, depth); !ok {
 			return nil, false
 		}
 	}
@@ -356,68 +351,54 @@ func appendUTF8(b, v []byte) ([]byte, bool) {
 	return append(b, '"'), true
 }
 
-// zero reports whether a raw scalar is its type's zero value.
-func zero(typ protowire.Type, raw []byte) bool {
+// zero reports whether a scalar value (as pbwire.Next gives it) is its
+// type's zero value.
+func zero(typ protowire.Type, val []byte) bool {
 	switch typ {
 	case protowire.BytesType:
-		v, _ := protowire.ConsumeBytes(raw)
-		return len(v) == 0
+		return len(val) == 0
 	case protowire.VarintType:
-		v, _ := protowire.ConsumeVarint(raw)
+		v, _ := pbwire.Varint(typ, val)
 		return v == 0
 	case protowire.Fixed32Type:
-		v, _ := protowire.ConsumeFixed32(raw)
+		v, _ := protowire.ConsumeFixed32(val)
 		return v == 0
 	case protowire.Fixed64Type:
-		v, _ := protowire.ConsumeFixed64(raw)
+		v, _ := protowire.ConsumeFixed64(val)
 		return v == 0
 	}
 	return false
 }
 
-// value renders one value of fd from its raw wire bytes (tag excluded).
-func (t *transcoder) value(b []byte, f *wireField, typ protowire.Type, raw []byte, depth int) ([]byte, bool) {
+// value renders one value of f from val, as pbwire.Next gives it (its
+// wire type is f.wire).
+func (t *transcoder) value(b []byte, f *wireField, val []byte, depth int) ([]byte, bool) {
 	switch f.kind {
 	case protoreflect.MessageKind:
-		v, n := protowire.ConsumeBytes(raw)
-		if n < 0 {
-			return nil, false
-		}
-		return t.message(b, v, f.msg, depth+1)
+		return t.message(b, val, f.msg, depth+1)
 	case protoreflect.StringKind:
-		v, n := protowire.ConsumeBytes(raw)
-		if n < 0 {
-			return nil, false
-		}
-		return appendUTF8(b, v)
+		return appendUTF8(b, val)
 	case protoreflect.BytesKind:
-		v, n := protowire.ConsumeBytes(raw)
-		if n < 0 {
-			return nil, false
-		}
 		b = append(b, '"')
-		b = base64.StdEncoding.AppendEncode(b, v)
+		b = base64.StdEncoding.AppendEncode(b, val)
 		return append(b, '"'), true
 	case protoreflect.FloatKind:
-		v, n := protowire.ConsumeFixed32(raw)
-		if typ != protowire.Fixed32Type || n < 0 {
+		v, n := protowire.ConsumeFixed32(val)
+		if n < 0 {
 			return nil, false
 		}
 		return appendFloat(b, float64(math.Float32frombits(v)), 32), true
 	case protoreflect.DoubleKind:
-		v, n := protowire.ConsumeFixed64(raw)
-		if typ != protowire.Fixed64Type || n < 0 {
+		v, n := protowire.ConsumeFixed64(val)
+		if n < 0 {
 			return nil, false
 		}
 		return appendFloat(b, math.Float64frombits(v), 64), true
 	case protoreflect.Sfixed32Kind, protoreflect.Fixed32Kind, protoreflect.Sfixed64Kind, protoreflect.Fixed64Kind:
 		return nil, false // not used by these messages
 	}
-	if typ != protowire.VarintType {
-		return nil, false
-	}
-	v, n := protowire.ConsumeVarint(raw)
-	if n < 0 {
+	v, ok := pbwire.Varint(protowire.VarintType, val)
+	if !ok {
 		return nil, false
 	}
 	switch f.kind {
@@ -459,37 +440,39 @@ func (t *transcoder) mapField(b []byte, f *wireField, entries [][]byte) ([]byte,
 		return nil, false
 	}
 	type kv struct {
-		key string
-		val []byte // raw value bytes, tag excluded; nil when absent
-		typ protowire.Type
+		key string // a view of the bytes, read only while this call runs
+		val []byte // as pbwire.Next gives it
+		has bool
 	}
 	items := make([]kv, 0, len(entries))
-	for _, e := range entries {
-		ent, n := protowire.ConsumeBytes(e)
-		if n < 0 {
-			return nil, false
-		}
+	for _, ent := range entries {
 		var it kv
+		var seen [3]bool
 		for len(ent) > 0 {
-			num, typ, n := protowire.ConsumeTag(ent)
-			if n < 0 {
+			num, typ, val, rest, ok := pbwire.Next(ent)
+			if !ok {
 				return nil, false
 			}
-			m := protowire.ConsumeFieldValue(num, typ, ent[n:])
-			if m < 0 {
-				return nil, false
+			if num <= 2 {
+				if seen[num] {
+					return nil, false // a key or value given twice: keep it simple
+				}
+				seen[num] = true
 			}
 			switch num {
 			case 1:
-				k, kn := protowire.ConsumeBytes(ent[n : n+m])
-				if kn < 0 || !utf8.Valid(k) {
+				k, ok := pbwire.String(typ, val)
+				if !ok {
 					return nil, false
 				}
-				it.key = string(k)
+				it.key = k
 			case 2:
-				it.val, it.typ = ent[n:n+m], typ
+				if typ != f.mapVal.wire {
+					return nil, false
+				}
+				it.val, it.has = val, true
 			}
-			ent = ent[n+m:]
+			ent = rest
 		}
 		items = append(items, it)
 	}
@@ -513,7 +496,7 @@ func (t *transcoder) mapField(b []byte, f *wireField, entries [][]byte) ([]byte,
 		b = appendString(b, it.key)
 		b = append(b, ':')
 		vf := f.mapVal
-		if it.val == nil {
+		if !it.has {
 			// An absent value is the zero value (or an empty message).
 			if vf.kind != protoreflect.StringKind {
 				return nil, false
@@ -522,7 +505,7 @@ func (t *transcoder) mapField(b []byte, f *wireField, entries [][]byte) ([]byte,
 			continue
 		}
 		var ok bool
-		if b, ok = t.value(b, vf, it.typ, it.val, 4); !ok {
+		if b, ok = t.value(b, vf, it.val, 4); !ok {
 			return nil, false
 		}
 	}
@@ -533,20 +516,17 @@ func (t *transcoder) timeLike(b, data []byte, timestamp bool) ([]byte, bool) {
 	var secs, nanos int64
 	var last protowire.Number
 	for len(data) > 0 {
-		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 || typ != protowire.VarintType || num <= last || num > 2 {
+		num, typ, val, rest, ok := pbwire.Next(data)
+		if !ok || typ != protowire.VarintType || num <= last || num > 2 {
 			return nil, false
 		}
-		v, m := protowire.ConsumeVarint(data[n:])
-		if m < 0 {
-			return nil, false
-		}
+		v, _ := pbwire.Varint(typ, val)
 		if num == 1 {
 			secs = int64(v)
 		} else {
 			nanos = int64(int32(v))
 		}
-		last, data = num, data[n+m:]
+		last, data = num, rest
 	}
 	if timestamp {
 		return appendTimestampCached(b, secs, nanos, t.ts), true
@@ -564,35 +544,31 @@ func (t *transcoder) structWith(b, data []byte, mode argMode, path []step) ([]by
 	var buf [16]field
 	fields := buf[:0]
 	for len(data) > 0 {
-		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 || num != 1 || typ != protowire.BytesType {
+		num, typ, ent, rest, ok := pbwire.Next(data)
+		if !ok || num != 1 || typ != protowire.BytesType {
 			return nil, false
 		}
-		ent, m := protowire.ConsumeBytes(data[n:])
-		if m < 0 {
-			return nil, false
-		}
-		data = data[n+m:]
+		data = rest
 		var f field
+		var seen [3]bool
 		for len(ent) > 0 {
-			num, typ, n := protowire.ConsumeTag(ent)
-			if n < 0 || typ != protowire.BytesType {
+			num, typ, v, rest, ok := pbwire.Next(ent)
+			if !ok || typ != protowire.BytesType {
 				return nil, false
 			}
-			v, m := protowire.ConsumeBytes(ent[n:])
-			if m < 0 {
-				return nil, false
+			if num <= 2 {
+				if seen[num] {
+					return nil, false // the decoder merges a Value given twice: not ours
+				}
+				seen[num] = true
 			}
 			switch num {
 			case 1:
-				if !utf8.Valid(v) {
-					return nil, false
-				}
-				f.key = v
+				f.key = v // checked as it is written
 			case 2:
 				f.val = v
 			}
-			ent = ent[n+m:]
+			ent = rest
 		}
 		fields = append(fields, f)
 	}
@@ -608,9 +584,11 @@ func (t *transcoder) structWith(b, data []byte, mode argMode, path []step) ([]by
 		// The key is only read while this call runs: a string view of the
 		// bytes saves a copy per key (the sink's hottest allocation).
 		key := unsafe.String(unsafe.SliceData(f.key), len(f.key))
-		b = appendString(b, key)
-		b = append(b, ':')
 		var ok bool
+		if b, ok = appendUTF8(b, f.key); !ok {
+			return nil, false
+		}
+		b = append(b, ':')
 		if b, ok = t.structValue(b, f.val, mode, append(path, step{key: key, idx: -1})); !ok {
 			return nil, false
 		}
@@ -652,6 +630,11 @@ func (m argMode) masked(path []step) bool {
 // structValue renders a google.protobuf.Value (data: its message bytes).
 func (t *transcoder) structValue(b, data []byte, mode argMode, path []step) ([]byte, bool) {
 	if len(path) > 0 && mode.masked(path) {
+		// Rendered, then written over: the decoder refuses an event whose
+		// masked value is malformed, so this path must too.
+		if _, ok := t.structValue(b, data, argMode{}, path); !ok {
+			return nil, false
+		}
 		return appendString(b, Mask), true
 	}
 	if len(data) == 0 {
@@ -660,25 +643,19 @@ func (t *transcoder) structValue(b, data []byte, mode argMode, path []step) ([]b
 		}
 		return append(b, "null"...), true
 	}
-	num, typ, n := protowire.ConsumeTag(data)
-	if n < 0 {
-		return nil, false
-	}
-	m := protowire.ConsumeFieldValue(num, typ, data[n:])
-	if m < 0 || n+m != len(data) {
+	num, typ, val, rest, ok := pbwire.Next(data)
+	if !ok || len(rest) > 0 {
 		return nil, false // more than one kind set
 	}
-	raw := data[n : n+m]
 	switch num {
 	case 5, 6:
 		if typ != protowire.BytesType {
 			return nil, false
 		}
-		v, _ := protowire.ConsumeBytes(raw)
 		if num == 5 {
-			return t.structWith(b, v, mode, path)
+			return t.structWith(b, val, mode, path)
 		}
-		return t.list(b, v, mode, path)
+		return t.list(b, val, mode, path)
 	}
 	if mode.withhold {
 		return appendString(b, Withheld), true
@@ -687,20 +664,19 @@ func (t *transcoder) structValue(b, data []byte, mode argMode, path []step) ([]b
 	case 1:
 		return append(b, "null"...), true
 	case 2:
-		v, k := protowire.ConsumeFixed64(raw)
+		v, k := protowire.ConsumeFixed64(val)
 		if typ != protowire.Fixed64Type || k < 0 {
 			return nil, false
 		}
 		return appendFloat(b, math.Float64frombits(v), 64), true
 	case 3:
-		v, k := protowire.ConsumeBytes(raw)
-		if typ != protowire.BytesType || k < 0 {
+		if typ != protowire.BytesType {
 			return nil, false
 		}
-		return appendUTF8(b, v)
+		return appendUTF8(b, val)
 	case 4:
-		v, k := protowire.ConsumeVarint(raw)
-		if typ != protowire.VarintType || k < 0 {
+		v, ok := pbwire.Varint(typ, val)
+		if !ok {
 			return nil, false
 		}
 		return strconv.AppendBool(b, v != 0), true
@@ -711,19 +687,14 @@ func (t *transcoder) structValue(b, data []byte, mode argMode, path []step) ([]b
 func (t *transcoder) list(b, data []byte, mode argMode, path []step) ([]byte, bool) {
 	b = append(b, '[')
 	for i := 0; len(data) > 0; i++ {
-		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 || num != 1 || typ != protowire.BytesType {
+		num, typ, v, rest, ok := pbwire.Next(data)
+		if !ok || num != 1 || typ != protowire.BytesType {
 			return nil, false
 		}
-		v, m := protowire.ConsumeBytes(data[n:])
-		if m < 0 {
-			return nil, false
-		}
-		data = data[n+m:]
+		data = rest
 		if i > 0 {
 			b = append(b, ',')
 		}
-		var ok bool
 		if b, ok = t.structValue(b, v, mode, append(path, step{idx: i})); !ok {
 			return nil, false
 		}

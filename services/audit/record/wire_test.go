@@ -17,7 +17,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
-func slowPayload(t *testing.T, ev *airlockv1.Event) string {
+func slowPayload(t testing.TB, ev *airlockv1.Event) string {
 	t.Helper()
 	ev = proto.Clone(ev).(*airlockv1.Event)
 	redact(ev)
@@ -25,7 +25,7 @@ func slowPayload(t *testing.T, ev *airlockv1.Event) string {
 	return canonicalJSON(ev)
 }
 
-func wireCorpus(t *testing.T) []*airlockv1.Event {
+func wireCorpus(t testing.TB) []*airlockv1.Event {
 	args := func(m map[string]any) *structpb.Struct {
 		s, err := structpb.NewStruct(m)
 		if err != nil {

@@ -33,7 +33,9 @@ var (
 // then takes the generic path.
 //
 // The agent and call columns come from the envelope, or from subj (the
-// message's subject) where the envelope has none.
+// message's subject) where the envelope has none. The strings of the body
+// are read with pbwire.View, unchecked: the payload's transcoder renders
+// every one of them and refuses the event when one is not UTF-8.
 func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 	var ok0 bool // the result of reading the last field below
 	var env struct {
@@ -48,7 +50,7 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 	// The envelope, read in a plain loop: it is the first thing every event
 	// costs. A field it does not read keeps the last field's result.
 	for rest := data; len(rest) > 0; {
-		num, typ, raw, next, ok := nextField(rest)
+		num, typ, raw, next, ok := pbwire.Next(rest)
 		if !ok {
 			return false
 		}
@@ -155,8 +157,8 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 	} else {
 		callWire = &callFields{}
 	}
-	// With an arena the payload is written straight into its chunk (kept
-	// at the end, once the row is complete), else into a pooled buffer.
+	// With an arena the payload is written straight into its chunk, else
+	// into a pooled buffer (and interned with the other columns at the end).
 	var dst []byte
 	if a != nil {
 		c := a.reserve(payloadRoom)
@@ -168,8 +170,15 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 	if !ok {
 		return false
 	}
-	if a == nil {
+	switch {
+	case a == nil:
 		*buf = payload[:0]
+		r.Payload = unsafe.String(unsafe.SliceData(payload), len(payload))
+	case unsafe.SliceData(payload) == unsafe.SliceData(dst):
+		a.chunks[a.cur] = a.chunks[a.cur][:len(a.chunks[a.cur])+len(payload)] // written in place: keep it
+		r.Payload = unsafe.String(unsafe.SliceData(payload), len(payload))
+	default:
+		r.Payload = a.string(payload) // longer than the room: append moved it
 	}
 
 	// Columns, exactly as fill and decidedBy set them.
@@ -215,14 +224,14 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 			if !callWire.has[n] {
 				continue
 			}
-			t, raw := callWire.typ[n], callWire.raw[n]
+			t, raw := callWire.typ[n], callWire.val[n]
 			switch n {
 			case 3:
-				thread, ok = pbwire.String(t, raw)
+				thread, ok = pbwire.View(t, raw)
 			case 5:
-				server, ok = pbwire.String(t, raw)
+				server, ok = pbwire.View(t, raw)
 			case 6:
-				tool, ok = pbwire.String(t, raw)
+				tool, ok = pbwire.View(t, raw)
 			case 7:
 				args, ok = pbwire.Bytes(t, raw)
 			case 10:
@@ -281,16 +290,16 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 					ok = pbwire.EachField(v, func(n protowire.Number, t protowire.Type, raw []byte) bool {
 						if n == 3 {
 							var ok bool
-							comment, ok = pbwire.String(t, raw)
+							comment, ok = pbwire.View(t, raw)
 							return ok
 						}
 						return true
 					})
 				}
 			case 6:
-				digest, ok = pbwire.String(t, raw)
+				digest, ok = pbwire.View(t, raw)
 			case 8:
-				prev, ok = pbwire.String(t, raw)
+				prev, ok = pbwire.View(t, raw)
 			default:
 				ok = true
 			}
@@ -325,9 +334,9 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 				hasLatency = true
 				latency, ok = pbwire.Bytes(t, raw)
 			case typ == subject.Failed && n == 1:
-				reason, ok = pbwire.String(t, raw)
+				reason, ok = pbwire.View(t, raw)
 			case typ == subject.Failed && n == 3:
-				message, ok = pbwire.String(t, raw)
+				message, ok = pbwire.View(t, raw)
 			default:
 				ok = true
 			}
@@ -360,39 +369,15 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 		return false
 	}
 	if a == nil {
-		r.Payload = unsafe.String(unsafe.SliceData(payload), len(payload))
 		*scratch = intern(r, *scratch)
-		return true
 	}
-	if c := a.chunks[a.cur]; unsafe.SliceData(payload) == unsafe.SliceData(dst) {
-		a.chunks[a.cur] = c[:len(c)+len(payload)] // written in place: keep it
-		r.Payload = unsafe.String(unsafe.SliceData(payload), len(payload))
-	} else {
-		r.Payload = a.string(payload) // longer than the room: append moved it
-	}
-	fields := columnsOf(r)
-	a.own(fields[:len(fields)-1]) // the payload is in the arena already
 	return true
-}
-
-// nextField splits the first field off data: its number, wire type and
-// value bytes (tag excluded), and what follows it.
-func nextField(data []byte) (num protowire.Number, typ protowire.Type, raw, rest []byte, ok bool) {
-	num, typ, n := protowire.ConsumeTag(data)
-	if n < 0 {
-		return 0, 0, nil, nil, false
-	}
-	m := protowire.ConsumeFieldValue(num, typ, data[n:])
-	if m < 0 {
-		return 0, 0, nil, nil, false
-	}
-	return num, typ, data[n : n+m], data[n+m:], true
 }
 
 // readActor reads an Actor's type, id and channel.
 func readActor(data []byte, typ *int32, id, channel *string) bool {
 	for len(data) > 0 {
-		num, t, raw, rest, ok := nextField(data)
+		num, t, raw, rest, ok := pbwire.Next(data)
 		if !ok {
 			return false
 		}
@@ -406,6 +391,10 @@ func readActor(data []byte, typ *int32, id, channel *string) bool {
 			*id, ok = pbwire.String(t, raw)
 		case 3:
 			*channel, ok = pbwire.String(t, raw)
+		case 4:
+			// Not a column, but the decoder refuses invalid UTF-8 in it:
+			// so does this path, or the row would not be the generic one.
+			_, ok = pbwire.String(t, raw)
 		}
 		if !ok {
 			return false
@@ -426,26 +415,26 @@ func readDecision(data []byte, redact []string) (d wireDecision, _ []string, _ b
 		var ok bool
 		switch n {
 		case 2:
-			d.reason, ok = pbwire.String(t, raw)
+			d.reason, ok = pbwire.View(t, raw)
 		case 3:
-			d.ruleID, ok = pbwire.String(t, raw)
+			d.ruleID, ok = pbwire.View(t, raw)
 		case 4:
 			var v uint64
 			v, ok = pbwire.Varint(t, raw)
 			d.risk = int32(v)
 		case 9:
 			var s string
-			if s, ok = pbwire.String(t, raw); ok {
+			if s, ok = pbwire.View(t, raw); ok {
 				redact = append(redact, s)
 			}
 		case 10:
-			d.policyRevision, ok = pbwire.String(t, raw)
+			d.policyRevision, ok = pbwire.View(t, raw)
 		case 11:
-			d.decisionID, ok = pbwire.String(t, raw)
+			d.decisionID, ok = pbwire.View(t, raw)
 		case 12:
-			d.grantID, ok = pbwire.String(t, raw)
+			d.grantID, ok = pbwire.View(t, raw)
 		case 13:
-			d.digest, ok = pbwire.String(t, raw)
+			d.digest, ok = pbwire.View(t, raw)
 		default:
 			ok = true
 		}

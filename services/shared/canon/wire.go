@@ -49,7 +49,14 @@ func appendWireStruct(b, data []byte) (out []byte, ok, finite bool) {
 			return false
 		}
 		var f field
+		var seen [3]bool
 		if !pbwire.EachField(ent, func(n protowire.Number, t protowire.Type, raw []byte) bool {
+			if n <= 2 {
+				if seen[n] {
+					return false // the decoder keeps the last key and merges a Value given twice: not ours
+				}
+				seen[n] = true
+			}
 			var ok bool
 			switch n {
 			case 1:
@@ -99,15 +106,10 @@ func appendWireValue(b, data []byte) (out []byte, ok, finite bool) {
 	if len(data) == 0 {
 		return append(b, "null"...), true, true
 	}
-	num, typ, n := protowire.ConsumeTag(data)
-	if n < 0 {
+	num, typ, raw, rest, ok := pbwire.Next(data)
+	if !ok || len(rest) > 0 {
 		return nil, false, false
 	}
-	m := protowire.ConsumeFieldValue(num, typ, data[n:])
-	if m < 0 || n+m != len(data) {
-		return nil, false, false
-	}
-	raw := data[n : n+m]
 	switch num {
 	case 1:
 		return append(b, "null"...), true, true

@@ -1,6 +1,10 @@
 // Package pbwire reads protobuf fields straight from their encoded bytes,
 // for the hot paths that must not decode whole messages (the audit sink's
 // rows and argument digests).
+//
+// A field's value is what Next gives: for a length-delimited field (string,
+// bytes, message) the bytes inside its length, for any other the encoded
+// value itself. Bytes, String and Varint read such a value.
 package pbwire
 
 import (
@@ -10,49 +14,119 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
+// Next splits the first field off data: its number, wire type and value,
+// and what follows it. ok is false when data does not start with a
+// well-formed field, exactly where protowire.ConsumeTag and
+// ConsumeFieldValue refuse it. Tags and lengths of one or two bytes and
+// varints — nearly every field — are read here without a further call:
+// this is the innermost loop of the audit sink.
+func Next(data []byte) (num protowire.Number, typ protowire.Type, val, rest []byte, ok bool) {
+	var tag uint64
+	var i int
+	switch {
+	case len(data) >= 2 && data[0] < 0x80:
+		tag, i = uint64(data[0]), 1
+	case len(data) >= 3 && data[1] < 0x80:
+		tag, i = uint64(data[0]&0x7f)|uint64(data[1])<<7, 2
+	default:
+		return nextSlow(data)
+	}
+	num, typ = protowire.Number(tag>>3), protowire.Type(tag&7)
+	if num == 0 {
+		return nextSlow(data) // refused there
+	}
+	switch typ {
+	case protowire.BytesType:
+		var n uint64
+		switch {
+		case data[i] < 0x80:
+			n, i = uint64(data[i]), i+1
+		case i+1 < len(data) && data[i+1] < 0x80:
+			n, i = uint64(data[i]&0x7f)|uint64(data[i+1])<<7, i+2
+		default:
+			return nextSlow(data)
+		}
+		if end := uint64(i) + n; end <= uint64(len(data)) {
+			return num, typ, data[i:end], data[end:], true
+		}
+		return 0, 0, nil, nil, false
+	case protowire.VarintType:
+		for j := i; j < len(data) && j < i+10; j++ {
+			if data[j] < 0x80 {
+				if j == i+9 && data[j] > 1 {
+					break // past 64 bits: refused there
+				}
+				return num, typ, data[i : j+1], data[j+1:], true
+			}
+		}
+	}
+	return nextSlow(data)
+}
+
+func nextSlow(data []byte) (num protowire.Number, typ protowire.Type, val, rest []byte, ok bool) {
+	num, typ, n := protowire.ConsumeTag(data)
+	if n < 0 {
+		return 0, 0, nil, nil, false
+	}
+	m := protowire.ConsumeFieldValue(num, typ, data[n:])
+	if m < 0 {
+		return 0, 0, nil, nil, false
+	}
+	val, rest = data[n:n+m], data[n+m:]
+	if typ == protowire.BytesType {
+		val, _ = protowire.ConsumeBytes(val) // well-formed: ConsumeFieldValue read it
+	}
+	return num, typ, val, rest, true
+}
+
 // EachField calls fn with every field of the encoded message data, in
 // order, until fn returns false. It reports false when data is malformed or
 // fn stopped.
-func EachField(data []byte, fn func(num protowire.Number, typ protowire.Type, raw []byte) bool) bool {
+func EachField(data []byte, fn func(num protowire.Number, typ protowire.Type, val []byte) bool) bool {
 	for len(data) > 0 {
-		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 {
+		num, typ, val, rest, ok := Next(data)
+		if !ok || !fn(num, typ, val) {
 			return false
 		}
-		m := protowire.ConsumeFieldValue(num, typ, data[n:])
-		if m < 0 || !fn(num, typ, data[n:n+m]) {
-			return false
-		}
-		data = data[n+m:]
+		data = rest
 	}
 	return true
 }
 
 // Bytes reads a length-delimited field (bytes, string or message).
-func Bytes(typ protowire.Type, raw []byte) ([]byte, bool) {
-	if typ != protowire.BytesType {
-		return nil, false
-	}
-	v, n := protowire.ConsumeBytes(raw)
-	return v, n >= 0
+func Bytes(typ protowire.Type, val []byte) ([]byte, bool) {
+	return val, typ == protowire.BytesType
 }
 
 // String reads a string field as a view of the encoded bytes, so it is
 // valid only as long as they are unchanged: copy it before keeping it.
 // Invalid UTF-8 is refused, as protobuf refuses it in a string.
-func String(typ protowire.Type, raw []byte) (string, bool) {
-	v, ok := Bytes(typ, raw)
-	if !ok || !utf8.Valid(v) {
+func String(typ protowire.Type, val []byte) (string, bool) {
+	if typ != protowire.BytesType || !utf8.Valid(val) {
 		return "", false
 	}
-	return unsafe.String(unsafe.SliceData(v), len(v)), true
+	return unsafe.String(unsafe.SliceData(val), len(val)), true
+}
+
+// View is String without the UTF-8 check, for a string field the caller
+// checks another way (the audit's transcoder renders every string of an
+// event's body, and refuses the event when one is not UTF-8).
+func View(typ protowire.Type, val []byte) (string, bool) {
+	if typ != protowire.BytesType {
+		return "", false
+	}
+	return unsafe.String(unsafe.SliceData(val), len(val)), true
 }
 
 // Varint reads a varint field.
-func Varint(typ protowire.Type, raw []byte) (uint64, bool) {
+func Varint(typ protowire.Type, val []byte) (uint64, bool) {
 	if typ != protowire.VarintType {
 		return 0, false
 	}
-	v, n := protowire.ConsumeVarint(raw)
-	return v, n >= 0
+	// val is one whole varint, as Next gives it.
+	var v uint64
+	for i, c := range val {
+		v |= uint64(c&0x7f) << (7 * uint(i))
+	}
+	return v, len(val) > 0 && len(val) <= 10
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -32,18 +33,46 @@ import (
 // call before doing any work of its own: the round trip's latency against
 // it is what airlock adds; its latency against the raw hop is the least a
 // call with these writes can be.
+//
+// The minimal exactly-once chain (minimalWrites) is the same with the
+// writes no design that keeps SPEC's guarantees can do without: the
+// agent's durable request, the decision appended as the call's first event
+// (compare-and-append after sequence 0: it records the call once, however
+// often the request is delivered, so no separate `requested`), the
+// executor's claim (`started`) and its end. Its latency against the raw hop
+// is the least any such design can reach.
+
+// chainWrites is which writes a chain rig does.
+type chainWrites int
+
+const (
+	// callWrites: an auto-allowed call's writes today (single server):
+	// `requested`, then the decision.
+	callWrites chainWrites = iota
+	// minimalWrites: the decision alone, as the call's first event.
+	minimalWrites
+)
+
+// prefix names the rig's subjects ("<prefix>.req.*", "<prefix>.evt.>",
+// "<prefix>.out.>") and, upper-cased, its streams.
+func (w chainWrites) prefix() string {
+	if w == minimalWrites {
+		return "minchain"
+	}
+	return "chain"
+}
 
 // chainWorkers is how many handlers each service of the chain runs: the
 // policy's and the executor's default workers (config: policy.workers,
 // executor.workers).
 const chainWorkers = 32
 
-// newChainRig sets up the chain floor's two streams and its two relays on
-// the server at url; op does one call's chain and returns when the agent
-// has received `completed`; count reads what the server stored and
-// delivered so far (as serverCounts for the services). Every message
-// carries payload.
-func newChainRig(ctx context.Context, url string, payload []byte) (op func(context.Context) error, count func() (callCounts, error), stop func(), err error) {
+// newChainRig sets up the two streams and the two relays of a chain that
+// does writes on the server at url; op does one call's chain and returns
+// when the agent has received `completed`; count reads what the server
+// stored and delivered so far (as serverCounts for the services). Every
+// message carries payload.
+func newChainRig(ctx context.Context, url string, payload []byte, writes chainWrites) (op func(context.Context) error, count func() (callCounts, error), stop func(), err error) {
 	var cleanup rigCleanup
 	stop = cleanup.run
 	defer func() {
@@ -51,8 +80,10 @@ func newChainRig(ctx context.Context, url string, payload []byte) (op func(conte
 			stop()
 		}
 	}()
+	p := writes.prefix()
+	names := strings.ToUpper(p)
 	conn := func(name string) (*nats.Conn, jetstream.JetStream, error) {
-		nc, err := nats.Connect(url, nats.Name("airlock-bench-chain-"+name))
+		nc, err := nats.Connect(url, nats.Name("airlock-bench-"+p+"-"+name))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -72,22 +103,29 @@ func newChainRig(ctx context.Context, url string, payload []byte) (op func(conte
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	intake, done, err := floorStream(ctx, ajs, jetstream.StreamConfig{Name: "CHAIN_REQ", Subjects: []string{"chain.req.*"}, Retention: jetstream.WorkQueuePolicy})
+	intake, done, err := floorStream(ctx, ajs, jetstream.StreamConfig{Name: names + "_REQ", Subjects: []string{p + ".req.*"}, Retention: jetstream.WorkQueuePolicy})
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	cleanup.add(done)
-	events, done, err := floorStream(ctx, ajs, jetstream.StreamConfig{Name: "CHAIN_EVT", Subjects: []string{"chain.evt.>"},
-		RePublish: &jetstream.RePublish{Source: "chain.evt.>", Destination: "chain.out.>"}})
+	events, done, err := floorStream(ctx, ajs, jetstream.StreamConfig{Name: names + "_EVT", Subjects: []string{p + ".evt.>"},
+		RePublish: &jetstream.RePublish{Source: p + ".evt.>", Destination: p + ".out.>"}})
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	cleanup.add(done)
 
 	policy := func(m jetstream.Msg) error {
-		id := m.Subject()[len("chain.req."):]
-		call := "chain.evt." + id + "."
-		if _, err := pjs.Publish(ctx, call+"requested", payload, jetstream.WithExpectLastSequenceForSubject(0, call+">")); err != nil {
+		id := m.Subject()[len(p+".req."):]
+		call := p + ".evt." + id + "."
+		first := jetstream.WithExpectLastSequenceForSubject(0, call+">") // the call's first event
+		if writes == minimalWrites {
+			if _, err := pjs.Publish(ctx, call+"allowed", payload, first); err != nil {
+				return fmt.Errorf("append the decision: %w", err)
+			}
+			return m.Ack()
+		}
+		if _, err := pjs.Publish(ctx, call+"requested", payload, first); err != nil {
 			return fmt.Errorf("append requested: %w", err)
 		}
 		if _, err := pjs.Publish(ctx, call+"allowed", payload, jetstream.WithMsgID(id+".allowed")); err != nil {
@@ -113,7 +151,7 @@ func newChainRig(ctx context.Context, url string, payload []byte) (op func(conte
 		durable string
 		filter  string
 		handle  func(jetstream.Msg) error
-	}{{intake, "policy", "chain.req.*", policy}, {events, "executor", "chain.evt.*.allowed", executor}} {
+	}{{intake, "policy", p + ".req.*", policy}, {events, "executor", p + ".evt.*.allowed", executor}} {
 		stopRelay, err := relay(ctx, r.stream, r.durable, r.filter, chainWorkers, func(m jetstream.Msg) {
 			if err := r.handle(m); err != nil {
 				relayErr.CompareAndSwap(nil, &err)
@@ -126,8 +164,8 @@ func newChainRig(ctx context.Context, url string, payload []byte) (op func(conte
 	}
 
 	replies := newReplyWaiters()
-	sub, err := agent.Subscribe("chain.out.*.exec.completed", func(m *nats.Msg) {
-		replies.arrived(m.Subject[len("chain.out.") : len(m.Subject)-len(".exec.completed")])
+	sub, err := agent.Subscribe(p+".out.*.exec.completed", func(m *nats.Msg) {
+		replies.arrived(m.Subject[len(p+".out.") : len(m.Subject)-len(".exec.completed")])
 	})
 	if err != nil {
 		return nil, nil, nil, err
@@ -141,16 +179,18 @@ func newChainRig(ctx context.Context, url string, payload []byte) (op func(conte
 	op = func(ctx context.Context) error {
 		id := "c" + strconv.FormatInt(seq.Add(1), 10)
 		reply := replies.expect(id)
-		if _, err := ajs.Publish(ctx, "chain.req."+id, payload); err != nil {
+		if _, err := ajs.Publish(ctx, p+".req."+id, payload); err != nil {
 			return fmt.Errorf("publish the request: %w", err)
 		}
-		err := waitReply(ctx, reply, "chain "+id)
+		err := waitReply(ctx, reply, p+" "+id)
 		if relay := relayErr.Load(); errors.Is(err, errNoReply) && relay != nil {
 			return fmt.Errorf("chain %s: %w", id, *relay)
 		}
 		return err
 	}
-	count = func() (callCounts, error) { return countsOf(ctx, ajs, "CHAIN_REQ", "CHAIN_EVT", "policy", "executor") }
+	count = func() (callCounts, error) {
+		return countsOf(ctx, ajs, names+"_REQ", names+"_EVT", "policy", "executor")
+	}
 	return op, count, stop, nil
 }
 

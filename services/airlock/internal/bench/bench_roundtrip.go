@@ -73,16 +73,19 @@ type roundtripReport struct {
 		Latency    latency    `json:"latency"`
 		Throughput throughput `json:"throughput"`
 	} `json:"round_trip"`
-	// Chain is the chain floor (newChainRig): the call's JetStream
-	// operations in sequence with bare nats.go, measured as the round trip.
-	Chain struct {
-		Latency    latency    `json:"latency"`
-		Throughput throughput `json:"throughput"`
-		Payload    int        `json:"payload_bytes"`
-		// PerCall: what the server counted per chain, as for the round
-		// trip: the check that the chain does what a call does.
-		PerCall callCounts `json:"measured_per_call"`
-	} `json:"chain_floor"`
+	// Chain is the chain floor (newChainRig, callWrites): the call's
+	// JetStream operations in sequence with bare nats.go, measured as the
+	// round trip.
+	Chain chainFigures `json:"chain_floor"`
+	// MinimalChain is the minimal exactly-once chain (newChainRig,
+	// minimalWrites), measured the same way.
+	MinimalChain chainFigures `json:"minimal_chain"`
+	// ChainHop is a raw hop timed in turn with the two chains (one call of
+	// each): the chains slow it, but it shares their moments of the
+	// machine's load.
+	ChainHop latency `json:"raw_hop_in_turn_with_chains"`
+	// CPUBound is the CPU goal's lower bound (bench_bound.go).
+	CPUBound cpuBound `json:"cpu_lower_bound"`
 	// PerCall is what the server counted during the throughput run, per
 	// completed call: the check that Mix is what a call really does.
 	PerCall callCounts `json:"measured_per_call"`
@@ -100,6 +103,12 @@ type roundtripReport struct {
 		// least a call with these writes in sequence can be.
 		ChainP50 float64 `json:"chain_p50_to_raw_hop"`
 		ChainP99 float64 `json:"chain_p99_to_raw_hop"`
+		// MinimalP50, MinimalP99: the minimal exactly-once chain against
+		// the raw hop — the least any design with SPEC's guarantees can
+		// be; MinimalP50InTurn: its p50 against ChainHop.
+		MinimalP50       float64 `json:"minimal_chain_p50_to_raw_hop"`
+		MinimalP99       float64 `json:"minimal_chain_p99_to_raw_hop"`
+		MinimalP50InTurn float64 `json:"minimal_chain_p50_to_raw_hop_in_turn"`
 		// OverChainP50, OverChainP99, OverChainCPU: the round trip against
 		// the chain floor — what airlock adds to its writes.
 		OverChainP50 float64 `json:"round_trip_p50_to_chain"`
@@ -129,6 +138,47 @@ func (r *roundtripReport) Missed() []string {
 		missed = append(missed, fmt.Sprintf("CPU per call %.2f× the messaging floor, goal ≤ %.1f×", r.Ratios.CPU, r.Goals.CPUMax))
 	}
 	return missed
+}
+
+// chainFigures are a chain rig's figures.
+type chainFigures struct {
+	Latency    latency    `json:"latency"`
+	Throughput throughput `json:"throughput"`
+	Payload    int        `json:"payload_bytes"`
+	// PerCall: what the server counted per chain, as for the round trip:
+	// the check that the chain does the writes it stands for.
+	PerCall callCounts `json:"measured_per_call"`
+}
+
+// minimalVerdict says what the minimal chain's p50 shows about the p50
+// goal: a chain that alone takes more than the goal — against the raw hop
+// timed alone, which the goal is about, and against one timed in turn with
+// it, which shares its moments of load — leaves no room for any design with
+// its writes; and what a design without a separate `requested` could gain.
+func (r *roundtripReport) minimalVerdict() string {
+	hop, goal := r.RawHop.Latency.P50us, r.Goals.P50Max
+	saved := r.Chain.Latency.P50us - r.MinimalChain.Latency.P50us
+	without := fmt.Sprintf("writing no separate requested would save %.0fµs p50 (%.2f× the raw hop) of today's chain (the chains timed in turn)", saved, saved/hop)
+	switch {
+	case r.Ratios.MinimalP50 > goal && r.Ratios.MinimalP50InTurn > goal:
+		return fmt.Sprintf("above the p50 goal of %.1f× against the raw hop timed alone and against one timed in turn with it, so in this run no design that keeps these guarantees could meet it, whatever its own code costs; %s", goal, without)
+	case r.Ratios.MinimalP50 > goal:
+		return fmt.Sprintf("above the p50 goal of %.1f× against the raw hop timed alone, not against one timed in turn with it (the chains slow it; the load may have changed between the two): not shown out of reach in this run; %s", goal, without)
+	}
+	return fmt.Sprintf("below the p50 goal of %.1f×, leaving %.0fµs (%.2f× the raw hop) for a design's own work; %s",
+		goal, (goal-r.Ratios.MinimalP50)*hop, goal-r.Ratios.MinimalP50, without)
+}
+
+// cpuVerdict says what the CPU bounds show about the CPU goal.
+func (r *roundtripReport) cpuVerdict() string {
+	b, goal := r.CPUBound, r.Goals.CPUMax
+	switch {
+	case b.CallToFloor > goal && b.MinimalToOwnFloor > goal:
+		return fmt.Sprintf("both above the CPU goal of %.1f×: in this run a call could not meet it with today's writes nor with the minimal ones, whatever its own code costs beyond this work", goal)
+	case b.CallToFloor > goal:
+		return fmt.Sprintf("today's writes cannot meet the CPU goal of %.1f× in this run, whatever airlock's own code costs beyond this work; the minimal writes leave %.0fµs for it", goal, goal*b.MinimalFloorUs-b.MinimalUs)
+	}
+	return fmt.Sprintf("below the CPU goal of %.1f×: today's writes leave %.0fµs per call for airlock's own code beyond this work", goal, goal*r.FloorCPUus-b.CallUs)
 }
 
 // callCounts are server-side counts per completed call.
@@ -180,8 +230,14 @@ and, in this one process, measures:
       what the server stored and delivered per call;
   (c) the messaging floor: each JetStream operation the call is made of,
       alone (as 'airlock bench floor'), and their sum for one call;
+  (d) the chain floor (the call's writes in sequence with bare nats.go) and
+      the minimal exactly-once chain (only the writes no design keeping
+      airlock's guarantees can skip), timed as the round trip, and a lower
+      bound of the CPU per call: the minimal chain's CPU plus the work every
+      call does (Rego, seal, encoding), each measured alone;
 and prints the ratios against the goals: round trip p50 ≤ 3.5× and
-p99 ≤ 6× the raw hop; CPU per call ≤ 1.6× the floor.`,
+p99 ≤ 6× the raw hop; CPU per call ≤ 1.6× the floor. Exit status 1 when a
+goal is missed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// A CPU profile covers the round trip's throughput run only (measure).
@@ -242,20 +298,28 @@ func runRoundtripBench(ctx context.Context, cfg config.Config, o roundtripOption
 	if counts.EventWrites > 0 {
 		payload = max(payload, int(counts.EventBytes/counts.EventWrites)-floorRecordOverhead)
 	}
-	chain, chainCounts, err := benchChain(ctx, url, o, payload)
+	hop, chains, err := benchChains(ctx, url, o, payload, callWrites, minimalWrites)
 	if err != nil {
-		return nil, fmt.Errorf("chain floor: %w", err)
+		return nil, fmt.Errorf("chain floor and minimal exactly-once chain: %w", err)
 	}
-	rep.Chain.Latency, rep.Chain.Throughput, rep.Chain.Payload, rep.Chain.PerCall = chain.lat, chain.tput, payload, chainCounts
+	rep.ChainHop = hop
+	rep.Chain, rep.MinimalChain = chains[0], chains[1]
+	if rep.CPUBound.Work, err = benchWork(ctx, cfg); err != nil {
+		return nil, err
+	}
 	if rep.Floor, err = measureFloor(ctx, url, floorOptions{Samples: o.Samples, Concurrency: o.Concurrency, Ops: o.FloorOps, Payload: payload}); err != nil {
 		return nil, err
 	}
 	rep.FloorCPUus = rep.Floor.CPUus(rep.Mix)
+	rep.CPUBound.bound(rep.MinimalChain.Throughput.CPUPerOpUs, rep.Chain.Throughput.CPUPerOpUs, rep.Floor.CPUus(minimalMix), rep.FloorCPUus)
 	rep.Ratios.P50 = rep.RoundTrip.Latency.P50us / rep.RawHop.Latency.P50us
 	rep.Ratios.P99 = rep.RoundTrip.Latency.P99us / rep.RawHop.Latency.P99us
 	rep.Ratios.CPU = rep.RoundTrip.Throughput.CPUPerOpUs / rep.FloorCPUus
 	rep.Ratios.ChainP50 = rep.Chain.Latency.P50us / rep.RawHop.Latency.P50us
 	rep.Ratios.ChainP99 = rep.Chain.Latency.P99us / rep.RawHop.Latency.P99us
+	rep.Ratios.MinimalP50 = rep.MinimalChain.Latency.P50us / rep.RawHop.Latency.P50us
+	rep.Ratios.MinimalP99 = rep.MinimalChain.Latency.P99us / rep.RawHop.Latency.P99us
+	rep.Ratios.MinimalP50InTurn = rep.MinimalChain.Latency.P50us / rep.ChainHop.P50us
 	rep.Ratios.OverChainP50 = rep.RoundTrip.Latency.P50us / rep.Chain.Latency.P50us
 	rep.Ratios.OverChainP99 = rep.RoundTrip.Latency.P99us / rep.Chain.Latency.P99us
 	if rep.Chain.Throughput.CPUPerOpUs > 0 {
@@ -277,22 +341,44 @@ type measured struct {
 // difference of what it reads before and after the throughput run is
 // returned per completed op.
 func measure(ctx context.Context, o roundtripOptions, op func(ctx context.Context) error, count func() (callCounts, error)) (measured, callCounts, error) {
-	var m measured
-	for i := 0; i < o.Samples/10+20; i++ { // warm up connections, consumers, caches
-		if err := op(ctx); err != nil {
-			return m, callCounts{}, err
-		}
+	lat, err := timeInTurn(ctx, o, op)
+	if err != nil {
+		return measured{}, callCounts{}, err
 	}
-	lat := make([]time.Duration, 0, o.Samples)
-	for i := 0; i < o.Samples; i++ {
-		t0 := time.Now()
-		if err := op(ctx); err != nil {
-			return m, callCounts{}, err
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	m.lat = summarize(lat)
+	return measureRate(ctx, o, op, count, lat[0])
+}
 
+// timeInTurn times o.Samples sequential calls of each op, one of each in
+// turn, after a warm-up: ops compared with each other see the same moments
+// of a shared machine's load.
+func timeInTurn(ctx context.Context, o roundtripOptions, ops ...func(ctx context.Context) error) ([]latency, error) {
+	for i := 0; i < o.Samples/10+20; i++ { // warm up connections, consumers, caches
+		for _, op := range ops {
+			if err := op(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	lat := make([][]time.Duration, len(ops))
+	for i := 0; i < o.Samples; i++ {
+		for j, op := range ops {
+			t0 := time.Now()
+			if err := op(ctx); err != nil {
+				return nil, err
+			}
+			lat[j] = append(lat[j], time.Since(t0))
+		}
+	}
+	out := make([]latency, len(ops))
+	for j := range lat {
+		out[j] = summarize(lat[j])
+	}
+	return out, nil
+}
+
+// measureRate is measure's throughput run of op, with lat its latency.
+func measureRate(ctx context.Context, o roundtripOptions, op func(ctx context.Context) error, count func() (callCounts, error), lat latency) (measured, callCounts, error) {
+	m := measured{lat: lat}
 	var before callCounts
 	if count != nil {
 		var err error
@@ -389,16 +475,56 @@ func benchRawHop(ctx context.Context, url string, o roundtripOptions) (measured,
 	return m, err
 }
 
-// benchChain times the chain floor (newChainRig) as measure does the round
-// trip: the same samples one at a time, the same calls in flight.
-func benchChain(ctx context.Context, url string, o roundtripOptions, payload int) (measured, callCounts, error) {
-	chain, count, stop, err := newChainRig(ctx, url, make([]byte, payload))
+// benchChains times a chain rig (newChainRig) of each writes as measure
+// does the round trip: the same samples one at a time, in turn with each
+// other and with a raw hop (hop: so their ratios and differences are not
+// the machine's load changing between them), then the same calls in
+// flight, one chain after the other.
+func benchChains(ctx context.Context, url string, o roundtripOptions, payload int, writes ...chainWrites) (hop latency, figures []chainFigures, err error) {
+	hopOp, stopHop, err := newHopRig(ctx, url, "CHAIN_HOP", make([]byte, 256))
 	if err != nil {
-		return measured{}, callCounts{}, err
+		return latency{}, nil, fmt.Errorf("raw hop: %w", err)
 	}
-	defer stop()
+	defer stopHop()
+	ops := []func(context.Context) error{hopOp}
+	counts := make([]func() (callCounts, error), len(writes))
+	for i, w := range writes {
+		op, count, stop, err := newChainRig(ctx, url, make([]byte, payload), w)
+		if err != nil {
+			return latency{}, nil, fmt.Errorf("%s: %w", w.prefix(), err)
+		}
+		defer stop()
+		ops, counts[i] = append(ops, op), count
+	}
 	o.CPUProfile, o.MemProfile = "", "" // the profiles are the round trip's
-	return measure(ctx, o, chain, count)
+	lat, err := timeInTurn(ctx, o, ops...)
+	if err != nil {
+		return latency{}, nil, err
+	}
+	figures = make([]chainFigures, len(writes))
+	for i := range writes {
+		m, perCall, err := measureRate(ctx, o, ops[i+1], counts[i], lat[i+1])
+		if err != nil {
+			return latency{}, nil, fmt.Errorf("%s: %w", writes[i].prefix(), err)
+		}
+		figures[i] = chainFigures{Latency: m.lat, Throughput: m.tput, Payload: payload, PerCall: perCall}
+	}
+	return lat[0], figures, nil
+}
+
+// benchWork measures the work of a call the round trip completed on the
+// server at cfg.NATS.URL (measureWork).
+func benchWork(ctx context.Context, cfg config.Config) ([]workCost, error) {
+	nc, err := nats.Connect(cfg.NATS.URL)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	work, err := measureWork(ctx, nc, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("the work of a call: %w", err)
+	}
+	return work, nil
 }
 
 // benchRoundTrip runs the policy and executor services in-process and times
@@ -610,13 +736,31 @@ func printRoundtrip(w io.Writer, r *roundtripReport) {
 	fmt.Fprintf(w, "%-26s %10s %10s %12s %12s\n", "", "p50", "p99", "per second", "CPU per op")
 	fmt.Fprintf(w, "%-26s %8.0fµs %8.0fµs %12.0f %10.0fµs  (%d in flight)\n", "raw JetStream hop", r.RawHop.Latency.P50us, r.RawHop.Latency.P99us, r.RawHop.Throughput.PerSecond, r.RawHop.Throughput.CPUPerOpUs, r.RawHop.Throughput.Concurrency)
 	fmt.Fprintf(w, "%-26s %8.0fµs %8.0fµs %12.0f %10.0fµs  (%d in flight)\n", "auto-allowed round trip", r.RoundTrip.Latency.P50us, r.RoundTrip.Latency.P99us, r.RoundTrip.Throughput.PerSecond, r.RoundTrip.Throughput.CPUPerOpUs, r.RoundTrip.Throughput.Concurrency)
-	fmt.Fprintf(w, "%-26s %8.0fµs %8.0fµs %12.0f %10.0fµs  (%d in flight)\n\n", "chain floor", r.Chain.Latency.P50us, r.Chain.Latency.P99us, r.Chain.Throughput.PerSecond, r.Chain.Throughput.CPUPerOpUs, r.Chain.Throughput.Concurrency)
+	fmt.Fprintf(w, "%-26s %8.0fµs %8.0fµs %12.0f %10.0fµs  (%d in flight)\n", "chain floor", r.Chain.Latency.P50us, r.Chain.Latency.P99us, r.Chain.Throughput.PerSecond, r.Chain.Throughput.CPUPerOpUs, r.Chain.Throughput.Concurrency)
+	m := r.MinimalChain
+	fmt.Fprintf(w, "%-26s %8.0fµs %8.0fµs %12.0f %10.0fµs  (%d in flight)\n\n", "minimal exactly-once chain", m.Latency.P50us, m.Latency.P99us, m.Throughput.PerSecond, m.Throughput.CPUPerOpUs, m.Throughput.Concurrency)
+	perChain := func(c callCounts) {
+		fmt.Fprintf(w, "  per chain, counted by the server: %.2f intake writes, %.2f event writes, %.2f policy deliveries, %.2f executor deliveries\n",
+			c.IntakeWrites, c.EventWrites, c.PolicyDeliveries, c.ExecutorDeliveries)
+	}
 	fmt.Fprintf(w, "chain floor: the call's JetStream operations in sequence, bare nats.go, %d B messages (request; delivery, append requested, publish decision, ack; delivery, append started, append completed, ack; RePublish to the agent)\n", r.Chain.Payload)
-	cc := r.Chain.PerCall
-	fmt.Fprintf(w, "  per chain, counted by the server: %.2f intake writes, %.2f event writes, %.2f policy deliveries, %.2f executor deliveries\n",
-		cc.IntakeWrites, cc.EventWrites, cc.PolicyDeliveries, cc.ExecutorDeliveries)
+	perChain(r.Chain.PerCall)
 	fmt.Fprintf(w, "  chain floor = %.2f× raw hop p50, %.2f× p99: the least a call with these writes in sequence can be\n", r.Ratios.ChainP50, r.Ratios.ChainP99)
-	fmt.Fprintf(w, "  round trip  = %.2f× chain floor p50, %.2f× p99, %.2f× its CPU per call: what airlock adds to the writes\n\n", r.Ratios.OverChainP50, r.Ratios.OverChainP99, r.Ratios.OverChainCPU)
+	fmt.Fprintf(w, "  round trip  = %.2f× chain floor p50, %.2f× p99, %.2f× its CPU per call: what airlock adds to the writes\n", r.Ratios.OverChainP50, r.Ratios.OverChainP99, r.Ratios.OverChainCPU)
+	fmt.Fprintf(w, "minimal exactly-once chain: the writes no design that keeps SPEC's guarantees can do without, bare nats.go, %d B messages (request; delivery, the decision appended as the call's first event — compare-and-append after 0, no separate requested — ack; delivery, append started (the claim), append completed, ack; RePublish to the agent)\n", m.Payload)
+	perChain(m.PerCall)
+	fmt.Fprintf(w, "  minimal chain = %.2f× raw hop p50, %.2f× p99; %.2f× p50 a raw hop timed in turn with the chains (%.0fµs): %s\n",
+		r.Ratios.MinimalP50, r.Ratios.MinimalP99, r.Ratios.MinimalP50InTurn, r.ChainHop.P50us, r.minimalVerdict())
+	b := r.CPUBound
+	fmt.Fprintf(w, "CPU lower bound: the work every call does besides its messaging, each piece alone on the events of a call the round trip completed:\n")
+	for _, p := range b.Work {
+		fmt.Fprintf(w, "  %-40s %7.1fµs\n", p.Name, p.CPUus)
+	}
+	fmt.Fprintf(w, "  %-40s %7.1fµs\n", "work", b.WorkUs)
+	fmt.Fprintf(w, "  minimal chain %.0fµs + work = %.0fµs per call = %.2f× the messaging floor of its writes (%.0fµs), %.2f× that of today's call\n",
+		m.Throughput.CPUPerOpUs, b.MinimalUs, b.MinimalToOwnFloor, b.MinimalFloorUs, b.MinimalToFloor)
+	fmt.Fprintf(w, "  chain floor   %.0fµs + work = %.0fµs per call = %.2f× the messaging floor of today's call\n", r.Chain.Throughput.CPUPerOpUs, b.CallUs, b.CallToFloor)
+	fmt.Fprintf(w, "  %s\n\n", r.cpuVerdict())
 	c := r.PerCall
 	fmt.Fprintf(w, "per call, counted by the server: %.2f intake writes, %.2f event writes (%.0f B stored), %.2f policy deliveries, %.2f executor deliveries\n",
 		c.IntakeWrites, c.EventWrites, c.EventBytes, c.PolicyDeliveries, c.ExecutorDeliveries)

@@ -27,7 +27,11 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 		rep.Ratios.P50, rep.Ratios.P99, rep.Ratios.CPU, rep.FloorCPUus,
 		rep.RawHop.Throughput.CPUPerOpUs, rep.RoundTrip.Throughput.CPUPerOpUs,
 		rep.Chain.Latency.P50us, rep.Chain.Latency.P99us, rep.Chain.Throughput.PerSecond, rep.Chain.Throughput.CPUPerOpUs,
-		rep.Ratios.ChainP50, rep.Ratios.ChainP99, rep.Ratios.OverChainP50, rep.Ratios.OverChainP99, rep.Ratios.OverChainCPU}
+		rep.Ratios.ChainP50, rep.Ratios.ChainP99, rep.Ratios.OverChainP50, rep.Ratios.OverChainP99, rep.Ratios.OverChainCPU,
+		rep.MinimalChain.Latency.P50us, rep.MinimalChain.Latency.P99us, rep.MinimalChain.Throughput.PerSecond, rep.MinimalChain.Throughput.CPUPerOpUs,
+		rep.Ratios.MinimalP50, rep.Ratios.MinimalP99, rep.ChainHop.P50us, rep.ChainHop.P99us, rep.Ratios.MinimalP50InTurn,
+		rep.CPUBound.WorkUs, rep.CPUBound.MinimalUs, rep.CPUBound.MinimalFloorUs, rep.CPUBound.CallUs,
+		rep.CPUBound.MinimalToOwnFloor, rep.CPUBound.MinimalToFloor, rep.CPUBound.CallToFloor}
 	for i, f := range figures {
 		if !(f > 0) {
 			t.Fatalf("figure %d is %v in %+v", i, f, rep)
@@ -65,11 +69,46 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 			t.Errorf("%s: the server counted %.2f per chain and %.2f per call", check.what, check.got, check.want)
 		}
 	}
+	// The minimal exactly-once chain is the chain floor without its
+	// separate `requested`: one event write fewer, everything else the same.
+	mc := rep.MinimalChain.PerCall
+	for _, check := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"intake writes", mc.IntakeWrites, cc.IntakeWrites},
+		{"event writes", mc.EventWrites, cc.EventWrites - 1},
+		{"policy deliveries", mc.PolicyDeliveries, cc.PolicyDeliveries},
+		{"executor deliveries", mc.ExecutorDeliveries, cc.ExecutorDeliveries},
+	} {
+		if !near(check.got, check.want) {
+			t.Errorf("%s: the server counted %.2f per minimal chain, want %.0f (the chain floor's, without requested)", check.what, check.got, check.want)
+		}
+	}
+	// The CPU bound adds every piece of a call's work, each measured.
+	if len(rep.CPUBound.Work) < 5 {
+		t.Errorf("the CPU bound counts %d pieces of work: %+v", len(rep.CPUBound.Work), rep.CPUBound.Work)
+	}
+	for _, w := range rep.CPUBound.Work {
+		if !(w.CPUus > 0) {
+			t.Errorf("work %q measured %v µs", w.Name, w.CPUus)
+		}
+	}
+	if got, want := rep.CPUBound.MinimalUs, rep.MinimalChain.Throughput.CPUPerOpUs+rep.CPUBound.WorkUs; math.Abs(got-want) > 1e-6 {
+		t.Errorf("the minimal CPU bound is %v µs, not the minimal chain's CPU plus the work (%v µs)", got, want)
+	}
+	var out strings.Builder
+	printRoundtrip(&out, rep)
+	for _, line := range []string{"minimal exactly-once chain", "minimal chain = ", "CPU lower bound"} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("the output lacks %q:\n%s", line, out.String())
+		}
+	}
 	b, err := json.Marshal(rep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"raw_hop"`, `"round_trip"`, `"floor"`, `"floor_mix"`, `"measured_per_call"`, `"chain_floor"`, `"chain_p50_to_raw_hop"`, `"ratios"`, `"goals"`, `"p50_us"`, `"per_second"`, `"cpu_us_per_op"`} {
+	for _, key := range []string{`"raw_hop"`, `"round_trip"`, `"floor"`, `"floor_mix"`, `"measured_per_call"`, `"chain_floor"`, `"chain_p50_to_raw_hop"`, `"minimal_chain"`, `"minimal_chain_p50_to_raw_hop"`, `"raw_hop_in_turn_with_chains"`, `"cpu_lower_bound"`, `"ratios"`, `"goals"`, `"p50_us"`, `"per_second"`, `"cpu_us_per_op"`} {
 		if !strings.Contains(string(b), key) {
 			t.Fatalf("--json output lacks %s: %s", key, b)
 		}

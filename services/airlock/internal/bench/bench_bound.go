@@ -1,0 +1,175 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/policy/decide"
+	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/seal"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+)
+
+// The CPU bound (docs/benchmarks.md): the least CPU a call can cost with
+// the minimal exactly-once chain's writes is that chain's CPU plus the work
+// no call can skip, each measured in the same run: the policy's Rego
+// decision, sealing the decision and checking its seal, and encoding or
+// decoding each message a party writes or reads. The work is measured on
+// the events a round-trip call really stored, one kind at a time.
+
+// minimalMix is what the minimal exactly-once chain does on the bus: the
+// agent's request, its delivery from the work queue and ack, the decision,
+// `started` and the end each a compare-and-append, the executor's delivery
+// and ack, and the RePublish of the three events (to the agent: the end).
+var minimalMix = floorMix{SyncPublish: 1, CASPublish: 3, PullDeliverAckWorkQueue: 1, PullDeliverAck: 1, RePublish: 2, RePublishDelivered: 1}
+
+// workCost is one piece of a call's unavoidable work, measured alone.
+type workCost struct {
+	Name string `json:"name"`
+	// CPUus: CPU per call (a call does each once): this process's user +
+	// system time over a loop of workOps.
+	CPUus float64 `json:"cpu_us"`
+}
+
+// cpuBound is the CPU bar's lower bound.
+type cpuBound struct {
+	Work []workCost `json:"work"`
+	// WorkUs: Σ CPUus.
+	WorkUs float64 `json:"work_us_per_call"`
+	// MinimalUs: the minimal chain's CPU per call + WorkUs, the least a
+	// call with the minimal writes costs; MinimalFloorUs is the messaging
+	// floor of those writes (minimalMix).
+	MinimalUs      float64 `json:"minimal_us_per_call"`
+	MinimalFloorUs float64 `json:"minimal_floor_us_per_call"`
+	// CallUs: the chain floor's CPU per call + WorkUs, the least a call
+	// with today's writes costs.
+	CallUs float64 `json:"call_writes_us_per_call"`
+	// MinimalToOwnFloor, MinimalToFloor, CallToFloor: the bounds as
+	// ratios to the messaging floor of the minimal writes and of today's
+	// call (the figure the goal is about).
+	MinimalToOwnFloor float64 `json:"minimal_to_its_floor"`
+	MinimalToFloor    float64 `json:"minimal_to_floor"`
+	CallToFloor       float64 `json:"call_writes_to_floor"`
+}
+
+// workOps is how many times each piece of work is done to time it.
+const workOps = 2000
+
+// measureWork times the work every auto-allowed call does besides its
+// messaging, on the events of the newest call agent completed (read back
+// from the events stream): encoding and decoding each message, the Rego
+// decision (the configured policy, no run-time rules, as the bench's policy
+// service), sealing the decision and checking the seal. The bench's agent is
+// the only one that completes calls.
+func measureWork(ctx context.Context, nc *nats.Conn, cfg config.Config) ([]workCost, error) {
+	read := func(subj string) (*airlockv1.Event, error) {
+		m, err := bus.LastStored(ctx, nc, cfg.Stream.Name, subj)
+		if err != nil {
+			return nil, err
+		}
+		if m == nil {
+			return nil, fmt.Errorf("no event stored on %s", subj)
+		}
+		return envelope.Decode(m.Data, m.Header)
+	}
+	completed, err := read(subject.OfType(subject.Completed))
+	if err != nil {
+		return nil, fmt.Errorf("the work of a call: %w", err)
+	}
+	events := map[string]*airlockv1.Event{subject.Completed: completed}
+	for _, typ := range []string{subject.Requested, subject.Allowed, subject.Started} {
+		subj, err := subject.Event(completed.GetAgentId(), completed.GetCallId(), typ)
+		if err != nil {
+			return nil, err
+		}
+		if events[typ], err = read(subj); err != nil {
+			return nil, fmt.Errorf("the work of call %s: %w", completed.GetCallId(), err)
+		}
+	}
+	call := events[subject.Requested].GetRequested().GetCall()
+	request := &airlockv1.Event{AgentId: call.GetAgentId(), CallId: call.GetCallId(), Revision: call.GetRevision(), Actor: events[subject.Requested].GetActor(),
+		Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: call}}}
+
+	code, err := decide.DefaultCode()
+	if cfg.Policy.Dir != "" {
+		code, err = decide.CodeFromDir(cfg.Policy.Dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	policy, err := decide.NewEvaluator(ctx, code, nil, cfg.Policy.Profiles, decide.WithAskDefaults(decide.AskDefaultsFrom(cfg)))
+	if err != nil {
+		return nil, err
+	}
+	key, err := seal.ParseHex(cfg.Security.DecisionKey)
+	if err != nil {
+		return nil, err
+	}
+	msgs := map[string]*nats.Msg{}
+	for typ, ev := range events {
+		if msgs[typ], err = bus.Encode(ev, "airlock/bench", ""); err != nil {
+			return nil, err
+		}
+	}
+	encode := func(ev *airlockv1.Event) func() error {
+		return func() error { _, err := bus.Encode(ev, "airlock/bench", ""); return err }
+	}
+	decode := func(typ string) func() error {
+		return func() error { _, err := envelope.Decode(msgs[typ].Data, msgs[typ].Header); return err }
+	}
+	allowed := events[subject.Allowed]
+	pieces := []struct {
+		name string
+		do   func() error
+	}{
+		{"encode the request (agent)", func() error { _, err := bus.EncodeRequest(request, "agent/"+call.GetAgentId(), ""); return err }},
+		{"decode the request (policy)", decode(subject.Requested)},
+		{"Rego decision (policy)", func() error { _, err := policy.Evaluate(ctx, call, time.Now()); return err }},
+		{"seal the decision (policy)", func() error { return key.SealDecision(allowed) }},
+		{"encode the decision (policy)", encode(allowed)},
+		{"decode the decision (executor)", decode(subject.Allowed)},
+		{"check the decision's seal (executor)", func() error { _, err := key.VerifyDecision(allowed); return err }},
+		{"encode started (executor)", encode(events[subject.Started])},
+		{"encode the end (executor)", encode(completed)},
+		{"decode the end (agent)", decode(subject.Completed)},
+	}
+	costs := make([]workCost, 0, len(pieces))
+	for _, p := range pieces {
+		for range workOps / 10 { // warm up
+			if err := p.do(); err != nil {
+				return nil, fmt.Errorf("%s: %w", p.name, err)
+			}
+		}
+		cpu0 := processCPU()
+		for range workOps {
+			if err := p.do(); err != nil {
+				return nil, fmt.Errorf("%s: %w", p.name, err)
+			}
+		}
+		costs = append(costs, workCost{Name: p.name, CPUus: float64((processCPU() - cpu0).Nanoseconds()) / 1e3 / workOps})
+	}
+	return costs, nil
+}
+
+// bound completes b from its Work and the CPU per call of the minimal
+// chain and of the chain floor, against the messaging floors of their
+// writes (minimalFloor) and of today's call (floor).
+func (b *cpuBound) bound(minimalCPU, chainCPU, minimalFloor, floor float64) {
+	b.WorkUs = 0
+	for _, w := range b.Work {
+		b.WorkUs += w.CPUus
+	}
+	b.MinimalUs, b.CallUs, b.MinimalFloorUs = minimalCPU+b.WorkUs, chainCPU+b.WorkUs, minimalFloor
+	if minimalFloor > 0 {
+		b.MinimalToOwnFloor = b.MinimalUs / minimalFloor
+	}
+	if floor > 0 {
+		b.MinimalToFloor, b.CallToFloor = b.MinimalUs/floor, b.CallUs/floor
+	}
+}
