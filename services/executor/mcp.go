@@ -32,6 +32,10 @@ type MCPOptions struct {
 	Timeout time.Duration
 	// Log receives upstream restarts and failures; nil discards them.
 	Log *slog.Logger
+	// Conns is how many calls may run on the server at once (the
+	// executor's workers): over HTTP, as many idle connections are kept
+	// for the next calls. Zero means executor.workers' default.
+	Conns int
 }
 
 // MCP runs the tools of one MCP server, over stdio (a child process) or
@@ -45,13 +49,20 @@ type MCPOptions struct {
 // back-off (each call meanwhile fails at once, saying when it is retried).
 // A session whose server exits, whose connection breaks, or that does not
 // answer a ping after a call timed out is retired (its process group
-// killed) and the next call starts the server again. One session serves
-// concurrent calls.
+// killed) and the next call starts the server again. A call that the
+// server refuses because it no longer knows the session (it restarted, or
+// dropped it: HTTP 404) did not run: the session is retired and the call
+// made once more, on a new one. One session serves concurrent calls; over
+// HTTP they keep their connections from call to call.
 type MCP struct {
 	name    string
 	cfg     MCPConfig
 	timeout time.Duration
 	log     *slog.Logger
+	// http is the connection pool of a server over HTTP (nil for stdio),
+	// its own so that the executor's concurrent calls keep their
+	// connections instead of sharing the process's two per host.
+	http *http.Transport
 
 	mu       sync.Mutex          // guards what follows; never held across upstream I/O
 	cur      *upstream           // the open session, or nil
@@ -99,7 +110,15 @@ func NewMCP(name string, cfg MCPConfig, o MCPOptions) *MCP {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &MCP{name: name, cfg: cfg, timeout: o.Timeout, log: o.Log.With("mcp_server", name)}
+	if o.Conns <= 0 {
+		o.Conns = config.Default().Executor.Workers
+	}
+	m := &MCP{name: name, cfg: cfg, timeout: o.Timeout, log: o.Log.With("mcp_server", name)}
+	if cfg.URL != "" {
+		m.http = http.DefaultTransport.(*http.Transport).Clone()
+		m.http.MaxIdleConnsPerHost = o.Conns
+	}
+	return m
 }
 
 // Tools implements Adapter: the names of the server's tools/list, cached
@@ -135,16 +154,6 @@ func (m *MCP) listed(ctx context.Context) ([]string, []*mcp.Tool, error) {
 // not reached; when the connection breaks mid-call, one that says it may
 // have run.
 func (m *MCP) Call(ctx context.Context, req Request) (json.RawMessage, error) {
-	up, err := m.session(ctx)
-	if err != nil {
-		return nil, err
-	}
-	m.mu.Lock()
-	known := slices.Contains(up.tools, req.Tool)
-	m.mu.Unlock()
-	if !known {
-		return nil, fmt.Errorf("MCP server %s has no tool %q: %w", m.name, req.Tool, ErrUnknownTool)
-	}
 	args := req.Arguments
 	if args == nil {
 		args = map[string]any{}
@@ -153,8 +162,73 @@ func (m *MCP) Call(ctx context.Context, req Request) (json.RawMessage, error) {
 	if req.IdempotencyKey != "" {
 		params.Meta = mcp.Meta{"airlock/idempotency_key": req.IdempotencyKey, "airlock/call_id": req.CallID}
 	}
-	// The SDK's call runs on its own goroutine: whatever it blocks on (a
-	// full pipe to a stuck process), the call returns when ctx ends.
+	res, err := m.callOn(ctx, req.Tool, params)
+	if errors.Is(err, mcp.ErrSessionMissing) && ctx.Err() == nil {
+		// The server answered that it does not know the session (it
+		// restarted, or dropped it): it refused the call without running
+		// it, so the call is made once more, on a new session.
+		res, err = m.callOn(ctx, req.Tool, params)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if res.IsError {
+		raw, _ := json.Marshal(res) // a result the SDK decoded encodes again
+		return nil, &ToolError{Message: textOf(res), Result: raw}
+	}
+	return json.Marshal(res)
+}
+
+// callOn makes the call on the current session (opening one if needed)
+// and turns its failures into the errors Call documents. A session the
+// server no longer knows is retired, and the error wraps
+// mcp.ErrSessionMissing.
+func (m *MCP) callOn(ctx context.Context, tool string, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	up, err := m.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	known := slices.Contains(up.tools, tool)
+	m.mu.Unlock()
+	if !known {
+		return nil, fmt.Errorf("MCP server %s has no tool %q: %w", m.name, tool, ErrUnknownTool)
+	}
+	res, err := m.invoke(ctx, up, params)
+	if err == nil {
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		// Slow, or hung? A server that no longer answers a ping is
+		// restarted, so later calls do not wait for their own timeouts.
+		go m.probe(up)
+		return nil, fmt.Errorf("MCP %s__%s: %w", m.name, tool, ctx.Err())
+	}
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		// A JSON-RPC error answer: the server refused the call.
+		return nil, &ToolError{Message: fmt.Sprintf("MCP %s__%s: %v", m.name, tool, err)}
+	}
+	if errors.Is(err, mcp.ErrSessionMissing) {
+		why := m.retire(up, "it no longer knows the session (it restarted, or dropped it)")
+		return nil, &UpstreamError{Server: m.name, Op: "call " + tool, Err: fmt.Errorf("%w%s", err, why)}
+	}
+	why := m.retire(up, fmt.Sprintf("the connection broke during a call of %s", tool))
+	return nil, &UpstreamError{Server: m.name, Op: "call " + tool, Started: true,
+		Err: fmt.Errorf("%v%s", err, why)}
+}
+
+// invoke makes the tools/call on up; when ctx ends first, it returns ctx's
+// error. Over HTTP it runs on this goroutine, since the SDK's call ends
+// with its context there (net/http honours it while connecting, writing
+// and reading). Over stdio it runs on a goroutine of its own: whatever it
+// blocks on (a full pipe to a stuck process), invoke returns when ctx ends.
+func (m *MCP) invoke(ctx context.Context, up *upstream, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	if up.proc == nil {
+		cctx, release := m.callContext(ctx)
+		defer release()
+		return up.cs.CallTool(cctx, params)
+	}
 	type result struct {
 		res *mcp.CallToolResult
 		err error
@@ -164,34 +238,29 @@ func (m *MCP) Call(ctx context.Context, req Request) (json.RawMessage, error) {
 		res, err := up.cs.CallTool(ctx, params)
 		done <- result{res, err}
 	}()
-	var r result
 	select {
-	case r = <-done:
+	case r := <-done:
+		return r.res, r.err
 	case <-ctx.Done():
-		// Slow, or hung? A server that no longer answers a ping is
-		// restarted, so later calls do not wait for their own timeouts.
-		go m.probe(up)
-		return nil, fmt.Errorf("MCP %s__%s: %w", m.name, req.Tool, ctx.Err())
+		return nil, ctx.Err()
 	}
-	if r.err != nil {
-		if ctx.Err() != nil {
-			go m.probe(up)
-			return nil, fmt.Errorf("MCP %s__%s: %w", m.name, req.Tool, ctx.Err())
+}
+
+// callContext is the context of one tools/call: ctx's values and, while
+// the call runs, ctx's end. Once the call has its answer (release), ctx no
+// longer reaches the exchange: the SDK reads the rest of a streamed answer
+// (the end of its SSE stream) after handing the answer over, and a caller
+// that ends ctx as soon as it has the result would break the HTTP
+// connection in mid-read, so that the next call opens another. That rest
+// is bounded by the upstream timeout instead.
+func (m *MCP) callContext(ctx context.Context) (context.Context, func()) {
+	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	return cctx, func() {
+		if stop() {
+			time.AfterFunc(m.timeout, func() { cancel(nil) })
 		}
-		var rpcErr *jsonrpc.Error
-		if errors.As(r.err, &rpcErr) {
-			// A JSON-RPC error answer: the server refused the call.
-			return nil, &ToolError{Message: fmt.Sprintf("MCP %s__%s: %v", m.name, req.Tool, r.err)}
-		}
-		why := m.retire(up, fmt.Sprintf("the connection broke during a call of %s", req.Tool))
-		return nil, &UpstreamError{Server: m.name, Op: "call " + req.Tool, Started: true,
-			Err: fmt.Errorf("%v%s", r.err, why)}
 	}
-	if r.res.IsError {
-		raw, _ := json.Marshal(r.res) // a result the SDK decoded encodes again
-		return nil, &ToolError{Message: textOf(r.res), Result: raw}
-	}
-	return json.Marshal(r.res)
 }
 
 // textOf joins the text content of a result, for error messages.
@@ -480,8 +549,12 @@ func closeWithin(cs *mcp.ClientSession, d time.Duration) bool {
 }
 
 // Close implements Adapter: it ends the session gracefully within the
-// upstream timeout, then kills the server's process group.
+// upstream timeout, then kills the server's process group or closes its
+// idle HTTP connections.
 func (m *MCP) Close() error {
+	if m.http != nil {
+		defer m.http.CloseIdleConnections()
+	}
 	m.mu.Lock()
 	m.closed = true
 	up := m.cur
@@ -503,9 +576,9 @@ func (m *MCP) Close() error {
 
 func (m *MCP) transport() (mcp.Transport, *process) {
 	if m.cfg.URL != "" {
-		client := &http.Client{}
+		client := &http.Client{Transport: m.http}
 		if len(m.cfg.Headers) > 0 {
-			client.Transport = headerTransport{headers: m.cfg.Headers, next: http.DefaultTransport}
+			client.Transport = headerTransport{headers: m.cfg.Headers, next: m.http}
 		}
 		return &mcp.StreamableClientTransport{Endpoint: m.cfg.URL, HTTPClient: client, DisableStandaloneSSE: true}, nil
 	}

@@ -214,7 +214,7 @@ func NewRegistry(f RegistryFile, o RegistryOptions) (*Registry, error) {
 		var a Adapter
 		switch {
 		case s.MCP != nil:
-			a = NewMCP(name, *s.MCP, MCPOptions{Timeout: o.Config.UpstreamTimeout, Log: o.Log})
+			a = NewMCP(name, *s.MCP, MCPOptions{Timeout: o.Config.UpstreamTimeout, Log: o.Log, Conns: o.Config.Workers})
 		case s.Webhook != nil:
 			secret := s.Webhook.Secret
 			if s.Webhook.SecretEnv != "" {

@@ -1,0 +1,270 @@
+package executor_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-gate/airlock/services/executor"
+)
+
+// goUpstream is an MCP server of the go-sdk over streamable HTTP (sessions,
+// each answer an SSE stream) with one tool, echo. hold, when set, is called
+// after each tools/call was answered and before its stream ends.
+type goUpstream struct {
+	url     string
+	addr    string
+	conns   atomic.Int64 // TCP connections accepted
+	hold    atomic.Pointer[func()]
+	handler atomic.Pointer[http.Handler]
+	server  *mcp.Server
+	srv     *http.Server
+}
+
+// forget makes the server drop every session it has, as one does that
+// times its sessions out; its connections stay open.
+func (u *goUpstream) forget() {
+	h := http.Handler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.server }, nil))
+	u.handler.Store(&h)
+}
+
+func startGoUpstream(t testing.TB, addr string) *goUpstream {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "go-upstream", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct {
+				Text string `json:"text"`
+			}
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + args.Text}}}, nil
+		})
+	u := &goUpstream{server: s}
+	u.forget()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.addr = ln.Addr().String()
+	u.url = "http://" + u.addr + "/mcp"
+	u.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			(*u.handler.Load()).ServeHTTP(w, r) // the answer is flushed; the stream ends when this handler returns
+			if hold := u.hold.Load(); hold != nil && bytes.Contains(body, []byte(`"tools/call"`)) {
+				(*hold)()
+			}
+		}),
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				u.conns.Add(1)
+			}
+		}}
+	go func() { _ = u.srv.Serve(ln) }()
+	t.Cleanup(func() { _ = u.srv.Close() })
+	return u
+}
+
+// echoOnce calls echo as the executor does: under a context of its own,
+// ended as soon as the call returns.
+func echoOnce(ctx context.Context, m *executor.MCP, text string) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := m.Call(cctx, executor.Request{Server: "up", Tool: "echo", Arguments: map[string]any{"text": text},
+		IdempotencyKey: "key-" + text, CallID: "call-" + text})
+	return string(res), err
+}
+
+func TestCallsOverHTTPKeepTheirConnection(t *testing.T) {
+	// Each answer's stream ends only once the test says so: the call has
+	// its result, and its context has ended, before the server ends the
+	// stream. A connection broken in mid-read is not reused.
+	release, returned := make(chan struct{}), make(chan struct{})
+	up := startGoUpstream(t, "127.0.0.1:0")
+	m := executor.NewMCP("up", executor.MCPConfig{URL: up.url}, executor.MCPOptions{Timeout: 10 * time.Second})
+	t.Cleanup(func() { _ = m.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := m.Tools(ctx); err != nil { // the session, opened before the calls are held
+		t.Fatal(err)
+	}
+	hold := func() {
+		<-release
+		returned <- struct{}{}
+	}
+	up.hold.Store(&hold)
+	before := up.conns.Load()
+	const calls = 6
+	for i := range calls {
+		out, err := echoOnce(ctx, m, "hi")
+		if err != nil || !strings.Contains(out, "echo: hi") {
+			t.Fatalf("call %d: %s %v", i, out, err)
+		}
+		release <- struct{}{}
+		<-returned
+	}
+	// A stream's end may still be in flight when the next call starts,
+	// which then dials again: two connections serve them all, where
+	// connections that are not kept take one per call (5–6 here).
+	if n := up.conns.Load() - before; n > 2 {
+		t.Fatalf("%d sequential calls opened %d connections: a call's context ending after its answer broke the connection it could have kept", calls, n)
+	}
+}
+
+func TestConcurrentCallsOverHTTPKeepTheirConnections(t *testing.T) {
+	// Every round holds all its calls' streams open until each has
+	// arrived, so a round needs as many connections as it has calls; the
+	// rounds after the first find them kept.
+	const callers, rounds = 16, 4
+	arrived, release, returned := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	up := startGoUpstream(t, "127.0.0.1:0")
+	m := executor.NewMCP("up", executor.MCPConfig{URL: up.url}, executor.MCPOptions{Timeout: 10 * time.Second, Conns: callers})
+	t.Cleanup(func() { _ = m.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := m.Tools(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hold := func() {
+		arrived <- struct{}{}
+		<-release
+		returned <- struct{}{}
+	}
+	up.hold.Store(&hold)
+	before := up.conns.Load()
+	for r := range rounds {
+		errs := make(chan error, callers)
+		for range callers {
+			go func() {
+				_, err := echoOnce(ctx, m, "hi")
+				errs <- err
+			}()
+		}
+		for range callers {
+			<-arrived
+		}
+		for range callers {
+			release <- struct{}{}
+			<-returned
+		}
+		for range callers {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", r, err)
+			}
+		}
+	}
+	// The ends of a round's streams may still be in flight when the next
+	// round starts, which then dials again: up to two rounds' worth (here
+	// 14–25), where connections that are not kept take one per call after
+	// the first round (56–57).
+	if n := up.conns.Load() - before; n > 2*callers {
+		t.Fatalf("%d rounds of %d concurrent calls opened %d connections: the connections of a round were not kept for the next", rounds, callers, n)
+	}
+}
+
+func TestAnHTTPUpstreamThatForgetsItsSessionGetsANewOneAndTheCall(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		forget func(t *testing.T, up *goUpstream)
+		// refused is how many calls may fail first, determinately: a
+		// connection kept from before a restart may not yet be known to
+		// be closed, and a request sent on it is refused by the transport.
+		refused int
+	}{
+		{"restarts", func(t *testing.T, up *goUpstream) {
+			// Its sessions and connections go away; it comes back on the
+			// same address knowing none of them.
+			if err := up.srv.Close(); err != nil {
+				t.Fatal(err)
+			}
+			startGoUpstream(t, up.addr)
+		}, 2},
+		{"drops_its_sessions", func(_ *testing.T, up *goUpstream) { up.forget() }, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := startGoUpstream(t, "127.0.0.1:0")
+			m := executor.NewMCP("up", executor.MCPConfig{URL: up.url}, executor.MCPOptions{Timeout: 5 * time.Second})
+			t.Cleanup(func() { _ = m.Close() })
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if out, err := echoOnce(ctx, m, "before"); err != nil || !strings.Contains(out, "echo: before") {
+				t.Fatalf("before: %s %v", out, err)
+			}
+			tc.forget(t, up)
+			// The server answers the next call on the old session with 404:
+			// it did not run it, so the call runs on a new session instead
+			// of failing as one that may have run.
+			for i := 0; ; i++ {
+				out, err := echoOnce(ctx, m, "after")
+				if err == nil && strings.Contains(out, "echo: after") {
+					break
+				}
+				var ue *executor.UpstreamError
+				if errors.As(err, &ue) && ue.Started {
+					t.Fatalf("a call the server never ran failed as one that may have run: %v", err)
+				}
+				if i >= tc.refused {
+					t.Fatalf("call %d after the server forgot the session: %s %v", i, out, err)
+				}
+			}
+			for i := range 3 {
+				if out, err := echoOnce(ctx, m, "after"); err != nil || !strings.Contains(out, "echo: after") {
+					t.Fatalf("call %d after the server forgot the session: %s %v", i, out, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMCPCall compares a tools/call through the adapter, as the
+// executor makes it, with the same call made directly by a go-sdk client
+// on a session of its own: what the adapter adds.
+func BenchmarkMCPCall(b *testing.B) {
+	ctx := context.Background()
+	args := func() map[string]any { return map[string]any{"text": "hello from the bench"} }
+	b.Run("direct", func(b *testing.B) {
+		up := startGoUpstream(b, "127.0.0.1:0")
+		c := mcp.NewClient(&mcp.Implementation{Name: "direct", Version: "1"}, nil)
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: up.url, HTTPClient: &http.Client{}}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cs.Close()
+		b.ReportAllocs()
+		before := up.conns.Load()
+		for b.Loop() {
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: args()}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(up.conns.Load()-before)/float64(b.N), "conns/op")
+	})
+	b.Run("adapter", func(b *testing.B) {
+		up := startGoUpstream(b, "127.0.0.1:0")
+		m := executor.NewMCP("up", executor.MCPConfig{URL: up.url}, executor.MCPOptions{})
+		defer m.Close()
+		b.ReportAllocs()
+		before := up.conns.Load()
+		for b.Loop() {
+			if _, err := echoOnce(ctx, m, "hello from the bench"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(up.conns.Load()-before)/float64(b.N), "conns/op")
+	})
+}
