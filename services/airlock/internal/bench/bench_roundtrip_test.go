@@ -90,18 +90,11 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 	// The chain with airlock's headers does the chain floor's writes, no
 	// more, and its records are as large: only the headers differ.
 	ec := rep.EnvelopedChain.PerCall
-	for _, check := range []struct {
-		what      string
-		got, want float64
-	}{
-		{"intake writes", ec.IntakeWrites, cc.IntakeWrites},
-		{"event writes", ec.EventWrites, cc.EventWrites},
-		{"policy deliveries", ec.PolicyDeliveries, cc.PolicyDeliveries},
-		{"executor deliveries", ec.ExecutorDeliveries, cc.ExecutorDeliveries},
-	} {
-		if !near(check.got, check.want) {
-			t.Errorf("%s: the server counted %.2f per chain with airlock's headers and %.2f per chain floor", check.what, check.got, check.want)
-		}
+	writes := func(c callCounts) [4]float64 {
+		return [4]float64{c.IntakeWrites, c.EventWrites, c.PolicyDeliveries, c.ExecutorDeliveries}
+	}
+	if got, want := writes(ec), writes(cc); !near(got[0], want[0]) || !near(got[1], want[1]) || !near(got[2], want[2]) || !near(got[3], want[3]) {
+		t.Errorf("the server counted %v intake writes, event writes, policy and executor deliveries per chain with airlock's headers, %v per chain floor", got, want)
 	}
 	if got, want := ec.EventBytes/ec.EventWrites, cc.EventBytes/cc.EventWrites; math.Abs(got-want) > 0.15*want {
 		t.Errorf("the chain with airlock's headers stores %.0f B per event, the chain floor %.0f B: its records should be as large", got, want)
