@@ -25,6 +25,7 @@ type goUpstream struct {
 	url     string
 	addr    string
 	conns   atomic.Int64 // TCP connections accepted
+	closed  atomic.Int64 // TCP connections closed (by either side)
 	hold    atomic.Pointer[func()]
 	handler atomic.Pointer[http.Handler]
 	server  *mcp.Server
@@ -71,8 +72,11 @@ func startGoUpstream(t testing.TB, addr string) *goUpstream {
 			}
 		}),
 		ConnState: func(_ net.Conn, s http.ConnState) {
-			if s == http.StateNew {
+			switch s {
+			case http.StateNew:
 				u.conns.Add(1)
+			case http.StateClosed:
+				u.closed.Add(1)
 			}
 		}}
 	go func() { _ = u.srv.Serve(ln) }()
@@ -108,8 +112,7 @@ func TestCallsOverHTTPKeepTheirConnection(t *testing.T) {
 		returned <- struct{}{}
 	}
 	up.hold.Store(&hold)
-	before := up.conns.Load()
-	const calls = 6
+	const calls = 20
 	for i := range calls {
 		out, err := echoOnce(ctx, m, "hi")
 		if err != nil || !strings.Contains(out, "echo: hi") {
@@ -119,21 +122,27 @@ func TestCallsOverHTTPKeepTheirConnection(t *testing.T) {
 		<-returned
 	}
 	// A stream's end may still be in flight when the next call starts,
-	// which then dials again: two connections serve them all, where
-	// connections that are not kept take one per call (5–6 here).
-	if n := up.conns.Load() - before; n > 2 {
-		t.Fatalf("%d sequential calls opened %d connections: a call's context ending after its answer broke the connection it could have kept", calls, n)
+	// which then dials again (how many depends on the machine's load), but
+	// the connections are kept, where a call's context ending in mid-read
+	// breaks the connection of every call. The SDK itself now and then
+	// closes an answer's stream as the server ends it (a race of its own:
+	// 0-1 in 64 calls here), so a few closes are allowed.
+	if n := up.closed.Load(); n > calls/4 {
+		t.Fatalf("%d sequential calls closed %d connections (opened %d): a call's context ending after its answer broke the connection it could have kept", calls, n, up.conns.Load())
 	}
 }
 
 func TestConcurrentCallsOverHTTPKeepTheirConnections(t *testing.T) {
 	// Every round holds all its calls' streams open until each has
 	// arrived, so a round needs as many connections as it has calls; the
-	// rounds after the first find them kept.
+	// rounds after the first find them kept. The adapter may keep as many
+	// idle as the test could ever open (the ends of a round's streams may
+	// still be in flight when the next round dials), so it closes none
+	// itself; the process's shared pool keeps two per host.
 	const callers, rounds = 16, 4
 	arrived, release, returned := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	up := startGoUpstream(t, "127.0.0.1:0")
-	m := executor.NewMCP("up", executor.MCPConfig{URL: up.url}, executor.MCPOptions{Timeout: 10 * time.Second, Conns: callers})
+	m := executor.NewMCP("up", executor.MCPConfig{URL: up.url}, executor.MCPOptions{Timeout: 10 * time.Second, Conns: rounds * callers})
 	t.Cleanup(func() { _ = m.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -146,7 +155,6 @@ func TestConcurrentCallsOverHTTPKeepTheirConnections(t *testing.T) {
 		returned <- struct{}{}
 	}
 	up.hold.Store(&hold)
-	before := up.conns.Load()
 	for r := range rounds {
 		errs := make(chan error, callers)
 		for range callers {
@@ -168,12 +176,10 @@ func TestConcurrentCallsOverHTTPKeepTheirConnections(t *testing.T) {
 			}
 		}
 	}
-	// The ends of a round's streams may still be in flight when the next
-	// round starts, which then dials again: up to two rounds' worth (here
-	// 14–25), where connections that are not kept take one per call after
-	// the first round (56–57).
-	if n := up.conns.Load() - before; n > 2*callers {
-		t.Fatalf("%d rounds of %d concurrent calls opened %d connections: the connections of a round were not kept for the next", rounds, callers, n)
+	// A few closes are the SDK's own race (see the sequential test); the
+	// process's shared pool closes all but two of each round's.
+	if n := up.closed.Load(); n > rounds*callers/4 {
+		t.Fatalf("%d rounds of %d concurrent calls closed %d connections (opened %d): the connections of a round were not kept for the next", rounds, callers, n, up.conns.Load())
 	}
 }
 
