@@ -117,6 +117,10 @@ func (s *Service) Run(ctx context.Context) error {
 		// workers, so that it can never occupy them all. Two requests for one
 		// call are safe in parallel: accept is a compare-and-append.
 		Lanes: max(1, s.deps.Config.Policy.Workers/4),
+		// The intake is a work queue: an ack that empties it makes the
+		// server write a new block file. Requests that follow each other
+		// within this keep it from emptying (consume.Spec.HoldLastAck).
+		HoldLastAck: IntakeAckHold,
 	}, s.deps.Log, s.deps.Metrics, s.handle)
 	cancel()
 	wg.Wait()
@@ -167,6 +171,13 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 // maxIntakeDeliveries bounds the attempts at one request; with consume's
 // back-off they span about two minutes.
 const maxIntakeDeliveries = 20
+
+// IntakeAckHold is how long the last handled request's ack is held back
+// waiting for the next one's (consume.Spec.HoldLastAck): longer than the
+// gap between an agent's calls made one after another, short enough that
+// a decided request holds its place in the agent's intake share only
+// briefly.
+const IntakeAckHold = 10 * time.Millisecond
 
 // isTooLarge reports a publish the stream refused because the message is
 // over its max_msg_size: no retry can succeed.

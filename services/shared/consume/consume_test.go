@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -165,5 +168,137 @@ func TestLanesBoundTheWorkersOneSubjectUses(t *testing.T) {
 				t.Fatalf("one subject used %d workers, want %d", len(used), tc.want)
 			}
 		})
+	}
+}
+
+// blockFiles is how many message block files the stream's file store has
+// written so far: the highest block index in its directory.
+func blockFiles(t *testing.T, storeDir, stream string) int {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(storeDir, "jetstream", "*", "streams", stream, "msgs", "*.blk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	most := 0
+	for _, name := range names {
+		if i, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(name), ".blk")); err == nil && i > most {
+			most = i
+		}
+	}
+	return most
+}
+
+func TestAHeldAckKeepsAWorkQueueFromEmptyingBetweenMessages(t *testing.T) {
+	const messages = 10
+	for _, tc := range []struct {
+		name string
+		hold time.Duration
+		// held is how many handled messages the queue still holds once
+		// the next is handled; moreBlocks, whether the store wrote a new
+		// block file for (about) every message.
+		held       uint64
+		moreBlocks bool
+	}{
+		{"each ack sent at once empties the queue, and the store writes a new block file each time", 0, 0, true},
+		{"a held ack keeps the last message until the next is handled, and the store keeps its block", time.Hour, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := testenv.StartNATS(t)
+			deps := testenv.Deps(t, testenv.Config(n.URL()))
+			intake := deps.Config.Intake.Name
+			handled := make(chan uint64, messages)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				done <- Run(ctx, deps.JS, Spec{Service: "test", Stream: intake, Durable: "held", FilterSubjects: []string{subject.AllRequests},
+					Workers: 4, HoldLastAck: tc.hold}, deps.Log, deps.Metrics, func(_ context.Context, m jetstream.Msg) error {
+					meta, err := m.Metadata()
+					if err != nil {
+						return err
+					}
+					handled <- meta.Sequence.Stream
+					return nil
+				})
+			}()
+			stream, err := deps.JS.Stream(ctx, intake)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// settled waits until the queue holds exactly want messages,
+			// the first of them from sequence first on.
+			settled := func(want, first uint64) {
+				t.Helper()
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					info, err := stream.Info(context.Background())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if info.State.Msgs == want && (want == 0 || info.State.FirstSeq >= first) {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("the queue holds %d messages from %d on, want %d from %d on", info.State.Msgs, info.State.FirstSeq, want, first)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			blocks := blockFiles(t, n.Dir, intake)
+			for i := range messages {
+				subj, err := subject.Request("bot", fmt.Sprintf("c%d", i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := deps.JS.Publish(ctx, subj, []byte("x")); err != nil {
+					t.Fatal(err)
+				}
+				settled(tc.held, <-handled)
+			}
+			if got := blockFiles(t, n.Dir, intake) - blocks; (got >= messages-1) != tc.moreBlocks {
+				t.Fatalf("%d messages handled one at a time made the store write %d new block files", messages, got)
+			}
+			cancel() // a stopping runner sends the held ack
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			settled(0, 0)
+		})
+	}
+}
+
+func TestAHeldAckIsSentWhenNoMessageFollows(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	intake := deps.Config.Intake.Name
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_ = Run(ctx, deps.JS, Spec{Service: "test", Stream: intake, Durable: "held", FilterSubjects: []string{subject.AllRequests},
+			HoldLastAck: 20 * time.Millisecond}, deps.Log, deps.Metrics, func(context.Context, jetstream.Msg) error { return nil })
+	}()
+	subj, err := subject.Request("bot", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deps.JS.Publish(ctx, subj, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := deps.JS.Stream(ctx, intake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := stream.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == 0 && info.State.LastSeq == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the only message was never acked: the queue holds %d", info.State.Msgs)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,7 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/policy"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -152,14 +155,20 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 		// a call's event, header included, and the records stay so.
 		return js.PublishMsg(ctx, &nats.Msg{Subject: subj, Header: hdr, Data: payload[:max(0, len(payload)-headerSize(hdr))]})
 	}
-	policy := func(m jetstream.Msg) error {
+	// The policy acks the intake as the policy service does: the last
+	// request's ack held back until the next's (consume.Acker), so calls
+	// one at a time do not empty the work queue's block on every call.
+	intakeAcks := consume.NewAcker(policy.IntakeAckHold, slog.New(slog.DiscardHandler))
+	cleanup.add(intakeAcks.Flush)
+	decide := func(m jetstream.Msg) error {
 		id := m.Subject()[len(p+".req."):]
 		call := p + ".evt." + id + "."
 		if writes == minimalWrites {
 			if _, err := publish(pjs, call+"allowed", subject.Allowed, id, call+">", 0, ""); err != nil { // the call's first event
 				return fmt.Errorf("append the decision: %w", err)
 			}
-			return m.Ack()
+			intakeAcks.Ack(m)
+			return nil
 		}
 		if _, err := publish(pjs, call+"requested", subject.Requested, id, call+">", 0, ""); err != nil { // the call's first event
 			return fmt.Errorf("append requested: %w", err)
@@ -167,7 +176,8 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 		if _, err := publish(pjs, call+"allowed", subject.Allowed, id, "", 0, id+".allowed"); err != nil {
 			return fmt.Errorf("publish the decision: %w", err)
 		}
-		return m.Ack()
+		intakeAcks.Ack(m)
+		return nil
 	}
 	executor := func(m jetstream.Msg) error {
 		subj := m.Subject()
@@ -188,7 +198,7 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 		durable string
 		filter  string
 		handle  func(jetstream.Msg) error
-	}{{intake, "policy", p + ".req.*", policy}, {events, "executor", p + ".evt.*.allowed", executor}} {
+	}{{intake, "policy", p + ".req.*", decide}, {events, "executor", p + ".evt.*.allowed", executor}} {
 		stopRelay, err := relay(ctx, r.stream, r.durable, r.filter, chainWorkers, func(m jetstream.Msg) {
 			if err := r.handle(m); err != nil {
 				relayErr.CompareAndSwap(nil, &err)
