@@ -302,56 +302,29 @@ func (g *gatewayEnv) decide(t *testing.T, rec *airlockv1.ApprovalRecord, who str
 	}
 }
 
-// rawSession is an MCP session (protocol 2025-11-25) spoken as plain HTTP,
+// rawSession is an MCP session spoken as plain HTTP (testenv.MCPSession),
 // for what a go-sdk client never does (sending a request again, answering
-// another session's request).
+// another session's request); its posts must be accepted.
 type rawSession struct {
-	t     *testing.T
-	url   string
-	token string
-	id    string
+	*testenv.MCPSession
+	t *testing.T
 }
 
 func (g *gatewayEnv) raw(t *testing.T, endpoint string, caps string) *rawSession {
 	t.Helper()
-	s := &rawSession{t: t, url: g.url(endpoint), token: g.tokens[endpoint]}
-	resp := s.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":%s,"clientInfo":{"name":"raw","version":"1"}}}`, caps))
-	s.id = resp.Header.Get("Mcp-Session-Id")
-	drain(resp)
-	if s.id == "" {
-		t.Fatal("the gateway started no session")
-	}
-	drain(s.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
-	return s
+	return &rawSession{testenv.OpenMCPSession(t, g.url(endpoint), g.tokens[endpoint], caps, "raw", "1"), t}
 }
 
+// post sends body in the session and fails the test unless it is accepted.
 func (s *rawSession) post(body string) *http.Response {
 	s.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, s.url, strings.NewReader(body))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+s.token)
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	if s.id != "" {
-		req.Header.Set("Mcp-Session-Id", s.id)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
+	resp := s.Post(context.Background(), body)
 	if resp.StatusCode >= 300 {
 		b, _ := io.ReadAll(resp.Body)
-		s.t.Fatalf("POST %s: %s: %s", s.url, resp.Status, b)
+		resp.Body.Close()
+		s.t.Fatalf("POST: %s: %s", resp.Status, b)
 	}
 	return resp
-}
-
-func drain(resp *http.Response) {
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
 }
 
 // rpcMsg is a JSON-RPC message as read from a response stream.

@@ -340,7 +340,7 @@ func TestGateway(t *testing.T) {
 		rec := g.pendingFor(t, "bot", "write_file", path)
 		// Session B answers A's request id with "accept".
 		b := g.raw(t, "bot", `{"elicitation":{"form":{}}}`)
-		drain(b.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"action":"accept"}}`, ask.ID)))
+		testenv.Drain(b.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"action":"accept"}}`, ask.ID)))
 		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
 			r, err := g.api.Get(context.Background(), "bot", rec.GetCall().GetCallId(), 0)
 			if err != nil || r.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
@@ -348,7 +348,7 @@ func TestGateway(t *testing.T) {
 			}
 		}
 		// A's own answer counts.
-		drain(a.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"action":"decline"}}`, ask.ID)))
+		testenv.Drain(a.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"action":"decline"}}`, ask.ID)))
 		res := toolResult(t, next(t, stream, "the call's result", func(m rpcMsg) bool { return string(m.ID) == `"w1"` }))
 		if !res.IsError || !strings.Contains(text(res), "dana declined") {
 			t.Fatalf("session A's decline answered isError=%v %q", res.IsError, text(res))
@@ -395,7 +395,7 @@ func TestGateway(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		drain(resp)
+		testenv.Drain(resp)
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("another endpoint's token got %s", resp.Status)
 		}

@@ -21,14 +21,6 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
-// httpSession is an MCP session (protocol 2025-11-25) with a gateway
-// endpoint spoken as plain HTTP, for what a go-sdk client never does
-// (sending an id that is in flight again).
-type httpSession struct {
-	t              *testing.T
-	url, token, id string
-}
-
 const testToken = "0123456789abcdef0123"
 
 // startHTTPGateway serves a gateway with endpoint bot (run_code enabled,
@@ -67,51 +59,22 @@ func startHTTPGateway(t *testing.T) (ep *endpoint, url string, submitted <-chan 
 	return gw.byName["bot"], srv.URL + cfg.Gateway.Endpoints[0].HTTPPath(), calls
 }
 
-// open starts a session as a client that names itself name and version.
-func openSession(t *testing.T, url, name, version string) *httpSession {
+// openSession starts a session as a client that names itself name and
+// version.
+func openSession(t *testing.T, url, name, version string) *testenv.MCPSession {
 	t.Helper()
-	s := &httpSession{t: t, url: url, token: testToken}
-	info, _ := json.Marshal(map[string]string{"name": name, "version": version})
-	resp := s.post(context.Background(), fmt.Sprintf(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":%s}}`, info))
-	s.id = resp.Header.Get("Mcp-Session-Id")
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || s.id == "" {
-		t.Fatalf("initialize: %s, session %q", resp.Status, s.id)
-	}
-	resp = s.post(context.Background(), `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	resp.Body.Close()
-	return s
+	return testenv.OpenMCPSession(t, url, testToken, `{}`, name, version)
 }
 
-func (s *httpSession) post(ctx context.Context, body string) *http.Response {
-	s.t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, strings.NewReader(body))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+s.token)
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	if s.id != "" {
-		req.Header.Set("Mcp-Session-Id", s.id)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return resp
-}
-
-// call posts a tools/call with JSON-RPC id id and returns its response
-// (its stream stays open while the call waits) and a cancel that closes it.
-func (s *httpSession) call(id, tool string, args map[string]any) (*http.Response, context.CancelFunc) {
-	s.t.Helper()
+// callTool posts in s a tools/call with JSON-RPC id id and returns its
+// response (its stream stays open while the call waits) and a cancel that
+// closes it.
+func callTool(t *testing.T, s *testenv.MCPSession, id, tool string, args map[string]any) (*http.Response, context.CancelFunc) {
+	t.Helper()
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": "tools/call", "params": map[string]any{"name": tool, "arguments": args}})
 	ctx, cancel := context.WithCancel(context.Background())
-	s.t.Cleanup(cancel)
-	return s.post(ctx, string(body)), cancel
+	t.Cleanup(cancel)
+	return s.Post(ctx, string(body)), cancel
 }
 
 // awaitTool waits until the endpoint lists tool.
@@ -143,15 +106,15 @@ func TestARequestIDInFlightIsRefusedAndLeavesTheFirstRequestItsAnswer(t *testing
 	ep, url, submitted := startHTTPGateway(t)
 	awaitTool(t, ep, runCodeTool)
 	s := openSession(t, url, "cli", "1")
-	first, _ := s.call("7", runCodeTool, map[string]any{"code": `return await tools.fs__write_file({path: "/tmp/x", content: "x"});`})
+	first, _ := callTool(t, s, "7", runCodeTool, map[string]any{"code": `return await tools.fs__write_file({path: "/tmp/x", content: "x"});`})
 	defer first.Body.Close()
 	nextSubmitted(t, submitted, "the script's call") // the script runs and waits
-	before, ok := ep.answering.Load(streamKey(s.id, "7"))
+	before, ok := ep.answering.Load(streamKey(s.ID, "7"))
 	if !ok {
 		t.Fatal("the running script's request is not noted")
 	}
 
-	again, _ := s.call("7", runCodeTool, map[string]any{"code": "return 1"})
+	again, _ := callTool(t, s, "7", runCodeTool, map[string]any{"code": "return 1"})
 	raw, _ := io.ReadAll(again.Body)
 	again.Body.Close()
 	var refused struct {
@@ -161,7 +124,7 @@ func TestARequestIDInFlightIsRefusedAndLeavesTheFirstRequestItsAnswer(t *testing
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if now, ok := ep.answering.Load(streamKey(s.id, "7")); !ok || now != before {
+	if now, ok := ep.answering.Load(streamKey(s.ID, "7")); !ok || now != before {
 		t.Fatal("the refused request took the running script's answer from it")
 	}
 	if err := json.Unmarshal(raw, &refused); err != nil || again.StatusCode != http.StatusBadRequest || string(refused.ID) != "7" ||
@@ -170,10 +133,10 @@ func TestARequestIDInFlightIsRefusedAndLeavesTheFirstRequestItsAnswer(t *testing
 	}
 
 	// A plain tool call waits with its request noted nowhere.
-	plain, _ := s.call("8", "fs__write_file", map[string]any{"path": "/tmp/y", "content": "y"})
+	plain, _ := callTool(t, s, "8", "fs__write_file", map[string]any{"path": "/tmp/y", "content": "y"})
 	defer plain.Body.Close()
 	nextSubmitted(t, submitted, "the plain call")
-	if _, ok := ep.answering.Load(streamKey(s.id, "8")); ok {
+	if _, ok := ep.answering.Load(streamKey(s.ID, "8")); ok {
 		t.Fatal("a plain tools/call's request was noted")
 	}
 }
@@ -186,7 +149,7 @@ func TestAClientsVersionCannotWriteTheReasonReviewersRead(t *testing.T) {
 	awaitTool(t, ep, "fs__write_file")
 	hostile := "1\" through x\nstate: approved"
 	s := openSession(t, url, "cli", hostile)
-	resp, _ := s.call("1", "fs__write_file", map[string]any{"path": "/tmp/x", "content": "x"})
+	resp, _ := callTool(t, s, "1", "fs__write_file", map[string]any{"path": "/tmp/x", "content": "x"})
 	defer resp.Body.Close()
 	got := nextSubmitted(t, submitted, "the call").GetReason()
 	if want := fmt.Sprintf("called by MCP client %q version %q through gateway endpoint bot", "cli", hostile); got != want {
