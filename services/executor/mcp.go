@@ -49,11 +49,10 @@ type MCPOptions struct {
 // back-off (each call meanwhile fails at once, saying when it is retried).
 // A session whose server exits, whose connection breaks, or that does not
 // answer a ping after a call timed out is retired (its process group
-// killed) and the next call starts the server again. A call that the
-// server refuses because it no longer knows the session (it restarted, or
-// dropped it: HTTP 404) did not run: the session is retired and the call
-// made once more, on a new one. One session serves concurrent calls; over
-// HTTP they keep their connections from call to call.
+// killed) and the next call starts the server again; so is one the server
+// no longer knows (it restarted, or dropped it: HTTP 404). One session
+// serves concurrent calls; over HTTP they keep their connections from call
+// to call.
 type MCP struct {
 	name    string
 	cfg     MCPConfig
@@ -163,12 +162,6 @@ func (m *MCP) Call(ctx context.Context, req Request) (json.RawMessage, error) {
 		params.Meta = mcp.Meta{"airlock/idempotency_key": req.IdempotencyKey, "airlock/call_id": req.CallID}
 	}
 	res, err := m.callOn(ctx, req.Tool, params)
-	if errors.Is(err, mcp.ErrSessionMissing) && ctx.Err() == nil {
-		// The server answered that it does not know the session (it
-		// restarted, or dropped it): it refused the call without running
-		// it, so the call is made once more, on a new session.
-		res, err = m.callOn(ctx, req.Tool, params)
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -180,9 +173,7 @@ func (m *MCP) Call(ctx context.Context, req Request) (json.RawMessage, error) {
 }
 
 // callOn makes the call on the current session (opening one if needed)
-// and turns its failures into the errors Call documents. A session the
-// server no longer knows is retired, and the error wraps
-// mcp.ErrSessionMissing.
+// and turns its failures into the errors Call documents.
 func (m *MCP) callOn(ctx context.Context, tool string, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 	up, err := m.session(ctx)
 	if err != nil {
@@ -210,8 +201,12 @@ func (m *MCP) callOn(ctx context.Context, tool string, params *mcp.CallToolParam
 		return nil, &ToolError{Message: fmt.Sprintf("MCP %s__%s: %v", m.name, tool, err)}
 	}
 	if errors.Is(err, mcp.ErrSessionMissing) {
+		// The server no longer knows the session (it restarted, or dropped
+		// it). This call may still have run: the SDK ends every call in
+		// flight on a session with this error when any request of the
+		// session is refused, including calls the server had accepted.
 		why := m.retire(up, "it no longer knows the session (it restarted, or dropped it)")
-		return nil, &UpstreamError{Server: m.name, Op: "call " + tool, Err: fmt.Errorf("%w%s", err, why)}
+		return nil, &UpstreamError{Server: m.name, Op: "call " + tool, Started: true, Err: fmt.Errorf("%w%s", err, why)}
 	}
 	why := m.retire(up, fmt.Sprintf("the connection broke during a call of %s", tool))
 	return nil, &UpstreamError{Server: m.name, Op: "call " + tool, Started: true,
