@@ -629,6 +629,9 @@ func (m argMode) masked(path []step) bool {
 
 // structValue renders a google.protobuf.Value (data: its message bytes).
 func (t *transcoder) structValue(b, data []byte, mode argMode, path []step) ([]byte, bool) {
+	if len(path) > pbwire.MaxDepth {
+		return nil, false // a step per Struct or list holding it: the decoder decides
+	}
 	if len(path) > 0 && mode.masked(path) {
 		// Rendered, then written over: the decoder refuses an event whose
 		// masked value is malformed, so this path must too.

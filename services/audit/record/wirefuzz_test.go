@@ -1,6 +1,7 @@
 package record
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -8,7 +9,10 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/pbwire"
 	"github.com/airlock-gate/airlock/services/shared/subject"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // checkWireRow fails t when the wire path accepts m's bytes and its row is
@@ -116,4 +120,39 @@ func FuzzWireRowIsTheDecodedRow(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkWireRow(t, Msg{Seq: 7, Time: at, Subject: "airlock.evt.sub.call.requested", Data: data})
 	})
+}
+
+// Arguments nested deeper than pbwire.MaxDepth are the decoder's to render
+// (or to refuse, past protobuf's own recursion limit): the wire path gives
+// them up, and renders those as deep as the limit as the decoder does.
+func TestDeepArgumentsAreRenderedAsTheDecoderRendersThem(t *testing.T) {
+	for _, tc := range []struct {
+		depth int
+		wire  bool
+	}{
+		{pbwire.MaxDepth, true},
+		{pbwire.MaxDepth + 1, false},
+		{6000, false}, // past protobuf's recursion limit: the row says undecodable
+	} {
+		t.Run(fmt.Sprint(tc.depth), func(t *testing.T) {
+			v := structpb.NewStringValue("bottom")
+			for range tc.depth - 1 {
+				v = structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"k": v}})
+			}
+			call := &airlockv1.ToolCall{CallId: "deep", AgentId: "bot", Server: "fs", Tool: "write_file", Revision: 1,
+				Arguments: &structpb.Struct{Fields: map[string]*structpb.Value{"k": v}}}
+			data, err := proto.Marshal(&airlockv1.Event{EventId: "e1", AgentId: "bot", CallId: "deep", Revision: 1,
+				Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: call}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := Msg{Seq: 1, Time: time.Unix(1_700_000_000, 0), Subject: "airlock.evt.bot.deep.requested",
+				Header: map[string][]string{envelope.HeaderContentType: {envelope.ContentProtobuf}}, Data: data}
+			var r Row
+			if got := buildWire(&r, m.Subject, m.Data, nil); got != tc.wire {
+				t.Fatalf("the wire path took arguments %d deep: %v, want %v", tc.depth, got, tc.wire)
+			}
+			checkWireRow(t, m)
+		})
+	}
 }

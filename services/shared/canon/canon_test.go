@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/airlock-gate/airlock/services/shared/pbwire"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -111,6 +112,24 @@ func TestDigestWireIsDigestOfTheDecodedStruct(t *testing.T) {
 			}
 		})
 	}
+	t.Run("nested to the wire readers' depth and past it", func(t *testing.T) {
+		for _, depth := range []int{pbwire.MaxDepth, pbwire.MaxDepth + 1} {
+			v := structpb.NewStringValue("bottom")
+			for range depth - 1 {
+				v = structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"k": v}})
+			}
+			s := &structpb.Struct{Fields: map[string]*structpb.Value{"k": v}}
+			data, _ := proto.Marshal(s)
+			want, err := Digest(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := DigestWire(data)
+			if ok != (depth <= pbwire.MaxDepth) || ok && got != want {
+				t.Fatalf("%d deep: DigestWire = %s (ok %v), Digest = %s", depth, got, ok, want)
+			}
+		}
+	})
 	t.Run("non-finite", func(t *testing.T) {
 		data, _ := proto.Marshal(&structpb.Struct{Fields: map[string]*structpb.Value{"n": structpb.NewNumberValue(math.Inf(1))}})
 		if got, ok := DigestWire(data); !ok || got != "" {
@@ -127,11 +146,20 @@ func TestDigestWireIsDigestOfTheDecodedStruct(t *testing.T) {
 	str := func(s string) []byte {
 		return protowire.AppendString(protowire.AppendTag(nil, 3, protowire.BytesType), s)
 	}
+	twice := func(key string, vals ...[]byte) []byte { // one entry naming several values
+		e := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), key)
+		for _, v := range vals {
+			e = protowire.AppendBytes(protowire.AppendTag(e, 2, protowire.BytesType), v)
+		}
+		return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), e)
+	}
+	emptyStruct := protowire.AppendBytes(protowire.AppendTag(nil, 5, protowire.BytesType), nil)
 	for name, data := range map[string][]byte{
-		"a key twice":  append(entry("k", str("a")), entry("k", str("b"))...),
-		"invalid utf8": entry("k", str("\xff")),
-		"truncated":    entry("k", str("abc"))[:5],
-		"wrong field":  protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 1),
+		"a key twice":                append(entry("k", str("a")), entry("k", str("b"))...),
+		"a value twice in one entry": twice("k", str("a"), emptyStruct),
+		"invalid utf8":               entry("k", str("\xff")),
+		"truncated":                  entry("k", str("abc"))[:5],
+		"wrong field":                protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 1),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got, ok := DigestWire(data); ok {

@@ -20,7 +20,7 @@ import (
 func DigestWire(data []byte) (digest string, ok bool) {
 	bp := buffers.Get().(*[]byte)
 	defer buffers.Put(bp)
-	b, ok, finite := appendWireStruct((*bp)[:0], data)
+	b, ok, finite := appendWireStruct((*bp)[:0], data, 1)
 	if !ok {
 		return "", false
 	}
@@ -34,9 +34,9 @@ func DigestWire(data []byte) (digest string, ok bool) {
 }
 
 // appendWireStruct appends the canonical JSON of the encoded Struct data
-// (field 1: map entries of key 1, Value 2). finite is false when a number
-// in it is not.
-func appendWireStruct(b, data []byte) (out []byte, ok, finite bool) {
+// (field 1: map entries of key 1, Value 2); depth is how many Structs and
+// lists hold its values. finite is false when a number in it is not.
+func appendWireStruct(b, data []byte, depth int) (out []byte, ok, finite bool) {
 	type field struct {
 		key string
 		val []byte
@@ -92,7 +92,7 @@ func appendWireStruct(b, data []byte) (out []byte, ok, finite bool) {
 		}
 		b = append(b, ':')
 		var fin bool
-		if b, ok, fin = appendWireValue(b, f.val); !ok {
+		if b, ok, fin = appendWireValue(b, f.val, depth); !ok {
 			return nil, false, false
 		}
 		finite = finite && fin
@@ -101,8 +101,12 @@ func appendWireStruct(b, data []byte) (out []byte, ok, finite bool) {
 }
 
 // appendWireValue appends one encoded Value: its kind is a oneof of null 1,
-// number 2, string 3, bool 4, struct 5, list 6; no kind is null.
-func appendWireValue(b, data []byte) (out []byte, ok, finite bool) {
+// number 2, string 3, bool 4, struct 5, list 6; no kind is null. depth is
+// how many Structs and lists hold it: past pbwire.MaxDepth it is refused.
+func appendWireValue(b, data []byte, depth int) (out []byte, ok, finite bool) {
+	if depth > pbwire.MaxDepth {
+		return nil, false, false
+	}
 	if len(data) == 0 {
 		return append(b, "null"...), true, true
 	}
@@ -142,7 +146,7 @@ func appendWireValue(b, data []byte) (out []byte, ok, finite bool) {
 		if !ok {
 			return nil, false, false
 		}
-		return appendWireStruct(b, v)
+		return appendWireStruct(b, v, depth+1)
 	case 6:
 		v, ok := pbwire.Bytes(typ, raw)
 		if !ok {
@@ -160,7 +164,7 @@ func appendWireValue(b, data []byte) (out []byte, ok, finite bool) {
 			}
 			i++
 			var fin bool
-			b, ok, fin = appendWireValue(b, e)
+			b, ok, fin = appendWireValue(b, e, depth+1)
 			finite = finite && fin
 			return ok
 		})

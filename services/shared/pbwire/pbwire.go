@@ -14,6 +14,14 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
+// MaxDepth is how many Structs and lists may hold a google.protobuf.Value
+// the wire readers render; deeper data is refused, so its caller decodes it
+// instead and gets the decoder's answer. It is above
+// the deepest arguments ingress accepts (limits.max_argument_depth, at most
+// 128) and far below protobuf's own recursion limit (10,000), and bounds the
+// stack a reader's recursion may take.
+const MaxDepth = 256
+
 // Next splits the first field off data: its number, wire type and value,
 // and what follows it. ok is false when data does not start with a
 // well-formed field, exactly where protowire.ConsumeTag and
