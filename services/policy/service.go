@@ -21,6 +21,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
@@ -120,7 +121,7 @@ func (s *Service) Run(ctx context.Context) error {
 		// The intake is a work queue: an ack that empties it makes the
 		// server write a new block file. Requests that follow each other
 		// within this keep it from emptying (consume.Spec.HoldLastAck).
-		HoldLastAck: IntakeAckHold,
+		HoldLastAck: IntakeAckHold(s.deps.Config.Intake),
 	}, s.deps.Log, s.deps.Metrics, s.handle)
 	cancel()
 	wg.Wait()
@@ -172,12 +173,22 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 // back-off they span about two minutes.
 const maxIntakeDeliveries = 20
 
-// IntakeAckHold is how long the last handled request's ack is held back
-// waiting for the next one's (consume.Spec.HoldLastAck): longer than the
-// gap between an agent's calls made one after another, short enough that
-// a decided request holds its place in the agent's intake share only
-// briefly.
-const IntakeAckHold = 10 * time.Millisecond
+// IntakeAckHold is how long the policy holds the last handled request's
+// ack back waiting for the next one's (consume.Spec.HoldLastAck): longer
+// than the gap between an agent's calls made one after another, short
+// enough that a decided request holds its place in the agent's intake
+// share only briefly. A request keeps its place until its ack, which
+// follows its decision, so an agent that submits as each decision arrives
+// holds two places; the hold adds the held request and, while several
+// workers handle one agent's requests, the ack before it still under way.
+// An intake whose share is under 8 holds nothing back, so that such an
+// agent is not refused for the hold.
+func IntakeAckHold(intake config.Intake) time.Duration {
+	if intake.MaxPendingPerAgent < 8 {
+		return 0
+	}
+	return 10 * time.Millisecond
+}
 
 // isTooLarge reports a publish the stream refused because the message is
 // over its max_msg_size: no retry can succeed.

@@ -600,3 +600,44 @@ func TestARuleChangeIsInForceOnTheAnsweringReplicaWhenTheEndpointAnswers(t *test
 		}
 	}
 }
+
+// An agent that submits each call as the last one's decision arrives holds
+// two places of its intake share (a request keeps its place until its ack,
+// which follows the decision), and the request whose ack the policy holds
+// back (consume.Spec.HoldLastAck) never takes a place such an agent needs:
+// with a share of two it holds none back, with eight it may.
+func TestCallsOneAfterAnotherFitAnIntakeShareOfTwo(t *testing.T) {
+	for _, share := range []int64{2, 8} {
+		t.Run(fmt.Sprint(share), func(t *testing.T) {
+			n := testenv.StartNATS(t)
+			cfg := testenv.Config(n.URL())
+			cfg.Intake.MaxPendingPerAgent = share
+			_, deps := replica(t, cfg)
+			decided := make(chan string, 16)
+			sub, err := deps.NC.Subscribe(subject.OfAgent("bot"), func(m *nats.Msg) {
+				if p, err := subject.Parse(m.Subject); err == nil && p.Type == subject.Allowed {
+					decided <- p.Call
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = sub.Unsubscribe() })
+			if err := deps.NC.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 10 {
+				call := fmt.Sprintf("seq%d", i)
+				submit(t, deps.JS, "bot", call, "demo", "echo", map[string]any{"text": "hi"}) // fails the test when refused
+				select {
+				case got := <-decided:
+					if got != call {
+						t.Fatalf("decided %s, want %s", got, call)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("no decision for %s", call)
+				}
+			}
+		})
+	}
+}

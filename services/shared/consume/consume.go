@@ -80,6 +80,8 @@ func Run(ctx context.Context, js jetstream.JetStream, spec Spec, log *slog.Logge
 	if spec.AckWait == 0 {
 		spec.AckWait = 30 * time.Second
 	}
+	// A held ack must be sent long before the message would be redelivered.
+	spec.HoldLastAck = min(spec.HoldLastAck, spec.AckWait/4)
 	if spec.Workers <= 0 {
 		spec.Workers = 1
 	}
@@ -297,6 +299,9 @@ type Acker struct {
 	mu    sync.Mutex
 	held  jetstream.Msg // handled, its ack not yet sent
 	timer *time.Timer   // sends held's ack when nothing follows it
+	// flushing is held while Flush sends: the consumer's last Flush
+	// returns only after a timer's Flush under way has sent its ack.
+	flushing sync.Mutex
 }
 
 // NewAcker returns an Acker holding the last ack back for up to hold;
@@ -333,6 +338,8 @@ func (a *Acker) Flush() {
 	if a.hold <= 0 {
 		return
 	}
+	a.flushing.Lock()
+	defer a.flushing.Unlock()
 	a.mu.Lock()
 	m := a.held
 	a.held = nil

@@ -228,20 +228,10 @@ func TestAHeldAckKeepsAWorkQueueFromEmptyingBetweenMessages(t *testing.T) {
 			// the first of them from sequence first on.
 			settled := func(want, first uint64) {
 				t.Helper()
-				deadline := time.Now().Add(10 * time.Second)
-				for {
+				testenv.Eventually(t, 10*time.Second, fmt.Sprintf("the queue to hold %d messages from %d on", want, first), func() bool {
 					info, err := stream.Info(context.Background())
-					if err != nil {
-						t.Fatal(err)
-					}
-					if info.State.Msgs == want && (want == 0 || info.State.FirstSeq >= first) {
-						return
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("the queue holds %d messages from %d on, want %d from %d on", info.State.Msgs, info.State.FirstSeq, want, first)
-					}
-					time.Sleep(5 * time.Millisecond)
-				}
+					return err == nil && info.State.Msgs == want && (want == 0 || info.State.FirstSeq >= first)
+				})
 			}
 			blocks := blockFiles(t, n.Dir, intake)
 			for i := range messages {
@@ -287,18 +277,8 @@ func TestAHeldAckIsSentWhenNoMessageFollows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "the only message's held ack to be sent", func() bool {
 		info, err := stream.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.State.Msgs == 0 && info.State.LastSeq == 1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the only message was never acked: the queue holds %d", info.State.Msgs)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return err == nil && info.State.Msgs == 0 && info.State.LastSeq == 1
+	})
 }

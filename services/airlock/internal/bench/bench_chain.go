@@ -16,6 +16,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
@@ -158,7 +159,7 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 	// The policy acks the intake as the policy service does: the last
 	// request's ack held back until the next's (consume.Acker), so calls
 	// one at a time do not empty the work queue's block on every call.
-	intakeAcks := consume.NewAcker(policy.IntakeAckHold, slog.New(slog.DiscardHandler))
+	intakeAcks := consume.NewAcker(policy.IntakeAckHold(config.Default().Intake), slog.New(slog.DiscardHandler))
 	cleanup.add(intakeAcks.Flush)
 	decide := func(m jetstream.Msg) error {
 		id := m.Subject()[len(p+".req."):]
