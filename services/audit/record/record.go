@@ -221,13 +221,24 @@ func (a *Arena) Build(m Msg) Row {
 func (a *Arena) BuildInto(r *Row, m Msg) { build(r, m, a) }
 
 // Reset makes a's buffers free for new rows: every row built since the last
-// Reset must no longer be used.
+// Reset must no longer be used. It keeps arenaKeep bytes of them at most: a
+// batch of unusually large events (an agent's arguments reach the payload,
+// escaped) does not hold its memory for the life of the process.
 func (a *Arena) Reset() {
-	for i := range a.chunks {
-		a.chunks[i] = a.chunks[i][:0]
+	kept, total := a.chunks[:0], 0
+	for _, c := range a.chunks {
+		if total+cap(c) <= arenaKeep {
+			kept = append(kept, c[:0])
+			total += cap(c)
+		}
 	}
-	a.cur = 0
+	clear(a.chunks[len(kept):])
+	a.chunks, a.cur = kept, 0
 }
+
+// arenaKeep bounds what an Arena keeps between batches: a batch of the
+// sink's size (10,000 events of a few KiB) fits.
+const arenaKeep = 64 << 20
 
 // string copies b into the arena and returns it as a string.
 func (a *Arena) string(b []byte) string {

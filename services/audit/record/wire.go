@@ -635,10 +635,12 @@ func (t *transcoder) structValue(b, data []byte, mode argMode, path []step) ([]b
 	if len(path) > 0 && mode.masked(path) {
 		// Rendered, then written over: the decoder refuses an event whose
 		// masked value is malformed, so this path must too.
-		if _, ok := t.structValue(b, data, argMode{}, path); !ok {
+		rendered, ok := t.structValue(b, data, argMode{}, path)
+		if !ok {
 			return nil, false
 		}
-		return appendString(b, Mask), true
+		// Written over from b's end on, keeping the room the render grew.
+		return appendString(rendered[:len(b)], Mask), true
 	}
 	if len(data) == 0 {
 		if mode.withhold {

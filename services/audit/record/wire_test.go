@@ -259,8 +259,9 @@ func TestArenaRowsAreBuildsRowsAndSurviveUntilReset(t *testing.T) {
 
 // An arena works out a decision's redaction once and uses it again: two
 // different redact lists never share it, and what it keeps is its own,
-// never a view of the message it was first read from (whose buffer the
-// client reuses).
+// never a view of the message it was first read from: the worked-out
+// redactions outlive Reset, and with it the messages of the batch (here
+// overwritten after each build to show it).
 func TestAnArenasRedactionIsEachDecisionsOwn(t *testing.T) {
 	args, err := structpb.NewStruct(map[string]any{"a": "1", "b": "2", "ab": "3", "a/b": "4"})
 	if err != nil {
@@ -281,10 +282,37 @@ func TestAnArenasRedactionIsEachDecisionsOwn(t *testing.T) {
 		got := a.Build(Msg{Seq: 1, Subject: "airlock.evt.bot.c1.allowed", Data: data})
 		want := Build(Msg{Seq: 1, Subject: "airlock.evt.bot.c1.allowed", Data: data})
 		for i := range data {
-			data[i] = 'x' // the client's buffer, reused for the next message
+			data[i] = 'x' // the message is gone once its batch is released
 		}
 		if got.Payload != want.Payload {
 			t.Fatalf("redact %q: arena payload %s, want %s", redact, got.Payload, want.Payload)
 		}
+	}
+}
+
+// An arena keeps at most arenaKeep bytes between batches: the chunks a batch
+// of unusually large events needed are let go at Reset.
+func TestAnArenaKeepsABoundedMemoryAcrossBatches(t *testing.T) {
+	var a Arena
+	big := make([]byte, arenaKeep/2+1)
+	for range 3 {
+		if s := a.string(big); len(s) != len(big) {
+			t.Fatalf("stored %d bytes of %d", len(s), len(big))
+		}
+	}
+	a.string([]byte("small"))
+	a.Reset()
+	total := 0
+	for _, c := range a.chunks {
+		total += cap(c)
+		if len(c) != 0 {
+			t.Fatalf("a chunk kept %d bytes after Reset", len(c))
+		}
+	}
+	if total > arenaKeep || len(a.chunks) == 0 {
+		t.Fatalf("after Reset the arena keeps %d chunks of %d bytes in all, want some, at most %d", len(a.chunks), total, arenaKeep)
+	}
+	if s := a.string([]byte("next batch")); s != "next batch" {
+		t.Fatalf("the next batch stored %q", s)
 	}
 }
