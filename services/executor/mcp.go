@@ -116,6 +116,7 @@ func NewMCP(name string, cfg MCPConfig, o MCPOptions) *MCP {
 	if cfg.URL != "" {
 		m.http = http.DefaultTransport.(*http.Transport).Clone()
 		m.http.MaxIdleConnsPerHost = o.Conns
+		m.http.MaxIdleConns = max(m.http.MaxIdleConns, o.Conns)
 	}
 	return m
 }
@@ -247,7 +248,9 @@ func (m *MCP) invoke(ctx context.Context, up *upstream, params *mcp.CallToolPara
 // (the end of its SSE stream) after handing the answer over, and a caller
 // that ends ctx as soon as it has the result would break the HTTP
 // connection in mid-read, so that the next call opens another. That rest
-// is bounded by the upstream timeout instead.
+// is bounded by the upstream timeout instead: a timer per call, alive that
+// long (calls per second × the timeout of them at once, a few hundred bytes
+// each).
 func (m *MCP) callContext(ctx context.Context) (context.Context, func()) {
 	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })

@@ -96,9 +96,11 @@ func measureWork(ctx context.Context, nc *nats.Conn, cfg config.Config) ([]workC
 	request := &airlockv1.Event{AgentId: call.GetAgentId(), CallId: call.GetCallId(), Revision: call.GetRevision(), Actor: events[subject.Requested].GetActor(),
 		Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: call}}}
 
-	code, err := decide.DefaultCode()
+	var code *decide.Code
 	if cfg.Policy.Dir != "" {
 		code, err = decide.CodeFromDir(cfg.Policy.Dir)
+	} else {
+		code, err = decide.DefaultCode()
 	}
 	if err != nil {
 		return nil, err

@@ -84,7 +84,7 @@ type roundtripReport struct {
 	// every message (newChainRig, envelopedWrites), measured the same way:
 	// what the headers alone cost the writes.
 	EnvelopedChain chainFigures `json:"enveloped_chain"`
-	// ChainHop is a raw hop timed in turn with the two chains (one call of
+	// ChainHop is a raw hop timed in turn with the chains (one call of
 	// each): the chains slow it, but it shares their moments of the
 	// machine's load.
 	ChainHop latency `json:"raw_hop_in_turn_with_chains"`
