@@ -178,11 +178,10 @@ const maxIntakeDeliveries = 20
 // than the gap between an agent's calls made one after another, short
 // enough that a decided request holds its place in the agent's intake
 // share only briefly. A request keeps its place until its ack, which
-// follows its decision, so an agent that submits as each decision arrives
-// holds two places; the hold adds the held request and, while several
-// workers handle one agent's requests, the ack before it still under way.
-// An intake whose share is under 8 holds nothing back, so that such an
-// agent is not refused for the hold.
+// follows its decision (an agent that submits as each decision arrives
+// holds at least two places, more while the policy is busy); the hold adds
+// one. An intake whose share is under 8 holds nothing back, so that the
+// hold is never a large part of a small share.
 func IntakeAckHold(intake config.Intake) time.Duration {
 	if intake.MaxPendingPerAgent < 8 {
 		return 0
