@@ -37,7 +37,10 @@ type roundtripOptions struct {
 	// MemProfile: where to write the allocations of the round trip's
 	// throughput run (MemProfile.base holds those before it).
 	MemProfile string
-	FixedAllow bool
+	// ChainCPUProfile: where to write a CPU profile of the throughput run of
+	// the chain with airlock's headers (to compare with CPUProfile's).
+	ChainCPUProfile string
+	FixedAllow      bool
 	// FloorOps: operations counted for each of the floor's CPU figures.
 	FloorOps int
 }
@@ -262,6 +265,7 @@ goal is missed.`,
 	f.IntVar(&o.FloorOps, "floor-ops", 20000, "operations counted for each of the messaging floor's CPU figures")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the round trip's throughput run (nothing else) to this file")
 	f.StringVar(&o.MemProfile, "memprofile", "", "write the allocations up to the end of the round trip's throughput run to this file, and those before it to FILE.base (go tool pprof -diff_base FILE.base FILE)")
+	f.StringVar(&o.ChainCPUProfile, "chain-cpuprofile", "", "write a CPU profile of the throughput run of the chain with airlock's headers (nothing else) to this file (go tool pprof -diff_base FILE CPUPROFILE)")
 	f.BoolVar(&o.FixedAllow, "fixed-allow", false, "decide with a fixed allow instead of the configured policy (leaves Rego evaluation out of the figures)")
 	return cmd
 }
@@ -513,6 +517,10 @@ func benchChains(ctx context.Context, url string, o roundtripOptions, payload in
 	}
 	figures = make([]chainFigures, len(writes))
 	for i := range writes {
+		o := o
+		if writes[i] == envelopedWrites {
+			o.CPUProfile = o.ChainCPUProfile
+		}
 		m, perCall, err := measureRate(ctx, o, ops[i+1], counts[i], lat[i+1])
 		if err != nil {
 			return latency{}, nil, fmt.Errorf("%s: %w", writes[i].prefix(), err)
