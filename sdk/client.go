@@ -144,7 +144,7 @@ func (c *Client) Submit(ctx context.Context, call Call) (string, error) {
 	if c.seal != nil {
 		c.seal(msg)
 	}
-	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+	if _, err := bus.PublishSync(ctx, c.js, msg); err != nil {
 		return "", fmt.Errorf("submit call %s: %w%s", tc.CallId, err, hint(err))
 	}
 	return tc.CallId, nil
@@ -253,7 +253,7 @@ func (c *Client) Report(ctx context.Context, callID string, rev uint32, r Report
 	if err != nil {
 		return fmt.Errorf("report call %s: %w", callID, err)
 	}
-	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+	if _, err := bus.PublishSync(ctx, c.js, msg); err != nil {
 		return fmt.Errorf("report call %s: %w%s", callID, err, hint(err))
 	}
 	return nil

@@ -80,7 +80,7 @@ func (p *Publisher) Publish(ctx context.Context, ev *airlockv1.Event, parentTrac
 		return nil, err
 	}
 	msg := Msg(m)
-	ack, err := p.js.PublishMsg(ctx, msg)
+	ack, err := PublishSync(ctx, p.js, msg)
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", msg.Subject, err)
 	}
@@ -115,7 +115,7 @@ func (p *Publisher) PublishAfter(ctx context.Context, ev *airlockv1.Event, paren
 		return nil, err
 	}
 	msg := Msg(m)
-	ack, err := p.js.PublishMsg(ctx, msg)
+	ack, err := PublishSync(ctx, p.js, msg)
 	if err != nil {
 		if refusedAppend(err) {
 			return nil, fmt.Errorf("publish %s: %w", msg.Subject, ErrConflict)
@@ -208,7 +208,7 @@ func AppendBatch(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) 
 	}
 	last := msgs[len(msgs)-1]
 	last.Header.Set(headerBatchCommit, "1")
-	ack, err := js.PublishMsg(ctx, last)
+	ack, err := PublishSync(ctx, js, last)
 	if err != nil {
 		if refusedAppend(err) {
 			return nil, fmt.Errorf("publish %s: %w", msgs[0].Subject, ErrConflict)

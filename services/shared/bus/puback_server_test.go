@@ -1,0 +1,95 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// On a real server PublishSync answers what PublishMsg answers: the
+// stored sequence, a duplicate, a refused compare-and-append (a conflict
+// for PublishAfter), a message over the stream's size limit, and no
+// stream at all.
+func TestPublishSyncAnswersAsPublishMsgOnAServer(t *testing.T) {
+	n := testenv.StartNATS(t)
+	nc, err := nats.Connect(n.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PUBACK", Subjects: []string{"puback.>"}, MaxMsgSize: 1024}); err != nil {
+		t.Fatal(err)
+	}
+	withID := func(subj, id string) *nats.Msg {
+		m := nats.NewMsg(subj)
+		m.Header.Set(jetstream.MsgIDHeader, id)
+		return m
+	}
+	after := func(subj string, seq string) *nats.Msg {
+		m := nats.NewMsg(subj)
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, seq)
+		return m
+	}
+	big := nats.NewMsg("puback.big")
+	big.Data = make([]byte, 2048)
+	for i, m := range []struct {
+		name string
+		msg  func() *nats.Msg
+	}{
+		{"stored", func() *nats.Msg { return nats.NewMsg("puback.a") }},
+		{"first_with_an_id", func() *nats.Msg { return withID("puback.b", "id-1") }},
+		{"a_duplicate", func() *nats.Msg { return withID("puback.b", "id-1") }},
+		{"appended_after_its_subjects_last", func() *nats.Msg { return after("puback.c", "0") }},
+		{"refused_after_a_stale_sequence", func() *nats.Msg { return after("puback.c", "0") }},
+		{"over_the_size_limit", func() *nats.Msg { return big }},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			// The same message through each, on subjects of their own.
+			suffix := []string{".sync", ".js"}
+			var acks [2]*jetstream.PubAck
+			var errs [2]error
+			for j, publish := range []func(*nats.Msg) (*jetstream.PubAck, error){
+				func(msg *nats.Msg) (*jetstream.PubAck, error) { return bus.PublishSync(ctx, js, msg) },
+				func(msg *nats.Msg) (*jetstream.PubAck, error) { return js.PublishMsg(ctx, msg) },
+			} {
+				msg := m.msg()
+				msg.Subject += suffix[j]
+				if id := msg.Header.Get(jetstream.MsgIDHeader); id != "" {
+					msg.Header.Set(jetstream.MsgIDHeader, id+suffix[j])
+				}
+				acks[j], errs[j] = publish(msg)
+			}
+			if (errs[0] == nil) != (errs[1] == nil) || apiCode(errs[0]) != apiCode(errs[1]) {
+				t.Fatalf("PublishSync: %v; PublishMsg: %v", errs[0], errs[1])
+			}
+			if (acks[0] == nil) != (acks[1] == nil) || acks[0] != nil && (acks[0].Stream != acks[1].Stream || acks[0].Duplicate != acks[1].Duplicate || acks[0].Sequence+1 != acks[1].Sequence && !acks[0].Duplicate) {
+				t.Fatalf("message %d: PublishSync acked %+v; PublishMsg %+v", i, acks[0], acks[1])
+			}
+		})
+	}
+	if _, err := bus.PublishSync(ctx, js, nats.NewMsg("nostream.x")); !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		t.Fatalf("a subject no stream holds: %v, want %v", err, jetstream.ErrNoStreamResponse)
+	}
+}
+
+// apiCode is the JetStream error code err carries, 0 for none.
+func apiCode(err error) jetstream.ErrorCode {
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		return api.ErrorCode
+	}
+	return 0
+}
