@@ -17,7 +17,9 @@ import (
 // provision it creates or updates the streams and buckets first (which
 // needs administrator permissions). Without, each service finds its own
 // streams and buckets and says to run `airlock provision` when one is missing.
+// It also applies cfg.Runtime to the process, which runs services.
 func Connect(ctx context.Context, cfg config.Config, log *slog.Logger, name string, provision bool) (Deps, error) {
+	tuneRuntime(cfg.Runtime, log)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	nc, err := bus.Connect(cctx, cfg.NATS, name, log)
