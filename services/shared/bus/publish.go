@@ -63,9 +63,11 @@ func (p *Publisher) Counting(stored func(typ string)) *Publisher {
 	return p
 }
 
-func (p *Publisher) count(msg *nats.Msg) {
+// count counts a stored event of type typ (the encoded message's Type:
+// no need to read it back from the header).
+func (p *Publisher) count(typ string) {
 	if p.stored != nil {
-		p.stored(envelope.TypeOfMessage(msg.Header))
+		p.stored(typ)
 	}
 }
 
@@ -84,7 +86,7 @@ func (p *Publisher) Publish(ctx context.Context, ev *airlockv1.Event, parentTrac
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", msg.Subject, err)
 	}
-	p.count(msg)
+	p.count(m.Type)
 	return ack, nil
 }
 
@@ -122,7 +124,7 @@ func (p *Publisher) PublishAfter(ctx context.Context, ev *airlockv1.Event, paren
 		}
 		return nil, fmt.Errorf("publish %s: %w", msg.Subject, err)
 	}
-	p.count(msg)
+	p.count(m.Type)
 	return ack, nil
 }
 
@@ -136,6 +138,7 @@ func (p *Publisher) AppendAfter(ctx context.Context, evs []*airlockv1.Event, par
 		return nil, errors.New("append batch: no events")
 	}
 	msgs := make([]*nats.Msg, len(evs))
+	types := make([]string, len(evs))
 	for i, ev := range evs {
 		var m envelope.Message
 		var err error
@@ -147,14 +150,14 @@ func (p *Publisher) AppendAfter(ctx context.Context, evs []*airlockv1.Event, par
 		if err != nil {
 			return nil, err
 		}
-		msgs[i] = Msg(m)
+		msgs[i], types[i] = Msg(m), m.Type
 	}
 	ack, err := AppendBatch(ctx, p.js, msgs)
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range msgs {
-		p.count(m)
+	for _, typ := range types {
+		p.count(typ)
 	}
 	return ack, nil
 }

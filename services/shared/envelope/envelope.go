@@ -92,6 +92,8 @@ type Message struct {
 	Subject string
 	Header  map[string][]string
 	Data    []byte
+	// Type is the event type (TypeOf), which the header also names.
+	Type string
 }
 
 // HeaderValue returns the first value of h's key ("" when none), as nats.Header.Get.
@@ -255,7 +257,7 @@ func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgI
 	for i, k := range keys[:n] {
 		hb.m[k] = backing[i : i+1 : i+1]
 	}
-	return Message{Subject: subj, Data: data, Header: hb.m}, nil
+	return Message{Subject: subj, Data: data, Header: hb.m, Type: typ}, nil
 }
 
 // JSONForm is how events are written in JSON: protojson with the field

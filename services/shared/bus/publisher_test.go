@@ -3,13 +3,16 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -92,4 +95,45 @@ func apiCode(err error) jetstream.ErrorCode {
 		return api.ErrorCode
 	}
 	return 0
+}
+
+// A counting publisher counts each event it stored by its type, through
+// every way of storing one, and nothing it did not store.
+func TestACountingPublisherCountsWhatItStoredByType(t *testing.T) {
+	d := testenv.Deps(t, testenv.Config(testenv.StartNATS(t).URL()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var counted []string
+	p := bus.NewPublisher(d.JS, "test").Counting(func(typ string) { counted = append(counted, typ) })
+	call := &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Tool: "demo__echo"}
+	ev := func(body func(*airlockv1.Event)) *airlockv1.Event {
+		e := envelope.ForCall(call, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "test"})
+		body(e)
+		return e
+	}
+	requested := ev(func(e *airlockv1.Event) {
+		e.Body = &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: call}}
+	})
+	allowed := ev(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{Call: call}} })
+	started := ev(func(e *airlockv1.Event) { e.Body = &airlockv1.Event_Started{Started: &airlockv1.Started{Attempt: 1}} })
+	completed := ev(func(e *airlockv1.Event) {
+		e.Body = &airlockv1.Event_Completed{Completed: &airlockv1.Completed{Attempt: 1}}
+	})
+	all := "airlock.evt.bot.c1.>"
+	if _, err := p.AppendAfter(ctx, []*airlockv1.Event{requested, allowed}, "", all, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.PublishAfter(ctx, started, "", all, 0); !errors.Is(err, bus.ErrConflict) {
+		t.Fatalf("an append after a stale sequence: %v, want a conflict", err)
+	}
+	ack, err := p.Publish(ctx, started, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.PublishAfter(ctx, completed, "", all, ack.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"requested", "allowed", "started", "completed"}; !slices.Equal(counted, want) {
+		t.Fatalf("counted %v, want %v", counted, want)
+	}
 }
