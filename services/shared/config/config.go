@@ -142,11 +142,11 @@ type Runtime struct {
 	// running services: a collection starts once the heap has grown this
 	// many percent over what the last one left live. Services allocate a
 	// little per message and keep a small live heap, so at Go's default of
-	// 100 they collect often: 400 cut the CPU of an auto-allowed call by
-	// about 7% (docs/benchmarks.md) for a heap that may reach five times the
-	// live one between collections. Lower it (or set GOMEMLIMIT) where
-	// memory is tight; 0 or a negative value leaves Go's own setting, and a
-	// GOGC environment variable always wins.
+	// 100 the collector took 8-11% of an auto-allowed call's CPU, at 400
+	// 5-6% (ARCHITECTURE.md "Hot paths"), for a heap that may
+	// reach five times the live one between collections. Lower it (or set
+	// GOMEMLIMIT) where memory is tight; 0 or a negative value leaves Go's
+	// own setting, and a GOGC environment variable always wins.
 	GCPercent int `yaml:"gc_percent"`
 }
 
