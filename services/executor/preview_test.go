@@ -633,23 +633,26 @@ func TestTheRunTimeCheckRefusesEveryChangeToTheWorldItsReviewersSaw(t *testing.T
 
 // dryRunWorld is an MCP server of the go-sdk over streamable HTTP with one
 // tool, pay, and its companion dry run, pay_dry_run, which answers the
-// world as it is set: text parts, an error, or nothing until its call
-// ends. It counts the times pay ran and keeps the arguments of each dry
-// run.
+// world as it is set: text parts, structured content alone, an error, or
+// nothing until its call ends. It counts the times pay ran and keeps the
+// arguments of each dry run.
 type dryRunWorld struct {
 	*httptest.Server
-	mcp     *mcp.Server
-	stop    chan struct{} // closed at cleanup: a hanging dry run returns
-	mu      sync.Mutex
-	parts   []string // the dry run's text
-	failing string   // when set, the dry run answers isError with it
-	hang    bool     // the dry run answers nothing until its call ends
-	down    bool     // the server answers every request 503
-	dryRuns []string // each dry run's arguments, as JSON
-	ran     int
+	mcp   *mcp.Server
+	stop  chan struct{} // closed at cleanup: a hanging dry run returns
+	mu    sync.Mutex
+	parts []string // the dry run's text
+	// structured, when set, is the dry run's answer: structured content
+	// without content, which a preview shows as the result's JSON.
+	structured map[string]any
+	failing    string   // when set, the dry run answers isError with it
+	hang       bool     // the dry run answers nothing until its call ends
+	down       bool     // the server answers every request 503
+	dryRuns    []string // each dry run's arguments, as JSON
+	ran        int
 }
 
-func newDryRunWorld(t *testing.T) *dryRunWorld {
+func newDryRunWorld(t testing.TB) *dryRunWorld {
 	t.Helper()
 	w := &dryRunWorld{stop: make(chan struct{})}
 	w.mcp = mcp.NewServer(&mcp.Implementation{Name: "world", Version: "1"}, nil)
@@ -663,7 +666,7 @@ func newDryRunWorld(t *testing.T) *dryRunWorld {
 	w.mcp.AddTool(&mcp.Tool{Name: "pay_dry_run", InputSchema: object}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		w.mu.Lock()
 		w.dryRuns = append(w.dryRuns, string(req.Params.Arguments))
-		parts, failing, hang := w.parts, w.failing, w.hang
+		parts, structured, failing, hang := w.parts, w.structured, w.failing, w.hang
 		w.mu.Unlock()
 		if hang {
 			select {
@@ -672,7 +675,7 @@ func newDryRunWorld(t *testing.T) *dryRunWorld {
 			}
 			return nil, errors.New("the dry run gave up")
 		}
-		res := &mcp.CallToolResult{IsError: failing != ""}
+		res := &mcp.CallToolResult{IsError: failing != "", StructuredContent: structured}
 		if failing != "" {
 			parts = []string{failing}
 		}
@@ -727,10 +730,11 @@ func TestTheRunTimeCheckAsksAnMCPDryRunToolAgain(t *testing.T) {
 	cases := []struct {
 		name string
 		// seen is the dry run's answer when the preview is made (the
-		// test's seen when nil); change alters the world before the
-		// approval.
-		seen   []string
-		change func(*dryRunWorld)
+		// test's seen when nil and there is no structured answer);
+		// change alters the world before the approval.
+		seen       []string
+		structured map[string]any
+		change     func(*dryRunWorld)
 		// why is what the refusal says, "" for a call that runs.
 		why string
 	}{
@@ -747,6 +751,10 @@ func TestTheRunTimeCheckAsksAnMCPDryRunToolAgain(t *testing.T) {
 			seen:   []string{long},
 			change: func(w *dryRunWorld) { w.parts = []string{long + "one line more"} },
 			why:    refusedChanged + answering(long) + ", which is now " + answering(long+"one line more")},
+		{name: "a_change_in_an_answer_of_structured_content_alone_is_refused",
+			structured: map[string]any{"balance": 100},
+			change:     func(w *dryRunWorld) { w.structured = map[string]any{"balance": 88} },
+			why:        refusedChanged + "a dry run answering "},
 		{name: "a_dry_run_answering_an_error_is_refused",
 			change: func(w *dryRunWorld) { w.failing = "the ledger is locked" },
 			why:    refusedUncheckable + "the ledger is locked)"},
@@ -782,16 +790,22 @@ func TestTheRunTimeCheckAsksAnMCPDryRunToolAgain(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w, id := worlds[i], fmt.Sprintf("dry-run-%d", i)
 			answer := seen
-			if tc.seen != nil {
+			if tc.seen != nil || tc.structured != nil {
 				answer = tc.seen
 			}
-			w.with(func(w *dryRunWorld) { w.parts = answer })
+			w.with(func(w *dryRunWorld) { w.parts, w.structured = answer, tc.structured })
 			call := toolCall(t, id, fmt.Sprintf("world%d__pay", i), map[string]any{"amount": 12, "card": "4242"})
 			p, err := api.Preview(context.Background(), call, 10*time.Second)
 			if err != nil || !preview.Has(p) {
 				t.Fatalf("preview %v, %v", p, err)
 			}
-			if whole := strings.Join(answer, "\n"); p.Precondition != preview.OfText(whole) || p.Truncated != (len(whole) > e.cfg.Executor.MaxPreviewBytes) {
+			whole := strings.Join(answer, "\n")
+			if tc.structured != nil {
+				if whole = p.Text; !strings.Contains(whole, `"structuredContent":{"balance":100}`) {
+					t.Fatalf("preview %q: want the dry run's result as JSON", whole)
+				}
+			}
+			if p.Precondition != preview.OfText(whole) || p.Truncated != (len(whole) > e.cfg.Executor.MaxPreviewBytes) {
 				t.Fatalf("preview %.80q… (cut %v), precondition %s: want the dry run's answer and its digest", p.Text, p.Truncated, p.Precondition)
 			}
 			if tc.change != nil {
@@ -822,6 +836,33 @@ func TestTheRunTimeCheckAsksAnMCPDryRunToolAgain(t *testing.T) {
 			}
 			if got := e.types(id); strings.Join(got, ",") != "approved,started,failed" {
 				t.Fatalf("events %v, want approved, started, failed (one end in the ledger)", got)
+			}
+		})
+	}
+}
+
+// BenchmarkAnMCPDryRunsPrecondition measures the run-time world check of a
+// tool whose preview is an MCP dry run (a go-sdk server over streamable
+// HTTP, in this process: its CPU counts too), for a short answer and for
+// one past what a preview shows.
+func BenchmarkAnMCPDryRunsPrecondition(b *testing.B) {
+	for _, size := range []int{100, 40 << 10} {
+		b.Run(fmt.Sprintf("%d_bytes", size), func(b *testing.B) {
+			w := newDryRunWorld(b)
+			w.parts = []string{strings.Repeat("x", size)}
+			reg, err := executor.NewRegistry(executor.RegistryFile{Servers: map[string]executor.ServerEntry{"world": {
+				MCP: &executor.MCPConfig{URL: w.URL}, Tools: map[string]executor.ToolEntry{"pay": {PreviewTool: "pay_dry_run"}}}}},
+				executor.RegistryOptions{Sandbox: b.TempDir(), Config: config.Default().Executor})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { reg.Close() })
+			req := executor.Request{Server: "world", Tool: "pay", Arguments: map[string]any{"amount": 12}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := reg.Precondition(context.Background(), req); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
