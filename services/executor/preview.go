@@ -223,27 +223,22 @@ func (c *capped) Write(p []byte) (int, error) {
 }
 
 // preview calls the MCP server's dry-run tool dry with req's arguments:
-// its text is the preview, and the preview itself the precondition.
+// its text is the preview, and the preview itself the precondition. The
+// text is read from the result as the SDK decoded it (a result without
+// content is its JSON): encoding the result again to read it back was
+// most of the executor's own CPU for a dry run.
 func (m *MCP) preview(ctx context.Context, req Request, dry string) (*airlockv1.Preview, error) {
-	raw, err := m.Call(ctx, Request{Server: req.Server, Tool: dry, Arguments: req.Arguments, CallID: req.CallID, Revision: req.Revision})
+	res, err := m.result(ctx, Request{Server: req.Server, Tool: dry, Arguments: req.Arguments, CallID: req.CallID, Revision: req.Revision})
 	if err != nil {
 		return nil, fmt.Errorf("dry-run tool %s: %w", dry, err)
 	}
-	var res struct {
-		Content []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
-	}
-	text := string(raw)
-	if json.Unmarshal(raw, &res) == nil && len(res.Content) > 0 {
-		var parts []string
-		for _, c := range res.Content {
-			if c.Type == "text" {
-				parts = append(parts, c.Text)
-			}
+	text := strings.Join(textParts(res), "\n")
+	if len(res.Content) == 0 {
+		raw, err := json.Marshal(res)
+		if err != nil {
+			return nil, fmt.Errorf("dry-run tool %s: %w", dry, err)
 		}
-		text = strings.Join(parts, "\n")
+		text = string(raw)
 	}
 	return &airlockv1.Preview{Kind: preview.KindText, Text: text, Precondition: preview.OfText(text)}, nil
 }
