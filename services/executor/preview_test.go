@@ -114,10 +114,6 @@ func TestThePreviewEndpointNeverFailsACall(t *testing.T) {
 		},
 	}}})
 	api := executorapi.New(e.deps.NC)
-	testenv.Eventually(t, 10*time.Second, "the executor's preview endpoint", func() bool {
-		_, err := api.Preview(context.Background(), toolCall(t, "p0", "hook__plain", nil), time.Second)
-		return err == nil
-	})
 	for _, tc := range []struct {
 		name, tool, text, pre, unavailable string
 	}{
@@ -365,10 +361,6 @@ func TestAFileThatIsNoPlainFileNeverHoldsAPreviewOrARun(t *testing.T) {
 	}
 	sparse.Close()
 	api := executorapi.New(e.deps.NC)
-	testenv.Eventually(t, 10*time.Second, "the executor's preview endpoint", func() bool {
-		_, err := api.Preview(context.Background(), toolCall(t, "p0", "demo__echo", nil), time.Second)
-		return err == nil
-	})
 	for _, tc := range []struct{ name, path, why string }{
 		{"a_fifo_is_refused_at_once", "pipe", "not a regular file"},
 		{"a_huge_file_is_given_up_at_the_deadline", "sparse.img", "did not finish within 300ms"},
@@ -425,10 +417,6 @@ func TestOneAgentsSlowPreviewsLeaveOtherAgentsTheirs(t *testing.T) {
 		Tools:   map[string]executor.ToolEntry{"slow": {PreviewURL: hooks.URL + "/slow/preview"}},
 	}}})
 	api := executorapi.New(e.deps.NC)
-	testenv.Eventually(t, 10*time.Second, "the executor's preview endpoint", func() bool {
-		_, err := api.Preview(context.Background(), toolCall(t, "p0", "demo__echo", nil), time.Second)
-		return err == nil
-	})
 	answered := make(chan *airlockv1.Preview, 40)
 	for i := range 40 {
 		go func() {
@@ -779,13 +767,6 @@ func TestTheRunTimeCheckAsksAnMCPDryRunToolAgain(t *testing.T) {
 	}
 	e.startExecutor(executor.RegistryFile{Servers: servers})
 	api := executorapi.New(e.deps.NC)
-	// The executor answers previews once it has started: wait for that
-	// with a call that has none, so that each world's dry run is asked
-	// exactly by its case's preview and check.
-	testenv.Eventually(t, 10*time.Second, "the executor's preview endpoint", func() bool {
-		_, err := api.Preview(context.Background(), toolCall(t, "ready", "demo__echo", nil), 5*time.Second)
-		return err == nil
-	})
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			w, id := worlds[i], fmt.Sprintf("dry-run-%d", i)
