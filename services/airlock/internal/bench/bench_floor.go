@@ -214,15 +214,11 @@ func (f *messagingFloor) CPUus(mix floorMix) float64 {
 // its own stream or bucket (names starting FLOOR_), which it deletes after.
 func measureFloor(ctx context.Context, url string, o floorOptions) (*messagingFloor, error) {
 	o.defaults()
-	nc, err := nats.Connect(url, nats.Name("airlock-bench-floor"))
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", url, err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	nc, js, err := floorConn(url, "airlock-bench-floor")
 	if err != nil {
 		return nil, err
 	}
+	defer nc.Close()
 	f := &messagingFloor{Concurrency: o.Concurrency, Payload: o.Payload}
 	payload := make([]byte, o.Payload)
 	steps := []struct {
@@ -260,6 +256,21 @@ func measureFloor(ctx context.Context, url string, o floorOptions) (*messagingFl
 		*s.out = op
 	}
 	return f, nil
+}
+
+// floorConn connects to url as name, for the floor's operations (async
+// publishes up to 4,096 unacknowledged).
+func floorConn(url, name string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(url, nats.Name(name))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s: %w", url, err)
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
 }
 
 // timed measures op one at a time (as worker Concurrency) for the latency,

@@ -227,7 +227,8 @@ func TestTheSpecChainCarriesExactlyTheHeadersSPECRequires(t *testing.T) {
 // TestTheRoundtripSaysAGoalIsOutOfReachOnlyWhenBothHopsShowIt: the p50
 // verdict needs the minimal chain with SPEC's headers above the goal
 // against the raw hop timed alone and timed in turn; the CPU verdict needs
-// both bounds above it; each says so with its numbers.
+// both bounds above it; each says so with its numbers, and the missed
+// goal's message says so too.
 func TestTheRoundtripSaysAGoalIsOutOfReachOnlyWhenBothHopsShowIt(t *testing.T) {
 	for _, tc := range []struct {
 		name                       string
@@ -257,6 +258,18 @@ func TestTheRoundtripSaysAGoalIsOutOfReachOnlyWhenBothHopsShowIt(t *testing.T) {
 			}
 			if tc.cpuOutReach && !strings.Contains(r.cpuVerdict(), fmt.Sprintf("%.0fµs", r.CPUBound.MinimalUs)) {
 				t.Errorf("the CPU verdict does not give the bound's figure: %s", r.cpuVerdict())
+			}
+			// Both goals missed: the exit message says which are out of reach.
+			r.Ratios.P50, r.Ratios.CPU, r.Goals.P99Met = 6, 2, true
+			missed := r.Missed()
+			if len(missed) != 2 {
+				t.Fatalf("Missed() = %q, want the p50 and the CPU goals", missed)
+			}
+			if got := strings.Contains(missed[0], "out of reach"); got != tc.p50OutOfReach {
+				t.Errorf("Missed() p50 = %q: naming the reach should be %v", missed[0], tc.p50OutOfReach)
+			}
+			if got := strings.Contains(missed[1], "out of reach"); got != tc.cpuOutReach {
+				t.Errorf("Missed() CPU = %q: naming the reach should be %v", missed[1], tc.cpuOutReach)
 			}
 		})
 	}
