@@ -390,7 +390,12 @@ func newRowBatch(bufs *batchBufs, size int, log *slog.Logger) *rowBatch {
 }
 
 func (b *rowBatch) add(m record.Msg) {
-	rows := append(b.buf.rows, record.Row{})
+	rows := b.buf.rows
+	if len(rows) < cap(rows) {
+		rows = rows[:len(rows)+1] // a zero Row: made so, or cleared when its batch was released
+	} else {
+		rows = append(rows, record.Row{})
+	}
 	r := &rows[len(rows)-1]
 	b.buf.arena.BuildInto(r, m)
 	b.buf.rows = rows

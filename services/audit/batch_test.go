@@ -48,7 +48,26 @@ func TestABatchSortsItsRowsLogsWhatDoesNotDecodeAndIsUsedAgain(t *testing.T) {
 	}
 	buf := b.buf
 	release()
-	if again := newRowBatch(bufs, 3, slog.New(slog.DiscardHandler)); again.buf != buf || len(again.buf.rows) != 0 {
+	again := newRowBatch(bufs, 3, slog.New(slog.DiscardHandler))
+	if again.buf != buf || len(again.buf.rows) != 0 {
 		t.Fatal("the next batch did not get the released buffers back, emptied")
+	}
+	// Its rows are built into the same places: nothing of the rows before
+	// them may remain (a requested event sets fewer columns than those).
+	req, err := bus.Encode(&airlockv1.Event{EventId: "e4", AgentId: "bot", CallId: "c2",
+		Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: &airlockv1.ToolCall{CallId: "c2", AgentId: "bot", Tool: "t"}}}}, "test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := []record.Msg{{Seq: 4, Time: time.Unix(1_700_000_001, 0), Subject: req.Subject, Header: req.Header, Data: req.Data}, good(5)}
+	for _, m := range next {
+		again.add(m)
+	}
+	rebuilt, releaseAgain := again.rows()
+	defer releaseAgain()
+	for i, m := range next {
+		if want := record.Build(m); len(record.DifferentColumns(&rebuilt[i], &want)) > 0 {
+			t.Fatalf("row %d built into a used place differs in %v", m.Seq, record.DifferentColumns(&rebuilt[i], &want))
+		}
 	}
 }

@@ -154,6 +154,16 @@ func (m *MCP) listed(ctx context.Context) ([]string, []*mcp.Tool, error) {
 // not reached; when the connection breaks mid-call, one that says it may
 // have run.
 func (m *MCP) Call(ctx context.Context, req Request) (json.RawMessage, error) {
+	res, err := m.result(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
+}
+
+// result makes req's tools/call, with the errors Call documents, and
+// gives the result as the SDK decoded it.
+func (m *MCP) result(ctx context.Context, req Request) (*mcp.CallToolResult, error) {
 	args := req.Arguments
 	if args == nil {
 		args = map[string]any{}
@@ -170,7 +180,7 @@ func (m *MCP) Call(ctx context.Context, req Request) (json.RawMessage, error) {
 		raw, _ := json.Marshal(res) // a result the SDK decoded encodes again
 		return nil, &ToolError{Message: textOf(res), Result: raw}
 	}
-	return json.Marshal(res)
+	return res, nil
 }
 
 // callOn makes the call on the current session (opening one if needed)
@@ -263,16 +273,22 @@ func (m *MCP) callContext(ctx context.Context) (context.Context, func()) {
 
 // textOf joins the text content of a result, for error messages.
 func textOf(res *mcp.CallToolResult) string {
+	parts := textParts(res)
+	if len(parts) == 0 {
+		return "the tool reported an error without a message"
+	}
+	return strings.Join(parts, "\n")
+}
+
+// textParts is the text content of a result, in order.
+func textParts(res *mcp.CallToolResult) []string {
 	var parts []string
 	for _, c := range res.Content {
 		if t, ok := c.(*mcp.TextContent); ok {
 			parts = append(parts, t.Text)
 		}
 	}
-	if len(parts) == 0 {
-		return "the tool reported an error without a message"
-	}
-	return strings.Join(parts, "\n")
+	return parts
 }
 
 // session returns an open session with a current tool list, opening one

@@ -132,63 +132,68 @@ func describeState(pre string) string {
 
 // preview implements the demo write_file's preview: the diff of its
 // content against the file as it is now, and the file's state as the
-// precondition. The other demo tools change nothing and have none.
+// precondition.
 func (d *Demo) preview(ctx context.Context, req Request, maxBytes int) (*airlockv1.Preview, error) {
-	if req.Tool != "write_file" {
-		return nil, errNoPreview
-	}
-	p, content, err := d.writeArgs(req.Arguments)
+	w, err := d.writeNow(ctx, req, demoMaxRead)
 	if err != nil {
 		return nil, err
 	}
-	old, size, exists, state, err := d.current(ctx, p, demoMaxRead)
-	if err != nil {
-		return nil, err
+	if w.size > demoMaxRead {
+		return &airlockv1.Preview{Kind: preview.KindText, Precondition: w.state,
+			Text: fmt.Sprintf("%s is %d bytes, too large to diff: the call replaces its content with %d bytes", w.path, w.size, len(w.content))}, nil
 	}
-	if size > demoMaxRead {
-		return &airlockv1.Preview{Kind: preview.KindText, Precondition: state,
-			Text: fmt.Sprintf("%s is %d bytes, too large to diff: the call replaces its content with %d bytes", p, size, len(content))}, nil
-	}
-	diff, cut := preview.Diff(p, string(old), content, exists, maxBytes)
-	return &airlockv1.Preview{Kind: preview.KindDiff, Text: diff, Truncated: cut, Precondition: state}, nil
+	diff, cut := preview.Diff(w.path, string(w.head), w.content, w.exists, maxBytes)
+	return &airlockv1.Preview{Kind: preview.KindDiff, Text: diff, Truncated: cut, Precondition: w.state}, nil
 }
 
 // precondition is the demo write_file's precondition for req: the state
 // of its file alone, read and hashed but neither kept nor diffed.
 func (d *Demo) precondition(ctx context.Context, req Request) (string, error) {
-	if req.Tool != "write_file" {
-		return "", errNoPreview
-	}
-	p, _, err := d.writeArgs(req.Arguments)
-	if err != nil {
-		return "", err
-	}
-	_, _, _, state, err := d.current(ctx, p, 0)
-	return state, err
+	w, err := d.writeNow(ctx, req, 0)
+	return w.state, err
 }
 
-// current reads the file at p (its first keep bytes), its size and its
-// state (preview.FileState over the whole file), within ctx: a huge file
-// is given up at the deadline rather than hashed for minutes.
-func (d *Demo) current(ctx context.Context, p string, keep int) (head []byte, size int64, exists bool, state string, err error) {
+// pendingWrite is a demo write_file call and its file as it is now.
+type pendingWrite struct {
+	path, content string
+	head          []byte // the file's first bytes, as many as were asked for
+	size          int64
+	exists        bool
+	state         string // preview.FileState of the whole file
+}
+
+// writeNow reads req as a demo write_file and its file as it is now (the
+// first keep bytes kept, all of it hashed), within ctx: a huge file is
+// given up at the deadline rather than hashed for minutes. The other demo
+// tools change nothing and have no preview (errNoPreview).
+func (d *Demo) writeNow(ctx context.Context, req Request, keep int) (pendingWrite, error) {
+	if req.Tool != "write_file" {
+		return pendingWrite{}, errNoPreview
+	}
+	p, content, err := d.writeArgs(req.Arguments)
+	if err != nil {
+		return pendingWrite{}, err
+	}
+	w := pendingWrite{path: p, content: content, state: preview.Absent}
 	f, err := d.openRegular(p, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, 0, false, preview.Absent, nil
+		return w, nil
 	}
 	if err != nil {
-		return nil, 0, false, "", err
+		return pendingWrite{}, err
 	}
 	defer f.Close()
 	h := sha256.New()
 	buf := &capped{max: keep}
-	size, err = io.Copy(io.MultiWriter(h, buf), ctxReader{ctx, f})
+	size, err := io.Copy(io.MultiWriter(h, buf), ctxReader{ctx, f})
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, 0, false, "", fmt.Errorf("read %s: %w", p, ctx.Err())
+			return pendingWrite{}, fmt.Errorf("read %s: %w", p, ctx.Err())
 		}
-		return nil, 0, false, "", d.fsError("read", p, err)
+		return pendingWrite{}, d.fsError("read", p, err)
 	}
-	return buf.b, size, true, preview.FileDigest(h.Sum(nil)), nil
+	w.head, w.size, w.exists, w.state = buf.b, size, true, preview.FileDigest(h.Sum(nil))
+	return w, nil
 }
 
 // ctxReader stops reading once its context is done.
@@ -218,27 +223,22 @@ func (c *capped) Write(p []byte) (int, error) {
 }
 
 // preview calls the MCP server's dry-run tool dry with req's arguments:
-// its text is the preview, and the preview itself the precondition.
+// its text is the preview, and the preview itself the precondition. The
+// text is read from the result as the SDK decoded it (a result without
+// content is its JSON): encoding the result again to read it back was
+// most of the executor's own CPU for a dry run.
 func (m *MCP) preview(ctx context.Context, req Request, dry string) (*airlockv1.Preview, error) {
-	raw, err := m.Call(ctx, Request{Server: req.Server, Tool: dry, Arguments: req.Arguments, CallID: req.CallID, Revision: req.Revision})
+	res, err := m.result(ctx, Request{Server: req.Server, Tool: dry, Arguments: req.Arguments, CallID: req.CallID, Revision: req.Revision})
 	if err != nil {
 		return nil, fmt.Errorf("dry-run tool %s: %w", dry, err)
 	}
-	var res struct {
-		Content []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
-	}
-	text := string(raw)
-	if json.Unmarshal(raw, &res) == nil && len(res.Content) > 0 {
-		var parts []string
-		for _, c := range res.Content {
-			if c.Type == "text" {
-				parts = append(parts, c.Text)
-			}
+	text := strings.Join(textParts(res), "\n")
+	if len(res.Content) == 0 {
+		raw, err := json.Marshal(res)
+		if err != nil {
+			return nil, fmt.Errorf("dry-run tool %s: %w", dry, err)
 		}
-		text = strings.Join(parts, "\n")
+		text = string(raw)
 	}
 	return &airlockv1.Preview{Kind: preview.KindText, Text: text, Precondition: preview.OfText(text)}, nil
 }

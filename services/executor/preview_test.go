@@ -2,16 +2,20 @@ package executor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/executor"
@@ -110,10 +114,6 @@ func TestThePreviewEndpointNeverFailsACall(t *testing.T) {
 		},
 	}}})
 	api := executorapi.New(e.deps.NC)
-	testenv.Eventually(t, 10*time.Second, "the executor's preview endpoint", func() bool {
-		_, err := api.Preview(context.Background(), toolCall(t, "p0", "hook__plain", nil), time.Second)
-		return err == nil
-	})
 	for _, tc := range []struct {
 		name, tool, text, pre, unavailable string
 	}{
@@ -361,10 +361,6 @@ func TestAFileThatIsNoPlainFileNeverHoldsAPreviewOrARun(t *testing.T) {
 	}
 	sparse.Close()
 	api := executorapi.New(e.deps.NC)
-	testenv.Eventually(t, 10*time.Second, "the executor's preview endpoint", func() bool {
-		_, err := api.Preview(context.Background(), toolCall(t, "p0", "demo__echo", nil), time.Second)
-		return err == nil
-	})
 	for _, tc := range []struct{ name, path, why string }{
 		{"a_fifo_is_refused_at_once", "pipe", "not a regular file"},
 		{"a_huge_file_is_given_up_at_the_deadline", "sparse.img", "did not finish within 300ms"},
@@ -421,10 +417,6 @@ func TestOneAgentsSlowPreviewsLeaveOtherAgentsTheirs(t *testing.T) {
 		Tools:   map[string]executor.ToolEntry{"slow": {PreviewURL: hooks.URL + "/slow/preview"}},
 	}}})
 	api := executorapi.New(e.deps.NC)
-	testenv.Eventually(t, 10*time.Second, "the executor's preview endpoint", func() bool {
-		_, err := api.Preview(context.Background(), toolCall(t, "p0", "demo__echo", nil), time.Second)
-		return err == nil
-	})
 	answered := make(chan *airlockv1.Preview, 40)
 	for i := range 40 {
 		go func() {
@@ -622,6 +614,236 @@ func TestTheRunTimeCheckRefusesEveryChangeToTheWorldItsReviewersSaw(t *testing.T
 			if f == nil || f.Reason != executor.ReasonPrecondition || f.Outcome != calls.FailureError || !strings.Contains(f.Message, tc.why) ||
 				!strings.Contains(f.Message, "so the call was not run") || ran {
 				t.Fatalf("call ended %v, tool ran %v: want it failed %s, unrun, saying %q", end, ran, executor.ReasonPrecondition, tc.why)
+			}
+		})
+	}
+}
+
+// dryRunWorld is an MCP server of the go-sdk over streamable HTTP with one
+// tool, pay, and its companion dry run, pay_dry_run, which answers the
+// world as it is set: text parts, structured content alone, an error, or
+// nothing until its call ends. It counts the times pay ran and keeps the
+// arguments of each dry run.
+type dryRunWorld struct {
+	*httptest.Server
+	mcp   *mcp.Server
+	stop  chan struct{} // closed at cleanup: a hanging dry run returns
+	mu    sync.Mutex
+	parts []string // the dry run's text
+	// structured, when set, is the dry run's answer: structured content
+	// without content, which a preview shows as the result's JSON.
+	structured map[string]any
+	failing    string   // when set, the dry run answers isError with it
+	hang       bool     // the dry run answers nothing until its call ends
+	down       bool     // the server answers every request 503
+	dryRuns    []string // each dry run's arguments, as JSON
+	ran        int
+}
+
+func newDryRunWorld(t testing.TB) *dryRunWorld {
+	t.Helper()
+	w := &dryRunWorld{stop: make(chan struct{})}
+	w.mcp = mcp.NewServer(&mcp.Implementation{Name: "world", Version: "1"}, nil)
+	object := map[string]any{"type": "object"}
+	w.mcp.AddTool(&mcp.Tool{Name: "pay", InputSchema: object}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		w.mu.Lock()
+		w.ran++
+		w.mu.Unlock()
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "paid"}}}, nil
+	})
+	w.mcp.AddTool(&mcp.Tool{Name: "pay_dry_run", InputSchema: object}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		w.mu.Lock()
+		w.dryRuns = append(w.dryRuns, string(req.Params.Arguments))
+		parts, structured, failing, hang := w.parts, w.structured, w.failing, w.hang
+		w.mu.Unlock()
+		if hang {
+			select {
+			case <-ctx.Done():
+			case <-w.stop:
+			}
+			return nil, errors.New("the dry run gave up")
+		}
+		res := &mcp.CallToolResult{IsError: failing != "", StructuredContent: structured}
+		if failing != "" {
+			parts = []string{failing}
+		}
+		for _, p := range parts {
+			res.Content = append(res.Content, &mcp.TextContent{Text: p})
+		}
+		return res, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return w.mcp }, nil)
+	w.Server = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w.mu.Lock()
+		down := w.down
+		w.mu.Unlock()
+		if down {
+			http.Error(rw, "the world's server is down", http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(rw, r)
+	}))
+	t.Cleanup(func() {
+		close(w.stop)
+		w.CloseClientConnections() // the session's stream of server messages stays open otherwise
+		w.Close()
+	})
+	return w
+}
+
+// with changes the world under its lock.
+func (w *dryRunWorld) with(change func(*dryRunWorld)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	change(w)
+}
+
+// TestTheRunTimeCheckAsksAnMCPDryRunToolAgain drives the run-time world
+// check through a real MCP server's dry-run tool: a preview through the
+// executor's endpoint, the world changed (or not) in each way the check
+// must catch, the call approved against the preview. An unchanged answer
+// runs the tool, once the dry run was asked again with the call's
+// arguments; every change, and every dry run that cannot answer, ends the
+// call failed, precondition_failed, unrun, saying why.
+func TestTheRunTimeCheckAsksAnMCPDryRunToolAgain(t *testing.T) {
+	e := newTestEnv(t, nil)
+	seen := []string{"charge 12 EUR to card 4242", "balance before: 100 EUR"}
+	long := strings.Repeat("a line of a long dry run, past the part a preview shows\n", e.cfg.Executor.MaxPreviewBytes/50)
+	// answering names a dry run's answer as the refusal does.
+	answering := func(parts ...string) string {
+		return "a dry run answering " + strings.TrimPrefix(preview.OfText(strings.Join(parts, "\n")), "preview:")[:12] + "…"
+	}
+	const refusedChanged = "the world changed since the reviewer looked: the preview they approved was made against "
+	const refusedUncheckable = "the executor could not check that the world is still as the reviewer saw it in the preview (dry-run tool pay_dry_run: "
+	cases := []struct {
+		name string
+		// seen is the dry run's answer when the preview is made (the
+		// test's seen when nil and there is no structured answer);
+		// change alters the world before the approval.
+		seen       []string
+		structured map[string]any
+		change     func(*dryRunWorld)
+		// why is what the refusal says, "" for a call that runs.
+		why string
+	}{
+		{name: "an_unchanged_answer_runs"},
+		{name: "the_same_answer_given_again_runs",
+			change: func(w *dryRunWorld) { w.parts = slices.Clone(seen) }},
+		{name: "another_answer_is_refused",
+			change: func(w *dryRunWorld) { w.parts = []string{seen[0], "balance before: 88 EUR"} },
+			why:    refusedChanged + answering(seen...) + ", which is now " + answering(seen[0], "balance before: 88 EUR")},
+		{name: "an_answer_with_a_text_part_more_is_refused",
+			change: func(w *dryRunWorld) { w.parts = append(slices.Clone(seen), "and a fee of 1 EUR") },
+			why:    refusedChanged + answering(seen...) + ", which is now " + answering(append(slices.Clone(seen), "and a fee of 1 EUR")...)},
+		{name: "a_change_past_the_part_of_a_long_answer_the_preview_shows_is_refused",
+			seen:   []string{long},
+			change: func(w *dryRunWorld) { w.parts = []string{long + "one line more"} },
+			why:    refusedChanged + answering(long) + ", which is now " + answering(long+"one line more")},
+		{name: "a_change_in_an_answer_of_structured_content_alone_is_refused",
+			structured: map[string]any{"balance": 100},
+			change:     func(w *dryRunWorld) { w.structured = map[string]any{"balance": 88} },
+			why:        refusedChanged + "a dry run answering "},
+		{name: "a_dry_run_answering_an_error_is_refused",
+			change: func(w *dryRunWorld) { w.failing = "the ledger is locked" },
+			why:    refusedUncheckable + "the ledger is locked)"},
+		{name: "a_dry_run_tool_the_server_no_longer_has_is_refused",
+			change: func(w *dryRunWorld) { w.mcp.RemoveTools("pay_dry_run") },
+			why:    refusedUncheckable},
+		{name: "a_server_that_no_longer_answers_is_refused",
+			change: func(w *dryRunWorld) { w.down = true },
+			why:    refusedUncheckable},
+		{name: "a_dry_run_that_does_not_answer_in_time_is_refused",
+			change: func(w *dryRunWorld) { w.hang = true },
+			why:    "pay_dry_run: context deadline exceeded), so the call was not run"},
+	}
+	// Each case has a server of its own, so that one taken down or
+	// left without its dry run changes no other case's world.
+	worlds := make([]*dryRunWorld, len(cases))
+	servers := map[string]executor.ServerEntry{}
+	for i := range cases {
+		worlds[i] = newDryRunWorld(t)
+		servers[fmt.Sprintf("world%d", i)] = executor.ServerEntry{MCP: &executor.MCPConfig{URL: worlds[i].URL},
+			Tools: map[string]executor.ToolEntry{"pay": {PreviewTool: "pay_dry_run"}}}
+	}
+	e.startExecutor(executor.RegistryFile{Servers: servers})
+	api := executorapi.New(e.deps.NC)
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w, id := worlds[i], fmt.Sprintf("dry-run-%d", i)
+			answer := seen
+			if tc.seen != nil || tc.structured != nil {
+				answer = tc.seen
+			}
+			w.with(func(w *dryRunWorld) { w.parts, w.structured = answer, tc.structured })
+			call := toolCall(t, id, fmt.Sprintf("world%d__pay", i), map[string]any{"amount": 12, "card": "4242"})
+			p, err := api.Preview(context.Background(), call, 10*time.Second)
+			if err != nil || !preview.Has(p) {
+				t.Fatalf("preview %v, %v", p, err)
+			}
+			whole := strings.Join(answer, "\n")
+			if tc.structured != nil {
+				if whole = p.Text; !strings.Contains(whole, `"structuredContent":{"balance":100}`) {
+					t.Fatalf("preview %q: want the dry run's result as JSON", whole)
+				}
+			}
+			if p.Precondition != preview.OfText(whole) || p.Truncated != (len(whole) > e.cfg.Executor.MaxPreviewBytes) {
+				t.Fatalf("preview %.80q… (cut %v), precondition %s: want the dry run's answer and its digest", p.Text, p.Truncated, p.Precondition)
+			}
+			if tc.change != nil {
+				w.with(tc.change)
+			}
+			e.approveAgainst(call, p)
+			end := e.end(id)
+			e.settled()
+			w.mu.Lock()
+			ran, dryRuns := w.ran, slices.Clone(w.dryRuns)
+			w.mu.Unlock()
+			if tc.why == "" {
+				if end.GetCompleted() == nil || ran != 1 {
+					t.Fatalf("call ended %v, tool ran %d times: want it completed, run once", end, ran)
+				}
+				if want := `{"amount":12,"card":"4242"}`; len(dryRuns) != 2 || dryRuns[0] != want || dryRuns[1] != want {
+					t.Fatalf("dry runs with %q: want the preview's and the run-time check's, each with %s", dryRuns, want)
+				}
+				if got := e.types(id); strings.Join(got, ",") != "approved,started,completed" {
+					t.Fatalf("events %v", got)
+				}
+				return
+			}
+			f := end.GetFailed()
+			if f == nil || f.Reason != executor.ReasonPrecondition || f.Outcome != calls.FailureError || !strings.Contains(f.Message, tc.why) ||
+				!strings.Contains(f.Message, "so the call was not run") || ran != 0 {
+				t.Fatalf("call ended %v, tool ran %d times: want it failed %s, unrun, saying %q", end, ran, executor.ReasonPrecondition, tc.why)
+			}
+			if got := e.types(id); strings.Join(got, ",") != "approved,started,failed" {
+				t.Fatalf("events %v, want approved, started, failed (one end in the ledger)", got)
+			}
+		})
+	}
+}
+
+// BenchmarkAnMCPDryRunsPrecondition measures the run-time world check of a
+// tool whose preview is an MCP dry run (a go-sdk server over streamable
+// HTTP, in this process: its CPU counts too), for a short answer and for
+// one past what a preview shows.
+func BenchmarkAnMCPDryRunsPrecondition(b *testing.B) {
+	for _, size := range []int{100, 40 << 10} {
+		b.Run(fmt.Sprintf("%d_bytes", size), func(b *testing.B) {
+			w := newDryRunWorld(b)
+			w.parts = []string{strings.Repeat("x", size)}
+			reg, err := executor.NewRegistry(executor.RegistryFile{Servers: map[string]executor.ServerEntry{"world": {
+				MCP: &executor.MCPConfig{URL: w.URL}, Tools: map[string]executor.ToolEntry{"pay": {PreviewTool: "pay_dry_run"}}}}},
+				executor.RegistryOptions{Sandbox: b.TempDir(), Config: config.Default().Executor})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { reg.Close() })
+			req := executor.Request{Server: "world", Tool: "pay", Arguments: map[string]any{"amount": 12}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := reg.Precondition(context.Background(), req); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

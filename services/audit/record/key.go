@@ -80,7 +80,9 @@ func (k *Key) Sealer() *Sealer {
 // mac returns the hex MAC of r with r.PrevHash as the link.
 func (s *Sealer) macOf(r *Row) []byte {
 	s.mac.Reset()
-	s.buf = AppendCanonicalFields(append(s.buf[:0], r.PrevHash...), r)
+	// The link is written to the hash as it is, not copied before the fields.
+	s.mac.Write(unsafe.Slice(unsafe.StringData(r.PrevHash), len(r.PrevHash)))
+	s.buf = AppendCanonicalFields(s.buf[:0], r)
 	s.mac.Write(s.buf)
 	s.sum = s.mac.Sum(s.sum[:0])
 	hex.Encode(s.hex, s.sum)

@@ -361,10 +361,10 @@ func zero(typ protowire.Type, val []byte) bool {
 		v, _ := pbwire.Varint(typ, val)
 		return v == 0
 	case protowire.Fixed32Type:
-		v, _ := protowire.ConsumeFixed32(val)
+		v, _ := pbwire.Fixed32(typ, val)
 		return v == 0
 	case protowire.Fixed64Type:
-		v, _ := protowire.ConsumeFixed64(val)
+		v, _ := pbwire.Fixed64(typ, val)
 		return v == 0
 	}
 	return false
@@ -383,16 +383,10 @@ func (t *transcoder) value(b []byte, f *wireField, val []byte, depth int) ([]byt
 		b = base64.StdEncoding.AppendEncode(b, val)
 		return append(b, '"'), true
 	case protoreflect.FloatKind:
-		v, n := protowire.ConsumeFixed32(val)
-		if n < 0 {
-			return nil, false
-		}
+		v, _ := pbwire.Fixed32(f.wire, val)
 		return appendFloat(b, float64(math.Float32frombits(v)), 32), true
 	case protoreflect.DoubleKind:
-		v, n := protowire.ConsumeFixed64(val)
-		if n < 0 {
-			return nil, false
-		}
+		v, _ := pbwire.Fixed64(f.wire, val)
 		return appendFloat(b, math.Float64frombits(v), 64), true
 	case protoreflect.Sfixed32Kind, protoreflect.Fixed32Kind, protoreflect.Sfixed64Kind, protoreflect.Fixed64Kind:
 		return nil, false // not used by these messages
@@ -446,33 +440,21 @@ func (t *transcoder) mapField(b []byte, f *wireField, entries [][]byte) ([]byte,
 	}
 	items := make([]kv, 0, len(entries))
 	for _, ent := range entries {
+		key, val, ok := pbwire.Entry(ent)
+		if !ok {
+			return nil, false
+		}
 		var it kv
-		var seen [3]bool
-		for len(ent) > 0 {
-			num, typ, val, rest, ok := pbwire.Next(ent)
-			if !ok {
+		if key.Has {
+			if it.key, ok = pbwire.String(key.Typ, key.Val); !ok {
 				return nil, false
 			}
-			if num <= 2 {
-				if seen[num] {
-					return nil, false // a key or value given twice: keep it simple
-				}
-				seen[num] = true
+		}
+		if val.Has {
+			if val.Typ != f.mapVal.wire {
+				return nil, false
 			}
-			switch num {
-			case 1:
-				k, ok := pbwire.String(typ, val)
-				if !ok {
-					return nil, false
-				}
-				it.key = k
-			case 2:
-				if typ != f.mapVal.wire {
-					return nil, false
-				}
-				it.val, it.has = val, true
-			}
-			ent = rest
+			it.val, it.has = val.Val, true
 		}
 		items = append(items, it)
 	}
@@ -549,28 +531,11 @@ func (t *transcoder) structWith(b, data []byte, mode argMode, path []step) ([]by
 			return nil, false
 		}
 		data = rest
-		var f field
-		var seen [3]bool
-		for len(ent) > 0 {
-			num, typ, v, rest, ok := pbwire.Next(ent)
-			if !ok || typ != protowire.BytesType {
-				return nil, false
-			}
-			if num <= 2 {
-				if seen[num] {
-					return nil, false // the decoder merges a Value given twice: not ours
-				}
-				seen[num] = true
-			}
-			switch num {
-			case 1:
-				f.key = v // checked as it is written
-			case 2:
-				f.val = v
-			}
-			ent = rest
+		key, val, ok := pbwire.Entry(ent)
+		if !ok || key.Has && key.Typ != protowire.BytesType || val.Has && val.Typ != protowire.BytesType {
+			return nil, false
 		}
-		fields = append(fields, f)
+		fields = append(fields, field{key: key.Val, val: val.Val}) // the key is checked as it is written
 	}
 	slices.SortFunc(fields, func(a, b field) int { return bytes.Compare(a.key, b.key) })
 	b = append(b, '{')
@@ -669,8 +634,8 @@ func (t *transcoder) structValue(b, data []byte, mode argMode, path []step) ([]b
 	case 1:
 		return append(b, "null"...), true
 	case 2:
-		v, k := protowire.ConsumeFixed64(val)
-		if typ != protowire.Fixed64Type || k < 0 {
+		v, ok := pbwire.Fixed64(typ, val)
+		if !ok {
 			return nil, false
 		}
 		return appendFloat(b, math.Float64frombits(v), 64), true

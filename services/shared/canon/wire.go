@@ -48,27 +48,20 @@ func appendWireStruct(b, data []byte, depth int) (out []byte, ok, finite bool) {
 		if !ok || n != 1 {
 			return false
 		}
-		var f field
-		var seen [3]bool
-		if !pbwire.EachField(ent, func(n protowire.Number, t protowire.Type, raw []byte) bool {
-			if n <= 2 {
-				if seen[n] {
-					return false // the decoder keeps the last key and merges a Value given twice: not ours
-				}
-				seen[n] = true
-			}
-			var ok bool
-			switch n {
-			case 1:
-				f.key, ok = pbwire.String(t, raw)
-			case 2:
-				f.val, ok = pbwire.Bytes(t, raw)
-			default:
-				ok = true
-			}
-			return ok
-		}) {
+		key, val, ok := pbwire.Entry(ent)
+		if !ok {
 			return false
+		}
+		var f field
+		if key.Has {
+			if f.key, ok = pbwire.String(key.Typ, key.Val); !ok {
+				return false
+			}
+		}
+		if val.Has {
+			if f.val, ok = pbwire.Bytes(val.Typ, val.Val); !ok {
+				return false
+			}
 		}
 		fields = append(fields, f)
 		return true
@@ -118,8 +111,8 @@ func appendWireValue(b, data []byte, depth int) (out []byte, ok, finite bool) {
 	case 1:
 		return append(b, "null"...), true, true
 	case 2:
-		v, k := protowire.ConsumeFixed64(raw)
-		if typ != protowire.Fixed64Type || k < 0 {
+		v, ok := pbwire.Fixed64(typ, raw)
+		if !ok {
 			return nil, false, false
 		}
 		f := math.Float64frombits(v)

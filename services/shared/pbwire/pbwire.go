@@ -8,6 +8,7 @@
 package pbwire
 
 import (
+	"encoding/binary"
 	"unicode/utf8"
 	"unsafe"
 
@@ -137,4 +138,61 @@ func Varint(typ protowire.Type, val []byte) (uint64, bool) {
 		v |= uint64(c&0x7f) << (7 * uint(i))
 	}
 	return v, len(val) > 0 && len(val) <= 10
+}
+
+// Fixed32 reads a fixed32, sfixed32 or float field: it cannot fail on a
+// value of that wire type, which Next gives as exactly its four bytes.
+func Fixed32(typ protowire.Type, val []byte) (uint32, bool) {
+	if typ != protowire.Fixed32Type || len(val) != 4 {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint32(val), true
+}
+
+// Fixed64 reads a fixed64, sfixed64 or double field: it cannot fail on a
+// value of that wire type, which Next gives as exactly its eight bytes.
+func Fixed64(typ protowire.Type, val []byte) (uint64, bool) {
+	if typ != protowire.Fixed64Type || len(val) != 8 {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(val), true
+}
+
+// EntryField is the key or the value of a map entry as Entry reads it:
+// its wire type and value as Next gives them; Has is false when the entry
+// does not carry it.
+type EntryField struct {
+	Typ protowire.Type
+	Val []byte
+	Has bool
+}
+
+// Entry reads an encoded map entry — of a map field, or of a
+// google.protobuf.Struct's fields — into its key (field 1) and value
+// (field 2), skipping any other field, as the decoder does. ok is false
+// when a field is malformed or the key or the value is given twice: the
+// decoder keeps the last key and merges a message value given twice,
+// which no reader of views of the bytes reproduces, so its caller leaves
+// such an entry to the decoder. The caller checks the wire types.
+func Entry(ent []byte) (key, val EntryField, ok bool) {
+	for len(ent) > 0 {
+		num, typ, v, rest, ok := Next(ent)
+		if !ok {
+			return key, val, false
+		}
+		switch num {
+		case 1:
+			if key.Has {
+				return key, val, false
+			}
+			key = EntryField{Typ: typ, Val: v, Has: true}
+		case 2:
+			if val.Has {
+				return key, val, false
+			}
+			val = EntryField{Typ: typ, Val: v, Has: true}
+		}
+		ent = rest
+	}
+	return key, val, true
 }

@@ -71,3 +71,61 @@ func FuzzNext(f *testing.F) {
 	f.Add([]byte{0x08, 0x96, 0x01})
 	f.Fuzz(checkNext)
 }
+
+func TestEntryReadsAKeyAndAValueOnceEach(t *testing.T) {
+	field := func(num protowire.Number, typ protowire.Type, val ...byte) []byte {
+		b := protowire.AppendTag(nil, num, typ)
+		if typ == protowire.BytesType {
+			return protowire.AppendBytes(b, val)
+		}
+		return append(b, val...)
+	}
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	key, val := field(1, protowire.BytesType, 'k'), field(2, protowire.BytesType, 'v')
+	for _, tc := range []struct {
+		name             string
+		ent              []byte
+		ok               bool
+		key, val         string
+		hasKey, hasValue bool
+	}{
+		{"a key and a value are read", cat(key, val), true, "k", "v", true, true},
+		{"a value before its key is read", cat(val, key), true, "k", "v", true, true},
+		{"other fields are skipped whatever their type", cat(field(3, protowire.VarintType, 1), key, field(4, protowire.Fixed32Type, 1, 2, 3, 4), val), true, "k", "v", true, true},
+		{"an empty entry has neither", nil, true, "", "", false, false},
+		{"a key alone has no value", key, true, "k", "", true, false},
+		{"a key given twice is refused", cat(key, val, key), false, "", "", false, false},
+		{"a value given twice is refused", cat(val, key, val), false, "", "", false, false},
+		{"a malformed field is refused", cat(key, []byte{0x12, 0x05, 'v'}), false, "", "", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k, v, ok := Entry(tc.ent)
+			if ok != tc.ok {
+				t.Fatalf("ok %v, want %v", ok, tc.ok)
+			}
+			if !ok {
+				return
+			}
+			if k.Has != tc.hasKey || v.Has != tc.hasValue || string(k.Val) != tc.key || string(v.Val) != tc.val {
+				t.Fatalf("key %+v value %+v, want %q (%v) %q (%v)", k, v, tc.key, tc.hasKey, tc.val, tc.hasValue)
+			}
+		})
+	}
+}
+
+func TestFixedReadsOnlyItsOwnWireType(t *testing.T) {
+	_, typ, val, _, _ := Next(protowire.AppendFixed64(protowire.AppendTag(nil, 1, protowire.Fixed64Type), 0x0102030405060708))
+	if v, ok := Fixed64(typ, val); !ok || v != 0x0102030405060708 {
+		t.Fatalf("fixed64: %x %v", v, ok)
+	}
+	if _, ok := Fixed32(typ, val); ok {
+		t.Fatal("a fixed64 read as a fixed32")
+	}
+	_, typ, val, _, _ = Next(protowire.AppendFixed32(protowire.AppendTag(nil, 1, protowire.Fixed32Type), 0x01020304))
+	if v, ok := Fixed32(typ, val); !ok || v != 0x01020304 {
+		t.Fatalf("fixed32: %x %v", v, ok)
+	}
+	if _, ok := Fixed64(typ, val); ok {
+		t.Fatal("a fixed32 read as a fixed64")
+	}
+}
