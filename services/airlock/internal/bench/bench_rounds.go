@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -68,7 +69,7 @@ type roundFloorOp struct {
 // messages payload bytes, settle the uncounted wait before each part.
 func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload int, settle time.Duration, loads roundLoads) (*cpuRounds, error) {
 	if o.Rounds < 1 {
-		return nil, fmt.Errorf("--rounds must be at least 1")
+		return nil, errors.New("--rounds must be at least 1")
 	}
 	nc, js, err := floorConn(url, "airlock-bench-floor-rounds")
 	if err != nil {
