@@ -99,6 +99,12 @@ type roundtripReport struct {
 	// each): the chains slow it, but it shares their moments of the
 	// machine's load.
 	ChainHop latency `json:"raw_hop_in_turn_with_chains"`
+	// SpecInBlocks: the minimal chain with SPEC's headers and a raw hop
+	// timed in blocks (timeInBlocks): the p50 verdict's figures.
+	SpecInBlocks struct {
+		Spec latency `json:"spec_chain"`
+		Hop  latency `json:"raw_hop"`
+	} `json:"spec_chain_and_raw_hop_in_blocks"`
 	// CPUBound is the CPU goal's lower bound (bench_bound.go).
 	CPUBound cpuBound `json:"cpu_lower_bound"`
 	// PerCall is what the server counted during the throughput run, per
@@ -138,6 +144,11 @@ type roundtripReport struct {
 		SpecP99            float64 `json:"spec_chain_p99_to_raw_hop"`
 		SpecP50InTurn      float64 `json:"spec_chain_p50_to_raw_hop_in_turn"`
 		SpecOverMinimalP50 float64 `json:"spec_chain_p50_to_minimal_chain"`
+		// BlocksP50, BlocksP50InBlocks: the minimal chain with SPEC's
+		// headers timed in blocks against the raw hop timed alone and
+		// against the one timed in blocks with it — the p50 verdict's.
+		BlocksP50         float64 `json:"spec_chain_in_blocks_p50_to_raw_hop"`
+		BlocksP50InBlocks float64 `json:"spec_chain_in_blocks_p50_to_raw_hop_in_blocks"`
 		// OverChainP50, OverChainP99, OverChainCPU: the round trip against
 		// the chain floor — what airlock adds to its writes.
 		OverChainP50 float64 `json:"round_trip_p50_to_chain"`
@@ -164,7 +175,7 @@ func (r *roundtripReport) Missed() []string {
 	if !r.Goals.P50Met {
 		msg := fmt.Sprintf("round trip p50 %.2f× the raw hop, goal ≤ %.1f×", r.Ratios.P50, r.Goals.P50Max)
 		if r.p50OutOfReach() {
-			msg += fmt.Sprintf(" (out of reach in this run: the minimal chain with SPEC's headers alone is %.2f× the raw hop, %.2f× one timed in turn with it)", r.Ratios.SpecP50, r.Ratios.SpecP50InTurn)
+			msg += fmt.Sprintf(" (out of reach in this run: the minimal chain with SPEC's headers alone is %.2f× the raw hop, %.2f× one timed in blocks with it)", r.Ratios.BlocksP50, r.Ratios.BlocksP50InBlocks)
 		}
 		missed = append(missed, msg)
 	}
@@ -194,29 +205,34 @@ type chainFigures struct {
 // minimalVerdict says what the minimal chain with SPEC's headers shows
 // about the p50 goal: a chain that alone takes more than the goal —
 // against the raw hop timed alone, which the goal is about, and against
-// one timed in turn with it, which shares its moments of load — leaves no
-// room for any design with its writes and headers; and what a design
+// one timed in blocks with it, which shares its moments of load — leaves
+// no room for any design with its writes and headers; and what a design
 // without a separate `requested` could gain.
 func (r *roundtripReport) minimalVerdict() string {
 	hop, goal := r.RawHop.Latency.P50us, r.Goals.P50Max
-	spec := r.SpecChain.Latency.P50us
+	spec := r.SpecInBlocks.Spec.P50us
 	saved := r.Chain.Latency.P50us - r.MinimalChain.Latency.P50us
 	without := fmt.Sprintf("writing no separate requested would save %.0fµs p50 (%.2f× the raw hop) of today's chain (the chains timed in turn)", saved, saved/hop)
 	switch {
 	case r.p50OutOfReach():
-		return fmt.Sprintf("p50 goal OUT OF REACH in this run: the minimal chain with SPEC's headers alone takes %.0fµs = %.2f× the raw hop timed alone (%.0fµs) and %.2f× one timed in turn with it (%.0fµs), both above %.1f×, so no design that keeps these guarantees could meet it, whatever its own code costs; %s",
-			spec, r.Ratios.SpecP50, hop, r.Ratios.SpecP50InTurn, r.ChainHop.P50us, goal, without)
-	case r.Ratios.SpecP50 > goal:
-		return fmt.Sprintf("above the p50 goal of %.1f× against the raw hop timed alone, not against one timed in turn with it (the chains slow it; the load may have changed between the two): not shown out of reach in this run; %s", goal, without)
+		return fmt.Sprintf("p50 goal OUT OF REACH in this run: the minimal chain with SPEC's headers alone takes %.0fµs = %.2f× the raw hop timed alone (%.0fµs) and %.2f× one timed in blocks with it (%.0fµs), both above %.1f×, so no design that keeps these guarantees could meet it, whatever its own code costs; %s",
+			spec, r.Ratios.BlocksP50, hop, r.Ratios.BlocksP50InBlocks, r.SpecInBlocks.Hop.P50us, goal, without)
+	case r.Ratios.BlocksP50 > goal:
+		return fmt.Sprintf("%.0fµs = %.2f× the raw hop timed alone, above the p50 goal of %.1f×, but %.2f× one timed in blocks with it (%.0fµs; the load may have changed since the hop was timed alone): not shown out of reach in this run; %s",
+			spec, r.Ratios.BlocksP50, goal, r.Ratios.BlocksP50InBlocks, r.SpecInBlocks.Hop.P50us, without)
+	case r.Ratios.BlocksP50InBlocks > goal:
+		return fmt.Sprintf("%.0fµs = %.2f× the raw hop timed alone, below the p50 goal of %.1f×, though %.2f× one timed in blocks with it (%.0fµs): not shown out of reach in this run; %s",
+			spec, r.Ratios.BlocksP50, goal, r.Ratios.BlocksP50InBlocks, r.SpecInBlocks.Hop.P50us, without)
 	}
-	return fmt.Sprintf("below the p50 goal of %.1f×, leaving %.0fµs (%.2f× the raw hop) for a design's own work; %s",
-		goal, (goal-r.Ratios.SpecP50)*hop, goal-r.Ratios.SpecP50, without)
+	return fmt.Sprintf("%.0fµs = %.2f× the raw hop timed alone, %.2f× one timed in blocks with it (%.0fµs): below the p50 goal of %.1f×, leaving %.0fµs (%.2f× the raw hop) for a design's own work; %s",
+		spec, r.Ratios.BlocksP50, r.Ratios.BlocksP50InBlocks, r.SpecInBlocks.Hop.P50us, goal, (goal-r.Ratios.BlocksP50)*hop, goal-r.Ratios.BlocksP50, without)
 }
 
-// p50OutOfReach: the minimal chain with SPEC's headers alone is above the
-// p50 goal against the raw hop timed alone and against one timed in turn.
+// p50OutOfReach: the minimal chain with SPEC's headers alone (timed in
+// blocks) is above the p50 goal against the raw hop timed alone and
+// against the one timed in blocks with it.
 func (r *roundtripReport) p50OutOfReach() bool {
-	return r.Ratios.SpecP50 > r.Goals.P50Max && r.Ratios.SpecP50InTurn > r.Goals.P50Max
+	return r.Ratios.BlocksP50 > r.Goals.P50Max && r.Ratios.BlocksP50InBlocks > r.Goals.P50Max
 }
 
 // cpuOutOfReach: both CPU bounds (the minimal writes against their floor,
@@ -377,11 +393,16 @@ func runRoundtripBench(ctx context.Context, cfg config.Config, o roundtripOption
 	}
 	defer stopChains()
 	rep.ChainHop = hop
+	blocks, err := timeInBlocks(ctx, o, chainOps[0], chainOps[4])
+	if err != nil {
+		return nil, fmt.Errorf("minimal chain with SPEC's headers in blocks with a raw hop: %w", err)
+	}
+	rep.SpecInBlocks.Hop, rep.SpecInBlocks.Spec = blocks[0], blocks[1]
 	rep.Chain, rep.MinimalChain, rep.EnvelopedChain, rep.SpecChain, rep.SpecCallChain = chains[0], chains[1], chains[2], chains[3], chains[4]
 	if rep.CPUBound.Work, err = benchWork(ctx, cfg); err != nil {
 		return nil, err
 	}
-	if rep.Rounds, err = runCPURounds(ctx, url, o, payload, settleWait(syncEvery), roundLoads{roundTrip: rtOp, specCall: chainOps[4], specChain: chainOps[3]}); err != nil {
+	if rep.Rounds, err = runCPURounds(ctx, url, o, payload, settleWait(syncEvery), roundLoads{roundTrip: rtOp, specCall: chainOps[5], specChain: chainOps[4]}); err != nil {
 		return nil, err
 	}
 	rep.Floor, rep.FloorCPUus = rep.Rounds.floor(), median(rep.Rounds.FloorUs)
@@ -398,6 +419,8 @@ func runRoundtripBench(ctx context.Context, cfg config.Config, o roundtripOption
 	rep.Ratios.SpecP99 = rep.SpecChain.Latency.P99us / rep.RawHop.Latency.P99us
 	rep.Ratios.SpecP50InTurn = rep.SpecChain.Latency.P50us / rep.ChainHop.P50us
 	rep.Ratios.SpecOverMinimalP50 = rep.SpecChain.Latency.P50us / rep.MinimalChain.Latency.P50us
+	rep.Ratios.BlocksP50 = rep.SpecInBlocks.Spec.P50us / rep.RawHop.Latency.P50us
+	rep.Ratios.BlocksP50InBlocks = rep.SpecInBlocks.Spec.P50us / rep.SpecInBlocks.Hop.P50us
 	rep.Ratios.OverChainP50 = rep.RoundTrip.Latency.P50us / rep.Chain.Latency.P50us
 	rep.Ratios.OverChainP99 = rep.RoundTrip.Latency.P99us / rep.Chain.Latency.P99us
 	rep.Ratios.EnvelopedP50 = rep.EnvelopedChain.Latency.P50us / rep.Chain.Latency.P50us
@@ -447,6 +470,38 @@ func timeInTurn(ctx context.Context, o roundtripOptions, ops ...func(ctx context
 				return nil, err
 			}
 			lat[j] = append(lat[j], time.Since(t0))
+		}
+	}
+	out := make([]latency, len(ops))
+	for j := range lat {
+		out[j] = summarize(lat[j])
+	}
+	return out, nil
+}
+
+// blockCalls is how many calls of one op timeInBlocks makes before the
+// next op's.
+const blockCalls = 50
+
+// timeInBlocks times o.Samples sequential calls of each op, in blocks of
+// blockCalls calls of one op then of the next (and one more before each
+// block, not counted, that follows the other op): the ops
+// share the moments of a shared machine's load as in timeInTurn, but each
+// call follows one of its own, not the tail of another op's (a raw hop
+// timed right after a chain waits on what the chain's parties still do).
+func timeInBlocks(ctx context.Context, o roundtripOptions, ops ...func(ctx context.Context) error) ([]latency, error) {
+	lat := make([][]time.Duration, len(ops))
+	for i := 0; i < o.Samples; i += blockCalls {
+		for j, op := range ops {
+			for k := 0; k < blockCalls+1 && i+k < o.Samples+1; k++ {
+				t0 := time.Now()
+				if err := op(ctx); err != nil {
+					return nil, err
+				}
+				if k > 0 { // the block's first call follows another op's
+					lat[j] = append(lat[j], time.Since(t0))
+				}
+			}
 		}
 	}
 	out := make([]latency, len(ops))
@@ -559,9 +614,9 @@ func benchRawHop(ctx context.Context, url string, o roundtripOptions) (measured,
 // does the round trip: the same samples one at a time, in turn with each
 // other and with a raw hop (hop: so their ratios and differences are not
 // the machine's load changing between them), then the same calls in
-// flight, one chain after the other. chainOps are the chains' calls, for
-// the rounds, until stop.
-func benchChains(ctx context.Context, url string, o roundtripOptions, payload int, writes ...chainWrites) (hop latency, figures []chainFigures, chainOps []func(context.Context) error, stop func(), err error) {
+// flight, one chain after the other. ops are the hop's call, then each
+// chain's, for what follows, until stop.
+func benchChains(ctx context.Context, url string, o roundtripOptions, payload int, writes ...chainWrites) (hop latency, figures []chainFigures, ops []func(context.Context) error, stop func(), err error) {
 	var cleanup rigCleanup
 	stop = cleanup.run
 	defer func() {
@@ -574,7 +629,7 @@ func benchChains(ctx context.Context, url string, o roundtripOptions, payload in
 		return latency{}, nil, nil, nil, fmt.Errorf("raw hop: %w", err)
 	}
 	cleanup.add(stopHop)
-	ops := []func(context.Context) error{hopOp}
+	ops = []func(context.Context) error{hopOp}
 	counts := make([]func() (callCounts, error), len(writes))
 	for i, w := range writes {
 		op, count, stopChain, err := newChainRig(ctx, url, make([]byte, payload), w)
@@ -597,7 +652,7 @@ func benchChains(ctx context.Context, url string, o roundtripOptions, payload in
 		}
 		figures[i] = chainFigures{Latency: m.lat, Throughput: m.tput, Payload: payload, PerCall: perCall}
 	}
-	return lat[0], figures, ops[1:], stop, nil
+	return lat[0], figures, ops, stop, nil
 }
 
 // benchWork measures the work of a call the round trip completed on the
@@ -858,8 +913,9 @@ func printRoundtrip(w io.Writer, r *roundtripReport) {
 	perChain(sc.PerCall)
 	fmt.Fprintf(w, "  = %.2f× minimal chain p50 (%+.0fµs), %+.0fµs CPU per call: what SPEC's headers cost the minimal writes\n",
 		r.Ratios.SpecOverMinimalP50, sc.Latency.P50us-m.Latency.P50us, sc.Throughput.CPUPerOpUs-m.Throughput.CPUPerOpUs)
-	fmt.Fprintf(w, "  with SPEC's headers = %.2f× raw hop p50, %.2f× p99; %.2f× p50 the raw hop timed in turn: %s\n",
-		r.Ratios.SpecP50, r.Ratios.SpecP99, r.Ratios.SpecP50InTurn, r.minimalVerdict())
+	fmt.Fprintf(w, "  with SPEC's headers = %.2f× raw hop p50, %.2f× p99; %.2f× p50 the raw hop timed in turn\n",
+		r.Ratios.SpecP50, r.Ratios.SpecP99, r.Ratios.SpecP50InTurn)
+	fmt.Fprintf(w, "  timed in blocks of %d calls in turn with a raw hop, %d calls each: %s\n", blockCalls, r.SpecInBlocks.Spec.N, r.minimalVerdict())
 	fmt.Fprintf(w, "chain with SPEC's headers: the chain floor with the same headers (and the decision's message id): today's writes in the CPU bound\n")
 	perChain(scc.PerCall)
 	fmt.Fprintf(w, "  = %.2f× chain floor p50 (%+.0fµs), %+.0fµs CPU per call\n",

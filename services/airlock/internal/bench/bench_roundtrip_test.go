@@ -41,6 +41,7 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 		rep.SpecChain.Latency.P50us, rep.SpecChain.Latency.P99us, rep.SpecChain.Throughput.PerSecond, rep.SpecChain.Throughput.CPUPerOpUs,
 		rep.Ratios.SpecP50, rep.Ratios.SpecP99, rep.Ratios.SpecP50InTurn, rep.Ratios.SpecOverMinimalP50,
 		rep.SpecCallChain.Latency.P50us, rep.SpecCallChain.Throughput.CPUPerOpUs,
+		rep.SpecInBlocks.Spec.P50us, rep.SpecInBlocks.Hop.P50us, rep.Ratios.BlocksP50, rep.Ratios.BlocksP50InBlocks,
 		rep.Ratios.MinimalP50, rep.Ratios.MinimalP99, rep.ChainHop.P50us, rep.ChainHop.P99us, rep.Ratios.MinimalP50InTurn,
 		rep.CPUBound.WorkUs, rep.CPUBound.MinimalUs, rep.CPUBound.MinimalFloorUs, rep.CPUBound.CallUs,
 		rep.CPUBound.MinimalToOwnFloor, rep.CPUBound.MinimalToFloor, rep.CPUBound.CallToFloor}
@@ -136,6 +137,11 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 			t.Errorf("work %q measured %v µs", w.Name, w.CPUus)
 		}
 	}
+	// The p50 verdict's chain and hop are timed in blocks, as many calls each
+	// as the other latencies.
+	if rep.SpecInBlocks.Spec.N != 50 || rep.SpecInBlocks.Hop.N != 50 {
+		t.Errorf("timed in blocks: %d calls of the minimal chain with SPEC's headers and %d hops, want 50 each", rep.SpecInBlocks.Spec.N, rep.SpecInBlocks.Hop.N)
+	}
 	// The CPU goal and bounds come from the rounds: every round measured
 	// each side, the ratio and the bounds are medians of theirs.
 	rs := rep.Rounds
@@ -176,7 +182,7 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"raw_hop"`, `"round_trip"`, `"floor"`, `"floor_mix"`, `"measured_per_call"`, `"chain_floor"`, `"chain_p50_to_raw_hop"`, `"minimal_chain"`, `"minimal_chain_p50_to_raw_hop"`, `"raw_hop_in_turn_with_chains"`, `"enveloped_chain"`, `"enveloped_chain_p50_to_chain"`, `"minimal_chain_spec_headers"`, `"spec_chain_p50_to_raw_hop"`, `"cpu_rounds"`, `"cpu_lower_bound"`, `"ratios"`, `"goals"`, `"p50_us"`, `"per_second"`, `"cpu_us_per_op"`} {
+	for _, key := range []string{`"raw_hop"`, `"round_trip"`, `"floor"`, `"floor_mix"`, `"measured_per_call"`, `"chain_floor"`, `"chain_p50_to_raw_hop"`, `"minimal_chain"`, `"minimal_chain_p50_to_raw_hop"`, `"raw_hop_in_turn_with_chains"`, `"enveloped_chain"`, `"enveloped_chain_p50_to_chain"`, `"minimal_chain_spec_headers"`, `"spec_chain_p50_to_raw_hop"`, `"cpu_rounds"`, `"spec_chain_and_raw_hop_in_blocks"`, `"cpu_lower_bound"`, `"ratios"`, `"goals"`, `"p50_us"`, `"per_second"`, `"cpu_us_per_op"`} {
 		if !strings.Contains(string(b), key) {
 			t.Fatalf("--json output lacks %s: %s", key, b)
 		}
@@ -226,25 +232,26 @@ func TestTheSpecChainCarriesExactlyTheHeadersSPECRequires(t *testing.T) {
 
 // TestTheRoundtripSaysAGoalIsOutOfReachOnlyWhenBothHopsShowIt: the p50
 // verdict needs the minimal chain with SPEC's headers above the goal
-// against the raw hop timed alone and timed in turn; the CPU verdict needs
+// against the raw hop timed alone and timed in blocks; the CPU verdict needs
 // both bounds above it; each says so with its numbers, and the missed
 // goal's message says so too.
 func TestTheRoundtripSaysAGoalIsOutOfReachOnlyWhenBothHopsShowIt(t *testing.T) {
 	for _, tc := range []struct {
 		name                       string
-		alone, inTurn              float64
+		alone, inBlocks            float64
 		minimalToOwn, callToFloor  float64
 		p50OutOfReach, cpuOutReach bool
 	}{
 		{"above against both hops and both floors", 4, 3.6, 1.7, 1.8, true, true},
 		{"above against the hop alone only", 4, 3.4, 1.7, 1.5, false, false},
+		{"above against the hop in blocks only", 3.4, 4, 1.5, 1.7, false, false},
 		{"below both", 3, 2, 1.2, 1.3, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &roundtripReport{}
 			r.Goals.P50Max, r.Goals.CPUMax = 3.5, 1.6
-			r.RawHop.Latency.P50us, r.ChainHop.P50us, r.SpecChain.Latency.P50us = 100, 400/tc.inTurn, 400
-			r.Ratios.SpecP50, r.Ratios.SpecP50InTurn = tc.alone, tc.inTurn
+			r.RawHop.Latency.P50us, r.SpecInBlocks.Hop.P50us, r.SpecInBlocks.Spec.P50us = 400/tc.alone, 400/tc.inBlocks, 400
+			r.Ratios.BlocksP50, r.Ratios.BlocksP50InBlocks = tc.alone, tc.inBlocks
 			r.FloorCPUus = 200
 			r.CPUBound = cpuBound{MinimalToOwnFloor: tc.minimalToOwn, CallToFloor: tc.callToFloor, MinimalUs: 170 * tc.minimalToOwn, MinimalFloorUs: 170, CallUs: 200 * tc.callToFloor}
 			if got := strings.Contains(r.minimalVerdict(), "OUT OF REACH"); got != tc.p50OutOfReach {
