@@ -171,7 +171,7 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 	// publish writes payload to subj as the event typ of the call: a
 	// compare-and-append after seq on expect when expect is set, else with
 	// msgID as its message id when set; with the header of the writes
-	// (envelopedWrites, specWrites) when they have one.
+	// (envelopedWrites, specWrites, specCallWrites) when they have one.
 	publish := func(js jetstream.JetStream, subj, typ, call, expect string, seq uint64, msgID string) (*jetstream.PubAck, error) {
 		if headers == nil {
 			var opts []jetstream.PublishOpt
