@@ -47,7 +47,7 @@ func TestEveryVoteIsRecordedWithTheQuorumsProgress(t *testing.T) {
 			w.pending(&airlockv1.ToolCall{CallId: c.call}, &airlockv1.Decision{Quorum: 2})
 			c.steps(c.call)
 			var got []string
-			testenv.Eventually(t, 5*time.Second, "the decision events", func() bool {
+			testenv.Eventually(t, 10*time.Second, "the decision events", func() bool {
 				got = nil
 				for _, ev := range testenv.Events(t, w.js, "airlock.evt.bot."+c.call+".>") {
 					s := ""
@@ -120,7 +120,7 @@ func TestEveryRefusedDecisionIsRecordedWithWhoAndWhy(t *testing.T) {
 			if c.wantType == "unauthorized_attempt" {
 				mustCode(t, err, apierr.NotAuthorized)
 			}
-			ev := testenv.WaitForEvent(t, w.js, "airlock.evt.bot."+c.call+".>", c.wantType, 5*time.Second)
+			ev := testenv.WaitForEvent(t, w.js, "airlock.evt.bot."+c.call+".>", c.wantType, 10*time.Second)
 			text := ev.GetUnauthorizedAttempt().GetAction() + " " + ev.GetUnauthorizedAttempt().GetWhy() +
 				ev.GetDecisionRefused().GetCode() + " " + ev.GetDecisionRefused().GetWhy()
 			if ev.GetActor().GetId() != c.wantBy || !strings.Contains(text, c.wantWord) {

@@ -224,7 +224,7 @@ func TestListFiltersPendingCalls(t *testing.T) {
 	if _, err := w.api.Decide(context.Background(), &airlockv1.DecideRequest{AgentId: "a2", CallId: "ls2", Kind: approve, Principal: human("bob")}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 5*time.Second, "airlock_approvals_pending to count the one pending call", func() bool {
+	testenv.Eventually(t, 10*time.Second, "airlock_approvals_pending to count the one pending call", func() bool {
 		return w.gauge("airlock_approvals_pending") == 1
 	})
 	cases := []struct {
@@ -240,7 +240,7 @@ func TestListFiltersPendingCalls(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var got []string
-			testenv.Eventually(t, 5*time.Second, "the list to match", func() bool {
+			testenv.Eventually(t, 10*time.Second, "the list to match", func() bool {
 				resp, err := w.api.List(context.Background(), c.req)
 				if err != nil {
 					t.Fatal(err)
@@ -281,7 +281,7 @@ func TestNotifierFanOutIsolatesASlowChannel(t *testing.T) {
 		t.Fatalf("notification refs %v", rec.GetNotifications())
 	}
 	kinds := map[string]bool{}
-	testenv.Eventually(t, 5*time.Second, "notified events for announce and outcome", func() bool {
+	testenv.Eventually(t, 10*time.Second, "notified events for announce and outcome", func() bool {
 		for _, ev := range w.events("bot", "n1", "notified") {
 			kinds[ev.GetNotified().GetChannel()+":"+ev.GetNotified().GetKind()] = true
 		}
@@ -301,14 +301,14 @@ func TestAHangingChannelDoesNotDelayTheOutcomeElsewhere(t *testing.T) {
 	fast := &recorder{name: "fast"}
 	w.start(stuck, fast)
 	w.ask(&airlockv1.ToolCall{CallId: "h1"}, nil)
-	testenv.Eventually(t, 5*time.Second, "the fast channel's reference to be stored while the stuck one hangs", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the fast channel's reference to be stored while the stuck one hangs", func() bool {
 		rec, err := w.api.Get(context.Background(), "bot", "h1", 0)
 		return err == nil && len(rec.GetNotifications()) == 1 && rec.GetNotifications()[0].GetChannel() == "fast"
 	})
 	if _, err := w.approve("h1", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 5*time.Second, "the fast channel to show the outcome while the stuck one still hangs", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the fast channel to show the outcome while the stuck one still hangs", func() bool {
 		return fast.has("update:h1:APPROVAL_STATE_APPROVED")
 	})
 }
@@ -340,7 +340,7 @@ func TestEscalationAnnouncesToEscalationChannels(t *testing.T) {
 	if _, err := w.approve("e1", "dave"); err != nil {
 		t.Fatalf("the escalated approver could not decide: %v", err)
 	}
-	testenv.Eventually(t, 5*time.Second, "both channels to show the outcome", func() bool {
+	testenv.Eventually(t, 10*time.Second, "both channels to show the outcome", func() bool {
 		return first.has("update:e1:APPROVAL_STATE_APPROVED") && pager.has("update:e1:APPROVAL_STATE_APPROVED")
 	})
 }
@@ -354,8 +354,8 @@ func TestReminderThenEscalationWidensApprovers(t *testing.T) {
 	})
 	_, err := w.approve("r1", "dave")
 	mustCode(t, err, apierr.NotAuthorized)
-	testenv.Eventually(t, 5*time.Second, "a reminder", func() bool { return ch.has("remind:r1") })
-	testenv.Eventually(t, 5*time.Second, "the escalation", func() bool {
+	testenv.Eventually(t, 10*time.Second, "a reminder", func() bool { return ch.has("remind:r1") })
+	testenv.Eventually(t, 10*time.Second, "the escalation", func() bool {
 		rec, err := w.api.Get(context.Background(), "bot", "r1", 0)
 		return err == nil && rec.GetEscalated()
 	})
@@ -378,7 +378,7 @@ func TestTwoReplicasExpireACallOnce(t *testing.T) {
 	w.start()
 	w.start()
 	w.ask(&airlockv1.ToolCall{CallId: "x1"}, &airlockv1.Decision{Timeout: seconds(0.3)})
-	testenv.WaitForEvent(t, w.js, "airlock.evt.bot.x1.>", "expired", 5*time.Second)
+	testenv.WaitForEvent(t, w.js, "airlock.evt.bot.x1.>", "expired", 10*time.Second)
 	// Let both replicas sweep several more times (every 50 ms) before counting.
 	<-time.After(400 * time.Millisecond)
 	kv, err := w.js.KeyValue(context.Background(), w.cfg.Buckets.Approvals)
@@ -444,7 +444,7 @@ func TestDecisionWhoseEventWasLostIsPublished(t *testing.T) {
 			if _, err := kv.Put(context.Background(), "bot.lost.1", data); err != nil {
 				t.Fatal(err)
 			}
-			ev := testenv.WaitForEvent(t, w.js, "airlock.evt.bot.lost.>", tt.typ, 5*time.Second)
+			ev := testenv.WaitForEvent(t, w.js, "airlock.evt.bot.lost.>", tt.typ, 10*time.Second)
 			if ev.GetEventId() != "bot.lost.1."+tt.typ {
 				t.Fatalf("republished event %v", ev)
 			}
@@ -477,7 +477,7 @@ func TestExecutorProgressMovesApprovedRecords(t *testing.T) {
 		}
 	}
 	w.waitState("ex", 1, airlockv1.ApprovalState_APPROVAL_STATE_COMPLETED)
-	testenv.Eventually(t, 5*time.Second, "the channel to show completion", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the channel to show completion", func() bool {
 		return ch.has("update:ex:APPROVAL_STATE_COMPLETED")
 	})
 }
@@ -596,14 +596,14 @@ func TestOnlySealedRequestsDecide(t *testing.T) {
 	if rec, _ := w.api.Get(context.Background(), "bot", "seal1", 0); rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING || len(rec.GetVotes()) != 0 {
 		t.Fatalf("an unsealed decision changed the record: %v", rec)
 	}
-	testenv.Eventually(t, 5*time.Second, "two unauthorized_attempt events", func() bool {
+	testenv.Eventually(t, 10*time.Second, "two unauthorized_attempt events", func() bool {
 		return len(w.events("bot", "seal1", "unauthorized_attempt")) == 2
 	})
 
 	if _, err := w.approve("seal1", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	ev := testenv.WaitForEvent(t, w.js, "airlock.evt.bot.seal1.>", "approved", 5*time.Second)
+	ev := testenv.WaitForEvent(t, w.js, "airlock.evt.bot.seal1.>", "approved", 10*time.Second)
 	dk, _ := w.deps.DecisionKey()
 	if _, err := dk.VerifyDecision(ev); err != nil {
 		t.Fatalf("the approved event is not sealed with the decision key: %v", err)

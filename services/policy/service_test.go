@@ -324,7 +324,7 @@ func TestRulePutThroughEndpointChangesNextDecisionOnBothReplicas(t *testing.T) {
 	if ev := waitDecision(t, deps.JS, "bot", "w1"); envelope.TypeOf(ev) != subject.Allowed {
 		t.Errorf("published call: %s, want allowed", envelope.TypeOf(ev))
 	}
-	pcEv := testenv.WaitForEvent(t, deps.JS, subject.OfCall(subject.SystemAgent, subject.SystemCall), subject.PolicyChanged, 5*time.Second)
+	pcEv := testenv.WaitForEvent(t, deps.JS, subject.OfCall(subject.SystemAgent, subject.SystemCall), subject.PolicyChanged, 10*time.Second)
 	pc := pcEv.GetPolicyChanged()
 	if !strings.Contains(pc.Change, "trust-demo-writes") || !strings.Contains(pc.Change, "alice") || pc.PolicyRevision != a.Revision() || pc.PreviousRevision != before {
 		t.Errorf("policy_changed %+v does not say who changed what", pc)
@@ -338,7 +338,7 @@ func TestRulePutThroughEndpointChangesNextDecisionOnBothReplicas(t *testing.T) {
 	if _, err := forged.PutRule(ctx, &airlockv1.PolicyRule{Id: "allow-all", Priority: 1, Effect: "allow"}, &airlockv1.Actor{Id: "alice"}); apierr.CodeOf(err) != apierr.NotAuthorized {
 		t.Fatalf("unsealed rule put: %v, want not_authorized", err)
 	}
-	testenv.WaitForEvent(t, deps.JS, subject.OfCall(subject.SystemAgent, subject.SystemCall), subject.UnauthorizedAttempt, 5*time.Second)
+	testenv.WaitForEvent(t, deps.JS, subject.OfCall(subject.SystemAgent, subject.SystemCall), subject.UnauthorizedAttempt, 10*time.Second)
 
 	// The list shows it; an invalid rule is refused with a sentence; delete restores the ask.
 	list, err := client.ListRules(ctx)
@@ -523,12 +523,12 @@ func TestStandingGrantTurnsAskIntoAllowForItsUses(t *testing.T) {
 	}
 	// Each use is on record on the call it allowed, and the last one says the grant is used up.
 	for i, left := range []uint32{1, 0} {
-		used := testenv.WaitForEvent(t, deps2.JS, subject.OfCall("bot", fmt.Sprintf("g%d", i)), subject.GrantUsed, 5*time.Second)
+		used := testenv.WaitForEvent(t, deps2.JS, subject.OfCall("bot", fmt.Sprintf("g%d", i)), subject.GrantUsed, 10*time.Second)
 		if u := used.GetGrantUsed(); u.GetGrantId() != "g1" || u.GetUsesLeft() != left || used.GetActor().GetId() != "policy" {
 			t.Errorf("grant_used of call g%d: %v by %v, want g1 with %d left", i, u, used.GetActor(), left)
 		}
 	}
-	if ex := testenv.WaitForEvent(t, deps2.JS, subject.OfCall(subject.SystemAgent, "g1"), subject.GrantExpired, 5*time.Second); ex.GetGrantExpired().GetWhy() != "used_up" {
+	if ex := testenv.WaitForEvent(t, deps2.JS, subject.OfCall(subject.SystemAgent, "g1"), subject.GrantExpired, 10*time.Second); ex.GetGrantExpired().GetWhy() != "used_up" {
 		t.Errorf("grant_expired %v, want used_up", ex.GetGrantExpired())
 	}
 	// Arguments outside the grant's globs, another agent, a call on behalf of

@@ -103,7 +103,7 @@ func shadowCandidateRecordsDivergences(t *testing.T, cfg config.Config) {
 	testenv.Eventually(t, 10*time.Second, "both replicas running the candidate", func() bool {
 		return digest != "" && a.ShadowCandidate() == digest && b.ShadowCandidate() == digest
 	})
-	on := testenv.WaitForEvent(t, deps.JS, subject.OfCall(subject.SystemAgent, subject.SystemCall), subject.ShadowChanged, 5*time.Second)
+	on := testenv.WaitForEvent(t, deps.JS, subject.OfCall(subject.SystemAgent, subject.SystemCall), subject.ShadowChanged, 10*time.Second)
 	if sc := on.GetShadowChanged(); !sc.On || sc.CandidateDigest != digest || on.GetActor().GetId() != "alice" || sc.Source != "candidate-dir" {
 		t.Fatalf("shadow_changed %v by %v: want on, candidate %s, by alice, from candidate-dir", sc, on.GetActor(), digest)
 	}

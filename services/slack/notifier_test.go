@@ -342,7 +342,7 @@ func TestCardPostOutlivingTheCallersDeadlineStillArrivesOnce(t *testing.T) {
 	if late.Form.Get("channel") != "#busy" {
 		t.Fatalf("late post went to %q", late.Form.Get("channel"))
 	}
-	testenv.Eventually(t, 5*time.Second, "the late card to be remembered", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the late card to be remembered", func() bool {
 		ref, err := notifier.Announce(context.Background(), rec)
 		return err == nil && strings.HasPrefix(ref, "CBUSY/")
 	})
