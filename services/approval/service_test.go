@@ -363,10 +363,16 @@ func TestReminderThenEscalationWidensApprovers(t *testing.T) {
 	if err != nil || !resp.Changed {
 		t.Fatalf("dave after escalation: %v %v", resp, err)
 	}
-	kinds := map[string]int{}
-	for _, ev := range w.events("bot", "r1", "notified") {
-		kinds[ev.GetNotified().GetKind()]++
-	}
+	// A channel's notified event is recorded once it was told, after the
+	// record says escalated: wait for both, then count them.
+	var kinds map[string]int
+	testenv.Eventually(t, 10*time.Second, "notified events for the reminder and the escalation", func() bool {
+		kinds = map[string]int{}
+		for _, ev := range w.events("bot", "r1", "notified") {
+			kinds[ev.GetNotified().GetKind()]++
+		}
+		return kinds["remind"] > 0 && kinds["escalate"] > 0
+	})
 	if kinds["remind"] != 1 || kinds["escalate"] != 1 {
 		t.Fatalf("notified kinds %v, want one remind and one escalate", kinds)
 	}
