@@ -101,6 +101,7 @@ func (w *world) servePolicyEval(nc *nats.Conn) {
 	if err := srv.AddEndpoint("eval", h, micro.WithEndpointSubject(policyapi.Eval)); err != nil {
 		w.t.Fatal(err)
 	}
+	testenv.Subscribed(w.t, nc)
 }
 
 // answerEval makes the stand-in policy answer eval requests with fn.

@@ -49,3 +49,14 @@ func ApprovalServing(t testing.TB, nc *nats.Conn) {
 	t.Helper()
 	Answering(t, nc, approvalapi.Subject(approvalapi.List), approvalapi.Subject(approvalapi.InDoubtGet), subject.AgentCancel("ready"))
 }
+
+// Subscribed returns once the server has every subscription made on nc so
+// far. A stand-in's endpoints registered on one connection are otherwise
+// only queued for the server: a request from another connection (the
+// service under test) could get no responder.
+func Subscribed(t testing.TB, nc *nats.Conn) {
+	t.Helper()
+	if err := nc.Flush(); err != nil {
+		t.Fatalf("flush the subscriptions to NATS: %v", err)
+	}
+}
