@@ -17,7 +17,8 @@ import (
 )
 
 // The CPU bound (docs/benchmarks.md): the least CPU a call can cost with
-// the minimal exactly-once chain's writes is that chain's CPU plus the work
+// the minimal exactly-once chain's writes, each message with the headers
+// SPEC and exactly-once require (specWrites), is that chain's CPU plus the work
 // no call can skip, each measured in the same run: the policy's Rego
 // decision, sealing the decision and checking its seal, and encoding or
 // decoding each message a party writes or reads. The work is measured on
@@ -42,13 +43,14 @@ type cpuBound struct {
 	Work []workCost `json:"work"`
 	// WorkUs: Σ CPUus.
 	WorkUs float64 `json:"work_us_per_call"`
-	// MinimalUs: the minimal chain's CPU per call + WorkUs, the least a
-	// call with the minimal writes costs; MinimalFloorUs is the messaging
+	// MinimalUs: the CPU per call of the minimal chain with SPEC's
+	// headers + WorkUs, the least a call with the minimal writes costs; MinimalFloorUs is the messaging
 	// floor of those writes (minimalMix).
 	MinimalUs      float64 `json:"minimal_us_per_call"`
 	MinimalFloorUs float64 `json:"minimal_floor_us_per_call"`
-	// CallUs: the chain floor's CPU per call + WorkUs, the least a call
-	// with today's writes costs.
+	// CallUs: the CPU per call of today's writes with SPEC's headers
+	// (specCallWrites) + WorkUs, the least a call with today's writes
+	// costs.
 	CallUs float64 `json:"call_writes_us_per_call"`
 	// MinimalToOwnFloor, MinimalToFloor, CallToFloor: the bounds as
 	// ratios to the messaging floor of the minimal writes and of today's
@@ -159,19 +161,26 @@ func measureWork(ctx context.Context, nc *nats.Conn, cfg config.Config) ([]workC
 	return costs, nil
 }
 
-// bound completes b from its Work and the CPU per call of the minimal
-// chain and of the chain floor, against the messaging floors of their
-// writes (minimalFloor) and of today's call (floor).
-func (b *cpuBound) bound(minimalCPU, chainCPU, minimalFloor, floor float64) {
+// bound completes b from its Work and the rounds' CPU per call of the
+// minimal chain and of today's writes, both with SPEC's headers, against the
+// messaging floors of their writes and of today's call in the same rounds:
+// each ratio is the median of its per-round values, each CPU figure the
+// median of the rounds'.
+func (b *cpuBound) bound(rs *cpuRounds) {
 	b.WorkUs = 0
 	for _, w := range b.Work {
 		b.WorkUs += w.CPUus
 	}
-	b.MinimalUs, b.CallUs, b.MinimalFloorUs = minimalCPU+b.WorkUs, chainCPU+b.WorkUs, minimalFloor
-	if minimalFloor > 0 {
-		b.MinimalToOwnFloor = b.MinimalUs / minimalFloor
+	b.MinimalUs, b.CallUs, b.MinimalFloorUs = median(rs.SpecChainUs)+b.WorkUs, median(rs.SpecCallUs)+b.WorkUs, median(rs.MinimalFloorUs)
+	var toOwn, toFloor, callToFloor []float64
+	for i := range rs.FloorUs {
+		spec, call := rs.SpecChainUs[i]+b.WorkUs, rs.SpecCallUs[i]+b.WorkUs
+		if rs.MinimalFloorUs[i] > 0 {
+			toOwn = append(toOwn, spec/rs.MinimalFloorUs[i])
+		}
+		if rs.FloorUs[i] > 0 {
+			toFloor, callToFloor = append(toFloor, spec/rs.FloorUs[i]), append(callToFloor, call/rs.FloorUs[i])
+		}
 	}
-	if floor > 0 {
-		b.MinimalToFloor, b.CallToFloor = b.MinimalUs/floor, b.CallUs/floor
-	}
+	b.MinimalToOwnFloor, b.MinimalToFloor, b.CallToFloor = median(toOwn), median(toFloor), median(callToFloor)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,8 +50,12 @@ import (
 // agent's durable request, the decision appended as the call's first event
 // (compare-and-append after sequence 0: it records the call once, however
 // often the request is delivered, so no separate `requested`), the
-// executor's claim (`started`) and its end. Its latency against the raw hop
-// is the least any such design can reach.
+// executor's claim (`started`) and its end. The minimal chain with SPEC's
+// headers (specWrites) does the same writes, each message carrying what
+// SPEC §3 and exactly-once require of it: the CloudEvents attributes and
+// traceparent, and a compare-and-append's two expectation headers. Its
+// latency against the raw hop, and its CPU plus the work every call does,
+// are the least any such design can reach.
 
 // chainWrites is which writes a chain rig does.
 type chainWrites int
@@ -66,7 +71,23 @@ const (
 	// traceparent, then the message id or the two expectations) and a call
 	// id as long as the SDK's: what the header alone costs the chain.
 	envelopedWrites
+	// specWrites: minimalWrites with every message carrying the headers
+	// SPEC §3 and exactly-once require and nothing else: ce-id, ce-type,
+	// ce-source, ce-time, ce-specversion and traceparent, and each
+	// compare-and-append's two expectation headers (no Content-Type: SPEC
+	// needs it only on protojson; no message id: every event is a
+	// compare-and-append, and airlock gives a request none); call ids as
+	// long as the SDK's.
+	specWrites
+	// specCallWrites: callWrites with the headers of specWrites (and the
+	// decision's message id, which its write needs): today's writes with
+	// what SPEC requires of each message and nothing else.
+	specCallWrites
 )
+
+// minimal: the writes are the minimal chain's (the decision as the call's
+// first event, no separate `requested`).
+func (w chainWrites) minimal() bool { return w == minimalWrites || w == specWrites }
 
 // prefix names the rig's subjects ("<prefix>.req.*", "<prefix>.evt.>",
 // "<prefix>.out.>") and, upper-cased, its streams.
@@ -76,6 +97,10 @@ func (w chainWrites) prefix() string {
 		return "minchain"
 	case envelopedWrites:
 		return "envchain"
+	case specWrites:
+		return "specchain"
+	case specCallWrites:
+		return "speccall"
 	}
 	return "chain"
 }
@@ -89,7 +114,7 @@ const chainWorkers = 32
 // does writes on the server at url; op does one call's chain and returns
 // when the agent has received `completed`; count reads what the server
 // stored and delivered so far (as serverCounts for the services). Every
-// message carries payload (envelopedWrites: header and body together).
+// message carries payload (with a header: header and body together).
 func newChainRig(ctx context.Context, url string, payload []byte, writes chainWrites) (op func(context.Context) error, count func() (callCounts, error), stop func(), err error) {
 	var cleanup rigCleanup
 	stop = cleanup.run
@@ -133,16 +158,22 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 	}
 	cleanup.add(done)
 
-	headers, err := newEnvelopeHeaders(p)
+	var headers envelopeHeaders // nil: bare messages
+	switch writes {
+	case envelopedWrites:
+		headers, err = newEnvelopeHeaders(p, nil)
+	case specWrites, specCallWrites:
+		headers, err = newEnvelopeHeaders(p, specHeaders)
+	}
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	// publish writes payload to subj as the event typ of the call: a
 	// compare-and-append after seq on expect when expect is set, else with
-	// msgID as its message id when set; with airlock's envelope header when
-	// the writes are envelopedWrites.
+	// msgID as its message id when set; with the header of the writes
+	// (envelopedWrites, specWrites, specCallWrites) when they have one.
 	publish := func(js jetstream.JetStream, subj, typ, call, expect string, seq uint64, msgID string) (*jetstream.PubAck, error) {
-		if writes != envelopedWrites {
+		if headers == nil {
 			var opts []jetstream.PublishOpt
 			if expect != "" {
 				opts = append(opts, jetstream.WithExpectLastSequenceForSubject(seq, expect))
@@ -164,7 +195,7 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 	decide := func(m jetstream.Msg) error {
 		id := m.Subject()[len(p+".req."):]
 		call := p + ".evt." + id + "."
-		if writes == minimalWrites {
+		if writes.minimal() {
 			if _, err := publish(pjs, call+"allowed", subject.Allowed, id, call+">", 0, ""); err != nil { // the call's first event
 				return fmt.Errorf("append the decision: %w", err)
 			}
@@ -226,7 +257,7 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 	var seq atomic.Int64
 	op = func(ctx context.Context) error {
 		id := "c" + strconv.FormatInt(seq.Add(1), 10)
-		if writes == envelopedWrites {
+		if headers != nil {
 			id = ids.New("call") // as long as the SDK's
 		}
 		reply := replies.expect(id)
@@ -252,20 +283,36 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 // without doing airlock's encoding.
 type envelopeHeaders map[string]nats.Header
 
+// specHeaders are the headers SPEC §3 and exactly-once require of a
+// call's messages: the CloudEvents attributes, traceparent, and a message
+// id or a compare-and-append's expectations where the write needs them.
+var specHeaders = []string{envelope.HeaderCEID, envelope.HeaderCEType, envelope.HeaderCESource, envelope.HeaderCETime, envelope.HeaderCESpec,
+	envelope.HeaderTraceparent, envelope.HeaderMsgID, envelope.HeaderExpectedLastSubjSeq, envelope.HeaderExpectedLastSubjSeqSubject}
+
 // placeholderCall is a call id as long as the SDK's (ids.New("call")).
 const placeholderCall = "call_000000000000000000000000"
 
-func newEnvelopeHeaders(prefix string) (envelopeHeaders, error) {
+// newEnvelopeHeaders encodes the headers of each kind of message of a
+// chain with prefix's subjects; only those named in keep when keep is
+// given.
+func newEnvelopeHeaders(prefix string, keep []string) (envelopeHeaders, error) {
 	hs := envelopeHeaders{}
 	call := prefix + ".evt." + placeholderCall + "."
 	for _, w := range []struct {
 		typ, expect string
 		msgID       bool
-	}{{subject.Requested, "", false}, {subject.Requested, call + ">", false}, {subject.Allowed, "", true},
+	}{{subject.Requested, "", false}, {subject.Requested, call + ">", false}, {subject.Allowed, "", true}, {subject.Allowed, call + ">", false},
 		{subject.Started, call + "exec.*", false}, {subject.Completed, call + "exec.*", false}} {
 		h, err := envelopeHeader(w.typ, placeholderCall, w.expect, 0, w.msgID)
 		if err != nil {
 			return nil, fmt.Errorf("encode a %s event: %w", w.typ, err)
+		}
+		if keep != nil {
+			for k := range h {
+				if !slices.Contains(keep, k) {
+					delete(h, k)
+				}
+			}
 		}
 		hs[headerKey(w.typ, w.expect != "", w.msgID)] = h
 	}

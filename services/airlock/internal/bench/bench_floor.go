@@ -214,15 +214,11 @@ func (f *messagingFloor) CPUus(mix floorMix) float64 {
 // its own stream or bucket (names starting FLOOR_), which it deletes after.
 func measureFloor(ctx context.Context, url string, o floorOptions) (*messagingFloor, error) {
 	o.defaults()
-	nc, err := nats.Connect(url, nats.Name("airlock-bench-floor"))
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", url, err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	nc, js, err := floorConn(url, "airlock-bench-floor")
 	if err != nil {
 		return nil, err
 	}
+	defer nc.Close()
 	f := &messagingFloor{Concurrency: o.Concurrency, Payload: o.Payload}
 	payload := make([]byte, o.Payload)
 	steps := []struct {
@@ -230,20 +226,26 @@ func measureFloor(ctx context.Context, url string, o floorOptions) (*messagingFl
 		out  *floorOp
 		run  func() (floorOp, error)
 	}{
-		{"sync publish", &f.SyncPublish, func() (floorOp, error) { return floorSyncPublish(ctx, js, o, payload) }},
+		{"sync publish", &f.SyncPublish, func() (floorOp, error) { return measureRig(o, floorSyncPublishRig(ctx, js, o, payload)) }},
 		{"async publish", &f.AsyncPublish, func() (floorOp, error) { return floorAsyncPublish(ctx, js, o, payload) }},
-		{"compare-and-append publish", &f.CASPublish, func() (floorOp, error) { return floorCASPublish(ctx, js, o, payload) }},
+		{"compare-and-append publish", &f.CASPublish, func() (floorOp, error) { return measureRig(o, floorCASPublishRig(ctx, js, o, payload)) }},
 		{"atomic batch of two", &f.BatchAppend2, func() (floorOp, error) { return floorBatchAppend(ctx, js, o, payload) }},
 		{"KV create", &f.KVCreate, func() (floorOp, error) { return floorKV(ctx, js, o, payload, false) }},
 		{"KV update", &f.KVUpdate, func() (floorOp, error) { return floorKV(ctx, js, o, payload, true) }},
 		{"direct get", &f.DirectGet, func() (floorOp, error) { return floorDirectGet(ctx, js, o, payload) }},
-		{"pull delivery and ack", &f.PullDeliverAck, func() (floorOp, error) { return floorPull(ctx, js, o, payload, jetstream.LimitsPolicy) }},
+		{"pull delivery and ack", &f.PullDeliverAck, func() (floorOp, error) {
+			return measureRig(o, floorPullRig(ctx, js, o, payload, jetstream.LimitsPolicy))
+		}},
 		{"pull delivery and ack from a work queue", &f.PullDeliverAckWorkQueue, func() (floorOp, error) {
-			return floorPull(ctx, js, o, payload, jetstream.WorkQueuePolicy)
+			return measureRig(o, floorPullRig(ctx, js, o, payload, jetstream.WorkQueuePolicy))
 		}},
 		{"core publish and delivery", &f.CorePubSub, func() (floorOp, error) { return floorCore(ctx, url, o, payload) }},
-		{"republish", &f.RePublish, func() (floorOp, error) { return floorRePublish(ctx, url, js, o, payload, false, f.SyncPublish) }},
-		{"republish to a subscriber", &f.RePublishDelivered, func() (floorOp, error) { return floorRePublish(ctx, url, js, o, payload, true, f.SyncPublish) }},
+		{"republish", &f.RePublish, func() (floorOp, error) {
+			return overPublish(measureRig(o, floorRePublishRig(ctx, url, js, o, payload, false)))(f.SyncPublish)
+		}},
+		{"republish to a subscriber", &f.RePublishDelivered, func() (floorOp, error) {
+			return overPublish(measureRig(o, floorRePublishRig(ctx, url, js, o, payload, true)))(f.SyncPublish)
+		}},
 		{"raw hop", &f.RawHop, func() (floorOp, error) { return floorHop(ctx, url, o, payload) }},
 	}
 	for _, s := range steps {
@@ -254,6 +256,21 @@ func measureFloor(ctx context.Context, url string, o floorOptions) (*messagingFl
 		*s.out = op
 	}
 	return f, nil
+}
+
+// floorConn connects to url as name, for the floor's operations (async
+// publishes up to 4,096 unacknowledged).
+func floorConn(url, name string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(url, nats.Name(name))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s: %w", url, err)
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
 }
 
 // timed measures op one at a time (as worker Concurrency) for the latency,
@@ -334,11 +351,20 @@ func summarize(lat []time.Duration) latency {
 // runs op(w, k) for its k-th operation) and returns the process CPU per
 // operation and the rate.
 func cpuOf(total, workers int, op func(w, k int) error) (float64, float64, error) {
+	cpu0, t0 := processCPU(), time.Now()
+	if err := spread(total, workers, op); err != nil {
+		return 0, 0, err
+	}
+	return cpuPerOp(processCPU()-cpu0, total), float64(total) / time.Since(t0).Seconds(), nil
+}
+
+// spread runs total operations over workers goroutines, worker w running
+// op(w, k) for its k-th operation, and returns the first error.
+func spread(total, workers int, op func(w, k int) error) error {
 	var next atomic.Int64
 	var firstErr error
 	var once sync.Once
 	var wg sync.WaitGroup
-	cpu0, t0 := processCPU(), time.Now()
 	for w := range workers {
 		wg.Add(1)
 		go func() {
@@ -356,22 +382,77 @@ func cpuOf(total, workers int, op func(w, k int) error) (float64, float64, error
 		}()
 	}
 	wg.Wait()
-	if firstErr != nil {
-		return 0, 0, firstErr
+	return firstErr
+}
+
+// floorRig is one operation of the messaging floor set up on a server, to
+// be measured once (measureRig) or in rounds: latency times n operations
+// one at a time; prepare, when set, readies n operations that run then
+// does (a backlog to deliver), outside any count; run does n operations
+// with the floor's concurrency in flight. stop removes what it set up. err
+// is the setup's: the rig is usable only without it.
+type floorRig struct {
+	latency func(n int) (latency, error)
+	prepare func(n int) error
+	run     func(n int) error
+	stop    func()
+	err     error
+}
+
+// parallelRig is a rig of op (worker w's k-th operation: op(w, k)) run
+// one at a time (as worker o.Concurrency) for its latency and by
+// o.Concurrency workers for its CPU.
+func parallelRig(o floorOptions, op func(w, k int) error, stop func()) floorRig {
+	return floorRig{
+		latency: func(n int) (latency, error) { return timeEach(n, func(i int) error { return op(o.Concurrency, i) }) },
+		run:     func(n int) error { return spread(n, o.Concurrency, op) },
+		stop:    stop,
 	}
-	return cpuPerOp(processCPU()-cpu0, total), float64(total) / time.Since(t0).Seconds(), nil
+}
+
+// measureRig measures r once: o.Samples operations one at a time, then
+// the CPU per operation and the rate of o.Ops.
+func measureRig(o floorOptions, r floorRig) (floorOp, error) {
+	if r.err != nil {
+		return floorOp{}, r.err
+	}
+	defer r.stop()
+	var f floorOp
+	var err error
+	if f.Latency, err = r.latency(o.Samples); err != nil {
+		return f, err
+	}
+	if r.prepare != nil {
+		if err := r.prepare(o.Ops); err != nil {
+			return f, err
+		}
+	}
+	cpu0, t0 := processCPU(), time.Now()
+	if err := r.run(o.Ops); err != nil {
+		return f, err
+	}
+	f.CPUPerOpUs, f.PerSecond = cpuPerOp(processCPU()-cpu0, o.Ops), float64(o.Ops)/time.Since(t0).Seconds()
+	return f, nil
+}
+
+// overPublish makes a RePublish's figures what RePublish adds to a sync
+// publish (base, measured in the same run): its CPU per op is the
+// difference, never below 0.
+func overPublish(op floorOp, err error) func(base floorOp) (floorOp, error) {
+	return func(base floorOp) (floorOp, error) {
+		op.CPUPerOpUs = max(0, op.CPUPerOpUs-base.CPUPerOpUs)
+		return op, err
+	}
 }
 
 func cpuPerOp(cpu time.Duration, n int) float64 { return float64(cpu.Nanoseconds()) / 1e3 / float64(n) }
 
-func floorSyncPublish(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte) (floorOp, error) {
+func floorSyncPublishRig(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte) floorRig {
 	_, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: "FLOOR_SYNC", Subjects: []string{"floor.sync.>"}})
 	if err != nil {
-		return floorOp{}, err
+		return floorRig{err: err}
 	}
-	defer done()
-	pub := func() error { _, err := js.Publish(ctx, "floor.sync.x", payload); return err }
-	return timed(o, func(int, int) error { return pub() })
+	return parallelRig(o, func(int, int) error { _, err := js.Publish(ctx, "floor.sync.x", payload); return err }, done)
 }
 
 func floorAsyncPublish(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte) (floorOp, error) {
@@ -442,14 +523,13 @@ func floorAsyncPublish(ctx context.Context, js jetstream.JetStream, o floorOptio
 	return op, nil
 }
 
-// floorCASPublish: each worker appends to its own subject under
+// floorCASPublishRig: each worker appends to its own subject under
 // floor.cas.<worker>.*, expecting the last sequence it saw on that filter.
-func floorCASPublish(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte) (floorOp, error) {
+func floorCASPublishRig(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte) floorRig {
 	_, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: "FLOOR_CAS", Subjects: []string{"floor.cas.>"}})
 	if err != nil {
-		return floorOp{}, err
+		return floorRig{err: err}
 	}
-	defer done()
 	last := make([]uint64, o.Concurrency+1)
 	cas := func(w int) error {
 		filter := "floor.cas." + strconv.Itoa(w) + ".*"
@@ -460,7 +540,7 @@ func floorCASPublish(ctx context.Context, js jetstream.JetStream, o floorOptions
 		last[w] = ack.Sequence
 		return nil
 	}
-	return timed(o, func(w, _ int) error { return cas(w) })
+	return parallelRig(o, func(w, _ int) error { return cas(w) }, done)
 }
 
 // floorBatchAppend: each worker appends a batch of two to its own subjects
@@ -543,56 +623,61 @@ func floorDirectGet(ctx context.Context, js jetstream.JetStream, o floorOptions,
 	return timed(o, func(w, k int) error { return get(w + k) })
 }
 
-// floorPull: latency from a stored publish to its delivery at a waiting
-// pull consumer; CPU of delivering and acking a stored backlog (its
-// publishes happen before the count starts). retention is the stream's:
-// on a work queue the ack also removes the message.
-func floorPull(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte, retention jetstream.RetentionPolicy) (floorOp, error) {
-	name := "FLOOR_PULL"
-	if retention == jetstream.WorkQueuePolicy {
-		name = "FLOOR_PULL_WQ"
+// floorPullRig: latency from a stored publish to its delivery at a
+// waiting pull consumer; CPU of delivering and acking a stored backlog
+// (prepare publishes it, each time on a subject of its own, before the
+// count starts; run creates a durable consumer of it and receives every
+// message). retention is the stream's: on a work queue the ack also
+// removes the message.
+func floorPullRig(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte, retention jetstream.RetentionPolicy) floorRig {
+	name, prefix := "FLOOR_PULL", "floor.pull."
+	if retention == jetstream.WorkQueuePolicy { // a stream of its own subjects: the rounds keep both
+		name, prefix = "FLOOR_PULL_WQ", "floor.pullwq."
 	}
-	s, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: []string{"floor.pull.>"}, Retention: retention})
+	s, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ">"}, Retention: retention})
 	if err != nil {
-		return floorOp{}, err
+		return floorRig{err: err}
 	}
-	defer done()
-	var op floorOp
-	live, stop, err := consumeAcking(ctx, s, "live", "floor.pull.live")
-	if err != nil {
-		return op, err
+	backlogs, backlog := 0, ""
+	return floorRig{
+		latency: func(n int) (latency, error) {
+			live, stop, err := consumeAcking(ctx, s, "live", prefix+"live")
+			if err != nil {
+				return latency{}, err
+			}
+			defer stop()
+			return timeEach(n, func(int) error {
+				if _, err := js.Publish(ctx, prefix+"live", payload); err != nil {
+					return err
+				}
+				return receive(ctx, live, 1)
+			})
+		},
+		prepare: func(n int) error {
+			backlogs++
+			backlog = prefix + "backlog." + strconv.Itoa(backlogs)
+			for range n {
+				if _, err := js.PublishAsync(backlog, payload, jetstream.WithStallWait(30*time.Second)); err != nil {
+					return err
+				}
+			}
+			select {
+			case <-js.PublishAsyncComplete():
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+		run: func(n int) error {
+			acked, stop, err := consumeAcking(ctx, s, "backlog"+strconv.Itoa(backlogs), backlog)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			return receive(ctx, acked, n)
+		},
+		stop: done,
 	}
-	op.Latency, err = timeEach(o.Samples, func(int) error {
-		if _, err := js.Publish(ctx, "floor.pull.live", payload); err != nil {
-			return err
-		}
-		return receive(ctx, live, 1)
-	})
-	stop()
-	if err != nil {
-		return op, err
-	}
-	for range o.Ops {
-		if _, err := js.PublishAsync("floor.pull.backlog", payload, jetstream.WithStallWait(30*time.Second)); err != nil {
-			return op, err
-		}
-	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-ctx.Done():
-		return op, ctx.Err()
-	}
-	cpu0, t0 := processCPU(), time.Now()
-	backlog, stop, err := consumeAcking(ctx, s, "backlog", "floor.pull.backlog")
-	if err != nil {
-		return op, err
-	}
-	defer stop()
-	if err := receive(ctx, backlog, o.Ops); err != nil {
-		return op, err
-	}
-	op.CPUPerOpUs, op.PerSecond = cpuPerOp(processCPU()-cpu0, o.Ops), float64(o.Ops)/time.Since(t0).Seconds()
-	return op, nil
 }
 
 // consumeAcking runs a durable pull consumer on filter with as many workers
@@ -669,20 +754,26 @@ func floorCore(ctx context.Context, url string, o floorOptions, payload []byte) 
 	return op, nil
 }
 
-// floorRePublish: sync publishes into a stream that republishes every
+// floorRePublishRig: sync publishes into a stream that republishes every
 // stored message, with (deliver) or without a subscriber receiving the
-// copies; the CPU per op is what that adds to a plain sync publish (base).
-func floorRePublish(ctx context.Context, url string, js jetstream.JetStream, o floorOptions, payload []byte, deliver bool, base floorOp) (floorOp, error) {
+// copies (overPublish makes its CPU what that adds to a sync publish).
+func floorRePublishRig(ctx context.Context, url string, js jetstream.JetStream, o floorOptions, payload []byte, deliver bool) (rig floorRig) {
 	name, prefix := "FLOOR_REPUB", "floor.repub."
 	if deliver {
 		name, prefix = "FLOOR_REPUB_SUB", "floor.repubsub."
 	}
+	var cleanup rigCleanup
+	defer func() {
+		if rig.err != nil {
+			cleanup.run()
+		}
+	}()
 	_, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ">"},
 		RePublish: &jetstream.RePublish{Source: prefix + ">", Destination: "floor.out." + prefix + ">"}})
 	if err != nil {
-		return floorOp{}, err
+		return floorRig{err: err}
 	}
-	defer done()
+	cleanup.add(done)
 	got := make([]chan struct{}, o.Concurrency+1)
 	for i := range got {
 		got[i] = make(chan struct{}, 1)
@@ -690,23 +781,23 @@ func floorRePublish(ctx context.Context, url string, js jetstream.JetStream, o f
 	if deliver {
 		subc, err := nats.Connect(url)
 		if err != nil {
-			return floorOp{}, err
+			return floorRig{err: err}
 		}
-		defer subc.Close()
+		cleanup.add(subc.Close)
 		sub, err := subc.Subscribe("floor.out."+prefix+">", func(m *nats.Msg) {
 			if w, err := strconv.Atoi(m.Subject[len("floor.out."+prefix):]); err == nil && w >= 0 && w < len(got) {
 				got[w] <- struct{}{}
 			}
 		})
 		if err != nil {
-			return floorOp{}, err
+			return floorRig{err: err}
 		}
 		_ = sub.SetPendingLimits(-1, -1)
 		if err := subc.Flush(); err != nil {
-			return floorOp{}, err
+			return floorRig{err: err}
 		}
 	}
-	op, err := timed(o, func(w, _ int) error {
+	return parallelRig(o, func(w, _ int) error {
 		if _, err := js.Publish(ctx, prefix+strconv.Itoa(w), payload); err != nil {
 			return err
 		}
@@ -714,9 +805,7 @@ func floorRePublish(ctx context.Context, url string, js jetstream.JetStream, o f
 			return nil
 		}
 		return receive(ctx, got[w], 1)
-	})
-	op.CPUPerOpUs = max(0, op.CPUPerOpUs-base.CPUPerOpUs)
-	return op, err
+	}, cleanup.run)
 }
 
 // floorHop: the raw hop, one at a time and with Concurrency in flight.

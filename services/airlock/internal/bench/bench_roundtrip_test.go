@@ -3,12 +3,17 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // TestBenchRoundtripMeasuresEveryFigure runs a short `airlock bench
@@ -18,7 +23,9 @@ import (
 func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rep, err := runRoundtripBench(ctx, config.Default(), roundtripOptions{Samples: 50, Duration: 500 * time.Millisecond, Concurrency: 8, FloorOps: 400})
+	cfg := config.Default()
+	cfg.Dev.Sync = "100ms" // the rounds wait one sync interval before each part
+	rep, err := runRoundtripBench(ctx, cfg, roundtripOptions{Samples: 50, Duration: 500 * time.Millisecond, Concurrency: 8, FloorOps: 600, Rounds: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +38,10 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 		rep.MinimalChain.Latency.P50us, rep.MinimalChain.Latency.P99us, rep.MinimalChain.Throughput.PerSecond, rep.MinimalChain.Throughput.CPUPerOpUs,
 		rep.EnvelopedChain.Latency.P50us, rep.EnvelopedChain.Latency.P99us, rep.EnvelopedChain.Throughput.PerSecond, rep.EnvelopedChain.Throughput.CPUPerOpUs,
 		rep.Ratios.EnvelopedP50, rep.Ratios.EnvelopedCPU,
+		rep.SpecChain.Latency.P50us, rep.SpecChain.Latency.P99us, rep.SpecChain.Throughput.PerSecond, rep.SpecChain.Throughput.CPUPerOpUs,
+		rep.Ratios.SpecP50, rep.Ratios.SpecP99, rep.Ratios.SpecP50InTurn, rep.Ratios.SpecOverMinimalP50,
+		rep.SpecCallChain.Latency.P50us, rep.SpecCallChain.Throughput.CPUPerOpUs,
+		rep.SpecInBlocks.Spec.P50us, rep.SpecInBlocks.Hop.P50us, rep.Ratios.BlocksP50, rep.Ratios.BlocksP50InBlocks,
 		rep.Ratios.MinimalP50, rep.Ratios.MinimalP99, rep.ChainHop.P50us, rep.ChainHop.P99us, rep.Ratios.MinimalP50InTurn,
 		rep.CPUBound.WorkUs, rep.CPUBound.MinimalUs, rep.CPUBound.MinimalFloorUs, rep.CPUBound.CallUs,
 		rep.CPUBound.MinimalToOwnFloor, rep.CPUBound.MinimalToFloor, rep.CPUBound.CallToFloor}
@@ -99,6 +110,24 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 	if got, want := ec.EventBytes/ec.EventWrites, cc.EventBytes/cc.EventWrites; math.Abs(got-want) > 0.15*want {
 		t.Errorf("the chain with airlock's headers stores %.0f B per event, the chain floor %.0f B: its records should be as large", got, want)
 	}
+	// The minimal chain with SPEC's headers does the minimal chain's writes,
+	// no more, its records as large.
+	sc := rep.SpecChain.PerCall
+	if got, want := writes(sc), writes(mc); !near(got[0], want[0]) || !near(got[1], want[1]) || !near(got[2], want[2]) || !near(got[3], want[3]) {
+		t.Errorf("the server counted %v intake writes, event writes, policy and executor deliveries per minimal chain with SPEC's headers, %v per minimal chain", got, want)
+	}
+	if got, want := sc.EventBytes/sc.EventWrites, mc.EventBytes/mc.EventWrites; math.Abs(got-want) > 0.15*want {
+		t.Errorf("the minimal chain with SPEC's headers stores %.0f B per event, the minimal chain %.0f B: its records should be as large", got, want)
+	}
+	// The chain with SPEC's headers does the chain floor's writes, its
+	// records as large.
+	scc := rep.SpecCallChain.PerCall
+	if got, want := writes(scc), writes(cc); !near(got[0], want[0]) || !near(got[1], want[1]) || !near(got[2], want[2]) || !near(got[3], want[3]) {
+		t.Errorf("the server counted %v intake writes, event writes, policy and executor deliveries per chain with SPEC's headers, %v per chain floor", got, want)
+	}
+	if got, want := scc.EventBytes/scc.EventWrites, cc.EventBytes/cc.EventWrites; math.Abs(got-want) > 0.15*want {
+		t.Errorf("the chain with SPEC's headers stores %.0f B per event, the chain floor %.0f B: its records should be as large", got, want)
+	}
 	// The CPU bound adds every piece of a call's work, each measured.
 	if len(rep.CPUBound.Work) < 5 {
 		t.Errorf("the CPU bound counts %d pieces of work: %+v", len(rep.CPUBound.Work), rep.CPUBound.Work)
@@ -108,12 +137,43 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 			t.Errorf("work %q measured %v µs", w.Name, w.CPUus)
 		}
 	}
-	if got, want := rep.CPUBound.MinimalUs, rep.MinimalChain.Throughput.CPUPerOpUs+rep.CPUBound.WorkUs; math.Abs(got-want) > 1e-6 {
-		t.Errorf("the minimal CPU bound is %v µs, not the minimal chain's CPU plus the work (%v µs)", got, want)
+	// The p50 verdict's chain and hop are timed in blocks, as many calls each
+	// as the other latencies.
+	if rep.SpecInBlocks.Spec.N != 50 || rep.SpecInBlocks.Hop.N != 50 {
+		t.Errorf("timed in blocks: %d calls of the minimal chain with SPEC's headers and %d hops, want 50 each", rep.SpecInBlocks.Spec.N, rep.SpecInBlocks.Hop.N)
+	}
+	// The CPU goal and bounds come from the rounds: every round measured
+	// each side, the ratio and the bounds are medians of theirs.
+	rs := rep.Rounds
+	for name, xs := range map[string][]float64{"round trip": rs.RoundTripUs, "chain with SPEC's headers": rs.SpecCallUs, "minimal chain with SPEC's headers": rs.SpecChainUs,
+		"floor": rs.FloorUs, "minimal floor": rs.MinimalFloorUs, "ratio": rs.Ratio} {
+		if len(xs) != 3 || slices.ContainsFunc(xs, func(x float64) bool { return !(x > 0) }) {
+			t.Errorf("the rounds measured %s as %v, want 3 figures above 0", name, xs)
+		}
+	}
+	if rs.SettleSeconds < 0.1 {
+		t.Errorf("the rounds settle %vs before each part, less than the store's sync interval", rs.SettleSeconds)
+	}
+	if got, want := rep.Ratios.CPU, median(rs.Ratio); got != want {
+		t.Errorf("the CPU ratio is %v, not the median of the rounds' %v", got, rs.Ratio)
+	}
+	if got, want := rep.FloorCPUus, median(rs.FloorUs); got != want {
+		t.Errorf("the floor is %v µs, not the median of the rounds' %v", got, rs.FloorUs)
+	}
+	if got, want := rep.CPUBound.CallUs, median(rs.SpecCallUs)+rep.CPUBound.WorkUs; math.Abs(got-want) > 1e-6 {
+		t.Errorf("the CPU bound of today's writes is %v µs, not the rounds' CPU of the chain with SPEC's headers plus the work (%v µs)", got, want)
+	}
+	if got, want := rep.CPUBound.MinimalUs, median(rs.SpecChainUs)+rep.CPUBound.WorkUs; math.Abs(got-want) > 1e-6 {
+		t.Errorf("the minimal CPU bound is %v µs, not the rounds' CPU of the minimal chain with SPEC's headers plus the work (%v µs)", got, want)
+	}
+	for i, r := range rs.Ratio {
+		if math.Abs(r-rs.RoundTripUs[i]/rs.FloorUs[i]) > 1e-9 {
+			t.Errorf("round %d: ratio %v, not its round trip %v ÷ its floor %v", i, r, rs.RoundTripUs[i], rs.FloorUs[i])
+		}
 	}
 	var out strings.Builder
 	printRoundtrip(&out, rep)
-	for _, line := range []string{"minimal exactly-once chain", "minimal chain = ", "chain with airlock's headers", "CPU lower bound"} {
+	for _, line := range []string{"minimal exactly-once chain", "minimal chain = ", "chain with airlock's headers", "minimal chain with SPEC's headers", "with SPEC's headers = ", "CPU lower bound"} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("the output lacks %q:\n%s", line, out.String())
 		}
@@ -122,12 +182,102 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"raw_hop"`, `"round_trip"`, `"floor"`, `"floor_mix"`, `"measured_per_call"`, `"chain_floor"`, `"chain_p50_to_raw_hop"`, `"minimal_chain"`, `"minimal_chain_p50_to_raw_hop"`, `"raw_hop_in_turn_with_chains"`, `"enveloped_chain"`, `"enveloped_chain_p50_to_chain"`, `"cpu_lower_bound"`, `"ratios"`, `"goals"`, `"p50_us"`, `"per_second"`, `"cpu_us_per_op"`} {
+	for _, key := range []string{`"raw_hop"`, `"round_trip"`, `"floor"`, `"floor_mix"`, `"measured_per_call"`, `"chain_floor"`, `"chain_p50_to_raw_hop"`, `"minimal_chain"`, `"minimal_chain_p50_to_raw_hop"`, `"raw_hop_in_turn_with_chains"`, `"enveloped_chain"`, `"enveloped_chain_p50_to_chain"`, `"minimal_chain_spec_headers"`, `"spec_chain_p50_to_raw_hop"`, `"cpu_rounds"`, `"spec_chain_and_raw_hop_in_blocks"`, `"cpu_lower_bound"`, `"ratios"`, `"goals"`, `"p50_us"`, `"per_second"`, `"cpu_us_per_op"`} {
 		if !strings.Contains(string(b), key) {
 			t.Fatalf("--json output lacks %s: %s", key, b)
 		}
 	}
 	if !strings.Contains(rep.Decider, "configured policy") {
 		t.Errorf("the default policy did not auto-allow demo__echo; the bench fell back to: %s", rep.Decider)
+	}
+}
+
+// TestTheSpecChainCarriesExactlyTheHeadersSPECRequires: every message of
+// the lower bounds' chains has the CloudEvents attributes and traceparent,
+// each compare-and-append its two expectations, the decision stored by its
+// message id that id, and nothing else.
+func TestTheSpecChainCarriesExactlyTheHeadersSPECRequires(t *testing.T) {
+	hs, err := newEnvelopeHeaders(specWrites.prefix(), specHeaders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	every := []string{envelope.HeaderCEID, envelope.HeaderCEType, envelope.HeaderCESource, envelope.HeaderCETime, envelope.HeaderCESpec, envelope.HeaderTraceparent}
+	after := []string{envelope.HeaderExpectedLastSubjSeq, envelope.HeaderExpectedLastSubjSeqSubject}
+	for _, tc := range []struct {
+		name, typ, expect string
+		msgID             bool
+		want              []string
+	}{
+		{"the agent's request", subject.Requested, "", false, every},
+		{"requested appended as the call's first event (today's writes)", subject.Requested, "c.>", false, append(slices.Clone(every), after...)},
+		{"the decision stored with its message id (today's writes)", subject.Allowed, "", true, append(slices.Clone(every), envelope.HeaderMsgID)},
+		{"the decision appended as the call's first event", subject.Allowed, "c.>", false, append(slices.Clone(every), after...)},
+		{"started appended on the ledger", subject.Started, "c.exec.*", false, append(slices.Clone(every), after...)},
+		{"completed appended after started", subject.Completed, "c.exec.*", false, append(slices.Clone(every), after...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := hs.of(tc.typ, "call_x", tc.expect, 7, tc.msgID)
+			got := slices.Sorted(maps.Keys(h))
+			if want := slices.Sorted(slices.Values(tc.want)); !slices.Equal(got, want) {
+				t.Errorf("headers %v, want %v", got, want)
+			}
+			for k, v := range h {
+				if len(v) != 1 || v[0] == "" {
+					t.Errorf("header %s is %q", k, v)
+				}
+			}
+		})
+	}
+}
+
+// TestTheRoundtripSaysAGoalIsOutOfReachOnlyWhenBothHopsShowIt: the p50
+// verdict needs the minimal chain with SPEC's headers above the goal
+// against the raw hop timed alone and timed in blocks; the CPU verdict needs
+// both bounds above it; each says so with its numbers, and the missed
+// goal's message says so too.
+func TestTheRoundtripSaysAGoalIsOutOfReachOnlyWhenBothHopsShowIt(t *testing.T) {
+	for _, tc := range []struct {
+		name                       string
+		alone, inBlocks            float64
+		minimalToOwn, callToFloor  float64
+		p50OutOfReach, cpuOutReach bool
+	}{
+		{"above against both hops and both floors", 4, 3.6, 1.7, 1.8, true, true},
+		{"above against the hop alone only", 4, 3.4, 1.7, 1.5, false, false},
+		{"above against the hop in blocks only", 3.4, 4, 1.5, 1.7, false, false},
+		{"below both", 3, 2, 1.2, 1.3, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &roundtripReport{}
+			r.Goals.P50Max, r.Goals.CPUMax = 3.5, 1.6
+			r.RawHop.Latency.P50us, r.SpecInBlocks.Hop.P50us, r.SpecInBlocks.Spec.P50us = 400/tc.alone, 400/tc.inBlocks, 400
+			r.Ratios.BlocksP50, r.Ratios.BlocksP50InBlocks = tc.alone, tc.inBlocks
+			r.FloorCPUus = 200
+			r.CPUBound = cpuBound{MinimalToOwnFloor: tc.minimalToOwn, CallToFloor: tc.callToFloor, MinimalUs: 170 * tc.minimalToOwn, MinimalFloorUs: 170, CallUs: 200 * tc.callToFloor}
+			if got := strings.Contains(r.minimalVerdict(), "OUT OF REACH"); got != tc.p50OutOfReach {
+				t.Errorf("p50 out of reach: %v, want %v: %s", got, tc.p50OutOfReach, r.minimalVerdict())
+			}
+			if got := strings.Contains(r.cpuVerdict(), "OUT OF REACH"); got != tc.cpuOutReach {
+				t.Errorf("CPU out of reach: %v, want %v: %s", got, tc.cpuOutReach, r.cpuVerdict())
+			}
+			if tc.p50OutOfReach && !strings.Contains(r.minimalVerdict(), "400µs") {
+				t.Errorf("the p50 verdict does not give the chain's figure: %s", r.minimalVerdict())
+			}
+			if tc.cpuOutReach && !strings.Contains(r.cpuVerdict(), fmt.Sprintf("%.0fµs", r.CPUBound.MinimalUs)) {
+				t.Errorf("the CPU verdict does not give the bound's figure: %s", r.cpuVerdict())
+			}
+			// Both goals missed: the exit message says which are out of reach.
+			r.Ratios.P50, r.Ratios.CPU, r.Goals.P99Met = 6, 2, true
+			missed := r.Missed()
+			if len(missed) != 2 {
+				t.Fatalf("Missed() = %q, want the p50 and the CPU goals", missed)
+			}
+			if got := strings.Contains(missed[0], "out of reach"); got != tc.p50OutOfReach {
+				t.Errorf("Missed() p50 = %q: naming the reach should be %v", missed[0], tc.p50OutOfReach)
+			}
+			if got := strings.Contains(missed[1], "out of reach"); got != tc.cpuOutReach {
+				t.Errorf("Missed() CPU = %q: naming the reach should be %v", missed[1], tc.cpuOutReach)
+			}
+		})
 	}
 }
