@@ -238,7 +238,7 @@ func TestTheOutcomeNamesWhoLetTheCallRun(t *testing.T) {
 			} else {
 				if tt.live {
 					go func() { o, _ := c.Await(ctx, call); got <- o }()
-					testenv.Eventually(t, 5*time.Second, "the await to subscribe", func() bool { return nc.NumSubscriptions() > 0 })
+					testenv.Eventually(t, 10*time.Second, "the await to subscribe", func() bool { return nc.NumSubscriptions() > 0 })
 				}
 				decide(call, tt.typ, actor)
 				completeCall(t, deps.Publisher("executor"), "bot", call, 1, `{}`)

@@ -123,7 +123,7 @@ func connectAgent(t *testing.T, credFile, url string) *hostile {
 // refused stands in for subj).
 func (h *hostile) refused(subj string) {
 	h.t.Helper()
-	testenv.Eventually(h.t, 5*time.Second, "a permissions violation for "+subj, func() bool {
+	testenv.Eventually(h.t, 10*time.Second, "a permissions violation for "+subj, func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		for _, e := range h.errs {

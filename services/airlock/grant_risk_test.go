@@ -58,7 +58,7 @@ func TestAStandingGrantNeverAnswersACallRiskierThanItWasMadeFor(t *testing.T) {
 		"argument_globs": map[string]string{"/path": "/srv/wiki/**"}, "any_arguments": []string{"/content"}})
 	var reply string
 	// The approval service records the ask a moment after the policy makes it.
-	testenv.Eventually(t, 5*time.Second, "a grant created from "+first.CallId, func() bool {
+	testenv.Eventually(t, 10*time.Second, "a grant created from "+first.CallId, func() bool {
 		var status int
 		status, reply = alice.apiJSON(http.MethodPost, "/api/v1/grants", string(body))
 		return status == http.StatusCreated
@@ -88,7 +88,7 @@ func TestAStandingGrantNeverAnswersACallRiskierThanItWasMadeFor(t *testing.T) {
 			continue
 		}
 		// Asked by the grant's own rule: only the risk kept the grant out.
-		ev := testenv.WaitForEvent(t, w.deps.JS, "airlock.evt."+c.agent+"."+key.CallId+".>", subject.ApprovalRequested, 5*time.Second)
+		ev := testenv.WaitForEvent(t, w.deps.JS, "airlock.evt."+c.agent+"."+key.CallId+".>", subject.ApprovalRequested, 10*time.Second)
 		if d := ev.GetApprovalRequested().GetDecision(); d.GetRuleId() != "write" || d.GetRisk() != airlockv1.Risk_RISK_HIGH {
 			t.Errorf("%s writing %s: asked by %s at %v, want rule write at high risk", c.agent, c.key, d.GetRuleId(), d.GetRisk())
 		}
@@ -102,9 +102,9 @@ func (w *learnWorld) putHighRiskRule(admin *session, rule, probe string) {
 	if status, body := admin.apiJSON(http.MethodPost, "/api/v1/rules", rule); status != http.StatusOK {
 		w.t.Fatalf("put the risk rule: %d %s", status, body)
 	}
-	testenv.Eventually(w.t, 5*time.Second, "the risk rule in force", func() bool {
+	testenv.Eventually(w.t, 10*time.Second, "the risk rule in force", func() bool {
 		c := w.submit("probe-bot", "fs", "write_file", map[string]any{"path": probe, "content": "x"})
-		ev := testenv.WaitForEvent(w.t, w.deps.JS, "airlock.evt.probe-bot."+c.CallId+".>", subject.ApprovalRequested, 5*time.Second)
+		ev := testenv.WaitForEvent(w.t, w.deps.JS, "airlock.evt.probe-bot."+c.CallId+".>", subject.ApprovalRequested, 10*time.Second)
 		return ev.GetApprovalRequested().GetDecision().GetRisk() == airlockv1.Risk_RISK_HIGH
 	})
 }

@@ -36,7 +36,7 @@ func TestSuggestionsLearnedAsANumericRangeAllowOnlyNumbersWithinIt(t *testing.T)
 	if status, body := admin.post("/suggestions/"+s.ID+"/adopt", url.Values{}); status != http.StatusSeeOther {
 		t.Fatalf("adopt %s: %d\n%s", s.ID, status, body)
 	}
-	testenv.WaitForEvent(t, w.deps.JS, "airlock.evt."+subject.SystemAgent+".grant_"+s.ID+".>", subject.GrantCreated, 5*time.Second)
+	testenv.WaitForEvent(t, w.deps.JS, "airlock.evt."+subject.SystemAgent+".grant_"+s.ID+".>", subject.GrantCreated, 10*time.Second)
 	// The policy service applies a new grant when its watch sees it, a
 	// moment after grant_created: wait for it to be in force before probing.
 	testenv.Eventually(t, 10*time.Second, "the adopted grant to be in force", func() bool {

@@ -86,6 +86,10 @@ func newLearnWorldWith(t *testing.T, opts console.Options) *learnWorld {
 		t.Fatal(err)
 	}
 	testenv.RunService(t, appr)
+	// The console forwards rule changes and decisions to these two: a test
+	// that posts one at once would race their start.
+	testenv.PolicyServing(t, deps.NC)
+	testenv.ApprovalServing(t, deps.NC)
 	a := newConsoleAudit(deps)
 	sug, replays, mostAtOnce, waits, hold := newConsoleSuggest(a), &atomic.Int64{}, &atomic.Int64{}, &atomic.Int64{}, &atomic.Pointer[chan struct{}]{}
 	sug.waiting = func() { waits.Add(1) }
@@ -296,7 +300,7 @@ func TestSuggestionsLearnedFromRecordedDecisionsRemoveAsksAndNoRefusedCall(t *te
 			t.Fatalf("adopt %s: %d\n%s", s.ID, status, body)
 		}
 		// Recorded in the trail: the grant names the evidence, the actor the adopter.
-		ev := testenv.WaitForEvent(t, w.deps.JS, "airlock.evt."+subject.SystemAgent+".grant_"+s.ID+".>", subject.GrantCreated, 5*time.Second)
+		ev := testenv.WaitForEvent(t, w.deps.JS, "airlock.evt."+subject.SystemAgent+".grant_"+s.ID+".>", subject.GrantCreated, 10*time.Second)
 		if ev.GetActor().GetId() != "root" || ev.GetGrantCreated().GetGrant().GetGrantId() != "grant_"+s.ID {
 			t.Errorf("adopting %s recorded %v", s.ID, ev)
 		}
@@ -403,7 +407,7 @@ func TestSuggestionsAreProvenOverTheWholeHistoryNotOnlyTheEvidenceWindow(t *test
 	if err := w.gen.settle(context.Background(), refused, always(reject), &historyStats{}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitForEvent(t, w.deps.JS, "airlock.evt.notes-bot."+refused.CallId+".>", subject.Rejected, 5*time.Second)
+	testenv.WaitForEvent(t, w.deps.JS, "airlock.evt.notes-bot."+refused.CallId+".>", subject.Rejected, 10*time.Second)
 	window := time.Now().UTC()
 	w.record([]historyKind{{weight: 1, agent: "notes-bot", server: "fs", tool: "write_file", args: func(r *rand.Rand) map[string]any {
 		return map[string]any{"path": fmt.Sprintf("/srv/notes/%d.md", r.IntN(50)), "content": fmt.Sprintf("note %d", r.IntN(1000))}
@@ -548,9 +552,9 @@ func TestASelfConfirmedGroupNeverBecomesAGrantForOtherRequesters(t *testing.T) {
 		return out.Token
 	}
 	alice, carol := token("alice"), token("carol")
-	testenv.Eventually(t, 5*time.Second, "the rule in force", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the rule in force", func() bool {
 		c := w.submit("probe-bot", "notes", "append_note", map[string]any{"book": "probe"})
-		ev := testenv.WaitForEvent(t, w.deps.JS, "airlock.evt.probe-bot."+c.CallId+".>", subject.ApprovalRequested, 5*time.Second)
+		ev := testenv.WaitForEvent(t, w.deps.JS, "airlock.evt.probe-bot."+c.CallId+".>", subject.ApprovalRequested, 10*time.Second)
 		return ev.GetApprovalRequested().GetDecision().GetRuleId() == "own-notes"
 	})
 	args := map[string]any{"book": "standup"}
@@ -562,7 +566,7 @@ func TestASelfConfirmedGroupNeverBecomesAGrantForOtherRequesters(t *testing.T) {
 		by := []string{"alice", "bob"}[i%2] // alice confirms her own, bob reviews
 		req := &airlockv1.DecideRequest{AgentId: c.AgentId, CallId: c.CallId, Kind: approve,
 			Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: by, Channel: "console"}}
-		testenv.Eventually(t, 5*time.Second, "call "+c.CallId+" approved by "+by, func() bool {
+		testenv.Eventually(t, 10*time.Second, "call "+c.CallId+" approved by "+by, func() bool {
 			resp, err := w.api.Decide(context.Background(), req)
 			return err == nil && resp.GetChanged()
 		})

@@ -101,6 +101,7 @@ func (w *world) servePolicyEval(nc *nats.Conn) {
 	if err := srv.AddEndpoint("eval", h, micro.WithEndpointSubject(policyapi.Eval)); err != nil {
 		w.t.Fatal(err)
 	}
+	testenv.Subscribed(w.t, nc)
 }
 
 // answerEval makes the stand-in policy answer eval requests with fn.
@@ -133,10 +134,7 @@ func (w *world) stopAll() {
 
 func (w *world) waitServing() {
 	w.t.Helper()
-	testenv.Eventually(w.t, 10*time.Second, "the approval endpoints to answer", func() bool {
-		_, err := w.api.List(context.Background(), &airlockv1.ListRequest{})
-		return err == nil
-	})
+	testenv.ApprovalServing(w.t, w.replica.NC)
 }
 
 // gauge reads a gauge from the metrics of the replica started last.
@@ -252,12 +250,16 @@ func seconds(s float64) *durationpb.Duration {
 // tests to wait on.
 type recorder struct {
 	name string
-	// block makes Announce wait for its context to end and fail (a channel that hangs).
+	// block makes Announce wait for its context to end and fail (a channel
+	// that hangs); it then records "gave-up:<call>".
 	block bool
 	// wants, if set, is the channel's routing (default: every call).
 	wants func(*airlockv1.ApprovalRecord) bool
 	mu    sync.Mutex
 	seen  []string // "announce:<call>", "remind:<call>", "update:<call>:<state>"
+	// first is when each entry of seen was first added: what happened
+	// before what across channels, whatever the machine's speed.
+	first map[string]time.Time
 }
 
 func (r *recorder) Name() string { return r.name }
@@ -267,6 +269,7 @@ func (r *recorder) Wants(rec *airlockv1.ApprovalRecord) bool {
 func (r *recorder) Announce(ctx context.Context, rec *airlockv1.ApprovalRecord) (string, error) {
 	if r.block {
 		<-ctx.Done()
+		r.add("gave-up:" + rec.GetCall().GetCallId())
 		return "", errors.New("channel unreachable")
 	}
 	r.add("announce:" + rec.GetCall().GetCallId())
@@ -284,6 +287,20 @@ func (r *recorder) add(s string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seen = append(r.seen, s)
+	if _, ok := r.first[s]; !ok {
+		if r.first == nil {
+			r.first = map[string]time.Time{}
+		}
+		r.first[s] = time.Now()
+	}
+}
+
+// at is when s was first seen, if it was.
+func (r *recorder) at(s string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.first[s]
+	return t, ok
 }
 func (r *recorder) seenOf(s string) []string {
 	r.mu.Lock()

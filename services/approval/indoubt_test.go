@@ -69,7 +69,7 @@ func TestACallThatEndedInDoubtAsksAPersonWhetherItHappened(t *testing.T) {
 	if _, err := resolve("dave", false, "it did not"); apierr.CodeOf(err) != apierr.NotAuthorized {
 		t.Errorf("a person who is not among the call's approvers resolving it: %v, want not_authorized", err)
 	}
-	testenv.WaitForEvent(t, w.deps.JS, subject.OfCall("bot", "doubt"), subject.UnauthorizedAttempt, 5*time.Second)
+	testenv.WaitForEvent(t, w.deps.JS, subject.OfCall("bot", "doubt"), subject.UnauthorizedAttempt, 10*time.Second)
 	out, err := resolve("bob", true, "the row is in the table")
 	if err != nil || !out.GetChanged() || !out.GetTask().GetResolved() {
 		t.Fatalf("resolve: %v %v", out, err)

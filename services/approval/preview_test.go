@@ -33,6 +33,7 @@ func (w *world) servePreview(p *airlockv1.Preview) {
 	if err := srv.AddEndpoint(executorapi.EndpointPreview, h, micro.WithEndpointSubject(executorapi.Preview)); err != nil {
 		w.t.Fatal(err)
 	}
+	testenv.Subscribed(w.t, nc)
 }
 
 func TestAPendingCallKeepsABoundedPreviewAndItsApprovalNamesIt(t *testing.T) {

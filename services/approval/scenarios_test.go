@@ -92,7 +92,7 @@ func TestScenarioD_UnauthorizedDeciderIsRefusedAndRecorded(t *testing.T) {
 	if !strings.Contains(err.Error(), "alice is not among the approvers") {
 		t.Fatalf("refusal does not say why: %v", err)
 	}
-	ev := testenv.WaitForEvent(t, w.js, "airlock.evt.bot.d1.>", "unauthorized_attempt", 5*time.Second)
+	ev := testenv.WaitForEvent(t, w.js, "airlock.evt.bot.d1.>", "unauthorized_attempt", 10*time.Second)
 	if ev.GetActor().GetId() != "alice" || ev.GetUnauthorizedAttempt().GetAction() != "approve" || ev.GetUnauthorizedAttempt().GetWhy() == "" {
 		t.Fatalf("unauthorized_attempt %v", ev)
 	}
@@ -159,7 +159,7 @@ func TestScenarioF_DeadlinePassesCallExpiresLaterApprovalRefused(t *testing.T) {
 	w.start()
 	// Not waiting for "pending": on a busy machine the call may expire before a poll sees it.
 	w.ask(&airlockv1.ToolCall{CallId: "f1"}, &airlockv1.Decision{Timeout: seconds(0.4)})
-	testenv.WaitForEvent(t, w.js, "airlock.evt.bot.f1.>", "expired", 5*time.Second)
+	testenv.WaitForEvent(t, w.js, "airlock.evt.bot.f1.>", "expired", 10*time.Second)
 	resp, err := w.approve("f1", "alice")
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestRequesterCannotApproveTheirOwnCall(t *testing.T) {
 	if !strings.Contains(err.Error(), "on their behalf") {
 		t.Fatalf("refusal does not say why: %v", err)
 	}
-	ev := testenv.WaitForEvent(t, w.js, "airlock.evt.bot.own.>", "unauthorized_attempt", 5*time.Second)
+	ev := testenv.WaitForEvent(t, w.js, "airlock.evt.bot.own.>", "unauthorized_attempt", 10*time.Second)
 	if ev.GetActor().GetId() != "alice" {
 		t.Fatalf("unauthorized_attempt actor %v", ev.GetActor())
 	}
@@ -311,7 +311,7 @@ func TestRestartWhilePendingKeepsDecisionsAndDeadlines(t *testing.T) {
 	if _, err := w.approve("l1", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitForEvent(t, w.js, "airlock.evt.bot.l1.>", "approved", 5*time.Second)
+	testenv.WaitForEvent(t, w.js, "airlock.evt.bot.l1.>", "approved", 10*time.Second)
 	testenv.WaitForEvent(t, w.js, "airlock.evt.bot.l2.>", "expired", 10*time.Second)
 	if n := len(w.events("bot", "l2", "expired")); n != 1 {
 		t.Fatalf("%d expired events, want 1", n)
@@ -410,7 +410,7 @@ func TestAnEditIsRedecidedByThePolicy(t *testing.T) {
 				if !strings.Contains(err.Error(), tt.wantWhy) {
 					t.Errorf("refusal %q does not say %q", err, tt.wantWhy)
 				}
-				testenv.Eventually(t, 5*time.Second, "the refused edit to be recorded", func() bool {
+				testenv.Eventually(t, 10*time.Second, "the refused edit to be recorded", func() bool {
 					return len(w.events("bot", id, subject.UnauthorizedAttempt)) == 1
 				})
 			} else if err != nil {

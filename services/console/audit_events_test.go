@@ -69,7 +69,7 @@ func TestWhatTheConsoleWitnessesIsRecorded(t *testing.T) {
 			c.act(t)
 			want := strings.Split(c.want, "|")
 			var got []string
-			testenv.Eventually(t, 5*time.Second, "the console's events", func() bool {
+			testenv.Eventually(t, 10*time.Second, "the console's events", func() bool {
 				all := recorded(t, e)
 				got = all[before:]
 				return len(got) >= len(want)

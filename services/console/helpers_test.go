@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/airlock-gate/airlock/services/console"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -85,7 +87,14 @@ func (e *env) startConsoleWith(opts console.Options) (*console.Console, *httptes
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	feeds := e.feedConsumers()
 	testenv.RunService(e.t, con)
+	// The live inbox follows the events stream from "now", from a consumer
+	// Run creates: a test that publishes a call before that would never
+	// see it arrive. Wait for the consumer to exist on the server.
+	testenv.Eventually(e.t, 30*time.Second, "the console's live feed to follow the events stream", func() bool {
+		return e.feedConsumers() > feeds
+	})
 	ec := echo.New()
 	con.Register(ec)
 	srv := httptest.NewServer(ec)
@@ -209,4 +218,31 @@ func pending(id, agent, tool string, args map[string]any, risk airlockv1.Risk) *
 		State:    airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
 		Deadline: timestamppb.New(time.Now().Add(5 * time.Minute)), CreatedAt: timestamppb.Now(),
 	}
+}
+
+// feedConsumers counts the consumers on the events stream that follow what
+// the console's live feed does (approval_requested and the outcomes).
+func (e *env) feedConsumers() int {
+	e.t.Helper()
+	want := []string{subject.OfType(subject.ApprovalRequested)}
+	for _, t := range subject.ApprovalOutcomes {
+		want = append(want, subject.OfType(t))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := e.deps.JS.Stream(ctx, e.deps.Config.Stream.Name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n := 0
+	list := stream.ListConsumers(ctx)
+	for info := range list.Info() {
+		if slices.Equal(info.Config.FilterSubjects, want) {
+			n++
+		}
+	}
+	if err := list.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
 }

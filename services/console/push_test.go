@@ -71,7 +71,7 @@ func (pe *pushEnv) subscribe(user string) (*pushtest.Device, *browser) {
 	if p := b.postJSON("/api/v1/devices", d.Subscription()); p.Status != http.StatusCreated {
 		pe.t.Fatalf("subscribe %s's device: status %d %s", user, p.Status, p.Body)
 	}
-	testenv.Eventually(pe.t, 5*time.Second, "the notifier to see "+user+"'s device", func() bool {
+	testenv.Eventually(pe.t, 10*time.Second, "the notifier to see "+user+"'s device", func() bool {
 		return console.PushViewHas(pe.notifier, d.Endpoint)
 	})
 	return d, b
@@ -189,7 +189,7 @@ func TestPushDeviceIsListedAndRevocableByItsOwnerOnly(t *testing.T) {
 	if p := ab.submit("/devices/"+id+"/revoke", nil); p.Status != http.StatusSeeOther {
 		t.Fatalf("alice could not turn off her device: status %d %s", p.Status, p.Body)
 	}
-	testenv.Eventually(t, 5*time.Second, "the notifier to see alice's device turned off", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the notifier to see alice's device turned off", func() bool {
 		return !console.PushViewHas(pe.notifier, alice.Endpoint)
 	})
 	rec := pending("c-push-4", "bot", "fs__write_file", map[string]any{}, airlockv1.Risk_RISK_HIGH)
@@ -234,7 +234,7 @@ func TestPushEndpointsOutsideHTTPSOrInsideTheNetworkAreRefused(t *testing.T) {
 	if p := b.postJSON("/api/v1/devices", sub(inside.URL+"/push")); p.Status != http.StatusCreated {
 		t.Fatalf("subscribe an https endpoint: %d %s", p.Status, p.Body)
 	}
-	testenv.Eventually(t, 5*time.Second, "the notifier to see the https device", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the notifier to see the https device", func() bool {
 		return console.PushViewHas(pe.notifier, inside.URL+"/push")
 	})
 	rec := pending("c-push-5", "bot", "fs__write_file", map[string]any{}, airlockv1.Risk_RISK_HIGH)
@@ -379,7 +379,7 @@ func TestPushNotificationsReadTheDevicesFromAWatchedView(t *testing.T) {
 		if p := b.postJSON("/api/v1/devices", d.Subscription()); p.Status != http.StatusCreated {
 			t.Fatalf("subscribe %s: status %d %s", d.Name, p.Status, p.Body)
 		}
-		testenv.Eventually(t, 5*time.Second, "the notifier to see "+d.Name, func() bool { return console.PushViewHas(pe.notifier, d.Endpoint) })
+		testenv.Eventually(t, 10*time.Second, "the notifier to see "+d.Name, func() bool { return console.PushViewHas(pe.notifier, d.Endpoint) })
 		ds = append(ds, d)
 	}
 	requests := func() uint64 {
@@ -404,7 +404,7 @@ func TestPushNotificationsReadTheDevicesFromAWatchedView(t *testing.T) {
 			t.Fatalf("device %s received %d notifications, want 1", d.Name, n)
 		}
 	}
-	testenv.Eventually(t, 5*time.Second, "every delivery recorded on its device", func() bool {
+	testenv.Eventually(t, 10*time.Second, "every delivery recorded on its device", func() bool {
 		var list struct {
 			Devices []struct {
 				LastSuccess time.Time `json:"last_success"`

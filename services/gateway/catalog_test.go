@@ -72,6 +72,7 @@ func startRegistry(t *testing.T, cfg config.Config) *registry {
 		}), micro.WithEndpointSubject(policyapi.Eval)); err != nil {
 		t.Fatal(err)
 	}
+	testenv.Subscribed(t, nc)
 	return r
 }
 

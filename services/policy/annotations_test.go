@@ -66,7 +66,7 @@ decision := {"action": "allow", "risk": "low", "reason": sprintf("trusted=%v rea
 			if d.GetReason() != c.want {
 				t.Fatalf("the policy saw %q, want %q", d.GetReason(), c.want)
 			}
-			req := testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", c.call), subject.Requested, 5*time.Second)
+			req := testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", c.call), subject.Requested, 10*time.Second)
 			if got := req.GetRequested().GetCall().GetAnnotationsTrusted(); got != c.sealed {
 				t.Fatalf("recorded annotations_trusted=%v", got)
 			}

@@ -121,7 +121,9 @@ func (e *Engine) listRules(ctx context.Context, _ *airlockv1.RulesListRequest) (
 // (overrides: rule id → rule, tombstones included) replaced or deleted,
 // in priority order.
 func BuiltinRules(code *decide.Code, overrides map[string]*airlockv1.PolicyRule) []*airlockv1.PolicyRule {
-	list, _ := code.Data["airlock"].(map[string]any)["rules"].([]any)
+	// A policy may have no data.json at all (its own Rego only).
+	airlock, _ := code.Data["airlock"].(map[string]any)
+	list, _ := airlock["rules"].([]any)
 	var out []*airlockv1.PolicyRule
 	for _, x := range list {
 		raw, err := json.Marshal(x)

@@ -46,6 +46,7 @@ func replica(t *testing.T, cfg config.Config) (*policy.Engine, svc.Deps) {
 		t.Fatal(err)
 	}
 	testenv.RunService(t, s)
+	testenv.PolicyServing(t, deps.NC)
 	return e, deps
 }
 
@@ -303,15 +304,10 @@ func TestRulePutThroughEndpointChangesNextDecisionOnBothReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := policyapi.New(deps.NC, fk, "console")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// The context bounds the whole test, which waits for both replicas
+	// several times: a loaded machine takes seconds for that.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	testenv.Eventually(t, 5*time.Second, "the rules endpoint to answer", func() bool {
-		_, err := client.ListRules(ctx)
-		if err != nil {
-			t.Log(err)
-		}
-		return err == nil
-	})
 	rule := &airlockv1.PolicyRule{Id: "trust-demo-writes", Priority: 5, Server: "demo", Tool: "write_file", Effect: "allow", Reason: "demo writes are sandboxed"}
 	if _, err := client.PutRule(ctx, rule, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice", Channel: "cli"}); err != nil {
 		t.Fatal(err)
@@ -328,7 +324,7 @@ func TestRulePutThroughEndpointChangesNextDecisionOnBothReplicas(t *testing.T) {
 	if ev := waitDecision(t, deps.JS, "bot", "w1"); envelope.TypeOf(ev) != subject.Allowed {
 		t.Errorf("published call: %s, want allowed", envelope.TypeOf(ev))
 	}
-	pcEv := testenv.WaitForEvent(t, deps.JS, subject.OfCall(subject.SystemAgent, subject.SystemCall), subject.PolicyChanged, 5*time.Second)
+	pcEv := testenv.WaitForEvent(t, deps.JS, subject.OfCall(subject.SystemAgent, subject.SystemCall), subject.PolicyChanged, 10*time.Second)
 	pc := pcEv.GetPolicyChanged()
 	if !strings.Contains(pc.Change, "trust-demo-writes") || !strings.Contains(pc.Change, "alice") || pc.PolicyRevision != a.Revision() || pc.PreviousRevision != before {
 		t.Errorf("policy_changed %+v does not say who changed what", pc)
@@ -342,7 +338,7 @@ func TestRulePutThroughEndpointChangesNextDecisionOnBothReplicas(t *testing.T) {
 	if _, err := forged.PutRule(ctx, &airlockv1.PolicyRule{Id: "allow-all", Priority: 1, Effect: "allow"}, &airlockv1.Actor{Id: "alice"}); apierr.CodeOf(err) != apierr.NotAuthorized {
 		t.Fatalf("unsealed rule put: %v, want not_authorized", err)
 	}
-	testenv.WaitForEvent(t, deps.JS, subject.OfCall(subject.SystemAgent, subject.SystemCall), subject.UnauthorizedAttempt, 5*time.Second)
+	testenv.WaitForEvent(t, deps.JS, subject.OfCall(subject.SystemAgent, subject.SystemCall), subject.UnauthorizedAttempt, 10*time.Second)
 
 	// The list shows it; an invalid rule is refused with a sentence; delete restores the ask.
 	list, err := client.ListRules(ctx)
@@ -361,7 +357,7 @@ func TestRulePutThroughEndpointChangesNextDecisionOnBothReplicas(t *testing.T) {
 	if _, err := client.PutRule(ctx, &airlockv1.PolicyRule{Id: "write", Priority: 40, Pattern: "*__write*", Effect: "ask", Reason: "writes"}, &airlockv1.Actor{Id: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 5*time.Second, "the replaced built-in rule to leave the built-in list", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the replaced built-in rule to leave the built-in list", func() bool {
 		l, err := client.ListRules(ctx)
 		if err != nil {
 			return false
@@ -527,12 +523,12 @@ func TestStandingGrantTurnsAskIntoAllowForItsUses(t *testing.T) {
 	}
 	// Each use is on record on the call it allowed, and the last one says the grant is used up.
 	for i, left := range []uint32{1, 0} {
-		used := testenv.WaitForEvent(t, deps2.JS, subject.OfCall("bot", fmt.Sprintf("g%d", i)), subject.GrantUsed, 5*time.Second)
+		used := testenv.WaitForEvent(t, deps2.JS, subject.OfCall("bot", fmt.Sprintf("g%d", i)), subject.GrantUsed, 10*time.Second)
 		if u := used.GetGrantUsed(); u.GetGrantId() != "g1" || u.GetUsesLeft() != left || used.GetActor().GetId() != "policy" {
 			t.Errorf("grant_used of call g%d: %v by %v, want g1 with %d left", i, u, used.GetActor(), left)
 		}
 	}
-	if ex := testenv.WaitForEvent(t, deps2.JS, subject.OfCall(subject.SystemAgent, "g1"), subject.GrantExpired, 5*time.Second); ex.GetGrantExpired().GetWhy() != "used_up" {
+	if ex := testenv.WaitForEvent(t, deps2.JS, subject.OfCall(subject.SystemAgent, "g1"), subject.GrantExpired, 10*time.Second); ex.GetGrantExpired().GetWhy() != "used_up" {
 		t.Errorf("grant_expired %v, want used_up", ex.GetGrantExpired())
 	}
 	// Arguments outside the grant's globs, another agent, a call on behalf of
@@ -548,7 +544,7 @@ func TestStandingGrantTurnsAskIntoAllowForItsUses(t *testing.T) {
 	}
 	// Made from a call the destructive rule rated high: it answers high.
 	put(&airlockv1.StandingGrant{Id: "g-etc", AgentId: "bot", Server: "fs", Tool: "delete_file", RuleId: "destructive", MaxRisk: airlockv1.Risk_RISK_HIGH})
-	testenv.Eventually(t, 5*time.Second, "the grant to be seen", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the grant to be seen", func() bool {
 		return e.Decide(context.Background(), &airlockv1.ToolCall{AgentId: "bot", CallId: "h", Revision: 1, Server: "fs", Tool: "delete_file", Arguments: mustStruct(t, map[string]any{"path": "/home/x"})}).GrantId == "g-etc"
 	})
 	if d := e.Decide(context.Background(), &airlockv1.ToolCall{AgentId: "bot", CallId: "d1", Revision: 1, Server: "fs", Tool: "delete_file", Arguments: mustStruct(t, map[string]any{"path": "/etc/passwd"})}); d.Action != airlockv1.Action_ACTION_DENY {
@@ -577,10 +573,6 @@ func TestARuleChangeIsInForceOnTheAnsweringReplicaWhenTheEndpointAnswers(t *test
 	client := policyapi.New(deps.NC, fk, "console")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	testenv.Eventually(t, 5*time.Second, "the rules endpoint to answer", func() bool {
-		_, err := client.ListRules(ctx)
-		return err == nil
-	})
 	alice := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice", Channel: "cli"}
 	for i := 0; i < 20; i++ {
 		tool := fmt.Sprintf("write_%d", i)

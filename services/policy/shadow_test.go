@@ -40,16 +40,14 @@ func echoAsksCandidate(t *testing.T) *airlockv1.ShadowStartRequest {
 }
 
 // consoleClient is the policy client as the console uses it (sealed with the
-// front-end key, so it acts for the person it names), once the endpoints answer.
+// front-end key, so it acts for the person it names).
 func consoleClient(t *testing.T, deps svc.Deps) *policyapi.Client {
 	t.Helper()
 	fk, err := deps.FrontendKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := policyapi.New(deps.NC, fk, "console")
-	testenv.Eventually(t, 5*time.Second, "the policy endpoints to answer", func() bool { _, err := client.ShadowStatus(t.Context()); return err == nil })
-	return client
+	return policyapi.New(deps.NC, fk, "console")
 }
 
 // shadowSettled waits until the policy service has handled every request
@@ -105,7 +103,7 @@ func shadowCandidateRecordsDivergences(t *testing.T, cfg config.Config) {
 	testenv.Eventually(t, 10*time.Second, "both replicas running the candidate", func() bool {
 		return digest != "" && a.ShadowCandidate() == digest && b.ShadowCandidate() == digest
 	})
-	on := testenv.WaitForEvent(t, deps.JS, subject.OfCall(subject.SystemAgent, subject.SystemCall), subject.ShadowChanged, 5*time.Second)
+	on := testenv.WaitForEvent(t, deps.JS, subject.OfCall(subject.SystemAgent, subject.SystemCall), subject.ShadowChanged, 10*time.Second)
 	if sc := on.GetShadowChanged(); !sc.On || sc.CandidateDigest != digest || on.GetActor().GetId() != "alice" || sc.Source != "candidate-dir" {
 		t.Fatalf("shadow_changed %v by %v: want on, candidate %s, by alice, from candidate-dir", sc, on.GetActor(), digest)
 	}

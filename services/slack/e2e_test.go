@@ -185,7 +185,7 @@ func TestEndToEndWithTheAirlockBinary(t *testing.T) {
 		if o := await(t, client, "e2e_approve"); o.Status != airlock.StatusCompleted {
 			t.Fatalf("outcome %+v, want completed", o)
 		}
-		approved := testenv.WaitForEvent(t, e.js, subject.OfCall("bot", "e2e_approve"), subject.Approved, 5*time.Second)
+		approved := testenv.WaitForEvent(t, e.js, subject.OfCall("bot", "e2e_approve"), subject.Approved, 10*time.Second)
 		if a := approved.GetActor(); a.GetId() != "alice" || a.GetChannel() != "slack" {
 			t.Fatalf("approved by %v, want alice via slack", a)
 		}
@@ -263,7 +263,7 @@ func TestEndToEndWithTheAirlockBinary(t *testing.T) {
 		must(t, err)
 		// Slack comes back once the card update has failed at least once,
 		// before the notifier's retries run out.
-		testenv.Eventually(t, 5*time.Second, "the card update to hit the outage", func() bool { return e.f.Refused() > 0 })
+		testenv.Eventually(t, 10*time.Second, "the card update to hit the outage", func() bool { return e.f.Refused() > 0 })
 		e.f.SetDown(false)
 		t.Logf("console decision answered in %s while Slack answered 503", took)
 		if !resp.GetChanged() || took > 2*time.Second {

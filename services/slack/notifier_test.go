@@ -292,11 +292,11 @@ func TestRateLimitedChannelIsRetriedWithoutHoldingUpOthers(t *testing.T) {
 	}
 	calm, busy := first.At.Sub(start), second.At.Sub(start)
 	t.Logf("calm channel posted after %s, rate-limited channel after %s (Retry-After: 1)", calm, busy)
+	// The order above is what shows #calm was not held up: #busy's retry
+	// comes a second after its 429, and #calm was posted before it, however
+	// long a loaded machine takes for one post.
 	if busy < time.Second {
 		t.Fatalf("the rate-limited post was retried after %s, before Retry-After (1s)", busy)
-	}
-	if calm > 500*time.Millisecond {
-		t.Fatalf("the other channel waited %s for the rate-limited one", calm)
 	}
 	if !strings.HasPrefix(ref, "CBUSY/") || !strings.Contains(ref, ",CCALM/") {
 		t.Fatalf("ref %q should list #busy's then #calm's message", ref)
@@ -342,7 +342,7 @@ func TestCardPostOutlivingTheCallersDeadlineStillArrivesOnce(t *testing.T) {
 	if late.Form.Get("channel") != "#busy" {
 		t.Fatalf("late post went to %q", late.Form.Get("channel"))
 	}
-	testenv.Eventually(t, 5*time.Second, "the late card to be remembered", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the late card to be remembered", func() bool {
 		ref, err := notifier.Announce(context.Background(), rec)
 		return err == nil && strings.HasPrefix(ref, "CBUSY/")
 	})

@@ -43,7 +43,7 @@ func TestTheRunnerSurvivesEveryWayACandidateCanFail(t *testing.T) {
 			go func() { defer close(done); _ = r.Run(ctx) }()
 			r.Set(&shadow.Candidate{Digest: "broken", Decide: tt.decide})
 			r.Offer(call, live)
-			testenv.Eventually(t, 5*time.Second, "the failure counted", func() bool { return r.Stats().Failed == 1 })
+			testenv.Eventually(t, 10*time.Second, "the failure counted", func() bool { return r.Stats().Failed == 1 })
 			// The runner goes on: the next candidate's divergence is recorded.
 			r.Set(asks)
 			r.Offer(call, live)

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -86,6 +87,16 @@ func handle[Req, Resp proto.Message](log *slog.Logger, g *Gate, newReq func() Re
 			}
 			ctx = context.WithValue(ctx, frontendKey{}, fe)
 		}
+		// A fault in one request's handling must not take the service down
+		// with it (a panic in a micro handler would end the process): the
+		// caller is answered internal, the fault is logged, and the
+		// service goes on with the next request.
+		defer func() {
+			if p := recover(); p != nil {
+				log.Error("request handler panicked", "subject", r.Subject(), "panic", p, "stack", string(debug.Stack()))
+				respondErr(log, r, apierr.New(apierr.Internal, "%s failed on this request (an internal fault, recorded in the service's log); try again, and report it if it persists", r.Subject()))
+			}
+		}()
 		req := newReq()
 		if len(r.Data()) > 0 {
 			if err := envelope.JSONRead.Unmarshal(r.Data(), req); err != nil {

@@ -61,3 +61,49 @@ func TestACallEndsWithAClearErrorWhenNoReplyCanCome(t *testing.T) {
 		})
 	}
 }
+
+// A request whose handling panics is answered internal and recorded; the
+// service answers the next request (a panic in a micro handler would
+// otherwise end the whole process).
+func TestAFaultInOneRequestLeavesTheServiceAnswering(t *testing.T) {
+	n := testenv.StartNATS(t)
+	nc, _ := testenv.Connect(t, n.URL())
+	srv, err := micro.AddService(nc, micro.Config{Name: "probe", Version: "0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	answer := func(_ context.Context, req *airlockv1.GetRequest) (*airlockv1.GetResponse, error) {
+		if req.GetCallId() == "boom" {
+			var m map[string]any
+			_ = m["x"].(string) // a fault: the assertion panics
+		}
+		return &airlockv1.GetResponse{Record: &airlockv1.ApprovalRecord{Reason: "answered " + req.GetCallId()}}, nil
+	}
+	if err := srv.AddEndpoint("get", rpc.Handle(testenv.Logger(t), func() *airlockv1.GetRequest { return &airlockv1.GetRequest{} }, answer),
+		micro.WithEndpointSubject("probe.get")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, call, want string
+		code             apierr.Code
+	}{
+		{"the_faulty_request_is_answered_internal", "boom", "internal fault", apierr.Internal},
+		{"the_next_request_is_answered", "after", "", ""},
+		{"a_fault_again_is_answered_again", "boom", "internal fault", apierr.Internal},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := &airlockv1.GetResponse{}
+			err := rpc.Caller{NC: nc, Timeout: 5 * time.Second}.Call(context.Background(), "probe.get", &airlockv1.GetRequest{CallId: tt.call}, resp)
+			if tt.code == "" {
+				if err != nil || resp.GetRecord().GetReason() != "answered "+tt.call {
+					t.Fatalf("got %v, %v: want the request answered", resp, err)
+				}
+				return
+			}
+			if err == nil || apierr.CodeOf(err) != tt.code || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err %v (code %s), want %s saying %q", err, apierr.CodeOf(err), tt.code, tt.want)
+			}
+		})
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
 	"github.com/airlock-gate/airlock/services/shared/svc"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // Fake is the stand-in. Every decide request it receives is also sent on
@@ -58,6 +59,7 @@ func Start(t *testing.T, deps svc.Deps, recs ...*airlockv1.ApprovalRecord) *Fake
 			}
 			return &airlockv1.GetResponse{Record: rec}, nil
 		}))
+	testenv.Subscribed(t, deps.NC)
 	return a
 }
 

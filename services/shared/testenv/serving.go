@@ -1,0 +1,62 @@
+package testenv
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/policyapi"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+)
+
+// startTimeout bounds a service's start in a test: generous, because a
+// loaded 2-core CI machine can take seconds where an idle one takes
+// milliseconds, and it costs nothing when the service is up at once.
+const startTimeout = 30 * time.Second
+
+// Answering waits until each of subjects has a responder. A service's nats
+// micro endpoints are registered by its Run, which RunService starts and
+// does not wait for: a test that asks an endpoint right after the start
+// races it. Each subject is asked with an empty request and any reply
+// counts, an error reply included, so give only endpoints that change
+// nothing (an empty request to a sealed endpoint is recorded as an
+// unauthorized attempt). A service registers its endpoints one after the
+// other on one connection: the one it registers last answering means
+// every earlier one does.
+func Answering(t testing.TB, nc *nats.Conn, subjects ...string) {
+	t.Helper()
+	for _, s := range subjects {
+		Eventually(t, startTimeout, "a responder on "+s, func() bool {
+			_, err := nc.Request(s, nil, 5*time.Second)
+			return err == nil
+		})
+	}
+}
+
+// PolicyServing waits until the policy service answers its endpoints
+// (shadow status is the one it registers last).
+func PolicyServing(t testing.TB, nc *nats.Conn) {
+	t.Helper()
+	Answering(t, nc, policyapi.ShadowStatus)
+}
+
+// ApprovalServing waits until the approval service answers its endpoints
+// (an agent's cancel is the one it registers last; an empty one is
+// refused as not JSON).
+func ApprovalServing(t testing.TB, nc *nats.Conn) {
+	t.Helper()
+	Answering(t, nc, approvalapi.Subject(approvalapi.List), approvalapi.Subject(approvalapi.InDoubtGet), subject.AgentCancel("ready"))
+}
+
+// Subscribed returns once the server has every subscription made on nc so
+// far. A stand-in's endpoints registered on one connection are otherwise
+// only queued for the server: a request from another connection (the
+// service under test) could get no responder.
+func Subscribed(t testing.TB, nc *nats.Conn) {
+	t.Helper()
+	if err := nc.Flush(); err != nil {
+		t.Fatalf("flush the subscriptions to NATS: %v", err)
+	}
+}
