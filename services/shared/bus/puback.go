@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -57,7 +56,10 @@ func parsePubAck(data []byte) (*jetstream.PubAck, error) {
 	if ack, ok := scanPubAck(data); ok {
 		return ack, nil
 	}
+	// jetstream's pubAckResponse: its API response's type and error, and
+	// the PubAck.
 	var resp struct {
+		Type  string              `json:"type"`
 		Error *jetstream.APIError `json:"error,omitempty"`
 		*jetstream.PubAck
 	}
@@ -74,9 +76,15 @@ func parsePubAck(data []byte) (*jetstream.PubAck, error) {
 }
 
 // scanPubAck reads data as a successful PubAck if it is one JSON object
-// whose values are all strings without escapes, unsigned integers, true,
-// false or null, and it names a stream; ok is false for anything else
-// (the caller decodes it with encoding/json, which also reads errors).
+// that names a stream and holds only what the server writes in one (a
+// PubAck's fields, and a batch commit's "batch" and "count", which
+// jetstream's PubAck does not keep), each as an ASCII string without
+// escapes, an unsigned integer, true, false or null (which, as
+// encoding/json reads it, sets nothing). ok is false for anything else,
+// which the caller decodes as jetstream does: another key (an error, a
+// type, a name in another case), another type, a number encoding/json
+// refuses (a leading zero) or a string it would change (escapes, invalid
+// UTF-8 replaced by U+FFFD).
 func scanPubAck(data []byte) (ack *jetstream.PubAck, ok bool) {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
@@ -89,7 +97,7 @@ func scanPubAck(data []byte) (ack *jetstream.PubAck, ok bool) {
 	}
 	for {
 		key, next, ok := scanString(data, i)
-		if !ok || !exactKey(key) {
+		if !ok {
 			return nil, false
 		}
 		i = skipSpace(data, next)
@@ -113,14 +121,18 @@ func scanPubAck(data []byte) (ack *jetstream.PubAck, ok bool) {
 				ack.Domain = string(val)
 			case "val":
 				ack.Value = string(val)
-			case "seq", "duplicate":
-				return nil, false // a type encoding/json would refuse
+			case "batch": // a batch commit's id, which jetstream's PubAck does not keep
+			default:
+				return nil, false
 			}
 			i = next
 		case '0' <= c && c <= '9':
-			j := i
+			j := i + 1
 			for j < len(data) && '0' <= data[j] && data[j] <= '9' {
 				j++
+			}
+			if c == '0' && j > i+1 {
+				return nil, false // a leading zero: not JSON
 			}
 			if j < len(data) && (data[j] == '.' || data[j] == 'e' || data[j] == 'E') {
 				return nil, false
@@ -132,7 +144,8 @@ func scanPubAck(data []byte) (ack *jetstream.PubAck, ok bool) {
 					return nil, false
 				}
 				ack.Sequence = n
-			case "stream", "domain", "val", "duplicate":
+			case "count": // a batch commit's size, likewise
+			default:
 				return nil, false
 			}
 			i = j
@@ -150,11 +163,15 @@ func scanPubAck(data []byte) (ack *jetstream.PubAck, ok bool) {
 			}
 			switch string(key) {
 			case "duplicate":
-				ack.Duplicate = lit == "true"
-			case "stream", "domain", "val", "seq":
+				if lit != "null" {
+					ack.Duplicate = lit == "true"
+				}
+			case "stream", "domain", "val", "seq", "batch", "count":
 				if lit != "null" {
 					return nil, false
 				}
+			default:
+				return nil, false
 			}
 			i += len(lit)
 		}
@@ -175,8 +192,9 @@ func scanPubAck(data []byte) (ack *jetstream.PubAck, ok bool) {
 	}
 }
 
-// scanString reads the JSON string starting at data[i] ('"'), one without
-// escapes or control characters; next is the index after its closing quote.
+// scanString reads the JSON string starting at data[i] ('"'), one of
+// ASCII without escapes or control characters, which encoding/json reads
+// as it is; next is the index after its closing quote.
 func scanString(data []byte, i int) (s []byte, next int, ok bool) {
 	if i >= len(data) || data[i] != '"' {
 		return nil, 0, false
@@ -185,7 +203,7 @@ func scanString(data []byte, i int) (s []byte, next int, ok bool) {
 		switch c := data[j]; {
 		case c == '"':
 			return data[i+1 : j], j + 1, true
-		case c == '\\' || c < 0x20:
+		case c == '\\' || c < 0x20 || c >= 0x80:
 			return nil, 0, false
 		}
 	}
@@ -202,17 +220,6 @@ func parseUint(digits []byte) (n uint64, ok bool) {
 		n = n*10 + d
 	}
 	return n, true
-}
-
-// exactKey reports whether key is not a PubAck field's name in another
-// case: encoding/json matches names regardless of case, the scan exactly.
-func exactKey(key []byte) bool {
-	for _, f := range [...]string{"stream", "seq", "duplicate", "domain", "val"} {
-		if string(key) != f && strings.EqualFold(string(key), f) {
-			return false
-		}
-	}
-	return true
 }
 
 func hasWord(data []byte, i int, w string) bool {
