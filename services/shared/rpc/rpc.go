@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -66,7 +67,23 @@ func replyOK(reply string) bool {
 }
 
 func handle[Req, Resp proto.Message](log *slog.Logger, g *Gate, newReq func() Req, fn func(context.Context, Req) (Resp, error)) micro.HandlerFunc {
+	stacks := newStackLimit(time.Minute, time.Now)
 	return func(r micro.Request) {
+		// A fault in one request's handling (checking its seal, recording
+		// a refusal, decoding, the endpoint's own work) must not take the
+		// service down with it (a panic in a micro handler ends the
+		// process): the caller is answered internal, the fault is logged,
+		// and the service goes on with the next request.
+		defer func() {
+			if p := recover(); p != nil {
+				attrs := []any{"subject", r.Subject(), "panic", p}
+				if ok, skipped := stacks.allow(r.Subject()); ok {
+					attrs = append(attrs, "stack", string(debug.Stack()), "panics_without_stack", skipped)
+				}
+				log.Error("request handler panicked", attrs...)
+				respondErr(log, r, apierr.New(apierr.Internal, "%s failed on this request (an internal fault, recorded in the service's log); try again, and report it if it persists", r.Subject()))
+			}
+		}()
 		if !replyOK(r.Reply()) {
 			log.Warn("request with a reply subject that is not an inbox ignored", "subject", r.Subject(), "reply", r.Reply())
 			return
@@ -87,16 +104,6 @@ func handle[Req, Resp proto.Message](log *slog.Logger, g *Gate, newReq func() Re
 			}
 			ctx = context.WithValue(ctx, frontendKey{}, fe)
 		}
-		// A fault in one request's handling must not take the service down
-		// with it (a panic in a micro handler would end the process): the
-		// caller is answered internal, the fault is logged, and the
-		// service goes on with the next request.
-		defer func() {
-			if p := recover(); p != nil {
-				log.Error("request handler panicked", "subject", r.Subject(), "panic", p, "stack", string(debug.Stack()))
-				respondErr(log, r, apierr.New(apierr.Internal, "%s failed on this request (an internal fault, recorded in the service's log); try again, and report it if it persists", r.Subject()))
-			}
-		}()
 		req := newReq()
 		if len(r.Data()) > 0 {
 			if err := envelope.JSONRead.Unmarshal(r.Data(), req); err != nil {
@@ -121,6 +128,50 @@ func handle[Req, Resp proto.Message](log *slog.Logger, g *Gate, newReq func() Re
 			respondErr(log, r, apierr.Wrap(apierr.Internal, err, "the reply to %s (%d bytes) could not be sent", r.Subject(), len(data)))
 		}
 	}
+}
+
+// stackLimit lets a handler log a panic's stack at most once per subject
+// per period: a fault every request hits would otherwise write a full
+// stack at request rate. It counts the panics whose stack it held back, so
+// the next stack logged says how many there were.
+type stackLimit struct {
+	period time.Duration
+	now    func() time.Time
+	mu     sync.Mutex
+	last   map[string]stackSeen
+}
+
+type stackSeen struct {
+	at      time.Time // when a stack was last logged
+	skipped int       // panics since, logged without their stack
+}
+
+func newStackLimit(period time.Duration, now func() time.Time) *stackLimit {
+	return &stackLimit{period: period, now: now, last: map[string]stackSeen{}}
+}
+
+// allow reports whether a panic on subject may log its stack, and if so
+// how many panics on it went without one since the last stack.
+func (l *stackLimit) allow(subject string) (ok bool, skipped int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if s, seen := l.last[subject]; seen && now.Sub(s.at) < l.period {
+		s.skipped++
+		l.last[subject] = s
+		return false, 0
+	}
+	skipped = l.last[subject].skipped
+	// Forget the subjects whose period is over and that have no count to
+	// tell, so that the map does not grow with every subject that ever
+	// panicked once.
+	for k, s := range l.last {
+		if s.skipped == 0 && now.Sub(s.at) >= l.period {
+			delete(l.last, k)
+		}
+	}
+	l.last[subject] = stackSeen{at: now}
+	return true, skipped
 }
 
 func respondErr(log *slog.Logger, r micro.Request, err error) {
