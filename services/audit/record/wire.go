@@ -352,20 +352,21 @@ func appendUTF8(b, v []byte) ([]byte, bool) {
 }
 
 // zero reports whether a scalar value (as pbwire.Next gives it) is its
-// type's zero value.
+// type's zero value; one that does not read is not, so that value refuses
+// it rather than the field being left out as unset.
 func zero(typ protowire.Type, val []byte) bool {
 	switch typ {
 	case protowire.BytesType:
 		return len(val) == 0
 	case protowire.VarintType:
-		v, _ := pbwire.Varint(typ, val)
-		return v == 0
+		v, ok := pbwire.Varint(typ, val)
+		return ok && v == 0
 	case protowire.Fixed32Type:
-		v, _ := pbwire.Fixed32(typ, val)
-		return v == 0
+		v, ok := pbwire.Fixed32(typ, val)
+		return ok && v == 0
 	case protowire.Fixed64Type:
-		v, _ := pbwire.Fixed64(typ, val)
-		return v == 0
+		v, ok := pbwire.Fixed64(typ, val)
+		return ok && v == 0
 	}
 	return false
 }
@@ -383,10 +384,16 @@ func (t *transcoder) value(b []byte, f *wireField, val []byte, depth int) ([]byt
 		b = base64.StdEncoding.AppendEncode(b, val)
 		return append(b, '"'), true
 	case protoreflect.FloatKind:
-		v, _ := pbwire.Fixed32(f.wire, val)
+		v, ok := pbwire.Fixed32(f.wire, val)
+		if !ok {
+			return nil, false
+		}
 		return appendFloat(b, float64(math.Float32frombits(v)), 32), true
 	case protoreflect.DoubleKind:
-		v, _ := pbwire.Fixed64(f.wire, val)
+		v, ok := pbwire.Fixed64(f.wire, val)
+		if !ok {
+			return nil, false
+		}
 		return appendFloat(b, math.Float64frombits(v), 64), true
 	case protoreflect.Sfixed32Kind, protoreflect.Fixed32Kind, protoreflect.Sfixed64Kind, protoreflect.Fixed64Kind:
 		return nil, false // not used by these messages

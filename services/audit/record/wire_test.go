@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -314,5 +315,32 @@ func TestAnArenaKeepsABoundedMemoryAcrossBatches(t *testing.T) {
 	}
 	if s := a.string([]byte("next batch")); s != "next batch" {
 		t.Fatalf("the next batch stored %q", s)
+	}
+}
+
+// A scalar the fast path cannot read (bytes that are not one value of the
+// field's wire type) refuses the fast path, which leaves the event to the
+// decoder: it is never rendered as 0, nor left out as an unset field.
+func TestAScalarThatDoesNotReadRefusesTheFastPath(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		kind protoreflect.Kind
+		wire protowire.Type
+		val  []byte
+	}{
+		{"a_float_of_three_bytes", protoreflect.FloatKind, protowire.Fixed32Type, []byte{0, 0, 0}},
+		{"a_float_of_another_wire_type", protoreflect.FloatKind, protowire.VarintType, []byte{1}},
+		{"a_double_of_four_bytes", protoreflect.DoubleKind, protowire.Fixed64Type, []byte{0, 0, 0, 0}},
+		{"an_integer_of_no_bytes", protoreflect.Int64Kind, protowire.VarintType, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if zero(tt.wire, tt.val) {
+				t.Errorf("zero(%v, %x) = true: the field would be left out as unset", tt.wire, tt.val)
+			}
+			var tr transcoder
+			if b, ok := tr.value(nil, &wireField{kind: tt.kind, wire: tt.wire}, tt.val, 0); ok {
+				t.Errorf("value rendered %s, want the fast path refused", b)
+			}
+		})
 	}
 }
