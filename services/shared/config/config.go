@@ -144,9 +144,15 @@ type Runtime struct {
 	// little per message and keep a small live heap, so at Go's default of
 	// 100 the collector took 8-11% of an auto-allowed call's CPU, at 400
 	// 5-6% (ARCHITECTURE.md "Hot paths"), for a heap that may
-	// reach five times the live one between collections. Lower it (or set
-	// GOMEMLIMIT) where memory is tight; 0 or a negative value leaves Go's
-	// own setting, and a GOGC environment variable always wins.
+	// reach five times the live one between collections: the approval
+	// service holding 100,000 pending calls (about 105 MB live) may grow
+	// to about 525 MB. In a container with a memory limit and no
+	// GOMEMLIMIT, services set Go's memory limit to 90% of the
+	// container's, so the collector works harder before the container is
+	// killed. Lower it (or set GOMEMLIMIT) where memory is tight. 0 or a
+	// negative value leaves Go's own setting (100, or GOGC's): it does not
+	// turn the collector off, as GOGC=off does. A GOGC environment
+	// variable always wins.
 	GCPercent int `yaml:"gc_percent"`
 }
 
