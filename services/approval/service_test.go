@@ -320,8 +320,10 @@ func TestEscalationAnnouncesToEscalationChannels(t *testing.T) {
 	first := &recorder{name: "first"}
 	pager := &recorder{name: "pager", wants: func(rec *airlockv1.ApprovalRecord) bool { return rec.GetEscalated() }}
 	w.start(first, pager)
+	const escalateAfter = time.Second
+	start := time.Now() // before the call exists: it cannot escalate before start + escalateAfter
 	w.pending(&airlockv1.ToolCall{CallId: "e1"}, &airlockv1.Decision{
-		Timeout: seconds(30), EscalateAfter: seconds(1), EscalateTo: []string{"group:oncall"},
+		Timeout: seconds(30), EscalateAfter: seconds(escalateAfter.Seconds()), EscalateTo: []string{"group:oncall"},
 	})
 	testenv.Eventually(t, 10*time.Second, "the first channel to be told", func() bool { return first.has("announce:e1") })
 	// On a loaded machine the call may have escalated by now (after 1s):
@@ -334,6 +336,9 @@ func TestEscalationAnnouncesToEscalationChannels(t *testing.T) {
 		t.Fatal("the escalation channel was told before the call escalated")
 	}
 	testenv.Eventually(t, 10*time.Second, "the escalation channel to be told on escalation", func() bool { return pager.has("announce:e1") })
+	if at, _ := pager.at("announce:e1"); at.Before(start.Add(escalateAfter)) {
+		t.Fatalf("the escalation channel was told %s after the call was asked, before escalate_after (%s)", at.Sub(start), escalateAfter)
+	}
 	if len(first.seenOf("announce:e1")) != 1 {
 		t.Fatal("escalation announced the call again on a channel that already had it")
 	}
