@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/seal"
+	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -387,11 +388,23 @@ func TestReminderThenEscalationWidensApprovers(t *testing.T) {
 func TestTwoReplicasExpireACallOnce(t *testing.T) {
 	w := newWorld(t)
 	w.start()
+	first := w.replica
 	w.start()
 	w.ask(&airlockv1.ToolCall{CallId: "x1"}, &airlockv1.Decision{Timeout: seconds(0.3)})
 	testenv.WaitForEvent(t, w.js, "airlock.evt.bot.x1.>", "expired", 10*time.Second)
-	// Let both replicas sweep several more times (every 50 ms) before counting.
-	<-time.After(400 * time.Millisecond)
+	// Count once neither replica can still be expiring x1: each has begun a
+	// sweep with x1's expiry in its index, so its sweeps that saw x1 pending
+	// are over (a replica sweeps one pass at a time). Two calls asked now are
+	// written after the expiry: a sweep that counts two pending calls has
+	// read an index holding both, hence the expiry (one would be ambiguous:
+	// x1 itself was one pending call).
+	w.ask(&airlockv1.ToolCall{CallId: "x2"}, nil)
+	w.ask(&airlockv1.ToolCall{CallId: "x3"}, nil)
+	for i, replica := range []svc.Deps{first, w.replica} {
+		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("replica %d to sweep with x1 expired", i+1), func() bool {
+			return gaugeOf(t, replica, "airlock_approvals_pending") == 2
+		})
+	}
 	kv, err := w.js.KeyValue(context.Background(), w.cfg.Buckets.Approvals)
 	if err != nil {
 		t.Fatal(err)
