@@ -239,6 +239,9 @@ func TestTheOutcomeNamesWhoLetTheCallRun(t *testing.T) {
 				if tt.live {
 					go func() { o, _ := c.Await(ctx, call); got <- o }()
 					testenv.Eventually(t, 10*time.Second, "the await to subscribe", func() bool { return nc.NumSubscriptions() > 0 })
+					// The count is the client's: the decision below must
+					// reach a subscription the server already has.
+					testenv.Subscribed(t, nc)
 				}
 				decide(call, tt.typ, actor)
 				completeCall(t, deps.Publisher("executor"), "bot", call, 1, `{}`)

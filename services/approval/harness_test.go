@@ -140,9 +140,15 @@ func (w *world) waitServing() {
 // gauge reads a gauge from the metrics of the replica started last.
 func (w *world) gauge(name string) float64 {
 	w.t.Helper()
-	fams, err := w.replica.Metrics.Registry.Gather()
+	return gaugeOf(w.t, w.replica, name)
+}
+
+// gaugeOf reads a gauge from the metrics of the replica built from deps.
+func gaugeOf(t testing.TB, deps svc.Deps, name string) float64 {
+	t.Helper()
+	fams, err := deps.Metrics.Registry.Gather()
 	if err != nil {
-		w.t.Fatal(err)
+		t.Fatal(err)
 	}
 	for _, f := range fams {
 		if f.GetName() == name && len(f.GetMetric()) > 0 {

@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/seal"
+	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -320,8 +321,10 @@ func TestEscalationAnnouncesToEscalationChannels(t *testing.T) {
 	first := &recorder{name: "first"}
 	pager := &recorder{name: "pager", wants: func(rec *airlockv1.ApprovalRecord) bool { return rec.GetEscalated() }}
 	w.start(first, pager)
+	const escalateAfter = time.Second
+	start := time.Now() // before the call exists: it cannot escalate before start + escalateAfter
 	w.pending(&airlockv1.ToolCall{CallId: "e1"}, &airlockv1.Decision{
-		Timeout: seconds(30), EscalateAfter: seconds(1), EscalateTo: []string{"group:oncall"},
+		Timeout: seconds(30), EscalateAfter: seconds(escalateAfter.Seconds()), EscalateTo: []string{"group:oncall"},
 	})
 	testenv.Eventually(t, 10*time.Second, "the first channel to be told", func() bool { return first.has("announce:e1") })
 	// On a loaded machine the call may have escalated by now (after 1s):
@@ -334,6 +337,9 @@ func TestEscalationAnnouncesToEscalationChannels(t *testing.T) {
 		t.Fatal("the escalation channel was told before the call escalated")
 	}
 	testenv.Eventually(t, 10*time.Second, "the escalation channel to be told on escalation", func() bool { return pager.has("announce:e1") })
+	if at, _ := pager.at("announce:e1"); at.Before(start.Add(escalateAfter)) {
+		t.Fatalf("the escalation channel was told %s after the call was asked, before escalate_after (%s)", at.Sub(start), escalateAfter)
+	}
 	if len(first.seenOf("announce:e1")) != 1 {
 		t.Fatal("escalation announced the call again on a channel that already had it")
 	}
@@ -382,11 +388,23 @@ func TestReminderThenEscalationWidensApprovers(t *testing.T) {
 func TestTwoReplicasExpireACallOnce(t *testing.T) {
 	w := newWorld(t)
 	w.start()
+	first := w.replica
 	w.start()
 	w.ask(&airlockv1.ToolCall{CallId: "x1"}, &airlockv1.Decision{Timeout: seconds(0.3)})
 	testenv.WaitForEvent(t, w.js, "airlock.evt.bot.x1.>", "expired", 10*time.Second)
-	// Let both replicas sweep several more times (every 50 ms) before counting.
-	<-time.After(400 * time.Millisecond)
+	// Count once neither replica can still be expiring x1: each has begun a
+	// sweep with x1's expiry in its index, so its sweeps that saw x1 pending
+	// are over (a replica sweeps one pass at a time). Two calls asked now are
+	// written after the expiry: a sweep that counts two pending calls has
+	// read an index holding both, hence the expiry (one would be ambiguous:
+	// x1 itself was one pending call).
+	w.ask(&airlockv1.ToolCall{CallId: "x2"}, nil)
+	w.ask(&airlockv1.ToolCall{CallId: "x3"}, nil)
+	for i, replica := range []svc.Deps{first, w.replica} {
+		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("replica %d to sweep with x1 expired", i+1), func() bool {
+			return gaugeOf(t, replica, "airlock_approvals_pending") == 2
+		})
+	}
 	kv, err := w.js.KeyValue(context.Background(), w.cfg.Buckets.Approvals)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 	airlockslack "github.com/airlock-gate/airlock/services/slack"
+	"github.com/airlock-gate/airlock/services/slack/slackfake"
 )
 
 // cardStrings returns every string in a blocks JSON document, one per
@@ -291,12 +292,20 @@ func TestRateLimitedChannelIsRetriedWithoutHoldingUpOthers(t *testing.T) {
 		t.Fatalf("posted to %s then %s; want #calm at once and #busy after its Retry-After", first.Form.Get("channel"), second.Form.Get("channel"))
 	}
 	calm, busy := first.At.Sub(start), second.At.Sub(start)
-	t.Logf("calm channel posted after %s, rate-limited channel after %s (Retry-After: 1)", calm, busy)
-	// The order above is what shows #calm was not held up: #busy's retry
-	// comes a second after its 429, and #calm was posted before it, however
-	// long a loaded machine takes for one post.
-	if busy < time.Second {
-		t.Fatalf("the rate-limited post was retried after %s, before Retry-After (1s)", busy)
+	t.Logf("calm channel posted after %s, rate-limited channel after %s (Retry-After: %s)", calm, busy, slackfake.RetryAfter)
+	// #busy cannot have been told to wait before the fake answered its 429:
+	// a #calm held up by #busy's Retry-After is posted a whole Retry-After
+	// after that, however fast or slow the machine. The margin is counted
+	// from the 429, not from the start, so a slow start cannot use it up.
+	limited, ok := f.RateLimitedAt("#busy")
+	if !ok {
+		t.Fatal("the fake never answered a post to #busy with 429")
+	}
+	if !first.At.Before(limited.Add(slackfake.RetryAfter)) {
+		t.Fatalf("#calm was posted %s after #busy's 429, held up by its Retry-After (%s)", first.At.Sub(limited), slackfake.RetryAfter)
+	}
+	if second.At.Sub(limited) < slackfake.RetryAfter {
+		t.Fatalf("the rate-limited post was retried %s after its 429, before Retry-After (%s)", second.At.Sub(limited), slackfake.RetryAfter)
 	}
 	if !strings.HasPrefix(ref, "CBUSY/") || !strings.Contains(ref, ",CCALM/") {
 		t.Fatalf("ref %q should list #busy's then #calm's message", ref)

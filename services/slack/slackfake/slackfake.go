@@ -61,13 +61,14 @@ type Server struct {
 	mu      sync.Mutex
 	queued  map[string]chan Call
 	log     []Call
-	limited map[string]int      // channel → how many more posts answer 429
-	broken  map[string]int      // channel → how many more posts answer 500
-	missing map[string]bool     // channels that answer channel_not_found
-	tries   map[string]int      // channel → posts attempted, whatever the answer
-	cards   map[string][]Card   // "<agent>/<call>/<rev>" → cards posted for it
-	updates map[string][]string // "<channel>/<ts>" → blocks and text of each chat.update
-	modals  map[string]string   // trigger id → private_metadata of the modal opened
+	limited map[string]int       // channel → how many more posts answer 429
+	limitAt map[string]time.Time // channel → when its last 429 was answered
+	broken  map[string]int       // channel → how many more posts answer 500
+	missing map[string]bool      // channels that answer channel_not_found
+	tries   map[string]int       // channel → posts attempted, whatever the answer
+	cards   map[string][]Card    // "<agent>/<call>/<rev>" → cards posted for it
+	updates map[string][]string  // "<channel>/<ts>" → blocks and text of each chat.update
+	modals  map[string]string    // trigger id → private_metadata of the modal opened
 }
 
 // queueSize bounds each method's queue; calls past it are kept in the log only.
@@ -75,7 +76,7 @@ const queueSize = 1000
 
 // Start starts a fake; Stop it when done.
 func Start() *Server {
-	f := &Server{queued: map[string]chan Call{}, limited: map[string]int{}, broken: map[string]int{},
+	f := &Server{queued: map[string]chan Call{}, limited: map[string]int{}, limitAt: map[string]time.Time{}, broken: map[string]int{},
 		missing: map[string]bool{}, tries: map[string]int{}, cards: map[string][]Card{},
 		updates: map[string][]string{}, modals: map[string]string{}}
 	for _, m := range Methods {
@@ -162,13 +163,14 @@ func (f *Server) fault(w http.ResponseWriter, channel string) bool {
 	limited, broken, missing := f.limited[channel], f.broken[channel], f.missing[channel]
 	if limited > 0 {
 		f.limited[channel]--
+		f.limitAt[channel] = time.Now()
 	} else if broken > 0 {
 		f.broken[channel]--
 	}
 	f.mu.Unlock()
 	switch {
 	case limited > 0:
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
 		w.WriteHeader(http.StatusTooManyRequests)
 	case broken > 0:
 		http.Error(w, "<html>internal error</html>", http.StatusInternalServerError)
@@ -229,8 +231,21 @@ func (f *Server) Saw(method string, match func(Call) bool) bool {
 	return false
 }
 
+// RetryAfter is the wait a rate-limited post is told (429 Retry-After).
+const RetryAfter = time.Second
+
 // RateLimit makes the next n posts to channel answer 429 Retry-After: 1.
 func (f *Server) RateLimit(channel string, n int) { f.set(func() { f.limited[channel] = n }) }
+
+// RateLimitedAt is when the fake last answered a post to channel 429,
+// taken before it wrote the answer: the poster cannot have been told to
+// wait before then.
+func (f *Server) RateLimitedAt(channel string) (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	at, ok := f.limitAt[channel]
+	return at, ok
+}
 
 // Break makes the next n posts to channel answer 500.
 func (f *Server) Break(channel string, n int) { f.set(func() { f.broken[channel] = n }) }

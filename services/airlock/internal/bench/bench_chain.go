@@ -391,9 +391,15 @@ func headerSize(h nats.Header) int {
 // relay consumes filter of stream with a durable pull consumer and workers
 // handlers, as a service does (consume.Run: explicit ack, 1,000 pending at
 // most, pulls of 256).
+// relayConsumer is the durable consumer relay reads (created ahead by a
+// rig whose count must not include creating it).
+func relayConsumer(durable, filter string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{Durable: durable, AckPolicy: jetstream.AckExplicitPolicy,
+		FilterSubject: filter, MaxAckPending: 1000, DeliverPolicy: jetstream.DeliverAllPolicy}
+}
+
 func relay(ctx context.Context, stream jetstream.Stream, durable, filter string, workers int, handle func(jetstream.Msg)) (stop func(), err error) {
-	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: durable, AckPolicy: jetstream.AckExplicitPolicy,
-		FilterSubject: filter, MaxAckPending: 1000, DeliverPolicy: jetstream.DeliverAllPolicy})
+	cons, err := stream.CreateOrUpdateConsumer(ctx, relayConsumer(durable, filter))
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", durable, err)
 	}

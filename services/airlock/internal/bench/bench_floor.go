@@ -663,10 +663,12 @@ func floorPullRig(ctx context.Context, js jetstream.JetStream, o floorOptions, p
 			}
 			select {
 			case <-js.PublishAsyncComplete():
-				return nil
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+			// The consumer is created here, uncounted: a call creates none.
+			_, err := s.CreateOrUpdateConsumer(ctx, relayConsumer("backlog"+strconv.Itoa(backlogs), backlog))
+			return err
 		},
 		run: func(n int) error {
 			acked, stop, err := consumeAcking(ctx, s, "backlog"+strconv.Itoa(backlogs), backlog)

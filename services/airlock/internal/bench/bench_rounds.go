@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"time"
 
@@ -19,9 +21,11 @@ import (
 // headers) for a share of --duration,
 // then a share of --floor-ops of each operation of the floor's mixes. The
 // goal's ratio and the CPU bounds are the medians of their per-round
-// values. Before each part a full GC collects what the previous part left
-// and the file store's sync interval passes, neither counted: each part
-// pays for its own garbage and syncs, not its predecessor's.
+// values. Each part pays for what it causes and nothing else (partMeter):
+// its own syncs (it is counted until one file-store sync interval after
+// its last operation, less the process's idle CPU over that tail) and its
+// own garbage (no collection runs within it; it is charged what its
+// allocations cost at a steady heap), never its predecessor's.
 
 // cpuRounds are the figures of the rounds, one entry per round.
 type cpuRounds struct {
@@ -30,10 +34,19 @@ type cpuRounds struct {
 	// chain lasts; FloorOps: operations of each floor operation a round.
 	Seconds  float64 `json:"seconds_per_run"`
 	FloorOps int     `json:"floor_ops_per_round"`
-	// SettleSeconds: the uncounted wait before each part (the file
-	// store's sync interval; 0 when it fsyncs every write or more than 2 s
-	// apart).
+	// SettleSeconds: the tail counted after each part, and the uncounted
+	// wait after a floor operation's preparation (the file store's sync
+	// interval; 0 when it fsyncs every write or more than 2 s apart).
 	SettleSeconds float64 `json:"settle_seconds"`
+	// IdleUsPerSecond: the process's CPU with nothing running, each round
+	// (subtracted over each part's tail).
+	IdleUsPerSecond []float64 `json:"idle_cpu_us_per_second"`
+	// GCUs: what each part was charged for the collections its
+	// allocations would cause, per call or operation (round trip, the two
+	// chains, the floor of the call), each round: shown so the charge can
+	// be weighed.
+	GCRoundTripUs []float64 `json:"gc_round_trip_us_per_call"`
+	GCFloorUs     []float64 `json:"gc_floor_us_per_call"`
 	// RoundTripUs, SpecCallUs, SpecChainUs: CPU per call of the round
 	// trip, of the chain of today's writes and of the minimal chain, both
 	// with SPEC's headers.
@@ -105,44 +118,68 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 	run.Duration = time.Duration(rs.Seconds * float64(time.Second))
 	run.CPUProfile, run.MemProfile = "", "" // the profiles are the round trip's own run
 	for range o.Rounds {
+		pm := partMeter{tail: settle}
+		if err := pm.measureIdle(ctx); err != nil {
+			return nil, err
+		}
+		rs.IdleUsPerSecond = append(rs.IdleUsPerSecond, pm.idle*1e6)
+		var rtGC float64
 		for _, l := range []struct {
 			name string
 			op   func(context.Context) error
 			out  *[]float64
 		}{{"round trip", loads.roundTrip, &rs.RoundTripUs}, {"chain with SPEC's headers", loads.specCall, &rs.SpecCallUs}, {"minimal chain with SPEC's headers", loads.specChain, &rs.SpecChainUs}} {
-			if err := settleFor(ctx, settle); err != nil {
-				return nil, err
-			}
-			m, _, err := measureRate(ctx, run, l.op, nil, latency{})
+			var calls int
+			c, err := pm.part(ctx, nil, func() error {
+				m, _, err := measureRate(ctx, run, l.op, nil, latency{})
+				calls = m.tput.Completed
+				return err
+			})
 			if err != nil {
 				return nil, fmt.Errorf("rounds, %s: %w", l.name, err)
 			}
-			*l.out = append(*l.out, m.tput.CPUPerOpUs)
+			if calls == 0 {
+				return nil, fmt.Errorf("rounds, %s: no call completed in %.1fs", l.name, rs.Seconds)
+			}
+			*l.out = append(*l.out, c.Seconds()*1e6/float64(calls))
+			if l.out == &rs.RoundTripUs {
+				rtGC = c.ChargeSeconds * 1e6 / float64(calls)
+			}
 		}
 		f := &messagingFloor{Concurrency: fo.Concurrency, Payload: payload}
+		var floorGC messagingFloor
 		for _, op := range ops {
+			var prepare func() error
 			if op.rig.prepare != nil {
-				if err := op.rig.prepare(rs.FloorOps); err != nil {
-					return nil, fmt.Errorf("messaging floor, %s: %w", op.name, err)
-				}
+				prepare = func() error { return op.rig.prepare(rs.FloorOps) }
 			}
-			if err := settleFor(ctx, settle); err != nil {
-				return nil, err
-			}
-			cpu0, t0 := processCPU(), time.Now()
-			if err := op.rig.run(rs.FloorOps); err != nil {
+			var elapsed time.Duration
+			c, err := pm.part(ctx, prepare, func() error {
+				t0 := time.Now()
+				err := op.rig.run(rs.FloorOps)
+				elapsed = time.Since(t0)
+				return err
+			})
+			if err != nil {
 				return nil, fmt.Errorf("messaging floor, %s: %w", op.name, err)
 			}
-			*op.out(f) = floorOp{CPUPerOpUs: cpuPerOp(processCPU()-cpu0, rs.FloorOps), PerSecond: float64(rs.FloorOps) / time.Since(t0).Seconds()}
+			*op.out(f) = floorOp{CPUPerOpUs: c.Seconds() * 1e6 / float64(rs.FloorOps), PerSecond: float64(rs.FloorOps) / elapsed.Seconds()}
+			op.out(&floorGC).CPUPerOpUs = c.ChargeSeconds * 1e6 / float64(rs.FloorOps)
 		}
-		// RePublish's figures are what it adds to a sync publish of the same round.
-		for _, rp := range []*floorOp{&f.RePublish, &f.RePublishDelivered} {
-			rp.CPUPerOpUs = max(0, rp.CPUPerOpUs-f.SyncPublish.CPUPerOpUs)
+		// RePublish's figures are what it adds to a sync publish of the
+		// same round, kept signed here (a round's noise either way) so the
+		// median is not lifted by cutting one side off.
+		for _, fl := range []*messagingFloor{f, &floorGC} {
+			for _, rp := range []*floorOp{&fl.RePublish, &fl.RePublishDelivered} {
+				rp.CPUPerOpUs -= fl.SyncPublish.CPUPerOpUs
+			}
 		}
 		rs.floors = append(rs.floors, f)
 		rs.FloorUs = append(rs.FloorUs, f.CPUus(callMix))
 		rs.MinimalFloorUs = append(rs.MinimalFloorUs, f.CPUus(minimalMix))
 		rs.Ratio = append(rs.Ratio, rs.RoundTripUs[len(rs.RoundTripUs)-1]/f.CPUus(callMix))
+		rs.GCRoundTripUs = append(rs.GCRoundTripUs, rtGC)
+		rs.GCFloorUs = append(rs.GCFloorUs, floorGC.CPUus(callMix))
 	}
 	return rs, nil
 }
@@ -167,21 +204,121 @@ func (rs *cpuRounds) floor() *messagingFloor {
 	return f
 }
 
-// settleFor lets the previous part's background work end outside any
-// count: a full GC collects the garbage it left, and waiting the file
-// store's sync interval (wait) lets every stream it wrote sync.
-func settleFor(ctx context.Context, wait time.Duration) error {
+// partMeter measures the parts of one round. A part pays for what it
+// causes and nothing else:
+//   - its syncs: it is counted from its first operation until tail (one
+//     file-store sync interval) after its last, so every stream it wrote
+//     has synced within its count — the store's timer also writes out
+//     pending records and compacts blocks that acks emptied, work that
+//     used to land on whichever part ran next — less the process's idle
+//     CPU over the tail (idle, measured once a round with nothing running);
+//   - its garbage: a full collection before it, uncounted, removes what
+//     earlier parts left, and no collection runs within it (the collector
+//     is off while it runs); instead it is charged what its allocations
+//     cost at a steady heap: a collection every GOGC% of the live heap
+//     allocated, each costing what the collection before it cost (process
+//     CPU, timed). Left on, the collector ran in no part at all: at the
+//     services' GOGC of 400 and the bench's live heap, a part never
+//     allocates enough to start one, so the full collection before each
+//     part took all of it, uncounted.
+type partMeter struct {
+	tail time.Duration
+	idle float64 // process CPU seconds per second with nothing running
+}
+
+// partCost is what one part cost, in seconds of process CPU.
+type partCost struct {
+	// CPUSeconds: the process's CPU from the part's start to the end of
+	// its tail; IdleSeconds: the idle share of it subtracted;
+	// ChargeSeconds: its allocations' collections.
+	CPUSeconds, IdleSeconds, ChargeSeconds float64
+	// Allocated: bytes allocated within the count; Collections: automatic
+	// collections within it (none: the collector is off).
+	Allocated, Collections uint64
+}
+
+// Seconds is the part's cost: CPU − idle + the collections' charge.
+func (c partCost) Seconds() float64 { return c.CPUSeconds - c.IdleSeconds + c.ChargeSeconds }
+
+// measureIdle measures the process's CPU with nothing running, after a
+// full collection and one tail of quiet for the syncs of what ran before.
+func (pm *partMeter) measureIdle(ctx context.Context) error {
 	runtime.GC()
-	if wait > 0 {
+	if err := sleepCtx(ctx, pm.tail); err != nil {
+		return err
+	}
+	window := max(pm.tail, 200*time.Millisecond)
+	cpu0, t0 := processCPU(), time.Now()
+	if err := sleepCtx(ctx, window); err != nil {
+		return err
+	}
+	pm.idle = (processCPU() - cpu0).Seconds() / time.Since(t0).Seconds()
+	return nil
+}
+
+// part runs prepare (if any; uncounted, followed by one tail of quiet for
+// its syncs), then run, and returns what run cost as partMeter says.
+func (pm *partMeter) part(ctx context.Context, prepare, run func() error) (partCost, error) {
+	if prepare != nil {
+		if err := prepare(); err != nil {
+			return partCost{}, err
+		}
+	}
+	cpu0 := processCPU()
+	runtime.GC()
+	cycle := processCPU() - cpu0
+	live := readGCMetric("/gc/heap/live:bytes")
+	if prepare != nil {
+		if err := sleepCtx(ctx, pm.tail); err != nil {
+			return partCost{}, err
+		}
+	}
+	percent := debug.SetGCPercent(-1)
+	defer debug.SetGCPercent(percent)
+	alloc0, cycles0 := readGCMetric("/gc/heap/allocs:bytes"), readGCMetric("/gc/cycles/automatic:gc-cycles")
+	cpu0 = processCPU()
+	if err := run(); err != nil {
+		return partCost{}, err
+	}
+	if err := sleepCtx(ctx, pm.tail); err != nil {
+		return partCost{}, err
+	}
+	c := partCost{
+		CPUSeconds:  (processCPU() - cpu0).Seconds(),
+		IdleSeconds: pm.idle * pm.tail.Seconds(),
+		Allocated:   readGCMetric("/gc/heap/allocs:bytes") - alloc0,
+		Collections: readGCMetric("/gc/cycles/automatic:gc-cycles") - cycles0,
+	}
+	if percent > 0 && live > 0 {
+		c.ChargeSeconds = cycle.Seconds() * float64(c.Allocated) / (float64(percent) / 100 * float64(live))
+	}
+	return c, nil
+}
+
+// readGCMetric reads one runtime/metrics counter or gauge of kind uint64.
+func readGCMetric(name string) uint64 {
+	s := []metrics.Sample{{Name: name}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
 		select {
-		case <-time.After(wait):
+		case <-t.C:
 		case <-ctx.Done():
 		}
 	}
 	return ctx.Err()
 }
 
-// settleWait is how long settleFor waits on a server that fsyncs as sync
+// settleWait is how long a part's tail lasts on a server that fsyncs as sync
 // says (dev.sync, parsed): one sync interval and a little, so that every
 // stream's sync timer has fired; none when every write is synced as it is
 // made (0) or syncs are more than 2 s apart (a wait per part would make

@@ -962,7 +962,7 @@ func printRoundtrip(w io.Writer, r *roundtripReport) {
 		}
 	}
 	fmt.Fprintf(w, "  %-38s %21.1fµs  (the median of the rounds' floors)\n\n", "floor", r.FloorCPUus)
-	fmt.Fprintf(w, "CPU per call in %d rounds, one after the other: in each, %.1fs of the round trip, of the chain and of the minimal chain with SPEC's headers (%d in flight), then %d of each floor operation; before each part a GC and %.2fs for the file store's sync, uncounted:\n",
+	fmt.Fprintf(w, "CPU per call in %d rounds, one after the other: in each, %.1fs of the round trip, of the chain and of the minimal chain with SPEC's headers (%d in flight), then %d of each floor operation; each part counted until %.2fs after its end (its syncs) less the idle CPU over that time, with no collection within it and charged its allocations' collections:\n",
 		rs.Rounds, rs.Seconds, r.RoundTrip.Throughput.Concurrency, rs.FloorOps, rs.SettleSeconds)
 	row := func(name string, xs []float64, unit string) {
 		fmt.Fprintf(w, "  %-30s", name)
@@ -985,6 +985,9 @@ func printRoundtrip(w io.Writer, r *roundtripReport) {
 	row("messaging floor of the call", rs.FloorUs, "µs")
 	row("messaging floor, minimal", rs.MinimalFloorUs, "µs")
 	row("round trip ÷ floor", rs.Ratio, "×")
+	row("  of which collections: round trip", rs.GCRoundTripUs, "µs")
+	row("  of which collections: floor", rs.GCFloorUs, "µs")
+	row("idle CPU per second", rs.IdleUsPerSecond, "µs")
 	fmt.Fprintf(w, "CPU lower bounds (the medians of the rounds' ratios):\n")
 	fmt.Fprintf(w, "  minimal, SPEC's headers %.0fµs + work = %.0fµs per call = %.2f× the messaging floor of its writes (%.0fµs), %.2f× that of today's call\n",
 		median(rs.SpecChainUs), b.MinimalUs, b.MinimalToOwnFloor, b.MinimalFloorUs, b.MinimalToFloor)

@@ -152,7 +152,13 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 		}
 	}
 	if rs.SettleSeconds < 0.1 {
-		t.Errorf("the rounds settle %vs before each part, less than the store's sync interval", rs.SettleSeconds)
+		t.Errorf("the rounds count %vs after each part, less than the store's sync interval", rs.SettleSeconds)
+	}
+	// Each round measured the idle CPU it subtracts, and charged the round
+	// trip, which allocates, for its collections.
+	if len(rs.IdleUsPerSecond) != 3 || len(rs.GCRoundTripUs) != 3 || len(rs.GCFloorUs) != 3 ||
+		slices.ContainsFunc(rs.GCRoundTripUs, func(x float64) bool { return !(x > 0) }) {
+		t.Errorf("idle CPU %v, collections charged to the round trip %v and the floor %v: want 3 rounds each, the round trip's above 0", rs.IdleUsPerSecond, rs.GCRoundTripUs, rs.GCFloorUs)
 	}
 	if got, want := rep.Ratios.CPU, median(rs.Ratio); got != want {
 		t.Errorf("the CPU ratio is %v, not the median of the rounds' %v", got, rs.Ratio)

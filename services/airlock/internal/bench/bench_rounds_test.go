@@ -1,0 +1,84 @@
+package bench
+
+import (
+	"context"
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"time"
+)
+
+// A part of the CPU rounds pays for its own garbage: no collection runs
+// within it, and it is charged in proportion to what it allocated; a part
+// that allocates nothing is charged next to nothing; the collector's
+// setting is the same after a part as before.
+func TestAPartIsChargedForTheCollectionsItsAllocationsCause(t *testing.T) {
+	prev := debug.SetGCPercent(400)
+	defer debug.SetGCPercent(prev)
+	// A live heap to mark, so that a collection costs measurable CPU.
+	live := make([]*[1024]byte, 32<<10)
+	for i := range live {
+		live[i] = new([1024]byte)
+	}
+	pm := partMeter{tail: 20 * time.Millisecond}
+	if err := pm.measureIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var sink *[1024]byte
+	allocating, err := pm.part(context.Background(), nil, func() error {
+		for range 256 << 10 { // 256 MiB, over GOGC 400's 4× the live heap: a collection would start
+			sink = new([1024]byte)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet, err := pm.part(context.Background(), nil, func() error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = sink
+	if allocating.Collections != 0 {
+		t.Errorf("%d collections ran within the part, want none", allocating.Collections)
+	}
+	if allocating.Allocated < 250<<20 { // the runtime counts allocations a cache at a time
+		t.Errorf("the part allocated %d bytes, want about 256 MiB counted", allocating.Allocated)
+	}
+	if !(allocating.ChargeSeconds > 0) || !(quiet.ChargeSeconds < allocating.ChargeSeconds/100) {
+		t.Errorf("charges: %v s for 256 MiB allocated, %v s for nothing; want the first above 0 and the second under a hundredth of it", allocating.ChargeSeconds, quiet.ChargeSeconds)
+	}
+	if got := debug.SetGCPercent(400); got != 400 {
+		t.Errorf("the collector's setting after a part is %d, want 400 as before", got)
+	}
+	runtime.KeepAlive(live)
+}
+
+// With the collector off (GOGC=off), a part is charged nothing for it.
+func TestAPartIsChargedNoCollectionWhenTheCollectorIsOff(t *testing.T) {
+	prev := debug.SetGCPercent(-1)
+	defer debug.SetGCPercent(prev)
+	pm := partMeter{tail: 10 * time.Millisecond}
+	var sink []byte
+	c, err := pm.part(context.Background(), nil, func() error { sink = make([]byte, 8<<20); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = sink
+	if c.ChargeSeconds != 0 {
+		t.Errorf("charged %v s with the collector off", c.ChargeSeconds)
+	}
+}
+
+func TestTheMedianOfTheRounds(t *testing.T) {
+	for _, tt := range []struct {
+		xs   []float64
+		want float64
+	}{
+		{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}, {[]float64{-1, 1}, 0},
+	} {
+		if got := median(tt.xs); got != tt.want {
+			t.Errorf("median(%v) = %v, want %v", tt.xs, got, tt.want)
+		}
+	}
+}
