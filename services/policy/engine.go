@@ -73,6 +73,14 @@ type Engine struct {
 	// loop touch it.
 	grantsInForce atomic.Pointer[map[string]*airlockv1.StandingGrant]
 	grantWork     map[string]*airlockv1.StandingGrant
+	// grantWorkRev is the newest grants-bucket revision in the writer's
+	// copy; grantRev the newest in force, and grantSeen is closed and
+	// replaced each time it moves (guarded by grantMu), so an ask that
+	// found no grant can wait for one stored a moment before it.
+	grantWorkRev uint64
+	grantMu      sync.Mutex
+	grantRev     uint64
+	grantSeen    chan struct{}
 }
 
 // grantSnapshot is the standing grants in force; callers must not modify it.
@@ -82,7 +90,53 @@ func (e *Engine) grantSnapshot() map[string]*airlockv1.StandingGrant { return *e
 func (e *Engine) publishGrants() {
 	m := maps.Clone(e.grantWork)
 	e.grantsInForce.Store(&m)
+	e.grantMu.Lock()
+	defer e.grantMu.Unlock()
+	if e.grantWorkRev > e.grantRev {
+		e.grantRev = e.grantWorkRev
+		close(e.grantSeen)
+		e.grantSeen = make(chan struct{})
+	}
 }
+
+// grantsCaughtUp waits until the grants in force include every change the
+// grants bucket had stored when it was called (its stream's last
+// sequence), for grantWait at most, and reports whether they moved since
+// rev: a grant a person created a moment before a call is then in force
+// for that call, though the watch that follows the bucket had not yet
+// brought it here (CreateGrant answers once the grant is stored).
+func (e *Engine) grantsCaughtUp(ctx context.Context, rev uint64) bool {
+	st, err := e.grants.Status(ctx)
+	if err != nil {
+		e.log.Warn("could not read the grants bucket's state; deciding with the grants in force", "err", err)
+		return false
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok || bs.StreamInfo() == nil {
+		return false
+	}
+	last := bs.StreamInfo().State.LastSeq
+	ctx, cancel := context.WithTimeout(ctx, grantWait)
+	defer cancel()
+	for {
+		e.grantMu.Lock()
+		now, seen := e.grantRev, e.grantSeen
+		e.grantMu.Unlock()
+		if now >= last {
+			return now > rev
+		}
+		select {
+		case <-seen:
+		case <-ctx.Done():
+			e.log.Warn("the grants in force lag the grants bucket; deciding with them", "in_force", now, "stored", last)
+			return now > rev
+		}
+	}
+}
+
+// grantWait bounds how long an ask that found no grant waits for the
+// grants in force to catch up with the bucket.
+const grantWait = 2 * time.Second
 
 // Evaluator returns the evaluator in force.
 func (e *Engine) Evaluator() *decide.Evaluator { return e.cur.Load() }
@@ -97,7 +151,7 @@ func (e *Engine) Revision() string { return e.cur.Load().Revision() }
 func NewEngine(ctx context.Context, deps svc.Deps) (*Engine, error) {
 	e := &Engine{
 		deps: deps, log: deps.Log.With("service", "policy"), pub: deps.Publisher("policy"),
-		dir: deps.Config.Policy.Dir, kvRules: map[string]*airlockv1.PolicyRule{}, ruleSeen: make(chan struct{}), grantWork: map[string]*airlockv1.StandingGrant{},
+		dir: deps.Config.Policy.Dir, kvRules: map[string]*airlockv1.PolicyRule{}, ruleSeen: make(chan struct{}), grantWork: map[string]*airlockv1.StandingGrant{}, grantSeen: make(chan struct{}),
 	}
 	e.shadow = shadow.New(e.log, e.recordDivergence, shadow.Options{})
 	var err error
@@ -227,6 +281,7 @@ func actorName(a *airlockv1.Actor) string {
 // applyGrant applies a change of the grants bucket to the writer's copy;
 // publishGrants puts it in force.
 func (e *Engine) applyGrant(en jetstream.KeyValueEntry) {
+	e.grantWorkRev = max(e.grantWorkRev, en.Revision())
 	if en.Operation() != jetstream.KeyValuePut {
 		delete(e.grantWork, en.Key())
 		return
@@ -530,7 +585,15 @@ func (e *Engine) answerAsk(ctx context.Context, call *airlockv1.ToolCall, d *air
 	if d.Action != airlockv1.Action_ACTION_ASK {
 		return d
 	}
+	e.grantMu.Lock()
+	rev := e.grantRev
+	e.grantMu.Unlock()
 	ids := candidates(e.grantSnapshot(), call, d, now)
+	if len(ids) == 0 && e.grantsCaughtUp(ctx, rev) {
+		// No grant in force answered, but the bucket had changes this
+		// replica had not yet applied: decide with them.
+		ids = candidates(e.grantSnapshot(), call, d, now)
+	}
 	gs := grantStore{kv: e.grants}
 	for _, id := range ids {
 		g, err := gs.spend(ctx, id, call, d, now)

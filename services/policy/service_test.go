@@ -592,3 +592,32 @@ func TestARuleChangeIsInForceOnTheAnsweringReplicaWhenTheEndpointAnswers(t *test
 		}
 	}
 }
+
+// A grant a person stored a moment before a call answers that call: the
+// replica deciding it has not yet been brought the grant by its watch of
+// the bucket, so an ask that finds no grant in force first catches up
+// with what the bucket stores (TestDevStandingGrantWithTwoUses once saw
+// the call asked for 2 ms after the grant was created).
+func TestAGrantStoredAMomentBeforeACallAnswersIt(t *testing.T) {
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	e, deps := replica(t, cfg)
+	grants, err := deps.JS.KeyValue(context.Background(), cfg.Buckets.Grants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		id := fmt.Sprintf("g%d", i)
+		path := fmt.Sprintf("/tmp/moment/%d", i)
+		b, _ := proto.Marshal(&airlockv1.StandingGrant{Id: id, AgentId: "bot", Server: "demo", Tool: "write_file", RuleId: "write",
+			ArgumentGlobs: map[string]string{"/path": path}, LimitedUses: true, UsesLeft: 1, CreatedBy: &airlockv1.Actor{Id: "alice"}})
+		if _, err := grants.Put(context.Background(), id, b); err != nil {
+			t.Fatal(err)
+		}
+		call := &airlockv1.ToolCall{AgentId: "bot", CallId: "m" + id, Revision: 1, Server: "demo", Tool: "write_file",
+			Arguments: mustStruct(t, map[string]any{"path": path, "content": "x"})}
+		if d := e.Decide(context.Background(), call); d.Action != airlockv1.Action_ACTION_ALLOW || d.GrantId != id {
+			t.Fatalf("call %d right after its grant was stored: %v by grant %q (%s), want allowed by %s", i, d.Action, d.GrantId, d.Reason, id)
+		}
+	}
+}
