@@ -81,6 +81,10 @@ type Engine struct {
 	grantMu      sync.Mutex
 	grantRev     uint64
 	grantSeen    chan struct{}
+	// grantUnseen: a bucket sequence the watch never brought within
+	// grantWait (a message removed from the bucket's stream behind the
+	// watch's back): asks no longer wait for it.
+	grantUnseen uint64
 }
 
 // grantSnapshot is the standing grants in force; callers must not modify it.
@@ -120,15 +124,18 @@ func (e *Engine) grantsCaughtUp(ctx context.Context, rev uint64) bool {
 	defer cancel()
 	for {
 		e.grantMu.Lock()
-		now, seen := e.grantRev, e.grantSeen
+		now, seen, unseen := e.grantRev, e.grantSeen, e.grantUnseen
 		e.grantMu.Unlock()
-		if now >= last {
+		if now >= last || last <= unseen {
 			return now > rev
 		}
 		select {
 		case <-seen:
 		case <-ctx.Done():
 			e.log.Warn("the grants in force lag the grants bucket; deciding with them", "in_force", now, "stored", last)
+			e.grantMu.Lock()
+			e.grantUnseen = max(e.grantUnseen, last)
+			e.grantMu.Unlock()
 			return now > rev
 		}
 	}
