@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -81,10 +82,15 @@ type Engine struct {
 	grantMu      sync.Mutex
 	grantRev     uint64
 	grantSeen    chan struct{}
-	// grantUnseen: a bucket sequence the watch never brought within
+	// grantUnseen: a bucket sequence the watch did not bring within
 	// grantWait (a message removed from the bucket's stream behind the
-	// watch's back): asks no longer wait for it.
+	// watch's back, or a watch far behind): asks no longer wait for it.
 	grantUnseen uint64
+	// grantRead: the read of the bucket's last sequence asks share (the
+	// next one, or the one in flight); grantWaiters bounds the asks
+	// waiting at once.
+	grantRead    *grantRead
+	grantWaiters chan struct{}
 }
 
 // grantSnapshot is the standing grants in force; callers must not modify it.
@@ -108,20 +114,25 @@ func (e *Engine) publishGrants() {
 // sequence), for grantWait at most, and reports whether they moved since
 // rev: a grant a person created a moment before a call is then in force
 // for that call, though the watch that follows the bucket had not yet
-// brought it here (CreateGrant answers once the grant is stored).
+// brought it here (CreateGrant answers once the grant is stored). At most
+// grantWaiters asks wait at once (one over decides with the grants in
+// force, as before the wait existed), and they share the bucket's state
+// (grantLastSeq), so a flood of asks costs the bucket's stream one request
+// at a time.
 func (e *Engine) grantsCaughtUp(ctx context.Context, rev uint64) bool {
-	st, err := e.grants.Status(ctx)
+	select {
+	case e.grantWaiters <- struct{}{}:
+		defer func() { <-e.grantWaiters }()
+	default:
+		return false
+	}
+	wctx, cancel := context.WithTimeout(ctx, grantWait)
+	defer cancel()
+	last, err := e.grantLastSeq(wctx)
 	if err != nil {
 		e.log.Warn("could not read the grants bucket's state; deciding with the grants in force", "err", err)
 		return false
 	}
-	bs, ok := st.(*jetstream.KeyValueBucketStatus)
-	if !ok || bs.StreamInfo() == nil {
-		return false
-	}
-	last := bs.StreamInfo().State.LastSeq
-	ctx, cancel := context.WithTimeout(ctx, grantWait)
-	defer cancel()
 	for {
 		e.grantMu.Lock()
 		now, seen, unseen := e.grantRev, e.grantSeen, e.grantUnseen
@@ -131,19 +142,95 @@ func (e *Engine) grantsCaughtUp(ctx context.Context, rev uint64) bool {
 		}
 		select {
 		case <-seen:
-		case <-ctx.Done():
-			e.log.Warn("the grants in force lag the grants bucket; deciding with them", "in_force", now, "stored", last)
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return now > rev // the ask itself ended (the service stops)
+			}
 			e.grantMu.Lock()
+			first := last > e.grantUnseen
 			e.grantUnseen = max(e.grantUnseen, last)
 			e.grantMu.Unlock()
+			if first {
+				e.log.Warn("the grants in force lag the grants bucket; deciding with them, and no longer waiting for this change", "in_force", now, "stored", last)
+			}
 			return now > rev
 		}
 	}
 }
 
+// grantLastSeq is the grants bucket's stream's last sequence, read by a
+// request that started after this call did: a request already in flight
+// may predate a grant the call must see, so a caller that finds one waits
+// for it to end and then joins (or starts) the next, which every caller
+// waiting meanwhile shares.
+func (e *Engine) grantLastSeq(ctx context.Context) (uint64, error) {
+	e.grantMu.Lock()
+	for e.grantRead != nil && e.grantRead.started {
+		running := e.grantRead.done
+		e.grantMu.Unlock()
+		select {
+		case <-running:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		e.grantMu.Lock()
+	}
+	r := e.grantRead
+	if r == nil {
+		r = &grantRead{done: make(chan struct{})}
+		e.grantRead = r
+		go e.readGrantLastSeq(r)
+	}
+	e.grantMu.Unlock()
+	select {
+	case <-r.done:
+		return r.seq, r.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// grantRead is one read of the grants bucket's last sequence, shared by the
+// asks that joined it before it started.
+type grantRead struct {
+	started bool
+	done    chan struct{}
+	seq     uint64
+	err     error
+}
+
+// readGrantLastSeq performs r (bounded by grantWait) and lets the next
+// read begin.
+func (e *Engine) readGrantLastSeq(r *grantRead) {
+	e.grantMu.Lock()
+	r.started = true
+	e.grantMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), grantWait)
+	defer cancel()
+	st, err := e.grants.Status(ctx)
+	if err == nil {
+		if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
+			r.seq = bs.StreamInfo().State.LastSeq
+		} else {
+			err = errors.New("the grants bucket's status has no stream state")
+		}
+	}
+	r.err = err
+	e.grantMu.Lock()
+	if e.grantRead == r {
+		e.grantRead = nil
+	}
+	e.grantMu.Unlock()
+	close(r.done)
+}
+
 // grantWait bounds how long an ask that found no grant waits for the
-// grants in force to catch up with the bucket.
-const grantWait = 2 * time.Second
+// grants in force to catch up with the bucket; grantWaitersMax how many
+// asks wait at once.
+const (
+	grantWait       = 2 * time.Second
+	grantWaitersMax = 8
+)
 
 // Evaluator returns the evaluator in force.
 func (e *Engine) Evaluator() *decide.Evaluator { return e.cur.Load() }
@@ -158,7 +245,7 @@ func (e *Engine) Revision() string { return e.cur.Load().Revision() }
 func NewEngine(ctx context.Context, deps svc.Deps) (*Engine, error) {
 	e := &Engine{
 		deps: deps, log: deps.Log.With("service", "policy"), pub: deps.Publisher("policy"),
-		dir: deps.Config.Policy.Dir, kvRules: map[string]*airlockv1.PolicyRule{}, ruleSeen: make(chan struct{}), grantWork: map[string]*airlockv1.StandingGrant{}, grantSeen: make(chan struct{}),
+		dir: deps.Config.Policy.Dir, kvRules: map[string]*airlockv1.PolicyRule{}, ruleSeen: make(chan struct{}), grantWork: map[string]*airlockv1.StandingGrant{}, grantSeen: make(chan struct{}), grantWaiters: make(chan struct{}, grantWaitersMax),
 	}
 	e.shadow = shadow.New(e.log, e.recordDivergence, shadow.Options{})
 	var err error
@@ -595,12 +682,24 @@ func (e *Engine) answerAsk(ctx context.Context, call *airlockv1.ToolCall, d *air
 	e.grantMu.Lock()
 	rev := e.grantRev
 	e.grantMu.Unlock()
-	ids := candidates(e.grantSnapshot(), call, d, now)
-	if len(ids) == 0 && e.grantsCaughtUp(ctx, rev) {
-		// No grant in force answered, but the bucket had changes this
-		// replica had not yet applied: decide with them.
-		ids = candidates(e.grantSnapshot(), call, d, now)
+	if g := e.spendGrant(ctx, call, d, now); g != nil {
+		return g
 	}
+	if e.grantsCaughtUp(ctx, rev) {
+		// No grant in force answered, but the bucket had changes this
+		// replica had not yet applied: decide with them, at the time
+		// the wait ended.
+		if g := e.spendGrant(ctx, call, d, time.Now()); g != nil {
+			return g
+		}
+	}
+	return d
+}
+
+// spendGrant spends the first standing grant in force that answers an
+// ask and returns the decision it makes, or nil when none does.
+func (e *Engine) spendGrant(ctx context.Context, call *airlockv1.ToolCall, d *airlockv1.Decision, now time.Time) *airlockv1.Decision {
+	ids := candidates(e.grantSnapshot(), call, d, now)
 	gs := grantStore{kv: e.grants}
 	for _, id := range ids {
 		g, err := gs.spend(ctx, id, call, d, now)
@@ -622,5 +721,5 @@ func (e *Engine) answerAsk(ctx context.Context, call *airlockv1.ToolCall, d *air
 		e.grantUsed(ctx, call, d.GrantId, g)
 		return d
 	}
-	return d
+	return nil
 }

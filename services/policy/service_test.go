@@ -621,3 +621,48 @@ func TestAGrantStoredAMomentBeforeACallAnswersIt(t *testing.T) {
 		}
 	}
 }
+
+// The same, made certain: the engine's watch of the grants bucket starts
+// only after the call is being decided, so the grant reaches the grants in
+// force only while the ask waits for them — without that wait the call is
+// asked of a person.
+func TestAnAskWaitsForAGrantTheWatchHasNotYetBrought(t *testing.T) {
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	deps := testenv.Deps(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := policy.NewEngine(ctx, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grants, err := deps.JS.KeyValue(ctx, cfg.Buckets.Grants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := proto.Marshal(&airlockv1.StandingGrant{Id: "late", AgentId: "bot", Server: "demo", Tool: "write_file", RuleId: "write",
+		ArgumentGlobs: map[string]string{"/path": "/tmp/late"}, CreatedBy: &airlockv1.Actor{Id: "alice"}})
+	if _, err := grants.Put(ctx, "late", b); err != nil {
+		t.Fatal(err)
+	}
+	decided := make(chan *airlockv1.Decision, 1)
+	go func() {
+		call := &airlockv1.ToolCall{AgentId: "bot", CallId: "late", Revision: 1, Server: "demo", Tool: "write_file",
+			Arguments: mustStruct(t, map[string]any{"path": "/tmp/late", "content": "x"})}
+		decided <- e.Decide(ctx, call)
+	}()
+	// The watch starts once the decision has begun (or is already made,
+	// wrongly, without the grant).
+	select {
+	case d := <-decided:
+		t.Fatalf("decided %v by grant %q before the grants in force could hold the grant: the ask did not wait", d.Action, d.GrantId)
+	case <-time.After(200 * time.Millisecond):
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	if d := <-decided; d.Action != airlockv1.Action_ACTION_ALLOW || d.GrantId != "late" {
+		t.Fatalf("decided %v by grant %q (%s), want allowed by the grant stored before the call", d.Action, d.GrantId, d.Reason)
+	}
+}
