@@ -188,7 +188,7 @@ func (r *roundtripReport) Missed() []string {
 	if !r.Goals.CPUMet {
 		msg := fmt.Sprintf("CPU per call %.2f× the messaging floor, goal ≤ %.1f×", r.Ratios.CPU, r.Goals.CPUMax)
 		if r.cpuOutOfReach() {
-			msg += fmt.Sprintf(" (out of reach in this run: the minimal writes with SPEC's headers + the work alone are %.2f× their floor, today's %.2f× theirs)", r.CPUBound.MinimalToOwnFloor, r.CPUBound.CallToFloor)
+			msg += fmt.Sprintf(" (out of reach in this run against a floor without headers: the minimal writes with SPEC's headers + the work alone are %.2f× their floor, today's %.2f× theirs)", r.CPUBound.MinimalToOwnFloor, r.CPUBound.CallToFloor)
 		}
 		missed = append(missed, msg)
 	}
@@ -249,7 +249,7 @@ func (r *roundtripReport) cpuVerdict() string {
 	b, goal := r.CPUBound, r.Goals.CPUMax
 	switch {
 	case r.cpuOutOfReach():
-		return fmt.Sprintf("CPU goal OUT OF REACH in this run: the minimal writes with SPEC's headers + work cost %.0fµs = %.2f× their messaging floor (%.0fµs), today's writes + work %.0fµs = %.2f× today's (%.0fµs), both above %.1f×: a call could not meet it with either, whatever its own code costs beyond this work",
+		return fmt.Sprintf("CPU goal OUT OF REACH in this run: the minimal writes with SPEC's headers + work cost %.0fµs = %.2f× their messaging floor (%.0fµs), today's writes + work %.0fµs = %.2f× today's (%.0fµs), both above %.1f×: a call could not meet it with either, whatever its own code costs beyond this work — against this floor, whose operations carry no headers while the chains carry SPEC's (a floor carrying them is not measured yet: docs/benchmarks.md)",
 			b.MinimalUs, b.MinimalToOwnFloor, b.MinimalFloorUs, b.CallUs, b.CallToFloor, r.FloorCPUus, goal)
 	case b.CallToFloor > goal:
 		return fmt.Sprintf("today's writes cannot meet the CPU goal of %.1f× in this run (+ work %.0fµs = %.2f× the floor of %.0fµs), whatever airlock's own code costs beyond this work; the minimal writes with SPEC's headers leave %.0fµs for it",
