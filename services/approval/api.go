@@ -64,7 +64,7 @@ func (s *Service) serveAPI(ctx context.Context) (apiServer, error) {
 		{"in_doubt_list", approvalapi.Subject(approvalapi.InDoubtList), rpc.Handle(log, func() *airlockv1.ListInDoubtRequest { return &airlockv1.ListInDoubtRequest{} }, timed(s.ListInDoubt))},
 		{"in_doubt_get", approvalapi.Subject(approvalapi.InDoubtGet), rpc.Handle(log, func() *airlockv1.GetInDoubtRequest { return &airlockv1.GetInDoubtRequest{} }, timed(s.GetInDoubt))},
 		{"in_doubt_resolve", approvalapi.Subject(approvalapi.InDoubtResolve), rpc.HandleSealed(log, gate, func() *airlockv1.ResolveInDoubtRequest { return &airlockv1.ResolveInDoubtRequest{} }, timed(s.ResolveInDoubt))},
-		{"agent_cancel", subject.AgentCancel("*"), s.agentCancel},
+		{"agent_cancel", subject.AgentCancel("*"), rpc.Recover(log, s.agentCancel)},
 	}
 	for _, e := range endpoints {
 		if err := srv.AddEndpoint(e.name, e.h, micro.WithEndpointSubject(e.subject)); err != nil {

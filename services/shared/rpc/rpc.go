@@ -66,14 +66,16 @@ func replyOK(reply string) bool {
 	return strings.HasPrefix(reply, "_INBOX.") || strings.HasPrefix(reply, "_R_.")
 }
 
-func handle[Req, Resp proto.Message](log *slog.Logger, g *Gate, newReq func() Req, fn func(context.Context, Req) (Resp, error)) micro.HandlerFunc {
+// Recover wraps h so that a fault in one request's handling (checking its
+// seal, recording a refusal, decoding, the endpoint's own work) does not
+// take the service down with it (a panic in a micro handler ends the
+// process): the caller is answered internal, the fault is logged (its
+// stack at most once a minute per subject), and the service goes on with
+// the next request. Handle and HandleSealed apply it; an endpoint that
+// reads its requests itself (the agents' cancel) wraps its handler in it.
+func Recover(log *slog.Logger, h micro.HandlerFunc) micro.HandlerFunc {
 	stacks := newStackLimit(time.Minute, time.Now)
 	return func(r micro.Request) {
-		// A fault in one request's handling (checking its seal, recording
-		// a refusal, decoding, the endpoint's own work) must not take the
-		// service down with it (a panic in a micro handler ends the
-		// process): the caller is answered internal, the fault is logged,
-		// and the service goes on with the next request.
 		defer func() {
 			if p := recover(); p != nil {
 				attrs := []any{"subject", r.Subject(), "panic", p}
@@ -84,6 +86,12 @@ func handle[Req, Resp proto.Message](log *slog.Logger, g *Gate, newReq func() Re
 				respondErr(log, r, apierr.New(apierr.Internal, "%s failed on this request (an internal fault, recorded in the service's log); try again, and report it if it persists", r.Subject()))
 			}
 		}()
+		h(r)
+	}
+}
+
+func handle[Req, Resp proto.Message](log *slog.Logger, g *Gate, newReq func() Req, fn func(context.Context, Req) (Resp, error)) micro.HandlerFunc {
+	return Recover(log, func(r micro.Request) {
 		if !replyOK(r.Reply()) {
 			log.Warn("request with a reply subject that is not an inbox ignored", "subject", r.Subject(), "reply", r.Reply())
 			return
@@ -127,7 +135,7 @@ func handle[Req, Resp proto.Message](log *slog.Logger, g *Gate, newReq func() Re
 			log.Warn("reply failed", "subject", r.Subject(), "bytes", len(data), "err", err)
 			respondErr(log, r, apierr.Wrap(apierr.Internal, err, "the reply to %s (%d bytes) could not be sent", r.Subject(), len(data)))
 		}
-	}
+	})
 }
 
 // stackLimit lets a handler log a panic's stack at most once per subject

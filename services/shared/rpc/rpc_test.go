@@ -96,7 +96,14 @@ func TestAFaultInOneRequestLeavesTheServiceAnswering(t *testing.T) {
 	gate := &rpc.Gate{Key: seal.NewKey(), Refused: func(string, []byte, error) { fault() }}
 	newReq := func() *airlockv1.GetRequest { return &airlockv1.GetRequest{} }
 	if err := errors.Join(srv.AddEndpoint("get", rpc.Handle(log, newReq, answer), micro.WithEndpointSubject("probe.get")),
-		srv.AddEndpoint("sealed", rpc.HandleSealed(log, gate, newReq, answer), micro.WithEndpointSubject("probe.sealed"))); err != nil {
+		srv.AddEndpoint("sealed", rpc.HandleSealed(log, gate, newReq, answer), micro.WithEndpointSubject("probe.sealed")),
+		// An endpoint that reads its requests itself, as the agents' cancel does.
+		srv.AddEndpoint("raw", rpc.Recover(log, func(r micro.Request) {
+			if string(r.Data()) == "boom" {
+				fault()
+			}
+			_ = r.Respond([]byte("answered " + string(r.Data())))
+		}), micro.WithEndpointSubject("probe.raw"))); err != nil {
 		t.Fatal(err)
 	}
 	call := func(subject, id string) (*airlockv1.GetResponse, error) {
@@ -127,6 +134,19 @@ func TestAFaultInOneRequestLeavesTheServiceAnswering(t *testing.T) {
 			}
 		})
 	}
+	t.Run("an_endpoint_reading_its_own_requests_survives_a_fault", func(t *testing.T) {
+		for _, tt := range []struct{ data, code, answer string }{
+			{"boom", string(apierr.Internal), ""}, {"after", "", "answered after"},
+		} {
+			m, err := nc.Request("probe.raw", []byte(tt.data), 5*time.Second)
+			if err != nil {
+				t.Fatalf("%s: %v: want an answer", tt.data, err)
+			}
+			if got := m.Header.Get(micro.ErrorCodeHeader); got != tt.code || tt.answer != "" && string(m.Data) != tt.answer {
+				t.Fatalf("%s: code %q, answer %q; want code %q, answer %q", tt.data, got, m.Data, tt.code, tt.answer)
+			}
+		}
+	})
 	t.Run("the_log_carries_one_stack_a_subject_for_many_faults", func(t *testing.T) {
 		for range 5 {
 			if _, err := call("probe.get", "boom"); apierr.CodeOf(err) != apierr.Internal {
