@@ -10,8 +10,11 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/policy"
 	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -20,7 +23,6 @@ import (
 // front-end (the MCP gateway) sealed the request — an agent's own claim is
 // dropped.
 func TestAnnotationsAreTrustedOnlyWhenAFrontEndSealsThem(t *testing.T) {
-	dir := t.TempDir()
 	rego := `package airlock
 
 decision := {"action": "allow", "risk": "low", "reason": sprintf("trusted=%v readOnly=%v", [
@@ -28,17 +30,7 @@ decision := {"action": "allow", "risk": "low", "reason": sprintf("trusted=%v rea
 	object.get(object.get(input.call, "annotations", {}), "readOnlyHint", "absent"),
 ])}
 `
-	if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte(rego), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	n := testenv.StartNATS(t)
-	cfg := testenv.Config(n.URL())
-	cfg.Policy.Dir = dir
-	_, deps := replica(t, cfg)
-	fk, err := deps.FrontendKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, deps, fk := ownRegoReplica(t, rego)
 	ann, _ := structpb.NewStruct(map[string]any{"readOnlyHint": true})
 	for _, c := range []struct {
 		name, call string
@@ -72,4 +64,24 @@ decision := {"action": "allow", "risk": "low", "reason": sprintf("trusted=%v rea
 			}
 		})
 	}
+}
+
+// ownRegoReplica runs a policy replica whose policy is the operator's own
+// Rego alone (one file, no data.json) and returns it with its connections
+// and the front-end key that seals requests to it.
+func ownRegoReplica(t *testing.T, rego string) (*policy.Engine, svc.Deps, seal.Key) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte(rego), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	cfg.Policy.Dir = dir
+	e, deps := replica(t, cfg)
+	fk, err := deps.FrontendKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, deps, fk
 }
