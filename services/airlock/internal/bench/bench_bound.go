@@ -45,7 +45,7 @@ type cpuBound struct {
 	WorkUs float64 `json:"work_us_per_call"`
 	// MinimalUs: the CPU per call of the minimal chain with SPEC's
 	// headers + WorkUs, the least a call with the minimal writes costs; MinimalFloorUs is the messaging
-	// floor of those writes (minimalMix).
+	// floor of those writes (minimalMix), its messages with the same headers.
 	MinimalUs      float64 `json:"minimal_us_per_call"`
 	MinimalFloorUs float64 `json:"minimal_floor_us_per_call"`
 	// CallUs: the CPU per call of today's writes with SPEC's headers
@@ -54,7 +54,8 @@ type cpuBound struct {
 	CallUs float64 `json:"call_writes_us_per_call"`
 	// MinimalToOwnFloor, MinimalToFloor, CallToFloor: the bounds as
 	// ratios to the messaging floor of the minimal writes and of today's
-	// call (the figure the goal is about).
+	// call (the figure the goal is about), both with SPEC's headers, as
+	// the chains carry them: like with like.
 	MinimalToOwnFloor float64 `json:"minimal_to_its_floor"`
 	MinimalToFloor    float64 `json:"minimal_to_floor"`
 	CallToFloor       float64 `json:"call_writes_to_floor"`

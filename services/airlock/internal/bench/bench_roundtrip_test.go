@@ -31,7 +31,7 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 	}
 	figures := []float64{rep.RawHop.Latency.P50us, rep.RawHop.Latency.P99us, rep.RawHop.Throughput.PerSecond,
 		rep.RoundTrip.Latency.P50us, rep.RoundTrip.Latency.P99us, rep.RoundTrip.Throughput.PerSecond,
-		rep.Ratios.P50, rep.Ratios.P99, rep.Ratios.CPU, rep.FloorCPUus,
+		rep.Ratios.P50, rep.Ratios.P99, rep.Ratios.CPU, rep.FloorCPUus, rep.Ratios.CPUBare, rep.BareFloorCPUus,
 		rep.RawHop.Throughput.CPUPerOpUs, rep.RoundTrip.Throughput.CPUPerOpUs,
 		rep.Chain.Latency.P50us, rep.Chain.Latency.P99us, rep.Chain.Throughput.PerSecond, rep.Chain.Throughput.CPUPerOpUs,
 		rep.Ratios.ChainP50, rep.Ratios.ChainP99, rep.Ratios.OverChainP50, rep.Ratios.OverChainP99, rep.Ratios.OverChainCPU,
@@ -146,13 +146,32 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 	// each side, the ratio and the bounds are medians of theirs.
 	rs := rep.Rounds
 	for name, xs := range map[string][]float64{"round trip": rs.RoundTripUs, "chain with SPEC's headers": rs.SpecCallUs, "minimal chain with SPEC's headers": rs.SpecChainUs,
-		"floor": rs.FloorUs, "minimal floor": rs.MinimalFloorUs, "ratio": rs.Ratio} {
+		"floor": rs.FloorUs, "minimal floor": rs.MinimalFloorUs, "ratio": rs.Ratio, "bare floor": rs.BareFloorUs, "ratio to the bare floor": rs.BareRatio} {
 		if len(xs) != 3 || slices.ContainsFunc(xs, func(x float64) bool { return !(x > 0) }) {
 			t.Errorf("the rounds measured %s as %v, want 3 figures above 0", name, xs)
 		}
 	}
 	if rs.SettleSeconds < 0.1 {
 		t.Errorf("the rounds count %vs after each part, less than the store's sync interval", rs.SettleSeconds)
+	}
+	// The goal's floor is of operations whose messages carry SPEC's
+	// headers, every operation measured in each round both ways.
+	for name, f := range map[string]*messagingFloor{"with SPEC's headers": rep.Floor, "bare": rep.BareFloor} {
+		for op, x := range map[string]float64{"sync publish": f.SyncPublish.CPUPerOpUs, "compare-and-append": f.CASPublish.CPUPerOpUs,
+			"delivery + ack": f.PullDeliverAck.CPUPerOpUs, "delivery + ack from a work queue": f.PullDeliverAckWorkQueue.CPUPerOpUs} {
+			if !(x > 0) {
+				t.Errorf("the floor %s: %s measured %v µs", name, op, x)
+			}
+		}
+	}
+	if len(rs.floors) != 3 || len(rs.bareFloors) != 3 {
+		t.Errorf("%d rounds of the floor with SPEC's headers and %d bare, want 3 each", len(rs.floors), len(rs.bareFloors))
+	}
+	if got, want := rep.Ratios.CPUBare, median(rs.BareRatio); got != want {
+		t.Errorf("the CPU ratio to the bare floor is %v, not the median of the rounds' %v", got, rs.BareRatio)
+	}
+	if rs.IdleWindowSeconds < 3*rs.SettleSeconds {
+		t.Errorf("the background was measured over %vs, less than three sync intervals (%vs)", rs.IdleWindowSeconds, 3*rs.SettleSeconds)
 	}
 	// Each round measured the idle CPU it subtracts, and charged the round
 	// trip, which allocates, for its collections.
@@ -176,10 +195,17 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 		if math.Abs(r-rs.RoundTripUs[i]/rs.FloorUs[i]) > 1e-9 {
 			t.Errorf("round %d: ratio %v, not its round trip %v ÷ its floor %v", i, r, rs.RoundTripUs[i], rs.FloorUs[i])
 		}
+		if f := rs.floors[i].CPUus(callMix); math.Abs(f-rs.FloorUs[i]) > 1e-9 {
+			t.Errorf("round %d: the goal's floor %v is not that of the operations with SPEC's headers (%v)", i, rs.FloorUs[i], f)
+		}
+		if f := rs.bareFloors[i].CPUus(callMix); math.Abs(f-rs.BareFloorUs[i]) > 1e-9 {
+			t.Errorf("round %d: the bare floor %v is not that of the bare operations (%v)", i, rs.BareFloorUs[i], f)
+		}
 	}
 	var out strings.Builder
 	printRoundtrip(&out, rep)
-	for _, line := range []string{"minimal exactly-once chain", "minimal chain = ", "chain with airlock's headers", "minimal chain with SPEC's headers", "with SPEC's headers = ", "CPU lower bound"} {
+	for _, line := range []string{"minimal exactly-once chain", "minimal chain = ", "chain with airlock's headers", "minimal chain with SPEC's headers", "with SPEC's headers = ", "CPU lower bound",
+		"the messaging floor with SPEC's headers (goal", "floor of the call, bare", "round trip ÷ bare floor", "background CPU per second"} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("the output lacks %q:\n%s", line, out.String())
 		}
@@ -188,7 +214,7 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"raw_hop"`, `"round_trip"`, `"floor"`, `"floor_mix"`, `"measured_per_call"`, `"chain_floor"`, `"chain_p50_to_raw_hop"`, `"minimal_chain"`, `"minimal_chain_p50_to_raw_hop"`, `"raw_hop_in_turn_with_chains"`, `"enveloped_chain"`, `"enveloped_chain_p50_to_chain"`, `"minimal_chain_spec_headers"`, `"spec_chain_p50_to_raw_hop"`, `"cpu_rounds"`, `"spec_chain_and_raw_hop_in_blocks"`, `"cpu_lower_bound"`, `"ratios"`, `"goals"`, `"p50_us"`, `"per_second"`, `"cpu_us_per_op"`} {
+	for _, key := range []string{`"raw_hop"`, `"round_trip"`, `"floor"`, `"floor_mix"`, `"measured_per_call"`, `"chain_floor"`, `"chain_p50_to_raw_hop"`, `"minimal_chain"`, `"minimal_chain_p50_to_raw_hop"`, `"raw_hop_in_turn_with_chains"`, `"enveloped_chain"`, `"enveloped_chain_p50_to_chain"`, `"minimal_chain_spec_headers"`, `"spec_chain_p50_to_raw_hop"`, `"cpu_rounds"`, `"floor_without_headers"`, `"cpu_per_call_to_floor_without_headers"`, `"idle_window_seconds"`, `"spec_chain_and_raw_hop_in_blocks"`, `"cpu_lower_bound"`, `"ratios"`, `"goals"`, `"p50_us"`, `"per_second"`, `"cpu_us_per_op"`} {
 		if !strings.Contains(string(b), key) {
 			t.Fatalf("--json output lacks %s: %s", key, b)
 		}
@@ -271,6 +297,10 @@ func TestTheRoundtripSaysAGoalIsOutOfReachOnlyWhenBothHopsShowIt(t *testing.T) {
 			}
 			if tc.cpuOutReach && !strings.Contains(r.cpuVerdict(), fmt.Sprintf("%.0fµs", r.CPUBound.MinimalUs)) {
 				t.Errorf("the CPU verdict does not give the bound's figure: %s", r.cpuVerdict())
+			}
+			// The goal is missed here (CPUMet false): not out of reach, it says missed.
+			if !tc.cpuOutReach && !strings.HasPrefix(r.cpuVerdict(), "CPU goal missed, not out of reach") {
+				t.Errorf("the CPU verdict of a missed goal not out of reach: %s", r.cpuVerdict())
 			}
 			// Both goals missed: the exit message says which are out of reach.
 			r.Ratios.P50, r.Ratios.CPU, r.Goals.P99Met = 6, 2, true
