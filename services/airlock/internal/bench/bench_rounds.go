@@ -52,6 +52,10 @@ type cpuRounds struct {
 	// be weighed.
 	GCRoundTripUs []float64 `json:"gc_round_trip_us_per_call"`
 	GCFloorUs     []float64 `json:"gc_floor_us_per_call"`
+	// WorkUs: the work every call does besides its messaging (callWork),
+	// each piece alone, summed; work: each piece's figure, each round.
+	WorkUs []float64 `json:"work_us_per_call"`
+	work   [][]workCost
 	// RoundTripUs, SpecCallUs, SpecChainUs: CPU per call of the round
 	// trip, of the chain of today's writes and of the minimal chain, both
 	// with SPEC's headers.
@@ -76,9 +80,10 @@ type cpuRounds struct {
 
 // roundLoads are what the rounds run for a share of --duration: one call
 // of each (the round trip; today's writes and the minimal ones, both with
-// SPEC's headers).
+// SPEC's headers); and work, the work of a call, timed in each round.
 type roundLoads struct {
 	roundTrip, specCall, specChain func(context.Context) error
+	work                           []workPiece
 }
 
 // roundFloorOp is one operation of the floor's mixes as the rounds measure
@@ -184,6 +189,16 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 				rtGC = c.ChargeSeconds * 1e6 / float64(calls)
 			}
 		}
+		work, err := timeWork(loads.work)
+		if err != nil {
+			return nil, fmt.Errorf("rounds, the work of a call: %w", err)
+		}
+		rs.work = append(rs.work, work)
+		var workUs float64
+		for _, w := range work {
+			workUs += w.CPUus
+		}
+		rs.WorkUs = append(rs.WorkUs, workUs)
 		f, bare := &messagingFloor{Concurrency: fo.Concurrency, Payload: payload}, &messagingFloor{Concurrency: fo.Concurrency, Payload: payload}
 		var floorGC messagingFloor
 		for _, op := range ops {
@@ -269,8 +284,8 @@ func medianFloor(floors []*messagingFloor) *messagingFloor {
 //     run: after a full collection and with the collector off. With it on,
 //     the runtime's scavenger returned to the OS, in the idle window only,
 //     the heap the parts had grown with the collector off (it is paused
-//     while the collector is: its goal follows the heap goal), 5–42 ms a
-//     second against 5–8 with it off;
+//     while the collector is: its goal follows the heap goal): up to 34 ms
+//     a second in a round's first windows, against 5–8 with it off;
 //   - its garbage: a full collection before it, uncounted, removes what
 //     earlier parts left, and no collection runs within it (the collector
 //     is off while it runs); instead it is charged what its allocations
