@@ -74,14 +74,18 @@ func buildServices(ctx context.Context, deps svc.Deps, names []string) ([]svc.Se
 	return out, nil
 }
 
-// newHTTP builds the process's HTTP server: /healthz and /metrics always;
+// newHTTP builds the process's HTTP server: /healthz (503 until every
+// service is ready) and /metrics always;
 // the console, REST API and Slack's interactivity URL when the console
 // service runs here (every service with a Register(*echo.Echo) method
 // mounts its routes).
 func newHTTP(deps svc.Deps, names []string, services ...svc.Service) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	health := obs.Health{NC: deps.NC, Services: names, Endpoints: endpointsOf(names), Started: time.Now()}
+	health := obs.Health{NC: deps.NC, Services: names, Ready: map[string]<-chan struct{}{}, Endpoints: endpointsOf(names), Started: time.Now()}
+	for _, s := range services {
+		health.Ready[s.Name()] = s.Ready()
+	}
 	if deps.ClickHouse != nil && slices.Contains(names, "audit") {
 		health.Stores = map[string]func() error{"audit_store": func() error { _, err := deps.ClickHouse(false); return err }}
 	}
