@@ -77,9 +77,8 @@ const Durable = "policy"
 // New builds the service around decider. Each alongside function runs for
 // as long as the service does (the engine's change watchers and endpoints)
 // and calls ready once it serves; one that fails stops the service with its
-// error. It needs the decision
-// key (to seal what it allows) and the front-end key (to recognise what a
-// front-end vouches for).
+// error. It needs the decision key (to seal what it allows) and the
+// front-end key (to recognise what a front-end vouches for).
 func New(deps svc.Deps, decider Decider, alongside ...func(ctx context.Context, ready func()) error) (*Service, error) {
 	dk, err := deps.DecisionKey()
 	if err != nil {
