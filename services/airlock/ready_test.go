@@ -103,6 +103,11 @@ func TestHealthzIsUnavailableUntilEveryServiceIsReady(t *testing.T) {
 				<-step.release.Ready()
 			}
 			h := getHealth(t, base)
+			if resp, err := http.Get(base + "/livez"); err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("/livez while /healthz is %d = %v %v; want 200: a starting process is alive", h.code, resp, err)
+			} else {
+				resp.Body.Close()
+			}
 			if h.code != step.code || h.Status != step.status || !slices.Equal(h.WaitingFor, step.waiting) {
 				t.Fatalf("/healthz = %d %q waiting for %q (%s); want %d %q waiting for %q", h.code, h.Status, h.WaitingFor, h.Message, step.code, step.status, step.waiting)
 			}
