@@ -40,12 +40,15 @@ type cpuRounds struct {
 	// wait after a floor operation's preparation (the file store's sync
 	// interval; 0 when it fsyncs every write or more than 2 s apart).
 	SettleSeconds float64 `json:"settle_seconds"`
-	// IdleUsPerSecond: the process's background CPU, each round, measured
-	// over IdleWindowSeconds with nothing running and the collector off
-	// as in the parts (partMeter.measureIdle), and subtracted over each
-	// part's whole count.
-	IdleUsPerSecond   []float64 `json:"idle_cpu_us_per_second"`
-	IdleWindowSeconds float64   `json:"idle_window_seconds"`
+	// IdleWindowsUsPerSecond: the process's background CPU measured before
+	// the first round and after each, over IdleWindowSeconds with nothing
+	// running and the collector off as in the parts
+	// (partMeter.measureIdle); IdleUsPerSecond: each round's, the mean of
+	// the windows before and after it, subtracted over each of its parts'
+	// whole count.
+	IdleWindowsUsPerSecond []float64 `json:"idle_windows_cpu_us_per_second"`
+	IdleUsPerSecond        []float64 `json:"idle_cpu_us_per_second"`
+	IdleWindowSeconds      float64   `json:"idle_window_seconds"`
 	// GCUs: what each part was charged for the collections its
 	// allocations would cause, per call or operation (round trip, the two
 	// chains, the floor of the call), each round: shown so the charge can
@@ -160,12 +163,17 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 	run.Duration = time.Duration(rs.Seconds * float64(time.Second))
 	run.CPUProfile, run.MemProfile = "", "" // the profiles are the round trip's own run
 	rs.IdleWindowSeconds = idleWindow(settle).Seconds()
+	// The background is measured before the first round and after each,
+	// and a round's parts are relieved of the mean of the windows before
+	// and after it: their figures are set once the round is over (finish).
+	pm := partMeter{tail: settle}
+	if err := pm.measureIdle(ctx); err != nil {
+		return nil, err
+	}
+	rs.IdleWindowsUsPerSecond = append(rs.IdleWindowsUsPerSecond, pm.idle*1e6)
 	for range o.Rounds {
-		pm := partMeter{tail: settle}
-		if err := pm.measureIdle(ctx); err != nil {
-			return nil, err
-		}
-		rs.IdleUsPerSecond = append(rs.IdleUsPerSecond, pm.idle*1e6)
+		var costs []*partCost
+		var finish []func()
 		var rtGC float64
 		for _, l := range []struct {
 			name string
@@ -184,10 +192,13 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 			if calls == 0 {
 				return nil, fmt.Errorf("rounds, %s: no call completed in %.1fs", l.name, rs.Seconds)
 			}
-			*l.out = append(*l.out, c.Seconds()*1e6/float64(calls))
-			if l.out == &rs.RoundTripUs {
-				rtGC = c.ChargeSeconds * 1e6 / float64(calls)
-			}
+			costs = append(costs, &c)
+			finish = append(finish, func() {
+				*l.out = append(*l.out, c.Seconds()*1e6/float64(calls))
+				if l.out == &rs.RoundTripUs {
+					rtGC = c.ChargeSeconds * 1e6 / float64(calls)
+				}
+			})
 		}
 		work, err := timeWork(loads.work)
 		if err != nil {
@@ -216,13 +227,29 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 			if err != nil {
 				return nil, fmt.Errorf("messaging floor, %s: %w", op.name, err)
 			}
-			figures := floorOp{CPUPerOpUs: c.Seconds() * 1e6 / float64(rs.FloorOps), PerSecond: float64(rs.FloorOps) / elapsed.Seconds()}
-			if op.bare {
-				*op.out(bare) = figures
-				continue
-			}
-			*op.out(f) = figures
-			op.out(&floorGC).CPUPerOpUs = c.ChargeSeconds * 1e6 / float64(rs.FloorOps)
+			costs = append(costs, &c)
+			finish = append(finish, func() {
+				figures := floorOp{CPUPerOpUs: c.Seconds() * 1e6 / float64(rs.FloorOps), PerSecond: float64(rs.FloorOps) / elapsed.Seconds()}
+				if op.bare {
+					*op.out(bare) = figures
+					return
+				}
+				*op.out(f) = figures
+				op.out(&floorGC).CPUPerOpUs = c.ChargeSeconds * 1e6 / float64(rs.FloorOps)
+			})
+		}
+		before := pm.idle
+		if err := pm.measureIdle(ctx); err != nil {
+			return nil, err
+		}
+		rs.IdleWindowsUsPerSecond = append(rs.IdleWindowsUsPerSecond, pm.idle*1e6)
+		idle := (before + pm.idle) / 2
+		rs.IdleUsPerSecond = append(rs.IdleUsPerSecond, idle*1e6)
+		for _, c := range costs {
+			c.IdleSeconds = idle * c.SpanSeconds
+		}
+		for _, set := range finish {
+			set()
 		}
 		// RePublish's figures are what it adds to a sync publish of the
 		// same round, kept signed here (a round's noise either way) so the
@@ -280,8 +307,9 @@ func medianFloor(floors []*messagingFloor) *messagingFloor {
 //     stream's sync timer, the idle consumers' pull renewals and
 //     heartbeats, the clients' and the runtime's timers) runs through
 //     the whole count, not only its tail, so idle × (run + tail) is
-//     subtracted; idle is measured once a round (measureIdle) as the parts
-//     run: after a full collection and with the collector off. With it on,
+//     subtracted; idle is measured before and after each round
+//     (measureIdle; runCPURounds takes the mean) as the parts run: after a
+//     full collection and with the collector off. With it on,
 //     the runtime's scavenger returned to the OS, in the idle window only,
 //     the heap the parts had grown with the collector off (it is paused
 //     while the collector is: its goal follows the heap goal): up to 34 ms
@@ -303,9 +331,10 @@ type partMeter struct {
 // partCost is what one part cost, in seconds of process CPU.
 type partCost struct {
 	// CPUSeconds: the process's CPU from the part's start to the end of
-	// its tail; IdleSeconds: the background's share of it subtracted;
+	// its tail, SpanSeconds: how long that took; IdleSeconds: the
+	// background's share of it subtracted (idle × SpanSeconds);
 	// ChargeSeconds: its allocations' collections.
-	CPUSeconds, IdleSeconds, ChargeSeconds float64
+	CPUSeconds, SpanSeconds, IdleSeconds, ChargeSeconds float64
 	// Allocated: bytes allocated within the count; Collections: automatic
 	// collections within it (none: the collector is off).
 	Allocated, Collections uint64
@@ -364,9 +393,11 @@ func (pm *partMeter) part(ctx context.Context, prepare, run func() error) (partC
 	if err := sleepCtx(ctx, pm.tail); err != nil {
 		return partCost{}, err
 	}
+	span := time.Since(t0).Seconds()
 	c := partCost{
 		CPUSeconds:  (processCPU() - cpu0).Seconds(),
-		IdleSeconds: pm.idle * time.Since(t0).Seconds(),
+		SpanSeconds: span,
+		IdleSeconds: pm.idle * span,
 		Allocated:   readGCMetric("/gc/heap/allocs:bytes") - alloc0,
 		Collections: readGCMetric("/gc/cycles/automatic:gc-cycles") - cycles0,
 	}

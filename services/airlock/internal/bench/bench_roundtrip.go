@@ -988,7 +988,7 @@ func printRoundtrip(w io.Writer, r *roundtripReport) {
 		}
 	}
 	fmt.Fprintf(w, "  %-38s %20.1fµs %8.1fµs  (the medians of the rounds' floors)\n\n", "floor", r.FloorCPUus, r.BareFloorCPUus)
-	fmt.Fprintf(w, "CPU per call in %d rounds, one after the other: in each, %.1fs of the round trip, of the chain and of the minimal chain with SPEC's headers (%d in flight), then %d of each floor operation, bare then with SPEC's headers; each part counted until %.2fs after its end (its syncs), less the process's background CPU over the whole count (measured over %.1fs before each round with the collector off, as in the parts), with no collection within it and charged its allocations' collections:\n",
+	fmt.Fprintf(w, "CPU per call in %d rounds, one after the other: in each, %.1fs of the round trip, of the chain and of the minimal chain with SPEC's headers (%d in flight), then %d of each floor operation, bare then with SPEC's headers; each part counted until %.2fs after its end (its syncs), less the process's background CPU over the whole count (the mean of the windows of %.1fs before and after the round, each with nothing running and the collector off, as in the parts), with no collection within it and charged its allocations' collections:\n",
 		rs.Rounds, rs.Seconds, r.RoundTrip.Throughput.Concurrency, rs.FloorOps, rs.SettleSeconds, rs.IdleWindowSeconds)
 	row := func(name string, xs []float64, unit string) {
 		fmt.Fprintf(w, "  %-30s", name)
@@ -1017,6 +1017,7 @@ func printRoundtrip(w io.Writer, r *roundtripReport) {
 	row("  of which collections: round trip", rs.GCRoundTripUs, "µs")
 	row("  of which collections: floor", rs.GCFloorUs, "µs")
 	row("background CPU per second", rs.IdleUsPerSecond, "µs")
+	row("  windows, before each and last", rs.IdleWindowsUsPerSecond, "µs")
 	fmt.Fprintf(w, "CPU lower bounds (each round's chain + its work; the medians of the rounds' sums and ratios; the floors' messages with SPEC's headers, as the chains'):\n")
 	fmt.Fprintf(w, "  minimal, SPEC's headers + work = %.0fµs per call = %.2f× the messaging floor of its writes (%.0fµs), %.2f× that of today's call\n",
 		b.MinimalUs, b.MinimalToOwnFloor, b.MinimalFloorUs, b.MinimalToFloor)

@@ -170,6 +170,16 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 	if got, want := rep.Ratios.CPUBare, median(rs.BareRatio); got != want {
 		t.Errorf("the CPU ratio to the bare floor is %v, not the median of the rounds' %v", got, rs.BareRatio)
 	}
+	// A round's background is the mean of the windows before and after it.
+	if len(rs.IdleWindowsUsPerSecond) != 4 {
+		t.Errorf("the background was measured %d times, want before the first round and after each of 3", len(rs.IdleWindowsUsPerSecond))
+	} else {
+		for i, idle := range rs.IdleUsPerSecond {
+			if want := (rs.IdleWindowsUsPerSecond[i] + rs.IdleWindowsUsPerSecond[i+1]) / 2; math.Abs(idle-want) > 1e-6 {
+				t.Errorf("round %d: background %v µs a second, not the mean of the windows before and after it (%v)", i, idle, want)
+			}
+		}
+	}
 	if rs.IdleWindowSeconds < 3*rs.SettleSeconds {
 		t.Errorf("the background was measured over %vs, less than three sync intervals (%vs)", rs.IdleWindowSeconds, 3*rs.SettleSeconds)
 	}
