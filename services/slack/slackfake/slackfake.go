@@ -60,9 +60,11 @@ type Server struct {
 	abandoned atomic.Int64 // held calls whose caller gave up waiting
 
 	// hold, while not nil, keeps every call waiting until it is closed
-	// (Hold, Release); held counts the calls waiting, by method.
-	hold chan struct{}
-	held map[string]int
+	// (Hold, Release), and holdPosts the posts to a channel (HoldPosts);
+	// held counts the calls waiting, by method.
+	hold      chan struct{}
+	holdPosts map[string]chan struct{}
+	held      map[string]int
 
 	mu      sync.Mutex
 	queued  map[string]chan Call
@@ -84,7 +86,8 @@ const queueSize = 1000
 func Start() *Server {
 	f := &Server{queued: map[string]chan Call{}, limited: map[string]int{}, limitAt: map[string]time.Time{}, broken: map[string]int{},
 		missing: map[string]bool{}, tries: map[string]int{}, cards: map[string][]Card{}, held: map[string]int{},
-		updates: map[string][]string{}, modals: map[string]string{}}
+		holdPosts: map[string]chan struct{}{},
+		updates:   map[string][]string{}, modals: map[string]string{}}
 	for _, m := range Methods {
 		f.queued[m] = make(chan Call, queueSize)
 	}
@@ -100,7 +103,7 @@ func Start() *Server {
 func (f *Server) handle(method string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
-		if !f.wait(r, method) {
+		if !f.wait(r, method, func() chan struct{} { return f.hold }) {
 			return
 		}
 		if f.outage() {
@@ -114,7 +117,8 @@ func (f *Server) handle(method string) http.HandlerFunc {
 		} else {
 			call.Form, _ = url.ParseQuery(string(raw))
 		}
-		if method == "chat.postMessage" && f.fault(w, call.Form.Get("channel")) {
+		if ch := call.Form.Get("channel"); method == "chat.postMessage" &&
+			(f.fault(w, ch) || !f.wait(r, method, func() chan struct{} { return f.holdPosts[ch] })) {
 			return
 		}
 		ts := fmt.Sprintf("1700000000.%06d", f.seq.Add(1))
@@ -298,13 +302,24 @@ func (f *Server) outage() bool {
 // while Slack holds every call (had it waited, it could not have finished).
 func (f *Server) Hold() { f.set(func() { f.hold = make(chan struct{}) }) }
 
+// HoldPosts keeps every post to channel from now on waiting, unanswered,
+// until Release; a post answered with an injected fault (RateLimit, Break)
+// is answered at once, so the retry after it is the one held.
+func (f *Server) HoldPosts(channel string) {
+	f.set(func() { f.holdPosts[channel] = make(chan struct{}) })
+}
+
 // Release answers every held call (as the fake would now: see Down) and
-// ends the hold.
+// ends every hold (Hold, HoldPosts).
 func (f *Server) Release() {
 	f.set(func() {
 		if f.hold != nil {
 			close(f.hold)
 			f.hold = nil
+		}
+		for ch, hold := range f.holdPosts {
+			close(hold)
+			delete(f.holdPosts, ch)
 		}
 	})
 }
@@ -320,10 +335,11 @@ func (f *Server) Held(method string) int {
 // context ended or its HTTP client timed out) before Release.
 func (f *Server) Abandoned() int64 { return f.abandoned.Load() }
 
-// wait holds the call during a hold; false: the caller gave up meanwhile.
-func (f *Server) wait(r *http.Request, method string) bool {
+// wait holds the call while gate (read under the lock) is a hold; false:
+// the caller gave up meanwhile.
+func (f *Server) wait(r *http.Request, method string, gate func() chan struct{}) bool {
 	f.mu.Lock()
-	hold := f.hold
+	hold := gate()
 	if hold != nil {
 		f.held[method]++
 	}
