@@ -86,8 +86,7 @@ const queueSize = 1000
 func Start() *Server {
 	f := &Server{queued: map[string]chan Call{}, limited: map[string]int{}, limitAt: map[string]time.Time{}, broken: map[string]int{},
 		missing: map[string]bool{}, tries: map[string]int{}, cards: map[string][]Card{}, held: map[string]int{},
-		holdPosts: map[string]chan struct{}{},
-		updates:   map[string][]string{}, modals: map[string]string{}}
+		updates: map[string][]string{}, modals: map[string]string{}, holdPosts: map[string]chan struct{}{}}
 	for _, m := range Methods {
 		f.queued[m] = make(chan Call, queueSize)
 	}
