@@ -30,8 +30,8 @@ import (
 //
 //	go test -run '^$' -bench RoundTripStages -benchtime 2000x ./services/airlock/internal/bench/
 //
-// AIRLOCK_STAGES_TRACE=FILE writes a runtime/trace of the timed calls
-// (go tool trace FILE).
+// AIRLOCK_STAGES_TRACE=FILE writes a runtime/trace of the timed calls,
+// each call a region named "call" (go tool trace FILE).
 func BenchmarkRoundTripStages(b *testing.B) {
 	ctx := context.Background()
 	cfg := config.Default()
@@ -106,9 +106,11 @@ func BenchmarkRoundTripStages(b *testing.B) {
 	for i := range b.N {
 		id := fmt.Sprintf("stage-%d", i)
 		t0 := time.Now()
+		region := trace.StartRegion(ctx, "call")
 		if err := call(id); err != nil {
 			b.Fatal(err)
 		}
+		region.End()
 		calls[id] = timed{t0, time.Now()}
 		t0 = time.Now()
 		if err := hop(ctx); err != nil {
