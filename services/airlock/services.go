@@ -74,18 +74,28 @@ func buildServices(ctx context.Context, deps svc.Deps, names []string) ([]svc.Se
 	return out, nil
 }
 
-// newHTTP builds the process's HTTP server: /healthz and /metrics always;
+// newHTTP builds the process's HTTP server: /healthz (503 until every
+// service is ready), /livez and /metrics always;
 // the console, REST API and Slack's interactivity URL when the console
 // service runs here (every service with a Register(*echo.Echo) method
 // mounts its routes).
 func newHTTP(deps svc.Deps, names []string, services ...svc.Service) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	health := obs.Health{NC: deps.NC, Services: names, Endpoints: endpointsOf(names), Started: time.Now()}
+	health := obs.Health{NC: deps.NC, Services: names, Ready: map[string]<-chan struct{}{}, Endpoints: endpointsOf(names), Started: time.Now()}
+	for _, s := range services {
+		health.Ready[s.Name()] = s.Ready()
+	}
 	if deps.ClickHouse != nil && slices.Contains(names, "audit") {
 		health.Stores = map[string]func() error{"audit_store": func() error { _, err := deps.ClickHouse(false); return err }}
 	}
 	e.GET("/healthz", echo.WrapHandler(health))
+	// Liveness is not readiness: a process still starting, or waiting out a
+	// NATS outage, is alive and must not be restarted for it (an orchestrator's
+	// liveness probe asks /livez, its readiness probe /healthz).
+	e.GET("/livez", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, map[string]string{"status": "alive"})
+	})
 	e.GET("/metrics", echo.WrapHandler(deps.Metrics.MetricsHandler()))
 	for _, s := range services {
 		if r, ok := s.(interface{ Register(*echo.Echo) }); ok {

@@ -86,10 +86,6 @@ func newLearnWorldWith(t *testing.T, opts console.Options) *learnWorld {
 		t.Fatal(err)
 	}
 	testenv.RunService(t, appr)
-	// The console forwards rule changes and decisions to these two: a test
-	// that posts one at once would race their start.
-	testenv.PolicyServing(t, deps.NC)
-	testenv.ApprovalServing(t, deps.NC)
 	a := newConsoleAudit(deps)
 	sug, replays, mostAtOnce, waits, hold := newConsoleSuggest(a), &atomic.Int64{}, &atomic.Int64{}, &atomic.Int64{}, &atomic.Pointer[chan struct{}]{}
 	sug.waiting = func() { waits.Add(1) }

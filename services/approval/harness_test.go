@@ -121,7 +121,6 @@ func (w *world) start(notifiers ...notify.Notifier) {
 		w.t.Fatal(err)
 	}
 	w.stops = append(w.stops, testenv.RunService(w.t, s))
-	w.waitServing()
 }
 
 // stopAll stops every replica.
@@ -132,6 +131,8 @@ func (w *world) stopAll() {
 	w.stops = nil
 }
 
+// waitServing waits for the endpoints of the replica started last to
+// answer again (after a NATS restart).
 func (w *world) waitServing() {
 	w.t.Helper()
 	testenv.ApprovalServing(w.t, w.replica.NC)

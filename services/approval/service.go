@@ -68,6 +68,8 @@ type Service struct {
 	decisions, frontend seal.Key
 
 	bg sync.WaitGroup // notifier updates running after a decision was answered
+	// ready: the endpoints answer and the consumer is subscribed.
+	ready svc.Readiness
 
 	// evalPolicy decides a call with the policy in force (airlock.api.policy.eval):
 	// an edit is re-decided before it is approved.
@@ -159,9 +161,13 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 // Name implements svc.Service.
 func (s *Service) Name() string { return "approval" }
 
+// Ready implements svc.Service.
+func (s *Service) Ready() <-chan struct{} { return s.ready.Ready() }
+
 // Run loads the records, serves the endpoints, runs the sweeper and consumes
 // events until ctx ends; then it stops serving, lets in-flight work finish
-// and returns.
+// and returns. It is ready once the endpoints are served and the consumer
+// subscribed.
 func (s *Service) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -197,7 +203,8 @@ func (s *Service) Run(ctx context.Context) error {
 			subject.OfType(subject.Started),
 			subject.OfType(subject.Completed), subject.OfType(subject.Failed),
 		},
-		Workers: workers,
+		Workers:    workers,
+		Subscribed: func() { s.ready.MarkServing(s.deps.NC, s.deps.Log) },
 	}, s.deps.Log, s.deps.Metrics, s.handle)
 	// Stop everything else whether the consumer ended by shutdown or failed.
 	cancel()

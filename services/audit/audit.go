@@ -104,6 +104,7 @@ type Service struct {
 	// floor's floorBatch); connect opens what commits them.
 	newBatch func() batchBuilder
 	connect  func(ctx context.Context) (committer, error)
+	ready    svc.Readiness
 }
 
 // batchBuilder turns the messages of one fetch into rows.
@@ -229,6 +230,13 @@ type idle struct{ log *slog.Logger }
 
 func (idle) Name() string { return "audit" }
 
+// Ready is closed at once: the idle sink has nothing to register.
+func (idle) Ready() <-chan struct{} {
+	var r svc.Readiness
+	r.Mark()
+	return r.Ready()
+}
+
 func (i idle) Run(ctx context.Context) error {
 	i.log.Info("audit: no ClickHouse configured (clickhouse.dsn); the audit trail is read from the events stream, and is back-filled when ClickHouse is configured", "service", "audit")
 	<-ctx.Done()
@@ -238,6 +246,9 @@ func (i idle) Run(ctx context.Context) error {
 // Name implements svc.Service.
 func (s *Service) Name() string { return "audit" }
 
+// Ready implements svc.Service.
+func (s *Service) Ready() <-chan struct{} { return s.ready.Ready() }
+
 // Run implements svc.Service: it writes events until ctx is canceled.
 // ClickHouse or NATS being unreachable is retried forever, never fatal.
 //
@@ -245,6 +256,8 @@ func (s *Service) Name() string { return "audit" }
 // as its message arrives (decode, redact, payload) while the writer seals
 // and inserts the previous one. At most three batches are unacknowledged
 // (one committing, one queued, one being fetched), within MaxAckPending.
+// It is ready once its consumer exists: what it has not fetched waits in
+// the stream.
 func (s *Service) Run(ctx context.Context) error {
 	cons, err := s.consumer(ctx)
 	if err != nil {
@@ -255,6 +268,7 @@ func (s *Service) Run(ctx context.Context) error {
 	defer stopFetch()
 	batches := make(chan prepared, 1)
 	go s.fetch(fctx, cons, batches)
+	s.ready.Mark()
 
 	var w committer
 	defer func() {

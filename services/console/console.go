@@ -70,6 +70,8 @@ type Console struct {
 	log *slog.Logger
 	nc  *nats.Conn
 	js  jetstream.JetStream
+	// ready: the feed follows the events stream.
+	ready svc.Readiness
 	// use are the reviewers' use cases, shared by the pages and the REST API.
 	use *useCases
 	// frontend seals what the console does for a person or an agent it
@@ -159,6 +161,10 @@ const Frontend = "console"
 
 // Name implements svc.Service.
 func (con *Console) Name() string { return "console" }
+
+// Ready implements svc.Service: closed once the feed follows the events
+// stream (the pages and the REST API are mounted before Run).
+func (con *Console) Ready() <-chan struct{} { return con.ready.Ready() }
 
 // Run follows the events stream and fans pending and decided calls out to
 // every open inbox until ctx ends. Each replica follows the stream on its

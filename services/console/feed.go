@@ -111,6 +111,7 @@ func (f *feed) follow(ctx context.Context, filters []string) error {
 	if err != nil {
 		return fmt.Errorf("console feed: %w", err)
 	}
+	f.con.ready.Mark()
 	<-ctx.Done()
 	cc.Stop()
 	return nil

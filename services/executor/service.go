@@ -67,6 +67,7 @@ type Service struct {
 	heartbeat time.Duration
 
 	running sync.WaitGroup // tools still running after their handler gave up on them
+	ready   svc.Readiness  // the tools endpoint answers and the consumer is subscribed
 }
 
 // NewFromConfig builds the executor as configured: the tool registry from
@@ -124,10 +125,13 @@ func (s *Service) ID() string { return s.id }
 // Name implements svc.Service.
 func (s *Service) Name() string { return "executor" }
 
+// Ready implements svc.Service.
+func (s *Service) Ready() <-chan struct{} { return s.ready.Ready() }
+
 // Run implements svc.Service: it serves the tools endpoint
 // (airlock.api.executor.tools), consumes allowed and approved events with
 // the durable consumer every replica shares until ctx ends, lets running
-// tools finish, and closes the adapters.
+// tools finish, and closes the adapters. It is ready once both are up.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.reg.Close()
 	defer s.running.Wait()
@@ -141,6 +145,7 @@ func (s *Service) Run(ctx context.Context) error {
 		FilterSubjects: []string{subject.OfType(subject.Allowed), subject.OfType(subject.Approved)},
 		AckWait:        s.ackWait,
 		Workers:        s.deps.Config.Executor.Workers,
+		Subscribed:     func() { s.ready.MarkServing(s.deps.NC, s.deps.Log) },
 	}, s.deps.Log, s.deps.Metrics, s.handle)
 }
 

@@ -24,7 +24,6 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -170,15 +169,6 @@ func (e *testEnv) startExecutor(f executor.RegistryFile) *executor.Service {
 		e.t.Fatal(err)
 	}
 	testenv.RunService(e.t, s)
-	// The executor answers previews once its endpoints are registered,
-	// which Run does after it returns here: a test that asks for a preview
-	// first would otherwise race the start. A call with no preview is asked
-	// until it is answered.
-	api := executorapi.New(e.deps.NC)
-	testenv.Eventually(e.t, 10*time.Second, "the executor's preview endpoint", func() bool {
-		_, err := api.Preview(context.Background(), toolCall(e.t, "ready", "demo__echo", nil), 5*time.Second)
-		return err == nil
-	})
 	return s
 }
 

@@ -84,6 +84,9 @@ type Gateway struct {
 	// ready is closed once the first catalog sync is done (or given up on).
 	ready     chan struct{}
 	readyOnce sync.Once
+	// serving: Run follows the notices of tool and policy changes (the
+	// service's readiness; its HTTP routes are mounted before Run).
+	serving svc.Readiness
 
 	// rejoins: this replica's view of the rejoin entries, which answers
 	// for the sessions it started (sessionMark) without a round trip.
@@ -140,10 +143,15 @@ func New(deps svc.Deps) (*Gateway, error) {
 // Name implements svc.Service.
 func (g *Gateway) Name() string { return "gateway" }
 
+// Ready implements svc.Service.
+func (g *Gateway) Ready() <-chan struct{} { return g.serving.Ready() }
+
 // Run implements svc.Service: it keeps every endpoint's tool list in step
 // with the registry and the policy until ctx ends — listing the tools at
 // start, again whenever the executor says an upstream's tools changed or
 // the policy changed, and every refresh interval in case a notice was lost.
+// It is ready once it follows those notices; a client's first tools/list
+// still waits for the first listing (markReady).
 func (g *Gateway) Run(ctx context.Context) error {
 	defer g.close()
 	go g.rejoins.Follow(ctx, g.log)
@@ -152,6 +160,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	if len(g.endpoints) == 0 {
 		g.markReady()
+		g.serving.Mark()
 		<-ctx.Done()
 		return nil
 	}
@@ -175,6 +184,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 			_ = s.Unsubscribe()
 		}
 	}()
+	g.serving.MarkServing(g.deps.NC, g.log)
 	// Give up waiting for a first sync after a while: a client then sees
 	// the tools that are known (maybe none) and a list_changed later.
 	firstDeadline := time.AfterFunc(20*time.Second, g.markReady)

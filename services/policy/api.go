@@ -28,14 +28,15 @@ import (
 // this replica; every replica serves it in one queue group, and every
 // replica applies the resulting bucket change through its watcher.
 // Serve answers the rules endpoints and follows policy changes (rules,
-// grants, .rego files) until ctx ends.
-func (e *Engine) Serve(ctx context.Context) error {
+// grants, .rego files) until ctx ends; it calls ready once the endpoints
+// are registered and the changes followed.
+func (e *Engine) Serve(ctx context.Context, ready func()) error {
 	api, err := e.serveAPI()
 	if err != nil {
 		return err
 	}
 	defer func() { _ = api.Stop() }()
-	return e.Run(ctx)
+	return e.run(ctx, ready)
 }
 
 func (e *Engine) serveAPI() (micro.Service, error) {

@@ -397,7 +397,10 @@ const grantBurst = 64
 // until ctx ends. Every accepted change swaps the evaluator atomically and
 // publishes policy_changed; a refused one publishes policy_changed with
 // refused=true and leaves the evaluator in force.
-func (e *Engine) Run(ctx context.Context) error {
+func (e *Engine) Run(ctx context.Context) error { return e.run(ctx, func() {}) }
+
+// run is Run, calling ready once every change is followed.
+func (e *Engine) run(ctx context.Context, ready func()) error {
 	rw, err := e.rules.Watch(ctx, RulePrefix+">")
 	if err != nil {
 		return fmt.Errorf("watch rules: %w", err)
@@ -413,6 +416,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		return fmt.Errorf("watch the shadow state: %w", err)
 	}
 	defer func() { _ = sw.Stop() }()
+	ready()
 	shadowDone := make(chan struct{})
 	go func() { defer close(shadowDone); _ = e.shadow.Run(ctx) }()
 	defer func() { <-shadowDone }()

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -60,7 +61,8 @@ type Service struct {
 	ledger    ledger.Ledger
 	decisions seal.Key
 	frontend  seal.Key
-	alongside []func(context.Context) error
+	alongside []func(ctx context.Context, ready func()) error
+	ready     svc.Readiness
 	// batch: record a request and a decision that changes nothing as one
 	// atomic batch. Only on a replicated events stream: there a batch
 	// costs less than the two appends it replaces, while a single server
@@ -73,11 +75,11 @@ type Service struct {
 const Durable = "policy"
 
 // New builds the service around decider. Each alongside function runs for
-// as long as the service does (the engine's change watchers and endpoints);
-// one that fails stops the service with its error. It needs the decision
-// key (to seal what it allows) and the front-end key (to recognise what a
-// front-end vouches for).
-func New(deps svc.Deps, decider Decider, alongside ...func(context.Context) error) (*Service, error) {
+// as long as the service does (the engine's change watchers and endpoints)
+// and calls ready once it serves; one that fails stops the service with its
+// error. It needs the decision key (to seal what it allows) and the
+// front-end key (to recognise what a front-end vouches for).
+func New(deps svc.Deps, decider Decider, alongside ...func(ctx context.Context, ready func()) error) (*Service, error) {
 	dk, err := deps.DecisionKey()
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
@@ -94,17 +96,34 @@ func New(deps svc.Deps, decider Decider, alongside ...func(context.Context) erro
 // Name implements svc.Service.
 func (s *Service) Name() string { return "policy" }
 
-// Run implements svc.Service.
+// Ready implements svc.Service.
+func (s *Service) Ready() <-chan struct{} { return s.ready.Ready() }
+
+// Run implements svc.Service. It is ready once every alongside function
+// serves and the intake's consumer is subscribed.
 func (s *Service) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	failed := make(chan error, len(s.alongside))
+	var starting atomic.Int32
+	starting.Store(int32(len(s.alongside)) + 1)
+	part := func() func() {
+		var once sync.Once
+		return func() {
+			once.Do(func() {
+				if starting.Add(-1) == 0 {
+					s.ready.MarkServing(s.deps.NC, s.deps.Log)
+				}
+			})
+		}
+	}
 	var wg sync.WaitGroup
 	for _, f := range s.alongside {
 		wg.Add(1)
+		ready := part()
 		go func() {
 			defer wg.Done()
-			if err := f(ctx); err != nil && ctx.Err() == nil {
+			if err := f(ctx, ready); err != nil && ctx.Err() == nil {
 				failed <- err
 				cancel()
 			}
@@ -122,6 +141,7 @@ func (s *Service) Run(ctx context.Context) error {
 		// server write a new block file. Requests that follow each other
 		// within this keep it from emptying (consume.Spec.HoldLastAck).
 		HoldLastAck: IntakeAckHold(s.deps.Config.Intake),
+		Subscribed:  part(),
 	}, s.deps.Log, s.deps.Metrics, s.handle)
 	cancel()
 	wg.Wait()

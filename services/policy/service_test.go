@@ -46,7 +46,6 @@ func replica(t *testing.T, cfg config.Config) (*policy.Engine, svc.Deps) {
 		t.Fatal(err)
 	}
 	testenv.RunService(t, s)
-	testenv.PolicyServing(t, deps.NC)
 	return e, deps
 }
 

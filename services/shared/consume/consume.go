@@ -61,6 +61,10 @@ type Spec struct {
 	// stream's limits that much longer, and after a crash it is delivered
 	// again (handlers are idempotent).
 	HoldLastAck time.Duration
+	// Subscribed, when set, is called once, when the consumer exists and
+	// its messages are being fetched: where a service becomes ready
+	// (svc.Readiness).
+	Subscribed func()
 }
 
 // Permanent marks err as not worth retrying: the message is terminated.
@@ -154,6 +158,9 @@ func Run(ctx context.Context, js jetstream.JetStream, spec Spec, log *slog.Logge
 		<-ctx.Done()
 		it.Stop()
 	}()
+	if spec.Subscribed != nil {
+		spec.Subscribed()
+	}
 	for {
 		m, err := it.Next()
 		if err != nil {

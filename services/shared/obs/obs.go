@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,11 +80,16 @@ func (m *Metrics) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
 }
 
-// Health reports a process's readiness: the NATS connection, and that the
-// request/reply endpoints of the services it runs answer.
+// Health reports a process's readiness: every service it runs has said
+// it is ready, NATS is connected, and the request/reply endpoints of the
+// services it runs answer.
 type Health struct {
 	NC       *nats.Conn
 	Services []string
+	// Ready holds, by service name, a channel each service closes once it
+	// serves (svc.Service.Ready): its endpoints registered, its consumers
+	// subscribed. Until every one is closed the process is starting.
+	Ready map[string]<-chan struct{}
 	// Endpoints are nats.go/micro service names that must answer $SRV.PING
 	// before the process is ready (e.g. "approval", "policy").
 	Endpoints []string
@@ -94,17 +100,25 @@ type Health struct {
 	Stores map[string]func() error
 }
 
-// ServeHTTP answers 200 with JSON while NATS is connected and every
-// endpoint answers, 503 ("starting" or "degraded") otherwise.
+// ServeHTTP answers 200 with JSON while every service is ready, NATS is
+// connected and every endpoint answers; 503 otherwise: "starting" (with
+// waiting_for and a message naming the services not ready yet) or
+// "degraded".
 func (h Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	status, code := "ok", http.StatusOK
 	natsStatus := "none"
-	var waiting []string
+	waiting := h.starting()
+	var message string
+	if len(waiting) > 0 {
+		status, code = "starting", http.StatusServiceUnavailable
+		message = "not ready yet: these services are still starting (registering endpoints, subscribing consumers): " +
+			strings.Join(waiting, ", ") + "; ask again shortly"
+	}
 	if h.NC != nil {
 		natsStatus = strings.ToLower(h.NC.Status().String())
 		if !h.NC.IsConnected() {
 			status, code = "degraded", http.StatusServiceUnavailable
-		} else {
+		} else if len(waiting) == 0 {
 			for _, name := range h.Endpoints {
 				if _, err := h.NC.Request("$SRV.PING."+name, nil, 500*time.Millisecond); err != nil {
 					waiting = append(waiting, name)
@@ -112,6 +126,7 @@ func (h Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 			}
 			if len(waiting) > 0 {
 				status, code = "starting", http.StatusServiceUnavailable
+				message = "not ready yet: the endpoints of these services do not answer on NATS: " + strings.Join(waiting, ", ") + "; ask again shortly"
 			}
 		}
 	}
@@ -121,6 +136,7 @@ func (h Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	}
 	if len(waiting) > 0 {
 		body["waiting_for"] = waiting
+		body["message"] = message
 	}
 	down := map[string]string{}
 	for name, check := range h.Stores {
@@ -138,4 +154,18 @@ func (h Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// starting names the services that have not said they are ready, sorted.
+func (h Health) starting() []string {
+	var out []string
+	for name, ready := range h.Ready {
+		select {
+		case <-ready:
+		default:
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -5,6 +5,7 @@ package svc
 import (
 	"context"
 	"log/slog"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,6 +51,42 @@ type Service interface {
 	// (letting in-flight work finish) and returns. A non-nil error means the
 	// service could not run at all.
 	Run(ctx context.Context) error
+	// Ready is closed once Run serves: its endpoints are registered and
+	// on the server (a request from any connection is answered), its
+	// consumers subscribed. It stays open when Run fails before that.
+	// /healthz and testenv.RunService wait for it.
+	Ready() <-chan struct{}
+}
+
+// Readiness is what a service keeps to implement Ready: its Run calls
+// Mark at the point it serves. The zero value is not ready.
+type Readiness struct {
+	made, marked sync.Once
+	ch           chan struct{}
+}
+
+func (r *Readiness) channel() chan struct{} {
+	r.made.Do(func() { r.ch = make(chan struct{}) })
+	return r.ch
+}
+
+// Mark says the service is ready; calls after the first change nothing.
+func (r *Readiness) Mark() { r.marked.Do(func() { close(r.channel()) }) }
+
+// Ready is closed once Mark is called.
+func (r *Readiness) Ready() <-chan struct{} { return r.channel() }
+
+// MarkServing marks r once the server has every subscription made on nc so
+// far (the endpoints the service registered): until a flush they are only
+// queued, and a request from another connection would find no responder.
+// A flush that fails (NATS is reconnecting) is logged and r marked all the
+// same: the subscriptions are sent again on reconnect, and /healthz
+// reports the connection itself.
+func (r *Readiness) MarkServing(nc *nats.Conn, log *slog.Logger) {
+	if err := nc.Flush(); err != nil {
+		log.Warn("the service's endpoints are registered but not yet on the NATS server; they will be once it reconnects", "err", err)
+	}
+	r.Mark()
 }
 
 // DecisionKey is the key that seals `allowed` and `approved` events.

@@ -7,7 +7,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
-	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -16,15 +15,14 @@ import (
 // milliseconds, and it costs nothing when the service is up at once.
 const startTimeout = 30 * time.Second
 
-// Answering waits until each of subjects has a responder. A service's nats
-// micro endpoints are registered by its Run, which RunService starts and
-// does not wait for: a test that asks an endpoint right after the start
-// races it. Each subject is asked with an empty request and any reply
-// counts, an error reply included, so give only endpoints that change
-// nothing (an empty request to a sealed endpoint is recorded as an
-// unauthorized attempt). A service registers its endpoints one after the
-// other on one connection: the one it registers last answering means
-// every earlier one does.
+// Answering waits until each of subjects has a responder: for endpoints
+// that stop answering while their service runs (NATS restarted), as
+// RunService already waits for a service's start. Each subject is asked
+// with an empty request and any reply counts, an error reply included, so
+// give only endpoints that change nothing (an empty request to a sealed
+// endpoint is recorded as an unauthorized attempt). A service registers its
+// endpoints one after the other on one connection: the one it registers
+// last answering means every earlier one does.
 func Answering(t testing.TB, nc *nats.Conn, subjects ...string) {
 	t.Helper()
 	for _, s := range subjects {
@@ -33,13 +31,6 @@ func Answering(t testing.TB, nc *nats.Conn, subjects ...string) {
 			return err == nil
 		})
 	}
-}
-
-// PolicyServing waits until the policy service answers its endpoints
-// (shadow status is the one it registers last).
-func PolicyServing(t testing.TB, nc *nats.Conn) {
-	t.Helper()
-	Answering(t, nc, policyapi.ShadowStatus)
 }
 
 // ApprovalServing waits until the approval service answers its endpoints

@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -125,9 +126,18 @@ func Logger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// RunService runs s until the test ends (or stop is called) and fails the
-// test if it returns an error.
+// RunService runs s until the test ends (or stop is called) and returns
+// once s is ready (svc.Service.Ready): its endpoints answer requests from
+// any connection and its consumers are subscribed. It fails the test,
+// naming the service, when s stops before it is ready or is not ready
+// within startTimeout, and when Run returns an error.
 func RunService(t testing.TB, s svc.Service) (stop func()) {
+	t.Helper()
+	return runService(t, s, startTimeout)
+}
+
+// runService is RunService with the start bounded by within.
+func runService(t testing.TB, s svc.Service, within time.Duration) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -149,6 +159,25 @@ func RunService(t testing.TB, s svc.Service) (stop func()) {
 		}
 	}
 	t.Cleanup(stop)
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	select {
+	case <-s.Ready():
+	case err := <-done:
+		select {
+		case <-s.Ready(): // ready, then stopped at once: stop reports it
+			done <- err
+		default:
+			stopped = true
+			cancel()
+			if err == nil {
+				err = errors.New("Run returned without an error")
+			}
+			t.Fatalf("service %s stopped before it was ready: %v", s.Name(), err)
+		}
+	case <-deadline.C:
+		t.Fatalf("service %s was not ready within %s: its Run has not registered its endpoints or subscribed its consumers (AIRLOCK_TEST_LOG=1 shows its log)", s.Name(), within)
+	}
 	return stop
 }
 
