@@ -191,7 +191,7 @@ func (c *Client) follow(ctx context.Context, callID string, f *follower) (Outcom
 	}
 	defer stop()
 	reconnects := c.nc.Stats().Reconnects
-	resync := time.NewTicker(resyncEvery)
+	resync := time.NewTicker(c.resyncInterval())
 	defer resync.Stop()
 	reconnected := time.NewTicker(reconnectCheck)
 	defer reconnected.Stop()
@@ -207,6 +207,9 @@ func (c *Client) follow(ctx context.Context, callID string, f *follower) (Outcom
 					return Outcome{}, fmt.Errorf("await call %s: %w", callID, err)
 				}
 				// The server may be restarting or electing a leader: try again at the next tick.
+			}
+			if c.storedRead != nil {
+				c.storedRead()
 			}
 		}
 		if out, ok := f.outcome(); ok {
@@ -532,7 +535,7 @@ func (c *Client) AwaitResolution(ctx context.Context, callID string, rev uint32)
 		return Resolution{}, fmt.Errorf("await the resolution of call %s: %w", callID, err)
 	}
 	defer stop()
-	resync := time.NewTicker(resyncEvery)
+	resync := time.NewTicker(c.resyncInterval())
 	defer resync.Stop()
 	for {
 		if r, err := c.storedResolution(ctx, callID, rev); err == nil && r != nil {

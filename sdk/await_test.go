@@ -237,11 +237,26 @@ func TestTheOutcomeNamesWhoLetTheCallRun(t *testing.T) {
 				}
 			} else {
 				if tt.live {
-					go func() { o, _ := c.Await(ctx, call); got <- o }()
-					testenv.Eventually(t, 10*time.Second, "the await to subscribe", func() bool { return nc.NumSubscriptions() > 0 })
-					// The count is the client's: the decision below must
-					// reach a subscription the server already has.
-					testenv.Subscribed(t, nc)
+					// Only live: had the wait read the stream again, that
+					// read would find what the live path should deliver.
+					read := make(chan struct{}, 1)
+					live, err := airlock.New(nc, "bot", airlock.WithLiveOnly(func() {
+						select {
+						case read <- struct{}{}:
+						default:
+						}
+					}))
+					if err != nil {
+						t.Fatal(err)
+					}
+					go func() { o, _ := live.Await(ctx, call); got <- o }()
+					// The wait subscribes before its one read of the stream:
+					// after that read, what follows reaches it only live.
+					select {
+					case <-read:
+					case <-ctx.Done():
+						t.Fatal("the wait never read the stored events")
+					}
 				}
 				decide(call, tt.typ, actor)
 				completeCall(t, deps.Publisher("executor"), "bot", call, 1, `{}`)

@@ -49,6 +49,12 @@ type Client struct {
 	// seal, set by front-ends that submit for an agent they authenticated
 	// (console, gateway), vouches for the request's on_behalf_of.
 	seal func(*nats.Msg)
+	// Only tests set these (export_test.go), so that a test of the live
+	// path cannot pass through the periodic re-read: resync replaces
+	// resyncEvery, and storedRead is called after each read of a followed
+	// call's stored events.
+	resync     time.Duration
+	storedRead func()
 }
 
 // Option adjusts a Client.
@@ -305,6 +311,14 @@ const requestTimeout = 5 * time.Second
 // resyncEvery is how often Await re-reads a quiet call's last events, in
 // case a republished event was missed (core NATS delivers at most once).
 const resyncEvery = 5 * time.Second
+
+// resyncInterval is resyncEvery, unless a test changed it.
+func (c *Client) resyncInterval() time.Duration {
+	if c.resync > 0 {
+		return c.resync
+	}
+	return resyncEvery
+}
 
 // reconnectCheck is how often Await looks for a reconnect, after which it
 // reads what it missed from the stream.

@@ -313,7 +313,7 @@ func (g *gatewayEnv) firstScriptCall(t *testing.T, digest string) string {
 		t.Fatal(err)
 	}
 	for {
-		msg, err := cons.Next(jetstream.FetchMaxWait(2 * time.Second))
+		msg, err := cons.Next(jetstream.FetchContext(ctx))
 		if err != nil {
 			t.Fatalf("no requested event names script %s as its first call: %v", digest, err)
 		}

@@ -223,15 +223,25 @@ func TestTrustBoundaryUnderTheShippedPermissions(t *testing.T) {
 		}
 		id := bot.mustSubmit(airlock.Call{ID: "injected", Tool: writeTool, Args: map[string]any{"path": "i.txt", "content": "x"}})
 		waitApproval(t, api, "bot", id, 1, pendingState)
+		subs := bot.nc.NumSubscriptions()
 		got := make(chan airlock.Outcome, 1)
 		go func() { got <- bot.await(id, 1) }()
+		// The injections must reach a wait that follows the call live:
+		// before its subscription they would prove nothing.
+		testenv.Eventually(t, 10*time.Second, "bot's wait to subscribe", func() bool { return bot.nc.NumSubscriptions() > subs })
+		testenv.Subscribed(t, bot.nc)
 		target := subject.Out("airlock.evt.bot." + id + ".exec.completed")
+		in := bot.nc.Stats().InMsgs
 		for range 3 {
 			// The server answers these on the subject evil names.
 			_ = evil.nc.PublishRequest(subject.DirectGet(eventsStream, "airlock.evt.evil.forged.exec.completed"), target, nil)
 			_ = evil.nc.PublishRequest("airlock.req.evil.pubackinject", target, []byte("x"))
-			time.Sleep(50 * time.Millisecond)
 		}
+		// The server's six answers reach bot's connection before the
+		// decision's event does (one connection delivers in order), unless
+		// the wait already took one of them for its outcome.
+		testenv.Eventually(t, 10*time.Second, "the six injected answers to reach bot's connection (if the permissions now stop them, this subtest has nothing left to attack)",
+			func() bool { return len(got) > 0 || bot.nc.Stats().InMsgs-in >= 6 })
 		if _, err := api.Decide(ctx, &airlockv1.DecideRequest{AgentId: "bot", CallId: id, Revision: 1, Kind: airlockv1.DecisionKind_DECISION_KIND_REJECT,
 			Reason: "no", Principal: reviewer("alice")}); err != nil {
 			t.Fatal(err)

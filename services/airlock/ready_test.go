@@ -156,3 +156,56 @@ func TestAServiceAnswersAsSoonAsItIsStarted(t *testing.T) {
 		})
 	}
 }
+
+// quitter is a service whose Run ends by itself, as one whose consumer was
+// deleted does.
+type quitter struct{ ready svc.Readiness }
+
+func (q *quitter) Name() string                  { return "quitter" }
+func (q *quitter) Ready() <-chan struct{}        { return q.ready.Ready() }
+func (q *quitter) Run(ctx context.Context) error { q.ready.Mark(); return nil }
+
+// A service that stops on its own ends the process with an error naming it
+// (its supervisor starts it again), instead of leaving it alive on /livez
+// and never ready on /healthz.
+func TestAServiceThatStopsOnItsOwnEndsTheProcess(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	q := &quitter{}
+	ran := make(chan error, 1)
+	go func() {
+		ran <- run(context.Background(), deps, []svc.Service{q}, newHTTP(deps, []string{"quitter"}, q), nil)
+	}()
+	select {
+	case err := <-ran:
+		if err == nil || !strings.Contains(err.Error(), "quitter") {
+			t.Fatalf("run with a service that stopped on its own returned %v; want an error naming it", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the process went on for 30s after its only service stopped")
+	}
+}
+
+// /livez is 200 while the process's NATS connection lives (even while it
+// reconnects) and 503 once it is closed for good: only a restart helps then.
+func TestLivezIsUnavailableOnceNATSIsClosedForGood(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	srv := httptest.NewServer(newHTTP(deps, nil))
+	defer srv.Close()
+	livez := func() int {
+		resp, err := http.Get(srv.URL + "/livez")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := livez(); code != http.StatusOK {
+		t.Fatalf("/livez with NATS connected = %d, want 200", code)
+	}
+	deps.NC.Close()
+	if code := livez(); code != http.StatusServiceUnavailable {
+		t.Fatalf("/livez with the NATS connection closed = %d, want 503", code)
+	}
+}

@@ -94,6 +94,10 @@ func newHTTP(deps svc.Deps, names []string, services ...svc.Service) *echo.Echo 
 	// NATS outage, is alive and must not be restarted for it (an orchestrator's
 	// liveness probe asks /livez, its readiness probe /healthz).
 	e.GET("/livez", func(c echo.Context) error {
+		if deps.NC != nil && deps.NC.IsClosed() {
+			return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "dead",
+				"message": "the NATS connection is closed for good and will not reconnect: restart this process"})
+		}
 		return c.JSON(http.StatusOK, map[string]string{"status": "alive"})
 	})
 	e.GET("/metrics", echo.WrapHandler(deps.Metrics.MetricsHandler()))
@@ -155,7 +159,14 @@ func run(ctx context.Context, deps svc.Deps, services []svc.Service, e *echo.Ech
 		wg.Add(1)
 		go func(s svc.Service) {
 			defer wg.Done()
-			if err := s.Run(runCtx); err != nil {
+			err := s.Run(runCtx)
+			if err == nil && runCtx.Err() == nil {
+				// A service that ends while the process runs would leave it
+				// alive (/livez) but never ready again: end the process, so
+				// its supervisor starts it afresh.
+				err = errors.New("stopped on its own while the process was running; the process stops so that it is started again")
+			}
+			if err != nil {
 				errs <- fmt.Errorf("%s: %w", s.Name(), err)
 				cancel()
 			}

@@ -650,12 +650,16 @@ func TestAnAskWaitsForAGrantTheWatchHasNotYetBrought(t *testing.T) {
 			Arguments: mustStruct(t, map[string]any{"path": "/tmp/late", "content": "x"})}
 		decided <- e.Decide(ctx, call)
 	}()
-	// The watch starts once the decision has begun (or is already made,
-	// wrongly, without the grant).
-	select {
-	case d := <-decided:
-		t.Fatalf("decided %v by grant %q before the grants in force could hold the grant: the ask did not wait", d.Action, d.GrantId)
-	case <-time.After(200 * time.Millisecond):
+	// The watch starts once the ask waits for the grants in force (or
+	// the call is already decided, wrongly, without the grant).
+	for policy.AsksWaitingForGrants(e) == 0 {
+		select {
+		case d := <-decided:
+			t.Fatalf("decided %v by grant %q before the grants in force could hold the grant: the ask did not wait", d.Action, d.GrantId)
+		case <-ctx.Done():
+			t.Fatal("the ask never waited for the grants in force")
+		case <-time.After(time.Millisecond):
+		}
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)

@@ -72,8 +72,12 @@ func startAirlock(t *testing.T) *e2eEnv {
 	must(t, err)
 	httpPort, err := embedded.FreePort()
 	must(t, err)
+	// notify_timeout is long so that a decision that waited on Slack would
+	// wait as long as Slack holds the card update (the outage subtest).
 	cfg := fmt.Sprintf(`http:
   public_url: %s
+approval:
+  notify_timeout: 10m
 policy:
   dir: %s
 executor:
@@ -138,10 +142,8 @@ func (e *e2eEnv) submit(t *testing.T, agent, callID string) (*airlock.Client, ap
 
 func (e *e2eEnv) click(t *testing.T, payload map[string]any) {
 	t.Helper()
-	body := formBody(payload)
-	code, resp, took := post(t, e.endpoint, sign(signingSecret, time.Now(), body), body)
-	if code != http.StatusOK || took > 3*time.Second {
-		t.Fatalf("interaction answered %d %q after %s", code, resp, took)
+	if code, resp := ackWhileHeld(t, e.f, e.endpoint, payload); code != http.StatusOK {
+		t.Fatalf("interaction answered %d %q", code, resp)
 	}
 }
 
@@ -253,26 +255,39 @@ func TestEndToEndWithTheAirlockBinary(t *testing.T) {
 
 	t.Run("slack_outage_neither_stops_the_console_nor_loses_the_outcome", func(t *testing.T) {
 		client, _, ch, ts := e.submit(t, "bot", "e2e_outage")
-		e.f.SetDown(true)
-		start := time.Now()
-		resp, err := e.api.Decide(context.Background(), &airlockv1.DecideRequest{
+		// Slack holds every call unanswered until the decision is answered:
+		// a decision that waited on Slack could not be answered at all (or
+		// only once the card update gave up, which the fake counts).
+		e.f.Hold()
+		defer e.f.Release()
+		e.f.Down(1) // once released, the held card update is answered 503
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := e.api.Decide(ctx, &airlockv1.DecideRequest{
 			AgentId: "bot", CallId: "e2e_outage", Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE,
 			Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice", Channel: "console"},
 		})
-		took := time.Since(start)
-		must(t, err)
-		// Slack comes back once the card update has failed at least once,
-		// before the notifier's retries run out.
-		testenv.Eventually(t, 10*time.Second, "the card update to hit the outage", func() bool { return e.f.Refused() > 0 })
-		e.f.SetDown(false)
-		t.Logf("console decision answered in %s while Slack answered 503", took)
-		if !resp.GetChanged() || took > 2*time.Second {
-			t.Fatalf("console decision during a Slack outage: changed=%v after %s", resp.GetChanged(), took)
+		waitedOnSlack := func() {
+			t.Helper()
+			if n := e.f.Abandoned(); n != 0 {
+				t.Fatalf("the decision was answered only after %d held Slack calls were given up: it waited on Slack", n)
+			}
+		}
+		waitedOnSlack()
+		if err != nil || !resp.GetChanged() {
+			t.Fatalf("console decision while Slack held every call: changed=%v, err %v", resp.GetChanged(), err)
+		}
+		testenv.Eventually(t, 10*time.Second, "the card update to reach the held Slack", func() bool { return e.f.Held("chat.update") > 0 })
+		waitedOnSlack()
+		e.f.Release()
+		// The update answered 503 is retried, and the retry finds Slack back.
+		e.nextUpdate(t, ch, ts, "*Approved* by *alice* (console)")
+		if e.f.Refused() == 0 {
+			t.Fatal("the card update never met the outage")
 		}
 		if o := await(t, client, "e2e_outage"); o.Status != airlock.StatusCompleted {
 			t.Fatalf("outcome %+v", o)
 		}
-		e.nextUpdate(t, ch, ts, "*Approved* by *alice* (console)")
 	})
 
 	t.Run("expiry_updates_the_card", func(t *testing.T) {

@@ -116,24 +116,51 @@ func sign(secret string, ts time.Time, body string) http.Header {
 	return h
 }
 
-// post sends body with header to the endpoint and returns the status, the
-// response body and how long the answer took.
-func post(t *testing.T, endpoint string, header http.Header, body string) (int, string, time.Duration) {
+// post sends body with header to the endpoint and returns the status and
+// the response body. An answer that does not come within ackDeadlock fails
+// the test.
+func post(t *testing.T, endpoint string, header http.Header, body string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header = header
-	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Timeout: ackDeadlock}).Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the interaction was not answered within %s (%v); if Slack held every call (ackWhileHeld), the answer waited on the work it acknowledges", ackDeadlock, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), time.Since(start)
+	return resp.StatusCode, string(b)
 }
+
+// ackWhileHeld posts a correctly signed interaction to endpoint while the
+// Slack fake holds every call, and returns the status and body of the
+// answer; then it releases the hold. Slack gives up on an answer after 3 s,
+// so the endpoint must answer before it does the work, and the work of every
+// click ends in a Slack call (the card's update, a private answer, the
+// modal): an answer that waited on the work cannot come while Slack holds.
+// The test then fails after a generous wait (post's ackDeadlock: a
+// deadlock, not a slow answer), or sees the held calls given up that the
+// answer waited for.
+func ackWhileHeld(t *testing.T, f *fakeSlack, endpoint string, payload any) (int, string) {
+	t.Helper()
+	f.Hold()
+	defer f.Release()
+	body := formBody(payload)
+	code, resp := post(t, endpoint, sign(signingSecret, time.Now(), body), body)
+	if n := f.Abandoned(); n != 0 {
+		t.Fatalf("the interaction was answered only after %d held Slack calls were given up: the answer waited on the work", n)
+	}
+	return code, resp
+}
+
+// ackDeadlock is how long ackWhileHeld waits for an answer that can come
+// only if the endpoint does not wait on Slack: long enough for any load,
+// longer than the Slack client's own 15 s timeout (so a wait on the work
+// shows as a held call given up, when the work retries instead).
+const ackDeadlock = 20 * time.Second
 
 // formBody wraps a payload as Slack does: payload=<url-encoded JSON>.
 func formBody(payload any) string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -252,28 +253,42 @@ func TestASourceMapCommentReadsNoFile(t *testing.T) {
 				if named == "" {
 					named = fifo
 				}
-				opened := make(chan struct{})
+				// The writer opens the FIFO (which waits for a reader), writes
+				// a mark and closes it. A parser that reads the file takes the
+				// mark (os.ReadFile reads to the end, so by the time Run
+				// returns the writer is done); otherwise the mark is left for
+				// the reader this test opens after Run.
+				const mark = "source map"
+				wrote := make(chan error, 1)
 				go func() {
 					f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
 					if err == nil {
-						close(opened)
-						_ = f.Close()
+						_, err = f.WriteString(mark)
+						err = errors.Join(err, f.Close())
 					}
+					wrote <- err
 				}()
 				res, err := Run(context.Background(), fmt.Sprintf(c.src, named), nil, (&recorder{}).call, lim)
-				read := false
+				// Non-blocking: a reader now lets a writer still waiting go.
+				r, rerr := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+				if rerr != nil {
+					t.Fatal(rerr)
+				}
+				defer r.Close()
 				select {
-				case <-opened:
-					read = true
-				case <-time.After(100 * time.Millisecond):
+				case werr := <-wrote:
+					if werr != nil {
+						t.Fatal(werr)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("the FIFO's writer never finished, though the FIFO had a reader")
 				}
-				// Let the writer go (a reader of our own opens the FIFO).
-				if r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
-					<-opened
-					_ = r.Close()
+				left, rerr := io.ReadAll(r)
+				if rerr != nil {
+					t.Fatal(rerr)
 				}
-				if read {
-					t.Fatal("running the script read the file its source-map comment names")
+				if string(left) != mark {
+					t.Fatalf("running the script read the file its source-map comment names (this test's reader found %q of %q)", left, mark)
 				}
 				if err != nil || string(res.Value) != "1" {
 					t.Fatalf("%s %v", res.Value, err)

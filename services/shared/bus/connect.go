@@ -27,6 +27,10 @@ func Connect(ctx context.Context, cfg config.NATS, name string, log *slog.Logger
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
+		// Without it nats.go closes the connection for good after the same
+		// authorisation error twice from one server (a credential being
+		// rotated, a server restarting with its accounts not yet loaded).
+		nats.IgnoreAuthErrorAbort(),
 		nats.ReconnectWait(cfg.ReconnectWait),
 		nats.PingInterval(cfg.PingInterval),
 		nats.MaxPingsOutstanding(MaxPingsOutstanding),

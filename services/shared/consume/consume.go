@@ -161,10 +161,20 @@ func Run(ctx context.Context, js jetstream.JetStream, spec Spec, log *slog.Logge
 	if spec.Subscribed != nil {
 		spec.Subscribed()
 	}
+	var lastErr error
 	for {
 		m, err := it.Next()
 		if err != nil {
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
+				break
+			}
+			lastErr = err
+			// A consumer deleted before the iterator's pull request reached
+			// it shows only as missed heartbeats, forever: ask whether it
+			// is still there.
+			if _, ierr := cons.Info(ctx); errors.Is(ierr, jetstream.ErrConsumerNotFound) {
+				lastErr = ierr
+				it.Stop()
 				break
 			}
 			log.Warn("fetching messages failed; retrying", "err", err)
@@ -184,6 +194,12 @@ func Run(ctx context.Context, js jetstream.JetStream, spec Spec, log *slog.Logge
 	wg.Wait()
 	stopKeep()
 	<-keepDone
+	if ctx.Err() == nil {
+		// The iterator ends by itself only when the consumer is gone
+		// (deleted behind the service's back): nothing more will arrive, so
+		// the service must not go on looking alive.
+		return fmt.Errorf("%s: the consumer %s stopped delivering (%v); restart the service to create it again", spec.Service, spec.Durable, lastErr)
+	}
 	return nil
 }
 

@@ -282,3 +282,32 @@ func TestAHeldAckIsSentWhenNoMessageFollows(t *testing.T) {
 		return err == nil && info.State.Msgs == 0 && info.State.LastSeq == 1
 	})
 }
+
+// A consumer deleted behind a running service's back ends Run with an
+// error that says to restart, instead of a quiet nil that left the process
+// alive but never delivering again.
+func TestADeletedConsumerEndsRunWithAnError(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	intake := deps.Config.Intake.Name
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	subscribed := make(chan struct{})
+	ended := make(chan error, 1)
+	go func() {
+		ended <- Run(ctx, deps.JS, Spec{Service: "test", Stream: intake, Durable: "doomed", FilterSubjects: []string{subject.AllRequests},
+			Subscribed: func() { close(subscribed) }}, deps.Log, deps.Metrics, func(context.Context, jetstream.Msg) error { return nil })
+	}()
+	<-subscribed
+	if err := deps.JS.DeleteConsumer(ctx, intake, "doomed"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		if err == nil || !strings.Contains(err.Error(), "restart the service") {
+			t.Fatalf("Run after its consumer was deleted returned %v; want an error saying to restart", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run went on for 30s after its consumer was deleted")
+	}
+}

@@ -52,22 +52,25 @@ func TestRunServiceReturnsOnceTheServiceIsReady(t *testing.T) {
 		name string
 		run  func(ctx context.Context, ready *svc.Readiness) error
 		want string // in the one failure; "" for none
+		// within bounds the start: short only where the case waits it out,
+		// long where the outcome must not depend on a loaded machine's pace.
+		within time.Duration
 	}{
 		{"a_service_that_says_it_is_ready_is_returned", func(ctx context.Context, ready *svc.Readiness) error {
 			ready.Mark()
 			<-ctx.Done()
 			return nil
-		}, ""},
+		}, "", 30 * time.Second},
 		{"a_service_never_ready_fails_the_test_naming_it", func(ctx context.Context, _ *svc.Readiness) error {
 			<-ctx.Done()
 			return nil
-		}, "service starting was not ready within 100ms"},
+		}, "service starting was not ready within 100ms", 100 * time.Millisecond},
 		{"a_service_that_fails_before_it_is_ready_fails_the_test_with_its_error", func(context.Context, *svc.Readiness) error {
 			return errors.New("bucket AIRLOCK_X not found")
-		}, "service starting stopped before it was ready: bucket AIRLOCK_X not found"},
+		}, "service starting stopped before it was ready: bucket AIRLOCK_X not found", 30 * time.Second},
 		{"a_service_that_stops_before_it_is_ready_fails_the_test", func(context.Context, *svc.Readiness) error {
 			return nil
-		}, "service starting stopped before it was ready: Run returned without an error"},
+		}, "service starting stopped before it was ready: Run returned without an error", 30 * time.Second},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &startingService{run: tt.run}
@@ -75,7 +78,7 @@ func TestRunServiceReturnsOnceTheServiceIsReady(t *testing.T) {
 			returned := make(chan bool, 1)
 			go func() {
 				defer close(returned)
-				runService(tb, s, 100*time.Millisecond)
+				runService(tb, s, tt.within)
 				select {
 				case <-s.Ready():
 					returned <- true

@@ -54,9 +54,17 @@ type Card struct {
 // channel (Next waits for one) and kept in order (Calls, Saw).
 type Server struct {
 	*slacktest.Server
-	seq     atomic.Int64
-	down    atomic.Bool  // Slack outage: every call answers 503
-	refused atomic.Int64 // calls answered 503 during an outage
+	seq       atomic.Int64
+	down      atomic.Int64 // Slack outage: how many more calls answer 503
+	refused   atomic.Int64 // calls answered 503 during an outage
+	abandoned atomic.Int64 // held calls whose caller gave up waiting
+
+	// hold, while not nil, keeps every call waiting until it is closed
+	// (Hold, Release), and holdPosts the posts to a channel (HoldPosts);
+	// held counts the calls waiting, by method.
+	hold      chan struct{}
+	holdPosts map[string]chan struct{}
+	held      map[string]int
 
 	mu      sync.Mutex
 	queued  map[string]chan Call
@@ -77,8 +85,8 @@ const queueSize = 1000
 // Start starts a fake; Stop it when done.
 func Start() *Server {
 	f := &Server{queued: map[string]chan Call{}, limited: map[string]int{}, limitAt: map[string]time.Time{}, broken: map[string]int{},
-		missing: map[string]bool{}, tries: map[string]int{}, cards: map[string][]Card{},
-		updates: map[string][]string{}, modals: map[string]string{}}
+		missing: map[string]bool{}, tries: map[string]int{}, cards: map[string][]Card{}, held: map[string]int{},
+		updates: map[string][]string{}, modals: map[string]string{}, holdPosts: map[string]chan struct{}{}}
 	for _, m := range Methods {
 		f.queued[m] = make(chan Call, queueSize)
 	}
@@ -94,7 +102,10 @@ func Start() *Server {
 func (f *Server) handle(method string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
-		if f.down.Load() {
+		if !f.wait(r, method, func() chan struct{} { return f.hold }) {
+			return
+		}
+		if f.outage() {
 			f.refused.Add(1)
 			http.Error(w, "<html>Slack is having trouble</html>", http.StatusServiceUnavailable)
 			return
@@ -105,7 +116,8 @@ func (f *Server) handle(method string) http.HandlerFunc {
 		} else {
 			call.Form, _ = url.ParseQuery(string(raw))
 		}
-		if method == "chat.postMessage" && f.fault(w, call.Form.Get("channel")) {
+		if ch := call.Form.Get("channel"); method == "chat.postMessage" &&
+			(f.fault(w, ch) || !f.wait(r, method, func() chan struct{} { return f.holdPosts[ch] })) {
 			return
 		}
 		ts := fmt.Sprintf("1700000000.%06d", f.seq.Add(1))
@@ -266,8 +278,83 @@ func (f *Server) Attempts(channel string) int {
 	return f.tries[channel]
 }
 
-// SetDown starts (true) or ends a Slack outage: every call answers 503.
-func (f *Server) SetDown(down bool) { f.down.Store(down) }
+// Down makes the next n calls answer 503, as during an outage; Slack is
+// back after them. Counting calls rather than timing the outage lets a test
+// end it before a retrying caller gives up, however slowly either runs.
+func (f *Server) Down(n int) { f.down.Store(int64(n)) }
+
+// outage reports whether this call falls in the outage (see Down).
+func (f *Server) outage() bool {
+	for {
+		n := f.down.Load()
+		if n <= 0 {
+			return false
+		}
+		if f.down.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+// Hold keeps every call from now on waiting, unanswered, until Release: a
+// test proves that something did not wait on Slack by seeing it finish
+// while Slack holds every call (had it waited, it could not have finished).
+func (f *Server) Hold() { f.set(func() { f.hold = make(chan struct{}) }) }
+
+// HoldPosts keeps every post to channel from now on waiting, unanswered,
+// until Release; a post answered with an injected fault (RateLimit, Break)
+// is answered at once, so the retry after it is the one held.
+func (f *Server) HoldPosts(channel string) {
+	f.set(func() { f.holdPosts[channel] = make(chan struct{}) })
+}
+
+// Release answers every held call (as the fake would now: see Down) and
+// ends every hold (Hold, HoldPosts).
+func (f *Server) Release() {
+	f.set(func() {
+		if f.hold != nil {
+			close(f.hold)
+			f.hold = nil
+		}
+		for ch, hold := range f.holdPosts {
+			close(hold)
+			delete(f.holdPosts, ch)
+		}
+	})
+}
+
+// Held is how many calls of method are waiting in the hold now.
+func (f *Server) Held(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held[method]
+}
+
+// Abandoned is how many held calls were given up by their caller (its
+// context ended or its HTTP client timed out) before Release.
+func (f *Server) Abandoned() int64 { return f.abandoned.Load() }
+
+// wait holds the call while gate (read under the lock) is a hold; false:
+// the caller gave up meanwhile.
+func (f *Server) wait(r *http.Request, method string, gate func() chan struct{}) bool {
+	f.mu.Lock()
+	hold := gate()
+	if hold != nil {
+		f.held[method]++
+	}
+	f.mu.Unlock()
+	if hold == nil {
+		return true
+	}
+	defer f.set(func() { f.held[method]-- })
+	select {
+	case <-hold:
+		return true
+	case <-r.Context().Done():
+		f.abandoned.Add(1)
+		return false
+	}
+}
 
 // Refused is how many calls were answered 503 during outages.
 func (f *Server) Refused() int64 { return f.refused.Load() }

@@ -1,0 +1,14 @@
+package airlock
+
+import "time"
+
+// WithLiveOnly makes Await read a call's stored events once, when it
+// begins, and then follow the call only live (the periodic re-read waits a
+// day); read is called after each read of the stored events. A test of the
+// live path uses it so that the re-read cannot satisfy it instead.
+func WithLiveOnly(read func()) Option {
+	return func(c *Client) {
+		c.resync = 24 * time.Hour
+		c.storedRead = read
+	}
+}
