@@ -781,8 +781,8 @@ func newBenchServices(ctx context.Context, cfg config.Config, log *slog.Logger) 
 	return &benchServices{ctx: ctx, cfg: cfg, log: log, runCtx: runCtx, cancel: cancel}
 }
 
-// start builds a service with mk and runs it until the returned cancel or
-// stop is called.
+// start builds a service with mk, runs it until the returned cancel or
+// stop is called, and returns once it is ready.
 func (b *benchServices) start(name string, mk func(svc.Deps) (svc.Service, error)) (context.CancelFunc, error) {
 	deps, err := svc.Connect(b.ctx, b.cfg, b.log, "airlock-bench-"+name, true)
 	if err != nil {
@@ -794,11 +794,17 @@ func (b *benchServices) start(name string, mk func(svc.Deps) (svc.Service, error
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(b.runCtx)
+	ended, err := svc.Start(runCtx, s, time.Minute)
+	if err != nil {
+		cancel()
+		deps.NC.Close()
+		return nil, err
+	}
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
 		defer deps.NC.Close()
-		if err := s.Run(runCtx); err != nil {
+		if err := <-ended; err != nil {
 			b.log.Error("service stopped", "service", name, "err", err)
 		}
 	}()
