@@ -79,6 +79,36 @@ type cpuRounds struct {
 	BareRatio []float64 `json:"cpu_per_call_to_floor_without_headers"`
 	// floors, bareFloors: each round's operations, for their medians.
 	floors, bareFloors []*messagingFloor
+	// Least: the figures of the CPU bounds with each round's smaller
+	// window of background (IdleWindowsUsPerSecond) subtracted instead of
+	// the mean: the least background, the smallest bound ratios; the
+	// out-of-reach verdict alone uses them (cpuBound.bound).
+	Least struct {
+		SpecCallUs     []float64 `json:"spec_call_chain_cpu_us_per_call"`
+		SpecChainUs    []float64 `json:"spec_chain_cpu_us_per_call"`
+		WorkUs         []float64 `json:"work_us_per_call"`
+		FloorUs        []float64 `json:"floor_cpu_us_per_call"`
+		MinimalFloorUs []float64 `json:"minimal_floor_cpu_us_per_call"`
+	} `json:"least_background"`
+}
+
+// roundFigures are one round's figures, with one background subtracted:
+// CPU per call of the round trip and of the two chains, the collections
+// charged to each (gc, in that order), the work's pieces, and the floors.
+type roundFigures struct {
+	roundTrip, specCall, specChain float64
+	gc                             []float64
+	work                           []workCost
+	floor, bare, floorGC           messagingFloor
+}
+
+// workUs is the round's work of a call: the sum of its pieces.
+func (f *roundFigures) workUs() float64 {
+	var us float64
+	for _, w := range f.work {
+		us += w.CPUus
+	}
+	return us
 }
 
 // roundLoads are what the rounds run for a share of --duration: one call
@@ -173,13 +203,16 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 	rs.IdleWindowsUsPerSecond = append(rs.IdleWindowsUsPerSecond, pm.idle*1e6)
 	for range o.Rounds {
 		var costs []*partCost
-		var finish []func()
-		var rtGC float64
+		var finish []func(*roundFigures)
 		for _, l := range []struct {
 			name string
 			op   func(context.Context) error
-			out  *[]float64
-		}{{"round trip", loads.roundTrip, &rs.RoundTripUs}, {"chain with SPEC's headers", loads.specCall, &rs.SpecCallUs}, {"minimal chain with SPEC's headers", loads.specChain, &rs.SpecChainUs}} {
+			out  func(*roundFigures) *float64
+		}{
+			{"round trip", loads.roundTrip, func(f *roundFigures) *float64 { return &f.roundTrip }},
+			{"chain with SPEC's headers", loads.specCall, func(f *roundFigures) *float64 { return &f.specCall }},
+			{"minimal chain with SPEC's headers", loads.specChain, func(f *roundFigures) *float64 { return &f.specChain }},
+		} {
 			var calls int
 			c, err := pm.part(ctx, nil, func() error {
 				m, _, err := measureRate(ctx, run, l.op, nil, latency{})
@@ -193,25 +226,22 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 				return nil, fmt.Errorf("rounds, %s: no call completed in %.1fs", l.name, rs.Seconds)
 			}
 			costs = append(costs, &c)
-			finish = append(finish, func() {
-				*l.out = append(*l.out, c.Seconds()*1e6/float64(calls))
-				if l.out == &rs.RoundTripUs {
-					rtGC = c.ChargeSeconds * 1e6 / float64(calls)
-				}
+			finish = append(finish, func(f *roundFigures) {
+				*l.out(f) = c.Seconds() * 1e6 / float64(calls)
+				f.gc = append(f.gc, c.ChargeSeconds*1e6/float64(calls))
 			})
 		}
-		work, err := timeWork(loads.work)
+		// The work right after the minimal chain: timed as a part is
+		// (partMeter.quiet), so the chain's garbage is collected before
+		// it, uncounted, not in one of its pieces.
+		work, err := pm.timeWork(ctx, loads.work)
 		if err != nil {
 			return nil, fmt.Errorf("rounds, the work of a call: %w", err)
 		}
-		rs.work = append(rs.work, work)
-		var workUs float64
-		for _, w := range work {
-			workUs += w.CPUus
+		for i := range work {
+			costs = append(costs, &work[i])
 		}
-		rs.WorkUs = append(rs.WorkUs, workUs)
-		f, bare := &messagingFloor{Concurrency: fo.Concurrency, Payload: payload}, &messagingFloor{Concurrency: fo.Concurrency, Payload: payload}
-		var floorGC messagingFloor
+		finish = append(finish, func(f *roundFigures) { f.work = workCosts(loads.work, work) })
 		for _, op := range ops {
 			var prepare func() error
 			if op.rig.prepare != nil {
@@ -228,14 +258,14 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 				return nil, fmt.Errorf("messaging floor, %s: %w", op.name, err)
 			}
 			costs = append(costs, &c)
-			finish = append(finish, func() {
+			finish = append(finish, func(f *roundFigures) {
 				figures := floorOp{CPUPerOpUs: c.Seconds() * 1e6 / float64(rs.FloorOps), PerSecond: float64(rs.FloorOps) / elapsed.Seconds()}
 				if op.bare {
-					*op.out(bare) = figures
+					*op.out(&f.bare) = figures
 					return
 				}
-				*op.out(f) = figures
-				op.out(&floorGC).CPUPerOpUs = c.ChargeSeconds * 1e6 / float64(rs.FloorOps)
+				*op.out(&f.floor) = figures
+				op.out(&f.floorGC).CPUPerOpUs = c.ChargeSeconds * 1e6 / float64(rs.FloorOps)
 			})
 		}
 		before := pm.idle
@@ -243,29 +273,41 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 			return nil, err
 		}
 		rs.IdleWindowsUsPerSecond = append(rs.IdleWindowsUsPerSecond, pm.idle*1e6)
+		// The round's figures with the mean of its windows; the bounds'
+		// again with the smaller (least) for the out-of-reach verdict alone.
+		figures := func(idle float64) *roundFigures {
+			for _, c := range costs {
+				c.IdleSeconds = idle * c.SpanSeconds
+			}
+			f := &roundFigures{floor: messagingFloor{Concurrency: fo.Concurrency, Payload: payload}, bare: messagingFloor{Concurrency: fo.Concurrency, Payload: payload}}
+			for _, set := range finish {
+				set(f)
+			}
+			// RePublish's figures are what it adds to a sync publish of the
+			// same round, kept signed here (a round's noise either way) so
+			// the median is not lifted by cutting one side off.
+			for _, fl := range []*messagingFloor{&f.floor, &f.bare, &f.floorGC} {
+				for _, rp := range []*floorOp{&fl.RePublish, &fl.RePublishDelivered} {
+					rp.CPUPerOpUs -= fl.SyncPublish.CPUPerOpUs
+				}
+			}
+			return f
+		}
+		least := figures(min(before, pm.idle))
+		rs.Least.SpecCallUs, rs.Least.SpecChainUs = append(rs.Least.SpecCallUs, least.specCall), append(rs.Least.SpecChainUs, least.specChain)
+		rs.Least.WorkUs = append(rs.Least.WorkUs, least.workUs())
+		rs.Least.FloorUs, rs.Least.MinimalFloorUs = append(rs.Least.FloorUs, least.floor.CPUus(callMix)), append(rs.Least.MinimalFloorUs, least.floor.CPUus(minimalMix))
 		idle := (before + pm.idle) / 2
 		rs.IdleUsPerSecond = append(rs.IdleUsPerSecond, idle*1e6)
-		for _, c := range costs {
-			c.IdleSeconds = idle * c.SpanSeconds
-		}
-		for _, set := range finish {
-			set()
-		}
-		// RePublish's figures are what it adds to a sync publish of the
-		// same round, kept signed here (a round's noise either way) so the
-		// median is not lifted by cutting one side off.
-		for _, fl := range []*messagingFloor{f, bare, &floorGC} {
-			for _, rp := range []*floorOp{&fl.RePublish, &fl.RePublishDelivered} {
-				rp.CPUPerOpUs -= fl.SyncPublish.CPUPerOpUs
-			}
-		}
-		rs.floors, rs.bareFloors = append(rs.floors, f), append(rs.bareFloors, bare)
-		rs.FloorUs, rs.BareFloorUs = append(rs.FloorUs, f.CPUus(callMix)), append(rs.BareFloorUs, bare.CPUus(callMix))
-		rs.MinimalFloorUs = append(rs.MinimalFloorUs, f.CPUus(minimalMix))
-		rt := rs.RoundTripUs[len(rs.RoundTripUs)-1]
-		rs.Ratio, rs.BareRatio = append(rs.Ratio, rt/f.CPUus(callMix)), append(rs.BareRatio, rt/bare.CPUus(callMix))
-		rs.GCRoundTripUs = append(rs.GCRoundTripUs, rtGC)
-		rs.GCFloorUs = append(rs.GCFloorUs, floorGC.CPUus(callMix))
+		f := figures(idle)
+		rs.RoundTripUs, rs.SpecCallUs, rs.SpecChainUs = append(rs.RoundTripUs, f.roundTrip), append(rs.SpecCallUs, f.specCall), append(rs.SpecChainUs, f.specChain)
+		rs.work, rs.WorkUs = append(rs.work, f.work), append(rs.WorkUs, f.workUs())
+		rs.floors, rs.bareFloors = append(rs.floors, &f.floor), append(rs.bareFloors, &f.bare)
+		rs.FloorUs, rs.BareFloorUs = append(rs.FloorUs, f.floor.CPUus(callMix)), append(rs.BareFloorUs, f.bare.CPUus(callMix))
+		rs.MinimalFloorUs = append(rs.MinimalFloorUs, f.floor.CPUus(minimalMix))
+		rs.Ratio, rs.BareRatio = append(rs.Ratio, f.roundTrip/f.floor.CPUus(callMix)), append(rs.BareRatio, f.roundTrip/f.bare.CPUus(callMix))
+		rs.GCRoundTripUs = append(rs.GCRoundTripUs, f.gc[0])
+		rs.GCFloorUs = append(rs.GCFloorUs, f.floorGC.CPUus(callMix))
 	}
 	return rs, nil
 }
@@ -335,7 +377,7 @@ type partCost struct {
 	// background's share of it subtracted (idle × SpanSeconds);
 	// ChargeSeconds: its allocations' collections.
 	CPUSeconds, SpanSeconds, IdleSeconds, ChargeSeconds float64
-	// Allocated: bytes allocated within the count; Collections: automatic
+	// Allocated: bytes allocated within the count; Collections:
 	// collections within it (none: the collector is off).
 	Allocated, Collections uint64
 }
@@ -385,26 +427,51 @@ func (pm *partMeter) part(ctx context.Context, prepare, run func() error) (partC
 	}
 	percent := debug.SetGCPercent(-1)
 	defer debug.SetGCPercent(percent)
-	alloc0, cycles0 := readGCMetric("/gc/heap/allocs:bytes"), readGCMetric("/gc/cycles/automatic:gc-cycles")
-	cpu0, t0 := processCPU(), time.Now()
-	if err := run(); err != nil {
+	c, err := pm.count(ctx, pm.tail, run)
+	if err != nil {
 		return partCost{}, err
-	}
-	if err := sleepCtx(ctx, pm.tail); err != nil {
-		return partCost{}, err
-	}
-	span := time.Since(t0).Seconds()
-	c := partCost{
-		CPUSeconds:  (processCPU() - cpu0).Seconds(),
-		SpanSeconds: span,
-		IdleSeconds: pm.idle * span,
-		Allocated:   readGCMetric("/gc/heap/allocs:bytes") - alloc0,
-		Collections: readGCMetric("/gc/cycles/automatic:gc-cycles") - cycles0,
 	}
 	if percent > 0 && live > 0 {
 		c.ChargeSeconds = cycle.Seconds() * float64(c.Allocated) / (float64(percent) / 100 * float64(live))
 	}
 	return c, nil
+}
+
+// quiet runs run as a part's count is taken: after a full collection
+// (uncounted) of what ran before, with the collector off (its setting
+// restored after), counted as count says with no tail; no charge for its
+// allocations. The work of a call is timed so (timeWork): without it, a
+// collection of the garbage of the part before (the collector just back
+// on, the part's garbage on the heap) landed in one piece's loop.
+func (pm *partMeter) quiet(ctx context.Context, run func() error) (partCost, error) {
+	runtime.GC()
+	percent := debug.SetGCPercent(-1)
+	defer debug.SetGCPercent(percent)
+	return pm.count(ctx, 0, run)
+}
+
+// count counts run, the collector off, until tail after its end: the
+// process's CPU, how long it took, the background's share of it
+// (pm.idle × span; the rounds set it again once the round is over), what
+// it allocated and the collections that ran within it (any, forced or
+// not: there should be none).
+func (pm *partMeter) count(ctx context.Context, tail time.Duration, run func() error) (partCost, error) {
+	alloc0, cycles0 := readGCMetric("/gc/heap/allocs:bytes"), readGCMetric("/gc/cycles/total:gc-cycles")
+	cpu0, t0 := processCPU(), time.Now()
+	if err := run(); err != nil {
+		return partCost{}, err
+	}
+	if err := sleepCtx(ctx, tail); err != nil {
+		return partCost{}, err
+	}
+	span := time.Since(t0).Seconds()
+	return partCost{
+		CPUSeconds:  (processCPU() - cpu0).Seconds(),
+		SpanSeconds: span,
+		IdleSeconds: pm.idle * span,
+		Allocated:   readGCMetric("/gc/heap/allocs:bytes") - alloc0,
+		Collections: readGCMetric("/gc/cycles/total:gc-cycles") - cycles0,
+	}, nil
 }
 
 // readGCMetric reads one runtime/metrics counter or gauge of kind uint64.

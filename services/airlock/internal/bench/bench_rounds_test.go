@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"testing"
@@ -118,6 +119,47 @@ func TestTheBackgroundIsMeasuredWithTheCollectorOffAsInTheParts(t *testing.T) {
 	}
 	if !(pm.idle >= 0) {
 		t.Errorf("background CPU %v s a second", pm.idle)
+	}
+}
+
+// The work of a call is timed as a part is counted: right after a part
+// that left garbage with the collector just back on, no collection lands
+// in a piece's loop (the garbage is collected before it, uncounted), the
+// piece is relieved of the background over its loop, and the collector's
+// setting is the same after as before.
+func TestTheWorkIsTimedWithNoCollectionAndWithoutTheBackground(t *testing.T) {
+	prev := debug.SetGCPercent(50)
+	defer debug.SetGCPercent(prev)
+	pm := partMeter{tail: 10 * time.Millisecond, idle: 0.5}
+	var sink []byte
+	// A part that leaves garbage, as the minimal chain does.
+	if _, err := pm.part(context.Background(), nil, func() error {
+		for range 4096 {
+			sink = make([]byte, 16<<10)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A piece that allocates: with the collector on, its loop (workOps ×
+	// 32 KiB, far over half the live heap) would start collections.
+	costs, err := pm.timeWork(context.Background(), []workPiece{{"allocate", func() error { sink = make([]byte, 32<<10); return nil }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = sink
+	c := costs[0]
+	if c.Collections != 0 {
+		t.Errorf("%d collections ran within the piece's loop, want none", c.Collections)
+	}
+	if !(c.SpanSeconds > 0) || math.Abs(c.IdleSeconds-0.5*c.SpanSeconds) > 1e-9 {
+		t.Errorf("subtracted %v s of background over a loop of %v s at 0.5 s a second, want %v", c.IdleSeconds, c.SpanSeconds, 0.5*c.SpanSeconds)
+	}
+	if w := workCosts([]workPiece{{name: "allocate"}}, costs); math.Abs(w[0].CPUus-c.Seconds()*1e6/workOps) > 1e-9 {
+		t.Errorf("the piece's figure %v µs per call is not its count less the background over workOps", w[0].CPUus)
+	}
+	if got := debug.SetGCPercent(50); got != 50 {
+		t.Errorf("the collector's setting after the work is %d, want 50 as before", got)
 	}
 }
 
