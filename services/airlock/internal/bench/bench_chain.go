@@ -351,6 +351,7 @@ func envelopeHeader(typ, call, expect string, seq uint64, msgID bool) (nats.Head
 		ev.Body = &airlockv1.Event_Requested{Requested: &airlockv1.Requested{}}
 	case subject.Allowed:
 		ev.Body = &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{}}
+		ev.EventId = callref.Ref{Agent: "bench", Call: call, Rev: 1}.EventID("decision") // as policy.DecisionEvent
 	case subject.Started:
 		ev.Body = &airlockv1.Event_Started{Started: &airlockv1.Started{}}
 		ev.EventId += ".1" // the attempt

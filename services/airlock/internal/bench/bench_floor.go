@@ -414,24 +414,25 @@ type floorMsgs struct {
 	// variant's ("" for the bare floor), so the rounds can keep both.
 	tag     string
 	payload []byte
-	// request: the agent's request (the work queue's delivery); decision:
-	// an event stored by a sync publish (the sync publish, the delivery +
-	// ack, the RePublishes); appended: an event compare-and-appended, the
-	// rig writing its two expectations in. nil: no header.
+	// request: the agent's request (the work queue's delivery; a sync
+	// publish in turn with the decision); decision: the decision, stored
+	// by sync publish with its message id (floorPublishes gives each its
+	// own); appended: an event compare-and-appended, the rig writing its
+	// two expectations in. nil: no header.
 	request, decision, appended nats.Header
 }
 
 func bareFloorMsgs(payload []byte) floorMsgs { return floorMsgs{payload: payload} }
 
 // specFloorMsgs are the call's messages with exactly the headers SPEC §3
-// requires (ce-id, ce-type, ce-source, ce-time, ce-specversion,
-// traceparent), each with the value airlock's envelope gives it (call
-// ids as long as the SDK's): the agent's request, the decision (without
-// its Nats-Msg-Id, which SPEC does not name) and `started`, appended, with
-// its two expectations.
+// and exactly-once require (ce-id, ce-type, ce-source, ce-time,
+// ce-specversion, traceparent; the decision its Nats-Msg-Id, as the
+// policy publishes it; an append its expectations), each with the value
+// airlock's envelope gives it (call ids as long as the SDK's): the
+// agent's request, the decision and `started`, appended, with its two
+// expectations.
 func specFloorMsgs(payload []byte) (floorMsgs, error) {
-	keep := slices.DeleteFunc(slices.Clone(specHeaders), func(h string) bool { return h == envelope.HeaderMsgID })
-	hs, err := newEnvelopeHeaders("floor.spec", keep)
+	hs, err := newEnvelopeHeaders("floor.spec", specHeaders)
 	if err != nil {
 		return floorMsgs{}, err
 	}
@@ -441,6 +442,51 @@ func specFloorMsgs(payload []byte) (floorMsgs, error) {
 		decision: hs.of(subject.Allowed, placeholderCall, "", 0, true),
 		appended: hs.of(subject.Started, placeholderCall, ledger, 0, false),
 	}, nil
+}
+
+// floorPublishes gives the messages a rig stores by sync publish for the
+// call's: the decision, with a message id of its own each time (the
+// policy publishes each call's decision with its event id as its
+// Nats-Msg-Id, so the server records and checks one per call); in turn
+// with the agent's request when both (the call's two sync publishes,
+// callMix: the request carries no message id). Worker w's header is
+// reused for its next message once its publish returned.
+type floorPublishes struct {
+	fm        floorMsgs
+	both      bool
+	n         atomic.Uint64
+	decisions []nats.Header
+	// pre, post: the decision's message id around its call id.
+	pre, post               string
+	requestBody, decideBody []byte
+}
+
+func (fm floorMsgs) publishes(workers int, both bool) *floorPublishes {
+	p := &floorPublishes{fm: fm, both: both, requestBody: fm.body(fm.request), decideBody: fm.body(fm.decision)}
+	if fm.decision == nil {
+		return p
+	}
+	p.pre, p.post, _ = strings.Cut(envelope.HeaderValue(fm.decision, envelope.HeaderMsgID), placeholderCall)
+	p.decisions = make([]nats.Header, workers+1)
+	for w := range p.decisions {
+		p.decisions[w] = maps.Clone(fm.decision)
+	}
+	return p
+}
+
+// next is worker w's next message: its header and body.
+func (p *floorPublishes) next(w int) (nats.Header, []byte) {
+	n := p.n.Add(1)
+	if p.fm.decision == nil {
+		return nil, p.fm.payload
+	}
+	if p.both && n%2 == 1 {
+		return p.fm.request, p.requestBody
+	}
+	id := strconv.FormatUint(n, 10)
+	h := p.decisions[w]
+	h[envelope.HeaderMsgID] = []string{p.pre + placeholderCall[:len(placeholderCall)-len(id)] + id + p.post}
+	return h, p.decideBody
 }
 
 // names are a rig's stream and subject prefix ("floor.x.") for fm.
@@ -514,9 +560,10 @@ func floorSyncPublishRig(ctx context.Context, js jetstream.JetStream, o floorOpt
 	if err != nil {
 		return floorRig{err: err}
 	}
-	body := fm.body(fm.decision)
-	return parallelRig(o, func(int, int) error {
-		_, err := js.PublishMsg(ctx, &nats.Msg{Subject: prefix + "x", Header: fm.decision, Data: body})
+	msgs := fm.publishes(o.Concurrency, true)
+	return parallelRig(o, func(w, _ int) error {
+		h, body := msgs.next(w)
+		_, err := js.PublishMsg(ctx, &nats.Msg{Subject: prefix + "x", Header: h, Data: body})
 		return err
 	}, done)
 }
@@ -607,11 +654,21 @@ func floorCASPublishRig(ctx context.Context, js jetstream.JetStream, o floorOpti
 			headers[w] = nats.Header{}
 		}
 	}
-	body := fm.body(fm.appended)
-	cas := func(w int) error {
-		h := headers[w]
-		h[jetstream.ExpectedLastSubjSeqHeader] = []string{strconv.FormatUint(last[w], 10)}
+	// The body is the payload less the header as sent: the worker's
+	// expectation subject, set once, and the sequence's digits.
+	rest := make([]int, o.Concurrency+1)
+	for w, h := range headers {
 		h[jetstream.ExpectedLastSubjSeqSubjHeader] = []string{prefix + strconv.Itoa(w) + ".*"}
+		h[jetstream.ExpectedLastSubjSeqHeader] = []string{""}
+		rest[w] = len(fm.payload) - headerSize(h)
+	}
+	cas := func(w int) error {
+		h, seq := headers[w], strconv.FormatUint(last[w], 10)
+		h[jetstream.ExpectedLastSubjSeqHeader] = []string{seq}
+		body := fm.payload
+		if fm.appended != nil {
+			body = fm.payload[:max(0, rest[w]-len(seq))]
+		}
 		ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: prefix + strconv.Itoa(w) + ".x", Header: h, Data: body})
 		if err != nil {
 			return err
@@ -711,12 +768,17 @@ func floorDirectGet(ctx context.Context, js jetstream.JetStream, o floorOptions,
 func floorPullRig(ctx context.Context, js jetstream.JetStream, o floorOptions, fm floorMsgs, retention jetstream.RetentionPolicy) floorRig {
 	// The work queue delivers the agent's request (the intake), the limits
 	// stream the decision (the events stream).
-	name, prefix, header := "FLOOR_PULL", "floor.pull.", fm.decision
+	name, prefix := "FLOOR_PULL", "floor.pull."
+	// Each message its header and body: the decision each with a message
+	// id of its own, the request as it is.
+	decisions := fm.publishes(0, false)
+	next := func() (nats.Header, []byte) { return decisions.next(0) }
 	if retention == jetstream.WorkQueuePolicy { // a stream of its own subjects: the rounds keep both
-		name, prefix, header = "FLOOR_PULL_WQ", "floor.pullwq.", fm.request
+		name, prefix = "FLOOR_PULL_WQ", "floor.pullwq."
+		body := fm.body(fm.request)
+		next = func() (nats.Header, []byte) { return fm.request, body }
 	}
 	name, prefix = fm.names(name, prefix)
-	body := fm.body(header)
 	s, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ">"}, Retention: retention})
 	if err != nil {
 		return floorRig{err: err}
@@ -730,6 +792,7 @@ func floorPullRig(ctx context.Context, js jetstream.JetStream, o floorOptions, f
 			}
 			defer stop()
 			return timeEach(n, func(int) error {
+				header, body := next()
 				if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: prefix + "live", Header: header, Data: body}); err != nil {
 					return err
 				}
@@ -740,6 +803,8 @@ func floorPullRig(ctx context.Context, js jetstream.JetStream, o floorOptions, f
 			backlogs++
 			backlog = prefix + "backlog." + strconv.Itoa(backlogs)
 			for range n {
+				header, body := next()
+				header = maps.Clone(header) // kept by the client until acked
 				if _, err := js.PublishMsgAsync(&nats.Msg{Subject: backlog, Header: header, Data: body}, jetstream.WithStallWait(30*time.Second)); err != nil {
 					return err
 				}
@@ -848,7 +913,7 @@ func floorRePublishRig(ctx context.Context, url string, js jetstream.JetStream, 
 		name, prefix = "FLOOR_REPUB_SUB", "floor.repubsub."
 	}
 	name, prefix = fm.names(name, prefix)
-	body := fm.body(fm.decision) // as the sync publish it is compared with
+	msgs := fm.publishes(o.Concurrency, true) // as the sync publish it is compared with
 	var cleanup rigCleanup
 	defer func() {
 		if rig.err != nil {
@@ -885,7 +950,8 @@ func floorRePublishRig(ctx context.Context, url string, js jetstream.JetStream, 
 		}
 	}
 	return parallelRig(o, func(w, _ int) error {
-		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: prefix + strconv.Itoa(w), Header: fm.decision, Data: body}); err != nil {
+		h, body := msgs.next(w)
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: prefix + strconv.Itoa(w), Header: h, Data: body}); err != nil {
 			return err
 		}
 		if !deliver {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/airlock-gate/airlock/services/shared/embedded"
@@ -57,11 +58,15 @@ func TestMessagingFloorMeasuresEveryOperation(t *testing.T) {
 }
 
 // TestTheFloorsOperationsWithSPECsHeadersStoreExactlyThem: each operation
-// of the goal's floor stores messages with exactly the headers SPEC §3
-// requires (the CloudEvents attributes and traceparent; a
-// compare-and-append also its two expectations), none of airlock's others,
-// and records as large as the bare operation's; the bare operations store
-// no header but a compare-and-append's expectations.
+// of the goal's floor stores messages with exactly the headers SPEC §3 and
+// exactly-once require of the call's message it stands for (the
+// CloudEvents attributes and traceparent with the values specFloorMsgs
+// gives them; the decision its own message id; a compare-and-append its two
+// expectations), none of airlock's others, and records exactly as large as
+// the bare operation's; the sync publishes (and the RePublishes measured
+// against them) store the request and the decision in turn, as a call's
+// two; the bare operations store no header but a compare-and-append's
+// expectations.
 func TestTheFloorsOperationsWithSPECsHeadersStoreExactlyThem(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -82,61 +87,93 @@ func TestTheFloorsOperationsWithSPECsHeadersStoreExactlyThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	every := []string{envelope.HeaderCEID, envelope.HeaderCEType, envelope.HeaderCESource, envelope.HeaderCETime, envelope.HeaderCESpec, envelope.HeaderTraceparent}
 	after := []string{envelope.HeaderExpectedLastSubjSeq, envelope.HeaderExpectedLastSubjSeqSubject}
+	request, decision, appended := spec.request, spec.decision, spec.appended
 	for _, tc := range []struct {
 		name    string
 		stream  string
 		rig     func(floorMsgs) floorRig
 		prepare bool // the messages are read after prepare (a work queue's ack removes them)
-		want    []string
-		bare    []string
+		// kinds: the call's messages it stores (each of them when more
+		// than one), by their ce-type; bare: the headers of a bare one.
+		kinds []nats.Header
+		bare  []string
 	}{
-		{"sync publish", "FLOOR_SYNC", func(fm floorMsgs) floorRig { return floorSyncPublishRig(ctx, js, o, fm) }, false, every, nil},
-		{"compare-and-append", "FLOOR_CAS", func(fm floorMsgs) floorRig { return floorCASPublishRig(ctx, js, o, fm) }, false, append(slices.Clone(every), after...), after},
-		{"delivery + ack", "FLOOR_PULL", func(fm floorMsgs) floorRig { return floorPullRig(ctx, js, o, fm, jetstream.LimitsPolicy) }, true, every, nil},
-		{"delivery + ack from a work queue", "FLOOR_PULL_WQ", func(fm floorMsgs) floorRig { return floorPullRig(ctx, js, o, fm, jetstream.WorkQueuePolicy) }, true, every, nil},
-		{"RePublish to a subscriber", "FLOOR_REPUB_SUB", func(fm floorMsgs) floorRig { return floorRePublishRig(ctx, ns.URL(), js, o, fm, true) }, false, every, nil},
+		{"sync publish", "FLOOR_SYNC", func(fm floorMsgs) floorRig { return floorSyncPublishRig(ctx, js, o, fm) }, false, []nats.Header{request, decision}, nil},
+		{"compare-and-append", "FLOOR_CAS", func(fm floorMsgs) floorRig { return floorCASPublishRig(ctx, js, o, fm) }, false, []nats.Header{appended}, after},
+		{"delivery + ack", "FLOOR_PULL", func(fm floorMsgs) floorRig { return floorPullRig(ctx, js, o, fm, jetstream.LimitsPolicy) }, true, []nats.Header{decision}, nil},
+		{"delivery + ack from a work queue", "FLOOR_PULL_WQ", func(fm floorMsgs) floorRig { return floorPullRig(ctx, js, o, fm, jetstream.WorkQueuePolicy) }, true, []nats.Header{request}, nil},
+		{"RePublish to a subscriber", "FLOOR_REPUB_SUB", func(fm floorMsgs) floorRig { return floorRePublishRig(ctx, ns.URL(), js, o, fm, true) }, false, []nats.Header{request, decision}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var sizes []int
 			for _, fm := range []floorMsgs{bareFloorMsgs(payload), spec} {
 				rig := fm.rigFor(t, tc.rig)
-				stream, want := tc.stream, tc.bare
+				stream := tc.stream
 				if fm.tag != "" {
-					stream, want = tc.stream+"_SPEC", tc.want
+					stream = tc.stream + "_SPEC"
 				}
+				const n = 4
 				if tc.prepare {
-					if err := rig.prepare(4); err != nil {
+					if err := rig.prepare(n); err != nil {
 						t.Fatal(err)
 					}
-				} else if err := rig.run(4); err != nil {
+				} else if err := rig.run(n); err != nil {
 					t.Fatal(err)
 				}
 				s, err := js.Stream(ctx, stream)
 				if err != nil {
 					t.Fatal(err)
 				}
-				m, err := s.GetMsg(ctx, s.CachedInfo().State.LastSeq)
-				if err != nil {
-					t.Fatal(err)
+				// Every message stored, none taken for a duplicate.
+				if got := s.CachedInfo().State.Msgs; got != n {
+					t.Fatalf("%s stores %d messages of %d published", stream, got, n)
 				}
-				if got := slices.Sorted(maps.Keys(m.Header)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
-					t.Errorf("%s stores headers %v, want %v", stream, got, want)
-				}
-				for k, v := range m.Header {
-					if len(v) != 1 || v[0] == "" {
-						t.Errorf("%s: header %s is %q", stream, k, v)
+				seen, ids := map[string]int{}, map[string]bool{}
+				for seq := s.CachedInfo().State.FirstSeq; seq <= s.CachedInfo().State.LastSeq; seq++ {
+					m, err := s.GetMsg(ctx, seq)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if fm.tag == "" {
+						if got := slices.Sorted(maps.Keys(m.Header)); !slices.Equal(got, slices.Sorted(slices.Values(tc.bare))) || len(m.Data) != o.Payload {
+							t.Errorf("%s stores headers %v and %d B, want %v and %d B", stream, got, len(m.Data), tc.bare, o.Payload)
+						}
+						continue
+					}
+					typ := envelope.HeaderValue(m.Header, envelope.HeaderCEType)
+					i := slices.IndexFunc(tc.kinds, func(h nats.Header) bool { return envelope.HeaderValue(h, envelope.HeaderCEType) == typ })
+					if i < 0 {
+						t.Fatalf("%s stores a message of ce-type %q, want one of the call's %v", stream, typ, tc.kinds)
+					}
+					seen[typ]++
+					want := tc.kinds[i]
+					if got := slices.Sorted(maps.Keys(m.Header)); !slices.Equal(got, slices.Sorted(maps.Keys(want))) {
+						t.Errorf("%s stores headers %v for %s, want %v", stream, got, typ, slices.Sorted(maps.Keys(want)))
+					}
+					for k, v := range want {
+						got := envelope.HeaderValue(m.Header, k)
+						switch {
+						case k == envelope.HeaderMsgID:
+							// Its own each time, as long as a call's.
+							if len(got) != len(v[0]) || ids[got] {
+								t.Errorf("%s: the decision's message id %q, want one of its own as long as %q", stream, got, v[0])
+							}
+							ids[got] = true
+						case slices.Contains(after, k):
+							if got == "" {
+								t.Errorf("%s: expectation %s is empty", stream, k)
+							}
+						case got != v[0]:
+							t.Errorf("%s: %s is %q, want %q as specFloorMsgs gives it", stream, k, got, v[0])
+						}
+					}
+					if size := headerSize(m.Header) + len(m.Data); size != o.Payload {
+						t.Errorf("%s stores %d B of header and body, want %d as the bare message's body", stream, size, o.Payload)
 					}
 				}
-				if fm.tag != "" {
-					sizes = append(sizes, headerSize(m.Header)+len(m.Data))
-				} else {
-					sizes = append(sizes, len(m.Data))
+				if fm.tag != "" && len(seen) != len(tc.kinds) {
+					t.Errorf("%s stores the call's messages %v, want each of %d kinds", stream, seen, len(tc.kinds))
 				}
-			}
-			if bare, spec := sizes[0], sizes[1]; spec < bare*9/10 || spec > bare*11/10 {
-				t.Errorf("a message with SPEC's headers takes %d B, a bare one %d B: the records should be as large", spec, bare)
 			}
 		})
 	}

@@ -213,6 +213,38 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 	if got, want := rep.CPUBound.MinimalUs, median(sums(rs.SpecChainUs)); math.Abs(got-want) > 1e-6 {
 		t.Errorf("the minimal CPU bound is %v µs, not the median of the rounds' CPU of the minimal chain with SPEC's headers plus their work (%v µs)", got, want)
 	}
+	// Each bound's ratio is the median of the rounds' own ratios, each
+	// round's chain + work against that round's floor with SPEC's headers
+	// (today's call's, the minimal writes'), not a quotient of medians; the
+	// out-of-reach bounds the same with each round's least background.
+	ratios := func(chain, floor []float64) []float64 {
+		var out []float64
+		for i, x := range sums(chain) {
+			out = append(out, x/floor[i])
+		}
+		return out
+	}
+	if got, want := rep.CPUBound.CallToFloor, median(ratios(rs.SpecCallUs, rs.FloorUs)); math.Abs(got-want) > 1e-9 {
+		t.Errorf("today's bound is %v× its floor, not the median of the rounds' (chain + work) ÷ floor with SPEC's headers (%v×)", got, want)
+	}
+	if got, want := rep.CPUBound.MinimalToOwnFloor, median(ratios(rs.SpecChainUs, rs.MinimalFloorUs)); math.Abs(got-want) > 1e-9 {
+		t.Errorf("the minimal bound is %v× its floor, not the median of the rounds' (minimal chain + work) ÷ minimal floor with SPEC's headers (%v×)", got, want)
+	}
+	l := rs.Least
+	for name, xs := range map[string][]float64{"today's chain": l.SpecCallUs, "the minimal chain": l.SpecChainUs, "the work": l.WorkUs, "the floor": l.FloorUs, "the minimal floor": l.MinimalFloorUs} {
+		if len(xs) != 3 || slices.ContainsFunc(xs, func(x float64) bool { return !(x > 0) }) {
+			t.Errorf("with the least background the rounds measured %s as %v, want 3 figures above 0", name, xs)
+		}
+	}
+	if len(l.FloorUs) == 3 {
+		var want []float64
+		for i := range l.FloorUs {
+			want = append(want, (l.SpecCallUs[i]+l.WorkUs[i])/l.FloorUs[i])
+		}
+		if got := rep.CPUBound.LeastCallToFloor; math.Abs(got-median(want)) > 1e-9 {
+			t.Errorf("today's bound with the least background is %v×, not the median of the rounds' %v", got, want)
+		}
+	}
 	if got, want := rep.CPUBound.RoundTripUs, median(rs.RoundTripUs); got != want {
 		t.Errorf("the CPU bound compares itself with a round trip of %v µs, not the rounds' median %v µs", got, want)
 	}
