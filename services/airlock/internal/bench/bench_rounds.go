@@ -45,7 +45,8 @@ type cpuRounds struct {
 	// running and the collector off as in the parts
 	// (partMeter.measureIdle); IdleUsPerSecond: each round's, the mean of
 	// the windows before and after it, subtracted over each of its parts'
-	// whole count.
+	// whole count and each piece of its work's loop (the smaller of the
+	// two for Least).
 	IdleWindowsUsPerSecond []float64 `json:"idle_windows_cpu_us_per_second"`
 	IdleUsPerSecond        []float64 `json:"idle_cpu_us_per_second"`
 	IdleWindowSeconds      float64   `json:"idle_window_seconds"`
