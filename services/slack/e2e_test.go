@@ -260,7 +260,13 @@ func TestEndToEndWithTheAirlockBinary(t *testing.T) {
 		// only once the card update gave up, which the fake counts).
 		e.f.Hold()
 		defer e.f.Release()
-		e.f.Down(1) // once released, the held card update is answered 503
+		// Once released, the update that shows the approval is answered 503,
+		// whichever held call is answered first (the card is also redrawn
+		// once the call has run).
+		approvedUpdate := func(c apiCall) bool {
+			return c.Method == "chat.update" && c.Form.Get("ts") == ts && strings.HasPrefix(c.Form.Get("text"), "Approved: ")
+		}
+		e.f.Down(1, approvedUpdate)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		resp, err := e.api.Decide(ctx, &airlockv1.DecideRequest{
@@ -280,10 +286,12 @@ func TestEndToEndWithTheAirlockBinary(t *testing.T) {
 		testenv.Eventually(t, 10*time.Second, "the card update to reach the held Slack", func() bool { return e.f.Held("chat.update") > 0 })
 		waitedOnSlack()
 		e.f.Release()
-		// The update answered 503 is retried, and the retry finds Slack back.
-		e.nextUpdate(t, ch, ts, "*Approved* by *alice* (console)")
-		if e.f.Refused() == 0 {
-			t.Fatal("the card update never met the outage")
+		// The update answered 503 is retried, and the retry finds Slack back
+		// (the redraw after the call ran shows "Approved, completed").
+		e.nextUpdate(t, ch, ts, "Approved: demo__write_file")
+		if refused := e.f.Refused(); len(refused) != 1 || !approvedUpdate(refused[0]) || refused[0].Form.Get("channel") != ch ||
+			!strings.Contains(cardStrings(t, refused[0].Blocks()), "*Approved* by *alice* (console)") {
+			t.Fatalf("the outage answered %v; want the update showing the approval only", refused)
 		}
 		if o := await(t, client, "e2e_outage"); o.Status != airlock.StatusCompleted {
 			t.Fatalf("outcome %+v", o)
