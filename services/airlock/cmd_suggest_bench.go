@@ -86,16 +86,20 @@ func suggestBench(ctx context.Context, out io.Writer, calls, after int, seed uin
 		return err
 	}
 	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 2)
-	for _, s := range []svc.Service{pol, appr} {
-		go func() { done <- s.Run(rctx) }()
-	}
+	var running []<-chan error
 	defer func() {
 		stop()
-		for range 2 {
-			err = errors.Join(err, <-done)
+		for _, ended := range running {
+			err = errors.Join(err, <-ended)
 		}
 	}()
+	for _, s := range []svc.Service{pol, appr} {
+		ended, err := svc.Start(rctx, s, time.Minute)
+		if err != nil {
+			return err
+		}
+		running = append(running, ended)
+	}
 	fk, err := deps.FrontendKey()
 	if err != nil {
 		return err

@@ -4,8 +4,11 @@ package svc
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -99,4 +102,32 @@ func (d Deps) DecisionKey() (seal.Key, error) {
 func (d Deps) FrontendKey() (seal.Key, error) {
 	s := d.Config.Security
 	return seal.Load("security.frontend_key", s.FrontendKey, s.FrontendKeyFile)
+}
+
+// Start runs s on a goroutine of its own until ctx ends and returns once s
+// is ready; ended then receives what Run returns. It fails, naming the
+// service, when Run ends before s is ready or s is not ready within within.
+// (Tests use testenv.RunService, which also fails the test.)
+func Start(ctx context.Context, s Service, within time.Duration) (ended <-chan error, err error) {
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	select {
+	case <-s.Ready():
+		return done, nil
+	case err := <-done:
+		select {
+		case <-s.Ready(): // ready, then stopped at once: the caller reads it from ended
+			done <- err
+			return done, nil
+		default:
+		}
+		if err == nil {
+			err = errors.New("Run returned without an error")
+		}
+		return nil, fmt.Errorf("service %s stopped before it was ready: %w", s.Name(), err)
+	case <-deadline.C:
+		return nil, fmt.Errorf("service %s was not ready within %s: it has not registered its endpoints or subscribed its consumers", s.Name(), within)
+	}
 }

@@ -5,7 +5,6 @@ package testenv
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -140,8 +139,11 @@ func RunService(t testing.TB, s svc.Service) (stop func()) {
 func runService(t testing.TB, s svc.Service, within time.Duration) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	ended, err := svc.Start(ctx, s, within)
+	if err != nil {
+		cancel()
+		t.Fatalf("%v (AIRLOCK_TEST_LOG=1 shows its log)", err)
+	}
 	var stopped bool
 	stop = func() {
 		if stopped {
@@ -150,7 +152,7 @@ func runService(t testing.TB, s svc.Service, within time.Duration) (stop func())
 		stopped = true
 		cancel()
 		select {
-		case err := <-done:
+		case err := <-ended:
 			if err != nil {
 				t.Errorf("service %s: %v", s.Name(), err)
 			}
@@ -159,25 +161,6 @@ func runService(t testing.TB, s svc.Service, within time.Duration) (stop func())
 		}
 	}
 	t.Cleanup(stop)
-	deadline := time.NewTimer(within)
-	defer deadline.Stop()
-	select {
-	case <-s.Ready():
-	case err := <-done:
-		select {
-		case <-s.Ready(): // ready, then stopped at once: stop reports it
-			done <- err
-		default:
-			stopped = true
-			cancel()
-			if err == nil {
-				err = errors.New("Run returned without an error")
-			}
-			t.Fatalf("service %s stopped before it was ready: %v", s.Name(), err)
-		}
-	case <-deadline.C:
-		t.Fatalf("service %s was not ready within %s: its Run has not registered its endpoints or subscribed its consumers (AIRLOCK_TEST_LOG=1 shows its log)", s.Name(), within)
-	}
 	return stop
 }
 

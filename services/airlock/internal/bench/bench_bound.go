@@ -22,13 +22,21 @@ import (
 // no call can skip, each measured in the same run: the policy's Rego
 // decision, sealing the decision and checking its seal, and encoding or
 // decoding each message a party writes or reads. The work is measured on
-// the events a round-trip call really stored, one kind at a time.
+// the events a round-trip call really stored, one kind at a time, in each
+// round of the CPU goal (a burst of load during one piece's loop moved
+// the bound by tens of µs when it was timed once).
 
 // minimalMix is what the minimal exactly-once chain does on the bus: the
 // agent's request, its delivery from the work queue and ack, the decision,
 // `started` and the end each a compare-and-append, the executor's delivery
 // and ack, and the RePublish of the three events (to the agent: the end).
 var minimalMix = floorMix{SyncPublish: 1, CASPublish: 3, PullDeliverAckWorkQueue: 1, PullDeliverAck: 1, RePublish: 2, RePublishDelivered: 1}
+
+// workPiece is one piece of a call's unavoidable work: do does it once.
+type workPiece struct {
+	name string
+	do   func() error
+}
 
 // workCost is one piece of a call's unavoidable work, measured alone.
 type workCost struct {
@@ -40,12 +48,13 @@ type workCost struct {
 
 // cpuBound is the CPU bar's lower bound.
 type cpuBound struct {
+	// Work: each piece's median over the rounds.
 	Work []workCost `json:"work"`
-	// WorkUs: Σ CPUus.
+	// WorkUs: the median of the rounds' Σ CPUus.
 	WorkUs float64 `json:"work_us_per_call"`
 	// MinimalUs: the CPU per call of the minimal chain with SPEC's
 	// headers + WorkUs, the least a call with the minimal writes costs; MinimalFloorUs is the messaging
-	// floor of those writes (minimalMix).
+	// floor of those writes (minimalMix), its messages with the same headers.
 	MinimalUs      float64 `json:"minimal_us_per_call"`
 	MinimalFloorUs float64 `json:"minimal_floor_us_per_call"`
 	// CallUs: the CPU per call of today's writes with SPEC's headers
@@ -54,22 +63,27 @@ type cpuBound struct {
 	CallUs float64 `json:"call_writes_us_per_call"`
 	// MinimalToOwnFloor, MinimalToFloor, CallToFloor: the bounds as
 	// ratios to the messaging floor of the minimal writes and of today's
-	// call (the figure the goal is about).
+	// call (the figure the goal is about), both with SPEC's headers, as
+	// the chains carry them: like with like.
 	MinimalToOwnFloor float64 `json:"minimal_to_its_floor"`
 	MinimalToFloor    float64 `json:"minimal_to_floor"`
 	CallToFloor       float64 `json:"call_writes_to_floor"`
+	// RoundTripUs: the rounds' median CPU per call of the round trip,
+	// which does today's writes and the work: a bound above it bounds
+	// nothing in that run.
+	RoundTripUs float64 `json:"round_trip_us_per_call"`
 }
 
 // workOps is how many times each piece of work is done to time it.
 const workOps = 2000
 
-// measureWork times the work every auto-allowed call does besides its
+// callWork is the work every auto-allowed call does besides its
 // messaging, on the events of the newest call agent completed (read back
 // from the events stream): encoding and decoding each message, the Rego
 // decision (the configured policy, no run-time rules, as the bench's policy
 // service), sealing the decision and checking the seal. The bench's agent is
 // the only one that completes calls.
-func measureWork(ctx context.Context, nc *nats.Conn, cfg config.Config) ([]workCost, error) {
+func callWork(ctx context.Context, nc *nats.Conn, cfg config.Config) ([]workPiece, error) {
 	read := func(subj string) (*airlockv1.Event, error) {
 		m, err := bus.LastStored(ctx, nc, cfg.Stream.Name, subj)
 		if err != nil {
@@ -128,10 +142,7 @@ func measureWork(ctx context.Context, nc *nats.Conn, cfg config.Config) ([]workC
 		return func() error { _, err := envelope.Decode(msgs[typ].Data, msgs[typ].Header); return err }
 	}
 	allowed := events[subject.Allowed]
-	pieces := []struct {
-		name string
-		do   func() error
-	}{
+	return []workPiece{
 		{"encode the request (agent)", func() error { _, err := bus.EncodeRequest(request, "agent/"+call.GetAgentId(), ""); return err }},
 		{"decode the request (policy)", decode(subject.Requested)},
 		{"Rego decision (policy)", func() error { _, err := policy.Evaluate(ctx, call, time.Now()); return err }},
@@ -142,7 +153,12 @@ func measureWork(ctx context.Context, nc *nats.Conn, cfg config.Config) ([]workC
 		{"encode started (executor)", encode(events[subject.Started])},
 		{"encode the end (executor)", encode(completed)},
 		{"decode the end (agent)", decode(subject.Completed)},
-	}
+	}, nil
+}
+
+// timeWork times each piece alone: this process's CPU over workOps of it,
+// after a warm-up.
+func timeWork(pieces []workPiece) ([]workCost, error) {
 	costs := make([]workCost, 0, len(pieces))
 	for _, p := range pieces {
 		for range workOps / 10 { // warm up
@@ -161,20 +177,31 @@ func measureWork(ctx context.Context, nc *nats.Conn, cfg config.Config) ([]workC
 	return costs, nil
 }
 
-// bound completes b from its Work and the rounds' CPU per call of the
-// minimal chain and of today's writes, both with SPEC's headers, against the
-// messaging floors of their writes and of today's call in the same rounds:
-// each ratio is the median of its per-round values, each CPU figure the
-// median of the rounds'.
+// bound sets b from the rounds: the work and the CPU per call of the
+// minimal chain and of today's writes, both with SPEC's headers, against
+// the messaging floors of their writes and of today's call with the same
+// headers in the same rounds: each ratio is the median of its per-round
+// values, each CPU figure the median of the rounds'.
 func (b *cpuBound) bound(rs *cpuRounds) {
-	b.WorkUs = 0
-	for _, w := range b.Work {
-		b.WorkUs += w.CPUus
+	b.Work = nil
+	if len(rs.work) > 0 {
+		for i, piece := range rs.work[0] {
+			var us []float64
+			for _, r := range rs.work {
+				us = append(us, r[i].CPUus)
+			}
+			b.Work = append(b.Work, workCost{Name: piece.Name, CPUus: median(us)})
+		}
 	}
-	b.MinimalUs, b.CallUs, b.MinimalFloorUs = median(rs.SpecChainUs)+b.WorkUs, median(rs.SpecCallUs)+b.WorkUs, median(rs.MinimalFloorUs)
+	var minimal, call []float64
+	for i := range rs.WorkUs {
+		minimal, call = append(minimal, rs.SpecChainUs[i]+rs.WorkUs[i]), append(call, rs.SpecCallUs[i]+rs.WorkUs[i])
+	}
+	b.WorkUs, b.MinimalUs, b.CallUs, b.MinimalFloorUs = median(rs.WorkUs), median(minimal), median(call), median(rs.MinimalFloorUs)
+	b.RoundTripUs = median(rs.RoundTripUs)
 	var toOwn, toFloor, callToFloor []float64
 	for i := range rs.FloorUs {
-		spec, call := rs.SpecChainUs[i]+b.WorkUs, rs.SpecCallUs[i]+b.WorkUs
+		spec, call := minimal[i], call[i]
 		if rs.MinimalFloorUs[i] > 0 {
 			toOwn = append(toOwn, spec/rs.MinimalFloorUs[i])
 		}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +22,8 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // The messaging floor (docs/benchmarks.md): what each JetStream operation an airlock
@@ -221,30 +225,31 @@ func measureFloor(ctx context.Context, url string, o floorOptions) (*messagingFl
 	defer nc.Close()
 	f := &messagingFloor{Concurrency: o.Concurrency, Payload: o.Payload}
 	payload := make([]byte, o.Payload)
+	bare := bareFloorMsgs(payload)
 	steps := []struct {
 		name string
 		out  *floorOp
 		run  func() (floorOp, error)
 	}{
-		{"sync publish", &f.SyncPublish, func() (floorOp, error) { return measureRig(o, floorSyncPublishRig(ctx, js, o, payload)) }},
+		{"sync publish", &f.SyncPublish, func() (floorOp, error) { return measureRig(o, floorSyncPublishRig(ctx, js, o, bare)) }},
 		{"async publish", &f.AsyncPublish, func() (floorOp, error) { return floorAsyncPublish(ctx, js, o, payload) }},
-		{"compare-and-append publish", &f.CASPublish, func() (floorOp, error) { return measureRig(o, floorCASPublishRig(ctx, js, o, payload)) }},
+		{"compare-and-append publish", &f.CASPublish, func() (floorOp, error) { return measureRig(o, floorCASPublishRig(ctx, js, o, bare)) }},
 		{"atomic batch of two", &f.BatchAppend2, func() (floorOp, error) { return floorBatchAppend(ctx, js, o, payload) }},
 		{"KV create", &f.KVCreate, func() (floorOp, error) { return floorKV(ctx, js, o, payload, false) }},
 		{"KV update", &f.KVUpdate, func() (floorOp, error) { return floorKV(ctx, js, o, payload, true) }},
 		{"direct get", &f.DirectGet, func() (floorOp, error) { return floorDirectGet(ctx, js, o, payload) }},
 		{"pull delivery and ack", &f.PullDeliverAck, func() (floorOp, error) {
-			return measureRig(o, floorPullRig(ctx, js, o, payload, jetstream.LimitsPolicy))
+			return measureRig(o, floorPullRig(ctx, js, o, bare, jetstream.LimitsPolicy))
 		}},
 		{"pull delivery and ack from a work queue", &f.PullDeliverAckWorkQueue, func() (floorOp, error) {
-			return measureRig(o, floorPullRig(ctx, js, o, payload, jetstream.WorkQueuePolicy))
+			return measureRig(o, floorPullRig(ctx, js, o, bare, jetstream.WorkQueuePolicy))
 		}},
 		{"core publish and delivery", &f.CorePubSub, func() (floorOp, error) { return floorCore(ctx, url, o, payload) }},
 		{"republish", &f.RePublish, func() (floorOp, error) {
-			return overPublish(measureRig(o, floorRePublishRig(ctx, url, js, o, payload, false)))(f.SyncPublish)
+			return overPublish(measureRig(o, floorRePublishRig(ctx, url, js, o, bare, false)))(f.SyncPublish)
 		}},
 		{"republish to a subscriber", &f.RePublishDelivered, func() (floorOp, error) {
-			return overPublish(measureRig(o, floorRePublishRig(ctx, url, js, o, payload, true)))(f.SyncPublish)
+			return overPublish(measureRig(o, floorRePublishRig(ctx, url, js, o, bare, true)))(f.SyncPublish)
 		}},
 		{"raw hop", &f.RawHop, func() (floorOp, error) { return floorHop(ctx, url, o, payload) }},
 	}
@@ -399,6 +404,62 @@ type floorRig struct {
 	err     error
 }
 
+// floorMsgs are what the messages of a floor operation carry: payload's
+// bytes and no header (the bare floor, bareFloorMsgs), or the headers SPEC
+// §3 requires of the call's message the operation stands for
+// (specFloorMsgs) with the header's bytes taken from the body, so that
+// the stored records stay as large as the call's (as the chains' do).
+type floorMsgs struct {
+	// tag keeps a rig's streams and subjects apart from the other
+	// variant's ("" for the bare floor), so the rounds can keep both.
+	tag     string
+	payload []byte
+	// request: the agent's request (the work queue's delivery); decision:
+	// an event stored by a sync publish (the sync publish, the delivery +
+	// ack, the RePublishes); appended: an event compare-and-appended, the
+	// rig writing its two expectations in. nil: no header.
+	request, decision, appended nats.Header
+}
+
+func bareFloorMsgs(payload []byte) floorMsgs { return floorMsgs{payload: payload} }
+
+// specFloorMsgs are the call's messages with exactly the headers SPEC §3
+// requires (ce-id, ce-type, ce-source, ce-time, ce-specversion,
+// traceparent), each with the value airlock's envelope gives it (call
+// ids as long as the SDK's): the agent's request, the decision (without
+// its Nats-Msg-Id, which SPEC does not name) and `started`, appended, with
+// its two expectations.
+func specFloorMsgs(payload []byte) (floorMsgs, error) {
+	keep := slices.DeleteFunc(slices.Clone(specHeaders), func(h string) bool { return h == envelope.HeaderMsgID })
+	hs, err := newEnvelopeHeaders("floor.spec", keep)
+	if err != nil {
+		return floorMsgs{}, err
+	}
+	ledger := "floor.spec.evt." + placeholderCall + ".exec.*"
+	return floorMsgs{tag: "spec", payload: payload,
+		request:  hs.of(subject.Requested, placeholderCall, "", 0, false),
+		decision: hs.of(subject.Allowed, placeholderCall, "", 0, true),
+		appended: hs.of(subject.Started, placeholderCall, ledger, 0, false),
+	}, nil
+}
+
+// names are a rig's stream and subject prefix ("floor.x.") for fm.
+func (fm floorMsgs) names(stream, prefix string) (string, string) {
+	if fm.tag == "" {
+		return stream, prefix
+	}
+	return stream + "_" + strings.ToUpper(fm.tag), "floor." + fm.tag + "." + strings.TrimPrefix(prefix, "floor.")
+}
+
+// body is what a message with header h carries as its body: payload less
+// the header's bytes.
+func (fm floorMsgs) body(h nats.Header) []byte {
+	if h == nil {
+		return fm.payload
+	}
+	return fm.payload[:max(0, len(fm.payload)-headerSize(h))]
+}
+
 // parallelRig is a rig of op (worker w's k-th operation: op(w, k)) run
 // one at a time (as worker o.Concurrency) for its latency and by
 // o.Concurrency workers for its CPU.
@@ -447,12 +508,17 @@ func overPublish(op floorOp, err error) func(base floorOp) (floorOp, error) {
 
 func cpuPerOp(cpu time.Duration, n int) float64 { return float64(cpu.Nanoseconds()) / 1e3 / float64(n) }
 
-func floorSyncPublishRig(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte) floorRig {
-	_, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: "FLOOR_SYNC", Subjects: []string{"floor.sync.>"}})
+func floorSyncPublishRig(ctx context.Context, js jetstream.JetStream, o floorOptions, fm floorMsgs) floorRig {
+	name, prefix := fm.names("FLOOR_SYNC", "floor.sync.")
+	_, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ">"}})
 	if err != nil {
 		return floorRig{err: err}
 	}
-	return parallelRig(o, func(int, int) error { _, err := js.Publish(ctx, "floor.sync.x", payload); return err }, done)
+	body := fm.body(fm.decision)
+	return parallelRig(o, func(int, int) error {
+		_, err := js.PublishMsg(ctx, &nats.Msg{Subject: prefix + "x", Header: fm.decision, Data: body})
+		return err
+	}, done)
 }
 
 func floorAsyncPublish(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte) (floorOp, error) {
@@ -525,15 +591,28 @@ func floorAsyncPublish(ctx context.Context, js jetstream.JetStream, o floorOptio
 
 // floorCASPublishRig: each worker appends to its own subject under
 // floor.cas.<worker>.*, expecting the last sequence it saw on that filter.
-func floorCASPublishRig(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte) floorRig {
-	_, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: "FLOOR_CAS", Subjects: []string{"floor.cas.>"}})
+func floorCASPublishRig(ctx context.Context, js jetstream.JetStream, o floorOptions, fm floorMsgs) floorRig {
+	name, prefix := fm.names("FLOOR_CAS", "floor.cas.")
+	_, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ">"}})
 	if err != nil {
 		return floorRig{err: err}
 	}
-	last := make([]uint64, o.Concurrency+1)
+	// Each worker keeps its own header, the expectations written into it
+	// before each append (as jetstream's WithExpectLastSequenceForSubject
+	// writes them into a bare message's).
+	last, headers := make([]uint64, o.Concurrency+1), make([]nats.Header, o.Concurrency+1)
+	for w := range headers {
+		headers[w] = maps.Clone(fm.appended)
+		if headers[w] == nil {
+			headers[w] = nats.Header{}
+		}
+	}
+	body := fm.body(fm.appended)
 	cas := func(w int) error {
-		filter := "floor.cas." + strconv.Itoa(w) + ".*"
-		ack, err := js.Publish(ctx, "floor.cas."+strconv.Itoa(w)+".x", payload, jetstream.WithExpectLastSequenceForSubject(last[w], filter))
+		h := headers[w]
+		h[jetstream.ExpectedLastSubjSeqHeader] = []string{strconv.FormatUint(last[w], 10)}
+		h[jetstream.ExpectedLastSubjSeqSubjHeader] = []string{prefix + strconv.Itoa(w) + ".*"}
+		ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: prefix + strconv.Itoa(w) + ".x", Header: h, Data: body})
 		if err != nil {
 			return err
 		}
@@ -629,11 +708,15 @@ func floorDirectGet(ctx context.Context, js jetstream.JetStream, o floorOptions,
 // count starts; run creates a durable consumer of it and receives every
 // message). retention is the stream's: on a work queue the ack also
 // removes the message.
-func floorPullRig(ctx context.Context, js jetstream.JetStream, o floorOptions, payload []byte, retention jetstream.RetentionPolicy) floorRig {
-	name, prefix := "FLOOR_PULL", "floor.pull."
+func floorPullRig(ctx context.Context, js jetstream.JetStream, o floorOptions, fm floorMsgs, retention jetstream.RetentionPolicy) floorRig {
+	// The work queue delivers the agent's request (the intake), the limits
+	// stream the decision (the events stream).
+	name, prefix, header := "FLOOR_PULL", "floor.pull.", fm.decision
 	if retention == jetstream.WorkQueuePolicy { // a stream of its own subjects: the rounds keep both
-		name, prefix = "FLOOR_PULL_WQ", "floor.pullwq."
+		name, prefix, header = "FLOOR_PULL_WQ", "floor.pullwq.", fm.request
 	}
+	name, prefix = fm.names(name, prefix)
+	body := fm.body(header)
 	s, done, err := floorStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ">"}, Retention: retention})
 	if err != nil {
 		return floorRig{err: err}
@@ -647,7 +730,7 @@ func floorPullRig(ctx context.Context, js jetstream.JetStream, o floorOptions, p
 			}
 			defer stop()
 			return timeEach(n, func(int) error {
-				if _, err := js.Publish(ctx, prefix+"live", payload); err != nil {
+				if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: prefix + "live", Header: header, Data: body}); err != nil {
 					return err
 				}
 				return receive(ctx, live, 1)
@@ -657,7 +740,7 @@ func floorPullRig(ctx context.Context, js jetstream.JetStream, o floorOptions, p
 			backlogs++
 			backlog = prefix + "backlog." + strconv.Itoa(backlogs)
 			for range n {
-				if _, err := js.PublishAsync(backlog, payload, jetstream.WithStallWait(30*time.Second)); err != nil {
+				if _, err := js.PublishMsgAsync(&nats.Msg{Subject: backlog, Header: header, Data: body}, jetstream.WithStallWait(30*time.Second)); err != nil {
 					return err
 				}
 			}
@@ -759,11 +842,13 @@ func floorCore(ctx context.Context, url string, o floorOptions, payload []byte) 
 // floorRePublishRig: sync publishes into a stream that republishes every
 // stored message, with (deliver) or without a subscriber receiving the
 // copies (overPublish makes its CPU what that adds to a sync publish).
-func floorRePublishRig(ctx context.Context, url string, js jetstream.JetStream, o floorOptions, payload []byte, deliver bool) (rig floorRig) {
+func floorRePublishRig(ctx context.Context, url string, js jetstream.JetStream, o floorOptions, fm floorMsgs, deliver bool) (rig floorRig) {
 	name, prefix := "FLOOR_REPUB", "floor.repub."
 	if deliver {
 		name, prefix = "FLOOR_REPUB_SUB", "floor.repubsub."
 	}
+	name, prefix = fm.names(name, prefix)
+	body := fm.body(fm.decision) // as the sync publish it is compared with
 	var cleanup rigCleanup
 	defer func() {
 		if rig.err != nil {
@@ -800,7 +885,7 @@ func floorRePublishRig(ctx context.Context, url string, js jetstream.JetStream, 
 		}
 	}
 	return parallelRig(o, func(w, _ int) error {
-		if _, err := js.Publish(ctx, prefix+strconv.Itoa(w), payload); err != nil {
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: prefix + strconv.Itoa(w), Header: fm.decision, Data: body}); err != nil {
 			return err
 		}
 		if !deliver {

@@ -19,13 +19,15 @@ import (
 // run touches both alike: each round runs the round trip and the chains
 // of the CPU bounds (today's writes and the minimal ones, both with SPEC's
 // headers) for a share of --duration,
-// then a share of --floor-ops of each operation of the floor's mixes. The
+// then a share of --floor-ops of each operation of the floor's mixes, each
+// with the headers SPEC requires of the call's message it stands for (the
+// goal's floor) and bare (shown beside). The
 // goal's ratio and the CPU bounds are the medians of their per-round
 // values. Each part pays for what it causes and nothing else (partMeter):
 // its own syncs (it is counted until one file-store sync interval after
-// its last operation, less the process's idle CPU over that tail) and its
-// own garbage (no collection runs within it; it is charged what its
-// allocations cost at a steady heap), never its predecessor's.
+// its last operation, less the process's background CPU over its whole
+// count) and its own garbage (no collection runs within it; it is charged
+// what its allocations cost at a steady heap), never its predecessor's.
 
 // cpuRounds are the figures of the rounds, one entry per round.
 type cpuRounds struct {
@@ -38,15 +40,25 @@ type cpuRounds struct {
 	// wait after a floor operation's preparation (the file store's sync
 	// interval; 0 when it fsyncs every write or more than 2 s apart).
 	SettleSeconds float64 `json:"settle_seconds"`
-	// IdleUsPerSecond: the process's CPU with nothing running, each round
-	// (subtracted over each part's tail).
-	IdleUsPerSecond []float64 `json:"idle_cpu_us_per_second"`
+	// IdleWindowsUsPerSecond: the process's background CPU measured before
+	// the first round and after each, over IdleWindowSeconds with nothing
+	// running and the collector off as in the parts
+	// (partMeter.measureIdle); IdleUsPerSecond: each round's, the mean of
+	// the windows before and after it, subtracted over each of its parts'
+	// whole count.
+	IdleWindowsUsPerSecond []float64 `json:"idle_windows_cpu_us_per_second"`
+	IdleUsPerSecond        []float64 `json:"idle_cpu_us_per_second"`
+	IdleWindowSeconds      float64   `json:"idle_window_seconds"`
 	// GCUs: what each part was charged for the collections its
 	// allocations would cause, per call or operation (round trip, the two
 	// chains, the floor of the call), each round: shown so the charge can
 	// be weighed.
 	GCRoundTripUs []float64 `json:"gc_round_trip_us_per_call"`
 	GCFloorUs     []float64 `json:"gc_floor_us_per_call"`
+	// WorkUs: the work every call does besides its messaging (callWork),
+	// each piece alone, summed; work: each piece's figure, each round.
+	WorkUs []float64 `json:"work_us_per_call"`
+	work   [][]workCost
 	// RoundTripUs, SpecCallUs, SpecChainUs: CPU per call of the round
 	// trip, of the chain of today's writes and of the minimal chain, both
 	// with SPEC's headers.
@@ -54,26 +66,35 @@ type cpuRounds struct {
 	SpecCallUs  []float64 `json:"spec_call_chain_cpu_us_per_call"`
 	SpecChainUs []float64 `json:"spec_chain_cpu_us_per_call"`
 	// FloorUs, MinimalFloorUs: the messaging floor of today's call
-	// (callMix) and of the minimal writes (minimalMix).
+	// (callMix) and of the minimal writes (minimalMix), each operation's
+	// messages with SPEC's headers: the goal's and the bounds' floors.
 	FloorUs        []float64 `json:"floor_cpu_us_per_call"`
 	MinimalFloorUs []float64 `json:"minimal_floor_cpu_us_per_call"`
-	// Ratio: RoundTripUs ÷ FloorUs, the CPU goal's ratio in each round.
-	Ratio []float64 `json:"cpu_per_call_to_floor"`
-	// floors: each round's operations, for their medians.
-	floors []*messagingFloor
+	// BareFloorUs: the floor of today's call with bare messages, the
+	// goal's floor until issue 27's review, shown beside.
+	BareFloorUs []float64 `json:"floor_without_headers_cpu_us_per_call"`
+	// Ratio: RoundTripUs ÷ FloorUs, the CPU goal's ratio in each round;
+	// BareRatio: RoundTripUs ÷ BareFloorUs.
+	Ratio     []float64 `json:"cpu_per_call_to_floor"`
+	BareRatio []float64 `json:"cpu_per_call_to_floor_without_headers"`
+	// floors, bareFloors: each round's operations, for their medians.
+	floors, bareFloors []*messagingFloor
 }
 
 // roundLoads are what the rounds run for a share of --duration: one call
 // of each (the round trip; today's writes and the minimal ones, both with
-// SPEC's headers).
+// SPEC's headers); and work, the work of a call, timed in each round.
 type roundLoads struct {
 	roundTrip, specCall, specChain func(context.Context) error
+	work                           []workPiece
 }
 
 // roundFloorOp is one operation of the floor's mixes as the rounds measure
-// it: its rig, and where its figures go in a round's messagingFloor.
+// it: its rig, and where its figures go in a round's messagingFloor (the
+// bare floor's when bare).
 type roundFloorOp struct {
 	name string
+	bare bool
 	out  func(*messagingFloor) *floorOp
 	rig  floorRig
 }
@@ -93,16 +114,40 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 	fo := floorOptions{Concurrency: o.Concurrency, Payload: payload, Ops: rs.FloorOps}
 	fo.defaults()
 	data := make([]byte, payload)
-	// The RePublishes come right after the sync publish, whose CPU their
-	// figures are the difference from: the nearer, the less drift in it.
-	ops := []roundFloorOp{
-		{"compare-and-append publish", func(f *messagingFloor) *floorOp { return &f.CASPublish }, floorCASPublishRig(ctx, js, fo, data)},
-		{"pull delivery and ack from a work queue", func(f *messagingFloor) *floorOp { return &f.PullDeliverAckWorkQueue },
-			floorPullRig(ctx, js, fo, data, jetstream.WorkQueuePolicy)},
-		{"pull delivery and ack", func(f *messagingFloor) *floorOp { return &f.PullDeliverAck }, floorPullRig(ctx, js, fo, data, jetstream.LimitsPolicy)},
-		{"sync publish", func(f *messagingFloor) *floorOp { return &f.SyncPublish }, floorSyncPublishRig(ctx, js, fo, data)},
-		{"republish", func(f *messagingFloor) *floorOp { return &f.RePublish }, floorRePublishRig(ctx, url, js, fo, data, false)},
-		{"republish to a subscriber", func(f *messagingFloor) *floorOp { return &f.RePublishDelivered }, floorRePublishRig(ctx, url, js, fo, data, true)},
+	spec, err := specFloorMsgs(data)
+	if err != nil {
+		return nil, fmt.Errorf("messaging floor with SPEC's headers: %w", err)
+	}
+	// Each operation with SPEC's headers right after the bare one, the
+	// RePublishes right after the sync publish of their kind, whose CPU
+	// their figures are the difference from: the nearer, the less drift.
+	var ops []roundFloorOp
+	for _, pair := range [][]struct {
+		name string
+		out  func(*messagingFloor) *floorOp
+		rig  func(floorMsgs) floorRig
+	}{
+		{{"compare-and-append publish", func(f *messagingFloor) *floorOp { return &f.CASPublish }, func(fm floorMsgs) floorRig { return floorCASPublishRig(ctx, js, fo, fm) }}},
+		{{"pull delivery and ack from a work queue", func(f *messagingFloor) *floorOp { return &f.PullDeliverAckWorkQueue },
+			func(fm floorMsgs) floorRig { return floorPullRig(ctx, js, fo, fm, jetstream.WorkQueuePolicy) }}},
+		{{"pull delivery and ack", func(f *messagingFloor) *floorOp { return &f.PullDeliverAck },
+			func(fm floorMsgs) floorRig { return floorPullRig(ctx, js, fo, fm, jetstream.LimitsPolicy) }}},
+		{
+			{"sync publish", func(f *messagingFloor) *floorOp { return &f.SyncPublish }, func(fm floorMsgs) floorRig { return floorSyncPublishRig(ctx, js, fo, fm) }},
+			{"republish", func(f *messagingFloor) *floorOp { return &f.RePublish }, func(fm floorMsgs) floorRig { return floorRePublishRig(ctx, url, js, fo, fm, false) }},
+			{"republish to a subscriber", func(f *messagingFloor) *floorOp { return &f.RePublishDelivered },
+				func(fm floorMsgs) floorRig { return floorRePublishRig(ctx, url, js, fo, fm, true) }},
+		},
+	} {
+		for _, fm := range []floorMsgs{bareFloorMsgs(data), spec} {
+			for _, op := range pair {
+				name := op.name
+				if fm.tag != "" {
+					name += " with SPEC's headers"
+				}
+				ops = append(ops, roundFloorOp{name: name, bare: fm.tag == "", out: op.out, rig: op.rig(fm)})
+			}
+		}
 	}
 	for _, op := range ops {
 		if op.rig.err == nil {
@@ -117,12 +162,18 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 	run := o
 	run.Duration = time.Duration(rs.Seconds * float64(time.Second))
 	run.CPUProfile, run.MemProfile = "", "" // the profiles are the round trip's own run
+	rs.IdleWindowSeconds = idleWindow(settle).Seconds()
+	// The background is measured before the first round and after each,
+	// and a round's parts are relieved of the mean of the windows before
+	// and after it: their figures are set once the round is over (finish).
+	pm := partMeter{tail: settle}
+	if err := pm.measureIdle(ctx); err != nil {
+		return nil, err
+	}
+	rs.IdleWindowsUsPerSecond = append(rs.IdleWindowsUsPerSecond, pm.idle*1e6)
 	for range o.Rounds {
-		pm := partMeter{tail: settle}
-		if err := pm.measureIdle(ctx); err != nil {
-			return nil, err
-		}
-		rs.IdleUsPerSecond = append(rs.IdleUsPerSecond, pm.idle*1e6)
+		var costs []*partCost
+		var finish []func()
 		var rtGC float64
 		for _, l := range []struct {
 			name string
@@ -141,12 +192,25 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 			if calls == 0 {
 				return nil, fmt.Errorf("rounds, %s: no call completed in %.1fs", l.name, rs.Seconds)
 			}
-			*l.out = append(*l.out, c.Seconds()*1e6/float64(calls))
-			if l.out == &rs.RoundTripUs {
-				rtGC = c.ChargeSeconds * 1e6 / float64(calls)
-			}
+			costs = append(costs, &c)
+			finish = append(finish, func() {
+				*l.out = append(*l.out, c.Seconds()*1e6/float64(calls))
+				if l.out == &rs.RoundTripUs {
+					rtGC = c.ChargeSeconds * 1e6 / float64(calls)
+				}
+			})
 		}
-		f := &messagingFloor{Concurrency: fo.Concurrency, Payload: payload}
+		work, err := timeWork(loads.work)
+		if err != nil {
+			return nil, fmt.Errorf("rounds, the work of a call: %w", err)
+		}
+		rs.work = append(rs.work, work)
+		var workUs float64
+		for _, w := range work {
+			workUs += w.CPUus
+		}
+		rs.WorkUs = append(rs.WorkUs, workUs)
+		f, bare := &messagingFloor{Concurrency: fo.Concurrency, Payload: payload}, &messagingFloor{Concurrency: fo.Concurrency, Payload: payload}
 		var floorGC messagingFloor
 		for _, op := range ops {
 			var prepare func() error
@@ -163,40 +227,68 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 			if err != nil {
 				return nil, fmt.Errorf("messaging floor, %s: %w", op.name, err)
 			}
-			*op.out(f) = floorOp{CPUPerOpUs: c.Seconds() * 1e6 / float64(rs.FloorOps), PerSecond: float64(rs.FloorOps) / elapsed.Seconds()}
-			op.out(&floorGC).CPUPerOpUs = c.ChargeSeconds * 1e6 / float64(rs.FloorOps)
+			costs = append(costs, &c)
+			finish = append(finish, func() {
+				figures := floorOp{CPUPerOpUs: c.Seconds() * 1e6 / float64(rs.FloorOps), PerSecond: float64(rs.FloorOps) / elapsed.Seconds()}
+				if op.bare {
+					*op.out(bare) = figures
+					return
+				}
+				*op.out(f) = figures
+				op.out(&floorGC).CPUPerOpUs = c.ChargeSeconds * 1e6 / float64(rs.FloorOps)
+			})
+		}
+		before := pm.idle
+		if err := pm.measureIdle(ctx); err != nil {
+			return nil, err
+		}
+		rs.IdleWindowsUsPerSecond = append(rs.IdleWindowsUsPerSecond, pm.idle*1e6)
+		idle := (before + pm.idle) / 2
+		rs.IdleUsPerSecond = append(rs.IdleUsPerSecond, idle*1e6)
+		for _, c := range costs {
+			c.IdleSeconds = idle * c.SpanSeconds
+		}
+		for _, set := range finish {
+			set()
 		}
 		// RePublish's figures are what it adds to a sync publish of the
 		// same round, kept signed here (a round's noise either way) so the
 		// median is not lifted by cutting one side off.
-		for _, fl := range []*messagingFloor{f, &floorGC} {
+		for _, fl := range []*messagingFloor{f, bare, &floorGC} {
 			for _, rp := range []*floorOp{&fl.RePublish, &fl.RePublishDelivered} {
 				rp.CPUPerOpUs -= fl.SyncPublish.CPUPerOpUs
 			}
 		}
-		rs.floors = append(rs.floors, f)
-		rs.FloorUs = append(rs.FloorUs, f.CPUus(callMix))
+		rs.floors, rs.bareFloors = append(rs.floors, f), append(rs.bareFloors, bare)
+		rs.FloorUs, rs.BareFloorUs = append(rs.FloorUs, f.CPUus(callMix)), append(rs.BareFloorUs, bare.CPUus(callMix))
 		rs.MinimalFloorUs = append(rs.MinimalFloorUs, f.CPUus(minimalMix))
-		rs.Ratio = append(rs.Ratio, rs.RoundTripUs[len(rs.RoundTripUs)-1]/f.CPUus(callMix))
+		rt := rs.RoundTripUs[len(rs.RoundTripUs)-1]
+		rs.Ratio, rs.BareRatio = append(rs.Ratio, rt/f.CPUus(callMix)), append(rs.BareRatio, rt/bare.CPUus(callMix))
 		rs.GCRoundTripUs = append(rs.GCRoundTripUs, rtGC)
 		rs.GCFloorUs = append(rs.GCFloorUs, floorGC.CPUus(callMix))
 	}
 	return rs, nil
 }
 
-// floor is the median of each operation's figures over the rounds.
-func (rs *cpuRounds) floor() *messagingFloor {
-	if len(rs.floors) == 0 {
+// floor is the median of each operation's figures with SPEC's headers
+// over the rounds; bareFloor the same of the bare operations.
+func (rs *cpuRounds) floor() *messagingFloor { return medianFloor(rs.floors) }
+
+func (rs *cpuRounds) bareFloor() *messagingFloor { return medianFloor(rs.bareFloors) }
+
+// medianFloor is the median of each operation's figures over floors.
+func medianFloor(floors []*messagingFloor) *messagingFloor {
+	if len(floors) == 0 {
 		return &messagingFloor{}
 	}
-	f := &messagingFloor{Concurrency: rs.floors[0].Concurrency, Payload: rs.floors[0].Payload}
+	f := &messagingFloor{Concurrency: floors[0].Concurrency, Payload: floors[0].Payload}
 	for _, op := range []func(*messagingFloor) *floorOp{
 		func(f *messagingFloor) *floorOp { return &f.SyncPublish }, func(f *messagingFloor) *floorOp { return &f.CASPublish },
 		func(f *messagingFloor) *floorOp { return &f.PullDeliverAckWorkQueue }, func(f *messagingFloor) *floorOp { return &f.PullDeliverAck },
 		func(f *messagingFloor) *floorOp { return &f.RePublish }, func(f *messagingFloor) *floorOp { return &f.RePublishDelivered },
 	} {
 		var cpu, rate []float64
-		for _, r := range rs.floors {
+		for _, r := range floors {
 			cpu, rate = append(cpu, op(r).CPUPerOpUs), append(rate, op(r).PerSecond)
 		}
 		*op(f) = floorOp{CPUPerOpUs: median(cpu), PerSecond: median(rate)}
@@ -210,8 +302,18 @@ func (rs *cpuRounds) floor() *messagingFloor {
 //     file-store sync interval) after its last, so every stream it wrote
 //     has synced within its count — the store's timer also writes out
 //     pending records and compacts blocks that acks emptied, work that
-//     used to land on whichever part ran next — less the process's idle
-//     CPU over the tail (idle, measured once a round with nothing running);
+//     used to land on whichever part ran next;
+//   - not the process's background: what runs with nothing to do (every
+//     stream's sync timer, the idle consumers' pull renewals and
+//     heartbeats, the clients' and the runtime's timers) runs through
+//     the whole count, not only its tail, so idle × (run + tail) is
+//     subtracted; idle is measured before and after each round
+//     (measureIdle; runCPURounds takes the mean) as the parts run: after a
+//     full collection and with the collector off. With it on,
+//     the runtime's scavenger returned to the OS, in the idle window only,
+//     the heap the parts had grown with the collector off (it is paused
+//     while the collector is: its goal follows the heap goal): up to 34 ms
+//     a second in a round's first windows, against 5–8 with it off;
 //   - its garbage: a full collection before it, uncounted, removes what
 //     earlier parts left, and no collection runs within it (the collector
 //     is off while it runs); instead it is charged what its allocations
@@ -229,9 +331,10 @@ type partMeter struct {
 // partCost is what one part cost, in seconds of process CPU.
 type partCost struct {
 	// CPUSeconds: the process's CPU from the part's start to the end of
-	// its tail; IdleSeconds: the idle share of it subtracted;
+	// its tail, SpanSeconds: how long that took; IdleSeconds: the
+	// background's share of it subtracted (idle × SpanSeconds);
 	// ChargeSeconds: its allocations' collections.
-	CPUSeconds, IdleSeconds, ChargeSeconds float64
+	CPUSeconds, SpanSeconds, IdleSeconds, ChargeSeconds float64
 	// Allocated: bytes allocated within the count; Collections: automatic
 	// collections within it (none: the collector is off).
 	Allocated, Collections uint64
@@ -240,16 +343,23 @@ type partCost struct {
 // Seconds is the part's cost: CPU − idle + the collections' charge.
 func (c partCost) Seconds() float64 { return c.CPUSeconds - c.IdleSeconds + c.ChargeSeconds }
 
-// measureIdle measures the process's CPU with nothing running, after a
-// full collection and one tail of quiet for the syncs of what ran before.
+// idleWindow is how long measureIdle counts: three sync intervals (each
+// stream's sync timer and the consumers' one-second heartbeats fire
+// several times in it, wherever the window falls), at least a second.
+func idleWindow(tail time.Duration) time.Duration { return max(3*tail, time.Second) }
+
+// measureIdle measures the process's CPU with nothing running as a part
+// runs: after a full collection and one tail of quiet for the syncs of
+// what ran before, with the collector off, over idleWindow.
 func (pm *partMeter) measureIdle(ctx context.Context) error {
 	runtime.GC()
+	percent := debug.SetGCPercent(-1)
+	defer debug.SetGCPercent(percent)
 	if err := sleepCtx(ctx, pm.tail); err != nil {
 		return err
 	}
-	window := max(pm.tail, 200*time.Millisecond)
 	cpu0, t0 := processCPU(), time.Now()
-	if err := sleepCtx(ctx, window); err != nil {
+	if err := sleepCtx(ctx, idleWindow(pm.tail)); err != nil {
 		return err
 	}
 	pm.idle = (processCPU() - cpu0).Seconds() / time.Since(t0).Seconds()
@@ -276,16 +386,18 @@ func (pm *partMeter) part(ctx context.Context, prepare, run func() error) (partC
 	percent := debug.SetGCPercent(-1)
 	defer debug.SetGCPercent(percent)
 	alloc0, cycles0 := readGCMetric("/gc/heap/allocs:bytes"), readGCMetric("/gc/cycles/automatic:gc-cycles")
-	cpu0 = processCPU()
+	cpu0, t0 := processCPU(), time.Now()
 	if err := run(); err != nil {
 		return partCost{}, err
 	}
 	if err := sleepCtx(ctx, pm.tail); err != nil {
 		return partCost{}, err
 	}
+	span := time.Since(t0).Seconds()
 	c := partCost{
 		CPUSeconds:  (processCPU() - cpu0).Seconds(),
-		IdleSeconds: pm.idle * pm.tail.Seconds(),
+		SpanSeconds: span,
+		IdleSeconds: pm.idle * span,
 		Allocated:   readGCMetric("/gc/heap/allocs:bytes") - alloc0,
 		Collections: readGCMetric("/gc/cycles/automatic:gc-cycles") - cycles0,
 	}

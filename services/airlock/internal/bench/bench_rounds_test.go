@@ -70,6 +70,57 @@ func TestAPartIsChargedNoCollectionWhenTheCollectorIsOff(t *testing.T) {
 	}
 }
 
+// A part is counted through its tail, and the process's background CPU
+// (idle) runs through all of it: what is subtracted is idle over the run
+// and the tail, not over the tail alone.
+func TestAPartIsRelievedOfTheBackgroundOverItsWholeCount(t *testing.T) {
+	pm := partMeter{tail: 20 * time.Millisecond, idle: 0.5}
+	c, err := pm.part(context.Background(), nil, func() error { return sleepCtx(context.Background(), 200*time.Millisecond) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 0.5 s a second over at least 220 ms; the tail alone would be 10 ms.
+	if c.IdleSeconds < 0.11 || c.IdleSeconds > 0.5 {
+		t.Errorf("subtracted %v s of background over a 200 ms run and a 20 ms tail at 0.5 s a second, want 0.11 s or a little more", c.IdleSeconds)
+	}
+}
+
+// The background is measured as the parts run: with the collector off (so
+// the runtime's scavenger, whose goal follows the heap goal, is paused as
+// in them), over at least a second, the collector's setting restored after.
+func TestTheBackgroundIsMeasuredWithTheCollectorOffAsInTheParts(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+	pm := partMeter{tail: 10 * time.Millisecond}
+	done := make(chan error, 1)
+	t0 := time.Now()
+	go func() { done <- pm.measureIdle(context.Background()) }()
+	var sawOff bool
+	for wait := true; wait; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			wait = false
+		case <-time.After(20 * time.Millisecond):
+			sawOff = sawOff || int64(readGCMetric("/gc/gogc:percent")) < 0
+		}
+	}
+	if !sawOff {
+		t.Error("the collector was on while the background was measured")
+	}
+	if took := time.Since(t0); took < time.Second {
+		t.Errorf("the background was measured over %v, want at least a second", took)
+	}
+	if got := readGCMetric("/gc/gogc:percent"); got != 100 {
+		t.Errorf("the collector's setting after measuring the background is %d, want 100 as before", got)
+	}
+	if !(pm.idle >= 0) {
+		t.Errorf("background CPU %v s a second", pm.idle)
+	}
+}
+
 func TestTheMedianOfTheRounds(t *testing.T) {
 	for _, tt := range []struct {
 		xs   []float64
