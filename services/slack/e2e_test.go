@@ -323,7 +323,9 @@ func TestEndToEndWithTheAirlockBinary(t *testing.T) {
 		// The call runs while Slack holds the card, so the update showing it
 		// completed is asked for before Slack answers the one showing the
 		// approval.
-		testenv.Eventually(t, 15*time.Second, "the call to complete while Slack holds its card", func() bool {
+		// 10 s: under the Slack client's 15 s timeout, after which the held
+		// request would be retried and the outage meet another call.
+		testenv.Eventually(t, 10*time.Second, "the call to complete while Slack holds its card", func() bool {
 			rec, err := e.api.Get(ctx, "bot", "e2e_outage", 0)
 			return err == nil && rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_COMPLETED
 		})

@@ -274,7 +274,7 @@ func (n *Notifier) Update(ctx context.Context, rec *airlockv1.ApprovalRecord, re
 		return n.detachedErr(ctx, func(ctx context.Context) error {
 			// The turn is taken before drawing the card (which reads the
 			// bucket), so that drawing cannot reorder two updates.
-			t := n.order.begin(ch + "/" + ts)
+			t := n.order.begin(ch+"/"+ts, calls.Stage(rec.GetState()))
 			defer n.order.end(t)
 			err := n.api.update(ctx, t, ch, ts, draw(ctx).Options()...)
 			switch {

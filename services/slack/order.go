@@ -38,6 +38,8 @@ type cardLine struct {
 	newest chan struct{}
 	// inFlight counts the turns begun and not ended; at 0 the line goes.
 	inFlight int
+	// stage is the newest turn's state's stage (calls.Stage).
+	stage int
 }
 
 // turn is one update's place in its message's order.
@@ -50,19 +52,29 @@ type turn struct {
 
 func newCardOrder() *cardOrder { return &cardOrder{lines: map[string]*cardLine{}} }
 
-// begin takes the next turn for the message key, superseding every older
-// turn of it. Every turn must be ended (end).
-func (o *cardOrder) begin(key string) *turn {
+// begin takes the next turn for the message key, for a card drawn of a
+// state at stage (calls.Stage), superseding every older turn of it. A turn
+// of an earlier stage than one in flight is stale from the start: the
+// updates reach here several goroutines after their states were stored, so
+// the later state may begin first. Every turn must be ended (end).
+func (o *cardOrder) begin(key string, stage int) *turn {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	l := o.lines[key]
-	if l == nil {
+	switch {
+	case l == nil:
 		l = &cardLine{sending: make(chan struct{}, 1)}
 		o.lines[key] = l
-	} else {
+	case stage < l.stage:
+		l.inFlight++
+		stale := make(chan struct{})
+		close(stale)
+		return &turn{key: key, line: l, stale: stale}
+	default:
 		close(l.newest)
 	}
 	l.newest = make(chan struct{})
+	l.stage = stage
 	l.inFlight++
 	return &turn{key: key, line: l, stale: l.newest}
 }

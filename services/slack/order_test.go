@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	slackgo "github.com/slack-go/slack"
 )
 
@@ -43,7 +45,7 @@ func TestAnOlderCardUpdateIsDroppedOnceANewerOneBegins(t *testing.T) {
 				a, order := orderAPI(tt.base), newCardOrder()
 				sends := 0
 				start := time.Now()
-				old := order.begin("C1/1.1")
+				old := order.begin("C1/1.1", 1)
 				done := make(chan error, 1)
 				go func() {
 					defer order.end(old)
@@ -56,7 +58,7 @@ func TestAnOlderCardUpdateIsDroppedOnceANewerOneBegins(t *testing.T) {
 				}()
 				synctest.Wait() // the first attempt was answered; the update waits to retry
 				if tt.newer {
-					newer := order.begin("C1/1.1")
+					newer := order.begin("C1/1.1", 1)
 					defer order.end(newer)
 				}
 				err := <-done
@@ -85,7 +87,7 @@ func TestUpdatesOfOneCardAreSentOneAtATimeInOrder(t *testing.T) {
 		var sent []string
 		answer := make(chan struct{})
 		run := func(key, name string, f func()) <-chan error {
-			tu := order.begin(key)
+			tu := order.begin(key, 1)
 			done := make(chan error, 1)
 			go func() {
 				defer order.end(tu)
@@ -151,20 +153,20 @@ func TestACardsEntryLastsOnlyWhileAnUpdateOfItIsInFlight(t *testing.T) {
 		want  []int
 	}{
 		{"one_update_leaves_nothing_behind", func() []int {
-			u := order.begin("C1/1")
+			u := order.begin("C1/1", 1)
 			n := entries()
 			order.end(u)
 			return []int{n, entries()}
 		}, []int{1, 0}},
 		{"the_entry_stays_until_the_last_of_its_updates_ends", func() []int {
-			older, newer := order.begin("C1/1"), order.begin("C1/1")
+			older, newer := order.begin("C1/1", 1), order.begin("C1/1", 1)
 			order.end(newer)
 			n := entries()
 			order.end(older)
 			return []int{n, entries()}
 		}, []int{1, 0}},
 		{"each_message_has_its_own_entry", func() []int {
-			x, y := order.begin("C1/1"), order.begin("C2/2")
+			x, y := order.begin("C1/1", 1), order.begin("C2/2", 1)
 			n := entries()
 			order.end(x)
 			order.end(y)
@@ -174,6 +176,47 @@ func TestACardsEntryLastsOnlyWhileAnUpdateOfItIsInFlight(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := tt.steps(); !slices.Equal(got, tt.want) {
 				t.Fatalf("entries %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// An update of a card drawn of an earlier state than one already in flight
+// is stale from the start and leaves the later one standing (the updates
+// reach the notifier several goroutines after their states were stored,
+// so "approved" may begin after "approved, completed"); a state of the
+// same stage or a later one supersedes as before.
+func TestAnUpdateOfAnEarlierStateNeverSupersedesALaterOne(t *testing.T) {
+	t.Parallel()
+	stale := func(u *turn) bool {
+		select {
+		case <-u.superseded():
+			return true
+		default:
+			return false
+		}
+	}
+	for _, tt := range []struct {
+		name                    string
+		first, second           airlockv1.ApprovalState
+		firstStale, secondStale bool
+	}{
+		{"approved_after_completed_is_dropped", airlockv1.ApprovalState_APPROVAL_STATE_COMPLETED, airlockv1.ApprovalState_APPROVAL_STATE_APPROVED, false, true},
+		{"pending_after_rejected_is_dropped", airlockv1.ApprovalState_APPROVAL_STATE_REJECTED, airlockv1.ApprovalState_APPROVAL_STATE_PENDING, false, true},
+		{"running_after_approved_supersedes_it", airlockv1.ApprovalState_APPROVAL_STATE_APPROVED, airlockv1.ApprovalState_APPROVAL_STATE_EXECUTING, true, false},
+		{"pending_after_pending_supersedes_it", airlockv1.ApprovalState_APPROVAL_STATE_PENDING, airlockv1.ApprovalState_APPROVAL_STATE_PENDING, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			order := newCardOrder()
+			first := order.begin("C1/1", calls.Stage(tt.first))
+			second := order.begin("C1/1", calls.Stage(tt.second))
+			if stale(first) != tt.firstStale || stale(second) != tt.secondStale {
+				t.Fatalf("%s then %s: stale %v, %v; want %v, %v", tt.first, tt.second, stale(first), stale(second), tt.firstStale, tt.secondStale)
+			}
+			order.end(second)
+			order.end(first)
+			if len(order.lines) != 0 {
+				t.Fatalf("%d entries left with no update in flight", len(order.lines))
 			}
 		})
 	}

@@ -60,6 +60,24 @@ var DecidedStates = []airlockv1.ApprovalState{
 	airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED, airlockv1.ApprovalState_APPROVAL_STATE_CANCELED,
 }
 
+// Stage is how far along a call in state s is, for ordering what is shown
+// of it: 1 pending, 2 decided (approved, rejected, changes requested,
+// canceled, expired), 3 running, 4 run (completed, failed); 0 unspecified.
+// A state of a later stage never gives way to one of an earlier stage.
+func Stage(s airlockv1.ApprovalState) int {
+	switch s {
+	case airlockv1.ApprovalState_APPROVAL_STATE_PENDING:
+		return 1
+	case airlockv1.ApprovalState_APPROVAL_STATE_EXECUTING:
+		return 3
+	case airlockv1.ApprovalState_APPROVAL_STATE_COMPLETED, airlockv1.ApprovalState_APPROVAL_STATE_FAILED:
+		return 4
+	case airlockv1.ApprovalState_APPROVAL_STATE_UNSPECIFIED:
+		return 0
+	}
+	return 2
+}
+
 // Approved reports whether a person's approval settled the state (approved,
 // and what the executor made of it since).
 func Approved(s airlockv1.ApprovalState) bool {

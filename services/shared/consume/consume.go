@@ -176,6 +176,8 @@ func Run(ctx context.Context, js jetstream.JetStream, spec Spec, log *slog.Logge
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
 				if g := gone.Load(); g != nil {
 					lastErr = *g
+				} else if ctx.Err() == nil {
+					lastErr = err // closed for another reason: the connection's
 				}
 				break
 			}
@@ -183,7 +185,7 @@ func Run(ctx context.Context, js jetstream.JetStream, spec Spec, log *slog.Logge
 			if checking.CompareAndSwap(false, true) {
 				go func() {
 					defer checking.Store(false)
-					if _, ierr := cons.Info(ctx); errors.Is(ierr, jetstream.ErrConsumerNotFound) {
+					if ierr := consumerGone(ctx, cons); ierr != nil {
 						gone.Store(&ierr)
 						it.Stop()
 					}
@@ -213,6 +215,27 @@ func Run(ctx context.Context, js jetstream.JetStream, spec Spec, log *slog.Logge
 		return fmt.Errorf("%s: the consumer %s stopped delivering (%v); restart the service to create it again", spec.Service, spec.Durable, lastErr)
 	}
 	return nil
+}
+
+// consumerGone says why cons no longer exists (it, or its stream, was
+// deleted), asking twice a second apart so that a single answer given
+// while a cluster resets the stream cannot end a healthy consumer; nil
+// when it exists or the server cannot tell (a leader being elected).
+func consumerGone(ctx context.Context, cons jetstream.Consumer) error {
+	var err error
+	for i := range 2 {
+		if i > 0 {
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		if _, err = cons.Info(ctx); !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil
+		}
+	}
+	return err
 }
 
 const (
