@@ -223,6 +223,16 @@ func TestTrustBoundaryUnderTheShippedPermissions(t *testing.T) {
 		}
 		id := bot.mustSubmit(airlock.Call{ID: "injected", Tool: writeTool, Args: map[string]any{"path": "i.txt", "content": "x"}})
 		waitApproval(t, api, "bot", id, 1, pendingState)
+		target := subject.Out("airlock.evt.bot." + id + ".exec.completed")
+		// A subscription of bot's own to the target counts the injected
+		// answers as they reach bot's connection; the wait's reads of the
+		// stream, which bot's connection receives too, are not on it.
+		seen, err := bot.nc.SubscribeSync(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = seen.Unsubscribe() }()
+		testenv.Subscribed(t, bot.nc)
 		subs := bot.nc.NumSubscriptions()
 		got := make(chan airlock.Outcome, 1)
 		go func() { got <- bot.await(id, 1) }()
@@ -230,18 +240,19 @@ func TestTrustBoundaryUnderTheShippedPermissions(t *testing.T) {
 		// before its subscription they would prove nothing.
 		testenv.Eventually(t, 10*time.Second, "bot's wait to subscribe", func() bool { return bot.nc.NumSubscriptions() > subs })
 		testenv.Subscribed(t, bot.nc)
-		target := subject.Out("airlock.evt.bot." + id + ".exec.completed")
-		in := bot.nc.Stats().InMsgs
 		for range 3 {
 			// The server answers these on the subject evil names.
 			_ = evil.nc.PublishRequest(subject.DirectGet(eventsStream, "airlock.evt.evil.forged.exec.completed"), target, nil)
 			_ = evil.nc.PublishRequest("airlock.req.evil.pubackinject", target, []byte("x"))
 		}
-		// The server's six answers reach bot's connection before the
-		// decision's event does (one connection delivers in order), unless
-		// the wait already took one of them for its outcome.
-		testenv.Eventually(t, 10*time.Second, "the six injected answers to reach bot's connection (if the permissions now stop them, this subtest has nothing left to attack)",
-			func() bool { return len(got) > 0 || bot.nc.Stats().InMsgs-in >= 6 })
+		// One connection delivers in order: once the six answers are on
+		// bot's own subscription, the wait's subscription gets them before
+		// anything published later, the decision's event included.
+		for i := range 6 {
+			if _, err := seen.NextMsg(10 * time.Second); err != nil {
+				t.Fatalf("injected answer %d of 6 did not reach bot's connection (%v); if the permissions now stop them, this subtest has nothing left to attack", i+1, err)
+			}
+		}
 		if _, err := api.Decide(ctx, &airlockv1.DecideRequest{AgentId: "bot", CallId: id, Revision: 1, Kind: airlockv1.DecisionKind_DECISION_KIND_REJECT,
 			Reason: "no", Principal: reviewer("alice")}); err != nil {
 			t.Fatal(err)

@@ -56,11 +56,20 @@ func (a *api) post(ctx context.Context, channel string, opts ...slackgo.MsgOptio
 	return ch, ts, err
 }
 
-func (a *api) update(ctx context.Context, channel, ts string, opts ...slackgo.MsgOption) error {
-	return a.do(ctx, "chat.update of "+channel+"/"+ts, func(ctx context.Context) error {
+// update redraws a message in t's turn (nil: outside any order); it fails
+// with errSuperseded once a newer update of the message has begun.
+func (a *api) update(ctx context.Context, t *turn, channel, ts string, opts ...slackgo.MsgOption) error {
+	return a.inTurn(ctx, t, "chat.update of "+channel+"/"+ts, func(ctx context.Context) error {
 		_, _, _, err := a.c.UpdateMessageContext(ctx, channel, ts, opts...)
 		return err
 	})
+}
+
+// inTurn is do for a call in t's turn: each attempt is sent in turn, and
+// the call stops (errSuperseded) before an attempt or during a wait once a
+// newer turn has begun.
+func (a *api) inTurn(ctx context.Context, t *turn, what string, f func(context.Context) error) error {
+	return a.doUntil(ctx, what, t.superseded(), func(ctx context.Context) error { return t.send(ctx, f) })
 }
 
 func (a *api) ephemeral(ctx context.Context, channel, user, text string) error {
@@ -85,6 +94,12 @@ func (a *api) openView(ctx context.Context, triggerID string, view slackgo.Modal
 // ctx ends. A rate limit waits for Slack's Retry-After (at least Base);
 // transient errors back off exponentially with jitter.
 func (a *api) do(ctx context.Context, what string, f func(context.Context) error) error {
+	return a.doUntil(ctx, what, nil, f)
+}
+
+// doUntil is do that also stops, without sleeping out its wait, once
+// stale is closed (nil: never).
+func (a *api) doUntil(ctx context.Context, what string, stale <-chan struct{}, f func(context.Context) error) error {
 	backoff := a.retry.Base
 	var err error
 	for attempt := 1; ; attempt++ {
@@ -103,6 +118,8 @@ func (a *api) do(ctx context.Context, what string, f func(context.Context) error
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w (gave up waiting to retry: %v)", what, err, ctx.Err())
+		case <-stale:
+			return fmt.Errorf("%s: %w (instead of retrying after: %v)", what, errSuperseded, err)
 		case <-time.After(wait):
 		}
 		if _, ok := errors.AsType[*slackgo.RateLimitedError](err); !ok {

@@ -165,6 +165,41 @@ func (e *e2eEnv) nextUpdate(t *testing.T, ch, ts, want string) string {
 	return ""
 }
 
+// cardUpdates are the chat.update calls of the card ch/ts Slack answered,
+// in the order it answered them.
+func (e *e2eEnv) cardUpdates(ch, ts string) []apiCall {
+	var out []apiCall
+	for _, c := range e.f.Calls() {
+		if c.Method == "chat.update" && c.Form.Get("channel") == ch && c.Form.Get("ts") == ts {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// settledCard waits until an update of the card ch/ts that Slack refused
+// (its text starting with older) has either landed since or been dropped
+// by the notifier (it logs that with the card's ref): then no update of
+// the card is still on its way.
+func (e *e2eEnv) settledCard(t *testing.T, ch, ts, older, what string) {
+	t.Helper()
+	testenv.Eventually(t, 15*time.Second, what+" to land again or be dropped", func() bool {
+		for _, u := range e.cardUpdates(ch, ts) {
+			if strings.HasPrefix(u.Form.Get("text"), older) {
+				t.Logf("%s landed again", what)
+				return true
+			}
+		}
+		for line := range strings.Lines(e.proc.Output()) {
+			if strings.Contains(line, "card update superseded") && strings.Contains(line, ch+"/"+ts) {
+				t.Logf("%s was dropped: %s", what, strings.TrimSpace(line))
+				return true
+			}
+		}
+		return false
+	})
+}
+
 func await(t *testing.T, c *airlock.Client, callID string) airlock.Outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -260,7 +295,13 @@ func TestEndToEndWithTheAirlockBinary(t *testing.T) {
 		// only once the card update gave up, which the fake counts).
 		e.f.Hold()
 		defer e.f.Release()
-		e.f.Down(1) // once released, the held card update is answered 503
+		// Once released, the update that shows the approval is answered 503,
+		// whichever held call is answered first (the card is also redrawn
+		// once the call has run).
+		approvedUpdate := func(c apiCall) bool {
+			return c.Method == "chat.update" && c.Form.Get("ts") == ts && strings.HasPrefix(c.Form.Get("text"), "Approved: ")
+		}
+		e.f.Down(1, approvedUpdate)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		resp, err := e.api.Decide(ctx, &airlockv1.DecideRequest{
@@ -279,14 +320,38 @@ func TestEndToEndWithTheAirlockBinary(t *testing.T) {
 		}
 		testenv.Eventually(t, 10*time.Second, "the card update to reach the held Slack", func() bool { return e.f.Held("chat.update") > 0 })
 		waitedOnSlack()
+		// The call runs while Slack holds the card, so the update showing it
+		// completed is asked for before Slack answers the one showing the
+		// approval.
+		testenv.Eventually(t, 15*time.Second, "the call to complete while Slack holds its card", func() bool {
+			rec, err := e.api.Get(ctx, "bot", "e2e_outage", 0)
+			return err == nil && rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_COMPLETED
+		})
 		e.f.Release()
-		// The update answered 503 is retried, and the retry finds Slack back.
-		e.nextUpdate(t, ch, ts, "*Approved* by *alice* (console)")
-		if e.f.Refused() == 0 {
-			t.Fatal("the card update never met the outage")
+		// The update answered 503 is superseded by the one showing the call
+		// completed, which draws the card; it must never land after it.
+		e.nextUpdate(t, ch, ts, "The tool ran and completed.")
+		e.settledCard(t, ch, ts, "Approved: ", "the update Slack refused")
+		if refused := e.f.Refused(); len(refused) != 1 || !approvedUpdate(refused[0]) || refused[0].Form.Get("channel") != ch ||
+			!strings.Contains(cardStrings(t, refused[0].Blocks()), "*Approved* by *alice* (console)") {
+			t.Fatalf("the outage answered %v; want the update showing the approval only", refused)
 		}
 		if o := await(t, client, "e2e_outage"); o.Status != airlock.StatusCompleted {
 			t.Fatalf("outcome %+v", o)
+		}
+		completed := "Approved, completed: "
+		updates := e.cardUpdates(ch, ts)
+		if last := updates[len(updates)-1].Form.Get("text"); !strings.HasPrefix(last, completed) {
+			t.Fatalf("once settled the card shows %q; want the newest state, %q…", last, completed)
+		}
+		newest := false
+		for _, u := range updates {
+			text := u.Form.Get("text")
+			if strings.HasPrefix(text, completed) {
+				newest = true
+			} else if newest {
+				t.Fatalf("an update showing %q reached Slack after the one showing the call completed", text)
+			}
 		}
 	})
 

@@ -477,7 +477,7 @@ func (h *Interactions) showOnCard(ctx context.Context, c click, rec *airlockv1.A
 	if rec.GetCall().GetRevision() > c.value.Revision {
 		msg = RenderSuperseded(rec, c.value.Revision, h.publicURL)
 	}
-	if err := h.api.update(ctx, c.channel, c.ts, msg.Options()...); err != nil {
+	if err := h.api.update(ctx, nil, c.channel, c.ts, msg.Options()...); err != nil {
 		h.log.Warn("could not update the clicked Slack card", "call", c.value.Call, "err", err)
 	}
 }

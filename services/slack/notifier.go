@@ -88,6 +88,7 @@ type Notifier struct {
 
 	mu      sync.Mutex
 	flights map[string]*flight // card posts in progress, by card key
+	order   *cardOrder         // updates in flight, by message
 }
 
 var _ notify.Notifier = (*Notifier)(nil)
@@ -112,7 +113,7 @@ func NewNotifier(ctx context.Context, deps svc.Deps, opts ...Option) (*Notifier,
 	return &Notifier{
 		api: newAPI(cfg.BotToken, cfg.APIURL, o.retry, log), store: st, clients: clients,
 		channel: cfg.Channel, publicURL: deps.Config.HTTP.PublicURL, log: log, budget: o.budget,
-		flights: map[string]*flight{},
+		flights: map[string]*flight{}, order: newCardOrder(),
 	}, nil
 }
 
@@ -259,12 +260,28 @@ func (n *Notifier) postCard(ctx context.Context, rec *airlockv1.ApprovalRecord, 
 // rec's current state (chat.update), all at once: the outcome, or while
 // it is pending whether the agent's MCP client still waits. A message Slack no longer
 // has (deleted, channel archived) is skipped, since retrying cannot help.
+// Updates of one message keep the order of the calls (cardOrder): an update
+// that a later Update of the same message supersedes stops, even while it
+// waits to retry, and returns nil, since the later one draws the newer state.
 func (n *Notifier) Update(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error {
-	msg := WithClient(Render(rec, n.publicURL), n.clients.CardLine(ctx, rec, n.log))
+	var drawOnce sync.Once
+	var msg Message
+	draw := func(ctx context.Context) Message {
+		drawOnce.Do(func() { msg = WithClient(Render(rec, n.publicURL), n.clients.CardLine(ctx, rec, n.log)) })
+		return msg
+	}
 	err := eachMessage(ref, func(ch, ts string) error {
 		return n.detachedErr(ctx, func(ctx context.Context) error {
-			err := n.api.update(ctx, ch, ts, msg.Options()...)
-			if gone(err) {
+			// The turn is taken before drawing the card (which reads the
+			// bucket), so that drawing cannot reorder two updates.
+			t := n.order.begin(ch + "/" + ts)
+			defer n.order.end(t)
+			err := n.api.update(ctx, t, ch, ts, draw(ctx).Options()...)
+			switch {
+			case errors.Is(err, errSuperseded):
+				n.log.Info("card update superseded by a newer one; dropped", "call", rec.GetCall().GetCallId(), "ref", ch+"/"+ts)
+				return nil
+			case gone(err):
 				n.log.Warn("card can no longer be updated; skipping it", "call", rec.GetCall().GetCallId(), "ref", ch+"/"+ts, "err", err)
 				return nil
 			}

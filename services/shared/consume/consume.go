@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -162,20 +163,31 @@ func Run(ctx context.Context, js jetstream.JetStream, spec Spec, log *slog.Logge
 		spec.Subscribed()
 	}
 	var lastErr error
+	// gone is set by a check, made off the fetch loop, that found the
+	// consumer deleted: a consumer deleted before the iterator's pull
+	// request reached it shows only as missed heartbeats, forever. The
+	// check must not hold the loop up: while a cluster elects a new leader,
+	// asking about the consumer waits for the API's timeout.
+	var gone atomic.Pointer[error]
+	var checking atomic.Bool
 	for {
 		m, err := it.Next()
 		if err != nil {
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
+				if g := gone.Load(); g != nil {
+					lastErr = *g
+				}
 				break
 			}
 			lastErr = err
-			// A consumer deleted before the iterator's pull request reached
-			// it shows only as missed heartbeats, forever: ask whether it
-			// is still there.
-			if _, ierr := cons.Info(ctx); errors.Is(ierr, jetstream.ErrConsumerNotFound) {
-				lastErr = ierr
-				it.Stop()
-				break
+			if checking.CompareAndSwap(false, true) {
+				go func() {
+					defer checking.Store(false)
+					if _, ierr := cons.Info(ctx); errors.Is(ierr, jetstream.ErrConsumerNotFound) {
+						gone.Store(&ierr)
+						it.Stop()
+					}
+				}()
 			}
 			log.Warn("fetching messages failed; retrying", "err", err)
 			continue

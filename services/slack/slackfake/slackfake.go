@@ -55,28 +55,28 @@ type Card struct {
 type Server struct {
 	*slacktest.Server
 	seq       atomic.Int64
-	down      atomic.Int64 // Slack outage: how many more calls answer 503
-	refused   atomic.Int64 // calls answered 503 during an outage
 	abandoned atomic.Int64 // held calls whose caller gave up waiting
 
 	// hold, while not nil, keeps every call waiting until it is closed
-	// (Hold, Release), and holdPosts the posts to a channel (HoldPosts);
-	// held counts the calls waiting, by method.
-	hold      chan struct{}
-	holdPosts map[string]chan struct{}
-	held      map[string]int
+	// (Hold, Release); held counts the calls waiting, by method.
+	hold chan struct{}
+	held map[string]int
 
-	mu      sync.Mutex
-	queued  map[string]chan Call
-	log     []Call
-	limited map[string]int       // channel → how many more posts answer 429
-	limitAt map[string]time.Time // channel → when its last 429 was answered
-	broken  map[string]int       // channel → how many more posts answer 500
-	missing map[string]bool      // channels that answer channel_not_found
-	tries   map[string]int       // channel → posts attempted, whatever the answer
-	cards   map[string][]Card    // "<agent>/<call>/<rev>" → cards posted for it
-	updates map[string][]string  // "<channel>/<ts>" → blocks and text of each chat.update
-	modals  map[string]string    // trigger id → private_metadata of the modal opened
+	mu        sync.Mutex
+	queued    map[string]chan Call
+	log       []Call
+	down      int                      // Slack outage: how many more calls that match downOf answer 503
+	downOf    func(Call) bool          // the calls the outage meets
+	refused   []Call                   // calls answered 503 during an outage
+	limited   map[string]int           // channel → how many more posts answer 429
+	limitWait map[string]time.Duration // channel → the Retry-After its 429s tell
+	limitAt   map[string]time.Time     // channel → when its last 429 was answered
+	broken    map[string]int           // channel → how many more posts answer 500
+	missing   map[string]bool          // channels that answer channel_not_found
+	tries     map[string]int           // channel → posts attempted, whatever the answer
+	cards     map[string][]Card        // "<agent>/<call>/<rev>" → cards posted for it
+	updates   map[string][]string      // "<channel>/<ts>" → blocks and text of each chat.update
+	modals    map[string]string        // trigger id → private_metadata of the modal opened
 }
 
 // queueSize bounds each method's queue; calls past it are kept in the log only.
@@ -84,9 +84,9 @@ const queueSize = 1000
 
 // Start starts a fake; Stop it when done.
 func Start() *Server {
-	f := &Server{queued: map[string]chan Call{}, limited: map[string]int{}, limitAt: map[string]time.Time{}, broken: map[string]int{},
-		missing: map[string]bool{}, tries: map[string]int{}, cards: map[string][]Card{}, held: map[string]int{},
-		updates: map[string][]string{}, modals: map[string]string{}, holdPosts: map[string]chan struct{}{}}
+	f := &Server{queued: map[string]chan Call{}, limited: map[string]int{}, limitWait: map[string]time.Duration{},
+		limitAt: map[string]time.Time{}, broken: map[string]int{}, missing: map[string]bool{}, tries: map[string]int{},
+		cards: map[string][]Card{}, held: map[string]int{}, updates: map[string][]string{}, modals: map[string]string{}}
 	for _, m := range Methods {
 		f.queued[m] = make(chan Call, queueSize)
 	}
@@ -102,12 +102,7 @@ func Start() *Server {
 func (f *Server) handle(method string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
-		if !f.wait(r, method, func() chan struct{} { return f.hold }) {
-			return
-		}
-		if f.outage() {
-			f.refused.Add(1)
-			http.Error(w, "<html>Slack is having trouble</html>", http.StatusServiceUnavailable)
+		if !f.wait(r, method) {
 			return
 		}
 		call := Call{Method: method, At: time.Now()}
@@ -116,8 +111,11 @@ func (f *Server) handle(method string) http.HandlerFunc {
 		} else {
 			call.Form, _ = url.ParseQuery(string(raw))
 		}
-		if ch := call.Form.Get("channel"); method == "chat.postMessage" &&
-			(f.fault(w, ch) || !f.wait(r, method, func() chan struct{} { return f.holdPosts[ch] })) {
+		if f.outage(call) {
+			http.Error(w, "<html>Slack is having trouble</html>", http.StatusServiceUnavailable)
+			return
+		}
+		if method == "chat.postMessage" && f.fault(w, call.Form.Get("channel")) {
 			return
 		}
 		ts := fmt.Sprintf("1700000000.%06d", f.seq.Add(1))
@@ -172,7 +170,7 @@ func (f *Server) handle(method string) http.HandlerFunc {
 func (f *Server) fault(w http.ResponseWriter, channel string) bool {
 	f.mu.Lock()
 	f.tries[channel]++
-	limited, broken, missing := f.limited[channel], f.broken[channel], f.missing[channel]
+	limited, wait, broken, missing := f.limited[channel], f.limitWait[channel], f.broken[channel], f.missing[channel]
 	if limited > 0 {
 		f.limited[channel]--
 		f.limitAt[channel] = time.Now()
@@ -182,7 +180,7 @@ func (f *Server) fault(w http.ResponseWriter, channel string) bool {
 	f.mu.Unlock()
 	switch {
 	case limited > 0:
-		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)))
 		w.WriteHeader(http.StatusTooManyRequests)
 	case broken > 0:
 		http.Error(w, "<html>internal error</html>", http.StatusInternalServerError)
@@ -243,11 +241,11 @@ func (f *Server) Saw(method string, match func(Call) bool) bool {
 	return false
 }
 
-// RetryAfter is the wait a rate-limited post is told (429 Retry-After).
-const RetryAfter = time.Second
-
-// RateLimit makes the next n posts to channel answer 429 Retry-After: 1.
-func (f *Server) RateLimit(channel string, n int) { f.set(func() { f.limited[channel] = n }) }
+// RateLimit makes the next n posts to channel answer 429 with a
+// Retry-After of wait (in whole seconds, as Slack gives it).
+func (f *Server) RateLimit(channel string, n int, wait time.Duration) {
+	f.set(func() { f.limited[channel], f.limitWait[channel] = n, wait })
+}
 
 // RateLimitedAt is when the fake last answered a post to channel 429,
 // taken before it wrote the answer: the poster cannot have been told to
@@ -278,22 +276,23 @@ func (f *Server) Attempts(channel string) int {
 	return f.tries[channel]
 }
 
-// Down makes the next n calls answer 503, as during an outage; Slack is
-// back after them. Counting calls rather than timing the outage lets a test
-// end it before a retrying caller gives up, however slowly either runs.
-func (f *Server) Down(n int) { f.down.Store(int64(n)) }
+// Down makes the next n calls that match answer 503, as during an outage;
+// Slack is back after them. Counting calls rather than timing the outage
+// lets a test end it before a retrying caller gives up, however slowly
+// either runs; match lets it choose the call that meets the outage
+// whichever of several held calls is answered first.
+func (f *Server) Down(n int, match func(Call) bool) { f.set(func() { f.down, f.downOf = n, match }) }
 
-// outage reports whether this call falls in the outage (see Down).
-func (f *Server) outage() bool {
-	for {
-		n := f.down.Load()
-		if n <= 0 {
-			return false
-		}
-		if f.down.CompareAndSwap(n, n-1) {
-			return true
-		}
+// outage reports whether call falls in the outage (see Down), and records it.
+func (f *Server) outage(call Call) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down <= 0 || !f.downOf(call) {
+		return false
 	}
+	f.down--
+	f.refused = append(f.refused, call)
+	return true
 }
 
 // Hold keeps every call from now on waiting, unanswered, until Release: a
@@ -301,24 +300,13 @@ func (f *Server) outage() bool {
 // while Slack holds every call (had it waited, it could not have finished).
 func (f *Server) Hold() { f.set(func() { f.hold = make(chan struct{}) }) }
 
-// HoldPosts keeps every post to channel from now on waiting, unanswered,
-// until Release; a post answered with an injected fault (RateLimit, Break)
-// is answered at once, so the retry after it is the one held.
-func (f *Server) HoldPosts(channel string) {
-	f.set(func() { f.holdPosts[channel] = make(chan struct{}) })
-}
-
 // Release answers every held call (as the fake would now: see Down) and
-// ends every hold (Hold, HoldPosts).
+// ends the hold.
 func (f *Server) Release() {
 	f.set(func() {
 		if f.hold != nil {
 			close(f.hold)
 			f.hold = nil
-		}
-		for ch, hold := range f.holdPosts {
-			close(hold)
-			delete(f.holdPosts, ch)
 		}
 	})
 }
@@ -334,11 +322,11 @@ func (f *Server) Held(method string) int {
 // context ended or its HTTP client timed out) before Release.
 func (f *Server) Abandoned() int64 { return f.abandoned.Load() }
 
-// wait holds the call while gate (read under the lock) is a hold; false:
-// the caller gave up meanwhile.
-func (f *Server) wait(r *http.Request, method string, gate func() chan struct{}) bool {
+// wait holds the call while there is a hold (Hold); false: the caller gave
+// up meanwhile.
+func (f *Server) wait(r *http.Request, method string) bool {
 	f.mu.Lock()
-	hold := gate()
+	hold := f.hold
 	if hold != nil {
 		f.held[method]++
 	}
@@ -356,8 +344,12 @@ func (f *Server) wait(r *http.Request, method string, gate func() chan struct{})
 	}
 }
 
-// Refused is how many calls were answered 503 during outages.
-func (f *Server) Refused() int64 { return f.refused.Load() }
+// Refused returns the calls answered 503 during outages, in order.
+func (f *Server) Refused() []Call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Call(nil), f.refused...)
+}
 
 func cardKey(agent, call string, rev uint32) string { return fmt.Sprintf("%s/%s/%d", agent, call, rev) }
 
