@@ -3,7 +3,10 @@
 // that the domain packages that build events depend on no broker.
 //
 // The body is protobuf binary (canonical) or protojson when the message says
-// Content-Type: application/json. Events of a call its agent requested in
+// Content-Type: application/json; airlock writes that header only on
+// protojson (SPEC §3 asks for it there alone: a message without it is
+// protobuf, and the header cost the server and every reader on each
+// message of a call). Events of a call its agent requested in
 // JSON (Event.json, set from ToolCall.json_events) are stored as protojson
 // with the proto field names, so an agent that speaks only JSON can read
 // everything about its calls. Every message carries CloudEvents
@@ -128,9 +131,9 @@ type Header struct {
 	vals [maxHeaders]string
 }
 
-// maxHeaders is the most headers encode sets: the CloudEvents attributes,
-// content type and trace, then a message id or a compare-and-append's two
-// expectations.
+// maxHeaders is the most headers encode sets: the CloudEvents attributes
+// and trace, the content type (protojson only), then a message id or a
+// compare-and-append's two expectations.
 const maxHeaders = 10
 
 // encodeEvent encodes ev for the events stream: with its message id, or
@@ -228,17 +231,20 @@ func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgI
 		hb = &Header{}
 	}
 	hb.vals = [maxHeaders]string{
-		contentType,
 		ev.EventId,
 		"airlock.v1." + typ,
 		source,
 		ev.Time.AsTime().UTC().Format(time.RFC3339Nano),
 		"1.0",
 		ChildTrace(parentTrace),
-		"", "", "", // the message id, or a compare-and-append's two expectations
+		"", "", "", "", // the content type, then the message id or a compare-and-append's two expectations
 	}
-	keys := [maxHeaders]string{HeaderContentType, HeaderCEID, HeaderCEType, HeaderCESource, HeaderCETime, HeaderCESpec, HeaderTraceparent}
-	n := 7
+	keys := [maxHeaders]string{HeaderCEID, HeaderCEType, HeaderCESource, HeaderCETime, HeaderCESpec, HeaderTraceparent}
+	n := 6
+	if contentType != ContentProtobuf {
+		keys[n], hb.vals[n] = HeaderContentType, contentType
+		n++
+	}
 	if withMsgID {
 		keys[n], hb.vals[n] = HeaderMsgID, ev.EventId
 		n++

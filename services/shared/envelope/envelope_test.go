@@ -26,7 +26,7 @@ func TestEncodeSetsSubjectAndHeaders(t *testing.T) {
 	}
 	for h, want := range map[string]string{
 		HeaderCEID: "a1.c1.1.requested", "Nats-Msg-Id": "a1.c1.1.requested", HeaderCEType: "airlock.v1.requested",
-		HeaderCESource: "agent/a1", HeaderCESpec: "1.0", HeaderContentType: ContentProtobuf,
+		HeaderCESource: "agent/a1", HeaderCESpec: "1.0", HeaderContentType: "",
 	} {
 		if got := HeaderValue(msg.Header, h); got != want {
 			t.Errorf("header %s = %q, want %q", h, got, want)
@@ -142,7 +142,8 @@ func BenchmarkEncodeDecode(b *testing.B) {
 
 // TestEventsOfAJSONCallAreStoredAsJSON: an event marked json is encoded as
 // protojson with the proto field names and Content-Type application/json,
-// and decodes back to the same event.
+// and decodes back to the same event; one not marked json is protobuf and
+// carries no Content-Type.
 func TestEventsOfAJSONCallAreStoredAsJSON(t *testing.T) {
 	ev := &airlockv1.Event{AgentId: "bot", CallId: "c1", Revision: 1, Json: true,
 		Body: &airlockv1.Event_Rejected{Rejected: &airlockv1.Rejected{Reason: "not today"}}}
@@ -166,8 +167,11 @@ func TestEventsOfAJSONCallAreStoredAsJSON(t *testing.T) {
 	}
 	ev.Json = false
 	msg, err = Encode(ev, "airlock/test", "")
-	if err != nil || HeaderValue(msg.Header, HeaderContentType) != ContentProtobuf {
-		t.Fatalf("an event not marked json: %v %q", err, HeaderValue(msg.Header, HeaderContentType))
+	if _, ok := msg.Header[HeaderContentType]; err != nil || ok || IsJSON(msg.Header) {
+		t.Fatalf("an event not marked json carries a Content-Type (protobuf is what a message without one holds): %v %q", err, HeaderValue(msg.Header, HeaderContentType))
+	}
+	if back, err := Decode(msg.Data, msg.Header); err != nil || back.GetRejected().GetReason() != "not today" {
+		t.Fatalf("decode the protobuf event: %v %v", back, err)
 	}
 }
 
@@ -307,13 +311,13 @@ func TestEncodeAfterAndInBatchDifferFromEncodeOnlyInTheirHeaders(t *testing.T) {
 			return EncodeAfter(ev, "airlock/executor", "", "airlock.evt.a1.c1.exec.*", 42)
 		}, map[string]string{
 			HeaderExpectedLastSubjSeq: "42", HeaderExpectedLastSubjSeqSubject: "airlock.evt.a1.c1.exec.*", HeaderMsgID: "",
-			HeaderCEID: "a1.c1.1.started", HeaderCEType: "airlock.v1.started", HeaderCESource: "airlock/executor", HeaderContentType: ContentProtobuf,
+			HeaderCEID: "a1.c1.1.started", HeaderCEType: "airlock.v1.started", HeaderCESource: "airlock/executor", HeaderContentType: "",
 		}, 1},
 		{"EncodeInBatch carries neither a message id nor an expectation", func() (Message, error) {
 			return EncodeInBatch(ev, "airlock/executor", "")
 		}, map[string]string{
 			HeaderExpectedLastSubjSeq: "", HeaderExpectedLastSubjSeqSubject: "", HeaderMsgID: "",
-			HeaderCEID: "a1.c1.1.started", HeaderCEType: "airlock.v1.started", HeaderCESource: "airlock/executor", HeaderContentType: ContentProtobuf,
+			HeaderCEID: "a1.c1.1.started", HeaderCEType: "airlock.v1.started", HeaderCESource: "airlock/executor", HeaderContentType: "",
 		}, -1},
 	} {
 		msg, err := c.encode()
