@@ -67,8 +67,9 @@ const (
 	// minimalWrites: the decision alone, as the call's first event.
 	minimalWrites
 	// envelopedWrites: callWrites with every message carrying the header
-	// airlock's envelope gives it (CloudEvents attributes, content type,
-	// traceparent, then the message id or the two expectations) and a call
+	// airlock's envelope gives it (CloudEvents attributes, traceparent, then
+	// the message id or the two expectations; a content type only on
+	// protojson, which the chains do not send) and a call
 	// id as long as the SDK's: what the header alone costs the chain.
 	envelopedWrites
 	// specWrites: minimalWrites with every message carrying the headers
