@@ -106,17 +106,23 @@ func (d Deps) FrontendKey() (seal.Key, error) {
 
 // Start runs s on a goroutine of its own until ctx ends and returns once s
 // is ready; ended then receives what Run returns. It fails, naming the
-// service, when Run ends before s is ready or s is not ready within within.
-// (Tests use testenv.RunService, which also fails the test.)
+// service, when Run ends before s is ready or s is not ready within within;
+// then Run has ended, or was told to stop and given within again to do so,
+// so the caller may close what s uses. (Tests use testenv.RunService,
+// which also fails the test.)
 func Start(ctx context.Context, s Service, within time.Duration) (ended <-chan error, err error) {
+	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	go func() { done <- s.Run(runCtx) }()
 	deadline := time.NewTimer(within)
 	defer deadline.Stop()
 	select {
 	case <-s.Ready():
+		// runCtx ends with ctx; cancel is kept only for a failed start.
+		context.AfterFunc(ctx, cancel)
 		return done, nil
 	case err := <-done:
+		cancel()
 		select {
 		case <-s.Ready(): // ready, then stopped at once: the caller reads it from ended
 			done <- err
@@ -128,6 +134,11 @@ func Start(ctx context.Context, s Service, within time.Duration) (ended <-chan e
 		}
 		return nil, fmt.Errorf("service %s stopped before it was ready: %w", s.Name(), err)
 	case <-deadline.C:
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(within):
+		}
 		return nil, fmt.Errorf("service %s was not ready within %s: it has not registered its endpoints or subscribed its consumers", s.Name(), within)
 	}
 }

@@ -421,13 +421,15 @@ func (pm *partMeter) part(ctx context.Context, prepare, run func() error) (partC
 	runtime.GC()
 	cycle := processCPU() - cpu0
 	live := readGCMetric("/gc/heap/live:bytes")
+	// Off before the settle: a collection started in it would sweep inside
+	// the count, uncounted.
+	percent := debug.SetGCPercent(-1)
+	defer debug.SetGCPercent(percent)
 	if prepare != nil {
 		if err := sleepCtx(ctx, pm.tail); err != nil {
 			return partCost{}, err
 		}
 	}
-	percent := debug.SetGCPercent(-1)
-	defer debug.SetGCPercent(percent)
 	c, err := pm.count(ctx, pm.tail, run)
 	if err != nil {
 		return partCost{}, err

@@ -238,11 +238,12 @@ func (r *roundtripReport) minimalVerdict() string {
 		spec, r.Ratios.BlocksP50, r.Ratios.BlocksP50InBlocks, r.SpecInBlocks.Hop.P50us, goal, (goal-r.Ratios.BlocksP50)*hop, goal-r.Ratios.BlocksP50, without)
 }
 
-// p50OutOfReach: the minimal chain with SPEC's headers alone (timed in
-// blocks) is above the p50 goal against the raw hop timed alone and
-// against the one timed in blocks with it.
+// p50OutOfReach: the goal is missed, and the minimal chain with SPEC's
+// headers alone (timed in blocks) is above it against the raw hop timed
+// alone and against the one timed in blocks with it. A round trip that met
+// the goal refutes the bound: it does that chain and more.
 func (r *roundtripReport) p50OutOfReach() bool {
-	return r.Ratios.BlocksP50 > r.Goals.P50Max && r.Ratios.BlocksP50InBlocks > r.Goals.P50Max
+	return !r.Goals.P50Met && r.Ratios.BlocksP50 > r.Goals.P50Max && r.Ratios.BlocksP50InBlocks > r.Goals.P50Max
 }
 
 // cpuOutOfReach: the goal is missed, and both CPU bounds (the minimal
@@ -817,7 +818,11 @@ func (b *benchServices) start(name string, mk func(svc.Deps) (svc.Service, error
 	go func() {
 		defer b.wg.Done()
 		defer deps.NC.Close()
-		if err := <-ended; err != nil {
+		err := <-ended
+		if err == nil && runCtx.Err() == nil {
+			err = errors.New("stopped on its own while the bench runs")
+		}
+		if err != nil {
 			b.log.Error("service stopped", "service", name, "err", err)
 		}
 	}()

@@ -420,3 +420,27 @@ func TestTheRoundtripSaysAGoalIsOutOfReachOnlyWhenBothHopsShowIt(t *testing.T) {
 		})
 	}
 }
+
+// A round trip that met the p50 goal refutes the minimal chain's bound in
+// that run (it does that chain and more), so the verdict never says the
+// goal is out of reach then, even with the chain above it against both hops.
+func TestTheP50GoalMetIsNeverOutOfReach(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		met    bool
+		wantOR bool
+	}{
+		{"missed, the chain above both hops", false, true},
+		{"met, the chain above both hops", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &roundtripReport{}
+			r.Goals.P50Max, r.Goals.P50Met = 3.5, tc.met
+			r.RawHop.Latency.P50us, r.SpecInBlocks.Hop.P50us, r.SpecInBlocks.Spec.P50us = 100, 110, 400
+			r.Ratios.BlocksP50, r.Ratios.BlocksP50InBlocks = 4, 3.64
+			if got := strings.Contains(r.minimalVerdict(), "OUT OF REACH"); got != tc.wantOR {
+				t.Fatalf("out of reach: %v, want %v: %s", got, tc.wantOR, r.minimalVerdict())
+			}
+		})
+	}
+}
