@@ -113,7 +113,7 @@ func NewNotifier(ctx context.Context, deps svc.Deps, opts ...Option) (*Notifier,
 	return &Notifier{
 		api: newAPI(cfg.BotToken, cfg.APIURL, o.retry, log), store: st, clients: clients,
 		channel: cfg.Channel, publicURL: deps.Config.HTTP.PublicURL, log: log, budget: o.budget,
-		flights: map[string]*flight{}, order: newCardOrder(),
+		flights: map[string]*flight{}, order: newCardOrder(o.budget),
 	}, nil
 }
 

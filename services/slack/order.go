@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 )
 
 // errSuperseded ends an update of a Slack message that a newer update of
@@ -27,7 +28,12 @@ var errSuperseded = errors.New("a newer update of the message supersedes this on
 // revision is not in the record, and updated_at is a replica's wall clock).
 type cardOrder struct {
 	mu    sync.Mutex
-	lines map[string]*cardLine // by "channel/ts"; only while an update of it is in flight
+	lines map[string]*cardLine // by "channel/ts"; while an update of it is in flight, and linger after
+	// linger keeps a message's line (its newest stage) after its last update
+	// ended, so that an update of an earlier state that reaches the
+	// notifier late (a redraw of a pending card read just before the
+	// decision) is still refused; 0 removes the line at once.
+	linger time.Duration
 }
 
 // cardLine is the state of one message's updates in flight.
@@ -50,7 +56,9 @@ type turn struct {
 	stale <-chan struct{}
 }
 
-func newCardOrder() *cardOrder { return &cardOrder{lines: map[string]*cardLine{}} }
+func newCardOrder(linger time.Duration) *cardOrder {
+	return &cardOrder{lines: map[string]*cardLine{}, linger: linger}
+}
 
 // begin takes the next turn for the message key, for a card drawn of a
 // state at stage (calls.Stage), superseding every older turn of it. A turn
@@ -79,13 +87,25 @@ func (o *cardOrder) begin(key string, stage int) *turn {
 	return &turn{key: key, line: l, stale: l.newest}
 }
 
-// end releases t; the message's line is removed with its last turn.
+// end releases t; the message's line is removed linger after its last
+// turn, unless another turn has begun by then.
 func (o *cardOrder) end(t *turn) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if t.line.inFlight--; t.line.inFlight == 0 {
-		delete(o.lines, t.key)
+	if t.line.inFlight--; t.line.inFlight > 0 {
+		return
 	}
+	if o.linger <= 0 {
+		delete(o.lines, t.key)
+		return
+	}
+	time.AfterFunc(o.linger, func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if l := o.lines[t.key]; l == t.line && l.inFlight == 0 {
+			delete(o.lines, t.key)
+		}
+	})
 }
 
 // send runs f once no other update of the message is being sent, unless a

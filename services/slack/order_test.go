@@ -42,7 +42,7 @@ func TestAnOlderCardUpdateIsDroppedOnceANewerOneBegins(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				a, order := orderAPI(tt.base), newCardOrder()
+				a, order := orderAPI(tt.base), newCardOrder(0)
 				sends := 0
 				start := time.Now()
 				old := order.begin("C1/1.1", 1)
@@ -83,7 +83,7 @@ func TestAnOlderCardUpdateIsDroppedOnceANewerOneBegins(t *testing.T) {
 func TestUpdatesOfOneCardAreSentOneAtATimeInOrder(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		a, order := orderAPI(time.Millisecond), newCardOrder()
+		a, order := orderAPI(time.Millisecond), newCardOrder(0)
 		var sent []string
 		answer := make(chan struct{})
 		run := func(key, name string, f func()) <-chan error {
@@ -141,7 +141,7 @@ func TestUpdatesOfOneCardAreSentOneAtATimeInOrder(t *testing.T) {
 
 func TestACardsEntryLastsOnlyWhileAnUpdateOfItIsInFlight(t *testing.T) {
 	t.Parallel()
-	order := newCardOrder()
+	order := newCardOrder(0)
 	entries := func() int {
 		order.mu.Lock()
 		defer order.mu.Unlock()
@@ -207,7 +207,7 @@ func TestAnUpdateOfAnEarlierStateNeverSupersedesALaterOne(t *testing.T) {
 		{"pending_after_pending_supersedes_it", airlockv1.ApprovalState_APPROVAL_STATE_PENDING, airlockv1.ApprovalState_APPROVAL_STATE_PENDING, true, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			order := newCardOrder()
+			order := newCardOrder(0)
 			first := order.begin("C1/1", calls.Stage(tt.first))
 			second := order.begin("C1/1", calls.Stage(tt.second))
 			if stale(first) != tt.firstStale || stale(second) != tt.secondStale {
@@ -220,4 +220,38 @@ func TestAnUpdateOfAnEarlierStateNeverSupersedesALaterOne(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A message's newest stage is remembered for linger after its last update
+// ended: an update of an earlier state that reaches the notifier late (a
+// pending card's redraw read just before the decision) is still refused;
+// after linger the entry is gone.
+func TestACardsNewestStageLingersAfterItsLastUpdate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		order := newCardOrder(time.Minute)
+		stale := func(u *turn) bool {
+			select {
+			case <-u.superseded():
+				return true
+			default:
+				return false
+			}
+		}
+		decided := order.begin("C1/1", calls.Stage(airlockv1.ApprovalState_APPROVAL_STATE_APPROVED))
+		order.end(decided)
+		time.Sleep(30 * time.Second)
+		late := order.begin("C1/1", calls.Stage(airlockv1.ApprovalState_APPROVAL_STATE_PENDING))
+		if !stale(late) {
+			t.Fatal("a pending redraw begun 30s after the decision's update ended was not refused")
+		}
+		order.end(late)
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		order.mu.Lock()
+		n := len(order.lines)
+		order.mu.Unlock()
+		if n != 0 {
+			t.Fatalf("%d entries left a linger after the last update ended", n)
+		}
+	})
 }
