@@ -213,7 +213,7 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 	}
 	fmt.Fprintf(os.Stdout, `airlock dev is running
   NATS      %s   (JetStream store %s, fsync %s; credentials required)
-  HTTP      http://%s   (/healthz, /metrics)
+  HTTP      http://%s   (/healthz readiness, /livez liveness, /metrics)
   services  %s
   data      %s
 %s%s%s            add an agent: airlock agents add NAME   (its credential lands in %s)
