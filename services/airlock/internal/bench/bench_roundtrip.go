@@ -965,7 +965,7 @@ func printRoundtrip(w io.Writer, r *roundtripReport) {
 	perChain(r.Chain.PerCall)
 	fmt.Fprintf(w, "  chain floor = %.2f× raw hop p50, %.2f× p99: the least a call with these writes in sequence can be\n", r.Ratios.ChainP50, r.Ratios.ChainP99)
 	fmt.Fprintf(w, "  round trip  = %.2f× chain floor p50, %.2f× p99, %.2f× its CPU per call: what airlock adds to the writes\n", r.Ratios.OverChainP50, r.Ratios.OverChainP99, r.Ratios.OverChainCPU)
-	fmt.Fprintf(w, "chain with airlock's headers: the chain floor with the header airlock's envelope gives each message (CloudEvents attributes, content type, traceparent, message id or expectations; SDK-long call ids), its bytes taken from the body so records stay as large\n")
+	fmt.Fprintf(w, "chain with airlock's headers: the chain floor with the header airlock's envelope gives each message (CloudEvents attributes, traceparent, message id or expectations; a content type only on protojson; SDK-long call ids), its bytes taken from the body so records stay as large\n")
 	perChain(e.PerCall)
 	fmt.Fprintf(w, "  = %.2f× chain floor p50 (%+.0fµs), %.2f× its CPU per call (%+.0fµs): what the headers alone cost the writes\n",
 		r.Ratios.EnvelopedP50, e.Latency.P50us-r.Chain.Latency.P50us, r.Ratios.EnvelopedCPU, e.Throughput.CPUPerOpUs-r.Chain.Throughput.CPUPerOpUs)
