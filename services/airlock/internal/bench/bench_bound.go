@@ -71,8 +71,9 @@ type cpuBound struct {
 	MinimalToOwnFloor float64 `json:"minimal_to_its_floor"`
 	MinimalToFloor    float64 `json:"minimal_to_floor"`
 	CallToFloor       float64 `json:"call_writes_to_floor"`
-	// LeastMinimalToOwnFloor, LeastCallToFloor: the same two bounds with
-	// each round's smaller window of background subtracted (cpuRounds.Least):
+	// LeastMinimalToOwnFloor, LeastCallToFloor: the same two bounds, each
+	// round's the smaller of its ratios with either window of background
+	// subtracted (cpuRounds.Least):
 	// a background overestimated raises every ratio, the bounds' too, so
 	// the out-of-reach verdict uses these, the least the background can
 	// make them; the goal's ratio keeps the mean.
@@ -229,19 +230,45 @@ func (b *cpuBound) bound(rs *cpuRounds) {
 	b.MinimalToOwnFloor = medianRatio(rs.SpecChainUs, rs.WorkUs, rs.MinimalFloorUs)
 	b.MinimalToFloor = medianRatio(rs.SpecChainUs, rs.WorkUs, rs.FloorUs)
 	b.CallToFloor = medianRatio(rs.SpecCallUs, rs.WorkUs, rs.FloorUs)
-	l := rs.Least
-	b.LeastMinimalToOwnFloor = medianRatio(l.SpecChainUs, l.WorkUs, l.MinimalFloorUs)
-	b.LeastCallToFloor = medianRatio(l.SpecCallUs, l.WorkUs, l.FloorUs)
+	before, after := rs.Least.Before, rs.Least.After
+	b.LeastMinimalToOwnFloor = medianLeastRatio(
+		ratios(before.SpecChainUs, before.WorkUs, before.MinimalFloorUs), ratios(after.SpecChainUs, after.WorkUs, after.MinimalFloorUs))
+	b.LeastCallToFloor = medianLeastRatio(
+		ratios(before.SpecCallUs, before.WorkUs, before.FloorUs), ratios(after.SpecCallUs, after.WorkUs, after.FloorUs))
+}
+
+// ratios are the rounds' (chain + work) ÷ floor, each round's own; 0 for
+// a round without a floor.
+func ratios(chain, work, floor []float64) []float64 {
+	out := make([]float64, min(len(chain), len(work), len(floor)))
+	for i := range out {
+		if floor[i] > 0 {
+			out[i] = (chain[i] + work[i]) / floor[i]
+		}
+	}
+	return out
+}
+
+// medianLeastRatio is the median over the rounds of the smaller of a
+// round's two ratios (rounds without one left out).
+func medianLeastRatio(a, b []float64) float64 {
+	var least []float64
+	for i := range min(len(a), len(b)) {
+		if a[i] > 0 && b[i] > 0 {
+			least = append(least, min(a[i], b[i]))
+		}
+	}
+	return median(least)
 }
 
 // medianRatio is the median over the rounds of (chain + work) ÷ floor,
 // each round's own; rounds without a floor left out.
 func medianRatio(chain, work, floor []float64) float64 {
-	var ratios []float64
-	for i := range min(len(chain), len(work), len(floor)) {
-		if floor[i] > 0 {
-			ratios = append(ratios, (chain[i]+work[i])/floor[i])
+	var rs []float64
+	for _, r := range ratios(chain, work, floor) {
+		if r > 0 {
+			rs = append(rs, r)
 		}
 	}
-	return median(ratios)
+	return median(rs)
 }

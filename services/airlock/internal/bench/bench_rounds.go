@@ -45,8 +45,8 @@ type cpuRounds struct {
 	// running and the collector off as in the parts
 	// (partMeter.measureIdle); IdleUsPerSecond: each round's, the mean of
 	// the windows before and after it, subtracted over each of its parts'
-	// whole count and each piece of its work's loop (the smaller of the
-	// two for Least).
+	// whole count and each piece of its work's loop (each of the two for
+	// Least).
 	IdleWindowsUsPerSecond []float64 `json:"idle_windows_cpu_us_per_second"`
 	IdleUsPerSecond        []float64 `json:"idle_cpu_us_per_second"`
 	IdleWindowSeconds      float64   `json:"idle_window_seconds"`
@@ -80,17 +80,33 @@ type cpuRounds struct {
 	BareRatio []float64 `json:"cpu_per_call_to_floor_without_headers"`
 	// floors, bareFloors: each round's operations, for their medians.
 	floors, bareFloors []*messagingFloor
-	// Least: the figures of the CPU bounds with each round's smaller
-	// window of background (IdleWindowsUsPerSecond) subtracted instead of
-	// the mean: the least background, the smallest bound ratios; the
-	// out-of-reach verdict alone uses them (cpuBound.bound).
+	// Least: the figures of the CPU bounds with each of a round's two
+	// windows of background (IdleWindowsUsPerSecond, the one before the
+	// round and the one after) subtracted instead of their mean; the
+	// out-of-reach verdict alone takes, round by round, the smaller ratio
+	// of each bound (cpuBound.bound): the least the background can make it,
+	// whichever way the chains and the floor respond to it.
 	Least struct {
-		SpecCallUs     []float64 `json:"spec_call_chain_cpu_us_per_call"`
-		SpecChainUs    []float64 `json:"spec_chain_cpu_us_per_call"`
-		WorkUs         []float64 `json:"work_us_per_call"`
-		FloorUs        []float64 `json:"floor_cpu_us_per_call"`
-		MinimalFloorUs []float64 `json:"minimal_floor_cpu_us_per_call"`
+		Before boundFigures `json:"window_before"`
+		After  boundFigures `json:"window_after"`
 	} `json:"least_background"`
+}
+
+// boundFigures are the rounds' figures of the CPU bounds with one
+// background subtracted.
+type boundFigures struct {
+	SpecCallUs     []float64 `json:"spec_call_chain_cpu_us_per_call"`
+	SpecChainUs    []float64 `json:"spec_chain_cpu_us_per_call"`
+	WorkUs         []float64 `json:"work_us_per_call"`
+	FloorUs        []float64 `json:"floor_cpu_us_per_call"`
+	MinimalFloorUs []float64 `json:"minimal_floor_cpu_us_per_call"`
+}
+
+// add appends a round's figures.
+func (b *boundFigures) add(f *roundFigures) {
+	b.SpecCallUs, b.SpecChainUs = append(b.SpecCallUs, f.specCall), append(b.SpecChainUs, f.specChain)
+	b.WorkUs = append(b.WorkUs, f.workUs())
+	b.FloorUs, b.MinimalFloorUs = append(b.FloorUs, f.floor.CPUus(callMix)), append(b.MinimalFloorUs, f.floor.CPUus(minimalMix))
 }
 
 // roundFigures are one round's figures, with one background subtracted:
@@ -275,7 +291,7 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 		}
 		rs.IdleWindowsUsPerSecond = append(rs.IdleWindowsUsPerSecond, pm.idle*1e6)
 		// The round's figures with the mean of its windows; the bounds'
-		// again with the smaller (least) for the out-of-reach verdict alone.
+		// again with each window, for the out-of-reach verdict alone.
 		figures := func(idle float64) *roundFigures {
 			for _, c := range costs {
 				c.IdleSeconds = idle * c.SpanSeconds
@@ -294,10 +310,8 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 			}
 			return f
 		}
-		least := figures(min(before, pm.idle))
-		rs.Least.SpecCallUs, rs.Least.SpecChainUs = append(rs.Least.SpecCallUs, least.specCall), append(rs.Least.SpecChainUs, least.specChain)
-		rs.Least.WorkUs = append(rs.Least.WorkUs, least.workUs())
-		rs.Least.FloorUs, rs.Least.MinimalFloorUs = append(rs.Least.FloorUs, least.floor.CPUus(callMix)), append(rs.Least.MinimalFloorUs, least.floor.CPUus(minimalMix))
+		rs.Least.Before.add(figures(before))
+		rs.Least.After.add(figures(pm.idle))
 		idle := (before + pm.idle) / 2
 		rs.IdleUsPerSecond = append(rs.IdleUsPerSecond, idle*1e6)
 		f := figures(idle)

@@ -249,7 +249,8 @@ func (r *roundtripReport) p50OutOfReach() bool {
 // cpuOutOfReach: the goal is missed, and both CPU bounds (the minimal
 // writes with SPEC's headers against their floor with the same headers,
 // today's against theirs; the medians of the rounds' ratios, each round's
-// smaller window of background subtracted: the least it can make them)
+// the smaller with either of its windows of background subtracted: the
+// least the background can make them)
 // are above the goal, and the bounds are not refuted in this run.
 func (r *roundtripReport) cpuOutOfReach() bool {
 	b := r.CPUBound
@@ -271,7 +272,7 @@ func (r *roundtripReport) cpuVerdict() string {
 	b, goal := r.CPUBound, r.Goals.CPUMax
 	switch {
 	case r.cpuOutOfReach():
-		return fmt.Sprintf("CPU goal OUT OF REACH in this run: with the least background (each round's smaller window), the minimal writes with SPEC's headers + work are %.2f× their messaging floor with the same headers and today's writes + work %.2f× today's, both above %.1f× in the median of the rounds' ratios (with the mean background %.2f× and %.2f×; %.0fµs and %.0fµs against floors of %.0fµs and %.0fµs): a call could not meet it with either, whatever its own code costs beyond this work",
+		return fmt.Sprintf("CPU goal OUT OF REACH in this run: with the least background (each round's smaller ratio of its two windows'), the minimal writes with SPEC's headers + work are %.2f× their messaging floor with the same headers and today's writes + work %.2f× today's, both above %.1f× in the median of the rounds' ratios (with the mean background %.2f× and %.2f×; %.0fµs and %.0fµs against floors of %.0fµs and %.0fµs): a call could not meet it with either, whatever its own code costs beyond this work",
 			b.LeastMinimalToOwnFloor, b.LeastCallToFloor, goal, b.MinimalToOwnFloor, b.CallToFloor, b.MinimalUs, b.CallUs, b.MinimalFloorUs, r.FloorCPUus)
 	case r.cpuBoundRefuted():
 		return fmt.Sprintf("CPU goal %s, not out of reach: today's writes with SPEC's headers + the work measured alone cost more than the round trip itself, which does both (%.0fµs against %.0fµs, the medians of the rounds; %.2f× against %.2f× the floor, the medians of the rounds' ratios), so the bounds (minimal %.2f×, today's %.2f× their floors) bound nothing in this run",
