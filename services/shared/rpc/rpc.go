@@ -70,7 +70,7 @@ func replyOK(reply string) bool {
 // seal, recording a refusal, decoding, the endpoint's own work) does not
 // take the service down with it (a panic in a micro handler ends the
 // process): the caller is answered internal, the fault is logged (its
-// stack at most once a minute per subject), and the service goes on with
+// stack at most once a minute per endpoint), and the service goes on with
 // the next request. Handle and HandleSealed apply it; an endpoint that
 // reads its requests itself (the agents' cancel) wraps its handler in it.
 func Recover(log *slog.Logger, h micro.HandlerFunc) micro.HandlerFunc {
@@ -79,7 +79,7 @@ func Recover(log *slog.Logger, h micro.HandlerFunc) micro.HandlerFunc {
 		defer func() {
 			if p := recover(); p != nil {
 				attrs := []any{"subject", r.Subject(), "panic", p}
-				if ok, skipped := stacks.allow(r.Subject()); ok {
+				if ok, skipped := stacks.allow(); ok {
 					attrs = append(attrs, "stack", string(debug.Stack()), "panics_without_stack", skipped)
 				}
 				log.Error("request handler panicked", attrs...)
@@ -138,47 +138,35 @@ func handle[Req, Resp proto.Message](log *slog.Logger, g *Gate, newReq func() Re
 	})
 }
 
-// stackLimit lets a handler log a panic's stack at most once per subject
-// per period: a fault every request hits would otherwise write a full
-// stack at request rate. It counts the panics whose stack it held back, so
-// the next stack logged says how many there were.
+// stackLimit lets an endpoint log a panic's stack at most once a period:
+// a fault every request hits would otherwise write a full stack at request
+// rate. One per endpoint (not per subject: the agents' cancel endpoint has
+// a subject for every agent), so it holds no map. It counts the panics
+// whose stack it held back, so the next stack logged says how many there
+// were.
 type stackLimit struct {
-	period time.Duration
-	now    func() time.Time
-	mu     sync.Mutex
-	last   map[string]stackSeen
-}
-
-type stackSeen struct {
-	at      time.Time // when a stack was last logged
+	period  time.Duration
+	now     func() time.Time
+	mu      sync.Mutex
+	at      time.Time // when a stack was last logged; zero before the first
 	skipped int       // panics since, logged without their stack
 }
 
 func newStackLimit(period time.Duration, now func() time.Time) *stackLimit {
-	return &stackLimit{period: period, now: now, last: map[string]stackSeen{}}
+	return &stackLimit{period: period, now: now}
 }
 
-// allow reports whether a panic on subject may log its stack, and if so
-// how many panics on it went without one since the last stack.
-func (l *stackLimit) allow(subject string) (ok bool, skipped int) {
+// allow reports whether a panic may log its stack, and if so how many
+// panics went without one since the last stack.
+func (l *stackLimit) allow() (ok bool, skipped int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	if s, seen := l.last[subject]; seen && now.Sub(s.at) < l.period {
-		s.skipped++
-		l.last[subject] = s
+	if !l.at.IsZero() && now.Sub(l.at) < l.period {
+		l.skipped++
 		return false, 0
 	}
-	skipped = l.last[subject].skipped
-	// Forget the subjects whose period is over and that have no count to
-	// tell, so that the map does not grow with every subject that ever
-	// panicked once.
-	for k, s := range l.last {
-		if s.skipped == 0 && now.Sub(s.at) >= l.period {
-			delete(l.last, k)
-		}
-	}
-	l.last[subject] = stackSeen{at: now}
+	skipped, l.at, l.skipped = l.skipped, now, 0
 	return true, skipped
 }
 
