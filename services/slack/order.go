@@ -46,6 +46,9 @@ type cardLine struct {
 	inFlight int
 	// stage is the newest turn's state's stage (calls.Stage).
 	stage int
+	// ends counts the times the line had no turn left: a linger timer
+	// removes the line only if none came after its own.
+	ends uint64
 }
 
 // turn is one update's place in its message's order.
@@ -99,10 +102,14 @@ func (o *cardOrder) end(t *turn) {
 		delete(o.lines, t.key)
 		return
 	}
+	t.line.ends++
+	ends := t.line.ends
 	time.AfterFunc(o.linger, func() {
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		if l := o.lines[t.key]; l == t.line && l.inFlight == 0 {
+		// Only the timer of the line's last end removes it: a turn that
+		// began and ended since restarted the linger.
+		if l := o.lines[t.key]; l == t.line && l.inFlight == 0 && l.ends == ends {
 			delete(o.lines, t.key)
 		}
 	})

@@ -188,14 +188,6 @@ func TestACardsEntryLastsOnlyWhileAnUpdateOfItIsInFlight(t *testing.T) {
 // same stage or a later one supersedes as before.
 func TestAnUpdateOfAnEarlierStateNeverSupersedesALaterOne(t *testing.T) {
 	t.Parallel()
-	stale := func(u *turn) bool {
-		select {
-		case <-u.superseded():
-			return true
-		default:
-			return false
-		}
-	}
 	for _, tt := range []struct {
 		name                    string
 		first, second           airlockv1.ApprovalState
@@ -229,14 +221,6 @@ func TestAnUpdateOfAnEarlierStateNeverSupersedesALaterOne(t *testing.T) {
 func TestACardsNewestStageLingersAfterItsLastUpdate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		order := newCardOrder(time.Minute)
-		stale := func(u *turn) bool {
-			select {
-			case <-u.superseded():
-				return true
-			default:
-				return false
-			}
-		}
 		decided := order.begin("C1/1", calls.Stage(airlockv1.ApprovalState_APPROVAL_STATE_APPROVED))
 		order.end(decided)
 		time.Sleep(30 * time.Second)
@@ -245,6 +229,13 @@ func TestACardsNewestStageLingersAfterItsLastUpdate(t *testing.T) {
 			t.Fatal("a pending redraw begun 30s after the decision's update ended was not refused")
 		}
 		order.end(late)
+		// 70s: the first end's linger is over, the late turn's is not.
+		time.Sleep(40 * time.Second)
+		later := order.begin("C1/1", calls.Stage(airlockv1.ApprovalState_APPROVAL_STATE_PENDING))
+		if !stale(later) {
+			t.Fatal("a pending redraw begun within a linger of the line's last update was not refused: an earlier update's timer removed the line")
+		}
+		order.end(later)
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
 		order.mu.Lock()
@@ -254,4 +245,14 @@ func TestACardsNewestStageLingersAfterItsLastUpdate(t *testing.T) {
 			t.Fatalf("%d entries left a linger after the last update ended", n)
 		}
 	})
+}
+
+// stale reports whether a newer update has superseded u.
+func stale(u *turn) bool {
+	select {
+	case <-u.superseded():
+		return true
+	default:
+		return false
+	}
 }
