@@ -304,8 +304,8 @@ func Decode(data []byte, hdr map[string][]string) (*airlockv1.Event, error) {
 // IsJSON reports whether the message declares a protojson body.
 func IsJSON(hdr map[string][]string) bool {
 	ct := HeaderValue(hdr, HeaderContentType)
-	if ct == ContentProtobuf {
-		return false // what airlock writes: no need to normalise it (the audit sink asks for every event)
+	if ct == "" || ct == ContentProtobuf {
+		return false // what airlock writes (nothing, on protobuf): no need to normalise it (the audit sink asks for every event)
 	}
 	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), ContentJSON)
 }
@@ -319,12 +319,6 @@ func ForCall(call *airlockv1.ToolCall, actor *airlockv1.Actor) *airlockv1.Event 
 		AgentId: call.GetAgentId(), CallId: call.GetCallId(), Revision: max(call.GetRevision(), 1),
 		ThreadId: call.GetThreadId(), Json: call.GetJsonEvents(), Actor: actor,
 	}
-}
-
-// TypeOfMessage returns the event type a message encoded here carries
-// (its ce-type), "" for one that carries none.
-func TypeOfMessage(hdr map[string][]string) string {
-	return strings.TrimPrefix(HeaderValue(hdr, HeaderCEType), "airlock.v1.")
 }
 
 // ChildTrace returns a traceparent in the trace of parent with a new span
