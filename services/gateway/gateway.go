@@ -34,7 +34,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -81,9 +80,8 @@ type Gateway struct {
 	// scripts are the places of run_code scripts over all endpoints
 	// (gateway.run_code_max_running), shared fairly among agents.
 	scripts *scriptSlots
-	// ready is closed once the first catalog sync is done (or given up on).
-	ready     chan struct{}
-	readyOnce sync.Once
+	// listed is marked once the first catalog sync is done (or given up on).
+	listed svc.Readiness
 	// serving: Run follows the notices of tool and policy changes (the
 	// service's readiness; its HTTP routes are mounted before Run).
 	serving svc.Readiness
@@ -112,7 +110,6 @@ func New(deps svc.Deps) (*Gateway, error) {
 		byName:    map[string]*endpoint{},
 		heartbeat: deps.Config.Gateway.Heartbeat,
 		scripts:   newScriptSlots(deps.Config.Gateway.ScriptsAtOnce(), deps.Config.Gateway.RunCodeAgents()),
-		ready:     make(chan struct{}),
 	}
 	g.catalog = newCatalog(executorapi.New(deps.NC), g.log)
 	octx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -264,12 +261,12 @@ func (g *Gateway) sync(ctx context.Context, starting bool) bool {
 	return ok
 }
 
-func (g *Gateway) markReady() { g.readyOnce.Do(func() { close(g.ready) }) }
+func (g *Gateway) markReady() { g.listed.Mark() }
 
 // isReady reports whether the first listing is done (or given up on).
 func (g *Gateway) isReady() bool {
 	select {
-	case <-g.ready:
+	case <-g.listed.Ready():
 		return true
 	default:
 		return false
@@ -282,7 +279,7 @@ func (g *Gateway) awaitReady(ctx context.Context) {
 	t := time.NewTimer(10 * time.Second)
 	defer t.Stop()
 	select {
-	case <-g.ready:
+	case <-g.listed.Ready():
 	case <-ctx.Done():
 	case <-t.C:
 	}
