@@ -118,6 +118,7 @@ func (h Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 		natsStatus = strings.ToLower(h.NC.Status().String())
 		if !h.NC.IsConnected() {
 			status, code = "degraded", http.StatusServiceUnavailable
+			message = "not connected to NATS (" + natsStatus + "); the process reconnects by itself: ask again shortly, and check the NATS servers if it persists"
 		} else if len(waiting) == 0 {
 			for _, name := range h.Endpoints {
 				if _, err := h.NC.Request("$SRV.PING."+name, nil, 500*time.Millisecond); err != nil {
@@ -136,6 +137,8 @@ func (h Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	}
 	if len(waiting) > 0 {
 		body["waiting_for"] = waiting
+	}
+	if message != "" {
 		body["message"] = message
 	}
 	down := map[string]string{}
