@@ -21,16 +21,7 @@ import (
 // for PublishAfter), a message over the stream's size limit, and no
 // stream at all.
 func TestPublishSyncAnswersAsPublishMsgOnAServer(t *testing.T) {
-	n := testenv.StartNATS(t)
-	nc, err := nats.Connect(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := testenv.Connect(t, testenv.StartNATS(t).URL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PUBACK", Subjects: []string{"puback.>"}, MaxMsgSize: 1024}); err != nil {
@@ -46,18 +37,24 @@ func TestPublishSyncAnswersAsPublishMsgOnAServer(t *testing.T) {
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, seq)
 		return m
 	}
-	big := nats.NewMsg("puback.big")
-	big.Data = make([]byte, 2048)
+	big := func() *nats.Msg {
+		m := nats.NewMsg("puback.big")
+		m.Data = make([]byte, 2048)
+		return m
+	}
 	for i, m := range []struct {
 		name string
 		msg  func() *nats.Msg
+		// what the server answers: a duplicate, or the error's code
+		duplicate bool
+		code      jetstream.ErrorCode
 	}{
-		{"stored", func() *nats.Msg { return nats.NewMsg("puback.a") }},
-		{"first_with_an_id", func() *nats.Msg { return withID("puback.b", "id-1") }},
-		{"a_duplicate", func() *nats.Msg { return withID("puback.b", "id-1") }},
-		{"appended_after_its_subjects_last", func() *nats.Msg { return after("puback.c", "0") }},
-		{"refused_after_a_stale_sequence", func() *nats.Msg { return after("puback.c", "0") }},
-		{"over_the_size_limit", func() *nats.Msg { return big }},
+		{"stored", func() *nats.Msg { return nats.NewMsg("puback.a") }, false, 0},
+		{"first_with_an_id", func() *nats.Msg { return withID("puback.b", "id-1") }, false, 0},
+		{"a_duplicate", func() *nats.Msg { return withID("puback.b", "id-1") }, true, 0},
+		{"appended_after_its_subjects_last", func() *nats.Msg { return after("puback.c", "0") }, false, 0},
+		{"refused_after_a_stale_sequence", func() *nats.Msg { return after("puback.c", "0") }, false, jetstream.JSErrCodeStreamWrongLastSequence},
+		{"over_the_size_limit", big, false, jetstream.JSErrCodeStreamMessageExceedsMaximum},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			// The same message through each, on subjects of their own.
@@ -80,6 +77,9 @@ func TestPublishSyncAnswersAsPublishMsgOnAServer(t *testing.T) {
 			}
 			if (acks[0] == nil) != (acks[1] == nil) || acks[0] != nil && (acks[0].Stream != acks[1].Stream || acks[0].Duplicate != acks[1].Duplicate || acks[0].Sequence+1 != acks[1].Sequence && !acks[0].Duplicate) {
 				t.Fatalf("message %d: PublishSync acked %+v; PublishMsg %+v", i, acks[0], acks[1])
+			}
+			if apiCode(errs[0]) != m.code || (m.code == 0) != (errs[0] == nil) || m.code == 0 && acks[0].Duplicate != m.duplicate {
+				t.Fatalf("message %d: PublishSync answered %+v, %v; want duplicate %v, error code %d", i, acks[0], errs[0], m.duplicate, m.code)
 			}
 		})
 	}
