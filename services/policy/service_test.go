@@ -596,7 +596,9 @@ func TestARuleChangeIsInForceOnTheAnsweringReplicaWhenTheEndpointAnswers(t *test
 // replica deciding it has not yet been brought the grant by its watch of
 // the bucket, so an ask that finds no grant in force first catches up
 // with what the bucket stores (TestDevStandingGrantWithTwoUses once saw
-// the call asked for 2 ms after the grant was created).
+// the call asked for 2 ms after the grant was created). Whether the watch
+// loses the race in a run is luck: TestAnAskWaitsForAGrantTheWatchHasNotYetBrought
+// makes it certain; this one is the end-to-end smoke of the same path.
 func TestAGrantStoredAMomentBeforeACallAnswersIt(t *testing.T) {
 	n := testenv.StartNATS(t)
 	cfg := testenv.Config(n.URL())
@@ -645,11 +647,9 @@ func TestAnAskWaitsForAGrantTheWatchHasNotYetBrought(t *testing.T) {
 		t.Fatal(err)
 	}
 	decided := make(chan *airlockv1.Decision, 1)
-	go func() {
-		call := &airlockv1.ToolCall{AgentId: "bot", CallId: "late", Revision: 1, Server: "demo", Tool: "write_file",
-			Arguments: mustStruct(t, map[string]any{"path": "/tmp/late", "content": "x"})}
-		decided <- e.Decide(ctx, call)
-	}()
+	call := &airlockv1.ToolCall{AgentId: "bot", CallId: "late", Revision: 1, Server: "demo", Tool: "write_file",
+		Arguments: mustStruct(t, map[string]any{"path": "/tmp/late", "content": "x"})}
+	go func() { decided <- e.Decide(ctx, call) }()
 	// The watch starts once the ask waits for the grants in force (or
 	// the call is already decided, wrongly, without the grant).
 	for policy.AsksWaitingForGrants(e) == 0 {

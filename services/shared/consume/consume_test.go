@@ -298,7 +298,13 @@ func TestADeletedConsumerEndsRunWithAnError(t *testing.T) {
 		ended <- Run(ctx, deps.JS, Spec{Service: "test", Stream: intake, Durable: "doomed", FilterSubjects: []string{subject.AllRequests},
 			Subscribed: func() { close(subscribed) }}, deps.Log, deps.Metrics, func(context.Context, jetstream.Msg) error { return nil })
 	}()
-	<-subscribed
+	select {
+	case <-subscribed:
+	case err := <-ended:
+		t.Fatalf("Run ended before it subscribed: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not subscribe within 30s")
+	}
 	if err := deps.JS.DeleteConsumer(ctx, intake, "doomed"); err != nil {
 		t.Fatal(err)
 	}
