@@ -393,13 +393,11 @@ func (e *Engine) applyGrant(en jetstream.KeyValueEntry) {
 // in force, while more are queued.
 const grantBurst = 64
 
-// Run follows the rules bucket, the grants bucket and the policy directory
-// until ctx ends. Every accepted change swaps the evaluator atomically and
-// publishes policy_changed; a refused one publishes policy_changed with
-// refused=true and leaves the evaluator in force.
-func (e *Engine) Run(ctx context.Context) error { return e.run(ctx, func() {}) }
-
-// run is Run, calling ready once every change is followed.
+// run follows the rules bucket, the grants bucket and the policy directory
+// until ctx ends, calling ready once every change is followed. Every
+// accepted change swaps the evaluator atomically and publishes
+// policy_changed; a refused one publishes policy_changed with refused=true
+// and leaves the evaluator in force.
 func (e *Engine) run(ctx context.Context, ready func()) error {
 	rw, err := e.rules.Watch(ctx, RulePrefix+">")
 	if err != nil {
@@ -680,7 +678,9 @@ func (e *Engine) Decide(ctx context.Context, call *airlockv1.ToolCall) *airlockv
 
 // answerAsk spends the first standing grant that answers an ask.
 func (e *Engine) answerAsk(ctx context.Context, call *airlockv1.ToolCall, d *airlockv1.Decision, now time.Time) *airlockv1.Decision {
-	if d.Action != airlockv1.Action_ACTION_ASK {
+	// No grant stands in for a quorum (decide.GrantApplies): such an ask
+	// need not look for one, nor wait for the grants in force.
+	if d.Action != airlockv1.Action_ACTION_ASK || d.GetQuorum() > 1 {
 		return d
 	}
 	e.grantMu.Lock()

@@ -1,6 +1,12 @@
 package policy
 
+import "context"
+
 // AsksWaitingForGrants is how many asks wait now for the grants in force
 // to catch up with the grants bucket: a test starts the watch only once an
 // ask waits, so that the wait, not luck, brings the grant.
 func AsksWaitingForGrants(e *Engine) int { return len(e.grantWaiters) }
+
+// RunEngine follows the buckets and the policy directory as the service
+// does, for a test that drives an engine without the service around it.
+func RunEngine(ctx context.Context, e *Engine) error { return e.run(ctx, func() {}) }

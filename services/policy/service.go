@@ -108,14 +108,11 @@ func (s *Service) Run(ctx context.Context) error {
 	var starting atomic.Int32
 	starting.Store(int32(len(s.alongside)) + 1)
 	part := func() func() {
-		var once sync.Once
-		return func() {
-			once.Do(func() {
-				if starting.Add(-1) == 0 {
-					s.ready.MarkServing(s.deps.NC, s.deps.Log)
-				}
-			})
-		}
+		return sync.OnceFunc(func() {
+			if starting.Add(-1) == 0 {
+				s.ready.MarkServing(s.deps.NC, s.deps.Log)
+			}
+		})
 	}
 	var wg sync.WaitGroup
 	for _, f := range s.alongside {

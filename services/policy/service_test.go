@@ -663,7 +663,7 @@ func TestAnAskWaitsForAGrantTheWatchHasNotYetBrought(t *testing.T) {
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- e.Run(runCtx) }()
+	go func() { done <- policy.RunEngine(runCtx, e) }()
 	defer func() { stop(); <-done }()
 	if d := <-decided; d.Action != airlockv1.Action_ACTION_ALLOW || d.GrantId != "late" {
 		t.Fatalf("decided %v by grant %q (%s), want allowed by the grant stored before the call", d.Action, d.GrantId, d.Reason)
