@@ -212,7 +212,9 @@ func (f floorWriter) close()  { f.st.Close() }
 func NewFromConfig(_ context.Context, deps svc.Deps) (svc.Service, error) {
 	c := deps.Config
 	if c.ClickHouse.DSN == "" {
-		return idle{log: deps.Log}, nil
+		i := idle{log: deps.Log, ready: &svc.Readiness{}}
+		i.ready.Mark()
+		return i, nil
 	}
 	key, err := LoadKey(c.Audit)
 	if err != nil {
@@ -226,16 +228,17 @@ func NewFromConfig(_ context.Context, deps svc.Deps) (svc.Service, error) {
 	return New(deps, opt)
 }
 
-type idle struct{ log *slog.Logger }
+// idle is the sink with no ClickHouse: ready at once, it has nothing to
+// register.
+type idle struct {
+	log   *slog.Logger
+	ready *svc.Readiness
+}
 
 func (idle) Name() string { return "audit" }
 
-// Ready is closed at once: the idle sink has nothing to register.
-func (idle) Ready() <-chan struct{} {
-	var r svc.Readiness
-	r.Mark()
-	return r.Ready()
-}
+// Ready is closed from the start.
+func (i idle) Ready() <-chan struct{} { return i.ready.Ready() }
 
 func (i idle) Run(ctx context.Context) error {
 	i.log.Info("audit: no ClickHouse configured (clickhouse.dsn); the audit trail is read from the events stream, and is back-filled when ClickHouse is configured", "service", "audit")
