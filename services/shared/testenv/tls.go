@@ -1,0 +1,116 @@
+package testenv
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/embedded"
+)
+
+// TLSFiles are PEM files in a temp dir: a private CA, a server certificate
+// it signed for 127.0.0.1 and localhost, and a client certificate it
+// signed; OtherCA signed none of them.
+type TLSFiles struct {
+	CA, ServerCert, ServerKey, ClientCert, ClientKey, OtherCA string
+}
+
+// NewTLSFiles generates a CA and the certificates it signs.
+func NewTLSFiles(t testing.TB) TLSFiles {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, typ string, der []byte) string {
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	serial := int64(0)
+	template := func(cn string) *x509.Certificate {
+		serial++
+		return &x509.Certificate{
+			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		}
+	}
+	newCA := func(cn string) (*x509.Certificate, *ecdsa.PrivateKey, []byte) {
+		key, tmpl := newKey(), template(cn)
+		tmpl.IsCA, tmpl.BasicConstraintsValid, tmpl.KeyUsage = true, true, x509.KeyUsageCertSign
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ca, err := x509.ParseCertificate(der)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ca, key, der
+	}
+	ca, caKey, caDER := newCA("airlock test CA")
+	_, _, otherDER := newCA("another CA")
+	f := TLSFiles{CA: write("ca.crt", "CERTIFICATE", caDER), OtherCA: write("other-ca.crt", "CERTIFICATE", otherDER)}
+	issue := func(name string, usage x509.ExtKeyUsage, tmpl *x509.Certificate) (string, string) {
+		key := newKey()
+		tmpl.KeyUsage, tmpl.ExtKeyUsage = x509.KeyUsageDigitalSignature, []x509.ExtKeyUsage{usage}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return write(name+".crt", "CERTIFICATE", der), write(name+".key", "PRIVATE KEY", keyDER)
+	}
+	server := template("nats")
+	server.DNSNames, server.IPAddresses = []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}
+	f.ServerCert, f.ServerKey = issue("server", x509.ExtKeyUsageServerAuth, server)
+	f.ClientCert, f.ClientKey = issue("client", x509.ExtKeyUsageClientAuth, template("airlock-client"))
+	return f
+}
+
+// ServerBlock is a nats-server configuration's tls block serving the
+// server certificate; with verify every client must present a certificate
+// the CA signed (mutual TLS).
+func (f TLSFiles) ServerBlock(verify bool) string {
+	return fmt.Sprintf("tls {\n  cert_file: %q\n  key_file: %q\n  ca_file: %q\n  verify: %v\n}\n", f.ServerCert, f.ServerKey, f.CA, verify)
+}
+
+// Client is what a client verifies the server with, and with mutual its
+// certificate too.
+func (f TLSFiles) Client(mutual bool) config.TLS {
+	if !mutual {
+		return config.TLS{CAFile: f.CA}
+	}
+	return config.TLS{CAFile: f.CA, CertFile: f.ClientCert, KeyFile: f.ClientKey}
+}
+
+// StartTLSNATS is StartNATS serving TLS with f's server certificate (and,
+// with verify, asking every client for a certificate f's CA signed).
+func StartTLSNATS(t testing.TB, f TLSFiles, verify bool) *NATS {
+	t.Helper()
+	conf := filepath.Join(t.TempDir(), "tls.conf")
+	if err := os.WriteFile(conf, []byte(f.ServerBlock(verify)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return StartNATSWith(t, embedded.Options{ConfigFile: conf})
+}
