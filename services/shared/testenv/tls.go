@@ -20,8 +20,9 @@ import (
 )
 
 // TLSFiles are PEM files in a temp dir: a private CA, a server certificate
-// it signed for 127.0.0.1 and localhost, and a client certificate it
-// signed; OtherCA signed none of them.
+// it signed for 127.0.0.1 and localhost (for server and client use, as a
+// cluster node's route certificate is), and a client certificate it signed
+// that names no host; OtherCA signed none of them.
 type TLSFiles struct {
 	CA, ServerCert, ServerKey, ClientCert, ClientKey, OtherCA string
 }
@@ -68,9 +69,9 @@ func NewTLSFiles(t testing.TB) TLSFiles {
 	ca, caKey, caDER := newCA("airlock test CA")
 	_, _, otherDER := newCA("another CA")
 	f := TLSFiles{CA: write("ca.crt", "CERTIFICATE", caDER), OtherCA: write("other-ca.crt", "CERTIFICATE", otherDER)}
-	issue := func(name string, usage x509.ExtKeyUsage, tmpl *x509.Certificate) (string, string) {
+	issue := func(name string, tmpl *x509.Certificate, usage ...x509.ExtKeyUsage) (string, string) {
 		key := newKey()
-		tmpl.KeyUsage, tmpl.ExtKeyUsage = x509.KeyUsageDigitalSignature, []x509.ExtKeyUsage{usage}
+		tmpl.KeyUsage, tmpl.ExtKeyUsage = x509.KeyUsageDigitalSignature, usage
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 		if err != nil {
 			t.Fatal(err)
@@ -83,8 +84,8 @@ func NewTLSFiles(t testing.TB) TLSFiles {
 	}
 	server := template("nats")
 	server.DNSNames, server.IPAddresses = []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}
-	f.ServerCert, f.ServerKey = issue("server", x509.ExtKeyUsageServerAuth, server)
-	f.ClientCert, f.ClientKey = issue("client", x509.ExtKeyUsageClientAuth, template("airlock-client"))
+	f.ServerCert, f.ServerKey = issue("server", server, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+	f.ClientCert, f.ClientKey = issue("client", template("airlock-client"), x509.ExtKeyUsageClientAuth)
 	return f
 }
 
