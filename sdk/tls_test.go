@@ -2,9 +2,6 @@ package airlock_test
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +42,7 @@ func TestAnAgentCallsOverTLS(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			n := testenv.StartSecureTLSNATS(t, f, tt.mutual, "bot")
-			file := credentialWithTLS(t, n.CredentialFile("bot"), f, tt.inFile)
+			file := f.Credential(t, n.CredentialFile("bot"), tt.inFile)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			c, err := airlock.Connect(ctx, file, n.Server.URL(), tt.opts...)
@@ -82,35 +79,4 @@ func TestAnAgentCallsOverTLS(t *testing.T) {
 			}
 		})
 	}
-}
-
-// credentialWithTLS copies an agent's credential file into a directory of
-// its own, with f's files beside it and tls (paths relative to the file)
-// added to it.
-func credentialWithTLS(t *testing.T, file string, f testenv.TLSFiles, tls map[string]string) string {
-	t.Helper()
-	var cred map[string]any
-	raw, err := os.ReadFile(file)
-	if err != nil || json.Unmarshal(raw, &cred) != nil {
-		t.Fatalf("read credential %s: %v", file, err)
-	}
-	dir := t.TempDir()
-	for _, src := range []string{f.CA, f.OtherCA, f.ClientCert, f.ClientKey} {
-		b, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(src)), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if tls != nil {
-		cred["tls"] = tls
-	}
-	out := filepath.Join(dir, "bot"+natsauth.CredentialSuffix)
-	b, _ := json.Marshal(cred)
-	if err := os.WriteFile(out, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

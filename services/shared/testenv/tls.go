@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -114,4 +115,42 @@ func StartTLSNATS(t testing.TB, f TLSFiles, verify bool) *NATS {
 		t.Fatal(err)
 	}
 	return StartNATSWith(t, embedded.Options{ConfigFile: conf})
+}
+
+// Credential copies an agent's credential file into a directory of its own
+// with f's files beside it (ca.crt, other-ca.crt, client.crt, client.key)
+// and tls, when not nil, as its "tls" (paths relative to the file); it
+// returns the copy's path.
+func (f TLSFiles) Credential(t testing.TB, file string, tls map[string]string) string {
+	t.Helper()
+	var cred map[string]any
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &cred); err != nil {
+		t.Fatalf("credential %s: %v", file, err)
+	}
+	dir := t.TempDir()
+	for _, src := range []string{f.CA, f.OtherCA, f.ClientCert, f.ClientKey} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(src)), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tls != nil {
+		cred["tls"] = tls
+	}
+	out := filepath.Join(dir, filepath.Base(file))
+	b, err := json.Marshal(cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
