@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// TestAWordThatNamesNoCommandIsAUsageError: a mistyped command of a group is
+// exit status 2 with a sentence naming the group's commands (and the likely
+// one), never the group's help with exit status 0.
+func TestAWordThatNamesNoCommandIsAUsageError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"a_typo_of_a_group_command_names_the_command_meant", []string{"approvals", "lst"},
+			[]string{`airlock approvals has no command "lst" (did you mean list?)`, "approve, changes,", "see `airlock approvals --help`"}},
+		{"a_nested_group_says_which_group_has_no_such_command", []string{"policy", "rule", "list"},
+			[]string{`airlock policy has no command "rule" (did you mean rules?)`, "see `airlock policy --help`"}},
+		{"an_unknown_top_command_is_a_usage_error_too", []string{"xyzzy"},
+			[]string{`airlock has no command "xyzzy": its commands are agents, approvals,`, "see `airlock --help`"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := runCLI(context.Background(), t, tc.args...)
+			var usage usageError
+			if !errors.As(err, &usage) {
+				t.Fatalf("err = %v (stdout %q), want a usage error (exit status 2)", err, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error lacks %q: %v", w, err)
+				}
+			}
+			if out != "" {
+				t.Errorf("printed help besides the error: %q", out)
+			}
+		})
+	}
+}
+
+// TestAGroupAloneShowsItsHelp: a group named without a command still shows
+// its help (exit status 0), listing its commands but no usage line of its own,
+// while its commands keep theirs.
+func TestAGroupAloneShowsItsHelp(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    []string
+		notWant string
+	}{
+		{"a_group_lists_its_commands", []string{"approvals"}, []string{"airlock approvals [command]", "Available Commands:"}, "airlock approvals [flags]"},
+		{"the_top_lists_its_commands", []string{}, []string{"airlock [command]"}, "airlock [flags]"},
+		{"a_command_of_a_group_keeps_its_usage_line", []string{"approvals", "approve", "--help"}, []string{"airlock approvals approve AGENT/CALL_ID [flags]"}, ""},
+		{"the_hook_keeps_its_usage_line_beside_its_commands", []string{"hook", "--help"}, []string{"airlock hook AGENT [flags]", "airlock hook [command]"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := runCLI(context.Background(), t, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("the help lacks %q:\n%s", w, out)
+				}
+			}
+			if tc.notWant != "" && strings.Contains(out, tc.notWant) {
+				t.Errorf("the help has %q:\n%s", tc.notWant, out)
+			}
+		})
+	}
+}
+
+// TestHookHelpShowsTheHelp: `airlock hook --help`, which the hook's usage
+// line points to, shows the hook's help, not that usage line again.
+func TestHookHelpShowsTheHelp(t *testing.T) {
+	for _, flag := range []string{"--help", "-h"} {
+		out, err := runCLI(context.Background(), t, "hook", flag)
+		if err != nil {
+			t.Fatalf("hook %s: %v", flag, err)
+		}
+		if !strings.Contains(out, "Reads a coding agent's hook payload on stdin") || !strings.Contains(out, "install") {
+			t.Errorf("hook %s printed no help:\n%s", flag, out)
+		}
+	}
+}
+
+// TestEveryFlagsValueNameIsOneWord: cobra takes the first `quoted` words of a
+// flag's usage as the name of its value, so a command quoted in a usage
+// sentence would be shown as "--data airlock dev". Every flag of every
+// command shows a one-word value name.
+func TestEveryFlagsValueNameIsOneWord(t *testing.T) {
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if name, _ := pflag.UnquoteUsage(f); strings.ContainsAny(name, " \t") {
+				t.Errorf("%s --%s shows its value as %q: quote only the value's name in its usage, or nothing", c.CommandPath(), f.Name, name)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd())
+}
