@@ -3,11 +3,18 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/airlock-gate/airlock/services/shared/freeport"
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
 )
 
 // TestAWordThatNamesNoCommandIsAUsageError: a mistyped command of a group is
@@ -107,4 +114,40 @@ func TestEveryFlagsValueNameIsOneWord(t *testing.T) {
 		}
 	}
 	walk(newRootCmd())
+}
+
+// TestASecondDevOnTheSameDataDirRefusesAtOnce: while an `airlock dev` holds
+// its data dir, another on the same dir says so and what to do, and leaves
+// the running one's files alone (it used to start a second NATS on the same
+// store, and remove the first's nats.url when it stopped).
+func TestASecondDevOnTheSameDataDirRefusesAtOnce(t *testing.T) {
+	data := t.TempDir()
+	dev := natsauth.Dev{DataDir: data}
+	unlock, err := lockDataDir(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	if err := os.WriteFile(dev.URLFile(), []byte("nats://127.0.0.1:4222\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, err := freeport.Pick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Were the dir not refused, dev would run until this context ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = runCLI(ctx, t, "dev", "--data", data, "--nats-port", strconv.Itoa(port), "--http", "127.0.0.1:0")
+	if err == nil {
+		t.Fatal("a second dev ran on a data dir another holds")
+	}
+	for _, want := range []string{fmt.Sprintf("another airlock dev (pid %d) already runs with the data dir %s", os.Getpid(), data), "stop it first", "--data DIR"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q: %v", want, err)
+		}
+	}
+	if b, err := os.ReadFile(dev.URLFile()); err != nil || string(b) != "nats://127.0.0.1:4222\n" {
+		t.Errorf("the running dev's nats.url is now %q, %v", b, err)
+	}
 }
