@@ -57,7 +57,14 @@ exits; starting again keeps all data.`,
 			if heapProfile != "" {
 				go heapProfileOnSignal(cmd.Context(), heapProfile, cmd.ErrOrStderr())
 			}
-			return runDev(cmd.Context(), g, cfg)
+			err = runDev(cmd.Context(), g, cfg)
+			if err != nil && cmd.Context().Err() != nil && errors.Is(err, context.Canceled) {
+				// Ctrl-C while starting is a stop like any other, not a
+				// failure to report as "create user admin: context canceled".
+				fmt.Fprintln(os.Stdout, "airlock dev stopped before it had started (Ctrl-C); nothing is lost: run it again to start")
+				return nil
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data", ".airlock", "data directory (NATS store, tokens, sandbox)")

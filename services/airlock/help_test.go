@@ -151,3 +151,22 @@ func TestASecondDevOnTheSameDataDirRefusesAtOnce(t *testing.T) {
 		t.Errorf("the running dev's nats.url is now %q, %v", b, err)
 	}
 }
+
+// TestCtrlCWhileDevStartsIsAStop: interrupted before it is up (its context
+// canceled), `airlock dev` says it stopped and exits 0, as Ctrl-C does once
+// it runs, never with an error chain ending in "context canceled".
+func TestCtrlCWhileDevStartsIsAStop(t *testing.T) {
+	port, err := freeport.Pick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out, err := runCLI(ctx, t, "dev", "--data", t.TempDir(), "--nats-port", strconv.Itoa(port), "--http", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("interrupted while starting: %v", err)
+	}
+	if !strings.Contains(out, "airlock dev stopped before it had started (Ctrl-C)") {
+		t.Fatalf("no word of the stop:\n%s", out)
+	}
+}
