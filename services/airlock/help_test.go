@@ -170,3 +170,34 @@ func TestCtrlCWhileDevStartsIsAStop(t *testing.T) {
 		t.Fatalf("no word of the stop:\n%s", out)
 	}
 }
+
+// TestTheCommandsOnStoredRowsSayTheyNeedClickHouse: verify and drop-before
+// work on the rows stored in ClickHouse; their --clickhouse help does not
+// promise the stream instead, and each says without one what it cannot do.
+func TestTheCommandsOnStoredRowsSayTheyNeedClickHouse(t *testing.T) {
+	t.Setenv("AIRLOCK_DEV_DATA_DIR", t.TempDir()) // no `airlock dev --clickhouse-local` there
+	t.Setenv("AIRLOCK_CLICKHOUSE_DSN", "")
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    string
+		notWant string
+	}{
+		{"verify_has_no_stored_copy_to_check", []string{"audit", "verify"}, "and there is no stored copy to check", "nothing stored to drop"},
+		{"drop_before_has_nothing_stored_to_drop", []string{"audit", "drop-before", "2026-01"}, "and there is nothing stored to drop", "no stored copy to check"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runCLI(context.Background(), t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), "no ClickHouse is configured") || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), tc.notWant) {
+				t.Fatalf("err = %v, want it to say %q", err, tc.want)
+			}
+			cmd, _, err := newRootCmd().Find(tc.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u := cmd.Flags().Lookup("clickhouse").Usage; !strings.Contains(u, "this command needs one") || strings.Contains(u, "events stream") {
+				t.Errorf("--clickhouse says %q", u)
+			}
+		})
+	}
+}
