@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -199,5 +201,31 @@ func TestTheCommandsOnStoredRowsSayTheyNeedClickHouse(t *testing.T) {
 				t.Errorf("--clickhouse says %q", u)
 			}
 		})
+	}
+}
+
+// TestReviewerCommandsSayWhatToDoWhenNothingAnswers: with no airlock at the
+// API's address, the sentence says so and how to start it or point there,
+// not a chain of Go's dial errors.
+func TestReviewerCommandsSayWhatToDoWhenNothingAnswers(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := "http://" + l.Addr().String()
+	l.Close() // nothing listens there now
+	token := filepath.Join(t.TempDir(), "admin.token")
+	if err := os.WriteFile(token, []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"approvals", "list", "--api", api, "--token-file", token},
+		{"policy", "shadow", "divergences", "--api", api, "--token-file", token},
+	} {
+		_, err := runCLI(context.Background(), t, args...)
+		want := "nothing answers at " + api + " (connection refused): start airlock (`go tool task up`, or `airlock dev`), or name where its console listens with --api or AIRLOCK_API"
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "dial tcp") {
+			t.Errorf("%s: err = %v, want it to say %q", strings.Join(args[:2], " "), err, want)
+		}
 	}
 }
