@@ -35,8 +35,15 @@ type globals struct {
 func newRootCmd() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
-		Use:           "airlock",
-		Short:         "A human-in-the-loop gate for AI-agent tool calls",
+		Use:   "airlock",
+		Short: "A human-in-the-loop gate for AI-agent tool calls",
+		Long: `A human-in-the-loop gate for AI-agent tool calls.
+
+Start here: ` + "`airlock dev`" + ` runs everything on this machine (NATS, every service,
+the console on http://127.0.0.1:8080); in airlock's repository ` + "`go tool task up`" + `
+builds and runs it. Then ` + "`airlock call`" + ` submits a call as an agent and
+` + "`airlock approvals`" + ` decides as a reviewer: README.md's 5-minute tour walks
+through them.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
