@@ -83,6 +83,9 @@ opa test. Exit status 1 when a test fails or the policy does not compile.`,
 			dir := ""
 			if len(args) == 1 {
 				dir = args[0]
+				if err := policyDirExists(dir); err != nil {
+					return usageErr(cmd, "%v", err)
+				}
 			}
 			fsys, name := policyFS(cfg, dir)
 			results, err := decide.RunRegoTests(cmd.Context(), fsys)

@@ -163,7 +163,7 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w (pick another address with --http)", cfg.HTTP.Addr, err)
+		return httpListenError(cfg.HTTP.Addr, err)
 	}
 	if cfg.HTTP.PublicURL == config.Default().HTTP.PublicURL {
 		// Links to the console (the gateway's URL elicitations, Slack cards)

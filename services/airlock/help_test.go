@@ -229,3 +229,51 @@ func TestReviewerCommandsSayWhatToDoWhenNothingAnswers(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyTestOfAMissingDirectorySaysSo: `airlock policy test DIR` with no
+// such directory, or a file, says what DIR must be (as eval, replay and
+// shadow do), not OPA's "stat .: no such file or directory".
+func TestPolicyTestOfAMissingDirectorySaysSo(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "data.json")
+	if err := os.WriteFile(file, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "candidate")
+	for _, tc := range []struct{ dir, want string }{
+		{missing, "the policy directory " + missing + " does not exist: give a directory with the policy's *.rego files and data.json"},
+		{file, file + " is a file, not a policy directory"},
+	} {
+		_, err := runCLI(context.Background(), t, "policy", "test", tc.dir)
+		var usage usageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "stat .") {
+			t.Errorf("policy test %s: err = %v, want a usage error saying %q", tc.dir, err, tc.want)
+		}
+	}
+}
+
+// TestDevSaysWhatTheHTTPAddressMustBe: an --http that is no address, or one
+// something listens on, is a sentence saying what to give, at once.
+func TestDevSaysWhatTheHTTPAddressMustBe(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, tc := range []struct{ name, addr, want string }{
+		{"a_bare_port_is_no_address", "8080", `the HTTP address "8080" (--http, http.addr) is not an address to listen on: give HOST:PORT, such as 127.0.0.1:8080`},
+		{"a_taken_address_says_something_listens_there", busy.Addr().String(), "something already listens on " + busy.Addr().String() + " (another airlock?): stop it, or pick another address with --http"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			port, err := freeport.Pick()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err = runCLI(ctx, t, "dev", "--data", t.TempDir(), "--nats-port", strconv.Itoa(port), "--http", tc.addr)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}
