@@ -1,16 +1,8 @@
 package testenv
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,6 +10,7 @@ import (
 
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
 )
 
 // TLSFiles are PEM files in a temp dir: a private CA, a server certificate
@@ -28,65 +21,37 @@ type TLSFiles struct {
 	CA, ServerCert, ServerKey, ClientCert, ClientKey, OtherCA string
 }
 
-// NewTLSFiles generates a CA and the certificates it signs.
+// NewTLSFiles generates a CA and the certificates it signs (natsauth.CA,
+// what `airlock nats certs` makes).
 func NewTLSFiles(t testing.TB) TLSFiles {
 	t.Helper()
 	dir := t.TempDir()
-	write := func(name, typ string, der []byte) string {
+	write := func(name string, data []byte) string {
 		file := filepath.Join(dir, name)
-		if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		if err := os.WriteFile(file, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return file
 	}
-	newKey := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
+	const valid = 24 * time.Hour
+	ca, err := natsauth.NewCA("airlock test CA", valid)
+	if err != nil {
+		t.Fatal(err)
 	}
-	serial := int64(0)
-	template := func(cn string) *x509.Certificate {
-		serial++
-		return &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		}
+	other, err := natsauth.NewCA("another CA", valid)
+	if err != nil {
+		t.Fatal(err)
 	}
-	newCA := func(cn string) (*x509.Certificate, *ecdsa.PrivateKey, []byte) {
-		key, tmpl := newKey(), template(cn)
-		tmpl.IsCA, tmpl.BasicConstraintsValid, tmpl.KeyUsage = true, true, x509.KeyUsageCertSign
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	f := TLSFiles{CA: write("ca.crt", ca.PEM), OtherCA: write("other-ca.crt", other.PEM)}
+	issue := func(name string, hosts []string, node bool) (string, string) {
+		cert, key, err := ca.Issue(name, hosts, node, valid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ca, err := x509.ParseCertificate(der)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ca, key, der
+		return write(name+".crt", cert), write(name+".key", key)
 	}
-	ca, caKey, caDER := newCA("airlock test CA")
-	_, _, otherDER := newCA("another CA")
-	f := TLSFiles{CA: write("ca.crt", "CERTIFICATE", caDER), OtherCA: write("other-ca.crt", "CERTIFICATE", otherDER)}
-	issue := func(name string, tmpl *x509.Certificate, usage ...x509.ExtKeyUsage) (string, string) {
-		key := newKey()
-		tmpl.KeyUsage, tmpl.ExtKeyUsage = x509.KeyUsageDigitalSignature, usage
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return write(name+".crt", "CERTIFICATE", der), write(name+".key", "PRIVATE KEY", keyDER)
-	}
-	server := template("nats")
-	server.DNSNames, server.IPAddresses = []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}
-	f.ServerCert, f.ServerKey = issue("server", server, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
-	f.ClientCert, f.ClientKey = issue("client", template("airlock-client"), x509.ExtKeyUsageClientAuth)
+	f.ServerCert, f.ServerKey = issue("server", []string{"localhost", "127.0.0.1"}, true)
+	f.ClientCert, f.ClientKey = issue("client", nil, false)
 	return f
 }
 
