@@ -89,8 +89,8 @@ func TestShippedClusterTLSKeepsOutsiders(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := shippedNATSDir(t, shipped)
-	f := testenv.NewTLSFiles(t)
-	file := shippedClusterConf(t, dir, f)
+	tlsDir := clusterTLSDir(t)
+	file := shippedClusterConf(t, dir, tlsDir)
 	var ports []int
 	var routes []*url.URL
 	for range 2 {
@@ -118,7 +118,8 @@ func TestShippedClusterTLSKeepsOutsiders(t *testing.T) {
 		logged string
 	}{
 		{"a_server_without_tls", "", "tls route handshake error"},
-		{"a_certificate_the_ca_signed_for_no_route_host", fmt.Sprintf("tls {\n  cert_file: %q\n  key_file: %q\n  ca_file: %q\n}\n", f.ClientCert, f.ClientKey, f.CA), "authentication error"},
+		{"a_certificate_the_ca_signed_for_no_route_host", fmt.Sprintf("tls {\n  cert_file: %q\n  key_file: %q\n  ca_file: %q\n}\n",
+			filepath.Join(tlsDir, "client.crt"), filepath.Join(tlsDir, "client.key"), filepath.Join(tlsDir, natsauth.TLSCAFile)), "authentication error"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for len(first.errs) > 0 {

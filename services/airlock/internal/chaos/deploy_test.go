@@ -11,13 +11,13 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"gopkg.in/yaml.v3"
 
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
-	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // deployDir is the repository's deploy/.
@@ -507,7 +507,8 @@ func TestChaosNATSConfigIsTheShippedOne(t *testing.T) {
 	}
 	dir := shippedNATSDir(t, shipped)
 	routes := []string{"nats://127.0.0.1:1", "nats://127.0.0.1:2", "nats://127.0.0.1:3"}
-	if err := os.WriteFile(filepath.Join(dir, "n1.conf"), []byte(nodeConfig("n1", 4222, 8222, 6222, filepath.Join(dir, "n1"), routes)), 0o600); err != nil {
+	tlsDir := clusterTLSDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "n1.conf"), []byte(nodeConfig("n1", 4222, 8222, 6222, filepath.Join(dir, "n1"), routes, tlsDir)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	load := func(file string) *server.Options {
@@ -518,7 +519,7 @@ func TestChaosNATSConfigIsTheShippedOne(t *testing.T) {
 		}
 		return o
 	}
-	deployed, chaos := load(shippedClusterConf(t, dir, testenv.NewTLSFiles(t))), load(filepath.Join(dir, "n1.conf"))
+	deployed, chaos := load(shippedClusterConf(t, dir, tlsDir)), load(filepath.Join(dir, "n1.conf"))
 	tests := []struct {
 		name           string
 		deployed, runs any
@@ -529,6 +530,10 @@ func TestChaosNATSConfigIsTheShippedOne(t *testing.T) {
 		{"routes", len(deployed.Routes), len(chaos.Routes)},
 		{"jetstream", deployed.JetStream, chaos.JetStream},
 		{"max_file_store", deployed.JetStreamMaxStore, chaos.JetStreamMaxStore},
+		{"client_tls", deployed.TLSConfig != nil, chaos.TLSConfig != nil},
+		{"route_tls", deployed.Cluster.TLSConfig != nil, chaos.Cluster.TLSConfig != nil},
+		{"routes_authorised_by_certificate", deployed.Cluster.TLSCheckKnownURLs, chaos.Cluster.TLSCheckKnownURLs},
+		{"monitoring_host", deployed.HTTPHost, chaos.HTTPHost},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -540,8 +545,8 @@ func TestChaosNATSConfigIsTheShippedOne(t *testing.T) {
 	if len(chaos.Routes) != NATSNodes || !chaos.SyncAlways {
 		t.Fatalf("the chaos nodes run %d routes, fsync always %v", len(chaos.Routes), chaos.SyncAlways)
 	}
-	// What production adds on a network the chaos run's loopback does not
-	// cross (TestShippedClusterTLSKeepsOutsiders runs it).
+	// The chaos run has them because production must (and
+	// TestShippedClusterTLSKeepsOutsiders runs them).
 	t.Run("clients_and_routes_are_tls_and_routes_authorised_by_certificate", func(t *testing.T) {
 		if deployed.TLSConfig == nil || deployed.Cluster.TLSConfig == nil {
 			t.Fatalf("deploy/nats/cluster.conf: client TLS %v, route TLS %v; want both", deployed.TLSConfig != nil, deployed.Cluster.TLSConfig != nil)
@@ -591,20 +596,34 @@ const natsTLSDir = "/etc/nats-tls/"
 // natsClientLabel marks the pods the NetworkPolicy lets reach NATS.
 const natsTLSSecret, natsClientLabel = "nats-tls", "airlock-nats-client"
 
+// clusterTLSDir is what `airlock nats certs` writes (the nats-tls Secret)
+// for nodes on loopback (localhost, 127.0.0.1), with a client certificate
+// "client" that names no host.
+func clusterTLSDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "nats-tls")
+	if err := natsauth.WriteClusterTLS(dir, []string{"localhost", "127.0.0.1"}, []string{"client"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // shippedClusterConf writes deploy/nats/cluster.conf into dir (beside the
-// shipped airlock.conf it includes) with the nats-tls Secret's files,
-// generated for the route hosts, where the nodes mount them; it returns its
-// path.
-func shippedClusterConf(t *testing.T, dir string, f testenv.TLSFiles) string {
+// shipped airlock.conf it includes) reading the nats-tls Secret's files
+// from tlsDir instead of where the nodes mount them; it returns its path.
+func shippedClusterConf(t *testing.T, dir, tlsDir string) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(deployDir, "nats", "cluster.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := strings.NewReplacer(natsTLSDir+"ca.crt", f.CA, natsTLSDir+"tls.crt", f.ServerCert, natsTLSDir+"tls.key", f.ServerKey).Replace(string(raw))
-	if strings.Contains(text, natsTLSDir) {
-		t.Fatalf("deploy/nats/cluster.conf reads a file of %s other than ca.crt, tls.crt and tls.key", natsTLSDir)
+	for _, name := range strings.Split(string(raw), natsTLSDir)[1:] {
+		if f, _, _ := strings.Cut(name, "\n"); f != natsauth.TLSCAFile && f != natsauth.TLSCertFile && f != natsauth.TLSKeyFile {
+			t.Fatalf("deploy/nats/cluster.conf reads %s%s, which is not in the nats-tls Secret (%s, %s, %s)", natsTLSDir, f,
+				natsauth.TLSCAFile, natsauth.TLSCertFile, natsauth.TLSKeyFile)
+		}
 	}
+	text := strings.ReplaceAll(string(raw), natsTLSDir, tlsDir+"/")
 	file := filepath.Join(dir, "cluster.conf")
 	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
