@@ -2,8 +2,8 @@ package decide_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -50,14 +50,7 @@ tool_as_read if input.call.tool == "read_file" with input.call.tool as "read_fil
 		{"input_built_in_full", full},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte(tt.policy), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			ev, err := decide.LoadDir(ctx, dir)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ev := evaluatorOf(t, map[string]string{"p.rego": tt.policy}, nil)
 			c := call("fs", "write_file", map[string]any{"path": "/tmp/x"})
 			// Alternated: no decision made at one time serves another.
 			for _, at := range []time.Time{early, late, early, late} {
@@ -99,20 +92,15 @@ decision := {"action": "deny", "rule_id": "late", "reason": "after the threshold
 	time.now_ns() > time.parse_rfc3339_ns("2001-01-01T00:00:00Z")
 } else := rules_decision
 `
-	dir := t.TempDir()
-	data, err := os.ReadFile("../../../policies/data.json")
+	raw, err := os.ReadFile("../../../policies/data.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, b := range map[string][]byte{"airlock.rego": []byte(rego), "data.json": data} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ev, err := decide.LoadDir(ctx, dir)
-	if err != nil {
+	var data map[string]any
+	if err := json.Unmarshal(raw, &data); err != nil {
 		t.Fatal(err)
 	}
+	ev := evaluatorOf(t, map[string]string{"airlock.rego": rego}, data)
 	calls := map[string]*airlockv1.ToolCall{
 		"one rule":      call("fs", "read_file", map[string]any{"path": "/tmp/a"}),
 		"several rules": decide.BenchCallSeveralRules(),
@@ -139,4 +127,19 @@ decision := {"action": "deny", "rule_id": "late", "reason": "after the threshold
 			earlyRule = d.GetRuleId()
 		}
 	}
+}
+
+// evaluatorOf is the evaluator of modules with data, as the policy service
+// builds it (no run-time rules, no bindings).
+func evaluatorOf(t *testing.T, modules map[string]string, data map[string]any) *decide.Evaluator {
+	t.Helper()
+	code, err := decide.NewCode(modules, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := decide.NewEvaluator(context.Background(), code, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
 }
