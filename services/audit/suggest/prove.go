@@ -55,7 +55,9 @@ func Prove(ctx context.Context, rd store.Reader, s *Suggestion, decided map[stri
 	return p, nil
 }
 
-// proveGrants replays the history with every grant of gs in force.
+// proveGrants replays the history with every grant of gs in force, and no
+// other: a grant already in force that also covers a refused call must not
+// hide that the suggestion would allow it too.
 func proveGrants(ctx context.Context, rd store.Reader, gs []*airlockv1.StandingGrant, decided map[string]Call, decide replay.Decide, applies replay.Applies, since time.Time) (*Proof, error) {
 	p := &Proof{PerReviewer: map[string]int{}}
 	granted := map[string]bool{}
