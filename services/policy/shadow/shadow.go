@@ -141,9 +141,11 @@ func (r *Runner) Offer(call *airlockv1.ToolCall, live *airlockv1.Decision) {
 	}
 	// The candidate decides at the live decision's own time (its input.time),
 	// so a policy that reads the time never diverges from itself.
-	at := r.opts.Now()
+	var at time.Time
 	if t := live.GetDecidedAt(); t != nil {
 		at = t.AsTime()
+	} else {
+		at = r.opts.Now()
 	}
 	r.pending.Add(1)
 	select {
