@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -44,33 +43,20 @@ func TestAnAgentsAttacksOnTheBusAreRefusedAndRecordedUnderItsCredential(t *testi
 	victimKey, _ := victim.PublicKey()
 
 	// bot's own credential, under a name that claims to be victim, down to
-	// the server's label of victim's key.
-	var mu sync.Mutex
-	var refusals []string
+	// the server's label of victim's key; h collects what the server refuses.
+	h := &hostile{t: t, agent: "bot"}
 	bot, err := nats.Connect(dev.NATSURL, nats.Nkey(botKey, kp.Sign), nats.CustomInboxPrefix(natsauth.InboxPrefix("bot")),
 		nats.Name(`airlock-agent-victim" - "AGENTS/nkey:`+victimKey),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			mu.Lock()
-			refusals = append(refusals, err.Error())
-			mu.Unlock()
+			h.mu.Lock()
+			h.errs = append(h.errs, err.Error())
+			h.mu.Unlock()
 		}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(bot.Close)
-	refused := func(subj string) {
-		t.Helper()
-		testenv.Eventually(t, 10*time.Second, "NATS to refuse "+subj, func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			for _, e := range refusals {
-				if strings.Contains(e, "Permissions Violation") && strings.Contains(e, fmt.Sprintf("%q", subj)) {
-					return true
-				}
-			}
-			return false
-		})
-	}
+	refused := h.refused
 
 	attacks := []struct{ action, subject, target string }{
 		{"publish", "airlock.req.victim.c1", "the intake of agent victim"},

@@ -94,7 +94,7 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		StoreDir:   filepath.Join(cfg.Dev.DataDir, "nats"),
 		SyncAlways: interval == 0, SyncInterval: interval,
 		ConfigFile: creds.ConfigFile(),
-		Logger:     violation.NewLogger(violations, log),
+		Logger:     violation.NewLogger(ctx, violations, log),
 	})
 	if err != nil {
 		return err

@@ -156,12 +156,16 @@ func (s *Server) Reload() error {
 // server authenticated client connection cid as, while the server still
 // knows the connection (open, or among the recently closed it keeps).
 func (s *Server) Who(cid uint64) (account, user string, ok bool) {
-	cz, err := s.Connz(&server.ConnzOptions{CID: cid, State: server.ConnAll, Username: true})
-	if err != nil || cz == nil || len(cz.Conns) != 1 || cz.Conns[0].Cid != cid {
-		return "", "", false
+	// Open connections first: asking for closed ones copies the server's
+	// whole list of them.
+	for _, state := range []server.ConnState{server.ConnOpen, server.ConnClosed} {
+		cz, err := s.Connz(&server.ConnzOptions{CID: cid, State: state, Username: true})
+		if err == nil && cz != nil && len(cz.Conns) == 1 && cz.Conns[0].Cid == cid {
+			c := cz.Conns[0]
+			return c.Account, c.AuthorizedUser, c.AuthorizedUser != ""
+		}
 	}
-	c := cz.Conns[0]
-	return c.Account, c.AuthorizedUser, c.AuthorizedUser != ""
+	return "", "", false
 }
 
 // URL is the client URL of the running server.

@@ -11,16 +11,22 @@ import (
 // Logger is an embedded NATS server's logger (server.Logger): permission
 // violations go to a Recorder, the server's other errors and warnings to
 // slog (at most linesPerSecond a second, the rest counted), its notices,
-// debug and trace nowhere. Every call returns without waiting on anything
-// but a short lock.
+// debug and trace nowhere. No call waits: violations and lines are handed
+// to queues, and a full queue drops and counts.
 type Logger struct {
-	rec *Recorder
-	log *slog.Logger
-	now func() time.Time
+	rec   *Recorder
+	lines chan line
+	now   func() time.Time
 
 	mu         sync.Mutex
 	second     time.Time
-	lines      int
+	count      int
+	suppressed int
+}
+
+type line struct {
+	level      slog.Level
+	text       string
 	suppressed int
 }
 
@@ -28,9 +34,25 @@ type Logger struct {
 // slog: some (failed authentications) anyone who can reach the port causes.
 const linesPerSecond = 50
 
-// NewLogger returns the server logger that feeds rec and log.
-func NewLogger(rec *Recorder, log *slog.Logger) *Logger {
-	return &Logger{rec: rec, log: log, now: time.Now}
+// NewLogger returns the server logger that feeds rec and, until ctx ends,
+// log.
+func NewLogger(ctx context.Context, rec *Recorder, log *slog.Logger) *Logger {
+	l := &Logger{rec: rec, lines: make(chan line, linesPerSecond), now: time.Now}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ln := <-l.lines:
+				attrs := []any{"source", "nats"}
+				if ln.suppressed > 0 {
+					attrs = append(attrs, "lines_suppressed_before", ln.suppressed)
+				}
+				log.Log(ctx, ln.level, ln.text, attrs...)
+			}
+		}
+	}()
+	return l
 }
 
 // Errorf records a permission violation, or logs the line as an error.
@@ -58,21 +80,19 @@ func (l *Logger) Tracef(string, ...any)  {}
 func (l *Logger) pass(level slog.Level, format string, v []any) {
 	now := l.now()
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if now.Sub(l.second) >= time.Second {
-		l.second, l.lines = now, 0
+		l.second, l.count = now, 0
 	}
-	l.lines++
-	if l.lines > linesPerSecond {
+	l.count++
+	if l.count > linesPerSecond {
 		l.suppressed++
-		l.mu.Unlock()
 		return
 	}
-	suppressed := l.suppressed
-	l.suppressed = 0
-	l.mu.Unlock()
-	attrs := []any{"source", "nats"}
-	if suppressed > 0 {
-		attrs = append(attrs, "lines_suppressed_before", suppressed)
+	select {
+	case l.lines <- line{level: level, text: fmt.Sprintf(format, v...), suppressed: l.suppressed}:
+		l.suppressed = 0
+	default:
+		l.suppressed++
 	}
-	l.log.Log(context.Background(), level, fmt.Sprintf(format, v...), attrs...)
 }

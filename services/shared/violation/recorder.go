@@ -291,7 +291,7 @@ func (s *state) record(ctx context.Context, t *tracked, v Violation, count uint6
 		AgentId: subject.SystemAgent, CallId: subject.BusCall, Actor: actor,
 		Body: &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{Action: action, Why: why, Bus: b}},
 	}
-	s.r.log.Error("NATS refused "+why, "actor", actor.GetId(), "account", b.Account, "user", b.User, "source", b.Source,
+	s.r.log.Error("NATS refused: "+why, "actor", actor.GetId(), "account", b.Account, "user", b.User, "source", b.Source,
 		"cid", b.ConnectionId, "client_name", b.ClientName)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -302,25 +302,24 @@ func (s *state) record(ctx context.Context, t *tracked, v Violation, count uint6
 
 // describe is the event's reason in words.
 func describe(action string, b *airlockv1.BusViolation) string {
-	var w strings.Builder
+	var parts []string
 	if b.Subject != "" {
-		fmt.Fprintf(&w, "%s to %q", action, b.Subject)
+		p := fmt.Sprintf("%s to %q", action, b.Subject)
 		if b.Target != "" {
-			fmt.Fprintf(&w, " (%s)", b.Target)
+			p += " (" + b.Target + ")"
 		}
 		if b.Count > 1 {
-			fmt.Fprintf(&w, ", %d times from %s to %s", b.Count, b.First.AsTime().UTC().Format(time.RFC3339), b.Last.AsTime().UTC().Format(time.RFC3339))
+			p += fmt.Sprintf(", %d times from %s to %s", b.Count, b.First.AsTime().UTC().Format(time.RFC3339), b.Last.AsTime().UTC().Format(time.RFC3339))
 		}
-	} else {
-		w.WriteString("attempts")
+		parts = append(parts, p)
 	}
 	if b.Unrecorded > 0 {
-		fmt.Fprintf(&w, "; and %d other attempts by the same user not recorded one by one (over %s)", b.Unrecorded, "its limit")
+		parts = append(parts, fmt.Sprintf("%d more attempts by the same user, over its limit, not recorded one by one", b.Unrecorded))
 	}
 	if b.Dropped > 0 {
-		fmt.Fprintf(&w, "; %d attempts by anyone were lost because the recorder was behind", b.Dropped)
+		parts = append(parts, fmt.Sprintf("%d attempts by anyone lost: the recorder was behind", b.Dropped))
 	}
-	return w.String()
+	return strings.Join(parts, "; ")
 }
 
 // StoreWith stores events with p.

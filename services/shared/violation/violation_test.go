@@ -15,6 +15,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // The format and arguments are what nats-server v2.15.2 passes its logger
@@ -207,22 +208,19 @@ func TestAnEmbeddedServersViolationsBecomeEventsNamingTheCredential(t *testing.T
 	if err := creds.Ensure(config.Default(), "nats://127.0.0.1:1"); err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	var ns *embedded.Server
 	rec := NewRecorder(DefaultLimits, func(cid uint64) (Identity, bool) {
 		acc, user, ok := ns.Who(cid)
 		return Identity{Account: acc, User: user}, ok
 	}, creds.Users, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	var err error
-	ns, err = embedded.Start(embedded.Options{Port: -1, StoreDir: filepath.Join(dir, "js"), ConfigFile: creds.ConfigFile(), Logger: NewLogger(rec, slog.New(slog.NewTextHandler(io.Discard, nil)))})
+	ns, err = embedded.Start(embedded.Options{Port: -1, StoreDir: filepath.Join(dir, "js"), ConfigFile: creds.ConfigFile(), Logger: NewLogger(ctx, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Stop)
-	events := make(chan *airlockv1.Event, 16)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go rec.Run(ctx, func(_ context.Context, ev *airlockv1.Event) error { events <- ev; return nil })
-
 	cred, err := natsauth.ReadCredential(creds.CredentialFile(natsauth.FirstAgent))
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +239,15 @@ func TestAnEmbeddedServersViolationsBecomeEventsNamingTheCredential(t *testing.T
 	_ = nc.Publish("airlock.api.approval.decide", nil)
 	_, _ = nc.SubscribeSync("airlock.out.victim.>")
 	_ = nc.PublishRequest("airlock.req.bot.c1", "$JS.ACK.AIRLOCK_EVENTS.policy.1.1.1.1.1", nil)
+	// The recorder runs only once the connection is gone: the server still
+	// says who it was.
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	testenv.Eventually(t, 10*time.Second, "the server to close the connection", func() bool { return ns.NumClients() == 0 })
+	events := make(chan *airlockv1.Event, 16)
+	go rec.Run(ctx, func(_ context.Context, ev *airlockv1.Event) error { events <- ev; return nil })
 	want := map[string]string{Publish: "airlock.api.approval.decide", Subscribe: "airlock.out.victim.>", Reply: "$JS.ACK.AIRLOCK_EVENTS.policy.1.1.1.1.1"}
 	for range want {
 		select {
@@ -255,4 +262,68 @@ func TestAnEmbeddedServersViolationsBecomeEventsNamingTheCredential(t *testing.T
 			t.Fatalf("no event for %v", want)
 		}
 	}
+}
+
+// blockingHandler is a slog handler stuck on its writer until release is
+// closed, then counting what it was handed.
+type blockingHandler struct {
+	release chan struct{}
+	records chan slog.Record
+}
+
+func (h blockingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h blockingHandler) Handle(_ context.Context, r slog.Record) error {
+	<-h.release
+	h.records <- r
+	return nil
+}
+func (h blockingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h blockingHandler) WithGroup(string) slog.Handler      { return h }
+
+// The server's logger never waits: not on a log that does not take lines,
+// not on a recorder that is not running; what it could not hand on is
+// counted and said with the next line.
+func TestTheServersLoggerNeverWaits(t *testing.T) {
+	h := blockingHandler{release: make(chan struct{}), records: make(chan slog.Record, 1000)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rec := NewRecorder(Limits{Window: time.Second, PerMinute: 1, Subjects: 1, Identities: 1, Queue: 4}, nil, nil, slog.New(h))
+	l := NewLogger(ctx, rec, slog.New(h))
+	done := make(chan struct{})
+	go func() {
+		for i := range 1000 {
+			l.Warnf("line %d", i)
+			l.Errorf(`h:1 - cid:9 - "AGENTS/nkey:UBOT" - Publish Violation - Subject %q`, []byte("airlock.req.victim.c1"))
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server's logger waited on a log that takes no lines")
+	}
+	if n := len(rec.queue); n != 4 || rec.dropped.Load() != 996 {
+		t.Fatalf("%d violations queued and %d dropped; want 4 and 996", n, rec.dropped.Load())
+	}
+	close(h.release)
+	l.now = func() time.Time { return time.Now().Add(time.Hour) } // a new second
+	l.Warnf("after")
+	testenv.Eventually(t, 10*time.Second, "the line after the suppressed ones", func() bool {
+		for {
+			select {
+			case r := <-h.records:
+				if r.Message != "after" {
+					continue
+				}
+				found := false
+				r.Attrs(func(a slog.Attr) bool {
+					found = found || (a.Key == "lines_suppressed_before" && a.Value.Int64() > 0)
+					return true
+				})
+				return found
+			default:
+				return false
+			}
+		}
+	})
 }
