@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -115,6 +116,9 @@ func (c *apiClient) do(ctx context.Context, method, path string, body any, out a
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.http.Do(req)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("nothing answers at %s (connection refused): start airlock (`go tool task up`, or `airlock dev`), or name where its console listens with --api or AIRLOCK_API", c.base)
+	}
 	if err != nil {
 		return fmt.Errorf("reach the airlock API at %s: %w (is `airlock dev` running? set --api)", c.base, err)
 	}

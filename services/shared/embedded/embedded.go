@@ -3,9 +3,12 @@
 package embedded
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/airlock-gate/airlock/services/shared/freeport"
@@ -62,6 +65,9 @@ func Start(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := portFree(o.Host, o.Port); err != nil {
+		return nil, err
+	}
 	s, err := server.NewServer(so)
 	if err != nil {
 		return nil, fmt.Errorf("configure embedded NATS: %w", err)
@@ -78,6 +84,24 @@ func Start(o Options) (*Server, error) {
 		return nil, fmt.Errorf("embedded NATS on %s:%d did not start within 30s (is the port in use? pick another with --nats-port)", o.Host, o.Port)
 	}
 	return &Server{Server: s, opts: o}, nil
+}
+
+// portFree says at once, in a sentence, that the port is taken: the server
+// itself would only fail to become ready, 30 seconds later, its reason
+// unlogged.
+func portFree(host string, port int) error {
+	if port <= 0 {
+		return nil // the server picks a free one
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	l, err := net.Listen("tcp", addr)
+	if err == nil {
+		return l.Close()
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("embedded NATS cannot listen on %s: something already listens there (another airlock dev?): stop it, or pick another port with --nats-port", addr)
+	}
+	return fmt.Errorf("embedded NATS cannot listen on %s: %w (pick another address or port with --nats-port)", addr, err)
 }
 
 // StartConfigFile starts a server configured entirely by a nats-server

@@ -54,6 +54,10 @@ func (d Dev) URLFile() string { return filepath.Join(d.DataDir, "nats.url") }
 // --http address), not to the default.
 func (d Dev) ConsoleURLFile() string { return filepath.Join(d.DataDir, "console.url") }
 
+// LockFile is held (flock) by the `airlock dev` that runs on the data dir,
+// so that a second one refuses to start instead of sharing its NATS store.
+func (d Dev) LockFile() string { return filepath.Join(d.DataDir, "dev.lock") }
+
 // ConfigFile is the embedded server's accounts configuration.
 func (d Dev) ConfigFile() string { return filepath.Join(d.DataDir, "nats-accounts.conf") }
 
