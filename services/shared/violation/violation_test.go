@@ -306,6 +306,7 @@ func TestTheServersLoggerNeverWaits(t *testing.T) {
 		t.Fatalf("%d violations queued and %d dropped; want 4 and 996", n, rec.dropped.Load())
 	}
 	close(h.release)
+	testenv.Eventually(t, 10*time.Second, "the queued lines to be logged", func() bool { return len(l.lines) == 0 })
 	l.now = func() time.Time { return time.Now().Add(time.Hour) } // a new second
 	l.Warnf("after")
 	testenv.Eventually(t, 10*time.Second, "the line after the suppressed ones", func() bool {
