@@ -99,7 +99,8 @@ var (
 // call (policy_changed, grants, sign-ins, tokens, audit retention); the call
 // token then names the thing: SystemCall for the policy, a grant or token
 // id, ConsoleCall for sign-ins, AuditCall for the audit trail itself,
-// BusCall for what NATS refused. InvalidCall stands for a call id too malformed to use as a subject token.
+// BusCall for what NATS refused. InvalidCall stands for a call id too
+// malformed to use as a subject token.
 // Agent ids never start with "_" (ids.ValidateAgent), so none of these can
 // collide with an agent's.
 const (
