@@ -102,8 +102,7 @@ type state struct {
 	identities map[Identity]*tracked
 	cids       map[uint64]Identity
 	names      map[string]natsauth.User // by public nkey
-	namesAt    time.Time
-	reported   uint64 // of r.dropped, already in an event
+	reported   uint64                   // of r.dropped, already in an event
 	dropReport time.Time
 }
 
@@ -242,10 +241,9 @@ func (s *state) identify(v Violation) Identity {
 // agent, a service role, or (a key airlock did not issue) the key itself.
 func (s *state) actor(id Identity) *airlockv1.Actor {
 	u, ok := s.names[id.User]
-	if !ok && s.r.now().Sub(s.namesAt) > 5*time.Second {
-		// A credential added since (airlock agents add): read them again,
-		// at most every 5 s.
-		s.namesAt = s.r.now()
+	if !ok {
+		// A credential added since (airlock agents add): read them again.
+		// This happens at most once per event, and events are bounded.
 		if users, err := s.r.users(); err != nil {
 			s.r.log.Warn("cannot read airlock's NATS credentials to name who caused a violation", "err", err)
 		} else {

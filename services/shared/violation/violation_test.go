@@ -187,6 +187,20 @@ func TestTheRecorderStaysWithinItsBounds(t *testing.T) {
 		}
 	})
 
+	t.Run("an_agent_added_while_running_is_named_at_its_first_violation", func(t *testing.T) {
+		f := newFixture(t, limits)
+		f.violate(1, Publish, "x", 1) // the credentials are read
+		known := f.r.users
+		f.r.users = func() ([]natsauth.User, error) {
+			users, err := known()
+			return append(users, natsauth.User{Agent: "newcomer", NKey: "UNEW"}), err
+		}
+		f.st.add(context.Background(), Violation{Kind: Publish, Subject: "x", CID: 7, Label: "AGENTS/nkey:UNEW"})
+		if a := f.events[len(f.events)-1].GetActor(); a.GetId() != "newcomer" {
+			t.Fatalf("the new agent's violation names %v", a)
+		}
+	})
+
 	t.Run("identities_beyond_the_limit_are_counted_not_followed", func(t *testing.T) {
 		f := newFixture(t, limits)
 		for cid := range uint64(10) {
