@@ -12,6 +12,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"regexp"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -69,6 +72,38 @@ type NATS struct {
 	// has just started: until it has a JetStream meta leader that knows
 	// enough peers to place every stream and bucket with its replicas.
 	ProvisionWait time.Duration `yaml:"provision_wait"`
+	// TLS secures the connection: a tls:// URL or a CA file turns it on.
+	TLS TLS `yaml:"tls"`
+}
+
+// TLS is how a client verifies the NATS server and, where the server
+// requires mutual TLS, proves who it is. Verification is never skipped: a
+// server whose certificate no trusted CA signed is refused.
+type TLS struct {
+	// CAFile (PEM) holds the CA that signed the server's certificate, for
+	// a private CA; empty trusts the system's CAs. Setting it turns TLS on
+	// even with a nats:// URL.
+	CAFile string `yaml:"ca_file" json:"ca_file,omitempty"`
+	// CertFile and KeyFile (PEM) are the client's certificate and its
+	// private key, for a server that requires mutual TLS (verify: true).
+	CertFile string `yaml:"cert_file" json:"cert_file,omitempty"`
+	KeyFile  string `yaml:"key_file" json:"key_file,omitempty"`
+}
+
+// On reports whether the settings ask for TLS.
+func (t TLS) On() bool { return t != TLS{} }
+
+// Validate checks that a certificate comes with its key. name is where
+// the settings are read from ("nats.tls"). It reads no file: a file that
+// is missing or does not parse is reported when the connection is made.
+func (t TLS) Validate(name string) error {
+	switch {
+	case t.CertFile != "" && t.KeyFile == "":
+		return fmt.Errorf("%s.cert_file is set without %s.key_file: give the private key of the client certificate too", name, name)
+	case t.KeyFile != "" && t.CertFile == "":
+		return fmt.Errorf("%s.key_file is set without %s.cert_file: give the client certificate the key belongs to", name, name)
+	}
+	return nil
 }
 
 // Stream is the events stream every lifecycle event is stored in.
@@ -256,9 +291,81 @@ func decodeStrict(raw []byte, cfg *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return err
+		return explainUnknownFields(err)
 	}
 	return nil
+}
+
+// unknownField is how yaml.v3 says a key names no field.
+var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type (\S+)$`)
+
+// explainUnknownFields turns yaml's "field adr not found in type
+// config.HTTP" (a Go type a person never wrote) into the setting's section
+// and the keys that section takes, so a typo is seen at once.
+func explainUnknownFields(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	sections := settingSections()
+	lines := make([]string, len(te.Errors))
+	for i, e := range te.Errors {
+		lines[i] = e
+		m := unknownField.FindStringSubmatch(e)
+		if m == nil {
+			continue
+		}
+		sec, ok := sections[m[3]]
+		switch {
+		case !ok:
+		case sec.path == "":
+			lines[i] = fmt.Sprintf("line %s: there is no top-level setting %q (a typo? the top level has %s)", m[1], m[2], strings.Join(sec.keys, ", "))
+		default:
+			lines[i] = fmt.Sprintf("line %s: %s has no setting %q (a typo? it has %s)", m[1], sec.path, m[2], strings.Join(sec.keys, ", "))
+		}
+	}
+	return errors.New(strings.Join(lines, "; "))
+}
+
+// section is where a configuration struct sits (its YAML path) and the keys
+// it takes.
+type section struct {
+	path string
+	keys []string
+}
+
+// settingSections maps each configuration struct's Go type name, as yaml
+// names it, to its section.
+func settingSections() map[string]section {
+	out := map[string]section{}
+	var walk func(t reflect.Type, path string)
+	walk = func(t reflect.Type, path string) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+			if t.Kind() != reflect.Map {
+				path += "[]"
+			}
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || t.PkgPath() != reflect.TypeOf(Config{}).PkgPath() {
+			return
+		}
+		if _, seen := out[t.String()]; seen {
+			return
+		}
+		sec := section{path: path}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if !f.IsExported() || key == "-" || key == "" {
+				continue
+			}
+			sec.keys = append(sec.keys, key)
+			walk(f.Type, strings.TrimPrefix(path+"."+key, "."))
+		}
+		out[t.String()] = sec
+	}
+	walk(reflect.TypeOf(Config{}), "")
+	return out
 }
 
 // EventHeadroom is what an event adds to the call it carries (its other
@@ -297,6 +404,9 @@ func (c Config) Validate() error {
 	}
 	if c.NATS.PingInterval <= 0 {
 		errs = append(errs, fmt.Errorf("nats.ping_interval is %s: set a positive duration such as 2s", c.NATS.PingInterval))
+	}
+	if err := c.NATS.TLS.Validate("nats.tls"); err != nil {
+		errs = append(errs, err)
 	}
 	if c.NATS.ProvisionWait <= 0 {
 		errs = append(errs, fmt.Errorf("nats.provision_wait is %s: set a positive duration such as 2m", c.NATS.ProvisionWait))
