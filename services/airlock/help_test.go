@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/airlock-gate/airlock/services/console"
 	"github.com/airlock-gate/airlock/services/shared/freeport"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 )
@@ -273,6 +274,34 @@ func TestDevSaysWhatTheHTTPAddressMustBe(t *testing.T) {
 			_, err = runCLI(ctx, t, "dev", "--data", t.TempDir(), "--nats-port", strconv.Itoa(port), "--http", tc.addr)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestDevSaysHowToSignIn: the console line says the admin's password once,
+// then where it was and what to do when it is lost, and for an admin of
+// console.users that the configuration gives it (not "printed at the first
+// start", which it never was).
+func TestDevSaysHowToSignIn(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		admin console.FirstAdmin
+		want  []string
+	}{
+		{"the_first_start_shows_the_password_once", console.FirstAdmin{User: "admin", Password: "pw123"}, []string{"sign in as admin with password pw123", "shown only now: write it down"}},
+		{"a_later_start_says_how_to_do_without_a_lost_password", console.FirstAdmin{User: "admin"}, []string{"password printed at the first start", "lost it? configure an admin of your own in console.users", "airlock users hash-password"}},
+		{"a_configured_admin_signs_in_with_its_configured_password", console.FirstAdmin{User: "dana", Configured: true}, []string{"sign in as dana with the password console.users gives it"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := signInText(tc.admin)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("%q lacks %q", got, w)
+				}
+			}
+			if tc.admin.Configured && strings.Contains(got, "first start") {
+				t.Errorf("%q points a configured admin at the first start", got)
 			}
 		})
 	}
