@@ -122,15 +122,19 @@ func runFanoutBench(ctx context.Context, cfg config.Config, o fanoutBenchOptions
 
 	// "webhook" routes to every endpoint: email + 3 webhooks + PagerDuty.
 	one, five := []string{"email"}, []string{"email", "webhook", "pagerduty"}
+	// Every call stays pending: each agent sends no more than its share of
+	// pending calls (approval.max_pending_per_agent), past which the
+	// approval service would cancel the call instead of announcing it.
+	share := cfg.Approval.MaxPendingPerAgent
 	sample := func(i int, notify []string) (time.Duration, error) {
-		id := fmt.Sprintf("fan-%d", i)
+		id, agent := fmt.Sprintf("fan-%d", i), fmt.Sprintf("bench-%d", i/share)
 		n := 1
 		if len(notify) > 1 {
 			n = 2 + len(channels.Webhooks)
 		}
 		wait := rx.Expect(id, n)
 		t0 := time.Now()
-		if err := channels.PublishAsk(ctx, pub, id, notify); err != nil {
+		if err := channels.PublishAsk(ctx, pub, agent, id, notify); err != nil {
 			return 0, err
 		}
 		select {

@@ -10,11 +10,16 @@ import (
 
 // TestBenchFanoutMeasuresEveryFigure runs a short `airlock bench fanout`:
 // every call must reach its one or five channels, and every figure must be
-// present (the goal itself is the benchmark's, not this test's).
+// present (the goal itself is the benchmark's, not this test's). Each agent
+// may keep 3 calls pending here, far fewer than the run's 62 calls, so the
+// bench must stay within every agent's share as the full run (660 calls,
+// 100 each) must.
 func TestBenchFanoutMeasuresEveryFigure(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rep, err := runFanoutBench(ctx, config.Default(), fanoutBenchOptions{Samples: 10})
+	cfg := config.Default()
+	cfg.Approval.MaxPendingPerAgent = 3
+	rep, err := runFanoutBench(ctx, cfg, fanoutBenchOptions{Samples: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

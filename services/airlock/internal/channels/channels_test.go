@@ -53,7 +53,7 @@ func TestEveryChannelShowsTheFirstDecisionWhileOneHangs(t *testing.T) {
 	testenv.RunService(t, s)
 
 	ctx := context.Background()
-	if err := PublishAsk(ctx, deps.Publisher("policy"), "race-1", []string{"email", "webhook", "pagerduty"}, "alice", "bob"); err != nil {
+	if err := PublishAsk(ctx, deps.Publisher("policy"), "bench", "race-1", []string{"email", "webhook", "pagerduty"}, "alice", "bob"); err != nil {
 		t.Fatal(err)
 	}
 	announced := []string{"email request", "email request", "webhook-oncall approval_requested pending",

@@ -28,15 +28,18 @@ import (
 // with email and PagerDuty, the five channels of a fan-out.
 var Webhooks = []string{"oncall", "audit", "chat"}
 
-// PublishAsk publishes approval_requested for call id as the policy service
-// would, routed to notify; approvers decide (alice, mailed at
-// alice@example.com, when none are given).
-func PublishAsk(ctx context.Context, pub *bus.Publisher, id string, notify []string, approvers ...string) error {
+// PublishAsk publishes approval_requested for agent's call id as the policy
+// service would, routed to notify; approvers decide (alice, mailed at
+// alice@example.com, when none are given). The call stays pending, and
+// counts against agent's share of pending calls
+// (approval.max_pending_per_agent): past it the approval service cancels a
+// call instead of announcing it.
+func PublishAsk(ctx context.Context, pub *bus.Publisher, agent, id string, notify []string, approvers ...string) error {
 	if len(approvers) == 0 {
 		approvers = []string{"alice"}
 	}
 	args, _ := structpb.NewStruct(map[string]any{"path": "/tmp/bench.txt", "text": "hello from the bench"})
-	call := &airlockv1.ToolCall{CallId: id, AgentId: "bench", Server: "fs", Tool: "write_file", Arguments: args, Revision: 1,
+	call := &airlockv1.ToolCall{CallId: id, AgentId: agent, Server: "fs", Tool: "write_file", Arguments: args, Revision: 1,
 		Reason: "benchmark the fan-out"}
 	d := &airlockv1.Decision{Action: airlockv1.Action_ACTION_ASK, Reason: "writes need a person", RuleId: "bench",
 		Risk: airlockv1.Risk_RISK_HIGH, Approvers: approvers, Quorum: 1, Notify: notify, PolicyRevision: "bench"}
