@@ -156,7 +156,7 @@ anyone else. The approval service decides whether that person may decide.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.api, "api", envOr("AIRLOCK_API", "http://127.0.0.1:8080"), "URL of the console / REST API (env AIRLOCK_API)")
-	pf.StringVar(&f.tokenFile, "token-file", "", "file holding an API token (default <data dir>/admin.token)")
+	pf.StringVar(&f.tokenFile, "token-file", "", "file holding an API token (default <data dir>/admin.token; <data dir> is AIRLOCK_DEV_DATA_DIR, else .airlock)")
 	pf.BoolVar(&f.json, "json", false, "print the API's JSON")
 	cmd.AddCommand(
 		approvalsListCmd(g, f), approvalsShowCmd(g, f),
