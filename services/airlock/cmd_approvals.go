@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -53,6 +54,10 @@ func (f *apiFlags) client(g *globals) (*apiClient, error) {
 		path = filepath.Join(cfg.Dev.DataDir, "admin.token")
 	}
 	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && f.tokenFile == "" {
+		return nil, fmt.Errorf("no API token at %s: run this in the directory where `airlock dev` was started, name its data dir with AIRLOCK_DEV_DATA_DIR=DIR, "+
+			"or pass --token-file FILE with a personal token made in the console (Tokens)", path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read the API token: %w (create a personal token in the console under Tokens and pass --token-file, or run `airlock dev`, which writes %s)", err, path)
 	}
