@@ -1,3 +1,7 @@
+// The tests here are a newcomer's first hour: help that can be read, mistakes
+// (a typo, a second dev, Ctrl-C while starting, no server up) answered with a
+// sentence that says what to do.
+
 package main
 
 import (
