@@ -69,6 +69,7 @@ func TestAGroupAloneShowsItsHelp(t *testing.T) {
 		notWant string
 	}{
 		{"a_group_lists_its_commands", []string{"approvals"}, []string{"airlock approvals [command]", "Available Commands:"}, "airlock approvals [flags]"},
+		{"help_after_a_group_is_its_help", []string{"policy", "help"}, []string{"airlock policy [command]", "Available Commands:"}, "has no command"},
 		{"the_top_lists_its_commands", []string{}, []string{"airlock [command]"}, "airlock [flags]"},
 		{"a_command_of_a_group_keeps_its_usage_line", []string{"approvals", "approve", "--help"}, []string{"airlock approvals approve AGENT/CALL_ID [flags]"}, ""},
 		{"the_hook_keeps_its_usage_line_beside_its_commands", []string{"hook", "--help"}, []string{"airlock hook AGENT [flags]", "airlock hook [command]"}, ""},

@@ -99,7 +99,7 @@ func rejectUnknownCommands(c *cobra.Command) {
 	c.Annotations[groupAnnotation] = "true"
 	c.Args = cobra.ArbitraryArgs
 	c.RunE = func(cmd *cobra.Command, args []string) error {
-		if len(args) == 0 {
+		if len(args) == 0 || args[0] == "help" {
 			return cmd.Help()
 		}
 		var names []string
