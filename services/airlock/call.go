@@ -54,7 +54,7 @@ After a reviewer requests changes, submit the revised call as revision 2 of
 the same call: --call-id ID --revision 2.
 
 ` + callExitStatuses,
-		Args: cobra.NoArgs,
+		Args: exactArgs(0, "--tool"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Tool == "" {
 				return usageErr(cmd, "--tool is required")

@@ -324,3 +324,27 @@ func TestReviewerCommandsSayWhereTheTokenIsLookedFor(t *testing.T) {
 		t.Fatalf("err = %v, want it to say %q", err, want)
 	}
 }
+
+// TestAWrongArgumentIsAUsageError: a missing, extra or misplaced argument is
+// exit status 2 with a sentence and where the help is, whichever check found
+// it (cobra's own included), as a wrong flag is.
+func TestAWrongArgumentIsAUsageError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a_tool_given_without_its_flag_says_which_flag_takes_it", []string{"call", "demo__echo"}, `unexpected "demo__echo": give the text with --tool "demo__echo" (see ` + "`airlock call --help`)"},
+		{"a_missing_month_names_the_argument", []string{"audit", "drop-before"}, "missing argument: drop-before YYYY-MM (see `airlock audit drop-before --help`)"},
+		{"an_extra_word_after_a_command_without_arguments", []string{"approvals", "list", "pending"}, `unknown command "pending" for "airlock approvals list" (see ` + "`airlock approvals list --help`)"},
+		{"too_many_policy_directories", []string{"policy", "test", "a", "b"}, "(see `airlock policy test --help`)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runCLI(context.Background(), t, tc.args...)
+			var usage usageError
+			if !errors.As(err, &usage) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want a usage error (exit status 2) saying %q", err, tc.want)
+			}
+		})
+	}
+}
