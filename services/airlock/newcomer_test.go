@@ -348,3 +348,22 @@ func TestAWrongArgumentIsAUsageError(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentsAddUsesTheDataDirTheOtherCommandsUse: without --data, `airlock
+// agents add` writes where `airlock call` and `approvals` look
+// (AIRLOCK_DEV_DATA_DIR), not always into ./.airlock.
+func TestAgentsAddUsesTheDataDirTheOtherCommandsUse(t *testing.T) {
+	data := t.TempDir()
+	t.Setenv("AIRLOCK_DEV_DATA_DIR", data)
+	out, err := runCLI(context.Background(), t, "agents", "add", "newcomer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := natsauth.Dev{DataDir: data}.CredentialFile("newcomer")
+	if _, err := os.Stat(file); err != nil || !strings.Contains(out, file) {
+		t.Fatalf("the credential is not at %s (%v):\n%s", file, err, out)
+	}
+	if out, err = runCLI(context.Background(), t, "agents", "list"); err != nil || !strings.Contains(out, "newcomer\t"+file) {
+		t.Fatalf("agents list: %v\n%s", err, out)
+	}
+}
