@@ -59,6 +59,9 @@ the same call: --call-id ID --revision 2.
 			if c.Tool == "" {
 				return usageErr(cmd, "--tool is required")
 			}
+			if srv, tool, _ := strings.Cut(c.Tool, "__"); srv == "" || tool == "" {
+				return usageErr(cmd, "--tool %q names no server and tool: give it as server__tool, such as demo__echo (tools come from executor.tools_file)", c.Tool)
+			}
 			if argsRaw != "" {
 				if err := json.Unmarshal([]byte(argsRaw), &c.Args); err != nil || c.Args == nil {
 					return usageErr(cmd, "--args must be a JSON object such as '{\"path\":\"README.md\"}'%s", errSuffix(err))

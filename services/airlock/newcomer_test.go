@@ -335,6 +335,7 @@ func TestAWrongArgumentIsAUsageError(t *testing.T) {
 		want string
 	}{
 		{"a_tool_given_without_its_flag_says_which_flag_takes_it", []string{"call", "demo__echo"}, `unexpected "demo__echo": give the text with --tool "demo__echo" (see ` + "`airlock call --help`)"},
+		{"a_tool_without_its_server_says_the_form", []string{"call", "--tool", "echo"}, `--tool "echo" names no server and tool: give it as server__tool, such as demo__echo`},
 		{"a_missing_month_names_the_argument", []string{"audit", "drop-before"}, "missing argument: drop-before YYYY-MM (see `airlock audit drop-before --help`)"},
 		{"an_extra_word_after_a_command_without_arguments", []string{"approvals", "list", "pending"}, `unknown command "pending" for "airlock approvals list" (see ` + "`airlock approvals list --help`)"},
 		{"too_many_policy_directories", []string{"policy", "test", "a", "b"}, "(see `airlock policy test --help`)"},
