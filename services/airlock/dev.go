@@ -23,6 +23,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/svc"
+	"github.com/airlock-gate/airlock/services/shared/violation"
 )
 
 func newDevCmd(g *globals) *cobra.Command {
@@ -95,11 +96,21 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 	if err := creds.Ensure(cfg, fmt.Sprintf("nats://%s:%d", cfg.Dev.NATSHost, cfg.Dev.NATSPort)); err != nil {
 		return fmt.Errorf("generate airlock dev's credentials under %s: %w", cfg.Dev.DataDir, err)
 	}
-	ns, err := embedded.Start(embedded.Options{
+	// Every permission violation on the embedded server is recorded as an
+	// unauthorized_attempt (and logged), naming the credential the server
+	// authenticated; violations wait in the recorder's queue until the
+	// services' connection is up.
+	var ns *embedded.Server
+	violations := violation.NewRecorder(violation.DefaultLimits, func(cid uint64) (violation.Identity, bool) {
+		acc, user, ok := ns.Who(cid)
+		return violation.Identity{Account: acc, User: user}, ok
+	}, creds.Users, log)
+	ns, err = embedded.Start(embedded.Options{
 		Host: cfg.Dev.NATSHost, Port: cfg.Dev.NATSPort,
 		StoreDir:   filepath.Join(cfg.Dev.DataDir, "nats"),
 		SyncAlways: interval == 0, SyncInterval: interval,
 		ConfigFile: creds.ConfigFile(),
+		Logger:     violation.NewLogger(ctx, violations, log),
 	})
 	if err != nil {
 		return err
@@ -191,6 +202,7 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 			return localCH.DSN(audit.LocalWriter)
 		}
 	}
+	go violations.Run(ctx, violation.StoreWith(deps.Publisher("nats")))
 	consoleText, err := bootstrapConsole(ctx, &deps, cfg.Dev.DataDir, ln.Addr().String())
 	if err != nil {
 		ln.Close()

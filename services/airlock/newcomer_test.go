@@ -34,7 +34,7 @@ func TestAWordThatNamesNoCommandIsAUsageError(t *testing.T) {
 		want []string
 	}{
 		{"a_typo_of_a_group_command_names_the_command_meant", []string{"approvals", "lst"},
-			[]string{`airlock approvals has no command "lst" (did you mean list?)`, "approve, changes,", "see `airlock approvals --help`"}},
+			[]string{`airlock approvals has no command "lst" (did you mean list?)`, "approve, cancel, changes,", "see `airlock approvals --help`"}},
 		{"a_nested_group_says_which_group_has_no_such_command", []string{"policy", "rule", "list"},
 			[]string{`airlock policy has no command "rule" (did you mean rules?)`, "see `airlock policy --help`"}},
 		{"an_unknown_top_command_is_a_usage_error_too", []string{"xyzzy"},

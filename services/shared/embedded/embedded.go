@@ -34,6 +34,10 @@ type Options struct {
 	Routes      []string
 	// Log enables the server's own logging to stderr.
 	Log bool
+	// Logger, when set, receives the server's log instead (Log is then
+	// ignored): `airlock dev` records permission violations through it
+	// (package violation). It must not block.
+	Logger server.Logger
 	// MaxPayload is the largest message the server accepts (0: 8 MiB).
 	// Production servers keep NATS's default of 1 MiB.
 	MaxPayload int32
@@ -68,7 +72,10 @@ func Start(o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("configure embedded NATS: %w", err)
 	}
-	if o.Log {
+	switch {
+	case o.Logger != nil:
+		s.SetLoggerV2(o.Logger, false, false, false)
+	case o.Log:
 		s.ConfigureLogger()
 	}
 	go s.Start()
@@ -167,6 +174,22 @@ func (s *Server) Reload() error {
 		return fmt.Errorf("reload NATS config %s: %w", o.ConfigFile, err)
 	}
 	return nil
+}
+
+// Who says which account and user (the public nkey of an nkey user) the
+// server authenticated client connection cid as, while the server still
+// knows the connection (open, or among the recently closed it keeps).
+func (s *Server) Who(cid uint64) (account, user string, ok bool) {
+	// Open connections first: asking for closed ones copies the server's
+	// whole list of them.
+	for _, state := range []server.ConnState{server.ConnOpen, server.ConnClosed} {
+		cz, err := s.Connz(&server.ConnzOptions{CID: cid, State: state, Username: true})
+		if err == nil && cz != nil && len(cz.Conns) == 1 && cz.Conns[0].Cid == cid {
+			c := cz.Conns[0]
+			return c.Account, c.AuthorizedUser, c.AuthorizedUser != ""
+		}
+	}
+	return "", "", false
 }
 
 // URL is the client URL of the running server.

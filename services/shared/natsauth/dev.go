@@ -89,23 +89,16 @@ func (d Dev) Ensure(cfg config.Config, url string) error {
 // removed), in which case the server should reload it.
 func (d Dev) Render(cfg config.Config) (bool, error) {
 	spec := Spec{Config: cfg}
-	for _, role := range devRoles {
-		pub, err := EnsureSeed(d.SeedFile(role))
-		if err != nil {
-			return false, err
-		}
-		spec.Services = append(spec.Services, User{Role: role, NKey: pub})
-	}
-	creds, err := AgentCredentials(d.AgentsDir())
+	users, err := d.Users()
 	if err != nil {
 		return false, err
 	}
-	for _, c := range creds {
-		pub, err := c.PublicKey()
-		if err != nil {
-			return false, err
+	for _, u := range users {
+		if u.Agent != "" {
+			spec.Agents = append(spec.Agents, u)
+		} else {
+			spec.Services = append(spec.Services, u)
 		}
-		spec.Agents = append(spec.Agents, User{Agent: c.Agent, NKey: pub})
 	}
 	text, err := Accounts(spec)
 	if err != nil {
@@ -119,6 +112,31 @@ func (d Dev) Render(cfg config.Config) (bool, error) {
 		return false, fmt.Errorf("write %s: %w", d.ConfigFile(), err)
 	}
 	return true, nil
+}
+
+// Users are the NATS users of the dev credentials present now: its
+// service roles (seeds are created if missing) and every agent credential.
+func (d Dev) Users() ([]User, error) {
+	var users []User
+	for _, role := range devRoles {
+		pub, err := EnsureSeed(d.SeedFile(role))
+		if err != nil {
+			return nil, err
+		}
+		users = append(users, User{Role: role, NKey: pub})
+	}
+	creds, err := AgentCredentials(d.AgentsDir())
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range creds {
+		pub, err := c.PublicKey()
+		if err != nil {
+			return nil, err
+		}
+		users = append(users, User{Agent: c.Agent, NKey: pub})
+	}
+	return users, nil
 }
 
 // Apply points cfg at the dev credentials: the services' nkey and the seal keys.
