@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -131,7 +132,7 @@ func TestEveryFlagsValueNameIsOneWord(t *testing.T) {
 func TestASecondDevOnTheSameDataDirRefusesAtOnce(t *testing.T) {
 	data := t.TempDir()
 	dev := natsauth.Dev{DataDir: data}
-	unlock, err := lockDataDir(dev)
+	unlock, err := lockDataDir(dev, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
