@@ -157,7 +157,11 @@ func newApprovalsCmd(g *globals) *cobra.Command {
 		Long: `Reviewer commands on top of the console's REST API. They act as the owner of
 the API token: by default the admin token that ` + "`airlock dev`" + ` writes to
 <data dir>/admin.token; create a personal token in the console (Tokens) for
-anyone else. The approval service decides whether that person may decide.`,
+anyone else. The approval service decides whether that person may decide.
+
+Each command exits 2 when it was used wrongly or the API refused it (no such
+call, a state that is none, not yours to decide, ...) and 1 when the API
+could not be reached; the decide commands say more in their help.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.api, "api", envOr("AIRLOCK_API", "http://127.0.0.1:8080"), "URL of the console / REST API (env AIRLOCK_API)")
@@ -207,7 +211,7 @@ func approvalsListCmd(g *globals, f *apiFlags) *cobra.Command {
 			}
 			var out listReply
 			if err := c.do(cmd.Context(), http.MethodGet, "/api/v1/approvals?"+q.Encode(), nil, &out); err != nil {
-				return fmt.Errorf("list approvals: %w", err)
+				return refusal(fmt.Errorf("list approvals: %w", err))
 			}
 			if f.json {
 				b, err := json.MarshalIndent(out, "", "  ")
@@ -313,7 +317,7 @@ func getCall(cmd *cobra.Command, g *globals, f *apiFlags, arg, verb string) (*ai
 	}
 	var out airlockv1.GetResponse
 	if err := c.do(cmd.Context(), http.MethodGet, path, nil, &out); err != nil {
-		return nil, nil, "", fmt.Errorf("%s %s: %w", verb, arg, err)
+		return nil, nil, "", refusal(fmt.Errorf("%s %s: %w", verb, arg, err))
 	}
 	return &out, c, path, nil
 }
