@@ -59,6 +59,8 @@ type Client struct {
 	// call's stored events.
 	resync     time.Duration
 	storedRead func()
+	// tls, set by WithTLS, is what Connect dials with.
+	tls *config.TLS
 }
 
 // Option adjusts a Client.
@@ -74,6 +76,13 @@ func WithMaxRequestBytes(n int) Option { return func(c *Client) { c.maxBytes = n
 // WithRequestSeal lets a front-end seal each request it submits for the
 // agent (see package seal); agents themselves never need it.
 func WithRequestSeal(seal func(*nats.Msg)) Option { return func(c *Client) { c.seal = seal } }
+
+// WithTLS is what Connect verifies the NATS server with and, for a server
+// that requires mutual TLS, the client certificate it presents: CAFile (a
+// private CA's PEM; alone it turns TLS on), CertFile and KeyFile. It
+// overrides the credential file's "tls". New ignores it (the connection is
+// already made); to Dial, set the Credential's TLS.
+func WithTLS(t config.TLS) Option { return func(c *Client) { c.tls = &t } }
 
 // New returns a client that acts as agentID over nc. The connection must be
 // the agent's own (its credentials decide what it may do); see Connect.

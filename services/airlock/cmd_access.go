@@ -183,7 +183,38 @@ a Secret for Kubernetes). Give each service only its own seed (nats.nkey_seed_fi
 			return nil
 		},
 	}
-	cmd.AddCommand(config, keys)
+	var hosts, clients []string
+	var days int
+	certs := &cobra.Command{
+		Use:   "certs DIR",
+		Short: "Write a private CA and the NATS nodes' TLS certificate into DIR (the nats-tls Secret)",
+		Long: `Writes DIR/` + natsauth.TLSCAFile + ` and DIR/` + natsauth.TLSCAKeyFile + ` (a private CA, kept when DIR already
+holds one; keep its key with the operator) and DIR/` + natsauth.TLSCertFile + `, DIR/` + natsauth.TLSKeyFile + ` (the NATS
+nodes' certificate, for server and client use, naming --host), which
+deploy/nats/cluster.conf serves to clients and routes: a route is accepted
+only with a certificate the CA signed for one of its hosts. With --client
+NAME it also writes DIR/NAME.crt and DIR/NAME.key, a client certificate
+naming no host, for nodes that require mutual TLS (verify: true). Services
+verify the nodes with ca.crt (nats.tls.ca_file); agents with their
+credential file's "tls". Keys are mode 0600.`,
+		Args: exactArgs(1, ""),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if days < 1 {
+				return fmt.Errorf("--days is %d: give how many days the certificates are valid, at least 1", days)
+			}
+			if err := natsauth.WriteClusterTLS(args[0], hosts, clients, time.Duration(days)*24*time.Hour); err != nil {
+				return err
+			}
+			fmt.Printf("# CA: %s (its key %s stays with you); nodes: %s, %s for %s\n", filepath.Join(args[0], natsauth.TLSCAFile),
+				filepath.Join(args[0], natsauth.TLSCAKeyFile), natsauth.TLSCertFile, natsauth.TLSKeyFile, strings.Join(hosts, ", "))
+			fmt.Printf("kubectl create secret generic nats-tls --from-file=%[1]s/ca.crt --from-file=%[1]s/tls.crt --from-file=%[1]s/tls.key\n", args[0])
+			return nil
+		},
+	}
+	certs.Flags().StringSliceVar(&hosts, "host", natsauth.NodeHosts(), "a name (or IP address) clients and routes reach the nodes by; repeat it, a leading *. for a wildcard")
+	certs.Flags().StringSliceVar(&clients, "client", nil, "also write NAME.crt and NAME.key, a client certificate for mutual TLS; repeat it")
+	certs.Flags().IntVar(&days, "days", 365, "how many days the certificates are valid")
+	cmd.AddCommand(config, keys, certs)
 	return cmd
 }
 

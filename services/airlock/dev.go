@@ -116,7 +116,10 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		return err
 	}
 	defer ns.Stop()
-	cfg.NATS.URL = ns.URL()
+	// The embedded server listens on loopback without TLS: nats.tls (for
+	// an external server, as `airlock serve` and the CLI reach it) would
+	// make every connection to it fail.
+	cfg.NATS.URL, cfg.NATS.TLS = ns.URL(), config.TLS{}
 	if err := os.WriteFile(creds.URLFile(), []byte(ns.URL()+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", creds.URLFile(), err)
 	}

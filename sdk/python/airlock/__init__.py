@@ -26,6 +26,7 @@ import functools
 import inspect
 import json
 import os
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -152,13 +153,19 @@ class Client:
     """An agent's client of airlock's REST API.
 
     ``url`` and ``token`` default to the environment variables AIRLOCK_URL
-    and AIRLOCK_TOKEN. Every method raises APIError when the API refuses a
-    request (a bad token, a malformed call) with the API's own sentence.
+    and AIRLOCK_TOKEN. ``ca_file`` (default AIRLOCK_CA_FILE) is a PEM file of
+    the CA that signed an https URL's certificate, for a private CA: the
+    server is then verified against it alone; without it, against the
+    system's CAs. Verification is never skipped. Every method raises
+    APIError when the API refuses a request (a bad token, a malformed call)
+    with the API's own sentence.
     """
 
-    def __init__(self, url: Optional[str] = None, token: Optional[str] = None, *, request_timeout: float = 60.0):
+    def __init__(self, url: Optional[str] = None, token: Optional[str] = None, *, request_timeout: float = 60.0,
+                 ca_file: Optional[str] = None):
         url = url or os.environ.get("AIRLOCK_URL", "")
         token = token or os.environ.get("AIRLOCK_TOKEN", "")
+        ca_file = ca_file or os.environ.get("AIRLOCK_CA_FILE", "")
         if not url:
             raise ValueError("airlock needs the console's URL: pass url= or set AIRLOCK_URL (airlock dev prints it, e.g. http://127.0.0.1:8080).")
         if not token:
@@ -166,6 +173,10 @@ class Client:
         self.url = url.rstrip("/")
         self._token = token
         self._timeout = request_timeout
+        try:
+            self._tls = ssl.create_default_context(cafile=ca_file or None)
+        except (OSError, ssl.SSLError) as e:
+            raise ValueError(f"airlock's CA file {ca_file} cannot be read as PEM ({e}): pass ca_file= or set AIRLOCK_CA_FILE to the CA certificate that signed the console's.") from None
 
     # --- the REST API ---
 
@@ -270,7 +281,7 @@ class Client:
             **({"Content-Type": "application/json"} if data is not None else {}),
         })
         try:
-            with urllib.request.urlopen(req, timeout=timeout or self._timeout) as resp:
+            with urllib.request.urlopen(req, timeout=timeout or self._timeout, context=self._tls) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as e:
             raw = e.read()
@@ -280,6 +291,9 @@ class Client:
                 err = {}
             raise APIError(e.code, err.get("code", ""), err.get("message") or f"airlock answered {method} {path} with HTTP {e.code}: {raw[:200]!r}") from None
         except urllib.error.URLError as e:
+            if isinstance(e.reason, ssl.SSLCertVerificationError):
+                raise AirlockError(f"airlock at {self.url} presents a certificate this client cannot verify ({e.reason.verify_message}): "
+                                   "if a private CA signed it, pass ca_file= or set AIRLOCK_CA_FILE to that CA's PEM file.") from None
             raise AirlockError(f"airlock at {self.url} cannot be reached ({e.reason}): is it running, and is AIRLOCK_URL right?") from None
         return json.loads(raw) if raw else {}
 

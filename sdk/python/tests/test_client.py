@@ -205,3 +205,42 @@ class ClientTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TLSTest(unittest.TestCase):
+    """The console over https with a private CA's certificate: tests/python_sdk_test.go puts a
+    TLS-terminating proxy in front of airlock dev (AIRLOCK_TEST_HTTPS_URL) and gives its CA
+    (AIRLOCK_TEST_TLS_CA) and a CA that signed nothing (AIRLOCK_TEST_TLS_OTHER_CA)."""
+
+    @classmethod
+    def setUpClass(cls):
+        for var in ("AIRLOCK_TOKEN", "AIRLOCK_TEST_HTTPS_URL", "AIRLOCK_TEST_TLS_CA", "AIRLOCK_TEST_TLS_OTHER_CA"):
+            if not os.environ.get(var):
+                raise unittest.SkipTest("set %s (go test -run TestPythonClient ./tests/ sets it)" % var)
+        cls.url = os.environ["AIRLOCK_TEST_HTTPS_URL"]
+
+    def test_ca_file_verifies_the_console_and_a_call_completes(self):
+        out = airlock.Client(self.url, ca_file=os.environ["AIRLOCK_TEST_TLS_CA"]).do("demo__echo", {"text": "over https"})
+        self.assertEqual(out.status, "completed")
+        self.assertIn("over https", json.dumps(out.result))
+
+    def test_the_ca_file_can_come_from_the_environment(self):
+        os.environ["AIRLOCK_CA_FILE"] = os.environ["AIRLOCK_TEST_TLS_CA"]
+        try:
+            client = airlock.Client(self.url)
+        finally:
+            del os.environ["AIRLOCK_CA_FILE"]
+        self.assertEqual(client.do("demo__echo", {"text": "ca from env"}).status, "completed")
+
+    def test_a_console_no_trusted_ca_signed_is_refused_with_a_sentence(self):
+        for name, ca_file in (("system CAs", None), ("another CA", os.environ["AIRLOCK_TEST_TLS_OTHER_CA"])):
+            with self.subTest(name):
+                with self.assertRaises(airlock.AirlockError) as ctx:
+                    airlock.Client(self.url, ca_file=ca_file).submit("demo__echo", {"text": "never sent"})
+                self.assertIn("presents a certificate this client cannot verify", str(ctx.exception))
+                self.assertIn("pass ca_file= or set AIRLOCK_CA_FILE", str(ctx.exception))
+
+    def test_a_ca_file_that_is_not_pem_is_refused_at_once(self):
+        with self.assertRaises(ValueError) as ctx:
+            airlock.Client(self.url, ca_file=__file__)
+        self.assertIn("cannot be read as PEM", str(ctx.exception))

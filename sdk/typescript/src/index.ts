@@ -4,6 +4,8 @@
 // can end is a typed outcome; do() throws the typed error of a call that did
 // not complete, whose message is a sentence that says what to do.
 import { readFile } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
+import { connect as tcpConnect } from "node:net";
 import { randomUUID } from "node:crypto";
 import { connect, createInbox, nkeyAuthenticator, headers, type NatsConnection, type Msg } from "@nats-io/transport-node";
 
@@ -222,25 +224,112 @@ class RestTransport implements Transport {
 // --- NATS ---
 
 /** The agent credential file `airlock agents add` and `airlock dev` write. */
-interface Credential { agent: string; url: string; seed: string }
+interface Credential {
+  agent: string; url: string; seed: string;
+  /** PEM files, each relative to the credential file unless absolute. */
+  tls?: { ca_file?: string; cert_file?: string; key_file?: string };
+}
 
-/** Connects over NATS as the agent of a credential file (url overrides the file's). */
-export async function connectNats(opts: { credentialFile: string; url?: string }): Promise<Client> {
+/**
+ * TLS for the NATS connection (PEM files). caFile is the private CA that
+ * signed the server's certificate: alone it turns TLS on, and the server is
+ * verified against it. certFile and keyFile are the client certificate and
+ * its key, for a server that requires mutual TLS. Verification is never
+ * skipped.
+ */
+export interface NatsTls { caFile?: string; certFile?: string; keyFile?: string }
+
+/**
+ * Connects over NATS as the agent of a credential file. url overrides the
+ * file's URL, tls the file's "tls".
+ */
+export async function connectNats(opts: { credentialFile: string; url?: string; tls?: NatsTls }): Promise<Client> {
   let cred: Credential;
   try {
     cred = JSON.parse(await readFile(opts.credentialFile, "utf8"));
   } catch (err) {
     throw new Error(`the agent credential ${opts.credentialFile} cannot be read (${(err as Error).message}): create it with \`airlock agents add NAME\``);
   }
-  const nc = await connect({
-    servers: opts.url ?? cred.url, name: `airlock-agent-${cred.agent}`,
-    authenticator: nkeyAuthenticator(new TextEncoder().encode(cred.seed)),
-    inboxPrefix: `_INBOX_${cred.agent}`, maxReconnectAttempts: -1, reconnectTimeWait: 250,
-    // An Error (with its stack) per request costs more than the rest of a
-    // round trip's client work; errors say what failed without it.
-    noAsyncTraces: true,
-  });
+  const tls = opts.tls ?? tlsOfCredential(cred, opts.credentialFile);
+  if (tls && !tls.certFile !== !tls.keyFile) {
+    throw new Error(tls.certFile
+      ? "the NATS TLS settings have a client certificate without its key: set keyFile (the credential's tls.key_file) too"
+      : "the NATS TLS settings have a key without its client certificate: set certFile (the credential's tls.cert_file) too");
+  }
+  const servers = opts.url ?? cred.url;
+  // A server that requires mutual TLS closes a connection without a client
+  // certificate after the handshake, which nats.js reports only as a
+  // timeout 20 s later: ask the server first (its INFO says so).
+  if ((tls || /^\s*tls:/.test(servers)) && !tls?.certFile && await requiresClientCert(servers)) {
+    throw new AirlockError(`airlock's NATS at ${servers} requires a client certificate (mutual TLS): set tls.certFile and tls.keyFile (the credential's tls.cert_file and key_file) to one its CA signed`);
+  }
+  let nc: NatsConnection;
+  try {
+    nc = await connect({
+      servers, name: `airlock-agent-${cred.agent}`,
+      authenticator: nkeyAuthenticator(new TextEncoder().encode(cred.seed)),
+      inboxPrefix: `_INBOX_${cred.agent}`, maxReconnectAttempts: -1, reconnectTimeWait: 250,
+      // An Error (with its stack) per request costs more than the rest of a
+      // round trip's client work; errors say what failed without it.
+      noAsyncTraces: true,
+      ...(tls ? { tls: { caFile: tls.caFile, certFile: tls.certFile, keyFile: tls.keyFile } } : {}),
+    });
+  } catch (err) {
+    throw tlsRefusal(err, servers) ?? err;
+  }
   return new Client(new NatsTransport(nc, cred.agent));
+}
+
+/** The credential's "tls", its paths relative to the credential file. */
+function tlsOfCredential(cred: Credential, file: string): NatsTls | undefined {
+  if (!cred.tls || !(cred.tls.ca_file || cred.tls.cert_file || cred.tls.key_file)) return undefined;
+  const at = (p?: string) => (p ? resolve(dirname(file), p) : undefined);
+  return { caFile: at(cred.tls.ca_file), certFile: at(cred.tls.cert_file), keyFile: at(cred.tls.key_file) };
+}
+
+/** Whether the first of servers asks every client for a certificate (its INFO's tls_verify); false when it cannot tell. */
+function requiresClientCert(servers: string): Promise<boolean> {
+  let url: URL;
+  try {
+    const first = servers.split(",")[0].trim();
+    url = new URL(first.includes("://") ? first : `nats://${first}`);
+  } catch {
+    return Promise.resolve(false);
+  }
+  return new Promise((done) => {
+    const sock = tcpConnect({ host: url.hostname.replace(/^\[|\]$/g, ""), port: Number(url.port || 4222) });
+    let head = "";
+    const end = (verify: boolean) => { clearTimeout(timer); sock.destroy(); done(verify); };
+    const timer = setTimeout(() => end(false), 2000);
+    sock.on("error", () => end(false));
+    sock.on("data", (chunk) => {
+      head += chunk.toString("latin1");
+      const eol = head.indexOf("\r\n");
+      if (eol < 0) return;
+      try {
+        end(head.startsWith("INFO ") && JSON.parse(head.slice(5, eol)).tls_verify === true);
+      } catch {
+        end(false);
+      }
+    });
+  });
+}
+
+/** Says what to do about a connection TLS refused; undefined for other errors. */
+function tlsRefusal(err: unknown, servers: string): Error | undefined {
+  const e = err as { message?: string; code?: string; cause?: { message?: string; code?: string } };
+  const text = [e?.message, e?.code, e?.cause?.message, e?.cause?.code].join(" ");
+  const at = `airlock's NATS at ${servers}`;
+  if (/certificate required|bad certificate/i.test(text)) {
+    return new AirlockError(`${at} requires a client certificate (mutual TLS): set tls.certFile and tls.keyFile (the credential's tls.cert_file and key_file) to one its CA signed (${text.trim()})`);
+  }
+  if (/SELF_SIGNED|UNABLE_TO_VERIFY|UNABLE_TO_GET_ISSUER|self.signed|unable to (verify|get)/i.test(text)) {
+    return new AirlockError(`${at} presents a certificate no CA this client trusts signed: set tls.caFile (the credential's tls.ca_file) to the PEM file of the CA that signed it (${text.trim()})`);
+  }
+  if (/does not support 'tls'/i.test(text)) {
+    return new AirlockError(`${at} does not offer TLS, and the TLS settings ask for it: configure tls on the server; never leave the link in clear (${text.trim()})`);
+  }
+  return undefined;
 }
 
 /** The event types that end a call, and where their last one is stored. */

@@ -22,7 +22,8 @@ const MaxPingsOutstanding = 2
 
 // Connect dials NATS and keeps reconnecting forever, so a server restart or
 // a cluster node's loss is ridden out instead of ending the service. It
-// fails only when the first connection cannot be made within ctx.
+// fails when the first connection cannot be made within ctx, and at once
+// when TLS refuses it (cfg.TLS: a certificate no retry will change).
 func Connect(ctx context.Context, cfg config.NATS, name string, log *slog.Logger) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name(name),
@@ -59,11 +60,19 @@ func Connect(ctx context.Context, cfg config.NATS, name string, log *slog.Logger
 		}
 		opts = append(opts, o)
 	}
+	if o, err := TLSOption(cfg.TLS, "nats.tls"); err != nil {
+		return nil, err
+	} else if o != nil {
+		opts = append(opts, o)
+	}
 	var lastErr error
 	for {
 		nc, err := nats.Connect(cfg.URL, opts...)
 		if err == nil {
 			return nc, nil
+		}
+		if tlsErr := ExplainTLS(err, "nats.tls"); tlsErr != nil {
+			return nil, fmt.Errorf("connect to NATS at %s: %w", Redact(cfg.URL), tlsErr)
 		}
 		lastErr = err
 		select {

@@ -72,6 +72,38 @@ type NATS struct {
 	// has just started: until it has a JetStream meta leader that knows
 	// enough peers to place every stream and bucket with its replicas.
 	ProvisionWait time.Duration `yaml:"provision_wait"`
+	// TLS secures the connection: a tls:// URL or a CA file turns it on.
+	TLS TLS `yaml:"tls"`
+}
+
+// TLS is how a client verifies the NATS server and, where the server
+// requires mutual TLS, proves who it is. Verification is never skipped: a
+// server whose certificate no trusted CA signed is refused.
+type TLS struct {
+	// CAFile (PEM) holds the CA that signed the server's certificate, for
+	// a private CA; empty trusts the system's CAs. Setting it turns TLS on
+	// even with a nats:// URL.
+	CAFile string `yaml:"ca_file" json:"ca_file,omitempty"`
+	// CertFile and KeyFile (PEM) are the client's certificate and its
+	// private key, for a server that requires mutual TLS (verify: true).
+	CertFile string `yaml:"cert_file" json:"cert_file,omitempty"`
+	KeyFile  string `yaml:"key_file" json:"key_file,omitempty"`
+}
+
+// On reports whether the settings ask for TLS.
+func (t TLS) On() bool { return t != TLS{} }
+
+// Validate checks that a certificate comes with its key. name is where
+// the settings are read from ("nats.tls"). It reads no file: a file that
+// is missing or does not parse is reported when the connection is made.
+func (t TLS) Validate(name string) error {
+	switch {
+	case t.CertFile != "" && t.KeyFile == "":
+		return fmt.Errorf("%s.cert_file is set without %s.key_file: give the private key of the client certificate too", name, name)
+	case t.KeyFile != "" && t.CertFile == "":
+		return fmt.Errorf("%s.key_file is set without %s.cert_file: give the client certificate the key belongs to", name, name)
+	}
+	return nil
 }
 
 // Stream is the events stream every lifecycle event is stored in.
@@ -372,6 +404,9 @@ func (c Config) Validate() error {
 	}
 	if c.NATS.PingInterval <= 0 {
 		errs = append(errs, fmt.Errorf("nats.ping_interval is %s: set a positive duration such as 2s", c.NATS.PingInterval))
+	}
+	if err := c.NATS.TLS.Validate("nats.tls"); err != nil {
+		errs = append(errs, err)
 	}
 	if c.NATS.ProvisionWait <= 0 {
 		errs = append(errs, fmt.Errorf("nats.provision_wait is %s: set a positive duration such as 2m", c.NATS.ProvisionWait))

@@ -25,6 +25,7 @@ func TestLoadLayersFileThenEnvironment(t *testing.T) {
 		"AIRLOCK_CLICKHOUSE_DSN=clickhouse://127.0.0.1:9000/airlock",
 		"AIRLOCK_LIMITS_MAX_REQUEST_BYTES=1000",
 		"AIRLOCK_APPROVAL_DEFAULT_TIMEOUT=2m",
+		"AIRLOCK_NATS_TLS_CA_FILE=/etc/airlock/nats-tls/ca.crt",
 		"UNRELATED=1",
 		// Clients read names of their own; only a near miss of a setting's is refused.
 		"AIRLOCK_URL=http://127.0.0.1:8080", "AIRLOCK_TOKEN=t",
@@ -42,6 +43,7 @@ func TestLoadLayersFileThenEnvironment(t *testing.T) {
 		{"env_sets_top_level_section", cfg.ClickHouse.DSN, "clickhouse://127.0.0.1:9000/airlock"},
 		{"env_sets_integers", cfg.Limits.MaxRequestBytes, 1000},
 		{"env_sets_durations", cfg.Approval.DefaultTimeout, 2 * time.Minute},
+		{"env_sets_nested_sections", cfg.NATS.TLS.CAFile, "/etc/airlock/nats-tls/ca.crt"},
 		{"file_sets_maps", cfg.Policy.Profiles["bot"], "readonly"},
 		{"untouched_keeps_default", cfg.Stream.DuplicateWindow, 2 * time.Minute},
 	}
@@ -76,6 +78,8 @@ func TestLoadRefusesMistakes(t *testing.T) {
 		{"sso_with_an_unknown_role", "console:\n  oidc: {issuer: https://login.example.com, client_id: c, groups: {eng: {roles: [boss]}}}\n", nil, `unknown role "boss"`},
 		{"sso_issuer_not_a_url", "console:\n  oidc: {issuer: login.example.com, client_id: c, groups: {eng: {roles: [reviewer]}}}\n", nil, "console.oidc.issuer"},
 		{"passwords_off_without_sso", "console:\n  oidc: {disable_passwords: true}\n", nil, "nobody could sign in"},
+		{"tls_cert_without_its_key", "nats:\n  tls: {cert_file: client.crt}\n", nil, "nats.tls.cert_file is set without nats.tls.key_file: give the private key"},
+		{"tls_key_without_its_cert", "", []string{"AIRLOCK_NATS_TLS_KEY_FILE=client.key"}, "nats.tls.key_file is set without nats.tls.cert_file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 )
 
@@ -64,6 +65,10 @@ type Credential struct {
 	Agent string `json:"agent"`
 	URL   string `json:"url"`
 	Seed  string `json:"seed"`
+	// TLS, when the server serves TLS with a private CA or asks for a
+	// client certificate: {"ca_file", "cert_file", "key_file"}, each
+	// relative to the credential file's directory unless absolute.
+	TLS config.TLS `json:"tls,omitzero"`
 }
 
 // PublicKey of the credential's nkey.
@@ -86,6 +91,14 @@ func ReadCredential(file string) (Credential, error) {
 	}
 	if _, err := c.PublicKey(); err != nil {
 		return Credential{}, err
+	}
+	if err := c.TLS.Validate("tls"); err != nil {
+		return Credential{}, fmt.Errorf("agent credential %s: %w", file, err)
+	}
+	for _, p := range []*string{&c.TLS.CAFile, &c.TLS.CertFile, &c.TLS.KeyFile} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(filepath.Dir(file), *p)
+		}
 	}
 	return c, nil
 }

@@ -35,9 +35,24 @@ type SecureNATS struct {
 // for each agent named, and provisions the streams and buckets as admin.
 func StartSecureNATS(t testing.TB, agents ...string) *SecureNATS {
 	t.Helper()
+	return startSecureNATS(t, "", config.TLS{}, agents)
+}
+
+// StartSecureTLSNATS is StartSecureNATS serving TLS with f's server
+// certificate; with verify every client must present a certificate f's CA
+// signed. Config (and so ServiceConfig) verifies the server with f's CA
+// and, with verify, presents f's client certificate.
+func StartSecureTLSNATS(t testing.TB, f TLSFiles, verify bool, agents ...string) *SecureNATS {
+	t.Helper()
+	return startSecureNATS(t, f.ServerBlock(verify), f.Client(verify), agents)
+}
+
+func startSecureNATS(t testing.TB, serverTLS string, clientTLS config.TLS, agents []string) *SecureNATS {
+	t.Helper()
 	dir := t.TempDir()
 	n := &SecureNATS{t: t, Dir: dir, seeds: map[string]string{}, creds: map[string]string{}}
 	cfg := Config("")
+	cfg.NATS.TLS = clientTLS
 	spec := natsauth.Spec{Config: cfg}
 	for _, role := range append([]string{natsauth.RoleAdmin}, natsauth.ServiceRoles...) {
 		file := filepath.Join(dir, "keys", role+".nk")
@@ -63,7 +78,7 @@ func StartSecureNATS(t testing.TB, agents ...string) *SecureNATS {
 		t.Fatal(err)
 	}
 	conf := filepath.Join(dir, "accounts.conf")
-	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(text+serverTLS), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	n.Server, err = embedded.Start(embedded.Options{Port: -1, StoreDir: filepath.Join(dir, "js"), ConfigFile: conf})
@@ -103,7 +118,13 @@ func (n *SecureNATS) Connect(role string) (*nats.Conn, jetstream.JetStream) {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	nc, err := nats.Connect(n.Server.URL(), o, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	opts := []nats.Option{o, nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}
+	if tlsOpt, err := bus.TLSOption(n.Config.NATS.TLS, "nats.tls"); err != nil {
+		n.t.Fatal(err)
+	} else if tlsOpt != nil {
+		opts = append(opts, tlsOpt)
+	}
+	nc, err := nats.Connect(n.Server.URL(), opts...)
 	if err != nil {
 		n.t.Fatal(err)
 	}

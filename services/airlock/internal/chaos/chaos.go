@@ -194,7 +194,7 @@ func newDriver(ctx context.Context, l *layout, p profile, seed int64) (*driver, 
 	d := &driver{l: l, p: p, seed: seed, clients: map[string]*airlock.Client{}, tokens: map[string]string{}, cons: newConsoles(l.consoles)}
 	for agent, file := range l.agents {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		c, err := airlock.Connect(cctx, file, l.urls)
+		c, err := airlock.Connect(cctx, file, l.urls, airlock.WithTLS(l.natsTLS()))
 		cancel()
 		if err != nil {
 			d.close()

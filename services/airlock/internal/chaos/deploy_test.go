@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"gopkg.in/yaml.v3"
@@ -93,8 +95,12 @@ type k8sEnv struct {
 
 type k8sPod struct {
 	Containers []struct {
-		Args    []string `yaml:"args"`
-		Env     []k8sEnv `yaml:"env"`
+		Args         []string `yaml:"args"`
+		Env          []k8sEnv `yaml:"env"`
+		VolumeMounts []struct {
+			Name      string `yaml:"name"`
+			MountPath string `yaml:"mountPath"`
+		} `yaml:"volumeMounts"`
 		EnvFrom []struct {
 			SecretRef struct {
 				Name string `yaml:"name"`
@@ -123,8 +129,27 @@ type k8sObject struct {
 	Spec struct {
 		Replicas int `yaml:"replicas"`
 		Template struct {
+			Metadata struct {
+				Labels map[string]string `yaml:"labels"`
+			} `yaml:"metadata"`
 			Spec k8sPod `yaml:"spec"`
 		} `yaml:"template"`
+		PodSelector struct {
+			MatchLabels map[string]string `yaml:"matchLabels"`
+		} `yaml:"podSelector"`
+		Ingress []struct {
+			From []struct {
+				PodSelector struct {
+					MatchLabels map[string]string `yaml:"matchLabels"`
+				} `yaml:"podSelector"`
+			} `yaml:"from"`
+			Ports []struct {
+				Port int `yaml:"port"`
+			} `yaml:"ports"`
+		} `yaml:"ingress"`
+		Ports []struct {
+			Port int `yaml:"port"`
+		} `yaml:"ports"`
 	} `yaml:"spec"`
 }
 
@@ -165,7 +190,8 @@ func heldByPod(p k8sPod, replicas int) held {
 	}
 	h.Settings = settingsOf(env)
 	for _, v := range p.Volumes {
-		if v.Secret != nil {
+		// The NATS CA is public and every pod holds it (checked on its own).
+		if v.Secret != nil && v.Secret.SecretName != natsTLSSecret {
 			for _, it := range v.Secret.Items {
 				h.Files = append(h.Files, it.Key)
 			}
@@ -231,6 +257,77 @@ func TestKubernetesManifestsMatchTheChaosLayout(t *testing.T) {
 			t.Fatalf("no pod mounts %s", AuditKeyFile)
 		}
 	})
+	t.Run("every_pod_verifies_nats_with_the_private_ca_and_may_reach_it", func(t *testing.T) {
+		cm := byName["ConfigMap/airlock-config"]
+		var file struct {
+			NATS config.NATS `yaml:"nats"`
+		}
+		if err := yaml.Unmarshal([]byte(cm.Data["airlock.yaml"]), &file); err != nil {
+			t.Fatal(err)
+		}
+		dir, ok := strings.CutSuffix(file.NATS.TLS.CAFile, "/ca.crt")
+		if !ok || !strings.HasPrefix(file.NATS.URL, "tls://") {
+			t.Fatalf("the ConfigMap's nats: url %q, tls.ca_file %q; want tls:// and the nats-tls Secret's ca.crt", file.NATS.URL, file.NATS.TLS.CAFile)
+		}
+		for _, o := range objs {
+			if o.Kind != "Deployment" && o.Kind != "Job" {
+				continue
+			}
+			p := o.Spec.Template.Spec
+			if o.Spec.Template.Metadata.Labels[natsClientLabel] != "true" {
+				t.Errorf("%s %s is not labelled %s: the NetworkPolicy keeps it from NATS", o.Kind, o.Metadata.Name, natsClientLabel)
+			}
+			mounted := ""
+			for _, v := range p.Volumes {
+				if v.Secret == nil || v.Secret.SecretName != natsTLSSecret {
+					continue
+				}
+				if len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != "ca.crt" {
+					t.Errorf("%s %s mounts %+v of %s; want its ca.crt alone (the key is the nodes')", o.Kind, o.Metadata.Name, v.Secret.Items, natsTLSSecret)
+				}
+				for _, m := range p.Containers[0].VolumeMounts {
+					if m.Name == v.Name {
+						mounted = m.MountPath
+					}
+				}
+			}
+			if mounted != dir {
+				t.Errorf("%s %s mounts %s's ca.crt at %q; the configuration reads it from %q", o.Kind, o.Metadata.Name, natsTLSSecret, mounted, dir)
+			}
+		}
+	})
+	t.Run("only_airlock_reaches_the_client_port_and_only_nats_the_routes", func(t *testing.T) {
+		np, ok := byName["NetworkPolicy/nats"]
+		if !ok {
+			t.Fatal("no NetworkPolicy nats in deploy/k8s/nats.yaml")
+		}
+		if np.Spec.PodSelector.MatchLabels["app"] != "nats" {
+			t.Fatalf("the NetworkPolicy selects %v, want the NATS pods", np.Spec.PodSelector.MatchLabels)
+		}
+		from := map[int]string{}
+		for _, in := range np.Spec.Ingress {
+			if len(in.From) != 1 || len(in.Ports) != 1 {
+				t.Fatalf("an ingress rule of the NetworkPolicy is not one source to one port: %+v", in)
+			}
+			sel := in.From[0].PodSelector.MatchLabels
+			switch {
+			case sel[natsClientLabel] == "true" && len(sel) == 1:
+				from[in.Ports[0].Port] = "clients"
+			case sel["app"] == "nats" && len(sel) == 1:
+				from[in.Ports[0].Port] = "nats"
+			default:
+				t.Fatalf("the NetworkPolicy lets %v in", sel)
+			}
+		}
+		if want := map[int]string{4222: "clients", 6222: "nats"}; !maps.Equal(from, want) {
+			t.Fatalf("the NetworkPolicy lets in %v; want %v (monitoring, 8222, never)", from, want)
+		}
+		for _, p := range byName["Service/nats"].Spec.Ports {
+			if p.Port == 8222 {
+				t.Fatal("the nats Service exposes monitoring (8222), which has no authentication")
+			}
+		}
+	})
 	t.Run("no_service_beyond_the_chaos_layout", func(t *testing.T) {
 		if len(deployments) > 0 {
 			t.Fatalf("Deployments %v are not in chaos.Topology", deployments)
@@ -278,7 +375,14 @@ type composeService struct {
 	Deploy      struct {
 		Replicas int `yaml:"replicas"`
 	} `yaml:"deploy"`
-	DependsOn any `yaml:"depends_on"`
+	DependsOn any             `yaml:"depends_on"`
+	Configs   []composeConfig `yaml:"configs"`
+}
+
+// composeConfig is a file a compose service is given (a config).
+type composeConfig struct {
+	Source string `yaml:"source"`
+	Target string `yaml:"target"`
 }
 
 func TestComposeFileMatchesTheChaosLayout(t *testing.T) {
@@ -291,6 +395,9 @@ func TestComposeFileMatchesTheChaosLayout(t *testing.T) {
 		Secrets  map[string]struct {
 			File string `yaml:"file"`
 		} `yaml:"secrets"`
+		Configs map[string]struct {
+			File string `yaml:"file"`
+		} `yaml:"configs"`
 	}
 	if err := yaml.Unmarshal(raw, &f); err != nil {
 		t.Fatalf("deploy/compose.yaml: %v", err)
@@ -359,6 +466,20 @@ func TestComposeFileMatchesTheChaosLayout(t *testing.T) {
 			t.Fatalf("services %v are not in the chaos layout", others)
 		}
 	})
+	t.Run("every_service_verifies_nats_with_the_private_ca", func(t *testing.T) {
+		for _, name := range append(serviceNamesOf(Topology()), "provision") {
+			s := f.Services[name]
+			ca := s.Environment["AIRLOCK_NATS_TLS_CA_FILE"]
+			if !strings.HasPrefix(s.Environment["AIRLOCK_NATS_URL"], "tls://") || ca == "" {
+				t.Fatalf("%s reaches NATS at %q with CA %q; want tls:// and the nodes' CA", name, s.Environment["AIRLOCK_NATS_URL"], ca)
+			}
+			if !slices.ContainsFunc(s.Configs, func(c composeConfig) bool {
+				return c.Target == ca && f.Configs[c.Source].File == "./secrets/nats-tls/ca.crt"
+			}) {
+				t.Fatalf("%s is not given the nodes' ca.crt at %s: configs %+v", name, ca, s.Configs)
+			}
+		}
+	})
 	t.Run("every_secret_is_a_file_the_operators_commands_write", func(t *testing.T) {
 		for name, s := range f.Secrets {
 			if filepath.Base(s.File) != name {
@@ -384,6 +505,68 @@ func TestChaosNATSConfigIsTheShippedOne(t *testing.T) {
 	if string(onDisk) != shipped {
 		t.Fatal("deploy/nats/airlock.conf is not what the chaos run renders: run `go tool task generate`")
 	}
+	dir := shippedNATSDir(t, shipped)
+	routes := []string{"nats://127.0.0.1:1", "nats://127.0.0.1:2", "nats://127.0.0.1:3"}
+	tlsDir := clusterTLSDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "n1.conf"), []byte(nodeConfig("n1", 4222, 8222, 6222, filepath.Join(dir, "n1"), routes, tlsDir)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	load := func(file string) *server.Options {
+		t.Helper()
+		o, err := server.ProcessConfigFile(file)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		return o
+	}
+	deployed, chaos := load(shippedClusterConf(t, dir, tlsDir)), load(filepath.Join(dir, "n1.conf"))
+	tests := []struct {
+		name           string
+		deployed, runs any
+	}{
+		{"users", len(deployed.Nkeys), len(chaos.Nkeys)},
+		{"fsync_on_every_write", deployed.SyncAlways, chaos.SyncAlways},
+		{"cluster_name", deployed.Cluster.Name, chaos.Cluster.Name},
+		{"routes", len(deployed.Routes), len(chaos.Routes)},
+		{"jetstream", deployed.JetStream, chaos.JetStream},
+		{"max_file_store", deployed.JetStreamMaxStore, chaos.JetStreamMaxStore},
+		{"client_tls", deployed.TLSConfig != nil, chaos.TLSConfig != nil},
+		{"route_tls", deployed.Cluster.TLSConfig != nil, chaos.Cluster.TLSConfig != nil},
+		{"routes_authorised_by_certificate", deployed.Cluster.TLSCheckKnownURLs, chaos.Cluster.TLSCheckKnownURLs},
+		{"monitoring_host", deployed.HTTPHost, chaos.HTTPHost},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.deployed != tt.runs {
+				t.Fatalf("deploy/nats/cluster.conf has %v, the chaos nodes run with %v", tt.deployed, tt.runs)
+			}
+		})
+	}
+	if len(chaos.Routes) != NATSNodes || !chaos.SyncAlways {
+		t.Fatalf("the chaos nodes run %d routes, fsync always %v", len(chaos.Routes), chaos.SyncAlways)
+	}
+	// The chaos run has them because production must (and
+	// TestShippedClusterTLSKeepsOutsiders runs them).
+	t.Run("clients_and_routes_are_tls_and_routes_authorised_by_certificate", func(t *testing.T) {
+		if deployed.TLSConfig == nil || deployed.Cluster.TLSConfig == nil {
+			t.Fatalf("deploy/nats/cluster.conf: client TLS %v, route TLS %v; want both", deployed.TLSConfig != nil, deployed.Cluster.TLSConfig != nil)
+		}
+		if !deployed.Cluster.TLSCheckKnownURLs {
+			t.Fatal("deploy/nats/cluster.conf: a route is not authorised by its certificate (verify_cert_and_check_known_urls)")
+		}
+	})
+	t.Run("monitoring_answers_inside_the_pod_only", func(t *testing.T) {
+		if deployed.HTTPHost != "127.0.0.1" || deployed.HTTPPort == 0 {
+			t.Fatalf("deploy/nats/cluster.conf serves monitoring on %s:%d; want 127.0.0.1 (it has no authentication)", deployed.HTTPHost, deployed.HTTPPort)
+		}
+	})
+}
+
+// shippedNATSDir writes the shipped accounts (deploy/nats/airlock.conf's
+// text) into a temp dir and sets the environment a node reads them with:
+// the services' and agent bot's public keys, SERVER_NAME nats-0.
+func shippedNATSDir(t *testing.T, shipped string) string {
+	t.Helper()
 	keys := t.TempDir()
 	env, err := natsauth.WriteServiceKeys(keys)
 	if err != nil {
@@ -403,40 +586,49 @@ func TestChaosNATSConfigIsTheShippedOne(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "airlock.conf"), []byte(shipped), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	routes := []string{"nats://127.0.0.1:1", "nats://127.0.0.1:2", "nats://127.0.0.1:3"}
-	if err := os.WriteFile(filepath.Join(dir, "n1.conf"), []byte(nodeConfig("n1", 4222, 8222, 6222, filepath.Join(dir, "n1"), routes)), 0o600); err != nil {
+	return dir
+}
+
+// natsTLSDir is where the NATS nodes mount the nats-tls Secret.
+const natsTLSDir = "/etc/nats-tls/"
+
+// natsTLSSecret holds the NATS nodes' certificate, its key and the CA;
+// natsClientLabel marks the pods the NetworkPolicy lets reach NATS.
+const natsTLSSecret, natsClientLabel = "nats-tls", "airlock-nats-client"
+
+// clusterTLSDir is what `airlock nats certs` writes (the nats-tls Secret)
+// for nodes on loopback (localhost, 127.0.0.1), with a client certificate
+// "client" that names no host.
+func clusterTLSDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "nats-tls")
+	if err := natsauth.WriteClusterTLS(dir, []string{"localhost", "127.0.0.1"}, []string{"client"}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	load := func(file string) *server.Options {
-		t.Helper()
-		o, err := server.ProcessConfigFile(file)
-		if err != nil {
-			t.Fatalf("%s: %v", file, err)
+	return dir
+}
+
+// shippedClusterConf writes deploy/nats/cluster.conf into dir (beside the
+// shipped airlock.conf it includes) reading the nats-tls Secret's files
+// from tlsDir instead of where the nodes mount them; it returns its path.
+func shippedClusterConf(t *testing.T, dir, tlsDir string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(deployDir, "nats", "cluster.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range strings.Split(string(raw), natsTLSDir)[1:] {
+		if f, _, _ := strings.Cut(name, "\n"); f != natsauth.TLSCAFile && f != natsauth.TLSCertFile && f != natsauth.TLSKeyFile {
+			t.Fatalf("deploy/nats/cluster.conf reads %s%s, which is not in the nats-tls Secret (%s, %s, %s)", natsTLSDir, f,
+				natsauth.TLSCAFile, natsauth.TLSCertFile, natsauth.TLSKeyFile)
 		}
-		return o
 	}
-	deployed, chaos := load(filepath.Join(deployDir, "nats", "cluster.conf")), load(filepath.Join(dir, "n1.conf"))
-	tests := []struct {
-		name           string
-		deployed, runs any
-	}{
-		{"users", len(deployed.Nkeys), len(chaos.Nkeys)},
-		{"fsync_on_every_write", deployed.SyncAlways, chaos.SyncAlways},
-		{"cluster_name", deployed.Cluster.Name, chaos.Cluster.Name},
-		{"routes", len(deployed.Routes), len(chaos.Routes)},
-		{"jetstream", deployed.JetStream, chaos.JetStream},
-		{"max_file_store", deployed.JetStreamMaxStore, chaos.JetStreamMaxStore},
+	text := strings.ReplaceAll(string(raw), natsTLSDir, tlsDir+"/")
+	file := filepath.Join(dir, "cluster.conf")
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if tt.deployed != tt.runs {
-				t.Fatalf("deploy/nats/cluster.conf has %v, the chaos nodes run with %v", tt.deployed, tt.runs)
-			}
-		})
-	}
-	if len(chaos.Routes) != NATSNodes || !chaos.SyncAlways {
-		t.Fatalf("the chaos nodes run %d routes, fsync always %v", len(chaos.Routes), chaos.SyncAlways)
-	}
+	return file
 }
 
 // The run's own services are started with what Topology says they hold.
@@ -463,6 +655,14 @@ func TestChaosServicesHoldOnlyTheirOwnSecrets(t *testing.T) {
 			}
 		})
 	}
+}
+
+func serviceNamesOf(services []Service) []string {
+	var out []string
+	for _, s := range services {
+		out = append(out, s.Name)
+	}
+	return out
 }
 
 func equalHeld(a, b held) bool {

@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-gate/airlock/policies"
 	"github.com/airlock-gate/airlock/services/audit/local"
 	"github.com/airlock-gate/airlock/services/console"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
@@ -94,6 +95,11 @@ func setUp(ctx context.Context, l *layout, p profile, agents []string, seed int6
 	if _, err := runOnce(ctx, l.bin, env, l.logDir, "audit", "keygen", "--out", filepath.Join(l.keysDir, AuditKeyFile)); err != nil {
 		return err
 	}
+	// The nodes' certificate names the route host (localhost: a route is
+	// accepted only for a name it lists) and the clients' address.
+	if _, err := runOnce(ctx, l.bin, env, l.logDir, "nats", "certs", l.tlsDir(), "--host", "localhost", "--host", "127.0.0.1"); err != nil {
+		return err
+	}
 	nodeEnv, err := readEnvFile(filepath.Join(l.keysDir, natsauth.PublicKeysFile))
 	if err != nil {
 		return err
@@ -154,6 +160,15 @@ func serviceNames() []string {
 
 func (l *layout) configFile() string { return filepath.Join(l.dir, "airlock.yaml") }
 
+// tlsDir holds the run's NATS CA and the nodes' certificate (the nats-tls
+// Secret of deploy/k8s).
+func (l *layout) tlsDir() string { return filepath.Join(l.keysDir, "nats-tls") }
+
+// natsTLS is how every client of the run verifies the nodes.
+func (l *layout) natsTLS() config.TLS {
+	return config.TLS{CAFile: filepath.Join(l.tlsDir(), natsauth.TLSCAFile)}
+}
+
 // startNATS renders the shipped accounts (natsauth.ShippedFor, as
 // deploy/nats/airlock.conf with this run's agents) and one node file per
 // node that includes it and adds the node's listen, JetStream and cluster
@@ -179,14 +194,14 @@ func (l *layout) startNATS(ctx context.Context, agents []string, nodeEnv []strin
 				return err
 			}
 		}
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ps[i].cluster))
-		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ps[i].client))
+		routes = append(routes, fmt.Sprintf("nats://localhost:%d", ps[i].cluster))
+		urls = append(urls, fmt.Sprintf("tls://127.0.0.1:%d", ps[i].client))
 	}
 	l.urls = strings.Join(urls, ",")
 	for i, pt := range ps {
 		name := fmt.Sprintf("n%d", i+1)
 		conf := filepath.Join(natsDir, name+".conf")
-		text := nodeConfig(name, pt.client, pt.monitor, pt.cluster, filepath.Join(natsDir, name), routes)
+		text := nodeConfig(name, pt.client, pt.monitor, pt.cluster, filepath.Join(natsDir, name), routes, l.tlsDir())
 		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 			return fmt.Errorf("write %s: %w", conf, err)
 		}
@@ -201,9 +216,12 @@ func (l *layout) startNATS(ctx context.Context, agents []string, nodeEnv []strin
 }
 
 // nodeConfig is one node's nats-server configuration: the shipped accounts
-// (./airlock.conf) plus the node's listen, JetStream and cluster settings,
-// shaped as deploy/nats/cluster.conf (a test compares the two).
-func nodeConfig(name string, client, monitor, cluster int, storeDir string, routes []string) string {
+// (./airlock.conf) plus the node's listen, JetStream, TLS (the files of
+// tlsDir) and cluster settings, shaped as deploy/nats/cluster.conf (a test
+// compares the two).
+func nodeConfig(name string, client, monitor, cluster int, storeDir string, routes []string, tlsDir string) string {
+	files := fmt.Sprintf("cert_file: %q\n  key_file: %q\n  ca_file: %q\n", filepath.Join(tlsDir, natsauth.TLSCertFile),
+		filepath.Join(tlsDir, natsauth.TLSKeyFile), filepath.Join(tlsDir, natsauth.TLSCAFile))
 	return fmt.Sprintf(`# Node %[1]s of the run's cluster: the shipped accounts plus this node's
 # settings, as deploy/nats/cluster.conf.
 include ./airlock.conf
@@ -218,12 +236,19 @@ jetstream {
   sync_interval: always
   max_file_store: 64G
 }
+tls {
+  %[7]s  timeout: 2
+}
 cluster {
   name: airlock
   listen: "127.0.0.1:%[5]d"
+  tls {
+    %[7]s    verify_cert_and_check_known_urls: true
+    timeout: 2
+  }
   routes: [%[6]s]
 }
-`, name, client, monitor, storeDir, cluster, strings.Join(routes, ", "))
+`, name, client, monitor, storeDir, cluster, strings.Join(routes, ", "), files)
 }
 
 // parallel runs f(0..n-1) concurrently and joins their errors.
@@ -297,7 +322,11 @@ func (l *layout) connectAdmin(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("admin seed: %w", err)
 	}
-	l.admin, err = nats.Connect(l.urls, o, nats.Name("airlock-chaos"), nats.MaxReconnects(-1),
+	secure, err := bus.TLSOption(l.natsTLS(), "the run's NATS TLS")
+	if err != nil {
+		return err
+	}
+	l.admin, err = nats.Connect(l.urls, o, secure, nats.Name("airlock-chaos"), nats.MaxReconnects(-1),
 		nats.ReconnectWait(200*time.Millisecond), nats.PingInterval(2*time.Second), nats.MaxPingsOutstanding(2))
 	if err != nil {
 		return fmt.Errorf("connect to the cluster as admin: %w", err)
@@ -325,6 +354,7 @@ func (l *layout) writeConfig(p profile) error {
 		return err
 	}
 	cfg := fmt.Sprintf(`# What every airlock service of this run reads; secrets come from the environment.
+nats: {tls: {ca_file: %[12]q}}
 stream: {replicas: %[1]d}
 buckets: {replicas: %[1]d}
 http: {public_url: %[2]q}
@@ -343,7 +373,8 @@ console:
   channel: %[10]q
   users: {%[11]s}
 `, NATSNodes, l.consoles[0], filepath.Join(l.dir, "policy"), groupReviewers, strings.Join(reviewers, ", "),
-		filepath.Join(l.dir, "tools.yaml"), filepath.Join(l.dir, "sandbox"), p.ackWait, users.String(), slackChannel, slackUserMap())
+		filepath.Join(l.dir, "tools.yaml"), filepath.Join(l.dir, "sandbox"), p.ackWait, users.String(), slackChannel, slackUserMap(),
+		l.natsTLS().CAFile)
 	if err := os.WriteFile(l.configFile(), []byte(cfg), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", l.configFile(), err)
 	}
