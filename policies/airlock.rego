@@ -13,6 +13,10 @@
 #             annotations: readOnlyHint, destructiveHint, ...) and
 #             annotations_trusted (true only when the registry marks the
 #             upstream trusted and the gateway sealed the request).
+# input.time: when the call is decided, RFC 3339 in UTC
+#             ("2026-11-27T15:54:00.123456789Z"); time.now_ns() answers the
+#             same instant, so `airlock policy replay` decides each recorded
+#             call as of the time it was first decided.
 # data.airlock.rules:    priority-ordered rules (seed 000), from data.json and
 #                        the run-time rules bucket.
 # data.airlock.profiles: named allow / ask / deny glob lists (seed 001).

@@ -44,7 +44,7 @@ func apprWaitPending(t *testing.T, api *approvalapi.Client, callID string) *airl
 // Seed 003 C and D, and L, through the real binary: policy asks, the
 // approval service refuses the requester, a reviewer rejects and the agent
 // gets the reason; a call pending across a restart of every service is
-// still decided.
+// still decided, and once approved it runs exactly once.
 func TestDevApprovalRejectRefusesRequesterAndSurvivesRestart(t *testing.T) {
 	dataDir := t.TempDir()
 	env := "AIRLOCK_CONFIG=" + apprConfig(t)
@@ -75,7 +75,7 @@ func TestDevApprovalRejectRefusesRequesterAndSurvivesRestart(t *testing.T) {
 		t.Fatalf("agent got %+v", out)
 	}
 
-	if _, err := agent.Submit(ctx, airlock.Call{ID: "kept", Server: "fs", Tool: "write_file", Args: map[string]any{"path": "/tmp/a"}}); err != nil {
+	if _, err := agent.Submit(ctx, airlock.Call{ID: "kept", Server: "demo", Tool: "write_file", Args: map[string]any{"path": "kept.txt", "content": "kept across a restart"}}); err != nil {
 		t.Fatal(err)
 	}
 	apprWaitPending(t, api, "kept")
@@ -88,8 +88,18 @@ func TestDevApprovalRejectRefusesRequesterAndSurvivesRestart(t *testing.T) {
 	if err != nil || !resp.Changed {
 		t.Fatalf("approval after restart: %v %v", resp, err)
 	}
+	// The approval decided after the restart runs the call, once.
+	agent2 := again.Agent(t, "bot")
+	if out, err := agent2.Await(ctx, "kept"); err != nil || out.Status != airlock.StatusCompleted {
+		t.Fatalf("the call approved after the restart ended %+v (%v), want completed", out, err)
+	}
 	_, js := again.Admin(t)
-	testenv.WaitForEvent(t, js, "airlock.evt.bot.kept.>", "approved", 10*time.Second)
+	if started, completed := testenv.Runs(t, js, "bot", "kept"); started != 1 || completed != 1 {
+		t.Errorf("the call approved after the restart started %d and completed %d times, want once each", started, completed)
+	}
+	if data, err := os.ReadFile(filepath.Join(dataDir, "sandbox", "kept.txt")); err != nil || string(data) != "kept across a restart" {
+		t.Errorf("the tool's file holds %q (%v)", data, err)
+	}
 	again.Interrupt(20 * time.Second)
 }
 

@@ -11,12 +11,13 @@ import (
 	"time"
 
 	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // TestApprovalsCLIDecidesCallsEndToEnd runs `airlock approvals` against
 // `airlock dev` with the admin token dev wrote: list, show, approve (the
-// tool runs), reject (the agent gets the reason), and a clear error for an
-// unknown call.
+// tool runs), reject (the agent gets the reason), cancel (the call never
+// runs; the agent reads the cancel), and a clear error for an unknown call.
 func TestApprovalsCLIDecidesCallsEndToEnd(t *testing.T) {
 	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_EXECUTOR_SANDBOX="+t.TempDir())
 	token := adminToken(t, dev)
@@ -72,6 +73,35 @@ func TestApprovalsCLIDecidesCallsEndToEnd(t *testing.T) {
 	res, err = agent.Await(ctx, id2)
 	if err != nil || res.Status != airlock.StatusRejected || res.Reason != "not from the CLI test" {
 		t.Fatalf("the agent did not get the rejection: %+v %v", res, err)
+	}
+
+	// Cancel over the CLI: the reason is required, the call never runs,
+	// the agent reads the cancel; a second cancel changes nothing.
+	id3, err := agent.Submit(ctx, airlock.Call{Tool: "demo__write_file", Args: map[string]any{"path": "withdrawn.txt", "content": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPending(t, dev, token, id3)
+	if out, err := cli("cancel", "cli-bot/"+id3); err == nil || !strings.Contains(out, "--reason is required") {
+		t.Fatalf("cancel without a reason: %v\n%s", err, out)
+	}
+	if out, err := cli("cancel", "cli-bot/"+id3, "--reason", "not needed \x1b[2J any more"); err != nil || !strings.Contains(out, "cli-bot/"+id3+": canceled") {
+		t.Fatalf("approvals cancel: %v\n%s", err, out)
+	}
+	res, err = agent.Await(ctx, id3)
+	if err != nil || res.Status != airlock.StatusCanceled || res.Reason != "not needed \x1b[2J any more" {
+		t.Fatalf("the agent did not read the cancel: %+v %v", res, err)
+	}
+	out, err = cli("cancel", "cli-bot/"+id3, "--reason", "again")
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 1 || !strings.Contains(out, "already canceled; nothing changed") {
+		t.Fatalf("a second cancel must say nothing changed and exit 1: %v\n%s", err, out)
+	}
+	if out, err := cli("show", "cli-bot/"+id3); err != nil || !strings.Contains(out, "decided   by admin: not needed") || strings.Contains(out, "\x1b") {
+		t.Fatalf("approvals show of the canceled call (the reason escaped for the terminal): %v\n%q", err, out)
+	}
+	_, js := dev.Admin(t)
+	if started, completed := testenv.Runs(t, js, "cli-bot", id3); started != 0 || completed != 0 {
+		t.Fatalf("the canceled call started %d and completed %d times", started, completed)
 	}
 
 	out, err = cli("approve", "cli-bot/no_such_call")

@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 const chromiumPath = "/usr/bin/chromium"
@@ -123,7 +124,8 @@ func do(t *testing.T, ctx context.Context, what string, actions ...chromedp.Acti
 // `airlock dev` (policy, approval, executor and console all real): a
 // reviewer signs in, sees calls arrive live, edits and approves one (the
 // agent gets the result of the edited call), rejects another (the agent
-// gets the reason), and watches a call decided elsewhere disappear.
+// gets the reason), cancels a third (it never runs; the agent reads the
+// cancel and its reason), and watches a call decided elsewhere disappear.
 func TestConsoleInBrowser(t *testing.T) {
 	ctx, problems := browserContext(t)
 	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_EXECUTOR_SANDBOX="+t.TempDir())
@@ -222,6 +224,42 @@ func TestConsoleInBrowser(t *testing.T) {
 	out2, err := agent.Await(sdkCtx, id2)
 	if err != nil || out2.Status != airlock.StatusRejected || out2.Reason != "writing outside the sandbox is not allowed" {
 		t.Fatalf("await %s: %+v %v", id2, out2, err)
+	}
+
+	// Cancel another: the call never runs, the agent reads the cancel and
+	// the reason, which the page shows as the text typed.
+	id5, err := agent.Submit(sdkCtx, airlock.Call{Tool: "demo__write_file", Args: map[string]any{"path": "withdrawn.txt", "content": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPending(t, dev, token, id5)
+	why := `<b id="typed">not needed</b> & "done"`
+	do(t, ctx, "cancel with a reason",
+		chromedp.Navigate(dev.HTTPURL+"/calls/browser-bot/"+id5),
+		chromedp.WaitVisible(chromedp.ID("act-cancel")),
+		chromedp.Click(chromedp.ID("act-cancel")),
+		chromedp.WaitVisible(chromedp.ID("cancel-reason")),
+		chromedp.SendKeys(chromedp.ID("cancel-reason"), why),
+		chromedp.Click(chromedp.ID("confirm-cancel")),
+		chromedp.WaitVisible(chromedp.ID("flash")),
+	)
+	if flash := value(t, ctx, chromedp.Text(chromedp.ID("flash"))); !strings.Contains(flash, "canceled") {
+		t.Fatalf("after canceling, the page says %q", flash)
+	}
+	if shown, injected := value(t, ctx, chromedp.Text(chromedp.ID("decided-by"))), value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#typed").length`)); !strings.Contains(shown, why) || injected != 0 {
+		t.Fatalf("the page shows the cancel as %q with %d element(s) made from the reason", shown, injected)
+	}
+	if present := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#act-cancel").length`)); present != 0 {
+		t.Fatalf("the canceled call's page still offers a cancel")
+	}
+	screenshot(t, ctx, "05b-canceled")
+	out5, err := agent.Await(sdkCtx, id5)
+	if err != nil || out5.Status != airlock.StatusCanceled || out5.Reason != why {
+		t.Fatalf("await %s: %+v %v", id5, out5, err)
+	}
+	_, js := dev.Admin(t)
+	if started, completed := testenv.Runs(t, js, "browser-bot", id5); started != 0 || completed != 0 {
+		t.Fatalf("the canceled call started %d and completed %d times", started, completed)
 	}
 
 	// A call decided elsewhere (here: the REST API, as the CLI does) leaves

@@ -83,7 +83,7 @@ the same call: --call-id ID --revision 2.
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&agent, "agent", "bot", "agent to act as: its credential is <data dir>/agents/AGENT.creds.json (see `airlock agents`)")
+	f.StringVar(&agent, "agent", "bot", "`NAME` of the agent to act as: its credential is <data dir>/agents/NAME.creds.json (airlock agents add NAME makes one)")
 	f.StringVar(&creds, "creds", "", "agent credential file to act with (overrides --agent)")
 	f.Uint32Var(&c.Revision, "revision", 0, "revision to submit: 2 or more after a reviewer requested changes (with --call-id)")
 	f.StringVar(&c.Tool, "tool", "", "tool to call, as server__tool (e.g. demo__echo)")

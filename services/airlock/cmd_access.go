@@ -57,7 +57,7 @@ submit and follow its own calls. ` + "`airlock dev`" + ` picks up added agents
 within a second, without a restart. For a production NATS, render the
 accounts with ` + "`airlock nats config`" + ` instead.`,
 	}
-	cmd.PersistentFlags().StringVar(&dataDir, "data", ".airlock", "data directory of `airlock dev`")
+	cmd.PersistentFlags().StringVar(&dataDir, "data", ".airlock", "data `DIR` of airlock dev")
 	add := &cobra.Command{
 		Use:   "add NAME",
 		Short: "Create an agent and write its credential file",

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -115,6 +116,9 @@ func (c *apiClient) do(ctx context.Context, method, path string, body any, out a
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.http.Do(req)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("nothing answers at %s (connection refused): start airlock (`go tool task up`, or `airlock dev`), or name where its console listens with --api or AIRLOCK_API", c.base)
+	}
 	if err != nil {
 		return fmt.Errorf("reach the airlock API at %s: %w (is `airlock dev` running? set --api)", c.base, err)
 	}
@@ -161,7 +165,7 @@ anyone else. The approval service decides whether that person may decide.`,
 		approvalsDecideCmd(g, f, "changes", "Request changes; the agent receives the feedback and may submit a revision"),
 		approvalsDecideCmd(g, f, "edit", "Approve a pending call with edited arguments"),
 		approvalsRememberCmd(g, f), approvalsGrantsCmd(g, f), approvalsRevokeCmd(g, f),
-		approvalsInDoubtCmd(g, f), approvalsResolveCmd(g, f),
+		approvalsCancelCmd(g, f), approvalsInDoubtCmd(g, f), approvalsResolveCmd(g, f),
 	)
 	return cmd
 }
@@ -446,22 +450,7 @@ decide, ...).`,
 			if err := c.do(cmd.Context(), http.MethodPost, path, body, &out); err != nil {
 				return refusal(fmt.Errorf("%s %s: %w", name, args[0], err))
 			}
-			if f.json {
-				printJSON(&out)
-			} else {
-				msg := out.GetMessage()
-				if msg == "" {
-					msg = calls.StateText(out.GetRecord().GetState())
-				}
-				if !out.GetChanged() && !strings.Contains(msg, "nothing changed") {
-					msg += "; nothing changed"
-				}
-				fmt.Printf("%s: %s\n", args[0], escape.Terminal(msg))
-			}
-			if !out.GetChanged() {
-				return exitError{1}
-			}
-			return nil
+			return reportChange(f, args[0], &out, out.GetMessage(), out.GetRecord(), out.GetChanged())
 		},
 	}
 	switch name {
@@ -477,5 +466,69 @@ decide, ...).`,
 		_ = cmd.MarkFlagRequired("args")
 	}
 	cmd.Flags().Uint32Var(&revision, "revision", 0, "the call revision you reviewed (required once a call has more than one)")
+	return cmd
+}
+
+// reportChange prints what a decision or a cancel did to call (the API's
+// JSON with --json): msg, or else the state of rec it left. Nothing
+// changed is exit status 1.
+func reportChange(f *apiFlags, call string, out proto.Message, msg string, rec *airlockv1.ApprovalRecord, changed bool) error {
+	if f.json {
+		printJSON(out)
+	} else {
+		if msg == "" {
+			msg = calls.StateText(rec.GetState())
+		}
+		if !changed && !strings.Contains(msg, "nothing changed") {
+			msg += "; nothing changed"
+		}
+		fmt.Printf("%s: %s\n", call, escape.Terminal(msg))
+	}
+	if !changed {
+		return exitError{1}
+	}
+	return nil
+}
+
+func approvalsCancelCmd(g *globals, f *apiFlags) *cobra.Command {
+	var reason string
+	short := "Cancel a pending call without deciding it; the agent receives the reason"
+	cmd := &cobra.Command{
+		Use:   "cancel AGENT/CALL_ID",
+		Short: short,
+		Long: short + `.
+
+The call never runs. Its approvers and the person it acts for may cancel it;
+anyone else is refused, and the attempt is recorded.
+
+Exit status 0 when the call was canceled; 1 when it changed nothing (the
+call was already decided) or the API could not be reached; 2 when the
+command was used wrongly or the API refused the cancel (no such call, not
+yours to cancel, ...).`,
+		Args: exactArgs(1, "--reason"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := callArg(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(reason) == "" {
+				return usageErr(cmd, "--reason is required: the agent receives it")
+			}
+			c, err := f.client(g)
+			if err != nil {
+				return err
+			}
+			var out airlockv1.CancelResponse
+			if err := c.do(cmd.Context(), http.MethodPost, path+"/cancel", map[string]any{"reason": reason}, &out); err != nil {
+				return refusal(fmt.Errorf("cancel %s: %w", args[0], err))
+			}
+			msg := ""
+			if !out.GetChanged() {
+				msg = "already " + calls.StateText(out.GetRecord().GetState())
+			}
+			return reportChange(f, args[0], &out, msg, out.GetRecord(), out.GetChanged())
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why (required; the agent receives it)")
 	return cmd
 }

@@ -40,7 +40,13 @@ type auditFlags struct {
 }
 
 func (a *auditFlags) addDSN(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&a.dsn, "clickhouse", "", "ClickHouse DSN, e.g. clickhouse://127.0.0.1:9000/airlock (default clickhouse.dsn / AIRLOCK_CLICKHOUSE_DSN; without one the trail is read from the events stream)")
+	cmd.Flags().StringVar(&a.dsn, "clickhouse", "", "ClickHouse DSN, e.g. clickhouse://127.0.0.1:9000/airlock (default clickhouse.dsn / AIRLOCK_CLICKHOUSE_DSN, else the one airlock dev --clickhouse-local runs; without one the trail is read from the events stream)")
+}
+
+// addStoreDSN is --clickhouse of the commands that work on the stored rows
+// themselves (verify, drop-before), which the stream cannot stand in for.
+func (a *auditFlags) addStoreDSN(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&a.dsn, "clickhouse", "", "ClickHouse DSN, e.g. clickhouse://127.0.0.1:9000/airlock (default clickhouse.dsn / AIRLOCK_CLICKHOUSE_DSN, else the one airlock dev --clickhouse-local runs); this command needs one")
 }
 
 func (a *auditFlags) addFilters(cmd *cobra.Command) {
@@ -138,8 +144,9 @@ func (a *auditFlags) config(g *globals) (cfg config.Config, dsn, from string, er
 
 // writer opens the ClickHouse store itself, for the commands that need it
 // (verify, drop-before): the stream holds no stored rows to check or drop.
-// what says what the command does with them, for the error without one.
-func (a *auditFlags) writer(ctx context.Context, g *globals, what string) (*store.ClickHouse, config.Config, error) {
+// what says what the command does with them and without what it means to
+// be without them, for the error without one.
+func (a *auditFlags) writer(ctx context.Context, g *globals, what, without string) (*store.ClickHouse, config.Config, error) {
 	cfg, dsn, from, err := a.config(g)
 	if err != nil {
 		return nil, cfg, err
@@ -147,7 +154,7 @@ func (a *auditFlags) writer(ctx context.Context, g *globals, what string) (*stor
 	if dsn == "" {
 		return nil, cfg, fmt.Errorf("%s, and no ClickHouse is configured: start `airlock dev --clickhouse-local` (this command then finds it by itself) "+
 			"or pass --clickhouse DSN (or set clickhouse.dsn / AIRLOCK_CLICKHOUSE_DSN). Without ClickHouse the events stream is the only trail, "+
-			"read by `airlock audit query`, `export` and `stats`, and there is no stored copy to check", what)
+			"read by `airlock audit query`, `export` and `stats`, %s", what, without)
 	}
 	st, err := openStore(ctx, dsn, from)
 	return st, cfg, err
@@ -310,7 +317,8 @@ stream's last event are each named. Exit status 1 when anything is wrong.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			st, cfg, err := a.writer(ctx, g, "verify checks the rows stored in ClickHouse (their keyed chain, and each against the event it was built from)")
+			st, cfg, err := a.writer(ctx, g, "verify checks the rows stored in ClickHouse (their keyed chain, and each against the event it was built from)",
+				"and there is no stored copy to check")
 			if err != nil {
 				return err
 			}
@@ -344,7 +352,7 @@ stream's last event are each named. Exit status 1 when anything is wrong.`,
 			return nil
 		},
 	}
-	a.addDSN(cmd)
+	a.addStoreDSN(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	cmd.Flags().BoolVar(&noStream, "no-stream", false, "check the keyed chain only, without comparing with the events stream")
 	return cmd
@@ -420,7 +428,8 @@ retention (stream.max_age).`,
 			if err != nil {
 				return usageErr(cmd, "month %q: write it as YYYY-MM, e.g. 2026-01", args[0])
 			}
-			st, cfg, err := a.writer(ctx, g, "drop-before drops months of the trail stored in ClickHouse (the events stream keeps its own retention, stream.max_age)")
+			st, cfg, err := a.writer(ctx, g, "drop-before drops months of the trail stored in ClickHouse",
+				"and there is nothing stored to drop (the stream keeps its own retention, stream.max_age)")
 			if err != nil {
 				return err
 			}
@@ -463,7 +472,7 @@ retention (stream.max_age).`,
 			return nil
 		},
 	}
-	a.addDSN(cmd)
+	a.addStoreDSN(cmd)
 	cmd.Flags().BoolVar(&yes, "yes", false, "drop (without it, only print the plan)")
 	cmd.Flags().StringVar(&by, "by", "", "operator recorded as the actor (default $USER)")
 	return cmd

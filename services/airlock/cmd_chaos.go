@@ -61,7 +61,7 @@ and that each replica on its own holds the stream exactly once and verifies.`,
 		},
 	}
 	cmd.Flags().Int64Var(&o.Seed, "seed", 0, "seed of the load and the fault schedule (default: from the clock, printed in the report)")
-	cmd.Flags().BoolVar(&o.Short, "short", false, "the short schedule (fewer calls, every fault kind once, ClickHouse down 10s), as `go tool task test` runs it")
+	cmd.Flags().BoolVar(&o.Short, "short", false, "the short schedule (fewer calls, every fault kind once, ClickHouse down 10s), as go tool task test runs it")
 	cmd.Flags().IntVar(&o.Calls, "calls", 0, "number of calls (default 1000, or 120 with --short)")
 	cmd.Flags().IntVar(&o.ClickHouseReplicas, "clickhouse-replicas", 0, "run ClickHouse as this many replicas with ZooKeeper (2 or more) and kill one mid-run (default: one server, stopped mid-run)")
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "run directory for stores, logs and report.json (default a temporary one, removed after a clean run)")

@@ -74,6 +74,11 @@ Flags:
 		// (which Claude Code treats as "let the call through").
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+				// Not parsed by cobra, the help flag is ours to answer: with
+				// the help the usage line points to.
+				return cmd.Help()
+			}
 			code := runHook(cmd.Context(), args, os.Stdin, os.Stdout, os.Stderr)
 			if code != 0 {
 				return exitError{code}
@@ -511,7 +516,7 @@ longer than --wait, so the agent never gives up on a hook still waiting.`,
 	f.StringVar(&project, "dir", ".", "the project directory (with --project)")
 	f.StringVar(&home, "home", "", "the home directory (with --user; default yours)")
 	f.StringVar(&agent, "agent", "bot", "airlock agent the hook acts as: its credential is <data dir>/agents/AGENT.creds.json")
-	f.StringVar(&dataDir, "data", "", "airlock's data directory, where `airlock dev` keeps agents/ (default dev.data_dir / AIRLOCK_DEV_DATA_DIR, .airlock)")
+	f.StringVar(&dataDir, "data", "", "airlock's data `DIR`, where airlock dev keeps agents/ (default dev.data_dir / AIRLOCK_DEV_DATA_DIR, .airlock)")
 	f.StringVar(&creds, "creds", "", "the agent's credential file (overrides --agent)")
 	f.StringVar(&binary, "binary", "", "the airlock binary the hook runs (default this one)")
 	f.DurationVar(&wait, "wait", defaultHookWait, "how long the hook waits for a person before denying")

@@ -34,7 +34,7 @@ import (
 func newPolicyCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy",
-		Short: "Test, dry-run and edit the policy (Rego tests, eval, run-time rules)",
+		Short: "Test, dry-run and change the policy: Rego tests, eval, run-time rules, replay, shadow, suggested grants",
 	}
 	cmd.AddCommand(newPolicyTestCmd(g), newPolicyEvalCmd(g), newPolicyRulesCmd(g), newPolicyReplayCmd(g), newPolicySuggestCmd(g), newPolicySuggestBenchCmd(), newPolicyShadowCmd(g))
 	return cmd
@@ -83,6 +83,9 @@ opa test. Exit status 1 when a test fails or the policy does not compile.`,
 			dir := ""
 			if len(args) == 1 {
 				dir = args[0]
+				if err := policyDirExists(dir); err != nil {
+					return usageErr(cmd, "%v", err)
+				}
 			}
 			fsys, name := policyFS(cfg, dir)
 			results, err := decide.RunRegoTests(cmd.Context(), fsys)
@@ -403,7 +406,7 @@ matching deny rule always wins. Or give the whole rule with --json.`,
 	}
 	f := add.Flags()
 	f.StringVar(&r.Id, "id", "", "rule id ([A-Za-z0-9_-])")
-	f.Int32Var(&r.Priority, "priority", 50, "lower is evaluated first (the default rules use 10-210)")
+	f.Int32Var(&r.Priority, "priority", 50, "lower is evaluated first (the built-in rules use 0-210; airlock policy rules list shows them)")
 	f.StringVar(&r.Effect, "effect", "", "allow, ask or deny")
 	f.StringVar(&r.Server, "server", "", "exact server name")
 	f.StringVar(&r.Tool, "tool", "", "exact tool name")

@@ -120,7 +120,7 @@ func TestPolicyReplayReportsTheCallsAChangedRuleWouldFlip(t *testing.T) {
 		cmd := newPolicyReplayCmd(&globals{})
 		var out strings.Builder
 		cmd.SetOut(&out)
-		cmd.SetArgs([]string{"--policy", "../../policies", "--clickhouse", dsn, "--json", "--runtime-rules", "none"})
+		cmd.SetArgs([]string{"--policy", "../../policies", "--clickhouse", dsn, "--json", "--runtime-rules", "none", "--grants", "none"})
 		if err := cmd.ExecuteContext(ctx); err != nil {
 			t.Fatal(err)
 		}

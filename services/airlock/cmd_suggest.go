@@ -143,6 +143,9 @@ console's Suggestions page. Dismissed suggestions are marked.`,
 				return nil
 			}
 			printSuggestions(cmd.OutOrStdout(), rep, len(rules), dismissed)
+			if len(rep.Suggestions) > 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "\nAdopt one on the console's Suggestions page (admins only); nothing is adopted automatically.")
+			}
 			return nil
 		},
 	}
@@ -190,9 +193,6 @@ func printSuggestions(out io.Writer, rep suggest.Report, runtimeRules int, dismi
 		for _, k := range rep.Skipped {
 			fmt.Fprintf(out, "  agent %s, %s (%d calls): %s\n", e(k.Agent), e(k.Tool), k.Calls, e(k.Why))
 		}
-	}
-	if len(rep.Suggestions) > 0 {
-		fmt.Fprintln(out, "\nAdopt one on the console's Suggestions page (admins only); nothing is adopted automatically.")
 	}
 }
 

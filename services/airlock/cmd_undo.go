@@ -100,7 +100,7 @@ with who ran it (--by, default $USER); airlock must be reachable.`,
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "put the files back even when they changed after the call (those changes are lost)")
-	cmd.Flags().StringVar(&opts.stateDir, "state-dir", "", "the hook's state dir, where its snapshots are (default as `airlock hook`: $XDG_STATE_HOME/airlock/hooks)")
+	cmd.Flags().StringVar(&opts.stateDir, "state-dir", "", "the hook's state `DIR`, where its snapshots are (default as airlock hook's: $XDG_STATE_HOME/airlock/hooks)")
 	cmd.Flags().StringVar(&by, "by", "", "who is undoing it, recorded as the actor (default $USER)")
 	return cmd
 }

@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +23,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/svc"
+	"github.com/airlock-gate/airlock/services/shared/violation"
 )
 
 func newDevCmd(g *globals) *cobra.Command {
@@ -53,7 +58,14 @@ exits; starting again keeps all data.`,
 			if heapProfile != "" {
 				go heapProfileOnSignal(cmd.Context(), heapProfile, cmd.ErrOrStderr())
 			}
-			return runDev(cmd.Context(), g, cfg)
+			err = runDev(cmd.Context(), g, cfg)
+			if err != nil && cmd.Context().Err() != nil && errors.Is(err, context.Canceled) {
+				// Ctrl-C while starting is a stop like any other, not a
+				// failure to report as "create user admin: context canceled".
+				fmt.Fprintln(os.Stdout, "airlock dev stopped before it had started (Ctrl-C); nothing is lost: run it again to start")
+				return nil
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data", ".airlock", "data directory (NATS store, tokens, sandbox)")
@@ -72,6 +84,11 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 	if err := os.MkdirAll(cfg.Dev.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir %s: %w", cfg.Dev.DataDir, err)
 	}
+	unlock, err := lockDataDir(natsauth.Dev{DataDir: cfg.Dev.DataDir})
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	interval, _ := config.ParseSync(cfg.Dev.Sync) // validated by Load
 	// Secure by default: the embedded server takes only the credentials
 	// generated here, with the same accounts and permissions as production.
@@ -79,11 +96,21 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 	if err := creds.Ensure(cfg, fmt.Sprintf("nats://%s:%d", cfg.Dev.NATSHost, cfg.Dev.NATSPort)); err != nil {
 		return fmt.Errorf("generate airlock dev's credentials under %s: %w", cfg.Dev.DataDir, err)
 	}
-	ns, err := embedded.Start(embedded.Options{
+	// Every permission violation on the embedded server is recorded as an
+	// unauthorized_attempt (and logged), naming the credential the server
+	// authenticated; violations wait in the recorder's queue until the
+	// services' connection is up.
+	var ns *embedded.Server
+	violations := violation.NewRecorder(violation.DefaultLimits, func(cid uint64) (violation.Identity, bool) {
+		acc, user, ok := ns.Who(cid)
+		return violation.Identity{Account: acc, User: user}, ok
+	}, creds.Users, log)
+	ns, err = embedded.Start(embedded.Options{
 		Host: cfg.Dev.NATSHost, Port: cfg.Dev.NATSPort,
 		StoreDir:   filepath.Join(cfg.Dev.DataDir, "nats"),
 		SyncAlways: interval == 0, SyncInterval: interval,
 		ConfigFile: creds.ConfigFile(),
+		Logger:     violation.NewLogger(ctx, violations, log),
 	})
 	if err != nil {
 		return err
@@ -147,7 +174,7 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w (pick another address with --http)", cfg.HTTP.Addr, err)
+		return httpListenError(cfg.HTTP.Addr, err)
 	}
 	if cfg.HTTP.PublicURL == config.Default().HTTP.PublicURL {
 		// Links to the console (the gateway's URL elicitations, Slack cards)
@@ -175,6 +202,7 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 			return localCH.DSN(audit.LocalWriter)
 		}
 	}
+	go violations.Run(ctx, violation.StoreWith(deps.Publisher("nats")))
 	consoleText, err := bootstrapConsole(ctx, &deps, cfg.Dev.DataDir, ln.Addr().String())
 	if err != nil {
 		ln.Close()
@@ -262,3 +290,32 @@ func connectDeps(ctx context.Context, cfg config.Config, log *slog.Logger, name 
 // localDSNFile holds the DSN of the ClickHouse `airlock dev --clickhouse-local`
 // started, while it runs.
 func localDSNFile(dataDir string) string { return filepath.Join(dataDir, "clickhouse.dsn") }
+
+// lockDataDir takes the data dir for this process, or says which `airlock
+// dev` has it. Two on one dir would share one JetStream store (two servers
+// writing the same files) and the second would remove the first's nats.url
+// and console.url when it stops. The lock is the kernel's (flock), so a
+// killed process leaves none behind; the file itself stays, holding the
+// last holder's pid.
+func lockDataDir(d natsauth.Dev) (unlock func(), err error) {
+	f, err := os.OpenFile(d.LockFile(), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", d.LockFile(), err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := io.ReadAll(f)
+		f.Close()
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("lock %s: %w", d.LockFile(), err)
+		}
+		who := "another airlock dev"
+		if pid := strings.TrimSpace(string(holder)); pid != "" {
+			who += " (pid " + pid + ")"
+		}
+		return nil, fmt.Errorf("%s already runs with the data dir %s: use that one, stop it first (Ctrl-C in its terminal), or run this one with its own --data DIR, --nats-port and --http", who, d.DataDir)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return func() { f.Close() }, nil
+}

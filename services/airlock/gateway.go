@@ -63,7 +63,7 @@ connects as dev's gateway user and serves dev's default endpoint "bot".`,
 	f := cmd.Flags()
 	f.BoolVar(&stdio, "stdio", false, "serve one endpoint (--endpoint) on stdin/stdout instead of HTTP")
 	f.StringVar(&endpoint, "endpoint", natsauth.FirstAgent, "the endpoint --stdio serves")
-	f.StringVar(&dataDir, "data", ".airlock", "data directory of `airlock dev`, whose gateway credentials are used when none are configured")
+	f.StringVar(&dataDir, "data", ".airlock", "data `DIR` of airlock dev, whose gateway credentials are used when none are configured")
 	f.StringVar(&httpAddr, "http", "127.0.0.1:8080", "address of the HTTP endpoints, /healthz and /metrics")
 	return cmd
 }

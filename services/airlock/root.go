@@ -35,8 +35,15 @@ type globals struct {
 func newRootCmd() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
-		Use:           "airlock",
-		Short:         "A human-in-the-loop gate for AI-agent tool calls",
+		Use:   "airlock",
+		Short: "A human-in-the-loop gate for AI-agent tool calls",
+		Long: `A human-in-the-loop gate for AI-agent tool calls.
+
+Start here: ` + "`airlock dev`" + ` runs everything on this machine (NATS, every service,
+the console on http://127.0.0.1:8080); in airlock's repository ` + "`go tool task up`" + `
+builds and runs it. Then ` + "`airlock call`" + ` submits a call as an agent and
+` + "`airlock approvals`" + ` decides as a reviewer: README.md's 5-minute tour walks
+through them.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -64,7 +71,50 @@ func newRootCmd() *cobra.Command {
 		newHookCmd(g),
 		newUndoCmd(g),
 	)
+	rejectUnknownCommands(root)
+	// A group made runnable by rejectUnknownCommands is no command of its
+	// own: its usage lists only its commands, not "airlock approvals [flags]".
+	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(), "{{if .Runnable}}",
+		`{{if and .Runnable (ne (index .Annotations "`+groupAnnotation+`") "true")}}`, 1))
 	return root
+}
+
+// groupAnnotation marks a command that only groups others.
+const groupAnnotation = "airlock.group"
+
+// rejectUnknownCommands makes a word that names no subcommand of a command
+// group (`airlock approvals lst`) a usage error, exit status 2, that names
+// the group's commands — cobra would print the group's help and exit 0, or
+// (at the top) exit 1, so a typo in a script would pass for success.
+func rejectUnknownCommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		rejectUnknownCommands(sub)
+	}
+	if !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[groupAnnotation] = "true"
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		var names []string
+		for _, sub := range cmd.Commands() {
+			if sub.IsAvailableCommand() {
+				names = append(names, sub.Name())
+			}
+		}
+		hint := ""
+		cmd.SuggestionsMinimumDistance = 2 // cobra's own default for its "Did you mean"
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			hint = fmt.Sprintf(" (did you mean %s?)", strings.Join(s, " or "))
+		}
+		return usageErr(cmd, "%s has no command %q%s: its commands are %s", cmd.CommandPath(), args[0], hint, strings.Join(names, ", "))
+	}
 }
 
 // load reads the configuration and applies the global flags over it.

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -53,7 +55,7 @@ func serveServices(ctx context.Context, g *globals, cfg config.Config, names []s
 	}
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w (pick another address with --http)", cfg.HTTP.Addr, err)
+		return httpListenError(cfg.HTTP.Addr, err)
 	}
 	deps, err := svc.Connect(ctx, cfg, log, "airlock-"+strings.Join(names, "-"), false)
 	if err != nil {
@@ -67,4 +69,16 @@ func serveServices(ctx context.Context, g *globals, cfg config.Config, names []s
 	}
 	ready(log, ln.Addr().String())
 	return run(ctx, deps, services, newHTTP(deps, names, services...), ln)
+}
+
+// httpListenError says why the HTTP address (--http, http.addr) cannot be
+// listened on, and what to do.
+func httpListenError(addr string, err error) error {
+	if _, _, e := net.SplitHostPort(addr); e != nil {
+		return fmt.Errorf("the HTTP address %q (--http, http.addr) is not an address to listen on: give HOST:PORT, such as 127.0.0.1:8080", addr)
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("something already listens on %s (another airlock?): stop it, or pick another address with --http", addr)
+	}
+	return fmt.Errorf("listen on %s: %w (pick another address with --http)", addr, err)
 }

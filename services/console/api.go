@@ -334,6 +334,21 @@ func (con *Console) apiChanges(c echo.Context) error {
 	return con.apiDecide(c, airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES)
 }
 
+// apiCancelCall withdraws a pending call as the person the token or
+// session is (useCases.cancel); the body is {"reason": "..."}, the reason
+// the agent receives.
+func (con *Console) apiCancelCall(c echo.Context) error {
+	var b cancelRequest
+	if err := readJSON(c, &b, 4096); err != nil {
+		return err
+	}
+	resp, err := con.use.cancel(c.Request().Context(), principal(c), channel(c), c.Param("agent"), c.Param("id"), b.Reason)
+	if err != nil {
+		return err
+	}
+	return protoJSONBlob(c, http.StatusOK, resp)
+}
+
 // threadBody is the body of POST /api/v1/threads/{agent}/{thread}/approve:
 // the call revisions the reviewer was shown, each with the digest of the
 // arguments they saw (call.call_id, call.revision and arguments_digest of

@@ -106,7 +106,7 @@ const (
 	public       access = iota // no sign-in (sign-in page, static assets)
 	signedIn                   // any console user or personal token
 	reviewerOnly               // reviewer or admin
-	deciders                   // reviewers, and anyone deciding their own self-confirmed call (checked per call: mayDecide)
+	deciders                   // reviewers, and anyone deciding their own self-confirmed call (checked per call: mayDecide) or canceling a call made for them (useCases.cancel)
 	auditorOnly                // auditor or admin
 	adminOnly                  // admin
 	agentOnly                  // an agent token

@@ -54,12 +54,13 @@ func (con *Console) whyNot(p Principal, rec *airlockv1.ApprovalRecord) string {
 }
 
 // asPerson fills in what p may do with a call: whether p may decide it,
-// and when not, why and who can.
+// and when not, why and who can; and whether p may cancel it.
 func (con *Console) asPerson(p Principal, rec *airlockv1.ApprovalRecord) func(*callView) {
 	return func(v *callView) {
 		v.YouMayDecide = con.mayAct(p, rec)
 		v.Deciders = con.dir.Deciders(rec)
 		v.WhyNotYou = con.whyNot(p, rec)
+		v.YouMayCancel = mayRead(p, rec) && con.dirFor(p).MayCancel(rec, p.Name)
 	}
 }
 

@@ -25,7 +25,7 @@ import (
 
 // routes are every path a link or form of the console may point at; an
 // agent-written value may appear in one only as an escaped query value.
-var routes = regexp.MustCompile(`^/(|login|logout|inbox/events|history|grants|grants/new|grants/scope|grants/[A-Za-z0-9_-]+/revoke|rules|rules/eval|rules/[A-Za-z0-9_-]+/delete|health|tokens|tokens/[A-Za-z0-9_-]+/revoke|audit|audit/export|audit/analytics|threads/approve|in-doubt|calls/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+(/(approve|reject|changes|edit|in-doubt))?|static/[a-z.]+|manifest\.webmanifest|icons/icon-[0-9]+\.png|devices|devices/[a-f0-9]+/revoke)$`)
+var routes = regexp.MustCompile(`^/(|login|logout|inbox/events|history|grants|grants/new|grants/scope|grants/[A-Za-z0-9_-]+/revoke|rules|rules/eval|rules/[A-Za-z0-9_-]+/delete|health|tokens|tokens/[A-Za-z0-9_-]+/revoke|audit|audit/export|audit/analytics|threads/approve|in-doubt|calls/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+(/(approve|reject|changes|edit|cancel|in-doubt))?|static/[a-z.]+|manifest\.webmanifest|icons/icon-[0-9]+\.png|devices|devices/[a-f0-9]+/revoke)$`)
 
 var urlAttrs = regexp.MustCompile(`(?:href|action|src|data-live|data-scope)="([^"]*)"`)
 

@@ -304,6 +304,24 @@ func (con *Console) changesForm(c echo.Context) error {
 	return con.formDecision(c, airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES, "feedback", nil)
 }
 
+// cancelForm withdraws a pending call (useCases.cancel) and goes back to it.
+func (con *Console) cancelForm(c echo.Context) error {
+	agent, id := c.Param("agent"), c.Param("id")
+	resp, err := con.use.cancel(c.Request().Context(), principal(c), channel(c), agent, id, c.FormValue("reason"))
+	if err != nil {
+		return err
+	}
+	return con.flashAndRedirect(c, callPath(agent, id), cancelMessage(resp))
+}
+
+// cancelMessage says what a person's cancel did.
+func cancelMessage(resp *airlockv1.CancelResponse) string {
+	if resp.GetChanged() {
+		return "canceled: the call will not run, and the agent receives your reason"
+	}
+	return "the call is already " + calls.StateText(resp.GetRecord().GetState()) + "; nothing changed"
+}
+
 // parseArguments validates edited arguments: a JSON object.
 func parseArguments(raw string) (*structpb.Struct, error) {
 	raw = strings.TrimSpace(raw)

@@ -190,6 +190,26 @@ func notYours(p Principal) error {
 	return apierr.New(apierr.NotAuthorized, "%s cannot decide this call: deciding takes the reviewer role, or being the person a call acts for when its rule asks them to confirm it themselves", p.Name)
 }
 
+// cancel withdraws agent's pending call id as p through channel ch, with
+// the reason the agent receives. The approval service decides whether p
+// may (calls.Directory.MayCancel: an approver of the call or the person it
+// acts for) and records a refusal; someone who may not read the call is
+// refused here, as for a decision, and learns nothing about it.
+func (u *useCases) cancel(ctx context.Context, p Principal, ch, agent, id, reason string) (*airlockv1.CancelResponse, error) {
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		return nil, apierr.New(apierr.InvalidRequest, "say why you cancel the call: the agent receives the reason")
+	}
+	rec, err := u.record(ctx, agent, id, 0)
+	switch {
+	case !p.CanRead() && (err != nil || !mayRead(p, rec)):
+		return nil, apierr.New(apierr.NotAuthorized, "%s cannot cancel this call: canceling takes being among its approvers or the person it acts for", p.Name)
+	case err != nil:
+		return nil, err
+	}
+	return u.approvals.Cancel(ctx, &airlockv1.CancelRequest{AgentId: agent, CallId: id, By: p.Actor(ch), Reason: reason})
+}
+
 // threadPreview lists the pending calls of an agent's thread, oldest
 // first, with their risks summed up: what "approve all of this thread"
 // shows before it is confirmed.

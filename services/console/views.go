@@ -101,6 +101,9 @@ type callView struct {
 	YouMayDecide bool
 	WhyNotYou    string
 	Deciders     []string
+	// YouMayCancel: the signed-in person may withdraw it (an approver of
+	// it, or the person it acts for: calls.Directory.MayCancel).
+	YouMayCancel bool
 }
 
 type voteView struct {

@@ -39,6 +39,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/ledger"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -47,7 +48,7 @@ import (
 )
 
 // Durable is the consumer every executor replica shares.
-const Durable = "executor"
+const Durable = executorapi.Durable
 
 // maxDeliveries is how many times one decision is handled before the
 // executor gives up on it and ends the call `failed` (gave_up) rather than

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -80,12 +79,6 @@ func candidates(grants map[string]*airlockv1.StandingGrant, call *airlockv1.Tool
 			ids = append(ids, id)
 		}
 	}
-	sort.Slice(ids, func(i, j int) bool {
-		a, b := grants[ids[i]], grants[ids[j]]
-		if a.LimitedUses != b.LimitedUses {
-			return !a.LimitedUses
-		}
-		return ids[i] < ids[j]
-	})
+	slices.SortFunc(ids, func(a, b string) int { return decide.CompareGrants(grants[a], grants[b], a, b) })
 	return ids
 }

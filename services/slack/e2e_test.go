@@ -360,11 +360,22 @@ func TestEndToEndWithTheAirlockBinary(t *testing.T) {
 		}
 	})
 
-	t.Run("expiry_updates_the_card", func(t *testing.T) {
+	t.Run("expiry_updates_the_card_and_the_call_never_runs", func(t *testing.T) {
 		client, _, ch, ts := e.submit(t, "bot-expire", "e2e_expire")
 		e.nextUpdate(t, ch, ts, "*Expired*")
 		if o := await(t, client, "e2e_expire"); o.Status != airlock.StatusExpired {
 			t.Fatalf("outcome %+v, want expired", o)
+		}
+		// A reviewer's approval after the deadline changes nothing (each
+		// assertion on its own, so that an approval that did count also
+		// shows whether it ran).
+		resp, err := e.api.Decide(context.Background(), &airlockv1.DecideRequest{AgentId: "bot-expire", CallId: "e2e_expire",
+			Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE, Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice", Channel: "console"}})
+		if err != nil || resp.GetChanged() || resp.GetRecord().GetState() != airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED || !strings.Contains(resp.GetMessage(), "expired") {
+			t.Errorf("a late approval was answered %v (%v), want nothing changed and the call still expired", resp, err)
+		}
+		if started, completed := testenv.Runs(t, e.js, "bot-expire", "e2e_expire"); started != 0 || completed != 0 {
+			t.Errorf("the expired call started %d and completed %d times", started, completed)
 		}
 	})
 

@@ -1775,9 +1775,15 @@ func (x *Failed) GetSnapshot() *Snapshot {
 // UnauthorizedAttempt: someone tried to decide and was refused; nothing changed.
 type UnauthorizedAttempt struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// "approve", "reject", "request_changes", "cancel", ...
-	Action        string `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
-	Why           string `protobuf:"bytes,2,opt,name=why,proto3" json:"why,omitempty"`
+	// "approve", "reject", "request_changes", "cancel", ...; for an attempt
+	// NATS refused: "publish", "subscribe" or "reply" (publishing with a reply
+	// subject the user may not use).
+	Action string `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	Why    string `protobuf:"bytes,2,opt,name=why,proto3" json:"why,omitempty"`
+	// Set when NATS itself refused the attempt (a permissions violation on the
+	// bus), recorded by airlock's embedded server; the event is then under
+	// airlock.evt._system._bus.unauthorized_attempt.
+	Bus           *BusViolation `protobuf:"bytes,3,opt,name=bus,proto3" json:"bus,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1826,6 +1832,162 @@ func (x *UnauthorizedAttempt) GetWhy() string {
 	return ""
 }
 
+func (x *UnauthorizedAttempt) GetBus() *BusViolation {
+	if x != nil {
+		return x.Bus
+	}
+	return nil
+}
+
+// BusViolation: what NATS refused and who it refused, from the server's own
+// knowledge of the connection (never the name the client gave itself).
+// Repeats of one identity, action and subject within a window are one event
+// with their count.
+type BusViolation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The subject NATS refused.
+	Subject string `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	// What the subject is for, in words ("JetStream API: create a consumer on
+	// stream AIRLOCK_EVENTS", "another agent's intake (victim)").
+	Target string `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	// The NATS account and the user's label as the server authenticated them
+	// ("AGENTS", "nkey:UA…"); the actor is airlock's name for that key.
+	Account string `protobuf:"bytes,3,opt,name=account,proto3" json:"account,omitempty"`
+	User    string `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
+	// Where the connection came from (ip:port) and its server-side id.
+	Source       string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	ConnectionId uint64 `protobuf:"varint,6,opt,name=connection_id,json=connectionId,proto3" json:"connection_id,omitempty"`
+	// The name the client chose for its connection: reported, never trusted.
+	ClientName string `protobuf:"bytes,7,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	// Attempts this event stands for (1 for the first; the repeats since the
+	// previous event of the same identity, action and subject otherwise).
+	Count uint64                 `protobuf:"varint,8,opt,name=count,proto3" json:"count,omitempty"`
+	First *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=first,proto3" json:"first,omitempty"`
+	Last  *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last,proto3" json:"last,omitempty"`
+	// Attempts by this identity that were not recorded on their own since its
+	// previous event (over the per-identity cap); counted here.
+	Unrecorded uint64 `protobuf:"varint,11,opt,name=unrecorded,proto3" json:"unrecorded,omitempty"`
+	// Attempts by anyone lost because the recorder's queue was full, since the
+	// previous bus event; counted here.
+	Dropped       uint64 `protobuf:"varint,12,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BusViolation) Reset() {
+	*x = BusViolation{}
+	mi := &file_airlock_v1_event_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BusViolation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BusViolation) ProtoMessage() {}
+
+func (x *BusViolation) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_event_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BusViolation.ProtoReflect.Descriptor instead.
+func (*BusViolation) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *BusViolation) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *BusViolation) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *BusViolation) GetAccount() string {
+	if x != nil {
+		return x.Account
+	}
+	return ""
+}
+
+func (x *BusViolation) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *BusViolation) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *BusViolation) GetConnectionId() uint64 {
+	if x != nil {
+		return x.ConnectionId
+	}
+	return 0
+}
+
+func (x *BusViolation) GetClientName() string {
+	if x != nil {
+		return x.ClientName
+	}
+	return ""
+}
+
+func (x *BusViolation) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *BusViolation) GetFirst() *timestamppb.Timestamp {
+	if x != nil {
+		return x.First
+	}
+	return nil
+}
+
+func (x *BusViolation) GetLast() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Last
+	}
+	return nil
+}
+
+func (x *BusViolation) GetUnrecorded() uint64 {
+	if x != nil {
+		return x.Unrecorded
+	}
+	return 0
+}
+
+func (x *BusViolation) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
 type PolicyChanged struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What changed, e.g. "rule put r-12", "rego reloaded policies/airlock.rego".
@@ -1841,7 +2003,7 @@ type PolicyChanged struct {
 
 func (x *PolicyChanged) Reset() {
 	*x = PolicyChanged{}
-	mi := &file_airlock_v1_event_proto_msgTypes[17]
+	mi := &file_airlock_v1_event_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +2015,7 @@ func (x *PolicyChanged) String() string {
 func (*PolicyChanged) ProtoMessage() {}
 
 func (x *PolicyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[17]
+	mi := &file_airlock_v1_event_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +2028,7 @@ func (x *PolicyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyChanged.ProtoReflect.Descriptor instead.
 func (*PolicyChanged) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{17}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PolicyChanged) GetChange() string {
@@ -1923,7 +2085,7 @@ type ShadowChanged struct {
 
 func (x *ShadowChanged) Reset() {
 	*x = ShadowChanged{}
-	mi := &file_airlock_v1_event_proto_msgTypes[18]
+	mi := &file_airlock_v1_event_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1935,7 +2097,7 @@ func (x *ShadowChanged) String() string {
 func (*ShadowChanged) ProtoMessage() {}
 
 func (x *ShadowChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[18]
+	mi := &file_airlock_v1_event_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1948,7 +2110,7 @@ func (x *ShadowChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShadowChanged.ProtoReflect.Descriptor instead.
 func (*ShadowChanged) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{18}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ShadowChanged) GetOn() bool {
@@ -2013,7 +2175,7 @@ type ShadowDivergence struct {
 
 func (x *ShadowDivergence) Reset() {
 	*x = ShadowDivergence{}
-	mi := &file_airlock_v1_event_proto_msgTypes[19]
+	mi := &file_airlock_v1_event_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2187,7 @@ func (x *ShadowDivergence) String() string {
 func (*ShadowDivergence) ProtoMessage() {}
 
 func (x *ShadowDivergence) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[19]
+	mi := &file_airlock_v1_event_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2200,7 @@ func (x *ShadowDivergence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShadowDivergence.ProtoReflect.Descriptor instead.
 func (*ShadowDivergence) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{19}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ShadowDivergence) GetAgentId() string {
@@ -2184,7 +2346,7 @@ type Reported struct {
 
 func (x *Reported) Reset() {
 	*x = Reported{}
-	mi := &file_airlock_v1_event_proto_msgTypes[20]
+	mi := &file_airlock_v1_event_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2358,7 @@ func (x *Reported) String() string {
 func (*Reported) ProtoMessage() {}
 
 func (x *Reported) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[20]
+	mi := &file_airlock_v1_event_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2371,7 @@ func (x *Reported) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reported.ProtoReflect.Descriptor instead.
 func (*Reported) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{20}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Reported) GetFailed() bool {
@@ -2295,7 +2457,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_airlock_v1_event_proto_msgTypes[21]
+	mi := &file_airlock_v1_event_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2307,7 +2469,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[21]
+	mi := &file_airlock_v1_event_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2320,7 +2482,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{21}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Snapshot) GetKind() string {
@@ -2403,7 +2565,7 @@ type Undone struct {
 
 func (x *Undone) Reset() {
 	*x = Undone{}
-	mi := &file_airlock_v1_event_proto_msgTypes[22]
+	mi := &file_airlock_v1_event_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2577,7 @@ func (x *Undone) String() string {
 func (*Undone) ProtoMessage() {}
 
 func (x *Undone) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[22]
+	mi := &file_airlock_v1_event_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2590,7 @@ func (x *Undone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Undone.ProtoReflect.Descriptor instead.
 func (*Undone) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{22}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Undone) GetRef() string {
@@ -2472,7 +2634,7 @@ type OutcomeResolved struct {
 
 func (x *OutcomeResolved) Reset() {
 	*x = OutcomeResolved{}
-	mi := &file_airlock_v1_event_proto_msgTypes[23]
+	mi := &file_airlock_v1_event_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2484,7 +2646,7 @@ func (x *OutcomeResolved) String() string {
 func (*OutcomeResolved) ProtoMessage() {}
 
 func (x *OutcomeResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[23]
+	mi := &file_airlock_v1_event_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2497,7 +2659,7 @@ func (x *OutcomeResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutcomeResolved.ProtoReflect.Descriptor instead.
 func (*OutcomeResolved) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{23}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *OutcomeResolved) GetHappened() bool {
@@ -2526,7 +2688,7 @@ type Invalid struct {
 
 func (x *Invalid) Reset() {
 	*x = Invalid{}
-	mi := &file_airlock_v1_event_proto_msgTypes[24]
+	mi := &file_airlock_v1_event_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2700,7 @@ func (x *Invalid) String() string {
 func (*Invalid) ProtoMessage() {}
 
 func (x *Invalid) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[24]
+	mi := &file_airlock_v1_event_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2713,7 @@ func (x *Invalid) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invalid.ProtoReflect.Descriptor instead.
 func (*Invalid) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{24}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Invalid) GetReason() string {
@@ -2587,7 +2749,7 @@ type VoteCast struct {
 
 func (x *VoteCast) Reset() {
 	*x = VoteCast{}
-	mi := &file_airlock_v1_event_proto_msgTypes[25]
+	mi := &file_airlock_v1_event_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2599,7 +2761,7 @@ func (x *VoteCast) String() string {
 func (*VoteCast) ProtoMessage() {}
 
 func (x *VoteCast) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[25]
+	mi := &file_airlock_v1_event_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2612,7 +2774,7 @@ func (x *VoteCast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteCast.ProtoReflect.Descriptor instead.
 func (*VoteCast) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{25}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *VoteCast) GetVote() *Vote {
@@ -2669,7 +2831,7 @@ type GrantScope struct {
 
 func (x *GrantScope) Reset() {
 	*x = GrantScope{}
-	mi := &file_airlock_v1_event_proto_msgTypes[26]
+	mi := &file_airlock_v1_event_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2681,7 +2843,7 @@ func (x *GrantScope) String() string {
 func (*GrantScope) ProtoMessage() {}
 
 func (x *GrantScope) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[26]
+	mi := &file_airlock_v1_event_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2694,7 +2856,7 @@ func (x *GrantScope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantScope.ProtoReflect.Descriptor instead.
 func (*GrantScope) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{26}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GrantScope) GetGrantId() string {
@@ -2778,7 +2940,7 @@ type GrantCreated struct {
 
 func (x *GrantCreated) Reset() {
 	*x = GrantCreated{}
-	mi := &file_airlock_v1_event_proto_msgTypes[27]
+	mi := &file_airlock_v1_event_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2790,7 +2952,7 @@ func (x *GrantCreated) String() string {
 func (*GrantCreated) ProtoMessage() {}
 
 func (x *GrantCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[27]
+	mi := &file_airlock_v1_event_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2803,7 +2965,7 @@ func (x *GrantCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantCreated.ProtoReflect.Descriptor instead.
 func (*GrantCreated) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{27}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GrantCreated) GetGrant() *GrantScope {
@@ -2828,7 +2990,7 @@ type GrantUsed struct {
 
 func (x *GrantUsed) Reset() {
 	*x = GrantUsed{}
-	mi := &file_airlock_v1_event_proto_msgTypes[28]
+	mi := &file_airlock_v1_event_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +3002,7 @@ func (x *GrantUsed) String() string {
 func (*GrantUsed) ProtoMessage() {}
 
 func (x *GrantUsed) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[28]
+	mi := &file_airlock_v1_event_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +3015,7 @@ func (x *GrantUsed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantUsed.ProtoReflect.Descriptor instead.
 func (*GrantUsed) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{28}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GrantUsed) GetGrantId() string {
@@ -2897,7 +3059,7 @@ type GrantRevoked struct {
 
 func (x *GrantRevoked) Reset() {
 	*x = GrantRevoked{}
-	mi := &file_airlock_v1_event_proto_msgTypes[29]
+	mi := &file_airlock_v1_event_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +3071,7 @@ func (x *GrantRevoked) String() string {
 func (*GrantRevoked) ProtoMessage() {}
 
 func (x *GrantRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[29]
+	mi := &file_airlock_v1_event_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +3084,7 @@ func (x *GrantRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRevoked.ProtoReflect.Descriptor instead.
 func (*GrantRevoked) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{29}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GrantRevoked) GetGrantId() string {
@@ -2966,7 +3128,7 @@ type GrantExpired struct {
 
 func (x *GrantExpired) Reset() {
 	*x = GrantExpired{}
-	mi := &file_airlock_v1_event_proto_msgTypes[30]
+	mi := &file_airlock_v1_event_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2978,7 +3140,7 @@ func (x *GrantExpired) String() string {
 func (*GrantExpired) ProtoMessage() {}
 
 func (x *GrantExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[30]
+	mi := &file_airlock_v1_event_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2991,7 +3153,7 @@ func (x *GrantExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantExpired.ProtoReflect.Descriptor instead.
 func (*GrantExpired) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{30}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GrantExpired) GetGrantId() string {
@@ -3032,7 +3194,7 @@ type DecisionRefused struct {
 
 func (x *DecisionRefused) Reset() {
 	*x = DecisionRefused{}
-	mi := &file_airlock_v1_event_proto_msgTypes[31]
+	mi := &file_airlock_v1_event_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3044,7 +3206,7 @@ func (x *DecisionRefused) String() string {
 func (*DecisionRefused) ProtoMessage() {}
 
 func (x *DecisionRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[31]
+	mi := &file_airlock_v1_event_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3057,7 +3219,7 @@ func (x *DecisionRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionRefused.ProtoReflect.Descriptor instead.
 func (*DecisionRefused) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{31}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DecisionRefused) GetAction() string {
@@ -3097,7 +3259,7 @@ type SignIn struct {
 
 func (x *SignIn) Reset() {
 	*x = SignIn{}
-	mi := &file_airlock_v1_event_proto_msgTypes[32]
+	mi := &file_airlock_v1_event_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3109,7 +3271,7 @@ func (x *SignIn) String() string {
 func (*SignIn) ProtoMessage() {}
 
 func (x *SignIn) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[32]
+	mi := &file_airlock_v1_event_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3122,7 +3284,7 @@ func (x *SignIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignIn.ProtoReflect.Descriptor instead.
 func (*SignIn) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{32}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SignIn) GetOk() bool {
@@ -3170,7 +3332,7 @@ type TokenCreated struct {
 
 func (x *TokenCreated) Reset() {
 	*x = TokenCreated{}
-	mi := &file_airlock_v1_event_proto_msgTypes[33]
+	mi := &file_airlock_v1_event_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3182,7 +3344,7 @@ func (x *TokenCreated) String() string {
 func (*TokenCreated) ProtoMessage() {}
 
 func (x *TokenCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[33]
+	mi := &file_airlock_v1_event_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3195,7 +3357,7 @@ func (x *TokenCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenCreated.ProtoReflect.Descriptor instead.
 func (*TokenCreated) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{33}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TokenCreated) GetTokenId() string {
@@ -3251,7 +3413,7 @@ type TokenRevoked struct {
 
 func (x *TokenRevoked) Reset() {
 	*x = TokenRevoked{}
-	mi := &file_airlock_v1_event_proto_msgTypes[34]
+	mi := &file_airlock_v1_event_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3263,7 +3425,7 @@ func (x *TokenRevoked) String() string {
 func (*TokenRevoked) ProtoMessage() {}
 
 func (x *TokenRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[34]
+	mi := &file_airlock_v1_event_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3276,7 +3438,7 @@ func (x *TokenRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRevoked.ProtoReflect.Descriptor instead.
 func (*TokenRevoked) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{34}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TokenRevoked) GetTokenId() string {
@@ -3315,7 +3477,7 @@ type AuditPruned struct {
 
 func (x *AuditPruned) Reset() {
 	*x = AuditPruned{}
-	mi := &file_airlock_v1_event_proto_msgTypes[35]
+	mi := &file_airlock_v1_event_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3327,7 +3489,7 @@ func (x *AuditPruned) String() string {
 func (*AuditPruned) ProtoMessage() {}
 
 func (x *AuditPruned) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_event_proto_msgTypes[35]
+	mi := &file_airlock_v1_event_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3340,7 +3502,7 @@ func (x *AuditPruned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditPruned.ProtoReflect.Descriptor instead.
 func (*AuditPruned) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_event_proto_rawDescGZIP(), []int{35}
+	return file_airlock_v1_event_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AuditPruned) GetPartitions() []string {
@@ -3512,10 +3674,28 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\ttruncated\x18\b \x01(\bR\ttruncated\x12\x1b\n" +
 	"\tagent_ran\x18( \x01(\bR\bagentRan\x12)\n" +
 	"\x10arguments_differ\x18) \x01(\bR\x0fargumentsDiffer\x120\n" +
-	"\bsnapshot\x18* \x01(\v2\x14.airlock.v1.SnapshotR\bsnapshot\"?\n" +
+	"\bsnapshot\x18* \x01(\v2\x14.airlock.v1.SnapshotR\bsnapshot\"k\n" +
 	"\x13UnauthorizedAttempt\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12\x10\n" +
-	"\x03why\x18\x02 \x01(\tR\x03why\"\xad\x01\n" +
+	"\x03why\x18\x02 \x01(\tR\x03why\x12*\n" +
+	"\x03bus\x18\x03 \x01(\v2\x18.airlock.v1.BusViolationR\x03bus\"\xfe\x02\n" +
+	"\fBusViolation\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\x12\x18\n" +
+	"\aaccount\x18\x03 \x01(\tR\aaccount\x12\x12\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\x12#\n" +
+	"\rconnection_id\x18\x06 \x01(\x04R\fconnectionId\x12\x1f\n" +
+	"\vclient_name\x18\a \x01(\tR\n" +
+	"clientName\x12\x14\n" +
+	"\x05count\x18\b \x01(\x04R\x05count\x120\n" +
+	"\x05first\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x05first\x12.\n" +
+	"\x04last\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x04last\x12\x1e\n" +
+	"\n" +
+	"unrecorded\x18\v \x01(\x04R\n" +
+	"unrecorded\x12\x18\n" +
+	"\adropped\x18\f \x01(\x04R\adropped\"\xad\x01\n" +
 	"\rPolicyChanged\x12\x16\n" +
 	"\x06change\x18\x01 \x01(\tR\x06change\x12'\n" +
 	"\x0fpolicy_revision\x18\x02 \x01(\tR\x0epolicyRevision\x12+\n" +
@@ -3670,7 +3850,7 @@ func file_airlock_v1_event_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_v1_event_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_airlock_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_airlock_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_airlock_v1_event_proto_goTypes = []any{
 	(ActorType)(0),                // 0: airlock.v1.ActorType
 	(*Event)(nil),                 // 1: airlock.v1.Event
@@ -3690,34 +3870,35 @@ var file_airlock_v1_event_proto_goTypes = []any{
 	(*Completed)(nil),             // 15: airlock.v1.Completed
 	(*Failed)(nil),                // 16: airlock.v1.Failed
 	(*UnauthorizedAttempt)(nil),   // 17: airlock.v1.UnauthorizedAttempt
-	(*PolicyChanged)(nil),         // 18: airlock.v1.PolicyChanged
-	(*ShadowChanged)(nil),         // 19: airlock.v1.ShadowChanged
-	(*ShadowDivergence)(nil),      // 20: airlock.v1.ShadowDivergence
-	(*Reported)(nil),              // 21: airlock.v1.Reported
-	(*Snapshot)(nil),              // 22: airlock.v1.Snapshot
-	(*Undone)(nil),                // 23: airlock.v1.Undone
-	(*OutcomeResolved)(nil),       // 24: airlock.v1.OutcomeResolved
-	(*Invalid)(nil),               // 25: airlock.v1.Invalid
-	(*VoteCast)(nil),              // 26: airlock.v1.VoteCast
-	(*GrantScope)(nil),            // 27: airlock.v1.GrantScope
-	(*GrantCreated)(nil),          // 28: airlock.v1.GrantCreated
-	(*GrantUsed)(nil),             // 29: airlock.v1.GrantUsed
-	(*GrantRevoked)(nil),          // 30: airlock.v1.GrantRevoked
-	(*GrantExpired)(nil),          // 31: airlock.v1.GrantExpired
-	(*DecisionRefused)(nil),       // 32: airlock.v1.DecisionRefused
-	(*SignIn)(nil),                // 33: airlock.v1.SignIn
-	(*TokenCreated)(nil),          // 34: airlock.v1.TokenCreated
-	(*TokenRevoked)(nil),          // 35: airlock.v1.TokenRevoked
-	(*AuditPruned)(nil),           // 36: airlock.v1.AuditPruned
-	nil,                           // 37: airlock.v1.GrantScope.ArgumentGlobsEntry
-	(*timestamppb.Timestamp)(nil), // 38: google.protobuf.Timestamp
-	(*ToolCall)(nil),              // 39: airlock.v1.ToolCall
-	(*Decision)(nil),              // 40: airlock.v1.Decision
-	(*structpb.Struct)(nil),       // 41: google.protobuf.Struct
-	(*durationpb.Duration)(nil),   // 42: google.protobuf.Duration
+	(*BusViolation)(nil),          // 18: airlock.v1.BusViolation
+	(*PolicyChanged)(nil),         // 19: airlock.v1.PolicyChanged
+	(*ShadowChanged)(nil),         // 20: airlock.v1.ShadowChanged
+	(*ShadowDivergence)(nil),      // 21: airlock.v1.ShadowDivergence
+	(*Reported)(nil),              // 22: airlock.v1.Reported
+	(*Snapshot)(nil),              // 23: airlock.v1.Snapshot
+	(*Undone)(nil),                // 24: airlock.v1.Undone
+	(*OutcomeResolved)(nil),       // 25: airlock.v1.OutcomeResolved
+	(*Invalid)(nil),               // 26: airlock.v1.Invalid
+	(*VoteCast)(nil),              // 27: airlock.v1.VoteCast
+	(*GrantScope)(nil),            // 28: airlock.v1.GrantScope
+	(*GrantCreated)(nil),          // 29: airlock.v1.GrantCreated
+	(*GrantUsed)(nil),             // 30: airlock.v1.GrantUsed
+	(*GrantRevoked)(nil),          // 31: airlock.v1.GrantRevoked
+	(*GrantExpired)(nil),          // 32: airlock.v1.GrantExpired
+	(*DecisionRefused)(nil),       // 33: airlock.v1.DecisionRefused
+	(*SignIn)(nil),                // 34: airlock.v1.SignIn
+	(*TokenCreated)(nil),          // 35: airlock.v1.TokenCreated
+	(*TokenRevoked)(nil),          // 36: airlock.v1.TokenRevoked
+	(*AuditPruned)(nil),           // 37: airlock.v1.AuditPruned
+	nil,                           // 38: airlock.v1.GrantScope.ArgumentGlobsEntry
+	(*timestamppb.Timestamp)(nil), // 39: google.protobuf.Timestamp
+	(*ToolCall)(nil),              // 40: airlock.v1.ToolCall
+	(*Decision)(nil),              // 41: airlock.v1.Decision
+	(*structpb.Struct)(nil),       // 42: google.protobuf.Struct
+	(*durationpb.Duration)(nil),   // 43: google.protobuf.Duration
 }
 var file_airlock_v1_event_proto_depIdxs = []int32{
-	38, // 0: airlock.v1.Event.time:type_name -> google.protobuf.Timestamp
+	39, // 0: airlock.v1.Event.time:type_name -> google.protobuf.Timestamp
 	2,  // 1: airlock.v1.Event.actor:type_name -> airlock.v1.Actor
 	3,  // 2: airlock.v1.Event.requested:type_name -> airlock.v1.Requested
 	4,  // 3: airlock.v1.Event.allowed:type_name -> airlock.v1.Allowed
@@ -3733,59 +3914,62 @@ var file_airlock_v1_event_proto_depIdxs = []int32{
 	15, // 13: airlock.v1.Event.completed:type_name -> airlock.v1.Completed
 	16, // 14: airlock.v1.Event.failed:type_name -> airlock.v1.Failed
 	17, // 15: airlock.v1.Event.unauthorized_attempt:type_name -> airlock.v1.UnauthorizedAttempt
-	18, // 16: airlock.v1.Event.policy_changed:type_name -> airlock.v1.PolicyChanged
-	25, // 17: airlock.v1.Event.invalid:type_name -> airlock.v1.Invalid
-	26, // 18: airlock.v1.Event.vote_cast:type_name -> airlock.v1.VoteCast
-	28, // 19: airlock.v1.Event.grant_created:type_name -> airlock.v1.GrantCreated
-	29, // 20: airlock.v1.Event.grant_used:type_name -> airlock.v1.GrantUsed
-	30, // 21: airlock.v1.Event.grant_revoked:type_name -> airlock.v1.GrantRevoked
-	31, // 22: airlock.v1.Event.grant_expired:type_name -> airlock.v1.GrantExpired
-	32, // 23: airlock.v1.Event.decision_refused:type_name -> airlock.v1.DecisionRefused
-	33, // 24: airlock.v1.Event.sign_in:type_name -> airlock.v1.SignIn
-	34, // 25: airlock.v1.Event.token_created:type_name -> airlock.v1.TokenCreated
-	35, // 26: airlock.v1.Event.token_revoked:type_name -> airlock.v1.TokenRevoked
-	36, // 27: airlock.v1.Event.audit_pruned:type_name -> airlock.v1.AuditPruned
-	21, // 28: airlock.v1.Event.reported:type_name -> airlock.v1.Reported
-	23, // 29: airlock.v1.Event.undone:type_name -> airlock.v1.Undone
-	24, // 30: airlock.v1.Event.outcome_resolved:type_name -> airlock.v1.OutcomeResolved
-	19, // 31: airlock.v1.Event.shadow_changed:type_name -> airlock.v1.ShadowChanged
-	20, // 32: airlock.v1.Event.shadow_divergence:type_name -> airlock.v1.ShadowDivergence
+	19, // 16: airlock.v1.Event.policy_changed:type_name -> airlock.v1.PolicyChanged
+	26, // 17: airlock.v1.Event.invalid:type_name -> airlock.v1.Invalid
+	27, // 18: airlock.v1.Event.vote_cast:type_name -> airlock.v1.VoteCast
+	29, // 19: airlock.v1.Event.grant_created:type_name -> airlock.v1.GrantCreated
+	30, // 20: airlock.v1.Event.grant_used:type_name -> airlock.v1.GrantUsed
+	31, // 21: airlock.v1.Event.grant_revoked:type_name -> airlock.v1.GrantRevoked
+	32, // 22: airlock.v1.Event.grant_expired:type_name -> airlock.v1.GrantExpired
+	33, // 23: airlock.v1.Event.decision_refused:type_name -> airlock.v1.DecisionRefused
+	34, // 24: airlock.v1.Event.sign_in:type_name -> airlock.v1.SignIn
+	35, // 25: airlock.v1.Event.token_created:type_name -> airlock.v1.TokenCreated
+	36, // 26: airlock.v1.Event.token_revoked:type_name -> airlock.v1.TokenRevoked
+	37, // 27: airlock.v1.Event.audit_pruned:type_name -> airlock.v1.AuditPruned
+	22, // 28: airlock.v1.Event.reported:type_name -> airlock.v1.Reported
+	24, // 29: airlock.v1.Event.undone:type_name -> airlock.v1.Undone
+	25, // 30: airlock.v1.Event.outcome_resolved:type_name -> airlock.v1.OutcomeResolved
+	20, // 31: airlock.v1.Event.shadow_changed:type_name -> airlock.v1.ShadowChanged
+	21, // 32: airlock.v1.Event.shadow_divergence:type_name -> airlock.v1.ShadowDivergence
 	0,  // 33: airlock.v1.Actor.type:type_name -> airlock.v1.ActorType
-	39, // 34: airlock.v1.Requested.call:type_name -> airlock.v1.ToolCall
-	38, // 35: airlock.v1.Requested.received_at:type_name -> google.protobuf.Timestamp
-	39, // 36: airlock.v1.Allowed.call:type_name -> airlock.v1.ToolCall
-	40, // 37: airlock.v1.Allowed.decision:type_name -> airlock.v1.Decision
-	39, // 38: airlock.v1.Denied.call:type_name -> airlock.v1.ToolCall
-	40, // 39: airlock.v1.Denied.decision:type_name -> airlock.v1.Decision
-	39, // 40: airlock.v1.ApprovalRequested.call:type_name -> airlock.v1.ToolCall
-	40, // 41: airlock.v1.ApprovalRequested.decision:type_name -> airlock.v1.Decision
-	38, // 42: airlock.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	40, // 34: airlock.v1.Requested.call:type_name -> airlock.v1.ToolCall
+	39, // 35: airlock.v1.Requested.received_at:type_name -> google.protobuf.Timestamp
+	40, // 36: airlock.v1.Allowed.call:type_name -> airlock.v1.ToolCall
+	41, // 37: airlock.v1.Allowed.decision:type_name -> airlock.v1.Decision
+	40, // 38: airlock.v1.Denied.call:type_name -> airlock.v1.ToolCall
+	41, // 39: airlock.v1.Denied.decision:type_name -> airlock.v1.Decision
+	40, // 40: airlock.v1.ApprovalRequested.call:type_name -> airlock.v1.ToolCall
+	41, // 41: airlock.v1.ApprovalRequested.decision:type_name -> airlock.v1.Decision
+	39, // 42: airlock.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
 	2,  // 43: airlock.v1.Vote.by:type_name -> airlock.v1.Actor
-	38, // 44: airlock.v1.Vote.at:type_name -> google.protobuf.Timestamp
-	39, // 45: airlock.v1.Approved.call:type_name -> airlock.v1.ToolCall
-	40, // 46: airlock.v1.Approved.decision:type_name -> airlock.v1.Decision
+	39, // 44: airlock.v1.Vote.at:type_name -> google.protobuf.Timestamp
+	40, // 45: airlock.v1.Approved.call:type_name -> airlock.v1.ToolCall
+	41, // 46: airlock.v1.Approved.decision:type_name -> airlock.v1.Decision
 	8,  // 47: airlock.v1.Approved.votes:type_name -> airlock.v1.Vote
-	41, // 48: airlock.v1.Approved.original_arguments:type_name -> google.protobuf.Struct
-	38, // 49: airlock.v1.Expired.deadline:type_name -> google.protobuf.Timestamp
-	42, // 50: airlock.v1.Completed.latency:type_name -> google.protobuf.Duration
-	22, // 51: airlock.v1.Completed.snapshot:type_name -> airlock.v1.Snapshot
-	42, // 52: airlock.v1.Failed.latency:type_name -> google.protobuf.Duration
-	22, // 53: airlock.v1.Failed.snapshot:type_name -> airlock.v1.Snapshot
-	41, // 54: airlock.v1.ShadowDivergence.arguments:type_name -> google.protobuf.Struct
-	42, // 55: airlock.v1.Reported.latency:type_name -> google.protobuf.Duration
-	41, // 56: airlock.v1.Reported.arguments:type_name -> google.protobuf.Struct
-	22, // 57: airlock.v1.Reported.snapshot:type_name -> airlock.v1.Snapshot
-	8,  // 58: airlock.v1.VoteCast.vote:type_name -> airlock.v1.Vote
-	37, // 59: airlock.v1.GrantScope.argument_globs:type_name -> airlock.v1.GrantScope.ArgumentGlobsEntry
-	38, // 60: airlock.v1.GrantScope.expires_at:type_name -> google.protobuf.Timestamp
-	27, // 61: airlock.v1.GrantCreated.grant:type_name -> airlock.v1.GrantScope
-	38, // 62: airlock.v1.GrantExpired.expires_at:type_name -> google.protobuf.Timestamp
-	38, // 63: airlock.v1.TokenCreated.expires_at:type_name -> google.protobuf.Timestamp
-	64, // [64:64] is the sub-list for method output_type
-	64, // [64:64] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	42, // 48: airlock.v1.Approved.original_arguments:type_name -> google.protobuf.Struct
+	39, // 49: airlock.v1.Expired.deadline:type_name -> google.protobuf.Timestamp
+	43, // 50: airlock.v1.Completed.latency:type_name -> google.protobuf.Duration
+	23, // 51: airlock.v1.Completed.snapshot:type_name -> airlock.v1.Snapshot
+	43, // 52: airlock.v1.Failed.latency:type_name -> google.protobuf.Duration
+	23, // 53: airlock.v1.Failed.snapshot:type_name -> airlock.v1.Snapshot
+	18, // 54: airlock.v1.UnauthorizedAttempt.bus:type_name -> airlock.v1.BusViolation
+	39, // 55: airlock.v1.BusViolation.first:type_name -> google.protobuf.Timestamp
+	39, // 56: airlock.v1.BusViolation.last:type_name -> google.protobuf.Timestamp
+	42, // 57: airlock.v1.ShadowDivergence.arguments:type_name -> google.protobuf.Struct
+	43, // 58: airlock.v1.Reported.latency:type_name -> google.protobuf.Duration
+	42, // 59: airlock.v1.Reported.arguments:type_name -> google.protobuf.Struct
+	23, // 60: airlock.v1.Reported.snapshot:type_name -> airlock.v1.Snapshot
+	8,  // 61: airlock.v1.VoteCast.vote:type_name -> airlock.v1.Vote
+	38, // 62: airlock.v1.GrantScope.argument_globs:type_name -> airlock.v1.GrantScope.ArgumentGlobsEntry
+	39, // 63: airlock.v1.GrantScope.expires_at:type_name -> google.protobuf.Timestamp
+	28, // 64: airlock.v1.GrantCreated.grant:type_name -> airlock.v1.GrantScope
+	39, // 65: airlock.v1.GrantExpired.expires_at:type_name -> google.protobuf.Timestamp
+	39, // 66: airlock.v1.TokenCreated.expires_at:type_name -> google.protobuf.Timestamp
+	67, // [67:67] is the sub-list for method output_type
+	67, // [67:67] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_event_proto_init() }
@@ -3833,7 +4017,7 @@ func file_airlock_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_event_proto_rawDesc), len(file_airlock_v1_event_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

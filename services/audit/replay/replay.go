@@ -6,11 +6,13 @@
 //
 // The calls come from the policy's own decision events (allowed, denied,
 // approval_requested): each carries the call as it was decided and the
-// decision it got. Their arguments are the audit copy, so values the old
+// decision it got. Each is decided again as of the time it was first decided
+// (the recorded decided_at), which is what the policy reads as input.time
+// and time.now_ns(). Their arguments are the audit copy, so values the old
 // decision redacted are seen by the candidate as "[REDACTED]"; such calls
-// are counted in Report.Redacted. Calls that a standing grant allowed are
-// not re-decided (grants are run-time state, not policy) and are counted in
-// Report.Granted.
+// are counted in Report.Redacted. Every call is re-decided, those a standing
+// grant allowed too (counted in Report.Granted): grants are applied by the
+// decider (WithGrants), as the policy service applies them.
 package replay
 
 import (
@@ -31,6 +33,33 @@ import (
 
 // Decide decides one call as of time at; it must not have side effects.
 type Decide func(ctx context.Context, call *airlockv1.ToolCall, at time.Time) (*airlockv1.Decision, error)
+
+// Applies reports whether standing grant g turns the policy's decision d
+// about call into an allow at time at; airlock passes the policy's own
+// decide.GrantApplies, so a replay applies grants as the policy does.
+type Applies func(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlockv1.Decision, at time.Time) bool
+
+// WithGrants is decide with the standing grants gs in force, applied as the
+// policy service applies them: an ask the first of gs that applies to the
+// call at its time answers becomes an allow naming that grant (GrantId); a
+// deny or an allow stays. Nothing is spent: a grant answers every call it
+// covers, whatever uses it has left. gs are tried in the order given (the
+// caller orders them as the policy service does).
+func WithGrants(decide Decide, gs []*airlockv1.StandingGrant, applies Applies) Decide {
+	return func(ctx context.Context, call *airlockv1.ToolCall, at time.Time) (*airlockv1.Decision, error) {
+		d, err := decide(ctx, call, at)
+		if err != nil || d.GetAction() != airlockv1.Action_ACTION_ASK {
+			return d, err
+		}
+		for _, g := range gs {
+			if applies(g, call, d, at) {
+				return &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW, RuleId: d.GetRuleId(), GrantId: g.GetId(),
+					Reason: "standing grant " + g.GetId() + " allows it; the policy said: " + d.GetReason()}, nil
+			}
+		}
+		return d, nil
+	}
+}
 
 // Options tune Run.
 type Options struct {
@@ -58,6 +87,9 @@ type Change struct {
 	AfterRule    string `json:"after_rule"`
 	BeforeReason string `json:"before_reason"`
 	AfterReason  string `json:"after_reason"`
+	// The standing grants that allowed the call then and would now.
+	BeforeGrant string `json:"before_grant,omitempty"`
+	AfterGrant  string `json:"after_grant,omitempty"`
 	// Redacted: some arguments were masked in the audit copy the candidate saw.
 	Redacted bool `json:"redacted,omitempty"`
 	// Error from the candidate policy (it then denies, failing closed).
@@ -81,9 +113,13 @@ type Report struct {
 	Unchanged int `json:"unchanged"`
 	// RuleChanged: same action, but another rule would decide it.
 	RuleChanged int `json:"rule_changed"`
-	Granted     int `json:"granted_skipped"`
-	Redacted    int `json:"with_redacted_arguments"`
-	Errors      int `json:"policy_errors"`
+	// Granted: recorded decisions a standing grant had allowed (re-decided
+	// like any other).
+	Granted int `json:"granted"`
+	// GrantAllowed: re-decided calls a grant in force allows (see WithGrants).
+	GrantAllowed int `json:"grant_allowed"`
+	Redacted     int `json:"with_redacted_arguments"`
+	Errors       int `json:"policy_errors"`
 	// Transitions, most frequent first.
 	Transitions []Transition `json:"transitions"`
 }
@@ -110,14 +146,22 @@ func Run(ctx context.Context, rd store.Reader, decide Decide, opt Options) (Repo
 			}
 			if old.GetGrantId() != "" {
 				rep.Granted++
-				return nil
 			}
 			redacted := strings.Contains(r.Payload, `"`+record.Mask+`"`)
 			if redacted {
 				rep.Redacted++
 			}
-			d, derr := decide(ctx, call, r.Time)
+			// As of the time it was first decided: the policy's own
+			// decided_at, else (a decision recorded without it) the row's.
+			at := r.Time
+			if t := old.GetDecidedAt(); t != nil && t.IsValid() {
+				at = t.AsTime()
+			}
+			d, derr := decide(ctx, call, at)
 			rep.Replayed++
+			if d.GetGrantId() != "" {
+				rep.GrantAllowed++
+			}
 			before, after := r.Decision, action(d)
 			if derr != nil {
 				rep.Errors++
@@ -137,9 +181,9 @@ func Run(ctx context.Context, rd store.Reader, decide Decide, opt Options) (Repo
 				trans[k] = t
 			}
 			t.Count++
-			c := Change{Call: r.Call, Revision: r.Revision, Agent: r.Agent, Tool: record.ToolKey(r.Server, r.Tool), At: r.Time,
+			c := Change{Call: r.Call, Revision: r.Revision, Agent: r.Agent, Tool: record.ToolKey(r.Server, r.Tool), At: at,
 				Before: before, After: after, BeforeRule: old.GetRuleId(), AfterRule: d.GetRuleId(),
-				BeforeReason: old.GetReason(), AfterReason: d.GetReason(), Redacted: redacted}
+				BeforeReason: old.GetReason(), AfterReason: d.GetReason(), BeforeGrant: old.GetGrantId(), AfterGrant: d.GetGrantId(), Redacted: redacted}
 			if derr != nil {
 				c.Error = derr.Error()
 			}

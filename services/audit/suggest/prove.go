@@ -12,11 +12,6 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/callref"
 )
 
-// Applies reports whether grant g turns the policy's decision d about call
-// into an allow at time at; airlock passes the policy's own
-// decide.GrantApplies, so the proof applies grants as the policy does.
-type Applies func(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlockv1.Decision, at time.Time) bool
-
 // Violation is a recorded call the suggestion would have allowed although
 // people (or the policy) did not let it run as asked.
 type Violation struct {
@@ -52,7 +47,7 @@ func (p *Proof) Safe() bool { return p != nil && len(p.Violations) == 0 }
 // with decide (the policy in force now) and the grant applied as the policy
 // applies grants, and judges every call whose decision the grant turns into
 // an allow against what happened to it (decided, from Load).
-func Prove(ctx context.Context, rd store.Reader, s *Suggestion, decided map[string]Call, decide replay.Decide, applies Applies, since time.Time) (*Proof, error) {
+func Prove(ctx context.Context, rd store.Reader, s *Suggestion, decided map[string]Call, decide replay.Decide, applies replay.Applies, since time.Time) (*Proof, error) {
 	p, err := proveGrants(ctx, rd, []*airlockv1.StandingGrant{s.Grant}, decided, decide, applies, since)
 	if err != nil {
 		return nil, fmt.Errorf("suggest: prove %s: %w", s.ID, err)
@@ -60,27 +55,29 @@ func Prove(ctx context.Context, rd store.Reader, s *Suggestion, decided map[stri
 	return p, nil
 }
 
-// proveGrants replays the history with every grant of gs in force.
-func proveGrants(ctx context.Context, rd store.Reader, gs []*airlockv1.StandingGrant, decided map[string]Call, decide replay.Decide, applies Applies, since time.Time) (*Proof, error) {
+// proveGrants replays the history with every grant of gs in force, and no
+// other: a grant already in force that also covers a refused call must not
+// hide that the suggestion would allow it too.
+func proveGrants(ctx context.Context, rd store.Reader, gs []*airlockv1.StandingGrant, decided map[string]Call, decide replay.Decide, applies replay.Applies, since time.Time) (*Proof, error) {
 	p := &Proof{PerReviewer: map[string]int{}}
 	granted := map[string]bool{}
-	withGrant := func(ctx context.Context, call *airlockv1.ToolCall, at time.Time) (*airlockv1.Decision, error) {
+	counted := func(ctx context.Context, call *airlockv1.ToolCall, at time.Time) (*airlockv1.Decision, error) {
 		d, err := decide(ctx, call, at)
-		if err != nil || d.GetAction() != airlockv1.Action_ACTION_ASK {
-			return d, err
+		if err == nil && d.GetAction() == airlockv1.Action_ACTION_ASK {
+			p.Asks++
 		}
-		p.Asks++
-		// The grant is judged at the call's own time, so its (absent)
-		// expiry never hides a call.
-		for _, g := range gs {
-			if applies(g, call, d, at) {
-				granted[callref.Of(call).Key()] = true
-				return &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW, RuleId: d.GetRuleId()}, nil
-			}
-		}
-		return d, nil
+		return d, err
 	}
-	rep, err := replay.Run(ctx, rd, withGrant, replay.Options{Since: since, Examples: 1, OnChange: func(c replay.Change) {
+	// The grants are judged at the call's own time, so their (absent)
+	// expiry never hides a call.
+	mine := func(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlockv1.Decision, at time.Time) bool {
+		if !applies(g, call, d, at) {
+			return false
+		}
+		granted[callref.Of(call).Key()] = true
+		return true
+	}
+	rep, err := replay.Run(ctx, rd, replay.WithGrants(counted, gs, mine), replay.Options{Since: since, Examples: 1, OnChange: func(c replay.Change) {
 		k := callref.Ref{Agent: c.Agent, Call: c.Call, Rev: c.Revision}.Key()
 		if c.After != "allow" || !granted[k] {
 			return
@@ -134,7 +131,7 @@ type Report struct {
 // proves each proposal by replay over the whole recorded history and keeps
 // the ones that allow no refused call. The window narrows the evidence,
 // never the proof: a call people refused before it still counts.
-func Run(ctx context.Context, rd store.Reader, cfg Config, decide replay.Decide, applies Applies, since time.Time) (Report, error) {
+func Run(ctx context.Context, rd store.Reader, cfg Config, decide replay.Decide, applies replay.Applies, since time.Time) (Report, error) {
 	decided, rows, err := load(ctx, rd, time.Time{})
 	if err != nil {
 		return Report{}, err

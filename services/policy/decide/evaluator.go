@@ -174,10 +174,11 @@ func (e *Evaluator) Revision() string { return e.revision }
 // run-time rules sorted by priority, bindings). Callers must not modify it.
 func (e *Evaluator) Data() map[string]any { return e.data }
 
-// Input is the input document the policy sees for call, as JSON-ready Go
-// values (what OPA's REST API would be sent).
-func Input(call *airlockv1.ToolCall) (any, error) {
-	v, err := inputValue(call)
+// Input is the input document the policy sees for call decided at time now,
+// as JSON-ready Go values (what OPA's REST API would be sent): input.call,
+// the call, and input.time, now in RFC 3339 (UTC).
+func Input(call *airlockv1.ToolCall, now time.Time) (any, error) {
+	v, err := inputValue(call, now)
 	if err != nil {
 		return nil, err
 	}
@@ -195,12 +196,17 @@ func (e *Evaluator) Modules() map[string]string {
 // Code is the code the evaluator runs.
 func (e *Evaluator) Code() *Code { return e.code }
 
-// Evaluate decides call at time now. It always returns a decision: when the
+// Evaluate decides call at time now: the policy reads now as input.time,
+// and time.now_ns() answers it, so a replay decides as of the time given (a
+// zero now is the wall clock's). It always returns a decision: when the
 // policy fails (an evaluation error, an undefined or malformed document) the
 // decision is a deny whose reason says so, and err says what went wrong.
 // Standing grants are not consulted here (they are bus state); see Engine.
 func (e *Evaluator) Evaluate(ctx context.Context, call *airlockv1.ToolCall, now time.Time) (*airlockv1.Decision, error) {
-	d, err := e.evaluate(ctx, call)
+	if now.IsZero() {
+		now = time.Now()
+	}
+	d, err := e.evaluate(ctx, call, now)
 	if err != nil {
 		d = &airlockv1.Decision{
 			Action: airlockv1.Action_ACTION_DENY,
@@ -212,7 +218,7 @@ func (e *Evaluator) Evaluate(ctx context.Context, call *airlockv1.ToolCall, now 
 	return d, err
 }
 
-func (e *Evaluator) evaluate(ctx context.Context, call *airlockv1.ToolCall) (*airlockv1.Decision, error) {
+func (e *Evaluator) evaluate(ctx context.Context, call *airlockv1.ToolCall, now time.Time) (*airlockv1.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("policy evaluation not started: %w", err)
 	}
@@ -223,14 +229,14 @@ func (e *Evaluator) evaluate(ctx context.Context, call *airlockv1.ToolCall) (*ai
 	if e.fullInput {
 		// The document built in full, the call converted once; no view:
 		// the built-in functions read the operand they are given.
-		in.doc, err = inputValue(call)
+		in.doc, err = inputValue(call, now)
 	} else {
-		err = in.fill(call)
+		err = in.fill(call, now)
 	}
 	if err != nil {
 		return nil, err
 	}
-	t, err := e.evalQuery(context.WithValue(ctx, callInputKey{}, in), in)
+	t, err := e.evalQuery(context.WithValue(ctx, callInputKey{}, in), in, now)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("policy evaluation error: %w (%w)", err, ctx.Err())
@@ -248,13 +254,13 @@ func (e *Evaluator) evaluate(ctx context.Context, call *airlockv1.ToolCall) (*ai
 	return decisionFromValue(t.Value)
 }
 
-// evalQuery evaluates Query with in.doc as input: its value, nil when it is
-// undefined. It runs topdown as rego's prepared query would (same compiler,
+// evalQuery evaluates Query with in.doc as input at time now (what
+// time.now_ns() answers): its value, nil when it is undefined. It runs topdown as rego's prepared query would (same compiler,
 // store, built-in functions, strict built-in errors, indexing, early exit),
 // without rego's per-evaluation wrapping, which costs as much again as a
 // small policy: an evaluation context, options, a result set converted from
 // the bindings.
-func (e *Evaluator) evalQuery(ctx context.Context, in *callInput) (*ast.Term, error) {
+func (e *Evaluator) evalQuery(ctx context.Context, in *callInput, now time.Time) (*ast.Term, error) {
 	txn, err := e.store.NewTransaction(ctx)
 	if err != nil {
 		return nil, err
@@ -293,6 +299,7 @@ func (e *Evaluator) evalQuery(ctx context.Context, in *callInput) (*ast.Term, er
 		WithTransaction(txn).
 		WithBuiltins(e.builtins).
 		WithInput(&in.term).
+		WithTime(now).
 		WithInterQueryBuiltinValueCache(e.cache).
 		WithStrictBuiltinErrors(true).
 		WithVirtualCache(vc).

@@ -110,7 +110,7 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		in, _ := decide.Input(c)
+		in, _ := decide.Input(c, time.Now())
 		rs, err := plain.Eval(ctx, rego.EvalInput(in))
 		if err != nil || len(rs) == 0 {
 			t.Fatalf("%s plain: %v", name, err)
@@ -497,10 +497,11 @@ func TestTheLazyInputIsTheFullInput(t *testing.T) {
 		{AgentId: "a", CallId: "c", Server: "s", Tool: "t", Arguments: odd},
 		{},
 	}
-	paths := [][]string{{"call"}, {"call", "revision"}, {"call", "arguments"}, {"call", "arguments", "list"}, {"call", "arguments", "obj", "a/b"},
+	at := time.Date(2026, 11, 27, 15, 54, 0, 120_000_000, time.FixedZone("CET", 3600))
+	paths := [][]string{{"time"}, {"call"}, {"call", "revision"}, {"call", "arguments"}, {"call", "arguments", "list"}, {"call", "arguments", "obj", "a/b"},
 		{"call", "arguments", "nan"}, {"call", "annotations"}, {"call", "annotations_trusted"}, {"call", "on_behalf_of_verified"}, {"call", "missing"}}
 	for i, c := range calls {
-		full, err := decide.FullInputForTest(c)
+		full, err := decide.FullInputForTest(c, at)
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
@@ -509,7 +510,7 @@ func TestTheLazyInputIsTheFullInput(t *testing.T) {
 			for _, k := range p {
 				ref = append(ref, ast.StringTerm(k))
 			}
-			lazy, err := decide.LazyInputForTest(c) // fresh: nothing converted yet
+			lazy, err := decide.LazyInputForTest(c, at) // fresh: nothing converted yet
 			if err != nil {
 				t.Fatalf("call %d: %v", i, err)
 			}
@@ -519,7 +520,7 @@ func TestTheLazyInputIsTheFullInput(t *testing.T) {
 				t.Errorf("call %d, input.%s: lazy %v (%v), full %v (%v)", i, strings.Join(p, "."), lv, lerr, fv, ferr)
 			}
 		}
-		lazy, _ := decide.LazyInputForTest(c)
+		lazy, _ := decide.LazyInputForTest(c, at)
 		if lazy.Compare(full) != 0 || lazy.String() != full.String() || lazy.Hash() != full.Hash() {
 			t.Errorf("call %d: lazy input %v, full %v", i, lazy, full)
 		}

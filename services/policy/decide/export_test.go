@@ -3,6 +3,7 @@ package decide
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -15,19 +16,20 @@ import (
 // built-in functions matching its view) and built in full (the built-in
 // functions reading it), and fails unless both give the same document.
 func (e *Evaluator) DocumentForTest(ctx context.Context, call *airlockv1.ToolCall) (any, error) {
-	in, err := newCallInput(call)
+	now := time.Now()
+	in, err := newCallInput(call, now)
 	if err != nil {
 		return nil, err
 	}
-	lazy, err := e.evalQuery(context.WithValue(ctx, callInputKey{}, in), in)
+	lazy, err := e.evalQuery(context.WithValue(ctx, callInputKey{}, in), in, now)
 	if err != nil {
 		return nil, err
 	}
-	full, err := inputValue(call)
+	full, err := inputValue(call, now)
 	if err != nil {
 		return nil, err
 	}
-	t, err := e.evalQuery(ctx, &callInput{doc: full})
+	t, err := e.evalQuery(ctx, &callInput{doc: full}, now)
 	if err != nil {
 		return nil, err
 	}
@@ -40,23 +42,26 @@ func (e *Evaluator) DocumentForTest(ctx context.Context, call *airlockv1.ToolCal
 	return ast.JSON(t.Value)
 }
 
-// LazyInputForTest is call's input document as an evaluation builds it
-// (lazy: it converts what is read of it).
-func LazyInputForTest(call *airlockv1.ToolCall) (ast.Value, error) {
-	in, err := newCallInput(call)
+// LazyInputForTest is call's input document at time now as an evaluation
+// builds it (lazy: it converts what is read of it).
+func LazyInputForTest(call *airlockv1.ToolCall, now time.Time) (ast.Value, error) {
+	in, err := newCallInput(call, now)
 	if err != nil {
 		return nil, err
 	}
 	return in.doc, nil
 }
 
-// FullInputForTest is call's input document built in full (what Input gives).
-func FullInputForTest(call *airlockv1.ToolCall) (ast.Value, error) { return inputValue(call) }
+// FullInputForTest is call's input document at time now built in full
+// (what Input gives).
+func FullInputForTest(call *airlockv1.ToolCall, now time.Time) (ast.Value, error) {
+	return inputValue(call, now)
+}
 
-// newCallInput builds call's lazy input document and its view.
-func newCallInput(call *airlockv1.ToolCall) (*callInput, error) {
+// newCallInput builds call's lazy input document at time now and its view.
+func newCallInput(call *airlockv1.ToolCall, now time.Time) (*callInput, error) {
 	in := &callInput{}
-	if err := in.fill(call); err != nil {
+	if err := in.fill(call, now); err != nil {
 		return nil, err
 	}
 	return in, nil

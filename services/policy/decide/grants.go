@@ -2,6 +2,7 @@ package decide
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gobwas/glob"
@@ -90,6 +91,20 @@ func GrantApplies(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlo
 		return true
 	}
 	return grant.Live(g, now)
+}
+
+// CompareGrants orders standing grants as the policy service tries them on
+// an ask: unlimited ones first (a limited grant's uses are kept for what
+// only it answers), then by id (key, given apart: a grant may have been
+// stored without its id), so every replica, and a replay, picks the same.
+func CompareGrants(a, b *airlockv1.StandingGrant, keyA, keyB string) int {
+	if a.GetLimitedUses() != b.GetLimitedUses() {
+		if a.GetLimitedUses() {
+			return 1
+		}
+		return -1
+	}
+	return strings.Compare(keyA, keyB)
 }
 
 // GrantMaxRisk is the highest risk of call g may answer: its max_risk, or

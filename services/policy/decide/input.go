@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/topdown"
@@ -32,12 +33,30 @@ var (
 	keyArguments  = ast.StringTerm("arguments")
 	keyAnnots     = ast.StringTerm("annotations")
 	keyAnnTrusted = ast.StringTerm("annotations_trusted")
+	keyTime       = ast.StringTerm("time")
 )
 
-// inputValue builds {"call": {...}} as an ast value directly: no JSON
-// round trip. It is the input document in full, what Input gives; an
-// evaluation gets the same document built lazily (callInput).
-func inputValue(call *airlockv1.ToolCall) (ast.Value, error) {
+// inputTime is how the input document carries the time of a decision
+// (input.time): RFC 3339 in UTC with as many fractional digits as it needs,
+// the instant time.now_ns() answers in the same evaluation.
+func inputTime(now time.Time) string { return now.UTC().Format(time.RFC3339Nano) }
+
+// lazyTime is input.time as an evaluation's lazy input holds it: the time
+// itself, formatted only when the policy reads it (OPA converts a value of a
+// type it does not know through its JSON form, which is inputTime's). Most
+// policies never read it, and a formatted string in the document would cost
+// every decision two allocations.
+type lazyTime time.Time
+
+// MarshalJSON is the JSON string of inputTime.
+func (t lazyTime) MarshalJSON() ([]byte, error) {
+	return strconv.AppendQuote(nil, inputTime(time.Time(t))), nil
+}
+
+// inputValue builds {"call": {...}, "time": ...} as an ast value directly:
+// no JSON round trip. It is the input document in full, what Input gives;
+// an evaluation gets the same document built lazily (callInput).
+func inputValue(call *airlockv1.ToolCall, now time.Time) (ast.Value, error) {
 	args, err := structValue(call.GetArguments())
 	if err != nil {
 		return nil, err
@@ -78,11 +97,11 @@ func inputValue(call *airlockv1.ToolCall) (ast.Value, error) {
 		items = append(items, ast.Item(keyAnnots, ast.NewTerm(av)), ast.Item(keyAnnTrusted, ast.InternedTerm(call.GetAnnotationsTrusted())))
 	}
 	v[9].Value = ast.NewObject(items...)
-	return ast.NewObject(ast.Item(keyCall, &v[9])), nil
+	return ast.NewObject(ast.Item(keyCall, &v[9]), ast.Item(keyTime, ast.StringTerm(inputTime(now)))), nil
 }
 
-// callInput is the input document of one evaluation, {"call": {...}} as
-// inputValue builds it, but lazy: OPA's lazy objects over Go values, each
+// callInput is the input document of one evaluation, {"call": {...},
+// "time": ...} as inputValue builds it, but lazy: OPA's lazy objects over Go values, each
 // converted to AST only when the policy reads it. The common decision (the
 // compiled rules' own, passed through by the policy) reads nothing of it
 // but through the built-in functions, which match view, read straight from
@@ -96,6 +115,8 @@ type callInput struct {
 	// The Go maps under doc, call and call.arguments, kept from one
 	// evaluation to the next (see inputPool).
 	root, fields, args map[string]any
+	// at is input.time; root holds a pointer to it (no allocation).
+	at lazyTime
 
 	// What evalQuery reuses from one evaluation to the next: the input
 	// term, the first result and the function that takes it, and a
@@ -111,10 +132,10 @@ type callInput struct {
 // built-in functions.
 type callInputKey struct{}
 
-// fill makes in call's input. Each Go value converts to what inputValue
-// builds (InterfaceToValue: strings, booleans, float64 formatted as
-// protoValue formats it, maps, slices).
-func (in *callInput) fill(call *airlockv1.ToolCall) error {
+// fill makes in call's input at time now. Each Go value converts to what
+// inputValue builds (InterfaceToValue: strings, booleans, float64 formatted
+// as protoValue formats it, maps, slices).
+func (in *callInput) fill(call *airlockv1.ToolCall, now time.Time) error {
 	if in.args == nil {
 		in.args = make(map[string]any, len(call.GetArguments().GetFields()))
 	}
@@ -123,7 +144,7 @@ func (in *callInput) fill(call *airlockv1.ToolCall) error {
 		return err
 	}
 	if in.fields == nil {
-		in.root, in.fields = make(map[string]any, 1), make(map[string]any, 12)
+		in.root, in.fields = make(map[string]any, 2), make(map[string]any, 12)
 	}
 	f := in.fields
 	f["agent_id"], f["call_id"], f["revision"] = call.GetAgentId(), call.GetCallId(), int(call.GetRevision())
@@ -146,6 +167,8 @@ func (in *callInput) fill(call *airlockv1.ToolCall) error {
 	}
 	in.call = ast.LazyObject(f)
 	in.root["call"] = in.call
+	in.at = lazyTime(now)
+	in.root["time"] = &in.at
 	in.doc = ast.LazyObject(in.root)
 	return nil
 }

@@ -153,7 +153,7 @@ func TestExactNamesDecideLikeGlobs(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", n, err)
 		}
-		in, _ := decide.Input(c)
+		in, _ := decide.Input(c, time.Now())
 		rs, err := plain.Eval(ctx, rego.EvalInput(in))
 		if err != nil || len(rs) == 0 {
 			t.Fatalf("%q plain: %v", n, err)

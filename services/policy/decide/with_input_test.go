@@ -53,7 +53,7 @@ decision := {"action": "deny", "reason": sprintf("%v is no read", [input.call.to
 			if err != nil {
 				t.Fatal(err)
 			}
-			input, err := decide.Input(tt.call)
+			input, err := decide.Input(tt.call, time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -226,7 +226,7 @@ func runSize(ctx context.Context, code *decide.Code, fl *floor, rules, n int) (S
 	size := Size{Rules: rules, PolicyRevision: ev.Revision()}
 	now := time.Now()
 	// The floor decides the first case's call: the same input document.
-	in, err := decide.Input(cases()[0].call)
+	in, err := decide.Input(cases()[0].call, now)
 	if err != nil {
 		return Size{}, err
 	}

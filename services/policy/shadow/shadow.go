@@ -56,7 +56,8 @@ type Options struct {
 	Queue int
 	// Timeout bounds one candidate decision (default 250ms).
 	Timeout time.Duration
-	// Now is the clock (default time.Now).
+	// Now is the clock (default time.Now), for a live decision that carries
+	// no decided_at.
 	Now func() time.Time
 }
 
@@ -138,9 +139,17 @@ func (r *Runner) Offer(call *airlockv1.ToolCall, live *airlockv1.Decision) {
 		r.dropped.Add(1)
 		return
 	}
+	// The candidate decides at the live decision's own time (its input.time),
+	// so a policy that reads the time never diverges from itself.
+	var at time.Time
+	if t := live.GetDecidedAt(); t != nil {
+		at = t.AsTime()
+	} else {
+		at = r.opts.Now()
+	}
 	r.pending.Add(1)
 	select {
-	case r.jobs <- job{lane: lane, cand: c, call: call, live: live, at: r.opts.Now()}:
+	case r.jobs <- job{lane: lane, cand: c, call: call, live: live, at: at}:
 	default:
 		r.lanes[lane].Add(-1)
 		r.pending.Add(-1)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy/shadow"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -132,5 +134,44 @@ func TestOneAgentFloodingCannotCrowdOutAnother(t *testing.T) {
 	}
 	if got["other"] != 1 || got["flood"] != 4 {
 		t.Errorf("the candidate decided %v, want flood's 4 and other's 1", got)
+	}
+}
+
+// The candidate decides at the live decision's own time, so a policy that
+// reads the time decides as the live one did; a live decision without a
+// time is decided at the runner's clock.
+func TestTheCandidateDecidesAtTheLiveDecisionsTime(t *testing.T) {
+	decidedAt := time.Date(2025, 1, 1, 11, 59, 59, 999_000_000, time.UTC)
+	clock := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name string
+		live *airlockv1.Decision
+		want time.Time
+	}{
+		{"its_decided_at", &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW, DecidedAt: timestamppb.New(decidedAt)}, decidedAt},
+		{"the_clock_without_one", decision(airlockv1.Action_ACTION_ALLOW), clock},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			at := make(chan time.Time, 1)
+			r := shadow.New(slog.New(slog.NewTextHandler(io.Discard, nil)), func(context.Context, shadow.Divergence) error { return nil },
+				shadow.Options{Now: func() time.Time { return clock }})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = r.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			r.Set(&shadow.Candidate{Digest: "clock", Decide: func(_ context.Context, _ *airlockv1.ToolCall, _ *airlockv1.Decision, now time.Time) (*airlockv1.Decision, error) {
+				at <- now
+				return decision(airlockv1.Action_ACTION_ALLOW), nil
+			}})
+			r.Offer(&airlockv1.ToolCall{AgentId: "bot", CallId: "c1"}, tt.live)
+			select {
+			case got := <-at:
+				if !got.Equal(tt.want) {
+					t.Errorf("the candidate decided at %s, want %s", got, tt.want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the candidate never decided")
+			}
+		})
 	}
 }

@@ -160,3 +160,11 @@ func (d Directory) Deciders(rec *airlockv1.ApprovalRecord) []string {
 	candidates = slices.Compact(candidates)
 	return slices.DeleteFunc(candidates, func(p string) bool { return d.Barred(rec, p) != NotBarred })
 }
+
+// MayCancel reports whether principal, a person, may withdraw rec: the
+// person it acts for, or one of its approvers (directly or through a
+// group). It is who the approval service lets cancel, and whom the
+// console offers the cancel to.
+func (d Directory) MayCancel(rec *airlockv1.ApprovalRecord, principal string) bool {
+	return principal != "" && (principal == rec.GetCall().GetOnBehalfOf() || d.Matches(rec.GetDecision().GetApprovers(), principal))
+}

@@ -12,6 +12,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"regexp"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -256,9 +259,81 @@ func decodeStrict(raw []byte, cfg *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return err
+		return explainUnknownFields(err)
 	}
 	return nil
+}
+
+// unknownField is how yaml.v3 says a key names no field.
+var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type (\S+)$`)
+
+// explainUnknownFields turns yaml's "field adr not found in type
+// config.HTTP" (a Go type a person never wrote) into the setting's section
+// and the keys that section takes, so a typo is seen at once.
+func explainUnknownFields(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	sections := settingSections()
+	lines := make([]string, len(te.Errors))
+	for i, e := range te.Errors {
+		lines[i] = e
+		m := unknownField.FindStringSubmatch(e)
+		if m == nil {
+			continue
+		}
+		sec, ok := sections[m[3]]
+		switch {
+		case !ok:
+		case sec.path == "":
+			lines[i] = fmt.Sprintf("line %s: there is no top-level setting %q (a typo? the top level has %s)", m[1], m[2], strings.Join(sec.keys, ", "))
+		default:
+			lines[i] = fmt.Sprintf("line %s: %s has no setting %q (a typo? it has %s)", m[1], sec.path, m[2], strings.Join(sec.keys, ", "))
+		}
+	}
+	return errors.New(strings.Join(lines, "; "))
+}
+
+// section is where a configuration struct sits (its YAML path) and the keys
+// it takes.
+type section struct {
+	path string
+	keys []string
+}
+
+// settingSections maps each configuration struct's Go type name, as yaml
+// names it, to its section.
+func settingSections() map[string]section {
+	out := map[string]section{}
+	var walk func(t reflect.Type, path string)
+	walk = func(t reflect.Type, path string) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+			if t.Kind() != reflect.Map {
+				path += "[]"
+			}
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || t.PkgPath() != reflect.TypeOf(Config{}).PkgPath() {
+			return
+		}
+		if _, seen := out[t.String()]; seen {
+			return
+		}
+		sec := section{path: path}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if !f.IsExported() || key == "-" || key == "" {
+				continue
+			}
+			sec.keys = append(sec.keys, key)
+			walk(f.Type, strings.TrimPrefix(path+"."+key, "."))
+		}
+		out[t.String()] = sec
+	}
+	walk(reflect.TypeOf(Config{}), "")
+	return out
 }
 
 // EventHeadroom is what an event adds to the call it carries (its other

@@ -26,6 +26,8 @@ func TestLoadLayersFileThenEnvironment(t *testing.T) {
 		"AIRLOCK_LIMITS_MAX_REQUEST_BYTES=1000",
 		"AIRLOCK_APPROVAL_DEFAULT_TIMEOUT=2m",
 		"UNRELATED=1",
+		// Clients read names of their own; only a near miss of a setting's is refused.
+		"AIRLOCK_URL=http://127.0.0.1:8080", "AIRLOCK_TOKEN=t",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -59,9 +61,15 @@ func TestLoadRefusesMistakes(t *testing.T) {
 		env        []string
 		want       string
 	}{
-		{"unknown_key", "nats:\n  ulr: x\n", nil, "field ulr not found"},
+		{"unknown_key_names_its_section_and_the_keys_it_has", "nats:\n  ulr: x\n", nil, `line 2: nats has no setting "ulr" (a typo? it has url, credentials,`},
+		{"unknown_top_level_key_lists_the_sections", "htp:\n  addr: x\n", nil, `line 1: there is no top-level setting "htp" (a typo? the top level has nats, stream,`},
+		{"unknown_key_in_a_list_item_names_the_list", "webhooks:\n  - {nme: a}\n", nil, `webhooks[] has no setting "nme" (a typo? it has name, url, secret)`},
+		{"unknown_key_deep_down_names_its_whole_path", "console:\n  webpush:\n    subjet: x\n", nil, `line 3: console.webpush has no setting "subjet"`},
 		{"short_duplicate_window", "stream:\n  duplicate_window: 10s\n", nil, "at least 2m"},
 		{"bad_env_duration", "", []string{"AIRLOCK_STREAM_MAX_AGE=soon"}, "AIRLOCK_STREAM_MAX_AGE"},
+		{"env_name_with_letters_swapped", "", []string{"AIRLOCK_CLICKHOUSE_DNS=clickhouse://db:9000/airlock"}, "AIRLOCK_CLICKHOUSE_DNS is not a setting airlock knows: did you mean AIRLOCK_CLICKHOUSE_DSN?"},
+		{"env_name_with_a_letter_more", "", []string{"AIRLOCK_NATS_URLS=nats://a:4222"}, "did you mean AIRLOCK_NATS_URL?"},
+		{"env_name_with_a_letter_less", "", []string{"AIRLOCK_SECURITY_DECISION_KY=00"}, "did you mean AIRLOCK_SECURITY_DECISION_KEY?"},
 		{"bad_sync", "dev:\n  sync: sometimes\n", nil, "dev.sync"},
 		{"sso_without_client_id", "console:\n  oidc: {issuer: https://login.example.com, groups: {eng: {roles: [reviewer]}}}\n", nil, "console.oidc.client_id"},
 		{"sso_without_any_group", "console:\n  oidc: {issuer: https://login.example.com, client_id: c}\n", nil, "console.oidc.groups is empty"},

@@ -1,8 +1,10 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,20 +25,117 @@ func applyEnv(cfg *Config, env []string) error {
 	if len(vars) == 0 {
 		return nil
 	}
+	if err := nearMisses(vars); err != nil {
+		return err
+	}
 	return walk(reflect.ValueOf(cfg).Elem(), strings.TrimSuffix(EnvPrefix, "_"), vars)
+}
+
+// nearMisses refuses a variable whose name is not a setting's but is within
+// two edits of one (AIRLOCK_CLICKHOUSE_DNS): as with an unknown key in the
+// file, a typo must not leave the default silently in force. Other
+// AIRLOCK_ names are left alone: clients and tools read some of their own
+// (AIRLOCK_URL, AIRLOCK_TOKEN).
+func nearMisses(vars map[string]string) error {
+	known := EnvNames()
+	set := make(map[string]bool, len(known))
+	for _, n := range known {
+		set[n] = true
+	}
+	var errs []error
+	for name := range vars {
+		if set[name] {
+			continue
+		}
+		best, dist := "", 3
+		for _, n := range known {
+			if d := editDistance(name, n, dist); d < dist {
+				best, dist = n, d
+			}
+		}
+		if best != "" {
+			errs = append(errs, fmt.Errorf("environment %s is not a setting airlock knows: did you mean %s? Correct the name or unset it", name, best))
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
+}
+
+// EnvNames lists every AIRLOCK_<PATH> variable that sets a setting.
+func EnvNames() []string {
+	var names []string
+	var list func(t reflect.Type, prefix string)
+	list = func(t reflect.Type, prefix string) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name, ok := envName(prefix, f)
+			if !ok {
+				continue
+			}
+			if nested(f.Type) {
+				list(f.Type, name)
+				continue
+			}
+			names = append(names, name)
+		}
+	}
+	list(reflect.TypeOf(Config{}), strings.TrimSuffix(EnvPrefix, "_"))
+	return names
+}
+
+// envName is the variable that sets field f of the section named prefix
+// (its yaml key upper-cased); false for a field the file cannot set.
+func envName(prefix string, f reflect.StructField) (string, bool) {
+	tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+	if tag == "" || tag == "-" {
+		return "", false
+	}
+	return prefix + "_" + strings.ToUpper(tag), true
+}
+
+// nested reports a section of settings rather than a setting.
+func nested(t reflect.Type) bool {
+	return t.Kind() == reflect.Struct && t != reflect.TypeOf(time.Time{})
+}
+
+// editDistance is the optimal string alignment distance between a and b
+// (insertions, deletions, substitutions and swaps of neighbours), or limit
+// when it is at least limit.
+func editDistance(a, b string, limit int) int {
+	if d := len(a) - len(b); d >= limit || -d >= limit {
+		return limit
+	}
+	prev2, prev, cur := make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return min(prev[len(b)], limit)
 }
 
 func walk(v reflect.Value, prefix string, vars map[string]string) error {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
-		if tag == "" || tag == "-" {
+		name, ok := envName(prefix, f)
+		if !ok {
 			continue
 		}
-		name := prefix + "_" + strings.ToUpper(tag)
 		fv := v.Field(i)
-		if fv.Kind() == reflect.Struct && fv.Type() != reflect.TypeOf(time.Time{}) {
+		if nested(f.Type) {
 			if err := walk(fv, name, vars); err != nil {
 				return err
 			}

@@ -3,9 +3,12 @@
 package embedded
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/airlock-gate/airlock/services/shared/freeport"
@@ -31,6 +34,10 @@ type Options struct {
 	Routes      []string
 	// Log enables the server's own logging to stderr.
 	Log bool
+	// Logger, when set, receives the server's log instead (Log is then
+	// ignored): `airlock dev` records permission violations through it
+	// (package violation). It must not block.
+	Logger server.Logger
 	// MaxPayload is the largest message the server accepts (0: 8 MiB).
 	// Production servers keep NATS's default of 1 MiB.
 	MaxPayload int32
@@ -58,11 +65,17 @@ func Start(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := portFree(o.Host, o.Port); err != nil {
+		return nil, err
+	}
 	s, err := server.NewServer(so)
 	if err != nil {
 		return nil, fmt.Errorf("configure embedded NATS: %w", err)
 	}
-	if o.Log {
+	switch {
+	case o.Logger != nil:
+		s.SetLoggerV2(o.Logger, false, false, false)
+	case o.Log:
 		s.ConfigureLogger()
 	}
 	go s.Start()
@@ -71,6 +84,24 @@ func Start(o Options) (*Server, error) {
 		return nil, fmt.Errorf("embedded NATS on %s:%d did not start within 30s (is the port in use? pick another with --nats-port)", o.Host, o.Port)
 	}
 	return &Server{Server: s, opts: o}, nil
+}
+
+// portFree says at once, in a sentence, that the port is taken: the server
+// itself would only fail to become ready, 30 seconds later, its reason
+// unlogged.
+func portFree(host string, port int) error {
+	if port <= 0 {
+		return nil // the server picks a free one
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	l, err := net.Listen("tcp", addr)
+	if err == nil {
+		return l.Close()
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("embedded NATS cannot listen on %s: something already listens there (another airlock dev?): stop it, or pick another port with --nats-port", addr)
+	}
+	return fmt.Errorf("embedded NATS cannot listen on %s: %w (pick another address or port with --nats-port)", addr, err)
 }
 
 // StartConfigFile starts a server configured entirely by a nats-server
@@ -143,6 +174,22 @@ func (s *Server) Reload() error {
 		return fmt.Errorf("reload NATS config %s: %w", o.ConfigFile, err)
 	}
 	return nil
+}
+
+// Who says which account and user (the public nkey of an nkey user) the
+// server authenticated client connection cid as, while the server still
+// knows the connection (open, or among the recently closed it keeps).
+func (s *Server) Who(cid uint64) (account, user string, ok bool) {
+	// Open connections first: asking for closed ones copies the server's
+	// whole list of them.
+	for _, state := range []server.ConnState{server.ConnOpen, server.ConnClosed} {
+		cz, err := s.Connz(&server.ConnzOptions{CID: cid, State: state, Username: true})
+		if err == nil && cz != nil && len(cz.Conns) == 1 && cz.Conns[0].Cid == cid {
+			c := cz.Conns[0]
+			return c.Account, c.AuthorizedUser, c.AuthorizedUser != ""
+		}
+	}
+	return "", "", false
 }
 
 // URL is the client URL of the running server.

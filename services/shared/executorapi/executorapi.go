@@ -23,6 +23,12 @@ import (
 // Service is the micro service name.
 const Service = "executor"
 
+// Durable is the events-stream consumer every executor replica shares;
+// once it has nothing pending, every call the executor was given has
+// started (or was refused), which is what a test waits for before it
+// asserts that a call never ran.
+const Durable = "executor"
+
 // EndpointTools is the tools endpoint, relative to the service's group.
 const EndpointTools = "tools"
 

@@ -54,6 +54,10 @@ func (d Dev) URLFile() string { return filepath.Join(d.DataDir, "nats.url") }
 // --http address), not to the default.
 func (d Dev) ConsoleURLFile() string { return filepath.Join(d.DataDir, "console.url") }
 
+// LockFile is held (flock) by the `airlock dev` that runs on the data dir,
+// so that a second one refuses to start instead of sharing its NATS store.
+func (d Dev) LockFile() string { return filepath.Join(d.DataDir, "dev.lock") }
+
 // ConfigFile is the embedded server's accounts configuration.
 func (d Dev) ConfigFile() string { return filepath.Join(d.DataDir, "nats-accounts.conf") }
 
@@ -85,23 +89,16 @@ func (d Dev) Ensure(cfg config.Config, url string) error {
 // removed), in which case the server should reload it.
 func (d Dev) Render(cfg config.Config) (bool, error) {
 	spec := Spec{Config: cfg}
-	for _, role := range devRoles {
-		pub, err := EnsureSeed(d.SeedFile(role))
-		if err != nil {
-			return false, err
-		}
-		spec.Services = append(spec.Services, User{Role: role, NKey: pub})
-	}
-	creds, err := AgentCredentials(d.AgentsDir())
+	users, err := d.Users()
 	if err != nil {
 		return false, err
 	}
-	for _, c := range creds {
-		pub, err := c.PublicKey()
-		if err != nil {
-			return false, err
+	for _, u := range users {
+		if u.Agent != "" {
+			spec.Agents = append(spec.Agents, u)
+		} else {
+			spec.Services = append(spec.Services, u)
 		}
-		spec.Agents = append(spec.Agents, User{Agent: c.Agent, NKey: pub})
 	}
 	text, err := Accounts(spec)
 	if err != nil {
@@ -115,6 +112,31 @@ func (d Dev) Render(cfg config.Config) (bool, error) {
 		return false, fmt.Errorf("write %s: %w", d.ConfigFile(), err)
 	}
 	return true, nil
+}
+
+// Users are the NATS users of the dev credentials present now: its
+// service roles (seeds are created if missing) and every agent credential.
+func (d Dev) Users() ([]User, error) {
+	var users []User
+	for _, role := range devRoles {
+		pub, err := EnsureSeed(d.SeedFile(role))
+		if err != nil {
+			return nil, err
+		}
+		users = append(users, User{Role: role, NKey: pub})
+	}
+	creds, err := AgentCredentials(d.AgentsDir())
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range creds {
+		pub, err := c.PublicKey()
+		if err != nil {
+			return nil, err
+		}
+		users = append(users, User{Agent: c.Agent, NKey: pub})
+	}
+	return users, nil
 }
 
 // Apply points cfg at the dev credentials: the services' nkey and the seal keys.

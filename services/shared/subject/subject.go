@@ -98,8 +98,9 @@ var (
 // SystemAgent is the agent token used for events that belong to no agent's
 // call (policy_changed, grants, sign-ins, tokens, audit retention); the call
 // token then names the thing: SystemCall for the policy, a grant or token
-// id, ConsoleCall for sign-ins, AuditCall for the audit trail itself.
-// InvalidCall stands for a call id too malformed to use as a subject token.
+// id, ConsoleCall for sign-ins, AuditCall for the audit trail itself,
+// BusCall for what NATS refused. InvalidCall stands for a call id too
+// malformed to use as a subject token.
 // Agent ids never start with "_" (ids.ValidateAgent), so none of these can
 // collide with an agent's.
 const (
@@ -108,6 +109,9 @@ const (
 	ConsoleCall = "_console"
 	AuditCall   = "_audit"
 	InvalidCall = "_invalid"
+	// BusCall: what NATS itself refused (permission violations on the
+	// bus), recorded by airlock's embedded server (package violation).
+	BusCall = "_bus"
 )
 
 // System builds airlock.evt._system.<id>.<type> for a system-wide event.

@@ -12,6 +12,8 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/executorapi"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // Events returns every event currently stored on subjects matching filter,
@@ -99,4 +101,22 @@ func Settled(t testing.TB, js jetstream.JetStream, stream, durable string, timeo
 		info, err := cons.Info(context.Background())
 		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
 	})
+}
+
+// Runs waits until the executor has handled every event it was given (its
+// durable consumer settled: a start it was going to make is stored), then
+// counts the started and completed events of agent's call. It is how a
+// test asserts that a call never ran (0, 0), or ran exactly once (1, 1).
+func Runs(t testing.TB, js jetstream.JetStream, agent, call string) (started, completed int) {
+	t.Helper()
+	Settled(t, js, config.Default().Stream.Name, executorapi.Durable, 20*time.Second)
+	for _, typ := range SubjectTypes(t, js, subject.OfCall(agent, call)) {
+		switch typ {
+		case subject.Started:
+			started++
+		case subject.Completed:
+			completed++
+		}
+	}
+	return started, completed
 }

@@ -439,7 +439,7 @@ func Cancel(rec *airlockv1.ApprovalRecord, by *airlockv1.Actor, reason string, d
 		if by.GetId() == "" {
 			return Outcome{}, invalid("the cancel request names no principal: the front-end must pass who cancels")
 		}
-		if by.GetId() != rec.GetCall().GetOnBehalfOf() && !dir.Matches(rec.GetDecision().GetApprovers(), by.GetId()) {
+		if !dir.MayCancel(rec, by.GetId()) {
 			return Outcome{}, &Refusal{Action: "cancel", Why: fmt.Sprintf("%s cannot cancel call %s: only its approvers or the person it acts for can", by.GetId(), rec.GetCall().GetCallId())}
 		}
 	}

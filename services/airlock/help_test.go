@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/airlock-gate/airlock/services/shared/freeport"
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
+)
+
+// TestAWordThatNamesNoCommandIsAUsageError: a mistyped command of a group is
+// exit status 2 with a sentence naming the group's commands (and the likely
+// one), never the group's help with exit status 0.
+func TestAWordThatNamesNoCommandIsAUsageError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"a_typo_of_a_group_command_names_the_command_meant", []string{"approvals", "lst"},
+			[]string{`airlock approvals has no command "lst" (did you mean list?)`, "approve, cancel, changes,", "see `airlock approvals --help`"}},
+		{"a_nested_group_says_which_group_has_no_such_command", []string{"policy", "rule", "list"},
+			[]string{`airlock policy has no command "rule" (did you mean rules?)`, "see `airlock policy --help`"}},
+		{"an_unknown_top_command_is_a_usage_error_too", []string{"xyzzy"},
+			[]string{`airlock has no command "xyzzy": its commands are agents, approvals,`, "see `airlock --help`"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := runCLI(context.Background(), t, tc.args...)
+			var usage usageError
+			if !errors.As(err, &usage) {
+				t.Fatalf("err = %v (stdout %q), want a usage error (exit status 2)", err, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error lacks %q: %v", w, err)
+				}
+			}
+			if out != "" {
+				t.Errorf("printed help besides the error: %q", out)
+			}
+		})
+	}
+}
+
+// TestAGroupAloneShowsItsHelp: a group named without a command still shows
+// its help (exit status 0), listing its commands but no usage line of its own,
+// while its commands keep theirs.
+func TestAGroupAloneShowsItsHelp(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    []string
+		notWant string
+	}{
+		{"a_group_lists_its_commands", []string{"approvals"}, []string{"airlock approvals [command]", "Available Commands:"}, "airlock approvals [flags]"},
+		{"the_top_lists_its_commands", []string{}, []string{"airlock [command]"}, "airlock [flags]"},
+		{"a_command_of_a_group_keeps_its_usage_line", []string{"approvals", "approve", "--help"}, []string{"airlock approvals approve AGENT/CALL_ID [flags]"}, ""},
+		{"the_hook_keeps_its_usage_line_beside_its_commands", []string{"hook", "--help"}, []string{"airlock hook AGENT [flags]", "airlock hook [command]"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := runCLI(context.Background(), t, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("the help lacks %q:\n%s", w, out)
+				}
+			}
+			if tc.notWant != "" && strings.Contains(out, tc.notWant) {
+				t.Errorf("the help has %q:\n%s", tc.notWant, out)
+			}
+		})
+	}
+}
+
+// TestHookHelpShowsTheHelp: `airlock hook --help`, which the hook's usage
+// line points to, shows the hook's help, not that usage line again.
+func TestHookHelpShowsTheHelp(t *testing.T) {
+	for _, flag := range []string{"--help", "-h"} {
+		out, err := runCLI(context.Background(), t, "hook", flag)
+		if err != nil {
+			t.Fatalf("hook %s: %v", flag, err)
+		}
+		if !strings.Contains(out, "Reads a coding agent's hook payload on stdin") || !strings.Contains(out, "install") {
+			t.Errorf("hook %s printed no help:\n%s", flag, out)
+		}
+	}
+}
+
+// TestEveryFlagsValueNameIsOneWord: cobra takes the first `quoted` words of a
+// flag's usage as the name of its value, so a command quoted in a usage
+// sentence would be shown as "--data airlock dev". Every flag of every
+// command shows a one-word value name.
+func TestEveryFlagsValueNameIsOneWord(t *testing.T) {
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if name, _ := pflag.UnquoteUsage(f); strings.ContainsAny(name, " \t") {
+				t.Errorf("%s --%s shows its value as %q: quote only the value's name in its usage, or nothing", c.CommandPath(), f.Name, name)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd())
+}
+
+// TestASecondDevOnTheSameDataDirRefusesAtOnce: while an `airlock dev` holds
+// its data dir, another on the same dir says so and what to do, and leaves
+// the running one's files alone (it used to start a second NATS on the same
+// store, and remove the first's nats.url when it stopped).
+func TestASecondDevOnTheSameDataDirRefusesAtOnce(t *testing.T) {
+	data := t.TempDir()
+	dev := natsauth.Dev{DataDir: data}
+	unlock, err := lockDataDir(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	if err := os.WriteFile(dev.URLFile(), []byte("nats://127.0.0.1:4222\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, err := freeport.Pick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Were the dir not refused, dev would run until this context ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = runCLI(ctx, t, "dev", "--data", data, "--nats-port", strconv.Itoa(port), "--http", "127.0.0.1:0")
+	if err == nil {
+		t.Fatal("a second dev ran on a data dir another holds")
+	}
+	for _, want := range []string{fmt.Sprintf("another airlock dev (pid %d) already runs with the data dir %s", os.Getpid(), data), "stop it first", "--data DIR"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q: %v", want, err)
+		}
+	}
+	if b, err := os.ReadFile(dev.URLFile()); err != nil || string(b) != "nats://127.0.0.1:4222\n" {
+		t.Errorf("the running dev's nats.url is now %q, %v", b, err)
+	}
+}
+
+// TestCtrlCWhileDevStartsIsAStop: interrupted before it is up (its context
+// canceled), `airlock dev` says it stopped and exits 0, as Ctrl-C does once
+// it runs, never with an error chain ending in "context canceled".
+func TestCtrlCWhileDevStartsIsAStop(t *testing.T) {
+	port, err := freeport.Pick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out, err := runCLI(ctx, t, "dev", "--data", t.TempDir(), "--nats-port", strconv.Itoa(port), "--http", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("interrupted while starting: %v", err)
+	}
+	if !strings.Contains(out, "airlock dev stopped before it had started (Ctrl-C)") {
+		t.Fatalf("no word of the stop:\n%s", out)
+	}
+}
+
+// TestTheCommandsOnStoredRowsSayTheyNeedClickHouse: verify and drop-before
+// work on the rows stored in ClickHouse; their --clickhouse help does not
+// promise the stream instead, and each says without one what it cannot do.
+func TestTheCommandsOnStoredRowsSayTheyNeedClickHouse(t *testing.T) {
+	t.Setenv("AIRLOCK_DEV_DATA_DIR", t.TempDir()) // no `airlock dev --clickhouse-local` there
+	t.Setenv("AIRLOCK_CLICKHOUSE_DSN", "")
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    string
+		notWant string
+	}{
+		{"verify_has_no_stored_copy_to_check", []string{"audit", "verify"}, "and there is no stored copy to check", "nothing stored to drop"},
+		{"drop_before_has_nothing_stored_to_drop", []string{"audit", "drop-before", "2026-01"}, "and there is nothing stored to drop", "no stored copy to check"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runCLI(context.Background(), t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), "no ClickHouse is configured") || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), tc.notWant) {
+				t.Fatalf("err = %v, want it to say %q", err, tc.want)
+			}
+			cmd, _, err := newRootCmd().Find(tc.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u := cmd.Flags().Lookup("clickhouse").Usage; !strings.Contains(u, "this command needs one") || strings.Contains(u, "events stream") {
+				t.Errorf("--clickhouse says %q", u)
+			}
+		})
+	}
+}
+
+// TestReviewerCommandsSayWhatToDoWhenNothingAnswers: with no airlock at the
+// API's address, the sentence says so and how to start it or point there,
+// not a chain of Go's dial errors.
+func TestReviewerCommandsSayWhatToDoWhenNothingAnswers(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := "http://" + l.Addr().String()
+	l.Close() // nothing listens there now
+	token := filepath.Join(t.TempDir(), "admin.token")
+	if err := os.WriteFile(token, []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"approvals", "list", "--api", api, "--token-file", token},
+		{"policy", "shadow", "divergences", "--api", api, "--token-file", token},
+	} {
+		_, err := runCLI(context.Background(), t, args...)
+		want := "nothing answers at " + api + " (connection refused): start airlock (`go tool task up`, or `airlock dev`), or name where its console listens with --api or AIRLOCK_API"
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "dial tcp") {
+			t.Errorf("%s: err = %v, want it to say %q", strings.Join(args[:2], " "), err, want)
+		}
+	}
+}
+
+// TestPolicyTestOfAMissingDirectorySaysSo: `airlock policy test DIR` with no
+// such directory, or a file, says what DIR must be (as eval, replay and
+// shadow do), not OPA's "stat .: no such file or directory".
+func TestPolicyTestOfAMissingDirectorySaysSo(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "data.json")
+	if err := os.WriteFile(file, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "candidate")
+	for _, tc := range []struct{ dir, want string }{
+		{missing, "the policy directory " + missing + " does not exist: give a directory with the policy's *.rego files and data.json"},
+		{file, file + " is a file, not a policy directory"},
+	} {
+		_, err := runCLI(context.Background(), t, "policy", "test", tc.dir)
+		var usage usageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "stat .") {
+			t.Errorf("policy test %s: err = %v, want a usage error saying %q", tc.dir, err, tc.want)
+		}
+	}
+}
+
+// TestDevSaysWhatTheHTTPAddressMustBe: an --http that is no address, or one
+// something listens on, is a sentence saying what to give, at once.
+func TestDevSaysWhatTheHTTPAddressMustBe(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, tc := range []struct{ name, addr, want string }{
+		{"a_bare_port_is_no_address", "8080", `the HTTP address "8080" (--http, http.addr) is not an address to listen on: give HOST:PORT, such as 127.0.0.1:8080`},
+		{"a_taken_address_says_something_listens_there", busy.Addr().String(), "something already listens on " + busy.Addr().String() + " (another airlock?): stop it, or pick another address with --http"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			port, err := freeport.Pick()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err = runCLI(ctx, t, "dev", "--data", t.TempDir(), "--nats-port", strconv.Itoa(port), "--http", tc.addr)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}

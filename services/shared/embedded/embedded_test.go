@@ -1,0 +1,29 @@
+package embedded
+
+import (
+	"net"
+	"strings"
+	"testing"
+)
+
+// TestStartSaysAtOnceThatThePortIsTaken: a port something else listens on
+// (a second `airlock dev`) is an error naming the address and what to do,
+// not a server that fails to become ready after 30 seconds.
+func TestStartSaysAtOnceThatThePortIsTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	s, err := Start(Options{Port: port, StoreDir: t.TempDir()})
+	if err == nil {
+		s.Shutdown()
+		t.Fatal("started on a port something else listens on")
+	}
+	for _, want := range []string{"cannot listen on " + l.Addr().String(), "something already listens there", "--nats-port"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q: %v", want, err)
+		}
+	}
+}
