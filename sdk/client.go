@@ -1,10 +1,14 @@
 // Package airlock is the Go SDK for agents: submit a tool call, await its
 // outcome (even after the agent restarted), cancel it.
 //
-//	c, _ := airlock.New(nc, "my-agent")
+//	c, err := airlock.Connect(ctx, ".airlock/agents/bot.creds.json", "") // `airlock agents add NAME` makes one
+//	defer c.Close()
 //	id, err := c.Submit(ctx, airlock.Call{Tool: "fs__read_file", Args: map[string]any{"path": "README.md"}})
 //	out, err := c.Await(ctx, id)
 //	if out.Status == airlock.StatusCompleted { use(out.Result) }
+//
+// New makes a Client on a connection of your own (with the agent's nkey and
+// its inbox prefix, as Dial makes it).
 package airlock
 
 import (

@@ -54,10 +54,13 @@ After a reviewer requests changes, submit the revised call as revision 2 of
 the same call: --call-id ID --revision 2.
 
 ` + callExitStatuses,
-		Args: cobra.NoArgs,
+		Args: exactArgs(0, "--tool"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Tool == "" {
 				return usageErr(cmd, "--tool is required")
+			}
+			if srv, tool, _ := strings.Cut(c.Tool, "__"); srv == "" || tool == "" {
+				return usageErr(cmd, "--tool %q names no server and tool: give it as server__tool, such as demo__echo (tools come from executor.tools_file)", c.Tool)
 			}
 			if argsRaw != "" {
 				if err := json.Unmarshal([]byte(argsRaw), &c.Args); err != nil || c.Args == nil {
@@ -83,7 +86,7 @@ the same call: --call-id ID --revision 2.
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&agent, "agent", "bot", "`NAME` of the agent to act as: its credential is <data dir>/agents/NAME.creds.json (airlock agents add NAME makes one)")
+	f.StringVar(&agent, "agent", "bot", "`NAME` of the agent to act as: its credential is <data dir>/agents/NAME.creds.json, <data dir> being AIRLOCK_DEV_DATA_DIR, else .airlock (airlock agents add NAME makes one)")
 	f.StringVar(&creds, "creds", "", "agent credential file to act with (overrides --agent)")
 	f.Uint32Var(&c.Revision, "revision", 0, "revision to submit: 2 or more after a reviewer requested changes (with --call-id)")
 	f.StringVar(&c.Tool, "tool", "", "tool to call, as server__tool (e.g. demo__echo)")
@@ -135,7 +138,7 @@ for and prints its outcome. Use it when ` + "`airlock call`" + `'s --wait ran ou
 			return follow(cmd.Context(), os.Stdout, os.Stderr, cfg, client, id, revision, wait)
 		},
 	}
-	cmd.Flags().StringVar(&creds, "creds", "", "agent credential file (default <data dir>/agents/AGENT.creds.json)")
+	cmd.Flags().StringVar(&creds, "creds", "", "agent credential file (default <data dir>/agents/AGENT.creds.json; <data dir> is AIRLOCK_DEV_DATA_DIR, else .airlock)")
 	cmd.Flags().Uint32Var(&revision, "revision", 0, "revision to follow (default the newest)")
 	cmd.Flags().DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for the outcome")
 	return cmd

@@ -14,6 +14,7 @@ import (
 
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/console"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -57,13 +58,22 @@ submit and follow its own calls. ` + "`airlock dev`" + ` picks up added agents
 within a second, without a restart. For a production NATS, render the
 accounts with ` + "`airlock nats config`" + ` instead.`,
 	}
-	cmd.PersistentFlags().StringVar(&dataDir, "data", ".airlock", "data `DIR` of airlock dev")
+	cmd.PersistentFlags().StringVar(&dataDir, "data", "", "data `DIR` of airlock dev (default dev.data_dir / AIRLOCK_DEV_DATA_DIR, .airlock)")
+	// The data dir the other commands use (`airlock call`, `approvals`,
+	// `hook install`) unless --data names another.
+	devData := func() (config.Config, string, error) {
+		cfg, err := g.load()
+		if err != nil || dataDir != "" {
+			return cfg, dataDir, err
+		}
+		return cfg, cfg.Dev.DataDir, nil
+	}
 	add := &cobra.Command{
 		Use:   "add NAME",
 		Short: "Create an agent and write its credential file",
 		Args:  exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := g.load()
+			cfg, dataDir, err := devData()
 			if err != nil {
 				return err
 			}
@@ -100,6 +110,10 @@ accounts with ` + "`airlock nats config`" + ` instead.`,
 		Short: "List the agents and their credential files",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, dataDir, err := devData()
+			if err != nil {
+				return err
+			}
 			d := natsauth.Dev{DataDir: dataDir}
 			creds, err := natsauth.AgentCredentials(d.AgentsDir())
 			if err != nil {

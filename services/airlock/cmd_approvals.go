@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -53,6 +54,10 @@ func (f *apiFlags) client(g *globals) (*apiClient, error) {
 		path = filepath.Join(cfg.Dev.DataDir, "admin.token")
 	}
 	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && f.tokenFile == "" {
+		return nil, fmt.Errorf("no API token at %s: run this in the directory where `airlock dev` was started, name its data dir with AIRLOCK_DEV_DATA_DIR=DIR, "+
+			"or pass --token-file FILE with a personal token made in the console (Tokens)", path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read the API token: %w (create a personal token in the console under Tokens and pass --token-file, or run `airlock dev`, which writes %s)", err, path)
 	}
@@ -152,11 +157,15 @@ func newApprovalsCmd(g *globals) *cobra.Command {
 		Long: `Reviewer commands on top of the console's REST API. They act as the owner of
 the API token: by default the admin token that ` + "`airlock dev`" + ` writes to
 <data dir>/admin.token; create a personal token in the console (Tokens) for
-anyone else. The approval service decides whether that person may decide.`,
+anyone else. The approval service decides whether that person may decide.
+
+Each command exits 2 when it was used wrongly or the API refused it (no such
+call, a state that is none, not yours to decide, ...) and 1 when the API
+could not be reached; the decide commands say more in their help.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.api, "api", envOr("AIRLOCK_API", "http://127.0.0.1:8080"), "URL of the console / REST API (env AIRLOCK_API)")
-	pf.StringVar(&f.tokenFile, "token-file", "", "file holding an API token (default <data dir>/admin.token)")
+	pf.StringVar(&f.tokenFile, "token-file", "", "file holding an API token (default <data dir>/admin.token; <data dir> is AIRLOCK_DEV_DATA_DIR, else .airlock)")
 	pf.BoolVar(&f.json, "json", false, "print the API's JSON")
 	cmd.AddCommand(
 		approvalsListCmd(g, f), approvalsShowCmd(g, f),
@@ -202,7 +211,7 @@ func approvalsListCmd(g *globals, f *apiFlags) *cobra.Command {
 			}
 			var out listReply
 			if err := c.do(cmd.Context(), http.MethodGet, "/api/v1/approvals?"+q.Encode(), nil, &out); err != nil {
-				return fmt.Errorf("list approvals: %w", err)
+				return refusal(fmt.Errorf("list approvals: %w", err))
 			}
 			if f.json {
 				b, err := json.MarshalIndent(out, "", "  ")
@@ -308,7 +317,7 @@ func getCall(cmd *cobra.Command, g *globals, f *apiFlags, arg, verb string) (*ai
 	}
 	var out airlockv1.GetResponse
 	if err := c.do(cmd.Context(), http.MethodGet, path, nil, &out); err != nil {
-		return nil, nil, "", fmt.Errorf("%s %s: %w", verb, arg, err)
+		return nil, nil, "", refusal(fmt.Errorf("%s %s: %w", verb, arg, err))
 	}
 	return &out, c, path, nil
 }

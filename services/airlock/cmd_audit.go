@@ -421,7 +421,7 @@ the rows and the first kept row with its link, so the trail says what is gone
 and ` + "`airlock audit verify`" + ` accepts the first kept row as the chain's start.
 Without --yes it only prints the plan. The events stream keeps its own
 retention (stream.max_age).`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			before, err := time.Parse("2006-01", args[0])

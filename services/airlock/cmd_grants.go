@@ -37,7 +37,7 @@ remember their own decisions when the rule asks them to confirm their calls.
 When the call is pending it is approved too (the revision remembered), as
 the first call the grant is for; --no-approve leaves it undecided.
 ` + "`airlock approvals grants`" + ` lists grants, ` + "`airlock approvals revoke`" + ` ends one.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if prefix == "" && !exact {
 				return usageErr(cmd, "say what to remember: --prefix \"git commit\" (a command prefix) or --exact (these arguments only)")
@@ -149,7 +149,7 @@ func approvalsRevokeCmd(g *globals, f *apiFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "revoke GRANT_ID",
 		Short: "Revoke a standing grant",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := f.client(g)
 			if err != nil {

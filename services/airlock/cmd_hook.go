@@ -454,7 +454,7 @@ binary with the agent's credential (written as an absolute path; from your
 own project, name airlock's data directory with --data, or give --creds);
 the agent's own hook timeout is set
 longer than --wait, so the agent never gives up on a hook still waiting.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := hooks.ParseAgent(args[0])
 			if err != nil {
@@ -573,7 +573,7 @@ func newHookTestCmd() *cobra.Command {
 --payload FILE ("-" for stdin), against the airlock the credential reaches,
 and prints the hook's stdout, stderr and exit status, and what the agent does
 with them.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := hooks.ParseAgent(args[0])
 			if err != nil {

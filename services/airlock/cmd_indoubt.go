@@ -84,7 +84,7 @@ Exit status 0 when your answer was recorded; 1 when it changed nothing (you
 had given the same answer) or the API could not be reached; 2 when the
 command was used wrongly or the API refused (no such call in doubt, already
 answered otherwise, not a reviewer).`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if happened != "yes" && happened != "no" {
 				return usageErr(cmd, "--happened must be yes or no")

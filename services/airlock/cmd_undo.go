@@ -38,7 +38,7 @@ on, with the hook's --state-dir if its hook command sets one.
 
 The undo is recorded in the audit trail as an "undone" event on the call,
 with who ran it (--by, default $USER); airlock must be reachable.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			agent, call, ok := strings.Cut(args[0], "/")
 			if !ok {

@@ -39,12 +39,21 @@ func bootstrapConsole(ctx context.Context, deps *svc.Deps, dataDir, httpAddr str
 		}
 	}
 	deps.Config.Approval.Groups = groups
-	text := fmt.Sprintf("  console   http://%s   ", httpAddr)
-	if admin.Password != "" {
-		text += fmt.Sprintf("sign in as %s with password %s\n            (shown only now: write it down; it is stored as a bcrypt hash)\n", admin.User, admin.Password)
-	} else {
-		text += fmt.Sprintf("sign in as %s (password printed at the first start)\n", admin.User)
-	}
+	text := fmt.Sprintf("  console   http://%s   %s\n", httpAddr, signInText(admin))
 	text += fmt.Sprintf("  API token %s   (airlock approvals list --token-file %s)\n", admin.TokenFile, admin.TokenFile)
 	return text, nil
+}
+
+// signInText says how to sign in as the first admin: with the password made
+// just now, the one the configuration gives, or, on a later start, where
+// the password was and what to do without it.
+func signInText(admin console.FirstAdmin) string {
+	switch {
+	case admin.Password != "":
+		return fmt.Sprintf("sign in as %s with password %s\n            (shown only now: write it down; it is stored as a bcrypt hash)", admin.User, admin.Password)
+	case admin.Configured:
+		return fmt.Sprintf("sign in as %s with the password console.users gives it", admin.User)
+	}
+	return fmt.Sprintf("sign in as %s (password printed at the first start)\n"+
+		"            (lost it? configure an admin of your own in console.users, its hash from `airlock users hash-password`, and start again)", admin.User)
 }

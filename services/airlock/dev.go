@@ -84,7 +84,7 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 	if err := os.MkdirAll(cfg.Dev.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir %s: %w", cfg.Dev.DataDir, err)
 	}
-	unlock, err := lockDataDir(natsauth.Dev{DataDir: cfg.Dev.DataDir})
+	unlock, err := lockDataDir(natsauth.Dev{DataDir: cfg.Dev.DataDir}, log)
 	if err != nil {
 		return err
 	}
@@ -300,7 +300,7 @@ func localDSNFile(dataDir string) string { return filepath.Join(dataDir, "clickh
 // and console.url when it stops. The lock is the kernel's (flock), so a
 // killed process leaves none behind; the file itself stays, holding the
 // last holder's pid.
-func lockDataDir(d natsauth.Dev) (unlock func(), err error) {
+func lockDataDir(d natsauth.Dev, log *slog.Logger) (unlock func(), err error) {
 	f, err := os.OpenFile(d.LockFile(), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", d.LockFile(), err)
@@ -309,7 +309,10 @@ func lockDataDir(d natsauth.Dev) (unlock func(), err error) {
 		holder, _ := io.ReadAll(f)
 		f.Close()
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("lock %s: %w", d.LockFile(), err)
+			// A file system without locks (some network mounts) must not
+			// keep dev from starting: it runs unguarded, as it always did.
+			log.Warn("the data dir cannot be locked: a second airlock dev on it would not be refused", "file", d.LockFile(), "err", err)
+			return func() {}, nil
 		}
 		who := "another airlock dev"
 		if pid := strings.TrimSpace(string(holder)); pid != "" {

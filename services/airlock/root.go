@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -90,6 +91,18 @@ func rejectUnknownCommands(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		rejectUnknownCommands(sub)
 	}
+	if check := c.Args; check != nil {
+		// cobra's own checks (NoArgs, ExactArgs, ...) answer a plain error,
+		// exit status 1: a wrong argument is a usage error like a wrong flag.
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			err := check(cmd, args)
+			var usage usageError
+			if err == nil || errors.As(err, &usage) {
+				return err
+			}
+			return usageErr(cmd, "%v", err)
+		}
+	}
 	if !c.HasSubCommands() || c.Runnable() {
 		return
 	}
@@ -99,7 +112,7 @@ func rejectUnknownCommands(c *cobra.Command) {
 	c.Annotations[groupAnnotation] = "true"
 	c.Args = cobra.ArbitraryArgs
 	c.RunE = func(cmd *cobra.Command, args []string) error {
-		if len(args) == 0 {
+		if len(args) == 0 || args[0] == "help" {
 			return cmd.Help()
 		}
 		var names []string

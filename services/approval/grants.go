@@ -104,12 +104,12 @@ func (s *Service) RevokeGrant(ctx context.Context, req *airlockv1.RevokeGrantReq
 		return nil, err
 	}
 	if req.GetGrantId() == "" {
-		return nil, apierr.New(apierr.InvalidRequest, "grant_id is empty: name the grant to revoke (grants.list shows them)")
+		return nil, apierr.New(apierr.InvalidRequest, "grant_id is empty: name the grant to revoke (`airlock approvals grants`, the console's Grants page or GET /api/v1/grants lists them)")
 	}
 	for range maxCASAttempts {
 		g, rev, err := s.grant(ctx, req.GetGrantId())
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrInvalidKey) {
-			return nil, apierr.New(apierr.NotFound, "no grant %s: grants.list shows the existing ones", req.GetGrantId())
+			return nil, apierr.New(apierr.NotFound, "no grant %s: `airlock approvals grants`, the console's Grants page or GET /api/v1/grants lists the existing ones", req.GetGrantId())
 		}
 		if err != nil {
 			return nil, apierr.Wrap(apierr.Unavailable, err, "grant %s could not be read; try again", req.GetGrantId())

@@ -556,6 +556,11 @@ func TestStandingGrantsCreateListRevoke(t *testing.T) {
 	}
 	_, err = w.api.RevokeGrant(ctx, &airlockv1.RevokeGrantRequest{GrantId: "grant_nope", By: human("bob")})
 	mustCode(t, err, apierr.NotFound)
+	// Said to a person at a terminal or a page: where the grants are listed,
+	// not the service's subject (grants.list).
+	if !strings.Contains(err.Error(), "`airlock approvals grants`, the console's Grants page or GET /api/v1/grants lists the existing ones") {
+		t.Fatalf("revoking no grant says %v", err)
+	}
 }
 
 func TestMalformedRequestsAreRefusedWithASentence(t *testing.T) {

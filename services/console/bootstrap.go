@@ -27,6 +27,9 @@ type FirstAdmin struct {
 	// Password is set only when Bootstrap created the user just now; it is
 	// never stored in clear and cannot be shown again.
 	Password string
+	// Configured is true when User is an admin of console.users, whose
+	// password the configuration gives (nothing was created).
+	Configured bool
 	// TokenFile holds an API token acting as User (for scripts and the CLI).
 	TokenFile string
 	// TokenCreated is true when the file was (re)written.
@@ -55,6 +58,7 @@ func Bootstrap(ctx context.Context, deps svc.Deps, dataDir string) (FirstAdmin, 
 	for _, u := range deps.Config.Console.Users {
 		if slices.Contains(u.Roles, config.RoleAdmin) {
 			out.User, out.Groups, configured = u.Name, u.Groups, true
+			out.Configured = true
 			break
 		}
 	}

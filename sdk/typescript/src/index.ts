@@ -7,7 +7,7 @@ import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { connect as tcpConnect } from "node:net";
 import { randomUUID } from "node:crypto";
-import { connect, createInbox, nkeyAuthenticator, headers, type NatsConnection, type Msg } from "@nats-io/transport-node";
+import { connect, createInbox, nkeyAuthenticator, headers, type NatsConnection, type Msg, type MsgHdrs } from "@nats-io/transport-node";
 
 /** How a call ended (or "pending" when a wait ended first). */
 export type Status =
@@ -338,19 +338,46 @@ const ends: Array<[Status, string]> = [
   ["canceled", "canceled"], ["invalid", "invalid"], ["completed", "exec.completed"], ["failed", "exec.failed"],
 ];
 
+/** A do() waiting for its call's end. */
+interface Waiter {
+  /** Ends the wait: with the call's outcome, undefined (timed out) or the error that stopped it. */
+  settle: (out: Outcome | undefined | Error) => void;
+  revision: number;
+  /** When it was submitted (performance.now()). */
+  since: number;
+  /** reconnects when its stored end was last read (-1: never). */
+  seen: number;
+}
+
+/** A submit waiting for the intake's acknowledgement. */
+interface Ack {
+  /** Called once: with undefined when the call was stored, else with why not. */
+  done: (err: Error | undefined) => void;
+  /** When it was published (performance.now()). */
+  since: number;
+}
+
+/**
+ * How often the transport's one timer ticks (see tick); a waiting call's
+ * stored end is read once it waited storedAfterMs; a submit fails once it
+ * waited ackTimeoutMs.
+ */
+const tickMs = 250, storedAfterMs = 1000, ackTimeoutMs = 10_000;
+
 class NatsTransport implements Transport {
-  private readonly json = headers();
+  private readonly json = encodedOnce("Content-Type", "application/json");
   /** Times the connection came back: events published meanwhile were not received. */
   private reconnects = 0;
   /** do's calls waiting for their end, by call id. */
-  private readonly waiters = new Map<string, (out: Outcome) => void>();
+  private readonly waiters = new Map<string, Waiter>();
   private watching = false;
-  /** Submits waiting for the intake's acknowledgement, by reply token (see acked). */
-  private readonly acks = new Map<string, (m: Msg) => void>();
+  /** Submits waiting for the intake's acknowledgement, by reply token (see send). */
+  private readonly acks = new Map<string, Ack>();
   private ackInbox = "";
   private ackSeq = 0;
+  /** The one timer of every waiting call and submit (see tick); undefined while none waits. */
+  private ticker: ReturnType<typeof setInterval> | undefined;
   constructor(private readonly nc: NatsConnection, private readonly agent: string) {
-    this.json.set("Content-Type", "application/json");
     (async () => {
       for await (const s of nc.status()) if (s.type === "reconnect") this.reconnects++;
     })().catch(() => { /* the connection closed */ });
@@ -367,32 +394,61 @@ class NatsTransport implements Transport {
    * submitted, so its end arrives without reading the stored events. What
    * is stored is read only when no end came within a second (the id may be
    * of a call that ended before: airlock does not run it again) and after a
-   * reconnect (events may have been missed).
+   * reconnect (events may have been missed). One timer looks after every
+   * waiting call (tick): two timers made and cleared per call were a good
+   * part of the client's work on it. The intake's acknowledgement only
+   * fails the wait when the call was not stored: the client's work on each
+   * message is on the call's path, and an end says the call was stored.
    */
   async do(call: Call & { callId: string }, timeoutMs?: number): Promise<Outcome> {
     this.watchEnds();
-    let settle!: (out: Outcome | undefined) => void;
-    const ended = new Promise<Outcome | undefined>((r) => { settle = r; });
-    this.waiters.set(call.callId, settle);
+    let settle!: (out: Outcome | undefined | Error) => void;
+    const ended = new Promise<Outcome | undefined>((resolve, reject) => {
+      settle = (out) => (out instanceof Error ? reject(out) : resolve(out));
+    });
+    this.waiters.set(call.callId, { settle, revision: call.revision ?? 1, since: performance.now(), seen: -1 });
+    this.tickWhileWaiting();
     const timer = timeoutMs === undefined ? undefined : setTimeout(() => settle(undefined), timeoutMs);
-    let seen = -1; // reconnects when the stored end was last read
-    const check = setInterval(() => {
-      if (this.reconnects === seen) return;
-      seen = this.reconnects;
-      // An end of an earlier revision is not this call's.
-      this.stored(call.callId).then((out) => { if (out && (out.revision || 1) >= (call.revision ?? 1)) settle(out); },
-        () => { /* read again after a reconnect */ });
-    }, 1000);
     try {
-      await this.publish(call);
+      this.send(call, (err) => { if (err) settle(err); });
       const out = await ended;
       if (out) return out;
     } finally {
       if (timer) clearTimeout(timer);
-      clearInterval(check);
       this.waiters.delete(call.callId);
     }
     return { callId: call.callId, revision: 0, status: "pending" };
+  }
+
+  /** Starts the timer unless it runs; it stops on a tick that finds nothing waiting. */
+  private tickWhileWaiting(): void {
+    this.ticker ??= setInterval(() => this.tick(), tickMs);
+  }
+
+  /**
+   * Reads the stored end of every call that has waited a second and was not
+   * read since the last reconnect, and fails every submit not acknowledged
+   * within ackTimeoutMs.
+   */
+  private tick(): void {
+    if (this.waiters.size === 0 && this.acks.size === 0) {
+      clearInterval(this.ticker);
+      this.ticker = undefined;
+      return;
+    }
+    const now = performance.now();
+    for (const [callId, w] of this.waiters) {
+      if (now - w.since < storedAfterMs || w.seen === this.reconnects) continue;
+      w.seen = this.reconnects;
+      // An end of an earlier revision is not this call's.
+      this.stored(callId).then((out) => { if (out && (out.revision || 1) >= w.revision) w.settle(out); },
+        () => { /* read again after a reconnect */ });
+    }
+    for (const [token, a] of this.acks) {
+      if (now - a.since < ackTimeoutMs) continue;
+      this.acks.delete(token);
+      a.done(new ApiError(`airlock did not acknowledge the call within ${ackTimeoutMs / 1000} s: is it running, and is the NATS URL right?`, 0, "timeout"));
+    }
   }
 
   /** Subscribes, once, to every end event of the agent's calls, for do's waiters. */
@@ -405,14 +461,25 @@ class NatsTransport implements Transport {
           if (err) return;
           const callId = m.subject.split(".")[3];
           const ev = this.eventOf(m, callId, type, status);
-          if (ev) this.waiters.get(callId)?.(outcomeOf(callId, status, ev));
+          if (ev) this.waiters.get(callId)?.settle(outcomeOf(callId, status, ev));
         },
       });
     }
   }
 
   /** Stores the call in the intake stream. */
-  private async publish(call: Call & { callId: string }): Promise<void> {
+  private publish(call: Call & { callId: string }): Promise<void> {
+    return new Promise((resolve, reject) => this.send(call, (err) => (err ? reject(err) : resolve())));
+  }
+
+  /**
+   * Publishes the call to the intake stream and calls done with the
+   * intake's answer (see ackError), as nc.request would, over one reply
+   * subscription made once: nc.request builds an Error with its stack on
+   * every request (even one answered), which costs more than the rest of
+   * the client's work on a call.
+   */
+  private send(call: Call & { callId: string }, done: (err: Error | undefined) => void): void {
     const body = {
       requested: {
         call: {
@@ -422,45 +489,24 @@ class NatsTransport implements Transport {
         },
       },
     };
-    const reply = await this.acked(`airlock.req.${this.agent}.${call.callId}`, JSON.stringify(body));
-    const ack = reply.json<{ error?: { code: number; description: string } }>();
-    if (ack.error) throw new ApiError(`the call was not stored (${ack.error.description}): try again later`, 0, String(ack.error.code));
-  }
-
-  /**
-   * Publishes a submit and resolves with the intake's acknowledgement, as
-   * nc.request would, over one reply subscription made once: nc.request
-   * builds an Error with its stack on every request (even one answered),
-   * which costs more than the rest of the client's work on a call.
-   */
-  private acked(subject: string, body: string): Promise<Msg> {
     if (!this.ackInbox) {
       this.ackInbox = createInbox(`_INBOX_${this.agent}`);
       this.nc.subscribe(`${this.ackInbox}.*`, {
         callback: (err, m) => {
           if (err) return;
           const token = m.subject.slice(this.ackInbox.length + 1);
-          this.acks.get(token)?.(m);
+          const ack = this.acks.get(token);
+          if (!ack) return;
           this.acks.delete(token);
+          ack.done(ackError(m));
         },
       });
     }
     const token = String(++this.ackSeq);
-    return new Promise<Msg>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.acks.delete(token);
-        reject(new ApiError("airlock did not acknowledge the call within 10 s: is it running, and is the NATS URL right?", 0, "timeout"));
-      }, 10_000);
-      this.acks.set(token, (m) => {
-        clearTimeout(timer);
-        if (m.headers?.code === 503) {
-          reject(new ApiError("no intake stream answers: is airlock running, and is this credential an airlock agent's?", 0, "503"));
-        } else {
-          resolve(m);
-        }
-      });
-      this.nc.publish(subject, body, { headers: this.json, reply: `${this.ackInbox}.${token}` });
-    });
+    this.nc.publish(`airlock.req.${this.agent}.${call.callId}`, JSON.stringify(body), { headers: this.json, reply: `${this.ackInbox}.${token}` });
+    // Its answer is read after this returns: waited for only once published.
+    this.acks.set(token, { since: performance.now(), done });
+    this.tickWhileWaiting();
   }
 
   async await(callId: string, timeoutMs?: number): Promise<Outcome> {
@@ -502,7 +548,7 @@ class NatsTransport implements Transport {
    * own calls, which this refuses (as the Go SDK's eventOf).
    */
   private eventOf(m: Msg, callId: string, type: string, status: Status): any | undefined {
-    if (m.headers?.get("Nats-Subject") !== `airlock.evt.${this.agent}.${callId}.${type}`) return undefined;
+    if (natsSubject(m) !== `airlock.evt.${this.agent}.${callId}.${type}`) return undefined;
     let ev: any;
     try {
       ev = m.json<any>();
@@ -525,6 +571,53 @@ class NatsTransport implements Transport {
     await this.nc.drain();
   }
 }
+
+/** Why the intake's answer m says a call was not stored; undefined when it was. */
+function ackError(m: Msg): Error | undefined {
+  if (m.headers?.code === 503) {
+    return new ApiError("no intake stream answers: is airlock running, and is this credential an airlock agent's?", 0, "503");
+  }
+  let ack: { error?: { code: number; description: string } };
+  try {
+    ack = m.json();
+  } catch (err) {
+    return err as Error;
+  }
+  if (ack.error) return new ApiError(`the call was not stored (${ack.error.description}): try again later`, 0, String(ack.error.code));
+  return undefined;
+}
+
+/**
+ * A headers object whose encoding is made once: nats.js encodes a message's
+ * headers again on every publish.
+ */
+function encodedOnce(key: string, value: string): MsgHdrs {
+  const h = headers() as MsgHdrs & { encode(): Uint8Array };
+  h.set(key, value);
+  const bytes = h.encode();
+  h.encode = () => bytes;
+  return h;
+}
+
+/**
+ * m's first Nats-Subject header ("" when none), as
+ * m.headers?.get("Nats-Subject") says, read from the message's header block
+ * where nats.js keeps it (this version does: _rdata and _msg.hdr): decoding
+ * every header of an end event (a dozen: CloudEvents, trace, stream) into a
+ * map cost more than the rest of the client's work on the event.
+ */
+function natsSubject(m: Msg): string {
+  const raw = (m as any)._rdata, hdr = (m as any)._msg?.hdr;
+  if (!(raw instanceof Uint8Array) || typeof hdr !== "number" || hdr < 0 || hdr > raw.length) {
+    return m.headers?.get("Nats-Subject") ?? "";
+  }
+  const block = Buffer.from(raw.buffer, raw.byteOffset, hdr);
+  const at = block.indexOf(natsSubjectLine);
+  if (at < 0) return "";
+  const start = at + natsSubjectLine.length, end = block.indexOf("\r\n", start);
+  return block.toString("utf8", start, end < 0 ? hdr : end).trim();
+}
+const natsSubjectLine = "\r\nNats-Subject:";
 
 /** An end event (protojson, .proto field names) as an Outcome. */
 function outcomeOf(callId: string, status: Status, ev: any): Outcome {

@@ -191,14 +191,21 @@ func Intake(subj string, data []byte, header nats.Header, lim Limits) (_ *airloc
 	if err := ids.ValidateAgent(agent); err != nil {
 		return nil, nil, refuse("%v", err)
 	}
-	// The stored form names the call in the body alone. A protobuf body of
-	// allowed size is decoded once, here, for its call id and for what
-	// follows; BodyCallID reads what it can of any other.
+	// The stored form names the call in the body alone. A body of allowed
+	// size is decoded once, here, for its call id and for what follows.
+	// BodyCallID reads what it can of one that does not decode, and
+	// checkJSONShape says why a protojson one does not: protojson is the
+	// stricter reader (unknown or repeated fields, bad UTF-8), so of a body
+	// it decodes both could only say what it says, and reading a JSON
+	// request three times was most of its cost here.
 	var ev *airlockv1.Event
 	var decodeErr error
-	if callID == "" && len(data) <= maxBytes && !envelope.IsJSON(header) {
+	isJSON := envelope.IsJSON(header)
+	if len(data) <= maxBytes && (callID == "" || isJSON) {
 		if ev, decodeErr = envelope.Decode(data, header); decodeErr == nil {
-			callID = cmp.Or(ev.GetRequested().GetCall().GetCallId(), ev.GetCallId())
+			callID = cmp.Or(callID, ev.GetRequested().GetCall().GetCallId(), ev.GetCallId())
+		} else if isJSON {
+			ev, decodeErr = nil, nil // decoded again below, after the precise reasons
 		}
 	}
 	if callID == "" && ev == nil {
@@ -212,7 +219,7 @@ func Intake(subj string, data []byte, header nats.Header, lim Limits) (_ *airloc
 			return nil, nil, refuse("%v", err)
 		}
 	}
-	if envelope.IsJSON(header) {
+	if isJSON && ev == nil {
 		if r := checkJSONShape(data); r != nil {
 			return nil, nil, r
 		}

@@ -1,9 +1,14 @@
+// The tests here are a newcomer's first hour: help that can be read, mistakes
+// (a typo, a second dev, Ctrl-C while starting, no server up) answered with a
+// sentence that says what to do.
+
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/airlock-gate/airlock/services/console"
 	"github.com/airlock-gate/airlock/services/shared/freeport"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 )
@@ -64,6 +70,7 @@ func TestAGroupAloneShowsItsHelp(t *testing.T) {
 		notWant string
 	}{
 		{"a_group_lists_its_commands", []string{"approvals"}, []string{"airlock approvals [command]", "Available Commands:"}, "airlock approvals [flags]"},
+		{"help_after_a_group_is_its_help", []string{"policy", "help"}, []string{"airlock policy [command]", "Available Commands:"}, "has no command"},
 		{"the_top_lists_its_commands", []string{}, []string{"airlock [command]"}, "airlock [flags]"},
 		{"a_command_of_a_group_keeps_its_usage_line", []string{"approvals", "approve", "--help"}, []string{"airlock approvals approve AGENT/CALL_ID [flags]"}, ""},
 		{"the_hook_keeps_its_usage_line_beside_its_commands", []string{"hook", "--help"}, []string{"airlock hook AGENT [flags]", "airlock hook [command]"}, ""},
@@ -125,7 +132,7 @@ func TestEveryFlagsValueNameIsOneWord(t *testing.T) {
 func TestASecondDevOnTheSameDataDirRefusesAtOnce(t *testing.T) {
 	data := t.TempDir()
 	dev := natsauth.Dev{DataDir: data}
-	unlock, err := lockDataDir(dev)
+	unlock, err := lockDataDir(dev, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,5 +282,90 @@ func TestDevSaysWhatTheHTTPAddressMustBe(t *testing.T) {
 				t.Fatalf("err = %v, want it to say %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestDevSaysHowToSignIn: the console line says the admin's password once,
+// then where it was and what to do when it is lost, and for an admin of
+// console.users that the configuration gives it (not "printed at the first
+// start", which it never was).
+func TestDevSaysHowToSignIn(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		admin console.FirstAdmin
+		want  []string
+	}{
+		{"the_first_start_shows_the_password_once", console.FirstAdmin{User: "admin", Password: "pw123"}, []string{"sign in as admin with password pw123", "shown only now: write it down"}},
+		{"a_later_start_says_how_to_do_without_a_lost_password", console.FirstAdmin{User: "admin"}, []string{"password printed at the first start", "lost it? configure an admin of your own in console.users", "airlock users hash-password"}},
+		{"a_configured_admin_signs_in_with_its_configured_password", console.FirstAdmin{User: "dana", Configured: true}, []string{"sign in as dana with the password console.users gives it"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := signInText(tc.admin)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("%q lacks %q", got, w)
+				}
+			}
+			if tc.admin.Configured && strings.Contains(got, "first start") {
+				t.Errorf("%q points a configured admin at the first start", got)
+			}
+		})
+	}
+}
+
+// TestReviewerCommandsSayWhereTheTokenIsLookedFor: run away from dev's data
+// dir, a reviewer command names where it looked for the admin token and the
+// two ways to go on.
+func TestReviewerCommandsSayWhereTheTokenIsLookedFor(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "elsewhere")
+	t.Setenv("AIRLOCK_DEV_DATA_DIR", data)
+	_, err := runCLI(context.Background(), t, "approvals", "list")
+	want := "no API token at " + filepath.Join(data, "admin.token") + ": run this in the directory where `airlock dev` was started, name its data dir with AIRLOCK_DEV_DATA_DIR=DIR, or pass --token-file FILE"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want it to say %q", err, want)
+	}
+}
+
+// TestAWrongArgumentIsAUsageError: a missing, extra or misplaced argument is
+// exit status 2 with a sentence and where the help is, whichever check found
+// it (cobra's own included), as a wrong flag is.
+func TestAWrongArgumentIsAUsageError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a_tool_given_without_its_flag_says_which_flag_takes_it", []string{"call", "demo__echo"}, `unexpected "demo__echo": give the text with --tool "demo__echo" (see ` + "`airlock call --help`)"},
+		{"a_tool_without_its_server_says_the_form", []string{"call", "--tool", "echo"}, `--tool "echo" names no server and tool: give it as server__tool, such as demo__echo`},
+		{"a_missing_month_names_the_argument", []string{"audit", "drop-before"}, "missing argument: drop-before YYYY-MM (see `airlock audit drop-before --help`)"},
+		{"an_extra_word_after_a_command_without_arguments", []string{"approvals", "list", "pending"}, `unknown command "pending" for "airlock approvals list" (see ` + "`airlock approvals list --help`)"},
+		{"too_many_policy_directories", []string{"policy", "test", "a", "b"}, "(see `airlock policy test --help`)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runCLI(context.Background(), t, tc.args...)
+			var usage usageError
+			if !errors.As(err, &usage) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want a usage error (exit status 2) saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestAgentsAddUsesTheDataDirTheOtherCommandsUse: without --data, `airlock
+// agents add` writes where `airlock call` and `approvals` look
+// (AIRLOCK_DEV_DATA_DIR), not always into ./.airlock.
+func TestAgentsAddUsesTheDataDirTheOtherCommandsUse(t *testing.T) {
+	data := t.TempDir()
+	t.Setenv("AIRLOCK_DEV_DATA_DIR", data)
+	out, err := runCLI(context.Background(), t, "agents", "add", "newcomer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := natsauth.Dev{DataDir: data}.CredentialFile("newcomer")
+	if _, err := os.Stat(file); err != nil || !strings.Contains(out, file) {
+		t.Fatalf("the credential is not at %s (%v):\n%s", file, err, out)
+	}
+	if out, err = runCLI(context.Background(), t, "agents", "list"); err != nil || !strings.Contains(out, "newcomer\t"+file) {
+		t.Fatalf("agents list: %v\n%s", err, out)
 	}
 }
