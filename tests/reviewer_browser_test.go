@@ -25,7 +25,7 @@ import (
 )
 
 // consoleRoutes are the paths a link or form of the console may point at.
-var consoleRoutes = regexp.MustCompile(`^/(|login|logout|inbox/events|history|grants|grants/new|grants/scope|grants/[A-Za-z0-9_-]+/revoke|rules|rules/eval|rules/[A-Za-z0-9_-]+/delete|health|tokens|tokens/[A-Za-z0-9_-]+/revoke|audit|audit/export|audit/analytics|suggestions|suggestions/[A-Za-z0-9_-]+/(adopt|dismiss)|shadow|shadow/stop|in-doubt|threads/approve|calls/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+(/(approve|reject|changes|edit|in-doubt))?|static/[a-z.]+|devices|devices/[a-f0-9]+/revoke)$`)
+var consoleRoutes = regexp.MustCompile(`^/(|login|logout|inbox/events|history|grants|grants/new|grants/scope|grants/[A-Za-z0-9_-]+/revoke|rules|rules/eval|rules/[A-Za-z0-9_-]+/delete|health|tokens|tokens/[A-Za-z0-9_-]+/revoke|audit|audit/export|audit/analytics|suggestions|suggestions/[A-Za-z0-9_-]+/(adopt|dismiss)|shadow|shadow/stop|in-doubt|threads/approve|calls/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+(/(approve|reject|changes|edit|cancel|in-doubt))?|static/[a-z.]+|devices|devices/[a-f0-9]+/revoke)$`)
 
 // pageURLs are every link and form action of the open page, as the browser
 // resolved them.
@@ -108,8 +108,8 @@ func TestReviewerSurfacesResistHostileAgents(t *testing.T) {
 			chromedp.Navigate(dev.HTTPURL+"/calls/bot/"+threadIDs[0]),
 			chromedp.WaitVisible(chromedp.ID("args")),
 		)
-		if n := value(t, ctx, chromedp.Evaluate[int](`document.forms.length`)); n != 6 {
-			// sign out, approve, reject, changes, edit, approve thread, and no form of the agent's
+		if n := value(t, ctx, chromedp.Evaluate[int](`document.forms.length`)); n != 7 {
+			// sign out, approve, reject, changes, edit, cancel, approve thread, and no form of the agent's
 			t.Errorf("%d forms on the call page", n)
 		}
 		checkURLs(t, ctx, dev.HTTPURL, "call page")

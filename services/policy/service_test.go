@@ -414,9 +414,7 @@ func TestBrokenRegoIsRefusedAndTheOldPolicyStays(t *testing.T) {
 	e, deps := replica(t, cfg)
 	before := e.Revision()
 
-	if err := os.WriteFile(filepath.Join(cfg.Policy.Dir, "broken.rego"), []byte("package airlock\n\ndecision := {\"action\": \n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	replaceFile(t, filepath.Join(cfg.Policy.Dir, "broken.rego"), "package airlock\n\ndecision := {\"action\": \n")
 	pc := testenv.WaitForEvent(t, deps.JS, subject.OfCall(subject.SystemAgent, subject.SystemCall), subject.PolicyChanged, 10*time.Second).GetPolicyChanged()
 	if !pc.Refused || !strings.Contains(pc.Error, "broken.rego") || pc.PolicyRevision != before {
 		t.Fatalf("policy_changed %+v: want refused, naming broken.rego, revision unchanged", pc)
@@ -431,9 +429,7 @@ func TestBrokenRegoIsRefusedAndTheOldPolicyStays(t *testing.T) {
 
 	// Fixing the file is accepted: a rule in Rego now denies echo.
 	fixed := "package airlock\n\nextra_deny if input.call.tool == \"echo\"\n"
-	if err := os.WriteFile(filepath.Join(cfg.Policy.Dir, "broken.rego"), []byte(fixed), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	replaceFile(t, filepath.Join(cfg.Policy.Dir, "broken.rego"), fixed)
 	testenv.Eventually(t, 10*time.Second, "the fixed policy in force", func() bool { return e.Revision() != before })
 	// The replica records the reload just after putting it in force.
 	var types []*airlockv1.Event
@@ -443,6 +439,22 @@ func TestBrokenRegoIsRefusedAndTheOldPolicyStays(t *testing.T) {
 	})
 	if len(types) != 2 || types[1].GetPolicyChanged().Refused || !strings.Contains(types[1].GetPolicyChanged().Change, "broken.rego") {
 		t.Fatalf("policy_changed events %v: want the refusal then the accepted reload", types)
+	}
+}
+
+// replaceFile puts content at path in one step (a rename), as an editor
+// saves: the replica's reload, polling every 50 ms, would otherwise read
+// the file between os.WriteFile's truncation and its write, refuse an
+// empty module first, and record one refusal more than the test made
+// (seen on a loaded machine).
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := filepath.Join(t.TempDir(), filepath.Base(path))
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	airlockconfig "github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -200,6 +202,33 @@ func (e *e2eEnv) settledCard(t *testing.T, ch, ts, older, what string) {
 	})
 }
 
+// pauseExecutor pauses the executor's consumer, so that no approved call
+// runs until the returned resume is called (once; the test's end resumes
+// it otherwise).
+func (e *e2eEnv) pauseExecutor(t *testing.T) (resume func()) {
+	t.Helper()
+	// "executor" is the executor's durable (executor.Durable), shared by
+	// its replicas; airlock dev streams its events in the default stream.
+	stream, durable := airlockconfig.Default().Stream.Name, "executor"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := e.js.PauseConsumer(ctx, stream, durable, time.Now().Add(time.Hour)); err != nil {
+		t.Fatalf("pause the executor's consumer: %v", err)
+	}
+	var once sync.Once
+	resume = func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := e.js.ResumeConsumer(ctx, stream, durable); err != nil {
+				t.Errorf("resume the executor's consumer: %v", err)
+			}
+		})
+	}
+	t.Cleanup(resume)
+	return resume
+}
+
 func await(t *testing.T, c *airlock.Client, callID string) airlock.Outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -304,6 +333,12 @@ func TestEndToEndWithTheAirlockBinary(t *testing.T) {
 		e.f.Down(1, approvedUpdate)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		// The call runs only once the update showing the approval is held
+		// by Slack: the executor's consumer is paused until then. A call
+		// run at once can complete before that update begins, which the
+		// newer state then supersedes unsent, and the outage meets no
+		// update of the approval (seen under load).
+		resumeExecutor := e.pauseExecutor(t)
 		resp, err := e.api.Decide(ctx, &airlockv1.DecideRequest{
 			AgentId: "bot", CallId: "e2e_outage", Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE,
 			Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice", Channel: "console"},
@@ -320,6 +355,7 @@ func TestEndToEndWithTheAirlockBinary(t *testing.T) {
 		}
 		testenv.Eventually(t, 10*time.Second, "the card update to reach the held Slack", func() bool { return e.f.Held("chat.update") > 0 })
 		waitedOnSlack()
+		resumeExecutor()
 		// The call runs while Slack holds the card, so the update showing it
 		// completed is asked for before Slack answers the one showing the
 		// approval.
