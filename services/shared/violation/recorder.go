@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -272,15 +274,15 @@ func (s *state) record(ctx context.Context, t *tracked, v Violation, count uint6
 	if dropped > 0 {
 		s.dropReport = s.r.now()
 	}
-	b := &airlockv1.BusViolation{Subject: v.Subject, Target: Target(v.Subject), Source: v.Source, ConnectionId: v.CID,
-		ClientName: v.ClientName, Count: count, Dropped: dropped}
+	b := &airlockv1.BusViolation{Subject: text(v.Subject), Target: text(Target(v.Subject)), Source: text(v.Source), ConnectionId: v.CID,
+		ClientName: text(v.ClientName), Count: count, Dropped: dropped}
 	if !first.IsZero() {
 		b.First, b.Last = timestamppb.New(first), timestamppb.New(last)
 	}
 	actor := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_UNSPECIFIED, Id: "unknown", Channel: "nats"}
 	action := "violations"
 	if t != nil {
-		b.Account, b.User, b.Unrecorded = t.id.Account, t.id.User, t.unrecorded
+		b.Account, b.User, b.Unrecorded = text(t.id.Account), text(t.id.User), t.unrecorded
 		t.unrecorded = 0
 		actor, action = s.actor(t.id), v.Kind
 	}
@@ -326,4 +328,15 @@ func StoreWith(p *bus.Publisher) Store {
 		_, err := p.Publish(ctx, ev, "")
 		return err
 	}
+}
+
+// text is s as an event's string field may hold it: what the bus carries
+// (a subject, a client's name) may be any bytes, and an event with a
+// string that is not UTF-8 cannot be encoded, so the attempt would go
+// unrecorded. Such a string is kept quoted, its bytes escaped.
+func text(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strconv.QuoteToASCII(s)
 }
