@@ -112,8 +112,12 @@ func TestAReasonTooLongIsRefusedBeforeAnythingChanges(t *testing.T) {
 func TestOperatorCancelNeedsAnApproverOrTheRequester(t *testing.T) {
 	w := newWorld(t)
 	w.start()
-	w.pending(&airlockv1.ToolCall{CallId: "oc", OnBehalfOf: "zoe"}, nil)
+	w.pending(&airlockv1.ToolCall{CallId: "oc", OnBehalfOf: "zoe", OnBehalfOfVerified: true}, nil)
 	_, err := w.api.Cancel(context.Background(), &airlockv1.CancelRequest{AgentId: "bot", CallId: "oc", By: human("mallory")})
+	mustCode(t, err, apierr.NotAuthorized)
+	// A person an agent only claims to act for has no say over the call.
+	w.pending(&airlockv1.ToolCall{CallId: "claimed", OnBehalfOf: "dave"}, nil)
+	_, err = w.api.Cancel(context.Background(), &airlockv1.CancelRequest{AgentId: "bot", CallId: "claimed", By: human("dave"), Reason: "mine, says the agent"})
 	mustCode(t, err, apierr.NotAuthorized)
 	resp, err := w.api.Cancel(context.Background(), &airlockv1.CancelRequest{AgentId: "bot", CallId: "oc", By: human("zoe"), Reason: "changed my mind"})
 	if err != nil || !resp.Changed || resp.Record.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_CANCELED {
