@@ -101,14 +101,31 @@ func (r *Recorder) Run(ctx context.Context, publish Store) {
 type state struct {
 	r          *Recorder
 	publish    Store
-	identities map[Identity]*tracked
+	identities map[budgetOf]*tracked
 	cids       map[uint64]Identity
 	names      map[string]natsauth.User // by public nkey
 	reported   uint64                   // of r.dropped, already in an event
 	dropReport time.Time
 }
 
-// tracked is one identity: its open windows and its budget of events.
+// budgetOf is whose budget an attempt spends: each identity has one for
+// airlock's and the server's own subjects and one for any other, so a
+// flood of made-up subjects cannot spend the events that record an attempt
+// on the stream, the API or another agent.
+type budgetOf struct {
+	Identity
+	own bool
+}
+
+// ownSubject reports a subject of airlock's or the server's own: JetStream,
+// KV, service and system subjects, reply inboxes, and airlock's.
+func ownSubject(subj string) bool {
+	airlock := subject.EventsPrefix[:strings.IndexByte(subject.EventsPrefix, '.')+1] // "airlock."
+	return strings.HasPrefix(subj, "$") || strings.HasPrefix(subj, "_INBOX") || strings.HasPrefix(subj, airlock)
+}
+
+// tracked is one identity's attempts on one kind of subject (budgetOf):
+// its open windows and its budget of events.
 type tracked struct {
 	id         Identity
 	windows    map[string]*window // by kind and subject
@@ -127,7 +144,7 @@ type window struct {
 }
 
 func (r *Recorder) newState(publish Store) *state {
-	return &state{r: r, publish: publish, identities: map[Identity]*tracked{}, cids: map[uint64]Identity{}}
+	return &state{r: r, publish: publish, identities: map[budgetOf]*tracked{}, cids: map[uint64]Identity{}}
 }
 
 // add counts one violation: an event at once for a subject not seen within
@@ -138,14 +155,15 @@ func (s *state) add(ctx context.Context, v Violation) {
 		v.At = now
 	}
 	id := s.identify(v)
-	t := s.identities[id]
+	who := budgetOf{id, ownSubject(v.Subject)}
+	t := s.identities[who]
 	if t == nil {
 		if len(s.identities) >= s.r.limits.Identities {
 			s.r.dropped.Add(1)
 			return
 		}
 		t = &tracked{id: id, windows: map[string]*window{}, tokens: float64(s.r.limits.PerMinute), refilled: now}
-		s.identities[id] = t
+		s.identities[who] = t
 	}
 	key := v.Kind + " " + v.Subject
 	if w := t.windows[key]; w != nil {
@@ -172,7 +190,7 @@ func (s *state) add(ctx context.Context, v Violation) {
 // whole again, so forgetting them gives no one a new burst.
 func (s *state) tick(ctx context.Context) {
 	now := s.r.now()
-	for id, t := range s.identities {
+	for who, t := range s.identities {
 		for key, w := range t.windows {
 			if now.Sub(w.opened) < s.r.limits.Window {
 				continue
@@ -193,7 +211,7 @@ func (s *state) tick(ctx context.Context) {
 		}
 		s.refill(t, now)
 		if len(t.windows) == 0 && t.unrecorded == 0 && t.tokens >= float64(s.r.limits.PerMinute) {
-			delete(s.identities, id)
+			delete(s.identities, who)
 		}
 	}
 	if d := s.r.dropped.Load(); d > s.reported && now.Sub(s.dropReport) >= s.r.limits.Window {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -189,6 +190,22 @@ func TestTheRecorderStaysWithinItsBounds(t *testing.T) {
 		if a, b := ev.GetActor(), ev.GetUnauthorizedAttempt().GetBus(); a.GetId() != "bot" || a.GetType() != airlockv1.ActorType_ACTOR_TYPE_AGENT ||
 			b.GetUser() != "UBOT" || b.GetClientName() != "victim" {
 			t.Fatalf("actor %v, violation %v", a, b)
+		}
+	})
+
+	t.Run("a_flood_of_made_up_subjects_does_not_hide_an_attempt_on_the_stream", func(t *testing.T) {
+		f := newFixture(t, limits)
+		for i := range 40 {
+			f.violate(1, Publish, "junk."+strconv.Itoa(i), 1)
+		}
+		purge := "$JS.API.STREAM.PURGE.AIRLOCK_EVENTS"
+		f.violate(1, Publish, purge, 1)
+		recorded := false
+		for _, ev := range f.events {
+			recorded = recorded || ev.GetUnauthorizedAttempt().GetBus().GetSubject() == purge
+		}
+		if !recorded || len(f.events) != 31 {
+			t.Fatalf("%d events after 40 made-up subjects and a purge, the purge recorded: %v; want the budget's 30 and the purge's own", len(f.events), recorded)
 		}
 	})
 
