@@ -255,6 +255,9 @@ func (s *Service) redecide(ctx context.Context, ref callref.Ref, edited *structp
 }
 
 func (s *Service) decideRef(ctx context.Context, ref callref.Ref, d domain.Decision) (*airlockv1.DecideResponse, error) {
+	if err := checkReason(d.Reason); err != nil {
+		return nil, err
+	}
 	key := ref.Key()
 	var seen *airlockv1.ApprovalRecord
 	rec, wrote, out, err := s.transition(ctx, key, func(cur *airlockv1.ApprovalRecord) (domain.Outcome, error) {
@@ -407,6 +410,9 @@ func (s *Service) newest(ctx context.Context, agent, callID string) (callref.Ref
 }
 
 func (s *Service) cancelRef(ctx context.Context, ref callref.Ref, by *airlockv1.Actor, reason string) (*airlockv1.ApprovalRecord, bool, error) {
+	if err := checkReason(reason); err != nil {
+		return nil, false, err
+	}
 	var seen *airlockv1.ApprovalRecord
 	rec, wrote, out, err := s.transition(ctx, ref.Key(), func(cur *airlockv1.ApprovalRecord) (domain.Outcome, error) {
 		seen = cur
@@ -419,6 +425,19 @@ func (s *Service) cancelRef(ctx context.Context, ref callref.Ref, by *airlockv1.
 		return nil, false, s.domainErr(ctx, seen, by, err)
 	}
 	return rec, wrote && out.Applied, nil
+}
+
+// checkReason refuses a decision's or a cancel's reason longer than its
+// event may carry: the reason is stored in the record and in the event
+// the agent reads, and an event over the stream's message size is never
+// stored, so the record would change while the trail and the agent never
+// heard of it (and the sweeper would retry its publish forever). Every
+// person's and agent's reason passes here, whatever the front-end.
+func checkReason(reason string) error {
+	if len(reason) > ingress.MaxReasonLen {
+		return apierr.New(apierr.InvalidRequest, "the reason is %d bytes: keep it under %d", len(reason), ingress.MaxReasonLen)
+	}
+	return nil
 }
 
 // ApproveThread approves the pending calls of one agent's thread that the

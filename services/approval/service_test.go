@@ -62,11 +62,62 @@ func TestAgentCancelsOnlyItsOwnPendingCall(t *testing.T) {
 	}
 }
 
+// A reason longer than the call's event may carry is refused before
+// anything changes, whoever sends it — the hostile agent over the bus, a
+// reviewer's rejection or cancel: the record stays pending, and a reason that fits
+// then ends the call with its event, which the agent reads. (A 3 MB reason
+// once moved the record while the event, over the stream's message size,
+// was never stored and was retried for ever.)
+func TestAReasonTooLongIsRefusedBeforeAnythingChanges(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.pending(&airlockv1.ToolCall{CallId: "long", OnBehalfOf: "alice"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, _ := testenv.Connect(t, w.nats.URL())
+	bot, _ := airlock.New(nc, "bot")
+	long := strings.Repeat("x", 64<<10)
+	for _, tt := range []struct {
+		name string
+		try  func() error
+		want string
+	}{
+		{"the_agents_cancel_over_the_bus", func() error { return bot.Cancel(ctx, "long", long) }, "keep it under 4096"},
+		{"a_reviewers_rejection", func() error {
+			_, err := w.api.Decide(ctx, &airlockv1.DecideRequest{AgentId: "bot", CallId: "long", Principal: human("alice"), Kind: airlockv1.DecisionKind_DECISION_KIND_REJECT, Reason: long})
+			return err
+		}, "keep it under 4096"},
+		{"a_persons_cancel", func() error {
+			_, err := w.api.Cancel(ctx, &airlockv1.CancelRequest{AgentId: "bot", CallId: "long", By: human("alice"), Reason: long})
+			return err
+		}, "keep it under 4096"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.try(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("answered %v; want it refused saying %q", err, tt.want)
+			}
+			if rec, _ := w.api.Get(ctx, "bot", "long", 0); rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+				t.Fatalf("the record moved to %v", rec.GetState())
+			}
+		})
+	}
+	if err := bot.Cancel(ctx, "long", strings.Repeat("y", 4000)); err != nil {
+		t.Fatal(err)
+	}
+	if out := await(t, w, "bot", "long"); out.Status != airlock.StatusCanceled || len(out.Reason) != 4000 {
+		t.Fatalf("agent got %s with a reason of %d bytes; want canceled with its 4000", out.Status, len(out.Reason))
+	}
+}
+
 func TestOperatorCancelNeedsAnApproverOrTheRequester(t *testing.T) {
 	w := newWorld(t)
 	w.start()
-	w.pending(&airlockv1.ToolCall{CallId: "oc", OnBehalfOf: "zoe"}, nil)
+	w.pending(&airlockv1.ToolCall{CallId: "oc", OnBehalfOf: "zoe", OnBehalfOfVerified: true}, nil)
 	_, err := w.api.Cancel(context.Background(), &airlockv1.CancelRequest{AgentId: "bot", CallId: "oc", By: human("mallory")})
+	mustCode(t, err, apierr.NotAuthorized)
+	// A person an agent only claims to act for has no say over the call.
+	w.pending(&airlockv1.ToolCall{CallId: "claimed", OnBehalfOf: "dave"}, nil)
+	_, err = w.api.Cancel(context.Background(), &airlockv1.CancelRequest{AgentId: "bot", CallId: "claimed", By: human("dave"), Reason: "mine, says the agent"})
 	mustCode(t, err, apierr.NotAuthorized)
 	resp, err := w.api.Cancel(context.Background(), &airlockv1.CancelRequest{AgentId: "bot", CallId: "oc", By: human("zoe"), Reason: "changed my mind"})
 	if err != nil || !resp.Changed || resp.Record.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_CANCELED {

@@ -64,11 +64,11 @@ func ExplainTLS(err error, name string) error {
 	case errors.As(err, &invalid):
 		return fmt.Errorf("the NATS server's certificate is not valid (expired, or not for a server): renew it (%w)", err)
 	case strings.Contains(err.Error(), "certificate required"), strings.Contains(err.Error(), "tls: bad certificate"),
-		// In TLS 1.3 the server checks the client's certificate after the
-		// client's handshake is done: whether the client reads its alert or
-		// writes into the closed connection first (EOF, broken pipe) is
-		// timing, and nats.go says only this for the latter.
-		errors.Is(err, nats.ErrTLS) && strings.Contains(err.Error(), "connection closed by remote after TLS handshake"):
+		// Under TLS 1.3 the client's handshake ends before the server checks
+		// its certificate, so a refused one is often seen only as the
+		// connection closed right after (nats.go's ErrTLS says so), not as
+		// the server's alert: which of the two comes first is timing.
+		errors.Is(err, nats.ErrTLS) && strings.Contains(err.Error(), "closed by remote after TLS handshake"):
 		return fmt.Errorf("the NATS server requires a client certificate it trusts: set %s.cert_file and %s.key_file to one its CA signed (%w)", name, name, err)
 	case errors.Is(err, nats.ErrSecureConnWanted):
 		return fmt.Errorf("the NATS server does not offer TLS, and %s asks for it: configure tls on the server (deploy/nats/cluster.conf), never leave the link in clear (%w)", name, err)

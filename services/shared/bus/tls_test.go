@@ -2,15 +2,20 @@ package bus_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
+	"github.com/nats-io/nats.go"
 )
 
 // A service reaches a NATS server that serves TLS with a private CA's
@@ -78,5 +83,29 @@ func TestAServiceConnectsOverTLSOnlyWithWhatTheServerAsksFor(t *testing.T) {
 				t.Fatalf("refused only at the deadline: %v", err)
 			}
 		})
+	}
+}
+
+// A server that refuses the client's certificate is seen either by its
+// alert or, under TLS 1.3, only by the connection closing right after the
+// handshake, depending on timing: both say what to set.
+func TestARefusedClientCertificateIsExplainedHoweverItShows(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		err  error
+	}{
+		{"the_alert", errors.New("remote error: tls: certificate required")},
+		{"closed_while_writing", fmt.Errorf("%w: connection closed by remote after TLS handshake: %w", nats.ErrTLS, syscall.EPIPE)},
+		{"closed_while_reading", fmt.Errorf("%w: connection closed by remote after TLS handshake: %w", nats.ErrTLS, io.EOF)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := bus.ExplainTLS(tt.err, "nats.tls")
+			if got == nil || !strings.Contains(got.Error(), "requires a client certificate it trusts: set nats.tls.cert_file and nats.tls.key_file") {
+				t.Fatalf("ExplainTLS(%v) = %v; want it to say to set nats.tls.cert_file", tt.err, got)
+			}
+		})
+	}
+	if got := bus.ExplainTLS(io.EOF, "nats.tls"); got != nil {
+		t.Fatalf("ExplainTLS of an error that is not TLS's = %v, want nil", got)
 	}
 }

@@ -162,9 +162,12 @@ func (d Directory) Deciders(rec *airlockv1.ApprovalRecord) []string {
 }
 
 // MayCancel reports whether principal, a person, may withdraw rec: the
-// person it acts for, or one of its approvers (directly or through a
-// group). It is who the approval service lets cancel, and whom the
-// console offers the cancel to.
+// person it acts for, once airlock verified who that is (an agent's claim
+// alone gives nobody a say, as for deciding), or one of its approvers
+// (directly or through a group). It is who the approval service lets
+// cancel, and whom the console offers the cancel to.
 func (d Directory) MayCancel(rec *airlockv1.ApprovalRecord, principal string) bool {
-	return principal != "" && (principal == rec.GetCall().GetOnBehalfOf() || d.Matches(rec.GetDecision().GetApprovers(), principal))
+	call := rec.GetCall()
+	requester := principal == call.GetOnBehalfOf() && call.GetOnBehalfOfVerified()
+	return principal != "" && principal != Requester && (requester || d.Matches(rec.GetDecision().GetApprovers(), principal))
 }

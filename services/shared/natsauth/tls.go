@@ -15,6 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/airlock-gate/airlock/services/shared/ids"
 )
 
 // The files WriteClusterTLS writes: the nats-tls Secret's (deploy/nats/cluster.conf)
@@ -136,6 +138,16 @@ func LoadCA(certFile, keyFile string) (*CA, error) {
 // valid; and, for each name in clients, name.crt and name.key, a client
 // certificate for servers that require mutual TLS. Keys are mode 0600.
 func WriteClusterTLS(dir string, hosts, clients []string, valid time.Duration) error {
+	for _, c := range clients {
+		// NAME is a file name in dir: never a path out of it, nor the CA's or
+		// the nodes' own pair, which it would overwrite.
+		if err := ids.Validate("client name", c); err != nil {
+			return err
+		}
+		if c == "ca" || c == "tls" {
+			return fmt.Errorf("client name %q would overwrite the CA's or the nodes' certificate: choose another", c)
+		}
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}

@@ -81,3 +81,26 @@ func TestClusterTLSFilesVerifyTheNodesAndKeepTheCA(t *testing.T) {
 		}
 	})
 }
+
+// A client certificate's name is a file name in DIR: one that would leave
+// DIR or overwrite the CA's or the nodes' pair is refused, and the CA stays.
+func TestAClientNameNeverLeavesTheDirectoryNorReplacesTheCA(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nats-tls")
+	if err := natsauth.WriteClusterTLS(dir, []string{"nats-0"}, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := os.ReadFile(filepath.Join(dir, natsauth.TLSCAFile))
+	for _, name := range []string{"ca", "tls", "../escaped", "a/b", ""} {
+		t.Run(name, func(t *testing.T) {
+			if err := natsauth.WriteClusterTLS(dir, []string{"nats-0"}, []string{name}, time.Hour); err == nil {
+				t.Fatalf("client name %q was accepted", name)
+			}
+			if now, _ := os.ReadFile(filepath.Join(dir, natsauth.TLSCAFile)); !bytes.Equal(ca, now) {
+				t.Fatal("the CA changed")
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "escaped.crt")); err == nil {
+				t.Fatal("a certificate was written outside the directory")
+			}
+		})
+	}
+}

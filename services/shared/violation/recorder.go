@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -99,14 +101,31 @@ func (r *Recorder) Run(ctx context.Context, publish Store) {
 type state struct {
 	r          *Recorder
 	publish    Store
-	identities map[Identity]*tracked
+	identities map[budgetOf]*tracked
 	cids       map[uint64]Identity
 	names      map[string]natsauth.User // by public nkey
 	reported   uint64                   // of r.dropped, already in an event
 	dropReport time.Time
 }
 
-// tracked is one identity: its open windows and its budget of events.
+// budgetOf is whose budget an attempt spends: each identity has one for
+// airlock's and the server's own subjects and one for any other, so a
+// flood of made-up subjects cannot spend the events that record an attempt
+// on the stream, the API or another agent.
+type budgetOf struct {
+	Identity
+	own bool
+}
+
+// ownSubject reports a subject of airlock's or the server's own: JetStream,
+// KV, service and system subjects, reply inboxes, and airlock's.
+func ownSubject(subj string) bool {
+	airlock := subject.EventsPrefix[:strings.IndexByte(subject.EventsPrefix, '.')+1] // "airlock."
+	return strings.HasPrefix(subj, "$") || strings.HasPrefix(subj, "_INBOX") || strings.HasPrefix(subj, airlock)
+}
+
+// tracked is one identity's attempts on one kind of subject (budgetOf):
+// its open windows and its budget of events.
 type tracked struct {
 	id         Identity
 	windows    map[string]*window // by kind and subject
@@ -125,7 +144,7 @@ type window struct {
 }
 
 func (r *Recorder) newState(publish Store) *state {
-	return &state{r: r, publish: publish, identities: map[Identity]*tracked{}, cids: map[uint64]Identity{}}
+	return &state{r: r, publish: publish, identities: map[budgetOf]*tracked{}, cids: map[uint64]Identity{}}
 }
 
 // add counts one violation: an event at once for a subject not seen within
@@ -136,14 +155,15 @@ func (s *state) add(ctx context.Context, v Violation) {
 		v.At = now
 	}
 	id := s.identify(v)
-	t := s.identities[id]
+	who := budgetOf{id, ownSubject(v.Subject)}
+	t := s.identities[who]
 	if t == nil {
 		if len(s.identities) >= s.r.limits.Identities {
 			s.r.dropped.Add(1)
 			return
 		}
 		t = &tracked{id: id, windows: map[string]*window{}, tokens: float64(s.r.limits.PerMinute), refilled: now}
-		s.identities[id] = t
+		s.identities[who] = t
 	}
 	key := v.Kind + " " + v.Subject
 	if w := t.windows[key]; w != nil {
@@ -170,7 +190,7 @@ func (s *state) add(ctx context.Context, v Violation) {
 // whole again, so forgetting them gives no one a new burst.
 func (s *state) tick(ctx context.Context) {
 	now := s.r.now()
-	for id, t := range s.identities {
+	for who, t := range s.identities {
 		for key, w := range t.windows {
 			if now.Sub(w.opened) < s.r.limits.Window {
 				continue
@@ -191,7 +211,7 @@ func (s *state) tick(ctx context.Context) {
 		}
 		s.refill(t, now)
 		if len(t.windows) == 0 && t.unrecorded == 0 && t.tokens >= float64(s.r.limits.PerMinute) {
-			delete(s.identities, id)
+			delete(s.identities, who)
 		}
 	}
 	if d := s.r.dropped.Load(); d > s.reported && now.Sub(s.dropReport) >= s.r.limits.Window {
@@ -272,15 +292,15 @@ func (s *state) record(ctx context.Context, t *tracked, v Violation, count uint6
 	if dropped > 0 {
 		s.dropReport = s.r.now()
 	}
-	b := &airlockv1.BusViolation{Subject: v.Subject, Target: Target(v.Subject), Source: v.Source, ConnectionId: v.CID,
-		ClientName: v.ClientName, Count: count, Dropped: dropped}
+	b := &airlockv1.BusViolation{Subject: text(v.Subject), Target: text(Target(v.Subject)), Source: text(v.Source), ConnectionId: v.CID,
+		ClientName: text(v.ClientName), Count: count, Dropped: dropped}
 	if !first.IsZero() {
 		b.First, b.Last = timestamppb.New(first), timestamppb.New(last)
 	}
 	actor := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_UNSPECIFIED, Id: "unknown", Channel: "nats"}
 	action := "violations"
 	if t != nil {
-		b.Account, b.User, b.Unrecorded = t.id.Account, t.id.User, t.unrecorded
+		b.Account, b.User, b.Unrecorded = text(t.id.Account), text(t.id.User), t.unrecorded
 		t.unrecorded = 0
 		actor, action = s.actor(t.id), v.Kind
 	}
@@ -326,4 +346,15 @@ func StoreWith(p *bus.Publisher) Store {
 		_, err := p.Publish(ctx, ev, "")
 		return err
 	}
+}
+
+// text is s as an event's string field may hold it: what the bus carries
+// (a subject, a client's name) may be any bytes, and an event with a
+// string that is not UTF-8 cannot be encoded, so the attempt would go
+// unrecorded. Such a string is kept quoted, its bytes escaped.
+func text(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strconv.QuoteToASCII(s)
 }

@@ -5,11 +5,13 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/config"
@@ -83,6 +85,10 @@ func newFixture(t *testing.T, limits Limits) *fixture {
 	f.r = NewRecorder(limits, whois, users, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	f.r.now = func() time.Time { return f.now }
 	f.st = f.r.newState(func(_ context.Context, ev *airlockv1.Event) error {
+		// As the events stream would: an event that does not encode is not stored.
+		if _, err := proto.Marshal(ev); err != nil {
+			return err
+		}
 		f.events = append(f.events, ev)
 		return nil
 	})
@@ -184,6 +190,34 @@ func TestTheRecorderStaysWithinItsBounds(t *testing.T) {
 		if a, b := ev.GetActor(), ev.GetUnauthorizedAttempt().GetBus(); a.GetId() != "bot" || a.GetType() != airlockv1.ActorType_ACTOR_TYPE_AGENT ||
 			b.GetUser() != "UBOT" || b.GetClientName() != "victim" {
 			t.Fatalf("actor %v, violation %v", a, b)
+		}
+	})
+
+	t.Run("a_flood_of_made_up_subjects_does_not_hide_an_attempt_on_the_stream", func(t *testing.T) {
+		f := newFixture(t, limits)
+		for i := range 40 {
+			f.violate(1, Publish, "junk."+strconv.Itoa(i), 1)
+		}
+		purge := "$JS.API.STREAM.PURGE.AIRLOCK_EVENTS"
+		f.violate(1, Publish, purge, 1)
+		recorded := false
+		for _, ev := range f.events {
+			recorded = recorded || ev.GetUnauthorizedAttempt().GetBus().GetSubject() == purge
+		}
+		if !recorded || len(f.events) != 31 {
+			t.Fatalf("%d events after 40 made-up subjects and a purge, the purge recorded: %v; want the budget's 30 and the purge's own", len(f.events), recorded)
+		}
+	})
+
+	t.Run("a_subject_or_name_that_is_not_utf8_is_recorded_escaped", func(t *testing.T) {
+		f := newFixture(t, limits)
+		f.st.add(context.Background(), Violation{Kind: Publish, Subject: "$JS.API.STREAM.PURGE.AIRLOCK_EVENTS.\xff", CID: 1, ClientName: "n\xfe"})
+		if len(f.events) != 1 {
+			t.Fatalf("%d events recorded; want the attempt recorded", len(f.events))
+		}
+		b := f.events[0].GetUnauthorizedAttempt().GetBus()
+		if b.GetSubject() != `"$JS.API.STREAM.PURGE.AIRLOCK_EVENTS.\xff"` || b.GetClientName() != `"n\xfe"` || f.events[0].GetActor().GetId() != "bot" {
+			t.Fatalf("recorded %v by %v", b, f.events[0].GetActor())
 		}
 	})
 
