@@ -254,16 +254,21 @@ func TestCancel(t *testing.T) {
 		name    string
 		by      *airlockv1.Actor
 		refused bool
+		// verified: airlock verified whom the call acts for (zoe).
+		verified bool
 	}{
-		{"lets_the_agent_cancel_its_own_call", agent("bot"), false},
-		{"refuses_another_agent", agent("other"), true},
-		{"lets_an_approver_cancel", human("alice"), false},
-		{"lets_the_person_the_call_acts_for_withdraw_it", human("zoe"), false},
-		{"refuses_anyone_else", human("mallory"), true},
+		{"lets_the_agent_cancel_its_own_call", agent("bot"), false, false},
+		{"refuses_another_agent", agent("other"), true, false},
+		{"lets_an_approver_cancel", human("alice"), false, false},
+		{"lets_the_person_the_call_acts_for_withdraw_it", human("zoe"), false, true},
+		{"refuses_a_person_the_agent_merely_named", human("zoe"), true, false},
+		{"refuses_anyone_else", human("mallory"), true, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := Cancel(pending(t, nil), c.by, "", dir, t0)
+			rec := pending(t, nil)
+			rec.GetCall().OnBehalfOfVerified = c.verified
+			out, err := Cancel(rec, c.by, "", dir, t0)
 			var r *Refusal
 			if c.refused != errors.As(err, &r) {
 				t.Fatalf("err = %v", err)
