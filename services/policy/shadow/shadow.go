@@ -215,17 +215,15 @@ const (
 // drain decides what is queued until the queue is empty or ctx ends, and
 // returns how many it decided.
 func (r *Runner) drain(ctx context.Context) int {
-	for n := 0; ; n++ {
+	for n := 0; ctx.Err() == nil; n++ {
 		select {
 		case j := <-r.jobs:
-			if ctx.Err() != nil {
-				return n
-			}
 			r.done(ctx, j)
 		default:
 			return n
 		}
 	}
+	return 0
 }
 
 // done decides j and takes it off the queue's counts.
