@@ -209,8 +209,10 @@ func runCLISteps(t *testing.T, dev *devProcess, steps []cliStep) {
 // TestAwaitAndCallSayWhatIsTrueOfTheCall: what a newcomer following the
 // tour ran into. `airlock await` of a call that had already ended says so,
 // in the past tense, with its outcome and when (not "the executor runs it
-// now"); of a call nobody made, that no such call is known and what to
-// check, at once (not "it may still be decided" after the whole --wait).
+// now"), as `airlock call` does given the id of a call that ended (it
+// used to resubmit and narrate the old end as news); of a call nobody made,
+// that no such call is known and what to check, at once (not "it may still
+// be decided" after the whole --wait).
 // A call to a tool the registry does not have still waits for a person (no
 // rule matches → ask, scenario H), but `call` and `await` say while it
 // waits that it cannot run even approved, and what to do.
@@ -226,6 +228,9 @@ func TestAwaitAndCallSayWhatIsTrueOfTheCall(t *testing.T) {
 		{"await_of_a_call_that_completed_says_it_already_ended_how_and_when", []string{"await", "bot/e1", "--wait", "5s"}, 0,
 			[]string{`"status": "completed"`}, []string{"call bot/e1 revision 1 already ended at ", " ago): completed: the tool ran; it was allowed by the policy"},
 			[]string{"the executor runs it now", "following call"}},
+		{"call_with_the_id_of_a_call_that_ended_says_so_and_submits_nothing", call("demo__echo", "e1", `{"text":"other"}`, "5s"), 0,
+			[]string{`"text": "hi"`}, []string{"call bot/e1 revision 1 already ended at ", "nothing was submitted: a call id names one call", "Leave out --call-id"},
+			[]string{"submitted as agent", "the executor runs it now", `"text": "other"`}},
 		{"a_call_waits_for_a_person", call("demo__write_file", "r1", `{"path":"r.txt","content":"x"}`, "2s"), exitStillWaiting, nil,
 			[]string{"waiting for a person"}, []string{"tool registry"}},
 		{"a_person_rejects_it", []string{"approvals", "reject", "bot/r1", "--reason", "not today", "--token-file", filepath.Join(dev.DataDir, "admin.token")}, 0, nil, nil, nil},

@@ -79,6 +79,16 @@ the same call: --call-id ID --revision 2.
 				return err
 			}
 			defer client.Close()
+			if c.ID != "" {
+				// A call id names one call: submitting an ended revision again
+				// changes nothing, and following it would tell its end as news.
+				if out, ended, err := client.Ended(cmd.Context(), c.ID, max(c.Revision, 1)); err == nil && ended {
+					stderr := cmd.ErrOrStderr()
+					fmt.Fprintf(stderr, "%s\n  nothing was submitted: a call id names one call, and this one has ended. Leave out --call-id for a new call (after a reviewer asked for changes, submit --revision %d).\n",
+						endedText(client.Agent()+"/"+c.ID, out, time.Now()), out.Revision+1)
+					return printOutcome(os.Stdout, stderr, c.ID, out)
+				}
+			}
 			id, err := client.Submit(cmd.Context(), c)
 			if err != nil {
 				return fmt.Errorf("submit: %w", err)
