@@ -29,15 +29,15 @@ import (
 // Exit statuses of `airlock call` and `airlock await`.
 const (
 	exitNotCompleted = 1 // an outcome other than completed
-	exitUsage        = 2 // the call could not be submitted or followed
+	exitUsage        = 2 // the call could not be submitted or followed, or is unknown
 	exitStillWaiting = 3 // no outcome within --wait: the call may still be decided
 )
 
 const callExitStatuses = `Exit status 0 means the tool ran and completed; 1 means any other outcome
 (denied, rejected, changes requested, failed, expired, ...); 2 means the
-command was used wrongly or the call could not be submitted or followed; 3
-means no outcome came within --wait — the call may still be decided: follow
-it with ` + "`airlock await AGENT/CALL_ID`" + `.`
+command was used wrongly, no such call is known, or the call could not be
+submitted or followed; 3 means no outcome came within --wait — the call may
+still be decided: follow it with ` + "`airlock await AGENT/CALL_ID`" + `.`
 
 func newCallCmd(g *globals) *cobra.Command {
 	var (
