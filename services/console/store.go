@@ -29,6 +29,7 @@ import (
 //	tokens.<id>              tokenRecord  (the secret is stored hashed)
 //	people.<base64url(name)> personRecord (roles from the last single sign-on, sso.go)
 //	sso.pending.<sha256(state)> pendingLogin (a single sign-on under way, sso.go)
+//	onetap.<agent>.<call>.<rev>.<hash of approver> oneTapUse (a mail's one-tap link used, onetap.go)
 type store struct {
 	kv     jetstream.KeyValue
 	users  map[string]config.User // from configuration; they win over the bucket

@@ -3,14 +3,17 @@
 // reason, deadline) with a link to its console page, and the reminders,
 // the escalation and the outcome follow as replies in the same thread
 // (Message-ID / In-Reply-To / References). A mail never decides anything:
-// the reviewer decides signed in, in the console.
+// the reviewer decides signed in, in the console. With email.one_tap each
+// approver's mail also carries their own approve and deny links (package
+// onetap), which open that decision in the console for them alone.
 //
 // Everything an agent chose is data here: a header built from it (the
 // subject) has every control character, line break and invisible or bidi
 // character made visible, so no agent text can add a header or a
 // recipient; the plain-text body shows it made visible, quoted ("> ")
 // under a label and with its links defanged (hxxps://evil[.]example), so
-// the console link is the mail's only link; it is sent quoted-printable.
+// the links airlock writes (the console link, one-tap links) are the mail's
+// only links; it is sent quoted-printable.
 package email
 
 import (

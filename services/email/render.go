@@ -209,8 +209,8 @@ var (
 
 // defang rewrites the links in s so that no mail client makes them
 // clickable ("https://evil.example/x" → "hxxps://evil[.]example/x",
-// "www.evil.example" → "www[.]evil[.]example", "mailto:" → "mailto[:]"): the console link airlock
-// writes is the only link in its mails.
+// "www.evil.example" → "www[.]evil[.]example", "mailto:" → "mailto[:]"): the links airlock
+// writes (the console link, one-tap links) are the only links in its mails.
 func defang(s string) string {
 	s = schemeURL.ReplaceAllStringFunc(s, func(u string) string {
 		m := schemeURL.FindStringSubmatch(u)

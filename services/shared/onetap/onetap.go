@@ -117,7 +117,8 @@ func (k Key) Mint(t Token) (string, error) {
 }
 
 // Parse verifies s at now and returns the token it carries: ErrInvalid for
-// anything the key did not MAC as it is, ErrExpired once its expiry passed.
+// anything the key did not MAC as it is, ErrExpired (with the token, so the
+// refusal can name its call) once its expiry passed.
 func (k Key) Parse(s string, now time.Time) (Token, error) {
 	if len(s) > maxToken {
 		return Token{}, ErrInvalid
@@ -135,7 +136,7 @@ func (k Key) Parse(s string, now time.Time) (Token, error) {
 		return Token{}, ErrInvalid
 	}
 	if !now.Before(t.Expires) {
-		return Token{}, ErrExpired
+		return t, ErrExpired
 	}
 	return t, nil
 }
