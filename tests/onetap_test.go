@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"io"
-	"mime/quotedprintable"
 	"net/http"
 	"net/mail"
 	"net/url"
@@ -37,16 +35,9 @@ func oneTapLinks(t *testing.T, mails *smtptest.Collector, id, addr string) map[s
 		})
 		return len(got) > 0
 	})
-	msg, err := mail.ReadMessage(bytes.NewReader(got[0].Data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(quotedprintable.NewReader(msg.Body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := mailText(t, got[0])
 	links := map[string]string{}
-	for _, m := range oneTapLinkRE.FindAllStringSubmatch(strings.ReplaceAll(string(body), "\r\n", "\n"), -1) {
+	for _, m := range oneTapLinkRE.FindAllStringSubmatch(strings.ReplaceAll(body, "\r\n", "\n"), -1) {
 		links[m[1]] = m[2]
 	}
 	if links["Approve"] == "" || links["Deny"] == "" {
@@ -85,26 +76,10 @@ func (r *consoleSession) oneTapForm(path string) (int, string, string) {
 // revised and an altered link are each refused with a sentence that points
 // at the call's page, and none of them decides anything.
 func TestOneTapMailLinksDecideOnceOnlyForTheirApproverAndRevision(t *testing.T) {
-	smtp, err := smtptest.Start(t.TempDir(), smtptest.Options{TLS: true, Username: "airlock", Password: "dev-mail-pass"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(smtp.Close)
-	mails := smtptest.Collect(smtp)
+	smtp, mails := devMailServer(t)
 	cfg := filepath.Join(t.TempDir(), "airlock.yaml")
-	yaml := consoleUsersYAML(t) + fmt.Sprintf(`approval:
-  default_notify: [console, email]
-email:
-  smtp_host: %s
-  smtp_port: %d
-  tls: starttls
-  ca_file: %s
-  username: airlock
-  password: dev-mail-pass
-  from: "airlock <airlock@example.com>"
-  addresses: {alice: alice@example.com, bob: bob@example.com, root: root@example.com}
-  one_tap: {enabled: true}
-`, smtp.Host, smtp.Port, smtp.CAFile)
+	yaml := consoleUsersYAML(t) + "approval:\n  default_notify: [console, email]\n" +
+		devMailYAML(smtp, "{alice: alice@example.com, bob: bob@example.com, root: root@example.com}", "  one_tap: {enabled: true}\n")
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -154,9 +153,9 @@ func (con *Console) oneTapCheck(c echo.Context) (oneTapChecked, error) {
 	if err != nil {
 		return v, err
 	}
-	cur := rec.GetCall().GetRevision()
+	cur := max(rec.GetCall().GetRevision(), 1)
 	switch {
-	case max(cur, 1) != tok.Revision:
+	case cur != tok.Revision:
 		return v, apierr.New(apierr.Conflict, "This link is for revision %d of the call, which the agent has since revised (now revision %d): open the call's page to review the new revision there.", tok.Revision, cur)
 	case rec.GetArgumentsDigest() != tok.Digest:
 		return v, apierr.New(apierr.Conflict, "The call's arguments are no longer those the mail showed: open the call's page to review them there.")
@@ -215,22 +214,8 @@ func (con *Console) recordOneTapRefused(c echo.Context, p Principal, err error) 
 // sweepOneTap deletes the use records of links that have expired: an
 // expired link is refused for its expiry alone.
 func (s *store) sweepOneTap(ctx context.Context) error {
-	keys, err := s.kv.ListKeysFiltered(ctx, "onetap.>")
-	if err != nil {
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return nil
-		}
-		return fmt.Errorf("list used one-tap links: %w", err)
-	}
-	for key := range keys.Keys() {
-		e, err := s.kv.Get(ctx, key)
-		if err != nil {
-			continue // swept meanwhile
-		}
+	return purgeStale(ctx, s.kv, "onetap.>", "used one-tap links", func(value []byte) bool {
 		var u oneTapUse
-		if json.Unmarshal(e.Value(), &u) != nil || s.now().After(u.Expires) {
-			_ = s.kv.Purge(ctx, key, jetstream.LastRevision(e.Revision()))
-		}
-	}
-	return nil
+		return json.Unmarshal(value, &u) != nil || s.now().After(u.Expires)
+	})
 }

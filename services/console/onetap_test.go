@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -9,10 +10,23 @@ import (
 	"time"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/console"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/onetap"
 	"github.com/airlock-gate/airlock/services/shared/seal"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
+
+// oneTapKey is a new one-tap key in a file of mode 0600.
+func oneTapKey(t *testing.T) (string, seal.Key) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "onetap.key")
+	k, err := seal.Ensure(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return file, k
+}
 
 // A link past its expiry (the call's deadline) is refused, opened or
 // posted, with the way to the call's page, and decides nothing; with
@@ -20,11 +34,7 @@ import (
 // approval service and a real SMTP server, is tests'
 // TestOneTapMailLinksDecideOnceOnlyForTheirApproverAndRevision.)
 func TestAnExpiredOneTapLinkIsRefusedWithTheWayToTheCall(t *testing.T) {
-	keyFile := filepath.Join(t.TempDir(), "onetap.key")
-	sk, err := seal.Ensure(keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	keyFile, sk := oneTapKey(t)
 	rec := pending("call_exp", "bot", "fs__write_file", map[string]any{"path": "/tmp/a"}, airlockv1.Risk_RISK_MEDIUM)
 	mint := func(expires time.Time) string {
 		tok, err := onetap.NewKey(sk).Mint(onetap.Token{Agent: "bot", Call: "call_exp", Revision: 1, Digest: rec.GetArgumentsDigest(),
@@ -62,4 +72,59 @@ func TestAnExpiredOneTapLinkIsRefusedWithTheWayToTheCall(t *testing.T) {
 			t.Fatalf("one_tap %v: an expired link decided %v", on, d)
 		}
 	}
+}
+
+// A link's use is kept in the console bucket until the link expires, so a
+// replay is refused on any replica, then swept.
+func TestAUsedOneTapLinkIsRefusedAgainAndSweptOnceItExpires(t *testing.T) {
+	keyFile, sk := oneTapKey(t)
+	e := newEnvWith(t, func(c *config.Config) { c.Email.OneTap = config.OneTap{Enabled: true, KeyFile: keyFile} })
+	other := e.srv
+	clk := &clock{t: time.Now()}
+	_, e.srv = e.startConsoleWith(console.Options{Now: clk.Now, SweepEvery: 20 * time.Millisecond})
+	rec := pending("call_use", "bot", "fs__write_file", map[string]any{"path": "/tmp/a"}, airlockv1.Risk_RISK_MEDIUM)
+	e.approval.put(rec)
+	tok, err := onetap.NewKey(sk).Mint(onetap.Token{Agent: "bot", Call: "call_use", Revision: 1, Digest: rec.GetArgumentsDigest(),
+		Approver: "alice", Action: onetap.Deny, Expires: clk.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := onetap.PathPrefix + url.PathEscape(tok)
+	b := e.browser()
+	b.signIn("alice")
+	if p := b.submit(link, nil); p.Status != http.StatusSeeOther {
+		t.Fatalf("alice denying with her link: %d\n%s", p.Status, p.Body)
+	}
+	if d := e.approval.decided(); len(d) != 1 || d[0].GetKind() != airlockv1.DecisionKind_DECISION_KIND_REJECT || d[0].GetPrincipal().GetChannel() != "email" ||
+		d[0].GetArgumentsDigest() != rec.GetArgumentsDigest() || d[0].GetReason() == "" {
+		t.Fatalf("the link sent %v; want one rejection by alice through email, with the digest and a reason", d)
+	}
+	// The other replica shares the session and the bucket.
+	b.base = other.URL
+	if p := b.submit(link, nil); p.Status != http.StatusConflict || !strings.Contains(p.Body, "This link was already used") {
+		t.Fatalf("the link again, on another replica: %d\n%s", p.Status, p.Body)
+	}
+	if d := e.approval.decided(); len(d) != 1 {
+		t.Fatalf("a used link decided again: %v", d)
+	}
+	kv, err := e.deps.JS.KeyValue(context.Background(), e.deps.Config.Buckets.Console)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := func() int {
+		lister, err := kv.ListKeysFiltered(context.Background(), "onetap.>")
+		if err != nil {
+			return 0
+		}
+		n := 0
+		for range lister.Keys() {
+			n++
+		}
+		return n
+	}
+	if n := used(); n != 1 {
+		t.Fatalf("%d use records in the bucket, want 1", n)
+	}
+	clk.Add(2 * time.Minute)
+	testenv.Eventually(t, 10*time.Second, "the use of the expired link swept from the bucket", func() bool { return used() == 0 })
 }
