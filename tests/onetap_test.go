@@ -133,8 +133,8 @@ func TestOneTapMailLinksDecideOnceOnlyForTheirApproverAndRevision(t *testing.T) 
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/login?next=") {
-		t.Fatalf("a signed-out GET of a link answered %d %s; want the sign-in page", resp.StatusCode, resp.Header.Get("Location"))
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login?next="+url.QueryEscape(oneTapPath(t, bob1["Approve"])) {
+		t.Fatalf("a signed-out GET of a link answered %d %s; want the sign-in page, back to the link after", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	stillPending(1, "a signed-out GET of the link")
 
