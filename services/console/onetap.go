@@ -159,6 +159,9 @@ func (con *Console) oneTapCheck(c echo.Context) (oneTapChecked, error) {
 		return v, apierr.New(apierr.Conflict, "This link is for revision %d of the call, which the agent has since revised (now revision %d): open the call's page to review the new revision there.", tok.Revision, cur)
 	case rec.GetArgumentsDigest() != tok.Digest:
 		return v, apierr.New(apierr.Conflict, "The call's arguments are no longer those the mail showed: open the call's page to review them there.")
+	case rec.GetEditedArguments() != nil || rec.GetEditedArgumentsPreview() != "":
+		// What would run is a reviewer's edit, not what the mail showed.
+		return v, apierr.New(apierr.Conflict, "A reviewer edited the arguments since the mail was sent: open the call's page to review the edited ones there.")
 	case rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING:
 		return v, apierr.New(apierr.AlreadyDecided, "The call is already %s: there is nothing left to decide. Open the call's page to see who decided it.", calls.StateText(rec.GetState()))
 	}

@@ -128,3 +128,52 @@ func TestAUsedOneTapLinkIsRefusedAgainAndSweptOnceItExpires(t *testing.T) {
 	clk.Add(2 * time.Minute)
 	testenv.Eventually(t, 10*time.Second, "the use of the expired link swept from the bucket", func() bool { return used() == 0 })
 }
+
+// A live link whose call no longer matches it, or whose approver may not
+// decide the call, is refused with the reason, opened or posted, and
+// decides nothing.
+func TestAOneTapLinkThatNoLongerMatchesItsCallIsRefused(t *testing.T) {
+	keyFile, sk := oneTapKey(t)
+	e := newEnvWith(t, func(c *config.Config) { c.Email.OneTap = config.OneTap{Enabled: true, KeyFile: keyFile} })
+	b := e.browser()
+	b.signIn("alice")
+	for _, tc := range []struct {
+		name   string
+		change func(rec *airlockv1.ApprovalRecord, tok *onetap.Token)
+		status int
+		want   string
+	}{
+		{"a_link_for_other_arguments", func(_ *airlockv1.ApprovalRecord, tok *onetap.Token) { tok.Digest = strings.Repeat("ab", 32) },
+			http.StatusConflict, "The call&#39;s arguments are no longer those the mail showed"},
+		{"a_link_after_a_reviewer_edited_the_arguments", func(rec *airlockv1.ApprovalRecord, _ *onetap.Token) {
+			rec.EditedArguments = rec.GetCall().GetArguments()
+		}, http.StatusConflict, "A reviewer edited the arguments since the mail was sent"},
+		{"a_link_of_a_decided_call", func(rec *airlockv1.ApprovalRecord, _ *onetap.Token) {
+			rec.State = airlockv1.ApprovalState_APPROVAL_STATE_REJECTED
+		}, http.StatusConflict, "The call is already rejected"},
+		{"a_link_of_a_call_made_for_its_approver", func(rec *airlockv1.ApprovalRecord, _ *onetap.Token) {
+			rec.Call.OnBehalfOf, rec.Call.OnBehalfOfVerified = "alice", true
+		}, http.StatusForbidden, "You cannot decide a call made on your behalf"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := pending("c_"+strings.ReplaceAll(tc.name, "_", ""), "bot", "fs__write_file", map[string]any{"path": "/tmp/a"}, airlockv1.Risk_RISK_MEDIUM)
+			tok := onetap.Token{Agent: "bot", Call: rec.GetCall().GetCallId(), Revision: 1, Digest: rec.GetArgumentsDigest(),
+				Approver: "alice", Action: onetap.Approve, Expires: time.Now().Add(time.Minute)}
+			tc.change(rec, &tok)
+			e.approval.put(rec)
+			s, err := onetap.NewKey(sk).Mint(tok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			link := onetap.PathPrefix + url.PathEscape(s)
+			for _, p := range []page{b.get(link), b.submit(link, nil)} {
+				if p.Status != tc.status || !strings.Contains(p.Body, tc.want) || !strings.Contains(p.Body, `href="/calls/bot/`+rec.GetCall().GetCallId()+`"`) {
+					t.Fatalf("got %d, want %d saying %q with the call's page:\n%s", p.Status, tc.status, tc.want, p.Body)
+				}
+			}
+			if d := e.approval.decided(); len(d) > 0 {
+				t.Fatalf("a refused link decided %v", d)
+			}
+		})
+	}
+}
