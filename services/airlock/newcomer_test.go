@@ -419,3 +419,69 @@ func TestTheStdioGatewaySaysWhereItConnectsAndWhatToDo(t *testing.T) {
 		t.Fatalf("err = %v, want it to say %q", err, want)
 	}
 }
+
+// TestServeAndTheHTTPGatewaySayWhereTheyConnectAndWhatToDo: `airlock serve`
+// and `airlock gateway` over HTTP say on stderr, before they first try,
+// where they connect and as whom, and when nothing answers within
+// --connect-wait they end with a sentence saying what to do, not 30 s of
+// silence.
+func TestServeAndTheHTTPGatewaySayWhereTheyConnectAndWhatToDo(t *testing.T) {
+	data := t.TempDir()
+	if err := (natsauth.Dev{DataDir: data}).Ensure(config.Default(), "nats://127.0.0.1:4222"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "nats://" + l.Addr().String()
+	l.Close() // nothing listens there now
+	unreachable := "cannot reach NATS at " + url + " within 1s (nats: no servers available for connection): "
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		first     string
+		wantError string
+	}{
+		{"serve_names_its_services_and_says_to_start_nats", []string{"serve", "policy", "approval"},
+			"airlock serve: connecting to NATS at " + url + " without credentials for policy, approval; trying for up to 1s",
+			unreachable + "start the NATS server airlock runs on and run `airlock serve` again, or point --nats (nats.url) at it"},
+		{"the_http_gateway_names_its_user_and_endpoints", []string{"gateway", "--data", data},
+			"airlock gateway: connecting to NATS at " + url + " with the nkey in " + natsauth.Dev{DataDir: data}.SeedFile(natsauth.RoleGateway) + " for endpoints bot; trying for up to 1s",
+			unreachable + "start airlock (`airlock dev`, or `go tool task up` in its repository) and run `airlock gateway` again, or point --nats at the NATS airlock runs on"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, w := io.Pipe()
+			first := make(chan string, 1)
+			go func() {
+				line, _ := bufio.NewReader(r).ReadString('\n')
+				first <- line
+				_, _ = io.Copy(io.Discard, r)
+			}()
+			done := make(chan error, 1)
+			go func() {
+				root := newRootCmd()
+				root.SetErr(w)
+				root.SetArgs(append(tc.args, "--nats", url, "--http", "127.0.0.1:0", "--connect-wait", "1s"))
+				done <- root.ExecuteContext(context.Background())
+				w.Close()
+			}()
+			select {
+			case line := <-first:
+				if !strings.Contains(line, tc.first) {
+					t.Errorf("the first line on stderr is %q, want it to say %q", line, tc.first)
+				}
+			case err := <-done:
+				t.Fatalf("it ended (%v) before it said where it connects", err)
+			}
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), tc.wantError) {
+					t.Fatalf("err = %v, want it to say %q", err, tc.wantError)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("still trying after 15s with --connect-wait 1s")
+			}
+		})
+	}
+}
