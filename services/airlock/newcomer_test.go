@@ -379,7 +379,23 @@ func TestAgentsAddUsesTheDataDirTheOtherCommandsUse(t *testing.T) {
 // ends with a sentence saying what to do, not 30 s of silence and a dial
 // error.
 func TestTheStdioGatewaySaysWhereItConnectsAndWhatToDo(t *testing.T) {
-	data := t.TempDir()
+	data, url := devDataAndNoNATS(t)
+	line, err := startUntilItGivesUp(t, "gateway", "--stdio", "--data", data, "--nats", url, "--connect-wait", "1s")
+	want := "airlock gateway: connecting to NATS at " + url + " with the nkey in " + natsauth.Dev{DataDir: data}.SeedFile(natsauth.RoleGateway) + " for endpoint bot (agent bot); trying for up to 1s"
+	if !strings.Contains(line, want) {
+		t.Errorf("the first line on stderr is %q, want it to say %q", line, want)
+	}
+	want = "cannot reach NATS at " + url + " within 1s (nats: no servers available for connection): start airlock (`airlock dev`, or `go tool task up` in its repository) and let the MCP client start the gateway again, or point --nats at the NATS airlock runs on"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want it to say %q", err, want)
+	}
+}
+
+// devDataAndNoNATS is a data dir of `airlock dev` (its credentials and
+// gateway endpoint) and a NATS URL nothing listens on.
+func devDataAndNoNATS(t *testing.T) (data, url string) {
+	t.Helper()
+	data = t.TempDir()
 	if err := (natsauth.Dev{DataDir: data}).Ensure(config.Default(), "nats://127.0.0.1:4222"); err != nil {
 		t.Fatal(err)
 	}
@@ -387,37 +403,42 @@ func TestTheStdioGatewaySaysWhereItConnectsAndWhatToDo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := "nats://" + l.Addr().String()
+	url = "nats://" + l.Addr().String()
 	l.Close() // nothing listens there now
+	return data, url
+}
+
+// startUntilItGivesUp runs the command given by args until it ends, and
+// returns the first line it wrote on stderr (which must come before it
+// ends) and how it ended.
+func startUntilItGivesUp(t *testing.T, args ...string) (first string, err error) {
+	t.Helper()
 	r, w := io.Pipe()
-	first := make(chan string, 1)
+	lines := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(r).ReadString('\n')
-		first <- line
+		lines <- line
 		_, _ = io.Copy(io.Discard, r)
 	}()
 	done := make(chan error, 1)
 	go func() {
 		root := newRootCmd()
 		root.SetErr(w)
-		root.SetArgs([]string{"gateway", "--stdio", "--data", data, "--nats", url, "--connect-wait", "1s"})
+		root.SetArgs(args)
 		done <- root.ExecuteContext(context.Background())
 		w.Close()
 	}()
 	select {
-	case line := <-first:
-		want := "airlock gateway: connecting to NATS at " + url + " with the nkey in " + natsauth.Dev{DataDir: data}.SeedFile(natsauth.RoleGateway) + " for endpoint bot (agent bot); trying for up to 1s"
-		if !strings.Contains(line, want) {
-			t.Errorf("the first line on stderr is %q, want it to say %q", line, want)
-		}
+	case first = <-lines:
 	case err := <-done:
-		t.Fatalf("the gateway ended (%v) before it said where it connects", err)
+		t.Fatalf("it ended (%v) before it said where it connects", err)
 	}
-	err = <-done
-	want := "cannot reach NATS at " + url + " within 1s (nats: no servers available for connection): start airlock (`airlock dev`, or `go tool task up` in its repository) and let the MCP client start the gateway again, or point --nats at the NATS airlock runs on"
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("err = %v, want it to say %q", err, want)
+	select {
+	case err = <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("still trying after 15s")
 	}
+	return first, err
 }
 
 // TestServeAndTheHTTPGatewaySayWhereTheyConnectAndWhatToDo: `airlock serve`
@@ -426,16 +447,7 @@ func TestTheStdioGatewaySaysWhereItConnectsAndWhatToDo(t *testing.T) {
 // --connect-wait they end with a sentence saying what to do, not 30 s of
 // silence.
 func TestServeAndTheHTTPGatewaySayWhereTheyConnectAndWhatToDo(t *testing.T) {
-	data := t.TempDir()
-	if err := (natsauth.Dev{DataDir: data}).Ensure(config.Default(), "nats://127.0.0.1:4222"); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "nats://" + l.Addr().String()
-	l.Close() // nothing listens there now
+	data, url := devDataAndNoNATS(t)
 	unreachable := "cannot reach NATS at " + url + " within 1s (nats: no servers available for connection): "
 	for _, tc := range []struct {
 		name      string
@@ -451,36 +463,12 @@ func TestServeAndTheHTTPGatewaySayWhereTheyConnectAndWhatToDo(t *testing.T) {
 			unreachable + "start airlock (`airlock dev`, or `go tool task up` in its repository) and run `airlock gateway` again, or point --nats at the NATS airlock runs on"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, w := io.Pipe()
-			first := make(chan string, 1)
-			go func() {
-				line, _ := bufio.NewReader(r).ReadString('\n')
-				first <- line
-				_, _ = io.Copy(io.Discard, r)
-			}()
-			done := make(chan error, 1)
-			go func() {
-				root := newRootCmd()
-				root.SetErr(w)
-				root.SetArgs(append(tc.args, "--nats", url, "--http", "127.0.0.1:0", "--connect-wait", "1s"))
-				done <- root.ExecuteContext(context.Background())
-				w.Close()
-			}()
-			select {
-			case line := <-first:
-				if !strings.Contains(line, tc.first) {
-					t.Errorf("the first line on stderr is %q, want it to say %q", line, tc.first)
-				}
-			case err := <-done:
-				t.Fatalf("it ended (%v) before it said where it connects", err)
+			line, err := startUntilItGivesUp(t, append(tc.args, "--nats", url, "--http", "127.0.0.1:0", "--connect-wait", "1s")...)
+			if !strings.Contains(line, tc.first) {
+				t.Errorf("the first line on stderr is %q, want it to say %q", line, tc.first)
 			}
-			select {
-			case err := <-done:
-				if err == nil || !strings.Contains(err.Error(), tc.wantError) {
-					t.Fatalf("err = %v, want it to say %q", err, tc.wantError)
-				}
-			case <-time.After(15 * time.Second):
-				t.Fatal("still trying after 15s with --connect-wait 1s")
+			if err == nil || !strings.Contains(err.Error(), tc.wantError) {
+				t.Fatalf("err = %v, want it to say %q", err, tc.wantError)
 			}
 		})
 	}
