@@ -36,8 +36,7 @@ type Service struct {
 	ToolSecrets bool
 }
 
-// Topology is every service of the production layout. The MCP gateway
-// (natsauth.RoleGateway) is not deployed yet.
+// Topology is every service of the production layout.
 func Topology() []Service {
 	return []Service{
 		{Name: "policy", Role: natsauth.RolePolicy, Replicas: 2, DecisionKey: true, FrontendKey: true},
@@ -45,6 +44,9 @@ func Topology() []Service {
 		{Name: "executor", Role: natsauth.RoleExecutor, Replicas: 2, DecisionKey: true, ToolSecrets: true},
 		{Name: "audit", Role: natsauth.RoleAudit, Replicas: 2, ClickHouse: true, AuditKey: true},
 		{Name: "console", Role: natsauth.RoleConsole, Replicas: 2, FrontendKey: true, SlackBot: true, SlackSigning: true},
+		// Its endpoints' bearer token files are named by the configuration
+		// (gateway.endpoints[].token_file) and given to it alone.
+		{Name: "gateway", Role: natsauth.RoleGateway, Replicas: 2, FrontendKey: true},
 	}
 }
 
