@@ -125,6 +125,23 @@ func TestOperatorCancelNeedsAnApproverOrTheRequester(t *testing.T) {
 	}
 }
 
+// An operator (the console's admin, vouched for as such) withdraws any
+// pending call; the vouching gives no say in a decision.
+func TestAnOperatorCancelsAnyCallButDecidesNone(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	operator := human("olga")
+	operator.Operator = true
+	w.pending(&airlockv1.ToolCall{CallId: "dec"}, nil)
+	_, err := w.api.Decide(context.Background(), &airlockv1.DecideRequest{AgentId: "bot", CallId: "dec", Revision: 1, Principal: operator, Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE})
+	mustCode(t, err, apierr.NotAuthorized)
+	w.pending(&airlockv1.ToolCall{CallId: "op", OnBehalfOf: "zoe", OnBehalfOfVerified: true}, nil)
+	resp, err := w.api.Cancel(context.Background(), &airlockv1.CancelRequest{AgentId: "bot", CallId: "op", By: operator, Reason: "incident: stop it"})
+	if err != nil || !resp.Changed || resp.Record.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_CANCELED || resp.Record.GetDecidedBy().GetId() != "olga" {
+		t.Fatalf("cancel by an operator: %v %v", resp, err)
+	}
+}
+
 func TestApproveThreadAuthorizesEachCall(t *testing.T) {
 	w := newWorld(t)
 	w.start()

@@ -75,6 +75,11 @@ func (p Principal) Actor(channel string) *airlockv1.Actor {
 	return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: p.Name, Channel: channel, Groups: p.Groups}
 }
 
+// Operator reports whether p holds airlock's operator role (admin): the
+// console vouches for it on a cancel (Actor.operator), and the approval
+// service then lets p withdraw any pending call.
+func (p Principal) Operator() bool { return slices.Contains(p.Roles, config.RoleAdmin) }
+
 // channel names where a decision came from: "console" for the web pages,
 // "api" for REST (the CLI sets X-Airlock-Channel: cli on its requests).
 // cli and api share the same token, so that part is the client's own

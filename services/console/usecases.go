@@ -193,7 +193,7 @@ func notYours(p Principal) error {
 // cancel withdraws agent's pending call id as p through channel ch, with
 // the reason the agent receives. The approval service decides whether p
 // may (calls.Directory.MayCancel: an approver of the call or the person it
-// acts for) and records a refusal; someone who may not read the call is
+// acts for; or an operator, which the console vouches for) and records a refusal; someone who may not read the call is
 // refused here, as for a decision, and learns nothing about it.
 func (u *useCases) cancel(ctx context.Context, p Principal, ch, agent, id, reason string) (*airlockv1.CancelResponse, error) {
 	reason = strings.TrimSpace(reason)
@@ -203,11 +203,13 @@ func (u *useCases) cancel(ctx context.Context, p Principal, ch, agent, id, reaso
 	rec, err := u.record(ctx, agent, id, 0)
 	switch {
 	case !p.CanRead() && (err != nil || !mayRead(p, rec)):
-		return nil, apierr.New(apierr.NotAuthorized, "%s cannot cancel this call: canceling takes being among its approvers or the person it acts for", p.Name)
+		return nil, apierr.New(apierr.NotAuthorized, "%s cannot cancel this call: canceling takes being among its approvers, the person it acts for or an admin", p.Name)
 	case err != nil:
 		return nil, err
 	}
-	return u.approvals.Cancel(ctx, &airlockv1.CancelRequest{AgentId: agent, CallId: id, By: p.Actor(ch), Reason: reason})
+	by := p.Actor(ch)
+	by.Operator = p.Operator()
+	return u.approvals.Cancel(ctx, &airlockv1.CancelRequest{AgentId: agent, CallId: id, By: by, Reason: reason})
 }
 
 // threadPreview lists the pending calls of an agent's thread, oldest

@@ -102,7 +102,8 @@ type callView struct {
 	WhyNotYou    string
 	Deciders     []string
 	// YouMayCancel: the signed-in person may withdraw it (an approver of
-	// it, or the person it acts for: calls.Directory.MayCancel).
+	// it, or the person it acts for: calls.Directory.MayCancel; or an
+	// admin, Principal.Operator).
 	YouMayCancel bool
 }
 

@@ -730,7 +730,12 @@ type Actor struct {
 	// approval.groups: the console's single sign-on maps them from the
 	// person's groups at their last sign-in. The approval service counts them
 	// for this person, in this request, alone.
-	Groups        []string `protobuf:"bytes,4,rep,name=groups,proto3" json:"groups,omitempty"`
+	Groups []string `protobuf:"bytes,4,rep,name=groups,proto3" json:"groups,omitempty"`
+	// The front-end vouches this person holds airlock's operator role (the
+	// console's admin): they may withdraw any pending call (SPEC §4 "cancel
+	// (agent or operator)"). It counts for a cancel only, never for a
+	// decision.
+	Operator      bool `protobuf:"varint,5,opt,name=operator,proto3" json:"operator,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -791,6 +796,13 @@ func (x *Actor) GetGroups() []string {
 		return x.Groups
 	}
 	return nil
+}
+
+func (x *Actor) GetOperator() bool {
+	if x != nil {
+		return x.Operator
+	}
+	return false
 }
 
 // Requested: an agent asks to run a call. Agents publish it to the intake
@@ -3596,12 +3608,13 @@ const file_airlock_v1_event_proto_rawDesc = "" +
 	"\x0eshadow_changed\x18/ \x01(\v2\x19.airlock.v1.ShadowChangedH\x00R\rshadowChanged\x12K\n" +
 	"\x11shadow_divergence\x180 \x01(\v2\x1c.airlock.v1.ShadowDivergenceH\x00R\x10shadowDivergence\x12\x12\n" +
 	"\x04json\x182 \x01(\bR\x04jsonB\x06\n" +
-	"\x04body\"t\n" +
+	"\x04body\"\x90\x01\n" +
 	"\x05Actor\x12)\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x15.airlock.v1.ActorTypeR\x04type\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +
 	"\achannel\x18\x03 \x01(\tR\achannel\x12\x16\n" +
-	"\x06groups\x18\x04 \x03(\tR\x06groups\"\xae\x01\n" +
+	"\x06groups\x18\x04 \x03(\tR\x06groups\x12\x1a\n" +
+	"\boperator\x18\x05 \x01(\bR\boperator\"\xae\x01\n" +
 	"\tRequested\x12(\n" +
 	"\x04call\x18\x01 \x01(\v2\x14.airlock.v1.ToolCallR\x04call\x12\x1d\n" +
 	"\n" +

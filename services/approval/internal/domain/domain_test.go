@@ -250,6 +250,11 @@ func TestCancel(t *testing.T) {
 	agent := func(id string) *airlockv1.Actor {
 		return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: id}
 	}
+	operator := func(id string) *airlockv1.Actor {
+		a := human(id)
+		a.Operator = true
+		return a
+	}
 	cases := []struct {
 		name    string
 		by      *airlockv1.Actor
@@ -263,6 +268,7 @@ func TestCancel(t *testing.T) {
 		{"lets_the_person_the_call_acts_for_withdraw_it", human("zoe"), false, true},
 		{"refuses_a_person_the_agent_merely_named", human("zoe"), true, false},
 		{"refuses_anyone_else", human("mallory"), true, true},
+		{"lets_an_operator_cancel_any_call", operator("olga"), false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

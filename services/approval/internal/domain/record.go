@@ -427,7 +427,8 @@ func Settled(rec *airlockv1.ApprovalRecord) string {
 
 // Cancel withdraws a pending record. An agent (By.Type AGENT) may cancel
 // only its own calls; a person may cancel a call they could decide or that
-// acts on their behalf. Anything but pending is left as it is.
+// acts on their behalf, and an operator (By.Operator, vouched for by the
+// front-end) any call. Anything but pending is left as it is.
 func Cancel(rec *airlockv1.ApprovalRecord, by *airlockv1.Actor, reason string, dir Directory, now time.Time) (Outcome, error) {
 	switch by.GetType() {
 	case airlockv1.ActorType_ACTOR_TYPE_AGENT:
@@ -439,8 +440,10 @@ func Cancel(rec *airlockv1.ApprovalRecord, by *airlockv1.Actor, reason string, d
 		if by.GetId() == "" {
 			return Outcome{}, invalid("the cancel request names no principal: the front-end must pass who cancels")
 		}
-		if !dir.MayCancel(rec, by.GetId()) {
-			return Outcome{}, &Refusal{Action: "cancel", Why: fmt.Sprintf("%s cannot cancel call %s: only its approvers or the person it acts for can", by.GetId(), rec.GetCall().GetCallId())}
+		// An operator stops any pending call: a cancel only keeps a call
+		// from running, which an operator's rule changes could do anyway.
+		if !by.GetOperator() && !dir.MayCancel(rec, by.GetId()) {
+			return Outcome{}, &Refusal{Action: "cancel", Why: fmt.Sprintf("%s cannot cancel call %s: only its approvers, the person it acts for or an admin can", by.GetId(), rec.GetCall().GetCallId())}
 		}
 	}
 	if rec.GetState() != Pending {
