@@ -393,6 +393,7 @@ func analyse(o observed, idempotent func(server, tool string) bool) Report {
 		}
 	}
 	c.count("agent-visible outcomes that differ from the stream", differ)
+	c.mcp(o, tr, idempotent)
 
 	var perms []string
 	for p, lines := range o.PermissionViolations {
@@ -548,4 +549,76 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// mcp checks what the MCP clients saw through the gateway replicas against
+// the stream and the tool server: one request is one call (its arguments'
+// "n"), runs at most once, and is answered with what the stream says. A
+// request whose replica died with it has no answer; its call, if the
+// gateway submitted it, must still end (the ledger checks above).
+func (c checker) mcp(o observed, tr map[string]*callTrail, idempotent func(server, tool string) bool) {
+	callsOf := map[int]map[string]bool{} // n → the calls requested with it
+	for _, e := range o.Events {
+		if e.Agent != mcpAgent || e.Type != subject.Requested || e.Ev == nil {
+			continue
+		}
+		n := int(e.Ev.GetRequested().GetCall().GetArguments().GetFields()["n"].GetNumberValue())
+		if callsOf[n] == nil {
+			callsOf[n] = map[string]bool{}
+		}
+		callsOf[n][e.Call] = true
+	}
+	ranOf := map[int][]execution{}
+	for _, ex := range o.Execs {
+		if n, ok := ex.Args["n"].(float64); ok && ex.Agent == mcpAgent {
+			ranOf[int(n)] = append(ranOf[int(n)], ex)
+		}
+	}
+	var split, twice, differ []string
+	lost, unavailable, unavailableRan, recordedLost := 0, 0, 0, 0
+	for _, r := range o.MCP {
+		name := fmt.Sprintf("%s request %d (%s, gateway-%d)", r.Client, r.N, r.Tool, r.Replica+1)
+		if ids := callsOf[r.N]; len(ids) > 1 {
+			split = append(split, fmt.Sprintf("%s was recorded as calls %v", name, sortedKeys(ids)))
+		}
+		if exs := ranOf[r.N]; len(exs) > 1 && !idempotent(exs[0].Server, exs[0].Tool) {
+			twice = append(twice, fmt.Sprintf("%s ran %d times", name, len(exs)))
+		}
+		switch {
+		case r.Err != "":
+			lost++
+			if len(callsOf[r.N]) > 0 {
+				recordedLost++
+			}
+			continue
+		case r.Status == "unavailable": // not an outcome: "try again"
+			unavailable++
+			if ct := tr[mcpAgent+"/"+r.CallID]; ct != nil && ct.revs[1] != nil && ct.revs[1].started > 0 {
+				unavailableRan++
+			}
+			continue
+		}
+		var end *storedEvent
+		if ct := tr[mcpAgent+"/"+r.CallID]; ct != nil && ct.revs[1] != nil {
+			end = ct.revs[1].end
+		}
+		switch {
+		case end == nil:
+			differ = append(differ, fmt.Sprintf("%s was answered %s for call %q, which has no outcome in the stream", name, r.Status, r.CallID))
+		case end.Type != r.Status:
+			differ = append(differ, fmt.Sprintf("%s was answered %s, the stream says %s", name, r.Status, outcomeName(end)))
+		case !callsOf[r.N][r.CallID]:
+			differ = append(differ, fmt.Sprintf("%s was answered with call %s, which was not requested with its arguments", name, r.CallID))
+		}
+	}
+	c.count("MCP requests recorded as more than one call", split)
+	c.count("MCP requests executed more than once", twice)
+	c.count("MCP answers that differ from the stream", differ)
+	c.info("MCP requests through the gateway", len(o.MCP))
+	c.info("MCP sessions started (incl. after a replica died, probes)", o.MCPSessions)
+	c.info("MCP requests without an answer (their gateway replica died)", lost)
+	c.info("  of which the gateway had submitted (each ended: checked above)", recordedLost)
+	c.info("MCP answers \"unavailable, try again\"", unavailable)
+	// Such a call may still run: a client that tries again makes a new call.
+	c.info("  of which the call ran all the same", unavailableRan)
 }

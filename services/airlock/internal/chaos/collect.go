@@ -59,6 +59,10 @@ type observed struct {
 	// StaleReplies: process → replies NATS refused after the process
 	// reconnected (splitViolations).
 	StaleReplies map[string][]string
+	// MCP: the tools/calls MCP clients made through the gateway replicas;
+	// MCPSessions: the sessions they started.
+	MCP         []mcpRecord
+	MCPSessions int
 }
 
 // replicaView is one ClickHouse replica's rows and its audit verify.
@@ -302,6 +306,7 @@ func splitViolations(log string) (violations, stale []string) {
 // collect reads everything the checks need.
 func (l *layout) collect(ctx context.Context, d *driver, faults []faultResult) observed {
 	o := observed{Faults: faults, Calls: d.snapshot(), Execs: l.tools.executions(), BadSigs: l.tools.badSigs.Load()}
+	o.MCP, o.MCPSessions = d.mcp.snapshot()
 	o.PermissionViolations, o.StaleReplies = l.permissionViolations()
 	var err error
 	if o.Events, err = l.readStream(ctx); err != nil {

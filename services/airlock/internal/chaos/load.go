@@ -140,6 +140,8 @@ type driver struct {
 	tokens   map[string]string // reviewer → personal API token
 	cons     *consoles
 	probeSeq atomic.Int64
+	// mcp: the MCP clients calling through the gateway replicas.
+	mcp *mcpLoad
 
 	mu      sync.Mutex
 	records []*callRecord

@@ -4,8 +4,9 @@
 // every service as separate `airlock serve` processes each holding only its
 // own NATS seed and seal keys, a private ClickHouse, a webhook tool server and
 // a fake of Slack's Web API — drives a bounded mixed load through agents (the
-// Go SDK), reviewers (the console's REST API with personal tokens, signed
-// Slack interaction posts) and calls left to expire, while a seeded fault
+// Go SDK), MCP clients (through the gateway replicas), reviewers (the
+// console's REST API with personal tokens, signed Slack interaction posts)
+// and calls left to expire, while a seeded fault
 // schedule kills, pauses and restarts the pieces; then it checks from the
 // stream, ClickHouse and the tool server that nothing was lost or run twice,
 // and prints a report.
