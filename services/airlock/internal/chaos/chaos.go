@@ -155,8 +155,17 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			progress("  healed %s (%s); recovered after %s", results[i].Resolved, results[i].Kind, results[i].RecoveredAfter.Round(time.Millisecond))
 		}
 	}()
-	mcpDone := make(chan struct{})
+	// The asking MCP client is kept on the gateway replica the schedule kills.
+	for _, f := range faults {
+		var i int
+		if _, err := fmt.Sscanf(f.Target, "gateway-%d", &i); f.Kind == faultKill && err == nil {
+			d.mcp.askAt = i - 1
+			break
+		}
+	}
+	mcpDone, reviewed := make(chan struct{}), make(chan struct{})
 	go func() { defer close(mcpDone); d.mcp.run(ctx, o.Seed, loadStart.Add(p.load), p.mcpInterval) }()
+	go func() { defer close(reviewed); d.reviewMCP(ctx, mcpDone) }()
 	for _, c := range calls {
 		select {
 		case <-time.After(time.Until(loadStart.Add(c.At))): // the load's own pacing
@@ -169,7 +178,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	progress("load submitted; waiting for faults to heal and calls to end")
 	fwg.Wait()
 	d.wg.Wait()
-	<-mcpDone
+	<-reviewed
 	progress("settling: every started call ended and ClickHouse caught up (at most %s)", p.settleWithin)
 	progress("%s; checking", l.settle(ctx, p.settleWithin))
 	obs := l.collect(ctx, d, results)
@@ -197,7 +206,8 @@ func idempotentTool(server, tool string) bool {
 
 func newDriver(ctx context.Context, l *layout, p profile, seed int64) (*driver, error) {
 	d := &driver{l: l, p: p, seed: seed, clients: map[string]*airlock.Client{}, tokens: map[string]string{}, cons: newConsoles(l.consoles)}
-	d.mcp = &mcpLoad{urls: l.mcpURLs(), token: l.mcpToken, ready: func(ctx context.Context, i int) bool { return l.replicas["gateway"][i].ready(ctx) }}
+	d.mcp = &mcpLoad{urls: l.mcpURLs(), token: l.mcpToken, askFor: p.askTimeout + 30*time.Second,
+		ready: func(ctx context.Context, i int) bool { return l.replicas["gateway"][i].ready(ctx) }}
 	for agent, file := range l.agents {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		c, err := airlock.Connect(cctx, file, l.urls, airlock.WithTLS(l.natsTLS()))

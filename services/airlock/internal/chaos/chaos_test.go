@@ -213,27 +213,52 @@ func requireReported(t *testing.T, base func() observed, tests []breakage) {
 }
 
 // withMCP adds to o one MCP request through the gateway that went right:
-// request n 1, call m, notify run once and answered completed; and one whose
-// replica died before the gateway submitted it.
+// request n 1, answered "pending", sent again in its session and answered
+// with the outcome of its call m (notify, run once); and one whose replica
+// died before the gateway submitted it.
 func withMCP(o observed) observed {
+	o = withMCPCall(o, "m", 1, toolNotify)
+	o.MCP = []mcpRecord{
+		{N: 1, Attempt: 1, Tool: "hook__notify", Client: "mcp-session-1", Session: "s1", Status: "pending", CallID: "m"},
+		{N: 1, Attempt: 2, Tool: "hook__notify", Client: "mcp-session-1", Session: "s1", Status: subject.Completed, CallID: "m"},
+		{N: 2, Attempt: 1, Tool: "hook__notify", Client: "mcp-session-1", Session: "s1", Err: "connection reset by peer"},
+	}
+	return o
+}
+
+// withMCPCall adds to o the trail of call (requested with arguments n,
+// allowed, run once, completed).
+func withMCPCall(o observed, call string, n int, tool string) observed {
 	t0 := time.Unix(1_700_000_000, 0)
-	args, _ := structpb.NewStruct(map[string]any{"agent": mcpAgent, "n": 1})
+	args, _ := structpb.NewStruct(map[string]any{"agent": mcpAgent, "n": n})
 	next := o.Events[len(o.Events)-1].Seq
 	for _, typ := range []string{subject.Requested, subject.Allowed, subject.Started, subject.Completed} {
 		next++
-		ev := &airlockv1.Event{EventId: mcpAgent + ".m.1." + typ, Revision: 1}
+		ev := &airlockv1.Event{EventId: mcpAgent + "." + call + ".1." + typ, Revision: 1}
 		if typ == subject.Requested {
-			ev.Body = &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: &airlockv1.ToolCall{AgentId: mcpAgent, CallId: "m", Arguments: args}}}
+			ev.Body = &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: &airlockv1.ToolCall{AgentId: mcpAgent, CallId: call, Arguments: args}}}
 		}
-		o.Events = append(o.Events, storedEvent{Seq: next, Time: t0.Add(time.Duration(next) * 100 * time.Millisecond), Type: typ, Agent: mcpAgent, Call: "m", Rev: 1, EventID: ev.EventId, Ev: ev})
+		o.Events = append(o.Events, storedEvent{Seq: next, Time: t0.Add(time.Duration(next) * 100 * time.Millisecond), Type: typ, Agent: mcpAgent, Call: call, Rev: 1, EventID: ev.EventId, Ev: ev})
 		o.CH[next] = ev.EventId
 	}
-	o.Execs = append(o.Execs, execution{Server: serverHook, Tool: toolNotify, Agent: mcpAgent, Call: "m", Key: mcpAgent + ".m.1", Args: map[string]any{"agent": mcpAgent, "n": float64(1)}})
-	o.MCP = []mcpRecord{
-		{N: 1, Tool: "hook__notify", Client: "mcp-session-1", Status: subject.Completed, CallID: "m"},
-		{N: 2, Tool: "hook__notify", Client: "mcp-session-1", Err: "connection reset by peer"},
-	}
+	o.Execs = append(o.Execs, execution{Server: serverHook, Tool: tool, Agent: mcpAgent, Call: call, Key: mcpAgent + "." + call + ".1", Args: map[string]any{"agent": mcpAgent, "n": float64(n)}})
 	return o
+}
+
+// A request waiting for a person whose session died with its replica is
+// sent again in a new session: a new call (the rejoin is per session). An
+// idempotent tool may then run twice; no check reports it.
+func TestAnMCPRequestSentAgainInANewSessionIsANewCall(t *testing.T) {
+	o := withMCPCall(withMCPCall(clean(), "s1call", 7, toolSync), "s2call", 7, toolSync)
+	o.MCP = []mcpRecord{
+		{N: 7, Attempt: 1, Tool: "hook__sync", Client: "mcp-asker", Session: "s1", Status: "pending", CallID: "s1call"},
+		{N: 7, Attempt: 2, Tool: "hook__sync", Client: "mcp-asker", Session: "s1", Err: "connection refused"},
+		{N: 7, Attempt: 3, Tool: "hook__sync", Client: "mcp-asker", Session: "s2", Status: "pending", CallID: "s2call"},
+		{N: 7, Attempt: 4, Tool: "hook__sync", Client: "mcp-asker", Session: "s2", Status: subject.Completed, CallID: "s2call"},
+	}
+	if r := analyse(o, idempotentTool); r.Violations != 0 {
+		t.Fatalf("a request sent again in a new session has violations: %+v", r.Checks)
+	}
 }
 
 func TestAnalyseFindsEachMCPViolation(t *testing.T) {
@@ -246,7 +271,7 @@ func TestAnalyseFindsEachMCPViolation(t *testing.T) {
 			again.Call, again.Key = "m2", mcpAgent+".m2.1"
 			o.Execs = append(o.Execs, again)
 		}},
-		{"a_request_was_recorded_as_two_calls", "MCP requests recorded as more than one call", func(o *observed) {
+		{"a_request_was_recorded_as_two_calls_in_one_session", "MCP requests recorded as more calls than their sessions", func(o *observed) {
 			for _, e := range o.Events {
 				if e.Agent == mcpAgent && e.Type == subject.Requested {
 					e.Seq, e.Call = 99, "m2"
@@ -257,13 +282,16 @@ func TestAnalyseFindsEachMCPViolation(t *testing.T) {
 			}
 		}},
 		{"a_client_was_answered_another_outcome", "MCP answers that differ from the stream", func(o *observed) {
-			o.MCP[0].Status = subject.Denied
+			o.MCP[1].Status = subject.Denied
 		}},
 		{"a_client_was_answered_a_call_the_stream_does_not_hold", "MCP answers that differ from the stream", func(o *observed) {
-			o.MCP[0].CallID = "forged"
+			o.MCP[1].CallID = "forged"
 		}},
 		{"a_request_was_answered_with_another_requests_call", "MCP answers that differ from the stream", func(o *observed) {
-			o.MCP[0].N = 2
+			o.MCP[1].N = 2
+		}},
+		{"a_request_sent_again_in_its_session_became_another_call", "MCP requests sent again in a session that did not rejoin", func(o *observed) {
+			o.MCP[1].CallID = "m2"
 		}},
 	}
 	requireReported(t, func() observed { return withMCP(clean()) }, tests)

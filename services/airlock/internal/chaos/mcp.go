@@ -25,15 +25,22 @@ const (
 	// requests have none, so any replica answers them.
 	mcpSessions  = "2025-11-25"
 	mcpStateless = "2026-07-28"
+	// mcpAnswerWithin is the endpoint's answer_within: short, so that most
+	// asked calls are answered "pending" and called again (rejoined).
+	mcpAnswerWithin = "2s"
 )
 
 // mcpRecord is one tools/call an MCP client made through a gateway replica.
 type mcpRecord struct {
-	// N is in the call's arguments ("n"): one request, one N.
+	// N is in the call's arguments ("n"): one request, one N, sent again
+	// (Attempt > 1) only while it is answered "pending" or its answer was
+	// lost, with the same arguments.
 	N        int
+	Attempt  int
 	Tool     string // as the gateway lists it: hook__notify
 	Client   string
-	Replica  int // index of the gateway replica it was sent to
+	Replica  int    // index of the gateway replica it was sent to
+	Session  string // the MCP session id ("" without a session)
 	Protocol string
 	Sent     time.Time
 	// Status is the answer's airlock/status ("completed" for the tool's
@@ -55,13 +62,27 @@ type mcpLoad struct {
 	// ready says whether a replica serves (its /healthz): a Service sends
 	// clients to ready pods only.
 	ready func(ctx context.Context, replica int) bool
-	seq   atomic.Int64
+	// askAt is the replica the asking client is kept on: the one the
+	// schedule kills, so a session dies while its calls wait for a person.
+	askAt int
+	// askFor bounds how long a call waiting for a person is asked about.
+	askFor time.Duration
+	seq    atomic.Int64
 
 	mu      sync.Mutex
 	records []mcpRecord
 	// sessions counts the MCP sessions started (more than the session
 	// clients: the probes', and those started again on another replica).
 	sessions int
+	// reviewErrs: what the reviewers of the asked calls could not do (the
+	// call then expires, or was decided already).
+	reviewErrs []string
+}
+
+func (m *mcpLoad) noteReviewErr(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reviewErrs = append(m.reviewErrs, err.Error())
 }
 
 // mcpTools are what the MCP clients call, by weight: notify (allowed, not
@@ -88,7 +109,62 @@ func (m *mcpLoad) run(ctx context.Context, seed int64, until time.Time, interval
 			m.client(ctx, r, c.name, c.protocol, c.replica, until, interval)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		m.asker(ctx, rand.New(rand.NewPCG(uint64(seed), 110)), until, interval)
+	}()
 	wg.Wait()
+}
+
+// asker is an MCP client whose calls (sync: asked, idempotent) wait for a
+// person longer than the endpoint's answer_within: answered "pending", it
+// calls again with the same arguments in its session, which rejoins the
+// call, until the outcome comes. When its replica dies it starts a session
+// on another and calls again there, which is a new call (a rejoin entry
+// names its session).
+func (m *mcpLoad) asker(ctx context.Context, r *rand.Rand, until time.Time, interval time.Duration) {
+	const name, tool = "mcp-asker", serverHook + "__" + toolSync
+	var cs *mcp.ClientSession
+	replica := m.askAt
+	defer func() {
+		if cs != nil {
+			_ = cs.Close()
+		}
+	}()
+	for time.Now().Before(until) && ctx.Err() == nil {
+		select {
+		case <-time.After(interval/2 + time.Duration(r.Int64N(int64(interval)))): // the load's own pacing
+		case <-ctx.Done():
+			return
+		}
+		n := int(m.seq.Add(1))
+		giveUp := time.Now().Add(m.askFor)
+		for attempt := 1; time.Now().Before(giveUp) && ctx.Err() == nil; attempt++ {
+			if attempt > 1 {
+				select {
+				case <-time.After(300 * time.Millisecond): // a client calling again
+				case <-ctx.Done():
+					return
+				}
+			}
+			if cs == nil {
+				var err error
+				if cs, replica, err = m.connect(ctx, name, mcpSessions, replica); err != nil {
+					continue
+				}
+			}
+			rec := m.call(ctx, cs, name, mcpSessions, replica, tool, n, attempt, false)
+			if rec.Err != "" {
+				_ = cs.Close()
+				cs = nil
+				continue
+			}
+			if rec.Status != "pending" {
+				break
+			}
+		}
+	}
 }
 
 // client is one MCP client making one call after another until until.
@@ -115,7 +191,7 @@ func (m *mcpLoad) client(ctx context.Context, r *rand.Rand, name, protocol strin
 				continue // no replica answers at all: try again at the next turn
 			}
 		}
-		rec := m.call(ctx, cs, name, protocol, replica, pick(r, mcpTools), false)
+		rec := m.call(ctx, cs, name, protocol, replica, pick(r, mcpTools), int(m.seq.Add(1)), 1, false)
 		if pinned < 0 || rec.Err != "" {
 			// A stateless client has nothing to keep; a session client whose
 			// request failed starts a new session (its replica may be gone).
@@ -170,9 +246,8 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // call makes one tools/call and records what came back.
-func (m *mcpLoad) call(ctx context.Context, cs *mcp.ClientSession, client, protocol string, replica int, tool string, probe bool) mcpRecord {
-	n := int(m.seq.Add(1))
-	rec := mcpRecord{N: n, Tool: tool, Client: client, Replica: replica, Protocol: protocol, Sent: time.Now(), Probe: probe}
+func (m *mcpLoad) call(ctx context.Context, cs *mcp.ClientSession, client, protocol string, replica int, tool string, n, attempt int, probe bool) mcpRecord {
+	rec := mcpRecord{N: n, Attempt: attempt, Tool: tool, Client: client, Replica: replica, Session: cs.ID(), Protocol: protocol, Sent: time.Now(), Probe: probe}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"agent": mcpAgent, "n": n}})
 	cancel()
@@ -223,7 +298,7 @@ func (m *mcpLoad) probe(ctx context.Context, since time.Time, limit time.Duratio
 		if err != nil {
 			continue
 		}
-		rec := m.call(ctx, cs, "mcp-probe", mcpSessions, replica, serverHook+"__"+toolLookup, true)
+		rec := m.call(ctx, cs, "mcp-probe", mcpSessions, replica, serverHook+"__"+toolLookup, int(m.seq.Add(1)), 1, true)
 		_ = cs.Close()
 		if rec.Status == subject.Completed {
 			return time.Since(since), true
@@ -232,9 +307,9 @@ func (m *mcpLoad) probe(ctx context.Context, since time.Time, limit time.Duratio
 	return limit, false
 }
 
-// snapshot copies the records and the sessions started.
-func (m *mcpLoad) snapshot() ([]mcpRecord, int) {
+// snapshot copies the records, the sessions started and the review errors.
+func (m *mcpLoad) snapshot() ([]mcpRecord, int, []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]mcpRecord(nil), m.records...), m.sessions
+	return append([]mcpRecord(nil), m.records...), m.sessions, append([]string(nil), m.reviewErrs...)
 }
