@@ -78,8 +78,10 @@ type Outcome struct {
 	ArgumentsEdited bool `json:"arguments_edited,omitempty"`
 	// Arguments are the edited arguments that ran, as a JSON object; set
 	// only when ArgumentsEdited.
-	Arguments json.RawMessage     `json:"arguments,omitempty"`
-	Decision  *airlockv1.Decision `json:"-"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// At is when airlock recorded the end (the time of its event).
+	At       time.Time           `json:"-"`
+	Decision *airlockv1.Decision `json:"-"`
 	// Call is the call as airlock decided it (allowed, approved, denied).
 	// An agent that runs a gate-only call itself compares it with what it
 	// asked before it runs anything: a call id used before answers with the
@@ -160,6 +162,8 @@ type Progress struct {
 	// Type is the event type: approval_requested, approved, allowed, started.
 	Type     string
 	Decision *airlockv1.Decision
+	// Call is the call that waits, with approval_requested.
+	Call     *airlockv1.ToolCall
 	Deadline time.Time
 	// By is who caused the step (the approving person, "policy", ...).
 	By string
@@ -213,19 +217,9 @@ func (c *Client) follow(ctx context.Context, callID string, f *follower) (Outcom
 			}
 		}
 		if out, ok := f.outcome(); ok {
-			if out.DecidedBy == "" && (out.Status == StatusCompleted || out.Status == StatusFailed) {
-				// A call that ran ends with the executor's event: who let it
-				// run is in the decision before it, which may have been stored
-				// before this wait subscribed. Without it the outcome still stands.
-				if err := c.readTypes(ctx, callID, f, []string{subject.Approved, subject.Allowed}); err == nil {
-					out, _ = f.outcome()
-				}
-			}
+			out = c.complete(ctx, callID, f, out)
 			if out.Status == StatusInvalid {
 				return out, fmt.Errorf("%w: %s", ErrInvalid, out.Reason)
-			}
-			if out.FailureOutcome == calls.FailureIndeterminate {
-				out.Resolution, _ = c.storedResolution(ctx, callID, out.Revision)
 			}
 			return out, nil
 		}
@@ -249,6 +243,52 @@ func (c *Client) follow(ctx context.Context, callID string, f *follower) (Outcom
 			return Outcome{}, fmt.Errorf("await call %s: %w", callID, ctx.Err())
 		}
 	}
+}
+
+// complete adds to an outcome what its end event does not carry: who let a
+// call that ran run, and a person's answer about an indeterminate one.
+func (c *Client) complete(ctx context.Context, callID string, f *follower, out Outcome) Outcome {
+	if out.DecidedBy == "" && (out.Status == StatusCompleted || out.Status == StatusFailed) {
+		// A call that ran ends with the executor's event: who let it
+		// run is in the decision before it, which may have been stored
+		// before this wait subscribed. Without it the outcome still stands.
+		if err := c.readTypes(ctx, callID, f, []string{subject.Approved, subject.Allowed}); err == nil {
+			out, _ = f.outcome()
+		}
+	}
+	if out.FailureOutcome == calls.FailureIndeterminate {
+		out.Resolution, _ = c.storedResolution(ctx, callID, out.Revision)
+	}
+	return out
+}
+
+// ErrUnknownCall: airlock has recorded nothing of the call — no request,
+// decision or end is stored under the agent's id and this call id (a
+// mistyped id or agent, a call older than the events stream keeps, or one
+// submitted a moment ago whose request the policy service has not yet read).
+var ErrUnknownCall = errors.New("no such call is recorded")
+
+// Ended reads, without waiting, what airlock has stored of revision rev of
+// the call (0: the newest): its outcome and true when it has already ended
+// (Outcome.At says when), false while it goes on, and ErrUnknownCall when
+// nothing of the call is stored. An invalid request is an ended call with
+// Status invalid here, not an error. Await follows a call that goes on.
+func (c *Client) Ended(ctx context.Context, callID string, rev uint32) (Outcome, bool, error) {
+	if err := ids.Validate("call id", callID); err != nil {
+		return Outcome{}, false, fmt.Errorf("read call %s: %w", callID, err)
+	}
+	f := newFollower(callID, rev)
+	if err := c.readStored(ctx, callID, f); err != nil {
+		return Outcome{}, false, fmt.Errorf("read call %s: %w", callID, err)
+	}
+	if !f.seen {
+		return Outcome{}, false, fmt.Errorf("call %s of agent %s: %w", callID, c.agent, ErrUnknownCall)
+	}
+	out, ok := f.outcome()
+	if !ok {
+		return Outcome{}, false, nil
+	}
+	return c.complete(ctx, callID, f, out), true, nil
 }
 
 // endTypes are the event types that end a call revision (see follower.add).
@@ -351,6 +391,8 @@ type follower struct {
 	progress func(Progress)
 	// onEvent, when set, sees every event added before the outcome.
 	onEvent func(*airlockv1.Event)
+	// seen: an event of the call was added (it is known to airlock).
+	seen bool
 }
 
 func newFollower(callID string, want uint32) *follower {
@@ -373,6 +415,7 @@ func (f *follower) outcome() (Outcome, bool) {
 }
 
 func (f *follower) add(ev *airlockv1.Event, seq uint64) {
+	f.seen = true
 	rev := ev.GetRevision()
 	if rev == 0 {
 		// An invalid request is recorded without a revision when the request
@@ -383,6 +426,9 @@ func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 		f.latest = rev
 	}
 	out := Outcome{CallID: f.callID, Revision: rev}
+	if t := ev.GetTime(); t != nil {
+		out.At = t.AsTime()
+	}
 	if a := ev.GetActor(); a != nil {
 		out.DecidedBy = a.GetId()
 	}
@@ -400,7 +446,7 @@ func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 		p := Progress{Revision: rev, Type: envelope.TypeOf(ev), By: out.DecidedBy, Arguments: f.edits[rev]}
 		switch b := ev.Body.(type) {
 		case *airlockv1.Event_ApprovalRequested:
-			p.Decision = b.ApprovalRequested.GetDecision()
+			p.Decision, p.Call = b.ApprovalRequested.GetDecision(), b.ApprovalRequested.GetCall()
 			if d := b.ApprovalRequested.GetDeadline(); d != nil {
 				p.Deadline = d.AsTime()
 			}

@@ -360,3 +360,44 @@ func TestTheOutcomeSaysWhenAReviewerEditedTheArguments(t *testing.T) {
 		})
 	}
 }
+
+// TestEndedReadsWhatIsStoredWithoutWaiting: Ended tells a call that has
+// ended (with its outcome and when), one that goes on, and one nothing of
+// which is recorded, at once, from the stored events alone.
+func TestEndedReadsWhatIsStoredWithoutWaiting(t *testing.T) {
+	deps, c, ctx := gateRig(t)
+	before := time.Now().Add(-time.Second)
+	completeCall(t, deps.Publisher("executor"), "bot", "done1", 1, `{"ok":true}`)
+	completeCall(t, deps.Publisher("executor"), "other", "theirs", 1, `{"ok":true}`)
+	for _, ev := range []*airlockv1.Event{
+		{EventId: "bot.wait1.1.requested", AgentId: "bot", CallId: "wait1", Revision: 1,
+			Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{}}},
+		{EventId: "bot.wait1.1.approval_requested", AgentId: "bot", CallId: "wait1", Revision: 1,
+			Body: &airlockv1.Event_ApprovalRequested{ApprovalRequested: &airlockv1.ApprovalRequested{}}},
+	} {
+		if _, err := deps.Publisher("policy").Publish(ctx, ev, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		call      string
+		wantEnded bool
+		wantErr   error
+	}{
+		{"a_completed_call_has_ended", "done1", true, nil},
+		{"a_call_waiting_for_a_person_goes_on", "wait1", false, nil},
+		{"a_call_nothing_of_which_is_recorded_is_unknown", "never-made", false, airlock.ErrUnknownCall},
+		{"another_agents_call_is_unknown_to_this_one", "theirs", false, airlock.ErrUnknownCall},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, ended, err := c.Ended(ctx, tc.call, 0)
+			if !errors.Is(err, tc.wantErr) || ended != tc.wantEnded {
+				t.Fatalf("Ended = %v, %v; want %v, %v", ended, err, tc.wantEnded, tc.wantErr)
+			}
+			if ended && (out.Status != airlock.StatusCompleted || string(out.Result) != `{"ok":true}` || out.At.Before(before) || out.At.After(time.Now())) {
+				t.Errorf("outcome %+v (at %s): want completed with its result, ended just now", out, out.At)
+			}
+		})
+	}
+}

@@ -105,14 +105,7 @@ func TestTheCLIDoesWhatAReviewerNeeds(t *testing.T) {
 	approvals := func(args ...string) []string {
 		return append(append([]string{"approvals"}, args...), "--token-file", tokenFile)
 	}
-	type step struct {
-		name     string
-		args     []string
-		wantCode int
-		stdout   []string // substrings
-		stderr   []string
-		notOut   []string
-	}
+	type step = cliStep
 	steps := []step{
 		{"call_says_what_it_waits_for_and_where_to_decide_then_exit_3_when_the_wait_runs_out",
 			call("c1", 0, `{"path":"a.txt","content":"one"}`, "3s"), exitStillWaiting, nil,
@@ -165,6 +158,23 @@ func TestTheCLIDoesWhatAReviewerNeeds(t *testing.T) {
 		{"call_of_an_allowed_tool_names_the_policy_as_decider", []string{"call", "--agent", "bot", "--tool", "demo__echo", "--args", `{"text":"hi"}`, "--wait", "30s"}, 0,
 			[]string{`"status": "completed"`, `"decided_by": "policy"`}, nil, nil},
 	}
+	runCLISteps(t, dev, steps)
+}
+
+// cliStep is one run of the airlock command and what it must print.
+type cliStep struct {
+	name     string
+	args     []string
+	wantCode int
+	stdout   []string // substrings
+	stderr   []string
+	notOut   []string // in neither stdout nor stderr
+}
+
+// runCLISteps runs steps in order against dev, each a subtest; it stops at
+// the first that fails, since later steps build on earlier ones.
+func runCLISteps(t *testing.T, dev *devProcess, steps []cliStep) {
+	t.Helper()
 	for _, s := range steps {
 		ok := t.Run(s.name, func(t *testing.T) {
 			r := cli(t, dev, s.args...)
@@ -194,6 +204,44 @@ func TestTheCLIDoesWhatAReviewerNeeds(t *testing.T) {
 			break // later steps build on this one
 		}
 	}
+}
+
+// TestAwaitAndCallSayWhatIsTrueOfTheCall: what a newcomer following the
+// tour ran into. `airlock await` of a call that had already ended says so,
+// in the past tense, with its outcome and when (not "the executor runs it
+// now"), as `airlock call` does given the id of a call that ended (it
+// used to resubmit and narrate the old end as news); of a call nobody made,
+// that no such call is known and what to check, at once (not "it may still
+// be decided" after the whole --wait).
+// A call to a tool the registry does not have still waits for a person (no
+// rule matches → ask, scenario H), but `call` and `await` say while it
+// waits that it cannot run even approved, and what to do.
+func TestAwaitAndCallSayWhatIsTrueOfTheCall(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_EXECUTOR_SANDBOX="+t.TempDir())
+	dev.Agent(t, "bot")
+	call := func(tool, id, args, wait string) []string {
+		return []string{"call", "--agent", "bot", "--tool", tool, "--args", args, "--call-id", id, "--wait", wait}
+	}
+	const noTool = "the tool registry has no tool demo__nope (server demo has echo, read_file, write_file): even approved, this call cannot run"
+	runCLISteps(t, dev, []cliStep{
+		{"an_allowed_call_completes", call("demo__echo", "e1", `{"text":"hi"}`, "30s"), 0, []string{`"status": "completed"`}, nil, nil},
+		{"await_of_a_call_that_completed_says_it_already_ended_how_and_when", []string{"await", "bot/e1", "--wait", "5s"}, 0,
+			[]string{`"status": "completed"`}, []string{"call bot/e1 revision 1 already ended at ", " ago): completed: the tool ran; it was allowed by the policy"},
+			[]string{"the executor runs it now", "following call"}},
+		{"call_with_the_id_of_a_call_that_ended_says_so_and_submits_nothing", call("demo__echo", "e1", `{"text":"other"}`, "5s"), 0,
+			[]string{`"text": "hi"`}, []string{"call bot/e1 revision 1 already ended at ", "nothing was submitted: a call id names one call", "Leave out --call-id"},
+			[]string{"submitted as agent", "the executor runs it now", `"text": "other"`}},
+		{"a_call_waits_for_a_person", call("demo__write_file", "r1", `{"path":"r.txt","content":"x"}`, "2s"), exitStillWaiting, nil,
+			[]string{"waiting for a person"}, []string{"tool registry"}},
+		{"a_person_rejects_it", []string{"approvals", "reject", "bot/r1", "--reason", "not today", "--token-file", filepath.Join(dev.DataDir, "admin.token")}, 0, nil, nil, nil},
+		{"await_of_a_rejected_call_says_who_rejected_it_why_and_when", []string{"await", "bot/r1", "--wait", "5s"}, 1,
+			[]string{`"status": "rejected"`}, []string{"call bot/r1 revision 1 already ended at ", "rejected by admin: not today"}, []string{"waiting for a person"}},
+		{"await_of_a_call_nobody_made_says_no_such_call_is_known_and_what_to_check", []string{"await", "bot/no-such-call", "--wait", "60s"}, 2, nil,
+			[]string{"no call bot/no-such-call is known", "Check the call id and the agent", "airlock approvals list"}, []string{"may still be decided"}},
+		{"a_call_to_a_tool_the_registry_lacks_says_so_while_it_waits", call("demo__nope", "u1", `{}`, "2s"), exitStillWaiting, nil,
+			[]string{"waiting for a person: no rule matches demo__nope", noTool, "cancel it (airlock approvals cancel bot/u1 --reason \"no such tool\")", "executor.tools_file"}, nil},
+		{"await_of_that_call_says_so_too", []string{"await", "bot/u1", "--wait", "1s"}, exitStillWaiting, nil, []string{noTool}, nil},
+	})
 }
 
 func writeCall(t *testing.T, body string) string {

@@ -92,23 +92,23 @@ func (r *onCallReceiver) page(action string) bool {
 	return false
 }
 
-// `airlock dev` configured with email, a webhook and PagerDuty: a call
-// that asks is mailed to the reviewers (not to the requester), posted to
-// the webhook and paged; when a reviewer rejects it, the outcome is a reply
-// in the mail thread, a webhook outcome event and a PagerDuty resolve.
-func TestDevTellsEmailWebhookAndPagerDutyOfACallAndItsOutcome(t *testing.T) {
+// devMailServer is a real SMTP server (STARTTLS, AUTH PLAIN) for `airlock
+// dev` to mail through, and what it receives.
+func devMailServer(t *testing.T) (*smtptest.Server, *smtptest.Collector) {
+	t.Helper()
 	smtp, err := smtptest.Start(t.TempDir(), smtptest.Options{TLS: true, Username: "airlock", Password: "dev-mail-pass"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(smtp.Close)
-	mails := smtptest.Collect(smtp)
-	rx := newOnCallReceiver(t)
-	cfg := filepath.Join(t.TempDir(), "airlock.yaml")
-	yaml := fmt.Sprintf(`approval:
-  groups: {reviewers: [alice, bob]}
-  default_notify: [console, email, webhook, pagerduty]
-email:
+	return smtp, smtptest.Collect(smtp)
+}
+
+// devMailYAML is the email section of a configuration that mails through
+// smtp; addresses is its email.addresses map, extra more email settings
+// (indented lines).
+func devMailYAML(smtp *smtptest.Server, addresses, extra string) string {
+	return fmt.Sprintf(`email:
   smtp_host: %s
   smtp_port: %d
   tls: starttls
@@ -116,11 +116,25 @@ email:
   username: airlock
   password: dev-mail-pass
   from: "airlock <airlock@example.com>"
-  addresses: {alice: alice@example.com, bob: bob@example.com}
-webhooks:
+  addresses: %s
+`, smtp.Host, smtp.Port, smtp.CAFile, addresses) + extra
+}
+
+// `airlock dev` configured with email, a webhook and PagerDuty: a call
+// that asks is mailed to the reviewers (not to the requester), posted to
+// the webhook and paged; when a reviewer rejects it, the outcome is a reply
+// in the mail thread, a webhook outcome event and a PagerDuty resolve.
+func TestDevTellsEmailWebhookAndPagerDutyOfACallAndItsOutcome(t *testing.T) {
+	smtp, mails := devMailServer(t)
+	rx := newOnCallReceiver(t)
+	cfg := filepath.Join(t.TempDir(), "airlock.yaml")
+	yaml := `approval:
+  groups: {reviewers: [alice, bob]}
+  default_notify: [console, email, webhook, pagerduty]
+` + devMailYAML(smtp, "{alice: alice@example.com, bob: bob@example.com}", "") + fmt.Sprintf(`webhooks:
   - {name: oncall, url: %q, secret: %q}
 pagerduty: {routing_key: dev-routing-key, url: %q}
-`, smtp.Host, smtp.Port, smtp.CAFile, rx.URL+"/hook", onCallSecret, rx.URL+"/v2/enqueue")
+`, rx.URL+"/hook", onCallSecret, rx.URL+"/v2/enqueue")
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}

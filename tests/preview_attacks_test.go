@@ -61,12 +61,7 @@ func TestARedactedArgumentDoesNotLeakThroughWhyThereIsNoPreview(t *testing.T) {
 		fmt.Fprint(w, `{"ok":true}`)
 	}))
 	defer hooks.Close()
-	smtp, err := smtptest.Start(t.TempDir(), smtptest.Options{TLS: true, Username: "airlock", Password: "dev-mail-pass"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(smtp.Close)
-	mails := smtptest.Collect(smtp)
+	smtp, mails := devMailServer(t)
 	dir := t.TempDir()
 	tools := filepath.Join(dir, "tools.yaml")
 	writeFile(t, tools, fmt.Sprintf("servers:\n  billing:\n    webhook: {url: %q, secret: s3cret}\n    tools:\n      pay: {preview_url: %q}\n", hooks.URL, hooks.URL+"/pay/preview"))
@@ -76,16 +71,7 @@ func TestARedactedArgumentDoesNotLeakThroughWhyThereIsNoPreview(t *testing.T) {
   default_notify: [console, email]
 executor:
   tools_file: %s
-email:
-  smtp_host: %s
-  smtp_port: %d
-  tls: starttls
-  ca_file: %s
-  username: airlock
-  password: dev-mail-pass
-  from: "airlock <airlock@example.com>"
-  addresses: {alice: alice@example.com, bob: bob@example.com}
-`, tools, smtp.Host, smtp.Port, smtp.CAFile)), 0o600); err != nil {
+`, tools)+devMailYAML(smtp, "{alice: alice@example.com, bob: bob@example.com}", "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+cfg)

@@ -9,15 +9,19 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
@@ -25,15 +29,15 @@ import (
 // Exit statuses of `airlock call` and `airlock await`.
 const (
 	exitNotCompleted = 1 // an outcome other than completed
-	exitUsage        = 2 // the call could not be submitted or followed
+	exitUsage        = 2 // the call could not be submitted or followed, or is unknown
 	exitStillWaiting = 3 // no outcome within --wait: the call may still be decided
 )
 
 const callExitStatuses = `Exit status 0 means the tool ran and completed; 1 means any other outcome
 (denied, rejected, changes requested, failed, expired, ...); 2 means the
-command was used wrongly or the call could not be submitted or followed; 3
-means no outcome came within --wait — the call may still be decided: follow
-it with ` + "`airlock await AGENT/CALL_ID`" + `.`
+command was used wrongly, no such call is known, or the call could not be
+submitted or followed; 3 means no outcome came within --wait — the call may
+still be decided: follow it with ` + "`airlock await AGENT/CALL_ID`" + `.`
 
 func newCallCmd(g *globals) *cobra.Command {
 	var (
@@ -75,14 +79,28 @@ the same call: --call-id ID --revision 2.
 				return err
 			}
 			defer client.Close()
+			if c.ID != "" {
+				// A call id names one call: submitting an ended revision again
+				// changes nothing, and following it would tell its end as news.
+				if out, ended, err := client.Ended(cmd.Context(), c.ID, max(c.Revision, 1)); err == nil && ended {
+					stderr := cmd.ErrOrStderr()
+					fmt.Fprintf(stderr, "%s\n  nothing was submitted: a call id names one call, and this one has ended. Leave out --call-id for a new call (after a reviewer asked for changes, submit --revision %d).\n",
+						endedText(client.Agent()+"/"+c.ID, out, time.Now()), out.Revision+1)
+					return printOutcome(os.Stdout, stderr, c.ID, out)
+				}
+			}
 			id, err := client.Submit(cmd.Context(), c)
 			if err != nil {
 				return fmt.Errorf("submit: %w", err)
 			}
 			name := client.Agent() + "/" + id
-			fmt.Fprintf(os.Stderr, "call %s revision %d submitted as agent %s; waiting up to %s for the policy and, if it asks, a person\n",
+			stderr := cmd.ErrOrStderr()
+			fmt.Fprintf(stderr, "call %s revision %d submitted as agent %s; waiting up to %s for the policy and, if it asks, a person\n",
 				name, max(c.Revision, 1), client.Agent(), wait)
-			return follow(cmd.Context(), os.Stdout, os.Stderr, cfg, client, id, max(c.Revision, 1), wait)
+			// Asked now, so the answer is there when the policy asks a person.
+			srv, tool, _ := strings.Cut(c.Tool, "__")
+			missing := g.checkTool(cmd.Context(), cfg, srv, tool)
+			return follow(cmd.Context(), os.Stdout, stderr, cfg, client, id, max(c.Revision, 1), wait, func(*airlockv1.ToolCall) string { return missing() })
 		},
 	}
 	f := cmd.Flags()
@@ -134,8 +152,24 @@ for and prints its outcome. Use it when ` + "`airlock call`" + `'s --wait ran ou
 				return err
 			}
 			defer client.Close()
-			fmt.Fprintf(os.Stderr, "following call %s/%s for up to %s\n", client.Agent(), id, wait)
-			return follow(cmd.Context(), os.Stdout, os.Stderr, cfg, client, id, revision, wait)
+			stderr := cmd.ErrOrStderr()
+			name := client.Agent() + "/" + id
+			out, ended, err := recordedCall(cmd.Context(), client, id, revision, min(wait, unknownCallGrace))
+			switch {
+			case errors.Is(err, airlock.ErrUnknownCall):
+				fmt.Fprintln(stderr, unknownCallText(name, client.Agent(), id, cfg.Stream.MaxAge))
+				return exitError{exitUsage}
+			case err != nil:
+				fmt.Fprintf(stderr, "call %s: %s\n", name, escape.Terminal(err.Error()))
+				return exitError{exitUsage}
+			case ended:
+				fmt.Fprintln(stderr, endedText(name, out, time.Now()))
+				return printOutcome(os.Stdout, stderr, id, out)
+			}
+			fmt.Fprintf(stderr, "following call %s for up to %s\n", name, wait)
+			return follow(cmd.Context(), os.Stdout, stderr, cfg, client, id, revision, wait, func(tc *airlockv1.ToolCall) string {
+				return g.checkTool(cmd.Context(), cfg, tc.GetServer(), tc.GetTool())()
+			})
 		},
 	}
 	cmd.Flags().StringVar(&creds, "creds", "", "agent credential file (default <data dir>/agents/AGENT.creds.json; <data dir> is AIRLOCK_DEV_DATA_DIR, else .airlock)")
@@ -170,10 +204,99 @@ func (g *globals) agentClient(ctx context.Context, agent, creds string) (config.
 	return cfg, client, nil
 }
 
+// unknownCallGrace is how long `airlock await` looks for a call nothing of
+// which is recorded before it says so: a call submitted a moment ago is
+// recorded once the policy service has read its request.
+const unknownCallGrace = 3 * time.Second
+
+// recordedCall reads what is stored of the call (client.Ended), looking
+// again for up to grace while nothing of it is.
+func recordedCall(ctx context.Context, client *airlock.Client, id string, rev uint32, grace time.Duration) (airlock.Outcome, bool, error) {
+	deadline := time.Now().Add(grace)
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		out, ended, err := client.Ended(ctx, id, rev)
+		if !errors.Is(err, airlock.ErrUnknownCall) || !time.Now().Before(deadline) {
+			return out, ended, err
+		}
+		select {
+		case <-ctx.Done():
+			return out, ended, err
+		case <-tick.C:
+		}
+	}
+}
+
+// unknownCallText says that airlock knows no call name, and what to check.
+func unknownCallText(name, agent, id string, keep time.Duration) string {
+	return fmt.Sprintf("no call %s is known: airlock has recorded no request, decision or outcome of a call %s of agent %s. "+
+		"Check the call id and the agent: name the call AGENT/CALL_ID as `airlock call` printed it "+
+		"(`airlock approvals list` lists the calls waiting for a person). "+
+		"A call older than the events stream keeps (stream.max_age, %s) is not known any more, "+
+		"and one submitted just now is known once airlock's policy service has read it (is airlock running?).",
+		escape.Terminal(name), escape.Terminal(id), escape.Terminal(agent), days(keep))
+}
+
+// days is a retention in days when it is whole days (90 days, not 2160h0m0s).
+func days(d time.Duration) string {
+	if d > 0 && d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%d days", d/(24*time.Hour))
+	}
+	return d.String()
+}
+
+// endedText says, in the past tense, how and when a call that had ended
+// before `airlock await` looked at it ended.
+func endedText(name string, o airlock.Outcome, now time.Time) string {
+	e := escape.Terminal
+	when := "at an unknown time"
+	if !o.At.IsZero() {
+		when = fmt.Sprintf("at %s (%s ago)", o.At.UTC().Format("2006-01-02 15:04:05 UTC"), now.Sub(o.At).Round(time.Second))
+	}
+	how := string(o.Status)
+	switch o.Status {
+	case airlock.StatusCompleted, airlock.StatusFailed:
+		switch {
+		case o.Status == airlock.StatusCompleted:
+			how = "completed: the tool ran"
+		case o.FailureOutcome == calls.FailureIndeterminate:
+			how = "failed, indeterminate (the tool may have run): " + e(o.Reason)
+		default:
+			how = "failed: " + e(o.Reason)
+		}
+		switch {
+		case o.DecidedBy == "policy":
+			how += "; it was allowed by the policy"
+		case o.DecidedBy != "" && o.ArgumentsEdited:
+			how += fmt.Sprintf("; it was approved by %s with EDITED arguments, which ran:\n  %s", e(o.DecidedBy), e(string(o.Arguments)))
+		case o.DecidedBy != "":
+			how += "; it was approved by " + e(o.DecidedBy)
+		}
+	case airlock.StatusDenied:
+		how = "denied by the policy: " + e(o.Reason)
+	case airlock.StatusRejected:
+		how = fmt.Sprintf("rejected by %s: %s", e(dash(o.DecidedBy)), e(o.Reason))
+	case airlock.StatusChangesRequested:
+		how = "changes requested by " + e(dash(o.DecidedBy))
+	case airlock.StatusExpired:
+		how = "expired: nobody decided it before its deadline"
+	case airlock.StatusCanceled:
+		how = fmt.Sprintf("canceled by %s: %s", e(dash(o.DecidedBy)), e(o.Reason))
+	case airlock.StatusInvalid:
+		how = "refused as invalid: " + e(o.Reason)
+	case airlock.StatusAllowed, airlock.StatusApproved:
+		how = fmt.Sprintf("%s by %s (a gate-only call: the agent runs the tool itself)", o.Status, e(dash(o.DecidedBy)))
+	}
+	return fmt.Sprintf("call %s revision %d already ended %s: %s", e(name), o.Revision, when, how)
+}
+
 // follow waits up to wait for the outcome of revision rev (0: the newest)
 // of the agent's call id, telling the person at the terminal (on log) what
-// it waits for, and prints the outcome as JSON on out.
-func follow(ctx context.Context, out, log io.Writer, cfg config.Config, client *airlock.Client, id string, rev uint32, wait time.Duration) error {
+// it waits for, and prints the outcome as JSON on out. When the policy asks
+// a person, missing says what stops the call from running even approved
+// (a tool the registry does not have), or "".
+func follow(ctx context.Context, out, log io.Writer, cfg config.Config, client *airlock.Client, id string, rev uint32, wait time.Duration, missing func(*airlockv1.ToolCall) string) error {
 	name := client.Agent() + "/" + id
 	said := map[string]bool{}
 	progress := func(p airlock.Progress) {
@@ -198,6 +321,11 @@ func follow(ctx context.Context, out, log io.Writer, cfg config.Config, client *
 				until = " before " + p.Deadline.UTC().Format("15:04:05 UTC")
 			}
 			fmt.Fprintf(log, "  %s%s may decide%s:\n    %s\n    airlock approvals show %s   (then approve, reject or changes)\n", who, quorum, until, consoleLink(cfg, client.Agent(), id, p.Revision), name)
+			if p.Call != nil && missing != nil {
+				if text := missing(p.Call); text != "" {
+					fmt.Fprintf(log, "%s\n  cancel it (airlock approvals cancel %s --reason \"no such tool\") and call a tool the registry has, or add this one to the tools file (executor.tools_file)\n", text, name)
+				}
+			}
 		case subject.Approved:
 			if p.Arguments != nil {
 				fmt.Fprintf(log, "approved by %s with EDITED arguments; the executor runs it now with:\n  %s\n", escape.Terminal(dash(p.By)), escape.Terminal(string(p.Arguments)))
@@ -219,6 +347,12 @@ func follow(ctx context.Context, out, log io.Writer, cfg config.Config, client *
 		fmt.Fprintf(log, "call %s: %s\n", name, escape.Terminal(err.Error()))
 		return exitError{exitUsage}
 	}
+	return printOutcome(out, log, id, res)
+}
+
+// printOutcome prints a call's outcome as JSON on out, says on log what to
+// do after changes were requested, and is the exit status it means.
+func printOutcome(out, log io.Writer, id string, res airlock.Outcome) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
@@ -250,4 +384,60 @@ func consoleLink(cfg config.Config, agent, id string, rev uint32) string {
 		link += fmt.Sprintf("?rev=%d", rev)
 	}
 	return link
+}
+
+// checkTool starts asking the tool registry whether it has server__tool
+// and returns what waits for the answer (bounded: a few seconds): a
+// sentence when the registry has no such tool, else "". Agents may not
+// read the registry (airlock.api.executor.tools), so it asks with the
+// operator's credential, which `airlock dev` leaves in its data dir (or
+// the configured nats credentials); without one it can say nothing.
+func (g *globals) checkTool(ctx context.Context, cfg config.Config, server, tool string) func() string {
+	res := make(chan string, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		nc, _, err := g.connect(ctx, cfg)
+		if err != nil {
+			res <- ""
+			return
+		}
+		defer nc.Close()
+		list, err := executorapi.New(nc).List(ctx)
+		if err != nil {
+			res <- ""
+			return
+		}
+		res <- missingToolText(list, server, tool)
+	}()
+	return sync.OnceValue(func() string { return <-res })
+}
+
+// missingToolText says that the registry list has no tool server__tool, and
+// what it has instead; "" when it has it, or when the server could not be
+// listed just now (it may have it).
+func missingToolText(list *airlockv1.ToolsListResponse, server, tool string) string {
+	for _, p := range list.GetProblems() {
+		if p.GetServer() == server {
+			return ""
+		}
+	}
+	var servers, tools []string
+	for _, t := range list.GetTools() {
+		if t.GetServer() == server {
+			if t.GetTool() == tool {
+				return ""
+			}
+			tools = append(tools, t.GetTool())
+		}
+		if !slices.Contains(servers, t.GetServer()) {
+			servers = append(servers, t.GetServer())
+		}
+	}
+	has := "its servers are " + terminalList(servers)
+	if len(tools) > 0 {
+		has = fmt.Sprintf("server %s has %s", escape.Terminal(server), terminalList(tools))
+	}
+	return fmt.Sprintf("the tool registry has no tool %s (%s): even approved, this call cannot run, it would end failed (unknown_tool)",
+		escape.Terminal(server+"__"+tool), has)
 }

@@ -221,7 +221,7 @@ credential file's "tls". Keys are mode 0600.`,
 func newKeysCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "keys",
-		Short: "Make the seal keys (security.decision_key_file, security.frontend_key_file) and the Web Push key",
+		Short: "Make the seal keys (security.decision_key_file, security.frontend_key_file), the one-tap link key (email.one_tap.key_file) and the Web Push key",
 	}
 	gen := &cobra.Command{
 		Use:   "generate FILE",

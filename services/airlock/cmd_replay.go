@@ -117,15 +117,15 @@ recorded decision redacted are seen by the candidate as "[REDACTED]".`,
 			}
 			if asJSON {
 				b, _ := json.Marshal(struct {
-					Candidate    string `json:"candidate_revision"`
+					Candidate    string `json:"candidate_digest"`
 					RuntimeRules int    `json:"runtime_rules"`
 					Grants       int    `json:"grants_in_force"`
 					replay.Report
-				}{ev.Revision(), len(rules), len(inForce), rep})
+				}{ev.Code().Hash, len(rules), len(inForce), rep})
 				fmt.Fprintln(cmd.OutOrStdout(), string(b))
 				return nil
 			}
-			printReplay(cmd.OutOrStdout(), dir, ev.Revision(), len(rules), len(inForce), rd.Source(), rep)
+			printReplay(cmd.OutOrStdout(), dir, ev.Code().Hash, len(rules), len(inForce), rd.Source(), rep)
 			return nil
 		},
 	}
@@ -139,8 +139,11 @@ recorded decision redacted are seen by the candidate as "[REDACTED]".`,
 	return cmd
 }
 
-func printReplay(out io.Writer, dir, rev string, runtimeRules, grants int, source string, r replay.Report) {
-	fmt.Fprintf(out, "replayed %d recorded decision(s) from %s with the policy in %s (revision %s), %d run-time rule(s) and %d standing grant(s) in force now\n", r.Replayed, source, dir, rev, runtimeRules, grants)
+// printReplay reports r for a person. The candidate is named by its digest
+// (decide.Code.Hash), the id `policy shadow` starts it under and lists its
+// divergences by, so the two reports can be matched.
+func printReplay(out io.Writer, dir, digest string, runtimeRules, grants int, source string, r replay.Report) {
+	fmt.Fprintf(out, "replayed %d recorded decision(s) from %s with candidate %s (the policy in %s), %d run-time rule(s) and %d standing grant(s) in force now\n", r.Replayed, source, digest, escape.Terminal(dir), runtimeRules, grants)
 	fmt.Fprintf(out, "  would change: %d   unchanged: %d (%d decided by another rule)\n", r.Changed, r.Unchanged, r.RuleChanged)
 	if r.Granted > 0 || r.GrantAllowed > 0 || r.Redacted > 0 || r.Errors > 0 {
 		fmt.Fprintf(out, "  allowed by a standing grant: then %d, now %d   with redacted arguments: %d   policy errors: %d\n", r.Granted, r.GrantAllowed, r.Redacted, r.Errors)

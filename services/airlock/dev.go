@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/violation"
 )
@@ -172,6 +173,15 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		cfg.Audit.KeyFile = filepath.Join(cfg.Dev.DataDir, "audit.key")
 		if _, err := audit.EnsureKeyFile(cfg.Audit.KeyFile); err != nil {
 			return err
+		}
+	}
+
+	// One-tap mail links are MAC'd with a key the mailer and the console
+	// share: made once beside dev's other keys when the links are on.
+	if o := &cfg.Email.OneTap; o.Enabled && o.Key == "" && o.KeyFile == "" {
+		o.KeyFile = creds.OneTapKeyFile()
+		if _, err := seal.Ensure(o.KeyFile); err != nil {
+			return fmt.Errorf("generate the one-tap link key: %w", err)
 		}
 	}
 

@@ -3,12 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-gate/airlock/services/gateway"
@@ -22,6 +26,7 @@ import (
 func newGatewayCmd(g *globals) *cobra.Command {
 	var stdio bool
 	var endpoint, dataDir, httpAddr string
+	var connectWait time.Duration
 	cmd := &cobra.Command{
 		Use:   "gateway",
 		Short: "Serve the MCP gateway: any MCP client becomes a gated airlock agent",
@@ -55,7 +60,7 @@ connects as dev's gateway user and serves dev's default endpoint "bot".`,
 				return fmt.Errorf("no gateway endpoints are configured: add them under gateway.endpoints in the config file (or run next to `airlock dev` with --data DIR)")
 			}
 			if stdio {
-				return runGatewayStdio(cmd.Context(), g, cfg, endpoint)
+				return runGatewayStdio(cmd.Context(), g, cfg, endpoint, connectWait, cmd.ErrOrStderr())
 			}
 			return serveGatewayHTTP(cmd.Context(), g, cfg)
 		},
@@ -65,6 +70,7 @@ connects as dev's gateway user and serves dev's default endpoint "bot".`,
 	f.StringVar(&endpoint, "endpoint", natsauth.FirstAgent, "the endpoint --stdio serves")
 	f.StringVar(&dataDir, "data", ".airlock", "data `DIR` of airlock dev, whose gateway credentials are used when none are configured")
 	f.StringVar(&httpAddr, "http", "127.0.0.1:8080", "address of the HTTP endpoints, /healthz and /metrics")
+	f.DurationVar(&connectWait, "connect-wait", 30*time.Second, "with --stdio, how long to keep trying to reach NATS before giving up")
 	return cmd
 }
 
@@ -98,18 +104,26 @@ func devGatewayEndpoint(cfg *config.Config, d natsauth.Dev) error {
 }
 
 // runGatewayStdio serves one endpoint on stdin/stdout. Nothing else may
-// write to stdout: logs go to stderr.
-func runGatewayStdio(ctx context.Context, g *globals, cfg config.Config, endpoint string) error {
-	if _, ok := cfg.Gateway.Endpoint(endpoint); !ok {
+// write to stdout: logs and what a person reads go to stderr, where the
+// MCP client keeps the server's log.
+func runGatewayStdio(ctx context.Context, g *globals, cfg config.Config, endpoint string, connectWait time.Duration, stderr io.Writer) error {
+	e, ok := cfg.Gateway.Endpoint(endpoint)
+	if !ok {
 		return fmt.Errorf("no gateway endpoint %q: choose one of %s (--endpoint)", endpoint, strings.Join(cfg.Gateway.Names(), ", "))
 	}
 	log, err := g.logger(cfg)
 	if err != nil {
 		return err
 	}
-	deps, err := svc.Connect(ctx, cfg, log, "airlock-gateway-stdio", false)
+	// Said before the first attempt: a client that launched the gateway
+	// shows nothing else until the connection is made or given up.
+	fmt.Fprintf(stderr, "airlock gateway: connecting to NATS at %s %s for endpoint %s (agent %s); trying for up to %s\n",
+		bus.Redact(cfg.NATS.URL), credentialText(cfg.NATS), e.Name, e.Agent, connectWait)
+	cctx, cancel := context.WithTimeout(ctx, connectWait)
+	deps, err := svc.Connect(cctx, cfg, log, "airlock-gateway-stdio", false)
+	cancel()
 	if err != nil {
-		return err
+		return gatewayConnectError(ctx, cfg, connectWait, err)
 	}
 	defer func() { _ = bus.Drain(deps.NC, cfg.NATS.DrainTimeout) }()
 	gw, err := gateway.New(deps)
@@ -126,6 +140,39 @@ func runGatewayStdio(ctx context.Context, g *globals, cfg config.Config, endpoin
 		err = rerr
 	}
 	return err
+}
+
+// credentialText says what the gateway presents to NATS.
+func credentialText(n config.NATS) string {
+	switch {
+	case n.NkeySeedFile != "":
+		return "with the nkey in " + n.NkeySeedFile
+	case n.Credentials != "":
+		return "with the credentials in " + n.Credentials
+	}
+	return "without credentials"
+}
+
+// gatewayConnectError says why the stdio gateway could not reach NATS
+// within wait, and what to do. A stop (ctx ended) is not explained.
+func gatewayConnectError(ctx context.Context, cfg config.Config, wait time.Duration, err error) error {
+	if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrNoServers) && !isAuthError(err) {
+		return err // a TLS or credential file problem says already what to do
+	}
+	cause := err
+	if inner := errors.Unwrap(err); inner != nil {
+		cause = inner
+	}
+	url := bus.Redact(cfg.NATS.URL)
+	if isAuthError(err) {
+		return fmt.Errorf("the NATS server at %s refused the gateway's credential (%v): run the gateway with the data dir of the `airlock dev` it serves (--data DIR), or configure nats.nkey_seed_file or nats.credentials", url, cause)
+	}
+	return fmt.Errorf("cannot reach NATS at %s within %s (%v): start airlock (`airlock dev`, or `go tool task up` in its repository) and let the MCP client start the gateway again, or point --nats at the NATS airlock runs on (`airlock dev` prints the whole stdio command line)", url, wait, cause)
+}
+
+// isAuthError reports a NATS server refusing a credential.
+func isAuthError(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization violation")
 }
 
 // serveGatewayHTTP is `airlock serve gateway` with the gateway's defaults.

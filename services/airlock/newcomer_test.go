@@ -5,9 +5,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -21,6 +23,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/airlock-gate/airlock/services/console"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/freeport"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 )
@@ -367,5 +370,52 @@ func TestAgentsAddUsesTheDataDirTheOtherCommandsUse(t *testing.T) {
 	}
 	if out, err = runCLI(context.Background(), t, "agents", "list"); err != nil || !strings.Contains(out, "newcomer\t"+file) {
 		t.Fatalf("agents list: %v\n%s", err, out)
+	}
+}
+
+// TestTheStdioGatewaySaysWhereItConnectsAndWhatToDo: `airlock gateway
+// --stdio` writes nothing but MCP on stdout, so it says on stderr, before it
+// first tries, where it connects and as whom; and when nothing answers it
+// ends with a sentence saying what to do, not 30 s of silence and a dial
+// error.
+func TestTheStdioGatewaySaysWhereItConnectsAndWhatToDo(t *testing.T) {
+	data := t.TempDir()
+	if err := (natsauth.Dev{DataDir: data}).Ensure(config.Default(), "nats://127.0.0.1:4222"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "nats://" + l.Addr().String()
+	l.Close() // nothing listens there now
+	r, w := io.Pipe()
+	first := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(r).ReadString('\n')
+		first <- line
+		_, _ = io.Copy(io.Discard, r)
+	}()
+	done := make(chan error, 1)
+	go func() {
+		root := newRootCmd()
+		root.SetErr(w)
+		root.SetArgs([]string{"gateway", "--stdio", "--data", data, "--nats", url, "--connect-wait", "1s"})
+		done <- root.ExecuteContext(context.Background())
+		w.Close()
+	}()
+	select {
+	case line := <-first:
+		want := "airlock gateway: connecting to NATS at " + url + " with the nkey in " + natsauth.Dev{DataDir: data}.SeedFile(natsauth.RoleGateway) + " for endpoint bot (agent bot); trying for up to 1s"
+		if !strings.Contains(line, want) {
+			t.Errorf("the first line on stderr is %q, want it to say %q", line, want)
+		}
+	case err := <-done:
+		t.Fatalf("the gateway ended (%v) before it said where it connects", err)
+	}
+	err = <-done
+	want := "cannot reach NATS at " + url + " within 1s (nats: no servers available for connection): start airlock (`airlock dev`, or `go tool task up` in its repository) and let the MCP client start the gateway again, or point --nats at the NATS airlock runs on"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want it to say %q", err, want)
 	}
 }

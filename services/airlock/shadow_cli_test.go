@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlock-gate/airlock/policies"
+	"github.com/airlock-gate/airlock/services/policy/decide"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -22,18 +23,7 @@ import (
 func TestShadowCommandsPrintCandidateTextEscaped(t *testing.T) {
 	w := newLearnWorld(t)
 	ctx := context.Background()
-	root := w.signIn("root")
-	status, body := root.apiJSON(http.MethodPost, "/api/v1/tokens", `{"name":"cli"}`)
-	var tok struct {
-		Token string `json:"token"`
-	}
-	if status != http.StatusCreated || json.Unmarshal([]byte(body), &tok) != nil || tok.Token == "" {
-		t.Fatalf("personal token: %d %s", status, body)
-	}
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte(tok.Token), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile := w.rootTokenFile()
 
 	// The default policy, but demo's echo (allowed live) is denied with a
 	// reason carrying a terminal title escape and a bidi override, in a
@@ -108,4 +98,93 @@ func echoDeniedCandidate(t *testing.T, reason string) (rego, data []byte) {
 	}
 	quoted, _ := json.Marshal(reason)
 	return rego, []byte(strings.Replace(string(data), allow, `"tool": "echo", "effect": "deny", "risk": "low", "reason": `+string(quoted), 1))
+}
+
+// rootTokenFile is a file holding a personal API token of the admin root,
+// for the CLI's --token-file.
+func (w *learnWorld) rootTokenFile() string {
+	t := w.t
+	t.Helper()
+	status, body := w.signIn("root").apiJSON(http.MethodPost, "/api/v1/tokens", `{"name":"cli"}`)
+	var tok struct {
+		Token string `json:"token"`
+	}
+	if status != http.StatusCreated || json.Unmarshal([]byte(body), &tok) != nil || tok.Token == "" {
+		t.Fatalf("personal token: %d %s", status, body)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(tok.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return tokenFile
+}
+
+// TestReplayAndShadowNameACandidateByOneID: `policy replay --policy DIR`
+// and `policy shadow start --dir DIR` name the same candidate by the same
+// id (its digest), in text and in JSON, so a person can match what replay
+// says it would change with what shadow records; the revision replay used
+// to print (the digest with the run-time rules) matched nothing shadow shows.
+func TestReplayAndShadowNameACandidateByOneID(t *testing.T) {
+	t.Setenv("AIRLOCK_DEV_DATA_DIR", t.TempDir())
+	t.Setenv("AIRLOCK_CLICKHOUSE_DSN", "")
+	w := newLearnWorld(t)
+	ctx := context.Background()
+	tokenFile := w.rootTokenFile()
+	dir := t.TempDir()
+	rego, data := echoDeniedCandidate(t, "no echo")
+	for name, text := range map[string][]byte{"airlock.rego": rego, "data.json": data} {
+		if err := os.WriteFile(filepath.Join(dir, name), text, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := runCLI(ctx, t, args...)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	code, err := decide.CodeFromDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := code.Hash
+	api := []string{"--api", w.base, "--token-file", tokenFile}
+	replay := []string{"policy", "replay", "--policy", dir, "--since", "", "--runtime-rules", "none", "--grants", "none", "--nats", w.cfg.NATS.URL}
+	var replayJSON struct {
+		Candidate string `json:"candidate_digest"`
+	}
+	var status struct {
+		State struct {
+			Candidate string `json:"candidate_digest"`
+		} `json:"state"`
+	}
+	var div struct {
+		Candidate string `json:"candidate_digest"`
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		got  func(out string) string
+	}{
+		{"shadow_start_names_it", append([]string{"policy", "shadow", "start", "--dir", dir}, api...), nil},
+		{"replay_names_it", replay, nil},
+		{"replay_json_names_it", append(replay, "--json"), func(out string) string { _ = json.Unmarshal([]byte(out), &replayJSON); return replayJSON.Candidate }},
+		{"shadow_status_json_names_it", append([]string{"policy", "shadow", "status", "--json"}, api...), func(out string) string { _ = json.Unmarshal([]byte(out), &status); return status.State.Candidate }},
+		{"shadow_divergences_json_names_it", append([]string{"policy", "shadow", "divergences", "--json", "--candidate", id}, api...), func(out string) string { _ = json.Unmarshal([]byte(out), &div); return div.Candidate }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := cli(tc.args...)
+			if tc.got == nil {
+				if !strings.Contains(out, "candidate "+id+" ") {
+					t.Errorf("it does not name candidate %s:\n%s", id, out)
+				}
+				return
+			}
+			if got := tc.got(out); got != id {
+				t.Errorf("candidate_digest is %q, want %q:\n%s", got, id, out)
+			}
+		})
+	}
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/onetap"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/quota"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -93,6 +94,9 @@ type Console struct {
 	app    *webApp // manifest, service worker, icons, devices (devices.go)
 	// clients says whether an MCP gateway client still waits for a call.
 	clients *clientwait.Store
+	// oneTap verifies the one-tap links of approval mails (onetap.go); nil
+	// when email.one_tap is off.
+	oneTap *onetap.Key
 }
 
 // New builds the console from deps. The console bucket must exist
@@ -141,6 +145,13 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 		agents: &agentCalls{nc: deps.NC, js: deps.JS, cfg: deps.Config, frontend: fk, approvals: approvalapi.New(deps.NC, fk, Frontend),
 			now: opts.Now, waits: quota.New(maxWaitsPerAgent)},
 		clients: clients,
+	}
+	if deps.Config.Email.OneTap.Enabled {
+		k, err := onetap.LoadKey(deps.Config.Email.OneTap)
+		if err != nil {
+			return nil, fmt.Errorf("console: %w", err)
+		}
+		c.oneTap = &k
 	}
 	c.sso = newSSO(deps.Config, kv, st, opts.Now)
 	c.use.recordToken = c.recordToken
@@ -191,6 +202,9 @@ func (con *Console) sweep(ctx context.Context) {
 			if err := con.logins.sweep(ctx); err != nil {
 				con.log.Warn("sweep old sign-in failures", "err", err)
 			}
+			if err := con.store.sweepOneTap(ctx); err != nil {
+				con.log.Warn("sweep the uses of expired one-tap links", "err", err)
+			}
 			if con.sso != nil {
 				if err := con.sso.sweepPending(ctx); err != nil {
 					con.log.Warn("sweep unfinished single sign-ons", "err", err)
@@ -232,6 +246,10 @@ func (con *Console) Register(e *echo.Echo) {
 	r(http.MethodPost, "/calls/:agent/:id/edit", con.editForm, deciders)
 	r(http.MethodPost, "/calls/:agent/:id/cancel", con.cancelForm, deciders)
 	r(http.MethodPost, "/threads/approve", con.approveThreadForm, reviewerOnly)
+	// a mail's one-tap link: GET shows the call, only the POST decides
+	// (each checks the approver and the call itself: onetap.go)
+	r(http.MethodGet, oneTapRoute, con.oneTapPage, signedIn)
+	r(http.MethodPost, oneTapRoute, con.oneTapDecide, signedIn)
 	r(http.MethodGet, "/in-doubt", con.inDoubtPage, reviewerOnly)
 	r(http.MethodPost, "/calls/:agent/:id/in-doubt", con.resolveInDoubtForm, reviewerOnly)
 	r(http.MethodGet, "/history", con.historyPage, signedIn)

@@ -480,22 +480,8 @@ func (con *Console) VouchedGroups(ctx context.Context, name string) ([]string, e
 
 // sweepPending purges sign-ins that were started and never finished.
 func (s *sso) sweepPending(ctx context.Context) error {
-	keys, err := s.kv.ListKeysFiltered(ctx, "sso.pending.*")
-	if err != nil {
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return nil
-		}
-		return fmt.Errorf("list pending sign-ins: %w", err)
-	}
-	for key := range keys.Keys() {
-		e, err := s.kv.Get(ctx, key)
-		if err != nil {
-			continue // taken meanwhile
-		}
+	return purgeStale(ctx, s.kv, "sso.pending.*", "pending sign-ins", func(value []byte) bool {
 		var p pendingLogin
-		if json.Unmarshal(e.Value(), &p) != nil || s.now().Sub(p.Created) > pendingTTL {
-			_ = s.kv.Purge(ctx, key, jetstream.LastRevision(e.Revision()))
-		}
-	}
-	return nil
+		return json.Unmarshal(value, &p) != nil || s.now().Sub(p.Created) > pendingTTL
+	})
 }

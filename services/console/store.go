@@ -29,6 +29,7 @@ import (
 //	tokens.<id>              tokenRecord  (the secret is stored hashed)
 //	people.<base64url(name)> personRecord (roles from the last single sign-on, sso.go)
 //	sso.pending.<sha256(state)> pendingLogin (a single sign-on under way, sso.go)
+//	onetap.<agent>.<call>.<rev>.<hash of approver> oneTapUse (a mail's one-tap link used, onetap.go)
 type store struct {
 	kv     jetstream.KeyValue
 	users  map[string]config.User // from configuration; they win over the bucket
@@ -400,4 +401,27 @@ func (s *store) runtimeUsers(ctx context.Context) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// purgeStale purges every key of kv under filter whose value stale says
+// has served its time; what names them in errors. A key changed since it
+// was read is kept (the purge is compare-and-set), one gone is skipped.
+func purgeStale(ctx context.Context, kv jetstream.KeyValue, filter, what string, stale func(value []byte) bool) error {
+	keys, err := kv.ListKeysFiltered(ctx, filter)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil
+		}
+		return fmt.Errorf("list %s: %w", what, err)
+	}
+	for key := range keys.Keys() {
+		e, err := kv.Get(ctx, key)
+		if err != nil {
+			continue // taken meanwhile
+		}
+		if stale(e.Value()) {
+			_ = kv.Purge(ctx, key, jetstream.LastRevision(e.Revision()))
+		}
+	}
+	return nil
 }

@@ -3,14 +3,17 @@
 // reason, deadline) with a link to its console page, and the reminders,
 // the escalation and the outcome follow as replies in the same thread
 // (Message-ID / In-Reply-To / References). A mail never decides anything:
-// the reviewer decides signed in, in the console.
+// the reviewer decides signed in, in the console. With email.one_tap each
+// approver's mail also carries their own approve and deny links (package
+// onetap), which open that decision in the console for them alone.
 //
 // Everything an agent chose is data here: a header built from it (the
 // subject) has every control character, line break and invisible or bidi
 // character made visible, so no agent text can add a header or a
 // recipient; the plain-text body shows it made visible, quoted ("> ")
 // under a label and with its links defanged (hxxps://evil[.]example), so
-// the console link is the mail's only link; it is sent quoted-printable.
+// the links airlock writes (the console link, one-tap links) are the mail's
+// only links; it is sent quoted-printable.
 package email
 
 import (
@@ -33,6 +36,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/notify"
+	"github.com/airlock-gate/airlock/services/shared/onetap"
 )
 
 // Name is the channel's name and its word in notify lists: "email" mails
@@ -54,6 +58,11 @@ type Notifier struct {
 	groups    map[string][]string
 	tls       *tls.Config
 	log       *slog.Logger
+	// oneTap MACs the approve and deny links (email.one_tap); nil when off.
+	oneTap *onetap.Key
+	// dir says who may decide a call, as the approval service asks it: only
+	// they get links.
+	dir calls.Directory
 }
 
 var _ notify.Notifier = (*Notifier)(nil)
@@ -94,8 +103,16 @@ func New(cfg config.Config, log *slog.Logger) (*Notifier, error) {
 		}
 	}
 	_, domain, _ := strings.Cut(from.Address, "@")
-	return &Notifier{cfg: e, from: from, domain: domain, publicURL: cfg.HTTP.PublicURL, groups: groups, tls: tc,
-		log: log.With("notifier", Name)}, nil
+	n := &Notifier{cfg: e, from: from, domain: domain, publicURL: cfg.HTTP.PublicURL, groups: groups, tls: tc,
+		log: log.With("notifier", Name), dir: calls.DirectoryOf(cfg)}
+	if e.OneTap.Enabled {
+		k, err := onetap.LoadKey(e.OneTap)
+		if err != nil {
+			return nil, err
+		}
+		n.oneTap = &k
+	}
+	return n, nil
 }
 
 // Name implements notify.Notifier.
@@ -115,6 +132,18 @@ func (n *Notifier) Wants(rec *airlockv1.ApprovalRecord) bool {
 // A record whose notify list does not name email is mailed to its approvers.
 // unknown lists the principals that have no address.
 func (n *Notifier) Recipients(rec *airlockv1.ApprovalRecord) (to, unknown []string) {
+	byAddr, unknown := n.recipients(rec)
+	for addr := range byAddr {
+		to = append(to, addr)
+	}
+	slices.Sort(to)
+	return to, unknown
+}
+
+// recipients maps each address rec's mail goes to (Recipients) to the
+// principals it was mailed as, sorted; unknown lists the principals that
+// have no address.
+func (n *Notifier) recipients(rec *airlockv1.ApprovalRecord) (byAddr map[string][]string, unknown []string) {
 	targets := notify.Targets(rec, Name)
 	if len(targets) == 0 {
 		targets = []string{""} // told without being routed here: mail the approvers
@@ -138,6 +167,7 @@ func (n *Notifier) Recipients(rec *airlockv1.ApprovalRecord) (to, unknown []stri
 			principals = append(principals, w)
 		}
 	}
+	byAddr = map[string][]string{}
 	for _, p := range principals {
 		if p == "" || p == call.GetOnBehalfOf() && !calls.RequesterMayDecide(call, rec.GetDecision(), p) {
 			continue
@@ -147,11 +177,15 @@ func (n *Notifier) Recipients(rec *airlockv1.ApprovalRecord) (to, unknown []stri
 			unknown = append(unknown, p)
 			continue
 		}
-		to = append(to, addr)
+		if !slices.Contains(byAddr[addr], p) {
+			byAddr[addr] = append(byAddr[addr], p)
+		}
 	}
-	slices.Sort(to)
+	for _, ps := range byAddr {
+		slices.Sort(ps)
+	}
 	slices.Sort(unknown)
-	return slices.Compact(to), slices.Compact(unknown)
+	return byAddr, slices.Compact(unknown)
 }
 
 // address is p's mail address, or "" when it has none.
@@ -169,7 +203,7 @@ func (n *Notifier) address(p string) string {
 // is the thread's Message-ID (without angle brackets).
 func (n *Notifier) Announce(ctx context.Context, rec *airlockv1.ApprovalRecord) (string, error) {
 	root := n.MessageID(rec, "request")
-	return root, n.send(ctx, rec, root, "request", "", RequestBody(rec, n.publicURL))
+	return root, n.send(ctx, rec, root, "request", "", func(l *Links) string { return requestBody(rec, n.publicURL, l) })
 }
 
 // Remind implements notify.Notifier: a reply in the thread.
@@ -178,12 +212,13 @@ func (n *Notifier) Remind(ctx context.Context, rec *airlockv1.ApprovalRecord, re
 	if rec.GetEscalated() {
 		kind = "escalation"
 	}
-	return n.send(ctx, rec, orRoot(ref, n, rec), kind, "Re: ", ReminderBody(rec, n.publicURL))
+	return n.send(ctx, rec, orRoot(ref, n, rec), kind, "Re: ", func(l *Links) string { return reminderBody(rec, n.publicURL, l) })
 }
 
 // Update implements notify.Notifier: the outcome as a reply in the thread.
 func (n *Notifier) Update(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error {
-	return n.send(ctx, rec, orRoot(ref, n, rec), "outcome-"+calls.StateName(rec.GetState()), "Re: ", OutcomeBody(rec, n.publicURL))
+	outcome := OutcomeBody(rec, n.publicURL)
+	return n.send(ctx, rec, orRoot(ref, n, rec), "outcome-"+calls.StateName(rec.GetState()), "Re: ", func(*Links) string { return outcome })
 }
 
 func orRoot(ref string, n *Notifier, rec *airlockv1.ApprovalRecord) string {
@@ -199,8 +234,15 @@ func (n *Notifier) MessageID(rec *airlockv1.ApprovalRecord, kind string) string 
 	return "airlock." + callref.Of(rec.GetCall()).Key() + "." + kind + "@" + n.domain
 }
 
-func (n *Notifier) send(ctx context.Context, rec *airlockv1.ApprovalRecord, root, kind, prefix, body string) error {
-	to, unknown := n.Recipients(rec)
+// send mails rec's recipients; body renders the mail for one of them, with
+// their one-tap links (nil without).
+func (n *Notifier) send(ctx context.Context, rec *airlockv1.ApprovalRecord, root, kind, prefix string, body func(*Links) string) error {
+	byAddr, unknown := n.recipients(rec)
+	to := make([]string, 0, len(byAddr))
+	for addr := range byAddr {
+		to = append(to, addr)
+	}
+	slices.Sort(to)
 	call := rec.GetCall()
 	if len(unknown) > 0 {
 		n.log.Warn("approvers without a mail address are not mailed: add them to email.addresses", "call", call.GetCallId(), "principals", unknown)
@@ -227,7 +269,11 @@ func (n *Notifier) send(ctx context.Context, rec *airlockv1.ApprovalRecord, root
 		}
 		m.SetGenHeader(gomail.HeaderXAutoResponseSuppress, "All")
 		m.SetGenHeader("X-Airlock-Call", callref.Of(call).Key())
-		m.SetBodyString(gomail.TypeTextPlain, body)
+		links, err := n.links(rec, byAddr[addr])
+		if err != nil {
+			return fmt.Errorf("mail about call %s: %w", call.GetCallId(), err)
+		}
+		m.SetBodyString(gomail.TypeTextPlain, body(links))
 		msgs = append(msgs, m)
 	}
 	c, err := n.client()
@@ -238,6 +284,43 @@ func (n *Notifier) send(ctx context.Context, rec *airlockv1.ApprovalRecord, root
 		return fmt.Errorf("mail %s of call %s through %s:%d: %w", kind, call.GetCallId(), n.cfg.SMTPHost, n.cfg.Port(), err)
 	}
 	return nil
+}
+
+// Links are one approver's one-tap links in a mail (email.one_tap).
+type Links struct {
+	// Approver is the principal the links are bound to.
+	Approver      string
+	Approve, Deny string
+	Expires       time.Time
+}
+
+// links are the one-tap links of the recipient mailed as principals: bound
+// to the first of them who may decide rec, to rec's revision and arguments
+// digest, expiring at its deadline. Nil when one-tap links are off, rec is
+// not pending or has no digest or deadline, or none of them may decide it
+// (they get the console link only).
+func (n *Notifier) links(rec *airlockv1.ApprovalRecord, principals []string) (*Links, error) {
+	if n.oneTap == nil || rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING ||
+		rec.GetArgumentsDigest() == "" || rec.GetDeadline() == nil {
+		return nil, nil
+	}
+	i := slices.IndexFunc(principals, func(p string) bool { return n.dir.Barred(rec, p) == calls.NotBarred })
+	if i < 0 {
+		return nil, nil
+	}
+	ref := callref.Of(rec.GetCall())
+	t := onetap.Token{Agent: ref.Agent, Call: ref.Call, Revision: ref.Rev, Digest: rec.GetArgumentsDigest(),
+		Approver: principals[i], Expires: rec.GetDeadline().AsTime()}
+	l := &Links{Approver: t.Approver, Expires: t.Expires}
+	for action, dst := range map[string]*string{onetap.Approve: &l.Approve, onetap.Deny: &l.Deny} {
+		t.Action = action
+		tok, err := n.oneTap.Mint(t)
+		if err != nil {
+			return nil, fmt.Errorf("one-tap link for %s: %w", t.Approver, err)
+		}
+		*dst = onetap.URL(n.publicURL, tok)
+	}
+	return l, nil
 }
 
 // client is a fresh SMTP client (one connection per delivery; a go-mail

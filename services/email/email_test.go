@@ -27,6 +27,8 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/escape/escapetest"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/notify/notifytest"
+	"github.com/airlock-gate/airlock/services/shared/onetap"
+	"github.com/airlock-gate/airlock/services/shared/seal"
 )
 
 // world is a real SMTP server (STARTTLS, AUTH PLAIN) and a notifier using it.
@@ -451,6 +453,72 @@ func TestMailShowsAnUnverifiedOnBehalfOfAsTheAgentsClaim(t *testing.T) {
 				OnBehalfOf: "admin", OnBehalfOfVerified: c.verified}, Decision: &airlockv1.Decision{}}
 			if body := email.RequestBody(rec, "http://airlock.test"); !strings.Contains(body, c.want) {
 				t.Errorf("the request mail lacks %q:\n%s", c.want, body)
+			}
+		})
+	}
+}
+
+var oneTapLink = regexp.MustCompile(`(?m)^(Approve|Deny): +(\S+)$`)
+
+// With email.one_tap on, each approver's mail carries their own approve and
+// deny links, bound to the call revision, its arguments digest and them,
+// expiring with the call; a recipient who may not decide (notified, not an
+// approver) gets the console link only, and with one_tap off nobody gets
+// links.
+func TestEachApproverIsMailedTheirOwnOneTapLinks(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "onetap.key")
+	sk, err := seal.Ensure(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := onetap.NewKey(sk)
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("one_tap_enabled_%v", on), func(t *testing.T) {
+			w := newWorld(t, func(c *config.Config) { c.Email.OneTap = config.OneTap{Enabled: on, KeyFile: keyFile} })
+			rec := notifytest.Record("c-onetap")
+			rec.Decision.Notify = []string{"email", "email:group:oncall"}
+			rec.ArgumentsDigest = strings.Repeat("0f", 32)
+			root, err := w.n.Announce(context.Background(), rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string][]onetap.Token{}
+			for _, d := range w.wait(t, root, 3) { // alice, bob@example.com, and dave of oncall (no approver)
+				for _, m := range oneTapLink.FindAllStringSubmatch(d.body, -1) {
+					tok, ok := strings.CutPrefix(m[2], "https://airlock.example.com"+onetap.PathPrefix)
+					if !ok {
+						t.Fatalf("%s link %s is not on the console", m[1], m[2])
+					}
+					parsed, err := key.Parse(tok, time.Now())
+					if err != nil {
+						t.Fatalf("%s link mailed to %v: %v", m[1], d.raw.To, err)
+					}
+					if want := map[string]string{"Approve": onetap.Approve, "Deny": onetap.Deny}[m[1]]; parsed.Action != want {
+						t.Errorf("the %s link of %v does %s", m[1], d.raw.To, parsed.Action)
+					}
+					got[d.raw.To[0]] = append(got[d.raw.To[0]], parsed)
+				}
+			}
+			if !on {
+				if len(got) > 0 {
+					t.Fatalf("one-tap links mailed while off: %v", got)
+				}
+				return
+			}
+			want := map[string]string{"alice@example.com": "alice", "bob@example.com": "bob@example.com"}
+			if len(got) != len(want) {
+				t.Fatalf("links went to %v; want the approvers alice and bob only (dave is told, not an approver)", got)
+			}
+			for addr, approver := range want {
+				if len(got[addr]) != 2 {
+					t.Fatalf("%s got %d links, want approve and deny", addr, len(got[addr]))
+				}
+				for _, tok := range got[addr] {
+					if tok.Approver != approver || tok.Agent != "bot" || tok.Call != "c-onetap" || tok.Revision != 1 ||
+						tok.Digest != rec.GetArgumentsDigest() || !tok.Expires.Equal(rec.GetDeadline().AsTime()) {
+						t.Errorf("the link mailed to %s binds %+v; want approver %s, bot/c-onetap revision 1, the digest and the deadline", addr, tok, approver)
+					}
+				}
 			}
 		})
 	}

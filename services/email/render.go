@@ -46,12 +46,29 @@ func Subject(rec *airlockv1.ApprovalRecord) string {
 // RequestBody is the first mail of a thread: the call and the link to
 // decide it.
 func RequestBody(rec *airlockv1.ApprovalRecord, publicURL string) string {
+	return requestBody(rec, publicURL, nil)
+}
+
+// requestBody is RequestBody with one approver's one-tap links (nil: none).
+func requestBody(rec *airlockv1.ApprovalRecord, publicURL string, l *Links) string {
 	var b strings.Builder
 	c := rec.GetCall()
 	fmt.Fprintf(&b, "An agent's tool call waits for a decision.\n\nDecide in the console (sign in there; this mail decides nothing):\n%s\n\n",
 		notify.ConsoleURL(publicURL, c.GetAgentId(), c.GetCallId()))
+	oneTap(&b, l)
 	whole(&b, rec)
 	return b.String()
+}
+
+// oneTap writes an approver's one-tap links, and what they do and do not.
+func oneTap(b *strings.Builder, l *Links) {
+	if l == nil {
+		return
+	}
+	fmt.Fprintf(b, "Or in one tap, for %s only: each link opens the call in the console, signed in as %s, where one button decides; "+
+		"opening a link decides nothing. They work once, for this revision and these arguments, until %s.\n",
+		HeaderText(l.Approver, 200), HeaderText(l.Approver, 200), when(l.Expires))
+	fmt.Fprintf(b, "Approve: %s\nDeny:    %s\n\n", l.Approve, l.Deny)
 }
 
 // whole writes the call's details, its arguments and the footer.
@@ -74,6 +91,11 @@ func whole(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
 // ReminderBody is a reminder or escalation reply; it carries the call's
 // details and arguments again, for the approvers escalation added.
 func ReminderBody(rec *airlockv1.ApprovalRecord, publicURL string) string {
+	return reminderBody(rec, publicURL, nil)
+}
+
+// reminderBody is ReminderBody with one approver's one-tap links (nil: none).
+func reminderBody(rec *airlockv1.ApprovalRecord, publicURL string, l *Links) string {
 	var b strings.Builder
 	c := rec.GetCall()
 	if rec.GetEscalated() {
@@ -83,6 +105,7 @@ func ReminderBody(rec *airlockv1.ApprovalRecord, publicURL string) string {
 		b.WriteString("Reminder: this call still waits for a decision.\n\n")
 	}
 	fmt.Fprintf(&b, "Decide in the console:\n%s\n\n", notify.ConsoleURL(publicURL, c.GetAgentId(), c.GetCallId()))
+	oneTap(&b, l)
 	whole(&b, rec) // whoever escalation added never got the request
 	return b.String()
 }
@@ -186,8 +209,8 @@ var (
 
 // defang rewrites the links in s so that no mail client makes them
 // clickable ("https://evil.example/x" → "hxxps://evil[.]example/x",
-// "www.evil.example" → "www[.]evil[.]example", "mailto:" → "mailto[:]"): the console link airlock
-// writes is the only link in its mails.
+// "www.evil.example" → "www[.]evil[.]example", "mailto:" → "mailto[:]"): the links airlock
+// writes (the console link, one-tap links) are the only links in its mails.
 func defang(s string) string {
 	s = schemeURL.ReplaceAllStringFunc(s, func(u string) string {
 		m := schemeURL.FindStringSubmatch(u)

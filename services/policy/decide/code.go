@@ -23,7 +23,11 @@ type Code struct {
 	Modules map[string]string
 	// Data is the base data document (data.json), e.g. {"airlock": {"rules": [...]}}.
 	Data map[string]any
-	// Hash is a short hex digest of Modules and Data.
+	// Hash is a short hex digest of Modules and Data, computed by NewCode
+	// alone: a policy's id whatever the run-time rules. A candidate goes by
+	// it everywhere — `airlock policy replay` names it, `policy shadow`
+	// starts it and records its divergences under it (candidate_digest),
+	// and `shadow divergences --candidate` takes it.
 	Hash string
 
 	parsed map[string]*ast.Module

@@ -32,6 +32,28 @@ type Email struct {
 	// A principal that is itself an address (bob@example.com) needs no entry;
 	// a principal with neither is not mailed (and the reason is logged).
 	Addresses map[string]string `yaml:"addresses"`
+	// OneTap puts approve and deny links in each approver's mail (off by
+	// default).
+	OneTap OneTap `yaml:"one_tap"`
+}
+
+// OneTap configures the one-tap links of approval mails (package
+// services/shared/onetap): each approver's mail carries their own approve
+// and deny links, bound to the call, its revision, its arguments digest and
+// that approver, expiring with the call, usable once. Opening a link
+// decides nothing: it shows the call with one button, and the button
+// decides only in the named approver's signed-in console session.
+type OneTap struct {
+	// Enabled turns the links on; off, mails link to the call's page only.
+	Enabled bool `yaml:"enabled"`
+	// KeyFile holds the key the links are MAC'd with (HMAC-SHA256, 32 bytes
+	// as hex, mode 0600; `airlock keys generate FILE` makes one). The
+	// process that mails (the approval service's) and the console both read
+	// it. `airlock dev` generates <data dir>/keys/onetap.key.
+	KeyFile string `yaml:"key_file"`
+	// Key is the same key as hex (AIRLOCK_EMAIL_ONE_TAP_KEY, for a secret
+	// store); it wins over KeyFile.
+	Key string `yaml:"key"`
 }
 
 // Webhook is one outgoing webhook endpoint: every event about a call routed

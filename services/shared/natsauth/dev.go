@@ -31,6 +31,10 @@ func (d Dev) SeedFile(role string) string { return filepath.Join(d.DataDir, "key
 func (d Dev) DecisionKeyFile() string { return filepath.Join(d.DataDir, "keys", "decision.key") }
 func (d Dev) FrontendKeyFile() string { return filepath.Join(d.DataDir, "keys", "frontend.key") }
 
+// OneTapKeyFile MACs the one-tap links of approval mails (email.one_tap),
+// made when they are enabled without a key of their own.
+func (d Dev) OneTapKeyFile() string { return filepath.Join(d.DataDir, "keys", "onetap.key") }
+
 // AgentsDir holds one <agent>.creds.json per agent.
 func (d Dev) AgentsDir() string { return filepath.Join(d.DataDir, "agents") }
 
