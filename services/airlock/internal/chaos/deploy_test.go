@@ -151,6 +151,7 @@ type k8sPod struct {
 		Secret *struct {
 			SecretName  string `yaml:"secretName"`
 			DefaultMode *int   `yaml:"defaultMode"`
+			Optional    bool   `yaml:"optional"`
 			Items       []struct {
 				Key  string `yaml:"key"`
 				Mode *int   `yaml:"mode"`
@@ -239,8 +240,9 @@ func heldByPod(p k8sPod, replicas int) held {
 	h.Settings = settingsOf(env)
 	for _, v := range p.Volumes {
 		// The NATS CA is public and every pod holds it; the gateway's
-		// tokens are the configuration's (each checked on its own).
-		if v.Secret != nil && v.Secret.SecretName != natsTLSSecret && v.Secret.SecretName != gatewayTokensSecret {
+		// tokens and the optional one-tap key are the configuration's
+		// (each checked on its own).
+		if v.Secret != nil && v.Secret.SecretName != natsTLSSecret && v.Secret.SecretName != gatewayTokensSecret && v.Secret.SecretName != oneTapKeySecret {
 			for _, it := range v.Secret.Items {
 				h.Files = append(h.Files, it.Key)
 			}
@@ -440,6 +442,38 @@ func TestKubernetesManifestsMatchTheChaosLayout(t *testing.T) {
 			t.Fatalf("no Deployment mounts %s", gatewayTokensSecret)
 		}
 	})
+	// email.one_tap is off by default; whoever turns it on needs its key
+	// where both the mailer (approval) and the console read it, and
+	// nowhere else: it makes the links that pre-bind a decision.
+	t.Run("the_one_tap_key_is_mounted_where_the_mailer_and_the_console_read_it_and_nowhere_else", func(t *testing.T) {
+		keyDir := filepath.Dir(exampleConfig(t).Email.OneTap.KeyFile)
+		var holders []string
+		for _, o := range objs {
+			p := o.Spec.Template.Spec
+			for _, v := range p.Volumes {
+				if v.Secret == nil || v.Secret.SecretName != oneTapKeySecret {
+					continue
+				}
+				holders = append(holders, o.Metadata.Name)
+				if v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o077 != 0 || !v.Secret.Optional {
+					t.Errorf("%s mounts %s with mode %v, optional %v; want it readable by its owner alone, and optional (the links are off by default)", o.Metadata.Name, oneTapKeySecret, v.Secret.DefaultMode, v.Secret.Optional)
+				}
+				at := ""
+				for _, m := range p.Containers[0].VolumeMounts {
+					if m.Name == v.Name {
+						at = m.MountPath
+					}
+				}
+				if at != keyDir {
+					t.Errorf("%s mounts %s at %q; email.one_tap.key_file is in %s", o.Metadata.Name, oneTapKeySecret, at, keyDir)
+				}
+			}
+		}
+		sort.Strings(holders)
+		if want := []string{"airlock-approval", "airlock-console"}; !slices.Equal(holders, want) {
+			t.Errorf("%s is mounted by %v; want %v", oneTapKeySecret, holders, want)
+		}
+	})
 	t.Run("the_gateway_service_keeps_a_client_on_the_replica_holding_its_session", func(t *testing.T) {
 		svc, ok := byName["Service/airlock-gateway"]
 		if !ok {
@@ -509,6 +543,9 @@ func TestKubernetesManifestsMatchTheChaosLayout(t *testing.T) {
 
 // gatewayTokensSecret holds the gateway endpoints' bearer tokens.
 const gatewayTokensSecret = "airlock-gateway-tokens"
+
+// oneTapKeySecret holds email.one_tap's key (optional).
+const oneTapKeySecret = "airlock-onetap-key"
 
 // configMapConfig loads the ConfigMap's airlock.yaml as the services do.
 func configMapConfig(t *testing.T, cm k8sObject) config.Config {
