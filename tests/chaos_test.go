@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,14 +29,22 @@ type chaosReport struct {
 		RecoveredS float64 `json:"recovered_s"`
 		Error      string  `json:"error"`
 	} `json:"faults"`
-	Violations int    `json:"violations"`
-	RunDir     string `json:"run_dir"`
+	Info       []chaosInfo `json:"info"`
+	Violations int         `json:"violations"`
+	RunDir     string      `json:"run_dir"`
+}
+
+// chaosInfo is a figure of the report that is not a check.
+type chaosInfo struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 // TestChaosShortSchedule runs `airlock chaos --short`: the production
 // layout (3-node NATS cluster with the shipped accounts, two replicas of
-// every service as their own processes, ClickHouse) under a load of agents
-// and reviewers while every fault kind happens once — a replica killed, a
+// every service as their own processes, ClickHouse) under a load of agents,
+// MCP clients through the gateway and reviewers while every fault kind
+// happens once — a replica killed (and a gateway replica), a
 // node paused, the events stream's leader lost, ClickHouse down, a tool that
 // never answers — and requires a report without violations.
 //
@@ -69,8 +78,17 @@ func TestChaosShortSchedule(t *testing.T) {
 		t.Fatalf("%d violations (exit %v); the run's logs are in %s\n%s", rep.Violations, err, rep.RunDir, stderr.String())
 	}
 	kinds := map[string]bool{}
+	gatewayKilled := false
 	for _, f := range rep.Faults {
 		kinds[f.Kind] = true
+		gatewayKilled = gatewayKilled || f.Kind == "kill_replica" && strings.HasPrefix(f.Target, "gateway-")
+	}
+	// MCP clients called through the gateway replicas while one was killed.
+	if !gatewayKilled {
+		t.Errorf("the short schedule killed no gateway replica: %+v", rep.Faults)
+	}
+	if i := slices.IndexFunc(rep.Info, func(i chaosInfo) bool { return i.Name == "MCP requests through the gateway" }); i < 0 || rep.Info[i].Value == "0" {
+		t.Errorf("no MCP request went through the gateway: %+v", rep.Info)
 	}
 	for _, k := range []string{"kill_replica", "pause_node", "node_loss", "clickhouse_down", "hang_upstream"} {
 		if !kinds[k] {

@@ -22,14 +22,16 @@ the admin), two replicas of every service as separate ` + "`airlock serve`" + ` 
 each with its own NATS user and seal keys, a private ClickHouse, a webhook tool
 server and a fake of Slack's Web API — and drives a mixed load (agents through
 the Go SDK; reviewers approving, rejecting, editing and requesting changes
-through the console's REST API and signed Slack posts; calls left to expire)
-while a fault schedule kills service replicas, pauses and kills NATS nodes
+through the console's REST API and signed Slack posts; calls left to expire;
+MCP clients calling tools through the gateway replicas) while a fault schedule
+kills service replicas (a gateway replica among them), pauses and kills NATS nodes
 (the events stream's leader among them), stops ClickHouse and hangs a tool.
 
 It then checks, from the stream, ClickHouse and the tool server, that no
 non-idempotent call ran twice, every started call has exactly one end, every
-decision is in the stream, ClickHouse holds exactly the stream, the audit
-chain verifies and agents saw what the stream says — and prints a report.
+decision is in the stream, each MCP request is one call run at most once,
+ClickHouse holds exactly the stream, the audit chain verifies and agents and
+MCP clients saw what the stream says — and prints a report.
 Exit status 1 on any violation. The same --seed gives the same load and
 schedule. Needs clickhouse-server (` + "`go tool task test:deps`" + ` installs it).
 

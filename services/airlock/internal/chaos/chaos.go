@@ -47,21 +47,23 @@ type profile struct {
 	slackCardWait          time.Duration
 	ackWait                time.Duration
 	slowTimeout            time.Duration
-	kills, pauses          int
-	nodeLosses             int
-	killDown, pauseFor     [2]time.Duration
-	nodeDown               [2]time.Duration
-	chDown, hangFor        time.Duration
-	hangCalls              int
-	recoverWithin          time.Duration
-	settleWithin           time.Duration
+	// mcpInterval: each MCP client calls through the gateway about this often.
+	mcpInterval        time.Duration
+	kills, pauses      int
+	nodeLosses         int
+	killDown, pauseFor [2]time.Duration
+	nodeDown           [2]time.Duration
+	chDown, hangFor    time.Duration
+	hangCalls          int
+	recoverWithin      time.Duration
+	settleWithin       time.Duration
 }
 
 var (
 	fullProfile = profile{
 		name: "full", calls: 1000, load: 5 * time.Minute,
 		askTimeout: 40 * time.Second, awaitSlack: 3 * time.Minute, submitFor: 90 * time.Second, slackCardWait: 20 * time.Second,
-		ackWait: 4 * time.Second, slowTimeout: 3 * time.Second,
+		ackWait: 4 * time.Second, slowTimeout: 3 * time.Second, mcpInterval: 500 * time.Millisecond,
 		kills: 6, pauses: 2, nodeLosses: 2,
 		killDown: [2]time.Duration{2 * time.Second, 8 * time.Second}, pauseFor: [2]time.Duration{8 * time.Second, 15 * time.Second},
 		nodeDown: [2]time.Duration{10 * time.Second, 20 * time.Second},
@@ -71,7 +73,7 @@ var (
 	shortProfile = profile{
 		name: "short", calls: 120, load: 45 * time.Second,
 		askTimeout: 15 * time.Second, awaitSlack: 90 * time.Second, submitFor: 60 * time.Second, slackCardWait: 10 * time.Second,
-		ackWait: 3 * time.Second, slowTimeout: 2 * time.Second,
+		ackWait: 3 * time.Second, slowTimeout: 2 * time.Second, mcpInterval: 700 * time.Millisecond,
 		kills: 1, pauses: 1, nodeLosses: 1,
 		killDown: [2]time.Duration{2 * time.Second, 3 * time.Second}, pauseFor: [2]time.Duration{4 * time.Second, 5 * time.Second},
 		nodeDown: [2]time.Duration{5 * time.Second, 6 * time.Second},
@@ -153,6 +155,17 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			progress("  healed %s (%s); recovered after %s", results[i].Resolved, results[i].Kind, results[i].RecoveredAfter.Round(time.Millisecond))
 		}
 	}()
+	// The asking MCP client is kept on the gateway replica the schedule kills.
+	for _, f := range faults {
+		var i int
+		if _, err := fmt.Sscanf(f.Target, "gateway-%d", &i); f.Kind == faultKill && err == nil {
+			d.mcp.askAt = i - 1
+			break
+		}
+	}
+	mcpDone, reviewed := make(chan struct{}), make(chan struct{})
+	go func() { defer close(mcpDone); d.mcp.run(ctx, o.Seed, loadStart.Add(p.load), p.mcpInterval) }()
+	go func() { defer close(reviewed); d.reviewMCP(ctx, mcpDone) }()
 	for _, c := range calls {
 		select {
 		case <-time.After(time.Until(loadStart.Add(c.At))): // the load's own pacing
@@ -165,13 +178,14 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	progress("load submitted; waiting for faults to heal and calls to end")
 	fwg.Wait()
 	d.wg.Wait()
+	<-reviewed
 	progress("settling: every started call ended and ClickHouse caught up (at most %s)", p.settleWithin)
 	progress("%s; checking", l.settle(ctx, p.settleWithin))
 	obs := l.collect(ctx, d, results)
 	rep := analyse(obs, idempotentTool)
 	rep.Seed, rep.Profile, rep.Calls, rep.RunDir = o.Seed, p.name, len(calls), dir
 	rep.LoadS, rep.TotalS = round3(loadTook.Seconds()), round3(time.Since(started).Seconds())
-	rep.Topology = fmt.Sprintf("%d-node NATS cluster (R3), 2 replicas each of %v, %s, webhook tools, Slack fake", NATSNodes, serviceNames(), l.clickHouseName())
+	rep.Topology = fmt.Sprintf("%d-node NATS cluster (R3), 2 replicas each of %v, %s, webhook tools, Slack fake, MCP clients through the gateway", NATSNodes, serviceNames(), l.clickHouseName())
 	if o.ClickHouseReplicas > 1 {
 		rep.ClickHouseReplicas = o.ClickHouseReplicas
 	}
@@ -192,6 +206,8 @@ func idempotentTool(server, tool string) bool {
 
 func newDriver(ctx context.Context, l *layout, p profile, seed int64) (*driver, error) {
 	d := &driver{l: l, p: p, seed: seed, clients: map[string]*airlock.Client{}, tokens: map[string]string{}, cons: newConsoles(l.consoles)}
+	d.mcp = &mcpLoad{urls: l.mcpURLs(), token: l.mcpToken, askFor: p.askTimeout + 30*time.Second,
+		ready: func(ctx context.Context, i int) bool { return l.replicas["gateway"][i].ready(ctx) }}
 	for agent, file := range l.agents {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		c, err := airlock.Connect(cctx, file, l.urls, airlock.WithTLS(l.natsTLS()))

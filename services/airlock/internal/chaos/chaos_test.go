@@ -3,9 +3,12 @@ package chaos
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
@@ -34,13 +37,14 @@ func TestEveryScheduleHasEveryFaultKindWithinTheLoad(t *testing.T) {
 		for seed := int64(1); seed <= 20; seed++ {
 			fs := schedule(seed, p, p.load)
 			kinds := map[faultKind]int{}
-			executorKilled, leaderLost := false, false
+			executorKilled, gatewayKilled, leaderLost := false, false, false
 			for _, f := range fs {
 				kinds[f.Kind]++
 				if f.At < 0 || f.At > p.load {
 					t.Fatalf("%s seed %d: %s at %s, outside the %s load", p.name, seed, f.Kind, f.At, p.load)
 				}
 				executorKilled = executorKilled || f.Kind == faultKill && strings.HasPrefix(f.Target, "executor-")
+				gatewayKilled = gatewayKilled || f.Kind == faultKill && strings.HasPrefix(f.Target, "gateway-")
 				leaderLost = leaderLost || f.Kind == faultNodeLoss && f.Target == leaderTarget
 			}
 			for _, k := range allFaultKinds {
@@ -48,8 +52,8 @@ func TestEveryScheduleHasEveryFaultKindWithinTheLoad(t *testing.T) {
 					t.Fatalf("%s seed %d: no %s fault in %v", p.name, seed, k, fs)
 				}
 			}
-			if !leaderLost || !executorKilled {
-				t.Fatalf("%s seed %d: the events stream's leader lost %v, an executor killed %v: want both", p.name, seed, leaderLost, executorKilled)
+			if !leaderLost || !executorKilled || !gatewayKilled {
+				t.Fatalf("%s seed %d: the events stream's leader lost %v, an executor killed %v, a gateway replica killed %v: want all", p.name, seed, leaderLost, executorKilled, gatewayKilled)
 			}
 		}
 	}
@@ -96,11 +100,7 @@ func TestAnalyseFindsEachViolation(t *testing.T) {
 	if r := analyse(clean(), idempotentTool); r.Violations != 0 {
 		t.Fatalf("a clean run has violations: %+v", r.Checks)
 	}
-	tests := []struct {
-		name   string
-		check  string
-		break_ func(*observed)
-	}{
+	tests := []breakage{
 		{"a_non_idempotent_call_ran_twice", "non-idempotent calls executed more than once", func(o *observed) {
 			o.Execs = append(o.Execs, o.Execs[0])
 		}},
@@ -180,26 +180,121 @@ func TestAnalyseFindsEachViolation(t *testing.T) {
 			o.Faults = append(o.Faults, faultResult{fault: fault{Kind: faultClickHouse}, Resolved: "clickhouse-r1", ReplicaKill: true, Recovered: true})
 		}},
 	}
+	requireReported(t, clean, tests)
+}
+
+// breakage is one way to break a clean run, and the check that must then
+// report a violation.
+type breakage struct {
+	name   string
+	check  string
+	break_ func(*observed)
+}
+
+// requireReported breaks what base returns each way and requires analyse to
+// report each breakage's check.
+func requireReported(t *testing.T, base func() observed, tests []breakage) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := clean()
+			o := base()
 			tt.break_(&o)
-			r := analyse(o, idempotentTool)
 			var violated []string
-			for _, c := range r.Checks {
+			for _, c := range analyse(o, idempotentTool).Checks {
 				if c.Violated {
 					violated = append(violated, c.Name)
 				}
 			}
-			found := false
-			for _, v := range violated {
-				found = found || v == tt.check
-			}
-			if !found {
+			if !slices.Contains(violated, tt.check) {
 				t.Fatalf("%q not reported; violated: %v", tt.check, violated)
 			}
 		})
 	}
+}
+
+// withMCP adds to o one MCP request through the gateway that went right:
+// request n 1, answered "pending", sent again in its session and answered
+// with the outcome of its call m (notify, run once); and one whose replica
+// died before the gateway submitted it.
+func withMCP(o observed) observed {
+	o = withMCPCall(o, "m", 1, toolNotify)
+	o.MCP = []mcpRecord{
+		{N: 1, Attempt: 1, Tool: "hook__notify", Client: "mcp-session-1", Session: "s1", Status: "pending", CallID: "m"},
+		{N: 1, Attempt: 2, Tool: "hook__notify", Client: "mcp-session-1", Session: "s1", Status: subject.Completed, CallID: "m"},
+		{N: 2, Attempt: 1, Tool: "hook__notify", Client: "mcp-session-1", Session: "s1", Err: "connection reset by peer"},
+	}
+	return o
+}
+
+// withMCPCall adds to o the trail of call (requested with arguments n,
+// allowed, run once, completed).
+func withMCPCall(o observed, call string, n int, tool string) observed {
+	t0 := time.Unix(1_700_000_000, 0)
+	args, _ := structpb.NewStruct(map[string]any{"agent": mcpAgent, "n": n})
+	next := o.Events[len(o.Events)-1].Seq
+	for _, typ := range []string{subject.Requested, subject.Allowed, subject.Started, subject.Completed} {
+		next++
+		ev := &airlockv1.Event{EventId: mcpAgent + "." + call + ".1." + typ, Revision: 1}
+		if typ == subject.Requested {
+			ev.Body = &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: &airlockv1.ToolCall{AgentId: mcpAgent, CallId: call, Arguments: args}}}
+		}
+		o.Events = append(o.Events, storedEvent{Seq: next, Time: t0.Add(time.Duration(next) * 100 * time.Millisecond), Type: typ, Agent: mcpAgent, Call: call, Rev: 1, EventID: ev.EventId, Ev: ev})
+		o.CH[next] = ev.EventId
+	}
+	o.Execs = append(o.Execs, execution{Server: serverHook, Tool: tool, Agent: mcpAgent, Call: call, Key: mcpAgent + "." + call + ".1", Args: map[string]any{"agent": mcpAgent, "n": float64(n)}})
+	return o
+}
+
+// A request waiting for a person whose session died with its replica is
+// sent again in a new session: a new call (the rejoin is per session). An
+// idempotent tool may then run twice; no check reports it.
+func TestAnMCPRequestSentAgainInANewSessionIsANewCall(t *testing.T) {
+	o := withMCPCall(withMCPCall(clean(), "s1call", 7, toolSync), "s2call", 7, toolSync)
+	o.MCP = []mcpRecord{
+		{N: 7, Attempt: 1, Tool: "hook__sync", Client: "mcp-asker", Session: "s1", Status: "pending", CallID: "s1call"},
+		{N: 7, Attempt: 2, Tool: "hook__sync", Client: "mcp-asker", Session: "s1", Err: "connection refused"},
+		{N: 7, Attempt: 3, Tool: "hook__sync", Client: "mcp-asker", Session: "s2", Status: "pending", CallID: "s2call"},
+		{N: 7, Attempt: 4, Tool: "hook__sync", Client: "mcp-asker", Session: "s2", Status: subject.Completed, CallID: "s2call"},
+	}
+	if r := analyse(o, idempotentTool); r.Violations != 0 {
+		t.Fatalf("a request sent again in a new session has violations: %+v", r.Checks)
+	}
+}
+
+func TestAnalyseFindsEachMCPViolation(t *testing.T) {
+	if r := analyse(withMCP(clean()), idempotentTool); r.Violations != 0 {
+		t.Fatalf("a clean run with MCP requests has violations: %+v", r.Checks)
+	}
+	tests := []breakage{
+		{"a_request_ran_twice_as_two_calls", "MCP requests executed more than once", func(o *observed) {
+			again := o.Execs[len(o.Execs)-1]
+			again.Call, again.Key = "m2", mcpAgent+".m2.1"
+			o.Execs = append(o.Execs, again)
+		}},
+		{"a_request_was_recorded_as_two_calls_in_one_session", "MCP requests recorded as more calls than their sessions", func(o *observed) {
+			for _, e := range o.Events {
+				if e.Agent == mcpAgent && e.Type == subject.Requested {
+					e.Seq, e.Call = 99, "m2"
+					o.Events = append(o.Events, e)
+					o.CH[99] = e.EventID
+					break
+				}
+			}
+		}},
+		{"a_client_was_answered_another_outcome", "MCP answers that differ from the stream", func(o *observed) {
+			o.MCP[1].Status = subject.Denied
+		}},
+		{"a_client_was_answered_a_call_the_stream_does_not_hold", "MCP answers that differ from the stream", func(o *observed) {
+			o.MCP[1].CallID = "forged"
+		}},
+		{"a_request_was_answered_with_another_requests_call", "MCP answers that differ from the stream", func(o *observed) {
+			o.MCP[1].N = 2
+		}},
+		{"a_request_sent_again_in_its_session_became_another_call", "MCP requests sent again in a session that did not rejoin", func(o *observed) {
+			o.MCP[1].CallID = "m2"
+		}},
+	}
+	requireReported(t, func() observed { return withMCP(clean()) }, tests)
 }
 
 // replicas is n replica views each holding exactly what o's ClickHouse holds.

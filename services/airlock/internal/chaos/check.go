@@ -393,6 +393,7 @@ func analyse(o observed, idempotent func(server, tool string) bool) Report {
 		}
 	}
 	c.count("agent-visible outcomes that differ from the stream", differ)
+	c.mcp(o, tr, idempotent)
 
 	var perms []string
 	for p, lines := range o.PermissionViolations {
@@ -548,4 +549,128 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// mcp checks what the MCP clients saw through the gateway replicas against
+// the stream and the tool server. One request (its arguments' "n") is one
+// call in each session it was sent in: sent again in its session (after a
+// "pending" answer) it rejoins that call, sent again in a new session (its
+// replica died) it is a new call. A non-idempotent one runs at most once,
+// and every answer is what the stream says. A request whose replica died
+// with it has no answer; its call, if submitted, must still end (the
+// ledger checks above).
+func (c checker) mcp(o observed, tr map[string]*callTrail, idempotent func(server, tool string) bool) {
+	callsOf := map[int]map[string]bool{} // n → the calls requested with it
+	for _, e := range o.Events {
+		if e.Agent != mcpAgent || e.Type != subject.Requested || e.Ev == nil {
+			continue
+		}
+		n := int(e.Ev.GetRequested().GetCall().GetArguments().GetFields()["n"].GetNumberValue())
+		if callsOf[n] == nil {
+			callsOf[n] = map[string]bool{}
+		}
+		callsOf[n][e.Call] = true
+	}
+	ranOf := map[int][]execution{}
+	for _, ex := range o.Execs {
+		if n, ok := ex.Args["n"].(float64); ok && ex.Agent == mcpAgent {
+			ranOf[int(n)] = append(ranOf[int(n)], ex)
+		}
+	}
+	type inSession struct {
+		n       int
+		session string
+	}
+	sessionsOf := map[int]map[string]bool{}
+	answeredIn := map[inSession]map[string]bool{} // the calls a session's answers named
+	pendingOnce := map[int]bool{}
+	for _, r := range o.MCP {
+		if sessionsOf[r.N] == nil {
+			sessionsOf[r.N] = map[string]bool{}
+		}
+		sessionsOf[r.N][r.Session] = true
+		if r.CallID != "" && r.Session != "" {
+			k := inSession{r.N, r.Session}
+			if answeredIn[k] == nil {
+				answeredIn[k] = map[string]bool{}
+			}
+			answeredIn[k][r.CallID] = true
+		}
+		pendingOnce[r.N] = pendingOnce[r.N] || r.Status == "pending"
+	}
+	var split, notRejoined, twice, differ []string
+	lost, unavailable, unavailableRan, recordedLost, resent, ranAgain := 0, 0, 0, 0, 0, 0
+	seen := map[int]bool{}
+	for _, r := range o.MCP {
+		name := fmt.Sprintf("%s request %d (%s, gateway-%d)", r.Client, r.N, r.Tool, r.Replica+1)
+		if !seen[r.N] {
+			seen[r.N] = true
+			if ids := callsOf[r.N]; len(ids) > max(1, len(sessionsOf[r.N])) {
+				split = append(split, fmt.Sprintf("%s, sent in %d sessions, was recorded as calls %v", name, len(sessionsOf[r.N]), sortedKeys(ids)))
+			}
+			if exs := ranOf[r.N]; len(exs) > 1 && !idempotent(exs[0].Server, exs[0].Tool) {
+				twice = append(twice, fmt.Sprintf("%s ran %d times", name, len(exs)))
+			} else if len(exs) > 1 {
+				ranAgain++
+			}
+			if len(sessionsOf[r.N]) > 1 {
+				resent++
+			}
+		}
+		if ids := answeredIn[inSession{r.N, r.Session}]; r.Attempt > 1 && len(ids) > 1 {
+			notRejoined = append(notRejoined, fmt.Sprintf("%s attempt %d: its session's answers named calls %v", name, r.Attempt, sortedKeys(ids)))
+		}
+		switch {
+		case r.Err != "":
+			lost++
+			if len(callsOf[r.N]) > 0 {
+				recordedLost++
+			}
+			continue
+		case r.Status == "unavailable": // not an outcome: "try again"
+			unavailable++
+			if ct := tr[mcpAgent+"/"+r.CallID]; ct != nil && ct.revs[1] != nil && ct.revs[1].started > 0 {
+				unavailableRan++
+			}
+			continue
+		case !callsOf[r.N][r.CallID]:
+			differ = append(differ, fmt.Sprintf("%s was answered %s with call %q, which was not requested with its arguments", name, r.Status, r.CallID))
+			continue
+		case r.Status == "pending": // not an outcome: "call again"
+			continue
+		}
+		var end *storedEvent
+		if ct := tr[mcpAgent+"/"+r.CallID]; ct != nil && ct.revs[1] != nil {
+			end = ct.revs[1].end
+		}
+		switch {
+		case end == nil:
+			differ = append(differ, fmt.Sprintf("%s was answered %s for call %s, which has no outcome in the stream", name, r.Status, r.CallID))
+		case end.Type != r.Status:
+			differ = append(differ, fmt.Sprintf("%s was answered %s, the stream says %s", name, r.Status, outcomeName(end)))
+		}
+	}
+	pending := 0
+	for _, p := range pendingOnce {
+		if p {
+			pending++
+		}
+	}
+	c.count("MCP requests recorded as more calls than their sessions", split)
+	c.count("MCP requests sent again in a session that did not rejoin", notRejoined)
+	c.count("MCP requests executed more than once", twice)
+	c.count("MCP answers that differ from the stream", differ)
+	c.info("MCP requests through the gateway", len(seen))
+	c.info("  answered \"pending\", then sent again (rejoined in their session)", pending)
+	c.info("  sent in more than one session (their replica died)", resent)
+	// A new session's call is asked and may run again: idempotent tools only here.
+	c.info("  run more than once (idempotent: a call per session)", ranAgain)
+	c.info("MCP sessions started (incl. after a replica died, probes)", o.MCPSessions)
+	c.info("MCP requests without an answer (their gateway replica died)", lost)
+	c.info("  of which the gateway had submitted (each ended: checked above)", recordedLost)
+	c.info("MCP answers \"unavailable, try again\"", unavailable)
+	// Such a call may still run: a client that tries again makes a new call.
+	c.info("  of which the call ran all the same", unavailableRan)
+	c.r.Info = append(c.r.Info, Info{Name: "approvals of MCP calls that failed (the call then expires)", Value: fmt.Sprint(len(o.MCPReviewErrs)),
+		Examples: o.MCPReviewErrs[:min(len(o.MCPReviewErrs), maxExamples)]})
 }

@@ -59,6 +59,12 @@ type observed struct {
 	// StaleReplies: process → replies NATS refused after the process
 	// reconnected (splitViolations).
 	StaleReplies map[string][]string
+	// MCP: the tools/calls MCP clients made through the gateway replicas;
+	// MCPSessions: the sessions they started.
+	MCP         []mcpRecord
+	MCPSessions int
+	// MCPReviewErrs: approvals of the MCP clients' asked calls that failed.
+	MCPReviewErrs []string
 }
 
 // replicaView is one ClickHouse replica's rows and its audit verify.
@@ -120,6 +126,17 @@ func (l *layout) chBehind(ctx context.Context, last uint64) string {
 		}
 	}
 	return ""
+}
+
+// awaitClickHouse waits until ClickHouse (each replica) holds events up to
+// last, or within passes.
+func (l *layout) awaitClickHouse(ctx context.Context, last uint64, within time.Duration) {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline) && ctx.Err() == nil; {
+		if l.chBehind(ctx, last) == "" {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // openExecutions counts call revisions started but not ended.
@@ -302,10 +319,17 @@ func splitViolations(log string) (violations, stale []string) {
 // collect reads everything the checks need.
 func (l *layout) collect(ctx context.Context, d *driver, faults []faultResult) observed {
 	o := observed{Faults: faults, Calls: d.snapshot(), Execs: l.tools.executions(), BadSigs: l.tools.badSigs.Load()}
+	o.MCP, o.MCPSessions, o.MCPReviewErrs = d.mcp.snapshot()
 	o.PermissionViolations, o.StaleReplies = l.permissionViolations()
 	var err error
 	if o.Events, err = l.readStream(ctx); err != nil {
 		o.CollectErr = "reading the events stream: " + err.Error()
+	}
+	// An event stored after settle looked (a late notification) is given the
+	// same time to reach ClickHouse before it is read; if it never does, the
+	// check says so.
+	if n := len(o.Events); n > 0 {
+		l.awaitClickHouse(ctx, o.Events[n-1].Seq, d.p.settleWithin)
 	}
 	if o.CH, o.CHTwice, err = readClickHouse(ctx, l.dsn); err != nil {
 		o.CollectErr = strings.TrimPrefix(o.CollectErr+"; ", "; ") + "reading ClickHouse: " + err.Error()

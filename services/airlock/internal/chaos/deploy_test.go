@@ -2,13 +2,18 @@ package chaos
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -93,10 +98,44 @@ type k8sEnv struct {
 	ValueFrom any    `yaml:"valueFrom"`
 }
 
+// k8sProbe is an HTTP probe.
+type k8sProbe struct {
+	HTTPGet *struct {
+		Path string `yaml:"path"`
+		Port int    `yaml:"port"`
+	} `yaml:"httpGet"`
+}
+
+// k8sPeer is one source or destination of a NetworkPolicy rule.
+type k8sPeer struct {
+	PodSelector *struct {
+		MatchLabels map[string]string `yaml:"matchLabels"`
+	} `yaml:"podSelector"`
+	NamespaceSelector *struct {
+		MatchLabels map[string]string `yaml:"matchLabels"`
+	} `yaml:"namespaceSelector"`
+}
+
+// k8sPort is a port of a NetworkPolicy rule.
+type k8sPort struct {
+	Port     int    `yaml:"port"`
+	Protocol string `yaml:"protocol"`
+}
+
 type k8sPod struct {
 	Containers []struct {
-		Args         []string `yaml:"args"`
-		Env          []k8sEnv `yaml:"env"`
+		Args           []string  `yaml:"args"`
+		Env            []k8sEnv  `yaml:"env"`
+		ReadinessProbe *k8sProbe `yaml:"readinessProbe"`
+		LivenessProbe  *k8sProbe `yaml:"livenessProbe"`
+		Resources      struct {
+			Requests map[string]string `yaml:"requests"`
+			Limits   map[string]string `yaml:"limits"`
+		} `yaml:"resources"`
+		Ports []struct {
+			ContainerPort int    `yaml:"containerPort"`
+			Name          string `yaml:"name"`
+		} `yaml:"ports"`
 		VolumeMounts []struct {
 			Name      string `yaml:"name"`
 			MountPath string `yaml:"mountPath"`
@@ -112,6 +151,7 @@ type k8sPod struct {
 		Secret *struct {
 			SecretName  string `yaml:"secretName"`
 			DefaultMode *int   `yaml:"defaultMode"`
+			Optional    bool   `yaml:"optional"`
 			Items       []struct {
 				Key  string `yaml:"key"`
 				Mode *int   `yaml:"mode"`
@@ -137,19 +177,28 @@ type k8sObject struct {
 		PodSelector struct {
 			MatchLabels map[string]string `yaml:"matchLabels"`
 		} `yaml:"podSelector"`
-		Ingress []struct {
-			From []struct {
-				PodSelector struct {
-					MatchLabels map[string]string `yaml:"matchLabels"`
-				} `yaml:"podSelector"`
-			} `yaml:"from"`
-			Ports []struct {
-				Port int `yaml:"port"`
-			} `yaml:"ports"`
+		PolicyTypes []string `yaml:"policyTypes"`
+		Ingress     []struct {
+			From  []k8sPeer `yaml:"from"`
+			Ports []k8sPort `yaml:"ports"`
 		} `yaml:"ingress"`
+		Egress []struct {
+			To    []k8sPeer `yaml:"to"`
+			Ports []k8sPort `yaml:"ports"`
+		} `yaml:"egress"`
 		Ports []struct {
-			Port int `yaml:"port"`
+			Port       int    `yaml:"port"`
+			TargetPort any    `yaml:"targetPort"`
+			Name       string `yaml:"name"`
 		} `yaml:"ports"`
+		// Selector: a Service's labels (a Deployment's is matchLabels).
+		Selector              map[string]any `yaml:"selector"`
+		SessionAffinity       string         `yaml:"sessionAffinity"`
+		SessionAffinityConfig struct {
+			ClientIP struct {
+				TimeoutSeconds int `yaml:"timeoutSeconds"`
+			} `yaml:"clientIP"`
+		} `yaml:"sessionAffinityConfig"`
 	} `yaml:"spec"`
 }
 
@@ -190,8 +239,10 @@ func heldByPod(p k8sPod, replicas int) held {
 	}
 	h.Settings = settingsOf(env)
 	for _, v := range p.Volumes {
-		// The NATS CA is public and every pod holds it (checked on its own).
-		if v.Secret != nil && v.Secret.SecretName != natsTLSSecret {
+		// The NATS CA is public and every pod holds it; the gateway's
+		// tokens and the optional one-tap key are the configuration's
+		// (each checked on its own).
+		if v.Secret != nil && v.Secret.SecretName != natsTLSSecret && v.Secret.SecretName != gatewayTokensSecret && v.Secret.SecretName != oneTapKeySecret {
 			for _, it := range v.Secret.Items {
 				h.Files = append(h.Files, it.Key)
 			}
@@ -309,6 +360,9 @@ func TestKubernetesManifestsMatchTheChaosLayout(t *testing.T) {
 			if len(in.From) != 1 || len(in.Ports) != 1 {
 				t.Fatalf("an ingress rule of the NetworkPolicy is not one source to one port: %+v", in)
 			}
+			if in.From[0].PodSelector == nil || in.From[0].NamespaceSelector != nil {
+				t.Fatalf("an ingress rule of the NetworkPolicy is not one pod selector of this namespace: %+v", in)
+			}
 			sel := in.From[0].PodSelector.MatchLabels
 			switch {
 			case sel[natsClientLabel] == "true" && len(sel) == 1:
@@ -326,6 +380,136 @@ func TestKubernetesManifestsMatchTheChaosLayout(t *testing.T) {
 			if p.Port == 8222 {
 				t.Fatal("the nats Service exposes monitoring (8222), which has no authentication")
 			}
+		}
+	})
+	t.Run("every_deployment_is_probed_on_what_it_serves_and_sized", func(t *testing.T) {
+		for _, o := range objs {
+			if o.Kind != "Deployment" {
+				continue
+			}
+			c := o.Spec.Template.Spec.Containers[0]
+			port := httpPort(t, c.Args)
+			for _, p := range []struct {
+				kind, path string
+				probe      *k8sProbe
+			}{{"readiness", "/healthz", c.ReadinessProbe}, {"liveness", "/livez", c.LivenessProbe}} {
+				got := "none"
+				if p.probe != nil && p.probe.HTTPGet != nil {
+					got = fmt.Sprintf("GET %s on %d", p.probe.HTTPGet.Path, p.probe.HTTPGet.Port)
+				}
+				if want := fmt.Sprintf("GET %s on %d", p.path, port); got != want {
+					t.Errorf("%s's %s probe is %s; want %s, where `airlock serve --http` answers it", o.Metadata.Name, p.kind, got, want)
+				}
+			}
+			r := c.Resources
+			if r.Requests["cpu"] == "" || r.Requests["memory"] == "" || r.Limits["memory"] == "" {
+				t.Errorf("%s requests %v and limits %v; want a CPU and memory request and a memory limit", o.Metadata.Name, r.Requests, r.Limits)
+			}
+		}
+	})
+	t.Run("the_gateway_serves_the_example_endpoints_with_tokens_only_it_holds", func(t *testing.T) {
+		gw := configMapConfig(t, byName["ConfigMap/airlock-config"]).Gateway
+		if want := exampleConfig(t).Gateway; !reflect.DeepEqual(gw, want) {
+			t.Fatalf("the ConfigMap's gateway section is %+v; deploy/airlock.example.yaml's is %+v", gw, want)
+		}
+		mounted := false
+		for _, o := range objs {
+			p := o.Spec.Template.Spec
+			for _, v := range p.Volumes {
+				if v.Secret == nil || v.Secret.SecretName != gatewayTokensSecret {
+					continue
+				}
+				if o.Metadata.Name != "airlock-gateway" {
+					t.Fatalf("%s %s mounts the gateway's tokens (%s)", o.Kind, o.Metadata.Name, gatewayTokensSecret)
+				}
+				if v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o077 != 0 || len(v.Secret.Items) > 0 {
+					t.Errorf("%s mounts %s with mode %v and items %+v; want all its tokens, readable by their owner alone", o.Metadata.Name, gatewayTokensSecret, v.Secret.DefaultMode, v.Secret.Items)
+				}
+				for _, m := range p.Containers[0].VolumeMounts {
+					if m.Name != v.Name {
+						continue
+					}
+					for _, e := range gw.Endpoints {
+						if filepath.Dir(e.TokenFile) != m.MountPath {
+							t.Errorf("endpoint %s reads its token from %s; %s is mounted at %s", e.Name, e.TokenFile, gatewayTokensSecret, m.MountPath)
+						}
+					}
+					mounted = true
+				}
+			}
+		}
+		if !mounted {
+			t.Fatalf("no Deployment mounts %s", gatewayTokensSecret)
+		}
+	})
+	// email.one_tap is off by default; whoever turns it on needs its key
+	// where both the mailer (approval) and the console read it, and
+	// nowhere else: it makes the links that pre-bind a decision.
+	t.Run("the_one_tap_key_is_mounted_where_the_mailer_and_the_console_read_it_and_nowhere_else", func(t *testing.T) {
+		keyDir := filepath.Dir(exampleConfig(t).Email.OneTap.KeyFile)
+		var holders []string
+		for _, o := range objs {
+			p := o.Spec.Template.Spec
+			for _, v := range p.Volumes {
+				if v.Secret == nil || v.Secret.SecretName != oneTapKeySecret {
+					continue
+				}
+				holders = append(holders, o.Metadata.Name)
+				if v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o077 != 0 || !v.Secret.Optional {
+					t.Errorf("%s mounts %s with mode %v, optional %v; want it readable by its owner alone, and optional (the links are off by default)", o.Metadata.Name, oneTapKeySecret, v.Secret.DefaultMode, v.Secret.Optional)
+				}
+				at := ""
+				for _, m := range p.Containers[0].VolumeMounts {
+					if m.Name == v.Name {
+						at = m.MountPath
+					}
+				}
+				if at != keyDir {
+					t.Errorf("%s mounts %s at %q; email.one_tap.key_file is in %s", o.Metadata.Name, oneTapKeySecret, at, keyDir)
+				}
+			}
+		}
+		sort.Strings(holders)
+		if want := []string{"airlock-approval", "airlock-console"}; !slices.Equal(holders, want) {
+			t.Errorf("%s is mounted by %v; want %v", oneTapKeySecret, holders, want)
+		}
+	})
+	t.Run("the_gateway_service_keeps_a_client_on_the_replica_holding_its_session", func(t *testing.T) {
+		svc, ok := byName["Service/airlock-gateway"]
+		if !ok {
+			t.Fatal("no Service airlock-gateway")
+		}
+		if svc.Spec.Selector["app"] != "airlock-gateway" || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort != "http" {
+			t.Fatalf("the gateway Service selects %v on ports %+v; want the gateway pods' http port", svc.Spec.Selector, svc.Spec.Ports)
+		}
+		session := configMapConfig(t, byName["ConfigMap/airlock-config"]).Gateway.SessionTimeout
+		if svc.Spec.SessionAffinity != "ClientIP" || time.Duration(svc.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds)*time.Second < session {
+			t.Fatalf("the gateway Service's affinity is %q for %ds; want ClientIP for at least gateway.session_timeout (%s): a session lives in one replica",
+				svc.Spec.SessionAffinity, svc.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds, session)
+		}
+	})
+	t.Run("agents_reach_the_gateway_and_it_reaches_nats_only", func(t *testing.T) {
+		np, ok := byName["NetworkPolicy/airlock-gateway"]
+		if !ok {
+			t.Fatal("no NetworkPolicy airlock-gateway")
+		}
+		if np.Spec.PodSelector.MatchLabels["app"] != "airlock-gateway" || !slices.Contains(np.Spec.PolicyTypes, "Ingress") || !slices.Contains(np.Spec.PolicyTypes, "Egress") {
+			t.Fatalf("the NetworkPolicy selects %v for %v; want the gateway pods, ingress and egress", np.Spec.PodSelector.MatchLabels, np.Spec.PolicyTypes)
+		}
+		var in, out []string
+		for _, r := range np.Spec.Ingress {
+			in = append(in, peersToPorts(r.From, r.Ports)...)
+		}
+		for _, r := range np.Spec.Egress {
+			out = append(out, peersToPorts(r.To, r.Ports)...)
+		}
+		sort.Strings(in)
+		sort.Strings(out)
+		if want := []string{"pods airlock-mcp-client=true: TCP 8080"}; !slices.Equal(in, want) {
+			t.Errorf("the gateway lets in %q; want %q", in, want)
+		}
+		if want := []string{"any namespace, pods k8s-app=kube-dns: TCP 53", "any namespace, pods k8s-app=kube-dns: UDP 53", "pods app=nats: TCP 4222"}; !slices.Equal(out, want) {
+			t.Errorf("the gateway may reach %q; want %q (NATS's client port and DNS)", out, want)
 		}
 	})
 	t.Run("no_service_beyond_the_chaos_layout", func(t *testing.T) {
@@ -347,15 +531,7 @@ func TestKubernetesManifestsMatchTheChaosLayout(t *testing.T) {
 		}
 	})
 	t.Run("streams_and_buckets_are_R3_on_a_3_node_cluster", func(t *testing.T) {
-		cm := byName["ConfigMap/airlock-config"]
-		file := filepath.Join(t.TempDir(), "airlock.yaml")
-		if err := os.WriteFile(file, []byte(cm.Data["airlock.yaml"]), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := config.Load(file, nil)
-		if err != nil {
-			t.Fatalf("the ConfigMap's airlock.yaml: %v", err)
-		}
+		cfg := configMapConfig(t, byName["ConfigMap/airlock-config"])
 		if cfg.Stream.Replicas != NATSNodes || cfg.Buckets.Replicas != NATSNodes {
 			t.Fatalf("stream replicas %d, bucket replicas %d, want %d", cfg.Stream.Replicas, cfg.Buckets.Replicas, NATSNodes)
 		}
@@ -365,13 +541,91 @@ func TestKubernetesManifestsMatchTheChaosLayout(t *testing.T) {
 	})
 }
 
+// gatewayTokensSecret holds the gateway endpoints' bearer tokens.
+const gatewayTokensSecret = "airlock-gateway-tokens"
+
+// oneTapKeySecret holds email.one_tap's key (optional).
+const oneTapKeySecret = "airlock-onetap-key"
+
+// configMapConfig loads the ConfigMap's airlock.yaml as the services do.
+func configMapConfig(t *testing.T, cm k8sObject) config.Config {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "airlock.yaml")
+	if err := os.WriteFile(file, []byte(cm.Data["airlock.yaml"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(file, nil)
+	if err != nil {
+		t.Fatalf("the ConfigMap's airlock.yaml: %v", err)
+	}
+	return cfg
+}
+
+// exampleConfig is deploy/airlock.example.yaml, loaded.
+func exampleConfig(t *testing.T) config.Config {
+	t.Helper()
+	cfg, err := config.Load(filepath.Join(deployDir, "airlock.example.yaml"), nil)
+	if err != nil {
+		t.Fatalf("deploy/airlock.example.yaml: %v", err)
+	}
+	return cfg
+}
+
+// httpPort is the port of `--http ADDR` in a service's arguments.
+func httpPort(t *testing.T, args []string) int {
+	t.Helper()
+	i := slices.Index(args, "--http")
+	if i < 0 || i+1 >= len(args) {
+		t.Fatalf("%v names no --http address", args)
+	}
+	_, port, err := net.SplitHostPort(args[i+1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// peersToPorts reads a NetworkPolicy rule as "who: PROTO port" lines.
+func peersToPorts(peers []k8sPeer, ports []k8sPort) []string {
+	var out []string
+	for _, p := range peers {
+		who := ""
+		if p.NamespaceSelector != nil {
+			who = "namespace " + labels(p.NamespaceSelector.MatchLabels) + ", "
+			if len(p.NamespaceSelector.MatchLabels) == 0 {
+				who = "any namespace, "
+			}
+		}
+		if p.PodSelector != nil {
+			who += "pods " + labels(p.PodSelector.MatchLabels)
+		}
+		for _, pt := range ports {
+			out = append(out, fmt.Sprintf("%s: %s %d", who, cmp.Or(pt.Protocol, "TCP"), pt.Port))
+		}
+	}
+	return out
+}
+
+func labels(m map[string]string) string {
+	var out []string
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
 // --- compose ---
 
 type composeService struct {
 	Command     []string          `yaml:"command"`
 	Environment map[string]string `yaml:"environment"`
 	EnvFile     any               `yaml:"env_file"`
-	Secrets     []string          `yaml:"secrets"`
+	Secrets     []composeSecret   `yaml:"secrets"`
 	Deploy      struct {
 		Replicas int `yaml:"replicas"`
 	} `yaml:"deploy"`
@@ -383,6 +637,18 @@ type composeService struct {
 type composeConfig struct {
 	Source string `yaml:"source"`
 	Target string `yaml:"target"`
+}
+
+// composeSecret is a secret a compose service is given: its name (short
+// syntax, mounted at /run/secrets/<name>) or a source and target.
+type composeSecret composeConfig
+
+func (c *composeSecret) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		c.Source, c.Target = n.Value, "/run/secrets/"+n.Value
+		return nil
+	}
+	return n.Decode((*composeConfig)(c))
 }
 
 func TestComposeFileMatchesTheChaosLayout(t *testing.T) {
@@ -406,8 +672,22 @@ func TestComposeFileMatchesTheChaosLayout(t *testing.T) {
 	for name := range f.Services {
 		others[name] = true
 	}
+	// The gateway's configuration (compose gives it to policy and gateway).
+	gwConfig, err := config.Load(filepath.Join(deployDir, "gateway.yaml"), nil)
+	if err != nil {
+		t.Fatalf("deploy/gateway.yaml: %v", err)
+	}
+	tokenFiles := map[string]bool{}
+	for _, e := range gwConfig.Gateway.Endpoints {
+		tokenFiles[e.TokenFile] = true
+	}
 	heldBy := func(s composeService) held {
-		h := held{Replicas: s.Deploy.Replicas, Files: append([]string(nil), s.Secrets...)}
+		h := held{Replicas: s.Deploy.Replicas}
+		for _, sec := range s.Secrets {
+			if !tokenFiles[sec.Target] { // the configuration's, checked on their own
+				h.Files = append(h.Files, sec.Source)
+			}
+		}
 		var env []string
 		for k, v := range s.Environment {
 			env = append(env, k)
@@ -477,6 +757,26 @@ func TestComposeFileMatchesTheChaosLayout(t *testing.T) {
 				return c.Target == ca && f.Configs[c.Source].File == "./secrets/nats-tls/ca.crt"
 			}) {
 				t.Fatalf("%s is not given the nodes' ca.crt at %s: configs %+v", name, ca, s.Configs)
+			}
+		}
+	})
+	t.Run("policy_and_gateway_read_the_example_endpoints_and_only_the_gateway_holds_their_tokens", func(t *testing.T) {
+		if want := exampleConfig(t).Gateway; !reflect.DeepEqual(gwConfig.Gateway, want) {
+			t.Fatalf("deploy/gateway.yaml's gateway section is %+v; deploy/airlock.example.yaml's is %+v", gwConfig.Gateway, want)
+		}
+		for _, name := range []string{"policy", "gateway"} {
+			s := f.Services[name]
+			file := s.Environment["AIRLOCK_CONFIG"]
+			if !slices.ContainsFunc(s.Configs, func(c composeConfig) bool { return c.Target == file && f.Configs[c.Source].File == "./gateway.yaml" }) {
+				t.Errorf("%s reads the configuration %q, not deploy/gateway.yaml (configs %+v): the policy binds the endpoints' profiles, the gateway serves them", name, file, s.Configs)
+			}
+		}
+		for e := range tokenFiles {
+			for name, s := range f.Services {
+				has := slices.ContainsFunc(s.Secrets, func(c composeSecret) bool { return c.Target == e })
+				if has != (name == "gateway") {
+					t.Errorf("%s is given the token file %s: %v; want the gateway alone", name, e, has)
+				}
 			}
 		}
 	})

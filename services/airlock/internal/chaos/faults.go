@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"syscall"
 	"time"
 
@@ -56,6 +57,9 @@ func schedule(seed int64, p profile, load time.Duration) []fault {
 		}
 		lane = append(lane, fault{Kind: faultKill, Target: fmt.Sprintf("%s-%d", s.Name, 1+r.IntN(s.Replicas)), For: between(p.killDown[0], p.killDown[1])})
 	}
+	// And one a gateway replica, while MCP clients call through it.
+	gw := service("gateway")
+	lane = append(lane, fault{Kind: faultKill, Target: fmt.Sprintf("%s-%d", gw.Name, 1+r.IntN(gw.Replicas)), For: between(p.killDown[0], p.killDown[1])})
 	for range p.pauses {
 		lane = append(lane, fault{Kind: faultPause, Target: fmt.Sprintf("n%d", 1+r.IntN(NATSNodes)), For: between(p.pauseFor[0], p.pauseFor[1])})
 	}
@@ -119,7 +123,11 @@ func (in *injector) run(ctx context.Context, loadStart time.Time, f fault) fault
 	recovered := make(chan struct{})
 	measure := func(since time.Time) {
 		defer close(recovered)
-		res.RecoveredAfter, res.Recovered = in.d.probe(ctx, since, in.p.recoverWithin+f.For)
+		probe := in.d.probe
+		if f.Kind == faultKill && strings.HasPrefix(f.Target, "gateway-") {
+			probe = in.d.mcp.probe // recovered: an MCP client's call through the gateway completed
+		}
+		res.RecoveredAfter, res.Recovered = probe(ctx, since, in.p.recoverWithin+f.For)
 	}
 	res.Start = time.Now()
 	switch f.Kind {

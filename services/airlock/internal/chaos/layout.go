@@ -55,6 +55,7 @@ type layout struct {
 	slack       *slackfake.Server
 	slackSecret string
 	slackURL    string            // the Slack fake's Web API base
+	mcpToken    string            // the bearer token of the gateway's endpoint
 	agents      map[string]string // agent → credential file
 	passwords   map[string]string // reviewer → console password
 	admin       *nats.Conn
@@ -353,6 +354,15 @@ func (l *layout) writeConfig(p profile) error {
 	if err := l.servicePorts(); err != nil {
 		return err
 	}
+	// The gateway endpoint's token, a file only the gateway's configuration
+	// names (in Kubernetes, a Secret only its pods mount).
+	l.mcpToken = seal.NewKey().Hex()
+	if err := os.MkdirAll(filepath.Dir(l.mcpTokenFile()), 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(l.mcpTokenFile()), err)
+	}
+	if err := os.WriteFile(l.mcpTokenFile(), []byte(l.mcpToken+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write the gateway's token: %w", err)
+	}
 	cfg := fmt.Sprintf(`# What every airlock service of this run reads; secrets come from the environment.
 nats: {tls: {ca_file: %[12]q}}
 stream: {replicas: %[1]d}
@@ -372,9 +382,12 @@ console:
 %[9]sslack:
   channel: %[10]q
   users: {%[11]s}
+gateway:
+  endpoints:
+    - {name: %[13]s, agent: %[14]s, token_file: %[15]q, answer_within: %[16]s}
 `, NATSNodes, l.consoles[0], filepath.Join(l.dir, "policy"), groupReviewers, strings.Join(reviewers, ", "),
 		filepath.Join(l.dir, "tools.yaml"), filepath.Join(l.dir, "sandbox"), p.ackWait, users.String(), slackChannel, slackUserMap(),
-		l.natsTLS().CAFile)
+		l.natsTLS().CAFile, mcpEndpoint, mcpAgent, l.mcpTokenFile(), mcpAnswerWithin)
 	if err := os.WriteFile(l.configFile(), []byte(cfg), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", l.configFile(), err)
 	}
@@ -410,6 +423,20 @@ servers:
       %[11]s: {}
 `, serverHook, serverSlow, l.tools.URL, toolSecretEnv, toolLookup, toolNotify, toolTransfer, toolSync, toolDrop, p.slowTimeout, toolWait)
 	return os.WriteFile(filepath.Join(l.dir, "tools.yaml"), []byte(tools), 0o600)
+}
+
+// mcpTokenFile is the gateway endpoint's token_file.
+func (l *layout) mcpTokenFile() string {
+	return filepath.Join(l.keysDir, "gateway", mcpEndpoint+".token")
+}
+
+// mcpURLs are the gateway endpoint's URL at each gateway replica.
+func (l *layout) mcpURLs() []string {
+	var out []string
+	for _, p := range l.ports["gateway"] {
+		out = append(out, fmt.Sprintf("http://127.0.0.1:%d/mcp/%s", p, mcpEndpoint))
+	}
+	return out
 }
 
 func slackUserMap() string {

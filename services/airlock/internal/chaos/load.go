@@ -140,6 +140,8 @@ type driver struct {
 	tokens   map[string]string // reviewer → personal API token
 	cons     *consoles
 	probeSeq atomic.Int64
+	// mcp: the MCP clients calling through the gateway replicas.
+	mcp *mcpLoad
 
 	mu      sync.Mutex
 	records []*callRecord
@@ -443,6 +445,59 @@ func (d *driver) probe(ctx context.Context, since time.Time, limit time.Duration
 			return limit, false
 		case <-ctx.Done():
 			return 0, false
+		}
+	}
+}
+
+// reviewMCP plays the reviewers for the MCP clients' calls that wait for a
+// person: it lists them over the REST API and approves each after a
+// person's think time, until stop closes (then it waits for the decisions
+// it started).
+func (d *driver) reviewMCP(ctx context.Context, stop <-chan struct{}) {
+	r := rand.New(rand.NewPCG(uint64(d.seed), 120))
+	seen := map[string]bool{}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		who := reviewers[r.IntN(len(reviewers))]
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		recs, err := d.cons.pending(lctx, d.tokens[who], mcpAgent)
+		cancel()
+		if err != nil {
+			d.mcp.noteReviewErr(err)
+			continue
+		}
+		for _, rec := range recs {
+			call, rev := rec.GetCall().GetCallId(), max(rec.GetCall().GetRevision(), 1)
+			if key := fmt.Sprintf("%s/%d", call, rev); seen[key] {
+				continue
+			} else {
+				seen[key] = true
+			}
+			think := time.Duration(500+r.IntN(2500)) * time.Millisecond
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				select {
+				case <-time.After(think): // a person reads the call
+				case <-ctx.Done():
+					return
+				}
+				dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				if _, err := d.cons.decideREST(dctx, d.tokens[who], mcpAgent, call, "approve", map[string]any{"revision": rev}); err != nil {
+					d.mcp.noteReviewErr(err)
+				}
+			}()
 		}
 	}
 }

@@ -177,6 +177,32 @@ func (c *consoles) record(ctx context.Context, token, agent, call string, rev ui
 	return resp.GetRecord(), nil
 }
 
+// pending lists the calls of agent waiting for a person, through the REST API.
+func (c *consoles) pending(ctx context.Context, token, agent string) ([]*airlockv1.ApprovalRecord, error) {
+	status, body, err := c.api(ctx, http.MethodGet, "/api/v1/approvals?agent="+agent, token, nil)
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("list %s's pending calls: status %d: %.200s", agent, status, body)
+	}
+	var list struct {
+		Records []json.RawMessage `json:"records"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, fmt.Errorf("list %s's pending calls: %w", agent, err)
+	}
+	var out []*airlockv1.ApprovalRecord
+	for _, raw := range list.Records {
+		rec := &airlockv1.ApprovalRecord{}
+		if err := envelope.JSONRead.Unmarshal(raw, rec); err != nil {
+			return nil, fmt.Errorf("list %s's pending calls: %w", agent, err)
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
 // decideREST posts a decision (approve, reject, changes) as the token's
 // owner and returns the approval service's answer.
 func (c *consoles) decideREST(ctx context.Context, token, agent, call, action string, body map[string]any) (*airlockv1.DecideResponse, error) {

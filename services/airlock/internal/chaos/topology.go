@@ -4,8 +4,9 @@
 // every service as separate `airlock serve` processes each holding only its
 // own NATS seed and seal keys, a private ClickHouse, a webhook tool server and
 // a fake of Slack's Web API — drives a bounded mixed load through agents (the
-// Go SDK), reviewers (the console's REST API with personal tokens, signed
-// Slack interaction posts) and calls left to expire, while a seeded fault
+// Go SDK), MCP clients (through the gateway replicas), reviewers (the
+// console's REST API with personal tokens, signed Slack interaction posts)
+// and calls left to expire, while a seeded fault
 // schedule kills, pauses and restarts the pieces; then it checks from the
 // stream, ClickHouse and the tool server that nothing was lost or run twice,
 // and prints a report.
@@ -36,8 +37,7 @@ type Service struct {
 	ToolSecrets bool
 }
 
-// Topology is every service of the production layout. The MCP gateway
-// (natsauth.RoleGateway) is not deployed yet.
+// Topology is every service of the production layout.
 func Topology() []Service {
 	return []Service{
 		{Name: "policy", Role: natsauth.RolePolicy, Replicas: 2, DecisionKey: true, FrontendKey: true},
@@ -45,6 +45,9 @@ func Topology() []Service {
 		{Name: "executor", Role: natsauth.RoleExecutor, Replicas: 2, DecisionKey: true, ToolSecrets: true},
 		{Name: "audit", Role: natsauth.RoleAudit, Replicas: 2, ClickHouse: true, AuditKey: true},
 		{Name: "console", Role: natsauth.RoleConsole, Replicas: 2, FrontendKey: true, SlackBot: true, SlackSigning: true},
+		// Its endpoints' bearer token files are named by the configuration
+		// (gateway.endpoints[].token_file) and given to it alone.
+		{Name: "gateway", Role: natsauth.RoleGateway, Replicas: 2, FrontendKey: true},
 	}
 }
 
