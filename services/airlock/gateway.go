@@ -115,7 +115,7 @@ func runGatewayStdio(ctx context.Context, g *globals, cfg config.Config, endpoin
 	if err != nil {
 		return err
 	}
-	deps, err := connectSaying(ctx, cfg, log, "airlock-gateway-stdio", connectWait, stderr, gatewayDialer(e, true))
+	deps, err := connectSaying(ctx, cfg, log, "airlock-gateway-stdio", connectWait, stderr, gatewayDialer(fmt.Sprintf("endpoint %s (agent %s)", e.Name, e.Agent), true))
 	if err != nil {
 		return err
 	}
@@ -148,10 +148,10 @@ type dialer struct {
 	FixUnreachable string
 }
 
-// gatewayDialer is the gateway connecting for endpoint e (stdio: its MCP
-// client starts it again).
-func gatewayDialer(e config.GatewayEndpoint, stdio bool) dialer {
-	d := dialer{Who: "airlock gateway", For: fmt.Sprintf(" for endpoint %s (agent %s)", e.Name, e.Agent), Whose: "the gateway's",
+// gatewayDialer is the gateway connecting for what serves ("endpoint
+// bot (agent bot)"); stdio: its MCP client starts it again.
+func gatewayDialer(serves string, stdio bool) dialer {
+	d := dialer{Who: "airlock gateway", For: " for " + serves, Whose: "the gateway's",
 		FixCredential:  "run the gateway with the data dir of the `airlock dev` it serves (--data DIR), or configure nats.nkey_seed_file or nats.credentials",
 		FixUnreachable: "start airlock (`airlock dev`, or `go tool task up` in its repository) and run `airlock gateway` again, or point --nats at the NATS airlock runs on"}
 	if stdio {
@@ -210,8 +210,7 @@ func isAuthError(err error) bool {
 
 // serveGatewayHTTP is `airlock serve gateway` with the gateway's defaults.
 func serveGatewayHTTP(ctx context.Context, g *globals, cfg config.Config, connectWait time.Duration, stderr io.Writer) error {
-	d := gatewayDialer(cfg.Gateway.Endpoints[0], false)
-	d.For = " for endpoints " + strings.Join(cfg.Gateway.Names(), ", ")
+	d := gatewayDialer("endpoints "+strings.Join(cfg.Gateway.Names(), ", "), false)
 	return serveServices(ctx, g, cfg, []string{"gateway"}, connectWait, stderr, d, func(log *slog.Logger, addr string) {
 		for _, e := range cfg.Gateway.Endpoints {
 			log.Info("gateway endpoint", "endpoint", e.Name, "url", "http://"+addr+e.HTTPPath(), "agent", e.Agent)
