@@ -33,9 +33,12 @@ type registry struct {
 	// answer the last time it was asked (unknown).
 	got *airlockv1.ToolsListResponse
 	// asked is when the last ask began; asking is closed when the ask
-	// under way ends (nil: none is).
+	// under way ends (nil: none is). waited: a page already waited
+	// registryPageWait for it in vain, so no other does (an inbox of many
+	// rows waits once, not once a row).
 	asked  time.Time
 	asking chan struct{}
+	waited bool
 }
 
 // lacks says what the registry lacks of call's tool, for a call that waits
@@ -55,18 +58,19 @@ func (r *registry) lacks(ctx context.Context, call *airlockv1.ToolCall) *executo
 
 // current is the list to show now: the cached one, asked again in the
 // background once it is older than registryFresh; with none cached, the
-// answer of an ask under way if it comes within registryPageWait.
+// answer of an ask under way if it comes within registryPageWait (waited
+// once per ask).
 func (r *registry) current(ctx context.Context) *airlockv1.ToolsListResponse {
 	r.mu.Lock()
 	if r.asking == nil && (r.asked.IsZero() || r.now().Sub(r.asked) >= registryFresh) {
-		r.asking, r.asked = make(chan struct{}), r.now()
+		r.asking, r.asked, r.waited = make(chan struct{}), r.now(), false
 		// The ask outlives the page that started it: its answer serves the
 		// next pages.
 		go r.ask(context.WithoutCancel(ctx), r.asking)
 	}
-	list, asking := r.got, r.asking
+	list, asking, waited := r.got, r.asking, r.waited
 	r.mu.Unlock()
-	if list != nil || asking == nil {
+	if list != nil || asking == nil || waited {
 		return list
 	}
 	t := time.NewTimer(registryPageWait)
@@ -78,6 +82,9 @@ func (r *registry) current(ctx context.Context) *airlockv1.ToolsListResponse {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.asking == asking {
+		r.waited = true // still under way: the next pages do not wait
+	}
 	return r.got
 }
 

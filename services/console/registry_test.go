@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -41,6 +42,9 @@ func TestTheRegistryDelaysNoPageAndIsAskedOnceForMany(t *testing.T) {
 			asked := startExecutorTools(t, e, tc.executor)
 			rec := pending("call_n", "bot", "demo__nope", map[string]any{}, 0)
 			e.approval.put(rec)
+			for i := range 20 { // an inbox of many rows waits no longer than one
+				e.approval.put(pending(fmt.Sprintf("call_%d", i), "bot", "demo__nope", map[string]any{}, 0))
+			}
 			tok, err := onetap.NewKey(sk).Mint(onetap.Token{Agent: "bot", Call: "call_n", Revision: 1, Digest: rec.GetArgumentsDigest(),
 				Approver: "alice", Action: onetap.Approve, Expires: time.Now().Add(time.Hour)})
 			if err != nil {
