@@ -265,7 +265,7 @@ func (con *Console) apiGet(c echo.Context) error {
 	}
 	var unknown *executorapi.Absence
 	if rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
-		unknown = con.tools.lacks(c.Request().Context(), rec.GetCall())
+		unknown = con.unknownTool(c.Request().Context(), principal(c), rec.GetCall())
 	}
 	if unknown == nil {
 		return protoJSONBlob(c, http.StatusOK, &airlockv1.GetResponse{Record: calls.Showable(rec)})

@@ -84,7 +84,7 @@ func (con *Console) inboxRows(ctx context.Context, p Principal, recs []*airlockv
 // inboxRow is one pending call as p's inbox shows it, flagged when it
 // cannot run even approved.
 func (con *Console) inboxRow(ctx context.Context, p Principal, rec *airlockv1.ApprovalRecord) template.HTML {
-	unknownTool := con.tools.lacks(ctx, rec.GetCall())
+	unknownTool := con.unknownTool(ctx, p, rec.GetCall())
 	as := con.asPerson(p, rec)
 	return con.rowAs("row", rec, func(v *callView) {
 		as(v)

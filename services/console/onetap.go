@@ -168,7 +168,7 @@ func (con *Console) oneTapCheck(c echo.Context) (oneTapChecked, error) {
 	v.Call, v.Found = newCallView(rec), true
 	v.Title = "Decide " + v.Call.FullTool + " · " + v.Call.ID
 	con.asPerson(p, rec)(&v.Call)
-	v.Call.UnknownTool = con.tools.lacks(ctx, rec.GetCall())
+	v.Call.UnknownTool = con.unknownTool(ctx, p, rec.GetCall())
 	if !v.Call.YouMayDecide {
 		err := apierr.New(apierr.NotAuthorized, "%s. Open the call's page to see who can decide it.", con.whyNot(p, rec))
 		con.recordOneTapRefused(c, p, err)

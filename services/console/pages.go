@@ -213,7 +213,7 @@ func (con *Console) callPage(c echo.Context) error {
 	v.Title, v.Nav = v.Call.FullTool+" · "+v.Call.ID, "inbox"
 	con.asPerson(principal(c), rec)(&v.Call)
 	if v.Call.Pending {
-		v.Call.UnknownTool = con.tools.lacks(ctx, rec.GetCall())
+		v.Call.UnknownTool = con.unknownTool(ctx, principal(c), rec.GetCall())
 	}
 	v.Call.Sandbox, v.Call.SandboxPath = demoSandbox(con.cfg, rec.GetCall())
 	// Approving a whole thread takes a reviewer (a requester confirms only

@@ -103,3 +103,15 @@ func (r *registry) ask(ctx context.Context, done chan struct{}) {
 	r.mu.Unlock()
 	close(done)
 }
+
+// unknownTool is registry.lacks as p may see it: what the registry has
+// instead only for those who read every call (reviewers, auditors); the
+// others (someone confirming their own call), like agents, are told only
+// that the tool is missing.
+func (con *Console) unknownTool(ctx context.Context, p Principal, call *airlockv1.ToolCall) *executorapi.Absence {
+	a := con.tools.lacks(ctx, call)
+	if !p.CanRead() {
+		return a.Bare()
+	}
+	return a
+}

@@ -38,13 +38,20 @@ func TestTheRegistryDelaysNoPageAndIsAskedOnceForMany(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			keyFile, sk := oneTapKey(t)
-			e := newEnvWith(t, func(c *config.Config) { c.Email.OneTap = config.OneTap{Enabled: true, KeyFile: keyFile} })
+			e := newEnvWith(t, func(c *config.Config) {
+				c.Email.OneTap = config.OneTap{Enabled: true, KeyFile: keyFile}
+				c.Console.Users = append(c.Console.Users, config.User{Name: "carol", PasswordHash: c.Console.Users[0].PasswordHash})
+			})
 			asked := startExecutorTools(t, e, tc.executor)
 			rec := pending("call_n", "bot", "demo__nope", map[string]any{}, 0)
 			e.approval.put(rec)
 			for i := range 20 { // an inbox of many rows waits no longer than one
 				e.approval.put(pending(fmt.Sprintf("call_%d", i), "bot", "demo__nope", map[string]any{}, 0))
 			}
+			// Made for carol, who has no role: she confirms only her own calls.
+			forCarol := pending("call_c", "bot", "demo__nope", map[string]any{}, 0)
+			forCarol.Call.OnBehalfOf, forCarol.Call.OnBehalfOfVerified = "carol", true
+			e.approval.put(forCarol)
 			tok, err := onetap.NewKey(sk).Mint(onetap.Token{Agent: "bot", Call: "call_n", Revision: 1, Digest: rec.GetArgumentsDigest(),
 				Approver: "alice", Action: onetap.Approve, Expires: time.Now().Add(time.Hour)})
 			if err != nil {
@@ -70,6 +77,17 @@ func TestTheRegistryDelaysNoPageAndIsAskedOnceForMany(t *testing.T) {
 						t.Errorf("page %d of %s warns that the call cannot run: %v, want %v", i, path, warned, tc.warned)
 					}
 				}
+			}
+			// Only those who read every call see what the registry has.
+			if has := strings.Contains(b.get("/calls/bot/call_n").Body, "has echo"); has != tc.warned {
+				t.Errorf("a reviewer is told what the registry has instead: %v, want %v", has, tc.warned)
+			}
+			carol := e.browser()
+			carol.signIn("carol")
+			p := carol.get("/calls/bot/call_c")
+			if p.Status != http.StatusOK || strings.Contains(strings.ToLower(p.Body), "cannot run") != tc.warned || strings.Contains(p.Body, "has echo") {
+				t.Errorf("carol's own call: status %d, warned %v (want %v), told what the registry has %v (want false)",
+					p.Status, strings.Contains(strings.ToLower(p.Body), "cannot run"), tc.warned, strings.Contains(p.Body, "has echo"))
 			}
 			if n := asked.Load(); tc.executor != "" && n != 1 {
 				t.Errorf("the registry was asked %d times for 9 pages within seconds, want once", n)
