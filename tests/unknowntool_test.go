@@ -3,6 +3,8 @@ package tests
 import (
 	"encoding/json"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +76,13 @@ func TestThoseWhoDecideAreToldOfACallThatCannotRun(t *testing.T) {
 				strings.Join(u.ServerTools, ",") != "echo,read_file,write_file" ||
 				!strings.Contains(u.Message, "the tool registry has no tool demo__nope (server demo has echo, read_file, write_file): even approved, this call cannot run")) {
 				t.Errorf("the reviewers' record has unknown_tool %+v, want it only for demo__nope, with the server's tools", u)
+			}
+
+			// The reviewer's CLI.
+			out, err := exec.Command(airlockBinary(t), "approvals", "show", "bot/"+tc.id, "--api", dev.HTTPURL, "--token-file", filepath.Join(dev.DataDir, "admin.token")).CombinedOutput()
+			cliWant := "warning   the tool registry has no tool demo__nope (server demo has echo, read_file, write_file): even approved, this call cannot run, it would end failed (unknown_tool); reject or cancel it, or add the tool to executor.tools_file first"
+			if err != nil || strings.Contains(string(out), "warning ") != tc.warned || tc.warned && !strings.Contains(string(out), cliWant) {
+				t.Errorf("airlock approvals show (%v) warns %v, want %v, saying %q:\n%s", err, strings.Contains(string(out), "warning "), tc.warned, cliWant, out)
 			}
 
 			// The call page: a warning saying what to do, the approve button kept.
