@@ -376,6 +376,10 @@ func parsePageToken(tok string) (*pagePos, error) {
 	return &pagePos{created: n, key: key}, nil
 }
 
+// consoleFrontend is the console's name as it seals its requests
+// (services/console.Frontend).
+const consoleFrontend = "console"
+
 // Cancel withdraws a pending call on behalf of a person (endpoint "cancel"):
 // one of its approvers, the person it acts for, or an operator the
 // front-end vouches for (Actor.operator: the console's admin). Agents use
@@ -385,7 +389,10 @@ func (s *Service) Cancel(ctx context.Context, req *airlockv1.CancelRequest) (*ai
 	if err != nil {
 		return nil, err
 	}
-	by.Operator = req.GetBy().GetOperator() // counts for a cancel only: human drops it for decisions
+	// The operator role counts for a cancel only (human drops it for
+	// decisions), and only as the console vouches for it: the front-end
+	// that holds people's roles.
+	by.Operator = req.GetBy().GetOperator() && rpc.Frontend(ctx) == consoleFrontend
 	ref, err := s.newest(ctx, req.GetAgentId(), req.GetCallId())
 	if err != nil {
 		return nil, err

@@ -125,8 +125,9 @@ func TestOperatorCancelNeedsAnApproverOrTheRequester(t *testing.T) {
 	}
 }
 
-// An operator (the console's admin, vouched for as such) withdraws any
-// pending call; the vouching gives no say in a decision.
+// An operator (the console's admin, vouched for as such by the console)
+// withdraws any pending call; the vouching gives no say in a decision, and
+// no other front-end can give it.
 func TestAnOperatorCancelsAnyCallButDecidesNone(t *testing.T) {
 	w := newWorld(t)
 	w.start()
@@ -136,6 +137,13 @@ func TestAnOperatorCancelsAnyCallButDecidesNone(t *testing.T) {
 	_, err := w.api.Decide(context.Background(), &airlockv1.DecideRequest{AgentId: "bot", CallId: "dec", Revision: 1, Principal: operator, Kind: airlockv1.DecisionKind_DECISION_KIND_APPROVE})
 	mustCode(t, err, apierr.NotAuthorized)
 	w.pending(&airlockv1.ToolCall{CallId: "op", OnBehalfOf: "zoe", OnBehalfOfVerified: true}, nil)
+	// Only the console, which holds people's roles, vouches for one.
+	fk, err := w.deps.FrontendKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = approvalapi.New(w.deps.NC, fk, "slack").Cancel(context.Background(), &airlockv1.CancelRequest{AgentId: "bot", CallId: "op", By: operator, Reason: "from slack"})
+	mustCode(t, err, apierr.NotAuthorized)
 	resp, err := w.api.Cancel(context.Background(), &airlockv1.CancelRequest{AgentId: "bot", CallId: "op", By: operator, Reason: "incident: stop it"})
 	if err != nil || !resp.Changed || resp.Record.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_CANCELED || resp.Record.GetDecidedBy().GetId() != "olga" {
 		t.Fatalf("cancel by an operator: %v %v", resp, err)

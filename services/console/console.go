@@ -151,7 +151,7 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 		clients: clients, tools: tools,
 	}
 	if deps.Config.Email.OneTap.Enabled {
-		k, err := onetap.LoadKey(deps.Config.Email.OneTap)
+		k, err := onetap.LoadKey(deps.Config)
 		if err != nil {
 			return nil, fmt.Errorf("console: %w", err)
 		}

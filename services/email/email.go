@@ -106,7 +106,7 @@ func New(cfg config.Config, log *slog.Logger) (*Notifier, error) {
 	n := &Notifier{cfg: e, from: from, domain: domain, publicURL: cfg.HTTP.PublicURL, groups: groups, tls: tc,
 		log: log.With("notifier", Name), dir: calls.DirectoryOf(cfg)}
 	if e.OneTap.Enabled {
-		k, err := onetap.LoadKey(e.OneTap)
+		k, err := onetap.LoadKey(cfg)
 		if err != nil {
 			return nil, err
 		}

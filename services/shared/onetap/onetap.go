@@ -83,15 +83,31 @@ var (
 // Key is the MAC key of the links.
 type Key struct{ k seal.Key }
 
-// LoadKey reads the key email.one_tap names: its hex value, else its file
-// (refused when others may read it).
-func LoadKey(c config.OneTap) (Key, error) {
+// LoadKey reads the key cfg.Email.OneTap names: its hex value, else its
+// file (refused when others may read it). It is refused when it is the
+// decision or the front-end key (those of cfg.Security this process can
+// read): the console, which must hold the one-tap key, must never hold the
+// decision key, and a front-end key that makes links would let any
+// front-end mint them.
+func LoadKey(cfg config.Config) (Key, error) {
+	c := cfg.Email.OneTap
 	if c.Key == "" && c.KeyFile == "" {
 		return Key{}, errors.New("email.one_tap is enabled without a key: set email.one_tap.key_file (make one with `airlock keys generate FILE`) or AIRLOCK_EMAIL_ONE_TAP_KEY; mailer and console need the same key")
 	}
 	k, err := seal.Load("email.one_tap.key", c.Key, c.KeyFile)
 	if err != nil {
 		return Key{}, err
+	}
+	s := cfg.Security
+	for _, other := range []struct{ what, inline, file string }{
+		{"security.decision_key", s.DecisionKey, s.DecisionKeyFile},
+		{"security.frontend_key", s.FrontendKey, s.FrontendKeyFile},
+	} {
+		// A key this process does not hold (not configured, not mounted)
+		// cannot be compared here; the process that holds it compares.
+		if o, err := seal.Load(other.what, other.inline, other.file); err == nil && k.Same(o) {
+			return Key{}, fmt.Errorf("email.one_tap's key is %s: give the one-tap links a key of their own (`airlock keys generate FILE`)", other.what)
+		}
 	}
 	return Key{k: k}, nil
 }
@@ -127,7 +143,7 @@ func (k Key) Parse(s string, now time.Time) (Token, error) {
 	if !ok || !k.k.Verify(mac, "onetap/v1", body) {
 		return Token{}, ErrInvalid
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(body)
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(body)
 	if err != nil {
 		return Token{}, ErrInvalid
 	}

@@ -110,20 +110,43 @@ func TestBothLinksOfAnApproverShareOneUseAndOthersDoNot(t *testing.T) {
 }
 
 func TestLoadKeyRefusesAMissingKeyAndAFileOthersCanRead(t *testing.T) {
-	if _, err := onetap.LoadKey(config.OneTap{Enabled: true}); err == nil || !strings.Contains(err.Error(), "key_file") {
+	oneTap := func(o config.OneTap) config.Config { return config.Config{Email: config.Email{OneTap: o}} }
+	if _, err := onetap.LoadKey(oneTap(config.OneTap{Enabled: true})); err == nil || !strings.Contains(err.Error(), "key_file") {
 		t.Fatalf("LoadKey without a key = %v, want an error naming email.one_tap.key_file", err)
 	}
 	file := filepath.Join(t.TempDir(), "onetap.key")
 	if _, err := seal.Ensure(file); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := onetap.LoadKey(config.OneTap{Enabled: true, KeyFile: file}); err != nil {
+	if _, err := onetap.LoadKey(oneTap(config.OneTap{Enabled: true, KeyFile: file})); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(file, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := onetap.LoadKey(config.OneTap{Enabled: true, KeyFile: file}); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+	if _, err := onetap.LoadKey(oneTap(config.OneTap{Enabled: true, KeyFile: file})); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Fatalf("LoadKey of a world-readable file = %v, want a refusal", err)
+	}
+}
+
+// The one-tap key is a key of its own: an operator who gives the links the
+// decision key (which the console, reading links, must never hold) or the
+// front-end key (which every front-end holds) is refused at start-up.
+func TestLoadKeyRefusesAKeyThatIsAnotherPurposes(t *testing.T) {
+	decision, frontend, own := seal.NewKey(), seal.NewKey(), seal.NewKey()
+	security := config.Security{DecisionKey: decision.Hex(), FrontendKey: frontend.Hex()}
+	for _, c := range []struct {
+		name, key, refused string
+	}{
+		{"its_own_key_loads", own.Hex(), ""},
+		{"the_decision_key_is_refused", decision.Hex(), "security.decision_key"},
+		{"the_front_end_key_is_refused", frontend.Hex(), "security.frontend_key"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := onetap.LoadKey(config.Config{Security: security, Email: config.Email{OneTap: config.OneTap{Enabled: true, Key: c.key}}})
+			if c.refused == "" && err != nil || c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused) || !strings.Contains(err.Error(), "key of their own")) {
+				t.Fatalf("LoadKey = %v, want refused naming %q", err, c.refused)
+			}
+		})
 	}
 }

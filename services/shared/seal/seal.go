@@ -57,6 +57,10 @@ func newKey(b []byte) Key {
 // Valid reports whether k holds a key.
 func (k Key) Valid() bool { return len(k.b) == KeySize }
 
+// Same reports whether k and o are one key: keys for different purposes
+// must differ, or a holder of one holds the other.
+func (k Key) Same(o Key) bool { return k.Valid() && hmac.Equal(k.b, o.b) }
+
 // NewKey returns a random key.
 func NewKey() Key {
 	b := make([]byte, KeySize)
@@ -210,7 +214,9 @@ func (k Key) Verify(sig string, parts ...string) bool {
 	if !k.Valid() || sig == "" {
 		return false
 	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
+	// Strict: only the one spelling Sign writes verifies, so a seal cannot
+	// be altered (its last character's unused bits) and still pass.
+	got, err := base64.RawURLEncoding.Strict().DecodeString(sig)
 	if err != nil {
 		return false
 	}

@@ -169,3 +169,21 @@ func TestSumIsTheHMACOfTheLengthPrefixedParts(t *testing.T) {
 		t.Fatal(`Sum("ab", "c") equals Sum("a", "bc"): the parts are not length-prefixed`)
 	}
 }
+
+// A seal verifies in the one spelling Sign writes: flipping the unused low
+// bits of its last character, which a lenient decoder ignores, breaks it.
+func TestASealSpelledOtherwiseDoesNotVerify(t *testing.T) {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	k := NewKey()
+	sig := k.Sign("approve", "bot", "c1")
+	if !k.Verify(sig, "approve", "bot", "c1") {
+		t.Fatal("a seal as signed does not verify")
+	}
+	last := strings.IndexByte(alphabet, sig[len(sig)-1])
+	for _, flip := range []int{1, 2, 3} {
+		alt := sig[:len(sig)-1] + string(alphabet[last^flip])
+		if k.Verify(alt, "approve", "bot", "c1") {
+			t.Errorf("the seal with its last character %q for %q verifies", alt[len(alt)-1], sig[len(sig)-1])
+		}
+	}
+}
