@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/email/smtptest"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -149,6 +151,11 @@ func TestOneTapMailLinksDecideOnceOnlyForTheirApproverAndRevision(t *testing.T) 
 			t.Fatalf("root posting bob's link: %d\n%s", status, body)
 		}
 		stillPending(1, "root used bob's link")
+		// On the call's own timeline, not only the console's.
+		_, js := dev.Admin(t)
+		testenv.Eventually(t, 10*time.Second, "root's use of bob's link on the call's record", func() bool {
+			return slices.Contains(testenv.SubjectTypes(t, js, subject.OfCall("bot", call.ID)), subject.UnauthorizedAttempt)
+		})
 	})
 
 	t.Run("an_altered_link_is_refused", func(t *testing.T) {
@@ -209,6 +216,17 @@ func TestOneTapMailLinksDecideOnceOnlyForTheirApproverAndRevision(t *testing.T) 
 		t.Fatalf("the link's page does not escape what the agent wrote:\n%s", page)
 	}
 	stillPending(2, "bob opened his link")
+
+	t.Run("bobs_api_token_is_refused", func(t *testing.T) {
+		// A link decides in a person's session; automation holding bob's
+		// token decides over the REST API, where it sees what it decides.
+		token := signInWithToken(t, dev.HTTPURL, "bob").token
+		status, body := apiPost(t, dev.HTTPURL+approve, token, `{}`)
+		if status != http.StatusForbidden || !strings.Contains(body, "not with an API token") {
+			t.Fatalf("bob's API token posting his link: %d\n%s", status, body)
+		}
+		stillPending(2, "bob's API token on his link")
+	})
 
 	status, body := bob.post(approve, url.Values{"_csrf": {csrf}})
 	if status != http.StatusSeeOther {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -414,30 +413,11 @@ func (g *globals) checkTool(ctx context.Context, cfg config.Config, server, tool
 }
 
 // missingToolText says that the registry list has no tool server__tool, and
-// what it has instead; "" when it has it, or when the server could not be
-// listed just now (it may have it).
+// what it has instead (executorapi.Lacks); "" when it has it, or when the
+// server could not be listed just now (it may have it).
 func missingToolText(list *airlockv1.ToolsListResponse, server, tool string) string {
-	for _, p := range list.GetProblems() {
-		if p.GetServer() == server {
-			return ""
-		}
+	if a := executorapi.Lacks(list, server, tool); a != nil {
+		return escape.Terminal(a.Message)
 	}
-	var servers, tools []string
-	for _, t := range list.GetTools() {
-		if t.GetServer() == server {
-			if t.GetTool() == tool {
-				return ""
-			}
-			tools = append(tools, t.GetTool())
-		}
-		if !slices.Contains(servers, t.GetServer()) {
-			servers = append(servers, t.GetServer())
-		}
-	}
-	has := "its servers are " + terminalList(servers)
-	if len(tools) > 0 {
-		has = fmt.Sprintf("server %s has %s", escape.Terminal(server), terminalList(tools))
-	}
-	return fmt.Sprintf("the tool registry has no tool %s (%s): even approved, this call cannot run, it would end failed (unknown_tool)",
-		escape.Terminal(server+"__"+tool), has)
+	return ""
 }

@@ -62,7 +62,7 @@ connects as dev's gateway user and serves dev's default endpoint "bot".`,
 			if stdio {
 				return runGatewayStdio(cmd.Context(), g, cfg, endpoint, connectWait, cmd.ErrOrStderr())
 			}
-			return serveGatewayHTTP(cmd.Context(), g, cfg)
+			return serveGatewayHTTP(cmd.Context(), g, cfg, connectWait, cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -70,7 +70,7 @@ connects as dev's gateway user and serves dev's default endpoint "bot".`,
 	f.StringVar(&endpoint, "endpoint", natsauth.FirstAgent, "the endpoint --stdio serves")
 	f.StringVar(&dataDir, "data", ".airlock", "data `DIR` of airlock dev, whose gateway credentials are used when none are configured")
 	f.StringVar(&httpAddr, "http", "127.0.0.1:8080", "address of the HTTP endpoints, /healthz and /metrics")
-	f.DurationVar(&connectWait, "connect-wait", 30*time.Second, "with --stdio, how long to keep trying to reach NATS before giving up")
+	f.DurationVar(&connectWait, "connect-wait", 30*time.Second, "how long to keep trying to reach NATS before giving up")
 	return cmd
 }
 
@@ -115,15 +115,9 @@ func runGatewayStdio(ctx context.Context, g *globals, cfg config.Config, endpoin
 	if err != nil {
 		return err
 	}
-	// Said before the first attempt: a client that launched the gateway
-	// shows nothing else until the connection is made or given up.
-	fmt.Fprintf(stderr, "airlock gateway: connecting to NATS at %s %s for endpoint %s (agent %s); trying for up to %s\n",
-		bus.Redact(cfg.NATS.URL), credentialText(cfg.NATS), e.Name, e.Agent, connectWait)
-	cctx, cancel := context.WithTimeout(ctx, connectWait)
-	deps, err := svc.Connect(cctx, cfg, log, "airlock-gateway-stdio", false)
-	cancel()
+	deps, err := connectSaying(ctx, cfg, log, "airlock-gateway-stdio", connectWait, stderr, gatewayDialer(fmt.Sprintf("endpoint %s (agent %s)", e.Name, e.Agent), true))
 	if err != nil {
-		return gatewayConnectError(ctx, cfg, connectWait, err)
+		return err
 	}
 	defer func() { _ = bus.Drain(deps.NC, cfg.NATS.DrainTimeout) }()
 	gw, err := gateway.New(deps)
@@ -142,7 +136,46 @@ func runGatewayStdio(ctx context.Context, g *globals, cfg config.Config, endpoin
 	return err
 }
 
-// credentialText says what the gateway presents to NATS.
+// dialer is who connects to NATS, in the words a person reads while it
+// tries and when it gives up.
+type dialer struct {
+	// Who starts the line said before the first attempt ("airlock gateway");
+	// For ends it (" for endpoint bot (agent bot)").
+	Who, For string
+	// Whose credential a refusal names ("the gateway's"), and what to do then.
+	Whose, FixCredential string
+	// FixUnreachable says what to do when nothing answers.
+	FixUnreachable string
+}
+
+// gatewayDialer is the gateway connecting for what serves ("endpoint
+// bot (agent bot)"); stdio: its MCP client starts it again.
+func gatewayDialer(serves string, stdio bool) dialer {
+	d := dialer{Who: "airlock gateway", For: " for " + serves, Whose: "the gateway's",
+		FixCredential:  "run the gateway with the data dir of the `airlock dev` it serves (--data DIR), or configure nats.nkey_seed_file or nats.credentials",
+		FixUnreachable: "start airlock (`airlock dev`, or `go tool task up` in its repository) and run `airlock gateway` again, or point --nats at the NATS airlock runs on"}
+	if stdio {
+		d.FixUnreachable = "start airlock (`airlock dev`, or `go tool task up` in its repository) and let the MCP client start the gateway again, or point --nats at the NATS airlock runs on (`airlock dev` prints the whole stdio command line)"
+	}
+	return d
+}
+
+// connectSaying connects as svc.Connect does, trying for up to wait. It
+// says on stderr before the first attempt where it connects and as whom
+// (nothing else shows until the connection is made or given up), and
+// when it gives up, what to do.
+func connectSaying(ctx context.Context, cfg config.Config, log *slog.Logger, name string, wait time.Duration, stderr io.Writer, d dialer) (svc.Deps, error) {
+	fmt.Fprintf(stderr, "%s: connecting to NATS at %s %s%s; trying for up to %s\n", d.Who, bus.Redact(cfg.NATS.URL), credentialText(cfg.NATS), d.For, wait)
+	cctx, cancel := context.WithTimeout(ctx, wait)
+	deps, err := svc.Connect(cctx, cfg, log, name, false)
+	cancel()
+	if err != nil {
+		return svc.Deps{}, connectError(ctx, cfg, wait, d, err)
+	}
+	return deps, nil
+}
+
+// credentialText says what a connection presents to NATS.
 func credentialText(n config.NATS) string {
 	switch {
 	case n.NkeySeedFile != "":
@@ -153,9 +186,9 @@ func credentialText(n config.NATS) string {
 	return "without credentials"
 }
 
-// gatewayConnectError says why the stdio gateway could not reach NATS
-// within wait, and what to do. A stop (ctx ended) is not explained.
-func gatewayConnectError(ctx context.Context, cfg config.Config, wait time.Duration, err error) error {
+// connectError says why d could not reach NATS within wait, and what to
+// do. A stop (ctx ended) is not explained.
+func connectError(ctx context.Context, cfg config.Config, wait time.Duration, d dialer, err error) error {
 	if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrNoServers) && !isAuthError(err) {
 		return err // a TLS or credential file problem says already what to do
 	}
@@ -165,9 +198,9 @@ func gatewayConnectError(ctx context.Context, cfg config.Config, wait time.Durat
 	}
 	url := bus.Redact(cfg.NATS.URL)
 	if isAuthError(err) {
-		return fmt.Errorf("the NATS server at %s refused the gateway's credential (%v): run the gateway with the data dir of the `airlock dev` it serves (--data DIR), or configure nats.nkey_seed_file or nats.credentials", url, cause)
+		return fmt.Errorf("the NATS server at %s refused %s credential (%v): %s", url, d.Whose, cause, d.FixCredential)
 	}
-	return fmt.Errorf("cannot reach NATS at %s within %s (%v): start airlock (`airlock dev`, or `go tool task up` in its repository) and let the MCP client start the gateway again, or point --nats at the NATS airlock runs on (`airlock dev` prints the whole stdio command line)", url, wait, cause)
+	return fmt.Errorf("cannot reach NATS at %s within %s (%v): %s", url, wait, cause, d.FixUnreachable)
 }
 
 // isAuthError reports a NATS server refusing a credential.
@@ -176,8 +209,9 @@ func isAuthError(err error) bool {
 }
 
 // serveGatewayHTTP is `airlock serve gateway` with the gateway's defaults.
-func serveGatewayHTTP(ctx context.Context, g *globals, cfg config.Config) error {
-	return serveServices(ctx, g, cfg, []string{"gateway"}, func(log *slog.Logger, addr string) {
+func serveGatewayHTTP(ctx context.Context, g *globals, cfg config.Config, connectWait time.Duration, stderr io.Writer) error {
+	d := gatewayDialer("endpoints "+strings.Join(cfg.Gateway.Names(), ", "), false)
+	return serveServices(ctx, g, cfg, []string{"gateway"}, connectWait, stderr, d, func(log *slog.Logger, addr string) {
 		for _, e := range cfg.Gateway.Endpoints {
 			log.Info("gateway endpoint", "endpoint", e.Name, "url", "http://"+addr+e.HTTPPath(), "agent", e.Agent)
 		}

@@ -379,7 +379,23 @@ func TestAgentsAddUsesTheDataDirTheOtherCommandsUse(t *testing.T) {
 // ends with a sentence saying what to do, not 30 s of silence and a dial
 // error.
 func TestTheStdioGatewaySaysWhereItConnectsAndWhatToDo(t *testing.T) {
-	data := t.TempDir()
+	data, url := devDataAndNoNATS(t)
+	line, err := startUntilItGivesUp(t, "gateway", "--stdio", "--data", data, "--nats", url, "--connect-wait", "1s")
+	want := "airlock gateway: connecting to NATS at " + url + " with the nkey in " + natsauth.Dev{DataDir: data}.SeedFile(natsauth.RoleGateway) + " for endpoint bot (agent bot); trying for up to 1s"
+	if !strings.Contains(line, want) {
+		t.Errorf("the first line on stderr is %q, want it to say %q", line, want)
+	}
+	want = "cannot reach NATS at " + url + " within 1s (nats: no servers available for connection): start airlock (`airlock dev`, or `go tool task up` in its repository) and let the MCP client start the gateway again, or point --nats at the NATS airlock runs on"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want it to say %q", err, want)
+	}
+}
+
+// devDataAndNoNATS is a data dir of `airlock dev` (its credentials and
+// gateway endpoint) and a NATS URL nothing listens on.
+func devDataAndNoNATS(t *testing.T) (data, url string) {
+	t.Helper()
+	data = t.TempDir()
 	if err := (natsauth.Dev{DataDir: data}).Ensure(config.Default(), "nats://127.0.0.1:4222"); err != nil {
 		t.Fatal(err)
 	}
@@ -387,35 +403,73 @@ func TestTheStdioGatewaySaysWhereItConnectsAndWhatToDo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := "nats://" + l.Addr().String()
+	url = "nats://" + l.Addr().String()
 	l.Close() // nothing listens there now
+	return data, url
+}
+
+// startUntilItGivesUp runs the command given by args until it ends, and
+// returns the first line it wrote on stderr (which must come before it
+// ends) and how it ended.
+func startUntilItGivesUp(t *testing.T, args ...string) (first string, err error) {
+	t.Helper()
 	r, w := io.Pipe()
-	first := make(chan string, 1)
+	lines := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(r).ReadString('\n')
-		first <- line
+		lines <- line
 		_, _ = io.Copy(io.Discard, r)
 	}()
 	done := make(chan error, 1)
 	go func() {
 		root := newRootCmd()
 		root.SetErr(w)
-		root.SetArgs([]string{"gateway", "--stdio", "--data", data, "--nats", url, "--connect-wait", "1s"})
+		root.SetArgs(args)
 		done <- root.ExecuteContext(context.Background())
 		w.Close()
 	}()
 	select {
-	case line := <-first:
-		want := "airlock gateway: connecting to NATS at " + url + " with the nkey in " + natsauth.Dev{DataDir: data}.SeedFile(natsauth.RoleGateway) + " for endpoint bot (agent bot); trying for up to 1s"
-		if !strings.Contains(line, want) {
-			t.Errorf("the first line on stderr is %q, want it to say %q", line, want)
-		}
+	case first = <-lines:
 	case err := <-done:
-		t.Fatalf("the gateway ended (%v) before it said where it connects", err)
+		t.Fatalf("it ended (%v) before it said where it connects", err)
 	}
-	err = <-done
-	want := "cannot reach NATS at " + url + " within 1s (nats: no servers available for connection): start airlock (`airlock dev`, or `go tool task up` in its repository) and let the MCP client start the gateway again, or point --nats at the NATS airlock runs on"
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("err = %v, want it to say %q", err, want)
+	select {
+	case err = <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("still trying after 15s")
+	}
+	return first, err
+}
+
+// TestServeAndTheHTTPGatewaySayWhereTheyConnectAndWhatToDo: `airlock serve`
+// and `airlock gateway` over HTTP say on stderr, before they first try,
+// where they connect and as whom, and when nothing answers within
+// --connect-wait they end with a sentence saying what to do, not 30 s of
+// silence.
+func TestServeAndTheHTTPGatewaySayWhereTheyConnectAndWhatToDo(t *testing.T) {
+	data, url := devDataAndNoNATS(t)
+	unreachable := "cannot reach NATS at " + url + " within 1s (nats: no servers available for connection): "
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		first     string
+		wantError string
+	}{
+		{"serve_names_its_services_and_says_to_start_nats", []string{"serve", "policy", "approval"},
+			"airlock serve: connecting to NATS at " + url + " without credentials for policy, approval; trying for up to 1s",
+			unreachable + "start the NATS server airlock runs on and run `airlock serve` again, or point --nats (nats.url) at it"},
+		{"the_http_gateway_names_its_user_and_endpoints", []string{"gateway", "--data", data},
+			"airlock gateway: connecting to NATS at " + url + " with the nkey in " + natsauth.Dev{DataDir: data}.SeedFile(natsauth.RoleGateway) + " for endpoints bot; trying for up to 1s",
+			unreachable + "start airlock (`airlock dev`, or `go tool task up` in its repository) and run `airlock gateway` again, or point --nats at the NATS airlock runs on"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			line, err := startUntilItGivesUp(t, append(tc.args, "--nats", url, "--http", "127.0.0.1:0", "--connect-wait", "1s")...)
+			if !strings.Contains(line, tc.first) {
+				t.Errorf("the first line on stderr is %q, want it to say %q", line, tc.first)
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantError) {
+				t.Fatalf("err = %v, want it to say %q", err, tc.wantError)
+			}
+		})
 	}
 }

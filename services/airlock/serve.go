@@ -4,20 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
 func newServeCmd(g *globals) *cobra.Command {
 	var httpAddr string
+	var connectWait time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve SERVICE...",
 		Short: "Run one or more services against an external NATS server or cluster",
@@ -35,20 +37,25 @@ streams: run ` + "`airlock provision`" + ` once with administrator credentials f
 			if cmd.Flags().Changed("http") {
 				cfg.HTTP.Addr = httpAddr
 			}
-			return serveServices(cmd.Context(), g, cfg, names, func(log *slog.Logger, addr string) {
+			d := dialer{Who: "airlock serve", For: " for " + strings.Join(names, ", "), Whose: "the services'",
+				FixCredential:  "configure the NATS user they run as (nats.nkey_seed_file or nats.credentials; `airlock nats keys DIR` makes one per service)",
+				FixUnreachable: "start the NATS server airlock runs on and run `airlock serve` again, or point --nats (nats.url) at it"}
+			return serveServices(cmd.Context(), g, cfg, names, connectWait, cmd.ErrOrStderr(), d, func(log *slog.Logger, addr string) {
 				log.Info("serving", "services", names, "nats", bus.Redact(cfg.NATS.URL), "http", addr)
 			})
 		},
 	}
 	cmd.Flags().StringVar(&httpAddr, "http", "127.0.0.1:8080", "address for /healthz and /metrics (and the console if served)")
+	cmd.Flags().DurationVar(&connectWait, "connect-wait", 30*time.Second, "how long to keep trying to reach NATS before giving up")
 	return cmd
 }
 
 // serveServices runs the named services in this process, with the HTTP
 // server (health, metrics, and whatever the services serve) on
 // cfg.HTTP.Addr, until ctx ends, then drains. ready is told the address
-// once the services are built.
-func serveServices(ctx context.Context, g *globals, cfg config.Config, names []string, ready func(log *slog.Logger, addr string)) error {
+// once the services are built. It connects as d, saying so on stderr, and
+// gives up after connectWait.
+func serveServices(ctx context.Context, g *globals, cfg config.Config, names []string, connectWait time.Duration, stderr io.Writer, d dialer, ready func(log *slog.Logger, addr string)) error {
 	log, err := g.logger(cfg)
 	if err != nil {
 		return err
@@ -57,7 +64,7 @@ func serveServices(ctx context.Context, g *globals, cfg config.Config, names []s
 	if err != nil {
 		return httpListenError(cfg.HTTP.Addr, err)
 	}
-	deps, err := svc.Connect(ctx, cfg, log, "airlock-"+strings.Join(names, "-"), false)
+	deps, err := connectSaying(ctx, cfg, log, "airlock-"+strings.Join(names, "-"), connectWait, stderr, d)
 	if err != nil {
 		ln.Close()
 		return err

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
@@ -37,6 +38,8 @@ type agentCalls struct {
 	now       func() time.Time
 	// waits bounds the open long-polls per agent.
 	waits *quota.PerAgent
+	// tools says whether a call waiting for a person can run at all.
+	tools *registry
 }
 
 // client submits as agent, sealing each request as the console: the
@@ -139,6 +142,7 @@ func (a *agentCalls) await(ctx context.Context, agent, id string, wait time.Dura
 	actx, cancel := context.WithTimeout(ctx, max(wait, 500*time.Millisecond))
 	defer cancel()
 	var mu sync.Mutex
+	var asked *airlockv1.ToolCall // the call a person is asked to decide
 	pending := pendingResponse{CallID: id, Status: "pending", WaitingFor: "the policy", WaitCappedTo: capped}
 	out, err := client.AwaitProgress(actx, id, 0, func(pr airlock.Progress) {
 		mu.Lock()
@@ -152,12 +156,12 @@ func (a *agentCalls) await(ctx context.Context, agent, id string, wait time.Dura
 			d := pr.Decision
 			pending.WaitingFor, pending.Reason, pending.RuleID = "a person", d.GetReason(), d.GetRuleId()
 			pending.Risk, pending.Approvers, pending.Quorum = calls.RiskName(d.GetRisk()), d.GetApprovers(), max(d.GetQuorum(), 1)
-			pending.Deadline = pr.Deadline
+			pending.Deadline, asked = pr.Deadline, pr.Call
 			if path := callRevPath(agent, id, pr.Revision); path != "" {
 				pending.ConsoleURL = strings.TrimRight(a.cfg.HTTP.PublicURL, "/") + path
 			}
 		case subject.Approved, subject.Allowed, subject.Started:
-			pending.WaitingFor = "the tool to finish"
+			pending.WaitingFor, asked = "the tool to finish", nil
 		}
 	})
 	if out.Status != "" {
@@ -171,6 +175,10 @@ func (a *agentCalls) await(ctx context.Context, agent, id string, wait time.Dura
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	if asked != nil {
+		// Without the registry's other tools: agents may not read it.
+		pending.UnknownTool = a.tools.lacks(ctx, asked).Bare()
+	}
 	return pending, true, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 )
 
@@ -163,6 +164,10 @@ type pendingResponse struct {
 	ConsoleURL string    `json:"console_url,omitempty"`
 	// WaitCappedTo is console.max_wait when the ?wait= asked for was longer.
 	WaitCappedTo string `json:"wait_capped_to,omitempty"`
+	// UnknownTool: the executor's registry lacks the tool of the call a
+	// person is asked to decide, so even approved it would end failed
+	// (unknown_tool); absent when the registry has it or could not be read.
+	UnknownTool *executorapi.Absence `json:"unknown_tool,omitempty"`
 }
 
 // apiAwait long-polls a call's outcome (agentCalls.await) for up to ?wait=
@@ -258,7 +263,22 @@ func (con *Console) apiGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return protoJSONBlob(c, http.StatusOK, &airlockv1.GetResponse{Record: calls.Showable(rec)})
+	var unknown *executorapi.Absence
+	if rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+		unknown = con.unknownTool(c.Request().Context(), principal(c), rec.GetCall())
+	}
+	if unknown == nil {
+		return protoJSONBlob(c, http.StatusOK, &airlockv1.GetResponse{Record: calls.Showable(rec)})
+	}
+	// A GetResponse, and beside its record what the registry lacks.
+	record, err := envelope.JSONForm.Marshal(calls.Showable(rec))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, struct {
+		Record      json.RawMessage      `json:"record"`
+		UnknownTool *executorapi.Absence `json:"unknown_tool"`
+	}{record, unknown})
 }
 
 // timelineJSON is one event of a call in GET /api/v1/approvals/{agent}/{id}/events.

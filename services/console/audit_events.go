@@ -25,11 +25,16 @@ const maxActorLen = 200
 
 func (con *Console) recordSystem(id string, actor *airlockv1.Actor, ev *airlockv1.Event) {
 	ev.AgentId, ev.CallId, ev.Actor = subject.SystemAgent, id, actor
+	con.publish(ev)
+}
+
+// publish records ev, logging a failure.
+func (con *Console) publish(ev *airlockv1.Event) {
 	// Not the request's context: a browser that goes away still gets recorded.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := con.pub.Publish(ctx, ev, ""); err != nil {
-		con.log.Error("console: recording an event failed", "id", id, "actor", actor.GetId(), "err", err)
+		con.log.Error("console: recording an event failed", "agent", ev.GetAgentId(), "id", ev.GetCallId(), "actor", ev.GetActor().GetId(), "err", err)
 	}
 }
 

@@ -36,6 +36,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/onetap"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/quota"
@@ -94,6 +95,8 @@ type Console struct {
 	app    *webApp // manifest, service worker, icons, devices (devices.go)
 	// clients says whether an MCP gateway client still waits for a call.
 	clients *clientwait.Store
+	// tools warns of pending calls of a tool the registry lacks (registry.go).
+	tools *registry
 	// oneTap verifies the one-tap links of approval mails (onetap.go); nil
 	// when email.one_tap is off.
 	oneTap *onetap.Key
@@ -136,6 +139,7 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
+	tools := &registry{list: executorapi.New(deps.NC).List, now: opts.Now, log: deps.Log}
 	c := &Console{
 		cfg: deps.Config, log: deps.Log, nc: deps.NC, js: deps.JS, frontend: fk,
 		use:    &useCases{approvals: approvalapi.New(deps.NC, fk, Frontend), store: st, cfg: deps.Config, now: opts.Now},
@@ -143,8 +147,8 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 		logins: newLoginLimiter(kv, deps.Config.Console.SignIn, opts.Now),
 		pub:    deps.Publisher("console"),
 		agents: &agentCalls{nc: deps.NC, js: deps.JS, cfg: deps.Config, frontend: fk, approvals: approvalapi.New(deps.NC, fk, Frontend),
-			now: opts.Now, waits: quota.New(maxWaitsPerAgent)},
-		clients: clients,
+			now: opts.Now, waits: quota.New(maxWaitsPerAgent), tools: tools},
+		clients: clients, tools: tools,
 	}
 	if deps.Config.Email.OneTap.Enabled {
 		k, err := onetap.LoadKey(deps.Config.Email.OneTap)

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"html/template"
 	"strings"
 
@@ -66,21 +67,27 @@ func (con *Console) asPerson(p Principal, rec *airlockv1.ApprovalRecord) func(*c
 
 // inboxRows renders pending calls for p, split into those p may decide
 // and the others (which show who can).
-func (con *Console) inboxRows(p Principal, recs []*airlockv1.ApprovalRecord) (yours, others template.HTML, n, m int) {
+func (con *Console) inboxRows(ctx context.Context, p Principal, recs []*airlockv1.ApprovalRecord) (yours, others template.HTML, n, m int) {
 	var y, o strings.Builder
 	for _, rec := range recs {
 		if con.mayAct(p, rec) {
-			y.WriteString(string(con.inboxRow(p, rec)))
+			y.WriteString(string(con.inboxRow(ctx, p, rec)))
 			n++
 		} else {
-			o.WriteString(string(con.inboxRow(p, rec)))
+			o.WriteString(string(con.inboxRow(ctx, p, rec)))
 			m++
 		}
 	}
 	return template.HTML(y.String()), template.HTML(o.String()), n, m
 }
 
-// inboxRow is one pending call as p's inbox shows it.
-func (con *Console) inboxRow(p Principal, rec *airlockv1.ApprovalRecord) template.HTML {
-	return con.rowAs("row", rec, con.asPerson(p, rec))
+// inboxRow is one pending call as p's inbox shows it, flagged when it
+// cannot run even approved.
+func (con *Console) inboxRow(ctx context.Context, p Principal, rec *airlockv1.ApprovalRecord) template.HTML {
+	unknownTool := con.unknownTool(ctx, p, rec.GetCall())
+	as := con.asPerson(p, rec)
+	return con.rowAs("row", rec, func(v *callView) {
+		as(v)
+		v.UnknownTool = unknownTool
+	})
 }

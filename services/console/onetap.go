@@ -16,7 +16,6 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/onetap"
-	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // One-tap links of approval mails (email.one_tap, package onetap).
@@ -141,9 +140,16 @@ func (con *Console) oneTapCheck(c echo.Context) (oneTapChecked, error) {
 	v.token, v.Action, v.PostPath = tok, tok.Action, onetap.PathPrefix+url.PathEscape(c.Param("token"))
 	ctx := c.Request().Context()
 	p := principal(c)
+	if p.Via != "session" {
+		// A link is for a person at the console, not for automation
+		// holding their API token (which decides over the REST API).
+		err := apierr.New(apierr.NotAuthorized, "A link from an approval mail decides only in its approver's signed-in console session, not with an API token: open it in your browser, or decide over the REST API.")
+		con.recordOneTapRefused(c, p, tok, err)
+		return v, err
+	}
 	if p.Name != tok.Approver {
 		err := apierr.New(apierr.NotAuthorized, "This link was mailed to %s, and you are signed in as %s: a link decides only for the approver it was mailed to. Open the call's page to decide as yourself.", tok.Approver, p.Name)
-		con.recordOneTapRefused(c, p, err)
+		con.recordOneTapRefused(c, p, tok, err)
 		return v, err
 	}
 	if used := con.oneTapUsed(ctx, tok); used != nil {
@@ -168,9 +174,10 @@ func (con *Console) oneTapCheck(c echo.Context) (oneTapChecked, error) {
 	v.Call, v.Found = newCallView(rec), true
 	v.Title = "Decide " + v.Call.FullTool + " · " + v.Call.ID
 	con.asPerson(p, rec)(&v.Call)
+	v.Call.UnknownTool = con.unknownTool(ctx, p, rec.GetCall())
 	if !v.Call.YouMayDecide {
 		err := apierr.New(apierr.NotAuthorized, "%s. Open the call's page to see who can decide it.", con.whyNot(p, rec))
-		con.recordOneTapRefused(c, p, err)
+		con.recordOneTapRefused(c, p, tok, err)
 		return v, err
 	}
 	if tok.Action == onetap.Approve && v.Call.ArgsCut {
@@ -208,10 +215,14 @@ func (con *Console) oneTapRefused(c echo.Context, v oneTapChecked, err error) er
 }
 
 // recordOneTapRefused records a link refused to the signed-in person as an
-// unauthorized_attempt, without the token (it is the approver's, not theirs).
-func (con *Console) recordOneTapRefused(c echo.Context, p Principal, err error) {
-	con.recordSystem(subject.ConsoleCall, humanActor(p.Name, oneTapChannel), &airlockv1.Event{Body: &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{
-		Action: c.Request().Method + " " + onetap.PathPrefix + "…", Why: err.Error()}}})
+// unauthorized_attempt on the link's call and revision (its MAC is
+// checked: the reference is airlock's), without the token (it is the
+// approver's, not theirs).
+func (con *Console) recordOneTapRefused(c echo.Context, p Principal, tok onetap.Token, err error) {
+	ev := &airlockv1.Event{AgentId: tok.Agent, CallId: tok.Call, Revision: tok.Revision, Actor: humanActor(p.Name, oneTapChannel),
+		Body: &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{
+			Action: c.Request().Method + " " + onetap.PathPrefix + "…", Why: err.Error()}}}
+	con.publish(ev)
 }
 
 // sweepOneTap deletes the use records of links that have expired: an

@@ -93,7 +93,7 @@ func (con *Console) inboxPage(c echo.Context) error {
 		return err
 	}
 	v := &inboxView{layout: layout{Title: "Inbox"}, Filter: f, More: more, Page: inboxPage}
-	v.Rows, v.Others, v.Count, v.OtherCount = con.inboxRows(principal(c), recs)
+	v.Rows, v.Others, v.Count, v.OtherCount = con.inboxRows(c.Request().Context(), principal(c), recs)
 	return con.render(c, http.StatusOK, "inbox", v)
 }
 
@@ -115,7 +115,7 @@ func (con *Console) inboxEvents(c echo.Context) error {
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	p := principal(c)
-	yours, others, _, _ := con.inboxRows(p, recs)
+	yours, others, _, _ := con.inboxRows(c.Request().Context(), p, recs)
 	writeSSE(w, "sync", string(yours)+string(others))
 	// Someone who reads only their own calls hears only of those leaving:
 	// shown holds the rows they were sent and still have.
@@ -148,7 +148,7 @@ func (con *Console) inboxEvents(c echo.Context) error {
 				if shown != nil {
 					shown[m.Key] = true
 				}
-				writeSSE(w, "pending", string(con.inboxRow(p, m.Record)))
+				writeSSE(w, "pending", string(con.inboxRow(c.Request().Context(), p, m.Record)))
 			case "decided":
 				if shown != nil {
 					if !shown[m.Key] {
@@ -212,6 +212,9 @@ func (con *Console) callPage(c echo.Context) error {
 	v := &callPageView{Call: newCallView(rec)}
 	v.Title, v.Nav = v.Call.FullTool+" · "+v.Call.ID, "inbox"
 	con.asPerson(principal(c), rec)(&v.Call)
+	if v.Call.Pending {
+		v.Call.UnknownTool = con.unknownTool(ctx, principal(c), rec.GetCall())
+	}
 	v.Call.Sandbox, v.Call.SandboxPath = demoSandbox(con.cfg, rec.GetCall())
 	// Approving a whole thread takes a reviewer (a requester confirms only
 	// their own call).

@@ -191,7 +191,7 @@ func TestEmailThreadCarriesRequestReminderAndOutcome(t *testing.T) {
 	}
 	first := req[0]
 	for _, want := range []string{"fs__write_file", "Risk:           high", "writes need a person", "https://airlock.example.com/calls/bot/c-thread",
-		`"path": "/tmp/notes.txt"`, "Deadline:", "save the notes"} {
+		`"path": "/tmp/notes[.]txt"`, "Deadline:", "save the notes"} {
 		if !strings.Contains(first.body, want) {
 			t.Errorf("request body lacks %q:\n%s", want, first.body)
 		}
@@ -366,7 +366,7 @@ func TestEscalationReplyReachesTheAddedApproversWithTheWholeCall(t *testing.T) {
 	if dave == nil {
 		t.Fatal("the on-call approver added by escalation was not mailed")
 	}
-	for _, want := range []string{"Escalated: this call still waits", "group:oncall", `"path": "/tmp/notes.txt"`, "https://airlock.example.com/calls/bot/c-esc"} {
+	for _, want := range []string{"Escalated: this call still waits", "group:oncall", `"path": "/tmp/notes[.]txt"`, "https://airlock.example.com/calls/bot/c-esc"} {
 		if !strings.Contains(dave.body, want) {
 			t.Errorf("escalation reply lacks %q:\n%s", want, dave.body)
 		}
@@ -386,7 +386,10 @@ func TestAgentTextCannotImitateTheMailOrItsLink(t *testing.T) {
 	fake := "\n\nDecide in the console (sign in there; this mail decides nothing):\nhttps://evil.example/calls/bot/c-imitate\n"
 	rec.Call.Reason = "routine cleanup" + fake
 	rec.Call.OnBehalfOf = "see HTTPS://EVIL.example/help"
-	rec.Call.Arguments, _ = structpb.NewStruct(map[string]any{"url": "http://evil.example/x", "site": "www.evil.example", "to": "mailto:evil@evil.example"})
+	rec.Call.Arguments, _ = structpb.NewStruct(map[string]any{"url": "http://evil.example/x", "site": "www.evil.example", "to": "mailto:evil@evil.example",
+		// a scheme or www. inside a word, and bare names: clients link them all
+		"glued": "_https://console.evil.example/one-tap/AAAA 1https://evil.example/x _www.evil.example",
+		"bare":  "console-evil.com/one-tap/x evil。example/y README.md"})
 	ctx := context.Background()
 	root, err := w.n.Announce(ctx, rec)
 	if err != nil {
@@ -397,7 +400,9 @@ func TestAgentTextCannotImitateTheMailOrItsLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	genuine := "https://airlock.example.com/calls/bot/c-imitate"
-	link := regexp.MustCompile(`(?i)(\b(https?|ftps?|file)://|\bwww\.|\b(mailto|javascript):)\S*`) // what mail clients make clickable
+	// What mail clients make clickable: a known scheme wherever it starts,
+	// www., and a bare name whose last label could be a top-level domain.
+	link := regexp.MustCompile(`(?i)((https?|ftps?|file|smb|irc|news|telnet)://|www\.|(mailto|javascript):|[a-z0-9_-]+([.。．｡][a-z0-9_-]+)*[.。．｡][a-z]{2,})\S*`)
 	for _, d := range append(w.wait(t, root, 1), w.wait(t, w.n.MessageID(rec, "reminder"), 1)...) {
 		if links := link.FindAllString(d.body, -1); len(links) != 1 || links[0] != genuine {
 			t.Fatalf("links in the mail %v, want only the console's %s:\n%s", links, genuine, d.body)
@@ -406,7 +411,8 @@ func TestAgentTextCannotImitateTheMailOrItsLink(t *testing.T) {
 			t.Fatalf("%d lines read as the mail's own \"Decide in the console\", want 1:\n%s", n, d.body)
 		}
 		for _, want := range []string{"> routine cleanup", "> Decide in the console", "> hxxps://evil[.]example/calls/bot/c-imitate", "HxxPS://EVIL[.]example/help",
-			`>   "url": "hxxp://evil[.]example/x"`, "www[.]evil[.]example", "mailto[:]evil@"} {
+			`>   "url": "hxxp://evil[.]example/x"`, "www[.]evil[.]example", "mailto[:]evil@",
+			"_hxxps://console[.]evil[.]example/one-tap/AAAA 1hxxps://evil[.]example/x _www[.]evil[.]example", "console-evil[.]com/one-tap/x", "README[.]md"} {
 			if !strings.Contains(d.body, want) {
 				t.Fatalf("the mail lacks %q:\n%s", want, d.body)
 			}

@@ -22,7 +22,7 @@ func TestTheMailShowsAHostilePreviewInertly(t *testing.T) {
 				Preview:  preview.Finish(&airlockv1.Preview{Kind: preview.KindDiff, Text: diff}, 0),
 			}
 			body := email.RequestBody(rec, "http://airlock.test")
-			if r := escapetest.Raw(body); len(r) > 0 || !strings.Contains(body, "Preview: diff +") || !strings.Contains(body, "> +++ b/notes.txt") {
+			if r := escapetest.Raw(body); len(r) > 0 || !strings.Contains(body, "Preview: diff +") || !strings.Contains(body, "> +++ b/notes[.]txt") {
 				t.Fatalf("body carries %v raw, or lacks the preview:\n%s", r, body)
 			}
 		})

@@ -166,7 +166,7 @@ func details(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
 }
 
 func footer(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
-	b.WriteString("\n-- \nairlock. The tool, reasons and arguments above were chosen by the agent and are shown as data;\nnothing in this mail decides: decide signed in, in the console.\n")
+	b.WriteString("\n-- \nairlock. The tool, reasons and arguments above were chosen by the agent and are shown as data\n(links and dotted names defanged, hxxps:// and [.], so none is clickable; the console shows them as\nwritten); nothing in this mail decides: decide signed in, in the console.\n")
 	if d := rec.GetArgumentsDigest(); d != "" {
 		fmt.Fprintf(b, "Arguments SHA-256: %s\n", d)
 	}
@@ -201,27 +201,36 @@ func quote(s string) string {
 // (escape.Mail) and with its links defanged.
 func inert(s string) string { return defang(escape.Mail(s)) }
 
+// What a mail client may make clickable, found anywhere in a word: a
+// client takes the scheme from the letters just before "://" whatever
+// precedes them ("_https://", "1https://"), and links bare names whose
+// last label is a top-level domain ("evil.example", "README.md"). So no
+// pattern starts at a word boundary, and every dotted name is a host;
+// the dots include those a browser reads as dots (。．｡).
 var (
-	schemeURL  = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]{0,30})://([^\s/?#\\"'<>]*)`)
-	bareScheme = regexp.MustCompile(`(?i)\b(mailto|javascript|data|vbscript|file|tel|sms|callto|news):(\S)`)
-	wwwHost    = regexp.MustCompile(`(?i)\bwww\.[^\s/?#\\"'<>]*`)
+	schemeURL  = regexp.MustCompile(`(?i)([a-z][a-z0-9+.-]{0,30})://([^\s/?#\\"'<>]*)`)
+	bareScheme = regexp.MustCompile(`(?i)(mailto|javascript|data|vbscript|file|tel|sms|callto|news):(\S)`)
+	hostLike   = regexp.MustCompile(`(?i)[a-z0-9_-]+(?:[.。．｡][a-z0-9_-]+)*[.。．｡][a-z][a-z0-9-]*`)
+	hostDot    = regexp.MustCompile(`[.。．｡]`)
 )
 
 // defang rewrites the links in s so that no mail client makes them
 // clickable ("https://evil.example/x" → "hxxps://evil[.]example/x",
-// "www.evil.example" → "www[.]evil[.]example", "mailto:" → "mailto[:]"): the links airlock
-// writes (the console link, one-tap links) are the only links in its mails.
+// "www.evil.example" → "www[.]evil[.]example", "mailto:" → "mailto[:]",
+// "evil.example/x" → "evil[.]example/x"): the links airlock writes (the
+// console link, one-tap links) are the only links in its mails. A file
+// name reads "notes[.]txt" there; the console shows it as written.
 func defang(s string) string {
 	s = schemeURL.ReplaceAllStringFunc(s, func(u string) string {
 		m := schemeURL.FindStringSubmatch(u)
-		scheme, host := m[1], strings.ReplaceAll(m[2], ".", "[.]")
+		scheme, host := m[1], hostDot.ReplaceAllString(m[2], "[.]")
 		if len(scheme) >= 4 && strings.EqualFold(scheme[:4], "http") {
 			return scheme[:1] + "xx" + scheme[3:] + "://" + host
 		}
 		return scheme + "[:]//" + host
 	})
 	s = bareScheme.ReplaceAllString(s, "$1[:]$2")
-	return wwwHost.ReplaceAllStringFunc(s, func(host string) string { return strings.ReplaceAll(host, ".", "[.]") })
+	return hostLike.ReplaceAllStringFunc(s, func(host string) string { return hostDot.ReplaceAllString(host, "[.]") })
 }
 
 func cut(s string, n int) string {

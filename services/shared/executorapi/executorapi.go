@@ -5,7 +5,9 @@
 // executor answer). Any executor replica answers; neither needs a seal
 // (they change nothing). Front-ends that show the tools (the MCP gateway) read them here
 // rather than opening connections of their own to the upstream servers, and
-// list them again when subject.ToolsChanged says a server's tools changed.
+// list them again when subject.ToolsChanged says a server's tools changed;
+// the console and the CLI read them to say of a waiting call that its tool
+// is missing (Lacks).
 package executorapi
 
 import (

@@ -11,11 +11,15 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
+	"github.com/airlock-gate/airlock/services/shared/rpc"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -194,5 +198,43 @@ func TestTheApprovalServiceMayFollowWhetherClientsWait(t *testing.T) {
 	defer stop()
 	if _, _, err := approval.Find(short, "r.somecall"); err == nil {
 		t.Fatal("the approval user read a rejoin entry of the gateway")
+	}
+}
+
+// TestTheConsoleMayListTheRegistryButNotPreview: the console asks the
+// executor's tools endpoint, as its own user, to warn reviewers of a
+// pending call of a tool the registry lacks; the preview endpoint stays
+// the approval service's alone.
+func TestTheConsoleMayListTheRegistryButNotPreview(t *testing.T) {
+	n := testenv.StartSecureNATS(t)
+	exec, _ := n.Connect(natsauth.RoleExecutor)
+	svc, err := micro.AddService(exec, micro.Config{Name: executorapi.Service, Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	log := slog.New(slog.DiscardHandler)
+	if err := svc.AddEndpoint(executorapi.EndpointTools, rpc.Handle(log, func() *airlockv1.ToolsListRequest { return &airlockv1.ToolsListRequest{} },
+		func(context.Context, *airlockv1.ToolsListRequest) (*airlockv1.ToolsListResponse, error) {
+			return &airlockv1.ToolsListResponse{Tools: []*airlockv1.UpstreamTool{{Name: "demo__echo", Server: "demo", Tool: "echo"}}}, nil
+		}), micro.WithEndpointSubject(executorapi.Tools)); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.AddEndpoint(executorapi.EndpointPreview, rpc.Handle(log, func() *airlockv1.PreviewRequest { return &airlockv1.PreviewRequest{} },
+		func(context.Context, *airlockv1.PreviewRequest) (*airlockv1.PreviewResponse, error) {
+			return &airlockv1.PreviewResponse{}, nil
+		}), micro.WithEndpointSubject(executorapi.Preview)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Subscribed(t, exec)
+	nc, _ := n.Connect(natsauth.RoleConsole)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	list, err := executorapi.New(nc).List(ctx)
+	if err != nil || len(list.GetTools()) != 1 {
+		t.Fatalf("the console user listing the registry's tools: %v %v", list, err)
+	}
+	if _, err := executorapi.New(nc).Preview(ctx, &airlockv1.ToolCall{}, time.Second); err == nil {
+		t.Fatal("the console user asked the executor for a preview")
 	}
 }

@@ -290,7 +290,9 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 		return Permissions{
 			PublishAllow: join(
 				[]string{subject.AllRequests, subject.APIPrefix + ".approval.>", subject.APIPrefix + ".policy.>",
-					subject.AgentCancel("*")}, // an agent token's cancel (REST)
+					subject.AgentCancel("*"), // an agent token's cancel (REST)
+					// the registry's tools, to warn of a pending call that cannot run
+					subject.API("executor", "tools")},
 				events(subject.UnauthorizedAttempt),
 				system(subject.SignIn, subject.TokenCreated, subject.TokenRevoked),
 				readAll(n.events),

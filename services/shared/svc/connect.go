@@ -20,7 +20,11 @@ import (
 // It also applies cfg.Runtime to the process, which runs services.
 func Connect(ctx context.Context, cfg config.Config, log *slog.Logger, name string, provision bool) (Deps, error) {
 	tuneRuntime(cfg.Runtime, log)
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// 30 s unless the caller bounds it (`--connect-wait`).
+	cctx, cancel := ctx, context.CancelFunc(func() {})
+	if _, ok := ctx.Deadline(); !ok {
+		cctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	}
 	defer cancel()
 	nc, err := bus.Connect(cctx, cfg.NATS, name, log)
 	if err != nil {
