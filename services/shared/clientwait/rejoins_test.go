@@ -25,6 +25,23 @@ func (c *countingKV) Get(ctx context.Context, key string) (jetstream.KeyValueEnt
 	return c.KeyValue.Get(ctx, key)
 }
 
+// newReplica is a gateway replica's view of the bucket, its Gets counted;
+// follow: kept in step by a watch until ctx ends.
+func newReplica(ctx context.Context, t *testing.T, js jetstream.JetStream, bucket string, follow bool) (*Rejoins, *countingKV) {
+	t.Helper()
+	s, err := Open(ctx, js, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := &countingKV{KeyValue: s.kv}
+	s.kv = kv
+	v := s.Rejoins()
+	if follow {
+		go v.Follow(ctx, slog.New(slog.DiscardHandler))
+	}
+	return v, kv
+}
+
 // TestRejoinsAcrossReplicas: two gateway replicas on one bucket, each with
 // its own view. A replica answers the keys of its own sessions from its
 // view; every other key it asks the bucket, so an entry another replica
@@ -35,17 +52,7 @@ func TestRejoinsAcrossReplicas(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	replica := func(follow bool) (*Rejoins, *countingKV) {
-		s, err := Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kv := &countingKV{KeyValue: s.kv}
-		s.kv = kv
-		v := s.Rejoins()
-		if follow {
-			go v.Follow(ctx, slog.New(slog.DiscardHandler))
-		}
-		return v, kv
+		return newReplica(ctx, t, deps.JS, deps.Config.Buckets.ClientWaits, follow)
 	}
 	// b follows no watch: whatever it finds of a's entries, it found in the
 	// bucket.
@@ -269,15 +276,8 @@ func TestOffersAcrossReplicas(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	replica := func(follow bool) (*Rejoins, *countingKV) {
-		s, err := Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kv := &countingKV{KeyValue: s.kv}
-		s.kv = kv
-		v := s.Rejoins()
+		v, kv := newReplica(ctx, t, deps.JS, deps.Config.Buckets.ClientWaits, follow)
 		if follow {
-			go v.Follow(ctx, slog.New(slog.DiscardHandler))
 			testenv.Eventually(t, 10*time.Second, "the view to load the bucket", func() bool {
 				v.mu.Lock()
 				defer v.mu.Unlock()
