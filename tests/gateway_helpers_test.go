@@ -459,6 +459,14 @@ func (c *counter) get(k string) int {
 // servers would.
 func (g *gatewayEnv) stdioSession(t *testing.T, endpoint string) *mcp.ClientSession {
 	t.Helper()
+	cs, _ := g.stdioGateway(t, endpoint)
+	return cs
+}
+
+// stdioGateway is stdioSession with the gateway's process, a replica of
+// its own that a test may kill.
+func (g *gatewayEnv) stdioGateway(t *testing.T, endpoint string) (*mcp.ClientSession, *exec.Cmd) {
+	t.Helper()
 	cmd := exec.Command(airlockBinary(t), "gateway", "--stdio", "--endpoint", endpoint, "--data", g.dev.DataDir, "--nats", g.dev.NATSURL)
 	cmd.Env = append(os.Environ(), "AIRLOCK_CONFIG="+g.config) // no NATS credentials there: it uses dev's gateway user
 	var stderr bytes.Buffer
@@ -476,5 +484,5 @@ func (g *gatewayEnv) stdioSession(t *testing.T, endpoint string) *mcp.ClientSess
 			t.Logf("airlock gateway --stdio stderr:\n%s", stderr.String())
 		}
 	})
-	return cs
+	return cs, cmd
 }

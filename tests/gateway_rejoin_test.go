@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -107,12 +110,16 @@ func TestGatewayRejoin(t *testing.T) {
 		if !first.IsError || first.Meta["airlock/status"] != "pending" || id == "" {
 			t.Fatalf("answered isError=%v %v %q, want the pending answer", first.IsError, first.Meta, text(first))
 		}
-		// Another session of the same endpoint, and another endpoint
-		// (another agent), with the same tool and arguments: new calls.
-		for _, other := range []struct{ endpoint, agent string }{{"patient", "patientbot"}, {"leaving", "leaver"}} {
+		// Another session of the same endpoint, once no client waits for
+		// the call (its session was answered "pending"), rejoins it; another
+		// endpoint (another agent) with the same tool and arguments cannot.
+		for _, other := range []struct {
+			endpoint string
+			rejoins  bool
+		}{{"patient", true}, {"leaving", false}} {
 			res := callTool(t, g.connect(t, other.endpoint, clientOpts{version: "2025-11-25"}), "fs__write_file", args)
-			if got, _ := res.Meta["airlock/call_id"].(string); got == id || res.Meta["airlock/status"] != "pending" {
-				t.Fatalf("a call of endpoint %s in another session was answered %v %q: it rejoined (or did not wait for) call %s", other.endpoint, res.Meta, text(res), id)
+			if got, _ := res.Meta["airlock/call_id"].(string); (got == id) != other.rejoins || res.Meta["airlock/status"] != "pending" {
+				t.Fatalf("a call of endpoint %s in another session was answered %v %q; rejoining call %s: %v, want %v", other.endpoint, res.Meta, text(res), id, got == id, other.rejoins)
 			}
 		}
 		// Other arguments in the same session: a new call too.
@@ -143,6 +150,70 @@ func TestGatewayRejoin(t *testing.T) {
 		}
 	})
 
+	t.Run("a_call_whose_replica_died_is_rejoined_from_a_new_session_and_runs_once", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "replica-died.txt")
+		args := map[string]any{"path": path, "content": "written once"}
+		// The call waits for a person in a session of a replica of its own
+		// (a stdio gateway), which then dies: its lease is renewed no more.
+		old, replica := g.stdioGateway(t, "plain")
+		_ = callAsync(old, "fs__write_file", args) // its answer dies with the replica
+		rec := g.pendingFor(t, "plainbot", "write_file", path)
+		id := rec.GetCall().GetCallId()
+		g.waitForEntry(t, "a.", id) // offered to the endpoint's other sessions
+		if err := replica.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		// Its client starts a new session elsewhere and repeats the call:
+		// it rejoins the call once the lease has run out.
+		fresh := g.connect(t, "plain", clientOpts{version: "2025-11-25"})
+		repeat := callAsync(fresh, "fs__write_file", args)
+		g.waitForEntry(t, "r.", id)
+		if calls := g.requestedOn(t, "plainbot", path); len(calls) != 1 {
+			t.Fatalf("the repeat from a new session made calls %v, want only %s", calls, id)
+		}
+		g.decide(t, rec, "alice", airlockv1.DecisionKind_DECISION_KIND_APPROVE, "fine")
+		var res *mcp.CallToolResult
+		select {
+		case res = <-repeat:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the repeat from a new session got no answer within 60s")
+		}
+		if res.IsError || !strings.Contains(text(res), "Successfully wrote") || res.Meta["airlock/call_id"] != nil && res.Meta["airlock/call_id"] != id {
+			t.Fatalf("the repeat from a new session was answered isError=%v %v %q, want call %s's result", res.IsError, res.Meta, text(res), id)
+		}
+		if got := readFileString(t, path); got != "written once" {
+			t.Fatalf("the file holds %q", got)
+		}
+		if calls := g.requestedOn(t, "plainbot", path); len(calls) != 1 {
+			t.Fatalf("calls %v were made, want only %s", calls, id)
+		}
+	})
+
+	t.Run("a_call_a_client_still_waits_for_is_not_taken_by_another_session", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "still-waited.txt")
+		args := map[string]any{"path": path, "content": "twice asked"}
+		first := callAsync(g.connect(t, "plain", clientOpts{version: "2025-11-25"}), "fs__write_file", args)
+		rec := g.pendingFor(t, "plainbot", "write_file", path)
+		g.waitForEntry(t, "a.", rec.GetCall().GetCallId())
+		second := callAsync(g.connect(t, "plain", clientOpts{version: "2025-11-25"}), "fs__write_file", args)
+		other := g.pendingWhereNot(t, "plainbot", path, rec.GetCall().GetCallId())
+		for _, r := range []*airlockv1.ApprovalRecord{rec, other} {
+			g.decide(t, r, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "not needed")
+		}
+		for i, done := range []<-chan *mcp.CallToolResult{first, second} {
+			select {
+			case res := <-done:
+				if !res.IsError || !strings.Contains(text(res), "alice rejected") {
+					t.Fatalf("call %d was answered %v %q, want its rejection", i+1, res.Meta, text(res))
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("call %d got no answer within 60s", i+1)
+			}
+		}
+	})
+
 	t.Run("a_call_nobody_waits_for_is_canceled_after_abandon_after", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(g.files, "abandoned.txt")
@@ -164,6 +235,42 @@ func TestGatewayRejoin(t *testing.T) {
 			t.Fatal("the abandoned call ran")
 		}
 	})
+}
+
+// waitForEntry waits until the client-waits bucket holds an entry under
+// prefix ("r.": a session's rejoin entry, "a.": an offer) naming call.
+func (g *gatewayEnv) waitForEntry(t *testing.T, prefix, call string) {
+	t.Helper()
+	_, js := g.dev.Admin(t)
+	kv, err := js.KeyValue(context.Background(), config.Default().Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("an entry %s… naming call %s", prefix, call), func() bool {
+		keys, err := kv.ListKeysFiltered(context.Background(), prefix+">")
+		if err != nil {
+			return false
+		}
+		found := false
+		for k := range keys.Keys() {
+			if e, err := kv.Get(context.Background(), k); err == nil && strings.Contains(string(e.Value()), `"`+call+`"`) {
+				found = true
+			}
+		}
+		return found
+	})
+}
+
+// requestedOn is the ids of the write_file calls agent requested on path.
+func (g *gatewayEnv) requestedOn(t *testing.T, agent, path string) []string {
+	t.Helper()
+	var ids []string
+	for _, c := range g.requested(t, agent) {
+		if c.GetTool() == "write_file" && c.GetArguments().AsMap()["path"] == path {
+			ids = append(ids, c.GetCallId())
+		}
+	}
+	return ids
 }
 
 // pendingWhereNot waits for a pending write_file call of agent on path

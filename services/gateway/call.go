@@ -37,6 +37,9 @@ type flight struct {
 	rejoinKey string
 	// rejoined: the entry this request found and follows (nil: a new call).
 	rejoined *clientwait.Rejoin
+	// offerKey: where an identical call of another session of the endpoint
+	// finds the call once no client waits for it ("": nowhere; rejoin.go).
+	offerKey string
 	// progress counts the request's progress notifications when several
 	// calls share it (a run_code script's); nil: the call's own.
 	progress *progressCount
@@ -70,10 +73,18 @@ func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest, t *t
 		digest = argsDigest(args)
 	}
 	key := ep.rejoinKey(thread, t.def.Name, digest)
+	offer := ep.offerKey(key, t.def.Name, digest)
 	if f := ep.findRejoin(ctx, key, ep.g.ownsSession(sessionID, stdio), t); f != nil {
+		f.offerKey = offer
 		return ep.follow(ctx, req, f, false)
 	}
-	f := &flight{tool: t, submit: true, rejoinKey: key, call: airlock.Call{
+	switch f, err := ep.adopt(ctx, key, offer, t); {
+	case err != nil:
+		return nil, err // the client gave up while the call's lease ran out
+	case f != nil:
+		return ep.follow(ctx, req, f, false)
+	}
+	f := &flight{tool: t, submit: true, rejoinKey: key, offerKey: offer, call: airlock.Call{
 		ID:     ep.callIDOf(sessionID, requestID, t.def.Name, digest),
 		Server: t.up.GetServer(), Tool: t.up.GetTool(), Args: args,
 		Thread:      thread,
@@ -162,6 +173,9 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 			// session ended): nobody waits for it any more. A call that needs
 			// no person has no approval to cancel.
 			go ep.withdraw(f.call.ID, "the MCP client canceled the request", 3*time.Second)
+			if forPerson {
+				ep.unoffer(ctx, f) // another session's identical call is a new call
+			}
 			return nil, ctx.Err()
 		}
 		if errors.Is(err, airlock.ErrInvalid) {
@@ -295,6 +309,7 @@ func (w *watch) run(beatFirst bool) {
 		case ev := <-w.events:
 			ar := ev.GetApprovalRequested()
 			ep.hold(ctx, f.call.ID, time.Now().Add(leaseFor(ep.g.heartbeat)))
+			_ = ep.offer(ctx, f, max(ar.GetCall().GetRevision(), 1)) // logged; written again with the answer "pending"
 			tell.progress(ctx, waitingText(ar))
 			if !w.mayConfirm || asking != nil || !ep.mayConfirm(ar) {
 				continue

@@ -426,6 +426,40 @@ func TestRejoinKeysNameOneCallOfOneSession(t *testing.T) {
 	}
 }
 
+func TestOfferKeysNameOneCallOfOneEndpointAndAgentInAnySession(t *testing.T) {
+	bot := testEndpoint("bot")
+	other := testEndpoint("other")
+	otherAgent := testEndpoint("bot")
+	otherAgent.cfg.Agent = "bot2"
+	offer := func(ep *endpoint, session, tool, digest string) string {
+		return ep.offerKey(ep.rejoinKey(session, tool, digest), tool, digest)
+	}
+	base := offer(bot, "session", "fs__write_file", "digest")
+	if again := offer(bot, "session2", "fs__write_file", "digest"); again != base {
+		t.Fatalf("the same call in another session has offer keys %s and %s", base, again)
+	}
+	if base == bot.rejoinKey("session", "fs__write_file", "digest") {
+		t.Fatal("the offer key is the session's rejoin key")
+	}
+	for _, c := range []struct {
+		name string
+		key  string
+	}{
+		{"another_endpoint", offer(other, "session", "fs__write_file", "digest")},
+		{"another_agent", offer(otherAgent, "session", "fs__write_file", "digest")},
+		{"another_tool", offer(bot, "session", "fs__read_file", "digest")},
+		{"other_arguments", offer(bot, "session", "fs__write_file", "digest2")},
+		{"text_moved_between_parts", bot.offerKey("r.x", "fs__write_filedigest", "")},
+		{"a_call_without_a_session", offer(bot, "", "fs__write_file", "digest")},
+	} {
+		t.Run(c.name+"_is_another_call", func(t *testing.T) {
+			if c.key == base {
+				t.Fatalf("key %s equals the first call's", c.key)
+			}
+		})
+	}
+}
+
 func TestRejoinKeys(t *testing.T) {
 	bot := testEndpoint("bot")
 	digest := argsDigest(map[string]any{"path": "/tmp/a"})

@@ -22,6 +22,14 @@ import (
 // lives in the client-waits bucket, so any gateway replica answers the
 // repeat; the request that returns the outcome deletes it by revision, so
 // the outcome is returned once and a later identical call is a new call.
+//
+// A session lives in the replica that started it: when that replica dies,
+// its client starts a new session, whose key is another. So a call waiting
+// for a person is also offered under a key without the session; an
+// identical call from another session of the endpoint that finds no entry
+// of its own rejoins the offered call when no client waits for it any more
+// (adopt), and from then on has its own entry. A call a client still waits
+// for is never taken: the identical call is a new one.
 
 // rejoinKey is where a call of this session, tool and arguments is found
 // again; "" where the client has no session (2026-07-28), which is then
@@ -32,6 +40,17 @@ func (ep *endpoint) rejoinKey(session, tool, digest string) string {
 	}
 	// Length-prefixed parts: moving text between them moves the key.
 	return "r." + hashID("", "rejoin/v1", ep.cfg.Name, ep.cfg.Agent, session, tool, digest)
+}
+
+// offerKey is where an identical call made in another session of the
+// endpoint finds the call ("" where the call cannot be rejoined): the
+// endpoint, its agent, the tool and the arguments, length-prefixed, and no
+// session.
+func (ep *endpoint) offerKey(rejoinKey, tool, digest string) string {
+	if rejoinKey == "" {
+		return ""
+	}
+	return "a." + hashID("", "offer/v1", ep.cfg.Name, ep.cfg.Agent, tool, digest)
 }
 
 // newSessionID is the id of an MCP session this replica starts: its mark,
@@ -67,6 +86,110 @@ func (ep *endpoint) findRejoin(ctx context.Context, key string, mine bool, t *to
 	return &flight{tool: t, rejoinKey: key, rejoined: &r, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
 }
 
+// offer makes a call this request submitted, now waiting for a person at
+// revision rev, one an identical call of another session of the endpoint
+// may rejoin once no client waits for it (adopt). A failed offer is
+// logged; the answer "pending" writes it again.
+func (ep *endpoint) offer(ctx context.Context, f *flight, rev uint32) error {
+	if f.offerKey == "" || f.rejoined != nil || !f.submit {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := ep.g.rejoins.Remember(ctx, f.offerKey, clientwait.Rejoin{Call: f.call.ID, Revision: rev})
+	if err != nil {
+		ep.log.Info("a call waiting for a person was not offered to the endpoint's other sessions; the same call from a new session is a new call", "call", f.call.ID, "err", err)
+	}
+	return err
+}
+
+// unoffer takes the offer of f's call back, if it is still the call
+// offered, so that an identical call of another session is a new call.
+func (ep *endpoint) unoffer(ctx context.Context, f *flight) {
+	if f.offerKey == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	r, ok, err := ep.g.rejoins.FindShared(ctx, f.offerKey)
+	if err == nil && ok && r.Call == f.call.ID {
+		_, err = ep.g.rejoins.Deliver(ctx, f.offerKey, r)
+	}
+	if err != nil {
+		ep.log.Warn("a call's offer to the endpoint's other sessions was not taken back; the same call from a new session may return its outcome again", "call", f.call.ID, "err", err)
+	}
+}
+
+// adopt is the flight that follows the call an identical call made in
+// another session of the endpoint offered, when no client waits for it any
+// more (its session answered "pending", or the replica renewing its lease
+// is gone); nil when there is none or a client still waits for it (this
+// request is then a new call, as it is without a session key). From then
+// on the call is this session's too: its rejoin entry names it. err is
+// set only when ctx ended meanwhile.
+func (ep *endpoint) adopt(ctx context.Context, key, offer string, t *tool) (*flight, error) {
+	if offer == "" {
+		return nil, nil
+	}
+	r, ok, err := ep.g.rejoins.FindShared(ctx, offer)
+	if err != nil {
+		ep.log.Warn("an offered call could not be looked up; the call is submitted as a new call", "err", err)
+		return nil, nil
+	}
+	if !ok {
+		return nil, nil
+	}
+	free, err := ep.unattended(ctx, r.Call)
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case err != nil:
+		ep.log.Warn("whether a client waits for an offered call could not be read; the call is submitted as a new call", "call", r.Call, "err", err)
+		return nil, nil
+	case !free:
+		return nil, nil
+	}
+	f := &flight{tool: t, offerKey: offer, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	own, err := ep.g.rejoins.Join(wctx, key, clientwait.Rejoin{Call: r.Call, Revision: r.Revision})
+	if err != nil {
+		// Followed all the same, without a rejoin entry: the client is
+		// never told to call again, it waits for the outcome.
+		ep.log.Warn("a call rejoined from another session could not be remembered for this one; its client waits for the outcome", "call", r.Call, "err", err)
+		return f, nil
+	}
+	f.rejoinKey, f.rejoined = key, &own
+	return f, nil
+}
+
+// unattended reports whether no client waits for the call: its lease says
+// its client stopped waiting, or ran out unrenewed (its replica is gone),
+// less than a session_timeout ago — the old session would have been closed
+// for idleness by then, and a repeat after that is a new call there too. A
+// lease still running is read again until it runs out: a renewal meanwhile
+// means a client waits (at most a heartbeat's delay for a new call).
+func (ep *endpoint) unattended(ctx context.Context, call string) (bool, error) {
+	p, ok, err := ep.g.waits.PresenceOf(ctx, ep.cfg.Agent, call)
+	if err != nil || !ok || p.Endpoint != ep.cfg.Name {
+		return false, err
+	}
+	poll := min(max(ep.g.heartbeat/4, 50*time.Millisecond), time.Second)
+	for p.Waiting(time.Now()) {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(min(poll, time.Until(p.Until)+10*time.Millisecond)):
+		}
+		q, ok, err := ep.g.waits.PresenceOf(ctx, ep.cfg.Agent, call)
+		if err != nil || !ok || q.Until.After(p.Until) {
+			return false, err // forgotten (delivered, withdrawn) or renewed
+		}
+		p = q
+	}
+	return time.Since(p.Until) < ep.g.deps.Config.Gateway.SessionTimeout, nil
+}
+
 // delivered claims a rejoined call's outcome for this request (the entry
 // goes, so the next identical call is new) and forgets whether a client
 // waits for it. A request that lost the claim to a simultaneous identical
@@ -79,6 +202,7 @@ func (ep *endpoint) delivered(ctx context.Context, f *flight) {
 			ep.log.Warn("a rejoined call's outcome was returned but not marked delivered; the next identical call returns it again", "call", f.call.ID, "err", err)
 		}
 	}
+	ep.unoffer(ctx, f)
 	if err := ep.g.waits.Forget(ctx, ep.cfg.Agent, f.call.ID); err != nil {
 		ep.log.Info("whether a client waits was not forgotten", "call", f.call.ID, "err", err)
 	}
@@ -112,6 +236,11 @@ func (ep *endpoint) pendingAnswer(ctx context.Context, f *flight, ar *airlockv1.
 	if f.rejoined == nil {
 		if err := ep.g.rejoins.Remember(rctx, f.rejoinKey, clientwait.Rejoin{Call: f.call.ID, Revision: rev}); err != nil {
 			ep.log.Warn("a call waiting for approval could not be remembered; its client keeps waiting", "call", f.call.ID, "err", err)
+			return nil
+		}
+		// Its client may call again from a new session (its replica died):
+		// told to call again, it must find the call there too.
+		if ep.offer(rctx, f, rev) != nil {
 			return nil
 		}
 	}

@@ -8,6 +8,11 @@
 //     it and follows that call instead of asking again; the request that
 //     returns the outcome deletes the entry by revision (compare-and-swap),
 //     so the outcome is returned once and a later identical call is new.
+//   - an offer (key "a.<hash>", the gateway's hash of the endpoint, its
+//     agent, the tool and the arguments' digest: no session): the call the
+//     same identical call made in another session of the endpoint (its
+//     replica died, say) rejoins once no client waits for it. The request
+//     that returns the call's outcome deletes it by revision too.
 //   - a presence lease (key "c.<agent>.<call>"): until when a client is known
 //     to wait for the call, renewed while one does, so a reviewer can see
 //     whether anyone still waits for the outcome.

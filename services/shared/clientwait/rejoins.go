@@ -30,6 +30,9 @@ type Rejoins struct {
 
 	mu    sync.Mutex
 	known map[string]view
+	// loaded: the watch has read what the bucket held when it started, so
+	// a key the view lacks is missing from the bucket too (FindShared).
+	loaded bool
 }
 
 // view is what the replica knows of one key at revision rev (the bucket's
@@ -70,18 +73,42 @@ func (v *Rejoins) Find(ctx context.Context, key string, mine bool) (r Rejoin, ok
 	return v.s.Find(ctx, key)
 }
 
+// FindShared is Find for a key every replica may write (an offer, key
+// "a.<hash>"): a miss is answered by the view once it has loaded the
+// bucket, so the lookup every session call makes costs no round trip; a hit
+// is read from the bucket, since another replica may have changed it since.
+// An entry written by another replica a moment ago may not be in the view
+// yet: such a lookup misses it.
+func (v *Rejoins) FindShared(ctx context.Context, key string) (r Rejoin, ok bool, err error) {
+	v.mu.Lock()
+	k, seen := v.known[key]
+	loaded := v.loaded
+	v.mu.Unlock()
+	if loaded && !k.doubt && (!seen || !k.present || v.expired(k, time.Now())) {
+		return Rejoin{}, false, nil
+	}
+	return v.s.Find(ctx, key)
+}
+
 // Remember is Store.Remember, and the entry is in the view once stored. A
 // write that failed may still have been stored: the key is then looked up
 // in the bucket until this replica writes it again.
 func (v *Rejoins) Remember(ctx context.Context, key string, r Rejoin) error {
+	_, err := v.Join(ctx, key, r)
+	return err
+}
+
+// Join is Remember, and returns the entry as stored: the Deliver that
+// ends it deletes that revision.
+func (v *Rejoins) Join(ctx context.Context, key string, r Rejoin) (Rejoin, error) {
 	rev, err := v.s.remember(ctx, key, r)
 	if err != nil {
 		v.distrust(key)
-		return err
+		return Rejoin{}, err
 	}
 	r.entryRev = rev
 	v.wrote(key, view{r: r, present: true, rev: rev, at: time.Now()})
-	return nil
+	return r, nil
 }
 
 // Deliver is Store.Deliver, and the entry leaves the view once deleted.
@@ -101,17 +128,19 @@ func (v *Rejoins) Deliver(ctx context.Context, key string, r Rejoin) (won bool, 
 	return won, err
 }
 
-// Follow keeps the view in step with the bucket's rejoin keys until ctx
-// ends; a watch that ends (a reconnect) is started again, and what it
-// replays is applied by revision, so nothing older overwrites the view.
+// Follow keeps the view in step with the bucket's rejoin entries and
+// offers until ctx ends; a watch that ends (a reconnect) is started again,
+// and what it replays is applied by revision, so nothing older overwrites
+// the view.
 func (v *Rejoins) Follow(ctx context.Context, log *slog.Logger) {
 	for ctx.Err() == nil {
-		w, err := v.s.kv.Watch(ctx, "r.>")
+		w, err := v.s.kv.WatchFiltered(ctx, []string{"r.>", "a.>"})
 		if err != nil {
 			log.Warn("watching the rejoin entries failed; a repeated call is looked up in the bucket meanwhile", "err", err)
 		} else {
 			v.follow(ctx, w)
 			_ = w.Stop()
+			v.setLoaded(false) // what changed meanwhile is known once the next watch has replayed it
 		}
 		select {
 		case <-ctx.Done():
@@ -138,6 +167,7 @@ func (v *Rejoins) follow(ctx context.Context, w jetstream.KeyWatcher) {
 				return
 			}
 			if e == nil { // what was stored has been read
+				v.setLoaded(true)
 				continue
 			}
 			k := view{rev: e.Revision(), at: e.Created()}
@@ -206,6 +236,12 @@ func (v *Rejoins) outdated(key string, rev uint64) {
 		old.doubt, old.until = true, rev
 		v.known[key] = old
 	}
+}
+
+func (v *Rejoins) setLoaded(loaded bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.loaded = loaded
 }
 
 // expired reports whether the bucket has forgotten what k records.

@@ -25,6 +25,23 @@ func (c *countingKV) Get(ctx context.Context, key string) (jetstream.KeyValueEnt
 	return c.KeyValue.Get(ctx, key)
 }
 
+// newReplica is a gateway replica's view of the bucket, its Gets counted;
+// follow: kept in step by a watch until ctx ends.
+func newReplica(ctx context.Context, t *testing.T, js jetstream.JetStream, bucket string, follow bool) (*Rejoins, *countingKV) {
+	t.Helper()
+	s, err := Open(ctx, js, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := &countingKV{KeyValue: s.kv}
+	s.kv = kv
+	v := s.Rejoins()
+	if follow {
+		go v.Follow(ctx, slog.New(slog.DiscardHandler))
+	}
+	return v, kv
+}
+
 // TestRejoinsAcrossReplicas: two gateway replicas on one bucket, each with
 // its own view. A replica answers the keys of its own sessions from its
 // view; every other key it asks the bucket, so an entry another replica
@@ -35,17 +52,7 @@ func TestRejoinsAcrossReplicas(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	replica := func(follow bool) (*Rejoins, *countingKV) {
-		s, err := Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kv := &countingKV{KeyValue: s.kv}
-		s.kv = kv
-		v := s.Rejoins()
-		if follow {
-			go v.Follow(ctx, slog.New(slog.DiscardHandler))
-		}
-		return v, kv
+		return newReplica(ctx, t, deps.JS, deps.Config.Buckets.ClientWaits, follow)
 	}
 	// b follows no watch: whatever it finds of a's entries, it found in the
 	// bucket.
@@ -257,4 +264,56 @@ func TestRejoinsViewForgetsWhatTheBucketLetExpire(t *testing.T) {
 		defer v.mu.Unlock()
 		return len(v.known) == 0
 	})
+}
+
+// TestOffersAcrossReplicas: an offer (a key every replica may write) is
+// found by another replica as soon as its view has it; a miss costs no
+// round trip once the view has loaded the bucket, and a hit is read from
+// the bucket, so an offer another replica took back is not found.
+func TestOffersAcrossReplicas(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	replica := func(follow bool) (*Rejoins, *countingKV) {
+		v, kv := newReplica(ctx, t, deps.JS, deps.Config.Buckets.ClientWaits, follow)
+		if follow {
+			testenv.Eventually(t, 10*time.Second, "the view to load the bucket", func() bool {
+				v.mu.Lock()
+				defer v.mu.Unlock()
+				return v.loaded
+			})
+		}
+		return v, kv
+	}
+	a, _ := replica(true)
+	b, bkv := replica(true)
+	unloaded, ukv := replica(false)
+
+	before := bkv.gets.Load()
+	if _, ok, err := b.FindShared(ctx, "a.none"); err != nil || ok {
+		t.Fatalf("an offer never made: found=%v err=%v", ok, err)
+	}
+	if got := bkv.gets.Load() - before; got != 0 {
+		t.Fatalf("a miss asked the bucket %d times, want none", got)
+	}
+	if err := a.Remember(ctx, "a.offer", Rejoin{Call: "c1", Revision: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// A view that has not loaded the bucket asks it.
+	if r, ok, err := unloaded.FindShared(ctx, "a.offer"); err != nil || !ok || r.Call != "c1" || ukv.gets.Load() == 0 {
+		t.Fatalf("a view not yet loaded found %+v found=%v err=%v with %d Gets", r, ok, err, ukv.gets.Load())
+	}
+	var r Rejoin
+	testenv.Eventually(t, 10*time.Second, "the other replica to find the offer", func() bool {
+		var ok bool
+		r, ok, _ = b.FindShared(ctx, "a.offer")
+		return ok && r.Call == "c1"
+	})
+	if won, err := b.Deliver(ctx, "a.offer", r); err != nil || !won {
+		t.Fatalf("take the offer back: won=%v err=%v", won, err)
+	}
+	if _, ok, err := a.FindShared(ctx, "a.offer"); err != nil || ok {
+		t.Fatalf("an offer another replica took back is found: found=%v err=%v", ok, err)
+	}
 }

@@ -245,20 +245,58 @@ func withMCPCall(o observed, call string, n int, tool string) observed {
 	return o
 }
 
-// A request waiting for a person whose session died with its replica is
-// sent again in a new session: a new call (the rejoin is per session). An
-// idempotent tool may then run twice; no check reports it.
-func TestAnMCPRequestSentAgainInANewSessionIsANewCall(t *testing.T) {
-	o := withMCPCall(withMCPCall(clean(), "s1call", 7, toolSync), "s2call", 7, toolSync)
-	o.MCP = []mcpRecord{
-		{N: 7, Attempt: 1, Tool: "hook__sync", Client: "mcp-asker", Session: "s1", Status: "pending", CallID: "s1call"},
-		{N: 7, Attempt: 2, Tool: "hook__sync", Client: "mcp-asker", Session: "s1", Err: "connection refused"},
-		{N: 7, Attempt: 3, Tool: "hook__sync", Client: "mcp-asker", Session: "s2", Status: "pending", CallID: "s2call"},
-		{N: 7, Attempt: 4, Tool: "hook__sync", Client: "mcp-asker", Session: "s2", Status: subject.Completed, CallID: "s2call"},
+// withResent adds to o a request waiting for a person whose session died
+// with its replica: answered "pending" in s1, its next attempt there lost,
+// sent again in a new session s2 (before the call ended), which rejoins the
+// call and gets its outcome.
+func withResent(o observed) observed {
+	o = withMCPCall(o, "s1call", 7, toolSync)
+	var requested time.Time
+	for _, e := range o.Events {
+		if e.Call == "s1call" && e.Type == subject.Requested {
+			requested = e.Time
+		}
 	}
-	if r := analyse(o, idempotentTool); r.Violations != 0 {
-		t.Fatalf("a request sent again in a new session has violations: %+v", r.Checks)
+	again := requested.Add(time.Millisecond)
+	o.MCP = append(o.MCP,
+		mcpRecord{N: 7, Attempt: 1, Tool: "hook__sync", Client: "mcp-asker", Session: "s1", Status: "pending", CallID: "s1call"},
+		mcpRecord{N: 7, Attempt: 2, Tool: "hook__sync", Client: "mcp-asker", Session: "s1", Err: "connection refused"},
+		mcpRecord{N: 7, Attempt: 3, Tool: "hook__sync", Client: "mcp-asker", Session: "s2", Sent: again, Status: "pending", CallID: "s1call"},
+		mcpRecord{N: 7, Attempt: 4, Tool: "hook__sync", Client: "mcp-asker", Session: "s2", Sent: again, Status: subject.Completed, CallID: "s1call"})
+	return o
+}
+
+// inNewCall makes the new session's answers of withResent name a new call
+// s2call (asked, approved and run again), its attempts sent at sent.
+func inNewCall(o *observed, sent time.Time) {
+	*o = withMCPCall(*o, "s2call", 7, toolSync)
+	for i := range o.MCP {
+		if o.MCP[i].Session == "s2" {
+			o.MCP[i].CallID, o.MCP[i].Sent = "s2call", sent
+		}
 	}
+}
+
+func TestAnMCPRequestSentAgainInANewSession(t *testing.T) {
+	r := analyse(withResent(clean()), idempotentTool)
+	if r.Violations != 0 {
+		t.Fatalf("a request that rejoined its call from a new session has violations: %+v", r.Checks)
+	}
+	if i := slices.IndexFunc(r.Info, func(i Info) bool { return strings.Contains(i.Name, "rejoined a call of the old session") }); i < 0 || r.Info[i].Value != "1" {
+		t.Fatalf("the request that rejoined its call from a new session is not counted: %+v", r.Info)
+	}
+	t.Run("is_a_new_call_there_when_its_call_ended_while_an_answer_was_lost", func(t *testing.T) {
+		o := withResent(clean())
+		inNewCall(&o, time.Now().Add(time.Hour)) // after s1call's outcome
+		if r := analyse(o, idempotentTool); r.Violations != 0 {
+			t.Fatalf("a request whose call's outcome may have gone with a lost answer has violations: %+v", r.Checks)
+		}
+	})
+	requireReported(t, func() observed { return withResent(clean()) }, []breakage{
+		{"made_a_new_call_instead_of_rejoining_its_waiting_call", "MCP requests sent again in a new session, not rejoining", func(o *observed) {
+			inNewCall(o, time.Time{}) // before s1call ended
+		}},
+	})
 }
 
 func TestAnalyseFindsEachMCPViolation(t *testing.T) {

@@ -552,18 +552,23 @@ func sortedKeys(m map[string]bool) []string {
 }
 
 // mcp checks what the MCP clients saw through the gateway replicas against
-// the stream and the tool server. One request (its arguments' "n") is one
-// call in each session it was sent in: sent again in its session (after a
-// "pending" answer) it rejoins that call, sent again in a new session (its
-// replica died) it is a new call. A non-idempotent one runs at most once,
-// and every answer is what the stream says. A request whose replica died
-// with it has no answer; its call, if submitted, must still end (the
-// ledger checks above).
+// the stream and the tool server. One request (its arguments' "n") is at
+// most one call in each session it was sent in: sent again in its session
+// (after a "pending" answer) it rejoins that call; sent again in a new
+// session (its replica died) after a "pending" answer, it rejoins that call
+// too (newSessions). A non-idempotent one runs at most once, and every
+// answer is what the stream says. A request whose replica died with it has
+// no answer; its call, if submitted, must still end (the ledger checks
+// above).
 func (c checker) mcp(o observed, tr map[string]*callTrail, idempotent func(server, tool string) bool) {
 	callsOf := map[int]map[string]bool{} // n → the calls requested with it
+	requestedAt := map[string]time.Time{}
 	for _, e := range o.Events {
 		if e.Agent != mcpAgent || e.Type != subject.Requested || e.Ev == nil {
 			continue
+		}
+		if _, ok := requestedAt[e.Call]; !ok {
+			requestedAt[e.Call] = e.Time
 		}
 		n := int(e.Ev.GetRequested().GetCall().GetArguments().GetFields()["n"].GetNumberValue())
 		if callsOf[n] == nil {
@@ -598,6 +603,7 @@ func (c checker) mcp(o observed, tr map[string]*callTrail, idempotent func(serve
 		}
 		pendingOnce[r.N] = pendingOnce[r.N] || r.Status == "pending"
 	}
+	notAdopted, adopted := newSessions(o.MCP, tr, requestedAt)
 	var split, notRejoined, twice, differ []string
 	lost, unavailable, unavailableRan, recordedLost, resent, ranAgain := 0, 0, 0, 0, 0, 0
 	seen := map[int]bool{}
@@ -610,7 +616,7 @@ func (c checker) mcp(o observed, tr map[string]*callTrail, idempotent func(serve
 			}
 			if exs := ranOf[r.N]; len(exs) > 1 && !idempotent(exs[0].Server, exs[0].Tool) {
 				twice = append(twice, fmt.Sprintf("%s ran %d times", name, len(exs)))
-			} else if len(exs) > 1 {
+			} else if ranAs(exs) > 1 {
 				ranAgain++
 			}
 			if len(sessionsOf[r.N]) > 1 {
@@ -658,13 +664,17 @@ func (c checker) mcp(o observed, tr map[string]*callTrail, idempotent func(serve
 	}
 	c.count("MCP requests recorded as more calls than their sessions", split)
 	c.count("MCP requests sent again in a session that did not rejoin", notRejoined)
+	c.count("MCP requests sent again in a new session, not rejoining", notAdopted)
 	c.count("MCP requests executed more than once", twice)
 	c.count("MCP answers that differ from the stream", differ)
 	c.info("MCP requests through the gateway", len(seen))
 	c.info("  answered \"pending\", then sent again (rejoined in their session)", pending)
 	c.info("  sent in more than one session (their replica died)", resent)
-	// A new session's call is asked and may run again: idempotent tools only here.
-	c.info("  run more than once (idempotent: a call per session)", ranAgain)
+	c.info("    of which rejoined a call of the old session from a new one", adopted)
+	// A new session's call is a new call only when the first was not yet
+	// offered (its replica died before it waited for a person) or its
+	// outcome went with the lost answer: idempotent tools only here.
+	c.info("  run as more than one call (a new call in a new session)", ranAgain)
 	c.info("MCP sessions started (incl. after a replica died, probes)", o.MCPSessions)
 	c.info("MCP requests without an answer (their gateway replica died)", lost)
 	c.info("  of which the gateway had submitted (each ended: checked above)", recordedLost)
@@ -673,4 +683,76 @@ func (c checker) mcp(o observed, tr map[string]*callTrail, idempotent func(serve
 	c.info("  of which the call ran all the same", unavailableRan)
 	c.r.Info = append(c.r.Info, Info{Name: "approvals of MCP calls that failed (the call then expires)", Value: fmt.Sprint(len(o.MCPReviewErrs)),
 		Examples: o.MCPReviewErrs[:min(len(o.MCPReviewErrs), maxExamples)]})
+}
+
+// newSessions lists the MCP requests answered "pending" in one session and
+// sent again in a later one (their replica died, or the client gave up on
+// a request) whose answers there name another call: the gateway offered
+// the call to the endpoint's other sessions before it answered "pending",
+// and no client waits for it any more, so the new session rejoins it.
+// Excused is a call that ended before the new session's first attempt
+// while a request of the old one went unanswered: its outcome may have
+// gone with that answer (delivered, so an identical call is new), or the
+// call was withdrawn when the client gave up on it. rejoined counts the
+// requests answered in a later session with a call requested before that
+// session's first attempt (pending or not in the old one).
+func newSessions(records []mcpRecord, tr map[string]*callTrail, requestedAt map[string]time.Time) (out []string, rejoined int) {
+	byN := map[int][]mcpRecord{}
+	var ns []int
+	for _, r := range records {
+		if r.Session == "" {
+			continue
+		}
+		if byN[r.N] == nil {
+			ns = append(ns, r.N)
+		}
+		byN[r.N] = append(byN[r.N], r)
+	}
+	endedBefore := func(call string, at time.Time) bool {
+		ct := tr[mcpAgent+"/"+call]
+		return ct != nil && ct.revs[1] != nil && ct.revs[1].end != nil && ct.revs[1].end.Time.Before(at)
+	}
+	for _, n := range ns {
+		var offered, offeredIn, session string
+		var began time.Time // the session's first attempt
+		lost, joined := false, false
+	records:
+		for _, r := range byN[n] {
+			if r.Session != session {
+				if offered != "" && lost && endedBefore(offered, r.Sent) {
+					offered = ""
+				}
+				session, lost, began = r.Session, false, r.Sent
+			}
+			if at, ok := requestedAt[r.CallID]; ok && r.Session != byN[n][0].Session && at.Before(began) {
+				joined = true
+			}
+			switch {
+			case r.Err != "":
+				lost = true
+			case r.CallID == "":
+			case offered == "" && r.Status == "pending":
+				offered, offeredIn = r.CallID, r.Session
+			case offered != "" && r.Session != offeredIn && r.CallID != offered:
+				out = append(out, fmt.Sprintf("%s request %d attempt %d (gateway-%d) was answered %s with call %s in a new session, not call %s its earlier session was answered \"pending\" for",
+					r.Client, n, r.Attempt, r.Replica+1, r.Status, r.CallID, offered))
+				joined = false
+				break records // once per request
+			}
+		}
+		if joined {
+			rejoined++
+		}
+	}
+	return out, rejoined
+}
+
+// ranAs is how many calls the executions are of (an idempotent call re-sent
+// by the executor runs again as the same call).
+func ranAs(exs []execution) int {
+	calls := map[string]bool{}
+	for _, ex := range exs {
+		calls[ex.Call] = true
+	}
+	return len(calls)
 }

@@ -383,11 +383,12 @@ console:
   channel: %[10]q
   users: {%[11]s}
 gateway:
+  heartbeat: %[17]s
   endpoints:
     - {name: %[13]s, agent: %[14]s, token_file: %[15]q, answer_within: %[16]s}
 `, NATSNodes, l.consoles[0], filepath.Join(l.dir, "policy"), groupReviewers, strings.Join(reviewers, ", "),
 		filepath.Join(l.dir, "tools.yaml"), filepath.Join(l.dir, "sandbox"), p.ackWait, users.String(), slackChannel, slackUserMap(),
-		l.natsTLS().CAFile, mcpEndpoint, mcpAgent, l.mcpTokenFile(), mcpAnswerWithin)
+		l.natsTLS().CAFile, mcpEndpoint, mcpAgent, l.mcpTokenFile(), mcpAnswerWithin, mcpHeartbeat)
 	if err := os.WriteFile(l.configFile(), []byte(cfg), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", l.configFile(), err)
 	}

@@ -28,6 +28,11 @@ const (
 	// mcpAnswerWithin is the endpoint's answer_within: short, so that most
 	// asked calls are answered "pending" and called again (rejoined).
 	mcpAnswerWithin = "2s"
+	// mcpHeartbeat is the gateway's heartbeat: a waiting client's lease
+	// lasts three, so a call whose replica died is rejoined from a new
+	// session within seconds, not the default 45 s (longer than the
+	// clients wait for an answer).
+	mcpHeartbeat = "2s"
 )
 
 // mcpRecord is one tools/call an MCP client made through a gateway replica.
@@ -121,8 +126,9 @@ func (m *mcpLoad) run(ctx context.Context, seed int64, until time.Time, interval
 // person longer than the endpoint's answer_within: answered "pending", it
 // calls again with the same arguments in its session, which rejoins the
 // call, until the outcome comes. When its replica dies it starts a session
-// on another and calls again there, which is a new call (a rejoin entry
-// names its session).
+// on another and calls again there, which rejoins the call too once the
+// dead replica's lease on it has run out (the gateway offers a call waiting
+// for a person to the endpoint's other sessions).
 func (m *mcpLoad) asker(ctx context.Context, r *rand.Rand, until time.Time, interval time.Duration) {
 	const name, tool = "mcp-asker", serverHook + "__" + toolSync
 	var cs *mcp.ClientSession
