@@ -164,6 +164,24 @@ func TestGatewayRejoin(t *testing.T) {
 		if err := replica.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
+		// A new session that rejoins the call and then gives up (a client
+		// timeout) withdraws nothing: it only followed another's call.
+		impatient := g.connect(t, "plain", clientOpts{version: "2025-11-25"})
+		ictx, giveUp := context.WithCancel(context.Background())
+		defer giveUp()
+		gaveUp := make(chan error, 1)
+		go func() {
+			_, err := impatient.CallTool(ictx, &mcp.CallToolParams{Name: "fs__write_file", Arguments: args})
+			gaveUp <- err
+		}()
+		g.waitForEntry(t, "r.", id)
+		giveUp()
+		<-gaveUp
+		for until := time.Now().Add(5 * time.Second); time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
+			if r, err := g.api.Get(context.Background(), "plainbot", id, 0); err == nil && r.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+				t.Fatalf("a session that rejoined the call and gave up left it %s, want it pending", r.GetState())
+			}
+		}
 		// Its client starts a new session elsewhere and repeats the call:
 		// it rejoins the call once the lease has run out.
 		fresh := g.connect(t, "plain", clientOpts{version: "2025-11-25"})

@@ -40,10 +40,21 @@ type flight struct {
 	// offerKey: where an identical call of another session of the endpoint
 	// finds the call once no client waits for it ("": nowhere; rejoin.go).
 	offerKey string
+	// adopted: the call was made in another session, whose client stopped
+	// waiting (adopt). This request only follows it: its client giving up
+	// withdraws nothing, and the call stays offered.
+	adopted bool
+	// since: when the request began, where finding the call took a while
+	// (adopt): the time to answer "pending" counts from then.
+	since time.Time
 	// progress counts the request's progress notifications when several
 	// calls share it (a run_code script's); nil: the call's own.
 	progress *progressCount
 }
+
+// ClientCanceled is the reason a call is withdrawn with when the MCP client
+// that made it gives up on it.
+const ClientCanceled = "the MCP client canceled the request"
 
 func (ep *endpoint) handler(t *tool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -78,10 +89,12 @@ func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest, t *t
 		f.offerKey = offer
 		return ep.follow(ctx, req, f, false)
 	}
+	began := time.Now()
 	switch f, err := ep.adopt(ctx, key, offer, t); {
 	case err != nil:
 		return nil, err // the client gave up while the call's lease ran out
 	case f != nil:
+		f.since = began
 		return ep.follow(ctx, req, f, false)
 	}
 	f := &flight{tool: t, submit: true, rejoinKey: key, offerKey: offer, call: airlock.Call{
@@ -128,7 +141,11 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 		events: make(chan *airlockv1.Event, 16), stop: make(chan struct{})}
 	w.timer = time.AfterFunc(ep.g.heartbeat, func() { w.start(true) })
 	if f.rejoinKey != "" {
-		w.answerTimer = time.AfterFunc(ep.cfg.AnswerBound(), w.answerPending)
+		bound := ep.cfg.AnswerBound()
+		if !f.since.IsZero() {
+			bound = max(bound-time.Since(f.since), 0)
+		}
+		w.answerTimer = time.AfterFunc(bound, w.answerPending)
 	}
 	hook := airlock.OnEvent(w.event)
 	var out airlock.Outcome
@@ -165,18 +182,29 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 		return early, eerr
 	}
 	if err != nil {
-		if forPerson {
-			ep.hold(ctx, f.call.ID, time.Now())
+		if ctx.Err() != nil && f.adopted {
+			// A client that only followed another session's call gave up:
+			// the call stays as it is (offered, its client gone), for the
+			// next session to rejoin or abandon_after to end.
+			if forPerson {
+				ep.hold(ctx, f.call.ID, time.Now())
+			}
+			return nil, ctx.Err()
 		}
 		if ctx.Err() != nil {
 			// The client gave up on the call (notifications/cancelled, or the
 			// session ended): nobody waits for it any more. A call that needs
-			// no person has no approval to cancel.
-			go ep.withdraw(f.call.ID, "the MCP client canceled the request", 3*time.Second)
+			// no person has no approval to cancel. Its offer goes first, so
+			// no session adopts a call being withdrawn.
 			if forPerson {
 				ep.unoffer(ctx, f) // another session's identical call is a new call
+				ep.hold(ctx, f.call.ID, time.Now())
 			}
+			go ep.withdraw(f.call.ID, ClientCanceled, 3*time.Second)
 			return nil, ctx.Err()
+		}
+		if forPerson {
+			ep.hold(ctx, f.call.ID, time.Now())
 		}
 		if errors.Is(err, airlock.ErrInvalid) {
 			return errorResult("invalid", f.call.ID, "airlock refused the call as malformed: "+strings.TrimPrefix(err.Error(), airlock.ErrInvalid.Error()+": ")), nil
@@ -309,7 +337,7 @@ func (w *watch) run(beatFirst bool) {
 		case ev := <-w.events:
 			ar := ev.GetApprovalRequested()
 			ep.hold(ctx, f.call.ID, time.Now().Add(leaseFor(ep.g.heartbeat)))
-			_ = ep.offer(ctx, f, max(ar.GetCall().GetRevision(), 1)) // logged; written again with the answer "pending"
+			_ = ep.offer(ctx, f, max(ar.GetCall().GetRevision(), 1), false) // logged; written again with the answer "pending"
 			tell.progress(ctx, waitingText(ar))
 			if !w.mayConfirm || asking != nil || !ep.mayConfirm(ar) {
 				continue

@@ -431,6 +431,13 @@ func TestOfferKeysNameOneCallOfOneEndpointAndAgentInAnySession(t *testing.T) {
 	other := testEndpoint("other")
 	otherAgent := testEndpoint("bot")
 	otherAgent.cfg.Agent = "bot2"
+	// The same endpoint and agent names in another configuration (a
+	// developer's stdio gateway on the same bus) bound to another person,
+	// or another profile.
+	otherPerson := testEndpoint("bot")
+	otherPerson.cfg.OnBehalfOf = "mallory"
+	otherProfile := testEndpoint("bot")
+	otherProfile.cfg.Profile = "other"
 	offer := func(ep *endpoint, session, tool, digest string) string {
 		return ep.offerKey(ep.rejoinKey(session, tool, digest), tool, digest)
 	}
@@ -447,6 +454,8 @@ func TestOfferKeysNameOneCallOfOneEndpointAndAgentInAnySession(t *testing.T) {
 	}{
 		{"another_endpoint", offer(other, "session", "fs__write_file", "digest")},
 		{"another_agent", offer(otherAgent, "session", "fs__write_file", "digest")},
+		{"another_person", offer(otherPerson, "session", "fs__write_file", "digest")},
+		{"another_profile", offer(otherProfile, "session", "fs__write_file", "digest")},
 		{"another_tool", offer(bot, "session", "fs__read_file", "digest")},
 		{"other_arguments", offer(bot, "session", "fs__write_file", "digest2")},
 		{"text_moved_between_parts", bot.offerKey("r.x", "fs__write_filedigest", "")},

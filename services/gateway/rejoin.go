@@ -44,13 +44,14 @@ func (ep *endpoint) rejoinKey(session, tool, digest string) string {
 
 // offerKey is where an identical call made in another session of the
 // endpoint finds the call ("" where the call cannot be rejoined): the
-// endpoint, its agent, the tool and the arguments, length-prefixed, and no
-// session.
+// endpoint, its agent, the person it acts for and its profile (another
+// configuration may bind the same names to another person), the tool and
+// the arguments, length-prefixed, and no session.
 func (ep *endpoint) offerKey(rejoinKey, tool, digest string) string {
 	if rejoinKey == "" {
 		return ""
 	}
-	return "a." + hashID("", "offer/v1", ep.cfg.Name, ep.cfg.Agent, tool, digest)
+	return "a." + hashID("", "offer/v2", ep.cfg.Name, ep.cfg.Agent, ep.cfg.OnBehalfOf, ep.cfg.Profile, tool, digest)
 }
 
 // newSessionID is the id of an MCP session this replica starts: its mark,
@@ -89,13 +90,20 @@ func (ep *endpoint) findRejoin(ctx context.Context, key string, mine bool, t *to
 // offer makes a call this request submitted, now waiting for a person at
 // revision rev, one an identical call of another session of the endpoint
 // may rejoin once no client waits for it (adopt). A failed offer is
-// logged; the answer "pending" writes it again.
-func (ep *endpoint) offer(ctx context.Context, f *flight, rev uint32) error {
+// logged; the answer "pending" writes it again (again), unless the key
+// offers another call by then: an identical call made since, which the
+// older one must not displace.
+func (ep *endpoint) offer(ctx context.Context, f *flight, rev uint32, again bool) error {
 	if f.offerKey == "" || f.rejoined != nil || !f.submit {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	if again {
+		if r, ok, err := ep.g.rejoins.FindShared(ctx, f.offerKey); err == nil && ok && r.Call != f.call.ID {
+			return nil
+		}
+	}
 	err := ep.g.rejoins.Remember(ctx, f.offerKey, clientwait.Rejoin{Call: f.call.ID, Revision: rev})
 	if err != nil {
 		ep.log.Info("a call waiting for a person was not offered to the endpoint's other sessions; the same call from a new session is a new call", "call", f.call.ID, "err", err)
@@ -149,7 +157,7 @@ func (ep *endpoint) adopt(ctx context.Context, key, offer string, t *tool) (*fli
 	case !free:
 		return nil, nil
 	}
-	f := &flight{tool: t, offerKey: offer, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
+	f := &flight{tool: t, offerKey: offer, adopted: true, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	own, err := ep.g.rejoins.Join(wctx, key, clientwait.Rejoin{Call: r.Call, Revision: r.Revision})
@@ -167,15 +175,20 @@ func (ep *endpoint) adopt(ctx context.Context, key, offer string, t *tool) (*fli
 // its client stopped waiting, or ran out unrenewed (its replica is gone),
 // less than a session_timeout ago — the old session would have been closed
 // for idleness by then, and a repeat after that is a new call there too. A
-// lease still running is read again until it runs out: a renewal meanwhile
-// means a client waits (at most a heartbeat's delay for a new call).
+// lease still running is read again until it runs out or goes a heartbeat
+// unrenewed: a renewal meanwhile means a client waits (at most a
+// heartbeat's delay for a new call).
 func (ep *endpoint) unattended(ctx context.Context, call string) (bool, error) {
 	p, ok, err := ep.g.waits.PresenceOf(ctx, ep.cfg.Agent, call)
 	if err != nil || !ok || p.Endpoint != ep.cfg.Name {
 		return false, err
 	}
 	poll := min(max(ep.g.heartbeat/4, 50*time.Millisecond), time.Second)
-	for p.Waiting(time.Now()) {
+	// A waiting client's replica renews the lease every heartbeat: one not
+	// renewed for a heartbeat and a poll has nobody renewing it (its
+	// replica is gone), however far ahead its last renewal reached.
+	gone := time.Now().Add(ep.g.heartbeat + poll)
+	for p.Waiting(time.Now()) && time.Now().Before(gone) {
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
@@ -240,7 +253,7 @@ func (ep *endpoint) pendingAnswer(ctx context.Context, f *flight, ar *airlockv1.
 		}
 		// Its client may call again from a new session (its replica died):
 		// told to call again, it must find the call there too.
-		if ep.offer(rctx, f, rev) != nil {
+		if ep.offer(rctx, f, rev, true) != nil {
 			return nil
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/gateway"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
@@ -692,8 +693,8 @@ func (c checker) mcp(o observed, tr map[string]*callTrail, idempotent func(serve
 // and no client waits for it any more, so the new session rejoins it.
 // Excused is a call that ended before the new session's first attempt
 // while a request of the old one went unanswered: its outcome may have
-// gone with that answer (delivered, so an identical call is new), or the
-// call was withdrawn when the client gave up on it. rejoined counts the
+// gone with that answer (delivered, so an identical call is new); and a
+// call withdrawn because its client gave up on it, whenever that landed. rejoined counts the
 // requests answered in a later session with a call requested before that
 // session's first attempt (pending or not in the old one).
 func newSessions(records []mcpRecord, tr map[string]*callTrail, requestedAt map[string]time.Time) (out []string, rejoined int) {
@@ -710,7 +711,15 @@ func newSessions(records []mcpRecord, tr map[string]*callTrail, requestedAt map[
 	}
 	endedBefore := func(call string, at time.Time) bool {
 		ct := tr[mcpAgent+"/"+call]
-		return ct != nil && ct.revs[1] != nil && ct.revs[1].end != nil && ct.revs[1].end.Time.Before(at)
+		if ct == nil || ct.revs[1] == nil || ct.revs[1].end == nil {
+			return false
+		}
+		end := ct.revs[1].end
+		// A call its client gave up on is withdrawn a moment after the
+		// gateway takes its offer back: a new session then makes a new
+		// call, whenever the withdrawal lands.
+		withdrawn := end.Type == subject.Canceled && end.Ev.GetCanceled().GetReason() == gateway.ClientCanceled
+		return withdrawn || end.Time.Before(at)
 	}
 	for _, n := range ns {
 		var offered, offeredIn, session string
