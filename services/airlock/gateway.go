@@ -166,9 +166,7 @@ func gatewayDialer(serves string, stdio bool) dialer {
 // when it gives up, what to do.
 func connectSaying(ctx context.Context, cfg config.Config, log *slog.Logger, name string, wait time.Duration, stderr io.Writer, d dialer) (svc.Deps, error) {
 	fmt.Fprintf(stderr, "%s: connecting to NATS at %s %s%s; trying for up to %s\n", d.Who, bus.Redact(cfg.NATS.URL), credentialText(cfg.NATS), d.For, wait)
-	cctx, cancel := context.WithTimeout(ctx, wait)
-	deps, err := svc.Connect(cctx, cfg, log, name, false)
-	cancel()
+	deps, err := svc.ConnectWithin(ctx, wait, cfg, log, name, false)
 	if err != nil {
 		return svc.Deps{}, connectError(ctx, cfg, wait, d, err)
 	}
@@ -205,7 +203,7 @@ func connectError(ctx context.Context, cfg config.Config, wait time.Duration, d 
 
 // isAuthError reports a NATS server refusing a credential.
 func isAuthError(err error) bool {
-	return errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization violation")
+	return errors.Is(err, nats.ErrAuthorization)
 }
 
 // serveGatewayHTTP is `airlock serve gateway` with the gateway's defaults.

@@ -182,29 +182,24 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 		return early, eerr
 	}
 	if err != nil {
-		if ctx.Err() != nil && f.adopted {
-			// A client that only followed another session's call gave up:
-			// the call stays as it is (offered, its client gone), for the
-			// next session to rejoin or abandon_after to end.
-			if forPerson {
-				ep.hold(ctx, f.call.ID, time.Now())
-			}
-			return nil, ctx.Err()
-		}
-		if ctx.Err() != nil {
-			// The client gave up on the call (notifications/cancelled, or the
-			// session ended): nobody waits for it any more. A call that needs
-			// no person has no approval to cancel. Its offer goes first, so
-			// no session adopts a call being withdrawn.
-			if forPerson {
-				ep.unoffer(ctx, f) // another session's identical call is a new call
-				ep.hold(ctx, f.call.ID, time.Now())
-			}
-			go ep.withdraw(f.call.ID, ClientCanceled, 3*time.Second)
-			return nil, ctx.Err()
-		}
+		// The client gave up on the call (notifications/cancelled, or the
+		// session ended): nobody waits for it any more. A call it made is
+		// withdrawn (one that needs no person has no approval to cancel),
+		// its offer first, so no session adopts a call being withdrawn. A
+		// call it only followed (adopted from another session) stays as it
+		// is, offered, for the next session to rejoin or abandon_after to end.
+		gaveUp := ctx.Err() != nil
 		if forPerson {
+			if gaveUp && !f.adopted {
+				ep.unoffer(ctx, f) // another session's identical call is a new call
+			}
 			ep.hold(ctx, f.call.ID, time.Now())
+		}
+		if gaveUp {
+			if !f.adopted {
+				go ep.withdraw(f.call.ID, ClientCanceled, 3*time.Second)
+			}
+			return nil, ctx.Err()
 		}
 		if errors.Is(err, airlock.ErrInvalid) {
 			return errorResult("invalid", f.call.ID, "airlock refused the call as malformed: "+strings.TrimPrefix(err.Error(), airlock.ErrInvalid.Error()+": ")), nil

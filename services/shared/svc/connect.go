@@ -17,14 +17,17 @@ import (
 // provision it creates or updates the streams and buckets first (which
 // needs administrator permissions). Without, each service finds its own
 // streams and buckets and says to run `airlock provision` when one is missing.
-// It also applies cfg.Runtime to the process, which runs services.
+// It also applies cfg.Runtime to the process, which runs services. It
+// tries to connect for up to 30 s (ConnectWithin sets another bound).
 func Connect(ctx context.Context, cfg config.Config, log *slog.Logger, name string, provision bool) (Deps, error) {
+	return ConnectWithin(ctx, 30*time.Second, cfg, log, name, provision)
+}
+
+// ConnectWithin is Connect trying to connect for up to wait
+// (`--connect-wait`).
+func ConnectWithin(ctx context.Context, wait time.Duration, cfg config.Config, log *slog.Logger, name string, provision bool) (Deps, error) {
 	tuneRuntime(cfg.Runtime, log)
-	// 30 s unless the caller bounds it (`--connect-wait`).
-	cctx, cancel := ctx, context.CancelFunc(func() {})
-	if _, ok := ctx.Deadline(); !ok {
-		cctx, cancel = context.WithTimeout(ctx, 30*time.Second)
-	}
+	cctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	nc, err := bus.Connect(cctx, cfg.NATS, name, log)
 	if err != nil {
@@ -36,7 +39,7 @@ func Connect(ctx context.Context, cfg config.Config, log *slog.Logger, name stri
 		return Deps{}, fmt.Errorf("jetstream: %w", err)
 	}
 	if provision {
-		// Not bounded by the connection's 30 s: a cluster that has just
+		// Not bounded by the connection's wait: a cluster that has just
 		// started may need longer to place replicated streams, and
 		// Provision bounds its own wait (nats.provision_wait).
 		changes, err := bus.Provision(ctx, js, cfg)
