@@ -81,7 +81,9 @@ the same call: --call-id ID --revision 2.
 			if c.ID != "" {
 				// A call id names one call: submitting an ended revision again
 				// changes nothing, and following it would tell its end as news.
-				if out, ended, err := client.Ended(cmd.Context(), c.ID, max(c.Revision, 1)); err == nil && ended {
+				// A request refused as invalid recorded no call: the same id
+				// may be submitted again, corrected (the policy accepts it).
+				if out, ended, err := client.Ended(cmd.Context(), c.ID, max(c.Revision, 1)); err == nil && ended && out.Status != airlock.StatusInvalid {
 					stderr := cmd.ErrOrStderr()
 					fmt.Fprintf(stderr, "%s\n  nothing was submitted: a call id names one call, and this one has ended. Leave out --call-id for a new call (after a reviewer asked for changes, submit --revision %d).\n",
 						endedText(client.Agent()+"/"+c.ID, out, time.Now()), out.Revision+1)

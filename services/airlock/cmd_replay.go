@@ -50,8 +50,9 @@ the run-time rules of the running airlock as they are now (--runtime-rules
 now, the default; "none" leaves them out), the configuration's profile
 bindings, and the standing grants in force now (--grants now, the default;
 "none" leaves them out): an ask a grant in force answers is an allow, as the
-policy service would decide it, though replay spends no use of it (a grant
-answers every call it covers, whatever uses it has left). So a change is the
+policy service would decide it, though replay spends no use of it (a live
+grant answers every call it covers; one used up before the replay answers
+only the calls that spent it). So a change is the
 candidate's, not a missing rule's or grant's. Rules and grants as they were
 when each call was decided are not kept (their history is bounded), so "now"
 is what replay can offer: a call asked before a grant was made shows as a

@@ -42,8 +42,10 @@ type Applies func(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlo
 // WithGrants is decide with the standing grants gs in force, applied as the
 // policy service applies them: an ask the first of gs that applies to the
 // call at its time answers becomes an allow naming that grant (GrantId); a
-// deny or an allow stays. Nothing is spent: a grant answers every call it
-// covers, whatever uses it has left. gs are tried in the order given (the
+// deny or an allow stays. Nothing is spent during the replay: a grant
+// answers every call it covers while it is live, and one used up (or
+// expired) before the replay answers only the call revisions that spent it
+// (applies: decide.GrantApplies). gs are tried in the order given (the
 // caller orders them as the policy service does).
 func WithGrants(decide Decide, gs []*airlockv1.StandingGrant, applies Applies) Decide {
 	return func(ctx context.Context, call *airlockv1.ToolCall, at time.Time) (*airlockv1.Decision, error) {

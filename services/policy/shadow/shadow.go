@@ -215,7 +215,8 @@ const (
 // drain decides what is queued until the queue is empty or ctx ends, and
 // returns how many it decided.
 func (r *Runner) drain(ctx context.Context) int {
-	for n := 0; ctx.Err() == nil; n++ {
+	n := 0
+	for ; ctx.Err() == nil; n++ {
 		select {
 		case j := <-r.jobs:
 			r.done(ctx, j)
@@ -223,7 +224,7 @@ func (r *Runner) drain(ctx context.Context) int {
 			return n
 		}
 	}
-	return 0
+	return n
 }
 
 // done decides j and takes it off the queue's counts.
