@@ -376,10 +376,6 @@ func parsePageToken(tok string) (*pagePos, error) {
 	return &pagePos{created: n, key: key}, nil
 }
 
-// consoleFrontend is the console's name as it seals its requests
-// (services/console.Frontend).
-const consoleFrontend = "console"
-
 // Cancel withdraws a pending call on behalf of a person (endpoint "cancel"):
 // one of its approvers, the person it acts for, or an operator the
 // front-end vouches for (Actor.operator: the console's admin). Agents use
@@ -390,9 +386,11 @@ func (s *Service) Cancel(ctx context.Context, req *airlockv1.CancelRequest) (*ai
 		return nil, err
 	}
 	// The operator role counts for a cancel only (human drops it for
-	// decisions), and only as the console vouches for it: the front-end
-	// that holds people's roles.
-	by.Operator = req.GetBy().GetOperator() && rpc.Frontend(ctx) == consoleFrontend
+	// decisions), and only on a request sealed as the console's, the
+	// front-end that holds people's roles. The name is the sealer's own
+	// word: this keeps a front-end's mistake from granting the role, not a
+	// front-end holding the shared key (which may name any person anyway).
+	by.Operator = req.GetBy().GetOperator() && rpc.Frontend(ctx) == approvalapi.ConsoleFrontend
 	ref, err := s.newest(ctx, req.GetAgentId(), req.GetCallId())
 	if err != nil {
 		return nil, err

@@ -17,11 +17,17 @@ import (
 )
 
 // Principal is who a request acts for, after authentication.
+// How a principal signed in (Principal.Via).
+const (
+	ViaSession = "session"
+	ViaToken   = "token"
+)
+
 type Principal struct {
 	Name   string
 	Roles  []string
 	Groups []string
-	// Via is "session" (console cookie) or "token" (bearer).
+	// Via is ViaSession (console cookie) or ViaToken (bearer).
 	Via string
 	// TokenKind and AgentID are set for bearer tokens.
 	TokenKind string
@@ -188,7 +194,7 @@ func (con *Console) authenticate(a access) echo.MiddlewareFunc {
 				if err != nil {
 					return err
 				}
-				p = Principal{Name: tok.Owner, Via: "token", TokenKind: tok.Kind, AgentID: tok.AgentID, OnBehalfOf: tok.OnBehalfOf}
+				p = Principal{Name: tok.Owner, Via: ViaToken, TokenKind: tok.Kind, AgentID: tok.AgentID, OnBehalfOf: tok.OnBehalfOf}
 				if tok.Kind == TokenAgent {
 					// Never the admin who created it: an agent token speaks only for its agent.
 					p.Name = "agent:" + tok.AgentID
@@ -237,7 +243,7 @@ func (con *Console) authenticate(a access) echo.MiddlewareFunc {
 				if !ok {
 					return con.signInFirst(c)
 				}
-				p = Principal{Name: u.Name, Roles: u.Roles, Groups: u.Groups, Via: "session", CSRF: sess.CSRF, sso: sess.SSO}
+				p = Principal{Name: u.Name, Roles: u.Roles, Groups: u.Groups, Via: ViaSession, CSRF: sess.CSRF, sso: sess.SSO}
 				if unsafeMethod(c.Request().Method) {
 					if err := checkCSRF(c, sess.CSRF); err != nil {
 						return err

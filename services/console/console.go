@@ -172,7 +172,7 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 }
 
 // Frontend is the name the console seals its requests with.
-const Frontend = "console"
+const Frontend = approvalapi.ConsoleFrontend
 
 // Name implements svc.Service.
 func (con *Console) Name() string { return "console" }

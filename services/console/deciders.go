@@ -55,14 +55,19 @@ func (con *Console) whyNot(p Principal, rec *airlockv1.ApprovalRecord) string {
 }
 
 // asPerson fills in what p may do with a call: whether p may decide it,
-// and when not, why and who can; and whether p may cancel it.
+// and when not, why and who can.
 func (con *Console) asPerson(p Principal, rec *airlockv1.ApprovalRecord) func(*callView) {
 	return func(v *callView) {
 		v.YouMayDecide = con.mayAct(p, rec)
 		v.Deciders = con.dir.Deciders(rec)
 		v.WhyNotYou = con.whyNot(p, rec)
-		v.YouMayCancel = mayRead(p, rec) && (p.Operator() || con.dirFor(p).MayCancel(rec, p.Name))
 	}
+}
+
+// mayCancel reports whether p may withdraw rec (the call page's form; the
+// approval service decides).
+func (con *Console) mayCancel(p Principal, rec *airlockv1.ApprovalRecord) bool {
+	return mayRead(p, rec) && (p.Operator() || con.dirFor(p).MayCancel(rec, p.Name))
 }
 
 // inboxRows renders pending calls for p, split into those p may decide

@@ -203,7 +203,7 @@ func (con *Console) apiSubscribe(c echo.Context) error {
 
 // subscription checks req and makes it p's subscription.
 func (w *webApp) subscription(p Principal, req subscribeRequest, userAgent string) (pushSubscription, error) {
-	if p.Via != "session" && p.TokenKind != TokenPersonal {
+	if p.Via != ViaSession && p.TokenKind != TokenPersonal {
 		return pushSubscription{}, apierr.New(apierr.NotAuthorized, "only a person subscribes their devices")
 	}
 	if err := checkEndpoint(req.Endpoint, w.allowLoopback); err != nil {

@@ -140,7 +140,7 @@ func (con *Console) oneTapCheck(c echo.Context) (oneTapChecked, error) {
 	v.token, v.Action, v.PostPath = tok, tok.Action, onetap.PathPrefix+url.PathEscape(c.Param("token"))
 	ctx := c.Request().Context()
 	p := principal(c)
-	if p.Via != "session" {
+	if p.Via != ViaSession {
 		// A link is for a person at the console, not for automation
 		// holding their API token (which decides over the REST API).
 		err := apierr.New(apierr.NotAuthorized, "A link from an approval mail decides only in its approver's signed-in console session, not with an API token: open it in your browser, or decide over the REST API.")
@@ -195,7 +195,7 @@ func (con *Console) oneTapUsed(ctx context.Context, tok onetap.Token) error {
 	}
 	var u oneTapUse
 	_ = json.Unmarshal(e.Value(), &u)
-	verb := map[string]string{onetap.Approve: "approve", onetap.Deny: "deny"}[u.Action]
+	verb := u.Action // onetap.Approve or onetap.Deny, as a verb
 	if verb == "" {
 		verb = "decide"
 	}

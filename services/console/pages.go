@@ -212,6 +212,7 @@ func (con *Console) callPage(c echo.Context) error {
 	v := &callPageView{Call: newCallView(rec)}
 	v.Title, v.Nav = v.Call.FullTool+" · "+v.Call.ID, "inbox"
 	con.asPerson(principal(c), rec)(&v.Call)
+	v.Call.YouMayCancel = con.mayCancel(principal(c), rec)
 	if v.Call.Pending {
 		v.Call.UnknownTool = con.unknownTool(ctx, principal(c), rec.GetCall())
 	}

@@ -19,6 +19,11 @@ import (
 // Service is the micro service name; endpoints are airlock.api.approval.<name>.
 const Service = "approval"
 
+// ConsoleFrontend is the name the console seals its requests as: the
+// front-end that holds people's roles (a cancel honours Actor.operator
+// only from it).
+const ConsoleFrontend = "console"
+
 // Endpoint names.
 const (
 	List          = "list"
