@@ -35,11 +35,32 @@ import (
 // and ack, and the RePublish of the three events (to the agent: the end).
 var minimalMix = floorMix{SyncPublish: 1, CASPublish: 3, PullDeliverAckWorkQueue: 1, PullDeliverAck: 1, RePublish: 2, RePublishDelivered: 1}
 
-// workPiece is one piece of a call's unavoidable work: do does it once.
+// workPiece is one piece of a call's unavoidable work: do does it once,
+// at its place in the call (at).
 type workPiece struct {
 	name string
 	do   func() error
+	at   workStage
 }
+
+// workStage is where in a call a piece of its work is done, one after the
+// other: the chain with the work (specWorkWrites) does each piece there.
+type workStage int
+
+const (
+	// atSubmit: the agent, before it publishes the request.
+	atSubmit workStage = iota
+	// atDecide: the policy, between the request's delivery and the
+	// decision's append.
+	atDecide
+	// atClaim: the executor, between the decision's delivery and the
+	// claim's append.
+	atClaim
+	// atEnd: the executor, before it appends the end.
+	atEnd
+	// atReceive: the agent, once the end reaches it.
+	atReceive
+)
 
 // workCost is one piece of a call's unavoidable work, measured alone.
 type workCost struct {
@@ -154,16 +175,16 @@ func callWork(ctx context.Context, nc *nats.Conn, cfg config.Config) ([]workPiec
 	}
 	allowed := events[subject.Allowed]
 	return []workPiece{
-		{"encode the request (agent)", func() error { _, err := bus.EncodeRequest(request, "agent/"+call.GetAgentId(), ""); return err }},
-		{"decode the request (policy)", decode(subject.Requested)},
-		{"Rego decision (policy)", func() error { _, err := policy.Evaluate(ctx, call, time.Now()); return err }},
-		{"seal the decision (policy)", func() error { return key.SealDecision(allowed) }},
-		{"encode the decision (policy)", encode(allowed)},
-		{"decode the decision (executor)", decode(subject.Allowed)},
-		{"check the decision's seal (executor)", func() error { _, err := key.VerifyDecision(allowed); return err }},
-		{"encode started (executor)", encode(events[subject.Started])},
-		{"encode the end (executor)", encode(completed)},
-		{"decode the end (agent)", decode(subject.Completed)},
+		{"encode the request (agent)", func() error { _, err := bus.EncodeRequest(request, "agent/"+call.GetAgentId(), ""); return err }, atSubmit},
+		{"decode the request (policy)", decode(subject.Requested), atDecide},
+		{"Rego decision (policy)", func() error { _, err := policy.Evaluate(ctx, call, time.Now()); return err }, atDecide},
+		{"seal the decision (policy)", func() error { return key.SealDecision(allowed) }, atDecide},
+		{"encode the decision (policy)", encode(allowed), atDecide},
+		{"decode the decision (executor)", decode(subject.Allowed), atClaim},
+		{"check the decision's seal (executor)", func() error { _, err := key.VerifyDecision(allowed); return err }, atClaim},
+		{"encode started (executor)", encode(events[subject.Started]), atClaim},
+		{"encode the end (executor)", encode(completed), atEnd},
+		{"decode the end (agent)", decode(subject.Completed), atReceive},
 	}, nil
 }
 

@@ -144,7 +144,7 @@ func TestTheWorkIsTimedWithNoCollectionAndWithoutTheBackground(t *testing.T) {
 	}
 	// A piece that allocates: with the collector on, its loop (workOps ×
 	// 32 KiB, far over half the live heap) would start collections.
-	costs, err := pm.timeWork(context.Background(), []workPiece{{"allocate", func() error { sink = make([]byte, 32<<10); return nil }}})
+	costs, err := pm.timeWork(context.Background(), []workPiece{{name: "allocate", do: func() error { sink = make([]byte, 32<<10); return nil }}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,7 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 		rep.Ratios.SpecP50, rep.Ratios.SpecP99, rep.Ratios.SpecP50InTurn, rep.Ratios.SpecOverMinimalP50,
 		rep.SpecCallChain.Latency.P50us, rep.SpecCallChain.Throughput.CPUPerOpUs,
 		rep.SpecInBlocks.Spec.P50us, rep.SpecInBlocks.Hop.P50us, rep.Ratios.BlocksP50, rep.Ratios.BlocksP50InBlocks,
+		rep.SpecInBlocks.Work.P50us, rep.SpecInBlocks.RoundTrip.P50us, rep.Ratios.WorkP50, rep.Ratios.WorkP50InBlocks,
 		rep.Ratios.MinimalP50, rep.Ratios.MinimalP99, rep.ChainHop.P50us, rep.ChainHop.P99us, rep.Ratios.MinimalP50InTurn,
 		rep.CPUBound.WorkUs, rep.CPUBound.MinimalUs, rep.CPUBound.MinimalFloorUs, rep.CPUBound.CallUs,
 		rep.CPUBound.MinimalToOwnFloor, rep.CPUBound.MinimalToFloor, rep.CPUBound.CallToFloor}
@@ -137,10 +138,19 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 			t.Errorf("work %q measured %v µs", w.Name, w.CPUus)
 		}
 	}
-	// The p50 verdict's chain and hop are timed in blocks, as many calls each
-	// as the other latencies.
-	if rep.SpecInBlocks.Spec.N != 50 || rep.SpecInBlocks.Hop.N != 50 {
-		t.Errorf("timed in blocks: %d calls of the minimal chain with SPEC's headers and %d hops, want 50 each", rep.SpecInBlocks.Spec.N, rep.SpecInBlocks.Hop.N)
+	// The minimal chain with SPEC's headers and the work does that chain's
+	// writes, no more, its records as large: only the work differs.
+	wc := rep.SpecInBlocks.WorkPerCall
+	if got, want := writes(wc), writes(sc); !near(got[0], want[0]) || !near(got[1], want[1]) || !near(got[2], want[2]) || !near(got[3], want[3]) {
+		t.Errorf("the server counted %v intake writes, event writes, policy and executor deliveries per minimal chain with SPEC's headers and the work, %v per one without", got, want)
+	}
+	if got, want := wc.EventBytes/wc.EventWrites, sc.EventBytes/sc.EventWrites; math.Abs(got-want) > 0.15*want {
+		t.Errorf("the chain with the work stores %.0f B per event, the one without %.0f B: its records should be as large", got, want)
+	}
+	// The p50 verdict's chains, hop and round trip are timed in blocks, as
+	// many calls each as the other latencies.
+	if b := rep.SpecInBlocks; b.Spec.N != 50 || b.Hop.N != 50 || b.Work.N != 50 || b.RoundTrip.N != 50 {
+		t.Errorf("timed in blocks: %d calls of the minimal chain with SPEC's headers, %d with the work, %d hops and %d round trips, want 50 each", b.Spec.N, b.Work.N, b.Hop.N, b.RoundTrip.N)
 	}
 	// The CPU goal and bounds come from the rounds: every round measured
 	// each side, the ratio and the bounds are medians of theirs.
@@ -321,8 +331,9 @@ func TestTheSpecChainCarriesExactlyTheHeadersSPECRequires(t *testing.T) {
 }
 
 // TestTheRoundtripSaysAGoalIsOutOfReachOnlyWhenBothHopsShowIt: the p50
-// verdict needs the minimal chain with SPEC's headers above the goal
-// against the raw hop timed alone and timed in blocks; the CPU verdict needs
+// verdict needs the minimal chain with SPEC's headers and the work above
+// the goal against the raw hop timed alone and timed in blocks, and below
+// the round trip in the same blocks; the CPU verdict needs
 // the goal missed and both bounds above it with the least background,
 // neither refuted by the round trip (by the medians of the rounds' CPU nor
 // of their ratios to the same floor); each says so with its numbers, and
@@ -351,30 +362,37 @@ func TestTheRoundtripSaysAGoalIsOutOfReachOnlyWhenBothHopsShowIt(t *testing.T) {
 		// rounds, when set, give the CPU figures instead of cpu.
 		rounds                     *cpuRounds
 		p50OutOfReach, cpuOutReach bool
+		// blocksRoundTrip: the round trip's p50 in the blocks, when not
+		// 500 µs (above the chain's 400).
+		blocksRoundTrip float64
 	}{
-		{"above against both hops and both floors", 4, 3.6, bounds{1.7, 1.8, 1.7, 1.8, 400, 2}, nil, true, true},
-		{"above against the hop alone only", 4, 3.4, bounds{1.7, 1.5, 1.7, 1.5, 400, 2}, nil, false, false},
-		{"above against the hop in blocks only", 3.4, 4, bounds{1.5, 1.7, 1.5, 1.7, 400, 2}, nil, false, false},
-		{"below both", 3, 2, bounds{1.2, 1.3, 1.2, 1.3, 400, 2}, nil, false, false},
-		{"above both floors, but today's bound above the round trip itself", 3, 2, bounds{1.7, 1.8, 1.7, 1.8, 350, 2}, nil, false, false},
-		{"above both floors with the mean background, not with the least", 3, 2, bounds{1.7, 1.8, 1.55, 1.7, 400, 2}, nil, false, false},
-		{"above both floors, but today's bound above the goal's own ratio", 3, 2, bounds{1.7, 1.8, 1.7, 1.8, 400, 1.75}, nil, false, false},
+		{"above against both hops and both floors", 4, 3.6, bounds{1.7, 1.8, 1.7, 1.8, 400, 2}, nil, true, true, 0},
+		{"above against the hop alone only", 4, 3.4, bounds{1.7, 1.5, 1.7, 1.5, 400, 2}, nil, false, false, 0},
+		{"above against both hops, but the round trip in the same blocks took less than the chain", 4, 3.6, bounds{1.7, 1.5, 1.7, 1.5, 400, 2}, nil, false, false, 390},
+		{"above against the hop in blocks only", 3.4, 4, bounds{1.5, 1.7, 1.5, 1.7, 400, 2}, nil, false, false, 0},
+		{"below both", 3, 2, bounds{1.2, 1.3, 1.2, 1.3, 400, 2}, nil, false, false, 0},
+		{"above both floors, but today's bound above the round trip itself", 3, 2, bounds{1.7, 1.8, 1.7, 1.8, 350, 2}, nil, false, false, 0},
+		{"above both floors with the mean background, not with the least", 3, 2, bounds{1.7, 1.8, 1.55, 1.7, 400, 2}, nil, false, false, 0},
+		{"above both floors, but today's bound above the goal's own ratio", 3, 2, bounds{1.7, 1.8, 1.7, 1.8, 400, 1.75}, nil, false, false, 0},
 		// The reviewer's rounds (floor, round trip, chain + work): the
 		// goal's ratio is 1.6 (met), today's bound 1.7 in the median of the
 		// rounds' ratios, the median chain + work (170) below the median
 		// round trip (180): not out of reach.
 		{"the goal met, though the bounds' ratios are above it", 3, 2, bounds{}, rounds(
-			[5]float64{100, 150, 170, 150, 80}, [5]float64{200, 320, 340, 300, 160}, [5]float64{110, 180, 100, 160, 90}), false, false},
+			[5]float64{100, 150, 170, 150, 80}, [5]float64{200, 320, 340, 300, 160}, [5]float64{110, 180, 100, 160, 90}), false, false, 0},
 		{"the goal missed, today's bound above the goal's ratio in the median of the rounds", 3, 2, bounds{}, rounds(
-			[5]float64{100, 165, 170, 150, 80}, [5]float64{200, 340, 340, 300, 160}, [5]float64{110, 180, 100, 160, 90}), false, false},
+			[5]float64{100, 165, 170, 150, 80}, [5]float64{200, 340, 340, 300, 160}, [5]float64{110, 180, 100, 160, 90}), false, false, 0},
 		{"the goal missed, both bounds above it and below the round trip in every round", 3, 2, bounds{}, rounds(
-			[5]float64{100, 200, 170, 150, 80}, [5]float64{200, 400, 340, 300, 160}, [5]float64{110, 220, 190, 160, 90}), false, true},
+			[5]float64{100, 200, 170, 150, 80}, [5]float64{200, 400, 340, 300, 160}, [5]float64{110, 220, 190, 160, 90}), false, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &roundtripReport{}
 			r.Goals.P50Max, r.Goals.CPUMax = 3.5, 1.6
-			r.RawHop.Latency.P50us, r.SpecInBlocks.Hop.P50us, r.SpecInBlocks.Spec.P50us = 400/tc.alone, 400/tc.inBlocks, 400
-			r.Ratios.BlocksP50, r.Ratios.BlocksP50InBlocks = tc.alone, tc.inBlocks
+			r.RawHop.Latency.P50us, r.SpecInBlocks.Hop.P50us, r.SpecInBlocks.Work.P50us, r.SpecInBlocks.RoundTrip.P50us = 400/tc.alone, 400/tc.inBlocks, 400, 500
+			if tc.blocksRoundTrip > 0 {
+				r.SpecInBlocks.RoundTrip.P50us = tc.blocksRoundTrip
+			}
+			r.Ratios.WorkP50, r.Ratios.WorkP50InBlocks = tc.alone, tc.inBlocks
 			if tc.rounds != nil {
 				r.setCPU(tc.rounds)
 			} else {
@@ -437,8 +455,8 @@ func TestTheP50GoalMetIsNeverOutOfReach(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &roundtripReport{}
 			r.Goals.P50Max, r.Goals.P50Met = 3.5, tc.met
-			r.RawHop.Latency.P50us, r.SpecInBlocks.Hop.P50us, r.SpecInBlocks.Spec.P50us = 100, 110, 400
-			r.Ratios.BlocksP50, r.Ratios.BlocksP50InBlocks = 4, 3.64
+			r.RawHop.Latency.P50us, r.SpecInBlocks.Hop.P50us, r.SpecInBlocks.Work.P50us, r.SpecInBlocks.RoundTrip.P50us = 100, 110, 400, 600
+			r.Ratios.WorkP50, r.Ratios.WorkP50InBlocks = 4, 3.64
 			if got := strings.Contains(r.minimalVerdict(), "OUT OF REACH"); got != tc.wantOR {
 				t.Fatalf("out of reach: %v, want %v: %s", got, tc.wantOR, r.minimalVerdict())
 			}
