@@ -222,7 +222,7 @@ func TestEmailThreadCarriesRequestReminderAndOutcome(t *testing.T) {
 		}
 	}
 	// AIRLOCK_MAIL_ARTIFACTS=DIR keeps the delivered request (raw, and as a
-	// person reads it) and the outcome reply, for tests/artifacts.
+	// person reads it) and the outcome reply (docs/screenshots keeps them).
 	if dir := os.Getenv("AIRLOCK_MAIL_ARTIFACTS"); dir != "" {
 		outcome := w.wait(t, w.n.MessageID(rec, "outcome-rejected"), 2)[0]
 		for name, data := range map[string][]byte{
