@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,7 +15,6 @@ import (
 
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/console"
-	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -60,29 +60,42 @@ accounts with ` + "`airlock nats config`" + ` instead.`,
 	}
 	cmd.PersistentFlags().StringVar(&dataDir, "data", "", "data `DIR` of airlock dev (default dev.data_dir / AIRLOCK_DEV_DATA_DIR, .airlock)")
 	// The data dir the other commands use (`airlock call`, `approvals`,
-	// `hook install`) unless --data names another.
-	devData := func() (config.Config, string, error) {
-		cfg, err := g.load()
-		if err != nil || dataDir != "" {
-			return cfg, dataDir, err
+	// `hook install`) unless --data names another: the configuration is
+	// read only when --data does not name one.
+	load := sync.OnceValues(g.load) // add may need it twice
+	devData := func() (string, error) {
+		if dataDir != "" {
+			return dataDir, nil
 		}
-		return cfg, cfg.Dev.DataDir, nil
+		cfg, err := load()
+		if err != nil {
+			return "", err
+		}
+		return cfg.Dev.DataDir, nil
 	}
 	add := &cobra.Command{
 		Use:   "add NAME",
 		Short: "Create an agent and write its credential file",
 		Args:  exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, dataDir, err := devData()
+			dataDir, err := devData()
 			if err != nil {
 				return err
 			}
 			d := natsauth.Dev{DataDir: dataDir}
 			file := d.CredentialFile(args[0])
-			// The running dev's own address, else where it listens by default.
-			url, running := fmt.Sprintf("nats://%s:%d", cfg.Dev.NATSHost, cfg.Dev.NATSPort), false
-			if raw, err := os.ReadFile(d.URLFile()); err == nil {
-				url, running = strings.TrimSpace(string(raw)), true
+			// The running dev's own address, else where it listens as configured.
+			var url string
+			raw, err := os.ReadFile(d.URLFile())
+			running := err == nil
+			if running {
+				url = strings.TrimSpace(string(raw))
+			} else {
+				cfg, err := load()
+				if err != nil {
+					return err
+				}
+				url = fmt.Sprintf("nats://%s:%d", cfg.Dev.NATSHost, cfg.Dev.NATSPort)
 			}
 			cred, err := natsauth.NewCredential(file, args[0], url)
 			if err != nil {
@@ -110,7 +123,7 @@ accounts with ` + "`airlock nats config`" + ` instead.`,
 		Short: "List the agents and their credential files",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, dataDir, err := devData()
+			dataDir, err := devData()
 			if err != nil {
 				return err
 			}

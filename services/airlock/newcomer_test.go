@@ -373,6 +373,41 @@ func TestAgentsAddUsesTheDataDirTheOtherCommandsUse(t *testing.T) {
 	}
 }
 
+// TestAgentsListWithDataReadsNoConfiguration: `airlock agents list --data
+// DIR` needs only DIR, so a configuration that does not load (here, one
+// with an unknown setting) does not stop it; without --data the data dir is
+// the configuration's, and its error is what the command says.
+func TestAgentsListWithDataReadsNoConfiguration(t *testing.T) {
+	data := t.TempDir()
+	file := natsauth.Dev{DataDir: data}.CredentialFile("lister")
+	if _, err := natsauth.NewCredential(file, "lister", "nats://127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
+	broken := filepath.Join(t.TempDir(), "airlock.yaml")
+	if err := os.WriteFile(broken, []byte("no_such_setting: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    string
+		wantErr string
+	}{
+		{"with_data", []string{"--config", broken, "agents", "list", "--data", data}, "lister\t" + file, ""},
+		{"without_data", []string{"--config", broken, "agents", "list"}, "", broken},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := runCLI(context.Background(), t, tc.args...)
+			switch {
+			case tc.wantErr == "" && (err != nil || !strings.Contains(out, tc.want)):
+				t.Fatalf("err = %v, want the list naming %q:\n%s", err, tc.want, out)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("err = %v, want the configuration's error naming %s", err, tc.wantErr)
+			}
+		})
+	}
+}
+
 // TestTheStdioGatewaySaysWhereItConnectsAndWhatToDo: `airlock gateway
 // --stdio` writes nothing but MCP on stdout, so it says on stderr, before it
 // first tries, where it connects and as whom; and when nothing answers it

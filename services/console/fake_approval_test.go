@@ -33,8 +33,10 @@ type fakeApproval struct {
 	grants    map[string]*airlockv1.StandingGrant
 	decisions []*airlockv1.DecideRequest
 	threads   []*airlockv1.ApproveThreadRequest
-	pub       *bus.Publisher
-	dir       calls.Directory
+	// gets counts the records read (Get), for tests of what a handler reads.
+	gets int
+	pub  *bus.Publisher
+	dir  calls.Directory
 }
 
 func startFakeApproval(t *testing.T, deps svc.Deps) *fakeApproval {
@@ -86,6 +88,13 @@ func (f *fakeApproval) record(id string) *airlockv1.ApprovalRecord {
 	return proto.Clone(f.recs[id]).(*airlockv1.ApprovalRecord)
 }
 
+// getsSoFar is how many records were read so far.
+func (f *fakeApproval) getsSoFar() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gets
+}
+
 func (f *fakeApproval) decided() []*airlockv1.DecideRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -117,6 +126,7 @@ func (f *fakeApproval) list(_ context.Context, req *airlockv1.ListRequest) (*air
 func (f *fakeApproval) get(_ context.Context, req *airlockv1.GetRequest) (*airlockv1.GetResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.gets++
 	r, ok := f.recs[req.CallId]
 	if !ok {
 		return nil, apierr.New(apierr.NotFound, "no approval for call %s", req.CallId)

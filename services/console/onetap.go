@@ -99,7 +99,9 @@ func (con *Console) oneTapDecide(c echo.Context) error {
 			d.Reason = "rejected from the approval mail (no reason given)"
 		}
 	}
-	resp, err := con.use.decide(ctx, p, oneTapChannel, d)
+	// oneTapCheck read this revision and refused it unless p may decide it
+	// (YouMayDecide, which implies decidable's mayDecide).
+	resp, err := con.use.decideRead(ctx, p, oneTapChannel, d)
 	if err != nil {
 		code := apierr.CodeOf(err)
 		if code == apierr.Internal {

@@ -74,8 +74,9 @@ func TestAnExpiredOneTapLinkIsRefusedWithTheWayToTheCall(t *testing.T) {
 	}
 }
 
-// A link's use is kept in the console bucket until the link expires, so a
-// replay is refused on any replica, then swept.
+// A link's POST reads its call once, and its use is kept in the console
+// bucket until the link expires, so a replay is refused on any replica,
+// then swept.
 func TestAUsedOneTapLinkIsRefusedAgainAndSweptOnceItExpires(t *testing.T) {
 	keyFile, sk := oneTapKey(t)
 	e := newEnvWith(t, func(c *config.Config) { c.Email.OneTap = config.OneTap{Enabled: true, KeyFile: keyFile} })
@@ -92,8 +93,14 @@ func TestAUsedOneTapLinkIsRefusedAgainAndSweptOnceItExpires(t *testing.T) {
 	link := onetap.PathPrefix + url.PathEscape(tok)
 	b := e.browser()
 	b.signIn("alice")
+	gets := e.approval.getsSoFar()
 	if p := b.submit(link, nil); p.Status != http.StatusSeeOther {
 		t.Fatalf("alice denying with her link: %d\n%s", p.Status, p.Body)
+	}
+	// The link's check read the call; the decision does not read it again
+	// (the approval service checks it when it decides).
+	if n := e.approval.getsSoFar() - gets; n != 1 {
+		t.Fatalf("the POST read the call %d times, want once", n)
 	}
 	if d := e.approval.decided(); len(d) != 1 || d[0].GetKind() != airlockv1.DecisionKind_DECISION_KIND_REJECT || d[0].GetPrincipal().GetChannel() != "email" ||
 		d[0].GetArgumentsDigest() != rec.GetArgumentsDigest() || d[0].GetReason() == "" {

@@ -148,6 +148,14 @@ func (u *useCases) decide(ctx context.Context, p Principal, ch string, d decisio
 	if _, err := u.decidable(ctx, p, d.Agent, d.Call, d.Revision); err != nil {
 		return nil, err
 	}
+	return u.decideRead(ctx, p, ch, d)
+}
+
+// decideRead is decide for a caller that has already read d's call
+// revision and refused it unless mayDecide(p, rec), as decidable does (a
+// one-tap link's check): the call is not read again. The approval service
+// checks the revision, digest, state and approvers when it decides.
+func (u *useCases) decideRead(ctx context.Context, p Principal, ch string, d decision) (*airlockv1.DecideResponse, error) {
 	reason := strings.TrimSpace(d.Reason)
 	switch d.Kind {
 	case airlockv1.DecisionKind_DECISION_KIND_REJECT:

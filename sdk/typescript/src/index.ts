@@ -8,6 +8,7 @@ import { dirname, resolve } from "node:path";
 import { connect as tcpConnect } from "node:net";
 import { randomUUID } from "node:crypto";
 import { connect, createInbox, nkeyAuthenticator, headers, type NatsConnection, type Msg, type MsgHdrs } from "@nats-io/transport-node";
+import { natsSubject } from "./natsmsg.js";
 
 /** How a call ended (or "pending" when a wait ended first). */
 export type Status =
@@ -598,26 +599,6 @@ function encodedOnce(key: string, value: string): MsgHdrs {
   h.encode = () => bytes;
   return h;
 }
-
-/**
- * m's first Nats-Subject header ("" when none), as
- * m.headers?.get("Nats-Subject") says, read from the message's header block
- * where nats.js keeps it (this version does: _rdata and _msg.hdr): decoding
- * every header of an end event (a dozen: CloudEvents, trace, stream) into a
- * map cost more than the rest of the client's work on the event.
- */
-function natsSubject(m: Msg): string {
-  const raw = (m as any)._rdata, hdr = (m as any)._msg?.hdr;
-  if (!(raw instanceof Uint8Array) || typeof hdr !== "number" || hdr < 0 || hdr > raw.length) {
-    return m.headers?.get("Nats-Subject") ?? "";
-  }
-  const block = Buffer.from(raw.buffer, raw.byteOffset, hdr);
-  const at = block.indexOf(natsSubjectLine);
-  if (at < 0) return "";
-  const start = at + natsSubjectLine.length, end = block.indexOf("\r\n", start);
-  return block.toString("utf8", start, end < 0 ? hdr : end).trim();
-}
-const natsSubjectLine = "\r\nNats-Subject:";
 
 /** An end event (protojson, .proto field names) as an Outcome. */
 function outcomeOf(callId: string, status: Status, ev: any): Outcome {

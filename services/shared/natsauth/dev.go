@@ -2,6 +2,7 @@ package natsauth
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -119,11 +120,16 @@ func (d Dev) Render(cfg config.Config) (bool, error) {
 }
 
 // Users are the NATS users of the dev credentials present now: its
-// service roles (seeds are created if missing) and every agent credential.
+// service roles and every agent credential. It only reads (it answers
+// lookups, such as who a permission violation was): a missing service seed
+// is an error, which Ensure, where `airlock dev` sets up, prevents.
 func (d Dev) Users() ([]User, error) {
 	var users []User
 	for _, role := range devRoles {
-		pub, err := EnsureSeed(d.SeedFile(role))
+		pub, err := SeedPublicKey(d.SeedFile(role))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: start `airlock dev` on %s to create it", err, d.DataDir)
+		}
 		if err != nil {
 			return nil, err
 		}

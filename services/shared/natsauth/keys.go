@@ -18,10 +18,8 @@ import (
 // EnsureSeed returns the public key of the nkey user whose seed is in file,
 // creating the file (mode 0600) with a new seed when it does not exist.
 func EnsureSeed(file string) (string, error) {
-	if raw, err := os.ReadFile(file); err == nil {
-		return publicOf(raw, file)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("read nkey seed %s: %w", file, err)
+	if pub, err := SeedPublicKey(file); !errors.Is(err, os.ErrNotExist) {
+		return pub, err
 	}
 	seed, pub, err := newUser()
 	if err != nil {
@@ -34,6 +32,17 @@ func EnsureSeed(file string) (string, error) {
 		return "", fmt.Errorf("write nkey seed %s: %w", file, err)
 	}
 	return pub, nil
+}
+
+// SeedPublicKey returns the public key of the nkey user whose seed is in
+// file, and writes nothing: a missing file is an error wrapping
+// os.ErrNotExist (EnsureSeed creates it).
+func SeedPublicKey(file string) (string, error) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read nkey seed %s: %w", file, err)
+	}
+	return publicOf(raw, file)
 }
 
 func newUser() (seed []byte, pub string, err error) {

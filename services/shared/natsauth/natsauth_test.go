@@ -238,3 +238,55 @@ func TestTheConsoleMayListTheRegistryButNotPreview(t *testing.T) {
 		t.Fatal("the console user asked the executor for a preview")
 	}
 }
+
+// TestDevUsersOnlyReads: Dev.Users answers lookups (who a permission
+// violation was), so it writes nothing: on a data dir `airlock dev` has not
+// set up it says so instead of creating seeds; once Ensure (where dev sets
+// up) has made them, it lists every role and agent and still writes nothing.
+func TestDevUsersOnlyReads(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		setUp     bool
+		wantUsers int // the three service roles and the first agent
+		wantErr   string
+	}{
+		{"a_data_dir_dev_has_not_set_up", false, 0, "start `airlock dev`"},
+		{"a_data_dir_dev_has_set_up", true, 4, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := natsauth.Dev{DataDir: t.TempDir()}
+			if tc.setUp {
+				if err := d.Ensure(config.Default(), "nats://127.0.0.1:4222"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := filesUnder(t, d.DataDir)
+			users, err := d.Users()
+			switch {
+			case tc.wantErr == "" && (err != nil || len(users) != tc.wantUsers):
+				t.Fatalf("Users() = %d users, %v; want %d", len(users), err, tc.wantUsers)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("Users() = %v, %v; want an error saying %q", users, err, tc.wantErr)
+			}
+			if after := filesUnder(t, d.DataDir); strings.Join(after, "\n") != strings.Join(before, "\n") {
+				t.Fatalf("Users() wrote files: before %v, after %v", before, after)
+			}
+		})
+	}
+}
+
+// filesUnder lists the files under dir, sorted.
+func filesUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, e os.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			files = append(files, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
