@@ -18,16 +18,18 @@ import (
 
 // The CPU bound (docs/benchmarks.md): the least CPU a call can cost with
 // the minimal exactly-once chain's writes, each message with the headers
-// SPEC and exactly-once require (specWrites), is that chain's CPU plus the work
-// no call can skip, each measured in the same run: the policy's Rego
-// decision, sealing the decision and checking its seal, and encoding or
-// decoding each message a party writes or reads. The work is measured on
-// the events a round-trip call really stored, one kind at a time, in each
-// round of the CPU goal, as a part is counted (partMeter.quiet): timed
-// once, right after the chains with the collector just back on, one
-// piece's loop took 43.8 µs a call — the process's own leftover work (a
-// collection of the chain's garbage), not other processes' load, which
-// this process's CPU (RUSAGE_SELF) does not count.
+// SPEC and exactly-once require, is the CPU of that chain with each party
+// doing the work no call can skip at its place (specWorkWrites), measured
+// in the same rounds as the round trip: the policy's Rego decision, sealing
+// the decision and checking its seal, and encoding or decoding each message
+// a party writes or reads, on the events a round-trip call really stored.
+// The same work is also timed alone, one kind at a time, in each round, as
+// a part is counted (partMeter.quiet: timed once right after the chains
+// with the collector just back on, one piece's loop took 43.8 µs a call —
+// the process's own leftover work, a collection of the chain's garbage),
+// and the chain without it plus that is shown beside: where a call does
+// it, between a delivery and a publish, the work costs more than in a loop
+// of its own.
 
 // minimalMix is what the minimal exactly-once chain does on the bus: the
 // agent's request, its delivery from the work queue and ack, the decision,
@@ -72,18 +74,19 @@ type workCost struct {
 
 // cpuBound is the CPU bar's lower bound.
 type cpuBound struct {
-	// Work: each piece's median over the rounds.
+	// Work: each piece's median over the rounds, timed alone.
 	Work []workCost `json:"work"`
 	// WorkUs: the median of the rounds' Σ CPUus.
 	WorkUs float64 `json:"work_us_per_call"`
 	// MinimalUs: the CPU per call of the minimal chain with SPEC's
-	// headers + WorkUs, the least a call with the minimal writes costs; MinimalFloorUs is the messaging
-	// floor of those writes (minimalMix), its messages with the same headers.
+	// headers, each party doing the work at its place (specWorkWrites),
+	// the least a call with the minimal writes costs; MinimalFloorUs is
+	// the messaging floor of those writes (minimalMix), its messages with
+	// the same headers.
 	MinimalUs      float64 `json:"minimal_us_per_call"`
 	MinimalFloorUs float64 `json:"minimal_floor_us_per_call"`
-	// CallUs: the CPU per call of today's writes with SPEC's headers
-	// (specCallWrites) + WorkUs, the least a call with today's writes
-	// costs.
+	// CallUs: the same of today's writes with SPEC's headers and the work
+	// (specCallWorkWrites), the least a call with today's writes costs.
 	CallUs float64 `json:"call_writes_us_per_call"`
 	// MinimalToOwnFloor, MinimalToFloor, CallToFloor: the bounds as
 	// ratios to the messaging floor of the minimal writes and of today's
@@ -100,6 +103,16 @@ type cpuBound struct {
 	// make them; the goal's ratio keeps the mean.
 	LeastMinimalToOwnFloor float64 `json:"minimal_to_its_floor_least_background"`
 	LeastCallToFloor       float64 `json:"call_writes_to_floor_least_background"`
+	// Alone: the same bounds made of each chain without the work plus
+	// the work timed alone (WorkUs), as they were made until the chains
+	// did the work: shown beside, the difference being what the work costs
+	// where a call does it beyond its cost in a loop of its own.
+	Alone struct {
+		MinimalUs         float64 `json:"minimal_us_per_call"`
+		CallUs            float64 `json:"call_writes_us_per_call"`
+		MinimalToOwnFloor float64 `json:"minimal_to_its_floor"`
+		CallToFloor       float64 `json:"call_writes_to_floor"`
+	} `json:"work_timed_alone"`
 	// RoundTripUs: the rounds' median CPU per call of the round trip,
 	// which does today's writes and the work: a bound above it bounds
 	// nothing in that run.
@@ -227,10 +240,11 @@ func workCosts(pieces []workPiece, costs []partCost) []workCost {
 }
 
 // bound sets b from the rounds: the work and the CPU per call of the
-// minimal chain and of today's writes, both with SPEC's headers, against
-// the messaging floors of their writes and of today's call with the same
-// headers in the same rounds: each ratio is the median of its per-round
-// values, each CPU figure the median of the rounds'.
+// minimal chain and of today's writes, both with SPEC's headers and the
+// work done in the chain, against the messaging floors of their writes and
+// of today's call with the same headers in the same rounds: each ratio is
+// the median of its per-round values, each CPU figure the median of the
+// rounds'.
 func (b *cpuBound) bound(rs *cpuRounds) {
 	b.Work = nil
 	if len(rs.work) > 0 {
@@ -242,29 +256,35 @@ func (b *cpuBound) bound(rs *cpuRounds) {
 			b.Work = append(b.Work, workCost{Name: piece.Name, CPUus: median(us)})
 		}
 	}
-	var minimal, call []float64
-	for i := range rs.WorkUs {
-		minimal, call = append(minimal, rs.SpecChainUs[i]+rs.WorkUs[i]), append(call, rs.SpecCallUs[i]+rs.WorkUs[i])
-	}
-	b.WorkUs, b.MinimalUs, b.CallUs, b.MinimalFloorUs = median(rs.WorkUs), median(minimal), median(call), median(rs.MinimalFloorUs)
+	b.WorkUs, b.MinimalUs, b.CallUs, b.MinimalFloorUs = median(rs.WorkUs), median(rs.SpecWorkUs), median(rs.SpecCallWorkUs), median(rs.MinimalFloorUs)
 	b.RoundTripUs = median(rs.RoundTripUs)
-	b.MinimalToOwnFloor = medianRatio(rs.SpecChainUs, rs.WorkUs, rs.MinimalFloorUs)
-	b.MinimalToFloor = medianRatio(rs.SpecChainUs, rs.WorkUs, rs.FloorUs)
-	b.CallToFloor = medianRatio(rs.SpecCallUs, rs.WorkUs, rs.FloorUs)
+	b.MinimalToOwnFloor = medianRatio(rs.SpecWorkUs, rs.MinimalFloorUs)
+	b.MinimalToFloor = medianRatio(rs.SpecWorkUs, rs.FloorUs)
+	b.CallToFloor = medianRatio(rs.SpecCallWorkUs, rs.FloorUs)
 	before, after := rs.Least.Before, rs.Least.After
-	b.LeastMinimalToOwnFloor = medianLeastRatio(
-		ratios(before.SpecChainUs, before.WorkUs, before.MinimalFloorUs), ratios(after.SpecChainUs, after.WorkUs, after.MinimalFloorUs))
-	b.LeastCallToFloor = medianLeastRatio(
-		ratios(before.SpecCallUs, before.WorkUs, before.FloorUs), ratios(after.SpecCallUs, after.WorkUs, after.FloorUs))
+	b.LeastMinimalToOwnFloor = medianLeastRatio(ratios(before.SpecWorkUs, before.MinimalFloorUs), ratios(after.SpecWorkUs, after.MinimalFloorUs))
+	b.LeastCallToFloor = medianLeastRatio(ratios(before.SpecCallWorkUs, before.FloorUs), ratios(after.SpecCallWorkUs, after.FloorUs))
+	minimalAlone, callAlone := plus(rs.SpecChainUs, rs.WorkUs), plus(rs.SpecCallUs, rs.WorkUs)
+	b.Alone.MinimalUs, b.Alone.CallUs = median(minimalAlone), median(callAlone)
+	b.Alone.MinimalToOwnFloor, b.Alone.CallToFloor = medianRatio(minimalAlone, rs.MinimalFloorUs), medianRatio(callAlone, rs.FloorUs)
 }
 
-// ratios are the rounds' (chain + work) ÷ floor, each round's own; 0 for
-// a round without a floor.
-func ratios(chain, work, floor []float64) []float64 {
-	out := make([]float64, min(len(chain), len(work), len(floor)))
+// plus is each round's chain + work.
+func plus(chain, work []float64) []float64 {
+	out := make([]float64, min(len(chain), len(work)))
+	for i := range out {
+		out[i] = chain[i] + work[i]
+	}
+	return out
+}
+
+// ratios are the rounds' us ÷ floor, each round's own; 0 for a round
+// without a floor.
+func ratios(us, floor []float64) []float64 {
+	out := make([]float64, min(len(us), len(floor)))
 	for i := range out {
 		if floor[i] > 0 {
-			out[i] = (chain[i] + work[i]) / floor[i]
+			out[i] = us[i] / floor[i]
 		}
 	}
 	return out
@@ -282,11 +302,11 @@ func medianLeastRatio(a, b []float64) float64 {
 	return median(least)
 }
 
-// medianRatio is the median over the rounds of (chain + work) ÷ floor,
-// each round's own; rounds without a floor left out.
-func medianRatio(chain, work, floor []float64) float64 {
+// medianRatio is the median over the rounds of us ÷ floor, each round's
+// own; rounds without a floor left out.
+func medianRatio(us, floor []float64) float64 {
 	var rs []float64
-	for _, r := range ratios(chain, work, floor) {
+	for _, r := range ratios(us, floor) {
 		if r > 0 {
 			rs = append(rs, r)
 		}

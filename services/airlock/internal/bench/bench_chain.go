@@ -88,8 +88,12 @@ const (
 	// needs (callWork) at its place in the chain, one piece after the
 	// other as a call does it: the least any design with SPEC's guarantees
 	// can take for a call, its writes and its own unavoidable work
-	// together — the p50 verdict's chain.
+	// together — the p50 verdict's chain and the minimal CPU bound's.
 	specWorkWrites
+	// specCallWorkWrites: specCallWrites with the same work, each piece
+	// where today's call does it: today's writes and the work together, in
+	// the CPU bound.
+	specCallWorkWrites
 )
 
 // minimal: the writes are the minimal chain's (the decision as the call's
@@ -112,6 +116,8 @@ func (w chainWrites) prefix() string {
 		return "speccall"
 	case specWorkWrites:
 		return "specwork"
+	case specCallWorkWrites:
+		return "speccallwork"
 	}
 	return "chain"
 }
@@ -127,7 +133,8 @@ const chainWorkers = 32
 // stored and delivered so far (as serverCounts for the services). Every
 // message carries payload (with a header: header and body together).
 // Each piece of work is done at its place (workPiece.at) by the party
-// that does it there; only specWorkWrites is given any.
+// that does it there; only specWorkWrites and specCallWorkWrites are given
+// any.
 func newChainRig(ctx context.Context, url string, payload []byte, writes chainWrites, work []workPiece) (op func(context.Context) error, count func() (callCounts, error), stop func(), err error) {
 	var cleanup rigCleanup
 	stop = cleanup.run
@@ -175,7 +182,7 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 	switch writes {
 	case envelopedWrites:
 		headers, err = newEnvelopeHeaders(p, nil)
-	case specWrites, specCallWrites, specWorkWrites:
+	case specWrites, specCallWrites, specWorkWrites, specCallWorkWrites:
 		headers, err = newEnvelopeHeaders(p, specHeaders)
 	}
 	if err != nil {

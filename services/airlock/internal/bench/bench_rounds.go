@@ -66,6 +66,11 @@ type cpuRounds struct {
 	RoundTripUs []float64 `json:"round_trip_cpu_us_per_call"`
 	SpecCallUs  []float64 `json:"spec_call_chain_cpu_us_per_call"`
 	SpecChainUs []float64 `json:"spec_chain_cpu_us_per_call"`
+	// SpecCallWorkUs, SpecWorkUs: CPU per call of the same two chains with
+	// each party doing the work at its place (specCallWorkWrites,
+	// specWorkWrites): the CPU bounds.
+	SpecCallWorkUs []float64 `json:"spec_call_chain_with_work_cpu_us_per_call"`
+	SpecWorkUs     []float64 `json:"spec_chain_with_work_cpu_us_per_call"`
 	// FloorUs, MinimalFloorUs: the messaging floor of today's call
 	// (callMix) and of the minimal writes (minimalMix), each operation's
 	// messages with SPEC's headers: the goal's and the bounds' floors.
@@ -95,6 +100,8 @@ type cpuRounds struct {
 // boundFigures are the rounds' figures of the CPU bounds with one
 // background subtracted.
 type boundFigures struct {
+	SpecCallWorkUs []float64 `json:"spec_call_chain_with_work_cpu_us_per_call"`
+	SpecWorkUs     []float64 `json:"spec_chain_with_work_cpu_us_per_call"`
 	SpecCallUs     []float64 `json:"spec_call_chain_cpu_us_per_call"`
 	SpecChainUs    []float64 `json:"spec_chain_cpu_us_per_call"`
 	WorkUs         []float64 `json:"work_us_per_call"`
@@ -105,15 +112,17 @@ type boundFigures struct {
 // add appends a round's figures.
 func (b *boundFigures) add(f *roundFigures) {
 	b.SpecCallUs, b.SpecChainUs = append(b.SpecCallUs, f.specCall), append(b.SpecChainUs, f.specChain)
+	b.SpecCallWorkUs, b.SpecWorkUs = append(b.SpecCallWorkUs, f.specCallWork), append(b.SpecWorkUs, f.specWork)
 	b.WorkUs = append(b.WorkUs, f.workUs())
 	b.FloorUs, b.MinimalFloorUs = append(b.FloorUs, f.floor.CPUus(callMix)), append(b.MinimalFloorUs, f.floor.CPUus(minimalMix))
 }
 
 // roundFigures are one round's figures, with one background subtracted:
-// CPU per call of the round trip and of the two chains, the collections
+// CPU per call of the round trip and of the four chains, the collections
 // charged to each (gc, in that order), the work's pieces, and the floors.
 type roundFigures struct {
 	roundTrip, specCall, specChain float64
+	specCallWork, specWork         float64
 	gc                             []float64
 	work                           []workCost
 	floor, bare, floorGC           messagingFloor
@@ -130,9 +139,11 @@ func (f *roundFigures) workUs() float64 {
 
 // roundLoads are what the rounds run for a share of --duration: one call
 // of each (the round trip; today's writes and the minimal ones, both with
-// SPEC's headers); and work, the work of a call, timed in each round.
+// SPEC's headers, without the work and with it done in the chain); and
+// work, the work of a call, timed alone in each round.
 type roundLoads struct {
 	roundTrip, specCall, specChain func(context.Context) error
+	specCallWork, specWork         func(context.Context) error
 	work                           []workPiece
 }
 
@@ -229,6 +240,8 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 			{"round trip", loads.roundTrip, func(f *roundFigures) *float64 { return &f.roundTrip }},
 			{"chain with SPEC's headers", loads.specCall, func(f *roundFigures) *float64 { return &f.specCall }},
 			{"minimal chain with SPEC's headers", loads.specChain, func(f *roundFigures) *float64 { return &f.specChain }},
+			{"chain with SPEC's headers and the work", loads.specCallWork, func(f *roundFigures) *float64 { return &f.specCallWork }},
+			{"minimal chain with SPEC's headers and the work", loads.specWork, func(f *roundFigures) *float64 { return &f.specWork }},
 		} {
 			var calls int
 			c, err := pm.part(ctx, nil, func() error {
@@ -248,7 +261,7 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 				f.gc = append(f.gc, c.ChargeSeconds*1e6/float64(calls))
 			})
 		}
-		// The work right after the minimal chain: timed as a part is
+		// The work right after the chains: timed as a part is
 		// (partMeter.quiet), so the chain's garbage is collected before
 		// it, uncounted, not in one of its pieces.
 		work, err := pm.timeWork(ctx, loads.work)
@@ -316,6 +329,7 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 		rs.IdleUsPerSecond = append(rs.IdleUsPerSecond, idle*1e6)
 		f := figures(idle)
 		rs.RoundTripUs, rs.SpecCallUs, rs.SpecChainUs = append(rs.RoundTripUs, f.roundTrip), append(rs.SpecCallUs, f.specCall), append(rs.SpecChainUs, f.specChain)
+		rs.SpecCallWorkUs, rs.SpecWorkUs = append(rs.SpecCallWorkUs, f.specCallWork), append(rs.SpecWorkUs, f.specWork)
 		rs.work, rs.WorkUs = append(rs.work, f.work), append(rs.WorkUs, f.workUs())
 		rs.floors, rs.bareFloors = append(rs.floors, &f.floor), append(rs.bareFloors, &f.bare)
 		rs.FloorUs, rs.BareFloorUs = append(rs.FloorUs, f.floor.CPUus(callMix)), append(rs.BareFloorUs, f.bare.CPUus(callMix))
