@@ -45,7 +45,7 @@ type registry struct {
 // for a person and cannot run even approved; nil when the registry has the
 // tool, when the call is gate-only (the agent runs its own tools, which no
 // registry holds), or when the registry's list is unknown just now.
-func (r *registry) lacks(ctx context.Context, call *airlockv1.ToolCall) *executorapi.Absence {
+func (r *registry) lacks(ctx context.Context, call *airlockv1.ToolCall) *airlockv1.UnknownTool {
 	if r == nil || call == nil || call.GetAgentRuns() {
 		return nil
 	}
@@ -108,10 +108,10 @@ func (r *registry) ask(ctx context.Context, done chan struct{}) {
 // instead only for those who read every call (reviewers, auditors); the
 // others (someone confirming their own call), like agents, are told only
 // that the tool is missing.
-func (con *Console) unknownTool(ctx context.Context, p Principal, call *airlockv1.ToolCall) *executorapi.Absence {
-	a := con.tools.lacks(ctx, call)
+func (con *Console) unknownTool(ctx context.Context, p Principal, call *airlockv1.ToolCall) *airlockv1.UnknownTool {
+	u := con.tools.lacks(ctx, call)
 	if !p.CanRead() {
-		return a.Bare()
+		return executorapi.Bare(u)
 	}
-	return a
+	return u
 }

@@ -79,15 +79,15 @@ func TestTheRegistryDelaysNoPageAndIsAskedOnceForMany(t *testing.T) {
 				}
 			}
 			// Only those who read every call see what the registry has.
-			if has := strings.Contains(b.get("/calls/bot/call_n").Body, "has echo"); has != tc.warned {
+			if has := strings.Contains(b.get("/calls/bot/call_n").Body, "has <code>echo</code>"); has != tc.warned {
 				t.Errorf("a reviewer is told what the registry has instead: %v, want %v", has, tc.warned)
 			}
 			carol := e.browser()
 			carol.signIn("carol")
 			p := carol.get("/calls/bot/call_c")
-			if p.Status != http.StatusOK || strings.Contains(strings.ToLower(p.Body), "cannot run") != tc.warned || strings.Contains(p.Body, "has echo") {
+			if p.Status != http.StatusOK || strings.Contains(strings.ToLower(p.Body), "cannot run") != tc.warned || strings.Contains(p.Body, "has <code>echo</code>") {
 				t.Errorf("carol's own call: status %d, warned %v (want %v), told what the registry has %v (want false)",
-					p.Status, strings.Contains(strings.ToLower(p.Body), "cannot run"), tc.warned, strings.Contains(p.Body, "has echo"))
+					p.Status, strings.Contains(strings.ToLower(p.Body), "cannot run"), tc.warned, strings.Contains(p.Body, "has <code>echo</code>"))
 			}
 			if n := asked.Load(); tc.executor != "" && n != 1 {
 				t.Errorf("the registry was asked %d times for 9 pages within seconds, want once", n)
