@@ -94,7 +94,7 @@ func TestThoseWhoDecideAreToldOfACallThatCannotRun(t *testing.T) {
 			if warned != tc.warned {
 				t.Errorf("the call page warns that the call cannot run: %v, want %v", warned, tc.warned)
 			}
-			for _, want := range []string{"Even approved, this call cannot run", "<code>demo__nope</code>", "(server <code>demo</code> has echo, read_file, write_file)", "Reject or cancel it", "<code>executor.tools_file</code>", `id="approve-unknown-tool"`} {
+			for _, want := range []string{"even approved, this call cannot run", "<code>demo__nope</code>", "(server <code>demo</code> has <code>echo</code>, <code>read_file</code>, <code>write_file</code>)", "reject or cancel it", "<code>executor.tools_file</code>", `id="approve-unknown-tool"`} {
 				if tc.warned && !strings.Contains(page, want) {
 					t.Errorf("the call page's warning does not say %q", want)
 				}

@@ -418,8 +418,8 @@ func (g *globals) checkTool(ctx context.Context, cfg config.Config, server, tool
 // what it has instead (executorapi.Lacks); "" when it has it, or when the
 // server could not be listed just now (it may have it).
 func missingToolText(list *airlockv1.ToolsListResponse, server, tool string) string {
-	if a := executorapi.Lacks(list, server, tool); a != nil {
-		return escape.Terminal(a.Message)
+	if u := executorapi.Lacks(list, server, tool); u != nil {
+		return executorapi.Sentence(u, escape.Terminal)
 	}
 	return ""
 }

@@ -307,7 +307,7 @@ func cliOneLine(s string, n int) string {
 // getCall reads the approval record of AGENT/CALL_ID arg through the
 // console's API, and returns the client and the call's API path for what the
 // command does next (verb names the command in an error).
-func getCall(cmd *cobra.Command, g *globals, f *apiFlags, arg, verb string) (*callAnswer, *apiClient, string, error) {
+func getCall(cmd *cobra.Command, g *globals, f *apiFlags, arg, verb string) (*airlockv1.GetResponse, *apiClient, string, error) {
 	path, err := callArg(cmd, arg)
 	if err != nil {
 		return nil, nil, "", err
@@ -320,27 +320,11 @@ func getCall(cmd *cobra.Command, g *globals, f *apiFlags, arg, verb string) (*ca
 	if err := c.do(cmd.Context(), http.MethodGet, path, nil, &raw); err != nil {
 		return nil, nil, "", refusal(fmt.Errorf("%s %s: %w", verb, arg, err))
 	}
-	out := &callAnswer{GetResponse: &airlockv1.GetResponse{}}
-	var beside struct {
-		UnknownTool *executorapi.Absence `json:"unknown_tool"`
-	}
-	if err := envelope.JSONRead.Unmarshal(raw, out.GetResponse); err != nil {
+	out := &airlockv1.GetResponse{}
+	if err := envelope.JSONRead.Unmarshal(raw, out); err != nil {
 		return nil, nil, "", fmt.Errorf("%s %s: the API's answer: %w", verb, arg, err)
 	}
-	if err := json.Unmarshal(raw, &beside); err != nil {
-		return nil, nil, "", fmt.Errorf("%s %s: the API's answer: %w", verb, arg, err)
-	}
-	out.UnknownTool = beside.UnknownTool
 	return out, c, path, nil
-}
-
-// callAnswer is the REST API's answer for one call: its record, and what
-// the console says beside it.
-type callAnswer struct {
-	*airlockv1.GetResponse
-	// UnknownTool: the executor's registry lacks the call's tool (nil when
-	// it has it, or could not be read).
-	UnknownTool *executorapi.Absence
 }
 
 func approvalsShowCmd(g *globals, f *apiFlags) *cobra.Command {
@@ -354,12 +338,12 @@ func approvalsShowCmd(g *globals, f *apiFlags) *cobra.Command {
 				return err
 			}
 			if f.json {
-				printJSON(out.GetResponse)
+				printJSON(out)
 				return nil
 			}
 			printRecord(os.Stdout, out.Record)
-			if u := out.UnknownTool; u != nil && out.Record.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
-				fmt.Printf("warning   %s; reject or cancel it, or add the tool to executor.tools_file first\n", escape.Terminal(u.Message))
+			if u := out.GetUnknownTool(); u != nil && out.Record.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+				fmt.Printf("warning   %s\n", executorapi.Warning(u, escape.Terminal))
 			}
 			var tl struct {
 				Events []struct {

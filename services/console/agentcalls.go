@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/quota"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -177,7 +178,7 @@ func (a *agentCalls) await(ctx context.Context, agent, id string, wait time.Dura
 	defer mu.Unlock()
 	if asked != nil {
 		// Without the registry's other tools: agents may not read it.
-		pending.UnknownTool = a.tools.lacks(ctx, asked).Bare()
+		pending.UnknownTool = executorapi.Said(executorapi.Bare(a.tools.lacks(ctx, asked)))
 	}
 	return pending, true, nil
 }

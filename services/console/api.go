@@ -167,7 +167,7 @@ type pendingResponse struct {
 	// UnknownTool: the executor's registry lacks the tool of the call a
 	// person is asked to decide, so even approved it would end failed
 	// (unknown_tool); absent when the registry has it or could not be read.
-	UnknownTool *executorapi.Absence `json:"unknown_tool,omitempty"`
+	UnknownTool *airlockv1.UnknownTool `json:"unknown_tool,omitempty"`
 }
 
 // apiAwait long-polls a call's outcome (agentCalls.await) for up to ?wait=
@@ -263,22 +263,11 @@ func (con *Console) apiGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var unknown *executorapi.Absence
+	out := &airlockv1.GetResponse{Record: calls.Showable(rec)}
 	if rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
-		unknown = con.unknownTool(c.Request().Context(), principal(c), rec.GetCall())
+		out.UnknownTool = executorapi.Said(con.unknownTool(c.Request().Context(), principal(c), rec.GetCall()))
 	}
-	if unknown == nil {
-		return protoJSONBlob(c, http.StatusOK, &airlockv1.GetResponse{Record: calls.Showable(rec)})
-	}
-	// A GetResponse, and beside its record what the registry lacks.
-	record, err := envelope.JSONForm.Marshal(calls.Showable(rec))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, struct {
-		Record      json.RawMessage      `json:"record"`
-		UnknownTool *executorapi.Absence `json:"unknown_tool"`
-	}{record, unknown})
+	return protoJSONBlob(c, http.StatusOK, out)
 }
 
 // timelineJSON is one event of a call in GET /api/v1/approvals/{agent}/{id}/events.

@@ -185,6 +185,13 @@ func (con *Console) Ready() <-chan struct{} { return con.ready.Ready() }
 // every open inbox until ctx ends. Each replica follows the stream on its
 // own (an ordered consumer from "now"), because each serves its own browsers.
 func (con *Console) Run(ctx context.Context) error {
+	// Followed before the console is ready (the feed marks it), so a
+	// change announced once it is cannot be missed.
+	tools, err := executorapi.OnChanged(con.nc, func() { con.tools.changed(ctx) })
+	if err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
+	defer func() { _ = tools.Unsubscribe() }()
 	go con.sweep(ctx)
 	return con.feed.run(ctx)
 }

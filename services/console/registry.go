@@ -12,9 +12,11 @@ import (
 
 // How the console reads the executor's tool registry to warn of a pending
 // call that cannot run. The registry changes rarely and the console renders
-// many pages, so one list serves every page for registryFresh; a page waits
-// at most registryPageWait for it, and only when it has none: a slow or
-// absent executor never holds a page, which then says nothing.
+// many pages, so one list serves every page until the executor says its
+// tools changed (executorapi.OnChanged, followed by Run), or for
+// registryFresh in case that notice was missed; a page waits at most
+// registryPageWait for it, and only when it has none: a slow or absent
+// executor never holds a page, which then says nothing.
 const (
 	registryFresh    = 10 * time.Second
 	registryPageWait = 150 * time.Millisecond
@@ -39,13 +41,16 @@ type registry struct {
 	asked  time.Time
 	asking chan struct{}
 	waited bool
+	// stale: the registry changed while an ask was under way, which may
+	// have been answered before the change; another ask follows it.
+	stale bool
 }
 
 // lacks says what the registry lacks of call's tool, for a call that waits
 // for a person and cannot run even approved; nil when the registry has the
 // tool, when the call is gate-only (the agent runs its own tools, which no
 // registry holds), or when the registry's list is unknown just now.
-func (r *registry) lacks(ctx context.Context, call *airlockv1.ToolCall) *executorapi.Absence {
+func (r *registry) lacks(ctx context.Context, call *airlockv1.ToolCall) *airlockv1.UnknownTool {
 	if r == nil || call == nil || call.GetAgentRuns() {
 		return nil
 	}
@@ -63,10 +68,9 @@ func (r *registry) lacks(ctx context.Context, call *airlockv1.ToolCall) *executo
 func (r *registry) current(ctx context.Context) *airlockv1.ToolsListResponse {
 	r.mu.Lock()
 	if r.asking == nil && (r.asked.IsZero() || r.now().Sub(r.asked) >= registryFresh) {
-		r.asking, r.asked, r.waited = make(chan struct{}), r.now(), false
 		// The ask outlives the page that started it: its answer serves the
 		// next pages.
-		go r.ask(context.WithoutCancel(ctx), r.asking)
+		r.startAsk(context.WithoutCancel(ctx))
 	}
 	list, asking, waited := r.got, r.asking, r.waited
 	r.mu.Unlock()
@@ -88,18 +92,40 @@ func (r *registry) current(ctx context.Context) *airlockv1.ToolsListResponse {
 	return r.got
 }
 
+// changed asks the registry again at once: the executor said its tools
+// changed. Until the answer comes, pages show the list they had.
+func (r *registry) changed(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.asking != nil {
+		r.stale = true
+		return
+	}
+	r.startAsk(ctx)
+}
+
+// startAsk starts an ask of the registry; callers hold r.mu and no ask is
+// under way.
+func (r *registry) startAsk(ctx context.Context) {
+	r.asking, r.asked, r.waited, r.stale = make(chan struct{}), r.now(), false, false
+	go r.ask(ctx, r.asking)
+}
+
 // ask lists the registry's tools, keeps the answer (nil when none came)
-// and closes done.
+// and closes done; when the registry changed meanwhile, it asks again.
 func (r *registry) ask(ctx context.Context, done chan struct{}) {
-	ctx, cancel := context.WithTimeout(ctx, registryAskWait)
+	actx, cancel := context.WithTimeout(ctx, registryAskWait)
 	defer cancel()
-	list, err := r.list(ctx)
+	list, err := r.list(actx)
 	if err != nil {
 		r.log.Debug("console: the tool registry could not be listed; pages say nothing of tools it lacks until it can", "err", err)
 		list = nil
 	}
 	r.mu.Lock()
 	r.got, r.asking = list, nil
+	if r.stale && ctx.Err() == nil {
+		r.startAsk(ctx)
+	}
 	r.mu.Unlock()
 	close(done)
 }
@@ -108,10 +134,10 @@ func (r *registry) ask(ctx context.Context, done chan struct{}) {
 // instead only for those who read every call (reviewers, auditors); the
 // others (someone confirming their own call), like agents, are told only
 // that the tool is missing.
-func (con *Console) unknownTool(ctx context.Context, p Principal, call *airlockv1.ToolCall) *executorapi.Absence {
-	a := con.tools.lacks(ctx, call)
+func (con *Console) unknownTool(ctx context.Context, p Principal, call *airlockv1.ToolCall) *airlockv1.UnknownTool {
+	u := con.tools.lacks(ctx, call)
 	if !p.CanRead() {
-		return a.Bare()
+		return executorapi.Bare(u)
 	}
-	return a
+	return u
 }

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -13,10 +14,12 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/console"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/onetap"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -79,15 +82,15 @@ func TestTheRegistryDelaysNoPageAndIsAskedOnceForMany(t *testing.T) {
 				}
 			}
 			// Only those who read every call see what the registry has.
-			if has := strings.Contains(b.get("/calls/bot/call_n").Body, "has echo"); has != tc.warned {
+			if has := strings.Contains(b.get("/calls/bot/call_n").Body, "has <code>echo</code>"); has != tc.warned {
 				t.Errorf("a reviewer is told what the registry has instead: %v, want %v", has, tc.warned)
 			}
 			carol := e.browser()
 			carol.signIn("carol")
 			p := carol.get("/calls/bot/call_c")
-			if p.Status != http.StatusOK || strings.Contains(strings.ToLower(p.Body), "cannot run") != tc.warned || strings.Contains(p.Body, "has echo") {
+			if p.Status != http.StatusOK || strings.Contains(strings.ToLower(p.Body), "cannot run") != tc.warned || strings.Contains(p.Body, "has <code>echo</code>") {
 				t.Errorf("carol's own call: status %d, warned %v (want %v), told what the registry has %v (want false)",
-					p.Status, strings.Contains(strings.ToLower(p.Body), "cannot run"), tc.warned, strings.Contains(p.Body, "has echo"))
+					p.Status, strings.Contains(strings.ToLower(p.Body), "cannot run"), tc.warned, strings.Contains(p.Body, "has <code>echo</code>"))
 			}
 			if n := asked.Load(); tc.executor != "" && n != 1 {
 				t.Errorf("the registry was asked %d times for 9 pages within seconds, want once", n)
@@ -125,4 +128,52 @@ func startExecutorTools(t *testing.T, e *env, kind string) *atomic.Int32 {
 	}
 	testenv.Subscribed(t, nc)
 	return &asked
+}
+
+// TestAToolTheRegistryGainsIsSeenWhenTheExecutorSaysSo: once the executor
+// announces that its tools changed (subject.ToolsChanged), the console asks
+// the registry again at once: a tool just added stops being flagged without
+// waiting for the periodic ask (the console's clock stands still here, so
+// that ask never comes).
+func TestAToolTheRegistryGainsIsSeenWhenTheExecutorSaysSo(t *testing.T) {
+	e := newEnv(t)
+	clk := &clock{t: time.Now()}
+	_, e.srv = e.startConsoleWith(console.Options{Now: clk.Now})
+	var hasNope atomic.Bool
+	nc, _ := testenv.Connect(t, e.deps.Config.NATS.URL)
+	exec, err := micro.AddService(nc, micro.Config{Name: executorapi.Service, Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = exec.Stop() })
+	if err := exec.AddEndpoint("tools", rpc.Handle(testenv.Logger(t), func() *airlockv1.ToolsListRequest { return &airlockv1.ToolsListRequest{} },
+		func(context.Context, *airlockv1.ToolsListRequest) (*airlockv1.ToolsListResponse, error) {
+			list := &airlockv1.ToolsListResponse{Tools: []*airlockv1.UpstreamTool{{Name: "demo__echo", Server: "demo", Tool: "echo"}}}
+			if hasNope.Load() {
+				list.Tools = append(list.Tools, &airlockv1.UpstreamTool{Name: "demo__nope", Server: "demo", Tool: "nope"})
+			}
+			return list, nil
+		}), micro.WithEndpointSubject(executorapi.Tools)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Subscribed(t, nc)
+	e.approval.put(pending("call_n", "bot", "demo__nope", map[string]any{}, 0))
+	b := e.browser()
+	b.signIn("alice")
+	warns := func() bool {
+		p := b.get("/calls/bot/call_n")
+		if p.Status != http.StatusOK {
+			t.Fatalf("the call page: status %d", p.Status)
+		}
+		return strings.Contains(p.Body, `id="unknown-tool"`)
+	}
+	// The first page may come before the first list: it then says nothing.
+	testenv.Eventually(t, 10*time.Second, "the call page to warn that the registry lacks demo__nope", warns)
+
+	hasNope.Store(true)
+	body, _ := json.Marshal(executorapi.Changed{Server: "demo"})
+	if err := nc.Publish(subject.ToolsChanged, body); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the call page to stop warning once the executor said its tools changed", func() bool { return !warns() })
 }

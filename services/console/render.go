@@ -16,6 +16,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/executorapi"
 )
 
 var funcs = template.FuncMap{
@@ -45,6 +46,13 @@ var funcs = template.FuncMap{
 	},
 	"secs":      secsText,
 	"ruleTable": newRuleTable,
+	// unknownToolWarning says, for a person deciding, that the registry
+	// lacks the call's tool (executorapi.Warning), every name as code.
+	"unknownToolWarning": func(u *airlockv1.UnknownTool) template.HTML {
+		return template.HTML(executorapi.Warning(u, func(name string) string {
+			return "<code>" + template.HTMLEscapeString(name) + "</code>"
+		}))
+	},
 }
 
 // shortTime is "15:04:05" for today and "Jan 2 15:04" otherwise, in UTC.

@@ -12,7 +12,6 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/escape"
-	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/grant"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/preview"
@@ -97,7 +96,7 @@ type callView struct {
 	// UnknownTool: it waits for a person, but the executor's registry lacks
 	// its tool, so even approved it would end failed (unknown_tool); nil
 	// when the registry has it or could not be read.
-	UnknownTool *executorapi.Absence
+	UnknownTool *airlockv1.UnknownTool
 	// SelfConfirm: its rule asks the person it acts for to confirm it.
 	SelfConfirm bool
 	// YouMayDecide: the signed-in person may decide it (the approval

@@ -168,19 +168,16 @@ func (g *Gateway) Run(ctx context.Context) error {
 		default:
 		}
 	}
-	var subs []*nats.Subscription
-	for _, subj := range []string{subject.ToolsChanged, subject.Out(subject.PolicyChanges)} {
-		sub, err := g.deps.NC.Subscribe(subj, poke)
-		if err != nil {
-			return fmt.Errorf("gateway: follow %s: %w", subj, err)
-		}
-		subs = append(subs, sub)
+	tools, err := executorapi.OnChanged(g.deps.NC, func() { poke(nil) })
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
 	}
-	defer func() {
-		for _, s := range subs {
-			_ = s.Unsubscribe()
-		}
-	}()
+	defer func() { _ = tools.Unsubscribe() }()
+	policy, err := g.deps.NC.Subscribe(subject.Out(subject.PolicyChanges), poke)
+	if err != nil {
+		return fmt.Errorf("gateway: follow %s: %w", subject.Out(subject.PolicyChanges), err)
+	}
+	defer func() { _ = policy.Unsubscribe() }()
 	g.serving.MarkServing(g.deps.NC, g.log)
 	// Give up waiting for a first sync after a while: a client then sees
 	// the tools that are known (maybe none) and a list_changed later.

@@ -27,7 +27,9 @@ import (
 	"github.com/airlock-gate/airlock/services/policy/shadow"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/grant"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -312,7 +314,7 @@ func (e *Engine) applyRule(en jetstream.KeyValueEntry) (change string, err error
 		return "", fmt.Errorf("rule under key %s has id %q", en.Key(), r.Id)
 	}
 	e.kvRules[id] = r
-	who := actorName(r.UpdatedBy)
+	who := calls.ActorName(r.UpdatedBy)
 	if r.Deleted {
 		return fmt.Sprintf("rule %s deleted by %s", id, who), nil
 	}
@@ -360,16 +362,6 @@ func ruleAuthor(en jetstream.KeyValueEntry) *airlockv1.Actor {
 		a.Type = airlockv1.ActorType_ACTOR_TYPE_HUMAN
 	}
 	return a
-}
-
-func actorName(a *airlockv1.Actor) string {
-	if a.GetId() == "" {
-		return "unknown"
-	}
-	if a.GetChannel() != "" {
-		return a.GetId() + " via " + a.GetChannel()
-	}
-	return a.GetId()
 }
 
 // applyGrant applies a change of the grants bucket to the writer's copy;
@@ -703,27 +695,21 @@ func (e *Engine) answerAsk(ctx context.Context, call *airlockv1.ToolCall, d *air
 // spendGrant spends the first standing grant in force that answers an
 // ask and returns the decision it makes, or nil when none does.
 func (e *Engine) spendGrant(ctx context.Context, call *airlockv1.ToolCall, d *airlockv1.Decision, now time.Time) *airlockv1.Decision {
-	ids := candidates(e.grantSnapshot(), call, d, now)
 	gs := grantStore{kv: e.grants}
-	for _, id := range ids {
-		g, err := gs.spend(ctx, id, call, d, now)
+	var spent *airlockv1.StandingGrant
+	allow := grant.AnswerAsk(d, candidates(e.grantSnapshot(), call, d, now), func(g *airlockv1.StandingGrant) *airlockv1.StandingGrant {
+		used, err := gs.spend(ctx, g.GetId(), call, d, now)
 		if err != nil {
 			// Safe side: without the grant a person decides.
-			e.log.Warn("could not use standing grant; asking a person instead", "grant", id, "call", call.GetCallId(), "err", err)
-			continue
+			e.log.Warn("could not use standing grant; asking a person instead", "grant", g.GetId(), "call", call.GetCallId(), "err", err)
+			return nil
 		}
-		if g == nil {
-			continue
-		}
-		d.Action = airlockv1.Action_ACTION_ALLOW
-		d.GrantId = g.Id
-		if d.GrantId == "" {
-			d.GrantId = id
-		}
-		d.Reason = fmt.Sprintf("standing grant %s (created by %s) allows it; the policy said: %s", d.GrantId, actorName(g.CreatedBy), d.Reason)
-		d.Approvers, d.Quorum, d.Timeout, d.Notify = nil, 0, nil, nil
-		e.grantUsed(ctx, call, d.GrantId, g)
-		return d
+		spent = used
+		return used
+	})
+	if spent == nil {
+		return nil
 	}
-	return nil
+	e.grantUsed(ctx, call, allow.GetGrantId(), spent)
+	return allow
 }

@@ -71,8 +71,10 @@ func (s grantStore) spend(ctx context.Context, id string, call *airlockv1.ToolCa
 }
 
 // candidates returns the grants that apply to call, in a stable order
-// (unlimited first, then by id) so replicas pick the same one.
-func candidates(grants map[string]*airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlockv1.Decision, now time.Time) []string {
+// (unlimited first, then by id) so replicas pick the same one; each is
+// named by its key (a grant stored without its id is copied with it, the
+// snapshot is never modified). grant.AnswerAsk takes the first that answers.
+func candidates(grants map[string]*airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlockv1.Decision, now time.Time) []*airlockv1.StandingGrant {
 	var ids []string
 	for id, g := range grants {
 		if decide.GrantApplies(g, call, d, now) {
@@ -80,5 +82,13 @@ func candidates(grants map[string]*airlockv1.StandingGrant, call *airlockv1.Tool
 		}
 	}
 	slices.SortFunc(ids, func(a, b string) int { return decide.CompareGrants(grants[a], grants[b], a, b) })
-	return ids
+	gs := make([]*airlockv1.StandingGrant, len(ids))
+	for i, id := range ids {
+		gs[i] = grants[id]
+		if gs[i].GetId() != id {
+			gs[i] = proto.Clone(gs[i]).(*airlockv1.StandingGrant)
+			gs[i].Id = id
+		}
+	}
+	return gs
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/grant"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -144,10 +145,7 @@ func (e *Engine) candidateDecider(ev *decide.Evaluator) func(context.Context, *a
 			grants = maps.Clone(grants)
 			grants[live.GetGrantId()] = g
 		}
-		if ids := candidates(grants, call, d, now); len(ids) > 0 {
-			d.Action, d.GrantId = airlockv1.Action_ACTION_ALLOW, ids[0]
-		}
-		return d, nil
+		return grant.AnswerAsk(d, candidates(grants, call, d, now), func(g *airlockv1.StandingGrant) *airlockv1.StandingGrant { return g }), nil
 	}
 }
 

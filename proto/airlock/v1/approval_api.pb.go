@@ -463,8 +463,12 @@ func (x *GetRequest) GetRevision() uint32 {
 }
 
 type GetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Record        *ApprovalRecord        `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Record *ApprovalRecord        `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	// Set by the console's REST API (GET /api/v1/approvals/{agent}/{id}) for a
+	// pending call whose tool the executor's registry lacks; the approval
+	// service never sets it (it does not read the registry).
+	UnknownTool   *UnknownTool `protobuf:"bytes,2,opt,name=unknown_tool,json=unknownTool,proto3" json:"unknown_tool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -506,6 +510,99 @@ func (x *GetResponse) GetRecord() *ApprovalRecord {
 	return nil
 }
 
+func (x *GetResponse) GetUnknownTool() *UnknownTool {
+	if x != nil {
+		return x.UnknownTool
+	}
+	return nil
+}
+
+// UnknownTool is a tool the executor's registry lacks, and what it has
+// instead (executorapi.Lacks). A call of it waits for a person like any call
+// no rule matches, but even approved it cannot run: it would end failed
+// (unknown_tool). The REST API answers it beside a pending call (GetResponse,
+// and the agent's pending await answer).
+type UnknownTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool the call names, as server__tool.
+	Tool   string `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	Server string `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	// That server's tools when the registry has the server; servers: the
+	// registry's servers when it lacks the server too. Both only for those who
+	// read every call (reviewers, auditors), never for agents.
+	ServerTools []string `protobuf:"bytes,3,rep,name=server_tools,json=serverTools,proto3" json:"server_tools,omitempty"`
+	Servers     []string `protobuf:"bytes,4,rep,name=servers,proto3" json:"servers,omitempty"`
+	// The same in a sentence (executorapi.Sentence), set where it is shown.
+	Message       string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnknownTool) Reset() {
+	*x = UnknownTool{}
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnknownTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnknownTool) ProtoMessage() {}
+
+func (x *UnknownTool) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnknownTool.ProtoReflect.Descriptor instead.
+func (*UnknownTool) Descriptor() ([]byte, []int) {
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *UnknownTool) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *UnknownTool) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *UnknownTool) GetServerTools() []string {
+	if x != nil {
+		return x.ServerTools
+	}
+	return nil
+}
+
+func (x *UnknownTool) GetServers() []string {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+func (x *UnknownTool) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // CancelRequest: endpoint "cancel" (operators); agents use airlock.agent.<agent>.cancel.
 type CancelRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -519,7 +616,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[6]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +628,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[6]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +641,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{6}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CancelRequest) GetCallId() string {
@@ -585,7 +682,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[7]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +694,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[7]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +707,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{7}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CancelResponse) GetRecord() *ApprovalRecord {
@@ -645,7 +742,7 @@ type ApproveThreadRequest struct {
 
 func (x *ApproveThreadRequest) Reset() {
 	*x = ApproveThreadRequest{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[8]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +754,7 @@ func (x *ApproveThreadRequest) String() string {
 func (*ApproveThreadRequest) ProtoMessage() {}
 
 func (x *ApproveThreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[8]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +767,7 @@ func (x *ApproveThreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveThreadRequest.ProtoReflect.Descriptor instead.
 func (*ApproveThreadRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{8}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ApproveThreadRequest) GetThreadId() string {
@@ -725,7 +822,7 @@ type CallRef struct {
 
 func (x *CallRef) Reset() {
 	*x = CallRef{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[9]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +834,7 @@ func (x *CallRef) String() string {
 func (*CallRef) ProtoMessage() {}
 
 func (x *CallRef) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[9]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +847,7 @@ func (x *CallRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallRef.ProtoReflect.Descriptor instead.
 func (*CallRef) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{9}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CallRef) GetAgentId() string {
@@ -792,7 +889,7 @@ type ApproveThreadResponse struct {
 
 func (x *ApproveThreadResponse) Reset() {
 	*x = ApproveThreadResponse{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[10]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +901,7 @@ func (x *ApproveThreadResponse) String() string {
 func (*ApproveThreadResponse) ProtoMessage() {}
 
 func (x *ApproveThreadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[10]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +914,7 @@ func (x *ApproveThreadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveThreadResponse.ProtoReflect.Descriptor instead.
 func (*ApproveThreadResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{10}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ApproveThreadResponse) GetResults() []*DecideResponse {
@@ -852,7 +949,7 @@ type CreateGrantRequest struct {
 
 func (x *CreateGrantRequest) Reset() {
 	*x = CreateGrantRequest{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[11]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +961,7 @@ func (x *CreateGrantRequest) String() string {
 func (*CreateGrantRequest) ProtoMessage() {}
 
 func (x *CreateGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[11]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +974,7 @@ func (x *CreateGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGrantRequest.ProtoReflect.Descriptor instead.
 func (*CreateGrantRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{11}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateGrantRequest) GetFromCallId() string {
@@ -931,7 +1028,7 @@ type CreateGrantResponse struct {
 
 func (x *CreateGrantResponse) Reset() {
 	*x = CreateGrantResponse{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[12]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1040,7 @@ func (x *CreateGrantResponse) String() string {
 func (*CreateGrantResponse) ProtoMessage() {}
 
 func (x *CreateGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[12]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1053,7 @@ func (x *CreateGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGrantResponse.ProtoReflect.Descriptor instead.
 func (*CreateGrantResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{12}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateGrantResponse) GetGrant() *StandingGrant {
@@ -975,7 +1072,7 @@ type ListGrantsRequest struct {
 
 func (x *ListGrantsRequest) Reset() {
 	*x = ListGrantsRequest{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[13]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1084,7 @@ func (x *ListGrantsRequest) String() string {
 func (*ListGrantsRequest) ProtoMessage() {}
 
 func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[13]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1097,7 @@ func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGrantsRequest.ProtoReflect.Descriptor instead.
 func (*ListGrantsRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{13}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListGrantsRequest) GetIncludeInactive() bool {
@@ -1019,7 +1116,7 @@ type ListGrantsResponse struct {
 
 func (x *ListGrantsResponse) Reset() {
 	*x = ListGrantsResponse{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[14]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1128,7 @@ func (x *ListGrantsResponse) String() string {
 func (*ListGrantsResponse) ProtoMessage() {}
 
 func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[14]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1141,7 @@ func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGrantsResponse.ProtoReflect.Descriptor instead.
 func (*ListGrantsResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{14}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListGrantsResponse) GetGrants() []*StandingGrant {
@@ -1064,7 +1161,7 @@ type RevokeGrantRequest struct {
 
 func (x *RevokeGrantRequest) Reset() {
 	*x = RevokeGrantRequest{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[15]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1173,7 @@ func (x *RevokeGrantRequest) String() string {
 func (*RevokeGrantRequest) ProtoMessage() {}
 
 func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[15]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1186,7 @@ func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantRequest.ProtoReflect.Descriptor instead.
 func (*RevokeGrantRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{15}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RevokeGrantRequest) GetGrantId() string {
@@ -1115,7 +1212,7 @@ type RevokeGrantResponse struct {
 
 func (x *RevokeGrantResponse) Reset() {
 	*x = RevokeGrantResponse{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[16]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1224,7 @@ func (x *RevokeGrantResponse) String() string {
 func (*RevokeGrantResponse) ProtoMessage() {}
 
 func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[16]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1237,7 @@ func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantResponse.ProtoReflect.Descriptor instead.
 func (*RevokeGrantResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{16}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RevokeGrantResponse) GetGrant() *StandingGrant {
@@ -1180,7 +1277,7 @@ type InDoubtTask struct {
 
 func (x *InDoubtTask) Reset() {
 	*x = InDoubtTask{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[17]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1289,7 @@ func (x *InDoubtTask) String() string {
 func (*InDoubtTask) ProtoMessage() {}
 
 func (x *InDoubtTask) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[17]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1302,7 @@ func (x *InDoubtTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InDoubtTask.ProtoReflect.Descriptor instead.
 func (*InDoubtTask) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{17}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *InDoubtTask) GetAgentId() string {
@@ -1319,7 +1416,7 @@ type ListInDoubtRequest struct {
 
 func (x *ListInDoubtRequest) Reset() {
 	*x = ListInDoubtRequest{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[18]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1428,7 @@ func (x *ListInDoubtRequest) String() string {
 func (*ListInDoubtRequest) ProtoMessage() {}
 
 func (x *ListInDoubtRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[18]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1441,7 @@ func (x *ListInDoubtRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInDoubtRequest.ProtoReflect.Descriptor instead.
 func (*ListInDoubtRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{18}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListInDoubtRequest) GetIncludeResolved() bool {
@@ -1372,7 +1469,7 @@ type ListInDoubtResponse struct {
 
 func (x *ListInDoubtResponse) Reset() {
 	*x = ListInDoubtResponse{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[19]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1384,7 +1481,7 @@ func (x *ListInDoubtResponse) String() string {
 func (*ListInDoubtResponse) ProtoMessage() {}
 
 func (x *ListInDoubtResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[19]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1397,7 +1494,7 @@ func (x *ListInDoubtResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInDoubtResponse.ProtoReflect.Descriptor instead.
 func (*ListInDoubtResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{19}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListInDoubtResponse) GetTasks() []*InDoubtTask {
@@ -1426,7 +1523,7 @@ type GetInDoubtRequest struct {
 
 func (x *GetInDoubtRequest) Reset() {
 	*x = GetInDoubtRequest{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[20]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1535,7 @@ func (x *GetInDoubtRequest) String() string {
 func (*GetInDoubtRequest) ProtoMessage() {}
 
 func (x *GetInDoubtRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[20]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1548,7 @@ func (x *GetInDoubtRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInDoubtRequest.ProtoReflect.Descriptor instead.
 func (*GetInDoubtRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{20}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetInDoubtRequest) GetAgentId() string {
@@ -1484,7 +1581,7 @@ type GetInDoubtResponse struct {
 
 func (x *GetInDoubtResponse) Reset() {
 	*x = GetInDoubtResponse{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[21]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1593,7 @@ func (x *GetInDoubtResponse) String() string {
 func (*GetInDoubtResponse) ProtoMessage() {}
 
 func (x *GetInDoubtResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[21]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1606,7 @@ func (x *GetInDoubtResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInDoubtResponse.ProtoReflect.Descriptor instead.
 func (*GetInDoubtResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{21}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetInDoubtResponse) GetTask() *InDoubtTask {
@@ -1536,7 +1633,7 @@ type ResolveInDoubtRequest struct {
 
 func (x *ResolveInDoubtRequest) Reset() {
 	*x = ResolveInDoubtRequest{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[22]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1645,7 @@ func (x *ResolveInDoubtRequest) String() string {
 func (*ResolveInDoubtRequest) ProtoMessage() {}
 
 func (x *ResolveInDoubtRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[22]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1658,7 @@ func (x *ResolveInDoubtRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveInDoubtRequest.ProtoReflect.Descriptor instead.
 func (*ResolveInDoubtRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{22}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResolveInDoubtRequest) GetAgentId() string {
@@ -1617,7 +1714,7 @@ type ResolveInDoubtResponse struct {
 
 func (x *ResolveInDoubtResponse) Reset() {
 	*x = ResolveInDoubtResponse{}
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[23]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1726,7 @@ func (x *ResolveInDoubtResponse) String() string {
 func (*ResolveInDoubtResponse) ProtoMessage() {}
 
 func (x *ResolveInDoubtResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_v1_approval_api_proto_msgTypes[23]
+	mi := &file_airlock_v1_approval_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1739,7 @@ func (x *ResolveInDoubtResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveInDoubtResponse.ProtoReflect.Descriptor instead.
 func (*ResolveInDoubtResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{23}
+	return file_airlock_v1_approval_api_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResolveInDoubtResponse) GetTask() *InDoubtTask {
@@ -1694,9 +1791,16 @@ const file_airlock_v1_approval_api_proto_rawDesc = "" +
 	"GetRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1a\n" +
-	"\brevision\x18\x03 \x01(\rR\brevision\"A\n" +
+	"\brevision\x18\x03 \x01(\rR\brevision\"}\n" +
 	"\vGetResponse\x122\n" +
-	"\x06record\x18\x01 \x01(\v2\x1a.airlock.v1.ApprovalRecordR\x06record\"~\n" +
+	"\x06record\x18\x01 \x01(\v2\x1a.airlock.v1.ApprovalRecordR\x06record\x12:\n" +
+	"\funknown_tool\x18\x02 \x01(\v2\x17.airlock.v1.UnknownToolR\vunknownTool\"\x90\x01\n" +
+	"\vUnknownTool\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12!\n" +
+	"\fserver_tools\x18\x03 \x03(\tR\vserverTools\x12\x18\n" +
+	"\aservers\x18\x04 \x03(\tR\aservers\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"~\n" +
 	"\rCancelRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12!\n" +
 	"\x02by\x18\x02 \x01(\v2\x11.airlock.v1.ActorR\x02by\x12\x16\n" +
@@ -1801,7 +1905,7 @@ func file_airlock_v1_approval_api_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_v1_approval_api_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_airlock_v1_approval_api_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_airlock_v1_approval_api_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_airlock_v1_approval_api_proto_goTypes = []any{
 	(DecisionKind)(0),              // 0: airlock.v1.DecisionKind
 	(*DecideRequest)(nil),          // 1: airlock.v1.DecideRequest
@@ -1810,66 +1914,68 @@ var file_airlock_v1_approval_api_proto_goTypes = []any{
 	(*ListResponse)(nil),           // 4: airlock.v1.ListResponse
 	(*GetRequest)(nil),             // 5: airlock.v1.GetRequest
 	(*GetResponse)(nil),            // 6: airlock.v1.GetResponse
-	(*CancelRequest)(nil),          // 7: airlock.v1.CancelRequest
-	(*CancelResponse)(nil),         // 8: airlock.v1.CancelResponse
-	(*ApproveThreadRequest)(nil),   // 9: airlock.v1.ApproveThreadRequest
-	(*CallRef)(nil),                // 10: airlock.v1.CallRef
-	(*ApproveThreadResponse)(nil),  // 11: airlock.v1.ApproveThreadResponse
-	(*CreateGrantRequest)(nil),     // 12: airlock.v1.CreateGrantRequest
-	(*CreateGrantResponse)(nil),    // 13: airlock.v1.CreateGrantResponse
-	(*ListGrantsRequest)(nil),      // 14: airlock.v1.ListGrantsRequest
-	(*ListGrantsResponse)(nil),     // 15: airlock.v1.ListGrantsResponse
-	(*RevokeGrantRequest)(nil),     // 16: airlock.v1.RevokeGrantRequest
-	(*RevokeGrantResponse)(nil),    // 17: airlock.v1.RevokeGrantResponse
-	(*InDoubtTask)(nil),            // 18: airlock.v1.InDoubtTask
-	(*ListInDoubtRequest)(nil),     // 19: airlock.v1.ListInDoubtRequest
-	(*ListInDoubtResponse)(nil),    // 20: airlock.v1.ListInDoubtResponse
-	(*GetInDoubtRequest)(nil),      // 21: airlock.v1.GetInDoubtRequest
-	(*GetInDoubtResponse)(nil),     // 22: airlock.v1.GetInDoubtResponse
-	(*ResolveInDoubtRequest)(nil),  // 23: airlock.v1.ResolveInDoubtRequest
-	(*ResolveInDoubtResponse)(nil), // 24: airlock.v1.ResolveInDoubtResponse
-	nil,                            // 25: airlock.v1.ApproveThreadResponse.RefusedEntry
-	(*Actor)(nil),                  // 26: airlock.v1.Actor
-	(*structpb.Struct)(nil),        // 27: google.protobuf.Struct
-	(*ApprovalRecord)(nil),         // 28: airlock.v1.ApprovalRecord
-	(ApprovalState)(0),             // 29: airlock.v1.ApprovalState
-	(Risk)(0),                      // 30: airlock.v1.Risk
-	(*StandingGrant)(nil),          // 31: airlock.v1.StandingGrant
-	(*timestamppb.Timestamp)(nil),  // 32: google.protobuf.Timestamp
+	(*UnknownTool)(nil),            // 7: airlock.v1.UnknownTool
+	(*CancelRequest)(nil),          // 8: airlock.v1.CancelRequest
+	(*CancelResponse)(nil),         // 9: airlock.v1.CancelResponse
+	(*ApproveThreadRequest)(nil),   // 10: airlock.v1.ApproveThreadRequest
+	(*CallRef)(nil),                // 11: airlock.v1.CallRef
+	(*ApproveThreadResponse)(nil),  // 12: airlock.v1.ApproveThreadResponse
+	(*CreateGrantRequest)(nil),     // 13: airlock.v1.CreateGrantRequest
+	(*CreateGrantResponse)(nil),    // 14: airlock.v1.CreateGrantResponse
+	(*ListGrantsRequest)(nil),      // 15: airlock.v1.ListGrantsRequest
+	(*ListGrantsResponse)(nil),     // 16: airlock.v1.ListGrantsResponse
+	(*RevokeGrantRequest)(nil),     // 17: airlock.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),    // 18: airlock.v1.RevokeGrantResponse
+	(*InDoubtTask)(nil),            // 19: airlock.v1.InDoubtTask
+	(*ListInDoubtRequest)(nil),     // 20: airlock.v1.ListInDoubtRequest
+	(*ListInDoubtResponse)(nil),    // 21: airlock.v1.ListInDoubtResponse
+	(*GetInDoubtRequest)(nil),      // 22: airlock.v1.GetInDoubtRequest
+	(*GetInDoubtResponse)(nil),     // 23: airlock.v1.GetInDoubtResponse
+	(*ResolveInDoubtRequest)(nil),  // 24: airlock.v1.ResolveInDoubtRequest
+	(*ResolveInDoubtResponse)(nil), // 25: airlock.v1.ResolveInDoubtResponse
+	nil,                            // 26: airlock.v1.ApproveThreadResponse.RefusedEntry
+	(*Actor)(nil),                  // 27: airlock.v1.Actor
+	(*structpb.Struct)(nil),        // 28: google.protobuf.Struct
+	(*ApprovalRecord)(nil),         // 29: airlock.v1.ApprovalRecord
+	(ApprovalState)(0),             // 30: airlock.v1.ApprovalState
+	(Risk)(0),                      // 31: airlock.v1.Risk
+	(*StandingGrant)(nil),          // 32: airlock.v1.StandingGrant
+	(*timestamppb.Timestamp)(nil),  // 33: google.protobuf.Timestamp
 }
 var file_airlock_v1_approval_api_proto_depIdxs = []int32{
-	26, // 0: airlock.v1.DecideRequest.principal:type_name -> airlock.v1.Actor
+	27, // 0: airlock.v1.DecideRequest.principal:type_name -> airlock.v1.Actor
 	0,  // 1: airlock.v1.DecideRequest.kind:type_name -> airlock.v1.DecisionKind
-	27, // 2: airlock.v1.DecideRequest.edited_arguments:type_name -> google.protobuf.Struct
-	28, // 3: airlock.v1.DecideResponse.record:type_name -> airlock.v1.ApprovalRecord
-	29, // 4: airlock.v1.ListRequest.states:type_name -> airlock.v1.ApprovalState
-	30, // 5: airlock.v1.ListRequest.min_risk:type_name -> airlock.v1.Risk
-	28, // 6: airlock.v1.ListResponse.records:type_name -> airlock.v1.ApprovalRecord
-	28, // 7: airlock.v1.GetResponse.record:type_name -> airlock.v1.ApprovalRecord
-	26, // 8: airlock.v1.CancelRequest.by:type_name -> airlock.v1.Actor
-	28, // 9: airlock.v1.CancelResponse.record:type_name -> airlock.v1.ApprovalRecord
-	26, // 10: airlock.v1.ApproveThreadRequest.principal:type_name -> airlock.v1.Actor
-	10, // 11: airlock.v1.ApproveThreadRequest.calls:type_name -> airlock.v1.CallRef
-	2,  // 12: airlock.v1.ApproveThreadResponse.results:type_name -> airlock.v1.DecideResponse
-	25, // 13: airlock.v1.ApproveThreadResponse.refused:type_name -> airlock.v1.ApproveThreadResponse.RefusedEntry
-	31, // 14: airlock.v1.CreateGrantRequest.grant:type_name -> airlock.v1.StandingGrant
-	26, // 15: airlock.v1.CreateGrantRequest.by:type_name -> airlock.v1.Actor
-	31, // 16: airlock.v1.CreateGrantResponse.grant:type_name -> airlock.v1.StandingGrant
-	31, // 17: airlock.v1.ListGrantsResponse.grants:type_name -> airlock.v1.StandingGrant
-	26, // 18: airlock.v1.RevokeGrantRequest.by:type_name -> airlock.v1.Actor
-	31, // 19: airlock.v1.RevokeGrantResponse.grant:type_name -> airlock.v1.StandingGrant
-	32, // 20: airlock.v1.InDoubtTask.failed_at:type_name -> google.protobuf.Timestamp
-	26, // 21: airlock.v1.InDoubtTask.resolved_by:type_name -> airlock.v1.Actor
-	32, // 22: airlock.v1.InDoubtTask.resolved_at:type_name -> google.protobuf.Timestamp
-	18, // 23: airlock.v1.ListInDoubtResponse.tasks:type_name -> airlock.v1.InDoubtTask
-	18, // 24: airlock.v1.GetInDoubtResponse.task:type_name -> airlock.v1.InDoubtTask
-	26, // 25: airlock.v1.ResolveInDoubtRequest.principal:type_name -> airlock.v1.Actor
-	18, // 26: airlock.v1.ResolveInDoubtResponse.task:type_name -> airlock.v1.InDoubtTask
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	28, // 2: airlock.v1.DecideRequest.edited_arguments:type_name -> google.protobuf.Struct
+	29, // 3: airlock.v1.DecideResponse.record:type_name -> airlock.v1.ApprovalRecord
+	30, // 4: airlock.v1.ListRequest.states:type_name -> airlock.v1.ApprovalState
+	31, // 5: airlock.v1.ListRequest.min_risk:type_name -> airlock.v1.Risk
+	29, // 6: airlock.v1.ListResponse.records:type_name -> airlock.v1.ApprovalRecord
+	29, // 7: airlock.v1.GetResponse.record:type_name -> airlock.v1.ApprovalRecord
+	7,  // 8: airlock.v1.GetResponse.unknown_tool:type_name -> airlock.v1.UnknownTool
+	27, // 9: airlock.v1.CancelRequest.by:type_name -> airlock.v1.Actor
+	29, // 10: airlock.v1.CancelResponse.record:type_name -> airlock.v1.ApprovalRecord
+	27, // 11: airlock.v1.ApproveThreadRequest.principal:type_name -> airlock.v1.Actor
+	11, // 12: airlock.v1.ApproveThreadRequest.calls:type_name -> airlock.v1.CallRef
+	2,  // 13: airlock.v1.ApproveThreadResponse.results:type_name -> airlock.v1.DecideResponse
+	26, // 14: airlock.v1.ApproveThreadResponse.refused:type_name -> airlock.v1.ApproveThreadResponse.RefusedEntry
+	32, // 15: airlock.v1.CreateGrantRequest.grant:type_name -> airlock.v1.StandingGrant
+	27, // 16: airlock.v1.CreateGrantRequest.by:type_name -> airlock.v1.Actor
+	32, // 17: airlock.v1.CreateGrantResponse.grant:type_name -> airlock.v1.StandingGrant
+	32, // 18: airlock.v1.ListGrantsResponse.grants:type_name -> airlock.v1.StandingGrant
+	27, // 19: airlock.v1.RevokeGrantRequest.by:type_name -> airlock.v1.Actor
+	32, // 20: airlock.v1.RevokeGrantResponse.grant:type_name -> airlock.v1.StandingGrant
+	33, // 21: airlock.v1.InDoubtTask.failed_at:type_name -> google.protobuf.Timestamp
+	27, // 22: airlock.v1.InDoubtTask.resolved_by:type_name -> airlock.v1.Actor
+	33, // 23: airlock.v1.InDoubtTask.resolved_at:type_name -> google.protobuf.Timestamp
+	19, // 24: airlock.v1.ListInDoubtResponse.tasks:type_name -> airlock.v1.InDoubtTask
+	19, // 25: airlock.v1.GetInDoubtResponse.task:type_name -> airlock.v1.InDoubtTask
+	27, // 26: airlock.v1.ResolveInDoubtRequest.principal:type_name -> airlock.v1.Actor
+	19, // 27: airlock.v1.ResolveInDoubtResponse.task:type_name -> airlock.v1.InDoubtTask
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_approval_api_proto_init() }
@@ -1886,7 +1992,7 @@ func file_airlock_v1_approval_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_approval_api_proto_rawDesc), len(file_airlock_v1_approval_api_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -28,6 +28,7 @@ import (
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/store"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/grant"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -39,27 +40,26 @@ type Decide func(ctx context.Context, call *airlockv1.ToolCall, at time.Time) (*
 // decide.GrantApplies, so a replay applies grants as the policy does.
 type Applies func(g *airlockv1.StandingGrant, call *airlockv1.ToolCall, d *airlockv1.Decision, at time.Time) bool
 
-// WithGrants is decide with the standing grants gs in force, applied as the
-// policy service applies them: an ask the first of gs that applies to the
-// call at its time answers becomes an allow naming that grant (GrantId); a
-// deny or an allow stays. Nothing is spent during the replay: a grant
-// answers every call it covers while it is live, and one used up (or
-// expired) before the replay answers only the call revisions that spent it
-// (applies: decide.GrantApplies). gs are tried in the order given (the
-// caller orders them as the policy service does).
+// WithGrants is decide with the standing grants gs in force, applied by
+// the policy service's own rule (grant.AnswerAsk): an ask the first of gs
+// that applies to the call at its time answers becomes an allow naming that
+// grant (GrantId); a deny or an allow stays. Nothing is spent during the
+// replay: a grant answers every call it covers while it is live, and one
+// used up (or expired) before the replay answers only the call revisions
+// that spent it (applies: decide.GrantApplies). gs are tried in the order
+// given (the caller orders them as the policy service does).
 func WithGrants(decide Decide, gs []*airlockv1.StandingGrant, applies Applies) Decide {
 	return func(ctx context.Context, call *airlockv1.ToolCall, at time.Time) (*airlockv1.Decision, error) {
 		d, err := decide(ctx, call, at)
-		if err != nil || d.GetAction() != airlockv1.Action_ACTION_ASK {
+		if err != nil {
 			return d, err
 		}
-		for _, g := range gs {
+		return grant.AnswerAsk(d, gs, func(g *airlockv1.StandingGrant) *airlockv1.StandingGrant {
 			if applies(g, call, d, at) {
-				return &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW, RuleId: d.GetRuleId(), GrantId: g.GetId(),
-					Reason: "standing grant " + g.GetId() + " allows it; the policy said: " + d.GetReason()}, nil
+				return g
 			}
-		}
-		return d, nil
+			return nil
+		}), nil
 	}
 }
 

@@ -171,3 +171,15 @@ func (d Directory) MayCancel(rec *airlockv1.ApprovalRecord, principal string) bo
 	requester := principal == call.GetOnBehalfOf() && call.GetOnBehalfOfVerified()
 	return principal != "" && principal != Requester && (requester || d.Matches(rec.GetDecision().GetApprovers(), principal))
 }
+
+// ActorName is who acted, in words, for a reason or a log line: the id,
+// with the channel it came through ("alice via slack"), or "unknown".
+func ActorName(a *airlockv1.Actor) string {
+	if a.GetId() == "" {
+		return "unknown"
+	}
+	if a.GetChannel() != "" {
+		return a.GetId() + " via " + a.GetChannel()
+	}
+	return a.GetId()
+}

@@ -1,71 +1,93 @@
 package executorapi
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 )
 
-// Absence is a tool the registry lacks, and what it has instead. A call of
-// it waits for a person like any call no rule matches, but even approved it
-// cannot run: it would end failed (unknown_tool).
-type Absence struct {
-	// Tool is the tool the call names, as server__tool.
-	Tool string `json:"tool"`
-	// Server is its server; ServerTools are that server's tools when the
-	// registry has the server, Servers the registry's servers when it lacks
-	// the server too.
-	Server      string   `json:"server"`
-	ServerTools []string `json:"server_tools,omitempty"`
-	Servers     []string `json:"servers,omitempty"`
-	// Message says it in a sentence: what the registry has, and that the
-	// call cannot run.
-	Message string `json:"message"`
-}
-
 // Lacks says whether list, the registry's tools (List), lacks tool of
 // server: nil when it has it, or when that server could not be listed just
-// now (it may have it).
-func Lacks(list *airlockv1.ToolsListResponse, server, tool string) *Absence {
+// now (it may have it). A call of a tool the registry lacks waits for a
+// person like any call no rule matches, but even approved it cannot run: it
+// would end failed (unknown_tool). The answer has no message: Sentence says
+// it where it is shown.
+func Lacks(list *airlockv1.ToolsListResponse, server, tool string) *airlockv1.UnknownTool {
 	for _, p := range list.GetProblems() {
 		if p.GetServer() == server {
 			return nil
 		}
 	}
-	a := &Absence{Tool: server + "__" + tool, Server: server}
+	u := &airlockv1.UnknownTool{Tool: server + "__" + tool, Server: server}
 	var servers []string
 	for _, t := range list.GetTools() {
 		if t.GetServer() == server {
 			if t.GetTool() == tool {
 				return nil
 			}
-			a.ServerTools = append(a.ServerTools, t.GetTool())
+			u.ServerTools = append(u.ServerTools, t.GetTool())
 		}
 		if !slices.Contains(servers, t.GetServer()) {
 			servers = append(servers, t.GetServer())
 		}
 	}
-	has := "its servers are " + strings.Join(servers, ", ")
-	if len(a.ServerTools) > 0 {
-		has = fmt.Sprintf("server %s has %s", server, strings.Join(a.ServerTools, ", "))
-	} else {
-		a.Servers = servers
+	if len(u.ServerTools) == 0 {
+		u.Servers = servers
 	}
-	a.Message = absenceText(a.Tool, " ("+has+")")
-	return a
+	return u
 }
 
-// Bare is a without what the registry has instead, for those who may not
+// Bare is u without what the registry has instead, for those who may not
 // read the registry (agents: they may not list airlock.api.executor.tools).
-func (a *Absence) Bare() *Absence {
-	if a == nil {
+func Bare(u *airlockv1.UnknownTool) *airlockv1.UnknownTool {
+	if u == nil {
 		return nil
 	}
-	return &Absence{Tool: a.Tool, Server: a.Server, Message: absenceText(a.Tool, "")}
+	return &airlockv1.UnknownTool{Tool: u.GetTool(), Server: u.GetServer()}
 }
 
-func absenceText(tool, has string) string {
-	return fmt.Sprintf("the tool registry has no tool %s%s: even approved, this call cannot run, it would end failed (unknown_tool)", tool, has)
+// Sentence is the one way airlock says that the registry lacks u's tool
+// (what it has instead, when u says) and that the call cannot run. Every
+// name goes through quote: a terminal escapes it, a page marks it as code,
+// an API answer takes it as it is (Said).
+func Sentence(u *airlockv1.UnknownTool, quote func(name string) string) string {
+	var b strings.Builder
+	b.WriteString("the tool registry has no tool ")
+	b.WriteString(quote(u.GetTool()))
+	list := func(names []string) {
+		for i, n := range names {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(quote(n))
+		}
+	}
+	switch {
+	case len(u.GetServerTools()) > 0:
+		b.WriteString(" (server " + quote(u.GetServer()) + " has ")
+		list(u.GetServerTools())
+		b.WriteString(")")
+	case len(u.GetServers()) > 0:
+		b.WriteString(" (its servers are ")
+		list(u.GetServers())
+		b.WriteString(")")
+	}
+	b.WriteString(": even approved, this call cannot run, it would end failed (unknown_tool)")
+	return b.String()
+}
+
+// Warning is Sentence for a person who decides the call, with what they
+// can do about it.
+func Warning(u *airlockv1.UnknownTool, quote func(name string) string) string {
+	return Sentence(u, quote) + "; reject or cancel it, or add the tool to " + quote("executor.tools_file") + " first"
+}
+
+// Said is u with its message set (Sentence), for an API answer; nil for nil.
+func Said(u *airlockv1.UnknownTool) *airlockv1.UnknownTool {
+	if u == nil {
+		return nil
+	}
+	u.Message = Sentence(u, func(name string) string { return name })
+	return u
 }

@@ -5,14 +5,14 @@
 // executor answer). Any executor replica answers; neither needs a seal
 // (they change nothing). Front-ends that show the tools (the MCP gateway) read them here
 // rather than opening connections of their own to the upstream servers, and
-// list them again when subject.ToolsChanged says a server's tools changed;
-// the console and the CLI read them to say of a waiting call that its tool
-// is missing (Lacks).
+// list them again when subject.ToolsChanged says a server's tools changed
+// (OnChanged); the console (following the same notice) and the CLI read them
+// to say of a waiting call that its tool is missing (Lacks).
 package executorapi
 
 import (
 	"context"
-
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -53,6 +53,21 @@ const (
 // Changed is the body of a subject.ToolsChanged notice.
 type Changed struct {
 	Server string `json:"server"`
+}
+
+// OnChanged calls changed whenever the executor announces that a server's
+// tools changed (subject.ToolsChanged), until the subscription returned is
+// ended: how a front-end that shows the tools (the MCP gateway) or checks
+// calls against them (the console) knows to list them again. A core NATS
+// notice can be missed (a reconnect): those who follow it also list the
+// tools again now and then. changed runs on the subscription's goroutine
+// and must not block.
+func OnChanged(nc *nats.Conn, changed func()) (*nats.Subscription, error) {
+	sub, err := nc.Subscribe(subject.ToolsChanged, func(*nats.Msg) { changed() })
+	if err != nil {
+		return nil, fmt.Errorf("follow %s: %w", subject.ToolsChanged, err)
+	}
+	return sub, nil
 }
 
 // Client calls the executor over NATS.

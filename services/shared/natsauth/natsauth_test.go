@@ -203,8 +203,9 @@ func TestTheApprovalServiceMayFollowWhetherClientsWait(t *testing.T) {
 
 // TestTheConsoleMayListTheRegistryButNotPreview: the console asks the
 // executor's tools endpoint, as its own user, to warn reviewers of a
-// pending call of a tool the registry lacks; the preview endpoint stays
-// the approval service's alone.
+// pending call of a tool the registry lacks, and hears the executor's
+// notice that the tools changed; the preview endpoint stays the approval
+// service's alone.
 func TestTheConsoleMayListTheRegistryButNotPreview(t *testing.T) {
 	n := testenv.StartSecureNATS(t)
 	exec, _ := n.Connect(natsauth.RoleExecutor)
@@ -236,6 +237,29 @@ func TestTheConsoleMayListTheRegistryButNotPreview(t *testing.T) {
 	}
 	if _, err := executorapi.New(nc).Preview(ctx, &airlockv1.ToolCall{}, time.Second); err == nil {
 		t.Fatal("the console user asked the executor for a preview")
+	}
+	// It hears the executor say the tools changed, to ask again at once.
+	heard := make(chan struct{}, 1)
+	sub, err := executorapi.OnChanged(nc, func() {
+		select {
+		case heard <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Publish(subject.ToolsChanged, []byte(`{"server":"demo"}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-heard:
+	case <-ctx.Done():
+		t.Fatal("the console user did not hear the executor's notice that the tools changed")
 	}
 }
 

@@ -270,7 +270,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				// (bus.LastStoredLeader)
 				[]string{"$JS.API.STREAM.MSG.GET." + n.events},
 				bucket(n.executions),
-				// the tools endpoint's change notices, for the MCP gateway
+				// the tools endpoint's change notices, for the MCP gateway and the console
 				[]string{subject.ToolsChanged}, healthOf,
 			),
 			// the tools endpoint (airlock.api.executor.tools), for the MCP
@@ -299,7 +299,8 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				[]string{"$JS.API.STREAM.INFO." + n.intake, "$JS.API.STREAM.MSG.GET." + n.intake},
 				bucket(n.console), bucket(n.slackSeen), readBucket(n.clientWaits), bucket(n.teamsSeen), healthOf,
 			),
-			SubscribeAllow: join(inbox, micro, []string{subject.AllOut}),
+			// the executor's notices that the registry's tools changed
+			SubscribeAllow: join(inbox, micro, []string{subject.AllOut, subject.ToolsChanged}),
 		}, nil
 	case RoleGateway:
 		// The MCP gateway submits for the agents of its endpoints (sealed),
