@@ -56,6 +56,11 @@ type cpuRounds struct {
 	// be weighed.
 	GCRoundTripUs []float64 `json:"gc_round_trip_us_per_call"`
 	GCFloorUs     []float64 `json:"gc_floor_us_per_call"`
+	// GCSpecCallWorkUs, GCSpecWorkUs: the same of the two chains doing
+	// the work (the work alone is timed with none: its loops are charged
+	// nothing).
+	GCSpecCallWorkUs []float64 `json:"gc_spec_call_chain_with_work_us_per_call"`
+	GCSpecWorkUs     []float64 `json:"gc_spec_chain_with_work_us_per_call"`
 	// WorkUs: the work every call does besides its messaging (callWork),
 	// each piece alone, summed; work: each piece's figure, each round.
 	WorkUs []float64 `json:"work_us_per_call"`
@@ -336,6 +341,7 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 		rs.MinimalFloorUs = append(rs.MinimalFloorUs, f.floor.CPUus(minimalMix))
 		rs.Ratio, rs.BareRatio = append(rs.Ratio, f.roundTrip/f.floor.CPUus(callMix)), append(rs.BareRatio, f.roundTrip/f.bare.CPUus(callMix))
 		rs.GCRoundTripUs = append(rs.GCRoundTripUs, f.gc[0])
+		rs.GCSpecCallWorkUs, rs.GCSpecWorkUs = append(rs.GCSpecCallWorkUs, f.gc[3]), append(rs.GCSpecWorkUs, f.gc[4])
 		rs.GCFloorUs = append(rs.GCFloorUs, f.floorGC.CPUus(callMix))
 	}
 	return rs, nil

@@ -1127,6 +1127,8 @@ func printRoundtrip(w io.Writer, r *roundtripReport) {
 	row("round trip ÷ bare floor", rs.BareRatio, "×")
 	row("  of which collections: round trip", rs.GCRoundTripUs, "µs")
 	row("  of which collections: floor", rs.GCFloorUs, "µs")
+	row("  collections: chain, work", rs.GCSpecCallWorkUs, "µs")
+	row("  collections: minimal, work", rs.GCSpecWorkUs, "µs")
 	row("background CPU per second", rs.IdleUsPerSecond, "µs")
 	row("  windows, before each and last", rs.IdleWindowsUsPerSecond, "µs")
 	fmt.Fprintf(w, "CPU lower bounds (each round's chain doing the work at its place against that round's floor, the floors' messages with SPEC's headers as the chains'; CPU figures the medians of the rounds', ratios the medians of the rounds' ratios, which need not be their quotient):\n")
