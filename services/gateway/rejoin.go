@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -171,62 +172,59 @@ func (ep *endpoint) adopt(ctx context.Context, key, offer string, t *tool) (*fli
 	return f, nil
 }
 
-// unattended reports whether no client waits for the call: its lease says
-// its client stopped waiting, or ran out unrenewed (its replica is gone),
-// less than a session_timeout ago — the old session would have been closed
-// for idleness by then, and a repeat after that is a new call there too. A
-// lease still running is read again until it runs out or goes a heartbeat
-// unrenewed: a renewal meanwhile means a client waits (at most a
-// heartbeat's delay for a new call).
+// unattended reports whether no client waits for the call: every request
+// that waited for it stopped, or its lease ran out unrenewed (its replica
+// is gone), less than a session_timeout ago — the old session would have
+// been closed for idleness by then, and a repeat after that is a new call
+// there too. A lease still running is watched until it runs out: a renewal
+// meanwhile means a client waits (at most half a heartbeat's delay for a
+// new call).
 func (ep *endpoint) unattended(ctx context.Context, call string) (bool, error) {
-	p, ok, err := ep.g.waits.PresenceOf(ctx, ep.cfg.Agent, call)
-	if err != nil || !ok || p.Endpoint != ep.cfg.Name {
-		return false, err
-	}
-	poll := min(max(ep.g.heartbeat/4, 50*time.Millisecond), time.Second)
-	// A waiting client's replica renews the lease every heartbeat: one not
-	// renewed for a heartbeat and a poll has nobody renewing it (its
-	// replica is gone), however far ahead its last renewal reached.
-	gone := time.Now().Add(ep.g.heartbeat + poll)
-	for p.Waiting(time.Now()) && time.Now().Before(gone) {
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(min(poll, time.Until(p.Until)+10*time.Millisecond)):
-		}
-		q, ok, err := ep.g.waits.PresenceOf(ctx, ep.cfg.Agent, call)
-		if err != nil || !ok || q.Until.After(p.Until) {
-			return false, err // forgotten (delivered, withdrawn) or renewed
-		}
-		p = q
-	}
-	return time.Since(p.Until) < ep.g.deps.Config.Gateway.SessionTimeout, nil
+	return ep.g.waits.Unattended(ctx, ep.cfg.Agent, call, ep.cfg.Name, ep.g.deps.Config.Gateway.SessionTimeout)
 }
 
-// delivered claims a rejoined call's outcome for this request (the entry
-// goes, so the next identical call is new) and forgets whether a client
-// waits for it. A request that lost the claim to a simultaneous identical
-// one returns the outcome as well: it is the same outcome.
-func (ep *endpoint) delivered(ctx context.Context, f *flight) {
+// errAnsweredElsewhere: the call's outcome went to another session's
+// client; for this request the identical call is a new call.
+var errAnsweredElsewhere = errors.New("the call's outcome was returned to another session")
+
+// delivered claims a call's outcome for this request's session: false
+// when another session's request returned it already (it is not this
+// client's to have again). Won, the rejoin entry goes (the next identical
+// call is new), the offer too, and whether a client waits is forgotten. A
+// request of the same session that lost the entry to a simultaneous
+// identical one returns the outcome as well: it is the same outcome.
+func (ep *endpoint) delivered(ctx context.Context, f *flight) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	won := true // a call never offered is followed by its own request only
+	if f.offerKey != "" {
+		var err error
+		if won, err = ep.g.waits.Claim(ctx, ep.cfg.Agent, f.call.ID, f.rejoinKey); err != nil {
+			ep.log.Warn("a call's outcome could not be claimed for its session; it is returned all the same", "call", f.call.ID, "err", err)
+			won = true
+		}
+	}
 	if f.rejoined != nil {
 		if _, err := ep.g.rejoins.Deliver(ctx, f.rejoinKey, *f.rejoined); err != nil {
 			ep.log.Warn("a rejoined call's outcome was returned but not marked delivered; the next identical call returns it again", "call", f.call.ID, "err", err)
 		}
 	}
+	if !won {
+		return false
+	}
 	ep.unoffer(ctx, f)
 	if err := ep.g.waits.Forget(ctx, ep.cfg.Agent, f.call.ID); err != nil {
 		ep.log.Info("whether a client waits was not forgotten", "call", f.call.ID, "err", err)
 	}
+	return true
 }
 
-// hold records that a client waits for the call until until (now: it
-// stopped waiting).
-func (ep *endpoint) hold(ctx context.Context, callID string, until time.Time) {
+// hold records that the request waiter waits for the call until until
+// (now: it stopped waiting).
+func (ep *endpoint) hold(ctx context.Context, callID, waiter string, until time.Time) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := ep.g.waits.Hold(ctx, ep.cfg.Agent, callID, clientwait.Presence{Endpoint: ep.cfg.Name, Until: until}); err != nil {
+	if err := ep.g.waits.HoldFor(ctx, ep.cfg.Agent, callID, waiter, clientwait.Presence{Endpoint: ep.cfg.Name, Until: until}); err != nil {
 		ep.log.Info("whether a client waits was not recorded", "call", callID, "err", err)
 	}
 }

@@ -2,6 +2,7 @@ package clientwait_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -71,4 +72,94 @@ func TestStore(t *testing.T) {
 			t.Fatal("a forgotten presence is still there")
 		}
 	})
+
+	t.Run("one_waiter_stopping_leaves_another_waiting", func(t *testing.T) {
+		now := time.Now()
+		if err := s.HoldFor(ctx, "agent", "shared", "a", clientwait.Presence{Endpoint: "bot", Until: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.HoldFor(ctx, "agent", "shared", "b", clientwait.Presence{Endpoint: "bot", Until: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.HoldFor(ctx, "agent", "shared", "b", clientwait.Presence{Endpoint: "bot", Until: now}); err != nil {
+			t.Fatal(err)
+		}
+		if p, ok, err := s.PresenceOf(ctx, "agent", "shared"); err != nil || !ok || !p.Waiting(now) {
+			t.Fatalf("after one of two waiters stopped: %+v %v %v, want waiting", p, ok, err)
+		}
+		// Its lease runs a minute: the look waits for it, until it gives up.
+		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		if free, err := s.Unattended(wctx, "agent", "shared", "bot", time.Hour); err == nil && free {
+			t.Fatal("a call one request still renews was reported unattended")
+		} else if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("a_call_is_unattended_once_every_lease_ran_out_recently", func(t *testing.T) {
+		now := time.Now()
+		_ = s.HoldFor(ctx, "agent", "lapsing", "gone", clientwait.Presence{Endpoint: "bot", Until: now.Add(300 * time.Millisecond)})
+		_ = s.HoldFor(ctx, "agent", "lapsing", "stopped", clientwait.Presence{Endpoint: "bot", Until: now})
+		_ = s.Hold(ctx, "agent", "long-ago", clientwait.Presence{Endpoint: "bot", Until: now.Add(-2 * time.Hour)})
+		for _, tt := range []struct {
+			call, endpoint string
+			want           bool
+		}{
+			{"lapsing", "bot", true},    // after its last lease runs out
+			{"lapsing", "other", false}, // another endpoint's call
+			{"long-ago", "bot", false},  // its session would have timed out
+			{"never", "bot", false},     // no client ever waited past a heartbeat
+		} {
+			if free, err := s.Unattended(ctx, "agent", tt.call, tt.endpoint, time.Hour); err != nil || free != tt.want {
+				t.Errorf("Unattended(%s, %s) = %v, %v; want %v", tt.call, tt.endpoint, free, err, tt.want)
+			}
+		}
+	})
+
+	t.Run("an_outcome_is_claimed_by_one_session", func(t *testing.T) {
+		for _, tt := range []struct {
+			owner string
+			want  bool
+		}{{"r.first", true}, {"r.first", true}, {"r.second", false}, {"", false}} {
+			if won, err := s.Claim(ctx, "agent", "claimed", tt.owner); err != nil || won != tt.want {
+				t.Errorf("Claim by %q = %v, %v; want %v", tt.owner, won, err, tt.want)
+			}
+		}
+	})
+}
+
+// TestARenewalEndsTheWaitForAnUnattendedCall: a lease renewed while a
+// session waits for it to run out means a client waits.
+func TestARenewalEndsTheWaitForAnUnattendedCall(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := clientwait.Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.HoldFor(ctx, "agent", "renewed", "a", clientwait.Presence{Endpoint: "bot", Until: time.Now().Add(time.Minute)})
+	done := make(chan bool, 1)
+	go func() {
+		free, err := s.Unattended(ctx, "agent", "renewed", "bot", time.Hour)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- free
+	}()
+	// Renewed until the wait ends (a renewal before the watch started is
+	// part of what it read first).
+	for {
+		_ = s.HoldFor(ctx, "agent", "renewed", "a", clientwait.Presence{Endpoint: "bot", Until: time.Now().Add(time.Minute)})
+		select {
+		case free := <-done:
+			if free {
+				t.Fatal("a call whose lease was renewed was reported unattended")
+			}
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
