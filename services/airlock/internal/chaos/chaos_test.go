@@ -299,6 +299,51 @@ func TestAnMCPRequestSentAgainInANewSession(t *testing.T) {
 	})
 }
 
+// withKillAt adds to o the kill of gateway-1 (where the asker of
+// withResent sent its session's requests) just after s1call was requested.
+func withKillAt(o observed) observed {
+	for _, e := range o.Events {
+		if e.Call == "s1call" && e.Type == subject.Requested {
+			o.Faults = append(o.Faults, faultResult{fault: fault{Kind: faultKill, Target: "gateway-1"}, Resolved: "gateway-1",
+				Start: e.Time.Add(time.Microsecond), Recovered: true})
+		}
+	}
+	return o
+}
+
+func TestAKillWithACallWaitingIsFollowedByARejoin(t *testing.T) {
+	info := func(r Report, name string) (Info, bool) {
+		i := slices.IndexFunc(r.Info, func(i Info) bool { return strings.Contains(i.Name, name) })
+		if i < 0 {
+			return Info{}, false
+		}
+		return r.Info[i], true
+	}
+	r := analyse(withKillAt(withResent(clean())), idempotentTool)
+	if r.Violations != 0 {
+		t.Fatalf("a call rejoined from a new session after its replica was killed has violations: %+v", r.Checks)
+	}
+	if i, _ := info(r, "rejoined a call waiting when its replica was killed"); i.Value != "1" {
+		t.Fatalf("the rejoin after the kill is not counted: %+v", r.Info)
+	}
+	t.Run("a_kill_with_no_call_waiting_says_why_nothing_was_rejoined", func(t *testing.T) {
+		o := withKillAt(withResent(clean()))
+		o.Faults[len(o.Faults)-1].Start = time.Now() // after the call ended
+		r := analyse(o, idempotentTool)
+		if i, ok := info(r, "no new session could rejoin a waiting call"); r.Violations != 0 || !ok || len(i.Examples) != 1 {
+			t.Fatalf("a kill that found no call waiting: violations %d, info %+v", r.Violations, r.Info)
+		}
+	})
+	requireReported(t, func() observed { return withKillAt(withResent(clean())) }, []breakage{
+		// Its session's only answer was lost at the kill: no "pending"
+		// answer names the call, so newSessions has nothing to compare.
+		{"a_request_whose_answer_was_lost_at_the_kill_became_a_new_call", "MCP calls waiting for a person when their gateway replica was killed, not rejoined from a new session", func(o *observed) {
+			inNewCall(o, o.Faults[len(o.Faults)-1].Start.Add(time.Millisecond))
+			o.MCP = slices.DeleteFunc(o.MCP, func(r mcpRecord) bool { return r.Session == "s1" && r.Status == "pending" })
+		}},
+	})
+}
+
 func TestAnalyseFindsEachMCPViolation(t *testing.T) {
 	if r := analyse(withMCP(clean()), idempotentTool); r.Violations != 0 {
 		t.Fatalf("a clean run with MCP requests has violations: %+v", r.Checks)

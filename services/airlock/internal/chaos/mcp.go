@@ -28,8 +28,8 @@ const (
 	// mcpAnswerWithin is the endpoint's answer_within: short, so that most
 	// asked calls are answered "pending" and called again (rejoined).
 	mcpAnswerWithin = "2s"
-	// mcpHeartbeat is the gateway's heartbeat: a waiting client's lease
-	// lasts three, so a call whose replica died is rejoined from a new
+	// mcpHeartbeat is the gateway's heartbeat: a waiting request's lease
+	// lasts two, so a call whose replica died is rejoined from a new
 	// session within seconds, not the default 45 s (longer than the
 	// clients wait for an answer).
 	mcpHeartbeat = "2s"
