@@ -300,12 +300,19 @@ func TestAnMCPRequestSentAgainInANewSession(t *testing.T) {
 }
 
 // withKillAt adds to o the kill of gateway-1 (where the asker of
-// withResent sent its session's requests) just after s1call was requested.
+// withResent sent its session's requests) while s1call waited for a person:
+// asked (and requested) 2 s before, its next attempt in s2 after the kill.
 func withKillAt(o observed) observed {
-	for _, e := range o.Events {
+	for i, e := range o.Events {
 		if e.Call == "s1call" && e.Type == subject.Requested {
+			o.Events[i].Time = e.Time.Add(-2 * time.Second)
+			asked := o.Events[i]
+			asked.Type, asked.Seq, asked.Ev, asked.EventID = subject.ApprovalRequested, o.Events[len(o.Events)-1].Seq+1, nil, e.EventID+".asked"
+			o.Events = append(o.Events, asked)
+			o.CH[asked.Seq] = asked.EventID
 			o.Faults = append(o.Faults, faultResult{fault: fault{Kind: faultKill, Target: "gateway-1"}, Resolved: "gateway-1",
 				Start: e.Time.Add(time.Microsecond), Recovered: true})
+			break
 		}
 	}
 	return o
@@ -332,6 +339,19 @@ func TestAKillWithACallWaitingIsFollowedByARejoin(t *testing.T) {
 		r := analyse(o, idempotentTool)
 		if i, ok := info(r, "no new session could rejoin a waiting call"); r.Violations != 0 || !ok || len(i.Examples) != 1 {
 			t.Fatalf("a kill that found no call waiting: violations %d, info %+v", r.Violations, r.Info)
+		}
+	})
+	t.Run("a_kill_right_after_the_call_was_asked_of_a_person_may_find_it_not_offered", func(t *testing.T) {
+		o := withKillAt(withResent(clean()))
+		kill := &o.Faults[len(o.Faults)-1]
+		kill.Start = kill.Start.Add(-2*time.Second + offerLag/2)
+		inNewCall(&o, kill.Start.Add(time.Millisecond))
+		// Killed so soon, the session had no "pending" answer: one would
+		// say the call was offered.
+		o.MCP = slices.DeleteFunc(o.MCP, func(r mcpRecord) bool { return r.Session == "s1" && r.Status == "pending" })
+		r := analyse(o, idempotentTool)
+		if i, ok := info(r, "no new session could rejoin a waiting call"); r.Violations != 0 || !ok || !strings.Contains(i.Examples[0], "before it offered") {
+			t.Fatalf("a kill a moment after the call was asked: violations %+v, info %+v", r.Checks, r.Info)
 		}
 	})
 	requireReported(t, func() observed { return withKillAt(withResent(clean())) }, []breakage{

@@ -606,7 +606,7 @@ func (c checker) mcp(o observed, tr map[string]*callTrail, idempotent func(serve
 		pendingOnce[r.N] = pendingOnce[r.N] || r.Status == "pending"
 	}
 	notAdopted, adopted := newSessions(o.MCP, tr, requestedAt)
-	atKills := adoptionsAtKills(o, tr, callsOf, requestedAt)
+	atKills := adoptionsAtKills(o, tr, callsOf)
 	var split, notRejoined, twice, differ []string
 	lost, unavailable, unavailableRan, recordedLost, resent, ranAgain := 0, 0, 0, 0, 0, 0
 	seen := map[int]bool{}
@@ -777,6 +777,13 @@ func endOf(tr map[string]*callTrail, call string) *storedEvent {
 	return ct.revs[1].end
 }
 
+// offerLag bounds how long after a call's approval request is stored the
+// gateway replica following the call has offered it to the endpoint's
+// other sessions (its watch of the stream brings the request, then it
+// writes the offer): a kill within that time may find it not yet offered,
+// and the new session's identical call is then a new call.
+const offerLag = time.Second
+
 // killRejoins is what became of the asking client's calls that waited for
 // a person on a gateway replica when the schedule killed it.
 type killRejoins struct {
@@ -795,7 +802,14 @@ type killRejoins struct {
 // client starts on another replica. newSessions checks what sessions'
 // answers named; this checks that the kill was followed by a rejoin at
 // all, even when the request at the kill had no answer yet.
-func adoptionsAtKills(o observed, tr map[string]*callTrail, callsOf map[int]map[string]bool, requestedAt map[string]time.Time) killRejoins {
+func adoptionsAtKills(o observed, tr map[string]*callTrail, callsOf map[int]map[string]bool) killRejoins {
+	// When each of the MCP agent's calls was first asked of a person.
+	askedAt := map[string]time.Time{}
+	for _, e := range o.Events {
+		if _, seen := askedAt[e.Call]; e.Agent == mcpAgent && e.Type == subject.ApprovalRequested && !seen {
+			askedAt[e.Call] = e.Time
+		}
+	}
 	var out killRejoins
 	for _, f := range o.Faults {
 		var idx int
@@ -819,16 +833,24 @@ func adoptionsAtKills(o observed, tr map[string]*callTrail, callsOf map[int]map[
 			out.why = append(out.why, killed+": the asking client had sent no request to it")
 			continue
 		}
-		call := ""
+		call, late := "", ""
 		for id := range callsOf[at.N] {
-			if t, ok := requestedAt[id]; ok && t.Before(f.Start) {
-				if end := endOf(tr, id); end == nil || end.Time.After(f.Start) {
-					call = id
-				}
+			t, ok := askedAt[id]
+			if end := endOf(tr, id); !ok || !t.Before(f.Start) || end != nil && end.Time.Before(f.Start) {
+				continue
 			}
+			if t.Add(offerLag).After(f.Start) {
+				late = id
+				continue
+			}
+			call = id
 		}
-		if call == "" {
-			out.why = append(out.why, fmt.Sprintf("%s: the asking client's request %d had no call waiting for a person (answered, or not yet submitted)", killed, at.N))
+		switch {
+		case call == "" && late != "":
+			out.why = append(out.why, fmt.Sprintf("%s: call %s (request %d) was asked of a person less than %s before the kill: the replica may have died before it offered the call", killed, late, at.N, offerLag))
+			continue
+		case call == "":
+			out.why = append(out.why, fmt.Sprintf("%s: the asking client's request %d had no call waiting for a person (answered, or not yet asked)", killed, at.N))
 			continue
 		}
 		var later []mcpRecord
