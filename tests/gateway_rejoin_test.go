@@ -356,6 +356,20 @@ func TestGatewayRejoin(t *testing.T) {
 		g.rejectAllPending(t, "patientbot", path)
 	})
 
+	t.Run("a_call_waiting_for_a_person_is_offered_once", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "offered-once.txt")
+		res := callTool(t, g.connect(t, "patient", clientOpts{version: "2025-11-25"}), "fs__write_file", map[string]any{"path": path, "content": "offered once"})
+		id, _ := res.Meta["airlock/call_id"].(string)
+		if res.Meta["airlock/status"] != "pending" || id == "" {
+			t.Fatalf("answered %v %q, want the pending answer", res.Meta, text(res))
+		}
+		if n := g.writesNaming(t, "a.", id); n != 1 {
+			t.Fatalf("call %s, answered \"pending\" once, was offered in %d writes, want 1", id, n)
+		}
+		g.rejectAllPending(t, "patientbot", path)
+	})
+
 	t.Run("a_call_nobody_waits_for_is_canceled_after_abandon_after", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(g.files, "abandoned.txt")
@@ -411,6 +425,34 @@ func (g *gatewayEnv) leaseWrites(t *testing.T, agent, call string) <-chan jetstr
 		}
 	}()
 	return out
+}
+
+// writesNaming counts the writes of client-waits keys under prefix that
+// named call, as the bucket's history keeps them.
+func (g *gatewayEnv) writesNaming(t *testing.T, prefix, call string) int {
+	t.Helper()
+	_, js := g.dev.Admin(t)
+	kv, err := js.KeyValue(context.Background(), config.Default().Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeysFiltered(context.Background(), prefix+">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for k := range keys.Keys() {
+		history, err := kv.History(context.Background(), k)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		for _, e := range history {
+			if e.Operation() == jetstream.KeyValuePut && strings.Contains(string(e.Value()), `"`+call+`"`) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // rejectAllPending rejects agent's write_file calls on path still pending.

@@ -40,6 +40,14 @@ type flight struct {
 	// offerKey: where an identical call of another session of the endpoint
 	// finds the call once no client waits for it ("": nowhere; rejoin.go).
 	offerKey string
+	// offered: the offer entry this request wrote or read (nil: none known);
+	// offerGone: the key offers another call, or none, since; offerFailed:
+	// the last write of it failed (it may be stored). Guarded by offerMu:
+	// the watch and the "pending" answer both offer.
+	offerMu     sync.Mutex
+	offered     *clientwait.Rejoin
+	offerGone   bool
+	offerFailed bool
 	// adopted: the call was made in another session, whose client stopped
 	// waiting (adopt). This request only follows it: its client giving up
 	// withdraws nothing, and the call stays offered.
@@ -354,7 +362,7 @@ func (w *watch) run(beatFirst bool) {
 			case <-w.held:
 			case <-w.stop:
 			}
-			_ = ep.offer(ctx, f, max(ar.GetCall().GetRevision(), 1), false) // logged; written again with the answer "pending"
+			_ = ep.offer(ctx, f, max(ar.GetCall().GetRevision(), 1)) // logged; tried again with the answer "pending"
 			tell.progress(ctx, waitingText(ar))
 			if !w.mayConfirm || asking != nil || !ep.mayConfirm(ar) {
 				continue

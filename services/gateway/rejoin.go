@@ -90,22 +90,46 @@ func (ep *endpoint) findRejoin(ctx context.Context, key string, mine bool, t *to
 
 // offer makes a call this request submitted, now waiting for a person at
 // revision rev, one an identical call of another session of the endpoint
-// may rejoin once no client waits for it (adopt). A failed offer is
-// logged; the answer "pending" writes it again (again), unless the key
-// offers another call by then: an identical call made since, which the
-// older one must not displace.
-func (ep *endpoint) offer(ctx context.Context, f *flight, rev uint32, again bool) error {
+// may rejoin once no client waits for it (adopt). It is written once, when
+// the call first waits for a person (replacing the offer of an older
+// identical call: a new call is made only when that one could not be
+// rejoined), and rewritten only for a new revision, and only while the key
+// still holds what this request wrote: an identical call made since, which
+// offered itself, keeps its offer. A write that failed is tried again with
+// the answer "pending", unless the key offers another call by then.
+func (ep *endpoint) offer(ctx context.Context, f *flight, rev uint32) error {
 	if f.offerKey == "" || f.rejoined != nil || !f.submit {
+		return nil
+	}
+	f.offerMu.Lock()
+	defer f.offerMu.Unlock()
+	if f.offerGone || f.offered != nil && f.offered.Revision == rev {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if again {
-		if r, ok, err := ep.g.rejoins.FindShared(ctx, f.offerKey); err == nil && ok && r.Call != f.call.ID {
-			return nil
+	next := clientwait.Rejoin{Call: f.call.ID, Revision: rev}
+	var err error
+	switch {
+	case f.offered != nil:
+		var replaced bool
+		var r clientwait.Rejoin
+		if r, replaced, err = ep.g.rejoins.Update(ctx, f.offerKey, *f.offered, next); err == nil {
+			f.offered, f.offerGone = &r, !replaced
+		}
+	default:
+		if f.offerFailed { // it may have been stored, and displaced since
+			if r, ok, ferr := ep.g.rejoins.FindShared(ctx, f.offerKey); ferr == nil && ok && r.Call != f.call.ID {
+				f.offerGone = true
+				return nil
+			}
+		}
+		var r clientwait.Rejoin
+		if r, err = ep.g.rejoins.Join(ctx, f.offerKey, next); err == nil {
+			f.offered = &r
 		}
 	}
-	err := ep.g.rejoins.Remember(ctx, f.offerKey, clientwait.Rejoin{Call: f.call.ID, Revision: rev})
+	f.offerFailed = err != nil
 	if err != nil {
 		ep.log.Info("a call waiting for a person was not offered to the endpoint's other sessions; the same call from a new session is a new call", "call", f.call.ID, "err", err)
 	}
@@ -120,9 +144,23 @@ func (ep *endpoint) unoffer(ctx context.Context, f *flight) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	r, ok, err := ep.g.rejoins.FindShared(ctx, f.offerKey)
-	if err == nil && ok && r.Call == f.call.ID {
-		_, err = ep.g.rejoins.Deliver(ctx, f.offerKey, r)
+	f.offerMu.Lock()
+	offered, gone := f.offered, f.offerGone
+	f.offerGone = true // taken back: a revision seen late does not offer it again
+	f.offerMu.Unlock()
+	if gone {
+		return
+	}
+	var err error
+	if offered == nil { // written by another request (this session's first), or in doubt
+		var r clientwait.Rejoin
+		var ok bool
+		if r, ok, err = ep.g.rejoins.FindShared(ctx, f.offerKey); err == nil && ok && r.Call == f.call.ID {
+			offered = &r
+		}
+	}
+	if offered != nil {
+		_, err = ep.g.rejoins.Deliver(ctx, f.offerKey, *offered)
 	}
 	if err != nil {
 		ep.log.Warn("a call's offer to the endpoint's other sessions was not taken back; the same call from a new session may return its outcome again", "call", f.call.ID, "err", err)
@@ -158,7 +196,7 @@ func (ep *endpoint) adopt(ctx context.Context, key, offer string, t *tool) (*fli
 	case !free:
 		return nil, nil
 	}
-	f := &flight{tool: t, offerKey: offer, adopted: true, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
+	f := &flight{tool: t, offerKey: offer, adopted: true, offered: &r, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	own, err := ep.g.rejoins.Join(wctx, key, clientwait.Rejoin{Call: r.Call, Revision: r.Revision})
@@ -251,7 +289,7 @@ func (ep *endpoint) pendingAnswer(ctx context.Context, f *flight, ar *airlockv1.
 		}
 		// Its client may call again from a new session (its replica died):
 		// told to call again, it must find the call there too.
-		if ep.offer(rctx, f, rev, true) != nil {
+		if ep.offer(rctx, f, rev) != nil {
 			return nil
 		}
 	}

@@ -111,7 +111,8 @@ func (s *Store) Deliver(ctx context.Context, key string, r Rejoin) (won bool, er
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), // a replicated bucket's answer
+		errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
 		return false, nil
 	}
 	return false, fmt.Errorf("mark call %s's outcome delivered: %w", r.Call, err)

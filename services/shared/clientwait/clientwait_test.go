@@ -129,6 +129,38 @@ func TestStore(t *testing.T) {
 	})
 }
 
+// TestAnOfferIsRevisedOnlyWhileItIsTheCallsOwn: a call's offer rewritten
+// for a new revision leaves an identical call's offer written since.
+func TestAnOfferIsRevisedOnlyWhileItIsTheCallsOwn(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := clientwait.Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := s.Rejoins()
+	const key = "a.offer"
+	first, err := v.Join(ctx, key, clientwait.Rejoin{Call: "old", Revision: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	revised, replaced, err := v.Update(ctx, key, first, clientwait.Rejoin{Call: "old", Revision: 2})
+	if err != nil || !replaced {
+		t.Fatalf("the call's own offer was not revised: %v %v", replaced, err)
+	}
+	if _, err := v.Join(ctx, key, clientwait.Rejoin{Call: "newer", Revision: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, replaced, err := v.Update(ctx, key, revised, clientwait.Rejoin{Call: "old", Revision: 3}); err != nil || replaced {
+		t.Fatalf("a revision displaced an identical call's offer made since: %v %v", replaced, err)
+	}
+	if r, ok, err := v.FindShared(ctx, key); err != nil || !ok || r.Call != "newer" {
+		t.Fatalf("the key offers %+v (%v, %v), want the newer call", r, ok, err)
+	}
+}
+
 // TestARenewalEndsTheWaitForAnUnattendedCall: a lease renewed while a
 // session waits for it to run out means a client waits.
 func TestARenewalEndsTheWaitForAnUnattendedCall(t *testing.T) {
