@@ -463,3 +463,32 @@ func TestSplitViolationsKeepsStaleRepliesApart(t *testing.T) {
 		})
 	}
 }
+
+func TestReviewersHoldMCPDecisionsAroundTheAskersKill(t *testing.T) {
+	now := time.Now()
+	for _, tt := range []struct {
+		name     string
+		killAt   time.Time
+		killed   time.Time
+		want     func(time.Duration) bool
+		wantText string
+	}{
+		{"no_gateway_kill", time.Time{}, time.Time{}, func(d time.Duration) bool { return d == 0 }, "none"},
+		{"long_before_the_kill", now.Add(time.Minute), time.Time{}, func(d time.Duration) bool { return d == 0 }, "none"},
+		{"just_before_the_kill", now.Add(askLead), time.Time{}, func(d time.Duration) bool { return d > 0 }, "a wait"},
+		{"a_late_kill", now.Add(-10 * time.Second), time.Time{}, func(d time.Duration) bool { return d > 0 }, "a wait"},
+		{"a_kill_that_never_came", now.Add(-2 * time.Minute), time.Time{}, func(d time.Duration) bool { return d == 0 }, "none"},
+		{"just_after_the_kill", now.Add(-time.Second), now.Add(-time.Second), func(d time.Duration) bool { return d > holdAfterKill/2 }, "the rest of holdAfterKill"},
+		{"long_after_the_kill", now.Add(-time.Minute), now.Add(-time.Minute), func(d time.Duration) bool { return d == 0 }, "none"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &mcpLoad{killAt: tt.killAt}
+			if !tt.killed.IsZero() {
+				m.noteKill(tt.killed)
+			}
+			if got := m.holdDecision(now); !tt.want(got) {
+				t.Fatalf("holdDecision = %s, want %s", got, tt.wantText)
+			}
+		})
+	}
+}

@@ -138,6 +138,9 @@ func (in *injector) run(ctx context.Context, loadStart time.Time, f fault) fault
 			return res
 		}
 		p.kill()
+		if strings.HasPrefix(f.Target, "gateway-") {
+			in.d.mcp.noteKill(res.Start)
+		}
 		go measure(res.Start)
 		in.hold(ctx, f.For)
 		if err := p.start(ctx, 2*time.Minute); err != nil {

@@ -72,6 +72,13 @@ type mcpLoad struct {
 	askAt int
 	// askFor bounds how long a call waiting for a person is asked about.
 	askFor time.Duration
+	// killAt: when the schedule kills the asker's replica (zero: never);
+	// killed: when it did (unix ns, 0 before). Around it the asker has a
+	// call waiting and reviewers hold their decisions (holdDecision), so
+	// that the kill finds a call waiting for a person, offered, and the
+	// client's new session rejoins it while it still waits.
+	killAt time.Time
+	killed atomic.Int64
 	seq    atomic.Int64
 
 	mu      sync.Mutex
@@ -82,6 +89,39 @@ type mcpLoad struct {
 	// reviewErrs: what the reviewers of the asked calls could not do (the
 	// call then expires, or was decided already).
 	reviewErrs []string
+}
+
+// askLead: the asker sends a request this long before its replica's
+// scheduled kill (unless one is under way), long enough for its call to be
+// asked of a person and offered (offerLag) first; holdAfterKill: decisions
+// of MCP calls wait until this long after the kill, longer than the dead
+// replica's leases take to run out (2 heartbeats) and a new session to
+// start.
+const (
+	askLead       = 3 * time.Second
+	holdAfterKill = 8 * time.Second
+)
+
+// noteKill records that the asker's replica was killed at at (the first
+// gateway kill: the schedule's first is the asker's).
+func (m *mcpLoad) noteKill(at time.Time) { m.killed.CompareAndSwap(0, at.UnixNano()) }
+
+// holdDecision is how long a reviewer about to decide an MCP call at now
+// waits first (0: none): from a moment before the asker's scheduled
+// request until holdAfterKill after the kill (a kill later than scheduled
+// is waited for, a minute at most).
+func (m *mcpLoad) holdDecision(now time.Time) time.Duration {
+	if m.killAt.IsZero() || now.Before(m.killAt.Add(-askLead-time.Second)) {
+		return 0
+	}
+	k := m.killed.Load()
+	switch {
+	case k == 0 && now.After(m.killAt.Add(time.Minute)):
+		return 0
+	case k == 0:
+		return 500 * time.Millisecond
+	}
+	return max(time.Until(time.Unix(0, k).Add(holdAfterKill)), 0)
 }
 
 func (m *mcpLoad) noteReviewErr(err error) {
@@ -139,8 +179,12 @@ func (m *mcpLoad) asker(ctx context.Context, r *rand.Rand, until time.Time, inte
 		}
 	}()
 	for time.Now().Before(until) && ctx.Err() == nil {
+		wait := interval/2 + time.Duration(r.Int64N(int64(interval))) // the load's own pacing
+		if lead := m.killAt.Add(-askLead); !m.killAt.IsZero() && time.Now().Before(lead) && time.Now().Add(wait).After(lead) {
+			wait = time.Until(lead) // a call waits for a person when the replica is killed
+		}
 		select {
-		case <-time.After(interval/2 + time.Duration(r.Int64N(int64(interval)))): // the load's own pacing
+		case <-time.After(wait):
 		case <-ctx.Done():
 			return
 		}
