@@ -107,11 +107,7 @@ func TestGatewayRejoin(t *testing.T) {
 		path := filepath.Join(g.files, "rejoined.txt")
 		args := map[string]any{"path": path, "content": "rejoined"}
 		a := g.connect(t, "patient", clientOpts{version: "2025-11-25"})
-		first := callTool(t, a, "fs__write_file", args)
-		id, _ := first.Meta["airlock/call_id"].(string)
-		if !first.IsError || first.Meta["airlock/status"] != "pending" || id == "" {
-			t.Fatalf("answered isError=%v %v %q, want the pending answer", first.IsError, first.Meta, text(first))
-		}
+		id := pendingCall(t, a, args)
 		// Another session of the same endpoint, once no client waits for
 		// the call (its session was answered "pending"), rejoins it; another
 		// endpoint (another agent) with the same tool and arguments cannot.
@@ -247,11 +243,7 @@ func TestGatewayRejoin(t *testing.T) {
 				}
 			}
 		}})
-		first := callTool(t, a, "fs__write_file", args)
-		id, _ := first.Meta["airlock/call_id"].(string)
-		if first.Meta["airlock/status"] != "pending" || id == "" {
-			t.Fatalf("answered %v %q, want the pending answer", first.Meta, text(first))
-		}
+		id := pendingCall(t, a, args)
 		// Session B adopts the call (A's request was answered "pending"),
 		// then A calls again in its session: two requests wait for it.
 		bctx, giveUp := context.WithCancel(context.Background())
@@ -323,11 +315,7 @@ func TestGatewayRejoin(t *testing.T) {
 		path := filepath.Join(g.files, "returned-once.txt")
 		args := map[string]any{"path": path, "content": "returned once"}
 		a := g.connect(t, "patient", clientOpts{version: "2025-11-25"})
-		first := callTool(t, a, "fs__write_file", args)
-		id, _ := first.Meta["airlock/call_id"].(string)
-		if first.Meta["airlock/status"] != "pending" || id == "" {
-			t.Fatalf("answered %v %q, want the pending answer", first.Meta, text(first))
-		}
+		id := pendingCall(t, a, args)
 		// Session B adopts the call and, once it ran, gets its outcome.
 		b := g.connect(t, "patient", clientOpts{version: "2025-11-25"})
 		if res := callTool(t, b, "fs__write_file", args); res.Meta["airlock/call_id"] != id || res.Meta["airlock/status"] != "pending" {
@@ -359,11 +347,7 @@ func TestGatewayRejoin(t *testing.T) {
 	t.Run("a_call_waiting_for_a_person_is_offered_once", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(g.files, "offered-once.txt")
-		res := callTool(t, g.connect(t, "patient", clientOpts{version: "2025-11-25"}), "fs__write_file", map[string]any{"path": path, "content": "offered once"})
-		id, _ := res.Meta["airlock/call_id"].(string)
-		if res.Meta["airlock/status"] != "pending" || id == "" {
-			t.Fatalf("answered %v %q, want the pending answer", res.Meta, text(res))
-		}
+		id := pendingCall(t, g.connect(t, "patient", clientOpts{version: "2025-11-25"}), map[string]any{"path": path, "content": "offered once"})
 		if n := g.writesNaming(t, "a.", id); n != 1 {
 			t.Fatalf("call %s, answered \"pending\" once, was offered in %d writes, want 1", id, n)
 		}
@@ -453,6 +437,18 @@ func (g *gatewayEnv) writesNaming(t *testing.T, prefix, call string) int {
 		}
 	}
 	return n
+}
+
+// pendingCall calls write_file with args in cs and wants the answer that
+// the call waits for approval; it returns the call's id.
+func pendingCall(t *testing.T, cs *mcp.ClientSession, args map[string]any) string {
+	t.Helper()
+	res := callTool(t, cs, "fs__write_file", args)
+	id, _ := res.Meta["airlock/call_id"].(string)
+	if !res.IsError || res.Meta["airlock/status"] != "pending" || id == "" {
+		t.Fatalf("answered isError=%v %v %q, want the pending answer", res.IsError, res.Meta, text(res))
+	}
+	return id
 }
 
 // rejectAllPending rejects agent's write_file calls on path still pending.

@@ -132,14 +132,9 @@ func TestStore(t *testing.T) {
 // TestAnOfferIsRevisedOnlyWhileItIsTheCallsOwn: a call's offer rewritten
 // for a new revision leaves an identical call's offer written since.
 func TestAnOfferIsRevisedOnlyWhileItIsTheCallsOwn(t *testing.T) {
-	n := testenv.StartNATS(t)
-	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := clientwait.Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(ctx, t)
 	v := s.Rejoins()
 	const key = "a.offer"
 	first, err := v.Join(ctx, key, clientwait.Rejoin{Call: "old", Revision: 1})
@@ -164,14 +159,9 @@ func TestAnOfferIsRevisedOnlyWhileItIsTheCallsOwn(t *testing.T) {
 // TestARenewalEndsTheWaitForAnUnattendedCall: a lease renewed while a
 // session waits for it to run out means a client waits.
 func TestARenewalEndsTheWaitForAnUnattendedCall(t *testing.T) {
-	n := testenv.StartNATS(t)
-	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := clientwait.Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(ctx, t)
 	_ = s.HoldFor(ctx, "agent", "renewed", "a", clientwait.Presence{Endpoint: "bot", Until: time.Now().Add(time.Minute)})
 	done := make(chan bool, 1)
 	go func() {
@@ -194,4 +184,16 @@ func TestARenewalEndsTheWaitForAnUnattendedCall(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// openStore is the client-waits bucket of a NATS server of its own.
+func openStore(ctx context.Context, t *testing.T) *clientwait.Store {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	s, err := clientwait.Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
