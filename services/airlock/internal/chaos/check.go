@@ -777,6 +777,26 @@ func endOf(tr map[string]*callTrail, call string) *storedEvent {
 	return ct.revs[1].end
 }
 
+// callsAt says what became of calls by the time at: when each was asked
+// of a person and ended ("none" without a call).
+func callsAt(tr map[string]*callTrail, calls map[string]bool, askedAt map[string]time.Time, at time.Time) string {
+	var says []string
+	for _, id := range sortedKeys(calls) {
+		s := "call " + id + " never asked of a person"
+		if t, ok := askedAt[id]; ok {
+			s = fmt.Sprintf("call %s asked %s after the kill", id, t.Sub(at).Round(time.Millisecond))
+		}
+		if end := endOf(tr, id); end != nil {
+			s += fmt.Sprintf(", %s %s after it", end.Type, end.Time.Sub(at).Round(time.Millisecond))
+		}
+		says = append(says, s)
+	}
+	if len(says) == 0 {
+		return "no call submitted"
+	}
+	return strings.Join(says, "; ")
+}
+
 // offerLag bounds how long after a call's approval request is stored the
 // gateway replica following the call has offered it to the endpoint's
 // other sessions (its watch of the stream brings the request, then it
@@ -820,17 +840,21 @@ func adoptionsAtKills(o observed, tr map[string]*callTrail, callsOf map[int]map[
 			continue
 		}
 		killed := fmt.Sprintf("gateway-%d (killed at %s)", idx, f.Start.UTC().Format("15:04:05.000"))
-		// The asker's last request on the replica before the kill: its
+		// The asker's last request before the kill: on the replica, its
 		// session died with it.
 		var at *mcpRecord
 		for i := range o.MCP {
 			r := &o.MCP[i]
-			if r.Client == "mcp-asker" && r.Replica == idx-1 && r.Session != "" && r.Sent.Before(f.Start) {
+			if r.Client == "mcp-asker" && r.Session != "" && r.Sent.Before(f.Start) {
 				at = r
 			}
 		}
-		if at == nil {
-			out.why = append(out.why, killed+": the asking client had sent no request to it")
+		switch {
+		case at == nil:
+			out.why = append(out.why, killed+": the asking client had sent no request yet")
+			continue
+		case at.Replica != idx-1:
+			out.why = append(out.why, fmt.Sprintf("%s: the asking client was on gateway-%d then (its request %d)", killed, at.Replica+1, at.N))
 			continue
 		}
 		call, late := "", ""
@@ -850,7 +874,8 @@ func adoptionsAtKills(o observed, tr map[string]*callTrail, callsOf map[int]map[
 			out.why = append(out.why, fmt.Sprintf("%s: call %s (request %d) was asked of a person less than %s before the kill: the replica may have died before it offered the call", killed, late, at.N, offerLag))
 			continue
 		case call == "":
-			out.why = append(out.why, fmt.Sprintf("%s: the asking client's request %d had no call waiting for a person (answered, or not yet asked)", killed, at.N))
+			out.why = append(out.why, fmt.Sprintf("%s: the asking client's request %d (sent %s) had no call waiting for a person: %s",
+				killed, at.N, at.Sent.UTC().Format("15:04:05.000"), callsAt(tr, callsOf[at.N], askedAt, f.Start)))
 			continue
 		}
 		var later []mcpRecord

@@ -79,7 +79,10 @@ type mcpLoad struct {
 	// client's new session rejoins it while it still waits.
 	killAt time.Time
 	killed atomic.Int64
-	seq    atomic.Int64
+	// askWaiting: the replica (+1; 0: none) on which the asker's current
+	// request was answered "pending": its call waits for a person, offered.
+	askWaiting atomic.Int64
+	seq        atomic.Int64
 
 	mu      sync.Mutex
 	records []mcpRecord
@@ -96,11 +99,34 @@ type mcpLoad struct {
 // asked of a person and offered (offerLag) first; holdAfterKill: decisions
 // of MCP calls wait until this long after the kill, longer than the dead
 // replica's leases take to run out (2 heartbeats) and a new session to
-// start.
+// start; askerWaitLimit: how long the kill of the asker's replica waits for
+// a call of the asker to wait there (awaitAskerWaiting).
 const (
-	askLead       = 3 * time.Second
-	holdAfterKill = 8 * time.Second
+	askLead        = 3 * time.Second
+	holdAfterKill  = 8 * time.Second
+	askerWaitLimit = 10 * time.Second
 )
+
+// awaitAskerWaiting waits, at most within, until the asker's current
+// request on replica was answered "pending": the kill of that replica then
+// finds a call waiting for a person and offered (its approval request may
+// come late while the bus recovers from an earlier fault). It reports
+// whether it did.
+func (m *mcpLoad) awaitAskerWaiting(ctx context.Context, replica int, within time.Duration) bool {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(within)
+	for m.askWaiting.Load() != int64(replica+1) {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
 
 // noteKill records that the asker's replica was killed at at (the first
 // gateway kill: the schedule's first is the asker's).
@@ -189,6 +215,12 @@ func (m *mcpLoad) asker(ctx context.Context, r *rand.Rand, until time.Time, inte
 			return
 		}
 		n := int(m.seq.Add(1))
+		if cs != nil && replica != m.askAt && m.ready(ctx, m.askAt) {
+			// Back to the replica the schedule kills, once it serves again
+			// (a fault sent the client elsewhere meanwhile).
+			_ = cs.Close()
+			cs, replica = nil, m.askAt
+		}
 		giveUp := time.Now().Add(m.askFor)
 		for attempt := 1; time.Now().Before(giveUp) && ctx.Err() == nil; attempt++ {
 			if attempt > 1 {
@@ -205,6 +237,11 @@ func (m *mcpLoad) asker(ctx context.Context, r *rand.Rand, until time.Time, inte
 				}
 			}
 			rec := m.call(ctx, cs, name, mcpSessions, replica, tool, n, attempt, false)
+			if rec.Status == "pending" {
+				m.askWaiting.Store(int64(replica + 1))
+			} else {
+				m.askWaiting.Store(0)
+			}
 			if rec.Err != "" {
 				_ = cs.Close()
 				cs = nil
