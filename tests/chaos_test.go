@@ -36,8 +36,9 @@ type chaosReport struct {
 
 // chaosInfo is a figure of the report that is not a check.
 type chaosInfo struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
+	Name     string   `json:"name"`
+	Value    string   `json:"value"`
+	Examples []string `json:"examples"`
 }
 
 // TestChaosShortSchedule runs `airlock chaos --short`: the production
@@ -89,6 +90,13 @@ func TestChaosShortSchedule(t *testing.T) {
 	}
 	if i := slices.IndexFunc(rep.Info, func(i chaosInfo) bool { return i.Name == "MCP requests through the gateway" }); i < 0 || rep.Info[i].Value == "0" {
 		t.Errorf("no MCP request went through the gateway: %+v", rep.Info)
+	}
+	// Whether the gateway kill was followed by a rejoin from a new session,
+	// or why none could be (a rejoin that should have been is a violation).
+	for _, i := range rep.Info {
+		if strings.Contains(i.Name, "replica was killed") || strings.Contains(i.Name, "replica kills") {
+			t.Logf("%s: %s %v", strings.TrimSpace(i.Name), i.Value, i.Examples)
+		}
 	}
 	for _, k := range []string{"kill_replica", "pause_node", "node_loss", "clickhouse_down", "hang_upstream"} {
 		if !kinds[k] {

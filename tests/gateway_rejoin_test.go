@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go/jetstream"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -105,11 +107,7 @@ func TestGatewayRejoin(t *testing.T) {
 		path := filepath.Join(g.files, "rejoined.txt")
 		args := map[string]any{"path": path, "content": "rejoined"}
 		a := g.connect(t, "patient", clientOpts{version: "2025-11-25"})
-		first := callTool(t, a, "fs__write_file", args)
-		id, _ := first.Meta["airlock/call_id"].(string)
-		if !first.IsError || first.Meta["airlock/status"] != "pending" || id == "" {
-			t.Fatalf("answered isError=%v %v %q, want the pending answer", first.IsError, first.Meta, text(first))
-		}
+		id := pendingCall(t, a, args)
 		// Another session of the same endpoint, once no client waits for
 		// the call (its session was answered "pending"), rejoins it; another
 		// endpoint (another agent) with the same tool and arguments cannot.
@@ -232,6 +230,130 @@ func TestGatewayRejoin(t *testing.T) {
 		}
 	})
 
+	t.Run("a_call_one_session_still_waits_for_is_not_adopted_when_another_stops_waiting", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "waited-in-two-sessions.txt")
+		args := map[string]any{"path": path, "content": "waited in two sessions"}
+		aWaits := make(chan struct{}, 1)
+		a := g.connect(t, "patient", clientOpts{version: "2025-11-25", progress: func(r *mcp.ProgressNotificationClientRequest) {
+			if r.Params.ProgressToken == "a-again" && strings.Contains(r.Params.Message, "waiting for approval") {
+				select {
+				case aWaits <- struct{}{}:
+				default:
+				}
+			}
+		}})
+		id := pendingCall(t, a, args)
+		// Session B adopts the call (A's request was answered "pending"),
+		// then A calls again in its session: two requests wait for it.
+		bctx, giveUp := context.WithCancel(context.Background())
+		defer giveUp()
+		bDone := make(chan error, 1)
+		go func() {
+			_, err := g.connect(t, "patient", clientOpts{version: "2025-11-25"}).CallTool(bctx, &mcp.CallToolParams{Name: "fs__write_file", Arguments: args})
+			bDone <- err
+		}()
+		g.waitForEntries(t, "r.", id, 2)
+		aAgain := make(chan *mcp.CallToolResult, 1)
+		go func() {
+			params := &mcp.CallToolParams{Name: "fs__write_file", Arguments: args}
+			params.SetProgressToken("a-again")
+			res, _ := a.CallTool(context.Background(), params)
+			aAgain <- res
+		}()
+		select {
+		case <-aWaits:
+		case <-time.After(20 * time.Second):
+			t.Fatal("session A's repeat was not told within 20s that the call waits for approval")
+		}
+		// B gives up. Until its stop is recorded, the lease must never say
+		// that no client waits: A still does.
+		leases := g.leaseWrites(t, "patientbot", id)
+		giveUp()
+		<-bDone
+	leases:
+		for {
+			select {
+			case e := <-leases:
+				var p clientwait.Presence
+				if err := json.Unmarshal(e.Value(), &p); err != nil {
+					t.Fatal(err)
+				}
+				switch live := 0; {
+				case !p.Waiting(e.Created()):
+					t.Fatalf("with session A's request still waiting, the call's lease said no client waits (%+v): another session may adopt it", p)
+				default:
+					for _, until := range p.Waiters {
+						if until.After(e.Created()) {
+							live++
+						}
+					}
+					if live == 1 {
+						break leases // B's stop is recorded, A's lease runs on
+					}
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("session B's stop was not recorded within 20s")
+			}
+		}
+		// A new session's identical call is a new call: A waits for it.
+		c := callAsync(g.connect(t, "patient", clientOpts{version: "2025-11-25"}), "fs__write_file", args)
+		select {
+		case res := <-c:
+			if got, _ := res.Meta["airlock/call_id"].(string); got == id || res.Meta["airlock/status"] != "pending" {
+				t.Fatalf("a new session's identical call, with session A's request waiting for call %s, was answered %v %q, want a new call pending", id, res.Meta, text(res))
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("the new session's call got no answer within 60s")
+		}
+		<-aAgain
+		g.rejectAllPending(t, "patientbot", path)
+	})
+
+	t.Run("an_outcome_returned_to_one_session_is_not_returned_to_another", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "returned-once.txt")
+		args := map[string]any{"path": path, "content": "returned once"}
+		a := g.connect(t, "patient", clientOpts{version: "2025-11-25"})
+		id := pendingCall(t, a, args)
+		// Session B adopts the call and, once it ran, gets its outcome.
+		b := g.connect(t, "patient", clientOpts{version: "2025-11-25"})
+		if res := callTool(t, b, "fs__write_file", args); res.Meta["airlock/call_id"] != id || res.Meta["airlock/status"] != "pending" {
+			t.Fatalf("session B's identical call was answered %v %q, want call %s pending", res.Meta, text(res), id)
+		}
+		rec := pendingWhere(t, g.api, "patientbot", "write_file", "call "+id, func(r *airlockv1.ApprovalRecord) bool {
+			return r.GetCall().GetCallId() == id
+		})
+		g.decide(t, rec, "alice", airlockv1.DecisionKind_DECISION_KIND_APPROVE, "fine")
+		testenv.Eventually(t, 30*time.Second, "the approved write to run", func() bool {
+			got, err := os.ReadFile(path)
+			return err == nil && string(got) == "returned once"
+		})
+		writeFile(t, path, "changed after the run") // were the tool run again, it would write this back
+		if res := callTool(t, b, "fs__write_file", args); res.IsError || !strings.Contains(text(res), "Successfully wrote") {
+			t.Fatalf("session B's repeat after the approval was answered isError=%v %v %q, want the tool's result", res.IsError, res.Meta, text(res))
+		}
+		// Session A's repeat is a new call: the outcome went to B.
+		again := callTool(t, a, "fs__write_file", args)
+		if got, _ := again.Meta["airlock/call_id"].(string); got == id || again.Meta["airlock/status"] != "pending" {
+			t.Fatalf("session A's repeat, after call %s's outcome went to session B, was answered %v %q, want a new call pending", id, again.Meta, text(again))
+		}
+		if got := readFileString(t, path); got != "changed after the run" {
+			t.Fatalf("the tool ran again: the file holds %q", got)
+		}
+		g.rejectAllPending(t, "patientbot", path)
+	})
+
+	t.Run("a_call_waiting_for_a_person_is_offered_once", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "offered-once.txt")
+		id := pendingCall(t, g.connect(t, "patient", clientOpts{version: "2025-11-25"}), map[string]any{"path": path, "content": "offered once"})
+		if n := g.writesNaming(t, "a.", id); n != 1 {
+			t.Fatalf("call %s, answered \"pending\" once, was offered in %d writes, want 1", id, n)
+		}
+		g.rejectAllPending(t, "patientbot", path)
+	})
+
 	t.Run("a_call_nobody_waits_for_is_canceled_after_abandon_after", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(g.files, "abandoned.txt")
@@ -259,23 +381,112 @@ func TestGatewayRejoin(t *testing.T) {
 // prefix ("r.": a session's rejoin entry, "a.": an offer) naming call.
 func (g *gatewayEnv) waitForEntry(t *testing.T, prefix, call string) {
 	t.Helper()
+	g.waitForEntries(t, prefix, call, 1)
+}
+
+// leaseWrites is every write of the lease that says whether a client of
+// agent waits for call, the stored one first.
+func (g *gatewayEnv) leaseWrites(t *testing.T, agent, call string) <-chan jetstream.KeyValueEntry {
+	t.Helper()
 	_, js := g.dev.Admin(t)
 	kv, err := js.KeyValue(context.Background(), config.Default().Buckets.ClientWaits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("an entry %s… naming call %s", prefix, call), func() bool {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := kv.Watch(ctx, "c."+agent+"."+call, jetstream.IgnoreDeletes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan jetstream.KeyValueEntry, 64)
+	go func() {
+		defer func() { _ = w.Stop() }()
+		for e := range w.Updates() {
+			if e != nil {
+				out <- e
+			}
+		}
+	}()
+	return out
+}
+
+// writesNaming counts the writes of client-waits keys under prefix that
+// named call, as the bucket's history keeps them.
+func (g *gatewayEnv) writesNaming(t *testing.T, prefix, call string) int {
+	t.Helper()
+	_, js := g.dev.Admin(t)
+	kv, err := js.KeyValue(context.Background(), config.Default().Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeysFiltered(context.Background(), prefix+">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for k := range keys.Keys() {
+		history, err := kv.History(context.Background(), k)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		for _, e := range history {
+			if e.Operation() == jetstream.KeyValuePut && strings.Contains(string(e.Value()), `"`+call+`"`) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// pendingCall calls write_file with args in cs and wants the answer that
+// the call waits for approval; it returns the call's id.
+func pendingCall(t *testing.T, cs *mcp.ClientSession, args map[string]any) string {
+	t.Helper()
+	res := callTool(t, cs, "fs__write_file", args)
+	id, _ := res.Meta["airlock/call_id"].(string)
+	if !res.IsError || res.Meta["airlock/status"] != "pending" || id == "" {
+		t.Fatalf("answered isError=%v %v %q, want the pending answer", res.IsError, res.Meta, text(res))
+	}
+	return id
+}
+
+// rejectAllPending rejects agent's write_file calls on path still pending.
+func (g *gatewayEnv) rejectAllPending(t *testing.T, agent, path string) {
+	t.Helper()
+	list, err := g.api.List(context.Background(), &airlockv1.ListRequest{AgentId: agent, Tool: "write_file",
+		States: []airlockv1.ApprovalState{airlockv1.ApprovalState_APPROVAL_STATE_PENDING}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range list.GetRecords() {
+		if r.GetCall().GetArguments().AsMap()["path"] == path {
+			g.decide(t, r, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "cleanup")
+		}
+	}
+}
+
+// waitForEntries waits until the client-waits bucket holds n entries
+// under prefix naming call.
+func (g *gatewayEnv) waitForEntries(t *testing.T, prefix, call string, n int) {
+	t.Helper()
+	_, js := g.dev.Admin(t)
+	kv, err := js.KeyValue(context.Background(), config.Default().Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%d entries %s… naming call %s", n, prefix, call), func() bool {
 		keys, err := kv.ListKeysFiltered(context.Background(), prefix+">")
 		if err != nil {
 			return false
 		}
-		found := false
+		found := 0
 		for k := range keys.Keys() {
 			if e, err := kv.Get(context.Background(), k); err == nil && strings.Contains(string(e.Value()), `"`+call+`"`) {
-				found = true
+				found++
 			}
 		}
-		return found
+		return found >= n
 	})
 }
 

@@ -40,12 +40,21 @@ type flight struct {
 	// offerKey: where an identical call of another session of the endpoint
 	// finds the call once no client waits for it ("": nowhere; rejoin.go).
 	offerKey string
+	// offered: the offer entry this request wrote or read (nil: none known);
+	// offerGone: the key offers another call, or none, since; offerFailed:
+	// the last write of it failed (it may be stored). Guarded by offerMu:
+	// the watch and the "pending" answer both offer.
+	offerMu     sync.Mutex
+	offered     *clientwait.Rejoin
+	offerGone   bool
+	offerFailed bool
 	// adopted: the call was made in another session, whose client stopped
 	// waiting (adopt). This request only follows it: its client giving up
 	// withdraws nothing, and the call stays offered.
 	adopted bool
 	// since: when the request began, where finding the call took a while
-	// (adopt): the time to answer "pending" counts from then.
+	// (adopt, or a call whose outcome went to another session first): the
+	// time to answer "pending" counts from then.
 	since time.Time
 	// progress counts the request's progress notifications when several
 	// calls share it (a run_code script's); nil: the call's own.
@@ -85,19 +94,28 @@ func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest, t *t
 	}
 	key := ep.rejoinKey(thread, t.def.Name, digest)
 	offer := ep.offerKey(key, t.def.Name, digest)
-	if f := ep.findRejoin(ctx, key, ep.g.ownsSession(sessionID, stdio), t); f != nil {
-		f.offerKey = offer
-		return ep.follow(ctx, req, f, false)
-	}
 	began := time.Now()
-	switch f, err := ep.adopt(ctx, key, offer, t); {
-	case err != nil:
-		return nil, err // the client gave up while the call's lease ran out
-	case f != nil:
-		f.since = began
-		return ep.follow(ctx, req, f, false)
+	joined := ep.findRejoin(ctx, key, ep.g.ownsSession(sessionID, stdio), t)
+	if joined != nil {
+		joined.offerKey = offer
+	} else {
+		f, err := ep.adopt(ctx, key, offer, t)
+		if err != nil {
+			return nil, err // the client gave up while the call's lease ran out
+		}
+		joined = f
 	}
-	f := &flight{tool: t, submit: true, rejoinKey: key, offerKey: offer, call: airlock.Call{
+	if joined != nil {
+		if joined.adopted {
+			joined.since = began
+		}
+		// A call whose outcome went to another session's client is not
+		// this client's: the identical request is then a new call.
+		if res, err := ep.follow(ctx, req, joined, false); !errors.Is(err, errAnsweredElsewhere) {
+			return res, err
+		}
+	}
+	f := &flight{tool: t, submit: true, rejoinKey: key, offerKey: offer, since: began, call: airlock.Call{
 		ID:     ep.callIDOf(sessionID, requestID, t.def.Name, digest),
 		Server: t.up.GetServer(), Tool: t.up.GetTool(), Args: args,
 		Thread:      thread,
@@ -138,7 +156,7 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 	waitCtx, stopWaiting := context.WithCancel(ctx)
 	defer stopWaiting()
 	w := &watch{ep: ep, ctx: ctx, req: req, f: f, mayConfirm: mayConfirm, stopWaiting: stopWaiting,
-		events: make(chan *airlockv1.Event, 16), stop: make(chan struct{})}
+		events: make(chan *airlockv1.Event, 16), stop: make(chan struct{}), waiter: newNonce(), held: make(chan struct{})}
 	w.timer = time.AfterFunc(ep.g.heartbeat, func() { w.start(true) })
 	if f.rejoinKey != "" {
 		bound := ep.cfg.AnswerBound()
@@ -170,6 +188,7 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 	forPerson := w.ar != nil
 	w.mu.Unlock()
 	close(w.stop)
+	w.renewing.Wait() // no renewal lands after this request's lease ends
 	if c := w.confirmation(); c != nil {
 		// Before the answer: a URL-mode prompt is told it completed on the
 		// call's stream, which closes with the answer.
@@ -177,7 +196,7 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 	}
 	if early, eerr := w.answered(); early != nil || eerr != nil {
 		if forPerson {
-			ep.hold(ctx, f.call.ID, time.Now())
+			ep.hold(ctx, f.call.ID, w.waiter, time.Now())
 		}
 		return early, eerr
 	}
@@ -193,7 +212,7 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 			if gaveUp && !f.adopted {
 				ep.unoffer(ctx, f) // another session's identical call is a new call
 			}
-			ep.hold(ctx, f.call.ID, time.Now())
+			ep.hold(ctx, f.call.ID, w.waiter, time.Now())
 		}
 		if gaveUp {
 			if !f.adopted {
@@ -207,8 +226,10 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 		ep.log.Warn("a call could not be followed", "call", f.call.ID, "err", err)
 		return errorResult("unavailable", f.call.ID, fmt.Sprintf("airlock could not take or follow the call (%v). Nothing is known to have run; try again in a moment.", err)), nil
 	}
-	if forPerson || f.rejoined != nil {
-		ep.delivered(ctx, f)
+	// The call's own request returns its outcome whatever the claim says
+	// (no session adopts a call its client waits for).
+	if (forPerson || f.rejoined != nil) && !ep.delivered(ctx, f) && !f.submit {
+		return nil, errAnsweredElsewhere
 	}
 	return ep.result(f, out), nil
 }
@@ -237,13 +258,14 @@ type watch struct {
 	// ar: the call waits for a person (its approval request); nil before.
 	ar    *airlockv1.ApprovalRequested
 	ended bool // the wait is over: no early answer any more
-}
 
-// waitingFor is the approval request the call waits for, if any.
-func (w *watch) waitingFor() *airlockv1.ApprovalRequested {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.ar
+	// waiter names this request's lease among the call's (clientwait's
+	// Presence.Waiters); renewing runs its renewals, which end before
+	// follow ends the lease.
+	waiter   string
+	renewing sync.WaitGroup
+	renews   bool          // the renewals started
+	held     chan struct{} // closed once the lease was first written
 }
 
 // answerPending ends the wait of a call that waits for a person with the
@@ -295,6 +317,11 @@ func (w *watch) event(ev *airlockv1.Event) {
 	if ar := ev.GetApprovalRequested(); ar != nil {
 		w.mu.Lock()
 		w.ar = ar
+		if !w.ended && !w.renews {
+			w.renews = true
+			w.renewing.Add(1)
+			go w.renew()
+		}
 		w.mu.Unlock()
 		w.start(false)
 		select {
@@ -331,8 +358,11 @@ func (w *watch) run(beatFirst bool) {
 
 		case ev := <-w.events:
 			ar := ev.GetApprovalRequested()
-			ep.hold(ctx, f.call.ID, time.Now().Add(leaseFor(ep.g.heartbeat)))
-			_ = ep.offer(ctx, f, max(ar.GetCall().GetRevision(), 1), false) // logged; written again with the answer "pending"
+			select { // a client told it waits for a person is known to wait
+			case <-w.held:
+			case <-w.stop:
+			}
+			_ = ep.offer(ctx, f, max(ar.GetCall().GetRevision(), 1)) // logged; tried again with the answer "pending"
 			tell.progress(ctx, waitingText(ar))
 			if !w.mayConfirm || asking != nil || !ep.mayConfirm(ar) {
 				continue
@@ -379,16 +409,35 @@ func (w *watch) run(beatFirst bool) {
 
 		case <-beat.C:
 			tell.beat(ctx)
-			if w.waitingFor() != nil {
-				ep.hold(ctx, f.call.ID, time.Now().Add(leaseFor(ep.g.heartbeat)))
-			}
 		}
 	}
 }
 
-// leaseFor is how long a waiting client's presence lasts unless renewed
-// (at every heartbeat): a gateway that stopped leaves it to run out.
-func leaseFor(heartbeat time.Duration) time.Duration { return 3 * heartbeat }
+// renew keeps this request's lease on the call running while it waits for
+// a person, from a goroutine that does nothing else (a prompt or a slow
+// progress notification cannot hold a renewal back), until the wait ends.
+func (w *watch) renew() {
+	defer w.renewing.Done()
+	every := w.ep.g.heartbeat / 2
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for first := true; ; first = false {
+		w.ep.hold(w.ctx, w.f.call.ID, w.waiter, time.Now().Add(leaseFor(w.ep.g.heartbeat)))
+		if first {
+			close(w.held)
+		}
+		select {
+		case <-w.stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// leaseFor is how long a waiting request's lease lasts unless renewed
+// (every half heartbeat): a gateway that stopped leaves it to run out, and
+// a session adopting the call waits for that.
+func leaseFor(heartbeat time.Duration) time.Duration { return 2 * heartbeat }
 
 // mayConfirm reports whether the endpoint's own person may decide the call
 // an approval_requested event is about: the deciding rule names the

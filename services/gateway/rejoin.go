@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -89,22 +90,46 @@ func (ep *endpoint) findRejoin(ctx context.Context, key string, mine bool, t *to
 
 // offer makes a call this request submitted, now waiting for a person at
 // revision rev, one an identical call of another session of the endpoint
-// may rejoin once no client waits for it (adopt). A failed offer is
-// logged; the answer "pending" writes it again (again), unless the key
-// offers another call by then: an identical call made since, which the
-// older one must not displace.
-func (ep *endpoint) offer(ctx context.Context, f *flight, rev uint32, again bool) error {
+// may rejoin once no client waits for it (adopt). It is written once, when
+// the call first waits for a person (replacing the offer of an older
+// identical call: a new call is made only when that one could not be
+// rejoined), and rewritten only for a new revision, and only while the key
+// still holds what this request wrote: an identical call made since, which
+// offered itself, keeps its offer. A write that failed is tried again with
+// the answer "pending", unless the key offers another call by then.
+func (ep *endpoint) offer(ctx context.Context, f *flight, rev uint32) error {
 	if f.offerKey == "" || f.rejoined != nil || !f.submit {
+		return nil
+	}
+	f.offerMu.Lock()
+	defer f.offerMu.Unlock()
+	if f.offerGone || f.offered != nil && f.offered.Revision == rev {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if again {
-		if r, ok, err := ep.g.rejoins.FindShared(ctx, f.offerKey); err == nil && ok && r.Call != f.call.ID {
-			return nil
+	next := clientwait.Rejoin{Call: f.call.ID, Revision: rev}
+	var err error
+	switch {
+	case f.offered != nil:
+		var replaced bool
+		var r clientwait.Rejoin
+		if r, replaced, err = ep.g.rejoins.Update(ctx, f.offerKey, *f.offered, next); err == nil {
+			f.offered, f.offerGone = &r, !replaced
+		}
+	default:
+		if f.offerFailed { // it may have been stored, and displaced since
+			if r, ok, ferr := ep.g.rejoins.FindShared(ctx, f.offerKey); ferr == nil && ok && r.Call != f.call.ID {
+				f.offerGone = true
+				return nil
+			}
+		}
+		var r clientwait.Rejoin
+		if r, err = ep.g.rejoins.Join(ctx, f.offerKey, next); err == nil {
+			f.offered = &r
 		}
 	}
-	err := ep.g.rejoins.Remember(ctx, f.offerKey, clientwait.Rejoin{Call: f.call.ID, Revision: rev})
+	f.offerFailed = err != nil
 	if err != nil {
 		ep.log.Info("a call waiting for a person was not offered to the endpoint's other sessions; the same call from a new session is a new call", "call", f.call.ID, "err", err)
 	}
@@ -119,9 +144,23 @@ func (ep *endpoint) unoffer(ctx context.Context, f *flight) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	r, ok, err := ep.g.rejoins.FindShared(ctx, f.offerKey)
-	if err == nil && ok && r.Call == f.call.ID {
-		_, err = ep.g.rejoins.Deliver(ctx, f.offerKey, r)
+	f.offerMu.Lock()
+	offered, gone := f.offered, f.offerGone
+	f.offerGone = true // taken back: a revision seen late does not offer it again
+	f.offerMu.Unlock()
+	if gone {
+		return
+	}
+	var err error
+	if offered == nil { // written by another request (this session's first), or in doubt
+		var r clientwait.Rejoin
+		var ok bool
+		if r, ok, err = ep.g.rejoins.FindShared(ctx, f.offerKey); err == nil && ok && r.Call == f.call.ID {
+			offered = &r
+		}
+	}
+	if offered != nil {
+		_, err = ep.g.rejoins.Deliver(ctx, f.offerKey, *offered)
 	}
 	if err != nil {
 		ep.log.Warn("a call's offer to the endpoint's other sessions was not taken back; the same call from a new session may return its outcome again", "call", f.call.ID, "err", err)
@@ -157,7 +196,7 @@ func (ep *endpoint) adopt(ctx context.Context, key, offer string, t *tool) (*fli
 	case !free:
 		return nil, nil
 	}
-	f := &flight{tool: t, offerKey: offer, adopted: true, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
+	f := &flight{tool: t, offerKey: offer, adopted: true, offered: &r, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	own, err := ep.g.rejoins.Join(wctx, key, clientwait.Rejoin{Call: r.Call, Revision: r.Revision})
@@ -171,62 +210,59 @@ func (ep *endpoint) adopt(ctx context.Context, key, offer string, t *tool) (*fli
 	return f, nil
 }
 
-// unattended reports whether no client waits for the call: its lease says
-// its client stopped waiting, or ran out unrenewed (its replica is gone),
-// less than a session_timeout ago — the old session would have been closed
-// for idleness by then, and a repeat after that is a new call there too. A
-// lease still running is read again until it runs out or goes a heartbeat
-// unrenewed: a renewal meanwhile means a client waits (at most a
-// heartbeat's delay for a new call).
+// unattended reports whether no client waits for the call: every request
+// that waited for it stopped, or its lease ran out unrenewed (its replica
+// is gone), less than a session_timeout ago — the old session would have
+// been closed for idleness by then, and a repeat after that is a new call
+// there too. A lease still running is watched until it runs out: a renewal
+// meanwhile means a client waits (at most half a heartbeat's delay for a
+// new call).
 func (ep *endpoint) unattended(ctx context.Context, call string) (bool, error) {
-	p, ok, err := ep.g.waits.PresenceOf(ctx, ep.cfg.Agent, call)
-	if err != nil || !ok || p.Endpoint != ep.cfg.Name {
-		return false, err
-	}
-	poll := min(max(ep.g.heartbeat/4, 50*time.Millisecond), time.Second)
-	// A waiting client's replica renews the lease every heartbeat: one not
-	// renewed for a heartbeat and a poll has nobody renewing it (its
-	// replica is gone), however far ahead its last renewal reached.
-	gone := time.Now().Add(ep.g.heartbeat + poll)
-	for p.Waiting(time.Now()) && time.Now().Before(gone) {
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(min(poll, time.Until(p.Until)+10*time.Millisecond)):
-		}
-		q, ok, err := ep.g.waits.PresenceOf(ctx, ep.cfg.Agent, call)
-		if err != nil || !ok || q.Until.After(p.Until) {
-			return false, err // forgotten (delivered, withdrawn) or renewed
-		}
-		p = q
-	}
-	return time.Since(p.Until) < ep.g.deps.Config.Gateway.SessionTimeout, nil
+	return ep.g.waits.Unattended(ctx, ep.cfg.Agent, call, ep.cfg.Name, ep.g.deps.Config.Gateway.SessionTimeout)
 }
 
-// delivered claims a rejoined call's outcome for this request (the entry
-// goes, so the next identical call is new) and forgets whether a client
-// waits for it. A request that lost the claim to a simultaneous identical
-// one returns the outcome as well: it is the same outcome.
-func (ep *endpoint) delivered(ctx context.Context, f *flight) {
+// errAnsweredElsewhere: the call's outcome went to another session's
+// client; for this request the identical call is a new call.
+var errAnsweredElsewhere = errors.New("the call's outcome was returned to another session")
+
+// delivered claims a call's outcome for this request's session: false
+// when another session's request returned it already (it is not this
+// client's to have again). Won, the rejoin entry goes (the next identical
+// call is new), the offer too, and whether a client waits is forgotten. A
+// request of the same session that lost the entry to a simultaneous
+// identical one returns the outcome as well: it is the same outcome.
+func (ep *endpoint) delivered(ctx context.Context, f *flight) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	won := true // a call never offered is followed by its own request only
+	if f.offerKey != "" {
+		var err error
+		if won, err = ep.g.waits.Claim(ctx, ep.cfg.Agent, f.call.ID, f.rejoinKey); err != nil {
+			ep.log.Warn("a call's outcome could not be claimed for its session; it is returned all the same", "call", f.call.ID, "err", err)
+			won = true
+		}
+	}
 	if f.rejoined != nil {
 		if _, err := ep.g.rejoins.Deliver(ctx, f.rejoinKey, *f.rejoined); err != nil {
 			ep.log.Warn("a rejoined call's outcome was returned but not marked delivered; the next identical call returns it again", "call", f.call.ID, "err", err)
 		}
 	}
+	if !won {
+		return false
+	}
 	ep.unoffer(ctx, f)
 	if err := ep.g.waits.Forget(ctx, ep.cfg.Agent, f.call.ID); err != nil {
 		ep.log.Info("whether a client waits was not forgotten", "call", f.call.ID, "err", err)
 	}
+	return true
 }
 
-// hold records that a client waits for the call until until (now: it
-// stopped waiting).
-func (ep *endpoint) hold(ctx context.Context, callID string, until time.Time) {
+// hold records that the request waiter waits for the call until until
+// (now: it stopped waiting).
+func (ep *endpoint) hold(ctx context.Context, callID, waiter string, until time.Time) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := ep.g.waits.Hold(ctx, ep.cfg.Agent, callID, clientwait.Presence{Endpoint: ep.cfg.Name, Until: until}); err != nil {
+	if err := ep.g.waits.HoldFor(ctx, ep.cfg.Agent, callID, waiter, clientwait.Presence{Endpoint: ep.cfg.Name, Until: until}); err != nil {
 		ep.log.Info("whether a client waits was not recorded", "call", callID, "err", err)
 	}
 }
@@ -253,7 +289,7 @@ func (ep *endpoint) pendingAnswer(ctx context.Context, f *flight, ar *airlockv1.
 		}
 		// Its client may call again from a new session (its replica died):
 		// told to call again, it must find the call there too.
-		if ep.offer(rctx, f, rev, true) != nil {
+		if ep.offer(rctx, f, rev) != nil {
 			return nil
 		}
 	}

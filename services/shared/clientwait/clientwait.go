@@ -1,5 +1,5 @@
 // Package clientwait records, in a JetStream KV bucket shared by every
-// gateway replica and read by the console, two things about MCP calls that
+// gateway replica and read by the console, what the gateway knows of MCP calls that
 // wait for a person longer than a client waits for an answer:
 //
 //   - a rejoin entry (key "r.<hash>", the gateway's hash of the endpoint,
@@ -9,13 +9,17 @@
 //     returns the outcome deletes the entry by revision (compare-and-swap),
 //     so the outcome is returned once and a later identical call is new.
 //   - an offer (key "a.<hash>", the gateway's hash of the endpoint, its
-//     agent, the tool and the arguments' digest: no session): the call the
+//     agent, the person it acts for, its profile, the tool and the
+//     arguments' digest: no session): the call the
 //     same identical call made in another session of the endpoint (its
 //     replica died, say) rejoins once no client waits for it. The request
 //     that returns the call's outcome deletes it by revision too.
-//   - a presence lease (key "c.<agent>.<call>"): until when a client is known
-//     to wait for the call, renewed while one does, so a reviewer can see
-//     whether anyone still waits for the outcome.
+//   - a presence lease (key "c.<agent>.<call>"): until when each request
+//     waiting for the call is known to wait, renewed while it does, so a
+//     reviewer can see whether anyone still waits for the outcome, and no
+//     session adopts a call a client still waits for.
+//   - a delivery claim (key "d.<agent>.<call>"): the session the call's
+//     outcome went to; it goes to no other (Claim).
 package clientwait
 
 import (
@@ -107,7 +111,8 @@ func (s *Store) Deliver(ctx context.Context, key string, r Rejoin) (won bool, er
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), // a replicated bucket's answer
+		errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
 		return false, nil
 	}
 	return false, fmt.Errorf("mark call %s's outcome delivered: %w", r.Call, err)
@@ -117,24 +122,182 @@ func (s *Store) Deliver(ctx context.Context, key string, r Rejoin) (won bool, er
 type Presence struct {
 	Endpoint string    `json:"endpoint"`
 	Until    time.Time `json:"until"`
+	// Waiters are the requests waiting for the call (several sessions may
+	// follow one call: its own, one that adopted it), each until when its
+	// lease runs; Until is the latest. A request that stops waiting ends
+	// its own lease only, so no other request's stop reads as "nobody
+	// waits" while one still does. Absent in entries written before
+	// 2026-11: the entry is one anonymous waiter.
+	Waiters map[string]time.Time `json:"waiters,omitempty"`
 }
 
 // Waiting reports whether a client waits at now.
 func (p Presence) Waiting(now time.Time) bool { return now.Before(p.Until) }
 
+// leases is every waiter's lease (one anonymous waiter for an entry
+// without waiters).
+func (p Presence) leases() map[string]time.Time {
+	if p.Waiters != nil {
+		return p.Waiters
+	}
+	if p.Until.IsZero() {
+		return map[string]time.Time{}
+	}
+	return map[string]time.Time{"": p.Until}
+}
+
 func presenceKey(agent, call string) string { return "c." + agent + "." + call }
 
-// Hold records that a client of endpoint waits for the call until until
-// (renew it before then; set it to now when the client stops waiting).
+// Hold records that a client of p.Endpoint waits for the call until
+// p.Until (renew it before then; set it to now when the client stops
+// waiting), as the call's one anonymous waiter.
 func (s *Store) Hold(ctx context.Context, agent, call string, p Presence) error {
-	raw, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	if _, err := s.kv.Put(ctx, presenceKey(agent, call), raw); err != nil {
+	return s.HoldFor(ctx, agent, call, "", p)
+}
+
+// HoldFor is Hold for one of the requests waiting for the call (waiter):
+// it sets that request's lease and leaves the others' as they are
+// (compare-and-swap, so that simultaneous waiters do not overwrite each
+// other). Leases that ended before the latest one are dropped.
+func (s *Store) HoldFor(ctx context.Context, agent, call, waiter string, p Presence) error {
+	key := presenceKey(agent, call)
+	for attempt := 0; ; attempt++ {
+		var old Presence
+		var rev uint64
+		e, err := s.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return fmt.Errorf("record whether a client waits for call %s: %w", call, err)
+		default:
+			rev = e.Revision()
+			_ = json.Unmarshal(e.Value(), &old) // undecodable: written anew
+		}
+		leases := map[string]time.Time{}
+		for w, until := range old.leases() {
+			leases[w] = until
+		}
+		leases[waiter] = p.Until
+		next := Presence{Endpoint: p.Endpoint, Waiters: map[string]time.Time{}}
+		for _, until := range leases {
+			if until.After(next.Until) {
+				next.Until = until
+			}
+		}
+		now := time.Now()
+		for w, until := range leases {
+			if until.After(now) || until.Equal(next.Until) {
+				next.Waiters[w] = until
+			}
+		}
+		raw, err := json.Marshal(next)
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			_, err = s.kv.Create(ctx, key, raw)
+		} else {
+			_, err = s.kv.Update(ctx, key, raw, rev)
+		}
+		lost := errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
+		switch {
+		case err == nil:
+			return nil
+		case lost && attempt < 10 && ctx.Err() == nil:
+			continue // another waiter wrote meanwhile: apply this lease to what it wrote
+		}
 		return fmt.Errorf("record whether a client waits for call %s: %w", call, err)
 	}
-	return nil
+}
+
+// Unattended reports whether no client of endpoint waits for the call:
+// every waiting request's lease has ended (it stopped waiting, or its
+// replica is gone and the lease ran out), the latest less than recent ago.
+// While a lease runs, one watch of the key follows it until it runs out: a
+// lease renewed or a waiter added meanwhile means a client waits, and the
+// entry deleted that the call was delivered or withdrawn (both false).
+func (s *Store) Unattended(ctx context.Context, agent, call, endpoint string, recent time.Duration) (bool, error) {
+	w, err := s.kv.Watch(ctx, presenceKey(agent, call))
+	if err != nil {
+		return false, fmt.Errorf("watch whether a client waits for call %s: %w", call, err)
+	}
+	defer func() { _ = w.Stop() }()
+	var p Presence
+	found, loaded := false, false
+	var lapse <-chan time.Time
+	for {
+		if loaded {
+			now := time.Now()
+			switch {
+			case !found || p.Endpoint != endpoint:
+				return false, nil
+			case !p.Waiting(now):
+				return now.Sub(p.Until) < recent, nil
+			}
+			lapse = time.After(p.Until.Sub(now) + 10*time.Millisecond)
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-lapse:
+		case e, ok := <-w.Updates():
+			switch {
+			case !ok:
+				return false, fmt.Errorf("watch whether a client waits for call %s: the watch ended", call)
+			case e == nil:
+				loaded = true
+			case e.Operation() != jetstream.KeyValuePut:
+				if loaded {
+					return false, nil // forgotten: delivered or withdrawn
+				}
+				found = false
+			default:
+				var q Presence
+				if err := json.Unmarshal(e.Value(), &q); err != nil {
+					return false, fmt.Errorf("a presence entry does not decode: %w", err)
+				}
+				if loaded && renewed(p, q, time.Now()) {
+					return false, nil
+				}
+				p, found = q, true
+			}
+		}
+	}
+}
+
+// renewed reports whether a waiter's lease in q runs later than it did in
+// p, at now: a client waits.
+func renewed(p, q Presence, now time.Time) bool {
+	was := p.leases()
+	for w, until := range q.leases() {
+		if until.After(now) && until.After(was[w]) {
+			return true
+		}
+	}
+	return false
+}
+
+// Claim takes, for the request of owner (its session's rejoin key), the
+// right to return the call's outcome: an outcome goes to one session only,
+// however many followed the call (its own, one that adopted it). won is
+// false when a request of another owner took it first: for that request
+// the outcome is another client's, and an identical call is a new call. A
+// request of the same owner wins again (identical requests of one session
+// at once return the same outcome).
+func (s *Store) Claim(ctx context.Context, agent, call, owner string) (won bool, err error) {
+	key := "d." + agent + "." + call
+	_, err = s.kv.Create(ctx, key, []byte(owner))
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, jetstream.ErrKeyExists):
+		return false, fmt.Errorf("claim call %s's outcome: %w", call, err)
+	}
+	e, err := s.kv.Get(ctx, key)
+	if err != nil {
+		return false, fmt.Errorf("read who claimed call %s's outcome: %w", call, err)
+	}
+	return owner != "" && string(e.Value()) == owner, nil
 }
 
 // Forget drops the call's presence (its outcome was delivered, or it was

@@ -2,6 +2,7 @@ package clientwait_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -71,4 +72,128 @@ func TestStore(t *testing.T) {
 			t.Fatal("a forgotten presence is still there")
 		}
 	})
+
+	t.Run("one_waiter_stopping_leaves_another_waiting", func(t *testing.T) {
+		now := time.Now()
+		if err := s.HoldFor(ctx, "agent", "shared", "a", clientwait.Presence{Endpoint: "bot", Until: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.HoldFor(ctx, "agent", "shared", "b", clientwait.Presence{Endpoint: "bot", Until: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.HoldFor(ctx, "agent", "shared", "b", clientwait.Presence{Endpoint: "bot", Until: now}); err != nil {
+			t.Fatal(err)
+		}
+		if p, ok, err := s.PresenceOf(ctx, "agent", "shared"); err != nil || !ok || !p.Waiting(now) {
+			t.Fatalf("after one of two waiters stopped: %+v %v %v, want waiting", p, ok, err)
+		}
+		// Its lease runs a minute: the look waits for it, until it gives up.
+		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		if free, err := s.Unattended(wctx, "agent", "shared", "bot", time.Hour); err == nil && free {
+			t.Fatal("a call one request still renews was reported unattended")
+		} else if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("a_call_is_unattended_once_every_lease_ran_out_recently", func(t *testing.T) {
+		now := time.Now()
+		_ = s.HoldFor(ctx, "agent", "lapsing", "gone", clientwait.Presence{Endpoint: "bot", Until: now.Add(300 * time.Millisecond)})
+		_ = s.HoldFor(ctx, "agent", "lapsing", "stopped", clientwait.Presence{Endpoint: "bot", Until: now})
+		_ = s.Hold(ctx, "agent", "long-ago", clientwait.Presence{Endpoint: "bot", Until: now.Add(-2 * time.Hour)})
+		for _, tt := range []struct {
+			call, endpoint string
+			want           bool
+		}{
+			{"lapsing", "bot", true},    // after its last lease runs out
+			{"lapsing", "other", false}, // another endpoint's call
+			{"long-ago", "bot", false},  // its session would have timed out
+			{"never", "bot", false},     // no client ever waited past a heartbeat
+		} {
+			if free, err := s.Unattended(ctx, "agent", tt.call, tt.endpoint, time.Hour); err != nil || free != tt.want {
+				t.Errorf("Unattended(%s, %s) = %v, %v; want %v", tt.call, tt.endpoint, free, err, tt.want)
+			}
+		}
+	})
+
+	t.Run("an_outcome_is_claimed_by_one_session", func(t *testing.T) {
+		for _, tt := range []struct {
+			owner string
+			want  bool
+		}{{"r.first", true}, {"r.first", true}, {"r.second", false}, {"", false}} {
+			if won, err := s.Claim(ctx, "agent", "claimed", tt.owner); err != nil || won != tt.want {
+				t.Errorf("Claim by %q = %v, %v; want %v", tt.owner, won, err, tt.want)
+			}
+		}
+	})
+}
+
+// TestAnOfferIsRevisedOnlyWhileItIsTheCallsOwn: a call's offer rewritten
+// for a new revision leaves an identical call's offer written since.
+func TestAnOfferIsRevisedOnlyWhileItIsTheCallsOwn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openStore(ctx, t)
+	v := s.Rejoins()
+	const key = "a.offer"
+	first, err := v.Join(ctx, key, clientwait.Rejoin{Call: "old", Revision: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	revised, replaced, err := v.Update(ctx, key, first, clientwait.Rejoin{Call: "old", Revision: 2})
+	if err != nil || !replaced {
+		t.Fatalf("the call's own offer was not revised: %v %v", replaced, err)
+	}
+	if _, err := v.Join(ctx, key, clientwait.Rejoin{Call: "newer", Revision: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, replaced, err := v.Update(ctx, key, revised, clientwait.Rejoin{Call: "old", Revision: 3}); err != nil || replaced {
+		t.Fatalf("a revision displaced an identical call's offer made since: %v %v", replaced, err)
+	}
+	if r, ok, err := v.FindShared(ctx, key); err != nil || !ok || r.Call != "newer" {
+		t.Fatalf("the key offers %+v (%v, %v), want the newer call", r, ok, err)
+	}
+}
+
+// TestARenewalEndsTheWaitForAnUnattendedCall: a lease renewed while a
+// session waits for it to run out means a client waits.
+func TestARenewalEndsTheWaitForAnUnattendedCall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openStore(ctx, t)
+	_ = s.HoldFor(ctx, "agent", "renewed", "a", clientwait.Presence{Endpoint: "bot", Until: time.Now().Add(time.Minute)})
+	done := make(chan bool, 1)
+	go func() {
+		free, err := s.Unattended(ctx, "agent", "renewed", "bot", time.Hour)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- free
+	}()
+	// Renewed until the wait ends (a renewal before the watch started is
+	// part of what it read first).
+	for {
+		_ = s.HoldFor(ctx, "agent", "renewed", "a", clientwait.Presence{Endpoint: "bot", Until: time.Now().Add(time.Minute)})
+		select {
+		case free := <-done:
+			if free {
+				t.Fatal("a call whose lease was renewed was reported unattended")
+			}
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// openStore is the client-waits bucket of a NATS server of its own.
+func openStore(ctx context.Context, t *testing.T) *clientwait.Store {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	s, err := clientwait.Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -3,6 +3,8 @@ package clientwait
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -109,6 +111,29 @@ func (v *Rejoins) Join(ctx context.Context, key string, r Rejoin) (Rejoin, error
 	r.entryRev = rev
 	v.wrote(key, view{r: r, present: true, rev: rev, at: time.Now()})
 	return r, nil
+}
+
+// Update replaces the entry old (as Join or Find returned it) with r, if
+// the key still holds old: replaced is false when something else wrote or
+// deleted the key since (an identical call made since offered itself, or
+// the call's outcome was delivered), which then stays.
+func (v *Rejoins) Update(ctx context.Context, key string, old, r Rejoin) (_ Rejoin, replaced bool, err error) {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return Rejoin{}, false, err
+	}
+	rev, err := v.s.kv.Update(ctx, key, raw, old.entryRev)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists):
+		v.outdated(key, old.entryRev)
+		return Rejoin{}, false, nil
+	case err != nil:
+		v.distrust(key)
+		return Rejoin{}, false, fmt.Errorf("update the offer of call %s: %w", r.Call, err)
+	}
+	r.entryRev = rev
+	v.wrote(key, view{r: r, present: true, rev: rev, at: time.Now()})
+	return r, true, nil
 }
 
 // Deliver is Store.Deliver, and the entry leaves the view once deleted.

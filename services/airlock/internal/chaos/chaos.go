@@ -159,7 +159,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	for _, f := range faults {
 		var i int
 		if _, err := fmt.Sscanf(f.Target, "gateway-%d", &i); f.Kind == faultKill && err == nil {
-			d.mcp.askAt = i - 1
+			d.mcp.askAt, d.mcp.killAt = i-1, loadStart.Add(f.At)
 			break
 		}
 	}

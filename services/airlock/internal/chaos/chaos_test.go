@@ -299,6 +299,71 @@ func TestAnMCPRequestSentAgainInANewSession(t *testing.T) {
 	})
 }
 
+// withKillAt adds to o the kill of gateway-1 (where the asker of
+// withResent sent its session's requests) while s1call waited for a person:
+// asked (and requested) 2 s before, its next attempt in s2 after the kill.
+func withKillAt(o observed) observed {
+	for i, e := range o.Events {
+		if e.Call == "s1call" && e.Type == subject.Requested {
+			o.Events[i].Time = e.Time.Add(-2 * time.Second)
+			asked := o.Events[i]
+			asked.Type, asked.Seq, asked.Ev, asked.EventID = subject.ApprovalRequested, o.Events[len(o.Events)-1].Seq+1, nil, e.EventID+".asked"
+			o.Events = append(o.Events, asked)
+			o.CH[asked.Seq] = asked.EventID
+			o.Faults = append(o.Faults, faultResult{fault: fault{Kind: faultKill, Target: "gateway-1"}, Resolved: "gateway-1",
+				Start: e.Time.Add(time.Microsecond), Recovered: true})
+			break
+		}
+	}
+	return o
+}
+
+func TestAKillWithACallWaitingIsFollowedByARejoin(t *testing.T) {
+	info := func(r Report, name string) (Info, bool) {
+		i := slices.IndexFunc(r.Info, func(i Info) bool { return strings.Contains(i.Name, name) })
+		if i < 0 {
+			return Info{}, false
+		}
+		return r.Info[i], true
+	}
+	r := analyse(withKillAt(withResent(clean())), idempotentTool)
+	if r.Violations != 0 {
+		t.Fatalf("a call rejoined from a new session after its replica was killed has violations: %+v", r.Checks)
+	}
+	if i, _ := info(r, "rejoined a call waiting when its replica was killed"); i.Value != "1" {
+		t.Fatalf("the rejoin after the kill is not counted: %+v", r.Info)
+	}
+	t.Run("a_kill_with_no_call_waiting_says_why_nothing_was_rejoined", func(t *testing.T) {
+		o := withKillAt(withResent(clean()))
+		o.Faults[len(o.Faults)-1].Start = time.Now() // after the call ended
+		r := analyse(o, idempotentTool)
+		if i, ok := info(r, "no new session could rejoin a waiting call"); r.Violations != 0 || !ok || len(i.Examples) != 1 {
+			t.Fatalf("a kill that found no call waiting: violations %d, info %+v", r.Violations, r.Info)
+		}
+	})
+	t.Run("a_kill_right_after_the_call_was_asked_of_a_person_may_find_it_not_offered", func(t *testing.T) {
+		o := withKillAt(withResent(clean()))
+		kill := &o.Faults[len(o.Faults)-1]
+		kill.Start = kill.Start.Add(-2*time.Second + offerLag/2)
+		inNewCall(&o, kill.Start.Add(time.Millisecond))
+		// Killed so soon, the session had no "pending" answer: one would
+		// say the call was offered.
+		o.MCP = slices.DeleteFunc(o.MCP, func(r mcpRecord) bool { return r.Session == "s1" && r.Status == "pending" })
+		r := analyse(o, idempotentTool)
+		if i, ok := info(r, "no new session could rejoin a waiting call"); r.Violations != 0 || !ok || !strings.Contains(i.Examples[0], "before it offered") {
+			t.Fatalf("a kill a moment after the call was asked: violations %+v, info %+v", r.Checks, r.Info)
+		}
+	})
+	requireReported(t, func() observed { return withKillAt(withResent(clean())) }, []breakage{
+		// Its session's only answer was lost at the kill: no "pending"
+		// answer names the call, so newSessions has nothing to compare.
+		{"a_request_whose_answer_was_lost_at_the_kill_became_a_new_call", "MCP calls waiting for a person when their gateway replica was killed, not rejoined from a new session", func(o *observed) {
+			inNewCall(o, o.Faults[len(o.Faults)-1].Start.Add(time.Millisecond))
+			o.MCP = slices.DeleteFunc(o.MCP, func(r mcpRecord) bool { return r.Session == "s1" && r.Status == "pending" })
+		}},
+	})
+}
+
 func TestAnalyseFindsEachMCPViolation(t *testing.T) {
 	if r := analyse(withMCP(clean()), idempotentTool); r.Violations != 0 {
 		t.Fatalf("a clean run with MCP requests has violations: %+v", r.Checks)
@@ -394,6 +459,35 @@ func TestSplitViolationsKeepsStaleRepliesApart(t *testing.T) {
 			v, s := splitViolations(strings.Join(tt.log, "\n"))
 			if len(v) != tt.violations || len(s) != tt.stale {
 				t.Fatalf("violations %q, stale %q; want %d and %d", v, s, tt.violations, tt.stale)
+			}
+		})
+	}
+}
+
+func TestReviewersHoldMCPDecisionsAroundTheAskersKill(t *testing.T) {
+	now := time.Now()
+	for _, tt := range []struct {
+		name     string
+		killAt   time.Time
+		killed   time.Time
+		want     func(time.Duration) bool
+		wantText string
+	}{
+		{"no_gateway_kill", time.Time{}, time.Time{}, func(d time.Duration) bool { return d == 0 }, "none"},
+		{"long_before_the_kill", now.Add(time.Minute), time.Time{}, func(d time.Duration) bool { return d == 0 }, "none"},
+		{"just_before_the_kill", now.Add(askLead), time.Time{}, func(d time.Duration) bool { return d > 0 }, "a wait"},
+		{"a_late_kill", now.Add(-10 * time.Second), time.Time{}, func(d time.Duration) bool { return d > 0 }, "a wait"},
+		{"a_kill_that_never_came", now.Add(-2 * time.Minute), time.Time{}, func(d time.Duration) bool { return d == 0 }, "none"},
+		{"just_after_the_kill", now.Add(-time.Second), now.Add(-time.Second), func(d time.Duration) bool { return d > holdAfterKill/2 }, "the rest of holdAfterKill"},
+		{"long_after_the_kill", now.Add(-time.Minute), now.Add(-time.Minute), func(d time.Duration) bool { return d == 0 }, "none"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &mcpLoad{killAt: tt.killAt}
+			if !tt.killed.IsZero() {
+				m.noteKill(tt.killed)
+			}
+			if got := m.holdDecision(now); !tt.want(got) {
+				t.Fatalf("holdDecision = %s, want %s", got, tt.wantText)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -605,6 +606,7 @@ func (c checker) mcp(o observed, tr map[string]*callTrail, idempotent func(serve
 		pendingOnce[r.N] = pendingOnce[r.N] || r.Status == "pending"
 	}
 	notAdopted, adopted := newSessions(o.MCP, tr, requestedAt)
+	atKills := adoptionsAtKills(o, tr, callsOf)
 	var split, notRejoined, twice, differ []string
 	lost, unavailable, unavailableRan, recordedLost, resent, ranAgain := 0, 0, 0, 0, 0, 0
 	seen := map[int]bool{}
@@ -666,12 +668,20 @@ func (c checker) mcp(o observed, tr map[string]*callTrail, idempotent func(serve
 	c.count("MCP requests recorded as more calls than their sessions", split)
 	c.count("MCP requests sent again in a session that did not rejoin", notRejoined)
 	c.count("MCP requests sent again in a new session, not rejoining", notAdopted)
+	c.count("MCP calls waiting for a person when their gateway replica was killed, not rejoined from a new session", atKills.missed)
 	c.count("MCP requests executed more than once", twice)
 	c.count("MCP answers that differ from the stream", differ)
 	c.info("MCP requests through the gateway", len(seen))
 	c.info("  answered \"pending\", then sent again (rejoined in their session)", pending)
 	c.info("  sent in more than one session (their replica died)", resent)
 	c.info("    of which rejoined a call of the old session from a new one", adopted)
+	c.info("    of which rejoined a call waiting when its replica was killed", atKills.adopted)
+	if atKills.adopted == 0 && len(atKills.why) > 0 {
+		// No rejoin after a kill was seen: say why none could be, so that
+		// a run without one is not read as one that checked it.
+		c.r.Info = append(c.r.Info, Info{Name: "gateway replica kills after which no new session could rejoin a waiting call, and why",
+			Value: fmt.Sprint(len(atKills.why)), Examples: atKills.why[:min(len(atKills.why), maxExamples)]})
+	}
 	// A new session's call is a new call only when the first was not yet
 	// offered (its replica died before it waited for a person) or its
 	// outcome went with the lost answer: idempotent tools only here.
@@ -709,18 +719,7 @@ func newSessions(records []mcpRecord, tr map[string]*callTrail, requestedAt map[
 		}
 		byN[r.N] = append(byN[r.N], r)
 	}
-	endedBefore := func(call string, at time.Time) bool {
-		ct := tr[mcpAgent+"/"+call]
-		if ct == nil || ct.revs[1] == nil || ct.revs[1].end == nil {
-			return false
-		}
-		end := ct.revs[1].end
-		// A call its client gave up on is withdrawn a moment after the
-		// gateway takes its offer back: a new session then makes a new
-		// call, whenever the withdrawal lands.
-		withdrawn := end.Type == subject.Canceled && end.Ev.GetCanceled().GetReason() == gateway.ClientCanceled
-		return withdrawn || end.Time.Before(at)
-	}
+	endedBefore := func(call string, at time.Time) bool { return endedBefore(tr, call, at) }
 	for _, n := range ns {
 		var offered, offeredIn, session string
 		var began time.Time // the session's first attempt
@@ -754,6 +753,150 @@ func newSessions(records []mcpRecord, tr map[string]*callTrail, requestedAt map[
 		}
 	}
 	return out, rejoined
+}
+
+// endedBefore reports whether call ended before at, or was withdrawn
+// because its client gave up on it: a new session then makes a new call.
+func endedBefore(tr map[string]*callTrail, call string, at time.Time) bool {
+	end := endOf(tr, call)
+	if end == nil {
+		return false
+	}
+	// A call its client gave up on is withdrawn a moment after the gateway
+	// takes its offer back, whenever the withdrawal lands.
+	withdrawn := end.Type == subject.Canceled && end.Ev.GetCanceled().GetReason() == gateway.ClientCanceled
+	return withdrawn || end.Time.Before(at)
+}
+
+// endOf is the event that ended the MCP agent's call, nil while it has not.
+func endOf(tr map[string]*callTrail, call string) *storedEvent {
+	ct := tr[mcpAgent+"/"+call]
+	if ct == nil || ct.revs[1] == nil {
+		return nil
+	}
+	return ct.revs[1].end
+}
+
+// callsAt says what became of calls by the time at: when each was asked
+// of a person and ended ("none" without a call).
+func callsAt(tr map[string]*callTrail, calls map[string]bool, askedAt map[string]time.Time, at time.Time) string {
+	var says []string
+	for _, id := range sortedKeys(calls) {
+		s := "call " + id + " never asked of a person"
+		if t, ok := askedAt[id]; ok {
+			s = fmt.Sprintf("call %s asked %s after the kill", id, t.Sub(at).Round(time.Millisecond))
+		}
+		if end := endOf(tr, id); end != nil {
+			s += fmt.Sprintf(", %s %s after it", end.Type, end.Time.Sub(at).Round(time.Millisecond))
+		}
+		says = append(says, s)
+	}
+	if len(says) == 0 {
+		return "no call submitted"
+	}
+	return strings.Join(says, "; ")
+}
+
+// offerLag bounds how long after a call's approval request is stored the
+// gateway replica following the call has offered it to the endpoint's
+// other sessions (its watch of the stream brings the request, then it
+// writes the offer): a kill within that time may find it not yet offered,
+// and the new session's identical call is then a new call.
+const offerLag = time.Second
+
+// killRejoins is what became of the asking client's calls that waited for
+// a person on a gateway replica when the schedule killed it.
+type killRejoins struct {
+	// adopted: such calls a new session of the client rejoined.
+	adopted int
+	// missed: such calls sent again from a new session, answered with
+	// another call while the call still waited.
+	missed []string
+	// why: for each kill, or call, that no rejoin could follow, why not.
+	why []string
+}
+
+// adoptionsAtKills follows each gateway replica kill of the schedule (the
+// asking client is kept on the replica killed): the asker's call waiting
+// for a person there when it died must be rejoined by the session the
+// client starts on another replica. newSessions checks what sessions'
+// answers named; this checks that the kill was followed by a rejoin at
+// all, even when the request at the kill had no answer yet.
+func adoptionsAtKills(o observed, tr map[string]*callTrail, callsOf map[int]map[string]bool) killRejoins {
+	// When each of the MCP agent's calls was first asked of a person.
+	askedAt := map[string]time.Time{}
+	for _, e := range o.Events {
+		if _, seen := askedAt[e.Call]; e.Agent == mcpAgent && e.Type == subject.ApprovalRequested && !seen {
+			askedAt[e.Call] = e.Time
+		}
+	}
+	var out killRejoins
+	for _, f := range o.Faults {
+		var idx int
+		if f.Kind != faultKill || f.Start.IsZero() {
+			continue
+		}
+		if _, err := fmt.Sscanf(f.Resolved, "gateway-%d", &idx); err != nil {
+			continue
+		}
+		killed := fmt.Sprintf("gateway-%d (killed at %s)", idx, f.Start.UTC().Format("15:04:05.000"))
+		// The asker's last request before the kill: on the replica, its
+		// session died with it.
+		var at *mcpRecord
+		for i := range o.MCP {
+			r := &o.MCP[i]
+			if r.Client == "mcp-asker" && r.Session != "" && r.Sent.Before(f.Start) {
+				at = r
+			}
+		}
+		switch {
+		case at == nil:
+			out.why = append(out.why, killed+": the asking client had sent no request yet")
+			continue
+		case at.Replica != idx-1:
+			out.why = append(out.why, fmt.Sprintf("%s: the asking client was on gateway-%d then (its request %d)", killed, at.Replica+1, at.N))
+			continue
+		}
+		call, late := "", ""
+		for id := range callsOf[at.N] {
+			t, ok := askedAt[id]
+			if end := endOf(tr, id); !ok || !t.Before(f.Start) || end != nil && end.Time.Before(f.Start) {
+				continue
+			}
+			if t.Add(offerLag).After(f.Start) {
+				late = id
+				continue
+			}
+			call = id
+		}
+		switch {
+		case call == "" && late != "":
+			out.why = append(out.why, fmt.Sprintf("%s: call %s (request %d) was asked of a person less than %s before the kill: the replica may have died before it offered the call", killed, late, at.N, offerLag))
+			continue
+		case call == "":
+			out.why = append(out.why, fmt.Sprintf("%s: the asking client's request %d (sent %s) had no call waiting for a person: %s",
+				killed, at.N, at.Sent.UTC().Format("15:04:05.000"), callsAt(tr, callsOf[at.N], askedAt, f.Start)))
+			continue
+		}
+		var later []mcpRecord
+		for _, r := range o.MCP {
+			if r.N == at.N && r.Session != "" && r.Session != at.Session && r.Sent.After(f.Start) && r.CallID != "" {
+				later = append(later, r)
+			}
+		}
+		switch {
+		case slices.ContainsFunc(later, func(r mcpRecord) bool { return r.CallID == call }):
+			out.adopted++
+		case len(later) == 0:
+			out.why = append(out.why, fmt.Sprintf("%s: call %s (request %d) was not answered in a new session (the client stopped asking, or no replica answered)", killed, call, at.N))
+		case endedBefore(tr, call, later[0].Sent):
+			out.why = append(out.why, fmt.Sprintf("%s: call %s (request %d) ended before the new session sent it again", killed, call, at.N))
+		default:
+			out.missed = append(out.missed, fmt.Sprintf("%s: asker request %d waited in call %s; its new session %s was answered %s with call %s",
+				killed, at.N, call, later[0].Session, later[0].Status, later[0].CallID))
+		}
+	}
+	return out
 }
 
 // ranAs is how many calls the executions are of (an idempotent call re-sent

@@ -129,6 +129,11 @@ func (in *injector) run(ctx context.Context, loadStart time.Time, f fault) fault
 		}
 		res.RecoveredAfter, res.Recovered = probe(ctx, since, in.p.recoverWithin+f.For)
 	}
+	if f.Kind == faultKill && f.Target == fmt.Sprintf("gateway-%d", in.d.mcp.askAt+1) {
+		// A kill of the asker's replica waits (a little) for a call of the
+		// asker to wait for a person there, so that a rejoin follows it.
+		in.d.mcp.awaitAskerWaiting(ctx, in.d.mcp.askAt, askerWaitLimit)
+	}
 	res.Start = time.Now()
 	switch f.Kind {
 	case faultKill:
@@ -138,6 +143,9 @@ func (in *injector) run(ctx context.Context, loadStart time.Time, f fault) fault
 			return res
 		}
 		p.kill()
+		if strings.HasPrefix(f.Target, "gateway-") {
+			in.d.mcp.noteKill(res.Start)
+		}
 		go measure(res.Start)
 		in.hold(ctx, f.For)
 		if err := p.start(ctx, 2*time.Minute); err != nil {

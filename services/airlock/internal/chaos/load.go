@@ -492,6 +492,13 @@ func (d *driver) reviewMCP(ctx context.Context, stop <-chan struct{}) {
 				case <-ctx.Done():
 					return
 				}
+				for hold := d.mcp.holdDecision(time.Now()); hold > 0; hold = d.mcp.holdDecision(time.Now()) {
+					select {
+					case <-time.After(hold): // the asker's replica is killed meanwhile
+					case <-ctx.Done():
+						return
+					}
+				}
 				dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				defer cancel()
 				if _, err := d.cons.decideREST(dctx, d.tokens[who], mcpAgent, call, "approve", map[string]any{"revision": rev}); err != nil {

@@ -28,8 +28,8 @@ const (
 	// mcpAnswerWithin is the endpoint's answer_within: short, so that most
 	// asked calls are answered "pending" and called again (rejoined).
 	mcpAnswerWithin = "2s"
-	// mcpHeartbeat is the gateway's heartbeat: a waiting client's lease
-	// lasts three, so a call whose replica died is rejoined from a new
+	// mcpHeartbeat is the gateway's heartbeat: a waiting request's lease
+	// lasts two, so a call whose replica died is rejoined from a new
 	// session within seconds, not the default 45 s (longer than the
 	// clients wait for an answer).
 	mcpHeartbeat = "2s"
@@ -72,7 +72,17 @@ type mcpLoad struct {
 	askAt int
 	// askFor bounds how long a call waiting for a person is asked about.
 	askFor time.Duration
-	seq    atomic.Int64
+	// killAt: when the schedule kills the asker's replica (zero: never);
+	// killed: when it did (unix ns, 0 before). Around it the asker has a
+	// call waiting and reviewers hold their decisions (holdDecision), so
+	// that the kill finds a call waiting for a person, offered, and the
+	// client's new session rejoins it while it still waits.
+	killAt time.Time
+	killed atomic.Int64
+	// askWaiting: the replica (+1; 0: none) on which the asker's current
+	// request was answered "pending": its call waits for a person, offered.
+	askWaiting atomic.Int64
+	seq        atomic.Int64
 
 	mu      sync.Mutex
 	records []mcpRecord
@@ -82,6 +92,62 @@ type mcpLoad struct {
 	// reviewErrs: what the reviewers of the asked calls could not do (the
 	// call then expires, or was decided already).
 	reviewErrs []string
+}
+
+// askLead: the asker sends a request this long before its replica's
+// scheduled kill (unless one is under way), long enough for its call to be
+// asked of a person and offered (offerLag) first; holdAfterKill: decisions
+// of MCP calls wait until this long after the kill, longer than the dead
+// replica's leases take to run out (2 heartbeats) and a new session to
+// start; askerWaitLimit: how long the kill of the asker's replica waits for
+// a call of the asker to wait there (awaitAskerWaiting).
+const (
+	askLead        = 3 * time.Second
+	holdAfterKill  = 8 * time.Second
+	askerWaitLimit = 10 * time.Second
+)
+
+// awaitAskerWaiting waits, at most within, until the asker's current
+// request on replica was answered "pending": the kill of that replica then
+// finds a call waiting for a person and offered (its approval request may
+// come late while the bus recovers from an earlier fault). It reports
+// whether it did.
+func (m *mcpLoad) awaitAskerWaiting(ctx context.Context, replica int, within time.Duration) bool {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(within)
+	for m.askWaiting.Load() != int64(replica+1) {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// noteKill records that the asker's replica was killed at at (the first
+// gateway kill: the schedule's first is the asker's).
+func (m *mcpLoad) noteKill(at time.Time) { m.killed.CompareAndSwap(0, at.UnixNano()) }
+
+// holdDecision is how long a reviewer about to decide an MCP call at now
+// waits first (0: none): from a moment before the asker's scheduled
+// request until holdAfterKill after the kill (a kill later than scheduled
+// is waited for, a minute at most).
+func (m *mcpLoad) holdDecision(now time.Time) time.Duration {
+	if m.killAt.IsZero() || now.Before(m.killAt.Add(-askLead-time.Second)) {
+		return 0
+	}
+	k := m.killed.Load()
+	switch {
+	case k == 0 && now.After(m.killAt.Add(time.Minute)):
+		return 0
+	case k == 0:
+		return 500 * time.Millisecond
+	}
+	return max(time.Until(time.Unix(0, k).Add(holdAfterKill)), 0)
 }
 
 func (m *mcpLoad) noteReviewErr(err error) {
@@ -139,12 +205,22 @@ func (m *mcpLoad) asker(ctx context.Context, r *rand.Rand, until time.Time, inte
 		}
 	}()
 	for time.Now().Before(until) && ctx.Err() == nil {
+		wait := interval/2 + time.Duration(r.Int64N(int64(interval))) // the load's own pacing
+		if lead := m.killAt.Add(-askLead); !m.killAt.IsZero() && time.Now().Before(lead) && time.Now().Add(wait).After(lead) {
+			wait = time.Until(lead) // a call waits for a person when the replica is killed
+		}
 		select {
-		case <-time.After(interval/2 + time.Duration(r.Int64N(int64(interval)))): // the load's own pacing
+		case <-time.After(wait):
 		case <-ctx.Done():
 			return
 		}
 		n := int(m.seq.Add(1))
+		if cs != nil && replica != m.askAt && m.ready(ctx, m.askAt) {
+			// Back to the replica the schedule kills, once it serves again
+			// (a fault sent the client elsewhere meanwhile).
+			_ = cs.Close()
+			cs, replica = nil, m.askAt
+		}
 		giveUp := time.Now().Add(m.askFor)
 		for attempt := 1; time.Now().Before(giveUp) && ctx.Err() == nil; attempt++ {
 			if attempt > 1 {
@@ -161,6 +237,11 @@ func (m *mcpLoad) asker(ctx context.Context, r *rand.Rand, until time.Time, inte
 				}
 			}
 			rec := m.call(ctx, cs, name, mcpSessions, replica, tool, n, attempt, false)
+			if rec.Status == "pending" {
+				m.askWaiting.Store(int64(replica + 1))
+			} else {
+				m.askWaiting.Store(0)
+			}
 			if rec.Err != "" {
 				_ = cs.Close()
 				cs = nil
