@@ -59,15 +59,25 @@ func decisionParts(ev *airlockv1.Event, r Runnable) []string {
 // SealDecision sets ev.Seal on an `allowed` or `approved` event; other
 // events are left alone.
 func (k Key) SealDecision(ev *airlockv1.Event) error {
+	s, err := k.DecisionSeal(ev)
+	if err != nil || s == "" {
+		return err
+	}
+	ev.Seal = s
+	return nil
+}
+
+// DecisionSeal is the seal SealDecision gives ev, without setting it ("" for
+// an event that is not a decision to run a call).
+func (k Key) DecisionSeal(ev *airlockv1.Event) (string, error) {
 	r, ok := Decided(ev)
 	if !ok {
-		return nil
+		return "", nil
 	}
 	if !k.Valid() {
-		return errors.New("cannot seal the decision: no decision key is configured")
+		return "", errors.New("cannot seal the decision: no decision key is configured")
 	}
-	ev.Seal = k.Sign(decisionParts(ev, r)...)
-	return nil
+	return k.Sign(decisionParts(ev, r)...), nil
 }
 
 // VerifyDecision checks the seal of an `allowed` or `approved` event and

@@ -2,8 +2,10 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,5 +87,36 @@ func TestTheWorkChainDoesEachPieceAtItsPlace(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Equal(done, want) {
 		t.Fatalf("stages and events stored when each ran:\n got %s\nwant %s", fmt.Sprint(done), fmt.Sprint(want))
+	}
+}
+
+// A party's work failing fails the call, the agent's own on the end too
+// (the reply still arrives then).
+func TestTheWorkChainFailsACallWhosePartyFailed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns, err := embedded.Start(embedded.Options{Port: -1, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Stop()
+	for _, at := range []workStage{atDecide, atReceive} {
+		t.Run(fmt.Sprint(at), func(t *testing.T) {
+			work := []workPiece{{name: "fails", at: at, do: func() error { return errors.New("broken") }}}
+			writes := specWorkWrites
+			if at == atReceive {
+				writes = specCallWorkWrites // a rig of its own: the streams are per writes
+			}
+			op, _, stop, err := newChainRig(ctx, ns.URL(), make([]byte, 512), writes, work)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			opCtx, opCancel := context.WithTimeout(ctx, 3*time.Second)
+			defer opCancel()
+			if err := op(opCtx); err == nil || !strings.Contains(err.Error(), "broken") {
+				t.Fatalf("a call whose %v work failed returned %v; want its failure", at, err)
+			}
+		})
 	}
 }

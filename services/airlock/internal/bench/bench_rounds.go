@@ -56,9 +56,12 @@ type cpuRounds struct {
 	// be weighed.
 	GCRoundTripUs []float64 `json:"gc_round_trip_us_per_call"`
 	GCFloorUs     []float64 `json:"gc_floor_us_per_call"`
-	// GCSpecCallWorkUs, GCSpecWorkUs: the same of the two chains doing
-	// the work (the work alone is timed with none: its loops are charged
+	// GCSpecCallUs, GCSpecChainUs, GCSpecCallWorkUs, GCSpecWorkUs: the
+	// same of the chains with SPEC's headers, without the work and doing
+	// it (the work alone is timed with none: its loops are charged
 	// nothing).
+	GCSpecCallUs     []float64 `json:"gc_spec_call_chain_us_per_call"`
+	GCSpecChainUs    []float64 `json:"gc_spec_chain_us_per_call"`
 	GCSpecCallWorkUs []float64 `json:"gc_spec_call_chain_with_work_us_per_call"`
 	GCSpecWorkUs     []float64 `json:"gc_spec_chain_with_work_us_per_call"`
 	// WorkUs: the work every call does besides its messaging (callWork),
@@ -124,11 +127,11 @@ func (b *boundFigures) add(f *roundFigures) {
 
 // roundFigures are one round's figures, with one background subtracted:
 // CPU per call of the round trip and of the four chains, the collections
-// charged to each (gc, in that order), the work's pieces, and the floors.
+// charged to each (gc), the work's pieces, and the floors.
 type roundFigures struct {
 	roundTrip, specCall, specChain float64
 	specCallWork, specWork         float64
-	gc                             []float64
+	gc                             struct{ roundTrip, specCall, specChain, specCallWork, specWork float64 }
 	work                           []workCost
 	floor, bare, floorGC           messagingFloor
 }
@@ -238,15 +241,17 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 		var costs []*partCost
 		var finish []func(*roundFigures)
 		for _, l := range []struct {
-			name string
-			op   func(context.Context) error
-			out  func(*roundFigures) *float64
+			name    string
+			op      func(context.Context) error
+			out, gc func(*roundFigures) *float64
 		}{
-			{"round trip", loads.roundTrip, func(f *roundFigures) *float64 { return &f.roundTrip }},
-			{"chain with SPEC's headers", loads.specCall, func(f *roundFigures) *float64 { return &f.specCall }},
-			{"minimal chain with SPEC's headers", loads.specChain, func(f *roundFigures) *float64 { return &f.specChain }},
-			{"chain with SPEC's headers and the work", loads.specCallWork, func(f *roundFigures) *float64 { return &f.specCallWork }},
-			{"minimal chain with SPEC's headers and the work", loads.specWork, func(f *roundFigures) *float64 { return &f.specWork }},
+			{"round trip", loads.roundTrip, func(f *roundFigures) *float64 { return &f.roundTrip }, func(f *roundFigures) *float64 { return &f.gc.roundTrip }},
+			{"chain with SPEC's headers", loads.specCall, func(f *roundFigures) *float64 { return &f.specCall }, func(f *roundFigures) *float64 { return &f.gc.specCall }},
+			{"minimal chain with SPEC's headers", loads.specChain, func(f *roundFigures) *float64 { return &f.specChain }, func(f *roundFigures) *float64 { return &f.gc.specChain }},
+			{"chain with SPEC's headers and the work", loads.specCallWork, func(f *roundFigures) *float64 { return &f.specCallWork },
+				func(f *roundFigures) *float64 { return &f.gc.specCallWork }},
+			{"minimal chain with SPEC's headers and the work", loads.specWork, func(f *roundFigures) *float64 { return &f.specWork },
+				func(f *roundFigures) *float64 { return &f.gc.specWork }},
 		} {
 			var calls int
 			c, err := pm.part(ctx, nil, func() error {
@@ -263,7 +268,7 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 			costs = append(costs, &c)
 			finish = append(finish, func(f *roundFigures) {
 				*l.out(f) = c.Seconds() * 1e6 / float64(calls)
-				f.gc = append(f.gc, c.ChargeSeconds*1e6/float64(calls))
+				*l.gc(f) = c.ChargeSeconds * 1e6 / float64(calls)
 			})
 		}
 		// The work right after the chains: timed as a part is
@@ -340,8 +345,9 @@ func runCPURounds(ctx context.Context, url string, o roundtripOptions, payload i
 		rs.FloorUs, rs.BareFloorUs = append(rs.FloorUs, f.floor.CPUus(callMix)), append(rs.BareFloorUs, f.bare.CPUus(callMix))
 		rs.MinimalFloorUs = append(rs.MinimalFloorUs, f.floor.CPUus(minimalMix))
 		rs.Ratio, rs.BareRatio = append(rs.Ratio, f.roundTrip/f.floor.CPUus(callMix)), append(rs.BareRatio, f.roundTrip/f.bare.CPUus(callMix))
-		rs.GCRoundTripUs = append(rs.GCRoundTripUs, f.gc[0])
-		rs.GCSpecCallWorkUs, rs.GCSpecWorkUs = append(rs.GCSpecCallWorkUs, f.gc[3]), append(rs.GCSpecWorkUs, f.gc[4])
+		rs.GCRoundTripUs = append(rs.GCRoundTripUs, f.gc.roundTrip)
+		rs.GCSpecCallUs, rs.GCSpecChainUs = append(rs.GCSpecCallUs, f.gc.specCall), append(rs.GCSpecChainUs, f.gc.specChain)
+		rs.GCSpecCallWorkUs, rs.GCSpecWorkUs = append(rs.GCSpecCallWorkUs, f.gc.specCallWork), append(rs.GCSpecWorkUs, f.gc.specWork)
 		rs.GCFloorUs = append(rs.GCFloorUs, f.floorGC.CPUus(callMix))
 	}
 	return rs, nil

@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -68,11 +72,18 @@ type throughput struct {
 	CPUPerOpUs float64 `json:"cpu_us_per_op"`
 }
 
+// configuredDecider is the round trip's decider when it is the configured
+// policy, as the services run it (else a fixed allow: newRoundTripRig).
+const configuredDecider = "the configured policy (default: policies/ Rego)"
+
 // roundtripReport holds every figure of one run.
 type roundtripReport struct {
 	Setup   string `json:"setup"`
 	Decider string `json:"decider"`
-	RawHop  struct {
+	// FixedAllow: the round trip decided with a fixed allow, without the
+	// Rego evaluation the bounds' chains do: the bounds then bound nothing.
+	FixedAllow bool `json:"fixed_allow"`
+	RawHop     struct {
 		Latency    latency    `json:"latency"`
 		Throughput throughput `json:"throughput"`
 	} `json:"raw_hop"`
@@ -114,6 +125,10 @@ type roundtripReport struct {
 		// RoundTrip: the round trip, which does that chain's writes and
 		// work and more: a bound above it bounds nothing in that run.
 		RoundTrip latency `json:"round_trip"`
+		// Load: the machine's load average (one minute) as the blocks
+		// began, -1 where the system does not say: a machine busier than
+		// its cores stretches a chain doing more CPU more than the hop.
+		Load float64 `json:"load_average_1m"`
 		// WorkPerCall: what the server counted per chain with the work
 		// over its warm-up: the minimal chain's writes, no more.
 		WorkPerCall callCounts `json:"spec_chain_with_work_measured_per_call"`
@@ -249,9 +264,8 @@ func (r *roundtripReport) minimalVerdict() string {
 	case r.p50OutOfReach():
 		return fmt.Sprintf("p50 goal OUT OF REACH in this run: the minimal chain with SPEC's headers doing the work every call needs takes %s, both above %.1f×, so no design that keeps these guarantees could meet it, whatever else its code costs; %s",
 			with, goal, chains)
-	case r.p50BoundRefuted():
-		return fmt.Sprintf("%s, not out of reach: the round trip, which does that chain's writes and work and more, took less in the same blocks (%.0fµs), so the chain bounds nothing in this run; %s",
-			with, b.RoundTrip.P50us, chains)
+	case r.p50NoVerdict() != "":
+		return fmt.Sprintf("%s, not out of reach: %s, so the chain bounds nothing in this run; %s", with, r.p50NoVerdict(), chains)
 	case r.Ratios.WorkP50 > goal || r.Ratios.WorkP50InBlocks > goal:
 		return fmt.Sprintf("%s: above the p50 goal of %.1f× against one hop only (the load may have changed since the hop was timed alone): not shown out of reach in this run; %s",
 			with, goal, chains)
@@ -262,39 +276,65 @@ func (r *roundtripReport) minimalVerdict() string {
 
 // p50OutOfReach: the goal is missed, and the minimal chain with SPEC's
 // headers and the work (timed in blocks) is above it against the raw hop
-// timed alone and against the one timed in blocks with it, and not refuted
-// in this run (p50BoundRefuted). A round trip that met the goal refutes
-// the bound too: it does that chain and more.
+// timed alone and against the one timed in blocks with it, and nothing in
+// the run takes the bound's meaning away (p50NoVerdict). A round trip that
+// met the goal refutes the bound too: it does that chain and more.
 func (r *roundtripReport) p50OutOfReach() bool {
-	return !r.Goals.P50Met && r.Ratios.WorkP50 > r.Goals.P50Max && r.Ratios.WorkP50InBlocks > r.Goals.P50Max && !r.p50BoundRefuted()
+	return !r.Goals.P50Met && r.Ratios.WorkP50 > r.Goals.P50Max && r.Ratios.WorkP50InBlocks > r.Goals.P50Max && r.p50NoVerdict() == ""
 }
 
-// p50BoundRefuted: the round trip, timed in the same blocks, took less than
-// the chain with the work at p50: a chain that does less than a call
-// cannot bound it from below, so it says nothing in that run.
-func (r *roundtripReport) p50BoundRefuted() bool {
-	return r.SpecInBlocks.RoundTrip.P50us < r.SpecInBlocks.Work.P50us
+// p50NoVerdict says why the chain with the work bounds nothing in this
+// run ("" when it does): the round trip decided without the Rego
+// evaluation the chain does; or in the same blocks the round trip, which
+// does the chain's writes and work and more, took less than it; or the
+// chain took less than the same chain without the work — the blocks'
+// load moved between them.
+func (r *roundtripReport) p50NoVerdict() string {
+	b := r.SpecInBlocks
+	switch {
+	case r.FixedAllow:
+		return "the round trip decided with a fixed allow, without the Rego evaluation the chain does"
+	case b.RoundTrip.P50us < b.Work.P50us:
+		return fmt.Sprintf("the round trip, which does that chain's writes and work and more, took less in the same blocks (%.0fµs)", b.RoundTrip.P50us)
+	case b.Work.P50us < b.Spec.P50us:
+		return fmt.Sprintf("the chain doing the work took less than the same chain without it (%.0fµs): the load moved between their blocks", b.Spec.P50us)
+	}
+	return ""
 }
 
-// cpuOutOfReach: the goal is missed, and both CPU bounds (the minimal
-// writes with SPEC's headers against their floor with the same headers,
-// today's against theirs; the medians of the rounds' ratios, each round's
-// the smaller with either of its windows of background subtracted: the
-// least the background can make them)
-// are above the goal, and the bounds are not refuted in this run.
+// cpuOutOfReach: the goal is missed; both CPU bounds (the minimal writes
+// with SPEC's headers against their floor with the same headers, today's
+// against theirs; the medians of the rounds' ratios, each round's the
+// smaller with either of its windows of background subtracted: the least
+// the background can make them) are above the goal, made either way — the
+// chains doing the work, and the chains without it plus the work timed
+// alone (cpuBound.Alone); and nothing in the run refutes them
+// (cpuNoVerdict).
 func (r *roundtripReport) cpuOutOfReach() bool {
-	b := r.CPUBound
-	return !r.Goals.CPUMet && b.LeastCallToFloor > r.Goals.CPUMax && b.LeastMinimalToOwnFloor > r.Goals.CPUMax && !r.cpuBoundRefuted()
+	b, goal := r.CPUBound, r.Goals.CPUMax
+	return !r.Goals.CPUMet && b.LeastCallToFloor > goal && b.LeastMinimalToOwnFloor > goal &&
+		b.Alone.LeastCallToFloor > goal && b.Alone.LeastMinimalToOwnFloor > goal && r.cpuNoVerdict() == ""
 }
 
-// cpuBoundRefuted: today's writes doing the work cost more than the round
-// trip, which does both and more, whether as the medians of the rounds'
-// CPU per call or as the medians of their ratios to the same floor (a
-// true lower bound, round by round, is below the round trip against any
-// floor): the bounds are not lower bounds in this run.
-func (r *roundtripReport) cpuBoundRefuted() bool {
+// cpuNoVerdict says why the CPU bounds bound nothing in this run ("" when
+// they do): the round trip decided without the Rego evaluation the bounds
+// include; or a bound costs more than the round trip, which does today's
+// writes and the work and more, as the medians of the rounds' CPU per call
+// or of their ratios to the same floor (a true lower bound, round by
+// round, is below the round trip against any floor).
+func (r *roundtripReport) cpuNoVerdict() string {
 	b := r.CPUBound
-	return b.CallUs > b.RoundTripUs || b.CallToFloor > r.Ratios.CPU
+	switch {
+	case r.FixedAllow:
+		return "the round trip decided with a fixed allow, without the Rego evaluation the bounds include"
+	case b.CallUs > b.RoundTripUs || b.CallToFloor > r.Ratios.CPU:
+		return fmt.Sprintf("today's writes with SPEC's headers doing the work cost more than the round trip itself, which does both and more (%.0fµs against %.0fµs, the medians of the rounds; %.2f× against %.2f× the floor, the medians of the rounds' ratios)",
+			b.CallUs, b.RoundTripUs, b.CallToFloor, r.Ratios.CPU)
+	case b.MinimalUs > b.RoundTripUs || b.Alone.CallUs > b.RoundTripUs:
+		return fmt.Sprintf("a bound costs more than the round trip itself (the minimal writes doing the work %.0fµs, today's writes + the work alone %.0fµs, against %.0fµs)",
+			b.MinimalUs, b.Alone.CallUs, b.RoundTripUs)
+	}
+	return ""
 }
 
 // cpuVerdict says what the CPU bounds show about the CPU goal.
@@ -302,17 +342,28 @@ func (r *roundtripReport) cpuVerdict() string {
 	b, goal := r.CPUBound, r.Goals.CPUMax
 	switch {
 	case r.cpuOutOfReach():
-		return fmt.Sprintf("CPU goal OUT OF REACH in this run: with the least background (each round's smaller ratio of its two windows'), the minimal writes with SPEC's headers doing the work are %.2f× their messaging floor with the same headers and today's writes doing it %.2f× today's, both above %.1f× in the median of the rounds' ratios (with the mean background %.2f× and %.2f×; %.0fµs and %.0fµs against floors of %.0fµs and %.0fµs): a call could not meet it with either, whatever its own code costs beyond this work",
-			b.LeastMinimalToOwnFloor, b.LeastCallToFloor, goal, b.MinimalToOwnFloor, b.CallToFloor, b.MinimalUs, b.CallUs, b.MinimalFloorUs, r.FloorCPUus)
-	case r.cpuBoundRefuted():
-		return fmt.Sprintf("CPU goal %s, not out of reach: today's writes with SPEC's headers doing the work cost more than the round trip itself, which does both and more (%.0fµs against %.0fµs, the medians of the rounds; %.2f× against %.2f× the floor, the medians of the rounds' ratios), so the bounds (minimal %.2f×, today's %.2f× their floors) bound nothing in this run",
-			r.cpuGoalWord(), b.CallUs, b.RoundTripUs, b.CallToFloor, r.Ratios.CPU, b.MinimalToOwnFloor, b.CallToFloor)
+		return fmt.Sprintf("CPU goal OUT OF REACH in this run: with the least background (each round's smaller ratio of its two windows'), the minimal writes with SPEC's headers doing the work are %.2f× their messaging floor with the same headers and today's writes doing it %.2f× today's, and with the work timed alone %.2f× and %.2f×, all above %.1f× in the median of the rounds' ratios (with the mean background, doing the work: %.2f× and %.2f×; %.0fµs and %.0fµs against floors of %.0fµs and %.0fµs): a call could not meet it with either, whatever its own code costs beyond this work",
+			b.LeastMinimalToOwnFloor, b.LeastCallToFloor, b.Alone.LeastMinimalToOwnFloor, b.Alone.LeastCallToFloor, goal, b.MinimalToOwnFloor, b.CallToFloor, b.MinimalUs, b.CallUs, b.MinimalFloorUs, r.FloorCPUus)
+	case r.cpuNoVerdict() != "":
+		return fmt.Sprintf("CPU goal %s, not out of reach: %s, so the bounds (minimal %.2f×, today's %.2f× their floors) bound nothing in this run",
+			r.cpuGoalWord(), r.cpuNoVerdict(), b.MinimalToOwnFloor, b.CallToFloor)
+	case !r.Goals.CPUMet && b.LeastCallToFloor > goal && b.LeastMinimalToOwnFloor > goal:
+		return fmt.Sprintf("CPU goal missed, not out of reach as far as this run shows: with the least background the chains doing the work are above %.1f× (minimal %.2f×, today's %.2f×), but the chains plus the work timed alone are not both (%.2f×, %.2f×), and the difference — the work where a call does it, its garbage included, against its own hot loop — is not shown to be one every design pays",
+			goal, b.LeastMinimalToOwnFloor, b.LeastCallToFloor, b.Alone.LeastMinimalToOwnFloor, b.Alone.LeastCallToFloor)
 	case b.CallToFloor > goal:
-		return fmt.Sprintf("CPU goal %s, not out of reach: today's writes cannot meet the goal of %.1f× in this run (doing the work: the median of the rounds' ratios %.2f×; %.0fµs, the floor %.0fµs), whatever airlock's own code costs beyond this work; the minimal writes with SPEC's headers leave %.0fµs for it",
-			r.cpuGoalWord(), goal, b.CallToFloor, b.CallUs, r.FloorCPUus, goal*b.MinimalFloorUs-b.MinimalUs)
+		return fmt.Sprintf("CPU goal %s, not out of reach: today's writes cannot meet the goal of %.1f× in this run (doing the work: the median of the rounds' ratios %.2f×; %.0fµs, the floor %.0fµs), whatever airlock's own code costs beyond this work; the minimal writes with SPEC's headers %s",
+			r.cpuGoalWord(), goal, b.CallToFloor, b.CallUs, r.FloorCPUus, room(goal*b.MinimalFloorUs-b.MinimalUs))
 	}
 	return fmt.Sprintf("CPU goal %s, not out of reach: today's writes with SPEC's headers doing the work are %.2f× their floor, below the goal of %.1f×, and leave %.0fµs per call for airlock's own code beyond this work",
 		r.cpuGoalWord(), b.CallToFloor, goal, goal*r.FloorCPUus-b.CallUs)
+}
+
+// room says what a bound leaves for a design's own code.
+func room(us float64) string {
+	if us <= 0 {
+		return "leave nothing for it"
+	}
+	return fmt.Sprintf("leave %.0fµs for it", us)
 }
 
 // cpuGoalWord is "met" or "missed", as the CPU goal was in this run.
@@ -390,8 +441,9 @@ and, in this one process, measures:
       exactly-once require, timed as the round trip, and lower bounds of the
       p50 (that chain with each party doing the work every call does — Rego,
       seal, encoding — at its place, timed in blocks with a raw hop and the
-      round trip) and of the CPU per call (that chain's CPU plus the same
-      work, each piece measured alone);
+      round trip) and of the CPU per call (that chain and today's writes,
+      each doing the same work, in the rounds; beside them each chain without
+      the work plus the work timed alone — "out of reach" needs both);
 and prints the ratios against the goals: round trip p50 ≤ 3.5× and
 p99 ≤ 6× the raw hop; CPU per call ≤ 1.6× the floor (the median of the
 rounds' ratios, against the floor with SPEC's headers). Exit status 1
@@ -410,7 +462,7 @@ when a goal is missed.`,
 	f.DurationVar(&o.Duration, "duration", 3*time.Second, "how long each sustained-throughput run lasts")
 	f.IntVar(&o.Concurrency, "concurrency", 64, "calls in flight during the throughput runs")
 	f.IntVar(&o.FloorOps, "floor-ops", 40000, "operations counted for each of the messaging floor's CPU figures, over all rounds")
-	f.IntVar(&o.Rounds, "rounds", 5, "rounds of the CPU goal: each runs the round trip and two chains for a share of --duration, then each floor operation")
+	f.IntVar(&o.Rounds, "rounds", 5, "rounds of the CPU goal: each runs the round trip and four chains (SPEC's headers; today's writes and the minimal ones, without the work and doing it) for a share of --duration, then each floor operation")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the round trip's throughput run (nothing else) to this file")
 	f.StringVar(&o.MemProfile, "memprofile", "", "write the allocations up to the end of the round trip's throughput run to this file, and those before it to FILE.base (go tool pprof -diff_base FILE.base FILE)")
 	f.StringVar(&o.ChainCPUProfile, "chain-cpuprofile", "", "write a CPU profile of the throughput run of the chain with airlock's headers (nothing else) to this file (go tool pprof -diff_base FILE CPUPROFILE)")
@@ -459,7 +511,7 @@ func runRoundtripBench(ctx context.Context, cfg config.Config, o roundtripOption
 	if err != nil {
 		return nil, fmt.Errorf("round trip: %w", err)
 	}
-	rep.Decider, rep.PerCall = decider, counts
+	rep.Decider, rep.PerCall, rep.FixedAllow = decider, counts, decider != configuredDecider
 	rep.RoundTrip.Latency, rep.RoundTrip.Throughput = rt.lat, rt.tput
 
 	// The floor's messages are as large as the call's events: a stored
@@ -491,6 +543,7 @@ func runRoundtripBench(ctx context.Context, cfg config.Config, o roundtripOption
 	}
 	defer stopCallWork()
 	rep.CallWorkPerCall = callWorkPerCall
+	rep.SpecInBlocks.Load = loadAverage()
 	blocks, err := timeInBlocks(ctx, o, chainOps[0], chainOps[4], workOp, rtOp)
 	if err != nil {
 		return nil, fmt.Errorf("minimal chain with SPEC's headers in blocks with a raw hop: %w", err)
@@ -692,6 +745,21 @@ func measureRate(ctx context.Context, o roundtripOptions, op func(ctx context.Co
 	return m, per, nil
 }
 
+// loadAverage is the machine's load average over the last minute, -1
+// where /proc/loadavg cannot say.
+func loadAverage() float64 {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	first, _, _ := strings.Cut(string(raw), " ")
+	v, err := strconv.ParseFloat(first, 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
 // processCPU is the user + system CPU time this process has used so far.
 func processCPU() time.Duration {
 	var ru syscall.Rusage
@@ -837,7 +905,7 @@ func newRoundTripRig(ctx context.Context, services *benchServices, cfg config.Co
 	}
 	cleanup.add(closeOp)
 
-	decider = "the configured policy (default: policies/ Rego)"
+	decider = configuredDecider
 	action, err := probeDecision(ctx, nc, client)
 	if err != nil {
 		return nil, "", nil, nil, err
@@ -1063,7 +1131,8 @@ func printRoundtrip(w io.Writer, r *roundtripReport) {
 	fmt.Fprintf(w, "  with SPEC's headers = %.2f× raw hop p50, %.2f× p99; %.2f× p50 the raw hop timed in turn\n",
 		r.Ratios.SpecP50, r.Ratios.SpecP99, r.Ratios.SpecP50InTurn)
 	fmt.Fprintf(w, "minimal chain with SPEC's headers and the work: the same chain with each party doing the work every call needs (below) at its place — the agent encodes the request and decodes the end, the policy decodes the request, decides with Rego, seals and encodes the decision, the executor decodes it, checks its seal and encodes started and the end — one piece after the other as a call does them\n")
-	fmt.Fprintf(w, "  timed in blocks of %d calls in turn with a raw hop, the chain without the work and the round trip, %d calls each: %s\n", blockCalls, r.SpecInBlocks.Work.N, r.minimalVerdict())
+	fmt.Fprintf(w, "  timed in blocks of %d calls in turn with a raw hop, the chain without the work and the round trip, %d calls each, load %.2f at the start on %d CPUs: %s\n",
+		blockCalls, r.SpecInBlocks.Work.N, r.SpecInBlocks.Load, runtime.NumCPU(), r.minimalVerdict())
 	fmt.Fprintf(w, "chain with SPEC's headers: the chain floor with the same headers (and the decision's message id): today's writes in the CPU bound\n")
 	perChain(scc.PerCall)
 	fmt.Fprintf(w, "  = %.2f× chain floor p50 (%+.0fµs), %+.0fµs CPU per call\n",
@@ -1127,6 +1196,8 @@ func printRoundtrip(w io.Writer, r *roundtripReport) {
 	row("round trip ÷ bare floor", rs.BareRatio, "×")
 	row("  of which collections: round trip", rs.GCRoundTripUs, "µs")
 	row("  of which collections: floor", rs.GCFloorUs, "µs")
+	row("  collections: chain", rs.GCSpecCallUs, "µs")
+	row("  collections: minimal", rs.GCSpecChainUs, "µs")
 	row("  collections: chain, work", rs.GCSpecCallWorkUs, "µs")
 	row("  collections: minimal, work", rs.GCSpecWorkUs, "µs")
 	row("background CPU per second", rs.IdleUsPerSecond, "µs")

@@ -388,25 +388,36 @@ func TestTheRoundtripSaysAGoalIsOutOfReachOnlyWhenBothHopsShowIt(t *testing.T) {
 		// blocksRoundTrip: the round trip's p50 in the blocks, when not
 		// 500 µs (above the chain's 400).
 		blocksRoundTrip float64
+		// aloneLeast: the CPU bounds made with the work timed alone (least
+		// background; minimal, today's), when not the same as doing it.
+		aloneLeast *[2]float64
+		// blocksSpec: the chain without the work in the blocks, when not
+		// 300 µs (below the chain with it); fixedAllow: the round trip's
+		// decider.
+		blocksSpec float64
+		fixedAllow bool
 	}{
-		{"above against both hops and both floors", 4, 3.6, bounds{1.7, 1.8, 1.7, 1.8, 400, 2}, nil, true, true, 0},
-		{"above against the hop alone only", 4, 3.4, bounds{1.7, 1.5, 1.7, 1.5, 400, 2}, nil, false, false, 0},
-		{"above against both hops, but the round trip in the same blocks took less than the chain", 4, 3.6, bounds{1.7, 1.5, 1.7, 1.5, 400, 2}, nil, false, false, 390},
-		{"above against the hop in blocks only", 3.4, 4, bounds{1.5, 1.7, 1.5, 1.7, 400, 2}, nil, false, false, 0},
-		{"below both", 3, 2, bounds{1.2, 1.3, 1.2, 1.3, 400, 2}, nil, false, false, 0},
-		{"above both floors, but today's bound above the round trip itself", 3, 2, bounds{1.7, 1.8, 1.7, 1.8, 350, 2}, nil, false, false, 0},
-		{"above both floors with the mean background, not with the least", 3, 2, bounds{1.7, 1.8, 1.55, 1.7, 400, 2}, nil, false, false, 0},
-		{"above both floors, but today's bound above the goal's own ratio", 3, 2, bounds{1.7, 1.8, 1.7, 1.8, 400, 1.75}, nil, false, false, 0},
+		{"above against both hops and both floors", 4, 3.6, bounds{1.7, 1.8, 1.7, 1.8, 400, 2}, nil, true, true, 0, nil, 0, false},
+		{"above against the hop alone only", 4, 3.4, bounds{1.7, 1.5, 1.7, 1.5, 400, 2}, nil, false, false, 0, nil, 0, false},
+		{"above against both hops, but the round trip in the same blocks took less than the chain", 4, 3.6, bounds{1.7, 1.5, 1.7, 1.5, 400, 2}, nil, false, false, 390, nil, 0, false},
+		{"above against both hops, but the chain without the work took longer in the blocks", 4, 3.6, bounds{1.7, 1.5, 1.7, 1.5, 400, 2}, nil, false, false, 0, nil, 410, false},
+		{"above everywhere, but the round trip decided with a fixed allow", 4, 3.6, bounds{1.7, 1.8, 1.7, 1.8, 400, 2}, nil, false, false, 0, nil, 0, true},
+		{"above both floors doing the work, not with the work timed alone", 4, 3.6, bounds{1.7, 1.8, 1.7, 1.8, 400, 2}, nil, true, false, 0, &[2]float64{1.55, 1.7}, 0, false},
+		{"above against the hop in blocks only", 3.4, 4, bounds{1.5, 1.7, 1.5, 1.7, 400, 2}, nil, false, false, 0, nil, 0, false},
+		{"below both", 3, 2, bounds{1.2, 1.3, 1.2, 1.3, 400, 2}, nil, false, false, 0, nil, 0, false},
+		{"above both floors, but today's bound above the round trip itself", 3, 2, bounds{1.7, 1.8, 1.7, 1.8, 350, 2}, nil, false, false, 0, nil, 0, false},
+		{"above both floors with the mean background, not with the least", 3, 2, bounds{1.7, 1.8, 1.55, 1.7, 400, 2}, nil, false, false, 0, nil, 0, false},
+		{"above both floors, but today's bound above the goal's own ratio", 3, 2, bounds{1.7, 1.8, 1.7, 1.8, 400, 1.75}, nil, false, false, 0, nil, 0, false},
 		// The reviewer's rounds (floor, round trip, chain + work): the
 		// goal's ratio is 1.6 (met), today's bound 1.7 in the median of the
 		// rounds' ratios, the median chain + work (170) below the median
 		// round trip (180): not out of reach.
 		{"the goal met, though the bounds' ratios are above it", 3, 2, bounds{}, rounds(
-			[5]float64{100, 150, 170, 150, 80}, [5]float64{200, 320, 340, 300, 160}, [5]float64{110, 180, 100, 160, 90}), false, false, 0},
+			[5]float64{100, 150, 170, 150, 80}, [5]float64{200, 320, 340, 300, 160}, [5]float64{110, 180, 100, 160, 90}), false, false, 0, nil, 0, false},
 		{"the goal missed, today's bound above the goal's ratio in the median of the rounds", 3, 2, bounds{}, rounds(
-			[5]float64{100, 165, 170, 150, 80}, [5]float64{200, 340, 340, 300, 160}, [5]float64{110, 180, 100, 160, 90}), false, false, 0},
+			[5]float64{100, 165, 170, 150, 80}, [5]float64{200, 340, 340, 300, 160}, [5]float64{110, 180, 100, 160, 90}), false, false, 0, nil, 0, false},
 		{"the goal missed, both bounds above it and below the round trip in every round", 3, 2, bounds{}, rounds(
-			[5]float64{100, 200, 170, 150, 80}, [5]float64{200, 400, 340, 300, 160}, [5]float64{110, 220, 190, 160, 90}), false, true, 0},
+			[5]float64{100, 200, 170, 150, 80}, [5]float64{200, 400, 340, 300, 160}, [5]float64{110, 220, 190, 160, 90}), false, true, 0, nil, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &roundtripReport{}
@@ -414,6 +425,10 @@ func TestTheRoundtripSaysAGoalIsOutOfReachOnlyWhenBothHopsShowIt(t *testing.T) {
 			r.RawHop.Latency.P50us, r.SpecInBlocks.Hop.P50us, r.SpecInBlocks.Work.P50us, r.SpecInBlocks.RoundTrip.P50us = 400/tc.alone, 400/tc.inBlocks, 400, 500
 			if tc.blocksRoundTrip > 0 {
 				r.SpecInBlocks.RoundTrip.P50us = tc.blocksRoundTrip
+			}
+			r.SpecInBlocks.Spec.P50us, r.FixedAllow = 300, tc.fixedAllow
+			if tc.blocksSpec > 0 {
+				r.SpecInBlocks.Spec.P50us = tc.blocksSpec
 			}
 			r.Ratios.WorkP50, r.Ratios.WorkP50InBlocks = tc.alone, tc.inBlocks
 			if tc.rounds != nil {
@@ -423,6 +438,10 @@ func TestTheRoundtripSaysAGoalIsOutOfReachOnlyWhenBothHopsShowIt(t *testing.T) {
 				r.FloorCPUus, r.Ratios.CPU = 200, c.ratio
 				r.CPUBound = cpuBound{MinimalToOwnFloor: c.minimalToOwn, CallToFloor: c.callToFloor, LeastMinimalToOwnFloor: c.leastMinimal, LeastCallToFloor: c.leastCall,
 					MinimalUs: 170 * c.minimalToOwn, MinimalFloorUs: 170, CallUs: 200 * c.callToFloor, RoundTripUs: c.roundTripUs}
+				r.CPUBound.Alone.LeastMinimalToOwnFloor, r.CPUBound.Alone.LeastCallToFloor = c.leastMinimal, c.leastCall
+				if tc.aloneLeast != nil {
+					r.CPUBound.Alone.LeastMinimalToOwnFloor, r.CPUBound.Alone.LeastCallToFloor = tc.aloneLeast[0], tc.aloneLeast[1]
+				}
 				r.Goals.CPUMet = r.Ratios.CPU <= r.Goals.CPUMax
 			}
 			if got := strings.Contains(r.minimalVerdict(), "OUT OF REACH"); got != tc.p50OutOfReach {
