@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,14 +23,7 @@ import (
 // the same link and the other one, opened again afterwards, say the links
 // were used and change nothing.
 func TestOneTapLinkInABrowser(t *testing.T) {
-	smtp, mails := devMailServer(t)
-	cfg := filepath.Join(t.TempDir(), "airlock.yaml")
-	yaml := consoleUsersYAML(t) + "approval:\n  default_notify: [console, email]\n" +
-		devMailYAML(smtp, "{alice: alice@example.com, bob: bob@example.com, root: root@example.com}", "  one_tap: {enabled: true}\n")
-	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+cfg)
+	dev, mails := startOneTapDev(t, t.TempDir())
 	agent := dev.Agent(t, "bot")
 	api := dev.API(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -70,6 +70,21 @@ func (r *consoleSession) oneTapForm(path string) (int, string, string) {
 	return status, body, m[1]
 }
 
+// startOneTapDev starts `airlock dev` on dataDir with the console's users
+// and every pending call mailed, one-tap links on, to a real SMTP server
+// whose mails it returns.
+func startOneTapDev(t *testing.T, dataDir string) (*devProcess, *smtptest.Collector) {
+	t.Helper()
+	smtp, mails := devMailServer(t)
+	cfg := filepath.Join(t.TempDir(), "airlock.yaml")
+	yaml := consoleUsersYAML(t) + "approval:\n  default_notify: [console, email]\n" +
+		devMailYAML(smtp, "{alice: alice@example.com, bob: bob@example.com, root: root@example.com}", "  one_tap: {enabled: true}\n")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startDev(t, dataDir, 0, "", "AIRLOCK_CONFIG="+cfg), mails
+}
+
 // `airlock dev` with email.one_tap: each approver's mail carries their own
 // approve and deny links. Opening one decides nothing (signed out: the
 // sign-in page; signed in: the call and one button); its POST decides once,
@@ -78,15 +93,8 @@ func (r *consoleSession) oneTapForm(path string) (int, string, string) {
 // revised and an altered link are each refused with a sentence that points
 // at the call's page, and none of them decides anything.
 func TestOneTapMailLinksDecideOnceOnlyForTheirApproverAndRevision(t *testing.T) {
-	smtp, mails := devMailServer(t)
-	cfg := filepath.Join(t.TempDir(), "airlock.yaml")
-	yaml := consoleUsersYAML(t) + "approval:\n  default_notify: [console, email]\n" +
-		devMailYAML(smtp, "{alice: alice@example.com, bob: bob@example.com, root: root@example.com}", "  one_tap: {enabled: true}\n")
-	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	dataDir := t.TempDir()
-	dev := startDev(t, dataDir, 0, "", "AIRLOCK_CONFIG="+cfg)
+	dev, mails := startOneTapDev(t, dataDir)
 	if st, err := os.Stat(filepath.Join(dataDir, "keys", "onetap.key")); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("airlock dev made no one-tap key of mode 0600 in its data dir: %v", err)
 	}
