@@ -329,8 +329,17 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 // messages (agent "bench", revision 1, event ids as the services choose
 // them), encoded once for a placeholder call with the chain's subjects:
 // of gives them for a call, so that the chain carries airlock's headers
-// without doing airlock's encoding.
-type envelopeHeaders map[string]nats.Header
+// without doing airlock's encoding, and without much work of the rig's own
+// (a value without the call in it is shared, not copied: the chains' CPU is
+// a bound's, and the headers' encoding is in the work).
+type envelopeHeaders map[headerKind]nats.Header
+
+// headerKind is which of a call's messages a header is for: its event
+// type, whether it is a compare-and-append, whether it carries a message id.
+type headerKind struct {
+	typ          string
+	after, msgID bool
+}
 
 // specHeaders are the headers SPEC §3 and exactly-once require of a
 // call's messages: the CloudEvents attributes, traceparent, and a message
@@ -363,23 +372,23 @@ func newEnvelopeHeaders(prefix string, keep []string) (envelopeHeaders, error) {
 				}
 			}
 		}
-		hs[headerKey(w.typ, w.expect != "", w.msgID)] = h
+		hs[headerKind{w.typ, w.expect != "", w.msgID}] = h
 	}
 	return hs, nil
-}
-
-func headerKey(typ string, after, msgID bool) string {
-	return fmt.Sprintf("%s/%t/%t", typ, after, msgID)
 }
 
 // of is the header of the message typ of call: a compare-and-append after
 // seq on expect when expect is set, else with its message id when msgID,
 // else an agent's request.
 func (hs envelopeHeaders) of(typ, call, expect string, seq uint64, msgID bool) nats.Header {
-	t := hs[headerKey(typ, expect != "", msgID)]
-	h := make(nats.Header, len(t))
+	t := hs[headerKind{typ, expect != "", msgID}]
+	h := make(nats.Header, len(t)+2)
 	for k, v := range t {
-		h[k] = []string{strings.ReplaceAll(v[0], placeholderCall, call)}
+		if strings.Contains(v[0], placeholderCall) {
+			h[k] = []string{strings.ReplaceAll(v[0], placeholderCall, call)}
+		} else {
+			h[k] = v // read only, by nats.go's encoding of the message
+		}
 	}
 	if expect != "" {
 		h[envelope.HeaderExpectedLastSubjSeq] = []string{strconv.FormatUint(seq, 10)}
