@@ -202,20 +202,25 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 	}
 	if err != nil {
 		// The client gave up on the call (notifications/cancelled, or the
-		// session ended): nobody waits for it any more. A call it made is
-		// withdrawn (one that needs no person has no approval to cancel),
-		// its offer first, so no session adopts a call being withdrawn. A
-		// call it only followed (adopted from another session) stays as it
-		// is, offered, for the next session to rejoin or abandon_after to end.
+		// session ended). A call it made is withdrawn (one that needs no
+		// person has no approval to cancel) unless another request waits
+		// for it: its presence is deleted and its offer taken back first,
+		// so no session adopts a call being withdrawn. A call it only
+		// followed (adopted from another session) stays as it is, offered,
+		// for the next session to rejoin or abandon_after to end.
 		gaveUp := ctx.Err() != nil
+		withdraw := gaveUp && !f.adopted
 		if forPerson {
-			if gaveUp && !f.adopted {
-				ep.unoffer(ctx, f) // another session's identical call is a new call
+			if withdraw {
+				if withdraw = ep.release(ctx, f.call.ID, w.waiter); withdraw {
+					ep.unoffer(ctx, f) // another session's identical call is a new call
+				}
+			} else {
+				ep.hold(ctx, f.call.ID, w.waiter, time.Now())
 			}
-			ep.hold(ctx, f.call.ID, w.waiter, time.Now())
 		}
 		if gaveUp {
-			if !f.adopted {
+			if withdraw {
 				go ep.withdraw(f.call.ID, ClientCanceled, 3*time.Second)
 			}
 			return nil, ctx.Err()

@@ -196,6 +196,18 @@ func (ep *endpoint) adopt(ctx context.Context, key, offer string, t *tool) (*fli
 	case !free:
 		return nil, nil
 	}
+	// The call's own client may have given up meanwhile, taking the offer
+	// back: the call is joined only if the bucket still offers it as read.
+	now, ok, err := ep.g.rejoins.Get(ctx, offer)
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case err != nil:
+		ep.log.Warn("an offered call could not be looked up again; the call is submitted as a new call", "call", r.Call, "err", err)
+		return nil, nil
+	case !ok || !now.Same(r):
+		return nil, nil
+	}
 	f := &flight{tool: t, offerKey: offer, adopted: true, offered: &r, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -255,6 +267,22 @@ func (ep *endpoint) delivered(ctx context.Context, f *flight) bool {
 		ep.log.Info("whether a client waits was not forgotten", "call", f.call.ID, "err", err)
 	}
 	return true
+}
+
+// release ends the lease of the request waiter, whose client made the call
+// and gave up on it: alone, no other request waits for the call, whose
+// presence is then deleted (no session adopts it as it is withdrawn). A
+// release that failed counts as alone: the offer is taken back all the
+// same, which adopt looks at again.
+func (ep *endpoint) release(ctx context.Context, callID, waiter string) (alone bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	alone, err := ep.g.waits.Release(ctx, ep.cfg.Agent, callID, waiter, ep.cfg.Name, time.Now())
+	if err != nil {
+		ep.log.Info("whether another client waits was not read; the call is withdrawn", "call", callID, "err", err)
+		return true
+	}
+	return alone
 }
 
 // hold records that the request waiter waits for the call until until

@@ -66,6 +66,12 @@ type Rejoin struct {
 	entryRev uint64
 }
 
+// Same reports whether r and o are the same write of an entry (as Find,
+// Join or Update returned them).
+func (r Rejoin) Same(o Rejoin) bool {
+	return r.Call == o.Call && r.Revision == o.Revision && r.entryRev == o.entryRev
+}
+
 // Remember stores the rejoin entry for key (replacing one left by a call
 // whose outcome was never fetched).
 func (s *Store) Remember(ctx context.Context, key string, r Rejoin) error {
@@ -208,6 +214,46 @@ func (s *Store) HoldFor(ctx context.Context, agent, call, waiter string, p Prese
 		}
 		return fmt.Errorf("record whether a client waits for call %s: %w", call, err)
 	}
+}
+
+// Release ends waiter's lease on the call, when the client of the request
+// that made the call gave up on it. alone: no other request's lease runs
+// at now, and the call's presence was deleted rather than ended, so that
+// a session deciding whether to adopt the call (Unattended) reads "the
+// call is being withdrawn", never "nobody waits". Otherwise only waiter's
+// lease ends: another request still waits for the call.
+func (s *Store) Release(ctx context.Context, agent, call, waiter, endpoint string, now time.Time) (alone bool, err error) {
+	key := presenceKey(agent, call)
+	for attempt := 0; attempt < 10 && ctx.Err() == nil; attempt++ {
+		e, err := s.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			return true, nil
+		case err != nil:
+			return false, fmt.Errorf("release call %s's lease: %w", call, err)
+		}
+		var p Presence
+		_ = json.Unmarshal(e.Value(), &p) // undecodable: nobody known to wait
+		for w, until := range p.leases() {
+			if w != waiter && until.After(now) {
+				return false, s.HoldFor(ctx, agent, call, waiter, Presence{Endpoint: endpoint, Until: now})
+			}
+		}
+		err = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+		var apiErr *jetstream.APIError
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, jetstream.ErrKeyRevisionMismatch),
+			errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
+			continue // a lease was written meanwhile: look again
+		}
+		return false, fmt.Errorf("release call %s's lease: %w", call, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("release call %s's lease: %w", call, err)
+	}
+	return false, fmt.Errorf("release call %s's lease: other requests' leases kept changing it", call)
 }
 
 // Unattended reports whether no client of endpoint waits for the call:
