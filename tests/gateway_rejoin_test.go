@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -470,24 +471,31 @@ func (g *gatewayEnv) rejectAllPending(t *testing.T, agent, path string) {
 // under prefix naming call.
 func (g *gatewayEnv) waitForEntries(t *testing.T, prefix, call string, n int) {
 	t.Helper()
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%d entries %s… naming call %s", n, prefix, call), func() bool {
+		return g.entriesNaming(t, prefix, call) >= n
+	})
+}
+
+// entriesNaming counts the client-waits bucket's entries under prefix
+// naming call.
+func (g *gatewayEnv) entriesNaming(t *testing.T, prefix, call string) int {
+	t.Helper()
 	_, js := g.dev.Admin(t)
 	kv, err := js.KeyValue(context.Background(), config.Default().Buckets.ClientWaits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%d entries %s… naming call %s", n, prefix, call), func() bool {
-		keys, err := kv.ListKeysFiltered(context.Background(), prefix+">")
-		if err != nil {
-			return false
+	keys, err := kv.ListKeysFiltered(context.Background(), prefix+">")
+	if err != nil {
+		return 0
+	}
+	found := 0
+	for k := range keys.Keys() {
+		if e, err := kv.Get(context.Background(), k); err == nil && strings.Contains(string(e.Value()), `"`+call+`"`) {
+			found++
 		}
-		found := 0
-		for k := range keys.Keys() {
-			if e, err := kv.Get(context.Background(), k); err == nil && strings.Contains(string(e.Value()), `"`+call+`"`) {
-				found++
-			}
-		}
-		return found >= n
-	})
+	}
+	return found
 }
 
 // requestedOn is the ids of the write_file calls agent requested on path.
@@ -603,4 +611,240 @@ func (c *tsClient) result() tsResult {
 		c.t.Fatal("the TypeScript SDK client answered nothing within 90s")
 	}
 	return tsResult{}
+}
+
+// TestGatewayRejoinFaults: what a session that follows another session's
+// call (adopt) must never get, and what it must not leave behind.
+func TestGatewayRejoinFaults(t *testing.T) {
+	t.Parallel()
+	g := startGatewayEnv(t)
+
+	t.Run("a_call_its_client_withdraws_is_not_adopted_by_another_session", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "withdrawn.txt")
+		args := map[string]any{"path": path, "content": "withdrawn"}
+		a := g.connect(t, "plain", clientOpts{version: "2025-11-25"})
+		actx, giveUp := context.WithCancel(context.Background())
+		defer giveUp()
+		aDone := make(chan struct{})
+		go func() {
+			_, _ = a.CallTool(actx, &mcp.CallToolParams{Name: "fs__write_file", Arguments: args})
+			close(aDone)
+		}()
+		rec := g.pendingFor(t, "plainbot", "write_file", path)
+		id := rec.GetCall().GetCallId()
+		g.waitForEntry(t, "a.", id)
+		// Session B's identical call waits to see whether A's client still
+		// waits (it watches the call's lease); then A's client gives up.
+		b := callAsync(g.connect(t, "plain", clientOpts{version: "2025-11-25"}), "fs__write_file", args)
+		g.waitForLeaseWatch(t, "plainbot", id)
+		giveUp()
+		<-aDone
+		// B's call is a new call, not A's being withdrawn.
+		other := g.pendingWhereNot(t, "plainbot", path, id)
+		g.decide(t, other, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "not needed")
+		select {
+		case res := <-b:
+			if got, _ := res.Meta["airlock/call_id"].(string); got == id || !strings.Contains(text(res), "alice rejected") {
+				t.Fatalf("session B's identical call, made as A's client withdrew call %s, was answered %v %q, want its own new call's rejection", id, res.Meta, text(res))
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("session B's call got no answer within 60s")
+		}
+	})
+
+	t.Run("a_repeat_of_the_calls_own_session_giving_up_does_not_withdraw_it_from_an_adopter", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "own-repeat.txt")
+		args := map[string]any{"path": path, "content": "own repeat"}
+		aWaits := make(chan struct{}, 1)
+		a := g.connect(t, "patient", clientOpts{version: "2025-11-25", progress: waitingFor("a", aWaits)})
+		id := pendingCall(t, a, args)
+		// Session B adopts the call: it is B's too.
+		b := g.connect(t, "patient", clientOpts{version: "2025-11-25"})
+		if res := callTool(t, b, "fs__write_file", args); res.Meta["airlock/call_id"] != id || res.Meta["airlock/status"] != "pending" {
+			t.Fatalf("session B's identical call was answered %v %q, want call %s pending", res.Meta, text(res), id)
+		}
+		// Session A repeats the call, waits for it, and gives up.
+		leases := g.leaseWrites(t, "patientbot", id)
+		actx, giveUp := context.WithCancel(context.Background())
+		defer giveUp()
+		aDone := make(chan struct{})
+		go func() {
+			params := &mcp.CallToolParams{Name: "fs__write_file", Arguments: args}
+			params.SetProgressToken("a")
+			_, _ = a.CallTool(actx, params)
+			close(aDone)
+		}()
+		<-aWaits
+		waitLiveLeases(t, leases, 1)
+		giveUp()
+		<-aDone
+		waitLiveLeases(t, leases, 0) // A's repeat stopped waiting
+		for until := time.Now().Add(5 * time.Second); time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
+			if r, err := g.api.Get(context.Background(), "patientbot", id, 0); err == nil && r.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+				t.Fatalf("session A's repeat giving up left call %s %s, which session B adopted, want it pending", id, r.GetState())
+			}
+		}
+		g.rejectAllPending(t, "patientbot", path)
+		if res := callTool(t, b, "fs__write_file", args); res.Meta["airlock/call_id"] != id || !strings.Contains(text(res), "alice rejected") {
+			t.Fatalf("session B's repeat was answered %v %q, want call %s's rejection", res.Meta, text(res), id)
+		}
+	})
+
+	t.Run("a_request_id_sent_again_does_not_return_an_outcome_another_session_got", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "request-id-again.txt")
+		args := map[string]any{"path": path, "content": "request id again"}
+		a := g.raw(t, "patient", `{}`)
+		call := func() map[string]any {
+			t.Helper()
+			raw, _ := json.Marshal(args)
+			m := next(t, messages(a.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fs__write_file","arguments":%s}}`, raw))),
+				"the call's result", func(m rpcMsg) bool { return m.Result != nil })
+			var res map[string]any
+			if err := json.Unmarshal(m.Result, &res); err != nil {
+				t.Fatal(err)
+			}
+			return res
+		}
+		first := call()
+		meta, _ := first["_meta"].(map[string]any)
+		id, _ := meta["airlock/call_id"].(string)
+		if meta["airlock/status"] != "pending" || id == "" {
+			t.Fatalf("the first call was answered %v, want the pending answer", first)
+		}
+		// Session B adopts the call and gets its outcome.
+		b := g.connect(t, "patient", clientOpts{version: "2025-11-25"})
+		if res := callTool(t, b, "fs__write_file", args); res.Meta["airlock/call_id"] != id {
+			t.Fatalf("session B's identical call was answered %v %q, want call %s", res.Meta, text(res), id)
+		}
+		rec := pendingWhere(t, g.api, "patientbot", "write_file", "call "+id, func(r *airlockv1.ApprovalRecord) bool { return r.GetCall().GetCallId() == id })
+		g.decide(t, rec, "alice", airlockv1.DecisionKind_DECISION_KIND_APPROVE, "fine")
+		testenv.Eventually(t, 30*time.Second, "the approved write to run", func() bool {
+			got, err := os.ReadFile(path)
+			return err == nil && string(got) == "request id again"
+		})
+		if res := callTool(t, b, "fs__write_file", args); res.IsError || !strings.Contains(text(res), "Successfully wrote") {
+			t.Fatalf("session B's repeat was answered %v %q, want the tool's result", res.Meta, text(res))
+		}
+		// Session A sends its first request's JSON-RPC id again (twice): a
+		// new call each time, never the outcome B got.
+		for i := 0; i < 2; i++ {
+			again := call()
+			meta, _ := again["_meta"].(map[string]any)
+			if got, _ := meta["airlock/call_id"].(string); got == id || meta["airlock/status"] != "pending" {
+				t.Fatalf("session A's request id 1 sent again (%d), after call %s's outcome went to session B, was answered %v, want a new call pending", i+1, id, again)
+			}
+		}
+		g.rejectAllPending(t, "patientbot", path)
+	})
+
+	t.Run("a_session_that_adopts_a_call_and_gives_up_leaves_no_rejoin_entry", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "adopt-and-leave.txt")
+		args := map[string]any{"path": path, "content": "adopt and leave"}
+		id := pendingCall(t, g.connect(t, "patient", clientOpts{version: "2025-11-25"}), args)
+		leases := g.leaseWrites(t, "patientbot", id)
+		for range 3 {
+			waits := make(chan struct{}, 1)
+			b := g.connect(t, "patient", clientOpts{version: "2025-11-25", progress: waitingFor("b", waits)})
+			ctx, giveUp := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				params := &mcp.CallToolParams{Name: "fs__write_file", Arguments: args}
+				params.SetProgressToken("b")
+				_, _ = b.CallTool(ctx, params)
+				close(done)
+			}()
+			<-waits
+			waitLiveLeases(t, leases, 1)
+			giveUp()
+			<-done
+			waitLiveLeases(t, leases, 0)
+		}
+		if n := g.entriesNaming(t, "r.", id); n != 1 {
+			t.Fatalf("after 3 sessions adopted call %s and gave up before any answer, %d rejoin entries name it, want 1 (its own session's)", id, n)
+		}
+		g.rejectAllPending(t, "patientbot", path)
+	})
+}
+
+// waitForLeaseWatch waits until something watches the lease that says
+// whether a client of agent waits for call (a session deciding whether to
+// adopt the call).
+func (g *gatewayEnv) waitForLeaseWatch(t *testing.T, agent, call string) {
+	t.Helper()
+	_, js := g.dev.Admin(t)
+	bucket := config.Default().Buckets.ClientWaits
+	stream, err := js.Stream(context.Background(), "KV_"+bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "$KV." + bucket + ".c." + agent + "." + call
+	testenv.Eventually(t, 30*time.Second, "a watch of call "+call+"'s lease", func() bool {
+		cs := stream.ListConsumers(context.Background())
+		found := false
+		for c := range cs.Info() {
+			if c.Config.FilterSubject == want || slices.Contains(c.Config.FilterSubjects, want) {
+				found = true
+			}
+		}
+		return found
+	})
+}
+
+// waitLiveLeases waits for the lease write after which n requests wait.
+func waitLiveLeases(t *testing.T, leases <-chan jetstream.KeyValueEntry, n int) {
+	t.Helper()
+	for {
+		select {
+		case e := <-leases:
+			var p clientwait.Presence
+			if err := json.Unmarshal(e.Value(), &p); err != nil {
+				t.Fatal(err)
+			}
+			live := 0
+			for _, until := range p.Waiters {
+				if until.After(e.Created()) {
+					live++
+				}
+			}
+			if live == n {
+				return
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no lease write with %d requests waiting within 20s", n)
+		}
+	}
+}
+
+// waitingFor is a progress handler that signals waits (if not nil) once the
+// request with progress token tok is told its call waits for approval.
+func waitingFor(tok string, waits chan struct{}) func(*mcp.ProgressNotificationClientRequest) {
+	return func(r *mcp.ProgressNotificationClientRequest) {
+		if waits != nil && r.Params.ProgressToken == tok && strings.Contains(r.Params.Message, "waiting for approval") {
+			select {
+			case waits <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// callAsyncToken is callAsync with a progress token.
+func callAsyncToken(cs *mcp.ClientSession, tok, name string, args map[string]any) <-chan *mcp.CallToolResult {
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		params := &mcp.CallToolParams{Name: name, Arguments: args}
+		params.SetProgressToken(tok)
+		res, err := cs.CallTool(ctx, params)
+		if err != nil {
+			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "the call failed: " + err.Error()}}}
+		}
+		done <- res
+	}()
+	return done
 }

@@ -48,9 +48,14 @@ type flight struct {
 	offered     *clientwait.Rejoin
 	offerGone   bool
 	offerFailed bool
+	// made: this request made the call (submitted it, or answers its
+	// confirmation as its 2026-07-28 client's next round): its client
+	// giving up withdraws it, unless another request waits for it. A
+	// request that only follows the call (a repeat, one that adopted it)
+	// withdraws nothing: the call stays offered.
+	made bool
 	// adopted: the call was made in another session, whose client stopped
-	// waiting (adopt). This request only follows it: its client giving up
-	// withdraws nothing, and the call stays offered.
+	// waiting (adopt).
 	adopted bool
 	// since: when the request began, where finding the call took a while
 	// (adopt, or a call whose outcome went to another session first): the
@@ -115,7 +120,7 @@ func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest, t *t
 			return res, err
 		}
 	}
-	f := &flight{tool: t, submit: true, rejoinKey: key, offerKey: offer, since: began, call: airlock.Call{
+	f := &flight{tool: t, submit: true, made: true, rejoinKey: key, offerKey: offer, since: began, call: airlock.Call{
 		ID:     ep.callIDOf(sessionID, requestID, t.def.Name, digest),
 		Server: t.up.GetServer(), Tool: t.up.GetTool(), Args: args,
 		Thread:      thread,
@@ -139,7 +144,7 @@ func (ep *endpoint) resume(ctx context.Context, req *mcp.CallToolRequest, t *too
 	if r, ok := req.Params.InputResponses[confirmKey].(*mcp.ElicitResult); ok {
 		answer = r
 	}
-	f := &flight{tool: t, call: airlock.Call{ID: st.Call, Revision: st.Rev, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
+	f := &flight{tool: t, made: true, call: airlock.Call{ID: st.Call, Revision: st.Rev, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
 	ep.answer(ctx, f, st.Rev, answer, st.Digest, formMode)
 	return ep.follow(ctx, req, f, false)
 }
@@ -206,10 +211,11 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 		// person has no approval to cancel) unless another request waits
 		// for it: its presence is deleted and its offer taken back first,
 		// so no session adopts a call being withdrawn. A call it only
-		// followed (adopted from another session) stays as it is, offered,
-		// for the next session to rejoin or abandon_after to end.
+		// followed (repeated, or adopted from another session) stays as it
+		// is, offered, for the next session to rejoin or abandon_after to
+		// end: another session may have adopted it.
 		gaveUp := ctx.Err() != nil
-		withdraw := gaveUp && !f.adopted
+		withdraw := gaveUp && f.made
 		if forPerson {
 			if withdraw {
 				if withdraw = ep.release(ctx, f.call.ID, w.waiter); withdraw {
