@@ -110,27 +110,45 @@ func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest, t *t
 		}
 		joined = f
 	}
+	// A call whose outcome went to another session's client is not this
+	// client's: the identical request is then a new call, whose id is
+	// derived from the lost call's too (the request's own derived id may
+	// be the lost call's: a JSON-RPC id sent again).
+	lost := ""
 	if joined != nil {
 		if joined.adopted {
 			joined.since = began
 		}
-		// A call whose outcome went to another session's client is not
-		// this client's: the identical request is then a new call.
-		if res, err := ep.follow(ctx, req, joined, false); !errors.Is(err, errAnsweredElsewhere) {
+		res, err := ep.follow(ctx, req, joined, false)
+		if !errors.Is(err, errAnsweredElsewhere) {
 			return res, err
 		}
+		lost = joined.call.ID
 	}
-	f := &flight{tool: t, submit: true, made: true, rejoinKey: key, offerKey: offer, since: began, call: airlock.Call{
-		ID:     ep.callIDOf(sessionID, requestID, t.def.Name, digest),
-		Server: t.up.GetServer(), Tool: t.up.GetTool(), Args: args,
-		Thread:      thread,
-		OnBehalfOf:  ep.cfg.OnBehalfOf,
-		Reason:      reasonOf(req, ep.cfg.Name),
-		Annotations: t.annotations, AnnotationsTrusted: t.up.GetTrusted(),
-	}}
-	// Only a derived id can come again; a random one is always fresh.
-	f.fresh = sessionID == "" || requestID == "" || !ep.recent.add(f.call.ID, time.Now())
-	return ep.follow(ctx, req, f, true)
+	id := ep.callIDOf(sessionID, requestID, t.def.Name, digest)
+	for attempt := 0; ; attempt++ {
+		if lost == id {
+			id = callIDAfter(id, lost)
+		}
+		f := &flight{tool: t, submit: true, made: true, rejoinKey: key, offerKey: offer, since: began, call: airlock.Call{
+			ID:     id,
+			Server: t.up.GetServer(), Tool: t.up.GetTool(), Args: args,
+			Thread:      thread,
+			OnBehalfOf:  ep.cfg.OnBehalfOf,
+			Reason:      reasonOf(req, ep.cfg.Name),
+			Annotations: t.annotations, AnnotationsTrusted: t.up.GetTrusted(),
+		}}
+		// Only a derived id can come again; a random one is always fresh.
+		f.fresh = sessionID == "" || requestID == "" || !ep.recent.add(f.call.ID, time.Now())
+		res, err := ep.follow(ctx, req, f, true)
+		switch {
+		case !errors.Is(err, errAnsweredElsewhere):
+			return res, err
+		case attempt == 2: // new calls do not go elsewhere: something else is wrong
+			return errorResult("unavailable", id, "airlock returned this call's outcome to another session of the endpoint, and could not make a new call for this one. Try again in a moment."), nil
+		}
+		lost = id // the derived id came again, and its outcome went elsewhere
+	}
 }
 
 // resume is a 2026-07-28 client's second round: its person answered the
@@ -237,9 +255,13 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 		ep.log.Warn("a call could not be followed", "call", f.call.ID, "err", err)
 		return errorResult("unavailable", f.call.ID, fmt.Sprintf("airlock could not take or follow the call (%v). Nothing is known to have run; try again in a moment.", err)), nil
 	}
-	// The call's own request returns its outcome whatever the claim says
-	// (no session adopts a call its client waits for).
-	if (forPerson || f.rejoined != nil) && !ep.delivered(ctx, f) && !f.submit {
+	// An outcome goes to one session: a call that waited for a person, or
+	// was found again, or whose derived id came again (a JSON-RPC id sent
+	// again: the call may exist, and have gone to another session), is
+	// claimed first. The submitting request of a call made now wins (no
+	// session adopts a call its client waits for).
+	again := f.submit && !f.fresh && f.offerKey != ""
+	if (forPerson || f.rejoined != nil || f.adopted || again) && !ep.delivered(ctx, f) {
 		return nil, errAnsweredElsewhere
 	}
 	return ep.result(f, out), nil
