@@ -57,6 +57,9 @@ type flight struct {
 	// adopted: the call was made in another session, whose client stopped
 	// waiting (adopt).
 	adopted bool
+	// remembered: the session's rejoin entry this request wrote for its
+	// answer "pending" (nil: none).
+	remembered *clientwait.Rejoin
 	// since: when the request began, where finding the call took a while
 	// (adopt, or a call whose outcome went to another session first): the
 	// time to answer "pending" counts from then.
@@ -212,6 +215,7 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 	w.mu.Unlock()
 	close(w.stop)
 	w.renewing.Wait() // no renewal lands after this request's lease ends
+	w.answering.Wait() // nor a rejoin entry written for an answer not given
 	if c := w.confirmation(); c != nil {
 		// Before the answer: a URL-mode prompt is told it completed on the
 		// call's stream, which closes with the answer.
@@ -299,6 +303,9 @@ type watch struct {
 	renewing sync.WaitGroup
 	renews   bool          // the renewals started
 	held     chan struct{} // closed once the lease was first written
+	// answering: an answer "pending" is being made (answerPending), which
+	// follow waits for before it ends.
+	answering sync.WaitGroup
 }
 
 // answerPending ends the wait of a call that waits for a person with the
@@ -308,10 +315,14 @@ type watch struct {
 func (w *watch) answerPending() {
 	w.mu.Lock()
 	ar, busy, ended := w.ar, w.asking != nil || w.early != nil, w.ended
+	if !ended {
+		w.answering.Add(1)
+	}
 	w.mu.Unlock()
 	if ended {
 		return
 	}
+	defer w.answering.Done()
 	if ar == nil || busy {
 		w.mu.Lock()
 		if !w.ended {
@@ -322,14 +333,20 @@ func (w *watch) answerPending() {
 	}
 	res := w.ep.pendingAnswer(w.ctx, w.f, ar)
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	given := false
 	switch {
 	case w.ended || w.early != nil:
 	case res == nil:
 		w.answerTimer.Reset(w.ep.g.heartbeat)
 	default:
-		w.early = res
+		w.early, given = res, true
 		w.stopWaiting()
+	}
+	w.mu.Unlock()
+	if res != nil && !given {
+		// The outcome, or another answer, came first: the rejoin entry
+		// written for this one would find the call again.
+		w.ep.forgetRejoin(w.ctx, w.f)
 	}
 }
 

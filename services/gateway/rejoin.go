@@ -295,6 +295,21 @@ func (ep *endpoint) hold(ctx context.Context, callID, waiter string, until time.
 	}
 }
 
+// forgetRejoin deletes the rejoin entry f's request wrote for an answer
+// "pending" it did not give: left, it would take a later identical call of
+// the session for this one.
+func (ep *endpoint) forgetRejoin(ctx context.Context, f *flight) {
+	if f.remembered == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := ep.g.rejoins.Deliver(ctx, f.rejoinKey, *f.remembered); err != nil {
+		ep.log.Warn("a rejoin entry for an answer not given was not deleted; the next identical call of the session follows this call", "call", f.call.ID, "err", err)
+	}
+	f.remembered = nil
+}
+
 // pendingAnswer remembers the call for a repeated identical call and is
 // the answer that says it waits for approval; nil when it cannot be
 // remembered (the client then keeps waiting: telling it to call again
@@ -311,13 +326,16 @@ func (ep *endpoint) pendingAnswer(ctx context.Context, f *flight, ar *airlockv1.
 		return nil
 	}
 	if f.rejoined == nil {
-		if err := ep.g.rejoins.Remember(rctx, f.rejoinKey, clientwait.Rejoin{Call: f.call.ID, Revision: rev}); err != nil {
+		r, err := ep.g.rejoins.Join(rctx, f.rejoinKey, clientwait.Rejoin{Call: f.call.ID, Revision: rev})
+		if err != nil {
 			ep.log.Warn("a call waiting for approval could not be remembered; its client keeps waiting", "call", f.call.ID, "err", err)
 			return nil
 		}
+		f.remembered = &r
 		// Its client may call again from a new session (its replica died):
 		// told to call again, it must find the call there too.
 		if ep.offer(rctx, f, rev) != nil {
+			ep.forgetRejoin(rctx, f) // its client keeps waiting
 			return nil
 		}
 	}
