@@ -165,15 +165,18 @@ func TestGatewayRejoin(t *testing.T) {
 		}
 		// A new session that rejoins the call and then gives up (a client
 		// timeout) withdraws nothing: it only followed another's call.
-		impatient := g.connect(t, "plain", clientOpts{version: "2025-11-25"})
+		impatientWaits := make(chan struct{}, 1)
+		impatient := g.connect(t, "plain", clientOpts{version: "2025-11-25", progress: waitingFor("impatient", impatientWaits)})
 		ictx, giveUp := context.WithCancel(context.Background())
 		defer giveUp()
 		gaveUp := make(chan error, 1)
 		go func() {
-			_, err := impatient.CallTool(ictx, &mcp.CallToolParams{Name: "fs__write_file", Arguments: args})
+			params := &mcp.CallToolParams{Name: "fs__write_file", Arguments: args}
+			params.SetProgressToken("impatient")
+			_, err := impatient.CallTool(ictx, params)
 			gaveUp <- err
 		}()
-		g.waitForEntry(t, "r.", id)
+		<-impatientWaits // it follows a call waiting for approval: call id's, or a new one (checked below)
 		giveUp()
 		<-gaveUp
 		for until := time.Now().Add(5 * time.Second); time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
@@ -183,9 +186,10 @@ func TestGatewayRejoin(t *testing.T) {
 		}
 		// Its client starts a new session elsewhere and repeats the call:
 		// it rejoins the call once the lease has run out.
-		fresh := g.connect(t, "plain", clientOpts{version: "2025-11-25"})
-		repeat := callAsync(fresh, "fs__write_file", args)
-		g.waitForEntry(t, "r.", id)
+		freshWaits := make(chan struct{}, 1)
+		fresh := g.connect(t, "plain", clientOpts{version: "2025-11-25", progress: waitingFor("fresh", freshWaits)})
+		repeat := callAsyncToken(fresh, "fresh", "fs__write_file", args)
+		<-freshWaits // it follows a call waiting for approval: call id's, unless it made a new one
 		if calls := g.requestedOn(t, "plainbot", path); len(calls) != 1 {
 			t.Fatalf("the repeat from a new session made calls %v, want only %s", calls, id)
 		}
@@ -250,11 +254,15 @@ func TestGatewayRejoin(t *testing.T) {
 		bctx, giveUp := context.WithCancel(context.Background())
 		defer giveUp()
 		bDone := make(chan error, 1)
+		bWaits := make(chan struct{}, 1)
+		b := g.connect(t, "patient", clientOpts{version: "2025-11-25", progress: waitingFor("b", bWaits)})
 		go func() {
-			_, err := g.connect(t, "patient", clientOpts{version: "2025-11-25"}).CallTool(bctx, &mcp.CallToolParams{Name: "fs__write_file", Arguments: args})
+			params := &mcp.CallToolParams{Name: "fs__write_file", Arguments: args}
+			params.SetProgressToken("b")
+			_, err := b.CallTool(bctx, params)
 			bDone <- err
 		}()
-		g.waitForEntries(t, "r.", id, 2)
+		<-bWaits
 		aAgain := make(chan *mcp.CallToolResult, 1)
 		go func() {
 			params := &mcp.CallToolParams{Name: "fs__write_file", Arguments: args}

@@ -29,7 +29,7 @@ import (
 // for a person is also offered under a key without the session; an
 // identical call from another session of the endpoint that finds no entry
 // of its own rejoins the offered call when no client waits for it any more
-// (adopt), and from then on has its own entry. A call a client still waits
+// (adopt), and once answered "pending" has its own entry. A call a client still waits
 // for is never taken: the identical call is a new one.
 
 // rejoinKey is where a call of this session, tool and arguments is found
@@ -171,8 +171,7 @@ func (ep *endpoint) unoffer(ctx context.Context, f *flight) {
 // another session of the endpoint offered, when no client waits for it any
 // more (its session answered "pending", or the replica renewing its lease
 // is gone); nil when there is none or a client still waits for it (this
-// request is then a new call, as it is without a session key). From then
-// on the call is this session's too: its rejoin entry names it. err is
+// request is then a new call, as it is without a session key). err is
 // set only when ctx ended meanwhile.
 func (ep *endpoint) adopt(ctx context.Context, key, offer string, t *tool) (*flight, error) {
 	if offer == "" {
@@ -208,18 +207,10 @@ func (ep *endpoint) adopt(ctx context.Context, key, offer string, t *tool) (*fli
 	case !ok || !now.Same(r):
 		return nil, nil
 	}
-	f := &flight{tool: t, offerKey: offer, adopted: true, offered: &r, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	own, err := ep.g.rejoins.Join(wctx, key, clientwait.Rejoin{Call: r.Call, Revision: r.Revision})
-	if err != nil {
-		// Followed all the same, without a rejoin entry: the client is
-		// never told to call again, it waits for the outcome.
-		ep.log.Warn("a call rejoined from another session could not be remembered for this one; its client waits for the outcome", "call", r.Call, "err", err)
-		return f, nil
-	}
-	f.rejoinKey, f.rejoined = key, &own
-	return f, nil
+	// From now on the call is this session's too; its rejoin entry is
+	// written only with the answer "pending", as for a call of its own (an
+	// adopter that gives up first leaves nothing behind).
+	return &flight{tool: t, rejoinKey: key, offerKey: offer, adopted: true, offered: &now, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}, nil
 }
 
 // unattended reports whether no client waits for the call: every request
