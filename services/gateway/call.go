@@ -214,7 +214,7 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 	forPerson := w.ar != nil
 	w.mu.Unlock()
 	close(w.stop)
-	w.renewing.Wait() // no renewal lands after this request's lease ends
+	w.renewing.Wait()  // no renewal lands after this request's lease ends
 	w.answering.Wait() // nor a rejoin entry written for an answer not given
 	if c := w.confirmation(); c != nil {
 		// Before the answer: a URL-mode prompt is told it completed on the
