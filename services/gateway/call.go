@@ -223,7 +223,7 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 	}
 	if early, eerr := w.answered(); early != nil || eerr != nil {
 		if forPerson {
-			ep.hold(ctx, f.call.ID, w.waiter, time.Now())
+			ep.hold(ctx, f.call.ID, w.waiter, time.Now(), 5*time.Second)
 		}
 		return early, eerr
 	}
@@ -244,7 +244,7 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 					ep.unoffer(ctx, f) // another session's identical call is a new call
 				}
 			} else {
-				ep.hold(ctx, f.call.ID, w.waiter, time.Now())
+				ep.hold(ctx, f.call.ID, w.waiter, time.Now(), 5*time.Second)
 			}
 		}
 		if gaveUp {
@@ -472,7 +472,9 @@ func (w *watch) renew() {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for first := true; ; first = false {
-		w.ep.hold(w.ctx, w.f.call.ID, w.waiter, time.Now().Add(leaseFor(w.ep.g.heartbeat)))
+		// A renewal gives up well within the lease's margin over the next
+		// renewal (1.5 heartbeats): one stuck write must not outlast it.
+		w.ep.hold(w.ctx, w.f.call.ID, w.waiter, time.Now().Add(leaseFor(w.ep.g.heartbeat)), min(5*time.Second, w.ep.g.heartbeat/2))
 		if first {
 			close(w.held)
 		}

@@ -277,9 +277,9 @@ func (ep *endpoint) release(ctx context.Context, callID, waiter string) (alone b
 }
 
 // hold records that the request waiter waits for the call until until
-// (now: it stopped waiting).
-func (ep *endpoint) hold(ctx context.Context, callID, waiter string, until time.Time) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+// (now: it stopped waiting), giving up on the write after within.
+func (ep *endpoint) hold(ctx context.Context, callID, waiter string, until time.Time, within time.Duration) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
 	defer cancel()
 	if err := ep.g.waits.HoldFor(ctx, ep.cfg.Agent, callID, waiter, clientwait.Presence{Endpoint: ep.cfg.Name, Until: until}); err != nil {
 		ep.log.Info("whether a client waits was not recorded", "call", callID, "err", err)

@@ -330,8 +330,21 @@ func renewed(p, q Presence, now time.Time) bool {
 // the outcome is another client's, and an identical call is a new call. A
 // request of the same owner wins again (identical requests of one session
 // at once return the same outcome).
+//
+// A write that fails is tried again (up to three times, while ctx lasts):
+// it may have been stored, and then the same owner wins again. A claim
+// lives for the bucket's TTL, as the rejoin entries that may try it do.
 func (s *Store) Claim(ctx context.Context, agent, call, owner string) (won bool, err error) {
 	key := "d." + agent + "." + call
+	for attempt := 1; ; attempt++ {
+		won, err = s.claim(ctx, key, call, owner)
+		if err == nil || attempt == 3 || ctx.Err() != nil {
+			return won, err
+		}
+	}
+}
+
+func (s *Store) claim(ctx context.Context, key, call, owner string) (won bool, err error) {
 	_, err = s.kv.Create(ctx, key, []byte(owner))
 	switch {
 	case err == nil:
