@@ -223,7 +223,7 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 	}
 	if early, eerr := w.answered(); early != nil || eerr != nil {
 		if forPerson {
-			ep.hold(ctx, f.call.ID, w.waiter, time.Now(), 5*time.Second)
+			_ = ep.hold(ctx, f.call.ID, w.waiter, time.Now(), 5*time.Second) // logged
 		}
 		return early, eerr
 	}
@@ -244,7 +244,7 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 					ep.unoffer(ctx, f) // another session's identical call is a new call
 				}
 			} else {
-				ep.hold(ctx, f.call.ID, w.waiter, time.Now(), 5*time.Second)
+				_ = ep.hold(ctx, f.call.ID, w.waiter, time.Now(), 5*time.Second) // logged
 			}
 		}
 		if gaveUp {
@@ -474,9 +474,13 @@ func (w *watch) renew() {
 	for first := true; ; first = false {
 		// A renewal gives up well within the lease's margin over the next
 		// renewal (1.5 heartbeats): one stuck write must not outlast it.
-		w.ep.hold(w.ctx, w.f.call.ID, w.waiter, time.Now().Add(leaseFor(w.ep.g.heartbeat)), min(5*time.Second, w.ep.g.heartbeat/2))
+		err := w.ep.hold(w.ctx, w.f.call.ID, w.waiter, time.Now().Add(leaseFor(w.ep.g.heartbeat)), min(5*time.Second, w.ep.g.heartbeat/2))
 		if first {
 			close(w.held)
+		}
+		if errors.Is(err, clientwait.ErrTooManyWaiters) {
+			w.refuse()
+			return
 		}
 		select {
 		case <-w.stop:
@@ -484,6 +488,19 @@ func (w *watch) renew() {
 		case <-tick.C:
 		}
 	}
+}
+
+// refuse ends the wait of a request refused a lease on its call: as many
+// requests as a call may have already wait for it.
+func (w *watch) refuse() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ended || w.early != nil {
+		return
+	}
+	w.early = errorResult("unavailable", w.f.call.ID, fmt.Sprintf("%d requests already wait for this call (the same tool with the same arguments) at gateway endpoint %s, the most one call may have. "+
+		"This request was not added: wait for the answer to one of them, or call again once fewer wait. Nothing was run for it.", clientwait.MaxWaiters, w.ep.cfg.Name))
+	w.stopWaiting()
 }
 
 // leaseFor is how long a waiting request's lease lasts unless renewed

@@ -277,13 +277,17 @@ func (ep *endpoint) release(ctx context.Context, callID, waiter string) (alone b
 }
 
 // hold records that the request waiter waits for the call until until
-// (now: it stopped waiting), giving up on the write after within.
-func (ep *endpoint) hold(ctx context.Context, callID, waiter string, until time.Time, within time.Duration) {
+// (now: it stopped waiting), giving up on the write after within. A
+// failure is logged; it is returned for the one that matters
+// (clientwait.ErrTooManyWaiters).
+func (ep *endpoint) hold(ctx context.Context, callID, waiter string, until time.Time, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
 	defer cancel()
-	if err := ep.g.waits.HoldFor(ctx, ep.cfg.Agent, callID, waiter, clientwait.Presence{Endpoint: ep.cfg.Name, Until: until}); err != nil {
+	err := ep.g.waits.HoldFor(ctx, ep.cfg.Agent, callID, waiter, clientwait.Presence{Endpoint: ep.cfg.Name, Until: until})
+	if err != nil && !errors.Is(err, clientwait.ErrTooManyWaiters) {
 		ep.log.Info("whether a client waits was not recorded", "call", callID, "err", err)
 	}
+	return err
 }
 
 // forgetRejoin deletes the rejoin entry f's request wrote for an answer

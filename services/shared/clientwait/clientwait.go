@@ -161,10 +161,21 @@ func (s *Store) Hold(ctx context.Context, agent, call string, p Presence) error 
 	return s.HoldFor(ctx, agent, call, "", p)
 }
 
+// MaxWaiters is how many requests' leases may run on one call at once: an
+// agent repeating a call many times at once in its sessions must not grow
+// the entry, rewritten every half heartbeat, without bound.
+const MaxWaiters = 16
+
+// ErrTooManyWaiters: MaxWaiters requests already wait for the call; a
+// lease for another one was not added.
+var ErrTooManyWaiters = errors.New("too many requests wait for the call")
+
 // HoldFor is Hold for one of the requests waiting for the call (waiter):
 // it sets that request's lease and leaves the others' as they are
 // (compare-and-swap, so that simultaneous waiters do not overwrite each
-// other). Leases that ended before the latest one are dropped.
+// other). Leases that ended before the latest one are dropped. A new
+// waiter's running lease is refused (ErrTooManyWaiters) while MaxWaiters
+// others run.
 func (s *Store) HoldFor(ctx context.Context, agent, call, waiter string, p Presence) error {
 	key := presenceKey(agent, call)
 	for attempt := 0; ; attempt++ {
@@ -180,8 +191,16 @@ func (s *Store) HoldFor(ctx context.Context, agent, call, waiter string, p Prese
 			_ = json.Unmarshal(e.Value(), &old) // undecodable: written anew
 		}
 		leases := map[string]time.Time{}
+		now := time.Now()
+		live := 0
 		for w, until := range old.leases() {
 			leases[w] = until
+			if until.After(now) && w != waiter {
+				live++
+			}
+		}
+		if _, known := leases[waiter]; !known && p.Until.After(now) && live >= MaxWaiters {
+			return fmt.Errorf("record that a client waits for call %s: %w (%d already do)", call, ErrTooManyWaiters, live)
 		}
 		leases[waiter] = p.Until
 		next := Presence{Endpoint: p.Endpoint, Waiters: map[string]time.Time{}}
@@ -190,7 +209,6 @@ func (s *Store) HoldFor(ctx context.Context, agent, call, waiter string, p Prese
 				next.Until = until
 			}
 		}
-		now := time.Now()
 		for w, until := range leases {
 			if until.After(now) || until.Equal(next.Until) {
 				next.Waiters[w] = until

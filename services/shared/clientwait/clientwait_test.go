@@ -3,6 +3,7 @@ package clientwait_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -230,6 +231,36 @@ func TestReleaseByTheCallsOwnRequest(t *testing.T) {
 	if <-adoptable {
 		t.Error("a call released by its own request, which no other request waited for, was reported unattended: a session would adopt it as it is withdrawn")
 	}
+}
+
+// TestTheWaitersOfACallAreBounded: a call's presence holds at most
+// MaxWaiters running leases, however many requests wait for it; the ones
+// already there are still renewed and ended.
+func TestTheWaitersOfACallAreBounded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openStore(ctx, t)
+	lease := clientwait.Presence{Endpoint: "bot", Until: time.Now().Add(time.Minute)}
+	refused := 0
+	for i := range clientwait.MaxWaiters + 5 {
+		err := s.HoldFor(ctx, "agent", "busy", fmt.Sprintf("w%d", i), lease)
+		switch {
+		case errors.Is(err, clientwait.ErrTooManyWaiters):
+			refused++
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
+	p, _, err := s.PresenceOf(ctx, "agent", "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Waiters) > clientwait.MaxWaiters || refused != 5 {
+		t.Fatalf("%d requests waiting for one call left %d leases, %d refused; want at most %d, 5 refused", clientwait.MaxWaiters+5, len(p.Waiters), refused, clientwait.MaxWaiters)
+	}
+	holdFor(ctx, t, s, "agent", "busy", "w0", clientwait.Presence{Endpoint: "bot", Until: time.Now().Add(2 * time.Minute)}) // renewed
+	holdFor(ctx, t, s, "agent", "busy", "w1", clientwait.Presence{Endpoint: "bot", Until: time.Now()})                      // ended
+	holdFor(ctx, t, s, "agent", "busy", "late", lease)                                                                      // in w1's place
 }
 
 // holdFor is Store.HoldFor, which must succeed.
