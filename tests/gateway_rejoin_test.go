@@ -167,18 +167,9 @@ func TestGatewayRejoin(t *testing.T) {
 		// timeout) withdraws nothing: it only followed another's call.
 		impatientWaits := make(chan struct{}, 1)
 		impatient := g.connect(t, "plain", clientOpts{version: "2025-11-25", progress: waitingFor("impatient", impatientWaits)})
-		ictx, giveUp := context.WithCancel(context.Background())
-		defer giveUp()
-		gaveUp := make(chan error, 1)
-		go func() {
-			params := &mcp.CallToolParams{Name: "fs__write_file", Arguments: args}
-			params.SetProgressToken("impatient")
-			_, err := impatient.CallTool(ictx, params)
-			gaveUp <- err
-		}()
-		<-impatientWaits // it follows a call waiting for approval: call id's, or a new one (checked below)
-		giveUp()
-		<-gaveUp
+		// It follows a call waiting for approval: call id's, or a new one
+		// (checked below).
+		waitingCall(t, impatient, "impatient", impatientWaits, args)()
 		for until := time.Now().Add(5 * time.Second); time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
 			if r, err := g.api.Get(context.Background(), "plainbot", id, 0); err == nil && r.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
 				t.Fatalf("a session that rejoined the call and gave up left it %s, want it pending", r.GetState())
@@ -251,18 +242,9 @@ func TestGatewayRejoin(t *testing.T) {
 		id := pendingCall(t, a, args)
 		// Session B adopts the call (A's request was answered "pending"),
 		// then A calls again in its session: two requests wait for it.
-		bctx, giveUp := context.WithCancel(context.Background())
-		defer giveUp()
-		bDone := make(chan error, 1)
 		bWaits := make(chan struct{}, 1)
 		b := g.connect(t, "patient", clientOpts{version: "2025-11-25", progress: waitingFor("b", bWaits)})
-		go func() {
-			params := &mcp.CallToolParams{Name: "fs__write_file", Arguments: args}
-			params.SetProgressToken("b")
-			_, err := b.CallTool(bctx, params)
-			bDone <- err
-		}()
-		<-bWaits
+		bHangUp := waitingCall(t, b, "b", bWaits, args)
 		aAgain := make(chan *mcp.CallToolResult, 1)
 		go func() {
 			params := &mcp.CallToolParams{Name: "fs__write_file", Arguments: args}
@@ -278,28 +260,16 @@ func TestGatewayRejoin(t *testing.T) {
 		// B gives up. Until its stop is recorded, the lease must never say
 		// that no client waits: A still does.
 		leases := g.leaseWrites(t, "patientbot", id)
-		giveUp()
-		<-bDone
+		bHangUp()
 	leases:
 		for {
 			select {
 			case e := <-leases:
-				var p clientwait.Presence
-				if err := json.Unmarshal(e.Value(), &p); err != nil {
-					t.Fatal(err)
-				}
-				switch live := 0; {
+				switch p, live := liveLeases(t, e); {
 				case !p.Waiting(e.Created()):
 					t.Fatalf("with session A's request still waiting, the call's lease said no client waits (%+v): another session may adopt it", p)
-				default:
-					for _, until := range p.Waiters {
-						if until.After(e.Created()) {
-							live++
-						}
-					}
-					if live == 1 {
-						break leases // B's stop is recorded, A's lease runs on
-					}
+				case live == 1:
+					break leases // B's stop is recorded, A's lease runs on
 				}
 			case <-time.After(20 * time.Second):
 				t.Fatal("session B's stop was not recorded within 20s")
@@ -675,19 +645,9 @@ func TestGatewayRejoinFaults(t *testing.T) {
 		}
 		// Session A repeats the call, waits for it, and gives up.
 		leases := g.leaseWrites(t, "patientbot", id)
-		actx, giveUp := context.WithCancel(context.Background())
-		defer giveUp()
-		aDone := make(chan struct{})
-		go func() {
-			params := &mcp.CallToolParams{Name: "fs__write_file", Arguments: args}
-			params.SetProgressToken("a")
-			_, _ = a.CallTool(actx, params)
-			close(aDone)
-		}()
-		<-aWaits
+		hangUp := waitingCall(t, a, "a", aWaits, args)
 		waitLiveLeases(t, leases, 1)
-		giveUp()
-		<-aDone
+		hangUp()
 		waitLiveLeases(t, leases, 0) // A's repeat stopped waiting
 		for until := time.Now().Add(5 * time.Second); time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
 			if r, err := g.api.Get(context.Background(), "patientbot", id, 0); err == nil && r.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
@@ -757,18 +717,9 @@ func TestGatewayRejoinFaults(t *testing.T) {
 		for range 3 {
 			waits := make(chan struct{}, 1)
 			b := g.connect(t, "patient", clientOpts{version: "2025-11-25", progress: waitingFor("b", waits)})
-			ctx, giveUp := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() {
-				params := &mcp.CallToolParams{Name: "fs__write_file", Arguments: args}
-				params.SetProgressToken("b")
-				_, _ = b.CallTool(ctx, params)
-				close(done)
-			}()
-			<-waits
+			hangUp := waitingCall(t, b, "b", waits, args)
 			waitLiveLeases(t, leases, 1)
-			giveUp()
-			<-done
+			hangUp()
 			waitLiveLeases(t, leases, 0)
 		}
 		if n := g.entriesNaming(t, "r.", id); n != 1 {
@@ -808,23 +759,28 @@ func waitLiveLeases(t *testing.T, leases <-chan jetstream.KeyValueEntry, n int) 
 	for {
 		select {
 		case e := <-leases:
-			var p clientwait.Presence
-			if err := json.Unmarshal(e.Value(), &p); err != nil {
-				t.Fatal(err)
-			}
-			live := 0
-			for _, until := range p.Waiters {
-				if until.After(e.Created()) {
-					live++
-				}
-			}
-			if live == n {
+			if _, live := liveLeases(t, e); live == n {
 				return
 			}
 		case <-time.After(20 * time.Second):
 			t.Fatalf("no lease write with %d requests waiting within 20s", n)
 		}
 	}
+}
+
+// liveLeases is the lease write e and how many requests' leases ran as it
+// was written.
+func liveLeases(t *testing.T, e jetstream.KeyValueEntry) (p clientwait.Presence, live int) {
+	t.Helper()
+	if err := json.Unmarshal(e.Value(), &p); err != nil {
+		t.Fatal(err)
+	}
+	for _, until := range p.Waiters {
+		if until.After(e.Created()) {
+			live++
+		}
+	}
+	return p, live
 }
 
 // waitingFor is a progress handler that signals waits (if not nil) once the
@@ -838,6 +794,31 @@ func waitingFor(tok string, waits chan struct{}) func(*mcp.ProgressNotificationC
 			}
 		}
 	}
+}
+
+// waitingCall calls write_file with args in cs under progress token tok,
+// whose "waiting for approval" progress signals waits (cs's handler is
+// waitingFor(tok, waits)), and returns once it came; hangUp gives up on
+// the call and returns once the client has.
+func waitingCall(t *testing.T, cs *mcp.ClientSession, tok string, waits <-chan struct{}, args map[string]any) (hangUp func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan struct{})
+	go func() {
+		params := &mcp.CallToolParams{Name: "fs__write_file", Arguments: args}
+		params.SetProgressToken(tok)
+		_, _ = cs.CallTool(ctx, params)
+		close(done)
+	}()
+	select {
+	case <-waits:
+	case <-done:
+		t.Fatalf("the call under progress token %s ended before it was told it waits for approval", tok)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the call under progress token %s was not told within 30s that it waits for approval", tok)
+	}
+	return func() { cancel(); <-done }
 }
 
 // callAsyncToken is callAsync with a progress token.

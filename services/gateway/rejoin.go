@@ -197,20 +197,20 @@ func (ep *endpoint) adopt(ctx context.Context, key, offer string, t *tool) (*fli
 	}
 	// The call's own client may have given up meanwhile, taking the offer
 	// back: the call is joined only if the bucket still offers it as read.
-	now, ok, err := ep.g.rejoins.Get(ctx, offer)
+	still, ok, err := ep.g.rejoins.Get(ctx, offer)
 	switch {
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	case err != nil:
 		ep.log.Warn("an offered call could not be looked up again; the call is submitted as a new call", "call", r.Call, "err", err)
 		return nil, nil
-	case !ok || !now.Same(r):
+	case !ok || !still.Same(r):
 		return nil, nil
 	}
 	// From now on the call is this session's too; its rejoin entry is
 	// written only with the answer "pending", as for a call of its own (an
 	// adopter that gives up first leaves nothing behind).
-	return &flight{tool: t, rejoinKey: key, offerKey: offer, adopted: true, offered: &now, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}, nil
+	return &flight{tool: t, rejoinKey: key, offerKey: offer, adopted: true, offered: &still, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}, nil
 }
 
 // unattended reports whether no client waits for the call: every request
