@@ -648,7 +648,6 @@ func TestGatewayRejoinFaults(t *testing.T) {
 		hangUp := waitingCall(t, a, "a", aWaits, args)
 		waitLiveLeases(t, leases, 1)
 		hangUp()
-		waitLiveLeases(t, leases, 0) // A's repeat stopped waiting
 		for until := time.Now().Add(5 * time.Second); time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
 			if r, err := g.api.Get(context.Background(), "patientbot", id, 0); err == nil && r.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
 				t.Fatalf("session A's repeat giving up left call %s %s, which session B adopted, want it pending", id, r.GetState())
@@ -665,21 +664,23 @@ func TestGatewayRejoinFaults(t *testing.T) {
 		path := filepath.Join(g.files, "request-id-again.txt")
 		args := map[string]any{"path": path, "content": "request id again"}
 		a := g.raw(t, "patient", `{}`)
-		call := func() map[string]any {
+		// call sends the call as JSON-RPC request rpcID; it returns the
+		// result, its call id and its status.
+		call := func(rpcID int) (res map[string]any, id, status string) {
 			t.Helper()
 			raw, _ := json.Marshal(args)
-			m := next(t, messages(a.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fs__write_file","arguments":%s}}`, raw))),
+			m := next(t, messages(a.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"fs__write_file","arguments":%s}}`, rpcID, raw))),
 				"the call's result", func(m rpcMsg) bool { return m.Result != nil })
-			var res map[string]any
 			if err := json.Unmarshal(m.Result, &res); err != nil {
 				t.Fatal(err)
 			}
-			return res
+			meta, _ := res["_meta"].(map[string]any)
+			id, _ = meta["airlock/call_id"].(string)
+			status, _ = meta["airlock/status"].(string)
+			return res, id, status
 		}
-		first := call()
-		meta, _ := first["_meta"].(map[string]any)
-		id, _ := meta["airlock/call_id"].(string)
-		if meta["airlock/status"] != "pending" || id == "" {
+		first, id, status := call(1)
+		if status != "pending" || id == "" {
 			t.Fatalf("the first call was answered %v, want the pending answer", first)
 		}
 		// Session B adopts the call and gets its outcome.
@@ -693,17 +694,27 @@ func TestGatewayRejoinFaults(t *testing.T) {
 			got, err := os.ReadFile(path)
 			return err == nil && string(got) == "request id again"
 		})
+		writeFile(t, path, "changed after the run") // were the tool run again, it would write this back
 		if res := callTool(t, b, "fs__write_file", args); res.IsError || !strings.Contains(text(res), "Successfully wrote") {
 			t.Fatalf("session B's repeat was answered %v %q, want the tool's result", res.Meta, text(res))
 		}
-		// Session A sends its first request's JSON-RPC id again (twice): a
-		// new call each time, never the outcome B got.
-		for i := 0; i < 2; i++ {
-			again := call()
-			meta, _ := again["_meta"].(map[string]any)
-			if got, _ := meta["airlock/call_id"].(string); got == id || meta["airlock/status"] != "pending" {
-				t.Fatalf("session A's request id 1 sent again (%d), after call %s's outcome went to session B, was answered %v, want a new call pending", i+1, id, again)
-			}
+		// Session A sends its first request's JSON-RPC id again: a new call,
+		// never the outcome B got.
+		again, newID, status := call(1)
+		if newID == id || status != "pending" {
+			t.Fatalf("session A's request id 1 sent again, after call %s's outcome went to session B, was answered %v, want a new call pending", id, again)
+		}
+		// That call is rejected and its outcome returned to A (which ends
+		// A's rejoin entry); the id sent once more is never B's outcome.
+		g.rejectAllPending(t, "patientbot", path)
+		if res, got, _ := call(2); got != newID || !strings.Contains(fmt.Sprint(res), "alice rejected") {
+			t.Fatalf("session A's repeat was answered %v, want call %s's rejection", res, newID)
+		}
+		if res, got, _ := call(1); got == id || strings.Contains(fmt.Sprint(res), "Successfully wrote") {
+			t.Fatalf("session A's request id 1 sent once more, after call %s's outcome went to session B, was answered %v: B's outcome", id, res)
+		}
+		if got := readFileString(t, path); got != "changed after the run" {
+			t.Fatalf("the tool ran again: the file holds %q", got)
 		}
 		g.rejectAllPending(t, "patientbot", path)
 	})

@@ -17,7 +17,9 @@
 //   - a presence lease (key "c.<agent>.<call>"): until when each request
 //     waiting for the call is known to wait, renewed while it does, so a
 //     reviewer can see whether anyone still waits for the outcome, and no
-//     session adopts a call a client still waits for.
+//     session adopts a call a client still waits for (at most MaxWaiters
+//     leases a call; deleted by Release when the client that made the call
+//     gives up alone, so no session adopts a call being withdrawn).
 //   - a delivery claim (key "d.<agent>.<call>"): the session the call's
 //     outcome went to; it goes to no other (Claim).
 package clientwait
