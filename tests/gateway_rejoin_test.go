@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -164,17 +165,11 @@ func TestGatewayRejoin(t *testing.T) {
 		}
 		// A new session that rejoins the call and then gives up (a client
 		// timeout) withdraws nothing: it only followed another's call.
-		impatient := g.connect(t, "plain", clientOpts{version: "2025-11-25"})
-		ictx, giveUp := context.WithCancel(context.Background())
-		defer giveUp()
-		gaveUp := make(chan error, 1)
-		go func() {
-			_, err := impatient.CallTool(ictx, &mcp.CallToolParams{Name: "fs__write_file", Arguments: args})
-			gaveUp <- err
-		}()
-		g.waitForEntry(t, "r.", id)
-		giveUp()
-		<-gaveUp
+		impatientWaits := make(chan struct{}, 1)
+		impatient := g.connect(t, "plain", clientOpts{version: "2025-11-25", progress: waitingFor("impatient", impatientWaits)})
+		// It follows a call waiting for approval: call id's, or a new one
+		// (checked below).
+		waitingCall(t, impatient, "impatient", impatientWaits, args)()
 		for until := time.Now().Add(5 * time.Second); time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
 			if r, err := g.api.Get(context.Background(), "plainbot", id, 0); err == nil && r.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
 				t.Fatalf("a session that rejoined the call and gave up left it %s, want it pending", r.GetState())
@@ -182,9 +177,10 @@ func TestGatewayRejoin(t *testing.T) {
 		}
 		// Its client starts a new session elsewhere and repeats the call:
 		// it rejoins the call once the lease has run out.
-		fresh := g.connect(t, "plain", clientOpts{version: "2025-11-25"})
-		repeat := callAsync(fresh, "fs__write_file", args)
-		g.waitForEntry(t, "r.", id)
+		freshWaits := make(chan struct{}, 1)
+		fresh := g.connect(t, "plain", clientOpts{version: "2025-11-25", progress: waitingFor("fresh", freshWaits)})
+		repeat := callAsyncToken(fresh, "fresh", "fs__write_file", args)
+		<-freshWaits // it follows a call waiting for approval: call id's, unless it made a new one
 		if calls := g.requestedOn(t, "plainbot", path); len(calls) != 1 {
 			t.Fatalf("the repeat from a new session made calls %v, want only %s", calls, id)
 		}
@@ -246,14 +242,9 @@ func TestGatewayRejoin(t *testing.T) {
 		id := pendingCall(t, a, args)
 		// Session B adopts the call (A's request was answered "pending"),
 		// then A calls again in its session: two requests wait for it.
-		bctx, giveUp := context.WithCancel(context.Background())
-		defer giveUp()
-		bDone := make(chan error, 1)
-		go func() {
-			_, err := g.connect(t, "patient", clientOpts{version: "2025-11-25"}).CallTool(bctx, &mcp.CallToolParams{Name: "fs__write_file", Arguments: args})
-			bDone <- err
-		}()
-		g.waitForEntries(t, "r.", id, 2)
+		bWaits := make(chan struct{}, 1)
+		b := g.connect(t, "patient", clientOpts{version: "2025-11-25", progress: waitingFor("b", bWaits)})
+		bHangUp := waitingCall(t, b, "b", bWaits, args)
 		aAgain := make(chan *mcp.CallToolResult, 1)
 		go func() {
 			params := &mcp.CallToolParams{Name: "fs__write_file", Arguments: args}
@@ -269,28 +260,16 @@ func TestGatewayRejoin(t *testing.T) {
 		// B gives up. Until its stop is recorded, the lease must never say
 		// that no client waits: A still does.
 		leases := g.leaseWrites(t, "patientbot", id)
-		giveUp()
-		<-bDone
+		bHangUp()
 	leases:
 		for {
 			select {
 			case e := <-leases:
-				var p clientwait.Presence
-				if err := json.Unmarshal(e.Value(), &p); err != nil {
-					t.Fatal(err)
-				}
-				switch live := 0; {
+				switch p, live := liveLeases(t, e); {
 				case !p.Waiting(e.Created()):
 					t.Fatalf("with session A's request still waiting, the call's lease said no client waits (%+v): another session may adopt it", p)
-				default:
-					for _, until := range p.Waiters {
-						if until.After(e.Created()) {
-							live++
-						}
-					}
-					if live == 1 {
-						break leases // B's stop is recorded, A's lease runs on
-					}
+				case live == 1:
+					break leases // B's stop is recorded, A's lease runs on
 				}
 			case <-time.After(20 * time.Second):
 				t.Fatal("session B's stop was not recorded within 20s")
@@ -470,24 +449,31 @@ func (g *gatewayEnv) rejectAllPending(t *testing.T, agent, path string) {
 // under prefix naming call.
 func (g *gatewayEnv) waitForEntries(t *testing.T, prefix, call string, n int) {
 	t.Helper()
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%d entries %s… naming call %s", n, prefix, call), func() bool {
+		return g.entriesNaming(t, prefix, call) >= n
+	})
+}
+
+// entriesNaming counts the client-waits bucket's entries under prefix
+// naming call.
+func (g *gatewayEnv) entriesNaming(t *testing.T, prefix, call string) int {
+	t.Helper()
 	_, js := g.dev.Admin(t)
 	kv, err := js.KeyValue(context.Background(), config.Default().Buckets.ClientWaits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%d entries %s… naming call %s", n, prefix, call), func() bool {
-		keys, err := kv.ListKeysFiltered(context.Background(), prefix+">")
-		if err != nil {
-			return false
+	keys, err := kv.ListKeysFiltered(context.Background(), prefix+">")
+	if err != nil {
+		return 0
+	}
+	found := 0
+	for k := range keys.Keys() {
+		if e, err := kv.Get(context.Background(), k); err == nil && strings.Contains(string(e.Value()), `"`+call+`"`) {
+			found++
 		}
-		found := 0
-		for k := range keys.Keys() {
-			if e, err := kv.Get(context.Background(), k); err == nil && strings.Contains(string(e.Value()), `"`+call+`"`) {
-				found++
-			}
-		}
-		return found >= n
-	})
+	}
+	return found
 }
 
 // requestedOn is the ids of the write_file calls agent requested on path.
@@ -603,4 +589,262 @@ func (c *tsClient) result() tsResult {
 		c.t.Fatal("the TypeScript SDK client answered nothing within 90s")
 	}
 	return tsResult{}
+}
+
+// TestGatewayRejoinFaults: what a session that follows another session's
+// call (adopt) must never get, and what it must not leave behind.
+func TestGatewayRejoinFaults(t *testing.T) {
+	t.Parallel()
+	g := startGatewayEnv(t)
+
+	t.Run("a_call_its_client_withdraws_is_not_adopted_by_another_session", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "withdrawn.txt")
+		args := map[string]any{"path": path, "content": "withdrawn"}
+		a := g.connect(t, "plain", clientOpts{version: "2025-11-25"})
+		actx, giveUp := context.WithCancel(context.Background())
+		defer giveUp()
+		aDone := make(chan struct{})
+		go func() {
+			_, _ = a.CallTool(actx, &mcp.CallToolParams{Name: "fs__write_file", Arguments: args})
+			close(aDone)
+		}()
+		rec := g.pendingFor(t, "plainbot", "write_file", path)
+		id := rec.GetCall().GetCallId()
+		g.waitForEntry(t, "a.", id)
+		// Session B's identical call waits to see whether A's client still
+		// waits (it watches the call's lease); then A's client gives up.
+		b := callAsync(g.connect(t, "plain", clientOpts{version: "2025-11-25"}), "fs__write_file", args)
+		g.waitForLeaseWatch(t, "plainbot", id)
+		giveUp()
+		<-aDone
+		// B's call is a new call, not A's being withdrawn.
+		other := g.pendingWhereNot(t, "plainbot", path, id)
+		g.decide(t, other, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "not needed")
+		select {
+		case res := <-b:
+			if got, _ := res.Meta["airlock/call_id"].(string); got == id || !strings.Contains(text(res), "alice rejected") {
+				t.Fatalf("session B's identical call, made as A's client withdrew call %s, was answered %v %q, want its own new call's rejection", id, res.Meta, text(res))
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("session B's call got no answer within 60s")
+		}
+	})
+
+	t.Run("a_repeat_of_the_calls_own_session_giving_up_does_not_withdraw_it_from_an_adopter", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "own-repeat.txt")
+		args := map[string]any{"path": path, "content": "own repeat"}
+		aWaits := make(chan struct{}, 1)
+		a := g.connect(t, "patient", clientOpts{version: "2025-11-25", progress: waitingFor("a", aWaits)})
+		id := pendingCall(t, a, args)
+		// Session B adopts the call: it is B's too.
+		b := g.connect(t, "patient", clientOpts{version: "2025-11-25"})
+		if res := callTool(t, b, "fs__write_file", args); res.Meta["airlock/call_id"] != id || res.Meta["airlock/status"] != "pending" {
+			t.Fatalf("session B's identical call was answered %v %q, want call %s pending", res.Meta, text(res), id)
+		}
+		// Session A repeats the call, waits for it, and gives up.
+		leases := g.leaseWrites(t, "patientbot", id)
+		hangUp := waitingCall(t, a, "a", aWaits, args)
+		waitLiveLeases(t, leases, 1)
+		hangUp()
+		for until := time.Now().Add(5 * time.Second); time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
+			if r, err := g.api.Get(context.Background(), "patientbot", id, 0); err == nil && r.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+				t.Fatalf("session A's repeat giving up left call %s %s, which session B adopted, want it pending", id, r.GetState())
+			}
+		}
+		g.rejectAllPending(t, "patientbot", path)
+		if res := callTool(t, b, "fs__write_file", args); res.Meta["airlock/call_id"] != id || !strings.Contains(text(res), "alice rejected") {
+			t.Fatalf("session B's repeat was answered %v %q, want call %s's rejection", res.Meta, text(res), id)
+		}
+	})
+
+	t.Run("a_request_id_sent_again_does_not_return_an_outcome_another_session_got", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "request-id-again.txt")
+		args := map[string]any{"path": path, "content": "request id again"}
+		a := g.raw(t, "patient", `{}`)
+		// call sends the call as JSON-RPC request rpcID; it returns the
+		// result, its call id and its status.
+		call := func(rpcID int) (res map[string]any, id, status string) {
+			t.Helper()
+			raw, _ := json.Marshal(args)
+			m := next(t, messages(a.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"fs__write_file","arguments":%s}}`, rpcID, raw))),
+				"the call's result", func(m rpcMsg) bool { return m.Result != nil })
+			if err := json.Unmarshal(m.Result, &res); err != nil {
+				t.Fatal(err)
+			}
+			meta, _ := res["_meta"].(map[string]any)
+			id, _ = meta["airlock/call_id"].(string)
+			status, _ = meta["airlock/status"].(string)
+			return res, id, status
+		}
+		first, id, status := call(1)
+		if status != "pending" || id == "" {
+			t.Fatalf("the first call was answered %v, want the pending answer", first)
+		}
+		// Session B adopts the call and gets its outcome.
+		b := g.connect(t, "patient", clientOpts{version: "2025-11-25"})
+		if res := callTool(t, b, "fs__write_file", args); res.Meta["airlock/call_id"] != id {
+			t.Fatalf("session B's identical call was answered %v %q, want call %s", res.Meta, text(res), id)
+		}
+		rec := pendingWhere(t, g.api, "patientbot", "write_file", "call "+id, func(r *airlockv1.ApprovalRecord) bool { return r.GetCall().GetCallId() == id })
+		g.decide(t, rec, "alice", airlockv1.DecisionKind_DECISION_KIND_APPROVE, "fine")
+		testenv.Eventually(t, 30*time.Second, "the approved write to run", func() bool {
+			got, err := os.ReadFile(path)
+			return err == nil && string(got) == "request id again"
+		})
+		writeFile(t, path, "changed after the run") // were the tool run again, it would write this back
+		if res := callTool(t, b, "fs__write_file", args); res.IsError || !strings.Contains(text(res), "Successfully wrote") {
+			t.Fatalf("session B's repeat was answered %v %q, want the tool's result", res.Meta, text(res))
+		}
+		// Session A sends its first request's JSON-RPC id again: a new call,
+		// never the outcome B got.
+		again, newID, status := call(1)
+		if newID == id || status != "pending" {
+			t.Fatalf("session A's request id 1 sent again, after call %s's outcome went to session B, was answered %v, want a new call pending", id, again)
+		}
+		// That call is rejected and its outcome returned to A (which ends
+		// A's rejoin entry); the id sent once more is never B's outcome.
+		g.rejectAllPending(t, "patientbot", path)
+		if res, got, _ := call(2); got != newID || !strings.Contains(fmt.Sprint(res), "alice rejected") {
+			t.Fatalf("session A's repeat was answered %v, want call %s's rejection", res, newID)
+		}
+		if res, got, _ := call(1); got == id || strings.Contains(fmt.Sprint(res), "Successfully wrote") {
+			t.Fatalf("session A's request id 1 sent once more, after call %s's outcome went to session B, was answered %v: B's outcome", id, res)
+		}
+		if got := readFileString(t, path); got != "changed after the run" {
+			t.Fatalf("the tool ran again: the file holds %q", got)
+		}
+		g.rejectAllPending(t, "patientbot", path)
+	})
+
+	t.Run("a_session_that_adopts_a_call_and_gives_up_leaves_no_rejoin_entry", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "adopt-and-leave.txt")
+		args := map[string]any{"path": path, "content": "adopt and leave"}
+		id := pendingCall(t, g.connect(t, "patient", clientOpts{version: "2025-11-25"}), args)
+		leases := g.leaseWrites(t, "patientbot", id)
+		for range 3 {
+			waits := make(chan struct{}, 1)
+			b := g.connect(t, "patient", clientOpts{version: "2025-11-25", progress: waitingFor("b", waits)})
+			hangUp := waitingCall(t, b, "b", waits, args)
+			waitLiveLeases(t, leases, 1)
+			hangUp()
+			waitLiveLeases(t, leases, 0)
+		}
+		if n := g.entriesNaming(t, "r.", id); n != 1 {
+			t.Fatalf("after 3 sessions adopted call %s and gave up before any answer, %d rejoin entries name it, want 1 (its own session's)", id, n)
+		}
+		g.rejectAllPending(t, "patientbot", path)
+	})
+}
+
+// waitForLeaseWatch waits until something watches the lease that says
+// whether a client of agent waits for call (a session deciding whether to
+// adopt the call).
+func (g *gatewayEnv) waitForLeaseWatch(t *testing.T, agent, call string) {
+	t.Helper()
+	_, js := g.dev.Admin(t)
+	bucket := config.Default().Buckets.ClientWaits
+	stream, err := js.Stream(context.Background(), "KV_"+bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "$KV." + bucket + ".c." + agent + "." + call
+	testenv.Eventually(t, 30*time.Second, "a watch of call "+call+"'s lease", func() bool {
+		cs := stream.ListConsumers(context.Background())
+		found := false
+		for c := range cs.Info() {
+			if c.Config.FilterSubject == want || slices.Contains(c.Config.FilterSubjects, want) {
+				found = true
+			}
+		}
+		return found
+	})
+}
+
+// waitLiveLeases waits for the lease write after which n requests wait.
+func waitLiveLeases(t *testing.T, leases <-chan jetstream.KeyValueEntry, n int) {
+	t.Helper()
+	for {
+		select {
+		case e := <-leases:
+			if _, live := liveLeases(t, e); live == n {
+				return
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no lease write with %d requests waiting within 20s", n)
+		}
+	}
+}
+
+// liveLeases is the lease write e and how many requests' leases ran as it
+// was written.
+func liveLeases(t *testing.T, e jetstream.KeyValueEntry) (p clientwait.Presence, live int) {
+	t.Helper()
+	if err := json.Unmarshal(e.Value(), &p); err != nil {
+		t.Fatal(err)
+	}
+	for _, until := range p.Waiters {
+		if until.After(e.Created()) {
+			live++
+		}
+	}
+	return p, live
+}
+
+// waitingFor is a progress handler that signals waits (if not nil) once the
+// request with progress token tok is told its call waits for approval.
+func waitingFor(tok string, waits chan struct{}) func(*mcp.ProgressNotificationClientRequest) {
+	return func(r *mcp.ProgressNotificationClientRequest) {
+		if waits != nil && r.Params.ProgressToken == tok && strings.Contains(r.Params.Message, "waiting for approval") {
+			select {
+			case waits <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// waitingCall calls write_file with args in cs under progress token tok,
+// whose "waiting for approval" progress signals waits (cs's handler is
+// waitingFor(tok, waits)), and returns once it came; hangUp gives up on
+// the call and returns once the client has.
+func waitingCall(t *testing.T, cs *mcp.ClientSession, tok string, waits <-chan struct{}, args map[string]any) (hangUp func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan struct{})
+	go func() {
+		params := &mcp.CallToolParams{Name: "fs__write_file", Arguments: args}
+		params.SetProgressToken(tok)
+		_, _ = cs.CallTool(ctx, params)
+		close(done)
+	}()
+	select {
+	case <-waits:
+	case <-done:
+		t.Fatalf("the call under progress token %s ended before it was told it waits for approval", tok)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the call under progress token %s was not told within 30s that it waits for approval", tok)
+	}
+	return func() { cancel(); <-done }
+}
+
+// callAsyncToken is callAsync with a progress token.
+func callAsyncToken(cs *mcp.ClientSession, tok, name string, args map[string]any) <-chan *mcp.CallToolResult {
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		params := &mcp.CallToolParams{Name: name, Arguments: args}
+		params.SetProgressToken(tok)
+		res, err := cs.CallTool(ctx, params)
+		if err != nil {
+			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "the call failed: " + err.Error()}}}
+		}
+		done <- res
+	}()
+	return done
 }

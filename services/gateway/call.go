@@ -48,10 +48,18 @@ type flight struct {
 	offered     *clientwait.Rejoin
 	offerGone   bool
 	offerFailed bool
+	// made: this request made the call (submitted it, or answers its
+	// confirmation as its 2026-07-28 client's next round): its client
+	// giving up withdraws it, unless another request waits for it. A
+	// request that only follows the call (a repeat, one that adopted it)
+	// withdraws nothing: the call stays offered.
+	made bool
 	// adopted: the call was made in another session, whose client stopped
-	// waiting (adopt). This request only follows it: its client giving up
-	// withdraws nothing, and the call stays offered.
+	// waiting (adopt).
 	adopted bool
+	// remembered: the session's rejoin entry this request wrote for its
+	// answer "pending" (nil: none).
+	remembered *clientwait.Rejoin
 	// since: when the request began, where finding the call took a while
 	// (adopt, or a call whose outcome went to another session first): the
 	// time to answer "pending" counts from then.
@@ -105,27 +113,45 @@ func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest, t *t
 		}
 		joined = f
 	}
+	// A call whose outcome went to another session's client is not this
+	// client's: the identical request is then a new call, whose id is
+	// derived from the lost call's too (the request's own derived id may
+	// be the lost call's: a JSON-RPC id sent again).
+	lost := ""
 	if joined != nil {
 		if joined.adopted {
 			joined.since = began
 		}
-		// A call whose outcome went to another session's client is not
-		// this client's: the identical request is then a new call.
-		if res, err := ep.follow(ctx, req, joined, false); !errors.Is(err, errAnsweredElsewhere) {
+		res, err := ep.follow(ctx, req, joined, false)
+		if !errors.Is(err, errAnsweredElsewhere) {
 			return res, err
 		}
+		lost = joined.call.ID
 	}
-	f := &flight{tool: t, submit: true, rejoinKey: key, offerKey: offer, since: began, call: airlock.Call{
-		ID:     ep.callIDOf(sessionID, requestID, t.def.Name, digest),
-		Server: t.up.GetServer(), Tool: t.up.GetTool(), Args: args,
-		Thread:      thread,
-		OnBehalfOf:  ep.cfg.OnBehalfOf,
-		Reason:      reasonOf(req, ep.cfg.Name),
-		Annotations: t.annotations, AnnotationsTrusted: t.up.GetTrusted(),
-	}}
-	// Only a derived id can come again; a random one is always fresh.
-	f.fresh = sessionID == "" || requestID == "" || !ep.recent.add(f.call.ID, time.Now())
-	return ep.follow(ctx, req, f, true)
+	id := ep.callIDOf(sessionID, requestID, t.def.Name, digest)
+	for attempt := 0; ; attempt++ {
+		if lost == id {
+			id = callIDAfter(id, lost)
+		}
+		f := &flight{tool: t, submit: true, made: true, rejoinKey: key, offerKey: offer, since: began, call: airlock.Call{
+			ID:     id,
+			Server: t.up.GetServer(), Tool: t.up.GetTool(), Args: args,
+			Thread:      thread,
+			OnBehalfOf:  ep.cfg.OnBehalfOf,
+			Reason:      reasonOf(req, ep.cfg.Name),
+			Annotations: t.annotations, AnnotationsTrusted: t.up.GetTrusted(),
+		}}
+		// Only a derived id can come again; a random one is always fresh.
+		f.fresh = sessionID == "" || requestID == "" || !ep.recent.add(f.call.ID, time.Now())
+		res, err := ep.follow(ctx, req, f, true)
+		switch {
+		case !errors.Is(err, errAnsweredElsewhere):
+			return res, err
+		case attempt == 2: // new calls do not go elsewhere: something else is wrong
+			return errorResult("unavailable", id, "airlock returned this call's outcome to another session of the endpoint, and could not make a new call for this one. Try again in a moment."), nil
+		}
+		lost = id // the derived id came again, and its outcome went elsewhere
+	}
 }
 
 // resume is a 2026-07-28 client's second round: its person answered the
@@ -139,7 +165,7 @@ func (ep *endpoint) resume(ctx context.Context, req *mcp.CallToolRequest, t *too
 	if r, ok := req.Params.InputResponses[confirmKey].(*mcp.ElicitResult); ok {
 		answer = r
 	}
-	f := &flight{tool: t, call: airlock.Call{ID: st.Call, Revision: st.Rev, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
+	f := &flight{tool: t, made: true, call: airlock.Call{ID: st.Call, Revision: st.Rev, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
 	ep.answer(ctx, f, st.Rev, answer, st.Digest, formMode)
 	return ep.follow(ctx, req, f, false)
 }
@@ -188,7 +214,8 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 	forPerson := w.ar != nil
 	w.mu.Unlock()
 	close(w.stop)
-	w.renewing.Wait() // no renewal lands after this request's lease ends
+	w.renewing.Wait()  // no renewal lands after this request's lease ends
+	w.answering.Wait() // nor a rejoin entry written for an answer not given
 	if c := w.confirmation(); c != nil {
 		// Before the answer: a URL-mode prompt is told it completed on the
 		// call's stream, which closes with the answer.
@@ -196,26 +223,32 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 	}
 	if early, eerr := w.answered(); early != nil || eerr != nil {
 		if forPerson {
-			ep.hold(ctx, f.call.ID, w.waiter, time.Now())
+			_ = ep.hold(ctx, f.call.ID, w.waiter, time.Now(), 5*time.Second) // logged
 		}
 		return early, eerr
 	}
 	if err != nil {
 		// The client gave up on the call (notifications/cancelled, or the
-		// session ended): nobody waits for it any more. A call it made is
-		// withdrawn (one that needs no person has no approval to cancel),
-		// its offer first, so no session adopts a call being withdrawn. A
-		// call it only followed (adopted from another session) stays as it
-		// is, offered, for the next session to rejoin or abandon_after to end.
+		// session ended). A call it made is withdrawn (one that needs no
+		// person has no approval to cancel) unless another request waits
+		// for it: its presence is deleted and its offer taken back first,
+		// so no session adopts a call being withdrawn. A call it only
+		// followed (repeated, or adopted from another session) stays as it
+		// is, offered, for the next session to rejoin or abandon_after to
+		// end: another session may have adopted it.
 		gaveUp := ctx.Err() != nil
+		withdraw := gaveUp && f.made
 		if forPerson {
-			if gaveUp && !f.adopted {
-				ep.unoffer(ctx, f) // another session's identical call is a new call
+			if withdraw {
+				if withdraw = ep.release(ctx, f.call.ID, w.waiter); withdraw {
+					ep.unoffer(ctx, f) // another session's identical call is a new call
+				}
+			} else {
+				_ = ep.hold(ctx, f.call.ID, w.waiter, time.Now(), 5*time.Second) // logged
 			}
-			ep.hold(ctx, f.call.ID, w.waiter, time.Now())
 		}
 		if gaveUp {
-			if !f.adopted {
+			if withdraw {
 				go ep.withdraw(f.call.ID, ClientCanceled, 3*time.Second)
 			}
 			return nil, ctx.Err()
@@ -226,9 +259,13 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 		ep.log.Warn("a call could not be followed", "call", f.call.ID, "err", err)
 		return errorResult("unavailable", f.call.ID, fmt.Sprintf("airlock could not take or follow the call (%v). Nothing is known to have run; try again in a moment.", err)), nil
 	}
-	// The call's own request returns its outcome whatever the claim says
-	// (no session adopts a call its client waits for).
-	if (forPerson || f.rejoined != nil) && !ep.delivered(ctx, f) && !f.submit {
+	// An outcome goes to one session: a call that waited for a person, or
+	// was found again, or whose derived id came again (a JSON-RPC id sent
+	// again: the call may exist, and have gone to another session), is
+	// claimed first. The submitting request of a call made now wins (no
+	// session adopts a call its client waits for).
+	again := f.submit && !f.fresh && f.offerKey != ""
+	if (forPerson || f.rejoined != nil || f.adopted || again) && !ep.delivered(ctx, f) {
 		return nil, errAnsweredElsewhere
 	}
 	return ep.result(f, out), nil
@@ -266,6 +303,9 @@ type watch struct {
 	renewing sync.WaitGroup
 	renews   bool          // the renewals started
 	held     chan struct{} // closed once the lease was first written
+	// answering: an answer "pending" is being made (answerPending), which
+	// follow waits for before it ends.
+	answering sync.WaitGroup
 }
 
 // answerPending ends the wait of a call that waits for a person with the
@@ -275,10 +315,14 @@ type watch struct {
 func (w *watch) answerPending() {
 	w.mu.Lock()
 	ar, busy, ended := w.ar, w.asking != nil || w.early != nil, w.ended
+	if !ended {
+		w.answering.Add(1)
+	}
 	w.mu.Unlock()
 	if ended {
 		return
 	}
+	defer w.answering.Done()
 	if ar == nil || busy {
 		w.mu.Lock()
 		if !w.ended {
@@ -289,14 +333,20 @@ func (w *watch) answerPending() {
 	}
 	res := w.ep.pendingAnswer(w.ctx, w.f, ar)
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	given := false
 	switch {
 	case w.ended || w.early != nil:
 	case res == nil:
 		w.answerTimer.Reset(w.ep.g.heartbeat)
 	default:
-		w.early = res
+		w.early, given = res, true
 		w.stopWaiting()
+	}
+	w.mu.Unlock()
+	if res != nil && !given {
+		// The outcome, or another answer, came first: the rejoin entry
+		// written for this one would find the call again.
+		w.ep.forgetRejoin(w.ctx, w.f)
 	}
 }
 
@@ -422,9 +472,15 @@ func (w *watch) renew() {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for first := true; ; first = false {
-		w.ep.hold(w.ctx, w.f.call.ID, w.waiter, time.Now().Add(leaseFor(w.ep.g.heartbeat)))
+		// A renewal gives up well within the lease's margin over the next
+		// renewal (1.5 heartbeats): one stuck write must not outlast it.
+		err := w.ep.hold(w.ctx, w.f.call.ID, w.waiter, time.Now().Add(leaseFor(w.ep.g.heartbeat)), min(5*time.Second, w.ep.g.heartbeat/2))
 		if first {
 			close(w.held)
+		}
+		if errors.Is(err, clientwait.ErrTooManyWaiters) {
+			w.refuse()
+			return
 		}
 		select {
 		case <-w.stop:
@@ -432,6 +488,19 @@ func (w *watch) renew() {
 		case <-tick.C:
 		}
 	}
+}
+
+// refuse ends the wait of a request refused a lease on its call: as many
+// requests as a call may have already wait for it.
+func (w *watch) refuse() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ended || w.early != nil {
+		return
+	}
+	w.early = errorResult("unavailable", w.f.call.ID, fmt.Sprintf("%d requests already wait for this call (the same tool with the same arguments) at gateway endpoint %s, the most one call may have. "+
+		"This request was not added: wait for the answer to one of them, or call again once fewer wait. Nothing was run for it.", clientwait.MaxWaiters, w.ep.cfg.Name))
+	w.stopWaiting()
 }
 
 // leaseFor is how long a waiting request's lease lasts unless renewed

@@ -71,6 +71,10 @@ func (ep *endpoint) callIDOf(sessionID, requestID, tool, argsDigest string) stri
 	return hashID("mcp-", ep.cfg.Name, sessionID, requestID, tool, argsDigest)
 }
 
+// callIDAfter is the id of a request's new call when the call its id
+// derives to (lost) had its outcome returned to another session.
+func callIDAfter(id, lost string) string { return hashID("mcp-", "after/v1", id, lost) }
+
 // argsDigest is the canonical digest of a call's arguments ("" for
 // arguments protobuf cannot hold, which the policy refuses anyway).
 func argsDigest(args map[string]any) string {

@@ -29,7 +29,7 @@ import (
 // for a person is also offered under a key without the session; an
 // identical call from another session of the endpoint that finds no entry
 // of its own rejoins the offered call when no client waits for it any more
-// (adopt), and from then on has its own entry. A call a client still waits
+// (adopt), and once answered "pending" has its own entry. A call a client still waits
 // for is never taken: the identical call is a new one.
 
 // rejoinKey is where a call of this session, tool and arguments is found
@@ -171,8 +171,7 @@ func (ep *endpoint) unoffer(ctx context.Context, f *flight) {
 // another session of the endpoint offered, when no client waits for it any
 // more (its session answered "pending", or the replica renewing its lease
 // is gone); nil when there is none or a client still waits for it (this
-// request is then a new call, as it is without a session key). From then
-// on the call is this session's too: its rejoin entry names it. err is
+// request is then a new call, as it is without a session key). err is
 // set only when ctx ended meanwhile.
 func (ep *endpoint) adopt(ctx context.Context, key, offer string, t *tool) (*flight, error) {
 	if offer == "" {
@@ -196,18 +195,22 @@ func (ep *endpoint) adopt(ctx context.Context, key, offer string, t *tool) (*fli
 	case !free:
 		return nil, nil
 	}
-	f := &flight{tool: t, offerKey: offer, adopted: true, offered: &r, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	own, err := ep.g.rejoins.Join(wctx, key, clientwait.Rejoin{Call: r.Call, Revision: r.Revision})
-	if err != nil {
-		// Followed all the same, without a rejoin entry: the client is
-		// never told to call again, it waits for the outcome.
-		ep.log.Warn("a call rejoined from another session could not be remembered for this one; its client waits for the outcome", "call", r.Call, "err", err)
-		return f, nil
+	// The call's own client may have given up meanwhile, taking the offer
+	// back: the call is joined only if the bucket still offers it as read.
+	still, ok, err := ep.g.rejoins.Get(ctx, offer)
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case err != nil:
+		ep.log.Warn("an offered call could not be looked up again; the call is submitted as a new call", "call", r.Call, "err", err)
+		return nil, nil
+	case !ok || !still.Same(r):
+		return nil, nil
 	}
-	f.rejoinKey, f.rejoined = key, &own
-	return f, nil
+	// From now on the call is this session's too; its rejoin entry is
+	// written only with the answer "pending", as for a call of its own (an
+	// adopter that gives up first leaves nothing behind).
+	return &flight{tool: t, rejoinKey: key, offerKey: offer, adopted: true, offered: &still, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}, nil
 }
 
 // unattended reports whether no client waits for the call: every request
@@ -257,14 +260,49 @@ func (ep *endpoint) delivered(ctx context.Context, f *flight) bool {
 	return true
 }
 
-// hold records that the request waiter waits for the call until until
-// (now: it stopped waiting).
-func (ep *endpoint) hold(ctx context.Context, callID, waiter string, until time.Time) {
+// release ends the lease of the request waiter, whose client made the call
+// and gave up on it: alone, no other request waits for the call, whose
+// presence is then deleted (no session adopts it as it is withdrawn). A
+// release that failed counts as alone: the offer is taken back all the
+// same, which adopt looks at again.
+func (ep *endpoint) release(ctx context.Context, callID, waiter string) (alone bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := ep.g.waits.HoldFor(ctx, ep.cfg.Agent, callID, waiter, clientwait.Presence{Endpoint: ep.cfg.Name, Until: until}); err != nil {
+	alone, err := ep.g.waits.Release(ctx, ep.cfg.Agent, callID, waiter, ep.cfg.Name, time.Now())
+	if err != nil {
+		ep.log.Info("whether another client waits was not read; the call is withdrawn", "call", callID, "err", err)
+		return true
+	}
+	return alone
+}
+
+// hold records that the request waiter waits for the call until until
+// (now: it stopped waiting), giving up on the write after within. A
+// failure is logged; it is returned for the one that matters
+// (clientwait.ErrTooManyWaiters).
+func (ep *endpoint) hold(ctx context.Context, callID, waiter string, until time.Time, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
+	defer cancel()
+	err := ep.g.waits.HoldFor(ctx, ep.cfg.Agent, callID, waiter, clientwait.Presence{Endpoint: ep.cfg.Name, Until: until})
+	if err != nil && !errors.Is(err, clientwait.ErrTooManyWaiters) {
 		ep.log.Info("whether a client waits was not recorded", "call", callID, "err", err)
 	}
+	return err
+}
+
+// forgetRejoin deletes the rejoin entry f's request wrote for an answer
+// "pending" it did not give: left, it would take a later identical call of
+// the session for this one.
+func (ep *endpoint) forgetRejoin(ctx context.Context, f *flight) {
+	if f.remembered == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := ep.g.rejoins.Deliver(ctx, f.rejoinKey, *f.remembered); err != nil {
+		ep.log.Warn("a rejoin entry for an answer not given was not deleted; the next identical call of the session follows this call", "call", f.call.ID, "err", err)
+	}
+	f.remembered = nil
 }
 
 // pendingAnswer remembers the call for a repeated identical call and is
@@ -283,13 +321,16 @@ func (ep *endpoint) pendingAnswer(ctx context.Context, f *flight, ar *airlockv1.
 		return nil
 	}
 	if f.rejoined == nil {
-		if err := ep.g.rejoins.Remember(rctx, f.rejoinKey, clientwait.Rejoin{Call: f.call.ID, Revision: rev}); err != nil {
+		r, err := ep.g.rejoins.Join(rctx, f.rejoinKey, clientwait.Rejoin{Call: f.call.ID, Revision: rev})
+		if err != nil {
 			ep.log.Warn("a call waiting for approval could not be remembered; its client keeps waiting", "call", f.call.ID, "err", err)
 			return nil
 		}
+		f.remembered = &r
 		// Its client may call again from a new session (its replica died):
 		// told to call again, it must find the call there too.
 		if ep.offer(rctx, f, rev) != nil {
+			ep.forgetRejoin(rctx, f) // its client keeps waiting
 			return nil
 		}
 	}

@@ -17,7 +17,9 @@
 //   - a presence lease (key "c.<agent>.<call>"): until when each request
 //     waiting for the call is known to wait, renewed while it does, so a
 //     reviewer can see whether anyone still waits for the outcome, and no
-//     session adopts a call a client still waits for.
+//     session adopts a call a client still waits for (at most MaxWaiters
+//     leases a call; deleted by Release when the client that made the call
+//     gives up alone, so no session adopts a call being withdrawn).
 //   - a delivery claim (key "d.<agent>.<call>"): the session the call's
 //     outcome went to; it goes to no other (Claim).
 package clientwait
@@ -64,6 +66,12 @@ type Rejoin struct {
 	Revision uint32 `json:"revision"`
 	// Revision of the entry in the bucket, for the delete that delivers.
 	entryRev uint64
+}
+
+// Same reports whether r and o are the same write of an entry (as Find,
+// Join or Update returned them).
+func (r Rejoin) Same(o Rejoin) bool {
+	return r.Call == o.Call && r.Revision == o.Revision && r.entryRev == o.entryRev
 }
 
 // Remember stores the rejoin entry for key (replacing one left by a call
@@ -155,10 +163,21 @@ func (s *Store) Hold(ctx context.Context, agent, call string, p Presence) error 
 	return s.HoldFor(ctx, agent, call, "", p)
 }
 
+// MaxWaiters is how many requests' leases may run on one call at once: an
+// agent repeating a call many times at once in its sessions must not grow
+// the entry, rewritten every half heartbeat, without bound.
+const MaxWaiters = 16
+
+// ErrTooManyWaiters: MaxWaiters requests already wait for the call; a
+// lease for another one was not added.
+var ErrTooManyWaiters = errors.New("too many requests wait for the call")
+
 // HoldFor is Hold for one of the requests waiting for the call (waiter):
 // it sets that request's lease and leaves the others' as they are
 // (compare-and-swap, so that simultaneous waiters do not overwrite each
-// other). Leases that ended before the latest one are dropped.
+// other). Leases that ended before the latest one are dropped. A new
+// waiter's running lease is refused (ErrTooManyWaiters) while MaxWaiters
+// others run.
 func (s *Store) HoldFor(ctx context.Context, agent, call, waiter string, p Presence) error {
 	key := presenceKey(agent, call)
 	for attempt := 0; ; attempt++ {
@@ -174,8 +193,16 @@ func (s *Store) HoldFor(ctx context.Context, agent, call, waiter string, p Prese
 			_ = json.Unmarshal(e.Value(), &old) // undecodable: written anew
 		}
 		leases := map[string]time.Time{}
+		now := time.Now()
+		live := 0
 		for w, until := range old.leases() {
 			leases[w] = until
+			if until.After(now) && w != waiter {
+				live++
+			}
+		}
+		if _, known := leases[waiter]; !known && p.Until.After(now) && live >= MaxWaiters {
+			return fmt.Errorf("record that a client waits for call %s: %w (%d already do)", call, ErrTooManyWaiters, live)
 		}
 		leases[waiter] = p.Until
 		next := Presence{Endpoint: p.Endpoint, Waiters: map[string]time.Time{}}
@@ -184,7 +211,6 @@ func (s *Store) HoldFor(ctx context.Context, agent, call, waiter string, p Prese
 				next.Until = until
 			}
 		}
-		now := time.Now()
 		for w, until := range leases {
 			if until.After(now) || until.Equal(next.Until) {
 				next.Waiters[w] = until
@@ -208,6 +234,46 @@ func (s *Store) HoldFor(ctx context.Context, agent, call, waiter string, p Prese
 		}
 		return fmt.Errorf("record whether a client waits for call %s: %w", call, err)
 	}
+}
+
+// Release ends waiter's lease on the call, when the client of the request
+// that made the call gave up on it. alone: no other request's lease runs
+// at now, and the call's presence was deleted rather than ended, so that
+// a session deciding whether to adopt the call (Unattended) reads "the
+// call is being withdrawn", never "nobody waits". Otherwise only waiter's
+// lease ends: another request still waits for the call.
+func (s *Store) Release(ctx context.Context, agent, call, waiter, endpoint string, now time.Time) (alone bool, err error) {
+	key := presenceKey(agent, call)
+	for attempt := 0; attempt < 10 && ctx.Err() == nil; attempt++ {
+		e, err := s.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			return true, nil
+		case err != nil:
+			return false, fmt.Errorf("release call %s's lease: %w", call, err)
+		}
+		var p Presence
+		_ = json.Unmarshal(e.Value(), &p) // undecodable: nobody known to wait
+		for w, until := range p.leases() {
+			if w != waiter && until.After(now) {
+				return false, s.HoldFor(ctx, agent, call, waiter, Presence{Endpoint: endpoint, Until: now})
+			}
+		}
+		err = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+		var apiErr *jetstream.APIError
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, jetstream.ErrKeyRevisionMismatch),
+			errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
+			continue // a lease was written meanwhile: look again
+		}
+		return false, fmt.Errorf("release call %s's lease: %w", call, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("release call %s's lease: %w", call, err)
+	}
+	return false, fmt.Errorf("release call %s's lease: other requests' leases kept changing it", call)
 }
 
 // Unattended reports whether no client of endpoint waits for the call:
@@ -284,8 +350,21 @@ func renewed(p, q Presence, now time.Time) bool {
 // the outcome is another client's, and an identical call is a new call. A
 // request of the same owner wins again (identical requests of one session
 // at once return the same outcome).
+//
+// A write that fails is tried again (up to three times, while ctx lasts):
+// it may have been stored, and then the same owner wins again. A claim
+// lives for the bucket's TTL, as the rejoin entries that may try it do.
 func (s *Store) Claim(ctx context.Context, agent, call, owner string) (won bool, err error) {
 	key := "d." + agent + "." + call
+	for attempt := 1; ; attempt++ {
+		won, err = s.claim(ctx, key, call, owner)
+		if err == nil || attempt == 3 || ctx.Err() != nil {
+			return won, err
+		}
+	}
+}
+
+func (s *Store) claim(ctx context.Context, key, call, owner string) (won bool, err error) {
 	_, err = s.kv.Create(ctx, key, []byte(owner))
 	switch {
 	case err == nil:

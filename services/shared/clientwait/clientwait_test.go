@@ -3,6 +3,7 @@ package clientwait_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -54,9 +55,9 @@ func TestStore(t *testing.T) {
 
 	t.Run("presence_says_whether_a_client_waits_and_lists_those_nobody_waits_for", func(t *testing.T) {
 		now := time.Now()
-		_ = s.Hold(ctx, "agent", "waited", clientwait.Presence{Endpoint: "bot", Until: now.Add(time.Minute)})
-		_ = s.Hold(ctx, "agent", "left", clientwait.Presence{Endpoint: "bot", Until: now.Add(-time.Minute)})
-		_ = s.Hold(ctx, "agent", "elsewhere", clientwait.Presence{Endpoint: "other", Until: now.Add(-time.Minute)})
+		holdFor(ctx, t, s, "agent", "waited", "", clientwait.Presence{Endpoint: "bot", Until: now.Add(time.Minute)})
+		holdFor(ctx, t, s, "agent", "left", "", clientwait.Presence{Endpoint: "bot", Until: now.Add(-time.Minute)})
+		holdFor(ctx, t, s, "agent", "elsewhere", "", clientwait.Presence{Endpoint: "other", Until: now.Add(-time.Minute)})
 		p, ok, err := s.PresenceOf(ctx, "agent", "waited")
 		if err != nil || !ok || !p.Waiting(now) {
 			t.Fatalf("presence of a waited call: %+v %v %v", p, ok, err)
@@ -99,9 +100,9 @@ func TestStore(t *testing.T) {
 
 	t.Run("a_call_is_unattended_once_every_lease_ran_out_recently", func(t *testing.T) {
 		now := time.Now()
-		_ = s.HoldFor(ctx, "agent", "lapsing", "gone", clientwait.Presence{Endpoint: "bot", Until: now.Add(300 * time.Millisecond)})
-		_ = s.HoldFor(ctx, "agent", "lapsing", "stopped", clientwait.Presence{Endpoint: "bot", Until: now})
-		_ = s.Hold(ctx, "agent", "long-ago", clientwait.Presence{Endpoint: "bot", Until: now.Add(-2 * time.Hour)})
+		holdFor(ctx, t, s, "agent", "lapsing", "gone", clientwait.Presence{Endpoint: "bot", Until: now.Add(300 * time.Millisecond)})
+		holdFor(ctx, t, s, "agent", "lapsing", "stopped", clientwait.Presence{Endpoint: "bot", Until: now})
+		holdFor(ctx, t, s, "agent", "long-ago", "", clientwait.Presence{Endpoint: "bot", Until: now.Add(-2 * time.Hour)})
 		for _, tt := range []struct {
 			call, endpoint string
 			want           bool
@@ -162,7 +163,7 @@ func TestARenewalEndsTheWaitForAnUnattendedCall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s := openStore(ctx, t)
-	_ = s.HoldFor(ctx, "agent", "renewed", "a", clientwait.Presence{Endpoint: "bot", Until: time.Now().Add(time.Minute)})
+	holdFor(ctx, t, s, "agent", "renewed", "a", clientwait.Presence{Endpoint: "bot", Until: time.Now().Add(time.Minute)})
 	done := make(chan bool, 1)
 	go func() {
 		free, err := s.Unattended(ctx, "agent", "renewed", "bot", time.Hour)
@@ -174,7 +175,7 @@ func TestARenewalEndsTheWaitForAnUnattendedCall(t *testing.T) {
 	// Renewed until the wait ends (a renewal before the watch started is
 	// part of what it read first).
 	for {
-		_ = s.HoldFor(ctx, "agent", "renewed", "a", clientwait.Presence{Endpoint: "bot", Until: time.Now().Add(time.Minute)})
+		holdFor(ctx, t, s, "agent", "renewed", "a", clientwait.Presence{Endpoint: "bot", Until: time.Now().Add(time.Minute)})
 		select {
 		case free := <-done:
 			if free {
@@ -183,6 +184,90 @@ func TestARenewalEndsTheWaitForAnUnattendedCall(t *testing.T) {
 			return
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// TestReleaseByTheCallsOwnRequest: the request that made a call, giving
+// up, deletes its presence when no other request waits (a session waiting
+// to adopt the call reads that as not free), and ends only its own lease
+// when another does.
+func TestReleaseByTheCallsOwnRequest(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openStore(ctx, t)
+	now := time.Now()
+	holdFor(ctx, t, s, "agent", "alone", "own", clientwait.Presence{Endpoint: "bot", Until: now.Add(time.Minute)})
+	holdFor(ctx, t, s, "agent", "alone", "stopped", clientwait.Presence{Endpoint: "bot", Until: now})
+	holdFor(ctx, t, s, "agent", "shared", "own", clientwait.Presence{Endpoint: "bot", Until: now.Add(time.Minute)})
+	holdFor(ctx, t, s, "agent", "shared", "other", clientwait.Presence{Endpoint: "bot", Until: now.Add(time.Minute)})
+	// A session deciding whether to adopt "alone" watches its lease.
+	adoptable := make(chan bool, 1)
+	go func() {
+		free, err := s.Unattended(ctx, "agent", "alone", "bot", time.Hour)
+		if err != nil {
+			t.Error(err)
+		}
+		adoptable <- free
+	}()
+	for _, tt := range []struct {
+		call      string
+		wantAlone bool
+		// wantWaiting: a client waits for the call afterwards.
+		wantWaiting, wantPresence bool
+	}{
+		{"alone", true, false, false},
+		{"shared", false, true, true},
+		{"never", true, false, false},
+	} {
+		alone, err := s.Release(ctx, "agent", tt.call, "own", "bot", time.Now())
+		if err != nil || alone != tt.wantAlone {
+			t.Errorf("Release(%s) = %v, %v; want %v", tt.call, alone, err, tt.wantAlone)
+		}
+		p, ok, err := s.PresenceOf(ctx, "agent", tt.call)
+		if err != nil || ok != tt.wantPresence || p.Waiting(time.Now()) != tt.wantWaiting {
+			t.Errorf("after Release(%s) the presence is %+v (%v, %v); want present %v, waiting %v", tt.call, p, ok, err, tt.wantPresence, tt.wantWaiting)
+		}
+	}
+	if <-adoptable {
+		t.Error("a call released by its own request, which no other request waited for, was reported unattended: a session would adopt it as it is withdrawn")
+	}
+}
+
+// TestTheWaitersOfACallAreBounded: a call's presence holds at most
+// MaxWaiters running leases, however many requests wait for it; the ones
+// already there are still renewed and ended.
+func TestTheWaitersOfACallAreBounded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openStore(ctx, t)
+	lease := clientwait.Presence{Endpoint: "bot", Until: time.Now().Add(time.Minute)}
+	refused := 0
+	for i := range clientwait.MaxWaiters + 5 {
+		err := s.HoldFor(ctx, "agent", "busy", fmt.Sprintf("w%d", i), lease)
+		switch {
+		case errors.Is(err, clientwait.ErrTooManyWaiters):
+			refused++
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
+	p, _, err := s.PresenceOf(ctx, "agent", "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Waiters) > clientwait.MaxWaiters || refused != 5 {
+		t.Fatalf("%d requests waiting for one call left %d leases, %d refused; want at most %d, 5 refused", clientwait.MaxWaiters+5, len(p.Waiters), refused, clientwait.MaxWaiters)
+	}
+	holdFor(ctx, t, s, "agent", "busy", "w0", clientwait.Presence{Endpoint: "bot", Until: time.Now().Add(2 * time.Minute)}) // renewed
+	holdFor(ctx, t, s, "agent", "busy", "w1", clientwait.Presence{Endpoint: "bot", Until: time.Now()})                      // ended
+	holdFor(ctx, t, s, "agent", "busy", "late", lease)                                                                      // in w1's place
+}
+
+// holdFor is Store.HoldFor, which must succeed.
+func holdFor(ctx context.Context, t *testing.T, s *clientwait.Store, agent, call, waiter string, p clientwait.Presence) {
+	t.Helper()
+	if err := s.HoldFor(ctx, agent, call, waiter, p); err != nil {
+		t.Fatal(err)
 	}
 }
 

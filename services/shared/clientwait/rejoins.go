@@ -75,6 +75,12 @@ func (v *Rejoins) Find(ctx context.Context, key string, mine bool) (r Rejoin, ok
 	return v.s.Find(ctx, key)
 }
 
+// Get reads key's entry from the bucket, never from the view: what a
+// decision that must not act on a stale entry reads (adopt's second look).
+func (v *Rejoins) Get(ctx context.Context, key string) (r Rejoin, ok bool, err error) {
+	return v.s.Find(ctx, key)
+}
+
 // FindShared is Find for a key every replica may write (an offer, key
 // "a.<hash>"): a miss is answered by the view once it has loaded the
 // bucket, so the lookup every session call makes costs no round trip; a hit
