@@ -270,7 +270,7 @@ func (ep *endpoint) scriptCall(ctx context.Context, req *mcp.CallToolRequest, ru
 	}
 	sessionID, stdio := sessionOf(req)
 	ref := run.ref(c.Index)
-	f := &flight{tool: t, submit: true, fresh: true, call: airlock.Call{
+	f := &flight{tool: t, submit: true, made: true, fresh: true, call: airlock.Call{
 		ID:     hashID("mcp-", ep.cfg.Name, "script", run.id, strconv.Itoa(c.Index)),
 		Server: t.up.GetServer(), Tool: t.up.GetTool(), Args: c.Args,
 		Thread:      ep.threadOf(sessionID, stdio),
