@@ -68,6 +68,12 @@ func Start(o Options) (*Server, error) {
 	if err := portFree(o.Host, o.Port); err != nil {
 		return nil, err
 	}
+	// A route port in use would leave the server never ready: say so now.
+	if o.ClusterPort > 0 {
+		if err := portFree(o.Host, o.ClusterPort); err != nil {
+			return nil, fmt.Errorf("cluster port: %w", err)
+		}
+	}
 	s, err := server.NewServer(so)
 	if err != nil {
 		return nil, fmt.Errorf("configure embedded NATS: %w", err)
@@ -236,14 +242,42 @@ func StartCluster(dir string, n int) ([]*Server, error) {
 // clients: before the cluster has a JetStream meta leader, as a cluster
 // that has just been deployed is.
 func StartClusterNodes(dir string, n int) ([]*Server, error) {
-	clientPorts := make([]int, n)
-	clusterPorts := make([]int, n)
+	// Ports picked up front could be taken by another process before the
+	// node that listens on them starts (a route port the third node binds
+	// only after the first two have started: a test's cluster that did not
+	// start within 30 s). Each is held until just before its node starts,
+	// and a start that fails anyway is tried once more on fresh ports.
+	var err error
+	for range 2 {
+		var servers []*Server
+		if servers, err = startClusterNodes(dir, n); err == nil {
+			return servers, nil
+		}
+	}
+	return nil, err
+}
+
+func startClusterNodes(dir string, n int) ([]*Server, error) {
+	clientPorts, clusterPorts := make([]int, n), make([]int, n)
+	var releases []func()
+	defer func() {
+		for _, release := range releases {
+			release()
+		}
+	}()
+	hold := func(p *int) error {
+		port, release, err := freeport.Hold()
+		if err != nil {
+			return err
+		}
+		*p, releases = port, append(releases, release)
+		return nil
+	}
 	for i := range n {
-		var err error
-		if clientPorts[i], err = FreePort(); err != nil {
+		if err := hold(&clientPorts[i]); err != nil {
 			return nil, err
 		}
-		if clusterPorts[i], err = FreePort(); err != nil {
+		if err := hold(&clusterPorts[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -253,6 +287,8 @@ func StartClusterNodes(dir string, n int) ([]*Server, error) {
 	}
 	servers := make([]*Server, 0, n)
 	for i := range n {
+		releases[2*i]()
+		releases[2*i+1]()
 		name := fmt.Sprintf("n%d", i+1)
 		s, err := Start(Options{
 			Name: name, Port: clientPorts[i], StoreDir: filepath.Join(dir, name),

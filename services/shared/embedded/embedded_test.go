@@ -27,3 +27,30 @@ func TestStartSaysAtOnceThatThePortIsTaken(t *testing.T) {
 		}
 	}
 }
+
+// A route port something else listens on is said at once too (a cluster
+// node that could never become ready waited 30 s in CI), and a cluster's
+// ports are held until each node starts, so its nodes start.
+func TestAClustersPortsAreItsOwn(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := l.Addr().(*net.TCPAddr).Port
+	s, err := Start(Options{Port: -1, StoreDir: t.TempDir(), ClusterName: "c", ClusterPort: taken})
+	if err == nil {
+		s.Shutdown()
+		t.Fatal("started with a route port something else listens on")
+	}
+	if !strings.Contains(err.Error(), "cluster port") || !strings.Contains(err.Error(), "something already listens there") {
+		t.Errorf("the error does not say the route port is taken: %v", err)
+	}
+	servers, err := StartClusterNodes(t.TempDir(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range servers {
+		s.Shutdown()
+	}
+}

@@ -19,21 +19,32 @@ import (
 // the range only another listener can take it, and a random pick makes two
 // callers choosing the same port unlikely.
 func Pick() (int, error) {
+	p, release, err := Hold()
+	if err != nil {
+		return 0, err
+	}
+	release()
+	return p, nil
+}
+
+// Hold is Pick that keeps the port bound until release is called: a caller
+// that needs several ports before it can start what listens on them (a
+// cluster's nodes name each other's route ports) holds each until just
+// before its listener starts, so no other process can pick it meanwhile.
+func Hold() (port int, release func(), err error) {
 	if lo, hi := belowEphemeral(); hi > lo {
 		for range 64 {
 			p := lo + rand.IntN(hi-lo)
 			if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
-				_ = l.Close()
-				return p, nil
+				return p, func() { _ = l.Close() }, nil
 			}
 		}
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+		return 0, nil, fmt.Errorf("find a free port: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return l.Addr().(*net.TCPAddr).Port, func() { _ = l.Close() }, nil
 }
 
 // lowest is the first port Pick considers: above the registered ports most
