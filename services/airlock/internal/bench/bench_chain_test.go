@@ -12,8 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/airlock-gate/airlock/services/shared/embedded"
 )
 
 // TestTheWorkChainDoesEachPieceAtItsPlace: the p50 verdict's chain does
@@ -24,11 +22,7 @@ import (
 func TestTheWorkChainDoesEachPieceAtItsPlace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ns, err := embedded.Start(embedded.Options{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Stop()
+	ns := startTestServer(t)
 	nc, err := nats.Connect(ns.URL())
 	if err != nil {
 		t.Fatal(err)
@@ -95,11 +89,7 @@ func TestTheWorkChainDoesEachPieceAtItsPlace(t *testing.T) {
 func TestTheWorkChainFailsACallWhosePartyFailed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ns, err := embedded.Start(embedded.Options{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Stop()
+	ns := startTestServer(t)
 	for _, at := range []workStage{atDecide, atReceive} {
 		t.Run(fmt.Sprint(at), func(t *testing.T) {
 			work := []workPiece{{name: "fails", at: at, do: func() error { return errors.New("broken") }}}

@@ -16,17 +16,25 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 )
 
+// startTestServer starts an embedded NATS server on a free port with a
+// file store of the test's, stopped when the test ends.
+func startTestServer(t *testing.T) *embedded.Server {
+	t.Helper()
+	ns, err := embedded.Start(embedded.Options{Port: -1, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	return ns
+}
+
 // TestMessagingFloorMeasuresEveryOperation runs the floor briefly against an
 // embedded server: every operation must have been carried out (a failed
 // publish, CAS, KV write or delivery fails the run) and carry its figures.
 func TestMessagingFloorMeasuresEveryOperation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ns, err := embedded.Start(embedded.Options{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Stop()
+	ns := startTestServer(t)
 	f, err := measureFloor(ctx, ns.URL(), floorOptions{Samples: 50, Ops: 400, Concurrency: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -70,11 +78,7 @@ func TestMessagingFloorMeasuresEveryOperation(t *testing.T) {
 func TestTheFloorsOperationsWithSPECsHeadersStoreExactlyThem(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ns, err := embedded.Start(embedded.Options{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Stop()
+	ns := startTestServer(t)
 	nc, js, err := floorConn(ns.URL(), "floor-headers-test")
 	if err != nil {
 		t.Fatal(err)
