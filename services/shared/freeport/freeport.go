@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 )
 
 // Pick returns a loopback TCP port nobody listens on right now, chosen below
@@ -31,12 +32,13 @@ func Pick() (int, error) {
 // that needs several ports before it can start what listens on them (a
 // cluster's nodes name each other's route ports) holds each until just
 // before its listener starts, so no other process can pick it meanwhile.
+// release may be called more than once.
 func Hold() (port int, release func(), err error) {
 	if lo, hi := belowEphemeral(); hi > lo {
 		for range 64 {
 			p := lo + rand.IntN(hi-lo)
 			if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
-				return p, func() { _ = l.Close() }, nil
+				return p, sync.OnceFunc(func() { _ = l.Close() }), nil
 			}
 		}
 	}
@@ -44,7 +46,7 @@ func Hold() (port int, release func(), err error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("find a free port: %w", err)
 	}
-	return l.Addr().(*net.TCPAddr).Port, func() { _ = l.Close() }, nil
+	return l.Addr().(*net.TCPAddr).Port, sync.OnceFunc(func() { _ = l.Close() }), nil
 }
 
 // lowest is the first port Pick considers: above the registered ports most
