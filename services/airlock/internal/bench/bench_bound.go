@@ -180,15 +180,16 @@ func callWork(ctx context.Context, nc *nats.Conn, cfg config.Config) ([]workPiec
 	if err != nil {
 		return nil, err
 	}
+	// The policy decodes the agent's request as the agent encoded it; the
+	// executor and the agent the events as the services encode them.
 	msgs := map[string]*nats.Msg{}
-	for typ, ev := range events {
-		if msgs[typ], err = bus.Encode(ev, "airlock/bench", ""); err != nil {
-			return nil, err
-		}
-	}
-	// The policy decodes the agent's request as the agent encoded it.
 	if msgs[subject.Requested], err = bus.EncodeRequest(request, "agent/"+call.GetAgentId(), ""); err != nil {
 		return nil, err
+	}
+	for _, typ := range []string{subject.Allowed, subject.Started, subject.Completed} {
+		if msgs[typ], err = bus.Encode(events[typ], "airlock/bench", ""); err != nil {
+			return nil, err
+		}
 	}
 	encode := func(ev *airlockv1.Event) func() error {
 		return func() error { _, err := bus.Encode(ev, "airlock/bench", ""); return err }

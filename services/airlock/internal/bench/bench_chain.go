@@ -265,7 +265,16 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 		}
 		return m.Ack()
 	}
+	// A party's failure breaks the rig, not one call: the first is kept and
+	// fails the call waiting and every one after it (a bench must not go on
+	// measuring a chain that skipped a write), and failed ends the waits at once.
 	var relayErr atomic.Pointer[error]
+	failed := make(chan struct{})
+	fail := func(err error) {
+		if relayErr.CompareAndSwap(nil, &err) {
+			close(failed)
+		}
+	}
 	for _, r := range []struct {
 		stream  jetstream.Stream
 		durable string
@@ -274,7 +283,7 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 	}{{intake, "policy", p + ".req.*", decide}, {events, "executor", p + ".evt.*.allowed", executor}} {
 		stopRelay, err := relay(ctx, r.stream, r.durable, r.filter, chainWorkers, func(m jetstream.Msg) {
 			if err := r.handle(m); err != nil {
-				relayErr.CompareAndSwap(nil, &err)
+				fail(err)
 			}
 		})
 		if err != nil {
@@ -286,7 +295,7 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 	replies := newReplyWaiters()
 	sub, err := agent.Subscribe(p+".out.*.exec.completed", func(m *nats.Msg) {
 		if err := doWork(atReceive); err != nil {
-			relayErr.CompareAndSwap(nil, &err)
+			fail(err)
 		}
 		replies.arrived(m.Subject[len(p+".out.") : len(m.Subject)-len(".exec.completed")])
 	})
@@ -311,9 +320,7 @@ func newChainRig(ctx context.Context, url string, payload []byte, writes chainWr
 		if _, err := publish(ajs, p+".req."+id, subject.Requested, id, "", 0, ""); err != nil {
 			return fmt.Errorf("publish the request: %w", err)
 		}
-		err := waitReply(ctx, reply, p+" "+id)
-		// A party's failure (the agent's own work on the end included,
-		// which still lets the reply arrive) fails the call.
+		err := waitReply(ctx, reply, failed, p+" "+id)
 		if relay := relayErr.Load(); relay != nil {
 			return fmt.Errorf("chain %s: %w", id, *relay)
 		}

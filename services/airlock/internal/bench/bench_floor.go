@@ -1024,7 +1024,7 @@ func newHopRig(ctx context.Context, url, stream string, payload []byte) (hop fun
 		if _, err := cjs.Publish(ctx, "bench.hop.req."+id, payload, jetstream.WithMsgID("hop-"+id)); err != nil {
 			return err
 		}
-		return waitReply(ctx, reply, "hop "+id)
+		return waitReply(ctx, reply, nil, "hop "+id)
 	}
 	return hop, stop, nil
 }
@@ -1072,13 +1072,17 @@ func (w *replyWaiters) arrived(id string) {
 // errNoReply: a rig's reply did not come within 30 s.
 var errNoReply = errors.New("no reply within 30s")
 
-// waitReply waits at most 30 s for reply; what names the operation in the error.
-func waitReply(ctx context.Context, reply <-chan struct{}, what string) error {
+// waitReply waits at most 30 s for reply, or until failed is closed (a
+// rig's party failed: the caller says how); what names the operation in the
+// error.
+func waitReply(ctx context.Context, reply, failed <-chan struct{}, what string) error {
 	timeout := time.NewTimer(30 * time.Second)
 	defer timeout.Stop()
 	select {
 	case <-reply:
 		return nil
+	case <-failed:
+		return fmt.Errorf("%s: a party of the rig failed", what)
 	case <-timeout.C:
 		return fmt.Errorf("%s: %w", what, errNoReply)
 	case <-ctx.Done():

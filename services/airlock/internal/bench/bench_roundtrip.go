@@ -72,10 +72,6 @@ type throughput struct {
 	CPUPerOpUs float64 `json:"cpu_us_per_op"`
 }
 
-// configuredDecider is the round trip's decider when it is the configured
-// policy, as the services run it (else a fixed allow: newRoundTripRig).
-const configuredDecider = "the configured policy (default: policies/ Rego)"
-
 // roundtripReport holds every figure of one run.
 type roundtripReport struct {
 	Setup   string `json:"setup"`
@@ -229,7 +225,9 @@ func (r *roundtripReport) Missed() []string {
 	if !r.Goals.CPUMet {
 		msg := fmt.Sprintf("CPU per call %.2f× the messaging floor, goal ≤ %.1f×", r.Ratios.CPU, r.Goals.CPUMax)
 		if r.cpuOutOfReach() {
-			msg += fmt.Sprintf(" (out of reach in this run: the minimal writes with SPEC's headers doing the work alone are %.2f× their floor with the same headers, today's %.2f× theirs, with the least background)", r.CPUBound.LeastMinimalToOwnFloor, r.CPUBound.LeastCallToFloor)
+			b := r.CPUBound
+			msg += fmt.Sprintf(" (out of reach in this run: with the least background the minimal writes with SPEC's headers doing the work are %.2f× their floor with the same headers, today's %.2f× theirs; with the work timed alone %.2f× and %.2f×)",
+				b.LeastMinimalToOwnFloor, b.LeastCallToFloor, b.Alone.LeastMinimalToOwnFloor, b.Alone.LeastCallToFloor)
 		}
 		missed = append(missed, msg)
 	}
@@ -514,7 +512,7 @@ func runRoundtripBench(ctx context.Context, cfg config.Config, o roundtripOption
 	if err != nil {
 		return nil, fmt.Errorf("round trip: %w", err)
 	}
-	rep.Decider, rep.PerCall, rep.FixedAllow = decider, counts, decider != configuredDecider
+	rep.Decider, rep.PerCall, rep.FixedAllow = decider.name, counts, decider.fixed
 	rep.RoundTrip.Latency, rep.RoundTrip.Throughput = rt.lat, rt.tput
 
 	// The floor's messages are as large as the call's events: a stored
@@ -882,7 +880,15 @@ func benchWork(ctx context.Context, cfg config.Config) ([]workPiece, error) {
 // returns op, one demo__echo call submitted through the SDK and waited
 // for; count reads what the server counted so far (serverCounts); closeRig
 // ends the agent's connection (services.stop the services).
-func newRoundTripRig(ctx context.Context, services *benchServices, cfg config.Config, o roundtripOptions) (op func(context.Context) error, decider string, count func() (callCounts, error), closeRig func(), err error) {
+// rigDecider is what decides the round trip's calls: its name, and
+// whether it is a fixed allow (no Rego evaluation) rather than the
+// configured policy.
+type rigDecider struct {
+	name  string
+	fixed bool
+}
+
+func newRoundTripRig(ctx context.Context, services *benchServices, cfg config.Config, o roundtripOptions) (op func(context.Context) error, decider rigDecider, count func() (callCounts, error), closeRig func(), err error) {
 	var cleanup rigCleanup
 	defer func() {
 		if err != nil {
@@ -891,44 +897,44 @@ func newRoundTripRig(ctx context.Context, services *benchServices, cfg config.Co
 	}()
 	stopPolicy, err := services.start("policy", func(d svc.Deps) (svc.Service, error) { return policy.NewFromConfig(ctx, d) })
 	if err != nil {
-		return nil, "", nil, nil, err
+		return nil, rigDecider{}, nil, nil, err
 	}
 	if _, err := services.start("executor", func(d svc.Deps) (svc.Service, error) { return executor.NewFromConfig(ctx, d) }); err != nil {
-		return nil, "", nil, nil, err
+		return nil, rigDecider{}, nil, nil, err
 	}
 
 	nc, err := nats.Connect(cfg.NATS.URL)
 	if err != nil {
-		return nil, "", nil, nil, err
+		return nil, rigDecider{}, nil, nil, err
 	}
 	cleanup.add(nc.Close)
 	client, op, closeOp, err := roundTripOp(nc, cfg, "bench")
 	if err != nil {
-		return nil, "", nil, nil, err
+		return nil, rigDecider{}, nil, nil, err
 	}
 	cleanup.add(closeOp)
 
-	decider = configuredDecider
+	decider.name = "the configured policy (default: policies/ Rego)"
 	action, err := probeDecision(ctx, nc, client)
 	if err != nil {
-		return nil, "", nil, nil, err
+		return nil, rigDecider{}, nil, nil, err
 	}
 	if action != subject.Allowed || o.FixedAllow {
 		// The policy in force does not auto-allow demo__echo (or the caller
 		// asked to leave policy evaluation out): measure the same path with
 		// a fixed decision so the figures stay comparable.
 		stopPolicy()
-		decider = fmt.Sprintf("fixed allow (the configured policy answered %s for demo__echo)", action)
+		decider = rigDecider{name: fmt.Sprintf("fixed allow (the configured policy answered %s for demo__echo)", action), fixed: true}
 		if o.FixedAllow {
-			decider = "fixed allow (--fixed-allow)"
+			decider.name = "fixed allow (--fixed-allow)"
 		}
 		if _, err := services.start("policy-fixed", func(d svc.Deps) (svc.Service, error) { return policy.New(d, allowAll{}) }); err != nil {
-			return nil, "", nil, nil, err
+			return nil, rigDecider{}, nil, nil, err
 		}
 	}
 	admin, err := jetstream.New(nc)
 	if err != nil {
-		return nil, "", nil, nil, err
+		return nil, rigDecider{}, nil, nil, err
 	}
 	return op, decider, func() (callCounts, error) { return serverCounts(ctx, admin, cfg) }, cleanup.run, nil
 }

@@ -132,7 +132,7 @@ func BenchmarkRoundTripStages(b *testing.B) {
 		for i, typ := range steps {
 			t, ok := at[typ]
 			if !ok {
-				b.Fatalf("call %s: no %s event stored (decider: %s)", id, typ, decider)
+				b.Fatalf("call %s: no %s event stored (decider: %s)", id, typ, decider.name)
 			}
 			stages[i] = append(stages[i], t.Sub(prev))
 			prev = t
