@@ -82,13 +82,16 @@ func (r *registry) current(ctx context.Context) *airlockv1.ToolsListResponse {
 	select {
 	case <-asking:
 	case <-t.C:
-	case <-ctx.Done():
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.asking == asking {
+			r.waited = true // still under way after a page's whole wait: the next pages do not wait
+		}
+		return r.got
+	case <-ctx.Done(): // this page is gone; the next still waits its turn
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.asking == asking {
-		r.waited = true // still under way: the next pages do not wait
-	}
 	return r.got
 }
 

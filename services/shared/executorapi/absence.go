@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/airlock-gate/airlock/services/shared/calls"
+
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 )
 
@@ -19,7 +21,7 @@ func Lacks(list *airlockv1.ToolsListResponse, server, tool string) *airlockv1.Un
 			return nil
 		}
 	}
-	u := &airlockv1.UnknownTool{Tool: server + "__" + tool, Server: server}
+	u := &airlockv1.UnknownTool{Tool: calls.ToolName(server, tool), Server: server}
 	var servers []string
 	for _, t := range list.GetTools() {
 		if t.GetServer() == server {
