@@ -221,9 +221,11 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 		// call's stream, which closes with the answer.
 		c.finish(context.WithoutCancel(ctx))
 	}
+	// endLease ends this request's lease (now): it waits no more.
+	endLease := func() { _ = ep.hold(ctx, f.call.ID, w.waiter, time.Now(), 5*time.Second) } // logged
 	if early, eerr := w.answered(); early != nil || eerr != nil {
 		if forPerson {
-			_ = ep.hold(ctx, f.call.ID, w.waiter, time.Now(), 5*time.Second) // logged
+			endLease()
 		}
 		return early, eerr
 	}
@@ -244,7 +246,7 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 					ep.unoffer(ctx, f) // another session's identical call is a new call
 				}
 			} else {
-				_ = ep.hold(ctx, f.call.ID, w.waiter, time.Now(), 5*time.Second) // logged
+				endLease()
 			}
 		}
 		if gaveUp {

@@ -327,7 +327,7 @@ func TestResultsTellTheModelWhatHappened(t *testing.T) {
 		{"a_rejection_gives_the_reviewers_reason", mcpTool, airlock.Outcome{Status: airlock.StatusRejected, Reason: "wrong file", DecidedBy: "alice"}, true, []string{"alice rejected", "wrong file"}},
 		{"a_request_for_changes_gives_the_feedback", mcpTool, airlock.Outcome{Status: airlock.StatusChangesRequested, Feedback: "use /tmp", DecidedBy: "alice"}, true, []string{"asked for changes", "use /tmp", "arguments changed"}},
 		{"an_expiry_says_expired", mcpTool, airlock.Outcome{Status: airlock.StatusExpired}, true, []string{"expired", "did not run"}},
-		{"a_cancellation_gives_why", mcpTool, airlock.Outcome{Status: airlock.StatusCanceled, Reason: "the MCP client canceled the request"}, true, []string{"canceled", "client canceled"}},
+		{"a_cancellation_gives_why", mcpTool, airlock.Outcome{Status: airlock.StatusCanceled, Reason: ClientCanceled}, true, []string{"canceled", "client canceled"}},
 		{"a_truncated_result_says_so", mcpTool, airlock.Outcome{Status: airlock.StatusCompleted, Truncated: true, Result: json.RawMessage(`{"truncated":true,"original_bytes":99999,"prefix":"abc"}`)}, false, []string{"99999 bytes", "abc"}},
 		{"another_tools_json_is_text_and_structured_content", webhook, airlock.Outcome{Status: airlock.StatusCompleted, Result: json.RawMessage(`{"refund":"r1"}`)}, false, []string{`{"refund":"r1"}`}},
 	} {
