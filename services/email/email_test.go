@@ -389,7 +389,7 @@ func TestAgentTextCannotImitateTheMailOrItsLink(t *testing.T) {
 	rec.Call.Arguments, _ = structpb.NewStruct(map[string]any{"url": "http://evil.example/x", "site": "www.evil.example", "to": "mailto:evil@evil.example",
 		// a scheme or www. inside a word, and bare names: clients link them all
 		"glued": "_https://console.evil.example/one-tap/AAAA 1https://evil.example/x _www.evil.example",
-		"bare":  "console-evil.com/one-tap/x evil。example/y README.md"})
+		"bare":  "console-evil.com/one-tap/x evil。example/y README.md пример.рф/x 例え.jp/y"})
 	ctx := context.Background()
 	root, err := w.n.Announce(ctx, rec)
 	if err != nil {
@@ -402,7 +402,7 @@ func TestAgentTextCannotImitateTheMailOrItsLink(t *testing.T) {
 	genuine := "https://airlock.example.com/calls/bot/c-imitate"
 	// What mail clients make clickable: a known scheme wherever it starts,
 	// www., and a bare name whose last label could be a top-level domain.
-	link := regexp.MustCompile(`(?i)((https?|ftps?|file|smb|irc|news|telnet)://|www\.|(mailto|javascript):|[a-z0-9_-]+([.。．｡][a-z0-9_-]+)*[.。．｡][a-z]{2,})\S*`)
+	link := regexp.MustCompile(`(?i)((https?|ftps?|file|smb|irc|news|telnet)://|www\.|(mailto|javascript):|[\p{L}\p{N}_-]+([.。．｡][\p{L}\p{N}_-]+)*[.。．｡]\p{L}{2,})\S*`)
 	for _, d := range append(w.wait(t, root, 1), w.wait(t, w.n.MessageID(rec, "reminder"), 1)...) {
 		if links := link.FindAllString(d.body, -1); len(links) != 1 || links[0] != genuine {
 			t.Fatalf("links in the mail %v, want only the console's %s:\n%s", links, genuine, d.body)
@@ -412,7 +412,7 @@ func TestAgentTextCannotImitateTheMailOrItsLink(t *testing.T) {
 		}
 		for _, want := range []string{"> routine cleanup", "> Decide in the console", "> hxxps://evil[.]example/calls/bot/c-imitate", "HxxPS://EVIL[.]example/help",
 			`>   "url": "hxxp://evil[.]example/x"`, "www[.]evil[.]example", "mailto[:]evil@",
-			"_hxxps://console[.]evil[.]example/one-tap/AAAA 1hxxps://evil[.]example/x _www[.]evil[.]example", "console-evil[.]com/one-tap/x", "README[.]md"} {
+			"_hxxps://console[.]evil[.]example/one-tap/AAAA 1hxxps://evil[.]example/x _www[.]evil[.]example", "console-evil[.]com/one-tap/x", "README[.]md", "пример[.]рф/x", "例え[.]jp/y"} {
 			if !strings.Contains(d.body, want) {
 				t.Fatalf("the mail lacks %q:\n%s", want, d.body)
 			}

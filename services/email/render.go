@@ -210,8 +210,10 @@ func inert(s string) string { return defang(escape.Mail(s)) }
 var (
 	schemeURL  = regexp.MustCompile(`(?i)([a-z][a-z0-9+.-]{0,30})://([^\s/?#\\"'<>]*)`)
 	bareScheme = regexp.MustCompile(`(?i)(mailto|javascript|data|vbscript|file|tel|sms|callto|news):(\S)`)
-	hostLike   = regexp.MustCompile(`(?i)[a-z0-9_-]+(?:[.。．｡][a-z0-9_-]+)*[.。．｡][a-z][a-z0-9-]*`)
-	hostDot    = regexp.MustCompile(`[.。．｡]`)
+	// Labels in any script: clients link internationalised names too
+	// (пример.рф, 例え.jp).
+	hostLike = regexp.MustCompile(`[\p{L}\p{N}_-]+(?:[.。．｡][\p{L}\p{N}_-]+)*[.。．｡]\p{L}[\p{L}\p{N}-]*`)
+	hostDot  = regexp.MustCompile(`[.。．｡]`)
 )
 
 // defang rewrites the links in s so that no mail client makes them
