@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 )
@@ -17,8 +18,11 @@ import (
 // (what binding port 0 gives) may be taken by any outgoing connection
 // between this check and the server's own bind: under a busy test run a
 // cluster node then could not listen and "did not start within 30s". Below
-// the range only another listener can take it, and a random pick makes two
-// callers choosing the same port unlikely.
+// the range only another listener can take it. Two of this user's
+// processes never pick the same port while both live: each port picked
+// is claimed for the picking process's life (see claim), so a port
+// picked and not yet bound, or left unbound while its server restarts,
+// is not handed to a parallel test process.
 func Pick() (int, error) {
 	p, release, err := Hold()
 	if err != nil {
@@ -34,9 +38,19 @@ func Pick() (int, error) {
 // before its listener starts, so no other process can pick it meanwhile.
 // release may be called more than once.
 func Hold() (port int, release func(), err error) {
-	if lo, hi := belowEphemeral(); hi > lo {
+	lo, hi := belowEphemeral()
+	return holdIn(claimDir(), lo, hi)
+}
+
+// holdIn is Hold choosing among [lo, hi) (none when hi <= lo), claiming
+// each port it returns in dir (see claim).
+func holdIn(dir string, lo, hi int) (port int, release func(), err error) {
+	if hi > lo {
 		for range 64 {
 			p := lo + rand.IntN(hi-lo)
+			if !claim(dir, p) {
+				continue // another of this user's processes picked it
+			}
 			if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
 				return p, sync.OnceFunc(func() { _ = l.Close() }), nil
 			}
@@ -47,6 +61,16 @@ func Hold() (port int, release func(), err error) {
 		return 0, nil, fmt.Errorf("find a free port: %w", err)
 	}
 	return l.Addr().(*net.TCPAddr).Port, sync.OnceFunc(func() { _ = l.Close() }), nil
+}
+
+// claimDir is where this user's processes claim ports ("" when it cannot
+// be made: then no port is claimed and the probe alone decides).
+func claimDir() string {
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("airlock-ports-%d", os.Getuid()))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return ""
+	}
+	return dir
 }
 
 // lowest is the first port Pick considers: above the registered ports most
