@@ -279,11 +279,15 @@ func runSize(ctx context.Context, code *decide.Code, fl *floor, rules, n int) (S
 	return size, nil
 }
 
-// interleave times n runs of every op after a warm-up, in rounds of n/20
-// runs of each, and summarises each op's latencies.
+// interleave times n runs of every op after a warm-up, in blocks of 50
+// runs of each in turn (the round trip's blocks), and summarises each
+// op's latencies. A block lasts well under a millisecond, shorter than a
+// neighbour's burst on a shared machine, so a burst touches every op
+// alike: in blocks of n/20 runs (8 ms each) the floor alone moved by up
+// to a third between the two sizes of one run, and the ratios with it.
 func interleave(ops []op, n int) ([]Latency, error) {
-	const rounds = 20
-	per := max(n/rounds, 1)
+	const per = 50
+	rounds := max(n/per, 1)
 	for _, f := range ops {
 		for range max(n/10, 10) {
 			if err := f(); err != nil {
