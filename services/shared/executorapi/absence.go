@@ -62,7 +62,7 @@ func Sentence(u *airlockv1.UnknownTool, quote func(name string) string) string {
 // executor's message of it, which its agent reads, so it says only what
 // Bare keeps of u for those who may not read the registry.
 func Failure(u *airlockv1.UnknownTool, quote func(name string) string) string {
-	return absence(u, quote) + ": the call was not run (unknown_tool); call a tool the registry has, or add this one to the tools file (" + quote("executor.tools_file") + ") and submit the call again"
+	return absence(u, quote) + ": the call was not run (unknown_tool); call a tool the registry has, or add this one to the tools file (" + quote("executor.tools_file") + ") and call it again"
 }
 
 // MaxNamesSaid bounds the names a sentence lists of what the registry has

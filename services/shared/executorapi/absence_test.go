@@ -29,7 +29,7 @@ func TestTheRegistryLacksATool(t *testing.T) {
 			"the tool registry has no tool `demo__nope` (server `demo` has `echo`, `write_file`): even approved, this call cannot run, it would end failed (unknown_tool)",
 			"the tool registry has no tool `demo__nope`: even approved, this call cannot run, it would end failed (unknown_tool)",
 			"the tool registry has no tool `demo__nope` (server `demo` has `echo`, `write_file`): even approved, this call cannot run, it would end failed (unknown_tool); reject or cancel it, or add the tool to `executor.tools_file` first",
-			"the tool registry has no tool `demo__nope`: the call was not run (unknown_tool); call a tool the registry has, or add this one to the tools file (`executor.tools_file`) and submit the call again"},
+			"the tool registry has no tool `demo__nope`: the call was not run (unknown_tool); call a tool the registry has, or add this one to the tools file (`executor.tools_file`) and call it again"},
 		{"a_server_the_registry_lacks_names_its_servers", "zzz", "x",
 			"the tool registry has no tool `zzz__x` (its servers are `demo`, `fs`): even approved, this call cannot run, it would end failed (unknown_tool)",
 			"the tool registry has no tool `zzz__x`: even approved, this call cannot run, it would end failed (unknown_tool)", "", ""},
