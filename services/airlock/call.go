@@ -155,7 +155,7 @@ for and prints its outcome. Use it when ` + "`airlock call`" + `'s --wait ran ou
 			defer client.Close()
 			stderr := cmd.ErrOrStderr()
 			name := client.Agent() + "/" + id
-			out, ended, err := recordedCall(cmd.Context(), client, id, revision, min(wait, unknownCallGrace))
+			out, ended, err := client.EndedWithin(cmd.Context(), id, revision, min(wait, unknownCallGrace))
 			switch {
 			case errors.Is(err, airlock.ErrUnknownCall):
 				fmt.Fprintln(stderr, unknownCallText(name, client.Agent(), id, cfg.Stream.MaxAge))
@@ -205,29 +205,10 @@ func (g *globals) agentClient(ctx context.Context, agent, creds string) (config.
 	return cfg, client, nil
 }
 
-// unknownCallGrace is how long `airlock await` looks for a call nothing of
+// unknownCallGrace is how long `airlock await` waits for a call nothing of
 // which is recorded before it says so: a call submitted a moment ago is
 // recorded once the policy service has read its request.
 const unknownCallGrace = 3 * time.Second
-
-// recordedCall reads what is stored of the call (client.Ended), looking
-// again for up to grace while nothing of it is.
-func recordedCall(ctx context.Context, client *airlock.Client, id string, rev uint32, grace time.Duration) (airlock.Outcome, bool, error) {
-	deadline := time.Now().Add(grace)
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		out, ended, err := client.Ended(ctx, id, rev)
-		if !errors.Is(err, airlock.ErrUnknownCall) || !time.Now().Before(deadline) {
-			return out, ended, err
-		}
-		select {
-		case <-ctx.Done():
-			return out, ended, err
-		case <-tick.C:
-		}
-	}
-}
 
 // unknownCallText says that airlock knows no call name, and what to check.
 func unknownCallText(name, agent, id string, keep time.Duration) string {
