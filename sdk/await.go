@@ -291,6 +291,42 @@ func (c *Client) Ended(ctx context.Context, callID string, rev uint32) (Outcome,
 	return c.complete(ctx, callID, f, out), true, nil
 }
 
+// EndedWithin is Ended for a call that may have been submitted a moment
+// ago: while nothing of it is stored, it waits up to grace for the call's
+// first event (the policy service records the request once it reads it),
+// and reads again then; ErrUnknownCall when still nothing is stored.
+func (c *Client) EndedWithin(ctx context.Context, callID string, rev uint32, grace time.Duration) (Outcome, bool, error) {
+	if err := ids.Validate("call id", callID); err != nil {
+		return Outcome{}, false, fmt.Errorf("read call %s: %w", callID, err)
+	}
+	// Subscribed before the read: an event stored in between is seen by
+	// one or the other.
+	live, stop, err := c.subscribeCall(ctx, callID, 16)
+	if err != nil {
+		return Outcome{}, false, fmt.Errorf("read call %s: %w", callID, err)
+	}
+	defer stop()
+	out, ended, err := c.Ended(ctx, callID, rev)
+	if c.storedRead != nil {
+		c.storedRead()
+	}
+	if !errors.Is(err, ErrUnknownCall) {
+		return out, ended, err
+	}
+	gctx, cancel := context.WithTimeout(ctx, grace)
+	defer cancel()
+	select {
+	case <-live:
+	case <-gctx.Done():
+		// Core NATS delivers at most once: a missed event is read from
+		// the stream below all the same.
+	}
+	if ctx.Err() != nil {
+		return out, ended, err
+	}
+	return c.Ended(ctx, callID, rev)
+}
+
 // endTypes are the event types that end a call revision (see follower.add).
 var endTypes = subject.EndTypes
 

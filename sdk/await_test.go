@@ -401,3 +401,52 @@ func TestEndedReadsWhatIsStoredWithoutWaiting(t *testing.T) {
 		})
 	}
 }
+
+// TestEndedWithinWaitsForTheCallsFirstEvent: a call nothing of which is
+// stored yet (submitted a moment ago) is told as soon as its first event
+// is recorded, within the grace, without polling the stream: its request
+// is recorded right after EndedWithin's first read, the grace outlasts the
+// test, and only the event can end the wait. A call that stays unrecorded
+// is unknown once the grace has passed; a recorded one is told at once.
+func TestEndedWithinWaitsForTheCallsFirstEvent(t *testing.T) {
+	deps, _, ctx := gateRig(t)
+	requested := func(call string) {
+		ev := &airlockv1.Event{EventId: "bot." + call + ".1.requested", AgentId: "bot", CallId: call, Revision: 1,
+			Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{}}}
+		if _, err := deps.Publisher("policy").Publish(context.Background(), ev, ""); err != nil {
+			t.Error(err)
+		}
+	}
+	requested("known1")
+	for _, tc := range []struct {
+		name        string
+		call        string
+		afterRead   func(call string)
+		grace       time.Duration
+		wantUnknown bool
+	}{
+		{name: "a_call_recorded_after_the_first_read_is_told_once_it_is", call: "late1", afterRead: requested, grace: time.Hour},
+		{name: "a_call_recorded_before_is_told_at_once", call: "known1", grace: time.Hour},
+		{name: "a_call_never_recorded_is_unknown_after_the_grace", call: "never1", grace: 10 * time.Millisecond, wantUnknown: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var reads int
+			c, err := airlock.New(deps.NC, "bot", airlock.WithLiveOnly(func() {
+				reads++
+				if reads == 1 && tc.afterRead != nil {
+					tc.afterRead(tc.call)
+				}
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, ended, err := c.EndedWithin(ctx, tc.call, 0, tc.grace)
+			if errors.Is(err, airlock.ErrUnknownCall) != tc.wantUnknown || ended || err != nil && !tc.wantUnknown {
+				t.Fatalf("EndedWithin = ended %v, %v; want unknown: %v", ended, err, tc.wantUnknown)
+			}
+			if ctx.Err() != nil {
+				t.Fatal("the test's own deadline ended the wait, not the call's event")
+			}
+		})
+	}
+}

@@ -56,7 +56,7 @@ type Client struct {
 	// Only tests set these (export_test.go), so that a test of the live
 	// path cannot pass through the periodic re-read: resync replaces
 	// resyncEvery, and storedRead is called after each read of a followed
-	// call's stored events.
+	// call's stored events (and after EndedWithin's first read).
 	resync     time.Duration
 	storedRead func()
 	// tls, set by WithTLS, is what Connect dials with.

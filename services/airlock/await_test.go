@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // TestAnEndedCallIsToldInThePastTense: what `airlock await` says of a call
@@ -74,6 +78,76 @@ func TestATerminalIsToldOfAToolTheRegistryLacks(t *testing.T) {
 			got := missingToolText(list, tc.server, tc.tool)
 			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTheRegistryCheckNeverHoldsProgress: `airlock call` and `await` ask
+// the registry whether a call's tool exists only once a person is asked,
+// once however often that step is seen, and beside the steps: telling a
+// step never waits for the answer (AwaitProgress's progress must not
+// block). The answer is told when it comes while the call waits, and not
+// at all once the call has ended.
+func TestTheRegistryCheckNeverHoldsProgress(t *testing.T) {
+	const warning = "the tool registry has no tool demo__nope"
+	asked := airlock.Progress{Type: subject.ApprovalRequested, Revision: 1, Decision: &airlockv1.Decision{Reason: "no rule matches"},
+		Call: &airlockv1.ToolCall{Server: "demo", Tool: "nope"}}
+	for _, tc := range []struct {
+		name      string
+		steps     []airlock.Progress
+		ended     bool // the call ends before the registry answers
+		wantAsks  int32
+		wantWarns bool
+	}{
+		{name: "an_allowed_call_never_lists_the_registry",
+			steps: []airlock.Progress{{Type: subject.Allowed}}},
+		{name: "a_call_that_waits_for_a_person_is_told_the_answer_after_its_step",
+			steps: []airlock.Progress{asked}, wantAsks: 1, wantWarns: true},
+		{name: "a_step_seen_twice_lists_the_registry_once",
+			steps: []airlock.Progress{asked, asked, {Type: subject.Approved, By: "alice"}}, wantAsks: 1, wantWarns: true},
+		{name: "an_answer_after_the_call_ended_is_not_told",
+			steps: []airlock.Progress{asked}, ended: true, wantAsks: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var (
+				asks     atomic.Int32
+				answered atomic.Bool
+			)
+			release := make(chan struct{})
+			check := func(ctx context.Context, call *airlockv1.ToolCall) string {
+				asks.Add(1)
+				defer answered.Store(true)
+				select {
+				case <-release:
+				case <-ctx.Done():
+				case <-time.After(10 * time.Second):
+					// Only when progress waits for this answer: release
+					// comes after progress returns. Fails below, never hangs.
+				}
+				return warning + " (server demo has echo)"
+			}
+			var log strings.Builder
+			teller := newProgressTeller(context.Background(), &log, config.Default(), "bot", "u1", check)
+			for _, p := range tc.steps {
+				teller.progress(p)
+				if answered.Load() {
+					t.Fatalf("telling step %s waited for the registry's answer", p.Type)
+				}
+			}
+			if !tc.ended {
+				close(release)
+			}
+			teller.stop(tc.ended)
+			if got := asks.Load(); got != tc.wantAsks {
+				t.Errorf("the registry was asked %d times, want %d", got, tc.wantAsks)
+			}
+			out := log.String()
+			if strings.Contains(out, warning) != tc.wantWarns {
+				t.Errorf("told the registry's answer: %v, want %v:\n%s", strings.Contains(out, warning), tc.wantWarns, out)
+			}
+			if tc.wantWarns && strings.Index(out, warning) < strings.Index(out, "may decide") {
+				t.Errorf("the answer came before the step it is about:\n%s", out)
 			}
 		})
 	}

@@ -98,10 +98,7 @@ the same call: --call-id ID --revision 2.
 			stderr := cmd.ErrOrStderr()
 			fmt.Fprintf(stderr, "call %s revision %d submitted as agent %s; waiting up to %s for the policy and, if it asks, a person\n",
 				name, max(c.Revision, 1), client.Agent(), wait)
-			// Asked now, so the answer is there when the policy asks a person.
-			srv, tool, _ := strings.Cut(c.Tool, "__")
-			missing := g.checkTool(cmd.Context(), cfg, srv, tool)
-			return follow(cmd.Context(), os.Stdout, stderr, cfg, client, id, max(c.Revision, 1), wait, func(*airlockv1.ToolCall) string { return missing() })
+			return follow(cmd.Context(), os.Stdout, stderr, cfg, client, id, max(c.Revision, 1), wait, g.registryCheck(cfg))
 		},
 	}
 	f := cmd.Flags()
@@ -155,7 +152,7 @@ for and prints its outcome. Use it when ` + "`airlock call`" + `'s --wait ran ou
 			defer client.Close()
 			stderr := cmd.ErrOrStderr()
 			name := client.Agent() + "/" + id
-			out, ended, err := recordedCall(cmd.Context(), client, id, revision, min(wait, unknownCallGrace))
+			out, ended, err := client.EndedWithin(cmd.Context(), id, revision, min(wait, unknownCallGrace))
 			switch {
 			case errors.Is(err, airlock.ErrUnknownCall):
 				fmt.Fprintln(stderr, unknownCallText(name, client.Agent(), id, cfg.Stream.MaxAge))
@@ -168,9 +165,7 @@ for and prints its outcome. Use it when ` + "`airlock call`" + `'s --wait ran ou
 				return printOutcome(os.Stdout, stderr, id, out)
 			}
 			fmt.Fprintf(stderr, "following call %s for up to %s\n", name, wait)
-			return follow(cmd.Context(), os.Stdout, stderr, cfg, client, id, revision, wait, func(tc *airlockv1.ToolCall) string {
-				return g.checkTool(cmd.Context(), cfg, tc.GetServer(), tc.GetTool())()
-			})
+			return follow(cmd.Context(), os.Stdout, stderr, cfg, client, id, revision, wait, g.registryCheck(cfg))
 		},
 	}
 	cmd.Flags().StringVar(&creds, "creds", "", "agent credential file (default <data dir>/agents/AGENT.creds.json; <data dir> is AIRLOCK_DEV_DATA_DIR, else .airlock)")
@@ -205,29 +200,10 @@ func (g *globals) agentClient(ctx context.Context, agent, creds string) (config.
 	return cfg, client, nil
 }
 
-// unknownCallGrace is how long `airlock await` looks for a call nothing of
+// unknownCallGrace is how long `airlock await` waits for a call nothing of
 // which is recorded before it says so: a call submitted a moment ago is
 // recorded once the policy service has read its request.
 const unknownCallGrace = 3 * time.Second
-
-// recordedCall reads what is stored of the call (client.Ended), looking
-// again for up to grace while nothing of it is.
-func recordedCall(ctx context.Context, client *airlock.Client, id string, rev uint32, grace time.Duration) (airlock.Outcome, bool, error) {
-	deadline := time.Now().Add(grace)
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		out, ended, err := client.Ended(ctx, id, rev)
-		if !errors.Is(err, airlock.ErrUnknownCall) || !time.Now().Before(deadline) {
-			return out, ended, err
-		}
-		select {
-		case <-ctx.Done():
-			return out, ended, err
-		case <-tick.C:
-		}
-	}
-}
 
 // unknownCallText says that airlock knows no call name, and what to check.
 func unknownCallText(name, agent, id string, keep time.Duration) string {
@@ -294,52 +270,14 @@ func endedText(name string, o airlock.Outcome, now time.Time) string {
 
 // follow waits up to wait for the outcome of revision rev (0: the newest)
 // of the agent's call id, telling the person at the terminal (on log) what
-// it waits for, and prints the outcome as JSON on out. When the policy asks
-// a person, missing says what stops the call from running even approved
-// (a tool the registry does not have), or "".
-func follow(ctx context.Context, out, log io.Writer, cfg config.Config, client *airlock.Client, id string, rev uint32, wait time.Duration, missing func(*airlockv1.ToolCall) string) error {
+// it waits for (a progressTeller), and prints the outcome as JSON on out.
+func follow(ctx context.Context, out, log io.Writer, cfg config.Config, client *airlock.Client, id string, rev uint32, wait time.Duration, missing toolCheck) error {
 	name := client.Agent() + "/" + id
-	said := map[string]bool{}
-	progress := func(p airlock.Progress) {
-		if said[p.Type] {
-			return
-		}
-		said[p.Type] = true
-		switch p.Type {
-		case subject.ApprovalRequested:
-			d := p.Decision
-			fmt.Fprintf(log, "waiting for a person: %s (risk %s, rule %s)\n", escape.Terminal(d.GetReason()), calls.RiskName(d.GetRisk()), escape.Terminal(dash(d.GetRuleId())))
-			who := escape.Terminal(strings.Join(d.GetApprovers(), ", "))
-			if who == "" {
-				who = "a reviewer"
-			}
-			quorum := ""
-			if d.GetQuorum() > 1 {
-				quorum = fmt.Sprintf(" (%d of them)", d.GetQuorum())
-			}
-			until := ""
-			if !p.Deadline.IsZero() {
-				until = " before " + p.Deadline.UTC().Format("15:04:05 UTC")
-			}
-			fmt.Fprintf(log, "  %s%s may decide%s:\n    %s\n    airlock approvals show %s   (then approve, reject or changes)\n", who, quorum, until, consoleLink(cfg, client.Agent(), id, p.Revision), name)
-			if p.Call != nil && missing != nil {
-				if text := missing(p.Call); text != "" {
-					fmt.Fprintf(log, "%s\n  cancel it (airlock approvals cancel %s --reason \"no such tool\") and call a tool the registry has, or add this one to the tools file (executor.tools_file)\n", text, name)
-				}
-			}
-		case subject.Approved:
-			if p.Arguments != nil {
-				fmt.Fprintf(log, "approved by %s with EDITED arguments; the executor runs it now with:\n  %s\n", escape.Terminal(dash(p.By)), escape.Terminal(string(p.Arguments)))
-				break
-			}
-			fmt.Fprintf(log, "approved by %s; the executor runs it now\n", escape.Terminal(dash(p.By)))
-		case subject.Allowed:
-			fmt.Fprintln(log, "allowed by the policy; the executor runs it now")
-		}
-	}
+	teller := newProgressTeller(ctx, log, cfg, client.Agent(), id, missing)
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	res, err := client.AwaitProgress(wctx, id, rev, progress)
+	res, err := client.AwaitProgress(wctx, id, rev, teller.progress)
+	teller.stop(res.Status != "")
 	if err != nil && res.Status == "" {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			fmt.Fprintf(log, "no outcome for call %s within %s: it may still be decided. Follow it with:\n  airlock await %s --wait 10m\n", name, wait, name)
@@ -349,6 +287,98 @@ func follow(ctx context.Context, out, log io.Writer, cfg config.Config, client *
 		return exitError{exitUsage}
 	}
 	return printOutcome(out, log, id, res)
+}
+
+// toolCheck says what stops call from running even approved (a tool the
+// registry does not have), or "" (also when it cannot tell by ctx's end).
+type toolCheck func(ctx context.Context, call *airlockv1.ToolCall) string
+
+// progressTeller tells the person at the terminal each step of a call
+// once. When the policy asks a person, it asks missing whether the call
+// can run at all — once, and beside the steps, never holding them up: the
+// answer is told when it comes, unless the call has ended by then (stop).
+// So the registry is listed only for a call that waits for a person.
+type progressTeller struct {
+	log       io.Writer
+	cfg       config.Config
+	agent, id string
+	missing   toolCheck
+	said      map[string]bool // touched only by progress, which AwaitProgress calls in turn
+
+	mu      sync.Mutex // log's lines, told by progress and by the check
+	checks  sync.WaitGroup
+	asking  context.Context
+	stopped context.CancelFunc
+}
+
+func newProgressTeller(ctx context.Context, log io.Writer, cfg config.Config, agent, id string, missing toolCheck) *progressTeller {
+	asking, stopped := context.WithCancel(ctx)
+	return &progressTeller{log: log, cfg: cfg, agent: agent, id: id, missing: missing, said: map[string]bool{}, asking: asking, stopped: stopped}
+}
+
+// progress tells step p, the first time its type is seen. It does not block.
+func (t *progressTeller) progress(p airlock.Progress) {
+	if t.said[p.Type] {
+		return
+	}
+	t.said[p.Type] = true
+	name := t.agent + "/" + t.id
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch p.Type {
+	case subject.ApprovalRequested:
+		d := p.Decision
+		fmt.Fprintf(t.log, "waiting for a person: %s (risk %s, rule %s)\n", escape.Terminal(d.GetReason()), calls.RiskName(d.GetRisk()), escape.Terminal(dash(d.GetRuleId())))
+		who := escape.Terminal(strings.Join(d.GetApprovers(), ", "))
+		if who == "" {
+			who = "a reviewer"
+		}
+		quorum := ""
+		if d.GetQuorum() > 1 {
+			quorum = fmt.Sprintf(" (%d of them)", d.GetQuorum())
+		}
+		until := ""
+		if !p.Deadline.IsZero() {
+			until = " before " + p.Deadline.UTC().Format("15:04:05 UTC")
+		}
+		fmt.Fprintf(t.log, "  %s%s may decide%s:\n    %s\n    airlock approvals show %s   (then approve, reject or changes)\n", who, quorum, until, consoleLink(t.cfg, t.agent, t.id, p.Revision), name)
+		if p.Call != nil && t.missing != nil {
+			t.checks.Add(1)
+			go t.check(p.Call)
+		}
+	case subject.Approved:
+		if p.Arguments != nil {
+			fmt.Fprintf(t.log, "approved by %s with EDITED arguments; the executor runs it now with:\n  %s\n", escape.Terminal(dash(p.By)), escape.Terminal(string(p.Arguments)))
+			break
+		}
+		fmt.Fprintf(t.log, "approved by %s; the executor runs it now\n", escape.Terminal(dash(p.By)))
+	case subject.Allowed:
+		fmt.Fprintln(t.log, "allowed by the policy; the executor runs it now")
+	}
+}
+
+// check asks whether call can run and tells the answer, unless the call
+// ended first (stop): then it is no news.
+func (t *progressTeller) check(call *airlockv1.ToolCall) {
+	defer t.checks.Done()
+	text := t.missing(t.asking, call)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if text == "" || t.asking.Err() != nil {
+		return
+	}
+	fmt.Fprintf(t.log, "%s\n  cancel it (airlock approvals cancel %s/%s --reason \"no such tool\") and call a tool the registry has, or add this one to the tools file (executor.tools_file)\n", text, t.agent, t.id)
+}
+
+// stop returns once nothing more is told: at once when the call has ended
+// (a check under way is no news then, and ends untold), else once the
+// check under way has told its answer (the call still waits).
+func (t *progressTeller) stop(ended bool) {
+	if ended {
+		t.stopped()
+	}
+	t.checks.Wait()
+	t.stopped()
 }
 
 // printOutcome prints a call's outcome as JSON on out, says on log what to
@@ -387,31 +417,27 @@ func consoleLink(cfg config.Config, agent, id string, rev uint32) string {
 	return link
 }
 
-// checkTool starts asking the tool registry whether it has server__tool
-// and returns what waits for the answer (bounded: a few seconds): a
-// sentence when the registry has no such tool, else "". Agents may not
-// read the registry (airlock.api.executor.tools), so it asks with the
-// operator's credential, which `airlock dev` leaves in its data dir (or
-// the configured nats credentials); without one it can say nothing.
-func (g *globals) checkTool(ctx context.Context, cfg config.Config, server, tool string) func() string {
-	res := make(chan string, 1)
-	go func() {
+// registryCheck asks the tool registry whether it has a call's tool (for a
+// few seconds at most): a sentence when the registry has no such tool,
+// else "". Agents may not read the registry (airlock.api.executor.tools),
+// so it asks with the operator's credential, which `airlock dev` leaves in
+// its data dir (or the configured nats credentials); without one it can
+// say nothing.
+func (g *globals) registryCheck(cfg config.Config) toolCheck {
+	return func(ctx context.Context, call *airlockv1.ToolCall) string {
 		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		nc, _, err := g.connect(ctx, cfg)
 		if err != nil {
-			res <- ""
-			return
+			return ""
 		}
 		defer nc.Close()
 		list, err := executorapi.New(nc).List(ctx)
 		if err != nil {
-			res <- ""
-			return
+			return ""
 		}
-		res <- missingToolText(list, server, tool)
-	}()
-	return sync.OnceValue(func() string { return <-res })
+		return missingToolText(list, call.GetServer(), call.GetTool())
+	}
 }
 
 // missingToolText says that the registry list has no tool server__tool, and

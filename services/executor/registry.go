@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -300,16 +299,6 @@ func (r *Registry) Has(ctx context.Context, server, tool string) (bool, error) {
 		}
 	}
 	return false, nil
-}
-
-// Servers lists the registered server names, sorted.
-func (r *Registry) Servers() []string {
-	var out []string
-	for n := range r.servers {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Close closes every adapter, all at once: each is bounded by its own

@@ -262,8 +262,7 @@ func (s *Service) execute(ctx context.Context, x *execution) error {
 		ok = has
 	}
 	if !ok {
-		return s.refuse(ctx, x, ReasonUnknownTool, fmt.Sprintf("no tool %s__%s in the registry (servers: %s): add it to the tools file (executor.tools_file)",
-			x.call.Server, x.call.Tool, strings.Join(s.reg.Servers(), ", ")))
+		return s.refuse(ctx, x, ReasonUnknownTool, unknownToolText(x.call))
 	}
 	if x.delivered > maxDeliveries {
 		return s.giveUp(ctx, x, tool)
@@ -422,7 +421,7 @@ func (s *Service) run(ctx context.Context, x *execution, tool Tool, attempt uint
 		ev = s.failedEvent(x, ReasonTimeout, calls.FailureIndeterminate,
 			fmt.Sprintf("%s did not finish within its %s timeout; it may or may not have applied the call", tool.Name, tool.Timeout), latency, attempt)
 	case errors.Is(err, ErrUnknownTool):
-		ev = s.failedEvent(x, ReasonUnknownTool, calls.FailureError, err.Error(), latency, attempt)
+		ev = s.failedEvent(x, ReasonUnknownTool, calls.FailureError, unknownToolText(x.call), latency, attempt)
 	case errors.As(err, &toolErr):
 		o := calls.FailureError
 		if toolErr.Indeterminate {
@@ -573,6 +572,14 @@ func (s *Service) startedEvent(x *execution, attempt uint32, token string) *airl
 	}})
 	ev.EventId = x.ref.EventID(subject.Started + "." + strconv.FormatUint(uint64(attempt), 10))
 	return ev
+}
+
+// unknownToolText is the message of a call that ended unknown_tool, as
+// executorapi words it everywhere: without the registry's contents, since
+// the call's agent reads it and agents may not read the registry.
+func unknownToolText(call *airlockv1.ToolCall) string {
+	return executorapi.Failure(&airlockv1.UnknownTool{Tool: calls.ToolName(call.GetServer(), call.GetTool()), Server: call.GetServer()},
+		func(name string) string { return name })
 }
 
 func (s *Service) failedEvent(x *execution, reason, outcome, msg string, latency time.Duration, attempt uint32) *airlockv1.Event {

@@ -24,6 +24,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -376,6 +377,11 @@ func TestArgumentsThatWereNotApprovedAreRefused(t *testing.T) {
 	}
 }
 
+// TestFailuresCarryTheirReason: each failure has its reason, its outcome
+// and a message that says why; a tool the registry lacks is said as
+// executorapi says it everywhere (an agent, the console and the audit read
+// the same sentence), without the registry's contents (agents may not read
+// the registry).
 func TestFailuresCarryTheirReason(t *testing.T) {
 	e := newTestEnv(t, nil)
 	hook := newHookServer(t)
@@ -389,8 +395,8 @@ func TestFailuresCarryTheirReason(t *testing.T) {
 		started        bool
 	}{
 		{"a_tool_past_its_timeout_fails_with_timeout", "hook__slow", map[string]any{}, executor.ReasonTimeout, "300ms", calls.FailureIndeterminate, true},
-		{"an_unknown_tool_of_a_known_server", "demo__delete_everything", map[string]any{}, executor.ReasonUnknownTool, "demo__delete_everything", calls.FailureError, false},
-		{"a_tool_of_an_unknown_server", "nowhere__run", map[string]any{}, executor.ReasonUnknownTool, "nowhere__run", calls.FailureError, false},
+		{"an_unknown_tool_of_a_known_server", "demo__delete_everything", map[string]any{}, executor.ReasonUnknownTool, unknownToolText("demo", "delete_everything"), calls.FailureError, false},
+		{"a_tool_of_an_unknown_server", "nowhere__run", map[string]any{}, executor.ReasonUnknownTool, unknownToolText("nowhere", "run"), calls.FailureError, false},
 		{"a_tool_that_reports_an_error", "demo__read_file", map[string]any{"path": "missing.txt"}, executor.ReasonToolError, "no such file", calls.FailureError, true},
 		{"a_path_that_leaves_the_sandbox", "demo__read_file", map[string]any{"path": "../../etc/passwd"}, executor.ReasonToolError, "leaves the sandbox", calls.FailureError, true},
 	}
@@ -400,7 +406,7 @@ func TestFailuresCarryTheirReason(t *testing.T) {
 			call := toolCall(t, id, tt.tool, tt.args)
 			e.allow(call, digestOf(t, call))
 			f := e.end(id).GetFailed()
-			if f == nil || f.Reason != tt.reason || f.Outcome != tt.outcome || !strings.Contains(f.Message, tt.inText) {
+			if f == nil || f.Reason != tt.reason || f.Outcome != tt.outcome || !strings.Contains(f.Message, tt.inText) || tt.reason == executor.ReasonUnknownTool && f.Message != tt.inText {
 				t.Fatalf("failed = %v, want reason %s outcome %s mentioning %q", f, tt.reason, tt.outcome, tt.inText)
 			}
 			if got := count(e.types(id), "started"); got != map[bool]int{true: 1, false: 0}[tt.started] {
@@ -408,6 +414,12 @@ func TestFailuresCarryTheirReason(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unknownToolText is executorapi's sentence of an ended call to a tool the
+// registry lacks, told to those who may not read the registry.
+func unknownToolText(server, tool string) string {
+	return executorapi.Failure(&airlockv1.UnknownTool{Tool: server + "__" + tool, Server: server}, func(name string) string { return name })
 }
 
 func TestLargeResultsAreTruncatedWithAMarker(t *testing.T) {

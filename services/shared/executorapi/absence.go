@@ -1,6 +1,7 @@
 package executorapi
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -54,29 +55,75 @@ func Bare(u *airlockv1.UnknownTool) *airlockv1.UnknownTool {
 // name goes through quote: a terminal escapes it, a page marks it as code,
 // an API answer takes it as it is (Said).
 func Sentence(u *airlockv1.UnknownTool, quote func(name string) string) string {
+	return absence(u, quote) + ": even approved, this call cannot run, it would end failed (unknown_tool)"
+}
+
+// Failure is Sentence for a call that has ended failed (unknown_tool): the
+// executor's message of it, which its agent reads, so it says only what
+// Bare keeps of u for those who may not read the registry.
+func Failure(u *airlockv1.UnknownTool, quote func(name string) string) string {
+	return absence(u, quote) + ": the call was not run (unknown_tool); call a tool the registry has, or add this one to the tools file (" + quote("executor.tools_file") + ") and call it again"
+}
+
+// MaxNamesSaid bounds the names a sentence lists of what the registry has
+// instead: an upstream may have hundreds of tools, and the sentence goes
+// into chat cards, pages and agents' answers.
+const MaxNamesSaid = 10
+
+// absence says that the registry has no tool u.Tool and, when u says, what
+// it has instead: at most MaxNamesSaid names, the closest to the missing
+// one first, and how many more.
+func absence(u *airlockv1.UnknownTool, quote func(name string) string) string {
 	var b strings.Builder
 	b.WriteString("the tool registry has no tool ")
 	b.WriteString(quote(u.GetTool()))
-	list := func(names []string) {
-		for i, n := range names {
+	list := func(names []string, missing string) {
+		shown, more := closest(names, missing, MaxNamesSaid)
+		for i, n := range shown {
 			if i > 0 {
 				b.WriteString(", ")
 			}
 			b.WriteString(quote(n))
 		}
+		if more > 0 {
+			fmt.Fprintf(&b, " and %d more", more)
+		}
 	}
 	switch {
 	case len(u.GetServerTools()) > 0:
 		b.WriteString(" (server " + quote(u.GetServer()) + " has ")
-		list(u.GetServerTools())
+		list(u.GetServerTools(), strings.TrimPrefix(u.GetTool(), calls.ToolName(u.GetServer(), "")))
 		b.WriteString(")")
 	case len(u.GetServers()) > 0:
 		b.WriteString(" (its servers are ")
-		list(u.GetServers())
+		list(u.GetServers(), u.GetServer())
 		b.WriteString(")")
 	}
-	b.WriteString(": even approved, this call cannot run, it would end failed (unknown_tool)")
 	return b.String()
+}
+
+// closest is names unchanged when they are no more than most; else the
+// most of them that share the longest prefix with missing (a mistyped or
+// renamed tool is likely among them), longest first, ties in the order
+// given, and how many are left out.
+func closest(names []string, missing string, most int) ([]string, int) {
+	if len(names) <= most {
+		return names, 0
+	}
+	ranked := slices.Clone(names)
+	slices.SortStableFunc(ranked, func(a, b string) int {
+		return commonPrefix(b, missing) - commonPrefix(a, missing)
+	})
+	return ranked[:most], len(names) - most
+}
+
+// commonPrefix is how many leading bytes a and b share.
+func commonPrefix(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
 }
 
 // Warning is Sentence for a person who decides the call, with what they

@@ -397,27 +397,27 @@ func TestTheRoundtripSaysAGoalIsOutOfReachOnlyWhenBothHopsShowIt(t *testing.T) {
 		blocksSpec float64
 		fixedAllow bool
 	}{
-		{"above against both hops and both floors", 4, 3.6, bounds{1.7, 1.8, 1.7, 1.8, 400, 2}, nil, true, true, 0, nil, 0, false},
-		{"above against the hop alone only", 4, 3.4, bounds{1.7, 1.5, 1.7, 1.5, 400, 2}, nil, false, false, 0, nil, 0, false},
-		{"above against both hops, but the round trip in the same blocks took less than the chain", 4, 3.6, bounds{1.7, 1.5, 1.7, 1.5, 400, 2}, nil, false, false, 390, nil, 0, false},
-		{"above against both hops, but the chain without the work took longer in the blocks", 4, 3.6, bounds{1.7, 1.5, 1.7, 1.5, 400, 2}, nil, false, false, 0, nil, 410, false},
-		{"above everywhere, but the round trip decided with a fixed allow", 4, 3.6, bounds{1.7, 1.8, 1.7, 1.8, 400, 2}, nil, false, false, 0, nil, 0, true},
-		{"above both floors doing the work, not with the work timed alone", 4, 3.6, bounds{1.7, 1.8, 1.7, 1.8, 400, 2}, nil, true, false, 0, &[2]float64{1.55, 1.7}, 0, false},
-		{"above against the hop in blocks only", 3.4, 4, bounds{1.5, 1.7, 1.5, 1.7, 400, 2}, nil, false, false, 0, nil, 0, false},
-		{"below both", 3, 2, bounds{1.2, 1.3, 1.2, 1.3, 400, 2}, nil, false, false, 0, nil, 0, false},
-		{"above both floors, but today's bound above the round trip itself", 3, 2, bounds{1.7, 1.8, 1.7, 1.8, 350, 2}, nil, false, false, 0, nil, 0, false},
-		{"above both floors with the mean background, not with the least", 3, 2, bounds{1.7, 1.8, 1.55, 1.7, 400, 2}, nil, false, false, 0, nil, 0, false},
-		{"above both floors, but today's bound above the goal's own ratio", 3, 2, bounds{1.7, 1.8, 1.7, 1.8, 400, 1.75}, nil, false, false, 0, nil, 0, false},
+		{name: "above against both hops and both floors", alone: 4, inBlocks: 3.6, cpu: bounds{minimalToOwn: 1.7, callToFloor: 1.8, leastMinimal: 1.7, leastCall: 1.8, roundTripUs: 400, ratio: 2}, p50OutOfReach: true, cpuOutReach: true},
+		{name: "above against the hop alone only", alone: 4, inBlocks: 3.4, cpu: bounds{minimalToOwn: 1.7, callToFloor: 1.5, leastMinimal: 1.7, leastCall: 1.5, roundTripUs: 400, ratio: 2}},
+		{name: "above against both hops, but the round trip in the same blocks took less than the chain", alone: 4, inBlocks: 3.6, cpu: bounds{minimalToOwn: 1.7, callToFloor: 1.5, leastMinimal: 1.7, leastCall: 1.5, roundTripUs: 400, ratio: 2}, blocksRoundTrip: 390},
+		{name: "above against both hops, but the chain without the work took longer in the blocks", alone: 4, inBlocks: 3.6, cpu: bounds{minimalToOwn: 1.7, callToFloor: 1.5, leastMinimal: 1.7, leastCall: 1.5, roundTripUs: 400, ratio: 2}, blocksSpec: 410},
+		{name: "above everywhere, but the round trip decided with a fixed allow", alone: 4, inBlocks: 3.6, cpu: bounds{minimalToOwn: 1.7, callToFloor: 1.8, leastMinimal: 1.7, leastCall: 1.8, roundTripUs: 400, ratio: 2}, fixedAllow: true},
+		{name: "above both floors doing the work, not with the work timed alone", alone: 4, inBlocks: 3.6, cpu: bounds{minimalToOwn: 1.7, callToFloor: 1.8, leastMinimal: 1.7, leastCall: 1.8, roundTripUs: 400, ratio: 2}, p50OutOfReach: true, aloneLeast: &[2]float64{1.55, 1.7}},
+		{name: "above against the hop in blocks only", alone: 3.4, inBlocks: 4, cpu: bounds{minimalToOwn: 1.5, callToFloor: 1.7, leastMinimal: 1.5, leastCall: 1.7, roundTripUs: 400, ratio: 2}},
+		{name: "below both", alone: 3, inBlocks: 2, cpu: bounds{minimalToOwn: 1.2, callToFloor: 1.3, leastMinimal: 1.2, leastCall: 1.3, roundTripUs: 400, ratio: 2}},
+		{name: "above both floors, but today's bound above the round trip itself", alone: 3, inBlocks: 2, cpu: bounds{minimalToOwn: 1.7, callToFloor: 1.8, leastMinimal: 1.7, leastCall: 1.8, roundTripUs: 350, ratio: 2}},
+		{name: "above both floors with the mean background, not with the least", alone: 3, inBlocks: 2, cpu: bounds{minimalToOwn: 1.7, callToFloor: 1.8, leastMinimal: 1.55, leastCall: 1.7, roundTripUs: 400, ratio: 2}},
+		{name: "above both floors, but today's bound above the goal's own ratio", alone: 3, inBlocks: 2, cpu: bounds{minimalToOwn: 1.7, callToFloor: 1.8, leastMinimal: 1.7, leastCall: 1.8, roundTripUs: 400, ratio: 1.75}},
 		// The reviewer's rounds (floor, round trip, chain + work): the
 		// goal's ratio is 1.6 (met), today's bound 1.7 in the median of the
 		// rounds' ratios, the median chain + work (170) below the median
 		// round trip (180): not out of reach.
-		{"the goal met, though the bounds' ratios are above it", 3, 2, bounds{}, rounds(
-			[5]float64{100, 150, 170, 150, 80}, [5]float64{200, 320, 340, 300, 160}, [5]float64{110, 180, 100, 160, 90}), false, false, 0, nil, 0, false},
-		{"the goal missed, today's bound above the goal's ratio in the median of the rounds", 3, 2, bounds{}, rounds(
-			[5]float64{100, 165, 170, 150, 80}, [5]float64{200, 340, 340, 300, 160}, [5]float64{110, 180, 100, 160, 90}), false, false, 0, nil, 0, false},
-		{"the goal missed, both bounds above it and below the round trip in every round", 3, 2, bounds{}, rounds(
-			[5]float64{100, 200, 170, 150, 80}, [5]float64{200, 400, 340, 300, 160}, [5]float64{110, 220, 190, 160, 90}), false, true, 0, nil, 0, false},
+		{name: "the goal met, though the bounds' ratios are above it", alone: 3, inBlocks: 2, rounds: rounds(
+			[5]float64{100, 150, 170, 150, 80}, [5]float64{200, 320, 340, 300, 160}, [5]float64{110, 180, 100, 160, 90})},
+		{name: "the goal missed, today's bound above the goal's ratio in the median of the rounds", alone: 3, inBlocks: 2, rounds: rounds(
+			[5]float64{100, 165, 170, 150, 80}, [5]float64{200, 340, 340, 300, 160}, [5]float64{110, 180, 100, 160, 90})},
+		{name: "the goal missed, both bounds above it and below the round trip in every round", alone: 3, inBlocks: 2, rounds: rounds(
+			[5]float64{100, 200, 170, 150, 80}, [5]float64{200, 400, 340, 300, 160}, [5]float64{110, 220, 190, 160, 90}), cpuOutReach: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &roundtripReport{}
