@@ -18,16 +18,12 @@ func TestALeaseIsRenewedOnItsLastWrite(t *testing.T) {
 	defer cancel()
 	n := testenv.StartNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
-	open := func() *Store {
-		s, err := Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+	replica, kv := newReplica(ctx, t, deps.JS, deps.Config.Buckets.ClientWaits, false)
+	s := replica.s
+	other, err := Open(ctx, deps.JS, deps.Config.Buckets.ClientWaits) // another replica
+	if err != nil {
+		t.Fatal(err)
 	}
-	s, other := open(), open() // other: another replica
-	kv := &countingKV{KeyValue: s.kv}
-	s.kv = kv
 	own := s.Lease("agent", "renewed", "own")
 	for i, tt := range []struct {
 		name      string
