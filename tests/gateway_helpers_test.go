@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go/jetstream"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -64,6 +66,10 @@ type gatewayEnv struct {
 	api     *approvalapi.Client
 	baseURL string
 	config  string
+	// admin reads the bus as its admin; clientWaits is the client-waits
+	// bucket (rejoin entries, offers, leases) it reads.
+	admin       jetstream.JetStream
+	clientWaits jetstream.KeyValue
 }
 
 func startGatewayEnv(t *testing.T) *gatewayEnv {
@@ -127,7 +133,11 @@ gateway:
 	g.dev = startDev(t, filepath.Join(dir, "data"), 0, "", "AIRLOCK_CONFIG="+cfg)
 	g.baseURL = g.dev.HTTPURL
 	g.api = g.dev.API(t)
-	nc, _ := g.dev.Admin(t)
+	nc, js := g.dev.Admin(t)
+	g.admin = js
+	if g.clientWaits, err = js.KeyValue(context.Background(), config.Default().Buckets.ClientWaits); err != nil {
+		t.Fatal(err)
+	}
 	rules := policyapi.New(nc, testenv.DevFrontendKey(t, g.dev.DataDir), "console")
 	for _, agent := range []string{"bot", "waiter", "selfcoder"} {
 		_, err := rules.PutRule(context.Background(), &airlockv1.PolicyRule{

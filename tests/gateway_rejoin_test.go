@@ -18,7 +18,6 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/clientwait"
-	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -165,16 +164,13 @@ func TestGatewayRejoin(t *testing.T) {
 		}
 		// A new session that rejoins the call and then gives up (a client
 		// timeout) withdraws nothing: it only followed another's call.
+		leases := g.leaseWrites(t, "plainbot", id)
 		impatientWaits := make(chan struct{}, 1)
 		impatient := g.connect(t, "plain", clientOpts{version: "2025-11-25", progress: waitingFor("impatient", impatientWaits)})
 		// It follows a call waiting for approval: call id's, or a new one
 		// (checked below).
 		waitingCall(t, impatient, "impatient", impatientWaits, args)()
-		for until := time.Now().Add(5 * time.Second); time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
-			if r, err := g.api.Get(context.Background(), "plainbot", id, 0); err == nil && r.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
-				t.Fatalf("a session that rejoined the call and gave up left it %s, want it pending", r.GetState())
-			}
-		}
+		g.stillPendingAfterGivingUp(t, leases, "plainbot", id, "a session that rejoined the call and gave up")
 		// Its client starts a new session elsewhere and repeats the call:
 		// it rejoins the call once the lease has run out.
 		freshWaits := make(chan struct{}, 1)
@@ -367,11 +363,7 @@ func (g *gatewayEnv) waitForEntry(t *testing.T, prefix, call string) {
 // agent waits for call, the stored one first.
 func (g *gatewayEnv) leaseWrites(t *testing.T, agent, call string) <-chan jetstream.KeyValueEntry {
 	t.Helper()
-	_, js := g.dev.Admin(t)
-	kv, err := js.KeyValue(context.Background(), config.Default().Buckets.ClientWaits)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := g.clientWaits
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	w, err := kv.Watch(ctx, "c."+agent+"."+call, jetstream.IgnoreDeletes())
@@ -394,11 +386,7 @@ func (g *gatewayEnv) leaseWrites(t *testing.T, agent, call string) <-chan jetstr
 // named call, as the bucket's history keeps them.
 func (g *gatewayEnv) writesNaming(t *testing.T, prefix, call string) int {
 	t.Helper()
-	_, js := g.dev.Admin(t)
-	kv, err := js.KeyValue(context.Background(), config.Default().Buckets.ClientWaits)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := g.clientWaits
 	keys, err := kv.ListKeysFiltered(context.Background(), prefix+">")
 	if err != nil {
 		t.Fatal(err)
@@ -458,11 +446,7 @@ func (g *gatewayEnv) waitForEntries(t *testing.T, prefix, call string, n int) {
 // naming call.
 func (g *gatewayEnv) entriesNaming(t *testing.T, prefix, call string) int {
 	t.Helper()
-	_, js := g.dev.Admin(t)
-	kv, err := js.KeyValue(context.Background(), config.Default().Buckets.ClientWaits)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := g.clientWaits
 	keys, err := kv.ListKeysFiltered(context.Background(), prefix+">")
 	if err != nil {
 		return 0
@@ -648,11 +632,7 @@ func TestGatewayRejoinFaults(t *testing.T) {
 		hangUp := waitingCall(t, a, "a", aWaits, args)
 		waitLiveLeases(t, leases, 1)
 		hangUp()
-		for until := time.Now().Add(5 * time.Second); time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
-			if r, err := g.api.Get(context.Background(), "patientbot", id, 0); err == nil && r.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
-				t.Fatalf("session A's repeat giving up left call %s %s, which session B adopted, want it pending", id, r.GetState())
-			}
-		}
+		g.stillPendingAfterGivingUp(t, leases, "patientbot", id, "session A's repeat giving up (session B adopted the call)")
 		g.rejectAllPending(t, "patientbot", path)
 		if res := callTool(t, b, "fs__write_file", args); res.Meta["airlock/call_id"] != id || !strings.Contains(text(res), "alice rejected") {
 			t.Fatalf("session B's repeat was answered %v %q, want call %s's rejection", res.Meta, text(res), id)
@@ -745,9 +725,8 @@ func TestGatewayRejoinFaults(t *testing.T) {
 // adopt the call).
 func (g *gatewayEnv) waitForLeaseWatch(t *testing.T, agent, call string) {
 	t.Helper()
-	_, js := g.dev.Admin(t)
-	bucket := config.Default().Buckets.ClientWaits
-	stream, err := js.Stream(context.Background(), "KV_"+bucket)
+	bucket := g.clientWaits.Bucket()
+	stream, err := g.admin.Stream(context.Background(), "KV_"+bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -775,6 +754,38 @@ func waitLiveLeases(t *testing.T, leases <-chan jetstream.KeyValueEntry, n int) 
 			}
 		case <-time.After(20 * time.Second):
 			t.Fatalf("no lease write with %d requests waiting within 20s", n)
+		}
+	}
+}
+
+// stillPendingAfterGivingUp waits for the lease write by which the
+// request that followed agent's call, and whose client gave up (who),
+// ended its lease, then wants the call still pending. That write is the
+// gateway's answer to the give-up: a request withdrawing the call deletes
+// its presence first instead (clientwait's Release), so that no write
+// comes, and the wait fails.
+func (g *gatewayEnv) stillPendingAfterGivingUp(t *testing.T, leases <-chan jetstream.KeyValueEntry, agent, call, who string) {
+	t.Helper()
+	state := func() airlockv1.ApprovalState {
+		r, err := g.api.Get(context.Background(), agent, call, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetState()
+	}
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case e := <-leases:
+			if _, live := liveLeases(t, e); live > 0 {
+				continue
+			}
+			if s := state(); s != airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+				t.Fatalf("%s left call %s %s, want it pending", who, call, s)
+			}
+			return
+		case <-deadline:
+			t.Fatalf("%s ended no lease on call %s within 20s, which is %s: was the call withdrawn (its presence deleted)? want it pending, followed by another session", who, call, state())
 		}
 	}
 }

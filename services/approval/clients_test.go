@@ -28,7 +28,7 @@ func TestCardsAreRedrawnWhenAnMCPClientComesOrGoes(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "the call to be announced", func() bool { return rec.has("announce:waited") })
 	hold := func(until time.Time) {
 		t.Helper()
-		if err := clients.Hold(ctx, "bot", "waited", clientwait.Presence{Endpoint: "claude", Until: until}); err != nil {
+		if err := clients.Lease("bot", "waited", "").Hold(ctx, clientwait.Presence{Endpoint: "claude", Until: until}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -58,7 +58,7 @@ func TestCardsAreRedrawnWhenAnMCPClientComesOrGoes(t *testing.T) {
 	// decided call's change (changes are handled in order).
 	w.pending(&airlockv1.ToolCall{CallId: "later"}, &airlockv1.Decision{Approvers: []string{"group:reviewers"}})
 	testenv.Eventually(t, 10*time.Second, "the later call to be announced", func() bool { return rec.has("announce:later") })
-	if err := clients.Hold(ctx, "bot", "later", clientwait.Presence{Endpoint: "claude", Until: time.Now().Add(time.Minute)}); err != nil {
+	if err := clients.Lease("bot", "later", "").Hold(ctx, clientwait.Presence{Endpoint: "claude", Until: time.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, "the later call's card to be redrawn", func() bool {

@@ -12,6 +12,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/grant"
 	"github.com/airlock-gate/airlock/services/shared/ids"
@@ -135,7 +136,7 @@ func (s *Service) RevokeGrant(ctx context.Context, req *airlockv1.RevokeGrantReq
 			return nil, fmt.Errorf("encode grant: %w", err)
 		}
 		if _, err := s.grants.Update(ctx, g.GetId(), data, rev); err != nil {
-			if isConflict(err) {
+			if bus.Conflict(err) {
 				continue // the policy service spent a use meanwhile: revoke the fresh grant
 			}
 			return nil, apierr.Wrap(apierr.Unavailable, err, "grant %s could not be revoked; try again", g.GetId())

@@ -9,6 +9,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 )
 
 // release gives the thread of rec (a call of a queue_per_thread rule) its
@@ -69,7 +70,7 @@ func (s *Service) takeTurn(ctx context.Context, lockKey, key string) (bool, erro
 	e, err := s.store.kv.Get(ctx, lockKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		if _, err := s.store.kv.Create(ctx, lockKey, []byte(key)); err != nil {
-			if isConflict(err) {
+			if bus.Conflict(err) {
 				return false, nil
 			}
 			return false, fmt.Errorf("take the turn of %s: %w", lockKey, err)
@@ -89,7 +90,7 @@ func (s *Service) takeTurn(ctx context.Context, lockKey, key string) (bool, erro
 		}
 	}
 	if _, err := s.store.kv.Update(ctx, lockKey, []byte(key), e.Revision()); err != nil {
-		if isConflict(err) {
+		if bus.Conflict(err) {
 			return false, nil
 		}
 		return false, fmt.Errorf("take the turn of %s: %w", lockKey, err)

@@ -10,6 +10,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 )
 
@@ -101,13 +102,9 @@ func mutate[T any](ctx context.Context, s records, key string, step func(*airloc
 		if err == nil {
 			return next, true, out, nil
 		}
-		if !isConflict(err) {
+		if !bus.Conflict(err) {
 			return nil, false, out, fmt.Errorf("write approval %s: %w", key, err)
 		}
 	}
 	return nil, false, zero, fmt.Errorf("write approval %s: still conflicting after %d attempts", key, maxCASAttempts)
-}
-
-func isConflict(err error) bool {
-	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
 }

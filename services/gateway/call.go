@@ -183,6 +183,7 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 	defer stopWaiting()
 	w := &watch{ep: ep, ctx: ctx, req: req, f: f, mayConfirm: mayConfirm, stopWaiting: stopWaiting,
 		events: make(chan *airlockv1.Event, 16), stop: make(chan struct{}), waiter: newNonce(), held: make(chan struct{})}
+	w.lease = ep.g.waits.Lease(ep.cfg.Agent, f.call.ID, w.waiter)
 	w.timer = time.AfterFunc(ep.g.heartbeat, func() { w.start(true) })
 	if f.rejoinKey != "" {
 		bound := ep.cfg.AnswerBound()
@@ -222,7 +223,7 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 		c.finish(context.WithoutCancel(ctx))
 	}
 	// endLease ends this request's lease (now): it waits no more.
-	endLease := func() { _ = ep.hold(ctx, f.call.ID, w.waiter, time.Now(), 5*time.Second) } // logged
+	endLease := func() { _ = ep.hold(ctx, f.call.ID, w.lease, time.Now(), 5*time.Second) } // logged
 	if early, eerr := w.answered(); early != nil || eerr != nil {
 		if forPerson {
 			endLease()
@@ -300,8 +301,9 @@ type watch struct {
 
 	// waiter names this request's lease among the call's (clientwait's
 	// Presence.Waiters); renewing runs its renewals, which end before
-	// follow ends the lease.
+	// follow ends the lease: one goroutine at a time writes it.
 	waiter   string
+	lease    *clientwait.Lease
 	renewing sync.WaitGroup
 	renews   bool          // the renewals started
 	held     chan struct{} // closed once the lease was first written
@@ -476,7 +478,7 @@ func (w *watch) renew() {
 	for first := true; ; first = false {
 		// A renewal gives up well within the lease's margin over the next
 		// renewal (1.5 heartbeats): one stuck write must not outlast it.
-		err := w.ep.hold(w.ctx, w.f.call.ID, w.waiter, time.Now().Add(leaseFor(w.ep.g.heartbeat)), min(5*time.Second, w.ep.g.heartbeat/2))
+		err := w.ep.hold(w.ctx, w.f.call.ID, w.lease, time.Now().Add(leaseFor(w.ep.g.heartbeat)), min(5*time.Second, w.ep.g.heartbeat/2))
 		if first {
 			close(w.held)
 		}

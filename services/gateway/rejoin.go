@@ -276,14 +276,14 @@ func (ep *endpoint) release(ctx context.Context, callID, waiter string) (alone b
 	return alone
 }
 
-// hold records that the request waiter waits for the call until until
-// (now: it stopped waiting), giving up on the write after within. A
-// failure is logged; it is returned for the one that matters
-// (clientwait.ErrTooManyWaiters).
-func (ep *endpoint) hold(ctx context.Context, callID, waiter string, until time.Time, within time.Duration) error {
+// hold records, by the request's lease on call callID, that it waits for
+// the call until until (now: it stopped waiting), giving up on the write
+// after within. A failure is logged; it is returned for the one that
+// matters (clientwait.ErrTooManyWaiters).
+func (ep *endpoint) hold(ctx context.Context, callID string, lease *clientwait.Lease, until time.Time, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
 	defer cancel()
-	err := ep.g.waits.HoldFor(ctx, ep.cfg.Agent, callID, waiter, clientwait.Presence{Endpoint: ep.cfg.Name, Until: until})
+	err := lease.Hold(ctx, clientwait.Presence{Endpoint: ep.cfg.Name, Until: until})
 	if err != nil && !errors.Is(err, clientwait.ErrTooManyWaiters) {
 		ep.log.Info("whether a client waits was not recorded", "call", callID, "err", err)
 	}

@@ -34,7 +34,7 @@ func TestTheCardSaysWhetherTheMCPClientWaits(t *testing.T) {
 	}
 	hold := func(rec *airlockv1.ApprovalRecord, until time.Time) {
 		t.Helper()
-		if err := clients.Hold(ctx, "bot-1", rec.GetCall().GetCallId(), clientwait.Presence{Endpoint: "claude", Until: until}); err != nil {
+		if err := clients.Lease("bot-1", rec.GetCall().GetCallId(), "").Hold(ctx, clientwait.Presence{Endpoint: "claude", Until: until}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -36,7 +36,7 @@ func TestTheCardSaysWhetherTheMCPClientWaits(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := pendingRecord(t, "call_client_"+tt.name)
-			must(t, clients.Hold(ctx, "bot-1", rec.GetCall().GetCallId(), clientwait.Presence{Endpoint: "claude", Until: tt.until}))
+			must(t, clients.Lease("bot-1", rec.GetCall().GetCallId(), "").Hold(ctx, clientwait.Presence{Endpoint: "claude", Until: tt.until}))
 			ref, err := notifier.Announce(ctx, rec)
 			must(t, err)
 			if card := f.next(t, "post").Card(t); !strings.Contains(card, tt.want) || strings.Contains(card, tt.wantNot) {

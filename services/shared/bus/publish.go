@@ -119,7 +119,7 @@ func (p *Publisher) PublishAfter(ctx context.Context, ev *airlockv1.Event, paren
 	msg := Msg(m)
 	ack, err := PublishSync(ctx, p.js, msg)
 	if err != nil {
-		if refusedAppend(err) {
+		if Conflict(err) {
 			return nil, fmt.Errorf("publish %s: %w", msg.Subject, ErrConflict)
 		}
 		return nil, fmt.Errorf("publish %s: %w", msg.Subject, err)
@@ -162,15 +162,24 @@ func (p *Publisher) AppendAfter(ctx context.Context, evs []*airlockv1.Event, par
 	return ack, nil
 }
 
-// refusedAppend reports whether the stream refused a compare-and-append:
-// 10071 names the sequence it found; a replicated stream answers 10164
-// instead, also when another append to the same subject is still in flight
-// (two handlings claiming one call at once). Both mean: not stored, read
-// and decide again.
-func refusedAppend(err error) bool {
+// Conflict reports whether a compare-and-set write was refused because
+// something else was written first: a compare-and-append (PublishAfter,
+// AppendBatch) or a KV Create, Update or Delete by revision. Either way
+// nothing was stored: read and decide again.
+//
+// A stream answers 10071 naming the sequence it found; a replicated stream
+// answers 10164 instead, also when another append to the same subject is
+// still in flight (two handlings claiming one call at once). nats.go
+// (v1.55.0, jetstream/kv.go) maps both for the KV: Create wraps them in
+// ErrKeyExists, Update and Delete with LastRevision in
+// ErrKeyRevisionMismatch (mapRevisionMismatch), so on an R3 bucket a lost
+// Update matches ErrKeyRevisionMismatch but not ErrKeyExists. A publish
+// with an expectation is not mapped: its APIError's code is read.
+func Conflict(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) ||
+		errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // Atomic batch publish (ADR-50) headers; the stream needs AllowAtomicPublish.
@@ -213,7 +222,7 @@ func AppendBatch(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) 
 	last.Header.Set(headerBatchCommit, "1")
 	ack, err := PublishSync(ctx, js, last)
 	if err != nil {
-		if refusedAppend(err) {
+		if Conflict(err) {
 			return nil, fmt.Errorf("publish %s: %w", msgs[0].Subject, ErrConflict)
 		}
 		return nil, fmt.Errorf("publish batch of %d from %s: %w", len(msgs), msgs[0].Subject, err)

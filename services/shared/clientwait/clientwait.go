@@ -74,14 +74,8 @@ func (r Rejoin) Same(o Rejoin) bool {
 	return r.Call == o.Call && r.Revision == o.Revision && r.entryRev == o.entryRev
 }
 
-// Remember stores the rejoin entry for key (replacing one left by a call
-// whose outcome was never fetched).
-func (s *Store) Remember(ctx context.Context, key string, r Rejoin) error {
-	_, err := s.remember(ctx, key, r)
-	return err
-}
-
-// remember is Remember; it returns the entry's revision.
+// remember stores the rejoin entry for key (replacing one left by a call
+// whose outcome was never fetched); it returns the entry's revision.
 func (s *Store) remember(ctx context.Context, key string, r Rejoin) (uint64, error) {
 	raw, err := json.Marshal(r)
 	if err != nil {
@@ -115,12 +109,10 @@ func (s *Store) Find(ctx context.Context, key string) (r Rejoin, ok bool, err er
 // (on any replica) claimed it first.
 func (s *Store) Deliver(ctx context.Context, key string, r Rejoin) (won bool, err error) {
 	err = s.kv.Delete(ctx, key, jetstream.LastRevision(r.entryRev))
-	var apiErr *jetstream.APIError
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), // a replicated bucket's answer
-		errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
+	case bus.Conflict(err):
 		return false, nil
 	}
 	return false, fmt.Errorf("mark call %s's outcome delivered: %w", r.Call, err)
@@ -156,13 +148,6 @@ func (p Presence) leases() map[string]time.Time {
 
 func presenceKey(agent, call string) string { return "c." + agent + "." + call }
 
-// Hold records that a client of p.Endpoint waits for the call until
-// p.Until (renew it before then; set it to now when the client stops
-// waiting), as the call's one anonymous waiter.
-func (s *Store) Hold(ctx context.Context, agent, call string, p Presence) error {
-	return s.HoldFor(ctx, agent, call, "", p)
-}
-
 // MaxWaiters is how many requests' leases may run on one call at once: an
 // agent repeating a call many times at once in its sessions must not grow
 // the entry, rewritten every half heartbeat, without bound.
@@ -172,68 +157,114 @@ const MaxWaiters = 16
 // lease for another one was not added.
 var ErrTooManyWaiters = errors.New("too many requests wait for the call")
 
-// HoldFor is Hold for one of the requests waiting for the call (waiter):
-// it sets that request's lease and leaves the others' as they are
+// Lease is one request's lease on a call: waiter among the call's
+// Presence.Waiters (several requests may wait for one call: its own
+// session's, one that adopted it). It keeps what its last write stored,
+// so that a renewal nothing else wrote before is one compare-and-swap on
+// that revision, with no read first; the entry is read only when
+// something else wrote it since. One goroutine at a time may use it.
+type Lease struct {
+	s                   *Store
+	agent, call, waiter string
+	// read: last and rev are the entry as stored at rev (rev 0: there is
+	// none); not read: the next Hold reads the entry first.
+	read bool
+	last Presence
+	rev  uint64
+}
+
+// Lease is waiter's lease on the call (waiter "": the call's one anonymous
+// waiter); nothing is written until Hold.
+func (s *Store) Lease(agent, call, waiter string) *Lease {
+	return &Lease{s: s, agent: agent, call: call, waiter: waiter}
+}
+
+// Hold records that waiter's client of p.Endpoint waits for the call until
+// p.Until (renew it before then; set it to now when the client stops
+// waiting), and leaves the other waiters' leases as they are
 // (compare-and-swap, so that simultaneous waiters do not overwrite each
 // other). Leases that ended before the latest one are dropped. A new
 // waiter's running lease is refused (ErrTooManyWaiters) while MaxWaiters
 // others run.
-func (s *Store) HoldFor(ctx context.Context, agent, call, waiter string, p Presence) error {
-	key := presenceKey(agent, call)
+func (l *Lease) Hold(ctx context.Context, p Presence) error {
+	key := presenceKey(l.agent, l.call)
 	for attempt := 0; ; attempt++ {
-		var old Presence
-		var rev uint64
-		e, err := s.kv.Get(ctx, key)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return fmt.Errorf("record whether a client waits for call %s: %w", call, err)
-		default:
-			rev = e.Revision()
-			_ = json.Unmarshal(e.Value(), &old) // undecodable: written anew
+		if !l.read {
+			if err := l.load(ctx, key); err != nil {
+				return err
+			}
 		}
-		leases := map[string]time.Time{}
 		now := time.Now()
-		live := 0
-		for w, until := range old.leases() {
-			leases[w] = until
-			if until.After(now) && w != waiter {
-				live++
-			}
-		}
-		if _, known := leases[waiter]; !known && p.Until.After(now) && live >= MaxWaiters {
-			return fmt.Errorf("record that a client waits for call %s: %w (%d already do)", call, ErrTooManyWaiters, live)
-		}
-		leases[waiter] = p.Until
-		next := Presence{Endpoint: p.Endpoint, Waiters: map[string]time.Time{}}
-		for _, until := range leases {
-			if until.After(next.Until) {
-				next.Until = until
-			}
-		}
-		for w, until := range leases {
-			if until.After(now) || until.Equal(next.Until) {
-				next.Waiters[w] = until
-			}
+		next, err := l.next(p, now)
+		if err != nil {
+			return err
 		}
 		raw, err := json.Marshal(next)
 		if err != nil {
 			return err
 		}
-		if rev == 0 {
-			_, err = s.kv.Create(ctx, key, raw)
+		var rev uint64
+		if l.rev == 0 {
+			rev, err = l.s.kv.Create(ctx, key, raw)
 		} else {
-			_, err = s.kv.Update(ctx, key, raw, rev)
+			rev, err = l.s.kv.Update(ctx, key, raw, l.rev)
 		}
-		lost := errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
 		switch {
 		case err == nil:
+			l.last, l.rev = next, rev
 			return nil
-		case lost && attempt < 10 && ctx.Err() == nil:
-			continue // another waiter wrote meanwhile: apply this lease to what it wrote
+		case bus.Conflict(err) && attempt < 10 && ctx.Err() == nil:
+			l.read = false
+			continue // something else wrote meanwhile: apply this lease to what it wrote
 		}
-		return fmt.Errorf("record whether a client waits for call %s: %w", call, err)
+		l.read = false // stored or not: the next Hold reads what is
+		return fmt.Errorf("record whether a client waits for call %s: %w", l.call, err)
 	}
+}
+
+// load reads the call's presence as stored.
+func (l *Lease) load(ctx context.Context, key string) error {
+	e, err := l.s.kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		l.last, l.rev = Presence{}, 0
+	case err != nil:
+		return fmt.Errorf("record whether a client waits for call %s: %w", l.call, err)
+	default:
+		l.last, l.rev = Presence{}, e.Revision()
+		_ = json.Unmarshal(e.Value(), &l.last) // undecodable: written anew
+	}
+	l.read = true
+	return nil
+}
+
+// next is the presence l.last becomes with waiter's lease set to p.Until
+// at now.
+func (l *Lease) next(p Presence, now time.Time) (Presence, error) {
+	leases := map[string]time.Time{}
+	live := 0
+	for w, until := range l.last.leases() {
+		leases[w] = until
+		if until.After(now) && w != l.waiter {
+			live++
+		}
+	}
+	if _, known := leases[l.waiter]; !known && p.Until.After(now) && live >= MaxWaiters {
+		return Presence{}, fmt.Errorf("record that a client waits for call %s: %w (%d already do)", l.call, ErrTooManyWaiters, live)
+	}
+	leases[l.waiter] = p.Until
+	next := Presence{Endpoint: p.Endpoint, Waiters: map[string]time.Time{}}
+	for _, until := range leases {
+		if until.After(next.Until) {
+			next.Until = until
+		}
+	}
+	for w, until := range leases {
+		if until.After(now) || until.Equal(next.Until) {
+			next.Waiters[w] = until
+		}
+	}
+	return next, nil
 }
 
 // Release ends waiter's lease on the call, when the client of the request
@@ -256,16 +287,16 @@ func (s *Store) Release(ctx context.Context, agent, call, waiter, endpoint strin
 		_ = json.Unmarshal(e.Value(), &p) // undecodable: nobody known to wait
 		for w, until := range p.leases() {
 			if w != waiter && until.After(now) {
-				return false, s.HoldFor(ctx, agent, call, waiter, Presence{Endpoint: endpoint, Until: now})
+				l := s.Lease(agent, call, waiter)
+				l.read, l.last, l.rev = true, p, e.Revision()
+				return false, l.Hold(ctx, Presence{Endpoint: endpoint, Until: now})
 			}
 		}
 		err = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
-		var apiErr *jetstream.APIError
 		switch {
 		case err == nil:
 			return true, nil
-		case errors.Is(err, jetstream.ErrKeyRevisionMismatch),
-			errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
+		case bus.Conflict(err):
 			continue // a lease was written meanwhile: look again
 		}
 		return false, fmt.Errorf("release call %s's lease: %w", call, err)
@@ -369,7 +400,7 @@ func (s *Store) claim(ctx context.Context, key, call, owner string) (won bool, e
 	switch {
 	case err == nil:
 		return true, nil
-	case !errors.Is(err, jetstream.ErrKeyExists):
+	case !bus.Conflict(err):
 		return false, fmt.Errorf("claim call %s's outcome: %w", call, err)
 	}
 	e, err := s.kv.Get(ctx, key)

@@ -20,9 +20,10 @@ func TestStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := "r.somecall"
+	v := s.Rejoins()
 
 	t.Run("an_outcome_is_delivered_once", func(t *testing.T) {
-		if err := s.Remember(ctx, key, clientwait.Rejoin{Call: "c1", Revision: 1}); err != nil {
+		if _, err := v.Join(ctx, key, clientwait.Rejoin{Call: "c1", Revision: 1}); err != nil {
 			t.Fatal(err)
 		}
 		first, ok, err := s.Find(ctx, key)
@@ -42,9 +43,13 @@ func TestStore(t *testing.T) {
 	})
 
 	t.Run("a_late_delivery_leaves_a_newer_entry_alone", func(t *testing.T) {
-		_ = s.Remember(ctx, key, clientwait.Rejoin{Call: "c2", Revision: 1})
-		old, _, _ := s.Find(ctx, key)
-		_ = s.Remember(ctx, key, clientwait.Rejoin{Call: "c3", Revision: 1})
+		old, err := v.Join(ctx, key, clientwait.Rejoin{Call: "c2", Revision: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := v.Join(ctx, key, clientwait.Rejoin{Call: "c3", Revision: 1}); err != nil {
+			t.Fatal(err)
+		}
 		if won, err := s.Deliver(ctx, key, old); err != nil || won {
 			t.Fatalf("a stale delivery: won=%v err=%v", won, err)
 		}
@@ -76,13 +81,13 @@ func TestStore(t *testing.T) {
 
 	t.Run("one_waiter_stopping_leaves_another_waiting", func(t *testing.T) {
 		now := time.Now()
-		if err := s.HoldFor(ctx, "agent", "shared", "a", clientwait.Presence{Endpoint: "bot", Until: now.Add(time.Minute)}); err != nil {
+		if err := s.Lease("agent", "shared", "a").Hold(ctx, clientwait.Presence{Endpoint: "bot", Until: now.Add(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.HoldFor(ctx, "agent", "shared", "b", clientwait.Presence{Endpoint: "bot", Until: now.Add(time.Minute)}); err != nil {
+		if err := s.Lease("agent", "shared", "b").Hold(ctx, clientwait.Presence{Endpoint: "bot", Until: now.Add(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.HoldFor(ctx, "agent", "shared", "b", clientwait.Presence{Endpoint: "bot", Until: now}); err != nil {
+		if err := s.Lease("agent", "shared", "b").Hold(ctx, clientwait.Presence{Endpoint: "bot", Until: now}); err != nil {
 			t.Fatal(err)
 		}
 		if p, ok, err := s.PresenceOf(ctx, "agent", "shared"); err != nil || !ok || !p.Waiting(now) {
@@ -243,7 +248,7 @@ func TestTheWaitersOfACallAreBounded(t *testing.T) {
 	lease := clientwait.Presence{Endpoint: "bot", Until: time.Now().Add(time.Minute)}
 	refused := 0
 	for i := range clientwait.MaxWaiters + 5 {
-		err := s.HoldFor(ctx, "agent", "busy", fmt.Sprintf("w%d", i), lease)
+		err := s.Lease("agent", "busy", fmt.Sprintf("w%d", i)).Hold(ctx, lease)
 		switch {
 		case errors.Is(err, clientwait.ErrTooManyWaiters):
 			refused++
@@ -263,10 +268,11 @@ func TestTheWaitersOfACallAreBounded(t *testing.T) {
 	holdFor(ctx, t, s, "agent", "busy", "late", lease)                                                                      // in w1's place
 }
 
-// holdFor is Store.HoldFor, which must succeed.
+// holdFor holds waiter's lease on the call (Lease.Hold), which must
+// succeed.
 func holdFor(ctx context.Context, t *testing.T, s *clientwait.Store, agent, call, waiter string, p clientwait.Presence) {
 	t.Helper()
-	if err := s.HoldFor(ctx, agent, call, waiter, p); err != nil {
+	if err := s.Lease(agent, call, waiter).Hold(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 }

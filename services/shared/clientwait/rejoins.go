@@ -3,13 +3,14 @@ package clientwait
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/airlock-gate/airlock/services/shared/bus"
 )
 
 // Rejoins is one gateway replica's view of the rejoin entries, so that a
@@ -20,7 +21,7 @@ import (
 // caller owns: the key's session was started by this replica, which alone
 // serves it and so alone writes its entries — each stored, and in the
 // view, before its client is told to call again. What this replica writes
-// (Remember, Deliver) enters the view as the write succeeds; a watch of the
+// (Join, Update, Deliver) enters the view as the write succeeds; a watch of the
 // bucket's rejoin keys (Follow) brings in whatever else changes them (an
 // operator's delete, a write this replica was not told the fate of).
 // Every other lookup is a Get: an entry another replica wrote may not have
@@ -98,16 +99,11 @@ func (v *Rejoins) FindShared(ctx context.Context, key string) (r Rejoin, ok bool
 	return v.s.Find(ctx, key)
 }
 
-// Remember is Store.Remember, and the entry is in the view once stored. A
-// write that failed may still have been stored: the key is then looked up
-// in the bucket until this replica writes it again.
-func (v *Rejoins) Remember(ctx context.Context, key string, r Rejoin) error {
-	_, err := v.Join(ctx, key, r)
-	return err
-}
-
-// Join is Remember, and returns the entry as stored: the Deliver that
-// ends it deletes that revision.
+// Join stores the rejoin entry (or offer) r for key, replacing one left
+// by a call whose outcome was never fetched, and returns it as stored: the
+// Deliver that ends it deletes that revision. The entry is in the view
+// once stored. A write that failed may still have been stored: the key is
+// then looked up in the bucket until this replica writes it again.
 func (v *Rejoins) Join(ctx context.Context, key string, r Rejoin) (Rejoin, error) {
 	rev, err := v.s.remember(ctx, key, r)
 	if err != nil {
@@ -130,7 +126,7 @@ func (v *Rejoins) Update(ctx context.Context, key string, old, r Rejoin) (_ Rejo
 	}
 	rev, err := v.s.kv.Update(ctx, key, raw, old.entryRev)
 	switch {
-	case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists):
+	case bus.Conflict(err):
 		v.outdated(key, old.entryRev)
 		return Rejoin{}, false, nil
 	case err != nil:

@@ -64,7 +64,7 @@ func TestRejoinsAcrossReplicas(t *testing.T) {
 		if _, ok, err := a.Find(ctx, "r.own", true); err != nil || ok {
 			t.Fatalf("a key never written: found=%v err=%v", ok, err)
 		}
-		if err := a.Remember(ctx, "r.own", Rejoin{Call: "c1", Revision: 1}); err != nil {
+		if _, err := a.Join(ctx, "r.own", Rejoin{Call: "c1", Revision: 1}); err != nil {
 			t.Fatal(err)
 		}
 		r, ok, err := a.Find(ctx, "r.own", true)
@@ -83,7 +83,7 @@ func TestRejoinsAcrossReplicas(t *testing.T) {
 	})
 
 	t.Run("an_entry_another_replica_just_wrote_is_found", func(t *testing.T) {
-		if err := a.Remember(ctx, "r.shared", Rejoin{Call: "c2", Revision: 1}); err != nil {
+		if _, err := a.Join(ctx, "r.shared", Rejoin{Call: "c2", Revision: 1}); err != nil {
 			t.Fatal(err)
 		}
 		before := bkv.gets.Load()
@@ -107,7 +107,7 @@ func TestRejoinsAcrossReplicas(t *testing.T) {
 	})
 
 	t.Run("a_change_another_writer_makes_reaches_the_view", func(t *testing.T) {
-		if err := a.Remember(ctx, "r.purged", Rejoin{Call: "c3", Revision: 1}); err != nil {
+		if _, err := a.Join(ctx, "r.purged", Rejoin{Call: "c3", Revision: 1}); err != nil {
 			t.Fatal(err)
 		}
 		if err := akv.KeyValue.Delete(ctx, "r.purged"); err != nil { // an operator's delete
@@ -129,7 +129,7 @@ func TestRejoinsAcrossReplicas(t *testing.T) {
 	t.Run("a_write_in_doubt_is_looked_up_in_the_bucket", func(t *testing.T) {
 		gone, stop := context.WithCancel(ctx)
 		stop()
-		if err := a.Remember(gone, "r.doubt", Rejoin{Call: "c5", Revision: 1}); err == nil {
+		if _, err := a.Join(gone, "r.doubt", Rejoin{Call: "c5", Revision: 1}); err == nil {
 			t.Fatal("a write with an ended context succeeded")
 		}
 		before := akv.gets.Load()
@@ -143,7 +143,7 @@ func TestRejoinsAcrossReplicas(t *testing.T) {
 
 	t.Run("a_late_message_of_the_watch_does_not_bring_back_a_delivered_entry", func(t *testing.T) {
 		v, _ := replica(false)
-		if err := v.Remember(ctx, "r.late", Rejoin{Call: "c6", Revision: 1}); err != nil {
+		if _, err := v.Join(ctx, "r.late", Rejoin{Call: "c6", Revision: 1}); err != nil {
 			t.Fatal(err)
 		}
 		r, _, _ := v.Find(ctx, "r.late", true)
@@ -207,7 +207,7 @@ func TestRejoinsViewKeepsNothingOnceDelivered(t *testing.T) {
 			go v.Follow(fctx, slog.New(slog.DiscardHandler))
 			for i := range 20 {
 				key := "r." + c.name + strconv.Itoa(i)
-				if err := v.Remember(ctx, key, Rejoin{Call: "c", Revision: 1}); err != nil {
+				if _, err := v.Join(ctx, key, Rejoin{Call: "c", Revision: 1}); err != nil {
 					t.Fatal(err)
 				}
 				c.deliver(t, v, key)
@@ -249,7 +249,7 @@ func TestRejoinsViewForgetsWhatTheBucketLetExpire(t *testing.T) {
 	}
 	v := s.Rejoins()
 	go v.Follow(ctx, slog.New(slog.DiscardHandler))
-	if err := v.Remember(ctx, "r.expiring", Rejoin{Call: "c", Revision: 1}); err != nil {
+	if _, err := v.Join(ctx, "r.expiring", Rejoin{Call: "c", Revision: 1}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, "the bucket to let the entry expire", func() bool {
@@ -297,7 +297,7 @@ func TestOffersAcrossReplicas(t *testing.T) {
 	if got := bkv.gets.Load() - before; got != 0 {
 		t.Fatalf("a miss asked the bucket %d times, want none", got)
 	}
-	if err := a.Remember(ctx, "a.offer", Rejoin{Call: "c1", Revision: 1}); err != nil {
+	if _, err := a.Join(ctx, "a.offer", Rejoin{Call: "c1", Revision: 1}); err != nil {
 		t.Fatal(err)
 	}
 	// A view that has not loaded the bucket asks it.

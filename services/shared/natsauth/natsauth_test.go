@@ -168,7 +168,7 @@ func TestTheApprovalServiceMayFollowWhetherClientsWait(t *testing.T) {
 		return s
 	}
 	gateway, approval := open(natsauth.RoleGateway), open(natsauth.RoleApproval)
-	if err := gateway.Remember(ctx, "r.somecall", clientwait.Rejoin{Call: "c0", Revision: 1}); err != nil {
+	if _, err := gateway.Rejoins().Join(ctx, "r.somecall", clientwait.Rejoin{Call: "c0", Revision: 1}); err != nil {
 		t.Fatal(err)
 	}
 	changed := make(chan string, 4)
@@ -177,10 +177,10 @@ func TestTheApprovalServiceMayFollowWhetherClientsWait(t *testing.T) {
 	// is a change it reports.
 	deadline := time.Now().Add(8 * time.Second)
 	for got := ""; got != "bot/c1"; {
-		if err := gateway.Hold(ctx, "bot", "c1", clientwait.Presence{Endpoint: "e", Until: time.Now().Add(time.Minute)}); err != nil {
+		if err := gateway.Lease("bot", "c1", "").Hold(ctx, clientwait.Presence{Endpoint: "e", Until: time.Now().Add(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := gateway.Hold(ctx, "bot", "c1", clientwait.Presence{Endpoint: "e", Until: time.Now()}); err != nil {
+		if err := gateway.Lease("bot", "c1", "").Hold(ctx, clientwait.Presence{Endpoint: "e", Until: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		select {

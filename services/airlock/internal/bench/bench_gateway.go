@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/airlock/internal/mcpclient"
 	"github.com/airlock-gate/airlock/services/executor"
 	"github.com/airlock-gate/airlock/services/gateway"
 	"github.com/airlock-gate/airlock/services/policy"
@@ -540,22 +541,7 @@ func startBenchUpstream() (string, func(), error) {
 
 // benchClient connects a go-sdk client, with a bearer token when given.
 func benchClient(ctx context.Context, url, token, version string) (*mcp.ClientSession, error) {
-	hc := &http.Client{}
-	if token != "" {
-		hc.Transport = headerRoundTripper{key: "Authorization", value: "Bearer " + token}
-	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "airlock-bench", Version: "1"}, nil)
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	return c.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-}
-
-type headerRoundTripper struct{ key, value string }
-
-func (h headerRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set(h.key, h.value)
-	return http.DefaultTransport.RoundTrip(r)
+	return mcpclient.Connect(ctx, url, mcpclient.Options{Name: "airlock-bench", Token: token, Protocol: version, Within: 30 * time.Second})
 }
 
 func printGatewayBench(w io.Writer, r *gatewayReport) {

@@ -157,9 +157,8 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}()
 	// The asking MCP client is kept on the gateway replica the schedule kills.
 	for _, f := range faults {
-		var i int
-		if _, err := fmt.Sscanf(f.Target, "gateway-%d", &i); f.Kind == faultKill && err == nil {
-			d.mcp.askAt, d.mcp.killAt = i-1, loadStart.Add(f.At)
+		if i, ok := f.gatewayKill(); ok {
+			d.mcp.askAt, d.mcp.killAt = i, loadStart.Add(f.At)
 			break
 		}
 	}

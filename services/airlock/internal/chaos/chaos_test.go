@@ -44,7 +44,8 @@ func TestEveryScheduleHasEveryFaultKindWithinTheLoad(t *testing.T) {
 					t.Fatalf("%s seed %d: %s at %s, outside the %s load", p.name, seed, f.Kind, f.At, p.load)
 				}
 				executorKilled = executorKilled || f.Kind == faultKill && strings.HasPrefix(f.Target, "executor-")
-				gatewayKilled = gatewayKilled || f.Kind == faultKill && strings.HasPrefix(f.Target, "gateway-")
+				_, gw := f.gatewayKill()
+				gatewayKilled = gatewayKilled || gw
 				leaderLost = leaderLost || f.Kind == faultNodeLoss && f.Target == leaderTarget
 			}
 			for _, k := range allFaultKinds {
@@ -488,6 +489,26 @@ func TestReviewersHoldMCPDecisionsAroundTheAskersKill(t *testing.T) {
 			}
 			if got := m.holdDecision(now); !tt.want(got) {
 				t.Fatalf("holdDecision = %s, want %s", got, tt.wantText)
+			}
+		})
+	}
+}
+
+func TestAGatewayKillNamesItsReplica(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		f           fault
+		wantReplica int
+		wantOK      bool
+	}{
+		{"the_kill_of_gateway_2_is_replica_1", fault{Kind: faultKill, Target: "gateway-2"}, 1, true},
+		{"the_kill_of_an_executor_is_not", fault{Kind: faultKill, Target: "executor-1"}, 0, false},
+		{"another_fault_on_a_gateway_name_is_not", fault{Kind: faultPause, Target: "gateway-1"}, 0, false},
+		{"a_target_without_a_replica_number_is_not", fault{Kind: faultKill, Target: "gateway-x"}, 0, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if replica, ok := tt.f.gatewayKill(); replica != tt.wantReplica || ok != tt.wantOK {
+				t.Fatalf("gatewayKill(%+v) = %d, %v; want %d, %v", tt.f, replica, ok, tt.wantReplica, tt.wantOK)
 			}
 		})
 	}

@@ -832,13 +832,11 @@ func adoptionsAtKills(o observed, tr map[string]*callTrail, callsOf map[int]map[
 	}
 	var out killRejoins
 	for _, f := range o.Faults {
-		var idx int
-		if f.Kind != faultKill || f.Start.IsZero() {
+		replica, ok := f.gatewayKill() // a kill's target is the one hit (Resolved)
+		if !ok || f.Start.IsZero() {
 			continue
 		}
-		if _, err := fmt.Sscanf(f.Resolved, "gateway-%d", &idx); err != nil {
-			continue
-		}
+		idx := replica + 1
 		killed := fmt.Sprintf("gateway-%d (killed at %s)", idx, f.Start.UTC().Format("15:04:05.000"))
 		// The asker's last request before the kill: on the replica, its
 		// session died with it.

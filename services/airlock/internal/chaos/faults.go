@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -82,6 +83,20 @@ func schedule(seed int64, p profile, load time.Duration) []fault {
 	return append([]fault{ch}, lane...)
 }
 
+// gatewayKill reports whether f kills a gateway replica, and which one
+// (from 0; its target is "gateway-<replica+1>").
+func (f fault) gatewayKill() (replica int, ok bool) {
+	n, found := strings.CutPrefix(f.Target, "gateway-")
+	if f.Kind != faultKill || !found {
+		return 0, false
+	}
+	i, err := strconv.Atoi(n)
+	if err != nil || i < 1 {
+		return 0, false
+	}
+	return i - 1, true
+}
+
 // faultResult is a fault as it happened.
 type faultResult struct {
 	fault
@@ -121,15 +136,16 @@ func (in *injector) run(ctx context.Context, loadStart time.Time, f fault) fault
 		return res
 	}
 	recovered := make(chan struct{})
+	gateway, gatewayKill := f.gatewayKill()
 	measure := func(since time.Time) {
 		defer close(recovered)
 		probe := in.d.probe
-		if f.Kind == faultKill && strings.HasPrefix(f.Target, "gateway-") {
+		if gatewayKill {
 			probe = in.d.mcp.probe // recovered: an MCP client's call through the gateway completed
 		}
 		res.RecoveredAfter, res.Recovered = probe(ctx, since, in.p.recoverWithin+f.For)
 	}
-	if f.Kind == faultKill && f.Target == fmt.Sprintf("gateway-%d", in.d.mcp.askAt+1) {
+	if gatewayKill && gateway == in.d.mcp.askAt {
 		// A kill of the asker's replica waits (a little) for a call of the
 		// asker to wait for a person there, so that a rejoin follows it.
 		in.d.mcp.awaitAskerWaiting(ctx, in.d.mcp.askAt, askerWaitLimit)
@@ -143,7 +159,7 @@ func (in *injector) run(ctx context.Context, loadStart time.Time, f fault) fault
 			return res
 		}
 		p.kill()
-		if strings.HasPrefix(f.Target, "gateway-") {
+		if gatewayKill {
 			in.d.mcp.noteKill(res.Start)
 		}
 		go measure(res.Start)

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlock-gate/airlock/services/airlock/internal/mcpclient"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -298,7 +298,9 @@ func (m *mcpLoad) connect(ctx context.Context, name, protocol string, replica in
 		if !m.ready(ctx, at) {
 			continue
 		}
-		cs, err := connectMCP(ctx, m.urls[at], m.token, name, protocol)
+		// A stream that breaks is not resumed: the gateway keeps no event
+		// store, and its replica may be gone.
+		cs, err := mcpclient.Connect(ctx, m.urls[at], mcpclient.Options{Name: name, Token: m.token, Protocol: protocol, Within: 10 * time.Second, NoResume: true})
 		if err == nil {
 			if protocol == mcpSessions {
 				m.mu.Lock()
@@ -310,26 +312,6 @@ func (m *mcpLoad) connect(ctx context.Context, name, protocol string, replica in
 		errs = append(errs, err)
 	}
 	return nil, replica, fmt.Errorf("no gateway replica answers: %w", errors.Join(errs...))
-}
-
-// connectMCP starts an MCP session (go-sdk's client) with the endpoint's
-// bearer token. A stream that breaks is not resumed (MaxRetries < 0): the
-// gateway keeps no event store, and its replica may be gone.
-func connectMCP(ctx context.Context, url, token, name, protocol string) (*mcp.ClientSession, error) {
-	hc := &http.Client{Transport: bearer{token: token}}
-	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, nil)
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	return c.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: protocol})
-}
-
-// bearer sends the endpoint's token with every request.
-type bearer struct{ token string }
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
 }
 
 // call makes one tools/call and records what came back.
