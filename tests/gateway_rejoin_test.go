@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -738,6 +739,120 @@ func TestGatewayRejoinFaults(t *testing.T) {
 		}
 		g.rejectAllPending(t, "patientbot", path)
 	})
+}
+
+// A rejoin entry or offer left in the bucket by a request that ended
+// without deleting it (its replica died, or the delete failed) names a
+// call whose outcome was returned: the session's next identical call
+// is a new call, never swallowed by the old one nor answered its outcome.
+func TestGatewayRejoinLeftovers(t *testing.T) {
+	t.Parallel()
+	g := startGatewayEnv(t)
+	for _, tc := range []struct {
+		name string
+		// left: the prefixes of the call's entries put back after its
+		// outcome was returned, as they were just before.
+		left []string
+	}{
+		{"the_sessions_rejoin_entry", []string{"r."}},
+		{"the_offer_and_the_lease", []string{"a.", "c."}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(g.files, "leftover-"+tc.name+".txt")
+			args := map[string]any{"path": path, "content": "left over"}
+			a := g.connect(t, "patient", clientOpts{version: "2025-11-25"})
+			id := pendingCall(t, a, args)
+			before := g.entriesNamingCall(t, "patientbot", id)
+			g.rejectAllPending(t, "patientbot", path)
+			if res := callTool(t, a, "fs__write_file", args); res.Meta["airlock/call_id"] != id || !strings.Contains(text(res), "alice rejected") {
+				t.Fatalf("the repeat after the rejection was answered %v %q, want call %s's rejection", res.Meta, text(res), id)
+			}
+			g.putBack(t, before, tc.left)
+			again := callTool(t, a, "fs__write_file", args)
+			if got, _ := again.Meta["airlock/call_id"].(string); got == id || again.Meta["airlock/status"] != "pending" {
+				t.Fatalf("with %v of call %s left in the bucket after its outcome was returned, the session's next identical call was answered %v %q, want a new call pending",
+					tc.left, id, again.Meta, text(again))
+			}
+			g.rejectAllPending(t, "patientbot", path)
+		})
+	}
+}
+
+// entriesNamingCall is every client-waits entry about agent's call: its
+// session's rejoin entry, its offer and its lease, as stored now.
+func (g *gatewayEnv) entriesNamingCall(t *testing.T, agent, call string) map[string][]byte {
+	t.Helper()
+	kv := g.clientWaits(t)
+	out := map[string][]byte{}
+	if e, err := kv.Get(context.Background(), "c."+agent+"."+call); err == nil {
+		out[e.Key()] = e.Value()
+	}
+	for _, prefix := range []string{"r.", "a."} {
+		keys, err := kv.ListKeysFiltered(context.Background(), prefix+">")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range keys.Keys() {
+			if e, err := kv.Get(context.Background(), k); err == nil && strings.Contains(string(e.Value()), `"`+call+`"`) {
+				out[k] = e.Value()
+			}
+		}
+	}
+	return out
+}
+
+// putBack writes again the entries under prefixes, as a request that ended
+// without deleting them leaves them, and returns once every gateway watch
+// of the rejoin entries has been handed them.
+func (g *gatewayEnv) putBack(t *testing.T, entries map[string][]byte, prefixes []string) {
+	t.Helper()
+	kv := g.clientWaits(t)
+	var last uint64
+	for k, v := range entries {
+		for _, prefix := range prefixes {
+			if strings.HasPrefix(k, prefix) {
+				rev, err := kv.Put(context.Background(), k, v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				last = max(last, rev)
+			}
+		}
+	}
+	if last == 0 {
+		t.Fatalf("no entry under %v to put back among %v", prefixes, slices.Collect(maps.Keys(entries)))
+	}
+	_, js := g.dev.Admin(t)
+	bucket := config.Default().Buckets.ClientWaits
+	stream, err := js.Stream(context.Background(), "KV_"+bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejoins := "$KV." + bucket + ".r.>"
+	testenv.Eventually(t, 30*time.Second, "the gateway's watch of the rejoin entries to be handed what was put back", func() bool {
+		watches := 0
+		for c := range stream.ListConsumers(context.Background()).Info() {
+			if slices.Contains(c.Config.FilterSubjects, rejoins) {
+				if c.Delivered.Stream < last {
+					return false
+				}
+				watches++
+			}
+		}
+		return watches > 0
+	})
+}
+
+// clientWaits is the client-waits bucket, as an administrator reads it.
+func (g *gatewayEnv) clientWaits(t *testing.T) jetstream.KeyValue {
+	t.Helper()
+	_, js := g.dev.Admin(t)
+	kv, err := js.KeyValue(context.Background(), config.Default().Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
 }
 
 // waitForLeaseWatch waits until something watches the lease that says

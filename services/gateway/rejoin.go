@@ -82,7 +82,7 @@ func (ep *endpoint) findRejoin(ctx context.Context, key string, mine bool, t *to
 		ep.log.Warn("a repeated call could not be looked up; it is submitted as a new call", "err", err)
 		return nil
 	}
-	if !ok {
+	if !ok || ep.leftover(ctx, key, r) {
 		return nil
 	}
 	return &flight{tool: t, rejoinKey: key, rejoined: &r, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
@@ -204,13 +204,39 @@ func (ep *endpoint) adopt(ctx context.Context, key, offer string, t *tool) (*fli
 	case err != nil:
 		ep.log.Warn("an offered call could not be looked up again; the call is submitted as a new call", "call", r.Call, "err", err)
 		return nil, nil
-	case !ok || !still.Same(r):
+	case !ok || !still.Same(r) || ep.leftover(ctx, offer, still):
 		return nil, nil
 	}
 	// From now on the call is this session's too; its rejoin entry is
 	// written only with the answer "pending", as for a call of its own (an
 	// adopter that gives up first leaves nothing behind).
 	return &flight{tool: t, rejoinKey: key, offerKey: offer, adopted: true, offered: &still, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}, nil
+}
+
+// leftover reports whether the entry r found under key names a call whose
+// outcome was returned already (claimed): its request ended without
+// deleting it (its replica died, or the delete failed). Followed, it would
+// swallow this new identical call and return an outcome the session had,
+// so it is deleted (if still as read) and the request is a new call. A
+// simultaneous identical request that found the entry before the claim
+// still returns the outcome (Claim: the same session wins again). A claim
+// that cannot be read leaves the entry to be followed: the claim at
+// delivery still keeps the outcome from another session.
+func (ep *endpoint) leftover(ctx context.Context, key string, r clientwait.Rejoin) bool {
+	claimed, err := ep.g.waits.Claimed(ctx, ep.cfg.Agent, r.Call)
+	if err != nil {
+		ep.log.Warn("whether a found call's outcome was returned already could not be read; it is followed", "call", r.Call, "err", err)
+		return false
+	}
+	if !claimed {
+		return false
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := ep.g.rejoins.Deliver(dctx, key, r); err != nil {
+		ep.log.Info("an entry naming a call whose outcome was returned was not deleted; the next identical call finds it and drops it again", "call", r.Call, "err", err)
+	}
+	return true
 }
 
 // unattended reports whether no client waits for the call: every request

@@ -355,7 +355,7 @@ func renewed(p, q Presence, now time.Time) bool {
 // it may have been stored, and then the same owner wins again. A claim
 // lives for the bucket's TTL, as the rejoin entries that may try it do.
 func (s *Store) Claim(ctx context.Context, agent, call, owner string) (won bool, err error) {
-	key := "d." + agent + "." + call
+	key := claimKey(agent, call)
 	for attempt := 1; ; attempt++ {
 		won, err = s.claim(ctx, key, call, owner)
 		if err == nil || attempt == 3 || ctx.Err() != nil {
@@ -363,6 +363,23 @@ func (s *Store) Claim(ctx context.Context, agent, call, owner string) (won bool,
 		}
 	}
 }
+
+// Claimed reports whether the call's outcome was claimed (Claim) by any
+// session: it was returned, so a rejoin entry or offer still naming the
+// call is a leftover (its request ended without deleting it) that a later
+// identical call must not follow.
+func (s *Store) Claimed(ctx context.Context, agent, call string) (bool, error) {
+	_, err := s.kv.Get(ctx, claimKey(agent, call))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read whether call %s's outcome was claimed: %w", call, err)
+	}
+	return true, nil
+}
+
+func claimKey(agent, call string) string { return "d." + agent + "." + call }
 
 func (s *Store) claim(ctx context.Context, key, call, owner string) (won bool, err error) {
 	_, err = s.kv.Create(ctx, key, []byte(owner))
