@@ -855,6 +855,63 @@ func (g *gatewayEnv) clientWaits(t *testing.T) jetstream.KeyValue {
 	return kv
 }
 
+// A request beyond the leases one call may have (clientwait.MaxWaiters)
+// shares the call and its outcome like the others, without a lease of its
+// own: its client asked for the call, not for an error to call again on.
+func TestGatewayRejoinBeyondTheLeaseBound(t *testing.T) {
+	t.Parallel()
+	g := startGatewayEnv(t)
+	path := filepath.Join(g.files, "crowded.txt")
+	args := map[string]any{"path": path, "content": "crowded"}
+	lastWaits := make(chan struct{}, 1)
+	cs := g.connect(t, "crowd", clientOpts{version: "2025-11-25", progress: waitingFor("last", lastWaits)})
+	id := pendingCall(t, cs, args)
+	// The session calls again, MaxWaiters times at once: each request's
+	// lease runs.
+	leases := g.leaseWrites(t, "crowdbot", id)
+	var answers []<-chan *mcp.CallToolResult
+	for range clientwait.MaxWaiters {
+		answers = append(answers, callAsync(cs, "fs__write_file", args))
+	}
+	waitLiveLeases(t, leases, clientwait.MaxWaiters)
+	// One more: told it waits for approval once its lease was asked for
+	// (and refused), unless it was answered at once.
+	last := callAsyncToken(cs, "last", "fs__write_file", args)
+	answers = append(answers, last)
+	select {
+	case <-lastWaits:
+	case res := <-last:
+		t.Fatalf("request %d for call %s was answered at once %v %q, want it to wait for the call like the others", clientwait.MaxWaiters+1, id, res.Meta, text(res))
+	case <-time.After(30 * time.Second):
+		t.Fatalf("request %d was not told within 30s that it waits for approval", clientwait.MaxWaiters+1)
+	}
+	if p, ok, err := clientWaitsStore(t, g).PresenceOf(context.Background(), "crowdbot", id); err != nil || !ok || len(p.Waiters) > clientwait.MaxWaiters {
+		t.Fatalf("call %s's presence %+v (found %v, %v), want at most %d leases", id, p, ok, err, clientwait.MaxWaiters)
+	}
+	g.rejectAllPending(t, "crowdbot", path)
+	for i, done := range answers {
+		select {
+		case res := <-done:
+			if got, _ := res.Meta["airlock/call_id"].(string); got != id || !strings.Contains(text(res), "alice rejected") && res.Meta["airlock/status"] != "pending" {
+				t.Fatalf("request %d for call %s was answered %v %q, want the call's rejection (or that it still waits)", i+1, id, res.Meta, text(res))
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("request %d got no answer within 60s", i+1)
+		}
+	}
+}
+
+// clientWaitsStore is the client-waits bucket as clientwait reads it.
+func clientWaitsStore(t *testing.T, g *gatewayEnv) *clientwait.Store {
+	t.Helper()
+	_, js := g.dev.Admin(t)
+	st, err := clientwait.Open(context.Background(), js, config.Default().Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // waitForLeaseWatch waits until something watches the lease that says
 // whether a client of agent waits for call (a session deciding whether to
 // adopt the call).
