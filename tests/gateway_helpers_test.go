@@ -470,8 +470,14 @@ func (g *gatewayEnv) stdioSession(t *testing.T, endpoint string) *mcp.ClientSess
 // its own that a test may kill.
 func (g *gatewayEnv) stdioGateway(t *testing.T, endpoint string) (*mcp.ClientSession, *exec.Cmd) {
 	t.Helper()
+	return g.stdioGatewayWith(t, endpoint, g.config)
+}
+
+// stdioGatewayWith is stdioGateway with the configuration file config.
+func (g *gatewayEnv) stdioGatewayWith(t *testing.T, endpoint, config string) (*mcp.ClientSession, *exec.Cmd) {
+	t.Helper()
 	cmd := exec.Command(airlockBinary(t), "gateway", "--stdio", "--endpoint", endpoint, "--data", g.dev.DataDir, "--nats", g.dev.NATSURL)
-	cmd.Env = append(os.Environ(), "AIRLOCK_CONFIG="+g.config) // no NATS credentials there: it uses dev's gateway user
+	cmd.Env = append(os.Environ(), "AIRLOCK_CONFIG="+config) // no NATS credentials there: it uses dev's gateway user
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil)

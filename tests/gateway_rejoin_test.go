@@ -822,6 +822,59 @@ func TestGatewayRejoinLeftovers(t *testing.T) {
 	}
 }
 
+// A call's outcome is returned to a repeat only within a session_timeout
+// (and a lease) of the call's end, for as long as its delivery claim is
+// kept; a repeat later than that is a new call, so the claim need not
+// outlive it.
+func TestGatewayRejoinOutcomeIsKeptForASessionTimeout(t *testing.T) {
+	t.Parallel()
+	g := startGatewayEnv(t)
+	// A replica of its own whose sessions last 3s idle: it answers a
+	// found call's outcome for 3s + a lease (2 heartbeats of 1s) after
+	// the call's end, and keeps its claim a minute more.
+	const keptFor, claimKept = 5 * time.Second, 65 * time.Second
+	raw, err := os.ReadFile(g.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := filepath.Join(t.TempDir(), "airlock.yaml")
+	writeFile(t, short, strings.Replace(string(raw), "  heartbeat: 1s\n", "  heartbeat: 1s\n  session_timeout: 3s\n", 1))
+	cs, _ := g.stdioGatewayWith(t, "patient", short)
+	path := filepath.Join(g.files, "kept-for-a-session-timeout.txt")
+	args := map[string]any{"path": path, "content": "kept"}
+
+	// Within the window: the repeat is answered the outcome, claimed for
+	// as long as the window lasts.
+	id := pendingCall(t, cs, args)
+	g.rejectAllPending(t, "patientbot", path)
+	if res := callTool(t, cs, "fs__write_file", args); res.Meta["airlock/call_id"] != id || !strings.Contains(text(res), "alice rejected") {
+		t.Fatalf("the repeat right after the rejection was answered %v %q, want call %s's rejection", res.Meta, text(res), id)
+	}
+	_, js := g.dev.Admin(t)
+	bucket := config.Default().Buckets.ClientWaits
+	stream, err := js.Stream(context.Background(), "KV_"+bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, err := stream.GetLastMsgForSubject(context.Background(), "$KV."+bucket+".d.patientbot."+id)
+	if err != nil {
+		t.Fatalf("call %s's outcome was returned without a delivery claim: %v", id, err)
+	}
+	if got, err := time.ParseDuration(claim.Header.Get(jetstream.MsgTTLHeader)); err != nil || got != claimKept {
+		t.Fatalf("call %s's delivery claim is kept %q (%v), want %s", id, claim.Header.Get(jetstream.MsgTTLHeader), err, claimKept)
+	}
+
+	// Past the window: the repeat is a new call.
+	id = pendingCall(t, cs, args)
+	g.rejectAllPending(t, "patientbot", path)
+	<-time.After(keptFor) // what is tested: the call's end is then older than keptFor
+	again := callTool(t, cs, "fs__write_file", args)
+	if got, _ := again.Meta["airlock/call_id"].(string); got == id || again.Meta["airlock/status"] != "pending" {
+		t.Fatalf("a repeat %s after call %s ended was answered %v %q, want a new call pending", keptFor, id, again.Meta, text(again))
+	}
+	g.rejectAllPending(t, "patientbot", path)
+}
+
 // entriesNamingCall is every client-waits entry about agent's call: its
 // session's rejoin entry, its offer and its lease, as stored now.
 func (g *gatewayEnv) entriesNamingCall(t *testing.T, agent, call string) map[string][]byte {

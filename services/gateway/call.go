@@ -270,7 +270,11 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 	// claimed first. The submitting request of a call made now wins (no
 	// session adopts a call its client waits for).
 	again := f.submit && !f.fresh && f.offerKey != ""
-	if (forPerson || f.rejoined != nil || f.adopted || again) && !ep.delivered(ctx, f) {
+	found := f.rejoined != nil || f.adopted || again
+	if found && ep.outcomeTooOld(ctx, f, out) {
+		return nil, errAnsweredElsewhere
+	}
+	if (forPerson || found) && !ep.delivered(ctx, f) {
 		return nil, errAnsweredElsewhere
 	}
 	return ep.result(f, out), nil

@@ -251,8 +251,42 @@ func (ep *endpoint) unattended(ctx context.Context, call string) (bool, error) {
 }
 
 // errAnsweredElsewhere: the call's outcome went to another session's
-// client; for this request the identical call is a new call.
+// client (or ended longer ago than a repeat is answered it); for this
+// request the identical call is a new call.
 var errAnsweredElsewhere = errors.New("the call's outcome was returned to another session")
+
+// outcomeKeptFor is how long after a call ended a request that found it
+// (a repeat, an adoption, a request id sent again) is answered its
+// outcome: a session_timeout, as a call is adopted only within a
+// session_timeout of its last lease, and a lease's length more, for a
+// lease that ran on past the end (its replica died as the outcome came).
+// A client told to call again that waits longer makes a new call.
+func (ep *endpoint) outcomeKeptFor() time.Duration {
+	return ep.g.deps.Config.Gateway.SessionTimeout + leaseFor(ep.g.heartbeat)
+}
+
+// claimSkew is what a claim is kept beyond outcomeKeptFor: the end's time
+// is the recording service's clock, the claim's the NATS server's.
+const claimSkew = time.Minute
+
+// outcomeTooOld reports whether the outcome of a call f found ended more
+// than outcomeKeptFor ago: its delivery claim may have run out, so another
+// session's client may have had it; the entries that led here are taken
+// back, and the request is a new call.
+func (ep *endpoint) outcomeTooOld(ctx context.Context, f *flight, out airlock.Outcome) bool {
+	if out.At.IsZero() || time.Since(out.At) < ep.outcomeKeptFor() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if f.rejoined != nil {
+		if _, err := ep.g.rejoins.Deliver(ctx, f.rejoinKey, *f.rejoined); err != nil {
+			ep.log.Info("a rejoin entry naming a call that ended long ago was not deleted; the next identical call drops it again", "call", f.call.ID, "err", err)
+		}
+	}
+	ep.unoffer(ctx, f)
+	return true
+}
 
 // delivered claims a call's outcome for this request's session: false
 // when another session's request returned it already (it is not this
@@ -266,7 +300,9 @@ func (ep *endpoint) delivered(ctx context.Context, f *flight) bool {
 	won := true // a call never offered is followed by its own request only
 	if f.offerKey != "" {
 		var err error
-		if won, err = ep.g.waits.Claim(ctx, ep.cfg.Agent, f.call.ID, f.rejoinKey); err != nil {
+		// Kept as long as a request that finds the call may be answered
+		// its outcome (outcomeTooOld), and no longer.
+		if won, err = ep.g.waits.Claim(ctx, ep.cfg.Agent, f.call.ID, f.rejoinKey, ep.outcomeKeptFor()+claimSkew); err != nil {
 			ep.log.Warn("a call's outcome could not be claimed for its session; it is returned all the same", "call", f.call.ID, "err", err)
 			won = true
 		}
