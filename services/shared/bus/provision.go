@@ -167,6 +167,15 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 // ensureBucket creates the bucket or brings its settings to kvc, and makes
 // a replicated one read from its leader.
 func ensureBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyValueConfig) ([]Change, error) {
+	changes, err := applyBucket(ctx, js, kvc)
+	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
+		return changes, fmt.Errorf("bucket %s needs entries with their own TTL, which NATS servers before 2.11 lack: upgrade the servers (deploy/ ships 2.12), then run `airlock provision` again", kvc.Bucket)
+	}
+	return changes, err
+}
+
+// applyBucket is ensureBucket, its errors as the server and client say them.
+func applyBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyValueConfig) ([]Change, error) {
 	var changes []Change
 	kv, err := js.KeyValue(ctx, kvc.Bucket)
 	switch {
