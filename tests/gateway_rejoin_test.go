@@ -879,7 +879,7 @@ func TestGatewayRejoinOutcomeIsKeptForASessionTimeout(t *testing.T) {
 // session's rejoin entry, its offer and its lease, as stored now.
 func (g *gatewayEnv) entriesNamingCall(t *testing.T, agent, call string) map[string][]byte {
 	t.Helper()
-	kv := g.clientWaits(t)
+	kv := g.clientWaitsBucket(t)
 	out := map[string][]byte{}
 	if e, err := kv.Get(context.Background(), "c."+agent+"."+call); err == nil {
 		out[e.Key()] = e.Value()
@@ -903,7 +903,7 @@ func (g *gatewayEnv) entriesNamingCall(t *testing.T, agent, call string) map[str
 // of the rejoin entries has been handed them.
 func (g *gatewayEnv) putBack(t *testing.T, entries map[string][]byte, prefixes []string) {
 	t.Helper()
-	kv := g.clientWaits(t)
+	kv := g.clientWaitsBucket(t)
 	var last uint64
 	for k, v := range entries {
 		for _, prefix := range prefixes {
@@ -940,8 +940,8 @@ func (g *gatewayEnv) putBack(t *testing.T, entries map[string][]byte, prefixes [
 	})
 }
 
-// clientWaits is the client-waits bucket, as an administrator reads it.
-func (g *gatewayEnv) clientWaits(t *testing.T) jetstream.KeyValue {
+// clientWaitsBucket is the client-waits bucket, as an administrator reads it.
+func (g *gatewayEnv) clientWaitsBucket(t *testing.T) jetstream.KeyValue {
 	t.Helper()
 	_, js := g.dev.Admin(t)
 	kv, err := js.KeyValue(context.Background(), config.Default().Buckets.ClientWaits)
