@@ -53,6 +53,8 @@ func nodeBin(t *testing.T, name string) string {
 //     after 2s),
 //   - leaving (agent leaver, like patient; cancels a call nobody waits for
 //     after 2s),
+//   - crowd (agent crowdbot, like patient, answering after 10s: time for
+//     many requests to wait for one call at once),
 //   - coder (agent coder, like plain, with run_code: 1s busy, 32 MiB),
 //   - selfcoder (agent selfcoder, like bot, with run_code),
 //   - coder2 (agent coder2, like plain, with run_code and max_running 1).
@@ -105,6 +107,7 @@ func startGatewayEnv(t *testing.T) *gatewayEnv {
 		{"plain", "plainbot", ""},
 		{"patient", "patientbot", "answer_within: 2s"},
 		{"leaving", "leaver", "answer_within: 2s, abandon_after: 2s"},
+		{"crowd", "crowdbot", "answer_within: 10s"},
 		{"coder", "coder", "run_code: {enabled: true, busy: 1s, max_memory_mb: 32}"},
 		{"selfcoder", "selfcoder", "on_behalf_of: dana, run_code: {enabled: true}"},
 		{"coder2", "coder2", "run_code: {enabled: true, max_running: 1}"},
@@ -477,8 +480,14 @@ func (g *gatewayEnv) stdioSession(t *testing.T, endpoint string) *mcp.ClientSess
 // its own that a test may kill.
 func (g *gatewayEnv) stdioGateway(t *testing.T, endpoint string) (*mcp.ClientSession, *exec.Cmd) {
 	t.Helper()
+	return g.stdioGatewayWith(t, endpoint, g.config)
+}
+
+// stdioGatewayWith is stdioGateway with the configuration file config.
+func (g *gatewayEnv) stdioGatewayWith(t *testing.T, endpoint, config string) (*mcp.ClientSession, *exec.Cmd) {
+	t.Helper()
 	cmd := exec.Command(airlockBinary(t), "gateway", "--stdio", "--endpoint", endpoint, "--data", g.dev.DataDir, "--nats", g.dev.NATSURL)
-	cmd.Env = append(os.Environ(), "AIRLOCK_CONFIG="+g.config) // no NATS credentials there: it uses dev's gateway user
+	cmd.Env = append(os.Environ(), "AIRLOCK_CONFIG="+config) // no NATS credentials there: it uses dev's gateway user
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil)

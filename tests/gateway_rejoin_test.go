@@ -699,6 +699,49 @@ func TestGatewayRejoinFaults(t *testing.T) {
 		g.rejectAllPending(t, "patientbot", path)
 	})
 
+	t.Run("sessions_claiming_an_outcome_at_once_get_it_in_one_session_only", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(g.files, "claimed-at-once.txt")
+		args := map[string]any{"path": path, "content": "claimed at once"}
+		// Session A's call is adopted by B, then by C: each was answered
+		// "pending", so each session's repeat follows the call.
+		sessions := []*mcp.ClientSession{g.connect(t, "patient", clientOpts{version: "2025-11-25"})}
+		id := pendingCall(t, sessions[0], args)
+		for range 2 {
+			cs := g.connect(t, "patient", clientOpts{version: "2025-11-25"})
+			if got := pendingCall(t, cs, args); got != id {
+				t.Fatalf("another session's identical call made call %s, want it to adopt call %s", got, id)
+			}
+			sessions = append(sessions, cs)
+		}
+		g.rejectAllPending(t, "patientbot", path)
+		// All three repeat at once: the outcome is claimed by one; the
+		// others' repeats are new calls.
+		var answers []<-chan *mcp.CallToolResult
+		for _, cs := range sessions {
+			answers = append(answers, callAsync(cs, "fs__write_file", args))
+		}
+		got := 0
+		for i, done := range answers {
+			select {
+			case res := <-done:
+				callID, _ := res.Meta["airlock/call_id"].(string)
+				switch {
+				case callID == id && strings.Contains(text(res), "alice rejected"):
+					got++
+				case callID == id || res.Meta["airlock/status"] != "pending":
+					t.Fatalf("session %d's repeat was answered %v %q, want call %s's rejection or a new call pending", i+1, res.Meta, text(res), id)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("session %d's repeat got no answer within 60s", i+1)
+			}
+		}
+		if got != 1 {
+			t.Fatalf("call %s's outcome was returned to %d of the 3 sessions that claimed it at once, want 1", id, got)
+		}
+		g.rejectAllPending(t, "patientbot", path)
+	})
+
 	t.Run("a_session_that_adopts_a_call_and_gives_up_leaves_no_rejoin_entry", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(g.files, "adopt-and-leave.txt")

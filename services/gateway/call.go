@@ -215,7 +215,10 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 	forPerson := w.ar != nil
 	w.mu.Unlock()
 	close(w.stop)
-	w.renewing.Wait()  // no renewal lands after this request's lease ends
+	w.renewing.Wait() // no renewal lands after this request's lease ends
+	w.mu.Lock()
+	leased := w.leased // a request refused every lease has none to end
+	w.mu.Unlock()
 	w.answering.Wait() // nor a rejoin entry written for an answer not given
 	if c := w.confirmation(); c != nil {
 		// Before the answer: a URL-mode prompt is told it completed on the
@@ -225,7 +228,7 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 	// endLease ends this request's lease (now): it waits no more.
 	endLease := func() { _ = ep.hold(ctx, f.call.ID, w.lease, time.Now(), 5*time.Second) } // logged
 	if early, eerr := w.answered(); early != nil || eerr != nil {
-		if forPerson {
+		if leased {
 			endLease()
 		}
 		return early, eerr
@@ -246,7 +249,7 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 				if withdraw = ep.release(ctx, f.call.ID, w.waiter); withdraw {
 					ep.unoffer(ctx, f) // another session's identical call is a new call
 				}
-			} else {
+			} else if leased {
 				endLease()
 			}
 		}
@@ -268,7 +271,11 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 	// claimed first. The submitting request of a call made now wins (no
 	// session adopts a call its client waits for).
 	again := f.submit && !f.fresh && f.offerKey != ""
-	if (forPerson || f.rejoined != nil || f.adopted || again) && !ep.delivered(ctx, f) {
+	found := f.rejoined != nil || f.adopted || again
+	if found && ep.outcomeTooOld(ctx, f, out) {
+		return nil, errAnsweredElsewhere
+	}
+	if (forPerson || found) && !ep.delivered(ctx, f) {
 		return nil, errAnsweredElsewhere
 	}
 	return ep.result(f, out), nil
@@ -306,7 +313,8 @@ type watch struct {
 	lease    *clientwait.Lease
 	renewing sync.WaitGroup
 	renews   bool          // the renewals started
-	held     chan struct{} // closed once the lease was first written
+	leased   bool          // a lease was written (not refused): follow ends it
+	held     chan struct{} // closed once the lease was first asked for
 	// answering: an answer "pending" is being made (answerPending), which
 	// follow waits for before it ends.
 	answering sync.WaitGroup
@@ -470,6 +478,11 @@ func (w *watch) run(beatFirst bool) {
 // renew keeps this request's lease on the call running while it waits for
 // a person, from a goroutine that does nothing else (a prompt or a slow
 // progress notification cannot hold a renewal back), until the wait ends.
+// A request refused a lease (as many requests as a call may have leases
+// already wait for it) waits all the same, sharing the call and its
+// outcome as they do: its client asked for nothing else, and an error
+// would only make it call again. It asks for a lease again at each
+// renewal, so that it is seen waiting once one of the others stops.
 func (w *watch) renew() {
 	defer w.renewing.Done()
 	every := w.ep.g.heartbeat / 2
@@ -479,12 +492,16 @@ func (w *watch) renew() {
 		// A renewal gives up well within the lease's margin over the next
 		// renewal (1.5 heartbeats): one stuck write must not outlast it.
 		err := w.ep.hold(w.ctx, w.f.call.ID, w.lease, time.Now().Add(leaseFor(w.ep.g.heartbeat)), min(5*time.Second, w.ep.g.heartbeat/2))
+		switch refused := errors.Is(err, clientwait.ErrTooManyWaiters); {
+		case !refused:
+			w.mu.Lock()
+			w.leased = true // or may be: a failed write may be stored
+			w.mu.Unlock()
+		case first:
+			w.ep.log.Info("a request waits for a call without a lease of its own: as many requests as a call may have leases wait for it", "call", w.f.call.ID, "most", clientwait.MaxWaiters)
+		}
 		if first {
 			close(w.held)
-		}
-		if errors.Is(err, clientwait.ErrTooManyWaiters) {
-			w.refuse()
-			return
 		}
 		select {
 		case <-w.stop:
@@ -492,19 +509,6 @@ func (w *watch) renew() {
 		case <-tick.C:
 		}
 	}
-}
-
-// refuse ends the wait of a request refused a lease on its call: as many
-// requests as a call may have already wait for it.
-func (w *watch) refuse() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.ended || w.early != nil {
-		return
-	}
-	w.early = errorResult("unavailable", w.f.call.ID, fmt.Sprintf("%d requests already wait for this call (the same tool with the same arguments) at gateway endpoint %s, the most one call may have. "+
-		"This request was not added: wait for the answer to one of them, or call again once fewer wait. Nothing was run for it.", clientwait.MaxWaiters, w.ep.cfg.Name))
-	w.stopWaiting()
 }
 
 // leaseFor is how long a waiting request's lease lasts unless renewed

@@ -82,7 +82,7 @@ func (ep *endpoint) findRejoin(ctx context.Context, key string, mine bool, t *to
 		ep.log.Warn("a repeated call could not be looked up; it is submitted as a new call", "err", err)
 		return nil
 	}
-	if !ok {
+	if !ok || ep.leftover(ctx, key, r) {
 		return nil
 	}
 	return &flight{tool: t, rejoinKey: key, rejoined: &r, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
@@ -204,13 +204,39 @@ func (ep *endpoint) adopt(ctx context.Context, key, offer string, t *tool) (*fli
 	case err != nil:
 		ep.log.Warn("an offered call could not be looked up again; the call is submitted as a new call", "call", r.Call, "err", err)
 		return nil, nil
-	case !ok || !still.Same(r):
+	case !ok || !still.Same(r) || ep.leftover(ctx, offer, still):
 		return nil, nil
 	}
 	// From now on the call is this session's too; its rejoin entry is
 	// written only with the answer "pending", as for a call of its own (an
 	// adopter that gives up first leaves nothing behind).
 	return &flight{tool: t, rejoinKey: key, offerKey: offer, adopted: true, offered: &still, call: airlock.Call{ID: r.Call, Revision: r.Revision, Server: t.up.GetServer(), Tool: t.up.GetTool()}}, nil
+}
+
+// leftover reports whether the entry r found under key names a call whose
+// outcome was returned already (claimed): its request ended without
+// deleting it (its replica died, or the delete failed). Followed, it would
+// swallow this new identical call and return an outcome the session had,
+// so it is deleted (if still as read) and the request is a new call. A
+// simultaneous identical request that found the entry before the claim
+// still returns the outcome (Claim: the same session wins again). A claim
+// that cannot be read leaves the entry to be followed: the claim at
+// delivery still keeps the outcome from another session.
+func (ep *endpoint) leftover(ctx context.Context, key string, r clientwait.Rejoin) bool {
+	claimed, err := ep.g.waits.Claimed(ctx, ep.cfg.Agent, r.Call)
+	if err != nil {
+		ep.log.Warn("whether a found call's outcome was returned already could not be read; it is followed", "call", r.Call, "err", err)
+		return false
+	}
+	if !claimed {
+		return false
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := ep.g.rejoins.Deliver(dctx, key, r); err != nil {
+		ep.log.Info("an entry naming a call whose outcome was returned was not deleted; the next identical call finds it and drops it again", "call", r.Call, "err", err)
+	}
+	return true
 }
 
 // unattended reports whether no client waits for the call: every request
@@ -225,8 +251,42 @@ func (ep *endpoint) unattended(ctx context.Context, call string) (bool, error) {
 }
 
 // errAnsweredElsewhere: the call's outcome went to another session's
-// client; for this request the identical call is a new call.
+// client (or ended longer ago than a repeat is answered it); for this
+// request the identical call is a new call.
 var errAnsweredElsewhere = errors.New("the call's outcome was returned to another session")
+
+// outcomeKeptFor is how long after a call ended a request that found it
+// (a repeat, an adoption, a request id sent again) is answered its
+// outcome: a session_timeout, as a call is adopted only within a
+// session_timeout of its last lease, and a lease's length more, for a
+// lease that ran on past the end (its replica died as the outcome came).
+// A client told to call again that waits longer makes a new call.
+func (ep *endpoint) outcomeKeptFor() time.Duration {
+	return ep.g.deps.Config.Gateway.SessionTimeout + leaseFor(ep.g.heartbeat)
+}
+
+// claimSkew is what a claim is kept beyond outcomeKeptFor: the end's time
+// is the recording service's clock, the claim's the NATS server's.
+const claimSkew = time.Minute
+
+// outcomeTooOld reports whether the outcome of a call f found ended more
+// than outcomeKeptFor ago: its delivery claim may have run out, so another
+// session's client may have had it; the entries that led here are taken
+// back, and the request is a new call.
+func (ep *endpoint) outcomeTooOld(ctx context.Context, f *flight, out airlock.Outcome) bool {
+	if out.At.IsZero() || time.Since(out.At) < ep.outcomeKeptFor() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if f.rejoined != nil {
+		if _, err := ep.g.rejoins.Deliver(ctx, f.rejoinKey, *f.rejoined); err != nil {
+			ep.log.Info("a rejoin entry naming a call that ended long ago was not deleted; the next identical call drops it again", "call", f.call.ID, "err", err)
+		}
+	}
+	ep.unoffer(ctx, f)
+	return true
+}
 
 // delivered claims a call's outcome for this request's session: false
 // when another session's request returned it already (it is not this
@@ -240,7 +300,9 @@ func (ep *endpoint) delivered(ctx context.Context, f *flight) bool {
 	won := true // a call never offered is followed by its own request only
 	if f.offerKey != "" {
 		var err error
-		if won, err = ep.g.waits.Claim(ctx, ep.cfg.Agent, f.call.ID, f.rejoinKey); err != nil {
+		// Kept as long as a request that finds the call may be answered
+		// its outcome (outcomeTooOld), and no longer.
+		if won, err = ep.g.waits.Claim(ctx, ep.cfg.Agent, f.call.ID, f.rejoinKey, ep.outcomeKeptFor()+claimSkew); err != nil {
 			ep.log.Warn("a call's outcome could not be claimed for its session; it is returned all the same", "call", f.call.ID, "err", err)
 			won = true
 		}

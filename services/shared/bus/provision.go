@@ -98,7 +98,7 @@ func BucketConfigs(cfg config.Buckets) []jetstream.KeyValueConfig {
 		mk(cfg.Grants, "standing grants (always allow)"),
 		mk(cfg.Console, "console users, sessions and API tokens"),
 		slackSeen(mk(cfg.SlackSeen, "Slack interactions already handled and cards already posted")),
-		withTTL(mk(cfg.ClientWaits, "MCP gateway calls a client was told to call again, and whether a client waits for each"), ClientWaitsTTL),
+		keyTTLs(withTTL(mk(cfg.ClientWaits, "MCP gateway calls a client was told to call again, and whether a client waits for each"), ClientWaitsTTL)),
 		withTTL(mk(cfg.TeamsSeen, "Teams activities already handled and cards already posted"), TeamsSeenTTL),
 		mk(cfg.InDoubt, "calls that ended in doubt (failed, indeterminate) and whether a person says they happened"),
 	}
@@ -167,6 +167,15 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 // ensureBucket creates the bucket or brings its settings to kvc, and makes
 // a replicated one read from its leader.
 func ensureBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyValueConfig) ([]Change, error) {
+	changes, err := applyBucket(ctx, js, kvc)
+	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
+		return changes, fmt.Errorf("bucket %s needs entries with their own TTL, which NATS servers before 2.11 lack: upgrade the servers (deploy/ ships 2.12), then run `airlock provision` again", kvc.Bucket)
+	}
+	return changes, err
+}
+
+// applyBucket is ensureBucket, its errors as the server and client say them.
+func applyBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyValueConfig) ([]Change, error) {
 	var changes []Change
 	kv, err := js.KeyValue(ctx, kvc.Bucket)
 	switch {
@@ -183,7 +192,8 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.Key
 			return nil, fmt.Errorf("status of bucket %s: %w", kvc.Bucket, err)
 		}
 		si := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
-		if int64(kvc.History) != si.Config.MaxMsgsPerSubject || kvc.Replicas != si.Config.Replicas || kvc.Description != si.Config.Description {
+		if int64(kvc.History) != si.Config.MaxMsgsPerSubject || kvc.Replicas != si.Config.Replicas || kvc.Description != si.Config.Description ||
+			kvc.LimitMarkerTTL != si.Config.SubjectDeleteMarkerTTL {
 			if _, err := js.UpdateKeyValue(ctx, kvc); err != nil {
 				return nil, fmt.Errorf("update bucket %s: %w", kvc.Bucket, err)
 			}
@@ -336,6 +346,19 @@ const ExecutionsTTL = 24 * time.Hour
 // told to call again: longer than any approval deadline (a call decided
 // meanwhile returns its outcome to the repeated call).
 const ClientWaitsTTL = 30 * 24 * time.Hour
+
+// KeyMarkerTTL is how long a bucket that takes per-key TTLs keeps the
+// marker the server writes when a key's TTL runs out (the server's least):
+// live watches see it; an entry's own TTL is at least this long.
+const KeyMarkerTTL = time.Second
+
+// keyTTLs lets writes to the bucket carry their own TTL (jetstream.KeyTTL,
+// NATS server 2.11 and later): the gateway's delivery claims live only as
+// long as a repeated call may still be answered the call's outcome.
+func keyTTLs(kvc jetstream.KeyValueConfig) jetstream.KeyValueConfig {
+	kvc.LimitMarkerTTL = KeyMarkerTTL
+	return kvc
+}
 
 func withTTL(kvc jetstream.KeyValueConfig, ttl time.Duration) jetstream.KeyValueConfig {
 	kvc.TTL = ttl

@@ -66,6 +66,35 @@ func TestProvisionIsIdempotentAndAppliesChanges(t *testing.T) {
 	}
 }
 
+// A client-waits bucket made before its keys could carry their own TTL is
+// brought to take them, so the gateway's delivery claims expire.
+func TestProvisionLetsAnOlderClientWaitsBucketTakeKeyTTLs(t *testing.T) {
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	cfg := testenv.Config(n.URL())
+	ctx := context.Background()
+	var older jetstream.KeyValueConfig
+	for _, kvc := range bus.BucketConfigs(cfg.Buckets) {
+		if kvc.Bucket == cfg.Buckets.ClientWaits {
+			older = kvc
+		}
+	}
+	older.LimitMarkerTTL = 0
+	if _, err := js.CreateKeyValue(ctx, older); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.Provision(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, cfg.Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(ctx, "d.agent.call", []byte("owner"), jetstream.KeyTTL(time.Hour)); err != nil {
+		t.Fatalf("a key with its own TTL in the provisioned client-waits bucket: %v", err)
+	}
+}
+
 func TestRepublishedMsgIDIsStoredOnce(t *testing.T) {
 	n := testenv.StartNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))

@@ -21,7 +21,8 @@
 //     leases a call; deleted by Release when the client that made the call
 //     gives up alone, so no session adopts a call being withdrawn).
 //   - a delivery claim (key "d.<agent>.<call>"): the session the call's
-//     outcome went to; it goes to no other (Claim).
+//     outcome went to; it goes to no other (Claim). It carries its own
+//     TTL: it lives only as long as a repeat may be answered the outcome.
 package clientwait
 
 import (
@@ -45,6 +46,9 @@ type Store struct {
 	kv jetstream.KeyValue
 	// ttl is how long the bucket keeps an entry (0: for ever).
 	ttl time.Duration
+	// keyTTLs: an entry may carry its own TTL (bus.Provision enables it;
+	// a bucket not provisioned since keeps every entry ttl).
+	keyTTLs bool
 }
 
 // Open binds the bucket (bus.Provision creates it).
@@ -57,7 +61,8 @@ func Open(ctx context.Context, js jetstream.JetStream, bucket string) (*Store, e
 	if err != nil {
 		return nil, fmt.Errorf("client-waits bucket %s: %w", bucket, err)
 	}
-	return &Store{kv: kv, ttl: st.TTL()}, nil
+	kst, ok := st.(*jetstream.KeyValueBucketStatus)
+	return &Store{kv: kv, ttl: st.TTL(), keyTTLs: ok && kst.LimitMarkerTTL() > 0}, nil
 }
 
 // Rejoin is a rejoin entry: the call a repeated identical call follows.
@@ -197,6 +202,7 @@ func (l *Lease) Hold(ctx context.Context, p Presence) error {
 		now := time.Now()
 		next, err := l.next(p, now)
 		if err != nil {
+			l.read = false // refused on what was read: the next Hold reads again, a lease may have ended meanwhile
 			return err
 		}
 		raw, err := json.Marshal(next)
@@ -384,19 +390,42 @@ func renewed(p, q Presence, now time.Time) bool {
 //
 // A write that fails is tried again (up to three times, while ctx lasts):
 // it may have been stored, and then the same owner wins again. A claim
-// lives for the bucket's TTL, as the rejoin entries that may try it do.
-func (s *Store) Claim(ctx context.Context, agent, call, owner string) (won bool, err error) {
-	key := "d." + agent + "." + call
+// lives for keep (at least a second), after which no request may return
+// the call's outcome any more; in a bucket whose entries cannot carry their
+// own TTL (not provisioned since), for the bucket's TTL.
+func (s *Store) Claim(ctx context.Context, agent, call, owner string, keep time.Duration) (won bool, err error) {
+	key := claimKey(agent, call)
+	var opts []jetstream.KVCreateOpt
+	if s.keyTTLs {
+		opts = append(opts, jetstream.KeyTTL(max(keep, time.Second)))
+	}
 	for attempt := 1; ; attempt++ {
-		won, err = s.claim(ctx, key, call, owner)
+		won, err = s.claim(ctx, key, call, owner, opts...)
 		if err == nil || attempt == 3 || ctx.Err() != nil {
 			return won, err
 		}
 	}
 }
 
-func (s *Store) claim(ctx context.Context, key, call, owner string) (won bool, err error) {
-	_, err = s.kv.Create(ctx, key, []byte(owner))
+// Claimed reports whether the call's outcome was claimed (Claim) by any
+// session: it was returned, so a rejoin entry or offer still naming the
+// call is a leftover (its request ended without deleting it) that a later
+// identical call must not follow.
+func (s *Store) Claimed(ctx context.Context, agent, call string) (bool, error) {
+	_, err := s.kv.Get(ctx, claimKey(agent, call))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read whether call %s's outcome was claimed: %w", call, err)
+	}
+	return true, nil
+}
+
+func claimKey(agent, call string) string { return "d." + agent + "." + call }
+
+func (s *Store) claim(ctx context.Context, key, call, owner string, opts ...jetstream.KVCreateOpt) (won bool, err error) {
+	_, err = s.kv.Create(ctx, key, []byte(owner), opts...)
 	switch {
 	case err == nil:
 		return true, nil

@@ -128,11 +128,41 @@ func TestStore(t *testing.T) {
 			owner string
 			want  bool
 		}{{"r.first", true}, {"r.first", true}, {"r.second", false}, {"", false}} {
-			if won, err := s.Claim(ctx, "agent", "claimed", tt.owner); err != nil || won != tt.want {
+			if won, err := s.Claim(ctx, "agent", "claimed", tt.owner, time.Hour); err != nil || won != tt.want {
 				t.Errorf("Claim by %q = %v, %v; want %v", tt.owner, won, err, tt.want)
 			}
 		}
 	})
+}
+
+// TestAClaimLivesAsLongAsItIsKept: a call's delivery claim holds for the
+// time it was made for, and is gone once it ran out — removed by the
+// server, so a gateway that died after claiming leaves nothing for long.
+func TestAClaimLivesAsLongAsItIsKept(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := openStore(ctx, t)
+	const keep = 2 * time.Second
+	before := time.Now()
+	if won, err := s.Claim(ctx, "agent", "kept", "r.first", keep); err != nil || !won {
+		t.Fatalf("the first claim = %v, %v; want won", won, err)
+	}
+	if won, err := s.Claim(ctx, "agent", "kept", "r.second", keep); err != nil || won {
+		t.Fatalf("another session's claim while the first is kept = %v, %v; want lost", won, err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the claim to run out", func() bool {
+		claimed, err := s.Claimed(ctx, "agent", "kept")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !claimed && time.Since(before) < keep {
+			t.Fatalf("the claim kept %s was gone %s after it was made", keep, time.Since(before))
+		}
+		return !claimed
+	})
+	if won, err := s.Claim(ctx, "agent", "kept", "r.second", keep); err != nil || !won {
+		t.Fatalf("a claim once the first ran out = %v, %v; want won", won, err)
+	}
 }
 
 // TestAnOfferIsRevisedOnlyWhileItIsTheCallsOwn: a call's offer rewritten

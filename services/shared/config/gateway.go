@@ -21,7 +21,9 @@ type Gateway struct {
 	// 15s, at most 30s.
 	Heartbeat time.Duration `yaml:"heartbeat"`
 	// SessionTimeout closes an HTTP session without requests for that long
-	// (default 1h); the client then starts a new one.
+	// (default 1h); the client then starts a new one. A client told to
+	// call again gets the call's outcome within about as long after the
+	// call ended; later, the same call is a new call.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
 	// RunCodeMaxRunning bounds the run_code scripts the whole gateway runs
 	// at once, over all its endpoints (each runs in a child process with

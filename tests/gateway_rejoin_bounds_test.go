@@ -1,0 +1,246 @@
+package tests
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/airlock-gate/airlock/services/shared/clientwait"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// A rejoin entry or offer left in the bucket by a request that ended
+// without deleting it (its replica died, or the delete failed) names a
+// call whose outcome was returned: the session's next identical call
+// is a new call, never swallowed by the old one nor answered its outcome.
+func TestGatewayRejoinLeftovers(t *testing.T) {
+	t.Parallel()
+	g := startGatewayEnv(t)
+	for _, tc := range []struct {
+		name string
+		// left: the prefixes of the call's entries put back after its
+		// outcome was returned, as they were just before.
+		left []string
+	}{
+		{"the_sessions_rejoin_entry", []string{"r."}},
+		{"the_offer_and_the_lease", []string{"a.", "c."}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(g.files, "leftover-"+tc.name+".txt")
+			args := map[string]any{"path": path, "content": "left over"}
+			a := g.connect(t, "patient", clientOpts{version: "2025-11-25"})
+			id := pendingCall(t, a, args)
+			before := g.entriesNamingCall(t, "patientbot", id)
+			g.rejectAllPending(t, "patientbot", path)
+			if res := callTool(t, a, "fs__write_file", args); res.Meta["airlock/call_id"] != id || !strings.Contains(text(res), "alice rejected") {
+				t.Fatalf("the repeat after the rejection was answered %v %q, want call %s's rejection", res.Meta, text(res), id)
+			}
+			g.putBack(t, before, tc.left)
+			again := callTool(t, a, "fs__write_file", args)
+			if got, _ := again.Meta["airlock/call_id"].(string); got == id || again.Meta["airlock/status"] != "pending" {
+				t.Fatalf("with %v of call %s left in the bucket after its outcome was returned, the session's next identical call was answered %v %q, want a new call pending",
+					tc.left, id, again.Meta, text(again))
+			}
+			g.rejectAllPending(t, "patientbot", path)
+		})
+	}
+}
+
+// A call's outcome is returned to a repeat only within a session_timeout
+// (and a lease) of the call's end, for as long as its delivery claim is
+// kept; a repeat later than that is a new call, so the claim need not
+// outlive it.
+func TestGatewayRejoinOutcomeIsKeptForASessionTimeout(t *testing.T) {
+	t.Parallel()
+	g := startGatewayEnv(t)
+	// A replica of its own whose sessions last 3s idle: it answers a
+	// found call's outcome for 3s + a lease (2 heartbeats of 1s) after
+	// the call's end, and keeps its claim a minute more.
+	const keptFor, claimKept = 5 * time.Second, 65 * time.Second
+	raw, err := os.ReadFile(g.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := filepath.Join(t.TempDir(), "airlock.yaml")
+	writeFile(t, short, strings.Replace(string(raw), "  heartbeat: 1s\n", "  heartbeat: 1s\n  session_timeout: 3s\n", 1))
+	cs, _ := g.stdioGatewayWith(t, "patient", short)
+	path := filepath.Join(g.files, "kept-for-a-session-timeout.txt")
+	args := map[string]any{"path": path, "content": "kept"}
+
+	// Within the window: the repeat is answered the outcome, claimed for
+	// as long as the window lasts.
+	id := pendingCall(t, cs, args)
+	g.rejectAllPending(t, "patientbot", path)
+	if res := callTool(t, cs, "fs__write_file", args); res.Meta["airlock/call_id"] != id || !strings.Contains(text(res), "alice rejected") {
+		t.Fatalf("the repeat right after the rejection was answered %v %q, want call %s's rejection", res.Meta, text(res), id)
+	}
+	_, js := g.dev.Admin(t)
+	bucket := config.Default().Buckets.ClientWaits
+	stream, err := js.Stream(context.Background(), "KV_"+bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, err := stream.GetLastMsgForSubject(context.Background(), "$KV."+bucket+".d.patientbot."+id)
+	if err != nil {
+		t.Fatalf("call %s's outcome was returned without a delivery claim: %v", id, err)
+	}
+	if got, err := time.ParseDuration(claim.Header.Get(jetstream.MsgTTLHeader)); err != nil || got != claimKept {
+		t.Fatalf("call %s's delivery claim is kept %q (%v), want %s", id, claim.Header.Get(jetstream.MsgTTLHeader), err, claimKept)
+	}
+
+	// Past the window: the repeat is a new call.
+	id = pendingCall(t, cs, args)
+	g.rejectAllPending(t, "patientbot", path)
+	<-time.After(keptFor) // what is tested: the call's end is then older than keptFor
+	again := callTool(t, cs, "fs__write_file", args)
+	if got, _ := again.Meta["airlock/call_id"].(string); got == id || again.Meta["airlock/status"] != "pending" {
+		t.Fatalf("a repeat %s after call %s ended was answered %v %q, want a new call pending", keptFor, id, again.Meta, text(again))
+	}
+	g.rejectAllPending(t, "patientbot", path)
+}
+
+// entriesNamingCall is every client-waits entry about agent's call: its
+// session's rejoin entry, its offer and its lease, as stored now.
+func (g *gatewayEnv) entriesNamingCall(t *testing.T, agent, call string) map[string][]byte {
+	t.Helper()
+	kv := g.clientWaitsBucket(t)
+	out := map[string][]byte{}
+	if e, err := kv.Get(context.Background(), "c."+agent+"."+call); err == nil {
+		out[e.Key()] = e.Value()
+	}
+	for _, prefix := range []string{"r.", "a."} {
+		keys, err := kv.ListKeysFiltered(context.Background(), prefix+">")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range keys.Keys() {
+			if e, err := kv.Get(context.Background(), k); err == nil && strings.Contains(string(e.Value()), `"`+call+`"`) {
+				out[k] = e.Value()
+			}
+		}
+	}
+	return out
+}
+
+// putBack writes again the entries under prefixes, as a request that ended
+// without deleting them leaves them, and returns once every gateway watch
+// of the rejoin entries has been handed them.
+func (g *gatewayEnv) putBack(t *testing.T, entries map[string][]byte, prefixes []string) {
+	t.Helper()
+	kv := g.clientWaitsBucket(t)
+	put, last := 0, uint64(0) // last: the latest write the gateway's watch (r.>, a.>) sees
+	for k, v := range entries {
+		for _, prefix := range prefixes {
+			if strings.HasPrefix(k, prefix) {
+				rev, err := kv.Put(context.Background(), k, v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				put++
+				if !strings.HasPrefix(k, "c.") {
+					last = max(last, rev)
+				}
+			}
+		}
+	}
+	if put == 0 {
+		t.Fatalf("no entry under %v to put back among %v", prefixes, slices.Collect(maps.Keys(entries)))
+	}
+	_, js := g.dev.Admin(t)
+	bucket := config.Default().Buckets.ClientWaits
+	stream, err := js.Stream(context.Background(), "KV_"+bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejoins := "$KV." + bucket + ".r.>"
+	testenv.Eventually(t, 30*time.Second, "the gateway's watch of the rejoin entries to be handed what was put back", func() bool {
+		watches := 0
+		for c := range stream.ListConsumers(context.Background()).Info() {
+			if slices.Contains(c.Config.FilterSubjects, rejoins) {
+				if c.Delivered.Stream < last {
+					return false
+				}
+				watches++
+			}
+		}
+		return watches > 0
+	})
+}
+
+// clientWaitsBucket is the client-waits bucket, as an administrator reads it.
+func (g *gatewayEnv) clientWaitsBucket(t *testing.T) jetstream.KeyValue {
+	t.Helper()
+	_, js := g.dev.Admin(t)
+	kv, err := js.KeyValue(context.Background(), config.Default().Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// A request beyond the leases one call may have (clientwait.MaxWaiters)
+// shares the call and its outcome like the others, without a lease of its
+// own: its client asked for the call, not for an error to call again on.
+func TestGatewayRejoinBeyondTheLeaseBound(t *testing.T) {
+	t.Parallel()
+	g := startGatewayEnv(t)
+	path := filepath.Join(g.files, "crowded.txt")
+	args := map[string]any{"path": path, "content": "crowded"}
+	lastWaits := make(chan struct{}, 1)
+	cs := g.connect(t, "crowd", clientOpts{version: "2025-11-25", progress: waitingFor("last", lastWaits)})
+	id := pendingCall(t, cs, args)
+	// The session calls again, MaxWaiters times at once: each request's
+	// lease runs.
+	leases := g.leaseWrites(t, "crowdbot", id)
+	var answers []<-chan *mcp.CallToolResult
+	for range clientwait.MaxWaiters {
+		answers = append(answers, callAsync(cs, "fs__write_file", args))
+	}
+	waitLiveLeases(t, leases, clientwait.MaxWaiters)
+	// One more: told it waits for approval once its lease was asked for
+	// (and refused), unless it was answered at once.
+	last := callAsyncToken(cs, "last", "fs__write_file", args)
+	answers = append(answers, last)
+	select {
+	case <-lastWaits:
+	case res := <-last:
+		t.Fatalf("request %d for call %s was answered at once %v %q, want it to wait for the call like the others", clientwait.MaxWaiters+1, id, res.Meta, text(res))
+	case <-time.After(30 * time.Second):
+		t.Fatalf("request %d was not told within 30s that it waits for approval", clientwait.MaxWaiters+1)
+	}
+	if p, ok, err := clientWaitsStore(t, g).PresenceOf(context.Background(), "crowdbot", id); err != nil || !ok || len(p.Waiters) > clientwait.MaxWaiters {
+		t.Fatalf("call %s's presence %+v (found %v, %v), want at most %d leases", id, p, ok, err, clientwait.MaxWaiters)
+	}
+	g.rejectAllPending(t, "crowdbot", path)
+	for i, done := range answers {
+		select {
+		case res := <-done:
+			if got, _ := res.Meta["airlock/call_id"].(string); got != id || !strings.Contains(text(res), "alice rejected") && res.Meta["airlock/status"] != "pending" {
+				t.Fatalf("request %d for call %s was answered %v %q, want the call's rejection (or that it still waits)", i+1, id, res.Meta, text(res))
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("request %d got no answer within 60s", i+1)
+		}
+	}
+}
+
+// clientWaitsStore is the client-waits bucket as clientwait reads it.
+func clientWaitsStore(t *testing.T, g *gatewayEnv) *clientwait.Store {
+	t.Helper()
+	_, js := g.dev.Admin(t)
+	st, err := clientwait.Open(context.Background(), js, config.Default().Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
