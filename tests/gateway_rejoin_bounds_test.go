@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/airlock-gate/airlock/services/shared/clientwait"
-	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -84,9 +83,8 @@ func TestGatewayRejoinOutcomeIsKeptForASessionTimeout(t *testing.T) {
 	if res := callTool(t, cs, "fs__write_file", args); res.Meta["airlock/call_id"] != id || !strings.Contains(text(res), "alice rejected") {
 		t.Fatalf("the repeat right after the rejection was answered %v %q, want call %s's rejection", res.Meta, text(res), id)
 	}
-	_, js := g.dev.Admin(t)
-	bucket := config.Default().Buckets.ClientWaits
-	stream, err := js.Stream(context.Background(), "KV_"+bucket)
+	bucket := g.clientWaits.Bucket()
+	stream, err := g.admin.Stream(context.Background(), "KV_"+bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +111,7 @@ func TestGatewayRejoinOutcomeIsKeptForASessionTimeout(t *testing.T) {
 // session's rejoin entry, its offer and its lease, as stored now.
 func (g *gatewayEnv) entriesNamingCall(t *testing.T, agent, call string) map[string][]byte {
 	t.Helper()
-	kv := g.clientWaitsBucket(t)
+	kv := g.clientWaits
 	out := map[string][]byte{}
 	if e, err := kv.Get(context.Background(), "c."+agent+"."+call); err == nil {
 		out[e.Key()] = e.Value()
@@ -137,7 +135,7 @@ func (g *gatewayEnv) entriesNamingCall(t *testing.T, agent, call string) map[str
 // of the rejoin entries has been handed them.
 func (g *gatewayEnv) putBack(t *testing.T, entries map[string][]byte, prefixes []string) {
 	t.Helper()
-	kv := g.clientWaitsBucket(t)
+	kv := g.clientWaits
 	put, last := 0, uint64(0) // last: the latest write the gateway's watch (r.>, a.>) sees
 	for k, v := range entries {
 		for _, prefix := range prefixes {
@@ -156,9 +154,8 @@ func (g *gatewayEnv) putBack(t *testing.T, entries map[string][]byte, prefixes [
 	if put == 0 {
 		t.Fatalf("no entry under %v to put back among %v", prefixes, slices.Collect(maps.Keys(entries)))
 	}
-	_, js := g.dev.Admin(t)
-	bucket := config.Default().Buckets.ClientWaits
-	stream, err := js.Stream(context.Background(), "KV_"+bucket)
+	bucket := g.clientWaits.Bucket()
+	stream, err := g.admin.Stream(context.Background(), "KV_"+bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,17 +172,6 @@ func (g *gatewayEnv) putBack(t *testing.T, entries map[string][]byte, prefixes [
 		}
 		return watches > 0
 	})
-}
-
-// clientWaitsBucket is the client-waits bucket, as an administrator reads it.
-func (g *gatewayEnv) clientWaitsBucket(t *testing.T) jetstream.KeyValue {
-	t.Helper()
-	_, js := g.dev.Admin(t)
-	kv, err := js.KeyValue(context.Background(), config.Default().Buckets.ClientWaits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kv
 }
 
 // A request beyond the leases one call may have (clientwait.MaxWaiters)
@@ -237,8 +223,7 @@ func TestGatewayRejoinBeyondTheLeaseBound(t *testing.T) {
 // clientWaitsStore is the client-waits bucket as clientwait reads it.
 func clientWaitsStore(t *testing.T, g *gatewayEnv) *clientwait.Store {
 	t.Helper()
-	_, js := g.dev.Admin(t)
-	st, err := clientwait.Open(context.Background(), js, config.Default().Buckets.ClientWaits)
+	st, err := clientwait.Open(context.Background(), g.admin, g.clientWaits.Bucket())
 	if err != nil {
 		t.Fatal(err)
 	}
