@@ -147,10 +147,7 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, args, publicURL string) []slack
 	call, d := rec.GetCall(), rec.GetDecision()
 	agent := escape.Slack(call.GetAgentId())
 	if call.GetOnBehalfOf() != "" {
-		agent += " on behalf of " + escape.Slack(call.GetOnBehalfOf())
-		if !call.GetOnBehalfOfVerified() {
-			agent += " (" + calls.Unverified + ")"
-		}
+		agent += " on behalf of " + calls.OnBehalfOfText(call, escape.Slack)
 	}
 	fields := []*slackgo.TextBlockObject{
 		mrkdwn("*Tool*\n" + escape.Slack(calls.QualifiedTool(call))),
@@ -310,10 +307,8 @@ func actorText(a *airlockv1.Actor) string {
 		return "airlock"
 	}
 	s := "*" + escape.SlackText(a.GetId()) + "*"
-	if a.GetChannel() != "" {
-		s += " (" + escape.SlackText(a.GetChannel()) + ")"
-	} else if a.GetType() == airlockv1.ActorType_ACTOR_TYPE_AGENT {
-		s += " (agent)"
+	if note := calls.ActorNote(a); note != "" {
+		s += " (" + escape.SlackText(note) + ")"
 	}
 	return s
 }
