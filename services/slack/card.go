@@ -163,7 +163,10 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, args, publicURL string) []slack
 	}
 	if slices.Contains(d.GetApprovers(), calls.Requester) {
 		who := "the person this call acts for"
-		if call.GetOnBehalfOf() != "" {
+		// Named only when airlock verified them: an agent's claim is no
+		// one's to confirm (calls.RequesterMayDecide), and the Agent field
+		// already shows it as the claim it is.
+		if call.GetOnBehalfOf() != "" && call.GetOnBehalfOfVerified() {
 			who = escape.Slack(call.GetOnBehalfOf()) + ", " + who + ","
 		}
 		why += "\n*Self-confirmation:* only " + who + " may confirm it"
