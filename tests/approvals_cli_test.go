@@ -96,12 +96,26 @@ func TestApprovalsCLIDecidesCallsEndToEnd(t *testing.T) {
 	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 1 || !strings.Contains(out, "already canceled; nothing changed") {
 		t.Fatalf("a second cancel must say nothing changed and exit 1: %v\n%s", err, out)
 	}
-	if out, err := cli("show", "cli-bot/"+id3); err != nil || !strings.Contains(out, "decided   by admin: not needed") || strings.Contains(out, "\x1b") {
+	if out, err := cli("show", "cli-bot/"+id3); err != nil || !strings.Contains(out, "decided   by admin (cli): not needed") || strings.Contains(out, "\x1b") {
 		t.Fatalf("approvals show of the canceled call (the reason escaped for the terminal): %v\n%q", err, out)
 	}
 	_, js := dev.Admin(t)
 	if started, completed := testenv.Runs(t, js, "cli-bot", id3); started != 0 || completed != 0 {
 		t.Fatalf("the canceled call started %d and completed %d times", started, completed)
+	}
+
+	// An agent that cancels its own call is named as the agent, and its
+	// reason stays on one line: it cannot pass for a person's decision.
+	id4, err := agent.Submit(ctx, airlock.Call{Tool: "demo__write_file", Args: map[string]any{"path": "superseded.txt", "content": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPending(t, dev, token, id4)
+	if err := agent.Cancel(ctx, id4, "superseded\ndecided   by admin (cli): approved"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cli("show", "cli-bot/"+id4); err != nil || !strings.Contains(out, `decided   by cli-bot (agent): superseded\ndecided   by admin (cli): approved`) {
+		t.Fatalf("approvals show of the call its agent canceled: %v\n%s", err, out)
 	}
 
 	out, err = cli("approve", "cli-bot/no_such_call")

@@ -72,7 +72,9 @@ func pushScenario(t *testing.T, base string, bot *airlock.Client) {
 	id := mustSubmit(t, bot, airlock.Call{Tool: writeTool, OnBehalfOf: "alice", Reason: "tidy the notes",
 		Args: map[string]any{"path": "notes.txt", "content": "the secret content"}})
 	m := push.WaitFor(devices[bob], 20*time.Second, func(m pushtest.Message) bool { return m.Kind == "announce" })
-	if !strings.HasSuffix(m.URL, "/calls/bot/"+id) || !strings.Contains(m.Title, "write_file") || !strings.Contains(m.Body, "tidy the notes") ||
+	// The body is the policy's reason, never the agent's unlabelled.
+	if !strings.HasSuffix(m.URL, "/calls/bot/"+id) || !strings.Contains(m.Title, "write_file") ||
+		strings.Contains(m.Body, "tidy the notes") || !strings.HasSuffix(m.Body, " — agent bot") ||
 		strings.Contains(string(m.Raw), "secret content") {
 		t.Fatalf("bob's notification = %s", m.Raw)
 	}

@@ -372,7 +372,7 @@ func printRecord(w io.Writer, r *airlockv1.ApprovalRecord) {
 	c, t := r.GetCall(), escape.Terminal
 	fmt.Fprintf(w, "call      %s/%s (revision %d)\ntool      %s\nagent     %s", t(c.GetAgentId()), t(c.GetCallId()), max(c.GetRevision(), 1), t(calls.QualifiedTool(c)), t(c.GetAgentId()))
 	if c.GetOnBehalfOf() != "" {
-		fmt.Fprintf(w, " on behalf of %s", t(calls.OnBehalfOfText(c)))
+		fmt.Fprintf(w, " on behalf of %s", calls.OnBehalfOfText(c, t))
 	}
 	fmt.Fprintln(w)
 	if c.GetThreadId() != "" {
@@ -396,7 +396,11 @@ func printRecord(w io.Writer, r *airlockv1.ApprovalRecord) {
 		fmt.Fprintf(w, "(!)       %s\n", t(p))
 	}
 	if r.GetDecidedBy() != nil {
-		fmt.Fprintf(w, "decided   by %s: %s\n", t(r.GetDecidedBy().GetId()), t(r.GetReason()))
+		by := t(r.GetDecidedBy().GetId())
+		if note := calls.ActorNote(r.GetDecidedBy()); note != "" {
+			by += " (" + t(note) + ")"
+		}
+		fmt.Fprintf(w, "decided   by %s: %s\n", by, t(r.GetReason()))
 	}
 }
 

@@ -93,7 +93,7 @@ func human(ctx context.Context, a *airlockv1.Actor) (*airlockv1.Actor, error) {
 	switch a.GetType() {
 	case airlockv1.ActorType_ACTOR_TYPE_UNSPECIFIED, airlockv1.ActorType_ACTOR_TYPE_HUMAN:
 	default:
-		return nil, apierr.New(apierr.NotAuthorized, "only people decide calls; %s is a %s", a.GetId(), strings.ToLower(strings.TrimPrefix(a.GetType().String(), "ACTOR_TYPE_")))
+		return nil, apierr.New(apierr.NotAuthorized, "only people decide calls; %s is a %s", a.GetId(), calls.ActorTypeName(a))
 	}
 	channel := a.GetChannel()
 	if channel == "" {

@@ -49,7 +49,7 @@ const (
 	maxPushDevices = 20
 	// maxPushReply bounds what is read of a push service's answer.
 	maxPushReply = 4 << 10
-	// pushReasonRunes bounds the agent's reason in a notification.
+	// pushReasonRunes bounds the reason in a notification.
 	pushReasonRunes = 120
 	// DevVAPIDKeyFile is the VAPID private key's file in `airlock dev`'s data directory.
 	DevVAPIDKeyFile = "webpush-vapid.key"
@@ -600,8 +600,9 @@ func (n *PushNotifier) send(ctx context.Context, s pushSubscription, msg []byte,
 	return nil
 }
 
-// message is what the phone shows: tool, risk and a short reason, each
-// escaped for a notification's plain text, and the call page's URL.
+// message is what the phone shows: tool, risk and a short reason (the
+// policy's), each escaped for a notification's plain text, and the call
+// page's URL.
 func (n *PushNotifier) message(rec *airlockv1.ApprovalRecord, kind string) pushMessage {
 	c := rec.GetCall()
 	risk, tool := calls.RiskName(rec.GetDecision().GetRisk()), calls.QualifiedTool(c)
@@ -614,11 +615,16 @@ func (n *PushNotifier) message(rec *airlockv1.ApprovalRecord, kind string) pushM
 	case kind == "update":
 		title = escape.Push(calls.Shorten(tool, 60)) + ": " + strings.ToLower(strings.TrimPrefix(rec.GetState().String(), "APPROVAL_STATE_"))
 	}
-	reason := c.GetReason()
-	if reason == "" {
-		reason = rec.GetDecision().GetReason()
+	// The policy's reason, as every card leads with; the agent's own
+	// words only when the policy gave none, and then said to be its own.
+	reason := escape.Push(calls.Shorten(rec.GetDecision().GetReason(), pushReasonRunes))
+	if reason == "" && c.GetReason() != "" {
+		reason = "Agent's reason: " + escape.Push(calls.Shorten(c.GetReason(), pushReasonRunes))
 	}
-	body := escape.Push(calls.Shorten(reason, pushReasonRunes)) + " — agent " + escape.Push(calls.Shorten(c.GetAgentId(), 40))
+	body := "agent " + escape.Push(calls.Shorten(c.GetAgentId(), 40))
+	if reason != "" {
+		body = reason + " — " + body
+	}
 	path := callPath(c.GetAgentId(), c.GetCallId())
 	return pushMessage{Title: title, Body: body, URL: n.base + path, Tag: path, Kind: kind}
 }

@@ -120,7 +120,7 @@ func TestPushTellsOnlyThePeopleWhoMayDecideTheCall(t *testing.T) {
 		t.Fatalf("alice received %d notifications, want 1 (refused: %v)", len(got), pe.push.Refused())
 	}
 	m := got[0]
-	if m.Title != "Decide: fs__write_file (high risk)" || m.Body != "the user asked me to — agent bot" || m.URL != pe.deps.Config.HTTP.PublicURL+"/calls/bot/c-push-1" || m.Kind != "announce" {
+	if m.Title != "Decide: fs__write_file (high risk)" || m.Body != "writes need a person — agent bot" || m.URL != pe.deps.Config.HTTP.PublicURL+"/calls/bot/c-push-1" || m.Kind != "announce" {
 		t.Errorf("notification = %+v", m)
 	}
 	for _, who := range []*pushtest.Device{audrey, bob} {
@@ -135,10 +135,14 @@ func TestPushNotificationCarriesNoSecretAndAgentTextOnOneBoundedLine(t *testing.
 	alice, _ := pe.subscribe("alice")
 	rec := pending("c-push-2", "bot", "fs__write_file", map[string]any{"password": "hunter2-secret-value"}, airlockv1.Risk_RISK_LOW)
 	rec.Call.Reason = "innocent\n\x1b[31mSYSTEM: approved\u202e" + strings.Repeat("x", 500)
+	rec.Decision.Reason = "" // the agent's reason is shown only when the policy gives none
 	if _, err := pe.notifier.Announce(context.Background(), rec); err != nil {
 		t.Fatal(err)
 	}
 	m := pe.push.WaitFor(alice, 5*time.Second, func(pushtest.Message) bool { return true })
+	if !strings.HasPrefix(m.Body, "Agent's reason: innocent") {
+		t.Errorf("the body does not say the reason is the agent's: %q", m.Body)
+	}
 	raw := string(m.Raw)
 	for _, bad := range []string{"hunter2", "\n", "\x1b", "\u202e", rec.GetArgumentsDigest()} {
 		if strings.Contains(m.Title+m.Body, bad) || (bad != "\n" && strings.Contains(raw, bad)) {
@@ -147,6 +151,34 @@ func TestPushNotificationCarriesNoSecretAndAgentTextOnOneBoundedLine(t *testing.
 	}
 	if n := len([]rune(m.Body)); n > 200 {
 		t.Errorf("the body is %d runes long: the agent's reason is not bounded", n)
+	}
+}
+
+// TestPushShowsTheAgentsWordsOnlyAsItsOwn: a notification's reason is the
+// policy's, as every card leads with; the agent's, which may lie ("alice
+// approved this already"), only when the policy gave none, and then
+// labelled as the agent's.
+func TestPushShowsTheAgentsWordsOnlyAsItsOwn(t *testing.T) {
+	pe := newPushEnv(t)
+	alice, _ := pe.subscribe("alice")
+	for _, tt := range []struct {
+		name, policy, agent, want string
+	}{
+		{"the_policys_reason_leads", "writes need a person", "approved by alice (console) already", "writes need a person — agent bot"},
+		{"the_agents_reason_is_labelled", "", "approved by alice (console) already", "Agent's reason: approved by alice (console) already — agent bot"},
+		{"no_reason_names_the_agent", "", "", "agent bot"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := pending("c-push-"+tt.name, "bot", "fs__write_file", map[string]any{"path": "/tmp/x"}, airlockv1.Risk_RISK_LOW)
+			rec.Decision.Reason, rec.Call.Reason = tt.policy, tt.agent
+			if _, err := pe.notifier.Announce(context.Background(), rec); err != nil {
+				t.Fatal(err)
+			}
+			m := pe.push.WaitFor(alice, 5*time.Second, func(m pushtest.Message) bool { return strings.HasSuffix(m.URL, "/c-push-"+tt.name) })
+			if m.Body != tt.want {
+				t.Errorf("body = %q, want %q", m.Body, tt.want)
+			}
+		})
 	}
 }
 

@@ -35,9 +35,12 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format(time.RFC3339)
 	},
-	"join":    strings.Join,
-	"plusOne": func(i int) int { return i + 1 },
-	"pct":     pct,
+	// unverified is what follows an on_behalf_of airlock did not verify,
+	// as on every surface.
+	"unverified": func() string { return calls.Unverified },
+	"join":       strings.Join,
+	"plusOne":    func(i int) int { return i + 1 },
+	"pct":        pct,
 	"cut": func(s string, n int) string {
 		if len(s) > n {
 			return calls.Cut(s, n)

@@ -52,6 +52,36 @@ func TestWhatTheCallPageSaysFollowsTheState(t *testing.T) {
 	}
 }
 
+// TestTheConsoleSaysAnAgentsCancelIsTheAgents: an agent cancels its own
+// calls, and its reason is its own words: the call page and history name
+// it as the agent, as every surface does (calls.ActorNote), and a person's
+// decision with the channel they decided in.
+func TestTheConsoleSaysAnAgentsCancelIsTheAgents(t *testing.T) {
+	e := newEnv(t)
+	canceled := pending("call_gone", "bot", "fs__write_file", map[string]any{"path": "/srv/x"}, airlockv1.Risk_RISK_LOW)
+	canceled.State, canceled.UpdatedAt = airlockv1.ApprovalState_APPROVAL_STATE_CANCELED, timestamppb.Now()
+	canceled.DecidedBy = &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: "bot"}
+	canceled.Reason = "superseded; approved by alice (console) already"
+	rejected := pending("call_no", "bot", "fs__write_file", map[string]any{"path": "/srv/y"}, airlockv1.Risk_RISK_LOW)
+	rejected.State, rejected.UpdatedAt, rejected.Reason = airlockv1.ApprovalState_APPROVAL_STATE_REJECTED, timestamppb.Now(), "not today"
+	rejected.DecidedBy = &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "bob", Channel: "teams"}
+	e.approval.put(canceled)
+	e.approval.put(rejected)
+	b := e.browser()
+	b.signIn("alice")
+	for _, tt := range []struct{ name, path, want string }{
+		{"the_call_page_names_the_agent", "/calls/bot/call_gone", `<dd id="decided-by">bot (agent): superseded; approved by alice (console) already</dd>`},
+		{"the_call_page_names_a_persons_channel", "/calls/bot/call_no", `<dd id="decided-by">bob (teams): not today</dd>`},
+		{"history_names_the_agent", "/history", `bot (agent)<div class="muted">superseded; approved by alice (console) already</div>`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if p := b.get(tt.path); p.Status != http.StatusOK || !strings.Contains(p.Body, tt.want) {
+				t.Errorf("%s (status %d) lacks %q", tt.path, p.Status, tt.want)
+			}
+		})
+	}
+}
+
 func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
 	t.Helper()
 	s, err := structpb.NewStruct(m)

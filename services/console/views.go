@@ -74,7 +74,11 @@ type callView struct {
 	Quorum                    int
 	Votes                     []voteView
 	DecidedBy, DecisionReason string
-	Diffs                     []textDiff
+	// DecidedByNote follows DecidedBy in brackets (calls.ActorNote):
+	// "agent" when the agent canceled its own call, whose reason is then
+	// its own words; else the channel.
+	DecidedByNote string
+	Diffs         []textDiff
 	// Preview is what the call would do, as its tool said when the call
 	// came to wait for a person.
 	Preview previewView
@@ -153,7 +157,8 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 		Pending:    rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
 		ArgsDigest: rec.GetArgumentsDigest(),
 		Quorum:     max(int(d.GetQuorum()), 1), DecidedBy: rec.GetDecidedBy().GetId(), DecisionReason: rec.GetReason(),
-		AgentRuns: c.GetAgentRuns(), Cwd: c.GetCwd(), Queued: rec.GetQueued() && rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
+		DecidedByNote: calls.ActorNote(rec.GetDecidedBy()),
+		AgentRuns:     c.GetAgentRuns(), Cwd: c.GetCwd(), Queued: rec.GetQueued() && rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
 		SelfConfirm: slices.Contains(d.GetApprovers(), calls.Requester),
 	}
 	if v.Path != "" {

@@ -235,6 +235,32 @@ func TestEmailThreadCarriesRequestReminderAndOutcome(t *testing.T) {
 	}
 }
 
+// TestTheOutcomeSaysWhoseWordsTheReasonIs: an agent cancels its own calls,
+// and the reason it gives is its own: the outcome names it as the agent,
+// as every surface does (calls.ActorNote); the call's on_behalf_of is the
+// agent's claim unless airlock verified it.
+func TestTheOutcomeSaysWhoseWordsTheReasonIs(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	rec := mailed(notifytest.Record("c-agent-cancel"))
+	root, err := w.n.Announce(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.wait(t, root, 1)
+	rec.State, rec.Reason = airlockv1.ApprovalState_APPROVAL_STATE_CANCELED, "superseded\nOutcome: approved by alice (console)."
+	rec.DecidedBy = &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: "bot"}
+	if err := w.n.Update(ctx, rec, root); err != nil {
+		t.Fatal(err)
+	}
+	body := w.wait(t, w.n.MessageID(rec, "outcome-canceled"), 1)[0].body
+	for _, want := range []string{"Outcome: canceled by bot (agent).\n", "> superseded\n> Outcome: approved by alice (console).", "On behalf of:   zoe (claimed by the agent, not verified)"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the outcome lacks %q:\n%s", want, body)
+		}
+	}
+}
+
 func TestAgentTextCannotAddHeadersOrRecipients(t *testing.T) {
 	w := newWorld(t)
 	rec := mailed(notifytest.Record("c-hostile"))

@@ -121,8 +121,8 @@ func OutcomeBody(rec *airlockv1.ApprovalRecord, publicURL string) string {
 		fmt.Fprintf(&b, "Expired: nobody decided before %s. The call will not run.\n", when(rec.GetDeadline().AsTime()))
 	case by.GetId() != "":
 		fmt.Fprintf(&b, "Outcome: %s by %s", calls.StateText(st), HeaderText(by.GetId(), 200))
-		if by.GetChannel() != "" {
-			fmt.Fprintf(&b, " (%s)", HeaderText(by.GetChannel(), 40))
+		if note := calls.ActorNote(by); note != "" {
+			fmt.Fprintf(&b, " (%s)", HeaderText(note, 40))
 		}
 		b.WriteString(".\n")
 	default:
@@ -149,7 +149,7 @@ func details(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
 	line("Tool", calls.QualifiedTool(c))
 	line("Agent", c.GetAgentId())
 	if c.GetOnBehalfOf() != "" {
-		line("On behalf of", calls.OnBehalfOfText(c))
+		line("On behalf of", calls.OnBehalfOfText(c, escape.MailHeader))
 	}
 	line("Call", fmt.Sprintf("%s (revision %d)", c.GetCallId(), max(c.GetRevision(), 1)))
 	line("Risk", calls.RiskName(d.GetRisk()))

@@ -147,10 +147,7 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, args, publicURL string) []slack
 	call, d := rec.GetCall(), rec.GetDecision()
 	agent := escape.Slack(call.GetAgentId())
 	if call.GetOnBehalfOf() != "" {
-		agent += " on behalf of " + escape.Slack(call.GetOnBehalfOf())
-		if !call.GetOnBehalfOfVerified() {
-			agent += " (" + calls.Unverified + ")"
-		}
+		agent += " on behalf of " + calls.OnBehalfOfText(call, escape.Slack)
 	}
 	fields := []*slackgo.TextBlockObject{
 		mrkdwn("*Tool*\n" + escape.Slack(calls.QualifiedTool(call))),
@@ -166,7 +163,10 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, args, publicURL string) []slack
 	}
 	if slices.Contains(d.GetApprovers(), calls.Requester) {
 		who := "the person this call acts for"
-		if call.GetOnBehalfOf() != "" {
+		// Named only when airlock verified them: an agent's claim is no
+		// one's to confirm (calls.RequesterMayDecide), and the Agent field
+		// already shows it as the claim it is.
+		if call.GetOnBehalfOf() != "" && call.GetOnBehalfOfVerified() {
 			who = escape.Slack(call.GetOnBehalfOf()) + ", " + who + ","
 		}
 		why += "\n*Self-confirmation:* only " + who + " may confirm it"
@@ -310,10 +310,8 @@ func actorText(a *airlockv1.Actor) string {
 		return "airlock"
 	}
 	s := "*" + escape.SlackText(a.GetId()) + "*"
-	if a.GetChannel() != "" {
-		s += " (" + escape.SlackText(a.GetChannel()) + ")"
-	} else if a.GetType() == airlockv1.ActorType_ACTOR_TYPE_AGENT {
-		s += " (agent)"
+	if note := calls.ActorNote(a); note != "" {
+		s += " (" + escape.SlackText(note) + ")"
 	}
 	return s
 }

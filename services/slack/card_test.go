@@ -31,3 +31,37 @@ func TestACodingAgentsCardSaysWhoConfirmsAndWhoRuns(t *testing.T) {
 		t.Fatalf("outcome %q", got)
 	}
 }
+
+// An agent's claim of whom it acts for is shown as its claim, and the
+// self-confirmation line names nobody it did not verify: nobody may
+// confirm a call as the person an agent only claims it acts for.
+func TestTheCardNamesOnlyAVerifiedRequester(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		verified  bool
+		want, not []string
+	}{
+		{"a_verified_requester_is_named", true, []string{"on behalf of `dana`\"", "only `dana`, the person this call acts for,"}, []string{"not verified"}},
+		{"a_claimed_requester_is_not", false, []string{"on behalf of `dana` (claimed by the agent, not verified)", "only the person this call acts for may confirm it"}, []string{"only `dana`"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &airlockv1.ApprovalRecord{
+				Call: &airlockv1.ToolCall{AgentId: "laptop", CallId: "toolu_1", Revision: 1, Server: "claude", Tool: "Bash",
+					OnBehalfOf: "dana", OnBehalfOfVerified: tt.verified},
+				Decision: &airlockv1.Decision{Approvers: []string{"requester"}, Reason: "shell commands need a confirmation"},
+				State:    airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
+			}
+			card, _ := json.Marshal(airlockslack.Render(rec, "https://airlock.example").Blocks)
+			for _, want := range tt.want {
+				if !strings.Contains(string(card), want) {
+					t.Errorf("the card lacks %q: %s", want, card)
+				}
+			}
+			for _, not := range tt.not {
+				if strings.Contains(string(card), not) {
+					t.Errorf("the card shows %q: %s", not, card)
+				}
+			}
+		})
+	}
+}

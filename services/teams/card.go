@@ -64,7 +64,7 @@ func Render(rec *airlockv1.ApprovalRecord, publicURL string) Card {
 	link := notify.ConsoleURL(publicURL, call.GetAgentId(), call.GetCallId())
 	agent := escape.TeamsLine(call.GetAgentId())
 	if call.GetOnBehalfOf() != "" {
-		agent += " on behalf of " + escape.TeamsLine(call.GetOnBehalfOf())
+		agent += " on behalf of " + calls.OnBehalfOfText(call, escape.TeamsLine)
 	}
 	why := escape.Teams(calls.Shorten(orDash(d.GetReason()), maxReasonChars))
 	if d.GetRuleId() != "" {
@@ -83,7 +83,9 @@ func Render(rec *airlockv1.ApprovalRecord, publicURL string) Card {
 		field("Why a person must decide", why),
 	}
 	if call.GetReason() != "" {
-		body = append(body, field("Agent's stated reason", escape.Teams(calls.Shorten(call.GetReason(), maxReasonChars))))
+		// One line: the agent's line breaks must not draw lines that pass
+		// for the card's own fields below its label.
+		body = append(body, field("Agent's stated reason", escape.TeamsLine(calls.Shorten(call.GetReason(), maxReasonChars))))
 	}
 	body = append(body,
 		rich(run("Arguments", "weight", "Bolder")),
@@ -164,12 +166,15 @@ func decisionActions(rec *airlockv1.ApprovalRecord, whole bool, publicURL string
 }
 
 // OutcomeText is the sentence that replaces the actions once a call is
-// decided: who decided, where, and what they said (plain text, escaped).
+// decided: who decided, where (or "agent": an agent cancels its own
+// calls), and what they said, on one line (escape.TeamsLine), so that no
+// reason can draw lines that pass for the outcome's own ("Approved by …",
+// "The tool ran …").
 func OutcomeText(rec *airlockv1.ApprovalRecord) string {
 	by := actorText(rec.GetDecidedBy())
 	reason := ""
 	if r := rec.GetReason(); r != "" {
-		reason = ": " + escape.Teams(calls.Shorten(r, maxReasonChars))
+		reason = ": " + escape.TeamsLine(calls.Shorten(r, maxReasonChars))
 	}
 	ran := "The tool ran"
 	if rec.GetCall().GetAgentRuns() {
@@ -228,8 +233,8 @@ func actorText(a *airlockv1.Actor) string {
 		return "airlock"
 	}
 	s := escape.TeamsLine(a.GetId())
-	if a.GetChannel() != "" {
-		s += " (" + escape.TeamsLine(a.GetChannel()) + ")"
+	if note := calls.ActorNote(a); note != "" {
+		s += " (" + escape.TeamsLine(note) + ")"
 	}
 	return s
 }

@@ -289,7 +289,7 @@ func buildGeneric(r Row, m Msg) Row {
 	r.Revision = ev.GetRevision()
 	r.Thread = ev.GetThreadId()
 	if a := ev.GetActor(); a != nil {
-		r.ActorType = strings.ToLower(strings.TrimPrefix(a.GetType().String(), "ACTOR_TYPE_"))
+		r.ActorType = calls.ActorTypeName(a)
 		if a.GetType() == airlockv1.ActorType_ACTOR_TYPE_UNSPECIFIED {
 			r.ActorType = ""
 		}

@@ -63,16 +63,40 @@ const Requester = "requester"
 // verify: the agent named the person, and the agent may be lying.
 const Unverified = "claimed by the agent, not verified"
 
-// OnBehalfOfText is how a call's on_behalf_of is shown: the person, with
-// "(claimed by the agent, not verified)" unless airlock verified it
+// OnBehalfOfText is how a call's on_behalf_of is shown: the person as esc
+// escapes an agent's words for the medium, with "(claimed by the agent,
+// not verified)" after it unless airlock verified it
 // (ToolCall.on_behalf_of_verified); "" when the call names nobody. The
-// caller escapes it for its medium.
-func OnBehalfOfText(c *airlockv1.ToolCall) string {
+// label is airlock's own words, written outside esc (a Slack code span
+// holds only the agent's).
+func OnBehalfOfText(c *airlockv1.ToolCall, esc func(string) string) string {
 	p := c.GetOnBehalfOf()
-	if p == "" || c.GetOnBehalfOfVerified() {
-		return p
+	if p == "" {
+		return ""
 	}
-	return p + " (" + Unverified + ")"
+	if c.GetOnBehalfOfVerified() {
+		return esc(p)
+	}
+	return esc(p) + " (" + Unverified + ")"
+}
+
+// ActorNote is what every surface writes in brackets after the name of
+// whoever decided or canceled a call: "agent" when an agent did (an
+// agent cancels its own calls, and its reason is its own words, not a
+// reviewer's), else the channel a person or service acted through; ""
+// for neither.
+func ActorNote(a *airlockv1.Actor) string {
+	if a.GetType() == airlockv1.ActorType_ACTOR_TYPE_AGENT {
+		return "agent"
+	}
+	return a.GetChannel()
+}
+
+// ActorTypeName is the lower-case word for who an actor is ("human",
+// "agent", "service", "unspecified"), as the audit's actor_type column and
+// the webhook's decided_by_type write it.
+func ActorTypeName(a *airlockv1.Actor) string {
+	return strings.ToLower(strings.TrimPrefix(a.GetType().String(), "ACTOR_TYPE_"))
 }
 
 // RequesterMayDecide reports whether person is the verified requester of a

@@ -171,6 +171,26 @@ func TestOnlyTheVerifiedRequesterOfASelfConfirmedCallMayDecideIt(t *testing.T) {
 	}
 }
 
+func TestWhatTheAgentSaysIsShownAsItsOwn(t *testing.T) {
+	brackets := func(s string) string { return "[" + s + "]" } // a medium's escape
+	for _, tt := range []struct {
+		name, got, want string
+	}{
+		{"an_unverified_person_is_the_agents_claim", OnBehalfOfText(&airlockv1.ToolCall{OnBehalfOf: "alice"}, brackets), "[alice] (claimed by the agent, not verified)"},
+		{"a_verified_person_is_shown_as_verified", OnBehalfOfText(&airlockv1.ToolCall{OnBehalfOf: "alice", OnBehalfOfVerified: true}, brackets), "[alice]"},
+		{"nobody_is_shown_as_nothing", OnBehalfOfText(&airlockv1.ToolCall{}, brackets), ""},
+		{"an_agent_is_named_as_one_whatever_its_channel", ActorNote(&airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: "bot", Channel: "nats"}), "agent"},
+		{"a_person_is_named_with_their_channel", ActorNote(&airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice", Channel: "teams"}), "teams"},
+		{"a_person_without_a_channel_has_no_note", ActorNote(&airlockv1.Actor{Id: "alice"}), ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Fatalf("got %q, want %q", tt.got, tt.want)
+			}
+		})
+	}
+}
+
 func TestPointerTokens(t *testing.T) {
 	for _, tt := range []struct {
 		ptr  string

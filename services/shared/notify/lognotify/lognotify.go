@@ -34,7 +34,7 @@ func (n *Notifier) Announce(ctx context.Context, rec *airlockv1.ApprovalRecord) 
 	c := rec.GetCall()
 	ref := Ref(rec)
 	n.log.InfoContext(ctx, "approval needed", "ref", ref, "agent", c.GetAgentId(), "tool", calls.QualifiedTool(c),
-		"on_behalf_of", c.GetOnBehalfOf(), "risk", risk(rec), "reason", rec.GetDecision().GetReason(),
+		"on_behalf_of", c.GetOnBehalfOf(), "on_behalf_of_verified", c.GetOnBehalfOfVerified(), "risk", risk(rec), "reason", rec.GetDecision().GetReason(),
 		"approvers", strings.Join(rec.GetDecision().GetApprovers(), ","), "deadline", rec.GetDeadline().AsTime())
 	return ref, nil
 }
@@ -48,7 +48,8 @@ func (n *Notifier) Remind(ctx context.Context, rec *airlockv1.ApprovalRecord, re
 
 // Update implements notify.Notifier.
 func (n *Notifier) Update(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error {
-	n.log.InfoContext(ctx, "approval outcome", "ref", ref, "state", state(rec), "by", rec.GetDecidedBy().GetId(), "reason", rec.GetReason())
+	n.log.InfoContext(ctx, "approval outcome", "ref", ref, "state", state(rec), "by", rec.GetDecidedBy().GetId(),
+		"by_type", calls.ActorTypeName(rec.GetDecidedBy()), "reason", rec.GetReason())
 	return nil
 }
 

@@ -71,16 +71,20 @@ type Event struct {
 	SentAt time.Time `json:"sent_at"`
 	Call   Call      `json:"call"`
 	// State is the call's approval state ("pending", "approved", ...).
-	State         string    `json:"state"`
-	Risk          string    `json:"risk"`
-	PolicyReason  string    `json:"policy_reason"`
-	RuleID        string    `json:"rule_id,omitempty"`
-	Approvers     []string  `json:"approvers"`
-	Deadline      time.Time `json:"deadline"`
-	ConsoleURL    string    `json:"console_url"`
-	DecidedBy     string    `json:"decided_by,omitempty"`
-	DecisionNote  string    `json:"decision_reason,omitempty"`
-	ArgumentsHash string    `json:"arguments_sha256,omitempty"`
+	State        string    `json:"state"`
+	Risk         string    `json:"risk"`
+	PolicyReason string    `json:"policy_reason"`
+	RuleID       string    `json:"rule_id,omitempty"`
+	Approvers    []string  `json:"approvers"`
+	Deadline     time.Time `json:"deadline"`
+	ConsoleURL   string    `json:"console_url"`
+	DecidedBy    string    `json:"decided_by,omitempty"`
+	// DecidedByType is who DecidedBy is: "human", "agent" (an agent
+	// cancels its own calls: DecisionNote is then its words, not a
+	// reviewer's) or "service".
+	DecidedByType string `json:"decided_by_type,omitempty"`
+	DecisionNote  string `json:"decision_reason,omitempty"`
+	ArgumentsHash string `json:"arguments_sha256,omitempty"`
 }
 
 // Call is the tool call an Event is about. Every string in it was chosen by
@@ -92,7 +96,11 @@ type Call struct {
 	Thread     string `json:"thread,omitempty"`
 	Tool       string `json:"tool"`
 	OnBehalfOf string `json:"on_behalf_of,omitempty"`
-	Reason     string `json:"reason,omitempty"`
+	// OnBehalfOfVerified is whether airlock verified OnBehalfOf (the
+	// agent's binding in policy.on_behalf_of, or a front-end's seal);
+	// false means the person is only the agent's claim.
+	OnBehalfOfVerified bool   `json:"on_behalf_of_verified"`
+	Reason             string `json:"reason,omitempty"`
 	// Arguments as the agent sent them, with the paths the policy redacts
 	// replaced by "[redacted]".
 	Arguments map[string]any `json:"arguments"`
@@ -116,7 +124,7 @@ func NewEvent(rec *airlockv1.ApprovalRecord, typ, publicURL string, now time.Tim
 	ev := Event{
 		ID: id, Type: typ, SentAt: now.UTC(),
 		Call: Call{Agent: c.GetAgentId(), ID: c.GetCallId(), Revision: ref.Rev, Thread: c.GetThreadId(),
-			Tool: calls.QualifiedTool(c), OnBehalfOf: c.GetOnBehalfOf(), Reason: c.GetReason(),
+			Tool: calls.QualifiedTool(c), OnBehalfOf: c.GetOnBehalfOf(), OnBehalfOfVerified: c.GetOnBehalfOfVerified(), Reason: c.GetReason(),
 			Arguments: calls.Redacted(c.GetArguments(), d.GetRedact())},
 		State: calls.StateName(rec.GetState()), Risk: calls.RiskName(d.GetRisk()), PolicyReason: d.GetReason(),
 		RuleID: d.GetRuleId(), Approvers: d.GetApprovers(), Deadline: rec.GetDeadline().AsTime().UTC(),
@@ -127,6 +135,9 @@ func NewEvent(rec *airlockv1.ApprovalRecord, typ, publicURL string, now time.Tim
 	}
 	if typ == TypeOutcome {
 		ev.DecidedBy, ev.DecisionNote = rec.GetDecidedBy().GetId(), rec.GetReason()
+		if ev.DecidedBy != "" {
+			ev.DecidedByType = calls.ActorTypeName(rec.GetDecidedBy())
+		}
 	}
 	return ev
 }

@@ -29,6 +29,7 @@ type receiver struct {
 	*httptest.Server
 	mu       sync.Mutex
 	events   []webhook.Event
+	bodies   []map[string]any // each verified delivery's JSON, as a receiver in any language reads it
 	refused  []string
 	failNext int // answer 503 to this many deliveries first
 }
@@ -56,7 +57,9 @@ func newReceiver(t *testing.T) *receiver {
 			http.Error(w, "bad body", http.StatusBadRequest)
 			return
 		}
-		r.events = append(r.events, ev)
+		var raw map[string]any
+		_ = json.Unmarshal(body, &raw) // it parsed as an Event above
+		r.events, r.bodies = append(r.events, ev), append(r.bodies, raw)
 	}))
 	t.Cleanup(r.Close)
 	return r
@@ -138,6 +141,57 @@ func TestWebhookEventCarriesTheCallAndItsOutcome(t *testing.T) {
 	out, ok := r.find(webhook.TypeOutcome, "c-1")
 	if !ok || out.State != "rejected" || out.DecidedBy != "alice" || out.DecisionNote != "not today" || out.ID == ev.ID {
 		t.Fatalf("outcome event = %+v (found %v)", out, ok)
+	}
+}
+
+// body is the JSON of the delivery of typ about callID.
+func (r *receiver) body(t *testing.T, typ, callID string) map[string]any {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range r.bodies {
+		if c, _ := b["call"].(map[string]any); b["type"] == typ && c["id"] == callID {
+			return b
+		}
+	}
+	t.Fatalf("no %s delivered about %s; refused: %v", typ, callID, r.refused)
+	return nil
+}
+
+// TestAReceiverCanTellAClaimFromWhatAirlockVerified: the JSON says whether
+// airlock verified whom the call acts for, and whether an outcome's reason
+// is a person's or the agent's own (an agent cancels its own calls).
+func TestAReceiverCanTellAClaimFromWhatAirlockVerified(t *testing.T) {
+	r := newReceiver(t)
+	n := webhook.New(endpoint(r.URL), "https://airlock.example.com/", nil)
+	for _, tt := range []struct {
+		name     string
+		verified bool
+		by       *airlockv1.Actor
+		wantBy   string
+	}{
+		{"an_agents_claim_canceled_by_the_agent", false, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: "bot"}, "agent"},
+		{"a_verified_person_rejected_by_a_reviewer", true, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice", Channel: "console"}, "human"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := routed(notifytest.Record("c-" + tt.name))
+			rec.Call.OnBehalfOf, rec.Call.OnBehalfOfVerified = "alice, verified by airlock SSO", tt.verified
+			ref, err := n.Announce(context.Background(), rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			call, _ := r.body(t, webhook.TypeRequested, rec.GetCall().GetCallId())["call"].(map[string]any)
+			if got, ok := call["on_behalf_of_verified"]; !ok || got != tt.verified {
+				t.Errorf("call.on_behalf_of_verified = %v (present %v), want %v beside on_behalf_of %q", got, ok, tt.verified, call["on_behalf_of"])
+			}
+			rec.State, rec.DecidedBy, rec.Reason = airlockv1.ApprovalState_APPROVAL_STATE_CANCELED, tt.by, "superseded"
+			if err := n.Update(context.Background(), rec, ref); err != nil {
+				t.Fatal(err)
+			}
+			if got := r.body(t, webhook.TypeOutcome, rec.GetCall().GetCallId())["decided_by_type"]; got != tt.wantBy {
+				t.Errorf("decided_by_type = %v, want %q", got, tt.wantBy)
+			}
+		})
 	}
 }
 
