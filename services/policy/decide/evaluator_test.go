@@ -202,6 +202,8 @@ func secretAndNetworkCalls() []*airlockv1.ToolCall {
 	}
 	add("gemini", "read_many_files", map[string]any{"paths": []any{"src/main.go"}, "include": []any{"**/*"}}, nil, false)
 	add("claude", "Grep", map[string]any{"pattern": "x"}, nil, false)
+	add("claude", "Grep", map[string]any{"pattern": "x", "type": "go"}, nil, false)
+	add("claude", "Grep", map[string]any{"pattern": "x", "type": "sh", "glob": "*.go"}, nil, false)
 	add("vault", "read", map[string]any{"mode": "y"}, nil, false)
 	add("vault", "read", map[string]any{"mode": "x", "deep": map[string]any{"list": []any{"abc"}}}, nil, false)
 	add("vault", "read", map[string]any{"mode": "x", "deep": map[string]any{"list": "ABC"}}, nil, false)
