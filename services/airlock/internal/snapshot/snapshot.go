@@ -512,7 +512,8 @@ const maxPrunedAtOnce = 20
 
 // prune removes snapshots whose manifest is older than maxAge: their
 // directories (copies, object directories) and, for git snapshots taken
-// before airlock kept their objects apart, their hidden refs. What cannot be removed stays for the next time.
+// before airlock kept their objects apart, their hidden refs. What cannot
+// be removed stays for the next time.
 func (s Store) prune(ctx context.Context, maxAge time.Duration, now time.Time) {
 	agents, err := os.ReadDir(s.Dir)
 	if err != nil {
