@@ -73,6 +73,7 @@ hits := data.airlock_compiled_rules.hits if {
 	}
 	only_named_arguments(r)
 	arguments_match(r.arguments_match)
+	arguments_not_matching(r.not_matching)
 	every k, v in r.annotations {
 		annotation_holds(k, v, r.effect)
 	}
@@ -137,6 +138,7 @@ normalize(r, i) := object.union(r, {
 	"other_arguments": object.get(r, "other_arguments", ""),
 	"arguments_match": object.get(r, "arguments_match", ""),
 	"annotations": object.get(r, "annotations", {}),
+	"not_matching": object.get(r, "arguments_not_matching", {}),
 	"words": {w | some w in object.get(r, "tool_words", ["*"])},
 })
 
@@ -219,6 +221,26 @@ arguments_match(re) if {
 	is_string(value)
 	regex.match(re, value)
 }
+
+# arguments_not_matching maps JSON pointers to regular expressions of the
+# values those arguments may take unasked ({} for none): the rule matches
+# when a string at one of them, or in a list there, is outside its
+# expression; an absent argument never is. How the coding profile asks
+# about a search's glob that could reach .env: only what it knows cannot.
+arguments_not_matching(conds) if count(conds) == 0
+
+arguments_not_matching(conds) if {
+	some ptr, re in conds
+	value := object.get(object.get(input.call, "arguments", {}), pointer(ptr), null)
+	some s in strings_of(value)
+	not regex.match(re, s)
+}
+
+strings_of(v) := [v] if {
+	is_string(v)
+} else := [s | some s in v; is_string(s)] if {
+	is_array(v)
+} else := []
 
 # annotations maps a tool annotation to the value the call's must hold. An
 # ask or deny rule believes any upstream's word that its tool reaches the

@@ -295,7 +295,7 @@ test_coding_edits_ask_the_requester_or_a_reviewer_one_at_a_time if {
 }
 
 test_coding_read_only_shell_commands_are_allowed if {
-	every c in ["git status", "git status --short", "git diff HEAD~1", "ls", "ls -la src", "pwd", "git log --oneline | head -5"] {
+	every c in ["git status", "git status --short", "git diff", "git diff -- src/main.go", "ls", "ls -la src", "pwd", "git log --oneline | head -5"] {
 		d := airlock.decision with input as bash(c)
 		d.action == "allow"
 		d.rule_id == "coding-shell-allow"
@@ -509,6 +509,111 @@ test_recursive_reads_and_reads_outside_the_repository_ask if {
 	}
 }
 
+# git commands that print what git holds beyond the work tree read what the
+# path-based secret rule cannot see: a .env committed and then removed
+# (git show HEAD, git log -p), an untracked key an undo snapshot saved (git
+# log -p --all), a revision's file (git diff HEAD~1, git show HEAD:x). They
+# ask; status, log without a patch and the work tree's own diff stay
+# allowed.
+test_git_commands_that_print_history_or_other_revisions_ask if {
+	every c in [
+		"git show", "git show HEAD", "git show refs/airlock/snapshots/bot/toolu_snap3107", "git show --stat HEAD",
+		"git log -p", "git log -p --all", "git log --all -p", "git log -1 -p", "git log -3p", "git log --patch",
+		"git log --patch-with-stat", "git log -U3", "git log -u", "git log --unified=1", "git log --cc", "git log -c",
+		"git log -m --first-parent", "git log -L 1,5:main.go", "git log -S AKIA", "git log -GAKIA", "git log --pickaxe-regex -S x",
+		"git log --word-diff", "git log --color-words", "git log --diff-merges=on", "git log --remerge-diff", "git log --find-object=abc",
+		"git --no-pager log -p", "git log --oneline && git log -p", "git reflog -p", "git whatchanged -p",
+		"git diff HEAD", "git diff HEAD~1", "git diff main..feature", "git diff --stat HEAD~1 HEAD", "git diff --cached HEAD~1",
+		"git diff src/main.go", "git diff -p HEAD", "git cat-file -p HEAD:.env", "git grep SECRET HEAD~1",
+	] {
+		d := airlock.decision with input as bash(c)
+		d.action == "ask"
+		d.rule_id in {"coding-shell-secrets", "coding-shell-ask"}
+	}
+	airlock.decision.action == "ask" with input as call("gemini", "run_shell_command", {"command": "git log -p --all"})
+	airlock.decision.action == "ask" with input as call("codex", "shell", {"command": "git show HEAD"})
+}
+
+test_git_status_log_and_work_tree_diffs_stay_allowed if {
+	every c in [
+		"git status", "git status -s", "git log", "git log --oneline", "git log --oneline -5", "git log -5", "git log --stat",
+		"git log --all --oneline --graph", "git log main..feature", "git log --format=%H%n%B -3", "git log --name-only",
+		"git diff", "git diff --stat", "git diff --cached", "git diff --staged --name-only", "git diff -- src/main.go",
+		"git diff --word-diff -- src/main.go", "git branch",
+	] {
+		d := airlock.decision with input as bash(c)
+		d.action == "allow"
+		d.rule_id == "coding-shell-allow"
+	}
+}
+
+# A reading tool whose path argument is a pattern (a search's glob,
+# read_many_files' paths and include) reads whatever the pattern matches,
+# which the path-based secret rule cannot see: ".e*" is .env. It asks
+# unless it is a plain source-file pattern (no segment starting with "." or
+# a wildcard other than "**", a last segment ending in a source-code
+# extension) or one named file.
+test_a_reading_tool_with_a_pattern_that_could_reach_a_secret_asks if {
+	every c in [
+		["claude", "Grep", {"pattern": ".", "glob": ".e*", "output_mode": "content"}],
+		["claude", "Grep", {"pattern": "KEY", "glob": "**/.env*"}],
+		["claude", "Grep", {"pattern": "KEY", "glob": "*"}],
+		["claude", "Grep", {"pattern": "KEY", "glob": "*.json"}],
+		["claude", "Grep", {"pattern": "KEY", "glob": "*.txt"}],
+		["claude", "Grep", {"pattern": "KEY", "glob": "*.{go,env}"}],
+		["claude", "Grep", {"pattern": "KEY", "glob": "**/*"}],
+		["claude", "Grep", {"pattern": "KEY", "glob": "src/*/x.go"}],
+		["claude", "Grep", {"pattern": "KEY", "glob": ".github/**/*.yml"}],
+		["claude", "Grep", {"pattern": "KEY", "glob": "src/../.ssh/*.go"}],
+		["claude", "Grep", {"pattern": "KEY", "glob": "[.]env"}],
+		["claude", "Grep", {"pattern": "KEY", "glob": "?env"}],
+		["claude", "Grep", {"pattern": "KEY", "glob": "src\\*.go"}],
+		["claude", "Grep", {"pattern": "KEY", "type": "sh"}],
+		["claude", "Grep", {"pattern": "KEY", "type": "json"}],
+		["claude", "Grep", {"pattern": "KEY", "type": "go", "glob": ".e*"}],
+		["codex", "Grep", {"pattern": "KEY", "glob": ".e*"}],
+		["gemini", "read_many_files", {"paths": ["**/.e*"], "file_filtering_options": {"respect_git_ignore": false}}],
+		["gemini", "read_many_files", {"paths": ["**/.env"]}],
+		["gemini", "read_many_files", {"paths": ["src/main.go", "."]}],
+		["gemini", "read_many_files", {"paths": ["docs/"]}],
+		["gemini", "read_many_files", {"paths": ["src"]}],
+		["gemini", "read_many_files", {"paths": ["**/config.json"]}],
+		["gemini", "read_many_files", {"paths": ["src/main.go"], "include": ["**/*"]}],
+		["gemini", "search_file_content", {"pattern": "KEY", "include": "*.env"}],
+		["gemini", "search_file_content", {"pattern": "KEY", "include": "**/.*"}],
+	] {
+		d := airlock.decision with input as call(c[0], c[1], c[2])
+		d.action == "ask"
+		d.rule_id in {"coding-read-patterns", "coding-secrets"}
+	}
+	airlock.decision.rule_id == "coding-read-patterns" with input as call("claude", "Grep", {"pattern": ".", "glob": ".e*", "output_mode": "content"})
+	airlock.decision.rule_id == "coding-read-patterns" with input as call("gemini", "read_many_files", {"paths": ["**/.e*"]})
+}
+
+test_a_reading_tool_with_a_plain_source_pattern_or_a_named_file_stays_allowed if {
+	every c in [
+		["claude", "Grep", {"pattern": "func", "glob": "*.go"}],
+		["claude", "Grep", {"pattern": "func", "glob": "**/*.ts", "path": "src"}],
+		["claude", "Grep", {"pattern": "func", "glob": "*.{ts,tsx}"}],
+		["claude", "Grep", {"pattern": "func", "glob": "src/**/*_test.go"}],
+		["claude", "Grep", {"pattern": "func", "glob": "/repo/services/*.go"}],
+		["claude", "Grep", {"pattern": "func", "glob": "main.go"}],
+		["claude", "Grep", {"pattern": "func", "path": "src/main.go"}],
+		["claude", "Grep", {"pattern": "func"}],
+		["claude", "Grep", {"pattern": "func", "type": "go"}],
+		["claude", "Glob", {"pattern": "**/*"}],
+		["codex", "Grep", {"pattern": "fn", "glob": "*.rs"}],
+		["gemini", "read_many_files", {"paths": ["src/**/*.ts", "README.md", "./docs/guide.md"]}],
+		["gemini", "read_many_files", {"paths": ["src/main.go"], "include": ["*.test.ts"], "exclude": ["dist/**"]}],
+		["gemini", "search_file_content", {"pattern": "func", "include": "*.go"}],
+		["gemini", "search_file_content", {"pattern": "func"}],
+	] {
+		d := airlock.decision with input as call(c[0], c[1], c[2])
+		d.action == "allow"
+		d.rule_id == "coding-read"
+	}
+}
+
 # Issue 22 round 2, finding 4: MCP tools were judged by name alone. A read
 # tool whose arguments name a secret, a search or query tool (it may send
 # the query to a network service, or run SQL), a compound name with a
@@ -536,7 +641,7 @@ test_ordinary_reads_stay_allowed if {
 		airlock.decision.action == "allow" with input as call("claude", "Read", {"file_path": p})
 		airlock.decision.action == "allow" with input as bash(sprintf("cat %s", [p]))
 	}
-	every c in ["rg func src", "grep -n main src/main.go", "git show HEAD:src/main.go", "grep -v error log.txt", "rg --files", "grep -n -e main -F src/main.go", "git diff HEAD~1", "git log main..feature", "git diff src/main.go", "wc -l README.md"] {
+	every c in ["rg func src", "grep -n main src/main.go", "git log --stat -3", "grep -v error log.txt", "rg --files", "grep -n -e main -F src/main.go", "git diff --stat", "git log main..feature", "git diff -- src/main.go", "wc -l README.md"] {
 		airlock.decision.action == "allow" with input as bash(c)
 	}
 }

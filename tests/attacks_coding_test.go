@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/hooks"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
@@ -583,6 +584,129 @@ func TestAnAllowRulesArgumentConditionAllowsOnlyWhatItNames(t *testing.T) {
 	for _, a := range attacks {
 		if st := decide(a.tool, a.args, 3*time.Second); st == string(airlock.StatusAllowed) {
 			t.Errorf("%s %v was allowed with nobody asked", a.tool, a.args)
+		}
+	}
+}
+
+// Review of 2026-11-27, two leaks past the coding profile's secret rules,
+// which read paths and so cannot see what git prints from its object store
+// or what a pattern argument matches:
+//  1. airlock's own undo snapshot of an approved `make build` stored the
+//     untracked deploy.pem on a hidden ref of the repository, and `git show
+//     refs/airlock/snapshots/bot/toolu_snap3107` and `git log -p --all` were
+//     allowed unasked and printed it; `git show HEAD` printed a .env the
+//     last commit removed (while `cat deploy.pem` and `git show
+//     HEAD~1:.env` asked).
+//  2. A reading tool given a glob skipped the secret rule: Gemini's
+//     read_many_files {"paths": ["**/.e*"]} and Claude Code's Grep {"glob":
+//     ".e*"} were allowed and read .env.
+//
+// What must hold: a snapshot adds no object and no ref to the repository
+// (undo still works), git commands that print history or another revision
+// and reading tools whose pattern could reach a secret are put to a
+// person, and ordinary status, log, work-tree diff and source searches stay
+// allowed.
+func TestGitHistoryAndPatternReadsLetNoSecretOutUnasked(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+hookDevConfig(t))
+	api := dev.API(t)
+	_, js := dev.Admin(t)
+	state := t.TempDir()
+	project := t.TempDir()
+	const key, removed = "airlock-test-private-key-3107", "sk_live_removed_3107"
+	sh(t, project, "git init -q -b main && printf 'API_KEY="+removed+"\\n' > .env && mkdir src && echo 'package main' > src/main.go && "+
+		"git add . && git -c user.name=t -c user.email=t@t commit -q -m init && git rm -q .env && git -c user.name=t -c user.email=t@t commit -q -m 'drop .env' && "+
+		"printf -- '-----BEGIN PRIVATE KEY-----\\n"+key+"\\n' > deploy.pem && printf 'API_KEY="+removed+"\\n' > .env")
+	if !strings.Contains(sh(t, project, "git show HEAD"), removed) {
+		t.Fatal("setup: git show HEAD does not print the removed .env")
+	}
+	repoState := func() string {
+		return sh(t, project, "git for-each-ref && git cat-file --batch-all-objects --batch-check")
+	}
+	before := repoState()
+
+	// 1. An approved shell command: the hook saves the whole work tree,
+	// untracked deploy.pem included, before it answers allow.
+	approved := []string{"--creds", dev.Creds("bot"), "--nats", dev.NATSURL, "--state-dir", state, "--wait", "60s"}
+	build := startHook(t, hooks.Claude, claudePayload(t, "PreToolUse", "Bash", "toolu_snap3107", project, map[string]any{"command": "make build"}, nil), approved...)
+	if _, err := decideAs(t, api, "bob", decidable(t, api, "bot", "toolu_snap3107"), airlockv1.DecisionKind_DECISION_KIND_APPROVE, "fine"); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitHook(t, build); !allowed(t, hooks.Claude, r) || !strings.Contains(r.stdout, "airlock undo bot/toolu_snap3107") {
+		t.Fatalf("the approved make build: %+v", r)
+	}
+	if after := repoState(); after != before {
+		t.Errorf("the snapshot added refs or objects to the repository:\n%s", after)
+	}
+	if out := sh(t, project, "git log -p --all; git cat-file --batch-all-objects --batch"); strings.Contains(out, key) {
+		t.Error("the repository's own git prints the untracked key the snapshot saved")
+	}
+	// The snapshot still serves undo: the call deleted the key, undo puts it back.
+	sh(t, project, "rm deploy.pem")
+	if r := runHook(t, hooks.Claude, claudePayload(t, "PostToolUse", "Bash", "toolu_snap3107", project, map[string]any{"command": "make build"}, map[string]any{"stdout": ""}), approved...); r.exit != 0 {
+		t.Fatalf("post-tool hook: %+v", r)
+	}
+	if res := cli(t, dev, "undo", "--state-dir", state, "--by", "dana", "bot/toolu_snap3107"); res.Code != 0 {
+		t.Fatalf("airlock undo: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	if got, _ := os.ReadFile(filepath.Join(project, "deploy.pem")); !strings.Contains(string(got), key) {
+		t.Fatalf("undo did not put back deploy.pem: %q", got)
+	}
+
+	// 2. Reads that print what git holds beyond the work tree, or what a
+	// pattern matches, ask; nobody answers, so each hook answers ask (or,
+	// for Gemini CLI, which cannot ask its user, deny) once --wait passes.
+	hook := []string{"--creds", dev.Creds("bot"), "--nats", dev.NATSURL, "--state-dir", t.TempDir(), "--wait", "5s", "--on-timeout", "ask"}
+	type read struct {
+		agent hooks.Agent
+		call  string
+		p     []byte
+		what  string
+	}
+	claude := func(call, tool string, input map[string]any) read {
+		return read{hooks.Claude, call, claudePayload(t, "PreToolUse", tool, call, project, input, nil), fmt.Sprintf("Claude Code's %s %v", tool, input)}
+	}
+	gemini := func(tool string, input map[string]any) read {
+		return read{hooks.Gemini, "", payload(t, hooks.Gemini, hooks.SampleName(hooks.Gemini), map[string]any{"cwd": project, "tool_name": tool, "tool_input": input}),
+			fmt.Sprintf("Gemini CLI's %s %v", tool, input)}
+	}
+	asks := []read{
+		claude("toolu_hist_1", "Bash", map[string]any{"command": "git show refs/airlock/snapshots/bot/toolu_snap3107"}),
+		claude("toolu_hist_2", "Bash", map[string]any{"command": "git log -p --all"}),
+		claude("toolu_hist_3", "Bash", map[string]any{"command": "git show HEAD"}),
+		claude("toolu_hist_4", "Bash", map[string]any{"command": "git diff HEAD~2"}),
+		claude("toolu_hist_5", "Bash", map[string]any{"command": "git log -S " + removed}),
+		claude("toolu_glob_1", "Grep", map[string]any{"pattern": ".", "glob": ".e*", "output_mode": "content"}),
+		claude("toolu_glob_2", "Grep", map[string]any{"pattern": ".", "glob": "*", "output_mode": "content"}),
+		gemini("read_many_files", map[string]any{"paths": []any{"**/.e*"}, "file_filtering_options": map[string]any{"respect_git_ignore": false}}),
+		gemini("read_many_files", map[string]any{"paths": []any{"."}}),
+		gemini("search_file_content", map[string]any{"pattern": "API_KEY", "include": ".*"}),
+	}
+	allows := []read{
+		claude("toolu_ok_1", "Bash", map[string]any{"command": "git status"}),
+		claude("toolu_ok_2", "Bash", map[string]any{"command": "git log --oneline --all"}),
+		claude("toolu_ok_3", "Bash", map[string]any{"command": "git diff"}),
+		claude("toolu_ok_4", "Grep", map[string]any{"pattern": "package", "glob": "*.go", "output_mode": "content"}),
+		gemini("read_many_files", map[string]any{"paths": []any{"src/**/*.go"}}),
+	}
+	running := make([]<-chan hookResult, 0, len(asks)+len(allows))
+	for _, r := range slices.Concat(asks, allows) {
+		running = append(running, startHook(t, r.agent, r.p, hook...))
+	}
+	for i, r := range asks {
+		res := waitHook(t, running[i])
+		if allowed(t, r.agent, res) {
+			t.Errorf("%s was allowed unasked: %s", r.what, res.stdout)
+			continue
+		}
+		if r.call != "" { // the ask is the policy's, not a slow machine's
+			testenv.Eventually(t, 10*time.Second, fmt.Sprintf("the policy to put %s to a person", r.what), func() bool {
+				return slices.Contains(testenv.SubjectTypes(t, js, subject.OfCall("bot", r.call)), subject.ApprovalRequested)
+			})
+		}
+	}
+	for i, r := range allows {
+		if res := waitHook(t, running[len(asks)+i]); !allowed(t, r.agent, res) {
+			t.Errorf("%s was not allowed: %s %s", r.what, res.stdout, res.stderr)
 		}
 	}
 }

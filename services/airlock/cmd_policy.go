@@ -536,6 +536,12 @@ func ruleMatch(r *airlockv1.PolicyRule) string {
 	if r.GetArgumentsMatch() != "" {
 		parts = append(parts, "an argument matches "+cliOneLine(r.GetArgumentsMatch(), 24))
 	}
+	var outside []string
+	for k, re := range r.GetArgumentsNotMatching() {
+		outside = append(outside, k+" does not match "+cliOneLine(re, 24))
+	}
+	sort.Strings(outside)
+	parts = append(parts, outside...)
 	var annotations []string
 	for k, b := range r.GetAnnotations() {
 		annotations = append(annotations, fmt.Sprintf("annotation %s=%v", k, b))

@@ -27,8 +27,8 @@ func newUndoCmd(g *globals) *cobra.Command {
 		Use:   "undo AGENT/CALL_ID",
 		Short: "Put back the files a coding agent's call changed, from the snapshot airlock's hook took before it",
 		Long: `Restores what ` + "`airlock hook`" + ` saved just before it allowed the call: in a git work
-tree the hidden commit refs/airlock/snapshots/AGENT/CALL_ID (the index, branch
-and HEAD are left alone), elsewhere the copies in the hook's state dir. Only
+tree the commit kept in the hook's state dir (snapshots/AGENT/CALL_ID/objects:
+the repository's index, branch, HEAD, refs and objects are left alone), elsewhere the copies in the hook's state dir. Only
 the files the call changed are put back (a file it created is removed).
 
 Undo refuses when a file the call changed was changed again afterwards (or

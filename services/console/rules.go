@@ -62,6 +62,12 @@ func newRuleView(r *airlockv1.PolicyRule) ruleView {
 	if re := r.GetArgumentsMatch(); re != "" {
 		v.Args = append(v.Args, "some argument matches "+re)
 	}
+	var outside []string
+	for k, re := range r.GetArgumentsNotMatching() {
+		outside = append(outside, k+" does not match "+re)
+	}
+	sort.Strings(outside)
+	v.Args = append(v.Args, outside...)
 	if r.GetOtherArguments() != "" {
 		v.Args = append(v.Args, "other arguments: "+r.GetOtherArguments())
 	}

@@ -340,6 +340,9 @@ func describeRule(r *airlockv1.PolicyRule) string {
 	if r.ArgumentsMatch != "" {
 		what = append(what, "arguments_match="+r.ArgumentsMatch)
 	}
+	for _, k := range slices.Sorted(maps.Keys(r.ArgumentsNotMatching)) {
+		what = append(what, "arguments_not_matching"+k+"="+r.ArgumentsNotMatching[k])
+	}
 	for _, k := range slices.Sorted(maps.Keys(r.Annotations)) {
 		what = append(what, fmt.Sprintf("annotations.%s=%v", k, r.Annotations[k]))
 	}

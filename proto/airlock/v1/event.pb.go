@@ -2442,14 +2442,16 @@ func (x *Reported) GetSnapshot() *Snapshot {
 // itself from the work tree or the hook's state dir, never from here.
 type Snapshot struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// "git": commits on hidden refs of the work tree's repository;
+	// "git": commits of the work tree, kept in the hook's state dir;
 	// "copy": copies of the named files in the hook's state dir.
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// The work tree: the repository's top level (git) or the call's
 	// working directory (copy).
 	Root string `protobuf:"bytes,2,opt,name=root,proto3" json:"root,omitempty"`
-	// git: the ref holding the state before the call
-	// (refs/airlock/snapshots/<agent>/<call>); copy: the directory.
+	// git: the object directory holding the commits
+	// (<state-dir>/snapshots/<agent>/<call>/objects; from hooks before
+	// airlock kept them apart, the hidden ref refs/airlock/snapshots/<agent>/<call>);
+	// copy: the directory.
 	Ref string `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`
 	// git: the commits before and after the call ("" when not taken).
 	Before string `protobuf:"bytes,4,opt,name=before,proto3" json:"before,omitempty"`

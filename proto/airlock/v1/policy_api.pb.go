@@ -88,9 +88,16 @@ type PolicyRule struct {
 	// Tool annotation → value the call's annotations must hold (from the MCP
 	// gateway, e.g. {"openWorldHint": true}). An allow rule believes only
 	// annotations airlock trusts (ToolCall.annotations_trusted).
-	Annotations   map[string]bool `protobuf:"bytes,45,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Annotations map[string]bool `protobuf:"bytes,45,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// JSON pointer → regular expression (RE2) of the values the argument may
+	// take unasked: the rule matches when a string at any of the pointers (or
+	// in a list there) does not match its expression; an absent argument
+	// never does. For ask and deny rules only. The coding profile asks so
+	// about a reading tool's glob or path-pattern argument that is not a
+	// plain source-file pattern such as src/**/*.go.
+	ArgumentsNotMatching map[string]string `protobuf:"bytes,46,rep,name=arguments_not_matching,json=argumentsNotMatching,proto3" json:"arguments_not_matching,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *PolicyRule) Reset() {
@@ -301,6 +308,13 @@ func (x *PolicyRule) GetArgumentsMatch() string {
 func (x *PolicyRule) GetAnnotations() map[string]bool {
 	if x != nil {
 		return x.Annotations
+	}
+	return nil
+}
+
+func (x *PolicyRule) GetArgumentsNotMatching() map[string]string {
+	if x != nil {
+		return x.ArgumentsNotMatching
 	}
 	return nil
 }
@@ -1070,7 +1084,7 @@ var File_airlock_v1_policy_api_proto protoreflect.FileDescriptor
 const file_airlock_v1_policy_api_proto_rawDesc = "" +
 	"\n" +
 	"\x1bairlock/v1/policy_api.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb6\b\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe7\t\n" +
 	"\n" +
 	"PolicyRule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
@@ -1104,7 +1118,8 @@ const file_airlock_v1_policy_api_proto_rawDesc = "" +
 	"\x10queue_per_thread\x18* \x01(\bR\x0equeuePerThread\x12'\n" +
 	"\x0fother_arguments\x18+ \x01(\tR\x0eotherArguments\x12'\n" +
 	"\x0farguments_match\x18, \x01(\tR\x0eargumentsMatch\x12I\n" +
-	"\vannotations\x18- \x03(\v2'.airlock.v1.PolicyRule.AnnotationsEntryR\vannotations\x1a7\n" +
+	"\vannotations\x18- \x03(\v2'.airlock.v1.PolicyRule.AnnotationsEntryR\vannotations\x12f\n" +
+	"\x16arguments_not_matching\x18. \x03(\v20.airlock.v1.PolicyRule.ArgumentsNotMatchingEntryR\x14argumentsNotMatching\x1a7\n" +
 	"\tArgsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
@@ -1113,7 +1128,10 @@ const file_airlock_v1_policy_api_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\bR\x05value:\x028\x01\"\x12\n" +
+	"\x05value\x18\x02 \x01(\bR\x05value:\x028\x01\x1aG\n" +
+	"\x19ArgumentsNotMatchingEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x12\n" +
 	"\x10RulesListRequest\"\xc3\x01\n" +
 	"\x11RulesListResponse\x12,\n" +
 	"\x05rules\x18\x01 \x03(\v2\x16.airlock.v1.PolicyRuleR\x05rules\x12'\n" +
@@ -1181,7 +1199,7 @@ func file_airlock_v1_policy_api_proto_rawDescGZIP() []byte {
 	return file_airlock_v1_policy_api_proto_rawDescData
 }
 
-var file_airlock_v1_policy_api_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_airlock_v1_policy_api_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_airlock_v1_policy_api_proto_goTypes = []any{
 	(*PolicyRule)(nil),            // 0: airlock.v1.PolicyRule
 	(*RulesListRequest)(nil),      // 1: airlock.v1.RulesListRequest
@@ -1200,39 +1218,41 @@ var file_airlock_v1_policy_api_proto_goTypes = []any{
 	nil,                           // 14: airlock.v1.PolicyRule.ArgsEntry
 	nil,                           // 15: airlock.v1.PolicyRule.CommandsEntry
 	nil,                           // 16: airlock.v1.PolicyRule.AnnotationsEntry
-	nil,                           // 17: airlock.v1.ShadowState.ModulesEntry
-	nil,                           // 18: airlock.v1.ShadowStartRequest.ModulesEntry
-	(*Actor)(nil),                 // 19: airlock.v1.Actor
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*ToolCall)(nil),              // 21: airlock.v1.ToolCall
-	(*Decision)(nil),              // 22: airlock.v1.Decision
+	nil,                           // 17: airlock.v1.PolicyRule.ArgumentsNotMatchingEntry
+	nil,                           // 18: airlock.v1.ShadowState.ModulesEntry
+	nil,                           // 19: airlock.v1.ShadowStartRequest.ModulesEntry
+	(*Actor)(nil),                 // 20: airlock.v1.Actor
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*ToolCall)(nil),              // 22: airlock.v1.ToolCall
+	(*Decision)(nil),              // 23: airlock.v1.Decision
 }
 var file_airlock_v1_policy_api_proto_depIdxs = []int32{
 	14, // 0: airlock.v1.PolicyRule.args:type_name -> airlock.v1.PolicyRule.ArgsEntry
-	19, // 1: airlock.v1.PolicyRule.updated_by:type_name -> airlock.v1.Actor
-	20, // 2: airlock.v1.PolicyRule.updated_at:type_name -> google.protobuf.Timestamp
+	20, // 1: airlock.v1.PolicyRule.updated_by:type_name -> airlock.v1.Actor
+	21, // 2: airlock.v1.PolicyRule.updated_at:type_name -> google.protobuf.Timestamp
 	15, // 3: airlock.v1.PolicyRule.commands:type_name -> airlock.v1.PolicyRule.CommandsEntry
 	16, // 4: airlock.v1.PolicyRule.annotations:type_name -> airlock.v1.PolicyRule.AnnotationsEntry
-	0,  // 5: airlock.v1.RulesListResponse.rules:type_name -> airlock.v1.PolicyRule
-	0,  // 6: airlock.v1.RulesListResponse.builtin_rules:type_name -> airlock.v1.PolicyRule
-	0,  // 7: airlock.v1.RulePutRequest.rule:type_name -> airlock.v1.PolicyRule
-	19, // 8: airlock.v1.RulePutRequest.by:type_name -> airlock.v1.Actor
-	0,  // 9: airlock.v1.RulePutResponse.rule:type_name -> airlock.v1.PolicyRule
-	19, // 10: airlock.v1.RuleDeleteRequest.by:type_name -> airlock.v1.Actor
-	21, // 11: airlock.v1.PolicyEvalRequest.call:type_name -> airlock.v1.ToolCall
-	22, // 12: airlock.v1.PolicyEvalResponse.decision:type_name -> airlock.v1.Decision
-	17, // 13: airlock.v1.ShadowState.modules:type_name -> airlock.v1.ShadowState.ModulesEntry
-	19, // 14: airlock.v1.ShadowState.by:type_name -> airlock.v1.Actor
-	20, // 15: airlock.v1.ShadowState.at:type_name -> google.protobuf.Timestamp
-	18, // 16: airlock.v1.ShadowStartRequest.modules:type_name -> airlock.v1.ShadowStartRequest.ModulesEntry
-	19, // 17: airlock.v1.ShadowStartRequest.by:type_name -> airlock.v1.Actor
-	19, // 18: airlock.v1.ShadowStopRequest.by:type_name -> airlock.v1.Actor
-	9,  // 19: airlock.v1.ShadowStatusResponse.state:type_name -> airlock.v1.ShadowState
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	17, // 5: airlock.v1.PolicyRule.arguments_not_matching:type_name -> airlock.v1.PolicyRule.ArgumentsNotMatchingEntry
+	0,  // 6: airlock.v1.RulesListResponse.rules:type_name -> airlock.v1.PolicyRule
+	0,  // 7: airlock.v1.RulesListResponse.builtin_rules:type_name -> airlock.v1.PolicyRule
+	0,  // 8: airlock.v1.RulePutRequest.rule:type_name -> airlock.v1.PolicyRule
+	20, // 9: airlock.v1.RulePutRequest.by:type_name -> airlock.v1.Actor
+	0,  // 10: airlock.v1.RulePutResponse.rule:type_name -> airlock.v1.PolicyRule
+	20, // 11: airlock.v1.RuleDeleteRequest.by:type_name -> airlock.v1.Actor
+	22, // 12: airlock.v1.PolicyEvalRequest.call:type_name -> airlock.v1.ToolCall
+	23, // 13: airlock.v1.PolicyEvalResponse.decision:type_name -> airlock.v1.Decision
+	18, // 14: airlock.v1.ShadowState.modules:type_name -> airlock.v1.ShadowState.ModulesEntry
+	20, // 15: airlock.v1.ShadowState.by:type_name -> airlock.v1.Actor
+	21, // 16: airlock.v1.ShadowState.at:type_name -> google.protobuf.Timestamp
+	19, // 17: airlock.v1.ShadowStartRequest.modules:type_name -> airlock.v1.ShadowStartRequest.ModulesEntry
+	20, // 18: airlock.v1.ShadowStartRequest.by:type_name -> airlock.v1.Actor
+	20, // 19: airlock.v1.ShadowStopRequest.by:type_name -> airlock.v1.Actor
+	9,  // 20: airlock.v1.ShadowStatusResponse.state:type_name -> airlock.v1.ShadowState
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_policy_api_proto_init() }
@@ -1248,7 +1268,7 @@ func file_airlock_v1_policy_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_policy_api_proto_rawDesc), len(file_airlock_v1_policy_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

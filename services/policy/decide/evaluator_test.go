@@ -78,6 +78,8 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 		&airlockv1.PolicyRule{Id: "no-etc-reads", Priority: 2, Server: "fs", Tool: "read_file", Args: map[string]string{"/path": "/etc/**"}, Effect: "deny"},
 		&airlockv1.PolicyRule{Id: "reads-ok", Priority: 40, Server: "fs", Tool: "read_file", Effect: "allow"},
 		&airlockv1.PolicyRule{Id: "ask-secret-dir", Priority: 6, Server: "fs", Tool: "tool_9", Args: map[string]string{"/path": "secret/**"}, Effect: "ask"},
+		// Arguments outside what they may take unasked, two pointers, one nested.
+		&airlockv1.PolicyRule{Id: "not-matching", Priority: 6, Server: "vault", ArgumentsNotMatching: map[string]string{"/deep/list": `^[a-z]+$`, "/mode": `^x$`}, Effect: "ask"},
 	)
 	// An empty tool_words list in data.json matches no tool, as word_matches says.
 	def := mustDefault(t)
@@ -190,7 +192,23 @@ func secretAndNetworkCalls() []*airlockv1.ToolCall {
 		add("fs", "tool_9", map[string]any{"path": p, "mode": "x"}, nil, false)
 		add("vault", "read", map[string]any{"deep": map[string]any{"list": []any{1.0, p}}}, nil, false)
 	}
-	for _, c := range []string{"grep -r token .", "rg --hidden x", "rg -uu x", "rgrep x .", "grep -v x f", "git show HEAD:.env", "make t?st", "make [ab]", "make *.o"} {
+	// Pattern arguments of reading tools (arguments_not_matching): a
+	// string, a list, a list with a non-string, absent, nested.
+	for _, g := range []any{".e*", "*.go", "**/*.ts", "*.{ts,tsx}", "*.{go,env}", "src", "README.md", "**/config.json", "src/*/x.go", 7.0,
+		[]any{"src/**/*.ts", "README.md"}, []any{"src/main.go", "."}, []any{1.0, "*.go"}, []any{1.0, ".e*"}, map[string]any{"glob": ".e*"}} {
+		add("claude", "Grep", map[string]any{"pattern": ".", "glob": g}, nil, false)
+		add("gemini", "read_many_files", map[string]any{"paths": g}, nil, false)
+		add("gemini", "search_file_content", map[string]any{"pattern": "x", "include": g}, nil, false)
+	}
+	add("gemini", "read_many_files", map[string]any{"paths": []any{"src/main.go"}, "include": []any{"**/*"}}, nil, false)
+	add("claude", "Grep", map[string]any{"pattern": "x"}, nil, false)
+	add("claude", "Grep", map[string]any{"pattern": "x", "type": "go"}, nil, false)
+	add("claude", "Grep", map[string]any{"pattern": "x", "type": "sh", "glob": "*.go"}, nil, false)
+	add("vault", "read", map[string]any{"mode": "y"}, nil, false)
+	add("vault", "read", map[string]any{"mode": "x", "deep": map[string]any{"list": []any{"abc"}}}, nil, false)
+	add("vault", "read", map[string]any{"mode": "x", "deep": map[string]any{"list": "ABC"}}, nil, false)
+	for _, c := range []string{"grep -r token .", "rg --hidden x", "rg -uu x", "rgrep x .", "grep -v x f", "git show HEAD:.env", "make t?st", "make [ab]", "make *.o",
+		"git show HEAD", "git log -p --all", "git log --oneline -5", "git log -3p", "git diff", "git diff HEAD~1", "git diff --cached", "git diff -- src/a.go", "git --no-pager log -U3"} {
 		add("claude", "Bash", map[string]any{"command": c}, nil, false)
 		add("build", "sh", map[string]any{"cmd": c}, nil, false)
 	}
@@ -458,6 +476,9 @@ func TestRuleValidationRefusesBadCommandsAndPrincipals(t *testing.T) {
 		{"other_arguments_neither_empty_nor_any", &airlockv1.PolicyRule{Id: "r", Effect: "allow", Args: map[string]string{"/p": "*"}, OtherArguments: "some"}, `or "any"`},
 		{"an_allow_rule_matching_any_argument", &airlockv1.PolicyRule{Id: "r", Effect: "allow", ArgumentsMatch: "x"}, "for ask and deny rules"},
 		{"a_malformed_arguments_match", &airlockv1.PolicyRule{Id: "r", Effect: "ask", ArgumentsMatch: "("}, "not a valid regular expression"},
+		{"an_allow_rule_matching_arguments_outside_an_expression", &airlockv1.PolicyRule{Id: "r", Effect: "allow", ArgumentsNotMatching: map[string]string{"/glob": "x"}}, "for ask and deny rules"},
+		{"arguments_not_matching_not_on_a_pointer", &airlockv1.PolicyRule{Id: "r", Effect: "ask", ArgumentsNotMatching: map[string]string{"glob": "x"}}, "JSON pointer"},
+		{"a_malformed_arguments_not_matching", &airlockv1.PolicyRule{Id: "r", Effect: "ask", ArgumentsNotMatching: map[string]string{"/glob": "("}}, "not a valid regular expression"},
 		{"an_unnamed_annotation", &airlockv1.PolicyRule{Id: "r", Effect: "ask", Annotations: map[string]bool{" ": true}}, "needs a name"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -182,6 +182,15 @@ func compileRules(data map[string]any) (*ruleSet, map[string]any, error) {
 			}
 			r.argumentsMatch = newMatchFilter(compiled)
 		}
+		notMatching, _ := raw["arguments_not_matching"].(map[string]any)
+		for _, ptr := range slices.Sorted(maps.Keys(notMatching)) {
+			re, _ := notMatching[ptr].(string)
+			compiled, err := regexp.Compile(re)
+			if err != nil {
+				return nil, nil, fmt.Errorf("rule %s: arguments_not_matching %s: %w", id, ptr, err)
+			}
+			r.notMatching = append(r.notMatching, notMatchingCond{ptr: calls.PointerTokens(ptr), re: compiled})
+		}
 		if ann, _ := raw["annotations"].(map[string]any); len(ann) > 0 {
 			r.annotations, r.trustedOnly = make(map[string]bool, len(ann)), effect == "allow"
 			for k, v := range ann {

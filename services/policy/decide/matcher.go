@@ -49,6 +49,10 @@ type rule struct {
 	// argumentsMatch, when set, must match some string of the arguments
 	// (airlock.rego's arguments_match).
 	argumentsMatch *matchFilter
+	// notMatching: the rule matches only when some string at one of these
+	// pointers falls outside its expression (airlock.rego's
+	// arguments_not_matching).
+	notMatching []notMatchingCond
 	// annotations must hold as airlock.rego's annotation_holds reads them;
 	// trustedOnly (an allow rule's) believes only trusted annotations.
 	annotations map[string]bool
@@ -103,18 +107,25 @@ func pointerPath(ptr string) []string { return calls.PointerTokens(ptr) }
 // path, null) that is_string), false when there is none. Its tokens are
 // object keys: object.get reads no array by a string key.
 func stringAt(args any, path []string) (string, bool) {
+	v, ok := valueAt(args, path)
+	s, isString := v.(string)
+	return s, ok && isString
+}
+
+// valueAt is the value at path through nested objects (object.get with a
+// path, as airlock.rego reads an argument).
+func valueAt(args any, path []string) (any, bool) {
 	cur := args
 	for _, k := range path {
 		obj, ok := cur.(map[string]any)
 		if !ok {
-			return "", false
+			return nil, false
 		}
 		if cur, ok = obj[k]; !ok {
-			return "", false
+			return nil, false
 		}
 	}
-	s, ok := cur.(string)
-	return s, ok
+	return cur, true
 }
 
 // commandCond is one command condition (airlock.rego's command_matches):
@@ -415,6 +426,9 @@ func (r *rule) matches(c *callView) bool {
 	if r.argumentsMatch != nil && !anyString(c.args, r.argumentsMatch.MatchString) {
 		return false
 	}
+	if len(r.notMatching) > 0 && !slices.ContainsFunc(r.notMatching, func(n notMatchingCond) bool { return n.matches(c.args) }) {
+		return false
+	}
 	for k, want := range r.annotations {
 		if r.trustedOnly && !c.annotationsTrusted || c.annotations == nil {
 			return false
@@ -424,6 +438,30 @@ func (r *rule) matches(c *callView) bool {
 		}
 	}
 	return true
+}
+
+// notMatchingCond is one entry of arguments_not_matching: the pointer's
+// tokens and the expression of the values allowed unasked.
+type notMatchingCond struct {
+	ptr []string
+	re  *regexp.Regexp
+}
+
+// matches reports whether the argument at the pointer is a string, or a
+// list holding a string, that the expression does not match.
+func (n notMatchingCond) matches(args any) bool {
+	v, ok := valueAt(args, n.ptr)
+	if !ok {
+		return false
+	}
+	outside := func(s string) bool { return !n.re.MatchString(s) }
+	switch x := v.(type) {
+	case string:
+		return outside(x)
+	case []any:
+		return slices.ContainsFunc(x, func(e any) bool { s, ok := e.(string); return ok && outside(s) })
+	}
+	return false
 }
 
 // anyString reports whether f holds for some string in v, at any depth

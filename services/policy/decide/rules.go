@@ -40,6 +40,7 @@ func stripMeta(r *airlockv1.PolicyRule) *airlockv1.PolicyRule {
 		Quorum: r.Quorum, Timeout: r.Timeout, Notify: r.Notify, Redact: r.Redact, ToolWords: r.ToolWords,
 		Commands: r.Commands, Principals: r.Principals, QueuePerThread: r.QueuePerThread,
 		OtherArguments: r.OtherArguments, ArgumentsMatch: r.ArgumentsMatch, Annotations: r.Annotations,
+		ArgumentsNotMatching: r.ArgumentsNotMatching,
 	}
 	return c
 }
@@ -196,6 +197,17 @@ func ValidateRule(r *airlockv1.PolicyRule) error {
 		}
 		if _, err := regexp.Compile(r.ArgumentsMatch); err != nil {
 			return fmt.Errorf("rule %s: arguments_match %q is not a valid regular expression: %v", r.Id, r.ArgumentsMatch, err)
+		}
+	}
+	for ptr, re := range r.ArgumentsNotMatching {
+		if r.Effect == "allow" {
+			return fmt.Errorf("rule %s: arguments_not_matching matches when an argument falls outside what it allows, which is for ask and deny rules: an allow rule names what it allows with args or commands", r.Id)
+		}
+		if !strings.HasPrefix(ptr, "/") {
+			return fmt.Errorf("rule %s: arguments_not_matching argument %q must be a JSON pointer such as /glob", r.Id, ptr)
+		}
+		if _, err := regexp.Compile(re); err != nil {
+			return fmt.Errorf("rule %s: arguments_not_matching %s: %q is not a valid regular expression: %v", r.Id, ptr, re, err)
 		}
 	}
 	for k := range r.Annotations {

@@ -13,10 +13,12 @@ import (
 	"strings"
 )
 
-// git runs git in root with the temporary index (when index is not empty),
-// literal pathspecs (an agent's "*" names a file called "*"), no prompts, no
-// hooks and no fsmonitor program, and a fixed identity for commits.
-func git(ctx context.Context, root, index string, stdin []byte, args ...string) ([]byte, error) {
+// git runs git in root with the snapshot's own object directory (when
+// objects is not empty: see objectDir), the temporary index (when index is
+// not empty), literal pathspecs (an agent's "*" names a file called "*"),
+// no prompts, no hooks and no fsmonitor program, and a fixed identity for
+// commits.
+func git(ctx context.Context, root, objects, index string, stdin []byte, args ...string) ([]byte, error) {
 	full := append([]string{"-c", "core.fsmonitor=false", "-c", "core.hooksPath=" + os.DevNull, "-c", "core.quotePath=false"}, args...)
 	cmd := exec.CommandContext(ctx, "git", full...)
 	cmd.Dir = root
@@ -28,6 +30,9 @@ func git(ctx context.Context, root, index string, stdin []byte, args ...string) 
 		"GIT_AUTHOR_NAME=airlock", "GIT_AUTHOR_EMAIL=airlock@localhost", "GIT_COMMITTER_NAME=airlock", "GIT_COMMITTER_EMAIL=airlock@localhost")
 	if index != "" {
 		cmd.Env = append(cmd.Env, "GIT_INDEX_FILE="+index)
+	}
+	if objects != "" {
+		cmd.Env = append(cmd.Env, "GIT_OBJECT_DIRECTORY="+objects)
 	}
 	if args[0] != "config" { // add, and write-tree refreshing racy entries, run clean filters
 		off, err := filtersOff(ctx, root)
@@ -55,7 +60,7 @@ func git(ctx context.Context, root, index string, stdin []byte, args ...string) 
 // Without filters the snapshot holds the bytes on disk, which is what undo
 // writes back.
 func filtersOff(ctx context.Context, root string) ([]string, error) {
-	out, err := git(ctx, root, "", nil, "config", "-z", "--get-regexp", `^filter\.`)
+	out, err := git(ctx, root, "", "", nil, "config", "-z", "--get-regexp", `^filter\.`)
 	var exit *exec.ExitError
 	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) { // 1: none configured
 		return nil, err
@@ -86,7 +91,7 @@ func filtersOff(ctx context.Context, root string) ([]string, error) {
 
 // gitRoot is the top level of the git work tree holding dir.
 func gitRoot(ctx context.Context, dir string) (string, bool) {
-	out, err := git(ctx, dir, "", nil, "rev-parse", "--show-toplevel")
+	out, err := git(ctx, dir, "", "", nil, "rev-parse", "--show-toplevel")
 	if err != nil {
 		return "", false
 	}
@@ -116,7 +121,7 @@ type captured struct {
 // gitCapture writes a tree of the work tree as it is now: HEAD's tree with
 // paths (or, wholeTree, every tracked and untracked-but-not-ignored file)
 // as they are on disk, through a temporary index in dir.
-func gitCapture(ctx context.Context, root string, paths []string, wholeTree bool, dir string, lim Limits) (captured, error) {
+func gitCapture(ctx context.Context, root, objects string, paths []string, wholeTree bool, dir string, lim Limits) (captured, error) {
 	var c captured
 	idx, err := os.CreateTemp(dir, "index-")
 	if err != nil {
@@ -126,39 +131,39 @@ func gitCapture(ctx context.Context, root string, paths []string, wholeTree bool
 	idx.Close()
 	os.Remove(index) // git writes it afresh
 	defer os.Remove(index)
-	if _, err := git(ctx, root, "", nil, "rev-parse", "--verify", "-q", "HEAD"); err == nil {
-		_, err = git(ctx, root, index, nil, "read-tree", "HEAD")
+	if _, err := git(ctx, root, objects, "", nil, "rev-parse", "--verify", "-q", "HEAD"); err == nil {
+		_, err = git(ctx, root, objects, index, nil, "read-tree", "HEAD")
 		if err != nil {
 			return c, err
 		}
-	} else if _, err := git(ctx, root, index, nil, "read-tree", "--empty"); err != nil {
+	} else if _, err := git(ctx, root, objects, index, nil, "read-tree", "--empty"); err != nil {
 		return c, err
 	}
 	if wholeTree {
-		if _, err := git(ctx, root, index, nil, "add", "-u"); err != nil {
+		if _, err := git(ctx, root, objects, index, nil, "add", "-u"); err != nil {
 			return c, err
 		}
-		out, err := git(ctx, root, index, nil, "ls-files", "-z", "-o", "--exclude-standard")
+		out, err := git(ctx, root, objects, index, nil, "ls-files", "-z", "-o", "--exclude-standard")
 		if err != nil {
 			return c, err
 		}
 		paths = boundUntracked(root, splitNul(out), lim, &c.notes)
 	} else if len(paths) > 0 {
-		paths, err = notIgnored(ctx, root, index, paths, &c.notes)
+		paths, err = notIgnored(ctx, root, objects, index, paths, &c.notes)
 		if err != nil {
 			return c, err
 		}
-		paths, err = onDiskOrTracked(ctx, root, index, paths)
+		paths, err = onDiskOrTracked(ctx, root, objects, index, paths)
 		if err != nil {
 			return c, err
 		}
 	}
 	if len(paths) > 0 {
-		if _, err := git(ctx, root, index, nul(paths), "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"); err != nil {
+		if _, err := git(ctx, root, objects, index, nul(paths), "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"); err != nil {
 			return c, err
 		}
 	}
-	out, err := git(ctx, root, index, nil, "write-tree")
+	out, err := git(ctx, root, objects, index, nil, "write-tree")
 	if err != nil {
 		return c, err
 	}
@@ -192,8 +197,8 @@ func boundUntracked(root string, paths []string, lim Limits, n *notes) []string 
 
 // notIgnored drops the paths git ignores (and that HEAD does not track):
 // a snapshot takes untracked files only when they are not ignored.
-func notIgnored(ctx context.Context, root, index string, paths []string, n *notes) ([]string, error) {
-	out, err := git(ctx, root, index, nul(paths), "check-ignore", "-z", "--stdin")
+func notIgnored(ctx context.Context, root, objects, index string, paths []string, n *notes) ([]string, error) {
+	out, err := git(ctx, root, objects, index, nul(paths), "check-ignore", "-z", "--stdin")
 	var exit *exec.ExitError
 	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) { // 1: none ignored
 		return nil, err
@@ -213,8 +218,8 @@ func notIgnored(ctx context.Context, root, index string, paths []string, n *note
 // onDiskOrTracked keeps the paths git can add: on disk, or tracked (then
 // their absence is recorded). A path that is neither is absent in the
 // snapshot as it is in HEAD's tree.
-func onDiskOrTracked(ctx context.Context, root, index string, paths []string) ([]string, error) {
-	out, err := git(ctx, root, index, nil, append([]string{"ls-files", "-z", "--"}, paths...)...)
+func onDiskOrTracked(ctx context.Context, root, objects, index string, paths []string) ([]string, error) {
+	out, err := git(ctx, root, objects, index, nil, append([]string{"ls-files", "-z", "--"}, paths...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -228,22 +233,43 @@ func onDiskOrTracked(ctx context.Context, root, index string, paths []string) ([
 	return kept, nil
 }
 
-// gitCommit makes a commit of tree (parent HEAD when there is one) and
-// points ref at it; nothing else in the repository moves.
-func gitCommit(ctx context.Context, root, tree, msg, ref string) (string, error) {
+// gitCommit makes a commit of tree (parent HEAD when there is one) in the
+// snapshot's object directory; nothing in the repository moves, and no ref
+// names it: the manifest does.
+func gitCommit(ctx context.Context, root, objects, tree, msg string) (string, error) {
 	args := []string{"commit-tree", tree, "-m", msg}
-	if head, err := git(ctx, root, "", nil, "rev-parse", "--verify", "-q", "HEAD"); err == nil {
+	if head, err := git(ctx, root, objects, "", nil, "rev-parse", "--verify", "-q", "HEAD"); err == nil {
 		args = append(args, "-p", strings.TrimSpace(string(head)))
 	}
-	out, err := git(ctx, root, "", nil, args...)
+	out, err := git(ctx, root, objects, "", nil, args...)
 	if err != nil {
 		return "", err
 	}
-	commit := strings.TrimSpace(string(out))
-	if _, err := git(ctx, root, "", nil, "update-ref", ref, commit); err != nil {
+	return strings.TrimSpace(string(out)), nil
+}
+
+// objectDir makes the snapshot's own object directory in dir: git writes
+// the snapshot's blobs, trees and commits there and reads the repository's
+// objects through its alternates. The repository gains no object and no
+// ref, so nothing run in it (git show, git log -p --all, a push of every
+// ref) reaches what a snapshot saved, such as an untracked key.
+func objectDir(ctx context.Context, root, dir string) (string, error) {
+	out, err := git(ctx, root, "", "", nil, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if err != nil {
 		return "", err
 	}
-	return commit, nil
+	objects, err := filepath.Abs(filepath.Join(dir, "objects"))
+	if err != nil {
+		return "", fmt.Errorf("snapshot object directory: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(objects, "info"), 0o700); err != nil {
+		return "", fmt.Errorf("snapshot object directory: %w", err)
+	}
+	alternates := filepath.Join(strings.TrimSpace(string(out)), "objects") + "\n"
+	if err := os.WriteFile(filepath.Join(objects, "info", "alternates"), []byte(alternates), 0o600); err != nil {
+		return "", fmt.Errorf("snapshot object directory: %w", err)
+	}
+	return objects, nil
 }
 
 // gitBefore saves the state before the call.
@@ -253,12 +279,16 @@ func (s Store) gitBefore(ctx context.Context, root, cwd string, t Target, dir st
 	if !t.WholeTree {
 		m.Paths = namedPaths(root, cwd, t.Paths, lim, &n)
 	}
-	c, err := gitCapture(ctx, root, m.Paths, m.WholeTree, dir, lim)
+	var err error
+	if m.Objects, err = objectDir(ctx, root, dir); err != nil {
+		return m, err
+	}
+	c, err := gitCapture(ctx, root, m.Objects, m.Paths, m.WholeTree, dir, lim)
 	if err != nil {
 		return m, err
 	}
 	n.lines, n.more = append(n.lines, c.notes.lines...), n.more+c.notes.more
-	if m.Before, err = gitCommit(ctx, root, c.tree, "airlock: state before call "+t.Agent+"/"+t.Call, refOf(t.Agent, t.Call)); err != nil {
+	if m.Before, err = gitCommit(ctx, root, m.Objects, c.tree, "airlock: state before call "+t.Agent+"/"+t.Call); err != nil {
 		return m, err
 	}
 	m.Note = n.String()
@@ -267,7 +297,7 @@ func (s Store) gitBefore(ctx context.Context, root, cwd string, t Target, dir st
 
 // gitChanged lists the paths that differ between two trees (limited to
 // paths unless wholeTree).
-func gitChanged(ctx context.Context, root, a, b string, paths []string, wholeTree bool) ([]string, error) {
+func gitChanged(ctx context.Context, root, objects, a, b string, paths []string, wholeTree bool) ([]string, error) {
 	args := []string{"diff-tree", "-r", "-z", "--no-renames", "--name-only", a, b}
 	if !wholeTree {
 		if len(paths) == 0 {
@@ -275,7 +305,7 @@ func gitChanged(ctx context.Context, root, a, b string, paths []string, wholeTre
 		}
 		args = append(append(args, "--"), paths...)
 	}
-	out, err := git(ctx, root, "", nil, args...)
+	out, err := git(ctx, root, objects, "", nil, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -286,8 +316,8 @@ func gitChanged(ctx context.Context, root, a, b string, paths []string, wholeTre
 type gitEntry struct{ mode, oid string }
 
 // gitEntries reads the entries of paths in commit.
-func gitEntries(ctx context.Context, root, commit string, paths []string) (map[string]gitEntry, error) {
-	out, err := git(ctx, root, "", nil, append([]string{"ls-tree", "-r", "-z", "--full-tree", commit, "--"}, paths...)...)
+func gitEntries(ctx context.Context, root, objects, commit string, paths []string) (map[string]gitEntry, error) {
+	out, err := git(ctx, root, objects, "", nil, append([]string{"ls-tree", "-r", "-z", "--full-tree", commit, "--"}, paths...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -305,8 +335,8 @@ func gitEntries(ctx context.Context, root, commit string, paths []string) (map[s
 
 // gitRestore puts each path back as it is in commit (deleting those it
 // does not hold), inside root only.
-func gitRestore(ctx context.Context, root, commit string, paths []string) error {
-	entries, err := gitEntries(ctx, root, commit, paths)
+func gitRestore(ctx context.Context, root, objects, commit string, paths []string) error {
+	entries, err := gitEntries(ctx, root, objects, commit, paths)
 	if err != nil {
 		return err
 	}
@@ -321,7 +351,7 @@ func gitRestore(ctx context.Context, root, commit string, paths []string) error 
 		if e.mode == "160000" { // a submodule: not airlock's to rewrite
 			continue
 		}
-		data, err := git(ctx, root, "", nil, "cat-file", "blob", e.oid)
+		data, err := git(ctx, root, objects, "", nil, "cat-file", "blob", e.oid)
 		if err != nil {
 			return err
 		}

@@ -2,11 +2,14 @@
 // before `airlock hook` answers allow, records what the call left, and puts
 // the saved state back for `airlock undo`.
 //
-// In a git work tree a snapshot is a commit on a hidden ref
-// (refs/airlock/snapshots/<agent>/<call>, and <call>.after for the state the
-// call left), built with a temporary index (GIT_INDEX_FILE), `git
-// commit-tree` and `git update-ref`: the user's index, branch and HEAD never
-// change. Elsewhere it is a copy of the files the call names in the hook's
+// In a git work tree a snapshot is a commit built with a temporary index
+// (GIT_INDEX_FILE) and `git commit-tree`, written to the snapshot's own
+// object directory in the hook's state directory (GIT_OBJECT_DIRECTORY,
+// reading the repository's objects through its alternates): the user's
+// index, branch and HEAD never change, and the repository gains no object
+// and no ref, so an untracked file a snapshot saved (a key, a .env) is
+// never readable through the repository's git (git show, git log -p --all,
+// a push). Elsewhere it is a copy of the files the call names in the hook's
 // state directory, bounded in size.
 //
 // Every path comes from the agent. A path is saved or restored only when it
@@ -51,7 +54,7 @@ type Limits struct {
 	// Timeout bounds each snapshot, capture and undo.
 	Timeout time.Duration
 	// MaxAge is how long a snapshot is kept: older ones (their copies and
-	// hidden refs) are removed when the next snapshot is taken.
+	// object directories) are removed when the next snapshot is taken.
 	MaxAge time.Duration
 }
 
@@ -97,8 +100,12 @@ type manifest struct {
 	WholeTree bool     `json:"whole_tree,omitempty"`
 	Before    string   `json:"before,omitempty"` // git commits
 	After     string   `json:"after,omitempty"`
-	Entries   []entry  `json:"entries,omitempty"` // copies
-	Note      string   `json:"note,omitempty"`
+	// Objects is the git snapshot's own object directory (objectDir); ""
+	// in a snapshot taken before airlock kept them apart, whose commits
+	// are on hidden refs of the repository.
+	Objects string  `json:"objects,omitempty"`
+	Entries []entry `json:"entries,omitempty"` // copies
+	Note    string  `json:"note,omitempty"`
 	// Recorded: what the call left was recorded (once: a later post-tool
 	// report of the same call would otherwise take a person's later work
 	// for the call's, and undo would erase it without asking).
@@ -210,11 +217,11 @@ func (s Store) After(ctx context.Context, agent, call string) (rec *airlockv1.Sn
 	}
 	switch m.Kind {
 	case KindGit:
-		tree, err := gitCapture(ctx, m.Root, m.Paths, m.WholeTree, dir, lim)
+		tree, err := gitCapture(ctx, m.Root, m.Objects, m.Paths, m.WholeTree, dir, lim)
 		if err != nil {
 			return nil, true, err
 		}
-		if m.After, err = gitCommit(ctx, m.Root, tree.tree, "airlock: state after call "+agent+"/"+call, refOf(agent, call)+".after"); err != nil {
+		if m.After, err = gitCommit(ctx, m.Root, m.Objects, tree.tree, "airlock: state after call "+agent+"/"+call); err != nil {
 			return nil, true, err
 		}
 	case KindCopy:
@@ -239,9 +246,12 @@ func (s Store) After(ctx context.Context, agent, call string) (rec *airlockv1.Sn
 func (m manifest) record(ref, dir string) *airlockv1.Snapshot {
 	r := &airlockv1.Snapshot{Kind: m.Kind, Root: m.Root, Before: m.Before, After: m.After, WholeTree: m.WholeTree, Note: m.Note}
 	paths := m.Paths
-	if m.Kind == KindGit {
+	switch {
+	case m.Kind == KindGit && m.Objects != "":
+		r.Ref = m.Objects
+	case m.Kind == KindGit:
 		r.Ref = ref
-	} else {
+	default:
 		r.Ref = dir
 		paths = nil
 		for _, e := range m.Entries {
@@ -256,8 +266,9 @@ func (m manifest) record(ref, dir string) *airlockv1.Snapshot {
 	return r
 }
 
-// refOf is the hidden ref of a call's snapshot (agent and call are
-// validated ids: [A-Za-z0-9_-], so the ref is well formed).
+// refOf is the hidden ref of a call's snapshot as airlock kept them before
+// it kept their objects apart (agent and call are validated ids:
+// [A-Za-z0-9_-], so the ref is well formed).
 func refOf(agent, call string) string { return "refs/airlock/snapshots/" + agent + "/" + call }
 
 func writeManifest(dir string, m manifest) error {
@@ -499,9 +510,10 @@ func removeInside(root, rel string) error {
 // never spends long on housekeeping.
 const maxPrunedAtOnce = 20
 
-// prune removes snapshots whose manifest is older than maxAge: their copies
-// and, for git ones, their hidden refs (the commits then go with git's own
-// garbage collection). What cannot be removed stays for the next time.
+// prune removes snapshots whose manifest is older than maxAge: their
+// directories (copies, object directories) and, for git snapshots taken
+// before airlock kept their objects apart, their hidden refs. What cannot
+// be removed stays for the next time.
 func (s Store) prune(ctx context.Context, maxAge time.Duration, now time.Time) {
 	agents, err := os.ReadDir(s.Dir)
 	if err != nil {
@@ -522,10 +534,13 @@ func (s Store) prune(ctx context.Context, maxAge time.Duration, now time.Time) {
 			if err != nil || now.Sub(info.ModTime()) < maxAge {
 				continue
 			}
-			if m, err := readManifest(dir); err == nil && m.Kind == KindGit {
+			// A snapshot taken before airlock kept its objects apart has
+			// hidden refs in the repository; its own object directory goes
+			// with dir.
+			if m, err := readManifest(dir); err == nil && m.Kind == KindGit && m.Objects == "" {
 				ref := refOf(a.Name(), c.Name())
 				for _, r := range []string{ref, ref + ".after"} {
-					_, _ = git(ctx, m.Root, "", nil, "update-ref", "-d", r)
+					_, _ = git(ctx, m.Root, "", "", nil, "update-ref", "-d", r)
 				}
 			}
 			if os.RemoveAll(dir) == nil {

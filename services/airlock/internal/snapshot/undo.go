@@ -57,6 +57,9 @@ func (s Store) Undo(ctx context.Context, agent, call string, force bool) (Result
 	switch m.Kind {
 	case KindGit:
 		res.Ref = refOf(agent, call)
+		if m.Objects != "" {
+			res.Ref = m.Objects
+		}
 		res.Paths, err = s.undoGit(ctx, m, dir, force, lim)
 	case KindCopy:
 		res.Ref = dir
@@ -86,31 +89,31 @@ func (s Store) undoGit(ctx context.Context, m manifest, dir string, force bool, 
 			return nil, err
 		}
 	}
-	now, err := gitCapture(ctx, m.Root, m.Paths, m.WholeTree, dir, lim)
+	now, err := gitCapture(ctx, m.Root, m.Objects, m.Paths, m.WholeTree, dir, lim)
 	if err != nil {
 		return nil, err
 	}
 	var changed []string
 	if m.After == "" {
 		// What the call left is unknown: any difference may be a later change.
-		if changed, err = gitChanged(ctx, m.Root, m.Before, now.tree, m.Paths, m.WholeTree); err != nil {
+		if changed, err = gitChanged(ctx, m.Root, m.Objects, m.Before, now.tree, m.Paths, m.WholeTree); err != nil {
 			return nil, err
 		}
 		if len(changed) > 0 && !force {
 			return nil, fmt.Errorf("%w: airlock does not know what the call left (its post-tool hook recorded nothing), so it cannot tell the call's changes from later ones in %s; run again with --force to put these files back as they were before the call", ErrLaterChanges, list(changed))
 		}
 	} else {
-		if changed, err = gitChanged(ctx, m.Root, m.Before, m.After, m.Paths, m.WholeTree); err != nil {
+		if changed, err = gitChanged(ctx, m.Root, m.Objects, m.Before, m.After, m.Paths, m.WholeTree); err != nil {
 			return nil, err
 		}
-		later, err := gitChanged(ctx, m.Root, m.After, now.tree, changed, false)
+		later, err := gitChanged(ctx, m.Root, m.Objects, m.After, now.tree, changed, false)
 		if err != nil {
 			return nil, err
 		}
 		// The tree of now leaves out what git ignores or the bound drops, as
 		// the tree of after may have: read the files on disk too, so a later
 		// change to such a file is never erased unasked.
-		onDisk, err := gitDiffersOnDisk(ctx, m.Root, m.After, changed)
+		onDisk, err := gitDiffersOnDisk(ctx, m.Root, m.Objects, m.After, changed)
 		if err != nil {
 			return nil, err
 		}
@@ -120,7 +123,11 @@ func (s Store) undoGit(ctx context.Context, m manifest, dir string, force bool, 
 			}
 		}
 		if len(later) > 0 && !force {
-			return nil, fmt.Errorf("%w: %s changed after the call; undoing it would lose those changes. Look at them (git diff %s), then run again with --force to put the files back as they were before the call", ErrLaterChanges, list(later), m.After[:min(12, len(m.After))])
+			look := "git diff " + m.After[:min(12, len(m.After))]
+			if m.Objects != "" {
+				look = "GIT_ALTERNATE_OBJECT_DIRECTORIES=" + m.Objects + " " + look
+			}
+			return nil, fmt.Errorf("%w: %s changed after the call; undoing it would lose those changes. Look at them (%s), then run again with --force to put the files back as they were before the call", ErrLaterChanges, list(later), look)
 		}
 	}
 	for _, p := range changed {
@@ -128,7 +135,7 @@ func (s Store) undoGit(ctx context.Context, m manifest, dir string, force bool, 
 			return nil, err
 		}
 	}
-	return changed, gitRestore(ctx, m.Root, m.Before, changed)
+	return changed, gitRestore(ctx, m.Root, m.Objects, m.Before, changed)
 }
 
 func undoCopy(m manifest, dir string, force bool) ([]string, error) {
@@ -192,8 +199,8 @@ func list(paths []string) string {
 
 // gitDiffersOnDisk lists the paths whose file on disk is not what commit
 // holds (present, absent, content, link target or executable bit).
-func gitDiffersOnDisk(ctx context.Context, root, commit string, paths []string) ([]string, error) {
-	entries, err := gitEntries(ctx, root, commit, paths)
+func gitDiffersOnDisk(ctx context.Context, root, objects, commit string, paths []string) ([]string, error) {
+	entries, err := gitEntries(ctx, root, objects, commit, paths)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +226,7 @@ func gitDiffersOnDisk(ctx context.Context, root, commit string, paths []string) 
 				same = true // a submodule: undo leaves it alone
 			case e.mode == "120000" && info.Mode()&os.ModeSymlink != 0:
 				target, err := os.Readlink(filepath.Join(root, filepath.FromSlash(p)))
-				blob, berr := git(ctx, root, "", nil, "cat-file", "blob", e.oid)
+				blob, berr := git(ctx, root, objects, "", nil, "cat-file", "blob", e.oid)
 				same = err == nil && berr == nil && target == string(blob)
 			case (e.mode == "100644" || e.mode == "100755") && info.Mode().IsRegular() && (info.Mode()&0o100 != 0) == (e.mode == "100755"):
 				files, blobs[p] = append(files, p), e.oid
@@ -252,14 +259,14 @@ func hashFiles(ctx context.Context, root string, paths []string) []string {
 		in.WriteString(cQuote(p))
 		in.WriteByte('\n')
 	}
-	if out, err := git(ctx, root, "", []byte(in.String()), "hash-object", "--no-filters", "--stdin-paths"); err == nil {
+	if out, err := git(ctx, root, "", "", []byte(in.String()), "hash-object", "--no-filters", "--stdin-paths"); err == nil {
 		if oids := strings.Fields(string(out)); len(oids) == len(paths) {
 			return oids
 		}
 	}
 	oids := make([]string, len(paths))
 	for i, p := range paths {
-		if out, err := git(ctx, root, "", nil, "hash-object", "--no-filters", "--", p); err == nil {
+		if out, err := git(ctx, root, "", "", nil, "hash-object", "--no-filters", "--", p); err == nil {
 			oids[i] = strings.TrimSpace(string(out))
 		}
 	}
