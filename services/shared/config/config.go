@@ -199,6 +199,14 @@ type Limits struct {
 	// object or list is a level, the arguments object included); deeper
 	// ones become `invalid`. At most 128.
 	MaxArgumentDepth int `yaml:"max_argument_depth"`
+	// AgentConnections is how many NATS connections each agent may hold
+	// (the SDK holds one per process). The server counts them per account,
+	// so the AGENTS account admits this many times the number of agents.
+	AgentConnections int `yaml:"agent_connections"`
+	// AgentSubscriptions bounds the subscriptions of one agent connection:
+	// the SDK holds one per call it awaits, up to intake.max_pending_per_agent
+	// and approval.max_pending_per_agent waiting at once, and a few more.
+	AgentSubscriptions int `yaml:"agent_subscriptions"`
 }
 
 // Default returns a configuration in which every setting has a working value:
@@ -245,7 +253,7 @@ func Default() Config {
 		HTTP:       HTTP{Addr: "127.0.0.1:8080", PublicURL: "http://127.0.0.1:8080"},
 		Log:        Log{Level: "info", Format: "text"},
 		Runtime:    Runtime{GCPercent: 400},
-		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32},
+		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32, AgentConnections: 16, AgentSubscriptions: 4096},
 		Policy:     defaultPolicy(),
 		Approval:   defaultApproval(),
 		Executor:   defaultExecutor(),
@@ -398,6 +406,12 @@ func (c Config) Validate() error {
 	}
 	if c.Limits.MaxArgumentDepth < 1 || c.Limits.MaxArgumentDepth > 128 {
 		errs = append(errs, fmt.Errorf("limits.max_argument_depth (%d) must be between 1 and 128: it is how deeply a request's arguments may nest", c.Limits.MaxArgumentDepth))
+	}
+	if c.Limits.AgentConnections < 1 {
+		errs = append(errs, fmt.Errorf("limits.agent_connections (%d) must be at least 1: it is how many NATS connections each agent may hold", c.Limits.AgentConnections))
+	}
+	if need := c.Intake.MaxPendingPerAgent + int64(c.Approval.MaxPendingPerAgent); int64(c.Limits.AgentSubscriptions) < need {
+		errs = append(errs, fmt.Errorf("limits.agent_subscriptions (%d) must be at least intake.max_pending_per_agent plus approval.max_pending_per_agent (%d): an agent awaits each of its waiting calls with a subscription", c.Limits.AgentSubscriptions, need))
 	}
 	if c.Intake.MaxPendingPerAgent < 1 {
 		errs = append(errs, fmt.Errorf("intake.max_pending_per_agent (%d) must be at least 1: it is how many of one agent's requests may wait for the policy service", c.Intake.MaxPendingPerAgent))
