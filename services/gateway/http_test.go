@@ -29,11 +29,19 @@ const testToken = "0123456789abcdef0123"
 // endpoint submits.
 func startHTTPGateway(t *testing.T) (ep *endpoint, url string, submitted <-chan *airlockv1.ToolCall) {
 	t.Helper()
+	return startHTTPGatewayWith(t, func(*config.Gateway) {})
+}
+
+// startHTTPGatewayWith is startHTTPGateway with set applied to its
+// gateway configuration.
+func startHTTPGatewayWith(t *testing.T, set func(*config.Gateway)) (ep *endpoint, url string, submitted <-chan *airlockv1.ToolCall) {
+	t.Helper()
 	n := testenv.StartNATS(t)
 	cfg := testenv.Config(n.URL())
 	// A waiting call's response starts with its first heartbeat: soon.
 	cfg.Gateway.Heartbeat = 50 * time.Millisecond
 	cfg.Gateway.Endpoints = []config.GatewayEndpoint{{Name: "bot", Agent: "bot", Token: testToken, RunCode: config.RunCode{Enabled: true, MaxRunning: 1}}}
+	set(&cfg.Gateway)
 	startRegistry(t, cfg).set("fs__write_file")
 	nc, _ := testenv.Connect(t, cfg.NATS.URL)
 	calls := make(chan *airlockv1.ToolCall, 16)
