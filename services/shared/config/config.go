@@ -120,6 +120,13 @@ type Stream struct {
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
 	// MaxMsgSize is the largest message the stream stores.
 	MaxMsgSize int32 `yaml:"max_msg_size"`
+	// MaxBytes bounds what the stream stores (default 16 GiB, within the
+	// shipped 20 GiB NATS volume with the intake's 1 GiB). At the bound
+	// new events are refused, never old ones dropped: every event is
+	// audit trail, and the executor's exactly-once check reads a call's
+	// own earlier events. airlock then decides no new call until events
+	// age out (max_age) or the bound is raised.
+	MaxBytes int64 `yaml:"max_bytes"`
 }
 
 // Buckets are the JetStream KV buckets that hold mutable state.
@@ -228,6 +235,7 @@ func Default() Config {
 			MaxAge:          90 * 24 * time.Hour,
 			DuplicateWindow: 2 * time.Minute,
 			MaxMsgSize:      1 << 20,
+			MaxBytes:        16 << 30,
 		},
 		Buckets: Buckets{
 			Approvals:   "airlock_approvals",
@@ -397,6 +405,9 @@ func (c Config) Validate() error {
 	}
 	if c.Limits.MaxRequestBytes <= 0 || int64(c.Limits.MaxRequestBytes)+EventHeadroom > int64(c.Stream.MaxMsgSize) {
 		errs = append(errs, fmt.Errorf("limits.max_request_bytes (%d) must be positive and at least %d bytes under stream.max_msg_size (%d), so that every event carrying the call fits", c.Limits.MaxRequestBytes, EventHeadroom, c.Stream.MaxMsgSize))
+	}
+	if c.Stream.MaxBytes < 64*int64(c.Stream.MaxMsgSize) {
+		errs = append(errs, fmt.Errorf("stream.max_bytes (%d) must be at least 64 times stream.max_msg_size (%d): it bounds every event airlock keeps (16 GiB by default)", c.Stream.MaxBytes, c.Stream.MaxMsgSize))
 	}
 	if c.Intake.MaxMsgSize < int32(c.Limits.MaxRequestBytes) {
 		errs = append(errs, fmt.Errorf("intake.max_msg_size (%d) must be at least limits.max_request_bytes (%d), so that an oversized request is told why", c.Intake.MaxMsgSize, c.Limits.MaxRequestBytes))

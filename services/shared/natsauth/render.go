@@ -163,7 +163,7 @@ jetstream {
   sync_interval: always
   # JetStream's disk limit: size it to the volume you give JetStream. Left
   # out, NATS takes 75% of the disk free at boot, and on a fuller disk the
-  # intake stream's reservation (intake.max_bytes) is refused.
+  # streams' reservations (stream.max_bytes, intake.max_bytes) are refused.
   max_file_store: 64G
 }
 
