@@ -218,6 +218,13 @@ func TestTheEventsStreamRefusesNewEventsAtItsBoundAndDropsNone(t *testing.T) {
 	cfg := testenv.Config(n.URL())
 	cfg.Stream.MaxBytes = 4 << 20
 	ctx := context.Background()
+	// As an earlier airlock made it: unbounded, dropping old events at its
+	// (absent) bound. Provisioning bounds it in place.
+	earlier := bus.StreamConfig(cfg.Stream)
+	earlier.MaxBytes, earlier.Discard = -1, jetstream.DiscardOld
+	if _, err := js.CreateStream(ctx, earlier); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := bus.Provision(ctx, js, cfg); err != nil {
 		t.Fatal(err)
 	}
