@@ -106,6 +106,15 @@ func nextSubmitted(t *testing.T, calls <-chan *airlockv1.ToolCall, what string) 
 	}
 }
 
+// rpcError is a JSON-RPC error answer as the gateway writes one itself.
+type rpcError struct {
+	ID    json.RawMessage `json:"id"`
+	Error struct {
+		Code    int64  `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
 // A request id in flight in a session is refused when it comes again (MCP:
 // ids are unique within a session) with a JSON-RPC error that says so, and
 // the script it names keeps the request that carries its answer; only
@@ -125,13 +134,7 @@ func TestARequestIDInFlightIsRefusedAndLeavesTheFirstRequestItsAnswer(t *testing
 	again, _ := callTool(t, s, "7", runCodeTool, map[string]any{"code": "return 1"})
 	raw, _ := io.ReadAll(again.Body)
 	again.Body.Close()
-	var refused struct {
-		ID    json.RawMessage `json:"id"`
-		Error struct {
-			Code    int64  `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
+	var refused rpcError
 	if now, ok := ep.answering.Load(streamKey(s.ID, "7")); !ok || now != before {
 		t.Fatal("the refused request took the running script's answer from it")
 	}

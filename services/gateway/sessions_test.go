@@ -74,13 +74,7 @@ func TestAnEndpointHoldsAtMostItsMaxSessions(t *testing.T) {
 	}
 	raw, _ := io.ReadAll(refused.Body)
 	refused.Body.Close()
-	var answer struct {
-		ID    json.RawMessage `json:"id"`
-		Error struct {
-			Code    int64  `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
+	var answer rpcError
 	if err := json.Unmarshal(raw, &answer); err != nil || refused.StatusCode != http.StatusServiceUnavailable || string(answer.ID) != `"init"` ||
 		answer.Error.Code != codeTooManySessions || !strings.Contains(answer.Error.Message, "gateway.max_sessions") {
 		t.Fatalf("a new session while every one is busy answered %s %s; want it refused naming gateway.max_sessions", refused.Status, raw)

@@ -25,15 +25,7 @@ import (
 // asynchronous errors and the connection's end on errs.
 func agentConn(t *testing.T, n *testenv.SecureNATS, agent string) (*nats.Conn, <-chan error, error) {
 	t.Helper()
-	cred, err := natsauth.ReadCredential(n.CredentialFile(agent))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := cred.KeyPair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, _ := kp.PublicKey()
+	pub, kp := testenv.AgentKey(t, n.CredentialFile(agent))
 	errs := make(chan error, 16)
 	report := func(err error) {
 		select {
@@ -166,15 +158,7 @@ func TestAnAgentsConnectionsAreBounded(t *testing.T) {
 // when the server closes it or after 10 s.
 func rawAgent(t *testing.T, n *testenv.SecureNATS, agent string) net.Conn {
 	t.Helper()
-	cred, err := natsauth.ReadCredential(n.CredentialFile(agent))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := cred.KeyPair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, _ := kp.PublicKey()
+	pub, kp := testenv.AgentKey(t, n.CredentialFile(agent))
 	conn, err := net.Dial("tcp", strings.TrimPrefix(n.Server.URL(), "nats://"))
 	if err != nil {
 		t.Fatal(err)
