@@ -22,7 +22,8 @@ type sessionCap struct {
 	mu   sync.Mutex
 	tick uint64
 	// uses: the endpoint's sessions by id, as the SDK named them; one the
-	// SDK has since closed is dropped at the next admission.
+	// SDK has since closed is dropped at the next admission. It counts
+	// every live session, so the bound holds.
 	uses map[string]*sessionUse
 	// admitting counts new sessions admitted whose id is not yet known.
 	admitting int
@@ -31,6 +32,11 @@ type sessionCap struct {
 type sessionUse struct {
 	last     uint64 // tick of its latest request
 	inFlight int    // its POSTs being served
+	// seen: it was among the server's sessions at an admission. The SDK
+	// names a session before it connects it: until then it is kept, or
+	// it would escape the count (one that never connects is an old,
+	// idle entry, the first evicted).
+	seen bool
 }
 
 func newSessionCap(max int) *sessionCap {
@@ -74,8 +80,11 @@ func (c *sessionCap) use(id string, post bool) (done func()) {
 // release is called once the new session's request is served.
 func (c *sessionCap) admit(live map[string]*mcp.ServerSession) (release func(), ok bool) {
 	c.mu.Lock()
-	for id := range c.uses {
-		if live[id] == nil {
+	for id, u := range c.uses {
+		switch {
+		case live[id] != nil:
+			u.seen = true
+		case u.seen: // closed since
 			delete(c.uses, id)
 		}
 	}
@@ -92,7 +101,7 @@ func (c *sessionCap) admit(live map[string]*mcp.ServerSession) (release func(), 
 			return nil, false
 		}
 		delete(c.uses, victim)
-		evict = live[victim]
+		evict = live[victim] // nil: it never connected
 	}
 	c.admitting++
 	c.mu.Unlock()

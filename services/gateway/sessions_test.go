@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/airlock-gate/airlock/services/shared/config"
@@ -46,12 +47,24 @@ func TestAnEndpointHoldsAtMostItsMaxSessions(t *testing.T) {
 		}
 	}
 
-	// A flood of new sessions keeps the endpoint at its bound.
+	// A flood of new sessions, one after another and all at once, keeps
+	// the endpoint at its bound.
 	for i := range 50 {
 		openSession(t, url, fmt.Sprint("flood-", i), "1")
 	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 10 {
+				if resp, err := http.DefaultClient.Do(initialize(t, url)); err == nil {
+					testenv.Drain(resp)
+				}
+			}
+		})
+	}
+	wg.Wait()
 	if n := len(ep.liveSessions()); n != max {
-		t.Fatalf("after 50 more sessions the endpoint holds %d, want %d (gateway.max_sessions)", n, max)
+		t.Fatalf("after 130 more sessions the endpoint holds %d, want %d (gateway.max_sessions)", n, max)
 	}
 
 	// Every session busy: a tools/call waits for a decision in each.
@@ -63,12 +76,7 @@ func TestAnEndpointHoldsAtMostItsMaxSessions(t *testing.T) {
 		nextSubmitted(t, submitted, "a busy session's call")
 		busy = append(busy, s)
 	}
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(
-		`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"late","version":"1"}}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+testToken)
-	refused, err := http.DefaultClient.Do(req)
+	refused, err := http.DefaultClient.Do(initialize(t, url))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,4 +92,17 @@ func TestAnEndpointHoldsAtMostItsMaxSessions(t *testing.T) {
 			t.Fatalf("a busy session answered %d to a ping: it was closed", got)
 		}
 	}
+}
+
+// initialize is a request that starts a session at url.
+func initialize(t *testing.T, url string) *http.Request {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"late","version":"1"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	return req
 }
