@@ -1,13 +1,9 @@
 package natsauth_test
 
 import (
-	"bufio"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"syscall"
 	"testing"
@@ -75,7 +71,7 @@ func TestAnAgentCannotPublishMoreThanTheIntakeStores(t *testing.T) {
 
 	// The agent's library may already know the limit (the server tells
 	// it) and refuse locally: a hostile agent speaks the protocol itself.
-	raw := rawAgent(t, n, "bot")
+	raw := testenv.RawAgent(t, n.Server.URL(), n.CredentialFile("bot"))
 	fmt.Fprintf(raw, "PUB %s %d\r\n", subject.AgentCancel("bot"), largest+1)
 	if _, err := raw.Write(append(make([]byte, largest+1), "\r\n"...)); err != nil && !isClosed(err) {
 		t.Fatal(err)
@@ -151,41 +147,6 @@ func TestAnAgentsConnectionsAreBounded(t *testing.T) {
 	if !errors.Is(err, nats.ErrMaxAccountConnectionsExceeded) {
 		t.Fatalf("connection %d: %v, want the server to refuse it (maximum account active connections exceeded)", lim.MaxConnections+1, err)
 	}
-}
-
-// rawAgent signs in as agent over a bare TCP connection (INFO's nonce
-// signed with the credential's key), ready for protocol lines; reads end
-// when the server closes it or after 10 s.
-func rawAgent(t *testing.T, n *testenv.SecureNATS, agent string) net.Conn {
-	t.Helper()
-	pub, kp := testenv.AgentKey(t, n.CredentialFile(agent))
-	conn, err := net.Dial("tcp", strings.TrimPrefix(n.Server.URL(), "nats://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	r := bufio.NewReader(conn)
-	line, err := r.ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	var info struct {
-		Nonce string `json:"nonce"`
-	}
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(strings.TrimSpace(line), "INFO ")), &info); err != nil {
-		t.Fatalf("INFO %q: %v", line, err)
-	}
-	sig, err := kp.Sign([]byte(info.Nonce))
-	if err != nil {
-		t.Fatal(err)
-	}
-	connect, _ := json.Marshal(map[string]any{"nkey": pub, "sig": base64.RawURLEncoding.EncodeToString(sig), "verbose": false, "pedantic": false, "protocol": 1})
-	fmt.Fprintf(conn, "CONNECT %s\r\nPING\r\n", connect)
-	if line, err = r.ReadString('\n'); err != nil || strings.TrimSpace(line) != "PONG" {
-		t.Fatalf("signing in as %s: %q, %v", agent, line, err)
-	}
-	return conn
 }
 
 // isClosed: the server closed the connection while the test still wrote.

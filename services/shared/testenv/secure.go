@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nkeys"
 
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
@@ -206,19 +205,4 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		t.Fatal(err)
 	}
 	return &Cluster{Servers: servers, Config: cfg, NC: nc, JS: js}
-}
-
-// AgentKey is the key pair of the agent credential in file, and its public
-// key: how a test signs in as that agent without the SDK.
-func AgentKey(t testing.TB, file string) (pub string, kp nkeys.KeyPair) {
-	t.Helper()
-	cred, err := natsauth.ReadCredential(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if kp, err = cred.KeyPair(); err != nil {
-		t.Fatal(err)
-	}
-	pub, _ = kp.PublicKey()
-	return pub, kp
 }
