@@ -2,15 +2,21 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -64,5 +70,42 @@ func listAll(t *testing.T, api *approvalapi.Client, agent string, st airlockv1.A
 			return out
 		}
 		req.PageToken = resp.GetNextPageToken()
+	}
+}
+
+// Against `airlock dev`, an agent holding its real credential publishes a
+// message larger than anything airlock stores from an agent to the cancel
+// endpoint (150 of 8 MB once reset the services' connections), and opens
+// connection after connection. The server refuses the publish by its size
+// and the connections past limits.agent_connections per agent — counted
+// over the agents dev has now, so adding one raised the bound at once.
+func TestAnAgentsUseOfTheBusIsBoundedUnderAirlockDev(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "")
+	dev.Agent(t, "victim") // its client holds one connection
+	def := config.Default()
+
+	raw := testenv.RawAgent(t, dev.NATSURL, dev.Creds("bot"))
+	largest := int(def.Intake.MaxMsgSize)
+	fmt.Fprintf(raw, "PUB %s %d\r\n", subject.AgentCancel("bot"), largest+1)
+	_, _ = raw.Write(append(make([]byte, largest+1), "\r\n"...)) // the server may close it before the end
+	if answer, _ := io.ReadAll(raw); !strings.Contains(string(answer), "Maximum Payload Violation") {
+		t.Fatalf("dev's NATS answered %q to a %d-byte publish by agent bot; want it refused (Maximum Payload Violation)", answer, largest+1)
+	}
+	_ = raw.Close()
+
+	pub, kp := testenv.AgentKey(t, dev.Creds("bot"))
+	bound := natsauth.AgentLimits(def, 2).MaxConnections
+	for open := 1; ; open++ { // victim's is open
+		nc, err := nats.Connect(dev.NATSURL, nats.Nkey(pub, kp.Sign), nats.NoReconnect())
+		if err != nil {
+			if !errors.Is(err, nats.ErrMaxAccountConnectionsExceeded) || open != bound {
+				t.Fatalf("with %d agent connections open, another answered %v; want it refused once %d are (limits.agent_connections for 2 agents)", open, err, bound)
+			}
+			break
+		}
+		t.Cleanup(nc.Close)
+		if open == bound {
+			t.Fatalf("dev's NATS admitted agent connection %d, over the bound %d (limits.agent_connections for 2 agents)", open+1, bound)
+		}
 	}
 }

@@ -520,6 +520,11 @@ type agentCancelRequest struct {
 	Reason string `json:"reason"`
 }
 
+// maxAgentCancelBytes bounds an agentCancelRequest: a call id and a reason
+// of ingress.MaxReasonLen bytes, each byte escaped as \u00XX in the worst
+// case, with room to spare.
+const maxAgentCancelBytes = 8 * ingress.MaxReasonLen
+
 // agentCancelReply answers it.
 type agentCancelReply struct {
 	CallID   string `json:"call_id"`
@@ -550,6 +555,12 @@ func (s *Service) agentCancel(r micro.Request) {
 	agent := tokens[2]
 	if err := ids.ValidateAgent(agent); err != nil {
 		fail(apierr.New(apierr.InvalidRequest, "%v", err))
+		return
+	}
+	// Bounded before decoding: an agent's body may be as large as the
+	// bus lets it publish, and this is all a cancel carries.
+	if n := len(r.Data()); n > maxAgentCancelBytes {
+		fail(apierr.New(apierr.InvalidRequest, "cancel request is %d bytes: send only the call id and a reason of at most %d bytes (the request at most %d)", n, ingress.MaxReasonLen, maxAgentCancelBytes))
 		return
 	}
 	var req agentCancelRequest

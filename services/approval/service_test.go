@@ -2,11 +2,13 @@ package approval_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/micro"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -19,6 +21,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/seal"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -82,7 +85,19 @@ func TestAReasonTooLongIsRefusedBeforeAnythingChanges(t *testing.T) {
 		try  func() error
 		want string
 	}{
-		{"the_agents_cancel_over_the_bus", func() error { return bot.Cancel(ctx, "long", long) }, "keep it under 4096"},
+		{"the_agents_cancel_over_the_bus", func() error { return bot.Cancel(ctx, "long", long) }, "a reason of at most 4096 bytes"},
+		// Refused by its size alone, before it is decoded: a body the bus
+		// lets an agent publish that is not even JSON.
+		{"the_agents_cancel_over_what_a_cancel_carries", func() error {
+			m, err := nc.Request(subject.AgentCancel("bot"), []byte(`{"call_id":"long","reason":"`+long), 10*time.Second)
+			if err != nil {
+				return err
+			}
+			if e := m.Header.Get(micro.ErrorHeader); e != "" {
+				return errors.New(e)
+			}
+			return nil
+		}, "a reason of at most 4096 bytes"},
 		{"a_reviewers_rejection", func() error {
 			_, err := w.api.Decide(ctx, &airlockv1.DecideRequest{AgentId: "bot", CallId: "long", Principal: human("alice"), Kind: airlockv1.DecisionKind_DECISION_KIND_REJECT, Reason: long})
 			return err

@@ -42,6 +42,8 @@ type endpoint struct {
 	// (stdio), so its threads are its own.
 	nonce  string
 	recent *recentCalls
+	// sessions bounds the stateful handler's live sessions (sessions.go).
+	sessions *sessionCap
 
 	mu     sync.Mutex
 	tools  map[string]*tool // as registered on server
@@ -76,6 +78,7 @@ func (g *Gateway) newEndpoint(cfg config.GatewayEndpoint) (*endpoint, error) {
 		g: g, cfg: cfg, log: g.log.With("endpoint", cfg.Name, "agent", cfg.Agent), token: token,
 		client: client, watcher: w, nonce: newNonce(), recent: newRecentCalls(), tools: map[string]*tool{}, hidden: map[string]bool{},
 		codeRunning: make(chan struct{}, cfg.RunCode.Running()),
+		sessions:    newSessionCap(g.deps.Config.Gateway.MaxSessions),
 	}
 	// The SDK logs every session's start and end at INFO, and a 2026-07-28
 	// request is a session of its own: its warnings and errors are enough.
@@ -86,7 +89,11 @@ func (g *Gateway) newEndpoint(cfg config.GatewayEndpoint) (*endpoint, error) {
 			"A refused call returns isError with what to do; do not retry it unchanged.", cfg.Name),
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		Logger:       sdkLog,
-		GetSessionID: g.newSessionID,
+		GetSessionID: func() string {
+			id := g.newSessionID()
+			ep.sessions.named(id)
+			return id
+		},
 	})
 	ep.server.AddReceivingMiddleware(ep.waitForTools)
 	timeout := g.deps.Config.Gateway.SessionTimeout
@@ -260,6 +267,16 @@ func (ep *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		ep.stateless.ServeHTTP(w, r)
 		return
+	}
+	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+		defer ep.sessions.use(sid, r.Method == http.MethodPost)()
+	} else if r.Method == http.MethodPost {
+		release, ok := ep.sessions.admit(ep.liveSessions())
+		if !ok {
+			ep.tooManySessions(w, body)
+			return
+		}
+		defer release()
 	}
 	if id, tool, ok := toolsCall(body); ok {
 		r.Header.Set(requestHeader, id)

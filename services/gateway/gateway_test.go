@@ -21,7 +21,8 @@ import (
 )
 
 func testEndpoint(name string) *endpoint {
-	return &endpoint{cfg: config.GatewayEndpoint{Name: name, Agent: "bot", OnBehalfOf: "dana"}, nonce: newNonce()}
+	return &endpoint{cfg: config.GatewayEndpoint{Name: name, Agent: "bot", OnBehalfOf: "dana"}, nonce: newNonce(),
+		server: mcp.NewServer(&mcp.Implementation{Name: "test"}, nil), sessions: newSessionCap(config.Default().Gateway.MaxSessions)}
 }
 
 func TestCallIDs(t *testing.T) {

@@ -29,11 +29,19 @@ const testToken = "0123456789abcdef0123"
 // endpoint submits.
 func startHTTPGateway(t *testing.T) (ep *endpoint, url string, submitted <-chan *airlockv1.ToolCall) {
 	t.Helper()
+	return startHTTPGatewayWith(t, func(*config.Gateway) {})
+}
+
+// startHTTPGatewayWith is startHTTPGateway with set applied to its
+// gateway configuration.
+func startHTTPGatewayWith(t *testing.T, set func(*config.Gateway)) (ep *endpoint, url string, submitted <-chan *airlockv1.ToolCall) {
+	t.Helper()
 	n := testenv.StartNATS(t)
 	cfg := testenv.Config(n.URL())
 	// A waiting call's response starts with its first heartbeat: soon.
 	cfg.Gateway.Heartbeat = 50 * time.Millisecond
 	cfg.Gateway.Endpoints = []config.GatewayEndpoint{{Name: "bot", Agent: "bot", Token: testToken, RunCode: config.RunCode{Enabled: true, MaxRunning: 1}}}
+	set(&cfg.Gateway)
 	startRegistry(t, cfg).set("fs__write_file")
 	nc, _ := testenv.Connect(t, cfg.NATS.URL)
 	calls := make(chan *airlockv1.ToolCall, 16)
@@ -98,6 +106,15 @@ func nextSubmitted(t *testing.T, calls <-chan *airlockv1.ToolCall, what string) 
 	}
 }
 
+// rpcError is a JSON-RPC error answer as the gateway writes one itself.
+type rpcError struct {
+	ID    json.RawMessage `json:"id"`
+	Error struct {
+		Code    int64  `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
 // A request id in flight in a session is refused when it comes again (MCP:
 // ids are unique within a session) with a JSON-RPC error that says so, and
 // the script it names keeps the request that carries its answer; only
@@ -117,13 +134,7 @@ func TestARequestIDInFlightIsRefusedAndLeavesTheFirstRequestItsAnswer(t *testing
 	again, _ := callTool(t, s, "7", runCodeTool, map[string]any{"code": "return 1"})
 	raw, _ := io.ReadAll(again.Body)
 	again.Body.Close()
-	var refused struct {
-		ID    json.RawMessage `json:"id"`
-		Error struct {
-			Code    int64  `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
+	var refused rpcError
 	if now, ok := ep.answering.Load(streamKey(s.ID, "7")); !ok || now != before {
 		t.Fatal("the refused request took the running script's answer from it")
 	}

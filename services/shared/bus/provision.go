@@ -30,17 +30,20 @@ type Change struct {
 // (AppendBatch; ARCHITECTURE.md, "Exactly once").
 func StreamConfig(cfg config.Stream) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:               cfg.Name,
-		Description:        "airlock lifecycle events",
-		Subjects:           []string{subject.AllEvents},
-		Retention:          jetstream.LimitsPolicy,
-		Storage:            storage(cfg.Storage),
-		Replicas:           cfg.Replicas,
-		MaxAge:             cfg.MaxAge,
-		Duplicates:         cfg.DuplicateWindow,
-		MaxMsgSize:         cfg.MaxMsgSize,
-		MaxBytes:           -1,
-		Discard:            jetstream.DiscardOld,
+		Name:        cfg.Name,
+		Description: "airlock lifecycle events",
+		Subjects:    []string{subject.AllEvents},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     storage(cfg.Storage),
+		Replicas:    cfg.Replicas,
+		MaxAge:      cfg.MaxAge,
+		Duplicates:  cfg.DuplicateWindow,
+		MaxMsgSize:  cfg.MaxMsgSize,
+		// Bounded, and full means new events are refused: dropping old
+		// ones would lose audit records and the earlier events of calls
+		// still under way (exactly-once reads them). max_age still expires.
+		MaxBytes:           cfg.MaxBytes,
+		Discard:            jetstream.DiscardNew,
 		AllowDirect:        true,
 		AllowAtomicPublish: true,
 		RePublish:          &jetstream.RePublish{Source: subject.AllEvents, Destination: subject.AllOut},
@@ -118,9 +121,13 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg config.Config) (
 	ctx, cancel := context.WithTimeout(ctx, cfg.NATS.ProvisionWait)
 	defer cancel()
 	var changes []Change
-	for _, want := range []jetstream.StreamConfig{StreamConfig(cfg.Stream), IntakeConfig(cfg.Stream, cfg.Intake)} {
+	for _, st := range []struct {
+		want    jetstream.StreamConfig
+		setting string // what bounds its size
+	}{{StreamConfig(cfg.Stream), "stream.max_bytes"}, {IntakeConfig(cfg.Stream, cfg.Intake), "intake.max_bytes"}} {
+		want := st.want
 		err := untilPlaced(ctx, cfg, "stream "+want.Name, func(ctx context.Context) error {
-			c, err := ensureStream(ctx, js, want)
+			c, err := ensureStream(ctx, js, want, st.setting)
 			if c != nil {
 				changes = append(changes, *c)
 			}
@@ -144,13 +151,13 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg config.Config) (
 }
 
 // ensureStream creates the stream or brings its settings to want; the
-// change is nil when there was none.
-func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (*Change, error) {
+// change is nil when there was none. setting is what bounds its size.
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, setting string) (*Change, error) {
 	s, err := js.Stream(ctx, want.Name)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		if _, err := js.CreateStream(ctx, want); err != nil {
-			return nil, fmt.Errorf("create stream %s: %w", want.Name, storageRefused(err, want))
+			return nil, fmt.Errorf("create stream %s: %w", want.Name, storageRefused(err, want, setting))
 		}
 		return &Change{"stream", want.Name, "created"}, nil
 	case err != nil:
@@ -158,8 +165,14 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	case sameStream(s.CachedInfo().Config, want):
 		return nil, nil
 	}
+	// A bound under what the stream holds would refuse every new message
+	// at once (nothing is dropped to make room).
+	if held := s.CachedInfo().State.Bytes; want.MaxBytes > 0 && held > uint64(want.MaxBytes) {
+		return nil, fmt.Errorf("stream %s holds %d MiB, more than %s allows (%d MiB): raise %s above what it holds, "+
+			"or it would refuse every new message", want.Name, held>>20, setting, want.MaxBytes>>20, setting)
+	}
 	if _, err := js.UpdateStream(ctx, want); err != nil {
-		return nil, fmt.Errorf("update stream %s: %w", want.Name, storageRefused(err, want))
+		return nil, fmt.Errorf("update stream %s: %w", want.Name, storageRefused(err, want, setting))
 	}
 	return &Change{"stream", want.Name, "updated"}, nil
 }
@@ -267,16 +280,16 @@ const (
 const jsErrStorageExceeded jetstream.ErrorCode = 10047
 
 // storageRefused says what to do when the server will not reserve the bytes
-// a bounded stream (the intake) may hold: by default NATS offers 75% of the
-// disk free when it started.
-func storageRefused(err error, want jetstream.StreamConfig) error {
+// a bounded stream may hold (setting bounds it): by default NATS offers 75%
+// of the disk free when it started.
+func storageRefused(err error, want jetstream.StreamConfig, setting string) error {
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jsErrStorageExceeded || want.MaxBytes <= 0 {
 		return err
 	}
 	return fmt.Errorf("%w: the NATS server cannot set aside the %d MiB this stream may hold; free disk space "+
 		"under its JetStream store_dir, set max_file_store in its jetstream block (deploy/nats/airlock.conf), "+
-		"or lower intake.max_bytes", err, want.MaxBytes>>20)
+		"or lower %s", err, want.MaxBytes>>20, setting)
 }
 
 // readFromLeader turns Direct Get off on a replicated bucket, so that its

@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -198,11 +199,11 @@ func TestProvisionThatCannotPlaceSaysWhatToCheck(t *testing.T) {
 	}
 }
 
-// A NATS server with less JetStream storage than the intake may hold (as one
-// on a nearly full disk offers, by default) refuses the intake stream; the
-// error says how to make room. An embedded server (airlock dev, tests) does
+// A NATS server with less JetStream storage than the streams may hold (as
+// one on a nearly full disk offers, by default) refuses the first of them,
+// the events stream; the error says how to make room. An embedded server (airlock dev, tests) does
 // not size its store by the disk free at boot, so it always starts.
-func TestProvisionOnAServerWithoutRoomForTheIntakeSaysWhatToDo(t *testing.T) {
+func TestProvisionOnAServerWithoutRoomForTheStreamsSaysWhatToDo(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "small.conf")
 	if err := os.WriteFile(conf, []byte("jetstream { max_file_store: 64MB }\n"), 0o600); err != nil {
@@ -217,9 +218,9 @@ func TestProvisionOnAServerWithoutRoomForTheIntakeSaysWhatToDo(t *testing.T) {
 	_, js := testenv.Connect(t, cfg.NATS.URL)
 	_, err = bus.Provision(context.Background(), js, cfg)
 	if err == nil {
-		t.Fatalf("provisioning a %d MiB intake on a 64 MB store succeeded", cfg.Intake.MaxBytes>>20)
+		t.Fatalf("provisioning a %d MiB events stream on a 64 MB store succeeded", cfg.Stream.MaxBytes>>20)
 	}
-	for _, want := range []string{"stream AIRLOCK_REQUESTS", "1024 MiB", "max_file_store", "intake.max_bytes"} {
+	for _, want := range []string{"stream AIRLOCK_EVENTS", "16384 MiB", "max_file_store", "stream.max_bytes"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
@@ -232,5 +233,48 @@ func TestProvisionOnAServerWithoutRoomForTheIntakeSaysWhatToDo(t *testing.T) {
 	defer roomy.Stop()
 	if got := roomy.JetStreamConfig().MaxStore; got != server.JetStreamMaxStoreDefault {
 		t.Fatalf("an embedded server's JetStream store limit is %d bytes, not NATS's fixed default %d: it depends on the disk free at boot", got, int64(server.JetStreamMaxStoreDefault))
+	}
+}
+
+// Events carrying large arguments fill the events stream to its bound
+// (stream.max_bytes): from there every new event is refused, and not one
+// stored event is dropped to make room (each is audit trail, and the
+// executor's exactly-once check reads a call's earlier events). A bound
+// below what the stream holds is not applied: it would refuse every event.
+func TestTheEventsStreamRefusesNewEventsAtItsBoundAndDropsNone(t *testing.T) {
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	cfg := testenv.Config(n.URL())
+	cfg.Stream.MaxBytes = 4 << 20
+	ctx := context.Background()
+	// As an earlier airlock made it: unbounded, dropping old events at its
+	// (absent) bound. Provisioning bounds it in place.
+	earlier := bus.StreamConfig(cfg.Stream)
+	earlier.MaxBytes, earlier.Discard = -1, jetstream.DiscardOld
+	if _, err := js.CreateStream(ctx, earlier); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.Provision(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	args := make([]byte, 120<<10)
+	var refused error
+	for i := 0; refused == nil && i < 2*int(cfg.Stream.MaxBytes)/len(args); i++ {
+		_, refused = js.Publish(ctx, fmt.Sprintf("airlock.evt.bot.c%d.1.requested", i), args)
+	}
+	if refused == nil {
+		t.Fatalf("%d MiB of events were all stored under stream.max_bytes %d MiB", 2*cfg.Stream.MaxBytes>>20, cfg.Stream.MaxBytes>>20)
+	}
+	s, err := js.Stream(ctx, cfg.Stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.CachedInfo().State; st.FirstSeq != 1 || st.Bytes > uint64(cfg.Stream.MaxBytes) {
+		t.Fatalf("after the refusal (%v) the stream holds sequences %d-%d, %d bytes: want the first event kept, at most %d bytes", refused, st.FirstSeq, st.LastSeq, st.Bytes, cfg.Stream.MaxBytes)
+	}
+
+	cfg.Stream.MaxBytes = 1 << 20
+	if _, err := bus.Provision(ctx, js, cfg); err == nil || !strings.Contains(err.Error(), "raise stream.max_bytes") {
+		t.Fatalf("provisioning a bound under what the stream holds answered %v; want it refused, saying to raise stream.max_bytes", err)
 	}
 }

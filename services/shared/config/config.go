@@ -120,6 +120,13 @@ type Stream struct {
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
 	// MaxMsgSize is the largest message the stream stores.
 	MaxMsgSize int32 `yaml:"max_msg_size"`
+	// MaxBytes bounds what the stream stores (default 16 GiB, within the
+	// shipped 20 GiB NATS volume with the intake's 1 GiB). At the bound
+	// new events are refused, never old ones dropped: every event is
+	// audit trail, and the executor's exactly-once check reads a call's
+	// own earlier events. airlock then decides no new call until events
+	// age out (max_age) or the bound is raised.
+	MaxBytes int64 `yaml:"max_bytes"`
 }
 
 // Buckets are the JetStream KV buckets that hold mutable state.
@@ -199,6 +206,14 @@ type Limits struct {
 	// object or list is a level, the arguments object included); deeper
 	// ones become `invalid`. At most 128.
 	MaxArgumentDepth int `yaml:"max_argument_depth"`
+	// AgentConnections is how many NATS connections each agent may hold
+	// (the SDK holds one per process). The server counts them per account,
+	// so the AGENTS account admits this many times the number of agents.
+	AgentConnections int `yaml:"agent_connections"`
+	// AgentSubscriptions bounds the subscriptions of one agent connection:
+	// the SDK holds one per call it awaits, up to intake.max_pending_per_agent
+	// and approval.max_pending_per_agent waiting at once, and a few more.
+	AgentSubscriptions int `yaml:"agent_subscriptions"`
 }
 
 // Default returns a configuration in which every setting has a working value:
@@ -220,6 +235,7 @@ func Default() Config {
 			MaxAge:          90 * 24 * time.Hour,
 			DuplicateWindow: 2 * time.Minute,
 			MaxMsgSize:      1 << 20,
+			MaxBytes:        16 << 30,
 		},
 		Buckets: Buckets{
 			Approvals:   "airlock_approvals",
@@ -245,7 +261,7 @@ func Default() Config {
 		HTTP:       HTTP{Addr: "127.0.0.1:8080", PublicURL: "http://127.0.0.1:8080"},
 		Log:        Log{Level: "info", Format: "text"},
 		Runtime:    Runtime{GCPercent: 400},
-		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32},
+		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32, AgentConnections: 16, AgentSubscriptions: 4096},
 		Policy:     defaultPolicy(),
 		Approval:   defaultApproval(),
 		Executor:   defaultExecutor(),
@@ -390,6 +406,9 @@ func (c Config) Validate() error {
 	if c.Limits.MaxRequestBytes <= 0 || int64(c.Limits.MaxRequestBytes)+EventHeadroom > int64(c.Stream.MaxMsgSize) {
 		errs = append(errs, fmt.Errorf("limits.max_request_bytes (%d) must be positive and at least %d bytes under stream.max_msg_size (%d), so that every event carrying the call fits", c.Limits.MaxRequestBytes, EventHeadroom, c.Stream.MaxMsgSize))
 	}
+	if c.Stream.MaxBytes < 64*int64(c.Stream.MaxMsgSize) {
+		errs = append(errs, fmt.Errorf("stream.max_bytes (%d) must be at least 64 times stream.max_msg_size (%d): it bounds every event airlock keeps (16 GiB by default)", c.Stream.MaxBytes, c.Stream.MaxMsgSize))
+	}
 	if c.Intake.MaxMsgSize < int32(c.Limits.MaxRequestBytes) {
 		errs = append(errs, fmt.Errorf("intake.max_msg_size (%d) must be at least limits.max_request_bytes (%d), so that an oversized request is told why", c.Intake.MaxMsgSize, c.Limits.MaxRequestBytes))
 	}
@@ -398,6 +417,12 @@ func (c Config) Validate() error {
 	}
 	if c.Limits.MaxArgumentDepth < 1 || c.Limits.MaxArgumentDepth > 128 {
 		errs = append(errs, fmt.Errorf("limits.max_argument_depth (%d) must be between 1 and 128: it is how deeply a request's arguments may nest", c.Limits.MaxArgumentDepth))
+	}
+	if c.Limits.AgentConnections < 1 {
+		errs = append(errs, fmt.Errorf("limits.agent_connections (%d) must be at least 1: it is how many NATS connections each agent may hold", c.Limits.AgentConnections))
+	}
+	if need := c.Intake.MaxPendingPerAgent + int64(c.Approval.MaxPendingPerAgent); int64(c.Limits.AgentSubscriptions) < need {
+		errs = append(errs, fmt.Errorf("limits.agent_subscriptions (%d) must be at least intake.max_pending_per_agent plus approval.max_pending_per_agent (%d): an agent awaits each of its waiting calls with a subscription", c.Limits.AgentSubscriptions, need))
 	}
 	if c.Intake.MaxPendingPerAgent < 1 {
 		errs = append(errs, fmt.Errorf("intake.max_pending_per_agent (%d) must be at least 1: it is how many of one agent's requests may wait for the policy service", c.Intake.MaxPendingPerAgent))

@@ -25,6 +25,11 @@ type Gateway struct {
 	// call again gets the call's outcome within about as long after the
 	// call ended; later, the same call is a new call.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// MaxSessions bounds the live HTTP sessions of one endpoint (one bearer
+	// token; default 64). A new session past it closes the endpoint's
+	// session that has gone longest without a request, if none is in
+	// flight in it; when every one is busy, the new one is refused.
+	MaxSessions int `yaml:"max_sessions"`
 	// RunCodeMaxRunning bounds the run_code scripts the whole gateway runs
 	// at once, over all its endpoints (each runs in a child process with
 	// its own memory and CPU limits); default 8, or one per agent with
@@ -59,7 +64,9 @@ func (g Gateway) RunCodeAgents() []string {
 	return out
 }
 
-func defaultGateway() Gateway { return Gateway{Heartbeat: 15 * time.Second, SessionTimeout: time.Hour} }
+func defaultGateway() Gateway {
+	return Gateway{Heartbeat: 15 * time.Second, SessionTimeout: time.Hour, MaxSessions: 64}
+}
 
 // GatewayEndpoint is one MCP endpoint of the gateway.
 type GatewayEndpoint struct {
@@ -197,6 +204,9 @@ func (g Gateway) validate() []error {
 	}
 	if g.SessionTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("gateway.session_timeout is %s: set a positive duration such as 1h", g.SessionTimeout))
+	}
+	if g.MaxSessions < 1 {
+		errs = append(errs, fmt.Errorf("gateway.max_sessions is %d: set how many HTTP sessions one endpoint may hold at once, such as 64", g.MaxSessions))
 	}
 	if agents := g.RunCodeAgents(); g.RunCodeMaxRunning > 0 && g.RunCodeMaxRunning < len(agents) {
 		errs = append(errs, fmt.Errorf("gateway.run_code_max_running is %d, fewer than the %d agents whose endpoints enable run_code: set it to at least %d (each agent is sure of a share of the places, so one agent's scripts never leave another's none)",

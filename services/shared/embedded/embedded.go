@@ -150,8 +150,8 @@ func (o Options) serverOptions() (*server.Options, error) {
 	so.SyncAlways, so.SyncInterval = o.SyncAlways, o.SyncInterval
 	if so.JetStreamMaxStore <= 0 {
 		// Left to NATS, the limit is 75% of the disk free at boot: on a nearly
-		// full disk that is less than the intake stream reserves
-		// (intake.max_bytes, 1 GiB), and `airlock dev` or a test
+		// full disk that is less than the streams reserve
+		// (stream.max_bytes, 16 GiB, and intake.max_bytes, 1 GiB), and `airlock dev` or a test
 		// would not start at all. Each stream bounds itself, and a disk that
 		// really fills makes writes fail, which every writer reports. NATS's
 		// own default for a disk it cannot measure is this 1 TiB.

@@ -48,9 +48,15 @@ func Accounts(spec Spec) (string, error) {
 		fmt.Fprintf(&b, "      { stream: %s, accounts: [%s] }\n", q(s), AccountAgents)
 	}
 	b.WriteString("    ]\n  }\n")
-	fmt.Fprintf(&b, "  # Agents: no JetStream; each agent only its own requests and outcomes.\n")
-	fmt.Fprintf(&b, "  %s {\n    users: [\n", AccountAgents)
 	agents := append([]User(nil), spec.Agents...)
+	lim := AgentLimits(spec.Config, len(agents))
+	fmt.Fprintf(&b, "  # Agents: no JetStream; each agent only its own requests and outcomes.\n")
+	fmt.Fprintf(&b, "  # Each agent connection publishes at most intake.max_msg_size and holds at\n")
+	fmt.Fprintf(&b, "  # most limits.agent_subscriptions subscriptions; the account admits\n")
+	fmt.Fprintf(&b, "  # limits.agent_connections (%d) connections per agent: add that many to\n", spec.Config.Limits.AgentConnections)
+	fmt.Fprintf(&b, "  # max_connections for each agent you add (ARCHITECTURE.md \"Trust boundaries\").\n")
+	fmt.Fprintf(&b, "  %s {\n    limits: { max_payload: %d, max_subscriptions: %d, max_connections: %d }\n    users: [\n",
+		AccountAgents, lim.MaxPayload, lim.MaxSubscriptions, lim.MaxConnections)
 	sort.Slice(agents, func(i, j int) bool { return agents[i].Agent < agents[j].Agent })
 	for _, u := range agents {
 		writeUser(&b, "agent "+u.Agent, u.NKey, Agent(u.Agent, spec.Config))
@@ -157,8 +163,29 @@ jetstream {
   sync_interval: always
   # JetStream's disk limit: size it to the volume you give JetStream. Left
   # out, NATS takes 75% of the disk free at boot, and on a fuller disk the
-  # intake stream's reservation (intake.max_bytes) is refused.
+  # streams' reservations (stream.max_bytes, intake.max_bytes) are refused.
   max_file_store: 64G
 }
 
 `
+
+// Limits are what nats-server enforces on the agents' account: each
+// connection's largest publish and its subscriptions, and the account's
+// connections. Config-file users have no limits of their own (nats-server
+// reads per-user limits only from JWTs), so the account carries them.
+type Limits struct {
+	MaxPayload, MaxSubscriptions, MaxConnections int
+}
+
+// AgentLimits sizes the AGENTS account for agents agents. The largest
+// publish an agent has a use for is a request the intake stream stores
+// (intake.max_msg_size; the Go SDK refuses one over
+// limits.max_request_bytes before publishing); the server answers anything
+// larger by closing the connection, before any service reads it.
+func AgentLimits(cfg config.Config, agents int) Limits {
+	return Limits{
+		MaxPayload:       int(cfg.Intake.MaxMsgSize),
+		MaxSubscriptions: cfg.Limits.AgentSubscriptions,
+		MaxConnections:   cfg.Limits.AgentConnections * agents,
+	}
+}

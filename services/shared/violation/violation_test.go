@@ -269,15 +269,7 @@ func TestAnEmbeddedServersViolationsBecomeEventsNamingTheCredential(t *testing.T
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Stop)
-	cred, err := natsauth.ReadCredential(creds.CredentialFile(natsauth.FirstAgent))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := cred.KeyPair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, _ := kp.PublicKey()
+	pub, kp := testenv.AgentKey(t, creds.CredentialFile(natsauth.FirstAgent))
 	nc, err := nats.Connect(ns.URL(), nats.Nkey(pub, kp.Sign), nats.Name(`someone" - "AIRLOCK/nkey:UADMIN`),
 		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	if err != nil {

@@ -1,0 +1,151 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// sessionCap bounds an endpoint's live HTTP sessions (gateway.max_sessions):
+// each holds goroutines and memory until it idles out
+// (gateway.session_timeout), and one bearer token could otherwise open
+// them without end. A new session past the bound closes the endpoint's
+// least recently used session with no request in flight (its client's next
+// request is answered 404, and MCP clients then start a new session);
+// when every session has a request in flight the new one is refused.
+type sessionCap struct {
+	max int
+
+	mu   sync.Mutex
+	tick uint64
+	// uses: the endpoint's sessions by id, as the SDK named them; one the
+	// SDK has since closed is dropped at the next admission. It counts
+	// every live session, so the bound holds.
+	uses map[string]*sessionUse
+	// admitting counts new sessions admitted whose id is not yet known.
+	admitting int
+}
+
+type sessionUse struct {
+	last     uint64 // tick of its latest request
+	inFlight int    // its POSTs being served
+	// seen: it was among the server's sessions at an admission. The SDK
+	// names a session before it connects it: until then it is kept, or
+	// it would escape the count (one that never connects is an old,
+	// idle entry, the first evicted).
+	seen bool
+}
+
+func newSessionCap(max int) *sessionCap {
+	return &sessionCap{max: max, uses: map[string]*sessionUse{}}
+}
+
+// named notes a session the SDK just created.
+func (c *sessionCap) named(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tick++
+	c.uses[id] = &sessionUse{last: c.tick}
+}
+
+// use notes a request in session id; done ends it. A POST is in flight
+// until done (a session's GET stream does not keep it from being closed,
+// as it does not keep the SDK's idle timer from closing it).
+func (c *sessionCap) use(id string, post bool) (done func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u := c.uses[id]
+	if u == nil {
+		return func() {}
+	}
+	c.tick++
+	u.last = c.tick
+	if !post {
+		return func() {}
+	}
+	u.inFlight++
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		u.inFlight--
+	}
+}
+
+// admit makes room for a new session among live (the endpoint's server's
+// sessions now): it closes the least recently used idle session when the
+// endpoint is at its bound. ok is false when every session is busy; else
+// release is called once the new session's request is served.
+func (c *sessionCap) admit(live map[string]*mcp.ServerSession) (release func(), ok bool) {
+	c.mu.Lock()
+	for id, u := range c.uses {
+		switch {
+		case live[id] != nil:
+			u.seen = true
+		case u.seen: // closed since
+			delete(c.uses, id)
+		}
+	}
+	var evict *mcp.ServerSession
+	if len(c.uses)+c.admitting >= c.max {
+		victim := ""
+		for id, u := range c.uses {
+			if u.inFlight == 0 && (victim == "" || u.last < c.uses[victim].last) {
+				victim = id
+			}
+		}
+		if victim == "" {
+			c.mu.Unlock()
+			return nil, false
+		}
+		delete(c.uses, victim)
+		evict = live[victim] // nil: it never connected
+	}
+	c.admitting++
+	c.mu.Unlock()
+	if evict != nil {
+		_ = evict.Close()
+	}
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.admitting--
+	}, true
+}
+
+// liveSessions are the sessions of the endpoint's server now.
+func (ep *endpoint) liveSessions() map[string]*mcp.ServerSession {
+	live := map[string]*mcp.ServerSession{}
+	for s := range ep.server.Sessions() {
+		if id := s.ID(); id != "" {
+			live[id] = s
+		}
+	}
+	return live
+}
+
+// tooManySessions refuses a new session with a JSON-RPC error (id: the
+// request's, if it has one) saying what to do.
+func (ep *endpoint) tooManySessions(w http.ResponseWriter, body []byte) {
+	var req struct {
+		ID json.RawMessage `json:"id"`
+	}
+	_ = json.Unmarshal(body, &req)
+	if len(req.ID) == 0 {
+		req.ID = json.RawMessage("null")
+	}
+	msg := fmt.Sprintf("endpoint %s already has %d MCP sessions, each with a request in flight (gateway.max_sessions): "+
+		"end sessions you no longer use (HTTP DELETE with their Mcp-Session-Id), wait for a request to finish, or raise gateway.max_sessions",
+		ep.cfg.Name, ep.sessions.max)
+	out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": codeTooManySessions, "message": msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", "5")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write(out)
+}
+
+// codeTooManySessions is a JSON-RPC server error (-32000 to -32099 are
+// the implementation's).
+const codeTooManySessions = -32001

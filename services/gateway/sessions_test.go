@@ -1,0 +1,108 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// ping sends a ping in s and returns the HTTP status it got.
+func ping(t *testing.T, s *testenv.MCPSession) int {
+	t.Helper()
+	resp := s.Post(context.Background(), `{"jsonrpc":"2.0","id":"p","method":"ping"}`)
+	testenv.Drain(resp)
+	return resp.StatusCode
+}
+
+// One endpoint token opens session after session (the hostile client kept
+// each for the whole session_timeout, an hour): the endpoint holds at most
+// gateway.max_sessions. A new one past it closes the session that has gone
+// longest without a request (its client is answered 404, and starts
+// again); when every session has a request in flight, the new one is
+// refused with a JSON-RPC error saying what to do, and a busy session is
+// never closed.
+func TestAnEndpointHoldsAtMostItsMaxSessions(t *testing.T) {
+	const max = 3
+	ep, url, submitted := startHTTPGatewayWith(t, func(g *config.Gateway) { g.MaxSessions = max })
+	awaitTool(t, ep, "fs__write_file")
+	s1, s2, s3 := openSession(t, url, "a", "1"), openSession(t, url, "b", "1"), openSession(t, url, "c", "1")
+	if got := ping(t, s1); got != http.StatusOK { // s2 is now the least recently used
+		t.Fatalf("a ping in a live session: %d", got)
+	}
+	s4 := openSession(t, url, "d", "1")
+	for _, tt := range []struct {
+		s    *testenv.MCPSession
+		want int
+	}{{s1, http.StatusOK}, {s2, http.StatusNotFound}, {s3, http.StatusOK}, {s4, http.StatusOK}} {
+		if got := ping(t, tt.s); got != tt.want {
+			t.Fatalf("after a session past %d, a ping in session %s answered %d, want %d (only the least recently used closed)", max, tt.s.ID, got, tt.want)
+		}
+	}
+
+	// A flood of new sessions, one after another and all at once, keeps
+	// the endpoint at its bound.
+	for i := range 50 {
+		openSession(t, url, fmt.Sprint("flood-", i), "1")
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 10 {
+				if resp, err := http.DefaultClient.Do(initialize(t, url)); err == nil {
+					testenv.Drain(resp)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := len(ep.liveSessions()); n != max {
+		t.Fatalf("after 130 more sessions the endpoint holds %d, want %d (gateway.max_sessions)", n, max)
+	}
+
+	// Every session busy: a tools/call waits for a decision in each.
+	var busy []*testenv.MCPSession
+	for i := range max {
+		s := openSession(t, url, fmt.Sprint("busy-", i), "1")
+		resp, _ := callTool(t, s, "1", "fs__write_file", map[string]any{"path": fmt.Sprintf("/tmp/%d", i), "content": "x"})
+		t.Cleanup(func() { resp.Body.Close() })
+		nextSubmitted(t, submitted, "a busy session's call")
+		busy = append(busy, s)
+	}
+	refused, err := http.DefaultClient.Do(initialize(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(refused.Body)
+	refused.Body.Close()
+	var answer rpcError
+	if err := json.Unmarshal(raw, &answer); err != nil || refused.StatusCode != http.StatusServiceUnavailable || string(answer.ID) != `"init"` ||
+		answer.Error.Code != codeTooManySessions || !strings.Contains(answer.Error.Message, "gateway.max_sessions") {
+		t.Fatalf("a new session while every one is busy answered %s %s; want it refused naming gateway.max_sessions", refused.Status, raw)
+	}
+	for _, s := range busy {
+		if got := ping(t, s); got != http.StatusOK {
+			t.Fatalf("a busy session answered %d to a ping: it was closed", got)
+		}
+	}
+}
+
+// initialize is a request that starts a session at url.
+func initialize(t *testing.T, url string) *http.Request {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"late","version":"1"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	return req
+}
