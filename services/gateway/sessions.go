@@ -90,9 +90,13 @@ func (c *sessionCap) admit(live map[string]*mcp.ServerSession) (release func(), 
 	}
 	var evict *mcp.ServerSession
 	if len(c.uses)+c.admitting >= c.max {
+		// A session not yet seen live may be one another admission is
+		// connecting right now: deleted here it would connect after all,
+		// uncounted. It is evicted only when no admission is under way
+		// (then it never connected).
 		victim := ""
 		for id, u := range c.uses {
-			if u.inFlight == 0 && (victim == "" || u.last < c.uses[victim].last) {
+			if u.inFlight == 0 && (u.seen || c.admitting == 0) && (victim == "" || u.last < c.uses[victim].last) {
 				victim = id
 			}
 		}
