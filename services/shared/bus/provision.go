@@ -231,20 +231,35 @@ const provisionAttempt = 5 * time.Second
 // Every step is idempotent (it looks before it creates), so a try that
 // timed out after the server acted is harmless to repeat.
 func untilPlaced(ctx context.Context, cfg config.Config, what string, step func(context.Context) error) error {
+	err := untilAnswered(ctx, step, clusterNotReady, nil)
+	if err != nil && ctx.Err() != nil && clusterNotReady(err) {
+		return fmt.Errorf("provision %s: the NATS cluster could not place it with %d replicas within %s (%w): "+
+			"check that every server is running and routed to the others and that JetStream has a meta leader "+
+			"(each server's /jsz?leader-only=true), then run `airlock provision` again; nats.provision_wait sets how long to wait",
+			what, max(cfg.Stream.Replicas, cfg.Buckets.Replicas), cfg.NATS.ProvisionWait, err)
+	}
+	return err
+}
+
+// untilAnswered runs step, each try bounded by provisionAttempt, until it
+// succeeds, fails with what waiting will not change (again says which
+// errors waiting may change), or ctx ends; then it returns step's last
+// error. retrying, when not nil, is told of the first error tried again.
+func untilAnswered(ctx context.Context, step func(context.Context) error, again func(error) bool, retrying func(error)) error {
 	pause := 50 * time.Millisecond
-	for {
+	for tries := 0; ; tries++ {
 		actx, cancel := context.WithTimeout(ctx, provisionAttempt)
 		err := step(actx)
 		cancel()
-		if err == nil || !clusterNotReady(err) {
+		if err == nil || !again(err) {
 			return err
+		}
+		if tries == 0 && retrying != nil {
+			retrying(err)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("provision %s: the NATS cluster could not place it with %d replicas within %s (%w): "+
-				"check that every server is running and routed to the others and that JetStream has a meta leader "+
-				"(each server's /jsz?leader-only=true), then run `airlock provision` again; nats.provision_wait sets how long to wait",
-				what, max(cfg.Stream.Replicas, cfg.Buckets.Replicas), cfg.NATS.ProvisionWait, err)
+			return err
 		case <-time.After(pause):
 		}
 		pause = min(2*pause, time.Second)

@@ -3,13 +3,16 @@ package consume
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/obs"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -112,3 +115,79 @@ func TestPullRequestsAskForHeartbeatsSoASilentLeaderIsLeftQuickly(t *testing.T) 
 		t.Fatal("the runner sent no pull request within 10s")
 	}
 }
+
+// A service started while its stream's cluster cannot answer (two of three
+// nodes down: no quorum to place its consumer) keeps trying to create the
+// consumer and handles messages once the nodes are back, instead of ending
+// on the first unanswered request: an executor replica did end so while
+// `airlock chaos` started it, and CI failed.
+func TestAConsumerIsCreatedOnceTheClusterAnswers(t *testing.T) {
+	c := testenv.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	down := []embedded.Options{c.Servers[1].Options(), c.Servers[2].Options()}
+	c.Servers[1].Stop()
+	c.Servers[2].Stop()
+
+	retrying := &firstWarning{seen: make(chan struct{})}
+	got := make(chan string, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(runCtx, c.JS, Spec{Service: "test", Stream: c.Config.Stream.Name, Durable: "late", FilterSubjects: []string{subject.OfType(subject.Requested)}},
+			slog.New(retrying), obs.NewMetrics(), func(_ context.Context, m jetstream.Msg) error {
+				got <- m.Subject()
+				return nil
+			})
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	select {
+	case <-retrying.seen:
+	case err := <-done:
+		done <- err // for the cleanup
+		t.Fatalf("the runner ended while the cluster could not answer, instead of trying again: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the runner neither created its consumer nor said it was trying again")
+	}
+	for _, o := range down {
+		s, err := embedded.Start(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Stop)
+	}
+	subj, _ := subject.Event("bot", "late-1", subject.Requested)
+	testenv.Eventually(t, time.Minute, "a publish to be stored once the cluster is back", func() bool {
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		defer pcancel()
+		_, err := c.JS.Publish(pctx, subj, []byte("x"))
+		return err == nil
+	})
+	select {
+	case s := <-got:
+		if s != subj {
+			t.Fatalf("handled %s, want %s", s, subj)
+		}
+	case err := <-done:
+		done <- err // for the cleanup
+		t.Fatalf("the runner ended: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the message published once the cluster was back was not handled")
+	}
+}
+
+// firstWarning is a log handler that closes seen at the first warning.
+type firstWarning struct {
+	once sync.Once
+	seen chan struct{}
+}
+
+func (h *firstWarning) Enabled(context.Context, slog.Level) bool { return true }
+func (h *firstWarning) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return nil
+}
+func (h *firstWarning) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *firstWarning) WithGroup(string) slog.Handler      { return h }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/obs"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
@@ -105,7 +106,9 @@ func Run(ctx context.Context, js jetstream.JetStream, spec Spec, log *slog.Logge
 	if len(spec.FilterSubjects) == 1 {
 		cc.FilterSubject, cc.FilterSubjects = spec.FilterSubjects[0], nil
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, spec.Stream, cc)
+	cons, err := bus.EnsureConsumer(ctx, js, spec.Stream, cc, func(err error) {
+		log.Warn("cannot create the consumer yet; trying again until the cluster answers", "service", spec.Service, "consumer", spec.Durable, "err", err)
+	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // shut down while starting: a clean stop
