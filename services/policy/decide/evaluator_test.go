@@ -88,24 +88,8 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 	_ = json.Unmarshal(raw, &data0)
 	al := data0["airlock"].(map[string]any)
 	al["rules"] = append(al["rules"].([]any), map[string]any{"id": "no-words", "priority": 4, "server": "mail", "tool_words": []any{}, "effect": "deny"})
-	code, err := decide.NewCode(def.Modules, data0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := decide.NewEvaluator(ctx, code, rules, bindings)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mods := ev.Modules()
-	delete(mods, decide.GeneratedModule)
-	var regoOpts []func(*rego.Rego)
-	for n, m := range mods {
-		regoOpts = append(regoOpts, rego.Module(n, m))
-	}
-	plain, err := rego.New(append(regoOpts, rego.Query(decide.Query), rego.Store(storeOf(t, ev.Data())))...).PrepareForEval(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ev := evaluatorOver(t, def.Modules, data0, rules, bindings)
+	plain := plainPolicy(t, ev.Modules(), ev.Data())
 	for _, c := range slices.Concat(comparisonCalls(), personCommandCalls(), secretAndNetworkCalls(), pathSpellingCalls()) {
 		name := fmt.Sprintf("%s/%s__%s%v", c.AgentId, c.Server, c.Tool, c.Arguments.AsMap())
 		got, err := ev.Evaluate(ctx, c, time.Now())
@@ -159,22 +143,8 @@ func TestEqualPrioritiesDecideInListOrderAsThePlainPolicy(t *testing.T) {
 			ida, idb := a.(map[string]any)["id"], b.(map[string]any)["id"]
 			return boolRank(ida != first) - boolRank(idb != first)
 		})
-		code, err := decide.NewCode(def.Modules, data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev, err := decide.NewEvaluator(ctx, code, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var opts []func(*rego.Rego)
-		for n, m := range def.Modules {
-			opts = append(opts, rego.Module(n, m))
-		}
-		plain, err := rego.New(append(opts, rego.Query(decide.Query), rego.Store(storeOf(t, data)))...).PrepareForEval(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ev := evaluatorOver(t, def.Modules, data, nil, nil)
+		plain := plainPolicy(t, def.Modules, data)
 		for _, c := range calls {
 			got, err := ev.Evaluate(ctx, c, time.Now())
 			if err != nil {
@@ -191,6 +161,38 @@ func TestEqualPrioritiesDecideInListOrderAsThePlainPolicy(t *testing.T) {
 			}
 		}
 	}
+}
+
+// evaluatorOver is the service's evaluator of modules over data, with
+// run-time rules and bindings.
+func evaluatorOver(t *testing.T, modules map[string]string, data map[string]any, rules []*airlockv1.PolicyRule, bindings map[string]string) *decide.Evaluator {
+	t.Helper()
+	code, err := decide.NewCode(modules, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := decide.NewEvaluator(context.Background(), code, rules, bindings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// plainPolicy is the policy's modules, the generated one left out, over
+// data: what opa test and airlock policy test evaluate.
+func plainPolicy(t *testing.T, modules map[string]string, data map[string]any) rego.PreparedEvalQuery {
+	t.Helper()
+	var opts []func(*rego.Rego)
+	for n, m := range modules {
+		if n != decide.GeneratedModule {
+			opts = append(opts, rego.Module(n, m))
+		}
+	}
+	plain, err := rego.New(append(opts, rego.Query(decide.Query), rego.Store(storeOf(t, data)))...).PrepareForEval(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plain
 }
 
 func boolRank(b bool) int {
