@@ -508,10 +508,9 @@ func TestTheCodingProfileLetsNoSecretOutUnasked(t *testing.T) {
 		{"mcp__editor__find_and_replace", map[string]any{"find": "a", "replace": "b"}},
 		{"mcp__api.tavily.com__list_results", map[string]any{"q": token}},
 	}
-	running := make([]<-chan hookResult, len(attacks))
-	for i, a := range attacks {
-		running[i] = startHook(t, hooks.Claude, claude(a.tool, a.input), hook...)
-	}
+	results := runHooks(t, len(attacks), func(i int) <-chan hookResult {
+		return startHook(t, hooks.Claude, claude(attacks[i].tool, attacks[i].input), hook...)
+	})
 	// Other agents' reading tools: Gemini CLI cannot ask its user, so ask is a deny.
 	gemini := startHook(t, hooks.Gemini, payload(t, hooks.Gemini, hooks.SampleName(hooks.Gemini),
 		map[string]any{"tool_name": "read_file", "tool_input": map[string]any{"absolute_path": tokenFile}}), hook...)
@@ -522,7 +521,7 @@ func TestTheCodingProfileLetsNoSecretOutUnasked(t *testing.T) {
 	cursor := startHook(t, hooks.Cursor, cursorRead, hook...)
 	_, js := dev.Admin(t)
 	for i, a := range attacks {
-		if d := fmt.Sprint(waitHook(t, running[i]).field(t, "hookSpecificOutput.permissionDecision")); d != "ask" {
+		if d := fmt.Sprint(results[i].field(t, "hookSpecificOutput.permissionDecision")); d != "ask" {
 			t.Errorf("Claude Code's %s %v was answered %q, want ask (a person decides)", a.tool, a.input, d)
 			continue
 		}
@@ -707,32 +706,24 @@ func TestGitHistoryAndPatternReadsLetNoSecretOutUnasked(t *testing.T) {
 		claude("toolu_ok_8", "Grep", map[string]any{"pattern": "package", "path": "src", "output_mode": "count"}),
 		gemini("search_file_content", map[string]any{"pattern": "package", "include": "*.go"}),
 	}
-	// A batch at a time: an agent holds at most limits.agent_connections
-	// (16) NATS connections, and each running hook holds one.
 	all := slices.Concat(asks, allows)
-	for start := 0; start < len(all); start += 10 {
-		batch := all[start:min(start+10, len(all))]
-		running := make([]<-chan hookResult, 0, len(batch))
-		for _, r := range batch {
-			running = append(running, startHook(t, r.agent, r.p, hook...))
+	results := runHooks(t, len(all), func(i int) <-chan hookResult { return startHook(t, all[i].agent, all[i].p, hook...) })
+	for i, r := range all {
+		res := results[i]
+		if i >= len(asks) {
+			if !allowed(t, r.agent, res) {
+				t.Errorf("%s was not allowed: %s %s", r.what, res.stdout, res.stderr)
+			}
+			continue
 		}
-		for i, r := range batch {
-			res := waitHook(t, running[i])
-			if start+i >= len(asks) {
-				if !allowed(t, r.agent, res) {
-					t.Errorf("%s was not allowed: %s %s", r.what, res.stdout, res.stderr)
-				}
-				continue
-			}
-			if allowed(t, r.agent, res) {
-				t.Errorf("%s was allowed unasked: %s", r.what, res.stdout)
-				continue
-			}
-			if r.call != "" { // the ask is the policy's, not a slow machine's
-				testenv.Eventually(t, 10*time.Second, fmt.Sprintf("the policy to put %s to a person", r.what), func() bool {
-					return slices.Contains(testenv.SubjectTypes(t, js, subject.OfCall("bot", r.call)), subject.ApprovalRequested)
-				})
-			}
+		if allowed(t, r.agent, res) {
+			t.Errorf("%s was allowed unasked: %s", r.what, res.stdout)
+			continue
+		}
+		if r.call != "" { // the ask is the policy's, not a slow machine's
+			testenv.Eventually(t, 10*time.Second, fmt.Sprintf("the policy to put %s to a person", r.what), func() bool {
+				return slices.Contains(testenv.SubjectTypes(t, js, subject.OfCall("bot", r.call)), subject.ApprovalRequested)
+			})
 		}
 	}
 }
