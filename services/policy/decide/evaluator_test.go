@@ -88,7 +88,7 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 	_ = json.Unmarshal(raw, &data0)
 	al := data0["airlock"].(map[string]any)
 	al["rules"] = append(al["rules"].([]any), map[string]any{"id": "no-words", "priority": 4, "server": "mail", "tool_words": []any{}, "effect": "deny"})
-	ev := evaluatorOver(t, def.Modules, data0, rules, bindings)
+	ev := evaluatorOf(t, def.Modules, data0, rules, bindings)
 	plain := plainPolicy(t, ev.Modules(), ev.Data())
 	for _, c := range slices.Concat(comparisonCalls(), personCommandCalls(), secretAndNetworkCalls(), pathSpellingCalls()) {
 		name := fmt.Sprintf("%s/%s__%s%v", c.AgentId, c.Server, c.Tool, c.Arguments.AsMap())
@@ -143,7 +143,7 @@ func TestEqualPrioritiesDecideInListOrderAsThePlainPolicy(t *testing.T) {
 			ida, idb := a.(map[string]any)["id"], b.(map[string]any)["id"]
 			return boolRank(ida != first) - boolRank(idb != first)
 		})
-		ev := evaluatorOver(t, def.Modules, data, nil, nil)
+		ev := evaluatorOf(t, def.Modules, data, nil, nil)
 		plain := plainPolicy(t, def.Modules, data)
 		for _, c := range calls {
 			got, err := ev.Evaluate(ctx, c, time.Now())
@@ -161,21 +161,6 @@ func TestEqualPrioritiesDecideInListOrderAsThePlainPolicy(t *testing.T) {
 			}
 		}
 	}
-}
-
-// evaluatorOver is the service's evaluator of modules over data, with
-// run-time rules and bindings.
-func evaluatorOver(t *testing.T, modules map[string]string, data map[string]any, rules []*airlockv1.PolicyRule, bindings map[string]string) *decide.Evaluator {
-	t.Helper()
-	code, err := decide.NewCode(modules, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := decide.NewEvaluator(context.Background(), code, rules, bindings)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ev
 }
 
 // plainPolicy is the policy's modules, the generated one left out, over
