@@ -544,7 +544,7 @@ test_git_status_log_and_work_tree_diffs_stay_allowed if {
 		"git log --pretty=format:%h%x09%an%x09%s --reverse main..HEAD -- src", "git log --first-parent --no-merges --abbrev-commit -n3",
 		"git log --shortstat --name-status HEAD~3..HEAD", "git log --max-count=2 --tags --branches",
 		"git log --oneline | head -5", "git status && git log --oneline -3", "git status -sb", "git status --short --branch",
-		"git status --porcelain=v2 -uall", "git status -uno --ignored", "git status --long -- src",
+		"git status --porcelain=v2 -uall", "git status -uno --ignored", "git status --long -- src", "git status;", "git log --oneline -3 &",
 	] {
 		d := airlock.decision with input as bash(c)
 		d.action == "allow"
