@@ -341,7 +341,7 @@ test_coding_reading_commands_that_run_or_write_something_ask if {
 	] {
 		d := airlock.decision with input as bash(c)
 		d.action == "ask"
-		d.rule_id in {"coding-shell-ask", "coding-shell-secrets"}
+		d.rule_id in {"coding-shell-ask", "coding-shell-secrets", "coding-shell-git-history"}
 	}
 }
 
@@ -528,7 +528,7 @@ test_git_commands_that_print_history_or_other_revisions_ask if {
 	] {
 		d := airlock.decision with input as bash(c)
 		d.action == "ask"
-		d.rule_id in {"coding-shell-secrets", "coding-shell-ask"}
+		d.rule_id in {"coding-shell-secrets", "coding-shell-ask", "coding-shell-git-history"}
 	}
 	airlock.decision.action == "ask" with input as call("gemini", "run_shell_command", {"command": "git log -p --all"})
 	airlock.decision.action == "ask" with input as call("codex", "shell", {"command": "git show HEAD"})
@@ -540,6 +540,11 @@ test_git_status_log_and_work_tree_diffs_stay_allowed if {
 		"git log --all --oneline --graph", "git log main..feature", "git log --format=%H%n%B -3", "git log --name-only",
 		"git diff", "git diff --stat", "git diff --cached", "git diff --staged --name-only", "git diff -- src/main.go",
 		"git diff --word-diff -- src/main.go", "git branch",
+		"git log --oneline --graph --decorate --all -20", "git log -n 5 --author=ann --since=2.weeks --grep=fix",
+		"git log --pretty=format:%h%x09%an%x09%s --reverse main..HEAD -- src", "git log --first-parent --no-merges --abbrev-commit -n3",
+		"git log --shortstat --name-status HEAD~3..HEAD", "git log --max-count=2 --tags --branches",
+		"git log --oneline | head -5", "git status && git log --oneline -3", "git status -sb", "git status --short --branch",
+		"git status --porcelain=v2 -uall", "git status -uno --ignored", "git status --long -- src", "git status;", "git log --oneline -3 &",
 	] {
 		d := airlock.decision with input as bash(c)
 		d.action == "allow"
@@ -606,11 +611,92 @@ test_a_reading_tool_with_a_plain_source_pattern_or_a_named_file_stays_allowed if
 		["gemini", "read_many_files", {"paths": ["src/**/*.ts", "README.md", "./docs/guide.md"]}],
 		["gemini", "read_many_files", {"paths": ["src/main.go"], "include": ["*.test.ts"], "exclude": ["dist/**"]}],
 		["gemini", "search_file_content", {"pattern": "func", "include": "*.go"}],
-		["gemini", "search_file_content", {"pattern": "func"}],
+		["claude", "Grep", {"pattern": "func", "output_mode": "content", "glob": "*.go", "-C": 3}],
+		["claude", "Grep", {"pattern": "func", "output_mode": "content", "type": "go", "path": "services"}],
+		["claude", "Grep", {"pattern": "func", "output_mode": "content", "path": "src/main.go", "-n": true}],
+		["claude", "Grep", {"pattern": "func", "output_mode": "count"}],
+		["claude", "Grep", {"pattern": "func", "output_mode": "files_with_matches", "path": "./services/policy/"}],
+		["codex", "Grep", {"pattern": "fn", "output_mode": "content", "glob": "*.rs"}],
+		["gemini", "search_file_content", {"pattern": "func", "include": "*.go", "path": "src"}],
+		["gemini", "search_file_content", {"pattern": "func", "path": "src/main.go"}],
 	] {
 		d := airlock.decision with input as call(c[0], c[1], c[2])
 		d.action == "allow"
-		d.rule_id == "coding-read"
+		d.rule_id in {"coding-read", "coding-read-content-glob", "coding-read-content-type", "coding-read-content-file", "coding-read-content-include"}
+	}
+}
+
+# Second review, finding 1: git log and git status printed contents through
+# options a deny-list missed (--binary turns on --patch and printed a .env
+# removed from history; --check prints whole lines; status -v prints the
+# staged diff). They run unasked only with options from a known-safe set;
+# any other option asks.
+test_git_log_and_status_ask_for_any_option_outside_the_safe_set if {
+	every c in [
+		"git log --binary", "git log --binary --all", "git log --check", "git log --oneline --binary", "git log -3 --check",
+		"git log --raw -p", "git log --full-diff -p -- a", "git log --ext-diff", "git log --textconv", "git log --notes=x -p",
+		"git log --pretty=%H -p", "git log HEAD:.env", "git log --follow -p -- a.go", "git log --stat -p", "git log -pn1",
+		"git status -v", "git status -vv", "git status --verbose", "git status -sv", "git status -s -v",
+		"git status && git log --binary", "git log --oneline; git status -v", "git --no-pager log --check",
+		"git -c core.pager=cat log --binary", "git -C . log --binary",
+	] {
+		d := airlock.decision with input as bash(c)
+		d.action == "ask"
+		d.rule_id in {"coding-shell-git-history", "coding-shell-secrets"}
+	}
+	airlock.decision.rule_id == "coding-shell-git-history" with input as bash("git log --binary")
+	airlock.decision.rule_id == "coding-shell-git-history" with input as call("gemini", "run_shell_command", {"command": "git status -v"})
+	airlock.decision.rule_id == "coding-shell-git-history" with input as call("codex", "shell", {"command": "git log --check"})
+}
+
+# Second review, finding 2: a content search's scope (Grep's path, Gemini's
+# path or dir_path, read_many_files' paths) outside the workspace asks, and
+# a search printing lines of every file under its path (Grep content mode,
+# search_file_content) asks unless a glob, type, include or one source file
+# restricts it to source code: ripgrep reads untracked files (deploy.pem).
+test_content_searches_outside_the_workspace_or_over_every_file_ask if {
+	every c in [
+		["claude", "Grep", {"pattern": "BEGIN .*PRIVATE KEY", "path": "/", "output_mode": "content"}],
+		["claude", "Grep", {"pattern": "KEY", "path": "/home/u", "glob": "**/*.md"}],
+		["claude", "Grep", {"pattern": "KEY", "path": "..", "glob": "**/*.md"}],
+		["claude", "Grep", {"pattern": "KEY", "path": "~", "glob": "**/*.md"}],
+		["claude", "Grep", {"pattern": "KEY", "path": "~/src", "glob": "**/*.md"}],
+		["claude", "Grep", {"pattern": "KEY", "path": "src/../../x", "glob": "*.go"}],
+		["claude", "Grep", {"pattern": "KEY", "path": "src\\..\\..", "glob": "*.go"}],
+		["claude", "Grep", {"pattern": "KEY", "path": "/work/repo/src/main.go"}],
+		["codex", "Grep", {"pattern": "KEY", "path": "/etc"}],
+		["gemini", "search_file_content", {"pattern": "AKIA"}],
+		["gemini", "search_file_content", {"pattern": "AKIA", "path": "/"}],
+		["gemini", "search_file_content", {"pattern": "AKIA", "dir_path": "..", "include": "*.go"}],
+		["gemini", "read_many_files", {"paths": ["/home/u/**/*.md"]}],
+		["gemini", "read_many_files", {"paths": ["../other/**/*.go"]}],
+		["gemini", "read_many_files", {"paths": ["src/main.go", "~/notes.md"]}],
+		["claude", "Grep", {"pattern": "BEGIN", "output_mode": "content"}],
+		["claude", "Grep", {"pattern": "BEGIN", "output_mode": "content", "-C": 2, "path": "deploy"}],
+		["claude", "Grep", {"pattern": "BEGIN", "output_mode": "content", "path": "deploy.pem"}],
+		["codex", "Grep", {"pattern": "BEGIN", "output_mode": "content"}],
+		["gemini", "search_file_content", {"pattern": "BEGIN", "path": "src"}],
+	] {
+		d := airlock.decision with input as call(c[0], c[1], c[2])
+		d.action == "ask"
+		d.rule_id in {"coding-read-scope", "coding-read-content", "coding-read-content-search", "coding-secrets", "coding-read-patterns"}
+	}
+	airlock.decision.rule_id == "coding-read-scope" with input as call("claude", "Grep", {"pattern": "BEGIN .*PRIVATE KEY", "path": "/", "output_mode": "content"})
+	airlock.decision.rule_id == "coding-read-scope" with input as call("claude", "Grep", {"pattern": "KEY", "path": "~", "glob": "**/*.md"})
+	airlock.decision.rule_id == "coding-read-content-search" with input as call("gemini", "search_file_content", {"pattern": "AKIA"})
+	airlock.decision.rule_id == "coding-read-content" with input as call("claude", "Grep", {"pattern": "BEGIN", "output_mode": "content"})
+}
+
+# Second review, finding 4: among rules of one priority the list order
+# decides, in the service as in airlock policy test: coding-secrets, first
+# in data.json, names .env.
+test_equal_priority_rules_decide_in_list_order if {
+	every c in [
+		["claude", "Grep", {"pattern": "x", "glob": ".env"}],
+		["claude", "Grep", {"pattern": "x", "glob": "**/.env*"}],
+		["gemini", "read_many_files", {"paths": [".env"]}],
+	] {
+		airlock.decision.rule_id == "coding-secrets" with input as call(c[0], c[1], c[2])
 	}
 }
 

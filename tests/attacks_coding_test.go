@@ -508,10 +508,9 @@ func TestTheCodingProfileLetsNoSecretOutUnasked(t *testing.T) {
 		{"mcp__editor__find_and_replace", map[string]any{"find": "a", "replace": "b"}},
 		{"mcp__api.tavily.com__list_results", map[string]any{"q": token}},
 	}
-	running := make([]<-chan hookResult, len(attacks))
-	for i, a := range attacks {
-		running[i] = startHook(t, hooks.Claude, claude(a.tool, a.input), hook...)
-	}
+	results := runHooks(t, len(attacks), func(i int) <-chan hookResult {
+		return startHook(t, hooks.Claude, claude(attacks[i].tool, attacks[i].input), hook...)
+	})
 	// Other agents' reading tools: Gemini CLI cannot ask its user, so ask is a deny.
 	gemini := startHook(t, hooks.Gemini, payload(t, hooks.Gemini, hooks.SampleName(hooks.Gemini),
 		map[string]any{"tool_name": "read_file", "tool_input": map[string]any{"absolute_path": tokenFile}}), hook...)
@@ -522,7 +521,7 @@ func TestTheCodingProfileLetsNoSecretOutUnasked(t *testing.T) {
 	cursor := startHook(t, hooks.Cursor, cursorRead, hook...)
 	_, js := dev.Admin(t)
 	for i, a := range attacks {
-		if d := fmt.Sprint(waitHook(t, running[i]).field(t, "hookSpecificOutput.permissionDecision")); d != "ask" {
+		if d := fmt.Sprint(results[i].field(t, "hookSpecificOutput.permissionDecision")); d != "ask" {
 			t.Errorf("Claude Code's %s %v was answered %q, want ask (a person decides)", a.tool, a.input, d)
 			continue
 		}
@@ -616,8 +615,10 @@ func TestGitHistoryAndPatternReadsLetNoSecretOutUnasked(t *testing.T) {
 	sh(t, project, "git init -q -b main && printf 'API_KEY="+removed+"\\n' > .env && mkdir src && echo 'package main' > src/main.go && "+
 		"git add . && git -c user.name=t -c user.email=t@t commit -q -m init && git rm -q .env && git -c user.name=t -c user.email=t@t commit -q -m 'drop .env' && "+
 		"printf -- '-----BEGIN PRIVATE KEY-----\\n"+key+"\\n' > deploy.pem && printf 'API_KEY="+removed+"\\n' > .env")
-	if !strings.Contains(sh(t, project, "git show HEAD"), removed) {
-		t.Fatal("setup: git show HEAD does not print the removed .env")
+	for _, c := range []string{"git show HEAD", "git log --binary"} {
+		if !strings.Contains(sh(t, project, c), removed) {
+			t.Fatalf("setup: %s does not print the removed .env", c)
+		}
 	}
 	repoState := func() string {
 		return sh(t, project, "git for-each-ref && git cat-file --batch-all-objects --batch-check")
@@ -680,6 +681,18 @@ func TestGitHistoryAndPatternReadsLetNoSecretOutUnasked(t *testing.T) {
 		gemini("read_many_files", map[string]any{"paths": []any{"**/.e*"}, "file_filtering_options": map[string]any{"respect_git_ignore": false}}),
 		gemini("read_many_files", map[string]any{"paths": []any{"."}}),
 		gemini("search_file_content", map[string]any{"pattern": "API_KEY", "include": ".*"}),
+		// Second review: options outside git log's and git status's safe
+		// sets (--binary printed the removed .env), searches scoped outside
+		// the workspace, and content searches over every file (ripgrep read
+		// the untracked deploy.pem undo put back).
+		claude("toolu_rev2_1", "Bash", map[string]any{"command": "git log --binary"}),
+		claude("toolu_rev2_2", "Bash", map[string]any{"command": "git log --check"}),
+		claude("toolu_rev2_3", "Bash", map[string]any{"command": "git status -vv"}),
+		claude("toolu_rev2_4", "Grep", map[string]any{"pattern": "BEGIN .*PRIVATE KEY", "path": "/", "output_mode": "content"}),
+		claude("toolu_rev2_5", "Grep", map[string]any{"pattern": "KEY", "path": "..", "glob": "**/*.md"}),
+		claude("toolu_rev2_6", "Grep", map[string]any{"pattern": "KEY", "path": "~", "glob": "**/*.md"}),
+		claude("toolu_rev2_7", "Grep", map[string]any{"pattern": "PRIVATE KEY", "output_mode": "content"}),
+		gemini("search_file_content", map[string]any{"pattern": "AKIA"}),
 	}
 	allows := []read{
 		claude("toolu_ok_1", "Bash", map[string]any{"command": "git status"}),
@@ -687,13 +700,22 @@ func TestGitHistoryAndPatternReadsLetNoSecretOutUnasked(t *testing.T) {
 		claude("toolu_ok_3", "Bash", map[string]any{"command": "git diff"}),
 		claude("toolu_ok_4", "Grep", map[string]any{"pattern": "package", "glob": "*.go", "output_mode": "content"}),
 		gemini("read_many_files", map[string]any{"paths": []any{"src/**/*.go"}}),
+		claude("toolu_ok_5", "Bash", map[string]any{"command": "git log --oneline --stat -n 3 -- src"}),
+		claude("toolu_ok_6", "Bash", map[string]any{"command": "git status -sb"}),
+		claude("toolu_ok_7", "Grep", map[string]any{"pattern": "PRIVATE KEY"}),
+		claude("toolu_ok_8", "Grep", map[string]any{"pattern": "package", "path": "src", "output_mode": "count"}),
+		gemini("search_file_content", map[string]any{"pattern": "package", "include": "*.go"}),
 	}
-	running := make([]<-chan hookResult, 0, len(asks)+len(allows))
-	for _, r := range slices.Concat(asks, allows) {
-		running = append(running, startHook(t, r.agent, r.p, hook...))
-	}
-	for i, r := range asks {
-		res := waitHook(t, running[i])
+	all := slices.Concat(asks, allows)
+	results := runHooks(t, len(all), func(i int) <-chan hookResult { return startHook(t, all[i].agent, all[i].p, hook...) })
+	for i, r := range all {
+		res := results[i]
+		if i >= len(asks) {
+			if !allowed(t, r.agent, res) {
+				t.Errorf("%s was not allowed: %s %s", r.what, res.stdout, res.stderr)
+			}
+			continue
+		}
 		if allowed(t, r.agent, res) {
 			t.Errorf("%s was allowed unasked: %s", r.what, res.stdout)
 			continue
@@ -702,11 +724,6 @@ func TestGitHistoryAndPatternReadsLetNoSecretOutUnasked(t *testing.T) {
 			testenv.Eventually(t, 10*time.Second, fmt.Sprintf("the policy to put %s to a person", r.what), func() bool {
 				return slices.Contains(testenv.SubjectTypes(t, js, subject.OfCall("bot", r.call)), subject.ApprovalRequested)
 			})
-		}
-	}
-	for i, r := range allows {
-		if res := waitHook(t, running[len(asks)+i]); !allowed(t, r.agent, res) {
-			t.Errorf("%s was not allowed: %s %s", r.what, res.stdout, res.stderr)
 		}
 	}
 }

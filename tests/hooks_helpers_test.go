@@ -103,6 +103,25 @@ func waitHook(t *testing.T, ch <-chan hookResult) hookResult {
 	return hookResult{}
 }
 
+// runHooks runs the n hooks start starts, ten at a time (an agent holds at
+// most limits.agent_connections, 16, NATS connections, and each running
+// hook holds one), and returns their answers in order.
+func runHooks(t *testing.T, n int, start func(i int) <-chan hookResult) []hookResult {
+	t.Helper()
+	out := make([]hookResult, n)
+	for from := 0; from < n; from += 10 {
+		to := min(from+10, n)
+		running := make([]<-chan hookResult, 0, to-from)
+		for i := from; i < to; i++ {
+			running = append(running, start(i))
+		}
+		for k, ch := range running {
+			out[from+k] = waitHook(t, ch)
+		}
+	}
+	return out
+}
+
 // payload is a recorded payload of agent with fields replaced: top-level
 // keys, and "tool_input.<k>" / "toolArgs.<k>" / "command" for the tool's
 // arguments (a string-encoded toolArgs or tool_input stays a string).

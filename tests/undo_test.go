@@ -167,6 +167,39 @@ func TestACodingAgentsEditIsSavedFirstAndCanBeUndone(t *testing.T) {
 		}
 	})
 
+	// Second review, finding 3: the snapshot borrowed the staged blob v2
+	// from the repository (git add writes no object the repository has);
+	// once git add moved the index on, git gc --prune=now deleted it and
+	// undo failed on a bad file. The snapshot keeps every object no ref
+	// reaches in its own object directory.
+	t.Run("undo_survives_git_gc_of_a_blob_only_the_index_held", func(t *testing.T) {
+		dir := t.TempDir()
+		sh(t, dir, "git init -q -b main && echo v1 > a.go && git add a.go && git -c user.name=t -c user.email=t@t commit -q -m init && echo v2 > a.go && git add a.go")
+		input := map[string]any{"command": "sed -i s/v2/v3/ a.go", "description": "bump"}
+		id := "toolu_undo_gc"
+		ch := startHook(t, hooks.Claude, claudePayload(t, "PreToolUse", "Bash", id, dir, input, nil), hook...)
+		rec := decidable(t, api, "laptop", id)
+		if _, err := decideAs(t, api, "bob", rec, airlockv1.DecisionKind_DECISION_KIND_APPROVE, "fine"); err != nil {
+			t.Fatal(err)
+		}
+		if r := waitHook(t, ch); !allowed(t, hooks.Claude, r) {
+			t.Fatalf("the approved sed: %+v", r)
+		}
+		sh(t, dir, "sed -i s/v2/v3/ a.go")
+		post := runHook(t, hooks.Claude, claudePayload(t, "PostToolUse", "Bash", id, dir, input, map[string]any{"stdout": "", "stderr": ""}), hook...)
+		if post.exit != 0 {
+			t.Fatalf("post-tool hook: %+v", post)
+		}
+		sh(t, dir, "git add a.go && git gc -q --prune=now")
+		res := undo("laptop/" + id)
+		if res.Code != 0 || !strings.Contains(res.Stdout, "a.go") {
+			t.Fatalf("airlock undo after git gc --prune=now: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+		}
+		if got := sh(t, dir, "cat a.go"); got != "v2\n" {
+			t.Fatalf("a.go after undo: %q, want the staged v2", got)
+		}
+	})
+
 	t.Run("outside_git_the_named_file_is_copied_and_undone", func(t *testing.T) {
 		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("one\n"), 0o644); err != nil {

@@ -31,6 +31,11 @@ tree the commit kept in the hook's state dir (snapshots/AGENT/CALL_ID/objects:
 the repository's index, branch, HEAD, refs and objects are left alone), elsewhere the copies in the hook's state dir. Only
 the files the call changed are put back (a file it created is removed).
 
+A git snapshot keeps in its own object directory every object no ref of the
+repository reaches, so git gc does not take it away; an object only a ref
+reaches stays borrowed from the repository, and a history rewrite followed by
+a prune can still lose it.
+
 Undo refuses when a file the call changed was changed again afterwards (or
 when airlock does not know what the call left): those later changes would be
 lost. --force puts the files back anyway. Run it on the machine the agent ran

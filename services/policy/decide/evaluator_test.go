@@ -88,24 +88,8 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 	_ = json.Unmarshal(raw, &data0)
 	al := data0["airlock"].(map[string]any)
 	al["rules"] = append(al["rules"].([]any), map[string]any{"id": "no-words", "priority": 4, "server": "mail", "tool_words": []any{}, "effect": "deny"})
-	code, err := decide.NewCode(def.Modules, data0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := decide.NewEvaluator(ctx, code, rules, bindings)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mods := ev.Modules()
-	delete(mods, decide.GeneratedModule)
-	var regoOpts []func(*rego.Rego)
-	for n, m := range mods {
-		regoOpts = append(regoOpts, rego.Module(n, m))
-	}
-	plain, err := rego.New(append(regoOpts, rego.Query(decide.Query), rego.Store(storeOf(t, ev.Data())))...).PrepareForEval(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ev := evaluatorOf(t, def.Modules, data0, rules, bindings)
+	plain := plainPolicy(t, ev.Modules(), ev.Data())
 	for _, c := range slices.Concat(comparisonCalls(), personCommandCalls(), secretAndNetworkCalls(), pathSpellingCalls()) {
 		name := fmt.Sprintf("%s/%s__%s%v", c.AgentId, c.Server, c.Tool, c.Arguments.AsMap())
 		got, err := ev.Evaluate(ctx, c, time.Now())
@@ -134,6 +118,73 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 			t.Errorf("%s: compiled risk %v redact %v, plain %v %v", name, got.Risk, got.Redact, want["risk"], want["redact"])
 		}
 	}
+}
+
+// Among rules of one priority the list order decides, in the service as in
+// airlock policy test, which evaluates data.json as it is (the service used
+// to break ties by rule id, and picked coding-read-patterns for a Grep of
+// .env where airlock policy test picked coding-secrets). Either order of
+// the two rules in data.json decides alike on both paths.
+func TestEqualPrioritiesDecideInListOrderAsThePlainPolicy(t *testing.T) {
+	ctx := context.Background()
+	calls := []*airlockv1.ToolCall{
+		call("claude", "Grep", map[string]any{"pattern": "x", "glob": ".env"}),
+		call("claude", "Grep", map[string]any{"pattern": "x", "glob": "**/.env*"}),
+		call("gemini", "read_many_files", map[string]any{"paths": []any{".env"}}),
+	}
+	for _, first := range []string{"coding-secrets", "coding-read-patterns"} {
+		def := mustDefault(t)
+		raw, _ := json.Marshal(def.Data)
+		var data map[string]any
+		_ = json.Unmarshal(raw, &data)
+		al := data["airlock"].(map[string]any)
+		rules := al["rules"].([]any)
+		slices.SortStableFunc(rules, func(a, b any) int {
+			ida, idb := a.(map[string]any)["id"], b.(map[string]any)["id"]
+			return boolRank(ida != first) - boolRank(idb != first)
+		})
+		ev := evaluatorOf(t, def.Modules, data, nil, nil)
+		plain := plainPolicy(t, def.Modules, data)
+		for _, c := range calls {
+			got, err := ev.Evaluate(ctx, c, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, _ := decide.Input(c, time.Now())
+			rs, err := plain.Eval(ctx, rego.EvalInput(in))
+			if err != nil || len(rs) == 0 {
+				t.Fatalf("plain: %v", err)
+			}
+			want := rs[0].Expressions[0].Value.(map[string]any)["rule_id"]
+			if got.RuleId != want || got.RuleId != first {
+				t.Errorf("%s first, %s%v: the service picks %s, airlock policy test %v; want both %s", first, c.Tool, c.Arguments.AsMap(), got.RuleId, want, first)
+			}
+		}
+	}
+}
+
+// plainPolicy is the policy's modules, the generated one left out, over
+// data: what opa test and airlock policy test evaluate.
+func plainPolicy(t *testing.T, modules map[string]string, data map[string]any) rego.PreparedEvalQuery {
+	t.Helper()
+	var opts []func(*rego.Rego)
+	for n, m := range modules {
+		if n != decide.GeneratedModule {
+			opts = append(opts, rego.Module(n, m))
+		}
+	}
+	plain, err := rego.New(append(opts, rego.Query(decide.Query), rego.Store(storeOf(t, data)))...).PrepareForEval(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plain
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // comparisonCalls crosses servers, tools, agents and arguments that reach
@@ -204,11 +255,26 @@ func secretAndNetworkCalls() []*airlockv1.ToolCall {
 	add("claude", "Grep", map[string]any{"pattern": "x"}, nil, false)
 	add("claude", "Grep", map[string]any{"pattern": "x", "type": "go"}, nil, false)
 	add("claude", "Grep", map[string]any{"pattern": "x", "type": "sh", "glob": "*.go"}, nil, false)
+	// Content searches: scope outside the workspace, content over every
+	// file, and what restricts it to source files.
+	for _, a := range []map[string]any{{"path": "/"}, {"path": "~"}, {"path": ".."}, {"path": "src"}, {"path": "./src/"}, {"path": "src/../.."},
+		{"path": "src/main.go", "output_mode": "content"}, {"output_mode": "content"}, {"output_mode": "content", "glob": "*.go"},
+		{"output_mode": "content", "type": "go", "path": "/etc"}, {"output_mode": "count"}, {"glob": ".env"}, {"glob": "**/.env*"}} {
+		a["pattern"] = "KEY"
+		add("claude", "Grep", a, nil, false)
+	}
+	for _, a := range []map[string]any{{}, {"include": "*.go"}, {"path": "src/main.go"}, {"dir_path": "/"}, {"path": "~/x", "include": "*.go"}} {
+		a["pattern"] = "KEY"
+		add("gemini", "search_file_content", a, nil, false)
+	}
+	add("gemini", "read_many_files", map[string]any{"paths": []any{".env"}}, nil, false)
+	add("gemini", "read_many_files", map[string]any{"paths": []any{"src/*.go", "/home/u/*.go"}}, nil, false)
 	add("vault", "read", map[string]any{"mode": "y"}, nil, false)
 	add("vault", "read", map[string]any{"mode": "x", "deep": map[string]any{"list": []any{"abc"}}}, nil, false)
 	add("vault", "read", map[string]any{"mode": "x", "deep": map[string]any{"list": "ABC"}}, nil, false)
 	for _, c := range []string{"grep -r token .", "rg --hidden x", "rg -uu x", "rgrep x .", "grep -v x f", "git show HEAD:.env", "make t?st", "make [ab]", "make *.o",
-		"git show HEAD", "git log -p --all", "git log --oneline -5", "git log -3p", "git diff", "git diff HEAD~1", "git diff --cached", "git diff -- src/a.go", "git --no-pager log -U3"} {
+		"git show HEAD", "git log -p --all", "git log --oneline -5", "git log -3p", "git log --binary", "git log --check", "git status -v",
+		"git status -sb", "git log --format=%h -n3 --author=x -- src", "git status && git log --binary", "git branch && git log --stat", "git diff", "git diff HEAD~1", "git diff --cached", "git diff -- src/a.go", "git --no-pager log -U3"} {
 		add("claude", "Bash", map[string]any{"command": c}, nil, false)
 		add("build", "sh", map[string]any{"cmd": c}, nil, false)
 	}

@@ -46,7 +46,9 @@ func stripMeta(r *airlockv1.PolicyRule) *airlockv1.PolicyRule {
 }
 
 // mergeData returns base with run-time rules and bindings merged into
-// data.airlock, rules sorted by priority then id.
+// data.airlock, rules sorted by priority, equal priorities keeping their
+// list order (data.json's, then the run-time rules the bucket adds), as
+// airlock.rego's plain path orders data.json: both pick the same rule.
 func mergeData(base map[string]any, rules []*airlockv1.PolicyRule, bindings map[string]string) (map[string]any, error) {
 	// Deep copy through JSON so the shared Code is never modified.
 	raw, err := json.Marshal(base)
@@ -109,13 +111,7 @@ func mergeData(base map[string]any, rules []*airlockv1.PolicyRule, bindings map[
 			delete(byID, id) // an id listed twice in data.json keeps its first place
 		}
 	}
-	sort.SliceStable(list, func(i, j int) bool {
-		pi, pj := priorityOf(list[i]), priorityOf(list[j])
-		if pi != pj {
-			return pi < pj
-		}
-		return fmt.Sprint(list[i].(map[string]any)["id"]) < fmt.Sprint(list[j].(map[string]any)["id"])
-	})
+	sort.SliceStable(list, func(i, j int) bool { return priorityOf(list[i]) < priorityOf(list[j]) })
 	al["rules"] = list
 	b := map[string]any{}
 	if existing, ok := al["bindings"].(map[string]any); ok {

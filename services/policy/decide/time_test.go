@@ -50,7 +50,7 @@ tool_as_read if input.call.tool == "read_file" with input.call.tool as "read_fil
 		{"input_built_in_full", full},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ev := evaluatorOf(t, map[string]string{"p.rego": tt.policy}, nil)
+			ev := evaluatorOf(t, map[string]string{"p.rego": tt.policy}, nil, nil, nil)
 			c := call("fs", "write_file", map[string]any{"path": "/tmp/x"})
 			// Alternated: no decision made at one time serves another.
 			for _, at := range []time.Time{early, late, early, late} {
@@ -100,7 +100,7 @@ decision := {"action": "deny", "rule_id": "late", "reason": "after the threshold
 	if err := json.Unmarshal(raw, &data); err != nil {
 		t.Fatal(err)
 	}
-	ev := evaluatorOf(t, map[string]string{"airlock.rego": rego}, data)
+	ev := evaluatorOf(t, map[string]string{"airlock.rego": rego}, data, nil, nil)
 	calls := map[string]*airlockv1.ToolCall{
 		"one rule":      call("fs", "read_file", map[string]any{"path": "/tmp/a"}),
 		"several rules": decide.BenchCallSeveralRules(),
@@ -129,15 +129,15 @@ decision := {"action": "deny", "rule_id": "late", "reason": "after the threshold
 	}
 }
 
-// evaluatorOf is the evaluator of modules with data, as the policy service
-// builds it (no run-time rules, no bindings).
-func evaluatorOf(t *testing.T, modules map[string]string, data map[string]any) *decide.Evaluator {
+// evaluatorOf is the evaluator of modules with data, run-time rules and
+// bindings, as the policy service builds it.
+func evaluatorOf(t *testing.T, modules map[string]string, data map[string]any, rules []*airlockv1.PolicyRule, bindings map[string]string) *decide.Evaluator {
 	t.Helper()
 	code, err := decide.NewCode(modules, data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := decide.NewEvaluator(context.Background(), code, nil, nil)
+	ev, err := decide.NewEvaluator(context.Background(), code, rules, bindings)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -235,7 +235,7 @@ func onDiskOrTracked(ctx context.Context, root, objects, index string, paths []s
 
 // gitCommit makes a commit of tree (parent HEAD when there is one) in the
 // snapshot's object directory; nothing in the repository moves, and no ref
-// names it: the manifest does.
+// names it: the manifest does. Then it keeps the commit's objects there.
 func gitCommit(ctx context.Context, root, objects, tree, msg string) (string, error) {
 	args := []string{"commit-tree", tree, "-m", msg}
 	if head, err := git(ctx, root, objects, "", nil, "rev-parse", "--verify", "-q", "HEAD"); err == nil {
@@ -245,7 +245,37 @@ func gitCommit(ctx context.Context, root, objects, tree, msg string) (string, er
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimSpace(string(out)), nil
+	commit := strings.TrimSpace(string(out))
+	if objects != "" {
+		if err := keepObjects(ctx, root, objects, commit); err != nil {
+			return "", err
+		}
+	}
+	return commit, nil
+}
+
+// keepObjects copies into the snapshot's object directory every object of
+// commit that no ref of the repository reaches. git add writes nothing
+// for a file whose blob the repository already has (staged, say), so the
+// snapshot borrows it through the alternates; once the index moves on,
+// git gc --prune would delete it and undo could not read it. Only an object
+// a ref reaches stays borrowed: a history rewrite and a prune can still
+// lose it.
+func keepObjects(ctx context.Context, root, objects, commit string) error {
+	list, err := git(ctx, root, objects, "", nil, "rev-list", "--objects", commit, "--not", "--all")
+	if err != nil {
+		return fmt.Errorf("list the snapshot's objects: %w", err)
+	}
+	if len(bytes.TrimSpace(list)) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(objects, "pack"), 0o700); err != nil {
+		return fmt.Errorf("keep the snapshot's objects: %w", err)
+	}
+	if _, err := git(ctx, root, objects, "", list, "pack-objects", "-q", filepath.Join(objects, "pack", "pack")); err != nil {
+		return fmt.Errorf("keep the snapshot's objects: %w", err)
+	}
+	return nil
 }
 
 // objectDir makes the snapshot's own object directory in dir: git writes
