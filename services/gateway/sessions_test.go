@@ -157,9 +157,12 @@ func TestAnEndpointServesAtMostItsMaxRequests(t *testing.T) {
 		{"a_new_session", initialize(t, url), `"init"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			resp, err := http.DefaultClient.Do(c.req)
+			// Refused at once; held open, it fails here rather than hang.
+			ctx, cancel := context.WithTimeout(c.req.Context(), 15*time.Second)
+			defer cancel()
+			resp, err := http.DefaultClient.Do(c.req.WithContext(ctx))
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("with %d requests in flight another was held open (%v); want it refused at once naming gateway.max_requests", max, err)
 			}
 			raw, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -169,5 +172,33 @@ func TestAnEndpointServesAtMostItsMaxRequests(t *testing.T) {
 				t.Fatalf("with %d requests in flight it answered %s (Retry-After %q) %s; want 503 naming gateway.max_requests", max, resp.Status, resp.Header.Get("Retry-After"), raw)
 			}
 		})
+	}
+}
+
+// A lease-less request's wait ends when a lease on its call ends in this
+// gateway, not on another call's; the entry goes once its requests leave.
+func TestAVacancyIsToldToTheRequestsOfItsCallOnly(t *testing.T) {
+	v := newVacancies()
+	v.join("bot.a")
+	v.join("bot.b")
+	a, b := v.freed("bot.a"), v.freed("bot.b")
+	v.vacated("bot.a")
+	select {
+	case <-a:
+	default:
+		t.Fatal("a lease of call a ended, and its lease-less request was not told")
+	}
+	select {
+	case <-b:
+		t.Fatal("a lease of call a ended, and call b's request was told")
+	default:
+	}
+	if next := v.freed("bot.a"); next == a {
+		t.Fatal("after a vacancy the request waits on the same closed channel: it would ask at once forever")
+	}
+	v.leave("bot.a")
+	v.leave("bot.b")
+	if len(v.calls) != 0 || v.freed("bot.a") != nil {
+		t.Fatalf("entries left after every request left: %v", v.calls)
 	}
 }
