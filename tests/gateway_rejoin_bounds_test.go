@@ -186,15 +186,7 @@ func TestGatewayRejoinBeyondTheLeaseBound(t *testing.T) {
 	args := map[string]any{"path": path, "content": "crowded"}
 	lastWaits := make(chan struct{}, 1)
 	cs := g.connect(t, "crowd", clientOpts{version: "2025-11-25", progress: waitingFor("last", lastWaits)})
-	id := pendingCall(t, cs, args)
-	// The session calls again, MaxWaiters times at once: each request's
-	// lease runs.
-	leases := g.leaseWrites(t, "crowdbot", id)
-	var answers []<-chan *mcp.CallToolResult
-	for range clientwait.MaxWaiters {
-		answers = append(answers, callAsync(cs, "fs__write_file", args))
-	}
-	waitLiveLeases(t, leases, clientwait.MaxWaiters)
+	id, _, answers := g.everyLeaseTaken(t, cs, args)
 	// One more: told it waits for approval once its lease was asked for
 	// (and refused), unless it was answered at once.
 	last := callAsyncToken(cs, "last", "fs__write_file", args)
@@ -245,13 +237,7 @@ func TestGatewayRequestsWithoutALeaseDoNotReadThePresenceAtEveryRenewal(t *testi
 	path := filepath.Join(g.files, "crowded-reads.txt")
 	args := map[string]any{"path": path, "content": "crowded"}
 	cs := g.connect(t, "crowd", clientOpts{version: "2025-11-25"})
-	id := pendingCall(t, cs, args)
-	leases := g.leaseWrites(t, "crowdbot", id)
-	var answers []<-chan *mcp.CallToolResult
-	for range clientwait.MaxWaiters {
-		answers = append(answers, callAsync(cs, "fs__write_file", args))
-	}
-	waitLiveLeases(t, leases, clientwait.MaxWaiters)
+	id, leases, answers := g.everyLeaseTaken(t, cs, args)
 	var reads atomic.Int64
 	key := "$KV." + g.clientWaits.Bucket() + ".c.crowdbot." + id
 	sub, err := g.admin.Conn().Subscribe("$JS.API.>", func(m *nats.Msg) {
@@ -299,4 +285,18 @@ func TestGatewayRequestsWithoutALeaseDoNotReadThePresenceAtEveryRenewal(t *testi
 			t.Fatalf("request %d got no answer within 60s", i+1)
 		}
 	}
+}
+
+// everyLeaseTaken makes a call of crowdbot's that waits for a person, then
+// calls it again in cs MaxWaiters times at once, until each request's
+// lease runs: the call's lease writes and the requests' answers.
+func (g *gatewayEnv) everyLeaseTaken(t *testing.T, cs *mcp.ClientSession, args map[string]any) (id string, leases <-chan jetstream.KeyValueEntry, answers []<-chan *mcp.CallToolResult) {
+	t.Helper()
+	id = pendingCall(t, cs, args)
+	leases = g.leaseWrites(t, "crowdbot", id)
+	for range clientwait.MaxWaiters {
+		answers = append(answers, callAsync(cs, "fs__write_file", args))
+	}
+	waitLiveLeases(t, leases, clientwait.MaxWaiters)
+	return id, leases, answers
 }
