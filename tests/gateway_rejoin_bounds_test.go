@@ -264,7 +264,7 @@ func TestGatewayRequestsWithoutALeaseDoNotReadThePresenceAtEveryRenewal(t *testi
 		return reads.Load() - before
 	}
 	leased := readsOver() // the leased requests' own (after a conflicting write)
-	const leaseless = 2 * clientwait.MaxWaiters
+	const leaseless = 4 * clientwait.MaxWaiters
 	for range leaseless {
 		answers = append(answers, callAsync(cs, "fs__write_file", args))
 	}
