@@ -2,9 +2,9 @@ package tests
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +15,6 @@ import (
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -76,12 +75,18 @@ func listAll(t *testing.T, api *approvalapi.Client, agent string, st airlockv1.A
 // Against `airlock dev`, an agent holding its real credential publishes a
 // message larger than anything airlock stores from an agent to the cancel
 // endpoint (150 of 8 MB once reset the services' connections), and opens
-// connection after connection. The server refuses the publish by its size
-// and the connections past limits.agent_connections per agent — counted
-// over the agents dev has now, so adding one raised the bound at once.
+// connection after connection. The server refuses the publish by its size;
+// past the 32 connections that once locked every other agent out (16 per
+// agent, counted over the account), another agent still connects; and the
+// server refuses connections past limits.bus_connections, so they cannot
+// take the process's file descriptors — at that bound every new connection
+// is refused, another agent's too (the gap ARCHITECTURE.md names).
 func TestAnAgentsUseOfTheBusIsBoundedUnderAirlockDev(t *testing.T) {
-	dev := startDev(t, t.TempDir(), 0, "")
-	dev.Agent(t, "victim") // its client holds one connection
+	const busConnections = 96
+	cfg := filepath.Join(t.TempDir(), "airlock.yaml")
+	writeFile(t, cfg, fmt.Sprintf("limits:\n  bus_connections: %d\n", busConnections))
+	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+cfg)
+	dev.Agent(t, "victim") // dev has two agents, as in the report
 	def := config.Default()
 
 	raw := testenv.RawAgent(t, dev.NATSURL, dev.Creds("bot"))
@@ -93,19 +98,36 @@ func TestAnAgentsUseOfTheBusIsBoundedUnderAirlockDev(t *testing.T) {
 	}
 	_ = raw.Close()
 
-	pub, kp := testenv.AgentKey(t, dev.Creds("bot"))
-	bound := natsauth.AgentLimits(def, 2).MaxConnections
-	for open := 1; ; open++ { // victim's is open
+	connect := func(agent string) (*nats.Conn, error) {
+		pub, kp := testenv.AgentKey(t, dev.Creds(agent))
 		nc, err := nats.Connect(dev.NATSURL, nats.Nkey(pub, kp.Sign), nats.NoReconnect())
-		if err != nil {
-			if !errors.Is(err, nats.ErrMaxAccountConnectionsExceeded) || open != bound {
-				t.Fatalf("with %d agent connections open, another answered %v; want it refused once %d are (limits.agent_connections for 2 agents)", open, err, bound)
+		if err == nil {
+			t.Cleanup(nc.Close)
+		}
+		return nc, err
+	}
+	const formerBound = 2 * 16
+	for open := 1; ; open++ {
+		_, err := connect("bot")
+		if open == formerBound+1 {
+			if _, verr := connect("victim"); verr != nil {
+				t.Fatalf("with bot holding %d connections, victim's was refused: %v; want one agent unable to lock another out below limits.bus_connections", open, verr)
 			}
-			break
 		}
-		t.Cleanup(nc.Close)
-		if open == bound {
-			t.Fatalf("dev's NATS admitted agent connection %d, over the bound %d (limits.agent_connections for 2 agents)", open+1, bound)
+		if err == nil {
+			if open > busConnections {
+				t.Fatalf("dev's NATS admitted bot's connection %d, past limits.bus_connections (%d)", open, busConnections)
+			}
+			continue
 		}
+		// The server answers "maximum connections exceeded" and closes the
+		// connection; the client may read that, or find it closed first.
+		if open <= formerBound+1 {
+			t.Fatalf("bot's connection %d answered %v; want it admitted below limits.bus_connections (%d)", open, err, busConnections)
+		}
+		if _, verr := connect("victim"); verr == nil {
+			t.Fatalf("bot's connection %d was refused (%v), but victim's was admitted: want the server full at limits.bus_connections (%d)", open, err, busConnections)
+		}
+		break
 	}
 }

@@ -53,8 +53,9 @@ func nodeBin(t *testing.T, name string) string {
 //     after 2s),
 //   - leaving (agent leaver, like patient; cancels a call nobody waits for
 //     after 2s),
-//   - crowd (agent crowdbot, like patient, answering after 10s: time for
-//     many requests to wait for one call at once),
+//   - crowd (agent crowdbot, like patient, answering after 60s: time for
+//     many requests to wait for one call at once, and for their reads of
+//     the bucket to be counted),
 //   - coder (agent coder, like plain, with run_code: 1s busy, 32 MiB),
 //   - selfcoder (agent selfcoder, like bot, with run_code),
 //   - coder2 (agent coder2, like plain, with run_code and max_running 1).
@@ -107,7 +108,7 @@ func startGatewayEnv(t *testing.T) *gatewayEnv {
 		{"plain", "plainbot", ""},
 		{"patient", "patientbot", "answer_within: 2s"},
 		{"leaving", "leaver", "answer_within: 2s, abandon_after: 2s"},
-		{"crowd", "crowdbot", "answer_within: 10s"},
+		{"crowd", "crowdbot", "answer_within: 60s"},
 		{"coder", "coder", "run_code: {enabled: true, busy: 1s, max_memory_mb: 32}"},
 		{"selfcoder", "selfcoder", "on_behalf_of: dana, run_code: {enabled: true}"},
 		{"coder2", "coder2", "run_code: {enabled: true, max_running: 1}"},

@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/airlock-gate/airlock/services/shared/clientwait"
@@ -184,15 +186,7 @@ func TestGatewayRejoinBeyondTheLeaseBound(t *testing.T) {
 	args := map[string]any{"path": path, "content": "crowded"}
 	lastWaits := make(chan struct{}, 1)
 	cs := g.connect(t, "crowd", clientOpts{version: "2025-11-25", progress: waitingFor("last", lastWaits)})
-	id := pendingCall(t, cs, args)
-	// The session calls again, MaxWaiters times at once: each request's
-	// lease runs.
-	leases := g.leaseWrites(t, "crowdbot", id)
-	var answers []<-chan *mcp.CallToolResult
-	for range clientwait.MaxWaiters {
-		answers = append(answers, callAsync(cs, "fs__write_file", args))
-	}
-	waitLiveLeases(t, leases, clientwait.MaxWaiters)
+	id, _, answers := g.everyLeaseTaken(t, cs, args)
 	// One more: told it waits for approval once its lease was asked for
 	// (and refused), unless it was answered at once.
 	last := callAsyncToken(cs, "last", "fs__write_file", args)
@@ -228,4 +222,81 @@ func clientWaitsStore(t *testing.T, g *gatewayEnv) *clientwait.Store {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// Requests beyond the leases one call may have waited without a lease, and
+// each read the call's presence at every renewal (every half heartbeat)
+// to ask for one: many identical requests multiplied the bucket's reads.
+// One without a lease asks again when a request of its gateway ends its
+// lease on the call, or every leaselessRetry renewals: the reads of the
+// presence over as many lease writes grow by a fraction of one a request
+// without a lease per renewal round, not by one each.
+func TestGatewayRequestsWithoutALeaseDoNotReadThePresenceAtEveryRenewal(t *testing.T) {
+	t.Parallel()
+	g := startGatewayEnv(t)
+	path := filepath.Join(g.files, "crowded-reads.txt")
+	args := map[string]any{"path": path, "content": "crowded"}
+	cs := g.connect(t, "crowd", clientOpts{version: "2025-11-25"})
+	id, leases, answers := g.everyLeaseTaken(t, cs, args)
+	var reads atomic.Int64
+	key := "$KV." + g.clientWaits.Bucket() + ".c.crowdbot." + id
+	sub, err := g.admin.Conn().Subscribe("$JS.API.>", func(m *nats.Msg) {
+		if strings.HasSuffix(m.Subject, "."+key) || strings.Contains(string(m.Data), key) {
+			reads.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	// readsOver counts the presence's reads over rounds renewal rounds of
+	// the leased requests (one lease write each).
+	const rounds = 16
+	readsOver := func() int64 {
+		before := reads.Load()
+		for range rounds * clientwait.MaxWaiters {
+			select {
+			case <-leases:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the leased requests stopped renewing")
+			}
+		}
+		return reads.Load() - before
+	}
+	leased := readsOver() // the leased requests' own (after a conflicting write)
+	const leaseless = 4 * clientwait.MaxWaiters
+	for range leaseless {
+		answers = append(answers, callAsync(cs, "fs__write_file", args))
+	}
+	for range 4 * clientwait.MaxWaiters { // each asked once, refused
+		<-leases
+	}
+	crowded := readsOver()
+	t.Logf("%d reads of the presence over %d lease writes, %d with %d more requests waiting without a lease", leased, rounds*clientwait.MaxWaiters, crowded, leaseless)
+	if most := leased + leaseless*rounds/4; crowded > most {
+		t.Fatalf("with %d requests waiting without a lease the call's presence was read %d times over %d lease writes, against %d without them: want at most %d (they ask again only when a lease ends, or every leaselessRetry renewals)",
+			leaseless, crowded, rounds*clientwait.MaxWaiters, leased, most)
+	}
+	g.rejectAllPending(t, "crowdbot", path)
+	for i, done := range answers {
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("request %d got no answer within 60s", i+1)
+		}
+	}
+}
+
+// everyLeaseTaken makes a call of crowdbot's that waits for a person, then
+// calls it again in cs MaxWaiters times at once, until each request's
+// lease runs: the call's lease writes and the requests' answers.
+func (g *gatewayEnv) everyLeaseTaken(t *testing.T, cs *mcp.ClientSession, args map[string]any) (id string, leases <-chan jetstream.KeyValueEntry, answers []<-chan *mcp.CallToolResult) {
+	t.Helper()
+	id = pendingCall(t, cs, args)
+	leases = g.leaseWrites(t, "crowdbot", id)
+	for range clientwait.MaxWaiters {
+		answers = append(answers, callAsync(cs, "fs__write_file", args))
+	}
+	waitLiveLeases(t, leases, clientwait.MaxWaiters)
+	return id, leases, answers
 }

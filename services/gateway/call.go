@@ -481,35 +481,59 @@ func (w *watch) run(beatFirst bool) {
 // A request refused a lease (as many requests as a call may have leases
 // already wait for it) waits all the same, sharing the call and its
 // outcome as they do: its client asked for nothing else, and an error
-// would only make it call again. It asks for a lease again at each
-// renewal, so that it is seen waiting once one of the others stops.
+// would only make it call again. It asks for a lease again, so that it is
+// seen waiting once one of the others stops, when a request of this
+// gateway ends its lease on the call (vacancies), or else every
+// leaselessRetry renewals: each ask reads the call's presence, and at
+// every renewal many identical requests multiplied the bucket's reads.
 func (w *watch) renew() {
 	defer w.renewing.Done()
 	every := w.ep.g.heartbeat / 2
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	key := w.ep.leaseKey(w.f.call.ID)
+	w.ep.g.vacancies.join(key)
+	defer w.ep.g.vacancies.leave(key)
 	for first := true; ; first = false {
+		// Taken before the lease is asked for, so that a lease ending
+		// after the presence was read is not missed.
+		freed := w.ep.g.vacancies.freed(key)
 		// A renewal gives up well within the lease's margin over the next
 		// renewal (1.5 heartbeats): one stuck write must not outlast it.
 		err := w.ep.hold(w.ctx, w.f.call.ID, w.lease, time.Now().Add(leaseFor(w.ep.g.heartbeat)), min(5*time.Second, w.ep.g.heartbeat/2))
-		switch refused := errors.Is(err, clientwait.ErrTooManyWaiters); {
+		refused := errors.Is(err, clientwait.ErrTooManyWaiters)
+		switch {
 		case !refused:
 			w.mu.Lock()
 			w.leased = true // or may be: a failed write may be stored
 			w.mu.Unlock()
+			freed = nil // a running lease is renewed on time, no sooner
 		case first:
 			w.ep.log.Info("a request waits for a call without a lease of its own: as many requests as a call may have leases wait for it", "call", w.f.call.ID, "most", clientwait.MaxWaiters)
 		}
 		if first {
 			close(w.held)
 		}
-		select {
-		case <-w.stop:
-			return
-		case <-tick.C:
+	wait:
+		for waited := 1; ; waited++ {
+			select {
+			case <-w.stop:
+				return
+			case <-freed:
+				break wait
+			case <-tick.C:
+				if !refused || waited >= leaselessRetry {
+					break wait
+				}
+			}
 		}
 	}
 }
+
+// leaselessRetry is every how many renewals a request without a lease asks
+// for one again when no lease of its call ended in this gateway: a lease
+// ended elsewhere is found within that (4 heartbeats, as a lease lasts 2).
+const leaselessRetry = 8
 
 // leaseFor is how long a waiting request's lease lasts unless renewed
 // (every half heartbeat): a gateway that stopped leaves it to run out, and

@@ -44,6 +44,8 @@ type endpoint struct {
 	recent *recentCalls
 	// sessions bounds the stateful handler's live sessions (sessions.go).
 	sessions *sessionCap
+	// requests holds a token per POST being served (gateway.max_requests).
+	requests chan struct{}
 
 	mu     sync.Mutex
 	tools  map[string]*tool // as registered on server
@@ -79,6 +81,7 @@ func (g *Gateway) newEndpoint(cfg config.GatewayEndpoint) (*endpoint, error) {
 		client: client, watcher: w, nonce: newNonce(), recent: newRecentCalls(), tools: map[string]*tool{}, hidden: map[string]bool{},
 		codeRunning: make(chan struct{}, cfg.RunCode.Running()),
 		sessions:    newSessionCap(g.deps.Config.Gateway.MaxSessions),
+		requests:    make(chan struct{}, g.deps.Config.Gateway.MaxRequests),
 	}
 	// The SDK logs every session's start and end at INFO, and a 2026-07-28
 	// request is a session of its own: its warnings and errors are enough.
@@ -252,6 +255,13 @@ func (ep *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		select {
+		case ep.requests <- struct{}{}:
+			defer func() { <-ep.requests }()
+		default:
+			ep.tooManyRequests(w, body)
+			return
+		}
 	}
 	if r.Header.Get("Mcp-Protocol-Version") >= statelessVersion {
 		// No session, so a call's id is random and its request id is not

@@ -70,7 +70,9 @@ type Gateway struct {
 	catalog   *catalog
 	// waits: calls a client was told to call again, and whether a client
 	// waits for each (rejoin.go).
-	waits     *clientwait.Store
+	waits *clientwait.Store
+	// vacancies: leases on calls this gateway's requests ended (vacancy.go).
+	vacancies *vacancies
 	endpoints []*endpoint
 	byName    map[string]*endpoint
 	heartbeat time.Duration
@@ -118,7 +120,7 @@ func New(deps svc.Deps) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.rejoins, g.sessionMark = g.waits.Rejoins(), newNonce()
+	g.rejoins, g.sessionMark, g.vacancies = g.waits.Rejoins(), newNonce(), newVacancies()
 	for _, cfg := range deps.Config.Gateway.Endpoints {
 		if cfg.RunCode.Enabled && g.exe == "" {
 			if g.exe, err = os.Executable(); err != nil {

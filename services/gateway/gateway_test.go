@@ -22,7 +22,8 @@ import (
 
 func testEndpoint(name string) *endpoint {
 	return &endpoint{cfg: config.GatewayEndpoint{Name: name, Agent: "bot", OnBehalfOf: "dana"}, nonce: newNonce(),
-		server: mcp.NewServer(&mcp.Implementation{Name: "test"}, nil), sessions: newSessionCap(config.Default().Gateway.MaxSessions)}
+		server: mcp.NewServer(&mcp.Implementation{Name: "test"}, nil), sessions: newSessionCap(config.Default().Gateway.MaxSessions),
+		requests: make(chan struct{}, config.Default().Gateway.MaxRequests)}
 }
 
 func TestCallIDs(t *testing.T) {

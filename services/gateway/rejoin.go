@@ -331,6 +331,7 @@ func (ep *endpoint) release(ctx context.Context, callID, waiter string) (alone b
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	alone, err := ep.g.waits.Release(ctx, ep.cfg.Agent, callID, waiter, ep.cfg.Name, time.Now())
+	ep.g.vacancies.vacated(ep.leaseKey(callID))
 	if err != nil {
 		ep.log.Info("whether another client waits was not read; the call is withdrawn", "call", callID, "err", err)
 		return true
@@ -349,8 +350,14 @@ func (ep *endpoint) hold(ctx context.Context, callID string, lease *clientwait.L
 	if err != nil && !errors.Is(err, clientwait.ErrTooManyWaiters) {
 		ep.log.Info("whether a client waits was not recorded", "call", callID, "err", err)
 	}
+	if !until.After(time.Now()) {
+		ep.g.vacancies.vacated(ep.leaseKey(callID))
+	}
 	return err
 }
+
+// leaseKey names call callID of the endpoint's agent among vacancies.
+func (ep *endpoint) leaseKey(callID string) string { return ep.cfg.Agent + "." + callID }
 
 // forgetRejoin deletes the rejoin entry f's request wrote for an answer
 // "pending" it did not give: left, it would take a later identical call of

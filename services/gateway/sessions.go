@@ -133,6 +133,21 @@ func (ep *endpoint) liveSessions() map[string]*mcp.ServerSession {
 // tooManySessions refuses a new session with a JSON-RPC error (id: the
 // request's, if it has one) saying what to do.
 func (ep *endpoint) tooManySessions(w http.ResponseWriter, body []byte) {
+	refuseBusy(w, body, fmt.Sprintf("endpoint %s already has %d MCP sessions, each with a request in flight (gateway.max_sessions): "+
+		"end sessions you no longer use (HTTP DELETE with their Mcp-Session-Id), wait for a request to finish, or raise gateway.max_sessions",
+		ep.cfg.Name, ep.sessions.max))
+}
+
+// tooManyRequests refuses a request past gateway.max_requests the same way.
+func (ep *endpoint) tooManyRequests(w http.ResponseWriter, body []byte) {
+	refuseBusy(w, body, fmt.Sprintf("endpoint %s is already serving %d requests (gateway.max_requests): "+
+		"wait for a call to finish and send this request again, cancel calls you no longer wait for, or raise gateway.max_requests",
+		ep.cfg.Name, cap(ep.requests)))
+}
+
+// refuseBusy answers HTTP 503 with Retry-After and a JSON-RPC error whose
+// id is the request's, if it has one.
+func refuseBusy(w http.ResponseWriter, body []byte, msg string) {
 	var req struct {
 		ID json.RawMessage `json:"id"`
 	}
@@ -140,9 +155,6 @@ func (ep *endpoint) tooManySessions(w http.ResponseWriter, body []byte) {
 	if len(req.ID) == 0 {
 		req.ID = json.RawMessage("null")
 	}
-	msg := fmt.Sprintf("endpoint %s already has %d MCP sessions, each with a request in flight (gateway.max_sessions): "+
-		"end sessions you no longer use (HTTP DELETE with their Mcp-Session-Id), wait for a request to finish, or raise gateway.max_sessions",
-		ep.cfg.Name, ep.sessions.max)
 	out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": codeTooManySessions, "message": msg}})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Retry-After", "5")
@@ -151,5 +163,5 @@ func (ep *endpoint) tooManySessions(w http.ResponseWriter, body []byte) {
 }
 
 // codeTooManySessions is a JSON-RPC server error (-32000 to -32099 are
-// the implementation's).
+// the implementation's): too many sessions or requests.
 const codeTooManySessions = -32001

@@ -114,3 +114,91 @@ func initialize(t *testing.T, url string) *http.Request {
 	req.Header.Set("Authorization", "Bearer "+testToken)
 	return req
 }
+
+// 100 concurrent tools/call requests of the 2026-07-28 protocol, which has
+// no sessions for gateway.max_sessions to count, were all held open. An
+// endpoint serves at most gateway.max_requests at once, in both protocols:
+// past it a request is refused at once with a JSON-RPC error naming the
+// setting, HTTP 503 and Retry-After.
+func TestAnEndpointServesAtMostItsMaxRequests(t *testing.T) {
+	const max = 3
+	ep, url, submitted := startHTTPGatewayWith(t, func(g *config.Gateway) { g.MaxRequests = max })
+	awaitTool(t, ep, "fs__write_file")
+	call := func(i int) *http.Request {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":%q,"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"flood","version":"1"}},"name":"fs__write_file","arguments":{"path":"/tmp/r%d","content":"x"}}}`, i, statelessVersion, i)
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		req.Header.Set("Mcp-Protocol-Version", statelessVersion)
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "fs__write_file")
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		return req.WithContext(ctx)
+	}
+	for i := range max { // each waits for a decision
+		go func() {
+			if resp, err := http.DefaultClient.Do(call(i)); err == nil {
+				testenv.Drain(resp)
+			}
+		}()
+		nextSubmitted(t, submitted, fmt.Sprintf("waiting call %d", i))
+	}
+	for _, c := range []struct {
+		name string
+		req  *http.Request
+		id   string
+	}{
+		{"another_2026_07_28_call", call(max), fmt.Sprint(max)},
+		{"a_new_session", initialize(t, url), `"init"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// Refused at once; held open, it fails here rather than hang.
+			ctx, cancel := context.WithTimeout(c.req.Context(), 15*time.Second)
+			defer cancel()
+			resp, err := http.DefaultClient.Do(c.req.WithContext(ctx))
+			if err != nil {
+				t.Fatalf("with %d requests in flight another was held open (%v); want it refused at once naming gateway.max_requests", max, err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var answer rpcError
+			if err := json.Unmarshal(raw, &answer); err != nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" ||
+				string(answer.ID) != c.id || answer.Error.Code != codeTooManySessions || !strings.Contains(answer.Error.Message, "gateway.max_requests") {
+				t.Fatalf("with %d requests in flight it answered %s (Retry-After %q) %s; want 503 naming gateway.max_requests", max, resp.Status, resp.Header.Get("Retry-After"), raw)
+			}
+		})
+	}
+}
+
+// A lease-less request's wait ends when a lease on its call ends in this
+// gateway, not on another call's; the entry goes once its requests leave.
+func TestAVacancyIsToldToTheRequestsOfItsCallOnly(t *testing.T) {
+	v := newVacancies()
+	v.join("bot.a")
+	v.join("bot.b")
+	a, b := v.freed("bot.a"), v.freed("bot.b")
+	v.vacated("bot.a")
+	select {
+	case <-a:
+	default:
+		t.Fatal("a lease of call a ended, and its lease-less request was not told")
+	}
+	select {
+	case <-b:
+		t.Fatal("a lease of call a ended, and call b's request was told")
+	default:
+	}
+	if next := v.freed("bot.a"); next == a {
+		t.Fatal("after a vacancy the request waits on the same closed channel: it would ask at once forever")
+	}
+	v.leave("bot.a")
+	v.leave("bot.b")
+	if len(v.calls) != 0 || v.freed("bot.a") != nil {
+		t.Fatalf("entries left after every request left: %v", v.calls)
+	}
+}

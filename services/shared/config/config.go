@@ -206,15 +206,22 @@ type Limits struct {
 	// object or list is a level, the arguments object included); deeper
 	// ones become `invalid`. At most 128.
 	MaxArgumentDepth int `yaml:"max_argument_depth"`
-	// AgentConnections is how many NATS connections each agent may hold
-	// (the SDK holds one per process). The server counts them per account,
-	// so the AGENTS account admits this many times the number of agents.
-	AgentConnections int `yaml:"agent_connections"`
+	// BusConnections is the NATS server's connections in all (services,
+	// agents, operators: nats-server max_connections), so no client can
+	// take the server process's file descriptors. Config-file users have
+	// no connection limit of their own, so one agent can still hold all of
+	// them (ARCHITECTURE.md "Trust boundaries"). `airlock dev` lowers it to
+	// fit the process's open file limit.
+	BusConnections int `yaml:"bus_connections"`
 	// AgentSubscriptions bounds the subscriptions of one agent connection:
 	// the SDK holds one per call it awaits, up to intake.max_pending_per_agent
 	// and approval.max_pending_per_agent waiting at once, and a few more.
 	AgentSubscriptions int `yaml:"agent_subscriptions"`
 }
+
+// MinBusConnections leaves room for every service's connections and a few
+// agents.
+const MinBusConnections = 64
 
 // Default returns a configuration in which every setting has a working value:
 // a laptop running `airlock dev`.
@@ -261,7 +268,7 @@ func Default() Config {
 		HTTP:       HTTP{Addr: "127.0.0.1:8080", PublicURL: "http://127.0.0.1:8080"},
 		Log:        Log{Level: "info", Format: "text"},
 		Runtime:    Runtime{GCPercent: 400},
-		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32, AgentConnections: 16, AgentSubscriptions: 4096},
+		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32, BusConnections: 4096, AgentSubscriptions: 4096},
 		Policy:     defaultPolicy(),
 		Approval:   defaultApproval(),
 		Executor:   defaultExecutor(),
@@ -418,8 +425,8 @@ func (c Config) Validate() error {
 	if c.Limits.MaxArgumentDepth < 1 || c.Limits.MaxArgumentDepth > 128 {
 		errs = append(errs, fmt.Errorf("limits.max_argument_depth (%d) must be between 1 and 128: it is how deeply a request's arguments may nest", c.Limits.MaxArgumentDepth))
 	}
-	if c.Limits.AgentConnections < 1 {
-		errs = append(errs, fmt.Errorf("limits.agent_connections (%d) must be at least 1: it is how many NATS connections each agent may hold", c.Limits.AgentConnections))
+	if c.Limits.BusConnections < MinBusConnections {
+		errs = append(errs, fmt.Errorf("limits.bus_connections (%d) must be at least %d: it is how many NATS connections the server admits in all, services' included", c.Limits.BusConnections, MinBusConnections))
 	}
 	if need := c.Intake.MaxPendingPerAgent + int64(c.Approval.MaxPendingPerAgent); int64(c.Limits.AgentSubscriptions) < need {
 		errs = append(errs, fmt.Errorf("limits.agent_subscriptions (%d) must be at least intake.max_pending_per_agent plus approval.max_pending_per_agent (%d): an agent awaits each of its waiting calls with a subscription", c.Limits.AgentSubscriptions, need))

@@ -30,6 +30,12 @@ type Gateway struct {
 	// session that has gone longest without a request, if none is in
 	// flight in it; when every one is busy, the new one is refused.
 	MaxSessions int `yaml:"max_sessions"`
+	// MaxRequests bounds the HTTP requests (POSTs) one endpoint serves at
+	// once, in both protocol eras (default 256): a waiting tools/call holds
+	// its request until the call ends, and the 2026-07-28 protocol has no
+	// sessions for MaxSessions to count. Past it a request is refused
+	// (HTTP 503, Retry-After) and the client tries again later.
+	MaxRequests int `yaml:"max_requests"`
 	// RunCodeMaxRunning bounds the run_code scripts the whole gateway runs
 	// at once, over all its endpoints (each runs in a child process with
 	// its own memory and CPU limits); default 8, or one per agent with
@@ -65,7 +71,7 @@ func (g Gateway) RunCodeAgents() []string {
 }
 
 func defaultGateway() Gateway {
-	return Gateway{Heartbeat: 15 * time.Second, SessionTimeout: time.Hour, MaxSessions: 64}
+	return Gateway{Heartbeat: 15 * time.Second, SessionTimeout: time.Hour, MaxSessions: 64, MaxRequests: 256}
 }
 
 // GatewayEndpoint is one MCP endpoint of the gateway.
@@ -207,6 +213,9 @@ func (g Gateway) validate() []error {
 	}
 	if g.MaxSessions < 1 {
 		errs = append(errs, fmt.Errorf("gateway.max_sessions is %d: set how many HTTP sessions one endpoint may hold at once, such as 64", g.MaxSessions))
+	}
+	if g.MaxRequests < 1 {
+		errs = append(errs, fmt.Errorf("gateway.max_requests is %d: set how many requests one endpoint may serve at once, such as 256", g.MaxRequests))
 	}
 	if agents := g.RunCodeAgents(); g.RunCodeMaxRunning > 0 && g.RunCodeMaxRunning < len(agents) {
 		errs = append(errs, fmt.Errorf("gateway.run_code_max_running is %d, fewer than the %d agents whose endpoints enable run_code: set it to at least %d (each agent is sure of a share of the places, so one agent's scripts never leave another's none)",

@@ -121,6 +121,7 @@ func StartConfigFile(file string, log bool) (*Server, error) {
 		return nil, fmt.Errorf("read NATS config %s: %w", file, err)
 	}
 	so.NoSigs, so.NoLog = true, !log
+	so.MaxConn = fitConnections(so.MaxConn, openFileLimit())
 	s, err := server.NewServer(so)
 	if err != nil {
 		return nil, fmt.Errorf("configure NATS from %s: %w", file, err)
@@ -158,6 +159,7 @@ func (o Options) serverOptions() (*server.Options, error) {
 		so.JetStreamMaxStore = server.JetStreamMaxStoreDefault
 	}
 	so.NoSigs, so.NoLog, so.MaxPayload = true, !o.Log, 8<<20
+	so.MaxConn = fitConnections(so.MaxConn, openFileLimit())
 	if o.MaxPayload > 0 {
 		so.MaxPayload = o.MaxPayload
 	}

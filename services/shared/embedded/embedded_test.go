@@ -54,3 +54,26 @@ func TestAClustersPortsAreItsOwn(t *testing.T) {
 		s.Shutdown()
 	}
 }
+
+// The server's connections always leave the process fdReserve of its open
+// file limit, whatever limits.bus_connections says.
+func TestConnectionsFitTheOpenFileLimit(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		maxConn int
+		fdLimit uint64
+		want    int
+	}{
+		{"fits", 4096, 20000, 4096},
+		{"lowered to the limit less the reserve", 4096, 4096, 4096 - fdReserve},
+		{"nats-server's default lowered", 0, 20000, 20000 - fdReserve},
+		{"a limit under the reserve leaves one", 4096, 512, 1},
+		{"unknown limit kept", 4096, 0, 4096},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := fitConnections(c.maxConn, c.fdLimit); got != c.want {
+				t.Fatalf("fitConnections(%d, %d) = %d, want %d", c.maxConn, c.fdLimit, got, c.want)
+			}
+		})
+	}
+}

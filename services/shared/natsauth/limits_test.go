@@ -106,7 +106,7 @@ func TestAnAgentCannotPublishMoreThanTheIntakeStores(t *testing.T) {
 // bound.
 func TestAnAgentsSubscriptionsAreBounded(t *testing.T) {
 	n := testenv.StartSecureNATS(t, "bot")
-	lim := natsauth.AgentLimits(n.Config, 1)
+	lim := natsauth.AgentLimits(n.Config)
 
 	nc, errs, err := agentConn(t, n, "bot")
 	if err != nil {
@@ -132,20 +132,21 @@ func TestAnAgentsSubscriptionsAreBounded(t *testing.T) {
 	awaitErr(t, errs, "maximum subscriptions exceeded", fmt.Sprintf("subscription %d", lim.MaxSubscriptions+1))
 }
 
-// An agent holding a real credential opens connection after connection:
-// the server refuses the one past limits.agent_connections, so they cannot
-// take its file descriptors without bound.
-func TestAnAgentsConnectionsAreBounded(t *testing.T) {
-	n := testenv.StartSecureNATS(t, "bot")
-	lim := natsauth.AgentLimits(n.Config, 1)
-	for i := range lim.MaxConnections {
+// An agent holding a real credential opens more connections than two
+// agents' share of a per-account bound would have been (a reviewer's
+// program with bot's credential held all 32 and every other agent's calls
+// were refused): another agent still connects, as the account sets no
+// connection count its agents share.
+func TestOneAgentsConnectionsLockNoOtherAgentOut(t *testing.T) {
+	n := testenv.StartSecureNATS(t, "bot", "victim")
+	const held = 2*16 + 1 // past the former bound, 16 per agent
+	for i := range held {
 		if _, _, err := agentConn(t, n, "bot"); err != nil {
-			t.Fatalf("connection %d of %d (limits.agent_connections) was refused: %v", i+1, lim.MaxConnections, err)
+			t.Fatalf("bot's connection %d was refused: %v", i+1, err)
 		}
 	}
-	_, _, err := agentConn(t, n, "bot")
-	if !errors.Is(err, nats.ErrMaxAccountConnectionsExceeded) {
-		t.Fatalf("connection %d: %v, want the server to refuse it (maximum account active connections exceeded)", lim.MaxConnections+1, err)
+	if _, _, err := agentConn(t, n, "victim"); err != nil {
+		t.Fatalf("with bot holding %d connections, victim's was refused: %v; want one agent unable to lock another out", held, err)
 	}
 }
 

@@ -26,9 +26,14 @@ type Spec struct {
 	Agents   []User
 }
 
-// Accounts renders the accounts block of a nats-server configuration.
+// Accounts renders the accounts block of a nats-server configuration, and
+// the server's bound on connections in all (limits.bus_connections).
 func Accounts(spec Spec) (string, error) {
 	var b strings.Builder
+	b.WriteString("# Connections in all, services' included: keep it under the server\n")
+	b.WriteString("# process's open file limit (limits.bus_connections; ARCHITECTURE.md\n")
+	b.WriteString("# \"Trust boundaries\": one agent can still hold all of them).\n")
+	fmt.Fprintf(&b, "max_connections: %d\n", spec.Config.Limits.BusConnections)
 	b.WriteString("accounts {\n")
 	fmt.Fprintf(&b, "  # Services and all JetStream state. Each service user has only what it needs.\n")
 	fmt.Fprintf(&b, "  %s {\n    jetstream: enabled\n    users: [\n", AccountAirlock)
@@ -49,14 +54,14 @@ func Accounts(spec Spec) (string, error) {
 	}
 	b.WriteString("    ]\n  }\n")
 	agents := append([]User(nil), spec.Agents...)
-	lim := AgentLimits(spec.Config, len(agents))
+	lim := AgentLimits(spec.Config)
 	fmt.Fprintf(&b, "  # Agents: no JetStream; each agent only its own requests and outcomes.\n")
 	fmt.Fprintf(&b, "  # Each agent connection publishes at most intake.max_msg_size and holds at\n")
-	fmt.Fprintf(&b, "  # most limits.agent_subscriptions subscriptions; the account admits\n")
-	fmt.Fprintf(&b, "  # limits.agent_connections (%d) connections per agent: add that many to\n", spec.Config.Limits.AgentConnections)
-	fmt.Fprintf(&b, "  # max_connections for each agent you add (ARCHITECTURE.md \"Trust boundaries\").\n")
-	fmt.Fprintf(&b, "  %s {\n    limits: { max_payload: %d, max_subscriptions: %d, max_connections: %d }\n    users: [\n",
-		AccountAgents, lim.MaxPayload, lim.MaxSubscriptions, lim.MaxConnections)
+	fmt.Fprintf(&b, "  # most limits.agent_subscriptions subscriptions. The account sets no\n")
+	fmt.Fprintf(&b, "  # max_connections: shared by its agents, one agent could take them all\n")
+	fmt.Fprintf(&b, "  # and lock the others out (ARCHITECTURE.md \"Trust boundaries\").\n")
+	fmt.Fprintf(&b, "  %s {\n    limits: { max_payload: %d, max_subscriptions: %d }\n    users: [\n",
+		AccountAgents, lim.MaxPayload, lim.MaxSubscriptions)
 	sort.Slice(agents, func(i, j int) bool { return agents[i].Agent < agents[j].Agent })
 	for _, u := range agents {
 		writeUser(&b, "agent "+u.Agent, u.NKey, Agent(u.Agent, spec.Config))
@@ -169,23 +174,24 @@ jetstream {
 
 `
 
-// Limits are what nats-server enforces on the agents' account: each
-// connection's largest publish and its subscriptions, and the account's
-// connections. Config-file users have no limits of their own (nats-server
-// reads per-user limits only from JWTs), so the account carries them.
+// Limits are what nats-server enforces on each connection of the agents'
+// account: its largest publish and its subscriptions. Config-file users
+// have no limits of their own (nats-server reads per-user limits only from
+// JWTs), so the account carries them. It carries no connection count: an
+// account's is shared by all its agents, so one agent could take the
+// others' (limits.bus_connections bounds the server's instead).
 type Limits struct {
-	MaxPayload, MaxSubscriptions, MaxConnections int
+	MaxPayload, MaxSubscriptions int
 }
 
-// AgentLimits sizes the AGENTS account for agents agents. The largest
+// AgentLimits sizes each connection of the AGENTS account. The largest
 // publish an agent has a use for is a request the intake stream stores
 // (intake.max_msg_size; the Go SDK refuses one over
 // limits.max_request_bytes before publishing); the server answers anything
 // larger by closing the connection, before any service reads it.
-func AgentLimits(cfg config.Config, agents int) Limits {
+func AgentLimits(cfg config.Config) Limits {
 	return Limits{
 		MaxPayload:       int(cfg.Intake.MaxMsgSize),
 		MaxSubscriptions: cfg.Limits.AgentSubscriptions,
-		MaxConnections:   cfg.Limits.AgentConnections * agents,
 	}
 }
