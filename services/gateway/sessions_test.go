@@ -65,9 +65,10 @@ func TestAnEndpointHoldsAtMostItsMaxSessions(t *testing.T) {
 	}
 	wg.Wait()
 	// A closed session leaves the SDK's list once its connection is done,
-	// a moment after Close: the bound is what remains.
+	// a moment after Close (seconds on a loaded machine): the bound is what
+	// remains. A session that escaped the count never leaves.
 	var n int
-	testenv.Eventually(t, 10*time.Second, "the sessions closed past the bound to leave the SDK's list", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the sessions closed past the bound to leave the SDK's list", func() bool {
 		n = len(ep.liveSessions())
 		return n <= max
 	})
