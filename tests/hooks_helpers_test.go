@@ -103,9 +103,9 @@ func waitHook(t *testing.T, ch <-chan hookResult) hookResult {
 	return hookResult{}
 }
 
-// runHooks runs the n hooks start starts, ten at a time (an agent holds at
-// most limits.agent_connections, 16, NATS connections, and each running
-// hook holds one), and returns their answers in order.
+// runHooks runs the n hooks start starts, ten at a time (each running hook
+// is a process with its own NATS connection: dozens at once on two cores
+// is load, not a test of the profile), and returns their answers in order.
 func runHooks(t *testing.T, n int, start func(i int) <-chan hookResult) []hookResult {
 	t.Helper()
 	out := make([]hookResult, n)
