@@ -613,3 +613,43 @@ func TestTheLazyInputIsTheFullInput(t *testing.T) {
 		}
 	}
 }
+
+// Run-time rules reach the evaluator in no order of their own (the policy
+// service collects them from a map): in whatever order they come, every
+// replica decides with the same revision and, among equal priorities,
+// picks the same rule.
+func TestRunTimeRulesInAnyOrderMakeOneRevisionAndOnePick(t *testing.T) {
+	ctx := context.Background()
+	code, err := decide.DefaultCode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := []*airlockv1.PolicyRule{
+		{Id: "rt-b-deny", Priority: 15, Server: "demo", Tool: "echo", Effect: "deny", Reason: "b"},
+		{Id: "rt-a-ask", Priority: 15, Server: "demo", Tool: "echo", Effect: "ask", Reason: "a"},
+		{Id: "rt-c-allow", Priority: 15, Server: "demo", Tool: "echo", Effect: "allow", Reason: "c"},
+	}
+	c := decide.BenchCallSeveralRules()
+	var revision, pick string
+	for i, order := range [][]int{{0, 1, 2}, {2, 1, 0}, {1, 2, 0}} {
+		var given []*airlockv1.PolicyRule
+		for _, k := range order {
+			given = append(given, rules[k])
+		}
+		ev, err := decide.NewEvaluator(ctx, code, given, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := ev.Evaluate(ctx, c, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			revision, pick = ev.Revision(), d.GetReason()
+			continue
+		}
+		if ev.Revision() != revision || d.GetReason() != pick {
+			t.Fatalf("rules in order %v: revision %s deciding %q; in the first order %s deciding %q", order, ev.Revision(), d.GetReason(), revision, pick)
+		}
+	}
+}

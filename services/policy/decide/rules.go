@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -90,6 +91,11 @@ func mergeData(base map[string]any, rules []*airlockv1.PolicyRule, bindings map[
 			order = append(order, id)
 		}
 	}
+	// The run-time rules come in no order of their own (a bucket read into
+	// a map): taken by id, so that every replica builds the same list, and
+	// so the same revision and the same pick among equal priorities.
+	rules = slices.Clone(rules)
+	slices.SortStableFunc(rules, func(a, b *airlockv1.PolicyRule) int { return strings.Compare(a.GetId(), b.GetId()) })
 	for _, r := range rules {
 		if r.GetDeleted() {
 			delete(byID, r.Id)
