@@ -544,3 +544,42 @@ func TestServeAndTheHTTPGatewaySayWhereTheyConnectAndWhatToDo(t *testing.T) {
 		})
 	}
 }
+
+// TestNATSConfigRendersAnAccountPerAgentNamed: `airlock nats config
+// --agent` renders the shipped configuration for an operator's agents,
+// each in an account of its own, and refuses a name that is no agent id
+// (it would land in the configuration as written).
+func TestNATSConfigRendersAnAccountPerAgentNamed(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    []string
+		wantErr string
+	}{
+		{"the_example_agent", nil, []string{`"AGENT_bot" {`}, ""},
+		{"the_agents_named", []string{"--agent", "research-bot", "--agent", "ci"},
+			[]string{`"AGENT_research-bot" {`, `"AGENT_ci" {`, `{ service: "airlock.req.ci.*", accounts: ["AGENT_ci"] }`, "$AIRLOCK_AGENT_RESEARCH_BOT_NKEY"}, ""},
+		{"a_name_that_is_no_agent_id", []string{"--agent", "x } evil {"}, nil, "has characters outside"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := runCLI(context.Background(), t, append([]string{"nats", "config"}, tc.args...)...)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("nats config %v: %v; want it refused saying %q", tc.args, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("nats config %v does not render %q", tc.args, w)
+				}
+			}
+			if tc.args != nil && strings.Contains(out, `"AGENT_bot" {`) {
+				t.Error("nats config --agent rendered the example agent too")
+			}
+		})
+	}
+}
