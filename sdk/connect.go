@@ -2,6 +2,7 @@ package airlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -78,6 +79,10 @@ func Dial(ctx context.Context, cred natsauth.Credential, url string) (*nats.Conn
 	nc, err := nats.Connect(url, opts...)
 	if tlsErr := bus.ExplainTLS(err, credTLS); tlsErr != nil {
 		return nil, fmt.Errorf("connect to airlock's NATS at %s as agent %s: %w", url, cred.Agent, tlsErr)
+	}
+	if errors.Is(err, nats.ErrMaxAccountConnectionsExceeded) {
+		return nil, fmt.Errorf("connect to airlock's NATS at %s as agent %s: %w: the agent already holds every connection airlock allows one agent "+
+			"(limits.agent_connections, counted over all its processes and hooks): close one of them, or have the operator raise the setting", url, cred.Agent, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("connect to airlock's NATS at %s as agent %s: %w (is airlock running? is the credential current?)", url, cred.Agent, err)

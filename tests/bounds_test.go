@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -75,19 +75,19 @@ func listAll(t *testing.T, api *approvalapi.Client, agent string, st airlockv1.A
 // Against `airlock dev`, an agent holding its real credential publishes a
 // message larger than anything airlock stores from an agent to the cancel
 // endpoint (150 of 8 MB once reset the services' connections), and opens
-// connection after connection. The server refuses the publish by its size;
-// past the 32 connections that once locked every other agent out (16 per
-// agent, counted over the account), another agent still connects; and the
-// server refuses connections past limits.bus_connections, so they cannot
-// take the process's file descriptors — at that bound every new connection
-// is refused, another agent's too (the gap ARCHITECTURE.md names).
+// connection after connection. The server refuses the publish by its size,
+// and bot's connections past limits.agent_connections, which `airlock
+// call` then names; another agent — added while dev runs, so its account
+// came with a reload — still connects and its call completes, and a
+// service's user still connects, as a service reconnecting does. Before
+// every agent had an account of its own, bot could open connections up to
+// limits.bus_connections, and there every new connection was refused,
+// other agents' and services' alike.
 func TestAnAgentsUseOfTheBusIsBoundedUnderAirlockDev(t *testing.T) {
-	const busConnections = 96
-	cfg := filepath.Join(t.TempDir(), "airlock.yaml")
-	writeFile(t, cfg, fmt.Sprintf("limits:\n  bus_connections: %d\n", busConnections))
-	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+cfg)
-	dev.Agent(t, "victim") // dev has two agents, as in the report
+	dev := startDev(t, t.TempDir(), 0, "")
+	victim := dev.Agent(t, "victim") // added while dev runs
 	def := config.Default()
+	bound := def.Limits.AgentConnections
 
 	raw := testenv.RawAgent(t, dev.NATSURL, dev.Creds("bot"))
 	largest := int(def.Intake.MaxMsgSize)
@@ -98,36 +98,38 @@ func TestAnAgentsUseOfTheBusIsBoundedUnderAirlockDev(t *testing.T) {
 	}
 	_ = raw.Close()
 
-	connect := func(agent string) (*nats.Conn, error) {
-		pub, kp := testenv.AgentKey(t, dev.Creds(agent))
-		nc, err := nats.Connect(dev.NATSURL, nats.Nkey(pub, kp.Sign), nats.NoReconnect())
-		if err == nil {
-			t.Cleanup(nc.Close)
-		}
-		return nc, err
+	bot, err := natsauth.ReadCredential(dev.Creds("bot"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	const formerBound = 2 * 16
-	for open := 1; ; open++ {
-		_, err := connect("bot")
-		if open == formerBound+1 {
-			if _, verr := connect("victim"); verr != nil {
-				t.Fatalf("with bot holding %d connections, victim's was refused: %v; want one agent unable to lock another out below limits.bus_connections", open, verr)
-			}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for open := 1; open <= bound; open++ {
+		nc, err := airlock.Dial(ctx, bot, dev.NATSURL)
+		if err != nil {
+			t.Fatalf("bot's connection %d of %d (limits.agent_connections) was refused: %v", open, bound, err)
 		}
-		if err == nil {
-			if open > busConnections {
-				t.Fatalf("dev's NATS admitted bot's connection %d, past limits.bus_connections (%d)", open, busConnections)
-			}
-			continue
-		}
-		// The server answers "maximum connections exceeded" and closes the
-		// connection; the client may read that, or find it closed first.
-		if open <= formerBound+1 {
-			t.Fatalf("bot's connection %d answered %v; want it admitted below limits.bus_connections (%d)", open, err, busConnections)
-		}
-		if _, verr := connect("victim"); verr == nil {
-			t.Fatalf("bot's connection %d was refused (%v), but victim's was admitted: want the server full at limits.bus_connections (%d)", open, err, busConnections)
-		}
-		break
+		t.Cleanup(nc.Close)
 	}
+	if nc, err := airlock.Dial(ctx, bot, dev.NATSURL); err == nil {
+		nc.Close()
+		t.Fatalf("dev's NATS admitted bot's connection %d, past limits.agent_connections (%d): one agent could hold every connection up to limits.bus_connections and lock out every other agent and service", bound+1, bound)
+	}
+	if _, code, stderr := airlockCall(t, dev, "--tool", "demo__echo", "--args", `{"text":"one more"}`); code == 0 || !strings.Contains(stderr, "limits.agent_connections") {
+		t.Fatalf("airlock call as bot, at its bound: exit %d, %q; want it refused with a sentence naming limits.agent_connections", code, stderr)
+	}
+
+	out, err := victim.Do(ctx, airlock.Call{Tool: "demo__echo", Args: map[string]any{"text": "still here"}})
+	if err != nil || out.Status != airlock.StatusCompleted || !strings.Contains(string(out.Result), "still here") {
+		t.Fatalf("with bot at its bound, victim's call: %+v, %v; want it completed", out, err)
+	}
+	gateway, err := nats.NkeyOptionFromSeed(natsauth.Dev{DataDir: dev.DataDir}.SeedFile(natsauth.RoleGateway))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(dev.NATSURL, gateway, nats.NoReconnect())
+	if err != nil {
+		t.Fatalf("with bot at its bound, the gateway's service user was refused a connection: %v", err)
+	}
+	nc.Close()
 }

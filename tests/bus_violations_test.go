@@ -46,7 +46,7 @@ func TestAnAgentsAttacksOnTheBusAreRefusedAndRecordedUnderItsCredential(t *testi
 	// the server's label of victim's key; h collects what the server refuses.
 	h := &hostile{t: t, agent: "bot"}
 	bot, err := nats.Connect(dev.NATSURL, nats.Nkey(botKey, kp.Sign), nats.CustomInboxPrefix(natsauth.InboxPrefix("bot")),
-		nats.Name(`airlock-agent-victim" - "AGENTS/nkey:`+victimKey),
+		nats.Name(`airlock-agent-victim" - "`+natsauth.AgentAccount("victim")+`/nkey:`+victimKey),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			h.mu.Lock()
 			h.errs = append(h.errs, err.Error())
@@ -109,7 +109,7 @@ func TestAnAgentsAttacksOnTheBusAreRefusedAndRecordedUnderItsCredential(t *testi
 				t.Fatalf("a bus event without its violation: %v", ev)
 			}
 			if b := u.GetBus(); b.GetUser() != "" && (ev.GetActor().GetId() != "bot" || ev.GetActor().GetType() != airlockv1.ActorType_ACTOR_TYPE_AGENT ||
-				b.GetAccount() != natsauth.AccountAgents || b.GetUser() != botKey) {
+				b.GetAccount() != natsauth.AgentAccount("bot") || b.GetUser() != botKey) {
 				t.Fatalf("a violation by bot's credential is recorded as %v, account %q, user %q (bot is %s, victim %s)",
 					ev.GetActor(), b.GetAccount(), b.GetUser(), botKey, victimKey)
 			}

@@ -224,8 +224,8 @@ func TestTrustBoundaryUnderTheShippedPermissions(t *testing.T) {
 		id := bot.mustSubmit(airlock.Call{ID: "injected", Tool: writeTool, Args: map[string]any{"path": "i.txt", "content": "x"}})
 		waitApproval(t, api, "bot", id, 1, pendingState)
 		target := subject.Out("airlock.evt.bot." + id + ".exec.completed")
-		// A subscription of bot's own to the target counts the injected
-		// answers as they reach bot's connection; the wait's reads of the
+		// A subscription of bot's own to the target would count injected
+		// answers reaching bot's connection; the wait's reads of the
 		// stream, which bot's connection receives too, are not on it.
 		seen, err := bot.nc.SubscribeSync(target)
 		if err != nil {
@@ -240,18 +240,26 @@ func TestTrustBoundaryUnderTheShippedPermissions(t *testing.T) {
 		// before its subscription they would prove nothing.
 		testenv.Eventually(t, 10*time.Second, "bot's wait to subscribe", func() bool { return bot.nc.NumSubscriptions() > subs })
 		testenv.Subscribed(t, bot.nc)
-		for range 3 {
-			// The server answers these on the subject evil names.
-			_ = evil.nc.PublishRequest(subject.DirectGet(eventsStream, "airlock.evt.evil.forged.exec.completed"), target, nil)
-			_ = evil.nc.PublishRequest("airlock.req.evil.pubackinject", target, []byte("x"))
+		// The server answers these on the subject evil names — in evil's
+		// own account, where bot is not: the same requests answered on
+		// evil's inbox after them show the server has answered them all.
+		probe, err := evil.nc.SubscribeSync(natsauth.InboxPrefix("evil") + ".probe")
+		if err != nil {
+			t.Fatal(err)
 		}
-		// One connection delivers in order: once the six answers are on
-		// bot's own subscription, the wait's subscription gets them before
-		// anything published later, the decision's event included.
-		for i := range 6 {
-			if _, err := seen.NextMsg(10 * time.Second); err != nil {
-				t.Fatalf("injected answer %d of 6 did not reach bot's connection (%v); if the permissions now stop them, this subtest has nothing left to attack", i+1, err)
+		for _, reply := range []string{target, probe.Subject} {
+			for range 3 {
+				_ = evil.nc.PublishRequest(subject.DirectGet(eventsStream, "airlock.evt.evil.forged.exec.completed"), reply, nil)
+				_ = evil.nc.PublishRequest("airlock.req.evil.pubackinject", reply, []byte("x"))
 			}
+		}
+		for i := range 6 {
+			if _, err := probe.NextMsg(10 * time.Second); err != nil {
+				t.Fatalf("answer %d of 6 on evil's own inbox did not come (%v): the server did not answer what evil injected", i+1, err)
+			}
+		}
+		if n, _, err := seen.Pending(); err != nil || n != 0 {
+			t.Fatalf("%d answers evil had sent to bot's outcome subject reached bot's connection (%v): want them kept in evil's account", n, err)
 		}
 		if _, err := api.Decide(ctx, &airlockv1.DecideRequest{AgentId: "bot", CallId: id, Revision: 1, Kind: airlockv1.DecisionKind_DECISION_KIND_REJECT,
 			Reason: "no", Principal: reviewer("alice")}); err != nil {

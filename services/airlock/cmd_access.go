@@ -15,8 +15,10 @@ import (
 
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/console"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/seal"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
@@ -84,6 +86,19 @@ accounts with ` + "`airlock nats config`" + ` instead.`,
 			}
 			d := natsauth.Dev{DataDir: dataDir}
 			file := d.CredentialFile(args[0])
+			// An agent whose connections would not fit beside the others'
+			// is refused here, before `airlock dev` would refuse to load it.
+			cfg, err := load()
+			if err != nil {
+				return err
+			}
+			existing, err := natsauth.AgentCredentials(d.AgentsDir())
+			if err != nil {
+				return err
+			}
+			if err := natsauth.FitAgents(cfg, len(existing)+1); err != nil {
+				return fmt.Errorf("agent %s not added: %w", args[0], err)
+			}
 			// The running dev's own address, else where it listens as configured.
 			var url string
 			raw, err := os.ReadFile(d.URLFile())
@@ -91,10 +106,6 @@ accounts with ` + "`airlock nats config`" + ` instead.`,
 			if running {
 				url = strings.TrimSpace(string(raw))
 			} else {
-				cfg, err := load()
-				if err != nil {
-					return err
-				}
 				url = fmt.Sprintf("nats://%s:%d", cfg.Dev.NATSHost, cfg.Dev.NATSPort)
 			}
 			cred, err := natsauth.NewCredential(file, args[0], url)
@@ -103,7 +114,7 @@ accounts with ` + "`airlock nats config`" + ` instead.`,
 			}
 			fmt.Printf("agent %s created; its credential is %s (keep it secret)\n", args[0], file)
 			if running {
-				err = awaitAccepted(cmd.Context(), cred)
+				err = awaitAccepted(cmd.Context(), cred, cfg.Stream.Name)
 			}
 			switch {
 			case !running || errors.Is(err, errDevNotRunning):
@@ -151,20 +162,30 @@ func newNATSCmd(g *globals) *cobra.Command {
 		Short: "Render airlock's NATS accounts and permissions, and make keys for them",
 	}
 	var out string
+	var agents []string
 	config := &cobra.Command{
 		Use:   "config",
 		Short: "Print the shipped nats-server configuration (deploy/nats/airlock.conf)",
 		Long: `Prints the nats-server configuration airlock ships: the AIRLOCK account with
-one least-privilege user per service, the AGENTS account with its imports,
-and an example agent, every public key read from the environment
-($AIRLOCK_<ROLE>_NKEY). ` + "`go tool task generate`" + ` writes it to deploy/nats/airlock.conf.`,
+one least-privilege user per service, and an account of its own for each
+agent (AGENT_<agent>: its four imports, its connection bound
+limits.agent_connections), every public key read from the environment
+($AIRLOCK_<ROLE>_NKEY, $AIRLOCK_AGENT_<AGENT>_NKEY). Without --agent it
+renders one example agent, bot: ` + "`go tool task generate`" + ` writes that to
+deploy/nats/airlock.conf. Agents whose connections would not fit under
+limits.bus_connections beside limits.service_connections are refused.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
 			if err != nil {
 				return err
 			}
-			text, err := natsauth.Shipped(cfg)
+			var text string
+			if len(agents) == 0 {
+				text, err = natsauth.Shipped(cfg)
+			} else {
+				text, err = natsauth.ShippedFor(cfg, agents...)
+			}
 			if err != nil {
 				return err
 			}
@@ -176,6 +197,7 @@ and an example agent, every public key read from the environment
 		},
 	}
 	config.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of stdout")
+	config.Flags().StringSliceVar(&agents, "agent", nil, "render an account for agent `NAME` (repeat it); without it, the example agent bot")
 	keys := &cobra.Command{
 		Use:   "keys DIR",
 		Short: "Write an nkey seed per service role into DIR and print the variables the server reads",
@@ -298,18 +320,29 @@ var errDevNotRunning = errors.New("airlock dev is not running")
 const acceptWait = 15 * time.Second
 
 // awaitAccepted returns once the NATS server the credential names accepts
-// it, so that a call made right after `airlock agents add` is not refused;
-// errDevNotRunning when no server answers there at all.
-func awaitAccepted(ctx context.Context, cred natsauth.Credential) error {
+// it and its account's imports answer (a Direct Get on events, the stream
+// of that name, finds a responder), so that a call made right after
+// `airlock agents add` is not refused; errDevNotRunning when no server
+// answers there at all.
+func awaitAccepted(ctx context.Context, cred natsauth.Credential, events string) error {
 	ctx, cancel := context.WithTimeout(ctx, acceptWait)
 	defer cancel()
 	for {
 		actx, stop := context.WithTimeout(ctx, 2*time.Second)
 		nc, err := airlock.Dial(actx, cred, cred.URL)
+		if err == nil {
+			// Only "no responders" says the import is not wired yet; a dev
+			// whose events stream is named otherwise than this
+			// configuration says refuses the read, which proves nothing.
+			_, err = bus.LastStored(actx, nc, events, subject.EventsPrefix+"."+cred.Agent+".accepted.requested")
+			if !errors.Is(err, nats.ErrNoResponders) {
+				err = nil
+			}
+			nc.Close()
+		}
 		stop()
 		switch {
 		case err == nil:
-			nc.Close()
 			return nil
 		case errors.Is(err, nats.ErrNoServers):
 			return errDevNotRunning

@@ -94,6 +94,13 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 	// Secure by default: the embedded server takes only the credentials
 	// generated here, with the same accounts and permissions as production.
 	creds := natsauth.Dev{DataDir: cfg.Dev.DataDir}
+	// The agents' connection bounds must fit under the bound the embedded
+	// server really keeps, which the open file limit may lower.
+	if bound := embedded.ConnectionBound(cfg.Limits.BusConnections); bound < cfg.Limits.BusConnections {
+		log.Warn("the process's open file limit lowers limits.bus_connections; raise it (ulimit -n) to admit more agents",
+			"configured", cfg.Limits.BusConnections, "kept", bound)
+		cfg.Limits.BusConnections = bound
+	}
 	if err := creds.Ensure(cfg, fmt.Sprintf("nats://%s:%d", cfg.Dev.NATSHost, cfg.Dev.NATSPort)); err != nil {
 		return fmt.Errorf("generate airlock dev's credentials under %s: %w", cfg.Dev.DataDir, err)
 	}
@@ -281,7 +288,7 @@ func followAgents(ctx context.Context, creds natsauth.Dev, cfg config.Config, ns
 		}
 		changed, err := creds.Render(cfg)
 		if err != nil {
-			log.Error("agent credentials could not be read; the server keeps the previous ones", "dir", creds.AgentsDir(), "err", err)
+			log.Error("the agents' NATS accounts could not be rendered; the server keeps the previous ones", "dir", creds.AgentsDir(), "err", err)
 			continue
 		}
 		if !changed {

@@ -373,6 +373,42 @@ func TestAgentsAddUsesTheDataDirTheOtherCommandsUse(t *testing.T) {
 	}
 }
 
+// TestAgentsAddRefusesAnAgentWhoseConnectionsDoNotFit: the connections of
+// every agent (limits.agent_connections each) and the services'
+// (limits.service_connections) must fit in limits.bus_connections, or
+// agents at their bound could leave a service without a connection; `agents
+// add` refuses the agent past that, saying which settings to change, and
+// writes no credential for it (which `airlock dev` would refuse to load).
+func TestAgentsAddRefusesAnAgentWhoseConnectionsDoNotFit(t *testing.T) {
+	data := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "airlock.yaml")
+	if err := os.WriteFile(cfg, []byte("limits:\n  bus_connections: 400\n  agent_connections: 64\n  service_connections: 256\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := natsauth.Dev{DataDir: data}
+	for _, tc := range []struct {
+		agent   string
+		wantErr string
+	}{
+		{"first", ""},
+		{"second", ""},
+		{"third", "3 agents of 64 NATS connections each (limits.agent_connections) and 256 for services (limits.service_connections) need 448 connections, over limits.bus_connections (400), which admits 2 agents: raise limits.bus_connections"},
+	} {
+		t.Run(tc.agent, func(t *testing.T) {
+			out, err := runCLI(context.Background(), t, "--config", cfg, "agents", "add", tc.agent, "--data", data)
+			_, statErr := os.Stat(d.CredentialFile(tc.agent))
+			switch {
+			case tc.wantErr == "" && (err != nil || statErr != nil):
+				t.Fatalf("agents add %s: %v, credential %v\n%s", tc.agent, err, statErr, out)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("agents add %s: %v; want it refused saying %q", tc.agent, err, tc.wantErr)
+			case tc.wantErr != "" && statErr == nil:
+				t.Fatalf("agents add %s was refused but wrote %s", tc.agent, d.CredentialFile(tc.agent))
+			}
+		})
+	}
+}
+
 // TestAgentsListWithDataReadsNoConfiguration: `airlock agents list --data
 // DIR` needs only DIR, so a configuration that does not load (here, one
 // with an unknown setting) does not stop it; without --data the data dir is
@@ -504,6 +540,45 @@ func TestServeAndTheHTTPGatewaySayWhereTheyConnectAndWhatToDo(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.wantError) {
 				t.Fatalf("err = %v, want it to say %q", err, tc.wantError)
+			}
+		})
+	}
+}
+
+// TestNATSConfigRendersAnAccountPerAgentNamed: `airlock nats config
+// --agent` renders the shipped configuration for an operator's agents,
+// each in an account of its own, and refuses a name that is no agent id
+// (it would land in the configuration as written).
+func TestNATSConfigRendersAnAccountPerAgentNamed(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    []string
+		wantErr string
+	}{
+		{"the_example_agent", nil, []string{`"AGENT_bot" {`}, ""},
+		{"the_agents_named", []string{"--agent", "research-bot", "--agent", "ci"},
+			[]string{`"AGENT_research-bot" {`, `"AGENT_ci" {`, `{ service: "airlock.req.ci.*", accounts: ["AGENT_ci"] }`, "$AIRLOCK_AGENT_RESEARCH_BOT_NKEY"}, ""},
+		{"a_name_that_is_no_agent_id", []string{"--agent", "x } evil {"}, nil, "has characters outside"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := runCLI(context.Background(), t, append([]string{"nats", "config"}, tc.args...)...)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("nats config %v: %v; want it refused saying %q", tc.args, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("nats config %v does not render %q", tc.args, w)
+				}
+			}
+			if tc.args != nil && strings.Contains(out, `"AGENT_bot" {`) {
+				t.Error("nats config --agent rendered the example agent too")
 			}
 		})
 	}

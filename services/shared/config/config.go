@@ -208,11 +208,22 @@ type Limits struct {
 	MaxArgumentDepth int `yaml:"max_argument_depth"`
 	// BusConnections is the NATS server's connections in all (services,
 	// agents, operators: nats-server max_connections), so no client can
-	// take the server process's file descriptors. Config-file users have
-	// no connection limit of their own, so one agent can still hold all of
-	// them (ARCHITECTURE.md "Trust boundaries"). `airlock dev` lowers it to
-	// fit the process's open file limit.
+	// take the server process's file descriptors. Every agent's
+	// AgentConnections and ServiceConnections must fit in it, so that no
+	// agent, nor all of them at once, leaves a service or another agent
+	// without a connection (ARCHITECTURE.md "Trust boundaries"). `airlock
+	// dev` lowers it to fit the process's open file limit.
 	BusConnections int `yaml:"bus_connections"`
+	// AgentConnections is how many NATS connections one agent may hold at
+	// once (nats-server max_connections of the agent's own account): the
+	// SDK holds one per process, and a coding agent's hook one per tool
+	// call while it waits for a person (up to 5 minutes), so parallel tool
+	// calls and test runs need several.
+	AgentConnections int `yaml:"agent_connections"`
+	// ServiceConnections is the part of BusConnections no agent may take:
+	// the services' connections (each replica's), the operator CLI's and
+	// the MCP gateways' (`airlock gateway --stdio` holds one per client).
+	ServiceConnections int `yaml:"service_connections"`
 	// AgentSubscriptions bounds the subscriptions of one agent connection:
 	// the SDK holds one per call it awaits, up to intake.max_pending_per_agent
 	// and approval.max_pending_per_agent waiting at once, and a few more.
@@ -268,7 +279,7 @@ func Default() Config {
 		HTTP:       HTTP{Addr: "127.0.0.1:8080", PublicURL: "http://127.0.0.1:8080"},
 		Log:        Log{Level: "info", Format: "text"},
 		Runtime:    Runtime{GCPercent: 400},
-		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32, BusConnections: 4096, AgentSubscriptions: 4096},
+		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32, BusConnections: 4096, AgentConnections: 64, ServiceConnections: 256, AgentSubscriptions: 4096},
 		Policy:     defaultPolicy(),
 		Approval:   defaultApproval(),
 		Executor:   defaultExecutor(),
@@ -427,6 +438,15 @@ func (c Config) Validate() error {
 	}
 	if c.Limits.BusConnections < MinBusConnections {
 		errs = append(errs, fmt.Errorf("limits.bus_connections (%d) must be at least %d: it is how many NATS connections the server admits in all, services' included", c.Limits.BusConnections, MinBusConnections))
+	}
+	if c.Limits.AgentConnections < 1 {
+		errs = append(errs, fmt.Errorf("limits.agent_connections (%d) must be at least 1: it is how many NATS connections one agent may hold at once", c.Limits.AgentConnections))
+	}
+	if c.Limits.ServiceConnections < 1 {
+		errs = append(errs, fmt.Errorf("limits.service_connections (%d) must be at least 1: it is how many NATS connections the server keeps for services and operators, which no agent may take", c.Limits.ServiceConnections))
+	}
+	if c.Limits.AgentConnections >= 1 && c.Limits.ServiceConnections >= 1 && c.Limits.AgentConnections+c.Limits.ServiceConnections > c.Limits.BusConnections {
+		errs = append(errs, fmt.Errorf("limits.bus_connections (%d) must hold limits.service_connections (%d) and at least one agent's limits.agent_connections (%d): raise it or lower those", c.Limits.BusConnections, c.Limits.ServiceConnections, c.Limits.AgentConnections))
 	}
 	if need := c.Intake.MaxPendingPerAgent + int64(c.Approval.MaxPendingPerAgent); int64(c.Limits.AgentSubscriptions) < need {
 		errs = append(errs, fmt.Errorf("limits.agent_subscriptions (%d) must be at least intake.max_pending_per_agent plus approval.max_pending_per_agent (%d): an agent awaits each of its waiting calls with a subscription", c.Limits.AgentSubscriptions, need))

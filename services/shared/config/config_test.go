@@ -79,6 +79,9 @@ func TestLoadRefusesMistakes(t *testing.T) {
 		{"sso_issuer_not_a_url", "console:\n  oidc: {issuer: login.example.com, client_id: c, groups: {eng: {roles: [reviewer]}}}\n", nil, "console.oidc.issuer"},
 		{"passwords_off_without_sso", "console:\n  oidc: {disable_passwords: true}\n", nil, "nobody could sign in"},
 		{"tls_cert_without_its_key", "nats:\n  tls: {cert_file: client.crt}\n", nil, "nats.tls.cert_file is set without nats.tls.key_file: give the private key"},
+		{"no_agent_connection", "limits:\n  agent_connections: 0\n", nil, "limits.agent_connections (0) must be at least 1"},
+		{"no_room_for_one_agent_beside_the_services", "limits:\n  bus_connections: 300\n  agent_connections: 64\n  service_connections: 256\n", nil,
+			"limits.bus_connections (300) must hold limits.service_connections (256) and at least one agent's limits.agent_connections (64)"},
 		{"tls_key_without_its_cert", "", []string{"AIRLOCK_NATS_TLS_KEY_FILE=client.key"}, "nats.tls.key_file is set without nats.tls.cert_file"},
 	}
 	for _, tt := range tests {

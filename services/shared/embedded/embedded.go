@@ -172,16 +172,59 @@ func (o Options) serverOptions() (*server.Options, error) {
 
 // Reload re-reads ConfigFile and applies what changed in it (users,
 // permissions, accounts) without a restart; listen and store settings stay.
+//
+// nats-server (2.15) gives an account a reload creates its service imports
+// but not the subscriptions that carry them, until the next reload: a new
+// agent's account would publish its requests to no one. So when accounts
+// were added, Reload reloads once more, which wires them as it rewires
+// every existing account's.
 func (s *Server) Reload() error {
 	o := s.Options()
-	so, err := o.serverOptions()
+	before, err := s.accountNames()
 	if err != nil {
 		return err
 	}
-	if err := s.ReloadOptions(so); err != nil {
-		return fmt.Errorf("reload NATS config %s: %w", o.ConfigFile, err)
+	for range 2 {
+		so, err := o.serverOptions()
+		if err != nil {
+			return err
+		}
+		if err := s.ReloadOptions(so); err != nil {
+			return fmt.Errorf("reload NATS config %s: %w", o.ConfigFile, err)
+		}
+		after, err := s.accountNames()
+		if err != nil {
+			return err
+		}
+		if !addsTo(before, after) {
+			return nil
+		}
+		before = after
 	}
 	return nil
+}
+
+// accountNames are the accounts the server has now.
+func (s *Server) accountNames() (map[string]bool, error) {
+	az, err := s.Accountz(&server.AccountzOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list the embedded NATS server's accounts: %w", err)
+	}
+	names := make(map[string]bool, len(az.Accounts))
+	for _, a := range az.Accounts {
+		names[a] = true
+	}
+	return names, nil
+}
+
+// addsTo: after has an account before did not.
+func addsTo(before, after map[string]bool) bool {
+	for a := range after {
+		if !before[a] {
+			return true
+		}
+	}
+	return false
 }
 
 // Who says which account and user (the public nkey of an nkey user) the

@@ -22,3 +22,8 @@ func fitConnections(maxConn int, fdLimit uint64) int {
 	}
 	return maxConn
 }
+
+// ConnectionBound is the connection bound an embedded server started now
+// keeps for a configured maxConn (limits.bus_connections): lowered to fit
+// the process's open file limit, as Start and Reload lower it.
+func ConnectionBound(maxConn int) int { return fitConnections(maxConn, openFileLimit()) }

@@ -1,6 +1,7 @@
 package natsauth_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -132,25 +134,144 @@ func TestAnAgentsSubscriptionsAreBounded(t *testing.T) {
 	awaitErr(t, errs, "maximum subscriptions exceeded", fmt.Sprintf("subscription %d", lim.MaxSubscriptions+1))
 }
 
-// An agent holding a real credential opens more connections than two
-// agents' share of a per-account bound would have been (a reviewer's
-// program with bot's credential held all 32 and every other agent's calls
-// were refused): another agent still connects, as the account sets no
-// connection count its agents share.
-func TestOneAgentsConnectionsLockNoOtherAgentOut(t *testing.T) {
+// An agent holding a real credential opens connections until the server
+// refuses one (on main it could open them up to the server's bound,
+// limits.bus_connections, and then every new connection was refused,
+// another agent's and a service's alike): it holds exactly
+// limits.agent_connections, the next is refused as its account's, and
+// another agent and a service still connect; one it closes is its to
+// open again.
+func TestAnAgentsConnectionsAreBoundedOnItsOwn(t *testing.T) {
 	n := testenv.StartSecureNATS(t, "bot", "victim")
-	const held = 2*16 + 1 // past the former bound, 16 per agent
-	for i := range held {
-		if _, _, err := agentConn(t, n, "bot"); err != nil {
-			t.Fatalf("bot's connection %d was refused: %v", i+1, err)
+	bound := natsauth.AgentLimits(n.Config).MaxConnections
+	var held []*nats.Conn
+	for i := range bound {
+		nc, _, err := agentConn(t, n, "bot")
+		if err != nil {
+			t.Fatalf("bot's connection %d of %d (limits.agent_connections) was refused: %v", i+1, bound, err)
 		}
+		held = append(held, nc)
+	}
+	if _, _, err := agentConn(t, n, "bot"); !errors.Is(err, nats.ErrMaxAccountConnectionsExceeded) {
+		t.Fatalf("bot's connection %d answered %v; want it refused past limits.agent_connections (%d) as its account's (%v)", bound+1, err, bound, nats.ErrMaxAccountConnectionsExceeded)
 	}
 	if _, _, err := agentConn(t, n, "victim"); err != nil {
-		t.Fatalf("with bot holding %d connections, victim's was refused: %v; want one agent unable to lock another out", held, err)
+		t.Fatalf("with bot at its bound, victim's connection was refused: %v; want one agent unable to lock another out", err)
 	}
+	if err := connectService(n, natsauth.RolePolicy); err != nil {
+		t.Fatalf("with bot at its bound, a service's (re)connection was refused: %v", err)
+	}
+	held[0].Close()
+	testenv.Eventually(t, 10*time.Second, "bot connects again once it closed one of its connections", func() bool {
+		_, _, err := agentConn(t, n, "bot")
+		return err == nil
+	})
+}
+
+// connectService connects as a service role without reconnecting, as a
+// service's connection comes back after the server dropped it.
+func connectService(n *testenv.SecureNATS, role string) error {
+	o, err := nats.NkeyOptionFromSeed(n.SeedFile(role))
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(n.Server.URL(), o, nats.NoReconnect())
+	if err != nil {
+		return err
+	}
+	nc.Close()
+	return nil
 }
 
 // isClosed: the server closed the connection while the test still wrote.
 func isClosed(err error) bool {
 	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// An agent added while the server runs (as `airlock agents add` adds one to
+// `airlock dev`, which reloads without a restart) gets an account of its
+// own on the reload, in which every path an agent uses works across the
+// account boundary — the intake's acknowledgement of a request, an event
+// republished on its outcome subject, a Direct Get's answer and a cancel's
+// reply, each answered on its own inbox prefix — and which bounds its
+// connections; an agent connected before the reload keeps every path.
+func TestAnAgentAddedWhileTheServerRunsGetsAWorkingBoundedAccount(t *testing.T) {
+	n := testenv.StartSecureNATS(t, "bot")
+	bot, _, err := agentConn(t, n, "bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	botOut, err := bot.SubscribeSync(subject.OutPrefix + ".bot.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bot.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	const added = "new-agent" // a dash, which the account's name keeps
+	n.AddAgent(added)
+	newcomer, _, err := agentConn(t, n, added)
+	if err != nil {
+		t.Fatalf("the agent added at runtime could not connect after the reload: %v", err)
+	}
+	newcomerOut, err := newcomer.SubscribeSync(subject.OutPrefix + "." + added + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := newcomer.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	_, adminJS := n.Connect(natsauth.RoleAdmin)
+	approval, _ := n.Connect(natsauth.RoleApproval)
+	if _, err := approval.Subscribe(subject.AgentCancel("*"), func(m *nats.Msg) { _ = m.Respond([]byte("canceled " + m.Subject)) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := approval.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		agent string
+		nc    *nats.Conn
+		out   *nats.Subscription
+	}{
+		{"bot", bot, botOut},
+		{added, newcomer, newcomerOut},
+	} {
+		t.Run(tc.agent, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			js, err := jetstream.New(tc.nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ack, err := js.Publish(ctx, subject.AgentRequests(tc.agent)+".c1", []byte(`{}`))
+			if err != nil || ack.Stream != n.Config.Intake.Name {
+				t.Fatalf("%s's request: ack %+v, %v; want the intake stream's acknowledgement through the import", tc.agent, ack, err)
+			}
+			event := subject.EventsPrefix + "." + tc.agent + ".c1.requested"
+			if _, err := adminJS.Publish(ctx, event, []byte(tc.agent)); err != nil {
+				t.Fatal(err)
+			}
+			if m, err := tc.out.NextMsg(10 * time.Second); err != nil || string(m.Data) != tc.agent {
+				t.Fatalf("%s's outcome subject: %v, %v; want the stored event republished into its account", tc.agent, m, err)
+			}
+			if m, err := tc.nc.RequestWithContext(ctx, subject.DirectGet(n.Config.Stream.Name, event), nil); err != nil || string(m.Data) != tc.agent {
+				t.Fatalf("%s's Direct Get of %s: %v, %v; want the stored event", tc.agent, event, m, err)
+			}
+			if m, err := tc.nc.RequestWithContext(ctx, subject.AgentCancel(tc.agent), []byte(`{}`)); err != nil || string(m.Data) != "canceled "+subject.AgentCancel(tc.agent) {
+				t.Fatalf("%s's cancel: %v, %v; want the approval service's reply", tc.agent, m, err)
+			}
+		})
+	}
+
+	bound := natsauth.AgentLimits(n.Config).MaxConnections
+	for i := 1; i < bound; i++ { // newcomer holds one already
+		if _, _, err := agentConn(t, n, added); err != nil {
+			t.Fatalf("%s's connection %d of %d was refused: %v", added, i+1, bound, err)
+		}
+	}
+	if _, _, err := agentConn(t, n, added); !errors.Is(err, nats.ErrMaxAccountConnectionsExceeded) {
+		t.Fatalf("%s's connection %d answered %v; want it refused past limits.agent_connections", added, bound+1, err)
+	}
 }

@@ -66,8 +66,8 @@ func TestShippedConfigLoadsInNATSServer(t *testing.T) {
 		t.Fatalf("%d nkey users, want one per service role, admin and the example agent", len(opts.Nkeys))
 	}
 	for _, u := range opts.Nkeys {
-		if u.Account == nil || (u.Account.Name != natsauth.AccountAirlock && u.Account.Name != natsauth.AccountAgents) {
-			t.Fatalf("user %s is in account %v", u.Nkey, u.Account)
+		if u.Account == nil || (u.Account.Name != natsauth.AccountAirlock && !(u.Nkey == pub && u.Account.Name == natsauth.AgentAccount("bot"))) {
+			t.Fatalf("user %s is in account %v; want the services in %s and agent bot alone in %s", u.Nkey, u.Account, natsauth.AccountAirlock, natsauth.AgentAccount("bot"))
 		}
 	}
 }

@@ -4,34 +4,49 @@
 // generates; deploy/nats/airlock.conf is the same rendering with the public
 // keys left to the environment (a test keeps the two in step).
 //
-// Two accounts:
+// Accounts:
 //
 //   - AIRLOCK holds JetStream (both streams, every bucket) and the services,
 //     each with only the subjects it needs.
-//   - AGENTS holds the agents and has no JetStream at all. It imports from
-//     AIRLOCK exactly four things: publishing a request on
-//     airlock.req.<agent>.<call> (answered with the intake stream's ack),
-//     cancelling one's own call, Direct Get of the last event on a subject
-//     under airlock.evt.<agent>.>, and the republished events on
-//     airlock.out.>. Each agent user is confined to its own agent token in
-//     all four. Because every reply to an agent crosses the account boundary
-//     through the import, a reply subject an agent chooses can never land a
-//     message in a stream or on a service subject.
+//   - Each agent has an account of its own, AGENT_<agent> (AgentAccount),
+//     with no JetStream at all and its own limits (connections, payload,
+//     subscriptions), so that no agent can use up what another needs. It
+//     imports from AIRLOCK exactly four things, each narrowed to its own
+//     agent token, and AIRLOCK exports each of them to that account alone:
+//     publishing a request on airlock.req.<agent>.<call> (answered with the
+//     intake stream's ack), cancelling one's own call, Direct Get of the last
+//     event on a subject under airlock.evt.<agent>.>, and the republished
+//     events on airlock.out.<agent>.>. Because every reply to an agent
+//     crosses the account boundary through the import, a reply subject an
+//     agent chooses can never land a message in a stream, on a service
+//     subject or in another agent's account.
 package natsauth
 
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
-// Accounts.
-const (
-	AccountAirlock = "AIRLOCK"
-	AccountAgents  = "AGENTS"
-)
+// AccountAirlock holds JetStream and the services.
+const AccountAirlock = "AIRLOCK"
+
+// agentAccountPrefix starts the name of every agent's own account.
+const agentAccountPrefix = "AGENT_"
+
+// AgentAccount is the NATS account of agent alone, e.g. AGENT_bot. Agent
+// ids are [A-Za-z0-9_-] (ids.ValidateAgent), so two agents never share one.
+func AgentAccount(agent string) string { return agentAccountPrefix + agent }
+
+// AgentOfAccount is the agent whose own account is named account, and
+// false for any other account.
+func AgentOfAccount(account string) (string, bool) {
+	agent, ok := strings.CutPrefix(account, agentAccountPrefix)
+	return agent, ok && agent != ""
+}
 
 // Roles of service users. RoleAdmin provisions and runs the operator CLI;
 // RoleDev is `airlock dev`, every service in one process (and provisioning).
@@ -321,18 +336,16 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 	return Permissions{}, fmt.Errorf("unknown service role %q: use one of admin, dev, %v", role, ServiceRoles)
 }
 
-// Agent returns the permissions of agent id in the AGENTS account: its own
+// Agent returns the permissions of agent id in its own account: its own
 // requests, its own cancellations, the last event of its own subjects, its
-// own republished events and its own inbox. Nothing else, in particular no
-// JetStream API (the account has none) and no airlock.api.*.
+// own republished events and its own inbox — what its account imports, and
+// nothing else, in particular no JetStream API (the account has none) and
+// no airlock.api.*.
 func Agent(agent string, cfg config.Config) Permissions {
+	services, streams := agentImports(agent, cfg)
 	return Permissions{
-		PublishAllow: []string{
-			subject.AgentRequests(agent) + ".*",
-			subject.AgentCancel(agent),
-			subject.DirectGet(cfg.Stream.Name, subject.OfAgent(agent)),
-		},
-		SubscribeAllow: []string{subject.OutPrefix + "." + agent + ".>", InboxPrefix(agent) + ".>"},
+		PublishAllow:   services,
+		SubscribeAllow: append(streams, InboxPrefix(agent)+".>"),
 	}
 }
 
@@ -340,12 +353,14 @@ func Agent(agent string, cfg config.Config) Permissions {
 // (nats.CustomInboxPrefix), so it can receive only its own replies.
 func InboxPrefix(agent string) string { return "_INBOX_" + agent }
 
-// exports are what AIRLOCK offers AGENTS; imports mirror them.
-func exports(cfg config.Config) (services, streams []string) {
+// agentImports are what AIRLOCK exports to agent's account alone, and
+// what that account imports: services (requests answered across the
+// boundary) and streams (messages delivered into the account).
+func agentImports(agent string, cfg config.Config) (services, streams []string) {
 	return []string{
-			subject.AllRequests,
-			subject.AgentCancel("*"),
-			subject.DirectGet(cfg.Stream.Name, subject.AllEvents),
+			subject.AgentRequests(agent) + ".*",
+			subject.AgentCancel(agent),
+			subject.DirectGet(cfg.Stream.Name, subject.OfAgent(agent)),
 		},
-		[]string{subject.AllOut}
+		[]string{subject.OutPrefix + "." + agent + ".>"}
 }

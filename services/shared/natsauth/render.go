@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/ids"
 )
 
 // User is one NATS user: a service role or an agent, and the public nkey it
@@ -27,12 +28,19 @@ type Spec struct {
 }
 
 // Accounts renders the accounts block of a nats-server configuration, and
-// the server's bound on connections in all (limits.bus_connections).
+// the server's bound on connections in all (limits.bus_connections). It
+// refuses agents whose connections (limits.agent_connections each) would
+// not fit beside limits.service_connections under that bound (FitAgents).
 func Accounts(spec Spec) (string, error) {
+	if err := FitAgents(spec.Config, len(spec.Agents)); err != nil {
+		return "", err
+	}
 	var b strings.Builder
+	lim := AgentLimits(spec.Config)
 	b.WriteString("# Connections in all, services' included: keep it under the server\n")
-	b.WriteString("# process's open file limit (limits.bus_connections; ARCHITECTURE.md\n")
-	b.WriteString("# \"Trust boundaries\": one agent can still hold all of them).\n")
+	b.WriteString("# process's open file limit (limits.bus_connections). Every agent's\n")
+	fmt.Fprintf(&b, "# account admits %d (limits.agent_connections); agents times that plus\n", lim.MaxConnections)
+	fmt.Fprintf(&b, "# %d for services (limits.service_connections) must fit in it.\n", spec.Config.Limits.ServiceConnections)
 	fmt.Fprintf(&b, "max_connections: %d\n", spec.Config.Limits.BusConnections)
 	b.WriteString("accounts {\n")
 	fmt.Fprintf(&b, "  # Services and all JetStream state. Each service user has only what it needs.\n")
@@ -44,37 +52,68 @@ func Accounts(spec Spec) (string, error) {
 		}
 		writeUser(&b, "role "+u.Role, u.NKey, p)
 	}
-	b.WriteString("    ]\n    exports: [\n")
-	svcs, streams := exports(spec.Config)
-	for _, s := range svcs {
-		fmt.Fprintf(&b, "      { service: %s, accounts: [%s] }\n", q(s), AccountAgents)
-	}
-	for _, s := range streams {
-		fmt.Fprintf(&b, "      { stream: %s, accounts: [%s] }\n", q(s), AccountAgents)
-	}
-	b.WriteString("    ]\n  }\n")
+	b.WriteString("    ]\n")
 	agents := append([]User(nil), spec.Agents...)
-	lim := AgentLimits(spec.Config)
-	fmt.Fprintf(&b, "  # Agents: no JetStream; each agent only its own requests and outcomes.\n")
-	fmt.Fprintf(&b, "  # Each agent connection publishes at most intake.max_msg_size and holds at\n")
-	fmt.Fprintf(&b, "  # most limits.agent_subscriptions subscriptions. The account sets no\n")
-	fmt.Fprintf(&b, "  # max_connections: shared by its agents, one agent could take them all\n")
-	fmt.Fprintf(&b, "  # and lock the others out (ARCHITECTURE.md \"Trust boundaries\").\n")
-	fmt.Fprintf(&b, "  %s {\n    limits: { max_payload: %d, max_subscriptions: %d }\n    users: [\n",
-		AccountAgents, lim.MaxPayload, lim.MaxSubscriptions)
 	sort.Slice(agents, func(i, j int) bool { return agents[i].Agent < agents[j].Agent })
+	if len(agents) > 0 {
+		b.WriteString("    # Each agent's own subjects, to its own account alone.\n    exports: [\n")
+		for _, u := range agents {
+			acc := q(AgentAccount(u.Agent))
+			svcs, streams := agentImports(u.Agent, spec.Config)
+			for _, s := range svcs {
+				fmt.Fprintf(&b, "      { service: %s, accounts: [%s] }\n", q(s), acc)
+			}
+			for _, s := range streams {
+				fmt.Fprintf(&b, "      { stream: %s, accounts: [%s] }\n", q(s), acc)
+			}
+		}
+		b.WriteString("    ]\n")
+	}
+	b.WriteString("  }\n")
 	for _, u := range agents {
+		fmt.Fprintf(&b, "  # Agent %s alone: no JetStream, only its own requests and outcomes. Its\n", u.Agent)
+		b.WriteString("  # connections (limits.agent_connections) are its own, so no other agent\n")
+		b.WriteString("  # can take them; each publishes at most intake.max_msg_size and holds at\n")
+		b.WriteString("  # most limits.agent_subscriptions subscriptions.\n")
+		fmt.Fprintf(&b, "  %s {\n    limits: { max_connections: %d, max_payload: %d, max_subscriptions: %d }\n    users: [\n",
+			q(AgentAccount(u.Agent)), lim.MaxConnections, lim.MaxPayload, lim.MaxSubscriptions)
 		writeUser(&b, "agent "+u.Agent, u.NKey, Agent(u.Agent, spec.Config))
+		b.WriteString("    ]\n    imports: [\n")
+		svcs, streams := agentImports(u.Agent, spec.Config)
+		for _, s := range svcs {
+			fmt.Fprintf(&b, "      { service: { account: %s, subject: %s } }\n", AccountAirlock, q(s))
+		}
+		for _, s := range streams {
+			fmt.Fprintf(&b, "      { stream: { account: %s, subject: %s } }\n", AccountAirlock, q(s))
+		}
+		b.WriteString("    ]\n  }\n")
 	}
-	b.WriteString("    ]\n    imports: [\n")
-	for _, s := range svcs {
-		fmt.Fprintf(&b, "      { service: { account: %s, subject: %s } }\n", AccountAirlock, q(s))
-	}
-	for _, s := range streams {
-		fmt.Fprintf(&b, "      { stream: { account: %s, subject: %s } }\n", AccountAirlock, q(s))
-	}
-	b.WriteString("    ]\n  }\n}\n")
+	b.WriteString("}\n")
 	return b.String(), nil
+}
+
+// FitAgents refuses agents agents when their connections
+// (limits.agent_connections each) and the services'
+// (limits.service_connections) do not fit under limits.bus_connections:
+// past it, agents at their bound could leave a service, or another agent,
+// without a connection.
+func FitAgents(cfg config.Config, agents int) error {
+	l := cfg.Limits
+	if need := agents*l.AgentConnections + l.ServiceConnections; need > l.BusConnections {
+		return fmt.Errorf("%d agents of %d NATS connections each (limits.agent_connections) and %d for services (limits.service_connections) need %d connections, over limits.bus_connections (%d), which admits %d agents: "+
+			"raise limits.bus_connections (within the NATS server's open file limit), lower limits.agent_connections, or remove an agent",
+			agents, l.AgentConnections, l.ServiceConnections, need, l.BusConnections, MaxAgents(cfg))
+	}
+	return nil
+}
+
+// MaxAgents is how many agents FitAgents admits.
+func MaxAgents(cfg config.Config) int {
+	l := cfg.Limits
+	if l.AgentConnections < 1 || l.BusConnections < l.ServiceConnections {
+		return 0
+	}
+	return (l.BusConnections - l.ServiceConnections) / l.AgentConnections
 }
 
 func writeUser(b *strings.Builder, comment, nkey string, p Permissions) {
@@ -133,6 +172,9 @@ func Shipped(cfg config.Config) (string, error) { return ShippedFor(cfg, "bot") 
 func ShippedFor(cfg config.Config, agents ...string) (string, error) {
 	spec := Spec{Config: cfg}
 	for _, a := range agents {
+		if err := ids.ValidateAgent(a); err != nil {
+			return "", err
+		}
 		spec.Agents = append(spec.Agents, User{Agent: a, NKey: AgentEnvVar(a)})
 	}
 	spec.Services = append(spec.Services, User{Role: RoleAdmin, NKey: EnvVar(RoleAdmin)})
@@ -148,17 +190,18 @@ func ShippedFor(cfg config.Config, agents ...string) (string, error) {
 
 const shippedHeader = `# nats-server configuration for airlock: JetStream in the AIRLOCK account
 # with one nkey user per service holding the least permissions it needs, and
-# the agents in their own AGENTS account, each confined to its own calls
-# (SPEC §6, ARCHITECTURE.md "Trust boundaries").
+# each agent in an account of its own (AGENT_<agent>), confined to its own
+# calls and bounded on its own (SPEC §6, ARCHITECTURE.md "Trust boundaries").
 #
 # GENERATED by ` + "`go tool task generate`" + ` from services/shared/natsauth: edit
 # that package, not this file (a test checks they agree).
 #
 # Public keys come from the environment ($AIRLOCK_<ROLE>_NKEY), so this file
 # holds no secrets. ` + "`airlock nats keys DIR`" + ` writes a seed file per role and
-# prints the variables to set. Add an agent by copying the "agent bot" block
-# (or render a configuration with ` + "`airlock nats config`" + `) and reloading the
-# server (SIGHUP). Cluster and TLS settings go in cluster.conf.
+# prints the variables to set. Add an agent by rendering this file for your
+# agents (` + "`airlock nats config --agent NAME ...`" + `), or by copying the
+# "AGENT_bot" account and bot's exports in AIRLOCK, and reloading the server
+# (SIGHUP). Cluster and TLS settings go in cluster.conf.
 
 port: 4222
 jetstream {
@@ -174,23 +217,23 @@ jetstream {
 
 `
 
-// Limits are what nats-server enforces on each connection of the agents'
-// account: its largest publish and its subscriptions. Config-file users
-// have no limits of their own (nats-server reads per-user limits only from
-// JWTs), so the account carries them. It carries no connection count: an
-// account's is shared by all its agents, so one agent could take the
-// others' (limits.bus_connections bounds the server's instead).
+// Limits are what nats-server enforces on an agent's own account: its
+// connections, and each connection's largest publish and subscriptions.
+// Config-file users have no limits of their own (nats-server reads
+// per-user limits only from JWTs), so the account, which holds that agent
+// alone, carries them.
 type Limits struct {
-	MaxPayload, MaxSubscriptions int
+	MaxConnections, MaxPayload, MaxSubscriptions int
 }
 
-// AgentLimits sizes each connection of the AGENTS account. The largest
-// publish an agent has a use for is a request the intake stream stores
+// AgentLimits sizes every agent's account. The largest publish an agent
+// has a use for is a request the intake stream stores
 // (intake.max_msg_size; the Go SDK refuses one over
 // limits.max_request_bytes before publishing); the server answers anything
 // larger by closing the connection, before any service reads it.
 func AgentLimits(cfg config.Config) Limits {
 	return Limits{
+		MaxConnections:   cfg.Limits.AgentConnections,
 		MaxPayload:       int(cfg.Intake.MaxMsgSize),
 		MaxSubscriptions: cfg.Limits.AgentSubscriptions,
 	}

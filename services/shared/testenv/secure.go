@@ -29,6 +29,11 @@ type SecureNATS struct {
 	Config config.Config
 	seeds  map[string]string
 	creds  map[string]string
+	// spec, serverTLS and conf render the server's configuration again
+	// when an agent is added.
+	spec      natsauth.Spec
+	serverTLS string
+	conf      string
 }
 
 // StartSecureNATS starts a server with a user for every service role and
@@ -50,10 +55,10 @@ func StartSecureTLSNATS(t testing.TB, f TLSFiles, verify bool, agents ...string)
 func startSecureNATS(t testing.TB, serverTLS string, clientTLS config.TLS, agents []string) *SecureNATS {
 	t.Helper()
 	dir := t.TempDir()
-	n := &SecureNATS{t: t, Dir: dir, seeds: map[string]string{}, creds: map[string]string{}}
+	n := &SecureNATS{t: t, Dir: dir, seeds: map[string]string{}, creds: map[string]string{}, serverTLS: serverTLS, conf: filepath.Join(dir, "accounts.conf")}
 	cfg := Config("")
 	cfg.NATS.TLS = clientTLS
-	spec := natsauth.Spec{Config: cfg}
+	n.spec = natsauth.Spec{Config: cfg}
 	for _, role := range append([]string{natsauth.RoleAdmin}, natsauth.ServiceRoles...) {
 		file := filepath.Join(dir, "keys", role+".nk")
 		pub, err := natsauth.EnsureSeed(file)
@@ -61,27 +66,14 @@ func startSecureNATS(t testing.TB, serverTLS string, clientTLS config.TLS, agent
 			t.Fatal(err)
 		}
 		n.seeds[role] = file
-		spec.Services = append(spec.Services, natsauth.User{Role: role, NKey: pub})
+		n.spec.Services = append(n.spec.Services, natsauth.User{Role: role, NKey: pub})
 	}
 	for _, a := range agents {
-		file := filepath.Join(dir, "agents", a+natsauth.CredentialSuffix)
-		c, err := natsauth.NewCredential(file, a, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		pub, _ := c.PublicKey()
-		n.creds[a] = file
-		spec.Agents = append(spec.Agents, natsauth.User{Agent: a, NKey: pub})
+		n.newAgent(a)
 	}
-	text, err := natsauth.Accounts(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := filepath.Join(dir, "accounts.conf")
-	if err := os.WriteFile(conf, []byte(text+serverTLS), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	n.Server, err = embedded.Start(embedded.Options{Port: -1, StoreDir: filepath.Join(dir, "js"), ConfigFile: conf})
+	n.render()
+	var err error
+	n.Server, err = embedded.Start(embedded.Options{Port: -1, StoreDir: filepath.Join(dir, "js"), ConfigFile: n.conf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +88,43 @@ func startSecureNATS(t testing.TB, serverTLS string, clientTLS config.TLS, agent
 	}
 	nc.Close()
 	return n
+}
+
+// newAgent writes a credential for agent and adds its user to the spec.
+func (n *SecureNATS) newAgent(agent string) {
+	n.t.Helper()
+	file := filepath.Join(n.Dir, "agents", agent+natsauth.CredentialSuffix)
+	c, err := natsauth.NewCredential(file, agent, "")
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	pub, _ := c.PublicKey()
+	n.creds[agent] = file
+	n.spec.Agents = append(n.spec.Agents, natsauth.User{Agent: agent, NKey: pub})
+}
+
+// render writes the server's configuration from the spec.
+func (n *SecureNATS) render() {
+	n.t.Helper()
+	text, err := natsauth.Accounts(n.spec)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if err := os.WriteFile(n.conf, []byte(text+n.serverTLS), 0o600); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// AddAgent adds an agent to the running server, as `airlock agents add`
+// does to `airlock dev`'s: a new credential, the accounts rendered again,
+// and the server reloaded without a restart.
+func (n *SecureNATS) AddAgent(agent string) {
+	n.t.Helper()
+	n.newAgent(agent)
+	n.render()
+	if err := n.Server.Reload(); err != nil {
+		n.t.Fatal(err)
+	}
 }
 
 // SeedFile is the nkey seed file of a service role.

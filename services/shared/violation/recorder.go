@@ -275,7 +275,7 @@ func (s *state) actor(id Identity) *airlockv1.Actor {
 		}
 	}
 	switch {
-	case ok && u.Agent != "" && id.Account == natsauth.AccountAgents:
+	case ok && u.Agent != "" && id.Account == natsauth.AgentAccount(u.Agent):
 		return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: u.Agent, Channel: "nats"}
 	case ok && u.Role != "" && id.Account == natsauth.AccountAirlock:
 		return &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: u.Role, Channel: "nats"}

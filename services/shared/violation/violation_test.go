@@ -23,7 +23,7 @@ import (
 // The format and arguments are what nats-server v2.15.2 passes its logger
 // (client.go: c.format prefixes the client's description to the format).
 func TestParseReadsTheServersViolationLines(t *testing.T) {
-	const bot = `"AGENTS/nkey:UBOT"`
+	const bot = `"AGENT_bot/nkey:UBOT"`
 	cases := []struct {
 		name   string
 		format string
@@ -33,19 +33,19 @@ func TestParseReadsTheServersViolationLines(t *testing.T) {
 	}{
 		{"a_refused_publish", `127.0.0.1:5000 - cid:7 - "v1.55.0:go:agent" - ` + bot + ` - Publish Violation - Subject %q`,
 			[]any{[]byte("airlock.req.victim.c1")},
-			Violation{Kind: Publish, Subject: "airlock.req.victim.c1", Source: "127.0.0.1:5000", CID: 7, ClientName: "v1.55.0:go:agent", Label: "AGENTS/nkey:UBOT"}, true},
+			Violation{Kind: Publish, Subject: "airlock.req.victim.c1", Source: "127.0.0.1:5000", CID: 7, ClientName: "v1.55.0:go:agent", Label: "AGENT_bot/nkey:UBOT"}, true},
 		{"a_refused_reply_subject", `127.0.0.1:5000 - cid:7 - ` + bot + ` - Publish Violation - Reply %q`, []any{[]byte("$JS.ACK.S.c.1")},
-			Violation{Kind: Reply, Subject: "$JS.ACK.S.c.1", Source: "127.0.0.1:5000", CID: 7, Label: "AGENTS/nkey:UBOT"}, true},
+			Violation{Kind: Reply, Subject: "$JS.ACK.S.c.1", Source: "127.0.0.1:5000", CID: 7, Label: "AGENT_bot/nkey:UBOT"}, true},
 		{"a_refused_subscription", `[::1]:5000 - cid:8 - "n" - ` + bot + ` - Subscription Violation - Subject "airlock.out.victim.>", SID 3`, nil,
-			Violation{Kind: Subscribe, Subject: "airlock.out.victim.>", Source: "[::1]:5000", CID: 8, ClientName: "n", Label: "AGENTS/nkey:UBOT"}, true},
+			Violation{Kind: Subscribe, Subject: "airlock.out.victim.>", Source: "[::1]:5000", CID: 8, ClientName: "n", Label: "AGENT_bot/nkey:UBOT"}, true},
 		{"a_refused_queue_subscription", `h:1 - cid:9 - ` + bot + ` - Subscription Violation - Subject "a.b", Queue: "q", SID 3`, nil,
-			Violation{Kind: Subscribe, Subject: "a.b", Source: "h:1", CID: 9, Label: "AGENTS/nkey:UBOT"}, true},
+			Violation{Kind: Subscribe, Subject: "a.b", Source: "h:1", CID: 9, Label: "AGENT_bot/nkey:UBOT"}, true},
 		{"a_name_that_imitates_another_users_label_stays_the_name",
-			`h:1 - cid:9 - "v1:go:x\" - \"AGENTS/nkey:UVICTIM" - ` + bot + ` - Publish Violation - Subject %q`, []any{[]byte("s")},
-			Violation{Kind: Publish, Subject: "s", Source: "h:1", CID: 9, ClientName: `v1:go:x" - "AGENTS/nkey:UVICTIM`, Label: "AGENTS/nkey:UBOT"}, true},
+			`h:1 - cid:9 - "v1:go:x\" - \"AGENT_victim/nkey:UVICTIM" - ` + bot + ` - Publish Violation - Subject %q`, []any{[]byte("s")},
+			Violation{Kind: Publish, Subject: "s", Source: "h:1", CID: 9, ClientName: `v1:go:x" - "AGENT_victim/nkey:UVICTIM`, Label: "AGENT_bot/nkey:UBOT"}, true},
 		{"a_name_with_format_verbs_changes_nothing",
 			`h:1 - cid:9 - "%q%s" - ` + bot + ` - Publish Violation - Subject %q`, []any{[]byte("s")},
-			Violation{Kind: Publish, Subject: "s", Source: "h:1", CID: 9, ClientName: "%q%s", Label: "AGENTS/nkey:UBOT"}, true},
+			Violation{Kind: Publish, Subject: "s", Source: "h:1", CID: 9, ClientName: "%q%s", Label: "AGENT_bot/nkey:UBOT"}, true},
 		{"a_failed_sign_in_is_no_violation", `h:1 - cid:9 - authentication error - Nkey "UX"`, nil, Violation{}, false},
 		{"a_routes_line_is_no_violation", `h:1 - rid:2 - Publish Violation - Subject %q`, []any{[]byte("s")}, Violation{}, false},
 		{"a_publish_line_without_its_subject_is_no_violation", `h:1 - cid:9 - ` + bot + ` - Publish Violation - Subject %q`, nil, Violation{}, false},
@@ -76,7 +76,7 @@ func newFixture(t *testing.T, limits Limits) *fixture {
 	whois := func(cid uint64) (Identity, bool) {
 		switch cid {
 		case 1:
-			return Identity{Account: natsauth.AccountAgents, User: "UBOT"}, true
+			return Identity{Account: natsauth.AgentAccount("bot"), User: "UBOT"}, true
 		case 2:
 			return Identity{Account: natsauth.AccountAirlock, User: "UGW"}, true
 		}
@@ -97,7 +97,7 @@ func newFixture(t *testing.T, limits Limits) *fixture {
 
 func (f *fixture) violate(cid uint64, kind, subj string, n int) {
 	for range n {
-		f.st.add(context.Background(), Violation{Kind: kind, Subject: subj, CID: cid, Label: "AGENTS/nkey:UVICTIM", ClientName: "victim"})
+		f.st.add(context.Background(), Violation{Kind: kind, Subject: subj, CID: cid, Label: "AGENT_victim/nkey:UVICTIM", ClientName: "victim"})
 	}
 }
 
@@ -229,7 +229,7 @@ func TestTheRecorderStaysWithinItsBounds(t *testing.T) {
 			users, err := known()
 			return append(users, natsauth.User{Agent: "newcomer", NKey: "UNEW"}), err
 		}
-		f.st.add(context.Background(), Violation{Kind: Publish, Subject: "x", CID: 7, Label: "AGENTS/nkey:UNEW"})
+		f.st.add(context.Background(), Violation{Kind: Publish, Subject: "x", CID: 7, Label: "AGENT_newcomer/nkey:UNEW"})
 		if a := f.events[len(f.events)-1].GetActor(); a.GetId() != "newcomer" {
 			t.Fatalf("the new agent's violation names %v", a)
 		}
@@ -238,7 +238,7 @@ func TestTheRecorderStaysWithinItsBounds(t *testing.T) {
 	t.Run("identities_beyond_the_limit_are_counted_not_followed", func(t *testing.T) {
 		f := newFixture(t, limits)
 		for cid := range uint64(10) {
-			f.st.add(context.Background(), Violation{Kind: Publish, Subject: "x", CID: 100 + cid, Label: "AGENTS/nkey:UK" + string(rune('A'+cid))})
+			f.st.add(context.Background(), Violation{Kind: Publish, Subject: "x", CID: 100 + cid, Label: "AGENT_bot/nkey:UK" + string(rune('A'+cid))})
 		}
 		if len(f.st.identities) != 4 || len(f.events) != 4 || f.r.dropped.Load() != 6 {
 			t.Fatalf("%d identities followed, %d events, %d dropped", len(f.st.identities), len(f.events), f.r.dropped.Load())
@@ -333,7 +333,7 @@ func TestTheServersLoggerNeverWaits(t *testing.T) {
 	go func() {
 		for i := range 1000 {
 			l.Warnf("line %d", i)
-			l.Errorf(`h:1 - cid:9 - "AGENTS/nkey:UBOT" - Publish Violation - Subject %q`, []byte("airlock.req.victim.c1"))
+			l.Errorf(`h:1 - cid:9 - "AGENT_bot/nkey:UBOT" - Publish Violation - Subject %q`, []byte("airlock.req.victim.c1"))
 		}
 		close(done)
 	}()
