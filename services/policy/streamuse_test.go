@@ -1,39 +1,16 @@
 package policy_test
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy"
-	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
-
-// lockedBuffer is a log the service writes while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestThePolicyServiceWarnsOfAFillingEventsStream: the policy service
 // records every new call in the events stream, which refuses new events at
@@ -42,28 +19,12 @@ func (b *lockedBuffer) String() string {
 func TestThePolicyServiceWarnsOfAFillingEventsStream(t *testing.T) {
 	n := testenv.StartNATS(t)
 	cfg := testenv.Config(n.URL())
-	cfg.Stream.MaxMsgSize = 16 << 10
-	cfg.Stream.MaxBytes = 64 * int64(cfg.Stream.MaxMsgSize) // the least the configuration allows
+	testenv.SmallEventsStream(&cfg)
 	deps := testenv.Deps(t, cfg)
-	var logged lockedBuffer
+	var logged testenv.SyncBuffer
 	deps.Log = slog.New(slog.NewTextHandler(&logged, nil))
-	ctx := context.Background()
-	pub := deps.Publisher("test")
-	for i := 0; ; i++ {
-		u, err := bus.ReadStreamUse(ctx, deps.JS, cfg.Stream.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if u.Level() != "" {
-			break
-		}
-		ev := &airlockv1.Event{AgentId: "bot", CallId: fmt.Sprintf("fill_%d", i), Revision: 1, Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "test"},
-			Body: &airlockv1.Event_Notified{Notified: &airlockv1.Notified{Channel: "test", Kind: "fill", Ref: strings.Repeat("x", 8<<10)}}}
-		if _, err := pub.Publish(ctx, ev, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pol, err := policy.NewFromConfig(ctx, deps)
+	testenv.FillEventsStream(t, deps)
+	pol, err := policy.NewFromConfig(context.Background(), deps)
 	if err != nil {
 		t.Fatal(err)
 	}
