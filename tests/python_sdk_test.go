@@ -12,10 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -44,7 +46,9 @@ func TestPythonClient(t *testing.T) {
 	cmd := exec.Command(python, "-m", "unittest", "discover", "-v", "-s", "tests", "-t", ".")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "AIRLOCK_URL="+dev.HTTPURL, "AIRLOCK_TOKEN="+token,
-		"AIRLOCK_TEST_ADMIN_TOKEN="+admin, "AIRLOCK_TEST_AGENT=pybot", "AIRLOCK_TEST_OTHER_TOKEN="+other, "PYTHONDONTWRITEBYTECODE=1")
+		"AIRLOCK_TEST_ADMIN_TOKEN="+admin, "AIRLOCK_TEST_AGENT=pybot", "AIRLOCK_TEST_OTHER_TOKEN="+other, "PYTHONDONTWRITEBYTECODE=1",
+		// The SDK's copy of the default bound must equal the server's.
+		"AIRLOCK_TEST_MAX_REQUEST_BYTES="+strconv.Itoa(config.Default().Limits.MaxRequestBytes))
 	f := testenv.NewTLSFiles(t)
 	cmd.Env = append(cmd.Env, "AIRLOCK_TEST_HTTPS_URL="+httpsProxy(t, dev.HTTPURL, f), "AIRLOCK_TEST_TLS_CA="+f.CA, "AIRLOCK_TEST_TLS_OTHER_CA="+f.OtherCA)
 	out, err := cmd.CombinedOutput()

@@ -6,9 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -46,7 +48,9 @@ func TestTypeScriptClient(t *testing.T) {
 	dev.Agent(t, "tsevil") // another agent, for forged-outcome attacks
 	cmd.Env = append(os.Environ(), "AIRLOCK_URL="+dev.HTTPURL, "AIRLOCK_TOKEN="+token, "AIRLOCK_TEST_REST_AGENT=tsbot",
 		"AIRLOCK_CREDENTIAL="+dev.Creds("bot"), "AIRLOCK_TEST_NATS_AGENT=bot", "AIRLOCK_TEST_ADMIN_TOKEN="+admin,
-		"AIRLOCK_TEST_OTHER_CREDENTIAL="+dev.Creds("tsevil"))
+		"AIRLOCK_TEST_OTHER_CREDENTIAL="+dev.Creds("tsevil"),
+		// The SDK's copy of the default bound must equal the server's.
+		"AIRLOCK_TEST_MAX_REQUEST_BYTES="+strconv.Itoa(config.Default().Limits.MaxRequestBytes))
 	cmd.Env = append(cmd.Env, tlsNATSForTypeScript(t)...)
 	out, err := cmd.CombinedOutput()
 	if m := regexp.MustCompile(`ℹ pass (\d+)`).FindSubmatch(out); err != nil || m == nil || string(m[1]) == "0" {

@@ -378,7 +378,10 @@ func printRecord(w io.Writer, r *airlockv1.ApprovalRecord) {
 	if c.GetThreadId() != "" {
 		fmt.Fprintf(w, "thread    %s\n", t(c.GetThreadId()))
 	}
-	fmt.Fprintf(w, "state     %s\nrisk      %s\npolicy    %s (rule %s)\nreason    %s\nvotes     %d of %d\n",
+	// The agent's reason is labelled as its words, as every other surface
+	// labels it ("Agent's reason"): plain "reason" under the policy's read
+	// as the policy's own.
+	fmt.Fprintf(w, "state     %s\nrisk      %s\npolicy    %s (rule %s)\nagent's reason %s\nvotes     %d of %d\n",
 		calls.StateText(r.GetState()), calls.RiskName(r.GetDecision().GetRisk()), t(r.GetDecision().GetReason()), t(dash(r.GetDecision().GetRuleId())),
 		t(dash(c.GetReason())), len(r.GetVotes()), max(r.GetDecision().GetQuorum(), 1))
 	if r.GetEditedArguments() != nil {

@@ -86,7 +86,7 @@ func (a *consoleAudit) Search(ctx context.Context, q console.AuditQuery) ([]cons
 			tool = r.Server + "__" + r.Tool
 		}
 		out = append(out, console.AuditRow{Seq: r.Seq, Revision: r.Revision, Time: r.Time, Type: r.Type, Agent: r.Agent, Thread: r.Thread,
-			Call: r.Call, Tool: tool, Actor: r.ActorID, Channel: r.ActorChannel, Decision: r.Decision, Reason: r.Reason,
+			Call: r.Call, Tool: tool, Actor: r.ActorID, ActorType: r.ActorType, Channel: r.ActorChannel, Decision: r.Decision, Reason: r.Reason,
 			Risk: r.Risk, RuleID: r.RuleID, PolicyRevision: r.PolicyRevision, ArgsSHA: r.ArgsDigest, DecidedBy: r.DecidedBy, Grant: r.GrantID, Hash: r.Hash})
 	}
 	return out, nil

@@ -13,7 +13,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -57,6 +59,9 @@ type AuditRow struct {
 	Decision, Reason, Risk, RuleID, PolicyRevision, ArgsSHA string
 	DecidedBy, Grant                                        string
 	Hash                                                    string
+	// ActorType is who Actor is, as the audit's actor_type column words it
+	// (calls.ActorTypeName: "human", "agent", "service"; "" unknown).
+	ActorType string
 }
 
 // AuditStats is what the analytics page shows.
@@ -108,6 +113,8 @@ type auditRowView struct {
 	AuditRow
 	CallPath string
 	Short    string
+	// ActorNote follows Actor in brackets (calls.ActorNote).
+	ActorNote string
 }
 
 // auditPageRows is how many rows one page of the audit view shows.
@@ -191,7 +198,7 @@ func (con *Console) auditPage(c echo.Context) error {
 		rows = rows[:auditPageRows]
 	}
 	for _, r := range rows {
-		v.Rows = append(v.Rows, auditRowView{AuditRow: r, CallPath: auditRowPath(r), Short: shortTime(r.Time)})
+		v.Rows = append(v.Rows, auditRowView{AuditRow: r, CallPath: auditRowPath(r), Short: shortTime(r.Time), ActorNote: auditActorNote(r)})
 	}
 	if len(rows) > 0 {
 		v.FirstSeq, v.LastSeq = rows[0].Seq, rows[len(rows)-1].Seq
@@ -203,6 +210,14 @@ func (con *Console) auditPage(c echo.Context) error {
 		v.FirstPath = "/audit?" + filters.Encode()
 	}
 	return con.render(c, http.StatusOK, "audit", v)
+}
+
+// auditActorNote is calls.ActorNote of the row's actor, rebuilt from the
+// words the audit stores, so that the page notes an agent's own cancel as
+// "(agent)" as every other surface does.
+func auditActorNote(r AuditRow) string {
+	t := airlockv1.ActorType(airlockv1.ActorType_value["ACTOR_TYPE_"+strings.ToUpper(r.ActorType)])
+	return calls.ActorNote(&airlockv1.Actor{Type: t, Channel: r.Channel})
 }
 
 // auditRowPath is where a row's Call links: the call's page, or for a

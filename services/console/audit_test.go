@@ -60,6 +60,7 @@ func TestAuditPages(t *testing.T) {
 		{Seq: 1, Time: time.Now(), Type: "requested", Agent: "bot", Call: "call_1", Tool: "fs__write_file", Actor: "bot", Hash: "abcdef0123456789"},
 		{Seq: 2, Time: time.Now(), Type: "rejected", Agent: "bot", Call: "call_1", Actor: "alice", Channel: "console", Decision: "reject", Reason: "<script>x</script>", Hash: "0123"},
 		{Seq: 3, Time: time.Now(), Type: "requested", Agent: "other", Call: "call_2", Tool: "fs__read_file", Hash: "ff"},
+		{Seq: 4, Time: time.Now(), Type: "canceled", Agent: "bot", Call: "call_3", Actor: "bot", ActorType: "agent", Channel: "nats", Reason: "the user changed their mind", Hash: "ee"},
 	}}
 	_, e.srv = e.startConsoleWith(console.Options{Audit: mem})
 
@@ -77,6 +78,14 @@ func TestAuditPages(t *testing.T) {
 		}
 		if !strings.Contains(p.Body, `href="/audit/export?agent=bot&amp;format=csv&amp;since=1h"`) {
 			t.Fatalf("the export link does not keep the filters:\n%s", p.Body)
+		}
+	})
+	t.Run("an agent's own cancel is noted as the agent's, a person's decision by its channel", func(t *testing.T) {
+		p := auditor.get("/audit?agent=bot")
+		for _, want := range []string{`bot <span class="muted">(agent)</span>`, `alice <span class="muted">(console)</span>`} {
+			if !strings.Contains(p.Body, want) {
+				t.Fatalf("the audit page lacks %q:\n%s", want, p.Body)
+			}
 		}
 	})
 	t.Run("export downloads the matching rows", func(t *testing.T) {

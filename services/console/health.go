@@ -11,6 +11,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/airlock-gate/airlock/services/shared/bus"
 )
 
 // healthView is what the health page shows: every micro service instance
@@ -21,6 +23,9 @@ type healthView struct {
 	Services  []micro.Stats
 	Consumers []consumerView
 	Missing   []string
+	// Stream is the events stream's use of stream.max_bytes (zero when it
+	// could not be read); at the bound airlock decides no new call.
+	Stream bus.StreamUse
 }
 
 type consumerView struct {
@@ -89,6 +94,8 @@ func (con *Console) health(ctx context.Context) (*healthView, error) {
 	}
 	stream, err := con.js.Stream(ctx, con.cfg.Stream.Name)
 	if err == nil {
+		info := stream.CachedInfo()
+		h.Stream = bus.StreamUse{Stream: info.Config.Name, Bytes: info.State.Bytes, MaxBytes: info.Config.MaxBytes}
 		lister := stream.ListConsumers(ctx)
 		for ci := range lister.Info() {
 			if ci.Config.Durable == "" {

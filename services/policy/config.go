@@ -2,18 +2,27 @@ package policy
 
 import (
 	"context"
+	"time"
 
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
+
+// streamUseEvery is how often the policy service reads the events stream's
+// use: it fills over hours or days, and one read is one JetStream request.
+const streamUseEvery = time.Minute
 
 // NewFromConfig builds the policy service as configured: the Rego engine
 // (cfg.Policy.Dir or the built-in default policy, run-time rules from the
 // policy bucket, profile bindings from cfg.Policy.Profiles, standing grants)
-// and, because the engine can be edited, the rules endpoints.
+// and, because the engine can be edited, the rules endpoints. It watches
+// the events stream's use (bus.StreamWatch): at stream.max_bytes the
+// stream refuses the requests this service records, so it warns before.
 func NewFromConfig(ctx context.Context, deps svc.Deps) (*Service, error) {
 	e, err := NewEngine(ctx, deps)
 	if err != nil {
 		return nil, err
 	}
-	return New(deps, e, e.Serve)
+	watch := bus.NewStreamWatch(deps.JS, deps.Config.Stream.Name, deps.Log, deps.Metrics)
+	return New(deps, e, e.Serve, func(ctx context.Context, ready func()) error { return watch.Run(ctx, streamUseEvery, ready) })
 }

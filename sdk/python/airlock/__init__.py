@@ -32,12 +32,18 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Union
 
 __all__ = [
-    "Client", "Outcome", "AirlockError", "APIError", "Denied", "Rejected", "ChangesRequested",
+    "DEFAULT_MAX_REQUEST_BYTES", "Client", "Outcome", "AirlockError", "APIError", "Denied", "Rejected", "ChangesRequested",
     "Expired", "Canceled", "Invalid", "Failed", "TimedOut",
 ]
+
+
+# The largest request airlock accepts by default: its limits.max_request_bytes
+# (services/shared/config's default, which the Go SDK reads; the tests check
+# the two are equal). A larger call is refused before it is sent.
+DEFAULT_MAX_REQUEST_BYTES = 262144
 
 
 class AirlockError(Exception):
@@ -49,7 +55,7 @@ class AirlockError(Exception):
 
 
 class APIError(AirlockError):
-    """The REST API refused the request: ``status`` (HTTP) and ``code`` (airlock's error code)."""
+    """The REST API refused the request: ``status`` (HTTP; 0 when refused before it was sent) and ``code`` (airlock's error code)."""
 
     def __init__(self, status: int, code: str, message: str):
         super().__init__(message)
@@ -156,13 +162,14 @@ class Client:
     and AIRLOCK_TOKEN. ``ca_file`` (default AIRLOCK_CA_FILE) is a PEM file of
     the CA that signed an https URL's certificate, for a private CA: the
     server is then verified against it alone; without it, against the
-    system's CAs. Verification is never skipped. Every method raises
-    APIError when the API refuses a request (a bad token, a malformed call)
-    with the API's own sentence.
+    system's CAs. Verification is never skipped. ``max_request_bytes`` is
+    airlock's limits.max_request_bytes when it is not the default. Every
+    method raises APIError when the API refuses a request (a bad token, a
+    malformed call) with the API's own sentence.
     """
 
     def __init__(self, url: Optional[str] = None, token: Optional[str] = None, *, request_timeout: float = 60.0,
-                 ca_file: Optional[str] = None):
+                 ca_file: Optional[str] = None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES):
         url = url or os.environ.get("AIRLOCK_URL", "")
         token = token or os.environ.get("AIRLOCK_TOKEN", "")
         ca_file = ca_file or os.environ.get("AIRLOCK_CA_FILE", "")
@@ -173,6 +180,7 @@ class Client:
         self.url = url.rstrip("/")
         self._token = token
         self._timeout = request_timeout
+        self._max_request_bytes = max_request_bytes
         try:
             self._tls = ssl.create_default_context(cafile=ca_file or None)
         except (OSError, ssl.SSLError) as e:
@@ -186,13 +194,18 @@ class Client:
 
         Submitting the same call id again is harmless. ``agent_runs`` makes it a
         gate-only call: airlock decides, your code runs the tool and reports.
+        A call over ``max_request_bytes`` (as sent) raises APIError with
+        status 0, unsent.
         """
         body = {"call_id": call_id or "py-" + uuid.uuid4().hex, "tool": tool, "arguments": arguments or {}}
         for k, v in (("server", server), ("revision", revision), ("thread_id", thread_id), ("reason", reason),
                      ("idempotency_key", idempotency_key), ("agent_runs", agent_runs)):
             if v:
                 body[k] = v
-        return self._request("POST", "/api/v1/calls", body)["call_id"]
+        data = _encode(body)
+        if len(data) > self._max_request_bytes:
+            raise APIError(0, "invalid_request", f"request is {len(data)} bytes, over the {self._max_request_bytes}-byte limit: pass large inputs by reference")
+        return self._request("POST", "/api/v1/calls", data)["call_id"]
 
     def wait(self, call_id: str, timeout: Optional[float] = None) -> Outcome:
         """Await the call's outcome (``await`` is a keyword in Python).
@@ -274,8 +287,8 @@ class Client:
 
     # --- plumbing ---
 
-    def _request(self, method: str, path: str, body: Optional[Dict[str, Any]], timeout: Optional[float] = None) -> Dict[str, Any]:
-        data = None if body is None else json.dumps(body).encode()
+    def _request(self, method: str, path: str, body: Union[None, bytes, Dict[str, Any]], timeout: Optional[float] = None) -> Dict[str, Any]:
+        data = body if body is None or isinstance(body, bytes) else _encode(body)
         req = urllib.request.Request(self.url + path, data=data, method=method, headers={
             "Authorization": "Bearer " + self._token, "Accept": "application/json",
             **({"Content-Type": "application/json"} if data is not None else {}),
@@ -296,6 +309,12 @@ class Client:
                                    "if a private CA signed it, pass ca_file= or set AIRLOCK_CA_FILE to that CA's PEM file.") from None
             raise AirlockError(f"airlock at {self.url} cannot be reached ({e.reason}): is it running, and is AIRLOCK_URL right?") from None
         return json.loads(raw) if raw else {}
+
+
+def _encode(body: Dict[str, Any]) -> bytes:
+    """The JSON a request sends: compact UTF-8, so that its size is what the content needs."""
+    # surrogatepass: a lone surrogate reaches airlock as U+FFFD, as its \\u escape did.
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
 def _jsonable(v: Any) -> Any:

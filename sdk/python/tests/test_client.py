@@ -57,7 +57,8 @@ def decide(rec, verb, **body):
 class ClientTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        for var in ("AIRLOCK_URL", "AIRLOCK_TOKEN", "AIRLOCK_TEST_ADMIN_TOKEN", "AIRLOCK_TEST_AGENT", "AIRLOCK_TEST_OTHER_TOKEN"):
+        for var in ("AIRLOCK_URL", "AIRLOCK_TOKEN", "AIRLOCK_TEST_ADMIN_TOKEN", "AIRLOCK_TEST_AGENT", "AIRLOCK_TEST_OTHER_TOKEN",
+                    "AIRLOCK_TEST_MAX_REQUEST_BYTES"):
             if not os.environ.get(var):
                 raise unittest.SkipTest("set %s (go test -run TestPythonClient ./tests/ starts airlock dev and sets it)" % var)
         cls.client = airlock.Client()
@@ -153,6 +154,21 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(ctx.exception.status, 400)
         self.assertEqual(ctx.exception.code, "invalid_request")
         self.assertIn("call id", str(ctx.exception))
+
+    def test_a_request_over_the_size_limit_is_refused_unsent_and_the_client_works_on(self):
+        limit = os.environ["AIRLOCK_TEST_MAX_REQUEST_BYTES"]
+        # 300 KiB: over airlock's limit, which the console would answer (HTTP
+        # 400); 2 MiB: over what the console reads of a request body.
+        for kib in (300, 2048):
+            with self.subTest(kib=kib), self.assertRaises(airlock.APIError) as ctx:
+                self.client.submit("demo__echo", {"text": "x" * (kib << 10)})
+            self.assertEqual(ctx.exception.status, 0, "refused before it was sent")
+            self.assertEqual(ctx.exception.code, "invalid_request")
+            self.assertRegex(str(ctx.exception), r"^request is \d+ bytes, over the %s-byte limit: pass large inputs by reference$" % limit)
+        self.assertEqual(self.client.do("demo__echo", {"text": "still here"}).status, "completed")
+
+    def test_the_default_size_limit_is_airlocks(self):
+        self.assertEqual(airlock.DEFAULT_MAX_REQUEST_BYTES, int(os.environ["AIRLOCK_TEST_MAX_REQUEST_BYTES"]))
 
     def test_a_bad_token_is_an_api_error_that_says_so(self):
         with self.assertRaises(airlock.APIError) as ctx:

@@ -121,6 +121,28 @@ function callIdOf(id: string | undefined): string {
   return id;
 }
 
+/**
+ * The largest request airlock accepts by default: its limits.max_request_bytes
+ * (services/shared/config's default, which the Go SDK reads; the TypeScript
+ * test checks the two are equal). A larger request is refused before it is
+ * sent: over NATS a request above the agent's max_payload would make the
+ * server close the connection instead of airlock answering why.
+ */
+export const defaultMaxRequestBytes = 262144;
+
+/**
+ * The request body as sent (JSON), or the ApiError that refuses it for
+ * being over maxBytes as sent (UTF-8), in the Go SDK's words.
+ */
+function encodeRequest(body: unknown, maxBytes: number): string | ApiError {
+  const text = JSON.stringify(body);
+  const size = Buffer.byteLength(text, "utf8");
+  if (size > maxBytes) {
+    return new ApiError(`request is ${size} bytes, over the ${maxBytes}-byte limit: pass large inputs by reference`, 0, "invalid_request");
+  }
+  return text;
+}
+
 /** An agent's client. Build it with connectNats or connectRest. */
 export class Client {
   constructor(private readonly transport: Transport) {}
@@ -161,25 +183,30 @@ export class Client {
 
 // --- REST ---
 
-/** Connects over airlock's REST API with an agent token (AIRLOCK_URL and AIRLOCK_TOKEN by default). */
-export function connectRest(opts: { url?: string; token?: string } = {}): Client {
+/**
+ * Connects over airlock's REST API with an agent token (AIRLOCK_URL and
+ * AIRLOCK_TOKEN by default). maxRequestBytes is airlock's
+ * limits.max_request_bytes when it is not the default.
+ */
+export function connectRest(opts: { url?: string; token?: string; maxRequestBytes?: number } = {}): Client {
   const url = (opts.url ?? process.env.AIRLOCK_URL ?? "").replace(/\/$/, "");
   const token = opts.token ?? process.env.AIRLOCK_TOKEN ?? "";
   if (!url) throw new Error("airlock needs the console's URL: pass url or set AIRLOCK_URL (airlock dev prints it).");
   if (!token) throw new Error("airlock needs an agent token: pass token or set AIRLOCK_TOKEN (the console's Tokens page, kind agent).");
-  return new Client(new RestTransport(url, token));
+  return new Client(new RestTransport(url, token, opts.maxRequestBytes ?? defaultMaxRequestBytes));
 }
 
 class RestTransport implements Transport {
-  constructor(private readonly url: string, private readonly token: string) {}
+  constructor(private readonly url: string, private readonly token: string, private readonly maxRequestBytes: number) {}
 
+  /** body is JSON-encoded unless it is a string (encoded already). */
   private async request(method: string, path: string, body?: unknown): Promise<any> {
     let resp: Response;
     try {
       resp = await fetch(this.url + path, {
         method,
         headers: { Authorization: `Bearer ${this.token}`, Accept: "application/json", ...(body === undefined ? {} : { "Content-Type": "application/json" }) },
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body: body === undefined || typeof body === "string" ? body : JSON.stringify(body),
       });
     } catch (err) {
       throw new AirlockError(`airlock at ${this.url} cannot be reached (${(err as Error).message}): is it running, and is the URL right?`);
@@ -194,11 +221,13 @@ class RestTransport implements Transport {
   }
 
   async submit(call: Call & { callId: string }): Promise<string> {
-    const body = await this.request("POST", "/api/v1/calls", {
+    const data = encodeRequest({
       call_id: call.callId, tool: call.tool, arguments: call.arguments ?? {},
       ...(call.reason ? { reason: call.reason } : {}), ...(call.threadId ? { thread_id: call.threadId } : {}),
       ...(call.revision ? { revision: call.revision } : {}),
-    });
+    }, this.maxRequestBytes);
+    if (data instanceof ApiError) throw data;
+    const body = await this.request("POST", "/api/v1/calls", data);
     return body.call_id;
   }
 
@@ -242,9 +271,10 @@ export interface NatsTls { caFile?: string; certFile?: string; keyFile?: string 
 
 /**
  * Connects over NATS as the agent of a credential file. url overrides the
- * file's URL, tls the file's "tls".
+ * file's URL, tls the file's "tls"; maxRequestBytes is airlock's
+ * limits.max_request_bytes when it is not the default.
  */
-export async function connectNats(opts: { credentialFile: string; url?: string; tls?: NatsTls }): Promise<Client> {
+export async function connectNats(opts: { credentialFile: string; url?: string; tls?: NatsTls; maxRequestBytes?: number }): Promise<Client> {
   let cred: Credential;
   try {
     cred = JSON.parse(await readFile(opts.credentialFile, "utf8"));
@@ -278,7 +308,7 @@ export async function connectNats(opts: { credentialFile: string; url?: string; 
   } catch (err) {
     throw tlsRefusal(err, servers) ?? err;
   }
-  return new Client(new NatsTransport(nc, cred.agent));
+  return new Client(new NatsTransport(nc, cred.agent, opts.maxRequestBytes ?? defaultMaxRequestBytes));
 }
 
 /** The credential's "tls", its paths relative to the credential file. */
@@ -378,7 +408,7 @@ class NatsTransport implements Transport {
   private ackSeq = 0;
   /** The one timer of every waiting call and submit (see tick); undefined while none waits. */
   private ticker: ReturnType<typeof setInterval> | undefined;
-  constructor(private readonly nc: NatsConnection, private readonly agent: string) {
+  constructor(private readonly nc: NatsConnection, private readonly agent: string, private readonly maxRequestBytes: number) {
     (async () => {
       for await (const s of nc.status()) if (s.type === "reconnect") this.reconnects++;
     })().catch(() => { /* the connection closed */ });
@@ -478,7 +508,8 @@ class NatsTransport implements Transport {
    * intake's answer (see ackError), as nc.request would, over one reply
    * subscription made once: nc.request builds an Error with its stack on
    * every request (even one answered), which costs more than the rest of
-   * the client's work on a call.
+   * the client's work on a call. A request over maxRequestBytes is refused
+   * here, unsent.
    */
   private send(call: Call & { callId: string }, done: (err: Error | undefined) => void): void {
     const body = {
@@ -490,6 +521,11 @@ class NatsTransport implements Transport {
         },
       },
     };
+    const data = encodeRequest(body, this.maxRequestBytes);
+    if (data instanceof ApiError) {
+      done(data);
+      return;
+    }
     if (!this.ackInbox) {
       this.ackInbox = createInbox(`_INBOX_${this.agent}`);
       this.nc.subscribe(`${this.ackInbox}.*`, {
@@ -504,7 +540,7 @@ class NatsTransport implements Transport {
       });
     }
     const token = String(++this.ackSeq);
-    this.nc.publish(`airlock.req.${this.agent}.${call.callId}`, JSON.stringify(body), { headers: this.json, reply: `${this.ackInbox}.${token}` });
+    this.nc.publish(`airlock.req.${this.agent}.${call.callId}`, data, { headers: this.json, reply: `${this.ackInbox}.${token}` });
     // Its answer is read after this returns: waited for only once published.
     this.acks.set(token, { since: performance.now(), done });
     this.tickWhileWaiting();

@@ -121,8 +121,35 @@ for (const [name, agentVar, open] of transports) {
         return true;
       });
     });
+
+    // 300 KiB is over airlock's limit and under what a NATS message may
+    // carry (its intake would answer it); 2 MiB is over both (the server
+    // would close the agent's connection).
+    for (const [size, kib] of [["over airlock's limit", 300], ["over a NATS message's", 2048]] as const) {
+      it(`a request ${size} is refused unsent, and the client works on`, async () => {
+        const call = { callId: id(), tool: "demo__echo", arguments: { text: "x".repeat(kib << 10) } };
+        for (const attempt of [() => client.submit(call), () => client.do(call, 20_000)]) {
+          await assert.rejects(attempt(), (err: unknown) => {
+            assert.ok(err instanceof airlock.ApiError, String(err));
+            // Status 0: refused before it was sent (the REST API answers 400).
+            assert.equal(err.status, 0);
+            assert.equal(err.code, "invalid_request");
+            assert.match(err.message, new RegExp(`^request is \\d+ bytes, over the ${env("AIRLOCK_TEST_MAX_REQUEST_BYTES")}-byte limit: pass large inputs by reference$`));
+            return true;
+          });
+        }
+        const out = await client.do({ tool: "demo__echo", arguments: { text: `still here over ${name}` } });
+        assert.equal(out.status, "completed");
+      });
+    }
   });
 }
+
+describe("defaultMaxRequestBytes", () => {
+  it("is airlock's default limits.max_request_bytes", () => {
+    assert.equal(airlock.defaultMaxRequestBytes, Number(env("AIRLOCK_TEST_MAX_REQUEST_BYTES")));
+  });
+});
 
 function pendingless(callId: string): airlock.Outcome {
   return { callId, revision: 0, status: "pending" };

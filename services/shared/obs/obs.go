@@ -46,6 +46,10 @@ type Metrics struct {
 	Latency *prometheus.HistogramVec
 	// Published counts events published, by type.
 	Published *prometheus.CounterVec
+	// StreamBytes and StreamMaxBytes are a stream's use and its byte bound
+	// (bus.StreamWatch sets them): alert well before the first reaches the
+	// second, where the events stream refuses new events.
+	StreamBytes, StreamMaxBytes *prometheus.GaugeVec
 }
 
 // NewMetrics builds the registry with Go and process collectors and the shared instruments.
@@ -64,8 +68,14 @@ func NewMetrics() *Metrics {
 		Published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "airlock_events_published_total", Help: "Lifecycle events published, by type.",
 		}, []string{"service", "type"}),
+		StreamBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "airlock_stream_bytes", Help: "Bytes a JetStream stream holds.",
+		}, []string{"stream"}),
+		StreamMaxBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "airlock_stream_max_bytes", Help: "A JetStream stream's byte bound (stream.max_bytes for the events stream).",
+		}, []string{"stream"}),
 	}
-	reg.MustRegister(m.Handled, m.Latency, m.Published)
+	reg.MustRegister(m.Handled, m.Latency, m.Published, m.StreamBytes, m.StreamMaxBytes)
 	return m
 }
 

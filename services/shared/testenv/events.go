@@ -1,8 +1,11 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
 // Events returns every event currently stored on subjects matching filter,
@@ -119,4 +123,54 @@ func Runs(t testing.TB, js jetstream.JetStream, agent, call string) (started, co
 		}
 	}
 	return started, completed
+}
+
+// SmallEventsStream bounds cfg's events stream to the least the
+// configuration allows (64 messages of 16 KiB), for tests that fill it.
+func SmallEventsStream(cfg *config.Config) {
+	cfg.Stream.MaxMsgSize = 16 << 10
+	cfg.Stream.MaxBytes = 64 * int64(cfg.Stream.MaxMsgSize)
+}
+
+// FillEventsStream publishes 8 KiB notifications into deps' events stream
+// until its use reaches bus.StreamUseWarning (see SmallEventsStream).
+func FillEventsStream(t testing.TB, deps svc.Deps) {
+	t.Helper()
+	ctx := context.Background()
+	pub := deps.Publisher("test")
+	for i := 0; ; i++ {
+		u, err := bus.ReadStreamUse(ctx, deps.JS, deps.Config.Stream.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Share() >= bus.StreamUseWarning {
+			return
+		}
+		ev := &airlockv1.Event{AgentId: "bot", CallId: "fill_" + strconv.Itoa(i), Revision: 1, Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "test"},
+			Body: &airlockv1.Event_Notified{Notified: &airlockv1.Notified{Channel: "test", Kind: "fill", Ref: strings.Repeat("x", 8<<10)}}}
+		if _, err := pub.Publish(ctx, ev, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// SyncBuffer is a bytes.Buffer safe for a logger that writes while the
+// test reads.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String is what was written so far.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

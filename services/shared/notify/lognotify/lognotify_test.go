@@ -1,42 +1,23 @@
 package lognotify_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/notify/lognotify"
 	"github.com/airlock-gate/airlock/services/shared/notify/notifytest"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
-// syncBuffer is a log sink safe for the suite's concurrent deliveries.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestLogNotifierPassesTheNotifierContract(t *testing.T) {
-	var buf *syncBuffer
+	var buf *testenv.SyncBuffer
 	notifytest.Run(t, notifytest.Suite{
 		New: func(t *testing.T) notify.Notifier {
-			buf = &syncBuffer{}
+			buf = &testenv.SyncBuffer{}
 			return lognotify.New(slog.New(slog.NewTextHandler(buf, nil)))
 		},
 		Delivered: func(t *testing.T, kind string, rec *airlockv1.ApprovalRecord, ref string) bool {
@@ -70,7 +51,7 @@ func TestTheLogSaysWhatAirlockVerified(t *testing.T) {
 			[]string{"on_behalf_of=zoe on_behalf_of_verified=true", "by=alice by_type=human"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			buf := &syncBuffer{}
+			buf := &testenv.SyncBuffer{}
 			n := lognotify.New(slog.New(slog.NewTextHandler(buf, nil)))
 			rec := notifytest.Record("c")
 			rec.Call.OnBehalfOfVerified = tt.verified
