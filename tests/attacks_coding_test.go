@@ -606,6 +606,14 @@ func TestAnAllowRulesArgumentConditionAllowsOnlyWhatItNames(t *testing.T) {
 // and reading tools whose pattern could reach a secret are put to a
 // person, and ordinary status, log, work-tree diff and source searches stay
 // allowed.
+// hookRead is a pre-tool payload a test runs through `airlock hook`.
+type hookRead struct {
+	agent hooks.Agent
+	call  string // the tool-use id, "" for an agent that gives none
+	p     []byte
+	what  string // the call, for messages
+}
+
 func TestGitHistoryAndPatternReadsLetNoSecretOutUnasked(t *testing.T) {
 	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+hookDevConfig(t))
 	api := dev.API(t)
@@ -658,20 +666,14 @@ func TestGitHistoryAndPatternReadsLetNoSecretOutUnasked(t *testing.T) {
 	// pattern matches, ask; nobody answers, so each hook answers ask (or,
 	// for Gemini CLI, which cannot ask its user, deny) once --wait passes.
 	hook := []string{"--creds", dev.Creds("bot"), "--nats", dev.NATSURL, "--state-dir", t.TempDir(), "--wait", "5s", "--on-timeout", "ask"}
-	type read struct {
-		agent hooks.Agent
-		call  string
-		p     []byte
-		what  string
+	claude := func(call, tool string, input map[string]any) hookRead {
+		return hookRead{hooks.Claude, call, claudePayload(t, "PreToolUse", tool, call, project, input, nil), fmt.Sprintf("Claude Code's %s %v", tool, input)}
 	}
-	claude := func(call, tool string, input map[string]any) read {
-		return read{hooks.Claude, call, claudePayload(t, "PreToolUse", tool, call, project, input, nil), fmt.Sprintf("Claude Code's %s %v", tool, input)}
-	}
-	gemini := func(tool string, input map[string]any) read {
-		return read{hooks.Gemini, "", payload(t, hooks.Gemini, hooks.SampleName(hooks.Gemini), map[string]any{"cwd": project, "tool_name": tool, "tool_input": input}),
+	gemini := func(tool string, input map[string]any) hookRead {
+		return hookRead{hooks.Gemini, "", payload(t, hooks.Gemini, hooks.SampleName(hooks.Gemini), map[string]any{"cwd": project, "tool_name": tool, "tool_input": input}),
 			fmt.Sprintf("Gemini CLI's %s %v", tool, input)}
 	}
-	asks := []read{
+	asks := []hookRead{
 		claude("toolu_hist_1", "Bash", map[string]any{"command": "git show refs/airlock/snapshots/bot/toolu_snap3107"}),
 		claude("toolu_hist_2", "Bash", map[string]any{"command": "git log -p --all"}),
 		claude("toolu_hist_3", "Bash", map[string]any{"command": "git show HEAD"}),
@@ -695,7 +697,7 @@ func TestGitHistoryAndPatternReadsLetNoSecretOutUnasked(t *testing.T) {
 		claude("toolu_rev2_7", "Grep", map[string]any{"pattern": "PRIVATE KEY", "output_mode": "content"}),
 		gemini("search_file_content", map[string]any{"pattern": "AKIA"}),
 	}
-	allows := []read{
+	allows := []hookRead{
 		claude("toolu_ok_1", "Bash", map[string]any{"command": "git status"}),
 		claude("toolu_ok_2", "Bash", map[string]any{"command": "git log --oneline --all"}),
 		claude("toolu_ok_3", "Bash", map[string]any{"command": "git diff"}),
@@ -749,32 +751,27 @@ func TestAnAbsolutePathInsideTheWorkspaceIsTheRelativePathItIs(t *testing.T) {
 	const key = "airlock-test-private-key-4471"
 	sh(t, base, "mkdir -p repo/src repo-secrets && echo 'package main' > repo/src/main.go && "+
 		"printf -- '-----BEGIN PRIVATE KEY-----\\n"+key+"\\n' > repo-secrets/deploy.pem && "+
-		"ln -s ../repo-secrets repo/out && ln -s ../repo-secrets/deploy.pem repo/notes.go")
+		"echo 'package secrets // "+key+"' > repo-secrets/leak.go && ln -s ../repo-secrets repo/out && ln -s ../repo-secrets/deploy.pem repo/notes.go")
 
 	hook := []string{"--creds", dev.Creds("bot"), "--nats", dev.NATSURL, "--state-dir", t.TempDir(), "--wait", "5s", "--on-timeout", "ask"}
-	type read struct {
-		agent hooks.Agent
-		call  string
-		p     []byte
-		what  string
+	claudeIn := func(cwd, call string, input map[string]any) hookRead {
+		return hookRead{hooks.Claude, call, claudePayload(t, "PreToolUse", "Grep", call, cwd, input, nil), fmt.Sprintf("Claude Code's Grep %v in %q", input, cwd)}
 	}
-	claudeIn := func(cwd, call string, input map[string]any) read {
-		return read{hooks.Claude, call, claudePayload(t, "PreToolUse", "Grep", call, cwd, input, nil), fmt.Sprintf("Claude Code's Grep %v in %q", input, cwd)}
-	}
-	claude := func(call string, input map[string]any) read { return claudeIn(project, call, input) }
-	gemini := func(tool string, input map[string]any) read {
-		return read{hooks.Gemini, "", payload(t, hooks.Gemini, hooks.SampleName(hooks.Gemini), map[string]any{"cwd": project, "tool_name": tool, "tool_input": input}),
+	claude := func(call string, input map[string]any) hookRead { return claudeIn(project, call, input) }
+	gemini := func(tool string, input map[string]any) hookRead {
+		return hookRead{hooks.Gemini, "", payload(t, hooks.Gemini, hooks.SampleName(hooks.Gemini), map[string]any{"cwd": project, "tool_name": tool, "tool_input": input}),
 			fmt.Sprintf("Gemini CLI's %s %v", tool, input)}
 	}
-	allows := []read{ // each asked a person before the hook wrote it relative
+	allows := []hookRead{ // each asked a person before the hook wrote it relative
 		claude("toolu_abs_ok_1", map[string]any{"pattern": "package", "path": project}),
 		claude("toolu_abs_ok_2", map[string]any{"pattern": "package", "path": project + "/src", "output_mode": "count"}),
 		claude("toolu_abs_ok_3", map[string]any{"pattern": "package", "path": project + "/src/"}),
 		claude("toolu_abs_ok_4", map[string]any{"pattern": "package", "path": project + "/src/main.go", "output_mode": "content"}),
 		gemini("search_file_content", map[string]any{"pattern": "package", "dir_path": project + "/src", "include": "*.go"}),
 		gemini("read_many_files", map[string]any{"paths": []any{project + "/src/main.go"}}),
+		gemini("read_many_files", map[string]any{"paths": []any{project + "/src/**/*.go"}}),
 	}
-	asks := []read{
+	asks := []hookRead{
 		claude("toolu_abs_ask_1", map[string]any{"pattern": "KEY", "path": project + "/../repo-secrets"}),
 		claude("toolu_abs_ask_2", map[string]any{"pattern": "KEY", "path": sibling}),
 		claude("toolu_abs_ask_3", map[string]any{"pattern": "KEY", "path": project + "/out"}),
@@ -792,10 +789,11 @@ func TestAnAbsolutePathInsideTheWorkspaceIsTheRelativePathItIs(t *testing.T) {
 		claudeIn(project+"/src/..", "toolu_abs_ask_12", map[string]any{"pattern": "KEY", "path": project + "/src"}),
 		gemini("read_many_files", map[string]any{"paths": []any{project + "/src/main.go", sibling + "/deploy.pem"}}),
 		gemini("search_file_content", map[string]any{"pattern": "KEY", "dir_path": project + "/out", "include": "*.pem"}),
+		gemini("read_many_files", map[string]any{"paths": []any{"out/**/*.go"}}), // allowed before, as a relative source pattern
 	}
 	forged := claude("toolu_abs_forged", map[string]any{"pattern": "KEY", "path": sibling, hooks.AskedKey: map[string]any{"path": "src"}})
 
-	all := slices.Concat(asks, allows, []read{forged})
+	all := slices.Concat(asks, allows, []hookRead{forged})
 	results := runHooks(t, len(all), func(i int) <-chan hookResult { return startHook(t, all[i].agent, all[i].p, hook...) })
 	for i, r := range all {
 		res := results[i]

@@ -13,14 +13,22 @@ import (
 // rewrote, so a reviewer and the audit see what the agent asked for.
 const AskedKey = "airlock_asked"
 
-// workspacePathArgs are, per tool, the arguments naming where a search or
-// multi-file read looks: the ones the coding profile's coding-read-scope
-// rule asks about when they leave the workspace.
-var workspacePathArgs = map[string][]string{
-	"claude__Grep":                {"path"},
-	"codex__Grep":                 {"path"},
-	"gemini__search_file_content": {"dir_path", "path"},
-	"gemini__read_many_files":     {"paths"},
+// pathArg is an argument naming where a search or multi-file read looks.
+type pathArg struct {
+	name string
+	// patterns: the tool reads each value as a glob pattern (Gemini CLI's
+	// read_many_files), so only its literal leading directories can be
+	// resolved.
+	patterns bool
+}
+
+// workspacePathArgs are, per tool, the arguments the coding profile's
+// coding-read-scope rule asks about when they leave the workspace.
+var workspacePathArgs = map[string][]pathArg{
+	"claude__Grep":                {{name: "path"}},
+	"codex__Grep":                 {{name: "path"}},
+	"gemini__search_file_content": {{name: "dir_path"}, {name: "path"}},
+	"gemini__read_many_files":     {{name: "paths", patterns: true}},
 }
 
 // Workspace is what the hook needs of the agent's machine to say where a
@@ -45,9 +53,11 @@ type Workspace struct {
 // that links to ~/.ssh/id_rsa is that key, and asks). The agent's spelling of
 // each rewritten argument is kept under AskedKey.
 //
-// What cannot be resolved stays as the agent spelled it, which the coding
-// profile judges as before (an absolute path asks): a path that does not
-// exist or is a pattern, one with a ".." segment, "~" or a backslash, and
+// A glob pattern (read_many_files' paths) is resolved up to its first
+// segment holding a glob character. What cannot be resolved stays as the
+// agent spelled it, which the coding profile judges as before (an absolute
+// path asks): a path that does not exist, a pattern whose literal leading
+// directories do not, one with a ".." segment, "~" or a backslash, and
 // every path of a session whose working directory is missing, relative,
 // not clean, the root or the home directory (no workspace to speak of).
 //
@@ -56,8 +66,8 @@ type Workspace struct {
 // takes an edit or a shell command, both of which the profile asks about).
 // Arguments that already hold AskedKey are an error: the key is the hook's.
 func (ev *Event) InWorkspaceTerms(ws Workspace) error {
-	names := workspacePathArgs[ev.QualifiedTool()]
-	if len(names) == 0 || ev.Args == nil {
+	pathArgs := workspacePathArgs[ev.QualifiedTool()]
+	if len(pathArgs) == 0 || ev.Args == nil {
 		return nil
 	}
 	if _, ok := ev.Args[AskedKey]; ok {
@@ -68,23 +78,23 @@ func (ev *Event) InWorkspaceTerms(ws Workspace) error {
 		return nil
 	}
 	args, asked := maps.Clone(ev.Args), map[string]any{}
-	for _, name := range names {
-		switch v := args[name].(type) {
+	for _, a := range pathArgs {
+		switch v := args[a.name].(type) {
 		case string:
-			if p, ok := ws.resolve(root, ev.Cwd, v); ok {
-				asked[name], args[name] = v, p
+			if p, ok := ws.resolve(root, ev.Cwd, v, a.patterns); ok {
+				asked[a.name], args[a.name] = v, p
 			}
 		case []any:
 			out, changed := slices.Clone(v), false
 			for i, e := range v {
 				if s, isString := e.(string); isString {
-					if p, ok := ws.resolve(root, ev.Cwd, s); ok {
+					if p, ok := ws.resolve(root, ev.Cwd, s, a.patterns); ok {
 						out[i], changed = p, true
 					}
 				}
 			}
 			if changed {
-				asked[name], args[name] = v, out
+				asked[a.name], args[a.name] = v, out
 			}
 		}
 	}
@@ -114,8 +124,11 @@ func (ws Workspace) root(cwd string) (string, bool) {
 }
 
 // resolve is p in workspace terms; ok is false when that is p itself or p
-// cannot be resolved.
-func (ws Workspace) resolve(root, cwd, p string) (string, bool) {
+// cannot be resolved. A pattern (patterns) that does not name a file as it
+// is spelled is resolved up to its first segment holding a glob character
+// and keeps the rest: "/…/repo/src/**/*.go" is "src/**/*.go", and "out/*.go"
+// through a link pointing out is where the link leads, then "/*.go".
+func (ws Workspace) resolve(root, cwd, p string, patterns bool) (string, bool) {
 	if p == "" || strings.HasPrefix(p, "~") || strings.ContainsAny(p, "\\\x00") || slices.Contains(strings.Split(p, "/"), "..") {
 		return "", false
 	}
@@ -123,18 +136,41 @@ func (ws Workspace) resolve(root, cwd, p string) (string, bool) {
 	if !filepath.IsAbs(p) {
 		abs = cwd + "/" + p
 	}
+	out, ok := ws.inTerms(root, abs)
+	if !ok && patterns {
+		segs := strings.Split(abs, "/")
+		first := slices.IndexFunc(segs, func(s string) bool { return strings.ContainsAny(s, globChars) })
+		if first <= 0 {
+			return "", false
+		}
+		dir, resolved := ws.inTerms(root, strings.Join(segs[:first], "/"))
+		if !resolved {
+			return "", false
+		}
+		rest := strings.Join(segs[first:], "/")
+		if out, ok = rest, true; dir != "." {
+			out = strings.TrimSuffix(dir, "/") + "/" + rest
+		}
+	}
+	return out, ok && out != p
+}
+
+// globChars are the characters that make a path segment a pattern in the
+// glob libraries coding agents use (wildcards, classes, braces, extglobs).
+const globChars = "*?[]{}()!+@"
+
+// inTerms is the absolute path abs, links resolved, relative to the
+// workspace root when it lies there, else absolute.
+func (ws Workspace) inTerms(root, abs string) (string, bool) {
 	real, err := ws.RealPath(abs)
 	if err != nil || !filepath.IsAbs(real) {
 		return "", false
 	}
-	var out string
 	switch {
 	case real == root:
-		out = "."
+		return ".", true
 	case strings.HasPrefix(real, root+"/"):
-		out = real[len(root)+1:]
-	default:
-		out = real
+		return real[len(root)+1:], true
 	}
-	return out, out != p
+	return real, true
 }
