@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -605,6 +606,14 @@ func TestAnAllowRulesArgumentConditionAllowsOnlyWhatItNames(t *testing.T) {
 // and reading tools whose pattern could reach a secret are put to a
 // person, and ordinary status, log, work-tree diff and source searches stay
 // allowed.
+// hookRead is a pre-tool payload a test runs through `airlock hook`.
+type hookRead struct {
+	agent hooks.Agent
+	call  string // the tool-use id, "" for an agent that gives none
+	p     []byte
+	what  string // the call, for messages
+}
+
 func TestGitHistoryAndPatternReadsLetNoSecretOutUnasked(t *testing.T) {
 	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+hookDevConfig(t))
 	api := dev.API(t)
@@ -657,20 +666,14 @@ func TestGitHistoryAndPatternReadsLetNoSecretOutUnasked(t *testing.T) {
 	// pattern matches, ask; nobody answers, so each hook answers ask (or,
 	// for Gemini CLI, which cannot ask its user, deny) once --wait passes.
 	hook := []string{"--creds", dev.Creds("bot"), "--nats", dev.NATSURL, "--state-dir", t.TempDir(), "--wait", "5s", "--on-timeout", "ask"}
-	type read struct {
-		agent hooks.Agent
-		call  string
-		p     []byte
-		what  string
+	claude := func(call, tool string, input map[string]any) hookRead {
+		return hookRead{hooks.Claude, call, claudePayload(t, "PreToolUse", tool, call, project, input, nil), fmt.Sprintf("Claude Code's %s %v", tool, input)}
 	}
-	claude := func(call, tool string, input map[string]any) read {
-		return read{hooks.Claude, call, claudePayload(t, "PreToolUse", tool, call, project, input, nil), fmt.Sprintf("Claude Code's %s %v", tool, input)}
-	}
-	gemini := func(tool string, input map[string]any) read {
-		return read{hooks.Gemini, "", payload(t, hooks.Gemini, hooks.SampleName(hooks.Gemini), map[string]any{"cwd": project, "tool_name": tool, "tool_input": input}),
+	gemini := func(tool string, input map[string]any) hookRead {
+		return hookRead{hooks.Gemini, "", payload(t, hooks.Gemini, hooks.SampleName(hooks.Gemini), map[string]any{"cwd": project, "tool_name": tool, "tool_input": input}),
 			fmt.Sprintf("Gemini CLI's %s %v", tool, input)}
 	}
-	asks := []read{
+	asks := []hookRead{
 		claude("toolu_hist_1", "Bash", map[string]any{"command": "git show refs/airlock/snapshots/bot/toolu_snap3107"}),
 		claude("toolu_hist_2", "Bash", map[string]any{"command": "git log -p --all"}),
 		claude("toolu_hist_3", "Bash", map[string]any{"command": "git show HEAD"}),
@@ -694,7 +697,7 @@ func TestGitHistoryAndPatternReadsLetNoSecretOutUnasked(t *testing.T) {
 		claude("toolu_rev2_7", "Grep", map[string]any{"pattern": "PRIVATE KEY", "output_mode": "content"}),
 		gemini("search_file_content", map[string]any{"pattern": "AKIA"}),
 	}
-	allows := []read{
+	allows := []hookRead{
 		claude("toolu_ok_1", "Bash", map[string]any{"command": "git status"}),
 		claude("toolu_ok_2", "Bash", map[string]any{"command": "git log --oneline --all"}),
 		claude("toolu_ok_3", "Bash", map[string]any{"command": "git diff"}),
@@ -725,5 +728,111 @@ func TestGitHistoryAndPatternReadsLetNoSecretOutUnasked(t *testing.T) {
 				return slices.Contains(testenv.SubjectTypes(t, js, subject.OfCall("bot", r.call)), subject.ApprovalRequested)
 			})
 		}
+	}
+}
+
+// An absolute path inside the workspace is the relative path it is: the
+// hook writes it relative before airlock decides (keeping the agent's
+// spelling under hooks.AskedKey), so Claude Code's ordinary Grep of
+// /…/repo/src is allowed like src. Nothing else gets out that way: what
+// leaves the workspace (".." after its prefix, a sibling sharing the
+// prefix, a link inside pointing out, another case or a look-alike
+// character) still asks, and a session without a usable cwd gets no
+// rewriting at all.
+func TestAnAbsolutePathInsideTheWorkspaceIsTheRelativePathItIs(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+hookDevConfig(t))
+	api := dev.API(t)
+	_, js := dev.Admin(t)
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	project, sibling := filepath.Join(base, "repo"), filepath.Join(base, "repo-secrets")
+	const key = "airlock-test-private-key-4471"
+	sh(t, base, "mkdir -p repo/src repo-secrets && echo 'package main' > repo/src/main.go && "+
+		"printf -- '-----BEGIN PRIVATE KEY-----\\n"+key+"\\n' > repo-secrets/deploy.pem && "+
+		"echo 'package secrets // "+key+"' > repo-secrets/leak.go && ln -s ../repo-secrets repo/out && ln -s ../repo-secrets/deploy.pem repo/notes.go")
+
+	hook := []string{"--creds", dev.Creds("bot"), "--nats", dev.NATSURL, "--state-dir", t.TempDir(), "--wait", "5s", "--on-timeout", "ask"}
+	claudeIn := func(cwd, call string, input map[string]any) hookRead {
+		return hookRead{hooks.Claude, call, claudePayload(t, "PreToolUse", "Grep", call, cwd, input, nil), fmt.Sprintf("Claude Code's Grep %v in %q", input, cwd)}
+	}
+	claude := func(call string, input map[string]any) hookRead { return claudeIn(project, call, input) }
+	gemini := func(tool string, input map[string]any) hookRead {
+		return hookRead{hooks.Gemini, "", payload(t, hooks.Gemini, hooks.SampleName(hooks.Gemini), map[string]any{"cwd": project, "tool_name": tool, "tool_input": input}),
+			fmt.Sprintf("Gemini CLI's %s %v", tool, input)}
+	}
+	allows := []hookRead{ // each asked a person before the hook wrote it relative
+		claude("toolu_abs_ok_1", map[string]any{"pattern": "package", "path": project}),
+		claude("toolu_abs_ok_2", map[string]any{"pattern": "package", "path": project + "/src", "output_mode": "count"}),
+		claude("toolu_abs_ok_3", map[string]any{"pattern": "package", "path": project + "/src/"}),
+		claude("toolu_abs_ok_4", map[string]any{"pattern": "package", "path": project + "/src/main.go", "output_mode": "content"}),
+		gemini("search_file_content", map[string]any{"pattern": "package", "dir_path": project + "/src", "include": "*.go"}),
+		gemini("read_many_files", map[string]any{"paths": []any{project + "/src/main.go"}}),
+		gemini("read_many_files", map[string]any{"paths": []any{project + "/src/**/*.go"}}),
+	}
+	asks := []hookRead{
+		claude("toolu_abs_ask_1", map[string]any{"pattern": "KEY", "path": project + "/../repo-secrets"}),
+		claude("toolu_abs_ask_2", map[string]any{"pattern": "KEY", "path": sibling}),
+		claude("toolu_abs_ask_3", map[string]any{"pattern": "KEY", "path": project + "/out"}),
+		// A relative path through a link pointing out: allowed before (the
+		// regular expression saw only "out" and "notes.go"; notes.go printed
+		// the key as a source file), it asks now that the hook resolves it.
+		claude("toolu_abs_ask_4", map[string]any{"pattern": "KEY", "path": "out"}),
+		claude("toolu_abs_ask_5", map[string]any{"pattern": "KEY", "path": "notes.go", "output_mode": "content"}),
+		claude("toolu_abs_ask_6", map[string]any{"pattern": "KEY", "path": filepath.Join(base, "REPO", "src")}),
+		claude("toolu_abs_ask_7", map[string]any{"pattern": "KEY", "path": project + "\u2215src"}),
+		claude("toolu_abs_ask_8", map[string]any{"pattern": "KEY", "path": project + "\u0301/src"}),
+		claudeIn("", "toolu_abs_ask_9", map[string]any{"pattern": "KEY", "path": project + "/src"}),
+		claudeIn("repo", "toolu_abs_ask_10", map[string]any{"pattern": "KEY", "path": project + "/src"}),
+		claudeIn("/", "toolu_abs_ask_11", map[string]any{"pattern": "KEY", "path": project + "/src"}),
+		claudeIn(project+"/src/..", "toolu_abs_ask_12", map[string]any{"pattern": "KEY", "path": project + "/src"}),
+		gemini("read_many_files", map[string]any{"paths": []any{project + "/src/main.go", sibling + "/deploy.pem"}}),
+		gemini("search_file_content", map[string]any{"pattern": "KEY", "dir_path": project + "/out", "include": "*.pem"}),
+		gemini("read_many_files", map[string]any{"paths": []any{"out/**/*.go"}}), // allowed before, as a relative source pattern
+	}
+	forged := claude("toolu_abs_forged", map[string]any{"pattern": "KEY", "path": sibling, hooks.AskedKey: map[string]any{"path": "src"}})
+
+	all := slices.Concat(asks, allows, []hookRead{forged})
+	results := runHooks(t, len(all), func(i int) <-chan hookResult { return startHook(t, all[i].agent, all[i].p, hook...) })
+	for i, r := range all {
+		res := results[i]
+		switch {
+		case i >= len(asks)+len(allows):
+			if !denied(t, r.agent, res, hooks.AskedKey) {
+				t.Errorf("%s was not denied for carrying the hook's own key: %+v", r.what, res)
+			}
+		case i >= len(asks):
+			if !allowed(t, r.agent, res) {
+				t.Errorf("%s was not allowed: %s %s", r.what, res.stdout, res.stderr)
+			}
+		case allowed(t, r.agent, res):
+			t.Errorf("%s was allowed unasked: %s", r.what, res.stdout)
+		case r.call != "": // the ask is the policy's, not a slow machine's
+			testenv.Eventually(t, 10*time.Second, fmt.Sprintf("the policy to put %s to a person", r.what), func() bool {
+				return slices.Contains(testenv.SubjectTypes(t, js, subject.OfCall("bot", r.call)), subject.ApprovalRequested)
+			})
+		}
+	}
+
+	// The reviewer sees where the tool reads and what the agent asked.
+	rec, err := api.Get(context.Background(), "bot", "toolu_abs_ask_4", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := rec.GetCall().GetArguments().AsMap()
+	if args["path"] != sibling || !reflect.DeepEqual(args[hooks.AskedKey], map[string]any{"path": "out"}) {
+		t.Errorf("the call through the link records %v, want path %s and the agent's out under %s", args, sibling, hooks.AskedKey)
+	}
+
+	// The post-tool hook names the same arguments: the report is recorded
+	// as the run of the call airlock allowed, not of other arguments.
+	bot := dev.Agent(t, "bot")
+	post := claudePayload(t, "PostToolUse", "Grep", "toolu_abs_ok_2", project, map[string]any{"pattern": "package", "path": project + "/src", "output_mode": "count"}, map[string]any{"numMatches": 1})
+	if r := runHook(t, hooks.Claude, post, hook...); r.exit != 0 {
+		t.Fatalf("post-tool: %+v", r)
+	}
+	if out := reportedOutcome(t, bot, "toolu_abs_ok_2"); out.Status != airlock.StatusCompleted || !out.AgentRan || out.ArgumentsDiffer {
+		t.Fatalf("outcome %+v: want completed by the agent with the arguments airlock decided", out)
 	}
 }

@@ -130,6 +130,16 @@ func (o *hookOptions) handle(ctx context.Context, agent hooks.Agent, payload []b
 	if o.onTimeout != "deny" && o.onTimeout != "ask" {
 		return failHook(agent, ev.Name, fmt.Sprintf("airlock hook: --on-timeout must be deny or ask, not %q; the call is denied (fail closed)", o.onTimeout))
 	}
+	if ev.Kind != hooks.Other {
+		// Before anything is recorded, so the pre-tool and post-tool hooks
+		// name the same arguments.
+		if err := ev.InWorkspaceTerms(agentWorkspace()); err != nil {
+			if ev.Kind == hooks.Post {
+				return hooks.Acknowledge(ev, escape.Terminal(fmt.Sprintf("airlock did not record the result of %s: %v", ev.QualifiedTool(), err)))
+			}
+			return failHook(agent, ev.Name, err.Error())
+		}
+	}
 	switch ev.Kind {
 	case hooks.Pre, hooks.Permission:
 		v := o.gate(ctx, ev)
@@ -139,6 +149,13 @@ func (o *hookOptions) handle(ctx context.Context, agent hooks.Agent, payload []b
 		return hooks.Acknowledge(ev, escape.Terminal(o.report(ctx, ev)))
 	}
 	return hooks.Acknowledge(ev, "")
+}
+
+// agentWorkspace is the agent's machine as hooks.Event.InWorkspaceTerms
+// reads it: the hook runs there, as the agent's user.
+func agentWorkspace() hooks.Workspace {
+	home, _ := os.UserHomeDir() // unknown: no home to refuse as a workspace
+	return hooks.Workspace{RealPath: filepath.EvalSymlinks, Home: home}
 }
 
 // failHook is hooks.Fail with its reason as one line of terminal text: the
