@@ -107,6 +107,11 @@ func (a *agentCalls) cancel(ctx context.Context, agent, id, reason string) (stri
 // only the first report of an allowed or approved revision counts; airlock
 // records a refused one as an unauthorized attempt.
 func (a *agentCalls) report(ctx context.Context, agent, id string, req reportRequest) error {
+	// A report on a call the agent never submitted is answered 404 as the
+	// API says, not "reported": the policy would only refuse it later.
+	if err := a.exists(ctx, agent, id); err != nil {
+		return err
+	}
 	client, err := a.client(agent)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +65,39 @@ func TestAPendingRESTCallSaysWhatItWaitsFor(t *testing.T) {
 			}
 			if h := p.Header.Get("Airlock-Wait-Capped"); h != tc.wantCap {
 				t.Fatalf("Airlock-Wait-Capped %q, want %q", h, tc.wantCap)
+			}
+		})
+	}
+}
+
+// TestAReportOnACallTheAgentNeverSubmittedIsNotFound: POST
+// /api/v1/calls/{id}/report answers 404, as the API document says, for an id
+// the agent never submitted (another agent's call among them), instead of
+// "reported" for a report the policy could only refuse later; a report of
+// the agent's own call is still accepted.
+func TestAReportOnACallTheAgentNeverSubmittedIsNotFound(t *testing.T) {
+	e := newEnv(t)
+	bot := newToken(t, e, "root", `{"name":"bot","kind":"agent","agent_id":"bot"}`)
+	mallory := newToken(t, e, "root", `{"name":"mallory","kind":"agent","agent_id":"mallory"}`)
+	if p := apiCall(t, e.srv.URL, bot, http.MethodPost, "/api/v1/calls", `{"call_id":"bots_call","tool":"fs__write_file","arguments":{"path":"/tmp/x"}}`); p.Status != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", p.Status, p.Body)
+	}
+	intakeRequest(t, e, "bot", "bots_call")
+	for _, tc := range []struct {
+		name, token, call string
+		want              int
+	}{
+		{"an_id_nobody_submitted", mallory, "nonexist9", http.StatusNotFound},
+		{"another_agents_call", mallory, "bots_call", http.StatusNotFound},
+		{"the_agents_own_call", bot, "bots_call", http.StatusAccepted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := apiCall(t, e.srv.URL, tc.token, http.MethodPost, "/api/v1/calls/"+tc.call+"/report", `{"revision":1,"result":{"ok":true}}`)
+			if p.Status != tc.want {
+				t.Fatalf("report on %s: %d %s, want %d", tc.call, p.Status, p.Body, tc.want)
+			}
+			if tc.want == http.StatusNotFound && !strings.Contains(p.Body, "submitted no call") {
+				t.Fatalf("the 404 does not say why: %s", p.Body)
 			}
 		})
 	}
