@@ -173,9 +173,9 @@ func run(ctx context.Context, deps svc.Deps, services []svc.Service, e *echo.Ech
 		}(s)
 	}
 	if ln != nil {
-		srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
+		srv := newHTTPServer(deps.Config.HTTP, e)
 		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := serveHTTP(srv, ln, deps.Config.HTTP.MaxConnections); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errs <- fmt.Errorf("http: %w", err)
 				cancel()
 			}

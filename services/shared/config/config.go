@@ -168,6 +168,20 @@ type HTTP struct {
 	Addr string `yaml:"addr"`
 	// PublicURL is how people reach the console (links in Slack messages, mail, webhooks).
 	PublicURL string `yaml:"public_url"`
+	// ReadTimeout is how long a client may take to send a whole request
+	// (its headers within 10 s of it): a client that sends a Content-Length
+	// and then trickles or stops is cut off, so it cannot hold a connection
+	// and its goroutine for ever. Long-polls, live feeds and MCP calls
+	// waiting for a person are not limited by it: it ends with the request's
+	// body, and nothing bounds how long an answer takes.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// IdleTimeout closes a kept-alive connection with no request for this long.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxConnections bounds the HTTP connections the process holds at once
+	// (reviewers' pages and feeds, REST long-polls, MCP clients, webhooks);
+	// past it a new connection waits to be accepted until one ends, so no
+	// client can take the file descriptors NATS and the services need.
+	MaxConnections int `yaml:"max_connections"`
 }
 
 // Log configures log/slog output.
@@ -276,7 +290,7 @@ func Default() Config {
 			Sync:     "1s",
 		},
 		Intake:     defaultIntake(),
-		HTTP:       HTTP{Addr: "127.0.0.1:8080", PublicURL: "http://127.0.0.1:8080"},
+		HTTP:       HTTP{Addr: "127.0.0.1:8080", PublicURL: "http://127.0.0.1:8080", ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxConnections: 1024},
 		Log:        Log{Level: "info", Format: "text"},
 		Runtime:    Runtime{GCPercent: 400},
 		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32, BusConnections: 4096, AgentConnections: 64, ServiceConnections: 256, AgentSubscriptions: 4096},
@@ -435,6 +449,12 @@ func (c Config) Validate() error {
 	}
 	if c.Limits.MaxArgumentDepth < 1 || c.Limits.MaxArgumentDepth > 128 {
 		errs = append(errs, fmt.Errorf("limits.max_argument_depth (%d) must be between 1 and 128: it is how deeply a request's arguments may nest", c.Limits.MaxArgumentDepth))
+	}
+	if c.HTTP.ReadTimeout <= 0 || c.HTTP.IdleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("http.read_timeout (%s) and http.idle_timeout (%s) must be positive: without them a client that stops sending holds its connection for ever", c.HTTP.ReadTimeout, c.HTTP.IdleTimeout))
+	}
+	if c.HTTP.MaxConnections < 1 {
+		errs = append(errs, fmt.Errorf("http.max_connections (%d) must be at least 1: it is how many HTTP connections the process holds at once", c.HTTP.MaxConnections))
 	}
 	if c.Limits.BusConnections < MinBusConnections {
 		errs = append(errs, fmt.Errorf("limits.bus_connections (%d) must be at least %d: it is how many NATS connections the server admits in all, services' included", c.Limits.BusConnections, MinBusConnections))

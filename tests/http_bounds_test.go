@@ -1,0 +1,91 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAClientCannotHoldTheHTTPPortForEver attacks `airlock dev`'s HTTP port
+// as any local process can: a request whose body stops after one byte
+// (with an agent's token and without) is cut off at http.read_timeout
+// instead of holding its connection and goroutine for ever, and
+// connections that never finish their headers fill at most
+// http.max_connections, are cut off in turn, and leave the console
+// serving again.
+func TestAClientCannotHoldTheHTTPPortForEver(t *testing.T) {
+	const readTimeout = 3 * time.Second
+	const maxConns = 32
+	cfg := filepath.Join(t.TempDir(), "airlock.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("http:\n  read_timeout: %s\n  max_connections: %d\n", readTimeout, maxConns)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dev := startDev(t, filepath.Join(t.TempDir(), "data"), 0, "", "AIRLOCK_CONFIG="+cfg)
+	admin := adminToken(t, dev)
+	token := agentToken(t, dev, admin, "bot")
+	addr := strings.TrimPrefix(dev.HTTPURL, "http://")
+
+	for _, tc := range []struct{ name, auth string }{
+		{"without_a_token", ""},
+		{"with_an_agents_token", "Authorization: Bearer " + token + "\r\n"},
+	} {
+		t.Run("a_body_that_stops_after_one_byte_"+tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "POST /api/v1/calls HTTP/1.1\r\nHost: %s\r\n%sContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", addr, tc.auth)
+			start := time.Now()
+			_ = conn.SetReadDeadline(start.Add(readTimeout + 10*time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err == nil {
+				resp.Body.Close()
+			} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatalf("the connection was still held %s after its body stopped (http.read_timeout %s)", time.Since(start).Round(time.Second), readTimeout)
+			}
+			// An answer or the connection closed: either way it is let go.
+		})
+	}
+
+	t.Run("connections_that_never_finish_their_headers", func(t *testing.T) {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for range maxConns + 8 {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\n", addr) // no blank line: the headers never end
+			held = append(held, c)
+		}
+		healthz := func(timeout time.Duration) error {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, dev.HTTPURL+"/healthz", nil)
+			resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err
+		}
+		if err := healthz(time.Second); err == nil {
+			t.Fatalf("/healthz was served while %d connections that never finish their headers were open (http.max_connections %d)", len(held), maxConns)
+		}
+		// The server cuts them off within the header timeout; the console serves again.
+		if err := healthz(readTimeout*3 + 5*time.Second); err != nil {
+			t.Fatalf("/healthz once the held connections were cut off: %v", err)
+		}
+	})
+}
