@@ -46,9 +46,11 @@ func TestTypeScriptClient(t *testing.T) {
 	cmd := exec.Command(node, "--test", "--test-reporter=spec", "dist/test/*.test.js")
 	cmd.Dir = dir
 	dev.Agent(t, "tsevil") // another agent, for forged-outcome attacks
+	dev.Agent(t, "tsfull") // an agent the test fills to its connection bound
 	cmd.Env = append(os.Environ(), "AIRLOCK_URL="+dev.HTTPURL, "AIRLOCK_TOKEN="+token, "AIRLOCK_TEST_REST_AGENT=tsbot",
 		"AIRLOCK_CREDENTIAL="+dev.Creds("bot"), "AIRLOCK_TEST_NATS_AGENT=bot", "AIRLOCK_TEST_ADMIN_TOKEN="+admin,
 		"AIRLOCK_TEST_OTHER_CREDENTIAL="+dev.Creds("tsevil"),
+		"AIRLOCK_TEST_FULL_CREDENTIAL="+dev.Creds("tsfull"), "AIRLOCK_TEST_AGENT_CONNECTIONS="+strconv.Itoa(config.Default().Limits.AgentConnections),
 		// The SDK's copy of the default bound must equal the server's.
 		"AIRLOCK_TEST_MAX_REQUEST_BYTES="+strconv.Itoa(config.Default().Limits.MaxRequestBytes))
 	cmd.Env = append(cmd.Env, tlsNATSForTypeScript(t)...)

@@ -274,7 +274,7 @@ export interface NatsTls { caFile?: string; certFile?: string; keyFile?: string 
  * file's URL, tls the file's "tls"; maxRequestBytes is airlock's
  * limits.max_request_bytes when it is not the default.
  */
-export async function connectNats(opts: { credentialFile: string; url?: string; tls?: NatsTls; maxRequestBytes?: number }): Promise<Client> {
+export async function connectNats(opts: { credentialFile: string; url?: string; tls?: NatsTls; maxRequestBytes?: number; timeoutMs?: number }): Promise<Client> {
   let cred: Credential;
   try {
     cred = JSON.parse(await readFile(opts.credentialFile, "utf8"));
@@ -297,7 +297,7 @@ export async function connectNats(opts: { credentialFile: string; url?: string; 
   let nc: NatsConnection;
   try {
     nc = await connect({
-      servers, name: `airlock-agent-${cred.agent}`,
+      servers, name: `airlock-agent-${cred.agent}`, timeout: opts.timeoutMs ?? defaultConnectTimeoutMs,
       authenticator: nkeyAuthenticator(new TextEncoder().encode(cred.seed)),
       inboxPrefix: `_INBOX_${cred.agent}`, maxReconnectAttempts: -1, reconnectTimeWait: 250,
       // An Error (with its stack) per request costs more than the rest of a
@@ -306,7 +306,7 @@ export async function connectNats(opts: { credentialFile: string; url?: string; 
       ...(tls ? { tls: { caFile: tls.caFile, certFile: tls.certFile, keyFile: tls.keyFile } } : {}),
     });
   } catch (err) {
-    throw tlsRefusal(err, servers) ?? err;
+    throw tlsRefusal(err, servers) ?? connectionLimit(err, servers, cred.agent, opts.timeoutMs ?? defaultConnectTimeoutMs) ?? err;
   }
   return new Client(new NatsTransport(nc, cred.agent, opts.maxRequestBytes ?? defaultMaxRequestBytes));
 }
@@ -362,6 +362,30 @@ function tlsRefusal(err: unknown, servers: string): Error | undefined {
   }
   return undefined;
 }
+
+/**
+ * The server's refusal of a connection past the agent's own bound (its NATS
+ * account's max_connections, limits.agent_connections), in words saying
+ * what to do, as the Go SDK says it. nats.js does not end the dial on that
+ * refusal: it keeps its error to itself and times out, so a timeout names
+ * the bound among its causes.
+ */
+function connectionLimit(err: unknown, servers: string, agent: string, timeoutMs: number): Error | undefined {
+  const e = err as { name?: string; message?: string; cause?: { message?: string } };
+  const text = [e?.message, e?.cause?.message].join(" ").trim();
+  const bound = "the agent already holds every connection airlock allows one agent (limits.agent_connections, counted over all its processes and hooks): close one of them, or have the operator raise the setting";
+  if (/maximum account active connections exceeded/i.test(text)) {
+    return new AirlockError(`connect to airlock's NATS at ${servers} as agent ${agent}: ${bound} (${text})`);
+  }
+  if (e?.name === "TimeoutError" || /^timeout$/i.test(e?.message ?? "")) {
+    return new AirlockError(`connect to airlock's NATS at ${servers} as agent ${agent}: no answer within ${timeoutMs} ms. Is airlock running and reachable there? ` +
+      `The server also refuses a connection when ${bound} (${text})`);
+  }
+  return undefined;
+}
+
+/** How long connectNats waits for the server to accept the connection (nats.js's default). */
+export const defaultConnectTimeoutMs = 20_000;
 
 /** The event types that end a call, and where their last one is stored. */
 const ends: Array<[Status, string]> = [
