@@ -46,6 +46,16 @@ when airlock does not know what the call left): those later changes would be
 lost. --force puts the files back anyway. Run it on the machine the agent ran
 on, with the hook's --state-dir if its hook command sets one.
 
+The snapshot lies in the hook's state dir, which the agent may be able to
+write, so undo takes the call from the audit trail, not from the snapshot: it
+acts only on a call airlock allowed or approved, in the work tree of the
+working directory the call recorded, and only on the files the call named
+(any file under that work tree for a shell command); it refuses a snapshot
+that says otherwise, a saved copy that is a link or not what was saved, and
+a call the trail shows undone already. A restored file never gets a mode
+wider than it has now. A call whose request recorded no working directory is
+undone only with --force, in the work tree the snapshot names.
+
 The undo is recorded in the audit trail as an "undone" event on the call,
 with who ran it (--by, default $USER); airlock must be reachable.`,
 		Args: exactArgs(1, ""),

@@ -344,6 +344,28 @@ func TestFilesHashedTogetherHashAsEachAlone(t *testing.T) {
 	}
 }
 
+// editedA snapshots a.txt in dir for call a/c, changes it to "two" as the
+// call would and records that; it returns the store, the snapshot's
+// directory and its manifest.
+func editedA(t *testing.T, dir string) (Store, string, manifest) {
+	t.Helper()
+	ctx := context.Background()
+	s := store(t)
+	if _, err := s.Before(ctx, Target{Agent: "a", Call: "c", Cwd: dir, Paths: []string{"a.txt"}}); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "a.txt", "two\n")
+	if _, _, err := s.After(ctx, "a", "c"); err != nil {
+		t.Fatal(err)
+	}
+	snap := filepath.Join(s.Dir, "a", "c")
+	m, err := readManifest(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, snap, m
+}
+
 // The manifest and the saved copies lie in the hook's state dir, which the
 // agent may be able to write: undo checks each against the recorded call
 // and refuses what it cannot trust, writing nothing.
@@ -389,19 +411,7 @@ func TestUndoTrustsTheRecordedCallNotTheManifest(t *testing.T) {
 			} else {
 				write(t, dir, "a.txt", "one\n")
 			}
-			s := store(t)
-			if _, err := s.Before(ctx, Target{Agent: "a", Call: "c", Cwd: dir, Paths: []string{"a.txt"}}); err != nil {
-				t.Fatal(err)
-			}
-			write(t, dir, "a.txt", "two\n")
-			if _, _, err := s.After(ctx, "a", "c"); err != nil {
-				t.Fatal(err)
-			}
-			snap := filepath.Join(s.Dir, "a", "c")
-			m, err := readManifest(snap)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, snap, m := editedA(t, dir)
 			if tc.tamper != nil {
 				tc.tamper(t, snap, &m)
 			}
@@ -432,19 +442,7 @@ func TestUndoNeverWidensAFilesMode(t *testing.T) {
 	if err := os.Chmod(filepath.Join(dir, "a.txt"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := store(t)
-	if _, err := s.Before(ctx, Target{Agent: "a", Call: "c", Cwd: dir, Paths: []string{"a.txt"}}); err != nil {
-		t.Fatal(err)
-	}
-	write(t, dir, "a.txt", "two\n")
-	if _, _, err := s.After(ctx, "a", "c"); err != nil {
-		t.Fatal(err)
-	}
-	snap := filepath.Join(s.Dir, "a", "c")
-	m, err := readManifest(snap)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, snap, m := editedA(t, dir)
 	m.Entries[0].Before.Mode = os.ModeSetuid | 0o777
 	if err := writeManifest(snap, m); err != nil {
 		t.Fatal(err)

@@ -107,7 +107,7 @@ func (s Store) Undo(ctx context.Context, agent, call string, rec Call, force boo
 // work tree, or nil for a shell command (any path under the work tree).
 func (s Store) callScope(ctx context.Context, agent, call string, m manifest, dir string, rec Call, force bool, lim Limits) (map[string]bool, error) {
 	forged := func(what string) error {
-		return fmt.Errorf("the snapshot of call %s/%s %s: its manifest (%s) was changed after airlock's hook wrote it, so nothing was restored. Look at what the call did in the audit trail and put files back by hand", agent, call, what, filepath.Join(dir, "manifest.json"))
+		return fmt.Errorf("the snapshot of call %s/%s %s: its manifest (%s) was changed after airlock's hook wrote it, or the work tree moved, so nothing was restored. Look at what the call did in the audit trail and put files back by hand", agent, call, what, filepath.Join(dir, "manifest.json"))
 	}
 	if m.Kind == KindGit && m.Objects != "" {
 		if own, err := filepath.Abs(filepath.Join(dir, "objects")); err != nil || m.Objects != own {
