@@ -1,6 +1,9 @@
 package tests
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +11,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/hooks"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // A hostile coding agent controls its repository (.gitattributes,
@@ -137,6 +141,151 @@ func TestAHostileCodingAgentCannotTurnSnapshotsOrUndoAgainstThePerson(t *testing
 		}
 		if got := sh(t, dir, "cat notes.txt"); got != "mine\nagent\na person wrote this later\n" {
 			t.Fatalf("undo erased the person's later work: %q", got)
+		}
+	})
+}
+
+// The manifest of a snapshot lies in the hook's state dir, which the agent
+// may be able to write. Undo acts only within the call the audit trail
+// recorded (its working directory and the files it named), reads saved
+// copies without following links, never widens a file's mode, and undoes a
+// call once, as the trail says: each rewritten manifest below was a
+// reviewer's reproduction against a real `airlock dev`.
+func TestUndoActsOnlyOnWhatTheRecordedCallTouched(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+hookDevConfig(t))
+	dev.Agent(t, "laptop")
+	api := dev.API(t)
+	_, js := dev.Admin(t)
+	state := t.TempDir()
+	hook := []string{"--creds", dev.Creds("laptop"), "--nats", dev.NATSURL, "--state-dir", state, "--wait", "60s"}
+	// edit runs an approved Edit of a.txt outside git (a copy snapshot),
+	// the change, and its report; it returns the snapshot's directory.
+	edit := func(t *testing.T, id string) (dir, snap string) {
+		t.Helper()
+		dir = t.TempDir()
+		sh(t, dir, "echo one > a.txt")
+		input := map[string]any{"file_path": filepath.Join(dir, "a.txt"), "old_string": "one", "new_string": "two"}
+		ch := startHook(t, hooks.Claude, claudePayload(t, "PreToolUse", "Edit", id, dir, input, nil), hook...)
+		if _, err := decideAs(t, api, "bob", decidable(t, api, "laptop", id), airlockv1.DecisionKind_DECISION_KIND_APPROVE, "fine"); err != nil {
+			t.Fatal(err)
+		}
+		if r := waitHook(t, ch); !allowed(t, hooks.Claude, r) {
+			t.Fatalf("the approved edit: %+v", r)
+		}
+		sh(t, dir, "sed -i s/one/two/ a.txt")
+		if r := runHook(t, hooks.Claude, claudePayload(t, "PostToolUse", "Edit", id, dir, input, map[string]any{"filePath": "a.txt"}), hook...); r.exit != 0 {
+			t.Fatalf("post-tool hook: %+v", r)
+		}
+		return dir, filepath.Join(state, "snapshots", "laptop", id)
+	}
+	undo := func(args ...string) cliRun {
+		return cli(t, dev, append([]string{"undo", "--state-dir", state, "--by", "dana"}, args...)...)
+	}
+	digest := func(b []byte) string { sum := sha256.Sum256(b); return hex.EncodeToString(sum[:]) }
+	forge := func(t *testing.T, snap string, m map[string]any) {
+		t.Helper()
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(snap, "manifest.json"), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// refused checks that undo refused and the trail records no undo.
+	refused := func(t *testing.T, id string, res cliRun, why string) {
+		t.Helper()
+		if res.Code == 0 || !strings.Contains(res.Stderr, why) || !strings.Contains(res.Stderr, "nothing was restored") {
+			t.Fatalf("airlock undo of a forged manifest: %d, want a refusal saying %q\n%s%s", res.Code, why, res.Stdout, res.Stderr)
+		}
+		if evs := testenv.Events(t, js, "airlock.evt.laptop."+id+".undone"); len(evs) != 0 {
+			t.Fatalf("the trail records an undo of %s: %v", id, evs)
+		}
+	}
+
+	t.Run("a_manifest_rooted_elsewhere_writes_nothing_there", func(t *testing.T) {
+		const id = "toolu_forge_root"
+		_, snap := edit(t, id)
+		victim := t.TempDir()
+		sh(t, victim, "mkdir .ssh && echo 'ssh-ed25519 AAAA the-owner' > .ssh/authorized_keys")
+		planted := []byte("ssh-ed25519 AAAA the-attacker\n")
+		if err := os.WriteFile(filepath.Join(snap, "b0"), planted, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		now, _ := os.ReadFile(filepath.Join(victim, ".ssh", "authorized_keys"))
+		forge(t, snap, map[string]any{"kind": "copy", "root": victim, "recorded": true, "entries": []any{map[string]any{
+			"path":   ".ssh/authorized_keys",
+			"before": map[string]any{"exists": true, "digest": digest(planted), "mode": 0o600},
+			"after":  map[string]any{"exists": true, "digest": digest(now), "mode": 0o644},
+		}}})
+		refused(t, id, undo("laptop/"+id), "the call was approved in")
+		if got := sh(t, victim, "cat .ssh/authorized_keys"); got != "ssh-ed25519 AAAA the-owner\n" {
+			t.Fatalf("undo wrote outside the call's work tree: %q", got)
+		}
+	})
+
+	t.Run("a_saved_copy_that_is_a_link_to_a_secret_is_never_read", func(t *testing.T) {
+		const id = "toolu_forge_link"
+		dir, snap := edit(t, id)
+		secret := filepath.Join(t.TempDir(), "secret")
+		content := []byte("the owner's secret\n")
+		if err := os.WriteFile(secret, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(snap, "b0")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(secret, filepath.Join(snap, "b0")); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct{ path, why string }{
+			{"leak.txt", "did not name"},             // a file the call never named
+			{"a.txt", "is not a file airlock saved"}, // the file it named, from a link
+		} {
+			now, _ := os.ReadFile(filepath.Join(dir, "a.txt"))
+			after := map[string]any{"exists": false}
+			if tc.path == "a.txt" {
+				after = map[string]any{"exists": true, "digest": digest(now), "mode": 0o644}
+			}
+			forge(t, snap, map[string]any{"kind": "copy", "root": dir, "recorded": true, "entries": []any{map[string]any{
+				"path": tc.path, "before": map[string]any{"exists": true, "digest": digest(content), "mode": 0o644}, "after": after,
+			}}})
+			refused(t, id, undo("laptop/"+id), tc.why)
+			if _, err := os.Stat(filepath.Join(dir, "leak.txt")); err == nil {
+				t.Fatal("undo wrote the secret into the work tree as leak.txt")
+			}
+			if got := sh(t, dir, "cat a.txt"); got != "two\n" {
+				t.Fatalf("undo wrote the secret into a.txt: %q", got)
+			}
+		}
+	})
+
+	t.Run("a_call_is_undone_once_as_the_trail_says_whatever_its_manifest", func(t *testing.T) {
+		const id = "toolu_forge_twice"
+		dir, snap := edit(t, id)
+		if res := undo("laptop/" + id); res.Code != 0 {
+			t.Fatalf("airlock undo: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+		}
+		b, err := os.ReadFile(filepath.Join(snap, "manifest.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		delete(m, "undone")
+		forge(t, snap, m)
+		sh(t, dir, "echo 'a person wrote this later' > a.txt")
+		res := undo("laptop/"+id, "--force")
+		if res.Code == 0 || !strings.Contains(res.Stderr, "undone already") {
+			t.Fatalf("a second undo of the same call: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+		}
+		if got := sh(t, dir, "cat a.txt"); got != "a person wrote this later\n" {
+			t.Fatalf("a second undo changed a.txt: %q", got)
+		}
+		if evs := testenv.Events(t, js, "airlock.evt.laptop."+id+".undone"); len(evs) != 1 {
+			t.Fatalf("the trail records %d undos of the call, want 1", len(evs))
 		}
 	})
 }

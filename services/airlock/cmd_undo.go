@@ -1,17 +1,22 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/airlock/internal/snapshot"
+	"github.com/airlock-gate/airlock/services/hooks"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
@@ -41,6 +46,16 @@ when airlock does not know what the call left): those later changes would be
 lost. --force puts the files back anyway. Run it on the machine the agent ran
 on, with the hook's --state-dir if its hook command sets one.
 
+The snapshot lies in the hook's state dir, which the agent may be able to
+write, so undo takes the call from the audit trail, not from the snapshot: it
+acts only on a call airlock allowed or approved, in the work tree of the
+working directory the call recorded, and only on the files the call named
+(any file under that work tree for a shell command); it refuses a snapshot
+that says otherwise, a saved copy that is a link or not what was saved, and
+a call the trail shows undone already. A restored file never gets a mode
+wider than it has now. A call whose request recorded no working directory is
+undone only with --force, in the work tree the snapshot names.
+
 The undo is recorded in the audit trail as an "undone" event on the call,
 with who ran it (--by, default $USER); airlock must be reachable.`,
 		Args: exactArgs(1, ""),
@@ -68,7 +83,11 @@ with who ran it (--by, default $USER); airlock must be reachable.`,
 				return fmt.Errorf("an undo is recorded in the audit trail, but airlock's NATS is not reachable: %w (start airlock, then run it again; nothing was restored)", err)
 			}
 			defer nc.Close()
-			res, err := store.Undo(ctx, ref.Agent, ref.Call, force)
+			rec, err := recordedCall(ctx, nc, cfg.Stream.Name, ref.Agent, ref.Call, cfg.Stream.MaxAge)
+			if err != nil {
+				return errors.New(escape.Terminal(err.Error()))
+			}
+			res, err := store.Undo(ctx, ref.Agent, ref.Call, rec, force)
 			if err != nil {
 				if errors.Is(err, snapshot.ErrLaterChanges) {
 					return fmt.Errorf("nothing was restored: %s", escape.Terminal(err.Error()))
@@ -108,4 +127,58 @@ with who ran it (--by, default $USER); airlock must be reachable.`,
 	cmd.Flags().StringVar(&opts.stateDir, "state-dir", "", "the hook's state `DIR`, where its snapshots are (default as airlock hook's: $XDG_STATE_HOME/airlock/hooks)")
 	cmd.Flags().StringVar(&by, "by", "", "who is undoing it, recorded as the actor (default $USER)")
 	return cmd
+}
+
+// recordedCall is what the audit trail holds about the call: undo acts only
+// within it (its working directory, the files it named), whatever the local
+// manifest says, and only once. It refuses a call the trail does not hold,
+// that airlock never allowed, that changes no file, or that was undone.
+func recordedCall(ctx context.Context, nc *nats.Conn, stream, agent, call string, kept time.Duration) (snapshot.Call, error) {
+	last := func(typ string) (*airlockv1.Event, error) {
+		subj, err := subject.Event(agent, call, typ)
+		if err != nil {
+			return nil, err
+		}
+		ev, _, err := bus.LastEvent(ctx, nc, stream, subj)
+		if err != nil {
+			return nil, fmt.Errorf("airlock undo reads the call from the audit trail first: %w (nothing was restored; run it again once airlock answers)", err)
+		}
+		return ev, nil
+	}
+	name := agent + "/" + call
+	undone, err := last(subject.Undone)
+	if err != nil {
+		return snapshot.Call{}, err
+	}
+	if undone != nil {
+		return snapshot.Call{}, fmt.Errorf("call %s was undone already, by %s at %s (the audit trail's undone event): nothing was restored", name, undone.GetActor().GetId(), undone.GetTime().AsTime().UTC().Format(time.RFC3339))
+	}
+	req, err := last(subject.Requested)
+	if err != nil {
+		return snapshot.Call{}, err
+	}
+	if req == nil {
+		return snapshot.Call{}, fmt.Errorf("the audit trail holds no call %s (the events stream keeps %s): undo puts back only what a call airlock recorded changed, so nothing was restored", name, kept)
+	}
+	allowed, err := last(subject.Allowed)
+	if err != nil {
+		return snapshot.Call{}, err
+	}
+	approved, err := last(subject.Approved)
+	if err != nil {
+		return snapshot.Call{}, err
+	}
+	decided := allowed
+	if approved != nil {
+		decided = approved
+	}
+	if decided == nil || decided.GetRevision() != req.GetRevision() {
+		return snapshot.Call{}, fmt.Errorf("airlock never allowed call %s as the trail records it, so its hook saved nothing for it to undo: nothing was restored", name)
+	}
+	tc := req.GetRequested().GetCall()
+	ch, ok := hooks.Event{Agent: hooks.Agent(tc.GetServer()), Server: tc.GetServer(), Tool: tc.GetTool(), Args: tc.GetArguments().AsMap()}.Changes()
+	if !ok {
+		return snapshot.Call{}, fmt.Errorf("call %s (%s) is not a coding agent's edit, write or shell command, so airlock's hook saved nothing for it to undo: nothing was restored", name, calls.QualifiedTool(tc))
+	}
+	return snapshot.Call{Cwd: tc.GetCwd(), Paths: ch.Paths, Shell: ch.Shell}, nil
 }

@@ -91,8 +91,10 @@ type Store struct {
 	Limits Limits
 }
 
-// manifest is what the hook wrote about one call's snapshot, the only thing
-// undo reads (never the audit trail, which holds the agent's report).
+// manifest is what the hook wrote about one call's snapshot. It lies in
+// the hook's state dir, which the agent may be able to write: undo trusts it
+// only within the call the audit trail recorded (Call), never the agent's
+// report of the snapshot in the trail.
 type manifest struct {
 	Kind      string   `json:"kind"`
 	Root      string   `json:"root"`

@@ -134,7 +134,7 @@ func TestUndoPutsBackWhatTheCallChanged(t *testing.T) {
 			if _, ok, err := s.After(ctx, "claude-code", "toolu_1"); err != nil || !ok {
 				t.Fatalf("after: %v %v", ok, err)
 			}
-			res, err := s.Undo(ctx, "claude-code", "toolu_1", false)
+			res, err := s.Undo(ctx, "claude-code", "toolu_1", Call{Cwd: dir, Paths: tc.paths, Shell: tc.shell}, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,7 +146,7 @@ func TestUndoPutsBackWhatTheCallChanged(t *testing.T) {
 			if tc.git && userState(t, dir) != before {
 				t.Error("undo moved HEAD or the branch, or rewrote the index")
 			}
-			if _, err := s.Undo(ctx, "claude-code", "toolu_1", false); err == nil {
+			if _, err := s.Undo(ctx, "claude-code", "toolu_1", Call{Cwd: dir, Paths: tc.paths, Shell: tc.shell}, false); err == nil {
 				t.Error("a second undo of the same call was not refused")
 			}
 		})
@@ -176,14 +176,14 @@ func TestUndoRefusesToLoseLaterChangesUnlessForced(t *testing.T) {
 					}
 					write(t, dir, "a.txt", "three: a person's later edit\n")
 				}
-				_, err := s.Undo(ctx, "a", "c", false)
+				_, err := s.Undo(ctx, "a", "c", Call{Cwd: dir, Paths: []string{"a.txt"}}, false)
 				if !errors.Is(err, ErrLaterChanges) || !strings.Contains(err.Error(), `"a.txt"`) || !strings.Contains(err.Error(), "--force") {
 					t.Fatalf("undo over a later change: %v, want a refusal naming a.txt and --force", err)
 				}
 				if got := read(t, dir, "a.txt"); got == "one\n" {
 					t.Fatal("a refused undo changed the file")
 				}
-				if _, err := s.Undo(ctx, "a", "c", true); err != nil {
+				if _, err := s.Undo(ctx, "a", "c", Call{Cwd: dir, Paths: []string{"a.txt"}}, true); err != nil {
 					t.Fatal(err)
 				}
 				if got := read(t, dir, "a.txt"); got != "one\n" {
@@ -212,8 +212,8 @@ func TestNoPathOutsideTheWorkTreeIsSavedOrRestored(t *testing.T) {
 			}
 			s := store(t)
 			rel, _ := filepath.Rel(dir, filepath.Join(outside, "secret.txt"))
-			rec, err := s.Before(ctx, Target{Agent: "a", Call: "c", Cwd: dir,
-				Paths: []string{rel, filepath.Join(outside, "secret.txt"), "link/secret.txt", "../../etc/passwd", ".git/config"}})
+			named := []string{rel, filepath.Join(outside, "secret.txt"), "link/secret.txt", "../../etc/passwd", ".git/config"}
+			rec, err := s.Before(ctx, Target{Agent: "a", Call: "c", Cwd: dir, Paths: named})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -236,7 +236,7 @@ func TestNoPathOutsideTheWorkTreeIsSavedOrRestored(t *testing.T) {
 			if err := writeManifest(mdir, m); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Undo(ctx, "a", "c", true); err == nil {
+			if _, err := s.Undo(ctx, "a", "c", Call{Cwd: dir, Paths: named}, true); err == nil {
 				t.Error("undo through a symbolic link was not refused")
 			}
 			m.Paths = []string{"../x"}
@@ -244,7 +244,7 @@ func TestNoPathOutsideTheWorkTreeIsSavedOrRestored(t *testing.T) {
 			if err := writeManifest(mdir, m); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Undo(ctx, "a", "c", true); err == nil {
+			if _, err := s.Undo(ctx, "a", "c", Call{Cwd: dir, Paths: named}, true); err == nil {
 				t.Error("undo of ../x was not refused")
 			}
 			if got := read(t, outside, "secret.txt"); got != "outside\n" {
@@ -272,7 +272,7 @@ func TestACopySnapshotIsBounded(t *testing.T) {
 	if _, _, err := s.After(ctx, "a", "c"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Undo(ctx, "a", "c", false); err != nil {
+	if _, err := s.Undo(ctx, "a", "c", Call{Cwd: dir, Paths: []string{"small.txt", "big.bin"}}, false); err != nil {
 		t.Fatal(err)
 	}
 	if read(t, dir, "small.txt") != "small\n" || read(t, dir, "big.bin") != "changed" {
@@ -314,7 +314,7 @@ func TestSnapshotsOlderThanTheirAgeAreRemovedWithTheirRefs(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(s.Dir, "a", "old")); !os.IsNotExist(err) {
 		t.Fatalf("the old snapshot's directory is still there: %v", err)
 	}
-	if _, err := s.Undo(ctx, "a", "old", true); !errors.Is(err, ErrNoSnapshot) {
+	if _, err := s.Undo(ctx, "a", "old", Call{Cwd: dir, Paths: []string{"a.txt"}}, true); !errors.Is(err, ErrNoSnapshot) {
 		t.Fatalf("undo of a pruned snapshot: %v", err)
 	}
 }
@@ -341,5 +341,120 @@ func TestFilesHashedTogetherHashAsEachAlone(t *testing.T) {
 	withMissing := append([]string{"missing.txt"}, names...)
 	if got := hashFiles(ctx, dir, withMissing); got[0] != "" || !slices.Equal(got[1:], want) {
 		t.Fatalf("with a missing file hashed %q, want \"\" for it and %q", got, want)
+	}
+}
+
+// editedA snapshots a.txt in dir for call a/c, changes it to "two" as the
+// call would and records that; it returns the store, the snapshot's
+// directory and its manifest.
+func editedA(t *testing.T, dir string) (Store, string, manifest) {
+	t.Helper()
+	ctx := context.Background()
+	s := store(t)
+	if _, err := s.Before(ctx, Target{Agent: "a", Call: "c", Cwd: dir, Paths: []string{"a.txt"}}); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "a.txt", "two\n")
+	if _, _, err := s.After(ctx, "a", "c"); err != nil {
+		t.Fatal(err)
+	}
+	snap := filepath.Join(s.Dir, "a", "c")
+	m, err := readManifest(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, snap, m
+}
+
+// The manifest and the saved copies lie in the hook's state dir, which the
+// agent may be able to write: undo checks each against the recorded call
+// and refuses what it cannot trust, writing nothing.
+func TestUndoTrustsTheRecordedCallNotTheManifest(t *testing.T) {
+	ctx := context.Background()
+	outside := t.TempDir()
+	write(t, outside, "secret", "one\n") // the digest of a.txt before the call
+	tests := []struct {
+		name string
+		git  bool
+		// tamper changes the snapshot in snap (its manifest m) before undo.
+		tamper func(t *testing.T, snap string, m *manifest)
+		call   func(dir string) Call
+		force  bool
+		why    string
+	}{
+		{"a_saved_copy_that_is_a_symbolic_link", false, func(t *testing.T, snap string, m *manifest) {
+			os.Remove(filepath.Join(snap, "b0"))
+			if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(snap, "b0")); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, true, "not a file airlock saved"},
+		{"a_saved_copy_that_is_a_hard_link", false, func(t *testing.T, snap string, m *manifest) {
+			os.Remove(filepath.Join(snap, "b0"))
+			if err := os.Link(filepath.Join(outside, "secret"), filepath.Join(snap, "b0")); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, true, "not a copy airlock saved"},
+		{"a_saved_copy_that_is_not_what_was_saved", false, func(t *testing.T, snap string, m *manifest) {
+			write(t, snap, "b0", "planted\n")
+		}, nil, true, "digest differs"},
+		{"a_call_that_recorded_no_working_directory", false, nil, func(string) Call { return Call{Paths: []string{"a.txt"}} }, false, "records no working directory"},
+		{"a_work_tree_that_is_not_the_calls", false, nil, func(string) Call { return Call{Cwd: outside, Paths: []string{"a.txt"}} }, true, "was approved in"},
+		{"a_file_the_call_did_not_name", false, nil, func(dir string) Call { return Call{Cwd: dir, Paths: []string{"b.txt"}} }, true, "did not name"},
+		{"a_git_edit_made_whole_tree", true, func(t *testing.T, snap string, m *manifest) { m.WholeTree = true }, nil, true, "whole work tree"},
+		{"a_git_snapshot_read_from_other_objects", true, func(t *testing.T, snap string, m *manifest) { m.Objects = outside }, nil, true, "not in its own directory"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tc.git {
+				dir = repo(t)
+			} else {
+				write(t, dir, "a.txt", "one\n")
+			}
+			s, snap, m := editedA(t, dir)
+			if tc.tamper != nil {
+				tc.tamper(t, snap, &m)
+			}
+			if err := writeManifest(snap, m); err != nil {
+				t.Fatal(err)
+			}
+			call := Call{Cwd: dir, Paths: []string{"a.txt"}}
+			if tc.call != nil {
+				call = tc.call(dir)
+			}
+			if _, err := s.Undo(ctx, "a", "c", call, tc.force); err == nil || !strings.Contains(err.Error(), tc.why) {
+				t.Fatalf("undo: %v, want a refusal saying %q", err, tc.why)
+			}
+			if got := read(t, dir, "a.txt"); got != "two\n" {
+				t.Fatalf("a refused undo left a.txt %q", got)
+			}
+		})
+	}
+}
+
+// A restored file never gets a mode wider than it has now: a manifest that
+// says the file was set-uid and world-writable before the call is not
+// believed.
+func TestUndoNeverWidensAFilesMode(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	write(t, dir, "a.txt", "one\n")
+	if err := os.Chmod(filepath.Join(dir, "a.txt"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, snap, m := editedA(t, dir)
+	m.Entries[0].Before.Mode = os.ModeSetuid | 0o777
+	if err := writeManifest(snap, m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Undo(ctx, "a", "c", Call{Cwd: dir, Paths: []string{"a.txt"}}, true); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(filepath.Join(dir, "a.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read(t, dir, "a.txt") != "one\n" || info.Mode() != 0o600 {
+		t.Fatalf("a.txt after undo: %q, mode %v, want one and -rw-------", read(t, dir, "a.txt"), info.Mode())
 	}
 }

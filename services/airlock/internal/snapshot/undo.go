@@ -2,13 +2,18 @@ package snapshot
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrLaterChanges: undo would lose changes made after the call; it is
@@ -26,12 +31,30 @@ type Result struct {
 	Forced bool
 }
 
+// Call is what the audit trail recorded about the call airlock approved:
+// undo acts only within it. The manifest lies in the hook's state dir, which
+// the agent may be able to write, so its root, its paths and its saved
+// copies are checked against the call, never taken on their own word.
+type Call struct {
+	// Cwd is the working directory the call was approved with ("" when the
+	// trail recorded none).
+	Cwd string
+	// Paths are the files an edit or write tool named, as the agent wrote
+	// them (absolute, or relative to Cwd).
+	Paths []string
+	// Shell: a shell command, which may change anything under its work tree.
+	Shell bool
+}
+
 // Undo puts back the files the call changed as they were before it. It
 // refuses (ErrLaterChanges, with the paths in the sentence) when a file
 // the call changed differs now from what the call left, or when what the
-// call left is not known, unless force. Only paths inside the snapshot's
-// work tree are written, through real directories.
-func (s Store) Undo(ctx context.Context, agent, call string, force bool) (Result, error) {
+// call left is not known, unless force. The snapshot must be of call's work
+// tree (the git work tree holding its recorded cwd, or that cwd), and only
+// files call named (any file under the work tree for a shell command) are
+// written, through real directories; without a recorded cwd undo refuses
+// unless force.
+func (s Store) Undo(ctx context.Context, agent, call string, rec Call, force bool) (Result, error) {
 	lim := s.limits()
 	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()
@@ -53,6 +76,10 @@ func (s Store) Undo(ctx context.Context, agent, call string, force bool) (Result
 	if err != nil || root != m.Root {
 		return Result{}, fmt.Errorf("the work tree of call %s/%s (%s) is gone or moved: nothing was restored", agent, call, m.Root)
 	}
+	named, err := s.callScope(ctx, agent, call, m, dir, rec, force, lim)
+	if err != nil {
+		return Result{}, err
+	}
 	res := Result{Kind: m.Kind, Root: root, Forced: force}
 	switch m.Kind {
 	case KindGit:
@@ -60,10 +87,10 @@ func (s Store) Undo(ctx context.Context, agent, call string, force bool) (Result
 		if m.Objects != "" {
 			res.Ref = m.Objects
 		}
-		res.Paths, err = s.undoGit(ctx, m, dir, force, lim)
+		res.Paths, err = s.undoGit(ctx, m, dir, named, force, lim)
 	case KindCopy:
 		res.Ref = dir
-		res.Paths, err = undoCopy(m, dir, force)
+		res.Paths, err = undoCopy(m, dir, named, force, lim)
 	default:
 		err = fmt.Errorf("snapshot of %s/%s: unknown kind %q", agent, call, m.Kind)
 	}
@@ -72,6 +99,63 @@ func (s Store) Undo(ctx context.Context, agent, call string, force bool) (Result
 	}
 	m.Undone = true
 	return res, writeManifest(dir, m)
+}
+
+// callScope checks the manifest against the recorded call: its work tree
+// must be the call's, and (for an edit or write tool) every path it holds
+// one the call named. It returns the paths the call named, relative to the
+// work tree, or nil for a shell command (any path under the work tree).
+func (s Store) callScope(ctx context.Context, agent, call string, m manifest, dir string, rec Call, force bool, lim Limits) (map[string]bool, error) {
+	forged := func(what string) error {
+		return fmt.Errorf("the snapshot of call %s/%s %s: its manifest (%s) was changed after airlock's hook wrote it, or the work tree moved, so nothing was restored. Look at what the call did in the audit trail and put files back by hand", agent, call, what, filepath.Join(dir, "manifest.json"))
+	}
+	if m.Kind == KindGit && m.Objects != "" {
+		if own, err := filepath.Abs(filepath.Join(dir, "objects")); err != nil || m.Objects != own {
+			return nil, forged(fmt.Sprintf("keeps its commits in %s, not in its own directory", m.Objects))
+		}
+	}
+	cwd := m.Root
+	if rec.Cwd == "" {
+		if !force {
+			return nil, fmt.Errorf("the audit trail records no working directory for call %s/%s, so airlock cannot check that its snapshot's work tree (%s) is the one the call ran in; nothing was restored. Run again with --force to put the snapshot's files back in %s anyway", agent, call, m.Root, m.Root)
+		}
+	} else {
+		real, err := realDir(rec.Cwd)
+		if err != nil {
+			return nil, fmt.Errorf("the working directory call %s/%s was approved with (%s) is gone or moved: nothing was restored", agent, call, rec.Cwd)
+		}
+		want := real
+		if m.Kind == KindGit {
+			if top, ok := gitRoot(ctx, real); ok {
+				want = top
+			}
+		}
+		if m.Root != want {
+			return nil, forged(fmt.Sprintf("names the work tree %s, but the call was approved in %s", m.Root, want))
+		}
+		cwd = real
+	}
+	if rec.Shell {
+		return nil, nil
+	}
+	if m.WholeTree {
+		return nil, forged("covers the whole work tree, but the call was an edit of named files")
+	}
+	var n notes
+	named := map[string]bool{}
+	for _, p := range namedPaths(m.Root, cwd, rec.Paths, lim, &n) {
+		named[p] = true
+	}
+	held := m.Paths
+	for _, e := range m.Entries {
+		held = append(held, e.Path)
+	}
+	for _, p := range held {
+		if !named[p] {
+			return nil, forged(fmt.Sprintf("holds %q, a file the call did not name", cut(p)))
+		}
+	}
+	return named, nil
 }
 
 // validRel checks a path the manifest holds: relative, clean, inside.
@@ -83,7 +167,7 @@ func validRel(root, rel string) error {
 	return realParents(root, rel)
 }
 
-func (s Store) undoGit(ctx context.Context, m manifest, dir string, force bool, lim Limits) ([]string, error) {
+func (s Store) undoGit(ctx context.Context, m manifest, dir string, named map[string]bool, force bool, lim Limits) ([]string, error) {
 	for _, p := range m.Paths {
 		if err := validRel(m.Root, p); err != nil {
 			return nil, err
@@ -134,16 +218,22 @@ func (s Store) undoGit(ctx context.Context, m manifest, dir string, force bool, 
 		if err := validRel(m.Root, p); err != nil {
 			return nil, err
 		}
+		if named != nil && !named[p] {
+			return nil, fmt.Errorf("%q is not a file the call named: nothing was restored", cut(p))
+		}
 	}
 	return changed, gitRestore(ctx, m.Root, m.Objects, m.Before, changed)
 }
 
-func undoCopy(m manifest, dir string, force bool) ([]string, error) {
+func undoCopy(m manifest, dir string, named map[string]bool, force bool, lim Limits) ([]string, error) {
 	var changed, later []string
 	idx := map[string]int{}
 	for i, e := range m.Entries {
 		if err := validRel(m.Root, e.Path); err != nil {
 			return nil, err
+		}
+		if named != nil && !named[e.Path] {
+			return nil, fmt.Errorf("%q is not a file the call named: nothing was restored", cut(e.Path))
 		}
 		now, err := stateOf(m.Root, e.Path)
 		if err != nil {
@@ -165,6 +255,23 @@ func undoCopy(m manifest, dir string, force bool) ([]string, error) {
 	if len(later) > 0 && !force {
 		return nil, fmt.Errorf("%w: %s changed after the call (or airlock does not know what the call left); undoing it would lose those changes. Run again with --force to put the files back as they were before the call", ErrLaterChanges, list(later))
 	}
+	// Every saved copy is read and checked before any file is written, so
+	// a bad copy leaves the work tree as it was.
+	data := map[string][]byte{}
+	for _, p := range changed {
+		e := m.Entries[idx[p]]
+		if !e.Before.Exists {
+			continue
+		}
+		b, err := readSaved(dir, "b"+strconv.Itoa(idx[p]), lim.MaxBytes)
+		if err != nil {
+			return nil, fmt.Errorf("the saved copy of %s: %w; nothing was restored", p, err)
+		}
+		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != e.Before.Digest {
+			return nil, fmt.Errorf("the saved copy of %s is not the file the hook saved (its digest differs): nothing was restored", p)
+		}
+		data[p] = b
+	}
 	for _, p := range changed {
 		e := m.Entries[idx[p]]
 		if !e.Before.Exists {
@@ -173,15 +280,66 @@ func undoCopy(m manifest, dir string, force bool) ([]string, error) {
 			}
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(dir, "b"+strconv.Itoa(idx[p])))
-		if err != nil {
-			return nil, fmt.Errorf("the saved copy of %s: %w", p, err)
-		}
-		if err := writeInside(m.Root, p, data, e.Before.Mode, false); err != nil {
+		if err := writeInside(m.Root, p, data[p], restoredMode(m.Root, p, e.Before.Mode), false); err != nil {
 			return nil, err
 		}
 	}
 	return changed, nil
+}
+
+// restoredMode is the permission a restored file gets: what the manifest
+// says it had, only the permission bits (never set-id or sticky), and no
+// wider than the file has now when it is there (the process umask narrows
+// a file created anew).
+func restoredMode(root, rel string, before os.FileMode) os.FileMode {
+	mode := before.Perm()
+	if info, err := os.Lstat(filepath.Join(root, filepath.FromSlash(rel))); err == nil && info.Mode().IsRegular() {
+		mode &= info.Mode().Perm()
+	}
+	return mode
+}
+
+// readSaved reads the saved copy name of the snapshot in dir: opened
+// relative to dir without following a symbolic link there (nor at dir's
+// last two components, the agent's and the call's directories), a regular
+// file with no other link to it, at most max bytes.
+func readSaved(dir, name string, max int64) ([]byte, error) {
+	parent, call := filepath.Split(filepath.Clean(dir))
+	fd, err := unix.Open(filepath.Dir(filepath.Clean(parent)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open the snapshots directory: %w", err)
+	}
+	for _, part := range []string{filepath.Base(filepath.Clean(parent)), call, name} {
+		flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		if part != name {
+			flags |= unix.O_DIRECTORY
+		} else {
+			flags |= unix.O_NONBLOCK // a FIFO planted there must not hang undo
+		}
+		next, err := unix.Openat(fd, part, flags, 0)
+		unix.Close(fd)
+		if err != nil {
+			return nil, fmt.Errorf("%s is not a file airlock saved (%w)", part, err)
+		}
+		fd = next
+	}
+	f := os.NewFile(uintptr(fd), filepath.Join(dir, name))
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 {
+		return nil, errors.New("not a regular file of its own (a link or a device): not a copy airlock saved")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("larger than the %d MiB a copy snapshot holds", max>>20)
+	}
+	return b, nil
 }
 
 // list names paths for a sentence, bounded.
