@@ -56,6 +56,7 @@ func newPolicySuggestCmd(g *globals) *cobra.Command {
 		runtime string
 		minN    int
 		minP    int
+		minDir  int
 		risks   []string
 	)
 	cmd := &cobra.Command{
@@ -67,19 +68,20 @@ for each group approved at least --min-approvals times by --min-approvers
 distinct people (or by the requester confirming their own calls), with no
 rejection, request for changes, edit or expiry, proposes the narrowest
 standing grant that covers it: exact values where they never varied; for a
-path, the files of a directory that itself directly holds at least
-policy.suggest.min_paths_per_directory (default 3) approved paths, never a
-name starting with "." nor anything deeper, and every other approved path
-exactly; a command prefix only as long as the approved commands share. High and critical risk,
-redacted arguments, quorums and varying numbers are never proposed.
+path, the files directly in a directory that itself directly holds at least
+--min-paths-per-directory (default 3) approved paths, never a name starting
+with "." nor anything deeper, and every other approved path exactly; a
+command prefix only as long as the approved commands share. High and
+critical risk, redacted arguments, quorums and varying numbers are never
+proposed.
 
 Each proposal is replayed over the recorded history with the policy in force
 and the run-time rules of the running airlock (--runtime-rules now) or none;
 one that would allow any call that was rejected, sent back, edited, expired,
-canceled or denied is dropped, and so is one the policy in force would let
-answer a probe: the same call at a dotfile, in a hidden directory (.ssh,
-.git), a directory below or beside a widened one. Nothing is adopted: an admin adopts on the
-console's Suggestions page. Dismissed suggestions are marked.`,
+canceled or denied is dropped, and so is one whose grant the policy in force
+would let answer a probe: the same call at a dotfile or in a hidden directory
+(.ssh, .git) of a widened directory, below it or beside it. Nothing is
+adopted: an admin adopts on the console's Suggestions page. Dismissed suggestions are marked.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
@@ -100,6 +102,9 @@ console's Suggestions page. Dismissed suggestions are marked.`,
 			}
 			if minP > 0 {
 				scfg.MinApprovers = minP
+			}
+			if minDir > 0 {
+				scfg.MinPathsPerDirectory = minDir
 			}
 			if len(risks) > 0 {
 				scfg.AllowRisks = risks
@@ -160,6 +165,7 @@ console's Suggestions page. Dismissed suggestions are marked.`,
 	f.StringVar(&runtime, "runtime-rules", "now", "run-time rules the replay decides with: now (those of the running airlock) or none")
 	f.IntVar(&minN, "min-approvals", 0, "approvals a group needs (default policy.suggest.min_approvals, else 5)")
 	f.IntVar(&minP, "min-approvers", 0, "distinct people among them (default policy.suggest.min_approvers, else 2)")
+	f.IntVar(&minDir, "min-paths-per-directory", 0, "distinct approved paths a directory must directly hold before its other files are proposed (default policy.suggest.min_paths_per_directory, else 3)")
 	f.StringArrayVar(&risks, "allow-risk", nil, "also propose for this risk: high or critical (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
