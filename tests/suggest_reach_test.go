@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // Review of 2026-11-28: five ordinary approved writes became a standing
@@ -84,12 +86,10 @@ func TestALearnedGrantReachesNoPathNobodyApprovedAnythingLike(t *testing.T) {
 				Probes int `json:"probes"`
 			} `json:"proof"`
 		} `json:"suggestions"`
-		Skipped []struct {
-			Why string `json:"why"`
-		} `json:"skipped"`
 	}
 	var scope, id, glob string
-	found := func() bool { // the trail reaches the suggester a little after the approvals
+	// The trail reaches the suggester a little after the approvals.
+	found := func() bool {
 		r := cli(t, dev, "policy", "suggest", "--min-approvers", "1", "--json")
 		if r.Code != 0 {
 			t.Fatalf("airlock policy suggest: %+v", r)
@@ -108,12 +108,7 @@ func TestALearnedGrantReachesNoPathNobodyApprovedAnythingLike(t *testing.T) {
 		}
 		return false
 	}
-	for deadline := time.Now().Add(20 * time.Second); !found(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("no suggestion for alice's writes (suggestions %+v, skipped %+v)", rep.Suggestions, rep.Skipped)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testenv.Eventually(t, 20*time.Second, "a suggestion for alice's approved writes", found)
 	if want := "{/home/alice/notes.txt,/home/alice/proj/[!./]*,/home/alice/proj/src/c.go}"; glob != want {
 		t.Errorf("the suggestion's /file_path glob is %q, want %q (scope: %s)", glob, want, scope)
 	}
@@ -134,13 +129,10 @@ func TestALearnedGrantReachesNoPathNobodyApprovedAnythingLike(t *testing.T) {
 	}
 
 	// The grant is in force once a new file in the project is allowed.
-	allowed := ""
-	for deadline := time.Now().Add(20 * time.Second); allowed != "allowed" && allowed != "completed"; {
-		if time.Now().After(deadline) {
-			t.Fatalf("a new file in /home/alice/proj was %s after adopting %s, want allowed: the grant spares no ask", allowed, scope)
-		}
-		_, allowed = write("/home/alice/proj/new.txt")
-	}
+	testenv.Eventually(t, 20*time.Second, "a new file in /home/alice/proj allowed under the adopted grant", func() bool {
+		_, got := write("/home/alice/proj/new.txt")
+		return got == "allowed" || got == "completed"
+	})
 	for _, p := range []string{
 		"/home/alice/.ssh/authorized_keys",
 		"/home/alice/.bashrc",
