@@ -30,7 +30,8 @@ func suggestConfig(cfg config.Config) (suggest.Config, time.Time, error) {
 	if err != nil {
 		return suggest.Config{}, time.Time{}, fmt.Errorf("policy.suggest.since: %w", err)
 	}
-	return suggest.Config{MinApprovals: s.MinApprovals, MinApprovers: s.MinApprovers, AllowRisks: s.AllowRisks, MinPathDepth: s.MinPathDepth}, since, nil
+	return suggest.Config{MinApprovals: s.MinApprovals, MinApprovers: s.MinApprovers, AllowRisks: s.AllowRisks, MinPathDepth: s.MinPathDepth,
+		MinPathsPerDirectory: s.MinPathsPerDirectory}, since, nil
 }
 
 // suggestions proposes grants from the trail in rd and proves each by
@@ -55,6 +56,7 @@ func newPolicySuggestCmd(g *globals) *cobra.Command {
 		runtime string
 		minN    int
 		minP    int
+		minDir  int
 		risks   []string
 	)
 	cmd := &cobra.Command{
@@ -65,16 +67,21 @@ stream), groups one agent's calls by tool, asking rule and argument shape, and
 for each group approved at least --min-approvals times by --min-approvers
 distinct people (or by the requester confirming their own calls), with no
 rejection, request for changes, edit or expiry, proposes the narrowest
-standing grant that covers it: exact values where they never varied, a path
-glob only as wide as the approved paths' common directory, a command prefix
-only as long as the approved commands share. High and critical risk,
-redacted arguments, quorums and varying numbers are never proposed.
+standing grant that covers it: exact values where they never varied; for a
+path, the files directly in a directory that itself directly holds at least
+--min-paths-per-directory (default 3) approved paths, never a name starting
+with "." nor anything deeper, and every other approved path exactly; a
+command prefix only as long as the approved commands share. High and
+critical risk, redacted arguments, quorums and varying numbers are never
+proposed.
 
 Each proposal is replayed over the recorded history with the policy in force
 and the run-time rules of the running airlock (--runtime-rules now) or none;
 one that would allow any call that was rejected, sent back, edited, expired,
-canceled or denied is dropped. Nothing is adopted: an admin adopts on the
-console's Suggestions page. Dismissed suggestions are marked.`,
+canceled or denied is dropped, and so is one whose grant the policy in force
+would let answer a probe: the same call at a dotfile or in a hidden directory
+(.ssh, .git) of a widened directory, below it or beside it. Nothing is
+adopted: an admin adopts on the console's Suggestions page. Dismissed suggestions are marked.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
@@ -95,6 +102,9 @@ console's Suggestions page. Dismissed suggestions are marked.`,
 			}
 			if minP > 0 {
 				scfg.MinApprovers = minP
+			}
+			if minDir > 0 {
+				scfg.MinPathsPerDirectory = minDir
 			}
 			if len(risks) > 0 {
 				scfg.AllowRisks = risks
@@ -155,6 +165,7 @@ console's Suggestions page. Dismissed suggestions are marked.`,
 	f.StringVar(&runtime, "runtime-rules", "now", "run-time rules the replay decides with: now (those of the running airlock) or none")
 	f.IntVar(&minN, "min-approvals", 0, "approvals a group needs (default policy.suggest.min_approvals, else 5)")
 	f.IntVar(&minP, "min-approvers", 0, "distinct people among them (default policy.suggest.min_approvers, else 2)")
+	f.IntVar(&minDir, "min-paths-per-directory", 0, "distinct approved paths a directory must directly hold before its other files are proposed (default policy.suggest.min_paths_per_directory, else 3)")
 	f.StringArrayVar(&risks, "allow-risk", nil, "also propose for this risk: high or critical (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
@@ -181,12 +192,18 @@ func printSuggestions(out io.Writer, rep suggest.Report, runtimeRules int, dismi
 		}
 		fmt.Fprintf(out, "  evidence: approved %d times by %s, median time to decide %s; answers rule %s (risk %s)\n",
 			s.Approvals, e(strings.Join(s.Approvers, ", ")), s.MedianTimeToDecide.Round(100*time.Millisecond), e(s.RuleID), dash(s.Risk))
-		fmt.Fprintf(out, "  replay: %d decisions; removes %d asks, saves %s of reviewers' time (%s); allows no refused call\n",
-			p.Replayed, p.AsksRemoved, p.ReviewerTimeSaved.Round(100*time.Millisecond), e(perReviewer(p.PerReviewer)))
+		fmt.Fprintf(out, "  replay: %d decisions; removes %d asks, saves %s of reviewers' time (%s); allows no refused call and none of %d probe(s)\n",
+			p.Replayed, p.AsksRemoved, p.ReviewerTimeSaved.Round(100*time.Millisecond), e(perReviewer(p.PerReviewer)), p.Probes)
 	}
 	for _, s := range rep.Dropped {
-		fmt.Fprintf(out, "\ndropped by replay: %s (%d refused call(s) it would allow, first %s of agent %s: %s)\n", e(s.Scope), len(s.Proof.Violations),
-			e(s.Proof.Violations[0].Call), e(s.Proof.Violations[0].Agent), s.Proof.Violations[0].Outcome)
+		p := s.Proof
+		if len(p.Violations) > 0 {
+			fmt.Fprintf(out, "\ndropped by replay: %s (%d refused call(s) it would allow, first %s of agent %s: %s)\n", e(s.Scope), len(p.Violations),
+				e(p.Violations[0].Call), e(p.Violations[0].Agent), p.Violations[0].Outcome)
+			continue
+		}
+		fmt.Fprintf(out, "\ndropped by its probes: %s (it would allow %d path(s) nobody approved anything like, first %s %s)\n", e(s.Scope), len(p.ProbesAllowed),
+			e(p.ProbesAllowed[0].Pointer), e(p.ProbesAllowed[0].Path))
 	}
 	if len(rep.Skipped) > 0 {
 		fmt.Fprintf(out, "\nnot proposed:\n")

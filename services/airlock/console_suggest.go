@@ -227,6 +227,9 @@ func consoleSuggestion(s suggest.Suggestion) console.Suggestion {
 		for _, x := range p.Violations {
 			v.Violations = append(v.Violations, fmt.Sprintf("call %s of agent %s (%s)", x.Call, x.Agent, x.Outcome))
 		}
+		for _, x := range p.ProbesAllowed {
+			v.Violations = append(v.Violations, fmt.Sprintf("%s %s, which nobody approved anything like", x.Pointer, x.Path))
+		}
 	}
 	return v
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,9 +24,11 @@ func TestAStandingGrantNeverAnswersACallRiskierThanItWasMadeFor(t *testing.T) {
 	w := newLearnWorld(t)
 	root := w.signIn("root")
 	// Priority 150: the default "write" rule (130) still asks about every
-	// write; this one only raises the risk of a key file anywhere.
-	w.putHighRiskRule(root, `{"id":"ssh-keys","priority":150,"server":"fs","tool":"write_file","args":{"/path":"**/.ssh/*"},"effect":"ask","risk":"high","reason":"ssh keys"}`,
-		"/srv/x/.ssh/probe")
+	// write; this one only raises the risk of a key file anywhere. (A key
+	// file a suggestion's glob reaches: it never reaches a dotfile or a
+	// hidden directory such as .ssh.)
+	w.putHighRiskRule(root, `{"id":"key-files","priority":150,"server":"fs","tool":"write_file","args":{"/path":"**/*.pem"},"effect":"ask","risk":"high","reason":"key files"}`,
+		"/srv/x/probe.pem")
 
 	// An adopted suggestion: approved writes in two subdirectories of docs.
 	w.record([]historyKind{{weight: 1, agent: "writer-bot", server: "fs", tool: "write_file", args: func(r *rand.Rand) map[string]any {
@@ -36,8 +39,8 @@ func TestAStandingGrantNeverAnswersACallRiskierThanItWasMadeFor(t *testing.T) {
 		if s.Agent != "writer-bot" {
 			continue
 		}
-		if s.Grant.GetArgumentGlobs()["/path"] != "/srv/app/docs/**" || s.Grant.GetMaxRisk() != airlockv1.Risk_RISK_MEDIUM {
-			t.Fatalf("proposed %s (max risk %v): want /srv/app/docs/** for medium risk", s.Scope, s.Grant.GetMaxRisk())
+		if !strings.Contains(s.Grant.GetArgumentGlobs()["/path"], "/srv/app/docs/guide/[!./]*") || s.Grant.GetMaxRisk() != airlockv1.Risk_RISK_MEDIUM {
+			t.Fatalf("proposed %s (max risk %v): want /srv/app/docs/guide/[!./]* for medium risk", s.Scope, s.Grant.GetMaxRisk())
 		}
 		if status, body := root.post("/suggestions/"+s.ID+"/adopt", url.Values{}); status != http.StatusSeeOther {
 			t.Fatalf("adopt %s: %d\n%s", s.ID, status, body)
@@ -78,8 +81,8 @@ func TestAStandingGrantNeverAnswersACallRiskierThanItWasMadeFor(t *testing.T) {
 	// The policy service applies a new grant when its watch sees it: both
 	// grants allow a routine write first, so the asks below are theirs.
 	for _, c := range []struct{ agent, routine, key string }{
-		{"writer-bot", "/srv/app/docs/guide/page-1.md", "/srv/app/docs/guide/.ssh/authorized_keys"},
-		{"wiki-bot", "/srv/wiki/api/next.md", "/srv/wiki/.ssh/authorized_keys"},
+		{"writer-bot", "/srv/app/docs/guide/page-1.md", "/srv/app/docs/guide/deploy.pem"},
+		{"wiki-bot", "/srv/wiki/api/next.md", "/srv/wiki/deploy.pem"},
 	} {
 		testenv.Eventually(t, 10*time.Second, c.agent+"'s grant in force", func() bool { return write(c.agent, c.routine) == subject.Allowed })
 		key := w.submit(c.agent, "fs", "write_file", map[string]any{"path": c.key, "content": "ssh-ed25519 AAAA attacker"})

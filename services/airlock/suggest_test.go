@@ -246,7 +246,7 @@ func TestSuggestionsLearnedFromRecordedDecisionsRemoveAsksAndNoRefusedCall(t *te
 		name string
 		ok   bool
 	}{
-		{"the routine documentation writes are proposed, only as wide as their directory", strings.Contains(byAgent["writer-bot write_file"].Scope, "/path matches /srv/app/docs/*")},
+		{"the routine documentation writes are proposed, only as wide as their directory", strings.Contains(byAgent["writer-bot write_file"].Scope, "/path matches /srv/app/docs/[!./]*")},
 		{"the team report is proposed pinned to its recipient", strings.Contains(byAgent["reporter-bot send_message"].Scope, `/to is exactly "team@example.com"`)},
 		{"the flooding agent gets a suggestion for itself alone", byAgent["mallory-bot write_file"].Grant.GetAgentId() == "mallory-bot"},
 		{"risky shell commands are never proposed", byAgent["ops-bot run_command"].ID == "" && skippedFor(rep, "ops-bot", "risk is high")},

@@ -38,10 +38,17 @@ type Proof struct {
 	// back, edited, expired, canceled or denied (or whose outcome the trail
 	// does not tell). One is enough to drop the suggestion.
 	Violations []Violation `json:"violations,omitempty"`
+	// Probes: calls like the approved ones at paths nobody approved
+	// anything like (dotfiles, hidden directories, deeper and beside a
+	// widened directory) decided with the policy in force; ProbesAllowed
+	// are those the grant would allow. One is enough to drop the suggestion.
+	Probes        int     `json:"probes"`
+	ProbesAllowed []Probe `json:"probes_allowed,omitempty"`
 }
 
-// Safe: the grant allows no recorded call people did not approve as asked.
-func (p *Proof) Safe() bool { return p != nil && len(p.Violations) == 0 }
+// Safe: the grant allows no recorded call people did not approve as
+// asked, and no probe.
+func (p *Proof) Safe() bool { return p != nil && len(p.Violations) == 0 && len(p.ProbesAllowed) == 0 }
 
 // Prove replays s over every recorded decision since since (replay.Run)
 // with decide (the policy in force now) and the grant applied as the policy
@@ -52,7 +59,30 @@ func Prove(ctx context.Context, rd store.Reader, s *Suggestion, decided map[stri
 	if err != nil {
 		return nil, fmt.Errorf("suggest: prove %s: %w", s.ID, err)
 	}
+	if err := probe(ctx, p, s, decide, applies, time.Now()); err != nil {
+		return nil, fmt.Errorf("suggest: prove %s against its probes: %w", s.ID, err)
+	}
 	return p, nil
+}
+
+// probe decides each of s's probes with the policy in force at now and
+// records those the grant would turn into an allow: the replay proves the
+// grant against what happened, the probes against what it must never
+// reach although nothing like it happened yet.
+func probe(ctx context.Context, p *Proof, s *Suggestion, decide replay.Decide, applies replay.Applies, now time.Time) error {
+	for i, pr := range s.probes {
+		call := &airlockv1.ToolCall{CallId: fmt.Sprintf("airlock-probe-%d", i), Revision: 1, AgentId: s.Agent, Server: s.Server, Tool: s.Tool,
+			Arguments: pr.Args, OnBehalfOf: s.Requester, OnBehalfOfVerified: s.Requester != ""}
+		d, err := decide(ctx, call, now)
+		if err != nil {
+			return fmt.Errorf("decide a probe at %s: %w", pr.Path, err)
+		}
+		p.Probes++
+		if d.GetAction() == airlockv1.Action_ACTION_ASK && applies(s.Grant, call, d, now) {
+			p.ProbesAllowed = append(p.ProbesAllowed, pr)
+		}
+	}
+	return nil
 }
 
 // proveGrants replays the history with every grant of gs in force, and no

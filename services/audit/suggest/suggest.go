@@ -19,6 +19,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -63,10 +64,16 @@ type Config struct {
 	// is pinned to them (a glob {a,b}); more and the group is not
 	// proposed, unless the argument holds free content (default 5).
 	MaxAlternatives int
-	// MinPathDepth: directories a path glob's common directory must have
-	// (default 2): approvals across /home/alice and /home/bob never become
-	// /home/**, which would reach every home directory.
+	// MinPathDepth: directories a directory must have before approved
+	// paths in it are widened to a glob (default 2): /home/* is never
+	// proposed, however many files under /home were approved.
 	MinPathDepth int
+	// MinPathsPerDirectory: distinct approved paths a directory must
+	// directly hold before the grant allows any other file directly in it
+	// (default 3). Paths in other directories stay exact values: a
+	// directory that merely is the approved paths' common ancestor is never
+	// widened to.
+	MinPathsPerDirectory int
 }
 
 func (c Config) withDefaults() Config {
@@ -81,6 +88,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MinPathDepth <= 0 {
 		c.MinPathDepth = 2
+	}
+	if c.MinPathsPerDirectory <= 0 {
+		c.MinPathsPerDirectory = 3
 	}
 	return c
 }
@@ -168,6 +178,45 @@ type Suggestion struct {
 	FromRevision uint32 `json:"from_revision"`
 	// Proof is the replay's verdict, set by Prove.
 	Proof *Proof `json:"proof,omitempty"`
+	// probes are calls like the approved ones at paths the grant must not
+	// allow (probePaths); Prove asks the policy in force about each.
+	probes []Probe
+}
+
+// Probe is a call Prove checks the grant does not allow: the first
+// approved call's arguments with the path at Pointer replaced by Path.
+type Probe struct {
+	Pointer string           `json:"pointer"`
+	Path    string           `json:"path"`
+	Args    *structpb.Struct `json:"-"`
+}
+
+// probeCalls are the probes for the directories each path argument was
+// widened to (probePaths), leaving out any path the grant rightly allows:
+// an approved path, or a visible file directly in a widened directory.
+func probeCalls(template *structpb.Struct, approved []Call, widenedTo map[string][]string) []Probe {
+	var out []Probe
+	for _, ptr := range slices.Sorted(maps.Keys(widenedTo)) {
+		dirs := widenedTo[ptr]
+		seen := map[string]bool{}
+		for _, c := range approved {
+			if v, ok := calls.StringArg(c.Args, ptr); ok {
+				seen[v] = true
+			}
+		}
+		for _, dir := range dirs {
+			for _, p := range probePaths(dir) {
+				if parent, file := splitPath(p); seen[p] || slices.Contains(dirs, parent) && !strings.HasPrefix(file, ".") {
+					continue
+				}
+				seen[p] = true
+				args := proto.Clone(template).(*structpb.Struct)
+				args.Fields[calls.PointerTokens(ptr)[0]] = structpb.NewStringValue(p)
+				out = append(out, Probe{Pointer: ptr, Path: p, Args: args})
+			}
+		}
+	}
+	return out
 }
 
 // Skipped is a group that was not proposed, and why.
@@ -308,6 +357,7 @@ func propose(all []Call, cfg Config) (Suggestion, string) {
 	grant := &airlockv1.StandingGrant{AgentId: first.Agent, Server: first.Server, Tool: first.Tool, RuleId: first.Decision.GetRuleId(), OnlyListedArguments: true,
 		MaxRisk: highest}
 	var widened []string
+	widenedTo := map[string][]string{}
 	names := make([]string, 0, len(first.Args.GetFields()))
 	for k := range first.Args.GetFields() {
 		names = append(names, k)
@@ -318,7 +368,7 @@ func propose(all []Call, cfg Config) (Suggestion, string) {
 		for i, c := range g {
 			values[i] = c.Args.GetFields()[name]
 		}
-		w, why := scope(grant, first.Tool, name, values, cfg)
+		w, why := scope(grant, first.Tool, name, values, cfg, widenedTo)
 		if why != "" {
 			return Suggestion{}, why
 		}
@@ -331,8 +381,14 @@ func propose(all []Call, cfg Config) (Suggestion, string) {
 			return Suggestion{}, fmt.Sprintf("call %s was %s and falls within what it would allow: nothing that reaches a refused call is proposed", c.CallID, strings.ReplaceAll(c.Outcome, "_", " "))
 		}
 	}
+	probes := probeCalls(first.Args, g, widenedTo)
+	for _, p := range probes {
+		if covers(grant, p.Args) {
+			return Suggestion{}, fmt.Sprintf("what it would allow reaches %s, which nobody approved anything like: nothing is proposed", p.Path)
+		}
+	}
 	s := Suggestion{Agent: first.Agent, Server: first.Server, Tool: first.Tool, RuleID: grant.RuleId, Risk: risk,
-		Requester: requester, Grant: grant, Widened: widened, Approvals: len(g)}
+		Requester: requester, Grant: grant, Widened: widened, Approvals: len(g), probes: probes}
 	for p := range people {
 		s.Approvers = append(s.Approvers, p)
 	}
@@ -378,7 +434,11 @@ var commandNames = []string{"command", "cmd", "script", "shell_command", "comman
 // the exact value when it never varied, else the narrowest form that holds
 // every approved value. It returns what it widened (in words) or why the
 // group cannot be proposed.
-func scope(grant *airlockv1.StandingGrant, tool, name string, values []*structpb.Value, cfg Config) (widened, why string) {
+//
+// A path argument is widened only to a directory that itself directly
+// holds enough approved paths, and then only to its files whose name does
+// not start with "." (widenedTo[ptr] lists those directories).
+func scope(grant *airlockv1.StandingGrant, tool, name string, values []*structpb.Value, cfg Config, widenedTo map[string][]string) (widened, why string) {
 	ptr := "/" + calls.EscapePointer(name)
 	same := true
 	for _, v := range values[1:] {
@@ -436,15 +496,19 @@ func scope(grant *airlockv1.StandingGrant, tool, name string, values []*structpb
 		grant.CommandPrefixes[ptr] = prefix
 		return fmt.Sprintf("%s: any plain command starting with %q (the words every approved command began with)", ptr, prefix), ""
 	case looksLikePaths(name, strs):
-		glob, ok := pathGlob(strs, cfg.MinPathDepth)
+		glob, dirs, ok := pathGlob(strs, cfg)
 		if !ok {
-			return "", fmt.Sprintf("the paths in %s share no directory %d levels deep (or one is not a clean path): a path glob would reach too much", ptr, cfg.MinPathDepth)
+			return "", fmt.Sprintf("the paths in %s include one that is not a clean path (a . or .. segment, a backslash, an empty segment or a trailing separator): a glob cannot match it exactly", ptr)
 		}
 		if grant.ArgumentGlobs == nil {
 			grant.ArgumentGlobs = map[string]string{}
 		}
 		grant.ArgumentGlobs[ptr] = glob
-		return fmt.Sprintf("%s: paths matching %s (the approved paths' common directory)", ptr, glob), ""
+		if len(dirs) == 0 {
+			return "", ""
+		}
+		widenedTo[ptr] = dirs
+		return fmt.Sprintf("%s: any file directly in %s whose name does not start with \".\" (each directory directly holds %d or more approved paths); every other path exactly as approved", ptr, strings.Join(dirs, ", "), cfg.MinPathsPerDirectory), ""
 	case slices.Contains(contentNames, lname):
 		grant.AnyArguments = append(grant.AnyArguments, ptr)
 		return fmt.Sprintf("%s: any content (it varied in every approval; it does not choose what the call touches)", ptr), ""
@@ -514,27 +578,29 @@ func covers(g *airlockv1.StandingGrant, args *structpb.Struct) bool {
 	return true
 }
 
-// globCovers matches the globs scope() writes; anything else counts as
-// covering (the safe answer for an early check).
+// globCovers matches the globs scope() writes: {a,b} alternatives of
+// exact values and of dir/[!./]* (visibleFiles), or one dir/[!./]*;
+// anything else counts as covering (the safe answer for an early check).
 func globCovers(glob, v string) bool {
-	if alts, ok := strings.CutPrefix(glob, "{"); ok && strings.HasSuffix(alts, "}") {
-		for _, a := range splitAlternatives(strings.TrimSuffix(alts, "}")) {
-			if globUnquote(a) == v {
+	alts := []string{glob}
+	if inner, ok := strings.CutPrefix(glob, "{"); ok && strings.HasSuffix(inner, "}") {
+		alts = splitAlternatives(strings.TrimSuffix(inner, "}"))
+	} else if !strings.HasSuffix(glob, visibleFiles) {
+		return true
+	}
+	for _, a := range alts {
+		if dir, ok := strings.CutSuffix(a, visibleFiles); ok {
+			rest, ok := strings.CutPrefix(v, globUnquote(dir)+"/")
+			if ok && rest != "" && !strings.ContainsAny(rest, "/") && !strings.HasPrefix(rest, ".") && calls.CleanPath(v) {
 				return true
 			}
+			continue
 		}
-		return false
+		if globUnquote(a) == v {
+			return true
+		}
 	}
-	if dir, ok := strings.CutSuffix(glob, "/**"); ok {
-		d := globUnquote(dir)
-		return strings.HasPrefix(v, d+"/") && calls.CleanPath(v)
-	}
-	if dir, ok := strings.CutSuffix(glob, "/*"); ok {
-		d := globUnquote(dir)
-		rest, ok := strings.CutPrefix(v, d+"/")
-		return ok && rest != "" && !strings.Contains(rest, "/") && calls.CleanPath(v)
-	}
-	return true
+	return false
 }
 
 // splitAlternatives splits at the commas globQuote left unescaped.
@@ -653,43 +719,84 @@ func hasPathWord(name string) bool {
 	return false
 }
 
-// pathGlob is the narrowest glob over the approved paths: their common
-// directory with /* when every path sits directly in it, /** otherwise.
-// The directory must have at least minDepth segments; every path must be clean
-// (no . or .. segment, no backslash, no trailing separator), as the policy
+// visibleFiles is the glob ending that matches one file directly in a
+// directory whose name does not start with "." (nor is empty): a grant's
+// glob cannot say "no hidden segment" below that, so it never reaches
+// deeper (no /**), and never a dotfile (.bashrc), nor a hidden directory's
+// contents (.ssh/authorized_keys, .git/hooks/pre-commit). The class also
+// leaves out "/": a class is not held to the separator.
+const visibleFiles = "/[!./]*"
+
+// pathGlob is the narrowest glob over the approved paths: the files of a
+// directory that directly holds at least cfg.MinPathsPerDirectory distinct
+// approved paths whose names do not start with "." (and is at least
+// cfg.MinPathDepth deep) are matched by dir/[!./]*; every other approved
+// path is matched exactly. A directory that merely is the approved paths'
+// common ancestor is never widened to: five writes under /home/alice do
+// not make all of /home/alice writable. It returns the glob and the
+// directories widened to. Every path must be clean (no . or .. segment, no
+// backslash, no empty segment, no trailing separator), as the policy
 // matches only such paths.
-func pathGlob(paths []string, minDepth int) (string, bool) {
-	var common []string
-	direct := true
-	abs := strings.HasPrefix(paths[0], "/")
-	for i, p := range paths {
-		if strings.HasPrefix(p, "/") != abs || !calls.CleanPath(p) || strings.Contains(p, `\`) || strings.HasSuffix(p, "/") || strings.Contains(p, "//") {
-			return "", false
-		}
-		segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
-		dir := segs[:len(segs)-1]
-		common = sharedPrefix(common, dir, i == 0)
-	}
-	if len(common) < max(1, minDepth) {
-		return "", false
-	}
+func pathGlob(paths []string, cfg Config) (string, []string, bool) {
+	distinct := map[string]bool{}
+	visibleIn := map[string]map[string]bool{}
 	for _, p := range paths {
-		if strings.Count(strings.TrimPrefix(p, "/"), "/") != len(common) {
-			direct = false
+		if !calls.CleanPath(p) || strings.Contains(p, `\`) || strings.HasSuffix(p, "/") || strings.Contains(p, "//") {
+			return "", nil, false
+		}
+		distinct[p] = true
+		dir, file := splitPath(p)
+		if dir == "" || strings.HasPrefix(file, ".") {
+			continue
+		}
+		if visibleIn[dir] == nil {
+			visibleIn[dir] = map[string]bool{}
+		}
+		visibleIn[dir][file] = true
+	}
+	var dirs, alts []string
+	for dir, files := range visibleIn {
+		if len(files) >= cfg.MinPathsPerDirectory && strings.Count(dir, "/") >= max(1, cfg.MinPathDepth) {
+			dirs = append(dirs, dir)
+			alts = append(alts, globQuote(dir)+visibleFiles)
 		}
 	}
-	quoted := make([]string, len(common))
-	for i, s := range common {
-		quoted[i] = globQuote(s)
+	for p := range distinct {
+		if dir, file := splitPath(p); !slices.Contains(dirs, dir) || strings.HasPrefix(file, ".") {
+			alts = append(alts, globQuote(p))
+		}
 	}
-	glob := strings.Join(quoted, "/")
-	if abs {
-		glob = "/" + glob
+	sort.Strings(dirs)
+	sort.Strings(alts)
+	if len(alts) == 1 && len(dirs) == 1 {
+		return alts[0], dirs, true
 	}
-	if direct {
-		return glob + "/*", true
+	return "{" + strings.Join(alts, ",") + "}", dirs, true
+}
+
+// splitPath splits an absolute path at its last separator: /a/b/c.txt is
+// /a/b and c.txt; a path directly under the root has no directory ("").
+func splitPath(p string) (dir, file string) {
+	i := strings.LastIndex(p, "/")
+	if i <= 0 {
+		return "", p[i+1:]
 	}
-	return glob + "/**", true
+	return p[:i], p[i+1:]
+}
+
+// probePaths are paths a grant widened to dir must not allow: dotfiles and
+// the contents of hidden directories in it (a shell profile, ssh keys, git
+// hooks, an .env), a file one directory below it, and files beside it in
+// its parent. Prove asks the policy in force whether the grant would
+// allow any of them.
+func probePaths(dir string) []string {
+	parent, _ := splitPath(dir)
+	out := []string{dir + "/.bashrc", dir + "/.env", dir + "/.ssh/authorized_keys", dir + "/.git/hooks/pre-commit",
+		dir + "/airlock-probe/new.txt", parent + "/.ssh/authorized_keys", parent + "/.bashrc"}
+	if parent != "" {
+		out = append(out, parent+"/airlock-probe.txt")
+	}
+	return out
 }
 
 // globQuote escapes what a glob (gobwas/glob, as the policy compiles

@@ -76,23 +76,23 @@ func TestProposeDrawsTheNarrowestGrantFromWhatPeopleApproved(t *testing.T) {
 		{"pins_a_value_that_never_varied", approvals("bot", "write_file", 5, func(int) map[string]any { return map[string]any{"path": "/srv/app/notes.txt", "mode": 420.0} }),
 			suggest.Config{}, `/path is exactly "/srv/app/notes.txt"`, ""},
 		{"globs_paths_only_to_their_common_directory", approvals("bot", "write_file", 6, file("/srv/app/docs")),
-			suggest.Config{}, "/path matches /srv/app/docs/*", ""},
-		{"uses_double_star_only_when_approved_paths_are_deeper", approvals("bot", "write_file", 6, func(i int) map[string]any {
+			suggest.Config{}, "/path matches /srv/app/docs/[!./]*", ""},
+		{"never_widens_to_a_common_ancestor_of_directories_holding_few_paths", approvals("bot", "write_file", 6, func(i int) map[string]any {
 			return map[string]any{"path": fmt.Sprintf("/srv/app/%s/f.txt", []string{"a", "b/c"}[i%2]), "content": "x"}
-		}), suggest.Config{}, "/path matches /srv/app/**", ""},
+		}), suggest.Config{}, "/path matches {/srv/app/a/f.txt,/srv/app/b/c/f.txt}", ""},
 		{"keeps_a_command_prefix_as_long_as_the_commands_share", approvals("bot", "run_shell", 5, func(i int) map[string]any {
 			return map[string]any{"command": fmt.Sprintf("go test ./pkg/%d", i)}
 		}), suggest.Config{}, `/command is a plain command starting with "go test"`, ""},
 		{"pins_a_few_alternatives_of_plain_text", approvals("bot", "set_label", 6, func(i int) map[string]any { return map[string]any{"label": []string{"bug", "docs"}[i%2]} }),
 			suggest.Config{}, "{bug,docs}", ""},
 		{"never_proposes_below_the_approval_count", approvals("bot", "write_file", 4, file("/srv/a")), suggest.Config{}, "", "approved 4 times; 5 are needed"},
-		{"honours_a_configured_approval_count", approvals("bot", "write_file", 3, file("/srv/a")), suggest.Config{MinApprovals: 3}, "/path matches /srv/a/*", ""},
+		{"honours_a_configured_approval_count", approvals("bot", "write_file", 3, file("/srv/a")), suggest.Config{MinApprovals: 3}, "/path matches /srv/a/[!./]*", ""},
 		{"needs_two_distinct_people", with(approvals("bot", "write_file", 6, file("/srv/a")), func(_ int, c *suggest.Call) { c.Approvers = []string{"alice"} }),
 			suggest.Config{}, "", "1 person; 2 distinct"},
 		{"counts_a_requester_confirming_their_own_calls", with(approvals("bot", "write_file", 5, file("/srv/a")), func(_ int, c *suggest.Call) {
 			c.Approvers, c.OnBehalfOf, c.Verified = []string{"carol"}, "carol", true
 			c.Decision.Approvers = []string{"requester"}
-		}), suggest.Config{}, "/path matches /srv/a/*", ""},
+		}), suggest.Config{}, "/path matches /srv/a/[!./]*", ""},
 		{"drops_a_group_with_one_rejection", with(approvals("bot", "write_file", 8, file("/srv/a")), func(i int, c *suggest.Call) {
 			if i == 3 {
 				c.Outcome = suggest.Rejected
@@ -102,7 +102,7 @@ func TestProposeDrawsTheNarrowestGrantFromWhatPeopleApproved(t *testing.T) {
 			if i == 3 {
 				c.Outcome, c.Args.Fields["path"] = suggest.Rejected, structpb.NewStringValue("/etc/passwd")
 			}
-		}), suggest.Config{}, "/path matches /srv/docs/*", ""},
+		}), suggest.Config{}, "/path matches /srv/docs/[!./]*", ""},
 		{"drops_a_group_with_an_edit", with(approvals("bot", "write_file", 8, file("/srv/a")), func(i int, c *suggest.Call) {
 			if i == 7 {
 				c.Outcome = suggest.Edited
@@ -116,20 +116,35 @@ func TestProposeDrawsTheNarrowestGrantFromWhatPeopleApproved(t *testing.T) {
 		{"never_proposes_high_risk", with(approvals("bot", "write_file", 6, file("/srv/a")), func(_ int, c *suggest.Call) { c.Decision.Risk = airlockv1.Risk_RISK_HIGH }),
 			suggest.Config{}, "", "risk is high"},
 		{"proposes_high_risk_when_configured", with(approvals("bot", "write_file", 6, file("/srv/a")), func(_ int, c *suggest.Call) { c.Decision.Risk = airlockv1.Risk_RISK_HIGH }),
-			suggest.Config{AllowRisks: []string{"high"}}, "/path matches /srv/a/*", ""},
+			suggest.Config{AllowRisks: []string{"high"}}, "/path matches /srv/a/[!./]*", ""},
 		{"never_proposes_from_redacted_arguments", with(approvals("bot", "write_file", 6, file("/srv/a")), func(_ int, c *suggest.Call) { c.Decision.Redact = []string{"/content"} }),
 			suggest.Config{}, "", "redacts"},
 		{"ranges_a_varying_number_from_the_lowest_to_the_highest_approved", approvals("bot", "resize", 6, func(i int) map[string]any { return map[string]any{"size": float64(i)} }),
 			suggest.Config{}, "/size is a number from 0 to 5", ""},
-		{"never_globs_paths_that_share_only_the_root", approvals("bot", "write_file", 6, func(i int) map[string]any {
+		{"keeps_paths_that_share_only_the_root_exact", approvals("bot", "write_file", 6, func(i int) map[string]any {
 			return map[string]any{"path": fmt.Sprintf("/%d/x", i)}
-		}), suggest.Config{}, "", "share no directory"},
-		{"never_globs_a_directory_shallower_than_configured", approvals("bot", "write_file", 6, func(i int) map[string]any {
-			return map[string]any{"path": fmt.Sprintf("/home/%s/notes.txt", []string{"alice", "bob"}[i%2])}
-		}), suggest.Config{}, "", "2 levels deep"},
+		}), suggest.Config{}, "/path matches {/0/x,/1/x,/2/x,/3/x,/4/x,/5/x}", ""},
+		{"keeps_paths_in_a_directory_shallower_than_configured_exact", approvals("bot", "write_file", 6, func(i int) map[string]any {
+			return map[string]any{"path": fmt.Sprintf("/home/%s.txt", []string{"a", "b", "c"}[i%3])}
+		}), suggest.Config{}, "/path matches {/home/a.txt,/home/b.txt,/home/c.txt}", ""},
 		{"globs_a_shallow_directory_when_configured", approvals("bot", "write_file", 6, func(i int) map[string]any {
-			return map[string]any{"path": fmt.Sprintf("/home/%s/notes.txt", []string{"alice", "bob"}[i%2])}
-		}), suggest.Config{MinPathDepth: 1}, "/path matches /home/**", ""},
+			return map[string]any{"path": fmt.Sprintf("/home/%s.txt", []string{"a", "b", "c"}[i%3])}
+		}), suggest.Config{MinPathDepth: 1}, "/path matches /home/[!./]*", ""},
+		// The reviewer's five writes: only the directory that itself holds
+		// three of them is widened, to its visible files; the others stay
+		// exact, and /home/alice/** (their common directory) is never proposed.
+		{"widens_only_a_directory_that_holds_several_approved_paths", approvals("bot", "claude__Write", 5, func(i int) map[string]any {
+			return map[string]any{"file_path": []string{"/home/alice/proj/a.txt", "/home/alice/proj/b.txt", "/home/alice/proj/src/c.go", "/home/alice/notes.txt", "/home/alice/proj/d.txt"}[i], "content": fmt.Sprint(i)}
+		}), suggest.Config{MinApprovers: 1}, "/file_path matches {/home/alice/notes.txt,/home/alice/proj/[!./]*,/home/alice/proj/src/c.go}", ""},
+		{"keeps_an_approved_dotfile_exact_and_widens_to_no_other", approvals("bot", "write_file", 8, func(i int) map[string]any {
+			return map[string]any{"path": []string{"/srv/a/x", "/srv/a/y", "/srv/a/z", "/srv/a/.env"}[i%4]}
+		}), suggest.Config{}, "/path matches {/srv/a/.env,/srv/a/[!./]*}", ""},
+		{"counts_distinct_paths_not_approvals", approvals("bot", "write_file", 8, func(i int) map[string]any {
+			return map[string]any{"path": []string{"/srv/a/x", "/srv/a/y"}[i%2]}
+		}), suggest.Config{}, "/path matches {/srv/a/x,/srv/a/y}", ""},
+		{"honours_a_configured_paths_per_directory", approvals("bot", "write_file", 8, func(i int) map[string]any {
+			return map[string]any{"path": []string{"/srv/a/x", "/srv/a/y"}[i%2]}
+		}), suggest.Config{MinPathsPerDirectory: 2}, "/path matches /srv/a/[!./]*", ""},
 		{"never_globs_a_path_with_dot_dot", with(approvals("bot", "write_file", 6, file("/srv/a")), func(i int, c *suggest.Call) {
 			if i == 2 {
 				c.Args.Fields["path"] = structpb.NewStringValue("/srv/a/../../etc/passwd")
@@ -138,7 +153,7 @@ func TestProposeDrawsTheNarrowestGrantFromWhatPeopleApproved(t *testing.T) {
 		{"never_takes_a_chained_command_as_a_prefix", approvals("bot", "run_shell", 5, func(i int) map[string]any {
 			return map[string]any{"command": fmt.Sprintf("ls; rm -rf /%d", i)}
 		}), suggest.Config{}, "", "no plain leading words"},
-		{"quotes_glob_characters_in_a_directory", approvals("bot", "write_file", 5, file("/srv/[x]")), suggest.Config{}, `/srv/\[x\]/*`, ""},
+		{"quotes_glob_characters_in_a_directory", approvals("bot", "write_file", 5, file("/srv/[x]")), suggest.Config{}, `/srv/\[x\]/[!./]*`, ""},
 		{"keeps_slashed_values_that_are_not_paths_an_exact_list", approvals("bot", "push", 6, func(i int) map[string]any {
 			return map[string]any{"ref": fmt.Sprintf("refs/heads/%s", []string{"a", "b"}[i%2])}
 		}), suggest.Config{}, `/ref matches {refs/heads/a,refs/heads/b}`, ""},
@@ -149,8 +164,8 @@ func TestProposeDrawsTheNarrowestGrantFromWhatPeopleApproved(t *testing.T) {
 			return map[string]any{"path": fmt.Sprintf("docs/api/%s.md", []string{"a", "b"}[i%2])}
 		}), suggest.Config{}, `/path matches {docs/api/a.md,docs/api/b.md}`, ""},
 		{"globs_a_camel_case_path_name", approvals("bot", "write_file", 6, func(i int) map[string]any {
-			return map[string]any{"targetDir": fmt.Sprintf("/srv/app/%s", []string{"a", "b"}[i%2])}
-		}), suggest.Config{}, `/targetDir matches /srv/app/*`, ""},
+			return map[string]any{"targetDir": fmt.Sprintf("/srv/app/%s", []string{"a", "b", "c"}[i%3])}
+		}), suggest.Config{}, `/targetDir matches /srv/app/[!./]*`, ""},
 		{"does_not_read_profile_as_a_file_name", approvals("bot", "set_profile", 6, func(i int) map[string]any {
 			return map[string]any{"profile": fmt.Sprintf("/srv/profiles/%s", []string{"a", "b"}[i%2])}
 		}), suggest.Config{}, `/profile matches {/srv/profiles/a,/srv/profiles/b}`, ""},
