@@ -70,7 +70,7 @@ func TestAgentTextNeverSteersATerminalOrAPage(t *testing.T) {
 		}
 		return body
 	}
-	lineStart := regexp.MustCompile(`(?m)^(call|state|reason|arguments) +`)
+	lineStart := regexp.MustCompile(`(?m)^(call|state|agent's reason|arguments) +`)
 
 	t.Run("the reviewer's list", func(t *testing.T) {
 		r := cli(t, dev, "approvals", "list", "--token-file", tokenFile)
@@ -91,7 +91,7 @@ func TestAgentTextNeverSteersATerminalOrAPage(t *testing.T) {
 			}
 			noRaw(t, "approvals show", r.Stdout)
 			// The record's own lines appear once each: the agent's text drew none.
-			for _, m := range []string{"call", "state", "reason", "arguments"} {
+			for _, m := range []string{"call", "state", "agent's reason", "arguments"} {
 				n := 0
 				for _, l := range lineStart.FindAllStringSubmatch(r.Stdout, -1) {
 					if l[1] == m {
