@@ -273,7 +273,12 @@ func TestGatewayRequestsWithoutALeaseDoNotReadThePresenceAtEveryRenewal(t *testi
 	}
 	crowded := readsOver()
 	t.Logf("%d reads of the presence over %d lease writes, %d with %d more requests waiting without a lease", leased, rounds*clientwait.MaxWaiters, crowded, leaseless)
-	if most := leased + leaseless*rounds/4; crowded > most {
+	// Asking at every renewal adds leaseless × rounds reads (947 measured
+	// before the fix); asking every leaselessRetry renewals adds an eighth of
+	// that. The bound is half: the leased requests' own reads (their
+	// renewals conflict with each other) move by a few hundred between the
+	// two counts when other tests share the cores (+305 in one CI run).
+	if most := leased + leaseless*rounds/2; crowded > most {
 		t.Fatalf("with %d requests waiting without a lease the call's presence was read %d times over %d lease writes, against %d without them: want at most %d (they ask again only when a lease ends, or every leaselessRetry renewals)",
 			leaseless, crowded, rounds*clientwait.MaxWaiters, leased, most)
 	}
