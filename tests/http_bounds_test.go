@@ -19,12 +19,12 @@ import (
 // instead of holding its connection and goroutine for ever, and
 // connections that never finish their headers fill at most
 // http.max_connections, are cut off in turn, and leave the console
-// serving again.
+// serving again; so do connections that ask for answers and never read them.
 func TestAClientCannotHoldTheHTTPPortForEver(t *testing.T) {
-	const readTimeout = 3 * time.Second
+	const readTimeout, writeTimeout = 3 * time.Second, 2 * time.Second
 	const maxConns = 32
 	cfg := filepath.Join(t.TempDir(), "airlock.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("http:\n  read_timeout: %s\n  max_connections: %d\n", readTimeout, maxConns)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("http:\n  read_timeout: %s\n  write_timeout: %s\n  max_connections: %d\n", readTimeout, writeTimeout, maxConns)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	dev := startDev(t, filepath.Join(t.TempDir(), "data"), 0, "", "AIRLOCK_CONFIG="+cfg)
@@ -86,6 +86,40 @@ func TestAClientCannotHoldTheHTTPPortForEver(t *testing.T) {
 		// The server cuts them off within the header timeout; the console serves again.
 		if err := healthz(readTimeout*3 + 5*time.Second); err != nil {
 			t.Fatalf("/healthz once the held connections were cut off: %v", err)
+		}
+	})
+
+	t.Run("connections_that_never_read_their_answers", func(t *testing.T) {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		ask := strings.Repeat(fmt.Sprintf("GET /api/v1/openapi.json HTTP/1.1\r\nHost: %s\r\n\r\n", addr), 100)
+		for range maxConns + 8 {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = c.(*net.TCPConn).SetReadBuffer(1024)
+			go fmt.Fprint(c, ask) // 100 answers asked for, none read
+			held = append(held, c)
+		}
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout*5+10*time.Second)
+		defer cancel()
+		for {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, dev.HTTPURL+"/healthz", nil)
+			resp, err := (&http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+			if err == nil {
+				resp.Body.Close()
+				t.Logf("/healthz answered %s after %d connections stopped reading (http.write_timeout %s)", time.Since(start).Round(100*time.Millisecond), len(held), writeTimeout)
+				return
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("/healthz still unanswered %s after %d connections stopped reading their answers (http.write_timeout %s): %v", time.Since(start).Round(time.Second), len(held), writeTimeout, err)
+			}
 		}
 	})
 }

@@ -138,3 +138,72 @@ func drain(errs chan error) []error {
 		}
 	}
 }
+
+// TestTheHTTPServerCutsOffAClientThatStopsReading: a client that sends a
+// request and never reads the answer makes the server's write wait for
+// room in its socket; past http.write_timeout the write fails and the
+// connection goes, while a stream whose writes come further apart than that
+// (a feed, an MCP call waiting for a person) goes on, each write having the
+// timeout afresh.
+func TestTheHTTPServerCutsOffAClientThatStopsReading(t *testing.T) {
+	const writeTimeout = 300 * time.Millisecond
+	cfg := config.Default().HTTP
+	cfg.WriteTimeout = writeTimeout
+	writeErr := make(chan error, 1)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 64<<10)
+		for range 1024 { // 64 MiB: more than any socket buffers
+			if _, err := w.Write(chunk); err != nil {
+				writeErr <- err
+				return
+			}
+		}
+		writeErr <- nil
+	})
+	mux.HandleFunc("/stream", func(w http.ResponseWriter, r *http.Request) {
+		for i := range 2 {
+			if i > 0 {
+				time.Sleep(3 * writeTimeout)
+			}
+			fmt.Fprintf(w, "event %d\n", i)
+			w.(http.Flusher).Flush()
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newHTTPServer(cfg, mux)
+	go func() { _ = serveHTTP(srv, ln, 8) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	t.Run("a_client_that_never_reads", func(t *testing.T) {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.(*net.TCPConn).SetReadBuffer(1024)
+		fmt.Fprint(conn, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+		select {
+		case err := <-writeErr:
+			if err == nil {
+				t.Fatal("64 MiB were written to a client that read none of it")
+			}
+		case <-time.After(20 * writeTimeout):
+			t.Fatalf("the answer's write still waited %s for a client that never reads (http.write_timeout %s)", 20*writeTimeout, writeTimeout)
+		}
+	})
+	t.Run("a_stream_whose_writes_are_further_apart_than_the_timeout", func(t *testing.T) {
+		resp, err := http.Get("http://" + ln.Addr().String() + "/stream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		got, err := io.ReadAll(resp.Body)
+		if err != nil || string(got) != "event 0\nevent 1\n" {
+			t.Fatalf("a stream writing every %s under http.write_timeout %s: %q, %v", 3*writeTimeout, writeTimeout, got, err)
+		}
+	})
+}

@@ -175,6 +175,11 @@ type HTTP struct {
 	// waiting for a person are not limited by it: it ends with the request's
 	// body, and nothing bounds how long an answer takes.
 	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// WriteTimeout is how long one write of an answer may wait for the
+	// client to read: a client that stops reading (or pipelines requests
+	// and reads no answer) is cut off, so it cannot hold its connection.
+	// It is set afresh at each write: answers may take as long as they need.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// IdleTimeout closes a kept-alive connection with no request for this long.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// MaxConnections bounds the HTTP connections the process holds at once
@@ -290,7 +295,7 @@ func Default() Config {
 			Sync:     "1s",
 		},
 		Intake:     defaultIntake(),
-		HTTP:       HTTP{Addr: "127.0.0.1:8080", PublicURL: "http://127.0.0.1:8080", ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxConnections: 1024},
+		HTTP:       HTTP{Addr: "127.0.0.1:8080", PublicURL: "http://127.0.0.1:8080", ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxConnections: 1024},
 		Log:        Log{Level: "info", Format: "text"},
 		Runtime:    Runtime{GCPercent: 400},
 		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32, BusConnections: 4096, AgentConnections: 64, ServiceConnections: 256, AgentSubscriptions: 4096},
@@ -450,8 +455,8 @@ func (c Config) Validate() error {
 	if c.Limits.MaxArgumentDepth < 1 || c.Limits.MaxArgumentDepth > 128 {
 		errs = append(errs, fmt.Errorf("limits.max_argument_depth (%d) must be between 1 and 128: it is how deeply a request's arguments may nest", c.Limits.MaxArgumentDepth))
 	}
-	if c.HTTP.ReadTimeout <= 0 || c.HTTP.IdleTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("http.read_timeout (%s) and http.idle_timeout (%s) must be positive: without them a client that stops sending holds its connection for ever", c.HTTP.ReadTimeout, c.HTTP.IdleTimeout))
+	if c.HTTP.ReadTimeout <= 0 || c.HTTP.WriteTimeout <= 0 || c.HTTP.IdleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("http.read_timeout (%s), http.write_timeout (%s) and http.idle_timeout (%s) must be positive: without them a client that stops sending or reading holds its connection for ever", c.HTTP.ReadTimeout, c.HTTP.WriteTimeout, c.HTTP.IdleTimeout))
 	}
 	if c.HTTP.MaxConnections < 1 {
 		errs = append(errs, fmt.Errorf("http.max_connections (%d) must be at least 1: it is how many HTTP connections the process holds at once", c.HTTP.MaxConnections))

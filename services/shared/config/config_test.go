@@ -82,7 +82,7 @@ func TestLoadRefusesMistakes(t *testing.T) {
 		{"no_agent_connection", "limits:\n  agent_connections: 0\n", nil, "limits.agent_connections (0) must be at least 1"},
 		{"no_room_for_one_agent_beside_the_services", "limits:\n  bus_connections: 300\n  agent_connections: 64\n  service_connections: 256\n", nil,
 			"limits.bus_connections (300) must hold limits.service_connections (256) and at least one agent's limits.agent_connections (64)"},
-		{"no_http_read_timeout", "http:\n  read_timeout: 0s\n", nil, "http.read_timeout (0s) and http.idle_timeout (2m0s) must be positive"},
+		{"no_http_read_timeout", "http:\n  read_timeout: 0s\n", nil, "http.read_timeout (0s), http.write_timeout (30s) and http.idle_timeout (2m0s) must be positive"},
 		{"no_http_connection", "http:\n  max_connections: 0\n", nil, "http.max_connections (0) must be at least 1"},
 		{"tls_key_without_its_cert", "", []string{"AIRLOCK_NATS_TLS_KEY_FILE=client.key"}, "nats.tls.key_file is set without nats.tls.cert_file"},
 	}
