@@ -560,6 +560,9 @@ func TestNATSConfigRendersAnAccountPerAgentNamed(t *testing.T) {
 		{"the_agents_named", []string{"--agent", "research-bot", "--agent", "ci"},
 			[]string{`"AGENT_research-bot" {`, `"AGENT_ci" {`, `{ service: "airlock.req.ci.*", accounts: ["AGENT_ci"] }`, "$AIRLOCK_AGENT_RESEARCH_BOT_NKEY"}, ""},
 		{"a_name_that_is_no_agent_id", []string{"--agent", "x } evil {"}, nil, "has characters outside"},
+		// nats-server would refuse the rendered file: one key read twice.
+		{"two_agents_whose_key_variables_fold_alike", []string{"--agent", "bot", "--agent", "BOT"}, nil, "would both read their public key from $AIRLOCK_AGENT_BOT_NKEY"},
+		{"a_dash_and_an_underscore", []string{"--agent", "a-b", "--agent", "a_b"}, nil, "rename one of them"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := runCLI(context.Background(), t, append([]string{"nats", "config"}, tc.args...)...)

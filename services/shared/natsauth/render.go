@@ -171,11 +171,19 @@ func Shipped(cfg config.Config) (string, error) { return ShippedFor(cfg, "bot") 
 // once they have added their agents (and what `airlock chaos` runs).
 func ShippedFor(cfg config.Config, agents ...string) (string, error) {
 	spec := Spec{Config: cfg}
+	byVar := map[string]string{}
 	for _, a := range agents {
 		if err := ids.ValidateAgent(a); err != nil {
 			return "", err
 		}
-		spec.Agents = append(spec.Agents, User{Agent: a, NKey: AgentEnvVar(a)})
+		// AgentEnvVar folds case and "-" into "_": two agents it folds alike
+		// would share one key, and nats-server refuses a key used twice.
+		v := AgentEnvVar(a)
+		if other, ok := byVar[v]; ok {
+			return "", fmt.Errorf("agents %s and %s would both read their public key from %s (environment variables fold case and '-' into '_'): rename one of them", other, a, v)
+		}
+		byVar[v] = a
+		spec.Agents = append(spec.Agents, User{Agent: a, NKey: v})
 	}
 	spec.Services = append(spec.Services, User{Role: RoleAdmin, NKey: EnvVar(RoleAdmin)})
 	for _, r := range ServiceRoles {
