@@ -727,8 +727,61 @@ test_ordinary_reads_stay_allowed if {
 		airlock.decision.action == "allow" with input as call("claude", "Read", {"file_path": p})
 		airlock.decision.action == "allow" with input as bash(sprintf("cat %s", [p]))
 	}
-	every c in ["rg func src", "grep -n main src/main.go", "git log --stat -3", "grep -v error log.txt", "rg --files", "grep -n -e main -F src/main.go", "git diff --stat", "git log main..feature", "git diff -- src/main.go", "wc -l README.md"] {
+	every c in ["git log --stat -3", "git diff --stat", "git log main..feature", "git diff -- src/main.go", "wc -l README.md", "head -n 20 src/main.go", "tail README.md"] {
 		airlock.decision.action == "allow" with input as bash(c)
+	}
+}
+
+# Third review, finding F1: rg and grep were on coding-shell-allow, so a
+# shell content search printed an untracked deploy.pem's lines (which the
+# Grep tool asks about), searched outside the workspace or followed a link
+# out. A content search through the shell asks like any command outside
+# the allow list; cat, head and tail of a named file stay allowed, as the
+# Read tool does for any path not naming a secret.
+test_shell_content_searches_ask if {
+	every c in [
+		"rg -n BEGIN", "rg -n x /outside/dir", "rg -n -L customer src", "rg func src", "rg --files",
+		"grep -n main src/main.go", "grep -v error log.txt", "grep -n -e main -F src/main.go", "grep BEGIN deploy.pem",
+		"git grep SECRET", "ag BEGIN", "ack BEGIN", "ls && rg -n BEGIN", "git log --oneline | grep fix",
+	] {
+		d := airlock.decision with input as bash(c)
+		d.action == "ask"
+		d.rule_id in {"coding-shell-ask", "coding-shell-secrets"}
+	}
+	airlock.decision.rule_id == "coding-shell-ask" with input as bash("rg -n BEGIN")
+	airlock.decision.rule_id == "coding-shell-ask" with input as call("gemini", "run_shell_command", {"command": "grep -n x src/main.go"})
+}
+
+# Third review, finding F4: read_many_files' include holds patterns merged
+# with paths, so a file outside the workspace named there asks (the scope
+# rule judges include as it does paths), and a named file is "one named
+# file" for coding-read-patterns only when it is relative and has no "..".
+test_read_many_files_include_outside_the_workspace_asks if {
+	every c in [
+		["gemini", "read_many_files", {"paths": ["src/main.go"], "include": ["/tmp/outside/notes.txt"]}],
+		["gemini", "read_many_files", {"paths": ["src/main.go"], "include": ["../outside/notes.txt"]}],
+		["gemini", "read_many_files", {"paths": ["src/main.go"], "include": ["~/notes.md"]}],
+		["gemini", "read_many_files", {"paths": ["/tmp/outside/notes.txt"]}],
+		["gemini", "read_many_files", {"paths": ["../outside/notes.txt"]}],
+		["claude", "Grep", {"pattern": "x", "glob": "../outside/notes.txt"}],
+		["claude", "Grep", {"pattern": "x", "glob": "/tmp/outside/notes.txt"}],
+	] {
+		d := airlock.decision with input as call(c[0], c[1], c[2])
+		d.action == "ask"
+		d.rule_id in {"coding-read-scope", "coding-read-patterns"}
+	}
+	# A source-file pattern passes coding-read-patterns: the scope rule
+	# judges where it reads.
+	every inc in ["/tmp/outside/**/*.go", "../outside/*.go"] {
+		airlock.decision.rule_id == "coding-read-scope" with input as call("gemini", "read_many_files", {"paths": ["src/main.go"], "include": [inc]})
+	}
+	airlock.decision.rule_id == "coding-read-patterns" with input as call("gemini", "read_many_files", {"paths": ["src/main.go"], "include": ["/tmp/outside/notes.txt"]})
+	airlock.decision.rule_id == "coding-read-patterns" with input as call("claude", "Grep", {"pattern": "x", "glob": "/tmp/outside/notes.txt"})
+	every c in [
+		["gemini", "read_many_files", {"paths": ["src/main.go"], "include": ["docs/notes.txt", "./README.md", "src/**/*.go"]}],
+		["claude", "Grep", {"pattern": "x", "glob": "./notes.txt"}],
+	] {
+		airlock.decision.action == "allow" with input as call(c[0], c[1], c[2])
 	}
 }
 

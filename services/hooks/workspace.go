@@ -28,7 +28,8 @@ var workspacePathArgs = map[string][]pathArg{
 	"claude__Grep":                {{name: "path"}},
 	"codex__Grep":                 {{name: "path"}},
 	"gemini__search_file_content": {{name: "dir_path"}, {name: "path"}},
-	"gemini__read_many_files":     {{name: "paths", patterns: true}},
+	// include holds patterns the tool merges with paths.
+	"gemini__read_many_files": {{name: "paths", patterns: true}, {name: "include", patterns: true}},
 }
 
 // Workspace is what the hook needs of the agent's machine to say where a
@@ -53,7 +54,7 @@ type Workspace struct {
 // that links to ~/.ssh/id_rsa is that key, and asks). The agent's spelling of
 // each rewritten argument is kept under AskedKey.
 //
-// A glob pattern (read_many_files' paths) is resolved up to its first
+// A glob pattern (read_many_files' paths and include) is resolved up to its first
 // segment holding a glob character. What cannot be resolved stays as the
 // agent spelled it, which the coding profile judges as before (an absolute
 // path asks): a path that does not exist, a pattern whose literal leading
@@ -64,14 +65,18 @@ type Workspace struct {
 // The tool runs with the agent's own arguments: they name the same file as
 // the rewritten ones as long as nothing changes the links in between (which
 // takes an edit or a shell command, both of which the profile asks about).
-// Arguments that already hold AskedKey are an error: the key is the hook's.
+// Arguments of any tool that already hold AskedKey are an error: the key is
+// the hook's, and denying (rather than stripping it) keeps what the policy
+// judges and what the tool receives the same arguments.
 func (ev *Event) InWorkspaceTerms(ws Workspace) error {
+	// On every tool, not only those it rewrites: a reviewer and the audit
+	// read the key as the hook's word on what the agent asked for.
+	if _, ok := ev.Args[AskedKey]; ok {
+		return fmt.Errorf("the %s arguments carry %q, which airlock's hook writes itself (the agent's spelling of the paths it rewrote); a call that sets it is denied", ev.QualifiedTool(), AskedKey)
+	}
 	pathArgs := workspacePathArgs[ev.QualifiedTool()]
 	if len(pathArgs) == 0 || ev.Args == nil {
 		return nil
-	}
-	if _, ok := ev.Args[AskedKey]; ok {
-		return fmt.Errorf("the %s arguments carry %q, which airlock's hook writes itself (the agent's spelling of the paths it rewrote); a call that sets it is denied", ev.QualifiedTool(), AskedKey)
 	}
 	root, ok := ws.root(ev.Cwd)
 	if !ok {

@@ -99,6 +99,9 @@ func TestPathsInsideTheWorkspaceAreWrittenRelativeAndOnlyThose(t *testing.T) {
 			map[string]any{"paths": []any{"*.go"}, AskedKey: map[string]any{"paths": []any{repo + "/*.go"}}}},
 		{"a pattern through a link pointing out", "gemini__read_many_files", repo, map[string]any{"paths": []any{"out/**/*.go"}},
 			map[string]any{"paths": []any{base + "/repo-secrets/**/*.go"}, AskedKey: map[string]any{"paths": []any{"out/**/*.go"}}}},
+		{"an include pattern", "gemini__read_many_files", repo, map[string]any{"paths": []any{"src/main.go"}, "include": []any{repo + "/src/**/*.go", base + "/repo-secrets/deploy.pem", "out/*.pem"}},
+			map[string]any{"paths": []any{"src/main.go"}, "include": []any{"src/**/*.go", base + "/repo-secrets/deploy.pem", base + "/repo-secrets/*.pem"},
+				AskedKey: map[string]any{"include": []any{repo + "/src/**/*.go", base + "/repo-secrets/deploy.pem", "out/*.pem"}}}},
 		{"a pattern of a sibling", "gemini__read_many_files", repo, map[string]any{"paths": []any{base + "/repo-secrets/*.pem"}}, nil},
 		{"a pattern from its first segment", "gemini__read_many_files", repo, map[string]any{"paths": []any{"**/*.go"}}, nil},
 		{"a pattern of the root", "gemini__read_many_files", repo, map[string]any{"paths": []any{"/*"}}, nil},
@@ -155,9 +158,24 @@ func copyArgs(t *testing.T, args map[string]any) map[string]any {
 
 func TestArgumentsThatAlreadyCarryTheHooksKeyAreRefused(t *testing.T) {
 	base := workspaceLayout(t)
-	ev := Event{Server: "claude", Tool: "Grep", Cwd: base + "/repo", Args: map[string]any{"path": base + "/repo-secrets", AskedKey: map[string]any{"path": "src"}}}
-	err := ev.InWorkspaceTerms(Workspace{RealPath: filepath.EvalSymlinks})
-	if err == nil || !strings.Contains(err.Error(), AskedKey) {
-		t.Fatalf("err = %v, want a refusal naming %s", err, AskedKey)
+	// Every tool, not only those whose paths the hook rewrites: the key is
+	// the hook's word on what the agent asked for, wherever it appears.
+	for _, tt := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"claude__Grep", map[string]any{"path": base + "/repo-secrets", AskedKey: map[string]any{"path": "src"}}},
+		{"claude__Read", map[string]any{"file_path": base + "/repo/src/main.go", AskedKey: map[string]any{"file_path": "x"}}},
+		{"gemini__run_shell_command", map[string]any{"command": "ls", AskedKey: "x"}},
+		{"github__search", map[string]any{"q": "x", AskedKey: nil}},
+	} {
+		t.Run(tt.tool, func(t *testing.T) {
+			server, tool, _ := strings.Cut(tt.tool, "__")
+			ev := Event{Server: server, Tool: tool, Cwd: base + "/repo", Args: tt.args}
+			err := ev.InWorkspaceTerms(Workspace{RealPath: filepath.EvalSymlinks})
+			if err == nil || !strings.Contains(err.Error(), AskedKey) {
+				t.Fatalf("err = %v, want a refusal naming %s", err, AskedKey)
+			}
+		})
 	}
 }

@@ -269,11 +269,17 @@ func secretAndNetworkCalls() []*airlockv1.ToolCall {
 	}
 	add("gemini", "read_many_files", map[string]any{"paths": []any{".env"}}, nil, false)
 	add("gemini", "read_many_files", map[string]any{"paths": []any{"src/*.go", "/home/u/*.go"}}, nil, false)
+	// read_many_files' include, a named file outside the workspace.
+	for _, inc := range []string{"/tmp/outside/notes.txt", "../outside/notes.txt", "/tmp/outside/**/*.go", "./docs/notes.txt", "src/**/*.go"} {
+		add("gemini", "read_many_files", map[string]any{"paths": []any{"src/main.go"}, "include": []any{inc}}, nil, false)
+		add("gemini", "read_many_files", map[string]any{"paths": []any{inc}}, nil, false)
+	}
 	add("vault", "read", map[string]any{"mode": "y"}, nil, false)
 	add("vault", "read", map[string]any{"mode": "x", "deep": map[string]any{"list": []any{"abc"}}}, nil, false)
 	add("vault", "read", map[string]any{"mode": "x", "deep": map[string]any{"list": "ABC"}}, nil, false)
 	for _, c := range []string{"grep -r token .", "rg --hidden x", "rg -uu x", "rgrep x .", "grep -v x f", "git show HEAD:.env", "make t?st", "make [ab]", "make *.o",
 		"git show HEAD", "git log -p --all", "git log --oneline -5", "git log -3p", "git log --binary", "git log --check", "git status -v",
+		"rg -n BEGIN", "rg -n x /outside/dir", "rg -n -L customer src", "grep -n main src/main.go", "git grep x", "cat src/main.go", "head -n 3 README.md",
 		"git status -sb", "git log --format=%h -n3 --author=x -- src", "git status && git log --binary", "git branch && git log --stat", "git diff", "git diff HEAD~1", "git diff --cached", "git diff -- src/a.go", "git --no-pager log -U3"} {
 		add("claude", "Bash", map[string]any{"command": c}, nil, false)
 		add("build", "sh", map[string]any{"cmd": c}, nil, false)
