@@ -32,10 +32,10 @@ func newHTTPServer(cfg config.HTTP, h http.Handler) *http.Server {
 	}
 }
 
-// serveHTTP serves srv on ln, holding at most max connections at once
+// serveHTTP serves srv on ln, holding at most maxConns connections at once
 // (http.max_connections): past it a new connection waits to be accepted.
-func serveHTTP(srv *http.Server, ln net.Listener, max int) error {
-	return srv.Serve(netutil.LimitListener(ln, max))
+func serveHTTP(srv *http.Server, ln net.Listener, maxConns int) error {
+	return srv.Serve(netutil.LimitListener(ln, maxConns))
 }
 
 // writeDeadline gives each write of an answer timeout to reach the client.

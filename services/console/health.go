@@ -94,8 +94,7 @@ func (con *Console) health(ctx context.Context) (*healthView, error) {
 	}
 	stream, err := con.js.Stream(ctx, con.cfg.Stream.Name)
 	if err == nil {
-		info := stream.CachedInfo()
-		h.Stream = bus.StreamUse{Stream: info.Config.Name, Bytes: info.State.Bytes, MaxBytes: info.Config.MaxBytes}
+		h.Stream = bus.StreamUseOf(stream.CachedInfo())
 		lister := stream.ListConsumers(ctx)
 		for ci := range lister.Info() {
 			if ci.Config.Durable == "" {

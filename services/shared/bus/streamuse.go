@@ -38,8 +38,12 @@ func ReadStreamUse(ctx context.Context, js jetstream.JetStream, stream string) (
 	if err != nil {
 		return StreamUse{}, fmt.Errorf("read the use of stream %s: %w", stream, err)
 	}
-	info := s.CachedInfo()
-	return StreamUse{Stream: stream, Bytes: info.State.Bytes, MaxBytes: info.Config.MaxBytes}, nil
+	return StreamUseOf(s.CachedInfo()), nil
+}
+
+// StreamUseOf is the use a stream's info says it has.
+func StreamUseOf(info *jetstream.StreamInfo) StreamUse {
+	return StreamUse{Stream: info.Config.Name, Bytes: info.State.Bytes, MaxBytes: info.Config.MaxBytes}
 }
 
 // Share is the part of the bound held (0 for an unbounded stream).
