@@ -281,7 +281,7 @@ func (ep *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
 		defer ep.sessions.use(sid, r.Method == http.MethodPost)()
 	} else if r.Method == http.MethodPost {
-		release, ok := ep.sessions.admit(ep.liveSessions())
+		release, ok := ep.sessions.admit(ep.liveSessions)
 		if !ok {
 			ep.tooManySessions(w, body)
 			return

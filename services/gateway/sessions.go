@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // sessionCap bounds an endpoint's live HTTP sessions (gateway.max_sessions):
@@ -74,12 +72,22 @@ func (c *sessionCap) use(id string, post bool) (done func()) {
 	}
 }
 
-// admit makes room for a new session among live (the endpoint's server's
-// sessions now): it closes the least recently used idle session when the
-// endpoint is at its bound. ok is false when every session is busy; else
-// release is called once the new session's request is served.
-func (c *sessionCap) admit(live map[string]*mcp.ServerSession) (release func(), ok bool) {
+// closer is a live session, as admit closes it.
+type closer interface{ Close() error }
+
+// admit makes room for a new session among the endpoint's server's
+// sessions (liveNow reads them): it closes the least recently used idle
+// session when the endpoint is at its bound. ok is false when every
+// session is busy; else release is called once the new session's request
+// is served.
+//
+// The sessions are read under the lock: read before it, they could miss a
+// session an admission connected just before its release, and a session
+// both unseen and with no admission under way is taken for one that never
+// connected, dropped without being closed, and lives on uncounted.
+func (c *sessionCap) admit(liveNow func() map[string]closer) (release func(), ok bool) {
 	c.mu.Lock()
+	live := liveNow()
 	for id, u := range c.uses {
 		switch {
 		case live[id] != nil:
@@ -88,7 +96,7 @@ func (c *sessionCap) admit(live map[string]*mcp.ServerSession) (release func(), 
 			delete(c.uses, id)
 		}
 	}
-	var evict *mcp.ServerSession
+	var evict closer
 	if len(c.uses)+c.admitting >= c.max {
 		// A session not yet seen live may be one another admission is
 		// connecting right now: deleted here it would connect after all,
@@ -120,8 +128,8 @@ func (c *sessionCap) admit(live map[string]*mcp.ServerSession) (release func(), 
 }
 
 // liveSessions are the sessions of the endpoint's server now.
-func (ep *endpoint) liveSessions() map[string]*mcp.ServerSession {
-	live := map[string]*mcp.ServerSession{}
+func (ep *endpoint) liveSessions() map[string]closer {
+	live := map[string]closer{}
 	for s := range ep.server.Sessions() {
 		if id := s.ID(); id != "" {
 			live[id] = s

@@ -203,3 +203,38 @@ func TestAVacancyIsToldToTheRequestsOfItsCallOnly(t *testing.T) {
 		t.Fatalf("entries left after every request left: %v", v.calls)
 	}
 }
+
+// fakeSession is a live session that notes its closing.
+type fakeSession struct{ closed bool }
+
+func (s *fakeSession) Close() error { s.closed = true; return nil }
+
+// Two admissions overlap: the second began while the first's session was
+// still connecting, and is decided after the first ended. The first's
+// session is live by then, so it is counted (and, at the bound, closed as
+// the least recently used) rather than dropped uncounted: a session that
+// escaped the count was never closed, and the endpoint held one more than
+// gateway.max_sessions for every such overlap.
+func TestASessionConnectedDuringAnotherAdmissionIsCounted(t *testing.T) {
+	c := newSessionCap(1)
+	live := map[string]closer{}
+	liveNow := func() map[string]closer { return live }
+
+	releaseFirst, ok := c.admit(liveNow)
+	if !ok {
+		t.Fatal("the first session was refused")
+	}
+	c.named("first")
+	first := &fakeSession{}
+	live["first"] = first // connected while its request is served
+	releaseFirst()
+
+	releaseSecond, ok := c.admit(liveNow)
+	if !ok {
+		t.Fatal("a second session was refused while the first was idle")
+	}
+	defer releaseSecond()
+	if !first.closed {
+		t.Fatal("at a bound of 1 the second admission did not close the first, idle, session: it escaped the count")
+	}
+}
