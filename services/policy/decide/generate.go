@@ -189,7 +189,16 @@ func compileRules(data map[string]any) (*ruleSet, map[string]any, error) {
 			if err != nil {
 				return nil, nil, fmt.Errorf("rule %s: arguments_not_matching %s: %w", id, ptr, err)
 			}
-			r.notMatching = append(r.notMatching, notMatchingCond{ptr: calls.PointerTokens(ptr), re: compiled})
+			r.notMatching = append(r.notMatching, namedArgCond{ptr: calls.PointerTokens(ptr), test: func(s string) bool { return !compiled.MatchString(s) }})
+		}
+		matching, _ := raw["arguments_matching"].(map[string]any)
+		for _, ptr := range slices.Sorted(maps.Keys(matching)) {
+			re, _ := matching[ptr].(string)
+			compiled, err := regexp.Compile(re)
+			if err != nil {
+				return nil, nil, fmt.Errorf("rule %s: arguments_matching %s: %w", id, ptr, err)
+			}
+			r.matching = append(r.matching, namedArgCond{ptr: calls.PointerTokens(ptr), test: newMatchFilter(compiled).MatchString})
 		}
 		if ann, _ := raw["annotations"].(map[string]any); len(ann) > 0 {
 			r.annotations, r.trustedOnly = make(map[string]bool, len(ann)), effect == "allow"

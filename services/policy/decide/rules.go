@@ -41,7 +41,7 @@ func stripMeta(r *airlockv1.PolicyRule) *airlockv1.PolicyRule {
 		Quorum: r.Quorum, Timeout: r.Timeout, Notify: r.Notify, Redact: r.Redact, ToolWords: r.ToolWords,
 		Commands: r.Commands, Principals: r.Principals, QueuePerThread: r.QueuePerThread,
 		OtherArguments: r.OtherArguments, ArgumentsMatch: r.ArgumentsMatch, Annotations: r.Annotations,
-		ArgumentsNotMatching: r.ArgumentsNotMatching,
+		ArgumentsNotMatching: r.ArgumentsNotMatching, ArgumentsMatching: r.ArgumentsMatching,
 	}
 	return c
 }
@@ -210,6 +210,17 @@ func ValidateRule(r *airlockv1.PolicyRule) error {
 		}
 		if _, err := regexp.Compile(re); err != nil {
 			return fmt.Errorf("rule %s: arguments_not_matching %s: %q is not a valid regular expression: %v", r.Id, ptr, re, err)
+		}
+	}
+	for ptr, re := range r.ArgumentsMatching {
+		if r.Effect == "allow" {
+			return fmt.Errorf("rule %s: arguments_matching matches when a named argument matches an expression, which is for ask and deny rules: an allow rule names what it allows with args or commands", r.Id)
+		}
+		if !strings.HasPrefix(ptr, "/") {
+			return fmt.Errorf("rule %s: arguments_matching argument %q must be a JSON pointer such as /file_path", r.Id, ptr)
+		}
+		if _, err := regexp.Compile(re); err != nil {
+			return fmt.Errorf("rule %s: arguments_matching %s: %q is not a valid regular expression: %v", r.Id, ptr, re, err)
 		}
 	}
 	for k := range r.Annotations {
