@@ -74,6 +74,7 @@ hits := data.airlock_compiled_rules.hits if {
 	only_named_arguments(r)
 	arguments_match(r.arguments_match)
 	arguments_not_matching(r.not_matching)
+	arguments_matching(r.matching)
 	every k, v in r.annotations {
 		annotation_holds(k, v, r.effect)
 	}
@@ -139,6 +140,7 @@ normalize(r, i) := object.union(r, {
 	"arguments_match": object.get(r, "arguments_match", ""),
 	"annotations": object.get(r, "annotations", {}),
 	"not_matching": object.get(r, "arguments_not_matching", {}),
+	"matching": object.get(r, "arguments_matching", {}),
 	"words": {w | some w in object.get(r, "tool_words", ["*"])},
 })
 
@@ -234,6 +236,21 @@ arguments_not_matching(conds) if {
 	value := object.get(object.get(input.call, "arguments", {}), pointer(ptr), null)
 	some s in strings_of(value)
 	not regex.match(re, s)
+}
+
+# arguments_matching maps JSON pointers to regular expressions ({} for
+# none): the rule matches when a string at one of them, or in a list there,
+# matches its expression; an absent argument never does. Unlike
+# arguments_match it reads only the arguments it names: how the coding
+# profile asks about a write whose path names a secret, while an edit's
+# content that mentions a password does not count.
+arguments_matching(conds) if count(conds) == 0
+
+arguments_matching(conds) if {
+	some ptr, re in conds
+	value := object.get(object.get(input.call, "arguments", {}), pointer(ptr), null)
+	some s in strings_of(value)
+	regex.match(re, s)
 }
 
 strings_of(v) := [v] if {

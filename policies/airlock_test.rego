@@ -880,3 +880,91 @@ test_lexical_resolves_paths_as_path_clean_does if {
 		not airlock.climbs_above_start(value)
 	}
 }
+
+# ------------------------------------------------------------ coding profile: writes to secret files
+
+# Review of 2026-11-28 (learned grants): coding-edit rates every write
+# medium, so a medium grant learned from approved writes in proj/ answered
+# a write of proj/deploy.pem too. A write whose path names a secret is
+# rated high (coding-edit-secrets), which no medium grant answers; only the
+# path counts, never the content written.
+secret_write_paths := array.concat(secret_paths, [
+	"proj/deploy.pem", "proj/credentials.json", "proj/id_rsa", "proj/secrets.yaml", "proj/prod.key",
+	"/home/alice/proj/.env", "/home/alice/.ssh/authorized_keys", "proj/.ssh/config",
+])
+
+edit_calls_of(p) := [
+	["claude", "Write", {"file_path": p, "content": "x"}], ["claude", "Edit", {"file_path": p, "old_string": "a", "new_string": "b"}],
+	["claude", "MultiEdit", {"file_path": p, "edits": [{"old_string": "a", "new_string": "b"}]}],
+	["claude", "NotebookEdit", {"notebook_path": p, "new_source": "x"}],
+	["codex", "Write", {"file_path": p, "content": "x"}], ["codex", "Edit", {"file_path": p}],
+	["gemini", "write_file", {"file_path": p, "content": "x"}], ["gemini", "replace", {"file_path": p, "old_string": "a", "new_string": "b"}],
+	["cursor", "Write", {"file_path": p}], ["cursor", "Edit", {"path": p}], ["cursor", "Delete", {"file_path": p}],
+	["copilot", "create", {"path": p, "file_text": "x"}], ["copilot", "edit", {"path": p, "old_str": "a", "new_str": "b"}],
+	# Codex's apply_patch names its files in header lines of tool_input.command.
+	["codex", "apply_patch", {"command": sprintf("*** Begin Patch\n*** Add File: %s\n+x\n*** End Patch\n", [p])}],
+	["codex", "apply_patch", {"command": sprintf("*** Begin Patch\n*** Update File: src/a.go\n@@\n-a\n+b\n*** Update File: %s\n@@\n+x\n*** End Patch", [p])}],
+	["codex", "apply_patch", {"input": sprintf("*** Begin Patch\n*** Update File: src/a.go\n*** Move to: %s\n@@\n+x\n*** End Patch", [p])}],
+	["codex", "apply_patch", {"command": ["apply_patch", sprintf("*** Begin Patch\n*** Delete File: %s\n*** End Patch", [p])]}],
+]
+
+test_writing_a_secret_named_file_asks_at_high_risk if {
+	every p in secret_write_paths {
+		every c in edit_calls_of(p) {
+			d := airlock.decision with input as call(c[0], c[1], c[2])
+			d.action == "ask"
+			d.rule_id == "coding-edit-secrets"
+			d.risk == "high"
+			d.approvers == ["requester", "group:reviewers"]
+		}
+	}
+}
+
+test_ordinary_writes_stay_medium if {
+	every p in ["src/main.go", "/home/alice/proj/a.txt", "README.md", "tokenizer.go", "docs/keys.md", "src/environment.go", "pkg/keyboard/layout.go", "internal/ident.go", "envoy.yaml"] {
+		every c in edit_calls_of(p) {
+			d := airlock.decision with input as call(c[0], c[1], c[2])
+			d.action == "ask"
+			d.rule_id == "coding-edit"
+			d.risk == object.get({"Delete": "high"}, c[1], "medium") # rule destructive rates any delete high
+		}
+	}
+}
+
+# What a write puts in a file is not where it goes: code that mentions a
+# password, a key file or .env leaves an ordinary write medium, and so does
+# a patch body line that looks like a secret's name.
+test_content_naming_a_secret_does_not_raise_a_write if {
+	content := "password := os.Getenv(\"DB_PASSWORD\")\n// see ~/.ssh/id_rsa, deploy.pem and .env\n"
+	every c in [
+		["claude", "Write", {"file_path": "src/config.go", "content": content}],
+		["claude", "Edit", {"file_path": "src/config.go", "old_string": "token", "new_string": content}],
+		["claude", "MultiEdit", {"file_path": "src/config.go", "edits": [{"old_string": ".env", "new_string": content}]}],
+		["gemini", "write_file", {"file_path": "src/config.go", "content": content}],
+		["copilot", "create", {"path": "src/config.go", "file_text": content}],
+		["codex", "apply_patch", {"command": sprintf("*** Begin Patch\n*** Update File: src/config.go\n@@\n-password := \"x\"\n+%s*** End Patch", [content])}],
+		["codex", "apply_patch", {"command": "*** Begin Patch\n*** Update File: src/a.go\n-secret.txt\n+.env\n+*** Add File: deploy.pem\n*** End Patch"}],
+		["codex", "apply_patch", {"command": "*** Begin Patch\n*** Add File: src/a.go\n+id_rsa\n*** End Patch"}],
+	] {
+		d := airlock.decision with input as call(c[0], c[1], c[2])
+		d.rule_id == "coding-edit"
+		d.risk == "medium"
+	}
+}
+
+# The write rule names the same secrets as the read rule, spelled alike,
+# so that the two lists cannot drift apart.
+test_the_write_rule_names_the_secrets_the_read_rule_names if {
+	rules := {r.id: r | some r in data.airlock.rules}
+	read := rules["coding-secrets"].arguments_match
+	names := trim_suffix(trim_prefix(read, "(?i)(^|[^a-z0-9._-])("), ")($|[^a-z0-9._-])")
+	names != read
+	write := rules["coding-edit-secrets"]
+	write.pattern == rules["coding-edit"].pattern
+	every ptr in ["/file_path", "/notebook_path", "/path"] {
+		write.arguments_matching[ptr] == read
+	}
+	every ptr in ["/command", "/input"] {
+		contains(write.arguments_matching[ptr], sprintf("(%s)($|[^a-z0-9._-])", [names]))
+	}
+}

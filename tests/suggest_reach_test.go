@@ -23,6 +23,15 @@ import (
 // paths, and there only to files directly in it whose name does not start
 // with "."; every other approved path stays exact. Adopted, it still spares
 // the useful asks (a new file in /home/alice/proj).
+//
+// Review of 2026-11-28, later: the narrowed grant, made for medium-risk
+// writes (rule coding-edit rates every edit medium), still answered a write
+// of /home/alice/proj/deploy.pem, credentials.json, id_rsa, secrets.yaml or
+// prod.key: nobody approved writing anything like a key or credential file.
+// A write whose path names a secret is rated high (rule
+// coding-edit-secrets), which a medium grant never answers; what a write
+// puts in a file does not count (code mentioning a password stays
+// answered).
 func TestALearnedGrantReachesNoPathNobodyApprovedAnythingLike(t *testing.T) {
 	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_POLICY_SUGGEST_MIN_APPROVERS=1")
 	dev.Agent(t, "alice")
@@ -30,14 +39,18 @@ func TestALearnedGrantReachesNoPathNobodyApprovedAnythingLike(t *testing.T) {
 	alice := agentToken(t, dev, admin, "alice")
 
 	n := 0
-	// write submits claude__Write of path as alice (her agent runs the tool)
-	// and returns its call id and what became of it: "asked" once a person
-	// is asked, else the call's status.
-	write := func(path string) (string, string) {
+	// writeContent submits claude__Write of content to path as alice (her
+	// agent runs the tool) and returns its call id and what became of it:
+	// "asked" once a person is asked, else the call's status.
+	writeContent := func(path, content string) (string, string) {
 		t.Helper()
 		n++
 		id := fmt.Sprintf("w%d", n)
-		body := fmt.Sprintf(`{"call_id":%q,"tool":"claude__Write","arguments":{"file_path":%q,"content":"line %d\n"},"agent_runs":true}`, id, path, n)
+		args, err := json.Marshal(map[string]string{"file_path": path, "content": content})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := fmt.Sprintf(`{"call_id":%q,"tool":"claude__Write","arguments":%s,"agent_runs":true}`, id, args)
 		if status, out := apiPost(t, dev.HTTPURL+"/api/v1/calls", alice, body); status != http.StatusAccepted {
 			t.Fatalf("submit %s: %d %s", path, status, out)
 		}
@@ -60,6 +73,7 @@ func TestALearnedGrantReachesNoPathNobodyApprovedAnythingLike(t *testing.T) {
 		t.Fatalf("call %s (%s) was neither decided nor asked about within 20s", id, path)
 		return "", ""
 	}
+	write := func(path string) (string, string) { return writeContent(path, fmt.Sprintf("line %d\n", n+1)) }
 
 	for _, p := range []string{"/home/alice/proj/a.txt", "/home/alice/proj/b.txt", "/home/alice/proj/src/c.go", "/home/alice/notes.txt", "/home/alice/proj/d.txt"} {
 		id, got := write(p)
@@ -145,9 +159,21 @@ func TestALearnedGrantReachesNoPathNobodyApprovedAnythingLike(t *testing.T) {
 		"/home/alice/elsewhere/proj/a.txt",       // elsewhere in the common directory
 		"/home/bob/proj/a.txt",                   // another home
 		"/home/alice/proj//.ssh/authorized_keys", // an empty segment before a hidden one
+		// Files directly in the widened directory whose names say key,
+		// credential or secret (rated high: coding-edit-secrets).
+		"/home/alice/proj/deploy.pem",
+		"/home/alice/proj/credentials.json",
+		"/home/alice/proj/id_rsa",
+		"/home/alice/proj/secrets.yaml",
+		"/home/alice/proj/prod.key",
 	} {
 		if _, got := write(p); got != "asked" {
 			t.Errorf("writing %s was %s under the adopted grant (%s), want a person asked", p, got, scope)
 		}
+	}
+	// Only the path counts: an ordinary file whose code mentions a password,
+	// a key file and .env is still answered by the grant.
+	if _, got := writeContent("/home/alice/proj/config.go", "password := os.Getenv(\"DB_PASSWORD\") // never deploy.pem, id_rsa or .env\n"); got != "allowed" && got != "completed" {
+		t.Errorf("writing /home/alice/proj/config.go with code that mentions a password was %s under the adopted grant (%s), want it allowed", got, scope)
 	}
 }

@@ -536,12 +536,16 @@ func ruleMatch(r *airlockv1.PolicyRule) string {
 	if r.GetArgumentsMatch() != "" {
 		parts = append(parts, "an argument matches "+cliOneLine(r.GetArgumentsMatch(), 24))
 	}
-	var outside []string
+	// Each named argument against its expression, in one sorted list.
+	var exprs []string
 	for k, re := range r.GetArgumentsNotMatching() {
-		outside = append(outside, k+" does not match "+cliOneLine(re, 24))
+		exprs = append(exprs, k+" does not match "+cliOneLine(re, 24))
 	}
-	sort.Strings(outside)
-	parts = append(parts, outside...)
+	for k, re := range r.GetArgumentsMatching() {
+		exprs = append(exprs, k+" matches "+cliOneLine(re, 24))
+	}
+	sort.Strings(exprs)
+	parts = append(parts, exprs...)
 	var annotations []string
 	for k, b := range r.GetAnnotations() {
 		annotations = append(annotations, fmt.Sprintf("annotation %s=%v", k, b))

@@ -53,3 +53,19 @@ func TestRulesListKeepsItsTableReadable(t *testing.T) {
 		})
 	}
 }
+
+// TestRulesListSaysWhatANamedArgumentMustMatch: a rule's conditions on
+// named arguments are listed both ways, matching and not matching.
+func TestRulesListSaysWhatANamedArgumentMustMatch(t *testing.T) {
+	resp := &airlockv1.RulesListResponse{BuiltinRules: []*airlockv1.PolicyRule{{
+		Id: "edit-secrets", Priority: 5, Pattern: "claude__Write", Effect: "ask", Risk: "high",
+		ArgumentsMatching: map[string]string{"/file_path": `\.pem$`}, ArgumentsNotMatching: map[string]string{"/mode": `^x$`},
+	}}}
+	var buf bytes.Buffer
+	printRules(&buf, resp, true)
+	for _, want := range []string{`/file_path matches \.pem$`, "/mode does not match ^x$"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("the rules list lacks %q:\n%s", want, buf.String())
+		}
+	}
+}

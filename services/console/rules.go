@@ -62,12 +62,16 @@ func newRuleView(r *airlockv1.PolicyRule) ruleView {
 	if re := r.GetArgumentsMatch(); re != "" {
 		v.Args = append(v.Args, "some argument matches "+re)
 	}
-	var outside []string
+	// Each named argument against its expression, in one sorted list.
+	var exprs []string
 	for k, re := range r.GetArgumentsNotMatching() {
-		outside = append(outside, k+" does not match "+re)
+		exprs = append(exprs, k+" does not match "+re)
 	}
-	sort.Strings(outside)
-	v.Args = append(v.Args, outside...)
+	for k, re := range r.GetArgumentsMatching() {
+		exprs = append(exprs, k+" matches "+re)
+	}
+	sort.Strings(exprs)
+	v.Args = append(v.Args, exprs...)
 	if r.GetOtherArguments() != "" {
 		v.Args = append(v.Args, "other arguments: "+r.GetOtherArguments())
 	}

@@ -41,7 +41,8 @@ func startFakePolicy(t *testing.T, deps svc.Deps) *fakePolicy {
 				f.mu.Lock()
 				defer f.mu.Unlock()
 				out := &airlockv1.RulesListResponse{PolicyRevision: "rev-42", Fallback: "no rule matches: a reviewer decides",
-					BuiltinRules: []*airlockv1.PolicyRule{{Id: "write", Priority: 40, Pattern: "*__write*", Effect: "ask", Reason: "writes need a person"}}}
+					BuiltinRules: []*airlockv1.PolicyRule{{Id: "write", Priority: 40, Pattern: "*__write*", Effect: "ask", Reason: "writes need a person",
+						ArgumentsMatching: map[string]string{"/file_path": `\.pem$`}, ArgumentsNotMatching: map[string]string{"/mode": `^x$`}}}}
 				for _, r := range f.rules {
 					out.Rules = append(out.Rules, proto.Clone(r).(*airlockv1.PolicyRule))
 				}
@@ -107,7 +108,9 @@ func TestRulesPage(t *testing.T) {
 		}
 		page := admin.get("/rules")
 		for _, want := range []string{"rev-42", `id="rule-tmp-writes"`, "name fs__write_*", "/path = /tmp/**", "rule tmp-writes saved",
-			`id="builtin-rules"`, `id="rule-write"`, "writes need a person", "no rule matches: a reviewer decides"} {
+			`id="builtin-rules"`, `id="rule-write"`, "writes need a person", "no rule matches: a reviewer decides",
+			// A rule's conditions on named arguments, both ways.
+			`/file_path matches \.pem$`, "/mode does not match ^x$"} {
 			if !strings.Contains(page.Body, want) {
 				t.Fatalf("rules page lacks %q:\n%s", want, page.Body)
 			}

@@ -25,8 +25,9 @@ type Change struct {
 }
 
 // editTools are the agents' built-in tools that write files, each with the
-// arguments that name them (the coding profile's rule coding-edit names the
-// same tools).
+// arguments that name them (the coding profile's rules coding-edit and
+// coding-edit-secrets name the same tools; the latter reads these arguments,
+// and apply_patch's header lines, for a secret's name).
 var editTools = map[Agent]map[string][]string{
 	Claude:  {"Edit": {"file_path"}, "MultiEdit": {"file_path"}, "Write": {"file_path"}, "NotebookEdit": {"notebook_path"}},
 	Codex:   {"Edit": {"file_path"}, "Write": {"file_path"}, "apply_patch": nil},

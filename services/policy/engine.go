@@ -343,6 +343,9 @@ func describeRule(r *airlockv1.PolicyRule) string {
 	for _, k := range slices.Sorted(maps.Keys(r.ArgumentsNotMatching)) {
 		what = append(what, "arguments_not_matching"+k+"="+r.ArgumentsNotMatching[k])
 	}
+	for _, k := range slices.Sorted(maps.Keys(r.ArgumentsMatching)) {
+		what = append(what, "arguments_matching"+k+"="+r.ArgumentsMatching[k])
+	}
 	for _, k := range slices.Sorted(maps.Keys(r.Annotations)) {
 		what = append(what, fmt.Sprintf("annotations.%s=%v", k, r.Annotations[k]))
 	}

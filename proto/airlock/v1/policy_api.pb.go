@@ -96,8 +96,16 @@ type PolicyRule struct {
 	// about a reading tool's glob or path-pattern argument that is not a
 	// plain source-file pattern such as src/**/*.go.
 	ArgumentsNotMatching map[string]string `protobuf:"bytes,46,rep,name=arguments_not_matching,json=argumentsNotMatching,proto3" json:"arguments_not_matching,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// JSON pointer → regular expression (RE2): the rule matches when a string
+	// at any of the pointers (or in a list there) matches its expression; an
+	// absent argument never does. The positive sibling of
+	// arguments_not_matching, and unlike arguments_match it reads only the
+	// arguments it names (an edit's file content is not its path). For ask and
+	// deny rules only. The coding profile asks so about a write whose path
+	// names a key, credential or secret file.
+	ArgumentsMatching map[string]string `protobuf:"bytes,47,rep,name=arguments_matching,json=argumentsMatching,proto3" json:"arguments_matching,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *PolicyRule) Reset() {
@@ -315,6 +323,13 @@ func (x *PolicyRule) GetAnnotations() map[string]bool {
 func (x *PolicyRule) GetArgumentsNotMatching() map[string]string {
 	if x != nil {
 		return x.ArgumentsNotMatching
+	}
+	return nil
+}
+
+func (x *PolicyRule) GetArgumentsMatching() map[string]string {
+	if x != nil {
+		return x.ArgumentsMatching
 	}
 	return nil
 }
@@ -1084,7 +1099,7 @@ var File_airlock_v1_policy_api_proto protoreflect.FileDescriptor
 const file_airlock_v1_policy_api_proto_rawDesc = "" +
 	"\n" +
 	"\x1bairlock/v1/policy_api.proto\x12\n" +
-	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe7\t\n" +
+	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8b\v\n" +
 	"\n" +
 	"PolicyRule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
@@ -1119,7 +1134,8 @@ const file_airlock_v1_policy_api_proto_rawDesc = "" +
 	"\x0fother_arguments\x18+ \x01(\tR\x0eotherArguments\x12'\n" +
 	"\x0farguments_match\x18, \x01(\tR\x0eargumentsMatch\x12I\n" +
 	"\vannotations\x18- \x03(\v2'.airlock.v1.PolicyRule.AnnotationsEntryR\vannotations\x12f\n" +
-	"\x16arguments_not_matching\x18. \x03(\v20.airlock.v1.PolicyRule.ArgumentsNotMatchingEntryR\x14argumentsNotMatching\x1a7\n" +
+	"\x16arguments_not_matching\x18. \x03(\v20.airlock.v1.PolicyRule.ArgumentsNotMatchingEntryR\x14argumentsNotMatching\x12\\\n" +
+	"\x12arguments_matching\x18/ \x03(\v2-.airlock.v1.PolicyRule.ArgumentsMatchingEntryR\x11argumentsMatching\x1a7\n" +
 	"\tArgsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
@@ -1130,6 +1146,9 @@ const file_airlock_v1_policy_api_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\bR\x05value:\x028\x01\x1aG\n" +
 	"\x19ArgumentsNotMatchingEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aD\n" +
+	"\x16ArgumentsMatchingEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x12\n" +
 	"\x10RulesListRequest\"\xc3\x01\n" +
@@ -1199,7 +1218,7 @@ func file_airlock_v1_policy_api_proto_rawDescGZIP() []byte {
 	return file_airlock_v1_policy_api_proto_rawDescData
 }
 
-var file_airlock_v1_policy_api_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_airlock_v1_policy_api_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_airlock_v1_policy_api_proto_goTypes = []any{
 	(*PolicyRule)(nil),            // 0: airlock.v1.PolicyRule
 	(*RulesListRequest)(nil),      // 1: airlock.v1.RulesListRequest
@@ -1219,40 +1238,42 @@ var file_airlock_v1_policy_api_proto_goTypes = []any{
 	nil,                           // 15: airlock.v1.PolicyRule.CommandsEntry
 	nil,                           // 16: airlock.v1.PolicyRule.AnnotationsEntry
 	nil,                           // 17: airlock.v1.PolicyRule.ArgumentsNotMatchingEntry
-	nil,                           // 18: airlock.v1.ShadowState.ModulesEntry
-	nil,                           // 19: airlock.v1.ShadowStartRequest.ModulesEntry
-	(*Actor)(nil),                 // 20: airlock.v1.Actor
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
-	(*ToolCall)(nil),              // 22: airlock.v1.ToolCall
-	(*Decision)(nil),              // 23: airlock.v1.Decision
+	nil,                           // 18: airlock.v1.PolicyRule.ArgumentsMatchingEntry
+	nil,                           // 19: airlock.v1.ShadowState.ModulesEntry
+	nil,                           // 20: airlock.v1.ShadowStartRequest.ModulesEntry
+	(*Actor)(nil),                 // 21: airlock.v1.Actor
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*ToolCall)(nil),              // 23: airlock.v1.ToolCall
+	(*Decision)(nil),              // 24: airlock.v1.Decision
 }
 var file_airlock_v1_policy_api_proto_depIdxs = []int32{
 	14, // 0: airlock.v1.PolicyRule.args:type_name -> airlock.v1.PolicyRule.ArgsEntry
-	20, // 1: airlock.v1.PolicyRule.updated_by:type_name -> airlock.v1.Actor
-	21, // 2: airlock.v1.PolicyRule.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 1: airlock.v1.PolicyRule.updated_by:type_name -> airlock.v1.Actor
+	22, // 2: airlock.v1.PolicyRule.updated_at:type_name -> google.protobuf.Timestamp
 	15, // 3: airlock.v1.PolicyRule.commands:type_name -> airlock.v1.PolicyRule.CommandsEntry
 	16, // 4: airlock.v1.PolicyRule.annotations:type_name -> airlock.v1.PolicyRule.AnnotationsEntry
 	17, // 5: airlock.v1.PolicyRule.arguments_not_matching:type_name -> airlock.v1.PolicyRule.ArgumentsNotMatchingEntry
-	0,  // 6: airlock.v1.RulesListResponse.rules:type_name -> airlock.v1.PolicyRule
-	0,  // 7: airlock.v1.RulesListResponse.builtin_rules:type_name -> airlock.v1.PolicyRule
-	0,  // 8: airlock.v1.RulePutRequest.rule:type_name -> airlock.v1.PolicyRule
-	20, // 9: airlock.v1.RulePutRequest.by:type_name -> airlock.v1.Actor
-	0,  // 10: airlock.v1.RulePutResponse.rule:type_name -> airlock.v1.PolicyRule
-	20, // 11: airlock.v1.RuleDeleteRequest.by:type_name -> airlock.v1.Actor
-	22, // 12: airlock.v1.PolicyEvalRequest.call:type_name -> airlock.v1.ToolCall
-	23, // 13: airlock.v1.PolicyEvalResponse.decision:type_name -> airlock.v1.Decision
-	18, // 14: airlock.v1.ShadowState.modules:type_name -> airlock.v1.ShadowState.ModulesEntry
-	20, // 15: airlock.v1.ShadowState.by:type_name -> airlock.v1.Actor
-	21, // 16: airlock.v1.ShadowState.at:type_name -> google.protobuf.Timestamp
-	19, // 17: airlock.v1.ShadowStartRequest.modules:type_name -> airlock.v1.ShadowStartRequest.ModulesEntry
-	20, // 18: airlock.v1.ShadowStartRequest.by:type_name -> airlock.v1.Actor
-	20, // 19: airlock.v1.ShadowStopRequest.by:type_name -> airlock.v1.Actor
-	9,  // 20: airlock.v1.ShadowStatusResponse.state:type_name -> airlock.v1.ShadowState
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	18, // 6: airlock.v1.PolicyRule.arguments_matching:type_name -> airlock.v1.PolicyRule.ArgumentsMatchingEntry
+	0,  // 7: airlock.v1.RulesListResponse.rules:type_name -> airlock.v1.PolicyRule
+	0,  // 8: airlock.v1.RulesListResponse.builtin_rules:type_name -> airlock.v1.PolicyRule
+	0,  // 9: airlock.v1.RulePutRequest.rule:type_name -> airlock.v1.PolicyRule
+	21, // 10: airlock.v1.RulePutRequest.by:type_name -> airlock.v1.Actor
+	0,  // 11: airlock.v1.RulePutResponse.rule:type_name -> airlock.v1.PolicyRule
+	21, // 12: airlock.v1.RuleDeleteRequest.by:type_name -> airlock.v1.Actor
+	23, // 13: airlock.v1.PolicyEvalRequest.call:type_name -> airlock.v1.ToolCall
+	24, // 14: airlock.v1.PolicyEvalResponse.decision:type_name -> airlock.v1.Decision
+	19, // 15: airlock.v1.ShadowState.modules:type_name -> airlock.v1.ShadowState.ModulesEntry
+	21, // 16: airlock.v1.ShadowState.by:type_name -> airlock.v1.Actor
+	22, // 17: airlock.v1.ShadowState.at:type_name -> google.protobuf.Timestamp
+	20, // 18: airlock.v1.ShadowStartRequest.modules:type_name -> airlock.v1.ShadowStartRequest.ModulesEntry
+	21, // 19: airlock.v1.ShadowStartRequest.by:type_name -> airlock.v1.Actor
+	21, // 20: airlock.v1.ShadowStopRequest.by:type_name -> airlock.v1.Actor
+	9,  // 21: airlock.v1.ShadowStatusResponse.state:type_name -> airlock.v1.ShadowState
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_airlock_v1_policy_api_proto_init() }
@@ -1268,7 +1289,7 @@ func file_airlock_v1_policy_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_v1_policy_api_proto_rawDesc), len(file_airlock_v1_policy_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

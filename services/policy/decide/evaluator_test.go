@@ -80,6 +80,9 @@ func compiledDecidesLikePlain(t *testing.T, bindings map[string]string) {
 		&airlockv1.PolicyRule{Id: "ask-secret-dir", Priority: 6, Server: "fs", Tool: "tool_9", Args: map[string]string{"/path": "secret/**"}, Effect: "ask"},
 		// Arguments outside what they may take unasked, two pointers, one nested.
 		&airlockv1.PolicyRule{Id: "not-matching", Priority: 6, Server: "vault", ArgumentsNotMatching: map[string]string{"/deep/list": `^[a-z]+$`, "/mode": `^x$`}, Effect: "ask"},
+		// Arguments matching an expression, two pointers, one nested, rated
+		// above the rules around it.
+		&airlockv1.PolicyRule{Id: "matching", Priority: 5, Server: "vault", ArgumentsMatching: map[string]string{"/deep/list": `(?i)^[a-c]+$|\.pem$`, "/mode": `^y$`}, Effect: "ask", Risk: "high"},
 	)
 	// An empty tool_words list in data.json matches no tool, as word_matches says.
 	def := mustDefault(t)
@@ -220,8 +223,9 @@ func comparisonCalls() []*airlockv1.ToolCall {
 	return out
 }
 
-// secretAndNetworkCalls reach the coding profile's secret rules, the
-// network rules, arguments_match, annotations (trusted or not), arguments
+// secretAndNetworkCalls reach the coding profile's secret rules (reads and
+// writes), the network rules, arguments_match, arguments_not_matching,
+// arguments_matching, annotations (trusted or not), arguments
 // an allow rule does not name and paths ending in a separator.
 func secretAndNetworkCalls() []*airlockv1.ToolCall {
 	var out []*airlockv1.ToolCall
@@ -275,6 +279,23 @@ func secretAndNetworkCalls() []*airlockv1.ToolCall {
 		add("gemini", "read_many_files", map[string]any{"paths": []any{inc}}, nil, false)
 	}
 	add("vault", "read", map[string]any{"mode": "y"}, nil, false)
+	add("vault", "read", map[string]any{"mode": []any{"x", "y"}}, nil, false)
+	add("vault", "read", map[string]any{"mode": "y", "deep": "abc"}, nil, false)
+	add("vault", "read", map[string]any{"deep": map[string]any{"list": []any{"d", "ABC"}}}, nil, false)
+	add("vault", "read", map[string]any{"deep": map[string]any{"list": "deploy.pem"}}, nil, false)
+	add("vault", "read", map[string]any{"other": map[string]any{"list": "abc"}, "y": "mode"}, nil, false)
+	// Writes (arguments_matching, coding-edit-secrets): a secret named by
+	// the path argument or a patch's header line, and only named in the
+	// content written, or in a patch's body.
+	for _, p := range []string{"src/x.go", "proj/deploy.pem", "proj/credentials.json", "~/.ssh/id_rsa", ".env.local", "tokenizer.go", "/home/a/proj/prod.key"} {
+		add("claude", "Write", map[string]any{"file_path": p, "content": "password=x\n.env\n"}, nil, false)
+		add("claude", "NotebookEdit", map[string]any{"notebook_path": []any{"a.ipynb", p}}, nil, false)
+		add("copilot", "create", map[string]any{"path": p, "file_text": "id_rsa"}, nil, false)
+		add("cursor", "Delete", map[string]any{"file_path": p}, nil, false)
+		add("claude", "Write", map[string]any{"file_path": "src/a.go", "content": p}, nil, false)
+		add("codex", "apply_patch", map[string]any{"command": "*** Begin Patch\n*** Update File: src/a.go\n*** Move to: " + p + "\n@@\n-a\n+b\n*** End Patch"}, nil, false)
+		add("codex", "apply_patch", map[string]any{"input": "*** Begin Patch\n*** Add File: src/a.go\n-" + p + "\n+" + p + "\n*** End Patch"}, nil, false)
+	}
 	add("vault", "read", map[string]any{"mode": "x", "deep": map[string]any{"list": []any{"abc"}}}, nil, false)
 	add("vault", "read", map[string]any{"mode": "x", "deep": map[string]any{"list": "ABC"}}, nil, false)
 	for _, c := range []string{"grep -r token .", "rg --hidden x", "rg -uu x", "rgrep x .", "grep -v x f", "git show HEAD:.env", "make t?st", "make [ab]", "make *.o",
@@ -551,6 +572,9 @@ func TestRuleValidationRefusesBadCommandsAndPrincipals(t *testing.T) {
 		{"an_allow_rule_matching_arguments_outside_an_expression", &airlockv1.PolicyRule{Id: "r", Effect: "allow", ArgumentsNotMatching: map[string]string{"/glob": "x"}}, "for ask and deny rules"},
 		{"arguments_not_matching_not_on_a_pointer", &airlockv1.PolicyRule{Id: "r", Effect: "ask", ArgumentsNotMatching: map[string]string{"glob": "x"}}, "JSON pointer"},
 		{"a_malformed_arguments_not_matching", &airlockv1.PolicyRule{Id: "r", Effect: "ask", ArgumentsNotMatching: map[string]string{"/glob": "("}}, "not a valid regular expression"},
+		{"an_allow_rule_matching_named_arguments_by_an_expression", &airlockv1.PolicyRule{Id: "r", Effect: "allow", ArgumentsMatching: map[string]string{"/file_path": "x"}}, "for ask and deny rules"},
+		{"arguments_matching_not_on_a_pointer", &airlockv1.PolicyRule{Id: "r", Effect: "ask", ArgumentsMatching: map[string]string{"file_path": "x"}}, "JSON pointer"},
+		{"a_malformed_arguments_matching", &airlockv1.PolicyRule{Id: "r", Effect: "deny", ArgumentsMatching: map[string]string{"/file_path": "("}}, "not a valid regular expression"},
 		{"an_unnamed_annotation", &airlockv1.PolicyRule{Id: "r", Effect: "ask", Annotations: map[string]bool{" ": true}}, "needs a name"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

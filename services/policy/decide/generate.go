@@ -182,14 +182,15 @@ func compileRules(data map[string]any) (*ruleSet, map[string]any, error) {
 			}
 			r.argumentsMatch = newMatchFilter(compiled)
 		}
-		notMatching, _ := raw["arguments_not_matching"].(map[string]any)
-		for _, ptr := range slices.Sorted(maps.Keys(notMatching)) {
-			re, _ := notMatching[ptr].(string)
-			compiled, err := regexp.Compile(re)
-			if err != nil {
-				return nil, nil, fmt.Errorf("rule %s: arguments_not_matching %s: %w", id, ptr, err)
-			}
-			r.notMatching = append(r.notMatching, notMatchingCond{ptr: calls.PointerTokens(ptr), re: compiled})
+		if r.notMatching, err = namedArgConds(raw, "arguments_not_matching", func(re *regexp.Regexp) func(string) bool {
+			return func(s string) bool { return !re.MatchString(s) }
+		}); err != nil {
+			return nil, nil, fmt.Errorf("rule %s: %w", id, err)
+		}
+		if r.matching, err = namedArgConds(raw, "arguments_matching", func(re *regexp.Regexp) func(string) bool {
+			return newMatchFilter(re).MatchString
+		}); err != nil {
+			return nil, nil, fmt.Errorf("rule %s: %w", id, err)
 		}
 		if ann, _ := raw["annotations"].(map[string]any); len(ann) > 0 {
 			r.annotations, r.trustedOnly = make(map[string]bool, len(ann)), effect == "allow"
@@ -218,6 +219,23 @@ func compileRules(data map[string]any) (*ruleSet, map[string]any, error) {
 	// The refusals' rows are read only for rules naming principals; the
 	// others stay null.
 	return rs, map[string]any{"verdict": verdicts, "redact": redacts}, nil
+}
+
+// namedArgConds compiles the rule's condition key (arguments_not_matching
+// or arguments_matching: pointer -> expression), in pointer order, with
+// test making each string's test from its expression.
+func namedArgConds(raw map[string]any, key string, test func(*regexp.Regexp) func(string) bool) ([]namedArgCond, error) {
+	exprs, _ := raw[key].(map[string]any)
+	var out []namedArgCond
+	for _, ptr := range slices.Sorted(maps.Keys(exprs)) {
+		re, _ := exprs[ptr].(string)
+		compiled, err := regexp.Compile(re)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", key, ptr, err)
+		}
+		out = append(out, namedArgCond{ptr: calls.PointerTokens(ptr), test: test(compiled)})
+	}
+	return out, nil
 }
 
 // newOutcome builds one hits entry's outcome: airlock.rego's entry

@@ -52,7 +52,10 @@ type rule struct {
 	// notMatching: the rule matches only when some string at one of these
 	// pointers falls outside its expression (airlock.rego's
 	// arguments_not_matching).
-	notMatching []notMatchingCond
+	notMatching []namedArgCond
+	// matching: the rule matches only when some string at one of these
+	// pointers matches its expression (airlock.rego's arguments_matching).
+	matching []namedArgCond
 	// annotations must hold as airlock.rego's annotation_holds reads them;
 	// trustedOnly (an allow rule's) believes only trusted annotations.
 	annotations map[string]bool
@@ -426,7 +429,10 @@ func (r *rule) matches(c *callView) bool {
 	if r.argumentsMatch != nil && !anyString(c.args, r.argumentsMatch.MatchString) {
 		return false
 	}
-	if len(r.notMatching) > 0 && !slices.ContainsFunc(r.notMatching, func(n notMatchingCond) bool { return n.matches(c.args) }) {
+	if len(r.notMatching) > 0 && !slices.ContainsFunc(r.notMatching, func(n namedArgCond) bool { return n.holds(c.args) }) {
+		return false
+	}
+	if len(r.matching) > 0 && !slices.ContainsFunc(r.matching, func(n namedArgCond) bool { return n.holds(c.args) }) {
 		return false
 	}
 	for k, want := range r.annotations {
@@ -440,26 +446,27 @@ func (r *rule) matches(c *callView) bool {
 	return true
 }
 
-// notMatchingCond is one entry of arguments_not_matching: the pointer's
-// tokens and the expression of the values allowed unasked.
-type notMatchingCond struct {
-	ptr []string
-	re  *regexp.Regexp
+// namedArgCond is one entry of arguments_not_matching or
+// arguments_matching: the pointer's tokens and the test a string there must
+// pass (outside the expression, or matching it).
+type namedArgCond struct {
+	ptr  []string
+	test func(string) bool
 }
 
-// matches reports whether the argument at the pointer is a string, or a
-// list holding a string, that the expression does not match.
-func (n notMatchingCond) matches(args any) bool {
+// holds reports whether the argument at the pointer is a string, or a list
+// holding a string, that passes the test (airlock.rego's strings_of): an
+// absent argument never does.
+func (n namedArgCond) holds(args any) bool {
 	v, ok := valueAt(args, n.ptr)
 	if !ok {
 		return false
 	}
-	outside := func(s string) bool { return !n.re.MatchString(s) }
 	switch x := v.(type) {
 	case string:
-		return outside(x)
+		return n.test(x)
 	case []any:
-		return slices.ContainsFunc(x, func(e any) bool { s, ok := e.(string); return ok && outside(s) })
+		return slices.ContainsFunc(x, func(e any) bool { s, ok := e.(string); return ok && n.test(s) })
 	}
 	return false
 }

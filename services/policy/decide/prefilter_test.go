@@ -12,8 +12,9 @@ import (
 	"github.com/airlock-gate/airlock/policies"
 )
 
-// defaultArgumentsMatch returns the arguments_match expressions of the
-// default policy's rules, by rule id.
+// defaultArgumentsMatch returns the arguments_match and arguments_matching
+// expressions of the default policy's rules (both run behind the filter),
+// by rule id and, for arguments_matching, pointer.
 func defaultArgumentsMatch(t *testing.T) map[string]string {
 	t.Helper()
 	raw, err := fs.ReadFile(policies.Default(), "data.json")
@@ -23,8 +24,9 @@ func defaultArgumentsMatch(t *testing.T) map[string]string {
 	var data struct {
 		Airlock struct {
 			Rules []struct {
-				ID             string `json:"id"`
-				ArgumentsMatch string `json:"arguments_match"`
+				ID                string            `json:"id"`
+				ArgumentsMatch    string            `json:"arguments_match"`
+				ArgumentsMatching map[string]string `json:"arguments_matching"`
 			} `json:"rules"`
 		} `json:"airlock"`
 	}
@@ -35,6 +37,9 @@ func defaultArgumentsMatch(t *testing.T) map[string]string {
 	for _, r := range data.Airlock.Rules {
 		if r.ArgumentsMatch != "" {
 			out[r.ID] = r.ArgumentsMatch
+		}
+		for ptr, e := range r.ArgumentsMatching {
+			out[r.ID+" "+ptr] = e
 		}
 	}
 	if len(out) == 0 {
@@ -177,6 +182,10 @@ func TestTheLiteralFilterPassesOverOrdinaryArguments(t *testing.T) {
 			}
 		}
 		for _, s := range []string{"/home/me/.ssh/id_rsa", "cat .ENV", "~/.config/gh/hosts.yml"} {
+			// An expression of a patch's header lines reads the path there.
+			if strings.HasPrefix(e, `(?im)^\*\*\* `) {
+				s = "*** Begin Patch\n*** Update File: " + s + "\n@@\n*** End Patch"
+			}
 			if !f.MatchString(s) {
 				t.Errorf("rule %s: %q does not match", id, s)
 			}

@@ -41,7 +41,7 @@ func stripMeta(r *airlockv1.PolicyRule) *airlockv1.PolicyRule {
 		Quorum: r.Quorum, Timeout: r.Timeout, Notify: r.Notify, Redact: r.Redact, ToolWords: r.ToolWords,
 		Commands: r.Commands, Principals: r.Principals, QueuePerThread: r.QueuePerThread,
 		OtherArguments: r.OtherArguments, ArgumentsMatch: r.ArgumentsMatch, Annotations: r.Annotations,
-		ArgumentsNotMatching: r.ArgumentsNotMatching,
+		ArgumentsNotMatching: r.ArgumentsNotMatching, ArgumentsMatching: r.ArgumentsMatching,
 	}
 	return c
 }
@@ -201,15 +201,23 @@ func ValidateRule(r *airlockv1.PolicyRule) error {
 			return fmt.Errorf("rule %s: arguments_match %q is not a valid regular expression: %v", r.Id, r.ArgumentsMatch, err)
 		}
 	}
-	for ptr, re := range r.ArgumentsNotMatching {
-		if r.Effect == "allow" {
-			return fmt.Errorf("rule %s: arguments_not_matching matches when an argument falls outside what it allows, which is for ask and deny rules: an allow rule names what it allows with args or commands", r.Id)
-		}
-		if !strings.HasPrefix(ptr, "/") {
-			return fmt.Errorf("rule %s: arguments_not_matching argument %q must be a JSON pointer such as /glob", r.Id, ptr)
-		}
-		if _, err := regexp.Compile(re); err != nil {
-			return fmt.Errorf("rule %s: arguments_not_matching %s: %q is not a valid regular expression: %v", r.Id, ptr, re, err)
+	for _, c := range []struct {
+		name, when, example string
+		exprs               map[string]string
+	}{
+		{"arguments_not_matching", "an argument falls outside what it allows", "/glob", r.ArgumentsNotMatching},
+		{"arguments_matching", "a named argument matches an expression", "/file_path", r.ArgumentsMatching},
+	} {
+		for ptr, re := range c.exprs {
+			if r.Effect == "allow" {
+				return fmt.Errorf("rule %s: %s matches when %s, which is for ask and deny rules: an allow rule names what it allows with args or commands", r.Id, c.name, c.when)
+			}
+			if !strings.HasPrefix(ptr, "/") {
+				return fmt.Errorf("rule %s: %s argument %q must be a JSON pointer such as %s", r.Id, c.name, ptr, c.example)
+			}
+			if _, err := regexp.Compile(re); err != nil {
+				return fmt.Errorf("rule %s: %s %s: %q is not a valid regular expression: %v", r.Id, c.name, ptr, re, err)
+			}
 		}
 	}
 	for k := range r.Annotations {
