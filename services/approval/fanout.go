@@ -30,10 +30,12 @@ type fanout struct {
 	// deliveries a channel makes at once.
 	lanes   map[string]*lane
 	workers int
+	// rate coalesces an agent's announcements past its share on a channel.
+	rate *coalescer
 }
 
-func newFanout(notifiers []notify.Notifier, timeout time.Duration, workers int, log *slog.Logger, record func(context.Context, *airlockv1.Event)) *fanout {
-	f := &fanout{notifiers: notifiers, timeout: timeout, log: log, record: record, lanes: map[string]*lane{}, workers: workers}
+func newFanout(notifiers []notify.Notifier, timeout time.Duration, workers int, rate *coalescer, log *slog.Logger, record func(context.Context, *airlockv1.Event)) *fanout {
+	f := &fanout{notifiers: notifiers, timeout: timeout, log: log, record: record, lanes: map[string]*lane{}, workers: workers, rate: rate}
 	for _, n := range notifiers {
 		f.lanes[n.Name()] = newLane()
 	}
@@ -60,6 +62,41 @@ func (f *fanout) deliver(n notify.Notifier, rec *airlockv1.ApprovalRecord, job f
 	f.lanes[n.Name()].submit(rec.GetCall().GetAgentId(), job)
 }
 
+// coalesce leaves rec unannounced on n (its agent is past its share of
+// announcements there) and makes sure a digest follows within one
+// approval.notify_refill. The call has no reference on n, so neither its
+// reminders nor its outcome are sent there either.
+func (f *fanout) coalesce(ctx context.Context, n notify.Notifier, rec *airlockv1.ApprovalRecord) {
+	if !f.rate.coalesce(n.Name(), rec) {
+		return // a digest is due already
+	}
+	agent := rec.GetCall().GetAgentId()
+	f.log.Info("an agent is past its share of announcements on a channel: its calls there are told in a digest",
+		"channel", n.Name(), "agent", agent, "notify_burst", f.rate.burst, "notify_refill", f.rate.refill)
+	time.AfterFunc(f.rate.refill, func() {
+		if ctx.Err() != nil {
+			return
+		}
+		d, ok := f.rate.digest(n.Name(), agent)
+		if !ok {
+			return
+		}
+		dg, ok := n.(notify.Digester)
+		if !ok {
+			f.log.Info("calls were not announced one by one on a channel that sends no digest; they wait in the console",
+				"channel", n.Name(), "agent", agent, "calls", d.Calls)
+			return
+		}
+		f.deliver(n, rec, func() {
+			dctx, cancel := context.WithTimeout(ctx, f.timeout)
+			defer cancel()
+			if _, err := safely(func() (string, error) { return "", dg.Digest(dctx, d) }); err != nil {
+				f.log.Warn("a digest of coalesced calls failed on one channel; they wait in the console", "channel", n.Name(), "agent", agent, "calls", d.Calls, "err", err)
+			}
+		})
+	})
+}
+
 // settleWindow is how long announce gathers the channels' references
 // before writing them: the channels that answer within it (all of them,
 // usually) are written to the record in one write and recorded as
@@ -82,6 +119,10 @@ func (f *fanout) announce(ctx context.Context, rec *airlockv1.ApprovalRecord, to
 	asked := 0
 	for _, n := range f.notifiers {
 		if announced(rec, n.Name()) || !f.wants(n, rec) {
+			continue
+		}
+		if !f.rate.take(n.Name(), rec.GetCall().GetAgentId()) {
+			f.coalesce(ctx, n, rec)
 			continue
 		}
 		asked++

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/approval"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -132,4 +135,120 @@ func TestASlowChannelAnnouncesAnotherAgentsCallBetweenAFloodsCalls(t *testing.T)
 		rec, err := w.api.Get(context.Background(), "victim", "v1", 0)
 		return err == nil && len(rec.GetNotifications()) == 1
 	})
+}
+
+// digestChannel is a recorder that also takes digests.
+type digestChannel struct {
+	recorder
+	dmu     sync.Mutex
+	digests []notify.Digest
+}
+
+func (d *digestChannel) Digest(_ context.Context, dg notify.Digest) error {
+	d.dmu.Lock()
+	defer d.dmu.Unlock()
+	d.digests = append(d.digests, dg)
+	return nil
+}
+
+// digested is how many calls of agent the digests told of, in how many digests.
+func (d *digestChannel) digested(agent string) (calls, digests int) {
+	d.dmu.Lock()
+	defer d.dmu.Unlock()
+	for _, dg := range d.digests {
+		if dg.Agent == agent {
+			calls += dg.Calls
+			digests++
+		}
+	}
+	return calls, digests
+}
+
+// announced counts the calls of prefix the channel announced one by one.
+func (r *recorder) announced(prefix string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, s := range r.seen {
+		if strings.HasPrefix(s, "announce:"+prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// updated counts the outcomes of calls of prefix the channel was sent.
+func (r *recorder) updated(prefix string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, s := range r.seen {
+		if strings.HasPrefix(s, "update:"+prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// R-attack5 F3: an agent's flood of calls reaches each channel as
+// approval.notify_burst messages and then digests, not one message per
+// call (and no outcome for the calls that were not announced), while
+// another agent's call is announced on its own; the flood's calls all
+// wait in the console.
+func TestAFloodOfOneAgentsCallsIsCoalescedOnEachChannel(t *testing.T) {
+	const burst, flood = 3, 20
+	w := newWorld(t, func(c *config.Config) {
+		c.Approval.NotifyBurst = burst
+		c.Approval.NotifyRefill = time.Hour // no refill while the test runs
+	})
+	ch := &digestChannel{recorder: recorder{name: "mail"}}
+	w.start(ch)
+	for i := range flood {
+		w.pending(&airlockv1.ToolCall{AgentId: "bot", CallId: fmt.Sprintf("flood-%d", i)}, nil)
+	}
+	w.pending(&airlockv1.ToolCall{AgentId: "victim", CallId: "v1"}, nil)
+	testenv.Eventually(t, 10*time.Second, "victim's call to be announced", func() bool { return ch.has("announce:v1") })
+	testenv.Settled(t, w.js, w.cfg.Stream.Name, approval.Durable, 10*time.Second)
+	if got := ch.announced("flood-"); got != burst {
+		t.Fatalf("the channel announced %d of bot's %d calls one by one, want notify_burst (%d)", got, flood, burst)
+	}
+	for i := range flood {
+		if _, err := w.api.Cancel(context.Background(), &airlockv1.CancelRequest{AgentId: "bot", CallId: fmt.Sprintf("flood-%d", i),
+			By: human("alice")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 10*time.Second, "the announced calls to show their outcome", func() bool {
+		return ch.has("update:flood-0:APPROVAL_STATE_CANCELED")
+	})
+	testenv.Settled(t, w.js, w.cfg.Stream.Name, approval.Durable, 10*time.Second)
+	if got := ch.updated("flood-"); got > burst {
+		t.Fatalf("the channel was sent %d outcomes of bot's calls, want at most the %d it announced", got, burst)
+	}
+}
+
+// The calls a channel did not announce are told in a digest, each call
+// either announced or counted in one.
+func TestCoalescedCallsAreToldInADigest(t *testing.T) {
+	const burst, flood = 2, 12
+	w := newWorld(t, func(c *config.Config) {
+		c.Approval.NotifyBurst = burst
+		c.Approval.NotifyRefill = 300 * time.Millisecond
+	})
+	ch := &digestChannel{recorder: recorder{name: "mail"}}
+	w.start(ch)
+	for i := range flood {
+		w.ask(&airlockv1.ToolCall{AgentId: "bot", CallId: fmt.Sprintf("flood-%d", i)}, nil)
+	}
+	testenv.Eventually(t, 20*time.Second, "every call to be announced or told in a digest", func() bool {
+		calls, _ := ch.digested("bot")
+		return ch.announced("flood-")+calls == flood
+	})
+	calls, digests := ch.digested("bot")
+	if calls == 0 || digests == 0 {
+		t.Fatalf("no digest told of bot's coalesced calls")
+	}
+	if text := (notify.Digest{Agent: "bot", Calls: calls}).Text(); !strings.Contains(text, fmt.Sprintf("agent bot has %d more", calls)) || !strings.Contains(text, "console") {
+		t.Fatalf("digest text %q", text)
+	}
 }

@@ -155,7 +155,7 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 	s.askPreview = perAgent(func(ctx context.Context, call *airlockv1.ToolCall) (*airlockv1.Preview, error) {
 		return executor.Preview(ctx, call, a.PreviewTimeout)
 	})
-	s.fan = newFanout(notifiers, a.NotifyTimeout, a.Workers, deps.Log.With("service", "approval"), s.recordNotified)
+	s.fan = newFanout(notifiers, a.NotifyTimeout, a.Workers, newCoalescer(a.NotifyBurst, a.NotifyRefill, time.Now), deps.Log.With("service", "approval"), s.recordNotified)
 	if s.clients, err = clientwait.Open(ctx, deps.JS, cfg.Buckets.ClientWaits); err != nil {
 		deps.Log.Warn("approval: cards will not be redrawn when an MCP client starts or stops waiting", "err", err)
 	}
