@@ -164,26 +164,14 @@ func (d *digestChannel) digested(agent string) (calls, digests int) {
 	return calls, digests
 }
 
-// announced counts the calls of prefix the channel announced one by one.
-func (r *recorder) announced(prefix string) int {
+// count is how many of the channel's entries are kind ("announce",
+// "update") of a call whose id starts with prefix.
+func (r *recorder) count(kind, prefix string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
 	for _, s := range r.seen {
-		if strings.HasPrefix(s, "announce:"+prefix) {
-			n++
-		}
-	}
-	return n
-}
-
-// updated counts the outcomes of calls of prefix the channel was sent.
-func (r *recorder) updated(prefix string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, s := range r.seen {
-		if strings.HasPrefix(s, "update:"+prefix) {
+		if strings.HasPrefix(s, kind+":"+prefix) {
 			n++
 		}
 	}
@@ -209,7 +197,7 @@ func TestAFloodOfOneAgentsCallsIsCoalescedOnEachChannel(t *testing.T) {
 	w.pending(&airlockv1.ToolCall{AgentId: "victim", CallId: "v1"}, nil)
 	testenv.Eventually(t, 10*time.Second, "victim's call to be announced", func() bool { return ch.has("announce:v1") })
 	testenv.Settled(t, w.js, w.cfg.Stream.Name, approval.Durable, 10*time.Second)
-	if got := ch.announced("flood-"); got != burst {
+	if got := ch.count("announce", "flood-"); got != burst {
 		t.Fatalf("the channel announced %d of bot's %d calls one by one, want notify_burst (%d)", got, flood, burst)
 	}
 	for i := range flood {
@@ -222,7 +210,7 @@ func TestAFloodOfOneAgentsCallsIsCoalescedOnEachChannel(t *testing.T) {
 		return ch.has("update:flood-0:APPROVAL_STATE_CANCELED")
 	})
 	testenv.Settled(t, w.js, w.cfg.Stream.Name, approval.Durable, 10*time.Second)
-	if got := ch.updated("flood-"); got > burst {
+	if got := ch.count("update", "flood-"); got > burst {
 		t.Fatalf("the channel was sent %d outcomes of bot's calls, want at most the %d it announced", got, burst)
 	}
 }
@@ -242,7 +230,7 @@ func TestCoalescedCallsAreToldInADigest(t *testing.T) {
 	}
 	testenv.Eventually(t, 20*time.Second, "every call to be announced or told in a digest", func() bool {
 		calls, _ := ch.digested("bot")
-		return ch.announced("flood-")+calls == flood
+		return ch.count("announce", "flood-")+calls == flood
 	})
 	calls, digests := ch.digested("bot")
 	if calls == 0 || digests == 0 {
