@@ -270,6 +270,13 @@ func TestACommandPrefixGrantAllowsNoHiddenCommand(t *testing.T) {
 // sections other than console).
 func startProdLayoutFor(t *testing.T, user, extraYAML string, agents ...string) *prodLayout {
 	t.Helper()
+	return startProdLayoutWith(t, user, "", extraYAML, agents...)
+}
+
+// startProdLayoutWith is startProdLayoutFor with further lines of the
+// approval section (approvalYAML, each indented two spaces).
+func startProdLayoutWith(t *testing.T, user, approvalYAML, extraYAML string, agents ...string) *prodLayout {
+	t.Helper()
 	n := testenv.StartSecureNATS(t, agents...)
 	dir := t.TempDir()
 	cmd := exec.Command(airlockBinary(t), "users", "hash-password")
@@ -281,9 +288,9 @@ func startProdLayoutFor(t *testing.T, user, extraYAML string, agents ...string) 
 	cfgFile := filepath.Join(dir, "airlock.yaml")
 	writeFile(t, cfgFile, fmt.Sprintf(`approval:
   groups: {reviewers: [alice, bob]}
-executor:
+%sexecutor:
   sandbox: %s
-`, filepath.Join(dir, "sandbox"))+extraYAML+consoleUsersYAML(t)+
+`, approvalYAML, filepath.Join(dir, "sandbox"))+extraYAML+consoleUsersYAML(t)+
 		fmt.Sprintf("    - {name: %s, password_hash: %q, roles: [], groups: []}\n", user, strings.TrimSpace(string(hash))))
 	p := &prodLayout{nats: n, services: map[string]*serveProcess{}, cfgFile: cfgFile}
 	for _, role := range []string{natsauth.RolePolicy, natsauth.RoleApproval, natsauth.RoleExecutor, natsauth.RoleConsole} {

@@ -493,7 +493,9 @@ func argumentsBlock(t *testing.T, blocks string) string {
 func slackAskLayout(t *testing.T) (*fakeSlack, *prodLayout, *hostile) {
 	t.Helper()
 	f := startFakeSlack(t)
-	p := startProdLayoutFor(t, "dana", slackYAML(f), "bot")
+	// The tests post a card for each of a corpus of hostile texts, more
+	// than approval.notify_burst lets one agent post at once.
+	p := startProdLayoutWith(t, "dana", "  notify_burst: 100\n", slackYAML(f), "bot")
 	bot := connectAgent(t, p.nats.CredentialFile("bot"), p.nats.Server.URL())
 	p.putRule(t, &airlockv1.PolicyRule{Id: "ask-in-slack", Priority: 1, Server: "demo", Tool: "write_file", Effect: "ask", Notify: []string{"slack"}})
 	p.waitAction(t, &airlockv1.ToolCall{AgentId: "bot", CallId: "probe", Server: "demo", Tool: "write_file",

@@ -127,7 +127,11 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 	if rec.GetQueued() {
 		return s.release(ctx, rec)
 	}
-	return s.announce(ctx, key, rec)
+	// The record is stored and shown: the channels are told without
+	// holding this worker, and the message is acknowledged once they
+	// answered (a replica dying meanwhile leaves it to be delivered again,
+	// which announces the call if it has no reference yet).
+	return consume.Held(s.announce(key, rec))
 }
 
 // maxUnavailable bounds why a call has no preview (the text may quote a
@@ -232,17 +236,43 @@ func (s *Service) supersede(ctx context.Context, rec *airlockv1.ApprovalRecord) 
 }
 
 // announce tells the channels and stores where they put their messages,
-// as the fan-out hands them over (see settleWindow). Channels that answer
-// after the call was decided are shown the outcome at once (the decision
-// found no reference of theirs to update).
-func (s *Service) announce(ctx context.Context, key string, rec *airlockv1.ApprovalRecord) error {
-	var errs []error
-	s.fan.announce(ctx, rec, func(refs []*airlockv1.NotificationRef) {
-		if err := s.storeRefs(ctx, key, refs); err != nil {
-			errs = append(errs, err)
+// as the fan-out hands them over (see settleWindow), in the background:
+// the returned channel yields the outcome once every channel answered or
+// timed out. Channels that answer after the call was decided are shown the
+// outcome at once (the decision found no reference of theirs to update).
+func (s *Service) announce(key string, rec *airlockv1.ApprovalRecord) <-chan error {
+	done := make(chan error, 1)
+	ctx := s.life
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		var errs []error
+		s.fan.announce(ctx, rec, func(refs []*airlockv1.NotificationRef) {
+			if err := s.storeRefs(ctx, key, refs); err != nil {
+				errs = append(errs, err)
+			}
+		})
+		if ctx.Err() != nil {
+			// Stopped meanwhile: channels may not have been told, so the
+			// announcement is tried again (by a message delivered again).
+			errs = append(errs, fmt.Errorf("announce %s: the service is stopping: %w", key, ctx.Err()))
 		}
-	})
-	return errors.Join(errs...)
+		done <- errors.Join(errs...)
+	}()
+	return done
+}
+
+// announceAside announces rec without anyone waiting for it: a failure is
+// logged (what tells the channels of a released or escalated call).
+func (s *Service) announceAside(key string, rec *airlockv1.ApprovalRecord, what string) {
+	done := s.announce(key, rec)
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		if err := <-done; err != nil && s.life.Err() == nil {
+			s.deps.Log.Warn("announcing "+what+" failed", "key", key, "err", err)
+		}
+	}()
 }
 
 // storeRefs adds refs to the record of key and, if the call is already

@@ -14,15 +14,87 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/notify"
 )
 
-// fanout tells every notification channel at once. Each delivery runs in
-// its own goroutine with its own timeout, so a slow or broken channel delays
-// no other channel and no decision; each success is recorded as `notified`.
+// fanout tells every notification channel at once. Each delivery goes
+// through its channel's lane (its own workers, the agents served in turn)
+// with its own timeout, so a slow or broken channel delays no other channel
+// and no decision, and one agent's backlog on a channel does not hold the
+// other agents' deliveries behind it; each success is recorded as
+// `notified`.
 type fanout struct {
 	notifiers []notify.Notifier
 	timeout   time.Duration
 	log       *slog.Logger
 	// record publishes a `notified` event; failures are logged, not retried.
 	record func(ctx context.Context, ev *airlockv1.Event)
+	// lanes holds each channel's lane, by name; workers is how many
+	// deliveries a channel makes at once.
+	lanes   map[string]*lane
+	workers int
+	// rate coalesces an agent's announcements past its share on a channel.
+	rate *coalescer
+}
+
+func newFanout(notifiers []notify.Notifier, timeout time.Duration, workers int, rate *coalescer, log *slog.Logger, record func(context.Context, *airlockv1.Event)) *fanout {
+	f := &fanout{notifiers: notifiers, timeout: timeout, log: log, record: record, lanes: map[string]*lane{}, workers: workers, rate: rate}
+	for _, n := range notifiers {
+		f.lanes[n.Name()] = newLane()
+	}
+	return f
+}
+
+// start runs every channel's lane.
+func (f *fanout) start() {
+	for _, l := range f.lanes {
+		l.start(f.workers)
+	}
+}
+
+// stop ends every channel's lane once what is queued was delivered.
+func (f *fanout) stop() {
+	for _, l := range f.lanes {
+		l.stop()
+	}
+}
+
+// deliver queues one delivery to n about rec, behind the deliveries to n
+// of rec's agent that came before it.
+func (f *fanout) deliver(n notify.Notifier, rec *airlockv1.ApprovalRecord, job func()) {
+	f.lanes[n.Name()].submit(rec.GetCall().GetAgentId(), job)
+}
+
+// coalesce leaves rec unannounced on n (its agent is past its share of
+// announcements there) and makes sure a digest follows within one
+// approval.notify_refill. The call has no reference on n, so neither its
+// reminders nor its outcome are sent there either.
+func (f *fanout) coalesce(ctx context.Context, n notify.Notifier, rec *airlockv1.ApprovalRecord) {
+	if !f.rate.coalesce(n.Name(), rec) {
+		return // a digest is due already
+	}
+	agent := rec.GetCall().GetAgentId()
+	f.log.Info("an agent is past its share of announcements on a channel: its calls there are told in a digest",
+		"channel", n.Name(), "agent", agent, "notify_burst", f.rate.burst, "notify_refill", f.rate.refill)
+	time.AfterFunc(f.rate.refill, func() {
+		if ctx.Err() != nil {
+			return
+		}
+		d, ok := f.rate.digest(n.Name(), agent)
+		if !ok {
+			return
+		}
+		dg, ok := n.(notify.Digester)
+		if !ok {
+			f.log.Info("calls were not announced one by one on a channel that sends no digest; they wait in the console",
+				"channel", n.Name(), "agent", agent, "calls", d.Calls)
+			return
+		}
+		f.deliver(n, rec, func() {
+			dctx, cancel := context.WithTimeout(ctx, f.timeout)
+			defer cancel()
+			if _, err := safely(func() (string, error) { return "", dg.Digest(dctx, d) }); err != nil {
+				f.log.Warn("a digest of coalesced calls failed on one channel; they wait in the console", "channel", n.Name(), "agent", agent, "calls", d.Calls, "err", err)
+			}
+		})
+	})
 }
 
 // settleWindow is how long announce gathers the channels' references
@@ -42,14 +114,19 @@ const settleWindow = 250 * time.Millisecond
 // pager, "escalate:pagerduty") is told then, the others are not told twice.
 // It returns when every channel has answered or timed out.
 func (f *fanout) announce(ctx context.Context, rec *airlockv1.ApprovalRecord, told func([]*airlockv1.NotificationRef)) {
-	answers := make(chan *airlockv1.NotificationRef)
+	// Room for every answer: a delivery never waits for this loop.
+	answers := make(chan *airlockv1.NotificationRef, len(f.notifiers))
 	asked := 0
 	for _, n := range f.notifiers {
 		if announced(rec, n.Name()) || !f.wants(n, rec) {
 			continue
 		}
+		if !f.rate.take(n.Name(), rec.GetCall().GetAgentId()) {
+			f.coalesce(ctx, n, rec)
+			continue
+		}
 		asked++
-		go func(n notify.Notifier) {
+		f.deliver(n, rec, func() {
 			dctx, cancel := context.WithTimeout(ctx, f.timeout)
 			defer cancel()
 			// Each channel gets its own copy: one channel cannot disturb what another sees.
@@ -62,7 +139,7 @@ func (f *fanout) announce(ctx context.Context, rec *airlockv1.ApprovalRecord, to
 				return
 			}
 			answers <- &airlockv1.NotificationRef{Channel: n.Name(), Ref: ref}
-		}(n)
+		})
 	}
 	var gathered []*airlockv1.NotificationRef
 	flush := func() {
@@ -114,12 +191,12 @@ func (f *fanout) update(ctx context.Context, rec *airlockv1.ApprovalRecord) {
 func (f *fanout) eachRef(ctx context.Context, rec *airlockv1.ApprovalRecord, kind string, do func(context.Context, notify.Notifier, *airlockv1.ApprovalRecord, string) error) {
 	var wg sync.WaitGroup
 	for _, ref := range rec.GetNotifications() {
-		n := f.byName(ref.GetChannel())
+		n, ref := f.byName(ref.GetChannel()), ref.GetRef()
 		if n == nil {
 			continue // a channel this process does not run (another replica's, or removed)
 		}
 		wg.Add(1)
-		go func(n notify.Notifier, ref string) {
+		f.deliver(n, rec, func() {
 			defer wg.Done()
 			dctx, cancel := context.WithTimeout(ctx, f.timeout)
 			defer cancel()
@@ -130,7 +207,7 @@ func (f *fanout) eachRef(ctx context.Context, rec *airlockv1.ApprovalRecord, kin
 				return
 			}
 			f.record(ctx, domain.NotifiedEvent(rec, n.Name(), ref, kind))
-		}(n, ref.GetRef())
+		})
 	}
 	wg.Wait()
 }

@@ -60,7 +60,8 @@ func (s *Service) release(ctx context.Context, rec *airlockv1.ApprovalRecord) er
 		return err
 	}
 	s.deps.Log.Info("queued call released: its turn in the thread", "key", key, "thread", call.GetThreadId())
-	return s.announce(ctx, key, released)
+	s.announceAside(key, released, "a released queued call")
+	return nil
 }
 
 // takeTurn moves the queue's lock to key, unless it names a call whose

@@ -67,7 +67,10 @@ type Service struct {
 	// come from a front-end that authenticated the person.
 	decisions, frontend seal.Key
 
-	bg sync.WaitGroup // notifier updates running after a decision was answered
+	bg sync.WaitGroup // notifier deliveries running after their cause was answered
+	// life ends when Run is told to stop: announcements, which outlive the
+	// request or message that began them, run with it.
+	life context.Context
 	// ready: the endpoints answer and the consumer is subscribed.
 	ready svc.Readiness
 
@@ -135,6 +138,7 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		inDoubt:   dkv,
 		index:     newIndex(deps.Log.With("service", "approval"), func() uint64 { return deps.NC.Stats().Reconnects }),
 		now:       time.Now,
+		life:      context.Background(),
 		pending:   pendingGauge(deps.Metrics.Registry),
 		decisions: dk,
 		frontend:  fk,
@@ -151,7 +155,7 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 	s.askPreview = perAgent(func(ctx context.Context, call *airlockv1.ToolCall) (*airlockv1.Preview, error) {
 		return executor.Preview(ctx, call, a.PreviewTimeout)
 	})
-	s.fan = &fanout{notifiers: notifiers, timeout: a.NotifyTimeout, log: deps.Log.With("service", "approval"), record: s.recordNotified}
+	s.fan = newFanout(notifiers, a.NotifyTimeout, a.Workers, newCoalescer(a.NotifyBurst, a.NotifyRefill, time.Now), deps.Log.With("service", "approval"), s.recordNotified)
 	if s.clients, err = clientwait.Open(ctx, deps.JS, cfg.Buckets.ClientWaits); err != nil {
 		deps.Log.Warn("approval: cards will not be redrawn when an MCP client starts or stops waiting", "err", err)
 	}
@@ -171,6 +175,11 @@ func (s *Service) Ready() <-chan struct{} { return s.ready.Ready() }
 func (s *Service) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	s.life = runCtx
+	s.fan.start()
+	// After every delivery queued was made (s.bg.Wait below): the
+	// announcements, under runCtx, end at once.
+	defer s.fan.stop()
 
 	ready := make(chan struct{})
 	watchErr := make(chan error, 1)

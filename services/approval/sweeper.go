@@ -100,7 +100,7 @@ func (s *Service) fireTimer(ctx context.Context, key string) {
 		}
 		// Channels routed only on escalation ("escalate:pagerduty") are
 		// told now, and their refs stored so the outcome reaches them.
-		if err := s.announce(context.Background(), key, rec); err != nil {
+		if err := <-s.announce(key, rec); err != nil {
 			s.deps.Log.Warn("announcing an escalated call to its escalation channels failed", "key", key, "err", err)
 		}
 	}()

@@ -28,6 +28,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
@@ -492,15 +493,34 @@ func (n *PushNotifier) Update(ctx context.Context, rec *airlockv1.ApprovalRecord
 	return n.deliver(ctx, rec, "update")
 }
 
-// deliver sends rec's notification to every device of every person who
-// may decide it, all at once; one slow or dead device delays no other. It
-// fails only when every delivery failed.
+// Digest implements notify.Digester: one notification, to the people who
+// may decide the last of the agent's coalesced calls, saying how many more
+// wait; it replaces the agent's previous digest on the device (its tag).
+func (n *PushNotifier) Digest(ctx context.Context, d notify.Digest) error {
+	noun := "calls"
+	if d.Calls == 1 {
+		noun = "call"
+	}
+	return n.send(ctx, d.Latest, pushMessage{
+		Title: fmt.Sprintf("Agent %s: %d more %s waiting", escape.Push(calls.Shorten(d.Agent, 40)), d.Calls, noun),
+		Body:  "Not announced one by one: open the console to see them", URL: n.base + "/", Tag: "digest:" + d.Agent, Kind: "digest",
+	})
+}
+
+// deliver sends rec's notification of kind.
 func (n *PushNotifier) deliver(ctx context.Context, rec *airlockv1.ApprovalRecord, kind string) error {
+	return n.send(ctx, rec, n.message(rec, kind))
+}
+
+// send sends m to every device of every person who may decide rec, all at
+// once; one slow or dead device delays no other. It fails only when every
+// delivery failed.
+func (n *PushNotifier) send(ctx context.Context, rec *airlockv1.ApprovalRecord, m pushMessage) error {
 	subs, err := n.devices.all(ctx)
 	if err != nil {
 		return err
 	}
-	msg, err := json.Marshal(n.message(rec, kind))
+	msg, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode the notification: %w", err)
 	}
@@ -525,7 +545,7 @@ func (n *PushNotifier) deliver(ctx context.Context, rec *airlockv1.ApprovalRecor
 		wg.Add(1)
 		go func(s pushSubscription) {
 			defer wg.Done()
-			err := n.send(ctx, s, msg, rec)
+			err := n.sendTo(ctx, s, msg, rec)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -559,9 +579,9 @@ func (n *PushNotifier) mayAct(ctx context.Context, s pushSubscription, rec *airl
 	return mayActIn(n.dir, Principal{Name: u.Name, Roles: u.Roles, Groups: u.Groups}, rec)
 }
 
-// send delivers one message to one device; a subscription the push
+// sendTo delivers one message to one device; a subscription the push
 // service says is gone (404, 410) is removed.
-func (n *PushNotifier) send(ctx context.Context, s pushSubscription, msg []byte, rec *airlockv1.ApprovalRecord) error {
+func (n *PushNotifier) sendTo(ctx context.Context, s pushSubscription, msg []byte, rec *airlockv1.ApprovalRecord) error {
 	// Checked again: a subscription stored under an older, looser setting
 	// must not be called either.
 	if err := checkEndpoint(s.Endpoint, n.allowLoopback); err != nil {

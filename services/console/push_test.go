@@ -453,3 +453,27 @@ func TestPushNotificationsReadTheDevicesFromAWatchedView(t *testing.T) {
 		return true
 	})
 }
+
+// The digest of an agent's calls not announced one by one reaches the
+// people who may decide them as one notification naming the agent and the
+// count, opening the console, with one tag per agent so the next replaces it.
+func TestPushDigestIsOneNotificationPerAgentForThePeopleWhoMayDecide(t *testing.T) {
+	pe := newPushEnv(t)
+	alice, _ := pe.subscribe("alice")
+	audrey, _ := pe.subscribe("audrey")
+	rec := pending("c-push-d", "bot", "fs__write_file", map[string]any{"path": "/etc/hosts"}, airlockv1.Risk_RISK_HIGH)
+	if err := pe.notifier.Digest(context.Background(), notify.Digest{Agent: "bot", Calls: 9, Latest: rec}); err != nil {
+		t.Fatal(err)
+	}
+	got := pe.push.Received(alice)
+	if len(got) != 1 {
+		t.Fatalf("alice received %d notifications, want 1 digest (refused: %v)", len(got), pe.push.Refused())
+	}
+	m := got[0]
+	if m.Title != "Agent bot: 9 more calls waiting" || m.Kind != "digest" || m.URL != pe.deps.Config.HTTP.PublicURL+"/" {
+		t.Errorf("digest notification = %+v", m)
+	}
+	if n := len(pe.push.Received(audrey)); n != 0 {
+		t.Errorf("audrey, who may not decide the calls, received %d notifications", n)
+	}
+}

@@ -35,6 +35,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/onetap"
 )
@@ -65,7 +66,10 @@ type Notifier struct {
 	dir calls.Directory
 }
 
-var _ notify.Notifier = (*Notifier)(nil)
+var (
+	_ notify.Notifier = (*Notifier)(nil)
+	_ notify.Digester = (*Notifier)(nil)
+)
 
 // Enabled reports whether email is configured (email.smtp_host is set).
 func Enabled(cfg config.Config) bool { return cfg.Email.SMTPHost != "" }
@@ -282,6 +286,43 @@ func (n *Notifier) send(ctx context.Context, rec *airlockv1.ApprovalRecord, root
 	}
 	if err := c.DialAndSendWithContext(ctx, msgs...); err != nil {
 		return fmt.Errorf("mail %s of call %s through %s:%d: %w", kind, call.GetCallId(), n.cfg.SMTPHost, n.cfg.Port(), err)
+	}
+	return nil
+}
+
+// Digest implements notify.Digester: one mail to the recipients of the
+// last of an agent's coalesced calls, saying how many more wait and
+// linking the console; it decides nothing (no one-tap links).
+func (n *Notifier) Digest(ctx context.Context, d notify.Digest) error {
+	to, unknown := n.Recipients(d.Latest)
+	if len(unknown) > 0 {
+		n.log.Warn("approvers without a mail address are not mailed: add them to email.addresses", "digest of agent", d.Agent, "principals", unknown)
+	}
+	if len(to) == 0 {
+		return fmt.Errorf("the digest of agent %s has no recipient with an address: map its approvers in email.addresses", d.Agent)
+	}
+	subject := HeaderText(fmt.Sprintf("[airlock] Agent %s: %d more calls waiting", d.Agent, d.Calls), maxSubjectRunes)
+	body := escape.Mail(d.Text()) + "\n\n" + strings.TrimRight(n.publicURL, "/") + "/\n"
+	msgs := make([]*gomail.Msg, 0, len(to))
+	for _, addr := range to {
+		m := gomail.NewMsg()
+		m.FromMailAddress(n.from)
+		if err := m.To(addr); err != nil {
+			return fmt.Errorf("digest of agent %s: recipient %q: %w", d.Agent, addr, err)
+		}
+		m.Subject(subject)
+		m.SetDate()
+		m.SetMessageID()
+		m.SetGenHeader(gomail.HeaderXAutoResponseSuppress, "All")
+		m.SetBodyString(gomail.TypeTextPlain, body)
+		msgs = append(msgs, m)
+	}
+	c, err := n.client()
+	if err != nil {
+		return err
+	}
+	if err := c.DialAndSendWithContext(ctx, msgs...); err != nil {
+		return fmt.Errorf("mail the digest of agent %s through %s:%d: %w", d.Agent, n.cfg.SMTPHost, n.cfg.Port(), err)
 	}
 	return nil
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/notify/notifytest"
 	"github.com/airlock-gate/airlock/services/shared/onetap"
 	"github.com/airlock-gate/airlock/services/shared/seal"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // world is a real SMTP server (STARTTLS, AUTH PLAIN) and a notifier using it.
@@ -553,5 +554,34 @@ func TestEachApproverIsMailedTheirOwnOneTapLinks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The digest of an agent's calls not mailed one by one is one mail to each
+// recipient of the last of them, naming the agent and the count, linking
+// the console, with no one-tap link.
+func TestDigestIsOneMailPerRecipientWithoutOneTapLinks(t *testing.T) {
+	w := newWorld(t)
+	rec := mailed(notifytest.Record("c-digest"))
+	if err := w.n.Digest(context.Background(), notify.Digest{Agent: "bot", Calls: 6, Latest: rec}); err != nil {
+		t.Fatal(err)
+	}
+	const want = "[airlock] Agent bot: 6 more calls waiting"
+	var got []smtptest.Message
+	testenv.Eventually(t, 10*time.Second, "the digest mails", func() bool {
+		got = w.mail.Find(func(m smtptest.Message) bool { return header(m, "Subject") == want })
+		return len(got) >= 2
+	})
+	var to []string
+	for _, m := range got {
+		to = append(to, m.To...)
+		d := parse(t, m)
+		if !strings.Contains(d.body, "agent bot has 6 more calls waiting") || !strings.Contains(d.body, "https://airlock.example.com/") || strings.Contains(d.body, onetap.PathPrefix) {
+			t.Errorf("digest body:\n%s", d.body)
+		}
+	}
+	slices.Sort(to)
+	if !slices.Equal(to, []string{"alice@example.com", "bob@example.com"}) {
+		t.Fatalf("digest mailed to %v, want the call's recipients", to)
 	}
 }

@@ -56,7 +56,9 @@ type e2eEnv struct {
 	api *approvalapi.Client
 }
 
-func startAirlock(t *testing.T) *e2eEnv {
+// startAirlock runs `airlock dev` against a new Slack fake; approval holds
+// further lines of the approval section ("  notify_burst: 100\n").
+func startAirlock(t *testing.T, approval ...string) *e2eEnv {
 	t.Helper()
 	f := startFakeSlack(t)
 	dir := t.TempDir()
@@ -80,7 +82,7 @@ func startAirlock(t *testing.T) *e2eEnv {
   public_url: %s
 approval:
   notify_timeout: 10m
-policy:
+%spolicy:
   dir: %s
 executor:
   sandbox: %s
@@ -91,7 +93,7 @@ slack:
   users:
     U_ALICE: alice
     U_BOB: bob
-`, publicURL, policyDir, filepath.Join(dir, "sandbox"), signingSecret, f.GetAPIURL())
+`, publicURL, strings.Join(approval, ""), policyDir, filepath.Join(dir, "sandbox"), signingSecret, f.GetAPIURL())
 	cfgPath := filepath.Join(dir, "airlock.yaml")
 	must(t, os.WriteFile(cfgPath, []byte(cfg), 0o600))
 

@@ -91,7 +91,10 @@ type Notifier struct {
 	order   *cardOrder         // updates in flight, by message
 }
 
-var _ notify.Notifier = (*Notifier)(nil)
+var (
+	_ notify.Notifier = (*Notifier)(nil)
+	_ notify.Digester = (*Notifier)(nil)
+)
 
 // NewNotifier builds the notifier from deps.Config (slack.*, http.public_url,
 // buckets.slack_seen). It refuses to start without a bot token.
@@ -316,6 +319,24 @@ func (n *Notifier) Remind(ctx context.Context, rec *airlockv1.ApprovalRecord, re
 	})
 	if err != nil {
 		return fmt.Errorf("remind in Slack about call %s: %w", call.GetCallId(), err)
+	}
+	return nil
+}
+
+// Digest implements notify.Digester: one message in each channel the last
+// coalesced call was routed to, saying how many of the agent's calls wait
+// without a card of their own, with a link to the console.
+func (n *Notifier) Digest(ctx context.Context, d notify.Digest) error {
+	text := fmt.Sprintf(":inbox_tray: Agent %s has %d more %s waiting for a decision, not posted one by one: <%s|open the console>.",
+		escape.Slack(d.Agent), d.Calls, map[bool]string{true: "call", false: "calls"}[d.Calls == 1], strings.TrimRight(n.publicURL, "/")+"/")
+	_, err := notify.Fanout(n.Targets(d.Latest), func(ch string) (string, error) {
+		return "", n.detachedErr(ctx, func(ctx context.Context) error {
+			_, _, err := n.api.post(ctx, ch, slackgo.MsgOptionText(text, false))
+			return err
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("post the digest of agent %s in Slack: %w", d.Agent, err)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 	airlockslack "github.com/airlock-gate/airlock/services/slack"
@@ -453,4 +454,24 @@ func TestSlackErrorsAreRetriedOnlyWhenRetryingCanHelp(t *testing.T) {
 			t.Fatalf("one good channel of two: ref %q, err %v; want the good card and no error", ref, err)
 		}
 	})
+}
+
+// The digest of an agent's calls not posted one by one is one plain
+// message in the channel the calls were routed to: the agent (escaped),
+// how many, and the console; no card, no buttons.
+func TestDigestIsOneMessageNamingTheAgentAndTheCount(t *testing.T) {
+	t.Parallel()
+	notifier, f := newNotifier(t)
+	rec := pendingRecord(t, "call_digest")
+	if err := notifier.Digest(context.Background(), notify.Digest{Agent: "bot`*x*`", Calls: 12, Latest: rec}); err != nil {
+		t.Fatal(err)
+	}
+	r := f.next(t, "chat.postMessage")
+	text := r.Form.Get("text")
+	if !strings.Contains(text, "12 more calls waiting") || !strings.Contains(text, "open the console") || strings.Contains(text, "`*x*`") {
+		t.Fatalf("digest text %q: want the count, the console, and the agent's name inert", text)
+	}
+	if r.Blocks() != "" {
+		t.Fatalf("the digest carries blocks: %s", r.Blocks())
+	}
 }

@@ -93,7 +93,10 @@ type Notifier struct {
 	log          *slog.Logger
 }
 
-var _ notify.Notifier = (*Notifier)(nil)
+var (
+	_ notify.Notifier = (*Notifier)(nil)
+	_ notify.Digester = (*Notifier)(nil)
+)
 
 // NewNotifier builds the notifier from deps.Config (teams.*,
 // http.public_url, buckets.teams_seen). It refuses to start without the
@@ -236,6 +239,19 @@ func (n *Notifier) Remind(ctx context.Context, rec *airlockv1.ApprovalRecord, re
 	})
 	if err != nil {
 		return fmt.Errorf("remind in Teams about call %s: %w", call.GetCallId(), err)
+	}
+	return nil
+}
+
+// Digest implements notify.Digester: one plain message in each
+// conversation the last coalesced call was routed to.
+func (n *Notifier) Digest(ctx context.Context, d notify.Digest) error {
+	text := d.Text() + " " + strings.TrimRight(n.publicURL, "/") + "/"
+	_, err := notify.Fanout(n.Targets(d.Latest), func(conv string) (string, error) {
+		return n.bot.post(ctx, n.serviceURL, conv, textActivity(text))
+	})
+	if err != nil {
+		return fmt.Errorf("post the digest of agent %s in Teams: %w", d.Agent, err)
 	}
 	return nil
 }

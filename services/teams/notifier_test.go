@@ -3,8 +3,10 @@ package teams_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 	airlockteams "github.com/airlock-gate/airlock/services/teams"
 )
@@ -29,5 +31,20 @@ func TestTargetsFollowThePolicysNotifyList(t *testing.T) {
 				t.Fatalf("Targets = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// The digest of an agent's calls not announced one by one is one plain
+// message in each conversation the calls were routed to, with no card.
+func TestDigestIsOnePlainMessagePerConversation(t *testing.T) {
+	n := testenv.StartNATS(t)
+	f := startFakeConnector(t)
+	notifier, err := airlockteams.NewNotifier(context.Background(), config(t, n.URL(), f, nil))
+	must(t, err)
+	rec := pendingRecord(t, "call_digest")
+	must(t, notifier.Digest(context.Background(), notify.Digest{Agent: "bot", Calls: 4, Latest: rec}))
+	c := f.next(t, "post")
+	if text, _ := c.Body["text"].(string); c.Conversation != conversation || !strings.Contains(text, "agent bot has 4 more calls waiting") || c.Body["attachments"] != nil {
+		t.Fatalf("digest activity in %s: %v", c.Conversation, c.Body)
 	}
 }

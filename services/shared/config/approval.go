@@ -28,6 +28,16 @@ type Approval struct {
 	// agent reads (intake.max_pending_per_agent bounds those waiting for
 	// the policy service).
 	MaxPendingPerAgent int `yaml:"max_pending_per_agent"`
+	// NotifyBurst is how many of one agent's pending calls a channel
+	// announces one by one at once; past it, one more each NotifyRefill,
+	// and the others are coalesced into one digest message per
+	// NotifyRefill ("agent bot has 12 more calls waiting"): they stay
+	// pending in the console, with no card, mail, page or push of their own.
+	NotifyBurst int `yaml:"notify_burst"`
+	// NotifyRefill is how often an agent past its NotifyBurst gets one more
+	// call announced on a channel, and how often that channel gets a digest
+	// of the calls it did not announce.
+	NotifyRefill time.Duration `yaml:"notify_refill"`
 	// PreviewTimeout is how long the approval service waits for a call's
 	// preview (asked of the executor) before putting the call to reviewers
 	// with "no preview": a slow or failing preview never holds a call up longer.
@@ -45,5 +55,7 @@ func defaultApproval() Approval {
 		Workers:            8,
 		MaxPendingPerAgent: 100,
 		PreviewTimeout:     4 * time.Second,
+		NotifyBurst:        10,
+		NotifyRefill:       10 * time.Second,
 	}
 }

@@ -452,6 +452,9 @@ func (c Config) Validate() error {
 	if c.Approval.MaxPendingPerAgent < 1 {
 		errs = append(errs, fmt.Errorf("approval.max_pending_per_agent (%d) must be at least 1: it is how many of one agent's calls may wait for a person", c.Approval.MaxPendingPerAgent))
 	}
+	if c.Approval.NotifyBurst < 1 {
+		errs = append(errs, fmt.Errorf("approval.notify_burst (%d) must be at least 1: it is how many of one agent's calls a channel announces one by one before coalescing the rest into a digest", c.Approval.NotifyBurst))
+	}
 	if c.Limits.MaxArgumentDepth < 1 || c.Limits.MaxArgumentDepth > 128 {
 		errs = append(errs, fmt.Errorf("limits.max_argument_depth (%d) must be between 1 and 128: it is how deeply a request's arguments may nest", c.Limits.MaxArgumentDepth))
 	}
@@ -496,7 +499,7 @@ func (c Config) Validate() error {
 		v    time.Duration
 	}{{"approval.default_timeout", c.Approval.DefaultTimeout}, {"approval.sweep_interval", c.Approval.SweepInterval},
 		{"approval.notify_timeout", c.Approval.NotifyTimeout}, {"executor.ack_wait", c.Executor.AckWait},
-		{"approval.preview_timeout", c.Approval.PreviewTimeout}, {"executor.preview_timeout", c.Executor.PreviewTimeout}} {
+		{"approval.preview_timeout", c.Approval.PreviewTimeout}, {"approval.notify_refill", c.Approval.NotifyRefill}, {"executor.preview_timeout", c.Executor.PreviewTimeout}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s is %s: set a positive duration such as 5m", d.name, d.v))
 		}

@@ -317,3 +317,56 @@ func TestADeletedConsumerEndsRunWithAnError(t *testing.T) {
 		t.Fatal("Run went on for 30s after its consumer was deleted")
 	}
 }
+
+// A held message frees its worker at once (the next message, of the same
+// call, is handled while it is held), stays unacknowledged while its work
+// goes on, is delivered again when the work fails, and is acknowledged
+// when it succeeds.
+func TestAHeldMessageFreesItsWorkerAndIsAckedWhenItsWorkEnds(t *testing.T) {
+	outcomes := make(chan chan error, 4)
+	handled := make(chan string, 8)
+	js, _ := run(t, Spec{Durable: "held", FilterSubjects: []string{subject.OfAgent("bot")}, Workers: 1},
+		func(ctx context.Context, m jetstream.Msg) error {
+			p, _ := subject.Parse(m.Subject())
+			handled <- p.Type
+			if p.Type != subject.Requested {
+				return nil
+			}
+			done := make(chan error, 1)
+			outcomes <- done
+			return Held(done)
+		})
+	next := func(want string) {
+		t.Helper()
+		select {
+		case got := <-handled:
+			if got != want {
+				t.Fatalf("handled %s, want %s", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s was not handled", want)
+		}
+	}
+	ackPending := func() int {
+		t.Helper()
+		cons, err := js.Consumer(context.Background(), testenv.Config("").Stream.Name, "held")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := cons.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.NumAckPending
+	}
+	publish(t, js, "bot", "c1", subject.Requested)
+	publish(t, js, "bot", "c1", subject.Completed)
+	next(subject.Requested)
+	next(subject.Completed) // the one worker was free while the first was held
+	first := <-outcomes
+	testenv.Eventually(t, 10*time.Second, "the held message alone to be unacknowledged", func() bool { return ackPending() == 1 })
+	first <- fmt.Errorf("the channels were not told")
+	next(subject.Requested) // delivered again
+	(<-outcomes) <- nil
+	testenv.Eventually(t, 10*time.Second, "the held message to be acknowledged once its work succeeded", func() bool { return ackPending() == 0 })
+}

@@ -7,6 +7,7 @@ package notify
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -30,6 +31,38 @@ type Notifier interface {
 	Remind(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error
 	// Update shows the call's current (final) state on the message ref.
 	Update(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error
+}
+
+// Digester is a channel that can tell, in one message, of the pending
+// calls of one agent it did not announce one by one: past
+// approval.notify_burst the approval service coalesces an agent's calls on
+// each channel, so that no agent can flood reviewers (R-attack5 F3). A
+// channel that is not a Digester sends nothing for them; the calls wait in
+// the console either way.
+type Digester interface {
+	Digest(ctx context.Context, d Digest) error
+}
+
+// Digest is what a Digester tells: Calls of agent Agent were not announced
+// on the channel since its last digest. Latest is the last of them, for the
+// channel to route the digest as it would have routed that call (its notify
+// list, its approvers); a digest shows none of its arguments.
+type Digest struct {
+	Agent  string
+	Calls  int
+	Latest *airlockv1.ApprovalRecord
+}
+
+// Text is the digest in one sentence, for a channel that shows text.
+func (d Digest) Text() string {
+	return fmt.Sprintf("agent %s has %d more %s waiting for a person, not announced one by one: open the console to see them", d.Agent, d.Calls, plural(d.Calls, "call", "calls"))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // Fanout posts to every target at once (post returns the reference of one

@@ -102,6 +102,9 @@ func runFanoutBench(ctx context.Context, cfg config.Config, o fanoutBenchOptions
 	cfg.NATS.URL = url
 	cfg.Dev.DataDir = dir
 	cfg.Approval.LogNotifier = false
+	// The bench measures the channels' deliveries, not the bound on one
+	// agent's announcements: every call of an agent is announced.
+	cfg.Approval.NotifyBurst = cfg.Approval.MaxPendingPerAgent
 	cfg.Security.DecisionKey, cfg.Security.FrontendKey = seal.NewKey().Hex(), seal.NewKey().Hex()
 	rx.Configure(&cfg)
 

@@ -11,6 +11,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/notify"
 )
 
 // Name is the channel name in `notified` events.
@@ -50,6 +51,12 @@ func (n *Notifier) Remind(ctx context.Context, rec *airlockv1.ApprovalRecord, re
 func (n *Notifier) Update(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error {
 	n.log.InfoContext(ctx, "approval outcome", "ref", ref, "state", state(rec), "by", rec.GetDecidedBy().GetId(),
 		"by_type", calls.ActorTypeName(rec.GetDecidedBy()), "reason", rec.GetReason())
+	return nil
+}
+
+// Digest implements notify.Digester.
+func (n *Notifier) Digest(ctx context.Context, d notify.Digest) error {
+	n.log.InfoContext(ctx, "approvals needed, not announced one by one", "agent", d.Agent, "calls", d.Calls)
 	return nil
 }
 

@@ -58,7 +58,25 @@ const (
 	TypeReminder  = "reminder"
 	TypeEscalated = "escalated"
 	TypeOutcome   = "outcome"
+	// TypeDigest tells of an agent's pending calls not posted one by one
+	// (past approval.notify_burst): a DigestEvent, not an Event.
+	TypeDigest = "digest"
 )
+
+// DigestEvent is the JSON body of a digest delivery: Calls more of Agent's
+// calls wait for a person, without an event of their own. It is signed as
+// an Event is.
+type DigestEvent struct {
+	// ID is unique per digest.
+	ID     string    `json:"id"`
+	Type   string    `json:"type"`
+	SentAt time.Time `json:"sent_at"`
+	Agent  string    `json:"agent"`
+	Calls  int       `json:"calls"`
+	// Text says it in one sentence; ConsoleURL is the console, which lists them.
+	Text       string `json:"text"`
+	ConsoleURL string `json:"console_url"`
+}
 
 // Event is the JSON body of a delivery.
 type Event struct {
@@ -192,7 +210,10 @@ type Notifier struct {
 	now       func() time.Time
 }
 
-var _ notify.Notifier = (*Notifier)(nil)
+var (
+	_ notify.Notifier = (*Notifier)(nil)
+	_ notify.Digester = (*Notifier)(nil)
+)
 
 // New returns the notifier of endpoint ep (validated by config.Validate).
 // publicURL is the console's base URL; client nil means a client with a
@@ -234,23 +255,38 @@ func (n *Notifier) Update(ctx context.Context, rec *airlockv1.ApprovalRecord, _ 
 	return n.send(ctx, rec, TypeOutcome)
 }
 
-func (n *Notifier) send(ctx context.Context, rec *airlockv1.ApprovalRecord, typ string) error {
+// Digest implements notify.Digester: one "digest" event for the calls of
+// an agent not posted one by one.
+func (n *Notifier) Digest(ctx context.Context, d notify.Digest) error {
 	now := n.now()
-	ev := NewEvent(rec, typ, n.publicURL, now)
-	body, err := json.Marshal(ev)
-	if err != nil {
-		return fmt.Errorf("encode webhook event %s: %w", ev.ID, err)
+	ev := DigestEvent{ID: "digest." + d.Agent + "." + strconv.FormatInt(now.UnixNano(), 10), Type: TypeDigest, SentAt: now.UTC(),
+		Agent: d.Agent, Calls: d.Calls, Text: d.Text(), ConsoleURL: strings.TrimRight(n.publicURL, "/") + "/"}
+	if err := n.post(ctx, ev.ID, ev); err != nil {
+		return fmt.Errorf("webhook %s, digest of agent %s: %w", n.ep.Name, d.Agent, err)
 	}
-	err = n.poster.Post(ctx, n.ep.URL, body, func(h http.Header) {
-		ts := n.now().Unix()
-		h.Set(HeaderID, ev.ID)
-		h.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-		h.Set(HeaderSignature, Sign([]byte(n.ep.Secret), ts, body))
-	})
-	if err != nil {
+	return nil
+}
+
+func (n *Notifier) send(ctx context.Context, rec *airlockv1.ApprovalRecord, typ string) error {
+	ev := NewEvent(rec, typ, n.publicURL, n.now())
+	if err := n.post(ctx, ev.ID, ev); err != nil {
 		return fmt.Errorf("webhook %s, %s of call %s: %w", n.ep.Name, typ, rec.GetCall().GetCallId(), err)
 	}
 	return nil
+}
+
+// post signs and sends the event ev of id.
+func (n *Notifier) post(ctx context.Context, id string, ev any) error {
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("encode webhook event %s: %w", id, err)
+	}
+	return n.poster.Post(ctx, n.ep.URL, body, func(h http.Header) {
+		ts := n.now().Unix()
+		h.Set(HeaderID, id)
+		h.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+		h.Set(HeaderSignature, Sign([]byte(n.ep.Secret), ts, body))
+	})
 }
 
 // Poster POSTs JSON and retries what may succeed later (a network error,

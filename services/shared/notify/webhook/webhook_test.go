@@ -311,3 +311,23 @@ func TestWebhookDoesNotRetryARefusal(t *testing.T) {
 		t.Fatal("a 401 was retried until the deadline instead of failing at once")
 	}
 }
+
+// An agent's calls past approval.notify_burst reach the endpoint as one
+// signed "digest" event: the agent, how many, and the console.
+func TestWebhookDigestIsOneSignedEventNamingTheAgentAndTheCount(t *testing.T) {
+	r := newReceiver(t)
+	n := webhook.New(endpoint(r.URL), "https://airlock.example.com/", nil)
+	if err := n.Digest(context.Background(), notify.Digest{Agent: "bot", Calls: 7, Latest: routed(notifytest.Record("c-9"))}); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.bodies) != 1 || len(r.refused) != 0 {
+		t.Fatalf("%d deliveries verified, refused %v; want one digest", len(r.bodies), r.refused)
+	}
+	body := r.bodies[0]
+	if body["type"] != webhook.TypeDigest || body["agent"] != "bot" || body["calls"] != float64(7) ||
+		body["console_url"] != "https://airlock.example.com/" || body["call"] != nil {
+		t.Fatalf("digest body %v", body)
+	}
+}
