@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy"
@@ -79,6 +80,9 @@ func TestOneAgentCannotFillTheEventsStream(t *testing.T) {
 	})
 	if !told {
 		t.Fatal("no over-budget request of bot was answered with an invalid event naming limits.agent_calls_per_minute (and no excerpt)")
+	}
+	if dropped := testutil.ToFloat64(deps.Metrics.Handled.WithLabelValues("policy", "over_budget_dropped")); dropped == 0 {
+		t.Fatal("none of bot's requests past its refusals was dropped (airlock_messages_handled_total outcome over_budget_dropped)")
 	}
 	request("victim", "v1", "small")
 	testenv.WaitForEvent(t, deps.JS, subject.OfCall("victim", "v1"), subject.Denied, 10*time.Second)
