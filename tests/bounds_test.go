@@ -26,7 +26,11 @@ import (
 // past it a call is canceled at once with a sentence the agent reads, and
 // other agents' calls still reach reviewers.
 func TestAnAgentsFloodOfPendingCallsStopsAtItsShare(t *testing.T) {
-	p := startProdLayout(t, "bot", "evil")
+	// evil's 600 calls of 200 KiB are over its budget at the policy's
+	// intake (limits.agent_request_bytes_per_minute, 64 MiB), which
+	// services/policy TestOneAgentCannotFillTheEventsStream holds: here the
+	// approval service's share is what is tested.
+	p := startProdLayoutFor(t, "dana", "limits:\n  agent_request_bytes_per_minute: 1073741824\n  agent_calls_per_minute: 100000\n", "bot", "evil")
 	url := p.nats.Server.URL()
 	evil := connectAgent(t, p.nats.CredentialFile("evil"), url)
 	bot := connectAgent(t, p.nats.CredentialFile("bot"), url)

@@ -43,7 +43,10 @@ func TestMeasurePendingMemory(t *testing.T) {
 	settle := time.Duration(envInt(t, "AIRLOCK_PENDING_SETTLE_SECONDS", 20)) * time.Second
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "airlock.yaml")
-	writeFile(t, cfg, fmt.Sprintf("approval:\n  groups: {reviewers: [alice]}\n  default_timeout: 2h\n  max_pending_per_agent: %d\nintake:\n  max_pending_per_agent: %d\nlimits:\n  agent_subscriptions: %d\n", 2*calls, 2*calls, 4*calls))
+	// One agent submits every call: its budget at the policy's intake
+	// (limits.agent_calls_per_minute, limits.agent_request_bytes_per_minute)
+	// is lifted out of the measurement's way.
+	writeFile(t, cfg, fmt.Sprintf("approval:\n  groups: {reviewers: [alice]}\n  default_timeout: 2h\n  max_pending_per_agent: %d\nintake:\n  max_pending_per_agent: %d\nlimits:\n  agent_subscriptions: %d\n  agent_calls_per_minute: 1000000000\n  agent_request_bytes_per_minute: 1099511627776\n", 2*calls, 2*calls, 4*calls))
 	profile := filepath.Join(dir, "heap.pprof")
 	natsPort, httpAddr := freePort(t), fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p := testenv.StartAirlock(t, httpAddr, []string{"AIRLOCK_CONFIG=" + cfg},

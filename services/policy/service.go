@@ -69,6 +69,9 @@ type Service struct {
 	// stages every batch in a file store of its own, which costs
 	// milliseconds (docs/benchmarks.md, "atomic batch of two").
 	batch bool
+	// budgets bound each agent's calls and request bytes a minute
+	// (limits.agent_calls_per_minute, limits.agent_request_bytes_per_minute).
+	budgets *agentBudgets
 }
 
 // Durable is the consumer every policy replica shares.
@@ -90,7 +93,8 @@ func New(deps svc.Deps, decider Decider, alongside ...func(ctx context.Context, 
 	}
 	pub := deps.Publisher("policy")
 	return &Service{deps: deps, decider: decider, pub: pub, ledger: ledger.NewStream(deps.NC, deps.Config.Stream.Name, pub),
-		decisions: dk, frontend: fk, alongside: alongside, batch: deps.Config.Stream.Replicas > 1}, nil
+		decisions: dk, frontend: fk, alongside: alongside, batch: deps.Config.Stream.Replicas > 1,
+		budgets: newAgentBudgets(deps.Config.Limits)}, nil
 }
 
 // Name implements svc.Service.
@@ -170,6 +174,23 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 	// Content-Type header), whatever subject it is stored under.
 	in := intake{subject: m.Subject(), seq: meta.Sequence.Stream, received: meta.Timestamp, trace: m.Headers().Get(envelope.HeaderTraceparent),
 		json: envelope.IsJSON(m.Headers())}
+	if agent, callID, ok := subject.RequestTokens(in.subject); ok {
+		// Charged before anything is written: an agent over its budget
+		// gets a small refusal, or nothing, never its arguments recorded.
+		switch v, firstDrop := s.budgets.take(agent, len(m.Data()), time.Now()); v {
+		case overBudget:
+			return s.publishRefusal(ctx, in, 0, nil, &ingress.Refusal{Call: callID, Reason: overBudgetReason(agent, s.deps.Config.Limits)})
+		case dropped:
+			if s.deps.Metrics != nil {
+				s.deps.Metrics.Handled.WithLabelValues("policy", "over_budget_dropped").Inc()
+			}
+			if firstDrop {
+				s.deps.Log.Warn("agent over its budget: its requests are dropped unanswered for the rest of the minute", "agent", agent,
+					"agent_calls_per_minute", s.deps.Config.Limits.AgentCallsPerMinute, "agent_request_bytes_per_minute", s.deps.Config.Limits.AgentRequestBytesPerMinute)
+			}
+			return nil
+		}
+	}
 	callID, err := s.decide(ctx, m, in)
 	switch {
 	case err == nil:
@@ -315,12 +336,21 @@ func (s *Service) vouch(call *airlockv1.ToolCall, sealedBy string) {
 }
 
 func (s *Service) refuse(ctx context.Context, in intake, rev uint32, data []byte, r *ingress.Refusal) error {
+	if err := s.publishRefusal(ctx, in, rev, data, r); err != nil {
+		return err
+	}
+	s.deps.Log.Info("request refused as invalid", "subject", in.subject, "reason", r.Reason)
+	return nil
+}
+
+// publishRefusal records r as the request's `invalid` event, unlogged (an
+// agent over its budget is logged once a minute, not once a request).
+func (s *Service) publishRefusal(ctx context.Context, in intake, rev uint32, data []byte, r *ingress.Refusal) error {
 	ev := ingress.InvalidEvent(in.subject, in.seq, rev, data, r)
 	ev.Json = in.json
 	if _, err := s.pub.Publish(ctx, ev, in.trace); err != nil {
 		return fmt.Errorf("record invalid request %s: %w", in.subject, err)
 	}
-	s.deps.Log.Info("request refused as invalid", "subject", in.subject, "reason", r.Reason)
 	return nil
 }
 

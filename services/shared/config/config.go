@@ -247,6 +247,20 @@ type Limits struct {
 	// the SDK holds one per call it awaits, up to intake.max_pending_per_agent
 	// and approval.max_pending_per_agent waiting at once, and a few more.
 	AgentSubscriptions int `yaml:"agent_subscriptions"`
+	// AgentCallsPerMinute and AgentRequestBytesPerMinute are one agent's
+	// budget at the policy's intake: the requests (and reports) it may have
+	// decided and recorded in the events stream in a minute, and their
+	// bytes, as a token bucket holding a minute's worth. They keep one agent
+	// from filling the shared events stream (stream.max_bytes), where every
+	// agent's calls stop being decided: a flood of calls the policy denies
+	// is held by no max_pending bound. At the defaults (600 calls, 64 MiB a
+	// minute) one agent needs over four hours to fill the default 16 GiB.
+	// A request over the budget is refused with a small `invalid` event
+	// saying so; past as many refusals in a minute, further ones are dropped
+	// unanswered. Each policy replica keeps its own budget in memory: with
+	// N replicas an agent gets up to N times it, and a restart refills it.
+	AgentCallsPerMinute        int `yaml:"agent_calls_per_minute"`
+	AgentRequestBytesPerMinute int `yaml:"agent_request_bytes_per_minute"`
 }
 
 // MinBusConnections leaves room for every service's connections and a few
@@ -298,7 +312,7 @@ func Default() Config {
 		HTTP:       HTTP{Addr: "127.0.0.1:8080", PublicURL: "http://127.0.0.1:8080", ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxConnections: 1024},
 		Log:        Log{Level: "info", Format: "text"},
 		Runtime:    Runtime{GCPercent: 400},
-		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32, BusConnections: 4096, AgentConnections: 64, ServiceConnections: 256, AgentSubscriptions: 4096},
+		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32, BusConnections: 4096, AgentConnections: 64, ServiceConnections: 256, AgentSubscriptions: 4096, AgentCallsPerMinute: 600, AgentRequestBytesPerMinute: 64 << 20},
 		Policy:     defaultPolicy(),
 		Approval:   defaultApproval(),
 		Executor:   defaultExecutor(),
@@ -463,6 +477,12 @@ func (c Config) Validate() error {
 	}
 	if c.HTTP.MaxConnections < 1 {
 		errs = append(errs, fmt.Errorf("http.max_connections (%d) must be at least 1: it is how many HTTP connections the process holds at once", c.HTTP.MaxConnections))
+	}
+	if c.Limits.AgentCallsPerMinute < 1 {
+		errs = append(errs, fmt.Errorf("limits.agent_calls_per_minute (%d) must be at least 1: it is how many requests one agent may have decided in a minute", c.Limits.AgentCallsPerMinute))
+	}
+	if c.Limits.AgentRequestBytesPerMinute < c.Limits.MaxRequestBytes {
+		errs = append(errs, fmt.Errorf("limits.agent_request_bytes_per_minute (%d) must be at least limits.max_request_bytes (%d), so that one agent's largest request fits its budget", c.Limits.AgentRequestBytesPerMinute, c.Limits.MaxRequestBytes))
 	}
 	if c.Limits.BusConnections < MinBusConnections {
 		errs = append(errs, fmt.Errorf("limits.bus_connections (%d) must be at least %d: it is how many NATS connections the server admits in all, services' included", c.Limits.BusConnections, MinBusConnections))

@@ -1,0 +1,89 @@
+package policy_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// TestOneAgentCannotFillTheEventsStream (R5 F1): an agent that floods the
+// intake with large requests the policy denies (no max_pending bound holds
+// them) had every one recorded, twice (requested and denied), until the
+// events stream reached stream.max_bytes and no agent's call was decided.
+// With its budget spent, its further requests are refused with a small
+// event saying so, then dropped; another agent's call is still decided.
+func TestOneAgentCannotFillTheEventsStream(t *testing.T) {
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	const budgetBytes = 1 << 20
+	cfg.Limits.AgentCallsPerMinute, cfg.Limits.AgentRequestBytesPerMinute = 4, budgetBytes
+	deps := testenv.Deps(t, cfg)
+	engine, err := policy.NewEngine(context.Background(), deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := policy.New(deps, engine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunService(t, svc)
+
+	ctx := context.Background()
+	events, err := deps.JS.Stream(ctx, cfg.Stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamBytes := func() uint64 {
+		info, err := events.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Bytes
+	}
+	// A call the default policy denies (fs-delete-etc), with 200 KiB of
+	// arguments.
+	request := func(agent, call, filler string) {
+		msg := nats.NewMsg(fmt.Sprintf("airlock.req.%s.%s", agent, call))
+		msg.Data = []byte(`{"requested":{"call":{"callId":"` + call + `","server":"fs","tool":"delete_file","arguments":{"path":"/etc/passwd","content":"` + filler + `"}}}}`)
+		msg.Header.Set("Content-Type", "application/json")
+		if _, err := deps.JS.PublishMsg(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := streamBytes()
+	const flood = 40
+	filler := strings.Repeat("x", 200<<10)
+	for i := range flood {
+		request("bot", fmt.Sprintf("f%d", i), filler)
+	}
+	testenv.Settled(t, deps.JS, cfg.Intake.Name, policy.Durable, 60*time.Second)
+
+	// Each recorded call is stored twice (requested, denied): the budget's
+	// bytes, twice, and a little more for the refusals and the budget
+	// refilled while the test runs. Without the budget: 16 MiB.
+	if grew := streamBytes() - before; grew > 3*budgetBytes {
+		t.Fatalf("the events stream grew by %d bytes from one agent's flood, want at most %d (twice its byte budget and the refusals)", grew, 3*budgetBytes)
+	}
+	told := slices.ContainsFunc(testenv.Events(t, deps.JS, subject.OfAgent("bot")), func(ev *airlockv1.Event) bool {
+		return strings.Contains(ev.GetInvalid().GetReason(), "limits.agent_calls_per_minute") && ev.GetInvalid().GetRawExcerpt() == ""
+	})
+	if !told {
+		t.Fatal("no over-budget request of bot was answered with an invalid event naming limits.agent_calls_per_minute (and no excerpt)")
+	}
+	if dropped := testutil.ToFloat64(deps.Metrics.Handled.WithLabelValues("policy", "over_budget_dropped")); dropped == 0 {
+		t.Fatal("none of bot's requests past its refusals was dropped (airlock_messages_handled_total outcome over_budget_dropped)")
+	}
+	request("victim", "v1", "small")
+	testenv.WaitForEvent(t, deps.JS, subject.OfCall("victim", "v1"), subject.Denied, 10*time.Second)
+}

@@ -1,0 +1,57 @@
+package policy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/airlock-gate/airlock/services/shared/config"
+)
+
+// TestAgentBudget: each agent has a minute's calls and request bytes,
+// refilled continuously; over it, as many requests as the call budget are
+// refused in a minute and the rest dropped, the first drop flagged for the
+// log; other agents are untouched.
+func TestAgentBudget(t *testing.T) {
+	type step struct {
+		agent     string
+		size      int
+		at        time.Duration // since the start
+		want      budgetVerdict
+		firstDrop bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"within_the_call_budget", []step{
+			{"bot", 10, 0, withinBudget, false}, {"bot", 10, 0, withinBudget, false}, {"bot", 10, 0, withinBudget, false}}},
+		{"over_the_call_budget_refused_then_dropped", []step{
+			{"bot", 10, 0, withinBudget, false}, {"bot", 10, 0, withinBudget, false}, {"bot", 10, 0, withinBudget, false},
+			{"bot", 10, 0, overBudget, false}, {"bot", 10, 0, overBudget, false}, {"bot", 10, 0, overBudget, false},
+			{"bot", 10, 0, dropped, true}, {"bot", 10, 0, dropped, false}}},
+		{"over_the_byte_budget", []step{
+			{"bot", 600, 0, withinBudget, false}, {"bot", 600, 0, overBudget, false}, {"bot", 400, 0, withinBudget, false}}},
+		{"another_agent_is_untouched", []step{
+			{"bot", 1000, 0, withinBudget, false}, {"bot", 10, 0, overBudget, false}, {"victim", 1000, 0, withinBudget, false}}},
+		{"refilled_over_time", []step{
+			{"bot", 1000, 0, withinBudget, false}, {"bot", 500, 0, overBudget, false},
+			{"bot", 500, 30 * time.Second, withinBudget, false}, {"bot", 10, 30 * time.Second, overBudget, false}}},
+		{"refusals_start_again_the_next_minute", []step{
+			{"bot", 1000, 0, withinBudget, false},
+			{"bot", 1000, 0, overBudget, false}, {"bot", 1000, 0, overBudget, false}, {"bot", 1000, 0, overBudget, false},
+			{"bot", 1000, 0, dropped, true},
+			{"bot", 1000, time.Minute, withinBudget, false}, {"bot", 1000, time.Minute, overBudget, false}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newAgentBudgets(config.Limits{AgentCallsPerMinute: 3, AgentRequestBytesPerMinute: 1000})
+			start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			for i, s := range tt.steps {
+				got, firstDrop := b.take(s.agent, s.size, start.Add(s.at))
+				if got != s.want || firstDrop != s.firstDrop {
+					t.Fatalf("step %d (%s, %d bytes at %v): verdict %d first drop %v, want %d %v", i, s.agent, s.size, s.at, got, firstDrop, s.want, s.firstDrop)
+				}
+			}
+		})
+	}
+}
