@@ -55,3 +55,16 @@ func TestAgentBudget(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkAgentBudgetTake is the budget's cost on every request's path
+// (one agent, within budget): compare it with a call's CPU in `airlock
+// bench roundtrip`.
+func BenchmarkAgentBudgetTake(b *testing.B) {
+	l := config.Default().Limits
+	l.AgentCallsPerMinute, l.AgentRequestBytesPerMinute = 1<<40, 1<<50
+	budgets := newAgentBudgets(l)
+	now := time.Now()
+	for i := 0; b.Loop(); i++ {
+		budgets.take("bench", 700, now.Add(time.Duration(i)*time.Microsecond))
+	}
+}
