@@ -679,3 +679,22 @@ func TestASelfConfirmedGrantNeverConfirmsSomeoneElsesCall(t *testing.T) {
 		t.Fatalf("bob's call was matched by grant %s", bobs.GetDecision().GetGrantId())
 	}
 }
+
+// An agent names the run_code script its raw request came from: a forged
+// digest would file its call under another script's calls in the audit
+// trail (auditors find every call a script made by its digest). Only the
+// MCP gateway, which runs the scripts and seals its requests, vouches for
+// a call's script; an agent's own is dropped before the call is recorded,
+// as its annotations_trusted and on_behalf_of_verified are.
+func TestAnAgentCannotForgeTheScriptItsCallCameFrom(t *testing.T) {
+	p := startProdLayout(t, "evil")
+	_, adminJS := p.nats.Connect(natsauth.RoleAdmin)
+	evil := connectAgent(t, p.nats.CredentialFile("evil"), p.nats.Server.URL())
+	forged := &airlockv1.Script{Digest: "sha256:" + strings.Repeat("ab", 32), RunId: "run-of-someone-else", Index: 3, Text: "await fs.delete_file({path: '/'})",
+		Preview: []string{"demo__echo"}}
+	evil.publishRaw(&airlockv1.ToolCall{CallId: "forged-script", Server: "demo", Tool: "echo", Arguments: writeArgs("x.txt", "x"), Script: forged})
+	ev := testenv.WaitForEvent(t, adminJS, subject.OfCall("evil", "forged-script"), subject.Requested, 20*time.Second)
+	if s := ev.GetRequested().GetCall().GetScript(); s != nil {
+		t.Fatalf("the agent's own script was recorded as the call's provenance: %v", s)
+	}
+}

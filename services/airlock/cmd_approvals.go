@@ -390,6 +390,9 @@ func printRecord(w io.Writer, r *airlockv1.ApprovalRecord) {
 	} else {
 		fmt.Fprintf(w, "arguments %s\n", indentJSON(c.GetArguments(), c))
 	}
+	if c.GetCwd() != "" { // the agent's choice, where a relative path in the arguments takes effect
+		fmt.Fprintf(w, "cwd       %s\n", t(c.GetCwd()))
+	}
 	fmt.Fprintf(w, "preview   %s\n", t(preview.SummaryOf(r)))
 	if p := r.GetPreview(); preview.Has(p) && p.GetText() != "" {
 		fmt.Fprintf(w, "          made against %s\n          %s\n", t(p.GetPrecondition()),

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -20,6 +22,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // TestAuditVerifyCommandNamesAPlantedRow runs `airlock audit verify` against
@@ -161,4 +164,45 @@ func runCLI(ctx context.Context, t *testing.T, args ...string) (string, error) {
 	os.Stdout = stdout
 	w.Close()
 	return string(<-outc), runErr
+}
+
+// TestAuditJSONShowsNoHiddenRunes: an agent's reason and arguments with a
+// right-to-left override, an isolate and a zero-width space come out of
+// `audit query --json` and `audit export --format json|jsonl` as \u
+// escapes (as `approvals show --json` prints them), and the JSON still
+// decodes to the text the agent wrote.
+func TestAuditJSONShowsNoHiddenRunes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	const hiddenText = "invoice\u202efdp.sh \u2066x\u2069 z\u200bw"
+	ev := &airlockv1.Event{AgentId: "bot", CallId: "c1", Revision: 1, Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: "bot"},
+		Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Tool: "fs__read_file",
+			Reason: hiddenText, Arguments: &structpb.Struct{Fields: map[string]*structpb.Value{"path": structpb.NewStringValue(hiddenText)}}}}}}
+	if _, err := deps.Publisher("test").Publish(ctx, ev, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AIRLOCK_NATS_URL", n.URL())
+	t.Setenv("AIRLOCK_CLICKHOUSE_DSN", "")
+	t.Setenv("AIRLOCK_DEV_DATA_DIR", t.TempDir())
+	for _, args := range [][]string{{"audit", "query", "--json"}, {"audit", "export", "--format", "jsonl"}, {"audit", "export", "--format", "json"}} {
+		t.Run(strings.Join(args[1:], "_"), func(t *testing.T) {
+			out, err := runCLI(ctx, t, args...)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if i := strings.IndexAny(out, "\u202e\u2066\u2069\u200b"); i >= 0 {
+				t.Fatalf("a hidden rune printed raw at byte %d:\n%q", i, out)
+			}
+			if !strings.Contains(out, `invoice\u202efdp.sh \u2066x\u2069 z\u200bw`) {
+				t.Fatalf("the reason is not shown as \\u escapes:\n%s", out)
+			}
+			var row any
+			first := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(out), "["), "]"))
+			if err := json.Unmarshal([]byte(strings.SplitN(first, "\n", 2)[0]), &row); err != nil || !strings.Contains(fmt.Sprint(row), hiddenText) {
+				t.Fatalf("the JSON decodes to %v (%v), want the agent's text %q in it", row, err, hiddenText)
+			}
+		})
+	}
 }

@@ -585,3 +585,15 @@ func TestDigestIsOneMailPerRecipientWithoutOneTapLinks(t *testing.T) {
 		t.Fatalf("digest mailed to %v, want the call's recipients", to)
 	}
 }
+
+// The mail names the working directory the agent chose (where a relative
+// path in the arguments takes effect) on one visible line, defanged as the
+// agent's other text is.
+func TestMailShowsTheAgentsWorkingDirectory(t *testing.T) {
+	rec := &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{AgentId: "evil", CallId: "c1", Server: "fs", Tool: "delete_file",
+		Cwd: "/srv/\u202eapp\nApprovers: nobody"}, Decision: &airlockv1.Decision{}}
+	body := email.RequestBody(rec, "http://airlock.test")
+	if want := "Working dir:    /srv/\\u202eapp\\nApprovers: nobody\n"; !strings.Contains(body, want) {
+		t.Errorf("the request mail lacks %q:\n%s", want, body)
+	}
+}

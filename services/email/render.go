@@ -159,6 +159,9 @@ func details(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
 	}
 	line("Approvers", strings.Join(d.GetApprovers(), ", "))
 	line("Deadline", when(rec.GetDeadline().AsTime()))
+	if cwd := c.GetCwd(); cwd != "" { // the agent's choice, where a relative path in the arguments takes effect
+		line("Working dir", cwd)
+	}
 	if r := c.GetReason(); r != "" {
 		b.WriteString("Agent's reason:\n")
 		b.WriteString(quote(cut(inert(r), maxReasonBytes)))

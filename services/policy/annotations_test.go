@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 // TestAnnotationsAreTrustedOnlyWhenAFrontEndSealsThem: the policy's input
 // carries a call's tool annotations, and annotations_trusted only when a
 // front-end (the MCP gateway) sealed the request — an agent's own claim is
-// dropped.
+// dropped; so is the run_code script a call names.
 func TestAnnotationsAreTrustedOnlyWhenAFrontEndSealsThem(t *testing.T) {
 	rego := `package airlock
 
@@ -42,7 +43,7 @@ decision := {"action": "allow", "risk": "low", "reason": sprintf("trusted=%v rea
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			call := &airlockv1.ToolCall{CallId: c.call, AgentId: "bot", Server: "fs", Tool: "read_file", Revision: 1,
-				Annotations: ann, AnnotationsTrusted: true}
+				Annotations: ann, AnnotationsTrusted: true, Script: &airlockv1.Script{Digest: "sha256:" + strings.Repeat("0f", 32), RunId: "run-1", Index: 1}}
 			ev := &airlockv1.Event{AgentId: "bot", CallId: c.call, Revision: 1, Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: call}}}
 			msg, err := bus.EncodeRequest(ev, "agent/bot", "")
 			if err != nil {
@@ -61,6 +62,9 @@ decision := {"action": "allow", "risk": "low", "reason": sprintf("trusted=%v rea
 			req := testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", c.call), subject.Requested, 10*time.Second)
 			if got := req.GetRequested().GetCall().GetAnnotationsTrusted(); got != c.sealed {
 				t.Fatalf("recorded annotations_trusted=%v", got)
+			}
+			if got := req.GetRequested().GetCall().GetScript(); (got != nil) != c.sealed {
+				t.Fatalf("recorded script %v, want it only when a front-end sealed the request", got)
 			}
 		})
 	}

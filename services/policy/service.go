@@ -324,12 +324,17 @@ func (s *Service) sealed(call *airlockv1.ToolCall, d *airlockv1.Decision) (*airl
 // vouch sets what only airlock may say about a call: whom it acts for
 // (a configured binding wins; a front-end's sealed request is believed; an
 // agent's own word is kept, but only to keep that person from approving)
-// and whether its tool annotations come from a trusted upstream (only a
-// front-end, the MCP gateway, vouches for that).
+// and whether its tool annotations come from a trusted upstream, and which
+// run_code script made it (only a front-end, the MCP gateway, vouches for
+// those: an agent's own script is dropped, or it could put its calls under
+// another script's digest in the audit trail, or hide them from it).
 func (s *Service) vouch(call *airlockv1.ToolCall, sealedBy string) {
 	sealed := sealedBy != ""
 	call.OnBehalfOfVerified = sealed && call.OnBehalfOf != ""
 	call.AnnotationsTrusted = sealed && call.AnnotationsTrusted
+	if !sealed {
+		call.Script = nil
+	}
 	if p, ok := s.deps.Config.Policy.OnBehalfOf[call.AgentId]; ok && p != "" {
 		call.OnBehalfOf, call.OnBehalfOfVerified = p, true
 	}

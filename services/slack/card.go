@@ -39,6 +39,7 @@ const (
 const (
 	maxReasonChars = 600 // policy reason, agent reason, reviewer reason
 	maxHeaderChars = 140
+	maxCwdChars    = 300 // a field's text holds 2,000 characters, entities included
 )
 
 // ButtonValue is what every card button carries: the call and the revision
@@ -154,6 +155,9 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, args, publicURL string) []slack
 		mrkdwn("*Risk*\n" + riskBadge(d.GetRisk())),
 		mrkdwn("*Agent*\n" + agent),
 		mrkdwn("*Deadline*\n" + deadlineText(rec.GetDeadline().AsTime(), rec.GetDeadline() != nil)),
+	}
+	if cwd := call.GetCwd(); cwd != "" { // the agent's choice, where a relative path in the arguments takes effect
+		fields = append(fields, mrkdwn("*Working directory*\n"+escape.Slack(calls.Shorten(cwd, maxCwdChars))))
 	}
 	blocks := []slackgo.Block{slackgo.NewSectionBlock(nil, fields, nil, slackgo.SectionBlockOptionBlockID("airlock_fields"))}
 

@@ -65,3 +65,19 @@ func TestTheCardNamesOnlyAVerifiedRequester(t *testing.T) {
 		})
 	}
 }
+
+// The working directory an agent chose, where a relative path in its
+// arguments takes effect, is on the card beside them, escaped as the
+// agent's other text is.
+func TestTheCardShowsTheAgentsWorkingDirectoryEscaped(t *testing.T) {
+	rec := &airlockv1.ApprovalRecord{
+		Call:     &airlockv1.ToolCall{AgentId: "laptop", CallId: "c1", Revision: 1, Server: "fs", Tool: "delete_file", Cwd: "/home/dana/\u202etxt.cod\n*Approved*"},
+		Decision: &airlockv1.Decision{Approvers: []string{"group:reviewers"}},
+		State:    airlockv1.ApprovalState_APPROVAL_STATE_PENDING,
+	}
+	var card strings.Builder
+	_ = json.NewEncoder(&card).Encode(airlockslack.Render(rec, "https://airlock.example").Blocks)
+	if want := "*Working directory*\\n`/home/dana/\\\\u202etxt.cod\\\\n*Approved*`"; !strings.Contains(card.String(), want) {
+		t.Fatalf("card lacks %s: %s", want, card.String())
+	}
+}

@@ -45,7 +45,10 @@ func CSVRecord(r Row) []string {
 
 // Export writes every row matching f to w in format (csv, json or jsonl),
 // streaming: memory does not grow with the number of rows. It returns the
-// number of rows written.
+// number of rows written. JSON keeps an agent's text whole but writes its
+// bidi and zero-width characters as \u escapes (escape.JSON): an export is
+// data, and decodes to the same strings, yet a terminal or editor showing
+// it shows nothing reordered or hidden.
 func Export(ctx context.Context, rd Reader, w io.Writer, format string, f Filter) (int, error) {
 	n := 0
 	switch format {
@@ -87,7 +90,7 @@ func Export(ctx context.Context, rd Reader, w io.Writer, format string, f Filter
 			}
 			n++
 			if err == nil {
-				_, err = w.Write(b)
+				_, err = w.Write(escape.JSON(b)) // bidi and zero-width characters as \u escapes: the same JSON, nothing hidden
 			}
 			if err == nil && format == FormatJSONL {
 				_, err = io.WriteString(w, "\n")

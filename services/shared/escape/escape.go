@@ -8,21 +8,32 @@
 // spreadsheet formula, a mail header).
 //
 // Media and their functions:
+//
 //   - terminal: Terminal (one line), TerminalLines (text already laid out
 //     in lines, such as indented JSON);
+//
 //   - HTML: HTMLPage over every page and fragment html/template rendered,
 //     HTML for markup written by hand;
+//
 //   - Slack mrkdwn: Slack (inline code), SlackBlock (inside a ``` block),
 //     SlackText (text an operator wrote), SlackPlain (plain_text objects);
+//
 //   - Microsoft Teams Adaptive Cards: Teams (a TextRun), TeamsLine (a
 //     one-line TextRun);
+//
 //   - mail: Mail (a plain-text body), MailHeader (a header value);
+//
 //   - CSV: CSV (one cell);
+//
 //   - a phone's notification (Web Push): Push (title or body).
 //
-// JSON needs no function of its own: encoding/json and protojson escape
-// controls and write valid UTF-8, and whoever shows a JSON value escapes
-// it for their medium. Logs neither (checked with Go 1.26's log/slog):
+//   - JSON text printed or sent as it is (a CLI's --json, an export, a
+//     webhook body): JSON.
+//
+// encoding/json and protojson escape controls and write valid UTF-8 but
+// leave bidi and zero-width characters raw; JSON rewrites those as \u
+// escapes, which every JSON reader decodes to the same runes (lossless),
+// so the text shows nothing hidden wherever it is read. Logs neither (checked with Go 1.26's log/slog):
 // the text handler quotes a message or value with anything unprintable in
 // it (strconv.Quote: ESC, C1 controls, bidi and zero-width characters,
 // invalid UTF-8 are escaped; a combining grapheme joiner stays), and the
@@ -36,6 +47,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -154,6 +166,56 @@ func CSV(s string) string {
 		return "'" + s
 	}
 	return s
+}
+
+// JSON is JSON text (as encoding/json or protojson wrote it: valid UTF-8,
+// controls inside strings already escaped) with every rune that would not
+// show as itself (as Visible judges it) written as a JSON \u escape,
+// a surrogate pair past U+FFFF. Such runes can only stand inside strings,
+// where \uXXXX means the same rune: the JSON decodes to the same value,
+// and no bidi override or zero-width character in an agent's text reaches
+// the terminal, file or on-call human reading it. A byte that is not
+// UTF-8 becomes \ufffd, which is what a JSON reader would make of it.
+func JSON(b []byte) []byte {
+	i := 0
+	for i < len(b) { // the common case, nothing hidden, keeps b
+		if b[i] < utf8.RuneSelf && b[i] != 0x7f { // encoding/json escapes the other controls, not DEL
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 || hidden(r) {
+			break
+		}
+		i += size
+	}
+	if i == len(b) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	out = append(out, b[:i]...)
+	for i < len(b) {
+		c := b[i]
+		if c < utf8.RuneSelf && c != 0x7f {
+			out = append(out, c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			out = append(out, `\ufffd`...)
+		case !hidden(r):
+			out = append(out, b[i:i+size]...)
+		case r > 0xFFFF:
+			r1, r2 := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		default:
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += size
+	}
+	return out
 }
 
 // visible is Visible; oneLine also escapes line breaks and tabs.

@@ -1,8 +1,11 @@
 package escape_test
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/escape/escapetest"
@@ -118,4 +121,29 @@ func cut(s string) string {
 		return s[:60] + "…"
 	}
 	return s
+}
+
+func TestJSONEscapesHiddenRunesLosslessly(t *testing.T) {
+	for _, tt := range []struct{ name, in, want string }{
+		{"printable_text_is_kept", "{\n  \"path\": \"notes/ä😀.txt\"\n}", "{\n  \"path\": \"notes/ä😀.txt\"\n}"},
+		{"a_right_to_left_override", `{"r":"invoice` + "\u202e" + `fdp.sh"}`, `{"r":"invoice\u202efdp.sh"}`},
+		{"an_isolate_and_a_zero_width_space", `["a` + "\u2066\u200b" + `b"]`, `["a\u2066\u200bb"]`},
+		{"a_tag_character_past_the_bmp_as_a_surrogate_pair", `"ok` + "\U000e0041" + `"`, `"ok\udb40\udc41"`},
+		{"del", "\"a\x7fb\"", `"a\u007fb"`},
+		{"after_an_escaped_backslash", `"\\` + "\u202e" + `"`, `"\\\u202e"`},
+		{"invalid_utf8", "\"a\xffb\"", `"a\ufffdb"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := string(escape.JSON([]byte(tt.in)))
+			if got != tt.want {
+				t.Fatalf("JSON(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+			var before, after any
+			if json.Unmarshal([]byte(tt.in), &before) == nil && utf8.ValidString(tt.in) {
+				if err := json.Unmarshal([]byte(got), &after); err != nil || !reflect.DeepEqual(before, after) {
+					t.Fatalf("JSON(%q) decodes to %v (%v), the input to %v: want the same value", tt.in, after, err, before)
+				}
+			}
+		})
+	}
 }

@@ -256,8 +256,8 @@ func Intake(subj string, data []byte, header nats.Header, lim Limits) (_ *airloc
 	}
 	call.AgentId, call.CallId = agent, callID
 	// Only airlock vouches for whom a call acts for (the policy service sets
-	// it). annotations_trusted stays as the sender's claim: the policy
-	// service keeps it only on a request a front-end sealed (vouch).
+	// it). annotations_trusted and script stay as the sender's claim: the
+	// policy service keeps them only on a request a front-end sealed (vouch).
 	call.OnBehalfOfVerified = false
 	if call.Revision == 0 {
 		call.Revision = 1

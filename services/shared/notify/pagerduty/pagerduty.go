@@ -140,16 +140,54 @@ func (n *Notifier) trigger(rec *airlockv1.ApprovalRecord, key, typ string) Event
 		Client: "airlock", ClientURL: url, Links: []Link{{Href: url, Text: "Decide in the airlock console"}},
 		Payload: &Payload{
 			Summary: Summary(rec, typ), Source: n.cfg.Source, Severity: Severity(rec.GetDecision().GetRisk()),
-			Timestamp: c.GetCreatedAt().AsTime().UTC().Format(time.RFC3339), Component: calls.QualifiedTool(c),
-			Group: c.GetAgentId(), Class: "approval",
-			CustomDetails: webhook.NewEvent(rec, typ, n.publicURL, n.now()),
+			Timestamp: c.GetCreatedAt().AsTime().UTC().Format(time.RFC3339), Component: escape.Terminal(calls.QualifiedTool(c)),
+			Group: escape.Terminal(c.GetAgentId()), Class: "approval",
+			CustomDetails: shownOnCall(webhook.NewEvent(rec, typ, n.publicURL, n.now())),
 		},
 	}
 }
 
+// shownOnCall is ev as custom_details, which PagerDuty shows the person
+// paged as plain text: every string an agent (or a reviewer) chose is one
+// line with nothing hidden (escape.Terminal), so that no bidi override,
+// zero-width character or line break of its own can reorder, hide or draw
+// lines beside the incident's fields; the operator's policy reason is made
+// visible with its lines kept. Argument names and values are escaped alike.
+func shownOnCall(ev webhook.Event) webhook.Event {
+	t, c := escape.Terminal, &ev.Call
+	c.Agent, c.ID, c.Thread, c.Tool, c.OnBehalfOf, c.Reason = t(c.Agent), t(c.ID), t(c.Thread), t(c.Tool), t(c.OnBehalfOf), t(c.Reason)
+	if args, ok := terminalStrings(c.Arguments).(map[string]any); ok {
+		c.Arguments = args
+	}
+	ev.PolicyReason, ev.DecidedBy, ev.DecisionNote = escape.Visible(ev.PolicyReason), t(ev.DecidedBy), t(ev.DecisionNote)
+	return ev
+}
+
+// terminalStrings is v (decoded JSON) with every string in it, keys
+// included, escaped by escape.Terminal.
+func terminalStrings(v any) any {
+	switch v := v.(type) {
+	case string:
+		return escape.Terminal(v)
+	case map[string]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[escape.Terminal(k)] = terminalStrings(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(v))
+		for i, e := range v {
+			l[i] = terminalStrings(e)
+		}
+		return l
+	}
+	return v
+}
+
 // Summary is the incident's one line: what waits, at what risk, until when.
-// The tool name comes from the agent: it is made visible and kept on one
-// line.
+// The tool and agent names come from the agent: they are made visible
+// and kept on one line.
 func Summary(rec *airlockv1.ApprovalRecord, typ string) string {
 	c := rec.GetCall()
 	lead := "Approval needed"
@@ -159,7 +197,7 @@ func Summary(rec *airlockv1.ApprovalRecord, typ string) string {
 	case webhook.TypeEscalated:
 		lead = "Escalated: approval needed"
 	}
-	s := fmt.Sprintf("%s: %s by agent %s (risk %s), deadline %s", lead, escape.Terminal(calls.QualifiedTool(c)), c.GetAgentId(),
+	s := fmt.Sprintf("%s: %s by agent %s (risk %s), deadline %s", lead, escape.Terminal(calls.QualifiedTool(c)), escape.Terminal(c.GetAgentId()),
 		calls.RiskName(rec.GetDecision().GetRisk()), rec.GetDeadline().AsTime().UTC().Format(time.RFC3339))
 	if utf8.RuneCountInString(s) > maxSummary {
 		s = string([]rune(s)[:maxSummary-1]) + "…"

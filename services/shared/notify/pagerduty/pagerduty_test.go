@@ -3,6 +3,7 @@ package pagerduty_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/notify/notifytest"
 	"github.com/airlock-gate/airlock/services/shared/notify/pagerduty"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 const routingKey = "R0123456789abcdef0123456789abcdef"
@@ -156,5 +158,38 @@ func TestPagerDutyIsToldOfAnEscalationEntryOnlyOnceEscalated(t *testing.T) {
 	rec.Escalated = true
 	if !n.Wants(rec) {
 		t.Fatal("escalate:pagerduty did not page once the call escalated")
+	}
+}
+
+// TestPagerDutyShowsAgentTextEscaped: the person paged reads custom_details
+// as plain text, so every string an agent chose there (reason, arguments,
+// names) is one line with its bidi overrides, isolates and zero-width
+// characters shown as \u escapes (escape.Terminal), as Slack and mail
+// show them.
+func TestPagerDutyShowsAgentTextEscaped(t *testing.T) {
+	a := newEventsAPI(t)
+	n := newNotifier(a)
+	rec := notifytest.Record("c-text")
+	rec.Decision.Notify = []string{"pagerduty"}
+	const sly = "fine\u202eexe.txt\nApproved by: admin \u2066ok\u2069 z\u200bw"
+	const shown = `fine\u202eexe.txt\nApproved by: admin \u2066ok\u2069 z\u200bw`
+	rec.Call.Reason, rec.Call.ThreadId, rec.Call.OnBehalfOf = sly, sly, sly
+	rec.Call.Arguments.Fields["path"] = structpb.NewStringValue(sly)
+	rec.Call.Arguments.Fields["k\u202e"] = structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewStringValue(sly)}})
+	ref, err := n.Announce(context.Background(), rec)
+	if err != nil {
+		t.Fatalf("Announce: %v (refused: %v)", err, a.refused)
+	}
+	d := a.history(ref)[0].Payload.CustomDetails
+	for _, c := range []struct{ name, got, want string }{
+		{"reason", d.Call.Reason, shown},
+		{"thread", d.Call.Thread, shown},
+		{"on_behalf_of", d.Call.OnBehalfOf, shown},
+		{"an argument", fmt.Sprint(d.Call.Arguments["path"]), shown},
+		{"a list in an argument with a sly name", fmt.Sprint(d.Call.Arguments[`k\u202e`]), "[" + shown + "]"},
+	} {
+		if c.got != c.want {
+			t.Errorf("custom_details %s = %q, want %q (one line, nothing hidden)", c.name, c.got, c.want)
+		}
 	}
 }

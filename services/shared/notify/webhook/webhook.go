@@ -13,6 +13,14 @@
 // after a crash or a retry). The Airlock-Webhook-Id header is a copy of it
 // for logs and is not signed: Verify refuses a delivery whose header
 // differs from the signed id, and returns the signed one.
+//
+// The body is data: the agent's strings (Call, DecisionNote) are sent as
+// the agent wrote them, except that every character that would not show
+// as itself (bidi overrides and isolates such as U+202E and U+2066,
+// zero-width spaces, controls) is written as a JSON \u escape
+// (escape.JSON). A JSON parser reads the same strings; a person reading
+// the raw body, or a log of it, sees nothing reordered or hidden. A
+// receiver that shows the strings to people escapes them for its medium.
 package webhook
 
 import (
@@ -34,6 +42,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 )
 
@@ -281,6 +290,7 @@ func (n *Notifier) post(ctx context.Context, id string, ev any) error {
 	if err != nil {
 		return fmt.Errorf("encode webhook event %s: %w", id, err)
 	}
+	body = escape.JSON(body) // bidi and zero-width characters as \u escapes: the same JSON, nothing hidden where it is read
 	return n.poster.Post(ctx, n.ep.URL, body, func(h http.Header) {
 		ts := n.now().Unix()
 		h.Set(HeaderID, id)

@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
@@ -30,6 +32,7 @@ type receiver struct {
 	mu       sync.Mutex
 	events   []webhook.Event
 	bodies   []map[string]any // each verified delivery's JSON, as a receiver in any language reads it
+	raw      []string         // each verified delivery's body as sent
 	refused  []string
 	failNext int // answer 503 to this many deliveries first
 }
@@ -59,7 +62,7 @@ func newReceiver(t *testing.T) *receiver {
 		}
 		var raw map[string]any
 		_ = json.Unmarshal(body, &raw) // it parsed as an Event above
-		r.events, r.bodies = append(r.events, ev), append(r.bodies, raw)
+		r.events, r.bodies, r.raw = append(r.events, ev), append(r.bodies, raw), append(r.raw, string(body))
 	}))
 	t.Cleanup(r.Close)
 	return r
@@ -329,5 +332,34 @@ func TestWebhookDigestIsOneSignedEventNamingTheAgentAndTheCount(t *testing.T) {
 	if body["type"] != webhook.TypeDigest || body["agent"] != "bot" || body["calls"] != float64(7) ||
 		body["console_url"] != "https://airlock.example.com/" || body["call"] != nil {
 		t.Fatalf("digest body %v", body)
+	}
+}
+
+// TestWebhookBodyEscapesHiddenCharactersLosslessly: bidi overrides,
+// isolates and zero-width characters an agent wrote reach the receiver as
+// JSON \u escapes, never raw, and the body still parses to the agent's
+// exact text (the webhook is data).
+func TestWebhookBodyEscapesHiddenCharactersLosslessly(t *testing.T) {
+	r := newReceiver(t)
+	n := webhook.New(endpoint(r.URL), "https://airlock.example.com/", nil)
+	rec := routed(notifytest.Record("c-hidden"))
+	const sly = "fine\u202eexe.txt \u2066ok\u2069 z\u200bw"
+	rec.Call.Reason = sly
+	rec.Call.Arguments.Fields["path"] = structpb.NewStringValue(sly)
+	if _, err := n.Announce(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	ev, ok := r.find(webhook.TypeRequested, "c-hidden")
+	if !ok {
+		t.Fatalf("no approval_requested delivered; refused: %v", r.refused)
+	}
+	if ev.Call.Reason != sly || ev.Call.Arguments["path"] != sly {
+		t.Fatalf("the body parses to reason %q, path %q; want the agent's text %q", ev.Call.Reason, ev.Call.Arguments["path"], sly)
+	}
+	r.mu.Lock()
+	body := r.raw[len(r.raw)-1]
+	r.mu.Unlock()
+	if i := strings.IndexAny(body, "\u202e\u2066\u2069\u200b"); i >= 0 || !strings.Contains(body, `fine\u202eexe.txt \u2066ok\u2069 z\u200bw`) {
+		t.Fatalf("the body holds a hidden character raw (at %d) or not as a \\u escape:\n%s", i, body)
 	}
 }
