@@ -159,7 +159,9 @@ func (s *Service) resolve(ctx context.Context, agent, callID string, revision ui
 
 func (s *Service) storeErr(ref callref.Ref, err error) error {
 	if errors.Is(err, errNotFound) {
-		return apierr.New(apierr.NotFound, "no approval for call %s: check the agent and call id (`airlock approvals list` shows pending calls); calls that policy allowed or denied have none", ref)
+		return apierr.New(apierr.NotFound, "no approval for call %s: check the agent and call id (`airlock approvals list` shows pending calls); "+
+			"calls that policy allowed or denied have none, and an ended call's record is removed %s after it ended (approval.ended_retention): "+
+			"`airlock audit query --call %s` shows its history", ref, s.cfg.EndedRetention, ref.Call)
 	}
 	return apierr.Wrap(apierr.Unavailable, err, "approval %s could not be read; try again", ref)
 }

@@ -96,7 +96,7 @@ func NewFromConfig(ctx context.Context, deps svc.Deps, notifiers ...notify.Notif
 // "group:oncall" comes from approval.groups plus console.users[].groups.
 func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Service, error) {
 	cfg := deps.Config
-	kv, err := deps.JS.KeyValue(ctx, cfg.Buckets.Approvals)
+	store, err := openRecords(ctx, deps.JS, cfg.Buckets.Approvals, cfg.Approval.EndedRetention)
 	if err != nil {
 		return nil, fmt.Errorf("approval: open bucket %s: %w (run `airlock provision` with administrator credentials, or `airlock dev`)", cfg.Buckets.Approvals, err)
 	}
@@ -133,7 +133,7 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		dir:       calls.DirectoryOf(cfg),
 		settings:  domain.Settings{DefaultTimeout: a.DefaultTimeout, DefaultApprovers: a.DefaultApprovers},
 		pub:       deps.Publisher("approval"),
-		store:     records{kv: kv},
+		store:     store,
 		grants:    gkv,
 		inDoubt:   dkv,
 		index:     newIndex(deps.Log.With("service", "approval"), func() uint64 { return deps.NC.Stats().Reconnects }),

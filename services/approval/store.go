@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -26,6 +29,43 @@ const maxCASAttempts = 200
 // airlock.v1.ApprovalRecord.
 type records struct {
 	kv jetstream.KeyValue
+	// js and subject (the bucket's key prefix, "$KV.<bucket>.") write an
+	// ended record with a TTL, which jetstream.KeyValue.Update cannot.
+	js      jetstream.JetStream
+	subject string
+	// endedTTL is approval.ended_retention; 0 when the bucket takes no
+	// per-key TTL (provisioned before it did): ended records then stay.
+	endedTTL time.Duration
+}
+
+// openRecords opens the approvals bucket; ended records expire after
+// retention when the bucket takes per-key TTLs (bus.Provision).
+func openRecords(ctx context.Context, js jetstream.JetStream, bucket string, retention time.Duration) (records, error) {
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return records{}, err
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return records{}, fmt.Errorf("status: %w", err)
+	}
+	r := records{kv: kv, js: js, subject: "$KV." + bucket + "."}
+	if kst, ok := st.(*jetstream.KeyValueBucketStatus); ok && kst.LimitMarkerTTL() > 0 {
+		r.endedTTL = retention
+	}
+	return r, nil
+}
+
+// update writes data at key if the key is still at kvrev; an ended record
+// is written with the retention TTL, after which the server removes it.
+func (s records) update(ctx context.Context, key string, data []byte, kvrev uint64, ended bool) error {
+	if !ended || s.endedTTL <= 0 || s.js == nil {
+		_, err := s.kv.Update(ctx, key, data, kvrev)
+		return err
+	}
+	_, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: s.subject + key, Data: data},
+		jetstream.WithExpectLastSequencePerSubject(kvrev), jetstream.WithMsgTTL(s.endedTTL))
+	return err
 }
 
 func (s records) get(ctx context.Context, key string) (*airlockv1.ApprovalRecord, uint64, error) {
@@ -98,7 +138,7 @@ func mutate[T any](ctx context.Context, s records, key string, step func(*airloc
 		if err != nil {
 			return nil, false, out, fmt.Errorf("encode approval %s: %w", key, err)
 		}
-		_, err = s.kv.Update(ctx, key, data, kvrev)
+		err = s.update(ctx, key, data, kvrev, domain.Final(next))
 		if err == nil {
 			return next, true, out, nil
 		}

@@ -95,7 +95,7 @@ func BucketConfigs(cfg config.Buckets) []jetstream.KeyValueConfig {
 		}
 	}
 	return []jetstream.KeyValueConfig{
-		mk(cfg.Approvals, "approval state machine, one record per call revision"),
+		approvalsBucket(mk(cfg.Approvals, "approval state machine, one record per call revision")),
 		withTTL(mk(cfg.Executions, "liveness of long-running executions, one record per call revision"), ExecutionsTTL),
 		mk(cfg.Policy, "policy rules and data edited at run time"),
 		mk(cfg.Grants, "standing grants (always allow)"),
@@ -379,6 +379,17 @@ const ClientWaitsTTL = 30 * 24 * time.Hour
 // marker the server writes when a key's TTL runs out (the server's least):
 // live watches see it; an entry's own TTL is at least this long.
 const KeyMarkerTTL = time.Second
+
+// approvalsBucket keeps one value per key: a transition is a
+// compare-and-set on the latest, nothing reads past values (the events
+// stream holds every change), and an ended record's TTL
+// (approval.ended_retention) must remove the key, not uncover the value
+// before it. Each record holds a call's arguments, so History 5 kept five
+// copies of each, for ever (R5 F2).
+func approvalsBucket(kvc jetstream.KeyValueConfig) jetstream.KeyValueConfig {
+	kvc.History = 1
+	return keyTTLs(kvc)
+}
 
 // keyTTLs lets writes to the bucket carry their own TTL (jetstream.KeyTTL,
 // NATS server 2.11 and later): the gateway's delivery claims live only as

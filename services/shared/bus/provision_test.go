@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -47,8 +48,9 @@ func TestProvisionIsIdempotentAndAppliesChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(third) != everything {
-		t.Fatalf("changed max age (both streams) and history (every bucket) should update %d things, did %v", everything, third)
+	// The approvals bucket keeps one value per key whatever buckets.history says.
+	if len(third) != everything-1 {
+		t.Fatalf("changed max age (both streams) and history (every bucket but approvals) should update %d things, did %v", everything-1, third)
 	}
 	s, err := js.Stream(ctx, cfg.Stream.Name)
 	if err != nil {
@@ -57,7 +59,7 @@ func TestProvisionIsIdempotentAndAppliesChanges(t *testing.T) {
 	if got := s.CachedInfo().Config.MaxAge; got != 48*time.Hour {
 		t.Fatalf("max age is %s after provisioning 48h", got)
 	}
-	kv, err := js.KeyValue(ctx, cfg.Buckets.Approvals)
+	kv, err := js.KeyValue(ctx, cfg.Buckets.Grants)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,32 +69,56 @@ func TestProvisionIsIdempotentAndAppliesChanges(t *testing.T) {
 	}
 }
 
-// A client-waits bucket made before its keys could carry their own TTL is
-// brought to take them, so the gateway's delivery claims expire.
-func TestProvisionLetsAnOlderClientWaitsBucketTakeKeyTTLs(t *testing.T) {
-	n := testenv.StartNATS(t)
-	_, js := testenv.Connect(t, n.URL())
-	cfg := testenv.Config(n.URL())
-	ctx := context.Background()
-	var older jetstream.KeyValueConfig
-	for _, kvc := range bus.BucketConfigs(cfg.Buckets) {
-		if kvc.Bucket == cfg.Buckets.ClientWaits {
-			older = kvc
-		}
-	}
-	older.LimitMarkerTTL = 0
-	if _, err := js.CreateKeyValue(ctx, older); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bus.Provision(ctx, js, cfg); err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(ctx, cfg.Buckets.ClientWaits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kv.Create(ctx, "d.agent.call", []byte("owner"), jetstream.KeyTTL(time.Hour)); err != nil {
-		t.Fatalf("a key with its own TTL in the provisioned client-waits bucket: %v", err)
+// A bucket provisioned before its entries took their own TTL (and, for
+// approvals, before it kept one value per key: R5 F2) is brought to the
+// current settings in place.
+func TestProvisionLetsAnOlderBucketTakeKeyTTLs(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		bucket      func(config.Buckets) string
+		wantHistory int64 // 0: buckets.history
+	}{
+		{"client waits", func(b config.Buckets) string { return b.ClientWaits }, 0},
+		{"approvals", func(b config.Buckets) string { return b.Approvals }, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := testenv.StartNATS(t)
+			_, js := testenv.Connect(t, n.URL())
+			cfg := testenv.Config(n.URL())
+			ctx := context.Background()
+			name := tc.bucket(cfg.Buckets)
+			var older jetstream.KeyValueConfig
+			for _, kvc := range bus.BucketConfigs(cfg.Buckets) {
+				if kvc.Bucket == name {
+					older = kvc
+				}
+			}
+			older.LimitMarkerTTL, older.History = 0, 5
+			if _, err := js.CreateKeyValue(ctx, older); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := bus.Provision(ctx, js, cfg); err != nil {
+				t.Fatal(err)
+			}
+			kv, err := js.KeyValue(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kv.Create(ctx, "d.agent.call", []byte("owner"), jetstream.KeyTTL(time.Hour)); err != nil {
+				t.Fatalf("a key with its own TTL in the provisioned bucket %s: %v", name, err)
+			}
+			st, err := kv.Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.wantHistory
+			if want == 0 {
+				want = int64(cfg.Buckets.History)
+			}
+			if h := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.MaxMsgsPerSubject; h != want {
+				t.Errorf("bucket %s keeps %d values per key after provisioning, want %d", name, h, want)
+			}
+		})
 	}
 }
 

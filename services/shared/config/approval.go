@@ -42,6 +42,12 @@ type Approval struct {
 	// preview (asked of the executor) before putting the call to reviewers
 	// with "no preview": a slow or failing preview never holds a call up longer.
 	PreviewTimeout time.Duration `yaml:"preview_timeout"`
+	// EndedRetention is how long an ended call's record stays in the
+	// approvals bucket after its last change; then the NATS server removes
+	// it (a per-key TTL), so ended calls cannot fill the disk. An older
+	// call is read from the events stream and the audit
+	// (`airlock audit query --call`).
+	EndedRetention time.Duration `yaml:"ended_retention"`
 }
 
 func defaultApproval() Approval {
@@ -57,5 +63,6 @@ func defaultApproval() Approval {
 		PreviewTimeout:     4 * time.Second,
 		NotifyBurst:        10,
 		NotifyRefill:       10 * time.Second,
+		EndedRetention:     7 * 24 * time.Hour,
 	}
 }

@@ -463,6 +463,9 @@ func (c Config) Validate() error {
 	if c.Intake.MaxMsgSize < int32(c.Limits.MaxRequestBytes) {
 		errs = append(errs, fmt.Errorf("intake.max_msg_size (%d) must be at least limits.max_request_bytes (%d), so that an oversized request is told why", c.Intake.MaxMsgSize, c.Limits.MaxRequestBytes))
 	}
+	if c.Approval.EndedRetention < time.Second {
+		errs = append(errs, fmt.Errorf("approval.ended_retention (%s) must be at least 1s: it is how long an ended call's record is kept before the server removes it", c.Approval.EndedRetention))
+	}
 	if c.Approval.MaxPendingPerAgent < 1 {
 		errs = append(errs, fmt.Errorf("approval.max_pending_per_agent (%d) must be at least 1: it is how many of one agent's calls may wait for a person", c.Approval.MaxPendingPerAgent))
 	}

@@ -1,0 +1,64 @@
+package approval_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// Ended approval records carry the retention as a per-key TTL, so the NATS
+// server removes them (R5 F2: 50 asked-then-cancelled calls of 200 KB
+// arguments grew the bucket by 52 MB, for ever); a reader of a removed call
+// is told where its history is.
+func TestEndedApprovalsLeaveTheBucketAfterTheirRetention(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) { c.Approval.EndedRetention = 2 * time.Second })
+	w.start()
+	ctx := context.Background()
+	kv, err := w.js.KeyValue(ctx, w.cfg.Buckets.Approvals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := strings.Repeat("x", 200<<10)
+	const calls = 5
+	for i := range calls {
+		id := "c" + string(rune('a'+i))
+		args, _ := structpb.NewStruct(map[string]any{"path": "/tmp/x", "pad": pad})
+		w.pending(&airlockv1.ToolCall{CallId: id, Arguments: args}, nil)
+		if _, err := w.decide(id, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "no"); err != nil {
+			t.Fatal(err)
+		}
+		w.waitState(id, 1, airlockv1.ApprovalState_APPROVAL_STATE_REJECTED)
+	}
+	bytesHeld := func() uint64 {
+		st, err := kv.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.(*jetstream.KeyValueBucketStatus).StreamInfo().State.Bytes
+	}
+	if b := bytesHeld(); b < calls*200<<10 {
+		t.Fatalf("the bucket holds %d bytes after %d calls of 200 KiB: the records were not written", b, calls)
+	}
+	testenv.Eventually(t, 30*time.Second, "ended records to leave the bucket", func() bool {
+		for i := range calls {
+			if _, err := kv.Get(ctx, "bot.c"+string(rune('a'+i))+".1"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+				return false
+			}
+		}
+		return true
+	})
+	testenv.Eventually(t, 30*time.Second, "the bucket to hold under 64 KiB", func() bool { return bytesHeld() < 64<<10 })
+	_, err = w.api.Get(ctx, "bot", "ca", 0)
+	if err == nil || !strings.Contains(err.Error(), "airlock audit query --call ca") {
+		t.Fatalf("reading a removed call: %v, want an error naming `airlock audit query --call ca`", err)
+	}
+}
