@@ -25,7 +25,13 @@ func TestCardsAreRedrawnWhenAnMCPClientComesOrGoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.pending(&airlockv1.ToolCall{CallId: "waited"}, &airlockv1.Decision{Approvers: []string{"group:reviewers"}})
-	testenv.Eventually(t, 10*time.Second, "the call to be announced", func() bool { return rec.has("announce:waited") })
+	// A change of the client's presence redraws the messages the record
+	// names: wait until the announcement's reference is stored (it is
+	// written a moment after the channel answers, batched).
+	testenv.Eventually(t, 10*time.Second, "the call's announcement to be recorded", func() bool {
+		r, err := w.api.Get(ctx, "bot", "waited", 0)
+		return err == nil && rec.has("announce:waited") && len(r.GetNotifications()) > 0
+	})
 	hold := func(until time.Time) {
 		t.Helper()
 		if err := clients.Lease("bot", "waited", "").Hold(ctx, clientwait.Presence{Endpoint: "claude", Until: until}); err != nil {
@@ -57,7 +63,10 @@ func TestCardsAreRedrawnWhenAnMCPClientComesOrGoes(t *testing.T) {
 	// A later pending call's redraw shows the follower has handled the
 	// decided call's change (changes are handled in order).
 	w.pending(&airlockv1.ToolCall{CallId: "later"}, &airlockv1.Decision{Approvers: []string{"group:reviewers"}})
-	testenv.Eventually(t, 10*time.Second, "the later call to be announced", func() bool { return rec.has("announce:later") })
+	testenv.Eventually(t, 10*time.Second, "the later call's announcement to be recorded", func() bool {
+		r, err := w.api.Get(ctx, "bot", "later", 0)
+		return err == nil && rec.has("announce:later") && len(r.GetNotifications()) > 0
+	})
 	if err := clients.Lease("bot", "later", "").Hold(ctx, clientwait.Presence{Endpoint: "claude", Until: time.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
