@@ -6,6 +6,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/notify"
+	"github.com/airlock-gate/airlock/services/shared/quota"
 )
 
 // coalescer bounds how many of one agent's calls each channel announces
@@ -20,6 +21,7 @@ import (
 type coalescer struct {
 	burst  int
 	refill time.Duration
+	rate   quota.Rate // burst tokens, one earned per refill
 	now    func() time.Time
 
 	mu      sync.Mutex
@@ -29,8 +31,7 @@ type coalescer struct {
 type rateKey struct{ channel, agent string }
 
 type rateBucket struct {
-	tokens float64
-	at     time.Time // when tokens was last brought up to date
+	quota.Bucket
 	// waiting counts the calls coalesced since the last digest; latest is
 	// the last of them.
 	waiting int
@@ -42,7 +43,9 @@ type rateBucket struct {
 const pruneAbove = 4096
 
 func newCoalescer(burst int, refill time.Duration, now func() time.Time) *coalescer {
-	return &coalescer{burst: max(burst, 1), refill: refill, now: now, buckets: map[rateKey]*rateBucket{}}
+	burst = max(burst, 1)
+	return &coalescer{burst: burst, refill: refill, rate: quota.Rate{Capacity: float64(burst), Refill: time.Duration(burst) * refill},
+		now: now, buckets: map[rateKey]*rateBucket{}}
 }
 
 // take reports whether channel may announce a call of agent one by one,
@@ -50,12 +53,7 @@ func newCoalescer(burst int, refill time.Duration, now func() time.Time) *coales
 func (c *coalescer) take(channel, agent string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b := c.bucket(rateKey{channel, agent})
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
+	return c.bucket(rateKey{channel, agent}).Take(c.rate, c.now(), 1)
 }
 
 // coalesce counts rec as not announced on channel, and reports whether it
@@ -82,21 +80,15 @@ func (c *coalescer) digest(channel, agent string) (notify.Digest, bool) {
 	return d, true
 }
 
-// bucket returns key's bucket brought up to now; c.mu is held.
+// bucket returns key's bucket; c.mu is held.
 func (c *coalescer) bucket(key rateKey) *rateBucket {
-	now := c.now()
 	b, ok := c.buckets[key]
 	if !ok {
 		if len(c.buckets) >= pruneAbove {
-			c.prune(now)
+			c.prune(c.now())
 		}
-		b = &rateBucket{tokens: float64(c.burst), at: now}
+		b = &rateBucket{}
 		c.buckets[key] = b
-		return b
-	}
-	if elapsed := now.Sub(b.at); elapsed > 0 {
-		b.tokens = min(float64(c.burst), b.tokens+float64(elapsed)/float64(c.refill))
-		b.at = now
 	}
 	return b
 }
@@ -104,7 +96,7 @@ func (c *coalescer) bucket(key rateKey) *rateBucket {
 // prune drops the buckets that are full again and hold no digest.
 func (c *coalescer) prune(now time.Time) {
 	for key, b := range c.buckets {
-		if b.waiting == 0 && b.tokens+float64(now.Sub(b.at))/float64(c.refill) >= float64(c.burst) {
+		if b.waiting == 0 && b.Full(c.rate, now) {
 			delete(c.buckets, key)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/quota"
 )
 
 // budgetVerdict is what an agent's budget says about one request.
@@ -24,29 +25,29 @@ const (
 // fill for every agent. Each replica keeps its own: with N replicas an
 // agent gets up to N times the budget, and a restart refills it.
 type agentBudgets struct {
-	callsPerMinute, bytesPerMinute float64
-	mu                             sync.Mutex
-	agents                         map[string]*agentBucket
-	swept                          time.Time
+	calls, bytes quota.Rate // a minute's worth each
+	mu           sync.Mutex
+	agents       map[string]*agentBucket
+	swept        time.Time
 }
 
-// agentBucket is one agent's tokens as of at, and its refusals in the
+// agentBucket is one agent's calls and bytes, and its refusals in the
 // refusal window that began at refusedSince.
 type agentBucket struct {
-	calls, bytes float64
-	at           time.Time
+	calls, bytes quota.Bucket
 	refusedSince time.Time
 	refusals     int
 	droppedAny   bool
 }
 
 func newAgentBudgets(l config.Limits) *agentBudgets {
-	return &agentBudgets{callsPerMinute: float64(l.AgentCallsPerMinute), bytesPerMinute: float64(l.AgentRequestBytesPerMinute),
+	return &agentBudgets{calls: quota.Rate{Capacity: float64(l.AgentCallsPerMinute), Refill: time.Minute},
+		bytes:  quota.Rate{Capacity: float64(l.AgentRequestBytesPerMinute), Refill: time.Minute},
 		agents: map[string]*agentBucket{}}
 }
 
 // take charges one request of size bytes to agent at now. Over budget, the
-// first callsPerMinute requests of a minute are refused (each refusal is a
+// first requests of a minute, as many as the call budget, are refused (each refusal is a
 // small event); later ones are dropped. firstDrop is true for the first
 // drop of the agent's window, so that it is logged once a minute.
 func (b *agentBudgets) take(agent string, size int, now time.Time) (v budgetVerdict, firstDrop bool) {
@@ -55,19 +56,20 @@ func (b *agentBudgets) take(agent string, size int, now time.Time) (v budgetVerd
 	b.sweep(now)
 	a, ok := b.agents[agent]
 	if !ok {
-		a = &agentBucket{calls: b.callsPerMinute, bytes: b.bytesPerMinute, at: now}
+		a = &agentBucket{}
 		b.agents[agent] = a
 	}
-	a.refill(now, b.callsPerMinute, b.bytesPerMinute)
-	if a.calls >= 1 && a.bytes >= float64(size) {
-		a.calls--
-		a.bytes -= float64(size)
+	a.calls.Fill(b.calls, now)
+	a.bytes.Fill(b.bytes, now)
+	if a.calls.Has(b.calls, 1) && a.bytes.Has(b.bytes, float64(size)) {
+		a.calls.Spend(1)
+		a.bytes.Spend(float64(size))
 		return withinBudget, false
 	}
 	if now.Sub(a.refusedSince) >= time.Minute {
 		a.refusedSince, a.refusals, a.droppedAny = now, 0, false
 	}
-	if float64(a.refusals) < b.callsPerMinute {
+	if float64(a.refusals) < b.calls.Capacity {
 		a.refusals++
 		return overBudget, false
 	}
@@ -76,27 +78,15 @@ func (b *agentBudgets) take(agent string, size int, now time.Time) (v budgetVerd
 	return dropped, firstDrop
 }
 
-// refill adds the tokens earned since a.at, up to a minute's worth.
-func (a *agentBucket) refill(now time.Time, callsPerMinute, bytesPerMinute float64) {
-	elapsed := now.Sub(a.at)
-	if elapsed <= 0 {
-		return
-	}
-	share := elapsed.Minutes()
-	a.calls = min(callsPerMinute, a.calls+share*callsPerMinute)
-	a.bytes = min(bytesPerMinute, a.bytes+share*bytesPerMinute)
-	a.at = now
-}
-
-// sweep forgets, once a minute, the agents idle for a minute: their
-// buckets are full again, as a new one is.
+// sweep forgets, once a minute, the agents whose buckets are full again
+// (as a new one is) and whose refusal window is over.
 func (b *agentBudgets) sweep(now time.Time) {
 	if now.Sub(b.swept) < time.Minute {
 		return
 	}
 	b.swept = now
 	for agent, a := range b.agents {
-		if now.Sub(a.at) >= time.Minute && now.Sub(a.refusedSince) >= time.Minute {
+		if a.calls.Full(b.calls, now) && a.bytes.Full(b.bytes, now) && now.Sub(a.refusedSince) >= time.Minute {
 			delete(b.agents, agent)
 		}
 	}

@@ -1,6 +1,9 @@
-// Package quota counts what each agent holds of a bounded resource at once
-// (previews being made, long-polls open, ...), so one agent can never take
-// every slot a process shares with other agents.
+// Package quota bounds what one agent (or identity) takes of what a process
+// shares: PerAgent counts what each holds at once (previews being made,
+// long-polls open, ...), so one agent can never take every slot; Bucket is
+// a token bucket bounding how fast (requests and bytes at intake, a
+// channel's announcements, violation events), so one cannot spend what
+// others need.
 package quota
 
 import "sync"

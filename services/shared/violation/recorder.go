@@ -15,6 +15,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
+	"github.com/airlock-gate/airlock/services/shared/quota"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -129,8 +130,7 @@ func ownSubject(subj string) bool {
 type tracked struct {
 	id         Identity
 	windows    map[string]*window // by kind and subject
-	tokens     float64
-	refilled   time.Time
+	budget     quota.Bucket       // events, at limits.PerMinute a minute
 	unrecorded uint64
 	last       Violation // the last attempt counted in unrecorded
 }
@@ -162,7 +162,7 @@ func (s *state) add(ctx context.Context, v Violation) {
 			s.r.dropped.Add(1)
 			return
 		}
-		t = &tracked{id: id, windows: map[string]*window{}, tokens: float64(s.r.limits.PerMinute), refilled: now}
+		t = &tracked{id: id, windows: map[string]*window{}}
 		s.identities[who] = t
 	}
 	key := v.Kind + " " + v.Subject
@@ -209,8 +209,7 @@ func (s *state) tick(ctx context.Context) {
 			t.unrecorded-- // t.last itself is the event's one attempt
 			s.record(ctx, t, t.last, 1, t.last.At, t.last.At)
 		}
-		s.refill(t, now)
-		if len(t.windows) == 0 && t.unrecorded == 0 && t.tokens >= float64(s.r.limits.PerMinute) {
+		if len(t.windows) == 0 && t.unrecorded == 0 && t.budget.Full(s.budgetRate(), now) {
 			delete(s.identities, who)
 		}
 	}
@@ -220,19 +219,11 @@ func (s *state) tick(ctx context.Context) {
 }
 
 // take spends one of t's events, if it has one.
-func (s *state) take(t *tracked, now time.Time) bool {
-	s.refill(t, now)
-	if t.tokens < 1 {
-		return false
-	}
-	t.tokens--
-	return true
-}
+func (s *state) take(t *tracked, now time.Time) bool { return t.budget.Take(s.budgetRate(), now, 1) }
 
-func (s *state) refill(t *tracked, now time.Time) {
-	perMin := float64(s.r.limits.PerMinute)
-	t.tokens = min(perMin, t.tokens+now.Sub(t.refilled).Minutes()*perMin)
-	t.refilled = now
+// budgetRate is an identity's budget of events: limits.PerMinute a minute.
+func (s *state) budgetRate() quota.Rate {
+	return quota.Rate{Capacity: float64(s.r.limits.PerMinute), Refill: time.Minute}
 }
 
 // identify asks the server who the connection is (once per connection);
