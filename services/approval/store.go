@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
@@ -50,7 +49,7 @@ func openRecords(ctx context.Context, js jetstream.JetStream, bucket string, ret
 		return records{}, fmt.Errorf("status: %w", err)
 	}
 	r := records{kv: kv, js: js, subject: "$KV." + bucket + "."}
-	if kst, ok := st.(*jetstream.KeyValueBucketStatus); ok && kst.LimitMarkerTTL() > 0 {
+	if bus.TakesKeyTTLs(st) {
 		r.endedTTL = retention
 	}
 	return r, nil

@@ -391,6 +391,14 @@ func approvalsBucket(kvc jetstream.KeyValueConfig) jetstream.KeyValueConfig {
 	return keyTTLs(kvc)
 }
 
+// TakesKeyTTLs reports whether a bucket's writes may carry their own TTL
+// (keyTTLs): a bucket provisioned before it did keeps every key until
+// `airlock provision` updates it.
+func TakesKeyTTLs(st jetstream.KeyValueStatus) bool {
+	kst, ok := st.(*jetstream.KeyValueBucketStatus)
+	return ok && kst.LimitMarkerTTL() > 0
+}
+
 // keyTTLs lets writes to the bucket carry their own TTL (jetstream.KeyTTL,
 // NATS server 2.11 and later): the gateway's delivery claims live only as
 // long as a repeated call may still be answered the call's outcome.

@@ -61,8 +61,7 @@ func Open(ctx context.Context, js jetstream.JetStream, bucket string) (*Store, e
 	if err != nil {
 		return nil, fmt.Errorf("client-waits bucket %s: %w", bucket, err)
 	}
-	kst, ok := st.(*jetstream.KeyValueBucketStatus)
-	return &Store{kv: kv, ttl: st.TTL(), keyTTLs: ok && kst.LimitMarkerTTL() > 0}, nil
+	return &Store{kv: kv, ttl: st.TTL(), keyTTLs: bus.TakesKeyTTLs(st)}, nil
 }
 
 // Rejoin is a rejoin entry: the call a repeated identical call follows.
