@@ -390,9 +390,9 @@ func printOutcome(out, log io.Writer, id string, res airlock.Outcome) error {
 	if err := enc.Encode(res); err != nil {
 		return fmt.Errorf("print the outcome: %w", err)
 	}
-	// The same JSON, with what JSON leaves raw (C1 controls, bidi and
-	// zero-width characters) as \u escapes: a person may read it.
-	if _, err := io.WriteString(out, escape.TerminalLines(buf.String())); err != nil {
+	// The same JSON, with what JSON leaves raw (bidi and zero-width
+	// characters, tag characters) as \u escapes: a person may read it.
+	if _, err := out.Write(escape.JSON(buf.Bytes())); err != nil {
 		return fmt.Errorf("print the outcome: %w", err)
 	}
 	if res.Status == airlock.StatusChangesRequested {

@@ -219,7 +219,7 @@ func approvalsListCmd(g *globals, f *apiFlags) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Println(escape.TerminalLines(string(b))) // the same JSON, nothing hidden
+				_, err = fmt.Printf("%s\n", escape.JSON(b)) // the same JSON, nothing hidden
 				return err
 			}
 			printList(os.Stdout, out, time.Now())

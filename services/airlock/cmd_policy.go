@@ -457,9 +457,9 @@ func printProtoJSON(w io.Writer, m proto.Message) error {
 		return fmt.Errorf("indent the answer: %w", err)
 	}
 	buf.WriteByte('\n')
-	// The same JSON, with what JSON leaves raw (C1 controls, bidi and
-	// zero-width characters) as \u escapes: a person may read it.
-	_, err = io.WriteString(w, escape.TerminalLines(buf.String()))
+	// The same JSON, with what JSON leaves raw (bidi and zero-width
+	// characters, tag characters) as \u escapes: a person may read it.
+	_, err = w.Write(escape.JSON(buf.Bytes()))
 	return err
 }
 

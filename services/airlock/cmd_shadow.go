@@ -144,9 +144,9 @@ Commands go through the console's REST API as the owner of the API token
 				if err != nil {
 					return fmt.Errorf("encode the divergences: %w", err)
 				}
-				// As every --json: what JSON leaves raw (C1 controls, bidi
-				// and zero-width characters) as \u escapes.
-				_, err = fmt.Fprintln(os.Stdout, escape.TerminalLines(string(b)))
+				// As every --json: what JSON leaves raw (bidi and
+				// zero-width characters, tag characters) as \u escapes.
+				_, err = fmt.Fprintf(os.Stdout, "%s\n", escape.JSON(b))
 				return err
 			}
 			printDivergences(os.Stdout, &sum)

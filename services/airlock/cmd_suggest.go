@@ -149,7 +149,7 @@ adopted: an admin adopts on the console's Suggestions page. Dismissed suggestion
 				if err != nil {
 					return fmt.Errorf("encode the report: %w", err)
 				}
-				fmt.Fprintln(cmd.OutOrStdout(), escape.TerminalLines(string(b)))
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", escape.JSON(b)) // as every --json: nothing hidden
 				return nil
 			}
 			printSuggestions(cmd.OutOrStdout(), rep, len(rules), dismissed)

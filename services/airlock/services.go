@@ -75,7 +75,8 @@ func buildServices(ctx context.Context, deps svc.Deps, names []string) ([]svc.Se
 }
 
 // newHTTP builds the process's HTTP server: /healthz (503 until every
-// service is ready), /livez and /metrics always;
+// service is ready, and while a store it writes is down or, where the
+// policy service runs, the events stream is full), /livez and /metrics always;
 // the console, REST API and Slack's interactivity URL when the console
 // service runs here (every service with a Register(*echo.Echo) method
 // mounts its routes).
@@ -86,8 +87,23 @@ func newHTTP(deps svc.Deps, names []string, services ...svc.Service) *echo.Echo 
 	for _, s := range services {
 		health.Ready[s.Name()] = s.Ready()
 	}
+	health.Stores = map[string]func() error{}
 	if deps.ClickHouse != nil && slices.Contains(names, "audit") {
-		health.Stores = map[string]func() error{"audit_store": func() error { _, err := deps.ClickHouse(false); return err }}
+		health.Stores["audit_store"] = func() error { _, err := deps.ClickHouse(false); return err }
+	}
+	// A full events stream refuses every new event: the process that reads
+	// its use (the policy service's watch) says so. Only there: a console
+	// or gateway taken out of service by its readiness probe would hide
+	// the health page that says what to do.
+	for _, s := range services {
+		if w, ok := s.(interface{ EventsStreamUse() (bus.StreamUse, bool) }); ok {
+			health.Stores["events_stream"] = func() error {
+				if u, read := w.EventsStreamUse(); read && u.Full() {
+					return errors.New(u.Advice())
+				}
+				return nil
+			}
+		}
 	}
 	e.GET("/healthz", echo.WrapHandler(health))
 	// Liveness is not readiness: a process still starting, or waiting out a

@@ -72,6 +72,9 @@ type Service struct {
 	// budgets bound each agent's calls and request bytes a minute
 	// (limits.agent_calls_per_minute, limits.agent_request_bytes_per_minute).
 	budgets *agentBudgets
+	// streamWatch reads the events stream's use (NewFromConfig); nil
+	// for a service built by New.
+	streamWatch *bus.StreamWatch
 }
 
 // Durable is the consumer every policy replica shares.

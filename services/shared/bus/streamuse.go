@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,12 +25,19 @@ const (
 	streamUseHysteresis = 0.05
 )
 
-// StreamUse is how much of its byte bound a stream holds.
+// StreamUse is how much of its byte bound a stream holds (airlock bounds
+// its streams by bytes alone: stream.max_bytes, intake.max_bytes).
 type StreamUse struct {
 	Stream string
 	// Bytes held and the bound (MaxBytes <= 0: unbounded).
 	Bytes    uint64
 	MaxBytes int64
+	// MaxMsgSize is the largest message the stream takes (<= 0: the
+	// server's max_payload).
+	MaxMsgSize int32
+	// RefusesNew: at a bound the stream refuses new messages (discard
+	// new, as the events stream) rather than dropping old ones.
+	RefusesNew bool
 }
 
 // ReadStreamUse reads a stream's use from the server.
@@ -43,7 +51,31 @@ func ReadStreamUse(ctx context.Context, js jetstream.JetStream, stream string) (
 
 // StreamUseOf is the use a stream's info says it has.
 func StreamUseOf(info *jetstream.StreamInfo) StreamUse {
-	return StreamUse{Stream: info.Config.Name, Bytes: info.State.Bytes, MaxBytes: info.Config.MaxBytes}
+	c := info.Config
+	return StreamUse{Stream: c.Name, Bytes: info.State.Bytes, MaxBytes: c.MaxBytes,
+		MaxMsgSize: c.MaxMsgSize, RefusesNew: c.Discard == jetstream.DiscardNew}
+}
+
+// defaultMaxPayload is the NATS server's max_payload when not configured:
+// the largest message a stream without a max_msg_size of its own takes.
+const defaultMaxPayload = 1 << 20
+
+// Full reports whether the stream refuses new messages: it discards new
+// ones at its bound and has less room under it than the largest message
+// it takes (stream.max_msg_size for the events stream; for a stream without
+// one, the server's default max_payload or a 64th of the bound, whichever
+// is less, as airlock's configuration bounds stream.max_msg_size). A
+// stream reads as full before its last byte is used: from then on some of
+// what airlock writes no longer fits.
+func (u StreamUse) Full() bool {
+	if !u.RefusesNew {
+		return false
+	}
+	largest := int64(u.MaxMsgSize)
+	if largest <= 0 {
+		largest = min(defaultMaxPayload, u.MaxBytes/64)
+	}
+	return u.MaxBytes > 0 && u.Bytes+uint64(largest) > uint64(u.MaxBytes)
 }
 
 // Share is the part of the bound held (0 for an unbounded stream).
@@ -85,9 +117,16 @@ func (u StreamUse) used() string {
 	return byteSize(int64(u.Bytes)) + " of " + byteSize(u.MaxBytes)
 }
 
-// Advice is the sentence an operator reads at a Level: what happens at the
-// bound and what to do ("" under the warning threshold).
+// Advice is the sentence an operator reads at a Level or when the stream
+// is Full: what happens at the bound and what to do ("" under the warning
+// threshold). /healthz and the console's health page say it of a full
+// events stream.
 func (u StreamUse) Advice() string {
+	if u.Full() {
+		return fmt.Sprintf("the events stream %s is full (%s, stream.max_bytes) and refuses new events, so airlock records and decides no new call: "+
+			"raise stream.max_bytes in airlock's configuration and run `airlock provision` (`airlock dev` does at start; the NATS server's JetStream storage must hold it), "+
+			"or wait for events older than stream.max_age to age out", u.Stream, u.used())
+	}
 	if u.Level() == "" {
 		return ""
 	}
@@ -110,7 +149,8 @@ func byteSize(n int64) string {
 // StreamWatch keeps an eye on a stream's use: every check sets the
 // airlock_stream_bytes and airlock_stream_max_bytes gauges and logs a
 // warning once when use crosses StreamUseWarning, and again when it crosses
-// StreamUseCritical (again after it fell back under).
+// StreamUseCritical (again after it fell back under). It keeps its last
+// reading (Last) for /healthz, which so asks JetStream nothing.
 type StreamWatch struct {
 	js      jetstream.JetStream
 	stream  string
@@ -118,7 +158,18 @@ type StreamWatch struct {
 	metrics *obs.Metrics
 	// level is the highest threshold warned of since use was last under it.
 	level int
+
+	mu sync.Mutex
+	// last is the last reading, read set once a check succeeded.
+	last StreamUse
+	read bool
 }
+
+// StreamWatchNearTheBound is how often Run reads a stream's use once it is
+// past StreamUseWarning, whatever its interval: near the bound the stream
+// may fill within a minute, and Last (/healthz) should say so within
+// seconds, and again once it has room.
+const StreamWatchNearTheBound = 5 * time.Second
 
 // NewStreamWatch watches stream; metrics may be nil.
 func NewStreamWatch(js jetstream.JetStream, stream string, log *slog.Logger, metrics *obs.Metrics) *StreamWatch {
@@ -126,12 +177,16 @@ func NewStreamWatch(js jetstream.JetStream, stream string, log *slog.Logger, met
 }
 
 // Check reads the stream's use once, sets the gauges and warns of a
-// threshold newly crossed. Not safe for concurrent use (Run calls it).
+// threshold newly crossed. Not safe for concurrent use (Run calls it);
+// Last is.
 func (w *StreamWatch) Check(ctx context.Context) (StreamUse, error) {
 	u, err := ReadStreamUse(ctx, w.js, w.stream)
 	if err != nil {
 		return u, err
 	}
+	w.mu.Lock()
+	w.last, w.read = u, true
+	w.mu.Unlock()
 	if w.metrics != nil {
 		w.metrics.StreamBytes.WithLabelValues(w.stream).Set(float64(u.Bytes))
 		w.metrics.StreamMaxBytes.WithLabelValues(w.stream).Set(float64(u.MaxBytes))
@@ -147,19 +202,34 @@ func (w *StreamWatch) Check(ctx context.Context) (StreamUse, error) {
 	return u, nil
 }
 
-// Run checks at once, calls ready, and checks every interval until ctx
+// Last is the use the last successful check read; false before there was
+// one.
+func (w *StreamWatch) Last() (StreamUse, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last, w.read
+}
+
+// Run checks at once, calls ready, and checks every interval (every
+// StreamWatchNearTheBound while use is past StreamUseWarning) until ctx
 // ends. A failed read is logged and tried again at the next interval: the
 // watch never stops the service that runs it.
 func (w *StreamWatch) Run(ctx context.Context, every time.Duration, ready func()) error {
-	t := time.NewTicker(every)
+	t := time.NewTimer(every)
 	defer t.Stop()
 	for first := true; ; first = false {
-		if _, err := w.Check(ctx); err != nil && ctx.Err() == nil {
+		wait := every
+		u, err := w.Check(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
 			w.log.Warn("cannot read the stream's use", "stream", w.stream, "err", err)
+		case err == nil && u.Level() != "":
+			wait = min(every, StreamWatchNearTheBound)
 		}
 		if first {
 			ready()
 		}
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return nil

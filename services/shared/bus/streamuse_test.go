@@ -81,3 +81,30 @@ func TestStreamWatchWarnsOnceAtEachThreshold(t *testing.T) {
 		}
 	}
 }
+
+// A stream is full when it refuses new messages at its bound and has less
+// room under it than its largest message: /healthz and the health page
+// then say so.
+func TestStreamUseIsFullWhenItsLargestMessageNoLongerFits(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		use  bus.StreamUse
+		full bool
+	}{
+		{"unbounded_is_never_full", bus.StreamUse{Bytes: 1 << 40, MaxBytes: -1, MaxMsgSize: 1 << 20, RefusesNew: true}, false},
+		{"room_for_one_largest_message_is_not_full", bus.StreamUse{Bytes: 15 << 20, MaxBytes: 16 << 20, MaxMsgSize: 1 << 20, RefusesNew: true}, false},
+		{"less_room_than_the_largest_message_is_full", bus.StreamUse{Bytes: 15<<20 + 1, MaxBytes: 16 << 20, MaxMsgSize: 1 << 20, RefusesNew: true}, true},
+		{"at_the_bound_dropping_old_messages_is_not_full", bus.StreamUse{Bytes: 16 << 20, MaxBytes: 16 << 20, MaxMsgSize: 1 << 20}, false},
+		{"without_a_max_msg_size_a_64th_of_the_bound_is_its_largest", bus.StreamUse{Bytes: 63 << 10, MaxBytes: 64 << 10, RefusesNew: true}, false},
+		{"without_a_max_msg_size_less_room_than_a_64th_is_full", bus.StreamUse{Bytes: 63<<10 + 1, MaxBytes: 64 << 10, RefusesNew: true}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.use.Full(); got != tt.full {
+				t.Fatalf("%+v: Full() = %v, want %v", tt.use, got, tt.full)
+			}
+			if advice := tt.use.Advice(); tt.full && !strings.Contains(advice, "is full") {
+				t.Fatalf("the advice for a full stream does not say it is full: %q", advice)
+			}
+		})
+	}
+}

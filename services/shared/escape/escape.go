@@ -10,7 +10,8 @@
 // Media and their functions:
 //
 //   - terminal: Terminal (one line), TerminalLines (text already laid out
-//     in lines, such as indented JSON);
+//     in lines, such as arguments under a label; JSON goes through JSON,
+//     below);
 //
 //   - HTML: HTMLPage over every page and fragment html/template rendered,
 //     HTML for markup written by hand;
@@ -68,8 +69,10 @@ func Visible(s string) string { return visible(s, false) }
 // that pass for the command's own output nor move a table's columns.
 func Terminal(s string) string { return visible(s, true) }
 
-// TerminalLines is text already laid out in lines (indented JSON, a
-// block of arguments) for a terminal: Visible, line breaks and tabs kept.
+// TerminalLines is text already laid out in lines (a block of arguments)
+// for a terminal: Visible, line breaks and tabs kept. JSON printed as it
+// is goes through JSON instead: Visible writes \U00XXXXXX past U+FFFF and
+// \xNN, which are no JSON escapes.
 func TerminalLines(s string) string { return visible(s, false) }
 
 // HTMLPage makes every hidden rune visible (Visible) in a page or fragment

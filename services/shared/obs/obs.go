@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -104,16 +105,18 @@ type Health struct {
 	// before the process is ready (e.g. "approval", "policy").
 	Endpoints []string
 	Started   time.Time
-	// Stores are checks of what the process writes to besides NATS (the
-	// audit store of `airlock dev --clickhouse-local`): an error is a
-	// sentence saying why it is down, and the process is degraded.
+	// Stores are checks of where the process writes, by name: the events
+	// stream (full, it refuses new events), the audit store of `airlock
+	// dev --clickhouse-local`. An error is a sentence saying why it takes
+	// nothing and what to do, and the process is degraded. A check runs on
+	// every request: it reads what is known, it asks no server.
 	Stores map[string]func() error
 }
 
 // ServeHTTP answers 200 with JSON while every service is ready, NATS is
-// connected and every endpoint answers; 503 otherwise: "starting" (with
-// waiting_for and a message naming the services not ready yet) or
-// "degraded".
+// connected, every endpoint answers and no store is down; 503 otherwise:
+// "starting" (with waiting_for and a message naming the services not ready
+// yet) or "degraded" (with a message, and down: each store's sentence).
 func (h Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	status, code := "ok", http.StatusOK
 	natsStatus := "none"
@@ -152,15 +155,18 @@ func (h Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 		body["message"] = message
 	}
 	down := map[string]string{}
-	for name, check := range h.Stores {
-		if err := check(); err != nil {
+	var downSentences []string
+	for _, name := range slices.Sorted(maps.Keys(h.Stores)) {
+		if err := h.Stores[name](); err != nil {
 			down[name] = err.Error()
+			downSentences = append(downSentences, err.Error())
 		}
 	}
 	if len(down) > 0 {
 		body["down"] = down
 		if status == "ok" {
 			status, code = "degraded", http.StatusServiceUnavailable
+			body["message"] = strings.Join(downSentences, "; ")
 		}
 		body["status"] = status
 	}

@@ -146,12 +146,32 @@ func FillEventsStream(t testing.TB, deps svc.Deps) {
 		if u.Share() >= bus.StreamUseWarning {
 			return
 		}
-		ev := &airlockv1.Event{AgentId: "bot", CallId: "fill_" + strconv.Itoa(i), Revision: 1, Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "test"},
-			Body: &airlockv1.Event_Notified{Notified: &airlockv1.Notified{Channel: "test", Kind: "fill", Ref: strings.Repeat("x", 8<<10)}}}
-		if _, err := pub.Publish(ctx, ev, ""); err != nil {
+		if err := publishFill(ctx, pub, "fill_"+strconv.Itoa(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// FillEventsStreamUntilRefused publishes 8 KiB notifications into deps'
+// events stream until it refuses one, as it does every new event once full
+// (see SmallEventsStream).
+func FillEventsStreamUntilRefused(t testing.TB, deps svc.Deps) {
+	t.Helper()
+	pub := deps.Publisher("test")
+	for i := 0; i <= int(deps.Config.Stream.MaxBytes>>13); i++ {
+		if err := publishFill(context.Background(), pub, "full_"+strconv.Itoa(i)); err != nil {
+			return
+		}
+	}
+	t.Fatalf("the events stream took %d bytes of notifications under stream.max_bytes %d and refused none", deps.Config.Stream.MaxBytes, deps.Config.Stream.MaxBytes)
+}
+
+// publishFill publishes one 8 KiB notification of call.
+func publishFill(ctx context.Context, pub *bus.Publisher, call string) error {
+	ev := &airlockv1.Event{AgentId: "bot", CallId: call, Revision: 1, Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "test"},
+		Body: &airlockv1.Event_Notified{Notified: &airlockv1.Notified{Channel: "test", Kind: "fill", Ref: strings.Repeat("x", 8<<10)}}}
+	_, err := pub.Publish(ctx, ev, "")
+	return err
 }
 
 // SyncBuffer is a bytes.Buffer safe for a logger that writes while the
