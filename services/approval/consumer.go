@@ -128,10 +128,55 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 		return s.release(ctx, rec)
 	}
 	// The record is stored and shown: the channels are told without
-	// holding this worker, and the message is acknowledged once they
-	// answered (a replica dying meanwhile leaves it to be delivered again,
-	// which announces the call if it has no reference yet).
-	return consume.Held(s.announce(key, rec))
+	// holding this worker.
+	return s.announceHeld(key, rec)
+}
+
+// maxAckPending bounds the approval consumer's unacknowledged messages,
+// every replica's together: past it the server delivers nothing more. It
+// also bounds what a replica's queues hold in memory (an
+// approval_requested carries the whole call).
+const maxAckPending = 1000
+
+// heldPerReplica and heldPerAgent bound the approval_requested messages a
+// replica keeps unacknowledged while their announcements run (consume.Held,
+// so that a replica dying mid-announcement has the message delivered again
+// and the call announced). A channel that hangs holds each announcement up
+// to approval.notify_timeout, and held messages count against
+// maxAckPending: unbounded, enough of them stopped every new event, other
+// agents' calls and executions alike (found in review: about 100 agents
+// each at its approval.notify_burst on a hanging webhook). An eighth per
+// replica leaves most of maxAckPending to new events with up to seven
+// replicas at their bound; a few per agent keep one agent's flood from
+// taking everyone's share.
+const (
+	heldPerReplica = maxAckPending / 8
+	heldPerAgent   = 4
+)
+
+// announceHeld announces rec, the pending call of key, and holds its
+// message until every channel answered while this replica and rec's agent
+// are within heldPerReplica and heldPerAgent. Past them the message is
+// acknowledged now and the announcement goes on all the same: a replica
+// dying meanwhile leaves that call waiting in the console, and on the
+// channels that had answered, not announced on the others (its escalation,
+// if the rule has one, announces it there).
+func (s *Service) announceHeld(key string, rec *airlockv1.ApprovalRecord) error {
+	agent := rec.GetCall().GetAgentId()
+	if !s.held.Take(agent) {
+		s.announceAside(key, rec, "a pending call acknowledged before its announcement (this replica or agent held its share of messages)")
+		return nil
+	}
+	announced := s.announce(key, rec)
+	done := make(chan error, 1)
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		err := <-announced
+		s.held.Give(agent)
+		done <- err
+	}()
+	return consume.Held(done)
 }
 
 // maxUnavailable bounds why a call has no preview (the text may quote a

@@ -11,7 +11,8 @@ import (
 // each turn, not behind all of them. What a delivery must survive (the
 // record and its references) is in JetStream, not here: a replica that
 // dies with deliveries queued leaves the approval_requested message
-// unacknowledged (consume.Held), and it is delivered again.
+// unacknowledged (consume.Held, within heldPerReplica), and it is
+// delivered again.
 type lane struct {
 	mu     sync.Mutex
 	wake   *sync.Cond

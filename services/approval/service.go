@@ -38,6 +38,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
+	"github.com/airlock-gate/airlock/services/shared/quota"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -61,6 +62,9 @@ type Service struct {
 	inDoubt jetstream.KeyValue
 	index   *index
 	fan     *fanout
+	// held counts the approval_requested messages held unacknowledged
+	// while their announcements run (heldPerReplica).
+	held    *quota.PerAgent
 	now     func() time.Time
 	pending prometheus.Gauge
 	// decisions seals `approved` events; frontend checks that decisions
@@ -140,6 +144,7 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		now:       time.Now,
 		life:      context.Background(),
 		pending:   pendingGauge(deps.Metrics.Registry),
+		held:      quota.NewWithTotal(heldPerAgent, heldPerReplica),
 		decisions: dk,
 		frontend:  fk,
 
@@ -212,8 +217,9 @@ func (s *Service) Run(ctx context.Context) error {
 			subject.OfType(subject.Started),
 			subject.OfType(subject.Completed), subject.OfType(subject.Failed),
 		},
-		Workers:    workers,
-		Subscribed: func() { s.ready.MarkServing(s.deps.NC, s.deps.Log) },
+		Workers:       workers,
+		MaxAckPending: maxAckPending,
+		Subscribed:    func() { s.ready.MarkServing(s.deps.NC, s.deps.Log) },
 	}, s.deps.Log, s.deps.Metrics, s.handle)
 	// Stop everything else whether the consumer ended by shutdown or failed.
 	cancel()

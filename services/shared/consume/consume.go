@@ -86,7 +86,10 @@ func IsPermanent(err error) bool { return errors.As(err, new(permanentError)) }
 // as it would the handler's own answer. So a message whose work waits on
 // something slow (the approval service's notification channels) holds no
 // worker, and still is delivered again if the process dies before the
-// work is done.
+// work is done. A held message counts against MaxAckPending until its work
+// ends: a handler whose work can hang must bound how many it holds, or
+// once they fill MaxAckPending the server delivers no other message (the
+// approval service's heldPerReplica).
 func Held(done <-chan error) error { return heldError{done} }
 
 type heldError struct{ done <-chan error }
