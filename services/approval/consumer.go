@@ -69,9 +69,12 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 	return nil
 }
 
-// requested creates the pending record and announces it. A redelivered
-// event finds the record: if it was never announced (the previous attempt
-// died in between) it is announced now. A call of a queue_per_thread rule
+// requested creates the pending record, naming this replica its
+// announcer, and announces it after the message is acknowledged
+// (announcer.go). A redelivered event finds the record: one being
+// announced is left to its announcer (or, once that replica is gone, to
+// takeOver); one stored without an announcer and never announced (by an
+// earlier version) is announced now. A call of a queue_per_thread rule
 // is created queued and announced when its thread's turn comes (queue.go);
 // seq, the event's stream sequence, orders the queue.
 func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64) error {
@@ -96,6 +99,9 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 		rec = out.Record
 	default:
 		rec.Preview = s.preview(ctx, rec.GetCall())
+		if !rec.GetQueued() {
+			rec.Announcer = s.instance
+		}
 	}
 	if _, err := s.store.create(ctx, rec); err != nil {
 		if !known {
@@ -107,8 +113,17 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 		if rec, _, err = s.store.get(ctx, key); err != nil {
 			return err
 		}
-		if rec.GetState() != domain.Pending || len(rec.GetNotifications()) > 0 {
+		if rec.GetState() != domain.Pending || len(rec.GetNotifications()) > 0 || rec.GetAnnouncer() != "" {
+			// Announced, or being announced (by a replica gone, takeOver
+			// finishes it).
 			return nil
+		}
+		if !rec.GetQueued() {
+			// Never announced nor named an announcer (stored by an
+			// earlier version, which left that to this message).
+			if rec, err = s.claimAnnouncement(ctx, key, ""); rec == nil || err != nil {
+				return err
+			}
 		}
 	} else if !admitted {
 		s.deps.Log.Warn("call refused: its agent has its share of calls waiting for a person", "key", key, "max_pending_per_agent", s.deps.Config.Approval.MaxPendingPerAgent)
@@ -127,56 +142,12 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 	if rec.GetQueued() {
 		return s.release(ctx, rec)
 	}
-	// The record is stored and shown: the channels are told without
-	// holding this worker.
-	return s.announceHeld(key, rec)
-}
-
-// maxAckPending bounds the approval consumer's unacknowledged messages,
-// every replica's together: past it the server delivers nothing more. It
-// also bounds what a replica's queues hold in memory (an
-// approval_requested carries the whole call).
-const maxAckPending = 1000
-
-// heldPerReplica and heldPerAgent bound the approval_requested messages a
-// replica keeps unacknowledged while their announcements run (consume.Held,
-// so that a replica dying mid-announcement has the message delivered again
-// and the call announced). A channel that hangs holds each announcement up
-// to approval.notify_timeout, and held messages count against
-// maxAckPending: unbounded, enough of them stopped every new event, other
-// agents' calls and executions alike (found in review: about 100 agents
-// each at its approval.notify_burst on a hanging webhook). An eighth per
-// replica leaves most of maxAckPending to new events with up to seven
-// replicas at their bound; a few per agent keep one agent's flood from
-// taking everyone's share.
-const (
-	heldPerReplica = maxAckPending / 8
-	heldPerAgent   = 4
-)
-
-// announceHeld announces rec, the pending call of key, and holds its
-// message until every channel answered while this replica and rec's agent
-// are within heldPerReplica and heldPerAgent. Past them the message is
-// acknowledged now and the announcement goes on all the same: a replica
-// dying meanwhile leaves that call waiting in the console, and on the
-// channels that had answered, not announced on the others (its escalation,
-// if the rule has one, announces it there).
-func (s *Service) announceHeld(key string, rec *airlockv1.ApprovalRecord) error {
-	agent := rec.GetCall().GetAgentId()
-	if !s.held.Take(agent) {
-		s.announceAside(key, rec, "a pending call acknowledged before its announcement (this replica or agent held its share of messages)")
-		return nil
-	}
-	announced := s.announce(key, rec)
-	done := make(chan error, 1)
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		err := <-announced
-		s.held.Give(agent)
-		done <- err
-	}()
-	return consume.Held(done)
+	// The record is stored and shown, and names this replica its
+	// announcer: the message is acknowledged now, and the channels are
+	// told without holding this worker (a replica that stops or dies
+	// meanwhile leaves the call to be announced by another, takeOver).
+	s.announceOwned(key, rec)
+	return nil
 }
 
 // maxUnavailable bounds why a call has no preview (the text may quote a
@@ -299,7 +270,8 @@ func (s *Service) announce(key string, rec *airlockv1.ApprovalRecord) <-chan err
 		})
 		if ctx.Err() != nil {
 			// Stopped meanwhile: channels may not have been told, so the
-			// announcement is tried again (by a message delivered again).
+			// announcement is made again (takeOver, when it was this
+			// replica's to make).
 			errs = append(errs, fmt.Errorf("announce %s: the service is stopping: %w", key, ctx.Err()))
 		}
 		done <- errors.Join(errs...)

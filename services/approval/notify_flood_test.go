@@ -289,10 +289,9 @@ func TestAnnouncementsHangingOnAChannelDoNotStopAnotherAgentsCall(t *testing.T) 
 	}
 }
 
-// Within its share of held messages, a call's approval_requested is
-// acknowledged only once its channels answered: a replica stopped while a
-// channel still held the announcement leaves the message to be delivered
-// again, and the next replica announces the call.
+// A replica stopped while a channel still held a call's announcement
+// leaves the record naming it the announcer, and the next replica, finding
+// it gone, announces the call.
 func TestACallWhoseAnnouncementAReplicaStoppedInIsAnnouncedByTheNext(t *testing.T) {
 	w := newWorld(t, func(c *config.Config) { c.Approval.NotifyTimeout = time.Hour })
 	slow := newGatedChannel("chat")
@@ -312,4 +311,29 @@ func TestACallWhoseAnnouncementAReplicaStoppedInIsAnnouncedByTheNext(t *testing.
 		rec, err := w.api.Get(context.Background(), "bot", "r1", 0)
 		return err == nil && len(rec.GetNotifications()) == 1
 	})
+}
+
+// A replica still on the bus keeps its announcements: while a channel
+// holds one, another replica's sweeps do not announce the call again.
+func TestAnAnnouncementUnderWayIsNotTakenOverWhileItsReplicaRuns(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) { c.Approval.NotifyTimeout = time.Hour })
+	slow := newGatedChannel("chat")
+	w.start(slow)
+	w.start(slow)
+	rec := w.pending(&airlockv1.ToolCall{AgentId: "bot", CallId: "u1"}, nil)
+	if rec.GetAnnouncer() == "" {
+		t.Fatal("the pending record names no replica announcing it")
+	}
+	// Both replicas sweep meanwhile: a call expiring shows that sweeps ran.
+	w.ask(&airlockv1.ToolCall{AgentId: "other", CallId: "e1"}, &airlockv1.Decision{Timeout: seconds(1)})
+	w.waitAgentState("other", "e1", 1, airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED)
+	slow.mu.Lock()
+	blocked := slow.blocked
+	slow.mu.Unlock()
+	if blocked != 2 {
+		t.Fatalf("the channel holds %d announcements, want one of each call: a running replica's announcement was made again", blocked)
+	}
+	if now := w.waitAgentState("bot", "u1", 1, airlockv1.ApprovalState_APPROVAL_STATE_PENDING); now.GetAnnouncer() != rec.GetAnnouncer() {
+		t.Fatalf("the call's announcer changed from %s to %s while it ran", rec.GetAnnouncer(), now.GetAnnouncer())
+	}
 }

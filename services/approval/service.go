@@ -38,7 +38,6 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
-	"github.com/airlock-gate/airlock/services/shared/quota"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -62,11 +61,11 @@ type Service struct {
 	inDoubt jetstream.KeyValue
 	index   *index
 	fan     *fanout
-	// held counts the approval_requested messages held unacknowledged
-	// while their announcements run (heldPerReplica).
-	held    *quota.PerAgent
-	now     func() time.Time
-	pending prometheus.Gauge
+	// instance is this replica's id, its micro service's: what a record
+	// it announces names as its announcer (takeOver).
+	instance string
+	now      func() time.Time
+	pending  prometheus.Gauge
 	// decisions seals `approved` events; frontend checks that decisions
 	// come from a front-end that authenticated the person.
 	decisions, frontend seal.Key
@@ -144,7 +143,6 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		now:       time.Now,
 		life:      context.Background(),
 		pending:   pendingGauge(deps.Metrics.Registry),
-		held:      quota.NewWithTotal(heldPerAgent, heldPerReplica),
 		decisions: dk,
 		frontend:  fk,
 
@@ -204,6 +202,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.instance = api.svc.Info().ID
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); s.sweep(runCtx) }()
@@ -217,9 +216,8 @@ func (s *Service) Run(ctx context.Context) error {
 			subject.OfType(subject.Started),
 			subject.OfType(subject.Completed), subject.OfType(subject.Failed),
 		},
-		Workers:       workers,
-		MaxAckPending: maxAckPending,
-		Subscribed:    func() { s.ready.MarkServing(s.deps.NC, s.deps.Log) },
+		Workers:    workers,
+		Subscribed: func() { s.ready.MarkServing(s.deps.NC, s.deps.Log) },
 	}, s.deps.Log, s.deps.Metrics, s.handle)
 	// Stop everything else whether the consumer ended by shutdown or failed.
 	cancel()
