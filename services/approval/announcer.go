@@ -110,11 +110,11 @@ func (s *Service) releaseAnnouncement(ctx context.Context, key string) error {
 // answer in time is asked again at the next sweep, so a slow replica's
 // announcements are not made twice.
 func (s *Service) takeOver(ctx context.Context) {
-	for announcer, keys := range s.index.announcing() {
+	for _, announcer := range s.index.announcers() {
 		if announcer == s.instance || ctx.Err() != nil || !s.replicaGone(ctx, announcer) {
 			continue
 		}
-		for _, key := range keys {
+		for _, key := range s.index.announcedBy(announcer) {
 			rec, err := s.claimAnnouncement(ctx, key, announcer)
 			if err != nil && !errors.Is(err, errNotFound) {
 				s.deps.Log.Warn("taking over the announcement of a call whose replica is gone failed; the sweeper will retry", "key", key, "err", err)
