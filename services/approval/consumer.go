@@ -69,9 +69,12 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 	return nil
 }
 
-// requested creates the pending record and announces it. A redelivered
-// event finds the record: if it was never announced (the previous attempt
-// died in between) it is announced now. A call of a queue_per_thread rule
+// requested creates the pending record, naming this replica its
+// announcer, and announces it after the message is acknowledged
+// (announcer.go). A redelivered event finds the record: one being
+// announced is left to its announcer (or, once that replica is gone, to
+// takeOver); one stored without an announcer and never announced (by an
+// earlier version) is announced now. A call of a queue_per_thread rule
 // is created queued and announced when its thread's turn comes (queue.go);
 // seq, the event's stream sequence, orders the queue.
 func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64) error {
@@ -96,6 +99,9 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 		rec = out.Record
 	default:
 		rec.Preview = s.preview(ctx, rec.GetCall())
+		if !rec.GetQueued() {
+			rec.Announcer = s.instance
+		}
 	}
 	if _, err := s.store.create(ctx, rec); err != nil {
 		if !known {
@@ -107,8 +113,17 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 		if rec, _, err = s.store.get(ctx, key); err != nil {
 			return err
 		}
-		if rec.GetState() != domain.Pending || len(rec.GetNotifications()) > 0 {
+		if rec.GetState() != domain.Pending || len(rec.GetNotifications()) > 0 || rec.GetAnnouncer() != "" {
+			// Announced, or being announced (by a replica gone, takeOver
+			// finishes it).
 			return nil
+		}
+		if !rec.GetQueued() {
+			// Never announced nor named an announcer (stored by an
+			// earlier version, which left that to this message).
+			if rec, err = s.claimAnnouncement(ctx, key, ""); rec == nil || err != nil {
+				return err
+			}
 		}
 	} else if !admitted {
 		s.deps.Log.Warn("call refused: its agent has its share of calls waiting for a person", "key", key, "max_pending_per_agent", s.deps.Config.Approval.MaxPendingPerAgent)
@@ -127,11 +142,12 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 	if rec.GetQueued() {
 		return s.release(ctx, rec)
 	}
-	// The record is stored and shown: the channels are told without
-	// holding this worker, and the message is acknowledged once they
-	// answered (a replica dying meanwhile leaves it to be delivered again,
-	// which announces the call if it has no reference yet).
-	return consume.Held(s.announce(key, rec))
+	// The record is stored and shown, and names this replica its
+	// announcer: the message is acknowledged now, and the channels are
+	// told without holding this worker (a replica that stops or dies
+	// meanwhile leaves the call to be announced by another, takeOver).
+	s.announceOwned(key, rec)
+	return nil
 }
 
 // maxUnavailable bounds why a call has no preview (the text may quote a
@@ -254,7 +270,8 @@ func (s *Service) announce(key string, rec *airlockv1.ApprovalRecord) <-chan err
 		})
 		if ctx.Err() != nil {
 			// Stopped meanwhile: channels may not have been told, so the
-			// announcement is tried again (by a message delivered again).
+			// announcement is made again (takeOver, when it was this
+			// replica's to make).
 			errs = append(errs, fmt.Errorf("announce %s: the service is stopping: %w", key, ctx.Err()))
 		}
 		done <- errors.Join(errs...)

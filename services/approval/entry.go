@@ -32,7 +32,9 @@ type entry struct {
 	risk                 airlockv1.Risk
 	// inQueue: the call's rule takes one call of a thread at a time;
 	// queued: it waits for its turn.
-	inQueue, queued  bool
+	inQueue, queued bool
+	// announcer names the replica announcing the call (takeOver).
+	announcer        string
 	created, updated int64 // unix nanoseconds
 }
 
@@ -57,7 +59,7 @@ func newEntry(key string, raw []byte, full *airlockv1.ApprovalRecord) (*entry, e
 	c := rec.GetCall()
 	return &entry{
 		data: data, ref: ref, callKey: callKey, thread: c.GetThreadId(), tool: c.GetTool(), server: c.GetServer(),
-		state: rec.GetState(), risk: rec.GetDecision().GetRisk(), inQueue: domain.InQueue(rec), queued: rec.GetQueued(),
+		state: rec.GetState(), risk: rec.GetDecision().GetRisk(), inQueue: domain.InQueue(rec), queued: rec.GetQueued(), announcer: rec.GetAnnouncer(),
 		created: rec.GetCreatedAt().AsTime().UnixNano(), updated: rec.GetUpdatedAt().AsTime().UnixNano(),
 	}, nil
 }

@@ -62,12 +62,16 @@ type index struct {
 	due      dueQueue
 	queued   map[string]bool
 	npending int
+	// announcing holds the keys of pending records being announced (→
+	// their announcer), for the sweeper's takeOver.
+	announcing map[string]string
 }
 
 func newIndex(log *slog.Logger, reconnects func() uint64) *index {
 	return &index{log: log, reconnects: reconnects, recs: map[string]*entry{}, latest: map[string]uint32{},
 		pendingBy: map[string]int{}, pendingRevs: map[string][]uint32{}, admitted: map[string]string{}, unsettled: map[string]bool{}, published: map[string]bool{},
-		byAgent: map[string]*listOrder{}, due: dueQueue{at: map[string]int64{}}, queued: map[string]bool{}}
+		byAgent: map[string]*listOrder{}, due: dueQueue{at: map[string]int64{}}, queued: map[string]bool{},
+		announcing: map[string]string{}}
 }
 
 // watch follows the bucket until ctx ends. ready is closed once the bucket's
@@ -158,6 +162,7 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 		ix.pendingRev(old.callKey, old.ref.Rev, false)
 		ix.due.drop(e.Key())
 		delete(ix.queued, e.Key())
+		delete(ix.announcing, e.Key())
 	}
 	if old != nil && (rec == nil || orderOf(e.Key(), old) != orderOf(e.Key(), rec) || old.ref.Agent != rec.ref.Agent) {
 		ix.unorder(e.Key(), old)
@@ -173,6 +178,9 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 		ix.due.set(e.Key(), due)
 		if rec.queued && rec.inQueue {
 			ix.queued[e.Key()] = true
+		}
+		if rec.announcer != "" {
+			ix.announcing[e.Key()] = rec.announcer
 		}
 	}
 	if old == nil {
@@ -433,6 +441,35 @@ func (ix *index) dueRecords(now time.Time) []*airlockv1.ApprovalRecord {
 	for _, key := range ix.due.due(now) {
 		if rec := ix.recs[key]; rec != nil && rec.pending() {
 			out = append(out, rec.record(ix.log))
+		}
+	}
+	return out
+}
+
+// announcers returns the replicas announcing pending records, each once.
+func (ix *index) announcers() []string {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, announcer := range ix.announcing {
+		if !seen[announcer] {
+			seen[announcer] = true
+			out = append(out, announcer)
+		}
+	}
+	return out
+}
+
+// announcedBy returns the keys of the pending records announcer is
+// announcing.
+func (ix *index) announcedBy(announcer string) []string {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	var out []string
+	for key, a := range ix.announcing {
+		if a == announcer {
+			out = append(out, key)
 		}
 	}
 	return out

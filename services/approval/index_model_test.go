@@ -24,10 +24,11 @@ import (
 
 // Whatever sequence of writes, deletes, purges and watch replays the
 // bucket delivers, the index agrees with the bucket's content: the
-// pending count and per-agent counts, the queued records, the records a
-// sweep is handed at any moment (exactly those whose NextDue came), each
-// call's earlier pending revisions, and every list page (order, filter
-// fields and the listed form handed out).
+// pending count and per-agent counts, the queued records, the records
+// being announced by each announcer, the records a sweep is handed at any
+// moment (exactly those whose NextDue came), each call's earlier pending
+// revisions, and every list page (order, filter fields and the listed form
+// handed out).
 func TestTheIndexAgreesWithTheBucketAfterAnySequenceOfChanges(t *testing.T) {
 	for seed := range uint64(8) {
 		t.Run(fmt.Sprintf("seed_%d", seed), func(t *testing.T) {
@@ -65,7 +66,7 @@ func checkIndexModel(t *testing.T, seed uint64) {
 			d.EscalateAfter, d.EscalateTo = durationpb.New(mins(r.IntN(20))), []string{"group:oncall"}
 		}
 		return &airlockv1.ApprovalRecord{Call: c, Decision: d, State: states[r.IntN(len(states))],
-			Queued: r.IntN(2) == 0, Reminded: r.IntN(3) == 0, Escalated: r.IntN(3) == 0,
+			Queued: r.IntN(2) == 0, Reminded: r.IntN(3) == 0, Escalated: r.IntN(3) == 0, Announcer: []string{"", "r1", "r2"}[r.IntN(3)],
 			CreatedAt: timestamppb.New(now.Add(mins(-r.IntN(10)))), UpdatedAt: timestamppb.New(now),
 			Deadline: timestamppb.New(now.Add(mins(r.IntN(30) - 5)))}
 	}
@@ -112,6 +113,7 @@ func compareIndex(t *testing.T, at string, ix *index, bucket map[string]*airlock
 	}
 	var pending, queued, due []string
 	byAgent := map[string]int{}
+	announcing := map[string][]string{}
 	for k, r := range bucket {
 		if r.GetState() != domain.Pending {
 			continue
@@ -120,6 +122,9 @@ func compareIndex(t *testing.T, at string, ix *index, bucket map[string]*airlock
 		byAgent[r.GetCall().GetAgentId()]++
 		if r.GetQueued() && domain.InQueue(r) {
 			queued = append(queued, k)
+		}
+		if a := r.GetAnnouncer(); a != "" {
+			announcing[a] = append(announcing[a], k)
 		}
 		if !now.Before(domain.NextDue(r)) {
 			due = append(due, k)
@@ -134,6 +139,14 @@ func compareIndex(t *testing.T, at string, ix *index, bucket map[string]*airlock
 	sorted := func(s []string) string { slices.Sort(s); return strings.Join(s, " ") }
 	if got, want := sorted(keysOf(ix.queuedRecords())), sorted(queued); got != want {
 		t.Fatalf("%s: queued %q, want %q", at, got, want)
+	}
+	if got, want := sorted(ix.announcers()), sorted(slices.Collect(maps.Keys(announcing))); got != want {
+		t.Fatalf("%s: announcers %q, want %q", at, got, want)
+	}
+	for a, keys := range announcing {
+		if got, want := sorted(ix.announcedBy(a)), sorted(keys); got != want {
+			t.Fatalf("%s: announced by %s: %q, want %q", at, a, got, want)
+		}
 	}
 	dueRecs := ix.dueRecords(now)
 	if got, want := sorted(keysOf(dueRecs)), sorted(due); got != want {

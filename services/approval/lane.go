@@ -10,8 +10,8 @@ import (
 // channel holds another agent's deliveries back by at most one of its own
 // each turn, not behind all of them. What a delivery must survive (the
 // record and its references) is in JetStream, not here: a replica that
-// dies with deliveries queued leaves the approval_requested message
-// unacknowledged (consume.Held), and it is delivered again.
+// dies with deliveries queued leaves its records naming it their announcer,
+// and another replica announces them (takeOver).
 type lane struct {
 	mu     sync.Mutex
 	wake   *sync.Cond

@@ -240,3 +240,100 @@ func TestCoalescedCallsAreToldInADigest(t *testing.T) {
 		t.Fatalf("digest text %q", text)
 	}
 }
+
+// Found in review (SPEC §6, a hostile agent): a pending call's
+// approval_requested stayed unacknowledged until every channel had answered
+// its announcement, and unacknowledged messages count against the
+// consumer's MaxAckPending. With one channel hanging (a webhook that answers
+// only at approval.notify_timeout) and enough agents each announcing its
+// approval.notify_burst, the held messages reached MaxAckPending and the
+// server delivered nothing more: another agent's call was neither recorded
+// pending nor shown anywhere until the hanging channel timed out. However
+// many announcements hang, a new call is recorded, announced on the
+// channels that answer, and decided.
+func TestAnnouncementsHangingOnAChannelDoNotStopAnotherAgentsCall(t *testing.T) {
+	const burst = 10
+	w := newWorld(t, func(c *config.Config) {
+		c.Approval.NotifyBurst = burst
+		c.Approval.NotifyRefill = time.Hour  // every call of the flood is announced one by one
+		c.Approval.NotifyTimeout = time.Hour // the hanging channel holds each announcement for the whole test
+	})
+	hung := &recorder{name: "webhook-hung", block: true}
+	mail := &recorder{name: "mail"}
+	w.start(hung, mail)
+	cons, err := w.js.Consumer(context.Background(), w.cfg.Stream.Name, approval.Durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// More announcements than the consumer may leave unacknowledged.
+	agents := cons.CachedInfo().Config.MaxAckPending/burst + 10
+	for a := range agents {
+		for i := range burst {
+			w.ask(&airlockv1.ToolCall{AgentId: fmt.Sprintf("agent-%d", a), CallId: fmt.Sprintf("flood-%d", i)}, nil)
+		}
+	}
+	w.ask(&airlockv1.ToolCall{AgentId: "victim", CallId: "v1"}, nil)
+
+	testenv.Eventually(t, time.Minute, "victim's call to be announced on the channel that answers", func() bool { return mail.has("announce:v1") })
+	w.waitAgentState("victim", "v1", 1, airlockv1.ApprovalState_APPROVAL_STATE_PENDING)
+	testenv.Eventually(t, time.Minute, "every call of the flood to be recorded and announced on the channel that answers", func() bool {
+		return mail.count("announce", "flood-") == agents*burst
+	})
+	if _, err := w.api.Decide(context.Background(), &airlockv1.DecideRequest{AgentId: "victim", CallId: "v1", Kind: approve,
+		Principal: human("alice")}); err != nil {
+		t.Fatal(err)
+	}
+	w.waitAgentState("victim", "v1", 1, airlockv1.ApprovalState_APPROVAL_STATE_APPROVED)
+	if hung.count("gave-up", "") > 0 {
+		t.Fatal("the hanging channel gave up on an announcement while the test ran: it did not hang")
+	}
+}
+
+// A replica stopped while a channel still held a call's announcement
+// leaves the record naming it the announcer, and the next replica, finding
+// it gone, announces the call.
+func TestACallWhoseAnnouncementAReplicaStoppedInIsAnnouncedByTheNext(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) { c.Approval.NotifyTimeout = time.Hour })
+	slow := newGatedChannel("chat")
+	w.start(slow)
+	w.pending(&airlockv1.ToolCall{AgentId: "bot", CallId: "r1"}, nil)
+	testenv.Eventually(t, 10*time.Second, "the announcement to wait on the channel", func() bool {
+		slow.mu.Lock()
+		defer slow.mu.Unlock()
+		return slow.blocked == 1
+	})
+	w.stopAll()
+
+	next := &recorder{name: "chat"}
+	w.start(next)
+	testenv.Eventually(t, time.Minute, "the next replica to announce the call", func() bool { return next.has("announce:r1") })
+	testenv.Eventually(t, 10*time.Second, "the call's reference to be stored", func() bool {
+		rec, err := w.api.Get(context.Background(), "bot", "r1", 0)
+		return err == nil && len(rec.GetNotifications()) == 1
+	})
+}
+
+// A replica still on the bus keeps its announcements: while a channel
+// holds one, another replica's sweeps do not announce the call again.
+func TestAnAnnouncementUnderWayIsNotTakenOverWhileItsReplicaRuns(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) { c.Approval.NotifyTimeout = time.Hour })
+	slow := newGatedChannel("chat")
+	w.start(slow)
+	w.start(slow)
+	rec := w.pending(&airlockv1.ToolCall{AgentId: "bot", CallId: "u1"}, nil)
+	if rec.GetAnnouncer() == "" {
+		t.Fatal("the pending record names no replica announcing it")
+	}
+	// Both replicas sweep meanwhile: a call expiring shows that sweeps ran.
+	w.ask(&airlockv1.ToolCall{AgentId: "other", CallId: "e1"}, &airlockv1.Decision{Timeout: seconds(1)})
+	w.waitAgentState("other", "e1", 1, airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED)
+	slow.mu.Lock()
+	blocked := slow.blocked
+	slow.mu.Unlock()
+	if blocked != 2 {
+		t.Fatalf("the channel holds %d announcements, want one of each call: a running replica's announcement was made again", blocked)
+	}
+	if now := w.waitAgentState("bot", "u1", 1, airlockv1.ApprovalState_APPROVAL_STATE_PENDING); now.GetAnnouncer() != rec.GetAnnouncer() {
+		t.Fatalf("the call's announcer changed from %s to %s while it ran", rec.GetAnnouncer(), now.GetAnnouncer())
+	}
+}

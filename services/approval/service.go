@@ -61,8 +61,11 @@ type Service struct {
 	inDoubt jetstream.KeyValue
 	index   *index
 	fan     *fanout
-	now     func() time.Time
-	pending prometheus.Gauge
+	// instance is this replica's id, its micro service's: what a record
+	// it announces names as its announcer (takeOver).
+	instance string
+	now      func() time.Time
+	pending  prometheus.Gauge
 	// decisions seals `approved` events; frontend checks that decisions
 	// come from a front-end that authenticated the person.
 	decisions, frontend seal.Key
@@ -199,6 +202,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.instance = api.svc.Info().ID
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); s.sweep(runCtx) }()

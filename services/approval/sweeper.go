@@ -64,6 +64,7 @@ func (s *Service) sweepOnce(ctx context.Context) {
 		}
 	}
 	s.releaseQueues(ctx, s.index.queuedRecords())
+	s.takeOver(ctx)
 	s.settle(ctx)
 	s.sweepGrants(ctx)
 }

@@ -229,6 +229,13 @@ type ApprovalRecord struct {
 	// Waits in its thread's queue behind an earlier call: not announced and
 	// not decidable until released (it still expires at its deadline).
 	Queued bool `protobuf:"varint,41,opt,name=queued,proto3" json:"queued,omitempty"`
+	// While set, the approval replica of this id (its micro service
+	// instance) is announcing the pending call; cleared once every channel
+	// answered or timed out. A replica that finds the named one gone
+	// announces the call itself (the sweeper), so the approval_requested is
+	// acknowledged as soon as the record is stored, and an announcement a
+	// replica stopped or died in is still finished.
+	Announcer string `protobuf:"bytes,42,opt,name=announcer,proto3" json:"announcer,omitempty"`
 	// What the call would do, asked of the executor when the call came to
 	// wait for a person (a preview that failed or was slow says so in
 	// preview.unavailable). An approval carries its digest and precondition.
@@ -399,6 +406,13 @@ func (x *ApprovalRecord) GetQueued() bool {
 		return x.Queued
 	}
 	return false
+}
+
+func (x *ApprovalRecord) GetAnnouncer() string {
+	if x != nil {
+		return x.Announcer
+	}
+	return ""
 }
 
 func (x *ApprovalRecord) GetPreview() *Preview {
@@ -907,7 +921,7 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"airlock.v1\x1a\x15airlock/v1/call.proto\x1a\x16airlock/v1/event.proto\x1a\x18airlock/v1/preview.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"=\n" +
 	"\x0fNotificationRef\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12\x10\n" +
-	"\x03ref\x18\x02 \x01(\tR\x03ref\"\xdd\a\n" +
+	"\x03ref\x18\x02 \x01(\tR\x03ref\"\xfb\a\n" +
 	"\x0eApprovalRecord\x12(\n" +
 	"\x04call\x18\x01 \x01(\v2\x14.airlock.v1.ToolCallR\x04call\x120\n" +
 	"\bdecision\x18\x02 \x01(\v2\x14.airlock.v1.DecisionR\bdecision\x12/\n" +
@@ -929,7 +943,8 @@ const file_airlock_v1_record_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12#\n" +
 	"\rrequested_seq\x18( \x01(\x04R\frequestedSeq\x12\x16\n" +
-	"\x06queued\x18) \x01(\bR\x06queued\x12-\n" +
+	"\x06queued\x18) \x01(\bR\x06queued\x12\x1c\n" +
+	"\tannouncer\x18* \x01(\tR\tannouncer\x12-\n" +
 	"\apreview\x18< \x01(\v2\x13.airlock.v1.PreviewR\apreview\x12\x1a\n" +
 	"\bproblems\x182 \x03(\tR\bproblems\x12\x1a\n" +
 	"\babridged\x183 \x01(\bR\babridged\x12+\n" +

@@ -79,20 +79,6 @@ func (p permanentError) Unwrap() error { return p.error }
 // IsPermanent reports whether err was marked with Permanent.
 func IsPermanent(err error) bool { return errors.As(err, new(permanentError)) }
 
-// Held is what a handler returns when its message's work goes on after it
-// returns, in goroutines of its own: its worker is free for the next
-// message at once, while the runner keeps the message's ack wait extended
-// until done yields the work's outcome, then acks, terminates or naks it
-// as it would the handler's own answer. So a message whose work waits on
-// something slow (the approval service's notification channels) holds no
-// worker, and still is delivered again if the process dies before the
-// work is done.
-func Held(done <-chan error) error { return heldError{done} }
-
-type heldError struct{ done <-chan error }
-
-func (heldError) Error() string { return "the message's work goes on after its handler returned" }
-
 // Run creates (or updates) the durable consumer and handles messages until
 // ctx is canceled; then it stops fetching, lets in-flight handlers finish,
 // and returns nil.
@@ -344,31 +330,7 @@ func (k *keeper) run(ctx context.Context) {
 func handle(ctx context.Context, m jetstream.Msg, spec Spec, log *slog.Logger, metrics *obs.Metrics, acks *Acker, h Handler) {
 	started := time.Now()
 	err := safeCall(ctx, m, h)
-	var held heldError
-	if errors.As(err, &held) {
-		go func() { finish(m, awaitHeld(m, held.done, spec.AckWait), started, spec, log, metrics, acks) }()
-		return
-	}
-	finish(m, err, started, spec, log, metrics, acks)
-}
 
-// awaitHeld waits for the outcome of a held message's work, extending its
-// ack wait meanwhile as the keeper does a worker's.
-func awaitHeld(m jetstream.Msg, done <-chan error, ackWait time.Duration) error {
-	t := time.NewTicker(max(ackWait/4, time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case err := <-done:
-			return err
-		case <-t.C:
-			_ = m.InProgress() // best effort: a lost keep-alive only risks a redelivery the handler tolerates
-		}
-	}
-}
-
-// finish acks, terminates or naks m after its handler's work ended with err.
-func finish(m jetstream.Msg, err error, started time.Time, spec Spec, log *slog.Logger, metrics *obs.Metrics, acks *Acker) {
 	// Handlers run with the service context; when it is canceled mid-work
 	// the message is left unacknowledged and will be redelivered.
 	switch {

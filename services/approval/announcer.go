@@ -1,0 +1,142 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"google.golang.org/protobuf/proto"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/approval/internal/domain"
+	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+)
+
+// A pending call's announcement outlives the approval_requested that began
+// it: a channel that hangs holds it up to approval.notify_timeout, and
+// behind a backlog on that channel's lane longer. The message is therefore
+// acknowledged as soon as the record is stored, never held for the
+// announcement (held messages count against the consumer's MaxAckPending:
+// about 100 agents each at its notify_burst on a hanging webhook filled it,
+// and no other agent's call was recorded until the channel timed out). The
+// record names the replica announcing it (ApprovalRecord.announcer) until
+// every channel answered; a replica that finds the named one gone finishes
+// the announcement (takeOver), as a redelivered message did.
+
+// announceOwned announces rec, whose record names this replica its
+// announcer, in the background, and clears the name once every channel
+// answered or timed out. A reference that could not be stored is tried
+// again (the channels already holding one are not told twice). Stopped
+// meanwhile, it leaves the name: channels may not have been told, and a
+// replica that finds this one gone announces the call.
+func (s *Service) announceOwned(key string, rec *airlockv1.ApprovalRecord) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		for attempt := 1; ; attempt++ {
+			err := <-s.announce(key, rec)
+			if s.life.Err() != nil {
+				return
+			}
+			if err == nil {
+				break
+			}
+			s.deps.Log.Warn("storing where a channel announced a pending call failed; announcing it again on the channels without a reference", "key", key, "err", err)
+			select {
+			case <-time.After(retryDelay(attempt)):
+			case <-s.life.Done():
+				return
+			}
+			fresh, _, err := s.store.get(s.life, key)
+			if errors.Is(err, errNotFound) || err == nil && fresh.GetState() != domain.Pending {
+				break // gone or decided: a decision shows its outcome where it was announced
+			}
+			if err == nil {
+				rec = fresh
+			}
+		}
+		if err := s.releaseAnnouncement(s.life, key); err != nil && s.life.Err() == nil {
+			s.deps.Log.Warn("a pending call was announced but its record still names this replica its announcer; another replica announces it again on the channels that did not answer once this one stops", "key", key, "err", err)
+		}
+	}()
+}
+
+// retryDelay is how long to wait before the attempt-th repeat.
+func retryDelay(attempt int) time.Duration {
+	return min(time.Duration(attempt*attempt)*100*time.Millisecond, 10*time.Second)
+}
+
+// claimAnnouncement names this replica the announcer of the pending,
+// unqueued record of key if it names from (empty: none), and returns the
+// record so written; nil when another claimed it first or it needs no
+// announcement.
+func (s *Service) claimAnnouncement(ctx context.Context, key, from string) (*airlockv1.ApprovalRecord, error) {
+	rec, wrote, _, err := mutate(ctx, s.store, key, func(cur *airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, struct{}, error) {
+		if cur.GetState() != domain.Pending || cur.GetQueued() || cur.GetAnnouncer() != from {
+			return nil, struct{}{}, nil
+		}
+		next := proto.Clone(cur).(*airlockv1.ApprovalRecord)
+		next.Announcer = s.instance
+		return next, struct{}{}, nil
+	})
+	if err != nil || !wrote {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// releaseAnnouncement clears this replica's name from the record of key,
+// its announcement done. A decided record keeps it: nobody announces those.
+func (s *Service) releaseAnnouncement(ctx context.Context, key string) error {
+	_, _, _, err := mutate(ctx, s.store, key, func(cur *airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, struct{}, error) {
+		if cur.GetState() != domain.Pending || cur.GetAnnouncer() != s.instance {
+			return nil, struct{}{}, nil
+		}
+		next := proto.Clone(cur).(*airlockv1.ApprovalRecord)
+		next.Announcer = ""
+		return next, struct{}{}, nil
+	})
+	if errors.Is(err, errNotFound) {
+		return nil
+	}
+	return err
+}
+
+// takeOver announces the pending calls whose announcer is gone: a replica
+// that stopped or died before every channel answered. A replica is gone
+// when its micro service has no responder on the bus; one that does not
+// answer in time is asked again at the next sweep, so a slow replica's
+// announcements are not made twice.
+func (s *Service) takeOver(ctx context.Context) {
+	for _, announcer := range s.index.announcers() {
+		if announcer == s.instance || ctx.Err() != nil || !s.replicaGone(ctx, announcer) {
+			continue
+		}
+		for _, key := range s.index.announcedBy(announcer) {
+			rec, err := s.claimAnnouncement(ctx, key, announcer)
+			if err != nil && !errors.Is(err, errNotFound) {
+				s.deps.Log.Warn("taking over the announcement of a call whose replica is gone failed; the sweeper will retry", "key", key, "err", err)
+				continue
+			}
+			if rec == nil {
+				continue
+			}
+			s.deps.Log.Info("announcing a pending call whose announcing replica is gone", "key", key, "announcer", announcer)
+			s.announceOwned(key, rec)
+		}
+	}
+}
+
+// replicaGone reports whether no approval replica of id is on the bus.
+func (s *Service) replicaGone(ctx context.Context, id string) bool {
+	subj, err := micro.ControlSubject(micro.PingVerb, approvalapi.Service, id)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err = s.deps.NC.RequestWithContext(ctx, subj, nil)
+	return errors.Is(err, nats.ErrNoResponders)
+}
