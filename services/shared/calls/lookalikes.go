@@ -5,8 +5,6 @@ import (
 	"maps"
 	"slices"
 
-	"google.golang.org/protobuf/types/known/structpb"
-
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/escape"
 )
@@ -26,30 +24,30 @@ const LookAlikePrefix = "Look-alike letters: "
 // LookAlikes are the escape.LookAlikes in everything of c a reviewer
 // reads — its agent, the person it acts for, server and tool, thread,
 // working directory, reason, and each argument's name and string value —
-// each name once, in that order.
-func LookAlikes(c *airlockv1.ToolCall) []escape.LookAlike {
+// each name once, in that order. redact is the decision's redact, for a
+// surface that shows the arguments redacted (Redacted): a value it hides
+// is not quoted in a warning either; nil for one that shows them all.
+func LookAlikes(c *airlockv1.ToolCall, redact []string) []escape.LookAlike {
 	texts := []string{c.GetAgentId(), c.GetOnBehalfOf(), ToolName(c.GetServer(), c.GetTool()), c.GetThreadId(), c.GetCwd(), c.GetReason()}
 	// Arguments walked with a stack, not recursion: their depth is the
 	// agent's choice.
-	stack := []*structpb.Value{structpb.NewStructValue(c.GetArguments())}
+	stack := []any{Redacted(c.GetArguments(), redact)}
 	for len(stack) > 0 {
 		v := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		switch k := v.GetKind().(type) {
-		case *structpb.Value_StructValue:
-			fields := k.StructValue.GetFields()
-			for _, name := range slices.Sorted(maps.Keys(fields)) {
-				texts = append(texts, name)
+		switch v := v.(type) {
+		case map[string]any:
+			names := slices.Sorted(maps.Keys(v))
+			texts = append(texts, names...)
+			for _, name := range slices.Backward(names) {
+				stack = append(stack, v[name])
 			}
-			for _, name := range slices.Backward(slices.Sorted(maps.Keys(fields))) {
-				stack = append(stack, fields[name])
-			}
-		case *structpb.Value_ListValue:
-			for _, e := range slices.Backward(k.ListValue.GetValues()) {
+		case []any:
+			for _, e := range slices.Backward(v) {
 				stack = append(stack, e)
 			}
-		case *structpb.Value_StringValue:
-			texts = append(texts, k.StringValue)
+		case string:
+			texts = append(texts, v)
 		}
 	}
 	var found []escape.LookAlike
@@ -71,9 +69,9 @@ func LookAlikes(c *airlockv1.ToolCall) []escape.LookAlike {
 // (U+0430 CYRILLIC SMALL LETTER A) looks like a", the agent's words shown
 // by esc, the medium's escape for them (a long name shortened); at most
 // MaxLookAlikeWarnings, then one line saying how many more; none for a
-// call with none.
-func LookAlikeWarnings(c *airlockv1.ToolCall, esc func(string) string) []string {
-	found := LookAlikes(c)
+// call with none. redact is as for LookAlikes.
+func LookAlikeWarnings(c *airlockv1.ToolCall, redact []string, esc func(string) string) []string {
+	found := LookAlikes(c, redact)
 	short := func(s string) string { return esc(Shorten(s, maxLookAlikeChars)) }
 	var lines []string
 	for i, l := range found {

@@ -38,8 +38,12 @@ type LookAlike struct {
 // CYRILLIC SMALL LETTER A) looks like a`.
 func (l LookAlike) Warning(esc func(string) string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "the %s %s mixes %s letters: ", l.Kind, esc(l.Text), andList(l.Scripts))
+	b.WriteString(l.Summary(esc) + ": ")
 	for i, r := range l.Letters {
+		if i == maxWarningLetters {
+			fmt.Fprintf(&b, "; and %d more", len(l.Letters)-i)
+			break
+		}
 		if i > 0 {
 			b.WriteString("; ")
 		}
@@ -47,6 +51,17 @@ func (l LookAlike) Warning(esc func(string) string) string {
 	}
 	return b.String()
 }
+
+// Summary is Warning without its letters, for a surface with room for one
+// short line (a phone's notification): "the host pаypal.com mixes Latin
+// and Cyrillic letters".
+func (l LookAlike) Summary(esc func(string) string) string {
+	return fmt.Sprintf("the %s %s mixes %s letters", l.Kind, esc(l.Text), andList(l.Scripts))
+}
+
+// maxWarningLetters bounds the letters a Warning describes, so that its
+// length does not grow with the agent's text.
+const maxWarningLetters = 3
 
 // LookAlikes finds every LookAlike in s, each name once, in the order
 // they appear. A name is a run of letters, digits and the characters that

@@ -51,6 +51,7 @@ func TestLookAlikeWarningSaysWhichLetterPassesForWhich(t *testing.T) {
 	for _, tt := range []struct{ name, in, want string }{
 		{"one_letter", "pаypal.com", "the host [pаypal.com] mixes Latin and Cyrillic letters: [а] (U+0430 CYRILLIC SMALL LETTER A) looks like a"},
 		{"a_letter_with_no_latin_twin", "bжd", "the name [bжd] mixes Latin and Cyrillic letters: [ж] (U+0436, a Cyrillic letter)"},
+		{"past_three_letters", "xаеорс", "the name [xаеорс] mixes Latin and Cyrillic letters: [а] (U+0430 CYRILLIC SMALL LETTER A) looks like a; [е] (U+0435 CYRILLIC SMALL LETTER IE) looks like e; [о] (U+043E CYRILLIC SMALL LETTER O) looks like o; and 2 more"},
 		{"three_scripts", "gօᏀgle", "the name [gօᏀgle] mixes Latin, Armenian and Cherokee letters: [օ] (U+0585 ARMENIAN SMALL LETTER OH) looks like o; [Ꮐ] (U+13C0 CHEROKEE LETTER NAH) looks like G"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
