@@ -64,9 +64,10 @@ func (l LookAlike) Summary(esc func(string) string) string {
 const maxWarningLetters = 3
 
 // LookAlikes finds every LookAlike in s, each name once, in the order
-// they appear. A name is a run of letters, digits and the characters that
+// they appear. A name is a run of letters, marks, digits, runes that do
+// not show as themselves (Visible escapes them) and the characters that
 // join the parts of hosts, paths and identifiers (. - _ / \ : @ ~ + %);
-// its words are its runs of letters, marks and digits. A name is a
+// its words are its parts between those joiners. A name is a
 // LookAlike when one of its words mixes Latin letters with letters of a
 // script that passes for Latin (Cyrillic, Greek, Armenian, Cherokee,
 // Coptic, Lisu, Canadian Aboriginal syllabics), or when it holds Latin
@@ -184,8 +185,11 @@ func nameJoiner(r rune) bool { return strings.ContainsRune(`.-_/\:@~+%`, r) }
 // colon that ends a sentence or clause.
 func names(s string) iter.Seq[string] {
 	return func(yield func(string) bool) {
+		// A rune that does not show as itself stays in the name: a
+		// zero-width space must not split pа\u200bypal into names that
+		// each pass.
 		inName := func(r rune) bool {
-			return unicode.IsLetter(r) || unicode.IsMark(r) || unicode.IsDigit(r) || nameJoiner(r)
+			return unicode.IsLetter(r) || unicode.IsMark(r) || unicode.IsDigit(r) || nameJoiner(r) || hidden(r) && r != '\n' && r != '\t'
 		}
 		for s != "" {
 			start := strings.IndexFunc(s, inName)

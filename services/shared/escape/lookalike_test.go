@@ -24,6 +24,7 @@ func TestLookAlikesFindsNamesThatPassForLatin(t *testing.T) {
 		{"armenian_and_cherokee_in_one_word", "gօᏀgle", []found{{"gօᏀgle", "name", []string{"Latin", "Armenian", "Cherokee"}, "օᏀ"}}},
 		{"a_wholly_cyrillic_label_in_a_latin_host", "аррӏе.com", []found{{"аррӏе.com", "host", []string{"Latin", "Cyrillic"}, "арӏе"}}},
 		{"a_mixed_word_names_letters_with_no_latin_twin", "bжd", []found{{"bжd", "name", []string{"Latin", "Cyrillic"}, "ж"}}},
+		{"a_zero_width_space_does_not_split_a_name", "p\u200bа\u200bypal", []found{{"p\u200bа\u200bypal", "name", []string{"Latin", "Cyrillic"}, "а"}}},
 		{"each_name_once", "pаypal pаypal", []found{{"pаypal", "name", []string{"Latin", "Cyrillic"}, "а"}}},
 		{"pure_latin", "rm -rf /tmp/build && curl https://paypal.com/ café naïve", nil},
 		{"a_cyrillic_sentence", "Привет, мир! Удалить файл отчёт.pdf?", nil},
