@@ -59,11 +59,20 @@ func TestApprovalsCLIDecidesCallsEndToEnd(t *testing.T) {
 		t.Fatalf("a second approval must say nothing changed and exit 1: %v\n%s", err, out)
 	}
 
-	id2, err := agent.Submit(ctx, airlock.Call{Tool: "demo__write_file", Args: map[string]any{"path": "no.txt", "content": "x"}})
+	// The host pаypal.com (a Cyrillic а) reads as paypal.com on a terminal:
+	// show and list say which letter passes for which.
+	id2, err := agent.Submit(ctx, airlock.Call{Tool: "demo__write_file", Reason: "mirror pаypal.com", Args: map[string]any{"path": "no.txt", "content": "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitPending(t, dev, token, id2)
+	lookAlike := "Look-alike letters: the host pаypal.com mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a"
+	if out, err := cli("show", "cli-bot/"+id2); err != nil || !strings.Contains(out, "\n(!)       "+lookAlike+"\n") {
+		t.Fatalf("approvals show of a call with look-alike letters: %v\n%s", err, out)
+	}
+	if out, err := cli("list"); err != nil || !strings.Contains(out, "\n(!) cli-bot/"+id2+": "+lookAlike+"\n") {
+		t.Fatalf("approvals list of a call with look-alike letters: %v\n%s", err, out)
+	}
 	if out, err := cli("reject", "cli-bot/"+id2); err == nil || !strings.Contains(out, "--reason is required") {
 		t.Fatalf("reject without a reason: %v\n%s", err, out)
 	}

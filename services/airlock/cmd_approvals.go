@@ -253,7 +253,7 @@ func printList(w io.Writer, out listReply, now time.Time) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "CALL\tREV\tTOOL\tRISK\tSTATE\tASKED\tPOLICY")
-	var unreadable []string
+	var unreadable, lookAlikes []string
 	for _, raw := range out.Records {
 		r := &airlockv1.ApprovalRecord{}
 		if err := envelope.JSONRead.Unmarshal(raw, r); err != nil {
@@ -265,13 +265,20 @@ func printList(w io.Writer, out listReply, now time.Time) {
 			asked = now.Sub(r.GetCreatedAt().AsTime()).Round(time.Second).String() + " ago"
 		}
 		flag := ""
-		if len(r.GetProblems()) > 0 {
+		warnings := calls.LookAlikeWarnings(r.GetCall(), nil, escape.Terminal)
+		if len(r.GetProblems()) > 0 || len(warnings) > 0 {
 			flag = " (!)"
+		}
+		for _, w := range warnings {
+			lookAlikes = append(lookAlikes, escape.Terminal(r.GetCall().GetAgentId()+"/"+r.GetCall().GetCallId())+": "+w)
 		}
 		fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\t%s\t%s\t%s\n", escape.Terminal(r.GetCall().GetAgentId()+"/"+r.GetCall().GetCallId()), flag, max(r.GetCall().GetRevision(), 1), escape.Terminal(calls.QualifiedTool(r.GetCall())),
 			calls.RiskName(r.GetDecision().GetRisk()), calls.StateName(r.GetState()), asked, cliOneLine(r.GetDecision().GetReason(), 60))
 	}
 	_ = tw.Flush()
+	for _, l := range lookAlikes {
+		fmt.Fprintf(w, "(!) %s\n", l)
+	}
 	for _, p := range out.Problems {
 		fmt.Fprintf(w, "(!) %s/%s revision %d: %s\n", escape.Terminal(p.AgentID), escape.Terminal(p.CallID), p.Revision, escape.Terminal(p.Problem))
 	}
@@ -375,6 +382,9 @@ func printRecord(w io.Writer, r *airlockv1.ApprovalRecord) {
 		fmt.Fprintf(w, " on behalf of %s", calls.OnBehalfOfText(c, t))
 	}
 	fmt.Fprintln(w)
+	for _, l := range calls.LookAlikeWarnings(c, nil, t) {
+		fmt.Fprintf(w, "(!)       %s\n", l)
+	}
 	if c.GetThreadId() != "" {
 		fmt.Fprintf(w, "thread    %s\n", t(c.GetThreadId()))
 	}

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 )
@@ -35,5 +40,48 @@ func TestApprovalsShowShowsTheAgentsWorkingDirectory(t *testing.T) {
 	printRecord(&out, r)
 	if want := "\ncwd       /srv/\\u202eapp\\nstate     approved\n"; !strings.Contains(out.String(), want) {
 		t.Fatalf("approvals show lacks %q:\n%s", want, out.String())
+	}
+}
+
+// approvals show and list warn of a name that passes for a Latin one it is
+// not: the tool gіthub__push (a Cyrillic і) and the host pаypal.com (a
+// Cyrillic а) read as Latin on a terminal; a Cyrillic sentence does not.
+func TestApprovalsShowAndListWarnOfLookAlikeLetters(t *testing.T) {
+	args, err := structpb.NewStruct(map[string]any{"url": "https://pаypal.com/x", "note": "Привет, мир"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &airlockv1.ApprovalRecord{
+		Call:     &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Server: "gіthub", Tool: "push", Arguments: args},
+		Decision: &airlockv1.Decision{Reason: "pushes need a person"},
+	}
+	tool := "Look-alike letters: the name gіthub__push mixes Latin and Cyrillic letters: і (U+0456 CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I) looks like i"
+	host := "Look-alike letters: the address https://pаypal.com/x mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a"
+
+	var show strings.Builder
+	printRecord(&show, r)
+	for _, want := range []string{"\n(!)       " + tool + "\n", "\n(!)       " + host + "\n"} {
+		if !strings.Contains(show.String(), want) {
+			t.Errorf("approvals show lacks %q:\n%s", want, show.String())
+		}
+	}
+
+	b, err := protojson.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list strings.Builder
+	printList(&list, listReply{Records: []json.RawMessage{b}}, time.Now())
+	for _, want := range []string{"bot/c1 (!)", "\n(!) bot/c1: " + tool + "\n", "\n(!) bot/c1: " + host + "\n"} {
+		if !strings.Contains(list.String(), want) {
+			t.Errorf("approvals list lacks %q:\n%s", want, list.String())
+		}
+	}
+
+	r.Call.Server, r.Call.Arguments = "github", nil
+	show.Reset()
+	printRecord(&show, r)
+	if strings.Contains(show.String(), "Look-alike") {
+		t.Errorf("approvals show warns of a call with no look-alike letters:\n%s", show.String())
 	}
 }

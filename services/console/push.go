@@ -645,6 +645,12 @@ func (n *PushNotifier) message(rec *airlockv1.ApprovalRecord, kind string) pushM
 	if reason != "" {
 		body = reason + " — " + body
 	}
+	// Look-alike letters take the reason's place (the page shows both):
+	// the title's tool may be the name that lies.
+	if found := calls.LookAlikes(c, rec.GetDecision().GetRedact()); len(found) > 0 {
+		body = "⚠ " + calls.LookAlikePrefix + found[0].Summary(func(s string) string { return escape.Push(calls.Shorten(s, 40)) }) +
+			" — agent " + escape.Push(calls.Shorten(c.GetAgentId(), 40))
+	}
 	path := callPath(c.GetAgentId(), c.GetCallId())
 	return pushMessage{Title: title, Body: body, URL: n.base + path, Tag: path, Kind: kind}
 }

@@ -86,6 +86,10 @@ type callView struct {
 	// Problems name values that could not be shown as they are (a
 	// non-finite number): the record renders, flagged.
 	Problems []string
+	// LookAlikes warn of names in the agent's words that pass for Latin
+	// ones they are not (calls.LookAlikeWarnings): pаypal.com with a
+	// Cyrillic а.
+	LookAlikes []string
 	// AgentRuns: a gate-only call (a coding agent's hook): the agent runs
 	// the tool itself, airlock only decides.
 	AgentRuns bool
@@ -171,6 +175,7 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 	var whole bool
 	v.Args, v.ArgsCompact, v.Problems, whole = argsText(c.GetArguments(), raw)
 	v.ArgsCut = !whole
+	v.LookAlikes = calls.LookAlikeWarnings(c, nil, func(s string) string { return s }) // html/template escapes them; the page shows the arguments unredacted
 	if rec.GetAbridged() && c.GetArguments() == nil {
 		v.Abridged = true
 		v.Args, v.ArgsCompact = rec.GetArgumentsPreview(), compactPreview(rec.GetArgumentsPreview())

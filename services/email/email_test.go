@@ -597,3 +597,23 @@ func TestMailShowsTheAgentsWorkingDirectory(t *testing.T) {
 		t.Errorf("the request mail lacks %q:\n%s", want, body)
 	}
 }
+
+// The mail says beside the call's facts that a name passes for a Latin one
+// it is not (the host pаypal.com with a Cyrillic а), the name defanged as
+// the agent's other text is; an ordinary Cyrillic reason adds nothing.
+func TestMailWarnsOfLookAlikeLetters(t *testing.T) {
+	args, err := structpb.NewStruct(map[string]any{"url": "https://pаypal.com/login"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Server: "web", Tool: "fetch", Arguments: args},
+		Decision: &airlockv1.Decision{}}
+	body := email.RequestBody(rec, "http://airlock.test")
+	if want := "\n! Look-alike letters: the address hxxps://pаypal[.]com/login mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a\n"; !strings.Contains(body, want) {
+		t.Errorf("the request mail lacks %q:\n%s", want, body)
+	}
+	rec.Call.Arguments, rec.Call.Reason = nil, "Привет, мир"
+	if body := email.RequestBody(rec, "http://airlock.test"); strings.Contains(body, "Look-alike") {
+		t.Errorf("the mail warns of a call with no look-alike letters:\n%s", body)
+	}
+}

@@ -151,6 +151,10 @@ func details(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
 	if c.GetOnBehalfOf() != "" {
 		line("On behalf of", calls.OnBehalfOfText(c, escape.MailHeader))
 	}
+	// The agent's words as the lines above show them: one line, links defanged.
+	for _, w := range calls.LookAlikeWarnings(c, d.GetRedact(), func(s string) string { return defang(escape.MailHeader(s)) }) {
+		fmt.Fprintf(b, "! %s\n", w)
+	}
 	line("Call", fmt.Sprintf("%s (revision %d)", c.GetCallId(), max(c.GetRevision(), 1)))
 	line("Risk", calls.RiskName(d.GetRisk()))
 	line("Policy reason", d.GetReason())

@@ -160,6 +160,9 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, args, publicURL string) []slack
 		fields = append(fields, mrkdwn("*Working directory*\n"+escape.Slack(calls.Shorten(cwd, maxCwdChars))))
 	}
 	blocks := []slackgo.Block{slackgo.NewSectionBlock(nil, fields, nil, slackgo.SectionBlockOptionBlockID("airlock_fields"))}
+	if warnings := calls.LookAlikeWarnings(call, d.GetRedact(), escape.Slack); len(warnings) > 0 {
+		blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn(":warning: "+strings.Join(warnings, "\n:warning: ")), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_lookalikes")))
+	}
 
 	why := "*Why a person must decide:* " + escape.SlackText(calls.Shorten(orDash(d.GetReason()), maxReasonChars))
 	if d.GetRuleId() != "" {

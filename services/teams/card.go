@@ -79,9 +79,15 @@ func Render(rec *airlockv1.ApprovalRecord, publicURL string) Card {
 		field("Tool", escape.TeamsLine(calls.QualifiedTool(call))),
 		field("Risk", calls.RiskName(d.GetRisk())),
 		field("Agent", agent),
+	}
+	if warnings := calls.LookAlikeWarnings(call, d.GetRedact(), escape.TeamsLine); len(warnings) > 0 {
+		body = append(body, map[string]any{"type": "RichTextBlock", "id": "lookalikes",
+			"inlines": []any{run("⚠ "+strings.Join(warnings, "\n⚠ "), "color", "Warning")}})
+	}
+	body = append(body,
 		field("Deadline", deadlineText(rec)),
 		field("Why a person must decide", why),
-	}
+	)
 	if call.GetReason() != "" {
 		// One line: the agent's line breaks must not draw lines that pass
 		// for the card's own fields below its label.

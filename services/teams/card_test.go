@@ -2,6 +2,7 @@ package teams_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,6 +89,27 @@ func TestMarkdownInArgumentsStaysLiteral(t *testing.T) {
 	for _, want := range []string{`"**bold** [click](https://evil.example) \u202eevil"`, "update config _now_ <at>everyone</at>"} {
 		if !strings.Contains(runs, want) {
 			t.Errorf("the card does not show %q as written; runs:\n%s", want, runs)
+		}
+	}
+}
+
+// The card says beside the call's fields that a name passes for a Latin one
+// it is not (the host pаypal.com with a Cyrillic а), in a TextRun; an
+// ordinary Cyrillic reason adds nothing.
+func TestTheCardWarnsOfLookAlikeLetters(t *testing.T) {
+	rec := pendingRecord(t, "call_spoof")
+	args, err := structpb.NewStruct(map[string]any{"url": "https://pаypal.com/login"})
+	must(t, err)
+	rec.Call.Arguments = args
+	want := "⚠ Look-alike letters: the address https://pаypal.com/login mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a"
+	if runs := texts(t, airlockteams.Render(rec, publicURL))["TextRun.text"]; !slices.Contains(runs, want) {
+		t.Errorf("the card's TextRuns lack %q:\n%q", want, runs)
+	}
+	plain := pendingRecord(t, "call_plain")
+	plain.Call.Reason = "Привет, мир"
+	for _, run := range texts(t, airlockteams.Render(plain, publicURL))["TextRun.text"] {
+		if strings.Contains(run, "Look-alike") {
+			t.Errorf("the card warns of a call with no look-alike letters: %q", run)
 		}
 	}
 }

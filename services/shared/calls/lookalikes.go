@@ -1,0 +1,85 @@
+package calls
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/escape"
+)
+
+// MaxLookAlikeWarnings bounds the look-alike warnings a surface shows for
+// one call; past it one line says how many more there are, so an agent
+// cannot bury a card or page under them.
+const MaxLookAlikeWarnings = 5
+
+// maxLookAlikeChars bounds how much of a look-alike name a warning quotes:
+// the value itself is shown in full where it stands.
+const maxLookAlikeChars = 80
+
+// LookAlikePrefix starts every look-alike warning.
+const LookAlikePrefix = "Look-alike letters: "
+
+// LookAlikes are the escape.LookAlikes in everything of c a reviewer
+// reads — its agent, the person it acts for, server and tool, thread,
+// working directory, reason, and each argument's name and string value —
+// each name once, in that order. redact is the decision's redact, for a
+// surface that shows the arguments redacted (Redacted): a value it hides
+// is not quoted in a warning either; nil for one that shows them all.
+func LookAlikes(c *airlockv1.ToolCall, redact []string) []escape.LookAlike {
+	texts := []string{c.GetAgentId(), c.GetOnBehalfOf(), ToolName(c.GetServer(), c.GetTool()), c.GetThreadId(), c.GetCwd(), c.GetReason()}
+	// Arguments walked with a stack, not recursion: their depth is the
+	// agent's choice.
+	stack := []any{Redacted(c.GetArguments(), redact)}
+	for len(stack) > 0 {
+		v := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		switch v := v.(type) {
+		case map[string]any:
+			names := slices.Sorted(maps.Keys(v))
+			texts = append(texts, names...)
+			for _, name := range slices.Backward(names) {
+				stack = append(stack, v[name])
+			}
+		case []any:
+			for _, e := range slices.Backward(v) {
+				stack = append(stack, e)
+			}
+		case string:
+			texts = append(texts, v)
+		}
+	}
+	var found []escape.LookAlike
+	seen := map[string]bool{}
+	for _, t := range texts {
+		for _, l := range escape.LookAlikes(t) {
+			if !seen[l.Text] {
+				seen[l.Text] = true
+				found = append(found, l)
+			}
+		}
+	}
+	return found
+}
+
+// LookAlikeWarnings are the lines every surface shows for a call whose
+// words hold look-alike letters (LookAlikes): one per name, "Look-alike
+// letters: the host pаypal.com mixes Latin and Cyrillic letters: а
+// (U+0430 CYRILLIC SMALL LETTER A) looks like a", the agent's words shown
+// by esc, the medium's escape for them (a long name shortened); at most
+// MaxLookAlikeWarnings, then one line saying how many more; none for a
+// call with none. redact is as for LookAlikes.
+func LookAlikeWarnings(c *airlockv1.ToolCall, redact []string, esc func(string) string) []string {
+	found := LookAlikes(c, redact)
+	short := func(s string) string { return esc(Shorten(s, maxLookAlikeChars)) }
+	var lines []string
+	for i, l := range found {
+		if i == MaxLookAlikeWarnings {
+			lines = append(lines, fmt.Sprintf("%s%d more names mix Latin letters with letters that look like them.", LookAlikePrefix, len(found)-i))
+			break
+		}
+		lines = append(lines, LookAlikePrefix+l.Warning(short))
+	}
+	return lines
+}
