@@ -12,8 +12,10 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/preview"
@@ -87,6 +89,31 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 	// An agent may keep only its share of calls waiting for a person: past
 	// it the call is canceled at once, and the agent reads why.
 	admitted, known := s.index.admit(key, rec.GetCall().GetAgentId(), s.deps.Config.Approval.MaxPendingPerAgent)
+	if !known {
+		// Past the refusal mark of the bucket every agent's records share,
+		// no new record is written at all (not even a refusal), so that
+		// what is left takes every decision on the calls already waiting.
+		full, err := s.pastRefusalMark(ctx)
+		if (err != nil || full != "") && admitted {
+			s.index.forget(key)
+		}
+		if err != nil {
+			return err
+		}
+		if full != "" {
+			// A record written before (a redelivered request) is taken as
+			// it is, never contradicted by a second outcome.
+			_, _, err := s.store.get(ctx, key)
+			if !errors.Is(err, errNotFound) {
+				if err != nil {
+					return err
+				}
+				known = true
+			} else {
+				return s.refuseUnrecorded(ctx, rec, full)
+			}
+		}
+	}
 	switch {
 	case known:
 		// A redelivered request: its record exists (create finds it), so
@@ -106,6 +133,11 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 	if _, err := s.store.create(ctx, rec); err != nil {
 		if !known {
 			s.index.forget(key)
+		}
+		if bus.Full(err) && !known {
+			// Full before the mark was seen (several writers at once, or
+			// a bound under one record): refused as past the mark.
+			return s.refuseUnrecorded(ctx, rec, fmt.Sprintf("the approvals bucket is full (%v)", err))
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return err
@@ -216,6 +248,65 @@ func perAgent(ask func(context.Context, *airlockv1.ToolCall) (*airlockv1.Preview
 		}
 		return p, err
 	}
+}
+
+// pastRefusalMark says how full the approvals bucket is when it holds more
+// than config.ApprovalRefusalMark of its bound ("" below it, or when the
+// bucket has no bound), and sets airlock_approvals_bucket_fill.
+func (s *Service) pastRefusalMark(ctx context.Context) (string, error) {
+	held, bound, err := s.store.fill(ctx)
+	if err != nil {
+		return "", fmt.Errorf("how full the approvals bucket is: %w", err)
+	}
+	if bound <= 0 {
+		return "", nil
+	}
+	s.bucketFill.Set(float64(held) / float64(bound))
+	if float64(held) < config.ApprovalRefusalMark*float64(bound) {
+		if s.refusing.CompareAndSwap(true, false) {
+			s.deps.Log.Info("the approvals bucket is under its refusal mark again: new calls are put to reviewers", "held_bytes", held, "max_bytes", bound)
+		}
+		return "", nil
+	}
+	if s.refusing.CompareAndSwap(false, true) {
+		s.deps.Log.Warn("the approvals bucket is past its refusal mark: new calls that need a person are canceled at once until ended records leave it (approval.ended_retention); raise approval.max_bytes (then run `airlock provision`) or lower approval.ended_retention",
+			"held_bytes", held, "max_bytes", bound, "mark", config.ApprovalRefusalMark)
+	}
+	return fmt.Sprintf("holds %d of its %d bytes", held, bound), nil
+}
+
+// refuseUnrecorded cancels rec, a call with no record, without writing one
+// to the approvals bucket (full says how full it is): the canceled event,
+// which the agent reads, and the audit trail carry the refusal. A rec
+// already canceled (past its agent's share) keeps its own reason.
+func (s *Service) refuseUnrecorded(ctx context.Context, rec *airlockv1.ApprovalRecord, full string) error {
+	key := domain.RefOf(rec).Key()
+	if !domain.Final(rec) {
+		out, err := domain.Cancel(rec, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"}, bucketFull(rec), s.dir, s.now())
+		if err != nil {
+			return consume.Permanent(err)
+		}
+		rec = out.Record
+	}
+	ev, err := domain.FinalEvent(rec)
+	if err != nil {
+		return consume.Permanent(err)
+	}
+	// Not published, the request is delivered again (there is no record
+	// for the sweeper's settle pass to repair from).
+	if err := s.publish(ctx, ev); err != nil {
+		return fmt.Errorf("publish the cancellation of %s (approvals bucket past its refusal mark): %w", key, err)
+	}
+	s.deps.Log.Info("call refused: the approvals bucket is past its refusal mark", "key", key, "bucket", full)
+	return nil
+}
+
+// bucketFull is the reason an agent reads when rec came while the approvals
+// bucket was past its refusal mark.
+func bucketFull(rec *airlockv1.ApprovalRecord) string {
+	return fmt.Sprintf("airlock's store of calls waiting for a person is nearly full (past %d%% of approval.max_bytes), so call %s of agent %s was not put to reviewers: "+
+		"submit it again later with a new call id; if this persists, ask the operator to raise approval.max_bytes or lower approval.ended_retention",
+		int(config.ApprovalRefusalMark*100), rec.GetCall().GetCallId(), rec.GetCall().GetAgentId())
 }
 
 // overShare is the reason an agent reads when rec came past its share of

@@ -62,3 +62,26 @@ func TestEndedApprovalsLeaveTheBucketAfterTheirRetention(t *testing.T) {
 		t.Fatalf("reading a removed call: %v, want an error naming `airlock audit query --call ca`", err)
 	}
 }
+
+// A call refused past its agent's share is recorded ended from the start,
+// with the call's arguments: it leaves the bucket after the retention too,
+// or an agent asking past its share would fill the bucket for ever.
+func TestACallRefusedPastItsAgentsShareLeavesTheBucketAfterTheRetention(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) {
+		c.Approval.EndedRetention = 2 * time.Second
+		c.Approval.MaxPendingPerAgent = 1
+	})
+	w.start()
+	ctx := context.Background()
+	kv, err := w.js.KeyValue(ctx, w.cfg.Buckets.Approvals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.pending(&airlockv1.ToolCall{CallId: "first"}, nil)
+	w.ask(&airlockv1.ToolCall{CallId: "past"}, nil)
+	w.waitState("past", 1, airlockv1.ApprovalState_APPROVAL_STATE_CANCELED)
+	testenv.Eventually(t, 30*time.Second, "the refused call's record to leave the bucket", func() bool {
+		_, err := kv.Get(ctx, "bot.past.1")
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
+}

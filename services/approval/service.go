@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -66,6 +67,11 @@ type Service struct {
 	instance string
 	now      func() time.Time
 	pending  prometheus.Gauge
+	// bucketFill is airlock_approvals_bucket_fill; refusing is whether the
+	// last look found the approvals bucket past its refusal mark (its
+	// crossings are logged once each way).
+	bucketFill prometheus.Gauge
+	refusing   atomic.Bool
 	// decisions seals `approved` events; frontend checks that decisions
 	// come from a front-end that authenticated the person.
 	decisions, frontend seal.Key
@@ -131,20 +137,21 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 	}
 	a := cfg.Approval // every default is in config.Default, checked by Validate
 	s := &Service{
-		deps:      deps,
-		cfg:       a,
-		dir:       calls.DirectoryOf(cfg),
-		settings:  domain.Settings{DefaultTimeout: a.DefaultTimeout, DefaultApprovers: a.DefaultApprovers},
-		pub:       deps.Publisher("approval"),
-		store:     store,
-		grants:    gkv,
-		inDoubt:   dkv,
-		index:     newIndex(deps.Log.With("service", "approval"), func() uint64 { return deps.NC.Stats().Reconnects }),
-		now:       time.Now,
-		life:      context.Background(),
-		pending:   pendingGauge(deps.Metrics.Registry),
-		decisions: dk,
-		frontend:  fk,
+		deps:       deps,
+		cfg:        a,
+		dir:        calls.DirectoryOf(cfg),
+		settings:   domain.Settings{DefaultTimeout: a.DefaultTimeout, DefaultApprovers: a.DefaultApprovers},
+		pub:        deps.Publisher("approval"),
+		store:      store,
+		grants:     gkv,
+		inDoubt:    dkv,
+		index:      newIndex(deps.Log.With("service", "approval"), func() uint64 { return deps.NC.Stats().Reconnects }),
+		now:        time.Now,
+		life:       context.Background(),
+		pending:    pendingGauge(deps.Metrics.Registry),
+		bucketFill: bucketFillGauge(deps.Metrics.Registry),
+		decisions:  dk,
+		frontend:   fk,
 
 		expiryRecorded: map[string]bool{},
 	}

@@ -110,11 +110,32 @@ func (s records) create(ctx context.Context, rec *airlockv1.ApprovalRecord) (uin
 		return 0, fmt.Errorf("encode approval: %w", err)
 	}
 	key := domain.RefOf(rec).Key()
-	rev, err := s.kv.Create(ctx, key, data)
+	var opts []jetstream.KVCreateOpt
+	if domain.Final(rec) && s.endedTTL > 0 {
+		// Created ended (refused past the agent's share): it leaves the
+		// bucket after the retention, as any ended record does.
+		opts = append(opts, jetstream.KeyTTL(s.endedTTL))
+	}
+	rev, err := s.kv.Create(ctx, key, data, opts...)
 	if err != nil {
 		return 0, fmt.Errorf("create approval %s: %w", key, err)
 	}
 	return rev, nil
+}
+
+// fill is how full the bucket is: the bytes it holds and its bound
+// (approval.max_bytes; 0 when it has none, provisioned before it had).
+func (s records) fill(ctx context.Context) (held uint64, bound int64, err error) {
+	st, err := s.kv.Status(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("status of the approvals bucket: %w", err)
+	}
+	kst, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return st.Bytes(), 0, nil
+	}
+	si := kst.StreamInfo()
+	return si.State.Bytes, max(si.Config.MaxBytes, 0), nil
 }
 
 // mutate is the compare-and-set loop every transition goes through: it reads

@@ -46,6 +46,9 @@ func (s *Service) sweep(ctx context.Context) {
 func (s *Service) sweepOnce(ctx context.Context) {
 	now := s.now()
 	s.pending.Set(float64(s.index.pendingCount()))
+	if _, err := s.pastRefusalMark(ctx); err != nil && ctx.Err() == nil {
+		s.deps.Log.Warn("reading how full the approvals bucket is failed; will retry", "err", err)
+	}
 	for _, rec := range s.index.dueRecords(now) {
 		if ctx.Err() != nil {
 			return

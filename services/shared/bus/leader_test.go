@@ -53,7 +53,7 @@ func TestReplicatedBucketsReadTheirWrites(t *testing.T) {
 	_, js, cfg := provisionedCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, kvc := range bus.BucketConfigs(cfg.Buckets) {
+	for _, kvc := range bus.BucketConfigs(cfg) {
 		s, err := js.Stream(ctx, "KV_"+kvc.Bucket)
 		if err != nil {
 			t.Fatal(err)

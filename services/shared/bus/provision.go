@@ -86,8 +86,10 @@ func IntakeConfig(stream config.Stream, cfg config.Intake) jetstream.StreamConfi
 // IntakeDuplicateWindow is the smallest duplicate window JetStream accepts.
 const IntakeDuplicateWindow = 100 * time.Millisecond
 
-// BucketConfigs are the KV buckets as configured.
-func BucketConfigs(cfg config.Buckets) []jetstream.KeyValueConfig {
+// BucketConfigs are the KV buckets as configured (buckets, and
+// approval.max_bytes for the approvals bucket).
+func BucketConfigs(all config.Config) []jetstream.KeyValueConfig {
+	cfg := all.Buckets
 	mk := func(name, desc string) jetstream.KeyValueConfig {
 		return jetstream.KeyValueConfig{
 			Bucket: name, Description: desc, History: cfg.History,
@@ -95,7 +97,7 @@ func BucketConfigs(cfg config.Buckets) []jetstream.KeyValueConfig {
 		}
 	}
 	return []jetstream.KeyValueConfig{
-		approvalsBucket(mk(cfg.Approvals, "approval state machine, one record per call revision")),
+		approvalsBucket(mk(cfg.Approvals, "approval state machine, one record per call revision"), all.Approval.MaxBytes),
 		withTTL(mk(cfg.Executions, "liveness of long-running executions, one record per call revision"), ExecutionsTTL),
 		mk(cfg.Policy, "policy rules and data edited at run time"),
 		mk(cfg.Grants, "standing grants (always allow)"),
@@ -137,9 +139,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg config.Config) (
 			return changes, err
 		}
 	}
-	for _, kvc := range BucketConfigs(cfg.Buckets) {
+	for _, kvc := range BucketConfigs(cfg) {
 		err := untilPlaced(ctx, cfg, "bucket "+kvc.Bucket, func(ctx context.Context) error {
-			c, err := ensureBucket(ctx, js, kvc)
+			c, err := ensureBucket(ctx, js, kvc, bucketBound(cfg, kvc.Bucket))
 			changes = append(changes, c...)
 			return err
 		})
@@ -157,7 +159,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		if _, err := js.CreateStream(ctx, want); err != nil {
-			return nil, fmt.Errorf("create stream %s: %w", want.Name, storageRefused(err, want, setting))
+			return nil, fmt.Errorf("create stream %s: %w", want.Name, storageRefused(err, want.MaxBytes, setting))
 		}
 		return &Change{"stream", want.Name, "created"}, nil
 	case err != nil:
@@ -172,15 +174,24 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 			"or it would refuse every new message", want.Name, held>>20, setting, want.MaxBytes>>20, setting)
 	}
 	if _, err := js.UpdateStream(ctx, want); err != nil {
-		return nil, fmt.Errorf("update stream %s: %w", want.Name, storageRefused(err, want, setting))
+		return nil, fmt.Errorf("update stream %s: %w", want.Name, storageRefused(err, want.MaxBytes, setting))
 	}
 	return &Change{"stream", want.Name, "updated"}, nil
 }
 
+// bucketBound is the setting that bounds the bytes of bucket ("" for one
+// with no bound).
+func bucketBound(cfg config.Config, bucket string) string {
+	if bucket == cfg.Buckets.Approvals {
+		return "approval.max_bytes"
+	}
+	return ""
+}
+
 // ensureBucket creates the bucket or brings its settings to kvc, and makes
-// a replicated one read from its leader.
-func ensureBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyValueConfig) ([]Change, error) {
-	changes, err := applyBucket(ctx, js, kvc)
+// a replicated one read from its leader. setting is what bounds its bytes.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyValueConfig, setting string) ([]Change, error) {
+	changes, err := applyBucket(ctx, js, kvc, setting)
 	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
 		return changes, fmt.Errorf("bucket %s needs entries with their own TTL, which NATS servers before 2.11 lack: upgrade the servers (deploy/ ships 2.12), then run `airlock provision` again", kvc.Bucket)
 	}
@@ -188,13 +199,13 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.Key
 }
 
 // applyBucket is ensureBucket, its errors as the server and client say them.
-func applyBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyValueConfig) ([]Change, error) {
+func applyBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyValueConfig, setting string) ([]Change, error) {
 	var changes []Change
 	kv, err := js.KeyValue(ctx, kvc.Bucket)
 	switch {
 	case errors.Is(err, jetstream.ErrBucketNotFound):
 		if _, err := js.CreateKeyValue(ctx, kvc); err != nil {
-			return nil, fmt.Errorf("create bucket %s: %w", kvc.Bucket, err)
+			return nil, fmt.Errorf("create bucket %s: %w", kvc.Bucket, storageRefused(err, kvc.MaxBytes, setting))
 		}
 		changes = append(changes, Change{"bucket", kvc.Bucket, "created"})
 	case err != nil:
@@ -206,9 +217,15 @@ func applyBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyV
 		}
 		si := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
 		if int64(kvc.History) != si.Config.MaxMsgsPerSubject || kvc.Replicas != si.Config.Replicas || kvc.Description != si.Config.Description ||
-			kvc.LimitMarkerTTL != si.Config.SubjectDeleteMarkerTTL {
+			kvc.LimitMarkerTTL != si.Config.SubjectDeleteMarkerTTL || streamMaxBytes(kvc.MaxBytes) != si.Config.MaxBytes {
+			// A bound under what the bucket holds would refuse every write
+			// that grows a record, decisions on waiting calls among them.
+			if held := si.State.Bytes; kvc.MaxBytes > 0 && held > uint64(kvc.MaxBytes) {
+				return nil, fmt.Errorf("bucket %s holds %d MiB, more than %s allows (%d MiB): raise %s above what it holds, "+
+					"or decisions on the calls it holds could not be stored", kvc.Bucket, held>>20, setting, kvc.MaxBytes>>20, setting)
+			}
 			if _, err := js.UpdateKeyValue(ctx, kvc); err != nil {
-				return nil, fmt.Errorf("update bucket %s: %w", kvc.Bucket, err)
+				return nil, fmt.Errorf("update bucket %s: %w", kvc.Bucket, storageRefused(err, kvc.MaxBytes, setting))
 			}
 			changes = append(changes, Change{"bucket", kvc.Bucket, "updated"})
 		}
@@ -295,16 +312,25 @@ const (
 const jsErrStorageExceeded jetstream.ErrorCode = 10047
 
 // storageRefused says what to do when the server will not reserve the bytes
-// a bounded stream may hold (setting bounds it): by default NATS offers 75%
-// of the disk free when it started.
-func storageRefused(err error, want jetstream.StreamConfig, setting string) error {
+// a bounded stream or bucket may hold (maxBytes, which setting sets): by
+// default NATS offers 75% of the disk free when it started.
+func storageRefused(err error, maxBytes int64, setting string) error {
 	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jsErrStorageExceeded || want.MaxBytes <= 0 {
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jsErrStorageExceeded || maxBytes <= 0 || setting == "" {
 		return err
 	}
-	return fmt.Errorf("%w: the NATS server cannot set aside the %d MiB this stream may hold; free disk space "+
+	return fmt.Errorf("%w: the NATS server cannot set aside the %d MiB this may hold; free disk space "+
 		"under its JetStream store_dir, set max_file_store in its jetstream block (deploy/nats/airlock.conf), "+
-		"or lower %s", err, want.MaxBytes>>20, setting)
+		"or lower %s", err, maxBytes>>20, setting)
+}
+
+// streamMaxBytes is a bucket's MaxBytes as its stream states it (a
+// bucket's 0, unbounded, is the stream's -1).
+func streamMaxBytes(kvMaxBytes int64) int64 {
+	if kvMaxBytes == 0 {
+		return -1
+	}
+	return kvMaxBytes
 }
 
 // readFromLeader turns Direct Get off on a replicated bucket, so that its
@@ -385,9 +411,12 @@ const KeyMarkerTTL = time.Second
 // stream holds every change), and an ended record's TTL
 // (approval.ended_retention) must remove the key, not uncover the value
 // before it. Each record holds a call's arguments, so History 5 kept five
-// copies of each, for ever (R5 F2).
-func approvalsBucket(kvc jetstream.KeyValueConfig) jetstream.KeyValueConfig {
-	kvc.History = 1
+// copies of each, for ever (R5 F2). Its bytes are bounded (maxBytes,
+// approval.max_bytes): full, the server refuses a write (a KV bucket
+// discards nothing old), and the approval service stops putting new calls
+// to reviewers before that (config.ApprovalRefusalMark).
+func approvalsBucket(kvc jetstream.KeyValueConfig, maxBytes int64) jetstream.KeyValueConfig {
+	kvc.History, kvc.MaxBytes = 1, maxBytes
 	return keyTTLs(kvc)
 }
 

@@ -26,7 +26,7 @@ func TestProvisionIsIdempotentAndAppliesChanges(t *testing.T) {
 	ctx := context.Background()
 
 	// The events and intake streams and every bucket.
-	everything := 2 + len(bus.BucketConfigs(cfg.Buckets))
+	everything := 2 + len(bus.BucketConfigs(cfg))
 	first, err := bus.Provision(ctx, js, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -70,16 +70,22 @@ func TestProvisionIsIdempotentAndAppliesChanges(t *testing.T) {
 }
 
 // A bucket provisioned before its entries took their own TTL (and, for
-// approvals, before it kept one value per key: R5 F2) is brought to the
-// current settings in place.
+// approvals, before it kept one value per key, R5 F2, and before its bytes
+// were bounded by approval.max_bytes) is brought to the current settings
+// in place.
 func TestProvisionLetsAnOlderBucketTakeKeyTTLs(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		bucket      func(config.Buckets) string
 		wantHistory int64 // 0: buckets.history
+		boundedBy   func(config.Config) int64
+		// unboundedOnly: the bucket differs only by having no byte bound
+		// (provisioned when ended records took their TTL, before the bound).
+		unboundedOnly bool
 	}{
-		{"client waits", func(b config.Buckets) string { return b.ClientWaits }, 0},
-		{"approvals", func(b config.Buckets) string { return b.Approvals }, 1},
+		{"client waits", func(b config.Buckets) string { return b.ClientWaits }, 0, func(config.Config) int64 { return -1 }, false},
+		{"approvals", func(b config.Buckets) string { return b.Approvals }, 1, func(c config.Config) int64 { return c.Approval.MaxBytes }, false},
+		{"approvals with no byte bound", func(b config.Buckets) string { return b.Approvals }, 1, func(c config.Config) int64 { return c.Approval.MaxBytes }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := testenv.StartNATS(t)
@@ -88,12 +94,15 @@ func TestProvisionLetsAnOlderBucketTakeKeyTTLs(t *testing.T) {
 			ctx := context.Background()
 			name := tc.bucket(cfg.Buckets)
 			var older jetstream.KeyValueConfig
-			for _, kvc := range bus.BucketConfigs(cfg.Buckets) {
+			for _, kvc := range bus.BucketConfigs(cfg) {
 				if kvc.Bucket == name {
 					older = kvc
 				}
 			}
-			older.LimitMarkerTTL, older.History = 0, 5
+			older.MaxBytes = 0
+			if !tc.unboundedOnly {
+				older.LimitMarkerTTL, older.History = 0, 5
+			}
 			if _, err := js.CreateKeyValue(ctx, older); err != nil {
 				t.Fatal(err)
 			}
@@ -115,10 +124,47 @@ func TestProvisionLetsAnOlderBucketTakeKeyTTLs(t *testing.T) {
 			if want == 0 {
 				want = int64(cfg.Buckets.History)
 			}
-			if h := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.MaxMsgsPerSubject; h != want {
+			sc := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config
+			if h := sc.MaxMsgsPerSubject; h != want {
 				t.Errorf("bucket %s keeps %d values per key after provisioning, want %d", name, h, want)
 			}
+			if b, want := sc.MaxBytes, tc.boundedBy(cfg); b != want {
+				t.Errorf("bucket %s holds at most %d bytes after provisioning, want %d", name, b, want)
+			}
 		})
+	}
+}
+
+// A bound under what the approvals bucket already holds would refuse every
+// write that grows a record, decisions on waiting calls among them:
+// provisioning refuses it, naming the setting, and changes nothing.
+func TestProvisionRefusesAnApprovalsBoundUnderWhatTheBucketHolds(t *testing.T) {
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	cfg := testenv.Config(n.URL())
+	ctx := context.Background()
+	if _, err := bus.Provision(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, cfg.Buckets.Approvals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "bot.c.1", make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	was := cfg.Approval.MaxBytes
+	cfg.Approval.MaxBytes = 32 << 10
+	_, err = bus.Provision(ctx, js, cfg)
+	if err == nil || !strings.Contains(err.Error(), "raise approval.max_bytes above what it holds") {
+		t.Fatalf("provisioning a bound under what the bucket holds: %v; want it refused naming approval.max_bytes", err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.MaxBytes; b != was {
+		t.Fatalf("the bucket's bound is %d after a refused provisioning, want %d as before", b, was)
 	}
 }
 
@@ -181,7 +227,7 @@ func TestProvisionRightAfterAClusterStartsAlwaysSucceeds(t *testing.T) {
 				created++
 			}
 		}
-		if want := 2 + len(bus.BucketConfigs(cfg.Buckets)); created != want {
+		if want := 2 + len(bus.BucketConfigs(cfg)); created != want {
 			t.Fatalf("run %d: created %d streams and buckets (%v), want the 2 streams and every bucket (%d)", run+1, created, changes, want)
 		}
 		s, err := js.Stream(context.Background(), cfg.Stream.Name)

@@ -182,6 +182,19 @@ func Conflict(err error) bool {
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
+// Full reports whether a write was refused because the stream or bucket
+// holds what its MaxBytes allows (a KV bucket discards nothing old to make
+// room): nothing was stored, and trying again stores nothing until
+// something leaves it or the bound is raised.
+func Full(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrStoreFailed && apiErr.Description == "maximum bytes exceeded"
+}
+
+// jsErrStoreFailed is JetStream refusing to store a message; its
+// description says why (nats-server's errors.json: JSStreamStoreFailedF).
+const jsErrStoreFailed jetstream.ErrorCode = 10077
+
 // Atomic batch publish (ADR-50) headers; the stream needs AllowAtomicPublish.
 const (
 	headerBatchID     = "Nats-Batch-Id"

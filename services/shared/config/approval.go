@@ -48,7 +48,24 @@ type Approval struct {
 	// call is read from the events stream and the audit
 	// (`airlock audit query --call`).
 	EndedRetention time.Duration `yaml:"ended_retention"`
+	// MaxBytes bounds the approvals bucket (its MaxBytes, which the NATS
+	// server enforces), shared by every agent's records. Past
+	// ApprovalRefusalMark of it a new call that would wait for a person is
+	// canceled at once with a reason the agent reads, so that the room
+	// left still takes every decision on a call already waiting.
+	MaxBytes int64 `yaml:"max_bytes"`
 }
+
+// ApprovalRefusalMark is the share of approval.max_bytes past which the
+// approval service puts no new call to reviewers: the rest is headroom for
+// what the calls already waiting still write (channel references, votes, a
+// decision, an edit), none of which may fail half-way.
+const ApprovalRefusalMark = 0.9
+
+// MinApprovalBytesPerRequest is how many of the largest call
+// (limits.max_request_bytes) approval.max_bytes must hold at least, so that
+// the headroom past ApprovalRefusalMark takes at least one more such record.
+const MinApprovalBytesPerRequest = 16
 
 func defaultApproval() Approval {
 	return Approval{
@@ -64,5 +81,6 @@ func defaultApproval() Approval {
 		NotifyBurst:        10,
 		NotifyRefill:       10 * time.Second,
 		EndedRetention:     7 * 24 * time.Hour,
+		MaxBytes:           1 << 30,
 	}
 }

@@ -121,7 +121,8 @@ type Stream struct {
 	// MaxMsgSize is the largest message the stream stores.
 	MaxMsgSize int32 `yaml:"max_msg_size"`
 	// MaxBytes bounds what the stream stores (default 16 GiB, within the
-	// shipped 20 GiB NATS volume with the intake's 1 GiB). At the bound
+	// shipped 20 GiB NATS volume with the intake's 1 GiB and the approvals
+	// bucket's 1 GiB, approval.max_bytes). At the bound
 	// new events are refused, never old ones dropped: every event is
 	// audit trail, and the executor's exactly-once check reads a call's
 	// own earlier events. airlock then decides no new call until events
@@ -465,6 +466,10 @@ func (c Config) Validate() error {
 	}
 	if c.Approval.EndedRetention < time.Second {
 		errs = append(errs, fmt.Errorf("approval.ended_retention (%s) must be at least 1s: it is how long an ended call's record is kept before the server removes it", c.Approval.EndedRetention))
+	}
+	if minBytes := MinApprovalBytesPerRequest * int64(c.Limits.MaxRequestBytes); c.Approval.MaxBytes < minBytes {
+		errs = append(errs, fmt.Errorf("approval.max_bytes (%d) must be at least %d (%d times limits.max_request_bytes): it bounds the approvals bucket every agent's waiting and recently ended calls share (1 GiB by default), and past %d%% of it new calls are refused so that decisions on waiting ones still fit; raise it, or lower limits.max_request_bytes",
+			c.Approval.MaxBytes, minBytes, MinApprovalBytesPerRequest, int(ApprovalRefusalMark*100)))
 	}
 	if c.Approval.MaxPendingPerAgent < 1 {
 		errs = append(errs, fmt.Errorf("approval.max_pending_per_agent (%d) must be at least 1: it is how many of one agent's calls may wait for a person", c.Approval.MaxPendingPerAgent))
