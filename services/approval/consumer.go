@@ -87,20 +87,35 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 	rec.RequestedSeq, rec.Queued = seq, domain.InQueue(rec)
 	key := domain.RefOf(rec).Key()
 	// An agent may keep only its share of calls waiting for a person: past
-	// it the call is canceled at once, and the agent reads why.
-	admitted, known := s.index.admit(key, rec.GetCall().GetAgentId(), s.deps.Config.Approval.MaxPendingPerAgent)
+	// it the call is canceled at once, and the agent reads why. Its
+	// records may hold only its share of the bucket's bytes: at it, the
+	// call is refused without a record (refusals would grow them).
+	share := s.deps.Config.ApprovalBytesPerAgent()
+	v := s.index.admit(key, rec.GetCall().GetAgentId(), s.deps.Config.Approval.MaxPendingPerAgent, share, proto.Size(rec))
+	admitted, known := v.admitted, v.known
 	if !known {
 		// Past the refusal mark of the bucket every agent's records share,
 		// no new record is written at all (not even a refusal), so that
 		// what is left takes every decision on the calls already waiting.
-		full, err := s.pastRefusalMark(ctx)
-		if (err != nil || full != "") && admitted {
-			s.index.forget(key)
+		// It is the backstop of the agents' shares: they add up to more
+		// than the bucket, and each replica counts only what it has seen.
+		var refusal, why string
+		if v.overBytes {
+			refusal = overByteShare(rec, v.heldBytes, share)
+			why = fmt.Sprintf("its agent holds %d of its %d bytes of the approvals bucket (approval.max_bytes_per_agent)", v.heldBytes, share)
+		} else {
+			full, err := s.pastRefusalMark(ctx)
+			if (err != nil || full != "") && admitted {
+				s.index.forget(key)
+			}
+			if err != nil {
+				return err
+			}
+			if full != "" {
+				refusal, why = bucketFull(rec), "the approvals bucket is past its refusal mark: it "+full
+			}
 		}
-		if err != nil {
-			return err
-		}
-		if full != "" {
+		if refusal != "" {
 			// A record written before (a redelivered request) is taken as
 			// it is, never contradicted by a second outcome.
 			_, _, err := s.store.get(ctx, key)
@@ -110,7 +125,7 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 				}
 				known = true
 			} else {
-				return s.refuseUnrecorded(ctx, rec, full)
+				return s.refuseUnrecorded(ctx, rec, refusal, why)
 			}
 		}
 	}
@@ -137,7 +152,7 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 		if bus.Full(err) && !known {
 			// Full before the mark was seen (several writers at once, or
 			// a bound under one record): refused as past the mark.
-			return s.refuseUnrecorded(ctx, rec, fmt.Sprintf("the approvals bucket is full (%v)", err))
+			return s.refuseUnrecorded(ctx, rec, bucketFull(rec), fmt.Sprintf("the approvals bucket is full (%v)", err))
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return err
@@ -275,14 +290,15 @@ func (s *Service) pastRefusalMark(ctx context.Context) (string, error) {
 	return fmt.Sprintf("holds %d of its %d bytes", held, bound), nil
 }
 
-// refuseUnrecorded cancels rec, a call with no record, without writing one
-// to the approvals bucket (full says how full it is): the canceled event,
-// which the agent reads, and the audit trail carry the refusal. A rec
-// already canceled (past its agent's share) keeps its own reason.
-func (s *Service) refuseUnrecorded(ctx context.Context, rec *airlockv1.ApprovalRecord, full string) error {
+// refuseUnrecorded cancels rec, a call with no record, for reason (what
+// the agent reads) without writing one to the approvals bucket (why says
+// for the log why not): the canceled event, which the agent reads, and
+// the audit trail carry the refusal. A rec already canceled (past its
+// agent's share of waiting calls) keeps its own reason.
+func (s *Service) refuseUnrecorded(ctx context.Context, rec *airlockv1.ApprovalRecord, reason, why string) error {
 	key := domain.RefOf(rec).Key()
 	if !domain.Final(rec) {
-		out, err := domain.Cancel(rec, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"}, bucketFull(rec), s.dir, s.now())
+		out, err := domain.Cancel(rec, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_SERVICE, Id: "approval"}, reason, s.dir, s.now())
 		if err != nil {
 			return consume.Permanent(err)
 		}
@@ -295,10 +311,19 @@ func (s *Service) refuseUnrecorded(ctx context.Context, rec *airlockv1.ApprovalR
 	// Not published, the request is delivered again (there is no record
 	// for the sweeper's settle pass to repair from).
 	if err := s.publish(ctx, ev); err != nil {
-		return fmt.Errorf("publish the cancellation of %s (approvals bucket past its refusal mark): %w", key, err)
+		return fmt.Errorf("publish the cancellation of %s (refused with no record: %s): %w", key, why, err)
 	}
-	s.deps.Log.Info("call refused: the approvals bucket is past its refusal mark", "key", key, "bucket", full)
+	s.deps.Log.Info("call refused with no record", "key", key, "why", why)
 	return nil
+}
+
+// overByteShare is the reason an agent reads when rec came while its
+// records held held bytes of the approvals bucket, at or past its share.
+func overByteShare(rec *airlockv1.ApprovalRecord, held, share int64) string {
+	agent := rec.GetCall().GetAgentId()
+	return fmt.Sprintf("agent %s holds %d of its %d bytes of approval records (its waiting and recently ended calls, each with its arguments), so call %s was not put to reviewers: "+
+		"its new calls are refused until older records expire after approval.ended_retention, or ask the operator to raise approval.max_bytes_per_agent",
+		agent, held, share, rec.GetCall().GetCallId())
 }
 
 // bucketFull is the reason an agent reads when rec came while the approvals

@@ -36,6 +36,8 @@ type entry struct {
 	// announcer names the replica announcing the call (takeOver).
 	announcer        string
 	created, updated int64 // unix nanoseconds
+	// size is the record's stored bytes (the value, arguments and all).
+	size int
 }
 
 // newEntry encodes full, a record read from the bucket under key (raw, as

@@ -37,14 +37,18 @@ type index struct {
 	recs   map[string]*entry
 	latest map[string]uint32 // "<agent>.<call>" → newest revision seen
 	// pendingBy counts each agent's pending records in recs; admitted
-	// holds the keys (→ agent) of records this replica admitted as pending
-	// (admit) that the watch has not delivered yet.
+	// holds the keys of records this replica admitted as pending (admit)
+	// that the watch has not delivered yet.
 	pendingBy map[string]int
+	// bytesBy sums, per agent, the stored bytes (values) of its records in
+	// recs, pending and ended, until they leave the bucket (deleted,
+	// purged, or expired: the server's TTL marker is a purge).
+	bytesBy map[string]int64
 	// pendingRevs holds each call's pending revisions ("<agent>.<call>" →
 	// revisions), so superseding looks at those, never at every number
 	// below a revision the agent chose.
 	pendingRevs map[string][]uint32
-	admitted    map[string]string
+	admitted    map[string]admission
 	// unsettled: keys whose record reached a decision and whose event this
 	// replica has not yet confirmed in the stream (see sweeper.settle).
 	unsettled map[string]bool
@@ -69,7 +73,7 @@ type index struct {
 
 func newIndex(log *slog.Logger, reconnects func() uint64) *index {
 	return &index{log: log, reconnects: reconnects, recs: map[string]*entry{}, latest: map[string]uint32{},
-		pendingBy: map[string]int{}, pendingRevs: map[string][]uint32{}, admitted: map[string]string{}, unsettled: map[string]bool{}, published: map[string]bool{},
+		pendingBy: map[string]int{}, bytesBy: map[string]int64{}, pendingRevs: map[string][]uint32{}, admitted: map[string]admission{}, unsettled: map[string]bool{}, published: map[string]bool{},
 		byAgent: map[string]*listOrder{}, due: dueQueue{at: map[string]int64{}}, queued: map[string]bool{},
 		announcing: map[string]string{}}
 }
@@ -152,11 +156,18 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 			return
 		}
 		due = domain.NextDue(full)
+		rec.size = len(e.Value())
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	delete(ix.admitted, e.Key())
 	old := ix.recs[e.Key()]
+	if old != nil {
+		ix.bytesOf(old.ref.Agent, -int64(old.size))
+	}
+	if rec != nil {
+		ix.bytesOf(rec.ref.Agent, int64(rec.size))
+	}
 	if old != nil && old.pending() {
 		ix.pendingOf(old.ref.Agent, -1)
 		ix.pendingRev(old.callKey, old.ref.Rev, false)
@@ -232,34 +243,66 @@ func (ix *index) pendingOf(agent string, d int) {
 	}
 }
 
-// admit decides whether key, a new record of agent, may wait for a person:
-// yes when the index already holds it (a redelivery), or when the agent's
-// pending records, with those admitted and not yet seen, number fewer than
-// max; then it counts key as admitted until the watch delivers it (or
-// forget drops it). The check and the count are one step, so handlers
-// working at once cannot all take the last place. Each replica counts what
-// it sees: with several replicas an agent can pass max by what the others
-// admitted in the last moment.
-func (ix *index) admit(key, agent string, max int) (admitted, known bool) {
+// bytesOf adds d to agent's bytes of records (ix.mu held).
+func (ix *index) bytesOf(agent string, d int64) {
+	if n := ix.bytesBy[agent] + d; n > 0 {
+		ix.bytesBy[agent] = n
+	} else {
+		delete(ix.bytesBy, agent)
+	}
+}
+
+// admission is a record admit let wait for a person, until the watch
+// delivers it: its agent and its size as it was asked (no preview yet).
+type admission struct {
+	agent string
+	size  int
+}
+
+// verdict is what admit decided about a new record.
+type verdict struct {
+	// admitted: it may wait for a person; known: the index holds it (a
+	// redelivery); overBytes: neither, its agent's records hold heldBytes,
+	// at or past its share of the bucket's bytes, so nothing is written.
+	admitted, known, overBytes bool
+	heldBytes                  int64
+}
+
+// admit decides about key, a new record of agent of size bytes: known
+// when the index already holds it (a redelivery); over bytes when the
+// agent's records, with those admitted and not yet seen, hold share bytes
+// or more; else admitted when its pending records, with those admitted and
+// not yet seen, number fewer than max, and then it counts key as admitted
+// until the watch delivers it (or forget drops it). The check and the
+// count are one step, so handlers working at once cannot all take the
+// last place. Each replica counts what it sees: with several replicas an
+// agent can pass max, and share, by what the others wrote in the last
+// moment; and a record grows after admit (its preview, channel
+// references, votes, the decision) by what share then counts.
+func (ix *index) admit(key, agent string, max int, share int64, size int) verdict {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.recs[key] != nil {
-		return true, true
+		return verdict{admitted: true, known: true}
 	}
 	if _, ok := ix.admitted[key]; ok {
-		return true, false
+		return verdict{admitted: true}
 	}
-	n := ix.pendingBy[agent]
+	n, held := ix.pendingBy[agent], ix.bytesBy[agent]
 	for _, a := range ix.admitted {
-		if a == agent {
+		if a.agent == agent {
 			n++
+			held += int64(a.size)
 		}
 	}
-	if n >= max {
-		return false, false
+	if held >= share {
+		return verdict{overBytes: true, heldBytes: held}
 	}
-	ix.admitted[key] = agent
-	return true, false
+	if n >= max {
+		return verdict{}
+	}
+	ix.admitted[key] = admission{agent: agent, size: size}
+	return verdict{admitted: true}
 }
 
 // forget drops key from what admit counted: its record was not created.

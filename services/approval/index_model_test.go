@@ -22,9 +22,10 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
-// Whatever sequence of writes, deletes, purges and watch replays the
-// bucket delivers, the index agrees with the bucket's content: the
-// pending count and per-agent counts, the queued records, the records
+// Whatever sequence of writes, deletes, purges (a TTL's expiry marker is
+// one) and watch replays the bucket delivers, the index agrees with the
+// bucket's content: the pending count and per-agent counts, each agent's
+// bytes of records (approval.max_bytes_per_agent), the queued records, the records
 // being announced by each announcer, the records a sweep is handed at any
 // moment (exactly those whose NextDue came), each call's earlier pending
 // revisions, and every list page (order, filter fields and the listed form
@@ -114,7 +115,9 @@ func compareIndex(t *testing.T, at string, ix *index, bucket map[string]*airlock
 	var pending, queued, due []string
 	byAgent := map[string]int{}
 	announcing := map[string][]string{}
+	bytesBy := map[string]int64{}
 	for k, r := range bucket {
+		bytesBy[r.GetCall().GetAgentId()] += int64(proto.Size(r))
 		if r.GetState() != domain.Pending {
 			continue
 		}
@@ -135,6 +138,9 @@ func compareIndex(t *testing.T, at string, ix *index, bucket map[string]*airlock
 	}
 	if !maps.Equal(ix.pendingBy, byAgent) {
 		t.Fatalf("%s: pending by agent %v, the bucket %v", at, ix.pendingBy, byAgent)
+	}
+	if !maps.Equal(ix.bytesBy, bytesBy) {
+		t.Fatalf("%s: bytes by agent %v, the bucket %v", at, ix.bytesBy, bytesBy)
 	}
 	sorted := func(s []string) string { slices.Sort(s); return strings.Join(s, " ") }
 	if got, want := sorted(keysOf(ix.queuedRecords())), sorted(queued); got != want {

@@ -54,7 +54,34 @@ type Approval struct {
 	// canceled at once with a reason the agent reads, so that the room
 	// left still takes every decision on a call already waiting.
 	MaxBytes int64 `yaml:"max_bytes"`
+	// MaxBytesPerAgent bounds the bytes of one agent's records in the
+	// approvals bucket (waiting and ended, until they expire): at it the
+	// agent's new calls are refused, so one agent cannot bring the bucket
+	// to its refusal mark for every other. 0: Config.ApprovalBytesPerAgent.
+	MaxBytesPerAgent int64 `yaml:"max_bytes_per_agent"`
 }
+
+// ApprovalBytesPerAgent is one agent's share of the approvals bucket in
+// bytes: approval.max_bytes_per_agent, or when unset approval.max_bytes /
+// DefaultApprovalAgentsSharing, yet room for at least
+// MinApprovalAgentRequests of the largest call (within approval.max_bytes).
+func (c Config) ApprovalBytesPerAgent() int64 {
+	if c.Approval.MaxBytesPerAgent > 0 {
+		return c.Approval.MaxBytesPerAgent
+	}
+	share := max(c.Approval.MaxBytes/DefaultApprovalAgentsSharing, MinApprovalAgentRequests*int64(c.Limits.MaxRequestBytes))
+	return min(share, c.Approval.MaxBytes)
+}
+
+// DefaultApprovalAgentsSharing is how many agents at their share fill
+// approval.max_bytes when approval.max_bytes_per_agent is unset.
+const DefaultApprovalAgentsSharing = 16
+
+// MinApprovalAgentRequests is how many of the largest call
+// (limits.max_request_bytes) an agent's share of the approvals bucket
+// holds at least, so that an agent asking with large arguments still has
+// a few calls waiting.
+const MinApprovalAgentRequests = 4
 
 // ApprovalRefusalMark is the share of approval.max_bytes past which the
 // approval service puts no new call to reviewers: the rest is headroom for

@@ -471,6 +471,10 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("approval.max_bytes (%d) must be at least %d (%d times limits.max_request_bytes): it bounds the approvals bucket every agent's waiting and recently ended calls share (1 GiB by default), and past %d%% of it new calls are refused so that decisions on waiting ones still fit; raise it, or lower limits.max_request_bytes",
 			c.Approval.MaxBytes, minBytes, MinApprovalBytesPerRequest, int(ApprovalRefusalMark*100)))
 	}
+	if share, least := c.Approval.MaxBytesPerAgent, MinApprovalAgentRequests*int64(c.Limits.MaxRequestBytes); share != 0 && (share < least || share > c.Approval.MaxBytes) {
+		errs = append(errs, fmt.Errorf("approval.max_bytes_per_agent (%d) must be between %d (%d times limits.max_request_bytes) and approval.max_bytes (%d): it is how many bytes of the approvals bucket one agent's waiting and recently ended calls may hold before its new calls are refused; set it in that range, or leave it unset for approval.max_bytes / %d",
+			share, least, MinApprovalAgentRequests, c.Approval.MaxBytes, DefaultApprovalAgentsSharing))
+	}
 	if c.Approval.MaxPendingPerAgent < 1 {
 		errs = append(errs, fmt.Errorf("approval.max_pending_per_agent (%d) must be at least 1: it is how many of one agent's calls may wait for a person", c.Approval.MaxPendingPerAgent))
 	}

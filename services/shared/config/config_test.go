@@ -74,6 +74,8 @@ func TestLoadRefusesMistakes(t *testing.T) {
 		{"env_name_with_a_letter_less", "", []string{"AIRLOCK_SECURITY_DECISION_KY=00"}, "did you mean AIRLOCK_SECURITY_DECISION_KEY?"},
 		{"bad_sync", "dev:\n  sync: sometimes\n", nil, "dev.sync"},
 		{"approvals_bucket_too_small_for_its_headroom", "approval:\n  max_bytes: 1048576\n", nil, "approval.max_bytes (1048576) must be at least 4194304 (16 times limits.max_request_bytes)"},
+		{"an_agents_approval_bytes_under_four_requests", "approval:\n  max_bytes_per_agent: 1048575\n", nil, "approval.max_bytes_per_agent (1048575) must be between 1048576 (4 times limits.max_request_bytes) and approval.max_bytes (1073741824)"},
+		{"an_agents_approval_bytes_over_the_bucket", "approval:\n  max_bytes: 4194304\n  max_bytes_per_agent: 4194305\n", nil, "approval.max_bytes_per_agent (4194305) must be between"},
 		{"sso_without_client_id", "console:\n  oidc: {issuer: https://login.example.com, groups: {eng: {roles: [reviewer]}}}\n", nil, "console.oidc.client_id"},
 		{"sso_without_any_group", "console:\n  oidc: {issuer: https://login.example.com, client_id: c}\n", nil, "console.oidc.groups is empty"},
 		{"sso_with_an_unknown_role", "console:\n  oidc: {issuer: https://login.example.com, client_id: c, groups: {eng: {roles: [boss]}}}\n", nil, `unknown role "boss"`},
@@ -168,6 +170,29 @@ func TestMaxPreviewBytesIsBoundedSoAPendingRecordFitsOneMessage(t *testing.T) {
 			}
 			if err != nil && !strings.Contains(err.Error(), "set it to at most 262144") {
 				t.Fatalf("the refusal does not say what to do: %v", err)
+			}
+		})
+	}
+}
+
+func TestApprovalBytesPerAgent(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		maxBytes, perAgent int64
+		want               int64
+	}{
+		{"default: a sixteenth of the bucket", 1 << 30, 0, 64 << 20},
+		{"a small bucket: still four of the largest call", 4 << 20, 0, 1 << 20},
+		{"set", 1 << 30, 8 << 20, 8 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default()
+			c.Approval.MaxBytes, c.Approval.MaxBytesPerAgent = tc.maxBytes, tc.perAgent
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if got := c.ApprovalBytesPerAgent(); got != tc.want {
+				t.Fatalf("ApprovalBytesPerAgent() = %d; want %d", got, tc.want)
 			}
 		})
 	}
