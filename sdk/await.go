@@ -432,8 +432,8 @@ type OverBudgetError struct {
 }
 
 func (e *OverBudgetError) Error() string {
-	return fmt.Sprintf("call %s: agent %s is over its budget of %d calls a minute (and %d request bytes); retry after about %s: airlock did not decide or record the call",
-		e.Call, e.Agent, e.CallsPerMinute, e.RequestBytesPerMinute, e.RetryAfter)
+	return fmt.Sprintf("call %s: agent %s is over its budget of %d calls a minute (and %d request bytes); retry after about %d s: airlock did not decide or record the call",
+		e.Call, e.Agent, e.CallsPerMinute, e.RequestBytesPerMinute, int(e.RetryAfter/time.Second))
 }
 
 // Is makes errors.Is(err, ErrOverBudget) true.
