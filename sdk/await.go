@@ -452,6 +452,13 @@ func (c *Client) overBudgetOf(m *nats.Msg, callID string) error {
 	if err != nil {
 		return nil
 	}
+	return OverBudgetErrorOf(n)
+}
+
+// OverBudgetErrorOf is the error the policy service's notice n says (for a
+// front-end that heard the notice itself, as the console does for agents
+// on its REST API).
+func OverBudgetErrorOf(n ingress.OverBudget) *OverBudgetError {
 	return &OverBudgetError{Agent: n.AgentID, Call: n.CallID, CallsPerMinute: n.CallsPerMinute, RequestBytesPerMinute: n.RequestBytesPerMinute,
 		RetryAfter: time.Duration(n.RetryAfterSeconds) * time.Second, Reason: n.Reason}
 }

@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/bus"
@@ -41,6 +43,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/quota"
 	"github.com/airlock-gate/airlock/services/shared/seal"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
@@ -147,7 +150,7 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 		logins: newLoginLimiter(kv, deps.Config.Console.SignIn, opts.Now),
 		pub:    deps.Publisher("console"),
 		agents: &agentCalls{nc: deps.NC, js: deps.JS, cfg: deps.Config, frontend: fk, approvals: approvalapi.New(deps.NC, fk, Frontend),
-			now: opts.Now, waits: quota.New(maxWaitsPerAgent), tools: tools},
+			now: opts.Now, waits: quota.New(maxWaitsPerAgent), tools: tools, overBudget: newHeardOverBudget(opts.Now)},
 		clients: clients, tools: tools,
 	}
 	if deps.Config.Email.OneTap.Enabled {
@@ -192,6 +195,12 @@ func (con *Console) Run(ctx context.Context) error {
 		return fmt.Errorf("console: %w", err)
 	}
 	defer func() { _ = tools.Unsubscribe() }()
+	// The policy's over-budget notices, for agents on the REST API.
+	overBudget, err := con.nc.Subscribe(subject.OverBudgetNotice("*", "*"), con.agents.overBudget.hear)
+	if err != nil {
+		return fmt.Errorf("console: follow the policy's over-budget notices: %w", err)
+	}
+	defer func() { _ = overBudget.Unsubscribe() }()
 	go con.sweep(ctx)
 	return con.feed.run(ctx)
 }
@@ -364,6 +373,11 @@ func (con *Console) handleError(err error, c echo.Context) {
 		msg = "something went wrong on our side; the log has the details"
 	} else if msg == "" {
 		msg = err.Error()
+	}
+	var over *airlock.OverBudgetError
+	if errors.As(err, &over) {
+		// A call the agent's budget kept from being decided: submit it again then.
+		c.Response().Header().Set("Retry-After", strconv.Itoa(max(1, int(over.RetryAfter/time.Second))))
 	}
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(status)
