@@ -436,6 +436,13 @@ func (e *OverBudgetError) Error() string {
 		e.Call, e.Agent, e.CallsPerMinute, e.RequestBytesPerMinute, int(e.RetryAfter/time.Second))
 }
 
+// Notice is the policy service's notice the error says, as a front-end
+// passes it on (the console's REST API, in its error body).
+func (e *OverBudgetError) Notice() ingress.OverBudget {
+	return ingress.OverBudget{AgentID: e.Agent, CallID: e.Call, CallsPerMinute: e.CallsPerMinute, RequestBytesPerMinute: e.RequestBytesPerMinute,
+		RetryAfterSeconds: max(1, int(e.RetryAfter/time.Second)), Reason: e.Reason}
+}
+
 // Is makes errors.Is(err, ErrOverBudget) true.
 func (e *OverBudgetError) Is(target error) bool { return target == ErrOverBudget }
 

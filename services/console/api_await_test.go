@@ -150,8 +150,8 @@ func TestARESTWaitSaysTheAgentIsOverItsBudget(t *testing.T) {
 	for waiting := true; waiting; {
 		select {
 		case got := <-answered:
-			if got.status != http.StatusServiceUnavailable || !strings.Contains(got.body, "agent bot is over its budget of 1 calls a minute") || !strings.Contains(got.body, "retry after about 12 s") || got.retryAfter != "12" {
-				t.Fatalf("GET ?wait= of a call over the agent's budget: %d %s (Retry-After %q); want 503 saying the agent is over its budget and when to retry, and Retry-After 12", got.status, got.body, got.retryAfter)
+			if got.status != http.StatusServiceUnavailable || !strings.Contains(got.body, "agent bot is over its budget of 1 calls a minute") || !strings.Contains(got.body, "retry after about 12 s") || got.retryAfter != "12" || !strings.Contains(got.body, `"over_budget":{"agent_id":"bot","call_id":"rest_over","calls_per_minute":1,`) {
+				t.Fatalf("GET ?wait= of a call over the agent's budget: %d %s (Retry-After %q); want 503 saying the agent is over its budget and when to retry, Retry-After 12 and the notice in over_budget", got.status, got.body, got.retryAfter)
 			}
 			waiting = false
 		case <-tick.C:

@@ -39,6 +39,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/onetap"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/quota"
@@ -342,6 +343,9 @@ func cacheStatic(next echo.HandlerFunc) echo.HandlerFunc {
 type apiError struct {
 	Code    apierr.Code `json:"code"`
 	Message string      `json:"message"`
+	// OverBudget is the policy's notice, when the call was not decided
+	// because its agent is over its budget: the shape every SDK reads.
+	OverBudget *ingress.OverBudget `json:"over_budget,omitempty"`
 }
 
 // handleError is the one place an error becomes an HTTP status: apierr codes
@@ -375,16 +379,19 @@ func (con *Console) handleError(err error, c echo.Context) {
 		msg = err.Error()
 	}
 	var over *airlock.OverBudgetError
+	var notice *ingress.OverBudget
 	if errors.As(err, &over) {
 		// A call the agent's budget kept from being decided: submit it again then.
-		c.Response().Header().Set("Retry-After", strconv.Itoa(max(1, int(over.RetryAfter/time.Second))))
+		n := over.Notice()
+		notice = &n
+		c.Response().Header().Set("Retry-After", strconv.Itoa(n.RetryAfterSeconds))
 	}
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(status)
 		return
 	}
 	if isAPI(c) || strings.Contains(c.Request().Header.Get(echo.HeaderAccept), "application/json") {
-		_ = c.JSON(status, apiError{Code: code, Message: msg})
+		_ = c.JSON(status, apiError{Code: code, Message: msg, OverBudget: notice})
 		return
 	}
 	c.Response().Header().Set("Content-Security-Policy", contentSecPolicy)
