@@ -25,13 +25,9 @@ import (
 // events stream gains nothing from a dropped request. No other agent can
 // publish such a notice for bot's call.
 func TestAnAgentOverItsBudgetIsToldSoAtOnce(t *testing.T) {
-	cfgFile := filepath.Join(t.TempDir(), "airlock.yaml")
 	// One call a minute: the second is refused (a small stored event), the
 	// third dropped.
-	if err := os.WriteFile(cfgFile, []byte("limits:\n  agent_calls_per_minute: 1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+cfgFile)
+	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+oneCallAMinute(t))
 	bot := dev.Agent(t, "bot")
 	_, js := dev.Admin(t)
 	def := config.Default()
@@ -111,4 +107,15 @@ func TestAnAgentOverItsBudgetIsToldSoAtOnce(t *testing.T) {
 			evil.refused(target)
 		}
 	})
+}
+
+// oneCallAMinute is an airlock configuration file whose agents may have one
+// call decided a minute (limits.agent_calls_per_minute).
+func oneCallAMinute(t *testing.T) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "airlock.yaml")
+	if err := os.WriteFile(file, []byte("limits:\n  agent_calls_per_minute: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }

@@ -17,11 +17,7 @@ func TestPythonClientOverBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal("python3 is not installed: install Python 3.9 or newer (apt-get install python3); the client needs nothing else")
 	}
-	cfgFile := filepath.Join(t.TempDir(), "airlock.yaml")
-	if err := os.WriteFile(cfgFile, []byte("limits:\n  agent_calls_per_minute: 1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	dev := startDev(t, filepath.Join(t.TempDir(), "data"), 0, "", "AIRLOCK_CONFIG="+cfgFile)
+	dev := startDev(t, filepath.Join(t.TempDir(), "data"), 0, "", "AIRLOCK_CONFIG="+oneCallAMinute(t))
 	admin := adminToken(t, dev)
 	token := agentToken(t, dev, admin, "pybot")
 	dir, err := filepath.Abs(filepath.Join("..", "sdk", "python"))

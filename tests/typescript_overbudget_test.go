@@ -19,11 +19,7 @@ func TestTypeScriptClientOverBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	node, tsc := sdkNode(t, dir), filepath.Join(dir, "node_modules", ".bin", "tsc")
-	cfgFile := filepath.Join(t.TempDir(), "airlock.yaml")
-	if err := os.WriteFile(cfgFile, []byte("limits:\n  agent_calls_per_minute: 1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	dev := startDev(t, filepath.Join(t.TempDir(), "data"), 0, "", "AIRLOCK_CONFIG="+cfgFile)
+	dev := startDev(t, filepath.Join(t.TempDir(), "data"), 0, "", "AIRLOCK_CONFIG="+oneCallAMinute(t))
 	dev.Agent(t, "bot")
 	build := exec.Command(node, tsc, "-p", "tsconfig.json")
 	build.Dir = dir
