@@ -16,6 +16,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -189,11 +190,21 @@ func (c *Client) follow(ctx context.Context, callID string, f *follower) (Outcom
 	}
 	// Live first, then the stored events: an event stored in between is
 	// seen by one or the other (or both, which is harmless).
-	live, stop, err := c.subscribeCall(ctx, callID, 64)
+	live, stop, err := c.subscribeCall(ctx, callID, followBuffer)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("await call %s: %w", callID, err)
 	}
 	defer stop()
+	return c.followLive(ctx, callID, f, live)
+}
+
+// followBuffer is how many of a followed call's live messages wait to be read.
+const followBuffer = 64
+
+// followLive is follow on a subscription to the call's republished events
+// made by the caller (Do makes it before it submits, so that an
+// over-budget notice, which is not stored, cannot pass before it).
+func (c *Client) followLive(ctx context.Context, callID string, f *follower, live chan *nats.Msg) (Outcome, error) {
 	reconnects := c.nc.Stats().Reconnects
 	resync := time.NewTicker(c.resyncInterval())
 	defer resync.Stop()
@@ -225,6 +236,9 @@ func (c *Client) follow(ctx context.Context, callID string, f *follower) (Outcom
 		}
 		select {
 		case m := <-live:
+			if err := c.overBudgetOf(m, callID); err != nil {
+				return Outcome{}, err
+			}
 			if ev, seq, ok := c.eventOf(m, callID); ok {
 				f.add(ev, seq)
 			}
@@ -395,6 +409,65 @@ func (c *Client) eventOf(m *nats.Msg, callID string) (*airlockv1.Event, uint64, 
 		return nil, 0, false
 	}
 	return ev, bus.StoredSeq(m), true
+}
+
+// ErrOverBudget: airlock did not decide the request because the agent sent
+// more than its budget of calls (or request bytes) a minute
+// (limits.agent_calls_per_minute, limits.agent_request_bytes_per_minute).
+// Nothing of the request is recorded: submit the call again after the
+// error's RetryAfter (errors.As an *OverBudgetError), or send fewer calls a
+// minute.
+var ErrOverBudget = errors.New("agent over its budget")
+
+// OverBudgetError is ErrOverBudget with the agent's budget and when to
+// retry, as the policy service's notice said.
+type OverBudgetError struct {
+	Agent, Call           string
+	CallsPerMinute        int
+	RequestBytesPerMinute int
+	// RetryAfter is about how long until the budget holds the call again.
+	RetryAfter time.Duration
+	// Reason is airlock's sentence.
+	Reason string
+}
+
+func (e *OverBudgetError) Error() string {
+	return fmt.Sprintf("call %s: agent %s is over its budget of %d calls a minute (and %d request bytes); retry after about %d s: airlock did not decide or record the call",
+		e.Call, e.Agent, e.CallsPerMinute, e.RequestBytesPerMinute, int(e.RetryAfter/time.Second))
+}
+
+// Notice is the policy service's notice the error says, as a front-end
+// passes it on (the console's REST API, in its error body).
+func (e *OverBudgetError) Notice() ingress.OverBudget {
+	return ingress.OverBudget{AgentID: e.Agent, CallID: e.Call, CallsPerMinute: e.CallsPerMinute, RequestBytesPerMinute: e.RequestBytesPerMinute,
+		RetryAfterSeconds: max(1, int(e.RetryAfter/time.Second)), Reason: e.Reason}
+}
+
+// Is makes errors.Is(err, ErrOverBudget) true.
+func (e *OverBudgetError) Is(target error) bool { return target == ErrOverBudget }
+
+// overBudgetOf is the error an over-budget notice about this agent's call
+// says (subject.OverBudgetNotice), nil for any other message. Only the
+// policy service may publish on that subject (the agent's own account
+// imports it from airlock's, where no agent publishes); the body must name
+// this agent and call too.
+func (c *Client) overBudgetOf(m *nats.Msg, callID string) error {
+	if m.Subject != subject.OverBudgetNotice(c.agent, callID) {
+		return nil
+	}
+	n, err := ingress.DecodeOverBudget(m.Data, c.agent, callID)
+	if err != nil {
+		return nil
+	}
+	return OverBudgetErrorOf(n)
+}
+
+// OverBudgetErrorOf is the error the policy service's notice n says (for a
+// front-end that heard the notice itself, as the console does for agents
+// on its REST API).
+func OverBudgetErrorOf(n ingress.OverBudget) *OverBudgetError {
+	return &OverBudgetError{Agent: n.AgentID, Call: n.CallID, CallsPerMinute: n.CallsPerMinute, RequestBytesPerMinute: n.RequestBytesPerMinute,
+		RetryAfter: time.Duration(n.RetryAfterSeconds) * time.Second, Reason: n.Reason}
 }
 
 // isPermanent reports errors that retrying will not fix: no such stream,

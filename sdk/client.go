@@ -307,15 +307,28 @@ func (c *Client) Cancel(ctx context.Context, callID, reason string) error {
 }
 
 // Do submits call and awaits the outcome of the revision it submitted.
+// A call airlock did not decide because the agent is over its budget ends
+// at once with an *OverBudgetError (errors.Is ErrOverBudget), which says
+// when to submit it again. Do follows the call before it submits it: the
+// notice that says so is not stored, so Await after Submit can miss it and
+// wait for its context instead.
 func (c *Client) Do(ctx context.Context, call Call) (Outcome, error) {
 	if call.ID == "" {
 		call.ID = ids.New("call")
 	}
+	if err := ids.Validate("call id", call.ID); err != nil {
+		return Outcome{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	live, stop, err := c.subscribeCall(ctx, call.ID, followBuffer)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("follow call %s: %w", call.ID, err)
+	}
+	defer stop()
 	id, err := c.Submit(ctx, call)
 	if err != nil {
 		return Outcome{}, err
 	}
-	return c.AwaitRevision(ctx, id, max(call.Revision, 1))
+	return c.followLive(ctx, id, newFollower(id, max(call.Revision, 1)), live)
 }
 
 // requestTimeout bounds one Direct Get.

@@ -20,7 +20,8 @@ import (
 //
 // It subscribes only to the event types that can end a call revision
 // (airlock.out.<agent>.*.<type> for denied, rejected, changes_requested,
-// expired, canceled, completed, failed and invalid): the requested, allowed,
+// expired, canceled, completed, failed and invalid, and the over-budget
+// notice, which is not stored): the requested, allowed,
 // started, ... events of every call are never sent to it. What it receives
 // was stored: the events stream republishes a message only once it has
 // stored it, so a publish the stream refused is never reported.
@@ -41,6 +42,8 @@ type Watcher struct {
 type waiter struct {
 	f    *follower
 	done chan Outcome
+	// overBudget receives the error of an over-budget notice for the call.
+	overBudget chan error
 }
 
 // WatchOption adjusts a Watcher.
@@ -61,7 +64,8 @@ func (c *Client) Watch(opts ...WatchOption) (*Watcher, error) {
 		f(&o)
 	}
 	w := &Watcher{c: c, waiters: map[string]*waiter{}}
-	for _, typ := range append(append([]string{}, endTypes...), o.also...) {
+	// The over-budget notice (not an event, never stored) ends a call too.
+	for _, typ := range append(append([]string{subject.OverBudget}, endTypes...), o.also...) {
 		sub, err := c.nc.Subscribe(subject.OutOfAgentType(c.agent, typ), w.onMsg)
 		if err == nil {
 			if err = sub.SetPendingLimits(-1, -1); err != nil {
@@ -106,6 +110,15 @@ func (w *Watcher) onMsg(m *nats.Msg) {
 	if !ok {
 		return
 	}
+	if err := w.c.overBudgetOf(m, call); err != nil {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.waiters[call] == wt {
+			delete(w.waiters, call)
+			wt.overBudget <- err
+		}
+		return
+	}
 	ev, seq, ok := w.c.eventOf(m, call)
 	if !ok {
 		return
@@ -133,7 +146,7 @@ func (w *Watcher) DoFast(ctx context.Context, call Call, opts ...AwaitOption) (O
 		call.ID = ids.New("call")
 	}
 	rev := max(call.Revision, 1)
-	wt := &waiter{f: newFollower(call.ID, rev), done: make(chan Outcome, 1)}
+	wt := &waiter{f: newFollower(call.ID, rev), done: make(chan Outcome, 1), overBudget: make(chan error, 1)}
 	wt.f.onEvent = awaitOpts(opts).onEvent
 	reconnects := w.c.nc.Stats().Reconnects
 	w.mu.Lock()
@@ -159,6 +172,8 @@ func (w *Watcher) DoFast(ctx context.Context, call Call, opts ...AwaitOption) (O
 				return out, fmt.Errorf("%w: %s", ErrInvalid, out.Reason)
 			}
 			return out, nil
+		case err := <-wt.overBudget:
+			return Outcome{}, err
 		case <-tick.C:
 			if w.c.nc.Stats().Reconnects != reconnects {
 				forget()

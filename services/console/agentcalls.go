@@ -41,6 +41,8 @@ type agentCalls struct {
 	waits *quota.PerAgent
 	// tools says whether a call waiting for a person can run at all.
 	tools *registry
+	// overBudget are the policy's over-budget notices this console heard.
+	overBudget *heardOverBudget
 }
 
 // client submits as agent, sealing each request as the console: the
@@ -62,6 +64,7 @@ func (a *agentCalls) submit(ctx context.Context, agent, onBehalfOf string, req s
 	if err != nil {
 		return submitResponse{}, apierr.Wrap(apierr.InvalidRequest, err, "%s", err.Error())
 	}
+	a.overBudget.forget(agent, req.CallID) // submitted again: decided anew
 	id, err := client.Submit(ctx, airlock.Call{
 		ID: req.CallID, Revision: req.Revision, Server: req.Server, Tool: req.Tool, Args: req.Arguments,
 		Thread: req.ThreadID, OnBehalfOf: onBehalfOf, Reason: req.Reason, IdempotencyKey: req.IdempotencyKey,
@@ -80,6 +83,13 @@ func sdkError(err error, unavailable string) error {
 		return apierr.New(apierr.InvalidRequest, "%s", strings.TrimPrefix(err.Error(), airlock.ErrInvalid.Error()+": "))
 	}
 	return apierr.Wrap(apierr.Unavailable, err, "%s", unavailable)
+}
+
+// overBudgetError is the API's answer for a call the policy did not decide
+// because its agent is over its budget: unavailable (503), with the SDK's
+// sentence, which names the budget and when to submit the call again.
+func overBudgetError(err error) error {
+	return apierr.Wrap(apierr.Unavailable, err, "%s", err.Error())
 }
 
 // cancel withdraws the agent's own call while it waits for a decision (the
@@ -137,6 +147,10 @@ func (a *agentCalls) await(ctx context.Context, agent, id string, wait time.Dura
 		}
 		defer a.waits.Give(agent)
 	}
+	if n, ok := a.overBudget.get(agent, id); ok {
+		// Heard before this wait began: nothing of the call is stored.
+		return nil, false, overBudgetError(airlock.OverBudgetErrorOf(n))
+	}
 	if err := a.exists(ctx, agent, id); err != nil {
 		return nil, false, err
 	}
@@ -175,6 +189,12 @@ func (a *agentCalls) await(ctx context.Context, agent, id string, wait time.Dura
 	}
 	if ctx.Err() != nil {
 		return nil, false, nil
+	}
+	if errors.Is(err, airlock.ErrOverBudget) {
+		// The policy did not decide the request (the agent is over its
+		// budget) and said so in a notice that is not stored: the agent
+		// hears it only from this wait, if it was waiting then.
+		return nil, false, overBudgetError(err)
 	}
 	if err != nil && actx.Err() == nil {
 		return nil, false, apierr.Wrap(apierr.Unavailable, err, "follow call %s", id)

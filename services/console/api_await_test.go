@@ -3,15 +3,20 @@ package console_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // TestAPendingRESTCallSaysWhatItWaitsFor: an agent polling GET
@@ -100,5 +105,73 @@ func TestAReportOnACallTheAgentNeverSubmittedIsNotFound(t *testing.T) {
 				t.Fatalf("the 404 does not say why: %s", p.Body)
 			}
 		})
+	}
+}
+
+// TestARESTWaitSaysTheAgentIsOverItsBudget: a call the policy did not
+// decide because its agent is over its budget is answered only by the
+// policy's notice, which is not stored; an agent waiting on GET
+// /api/v1/calls/{id}?wait= when it comes is told so at once — 503 with the
+// sentence naming the budget and when to retry — instead of "pending"
+// after the whole wait.
+func TestARESTWaitSaysTheAgentIsOverItsBudget(t *testing.T) {
+	e := newEnv(t)
+	agentTok := newToken(t, e, "root", `{"name":"bot","kind":"agent","agent_id":"bot"}`)
+	if p := apiCall(t, e.srv.URL, agentTok, http.MethodPost, "/api/v1/calls", `{"call_id":"rest_over","tool":"fs__write_file","arguments":{"path":"/tmp/x"}}`); p.Status != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", p.Status, p.Body)
+	}
+	intakeRequest(t, e, "bot", "rest_over")
+	type answer struct {
+		status     int
+		body       string
+		retryAfter string
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/api/v1/calls/rest_over?wait=20s", nil)
+		req.Header.Set("Authorization", "Bearer "+agentTok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- answer{0, err.Error(), ""}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		answered <- answer{resp.StatusCode, string(b), resp.Header.Get("Retry-After")}
+	}()
+	notice, err := json.Marshal(ingress.NewOverBudget("bot", "rest_over", 1, 1<<20, 12*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The notice is not stored: it reaches the wait only once the wait
+	// follows the call, so the policy's publish is repeated until answered.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for waiting := true; waiting; {
+		select {
+		case got := <-answered:
+			if got.status != http.StatusServiceUnavailable || !strings.Contains(got.body, "agent bot is over its budget of 1 calls a minute") || !strings.Contains(got.body, "retry after about 12 s") || got.retryAfter != "12" || !strings.Contains(got.body, `"over_budget":{"agent_id":"bot","call_id":"rest_over","calls_per_minute":1,`) {
+				t.Fatalf("GET ?wait= of a call over the agent's budget: %d %s (Retry-After %q); want 503 saying the agent is over its budget and when to retry, Retry-After 12 and the notice in over_budget", got.status, got.body, got.retryAfter)
+			}
+			waiting = false
+		case <-tick.C:
+			if err := e.deps.NC.PublishMsg(&nats.Msg{Subject: subject.OverBudgetNotice("bot", "rest_over"), Data: notice}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// An agent asks once it submitted, and the notice can come in between:
+	// the console heard it, and answers a later GET with it (until its
+	// retry after) rather than "no such call".
+	testenv.Eventually(t, 10*time.Second, "a GET without ?wait= after the notice to say the agent is over its budget", func() bool {
+		p := apiCall(t, e.srv.URL, agentTok, http.MethodGet, "/api/v1/calls/rest_over", "")
+		return p.Status == http.StatusServiceUnavailable && strings.Contains(p.Body, "agent bot is over its budget")
+	})
+	// Submitted again, the call is decided anew: the notice no longer answers.
+	if p := apiCall(t, e.srv.URL, agentTok, http.MethodPost, "/api/v1/calls", `{"call_id":"rest_over","tool":"fs__write_file","arguments":{"path":"/tmp/x"}}`); p.Status != http.StatusAccepted {
+		t.Fatalf("submit again: %d %s", p.Status, p.Body)
+	}
+	if p := apiCall(t, e.srv.URL, agentTok, http.MethodGet, "/api/v1/calls/rest_over", ""); p.Status != http.StatusOK || !strings.Contains(p.Body, `"pending"`) {
+		t.Fatalf("GET after the call was submitted again: %d %s; want it pending", p.Status, p.Body)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/bus"
@@ -37,10 +39,12 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/onetap"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/quota"
 	"github.com/airlock-gate/airlock/services/shared/seal"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
 
@@ -147,7 +151,7 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 		logins: newLoginLimiter(kv, deps.Config.Console.SignIn, opts.Now),
 		pub:    deps.Publisher("console"),
 		agents: &agentCalls{nc: deps.NC, js: deps.JS, cfg: deps.Config, frontend: fk, approvals: approvalapi.New(deps.NC, fk, Frontend),
-			now: opts.Now, waits: quota.New(maxWaitsPerAgent), tools: tools},
+			now: opts.Now, waits: quota.New(maxWaitsPerAgent), tools: tools, overBudget: newHeardOverBudget(opts.Now)},
 		clients: clients, tools: tools,
 	}
 	if deps.Config.Email.OneTap.Enabled {
@@ -192,6 +196,12 @@ func (con *Console) Run(ctx context.Context) error {
 		return fmt.Errorf("console: %w", err)
 	}
 	defer func() { _ = tools.Unsubscribe() }()
+	// The policy's over-budget notices, for agents on the REST API.
+	overBudget, err := con.nc.Subscribe(subject.OverBudgetNotice("*", "*"), con.agents.overBudget.hear)
+	if err != nil {
+		return fmt.Errorf("console: follow the policy's over-budget notices: %w", err)
+	}
+	defer func() { _ = overBudget.Unsubscribe() }()
 	go con.sweep(ctx)
 	return con.feed.run(ctx)
 }
@@ -333,6 +343,9 @@ func cacheStatic(next echo.HandlerFunc) echo.HandlerFunc {
 type apiError struct {
 	Code    apierr.Code `json:"code"`
 	Message string      `json:"message"`
+	// OverBudget is the policy's notice, when the call was not decided
+	// because its agent is over its budget: the shape every SDK reads.
+	OverBudget *ingress.OverBudget `json:"over_budget,omitempty"`
 }
 
 // handleError is the one place an error becomes an HTTP status: apierr codes
@@ -365,12 +378,20 @@ func (con *Console) handleError(err error, c echo.Context) {
 	} else if msg == "" {
 		msg = err.Error()
 	}
+	var over *airlock.OverBudgetError
+	var notice *ingress.OverBudget
+	if errors.As(err, &over) {
+		// A call the agent's budget kept from being decided: submit it again then.
+		n := over.Notice()
+		notice = &n
+		c.Response().Header().Set("Retry-After", strconv.Itoa(n.RetryAfterSeconds))
+	}
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(status)
 		return
 	}
 	if isAPI(c) || strings.Contains(c.Request().Header.Get(echo.HeaderAccept), "application/json") {
-		_ = c.JSON(status, apiError{Code: code, Message: msg})
+		_ = c.JSON(status, apiError{Code: code, Message: msg, OverBudget: notice})
 		return
 	}
 	c.Response().Header().Set("Content-Security-Policy", contentSecPolicy)

@@ -44,10 +44,11 @@ func TestAgentBudget(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newAgentBudgets(config.Limits{AgentCallsPerMinute: 3, AgentRequestBytesPerMinute: 1000})
+			b := newAgentBudgets(config.Limits{AgentCallsPerMinute: 3, AgentRequestBytesPerMinute: 1000}, 100)
 			start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			for i, s := range tt.steps {
-				got, firstDrop := b.take(s.agent, s.size, start.Add(s.at))
+				a := b.take(s.agent, s.size, start.Add(s.at))
+				got, firstDrop := a.verdict, a.firstDrop
 				if got != s.want || firstDrop != s.firstDrop {
 					t.Fatalf("step %d (%s, %d bytes at %v): verdict %d first drop %v, want %d %v", i, s.agent, s.size, s.at, got, firstDrop, s.want, s.firstDrop)
 				}
@@ -62,9 +63,51 @@ func TestAgentBudget(t *testing.T) {
 func BenchmarkAgentBudgetTake(b *testing.B) {
 	l := config.Default().Limits
 	l.AgentCallsPerMinute, l.AgentRequestBytesPerMinute = 1<<40, 1<<50
-	budgets := newAgentBudgets(l)
+	budgets := newAgentBudgets(l, 1000)
 	now := time.Now()
 	for i := 0; b.Loop(); i++ {
 		budgets.take("bench", 700, now.Add(time.Duration(i)*time.Microsecond))
+	}
+}
+
+// TestOverBudgetNotices: every request over budget, refused or dropped, is
+// answered with a notice while the agent's notice budget lasts, saying
+// when its budget holds the request again; past the notice budget it is
+// not, until that refills; another agent has notices of its own.
+func TestOverBudgetNotices(t *testing.T) {
+	type step struct {
+		agent      string
+		at         time.Duration // since the start
+		want       budgetVerdict
+		notify     bool
+		retryAfter time.Duration
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"within_budget_is_not_noticed", []step{{"bot", 0, withinBudget, false, 0}}},
+		{"refused_and_dropped_are_noticed_until_the_notice_budget_is_spent", []step{
+			{"bot", 0, withinBudget, false, 0}, {"bot", 0, withinBudget, false, 0},
+			{"bot", 0, overBudget, true, 30 * time.Second}, {"bot", 0, overBudget, true, 30 * time.Second},
+			{"bot", 0, dropped, true, 30 * time.Second}, {"bot", 0, dropped, false, 30 * time.Second},
+			{"victim", 0, withinBudget, false, 0}}},
+		{"the_notice_budget_refills", []step{
+			{"bot", 0, withinBudget, false, 0}, {"bot", 0, withinBudget, false, 0},
+			{"bot", 0, overBudget, true, 30 * time.Second}, {"bot", 0, overBudget, true, 30 * time.Second},
+			{"bot", 0, dropped, true, 30 * time.Second}, {"bot", 0, dropped, false, 30 * time.Second},
+			{"bot", 20 * time.Second, dropped, true, 10 * time.Second}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newAgentBudgets(config.Limits{AgentCallsPerMinute: 2, AgentRequestBytesPerMinute: 1000}, 3)
+			start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			for i, s := range tt.steps {
+				a := b.take(s.agent, 10, start.Add(s.at))
+				if a.verdict != s.want || a.notify != s.notify || a.retryAfter != s.retryAfter {
+					t.Fatalf("step %d (%s at %v): verdict %d notify %v retry after %v, want %d %v %v", i, s.agent, s.at, a.verdict, a.notify, a.retryAfter, s.want, s.notify, s.retryAfter)
+				}
+			}
+		})
 	}
 }

@@ -7,7 +7,9 @@
 package policy
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -25,6 +27,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/ledger"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -97,7 +100,7 @@ func New(deps svc.Deps, decider Decider, alongside ...func(ctx context.Context, 
 	pub := deps.Publisher("policy")
 	return &Service{deps: deps, decider: decider, pub: pub, ledger: ledger.NewStream(deps.NC, deps.Config.Stream.Name, pub),
 		decisions: dk, frontend: fk, alongside: alongside, batch: deps.Config.Stream.Replicas > 1,
-		budgets: newAgentBudgets(deps.Config.Limits)}, nil
+		budgets: newAgentBudgets(deps.Config.Limits, noticesPerMinute(deps.Config))}, nil
 }
 
 // Name implements svc.Service.
@@ -179,17 +182,23 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 		json: envelope.IsJSON(m.Headers())}
 	if agent, callID, ok := subject.RequestTokens(in.subject); ok {
 		// Charged before anything is written: an agent over its budget
-		// gets a small refusal, or nothing, never its arguments recorded.
-		switch v, firstDrop := s.budgets.take(agent, len(m.Data()), time.Now()); v {
+		// gets a small refusal, or nothing, never its arguments recorded;
+		// and, while its notice budget lasts, a notice that is not stored.
+		b := s.budgets.take(agent, len(m.Data()), time.Now())
+		if b.verdict != withinBudget {
+			s.noticeOverBudget(agent, cmp.Or(callID, ingress.BodyCallID(m.Data(), m.Headers())), b)
+		}
+		switch b.verdict {
 		case overBudget:
 			return s.publishRefusal(ctx, in, 0, nil, &ingress.Refusal{Call: callID, Reason: overBudgetReason(agent, s.deps.Config.Limits)})
 		case dropped:
 			if s.deps.Metrics != nil {
 				s.deps.Metrics.Handled.WithLabelValues("policy", "over_budget_dropped").Inc()
 			}
-			if firstDrop {
-				s.deps.Log.Warn("agent over its budget: its requests are dropped unanswered for the rest of the minute", "agent", agent,
-					"agent_calls_per_minute", s.deps.Config.Limits.AgentCallsPerMinute, "agent_request_bytes_per_minute", s.deps.Config.Limits.AgentRequestBytesPerMinute)
+			if b.firstDrop {
+				s.deps.Log.Warn("agent over its budget: its requests are dropped, answered only by a notice that is not stored, for the rest of the minute", "agent", agent,
+					"agent_calls_per_minute", s.deps.Config.Limits.AgentCallsPerMinute, "agent_request_bytes_per_minute", s.deps.Config.Limits.AgentRequestBytesPerMinute,
+					"notices_per_minute", s.budgets.notices.Capacity)
 			}
 			return nil
 		}
@@ -208,6 +217,34 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 			Reason: fmt.Sprintf("airlock could not record this request in %d attempts (%v): submit it again, and tell the operator if it keeps failing", meta.NumDelivered, err)})
 	}
 	return err
+}
+
+// noticeOverBudget tells agent, with a core NATS message on its call's
+// republished events (subject.OverBudgetNotice), that its request for call
+// was not decided because it is over its budget, if its notice budget
+// holds one (b.notify); otherwise the request goes unanswered and is
+// counted. Nothing is stored: a core publish costs the stream nothing.
+// A request whose call id cannot be read is not answered: no SDK waits on it.
+func (s *Service) noticeOverBudget(agent, call string, b budgetAnswer) {
+	if !b.notify || ids.Validate("call id", call) != nil {
+		if s.deps.Metrics != nil {
+			s.deps.Metrics.Handled.WithLabelValues("policy", "over_budget_unanswered").Inc()
+		}
+		return
+	}
+	l := s.deps.Config.Limits
+	data, err := json.Marshal(ingress.NewOverBudget(agent, call, l.AgentCallsPerMinute, l.AgentRequestBytesPerMinute, b.retryAfter))
+	if err != nil {
+		s.deps.Log.Error("encode an over-budget notice", "agent", agent, "call", call, "err", err)
+		return
+	}
+	msg := &nats.Msg{Subject: subject.OverBudgetNotice(agent, call), Data: data, Header: nats.Header{}}
+	msg.Header.Set("Content-Type", "application/json")
+	if err := s.deps.NC.PublishMsg(msg); err != nil {
+		// A notice lost is a request unanswered, as before notices: the
+		// agent's SDK times out. Nothing else depends on it.
+		s.deps.Log.Warn("could not send an over-budget notice", "agent", agent, "call", call, "err", err)
+	}
 }
 
 // maxIntakeDeliveries bounds the attempts at one request; with consume's

@@ -36,7 +36,7 @@ from typing import Any, Callable, Dict, Optional, Union
 
 __all__ = [
     "DEFAULT_MAX_REQUEST_BYTES", "Client", "Outcome", "AirlockError", "APIError", "Denied", "Rejected", "ChangesRequested",
-    "Expired", "Canceled", "Invalid", "Failed", "TimedOut",
+    "Expired", "Canceled", "Invalid", "Failed", "TimedOut", "OverBudget",
 ]
 
 
@@ -60,6 +60,19 @@ class APIError(AirlockError):
     def __init__(self, status: int, code: str, message: str):
         super().__init__(message)
         self.status, self.code = status, code
+
+
+class OverBudget(APIError):
+    """airlock did not decide or record the call: the agent sent more than its budget of calls
+    (``calls_per_minute``, limits.agent_calls_per_minute) or request bytes a minute. Submit it again,
+    same call id, after about ``retry_after`` seconds, or send fewer calls a minute."""
+
+    def __init__(self, status: int, code: str, message: str, notice: Dict[str, Any]):
+        super().__init__(status, code, message)
+        self.call_id = str(notice.get("call_id", ""))
+        self.calls_per_minute = int(notice.get("calls_per_minute") or 0)
+        self.request_bytes_per_minute = int(notice.get("request_bytes_per_minute") or 0)
+        self.retry_after = max(1, int(notice.get("retry_after_seconds") or 1))
 
 
 class Denied(AirlockError):
@@ -212,7 +225,10 @@ class Client:
 
         Long-polls in steps of at most 30 s; with ``timeout`` (seconds) it
         returns an Outcome with status "pending" once that passes. It never
-        raises for how the call ended: use raise_for_status(), or do().
+        raises for how the call ended: use raise_for_status(), or do(). A call
+        airlock did not decide because the agent is over its budget raises
+        OverBudget (nothing of it is recorded: submit it again after
+        ``retry_after`` seconds).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         path = "/api/v1/calls/" + urllib.parse.quote(call_id, safe="")
@@ -302,7 +318,11 @@ class Client:
                 err = json.loads(raw)
             except ValueError:
                 err = {}
-            raise APIError(e.code, err.get("code", ""), err.get("message") or f"airlock answered {method} {path} with HTTP {e.code}: {raw[:200]!r}") from None
+            message = err.get("message") or f"airlock answered {method} {path} with HTTP {e.code}: {raw[:200]!r}"
+            if isinstance(err.get("over_budget"), dict):
+                # The policy's notice, the shape every SDK reads.
+                raise OverBudget(e.code, err.get("code", ""), message, err["over_budget"]) from None
+            raise APIError(e.code, err.get("code", ""), message) from None
         except urllib.error.URLError as e:
             if isinstance(e.reason, ssl.SSLCertVerificationError):
                 raise AirlockError(f"airlock at {self.url} presents a certificate this client cannot verify ({e.reason.verify_message}): "

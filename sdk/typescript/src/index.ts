@@ -67,6 +67,16 @@ export class Invalid extends AirlockError {}
 export class Failed extends AirlockError {}
 /** The wait ended before the call did: await it again by its id. */
 export class TimedOut extends AirlockError {}
+/**
+ * airlock did not decide or record the call: the agent sent more than its
+ * budget of calls (limits.agent_calls_per_minute) or request bytes
+ * (limits.agent_request_bytes_per_minute) a minute. Submit it again after
+ * about retryAfterSeconds, or send fewer calls a minute.
+ */
+export class OverBudget extends AirlockError {
+  constructor(message: string, readonly callId: string, readonly callsPerMinute: number, readonly requestBytesPerMinute: number,
+    readonly retryAfterSeconds: number) { super(message); }
+}
 
 const strip = (s: string | undefined, alt: string) => (s && s.trim() ? s.trim().replace(/\.$/, "") : alt);
 
@@ -506,10 +516,18 @@ class NatsTransport implements Transport {
     }
   }
 
-  /** Subscribes, once, to every end event of the agent's calls, for do's waiters. */
+  /** Subscribes, once, to every end event of the agent's calls, and to the over-budget notice, for do's waiters. */
   private watchEnds(): void {
     if (this.watching) return;
     this.watching = true;
+    this.nc.subscribe(`airlock.out.${this.agent}.*.${overBudgetType}`, {
+      callback: (err, m) => {
+        if (err) return;
+        const callId = m.subject.split(".")[3];
+        const over = overBudgetOf(m, this.agent, callId);
+        if (over) this.waiters.get(callId)?.settle(over);
+      },
+    });
     for (const [status, type] of ends) {
       this.nc.subscribe(`airlock.out.${this.agent}.*.${type}`, {
         callback: (err, m) => {
@@ -579,6 +597,8 @@ class NatsTransport implements Transport {
       if (done) return done;
       for await (const m of sub) {
         const type = m.subject.split(".").slice(4).join(".");
+        const over = type === overBudgetType ? overBudgetOf(m, this.agent, callId) : undefined;
+        if (over) throw over;
         const end = ends.find(([, t]) => t === type);
         const ev = end && this.eventOf(m, callId, type, end[0]);
         if (end && ev) return outcomeOf(callId, end[0], ev);
@@ -631,6 +651,35 @@ class NatsTransport implements Transport {
   async close(): Promise<void> {
     await this.nc.drain();
   }
+}
+
+/**
+ * The last subject token of the policy service's over-budget notice, sent
+ * with core NATS (never stored) on airlock.out.<agent>.<call>.over_budget for
+ * a request it did not decide because the agent was over its budget. Only
+ * the policy service may publish there.
+ */
+const overBudgetType = "over_budget";
+
+/**
+ * The error an over-budget notice about this agent's call says; undefined
+ * for anything else. The body is the one JSON shape every SDK reads:
+ * {agent_id, call_id, calls_per_minute, request_bytes_per_minute,
+ * retry_after_seconds, reason}.
+ */
+function overBudgetOf(m: Msg, agent: string, callId: string): OverBudget | undefined {
+  if (m.subject !== `airlock.out.${agent}.${callId}.${overBudgetType}`) return undefined;
+  let n: any;
+  try {
+    n = m.json<any>();
+  } catch {
+    return undefined;
+  }
+  if (n?.agent_id !== agent || n?.call_id !== callId || !n?.reason) return undefined;
+  const calls = Number(n.calls_per_minute) || 0, bytes = Number(n.request_bytes_per_minute) || 0;
+  const retry = Math.max(1, Number(n.retry_after_seconds) || 1);
+  return new OverBudget(`call ${callId}: agent ${agent} is over its budget of ${calls} calls a minute (and ${bytes} request bytes); retry after about ${retry} s: airlock did not decide or record the call`,
+    callId, calls, bytes, retry);
 }
 
 /** Why the intake's answer m says a call was not stored; undefined when it was. */

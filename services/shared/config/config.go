@@ -257,8 +257,11 @@ type Limits struct {
 	// is held by no max_pending bound. At the defaults (600 calls, 64 MiB a
 	// minute) one agent needs over four hours to fill the default 16 GiB.
 	// A request over the budget is refused with a small `invalid` event
-	// saying so; past as many refusals in a minute, further ones are dropped
-	// unanswered. Each policy replica keeps its own budget in memory: with
+	// saying so; past as many refusals in a minute, further ones are dropped,
+	// nothing stored. Every request over the budget is also answered with a
+	// notice that is not stored (core NATS, ingress.OverBudget), up to
+	// max(intake.max_pending_per_agent, AgentCallsPerMinute) notices an agent
+	// a minute. Each policy replica keeps its own budget in memory: with
 	// N replicas an agent gets up to N times it, and a restart refills it.
 	AgentCallsPerMinute        int `yaml:"agent_calls_per_minute"`
 	AgentRequestBytesPerMinute int `yaml:"agent_request_bytes_per_minute"`

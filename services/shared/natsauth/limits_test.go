@@ -275,3 +275,43 @@ func TestAnAgentAddedWhileTheServerRunsGetsAWorkingBoundedAccount(t *testing.T) 
 		t.Fatalf("%s's connection %d answered %v; want it refused past limits.agent_connections", added, bound+1, err)
 	}
 }
+
+// TestOnlyThePolicyServiceTellsAnAgentItIsOverBudget: the policy service's
+// over-budget notice (core NATS on airlock.out.<agent>.<call>.over_budget)
+// reaches the agent through its own account's import, and no agent can
+// publish one, for another agent's call or its own.
+func TestOnlyThePolicyServiceTellsAnAgentItIsOverBudget(t *testing.T) {
+	n := testenv.StartSecureNATS(t, "bot", "evil")
+	bot, _, err := agentConn(t, n, "bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	notices, err := bot.SubscribeSync(subject.OverBudgetNotice("bot", "c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bot.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	evil, refusals, err := agentConn(t, n, "evil")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{subject.OverBudgetNotice("bot", "c1"), subject.OverBudgetNotice("evil", "c1")} {
+		if err := evil.Publish(target, []byte("forged")); err != nil {
+			t.Fatal(err)
+		}
+		awaitErr(t, refusals, "permissions violation", "evil publishing "+target)
+	}
+	policy, _ := n.Connect(natsauth.RolePolicy)
+	if err := policy.Publish(subject.OverBudgetNotice("bot", "c1"), []byte("from the policy")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := notices.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("bot did not receive the policy service's notice: %v", err)
+	}
+	if string(m.Data) != "from the policy" {
+		t.Fatalf("bot received %q first; want only the policy service's notice", m.Data)
+	}
+}

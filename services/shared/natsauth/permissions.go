@@ -247,6 +247,10 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				// sequencing of revisions decides on (bus.LastStoredLeader)
 				[]string{"$JS.API.STREAM.MSG.GET." + n.events},
 				bucket(n.policy), bucket(n.grants), healthOf,
+				// the notice (core NATS, not stored) that answers a request
+				// its agent's budget kept it from deciding; no other user
+				// may publish it, so no agent can forge one
+				[]string{subject.OverBudgetNotice("*", "*")},
 			),
 			SubscribeAllow: join(inbox, micro, []string{subject.APIPrefix + ".policy.>"}),
 			AllowResponses: true,

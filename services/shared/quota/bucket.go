@@ -40,6 +40,16 @@ func (b *Bucket) Has(r Rate, n float64) bool { return r.Capacity-b.spent >= n }
 // Spend takes n tokens; the caller checked Has.
 func (b *Bucket) Spend(n float64) { b.spent += n }
 
+// Wait is how long the bucket, as last filled, takes to hold n tokens: 0
+// when it holds them now.
+func (b *Bucket) Wait(r Rate, n float64) time.Duration {
+	missing := n - (r.Capacity - b.spent)
+	if missing <= 0 || r.Capacity <= 0 {
+		return 0
+	}
+	return time.Duration(missing / r.Capacity * float64(r.Refill))
+}
+
 // Take fills the bucket to now and spends n tokens if it has them.
 func (b *Bucket) Take(r Rate, now time.Time, n float64) bool {
 	b.Fill(r, now)

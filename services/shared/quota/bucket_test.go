@@ -35,3 +35,28 @@ func TestABucketSpendsWhatItHoldsAndEarnsItBackAtItsRate(t *testing.T) {
 		}
 	}
 }
+
+func TestWaitIsHowLongABucketTakesToHoldWhatIsAsked(t *testing.T) {
+	r := Rate{Capacity: 3, Refill: time.Minute} // one token every 20 s
+	now := time.Date(2026, 11, 28, 8, 0, 0, 0, time.UTC)
+	var b Bucket
+	b.Fill(r, now)
+	b.Spend(3)
+	for _, c := range []struct {
+		name string
+		n    float64
+		want time.Duration
+	}{
+		{"one token of an empty bucket", 1, 20 * time.Second},
+		{"the whole capacity", 3, time.Minute},
+		{"nothing", 0, 0},
+	} {
+		if got := b.Wait(r, c.n); got != c.want {
+			t.Errorf("%s: Wait(%v) = %v, want %v", c.name, c.n, got, c.want)
+		}
+	}
+	b.Fill(r, now.Add(30*time.Second))
+	if got := b.Wait(r, 1); got != 0 {
+		t.Errorf("after 30 s the bucket holds a token, yet Wait(1) = %v", got)
+	}
+}

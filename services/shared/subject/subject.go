@@ -261,6 +261,21 @@ func OutOfCall(agent, call string) string { return OutPrefix + "." + agent + "."
 // OutOfAgentType matches the republished events of one type of every call of one agent.
 func OutOfAgentType(agent, typ string) string { return OutPrefix + "." + agent + ".*." + suffix(typ) }
 
+// OverBudget is the last token of the notice the policy service publishes
+// (core NATS, never stored) on airlock.out.<agent>.<call>.over_budget for a
+// request it did not decide because its agent was over its budget
+// (ingress.OverBudget). It is not an event type: no event is stored under
+// it, so only this notice is ever delivered there.
+const OverBudget = "over_budget"
+
+// OverBudgetNotice is where an agent hears that its request for call was
+// not decided because it is over its budget: under its own republished
+// events, which its account imports, so it needs no other permission, and
+// which only services (the policy alone) may publish on.
+func OverBudgetNotice(agent, call string) string {
+	return OutPrefix + "." + agent + "." + call + "." + OverBudget
+}
+
 // DirectGet is the subject that answers the last message stored on subj in
 // stream (JetStream Direct Get, subject form). An agent is allowed only the
 // form with its own events subjects, so it can read nothing else.
