@@ -331,6 +331,53 @@ func (c *Client) Do(ctx context.Context, call Call) (Outcome, error) {
 	return c.followLive(ctx, id, newFollower(id, max(call.Revision, 1)), live)
 }
 
+// Followed is a call submitted while already followed live (SubmitFollowed),
+// so what airlock says of it without storing it — that its agent is over
+// its budget — is heard as well as its stored events. Close it when done.
+type Followed struct {
+	c    *Client
+	id   string
+	rev  uint32
+	live chan *nats.Msg
+	stop func()
+}
+
+// SubmitFollowed is Submit for a caller that awaits the call later with
+// the returned Followed: it follows the call before it submits it, as Do
+// does. submitCtx bounds the submit only; the follow lasts until Close.
+func (c *Client) SubmitFollowed(submitCtx context.Context, call Call) (*Followed, error) {
+	if call.ID == "" {
+		call.ID = ids.New("call")
+	}
+	if err := ids.Validate("call id", call.ID); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	live, stop, err := c.subscribeCall(submitCtx, call.ID, followBuffer) // lasts until Close
+	if err != nil {
+		return nil, fmt.Errorf("follow call %s: %w", call.ID, err)
+	}
+	id, err := c.Submit(submitCtx, call)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return &Followed{c: c, id: id, rev: max(call.Revision, 1), live: live, stop: stop}, nil
+}
+
+// ID is the call's id.
+func (f *Followed) ID() string { return f.id }
+
+// AwaitDecision is Client.AwaitDecision of the submitted revision, ending
+// at once with an *OverBudgetError when the agent was over its budget.
+func (f *Followed) AwaitDecision(ctx context.Context) (Outcome, error) {
+	fl := newFollower(f.id, f.rev)
+	fl.decision = true
+	return f.c.followLive(ctx, f.id, fl, f.live)
+}
+
+// Close stops following the call.
+func (f *Followed) Close() { f.stop() }
+
 // requestTimeout bounds one Direct Get.
 const requestTimeout = 5 * time.Second
 

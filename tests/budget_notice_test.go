@@ -10,6 +10,7 @@ import (
 	"time"
 
 	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/hooks"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -118,4 +119,24 @@ func oneCallAMinute(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return file
+}
+
+// TestACodingAgentsHookOverItsBudgetIsDeniedAtOnceSayingSo: a coding
+// agent's hook submits, then awaits airlock's decision; a request over the
+// agent's budget is answered only by a notice that is not stored, so the
+// hook must follow the call before it submits it, or it waits out --wait
+// and says nobody decided.
+func TestACodingAgentsHookOverItsBudgetIsDeniedAtOnceSayingSo(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+oneCallAMinute(t))
+	dev.Agent(t, "coder")
+	hook := []string{"--creds", dev.Creds("coder"), "--nats", dev.NATSURL, "--state-dir", t.TempDir(), "--wait", "20s", "--on-timeout", "deny"}
+	if r := runHook(t, hooks.Claude, shell(t, hooks.Claude, "git status", "within"), hook...); !allowed(t, hooks.Claude, r) {
+		t.Fatalf("the first call, within the budget: %+v", r)
+	}
+	for _, id := range []string{"refused", "dropped"} { // the minute's one stored refusal, then a drop
+		r := runHook(t, hooks.Claude, shell(t, hooks.Claude, "git status", id), hook...)
+		if !denied(t, hooks.Claude, r, "agent coder is over its budget of 1 calls a minute") || !strings.Contains(r.stderr, "retry after about") {
+			t.Fatalf("call %s over the budget: %+v; want it denied saying the agent is over its budget and when to retry", id, r)
+		}
+	}
 }

@@ -196,8 +196,10 @@ func (o *hookOptions) gate(ctx context.Context, ev hooks.Event) hooks.Verdict {
 		id = ids.New("call")
 	}
 	call := airlock.Call{ID: id, Server: ev.Server, Tool: ev.Tool, Args: ev.Args, Thread: ev.Thread(), Reason: ev.Reason, AgentRuns: true, Cwd: ev.Cwd}
+	// Followed from before it is submitted: that the agent is over its
+	// budget is said once, live, and never stored.
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, err = client.Submit(sctx, call)
+	followed, err := client.SubmitFollowed(sctx, call)
 	cancel()
 	switch {
 	case errors.Is(err, airlock.ErrInvalid):
@@ -205,7 +207,8 @@ func (o *hookOptions) gate(ctx context.Context, ev hooks.Event) hooks.Verdict {
 	case err != nil:
 		return deny("airlock could not take the call, so %s is denied (airlock fails closed): %v", ev.QualifiedTool(), err)
 	}
-	v, out := o.await(ctx, client, ev, call)
+	defer followed.Close()
+	v, out := o.await(ctx, client, followed, ev, call)
 	if v.Action == hooks.Allow {
 		v.Reason += o.snapshot(ctx, client.Agent(), id, ev, out)
 	}
@@ -219,15 +222,18 @@ func (o *hookOptions) gate(ctx context.Context, ev hooks.Event) hooks.Verdict {
 
 // await waits up to --wait for airlock's answer about the call it
 // submitted, and allows only what airlock decided for that very call.
-func (o *hookOptions) await(ctx context.Context, client *airlock.Client, ev hooks.Event, call airlock.Call) (hooks.Verdict, airlock.Outcome) {
+func (o *hookOptions) await(ctx context.Context, client *airlock.Client, followed *airlock.Followed, ev hooks.Event, call airlock.Call) (hooks.Verdict, airlock.Outcome) {
 	id := call.ID
 	deny := func(format string, args ...any) (hooks.Verdict, airlock.Outcome) {
 		return hooks.Verdict{Action: hooks.Deny, Reason: fmt.Sprintf(format, args...)}, airlock.Outcome{}
 	}
 	wctx, cancel := context.WithTimeout(ctx, o.wait)
-	out, err := client.AwaitDecision(wctx, id, 1)
+	out, err := followed.AwaitDecision(wctx)
 	cancel()
 	if err != nil {
+		if errors.Is(err, airlock.ErrOverBudget) {
+			return deny("airlock did not take %s, so it is denied: %v", ev.QualifiedTool(), err)
+		}
 		if ctx.Err() != nil {
 			return deny("airlock hook was stopped before airlock decided %s, so it is denied", ev.QualifiedTool())
 		}
