@@ -65,8 +65,10 @@ type Service struct {
 	// instance is this replica's id, its micro service's: what a record
 	// it announces names as its announcer (takeOver).
 	instance string
-	now      func() time.Time
-	pending  prometheus.Gauge
+	// announcing are the keys this process announces as their announcer.
+	announcing ownAnnouncements
+	now        func() time.Time
+	pending    prometheus.Gauge
 	// bucketFill is airlock_approvals_bucket_fill; refusing is whether the
 	// last look found the approvals bucket past its refusal mark (its
 	// crossings are logged once each way).
