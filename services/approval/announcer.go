@@ -3,6 +3,7 @@ package approval
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -90,6 +91,11 @@ func (s *Service) announceOwned(key string, rec *airlockv1.ApprovalRecord) {
 			if errors.Is(err, errNotFound) || err == nil && fresh.GetState() != domain.Pending {
 				break // gone or decided: a decision shows its outcome where it was announced
 			}
+			if err == nil && fresh.GetAnnouncer() != s.instance {
+				// Taken over (this replica was off the bus longer than
+				// approval.takeover_after): the other replica announces it.
+				return
+			}
 			if err == nil {
 				rec = fresh
 			}
@@ -145,19 +151,28 @@ func (s *Service) releaseAnnouncement(ctx context.Context, key string) error {
 
 // takeOver announces the pending calls whose announcer is gone: a replica
 // that stopped or died before every channel answered. A replica is gone
-// when its micro service has no responder on the bus; one that does not
-// answer in time is asked again at the next sweep, so a slow replica's
-// announcements are not made twice.
+// when its micro service has had no responder on the bus for
+// approval.takeover_after (replicaGone), longer than a reconnect: a
+// replica cut off from NATS for a moment (a server restarting, a blip)
+// answers no ping meanwhile, and its announcements, still under way, are
+// not made twice.
 //
 // A record naming this replica whose key it is not announcing
 // (ownAnnouncements) is announced too: an attempt that stored it failed
 // before announcing it.
 func (s *Service) takeOver(ctx context.Context) {
-	for _, announcer := range s.index.announcers() {
+	now := s.now()
+	announcers := s.index.announcers()
+	for id := range s.silentSince {
+		if !slices.Contains(announcers, id) {
+			delete(s.silentSince, id) // names no pending call any more
+		}
+	}
+	for _, announcer := range announcers {
 		if ctx.Err() != nil {
 			return
 		}
-		if announcer != s.instance && !s.replicaGone(ctx, announcer) {
+		if announcer != s.instance && !s.replicaGone(ctx, announcer, now) {
 			continue
 		}
 		for _, key := range s.index.announcedBy(announcer) {
@@ -184,14 +199,31 @@ func (s *Service) takeOver(ctx context.Context) {
 	}
 }
 
-// replicaGone reports whether no approval replica of id is on the bus.
-func (s *Service) replicaGone(ctx context.Context, id string) bool {
+// replicaGone reports whether no approval replica of id has been on the
+// bus for approval.takeover_after: every ping of it since the first that
+// found it missing (silentSince) was answered "no responders". An answer,
+// or a ping that times out (a responder there but slow), starts over; a
+// ping that fails otherwise (this replica cut off) counts for nothing.
+func (s *Service) replicaGone(ctx context.Context, id string, now time.Time) bool {
 	subj, err := micro.ControlSubject(micro.PingVerb, approvalapi.Service, id)
 	if err != nil {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	ping, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	_, err = s.deps.NC.RequestWithContext(ctx, subj, nil)
-	return errors.Is(err, nats.ErrNoResponders)
+	_, err = s.deps.NC.RequestWithContext(ping, subj, nil)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+	case err == nil || ctx.Err() == nil && ping.Err() != nil:
+		delete(s.silentSince, id)
+		return false
+	default:
+		return false
+	}
+	since, seen := s.silentSince[id]
+	if !seen {
+		s.silentSince[id] = now
+		return false
+	}
+	return now.Sub(since) >= s.cfg.TakeoverAfter
 }

@@ -94,6 +94,9 @@ type Service struct {
 	// Touched by the sweeper's goroutine only.
 	grantSwept     time.Time
 	expiryRecorded map[string]bool // grants whose expiry is known to be in the stream
+	// silentSince is when a replica named an announcer was first found off
+	// the bus, by its id (takeOver); forgotten once it answers.
+	silentSince map[string]time.Time
 }
 
 // NewFromConfig builds the service from deps.Config with the given
@@ -156,6 +159,7 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		frontend:   fk,
 
 		expiryRecorded: map[string]bool{},
+		silentSince:    map[string]time.Time{},
 	}
 	policy := policyapi.New(deps.NC, seal.Key{}, "approval")
 	s.evalPolicy = func(ctx context.Context, call *airlockv1.ToolCall) (*airlockv1.Decision, error) {

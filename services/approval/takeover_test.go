@@ -2,13 +2,22 @@ package approval_test
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/callref"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -37,6 +46,17 @@ func TestACallStoredByAnAttemptThatFailedIsAnnouncedAndSupersedesTheEarlierRevis
 	if _, err := kv.Put(ctx, k1, []byte{0xff, 0xff, 0xff}); err != nil {
 		t.Fatal(err)
 	}
+	defer func() {
+		if t.Failed() {
+			for rev := uint32(1); rev <= 2; rev++ {
+				rec, err := w.api.Get(ctx, "bot", "c1", rev)
+				t.Logf("revision %d: %v, announcer %q, %d references (%v)", rev, rec.GetState(), rec.GetAnnouncer(), len(rec.GetNotifications()), err)
+			}
+			chat.mu.Lock()
+			t.Logf("the channel saw %v", chat.seen)
+			chat.mu.Unlock()
+		}
+	}()
 	retries := w.replica.Metrics.Handled.WithLabelValues("approval", "retry")
 	before := testutil.ToFloat64(retries)
 	w.ask(&airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Revision: 2}, nil)
@@ -59,5 +79,141 @@ func TestACallStoredByAnAttemptThatFailedIsAnnouncedAndSupersedesTheEarlierRevis
 	})
 	if n := len(chat.seenOf("announce:c1")); n != 2 {
 		t.Fatalf("the channel announced call c1 %d times, want once per revision", n)
+	}
+}
+
+// cutProxy forwards TCP connections to a NATS server; cut drops every
+// connection and refuses new ones until mend: a network blip, or the
+// server restarting, as a client sees it.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	down   bool
+	conns  []net.Conn
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.forward(c)
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) forward(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down {
+		_ = c.Close()
+		return
+	}
+	s, err := net.Dial("tcp", p.target)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	p.conns = append(p.conns, c, s)
+	go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
+	go func() { _, _ = io.Copy(c, s); _ = c.Close() }()
+}
+
+func (p *cutProxy) url() string { return "nats://" + p.ln.Addr().String() }
+
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *cutProxy) mend() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}
+
+// pingsAnswered reports whether the approval replica id answers a ping on
+// the bus (false: "no responders").
+func pingsAnswered(t *testing.T, nc *nats.Conn, id string) bool {
+	t.Helper()
+	subj, err := micro.ControlSubject(micro.PingVerb, approvalapi.Service, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = nc.RequestWithContext(ctx, subj, nil)
+	if err != nil && !errors.Is(err, nats.ErrNoResponders) {
+		t.Logf("ping of replica %s: %v", id, err)
+	}
+	return err == nil
+}
+
+// R-held F3: a replica alive but cut off from NATS for 2 s (a network
+// blip, a NATS server restarting in a rolling upgrade) answered no ping
+// meanwhile, and another replica's next sweep took it for gone and
+// announced its call again while its own announcement was under way.
+func TestAReplicaCutOffFromNATSForAMomentKeepsItsAnnouncement(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) {
+		c.Approval.NotifyTimeout = time.Hour
+		c.Approval.TakeoverAfter = time.Minute
+	})
+	direct := w.cfg.NATS.URL
+	p := newCutProxy(t, strings.TrimPrefix(direct, "nats://"))
+	w.cfg.NATS.URL = p.url()
+	slow := newGatedChannel("chat")
+	w.start(slow) // replica A, through the proxy
+	w.cfg.NATS.URL = direct
+	rec := w.pending(&airlockv1.ToolCall{AgentId: "bot", CallId: "p1"}, nil)
+	a := rec.GetAnnouncer()
+	if a == "" {
+		t.Fatal("the pending record names no replica announcing it")
+	}
+	testenv.Eventually(t, 10*time.Second, "A's announcement to wait on the channel", func() bool {
+		slow.mu.Lock()
+		defer slow.mu.Unlock()
+		return slow.blocked == 1
+	})
+	other := &recorder{name: "chat"}
+	w.start(other) // replica B, direct
+
+	p.cut()
+	testenv.Eventually(t, 10*time.Second, "A to be off the bus", func() bool { return !pingsAnswered(t, w.deps.NC, a) })
+	// The blip lasts 2 s, 40 of B's sweeps (approval.sweep_interval 50ms
+	// here): each took A for gone before.
+	time.Sleep(2 * time.Second)
+	p.mend()
+	testenv.Eventually(t, 10*time.Second, "A to be on the bus again", func() bool { return pingsAnswered(t, w.deps.NC, a) })
+
+	if other.has("announce:p1") {
+		t.Fatal("replica B announced p1 again while A, alive and back on the bus, still announces it")
+	}
+	if now := w.waitAgentState("bot", "p1", 1, airlockv1.ApprovalState_APPROVAL_STATE_PENDING); now.GetAnnouncer() != a {
+		t.Fatalf("the call's announcer changed from %s to %s while A was cut off", a, now.GetAnnouncer())
+	}
+	// A finishes its announcement: the call is announced once.
+	slow.open(t, 1)
+	testenv.Eventually(t, 10*time.Second, "A's announcement to end", func() bool {
+		rec, err := w.api.Get(context.Background(), "bot", "p1", 0)
+		return err == nil && rec.GetAnnouncer() == "" && len(rec.GetNotifications()) == 1
+	})
+	if other.has("announce:p1") {
+		t.Fatal("replica B announced p1 too")
 	}
 }

@@ -54,6 +54,13 @@ type Approval struct {
 	// canceled at once with a reason the agent reads, so that the room
 	// left still takes every decision on a call already waiting.
 	MaxBytes int64 `yaml:"max_bytes"`
+	// TakeoverAfter is how long the replica a pending call's record names
+	// its announcer must stay off the bus (every ping of it answered "no
+	// responders") before another replica announces the call: longer than
+	// a reconnect (a NATS server restarting in a rolling upgrade, a network
+	// blip), so that a replica alive but cut off for a moment is not taken
+	// for gone and the call announced twice.
+	TakeoverAfter time.Duration `yaml:"takeover_after"`
 }
 
 // ApprovalRefusalMark is the share of approval.max_bytes past which the
@@ -82,5 +89,6 @@ func defaultApproval() Approval {
 		NotifyRefill:       10 * time.Second,
 		EndedRetention:     7 * 24 * time.Hour,
 		MaxBytes:           1 << 30,
+		TakeoverAfter:      30 * time.Second,
 	}
 }

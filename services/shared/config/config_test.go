@@ -73,6 +73,7 @@ func TestLoadRefusesMistakes(t *testing.T) {
 		{"env_name_with_a_letter_more", "", []string{"AIRLOCK_NATS_URLS=nats://a:4222"}, "did you mean AIRLOCK_NATS_URL?"},
 		{"env_name_with_a_letter_less", "", []string{"AIRLOCK_SECURITY_DECISION_KY=00"}, "did you mean AIRLOCK_SECURITY_DECISION_KEY?"},
 		{"bad_sync", "dev:\n  sync: sometimes\n", nil, "dev.sync"},
+		{"takeover_within_a_reconnect", "approval:\n  takeover_after: 900ms\n", nil, "approval.takeover_after is 900ms: set at least twice nats.reconnect_wait (1s)"},
 		{"approvals_bucket_too_small_for_its_headroom", "approval:\n  max_bytes: 1048576\n", nil, "approval.max_bytes (1048576) must be at least 4194304 (16 times limits.max_request_bytes)"},
 		{"sso_without_client_id", "console:\n  oidc: {issuer: https://login.example.com, groups: {eng: {roles: [reviewer]}}}\n", nil, "console.oidc.client_id"},
 		{"sso_without_any_group", "console:\n  oidc: {issuer: https://login.example.com, client_id: c}\n", nil, "console.oidc.groups is empty"},
