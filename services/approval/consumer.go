@@ -408,19 +408,6 @@ func (s *Service) announce(key string, rec *airlockv1.ApprovalRecord) <-chan err
 	return done
 }
 
-// announceAside announces rec without anyone waiting for it: a failure is
-// logged (what tells the channels of a released or escalated call).
-func (s *Service) announceAside(key string, rec *airlockv1.ApprovalRecord, what string) {
-	done := s.announce(key, rec)
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		if err := <-done; err != nil && s.life.Err() == nil {
-			s.deps.Log.Warn("announcing "+what+" failed", "key", key, "err", err)
-		}
-	}()
-}
-
 // storeRefs adds refs to the record of key and, if the call is already
 // decided, shows those channels the outcome.
 func (s *Service) storeRefs(ctx context.Context, key string, refs []*airlockv1.NotificationRef) error {

@@ -18,6 +18,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -216,4 +217,75 @@ func TestAReplicaCutOffFromNATSForAMomentKeepsItsAnnouncement(t *testing.T) {
 	if other.has("announce:p1") {
 		t.Fatal("replica B announced p1 too")
 	}
+}
+
+// escalationChannel is a gated channel routed only on escalation
+// ("escalate:pagerduty").
+type escalationChannel struct{ *gatedChannel }
+
+func (e escalationChannel) Wants(rec *airlockv1.ApprovalRecord) bool { return rec.GetEscalated() }
+
+// R-held F2: announcements other than a new call's named no announcer, so
+// a replica stopped before every channel answered lost them: the next
+// replica never told the channels.
+func TestAnAnnouncementAReplicaStoppedInIsMadeByTheNext(t *testing.T) {
+	tests := []struct {
+		name string
+		// ask makes the call whose announcement the first replica stops in.
+		ask func(w *world)
+		// waiting is the first replica's channel the announcement waits
+		// on; next is the same channel of the next replica.
+		waiting func() notify.Notifier
+		next    func() (notify.Notifier, *recorder)
+	}{
+		{
+			name: "a queued call released on its arrival",
+			ask: func(w *world) {
+				w.pending(&airlockv1.ToolCall{AgentId: "bot", CallId: "x1", ThreadId: "s"}, &airlockv1.Decision{QueuePerThread: true})
+			},
+			waiting: func() notify.Notifier { return newGatedChannel("chat") },
+			next:    func() (notify.Notifier, *recorder) { r := &recorder{name: "chat"}; return r, r },
+		},
+		{
+			name: "an escalated call on its escalation channel",
+			ask: func(w *world) {
+				w.pending(&airlockv1.ToolCall{AgentId: "bot", CallId: "x1"}, &airlockv1.Decision{
+					Timeout: seconds(60), EscalateAfter: seconds(1), EscalateTo: []string{"group:oncall"}})
+			},
+			waiting: func() notify.Notifier { return escalationChannel{newGatedChannel("pager")} },
+			next: func() (notify.Notifier, *recorder) {
+				r := &recorder{name: "pager", wants: func(rec *airlockv1.ApprovalRecord) bool { return rec.GetEscalated() }}
+				return r, r
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t, func(c *config.Config) { c.Approval.NotifyTimeout = time.Hour })
+			waiting := tt.waiting()
+			first := &recorder{name: "first"}
+			w.start(first, waiting)
+			tt.ask(w)
+			testenv.Eventually(t, 10*time.Second, "the announcement to wait on the channel", func() bool { return blockedOn(waiting) == 1 })
+			w.stopAll()
+
+			ch, told := tt.next()
+			w.start(&recorder{name: "first"}, ch)
+			testenv.Eventually(t, 15*time.Second, "the next replica to announce the call", func() bool { return told.has("announce:x1") })
+		})
+	}
+}
+
+// blockedOn is how many announcements wait on a gated channel.
+func blockedOn(n notify.Notifier) int {
+	g, ok := n.(*gatedChannel)
+	if e, isEsc := n.(escalationChannel); isEsc {
+		g, ok = e.gatedChannel, true
+	}
+	if !ok {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.blocked
 }
