@@ -32,9 +32,14 @@ func TestACallStoredByAnAttemptThatFailedIsAnnouncedAndSupersedesTheEarlierRevis
 	chat := &recorder{name: "chat"}
 	w.start(chat)
 	w.pending(&airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Revision: 1}, nil)
-	testenv.Eventually(t, 10*time.Second, "revision 1 to be announced", func() bool { return chat.has("announce:c1") })
-
 	ctx := context.Background()
+	// Its announcement over (the reference stored, the name cleared), no
+	// write of it meets the fault below.
+	testenv.Eventually(t, 10*time.Second, "revision 1's announcement to end", func() bool {
+		rec, err := w.api.Get(ctx, "bot", "c1", 1)
+		return err == nil && rec.GetAnnouncer() == "" && len(rec.GetNotifications()) == 1
+	})
+
 	kv, err := w.js.KeyValue(ctx, w.cfg.Buckets.Approvals)
 	if err != nil {
 		t.Fatal(err)
