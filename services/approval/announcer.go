@@ -3,6 +3,8 @@ package approval
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,9 +27,42 @@ import (
 // every channel answered; a replica that finds the named one gone finishes
 // the announcement (takeOver), as a redelivered message did.
 
+// ownAnnouncements are the keys of the records naming this replica their
+// announcer whose announcement this process is making, or is about to make
+// (from before the record is created). A record naming this replica whose
+// key is not here is nobody's: an attempt stored it and then failed (a
+// write after it failed, or the store's answer timed out though the record
+// was written), and its message, delivered again, finds it named.
+type ownAnnouncements struct {
+	mu   sync.Mutex
+	keys map[string]bool
+}
+
+// take reserves key for the caller; false when it is already reserved.
+func (o *ownAnnouncements) take(key string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.keys[key] {
+		return false
+	}
+	if o.keys == nil {
+		o.keys = map[string]bool{}
+	}
+	o.keys[key] = true
+	return true
+}
+
+// drop frees key, its announcement over (or never begun).
+func (o *ownAnnouncements) drop(key string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.keys, key)
+}
+
 // announceOwned announces rec, whose record names this replica its
 // announcer, in the background, and clears the name once every channel
-// answered or timed out. A reference that could not be stored is tried
+// answered or timed out. The caller took key in s.announcing; it is freed
+// once the name is cleared. A reference that could not be stored is tried
 // again (the channels already holding one are not told twice). Stopped
 // meanwhile, it leaves the name: channels may not have been told, and a
 // replica that finds this one gone announces the call.
@@ -35,6 +70,9 @@ func (s *Service) announceOwned(key string, rec *airlockv1.ApprovalRecord) {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
+		// Freed after the name is cleared: a record still naming this
+		// replica with its key free is an orphan (takeOver).
+		defer s.announcing.drop(key)
 		for attempt := 1; ; attempt++ {
 			err := <-s.announce(key, rec)
 			if s.life.Err() != nil {
@@ -53,6 +91,11 @@ func (s *Service) announceOwned(key string, rec *airlockv1.ApprovalRecord) {
 			if errors.Is(err, errNotFound) || err == nil && fresh.GetState() != domain.Pending {
 				break // gone or decided: a decision shows its outcome where it was announced
 			}
+			if err == nil && fresh.GetAnnouncer() != s.instance {
+				// Taken over (this replica was off the bus longer than
+				// approval.takeover_after): the other replica announces it.
+				return
+			}
 			if err == nil {
 				rec = fresh
 			}
@@ -69,19 +112,21 @@ func retryDelay(attempt int) time.Duration {
 }
 
 // claimAnnouncement names this replica the announcer of the pending,
-// unqueued record of key if it names from (empty: none), and returns the
-// record so written; nil when another claimed it first or it needs no
-// announcement.
+// unqueued record of key if it names from (empty: none; this replica: it
+// stays so, unwritten), and returns the record as it now stands; nil when
+// another claimed it first or it needs no announcement.
 func (s *Service) claimAnnouncement(ctx context.Context, key, from string) (*airlockv1.ApprovalRecord, error) {
-	rec, wrote, _, err := mutate(ctx, s.store, key, func(cur *airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, struct{}, error) {
-		if cur.GetState() != domain.Pending || cur.GetQueued() || cur.GetAnnouncer() != from {
+	claimed := false
+	rec, _, _, err := mutate(ctx, s.store, key, func(cur *airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, struct{}, error) {
+		claimed = cur.GetState() == domain.Pending && !cur.GetQueued() && cur.GetAnnouncer() == from
+		if !claimed || from == s.instance {
 			return nil, struct{}{}, nil
 		}
 		next := proto.Clone(cur).(*airlockv1.ApprovalRecord)
 		next.Announcer = s.instance
 		return next, struct{}{}, nil
 	})
-	if err != nil || !wrote {
+	if err != nil || !claimed {
 		return nil, err
 	}
 	return rec, nil
@@ -106,37 +151,79 @@ func (s *Service) releaseAnnouncement(ctx context.Context, key string) error {
 
 // takeOver announces the pending calls whose announcer is gone: a replica
 // that stopped or died before every channel answered. A replica is gone
-// when its micro service has no responder on the bus; one that does not
-// answer in time is asked again at the next sweep, so a slow replica's
-// announcements are not made twice.
+// when its micro service has had no responder on the bus for
+// approval.takeover_after (replicaGone), longer than a reconnect: a
+// replica cut off from NATS for a moment (a server restarting, a blip)
+// answers no ping meanwhile, and its announcements, still under way, are
+// not made twice.
+//
+// A record naming this replica whose key it is not announcing
+// (ownAnnouncements) is announced too: an attempt that stored it failed
+// before announcing it.
 func (s *Service) takeOver(ctx context.Context) {
-	for _, announcer := range s.index.announcers() {
-		if announcer == s.instance || ctx.Err() != nil || !s.replicaGone(ctx, announcer) {
+	now := s.now()
+	announcers := s.index.announcers()
+	for id := range s.silentSince {
+		if !slices.Contains(announcers, id) {
+			delete(s.silentSince, id) // names no pending call any more
+		}
+	}
+	for _, announcer := range announcers {
+		if ctx.Err() != nil {
+			return
+		}
+		if announcer != s.instance && !s.replicaGone(ctx, announcer, now) {
 			continue
 		}
 		for _, key := range s.index.announcedBy(announcer) {
+			if !s.announcing.take(key) {
+				continue // this process announces it
+			}
+			// Read after take: an announcement of this process clears the
+			// name before it frees the key.
 			rec, err := s.claimAnnouncement(ctx, key, announcer)
 			if err != nil && !errors.Is(err, errNotFound) {
 				s.deps.Log.Warn("taking over the announcement of a call whose replica is gone failed; the sweeper will retry", "key", key, "err", err)
-				continue
 			}
 			if rec == nil {
+				s.announcing.drop(key)
 				continue
 			}
-			s.deps.Log.Info("announcing a pending call whose announcing replica is gone", "key", key, "announcer", announcer)
+			if announcer == s.instance {
+				s.deps.Log.Info("announcing a pending call this replica stored but did not announce (the attempt failed after the record was written)", "key", key)
+			} else {
+				s.deps.Log.Info("announcing a pending call whose announcing replica is gone", "key", key, "announcer", announcer)
+			}
 			s.announceOwned(key, rec)
 		}
 	}
 }
 
-// replicaGone reports whether no approval replica of id is on the bus.
-func (s *Service) replicaGone(ctx context.Context, id string) bool {
+// replicaGone reports whether no approval replica of id has been on the
+// bus for approval.takeover_after: every ping of it since the first that
+// found it missing (silentSince) was answered "no responders". An answer,
+// or a ping that times out (a responder there but slow), starts over; a
+// ping that fails otherwise (this replica cut off) counts for nothing.
+func (s *Service) replicaGone(ctx context.Context, id string, now time.Time) bool {
 	subj, err := micro.ControlSubject(micro.PingVerb, approvalapi.Service, id)
 	if err != nil {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	ping, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	_, err = s.deps.NC.RequestWithContext(ctx, subj, nil)
-	return errors.Is(err, nats.ErrNoResponders)
+	_, err = s.deps.NC.RequestWithContext(ping, subj, nil)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+	case err == nil || ctx.Err() == nil && ping.Err() != nil:
+		delete(s.silentSince, id)
+		return false
+	default:
+		return false
+	}
+	since, seen := s.silentSince[id]
+	if !seen {
+		s.silentSince[id] = now
+		return false
+	}
+	return now.Sub(since) >= s.cfg.TakeoverAfter
 }

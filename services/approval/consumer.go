@@ -72,11 +72,13 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 }
 
 // requested creates the pending record, naming this replica its
-// announcer, and announces it after the message is acknowledged
-// (announcer.go). A redelivered event finds the record: one being
-// announced is left to its announcer (or, once that replica is gone, to
-// takeOver); one stored without an announcer and never announced (by an
-// earlier version) is announced now. A call of a queue_per_thread rule
+// announcer, supersedes earlier revisions and announces it after the
+// message is acknowledged (announcer.go). A redelivered event finds the
+// record and supersedes again: one being announced is left to its
+// announcer (or, once that replica is gone, to takeOver); one naming this
+// replica that this process is not announcing (an attempt failed after
+// storing it) and one stored without an announcer and never announced (by
+// an earlier version) are announced now. A call of a queue_per_thread rule
 // is created queued and announced when its thread's turn comes (queue.go);
 // seq, the event's stream sequence, orders the queue.
 func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64) error {
@@ -145,7 +147,21 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 			rec.Announcer = s.instance
 		}
 	}
+	// held: this handler has key in s.announcing, from before the record
+	// naming this replica is written until announceOwned takes it over; a
+	// failure meanwhile frees it, so the message delivered again (or the
+	// sweeper) finds the record nobody's and announces it.
+	held := rec.GetAnnouncer() == s.instance && s.announcing.take(key)
+	defer func() {
+		if held {
+			s.announcing.drop(key)
+		}
+	}()
+	// announce: this handler announces the call once earlier revisions
+	// are superseded.
+	announce := held
 	if _, err := s.store.create(ctx, rec); err != nil {
+		announce = false
 		if !known {
 			s.index.forget(key)
 		}
@@ -157,19 +173,37 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return err
 		}
+		if !held {
+			// Taken before the record is read: this process's
+			// announcement clears the name before it frees the key.
+			held = s.announcing.take(key)
+		}
 		if rec, _, err = s.store.get(ctx, key); err != nil {
 			return err
 		}
-		if rec.GetState() != domain.Pending || len(rec.GetNotifications()) > 0 || rec.GetAnnouncer() != "" {
+		// Earlier revisions are superseded whatever the announcement's
+		// state: the attempt that stored the record may have failed
+		// before it superseded them.
+		switch {
+		case rec.GetState() != domain.Pending:
+			return nil
+		case rec.GetAnnouncer() == s.instance:
+			// Held, it is nobody's: stored by an attempt of this replica
+			// that failed after (a later write, or the create's answer
+			// timed out), and announced now.
+			announce = held
+		case rec.GetAnnouncer() != "" || len(rec.GetNotifications()) > 0:
 			// Announced, or being announced (by a replica gone, takeOver
 			// finishes it).
-			return nil
-		}
-		if !rec.GetQueued() {
+		case !rec.GetQueued() && held:
 			// Never announced nor named an announcer (stored by an
 			// earlier version, which left that to this message).
-			if rec, err = s.claimAnnouncement(ctx, key, ""); rec == nil || err != nil {
+			claimed, err := s.claimAnnouncement(ctx, key, "")
+			if err != nil {
 				return err
+			}
+			if claimed != nil {
+				rec, announce = claimed, true
 			}
 		}
 	} else if !admitted {
@@ -189,10 +223,14 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 	if rec.GetQueued() {
 		return s.release(ctx, rec)
 	}
+	if !announce || !held {
+		return nil // announced, or another handler of this process announces it
+	}
 	// The record is stored and shown, and names this replica its
 	// announcer: the message is acknowledged now, and the channels are
 	// told without holding this worker (a replica that stops or dies
 	// meanwhile leaves the call to be announced by another, takeOver).
+	held = false // announceOwned frees it
 	s.announceOwned(key, rec)
 	return nil
 }
@@ -422,19 +460,6 @@ func (s *Service) announce(key string, rec *airlockv1.ApprovalRecord) <-chan err
 		done <- errors.Join(errs...)
 	}()
 	return done
-}
-
-// announceAside announces rec without anyone waiting for it: a failure is
-// logged (what tells the channels of a released or escalated call).
-func (s *Service) announceAside(key string, rec *airlockv1.ApprovalRecord, what string) {
-	done := s.announce(key, rec)
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		if err := <-done; err != nil && s.life.Err() == nil {
-			s.deps.Log.Warn("announcing "+what+" failed", "key", key, "err", err)
-		}
-	}()
 }
 
 // storeRefs adds refs to the record of key and, if the call is already

@@ -53,14 +53,26 @@ func (s *Service) release(ctx context.Context, rec *airlockv1.ApprovalRecord) er
 	if err != nil || !won {
 		return err
 	}
+	// The release names this replica the call's announcer in the same
+	// write, so a replica that stops before every channel answered leaves
+	// it to another (takeOver). Taken before the write: a record naming
+	// this replica whose key is free is an orphan.
+	if !s.announcing.take(key) {
+		return nil // this process announces it already; the sweeper retries
+	}
 	released, wrote, _, err := mutate(ctx, s.store, key, func(cur *airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, struct{}, error) {
-		return domain.Release(cur), struct{}{}, nil
+		next := domain.Release(cur)
+		if next != nil {
+			next.Announcer = s.instance
+		}
+		return next, struct{}{}, nil
 	})
 	if err != nil || !wrote {
+		s.announcing.drop(key)
 		return err
 	}
 	s.deps.Log.Info("queued call released: its turn in the thread", "key", key, "thread", call.GetThreadId())
-	s.announceAside(key, released, "a released queued call")
+	s.announceOwned(key, released)
 	return nil
 }
 

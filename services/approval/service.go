@@ -65,8 +65,10 @@ type Service struct {
 	// instance is this replica's id, its micro service's: what a record
 	// it announces names as its announcer (takeOver).
 	instance string
-	now      func() time.Time
-	pending  prometheus.Gauge
+	// announcing are the keys this process announces as their announcer.
+	announcing ownAnnouncements
+	now        func() time.Time
+	pending    prometheus.Gauge
 	// bucketFill is airlock_approvals_bucket_fill; refusing is whether the
 	// last look found the approvals bucket past its refusal mark (its
 	// crossings are logged once each way).
@@ -98,6 +100,9 @@ type Service struct {
 	// Touched by the sweeper's goroutine only.
 	grantSwept     time.Time
 	expiryRecorded map[string]bool // grants whose expiry is known to be in the stream
+	// silentSince is when a replica named an announcer was first found off
+	// the bus, by its id (takeOver); forgotten once it answers.
+	silentSince map[string]time.Time
 }
 
 // NewFromConfig builds the service from deps.Config with the given
@@ -160,6 +165,7 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		frontend:   fk,
 
 		expiryRecorded: map[string]bool{},
+		silentSince:    map[string]time.Time{},
 	}
 	policy := policyapi.New(deps.NC, seal.Key{}, "approval")
 	s.evalPolicy = func(ctx context.Context, call *airlockv1.ToolCall) (*airlockv1.Decision, error) {

@@ -73,19 +73,39 @@ func (s *Service) sweepOnce(ctx context.Context) {
 }
 
 // fireTimer marks the due reminder or escalation done with CAS and, if this
-// replica won, re-notifies every channel.
+// replica won, re-notifies every channel. An escalation of a call no
+// replica is announcing names this replica its announcer in the same
+// write, so the escalation channels are told even if it stops meanwhile
+// (takeOver).
 func (s *Service) fireTimer(ctx context.Context, key string) {
 	var fired domain.Timer
+	// held: key taken in s.announcing (before the write naming this
+	// replica), until announceOwned takes it over.
+	held := s.announcing.take(key)
+	owned := false
 	rec, wrote, _, err := mutate(ctx, s.store, key, func(cur *airlockv1.ApprovalRecord) (*airlockv1.ApprovalRecord, struct{}, error) {
 		next, t, _ := domain.DueTimer(cur, s.now())
 		fired = t
+		owned = held && next != nil && t == domain.Escalate && !next.GetQueued() && next.GetAnnouncer() == ""
+		if owned {
+			next.Announcer = s.instance
+		}
 		return next, struct{}{}, nil
 	})
+	if !owned && held {
+		s.announcing.drop(key)
+	}
 	if err != nil {
+		if owned {
+			s.announcing.drop(key)
+		}
 		s.deps.Log.Warn("reminder or escalation failed; will retry", "key", key, "err", err)
 		return
 	}
 	if !wrote {
+		if owned {
+			s.announcing.drop(key)
+		}
 		return
 	}
 	s.deps.Log.Info("call still pending", "key", key, "timer", fired, "approvers", rec.GetDecision().GetApprovers())
@@ -104,6 +124,10 @@ func (s *Service) fireTimer(ctx context.Context, key string) {
 		}
 		// Channels routed only on escalation ("escalate:pagerduty") are
 		// told now, and their refs stored so the outcome reaches them.
+		if owned {
+			s.announceOwned(key, rec)
+			return
+		}
 		if err := <-s.announce(key, rec); err != nil {
 			s.deps.Log.Warn("announcing an escalated call to its escalation channels failed", "key", key, "err", err)
 		}

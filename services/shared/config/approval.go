@@ -59,6 +59,13 @@ type Approval struct {
 	// agent's new calls are refused, so one agent cannot bring the bucket
 	// to its refusal mark for every other. 0: Config.ApprovalBytesPerAgent.
 	MaxBytesPerAgent int64 `yaml:"max_bytes_per_agent"`
+	// TakeoverAfter is how long the replica a pending call's record names
+	// its announcer must stay off the bus (every ping of it answered "no
+	// responders") before another replica announces the call: longer than
+	// a reconnect (a NATS server restarting in a rolling upgrade, a network
+	// blip), so that a replica alive but cut off for a moment is not taken
+	// for gone and the call announced twice.
+	TakeoverAfter time.Duration `yaml:"takeover_after"`
 }
 
 // ApprovalBytesPerAgent is one agent's share of the approvals bucket in
@@ -109,5 +116,6 @@ func defaultApproval() Approval {
 		NotifyRefill:       10 * time.Second,
 		EndedRetention:     7 * 24 * time.Hour,
 		MaxBytes:           1 << 30,
+		TakeoverAfter:      30 * time.Second,
 	}
 }

@@ -539,6 +539,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s is %s: set a positive duration such as 5m", d.name, d.v))
 		}
 	}
+	if c.Approval.TakeoverAfter < 2*c.NATS.ReconnectWait {
+		errs = append(errs, fmt.Errorf("approval.takeover_after is %s: set at least twice nats.reconnect_wait (%s), such as 30s, so that a replica reconnecting to NATS is not taken for gone and its calls announced twice", c.Approval.TakeoverAfter, 2*c.NATS.ReconnectWait))
+	}
 	if c.Approval.PreviewTimeout > 20*time.Second {
 		errs = append(errs, fmt.Errorf("approval.preview_timeout is %s: keep it at most 20s, well under the 30s a pending call's event may take before it is handled again", c.Approval.PreviewTimeout))
 	}

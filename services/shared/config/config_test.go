@@ -73,6 +73,7 @@ func TestLoadRefusesMistakes(t *testing.T) {
 		{"env_name_with_a_letter_more", "", []string{"AIRLOCK_NATS_URLS=nats://a:4222"}, "did you mean AIRLOCK_NATS_URL?"},
 		{"env_name_with_a_letter_less", "", []string{"AIRLOCK_SECURITY_DECISION_KY=00"}, "did you mean AIRLOCK_SECURITY_DECISION_KEY?"},
 		{"bad_sync", "dev:\n  sync: sometimes\n", nil, "dev.sync"},
+		{"takeover_within_a_reconnect", "approval:\n  takeover_after: 900ms\n", nil, "approval.takeover_after is 900ms: set at least twice nats.reconnect_wait (1s)"},
 		{"approvals_bucket_too_small_for_its_headroom", "approval:\n  max_bytes: 1048576\n", nil, "approval.max_bytes (1048576) must be at least 4194304 (16 times limits.max_request_bytes)"},
 		{"an_agents_approval_bytes_under_four_requests", "approval:\n  max_bytes_per_agent: 1048575\n", nil, "approval.max_bytes_per_agent (1048575) must be between 1048576 (4 times limits.max_request_bytes) and approval.max_bytes (1073741824)"},
 		{"an_agents_approval_bytes_over_the_bucket", "approval:\n  max_bytes: 4194304\n  max_bytes_per_agent: 4194305\n", nil, "approval.max_bytes_per_agent (4194305) must be between"},

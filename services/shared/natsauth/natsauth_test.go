@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/config"
@@ -313,4 +315,61 @@ func filesUnder(t *testing.T, dir string) []string {
 		t.Fatal(err)
 	}
 	return files
+}
+
+// Only a service's own users may answer the micro discovery requests of
+// its name: the approval service takes a replica whose ping finds no
+// responder for gone and announces its calls, so another service's user
+// (compromised, or someone debugging with `nats sub '$SRV.>'` under its
+// credentials) must not answer for a replica that is gone (R-held F5).
+func TestOnlyAServicesOwnUsersAnswerItsPings(t *testing.T) {
+	n := testenv.StartSecureNATS(t)
+	pinger, _ := n.Connect(natsauth.RoleApproval)
+	const gone = "$SRV.PING.approval.GONE0REPLICA"
+	for _, tt := range []struct {
+		role    string
+		answers bool
+	}{
+		{natsauth.RoleApproval, true},
+		{natsauth.RolePolicy, false},
+		{natsauth.RoleExecutor, false},
+		{natsauth.RoleConsole, false},
+		{natsauth.RoleGateway, false},
+	} {
+		t.Run(tt.role, func(t *testing.T) {
+			nc, _ := n.Connect(tt.role)
+			sub, err := nc.Subscribe(gone, func(m *nats.Msg) { _ = m.Respond([]byte("{}")) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = sub.Unsubscribe() }()
+			if err := nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			_, err = pinger.RequestWithContext(ctx, gone, nil)
+			if answered := err == nil; answered != tt.answers {
+				t.Fatalf("the %s user answering the ping of an approval replica: answered %v (%v), want %v", tt.role, answered, err, tt.answers)
+			}
+		})
+	}
+	// The approval service's own micro service still answers, by name and
+	// by instance.
+	nc, _ := n.Connect(natsauth.RoleApproval)
+	svc, err := micro.AddService(nc, micro.Config{Name: approvalapi.Service, Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	testenv.Subscribed(t, nc)
+	for _, id := range []string{"", svc.Info().ID} {
+		subj, err := micro.ControlSubject(micro.PingVerb, approvalapi.Service, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pinger.Request(subj, nil, 3*time.Second); err != nil {
+			t.Fatalf("the approval service did not answer %s: %v", subj, err)
+		}
+	}
 }

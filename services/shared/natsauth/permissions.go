@@ -27,7 +27,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/executorapi"
+	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -211,10 +214,18 @@ func readAll(stream string) []string {
 }
 
 var (
-	micro    = []string{"$SRV.>"}
 	inbox    = []string{"_INBOX.>"}
 	healthOf = []string{"$SRV.PING.>", "$SRV.PING"}
 )
+
+// microOf is what a service needs to answer the discovery requests of its
+// nats.go/micro service name ($SRV.PING, $SRV.INFO, $SRV.STATS, bare, by
+// name and by instance) and no other's: a replica that answers another
+// service's ping would pass for it (the approval service takes a replica
+// whose ping finds no responder for gone, and announces its calls).
+func microOf(name string) []string {
+	return []string{"$SRV.PING", "$SRV.INFO", "$SRV.STATS", "$SRV.*." + name, "$SRV.*." + name + ".*"}
+}
 
 func join(lists ...[]string) []string {
 	var out []string
@@ -252,7 +263,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				// may publish it, so no agent can forge one
 				[]string{subject.OverBudgetNotice("*", "*")},
 			),
-			SubscribeAllow: join(inbox, micro, []string{subject.APIPrefix + ".policy.>"}),
+			SubscribeAllow: join(inbox, microOf(policyapi.Service), []string{subject.APIPrefix + ".policy.>"}),
 			AllowResponses: true,
 		}, nil
 	case RoleApproval:
@@ -273,7 +284,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				// for a person; no other user may ask or answer it
 				[]string{subject.API("executor", "preview")}, healthOf,
 			),
-			SubscribeAllow: join(inbox, micro, []string{subject.APIPrefix + ".approval.>", subject.AgentCancel("*")}),
+			SubscribeAllow: join(inbox, microOf(approvalapi.Service), []string{subject.APIPrefix + ".approval.>", subject.AgentCancel("*")}),
 			AllowResponses: true,
 		}, nil
 	case RoleExecutor:
@@ -294,7 +305,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 			),
 			// the tools endpoint (airlock.api.executor.tools), for the MCP
 			// gateway, and the preview endpoint, for the approval service
-			SubscribeAllow: join(inbox, micro, []string{subject.API("executor", "tools"), subject.API("executor", "preview")}),
+			SubscribeAllow: join(inbox, microOf(executorapi.Service), []string{subject.API("executor", "tools"), subject.API("executor", "preview")}),
 			AllowResponses: true,
 		}, nil
 	case RoleAudit:
@@ -318,8 +329,10 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				[]string{"$JS.API.STREAM.INFO." + n.intake, "$JS.API.STREAM.MSG.GET." + n.intake},
 				bucket(n.console), bucket(n.slackSeen), readBucket(n.clientWaits), bucket(n.teamsSeen), healthOf,
 			),
-			// the executor's notices that the registry's tools changed
-			SubscribeAllow: join(inbox, micro, []string{subject.AllOut, subject.ToolsChanged}),
+			// the executor's notices that the registry's tools changed (it
+			// serves no micro service: the Health page's $SRV.STATS
+			// answers come to its inbox)
+			SubscribeAllow: join(inbox, []string{subject.AllOut, subject.ToolsChanged}),
 		}, nil
 	case RoleGateway:
 		// The MCP gateway submits for the agents of its endpoints (sealed),

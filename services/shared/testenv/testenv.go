@@ -74,6 +74,9 @@ func Config(url string) config.Config {
 	cfg.NATS.URL = url
 	cfg.NATS.ReconnectWait = 50 * time.Millisecond
 	cfg.Approval.SweepInterval = 50 * time.Millisecond
+	// A stopped replica's announcements are taken over soon (a test of a
+	// replica cut off from NATS for a while sets it longer).
+	cfg.Approval.TakeoverAfter = time.Second
 	// Fresh seal keys: every service built from this configuration shares them.
 	cfg.Security.DecisionKey, cfg.Security.FrontendKey = seal.NewKey().Hex(), seal.NewKey().Hex()
 	return cfg
