@@ -2,6 +2,7 @@ package natsauth_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -371,5 +372,28 @@ func TestOnlyAServicesOwnUsersAnswerItsPings(t *testing.T) {
 		if _, err := pinger.Request(subj, nil, 3*time.Second); err != nil {
 			t.Fatalf("the approval service did not answer %s: %v", subj, err)
 		}
+	}
+}
+
+// TestTheConsoleMayAskEveryServiceForItsStats: the Health page lists the
+// services that answer $SRV.STATS; under the shipped permissions the
+// console user could publish only $SRV.PING, so the page listed none.
+func TestTheConsoleMayAskEveryServiceForItsStats(t *testing.T) {
+	n := testenv.StartSecureNATS(t)
+	exec, _ := n.Connect(natsauth.RoleExecutor)
+	svc, err := micro.AddService(exec, micro.Config{Name: executorapi.Service, Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	testenv.Subscribed(t, exec)
+	nc, _ := n.Connect(natsauth.RoleConsole)
+	msg, err := nc.Request("$SRV.STATS", nil, 3*time.Second)
+	if err != nil {
+		t.Fatalf("the console user asking every service for its stats: %v", err)
+	}
+	var stats micro.Stats
+	if err := json.Unmarshal(msg.Data, &stats); err != nil || stats.Name != executorapi.Service {
+		t.Fatalf("the stats answer: %s (%v); want the executor's", msg.Data, err)
 	}
 }

@@ -215,7 +215,7 @@ func readAll(stream string) []string {
 
 var (
 	inbox    = []string{"_INBOX.>"}
-	healthOf = []string{"$SRV.PING.>", "$SRV.PING"}
+	healthOf = []string{"$SRV.PING.>", "$SRV.PING", "$SRV.STATS"} // the Health page asks every service for its stats
 )
 
 // microOf is what a service needs to answer the discovery requests of its
