@@ -1,6 +1,7 @@
 package console
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,7 +23,7 @@ type heardOverBudget struct {
 	now   func() time.Time
 	mu    sync.Mutex
 	calls map[string]heardNotice // by agent + "." + call
-	order []string               // keys in the order heard, for the bound
+	order []string               // the keys of calls in the order heard, for the bound; no other key
 }
 
 type heardNotice struct {
@@ -80,5 +81,13 @@ func (h *heardOverBudget) get(agent, call string) (ingress.OverBudget, bool) {
 func (h *heardOverBudget) forget(agent, call string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.calls, agent+"."+call) // its key leaves order when it comes first
+	key := agent + "." + call
+	if _, known := h.calls[key]; !known {
+		return
+	}
+	delete(h.calls, key)
+	// Its key leaves order too: an agent resubmitting the same call over
+	// its budget would otherwise add a key to order at each notice, which
+	// is trimmed only when calls is full.
+	h.order = slices.DeleteFunc(h.order, func(k string) bool { return k == key })
 }

@@ -7,7 +7,6 @@
 package policy
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -186,7 +185,7 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 		// and, while its notice budget lasts, a notice that is not stored.
 		b := s.budgets.take(agent, len(m.Data()), time.Now())
 		if b.verdict != withinBudget {
-			s.noticeOverBudget(agent, cmp.Or(callID, ingress.BodyCallID(m.Data(), m.Headers())), b)
+			s.noticeOverBudget(agent, callID, m, b)
 		}
 		switch b.verdict {
 		case overBudget:
@@ -225,7 +224,13 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 // holds one (b.notify); otherwise the request goes unanswered and is
 // counted. Nothing is stored: a core publish costs the stream nothing.
 // A request whose call id cannot be read is not answered: no SDK waits on it.
-func (s *Service) noticeOverBudget(agent, call string, b budgetAnswer) {
+func (s *Service) noticeOverBudget(agent, call string, m jetstream.Msg, b budgetAnswer) {
+	// The body is decoded for its call id only when a notice is to be
+	// sent and the subject names no call: a dropped request costs no
+	// decoding.
+	if b.notify && call == "" {
+		call = ingress.BodyCallID(m.Data(), m.Headers())
+	}
 	if !b.notify || ids.Validate("call id", call) != nil {
 		if s.deps.Metrics != nil {
 			s.deps.Metrics.Handled.WithLabelValues("policy", "over_budget_unanswered").Inc()
