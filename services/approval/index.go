@@ -44,6 +44,9 @@ type index struct {
 	// recs, pending and ended, until they leave the bucket (deleted,
 	// purged, or expired: the server's TTL marker is a purge).
 	bytesBy map[string]int64
+	// locks holds the size of each thread queue's lock key, counted in its
+	// agent's bytesBy.
+	locks map[string]int
 	// pendingRevs holds each call's pending revisions ("<agent>.<call>" →
 	// revisions), so superseding looks at those, never at every number
 	// below a revision the agent chose.
@@ -73,7 +76,7 @@ type index struct {
 
 func newIndex(log *slog.Logger, reconnects func() uint64) *index {
 	return &index{log: log, reconnects: reconnects, recs: map[string]*entry{}, latest: map[string]uint32{},
-		pendingBy: map[string]int{}, bytesBy: map[string]int64{}, pendingRevs: map[string][]uint32{}, admitted: map[string]admission{}, unsettled: map[string]bool{}, published: map[string]bool{},
+		pendingBy: map[string]int{}, bytesBy: map[string]int64{}, locks: map[string]int{}, pendingRevs: map[string][]uint32{}, admitted: map[string]admission{}, unsettled: map[string]bool{}, published: map[string]bool{},
 		byAgent: map[string]*listOrder{}, due: dueQueue{at: map[string]int64{}}, queued: map[string]bool{},
 		announcing: map[string]string{}}
 }
@@ -140,8 +143,26 @@ func (ix *index) follow(ctx context.Context, w jetstream.KeyWatcher, ready chan<
 }
 
 func (ix *index) apply(e jetstream.KeyValueEntry) {
+	if lock, ok := strings.CutPrefix(e.Key(), "_queue."); ok {
+		// A thread queue's lock (domain.QueueKey), not a record: its bytes
+		// count toward its agent's share all the same.
+		agent, _, _ := strings.Cut(lock, ".")
+		size := 0
+		if e.Operation() == jetstream.KeyValuePut {
+			size = len(e.Key()) + len(e.Value())
+		}
+		ix.mu.Lock()
+		defer ix.mu.Unlock()
+		ix.bytesOf(agent, int64(size-ix.locks[e.Key()]))
+		if size > 0 {
+			ix.locks[e.Key()] = size
+		} else {
+			delete(ix.locks, e.Key())
+		}
+		return
+	}
 	if strings.HasPrefix(e.Key(), "_") {
-		return // a thread queue's lock (domain.QueueKey), not a record
+		return // no other key of the bucket is a record
 	}
 	var rec *entry
 	var due time.Time

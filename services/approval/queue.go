@@ -82,7 +82,15 @@ func (s *Service) release(ctx context.Context, rec *airlockv1.ApprovalRecord) er
 func (s *Service) takeTurn(ctx context.Context, lockKey, key string) (bool, error) {
 	e, err := s.store.kv.Get(ctx, lockKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		if _, err := s.store.kv.Create(ctx, lockKey, []byte(key)); err != nil {
+		// A lock leaves the bucket after the retention, as an ended record
+		// does (every move of the turn writes it again): a thread whose last
+		// call ended long ago keeps no key, so an agent opening a thread per
+		// call fills nothing for ever (its locks count toward its share).
+		var opts []jetstream.KVCreateOpt
+		if s.store.endedTTL > 0 {
+			opts = append(opts, jetstream.KeyTTL(s.store.endedTTL))
+		}
+		if _, err := s.store.kv.Create(ctx, lockKey, []byte(key), opts...); err != nil {
 			if bus.Conflict(err) {
 				return false, nil
 			}
@@ -102,7 +110,7 @@ func (s *Service) takeTurn(ctx context.Context, lockKey, key string) (bool, erro
 			return false, err
 		}
 	}
-	if _, err := s.store.kv.Update(ctx, lockKey, []byte(key), e.Revision()); err != nil {
+	if err := s.store.update(ctx, lockKey, []byte(key), e.Revision(), true); err != nil {
 		if bus.Conflict(err) {
 			return false, nil
 		}

@@ -85,3 +85,42 @@ func TestACallRefusedPastItsAgentsShareLeavesTheBucketAfterTheRetention(t *testi
 		return errors.Is(err, jetstream.ErrKeyNotFound)
 	})
 }
+
+// A thread queue's lock leaves the bucket after the retention too (R6): an
+// agent whose calls are queued per thread and that opens a thread per call
+// left one lock per call in the bucket every agent shares, for ever.
+func TestThreadLocksLeaveTheBucketAfterTheRetention(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) { c.Approval.EndedRetention = 2 * time.Second })
+	w.start()
+	ctx := context.Background()
+	kv, err := w.js.KeyValue(ctx, w.cfg.Buckets.Approvals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	locks := func() int {
+		keys, err := kv.ListKeys(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for k := range keys.Keys() {
+			if strings.HasPrefix(k, "_queue.") {
+				n++
+			}
+		}
+		return n
+	}
+	const calls = 4
+	for i := range calls {
+		id := "q" + string(rune('a'+i))
+		w.pending(&airlockv1.ToolCall{CallId: id, ThreadId: "thread-" + id}, &airlockv1.Decision{Approvers: []string{"group:reviewers"}, QueuePerThread: true})
+		if _, err := w.decide(id, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "no"); err != nil {
+			t.Fatal(err)
+		}
+		w.waitState(id, 1, airlockv1.ApprovalState_APPROVAL_STATE_REJECTED)
+	}
+	if n := locks(); n == 0 {
+		t.Fatalf("no thread lock in the bucket after %d queued calls on threads of their own: the test no longer exercises the locks", calls)
+	}
+	testenv.Eventually(t, 30*time.Second, "the threads' locks to leave the bucket", func() bool { return locks() == 0 })
+}
