@@ -23,12 +23,12 @@ const LookAlikePrefix = "Look-alike letters: "
 
 // LookAlikes are the escape.LookAlikes in everything of c a reviewer
 // reads — its agent, the person it acts for, server and tool, thread,
-// working directory, reason, and each argument's name and string value —
-// each name once, in that order. redact is the decision's redact, for a
+// working directory, each argument's name and string value, and its
+// reason — each name once, in that order. redact is the decision's redact, for a
 // surface that shows the arguments redacted (Redacted): a value it hides
 // is not quoted in a warning either; nil for one that shows them all.
 func LookAlikes(c *airlockv1.ToolCall, redact []string) []escape.LookAlike {
-	texts := []string{c.GetAgentId(), c.GetOnBehalfOf(), ToolName(c.GetServer(), c.GetTool()), c.GetThreadId(), c.GetCwd(), c.GetReason()}
+	texts := []string{c.GetAgentId(), c.GetOnBehalfOf(), ToolName(c.GetServer(), c.GetTool()), c.GetThreadId(), c.GetCwd()}
 	// Arguments walked with a stack, not recursion: their depth is the
 	// agent's choice.
 	stack := []any{Redacted(c.GetArguments(), redact)}
@@ -50,6 +50,10 @@ func LookAlikes(c *airlockv1.ToolCall, redact []string) []escape.LookAlike {
 			texts = append(texts, v)
 		}
 	}
+	// The agent's reason last: what the call does comes first, and decoys
+	// in the reason cannot take the warnings' places (MaxLookAlikeWarnings,
+	// a phone's one line) from a spoof in its arguments.
+	texts = append(texts, c.GetReason())
 	var found []escape.LookAlike
 	seen := map[string]bool{}
 	for _, t := range texts {

@@ -25,7 +25,7 @@ func TestLookAlikesReadsEverythingAReviewerReads(t *testing.T) {
 	for _, l := range LookAlikes(c, nil) {
 		got = append(got, l.Text)
 	}
-	want := []string{"bοt", "gіthub__push", "pаypal.com", "nеsted", "/etc/раsswd", "https://pаypal.com/login"} // argument names, then values, depth first in name order
+	want := []string{"bοt", "gіthub__push", "nеsted", "/etc/раsswd", "https://pаypal.com/login", "pаypal.com"} // argument names, then values, depth first in name order; the reason last
 	if !slices.Equal(got, want) {
 		t.Fatalf("LookAlikes = %q, want %q", got, want)
 	}
@@ -34,7 +34,7 @@ func TestLookAlikesReadsEverythingAReviewerReads(t *testing.T) {
 	for _, l := range LookAlikes(c, []string{"/url", "/nеsted/list/1"}) {
 		got = append(got, l.Text)
 	}
-	if want := []string{"bοt", "gіthub__push", "pаypal.com", "nеsted"}; !slices.Equal(got, want) {
+	if want := []string{"bοt", "gіthub__push", "nеsted", "pаypal.com"}; !slices.Equal(got, want) {
 		t.Fatalf("LookAlikes, /url and /nеsted/list/1 redacted = %q, want %q", got, want)
 	}
 }
@@ -56,5 +56,22 @@ func TestLookAlikeWarningsAreBounded(t *testing.T) {
 	}
 	if lines := LookAlikeWarnings(&airlockv1.ToolCall{Tool: "write_file", Reason: "Удалить отчёт"}, nil, func(s string) string { return s }); lines != nil {
 		t.Errorf("a call with no look-alike letters has warnings %q", lines)
+	}
+}
+
+// TestDecoysInTheReasonCannotCrowdOutASpoofInTheArguments: the warnings
+// are bounded (MaxLookAlikeWarnings), so an agent filling its reason with
+// look-alike decoys must not push the warning about what the call does —
+// its arguments — out of the lines shown (R6).
+func TestDecoysInTheReasonCannotCrowdOutASpoofInTheArguments(t *testing.T) {
+	args, err := structpb.NewStruct(map[string]any{"url": "https://pаypal.com/login"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &airlockv1.ToolCall{AgentId: "bot", Server: "web", Tool: "fetch", Arguments: args,
+		Reason: "checking аa1 аa2 аa3 аa4 аa5 аa6 аa7"}
+	lines := LookAlikeWarnings(c, nil, func(s string) string { return s })
+	if len(lines) == 0 || !strings.Contains(lines[0], "https://pаypal.com/login") {
+		t.Fatalf("warnings %q: want the first about the argument's address, before the reason's decoys", lines)
 	}
 }

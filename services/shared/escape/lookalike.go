@@ -107,6 +107,9 @@ var latinLikeScripts = []struct {
 // latinLikeScript is the name of r's script when it is one of
 // latinLikeScripts, else "".
 func latinLikeScript(r rune) string {
+	if _, ok := phoneticLookAlikes[r]; ok {
+		return "phonetic Latin"
+	}
 	for _, s := range latinLikeScripts {
 		if unicode.Is(s.table, r) {
 			return s.name
@@ -144,7 +147,7 @@ var lookAlikeLetters = map[rune]lookAlikeLetter{
 	'α': {"GREEK SMALL LETTER ALPHA", "a"}, 'ο': {"GREEK SMALL LETTER OMICRON", "o"},
 	'ν': {"GREEK SMALL LETTER NU", "v"}, 'ι': {"GREEK SMALL LETTER IOTA", "i"},
 	'κ': {"GREEK SMALL LETTER KAPPA", "k"}, 'ρ': {"GREEK SMALL LETTER RHO", "p"},
-	'υ': {"GREEK SMALL LETTER UPSILON", "u"}, 'ϳ': {"GREEK LETTER YOT", "j"},
+	'υ': {"GREEK SMALL LETTER UPSILON", "u"},
 	'Α': {"GREEK CAPITAL LETTER ALPHA", "A"}, 'Β': {"GREEK CAPITAL LETTER BETA", "B"},
 	'Ε': {"GREEK CAPITAL LETTER EPSILON", "E"}, 'Ζ': {"GREEK CAPITAL LETTER ZETA", "Z"},
 	'Η': {"GREEK CAPITAL LETTER ETA", "H"}, 'Ι': {"GREEK CAPITAL LETTER IOTA", "I"},
@@ -164,7 +167,19 @@ var lookAlikeLetters = map[rune]lookAlikeLetter{
 	'Ꮲ': {"CHEROKEE LETTER TLV", "P"}, 'Ꮪ': {"CHEROKEE LETTER DU", "S"}, 'Ꭲ': {"CHEROKEE LETTER I", "T"},
 	'Ꮩ': {"CHEROKEE LETTER DO", "V"}, 'Ꮃ': {"CHEROKEE LETTER LA", "W"}, 'Ꮓ': {"CHEROKEE LETTER NO", "Z"},
 	'ꓑ': {"LISU LETTER PA", "P"},
+	'ϲ': {"GREEK LUNATE SIGMA SYMBOL", "c"}, 'Ϲ': {"GREEK CAPITAL LUNATE SIGMA SYMBOL", "C"},
+	'ɑ': {"LATIN SMALL LETTER ALPHA", "a"}, 'ɡ': {"LATIN SMALL LETTER SCRIPT G", "g"}, 'ɩ': {"LATIN SMALL LETTER IOTA", "i"},
+	'ᴄ': {"LATIN LETTER SMALL CAPITAL C", "c"}, 'ᴏ': {"LATIN LETTER SMALL CAPITAL O", "o"}, 'ᴠ': {"LATIN LETTER SMALL CAPITAL V", "v"},
+	'ᴡ': {"LATIN LETTER SMALL CAPITAL W", "w"}, 'ᴢ': {"LATIN LETTER SMALL CAPITAL Z", "z"}, 'ʏ': {"LATIN LETTER SMALL CAPITAL Y", "y"},
 }
+
+// phoneticLookAlikes are letters of the Latin script itself (phonetic
+// alphabets, small capitals) drawn like the basic Latin letter they are
+// not — pɑypal.com with an alpha, ɡoogle.com with a script g — which a
+// registry accepts in a host and Unicode counts as Latin. They count as a
+// script of their own beside Latin; ordinary letters of Latin-written
+// languages (é, ñ, ß, ı) are not among them.
+var phoneticLookAlikes = map[rune]bool{'ɑ': true, 'ɡ': true, 'ɩ': true, 'ᴄ': true, 'ᴏ': true, 'ᴠ': true, 'ᴡ': true, 'ᴢ': true, 'ʏ': true}
 
 // describeLetter is what follows a letter in a Warning: its code point,
 // its name when lookAlikeLetters knows it and the Latin letter it passes
@@ -179,7 +194,12 @@ func describeLetter(r rune) string {
 
 // nameJoiner reports whether r joins the parts of a host, path or
 // identifier into one name.
-func nameJoiner(r rune) bool { return strings.ContainsRune(`.-_/\:@~+%`, r) }
+func nameJoiner(r rune) bool { return strings.ContainsRune(`.-_/\:@~+%`, r) || lookAlikeDot(r) }
+
+// lookAlikeDot reports whether r is drawn as a full stop, or is one that
+// browsers read as the dot between a host's labels (IDNA maps the
+// ideographic and fullwidth full stops to "."): аррӏе．com is one host.
+func lookAlikeDot(r rune) bool { return strings.ContainsRune("。．｡․", r) }
 
 // names yields the names in s (see LookAlikes), without a full stop or
 // colon that ends a sentence or clause.
@@ -251,17 +271,20 @@ func lookAlike(name string) (LookAlike, bool) {
 	}
 	for _, w := range strings.FieldsFunc(name, nameJoiner) {
 		latin, likeScripts, allLookAlike := 0, 0, true
+		quantity := w != "" && unicode.IsDigit([]rune(w)[0])
 		for _, r := range w {
 			switch {
 			case !unicode.IsLetter(r):
-			case unicode.Is(unicode.Latin, r):
-				latin++
-				allLookAlike = false
+			case quantity && (r == 'μ' || r == 'Ω'):
+				// A unit after a number (10μm, 4.7kΩ), not a spoof.
 			case latinLikeScript(r) != "":
 				likeScripts++
 				if _, ok := lookAlikeLetters[r]; !ok {
 					allLookAlike = false
 				}
+			case unicode.Is(unicode.Latin, r):
+				latin++
+				allLookAlike = false
 			default:
 				allLookAlike = false
 			}
@@ -285,7 +308,7 @@ func nameKind(name string) string {
 		return "address"
 	case strings.ContainsAny(name, `/\`):
 		return "path"
-	case strings.Contains(name, "."):
+	case strings.Contains(name, ".") || strings.IndexFunc(name, lookAlikeDot) >= 0:
 		return "host"
 	}
 	return "name"
