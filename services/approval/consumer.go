@@ -106,7 +106,7 @@ func (s *Service) requested(ctx context.Context, ev *airlockv1.Event, seq uint64
 			refusal = overByteShare(rec, v.heldBytes, share)
 			why = fmt.Sprintf("its agent holds %d of its %d bytes of the approvals bucket (approval.max_bytes_per_agent)", v.heldBytes, share)
 		} else {
-			full, err := s.pastRefusalMarkRecently(ctx)
+			full, err := s.pastRefusalMark(ctx)
 			if (err != nil || full != "") && admitted {
 				s.index.forget(key)
 			}
@@ -303,39 +303,10 @@ func perAgent(ask func(context.Context, *airlockv1.ToolCall) (*airlockv1.Preview
 	}
 }
 
-// fillFresh is how old a reading of the approvals bucket's fill a new call
-// may go by (pastRefusalMarkRecently): the sweeper reads it every second,
-// so a burst of new calls asks the server once, not once a call. What
-// arrives within it past the mark is held to each agent's byte share and
-// fits the headroom the mark leaves.
-const fillFresh = time.Second
-
-// pastRefusalMarkRecently is pastRefusalMark, read again only when the last
-// reading is older than fillFresh.
-func (s *Service) pastRefusalMarkRecently(ctx context.Context) (string, error) {
-	s.fill.Lock()
-	at, full := s.fill.at, s.fill.full
-	s.fill.Unlock()
-	if !at.IsZero() && s.now().Sub(at) < fillFresh {
-		return full, nil
-	}
-	return s.pastRefusalMark(ctx)
-}
-
 // pastRefusalMark says how full the approvals bucket is when it holds more
 // than config.ApprovalRefusalMark of its bound ("" below it, or when the
 // bucket has no bound), and sets airlock_approvals_bucket_fill.
 func (s *Service) pastRefusalMark(ctx context.Context) (string, error) {
-	full, err := s.readRefusalMark(ctx)
-	if err == nil {
-		s.fill.Lock()
-		s.fill.at, s.fill.full = s.now(), full
-		s.fill.Unlock()
-	}
-	return full, err
-}
-
-func (s *Service) readRefusalMark(ctx context.Context) (string, error) {
 	held, bound, err := s.store.fill(ctx)
 	if err != nil {
 		return "", fmt.Errorf("how full the approvals bucket is: %w", err)

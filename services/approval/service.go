@@ -74,12 +74,6 @@ type Service struct {
 	// crossings are logged once each way).
 	bucketFill prometheus.Gauge
 	refusing   atomic.Bool
-	// fill is the last reading of pastRefusalMark and when it was taken.
-	fill struct {
-		sync.Mutex
-		at   time.Time
-		full string
-	}
 	// decisions seals `approved` events; frontend checks that decisions
 	// come from a front-end that authenticated the person.
 	decisions, frontend seal.Key
