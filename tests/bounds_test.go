@@ -28,9 +28,13 @@ import (
 func TestAnAgentsFloodOfPendingCallsStopsAtItsShare(t *testing.T) {
 	// evil's 600 calls of 200 KiB are over its budget at the policy's
 	// intake (limits.agent_request_bytes_per_minute, 64 MiB), which
-	// services/policy TestOneAgentCannotFillTheEventsStream holds: here the
-	// approval service's share is what is tested.
-	p := startProdLayoutFor(t, "dana", "limits:\n  agent_request_bytes_per_minute: 1073741824\n  agent_calls_per_minute: 100000\n", "bot", "evil")
+	// services/policy TestOneAgentCannotFillTheEventsStream holds; and its
+	// 120 MB of records are over its byte share of the approvals bucket
+	// (approval.max_bytes_per_agent, 64 MiB), which services/approval
+	// TestAnAgentFloodingTheApprovalsBucketIsRefusedAtItsShareWhileOthersStillAsk
+	// holds: here the approval service's share of waiting calls is what is
+	// tested.
+	p := startProdLayoutWith(t, "dana", "  max_bytes_per_agent: 536870912\n", "limits:\n  agent_request_bytes_per_minute: 1073741824\n  agent_calls_per_minute: 100000\n", "bot", "evil")
 	url := p.nats.Server.URL()
 	evil := connectAgent(t, p.nats.CredentialFile("evil"), url)
 	bot := connectAgent(t, p.nats.CredentialFile("bot"), url)
