@@ -23,10 +23,7 @@ func TestEndedApprovalsLeaveTheBucketAfterTheirRetention(t *testing.T) {
 	w := newWorld(t, func(c *config.Config) { c.Approval.EndedRetention = 2 * time.Second })
 	w.start()
 	ctx := context.Background()
-	kv, err := w.js.KeyValue(ctx, w.cfg.Buckets.Approvals)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv, bytesHeld := approvalsBucket(t, w)
 	pad := strings.Repeat("x", 200<<10)
 	const calls = 5
 	for i := range calls {
@@ -37,13 +34,6 @@ func TestEndedApprovalsLeaveTheBucketAfterTheirRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 		w.waitState(id, 1, airlockv1.ApprovalState_APPROVAL_STATE_REJECTED)
-	}
-	bytesHeld := func() uint64 {
-		st, err := kv.Status(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st.(*jetstream.KeyValueBucketStatus).StreamInfo().State.Bytes
 	}
 	if b := bytesHeld(); b < calls*200<<10 {
 		t.Fatalf("the bucket holds %d bytes after %d calls of 200 KiB: the records were not written", b, calls)
@@ -57,7 +47,7 @@ func TestEndedApprovalsLeaveTheBucketAfterTheirRetention(t *testing.T) {
 		return true
 	})
 	testenv.Eventually(t, 30*time.Second, "the bucket to hold under 64 KiB", func() bool { return bytesHeld() < 64<<10 })
-	_, err = w.api.Get(ctx, "bot", "ca", 0)
+	_, err := w.api.Get(ctx, "bot", "ca", 0)
 	if err == nil || !strings.Contains(err.Error(), "airlock audit query --call ca") {
 		t.Fatalf("reading a removed call: %v, want an error naming `airlock audit query --call ca`", err)
 	}
@@ -93,10 +83,7 @@ func TestThreadLocksLeaveTheBucketAfterTheRetention(t *testing.T) {
 	w := newWorld(t, func(c *config.Config) { c.Approval.EndedRetention = 2 * time.Second })
 	w.start()
 	ctx := context.Background()
-	kv, err := w.js.KeyValue(ctx, w.cfg.Buckets.Approvals)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv, _ := approvalsBucket(t, w)
 	locks := func() int {
 		keys, err := kv.ListKeys(ctx)
 		if err != nil {
