@@ -296,11 +296,12 @@ func plus(chain, work []float64) []float64 {
 }
 
 // ratios are the rounds' us ÷ floor, each round's own; 0 for a round
-// without a floor.
+// that measured either at or below 0 (its background, subtracted, was
+// more than a loaded machine left it).
 func ratios(us, floor []float64) []float64 {
 	out := make([]float64, min(len(us), len(floor)))
 	for i := range out {
-		if floor[i] > 0 {
+		if us[i] > 0 && floor[i] > 0 {
 			out[i] = us[i] / floor[i]
 		}
 	}

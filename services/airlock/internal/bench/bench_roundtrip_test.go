@@ -262,15 +262,21 @@ func TestBenchRoundtripMeasuresEveryFigure(t *testing.T) {
 	for window, l := range map[string]boundFigures{"before": rs.Least.Before, "after": rs.Least.After} {
 		for name, xs := range map[string][]float64{"today's chain": l.SpecCallUs, "the minimal chain": l.SpecChainUs, "today's chain doing the work": l.SpecCallWorkUs,
 			"the minimal chain doing the work": l.SpecWorkUs, "the work": l.WorkUs, "the floor": l.FloorUs, "the minimal floor": l.MinimalFloorUs} {
-			if len(xs) != 3 || slices.ContainsFunc(xs, func(x float64) bool { return !(x > 0) }) {
-				t.Errorf("with the window %s each round the rounds measured %s as %v, want 3 figures above 0", window, name, xs)
+			// One window's background alone may exceed what a loaded
+			// machine left to a round (a floor below 0 came out so in CI):
+			// such a round is left out of that bound, checked below.
+			if len(xs) != 3 || slices.ContainsFunc(xs, func(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) }) {
+				t.Errorf("with the window %s each round the rounds measured %s as %v, want 3 finite figures", window, name, xs)
 			}
 		}
 	}
 	if b, a := rs.Least.Before, rs.Least.After; len(b.FloorUs) == 3 && len(a.FloorUs) == 3 {
 		var want []float64
 		for i := range b.FloorUs {
-			want = append(want, min(b.SpecCallWorkUs[i]/b.FloorUs[i], a.SpecCallWorkUs[i]/a.FloorUs[i]))
+			before, after := b.SpecCallWorkUs[i]/b.FloorUs[i], a.SpecCallWorkUs[i]/a.FloorUs[i]
+			if b.SpecCallWorkUs[i] > 0 && b.FloorUs[i] > 0 && a.SpecCallWorkUs[i] > 0 && a.FloorUs[i] > 0 {
+				want = append(want, min(before, after))
+			}
 		}
 		if got := rep.CPUBound.LeastCallToFloor; math.Abs(got-median(want)) > 1e-9 {
 			t.Errorf("today's bound with the least background is %v×, not the median of the rounds' smaller ratios %v", got, want)
