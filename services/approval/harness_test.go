@@ -41,8 +41,10 @@ type world struct {
 	api    *approvalapi.Client
 	policy *bus.Publisher
 	stops  []func()
-	// replica are the dependencies of the replica started last.
+	// replica are the dependencies of the replica started last, service
+	// the replica itself.
 	replica svc.Deps
+	service *approval.Service
 	// evalPolicy answers airlock.api.policy.eval, as the policy service
 	// would: the approval service re-decides edited arguments with it.
 	evalMu     sync.Mutex
@@ -120,6 +122,7 @@ func (w *world) start(notifiers ...notify.Notifier) {
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	w.service = s
 	w.stops = append(w.stops, testenv.RunService(w.t, s))
 }
 

@@ -41,11 +41,12 @@ type index struct {
 	// that the watch has not delivered yet.
 	pendingBy map[string]int
 	// bytesBy sums, per agent, the stored bytes (values) of its records in
-	// recs, pending and ended, until they leave the bucket (deleted,
-	// purged, or expired: the server's TTL marker is a purge).
+	// recs, pending and ended, and of its threads' queue locks (locks),
+	// until they leave the bucket (deleted, purged, or expired: the
+	// server's TTL marker is a purge).
 	bytesBy map[string]int64
-	// locks holds the size of each thread queue's lock key, counted in its
-	// agent's bytesBy.
+	// locks holds the size (key and value) of each thread queue's lock
+	// (domain.QueueKey), counted in its agent's bytesBy.
 	locks map[string]int
 	// pendingRevs holds each call's pending revisions ("<agent>.<call>" →
 	// revisions), so superseding looks at those, never at every number
@@ -143,10 +144,10 @@ func (ix *index) follow(ctx context.Context, w jetstream.KeyWatcher, ready chan<
 }
 
 func (ix *index) apply(e jetstream.KeyValueEntry) {
-	if lock, ok := strings.CutPrefix(e.Key(), "_queue."); ok {
+	if agent, ok := domain.QueueAgent(e.Key()); ok {
 		// A thread queue's lock (domain.QueueKey), not a record: its bytes
-		// count toward its agent's share all the same.
-		agent, _, _ := strings.Cut(lock, ".")
+		// count toward its agent's share all the same, until it leaves the
+		// bucket (its TTL, once its thread has nothing pending).
 		size := 0
 		if e.Operation() == jetstream.KeyValuePut {
 			size = len(e.Key()) + len(e.Value())

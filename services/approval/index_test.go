@@ -3,6 +3,7 @@ package approval
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -252,5 +253,42 @@ func TestAnUndecodableIndexedRecordIsLoggedWithItsKey(t *testing.T) {
 	}
 	if out := logged.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "key=bot.c1.2") || !strings.Contains(out, "err=") {
 		t.Fatalf("the decode failure was not logged with the record's key; log: %q", out)
+	}
+}
+
+// A thread queue's lock (domain.QueueKey) is bytes its agent put in the
+// bucket: it counts toward the agent's share (key and value) until it
+// leaves, as a record does; keys that are neither count toward nobody.
+func TestAThreadQueuesLockCountsTowardItsAgentsBytes(t *testing.T) {
+	lock := func(key, holder string) kvEntry {
+		return kvEntry{key: key, val: []byte(holder), op: jetstream.KeyValuePut}
+	}
+	tests := []struct {
+		name string
+		ops  []kvEntry
+		want map[string]int64
+	}{
+		{"lock_put", []kvEntry{lock("_queue.bot.t1", "bot.c1.1")}, map[string]int64{"bot": 13 + 8}},
+		{"lock_moved_to_a_longer_holder", []kvEntry{lock("_queue.bot.t1", "bot.c1.1"), lock("_queue.bot.t1", "bot.c22.1")},
+			map[string]int64{"bot": 13 + 9}},
+		{"lock_expired", []kvEntry{lock("_queue.bot.t1", "bot.c1.1"), {key: "_queue.bot.t1", op: jetstream.KeyValuePurge}},
+			map[string]int64{}},
+		{"lock_deleted", []kvEntry{lock("_queue.bot.t1", "bot.c1.1"), {key: "_queue.bot.t1", op: jetstream.KeyValueDelete}},
+			map[string]int64{}},
+		{"locks_of_two_agents", []kvEntry{lock("_queue.bot.t1", "bot.c1.1"), lock("_queue.other.t1", "other.c1.1")},
+			map[string]int64{"bot": 13 + 8, "other": 15 + 10}},
+		{"a_key_naming_no_thread", []kvEntry{lock("_queue.bot", "x")}, map[string]int64{}},
+		{"other_reserved_key", []kvEntry{lock("_other", "x")}, map[string]int64{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ix := newIndex(slog.Default(), func() uint64 { return 0 })
+			for _, e := range tt.ops {
+				ix.apply(e)
+			}
+			if !maps.Equal(ix.bytesBy, tt.want) {
+				t.Fatalf("bytes by agent %v, want %v", ix.bytesBy, tt.want)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -26,13 +27,26 @@ func (s *Service) release(ctx context.Context, rec *airlockv1.ApprovalRecord) er
 		return nil
 	}
 	call := rec.GetCall()
-	keys := map[string]bool{domain.RefOf(rec).Key(): true}
+	var known []string
 	for _, r := range s.index.page(call.GetAgentId(), nil, 0, func(r *entry) bool {
 		return r.pending() && r.ref.Agent == call.GetAgentId() && r.thread == call.GetThreadId() && r.inQueue
 	}) {
-		keys[domain.RefOf(r).Key()] = true
+		known = append(known, domain.RefOf(r).Key())
 	}
-	// The index follows the bucket a moment late: decide on fresh records.
+	return s.releaseAmong(ctx, rec, known)
+}
+
+// releaseAmong is release deciding among rec and the calls of its thread
+// the index shows pending (known). The index follows the bucket a moment
+// late, so a call may be missing from known; the thread's lock is what
+// keeps such a call's turn.
+func (s *Service) releaseAmong(ctx context.Context, rec *airlockv1.ApprovalRecord, known []string) error {
+	call := rec.GetCall()
+	keys := map[string]bool{domain.RefOf(rec).Key(): true}
+	for _, key := range known {
+		keys[key] = true
+	}
+	// Decide on fresh records, not on the index's.
 	var fresh []*airlockv1.ApprovalRecord
 	for key := range keys {
 		r, _, err := s.store.get(ctx, key)
@@ -46,6 +60,9 @@ func (s *Service) release(ctx context.Context, rec *airlockv1.ApprovalRecord) er
 	}
 	next, ok := domain.Turn(fresh)
 	if !ok {
+		if !slices.ContainsFunc(fresh, func(r *airlockv1.ApprovalRecord) bool { return r.GetState() == domain.Pending }) {
+			return s.retireTurn(ctx, domain.QueueKey(rec))
+		}
 		return nil
 	}
 	key := domain.RefOf(next).Key()
@@ -78,45 +95,86 @@ func (s *Service) release(ctx context.Context, rec *airlockv1.ApprovalRecord) er
 
 // takeTurn moves the queue's lock to key, unless it names a call whose
 // turn is not over (still pending and released). It reports whether this
-// caller moved it.
+// caller moved it. A conflict is looked at again: it may be another
+// caller taking the turn (then it is not over) or the thread's last call
+// retiring the lock (retireTurn), which leaves the turn free.
 func (s *Service) takeTurn(ctx context.Context, lockKey, key string) (bool, error) {
+	for range maxCASAttempts {
+		won, conflict, err := s.tryTurn(ctx, lockKey, key)
+		if !conflict {
+			return won, err
+		}
+	}
+	return false, fmt.Errorf("take the turn of %s: gave up after %d conflicting writes", lockKey, maxCASAttempts)
+}
+
+// tryTurn is one attempt of takeTurn; conflict says another writer moved
+// the lock first. The lock is written without a TTL: while it names a
+// pending call it must stay, however long that call waits (a lock that
+// expired under a call waiting past approval.ended_retention let a
+// releaser that did not see that call release another beside it).
+func (s *Service) tryTurn(ctx context.Context, lockKey, key string) (won, conflict bool, err error) {
 	e, err := s.store.kv.Get(ctx, lockKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		// A lock leaves the bucket after the retention, as an ended record
-		// does (every move of the turn writes it again): a thread whose last
-		// call ended long ago keeps no key, so an agent opening a thread per
-		// call fills nothing for ever (its locks count toward its share).
-		var opts []jetstream.KVCreateOpt
-		if s.store.endedTTL > 0 {
-			opts = append(opts, jetstream.KeyTTL(s.store.endedTTL))
-		}
-		if _, err := s.store.kv.Create(ctx, lockKey, []byte(key), opts...); err != nil {
+		if _, err := s.store.kv.Create(ctx, lockKey, []byte(key)); err != nil {
 			if bus.Conflict(err) {
-				return false, nil
+				return false, true, nil
 			}
-			return false, fmt.Errorf("take the turn of %s: %w", lockKey, err)
+			return false, false, fmt.Errorf("take the turn of %s: %w", lockKey, err)
 		}
-		return true, nil
+		return true, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("read the turn of %s: %w", lockKey, err)
+		return false, false, fmt.Errorf("read the turn of %s: %w", lockKey, err)
 	}
 	if holder := string(e.Value()); holder != key {
 		cur, _, err := s.store.get(ctx, holder)
 		switch {
 		case err == nil && cur.GetState() == domain.Pending && !cur.GetQueued():
-			return false, nil // its turn is not over
+			return false, false, nil // its turn is not over
 		case err != nil && !errors.Is(err, errNotFound):
-			return false, err
+			return false, false, err
 		}
 	}
-	if err := s.store.update(ctx, lockKey, []byte(key), e.Revision(), true); err != nil {
+	if err := s.store.update(ctx, lockKey, []byte(key), e.Revision(), false); err != nil {
 		if bus.Conflict(err) {
-			return false, nil
+			return false, true, nil
 		}
-		return false, fmt.Errorf("take the turn of %s: %w", lockKey, err)
+		return false, false, fmt.Errorf("take the turn of %s: %w", lockKey, err)
 	}
-	return true, nil
+	return true, false, nil
+}
+
+// retireTurn gives a thread's lock the ended records' TTL
+// (approval.ended_retention) once no call of the thread is pending: the
+// server then removes it, as it removes the records, unless a new call of
+// the thread takes the turn first (tryTurn writes it without a TTL). An
+// agent opening a fresh thread per call otherwise left a lock per call in
+// the bucket for ever (its locks count toward its share). The rewrite is
+// a compare-and-set: a turn taken meanwhile wins. A bucket provisioned
+// before it took per-key TTLs keeps the lock, as it keeps ended records.
+func (s *Service) retireTurn(ctx context.Context, lockKey string) error {
+	if s.store.endedTTL <= 0 {
+		return nil
+	}
+	e, err := s.store.kv.Get(ctx, lockKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the turn of %s: %w", lockKey, err)
+	}
+	cur, _, err := s.store.get(ctx, string(e.Value()))
+	switch {
+	case err == nil && cur.GetState() == domain.Pending:
+		return nil // taken meanwhile
+	case err != nil && !errors.Is(err, errNotFound):
+		return err
+	}
+	if err := s.store.update(ctx, lockKey, e.Value(), e.Revision(), true); err != nil && !bus.Conflict(err) {
+		return fmt.Errorf("retire the turn of %s: %w", lockKey, err)
+	}
+	return nil
 }
 
 // releaseQueues gives every thread with queued calls its next turn (the

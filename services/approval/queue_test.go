@@ -1,12 +1,16 @@
 package approval_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -71,4 +75,51 @@ func TestAQueuedCallStillExpiresOnItsOwn(t *testing.T) {
 	w.pending(&airlockv1.ToolCall{CallId: "head", ThreadId: "t"}, d(60))
 	w.pending(&airlockv1.ToolCall{CallId: "waits", ThreadId: "t"}, d(1))
 	w.waitState("waits", 1, airlockv1.ApprovalState_APPROVAL_STATE_EXPIRED)
+}
+
+// A thread's lock holds its turn for as long as the call holding it
+// waits, however far past approval.ended_retention: a releaser that does
+// not see that call (a replica whose index is a moment late) finds the
+// lock and leaves the thread's new call queued behind it. A lock written
+// with the retention as its TTL at every move of the turn was gone by
+// then, and such a releaser released the new call beside the waiting one.
+func TestAThreadsTurnOutlastsTheRetentionWhileItsCallWaits(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) { c.Approval.EndedRetention = 2 * time.Second })
+	rec := &recorder{name: "rec"}
+	w.start(rec)
+	ctx := context.Background()
+	kv, _ := approvalsBucket(t, w)
+	queue := func() *airlockv1.Decision {
+		return &airlockv1.Decision{Approvers: []string{"group:reviewers"}, QueuePerThread: true}
+	}
+	w.pending(&airlockv1.ToolCall{CallId: "head", ThreadId: "t"}, queue())
+	testenv.Eventually(t, 10*time.Second, "head to be released and announced", func() bool { return rec.has("announce:head") })
+
+	// A record ended after head took the turn, with the retention as its
+	// TTL, leaves the bucket: the retention has passed for the lock too.
+	w.pending(&airlockv1.ToolCall{CallId: "marker"}, nil)
+	if _, err := w.decide("marker", "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "no"); err != nil {
+		t.Fatal(err)
+	}
+	w.waitState("marker", 1, airlockv1.ApprovalState_APPROVAL_STATE_REJECTED)
+	testenv.Eventually(t, 30*time.Second, "the ended marker call to leave the bucket", func() bool {
+		_, err := kv.Get(ctx, "bot.marker.1")
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
+
+	later := w.pending(&airlockv1.ToolCall{CallId: "later", ThreadId: "t"}, queue())
+	if err := w.service.ReleaseUnindexedForTest(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.waitState("later", 1, airlockv1.ApprovalState_APPROVAL_STATE_PENDING); !r.GetQueued() {
+		t.Fatal("later was released beside head, which still holds the thread's turn: the thread's lock left the bucket while head waited")
+	}
+	if e, err := kv.Get(ctx, "_queue.bot.t"); err != nil || string(e.Value()) != "bot.head.1" {
+		t.Fatalf("the thread's lock past the retention: %v; want it naming bot.head.1", err)
+	}
+
+	if _, err := w.decide("head", "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "no"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "later to be released once head is decided", func() bool { return rec.has("announce:later") })
 }

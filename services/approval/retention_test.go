@@ -76,10 +76,13 @@ func TestACallRefusedPastItsAgentsShareLeavesTheBucketAfterTheRetention(t *testi
 	})
 }
 
-// A thread queue's lock leaves the bucket after the retention too (R6): an
-// agent whose calls are queued per thread and that opens a thread per call
-// left one lock per call in the bucket every agent shares, for ever.
-func TestThreadLocksLeaveTheBucketAfterTheRetention(t *testing.T) {
+// A thread queue's lock (domain.QueueKey) leaves the bucket with its
+// thread's last call, after the ended records' retention (R6): an agent
+// whose calls are queued per thread and that opens a fresh thread per call
+// (and ends each) left a lock per call in the bucket every agent shares,
+// for ever. (While a call of the thread waits, its lock stays:
+// TestAThreadsTurnOutlastsTheRetentionWhileItsCallWaits.)
+func TestThreadQueueLocksLeaveTheBucketWithTheirThreadsLastCall(t *testing.T) {
 	w := newWorld(t, func(c *config.Config) { c.Approval.EndedRetention = 2 * time.Second })
 	w.start()
 	ctx := context.Background()

@@ -56,8 +56,9 @@ func openRecords(ctx context.Context, js jetstream.JetStream, bucket string, ret
 }
 
 // update writes data at key if the key is still at kvrev; an ended record
-// (or a thread's lock: ended true) is written with the retention TTL,
-// after which the server removes it.
+// (or a thread's lock once the thread has nothing pending: retireTurn;
+// ended true) is written with the retention TTL, after which the server
+// removes it.
 func (s records) update(ctx context.Context, key string, data []byte, kvrev uint64, ended bool) error {
 	if !ended || s.endedTTL <= 0 || s.js == nil {
 		_, err := s.kv.Update(ctx, key, data, kvrev)

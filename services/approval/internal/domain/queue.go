@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -28,7 +29,21 @@ func InQueue(rec *airlockv1.ApprovalRecord) bool {
 // It is also the key of the queue's lock in the approvals bucket; agent
 // ids never start with "_", so it never collides with a record's key.
 func QueueKey(rec *airlockv1.ApprovalRecord) string {
-	return "_queue." + rec.GetCall().GetAgentId() + "." + rec.GetCall().GetThreadId()
+	return queueKeyPrefix + rec.GetCall().GetAgentId() + "." + rec.GetCall().GetThreadId()
+}
+
+const queueKeyPrefix = "_queue."
+
+// QueueAgent names the agent whose thread a queue's lock (QueueKey) is:
+// the lock is its bytes in the bucket, counted toward its share. ok is
+// false for a key that is no queue's lock. Agent ids hold no ".".
+func QueueAgent(key string) (agent string, ok bool) {
+	rest, ok := strings.CutPrefix(key, queueKeyPrefix)
+	if !ok {
+		return "", false
+	}
+	agent, _, ok = strings.Cut(rest, ".")
+	return agent, ok && agent != ""
 }
 
 // Turn says which of a thread's pending calls (recs, fresh) is released
