@@ -7,6 +7,7 @@
 package policy
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -225,11 +226,14 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 // counted. Nothing is stored: a core publish costs the stream nothing.
 // A request whose call id cannot be read is not answered: no SDK waits on it.
 func (s *Service) noticeOverBudget(agent, call string, m jetstream.Msg, b budgetAnswer) {
-	// The body is decoded for its call id only when a notice is to be
-	// sent and the subject names no call: a dropped request costs no
-	// decoding.
-	if b.notify && call == "" {
-		call = ingress.BodyCallID(m.Data(), m.Headers())
+	// The body is decoded only when a notice is to be sent (a dropped
+	// request costs no decoding): for the revision the notice names, and
+	// for the call id when the subject names none.
+	var rev uint32
+	if b.notify {
+		var named string
+		named, rev = ingress.BodyCall(m.Data(), m.Headers())
+		call = cmp.Or(call, named)
 	}
 	if !b.notify || ids.Validate("call id", call) != nil {
 		if s.deps.Metrics != nil {
@@ -238,7 +242,7 @@ func (s *Service) noticeOverBudget(agent, call string, m jetstream.Msg, b budget
 		return
 	}
 	l := s.deps.Config.Limits
-	data, err := json.Marshal(ingress.NewOverBudget(agent, call, l.AgentCallsPerMinute, l.AgentRequestBytesPerMinute, b.retryAfter))
+	data, err := json.Marshal(ingress.NewOverBudget(agent, call, rev, l.AgentCallsPerMinute, l.AgentRequestBytesPerMinute, b.retryAfter))
 	if err != nil {
 		s.deps.Log.Error("encode an over-budget notice", "agent", agent, "call", call, "err", err)
 		return
