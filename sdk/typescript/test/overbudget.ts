@@ -2,10 +2,13 @@
 // airlock dev that TestTypeScriptClientOverBudget starts for this file
 // alone, so it is not named *.test.ts) is told so at once: do and await
 // throw OverBudget, naming the budget and when to retry, instead of
-// waiting for their timeout. Environment: AIRLOCK_CREDENTIAL, agent
+// waiting for their timeout — await after a separate submit too — and
+// only a wait on the revision a notice is about ends with it. Environment: AIRLOCK_CREDENTIAL, agent
 // AIRLOCK_TEST_NATS_AGENT.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
+import { connect, nkeyAuthenticator, type Subscription } from "@nats-io/transport-node";
 import * as airlock from "../src/index.js";
 
 const env = (name: string): string => {
@@ -32,6 +35,41 @@ describe("over nats, an agent over its budget", () => {
         assert.equal(err.callsPerMinute, 1);
         assert.ok(err.retryAfterSeconds >= 1, `retry after ${err.retryAfterSeconds} s`);
         assert.match(err.message, new RegExp(`agent ${agent} is over its budget of 1 calls a minute .*retry after about \\d+ s`));
+      }
+
+      // A second connection of the agent's hears each notice: a step waits
+      // for it before it goes on, so the notice has passed by then.
+      const cred = JSON.parse(await readFile(env("AIRLOCK_CREDENTIAL"), "utf8"));
+      const watch = await connect({ servers: cred.url, authenticator: nkeyAuthenticator(new TextEncoder().encode(cred.seed)), inboxPrefix: `_INBOX_${agent}` });
+      const passed = async (sub: Subscription) => { for await (const _ of sub) return; };
+      try {
+        // await after a separate submit: the notice came before the wait
+        // subscribed, and the client kept it.
+        const heard = watch.subscribe(`airlock.out.${agent}.ts-separate.over_budget`, { max: 1 });
+        await watch.flush();
+        await c.submit(call("ts-separate"));
+        await passed(heard);
+        const err = await c.await("ts-separate", 10_000).then(
+          (out) => assert.fail(`await after submit over the budget ended ${JSON.stringify(out)}; want OverBudget, not a missed notice`),
+          (e) => e);
+        assert.ok(err instanceof airlock.OverBudget && err.callId === "ts-separate" && err.revision === 1, `${err}`);
+
+        // A notice about revision 2 does not end a wait on revision 1; it
+        // ends one on revision 2, and one that names none (the newest
+        // request, which was not decided).
+        const rev2 = watch.subscribe(`airlock.out.${agent}.ts-revised.over_budget`, { max: 1 });
+        await watch.flush();
+        const onRevision1 = c.await("ts-revised", 3_000, 1); // subscribed before the submit
+        await c.submit({ ...call("ts-revised"), revision: 2 });
+        await passed(rev2);
+        const out = await onRevision1;
+        assert.equal(out.status, "pending", `the wait on revision 1 ended ${JSON.stringify(out)}; want it still pending`);
+        for (const revision of [2, 0]) {
+          const e = await c.await("ts-revised", 10_000, revision).then((o) => o, (e) => e);
+          assert.ok(e instanceof airlock.OverBudget && e.revision === 2, `await of revision ${revision}: ${e instanceof Error ? e : JSON.stringify(e)}; want OverBudget about revision 2`);
+        }
+      } finally {
+        await watch.close();
       }
     } finally {
       await c.close();
