@@ -235,17 +235,20 @@ func (c *Client) followLive(ctx context.Context, callID string, f *follower, liv
 				c.storedRead()
 			}
 		}
+		// Taken before looking: a notice kept after the look wakes the wait.
+		// A notice is looked at before the outcome: the policy records the
+		// first requests over budget of a minute as invalid too, and the
+		// notice says more (when to retry).
+		heard := c.notices.next()
+		if err := c.overBudgetHeard(callID, f); err != nil {
+			return Outcome{}, err
+		}
 		if out, ok := f.outcome(); ok {
 			out = c.complete(ctx, callID, f, out)
 			if out.Status == StatusInvalid {
 				return out, fmt.Errorf("%w: %s", ErrInvalid, out.Reason)
 			}
 			return out, nil
-		}
-		// Taken before looking: a notice kept after the look wakes the wait.
-		heard := c.notices.next()
-		if err := c.overBudgetHeard(callID, f); err != nil {
-			return Outcome{}, err
 		}
 		select {
 		case <-heard:

@@ -233,3 +233,42 @@ func TestARESTWaitOnARevisionIsNotAnsweredByANoticeAboutAnother(t *testing.T) {
 		})
 	}
 }
+
+// TestARESTWaitPrefersTheNoticeToTheRefusalStoredWithIt: the policy records
+// the first requests over budget of a minute as invalid as well as sending
+// its notice; a wait that reads the stored refusal first still answers
+// 503 with the notice (when to retry), as it did when the console answered
+// with a notice it heard before it looked at the call.
+func TestARESTWaitPrefersTheNoticeToTheRefusalStoredWithIt(t *testing.T) {
+	e := newEnv(t)
+	agentTok := newToken(t, e, "root", `{"name":"bot","kind":"agent","agent_id":"bot"}`)
+	if p := apiCall(t, e.srv.URL, agentTok, http.MethodPost, "/api/v1/calls", `{"call_id":"refused_over","tool":"fs__write_file","arguments":{"path":"/tmp/x"}}`); p.Status != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", p.Status, p.Body)
+	}
+	intakeRequest(t, e, "bot", "refused_over")
+	refusal := &airlockv1.Event{AgentId: "bot", CallId: "refused_over", Revision: 1, Body: &airlockv1.Event_Invalid{Invalid: &airlockv1.Invalid{
+		Reason: "agent bot sent more than limits.agent_calls_per_minute (1 calls) or limits.agent_request_bytes_per_minute (1048576 bytes) in the last minute, so this request was not decided"}}}
+	if _, err := e.deps.Publisher("policy").Publish(context.Background(), refusal, ""); err != nil {
+		t.Fatal(err)
+	}
+	notice, err := json.Marshal(ingress.NewOverBudget("bot", "refused_over", 1, 1, 1<<20, 12*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.deps.NC.Publish(subject.OverBudgetNotice("bot", "refused_over"), notice); err != nil {
+		t.Fatal(err)
+	}
+	// Once heard, every GET says so: never the stored refusal.
+	testenv.Eventually(t, 10*time.Second, "a GET to say the call is over the agent's budget", func() bool {
+		p := apiCall(t, e.srv.URL, agentTok, http.MethodGet, "/api/v1/calls/refused_over", "")
+		if p.Status == http.StatusOK && strings.Contains(p.Body, `"invalid"`) {
+			return false // not heard yet
+		}
+		return p.Status == http.StatusServiceUnavailable && strings.Contains(p.Body, "agent bot is over its budget")
+	})
+	for range 3 {
+		if p := apiCall(t, e.srv.URL, agentTok, http.MethodGet, "/api/v1/calls/refused_over", ""); p.Status != http.StatusServiceUnavailable || !strings.Contains(p.Body, `"over_budget"`) {
+			t.Fatalf("GET of a call refused over budget, its notice heard: %d %s; want 503 with the notice", p.Status, p.Body)
+		}
+	}
+}

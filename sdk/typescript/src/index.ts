@@ -646,9 +646,12 @@ class NatsTransport implements Transport {
     const overBudget = async (over: OverBudget | undefined) => over !== undefined && answers(over, revision, await this.recorded(callId));
     try {
       const done = await this.stored(callId);
-      if (done && counts(done)) return done;
-      const heard = this.kept(callId); // heard before this wait subscribed
+      // Heard before this wait subscribed; looked at before the stored end:
+      // the first requests over budget of a minute are recorded as invalid
+      // too, and the notice says more (when to retry).
+      const heard = this.kept(callId);
       if (await overBudget(heard)) throw heard;
+      if (done && counts(done)) return done;
       for await (const m of sub) {
         const type = m.subject.split(".").slice(4).join(".");
         const over = type === overBudgetType ? overBudgetOf(m, this.agent, callId) : undefined;
