@@ -94,7 +94,8 @@ func TestOneAgentCannotFillTheEventsStream(t *testing.T) {
 // call, so an agent following revision 1 of a call while it submitted
 // revision 2 over its budget took the notice for an answer about revision
 // 1. It names the revision the request asked for, in either encoding, and
-// 1 for a request that names none.
+// 1 for a request that names none; so does the refusal recorded for the
+// first requests over the budget.
 func TestAnOverBudgetNoticeNamesTheRevisionAsked(t *testing.T) {
 	n := testenv.StartNATS(t)
 	cfg := testenv.Config(n.URL())
@@ -154,5 +155,11 @@ func TestAnOverBudgetNoticeNamesTheRevisionAsked(t *testing.T) {
 				t.Fatalf("no over-budget notice for call %s", tc.call)
 			}
 		})
+	}
+	// The minute's one refusal (j2, the first over the budget) is recorded
+	// with the revision it asked for too: without one it was taken for an
+	// end of whatever revision a wait awaited.
+	if ev := testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", "j2"), subject.Invalid, 10*time.Second); ev.GetRevision() != 2 {
+		t.Fatalf("the refusal of j2's revision 2 over the budget is recorded with revision %d; want 2", ev.GetRevision())
 	}
 }

@@ -185,12 +185,22 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 		// gets a small refusal, or nothing, never its arguments recorded;
 		// and, while its notice budget lasts, a notice that is not stored.
 		b := s.budgets.take(agent, len(m.Data()), time.Now())
+		var rev uint32
+		if b.notify || b.verdict == overBudget {
+			// The body is read only to be answered (a dropped request
+			// costs no decoding): the revision the refusal and the notice
+			// name, so that a wait on another revision of the call is not
+			// ended by them, and the call id when the subject names none.
+			var named string
+			named, rev = ingress.BodyCall(m.Data(), m.Headers())
+			callID = cmp.Or(callID, named)
+		}
 		if b.verdict != withinBudget {
-			s.noticeOverBudget(agent, callID, m, b)
+			s.noticeOverBudget(agent, callID, rev, b)
 		}
 		switch b.verdict {
 		case overBudget:
-			return s.publishRefusal(ctx, in, 0, nil, &ingress.Refusal{Call: callID, Reason: overBudgetReason(agent, s.deps.Config.Limits)})
+			return s.publishRefusal(ctx, in, rev, nil, &ingress.Refusal{Call: callID, Reason: overBudgetReason(agent, s.deps.Config.Limits)})
 		case dropped:
 			if s.deps.Metrics != nil {
 				s.deps.Metrics.Handled.WithLabelValues("policy", "over_budget_dropped").Inc()
@@ -220,21 +230,13 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 }
 
 // noticeOverBudget tells agent, with a core NATS message on its call's
-// republished events (subject.OverBudgetNotice), that its request for call
-// was not decided because it is over its budget, if its notice budget
-// holds one (b.notify); otherwise the request goes unanswered and is
-// counted. Nothing is stored: a core publish costs the stream nothing.
-// A request whose call id cannot be read is not answered: no SDK waits on it.
-func (s *Service) noticeOverBudget(agent, call string, m jetstream.Msg, b budgetAnswer) {
-	// The body is decoded only when a notice is to be sent (a dropped
-	// request costs no decoding): for the revision the notice names, and
-	// for the call id when the subject names none.
-	var rev uint32
-	if b.notify {
-		var named string
-		named, rev = ingress.BodyCall(m.Data(), m.Headers())
-		call = cmp.Or(call, named)
-	}
+// republished events (subject.OverBudgetNotice), that its request for
+// revision rev of call was not decided because it is over its budget, if
+// its notice budget holds one (b.notify); otherwise the request goes
+// unanswered and is counted. Nothing is stored: a core publish costs the
+// stream nothing. A request whose call id cannot be read is not answered:
+// no SDK waits on it.
+func (s *Service) noticeOverBudget(agent, call string, rev uint32, b budgetAnswer) {
 	if !b.notify || ids.Validate("call id", call) != nil {
 		if s.deps.Metrics != nil {
 			s.deps.Metrics.Handled.WithLabelValues("policy", "over_budget_unanswered").Inc()
