@@ -144,7 +144,8 @@ func awaitOpts(opts []AwaitOption) awaitOptions {
 
 // AwaitRevision returns the outcome of revision rev of the call (0: the
 // newest revision), or of a later revision of the same call if that ends
-// first.
+// first (a later revision refused as invalid was never recorded, and does
+// not end it).
 func (c *Client) AwaitRevision(ctx context.Context, callID string, rev uint32, opts ...AwaitOption) (Outcome, error) {
 	f := newFollower(callID, rev)
 	f.onEvent = awaitOpts(opts).onEvent
@@ -555,10 +556,17 @@ func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 		// could not be read: it answers the revision being waited for.
 		rev = max(f.want, 1)
 	}
+	_, invalid := ev.Body.(*airlockv1.Event_Invalid)
+	if invalid && f.want != 0 && rev > f.want {
+		// A request refused as invalid was never recorded: a later
+		// revision refused (over the agent's budget, or asked before
+		// changes were requested) leaves the revision awaited going on.
+		return
+	}
 	if rev > f.latest {
 		f.latest = rev
 	}
-	if _, invalid := ev.Body.(*airlockv1.Event_Invalid); !invalid && rev > f.recorded {
+	if !invalid && rev > f.recorded {
 		f.recorded = rev
 	}
 	out := Outcome{CallID: f.callID, Revision: rev}

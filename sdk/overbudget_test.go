@@ -284,3 +284,60 @@ func TestOverBudgetNoticesStayBounded(t *testing.T) {
 		t.Fatal("a notice is still kept past its retry after and the minute; want it expired")
 	}
 }
+
+// TestARefusalOfALaterRevisionLeavesTheRevisionAwaitedGoingOn: the policy
+// records the first requests over budget of a minute as invalid too, with
+// no revision, which a wait took for an end of the revision it awaited; it
+// names the request's revision now, and an invalid later revision (never
+// recorded) ends neither a wait on an earlier one nor what Ended says of
+// it. A wait that names no revision is about the newest request: it ends.
+func TestARefusalOfALaterRevisionLeavesTheRevisionAwaitedGoingOn(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	pub := deps.Publisher("policy")
+	nc, _ := testenv.Connect(t, n.URL())
+	storedReads := make(chan struct{}, 64)
+	c, err := airlock.New(nc, "bot", airlock.WithLiveOnly(func() {
+		select {
+		case storedReads <- struct{}{}:
+		default:
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const id = "refused-later"
+	recordRequest(t, pub, "bot", id, 1)
+	refusal := &airlockv1.Event{EventId: "intake.7.invalid", AgentId: "bot", CallId: id, Revision: 2,
+		Body: &airlockv1.Event_Invalid{Invalid: &airlockv1.Invalid{Reason: "agent bot sent more than limits.agent_calls_per_minute"}}}
+	if _, err := pub.Publish(ctx, refusal, ""); err != nil {
+		t.Fatal(err)
+	}
+	if out, ended, err := c.Ended(ctx, id, 1); err != nil || ended {
+		t.Fatalf("Ended of revision 1: %+v %v %v; want it going on", out, ended, err)
+	}
+	if out, ended, err := c.Ended(ctx, id, 2); err != nil || !ended || out.Status != airlock.StatusInvalid {
+		t.Fatalf("Ended of revision 2: %+v %v %v; want it ended invalid", out, ended, err)
+	}
+	if _, err := c.Await(ctx, id); !errors.Is(err, airlock.ErrInvalid) {
+		t.Fatalf("Await of the newest request: %v; want ErrInvalid", err)
+	}
+	for len(storedReads) > 0 {
+		<-storedReads
+	}
+	done := make(chan error, 1)
+	go func() {
+		out, err := c.AwaitRevision(ctx, id, 1)
+		if err == nil && (out.Status != airlock.StatusCompleted || out.Revision != 1) {
+			err = fmt.Errorf("outcome %+v", out)
+		}
+		done <- err
+	}()
+	<-storedReads
+	completeCall(t, deps.Publisher("executor"), "bot", id, 1, `"ran"`)
+	if err := <-done; err != nil {
+		t.Fatalf("AwaitRevision 1 with revision 2 refused: %v; want revision 1's completion", err)
+	}
+}

@@ -525,7 +525,7 @@ class NatsTransport implements Transport {
       if (now - w.since < storedAfterMs || w.seen === this.reconnects) continue;
       w.seen = this.reconnects;
       // An end of an earlier revision is not this call's.
-      this.stored(callId).then((out) => { if (out && (out.revision || 1) >= w.revision) w.settle(out); },
+      this.stored(callId).then((out) => { if (out && endsWait(out, w.revision)) w.settle(out); },
         () => { /* read again after a reconnect */ });
     }
     for (const [token, a] of this.acks) {
@@ -579,7 +579,9 @@ class NatsTransport implements Transport {
           if (err) return;
           const callId = m.subject.split(".")[3];
           const ev = this.eventOf(m, callId, type, status);
-          if (ev) this.waiters.get(callId)?.settle(outcomeOf(callId, status, ev));
+          const w = this.waiters.get(callId);
+          const out = ev && w ? outcomeOf(callId, status, ev) : undefined;
+          if (w && out && endsWait(out, w.revision)) w.settle(out);
         },
       });
     }
@@ -639,8 +641,7 @@ class NatsTransport implements Transport {
     // Subscribe first, then read what is stored: no end falls in between.
     const sub = this.nc.subscribe(`airlock.out.${this.agent}.${callId}.>`);
     const timer = timeoutMs === undefined ? undefined : setTimeout(() => sub.unsubscribe(), timeoutMs);
-    // An end of an earlier revision than the one awaited is not its end.
-    const counts = (out: Outcome) => (out.revision || 1) >= revision;
+    const counts = (out: Outcome) => endsWait(out, revision);
     // A notice ends the wait only when it is about the revision awaited
     // and that revision is not recorded (read only when a notice came).
     const overBudget = async (over: OverBudget | undefined) => over !== undefined && answers(over, revision, await this.recorded(callId));
@@ -758,6 +759,19 @@ function overBudgetError(n: any): OverBudget | undefined {
   const revision = Math.max(1, Number(n.revision) || 1);
   return new OverBudget(`call ${n.call_id} revision ${revision}: agent ${n.agent_id} is over its budget of ${calls} calls a minute (and ${bytes} request bytes); retry after about ${retry} s: airlock did not decide or record the request`,
     n.call_id, calls, bytes, retry, revision);
+}
+
+/**
+ * Whether out ends a wait for revision want (0: the newest): an end of that
+ * revision or a later one, but neither an end of an earlier revision nor a
+ * later revision refused as invalid (never recorded); an invalid request
+ * that could not be read names no revision, and answers the one awaited
+ * (the Go SDK's follower).
+ */
+function endsWait(out: Outcome, want: number): boolean {
+  const rev = out.revision || Math.max(want, 1);
+  if (out.status === "invalid" && want !== 0 && rev > want) return false;
+  return rev >= want;
 }
 
 /**
