@@ -47,6 +47,24 @@ func recordRequest(t *testing.T, pub *bus.Publisher, agent, call string, rev uin
 	}
 }
 
+// liveOnly is agent bot's client whose waits read a call's stored events
+// once (airlock.WithLiveOnly), and storedReads, which hears each such read:
+// an end published after one is seen live only, after what came before it.
+func liveOnly(t *testing.T, nc *nats.Conn) (c *airlock.Client, storedReads chan struct{}) {
+	t.Helper()
+	storedReads = make(chan struct{}, 64)
+	c, err := airlock.New(nc, "bot", airlock.WithLiveOnly(func() {
+		select {
+		case storedReads <- struct{}{}:
+		default:
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, storedReads
+}
+
 // wantOverBudget fails unless err is the budget's error about revision rev
 // of call.
 func wantOverBudget(t *testing.T, err error, call string, rev uint32) {
@@ -115,18 +133,7 @@ func TestAnOverBudgetNoticeEndsOnlyAWaitForItsRevision(t *testing.T) {
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	pub := deps.Publisher("policy")
 	nc, _ := testenv.Connect(t, n.URL())
-	// storedReads hears each read of a followed call's stored events: an
-	// end published after one is seen live only, after what came before it.
-	storedReads := make(chan struct{}, 64)
-	c, err := airlock.New(nc, "bot", airlock.WithLiveOnly(func() {
-		select {
-		case storedReads <- struct{}{}:
-		default:
-		}
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, storedReads := liveOnly(t, nc)
 	drain := func() {
 		for len(storedReads) > 0 {
 			<-storedReads
@@ -296,16 +303,7 @@ func TestARefusalOfALaterRevisionLeavesTheRevisionAwaitedGoingOn(t *testing.T) {
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	pub := deps.Publisher("policy")
 	nc, _ := testenv.Connect(t, n.URL())
-	storedReads := make(chan struct{}, 64)
-	c, err := airlock.New(nc, "bot", airlock.WithLiveOnly(func() {
-		select {
-		case storedReads <- struct{}{}:
-		default:
-		}
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, storedReads := liveOnly(t, nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	const id = "refused-later"
