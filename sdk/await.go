@@ -105,6 +105,14 @@ func (o Outcome) Allowed() bool { return o.Status == StatusAllowed || o.Status =
 // it is allowed or approved (Outcome.Allowed): the agent then runs the tool
 // and reports how it went (Report), which is the outcome Await returns once
 // the report is recorded (Outcome.AgentRan).
+//
+// A request the policy did not decide because the agent is over its budget
+// ends the wait with an *OverBudgetError (errors.Is ErrOverBudget) — for
+// Await, when it asked for a revision newer than any recorded (the agent's
+// newest request, which was not decided); for AwaitRevision and the
+// others, when it asked for the revision awaited and that revision is not
+// recorded (ingress.OverBudget.Answers). The client kept the notice since
+// its Submit, so Await after Submit hears it however soon it came.
 func (c *Client) Await(ctx context.Context, callID string, opts ...AwaitOption) (Outcome, error) {
 	return c.AwaitRevision(ctx, callID, 0, opts...)
 }
@@ -136,7 +144,8 @@ func awaitOpts(opts []AwaitOption) awaitOptions {
 
 // AwaitRevision returns the outcome of revision rev of the call (0: the
 // newest revision), or of a later revision of the same call if that ends
-// first.
+// first (a later revision refused as invalid was never recorded, and does
+// not end it).
 func (c *Client) AwaitRevision(ctx context.Context, callID string, rev uint32, opts ...AwaitOption) (Outcome, error) {
 	f := newFollower(callID, rev)
 	f.onEvent = awaitOpts(opts).onEvent
@@ -227,6 +236,14 @@ func (c *Client) followLive(ctx context.Context, callID string, f *follower, liv
 				c.storedRead()
 			}
 		}
+		// Taken before looking: a notice kept after the look wakes the wait.
+		// A notice is looked at before the outcome: the policy records the
+		// first requests over budget of a minute as invalid too, and the
+		// notice says more (when to retry).
+		heard := c.notices.next()
+		if err := c.overBudgetHeard(callID, f); err != nil {
+			return Outcome{}, err
+		}
 		if out, ok := f.outcome(); ok {
 			out = c.complete(ctx, callID, f, out)
 			if out.Status == StatusInvalid {
@@ -235,8 +252,9 @@ func (c *Client) followLive(ctx context.Context, callID string, f *follower, liv
 			return out, nil
 		}
 		select {
+		case <-heard:
 		case m := <-live:
-			if err := c.overBudgetOf(m, callID); err != nil {
+			if err := c.overBudgetOf(m, callID, f); err != nil {
 				return Outcome{}, err
 			}
 			if ev, seq, ok := c.eventOf(m, callID); ok {
@@ -422,7 +440,9 @@ var ErrOverBudget = errors.New("agent over its budget")
 // OverBudgetError is ErrOverBudget with the agent's budget and when to
 // retry, as the policy service's notice said.
 type OverBudgetError struct {
-	Agent, Call           string
+	Agent, Call string
+	// Revision is the revision of the call that was not decided.
+	Revision              uint32
 	CallsPerMinute        int
 	RequestBytesPerMinute int
 	// RetryAfter is about how long until the budget holds the call again.
@@ -432,14 +452,14 @@ type OverBudgetError struct {
 }
 
 func (e *OverBudgetError) Error() string {
-	return fmt.Sprintf("call %s: agent %s is over its budget of %d calls a minute (and %d request bytes); retry after about %d s: airlock did not decide or record the call",
-		e.Call, e.Agent, e.CallsPerMinute, e.RequestBytesPerMinute, int(e.RetryAfter/time.Second))
+	return fmt.Sprintf("call %s revision %d: agent %s is over its budget of %d calls a minute (and %d request bytes); retry after about %d s: airlock did not decide or record the request",
+		e.Call, e.Revision, e.Agent, e.CallsPerMinute, e.RequestBytesPerMinute, int(e.RetryAfter/time.Second))
 }
 
 // Notice is the policy service's notice the error says, as a front-end
 // passes it on (the console's REST API, in its error body).
 func (e *OverBudgetError) Notice() ingress.OverBudget {
-	return ingress.OverBudget{AgentID: e.Agent, CallID: e.Call, CallsPerMinute: e.CallsPerMinute, RequestBytesPerMinute: e.RequestBytesPerMinute,
+	return ingress.OverBudget{AgentID: e.Agent, CallID: e.Call, Revision: e.Revision, CallsPerMinute: e.CallsPerMinute, RequestBytesPerMinute: e.RequestBytesPerMinute,
 		RetryAfterSeconds: max(1, int(e.RetryAfter/time.Second)), Reason: e.Reason}
 }
 
@@ -447,16 +467,17 @@ func (e *OverBudgetError) Notice() ingress.OverBudget {
 func (e *OverBudgetError) Is(target error) bool { return target == ErrOverBudget }
 
 // overBudgetOf is the error an over-budget notice about this agent's call
-// says (subject.OverBudgetNotice), nil for any other message. Only the
-// policy service may publish on that subject (the agent's own account
-// imports it from airlock's, where no agent publishes); the body must name
-// this agent and call too.
-func (c *Client) overBudgetOf(m *nats.Msg, callID string) error {
+// says (subject.OverBudgetNotice) when it ends f's wait (it is about the
+// revision f waits for: ingress.OverBudget.Answers), nil for any other
+// message. Only the policy service may publish on that subject (the
+// agent's own account imports it from airlock's, where no agent
+// publishes); the body must name this agent and call too.
+func (c *Client) overBudgetOf(m *nats.Msg, callID string, f *follower) error {
 	if m.Subject != subject.OverBudgetNotice(c.agent, callID) {
 		return nil
 	}
 	n, err := ingress.DecodeOverBudget(m.Data, c.agent, callID)
-	if err != nil {
+	if err != nil || !n.Answers(f.want, f.recorded) {
 		return nil
 	}
 	return OverBudgetErrorOf(n)
@@ -466,7 +487,7 @@ func (c *Client) overBudgetOf(m *nats.Msg, callID string) error {
 // front-end that heard the notice itself, as the console does for agents
 // on its REST API).
 func OverBudgetErrorOf(n ingress.OverBudget) *OverBudgetError {
-	return &OverBudgetError{Agent: n.AgentID, Call: n.CallID, CallsPerMinute: n.CallsPerMinute, RequestBytesPerMinute: n.RequestBytesPerMinute,
+	return &OverBudgetError{Agent: n.AgentID, Call: n.CallID, Revision: n.Revision, CallsPerMinute: n.CallsPerMinute, RequestBytesPerMinute: n.RequestBytesPerMinute,
 		RetryAfter: time.Duration(n.RetryAfterSeconds) * time.Second, Reason: n.Reason}
 }
 
@@ -484,8 +505,12 @@ type follower struct {
 	// want is the revision awaited (0: the newest).
 	want   uint32
 	latest uint32
-	ends   map[uint32]Outcome
-	seqs   map[uint32]uint64
+	// recorded is the newest revision seen recorded: of any event but
+	// invalid, which a request refused before its revision was recorded
+	// gets too. An over-budget notice about it was about a repeat.
+	recorded uint32
+	ends     map[uint32]Outcome
+	seqs     map[uint32]uint64
 	// deciders are who let each revision run (an approved or allowed event).
 	deciders map[uint32]string
 	// edits are the arguments a reviewer edited a revision to when approving.
@@ -531,8 +556,18 @@ func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 		// could not be read: it answers the revision being waited for.
 		rev = max(f.want, 1)
 	}
+	_, invalid := ev.Body.(*airlockv1.Event_Invalid)
+	if invalid && f.want != 0 && rev > f.want {
+		// A request refused as invalid was never recorded: a later
+		// revision refused (over the agent's budget, or asked before
+		// changes were requested) leaves the revision awaited going on.
+		return
+	}
 	if rev > f.latest {
 		f.latest = rev
+	}
+	if !invalid && rev > f.recorded {
+		f.recorded = rev
 	}
 	out := Outcome{CallID: f.callID, Revision: rev}
 	if t := ev.GetTime(); t != nil {

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -61,6 +62,12 @@ type Client struct {
 	storedRead func()
 	// tls, set by WithTLS, is what Connect dials with.
 	tls *config.TLS
+	// notices are the agent's over-budget notices heard since its first
+	// Submit (hearNotices), or, with WithOverBudgetNotices, by the
+	// front-end that made the client; noticesHeard: they are heard.
+	notices      *OverBudgetNotices
+	noticesMu    sync.Mutex
+	noticesHeard bool
 }
 
 // Option adjusts a Client.
@@ -86,6 +93,10 @@ func WithTLS(t config.TLS) Option { return func(c *Client) { c.tls = &t } }
 
 // New returns a client that acts as agentID over nc. The connection must be
 // the agent's own (its credentials decide what it may do); see Connect.
+// At its first Submit the client subscribes to the agent's over-budget
+// notices, for as long as nc lasts (OverBudgetNotices): make one client
+// per agent and connection, not one per call, or use
+// WithOverBudgetNotices.
 func New(nc *nats.Conn, agentID string, opts ...Option) (*Client, error) {
 	if err := ids.ValidateAgent(agentID); err != nil {
 		return nil, err
@@ -95,7 +106,7 @@ func New(nc *nats.Conn, agentID string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	def := config.Default()
-	c := &Client{agent: agentID, js: js, nc: nc, stream: def.Stream.Name, maxBytes: def.Limits.MaxRequestBytes}
+	c := &Client{agent: agentID, js: js, nc: nc, stream: def.Stream.Name, maxBytes: def.Limits.MaxRequestBytes, notices: NewOverBudgetNotices(nil)}
 	for _, o := range opts {
 		o(c)
 	}
@@ -142,12 +153,19 @@ var ErrInvalid = errors.New("airlock refused the request as invalid")
 
 // Submit validates and publishes the call and returns its id. Publishing the
 // same call again is harmless: the policy service records a revision once,
-// and a repeated request with the same content changes nothing.
+// and a repeated request with the same content changes nothing. The
+// client hears the agent's over-budget notices from before it publishes,
+// so that Await after Submit ends with an *OverBudgetError when the policy
+// did not decide the request, even when the notice came first.
 func (c *Client) Submit(ctx context.Context, call Call) (string, error) {
 	tc, err := c.toolCall(call)
 	if err != nil {
 		return "", err
 	}
+	if err := c.hearNotices(ctx); err != nil {
+		return "", fmt.Errorf("submit call %s: %w", tc.CallId, err)
+	}
+	c.notices.Forget(c.agent, tc.CallId) // submitted again: decided anew
 	ev := &airlockv1.Event{
 		AgentId: c.agent, CallId: tc.CallId, Revision: tc.Revision, ThreadId: tc.ThreadId,
 		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: c.agent},
@@ -309,9 +327,10 @@ func (c *Client) Cancel(ctx context.Context, callID, reason string) error {
 // Do submits call and awaits the outcome of the revision it submitted.
 // A call airlock did not decide because the agent is over its budget ends
 // at once with an *OverBudgetError (errors.Is ErrOverBudget), which says
-// when to submit it again. Do follows the call before it submits it: the
-// notice that says so is not stored, so Await after Submit can miss it and
-// wait for its context instead.
+// when to submit it again; only a notice about the submitted revision ends
+// it. Do follows the call before it submits it, so the notice, which is
+// not stored, reaches the wait directly (Await after Submit reads it from
+// the notices the client kept).
 func (c *Client) Do(ctx context.Context, call Call) (Outcome, error) {
 	if call.ID == "" {
 		call.ID = ids.New("call")
@@ -333,7 +352,8 @@ func (c *Client) Do(ctx context.Context, call Call) (Outcome, error) {
 
 // Followed is a call submitted while already followed live (SubmitFollowed),
 // so what airlock says of it without storing it — that its agent is over
-// its budget — is heard as well as its stored events. Close it when done.
+// its budget, for the submitted revision — is heard as well as its stored
+// events. Close it when done.
 type Followed struct {
 	c    *Client
 	id   string

@@ -110,10 +110,11 @@ func (w *Watcher) onMsg(m *nats.Msg) {
 	if !ok {
 		return
 	}
-	if err := w.c.overBudgetOf(m, call); err != nil {
+	if m.Subject == subject.OverBudgetNotice(w.c.agent, call) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if w.waiters[call] == wt {
+		// Only a notice about the submitted revision ends the wait.
+		if err := w.c.overBudgetOf(m, call, wt.f); err != nil && w.waiters[call] == wt {
 			delete(w.waiters, call)
 			wt.overBudget <- err
 		}

@@ -41,8 +41,10 @@ type agentCalls struct {
 	waits *quota.PerAgent
 	// tools says whether a call waiting for a person can run at all.
 	tools *registry
-	// overBudget are the policy's over-budget notices this console heard.
-	overBudget *heardOverBudget
+	// overBudget are the policy's over-budget notices this console heard,
+	// for every agent: an agent on the REST API submits, then asks, and
+	// the notice may come in between.
+	overBudget *airlock.OverBudgetNotices
 }
 
 // client submits as agent, sealing each request as the console: the
@@ -50,7 +52,7 @@ type agentCalls struct {
 // token binds its calls to.
 func (a *agentCalls) client(agent string) (*airlock.Client, error) {
 	return airlock.New(a.nc, agent, airlock.WithStream(a.cfg.Stream.Name), airlock.WithMaxRequestBytes(a.cfg.Limits.MaxRequestBytes),
-		airlock.WithRequestSeal(func(m *nats.Msg) { a.frontend.Request(m, Frontend, a.now()) }))
+		airlock.WithRequestSeal(func(m *nats.Msg) { a.frontend.Request(m, Frontend, a.now()) }), airlock.WithOverBudgetNotices(a.overBudget))
 }
 
 // submit publishes a call as the agent, through the SDK (the same checks
@@ -64,7 +66,6 @@ func (a *agentCalls) submit(ctx context.Context, agent, onBehalfOf string, req s
 	if err != nil {
 		return submitResponse{}, apierr.Wrap(apierr.InvalidRequest, err, "%s", err.Error())
 	}
-	a.overBudget.forget(agent, req.CallID) // submitted again: decided anew
 	id, err := client.Submit(ctx, airlock.Call{
 		ID: req.CallID, Revision: req.Revision, Server: req.Server, Tool: req.Tool, Args: req.Arguments,
 		Thread: req.ThreadID, OnBehalfOf: onBehalfOf, Reason: req.Reason, IdempotencyKey: req.IdempotencyKey,
@@ -136,23 +137,27 @@ func (a *agentCalls) report(ctx context.Context, agent, id string, req reportReq
 	return nil
 }
 
-// await follows the agent's call for up to wait and returns its outcome
-// (awaitResponse), or, when wait passes first, what it waits for
-// (pendingResponse, with capped set when the wait asked for was cut).
-// ok is false when ctx ended (the client went away).
-func (a *agentCalls) await(ctx context.Context, agent, id string, wait time.Duration, capped string) (answer any, ok bool, err error) {
+// await follows revision rev of the agent's call (0: its newest) for up
+// to wait and returns its outcome (awaitResponse), or, when wait passes
+// first, what it waits for (pendingResponse, with capped set when the wait
+// asked for was cut). ok is false when ctx ended (the client went away).
+// A request the policy did not decide because the agent is over its
+// budget answers 503 when it is about the revision waited for (without
+// rev, the agent's newest request) and that revision is not recorded
+// (ingress.OverBudget.Answers), as the SDK's AwaitRevision ends.
+func (a *agentCalls) await(ctx context.Context, agent, id string, rev uint32, wait time.Duration, capped string) (answer any, ok bool, err error) {
 	if wait > 0 {
 		if !a.waits.Take(agent) {
 			return nil, false, apierr.New(apierr.Unavailable, "agent %s already holds %d waits on this console: wait for one to end, or poll without ?wait=", agent, maxWaitsPerAgent)
 		}
 		defer a.waits.Give(agent)
 	}
-	if n, ok := a.overBudget.get(agent, id); ok {
-		// Heard before this wait began: nothing of the call is stored.
-		return nil, false, overBudgetError(airlock.OverBudgetErrorOf(n))
-	}
 	if err := a.exists(ctx, agent, id); err != nil {
-		return nil, false, err
+		// A call whose only request was not decided is recorded nowhere:
+		// the notice heard answers it below.
+		if _, heard := a.overBudget.Heard(agent, id); !heard || apierr.CodeOf(err) != apierr.NotFound {
+			return nil, false, err
+		}
 	}
 	client, err := a.client(agent)
 	if err != nil {
@@ -164,7 +169,7 @@ func (a *agentCalls) await(ctx context.Context, agent, id string, wait time.Dura
 	var mu sync.Mutex
 	var asked *airlockv1.ToolCall // the call a person is asked to decide
 	pending := pendingResponse{CallID: id, Status: "pending", WaitingFor: "the policy", WaitCappedTo: capped}
-	out, err := client.AwaitProgress(actx, id, 0, func(pr airlock.Progress) {
+	out, err := client.AwaitProgress(actx, id, rev, func(pr airlock.Progress) {
 		mu.Lock()
 		defer mu.Unlock()
 		if pr.Revision < pending.Revision {
@@ -192,8 +197,8 @@ func (a *agentCalls) await(ctx context.Context, agent, id string, wait time.Dura
 	}
 	if errors.Is(err, airlock.ErrOverBudget) {
 		// The policy did not decide the request (the agent is over its
-		// budget) and said so in a notice that is not stored: the agent
-		// hears it only from this wait, if it was waiting then.
+		// budget) and said so in a notice that is not stored: heard by
+		// this console since, or by this wait.
 		return nil, false, overBudgetError(err)
 	}
 	if err != nil && actx.Err() == nil {

@@ -171,11 +171,16 @@ type pendingResponse struct {
 }
 
 // apiAwait long-polls a call's outcome (agentCalls.await) for up to ?wait=
-// (default 0: answer at once), capped by console.max_wait.
+// (default 0: answer at once), capped by console.max_wait: of revision
+// ?rev= (default: the newest the agent asked for).
 func (con *Console) apiAwait(c echo.Context) error {
 	id := c.Param("id")
 	if err := ids.Validate("call id", id); err != nil {
 		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
+	}
+	rev, err := revisionParam(c.QueryParam("rev"))
+	if err != nil {
+		return err
 	}
 	wait, capped := time.Duration(0), ""
 	if w := c.QueryParam("wait"); w != "" {
@@ -189,7 +194,7 @@ func (con *Console) apiAwait(c echo.Context) error {
 			c.Response().Header().Set("Airlock-Wait-Capped", capped)
 		}
 	}
-	answer, ok, err := con.agents.await(c.Request().Context(), principal(c).AgentID, id, wait, capped)
+	answer, ok, err := con.agents.await(c.Request().Context(), principal(c).AgentID, id, rev, wait, capped)
 	if err != nil || !ok {
 		return err // !ok: the client went away
 	}

@@ -139,7 +139,7 @@ func TestARESTWaitSaysTheAgentIsOverItsBudget(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		answered <- answer{resp.StatusCode, string(b), resp.Header.Get("Retry-After")}
 	}()
-	notice, err := json.Marshal(ingress.NewOverBudget("bot", "rest_over", 1, 1<<20, 12*time.Second))
+	notice, err := json.Marshal(ingress.NewOverBudget("bot", "rest_over", 1, 1, 1<<20, 12*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestARESTWaitSaysTheAgentIsOverItsBudget(t *testing.T) {
 	for waiting := true; waiting; {
 		select {
 		case got := <-answered:
-			if got.status != http.StatusServiceUnavailable || !strings.Contains(got.body, "agent bot is over its budget of 1 calls a minute") || !strings.Contains(got.body, "retry after about 12 s") || got.retryAfter != "12" || !strings.Contains(got.body, `"over_budget":{"agent_id":"bot","call_id":"rest_over","calls_per_minute":1,`) {
+			if got.status != http.StatusServiceUnavailable || !strings.Contains(got.body, "agent bot is over its budget of 1 calls a minute") || !strings.Contains(got.body, "retry after about 12 s") || got.retryAfter != "12" || !strings.Contains(got.body, `"over_budget":{"agent_id":"bot","call_id":"rest_over","revision":1,"calls_per_minute":1,`) {
 				t.Fatalf("GET ?wait= of a call over the agent's budget: %d %s (Retry-After %q); want 503 saying the agent is over its budget and when to retry, Retry-After 12 and the notice in over_budget", got.status, got.body, got.retryAfter)
 			}
 			waiting = false
@@ -173,5 +173,102 @@ func TestARESTWaitSaysTheAgentIsOverItsBudget(t *testing.T) {
 	}
 	if p := apiCall(t, e.srv.URL, agentTok, http.MethodGet, "/api/v1/calls/rest_over", ""); p.Status != http.StatusOK || !strings.Contains(p.Body, `"pending"`) {
 		t.Fatalf("GET after the call was submitted again: %d %s; want it pending", p.Status, p.Body)
+	}
+}
+
+// TestARESTWaitOnARevisionIsNotAnsweredByANoticeAboutAnother: the notice
+// named no revision and the console answered with one it heard before it
+// looked at the call, so a wait on revision 1, recorded and pending, was
+// answered 503 because the agent's revision 2 was over its budget. A wait
+// on ?rev= is answered by a notice about that revision alone; a wait that
+// names none, by one about a revision newer than any recorded (the agent's
+// newest request, which was not decided).
+func TestARESTWaitOnARevisionIsNotAnsweredByANoticeAboutAnother(t *testing.T) {
+	e := newEnv(t)
+	agentTok := newToken(t, e, "root", `{"name":"bot","kind":"agent","agent_id":"bot"}`)
+	if p := apiCall(t, e.srv.URL, agentTok, http.MethodPost, "/api/v1/calls", `{"call_id":"two_revs","tool":"fs__write_file","arguments":{"path":"/tmp/x"}}`); p.Status != http.StatusAccepted {
+		t.Fatalf("submit revision 1: %d %s", p.Status, p.Body)
+	}
+	intakeRequest(t, e, "bot", "two_revs")
+	// Revision 1 is recorded, and waits for a person.
+	for _, ev := range []*airlockv1.Event{
+		{AgentId: "bot", CallId: "two_revs", Revision: 1, Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{
+			Call: &airlockv1.ToolCall{CallId: "two_revs", AgentId: "bot", Revision: 1, Tool: "fs__write_file"}}}},
+		{AgentId: "bot", CallId: "two_revs", Revision: 1, Body: &airlockv1.Event_ApprovalRequested{ApprovalRequested: &airlockv1.ApprovalRequested{
+			Decision: &airlockv1.Decision{Reason: "writes need a person"}}}},
+	} {
+		if _, err := e.deps.Publisher("policy").Publish(context.Background(), ev, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := apiCall(t, e.srv.URL, agentTok, http.MethodPost, "/api/v1/calls", `{"call_id":"two_revs","revision":2,"tool":"fs__write_file","arguments":{"path":"/tmp/y"}}`); p.Status != http.StatusAccepted {
+		t.Fatalf("submit revision 2: %d %s", p.Status, p.Body)
+	}
+	notice, err := json.Marshal(ingress.NewOverBudget("bot", "two_revs", 2, 1, 1<<20, 12*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.deps.NC.Publish(subject.OverBudgetNotice("bot", "two_revs"), notice); err != nil {
+		t.Fatal(err)
+	}
+	// The console has heard it once a wait on revision 2 says so.
+	testenv.Eventually(t, 10*time.Second, "a GET ?rev=2 to say revision 2 is over the agent's budget", func() bool {
+		p := apiCall(t, e.srv.URL, agentTok, http.MethodGet, "/api/v1/calls/two_revs?rev=2", "")
+		return p.Status == http.StatusServiceUnavailable && strings.Contains(p.Body, `"revision":2`)
+	})
+	for _, tc := range []struct {
+		name, query string
+		status      int
+		body        string
+	}{
+		{"revision_1_is_pending", "?rev=1", http.StatusOK, `"waiting_for":"a person"`},
+		{"revision_2_was_not_decided", "?rev=2", http.StatusServiceUnavailable, "agent bot is over its budget"},
+		{"the_newest_request_was_not_decided", "", http.StatusServiceUnavailable, "agent bot is over its budget"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := apiCall(t, e.srv.URL, agentTok, http.MethodGet, "/api/v1/calls/two_revs"+tc.query, "")
+			if p.Status != tc.status || !strings.Contains(p.Body, tc.body) {
+				t.Fatalf("GET %s: %d %s; want %d with %s", tc.query, p.Status, p.Body, tc.status, tc.body)
+			}
+		})
+	}
+}
+
+// TestARESTWaitPrefersTheNoticeToTheRefusalStoredWithIt: the policy records
+// the first requests over budget of a minute as invalid as well as sending
+// its notice; a wait that reads the stored refusal first still answers
+// 503 with the notice (when to retry), as it did when the console answered
+// with a notice it heard before it looked at the call.
+func TestARESTWaitPrefersTheNoticeToTheRefusalStoredWithIt(t *testing.T) {
+	e := newEnv(t)
+	agentTok := newToken(t, e, "root", `{"name":"bot","kind":"agent","agent_id":"bot"}`)
+	if p := apiCall(t, e.srv.URL, agentTok, http.MethodPost, "/api/v1/calls", `{"call_id":"refused_over","tool":"fs__write_file","arguments":{"path":"/tmp/x"}}`); p.Status != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", p.Status, p.Body)
+	}
+	intakeRequest(t, e, "bot", "refused_over")
+	refusal := &airlockv1.Event{AgentId: "bot", CallId: "refused_over", Revision: 1, Body: &airlockv1.Event_Invalid{Invalid: &airlockv1.Invalid{
+		Reason: "agent bot sent more than limits.agent_calls_per_minute (1 calls) or limits.agent_request_bytes_per_minute (1048576 bytes) in the last minute, so this request was not decided"}}}
+	if _, err := e.deps.Publisher("policy").Publish(context.Background(), refusal, ""); err != nil {
+		t.Fatal(err)
+	}
+	notice, err := json.Marshal(ingress.NewOverBudget("bot", "refused_over", 1, 1, 1<<20, 12*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.deps.NC.Publish(subject.OverBudgetNotice("bot", "refused_over"), notice); err != nil {
+		t.Fatal(err)
+	}
+	// Once heard, every GET says so: never the stored refusal.
+	testenv.Eventually(t, 10*time.Second, "a GET to say the call is over the agent's budget", func() bool {
+		p := apiCall(t, e.srv.URL, agentTok, http.MethodGet, "/api/v1/calls/refused_over", "")
+		if p.Status == http.StatusOK && strings.Contains(p.Body, `"invalid"`) {
+			return false // not heard yet
+		}
+		return p.Status == http.StatusServiceUnavailable && strings.Contains(p.Body, "agent bot is over its budget")
+	})
+	for range 3 {
+		if p := apiCall(t, e.srv.URL, agentTok, http.MethodGet, "/api/v1/calls/refused_over", ""); p.Status != http.StatusServiceUnavailable || !strings.Contains(p.Body, `"over_budget"`) {
+			t.Fatalf("GET of a call refused over budget, its notice heard: %d %s; want 503 with the notice", p.Status, p.Body)
+		}
 	}
 }

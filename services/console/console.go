@@ -151,7 +151,7 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 		logins: newLoginLimiter(kv, deps.Config.Console.SignIn, opts.Now),
 		pub:    deps.Publisher("console"),
 		agents: &agentCalls{nc: deps.NC, js: deps.JS, cfg: deps.Config, frontend: fk, approvals: approvalapi.New(deps.NC, fk, Frontend),
-			now: opts.Now, waits: quota.New(maxWaitsPerAgent), tools: tools, overBudget: newHeardOverBudget(opts.Now)},
+			now: opts.Now, waits: quota.New(maxWaitsPerAgent), tools: tools, overBudget: airlock.NewOverBudgetNotices(opts.Now)},
 		clients: clients, tools: tools,
 	}
 	if deps.Config.Email.OneTap.Enabled {
@@ -197,7 +197,7 @@ func (con *Console) Run(ctx context.Context) error {
 	}
 	defer func() { _ = tools.Unsubscribe() }()
 	// The policy's over-budget notices, for agents on the REST API.
-	overBudget, err := con.nc.Subscribe(subject.OverBudgetNotice("*", "*"), con.agents.overBudget.hear)
+	overBudget, err := con.nc.Subscribe(subject.OverBudgetNotice("*", "*"), con.agents.overBudget.Hear)
 	if err != nil {
 		return fmt.Errorf("console: follow the policy's over-budget notices: %w", err)
 	}

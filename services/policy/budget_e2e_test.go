@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -86,4 +88,78 @@ func TestOneAgentCannotFillTheEventsStream(t *testing.T) {
 	}
 	request("victim", "v1", "small")
 	testenv.WaitForEvent(t, deps.JS, subject.OfCall("victim", "v1"), subject.Denied, 10*time.Second)
+}
+
+// TestAnOverBudgetNoticeNamesTheRevisionAsked: the notice named only the
+// call, so an agent following revision 1 of a call while it submitted
+// revision 2 over its budget took the notice for an answer about revision
+// 1. It names the revision the request asked for, in either encoding, and
+// 1 for a request that names none; so does the refusal recorded for the
+// first requests over the budget.
+func TestAnOverBudgetNoticeNamesTheRevisionAsked(t *testing.T) {
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	cfg.Limits.AgentCallsPerMinute = 1
+	_, deps := replica(t, cfg)
+	notices := make(chan *nats.Msg, 16)
+	sub, err := deps.NC.ChanSubscribe(subject.OverBudgetNotice("bot", "*"), notices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := deps.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	publishJSON := func(call, body string) {
+		msg := nats.NewMsg("airlock.req.bot." + call)
+		msg.Data = []byte(body)
+		msg.Header.Set("Content-Type", "application/json")
+		if _, err := deps.JS.PublishMsg(context.Background(), msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The minute's one call, within the budget.
+	submit(t, deps.JS, "bot", "first", "fs", "delete_file", map[string]any{"path": "/etc/passwd"})
+	testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", "first"), subject.Denied, 10*time.Second)
+	for _, tc := range []struct {
+		name, call string
+		publish    func()
+		want       uint32
+	}{
+		{"json_revision_2", "j2", func() {
+			publishJSON("j2", `{"requested":{"call":{"callId":"j2","revision":2,"server":"fs","tool":"delete_file","arguments":{}}}}`)
+		}, 2},
+		{"json_no_revision", "j0", func() {
+			publishJSON("j0", `{"requested":{"call":{"callId":"j0","server":"fs","tool":"delete_file","arguments":{}}}}`)
+		}, 1},
+		{"protobuf_revision_3", "p3", func() {
+			publishRequest(t, deps.JS, &airlockv1.ToolCall{CallId: "p3", AgentId: "bot", Revision: 3, Server: "fs", Tool: "delete_file"})
+		}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.publish()
+			select {
+			case m := <-notices:
+				n, err := ingress.DecodeOverBudget(m.Data, "bot", tc.call)
+				if err != nil {
+					t.Fatalf("notice on %s: %v", m.Subject, err)
+				}
+				var raw map[string]any
+				if err := json.Unmarshal(m.Data, &raw); err != nil {
+					t.Fatal(err)
+				}
+				if n.Revision != tc.want || raw["revision"] != float64(tc.want) || !strings.Contains(n.Reason, fmt.Sprintf("revision %d of call %s", tc.want, tc.call)) {
+					t.Fatalf("notice %s; want revision %d named in the JSON and the reason", m.Data, tc.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no over-budget notice for call %s", tc.call)
+			}
+		})
+	}
+	// The minute's one refusal (j2, the first over the budget) is recorded
+	// with the revision it asked for too: without one it was taken for an
+	// end of whatever revision a wait awaited.
+	if ev := testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", "j2"), subject.Invalid, 10*time.Second); ev.GetRevision() != 2 {
+		t.Fatalf("the refusal of j2's revision 2 over the budget is recorded with revision %d; want 2", ev.GetRevision())
+	}
 }

@@ -7,6 +7,7 @@
 package policy
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -184,12 +185,22 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 		// gets a small refusal, or nothing, never its arguments recorded;
 		// and, while its notice budget lasts, a notice that is not stored.
 		b := s.budgets.take(agent, len(m.Data()), time.Now())
+		var rev uint32
+		if b.notify || b.verdict == overBudget {
+			// The body is read only to be answered (a dropped request
+			// costs no decoding): the revision the refusal and the notice
+			// name, so that a wait on another revision of the call is not
+			// ended by them, and the call id when the subject names none.
+			var named string
+			named, rev = ingress.BodyCall(m.Data(), m.Headers())
+			callID = cmp.Or(callID, named)
+		}
 		if b.verdict != withinBudget {
-			s.noticeOverBudget(agent, callID, m, b)
+			s.noticeOverBudget(agent, callID, rev, b)
 		}
 		switch b.verdict {
 		case overBudget:
-			return s.publishRefusal(ctx, in, 0, nil, &ingress.Refusal{Call: callID, Reason: overBudgetReason(agent, s.deps.Config.Limits)})
+			return s.publishRefusal(ctx, in, rev, nil, &ingress.Refusal{Call: callID, Reason: overBudgetReason(agent, s.deps.Config.Limits)})
 		case dropped:
 			if s.deps.Metrics != nil {
 				s.deps.Metrics.Handled.WithLabelValues("policy", "over_budget_dropped").Inc()
@@ -219,18 +230,13 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 }
 
 // noticeOverBudget tells agent, with a core NATS message on its call's
-// republished events (subject.OverBudgetNotice), that its request for call
-// was not decided because it is over its budget, if its notice budget
-// holds one (b.notify); otherwise the request goes unanswered and is
-// counted. Nothing is stored: a core publish costs the stream nothing.
-// A request whose call id cannot be read is not answered: no SDK waits on it.
-func (s *Service) noticeOverBudget(agent, call string, m jetstream.Msg, b budgetAnswer) {
-	// The body is decoded for its call id only when a notice is to be
-	// sent and the subject names no call: a dropped request costs no
-	// decoding.
-	if b.notify && call == "" {
-		call = ingress.BodyCallID(m.Data(), m.Headers())
-	}
+// republished events (subject.OverBudgetNotice), that its request for
+// revision rev of call was not decided because it is over its budget, if
+// its notice budget holds one (b.notify); otherwise the request goes
+// unanswered and is counted. Nothing is stored: a core publish costs the
+// stream nothing. A request whose call id cannot be read is not answered:
+// no SDK waits on it.
+func (s *Service) noticeOverBudget(agent, call string, rev uint32, b budgetAnswer) {
 	if !b.notify || ids.Validate("call id", call) != nil {
 		if s.deps.Metrics != nil {
 			s.deps.Metrics.Handled.WithLabelValues("policy", "over_budget_unanswered").Inc()
@@ -238,7 +244,7 @@ func (s *Service) noticeOverBudget(agent, call string, m jetstream.Msg, b budget
 		return
 	}
 	l := s.deps.Config.Limits
-	data, err := json.Marshal(ingress.NewOverBudget(agent, call, l.AgentCallsPerMinute, l.AgentRequestBytesPerMinute, b.retryAfter))
+	data, err := json.Marshal(ingress.NewOverBudget(agent, call, rev, l.AgentCallsPerMinute, l.AgentRequestBytesPerMinute, b.retryAfter))
 	if err != nil {
 		s.deps.Log.Error("encode an over-budget notice", "agent", agent, "call", call, "err", err)
 		return

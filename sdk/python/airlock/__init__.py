@@ -63,13 +63,15 @@ class APIError(AirlockError):
 
 
 class OverBudget(APIError):
-    """airlock did not decide or record the call: the agent sent more than its budget of calls
+    """airlock did not decide or record the call's ``revision``: the agent sent more than its budget of calls
     (``calls_per_minute``, limits.agent_calls_per_minute) or request bytes a minute. Submit it again,
-    same call id, after about ``retry_after`` seconds, or send fewer calls a minute."""
+    same call id and revision, after about ``retry_after`` seconds, or send fewer calls a minute."""
 
     def __init__(self, status: int, code: str, message: str, notice: Dict[str, Any]):
         super().__init__(status, code, message)
         self.call_id = str(notice.get("call_id", ""))
+        # A policy service from before notices named a revision names none: 1.
+        self.revision = max(1, int(notice.get("revision") or 1))
         self.calls_per_minute = int(notice.get("calls_per_minute") or 0)
         self.request_bytes_per_minute = int(notice.get("request_bytes_per_minute") or 0)
         self.retry_after = max(1, int(notice.get("retry_after_seconds") or 1))
@@ -220,21 +222,25 @@ class Client:
             raise APIError(0, "invalid_request", f"request is {len(data)} bytes, over the {self._max_request_bytes}-byte limit: pass large inputs by reference")
         return self._request("POST", "/api/v1/calls", data)["call_id"]
 
-    def wait(self, call_id: str, timeout: Optional[float] = None) -> Outcome:
-        """Await the call's outcome (``await`` is a keyword in Python).
+    def wait(self, call_id: str, timeout: Optional[float] = None, revision: int = 0) -> Outcome:
+        """Await the call's outcome (``await`` is a keyword in Python): of ``revision``
+        (default 0: the newest), or of a later revision that ends first.
 
         Long-polls in steps of at most 30 s; with ``timeout`` (seconds) it
         returns an Outcome with status "pending" once that passes. It never
-        raises for how the call ended: use raise_for_status(), or do(). A call
-        airlock did not decide because the agent is over its budget raises
-        OverBudget (nothing of it is recorded: submit it again after
-        ``retry_after`` seconds).
+        raises for how the call ended: use raise_for_status(), or do(). A
+        request airlock did not decide because the agent is over its budget
+        raises OverBudget (nothing of it is recorded: submit it again after
+        ``retry_after`` seconds) when it asked for the revision awaited and
+        that revision is not recorded; without ``revision``, when it was the
+        agent's newest request (a revision newer than any recorded).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         path = "/api/v1/calls/" + urllib.parse.quote(call_id, safe="")
+        rev = f"&rev={revision}" if revision else ""
         while True:
             step = 30.0 if deadline is None else max(0.0, min(30.0, deadline - time.monotonic()))
-            body = self._request("GET", f"{path}?wait={step:.3f}s", None, timeout=step + self._timeout)
+            body = self._request("GET", f"{path}?wait={step:.3f}s{rev}", None, timeout=step + self._timeout)
             out = Outcome.from_json(body)
             if out.status != "pending" or (deadline is not None and time.monotonic() >= deadline):
                 return out
@@ -242,7 +248,7 @@ class Client:
     def do(self, tool: str, arguments: Optional[Dict[str, Any]] = None, *, timeout: Optional[float] = None, **submit_options: Any) -> Outcome:
         """Submit and await a call airlock runs; return its Outcome once completed, else raise its typed error."""
         call_id = self.submit(tool, arguments, **submit_options)
-        return self.wait(call_id, timeout).raise_for_status(tool)
+        return self.wait(call_id, timeout, max(int(submit_options.get("revision") or 0), 1)).raise_for_status(tool)
 
     def cancel(self, call_id: str, reason: str = "") -> str:
         """Withdraw a call still waiting for a decision; return its state then.
@@ -285,7 +291,7 @@ class Client:
                 bound.apply_defaults()
                 arguments = dict(bound.arguments)
                 call_id = self.submit(tool, arguments, agent_runs=True, reason=reason)
-                out = self.wait(call_id, timeout).raise_for_status(tool)
+                out = self.wait(call_id, timeout, 1).raise_for_status(tool)
                 started = time.monotonic()
                 try:
                     value = fn(*bound.args, **bound.kwargs)

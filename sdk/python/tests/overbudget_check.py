@@ -30,6 +30,18 @@ class OverBudgetTest(unittest.TestCase):
             self.assertIn(f"agent {AGENT} is over its budget of 1 calls a minute", str(err))
             self.assertIn("retry after about", str(err))
 
+    def test_b_a_notice_about_revision_2_answers_no_wait_on_revision_1(self):
+        c = airlock.Client()
+        # Past the minute's one refusal: revision 2 is dropped, and the agent told.
+        with self.assertRaises(airlock.OverBudget) as caught:
+            c.do("fs__delete_file", {"path": "/etc/passwd"}, call_id="py-revised", revision=2, timeout=10)
+        self.assertEqual(caught.exception.revision, 2)
+        out = c.wait("py-revised", timeout=2, revision=1)
+        self.assertEqual(out.status, "pending", "a wait on revision 1 is not answered by the notice about revision 2")
+        with self.assertRaises(airlock.OverBudget, msg="a wait naming no revision is about the newest request") as caught:
+            c.wait("py-revised", timeout=10)
+        self.assertEqual(caught.exception.revision, 2)
+
 
 if __name__ == "__main__":
     unittest.main()

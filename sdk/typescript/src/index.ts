@@ -75,7 +75,7 @@ export class TimedOut extends AirlockError {}
  */
 export class OverBudget extends AirlockError {
   constructor(message: string, readonly callId: string, readonly callsPerMinute: number, readonly requestBytesPerMinute: number,
-    readonly retryAfterSeconds: number) { super(message); }
+    readonly retryAfterSeconds: number, readonly revision = 1) { super(message); }
 }
 
 const strip = (s: string | undefined, alt: string) => (s && s.trim() ? s.trim().replace(/\.$/, "") : alt);
@@ -110,8 +110,8 @@ export function check(out: Outcome, tool = "the tool"): Outcome {
 /** What a client speaks: NATS or REST. */
 export interface Transport {
   submit(call: Call & { callId: string }): Promise<string>;
-  /** The outcome, or status "pending" once timeoutMs passed. */
-  await(callId: string, timeoutMs?: number): Promise<Outcome>;
+  /** The outcome of revision (0: the newest), or status "pending" once timeoutMs passed. */
+  await(callId: string, timeoutMs?: number, revision?: number): Promise<Outcome>;
   /** Withdraws a pending call; a call decided already is left as it is. */
   cancel(callId: string, reason?: string): Promise<void>;
   close(): Promise<void>;
@@ -163,12 +163,19 @@ export class Client {
   }
 
   /**
-   * Awaits the call's outcome (status "pending" once timeoutMs passed). It
-   * reads what already happened first, so a process that restarted awaits a
-   * call it submitted before by its id.
+   * Awaits the call's outcome (status "pending" once timeoutMs passed): of
+   * revision (default 0: the newest), or of a later revision that ends
+   * first. It reads what already happened first, so a process that
+   * restarted awaits a call it submitted before by its id. A request the
+   * policy did not decide because the agent is over its budget throws
+   * OverBudget when it asked for the revision awaited and that revision is
+   * not recorded (without revision: when it is the agent's newest request,
+   * a revision newer than any recorded); the client keeps the notices it
+   * hears from its first submit on, so await after submit hears one that
+   * came before it began.
    */
-  async await(callId: string, timeoutMs?: number): Promise<Outcome> {
-    return this.transport.await(callIdOf(callId), timeoutMs);
+  async await(callId: string, timeoutMs?: number, revision = 0): Promise<Outcome> {
+    return this.transport.await(callIdOf(callId), timeoutMs, revision);
   }
 
   /** Submits and awaits a call airlock runs; returns the outcome once it completed, else throws its typed error. */
@@ -178,7 +185,7 @@ export class Client {
       return check(await this.transport.do(c, timeoutMs), call.tool);
     }
     const id = await this.submit(call);
-    return check(await this.await(id, timeoutMs), call.tool);
+    return check(await this.await(id, timeoutMs, call.revision ?? 1), call.tool);
   }
 
   /** Withdraws a call still waiting for a decision. */
@@ -225,7 +232,10 @@ class RestTransport implements Transport {
     let json: any = {};
     try { json = text ? JSON.parse(text) : {}; } catch { /* not JSON: said below */ }
     if (!resp.ok) {
-      throw new ApiError(json.message ?? `airlock answered ${method} ${path} with HTTP ${resp.status}: ${text.slice(0, 200)}`, resp.status, json.code ?? "");
+      const message = json.message ?? `airlock answered ${method} ${path} with HTTP ${resp.status}: ${text.slice(0, 200)}`;
+      const over = json.over_budget && typeof json.over_budget === "object" ? overBudgetError(json.over_budget) : undefined;
+      if (over) throw over;
+      throw new ApiError(message, resp.status, json.code ?? "");
     }
     return json;
   }
@@ -241,11 +251,12 @@ class RestTransport implements Transport {
     return body.call_id;
   }
 
-  async await(callId: string, timeoutMs?: number): Promise<Outcome> {
+  async await(callId: string, timeoutMs?: number, revision = 0): Promise<Outcome> {
     const deadline = timeoutMs === undefined ? Infinity : Date.now() + timeoutMs;
+    const rev = revision ? `&rev=${revision}` : "";
     for (;;) {
       const step = Math.max(0, Math.min(30_000, deadline - Date.now()));
-      const b = await this.request("GET", `/api/v1/calls/${encodeURIComponent(callId)}?wait=${step}ms`);
+      const b = await this.request("GET", `/api/v1/calls/${encodeURIComponent(callId)}?wait=${step}ms${rev}`);
       const out: Outcome = {
         callId: b.call_id ?? callId, revision: b.revision ?? 0, status: b.status, result: b.result, truncated: b.truncated,
         reason: b.reason, feedback: b.feedback, failureOutcome: b.failure_outcome, decidedBy: b.decided_by,
@@ -436,6 +447,14 @@ class NatsTransport implements Transport {
   /** do's calls waiting for their end, by call id. */
   private readonly waiters = new Map<string, Waiter>();
   private watching = false;
+  /**
+   * The agent's over-budget notices heard since the first submit, by call
+   * id, until the later of their retry after and a minute (notices are not
+   * stored: await after submit reads a notice that came before it began
+   * here); at most maxKeptNotices, the oldest forgotten first.
+   */
+  private readonly notices = new Map<string, { notice: OverBudget; until: number }>();
+  private hearing = false;
   /** Submits waiting for the intake's acknowledgement, by reply token (see send). */
   private readonly acks = new Map<string, Ack>();
   private ackInbox = "";
@@ -471,7 +490,7 @@ class NatsTransport implements Transport {
     const ended = new Promise<Outcome | undefined>((resolve, reject) => {
       settle = (out) => (out instanceof Error ? reject(out) : resolve(out));
     });
-    this.waiters.set(call.callId, { settle, revision: call.revision ?? 1, since: performance.now(), seen: -1 });
+    this.waiters.set(call.callId, { settle, revision: Math.max(call.revision ?? 1, 1), since: performance.now(), seen: -1 });
     this.tickWhileWaiting();
     const timer = timeoutMs === undefined ? undefined : setTimeout(() => settle(undefined), timeoutMs);
     try {
@@ -506,7 +525,7 @@ class NatsTransport implements Transport {
       if (now - w.since < storedAfterMs || w.seen === this.reconnects) continue;
       w.seen = this.reconnects;
       // An end of an earlier revision is not this call's.
-      this.stored(callId).then((out) => { if (out && (out.revision || 1) >= w.revision) w.settle(out); },
+      this.stored(callId).then((out) => { if (out && endsWait(out, w.revision)) w.settle(out); },
         () => { /* read again after a reconnect */ });
     }
     for (const [token, a] of this.acks) {
@@ -516,25 +535,53 @@ class NatsTransport implements Transport {
     }
   }
 
-  /** Subscribes, once, to every end event of the agent's calls, and to the over-budget notice, for do's waiters. */
-  private watchEnds(): void {
-    if (this.watching) return;
-    this.watching = true;
+  /**
+   * Subscribes, once, before the first request is published, to the
+   * agent's over-budget notices: each is kept (notices), and ends the do
+   * waiting for the revision it is about.
+   */
+  private hearNotices(): void {
+    if (this.hearing) return;
+    this.hearing = true;
     this.nc.subscribe(`airlock.out.${this.agent}.*.${overBudgetType}`, {
       callback: (err, m) => {
         if (err) return;
         const callId = m.subject.split(".")[3];
         const over = overBudgetOf(m, this.agent, callId);
-        if (over) this.waiters.get(callId)?.settle(over);
+        if (!over) return;
+        this.notices.delete(callId); // heard again: the newest, kept last
+        while (this.notices.size >= maxKeptNotices) this.notices.delete(this.notices.keys().next().value!);
+        this.notices.set(callId, { notice: over, until: Date.now() + Math.max(over.retryAfterSeconds * 1000, noticeKeptAtLeastMs) });
+        const w = this.waiters.get(callId);
+        if (w && answers(over, w.revision, 0)) w.settle(over);
       },
     });
+  }
+
+  /** The kept notice about the call, if one is. */
+  private kept(callId: string): OverBudget | undefined {
+    const k = this.notices.get(callId);
+    if (!k) return undefined;
+    if (Date.now() > k.until) {
+      this.notices.delete(callId);
+      return undefined;
+    }
+    return k.notice;
+  }
+
+  /** Subscribes, once, to every end event of the agent's calls, for do's waiters. */
+  private watchEnds(): void {
+    if (this.watching) return;
+    this.watching = true;
     for (const [status, type] of ends) {
       this.nc.subscribe(`airlock.out.${this.agent}.*.${type}`, {
         callback: (err, m) => {
           if (err) return;
           const callId = m.subject.split(".")[3];
           const ev = this.eventOf(m, callId, type, status);
-          if (ev) this.waiters.get(callId)?.settle(outcomeOf(callId, status, ev));
+          const w = this.waiters.get(callId);
+          const out = ev && w ? outcomeOf(callId, status, ev) : undefined;
+          if (w && out && endsWait(out, w.revision)) w.settle(out);
         },
       });
     }
@@ -568,6 +615,8 @@ class NatsTransport implements Transport {
       done(data);
       return;
     }
+    this.hearNotices();
+    this.notices.delete(call.callId); // submitted again: decided anew
     if (!this.ackInbox) {
       this.ackInbox = createInbox(`_INBOX_${this.agent}`);
       this.nc.subscribe(`${this.ackInbox}.*`, {
@@ -588,26 +637,45 @@ class NatsTransport implements Transport {
     this.tickWhileWaiting();
   }
 
-  async await(callId: string, timeoutMs?: number): Promise<Outcome> {
+  async await(callId: string, timeoutMs?: number, revision = 0): Promise<Outcome> {
     // Subscribe first, then read what is stored: no end falls in between.
     const sub = this.nc.subscribe(`airlock.out.${this.agent}.${callId}.>`);
     const timer = timeoutMs === undefined ? undefined : setTimeout(() => sub.unsubscribe(), timeoutMs);
+    const counts = (out: Outcome) => endsWait(out, revision);
+    // A notice ends the wait only when it is about the revision awaited
+    // and that revision is not recorded (read only when a notice came).
+    const overBudget = async (over: OverBudget | undefined) => over !== undefined && answers(over, revision, await this.recorded(callId));
     try {
       const done = await this.stored(callId);
-      if (done) return done;
+      // Heard before this wait subscribed; looked at before the stored end:
+      // the first requests over budget of a minute are recorded as invalid
+      // too, and the notice says more (when to retry).
+      const heard = this.kept(callId);
+      if (await overBudget(heard)) throw heard;
+      if (done && counts(done)) return done;
       for await (const m of sub) {
         const type = m.subject.split(".").slice(4).join(".");
         const over = type === overBudgetType ? overBudgetOf(m, this.agent, callId) : undefined;
-        if (over) throw over;
+        if (await overBudget(over)) throw over;
         const end = ends.find(([, t]) => t === type);
         const ev = end && this.eventOf(m, callId, type, end[0]);
-        if (end && ev) return outcomeOf(callId, end[0], ev);
+        const out = end && ev ? outcomeOf(callId, end[0], ev) : undefined;
+        if (out && counts(out)) return out;
       }
       return { callId, revision: 0, status: "pending" };
     } finally {
       if (timer) clearTimeout(timer);
       sub.unsubscribe();
     }
+  }
+
+  /** The newest revision of the call airlock recorded (its last requested event), 0 when none. */
+  private async recorded(callId: string): Promise<number> {
+    const type = "requested";
+    const m = await this.nc.request(`$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.${this.agent}.${callId}.${type}`, "", { timeout: 10_000 });
+    if (m.headers?.get("Status") === "404" || m.data.length === 0) return 0;
+    const ev = this.eventOf(m, callId, type, type as Status);
+    return ev ? Math.max(Number(ev.revision) || 0, 1) : 0;
   }
 
   /** The call's stored end, if it has ended. */
@@ -661,10 +729,13 @@ class NatsTransport implements Transport {
  */
 const overBudgetType = "over_budget";
 
+/** How many over-budget notices a NATS client keeps, and for at least how long. */
+const maxKeptNotices = 4096, noticeKeptAtLeastMs = 60_000;
+
 /**
  * The error an over-budget notice about this agent's call says; undefined
  * for anything else. The body is the one JSON shape every SDK reads:
- * {agent_id, call_id, calls_per_minute, request_bytes_per_minute,
+ * {agent_id, call_id, revision, calls_per_minute, request_bytes_per_minute,
  * retry_after_seconds, reason}.
  */
 function overBudgetOf(m: Msg, agent: string, callId: string): OverBudget | undefined {
@@ -676,10 +747,40 @@ function overBudgetOf(m: Msg, agent: string, callId: string): OverBudget | undef
     return undefined;
   }
   if (n?.agent_id !== agent || n?.call_id !== callId || !n?.reason) return undefined;
+  return overBudgetError(n);
+}
+
+/** The error the notice n says (over NATS, or the REST API's over_budget); undefined when it names no call. */
+function overBudgetError(n: any): OverBudget | undefined {
+  if (!n?.call_id) return undefined;
   const calls = Number(n.calls_per_minute) || 0, bytes = Number(n.request_bytes_per_minute) || 0;
   const retry = Math.max(1, Number(n.retry_after_seconds) || 1);
-  return new OverBudget(`call ${callId}: agent ${agent} is over its budget of ${calls} calls a minute (and ${bytes} request bytes); retry after about ${retry} s: airlock did not decide or record the call`,
-    callId, calls, bytes, retry);
+  // A policy service from before notices named a revision names none: 1.
+  const revision = Math.max(1, Number(n.revision) || 1);
+  return new OverBudget(`call ${n.call_id} revision ${revision}: agent ${n.agent_id} is over its budget of ${calls} calls a minute (and ${bytes} request bytes); retry after about ${retry} s: airlock did not decide or record the request`,
+    n.call_id, calls, bytes, retry, revision);
+}
+
+/**
+ * Whether out ends a wait for revision want (0: the newest): an end of that
+ * revision or a later one, but neither an end of an earlier revision nor a
+ * later revision refused as invalid (never recorded); an invalid request
+ * that could not be read names no revision, and answers the one awaited
+ * (the Go SDK's follower).
+ */
+function endsWait(out: Outcome, want: number): boolean {
+  const rev = out.revision || Math.max(want, 1);
+  if (out.status === "invalid" && want !== 0 && rev > want) return false;
+  return rev >= want;
+}
+
+/**
+ * Whether the notice ends a wait for revision want of its call (0: the
+ * agent's newest request), recorded being the newest revision airlock
+ * recorded (0: none): the Go SDK's rule (ingress.OverBudget.Answers).
+ */
+function answers(n: OverBudget, want: number, recorded: number): boolean {
+  return n.revision > recorded && (want === 0 || n.revision === want);
 }
 
 /** Why the intake's answer m says a call was not stored; undefined when it was. */

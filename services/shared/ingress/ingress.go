@@ -453,10 +453,20 @@ func nonUTF8Field(call *airlockv1.ToolCall) string {
 // a request still waiting in the intake. "" when the body names none or
 // cannot be read.
 func BodyCallID(data []byte, header nats.Header) string {
+	callID, _ := BodyCall(data, header)
+	return callID
+}
+
+// BodyCall is BodyCallID with the revision the body names (the call's,
+// else the event's; 1 when it names none, as a request's revision 0 is
+// recorded), as leniently: the over-budget notice names both, so that a
+// wait on another revision of the call is not ended by it.
+func BodyCall(data []byte, header nats.Header) (callID string, revision uint32) {
 	if envelope.IsJSON(header) {
 		type named struct {
 			CallID    string `json:"callId"`
 			CallIDAlt string `json:"call_id"`
+			Revision  uint32 `json:"revision"`
 		}
 		var body struct {
 			named
@@ -466,11 +476,12 @@ func BodyCallID(data []byte, header nats.Header) string {
 		}
 		_ = json.Unmarshal(data, &body) // partial results are what we want
 		c := body.Requested.Call
-		return cmp.Or(c.CallID, c.CallIDAlt, body.CallID, body.CallIDAlt)
+		return cmp.Or(c.CallID, c.CallIDAlt, body.CallID, body.CallIDAlt), max(cmp.Or(c.Revision, body.Revision), 1)
 	}
 	var ev airlockv1.Event
 	_ = proto.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(data, &ev)
-	return cmp.Or(ev.GetRequested().GetCall().GetCallId(), ev.GetCallId())
+	call := ev.GetRequested().GetCall()
+	return cmp.Or(call.GetCallId(), ev.GetCallId()), max(cmp.Or(call.GetRevision(), ev.GetRevision()), 1)
 }
 
 // checkJSONShape gives a precise reason for the commonest protojson mistake,
