@@ -67,7 +67,7 @@ func TestApprovalsCLIDecidesCallsEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPending(t, dev, token, id2)
-	lookAlike := "Look-alike letters: the host pаypal.com mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a"
+	lookAlike := "Look-alike letters: the host pаypal.com mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a; in ASCII its host is xn--pypal-4ve.com"
 	digits := "Look-alike letters: the path g൦൦gle/no.txt mixes Latin letters and Malayalam digits: ൦ (U+0D66 MALAYALAM DIGIT ZERO) looks like o"
 	if out, err := cli("show", "cli-bot/"+id2); err != nil || !strings.Contains(out, "\n(!)       "+lookAlike+"\n") || !strings.Contains(out, "\n(!)       "+digits+"\n") {
 		t.Fatalf("approvals show of a call with look-alike letters: %v\n%s", err, out)

@@ -70,10 +70,11 @@ func LookAlikes(c *airlockv1.ToolCall, redact []string) []escape.LookAlike {
 // LookAlikeWarnings are the lines every surface shows for a call whose
 // words hold look-alike letters (LookAlikes): one per name, "Look-alike
 // letters: the host pаypal.com mixes Latin and Cyrillic letters: а
-// (U+0430 CYRILLIC SMALL LETTER A) looks like a" (escape.LookAlike.Warning),
-// the agent's words shown by esc, the medium's escape for them (a long name
-// shortened); at most MaxLookAlikeWarnings, then one line saying how many
-// more; none for a call with none. redact is as for LookAlikes.
+// (U+0430 CYRILLIC SMALL LETTER A) looks like a; in ASCII its host is
+// xn--pypal-4ve.com" (escape.LookAlike.Warning), the agent's words shown
+// by esc, the medium's escape for them (a long name shortened); at most
+// MaxLookAlikeWarnings, then one line saying how many more; none for a
+// call with none. redact is as for LookAlikes.
 func LookAlikeWarnings(c *airlockv1.ToolCall, redact []string, esc func(string) string) []string {
 	found := LookAlikes(c, redact)
 	short := func(s string) string { return esc(Shorten(s, maxLookAlikeChars)) }

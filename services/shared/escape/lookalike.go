@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 )
 
 // LookAlike is a name in an agent's text (a host, a path, an identifier,
@@ -40,12 +42,17 @@ type LookAlike struct {
 	// Characters are the look-alike letters and digits of the words that
 	// look alike, each once, in the order they first appear.
 	Characters []rune
+	// ASCII is the ASCII form (IDNA, punycode) of the host Text names when
+	// Text is a host, an e-mail address or an address and that host is not
+	// ASCII: the name a resolver is asked for. Else "".
+	ASCII string
 }
 
 // Warning is the sentence a surface shows beside the value that holds l,
 // the agent's text shown by esc, the medium's escape for an agent's words:
 // `the host pаypal.com mixes Latin and Cyrillic letters: а (U+0430
-// CYRILLIC SMALL LETTER A) looks like a`.
+// CYRILLIC SMALL LETTER A) looks like a; in ASCII its host is
+// xn--pypal-4ve.com`.
 func (l LookAlike) Warning(esc func(string) string) string {
 	var b strings.Builder
 	b.WriteString(l.Summary(esc) + ": ")
@@ -58,6 +65,9 @@ func (l LookAlike) Warning(esc func(string) string) string {
 			b.WriteString("; ")
 		}
 		b.WriteString(esc(string(r)) + " " + describeLetter(r))
+	}
+	if l.ASCII != "" {
+		b.WriteString("; in ASCII its host is " + esc(l.ASCII))
 	}
 	return b.String()
 }
@@ -557,6 +567,7 @@ func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
 		digits = append([]string{"ASCII"}, digits...)
 	}
 	l.Scripts, l.Digits = scripts, digits
+	l.ASCII = asciiHost(name, l.Kind)
 	return l, true
 }
 
@@ -573,6 +584,45 @@ func nameKind(name string) string {
 		return "host"
 	}
 	return "name"
+}
+
+// asciiHost is LookAlike.ASCII of a name of kind: the host of an address
+// (between :// and the path, without user or port), of an e-mail address
+// (after the @) or the name itself for a host, in the ASCII form IDNA's
+// lookup gives it (what net/http asks a resolver for: ｐａｙｐａｌ．com is
+// paypal.com), else its plain punycode; "" when that is the host itself
+// or it has none.
+func asciiHost(name, kind string) string {
+	host := name
+	switch kind {
+	case "address":
+		host = host[strings.Index(host, "://")+len("://"):]
+		if i := strings.IndexAny(host, `/\?#`); i >= 0 {
+			host = host[:i]
+		}
+		host = host[strings.LastIndex(host, "@")+1:]
+	case "e-mail address":
+		host = host[strings.LastIndex(host, "@")+1:]
+	case "host":
+	default:
+		return ""
+	}
+	if i := strings.LastIndex(host, ":"); i >= 0 && strings.Trim(host[i+1:], "0123456789") == "" {
+		host = host[:i]
+	}
+	if host == "" || ascii(host) {
+		return ""
+	}
+	a, err := idna.Lookup.ToASCII(host)
+	if err != nil {
+		if a, err = idna.Punycode.ToASCII(host); err != nil {
+			return ""
+		}
+	}
+	if a == host {
+		return ""
+	}
+	return a
 }
 
 // andList joins words as a sentence does: "a", "a and b", "a, b and c".

@@ -93,8 +93,12 @@ func TestLookAlikesFindsNamesThatPassForLatin(t *testing.T) {
 
 func TestLookAlikeWarningSaysWhichLetterPassesForWhich(t *testing.T) {
 	for _, tt := range []struct{ name, in, want string }{
-		{"one_letter", "pаypal.com", "the host [pаypal.com] mixes Latin and Cyrillic letters: [а] (U+0430 CYRILLIC SMALL LETTER A) looks like a"},
-		{"a_host_wholly_look_alike", "аррӏе.со", "the host [аррӏе.со] is written in Cyrillic letters that pass for Latin: [а] (U+0430 CYRILLIC SMALL LETTER A) looks like a; [р] (U+0440 CYRILLIC SMALL LETTER ER) looks like p; [ӏ] (U+04CF CYRILLIC SMALL LETTER PALOCHKA) looks like l; and 3 more"},
+		{"one_letter", "pаypal.com", "the host [pаypal.com] mixes Latin and Cyrillic letters: [а] (U+0430 CYRILLIC SMALL LETTER A) looks like a; in ASCII its host is [xn--pypal-4ve.com]"},
+		{"a_host_wholly_look_alike", "аррӏе.со", "the host [аррӏе.со] is written in Cyrillic letters that pass for Latin: [а] (U+0430 CYRILLIC SMALL LETTER A) looks like a; [р] (U+0440 CYRILLIC SMALL LETTER ER) looks like p; [ӏ] (U+04CF CYRILLIC SMALL LETTER PALOCHKA) looks like l; and 3 more; in ASCII its host is [xn--80ak6aa92e.xn--n1af]"},
+		{"an_address_shows_its_hosts_ascii_form", "https://me@gіthub.com:443/x", "the address [https://me@gіthub.com:443/x] mixes Latin and Cyrillic letters: [і] (U+0456 CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I) looks like i; in ASCII its host is [xn--gthub-n2e.com]"},
+		{"an_e_mail_address_shows_its_hosts_ascii_form", "me@gіthub.com", "the e-mail address [me@gіthub.com] mixes Latin and Cyrillic letters: [і] (U+0456 CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I) looks like i; in ASCII its host is [xn--gthub-n2e.com]"},
+		{"a_styled_host_shows_the_host_it_resolves_to", "ｇｏ．com", "the host [ｇｏ．com] mixes Latin letters and styled letters: [ｇ] (U+FF47 FULLWIDTH LATIN SMALL LETTER G), a styled letter, passes for g; [ｏ] (U+FF4F FULLWIDTH LATIN SMALL LETTER O), a styled letter, passes for o; in ASCII its host is [go.com]"},
+		{"a_path_has_no_host", "/etc/раsswd", "the path [/etc/раsswd] mixes Latin and Cyrillic letters: [р] (U+0440 CYRILLIC SMALL LETTER ER) looks like p; [а] (U+0430 CYRILLIC SMALL LETTER A) looks like a"},
 		{"a_digit_that_looks_like_a_letter", "g൦൦gle", "the name [g൦൦gle] mixes Latin letters and Malayalam digits: [൦] (U+0D66 MALAYALAM DIGIT ZERO) looks like o"},
 		{"a_digit_with_no_latin_twin", "abc१", "the name [abc१] mixes Latin letters and Devanagari digits: [१] (U+0967 DEVANAGARI DIGIT ONE), a digit 1"},
 		{"a_styled_letter", "𝐩ay", "the name [𝐩ay] mixes Latin letters and styled letters: [𝐩] (U+1D429 MATHEMATICAL BOLD SMALL P), a styled letter, passes for p"},
