@@ -59,15 +59,17 @@ func TestApprovalsCLIDecidesCallsEndToEnd(t *testing.T) {
 		t.Fatalf("a second approval must say nothing changed and exit 1: %v\n%s", err, out)
 	}
 
-	// The host pаypal.com (a Cyrillic а) reads as paypal.com on a terminal:
-	// show and list say which letter passes for which.
-	id2, err := agent.Submit(ctx, airlock.Call{Tool: "demo__write_file", Reason: "mirror pаypal.com", Args: map[string]any{"path": "no.txt", "content": "x"}})
+	// The host pаypal.com (a Cyrillic а) reads as paypal.com on a terminal,
+	// the path g൦൦gle/no.txt (Malayalam zeros) as google/no.txt: show and
+	// list say which letter passes for which.
+	id2, err := agent.Submit(ctx, airlock.Call{Tool: "demo__write_file", Reason: "mirror pаypal.com", Args: map[string]any{"path": "g൦൦gle/no.txt", "content": "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitPending(t, dev, token, id2)
-	lookAlike := "Look-alike letters: the host pаypal.com mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a"
-	if out, err := cli("show", "cli-bot/"+id2); err != nil || !strings.Contains(out, "\n(!)       "+lookAlike+"\n") {
+	lookAlike := "Look-alike letters: the host pаypal.com mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a; in ASCII its host is xn--pypal-4ve.com"
+	digits := "Look-alike letters: the path g൦൦gle/no.txt mixes Latin letters and Malayalam digits: ൦ (U+0D66 MALAYALAM DIGIT ZERO) looks like o"
+	if out, err := cli("show", "cli-bot/"+id2); err != nil || !strings.Contains(out, "\n(!)       "+lookAlike+"\n") || !strings.Contains(out, "\n(!)       "+digits+"\n") {
 		t.Fatalf("approvals show of a call with look-alike letters: %v\n%s", err, out)
 	}
 	if out, err := cli("list"); err != nil || !strings.Contains(out, "\n(!) cli-bot/"+id2+": "+lookAlike+"\n") {

@@ -56,7 +56,7 @@ func TestApprovalsShowAndListWarnOfLookAlikeLetters(t *testing.T) {
 		Decision: &airlockv1.Decision{Reason: "pushes need a person"},
 	}
 	tool := "Look-alike letters: the name gіthub__push mixes Latin and Cyrillic letters: і (U+0456 CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I) looks like i"
-	host := "Look-alike letters: the address https://pаypal.com/x mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a"
+	host := "Look-alike letters: the address https://pаypal.com/x mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a; in ASCII its host is xn--pypal-4ve.com"
 
 	var show strings.Builder
 	printRecord(&show, r)
@@ -83,5 +83,41 @@ func TestApprovalsShowAndListWarnOfLookAlikeLetters(t *testing.T) {
 	printRecord(&show, r)
 	if strings.Contains(show.String(), "Look-alike") {
 		t.Errorf("approvals show warns of a call with no look-alike letters:\n%s", show.String())
+	}
+}
+
+// approvals show warns of every class of look-alike an agent may use to
+// pass a name off as a Latin one: a host with no Latin letter at all, digits
+// of another script, styled letters, a μ that is no unit. Each warning names
+// the character, its code point and name, what it passes for, and a host's
+// ASCII form.
+func TestApprovalsShowWarnsOfEachClassOfLookAlike(t *testing.T) {
+	for _, tt := range []struct{ name, arg, want string }{
+		{"a_host_wholly_of_look_alike_letters", "https://аррӏе.со",
+			"the address https://аррӏе.со mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a; р (U+0440 CYRILLIC SMALL LETTER ER) looks like p; ӏ (U+04CF CYRILLIC SMALL LETTER PALOCHKA) looks like l; and 3 more; in ASCII its host is xn--80ak6aa92e.xn--n1af"},
+		{"a_bare_host_wholly_of_look_alike_letters", "аррӏе.со",
+			"the host аррӏе.со is written in Cyrillic letters that pass for Latin: а (U+0430 CYRILLIC SMALL LETTER A) looks like a; р (U+0440 CYRILLIC SMALL LETTER ER) looks like p; ӏ (U+04CF CYRILLIC SMALL LETTER PALOCHKA) looks like l; and 3 more; in ASCII its host is xn--80ak6aa92e.xn--n1af"},
+		{"malayalam_zeros", "g൦൦gle.com",
+			"the host g൦൦gle.com mixes Latin letters and Malayalam digits: ൦ (U+0D66 MALAYALAM DIGIT ZERO) looks like o; in ASCII its host is xn--ggle-0qna.com"},
+		{"mathematical_bold_letters", "𝐩𝐚𝐲𝐩𝐚𝐥.com",
+			"the host 𝐩𝐚𝐲𝐩𝐚𝐥.com mixes Latin letters and styled letters: 𝐩 (U+1D429 MATHEMATICAL BOLD SMALL P), a styled letter, passes for p; 𝐚 (U+1D41A MATHEMATICAL BOLD SMALL A), a styled letter, passes for a; 𝐲 (U+1D432 MATHEMATICAL BOLD SMALL Y), a styled letter, passes for y; and 1 more; in ASCII its host is paypal.com"},
+		{"a_mu_that_is_no_unit", "10μicrosoft",
+			"the name 10μicrosoft mixes Latin and Greek letters: μ (U+03BC GREEK SMALL LETTER MU), a Greek letter, is no unit here"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			args, err := structpb.NewStruct(map[string]any{"url": tt.arg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &airlockv1.ApprovalRecord{
+				Call:     &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Server: "web", Tool: "fetch", Arguments: args},
+				Decision: &airlockv1.Decision{Reason: "fetches need a person"},
+			}
+			var show strings.Builder
+			printRecord(&show, r)
+			if want := "\n(!)       Look-alike letters: " + tt.want + "\n"; !strings.Contains(show.String(), want) {
+				t.Errorf("approvals show lacks %q:\n%s", want, show.String())
+			}
+		})
 	}
 }

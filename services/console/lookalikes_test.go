@@ -20,7 +20,7 @@ func TestPagesWarnOfLookAlikeLetters(t *testing.T) {
 	e.approval.put(plain)
 	b := e.browser()
 	b.signIn("alice")
-	const warning = "Look-alike letters: the address https://pаypal.com/login mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a"
+	const warning = "Look-alike letters: the address https://pаypal.com/login mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a; in ASCII its host is xn--pypal-4ve.com"
 	for _, tt := range []struct{ name, path, want, wantNot string }{
 		{"the_call_page", "/calls/bot/call_spoof", warning, ""},
 		{"the_inbox", "/", warning, ""},

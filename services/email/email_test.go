@@ -609,7 +609,7 @@ func TestMailWarnsOfLookAlikeLetters(t *testing.T) {
 	rec := &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{AgentId: "bot", CallId: "c1", Server: "web", Tool: "fetch", Arguments: args},
 		Decision: &airlockv1.Decision{}}
 	body := email.RequestBody(rec, "http://airlock.test")
-	if want := "\n! Look-alike letters: the address hxxps://pаypal[.]com/login mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a\n"; !strings.Contains(body, want) {
+	if want := "\n! Look-alike letters: the address hxxps://pаypal[.]com/login mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a; in ASCII its host is xn--pypal-4ve[.]com\n"; !strings.Contains(body, want) {
 		t.Errorf("the request mail lacks %q:\n%s", want, body)
 	}
 	rec.Call.Arguments, rec.Call.Reason = nil, "Привет, мир"

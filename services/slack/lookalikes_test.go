@@ -27,7 +27,7 @@ func TestTheCardWarnsOfLookAlikeLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := cardStrings(t, f.next(t, "chat.postMessage").Blocks())
-	want := ":warning: Look-alike letters: the address `https://pаypal.com/login` mixes Latin and Cyrillic letters: `а` (U+0430 CYRILLIC SMALL LETTER A) looks like a"
+	want := ":warning: Look-alike letters: the address `https://pаypal.com/login` mixes Latin and Cyrillic letters: `а` (U+0430 CYRILLIC SMALL LETTER A) looks like a; in ASCII its host is `xn--pypal-4ve.com`"
 	if !strings.Contains(text, want+"\n") && !strings.HasSuffix(text, want) {
 		t.Errorf("the card lacks %q:\n%s", want, text)
 	}

@@ -101,7 +101,7 @@ func TestTheCardWarnsOfLookAlikeLetters(t *testing.T) {
 	args, err := structpb.NewStruct(map[string]any{"url": "https://pаypal.com/login"})
 	must(t, err)
 	rec.Call.Arguments = args
-	want := "⚠ Look-alike letters: the address https://pаypal.com/login mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a"
+	want := "⚠ Look-alike letters: the address https://pаypal.com/login mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a; in ASCII its host is xn--pypal-4ve.com"
 	if runs := texts(t, airlockteams.Render(rec, publicURL))["TextRun.text"]; !slices.Contains(runs, want) {
 		t.Errorf("the card's TextRuns lack %q:\n%q", want, runs)
 	}

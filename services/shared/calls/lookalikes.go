@@ -70,7 +70,8 @@ func LookAlikes(c *airlockv1.ToolCall, redact []string) []escape.LookAlike {
 // LookAlikeWarnings are the lines every surface shows for a call whose
 // words hold look-alike letters (LookAlikes): one per name, "Look-alike
 // letters: the host pаypal.com mixes Latin and Cyrillic letters: а
-// (U+0430 CYRILLIC SMALL LETTER A) looks like a", the agent's words shown
+// (U+0430 CYRILLIC SMALL LETTER A) looks like a; in ASCII its host is
+// xn--pypal-4ve.com" (escape.LookAlike.Warning), the agent's words shown
 // by esc, the medium's escape for them (a long name shortened); at most
 // MaxLookAlikeWarnings, then one line saying how many more; none for a
 // call with none. redact is as for LookAlikes.
@@ -80,7 +81,7 @@ func LookAlikeWarnings(c *airlockv1.ToolCall, redact []string, esc func(string) 
 	var lines []string
 	for i, l := range found {
 		if i == MaxLookAlikeWarnings {
-			lines = append(lines, fmt.Sprintf("%s%d more names mix Latin letters with letters that look like them.", LookAlikePrefix, len(found)-i))
+			lines = append(lines, fmt.Sprintf("%s%d more names hold letters or digits that pass for Latin ones.", LookAlikePrefix, len(found)-i))
 			break
 		}
 		lines = append(lines, LookAlikePrefix+l.Warning(short))

@@ -7,41 +7,58 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 )
 
 // LookAlike is a name in an agent's text (a host, a path, an identifier,
 // a word) that may read as a Latin name it is not: a word in it mixes
 // Latin letters with letters of a script whose letters look like Latin
-// ones (pаypal.com with a Cyrillic а), or a word in it is wholly of such
-// letters beside Latin ones (аррӏе.com in Cyrillic before a Latin com).
-// Visible shows every rune as the rune it is, but a Cyrillic а is drawn as
-// an a: every surface that shows an agent's words says so beside them
-// (Warning). Text in another script that does not pass for Latin — a
-// Cyrillic or Japanese sentence, пример.рф, отчёт.pdf — is no LookAlike.
+// ones (pаypal.com with a Cyrillic а), with digits of another script
+// (g൦൦gle.com with Malayalam zeros) or with styled letters (𝐩𝐚𝐲𝐩𝐚𝐥.com,
+// ｐａｙｐａｌ), or a word or the whole name is wholly of such look-alikes
+// (аррӏе.com, аррӏе.со). Visible shows every rune as the rune it is, but a
+// Cyrillic а is drawn as an a: every surface that shows an agent's words
+// says so beside them (Warning). Text in another script that does not pass
+// for Latin — a Cyrillic or Japanese sentence, пример.рф, отчёт.pdf — is no
+// LookAlike.
 type LookAlike struct {
 	// Text is the name as the agent wrote it: agent text, escaped for the
 	// medium like any other.
 	Text string
 	// Kind is what Text is: "address" (it holds ://), "path" (a / or \),
-	// "host" (labels joined by dots) or "name".
+	// "e-mail address" (an @), "host" (labels joined by dots) or "name".
 	Kind string
-	// Scripts are the scripts of the letters that look alike, Latin first.
+	// Scripts are the scripts of the letters that pass for Latin ones
+	// ("Cyrillic", "phonetic Latin"), after "Latin" when Text holds Latin
+	// letters.
 	Scripts []string
-	// Letters are the letters of Scripts other than Latin in the words
-	// that look alike, each once, in the order they first appear.
-	Letters []rune
+	// Digits are the runs of the look-alike digits of other scripts
+	// ("Malayalam", "Fullwidth"), after "ASCII" when Text holds ASCII
+	// digits but no Latin letters.
+	Digits []string
+	// Styled reports styled letters among the look-alikes (𝐩, ｐ, ⓟ, ℓ).
+	Styled bool
+	// Characters are the look-alike letters and digits of the words that
+	// look alike, each once, in the order they first appear.
+	Characters []rune
+	// ASCII is the ASCII form (IDNA, punycode) of the host Text names when
+	// Text is a host, an e-mail address or an address and that host is not
+	// ASCII: the name a resolver is asked for. Else "".
+	ASCII string
 }
 
 // Warning is the sentence a surface shows beside the value that holds l,
 // the agent's text shown by esc, the medium's escape for an agent's words:
 // `the host pаypal.com mixes Latin and Cyrillic letters: а (U+0430
-// CYRILLIC SMALL LETTER A) looks like a`.
+// CYRILLIC SMALL LETTER A) looks like a; in ASCII its host is
+// xn--pypal-4ve.com`.
 func (l LookAlike) Warning(esc func(string) string) string {
 	var b strings.Builder
 	b.WriteString(l.Summary(esc) + ": ")
-	for i, r := range l.Letters {
+	for i, r := range l.Characters {
 		if i == maxWarningLetters {
-			fmt.Fprintf(&b, "; and %d more", len(l.Letters)-i)
+			fmt.Fprintf(&b, "; and %d more", len(l.Characters)-i)
 			break
 		}
 		if i > 0 {
@@ -49,14 +66,31 @@ func (l LookAlike) Warning(esc func(string) string) string {
 		}
 		b.WriteString(esc(string(r)) + " " + describeLetter(r))
 	}
+	if l.ASCII != "" {
+		b.WriteString("; in ASCII its host is " + esc(l.ASCII))
+	}
 	return b.String()
 }
 
 // Summary is Warning without its letters, for a surface with room for one
 // short line (a phone's notification): "the host pаypal.com mixes Latin
-// and Cyrillic letters".
+// and Cyrillic letters", "the host аррӏе.со is written in Cyrillic letters
+// that pass for Latin".
 func (l LookAlike) Summary(esc func(string) string) string {
-	return fmt.Sprintf("the %s %s mixes %s letters", l.Kind, esc(l.Text), andList(l.Scripts))
+	var groups []string
+	if len(l.Scripts) > 0 {
+		groups = append(groups, andList(l.Scripts)+" letters")
+	}
+	if len(l.Digits) > 0 {
+		groups = append(groups, andList(l.Digits)+" digits")
+	}
+	if l.Styled {
+		groups = append(groups, "styled letters")
+	}
+	if len(l.Scripts) > 0 && l.Scripts[0] == "Latin" || len(l.Digits) > 0 && l.Digits[0] == "ASCII" {
+		return fmt.Sprintf("the %s %s mixes %s", l.Kind, esc(l.Text), andList(groups))
+	}
+	return fmt.Sprintf("the %s %s is written in %s that pass for Latin", l.Kind, esc(l.Text), andList(groups))
 }
 
 // maxWarningLetters bounds the letters a Warning describes, so that its
@@ -64,24 +98,47 @@ func (l LookAlike) Summary(esc func(string) string) string {
 const maxWarningLetters = 3
 
 // LookAlikes finds every LookAlike in s, each name once, in the order
-// they appear. A name is a run of letters, marks, digits, runes that do
-// not show as themselves (Visible escapes them) and the characters that
-// join the parts of hosts, paths and identifiers (. - _ / \ : @ ~ + %);
-// its words are its parts between those joiners. A name is a
-// LookAlike when one of its words mixes Latin letters with letters of a
-// script that passes for Latin (Cyrillic, Greek, Armenian, Cherokee,
-// Coptic, Lisu, Canadian Aboriginal syllabics), or when it holds Latin
-// letters and a word wholly of such letters, every one of which looks
-// like a Latin letter (lookAlikeLetters): the whole-script spoof of a
-// host's label or a path's segment.
+// they appear. A name is a run of letters, marks, digits, styled letters,
+// runes that do not show as themselves (Visible escapes them) and the
+// characters that join the parts of hosts, paths and identifiers
+// (. - _ / \ : @ ~ + %); its words are its parts between those joiners.
+// A name is a LookAlike when one of its words
+//
+//   - mixes Latin letters with letters of a script that passes for Latin
+//     (Cyrillic, Greek, Armenian, Cherokee, Coptic, Lisu, Canadian
+//     Aboriginal syllabics, phonetic Latin), with digits of another script
+//     (any decimal digit outside ASCII: g൦൦gle), or with styled letters
+//     (p𝐚ypal); or mixes ASCII digits with other digits (1٠0);
+//   - holds styled letters that pass for Latin ones and is no single
+//     letter (𝚐𝚘𝚘𝚐𝚕𝚎; a lone 𝑥 is mathematics), unless they are fullwidth
+//     letters or Roman numerals beside Chinese, Japanese or Korean letters
+//     (ＰＤＦファイル is ordinary typography there);
+//   - is wholly of look-alikes (every letter and digit passes for Latin:
+//     lookAlikeLetters, digitTwins, styled letters) while the name holds
+//     Latin letters elsewhere: аррӏе.com, the whole-script spoof of a
+//     host's label or a path's segment;
+//
+// or when the name holds no Latin letter at all but every letter and digit
+// in it passes for a Latin one and it is shaped as a host or identifier
+// (hostOrIdentifier): аррӏе.со, аррӏе@со.со, ѕсоре_ехес. A sentence or a
+// word of Russian or Greek holds letters that do not pass for Latin, and is
+// not joined by dots and underscores as hosts and identifiers are; a real
+// Cyrillic or Greek domain (пример.рф, яндекс.рф, παράδειγμα.δοκιμή) holds
+// such letters too. A Cyrillic domain made only of letters that pass for
+// Latin is flagged: to a reviewer it reads as the Latin name it looks like,
+// which is what the warning says.
+//
+// A μ, Ω or ℓ in a quantity's unit (10μm, 4.7kΩ, 10 μF, 2ℓ) is no
+// look-alike: after a number, at most one letter (an SI prefix) before it
+// and two after it (unit).
 func LookAlikes(s string) []LookAlike {
 	var found []LookAlike
 	seen := map[string]bool{}
-	for name := range names(s) {
+	for name, afterNumber := range names(s) {
 		if seen[name] {
 			continue
 		}
-		if l, ok := lookAlike(name); ok {
+		if l, ok := lookAlike(name, afterNumber); ok {
 			seen[name] = true
 			found = append(found, l)
 		}
@@ -181,15 +238,37 @@ var lookAlikeLetters = map[rune]lookAlikeLetter{
 // languages (é, ñ, ß, ı) are not among them.
 var phoneticLookAlikes = map[rune]bool{'ɑ': true, 'ɡ': true, 'ɩ': true, 'ᴄ': true, 'ᴏ': true, 'ᴠ': true, 'ᴡ': true, 'ᴢ': true, 'ʏ': true}
 
-// describeLetter is what follows a letter in a Warning: its code point,
-// its name when lookAlikeLetters knows it and the Latin letter it passes
-// for, else its script: "(U+0440 CYRILLIC SMALL LETTER ER) looks like p",
-// "(U+0436, a Cyrillic letter)".
+// describeLetter is what follows a look-alike in a Warning: its code
+// point, its Unicode name when known and what it passes for, else its
+// script: "(U+0440 CYRILLIC SMALL LETTER ER) looks like p", "(U+1D429
+// MATHEMATICAL BOLD SMALL P), a styled letter, passes for p", "(U+0D66
+// MALAYALAM DIGIT ZERO) looks like o", "(U+0967 DEVANAGARI DIGIT ONE), a
+// digit 1", "(U+0436, a Cyrillic letter)".
 func describeLetter(r rune) string {
 	if l, ok := lookAlikeLetters[r]; ok {
 		return fmt.Sprintf("(%U %s) looks like %s", r, l.name, l.like)
 	}
+	if s, ok := styled(r); ok {
+		return fmt.Sprintf("(%U %s), a styled letter, passes for %s", r, s.name, s.like)
+	}
+	if d, ok := digitOf(r); ok {
+		switch {
+		case d.name != "" && d.like != "":
+			return fmt.Sprintf("(%U %s) looks like %s", r, d.name, d.like)
+		case d.name != "":
+			return fmt.Sprintf("(%U %s), a digit %d", r, d.name, d.value)
+		}
+		return fmt.Sprintf("(%U, a digit %d)", r, d.value)
+	}
+	if name, ok := unitSignNames[r]; ok {
+		return fmt.Sprintf("(%U %s), a Greek letter, is no unit here", r, name)
+	}
 	return fmt.Sprintf("(%U, a %s letter)", r, latinLikeScript(r))
+}
+
+// unitSignNames are the Unicode names of the runes unitSign accepts.
+var unitSignNames = map[rune]string{
+	'μ': "GREEK SMALL LETTER MU", '\u00b5': "MICRO SIGN", 'Ω': "GREEK CAPITAL LETTER OMEGA", '\u2126': "OHM SIGN",
 }
 
 // nameJoiner reports whether r joins the parts of a host, path or
@@ -202,32 +281,53 @@ func nameJoiner(r rune) bool { return strings.ContainsRune(`.-_/\:@~+%`, r) || l
 func lookAlikeDot(r rune) bool { return strings.ContainsRune("。．｡․", r) }
 
 // names yields the names in s (see LookAlikes), without a full stop or
-// colon that ends a sentence or clause.
-func names(s string) iter.Seq[string] {
-	return func(yield func(string) bool) {
+// colon that ends a sentence or clause, each with whether it follows a
+// number and one space (the unit of 10 μm).
+func names(s string) iter.Seq2[string, bool] {
+	return func(yield func(string, bool) bool) {
 		// A rune that does not show as itself stays in the name: a
 		// zero-width space must not split pа\u200bypal into names that
-		// each pass.
+		// each pass. So does a styled letter that is no letter to Unicode
+		// (ⓟ is a symbol, ⅼ a number).
 		inName := func(r rune) bool {
-			return unicode.IsLetter(r) || unicode.IsMark(r) || unicode.IsDigit(r) || nameJoiner(r) || hidden(r) && r != '\n' && r != '\t'
+			if unicode.IsLetter(r) || unicode.IsMark(r) || unicode.IsDigit(r) || nameJoiner(r) {
+				return true
+			}
+			if _, ok := styled(r); ok {
+				return true
+			}
+			return hidden(r) && r != '\n' && r != '\t'
 		}
-		for s != "" {
-			start := strings.IndexFunc(s, inName)
+		for i := 0; i < len(s); {
+			start := strings.IndexFunc(s[i:], inName)
 			if start < 0 {
 				return
 			}
-			s = s[start:]
-			end := strings.IndexFunc(s, func(r rune) bool { return !inName(r) })
+			start += i
+			end := strings.IndexFunc(s[start:], func(r rune) bool { return !inName(r) })
 			if end < 0 {
 				end = len(s)
+			} else {
+				end += start
 			}
-			name := strings.TrimRight(s[:end], ".:")
-			s = s[end:]
-			if name != "" && !ascii(name) && !yield(name) {
+			name := strings.TrimRight(s[start:end], ".:")
+			i = end
+			if name != "" && !ascii(name) && !yield(name, followsNumber(s[:start])) {
 				return
 			}
 		}
 	}
+}
+
+// followsNumber reports whether before, the text before a name, ends with
+// an ASCII digit and one space (a no-break one too): 10 μm.
+func followsNumber(before string) bool {
+	r, size := utf8.DecodeLastRuneInString(before)
+	if r != ' ' && r != '\u00a0' && r != '\u202f' {
+		return false
+	}
+	before = before[:len(before)-size]
+	return before != "" && before[len(before)-1] >= '0' && before[len(before)-1] <= '9'
 }
 
 // ascii reports whether s is all ASCII: a name that cannot be a LookAlike,
@@ -241,64 +341,234 @@ func ascii(s string) bool {
 	return true
 }
 
-// lookAlike judges one name (see LookAlikes).
-func lookAlike(name string) (LookAlike, bool) {
-	latinInName := false
-	for _, r := range name {
-		if unicode.Is(unicode.Latin, r) {
-			latinInName = true
-			break
+// plainLatin reports whether r is a Latin letter that is none of the
+// look-alikes: not phonetic (ɑ), not styled (ｐ, K).
+func plainLatin(r rune) bool {
+	if !unicode.Is(unicode.Latin, r) || !unicode.IsLetter(r) || phoneticLookAlikes[r] {
+		return false
+	}
+	_, isStyled := styled(r)
+	return !isStyled
+}
+
+// cjk reports whether r is a Chinese, Japanese or Korean letter.
+func cjk(r rune) bool {
+	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
+}
+
+// lookAlikeRune is how one rune of a word counts (lookAlike): script is
+// its script among latinLikeScripts, styled whether it is a styled letter,
+// digit whether it is a digit outside ASCII; passes whether it passes for
+// a Latin letter or digit.
+type lookAlikeRune struct {
+	script         string
+	styled, digit  bool
+	passes, letter bool
+}
+
+// classify is how r counts in a word; ok is false for a rune that is no
+// look-alike (a plain Latin letter, an ASCII digit, a letter of a script
+// that does not pass for Latin, a joiner, a mark).
+func classify(r rune) (lookAlikeRune, bool) {
+	if s, ok := styled(r); ok {
+		return lookAlikeRune{styled: true, passes: passesForLatin(s.like), letter: true}, true
+	}
+	if d, ok := digitOf(r); ok {
+		return lookAlikeRune{digit: true, passes: d.like != ""}, true
+	}
+	if _, ok := unitSignNames[r]; ok {
+		return lookAlikeRune{script: "Greek", letter: true}, true // the micro sign is a Greek mu too (NFKC)
+	}
+	if script := latinLikeScript(r); script != "" && unicode.IsLetter(r) {
+		_, twin := lookAlikeLetters[r]
+		return lookAlikeRune{script: script, passes: twin, letter: true}, true
+	}
+	return lookAlikeRune{}, false
+}
+
+// unitSign reports whether r is a μ or Ω, which a unit holds (μm, kΩ): the
+// Greek letters, the micro sign and the ohm sign; or ℓ, the litre (2ℓ,
+// mℓ), a styled letter elsewhere.
+func unitSign(r rune) bool {
+	return r == 'μ' || r == '\u00b5' || r == 'Ω' || r == '\u2126' || r == 'ℓ'
+}
+
+// unit reports whether w, a word, is a quantity's unit with a μ or Ω in
+// it: after digits it starts with, or right after a number (afterNumber),
+// at most one ASCII letter (an SI prefix: kΩ), a μ or Ω, then at most two
+// ASCII letters or signs (μm, μF, μΩ). 10μicrosoft and 3Ωpen are none.
+func unit(w string, afterNumber bool) bool {
+	rest := []rune(strings.TrimLeft(w, "0123456789"))
+	if len(rest) == utf8.RuneCountInString(w) && !afterNumber {
+		return false
+	}
+	asciiLetter := func(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' }
+	i := 0
+	if len(rest) > 1 && asciiLetter(rest[0]) && unitSign(rest[1]) {
+		i++
+	}
+	if i >= len(rest) || !unitSign(rest[i]) {
+		return false
+	}
+	after := rest[i+1:]
+	if len(after) > 2 {
+		return false
+	}
+	for _, r := range after {
+		if !asciiLetter(r) && !unitSign(r) {
+			return false
 		}
 	}
-	if !latinInName {
-		return LookAlike{}, false
+	return true
+}
+
+// hostOrIdentifier reports whether name is shaped as a host, an e-mail
+// address or an identifier, not as a word of prose: a dot (or a dot-like
+// full stop) before a label of two letters or more (a top-level domain:
+// аррӏе.со, not the е.а of an abbreviation), or an underscore.
+func hostOrIdentifier(name string) bool {
+	if strings.Contains(name, "_") {
+		return true
 	}
-	var letters []rune
-	var scripts []string
-	add := func(word string) {
-		for _, r := range word {
-			script := latinLikeScript(r)
-			if script == "" || !unicode.IsLetter(r) {
+	rs := []rune(name)
+	for i, r := range rs {
+		if r != '.' && !lookAlikeDot(r) {
+			continue
+		}
+		letters := 0
+		for _, next := range rs[i+1:] {
+			if nameJoiner(next) {
+				break
+			}
+			if unicode.IsLetter(next) {
+				letters++
+			}
+		}
+		if letters >= 2 {
+			return true
+		}
+	}
+	return false
+}
+
+// wordCount is how the runes of one word of a name count (lookAlike).
+type wordCount struct {
+	// unit: the word is a quantity's unit, its μ or Ω no look-alike.
+	unit bool
+	// latin counts plain Latin letters, asciiDigits ASCII digits, likes
+	// look-alikes (classify), styled and otherDigits those that are
+	// styled letters and digits of other scripts, letters all letters.
+	latin, asciiDigits, likes, styled, otherDigits, letters int
+	// passes: every look-alike letter passes for Latin and no letter is
+	// of a script that does not (пример holds п, м, и).
+	passes bool
+	// styledPasses: a styled letter passes for a Latin one; typography:
+	// every styled letter is fullwidth or a Roman numeral; cjk: the word
+	// holds Chinese, Japanese or Korean letters.
+	styledPasses, typography, cjk bool
+}
+
+// countWord counts the runes of w, a word; unit is whether it is a unit.
+func countWord(w string, unit bool) wordCount {
+	n := wordCount{unit: unit, passes: true, typography: true}
+	for _, r := range w {
+		c, ok := classify(r)
+		switch {
+		case unit && unitSign(r):
+			continue
+		case plainLatin(r):
+			n.latin++
+		case r >= '0' && r <= '9':
+			n.asciiDigits++
+		case ok:
+			n.likes++
+			// A digit with no Latin twin (१) neither makes the word pass
+			// nor keeps it from passing: аррӏе१.com is still a spoof.
+			n.passes = n.passes && (c.passes || c.digit)
+			if c.styled {
+				n.styled++
+				n.styledPasses = n.styledPasses || c.passes
+				n.typography = n.typography && fullwidthOrRoman(r)
+			}
+			if c.digit {
+				n.otherDigits++
+			}
+		case unicode.IsLetter(r):
+			n.passes = false
+			n.cjk = n.cjk || cjk(r)
+		}
+		if c.letter || unicode.IsLetter(r) {
+			n.letters++
+		}
+	}
+	return n
+}
+
+// lookAlike judges one name (see LookAlikes); afterNumber is whether it
+// follows a number and a space.
+func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
+	words := strings.FieldsFunc(name, nameJoiner)
+	counts := make([]wordCount, len(words))
+	latinInName, asciiDigitInName, allPass := false, false, true
+	for i, w := range words {
+		counts[i] = countWord(w, unit(w, afterNumber && i == 0))
+		latinInName = latinInName || counts[i].latin > 0
+		asciiDigitInName = asciiDigitInName || counts[i].asciiDigits > 0
+		allPass = allPass && counts[i].passes
+	}
+	// The whole name passes for Latin: no Latin letter in it, and every
+	// letter and digit looks like one, in the shape of a host or identifier.
+	wholly := !latinInName && allPass && hostOrIdentifier(name)
+
+	l := LookAlike{Text: name, Kind: nameKind(name)}
+	var scripts, digits []string
+	for i, w := range words {
+		n := counts[i]
+		if n.likes == 0 {
+			continue
+		}
+		mixed := n.latin > 0 || n.asciiDigits > 0 && n.otherDigits > 0
+		styledWord := n.styled > 0 && n.styledPasses && n.letters > 1 && !(n.cjk && n.typography)
+		// Digits of another script that pass for ASCII ones beside ASCII
+		// digits elsewhere (１０.0.0.1) are as much a spoof as letters
+		// beside Latin ones; letters beside digits alone are not (ТОР-10 is
+		// Russian).
+		spoof := n.latin == 0 && n.passes && (latinInName || wholly || asciiDigitInName && n.otherDigits == n.likes)
+		if !mixed && !styledWord && !spoof {
+			continue
+		}
+		for _, r := range w {
+			c, ok := classify(r)
+			if !ok || n.unit && unitSign(r) {
 				continue
 			}
-			if !slices.Contains(letters, r) {
-				letters = append(letters, r)
+			if !slices.Contains(l.Characters, r) {
+				l.Characters = append(l.Characters, r)
 			}
-			if !slices.Contains(scripts, script) {
-				scripts = append(scripts, script)
-			}
-		}
-	}
-	for _, w := range strings.FieldsFunc(name, nameJoiner) {
-		latin, likeScripts, allLookAlike := 0, 0, true
-		quantity := w != "" && unicode.IsDigit([]rune(w)[0])
-		for _, r := range w {
 			switch {
-			case !unicode.IsLetter(r):
-			case quantity && (r == 'μ' || r == 'Ω'):
-				// A unit after a number (10μm, 4.7kΩ), not a spoof.
-			case latinLikeScript(r) != "":
-				likeScripts++
-				if _, ok := lookAlikeLetters[r]; !ok {
-					allLookAlike = false
+			case c.styled:
+				l.Styled = true
+			case c.digit:
+				d, _ := digitOf(r)
+				if label := runLabel(d.run); !slices.Contains(digits, label) {
+					digits = append(digits, label)
 				}
-			case unicode.Is(unicode.Latin, r):
-				latin++
-				allLookAlike = false
-			default:
-				allLookAlike = false
+			case !slices.Contains(scripts, c.script):
+				scripts = append(scripts, c.script)
 			}
 		}
-		mixed := latin > 0 && likeScripts > 0
-		spoof := latin == 0 && likeScripts > 0 && allLookAlike
-		if mixed || spoof {
-			add(w)
-		}
 	}
-	if len(letters) == 0 {
+	if len(l.Characters) == 0 {
 		return LookAlike{}, false
 	}
-	return LookAlike{Text: name, Kind: nameKind(name), Scripts: append([]string{"Latin"}, scripts...), Letters: letters}, true
+	if latinInName {
+		scripts = append([]string{"Latin"}, scripts...)
+	} else if asciiDigitInName && len(digits) > 0 {
+		digits = append([]string{"ASCII"}, digits...)
+	}
+	l.Scripts, l.Digits = scripts, digits
+	l.ASCII = asciiHost(name, l.Kind)
+	return l, true
 }
 
 // nameKind is LookAlike.Kind of a name.
@@ -308,10 +578,51 @@ func nameKind(name string) string {
 		return "address"
 	case strings.ContainsAny(name, `/\`):
 		return "path"
+	case strings.Contains(name, "@"):
+		return "e-mail address"
 	case strings.Contains(name, ".") || strings.IndexFunc(name, lookAlikeDot) >= 0:
 		return "host"
 	}
 	return "name"
+}
+
+// asciiHost is LookAlike.ASCII of a name of kind: the host of an address
+// (between :// and the path, without user or port), of an e-mail address
+// (after the @) or the name itself for a host, in the ASCII form IDNA's
+// lookup gives it (what net/http asks a resolver for: ｐａｙｐａｌ．com is
+// paypal.com), else its plain punycode; "" when that is the host itself
+// or it has none.
+func asciiHost(name, kind string) string {
+	host := name
+	switch kind {
+	case "address":
+		host = host[strings.Index(host, "://")+len("://"):]
+		if i := strings.IndexAny(host, `/\?#`); i >= 0 {
+			host = host[:i]
+		}
+		host = host[strings.LastIndex(host, "@")+1:]
+	case "e-mail address":
+		host = host[strings.LastIndex(host, "@")+1:]
+	case "host":
+	default:
+		return ""
+	}
+	if i := strings.LastIndex(host, ":"); i >= 0 && strings.Trim(host[i+1:], "0123456789") == "" {
+		host = host[:i]
+	}
+	if host == "" || ascii(host) {
+		return ""
+	}
+	a, err := idna.Lookup.ToASCII(host)
+	if err != nil {
+		if a, err = idna.Punycode.ToASCII(host); err != nil {
+			return ""
+		}
+	}
+	if a == host {
+		return ""
+	}
+	return a
 }
 
 // andList joins words as a sentence does: "a", "a and b", "a, b and c".

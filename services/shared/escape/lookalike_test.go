@@ -2,35 +2,70 @@ package escape_test
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/airlock-gate/airlock/services/shared/escape"
 )
 
 func TestLookAlikesFindsNamesThatPassForLatin(t *testing.T) {
-	type found struct {
-		text, kind string
-		scripts    []string
-		letters    string
-	}
+	// found is a LookAlike as a row states it: says is its Summary after
+	// "the <kind> <text> ".
+	type found struct{ text, kind, says, chars string }
 	for _, tt := range []struct {
 		name, in string
 		want     []found
 	}{
-		{"a_host_with_a_cyrillic_a", "fetch https://docs.example/ then pаypal.com.", []found{{"pаypal.com", "host", []string{"Latin", "Cyrillic"}, "а"}}},
-		{"a_path_with_cyrillic_letters", "/etc/раsswd", []found{{"/etc/раsswd", "path", []string{"Latin", "Cyrillic"}, "ра"}}},
-		{"an_address", "https://gіthub.com/x", []found{{"https://gіthub.com/x", "address", []string{"Latin", "Cyrillic"}, "і"}}},
-		{"a_tool_name_with_a_greek_omicron", "delete_repο", []found{{"delete_repο", "name", []string{"Latin", "Greek"}, "ο"}}},
-		{"armenian_and_cherokee_in_one_word", "gօᏀgle", []found{{"gօᏀgle", "name", []string{"Latin", "Armenian", "Cherokee"}, "օᏀ"}}},
-		{"a_wholly_cyrillic_label_in_a_latin_host", "аррӏе.com", []found{{"аррӏе.com", "host", []string{"Latin", "Cyrillic"}, "арӏе"}}},
-		{"a_mixed_word_names_letters_with_no_latin_twin", "bжd", []found{{"bжd", "name", []string{"Latin", "Cyrillic"}, "ж"}}},
-		{"a_zero_width_space_does_not_split_a_name", "p\u200bа\u200bypal", []found{{"p\u200bа\u200bypal", "name", []string{"Latin", "Cyrillic"}, "а"}}},
-		{"each_name_once", "pаypal pаypal", []found{{"pаypal", "name", []string{"Latin", "Cyrillic"}, "а"}}},
-		{"a_latin_alpha_in_a_host", "https://pɑypal.com/login", []found{{"https://pɑypal.com/login", "address", []string{"Latin", "phonetic Latin"}, "ɑ"}}},
-		{"a_script_g_in_a_host", "ɡoogle.com", []found{{"ɡoogle.com", "host", []string{"Latin", "phonetic Latin"}, "ɡ"}}},
-		{"a_fullwidth_full_stop_joins_a_spoofed_label_to_its_latin_one", "аррӏе．com", []found{{"аррӏе．com", "host", []string{"Latin", "Cyrillic"}, "арӏе"}}},
-		{"an_ideographic_full_stop_too", "аррӏе。com", []found{{"аррӏе。com", "host", []string{"Latin", "Cyrillic"}, "арӏе"}}},
-		{"a_greek_lunate_sigma_in_a_wholly_look_alike_label", "ѕϲоре.com", []found{{"ѕϲоре.com", "host", []string{"Latin", "Cyrillic", "Greek"}, "ѕϲоре"}}},
+		{"a_host_with_a_cyrillic_a", "fetch https://docs.example/ then pаypal.com.", []found{{"pаypal.com", "host", "mixes Latin and Cyrillic letters", "а"}}},
+		{"a_path_with_cyrillic_letters", "/etc/раsswd", []found{{"/etc/раsswd", "path", "mixes Latin and Cyrillic letters", "ра"}}},
+		{"an_address", "https://gіthub.com/x", []found{{"https://gіthub.com/x", "address", "mixes Latin and Cyrillic letters", "і"}}},
+		{"a_tool_name_with_a_greek_omicron", "delete_repο", []found{{"delete_repο", "name", "mixes Latin and Greek letters", "ο"}}},
+		{"armenian_and_cherokee_in_one_word", "gօᏀgle", []found{{"gօᏀgle", "name", "mixes Latin, Armenian and Cherokee letters", "օᏀ"}}},
+		{"a_wholly_cyrillic_label_in_a_latin_host", "аррӏе.com", []found{{"аррӏе.com", "host", "mixes Latin and Cyrillic letters", "арӏе"}}},
+		{"a_mixed_word_names_letters_with_no_latin_twin", "bжd", []found{{"bжd", "name", "mixes Latin and Cyrillic letters", "ж"}}},
+		{"a_zero_width_space_does_not_split_a_name", "p\u200bа\u200bypal", []found{{"p\u200bа\u200bypal", "name", "mixes Latin and Cyrillic letters", "а"}}},
+		{"each_name_once", "pаypal pаypal", []found{{"pаypal", "name", "mixes Latin and Cyrillic letters", "а"}}},
+		{"a_latin_alpha_in_a_host", "https://pɑypal.com/login", []found{{"https://pɑypal.com/login", "address", "mixes Latin and phonetic Latin letters", "ɑ"}}},
+		{"a_script_g_in_a_host", "ɡoogle.com", []found{{"ɡoogle.com", "host", "mixes Latin and phonetic Latin letters", "ɡ"}}},
+		{"a_fullwidth_full_stop_joins_a_spoofed_label_to_its_latin_one", "аррӏе．com", []found{{"аррӏе．com", "host", "mixes Latin and Cyrillic letters", "арӏе"}}},
+		{"an_ideographic_full_stop_too", "аррӏе。com", []found{{"аррӏе。com", "host", "mixes Latin and Cyrillic letters", "арӏе"}}},
+		{"a_greek_lunate_sigma_in_a_wholly_look_alike_label", "ѕϲоре.com", []found{{"ѕϲоре.com", "host", "mixes Latin, Cyrillic and Greek letters", "ѕϲоре"}}},
+		// A name with no Latin letter at all, every letter of which passes
+		// for Latin, shaped as a host, e-mail address or identifier.
+		{"a_host_wholly_of_look_alike_letters", "open аррӏе.со now", []found{{"аррӏе.со", "host", "is written in Cyrillic letters that pass for Latin", "арӏесо"}}},
+		{"another_host_wholly_of_look_alike_letters", "раураӏ.со", []found{{"раураӏ.со", "host", "is written in Cyrillic letters that pass for Latin", "рауӏсо"}}},
+		{"an_address_whose_host_is_wholly_look_alike", "https://аррӏе.со/login", []found{{"https://аррӏе.со/login", "address", "mixes Latin and Cyrillic letters", "арӏесо"}}},
+		{"an_e_mail_address_wholly_of_look_alike_letters", "mail аррӏе@со.со", []found{{"аррӏе@со.со", "e-mail address", "is written in Cyrillic letters that pass for Latin", "арӏесо"}}},
+		{"an_identifier_wholly_of_look_alike_letters", "ѕсоре_ехес", []found{{"ѕсоре_ехес", "name", "is written in Cyrillic letters that pass for Latin", "ѕсорех"}}},
+		{"a_greek_and_cyrillic_host_with_a_fullwidth_dot", "ΑΡΡΟ．со", []found{{"ΑΡΡΟ．со", "host", "is written in Greek and Cyrillic letters that pass for Latin", "ΑΡΟсо"}}},
+		{"a_digit_with_no_twin_in_a_wholly_look_alike_label", "аррӏе१.com", []found{{"аррӏе१.com", "host", "mixes Latin and Cyrillic letters and Devanagari digits", "арӏе१"}}},
+		{"real_cyrillic_and_greek_domains", "яндекс.рф пример.рф παράδειγμα.δοκιμή почта@пример.рф", nil},
+		{"russian_abbreviations_and_a_word_that_passes_for_latin", "т.е. и т.д., р/с, е.а. ТОР-10 сор", nil},
+		// Digits of other scripts in a Latin word, or beside ASCII digits.
+		{"malayalam_zeros_in_a_host", "g൦൦gle.com", []found{{"g൦൦gle.com", "host", "mixes Latin letters and Malayalam digits", "൦"}}},
+		{"devanagari_zeros", "g००gle", []found{{"g००gle", "name", "mixes Latin letters and Devanagari digits", "०"}}},
+		{"a_bengali_zero", "micr০soft.com", []found{{"micr০soft.com", "host", "mixes Latin letters and Bengali digits", "০"}}},
+		{"an_arabic_indic_one", "paypa١.com", []found{{"paypa١.com", "host", "mixes Latin letters and Arabic-Indic digits", "١"}}},
+		{"a_digit_with_no_latin_twin", "abc१", []found{{"abc१", "name", "mixes Latin letters and Devanagari digits", "१"}}},
+		{"fullwidth_digits_in_a_host", "g００gle.com", []found{{"g００gle.com", "host", "mixes Latin letters and Fullwidth digits", "０"}}},
+		{"fullwidth_digits_beside_ascii_ones", "ping １０.0.0.1", []found{{"１０.0.0.1", "host", "mixes ASCII and Fullwidth digits", "１０"}}},
+		{"digits_of_other_scripts_in_their_own_text", "السعر ١٠٠ ريال ２０２４年 २०२४ में", nil},
+		// Styled letters: mathematical, fullwidth, enclosed, letterlike.
+		{"mathematical_bold_letters_in_a_host", "𝐩𝐚𝐲𝐩𝐚𝐥.com", []found{{"𝐩𝐚𝐲𝐩𝐚𝐥.com", "host", "mixes Latin letters and styled letters", "𝐩𝐚𝐲𝐥"}}},
+		{"a_name_wholly_of_monospace_letters", "call 𝚐𝚘𝚘𝚐𝚕𝚎", []found{{"𝚐𝚘𝚘𝚐𝚕𝚎", "name", "is written in styled letters that pass for Latin", "𝚐𝚘𝚕𝚎"}}},
+		{"fullwidth_letters", "ｐａｙｐａｌ", []found{{"ｐａｙｐａｌ", "name", "is written in styled letters that pass for Latin", "ｐａｙｌ"}}},
+		{"circled_letters", "ⓟⓐⓨⓟⓐⓛ.com", []found{{"ⓟⓐⓨⓟⓐⓛ.com", "host", "mixes Latin letters and styled letters", "ⓟⓐⓨⓛ"}}},
+		{"a_script_small_l", "ℓogin", []found{{"ℓogin", "name", "mixes Latin letters and styled letters", "ℓ"}}},
+		{"a_roman_numeral_fifty", "paypaⅼ.com", []found{{"paypaⅼ.com", "host", "mixes Latin letters and styled letters", "ⅼ"}}},
+		{"a_styled_greek_alpha", "𝛂pple", []found{{"𝛂pple", "name", "mixes Latin letters and styled letters", "𝛂"}}},
+		{"styled_letters_as_typography_or_mathematics", "ＰＤＦファイルを開く Ｔシャツ 第Ⅱ章 𝑥 + 𝑦 = 2ℓ", nil},
+		// A μ or Ω after digits is a unit only when a unit's letters follow.
+		{"a_mu_after_digits_that_is_no_unit", "10μicrosoft", []found{{"10μicrosoft", "name", "mixes Latin and Greek letters", "μ"}}},
+		{"an_omega_after_digits_that_is_no_unit", "3Ωpen", []found{{"3Ωpen", "name", "mixes Latin and Greek letters", "Ω"}}},
+		{"a_micro_sign_that_is_no_unit", "10\u00b5icrosoft", []found{{"10\u00b5icrosoft", "name", "mixes Latin and Greek letters", "\u00b5"}}},
+		{"units_after_a_number_and_a_space", "a film 10 μm thick, 4.7 kΩ, 100 MΩ", nil},
+		{"units_joined_to_their_number", "10μF 5μs 10μm 4.7kΩ 2.2μH 2ℓ/100km", nil},
+		{"a_unit_with_more_than_two_letters_after_it", "10μmol", []found{{"10μmol", "name", "mixes Latin and Greek letters", "μ"}}},
 		{"units_after_a_number_are_not_spoofs", "a 4.7kΩ resistor and 10μm film", nil},
 		{"a_turkish_dotless_i_is_an_ordinary_letter", "kapı açık", nil},
 		{"pure_latin", "rm -rf /tmp/build && curl https://paypal.com/ café naïve", nil},
@@ -46,7 +81,8 @@ func TestLookAlikesFindsNamesThatPassForLatin(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []found
 			for _, l := range escape.LookAlikes(tt.in) {
-				got = append(got, found{l.Text, l.Kind, l.Scripts, string(l.Letters)})
+				says := strings.TrimPrefix(l.Summary(func(s string) string { return s }), "the "+l.Kind+" "+l.Text+" ")
+				got = append(got, found{l.Text, l.Kind, says, string(l.Characters)})
 			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("LookAlikes(%q) = %+v, want %+v", tt.in, got, tt.want)
@@ -57,7 +93,20 @@ func TestLookAlikesFindsNamesThatPassForLatin(t *testing.T) {
 
 func TestLookAlikeWarningSaysWhichLetterPassesForWhich(t *testing.T) {
 	for _, tt := range []struct{ name, in, want string }{
-		{"one_letter", "pаypal.com", "the host [pаypal.com] mixes Latin and Cyrillic letters: [а] (U+0430 CYRILLIC SMALL LETTER A) looks like a"},
+		{"one_letter", "pаypal.com", "the host [pаypal.com] mixes Latin and Cyrillic letters: [а] (U+0430 CYRILLIC SMALL LETTER A) looks like a; in ASCII its host is [xn--pypal-4ve.com]"},
+		{"a_host_wholly_look_alike", "аррӏе.со", "the host [аррӏе.со] is written in Cyrillic letters that pass for Latin: [а] (U+0430 CYRILLIC SMALL LETTER A) looks like a; [р] (U+0440 CYRILLIC SMALL LETTER ER) looks like p; [ӏ] (U+04CF CYRILLIC SMALL LETTER PALOCHKA) looks like l; and 3 more; in ASCII its host is [xn--80ak6aa92e.xn--n1af]"},
+		{"an_address_shows_its_hosts_ascii_form", "https://me@gіthub.com:443/x", "the address [https://me@gіthub.com:443/x] mixes Latin and Cyrillic letters: [і] (U+0456 CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I) looks like i; in ASCII its host is [xn--gthub-n2e.com]"},
+		{"an_e_mail_address_shows_its_hosts_ascii_form", "me@gіthub.com", "the e-mail address [me@gіthub.com] mixes Latin and Cyrillic letters: [і] (U+0456 CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I) looks like i; in ASCII its host is [xn--gthub-n2e.com]"},
+		{"a_styled_host_shows_the_host_it_resolves_to", "ｇｏ．com", "the host [ｇｏ．com] mixes Latin letters and styled letters: [ｇ] (U+FF47 FULLWIDTH LATIN SMALL LETTER G), a styled letter, passes for g; [ｏ] (U+FF4F FULLWIDTH LATIN SMALL LETTER O), a styled letter, passes for o; in ASCII its host is [go.com]"},
+		{"a_path_has_no_host", "/etc/раsswd", "the path [/etc/раsswd] mixes Latin and Cyrillic letters: [р] (U+0440 CYRILLIC SMALL LETTER ER) looks like p; [а] (U+0430 CYRILLIC SMALL LETTER A) looks like a"},
+		{"a_digit_that_looks_like_a_letter", "g൦൦gle", "the name [g൦൦gle] mixes Latin letters and Malayalam digits: [൦] (U+0D66 MALAYALAM DIGIT ZERO) looks like o"},
+		{"a_digit_with_no_latin_twin", "abc१", "the name [abc१] mixes Latin letters and Devanagari digits: [१] (U+0967 DEVANAGARI DIGIT ONE), a digit 1"},
+		{"a_styled_letter", "𝐩ay", "the name [𝐩ay] mixes Latin letters and styled letters: [𝐩] (U+1D429 MATHEMATICAL BOLD SMALL P), a styled letter, passes for p"},
+		{"a_fraktur_letter", "𝔄pple", "the name [𝔄pple] mixes Latin letters and styled letters: [𝔄] (U+1D504 MATHEMATICAL FRAKTUR CAPITAL A), a styled letter, passes for A"},
+		{"a_styled_greek_letter", "x𝝀", "the name [x𝝀] mixes Latin letters and styled letters: [𝝀] (U+1D740 MATHEMATICAL BOLD ITALIC SMALL LAMDA), a styled letter, passes for λ"},
+		{"a_negative_squared_letter", "🅰pple", "the name [🅰pple] mixes Latin letters and styled letters: [🅰] (U+1F170 NEGATIVE SQUARED LATIN CAPITAL LETTER A), a styled letter, passes for A"},
+		{"a_kelvin_sign", "\u212Aey", "the name [\u212Aey] mixes Latin letters and styled letters: [\u212A] (U+212A KELVIN SIGN), a styled letter, passes for K"},
+		{"an_omega_that_is_no_unit", "3Ωpen", "the name [3Ωpen] mixes Latin and Greek letters: [Ω] (U+03A9 GREEK CAPITAL LETTER OMEGA), a Greek letter, is no unit here"},
 		{"a_letter_with_no_latin_twin", "bжd", "the name [bжd] mixes Latin and Cyrillic letters: [ж] (U+0436, a Cyrillic letter)"},
 		{"past_three_letters", "xаеорс", "the name [xаеорс] mixes Latin and Cyrillic letters: [а] (U+0430 CYRILLIC SMALL LETTER A) looks like a; [е] (U+0435 CYRILLIC SMALL LETTER IE) looks like e; [о] (U+043E CYRILLIC SMALL LETTER O) looks like o; and 2 more"},
 		{"three_scripts", "gօᏀgle", "the name [gօᏀgle] mixes Latin, Armenian and Cherokee letters: [օ] (U+0585 ARMENIAN SMALL LETTER OH) looks like o; [Ꮐ] (U+13C0 CHEROKEE LETTER NAH) looks like G"},
