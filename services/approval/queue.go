@@ -65,9 +65,8 @@ func (s *Service) releaseAmong(ctx context.Context, rec *airlockv1.ApprovalRecor
 		}
 		return nil
 	}
-	key := domain.RefOf(next).Key()
-	won, err := s.takeTurn(ctx, domain.QueueKey(next), key)
-	if err != nil || !won {
+	key, err := s.takeTurn(ctx, domain.QueueKey(next), domain.RefOf(next).Key())
+	if err != nil || key == "" {
 		return err
 	}
 	// The release names this replica the call's announcer in the same
@@ -94,18 +93,25 @@ func (s *Service) releaseAmong(ctx context.Context, rec *airlockv1.ApprovalRecor
 }
 
 // takeTurn moves the queue's lock to key, unless it names a call whose
-// turn is not over (still pending and released). It reports whether this
-// caller moved it. A conflict is looked at again: it may be another
-// caller taking the turn (then it is not over) or the thread's last call
-// retiring the lock (retireTurn), which leaves the turn free.
-func (s *Service) takeTurn(ctx context.Context, lockKey, key string) (bool, error) {
+// turn is not over. It returns the call whose release is due from this
+// caller: key once the lock names it; the lock's holder when that is a
+// pending call still queued (a releaser won the turn for it and has not
+// written its release yet, or stopped before it: releasing it is safe,
+// Release changes only a queued record, and leaves the thread one call at
+// a time); "" when a released call still holds the turn. The lock never
+// moves off a pending call: a releaser whose index was a moment late, not
+// yet showing the holder, moved it to the call it saw and released that
+// beside the holder. A conflict is looked at again: it may be another
+// caller taking the turn or the thread's last call retiring the lock
+// (retireTurn), which leaves the turn free.
+func (s *Service) takeTurn(ctx context.Context, lockKey, key string) (string, error) {
 	for range maxCASAttempts {
-		won, conflict, err := s.tryTurn(ctx, lockKey, key)
+		turn, conflict, err := s.tryTurn(ctx, lockKey, key)
 		if !conflict {
-			return won, err
+			return turn, err
 		}
 	}
-	return false, fmt.Errorf("take the turn of %s: gave up after %d conflicting writes", lockKey, maxCASAttempts)
+	return "", fmt.Errorf("take the turn of %s: gave up after %d conflicting writes", lockKey, maxCASAttempts)
 }
 
 // tryTurn is one attempt of takeTurn; conflict says another writer moved
@@ -113,36 +119,38 @@ func (s *Service) takeTurn(ctx context.Context, lockKey, key string) (bool, erro
 // pending call it must stay, however long that call waits (a lock that
 // expired under a call waiting past approval.ended_retention let a
 // releaser that did not see that call release another beside it).
-func (s *Service) tryTurn(ctx context.Context, lockKey, key string) (won, conflict bool, err error) {
+func (s *Service) tryTurn(ctx context.Context, lockKey, key string) (turn string, conflict bool, err error) {
 	e, err := s.store.kv.Get(ctx, lockKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		if _, err := s.store.kv.Create(ctx, lockKey, []byte(key)); err != nil {
 			if bus.Conflict(err) {
-				return false, true, nil
+				return "", true, nil
 			}
-			return false, false, fmt.Errorf("take the turn of %s: %w", lockKey, err)
+			return "", false, fmt.Errorf("take the turn of %s: %w", lockKey, err)
 		}
-		return true, false, nil
+		return key, false, nil
 	}
 	if err != nil {
-		return false, false, fmt.Errorf("read the turn of %s: %w", lockKey, err)
+		return "", false, fmt.Errorf("read the turn of %s: %w", lockKey, err)
 	}
 	if holder := string(e.Value()); holder != key {
 		cur, _, err := s.store.get(ctx, holder)
 		switch {
-		case err == nil && cur.GetState() == domain.Pending && !cur.GetQueued():
-			return false, false, nil // its turn is not over
+		case err == nil && cur.GetState() == domain.Pending && cur.GetQueued():
+			return holder, false, nil // its release is due, not key's
+		case err == nil && cur.GetState() == domain.Pending:
+			return "", false, nil // its turn is not over
 		case err != nil && !errors.Is(err, errNotFound):
-			return false, false, err
+			return "", false, err
 		}
 	}
 	if err := s.store.update(ctx, lockKey, []byte(key), e.Revision(), false); err != nil {
 		if bus.Conflict(err) {
-			return false, true, nil
+			return "", true, nil
 		}
-		return false, false, fmt.Errorf("take the turn of %s: %w", lockKey, err)
+		return "", false, fmt.Errorf("take the turn of %s: %w", lockKey, err)
 	}
-	return true, false, nil
+	return key, false, nil
 }
 
 // retireTurn gives a thread's lock the ended records' TTL

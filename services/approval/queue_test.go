@@ -123,3 +123,44 @@ func TestAThreadsTurnOutlastsTheRetentionWhileItsCallWaits(t *testing.T) {
 	}
 	testenv.Eventually(t, 10*time.Second, "later to be released once head is decided", func() bool { return rec.has("announce:later") })
 }
+
+// The lock never moves off a pending call. A releaser won the turn for
+// q1 as head ended and has not written q1's release yet; another replica,
+// whose index does not yet show q1, releases the thread for q2, the one
+// call it knows. It must release q1, whose turn the lock gives, and leave
+// q2 queued: moving the lock to q2 released q2 while q1's release was on
+// its way, two calls of one thread before reviewers at once.
+func TestAReleaserThatDoesNotSeeTheHolderReleasesTheHolderNotItsOwnCall(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) { c.Approval.SweepInterval = time.Hour })
+	rec := &recorder{name: "rec"}
+	w.start(rec)
+	ctx := context.Background()
+	kv, _ := approvalsBucket(t, w)
+	queue := func() *airlockv1.Decision {
+		return &airlockv1.Decision{Approvers: []string{"group:reviewers"}, QueuePerThread: true}
+	}
+	w.pending(&airlockv1.ToolCall{CallId: "head", ThreadId: "t"}, queue())
+	testenv.Eventually(t, 10*time.Second, "head to be released and announced", func() bool { return rec.has("announce:head") })
+	w.pending(&airlockv1.ToolCall{CallId: "q1", ThreadId: "t"}, queue())
+	q2 := w.pending(&airlockv1.ToolCall{CallId: "q2", ThreadId: "t"}, queue())
+
+	// head ends and a releaser takes the turn for q1, then pauses before
+	// its release write (written here as that releaser's two writes).
+	if err := w.service.EndForTest(ctx, "bot.head.1", airlockv1.ApprovalState_APPROVAL_STATE_REJECTED); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "_queue.bot.t", []byte("bot.q1.1")); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := w.service.ReleaseUnindexedForTest(ctx, q2); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.waitState("q2", 1, airlockv1.ApprovalState_APPROVAL_STATE_PENDING); !r.GetQueued() || rec.has("announce:q2") {
+		t.Fatal("q2 was released beside q1, whose turn the thread's lock gave")
+	}
+	testenv.Eventually(t, 10*time.Second, "q1, whose turn the lock gives, to be released and announced", func() bool { return rec.has("announce:q1") })
+	if e, err := kv.Get(ctx, "_queue.bot.t"); err != nil || string(e.Value()) != "bot.q1.1" {
+		t.Fatalf("the thread's lock: %v; want it naming bot.q1.1", err)
+	}
+}
