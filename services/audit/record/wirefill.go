@@ -1,6 +1,7 @@
 package record
 
 import (
+	"crypto/sha256"
 	"math"
 	"strings"
 	"sync"
@@ -249,7 +250,7 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 			r.Revision = uint32(rev)
 		}
 		if r.ArgsDigest == "" {
-			r.ArgsDigest, ok = canon.DigestWire(args)
+			r.ArgsDigest, ok = a.digestWire(args)
 		}
 		return ok
 	}
@@ -372,6 +373,20 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 		*scratch = intern(r, *scratch)
 	}
 	return true
+}
+
+// digestWire is canon.DigestWire of args, written into a when a is not nil.
+func (a *Arena) digestWire(args []byte) (string, bool) {
+	if a == nil {
+		return canon.DigestWire(args)
+	}
+	c := a.reserve(2 * sha256.Size) // the room the hex digest takes: appending to c does not move it
+	d, ok := canon.AppendDigestWire(c, args)
+	if !ok || len(d) == len(c) {
+		return "", ok
+	}
+	a.chunks[a.cur] = d
+	return unsafe.String(&d[len(c)], len(d)-len(c)), true
 }
 
 // readActor reads an Actor's type, id and channel.
