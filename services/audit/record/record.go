@@ -751,7 +751,13 @@ func undecodablePayload(data []byte) string {
 // separately (as stored), latency is "" when unknown.
 func AppendCanonicalFields(b []byte, r *Row) []byte {
 	field := func(f string) {
-		b = appendLen(b, len(f))
+		// Half the fields are shorter than 10 bytes (empty, most often):
+		// their prefix is written here rather than in a call.
+		if n := len(f); n < 10 {
+			b = append(b, byte('0'+n), ':')
+		} else {
+			b = appendLen(b, n)
+		}
 		b = append(b, f...)
 		b = append(b, ',')
 	}
