@@ -175,6 +175,21 @@ type EntryField struct {
 // which no reader of views of the bytes reproduces, so its caller leaves
 // such an entry to the decoder. The caller checks the wire types.
 func Entry(ent []byte) (key, val EntryField, ok bool) {
+	// What Go's encoder writes, a key then a value each shorter than 128
+	// bytes, is read in place: a Struct's every key is an entry (the audit
+	// sink reads every argument of every call).
+	if len(ent) >= 4 && ent[0] == 0x0a && ent[1] < 0x80 {
+		k := 2 + int(ent[1])
+		if k+2 <= len(ent) && ent[k] == 0x12 && ent[k+1] < 0x80 && k+2+int(ent[k+1]) == len(ent) {
+			return EntryField{Typ: protowire.BytesType, Val: ent[2:k], Has: true},
+				EntryField{Typ: protowire.BytesType, Val: ent[k+2:], Has: true}, true
+		}
+	}
+	return entrySlow(ent)
+}
+
+// entrySlow is Entry for any entry, field by field.
+func entrySlow(ent []byte) (key, val EntryField, ok bool) {
 	for len(ent) > 0 {
 		num, typ, v, rest, ok := Next(ent)
 		if !ok {

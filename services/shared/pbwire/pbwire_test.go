@@ -113,6 +113,40 @@ func TestEntryReadsAKeyAndAValueOnceEach(t *testing.T) {
 	}
 }
 
+// Entry reads the entries Go's encoder writes in place: it must read them,
+// and every entry near their shape (cut short, extended, a length or a tag
+// changed), as the field-by-field reader does.
+func TestEntryInPlaceIsEntryFieldByField(t *testing.T) {
+	same := func(ent []byte) {
+		t.Helper()
+		k, v, ok := Entry(ent)
+		wk, wv, wok := entrySlow(ent)
+		if ok != wok || ok && (k.Has != wk.Has || v.Has != wv.Has || k.Typ != wk.Typ || v.Typ != wv.Typ ||
+			!bytes.Equal(k.Val, wk.Val) || !bytes.Equal(v.Val, wv.Val)) {
+			t.Fatalf("Entry(%x) = %+v %+v %v, field by field %+v %+v %v", ent, k, v, ok, wk, wv, wok)
+		}
+	}
+	for _, kl := range []int{0, 1, 5, 126, 127, 128} {
+		for _, vl := range []int{0, 1, 9, 126, 127, 128, 300} {
+			ent := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), bytes.Repeat([]byte("k"), kl))
+			ent = protowire.AppendBytes(protowire.AppendTag(ent, 2, protowire.BytesType), bytes.Repeat([]byte("v"), vl))
+			for n := range len(ent) + 1 {
+				same(ent[:n])
+			}
+			for _, extra := range [][]byte{{0}, {0x0a, 0}, {0x12, 0}, {0x18, 1}} {
+				same(append(bytes.Clone(ent), extra...))
+			}
+			for i := range ent {
+				for _, c := range []byte{0, 0x0a, 0x12, 0x7f, 0x80, 0xff} {
+					changed := bytes.Clone(ent)
+					changed[i] = c
+					same(changed)
+				}
+			}
+		}
+	}
+}
+
 func TestFixedReadsOnlyItsOwnWireType(t *testing.T) {
 	_, typ, val, _, _ := Next(protowire.AppendFixed64(protowire.AppendTag(nil, 1, protowire.Fixed64Type), 0x0102030405060708))
 	if v, ok := Fixed64(typ, val); !ok || v != 0x0102030405060708 {
