@@ -3,6 +3,7 @@ package pbwire
 import (
 	"bytes"
 	"testing"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -141,6 +142,23 @@ func TestEntryInPlaceIsEntryFieldByField(t *testing.T) {
 					changed := bytes.Clone(ent)
 					changed[i] = c
 					same(changed)
+				}
+			}
+		}
+	}
+}
+
+// String refuses what utf8.Valid refuses, at any length and position:
+// ASCII is answered without it.
+func TestStringChecksUTF8AsUTF8ValidDoes(t *testing.T) {
+	for size := range 25 {
+		for pos := range size {
+			for _, bad := range [][]byte{{0x80}, {0xff}, {0xc3}, {0xc3, 0xa9}, {0xe2, 0x80, 0xa8}, {0xed, 0xa0, 0x80}, {0x7f}, {0}} {
+				v := bytes.Repeat([]byte("a"), size)
+				v = append(v[:pos], append(bytes.Clone(bad), v[pos:]...)...)
+				_, ok := String(protowire.BytesType, v)
+				if want := utf8.Valid(v); ok != want {
+					t.Fatalf("String(%x) ok %v, utf8.Valid %v", v, ok, want)
 				}
 			}
 		}
