@@ -49,13 +49,22 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 		hasBody                 bool
 	}
 	// The envelope, read in a plain loop: it is the first thing every event
-	// costs. A field it does not read keeps the last field's result.
+	// costs. A field it does not read keeps the last field's result. Its
+	// fields must come in ascending order, as the payload's transcoder
+	// requires of every message: so the transcoder is given the event from
+	// its first field past the envelope's first four (the time) on, and
+	// does not read those four again.
+	var last protowire.Number
+	payloadFrom := -1
 	for rest := data; len(rest) > 0; {
 		num, typ, raw, next, ok := pbwire.Next(rest)
-		if !ok {
+		if !ok || num <= last {
 			return false
 		}
-		rest = next
+		if num > 4 && payloadFrom < 0 {
+			payloadFrom = len(data) - len(rest)
+		}
+		last, rest = num, next
 		switch {
 		case num == 1:
 			env.id, ok0 = pbwire.String(typ, raw)
@@ -167,7 +176,7 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 	} else {
 		dst = (*buf)[:0]
 	}
-	payload, ok := wirePayloadWith(dst, data, modes, ts, callWire)
+	payload, ok := wirePayloadWith(dst, data[payloadFrom:], modes, ts, callWire)
 	if !ok {
 		return false
 	}
