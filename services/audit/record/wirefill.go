@@ -51,17 +51,19 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 	// The envelope, read in a plain loop: it is the first thing every event
 	// costs. A field it does not read keeps the last field's result. Its
 	// fields must come in ascending order, as the payload's transcoder
-	// requires of every message: so the transcoder is given the event from
-	// its first field past the envelope's first four (the time) on, and
-	// does not read those four again.
+	// requires of every message: so the transcoder is given the time and
+	// the event from its first field past the envelope on, and does not
+	// read the envelope again.
 	var last protowire.Number
 	payloadFrom := -1
+	var timeVal []byte
+	var hasTime bool
 	for rest := data; len(rest) > 0; {
 		num, typ, raw, next, ok := pbwire.Next(rest)
 		if !ok || num <= last {
 			return false
 		}
-		if num > 4 && payloadFrom < 0 {
+		if num > 7 && payloadFrom < 0 {
 			payloadFrom = len(data) - len(rest)
 		}
 		last, rest = num, next
@@ -81,6 +83,9 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 			if actor, ok0 = pbwire.Bytes(typ, raw); ok0 {
 				ok0 = readActor(actor, &env.actorType, &env.actorID, &env.actorChannel)
 			}
+		case num == fieldTime:
+			hasTime = true
+			timeVal, ok0 = pbwire.Bytes(typ, raw) // its wire type, as the transcoder checks every field's
 		case num == 7:
 			env.thread, ok0 = pbwire.String(typ, raw)
 		case num >= 10:
@@ -176,7 +181,7 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 	} else {
 		dst = (*buf)[:0]
 	}
-	payload, ok := wirePayloadWith(dst, data[payloadFrom:], modes, ts, callWire)
+	payload, ok := eventPayload(dst, timeVal, hasTime, data[payloadFrom:], modes, ts, callWire)
 	if !ok {
 		return false
 	}
