@@ -130,8 +130,9 @@ type Arena struct {
 	key      []byte
 	// Scratch of one build: the last timestamp, the call's fields as the
 	// payload's transcoder read them.
-	seconds secondsText
-	call    callFields
+	seconds    secondsText
+	call       callFields
+	transcoder transcoder
 }
 
 // join returns the concatenation of parts, written into a when a is not nil.

@@ -214,9 +214,14 @@ func wirePayloadWith(b []byte, data []byte, modes *argModes, ts *secondsText, ca
 }
 
 // eventPayload is wirePayloadWith for an event buildWire has read (see
-// transcoder.event).
-func eventPayload(b, time []byte, hasTime bool, tail []byte, modes *argModes, ts *secondsText, call *callFields) ([]byte, bool) {
-	t := transcoder{modes: modes, ts: ts, call: call}
+// transcoder.event), with t's scratch (nil: a new transcoder's): an
+// arena's transcoder is used again rather than a new one zeroed, steps
+// and all, for every event.
+func eventPayload(t *transcoder, b, time []byte, hasTime bool, tail []byte, modes *argModes, ts *secondsText, call *callFields) ([]byte, bool) {
+	if t == nil {
+		t = &transcoder{}
+	}
+	t.modes, t.ts, t.call, t.path = modes, ts, call, argPlace{}
 	return t.event(b, time, hasTime, tail)
 }
 
@@ -225,7 +230,7 @@ type transcoder struct {
 	ts    *secondsText // the last timestamp's seconds, or nil
 	call  *callFields
 	path  argPlace // body field, its field, that field's field
-	steps [32]step // backing array of the path below the arguments
+	steps [32]step // backing array of the path below the arguments: scratch, written before it is read
 }
 
 // message renders a message; depth is how far below Event it is.

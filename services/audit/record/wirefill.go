@@ -181,7 +181,11 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 	} else {
 		dst = (*buf)[:0]
 	}
-	payload, ok := eventPayload(dst, timeVal, hasTime, data[payloadFrom:], modes, ts, callWire)
+	var tr *transcoder
+	if a != nil {
+		tr = &a.transcoder
+	}
+	payload, ok := eventPayload(tr, dst, timeVal, hasTime, data[payloadFrom:], modes, ts, callWire)
 	if !ok {
 		return false
 	}
