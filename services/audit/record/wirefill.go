@@ -380,8 +380,7 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 			}) {
 				return false
 			}
-			ms := float64(durationOf(secs, nanos).Microseconds()) / 1000
-			r.LatencyMS = &ms
+			r.LatencyMS = a.float(float64(durationOf(secs, nanos).Microseconds()) / 1000)
 		}
 	}
 	if !ok {
