@@ -1,6 +1,7 @@
 package record
 
 import (
+	"encoding/hex"
 	"strconv"
 	"testing"
 )
@@ -33,5 +34,18 @@ func TestSealedHashesStayPutAcrossChunks(t *testing.T) {
 			t.Fatalf("row %d: its hash or link changed after later rows were sealed", i+1)
 		}
 		prev = rows[i].Hash
+	}
+}
+
+// A hash is written as hex.Encode writes it, for every byte value.
+func TestEncodeHexIsHexEncode(t *testing.T) {
+	sum := make([]byte, 256)
+	for i := range sum {
+		sum[i] = byte(i)
+	}
+	got := make([]byte, 2*len(sum))
+	encodeHex(got, sum)
+	if want := hex.EncodeToString(sum); string(got) != want {
+		t.Errorf("encodeHex = %s, want %s", got, want)
 	}
 }

@@ -77,37 +77,58 @@ func (k *Key) Sealer() *Sealer {
 	return &Sealer{mac: hmac.New(sha256.New, k.secret), buf: make([]byte, 0, 1024), sum: make([]byte, 0, sha256.Size), hex: make([]byte, 2*sha256.Size)}
 }
 
-// mac returns the hex MAC of r with r.PrevHash as the link.
-func (s *Sealer) macOf(r *Row) []byte {
+// macOf writes the hex MAC of r, with r.PrevHash as the link, into dst
+// (2*sha256.Size bytes) and returns dst.
+func (s *Sealer) macOf(dst []byte, r *Row) []byte {
 	s.mac.Reset()
 	// The link is written to the hash as it is, not copied before the fields.
 	s.mac.Write(unsafe.Slice(unsafe.StringData(r.PrevHash), len(r.PrevHash)))
 	s.buf = AppendCanonicalFields(s.buf[:0], r)
 	s.mac.Write(s.buf)
 	s.sum = s.mac.Sum(s.sum[:0])
-	hex.Encode(s.hex, s.sum)
-	return s.hex
+	encodeHex(dst, s.sum)
+	return dst
+}
+
+// hexPairs holds each byte's two hex digits: encodeHex writes a byte with
+// one load and one store, half hex.Encode's work per row's hash.
+var hexPairs = func() (t [256][2]byte) {
+	const digits = "0123456789abcdef"
+	for i := range t {
+		t[i] = [2]byte{digits[i>>4], digits[i&0xf]}
+	}
+	return t
+}()
+
+// encodeHex is hex.Encode for a sum: dst holds 2*len(sum) bytes.
+func encodeHex(dst, sum []byte) {
+	dst = dst[:2*len(sum)]
+	for i, c := range sum {
+		*(*[2]byte)(dst[2*i:]) = hexPairs[c]
+	}
 }
 
 // Seal sets r.PrevHash to prev and r.Hash to the row's keyed hash.
 func (s *Sealer) Seal(r *Row, prev string) {
 	r.PrevHash = prev
-	h := s.macOf(r)
-	if cap(s.hashes)-len(s.hashes) < len(h) {
-		s.hashes = make([]byte, 0, hashChunk*len(h))
+	const n = 2 * sha256.Size
+	if cap(s.hashes)-len(s.hashes) < n {
+		s.hashes = make([]byte, 0, hashChunk*n)
 	}
+	// Written straight into the chunk the row's Hash is a view of.
 	start := len(s.hashes)
-	s.hashes = append(s.hashes, h...)
-	r.Hash = unsafe.String(&s.hashes[start], len(h))
+	s.hashes = s.hashes[:start+n]
+	s.macOf(s.hashes[start:], r)
+	r.Hash = unsafe.String(&s.hashes[start], n)
 }
 
 // Hash is the keyed hash r should carry given its PrevHash.
-func (s *Sealer) Hash(r *Row) string { return string(s.macOf(r)) }
+func (s *Sealer) Hash(r *Row) string { return string(s.macOf(s.hex, r)) }
 
 // Check reports whether r.Hash is the keyed hash of r's contents and
 // PrevHash: false means the row was altered or written without the key.
 func (s *Sealer) Check(r *Row) bool {
-	return len(r.Hash) == 2*sha256.Size && hmac.Equal(s.macOf(r), []byte(r.Hash))
+	return len(r.Hash) == 2*sha256.Size && hmac.Equal(s.macOf(s.hex, r), []byte(r.Hash))
 }
 
 // Chain seals rows in order, starting from prev (GenesisHash for the first

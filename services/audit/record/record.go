@@ -130,8 +130,29 @@ type Arena struct {
 	key      []byte
 	// Scratch of one build: the last timestamp, the call's fields as the
 	// payload's transcoder read them.
-	seconds secondsText
-	call    callFields
+	seconds    secondsText
+	call       callFields
+	transcoder transcoder
+	// floats holds the rows' latencies, many to an allocation instead of
+	// one each; a full chunk is left to the rows that use it.
+	floats []float64
+}
+
+// floatChunk is how many latencies share one allocation.
+const floatChunk = 512
+
+// float returns a pointer to v, kept in a when a is not nil.
+func (a *Arena) float(v float64) *float64 {
+	if a == nil {
+		p := new(float64) // not &v: v would move to the heap on every call
+		*p = v
+		return p
+	}
+	if len(a.floats) == cap(a.floats) {
+		a.floats = make([]float64, 0, floatChunk)
+	}
+	a.floats = append(a.floats, v)
+	return &a.floats[len(a.floats)-1]
 }
 
 // join returns the concatenation of parts, written into a when a is not nil.
@@ -234,6 +255,7 @@ func (a *Arena) Reset() {
 	}
 	clear(a.chunks[len(kept):])
 	a.chunks, a.cur = kept, 0
+	a.floats = a.floats[:0]
 }
 
 // arenaKeep bounds what an Arena keeps between batches: a batch of the
@@ -751,7 +773,13 @@ func undecodablePayload(data []byte) string {
 // separately (as stored), latency is "" when unknown.
 func AppendCanonicalFields(b []byte, r *Row) []byte {
 	field := func(f string) {
-		b = appendLen(b, len(f))
+		// Half the fields are shorter than 10 bytes (empty, most often):
+		// their prefix is written here rather than in a call.
+		if n := len(f); n < 10 {
+			b = append(b, byte('0'+n), ':')
+		} else {
+			b = appendLen(b, n)
+		}
 		b = append(b, f...)
 		b = append(b, ',')
 	}

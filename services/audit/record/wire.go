@@ -194,7 +194,7 @@ var eventWire = sync.OnceValue(func() *wireMsg { return wireInfo(eventDesc) })
 var eventDesc = (&airlockv1.Event{}).ProtoReflect().Descriptor()
 
 // envelopeFields are Event's own fields, kept in columns, not in the payload.
-func envelopeField(n protowire.Number) bool { return n <= 7 && n != 5 }
+func envelopeField(n protowire.Number) bool { return n <= 7 && n != fieldTime }
 
 // wirePayload renders the payload of the event encoded in data: its time
 // and body, with arguments rendered as modes says (keyed by the body's field
@@ -213,12 +213,24 @@ func wirePayloadWith(b []byte, data []byte, modes *argModes, ts *secondsText, ca
 	return out, ok
 }
 
+// eventPayload is wirePayloadWith for an event buildWire has read (see
+// transcoder.event), with t's scratch (nil: a new transcoder's): an
+// arena's transcoder is used again rather than a new one zeroed, steps
+// and all, for every event.
+func eventPayload(t *transcoder, b, time []byte, hasTime bool, tail []byte, modes *argModes, ts *secondsText, call *callFields) ([]byte, bool) {
+	if t == nil {
+		t = &transcoder{}
+	}
+	t.modes, t.ts, t.call, t.path = modes, ts, call, argPlace{}
+	return t.event(b, time, hasTime, tail)
+}
+
 type transcoder struct {
 	modes *argModes
 	ts    *secondsText // the last timestamp's seconds, or nil
 	call  *callFields
 	path  argPlace // body field, its field, that field's field
-	steps [32]step // backing array of the path below the arguments
+	steps [32]step // backing array of the path below the arguments: scratch, written before it is read
 }
 
 // message renders a message; depth is how far below Event it is.
@@ -240,8 +252,39 @@ func (t *transcoder) message(b, data []byte, w *wireMsg, depth int) ([]byte, boo
 	case "Value", "ListValue":
 		return nil, false // only reached through Struct
 	}
+	return t.fields(append(b, '{'), data, w, depth, true)
+}
+
+// event renders the payload of an event whose envelope buildWire has read:
+// its time field's value (when it has one, hasTime) and tail, its fields
+// from the first past the envelope on (all after the time: buildWire
+// refuses fields out of order). It is message(b, data, eventWire(), 0)
+// without walking the envelope's fields again.
+func (t *transcoder) event(b, time []byte, hasTime bool, tail []byte) ([]byte, bool) {
+	w := eventWire()
+	if !w.ok {
+		return nil, false
+	}
 	b = append(b, '{')
-	first := true
+	if hasTime {
+		f := w.fields[fieldTime]
+		b = append(b, f.key...)
+		t.path[0] = fieldTime
+		var ok bool
+		if b, ok = t.value(b, f, time, 0); !ok {
+			return nil, false
+		}
+	}
+	return t.fields(b, tail, w, 0, !hasTime)
+}
+
+// fieldTime is Event.time, the one field before the body that the payload
+// holds.
+const fieldTime = 5
+
+// fields renders the fields of data, of a message of type w after the
+// '{' already in b (first: none of its fields written yet), and the '}'.
+func (t *transcoder) fields(b, data []byte, w *wireMsg, depth int, first bool) ([]byte, bool) {
 	var last protowire.Number
 	var oneofs uint64 // set so far: a second member would replace the first
 	for len(data) > 0 {

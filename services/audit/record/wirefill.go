@@ -1,6 +1,7 @@
 package record
 
 import (
+	"crypto/sha256"
 	"math"
 	"strings"
 	"sync"
@@ -48,13 +49,24 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 		hasBody                 bool
 	}
 	// The envelope, read in a plain loop: it is the first thing every event
-	// costs. A field it does not read keeps the last field's result.
+	// costs. A field it does not read keeps the last field's result. Its
+	// fields must come in ascending order, as the payload's transcoder
+	// requires of every message: so the transcoder is given the time and
+	// the event from its first field past the envelope on, and does not
+	// read the envelope again.
+	var last protowire.Number
+	payloadFrom := -1
+	var timeVal []byte
+	var hasTime bool
 	for rest := data; len(rest) > 0; {
 		num, typ, raw, next, ok := pbwire.Next(rest)
-		if !ok {
+		if !ok || num <= last {
 			return false
 		}
-		rest = next
+		if num > 7 && payloadFrom < 0 {
+			payloadFrom = len(data) - len(rest)
+		}
+		last, rest = num, next
 		switch {
 		case num == 1:
 			env.id, ok0 = pbwire.String(typ, raw)
@@ -71,6 +83,9 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 			if actor, ok0 = pbwire.Bytes(typ, raw); ok0 {
 				ok0 = readActor(actor, &env.actorType, &env.actorID, &env.actorChannel)
 			}
+		case num == fieldTime:
+			hasTime = true
+			timeVal, ok0 = pbwire.Bytes(typ, raw) // its wire type, as the transcoder checks every field's
 		case num == 7:
 			env.thread, ok0 = pbwire.String(typ, raw)
 		case num >= 10:
@@ -166,7 +181,11 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 	} else {
 		dst = (*buf)[:0]
 	}
-	payload, ok := wirePayloadWith(dst, data, modes, ts, callWire)
+	var tr *transcoder
+	if a != nil {
+		tr = &a.transcoder
+	}
+	payload, ok := eventPayload(tr, dst, timeVal, hasTime, data[payloadFrom:], modes, ts, callWire)
 	if !ok {
 		return false
 	}
@@ -249,7 +268,7 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 			r.Revision = uint32(rev)
 		}
 		if r.ArgsDigest == "" {
-			r.ArgsDigest, ok = canon.DigestWire(args)
+			r.ArgsDigest, ok = a.digestWire(args)
 		}
 		return ok
 	}
@@ -361,8 +380,7 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 			}) {
 				return false
 			}
-			ms := float64(durationOf(secs, nanos).Microseconds()) / 1000
-			r.LatencyMS = &ms
+			r.LatencyMS = a.float(float64(durationOf(secs, nanos).Microseconds()) / 1000)
 		}
 	}
 	if !ok {
@@ -372,6 +390,20 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 		*scratch = intern(r, *scratch)
 	}
 	return true
+}
+
+// digestWire is canon.DigestWire of args, written into a when a is not nil.
+func (a *Arena) digestWire(args []byte) (string, bool) {
+	if a == nil {
+		return canon.DigestWire(args)
+	}
+	c := a.reserve(2 * sha256.Size) // the room the hex digest takes: appending to c does not move it
+	d, ok := canon.AppendDigestWire(c, args)
+	if !ok || len(d) == len(c) {
+		return "", ok
+	}
+	a.chunks[a.cur] = d
+	return unsafe.String(&d[len(c)], len(d)-len(c)), true
 }
 
 // readActor reads an Actor's type, id and channel.

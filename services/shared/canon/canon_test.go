@@ -110,6 +110,9 @@ func TestDigestWireIsDigestOfTheDecodedStruct(t *testing.T) {
 			if got, ok := DigestWire(data); !ok || got != want {
 				t.Fatalf("DigestWire = %s (ok %v), Digest = %s", got, ok, want)
 			}
+			if got, ok := AppendDigestWire([]byte("kept,"), data); !ok || string(got) != "kept,"+want {
+				t.Fatalf("AppendDigestWire = %s (ok %v), want kept,%s", got, ok, want)
+			}
 		})
 	}
 	t.Run("nested to the wire readers' depth and past it", func(t *testing.T) {
@@ -134,6 +137,9 @@ func TestDigestWireIsDigestOfTheDecodedStruct(t *testing.T) {
 		data, _ := proto.Marshal(&structpb.Struct{Fields: map[string]*structpb.Value{"n": structpb.NewNumberValue(math.Inf(1))}})
 		if got, ok := DigestWire(data); !ok || got != "" {
 			t.Fatalf("DigestWire = %q (ok %v), want no digest", got, ok)
+		}
+		if got, ok := AppendDigestWire([]byte("kept,"), data); !ok || string(got) != "kept," {
+			t.Fatalf("AppendDigestWire = %q (ok %v), want nothing appended", got, ok)
 		}
 	})
 	entry := func(key string, val []byte) []byte {

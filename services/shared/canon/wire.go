@@ -1,6 +1,8 @@
 package canon
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"math"
 	"slices"
 	"strconv"
@@ -18,19 +20,29 @@ import (
 // invalid UTF-8): decode it and use Digest instead. A Struct holding a
 // non-finite number has no digest, as Digest refuses it: "", true.
 func DigestWire(data []byte) (digest string, ok bool) {
+	var buf [2 * sha256.Size]byte
+	d, ok := AppendDigestWire(buf[:0], data)
+	return string(d), ok
+}
+
+// AppendDigestWire is DigestWire appending the digest to dst (nothing
+// when the Struct has none), so a caller that keeps many digests need not
+// allocate each.
+func AppendDigestWire(dst, data []byte) ([]byte, bool) {
 	bp := buffers.Get().(*[]byte)
 	defer buffers.Put(bp)
 	b, ok, finite := appendWireStruct((*bp)[:0], data, 1)
 	if !ok {
-		return "", false
+		return dst, false
 	}
 	if cap(b) <= 64<<10 {
 		*bp = b
 	}
 	if !finite {
-		return "", true
+		return dst, true
 	}
-	return hexSum(b), true
+	sum := sha256.Sum256(b)
+	return hex.AppendEncode(dst, sum[:]), true
 }
 
 // appendWireStruct appends the canonical JSON of the encoded Struct data

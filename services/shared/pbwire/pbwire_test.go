@@ -3,6 +3,7 @@ package pbwire
 import (
 	"bytes"
 	"testing"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -110,6 +111,57 @@ func TestEntryReadsAKeyAndAValueOnceEach(t *testing.T) {
 				t.Fatalf("key %+v value %+v, want %q (%v) %q (%v)", k, v, tc.key, tc.hasKey, tc.val, tc.hasValue)
 			}
 		})
+	}
+}
+
+// Entry reads the entries Go's encoder writes in place: it must read them,
+// and every entry near their shape (cut short, extended, a length or a tag
+// changed), as the field-by-field reader does.
+func TestEntryInPlaceIsEntryFieldByField(t *testing.T) {
+	same := func(ent []byte) {
+		t.Helper()
+		k, v, ok := Entry(ent)
+		wk, wv, wok := entrySlow(ent)
+		if ok != wok || ok && (k.Has != wk.Has || v.Has != wv.Has || k.Typ != wk.Typ || v.Typ != wv.Typ ||
+			!bytes.Equal(k.Val, wk.Val) || !bytes.Equal(v.Val, wv.Val)) {
+			t.Fatalf("Entry(%x) = %+v %+v %v, field by field %+v %+v %v", ent, k, v, ok, wk, wv, wok)
+		}
+	}
+	for _, kl := range []int{0, 1, 5, 126, 127, 128} {
+		for _, vl := range []int{0, 1, 9, 126, 127, 128, 300} {
+			ent := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), bytes.Repeat([]byte("k"), kl))
+			ent = protowire.AppendBytes(protowire.AppendTag(ent, 2, protowire.BytesType), bytes.Repeat([]byte("v"), vl))
+			for n := range len(ent) + 1 {
+				same(ent[:n])
+			}
+			for _, extra := range [][]byte{{0}, {0x0a, 0}, {0x12, 0}, {0x18, 1}} {
+				same(append(bytes.Clone(ent), extra...))
+			}
+			for i := range ent {
+				for _, c := range []byte{0, 0x0a, 0x12, 0x7f, 0x80, 0xff} {
+					changed := bytes.Clone(ent)
+					changed[i] = c
+					same(changed)
+				}
+			}
+		}
+	}
+}
+
+// String refuses what utf8.Valid refuses, at any length and position:
+// ASCII is answered without it.
+func TestStringChecksUTF8AsUTF8ValidDoes(t *testing.T) {
+	for size := range 25 {
+		for pos := range size {
+			for _, bad := range [][]byte{{0x80}, {0xff}, {0xc3}, {0xc3, 0xa9}, {0xe2, 0x80, 0xa8}, {0xed, 0xa0, 0x80}, {0x7f}, {0}} {
+				v := bytes.Repeat([]byte("a"), size)
+				v = append(v[:pos], append(bytes.Clone(bad), v[pos:]...)...)
+				_, ok := String(protowire.BytesType, v)
+				if want := utf8.Valid(v); ok != want {
+					t.Fatalf("String(%x) ok %v, utf8.Valid %v", v, ok, want)
+				}
+			}
+		}
 	}
 }
 
