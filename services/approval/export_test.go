@@ -13,3 +13,8 @@ import (
 func (s *Service) ReleaseUnindexedForTest(ctx context.Context, rec *airlockv1.ApprovalRecord) error {
 	return s.releaseAmong(ctx, rec, nil)
 }
+
+// SweepForTest runs one round of the sweeper now, as its ticker would.
+func (s *Service) SweepForTest(ctx context.Context) {
+	s.sweepOnce(ctx)
+}
