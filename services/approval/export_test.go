@@ -26,3 +26,8 @@ func (s *Service) EndForTest(ctx context.Context, key string, st airlockv1.Appro
 	})
 	return err
 }
+
+// SweepForTest runs one round of the sweeper now, as its ticker would.
+func (s *Service) SweepForTest(ctx context.Context) {
+	s.sweepOnce(ctx)
+}

@@ -45,9 +45,9 @@ type index struct {
 	// until they leave the bucket (deleted, purged, or expired: the
 	// server's TTL marker is a purge).
 	bytesBy map[string]int64
-	// locks holds the size (key and value) of each thread queue's lock
-	// (domain.QueueKey), counted in its agent's bytesBy.
-	locks map[string]int
+	// locks holds each thread queue's lock (domain.QueueKey): its size
+	// (key and value), counted in its agent's bytesBy, and what it names.
+	locks map[string]queueLock
 	// pendingRevs holds each call's pending revisions ("<agent>.<call>" →
 	// revisions), so superseding looks at those, never at every number
 	// below a revision the agent chose.
@@ -77,7 +77,7 @@ type index struct {
 
 func newIndex(log *slog.Logger, reconnects func() uint64) *index {
 	return &index{log: log, reconnects: reconnects, recs: map[string]*entry{}, latest: map[string]uint32{},
-		pendingBy: map[string]int{}, bytesBy: map[string]int64{}, locks: map[string]int{}, pendingRevs: map[string][]uint32{}, admitted: map[string]admission{}, unsettled: map[string]bool{}, published: map[string]bool{},
+		pendingBy: map[string]int{}, bytesBy: map[string]int64{}, locks: map[string]queueLock{}, pendingRevs: map[string][]uint32{}, admitted: map[string]admission{}, unsettled: map[string]bool{}, published: map[string]bool{},
 		byAgent: map[string]*listOrder{}, due: dueQueue{at: map[string]int64{}}, queued: map[string]bool{},
 		announcing: map[string]string{}}
 }
@@ -148,15 +148,16 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 		// A thread queue's lock (domain.QueueKey), not a record: its bytes
 		// count toward its agent's share all the same, until it leaves the
 		// bucket (its TTL, once its thread has nothing pending).
-		size := 0
+		var lock queueLock
 		if e.Operation() == jetstream.KeyValuePut {
-			size = len(e.Key()) + len(e.Value())
+			lock.size = len(e.Key()) + len(e.Value())
+			lock.holder, lock.retired = domain.LockHolder(e.Value())
 		}
 		ix.mu.Lock()
 		defer ix.mu.Unlock()
-		ix.bytesOf(agent, int64(size-ix.locks[e.Key()]))
-		if size > 0 {
-			ix.locks[e.Key()] = size
+		ix.bytesOf(agent, int64(lock.size-ix.locks[e.Key()].size))
+		if lock.size > 0 {
+			ix.locks[e.Key()] = lock
 		} else {
 			delete(ix.locks, e.Key())
 		}
@@ -231,6 +232,15 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 			ix.unsettled[e.Key()] = true
 		}
 	}
+}
+
+// queueLock is a thread queue's lock as the index holds it: its stored
+// size, the key of the call it names, and whether it is retired
+// (domain.RetiredLock).
+type queueLock struct {
+	size    int
+	holder  string
+	retired bool
 }
 
 // order and unorder add a record to the list orders and remove it (ix.mu held).
@@ -550,6 +560,34 @@ func (ix *index) queuedRecords() []*airlockv1.ApprovalRecord {
 		if rec := ix.recs[key]; rec != nil {
 			out = append(out, rec.record(ix.log))
 		}
+	}
+	return out
+}
+
+// strandedLocks returns the keys of the thread locks that are not retired
+// though, as far as the index knows, nothing of their thread is pending:
+// the call a lock names is not pending (or not held) and no call of its
+// thread is queued. A lock naming a pending call holds its turn; a thread
+// with a queued call is the release's (releaseQueues). It costs the locks
+// and the queued calls held, as a sweep's releaseQueues does.
+func (ix *index) strandedLocks() []string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	waiting := map[string]bool{}
+	for key := range ix.queued {
+		if rec := ix.recs[key]; rec != nil {
+			waiting[domain.QueueKeyOf(rec.ref.Agent, rec.thread)] = true
+		}
+	}
+	var out []string
+	for key, lock := range ix.locks {
+		if lock.retired || waiting[key] {
+			continue
+		}
+		if holder := ix.recs[lock.holder]; holder != nil && holder.pending() {
+			continue
+		}
+		out = append(out, key)
 	}
 	return out
 }

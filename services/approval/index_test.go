@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/approval/internal/domain"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
@@ -288,6 +289,51 @@ func TestAThreadQueuesLockCountsTowardItsAgentsBytes(t *testing.T) {
 			}
 			if !maps.Equal(ix.bytesBy, tt.want) {
 				t.Fatalf("bytes by agent %v, want %v", ix.bytesBy, tt.want)
+			}
+		})
+	}
+}
+
+// The sweeper retires the thread locks no release retired (a release cut
+// short after the thread's last call): those naming no pending call, of a
+// thread with no queued call, not yet retired. A lock naming a pending
+// call holds its turn; a thread with a queued call is the release's; a
+// retired lock has its TTL already, and retiring it again would push its
+// expiry back.
+func TestTheSweeperIsHandedTheLocksNoReleaseRetired(t *testing.T) {
+	call := func(id, thread string, state airlockv1.ApprovalState, queued bool) *airlockv1.ApprovalRecord {
+		return &airlockv1.ApprovalRecord{Call: &airlockv1.ToolCall{AgentId: "bot", CallId: id, Revision: 1, ThreadId: thread},
+			Decision: &airlockv1.Decision{QueuePerThread: true}, State: state, Queued: queued, CreatedAt: timestamppb.Now()}
+	}
+	const (
+		pending  = airlockv1.ApprovalState_APPROVAL_STATE_PENDING
+		rejected = airlockv1.ApprovalState_APPROVAL_STATE_REJECTED
+	)
+	lock := func(val []byte) kvEntry { return kvEntry{key: "_queue.bot.t", val: val, op: jetstream.KeyValuePut} }
+	tests := []struct {
+		name string
+		recs []*airlockv1.ApprovalRecord
+		lock []byte
+		want []string
+	}{
+		{"holder_ended", []*airlockv1.ApprovalRecord{call("c1", "t", rejected, false)}, []byte("bot.c1.1"), []string{"_queue.bot.t"}},
+		{"holder_gone_from_the_bucket", nil, []byte("bot.c1.1"), []string{"_queue.bot.t"}},
+		{"holder_pending", []*airlockv1.ApprovalRecord{call("c1", "t", pending, false)}, []byte("bot.c1.1"), nil},
+		{"holder_ended_and_a_call_queued", []*airlockv1.ApprovalRecord{call("c1", "t", rejected, false), call("c2", "t", pending, true)},
+			[]byte("bot.c1.1"), nil},
+		{"holder_ended_and_another_threads_call_queued", []*airlockv1.ApprovalRecord{call("c1", "t", rejected, false), call("c2", "u", pending, true)},
+			[]byte("bot.c1.1"), []string{"_queue.bot.t"}},
+		{"retired", []*airlockv1.ApprovalRecord{call("c1", "t", rejected, false)}, domain.RetiredLock("bot.c1.1"), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ix := newIndex(slog.Default(), func() uint64 { return 0 })
+			for _, rec := range tt.recs {
+				put(t, ix, rec)
+			}
+			ix.apply(lock(tt.lock))
+			if got := ix.strandedLocks(); !slices.Equal(got, tt.want) {
+				t.Fatalf("stranded locks %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -133,7 +133,8 @@ func (s *Service) tryTurn(ctx context.Context, lockKey, key string) (turn string
 	if err != nil {
 		return "", false, fmt.Errorf("read the turn of %s: %w", lockKey, err)
 	}
-	if holder := string(e.Value()); holder != key {
+	// A retired lock (retireTurn) names no turn: its thread had nothing pending.
+	if holder, retired := domain.LockHolder(e.Value()); !retired && holder != key {
 		cur, _, err := s.store.get(ctx, holder)
 		switch {
 		case err == nil && cur.GetState() == domain.Pending && cur.GetQueued():
@@ -159,8 +160,12 @@ func (s *Service) tryTurn(ctx context.Context, lockKey, key string) (turn string
 // the thread takes the turn first (tryTurn writes it without a TTL). An
 // agent opening a fresh thread per call otherwise left a lock per call in
 // the bucket for ever (its locks count toward its share). The rewrite is
-// a compare-and-set: a turn taken meanwhile wins. A bucket provisioned
-// before it took per-key TTLs keeps the lock, as it keeps ended records.
+// a compare-and-set: a turn taken meanwhile wins. The rewritten lock is
+// marked retired (domain.RetiredLock), and a retired lock is never
+// rewritten here: the sweeper retiring the locks no release retired
+// (retireStranded) gives each its TTL once, not a later expiry at every
+// round. A bucket provisioned before it took per-key TTLs keeps the lock,
+// as it keeps ended records.
 func (s *Service) retireTurn(ctx context.Context, lockKey string) error {
 	if s.store.endedTTL <= 0 {
 		return nil
@@ -172,14 +177,18 @@ func (s *Service) retireTurn(ctx context.Context, lockKey string) error {
 	if err != nil {
 		return fmt.Errorf("read the turn of %s: %w", lockKey, err)
 	}
-	cur, _, err := s.store.get(ctx, string(e.Value()))
+	holder, retired := domain.LockHolder(e.Value())
+	if retired {
+		return nil // it has its TTL already
+	}
+	cur, _, err := s.store.get(ctx, holder)
 	switch {
 	case err == nil && cur.GetState() == domain.Pending:
 		return nil // taken meanwhile
 	case err != nil && !errors.Is(err, errNotFound):
 		return err
 	}
-	if err := s.store.update(ctx, lockKey, e.Value(), e.Revision(), true); err != nil && !bus.Conflict(err) {
+	if err := s.store.update(ctx, lockKey, domain.RetiredLock(holder), e.Revision(), true); err != nil && !bus.Conflict(err) {
 		return fmt.Errorf("retire the turn of %s: %w", lockKey, err)
 	}
 	return nil
@@ -196,6 +205,28 @@ func (s *Service) releaseQueues(ctx context.Context, pending []*airlockv1.Approv
 		seen[domain.QueueKey(rec)] = true
 		if err := s.release(ctx, rec); err != nil {
 			s.deps.Log.Warn("releasing a thread's next queued call failed; will retry", "queue", domain.QueueKey(rec), "err", err)
+		}
+	}
+}
+
+// retireStranded retires (retireTurn) the locks the index shows with
+// nothing of their thread pending that no release retired: the release
+// after the thread's last call failed or was cut short (its replica
+// stopped between ending the call and releasing), and the lock, without a
+// TTL, would stay in the bucket counting toward its agent's share until a
+// later call of the thread ended — for a thread never used again, for
+// ever. The index follows the bucket a moment late; retireTurn decides on
+// the bucket.
+func (s *Service) retireStranded(ctx context.Context) {
+	if s.store.endedTTL <= 0 {
+		return // the bucket takes no per-key TTL: locks stay, as ended records do
+	}
+	for _, lockKey := range s.index.strandedLocks() {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := s.retireTurn(ctx, lockKey); err != nil {
+			s.deps.Log.Warn("retiring a thread's lock failed; will retry", "queue", lockKey, "err", err)
 		}
 	}
 }

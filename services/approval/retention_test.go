@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/config"
@@ -113,4 +115,82 @@ func TestThreadQueueLocksLeaveTheBucketWithTheirThreadsLastCall(t *testing.T) {
 		t.Fatalf("no thread lock in the bucket after %d queued calls on threads of their own: the test no longer exercises the locks", calls)
 	}
 	testenv.Eventually(t, 30*time.Second, "the threads' locks to leave the bucket", func() bool { return locks() == 0 })
+}
+
+// A thread's lock takes the retention as its TTL even when no release ran
+// after the thread's last call ended (its replica stopped between ending
+// the call and releasing, or the release's write failed): a sweep retires
+// it, once. It stayed in the bucket without a TTL until a later call of
+// the thread ended (for a thread never used again, for ever, counting
+// toward its agent's share); and a sweep rewriting it at every round would
+// push its expiry back for ever.
+func TestASweepRetiresAThreadLockNoReleaseRetiredOnce(t *testing.T) {
+	const retention = 5 * time.Second
+	w := newWorld(t, func(c *config.Config) {
+		c.Approval.EndedRetention = retention
+		c.Approval.SweepInterval = time.Hour // the test runs each sweep (SweepForTest)
+	})
+	rec := &recorder{name: "rec"}
+	w.start(rec)
+	ctx := context.Background()
+	kv, _ := approvalsBucket(t, w)
+	w.pending(&airlockv1.ToolCall{CallId: "last", ThreadId: "t"}, &airlockv1.Decision{Approvers: []string{"group:reviewers"}, QueuePerThread: true})
+	testenv.Eventually(t, 10*time.Second, "last to be released", func() bool { return rec.has("announce:last") })
+
+	// The replica deciding last writes the decision and stops before its
+	// release: the record ends, and nothing touches the thread's lock.
+	e, err := kv.Get(ctx, "bot.last.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := &airlockv1.ApprovalRecord{}
+	if err := proto.Unmarshal(e.Value(), ended); err != nil {
+		t.Fatal(err)
+	}
+	ended.State, ended.Reason, ended.UpdatedAt = airlockv1.ApprovalState_APPROVAL_STATE_REJECTED, "no", timestamppb.Now()
+	ended.DecidedBy = &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "alice", Channel: "console"}
+	data, err := proto.Marshal(ended)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Update(ctx, "bot.last.1", data, e.Revision()); err != nil {
+		t.Fatal(err)
+	}
+
+	stream, err := w.js.Stream(ctx, "KV_"+w.cfg.Buckets.Approvals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := "$KV." + w.cfg.Buckets.Approvals + "._queue.bot.t"
+	var retired *jetstream.RawStreamMsg
+	testenv.Eventually(t, 10*time.Second, "a sweep to give the thread's lock the retention as its TTL", func() bool {
+		w.service.SweepForTest(ctx)
+		m, err := stream.GetLastMsgForSubject(ctx, lock)
+		if err != nil {
+			t.Fatalf("reading the thread's lock: %v", err)
+		}
+		ttl, err := time.ParseDuration(m.Header.Get(jetstream.MsgTTLHeader))
+		if err != nil || ttl != retention {
+			return false
+		}
+		retired = m
+		return true
+	})
+
+	// The sweeps that follow, whether or not their index has seen the
+	// retiring write yet, leave the lock as it is.
+	for range 2 {
+		w.service.SweepForTest(ctx)
+	}
+	m, err := stream.GetLastMsgForSubject(ctx, lock)
+	if err != nil {
+		t.Fatalf("reading the retired lock (the machine may have taken the whole %s retention since): %v", retention, err)
+	}
+	if m.Sequence != retired.Sequence {
+		t.Fatalf("a later sweep rewrote the retired lock (stream sequence %d, then %d): every sweep would push its expiry back", retired.Sequence, m.Sequence)
+	}
+	testenv.Eventually(t, 30*time.Second, "the thread's lock to leave the bucket", func() bool {
+		_, err := kv.Get(ctx, "_queue.bot.t")
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
 }

@@ -67,6 +67,7 @@ func (s *Service) sweepOnce(ctx context.Context) {
 		}
 	}
 	s.releaseQueues(ctx, s.index.queuedRecords())
+	s.retireStranded(ctx)
 	s.takeOver(ctx)
 	s.settle(ctx)
 	s.sweepGrants(ctx)

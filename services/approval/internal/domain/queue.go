@@ -29,10 +29,34 @@ func InQueue(rec *airlockv1.ApprovalRecord) bool {
 // It is also the key of the queue's lock in the approvals bucket; agent
 // ids never start with "_", so it never collides with a record's key.
 func QueueKey(rec *airlockv1.ApprovalRecord) string {
-	return queueKeyPrefix + rec.GetCall().GetAgentId() + "." + rec.GetCall().GetThreadId()
+	return QueueKeyOf(rec.GetCall().GetAgentId(), rec.GetCall().GetThreadId())
 }
 
+// QueueKeyOf is QueueKey of agent's thread.
+func QueueKeyOf(agent, thread string) string { return queueKeyPrefix + agent + "." + thread }
+
 const queueKeyPrefix = "_queue."
+
+// A queue's lock holds the key of the call whose turn it is. Once the
+// thread has nothing pending the lock is retired: rewritten with the ended
+// records' retention as its TTL, holding its last holder's key after
+// retiredMark. The mark tells every reader that the turn is free and that
+// the lock already expires, so the sweeper, which retires the locks a
+// release cut short left, retires each once (a KV entry does not show its
+// TTL, and a rewrite at every sweep would push its expiry back for ever).
+// No call's key starts with "_" (agent ids never do), so no holder reads
+// as retired; and a replica that predates the mark reads a retired lock
+// as naming a call no longer in the bucket: a free turn, as it is.
+const retiredMark = "_retired."
+
+// RetiredLock is the value of a retired queue lock whose last holder is holder.
+func RetiredLock(holder string) []byte { return []byte(retiredMark + holder) }
+
+// LockHolder reads a queue lock's value: the key of the call it names, and
+// whether the lock is retired (RetiredLock).
+func LockHolder(value []byte) (holder string, retired bool) {
+	return strings.CutPrefix(string(value), retiredMark)
+}
 
 // QueueAgent names the agent whose thread a queue's lock (QueueKey) is:
 // the lock is its bytes in the bucket, counted toward its share. ok is
