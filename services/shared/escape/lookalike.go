@@ -571,6 +571,30 @@ func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
 	return l, true
 }
 
+// dnsSized reports whether host is no longer than a DNS name may be (253
+// characters, each label at most 63) and so has an ASCII form a resolver
+// is asked for. It also bounds what punycode costs: encoding a label takes
+// its length times its distinct characters, and an agent's 60 KB label of
+// distinct Han characters took five seconds of CPU on every reviewer
+// surface that showed the call.
+func dnsSized(host string) bool {
+	const maxName, maxLabel = 253, 63
+	name, label := 0, 0
+	for _, r := range host {
+		if name++; name > maxName {
+			return false
+		}
+		if r == '.' || lookAlikeDot(r) {
+			label = 0
+			continue
+		}
+		if label++; label > maxLabel {
+			return false
+		}
+	}
+	return true
+}
+
 // nameKind is LookAlike.Kind of a name.
 func nameKind(name string) string {
 	switch {
@@ -610,7 +634,7 @@ func asciiHost(name, kind string) string {
 	if i := strings.LastIndex(host, ":"); i >= 0 && strings.Trim(host[i+1:], "0123456789") == "" {
 		host = host[:i]
 	}
-	if host == "" || ascii(host) {
+	if host == "" || ascii(host) || !dnsSized(host) {
 		return ""
 	}
 	a, err := idna.Lookup.ToASCII(host)

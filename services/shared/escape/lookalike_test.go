@@ -122,3 +122,57 @@ func TestLookAlikeWarningSaysWhichLetterPassesForWhich(t *testing.T) {
 		})
 	}
 }
+
+// A host longer than a DNS name may be is still flagged but given no
+// ASCII form: punycode's encoding costs a label's length times its
+// distinct characters, and an agent's hosts of 20,700 distinct Han
+// characters (R8) took 21 s of CPU in one LookAlikes on every reviewer
+// surface.
+func TestAHostLongerThanADNSNameHasNoASCIIForm(t *testing.T) {
+	han := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			b.WriteRune(rune(0x4E00 + i))
+		}
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name, host string
+		ascii      bool
+	}{
+		{"a label of 63 characters", "pа" + han(61) + ".com", true},
+		{"a label of 64 characters", "pа" + han(62) + ".com", false},
+		{"a name of 253 characters", "pа" + strings.Repeat(han(50)+".", 4) + "com" + strings.Repeat("x", 253-2-4*51-3), true},
+		{"a name of 254 characters", "pа" + strings.Repeat(han(50)+".", 4) + "com" + strings.Repeat("x", 254-2-4*51-3), false},
+		{"the hostile shape", "pа1" + han(20700) + ".com", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			found := escape.LookAlikes("see " + tc.host)
+			if len(found) != 1 || found[0].Text != tc.host {
+				t.Fatalf("found %d names, want the host flagged", len(found))
+			}
+			if got := found[0].ASCII != ""; got != tc.ascii {
+				t.Errorf("ASCII form %.40q…: given %v, want %v", found[0].ASCII, got, tc.ascii)
+			}
+		})
+	}
+}
+
+// BenchmarkLookAlikesHostile is R8's request: four hosts of 20,700
+// distinct Han characters each after a Cyrillic а, 248 KB.
+func BenchmarkLookAlikesHostile(b *testing.B) {
+	var hosts []string
+	for h := range 4 {
+		var s strings.Builder
+		s.WriteString("pа" + string(rune('0'+h)))
+		for i := range 20700 {
+			s.WriteRune(rune(0x4E00 + i))
+		}
+		hosts = append(hosts, s.String()+".com")
+	}
+	in := `{"path":"notes.txt","h":["` + strings.Join(hosts, `","`) + `"]}`
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		escape.LookAlikes(in)
+	}
+}
