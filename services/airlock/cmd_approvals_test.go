@@ -101,6 +101,8 @@ func TestApprovalsShowWarnsOfEachClassOfLookAlike(t *testing.T) {
 			"the host g൦൦gle.com mixes Latin letters and Malayalam digits: ൦ (U+0D66 MALAYALAM DIGIT ZERO) looks like o; in ASCII its host is xn--ggle-0qna.com"},
 		{"mathematical_bold_letters", "𝐩𝐚𝐲𝐩𝐚𝐥.com",
 			"the host 𝐩𝐚𝐲𝐩𝐚𝐥.com mixes Latin letters and styled letters: 𝐩 (U+1D429 MATHEMATICAL BOLD SMALL P), a styled letter, passes for p; 𝐚 (U+1D41A MATHEMATICAL BOLD SMALL A), a styled letter, passes for a; 𝐲 (U+1D432 MATHEMATICAL BOLD SMALL Y), a styled letter, passes for y; and 1 more; in ASCII its host is paypal.com"},
+		{"a_division_slash", "https://paypal.com\u2215login.evil.com/x",
+			"the address https://paypal.com\u2215login.evil.com/x mixes Latin letters and punctuation that is not ASCII: \u2215 (U+2215 DIVISION SLASH) looks like /; in ASCII its host is paypal.xn--comlogin-0f7d.evil.com"},
 		{"a_mu_that_is_no_unit", "10μicrosoft",
 			"the name 10μicrosoft mixes Latin and Greek letters: μ (U+03BC GREEK SMALL LETTER MU), a Greek letter, is no unit here"},
 	} {

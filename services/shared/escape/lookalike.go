@@ -39,6 +39,9 @@ type LookAlike struct {
 	Digits []string
 	// Styled reports styled letters among the look-alikes (𝐩, ｐ, ⓟ, ℓ).
 	Styled bool
+	// Punctuation reports characters drawn as the ASCII punctuation of
+	// addresses and paths that are not it (∕ U+2215 for /).
+	Punctuation bool
 	// Characters are the look-alike letters and digits of the words that
 	// look alike, each once, in the order they first appear.
 	Characters []rune
@@ -87,6 +90,9 @@ func (l LookAlike) Summary(esc func(string) string) string {
 	if l.Styled {
 		groups = append(groups, "styled letters")
 	}
+	if l.Punctuation {
+		groups = append(groups, "punctuation that is not ASCII")
+	}
 	if len(l.Scripts) > 0 && l.Scripts[0] == "Latin" || len(l.Digits) > 0 && l.Digits[0] == "ASCII" {
 		return fmt.Sprintf("the %s %s mixes %s", l.Kind, esc(l.Text), andList(groups))
 	}
@@ -127,6 +133,11 @@ const maxWarningLetters = 3
 // such letters too. A Cyrillic domain made only of letters that pass for
 // Latin is flagged: to a reviewer it reads as the Latin name it looks like,
 // which is what the warning says.
+//
+// A name with Latin letters that holds punctuation drawn as a path's, an
+// address's or a host's and is not it (https://paypal.com∕login.evil.com,
+// a division slash: the host asked for is not paypal.com) is a LookAlike
+// too (lookAlikePunctuation).
 //
 // A μ, Ω or ℓ in a quantity's unit (10μm, 4.7kΩ, 10 μF, 2ℓ) is no
 // look-alike: after a number, at most one letter (an SI prefix) before it
@@ -260,6 +271,9 @@ func describeLetter(r rune) string {
 		}
 		return fmt.Sprintf("(%U, a digit %d)", r, d.value)
 	}
+	if p, ok := lookAlikePunctuation[r]; ok {
+		return fmt.Sprintf("(%U %s) looks like %s", r, p.name, p.like)
+	}
 	if name, ok := unitSignNames[r]; ok {
 		return fmt.Sprintf("(%U %s), a Greek letter, is no unit here", r, name)
 	}
@@ -273,7 +287,35 @@ var unitSignNames = map[rune]string{
 
 // nameJoiner reports whether r joins the parts of a host, path or
 // identifier into one name.
-func nameJoiner(r rune) bool { return strings.ContainsRune(`.-_/\:@~+%`, r) || lookAlikeDot(r) }
+func nameJoiner(r rune) bool {
+	if strings.ContainsRune(`.-_/\:@~+%`, r) || lookAlikeDot(r) {
+		return true
+	}
+	_, ok := lookAlikePunctuation[r]
+	return ok
+}
+
+// lookAlikePunctuation are characters drawn as the ASCII punctuation that
+// shapes addresses and paths, and are not it: in
+// https://paypal.com∕login.evil.com the division slash ends no host, and
+// the host a browser asks for is not paypal.com. They join a name as what
+// they pass for would, so the name is judged whole.
+var lookAlikePunctuation = map[rune]struct{ name, like string }{
+	'∕': {"DIVISION SLASH", "/"},
+	'⁄': {"FRACTION SLASH", "/"},
+	'⧸': {"BIG SOLIDUS", "/"},
+	'⟋': {"MATHEMATICAL RISING DIAGONAL", "/"},
+	'╱': {"BOX DRAWINGS LIGHT DIAGONAL UPPER RIGHT TO LOWER LEFT", "/"},
+	'／': {"FULLWIDTH SOLIDUS", "/"},
+	'∖': {"SET MINUS", `\`},
+	'⧵': {"REVERSE SOLIDUS OPERATOR", `\`},
+	'⧹': {"BIG REVERSE SOLIDUS", `\`},
+	'＼': {"FULLWIDTH REVERSE SOLIDUS", `\`},
+	'∶': {"RATIO", ":"},
+	'꞉': {"MODIFIER LETTER COLON", ":"},
+	'＠': {"FULLWIDTH COMMERCIAL AT", "@"},
+	'﹫': {"SMALL COMMERCIAL AT", "@"},
+}
 
 // lookAlikeDot reports whether r is drawn as a full stop, or is one that
 // browsers read as the dot between a host's labels (IDNA maps the
@@ -555,6 +597,23 @@ func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
 				}
 			case !slices.Contains(scripts, c.script):
 				scripts = append(scripts, c.script)
+			}
+		}
+	}
+	// Punctuation that passes for a path's, an address's or a host's is a
+	// spoof where the name has Latin letters for it to join
+	// (paypal.com∕login); between digits alone it is a fraction (1⁄2), and
+	// fullwidth punctuation beside Chinese, Japanese or Korean letters is
+	// their typography.
+	if latinInName {
+		cjkName := strings.IndexFunc(name, cjk) >= 0
+		for _, r := range name {
+			if _, ok := lookAlikePunctuation[r]; !ok || cjkName && r >= 0xFF00 && r <= 0xFFEF {
+				continue
+			}
+			l.Punctuation = true
+			if !slices.Contains(l.Characters, r) {
+				l.Characters = append(l.Characters, r)
 			}
 		}
 	}

@@ -64,6 +64,11 @@ func TestLookAlikesFindsNamesThatPassForLatin(t *testing.T) {
 		{"an_omega_after_digits_that_is_no_unit", "3Ωpen", []found{{"3Ωpen", "name", "mixes Latin and Greek letters", "Ω"}}},
 		{"a_micro_sign_that_is_no_unit", "10\u00b5icrosoft", []found{{"10\u00b5icrosoft", "name", "mixes Latin and Greek letters", "\u00b5"}}},
 		{"units_after_a_number_and_a_space", "a film 10 μm thick, 4.7 kΩ, 100 MΩ", nil},
+		// Punctuation drawn as a path's, an address's or a host's (R8).
+		{"a_division_slash_in_an_address", "open https://paypal.com\u2215login.evil.com/x", []found{{"https://paypal.com\u2215login.evil.com/x", "address", "mixes Latin letters and punctuation that is not ASCII", "\u2215"}}},
+		{"a_fraction_slash_in_a_host", "paypal.com\u2044login.evil.com", []found{{"paypal.com\u2044login.evil.com", "host", "mixes Latin letters and punctuation that is not ASCII", "\u2044"}}},
+		{"a_fullwidth_at_in_an_address", "mail admin\uff20paypal.com", []found{{"admin\uff20paypal.com", "host", "mixes Latin letters and punctuation that is not ASCII", "\uff20"}}},
+		{"fractions_and_cjk_typography_are_no_spoof", "add 1\u20442 cup; ファイル\uff0fフォルダ; Mac\uff0fWindows版", nil},
 		{"units_joined_to_their_number", "10μF 5μs 10μm 4.7kΩ 2.2μH 2ℓ/100km", nil},
 		{"a_unit_with_more_than_two_letters_after_it", "10μmol", []found{{"10μmol", "name", "mixes Latin and Greek letters", "μ"}}},
 		{"units_after_a_number_are_not_spoofs", "a 4.7kΩ resistor and 10μm film", nil},
@@ -93,6 +98,7 @@ func TestLookAlikesFindsNamesThatPassForLatin(t *testing.T) {
 
 func TestLookAlikeWarningSaysWhichLetterPassesForWhich(t *testing.T) {
 	for _, tt := range []struct{ name, in, want string }{
+		{"a_division_slash", "https://paypal.com\u2215login", "the address [https://paypal.com\u2215login] mixes Latin letters and punctuation that is not ASCII: [\u2215] (U+2215 DIVISION SLASH) looks like /; in ASCII its host is [paypal.xn--comlogin-0f7d]"},
 		{"one_letter", "pаypal.com", "the host [pаypal.com] mixes Latin and Cyrillic letters: [а] (U+0430 CYRILLIC SMALL LETTER A) looks like a; in ASCII its host is [xn--pypal-4ve.com]"},
 		{"a_host_wholly_look_alike", "аррӏе.со", "the host [аррӏе.со] is written in Cyrillic letters that pass for Latin: [а] (U+0430 CYRILLIC SMALL LETTER A) looks like a; [р] (U+0440 CYRILLIC SMALL LETTER ER) looks like p; [ӏ] (U+04CF CYRILLIC SMALL LETTER PALOCHKA) looks like l; and 3 more; in ASCII its host is [xn--80ak6aa92e.xn--n1af]"},
 		{"an_address_shows_its_hosts_ascii_form", "https://me@gіthub.com:443/x", "the address [https://me@gіthub.com:443/x] mixes Latin and Cyrillic letters: [і] (U+0456 CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I) looks like i; in ASCII its host is [xn--gthub-n2e.com]"},
