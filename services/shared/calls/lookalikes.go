@@ -1,6 +1,7 @@
 package calls
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -22,13 +23,19 @@ const maxLookAlikeChars = 80
 const LookAlikePrefix = "Look-alike letters: "
 
 // LookAlikes are the escape.LookAlikes in everything of c a reviewer
-// reads — its agent, the person it acts for, server and tool, thread,
-// working directory, each argument's name and string value, and its
-// reason — each name once, in that order. redact is the decision's redact, for a
-// surface that shows the arguments redacted (Redacted): a value it hides
-// is not quoted in a warning either; nil for one that shows them all.
+// reads — its agent, the person it acts for, server and tool, thread, each
+// argument's name and string value, its working directory and its reason
+// — each name once. What the call does comes first: the names of its
+// identity and arguments, then of its working directory, then of its
+// reason; within each, addresses, hosts and e-mail addresses before paths
+// and other names. So decoys the agent writes in its working directory or
+// reason, or paths beside a spoofed host, cannot take the warnings' places
+// (MaxLookAlikeWarnings, a phone's one line) from a spoofed host in its
+// arguments. redact is the decision's redact, for a surface that shows
+// the arguments redacted (Redacted): a value it hides is not quoted in a
+// warning either; nil for one that shows them all.
 func LookAlikes(c *airlockv1.ToolCall, redact []string) []escape.LookAlike {
-	texts := []string{c.GetAgentId(), c.GetOnBehalfOf(), ToolName(c.GetServer(), c.GetTool()), c.GetThreadId(), c.GetCwd()}
+	texts := []string{c.GetAgentId(), c.GetOnBehalfOf(), ToolName(c.GetServer(), c.GetTool()), c.GetThreadId()}
 	// Arguments walked with a stack, not recursion: their depth is the
 	// agent's choice.
 	stack := []any{Redacted(c.GetArguments(), redact)}
@@ -50,21 +57,40 @@ func LookAlikes(c *airlockv1.ToolCall, redact []string) []escape.LookAlike {
 			texts = append(texts, v)
 		}
 	}
-	// The agent's reason last: what the call does comes first, and decoys
-	// in the reason cannot take the warnings' places (MaxLookAlikeWarnings,
-	// a phone's one line) from a spoof in its arguments.
-	texts = append(texts, c.GetReason())
-	var found []escape.LookAlike
+	type ranked struct {
+		l           escape.LookAlike
+		place, kind int
+	}
+	var found []ranked
 	seen := map[string]bool{}
-	for _, t := range texts {
-		for _, l := range escape.LookAlikes(t) {
-			if !seen[l.Text] {
-				seen[l.Text] = true
-				found = append(found, l)
+	for place, group := range [][]string{texts, {c.GetCwd()}, {c.GetReason()}} {
+		for _, t := range group {
+			for _, l := range escape.LookAlikes(t) {
+				if !seen[l.Text] {
+					seen[l.Text] = true
+					found = append(found, ranked{l, place, kindRank(l.Kind)})
+				}
 			}
 		}
 	}
-	return found
+	slices.SortStableFunc(found, func(a, b ranked) int { return cmp.Or(cmp.Compare(a.place, b.place), cmp.Compare(a.kind, b.kind)) })
+	out := make([]escape.LookAlike, len(found))
+	for i, r := range found {
+		out[i] = r.l
+	}
+	return out
+}
+
+// kindRank orders look-alikes by kind: what a call reaches (an address, a
+// host, an e-mail address) before paths and other names.
+func kindRank(kind string) int {
+	switch kind {
+	case "address", "host", "e-mail address":
+		return 0
+	case "path":
+		return 1
+	}
+	return 2
 }
 
 // LookAlikeWarnings are the lines every surface shows for a call whose

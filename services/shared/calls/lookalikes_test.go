@@ -25,7 +25,10 @@ func TestLookAlikesReadsEverythingAReviewerReads(t *testing.T) {
 	for _, l := range LookAlikes(c, nil) {
 		got = append(got, l.Text)
 	}
-	want := []string{"bοt", "gіthub__push", "nеsted", "/etc/раsswd", "https://pаypal.com/login", "pаypal.com"} // argument names, then values, depth first in name order; the reason last
+	// The identity's and arguments' names (argument names, then values,
+	// depth first in name order) by kind: addresses and hosts, paths,
+	// other names; the reason's last.
+	want := []string{"https://pаypal.com/login", "/etc/раsswd", "bοt", "gіthub__push", "nеsted", "pаypal.com"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("LookAlikes = %q, want %q", got, want)
 	}
@@ -60,18 +63,38 @@ func TestLookAlikeWarningsAreBounded(t *testing.T) {
 }
 
 // TestDecoysInTheReasonCannotCrowdOutASpoofInTheArguments: the warnings
-// are bounded (MaxLookAlikeWarnings), so an agent filling its reason with
-// look-alike decoys must not push the warning about what the call does —
-// its arguments — out of the lines shown (R6).
+// are bounded (MaxLookAlikeWarnings), so look-alike decoys an agent writes
+// in its reason (R6), its working directory or paths beside the host it
+// spoofs (R8) must not push the warning about where the call goes out of
+// the lines shown.
 func TestDecoysInTheReasonCannotCrowdOutASpoofInTheArguments(t *testing.T) {
-	args, err := structpb.NewStruct(map[string]any{"url": "https://pаypal.com/login"})
-	if err != nil {
-		t.Fatal(err)
+	decoys := func(format string) []any {
+		var out []any
+		for i := range 7 {
+			out = append(out, fmt.Sprintf(format, i))
+		}
+		return out
 	}
-	c := &airlockv1.ToolCall{AgentId: "bot", Server: "web", Tool: "fetch", Arguments: args,
-		Reason: "checking аa1 аa2 аa3 аa4 аa5 аa6 аa7"}
-	lines := LookAlikeWarnings(c, nil, func(s string) string { return s })
-	if len(lines) == 0 || !strings.Contains(lines[0], "https://pаypal.com/login") {
-		t.Fatalf("warnings %q: want the first about the argument's address, before the reason's decoys", lines)
+	for _, tt := range []struct {
+		name   string
+		args   map[string]any
+		cwd    string
+		reason string
+	}{
+		{"in_the_reason", map[string]any{"url": "https://pаypal.com/login"}, "", "checking аa1 аa2 аa3 аa4 аa5 аa6 аa7"},
+		{"in_the_working_directory", map[string]any{"url": "https://pаypal.com/login"}, "/srv/аa1 /srv/аa2 /srv/аa3 /srv/аa4 /srv/аa5 /srv/аa6", ""},
+		{"paths_in_earlier_arguments", map[string]any{"a_files": decoys("/tmp/rеport%d"), "url": "https://pаypal.com/login"}, "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			args, err := structpb.NewStruct(tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &airlockv1.ToolCall{AgentId: "bot", Server: "web", Tool: "fetch", Arguments: args, Cwd: tt.cwd, Reason: tt.reason}
+			lines := LookAlikeWarnings(c, nil, func(s string) string { return s })
+			if len(lines) == 0 || !strings.Contains(lines[0], "https://pаypal.com/login") {
+				t.Fatalf("warnings %q: want the first about the argument's address, before the decoys", lines)
+			}
+		})
 	}
 }
