@@ -239,6 +239,38 @@ var lookAlikeLetters = map[rune]lookAlikeLetter{
 	'ɑ': {"LATIN SMALL LETTER ALPHA", "a"}, 'ɡ': {"LATIN SMALL LETTER SCRIPT G", "g"}, 'ɩ': {"LATIN SMALL LETTER IOTA", "i"},
 	'ᴄ': {"LATIN LETTER SMALL CAPITAL C", "c"}, 'ᴏ': {"LATIN LETTER SMALL CAPITAL O", "o"}, 'ᴠ': {"LATIN LETTER SMALL CAPITAL V", "v"},
 	'ᴡ': {"LATIN LETTER SMALL CAPITAL W", "w"}, 'ᴢ': {"LATIN LETTER SMALL CAPITAL Z", "z"}, 'ʏ': {"LATIN LETTER SMALL CAPITAL Y", "y"},
+	// R8's: letters missing above turned a whole-label spoof off (үаһоо.com,
+	// ꓚꓲꓢꓚꓳ.com, ⲣⲟⲣ.com, ꭰꭺꮯ.com, ᗷᗩᑎᏦ.com) or passed in a Latin word (paypaǀ.com).
+	'ǀ': {"LATIN LETTER DENTAL CLICK", "l"}, 'ʟ': {"LATIN LETTER SMALL CAPITAL L", "L"}, 'ɪ': {"LATIN LETTER SMALL CAPITAL I", "I"},
+	'ᴀ': {"LATIN LETTER SMALL CAPITAL A", "A"}, 'ȷ': {"LATIN SMALL LETTER DOTLESS J", "j"}, 'Ɩ': {"LATIN CAPITAL LETTER IOTA", "l"},
+	'ꜱ': {"LATIN LETTER SMALL CAPITAL S", "s"}, 'ɢ': {"LATIN LETTER SMALL CAPITAL G", "G"}, 'ʜ': {"LATIN LETTER SMALL CAPITAL H", "H"},
+	'ᴍ': {"LATIN LETTER SMALL CAPITAL M", "M"}, 'ƒ': {"LATIN SMALL LETTER F WITH HOOK", "f"},
+	'ү': {"CYRILLIC SMALL LETTER STRAIGHT U", "y"}, 'ѵ': {"CYRILLIC SMALL LETTER IZHITSA", "v"}, 'γ': {"GREEK SMALL LETTER GAMMA", "y"},
+	'ω': {"GREEK SMALL LETTER OMEGA", "w"}, 'ꓚ': {"LISU LETTER CA", "C"}, 'ꓲ': {"LISU LETTER I", "I"},
+	'ꓢ': {"LISU LETTER SA", "S"}, 'ꓳ': {"LISU LETTER O", "O"}, 'ꓐ': {"LISU LETTER BA", "B"},
+	'ꓓ': {"LISU LETTER DA", "D"}, 'ꓔ': {"LISU LETTER TA", "T"}, 'ꓖ': {"LISU LETTER GA", "G"},
+	'ꓗ': {"LISU LETTER KA", "K"}, 'ꓡ': {"LISU LETTER LA", "L"}, 'ꓟ': {"LISU LETTER MA", "M"},
+	'ꓠ': {"LISU LETTER NA", "N"}, 'ꓣ': {"LISU LETTER ZHA", "R"}, 'ꓦ': {"LISU LETTER HA", "V"},
+	'ꓪ': {"LISU LETTER WA", "W"}, 'ꓫ': {"LISU LETTER SHA", "X"}, 'ꓬ': {"LISU LETTER YA", "Y"},
+	'ꓜ': {"LISU LETTER DZA", "Z"}, 'ꓮ': {"LISU LETTER A", "A"}, 'ꓰ': {"LISU LETTER E", "E"},
+	'ꓝ': {"LISU LETTER TSA", "F"}, 'ꓧ': {"LISU LETTER XA", "H"}, 'ꓙ': {"LISU LETTER JA", "J"},
+	'ⲣ': {"COPTIC SMALL LETTER RO", "p"}, 'ⲟ': {"COPTIC SMALL LETTER O", "o"}, 'ⲥ': {"COPTIC SMALL LETTER SIMA", "c"},
+	'ⲭ': {"COPTIC SMALL LETTER KHI", "x"}, 'Ⲟ': {"COPTIC CAPITAL LETTER O", "O"}, 'Ⲣ': {"COPTIC CAPITAL LETTER RO", "P"},
+	'Ⲥ': {"COPTIC CAPITAL LETTER SIMA", "C"}, 'Ⲭ': {"COPTIC CAPITAL LETTER KHI", "X"}, 'Ⲁ': {"COPTIC CAPITAL LETTER ALFA", "A"},
+	'Ⲃ': {"COPTIC CAPITAL LETTER VIDA", "B"}, 'Ⲉ': {"COPTIC CAPITAL LETTER EIE", "E"}, 'Ⲏ': {"COPTIC CAPITAL LETTER HATE", "H"},
+	'Ⲓ': {"COPTIC CAPITAL LETTER IAUDA", "I"}, 'Ⲕ': {"COPTIC CAPITAL LETTER KAPA", "K"}, 'Ⲙ': {"COPTIC CAPITAL LETTER MI", "M"},
+	'Ⲛ': {"COPTIC CAPITAL LETTER NI", "N"}, 'Ⲧ': {"COPTIC CAPITAL LETTER TAU", "T"}, 'Ⲩ': {"COPTIC CAPITAL LETTER UA", "Y"},
+	'ꭰ': {"CHEROKEE SMALL LETTER A", "D"}, 'ꭺ': {"CHEROKEE SMALL LETTER GO", "A"}, 'ꮯ': {"CHEROKEE SMALL LETTER TLI", "C"},
+	'ꮃ': {"CHEROKEE SMALL LETTER LA", "W"}, 'ꮪ': {"CHEROKEE SMALL LETTER DU", "S"}, 'ꮇ': {"CHEROKEE SMALL LETTER LU", "M"},
+	'ꮋ': {"CHEROKEE SMALL LETTER MI", "H"}, 'ꭼ': {"CHEROKEE SMALL LETTER GV", "E"}, 'ꮐ': {"CHEROKEE SMALL LETTER NAH", "G"},
+	'ꮶ': {"CHEROKEE SMALL LETTER TSO", "K"}, 'ꮮ': {"CHEROKEE SMALL LETTER TLE", "L"}, 'ꮲ': {"CHEROKEE SMALL LETTER TLV", "P"},
+	'ꭲ': {"CHEROKEE SMALL LETTER I", "T"}, 'ꮩ': {"CHEROKEE SMALL LETTER DO", "V"}, 'ꮓ': {"CHEROKEE SMALL LETTER NO", "Z"},
+	'ꭻ': {"CHEROKEE SMALL LETTER GU", "J"}, 'ꭵ': {"CHEROKEE SMALL LETTER V", "i"}, 'ᗷ': {"CANADIAN SYLLABICS CARRIER KHE", "B"},
+	'ᗩ': {"CANADIAN SYLLABICS CARRIER PO", "A"}, 'ᑎ': {"CANADIAN SYLLABICS TI", "n"}, 'ᑕ': {"CANADIAN SYLLABICS TA", "C"},
+	'ᗪ': {"CANADIAN SYLLABICS CARRIER PE", "D"}, 'ᕼ': {"CANADIAN SYLLABICS NUNAVUT H", "H"}, 'ᒪ': {"CANADIAN SYLLABICS MA", "L"},
+	'ᗰ': {"CANADIAN SYLLABICS CARRIER GO", "M"}, 'ᑭ': {"CANADIAN SYLLABICS KI", "P"}, 'ᔕ': {"CANADIAN SYLLABICS SHA", "S"},
+	'ᐯ': {"CANADIAN SYLLABICS PE", "V"}, 'ᗯ': {"CANADIAN SYLLABICS CARRIER GU", "W"}, 'ᒍ': {"CANADIAN SYLLABICS CO", "J"},
+	'ᑌ': {"CANADIAN SYLLABICS TE", "U"},
 }
 
 // phoneticLookAlikes are letters of the Latin script itself (phonetic
@@ -247,7 +279,8 @@ var lookAlikeLetters = map[rune]lookAlikeLetter{
 // registry accepts in a host and Unicode counts as Latin. They count as a
 // script of their own beside Latin; ordinary letters of Latin-written
 // languages (é, ñ, ß, ı) are not among them.
-var phoneticLookAlikes = map[rune]bool{'ɑ': true, 'ɡ': true, 'ɩ': true, 'ᴄ': true, 'ᴏ': true, 'ᴠ': true, 'ᴡ': true, 'ᴢ': true, 'ʏ': true}
+var phoneticLookAlikes = map[rune]bool{'ɑ': true, 'ɡ': true, 'ɩ': true, 'ᴄ': true, 'ᴏ': true, 'ᴠ': true, 'ᴡ': true, 'ᴢ': true, 'ʏ': true,
+	'ǀ': true, 'ʟ': true, 'ɪ': true, 'ᴀ': true, 'ȷ': true, 'Ɩ': true, 'ꜱ': true, 'ɢ': true, 'ʜ': true, 'ᴍ': true, 'ƒ': true}
 
 // describeLetter is what follows a look-alike in a Warning: its code
 // point, its Unicode name when known and what it passes for, else its
@@ -320,7 +353,14 @@ var lookAlikePunctuation = map[rune]struct{ name, like string }{
 // lookAlikeDot reports whether r is drawn as a full stop, or is one that
 // browsers read as the dot between a host's labels (IDNA maps the
 // ideographic and fullwidth full stops to "."): аррӏе．com is one host.
-func lookAlikeDot(r rune) bool { return strings.ContainsRune("。．｡․", r) }
+func lookAlikeDot(r rune) bool { return strings.ContainsRune(lookAlikeDots, r) }
+
+// lookAlikeDots: the ideographic, fullwidth, halfwidth ideographic and
+// one-dot-leader full stops, and the marks drawn as a full stop or a raised
+// one between two labels (R8: аррӏе﹒com with a small full stop) —
+// hyphenation point, middle dot, small full stop, Syriac sublinear, Vai,
+// Arabic full stops, word separator middle dot, Kharoshthi dot.
+const lookAlikeDots = "。．｡․\u2027\u00b7\ufe52\u0702\ua60e\u06d4\u2e31\U00010a50"
 
 // names yields the names in s (see LookAlikes), without a full stop or
 // colon that ends a sentence or clause, each with whether it follows a

@@ -64,6 +64,16 @@ func TestLookAlikesFindsNamesThatPassForLatin(t *testing.T) {
 		{"an_omega_after_digits_that_is_no_unit", "3Ωpen", []found{{"3Ωpen", "name", "mixes Latin and Greek letters", "Ω"}}},
 		{"a_micro_sign_that_is_no_unit", "10\u00b5icrosoft", []found{{"10\u00b5icrosoft", "name", "mixes Latin and Greek letters", "\u00b5"}}},
 		{"units_after_a_number_and_a_space", "a film 10 μm thick, 4.7 kΩ, 100 MΩ", nil},
+		// Letters the tables lacked (R8), and marks drawn as a full stop.
+		{"a_dental_click_in_a_host", "paypa\u01c0.com", []found{{"paypa\u01c0.com", "host", "mixes Latin and phonetic Latin letters", "\u01c0"}}},
+		{"a_straight_u_in_a_wholly_cyrillic_label", "\u04af\u0430\u04bb\u043e\u043e.com", []found{{"\u04af\u0430\u04bb\u043e\u043e.com", "host", "mixes Latin and Cyrillic letters", "\u04af\u0430\u04bb\u043e"}}},
+		{"greek_gamma_and_omicron", "\u03b3\u03bf\u03bf.com", []found{{"\u03b3\u03bf\u03bf.com", "host", "mixes Latin and Greek letters", "\u03b3\u03bf"}}},
+		{"lisu_letters", "\ua4da\ua4f2\ua4e2\ua4da\ua4f3.com", []found{{"\ua4da\ua4f2\ua4e2\ua4da\ua4f3.com", "host", "mixes Latin and Lisu letters", "\ua4da\ua4f2\ua4e2\ua4f3"}}},
+		{"coptic_letters", "\u2ca3\u2c9f\u2ca3.com", []found{{"\u2ca3\u2c9f\u2ca3.com", "host", "mixes Latin and Coptic letters", "\u2ca3\u2c9f"}}},
+		{"cherokee_small_letters", "\uab70\uab7a\uabaf.com", []found{{"\uab70\uab7a\uabaf.com", "host", "mixes Latin and Cherokee letters", "\uab70\uab7a\uabaf"}}},
+		{"a_small_full_stop_joins_a_spoofed_label", "\u0430\u0440\u0440\u04cf\u0435\ufe52com", []found{{"\u0430\u0440\u0440\u04cf\u0435\ufe52com", "host", "mixes Latin and Cyrillic letters", "\u0430\u0440\u04cf\u0435"}}},
+		{"a_middle_dot_joins_a_spoofed_label", "\u0430\u0440\u0440\u04cf\u0435\u00b7com", []found{{"\u0430\u0440\u0440\u04cf\u0435\u00b7com", "host", "mixes Latin and Cyrillic letters", "\u0430\u0440\u04cf\u0435"}}},
+		{"greek_prose_and_a_catalan_middle_dot", "\u03ba\u03b1\u03bb\u03b7\u03bc\u03ad\u03c1\u03b1, \u03ce\u03c1\u03b1 \u03b3\u03b9\u03b1 \u03c6\u03b1\u03b3\u03b7\u03c4\u03cc; el col\u00b7legi", nil},
 		// Punctuation drawn as a path's, an address's or a host's (R8).
 		{"a_division_slash_in_an_address", "open https://paypal.com\u2215login.evil.com/x", []found{{"https://paypal.com\u2215login.evil.com/x", "address", "mixes Latin letters and punctuation that is not ASCII", "\u2215"}}},
 		{"a_fraction_slash_in_a_host", "paypal.com\u2044login.evil.com", []found{{"paypal.com\u2044login.evil.com", "host", "mixes Latin letters and punctuation that is not ASCII", "\u2044"}}},
