@@ -392,13 +392,36 @@ func names(s string) iter.Seq2[string, bool] {
 			} else {
 				end += start
 			}
-			name := strings.TrimRight(s[start:end], ".:")
 			i = end
-			if name != "" && !ascii(name) && !yield(name, followsNumber(s[:start])) {
-				return
+			for k, part := range splitAtCJKStops(s[start:end]) {
+				name := strings.TrimRight(part, ".:")
+				if name != "" && !ascii(name) && !yield(name, k == 0 && followsNumber(s[:start])) {
+					return
+				}
 			}
 		}
 	}
+}
+
+// splitAtCJKStops splits name at each full stop other than "." that has a
+// Chinese, Japanese or Korean letter beside it: there it ends a sentence
+// (会議は１０月１日です。ＰＣ is two), where between Latin or look-alike labels
+// it is a host's dot (аррӏе．com).
+func splitAtCJKStops(name string) []string {
+	var parts []string
+	start := 0
+	var prev rune
+	for i, r := range name {
+		if r != '.' && lookAlikeDot(r) {
+			next, _ := utf8.DecodeRuneInString(name[i+utf8.RuneLen(r):])
+			if cjk(prev) || cjk(next) {
+				parts = append(parts, name[start:i])
+				start = i + utf8.RuneLen(r)
+			}
+		}
+		prev = r
+	}
+	return append(parts, name[start:])
 }
 
 // followsNumber reports whether before, the text before a name, ends with
@@ -548,11 +571,14 @@ type wordCount struct {
 	// every styled letter is fullwidth or a Roman numeral; cjk: the word
 	// holds Chinese, Japanese or Korean letters.
 	styledPasses, typography, cjk bool
+	// capitals: every styled letter is a fullwidth capital or a Roman
+	// numeral (ＵＳＢ).
+	capitals bool
 }
 
 // countWord counts the runes of w, a word; unit is whether it is a unit.
 func countWord(w string, unit bool) wordCount {
-	n := wordCount{unit: unit, passes: true, typography: true}
+	n := wordCount{unit: unit, passes: true, typography: true, capitals: true}
 	for _, r := range w {
 		c, ok := classify(r)
 		switch {
@@ -571,6 +597,7 @@ func countWord(w string, unit bool) wordCount {
 				n.styled++
 				n.styledPasses = n.styledPasses || c.passes
 				n.typography = n.typography && fullwidthOrRoman(r)
+				n.capitals = n.capitals && (r >= 0xFF21 && r <= 0xFF3A || r >= 0x2160 && r <= 0x217F)
 			}
 			if c.digit {
 				n.otherDigits++
@@ -610,7 +637,13 @@ func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
 			continue
 		}
 		mixed := n.latin > 0 || n.asciiDigits > 0 && n.otherDigits > 0
-		styledWord := n.styled > 0 && n.styledPasses && n.letters > 1 && !(n.cjk && n.typography)
+		// Fullwidth letters and Roman numerals are typography beside
+		// Chinese, Japanese or Korean letters, and so are fullwidth capitals
+		// in a word standing alone (ＵＳＢ, ＯＫ in Japanese text); beside
+		// Latin letters or in a host or address they pass for what they are
+		// not.
+		styledWord := n.styled > 0 && n.styledPasses && n.letters > 1 &&
+			!(n.typography && (n.cjk || n.capitals && !latinInName && l.Kind == "name"))
 		// Digits of another script that pass for ASCII ones beside ASCII
 		// digits elsewhere (１０.0.0.1) are as much a spoof as letters
 		// beside Latin ones; letters beside digits alone are not (ТОР-10 is

@@ -74,6 +74,11 @@ func TestLookAlikesFindsNamesThatPassForLatin(t *testing.T) {
 		{"a_small_full_stop_joins_a_spoofed_label", "\u0430\u0440\u0440\u04cf\u0435\ufe52com", []found{{"\u0430\u0440\u0440\u04cf\u0435\ufe52com", "host", "mixes Latin and Cyrillic letters", "\u0430\u0440\u04cf\u0435"}}},
 		{"a_middle_dot_joins_a_spoofed_label", "\u0430\u0440\u0440\u04cf\u0435\u00b7com", []found{{"\u0430\u0440\u0440\u04cf\u0435\u00b7com", "host", "mixes Latin and Cyrillic letters", "\u0430\u0440\u04cf\u0435"}}},
 		{"greek_prose_and_a_catalan_middle_dot", "\u03ba\u03b1\u03bb\u03b7\u03bc\u03ad\u03c1\u03b1, \u03ce\u03c1\u03b1 \u03b3\u03b9\u03b1 \u03c6\u03b1\u03b3\u03b7\u03c4\u03cc; el col\u00b7legi", nil},
+		// Japanese text (R8): an ideographic full stop ends a sentence beside
+		// Japanese letters, and fullwidth capitals standing alone are its
+		// typography; beside a Latin label it is still a host's dot.
+		{"japanese_sentences_and_acronyms", "会議は１０月１日です。ＰＣとＵＳＢを持参。ＯＫ", nil},
+		{"an_ideographic_full_stop_between_latin_labels_is_a_dot", "\u0430\u0440\u0440\u04cf\u0435\u3002com", []found{{"\u0430\u0440\u0440\u04cf\u0435\u3002com", "host", "mixes Latin and Cyrillic letters", "\u0430\u0440\u04cf\u0435"}}},
 		// Punctuation drawn as a path's, an address's or a host's (R8).
 		{"a_division_slash_in_an_address", "open https://paypal.com\u2215login.evil.com/x", []found{{"https://paypal.com\u2215login.evil.com/x", "address", "mixes Latin letters and punctuation that is not ASCII", "\u2215"}}},
 		{"a_fraction_slash_in_a_host", "paypal.com\u2044login.evil.com", []found{{"paypal.com\u2044login.evil.com", "host", "mixes Latin letters and punctuation that is not ASCII", "\u2044"}}},
