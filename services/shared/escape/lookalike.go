@@ -126,7 +126,9 @@ const maxWarningLetters = 3
 //
 // or when the name holds no Latin letter at all but every letter and digit
 // in it passes for a Latin one and it is shaped as a host or identifier
-// (hostOrIdentifier): аррӏе.со, аррӏе@со.со, ѕсоре_ехес. A sentence or a
+// (hostOrIdentifier: also a path, an option or an address of such words,
+// /ԁеν/ѕԁа, ѕһеӏӏ-ехес), or when one of its words is wholly of look-alikes
+// of two scripts or more (ѕսԁо): аррӏе.со, аррӏе@со.со, ѕсоре_ехес. A sentence or a
 // word of Russian or Greek holds letters that do not pass for Latin, and is
 // not joined by dots and underscores as hosts and identifiers are; a real
 // Cyrillic or Greek domain (пример.рф, яндекс.рф, παράδειγμα.δοκιμή) holds
@@ -535,6 +537,31 @@ func hostOrIdentifier(name string) bool {
 	if strings.Contains(name, "_") {
 		return true
 	}
+	// A command's path, an option or an address: /ԁеν/ѕԁа, ѕһеӏӏ-ехес,
+	// раураӏ@со (R8): two parts of two letters or more. Russian
+	// hyphenated words (кто-то) hold letters that pass for no Latin one;
+	// р/с and ТОР-10 have one such part.
+	for _, sep := range []string{"/", "-", "@"} {
+		parts := strings.Split(name, sep)
+		if len(parts) < 2 {
+			continue
+		}
+		long := 0
+		for _, p := range parts {
+			letters := 0
+			for _, r := range p {
+				if unicode.IsLetter(r) {
+					letters++
+				}
+			}
+			if letters >= 2 {
+				long++
+			}
+		}
+		if long >= 2 {
+			return true
+		}
+	}
 	rs := []rune(name)
 	for i, r := range rs {
 		if r != '.' && !lookAlikeDot(r) {
@@ -574,6 +601,11 @@ type wordCount struct {
 	// capitals: every styled letter is a fullwidth capital or a Roman
 	// numeral (ＵＳＢ).
 	capitals bool
+	// script is the script of the word's last look-alike letter; scripts:
+	// they come from two scripts or more (ѕսԁо, Cyrillic and Armenian),
+	// which no word of prose does.
+	script  string
+	scripts bool
 }
 
 // countWord counts the runes of w, a word; unit is whether it is a unit.
@@ -601,6 +633,12 @@ func countWord(w string, unit bool) wordCount {
 			}
 			if c.digit {
 				n.otherDigits++
+			}
+			if c.script != "" && n.script != "" && c.script != n.script {
+				n.scripts = true
+			}
+			if c.script != "" {
+				n.script = c.script
 			}
 		case unicode.IsLetter(r):
 			n.passes = false
@@ -648,7 +686,7 @@ func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
 		// digits elsewhere (１０.0.0.1) are as much a spoof as letters
 		// beside Latin ones; letters beside digits alone are not (ТОР-10 is
 		// Russian).
-		spoof := n.latin == 0 && n.passes && (latinInName || wholly || asciiDigitInName && n.otherDigits == n.likes)
+		spoof := n.latin == 0 && n.passes && (latinInName || wholly || n.scripts || asciiDigitInName && n.otherDigits == n.likes)
 		if !mixed && !styledWord && !spoof {
 			continue
 		}

@@ -79,6 +79,12 @@ func TestLookAlikesFindsNamesThatPassForLatin(t *testing.T) {
 		// typography; beside a Latin label it is still a host's dot.
 		{"japanese_sentences_and_acronyms", "会議は１０月１日です。ＰＣとＵＳＢを持参。ＯＫ", nil},
 		{"an_ideographic_full_stop_between_latin_labels_is_a_dot", "\u0430\u0440\u0440\u04cf\u0435\u3002com", []found{{"\u0430\u0440\u0440\u04cf\u0435\u3002com", "host", "mixes Latin and Cyrillic letters", "\u0430\u0440\u04cf\u0435"}}},
+		// Wholly look-alike words of two scripts, or shaped as a path, an
+		// option or an address (R8).
+		{"cyrillic_and_armenian_in_one_word", "run \u0455\u057d\u0501\u043e now", []found{{"\u0455\u057d\u0501\u043e", "name", "is written in Cyrillic and Armenian letters that pass for Latin", "\u0455\u057d\u0501\u043e"}}},
+		{"a_wholly_look_alike_path", "\u002f\u0501\u0435\u03bd\u002f\u0455\u0501\u0430", []found{{"/\u0501\u0435\u03bd/\u0455\u0501\u0430", "path", "is written in Cyrillic and Greek letters that pass for Latin", "\u0501\u0435\u03bd\u0455\u0430"}}},
+		{"a_wholly_look_alike_option", "\u0455\u04bb\u0435\u04cf\u04cf-\u0435\u0445\u0435\u0441", []found{{"\u0455\u04bb\u0435\u04cf\u04cf-\u0435\u0445\u0435\u0441", "name", "is written in Cyrillic letters that pass for Latin", "\u0455\u04bb\u0435\u04cf\u0445\u0441"}}},
+		{"russian_hyphenated_words_and_slashes", "кто-то по-русски, р/с, сор", nil},
 		// Punctuation drawn as a path's, an address's or a host's (R8).
 		{"a_division_slash_in_an_address", "open https://paypal.com\u2215login.evil.com/x", []found{{"https://paypal.com\u2215login.evil.com/x", "address", "mixes Latin letters and punctuation that is not ASCII", "\u2215"}}},
 		{"a_fraction_slash_in_a_host", "paypal.com\u2044login.evil.com", []found{{"paypal.com\u2044login.evil.com", "host", "mixes Latin letters and punctuation that is not ASCII", "\u2044"}}},
