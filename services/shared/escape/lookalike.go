@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/net/idna"
+	"golang.org/x/text/unicode/norm"
 )
 
 // LookAlike is a name in an agent's text (a host, a path, an identifier,
@@ -42,6 +43,10 @@ type LookAlike struct {
 	// Punctuation reports characters drawn as the ASCII punctuation of
 	// addresses and paths that are not it (∕ U+2215 for /).
 	Punctuation bool
+	// Marks reports combining marks that do not compose with the Latin
+	// letter they follow (NFC): ı with a combining dot above is drawn as
+	// an i.
+	Marks bool
 	// Characters are the look-alike letters and digits of the words that
 	// look alike, each once, in the order they first appear.
 	Characters []rune
@@ -92,6 +97,9 @@ func (l LookAlike) Summary(esc func(string) string) string {
 	}
 	if l.Punctuation {
 		groups = append(groups, "punctuation that is not ASCII")
+	}
+	if l.Marks {
+		groups = append(groups, "combining marks")
 	}
 	if len(l.Scripts) > 0 && l.Scripts[0] == "Latin" || len(l.Digits) > 0 && l.Digits[0] == "ASCII" {
 		return fmt.Sprintf("the %s %s mixes %s", l.Kind, esc(l.Text), andList(groups))
@@ -308,6 +316,9 @@ func describeLetter(r rune) string {
 	}
 	if p, ok := lookAlikePunctuation[r]; ok {
 		return fmt.Sprintf("(%U %s) looks like %s", r, p.name, p.like)
+	}
+	if unicode.Is(unicode.Mn, r) {
+		return fmt.Sprintf("(%U), a combining mark that forms no letter with the one before it", r)
 	}
 	if name, ok := unitSignNames[r]; ok {
 		return fmt.Sprintf("(%U %s), a Greek letter, is no unit here", r, name)
@@ -728,6 +739,12 @@ func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
 			}
 		}
 	}
+	for _, r := range strayMarks(name) {
+		l.Marks = true
+		if !slices.Contains(l.Characters, r) {
+			l.Characters = append(l.Characters, r)
+		}
+	}
 	if len(l.Characters) == 0 {
 		return LookAlike{}, false
 	}
@@ -739,6 +756,33 @@ func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
 	l.Scripts, l.Digits = scripts, digits
 	l.ASCII = asciiHost(name, l.Kind)
 	return l, true
+}
+
+// strayMarks are the combining marks in name that follow a Latin letter
+// but do not compose with it (NFC): lı̇nkedin's dot above on a dotless i,
+// drawn as an i (R8). The e and acute of a decomposed café compose to é,
+// and are none. (From h-lookalike4.)
+func strayMarks(name string) []rune {
+	var marks []rune
+	for i := 0; i < len(name); {
+		base, size := utf8.DecodeRuneInString(name[i:])
+		end := i + size
+		for end < len(name) {
+			m, n := utf8.DecodeRuneInString(name[end:])
+			if !unicode.Is(unicode.Mn, m) {
+				break
+			}
+			end += n
+		}
+		latin := base >= 'a' && base <= 'z' || base >= 'A' && base <= 'Z' || plainLatin(base)
+		if end > i+size && latin && utf8.RuneCountInString(norm.NFC.String(name[i:end])) > 1 {
+			for _, m := range name[i+size : end] {
+				marks = append(marks, m)
+			}
+		}
+		i = end
+	}
+	return marks
 }
 
 // dnsSized reports whether host is no longer than a DNS name may be (253

@@ -85,6 +85,9 @@ func TestLookAlikesFindsNamesThatPassForLatin(t *testing.T) {
 		{"a_wholly_look_alike_path", "\u002f\u0501\u0435\u03bd\u002f\u0455\u0501\u0430", []found{{"/\u0501\u0435\u03bd/\u0455\u0501\u0430", "path", "is written in Cyrillic and Greek letters that pass for Latin", "\u0501\u0435\u03bd\u0455\u0430"}}},
 		{"a_wholly_look_alike_option", "\u0455\u04bb\u0435\u04cf\u04cf-\u0435\u0445\u0435\u0441", []found{{"\u0455\u04bb\u0435\u04cf\u04cf-\u0435\u0445\u0435\u0441", "name", "is written in Cyrillic letters that pass for Latin", "\u0455\u04bb\u0435\u04cf\u0445\u0441"}}},
 		{"russian_hyphenated_words_and_slashes", "кто-то по-русски, р/с, сор", nil},
+		// A combining mark that forms no letter with the Latin one before it.
+		{"a_dotless_i_with_a_combining_dot", "l\u0131\u0307nkedin.com", []found{{"l\u0131\u0307nkedin.com", "host", "mixes Latin letters and combining marks", "\u0307"}}},
+		{"a_decomposed_acute_composes", "caf\u0065\u0301 na\u0131ve", nil},
 		// Punctuation drawn as a path's, an address's or a host's (R8).
 		{"a_division_slash_in_an_address", "open https://paypal.com\u2215login.evil.com/x", []found{{"https://paypal.com\u2215login.evil.com/x", "address", "mixes Latin letters and punctuation that is not ASCII", "\u2215"}}},
 		{"a_fraction_slash_in_a_host", "paypal.com\u2044login.evil.com", []found{{"paypal.com\u2044login.evil.com", "host", "mixes Latin letters and punctuation that is not ASCII", "\u2044"}}},
