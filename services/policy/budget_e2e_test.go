@@ -163,3 +163,52 @@ func TestAnOverBudgetNoticeNamesTheRevisionAsked(t *testing.T) {
 		t.Fatalf("the refusal of j2's revision 2 over the budget is recorded with revision %d; want 2", ev.GetRevision())
 	}
 }
+
+// TestARepeatOverBudgetDoesNotEndItsRecordedRevision (R7 F1): a repeat of
+// an already recorded revision over the budget was refused with an
+// `invalid` event naming that revision, which every waiter took for the
+// revision's end although it still waited for a decision. The repeat is
+// answered by the notice alone; a request for a revision never recorded
+// is still refused with a stored `invalid`, which ends a wait on it.
+func TestARepeatOverBudgetDoesNotEndItsRecordedRevision(t *testing.T) {
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	cfg.Limits.AgentCallsPerMinute = 2
+	_, deps := replica(t, cfg)
+	notices := make(chan *nats.Msg, 16)
+	sub, err := deps.NC.ChanSubscribe(subject.OverBudgetNotice("bot", "*"), notices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := deps.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	args := map[string]any{"path": "/etc/passwd"}
+	// The minute's two calls, within the budget: one recorded, and a
+	// harmless repeat of it.
+	submit(t, deps.JS, "bot", "recorded", "fs", "delete_file", args)
+	testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", "recorded"), subject.Denied, 10*time.Second)
+	submit(t, deps.JS, "bot", "recorded", "fs", "delete_file", args)
+	testenv.Settled(t, deps.JS, cfg.Intake.Name, policy.Durable, 10*time.Second)
+	// Over the budget (the minute's two refusals): a repeat of the
+	// recorded revision, then a call never recorded.
+	submit(t, deps.JS, "bot", "recorded", "fs", "delete_file", args)
+	submit(t, deps.JS, "bot", "unrecorded", "fs", "delete_file", args)
+	testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", "unrecorded"), subject.Invalid, 10*time.Second)
+	testenv.Settled(t, deps.JS, cfg.Intake.Name, policy.Durable, 10*time.Second)
+	for _, ev := range testenv.Events(t, deps.JS, subject.OfCall("bot", "recorded")) {
+		if ev.GetInvalid() != nil {
+			t.Fatalf("a repeat of recorded revision %d over the budget was stored as invalid (%q): waiters take it for the revision's end", ev.GetRevision(), ev.GetInvalid().GetReason())
+		}
+	}
+	heard := map[string]bool{}
+	for len(heard) < 2 {
+		select {
+		case m := <-notices:
+			heard[m.Subject] = true
+		case <-time.After(10 * time.Second):
+			t.Fatalf("over-budget notices heard on %v; want one for each of recorded and unrecorded", heard)
+		}
+	}
+}
