@@ -339,3 +339,75 @@ func TestARefusalOfALaterRevisionLeavesTheRevisionAwaitedGoingOn(t *testing.T) {
 		t.Fatalf("AwaitRevision 1 with revision 2 refused: %v; want revision 1's completion", err)
 	}
 }
+
+// TestARefusedRepeatOfARecordedRevisionEndsNoWait (R7 F1, F3): a request
+// repeating a recorded revision was refused (over the budget, or with other
+// content) with an invalid event naming that revision, which every wait
+// took for its end although the call went on and ran; and DoFast, whose
+// follower sees only live events, ended on the notice about such a repeat.
+// Neither ends a wait now: the revision's own end does.
+func TestARefusedRepeatOfARecordedRevisionEndsNoWait(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	pub := deps.Publisher("policy")
+	nc, _ := testenv.Connect(t, n.URL())
+	c, err := airlock.New(nc, "bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	t.Run("stored_refusal", func(t *testing.T) {
+		const id = "repeat-stored"
+		recordRequest(t, pub, "bot", id, 1)
+		refusal := &airlockv1.Event{EventId: "intake.9.invalid", AgentId: "bot", CallId: id, Revision: 1,
+			Body: &airlockv1.Event_Invalid{Invalid: &airlockv1.Invalid{Reason: "call id repeat-stored revision 1 was already submitted with other content"}}}
+		if _, err := pub.Publish(ctx, refusal, ""); err != nil {
+			t.Fatal(err)
+		}
+		if out, ended, err := c.Ended(ctx, id, 1); err != nil || ended {
+			t.Fatalf("Ended of recorded revision 1 after a refused repeat: %+v %v %v; want it going on", out, ended, err)
+		}
+		completeCall(t, deps.Publisher("executor"), "bot", id, 1, `"ran"`)
+		if out, err := c.Await(ctx, id); err != nil || out.Status != airlock.StatusCompleted {
+			t.Fatalf("Await after a refused repeat and the completion: %+v %v; want completed", out, err)
+		}
+	})
+
+	t.Run("DoFast_notice", func(t *testing.T) {
+		const id = "repeat-fast"
+		recordRequest(t, pub, "bot", id, 1) // recorded and pending before the repeat
+		asked := make(chan struct{}, 1)
+		sub, err := deps.NC.Subscribe("airlock.req.bot."+id, func(*nats.Msg) { asked <- struct{}{} })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+		if err := deps.NC.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		w, err := c.Watch()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.Close() })
+		type result struct {
+			out airlock.Outcome
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			out, err := w.DoFast(ctx, airlock.Call{ID: id, Tool: "demo__echo"})
+			done <- result{out, err}
+		}()
+		// A stand-in policy answers the repeat with a notice about
+		// revision 1; then the call completes.
+		<-asked
+		publishNotice(t, deps.NC, "bot", id, 1)
+		completeCall(t, deps.Publisher("executor"), "bot", id, 1, `"ran"`)
+		if r := <-done; r.err != nil || r.out.Status != airlock.StatusCompleted {
+			t.Fatalf("DoFast repeating a recorded revision, answered with a notice: %+v %v; want its completion", r.out, r.err)
+		}
+	})
+}
