@@ -264,7 +264,7 @@ func TestOverBudgetNoticesStayBounded(t *testing.T) {
 		}
 		return &nats.Msg{Subject: subject.OverBudgetNotice("agent-a", call), Data: data}
 	}
-	for range 3 * airlock.MaxOverBudgetNotices {
+	for range 3 * airlock.MaxOverBudgetNoticesPerAgent {
 		h.Hear(notice("call-1"))
 		if _, ok := h.Heard("agent-a", "call-1"); !ok {
 			t.Fatal("the notice just heard is not kept")
@@ -274,20 +274,20 @@ func TestOverBudgetNoticesStayBounded(t *testing.T) {
 	if got := h.Len(); got != 0 {
 		t.Fatalf("after every notice was forgotten, %d are kept; want none", got)
 	}
-	for i := range airlock.MaxOverBudgetNotices + 10 {
+	for i := range airlock.MaxOverBudgetNoticesPerAgent + 10 {
 		h.Hear(notice(fmt.Sprintf("c%d", i)))
 	}
-	if got := h.Len(); got != airlock.MaxOverBudgetNotices {
-		t.Fatalf("%d notices kept of %d calls; want at most %d", got, airlock.MaxOverBudgetNotices+10, airlock.MaxOverBudgetNotices)
+	if got := h.Len(); got != airlock.MaxOverBudgetNoticesPerAgent {
+		t.Fatalf("%d notices kept of %d calls; want at most %d", got, airlock.MaxOverBudgetNoticesPerAgent+10, airlock.MaxOverBudgetNoticesPerAgent)
 	}
 	if _, ok := h.Heard("agent-a", "c0"); ok {
 		t.Fatal("the oldest notice is still kept past the bound; want it forgotten first")
 	}
-	if _, ok := h.Heard("agent-a", fmt.Sprintf("c%d", airlock.MaxOverBudgetNotices+9)); !ok {
+	if _, ok := h.Heard("agent-a", fmt.Sprintf("c%d", airlock.MaxOverBudgetNoticesPerAgent+9)); !ok {
 		t.Fatal("the newest notice is not kept")
 	}
 	now = now.Add(2 * time.Minute)
-	if _, ok := h.Heard("agent-a", fmt.Sprintf("c%d", airlock.MaxOverBudgetNotices+9)); ok {
+	if _, ok := h.Heard("agent-a", fmt.Sprintf("c%d", airlock.MaxOverBudgetNoticesPerAgent+9)); ok {
 		t.Fatal("a notice is still kept past its retry after and the minute; want it expired")
 	}
 }
@@ -410,4 +410,41 @@ func TestARefusedRepeatOfARecordedRevisionEndsNoWait(t *testing.T) {
 			t.Fatalf("DoFast repeating a recorded revision, answered with a notice: %+v %v; want its completion", r.out, r.err)
 		}
 	})
+}
+
+// TestOverBudgetNoticesAreBoundedPerAgent (R7 F2): one record for every
+// agent, oldest first, let other agents' notices push an agent's out. Each
+// agent's notices push out only its own; the total bound holds, taken from
+// expired notices first, then from the agent that has the most.
+func TestOverBudgetNoticesAreBoundedPerAgent(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	h := airlock.NewOverBudgetNotices(func() time.Time { return now })
+	hear := func(agent, call string) {
+		data, err := json.Marshal(ingress.NewOverBudget(agent, call, 1, 10, 1000, time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Hear(&nats.Msg{Subject: subject.OverBudgetNotice(agent, call), Data: data})
+	}
+	hear("old", "expires") // kept a minute
+	now = now.Add(2 * time.Minute)
+	hear("victim", "kept")
+	flooders := airlock.MaxOverBudgetNotices/airlock.MaxOverBudgetNoticesPerAgent + 1
+	for a := range flooders {
+		for i := range airlock.MaxOverBudgetNoticesPerAgent + 10 {
+			hear(fmt.Sprintf("flood%d", a), fmt.Sprintf("c%d", i))
+		}
+	}
+	if got := h.Len(); got > airlock.MaxOverBudgetNotices {
+		t.Fatalf("%d notices kept; want at most %d in all", got, airlock.MaxOverBudgetNotices)
+	}
+	if _, ok := h.Heard("victim", "kept"); !ok {
+		t.Fatal("victim's notice was pushed out by other agents' notices")
+	}
+	if _, ok := h.Heard("flood0", "c0"); ok {
+		t.Fatal("a flooding agent's oldest notice is kept past its own bound")
+	}
+	if _, ok := h.Heard("flood0", fmt.Sprintf("c%d", airlock.MaxOverBudgetNoticesPerAgent+9)); !ok {
+		t.Fatal("a flooding agent's newest notice is not kept")
+	}
 }
