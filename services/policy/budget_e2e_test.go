@@ -14,8 +14,10 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -97,19 +99,7 @@ func TestOneAgentCannotFillTheEventsStream(t *testing.T) {
 // 1 for a request that names none; so does the refusal recorded for the
 // first requests over the budget.
 func TestAnOverBudgetNoticeNamesTheRevisionAsked(t *testing.T) {
-	n := testenv.StartNATS(t)
-	cfg := testenv.Config(n.URL())
-	cfg.Limits.AgentCallsPerMinute = 1
-	_, deps := replica(t, cfg)
-	notices := make(chan *nats.Msg, 16)
-	sub, err := deps.NC.ChanSubscribe(subject.OverBudgetNotice("bot", "*"), notices)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := deps.NC.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	_, deps, notices := overBudgetReplica(t, 1)
 	publishJSON := func(call, body string) {
 		msg := nats.NewMsg("airlock.req.bot." + call)
 		msg.Data = []byte(body)
@@ -171,19 +161,7 @@ func TestAnOverBudgetNoticeNamesTheRevisionAsked(t *testing.T) {
 // answered by the notice alone; a request for a revision never recorded
 // is still refused with a stored `invalid`, which ends a wait on it.
 func TestARepeatOverBudgetDoesNotEndItsRecordedRevision(t *testing.T) {
-	n := testenv.StartNATS(t)
-	cfg := testenv.Config(n.URL())
-	cfg.Limits.AgentCallsPerMinute = 2
-	_, deps := replica(t, cfg)
-	notices := make(chan *nats.Msg, 16)
-	sub, err := deps.NC.ChanSubscribe(subject.OverBudgetNotice("bot", "*"), notices)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := deps.NC.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	cfg, deps, notices := overBudgetReplica(t, 2)
 	args := map[string]any{"path": "/etc/passwd"}
 	// The minute's two calls, within the budget: one recorded, and a
 	// harmless repeat of it.
@@ -211,4 +189,25 @@ func TestARepeatOverBudgetDoesNotEndItsRecordedRevision(t *testing.T) {
 			t.Fatalf("over-budget notices heard on %v; want one for each of recorded and unrecorded", heard)
 		}
 	}
+}
+
+// overBudgetReplica is a policy replica whose agents may have
+// callsPerMinute calls decided a minute, and the over-budget notices it
+// sends agent bot, heard from before any request.
+func overBudgetReplica(t *testing.T, callsPerMinute int) (config.Config, svc.Deps, chan *nats.Msg) {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	cfg.Limits.AgentCallsPerMinute = callsPerMinute
+	_, deps := replica(t, cfg)
+	notices := make(chan *nats.Msg, 16)
+	sub, err := deps.NC.ChanSubscribe(subject.OverBudgetNotice("bot", "*"), notices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := deps.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, deps, notices
 }
