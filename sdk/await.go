@@ -563,6 +563,13 @@ func (f *follower) add(ev *airlockv1.Event, seq uint64) {
 		// changes were requested) leaves the revision awaited going on.
 		return
 	}
+	if invalid && ev.GetRevision() != 0 && ev.GetRevision() <= f.recorded {
+		// A revision seen recorded is not refused as invalid afterwards:
+		// the refusal was of a repeat of its request (with other content,
+		// or over the budget from a policy that stored those), which
+		// changes nothing of it.
+		return
+	}
 	if rev > f.latest {
 		f.latest = rev
 	}

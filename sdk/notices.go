@@ -25,16 +25,25 @@ import (
 //
 // It is bounded: a notice is kept until the later of its retry after and
 // a minute, or until its call is submitted again; at most
-// MaxOverBudgetNotices calls, the oldest forgotten first. A wait whose
+// MaxOverBudgetNoticesPerAgent calls of one agent, that agent's oldest
+// forgotten first (so that other agents' notices never push out an
+// agent's own), and MaxOverBudgetNotices in all, the expired forgotten
+// first, then the oldest of the agent that has the most. A wait whose
 // notice was forgotten waits for its context, as before notices.
 type OverBudgetNotices struct {
-	now   func() time.Time
-	mu    sync.Mutex
-	calls map[string]heardNotice // by agent + "." + call
-	order []string               // the keys of calls in the order heard, for the bound; no other key
+	now    func() time.Time
+	mu     sync.Mutex
+	agents map[string]*agentNotices
+	total  int // the calls kept, of all agents
 	// heard is closed, and replaced, when a notice is kept: a waiter that
 	// took it before looking wakes up to look again.
 	heard chan struct{}
+}
+
+// agentNotices are one agent's kept notices.
+type agentNotices struct {
+	calls map[string]heardNotice // by call id
+	order []string               // the keys of calls in the order heard, for the bounds; no other key
 }
 
 type heardNotice struct {
@@ -42,9 +51,14 @@ type heardNotice struct {
 	until  time.Time
 }
 
-// MaxOverBudgetNotices bounds the notices an OverBudgetNotices keeps: a few
-// hundred bytes each.
-const MaxOverBudgetNotices = 4096
+// MaxOverBudgetNoticesPerAgent bounds the notices kept of one agent: more
+// than the policy sends one agent in the minute a notice is kept at the
+// default budget (max(intake.max_pending_per_agent, calls a minute)).
+const MaxOverBudgetNoticesPerAgent = 4096
+
+// MaxOverBudgetNotices bounds the notices an OverBudgetNotices keeps in
+// all: a few hundred bytes each.
+const MaxOverBudgetNotices = 4 * MaxOverBudgetNoticesPerAgent
 
 // noticeKeptAtLeast is how long a notice is kept even when its retry after
 // is shorter: long enough for an agent's Await that follows its Submit.
@@ -55,7 +69,7 @@ func NewOverBudgetNotices(now func() time.Time) *OverBudgetNotices {
 	if now == nil {
 		now = time.Now
 	}
-	return &OverBudgetNotices{now: now, calls: map[string]heardNotice{}, heard: make(chan struct{})}
+	return &OverBudgetNotices{now: now, agents: map[string]*agentNotices{}, heard: make(chan struct{})}
 }
 
 // Hear keeps the notice m carries (subject.OverBudgetNotice), if it is
@@ -73,27 +87,74 @@ func (h *OverBudgetNotices) Hear(m *nats.Msg) {
 	if err != nil {
 		return
 	}
-	key := parts[0] + "." + parts[1]
+	agent, call := parts[0], parts[1]
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for len(h.calls) >= MaxOverBudgetNotices && len(h.order) > 0 {
-		delete(h.calls, h.order[0])
-		h.order = h.order[1:]
+	now := h.now()
+	a := h.agents[agent]
+	if a == nil {
+		a = &agentNotices{calls: map[string]heardNotice{}}
+		h.agents[agent] = a
 	}
-	if _, known := h.calls[key]; !known {
-		h.order = append(h.order, key)
+	if _, known := a.calls[call]; !known {
+		h.trimExpired(a, now)
+		for len(a.calls) >= MaxOverBudgetNoticesPerAgent {
+			h.dropOldest(a)
+		}
+		if h.total >= MaxOverBudgetNotices {
+			for _, other := range h.agents {
+				h.trimExpired(other, now)
+			}
+		}
+		for h.total >= MaxOverBudgetNotices {
+			h.dropOldest(h.largest())
+		}
+		a.order = append(a.order, call)
+		h.total++
 	}
 	keep := max(time.Duration(n.RetryAfterSeconds)*time.Second, noticeKeptAtLeast)
-	h.calls[key] = heardNotice{notice: n, until: h.now().Add(keep)}
+	a.calls[call] = heardNotice{notice: n, until: now.Add(keep)}
 	close(h.heard)
 	h.heard = make(chan struct{})
+}
+
+// trimExpired forgets a's oldest notices while they are expired (a
+// notice's until follows the order heard but for its retry after, so this
+// may leave an expired one behind a live one, until it is pushed out).
+func (h *OverBudgetNotices) trimExpired(a *agentNotices, now time.Time) {
+	for len(a.order) > 0 && now.After(a.calls[a.order[0]].until) {
+		h.dropOldest(a)
+	}
+}
+
+// dropOldest forgets a's oldest notice.
+func (h *OverBudgetNotices) dropOldest(a *agentNotices) {
+	delete(a.calls, a.order[0])
+	a.order = a.order[1:]
+	h.total--
+}
+
+// largest is the agent with the most notices kept (one, when the total
+// bound is reached).
+func (h *OverBudgetNotices) largest() *agentNotices {
+	var most *agentNotices
+	for _, a := range h.agents {
+		if most == nil || len(a.calls) > len(most.calls) {
+			most = a
+		}
+	}
+	return most
 }
 
 // Heard is the notice about agent's call still kept.
 func (h *OverBudgetNotices) Heard(agent, call string) (ingress.OverBudget, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n, ok := h.calls[agent+"."+call]
+	a := h.agents[agent]
+	if a == nil {
+		return ingress.OverBudget{}, false
+	}
+	n, ok := a.calls[call]
 	if !ok || h.now().After(n.until) {
 		return ingress.OverBudget{}, false
 	}
@@ -105,7 +166,7 @@ func (h *OverBudgetNotices) Heard(agent, call string) (ingress.OverBudget, bool)
 func (h *OverBudgetNotices) Len() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.calls)
+	return h.total
 }
 
 // Forget drops the notice about agent's call: it is submitted again, and
@@ -113,15 +174,22 @@ func (h *OverBudgetNotices) Len() int {
 func (h *OverBudgetNotices) Forget(agent, call string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	key := agent + "." + call
-	if _, known := h.calls[key]; !known {
+	a := h.agents[agent]
+	if a == nil {
 		return
 	}
-	delete(h.calls, key)
+	if _, known := a.calls[call]; !known {
+		return
+	}
+	delete(a.calls, call)
+	h.total--
 	// Its key leaves order too: an agent resubmitting the same call over
 	// its budget would otherwise add a key to order at each notice, which
 	// is trimmed only when calls is full.
-	h.order = slices.DeleteFunc(h.order, func(k string) bool { return k == key })
+	a.order = slices.DeleteFunc(a.order, func(k string) bool { return k == call })
+	if len(a.calls) == 0 {
+		delete(h.agents, agent)
+	}
 }
 
 // next is closed when the next notice is kept.

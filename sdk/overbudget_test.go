@@ -264,7 +264,7 @@ func TestOverBudgetNoticesStayBounded(t *testing.T) {
 		}
 		return &nats.Msg{Subject: subject.OverBudgetNotice("agent-a", call), Data: data}
 	}
-	for range 3 * airlock.MaxOverBudgetNotices {
+	for range 3 * airlock.MaxOverBudgetNoticesPerAgent {
 		h.Hear(notice("call-1"))
 		if _, ok := h.Heard("agent-a", "call-1"); !ok {
 			t.Fatal("the notice just heard is not kept")
@@ -274,20 +274,20 @@ func TestOverBudgetNoticesStayBounded(t *testing.T) {
 	if got := h.Len(); got != 0 {
 		t.Fatalf("after every notice was forgotten, %d are kept; want none", got)
 	}
-	for i := range airlock.MaxOverBudgetNotices + 10 {
+	for i := range airlock.MaxOverBudgetNoticesPerAgent + 10 {
 		h.Hear(notice(fmt.Sprintf("c%d", i)))
 	}
-	if got := h.Len(); got != airlock.MaxOverBudgetNotices {
-		t.Fatalf("%d notices kept of %d calls; want at most %d", got, airlock.MaxOverBudgetNotices+10, airlock.MaxOverBudgetNotices)
+	if got := h.Len(); got != airlock.MaxOverBudgetNoticesPerAgent {
+		t.Fatalf("%d notices kept of %d calls; want at most %d", got, airlock.MaxOverBudgetNoticesPerAgent+10, airlock.MaxOverBudgetNoticesPerAgent)
 	}
 	if _, ok := h.Heard("agent-a", "c0"); ok {
 		t.Fatal("the oldest notice is still kept past the bound; want it forgotten first")
 	}
-	if _, ok := h.Heard("agent-a", fmt.Sprintf("c%d", airlock.MaxOverBudgetNotices+9)); !ok {
+	if _, ok := h.Heard("agent-a", fmt.Sprintf("c%d", airlock.MaxOverBudgetNoticesPerAgent+9)); !ok {
 		t.Fatal("the newest notice is not kept")
 	}
 	now = now.Add(2 * time.Minute)
-	if _, ok := h.Heard("agent-a", fmt.Sprintf("c%d", airlock.MaxOverBudgetNotices+9)); ok {
+	if _, ok := h.Heard("agent-a", fmt.Sprintf("c%d", airlock.MaxOverBudgetNoticesPerAgent+9)); ok {
 		t.Fatal("a notice is still kept past its retry after and the minute; want it expired")
 	}
 }
@@ -337,5 +337,114 @@ func TestARefusalOfALaterRevisionLeavesTheRevisionAwaitedGoingOn(t *testing.T) {
 	completeCall(t, deps.Publisher("executor"), "bot", id, 1, `"ran"`)
 	if err := <-done; err != nil {
 		t.Fatalf("AwaitRevision 1 with revision 2 refused: %v; want revision 1's completion", err)
+	}
+}
+
+// TestARefusedRepeatOfARecordedRevisionEndsNoWait (R7 F1, F3): a request
+// repeating a recorded revision was refused (over the budget, or with other
+// content) with an invalid event naming that revision, which every wait
+// took for its end although the call went on and ran; and DoFast, whose
+// follower sees only live events, ended on the notice about such a repeat.
+// Neither ends a wait now: the revision's own end does.
+func TestARefusedRepeatOfARecordedRevisionEndsNoWait(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	pub := deps.Publisher("policy")
+	nc, _ := testenv.Connect(t, n.URL())
+	c, err := airlock.New(nc, "bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	t.Run("stored_refusal", func(t *testing.T) {
+		const id = "repeat-stored"
+		recordRequest(t, pub, "bot", id, 1)
+		refusal := &airlockv1.Event{EventId: "intake.9.invalid", AgentId: "bot", CallId: id, Revision: 1,
+			Body: &airlockv1.Event_Invalid{Invalid: &airlockv1.Invalid{Reason: "call id repeat-stored revision 1 was already submitted with other content"}}}
+		if _, err := pub.Publish(ctx, refusal, ""); err != nil {
+			t.Fatal(err)
+		}
+		if out, ended, err := c.Ended(ctx, id, 1); err != nil || ended {
+			t.Fatalf("Ended of recorded revision 1 after a refused repeat: %+v %v %v; want it going on", out, ended, err)
+		}
+		completeCall(t, deps.Publisher("executor"), "bot", id, 1, `"ran"`)
+		if out, err := c.Await(ctx, id); err != nil || out.Status != airlock.StatusCompleted {
+			t.Fatalf("Await after a refused repeat and the completion: %+v %v; want completed", out, err)
+		}
+	})
+
+	t.Run("DoFast_notice", func(t *testing.T) {
+		const id = "repeat-fast"
+		recordRequest(t, pub, "bot", id, 1) // recorded and pending before the repeat
+		asked := make(chan struct{}, 1)
+		sub, err := deps.NC.Subscribe("airlock.req.bot."+id, func(*nats.Msg) { asked <- struct{}{} })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+		if err := deps.NC.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		w, err := c.Watch()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.Close() })
+		type result struct {
+			out airlock.Outcome
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			out, err := w.DoFast(ctx, airlock.Call{ID: id, Tool: "demo__echo"})
+			done <- result{out, err}
+		}()
+		// A stand-in policy answers the repeat with a notice about
+		// revision 1; then the call completes.
+		<-asked
+		publishNotice(t, deps.NC, "bot", id, 1)
+		completeCall(t, deps.Publisher("executor"), "bot", id, 1, `"ran"`)
+		if r := <-done; r.err != nil || r.out.Status != airlock.StatusCompleted {
+			t.Fatalf("DoFast repeating a recorded revision, answered with a notice: %+v %v; want its completion", r.out, r.err)
+		}
+	})
+}
+
+// TestOverBudgetNoticesAreBoundedPerAgent (R7 F2): one record for every
+// agent, oldest first, let other agents' notices push an agent's out. Each
+// agent's notices push out only its own; the total bound holds, taken from
+// expired notices first, then from the agent that has the most.
+func TestOverBudgetNoticesAreBoundedPerAgent(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	h := airlock.NewOverBudgetNotices(func() time.Time { return now })
+	hear := func(agent, call string) {
+		data, err := json.Marshal(ingress.NewOverBudget(agent, call, 1, 10, 1000, time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Hear(&nats.Msg{Subject: subject.OverBudgetNotice(agent, call), Data: data})
+	}
+	hear("old", "expires") // kept a minute
+	now = now.Add(2 * time.Minute)
+	hear("victim", "kept")
+	flooders := airlock.MaxOverBudgetNotices/airlock.MaxOverBudgetNoticesPerAgent + 1
+	for a := range flooders {
+		for i := range airlock.MaxOverBudgetNoticesPerAgent + 10 {
+			hear(fmt.Sprintf("flood%d", a), fmt.Sprintf("c%d", i))
+		}
+	}
+	if got := h.Len(); got > airlock.MaxOverBudgetNotices {
+		t.Fatalf("%d notices kept; want at most %d in all", got, airlock.MaxOverBudgetNotices)
+	}
+	if _, ok := h.Heard("victim", "kept"); !ok {
+		t.Fatal("victim's notice was pushed out by other agents' notices")
+	}
+	if _, ok := h.Heard("flood0", "c0"); ok {
+		t.Fatal("a flooding agent's oldest notice is kept past its own bound")
+	}
+	if _, ok := h.Heard("flood0", fmt.Sprintf("c%d", airlock.MaxOverBudgetNoticesPerAgent+9)); !ok {
+		t.Fatal("a flooding agent's newest notice is not kept")
 	}
 }

@@ -113,10 +113,14 @@ func (w *Watcher) onMsg(m *nats.Msg) {
 	if m.Subject == subject.OverBudgetNotice(w.c.agent, call) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		// Only a notice about the submitted revision ends the wait.
+		// Only a notice about the submitted revision ends the wait, and
+		// only once DoFast has read that the revision is not recorded (a
+		// notice about a recorded revision was about a repeat).
 		if err := w.c.overBudgetOf(m, call, wt.f); err != nil && w.waiters[call] == wt {
-			delete(w.waiters, call)
-			wt.overBudget <- err
+			select {
+			case wt.overBudget <- err:
+			default: // one is being looked at
+			}
 		}
 		return
 	}
@@ -174,7 +178,10 @@ func (w *Watcher) DoFast(ctx context.Context, call Call, opts ...AwaitOption) (O
 			}
 			return out, nil
 		case err := <-wt.overBudget:
-			return Outcome{}, err
+			if ended, err := w.overBudgetEnds(ctx, call.ID, wt, err); ended {
+				forget()
+				return Outcome{}, err
+			}
 		case <-tick.C:
 			if w.c.nc.Stats().Reconnects != reconnects {
 				forget()
@@ -185,6 +192,34 @@ func (w *Watcher) DoFast(ctx context.Context, call Call, opts ...AwaitOption) (O
 			return Outcome{}, fmt.Errorf("await call %s: %w", call.ID, ctx.Err())
 		}
 	}
+}
+
+// overBudgetEnds reports whether the notice (notice, an OverBudgetError)
+// ends wt's wait once the call's newest recorded revision is read: the
+// watcher's follower sees only live events, so it does not know a revision
+// recorded before DoFast began (the request was a repeat). A read that
+// fails ends the wait with its error.
+func (w *Watcher) overBudgetEnds(ctx context.Context, callID string, wt *waiter, notice error) (bool, error) {
+	subj, err := subject.Event(w.c.agent, callID, subject.Requested)
+	if err != nil {
+		return true, err
+	}
+	m, err := w.c.lastStored(ctx, subj)
+	if err != nil {
+		return true, fmt.Errorf("await call %s: read its newest recorded revision after an over-budget notice: %w", callID, err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if m != nil {
+		if ev, seq, ok := w.c.eventOf(m, callID); ok {
+			wt.f.add(ev, seq)
+		}
+	}
+	var ob *OverBudgetError
+	if errors.As(notice, &ob) && !ob.Notice().Answers(wt.f.want, wt.f.recorded) {
+		return false, nil
+	}
+	return true, notice
 }
 
 // Close unsubscribes; calls still waiting end with their context.

@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -270,5 +271,44 @@ func TestARESTWaitPrefersTheNoticeToTheRefusalStoredWithIt(t *testing.T) {
 		if p := apiCall(t, e.srv.URL, agentTok, http.MethodGet, "/api/v1/calls/refused_over", ""); p.Status != http.StatusServiceUnavailable || !strings.Contains(p.Body, `"over_budget"`) {
 			t.Fatalf("GET of a call refused over budget, its notice heard: %d %s; want 503 with the notice", p.Status, p.Body)
 		}
+	}
+}
+
+// TestOtherAgentsNoticesDoNotPushOutAnAgentsOwn (R7 F2): the console kept
+// one record of the notices it heard for all agents, oldest first, so
+// other agents over their budgets pushed agent bot's notice out within
+// seconds and bot's REST wait answered 404 "no such call" instead of 503
+// "retry". Each agent's notices push out only its own.
+func TestOtherAgentsNoticesDoNotPushOutAnAgentsOwn(t *testing.T) {
+	e := newEnv(t)
+	agentTok := newToken(t, e, "root", `{"name":"bot","kind":"agent","agent_id":"bot"}`)
+	publish := func(agent, call string) {
+		t.Helper()
+		notice, err := json.Marshal(ingress.NewOverBudget(agent, call, 1, 1, 1<<20, 12*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.deps.NC.Publish(subject.OverBudgetNotice(agent, call), notice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	overBudget := func(call string) bool {
+		p := apiCall(t, e.srv.URL, agentTok, http.MethodGet, "/api/v1/calls/"+call, "")
+		return p.Status == http.StatusServiceUnavailable && strings.Contains(p.Body, "agent bot is over its budget")
+	}
+	publish("bot", "kept")
+	testenv.Eventually(t, 10*time.Second, "bot's notice to be heard", func() bool { return overBudget("kept") })
+	// Four agents, each sending as many notices as the policy sends one
+	// agent in a minute: more than the console kept for all agents.
+	for _, agent := range []string{"a1", "a2", "a3", "a4"} {
+		for i := range 1100 {
+			publish(agent, fmt.Sprintf("flood%d", i))
+		}
+	}
+	// Heard after the flood (one subscription hears in order).
+	publish("bot", "last")
+	testenv.Eventually(t, 10*time.Second, "bot's notice after the flood to be heard", func() bool { return overBudget("last") })
+	if p := apiCall(t, e.srv.URL, agentTok, http.MethodGet, "/api/v1/calls/kept", ""); p.Status != http.StatusServiceUnavailable {
+		t.Fatalf("GET of bot's call over budget after other agents' notices: %d %s; want 503 with its notice, still kept", p.Status, p.Body)
 	}
 }

@@ -14,8 +14,10 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -97,19 +99,7 @@ func TestOneAgentCannotFillTheEventsStream(t *testing.T) {
 // 1 for a request that names none; so does the refusal recorded for the
 // first requests over the budget.
 func TestAnOverBudgetNoticeNamesTheRevisionAsked(t *testing.T) {
-	n := testenv.StartNATS(t)
-	cfg := testenv.Config(n.URL())
-	cfg.Limits.AgentCallsPerMinute = 1
-	_, deps := replica(t, cfg)
-	notices := make(chan *nats.Msg, 16)
-	sub, err := deps.NC.ChanSubscribe(subject.OverBudgetNotice("bot", "*"), notices)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := deps.NC.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	_, deps, notices := overBudgetReplica(t, 1)
 	publishJSON := func(call, body string) {
 		msg := nats.NewMsg("airlock.req.bot." + call)
 		msg.Data = []byte(body)
@@ -162,4 +152,62 @@ func TestAnOverBudgetNoticeNamesTheRevisionAsked(t *testing.T) {
 	if ev := testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", "j2"), subject.Invalid, 10*time.Second); ev.GetRevision() != 2 {
 		t.Fatalf("the refusal of j2's revision 2 over the budget is recorded with revision %d; want 2", ev.GetRevision())
 	}
+}
+
+// TestARepeatOverBudgetDoesNotEndItsRecordedRevision (R7 F1): a repeat of
+// an already recorded revision over the budget was refused with an
+// `invalid` event naming that revision, which every waiter took for the
+// revision's end although it still waited for a decision. The repeat is
+// answered by the notice alone; a request for a revision never recorded
+// is still refused with a stored `invalid`, which ends a wait on it.
+func TestARepeatOverBudgetDoesNotEndItsRecordedRevision(t *testing.T) {
+	cfg, deps, notices := overBudgetReplica(t, 2)
+	args := map[string]any{"path": "/etc/passwd"}
+	// The minute's two calls, within the budget: one recorded, and a
+	// harmless repeat of it.
+	submit(t, deps.JS, "bot", "recorded", "fs", "delete_file", args)
+	testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", "recorded"), subject.Denied, 10*time.Second)
+	submit(t, deps.JS, "bot", "recorded", "fs", "delete_file", args)
+	testenv.Settled(t, deps.JS, cfg.Intake.Name, policy.Durable, 10*time.Second)
+	// Over the budget (the minute's two refusals): a repeat of the
+	// recorded revision, then a call never recorded.
+	submit(t, deps.JS, "bot", "recorded", "fs", "delete_file", args)
+	submit(t, deps.JS, "bot", "unrecorded", "fs", "delete_file", args)
+	testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", "unrecorded"), subject.Invalid, 10*time.Second)
+	testenv.Settled(t, deps.JS, cfg.Intake.Name, policy.Durable, 10*time.Second)
+	for _, ev := range testenv.Events(t, deps.JS, subject.OfCall("bot", "recorded")) {
+		if ev.GetInvalid() != nil {
+			t.Fatalf("a repeat of recorded revision %d over the budget was stored as invalid (%q): waiters take it for the revision's end", ev.GetRevision(), ev.GetInvalid().GetReason())
+		}
+	}
+	heard := map[string]bool{}
+	for len(heard) < 2 {
+		select {
+		case m := <-notices:
+			heard[m.Subject] = true
+		case <-time.After(10 * time.Second):
+			t.Fatalf("over-budget notices heard on %v; want one for each of recorded and unrecorded", heard)
+		}
+	}
+}
+
+// overBudgetReplica is a policy replica whose agents may have
+// callsPerMinute calls decided a minute, and the over-budget notices it
+// sends agent bot, heard from before any request.
+func overBudgetReplica(t *testing.T, callsPerMinute int) (config.Config, svc.Deps, chan *nats.Msg) {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	cfg.Limits.AgentCallsPerMinute = callsPerMinute
+	_, deps := replica(t, cfg)
+	notices := make(chan *nats.Msg, 16)
+	sub, err := deps.NC.ChanSubscribe(subject.OverBudgetNotice("bot", "*"), notices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := deps.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, deps, notices
 }

@@ -200,6 +200,18 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 		}
 		switch b.verdict {
 		case overBudget:
+			// A repeat of a revision already recorded (Submit is harmless
+			// to repeat; REST clients re-POST) changes nothing of it: a
+			// refusal stored under the call would be taken for that
+			// revision's end by every waiter while it still waits for a
+			// decision. The notice alone answers it.
+			recorded, err := s.recordedRevision(ctx, agent, callID, max(rev, 1))
+			if err != nil {
+				return err
+			}
+			if recorded {
+				return nil
+			}
 			return s.publishRefusal(ctx, in, rev, nil, &ingress.Refusal{Call: callID, Reason: overBudgetReason(agent, s.deps.Config.Limits)})
 		case dropped:
 			if s.deps.Metrics != nil {
@@ -227,6 +239,21 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 			Reason: fmt.Sprintf("airlock could not record this request in %d attempts (%v): submit it again, and tell the operator if it keeps failing", meta.NumDelivered, err)})
 	}
 	return err
+}
+
+// recordedRevision reports whether revision rev of agent's call is
+// recorded (its newest recorded revision is rev or later): one read of the
+// call's last `requested` event, made only for the few refusals a minute
+// the budget stores. A call id that is not valid names no recorded call.
+func (s *Service) recordedRevision(ctx context.Context, agent, call string, rev uint32) (bool, error) {
+	if ids.Validate("call id", call) != nil {
+		return false, nil
+	}
+	newest, err := s.lastEvent(ctx, callref.Ref{Agent: agent, Call: call, Rev: rev}, subject.Requested)
+	if err != nil {
+		return false, fmt.Errorf("read call %s's newest revision before refusing a request over budget: %w", call, err)
+	}
+	return newest != nil && max(newest.ev.GetRevision(), 1) >= rev, nil
 }
 
 // noticeOverBudget tells agent, with a core NATS message on its call's

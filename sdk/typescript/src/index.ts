@@ -553,7 +553,12 @@ class NatsTransport implements Transport {
         while (this.notices.size >= maxKeptNotices) this.notices.delete(this.notices.keys().next().value!);
         this.notices.set(callId, { notice: over, until: Date.now() + Math.max(over.retryAfterSeconds * 1000, noticeKeptAtLeastMs) });
         const w = this.waiters.get(callId);
-        if (w && answers(over, w.revision, 0)) w.settle(over);
+        if (!w || !answers(over, w.revision, 0)) return;
+        // Only once the revision is read not to be recorded: a notice
+        // about a recorded revision was about a repeat of its request. A
+        // failed read ends the wait, as the notice says.
+        this.recorded(callId).then((recorded) => { if (answers(over, w.revision, recorded)) w.settle(over); },
+          () => w.settle(over));
       },
     });
   }
@@ -581,7 +586,9 @@ class NatsTransport implements Transport {
           const ev = this.eventOf(m, callId, type, status);
           const w = this.waiters.get(callId);
           const out = ev && w ? outcomeOf(callId, status, ev) : undefined;
-          if (w && out && endsWait(out, w.revision)) w.settle(out);
+          if (!w || !out || !endsWait(out, w.revision)) return;
+          if (out.status !== "invalid") return w.settle(out);
+          this.repeatRefused(callId, out).then((repeat) => { if (!repeat) w.settle(out); }, () => w.settle(out));
         },
       });
     }
@@ -660,7 +667,7 @@ class NatsTransport implements Transport {
         const end = ends.find(([, t]) => t === type);
         const ev = end && this.eventOf(m, callId, type, end[0]);
         const out = end && ev ? outcomeOf(callId, end[0], ev) : undefined;
-        if (out && counts(out)) return out;
+        if (out && counts(out) && !(await this.repeatRefused(callId, out))) return out;
       }
       return { callId, revision: 0, status: "pending" };
     } finally {
@@ -684,9 +691,20 @@ class NatsTransport implements Transport {
       const m = await this.nc.request(`$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.${this.agent}.${callId}.${type}`, "", { timeout: 10_000 });
       if (m.headers?.get("Status") === "404" || m.data.length === 0) continue;
       const ev = this.eventOf(m, callId, type, status);
-      if (ev) return outcomeOf(callId, status, ev);
+      const out = ev && outcomeOf(callId, status, ev);
+      if (out && !(await this.repeatRefused(callId, out))) return out;
     }
     return undefined;
+  }
+
+  /**
+   * Whether out is a refusal (invalid) naming a revision airlock recorded:
+   * of a repeat of its request (with other content), which changes nothing
+   * of it and does not end it (the Go SDK's follower). Read only for an
+   * invalid end.
+   */
+  private async repeatRefused(callId: string, out: Outcome): Promise<boolean> {
+    return out.status === "invalid" && out.revision > 0 && out.revision <= await this.recorded(callId);
   }
 
   /**

@@ -86,6 +86,17 @@ for (const [name, agentVar, open] of transports) {
       }
     });
 
+    it("a refused repeat of a pending call (other content) ends no wait: the call's own end does", async () => {
+      // R7 F1: the refusal is stored as invalid naming the recorded
+      // revision, which await took for its end while the call went on.
+      const call = { callId: id(), tool: "demo__write_file", arguments: { path: `ts-${name}-repeated.txt`, content: "first" } };
+      await client.submit(call);
+      await client.submit({ ...call, arguments: { ...call.arguments, content: "other" } });
+      await decide(agent, call.callId, "approve", { reason: "fine" });
+      const out = await client.await(call.callId, 30_000);
+      assert.equal(out.status, "completed", `await after a refused repeat and the approval: ${JSON.stringify(out)}; want completed`);
+    });
+
     it("a rejected call throws Rejected with the reviewer's reason", async () => {
       const callId = await client.submit({ callId: id(), tool: "demo__write_file", arguments: { path: `ts-${name}-rejected.txt`, content: "no" } });
       await decide(agent, callId, "reject", { reason: "not this file" });

@@ -42,6 +42,17 @@ describe("over nats, an agent over its budget", () => {
       assert.ok(err2 instanceof airlock.OverBudget && err2.revision === 2, `revision 2 over the budget: ${err2 instanceof Error ? err2 : JSON.stringify(err2)}; want OverBudget about revision 2`);
       const rev1 = await c.await("ts-pending", 2_000, 1);
       assert.equal(rev1.status, "pending", `the wait on revision 1 ended ${JSON.stringify(rev1)}; want it still pending`);
+      // A repeat of recorded revision 1 over the budget (R7 F3): its
+      // notice is about a repeat, which changes nothing of the revision
+      // recorded: do goes on waiting for it (and, R7 F1, nothing is stored
+      // that await could take for its end).
+      const repeatHeard = watch.subscribe(`airlock.out.${agent}.ts-pending.over_budget`, { max: 1 });
+      await watch.flush();
+      const repeat = await c.do(write, 3_000).then((o) => o, (e) => e);
+      await passed(repeatHeard);
+      assert.ok(repeat instanceof airlock.TimedOut, `do repeating recorded revision 1 over the budget: ${repeat instanceof Error ? repeat : JSON.stringify(repeat)}; want it still waiting (TimedOut)`);
+      const after = await c.await("ts-pending", 2_000, 1);
+      assert.equal(after.status, "pending", `the wait on revision 1 after its repeat ended ${JSON.stringify(after)}; want it still pending`);
       // Past the minute's one refusal, dropped requests: answered too.
       for (const id of ["ts-dropped", "ts-dropped-2"]) {
         const err = await c.do(call(id), 10_000).then(
