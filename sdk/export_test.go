@@ -12,3 +12,10 @@ func WithLiveOnly(read func()) Option {
 		c.storedRead = read
 	}
 }
+
+// AgentsKept is how many agents have an entry in h.
+func (h *OverBudgetNotices) AgentsKept() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.agents)
+}

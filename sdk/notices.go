@@ -40,8 +40,11 @@ type OverBudgetNotices struct {
 	heard chan struct{}
 }
 
-// agentNotices are one agent's kept notices.
+// agentNotices are one agent's kept notices; an agent with none has no
+// entry (Forget and the bounds remove it), so that the agents kept are
+// bounded by the notices kept.
 type agentNotices struct {
+	agent string
 	calls map[string]heardNotice // by call id
 	order []string               // the keys of calls in the order heard, for the bounds; no other key
 }
@@ -93,8 +96,7 @@ func (h *OverBudgetNotices) Hear(m *nats.Msg) {
 	now := h.now()
 	a := h.agents[agent]
 	if a == nil {
-		a = &agentNotices{calls: map[string]heardNotice{}}
-		h.agents[agent] = a
+		a = &agentNotices{agent: agent, calls: map[string]heardNotice{}}
 	}
 	if _, known := a.calls[call]; !known {
 		h.trimExpired(a, now)
@@ -111,6 +113,7 @@ func (h *OverBudgetNotices) Hear(m *nats.Msg) {
 		}
 		a.order = append(a.order, call)
 		h.total++
+		h.agents[agent] = a // again, if the bounds emptied and removed it
 	}
 	keep := max(time.Duration(n.RetryAfterSeconds)*time.Second, noticeKeptAtLeast)
 	a.calls[call] = heardNotice{notice: n, until: now.Add(keep)}
@@ -127,11 +130,14 @@ func (h *OverBudgetNotices) trimExpired(a *agentNotices, now time.Time) {
 	}
 }
 
-// dropOldest forgets a's oldest notice.
+// dropOldest forgets a's oldest notice, and a when it was its last.
 func (h *OverBudgetNotices) dropOldest(a *agentNotices) {
 	delete(a.calls, a.order[0])
 	a.order = a.order[1:]
 	h.total--
+	if len(a.calls) == 0 {
+		delete(h.agents, a.agent)
+	}
 }
 
 // largest is the agent with the most notices kept (one, when the total

@@ -448,3 +448,55 @@ func TestOverBudgetNoticesAreBoundedPerAgent(t *testing.T) {
 		t.Fatal("a flooding agent's newest notice is not kept")
 	}
 }
+
+// TestAnAgentWhoseNoticesTheBoundsDroppedIsForgotten: an agent whose
+// notices the bounds all dropped (expired, or pushed out by the total
+// bound) kept an empty entry until the process ended, so the agents kept
+// grew with every agent ever heard of; only Forget removed one.
+func TestAnAgentWhoseNoticesTheBoundsDroppedIsForgotten(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// hear hears notices by the clock now points at.
+		hear       func(hear func(agent, call string), now *time.Time)
+		wantAgents int
+		wantKept   [][2]string // agent and call whose notice is kept
+	}{
+		{"expired_then_trimmed_by_the_total_bound", func(hear func(agent, call string), now *time.Time) {
+			hear("old", "expires")
+			*now = now.Add(2 * time.Minute)
+			for i := range airlock.MaxOverBudgetNotices {
+				hear(fmt.Sprintf("flood%d", i/airlock.MaxOverBudgetNoticesPerAgent), fmt.Sprintf("c%d", i))
+			}
+		}, airlock.MaxOverBudgetNotices / airlock.MaxOverBudgetNoticesPerAgent, [][2]string{{"flood0", "c0"}}},
+		{"pushed_out_by_the_total_bound", func(hear func(agent, call string), now *time.Time) {
+			for i := range airlock.MaxOverBudgetNotices + 1 {
+				hear(fmt.Sprintf("agent%d", i), "c")
+			}
+		}, airlock.MaxOverBudgetNotices, [][2]string{{fmt.Sprintf("agent%d", airlock.MaxOverBudgetNotices), "c"}}},
+		{"its_own_expired_notice_trimmed_by_its_next", func(hear func(agent, call string), now *time.Time) {
+			hear("bot", "first")
+			*now = now.Add(2 * time.Minute)
+			hear("bot", "second")
+		}, 1, [][2]string{{"bot", "second"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			now := time.Unix(1_700_000_000, 0)
+			h := airlock.NewOverBudgetNotices(func() time.Time { return now })
+			tt.hear(func(agent, call string) {
+				data, err := json.Marshal(ingress.NewOverBudget(agent, call, 1, 10, 1000, time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.Hear(&nats.Msg{Subject: subject.OverBudgetNotice(agent, call), Data: data})
+			}, &now)
+			if got := h.AgentsKept(); got != tt.wantAgents {
+				t.Fatalf("%d agents kept, with %d notices; want %d: an agent with no notice left is forgotten", got, h.Len(), tt.wantAgents)
+			}
+			for _, k := range tt.wantKept {
+				if _, ok := h.Heard(k[0], k[1]); !ok {
+					t.Fatalf("%s's notice about %s is not kept", k[0], k[1])
+				}
+			}
+		})
+	}
+}

@@ -194,3 +194,89 @@ func TestASweepRetiresAThreadLockNoReleaseRetiredOnce(t *testing.T) {
 		return errors.Is(err, jetstream.ErrKeyNotFound)
 	})
 }
+
+// A new call arriving in a thread whose lock is retired (its last call
+// ended, the lock marked and given the retention as its TTL), or whose
+// retired lock has since left the bucket, takes the turn: it is released
+// at once, and the lock names it again without a TTL, so that it holds the
+// turn however long the call waits and the thread's next call queues
+// behind it.
+func TestANewCallTakesTheTurnOfAThreadWhoseLockIsRetired(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		retention time.Duration
+		gone      bool // wait for the retired lock to leave the bucket first
+	}{
+		{"marked_retired", time.Hour, false},
+		{"retired_and_expired", 2 * time.Second, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) { newCallTakesARetiredTurn(t, tt.retention, tt.gone) })
+	}
+}
+
+func newCallTakesARetiredTurn(t *testing.T, retention time.Duration, gone bool) {
+	w := newWorld(t, func(c *config.Config) { c.Approval.EndedRetention = retention })
+	rec := &recorder{name: "rec"}
+	w.start(rec)
+	ctx := context.Background()
+	kv, _ := approvalsBucket(t, w)
+	stream, err := w.js.Stream(ctx, "KV_"+w.cfg.Buckets.Approvals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := func() *airlockv1.Decision {
+		return &airlockv1.Decision{Approvers: []string{"group:reviewers"}, QueuePerThread: true}
+	}
+	const lockKey = "_queue.bot.t"
+	// lock is the thread's lock as last written, and its TTL ("" for none).
+	lock := func() (value, ttl string) {
+		t.Helper()
+		m, err := stream.GetLastMsgForSubject(ctx, "$KV."+w.cfg.Buckets.Approvals+"."+lockKey)
+		if err != nil {
+			t.Fatalf("reading the thread's lock: %v", err)
+		}
+		return string(m.Data), m.Header.Get(jetstream.MsgTTLHeader)
+	}
+
+	w.pending(&airlockv1.ToolCall{CallId: "first", ThreadId: "t"}, queue())
+	testenv.Eventually(t, 10*time.Second, "first to be released", func() bool { return rec.has("announce:first") })
+	if _, err := w.decide("first", "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "no"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the thread's lock to be retired", func() bool {
+		v, _ := lock()
+		return strings.HasPrefix(v, "_retired.")
+	})
+	if v, ttl := lock(); v != "_retired.bot.first.1" || ttl != retention.String() {
+		t.Fatalf("the retired lock is %q with TTL %q; want _retired.bot.first.1 with TTL %s", v, ttl, retention)
+	}
+	if gone {
+		testenv.Eventually(t, 30*time.Second, "the retired lock to leave the bucket", func() bool {
+			_, err := kv.Get(ctx, lockKey)
+			return errors.Is(err, jetstream.ErrKeyNotFound)
+		})
+	}
+
+	w.pending(&airlockv1.ToolCall{CallId: "second", ThreadId: "t"}, queue())
+	testenv.Eventually(t, 10*time.Second, "second, arriving in the thread whose lock is retired, to be released", func() bool { return rec.has("announce:second") })
+	if r := w.waitState("second", 1, airlockv1.ApprovalState_APPROVAL_STATE_PENDING); r.GetQueued() {
+		t.Fatal("second is announced but still queued")
+	}
+	if v, ttl := lock(); v != "bot.second.1" || ttl != "" {
+		t.Fatalf("the thread's lock after second took the turn is %q with TTL %q; want bot.second.1 with no TTL (it must outlast the call)", v, ttl)
+	}
+	if e, err := kv.Get(ctx, lockKey); err != nil || string(e.Value()) != "bot.second.1" {
+		t.Fatalf("the thread's lock read from the bucket: %v; want it naming bot.second.1", err)
+	}
+
+	// The turn is real again: the thread's next call waits for second.
+	w.pending(&airlockv1.ToolCall{CallId: "third", ThreadId: "t"}, queue())
+	w.service.SweepForTest(ctx) // a release of the thread, done when it returns
+	if r := w.waitState("third", 1, airlockv1.ApprovalState_APPROVAL_STATE_PENDING); !r.GetQueued() || rec.has("announce:third") {
+		t.Fatalf("third was released beside second (queued=%v): the retired lock was not replaced by second's turn", r.GetQueued())
+	}
+	if _, err := w.decide("second", "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "no"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "third to be released once second is decided", func() bool { return rec.has("announce:third") })
+}

@@ -160,18 +160,24 @@ func reportEvent(rep *ingress.Report, call *airlockv1.ToolCall, decided string, 
 	return ev
 }
 
+// agentAttempt is the unauthorized_attempt event, with id, recording that
+// the agent's request (in) to do action on ref was refused, and why.
+func agentAttempt(id string, ref callref.Ref, in intake, action, why string) *airlockv1.Event {
+	return &airlockv1.Event{
+		EventId: id,
+		AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev, Json: in.json,
+		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: ref.Agent},
+		Body: &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{
+			Action: action, Why: why,
+		}},
+	}
+}
+
 // refuseReport records a refused report as an unauthorized_attempt on the
 // agent's own call (the id derives from the intake sequence, so a
 // redelivery records it once) and drops it.
 func (s *Service) refuseReport(ctx context.Context, in intake, ref callref.Ref, why string) error {
-	ev := &airlockv1.Event{
-		EventId: callref.System{Kind: callref.SystemIntake, ID: strconv.FormatUint(in.seq, 10)}.EventID("report_refused"),
-		AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev, Json: in.json,
-		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: ref.Agent},
-		Body: &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{
-			Action: "report", Why: why,
-		}},
-	}
+	ev := agentAttempt(callref.System{Kind: callref.SystemIntake, ID: strconv.FormatUint(in.seq, 10)}.EventID("report_refused"), ref, in, "report", why)
 	if _, err := s.pub.Publish(ctx, ev, in.trace); err != nil {
 		return fmt.Errorf("record the refused report on %s: %w", ref, err)
 	}

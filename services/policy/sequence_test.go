@@ -46,6 +46,16 @@ func eachRevisionIsRecordedOnce(t *testing.T, cfg config.Config) {
 		args, _ := structpb.NewStruct(map[string]any{"text": text})
 		return &airlockv1.ToolCall{AgentId: "bot", CallId: id, Revision: 1, Server: "demo", Tool: "echo", Arguments: args}
 	}
+	// requestChanges records, as the approval service does, a reviewer's
+	// request for changes on revision 1 of call id.
+	requestChanges := func(id string) {
+		t.Helper()
+		cr := &airlockv1.Event{EventId: "bot." + id + ".1.changes_requested", AgentId: "bot", CallId: id, Revision: 1,
+			Body: &airlockv1.Event_ChangesRequested{ChangesRequested: &airlockv1.ChangesRequested{Feedback: "use /tmp/b"}}}
+		if _, err := bus.NewPublisher(deps.JS, "airlock/approval").Publish(context.Background(), cr, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
 	types := func(id string) []string { return testenv.SubjectTypes(t, deps.JS, subject.OfCall("bot", id)) }
 	waitTypes := func(id string, want ...string) {
 		t.Helper()
@@ -78,21 +88,37 @@ func eachRevisionIsRecordedOnce(t *testing.T, cfg config.Config) {
 		}
 		settle("same-echo", "requested", "allowed")
 	})
-	t.Run("a_reused_allowed_call_id_with_other_arguments_is_invalid_and_not_decided_again", func(t *testing.T) {
+	// A request naming a revision already recorded, with other content, is
+	// refused as an unauthorized_attempt (once per revision however often
+	// it is sent), never as an invalid naming that revision: every waiter
+	// took that for the end of a revision that went on, and the audit kept
+	// the other content beside the recorded one.
+	t.Run("a_reused_allowed_call_id_with_other_arguments_is_refused_and_not_decided_again", func(t *testing.T) {
 		publishRequest(t, deps.JS, echo("reuse-echo", "hi"))
 		waitTypes("reuse-echo", "requested", "allowed")
 		publishRequest(t, deps.JS, echo("reuse-echo", "other"))
-		settle("reuse-echo", "requested", "allowed", "invalid")
+		settle("reuse-echo", "requested", "allowed", "unauthorized_attempt")
 	})
-	t.Run("a_reused_call_id_with_other_arguments_is_invalid", func(t *testing.T) {
+	t.Run("a_reused_call_id_with_other_arguments_is_refused_once_and_ends_nothing", func(t *testing.T) {
 		publishRequest(t, deps.JS, call("reuse", 1, "/tmp/a"))
 		waitTypes("reuse", "requested", "approval_requested")
-		publishRequest(t, deps.JS, call("reuse", 1, "/etc/passwd"))
-		waitTypes("reuse", "requested", "approval_requested", "invalid")
-		ev := testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", "reuse"), subject.Invalid, time.Second)
-		if !strings.Contains(ev.GetInvalid().GetReason(), "already submitted") {
-			t.Fatalf("reason %q", ev.GetInvalid().GetReason())
+		for _, path := range []string{"/etc/passwd", "/etc/shadow", "/etc/passwd"} {
+			publishRequest(t, deps.JS, call("reuse", 1, path))
 		}
+		settle("reuse", "requested", "approval_requested", "unauthorized_attempt")
+		ev := testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", "reuse"), subject.UnauthorizedAttempt, time.Second)
+		if why := ev.GetUnauthorizedAttempt().GetWhy(); ev.GetRevision() != 1 || !strings.Contains(why, "already submitted with other content") {
+			t.Fatalf("refusal of revision %d: %q; want revision 1, saying it was already submitted with other content", ev.GetRevision(), why)
+		}
+	})
+	t.Run("an_older_revision_is_refused_and_ends_nothing", func(t *testing.T) {
+		publishRequest(t, deps.JS, call("older", 1, "/tmp/a"))
+		waitTypes("older", "requested", "approval_requested")
+		requestChanges("older")
+		publishRequest(t, deps.JS, call("older", 2, "/tmp/b"))
+		waitTypes("older", "requested", "approval_requested", "changes_requested", "requested", "approval_requested")
+		publishRequest(t, deps.JS, call("older", 1, "/etc/passwd"))
+		settle("older", "requested", "approval_requested", "changes_requested", "requested", "approval_requested", "unauthorized_attempt")
 	})
 	t.Run("a_revision_without_a_request_for_changes_is_invalid", func(t *testing.T) {
 		publishRequest(t, deps.JS, call("rev", 1, "/tmp/a"))
@@ -105,11 +131,7 @@ func eachRevisionIsRecordedOnce(t *testing.T, cfg config.Config) {
 	t.Run("a_revision_after_a_request_for_changes_is_recorded", func(t *testing.T) {
 		publishRequest(t, deps.JS, call("changes", 1, "/tmp/a"))
 		waitTypes("changes", "requested", "approval_requested")
-		cr := &airlockv1.Event{EventId: "bot.changes.1.changes_requested", AgentId: "bot", CallId: "changes", Revision: 1,
-			Body: &airlockv1.Event_ChangesRequested{ChangesRequested: &airlockv1.ChangesRequested{Feedback: "use /tmp/b"}}}
-		if _, err := bus.NewPublisher(deps.JS, "airlock/approval").Publish(context.Background(), cr, ""); err != nil {
-			t.Fatal(err)
-		}
+		requestChanges("changes")
 		publishRequest(t, deps.JS, call("changes", 2, "/tmp/b"))
 		publishRequest(t, deps.JS, call("changes", 2, "/tmp/b"))
 		settle("changes", "requested", "approval_requested", "changes_requested", "requested", "approval_requested")

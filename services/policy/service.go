@@ -345,6 +345,8 @@ func (s *Service) decide(ctx context.Context, m jetstream.Msg, in intake) (strin
 		return ref.Call, err
 	case v == refused:
 		return ref.Call, s.refuse(ctx, in, ref.Rev, m.Data(), &ingress.Refusal{Reason: why, Call: ref.Call})
+	case v == rewrites:
+		return ref.Call, s.refuseRewrite(ctx, in, ref, why)
 	case v == repeated:
 		decided, err := s.decided(ctx, ref)
 		if err != nil || decided {
@@ -426,6 +428,23 @@ func (s *Service) refuse(ctx context.Context, in intake, rev uint32, data []byte
 	return nil
 }
 
+// refuseRewrite records a request naming a revision already recorded, with
+// other content, as an unauthorized_attempt on the call (why, no
+// arguments), never as an `invalid` naming that revision: every waiter
+// would take that for the revision's end while it goes on, and the audit
+// would keep the other content beside the recorded one. Its event id names
+// the revision, so the stream keeps one such record per revision in its
+// duplicate window however often the agent tries (each try is charged to
+// its budget all the same).
+func (s *Service) refuseRewrite(ctx context.Context, in intake, ref callref.Ref, why string) error {
+	ev := agentAttempt(ref.EventID("rewrite_refused"), ref, in, "resubmit", why)
+	if _, err := s.pub.Publish(ctx, ev, in.trace); err != nil {
+		return fmt.Errorf("record the refused resubmission of %s: %w", ref, err)
+	}
+	s.deps.Log.Info("request refused: it resubmits a recorded revision with other content", "call", ref.String(), "why", why)
+	return nil
+}
+
 // publishRefusal records r as the request's `invalid` event, unlogged (an
 // agent over its budget is logged once a minute, not once a request).
 func (s *Service) publishRefusal(ctx context.Context, in intake, rev uint32, data []byte, r *ingress.Refusal) error {
@@ -443,6 +462,7 @@ const (
 	accepted verdict = iota + 1 // the request starts its revision: recorded now
 	repeated                    // the same request was recorded before (a redelivery, a retried publish)
 	refused                     // it may not start this revision; why says so
+	rewrites                    // it names a revision already recorded, with other content: changes nothing of it
 )
 
 // maxAcceptAttempts bounds the compare-and-append retries of accept; each
@@ -515,7 +535,7 @@ func (s *Service) sequence(ctx context.Context, ref callref.Ref, in intake, req 
 		if prev.GetIntakeSeq() == in.seq || sameRequest(prev.GetCall(), req.GetCall()) {
 			return repeated, "", 0, nil
 		}
-		return refused, fmt.Sprintf("call id %s revision %d was already submitted with other content: use a new call id for a new call, or submit revision %d of this one after a reviewer requests changes", ref.Call, ref.Rev, ref.Rev+1), 0, nil
+		return rewrites, fmt.Sprintf("call id %s revision %d was already submitted with other content: use a new call id for a new call, or submit revision %d of this one after a reviewer requests changes", ref.Call, ref.Rev, ref.Rev+1), 0, nil
 	case ref.Rev == prevRev+1:
 		cr, err := s.lastEvent(ctx, ref, subject.ChangesRequested)
 		if err != nil {
@@ -526,7 +546,7 @@ func (s *Service) sequence(ctx context.Context, ref callref.Ref, in intake, req 
 		}
 		return accepted, "", last, nil
 	case ref.Rev < prevRev:
-		return refused, fmt.Sprintf("revision %d of call %s is older than its newest revision %d: submit revision %d after a reviewer requests changes", ref.Rev, ref.Call, prevRev, prevRev+1), 0, nil
+		return rewrites, fmt.Sprintf("revision %d of call %s is older than its newest revision %d: submit revision %d after a reviewer requests changes", ref.Rev, ref.Call, prevRev, prevRev+1), 0, nil
 	}
 	return refused, fmt.Sprintf("revision %d of call %s skips revisions: the newest is %d", ref.Rev, ref.Call, prevRev), 0, nil
 }

@@ -152,7 +152,7 @@ func shadowCandidateRecordsDivergences(t *testing.T, cfg config.Config) {
 	// one had every chance to be counted.
 	seen := evaluated()
 	submit(t, deps.JS, "bot", "same1", "demo", "echo", map[string]any{"text": "not what was recorded"})
-	testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", "same1"), subject.Invalid, 10*time.Second)
+	testenv.WaitForEvent(t, deps.JS, subject.OfCall("bot", "same1"), subject.UnauthorizedAttempt, 10*time.Second)
 	submit(t, deps.JS, "bot", "diff3", "demo", "echo", map[string]any{"text": "after the refused one"})
 	waitDecision(t, deps.JS, "bot", "diff3")
 	shadowSettled(t, deps, a, b)

@@ -87,8 +87,9 @@ for (const [name, agentVar, open] of transports) {
     });
 
     it("a refused repeat of a pending call (other content) ends no wait: the call's own end does", async () => {
-      // R7 F1: the refusal is stored as invalid naming the recorded
-      // revision, which await took for its end while the call went on.
+      // R7 F1: the refusal was stored as invalid naming the recorded
+      // revision, which await took for its end while the call went on (a
+      // policy now records it as an unauthorized_attempt).
       const call = { callId: id(), tool: "demo__write_file", arguments: { path: `ts-${name}-repeated.txt`, content: "first" } };
       await client.submit(call);
       await client.submit({ ...call, arguments: { ...call.arguments, content: "other" } });

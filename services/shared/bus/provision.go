@@ -141,7 +141,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg config.Config) (
 	}
 	for _, kvc := range BucketConfigs(cfg) {
 		err := untilPlaced(ctx, cfg, "bucket "+kvc.Bucket, func(ctx context.Context) error {
-			c, err := ensureBucket(ctx, js, kvc, bucketBound(cfg, kvc.Bucket))
+			c, err := ensureBucket(ctx, js, kvc, bucketBoundOf(cfg, kvc.Bucket))
 			changes = append(changes, c...)
 			return err
 		})
@@ -179,19 +179,69 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	return &Change{"stream", want.Name, "updated"}, nil
 }
 
-// bucketBound is the setting that bounds the bytes of bucket ("" for one
-// with no bound).
-func bucketBound(cfg config.Config, bucket string) string {
+// bucketBound is what bounds a bucket's bytes, and what its service does
+// short of the bound.
+type bucketBound struct {
+	setting string // the setting that sets it ("" for a bucket with no bound)
+	// mark is the share of the bound past which the bucket's service takes
+	// no new work (refusal says how), and drain how the bucket empties
+	// again without a higher bound.
+	mark           float64
+	refusal, drain string
+}
+
+// bucketBoundOf is bucket's bound (no setting for a bucket with none).
+func bucketBoundOf(cfg config.Config, bucket string) bucketBound {
 	if bucket == cfg.Buckets.Approvals {
-		return "approval.max_bytes"
+		return bucketBound{setting: "approval.max_bytes", mark: config.ApprovalRefusalMark,
+			refusal: "every new call that needs a person is canceled at once",
+			drain:   "let ended records leave the bucket first (approval.ended_retention)"}
 	}
-	return ""
+	return bucketBound{}
+}
+
+// refuses says why a new, lower bound of maxBytes (current: the bucket's
+// bound now) is not applied to a bucket holding held bytes (nil when it
+// may be): one the bucket is already past the mark of would refuse new
+// work at once, and one under what it holds would also refuse decisions on
+// the work it holds. The operator is told the least bound that takes no
+// new work away.
+func (b bucketBound) refuses(bucket string, held uint64, maxBytes, current int64) error {
+	mark := b.mark
+	if mark <= 0 {
+		mark = 1 // no mark: the bound itself
+	}
+	if maxBytes <= 0 || float64(held) < mark*float64(maxBytes) {
+		return nil
+	}
+	const mib = 1 << 20
+	least := (int64(float64(held)/mark)/mib + 1) * mib
+	now := "no bound"
+	if current > 0 {
+		now = byteSize(current)
+	}
+	var said string
+	switch {
+	case held > uint64(maxBytes):
+		said = fmt.Sprintf("more than the %s %s would allow: every write that grows a record would be refused, decisions on the calls it holds among them", byteSize(maxBytes), b.setting)
+		if b.refusal != "" {
+			said += ", and " + b.refusal
+		}
+	default:
+		said = fmt.Sprintf("%.0f%% of the %s %s would allow: past %.0f%% of it %s", 100*float64(held)/float64(maxBytes), byteSize(maxBytes), b.setting, 100*mark, b.refusal)
+	}
+	again := "run `airlock provision` again"
+	if b.drain != "" {
+		again += ", or " + b.drain
+	}
+	return fmt.Errorf("bucket %s holds %s, %s. Set %s to at least %s (%d bytes) and %s; the bucket keeps its bound (%s)",
+		bucket, byteSize(int64(held)), said, b.setting, byteSize(least), least, again, now)
 }
 
 // ensureBucket creates the bucket or brings its settings to kvc, and makes
-// a replicated one read from its leader. setting is what bounds its bytes.
-func ensureBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyValueConfig, setting string) ([]Change, error) {
-	changes, err := applyBucket(ctx, js, kvc, setting)
+// a replicated one read from its leader. bound is what bounds its bytes.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyValueConfig, bound bucketBound) ([]Change, error) {
+	changes, err := applyBucket(ctx, js, kvc, bound)
 	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
 		return changes, fmt.Errorf("bucket %s needs entries with their own TTL, which NATS servers before 2.11 lack: upgrade the servers (deploy/ ships 2.12), then run `airlock provision` again", kvc.Bucket)
 	}
@@ -199,13 +249,13 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.Key
 }
 
 // applyBucket is ensureBucket, its errors as the server and client say them.
-func applyBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyValueConfig, setting string) ([]Change, error) {
+func applyBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyValueConfig, bound bucketBound) ([]Change, error) {
 	var changes []Change
 	kv, err := js.KeyValue(ctx, kvc.Bucket)
 	switch {
 	case errors.Is(err, jetstream.ErrBucketNotFound):
 		if _, err := js.CreateKeyValue(ctx, kvc); err != nil {
-			return nil, fmt.Errorf("create bucket %s: %w", kvc.Bucket, storageRefused(err, kvc.MaxBytes, setting))
+			return nil, fmt.Errorf("create bucket %s: %w", kvc.Bucket, storageRefused(err, kvc.MaxBytes, bound.setting))
 		}
 		changes = append(changes, Change{"bucket", kvc.Bucket, "created"})
 	case err != nil:
@@ -218,14 +268,17 @@ func applyBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyV
 		si := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
 		if int64(kvc.History) != si.Config.MaxMsgsPerSubject || kvc.Replicas != si.Config.Replicas || kvc.Description != si.Config.Description ||
 			kvc.LimitMarkerTTL != si.Config.SubjectDeleteMarkerTTL || streamMaxBytes(kvc.MaxBytes) != si.Config.MaxBytes {
-			// A bound under what the bucket holds would refuse every write
-			// that grows a record, decisions on waiting calls among them.
-			if held := si.State.Bytes; kvc.MaxBytes > 0 && held > uint64(kvc.MaxBytes) {
-				return nil, fmt.Errorf("bucket %s holds %d MiB, more than %s allows (%d MiB): raise %s above what it holds, "+
-					"or decisions on the calls it holds could not be stored", kvc.Bucket, held>>20, setting, kvc.MaxBytes>>20, setting)
+			// A lower bound the bucket is already past the mark of (or
+			// over) is refused, not applied: it would refuse new work at
+			// once (and decisions on the work held), with only a log line
+			// to say so. A higher one only adds room, and is applied.
+			if cur := si.Config.MaxBytes; kvc.MaxBytes > 0 && (cur <= 0 || kvc.MaxBytes < cur) {
+				if err := bound.refuses(kvc.Bucket, si.State.Bytes, kvc.MaxBytes, si.Config.MaxBytes); err != nil {
+					return nil, err
+				}
 			}
 			if _, err := js.UpdateKeyValue(ctx, kvc); err != nil {
-				return nil, fmt.Errorf("update bucket %s: %w", kvc.Bucket, storageRefused(err, kvc.MaxBytes, setting))
+				return nil, fmt.Errorf("update bucket %s: %w", kvc.Bucket, storageRefused(err, kvc.MaxBytes, bound.setting))
 			}
 			changes = append(changes, Change{"bucket", kvc.Bucket, "updated"})
 		}

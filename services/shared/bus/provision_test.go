@@ -156,7 +156,7 @@ func TestProvisionRefusesAnApprovalsBoundUnderWhatTheBucketHolds(t *testing.T) {
 	was := cfg.Approval.MaxBytes
 	cfg.Approval.MaxBytes = 32 << 10
 	_, err = bus.Provision(ctx, js, cfg)
-	if err == nil || !strings.Contains(err.Error(), "raise approval.max_bytes above what it holds") {
+	if err == nil || !strings.Contains(err.Error(), "more than the 32.0 KiB approval.max_bytes would allow") || !strings.Contains(err.Error(), "Set approval.max_bytes to at least") {
 		t.Fatalf("provisioning a bound under what the bucket holds: %v; want it refused naming approval.max_bytes", err)
 	}
 	st, err := kv.Status(ctx)
