@@ -668,6 +668,10 @@ type wordCount struct {
 	// capitals: every styled letter is a fullwidth capital or a Roman
 	// numeral (ＵＳＢ).
 	capitals bool
+	// fullwidthDigits counts fullwidth digits (among otherDigits);
+	// letterAfterDigit: a letter follows one (g００gle, not Windows１１).
+	fullwidthDigits  int
+	letterAfterDigit bool
 	// script is the script of the word's last look-alike letter; scripts:
 	// they come from two scripts or more (ѕսԁо, Cyrillic and Armenian),
 	// which no word of prose does.
@@ -701,6 +705,9 @@ func countWord(w string, unit bool) wordCount {
 			if c.digit {
 				n.otherDigits++
 			}
+			if r >= '０' && r <= '９' {
+				n.fullwidthDigits++
+			}
 			if c.script != "" && n.script != "" && c.script != n.script {
 				n.scripts = true
 			}
@@ -713,6 +720,7 @@ func countWord(w string, unit bool) wordCount {
 		}
 		if c.letter || unicode.IsLetter(r) {
 			n.letters++
+			n.letterAfterDigit = n.letterAfterDigit || n.fullwidthDigits > 0
 		}
 	}
 	return n
@@ -743,6 +751,15 @@ func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
 	wholly := !latinInName && allPass && hostOrIdentifier(name)
 
 	l := LookAlike{Text: name, Kind: nameKind(name)}
+	// Fullwidth digits after a word's Latin letters or beside Chinese,
+	// Japanese or Korean ones (Windows１１, iPhone１５, 第１回meeting) are
+	// typography, as fullwidth capitals standing alone are: a word of prose
+	// as it reads. In a host, path, address or identifier (deploy_v２) they
+	// pass for the ASCII digits they are not. Judged once per name: its
+	// words are as many as the agent likes.
+	digitTypography := l.Kind == "name" &&
+		slices.ContainsFunc(counts, func(n wordCount) bool { return n.fullwidthDigits > 0 }) &&
+		!hostOrIdentifier(name)
 	var scripts, digits []string
 	for i, w := range words {
 		n := counts[i]
@@ -750,6 +767,9 @@ func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
 			continue
 		}
 		mixed := n.latin > 0 || n.asciiDigits > 0 && n.otherDigits > 0
+		if digitTypography && n.fullwidthDigits == n.likes && n.asciiDigits == 0 && (n.cjk || n.latin > 0 && !n.letterAfterDigit) {
+			continue
+		}
 		// Fullwidth letters and Roman numerals are typography beside
 		// Chinese, Japanese or Korean letters, and so are fullwidth capitals
 		// in a word standing alone (ＵＳＢ, ＯＫ in Japanese text); beside

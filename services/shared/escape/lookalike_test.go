@@ -78,6 +78,14 @@ func TestLookAlikesFindsNamesThatPassForLatin(t *testing.T) {
 		// Japanese letters, and fullwidth capitals standing alone are its
 		// typography; beside a Latin label it is still a host's dot.
 		{"japanese_sentences_and_acronyms", "会議は１０月１日です。ＰＣとＵＳＢを持参。ＯＫ", nil},
+		{"fullwidth_digits_after_a_latin_word_or_beside_japanese", "Windows１１ 対応、iPhone１５ と 第１回meeting", nil},
+		{"fullwidth_digits_in_a_host_path_or_identifier_or_before_a_letter", "Windows１１.exe /opt/app１ deploy_v２ g００gle Windows1１", []found{
+			{"Windows１１.exe", "host", "mixes Latin letters and Fullwidth digits", "１"},
+			{"/opt/app１", "path", "mixes Latin letters and Fullwidth digits", "１"},
+			{"deploy_v２", "name", "mixes Latin letters and Fullwidth digits", "２"},
+			{"g００gle", "name", "mixes Latin letters and Fullwidth digits", "０"},
+			{"Windows1１", "name", "mixes Latin letters and Fullwidth digits", "１"},
+		}},
 		{"an_ideographic_full_stop_between_latin_labels_is_a_dot", "\u0430\u0440\u0440\u04cf\u0435\u3002com", []found{{"\u0430\u0440\u0440\u04cf\u0435\u3002com", "host", "mixes Latin and Cyrillic letters", "\u0430\u0440\u04cf\u0435"}}},
 		// Wholly look-alike words of two scripts, or shaped as a path, an
 		// option or an address (R8).
