@@ -679,15 +679,17 @@ type wordCount struct {
 	scripts bool
 }
 
-// countWord counts the runes of w, a word; unit is whether it is a unit.
-func countWord(w string, unit bool) wordCount {
+// countWord counts the runes of w, a word; unit is whether it is a unit,
+// plainModifiers whether superscript and subscript letters are plain
+// Latin ones in it (modifierLetters: in prose).
+func countWord(w string, unit, plainModifiers bool) wordCount {
 	n := wordCount{unit: unit, passes: true, typography: true, capitals: true}
 	for _, r := range w {
 		c, ok := classify(r)
 		switch {
 		case unit && unitSign(r):
 			continue
-		case plainLatin(r):
+		case plainLatin(r) || plainModifiers && modifierLetter(r):
 			n.latin++
 		case r >= '0' && r <= '9':
 			n.asciiDigits++
@@ -739,9 +741,11 @@ func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
 	}
 	words := strings.FieldsFunc(name, nameJoiner)
 	counts := make([]wordCount, len(words))
+	kind := nameKind(name)
+	plainModifiers := kind == "name"
 	latinInName, asciiDigitInName, allPass := false, false, true
 	for i, w := range words {
-		counts[i] = countWord(w, unit(w, afterNumber && i == 0))
+		counts[i] = countWord(w, unit(w, afterNumber && i == 0), plainModifiers)
 		latinInName = latinInName || counts[i].latin > 0
 		asciiDigitInName = asciiDigitInName || counts[i].asciiDigits > 0
 		allPass = allPass && counts[i].passes
@@ -750,7 +754,7 @@ func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
 	// letter and digit looks like one, in the shape of a host or identifier.
 	wholly := !latinInName && allPass && hostOrIdentifier(name)
 
-	l := LookAlike{Text: name, Kind: nameKind(name)}
+	l := LookAlike{Text: name, Kind: kind}
 	// Fullwidth digits after a word's Latin letters or beside Chinese,
 	// Japanese or Korean ones (Windows１１, iPhone１５, 第１回meeting) are
 	// typography, as fullwidth capitals standing alone are: a word of prose
@@ -787,7 +791,7 @@ func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
 		}
 		for _, r := range w {
 			c, ok := classify(r)
-			if !ok || n.unit && unitSign(r) {
+			if !ok || n.unit && unitSign(r) || plainModifiers && modifierLetter(r) {
 				continue
 			}
 			if !slices.Contains(l.Characters, r) {
