@@ -88,9 +88,10 @@ func TestApprovalsShowAndListWarnOfLookAlikeLetters(t *testing.T) {
 
 // approvals show warns of every class of look-alike an agent may use to
 // pass a name off as a Latin one: a host with no Latin letter at all, digits
-// of another script, styled letters, a μ that is no unit. Each warning names
+// of another script, styled letters, a μ that is no unit, an ASCII address
+// whose user name or subdomain reads as another domain. Each warning names
 // the character, its code point and name, what it passes for, and a host's
-// ASCII form.
+// ASCII form, or the host or domain an address really leads to.
 func TestApprovalsShowWarnsOfEachClassOfLookAlike(t *testing.T) {
 	for _, tt := range []struct{ name, arg, want string }{
 		{"a_host_wholly_of_look_alike_letters", "https://аррӏе.со",
@@ -103,6 +104,10 @@ func TestApprovalsShowWarnsOfEachClassOfLookAlike(t *testing.T) {
 			"the host 𝐩𝐚𝐲𝐩𝐚𝐥.com mixes Latin letters and styled letters: 𝐩 (U+1D429 MATHEMATICAL BOLD SMALL P), a styled letter, passes for p; 𝐚 (U+1D41A MATHEMATICAL BOLD SMALL A), a styled letter, passes for a; 𝐲 (U+1D432 MATHEMATICAL BOLD SMALL Y), a styled letter, passes for y; and 1 more; in ASCII its host is paypal.com"},
 		{"a_division_slash", "https://paypal.com\u2215login.evil.com/x",
 			"the address https://paypal.com\u2215login.evil.com/x mixes Latin letters and punctuation that is not ASCII: \u2215 (U+2215 DIVISION SLASH) looks like /; in ASCII its host is paypal.xn--comlogin-0f7d.evil.com"},
+		{"a_domain_before_the_at", "https://paypal.com@evil.example/login",
+			"the address https://paypal.com@evil.example/login leads to the host evil.example: paypal.com before the @ is a user name"},
+		{"a_domain_in_front_of_the_hosts", "https://accounts.google.com.evil.example/",
+			"the address https://accounts.google.com.evil.example/ leads to the domain evil.example, not google.com"},
 		{"a_mu_that_is_no_unit", "10μicrosoft",
 			"the name 10μicrosoft mixes Latin and Greek letters: μ (U+03BC GREEK SMALL LETTER MU), a Greek letter, is no unit here"},
 	} {

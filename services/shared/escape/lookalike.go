@@ -3,12 +3,14 @@ package escape
 import (
 	"fmt"
 	"iter"
+	"net/netip"
 	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/net/idna"
+	"golang.org/x/net/publicsuffix"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -22,7 +24,10 @@ import (
 // Cyrillic а is drawn as an a: every surface that shows an agent's words
 // says so beside them (Warning). Text in another script that does not pass
 // for Latin — a Cyrillic or Japanese sentence, пример.рф, отчёт.pdf — is no
-// LookAlike.
+// LookAlike. An address or host, ASCII or not, that reads as leading to a
+// domain it does not lead to (https://paypal.com@evil.example/,
+// accounts.google.com.evil.example) is one too: its warning names where
+// it leads.
 type LookAlike struct {
 	// Text is the name as the agent wrote it: agent text, escaped for the
 	// medium like any other.
@@ -54,6 +59,16 @@ type LookAlike struct {
 	// Text is a host, an e-mail address or an address and that host is not
 	// ASCII: the name a resolver is asked for. Else "".
 	ASCII string
+	// UserInfo is what an address holds before the @ of its host when that
+	// reads as a domain (https://paypal.com@evil.example/login:
+	// "paypal.com"), and Host the host the address connects to
+	// ("evil.example"); else both "". (From h-lookalike4.)
+	UserInfo, Host string
+	// Embedded is the domain that labels in front of a host's registrable
+	// domain read as (accounts.google.com.evil.example: "google.com"), and
+	// Domain that registrable domain, whose owner owns the host
+	// ("evil.example"); else both "" (embeddedDomain).
+	Embedded, Domain string
 }
 
 // Warning is the sentence a surface shows beside the value that holds l,
@@ -63,7 +78,10 @@ type LookAlike struct {
 // xn--pypal-4ve.com`.
 func (l LookAlike) Warning(esc func(string) string) string {
 	var b strings.Builder
-	b.WriteString(l.Summary(esc) + ": ")
+	b.WriteString(l.Summary(esc))
+	if len(l.Characters) > 0 {
+		b.WriteString(": ")
+	}
 	for i, r := range l.Characters {
 		if i == maxWarningLetters {
 			fmt.Fprintf(&b, "; and %d more", len(l.Characters)-i)
@@ -77,14 +95,41 @@ func (l LookAlike) Warning(esc func(string) string) string {
 	if l.ASCII != "" {
 		b.WriteString("; in ASCII its host is " + esc(l.ASCII))
 	}
+	leads := l.leadsTo(esc)
+	if len(l.Characters) == 0 && len(leads) > 0 {
+		leads = leads[1:] // the Summary's
+	}
+	for _, s := range leads {
+		b.WriteString("; it " + s)
+	}
 	return b.String()
+}
+
+// leadsTo is what a Warning says of where a name with a UserInfo or an
+// Embedded domain leads: "leads to the host evil.example: paypal.com
+// before the @ is a user name", "leads to the domain evil.example, not
+// google.com".
+func (l LookAlike) leadsTo(esc func(string) string) []string {
+	var says []string
+	if l.UserInfo != "" {
+		says = append(says, fmt.Sprintf("leads to the host %s: %s before the @ is a user name", esc(l.Host), esc(l.UserInfo)))
+	}
+	if l.Embedded != "" {
+		says = append(says, fmt.Sprintf("leads to the domain %s, not %s", esc(l.Domain), esc(l.Embedded)))
+	}
+	return says
 }
 
 // Summary is Warning without its letters, for a surface with room for one
 // short line (a phone's notification): "the host pаypal.com mixes Latin
 // and Cyrillic letters", "the host аррӏе.со is written in Cyrillic letters
-// that pass for Latin".
+// that pass for Latin"; for a name with no look-alike character, where it
+// leads: "the address https://accounts.google.com.evil.example/ leads to
+// the domain evil.example, not google.com".
 func (l LookAlike) Summary(esc func(string) string) string {
+	if leads := l.leadsTo(esc); len(l.Characters) == 0 && len(leads) > 0 {
+		return fmt.Sprintf("the %s %s %s", l.Kind, esc(l.Text), leads[0])
+	}
 	var groups []string
 	if len(l.Scripts) > 0 {
 		groups = append(groups, andList(l.Scripts)+" letters")
@@ -152,6 +197,14 @@ const maxWarningLetters = 3
 // A μ, Ω or ℓ in a quantity's unit (10μm, 4.7kΩ, 10 μF, 2ℓ) is no
 // look-alike: after a number, at most one letter (an SI prefix) before it
 // and two after it (unit).
+//
+// A name in ASCII alone is a LookAlike when it reads as leading to a host
+// it does not lead to: an address whose user name before the @ reads as a
+// domain (https://paypal.com@evil.example/login connects to evil.example;
+// userInfo), or a host — of an address, an e-mail address or on its own —
+// whose labels in front of its registrable domain read as a domain of
+// their own (accounts.google.com.evil.example, paypal.com-login.evil.example:
+// embeddedDomain).
 func LookAlikes(s string) []LookAlike {
 	var found []LookAlike
 	seen := map[string]bool{}
@@ -408,7 +461,10 @@ func names(s string) iter.Seq2[string, bool] {
 			i = end
 			for k, part := range splitAtCJKStops(s[start:end]) {
 				name := strings.TrimRight(part, ".:")
-				if name != "" && !ascii(name) && !yield(name, k == 0 && followsNumber(s[:start])) {
+				// An ASCII name is judged only for where it leads, which
+				// takes a dot (a host's, or a domain's before an @).
+				candidate := !ascii(name) || strings.Contains(name, ".")
+				if name != "" && candidate && !yield(name, k == 0 && followsNumber(s[:start])) {
 					return
 				}
 			}
@@ -612,6 +668,10 @@ type wordCount struct {
 	// capitals: every styled letter is a fullwidth capital or a Roman
 	// numeral (ＵＳＢ).
 	capitals bool
+	// fullwidthDigits counts fullwidth digits (among otherDigits);
+	// letterAfterDigit: a letter follows one (g００gle, not Windows１１).
+	fullwidthDigits  int
+	letterAfterDigit bool
 	// script is the script of the word's last look-alike letter; scripts:
 	// they come from two scripts or more (ѕսԁо, Cyrillic and Armenian),
 	// which no word of prose does.
@@ -619,15 +679,17 @@ type wordCount struct {
 	scripts bool
 }
 
-// countWord counts the runes of w, a word; unit is whether it is a unit.
-func countWord(w string, unit bool) wordCount {
+// countWord counts the runes of w, a word; unit is whether it is a unit,
+// plainModifiers whether superscript and subscript letters are plain
+// Latin ones in it (modifierLetters: in prose).
+func countWord(w string, unit, plainModifiers bool) wordCount {
 	n := wordCount{unit: unit, passes: true, typography: true, capitals: true}
 	for _, r := range w {
 		c, ok := classify(r)
 		switch {
 		case unit && unitSign(r):
 			continue
-		case plainLatin(r):
+		case plainLatin(r) || plainModifiers && modifierLetter(r):
 			n.latin++
 		case r >= '0' && r <= '9':
 			n.asciiDigits++
@@ -645,6 +707,9 @@ func countWord(w string, unit bool) wordCount {
 			if c.digit {
 				n.otherDigits++
 			}
+			if r >= '０' && r <= '９' {
+				n.fullwidthDigits++
+			}
 			if c.script != "" && n.script != "" && c.script != n.script {
 				n.scripts = true
 			}
@@ -657,6 +722,7 @@ func countWord(w string, unit bool) wordCount {
 		}
 		if c.letter || unicode.IsLetter(r) {
 			n.letters++
+			n.letterAfterDigit = n.letterAfterDigit || n.fullwidthDigits > 0
 		}
 	}
 	return n
@@ -665,11 +731,21 @@ func countWord(w string, unit bool) wordCount {
 // lookAlike judges one name (see LookAlikes); afterNumber is whether it
 // follows a number and a space.
 func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
+	if ascii(name) {
+		// No look-alike character: only where it leads can deceive.
+		l := LookAlike{Text: name, Kind: nameKind(name)}
+		if !l.locate() {
+			return LookAlike{}, false
+		}
+		return l, true
+	}
 	words := strings.FieldsFunc(name, nameJoiner)
 	counts := make([]wordCount, len(words))
+	kind := nameKind(name)
+	plainModifiers := kind == "name"
 	latinInName, asciiDigitInName, allPass := false, false, true
 	for i, w := range words {
-		counts[i] = countWord(w, unit(w, afterNumber && i == 0))
+		counts[i] = countWord(w, unit(w, afterNumber && i == 0), plainModifiers)
 		latinInName = latinInName || counts[i].latin > 0
 		asciiDigitInName = asciiDigitInName || counts[i].asciiDigits > 0
 		allPass = allPass && counts[i].passes
@@ -678,7 +754,16 @@ func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
 	// letter and digit looks like one, in the shape of a host or identifier.
 	wholly := !latinInName && allPass && hostOrIdentifier(name)
 
-	l := LookAlike{Text: name, Kind: nameKind(name)}
+	l := LookAlike{Text: name, Kind: kind}
+	// Fullwidth digits after a word's Latin letters or beside Chinese,
+	// Japanese or Korean ones (Windows１１, iPhone１５, 第１回meeting) are
+	// typography, as fullwidth capitals standing alone are: a word of prose
+	// as it reads. In a host, path, address or identifier (deploy_v２) they
+	// pass for the ASCII digits they are not. Judged once per name: its
+	// words are as many as the agent likes.
+	digitTypography := l.Kind == "name" &&
+		slices.ContainsFunc(counts, func(n wordCount) bool { return n.fullwidthDigits > 0 }) &&
+		!hostOrIdentifier(name)
 	var scripts, digits []string
 	for i, w := range words {
 		n := counts[i]
@@ -686,6 +771,9 @@ func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
 			continue
 		}
 		mixed := n.latin > 0 || n.asciiDigits > 0 && n.otherDigits > 0
+		if digitTypography && n.fullwidthDigits == n.likes && n.asciiDigits == 0 && (n.cjk || n.latin > 0 && !n.letterAfterDigit) {
+			continue
+		}
 		// Fullwidth letters and Roman numerals are typography beside
 		// Chinese, Japanese or Korean letters, and so are fullwidth capitals
 		// in a word standing alone (ＵＳＢ, ＯＫ in Japanese text); beside
@@ -703,7 +791,7 @@ func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
 		}
 		for _, r := range w {
 			c, ok := classify(r)
-			if !ok || n.unit && unitSign(r) {
+			if !ok || n.unit && unitSign(r) || plainModifiers && modifierLetter(r) {
 				continue
 			}
 			if !slices.Contains(l.Characters, r) {
@@ -745,7 +833,7 @@ func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
 			l.Characters = append(l.Characters, r)
 		}
 	}
-	if len(l.Characters) == 0 {
+	if !l.locate() && len(l.Characters) == 0 {
 		return LookAlike{}, false
 	}
 	if latinInName {
@@ -809,6 +897,144 @@ func dnsSized(host string) bool {
 	return true
 }
 
+// locate sets l's UserInfo and Host, Embedded and Domain, and reports
+// whether it set any.
+func (l *LookAlike) locate() bool {
+	l.UserInfo, l.Host = userInfo(l.Text, l.Kind)
+	host, bare := hostOf(l.Text, l.Kind)
+	l.Embedded, l.Domain = embeddedDomain(host, bare)
+	return l.UserInfo != "" || l.Embedded != ""
+}
+
+// userInfo is LookAlike.UserInfo and Host of a name of kind: what an
+// address holds before the @ of its host (without a password after a
+// colon) when that reads as a domain, as paypal.com does and me,
+// oauth2:token and first.last do not (readsAsDomain, under any top-level
+// domain: no one names a user after a domain but to deceive).
+func userInfo(name, kind string) (info, host string) {
+	if kind != "address" {
+		return "", ""
+	}
+	authority := authorityOf(name)
+	at := strings.LastIndex(authority, "@")
+	if at < 0 {
+		return "", ""
+	}
+	info, host = authority[:at], authority[at+1:]
+	if c := strings.Index(info, ":"); c >= 0 {
+		info = info[:c]
+	}
+	if !dnsSized(info) || host == "" {
+		return "", ""
+	}
+	if _, ok := readsAsDomain(lowerDotted(info), true); !ok {
+		return "", ""
+	}
+	return info, withoutPort(host)
+}
+
+// embeddedDomain is LookAlike.Embedded and Domain of host: the last
+// domain that the labels in front of host's registrable domain read as
+// when cut at a dot or a hyphen (readsAsDomain: google.com in
+// accounts.google.com.evil.example, paypal.com in
+// paypal.com-login.evil.example), and that registrable domain (under
+// ICANN's suffixes, icannSuffix: evil.example; github.io for
+// paypal.com.github.io). Labels within the registrable domain are none
+// (www.net-a-porter.com is Net-a-Porter's). bare is whether host is a
+// dotted name on its own, which is a host only when it ends in a real
+// top-level domain (example.com.conf is a file name). Bounded: a host
+// longer than a DNS name has no domain, and each of its at most 253
+// cuts costs a public-suffix lookup.
+func embeddedDomain(host string, bare bool) (embedded, domain string) {
+	if host == "" || !dnsSized(host) {
+		return "", ""
+	}
+	h := lowerDotted(host)
+	if _, err := netip.ParseAddr(h); err == nil {
+		return "", ""
+	}
+	suffix, _ := icannSuffix(h)
+	front, ok := strings.CutSuffix(h, "."+suffix)
+	if !ok {
+		return "", ""
+	}
+	if bare {
+		tld := h[strings.LastIndex(h, ".")+1:]
+		if s, icann := icannSuffix(tld); !icann || s != tld {
+			return "", ""
+		}
+	}
+	lastDot := strings.LastIndex(front, ".")
+	if lastDot < 0 {
+		return "", "" // nothing in front of the registrable domain
+	}
+	domain = h[lastDot+1:]
+	for i := 0; i <= lastDot; i++ {
+		if front[i] != '.' && front[i] != '-' {
+			continue
+		}
+		if d, ok := readsAsDomain(h[:i], false); ok && d != domain {
+			embedded = d
+		}
+	}
+	if embedded == "" {
+		return "", ""
+	}
+	return embedded, domain
+}
+
+// icannSuffix is name's public suffix under ICANN's rules of Go's list
+// (com, co.uk), and whether ICANN's rules know it: the list's private
+// suffixes (github.io, netlify.app, s3.amazonaws.com) are where anyone
+// may name a host, paypal.com.github.io too, so a host under one belongs
+// to the domain of the hosting company (github.io).
+func icannSuffix(name string) (string, bool) {
+	suffix, icann := publicsuffix.PublicSuffix(name)
+	for !icann {
+		_, rest, ok := strings.Cut(suffix, ".")
+		if !ok {
+			break
+		}
+		suffix, icann = publicsuffix.PublicSuffix(rest)
+	}
+	return suffix, icann
+}
+
+// genericTLDs are the top-level domains a reader takes for the end of a
+// host wherever they stand: com, net, org and their kin. A country code
+// or a newer word-like domain in front of a registrable domain is as
+// often a region or an environment of the site (tenant.us.auth0.com,
+// ingest.de.sentry.io, api.dev.example.com) and is not read as a domain.
+var genericTLDs = map[string]bool{"com": true, "net": true, "org": true, "edu": true, "gov": true, "mil": true, "info": true, "biz": true}
+
+// readsAsDomain is the domain name (lowercase, dotted) reads as, a label
+// before a public suffix of ICANN's (Go's list), and whether it reads as
+// one: the suffix is a generic top-level domain (genericTLDs) or has
+// labels of its own (co.uk, com.au), or any is set (a user name).
+func readsAsDomain(name string, any bool) (string, bool) {
+	suffix, icann := icannSuffix(name)
+	before, ok := strings.CutSuffix(name, "."+suffix)
+	if !icann || !ok || before == "" || !(any || genericTLDs[suffix] || strings.Contains(suffix, ".")) {
+		return "", false
+	}
+	return before[strings.LastIndex(before, ".")+1:] + "." + suffix, true
+}
+
+// lowerDotted is a host with ASCII capitals made small and full stops
+// that browsers read as dots (lookAlikeDot) made dots, as the public
+// suffix list spells names.
+func lowerDotted(host string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case lookAlikeDot(r):
+			return '.'
+		case r >= 'A' && r <= 'Z':
+			return r + 'a' - 'A'
+		}
+		return r
+	}, host)
+}
+
 // nameKind is LookAlike.Kind of a name.
 func nameKind(name string) string {
 	switch {
@@ -831,24 +1057,8 @@ func nameKind(name string) string {
 // paypal.com), else its plain punycode; "" when that is the host itself
 // or it has none.
 func asciiHost(name, kind string) string {
-	host := name
-	switch kind {
-	case "address":
-		host = host[strings.Index(host, "://")+len("://"):]
-		if i := strings.IndexAny(host, `/\?#`); i >= 0 {
-			host = host[:i]
-		}
-		host = host[strings.LastIndex(host, "@")+1:]
-	case "e-mail address":
-		host = host[strings.LastIndex(host, "@")+1:]
-	case "host":
-	default:
-		return ""
-	}
-	if i := strings.LastIndex(host, ":"); i >= 0 && strings.Trim(host[i+1:], "0123456789") == "" {
-		host = host[:i]
-	}
-	if host == "" || ascii(host) || !dnsSized(host) {
+	host, _ := hostOf(name, kind)
+	if kind == "path" || host == "" || ascii(host) || !dnsSized(host) {
 		return ""
 	}
 	a, err := idna.Lookup.ToASCII(host)
@@ -861,6 +1071,49 @@ func asciiHost(name, kind string) string {
 		return ""
 	}
 	return a
+}
+
+// hostOf is the host a name of kind names: of an address (between ://
+// and the path, without user or port), of an e-mail address (after the
+// @), the name itself for a host, or the first segment of a path that
+// starts with a dotted name (docs.example.com/x, an address without its
+// scheme); else "". bare is whether it is a dotted name on its own or a
+// path's segment, not marked as a host by :// or @.
+func hostOf(name, kind string) (host string, bare bool) {
+	switch kind {
+	case "address":
+		authority := authorityOf(name)
+		return withoutPort(authority[strings.LastIndex(authority, "@")+1:]), false
+	case "e-mail address":
+		return withoutPort(name[strings.LastIndex(name, "@")+1:]), false
+	case "host":
+		return withoutPort(name), true
+	case "path":
+		first, _, _ := strings.Cut(name, "/")
+		if strings.ContainsAny(first, `\:@~`) || strings.HasPrefix(first, ".") || !strings.Contains(first, ".") {
+			return "", false
+		}
+		return first, true
+	}
+	return "", false
+}
+
+// authorityOf is what an address holds between :// and its path, query
+// or fragment: its user, host and port.
+func authorityOf(address string) string {
+	authority := address[strings.Index(address, "://")+len("://"):]
+	if i := strings.IndexAny(authority, `/\?#`); i >= 0 {
+		authority = authority[:i]
+	}
+	return authority
+}
+
+// withoutPort is host without a :port after it.
+func withoutPort(host string) string {
+	if i := strings.LastIndex(host, ":"); i >= 0 && strings.Trim(host[i+1:], "0123456789") == "" {
+		return host[:i]
+	}
+	return host
 }
 
 // andList joins words as a sentence does: "a", "a and b", "a, b and c".

@@ -7,7 +7,7 @@ import (
 )
 
 // This file holds the look-alikes that are no letters of another script:
-// styled forms of Latin letters (𝐩𝐚𝐲𝐩𝐚𝐥, ｐａｙｐａｌ, ⓟ, ℓ) and digits of
+// styled forms of Latin letters (𝐩𝐚𝐲𝐩𝐚𝐥, ｐａｙｐａｌ, ⓟ, ⒜, ᵖ, ℓ) and digits of
 // other scripts (g൦൦gle with Malayalam zeros). The standard library has no
 // compatibility normalisation (NFKC) nor character names, so the ranges
 // whose names and letters follow a pattern are mapped arithmetically and
@@ -71,6 +71,7 @@ var enclosedLatin = []struct {
 	{0x1F130, "SQUARED LATIN CAPITAL LETTER", 'A'}, {0x1F150, "NEGATIVE CIRCLED LATIN CAPITAL LETTER", 'A'},
 	{0x1F170, "NEGATIVE SQUARED LATIN CAPITAL LETTER", 'A'},
 	{0xFF21, "FULLWIDTH LATIN CAPITAL LETTER", 'A'}, {0xFF41, "FULLWIDTH LATIN SMALL LETTER", 'a'},
+	{0x249C, "PARENTHESIZED LATIN SMALL LETTER", 'a'}, {0x1F110, "PARENTHESIZED LATIN CAPITAL LETTER", 'A'},
 }
 
 // styledLetters are the other styled letters whose compatibility form
@@ -110,12 +111,65 @@ var styledLetters = map[rune]styledRune{
 	0x1D6A4: {"MATHEMATICAL ITALIC SMALL DOTLESS I", "i"}, 0x1D6A5: {"MATHEMATICAL ITALIC SMALL DOTLESS J", "j"},
 }
 
+// modifierLetters are the superscript and subscript forms of Latin
+// letters (modifier letters whose compatibility form, NFKC, is one:
+// ᵖ, ᴬ, ₐ), from UnicodeData. Unicode counts them as Latin letters, and in
+// prose they are its typography (Mᵐᵉ, xⁿ, 1ˢᵗ), so they are look-alikes
+// only in a host, path, address or e-mail address (modifierLetter), where
+// ᵖaypal.com reads as, and resolves to, paypal.com. The feminine and
+// masculine ordinal indicators (ª, º: 1º, nº) are left out.
+var modifierLetters = map[rune]styledRune{
+	0x2B0: {"MODIFIER LETTER SMALL H", "h"}, 0x2B2: {"MODIFIER LETTER SMALL J", "j"},
+	0x2B3: {"MODIFIER LETTER SMALL R", "r"}, 0x2B7: {"MODIFIER LETTER SMALL W", "w"},
+	0x2B8: {"MODIFIER LETTER SMALL Y", "y"}, 0x2E1: {"MODIFIER LETTER SMALL L", "l"},
+	0x2E2: {"MODIFIER LETTER SMALL S", "s"}, 0x2E3: {"MODIFIER LETTER SMALL X", "x"},
+	0x1D2C: {"MODIFIER LETTER CAPITAL A", "A"}, 0x1D2E: {"MODIFIER LETTER CAPITAL B", "B"},
+	0x1D30: {"MODIFIER LETTER CAPITAL D", "D"}, 0x1D31: {"MODIFIER LETTER CAPITAL E", "E"},
+	0x1D33: {"MODIFIER LETTER CAPITAL G", "G"}, 0x1D34: {"MODIFIER LETTER CAPITAL H", "H"},
+	0x1D35: {"MODIFIER LETTER CAPITAL I", "I"}, 0x1D36: {"MODIFIER LETTER CAPITAL J", "J"},
+	0x1D37: {"MODIFIER LETTER CAPITAL K", "K"}, 0x1D38: {"MODIFIER LETTER CAPITAL L", "L"},
+	0x1D39: {"MODIFIER LETTER CAPITAL M", "M"}, 0x1D3A: {"MODIFIER LETTER CAPITAL N", "N"},
+	0x1D3C: {"MODIFIER LETTER CAPITAL O", "O"}, 0x1D3E: {"MODIFIER LETTER CAPITAL P", "P"},
+	0x1D3F: {"MODIFIER LETTER CAPITAL R", "R"}, 0x1D40: {"MODIFIER LETTER CAPITAL T", "T"},
+	0x1D41: {"MODIFIER LETTER CAPITAL U", "U"}, 0x1D42: {"MODIFIER LETTER CAPITAL W", "W"},
+	0x1D43: {"MODIFIER LETTER SMALL A", "a"}, 0x1D47: {"MODIFIER LETTER SMALL B", "b"},
+	0x1D48: {"MODIFIER LETTER SMALL D", "d"}, 0x1D49: {"MODIFIER LETTER SMALL E", "e"},
+	0x1D4D: {"MODIFIER LETTER SMALL G", "g"}, 0x1D4F: {"MODIFIER LETTER SMALL K", "k"},
+	0x1D50: {"MODIFIER LETTER SMALL M", "m"}, 0x1D52: {"MODIFIER LETTER SMALL O", "o"},
+	0x1D56: {"MODIFIER LETTER SMALL P", "p"}, 0x1D57: {"MODIFIER LETTER SMALL T", "t"},
+	0x1D58: {"MODIFIER LETTER SMALL U", "u"}, 0x1D5B: {"MODIFIER LETTER SMALL V", "v"},
+	0x1D62: {"LATIN SUBSCRIPT SMALL LETTER I", "i"}, 0x1D63: {"LATIN SUBSCRIPT SMALL LETTER R", "r"},
+	0x1D64: {"LATIN SUBSCRIPT SMALL LETTER U", "u"}, 0x1D65: {"LATIN SUBSCRIPT SMALL LETTER V", "v"},
+	0x1D9C: {"MODIFIER LETTER SMALL C", "c"}, 0x1DA0: {"MODIFIER LETTER SMALL F", "f"},
+	0x1DBB: {"MODIFIER LETTER SMALL Z", "z"}, 0x2071: {"SUPERSCRIPT LATIN SMALL LETTER I", "i"},
+	0x207F: {"SUPERSCRIPT LATIN SMALL LETTER N", "n"}, 0x2090: {"LATIN SUBSCRIPT SMALL LETTER A", "a"},
+	0x2091: {"LATIN SUBSCRIPT SMALL LETTER E", "e"}, 0x2092: {"LATIN SUBSCRIPT SMALL LETTER O", "o"},
+	0x2093: {"LATIN SUBSCRIPT SMALL LETTER X", "x"}, 0x2095: {"LATIN SUBSCRIPT SMALL LETTER H", "h"},
+	0x2096: {"LATIN SUBSCRIPT SMALL LETTER K", "k"}, 0x2097: {"LATIN SUBSCRIPT SMALL LETTER L", "l"},
+	0x2098: {"LATIN SUBSCRIPT SMALL LETTER M", "m"}, 0x2099: {"LATIN SUBSCRIPT SMALL LETTER N", "n"},
+	0x209A: {"LATIN SUBSCRIPT SMALL LETTER P", "p"}, 0x209B: {"LATIN SUBSCRIPT SMALL LETTER S", "s"},
+	0x209C: {"LATIN SUBSCRIPT SMALL LETTER T", "t"}, 0x2C7C: {"LATIN SUBSCRIPT SMALL LETTER J", "j"},
+	0x2C7D: {"MODIFIER LETTER CAPITAL V", "V"}, 0xA7F2: {"MODIFIER LETTER CAPITAL C", "C"},
+	0xA7F3: {"MODIFIER LETTER CAPITAL F", "F"}, 0xA7F4: {"MODIFIER LETTER CAPITAL Q", "Q"},
+	0x107A5: {"MODIFIER LETTER SMALL Q", "q"},
+}
+
+// modifierLetter reports whether r is one of modifierLetters.
+func modifierLetter(r rune) bool {
+	_, ok := modifierLetters[r]
+	return ok
+}
+
 // styled is r's name and the letters it passes for when r is a styled
-// letter (see styledLetters, mathStyles, mathGreek, enclosedLatin). A
+// letter (see styledLetters, modifierLetters, mathStyles, mathGreek,
+// enclosedLatin). A
 // styled Greek letter passes for the Latin letter its plain form looks
 // like (𝛂 for a), else for that Greek letter.
 func styled(r rune) (styledRune, bool) {
 	if s, ok := styledLetters[r]; ok {
+		return s, true
+	}
+	if s, ok := modifierLetters[r]; ok {
 		return s, true
 	}
 	switch {
