@@ -50,6 +50,11 @@ type Option func(*Evaluator)
 // those of config.Default().
 func WithAskDefaults(d AskDefaults) Option { return func(e *Evaluator) { e.defaults = d } }
 
+// WithTopdown makes Evaluate run topdown on every call, as it does for a
+// policy that does not pass the compiled rules' decision through
+// (passesCompiledDecision): for measuring that path (`airlock bench policy`).
+func WithTopdown() Option { return func(e *Evaluator) { e.compiledDecides = false } }
+
 // Evaluator decides calls with one policy revision: compiled code plus data
 // (base data, run-time rules, profile bindings). It needs no bus, so the
 // service, `airlock policy eval` and `airlock policy replay` share it. It is
