@@ -616,6 +616,7 @@ func (rs *ruleSet) decisionTerm(c *callView) *ast.Term {
 	return c.decision
 }
 
+// decide is decisionTerm's answer for c, worked out.
 func (rs *ruleSet) decide(c *callView) *ast.Term {
 	if rs.anyBound || rs.bindings[c.agent] {
 		return nil
