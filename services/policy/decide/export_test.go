@@ -66,3 +66,16 @@ func newCallInput(call *airlockv1.ToolCall, now time.Time) (*callInput, error) {
 	}
 	return in, nil
 }
+
+// CompiledDecidesForTest reports whether Evaluate takes the compiled
+// rules' decision without running topdown (passesCompiledDecision).
+func (e *Evaluator) CompiledDecidesForTest() bool { return e.compiledDecides }
+
+// EvaluateInTopdownForTest is Evaluate running topdown whatever the
+// policy (compiledDecides off for the call). Not for concurrent use.
+func (e *Evaluator) EvaluateInTopdownForTest(ctx context.Context, call *airlockv1.ToolCall, now time.Time) (*airlockv1.Decision, error) {
+	on := e.compiledDecides
+	e.compiledDecides = false
+	defer func() { e.compiledDecides = on }()
+	return e.Evaluate(ctx, call, now)
+}

@@ -132,10 +132,18 @@ type callInput struct {
 // built-in functions.
 type callInputKey struct{}
 
-// fill makes in call's input at time now. Each Go value converts to what
-// inputValue builds (InterfaceToValue: strings, booleans, float64 formatted
-// as protoValue formats it, maps, slices).
+// fill makes in call's input at time now: its view, then its document.
 func (in *callInput) fill(call *airlockv1.ToolCall, now time.Time) error {
+	if err := in.fillView(call); err != nil {
+		return err
+	}
+	in.fillDoc(call, now)
+	return nil
+}
+
+// fillView makes in.view, what the compiled rules match: all a decision
+// the compiled rules make alone reads of the call (Evaluator.compiledDecides).
+func (in *callInput) fillView(call *airlockv1.ToolCall) error {
 	if in.args == nil {
 		in.args = make(map[string]any, len(call.GetArguments().GetFields()))
 	}
@@ -143,13 +151,6 @@ func (in *callInput) fill(call *airlockv1.ToolCall, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if in.fields == nil {
-		in.root, in.fields = make(map[string]any, 2), make(map[string]any, 12)
-	}
-	f := in.fields
-	f["agent_id"], f["call_id"], f["revision"] = call.GetAgentId(), call.GetCallId(), int(call.GetRevision())
-	f["thread_id"], f["on_behalf_of"], f["on_behalf_of_verified"] = call.GetThreadId(), call.GetOnBehalfOf(), call.GetOnBehalfOfVerified()
-	f["server"], f["tool"], f["reason"], f["arguments"] = call.GetServer(), call.GetTool(), call.GetReason(), args
 	in.view = callView{
 		agent: call.GetAgentId(), server: call.GetServer(), tool: call.GetTool(),
 		onBehalfOf: call.GetOnBehalfOf(), verified: call.GetOnBehalfOfVerified(), args: args,
@@ -159,8 +160,25 @@ func (in *callInput) fill(call *airlockv1.ToolCall, now time.Time) error {
 		if err != nil {
 			return err
 		}
-		f["annotations"], f["annotations_trusted"] = av, call.GetAnnotationsTrusted()
 		in.view.annotations, in.view.annotationsTrusted = av, call.GetAnnotationsTrusted()
+	}
+	return nil
+}
+
+// fillDoc makes in.doc, call's input at time now, over the Go values of
+// in.view (made first). Each Go value converts to what inputValue builds
+// (InterfaceToValue: strings, booleans, float64 formatted as protoValue
+// formats it, maps, slices).
+func (in *callInput) fillDoc(call *airlockv1.ToolCall, now time.Time) {
+	if in.fields == nil {
+		in.root, in.fields = make(map[string]any, 2), make(map[string]any, 12)
+	}
+	f := in.fields
+	f["agent_id"], f["call_id"], f["revision"] = call.GetAgentId(), call.GetCallId(), int(call.GetRevision())
+	f["thread_id"], f["on_behalf_of"], f["on_behalf_of_verified"] = call.GetThreadId(), call.GetOnBehalfOf(), call.GetOnBehalfOfVerified()
+	f["server"], f["tool"], f["reason"], f["arguments"] = call.GetServer(), call.GetTool(), call.GetReason(), in.view.args
+	if call.GetAnnotations() != nil {
+		f["annotations"], f["annotations_trusted"] = in.view.annotations, call.GetAnnotationsTrusted()
 	} else {
 		delete(f, "annotations")
 		delete(f, "annotations_trusted")
@@ -170,7 +188,6 @@ func (in *callInput) fill(call *airlockv1.ToolCall, now time.Time) error {
 	in.at = lazyTime(now)
 	in.root["time"] = &in.at
 	in.doc = ast.LazyObject(in.root)
-	return nil
 }
 
 // maxReusedArguments bounds the arguments map an input in the pool keeps.

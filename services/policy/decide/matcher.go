@@ -320,6 +320,10 @@ type callView struct {
 	args               any
 	annotations        map[string]any
 	annotationsTrusted bool
+	// decision is decisionTerm's answer, once decided: an evaluation asks
+	// before topdown runs (Evaluator.compiledDecides) and again in it.
+	decision *ast.Term
+	decided  bool
 }
 
 // viewOf reads what matching needs out of an input.call given as AST (keys
@@ -606,6 +610,14 @@ func (rs *ruleSet) hitsTerm(c *callView) *ast.Term {
 // verdict, the highest risk of every matching entry and every path they
 // mask. nil when the agent has a profile or no rule matches.
 func (rs *ruleSet) decisionTerm(c *callView) *ast.Term {
+	if !c.decided {
+		c.decision, c.decided = rs.decide(c), true
+	}
+	return c.decision
+}
+
+// decide is decisionTerm's answer for c, worked out.
+func (rs *ruleSet) decide(c *callView) *ast.Term {
 	if rs.anyBound || rs.bindings[c.agent] {
 		return nil
 	}
@@ -655,6 +667,15 @@ func (rs *ruleSet) rememberLocked(t *ast.Term) {
 	if d, err := decisionFromValue(t.Value); err == nil {
 		rs.decoded[t.Value] = d
 	}
+}
+
+// document reads decision document v: the compiled rules' decision,
+// passed through by the policy, was read when the rules made it.
+func (rs *ruleSet) document(v ast.Value) (*airlockv1.Decision, error) {
+	if d := rs.decision(v); d != nil {
+		return d, nil
+	}
+	return decisionFromValue(v)
 }
 
 // decision returns the decision document v read, when v is one rs made;

@@ -114,6 +114,10 @@ type Size struct {
 	// Wrapped is airlock's Evaluate with FloorPolicy: what building the
 	// input, reading the document and stamping the decision add to OPA.
 	Wrapped Latency `json:"airlock_constant_policy"`
+	// Topdown is the first case's call decided through topdown
+	// (decide.WithTopdown), where the default policy's decision is taken
+	// from the compiled rules without it: for reading, not a goal.
+	Topdown Latency `json:"one_rule_through_topdown"`
 	Cases   []Case  `json:"cases"`
 }
 
@@ -223,6 +227,10 @@ func runSize(ctx context.Context, code *decide.Code, fl *floor, rules, n int) (S
 	if err != nil {
 		return Size{}, err
 	}
+	viaTopdown, err := decide.NewEvaluator(ctx, code, decide.BenchRules(rules), nil, decide.WithTopdown())
+	if err != nil {
+		return Size{}, err
+	}
 	size := Size{Rules: rules, PolicyRevision: ev.Revision()}
 	now := time.Now()
 	// The floor decides the first case's call: the same input document.
@@ -252,6 +260,7 @@ func runSize(ctx context.Context, code *decide.Code, fl *floor, rules, n int) (S
 			return err
 		},
 		func() error { _, err := fl.wrapped.Evaluate(ctx, cases()[0].call, now); return err },
+		func() error { _, err := viaTopdown.Evaluate(ctx, cases()[0].call, now); return err },
 	}
 	for _, c := range cases() {
 		d, err := ev.Evaluate(ctx, c.call, now)
@@ -269,10 +278,10 @@ func runSize(ctx context.Context, code *decide.Code, fl *floor, rules, n int) (S
 	if err != nil {
 		return Size{}, err
 	}
-	size.Floor, size.FloorLean, size.Wrapped = lat[0], lat[1], lat[2]
+	size.Floor, size.FloorLean, size.Wrapped, size.Topdown = lat[0], lat[1], lat[2], lat[3]
 	for i := range size.Cases {
 		c := &size.Cases[i]
-		c.Latency = lat[3+i]
+		c.Latency = lat[4+i]
 		c.RatioP50, c.RatioP99 = c.P50us/size.Floor.P50us, c.P99us/size.Floor.P99us
 		c.MeetsP50, c.MeetsP99 = c.RatioP50 <= GoalP50Ratio, c.RatioP99 <= GoalP99Ratio
 	}

@@ -22,7 +22,7 @@ func TestRunMeasuresEveryCaseAgainstTheFloor(t *testing.T) {
 	}
 	want := map[string]string{"one rule matches": "read-only", "several rules match": "demo-echo"}
 	for _, s := range res.Sizes {
-		if s.Floor.P50us <= 0 || s.Wrapped.P50us <= 0 || s.PolicyRevision == "" {
+		if s.Floor.P50us <= 0 || s.Wrapped.P50us <= 0 || s.Topdown.P50us <= 0 || s.PolicyRevision == "" {
 			t.Errorf("%d rules: floor figures missing: %+v", s.Rules, s)
 		}
 		if len(s.Cases) != len(want) {

@@ -67,6 +67,10 @@ func printPolicyBench(w io.Writer, r *policybench.Result) {
 			fmt.Fprintf(w, "%7s  %-34s %-20s %7.1fµs %7.1fµs  %7.2f× %s %8.2f× %s\n", "", c.Call+" ("+c.Name+")", c.Action+" by "+c.RuleID,
 				c.P50us, c.P99us, c.RatioP50, mark(c.MeetsP50), c.RatioP99, mark(c.MeetsP99))
 		}
+		if len(s.Cases) > 0 {
+			fmt.Fprintf(w, "%7s  %-34s %-20s %7.1fµs %7.1fµs  %8.2f× %9.2f×\n", "", "  "+s.Cases[0].Call+" through topdown", "", s.Topdown.P50us, s.Topdown.P99us,
+				s.Topdown.P50us/s.Floor.P50us, s.Topdown.P99us/s.Floor.P99us)
+		}
 	}
 	if r.Shadow {
 		fmt.Fprintf(w, "\nshadow: the live decision (decide, then offer to the shadow runner) without and with a candidate in shadow\n")
