@@ -37,15 +37,19 @@ func TestSealedHashesStayPutAcrossChunks(t *testing.T) {
 	}
 }
 
-// A hash is written as hex.Encode writes it, for every byte value.
+// A hash is written as hex.Encode writes it: every byte value at every
+// place in a sum.
 func TestEncodeHexIsHexEncode(t *testing.T) {
-	sum := make([]byte, 256)
-	for i := range sum {
-		sum[i] = byte(i)
+	var all [256 + 32]byte
+	for i := range all {
+		all[i] = byte(i)
 	}
-	got := make([]byte, 2*len(sum))
-	encodeHex(got, sum)
-	if want := hex.EncodeToString(sum); string(got) != want {
-		t.Errorf("encodeHex = %s, want %s", got, want)
+	for off := range 256 {
+		sum := (*[32]byte)(all[off : off+32])
+		var got [64]byte
+		encodeHex(&got, sum)
+		if want := hex.EncodeToString(sum[:]); string(got[:]) != want {
+			t.Errorf("encodeHex(% x) = %s, want %s", sum[:], got, want)
+		}
 	}
 }

@@ -52,15 +52,17 @@ type auditBenchResult struct {
 	SinkCPUus  float64 `json:"sink_cpu_us_per_event"`
 	// The same, clickhouse-server's part alone (in the round counted above):
 	// what the database spends on the rows, which the sink cannot avoid.
-	FloorServerCPUus float64   `json:"floor_clickhouse_cpu_us_per_event"`
-	SinkServerCPUus  float64   `json:"sink_clickhouse_cpu_us_per_event"`
-	CPURatio         float64   `json:"cpu_ratio"`
-	FloorRounds      []float64 `json:"floor_rounds_events_per_sec"`
-	SinkRounds       []float64 `json:"sink_rounds_events_per_sec"`
-	PublishPerSec    float64   `json:"publish_events_per_sec"`
-	ChainVerified    bool      `json:"chain_verified"`
-	VerifyPerSec     float64   `json:"verify_rows_per_sec"`
-	ClickHouse       string    `json:"clickhouse"`
+	FloorServerCPUus float64 `json:"floor_clickhouse_cpu_us_per_event"`
+	SinkServerCPUus  float64 `json:"sink_clickhouse_cpu_us_per_event"`
+	CPURatio         float64 `json:"cpu_ratio"`
+	// Order is each round's order of the two parts ("floor,sink").
+	Order         []string  `json:"round_order"`
+	FloorRounds   []float64 `json:"floor_rounds_events_per_sec"`
+	SinkRounds    []float64 `json:"sink_rounds_events_per_sec"`
+	PublishPerSec float64   `json:"publish_events_per_sec"`
+	ChainVerified bool      `json:"chain_verified"`
+	VerifyPerSec  float64   `json:"verify_rows_per_sec"`
+	ClickHouse    string    `json:"clickhouse"`
 }
 
 func newAuditCmd(env Env) *cobra.Command {
@@ -80,6 +82,8 @@ them into ClickHouse twice per round, alternating:
          rows built and sealed beforehand: nothing else;
   sink   the real audit sink: decode, redact, payload, keyed hash chain,
          batch insert, ack.
+Rounds alternate which goes first (the last round ends with the sink), and
+each part starts with its table emptied and no merge running in ClickHouse.
 It prints the best round of each and their ratio (goal: sink ≥ 0.9× floor),
 then verifies the chain the sink wrote. Uses --clickhouse or a private
 clickhouse-server started in a temp dir.`,
@@ -105,7 +109,7 @@ clickhouse-server started in a temp dir.`,
 type auditProfiles struct{ cpu, mem string }
 
 func printAuditBench(w io.Writer, res auditBenchResult) {
-	fmt.Fprintf(w, `audit ingest (%d events of ~%d B, batches of %d, %d rounds, ClickHouse %s)
+	fmt.Fprintf(w, `audit ingest (%d events of ~%d B, batches of %d, %d rounds alternating which goes first, ClickHouse %s)
   floor: fetch + insert of pre-built rows  %8.0f events/s  (rounds %s)
   sink:  the audit service                 %8.0f events/s  (rounds %s)
   ratio sink / floor                       %8.2f         (goal ≥ %.2f: %s)
@@ -292,35 +296,60 @@ func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int, 
 		}
 		defer func() { stopCPU() }() // when a round fails
 	}
-	for round := 1; round <= res.Rounds; round++ {
-		for _, q := range []string{"TRUNCATE TABLE floor_events", "TRUNCATE TABLE events"} {
-			if err := st.Conn().Exec(ctx, q); err != nil {
-				return res, fmt.Errorf("empty the benchmark's tables: %w", err)
-			}
+	// empty truncates a table and waits until ClickHouse runs no merge in
+	// the database: a part's window then holds no merge of rows written
+	// before it (TRUNCATE cancels the table's merges; the wait confirms it).
+	empty := func(table string) error {
+		if err := st.Conn().Exec(ctx, "TRUNCATE TABLE "+table); err != nil {
+			return fmt.Errorf("empty the benchmark's table %s: %w", table, err)
 		}
-		floor, floorCPU, floorServer, err := drain(fmt.Sprintf("bench_floor_%d", round), "floor", func(c context.Context, o audit.Options) error {
-			return audit.RunFloor(c, deps, o, "floor_events", rows)
-		})
-		if err != nil {
+		return waitNoMerges(ctx, st)
+	}
+	for _, t := range []string{"floor_events", "events"} {
+		if err := empty(t); err != nil {
 			return res, err
 		}
-		sink, sinkCPU, sinkServer, err := drain(fmt.Sprintf("bench_sink_%d", round), "sink", func(c context.Context, o audit.Options) error {
+	}
+	parts := map[string]func(c context.Context, o audit.Options) error{
+		"floor": func(c context.Context, o audit.Options) error {
+			return audit.RunFloor(c, deps, o, "floor_events", rows)
+		},
+		"sink": func(c context.Context, o audit.Options) error {
 			s, err := audit.New(deps, o)
 			if err != nil {
 				return err
 			}
 			return s.Run(c)
-		})
-		if err != nil {
-			return res, err
-		}
-		res.FloorRounds, res.SinkRounds = append(res.FloorRounds, floor), append(res.SinkRounds, sink)
-		res.FloorPerSec, res.SinkPerSec = max(res.FloorPerSec, floor), max(res.SinkPerSec, sink)
-		if round == 1 || floorCPU < res.FloorCPUus {
-			res.FloorCPUus, res.FloorServerCPUus = floorCPU, floorServer
-		}
-		if round == 1 || sinkCPU < res.SinkCPUus {
-			res.SinkCPUus, res.SinkServerCPUus = sinkCPU, sinkServer
+		},
+	}
+	tables := map[string]string{"floor": "floor_events", "sink": "events"}
+	for round := 1; round <= res.Rounds; round++ {
+		order := auditRoundOrder(round, res.Rounds)
+		res.Order = append(res.Order, order[0]+","+order[1])
+		for i, kind := range order {
+			perSec, cpuUs, serverUs, err := drain(fmt.Sprintf("bench_%s_%d", kind, round), kind, parts[kind])
+			if err != nil {
+				return res, err
+			}
+			if kind == "floor" {
+				res.FloorRounds = append(res.FloorRounds, perSec)
+				res.FloorPerSec = max(res.FloorPerSec, perSec)
+				if round == 1 || cpuUs < res.FloorCPUus {
+					res.FloorCPUus, res.FloorServerCPUus = cpuUs, serverUs
+				}
+			} else {
+				res.SinkRounds = append(res.SinkRounds, perSec)
+				res.SinkPerSec = max(res.SinkPerSec, perSec)
+				if round == 1 || cpuUs < res.SinkCPUus {
+					res.SinkCPUus, res.SinkServerCPUus = cpuUs, serverUs
+				}
+			}
+			// The run's last part is the sink's, whose rows are verified below.
+			if last := round == res.Rounds && i == len(order)-1; !last {
+				if err := empty(tables[kind]); err != nil {
+					return res, err
+				}
+			}
 		}
 	}
 	stopCPU()
@@ -342,6 +371,40 @@ func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int, 
 	res.VerifyPerSec = float64(v.Count) / time.Since(start).Seconds()
 	res.ChainVerified = v.OK && v.Count == uint64(n)
 	return res, nil
+}
+
+// auditRoundOrder is which part runs first in a round of `bench audit`:
+// they alternate, so neither is always the one that follows the other,
+// and the last round runs the floor first, so the run ends with the sink
+// (whose rows are verified).
+func auditRoundOrder(round, rounds int) [2]string {
+	if (rounds-round)%2 == 1 {
+		return [2]string{"sink", "floor"}
+	}
+	return [2]string{"floor", "sink"}
+}
+
+// waitNoMerges waits until ClickHouse runs no merge in the connection's
+// database (at most 30 s).
+func waitNoMerges(ctx context.Context, st *store.ClickHouse) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var running uint64
+		if err := st.Conn().QueryRow(ctx, "SELECT count() FROM system.merges WHERE database = currentDatabase()").Scan(&running); err != nil {
+			return fmt.Errorf("ask ClickHouse for its running merges: %w", err)
+		}
+		if running == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ClickHouse still runs %d merges in the benchmark's database after 30 s; run the benchmark again when it is idle", running)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // benchAuditEvents builds n encoded events: approve → execute flows.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,13 +18,14 @@ import (
 // TestBenchAuditJSONPrintsFloorSinkAndRatio runs a short `airlock bench
 // audit --json` against a private clickhouse-server: the floor, the sink and
 // their ratio are measured in the same run and the chain the sink wrote
-// verifies; the profiles asked for are written.
+// verifies (after two rounds in alternate order); the profiles asked for
+// are written.
 func TestBenchAuditJSONPrintsFloorSinkAndRatio(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 	cpuProfile, memProfile := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "mem.pprof")
-	out, runErr := runCLI(ctx, t, "audit", "--json", "--events", "3000", "--rounds", "1", "--batch", "500", "--cpuprofile", cpuProfile, "--memprofile", memProfile)
+	out, runErr := runCLI(ctx, t, "audit", "--json", "--events", "3000", "--rounds", "2", "--batch", "500", "--cpuprofile", cpuProfile, "--memprofile", memProfile)
 	// A ratio missed on a busy machine exits 1 after printing: that is the
 	// benchmark's verdict, not this test's, which checks what is measured.
 	if runErr != nil && !errors.Is(runErr, ErrGoalMissed) {
@@ -40,6 +42,9 @@ func TestBenchAuditJSONPrintsFloorSinkAndRatio(t *testing.T) {
 	}
 	if got["ratio"].(float64) != got["sink_events_per_sec"].(float64)/got["floor_events_per_sec"].(float64) {
 		t.Errorf("ratio %v is not sink/floor in %s", got["ratio"], out)
+	}
+	if order := fmt.Sprint(got["round_order"]); order != "[sink,floor floor,sink]" {
+		t.Errorf("round_order %s, want the sink first in round 1 and last in round 2", order)
 	}
 	if got["chain_verified"] != true {
 		t.Errorf("the chain the sink wrote does not verify: %s", out)
@@ -68,4 +73,26 @@ func runCLI(ctx context.Context, t *testing.T, args ...string) (string, error) {
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true // as the airlock root command runs it
 	err := cmd.ExecuteContext(ctx)
 	return out.String(), err
+}
+
+// TestAuditRoundOrderAlternatesAndEndsWithTheSink: neither part always
+// follows the other (ClickHouse's work on the rows before, warm caches), and
+// the run's last part is the sink, whose rows the benchmark verifies.
+func TestAuditRoundOrderAlternatesAndEndsWithTheSink(t *testing.T) {
+	for _, rounds := range []int{1, 2, 3, 5, 6} {
+		var firsts []string
+		for round := 1; round <= rounds; round++ {
+			order := auditRoundOrder(round, rounds)
+			if order[0] == order[1] || (order[0] != "floor" && order[0] != "sink") || (order[1] != "floor" && order[1] != "sink") {
+				t.Fatalf("rounds %d, round %d: order %v", rounds, round, order)
+			}
+			if round > 1 && order[0] == firsts[len(firsts)-1] {
+				t.Errorf("rounds %d: rounds %d and %d both run %s first", rounds, round-1, round, order[0])
+			}
+			firsts = append(firsts, order[0])
+		}
+		if last := auditRoundOrder(rounds, rounds); last[1] != "sink" {
+			t.Errorf("rounds %d: the run ends with %s, not the sink", rounds, last[1])
+		}
+	}
 }
