@@ -469,12 +469,12 @@ func (o *hookOptions) recall(ev hooks.Event) string {
 
 func newHookInstallCmd(g *globals) *cobra.Command {
 	var (
-		user          bool
-		project, home string
-		creds, agent  string
-		dataDir       string
-		binary        string
-		wait          time.Duration
+		user, recordResults bool
+		project, home       string
+		creds, agent        string
+		dataDir             string
+		binary              string
+		wait                time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "install AGENT",
@@ -533,6 +533,9 @@ longer than --wait, so the agent never gives up on a hook still waiting.`,
 			if g.natsURL != "" {
 				words = append(words, "--nats", g.natsURL)
 			}
+			if recordResults {
+				words = append(words, "--record-results")
+			}
 			backup, err := installHook(file, a, hooks.InstallOptions{Command: hooks.ShellQuote(words...), Timeout: wait + 30*time.Second})
 			if err != nil {
 				return err
@@ -555,6 +558,7 @@ longer than --wait, so the agent never gives up on a hook still waiting.`,
 	f.StringVar(&creds, "creds", "", "the agent's credential file (overrides --agent)")
 	f.StringVar(&binary, "binary", "", "the airlock binary the hook runs (default this one)")
 	f.DurationVar(&wait, "wait", defaultHookWait, "how long the hook waits for a person before denying")
+	f.BoolVar(&recordResults, "record-results", false, "have the hook record each tool's result text in the audit trail (default: its size and SHA-256 only)")
 	return cmd
 }
 
