@@ -2,6 +2,8 @@ package tests
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -456,5 +458,55 @@ func TestHookInstallMergesIntoAnExistingSettingsFile(t *testing.T) {
 	}
 	if got := readFileString(t, settings+".airlock-backup"); got != before {
 		t.Fatalf("backup %q, want the file as it was", got)
+	}
+}
+
+// R9 F4. The post-tool hook of an auto-allowed Read recorded the file's
+// contents (tool_response) as the call's outcome, so every auditor read
+// the secrets in it in `airlock audit export`. What must hold: by default
+// the trail keeps the result's size and SHA-256 only; an operator who
+// opts in with --record-results keeps the text.
+func TestTheHookRecordsAResultsDigestNotItsTextUnlessTold(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+hookDevConfig(t))
+	dev.Agent(t, "laptop")
+	creds := dev.Creds("laptop")
+	const secret = `DB_PASSWORD = "hunter2-prod"`
+	response := map[string]any{"type": "text", "file": map[string]any{"filePath": "/home/dev/shop/settings.py", "content": secret + "\n"}}
+	responseJSON, err := json.Marshal(response)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(responseJSON)
+	for _, tt := range []struct {
+		name       string
+		flags      []string
+		wantSecret bool
+	}{
+		{"by_default_the_size_and_digest", nil, false},
+		{"with_record_results_the_text", []string{"--record-results"}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			id := "toolu_r9read_" + tt.name
+			hook := append([]string{"--creds", creds, "--nats", dev.NATSURL, "--state-dir", t.TempDir()}, tt.flags...)
+			read := map[string]any{"tool_name": "Read", "tool_use_id": id, "tool_input": map[string]any{"file_path": "/home/dev/shop/settings.py"}}
+			if r := runHook(t, hooks.Claude, payload(t, hooks.Claude, "PreToolUse-Edit", read), hook...); !allowed(t, hooks.Claude, r) {
+				t.Fatalf("pre-tool Read: %+v", r)
+			}
+			read["tool_response"] = response
+			if r := runHook(t, hooks.Claude, payload(t, hooks.Claude, "PostToolUse-Bash", read), hook...); r.exit != 0 || r.stderr != "" {
+				t.Fatalf("post-tool Read: %+v", r)
+			}
+			var export cliRun
+			testenv.Eventually(t, 20*time.Second, "the completed event of "+id+" in the export", func() bool {
+				export = cli(t, dev, "audit", "export", "--format", "jsonl", "--call", id)
+				return export.Code == 0 && strings.Contains(export.Stdout, `"completed"`)
+			})
+			if got := strings.Contains(export.Stdout, "hunter2-prod"); got != tt.wantSecret {
+				t.Fatalf("the export holds the file's text: %v, want %v\n%s", got, tt.wantSecret, export.Stdout)
+			}
+			if !tt.wantSecret && !strings.Contains(export.Stdout, hex.EncodeToString(sum[:])) {
+				t.Fatalf("the export lacks the result's SHA-256 %x:\n%s", sum, export.Stdout)
+			}
+		})
 	}
 }

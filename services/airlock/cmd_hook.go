@@ -31,6 +31,9 @@ type hookOptions struct {
 	creds, natsURL, configFile string
 	event, onTimeout, stateDir string
 	wait                       time.Duration
+	// recordResults keeps a tool's result text in its outcome; by default
+	// only its size and digest are recorded (hooks.ResultDigest).
+	recordResults bool
 }
 
 // defaultHookWait is how long a hook waits for a person by default; the
@@ -44,6 +47,7 @@ func (o *hookOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.event, "event", "", "the hook event, for agents whose payload does not name it (GitHub Copilot CLI)")
 	f.DurationVar(&o.wait, "wait", defaultHookWait, "how long to wait for a person's decision before denying the call")
 	f.StringVar(&o.onTimeout, "on-timeout", "deny", "what to answer when nobody decided within --wait: deny, or ask (let the agent ask its user, where it can; the airlock call is withdrawn)")
+	f.BoolVar(&o.recordResults, "record-results", false, "record each tool's result text (file contents, command output) in the call's outcome, for every auditor to read; by default only its size and SHA-256 are recorded")
 	f.StringVar(&o.stateDir, "state-dir", "", "where to remember the call of a tool use between the pre-tool and post-tool hooks of agents that give tool uses no id (default $XDG_STATE_HOME/airlock/hooks)")
 }
 
@@ -58,7 +62,8 @@ allowed or approved → allow; denied, rejected, expired or no decision within
 --wait → deny with the reason the model reads, and the exit status the agent
 treats as blocking. Anything that goes wrong (airlock unreachable, a payload
 that does not parse) is a deny too: airlock fails closed. A post-tool hook
-reports the tool's result, which becomes the call's outcome.
+reports the tool's result, which becomes the call's outcome: its size and
+SHA-256 only, unless --record-results keeps the text.
 
 Install it with ` + "`airlock hook install AGENT`" + `; try it with ` + "`airlock hook test AGENT`" + `.
 
@@ -68,6 +73,9 @@ Flags:
   --on-timeout deny|ask   the answer when nobody decided in time (default deny)
   --event NAME        the hook event, when the payload does not name it
   --state-dir DIR     where tool uses without an id are remembered between hooks
+  --record-results    keep each tool's result text (file contents, command
+                      output) in the audit trail; by default a result is
+                      recorded as its size and SHA-256 only
   --nats URL          NATS URL (default the credential's)`,
 		// Flags are parsed by runHook itself: a flag this binary does not
 		// know must be a deny in the agent's format, never cobra's exit 1
@@ -344,7 +352,11 @@ func (o *hookOptions) report(ctx context.Context, ev hooks.Event) string {
 	defer client.Close()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	r := airlock.Report{Failed: ev.Failed, Result: ev.Result, Error: ev.Error, Args: ev.Args}
+	result := ev.Result
+	if !o.recordResults {
+		result = hooks.ResultDigest(result)
+	}
+	r := airlock.Report{Failed: ev.Failed, Result: result, Error: ev.Error, Args: ev.Args}
 	problem := ""
 	if store, err := o.snapshots(); err == nil {
 		if snap, ok, err := store.After(ctx, client.Agent(), id); err != nil {
@@ -457,12 +469,12 @@ func (o *hookOptions) recall(ev hooks.Event) string {
 
 func newHookInstallCmd(g *globals) *cobra.Command {
 	var (
-		user          bool
-		project, home string
-		creds, agent  string
-		dataDir       string
-		binary        string
-		wait          time.Duration
+		user, recordResults bool
+		project, home       string
+		creds, agent        string
+		dataDir             string
+		binary              string
+		wait                time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "install AGENT",
@@ -521,6 +533,9 @@ longer than --wait, so the agent never gives up on a hook still waiting.`,
 			if g.natsURL != "" {
 				words = append(words, "--nats", g.natsURL)
 			}
+			if recordResults {
+				words = append(words, "--record-results")
+			}
 			backup, err := installHook(file, a, hooks.InstallOptions{Command: hooks.ShellQuote(words...), Timeout: wait + 30*time.Second})
 			if err != nil {
 				return err
@@ -543,6 +558,7 @@ longer than --wait, so the agent never gives up on a hook still waiting.`,
 	f.StringVar(&creds, "creds", "", "the agent's credential file (overrides --agent)")
 	f.StringVar(&binary, "binary", "", "the airlock binary the hook runs (default this one)")
 	f.DurationVar(&wait, "wait", defaultHookWait, "how long the hook waits for a person before denying")
+	f.BoolVar(&recordResults, "record-results", false, "have the hook record each tool's result text in the audit trail (default: its size and SHA-256 only)")
 	return cmd
 }
 

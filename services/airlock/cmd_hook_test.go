@@ -31,6 +31,7 @@ func TestHookInstallFindsTheCredentialFromTheUsersOwnProject(t *testing.T) {
 		wantInCfg string
 	}{
 		{"with_data_the_hook_runs_with_the_absolute_credential", []string{"--data", data}, nil, "--creds " + creds},
+		{"record_results_is_written_into_the_hook_command", []string{"--data", data, "--record-results"}, nil, "--record-results"},
 		{"without_data_the_error_says_where_it_looked_and_what_to_pass", nil,
 			[]string{"no credential for agent laptop at /", filepath.Join(".airlock", "agents", "laptop.creds.json"), "--data DIR", "--creds FILE"}, ""},
 	} {

@@ -112,6 +112,24 @@ type Event struct {
 // QualifiedTool is the name policies match: "server__tool".
 func (e Event) QualifiedTool() string { return e.Server + "__" + e.Tool }
 
+// ResultDigest is how a post-tool hook records a tool's result unless the
+// operator keeps results (`airlock hook --record-results`): its size and
+// the SHA-256 of its JSON text as the agent sent it, never the text. The
+// agent already has the result; the shared audit trail would otherwise
+// hold every file a Read returned and every command's output, secrets
+// included (R9 F4). nil for no result.
+func ResultDigest(result json.RawMessage) json.RawMessage {
+	if len(result) == 0 {
+		return nil
+	}
+	sum := sha256.Sum256(result)
+	return mustRaw(map[string]any{
+		"withheld":      "the agent's hook records a result's size and digest only (airlock hook --record-results keeps the text)",
+		"result_bytes":  len(result),
+		"result_sha256": hex.EncodeToString(sum[:]),
+	})
+}
+
 // Thread is the airlock thread of the event's session: the session id when
 // it is already made of [A-Za-z0-9_-] (and short enough), else a digest of
 // it, so that every session is its own thread. Empty without a session.

@@ -261,12 +261,29 @@ func gitCommit(ctx context.Context, root, objects, tree, msg string) (string, er
 // git gc --prune would delete it and undo could not read it. Only an object
 // a ref reaches stays borrowed: a history rewrite and a prune can still
 // lose it.
+//
+// Each object is stored once (R9 F7): one the directory's packs hold
+// already (the before commit's, for the after one) is left out, so an
+// after-state that left a large untracked file as it was costs nothing
+// more; and the loose copies git wrote are removed once packed
+// (prune-packed), where they used to double every snapshot.
 func keepObjects(ctx context.Context, root, objects, commit string) error {
-	list, err := git(ctx, root, objects, "", nil, "rev-list", "--objects", commit, "--not", "--all")
+	all, err := git(ctx, root, objects, "", nil, "rev-list", "--objects", commit, "--not", "--all")
 	if err != nil {
 		return fmt.Errorf("list the snapshot's objects: %w", err)
 	}
-	if len(bytes.TrimSpace(list)) == 0 {
+	packed, err := packedObjects(ctx, root, objects)
+	if err != nil {
+		return err
+	}
+	var list []byte
+	for _, line := range bytes.SplitAfter(all, []byte("\n")) {
+		oid, _, _ := bytes.Cut(bytes.TrimSpace(line), []byte(" "))
+		if len(oid) > 0 && !packed[string(oid)] {
+			list = append(list, line...)
+		}
+	}
+	if len(list) == 0 {
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Join(objects, "pack"), 0o700); err != nil {
@@ -275,7 +292,36 @@ func keepObjects(ctx context.Context, root, objects, commit string) error {
 	if _, err := git(ctx, root, objects, "", list, "pack-objects", "-q", filepath.Join(objects, "pack", "pack")); err != nil {
 		return fmt.Errorf("keep the snapshot's objects: %w", err)
 	}
+	if _, err := git(ctx, root, objects, "", nil, "prune-packed", "-q"); err != nil {
+		return fmt.Errorf("remove the snapshot's loose objects once packed: %w", err)
+	}
 	return nil
+}
+
+// packedObjects are the ids of the objects in the packs of the snapshot's
+// own object directory (not the repository's, reached through alternates).
+func packedObjects(ctx context.Context, root, objects string) (map[string]bool, error) {
+	idxs, err := filepath.Glob(filepath.Join(objects, "pack", "*.idx"))
+	if err != nil {
+		return nil, fmt.Errorf("list the snapshot's packs: %w", err)
+	}
+	packed := map[string]bool{}
+	for _, idx := range idxs {
+		b, err := os.ReadFile(idx)
+		if err != nil {
+			return nil, fmt.Errorf("read the snapshot's pack index: %w", err)
+		}
+		out, err := git(ctx, root, objects, "", b, "show-index")
+		if err != nil {
+			return nil, fmt.Errorf("read the snapshot's pack index %s: %w", idx, err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 {
+				packed[f[1]] = true // "<offset> <oid> (<crc>)"
+			}
+		}
+	}
+	return packed, nil
 }
 
 // objectDir makes the snapshot's own object directory in dir: git writes

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,10 +57,15 @@ type Limits struct {
 	// MaxAge is how long a snapshot is kept: older ones (their copies and
 	// object directories) are removed when the next snapshot is taken.
 	MaxAge time.Duration
+	// MaxTotalBytes bounds the store's size on disk: when the next snapshot
+	// is taken, the oldest ones are removed until the rest fit (R9 F7: a
+	// granted command run all day kept gigabytes for a week).
+	MaxTotalBytes int64
 }
 
-// DefaultLimits are the hook's: 64 MiB, 1,000 paths, 20 s, kept 7 days.
-var DefaultLimits = Limits{MaxBytes: 64 << 20, MaxPaths: 1000, Timeout: 20 * time.Second, MaxAge: 7 * 24 * time.Hour}
+// DefaultLimits are the hook's: 64 MiB, 1,000 paths, 20 s, kept 7 days and
+// 1 GiB in all.
+var DefaultLimits = Limits{MaxBytes: 64 << 20, MaxPaths: 1000, Timeout: 20 * time.Second, MaxAge: 7 * 24 * time.Hour, MaxTotalBytes: 1 << 30}
 
 // maxListed bounds the paths a Snapshot record lists (the rest are counted).
 const maxListed = 50
@@ -154,6 +160,9 @@ func (s Store) limits() Limits {
 	if l.MaxAge <= 0 {
 		l.MaxAge = DefaultLimits.MaxAge
 	}
+	if l.MaxTotalBytes <= 0 {
+		l.MaxTotalBytes = DefaultLimits.MaxTotalBytes
+	}
 	return l
 }
 
@@ -171,7 +180,7 @@ func (s Store) Before(ctx context.Context, t Target) (*airlockv1.Snapshot, error
 	if err != nil {
 		return nil, fmt.Errorf("the call's working directory: %w", err)
 	}
-	s.prune(ctx, lim.MaxAge, time.Now())
+	s.prune(ctx, lim, time.Now())
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("snapshot directory: %w", err)
 	}
@@ -512,42 +521,81 @@ func removeInside(root, rel string) error {
 // never spends long on housekeeping.
 const maxPrunedAtOnce = 20
 
-// prune removes snapshots whose manifest is older than maxAge: their
+// prune removes snapshots whose manifest is older than lim.MaxAge, then
+// the oldest ones while the store holds more than lim.MaxTotalBytes: their
 // directories (copies, object directories) and, for git snapshots taken
 // before airlock kept their objects apart, their hidden refs. What cannot
 // be removed stays for the next time.
-func (s Store) prune(ctx context.Context, maxAge time.Duration, now time.Time) {
+func (s Store) prune(ctx context.Context, lim Limits, now time.Time) {
+	type kept struct {
+		agent, call, dir string
+		at               time.Time
+		bytes            int64
+	}
+	var all []kept
+	var total int64
+	removed := 0
 	agents, err := os.ReadDir(s.Dir)
 	if err != nil {
 		return
 	}
-	removed := 0
 	for _, a := range agents {
 		callDirs, err := os.ReadDir(filepath.Join(s.Dir, a.Name()))
 		if err != nil {
 			continue
 		}
 		for _, c := range callDirs {
-			if removed >= maxPrunedAtOnce {
-				return
-			}
 			dir := filepath.Join(s.Dir, a.Name(), c.Name())
 			info, err := os.Stat(filepath.Join(dir, "manifest.json"))
-			if err != nil || now.Sub(info.ModTime()) < maxAge {
+			if err != nil {
+				continue // being taken, or not a snapshot
+			}
+			if now.Sub(info.ModTime()) >= lim.MaxAge && removed < maxPrunedAtOnce {
+				if s.remove(ctx, a.Name(), c.Name(), dir) {
+					removed++
+				}
 				continue
 			}
-			// A snapshot taken before airlock kept its objects apart has
-			// hidden refs in the repository; its own object directory goes
-			// with dir.
-			if m, err := readManifest(dir); err == nil && m.Kind == KindGit && m.Objects == "" {
-				ref := refOf(a.Name(), c.Name())
-				for _, r := range []string{ref, ref + ".after"} {
-					_, _ = git(ctx, m.Root, "", "", nil, "update-ref", "-d", r)
-				}
-			}
-			if os.RemoveAll(dir) == nil {
-				removed++
-			}
+			k := kept{agent: a.Name(), call: c.Name(), dir: dir, at: info.ModTime(), bytes: diskBytes(dir)}
+			all = append(all, k)
+			total += k.bytes
 		}
 	}
+	slices.SortFunc(all, func(a, b kept) int { return a.at.Compare(b.at) })
+	for _, k := range all {
+		if total <= lim.MaxTotalBytes || removed >= maxPrunedAtOnce {
+			return
+		}
+		if s.remove(ctx, k.agent, k.call, k.dir) {
+			removed++
+			total -= k.bytes
+		}
+	}
+}
+
+// remove deletes one snapshot; false when it could not.
+func (s Store) remove(ctx context.Context, agent, call, dir string) bool {
+	// A snapshot taken before airlock kept its objects apart has hidden
+	// refs in the repository; its own object directory goes with dir.
+	if m, err := readManifest(dir); err == nil && m.Kind == KindGit && m.Objects == "" {
+		ref := refOf(agent, call)
+		for _, r := range []string{ref, ref + ".after"} {
+			_, _ = git(ctx, m.Root, "", "", nil, "update-ref", "-d", r)
+		}
+	}
+	return os.RemoveAll(dir) == nil
+}
+
+// diskBytes is the size of the regular files under dir.
+func diskBytes(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"os"
 	"os/exec"
@@ -456,5 +457,77 @@ func TestUndoNeverWidensAFilesMode(t *testing.T) {
 	}
 	if read(t, dir, "a.txt") != "one\n" || info.Mode() != 0o600 {
 		t.Fatalf("a.txt after undo: %q, mode %v, want one and -rw-------", read(t, dir, "a.txt"), info.Mode())
+	}
+}
+
+// writeRandom writes n incompressible bytes to dir/rel.
+func writeRandom(t *testing.T, dir, rel string, n int) {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, rel), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// R9 F7: a whole-tree snapshot kept an untracked file loose and packed,
+// and the after-state packed it once more: three copies per call, where
+// one does.
+func TestACallsSnapshotsStoreAnUnchangedUntrackedFileOnce(t *testing.T) {
+	ctx := context.Background()
+	dir := repo(t)
+	const size = 4 << 20
+	writeRandom(t, dir, "build.bin", size)
+	s := store(t)
+	if _, err := s.Before(ctx, Target{Agent: "a", Call: "c", Cwd: dir, WholeTree: true, Command: "go test ./..."}); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "out.txt", "the call's change\n") // build.bin it leaves as it was
+	if _, _, err := s.After(ctx, "a", "c"); err != nil {
+		t.Fatal(err)
+	}
+	if got := diskBytes(filepath.Join(s.Dir, "a", "c")); got > size*5/4 {
+		t.Fatalf("the call's before and after snapshots take %d bytes for a %d-byte untracked file: want about one copy\n%s", got, size,
+			run(t, s.Dir, "find", ".", "-type", "f", "-size", "+100k"))
+	}
+	writeRandom(t, dir, "build.bin", 1<<10)
+	if _, err := s.Undo(ctx, "a", "c", Call{Cwd: dir, Shell: true}, true); err != nil {
+		t.Fatalf("undo from the packed snapshot: %v", err)
+	}
+	if got := read(t, dir, "out.txt"); got != "<absent>" {
+		t.Fatalf("undo left out.txt: %q", got)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "build.bin")); err != nil || fi.Size() != 1<<10 {
+		t.Fatalf("undo touched build.bin, which the call left as it was: %v (%v)", fi, err)
+	}
+}
+
+func TestTheOldestSnapshotsGoWhenTheStoreIsOverItsSize(t *testing.T) {
+	ctx := context.Background()
+	dir := repo(t)
+	const size = 2 << 20
+	s := store(t)
+	s.Limits.MaxTotalBytes = 3 << 20
+	calls := []string{"first", "second", "third"}
+	for i, call := range calls {
+		writeRandom(t, dir, "build.bin", size) // new content: nothing shared
+		if _, err := s.Before(ctx, Target{Agent: "a", Call: call, Cwd: dir, WholeTree: true, Command: "make"}); err != nil {
+			t.Fatal(err)
+		}
+		// Older calls' manifests are older, whatever the clock's grain.
+		at := time.Now().Add(time.Duration(i-len(calls)) * time.Hour)
+		if err := os.Chtimes(filepath.Join(s.Dir, "a", call, "manifest.json"), at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		call string
+		kept bool
+	}{{"first", false}, {"second", true}, {"third", true}} {
+		if _, err := os.Stat(filepath.Join(s.Dir, "a", tt.call)); (err == nil) != tt.kept {
+			t.Errorf("snapshot %s kept: %v, want %v", tt.call, err == nil, tt.kept)
+		}
 	}
 }
