@@ -103,7 +103,7 @@ func BucketConfigs(all config.Config) []jetstream.KeyValueConfig {
 		mk(cfg.Grants, "standing grants (always allow)"),
 		mk(cfg.Console, "console users, sessions and API tokens"),
 		slackSeen(mk(cfg.SlackSeen, "Slack interactions already handled and cards already posted")),
-		keyTTLs(withTTL(mk(cfg.ClientWaits, "MCP gateway calls a client was told to call again, and whether a client waits for each"), ClientWaitsTTL)),
+		clientWaitsBucket(mk(cfg.ClientWaits, "MCP gateway calls a client was told to call again, and whether a client waits for each"), cfg.ClientWaitsMaxBytes),
 		withTTL(mk(cfg.TeamsSeen, "Teams activities already handled and cards already posted"), TeamsSeenTTL),
 		mk(cfg.InDoubt, "calls that ended in doubt (failed, indeterminate) and whether a person says they happened"),
 	}
@@ -141,7 +141,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg config.Config) (
 	}
 	for _, kvc := range BucketConfigs(cfg) {
 		err := untilPlaced(ctx, cfg, "bucket "+kvc.Bucket, func(ctx context.Context) error {
-			c, err := ensureBucket(ctx, js, kvc, bucketBound(cfg, kvc.Bucket))
+			c, err := ensureBucket(ctx, js, kvc, boundOf(cfg, kvc.Bucket))
 			changes = append(changes, c...)
 			return err
 		})
@@ -179,19 +179,30 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	return &Change{"stream", want.Name, "updated"}, nil
 }
 
-// bucketBound is the setting that bounds the bytes of bucket ("" for one
-// with no bound).
-func bucketBound(cfg config.Config, bucket string) string {
-	if bucket == cfg.Buckets.Approvals {
-		return "approval.max_bytes"
+// bucketBound is what bounds a bucket's bytes: the setting ("" for a
+// bucket with no bound), and whether a bucket that already holds more
+// stays as bounded as it was (soft), rather than provisioning refusing:
+// a bound a deployment did not choose must not stop it.
+type bucketBound struct {
+	setting string
+	soft    bool
+}
+
+// boundOf is what bounds bucket's bytes.
+func boundOf(cfg config.Config, bucket string) bucketBound {
+	switch bucket {
+	case cfg.Buckets.Approvals:
+		return bucketBound{setting: "approval.max_bytes"}
+	case cfg.Buckets.ClientWaits:
+		return bucketBound{setting: "buckets.client_waits_max_bytes", soft: true}
 	}
-	return ""
+	return bucketBound{}
 }
 
 // ensureBucket creates the bucket or brings its settings to kvc, and makes
-// a replicated one read from its leader. setting is what bounds its bytes.
-func ensureBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyValueConfig, setting string) ([]Change, error) {
-	changes, err := applyBucket(ctx, js, kvc, setting)
+// a replicated one read from its leader. b is what bounds its bytes.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyValueConfig, b bucketBound) ([]Change, error) {
+	changes, err := applyBucket(ctx, js, kvc, b)
 	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
 		return changes, fmt.Errorf("bucket %s needs entries with their own TTL, which NATS servers before 2.11 lack: upgrade the servers (deploy/ ships 2.12), then run `airlock provision` again", kvc.Bucket)
 	}
@@ -199,7 +210,8 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.Key
 }
 
 // applyBucket is ensureBucket, its errors as the server and client say them.
-func applyBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyValueConfig, setting string) ([]Change, error) {
+func applyBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyValueConfig, b bucketBound) ([]Change, error) {
+	setting := b.setting
 	var changes []Change
 	kv, err := js.KeyValue(ctx, kvc.Bucket)
 	switch {
@@ -216,6 +228,13 @@ func applyBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyV
 			return nil, fmt.Errorf("status of bucket %s: %w", kvc.Bucket, err)
 		}
 		si := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
+		if held := si.State.Bytes; b.soft && kvc.MaxBytes > 0 && held > uint64(kvc.MaxBytes) && streamMaxBytes(kvc.MaxBytes) != si.Config.MaxBytes {
+			// Bounded now, it would refuse every write at once: it keeps
+			// its bound until what it holds has gone under the new one.
+			changes = append(changes, Change{"bucket", kvc.Bucket, fmt.Sprintf("keeps its byte bound: it holds %d MiB, more than %s (%d MiB); "+
+				"run `airlock provision` again once it holds less", held>>20, setting, kvc.MaxBytes>>20)})
+			kvc.MaxBytes = max(si.Config.MaxBytes, 0)
+		}
 		if int64(kvc.History) != si.Config.MaxMsgsPerSubject || kvc.Replicas != si.Config.Replicas || kvc.Description != si.Config.Description ||
 			kvc.LimitMarkerTTL != si.Config.SubjectDeleteMarkerTTL || streamMaxBytes(kvc.MaxBytes) != si.Config.MaxBytes {
 			// A bound under what the bucket holds would refuse every write
@@ -400,6 +419,15 @@ const ExecutionsTTL = 24 * time.Hour
 // told to call again: longer than any approval deadline (a call decided
 // meanwhile returns its outcome to the repeated call).
 const ClientWaitsTTL = 30 * 24 * time.Hour
+
+// clientWaitsBucket is the client-waits bucket: entries carry their own
+// TTL (keyTTLs), the bucket keeps none longer than ClientWaitsTTL, and its
+// bytes are bounded (maxBytes, buckets.client_waits_max_bytes) so that no
+// agent's waiting calls can take the NATS volume the events stream needs.
+func clientWaitsBucket(kvc jetstream.KeyValueConfig, maxBytes int64) jetstream.KeyValueConfig {
+	kvc.MaxBytes = maxBytes
+	return keyTTLs(withTTL(kvc, ClientWaitsTTL))
+}
 
 // KeyMarkerTTL is how long a bucket that takes per-key TTLs keeps the
 // marker the server writes when a key's TTL runs out (the server's least):
