@@ -69,13 +69,7 @@ func TestGatewayRejoinOutcomeIsKeptForASessionTimeout(t *testing.T) {
 	// found call's outcome for 3s + a lease (2 heartbeats of 1s) after
 	// the call's end, and keeps its claim a minute more.
 	const keptFor, claimKept = 5 * time.Second, 65 * time.Second
-	raw, err := os.ReadFile(g.config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	short := filepath.Join(t.TempDir(), "airlock.yaml")
-	writeFile(t, short, strings.Replace(string(raw), "  heartbeat: 1s\n", "  heartbeat: 1s\n  session_timeout: 3s\n", 1))
-	cs, _ := g.stdioGatewayWith(t, "patient", short)
+	cs := g.shortSessionGateway(t)
 	path := filepath.Join(g.files, "kept-for-a-session-timeout.txt")
 	args := map[string]any{"path": path, "content": "kept"}
 
@@ -119,13 +113,7 @@ func TestGatewayRejoinOutcomeIsKeptForASessionTimeout(t *testing.T) {
 func TestGatewayRemovesWhatAnEndedCallLeft(t *testing.T) {
 	t.Parallel()
 	g := startGatewayEnv(t)
-	raw, err := os.ReadFile(g.config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	short := filepath.Join(t.TempDir(), "airlock.yaml")
-	writeFile(t, short, strings.Replace(string(raw), "  heartbeat: 1s\n", "  heartbeat: 1s\n  session_timeout: 3s\n", 1))
-	cs, _ := g.stdioGatewayWith(t, "patient", short)
+	cs := g.shortSessionGateway(t)
 	path := filepath.Join(g.files, "never-asked-again.txt")
 	id := pendingCall(t, cs, map[string]any{"path": path, "content": "never asked again"})
 	left := g.entriesNamingCall(t, "patientbot", id)
@@ -156,6 +144,21 @@ func TestGatewayRemovesWhatAnEndedCallLeft(t *testing.T) {
 	if info, err := stream.Info(context.Background()); err != nil || info.Config.MaxBytes != config.DefaultClientWaitsMaxBytes {
 		t.Errorf("the client-waits bucket holds at most %v bytes (%v), want buckets.client_waits_max_bytes' default %d", info.Config.MaxBytes, err, config.DefaultClientWaitsMaxBytes)
 	}
+}
+
+// shortSessionGateway is a stdio gateway of endpoint "patient" of its own
+// whose sessions last 3s idle: it answers a found call's outcome for 3s +
+// a lease (2 heartbeats of 1s) after the call's end.
+func (g *gatewayEnv) shortSessionGateway(t *testing.T) *mcp.ClientSession {
+	t.Helper()
+	raw, err := os.ReadFile(g.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := filepath.Join(t.TempDir(), "airlock.yaml")
+	writeFile(t, short, strings.Replace(string(raw), "  heartbeat: 1s\n", "  heartbeat: 1s\n  session_timeout: 3s\n", 1))
+	cs, _ := g.stdioGatewayWith(t, "patient", short)
+	return cs
 }
 
 // entriesNamingCall is every client-waits entry about agent's call: its

@@ -424,18 +424,11 @@ func (ep *endpoint) abandonSweep(ctx context.Context) {
 	if after <= 0 {
 		return
 	}
-	tick := time.NewTicker(min(max(after/4, time.Second), time.Minute))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	everyTick(ctx, min(max(after/4, time.Second), time.Minute), func() {
 		gone, err := ep.g.waits.Absent(ctx, ep.cfg.Name, time.Now().Add(-after))
 		if err != nil {
 			ep.log.Warn("calls nobody waits for could not be listed; trying again later", "err", err)
-			continue
+			return
 		}
 		for _, a := range gone {
 			ep.withdraw(a.Call, fmt.Sprintf("no MCP client has waited for it since %s (gateway endpoint %s cancels such calls after abandon_after %s)",
@@ -446,6 +439,20 @@ func (ep *endpoint) abandonSweep(ctx context.Context) {
 			}
 			cancel()
 		}
+	})
+}
+
+// everyTick runs sweep every interval until ctx ends.
+func everyTick(ctx context.Context, interval time.Duration, sweep func()) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		sweep()
 	}
 }
 
@@ -458,16 +465,7 @@ func (ep *endpoint) abandonSweep(ctx context.Context) {
 // entry written since stays.
 func (ep *endpoint) endedSweep(ctx context.Context) {
 	keep := ep.outcomeKeptFor()
-	tick := time.NewTicker(min(max(keep/4, time.Second), 5*time.Minute))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		ep.sweepEnded(ctx, keep)
-	}
+	everyTick(ctx, min(max(keep/4, time.Second), 5*time.Minute), func() { ep.sweepEnded(ctx, keep) })
 }
 
 // sweepEnded is one round of endedSweep.
