@@ -271,12 +271,12 @@ type Limits struct {
 	// bytes, as a token bucket holding a minute's worth. They keep one agent
 	// from filling the shared events stream (stream.max_bytes), where every
 	// agent's calls stop being decided: a flood of calls the policy denies
-	// is held by no max_pending bound. The bytes counted are the requests'
-	// own, but the stream stores a call's arguments about 2.6 times (the
-	// request, the decision event carrying the whole call, the completed
-	// result up to 64 KiB: measured, R9 F6), so at the defaults (600 calls,
-	// 64 MiB a minute) one agent fills the default 16 GiB in about 1 h 40
-	// min, N times faster with N policy replicas.
+	// is held by no max_pending bound. Each request is counted twice, as the
+	// stream stores it twice (the request and the decision event carrying
+	// the whole call); the completed result, up to 64 KiB, is not counted
+	// (R9 F6). At the defaults (600 calls, 64 MiB a minute) one agent fills
+	// the default 16 GiB in about 2 h 40 min at the fastest, N times faster
+	// with N policy replicas.
 	// A request over the budget is refused with a small `invalid` event
 	// saying so; past as many refusals in a minute, further ones are dropped,
 	// nothing stored. Every request over the budget is also answered with a
