@@ -58,6 +58,22 @@ func TestCallLinksToTheConsoleWhereDevListens(t *testing.T) {
 	}
 }
 
+// A reviewer command run on dev's data dir sends its admin token to the
+// console where that dev listens (its console.url, here a random port), with
+// no --api or AIRLOCK_API: not to the default 127.0.0.1:8080, where another
+// person's airlock may listen and collect it.
+func TestReviewerCommandsReachTheConsoleWhereDevListens(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "")
+	for _, args := range [][]string{{"approvals", "list"}, {"policy", "shadow", "status"}} {
+		cmd := exec.Command(airlockBinary(t), args...)
+		cmd.Env = append(os.Environ(), "AIRLOCK_DEV_DATA_DIR="+dev.DataDir, "AIRLOCK_NATS_URL="+dev.NATSURL, "AIRLOCK_API=")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("airlock %s on dev's data dir: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
 // An agent's on_behalf_of is its claim until airlock verifies it: `airlock
 // call --agent evil --on-behalf-of admin` must not read as fact. The
 // console's call page and `airlock approvals show` say the claim is not

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/airlock-gate/airlock/services/shared/clientwait"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -68,13 +69,7 @@ func TestGatewayRejoinOutcomeIsKeptForASessionTimeout(t *testing.T) {
 	// found call's outcome for 3s + a lease (2 heartbeats of 1s) after
 	// the call's end, and keeps its claim a minute more.
 	const keptFor, claimKept = 5 * time.Second, 65 * time.Second
-	raw, err := os.ReadFile(g.config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	short := filepath.Join(t.TempDir(), "airlock.yaml")
-	writeFile(t, short, strings.Replace(string(raw), "  heartbeat: 1s\n", "  heartbeat: 1s\n  session_timeout: 3s\n", 1))
-	cs, _ := g.stdioGatewayWith(t, "patient", short)
+	cs := g.shortSessionGateway(t)
 	path := filepath.Join(g.files, "kept-for-a-session-timeout.txt")
 	args := map[string]any{"path": path, "content": "kept"}
 
@@ -107,6 +102,63 @@ func TestGatewayRejoinOutcomeIsKeptForASessionTimeout(t *testing.T) {
 		t.Fatalf("a repeat %s after call %s ended was answered %v %q, want a new call pending", keptFor, id, again.Meta, text(again))
 	}
 	g.rejectAllPending(t, "patientbot", path)
+}
+
+// A client told to call again that never does leaves the call's rejoin
+// entry, offer and presence in the client-waits bucket: once the call has
+// ended and no repeat may be answered its outcome any more (a
+// session_timeout and a lease after its end), the gateway removes them,
+// with the values the keys' history kept, instead of leaving ~1.7 KB per
+// call for the bucket's 30 days; and the bucket's bytes are bounded (R9 F8).
+func TestGatewayRemovesWhatAnEndedCallLeft(t *testing.T) {
+	t.Parallel()
+	g := startGatewayEnv(t)
+	cs := g.shortSessionGateway(t)
+	path := filepath.Join(g.files, "never-asked-again.txt")
+	id := pendingCall(t, cs, map[string]any{"path": path, "content": "never asked again"})
+	left := g.entriesNamingCall(t, "patientbot", id)
+	for _, prefix := range []string{"r.", "a.", "c."} {
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(left)), func(k string) bool { return strings.HasPrefix(k, prefix) }) {
+			t.Fatalf("call %s, answered pending, has no %s entry among %v", id, prefix, slices.Collect(maps.Keys(left)))
+		}
+	}
+	g.rejectAllPending(t, "patientbot", path) // and its client never calls again
+	testenv.Eventually(t, 60*time.Second, "the entries of call "+id+" to be removed after it ended", func() bool {
+		return len(g.entriesNamingCall(t, "patientbot", id)) == 0
+	})
+	bucket := g.clientWaits.Bucket()
+	stream, err := g.admin.Stream(context.Background(), "KV_"+bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key := range left {
+		subj := "$KV." + bucket + "." + key
+		info, err := stream.Info(context.Background(), jetstream.WithSubjectFilter(subj))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := info.State.Subjects[subj]; n > 1 {
+			t.Errorf("%d values of %s are kept after its removal, want at most the removal's marker", n, key)
+		}
+	}
+	if info, err := stream.Info(context.Background()); err != nil || info.Config.MaxBytes != config.DefaultClientWaitsMaxBytes {
+		t.Errorf("the client-waits bucket holds at most %v bytes (%v), want buckets.client_waits_max_bytes' default %d", info.Config.MaxBytes, err, config.DefaultClientWaitsMaxBytes)
+	}
+}
+
+// shortSessionGateway is a stdio gateway of endpoint "patient" of its own
+// whose sessions last 3s idle: it answers a found call's outcome for 3s +
+// a lease (2 heartbeats of 1s) after the call's end.
+func (g *gatewayEnv) shortSessionGateway(t *testing.T) *mcp.ClientSession {
+	t.Helper()
+	raw, err := os.ReadFile(g.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := filepath.Join(t.TempDir(), "airlock.yaml")
+	writeFile(t, short, strings.Replace(string(raw), "  heartbeat: 1s\n", "  heartbeat: 1s\n  session_timeout: 3s\n", 1))
+	cs, _ := g.stdioGatewayWith(t, "patient", short)
+	return cs
 }
 
 // entriesNamingCall is every client-waits entry about agent's call: its

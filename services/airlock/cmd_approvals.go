@@ -28,6 +28,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/preview"
 )
 
@@ -45,14 +46,25 @@ type apiFlags struct {
 	json      bool
 }
 
+// apiFlagHelp is the help of --api wherever a command sends an API token.
+const apiFlagHelp = "URL of the console / REST API (env AIRLOCK_API; default the console of the data dir's running `airlock dev`, from <data dir>/console.url)"
+
 func (f *apiFlags) client(g *globals) (*apiClient, error) {
+	base := f.api
+	if base == "" {
+		base = os.Getenv("AIRLOCK_API")
+	}
 	path := f.tokenFile
-	if path == "" {
+	var dataDir string
+	if path == "" || base == "" {
 		cfg, err := g.load()
 		if err != nil {
 			return nil, err
 		}
-		path = filepath.Join(cfg.Dev.DataDir, "admin.token")
+		dataDir = cfg.Dev.DataDir
+	}
+	if path == "" {
+		path = filepath.Join(dataDir, "admin.token")
 	}
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) && f.tokenFile == "" {
@@ -62,7 +74,31 @@ func (f *apiFlags) client(g *globals) (*apiClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the API token: %w (create a personal token in the console under Tokens and pass --token-file, or run `airlock dev`, which writes %s)", err, path)
 	}
-	return &apiClient{base: strings.TrimRight(f.api, "/"), token: strings.TrimSpace(string(raw)), http: &http.Client{Timeout: 60 * time.Second}}, nil
+	if base == "" {
+		// A token goes only where its console is known to listen: never to
+		// a default address, where another person's process may listen.
+		if base, err = devConsoleURL(dataDir); err != nil {
+			return nil, err
+		}
+	}
+	return &apiClient{base: strings.TrimRight(base, "/"), token: strings.TrimSpace(string(raw)), http: &http.Client{Timeout: 60 * time.Second}}, nil
+}
+
+// devConsoleURL is where the `airlock dev` running on dataDir serves its
+// console, read from the file it writes while it runs.
+func devConsoleURL(dataDir string) (string, error) {
+	file := natsauth.Dev{DataDir: dataDir}.ConsoleURLFile()
+	raw, err := os.ReadFile(file)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read where the console listens: %w (or pass --api URL, or set AIRLOCK_API)", err)
+	}
+	u := strings.TrimSpace(string(raw))
+	if u == "" {
+		return "", fmt.Errorf("no console address: %s is not there, so no `airlock dev` runs on the data dir %s. "+
+			"Start `airlock dev` there, name the right data dir with AIRLOCK_DEV_DATA_DIR=DIR, "+
+			"or pass --api URL (or set AIRLOCK_API) naming the console the API token belongs to", file, dataDir)
+	}
+	return u, nil
 }
 
 // apiError is the REST API's error reply: its sentence and code.
@@ -165,7 +201,7 @@ call, a state that is none, not yours to decide, ...) and 1 when the API
 could not be reached; the decide commands say more in their help.`,
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&f.api, "api", envOr("AIRLOCK_API", "http://127.0.0.1:8080"), "URL of the console / REST API (env AIRLOCK_API)")
+	pf.StringVar(&f.api, "api", "", apiFlagHelp)
 	pf.StringVar(&f.tokenFile, "token-file", "", "file holding an API token (default <data dir>/admin.token; <data dir> is AIRLOCK_DEV_DATA_DIR, else .airlock)")
 	pf.BoolVar(&f.json, "json", false, "print the API's JSON")
 	cmd.AddCommand(
@@ -178,13 +214,6 @@ could not be reached; the decide commands say more in their help.`,
 		approvalsCancelCmd(g, f), approvalsInDoubtCmd(g, f), approvalsResolveCmd(g, f),
 	)
 	return cmd
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }
 
 func printJSON(m proto.Message) {

@@ -284,7 +284,7 @@ policy service over NATS.`,
 	}
 	api := &apiFlags{}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&api.api, "api", envOr("AIRLOCK_API", "http://127.0.0.1:8080"), "URL of the console / REST API (env AIRLOCK_API)")
+	pf.StringVar(&api.api, "api", "", apiFlagHelp)
 	pf.StringVar(&api.tokenFile, "token-file", "", "file holding an admin's API token (default <data dir>/admin.token; <data dir> is AIRLOCK_DEV_DATA_DIR, else .airlock)")
 	client := func(cmd *cobra.Command) (*policyapi.Client, func(), error) {
 		cfg, err := g.load()

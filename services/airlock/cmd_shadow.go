@@ -39,7 +39,7 @@ Commands go through the console's REST API as the owner of the API token
 	}
 	api := &apiFlags{}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&api.api, "api", envOr("AIRLOCK_API", "http://127.0.0.1:8080"), "URL of the console / REST API (env AIRLOCK_API)")
+	pf.StringVar(&api.api, "api", "", apiFlagHelp)
 	pf.StringVar(&api.tokenFile, "token-file", "", "file holding an API token (default <data dir>/admin.token; <data dir> is AIRLOCK_DEV_DATA_DIR, else .airlock)")
 
 	// call sends one request to the shadow endpoint and reads the state back.

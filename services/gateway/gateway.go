@@ -156,6 +156,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	go g.rejoins.Follow(ctx, g.log)
 	for _, ep := range g.endpoints {
 		go ep.abandonSweep(ctx)
+		go ep.endedSweep(ctx)
 	}
 	if len(g.endpoints) == 0 {
 		g.markReady()

@@ -108,7 +108,7 @@ func (ep *endpoint) offer(ctx context.Context, f *flight, rev uint32) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	next := clientwait.Rejoin{Call: f.call.ID, Revision: rev}
+	next := clientwait.Rejoin{Call: f.call.ID, Revision: rev, Endpoint: ep.cfg.Name}
 	var err error
 	switch {
 	case f.offered != nil:
@@ -390,7 +390,7 @@ func (ep *endpoint) pendingAnswer(ctx context.Context, f *flight, ar *airlockv1.
 		return nil
 	}
 	if f.rejoined == nil {
-		r, err := ep.g.rejoins.Join(rctx, f.rejoinKey, clientwait.Rejoin{Call: f.call.ID, Revision: rev})
+		r, err := ep.g.rejoins.Join(rctx, f.rejoinKey, clientwait.Rejoin{Call: f.call.ID, Revision: rev, Endpoint: ep.cfg.Name})
 		if err != nil {
 			ep.log.Warn("a call waiting for approval could not be remembered; its client keeps waiting", "call", f.call.ID, "err", err)
 			return nil
@@ -424,18 +424,11 @@ func (ep *endpoint) abandonSweep(ctx context.Context) {
 	if after <= 0 {
 		return
 	}
-	tick := time.NewTicker(min(max(after/4, time.Second), time.Minute))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	everyTick(ctx, min(max(after/4, time.Second), time.Minute), func() {
 		gone, err := ep.g.waits.Absent(ctx, ep.cfg.Name, time.Now().Add(-after))
 		if err != nil {
 			ep.log.Warn("calls nobody waits for could not be listed; trying again later", "err", err)
-			continue
+			return
 		}
 		for _, a := range gone {
 			ep.withdraw(a.Call, fmt.Sprintf("no MCP client has waited for it since %s (gateway endpoint %s cancels such calls after abandon_after %s)",
@@ -446,5 +439,72 @@ func (ep *endpoint) abandonSweep(ctx context.Context) {
 			}
 			cancel()
 		}
+	})
+}
+
+// everyTick runs sweep every interval until ctx ends.
+func everyTick(ctx context.Context, interval time.Duration, sweep func()) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		sweep()
+	}
+}
+
+// endedSweep removes, every so often, what the endpoint keeps in the
+// client-waits bucket about calls that ended more than outcomeKeptFor ago:
+// their rejoin entries, offers and presences. A repeat that found them
+// would be a new call all the same (outcomeTooOld), and a client told to
+// call again that never does would otherwise leave them for the bucket's
+// TTL (30 days). Every replica may sweep: a removal is by revision, so an
+// entry written since stays.
+func (ep *endpoint) endedSweep(ctx context.Context) {
+	keep := ep.outcomeKeptFor()
+	everyTick(ctx, min(max(keep/4, time.Second), 5*time.Minute), func() { ep.sweepEnded(ctx, keep) })
+}
+
+// sweepEnded is one round of endedSweep.
+func (ep *endpoint) sweepEnded(ctx context.Context, keep time.Duration) {
+	// endedLongAgo: revision rev of the call (0: the newest) ended more
+	// than keep ago. A call that cannot be read, or is not known (any
+	// more), is left to the bucket's TTL.
+	endedLongAgo := func(call string, rev uint32) bool {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		out, ended, err := ep.client.Ended(rctx, call, rev)
+		return err == nil && ended && !out.At.IsZero() && time.Since(out.At) >= keep
+	}
+	entries, err := ep.g.waits.Entries(ctx, ep.cfg.Name)
+	if err != nil {
+		ep.log.Warn("the calls clients were told to call again for could not be listed; trying again later", "err", err)
+	}
+	for _, e := range entries {
+		if !endedLongAgo(e.Call, e.Revision) {
+			continue
+		}
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := ep.g.waits.DropEntry(dctx, e); err != nil {
+			ep.log.Info("an entry of a call that ended long ago was not removed; the next sweep tries again", "call", e.Call, "err", err)
+		}
+		cancel()
+	}
+	gone, err := ep.g.waits.Absent(ctx, ep.cfg.Name, time.Now().Add(-keep))
+	if err != nil {
+		ep.log.Warn("calls nobody waits for could not be listed; trying again later", "err", err)
+	}
+	for _, a := range gone {
+		if a.Agent != ep.cfg.Agent || !endedLongAgo(a.Call, 0) {
+			continue
+		}
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := ep.g.waits.DropPresence(dctx, a); err != nil {
+			ep.log.Info("whether a client waits for a call that ended long ago was not removed; the next sweep tries again", "call", a.Call, "err", err)
+		}
+		cancel()
 	}
 }

@@ -80,7 +80,18 @@ func noticesPerMinute(c config.Config) int {
 	return max(int(c.Intake.MaxPendingPerAgent), c.Limits.AgentCallsPerMinute)
 }
 
-// take charges one request of size bytes to agent at now. Over budget, the
+// storedCopies is how many times the events stream stores a decided
+// request's call: its requested event and its decision event (allowed,
+// denied or approval_requested) each carry the whole call. The byte budget
+// charges a request that many times, so that it bounds what the request
+// costs the stream, not what it costs the intake (R9 F6); the result a
+// completed call stores is bounded on its own (ingress.MaxReportResultBytes).
+const storedCopies = 2
+
+// take charges one request of size bytes to agent at now, storedCopies
+// times, but never more than the byte budget holds: one request of
+// limits.max_request_bytes (which the configuration keeps within the
+// budget) always fits a full budget. Over budget, the
 // first requests of a minute, as many as the call budget, are refused (each refusal is a
 // small event); later ones are dropped. Every request over budget is
 // answered with a notice while the agent's notice budget lasts.
@@ -95,13 +106,14 @@ func (b *agentBudgets) take(agent string, size int, now time.Time) budgetAnswer 
 	}
 	a.calls.Fill(b.calls, now)
 	a.bytes.Fill(b.bytes, now)
-	if a.calls.Has(b.calls, 1) && a.bytes.Has(b.bytes, float64(size)) {
+	charge := min(float64(size)*storedCopies, b.bytes.Capacity)
+	if a.calls.Has(b.calls, 1) && a.bytes.Has(b.bytes, charge) {
 		a.calls.Spend(1)
-		a.bytes.Spend(float64(size))
+		a.bytes.Spend(charge)
 		return budgetAnswer{verdict: withinBudget}
 	}
 	answer := budgetAnswer{notify: a.notices.Take(b.notices, now, 1),
-		retryAfter: max(a.calls.Wait(b.calls, 1), a.bytes.Wait(b.bytes, float64(size)))}
+		retryAfter: max(a.calls.Wait(b.calls, 1), a.bytes.Wait(b.bytes, charge))}
 	if now.Sub(a.refusedSince) >= time.Minute {
 		a.refusedSince, a.refusals, a.droppedAny = now, 0, false
 	}
@@ -131,6 +143,6 @@ func (b *agentBudgets) sweep(now time.Time) {
 
 // overBudgetReason is the sentence an over-budget agent is told.
 func overBudgetReason(agent string, l config.Limits) string {
-	return fmt.Sprintf("agent %s sent more than limits.agent_calls_per_minute (%d calls) or limits.agent_request_bytes_per_minute (%d bytes) in the last minute, so this request was not decided: slow down and submit it again, or ask the operator to raise those limits",
+	return fmt.Sprintf("agent %s sent more than limits.agent_calls_per_minute (%d calls) or limits.agent_request_bytes_per_minute (%d bytes, each request counted twice: the events stream stores it twice) in the last minute, so this request was not decided: slow down and submit it again, or ask the operator to raise those limits",
 		agent, l.AgentCallsPerMinute, l.AgentRequestBytesPerMinute)
 }

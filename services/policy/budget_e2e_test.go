@@ -73,11 +73,12 @@ func TestOneAgentCannotFillTheEventsStream(t *testing.T) {
 	}
 	testenv.Settled(t, deps.JS, cfg.Intake.Name, policy.Durable, 60*time.Second)
 
-	// Each recorded call is stored twice (requested, denied): the budget's
-	// bytes, twice, and a little more for the refusals and the budget
-	// refilled while the test runs. Without the budget: 16 MiB.
-	if grew := streamBytes() - before; grew > 3*budgetBytes {
-		t.Fatalf("the events stream grew by %d bytes from one agent's flood, want at most %d (twice its byte budget and the refusals)", grew, 3*budgetBytes)
+	// Each recorded call is stored twice (requested, denied), and charged
+	// so: the budget's bytes, and a little more for the refusals and the
+	// budget refilled while the test runs. Charged once, the calls' twice
+	// (R9 F6: 1.6 MiB here); without the budget: 16 MiB.
+	if grew := streamBytes() - before; grew > budgetBytes+budgetBytes/4 {
+		t.Fatalf("the events stream grew by %d bytes from one agent's flood, want at most %d (its byte budget and the refusals)", grew, budgetBytes+budgetBytes/4)
 	}
 	told := slices.ContainsFunc(testenv.Events(t, deps.JS, subject.OfAgent("bot")), func(ev *airlockv1.Event) bool {
 		return strings.Contains(ev.GetInvalid().GetReason(), "limits.agent_calls_per_minute") && ev.GetInvalid().GetRawExcerpt() == ""

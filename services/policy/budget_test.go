@@ -29,13 +29,17 @@ func TestAgentBudget(t *testing.T) {
 			{"bot", 10, 0, withinBudget, false}, {"bot", 10, 0, withinBudget, false}, {"bot", 10, 0, withinBudget, false},
 			{"bot", 10, 0, overBudget, false}, {"bot", 10, 0, overBudget, false}, {"bot", 10, 0, overBudget, false},
 			{"bot", 10, 0, dropped, true}, {"bot", 10, 0, dropped, false}}},
+		// A request is charged twice (storedCopies): the stream stores it
+		// with its decision.
 		{"over_the_byte_budget", []step{
-			{"bot", 600, 0, withinBudget, false}, {"bot", 600, 0, overBudget, false}, {"bot", 400, 0, withinBudget, false}}},
+			{"bot", 300, 0, withinBudget, false}, {"bot", 300, 0, overBudget, false}, {"bot", 200, 0, withinBudget, false}}},
+		{"a_request_as_large_as_the_budget_fits_a_full_one", []step{
+			{"bot", 1000, 0, withinBudget, false}, {"bot", 1, 0, overBudget, false}}},
 		{"another_agent_is_untouched", []step{
 			{"bot", 1000, 0, withinBudget, false}, {"bot", 10, 0, overBudget, false}, {"victim", 1000, 0, withinBudget, false}}},
 		{"refilled_over_time", []step{
-			{"bot", 1000, 0, withinBudget, false}, {"bot", 500, 0, overBudget, false},
-			{"bot", 500, 30 * time.Second, withinBudget, false}, {"bot", 10, 30 * time.Second, overBudget, false}}},
+			{"bot", 500, 0, withinBudget, false}, {"bot", 250, 0, overBudget, false},
+			{"bot", 250, 30 * time.Second, withinBudget, false}, {"bot", 10, 30 * time.Second, overBudget, false}}},
 		{"refusals_start_again_the_next_minute", []step{
 			{"bot", 1000, 0, withinBudget, false},
 			{"bot", 1000, 0, overBudget, false}, {"bot", 1000, 0, overBudget, false}, {"bot", 1000, 0, overBudget, false},

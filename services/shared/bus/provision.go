@@ -103,7 +103,7 @@ func BucketConfigs(all config.Config) []jetstream.KeyValueConfig {
 		mk(cfg.Grants, "standing grants (always allow)"),
 		mk(cfg.Console, "console users, sessions and API tokens"),
 		slackSeen(mk(cfg.SlackSeen, "Slack interactions already handled and cards already posted")),
-		keyTTLs(withTTL(mk(cfg.ClientWaits, "MCP gateway calls a client was told to call again, and whether a client waits for each"), ClientWaitsTTL)),
+		clientWaitsBucket(mk(cfg.ClientWaits, "MCP gateway calls a client was told to call again, and whether a client waits for each"), cfg.ClientWaitsMaxBytes),
 		withTTL(mk(cfg.TeamsSeen, "Teams activities already handled and cards already posted"), TeamsSeenTTL),
 		mk(cfg.InDoubt, "calls that ended in doubt (failed, indeterminate) and whether a person says they happened"),
 	}
@@ -188,14 +188,21 @@ type bucketBound struct {
 	// again without a higher bound.
 	mark           float64
 	refusal, drain string
+	// soft: a bucket that already holds more than a new bound keeps the
+	// bound it has, rather than provisioning refusing: a bound a
+	// deployment did not choose must not stop it.
+	soft bool
 }
 
 // bucketBoundOf is bucket's bound (no setting for a bucket with none).
 func bucketBoundOf(cfg config.Config, bucket string) bucketBound {
-	if bucket == cfg.Buckets.Approvals {
+	switch bucket {
+	case cfg.Buckets.Approvals:
 		return bucketBound{setting: "approval.max_bytes", mark: config.ApprovalRefusalMark,
 			refusal: "every new call that needs a person is canceled at once",
 			drain:   "let ended records leave the bucket first (approval.ended_retention)"}
+	case cfg.Buckets.ClientWaits:
+		return bucketBound{setting: "buckets.client_waits_max_bytes", soft: true}
 	}
 	return bucketBound{}
 }
@@ -266,13 +273,20 @@ func applyBucket(ctx context.Context, js jetstream.JetStream, kvc jetstream.KeyV
 			return nil, fmt.Errorf("status of bucket %s: %w", kvc.Bucket, err)
 		}
 		si := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
+		if held := si.State.Bytes; bound.soft && kvc.MaxBytes > 0 && held > uint64(kvc.MaxBytes) && streamMaxBytes(kvc.MaxBytes) != si.Config.MaxBytes {
+			// Bounded now, it would refuse every write at once: it keeps
+			// its bound until what it holds has gone under the new one.
+			changes = append(changes, Change{"bucket", kvc.Bucket, fmt.Sprintf("keeps its byte bound: it holds %s, more than %s (%s); "+
+				"run `airlock provision` again once it holds less", byteSize(int64(held)), bound.setting, byteSize(kvc.MaxBytes))})
+			kvc.MaxBytes = max(si.Config.MaxBytes, 0)
+		}
 		if int64(kvc.History) != si.Config.MaxMsgsPerSubject || kvc.Replicas != si.Config.Replicas || kvc.Description != si.Config.Description ||
 			kvc.LimitMarkerTTL != si.Config.SubjectDeleteMarkerTTL || streamMaxBytes(kvc.MaxBytes) != si.Config.MaxBytes {
 			// A lower bound the bucket is already past the mark of (or
 			// over) is refused, not applied: it would refuse new work at
 			// once (and decisions on the work held), with only a log line
 			// to say so. A higher one only adds room, and is applied.
-			if cur := si.Config.MaxBytes; kvc.MaxBytes > 0 && (cur <= 0 || kvc.MaxBytes < cur) {
+			if cur := si.Config.MaxBytes; !bound.soft && kvc.MaxBytes > 0 && (cur <= 0 || kvc.MaxBytes < cur) {
 				if err := bound.refuses(kvc.Bucket, si.State.Bytes, kvc.MaxBytes, si.Config.MaxBytes); err != nil {
 					return nil, err
 				}
@@ -453,6 +467,15 @@ const ExecutionsTTL = 24 * time.Hour
 // told to call again: longer than any approval deadline (a call decided
 // meanwhile returns its outcome to the repeated call).
 const ClientWaitsTTL = 30 * 24 * time.Hour
+
+// clientWaitsBucket is the client-waits bucket: entries carry their own
+// TTL (keyTTLs), the bucket keeps none longer than ClientWaitsTTL, and its
+// bytes are bounded (maxBytes, buckets.client_waits_max_bytes) so that no
+// agent's waiting calls can take the NATS volume the events stream needs.
+func clientWaitsBucket(kvc jetstream.KeyValueConfig, maxBytes int64) jetstream.KeyValueConfig {
+	kvc.MaxBytes = maxBytes
+	return keyTTLs(withTTL(kvc, ClientWaitsTTL))
+}
 
 // KeyMarkerTTL is how long a bucket that takes per-key TTLs keeps the
 // marker the server writes when a key's TTL runs out (the server's least):

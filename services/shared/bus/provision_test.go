@@ -83,7 +83,7 @@ func TestProvisionLetsAnOlderBucketTakeKeyTTLs(t *testing.T) {
 		// (provisioned when ended records took their TTL, before the bound).
 		unboundedOnly bool
 	}{
-		{"client waits", func(b config.Buckets) string { return b.ClientWaits }, 0, func(config.Config) int64 { return -1 }, false},
+		{"client waits", func(b config.Buckets) string { return b.ClientWaits }, 0, func(c config.Config) int64 { return c.Buckets.ClientWaitsMaxBytes }, false},
 		{"approvals", func(b config.Buckets) string { return b.Approvals }, 1, func(c config.Config) int64 { return c.Approval.MaxBytes }, false},
 		{"approvals with no byte bound", func(b config.Buckets) string { return b.Approvals }, 1, func(c config.Config) int64 { return c.Approval.MaxBytes }, true},
 	} {
@@ -132,6 +132,70 @@ func TestProvisionLetsAnOlderBucketTakeKeyTTLs(t *testing.T) {
 				t.Errorf("bucket %s holds at most %d bytes after provisioning, want %d", name, b, want)
 			}
 		})
+	}
+}
+
+// The client-waits bucket's byte bound is one a deployment did not choose
+// (buckets.client_waits_max_bytes has a default): where the bucket holds
+// more already, provisioning goes on and leaves it as bounded as it was,
+// saying so, and bounds it once it holds less (R9 F8).
+func TestProvisionBoundsClientWaitsOnceTheyFit(t *testing.T) {
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	cfg := testenv.Config(n.URL())
+	ctx := context.Background()
+	var older jetstream.KeyValueConfig
+	for _, kvc := range bus.BucketConfigs(cfg) {
+		if kvc.Bucket == cfg.Buckets.ClientWaits {
+			older = kvc
+		}
+	}
+	older.MaxBytes = 0 // provisioned before the bound
+	kv, err := js.CreateKeyValue(ctx, older)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "r.left", make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Buckets.ClientWaitsMaxBytes = 32 << 10
+	bound := func() int64 {
+		st, err := kv.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.MaxBytes
+	}
+	for _, step := range []struct {
+		name      string
+		before    func()
+		wantBound int64
+		wantSaid  string
+	}{
+		{"holding_more_it_keeps_its_bound", func() {}, -1, "KiB, more than buckets.client_waits_max_bytes (32.0 KiB)"},
+		{"holding_less_it_is_bounded", func() {
+			if err := kv.Purge(ctx, "r.left"); err != nil {
+				t.Fatal(err)
+			}
+		}, cfg.Buckets.ClientWaitsMaxBytes, "updated"},
+	} {
+		step.before()
+		changes, err := bus.Provision(ctx, js, cfg)
+		if err != nil {
+			t.Fatalf("%s: provisioning: %v", step.name, err)
+		}
+		said := ""
+		for _, c := range changes {
+			if c.Name == cfg.Buckets.ClientWaits {
+				said += c.Action + "; "
+			}
+		}
+		if !strings.Contains(said, step.wantSaid) {
+			t.Errorf("%s: provisioning said %q of the bucket, want %q", step.name, said, step.wantSaid)
+		}
+		if b := bound(); b != step.wantBound {
+			t.Errorf("%s: the bucket holds at most %d bytes, want %d", step.name, b, step.wantBound)
+		}
 	}
 }
 

@@ -68,6 +68,11 @@ func Open(ctx context.Context, js jetstream.JetStream, bucket string) (*Store, e
 type Rejoin struct {
 	Call     string `json:"call"`
 	Revision uint32 `json:"revision"`
+	// Endpoint is the gateway endpoint that wrote the entry, whose sweep
+	// removes it once the call has ended and its outcome can no longer be
+	// returned (Ended). Absent in entries written before 2026-11: the
+	// bucket's TTL removes those.
+	Endpoint string `json:"endpoint,omitempty"`
 	// Revision of the entry in the bucket, for the delete that delivers.
 	entryRev uint64
 }
@@ -469,6 +474,8 @@ func (s *Store) PresenceOf(ctx context.Context, agent, call string) (p Presence,
 type Absent struct {
 	Agent, Call string
 	Presence
+	// entryRev: the presence's revision, for DropPresence.
+	entryRev uint64
 }
 
 // Absent lists the calls of endpoint nobody has waited for since before
@@ -483,12 +490,65 @@ func (s *Store) Absent(ctx context.Context, endpoint string, cutoff time.Time) (
 		if !ok || json.Unmarshal(e.Value(), &p) != nil || p.Endpoint != endpoint || !p.Until.Before(cutoff) {
 			return
 		}
-		out = append(out, Absent{Agent: agent, Call: call, Presence: p})
+		out = append(out, Absent{Agent: agent, Call: call, Presence: p, entryRev: e.Revision()})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list the calls clients wait for: %w", err)
 	}
 	return out, nil
+}
+
+// Entry is a rejoin entry or offer as Ended lists it.
+type Entry struct {
+	Key string
+	Rejoin
+}
+
+// Entries lists the rejoin entries and offers endpoint wrote (those
+// written before entries named their endpoint are not listed).
+func (s *Store) Entries(ctx context.Context, endpoint string) ([]Entry, error) {
+	var out []Entry
+	for _, filter := range []string{"r.>", "a.>"} {
+		err := bus.ReadAll(ctx, s.kv, filter, func(e jetstream.KeyValueEntry) {
+			var r Rejoin
+			if json.Unmarshal(e.Value(), &r) != nil || r.Endpoint != endpoint {
+				return
+			}
+			r.entryRev = e.Revision()
+			out = append(out, Entry{Key: e.Key(), Rejoin: r})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list the calls clients were told to call again for: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// DropEntry removes e, a rejoin entry or offer of a call that ended long
+// enough ago that no repeat may be answered its outcome, if the key still
+// holds it (a newer write stays). It is purged, not deleted: the values a
+// key's history keeps go too, and in a bucket that takes per-key TTLs so
+// does the purge's marker, after KeyMarkerTTL.
+func (s *Store) DropEntry(ctx context.Context, e Entry) error {
+	return s.drop(ctx, e.Key, e.entryRev)
+}
+
+// DropPresence removes a's presence as DropEntry removes an entry: its
+// call ended long ago, so whether a client waits for it says nothing.
+func (s *Store) DropPresence(ctx context.Context, a Absent) error {
+	return s.drop(ctx, presenceKey(a.Agent, a.Call), a.entryRev)
+}
+
+func (s *Store) drop(ctx context.Context, key string, rev uint64) error {
+	opts := []jetstream.KVDeleteOpt{jetstream.LastRevision(rev)}
+	if s.keyTTLs {
+		opts = append(opts, jetstream.PurgeTTL(bus.KeyMarkerTTL))
+	}
+	err := s.kv.Purge(ctx, key, opts...)
+	if err != nil && !bus.Conflict(err) {
+		return fmt.Errorf("remove %s: %w", key, err)
+	}
+	return nil
 }
 
 // Line is the sentence a reviewer reads about whether the client waits

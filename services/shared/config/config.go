@@ -141,7 +141,11 @@ type Buckets struct {
 	// ClientWaits: the MCP gateway's calls whose client was told to call
 	// again (rejoin entries) and whether a client still waits for each.
 	ClientWaits string `yaml:"client_waits"`
-	TeamsSeen   string `yaml:"teams_seen"`
+	// ClientWaitsMaxBytes bounds the client-waits bucket (default 128 MiB,
+	// DefaultClientWaitsMaxBytes). Full, the gateway's writes there fail and
+	// it degrades: a client is not told to call again but keeps waiting.
+	ClientWaitsMaxBytes int64  `yaml:"client_waits_max_bytes"`
+	TeamsSeen           string `yaml:"teams_seen"`
 	// InDoubt: calls that ended in doubt (failed, outcome indeterminate)
 	// and whether a person says they happened.
 	InDoubt  string `yaml:"in_doubt"`
@@ -150,6 +154,19 @@ type Buckets struct {
 	// History kept per key (1–64); more helps forensics, costs space.
 	History uint8 `yaml:"history"`
 }
+
+// DefaultClientWaitsMaxBytes is Buckets.ClientWaitsMaxBytes by default:
+// about 75,000 calls waiting for a person at the ~1.7 KB each one keeps
+// there (rejoin entry, offer, presence; measured, R9 F8) — 750 agents each
+// at approval.max_pending_per_agent (100) — and a small part of the 2 GiB
+// the shipped 20 GiB NATS volume leaves beside the events stream (16 GiB),
+// the intake and the approvals bucket (1 GiB each). The gateway removes
+// what ended calls leave an hour later (gateway.session_timeout), so
+// only calls still waiting, or ended within that hour, count.
+const DefaultClientWaitsMaxBytes = 128 << 20
+
+// MinClientWaitsMaxBytes is the least Buckets.ClientWaitsMaxBytes.
+const MinClientWaitsMaxBytes = 1 << 20
 
 // Dev configures the embedded NATS server that `airlock dev` starts.
 type Dev struct {
@@ -254,8 +271,12 @@ type Limits struct {
 	// bytes, as a token bucket holding a minute's worth. They keep one agent
 	// from filling the shared events stream (stream.max_bytes), where every
 	// agent's calls stop being decided: a flood of calls the policy denies
-	// is held by no max_pending bound. At the defaults (600 calls, 64 MiB a
-	// minute) one agent needs over four hours to fill the default 16 GiB.
+	// is held by no max_pending bound. Each request is counted twice, as the
+	// stream stores it twice (the request and the decision event carrying
+	// the whole call); the completed result, up to 64 KiB, is not counted
+	// (R9 F6). At the defaults (600 calls, 64 MiB a minute) one agent fills
+	// the default 16 GiB in about 2 h 40 min at the fastest, N times faster
+	// with N policy replicas.
 	// A request over the budget is refused with a small `invalid` event
 	// saying so; past as many refusals in a minute, further ones are dropped,
 	// nothing stored. Every request over the budget is also answered with a
@@ -293,18 +314,19 @@ func Default() Config {
 			MaxBytes:        16 << 30,
 		},
 		Buckets: Buckets{
-			Approvals:   "airlock_approvals",
-			Executions:  "airlock_executions",
-			Policy:      "airlock_policy",
-			Grants:      "airlock_grants",
-			Console:     "airlock_console",
-			SlackSeen:   "airlock_slack_seen",
-			ClientWaits: "airlock_client_waits",
-			TeamsSeen:   "airlock_teams_seen",
-			InDoubt:     "airlock_in_doubt",
-			Storage:     "file",
-			Replicas:    1,
-			History:     5,
+			Approvals:           "airlock_approvals",
+			Executions:          "airlock_executions",
+			Policy:              "airlock_policy",
+			Grants:              "airlock_grants",
+			Console:             "airlock_console",
+			SlackSeen:           "airlock_slack_seen",
+			ClientWaits:         "airlock_client_waits",
+			ClientWaitsMaxBytes: DefaultClientWaitsMaxBytes,
+			TeamsSeen:           "airlock_teams_seen",
+			InDoubt:             "airlock_in_doubt",
+			Storage:             "file",
+			Replicas:            1,
+			History:             5,
 		},
 		Dev: Dev{
 			DataDir:  ".airlock",
@@ -463,6 +485,9 @@ func (c Config) Validate() error {
 	}
 	if c.Stream.MaxBytes < 64*int64(c.Stream.MaxMsgSize) {
 		errs = append(errs, fmt.Errorf("stream.max_bytes (%d) must be at least 64 times stream.max_msg_size (%d): it bounds every event airlock keeps (16 GiB by default)", c.Stream.MaxBytes, c.Stream.MaxMsgSize))
+	}
+	if c.Buckets.ClientWaitsMaxBytes < MinClientWaitsMaxBytes {
+		errs = append(errs, fmt.Errorf("buckets.client_waits_max_bytes (%d) must be at least %d (1 MiB): it bounds what the MCP gateway keeps about calls waiting for a person (128 MiB by default)", c.Buckets.ClientWaitsMaxBytes, MinClientWaitsMaxBytes))
 	}
 	if c.Intake.MaxMsgSize < int32(c.Limits.MaxRequestBytes) {
 		errs = append(errs, fmt.Errorf("intake.max_msg_size (%d) must be at least limits.max_request_bytes (%d), so that an oversized request is told why", c.Intake.MaxMsgSize, c.Limits.MaxRequestBytes))

@@ -39,7 +39,7 @@ func NewOverBudget(agent, call string, rev uint32, callsPerMinute, bytesPerMinut
 	rev = max(rev, 1)
 	return OverBudget{AgentID: agent, CallID: call, Revision: rev, CallsPerMinute: callsPerMinute, RequestBytesPerMinute: bytesPerMinute,
 		RetryAfterSeconds: secs,
-		Reason: fmt.Sprintf("agent %s is over its budget of %d calls a minute (limits.agent_calls_per_minute; and %d request bytes, limits.agent_request_bytes_per_minute), so airlock did not decide revision %d of call %s: retry after about %d s, send fewer calls a minute, or ask the operator to raise those limits",
+		Reason: fmt.Sprintf("agent %s is over its budget of %d calls a minute (limits.agent_calls_per_minute; and %d bytes, each request counted twice, limits.agent_request_bytes_per_minute), so airlock did not decide revision %d of call %s: retry after about %d s, send fewer calls a minute, or ask the operator to raise those limits",
 			agent, callsPerMinute, bytesPerMinute, rev, call, secs)}
 }
 
