@@ -246,7 +246,12 @@ type Limits struct {
 	ServiceConnections int `yaml:"service_connections"`
 	// AgentSubscriptions bounds the subscriptions of one agent connection:
 	// the SDK holds one per call it awaits, up to intake.max_pending_per_agent
-	// and approval.max_pending_per_agent waiting at once, and a few more.
+	// and approval.max_pending_per_agent waiting at once, and a few more
+	// (its watchers' one per event type, the request inboxes). nats-server
+	// bounds subscriptions per connection only, and every one on the same
+	// subject gets its own copy of each message there, so an agent can make
+	// the server hold one event limits.agent_connections times this many
+	// times over (R9 F2): keep it near what the SDK needs.
 	AgentSubscriptions int `yaml:"agent_subscriptions"`
 	// AgentCallsPerMinute and AgentRequestBytesPerMinute are one agent's
 	// budget at the policy's intake: the requests (and reports) it may have
@@ -316,7 +321,7 @@ func Default() Config {
 		HTTP:       HTTP{Addr: "127.0.0.1:8080", PublicURL: "http://127.0.0.1:8080", ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxConnections: 1024},
 		Log:        Log{Level: "info", Format: "text"},
 		Runtime:    Runtime{GCPercent: 400},
-		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32, BusConnections: 4096, AgentConnections: 64, ServiceConnections: 256, AgentSubscriptions: 4096, AgentCallsPerMinute: 600, AgentRequestBytesPerMinute: 64 << 20},
+		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32, BusConnections: 4096, AgentConnections: 64, ServiceConnections: 256, AgentSubscriptions: 512, AgentCallsPerMinute: 600, AgentRequestBytesPerMinute: 64 << 20},
 		Policy:     defaultPolicy(),
 		Approval:   defaultApproval(),
 		Executor:   defaultExecutor(),

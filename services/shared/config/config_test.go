@@ -181,11 +181,17 @@ func TestMaxPreviewBytesIsBoundedSoAPendingRecordFitsOneMessage(t *testing.T) {
 // The defaults bound what one agent can make the bus hold: its share of
 // the intake in bytes (intake.max_pending_per_agent of its largest
 // request) is at most a sixteenth of the intake (R9 F0: 1,000 of 1 MiB
-// were 98% of it).
+// were 98% of it), and each of its connections holds at most twice the
+// subscriptions the SDK needs to await every call its agent may have
+// waiting (R9 F2: 4,096, each a copy of every message on its subject).
 func TestTheDefaultsBoundAnAgentsShareOfTheBus(t *testing.T) {
 	c := Default()
 	if share := c.Intake.MaxPendingPerAgent * int64(c.AgentPublishBytes()); share > c.Intake.MaxBytes/IntakeAgentsSharing {
 		t.Errorf("one agent's intake share is %d bytes, over intake.max_bytes / %d (%d)", share, IntakeAgentsSharing, c.Intake.MaxBytes/IntakeAgentsSharing)
+	}
+	need := c.Intake.MaxPendingPerAgent + int64(c.Approval.MaxPendingPerAgent)
+	if got := int64(c.Limits.AgentSubscriptions); got < need || got > 2*need {
+		t.Errorf("limits.agent_subscriptions is %d, want between what the SDK needs (%d) and twice that", got, need)
 	}
 }
 
