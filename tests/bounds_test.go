@@ -26,21 +26,27 @@ import (
 // past it a call is canceled at once with a sentence the agent reads, and
 // other agents' calls still reach reviewers.
 func TestAnAgentsFloodOfPendingCallsStopsAtItsShare(t *testing.T) {
-	// evil's 600 calls of 200 KiB are over its budget at the policy's
-	// intake (limits.agent_request_bytes_per_minute, 64 MiB), which
-	// services/policy TestOneAgentCannotFillTheEventsStream holds; and its
-	// 120 MB of records are over its byte share of the approvals bucket
-	// (approval.max_bytes_per_agent, 64 MiB), which services/approval
+	// evil's budget at the policy's intake
+	// (limits.agent_request_bytes_per_minute), which services/policy
+	// TestOneAgentCannotFillTheEventsStream holds, and its byte share of
+	// the approvals bucket (approval.max_bytes_per_agent), which
+	// services/approval
 	// TestAnAgentFloodingTheApprovalsBucketIsRefusedAtItsShareWhileOthersStillAsk
-	// holds: here the approval service's share of waiting calls is what is
-	// tested.
+	// holds, are raised out of the way: here the approval service's share
+	// of waiting calls is what is tested.
 	p := startProdLayoutWith(t, "dana", "  max_bytes_per_agent: 536870912\n", "limits:\n  agent_request_bytes_per_minute: 1073741824\n  agent_calls_per_minute: 100000\n", "bot", "evil")
 	url := p.nats.Server.URL()
 	evil := connectAgent(t, p.nats.CredentialFile("evil"), url)
 	bot := connectAgent(t, p.nats.CredentialFile("bot"), url)
 	api := p.frontend(t)
 	share := config.Default().Approval.MaxPendingPerAgent
-	const flood = 600
+	// As many as the intake holds of one agent at once
+	// (intake.max_pending_per_agent), so that none is refused there
+	// whatever the policy's pace.
+	flood := int(config.Default().Intake.MaxPendingPerAgent)
+	if flood <= share {
+		t.Fatalf("setup: a flood of %d calls is within approval.max_pending_per_agent (%d)", flood, share)
+	}
 
 	content := strings.Repeat("x", 200<<10)
 	for i := range flood {
@@ -98,7 +104,7 @@ func TestAnAgentsUseOfTheBusIsBoundedUnderAirlockDev(t *testing.T) {
 	bound := def.Limits.AgentConnections
 
 	raw := testenv.RawAgent(t, dev.NATSURL, dev.Creds("bot"))
-	largest := int(def.Intake.MaxMsgSize)
+	largest := natsauth.AgentLimits(def).MaxPayload
 	fmt.Fprintf(raw, "PUB %s %d\r\n", subject.AgentCancel("bot"), largest+1)
 	_, _ = raw.Write(append(make([]byte, largest+1), "\r\n"...)) // the server may close it before the end
 	if answer, _ := io.ReadAll(raw); !strings.Contains(string(answer), "Maximum Payload Violation") {

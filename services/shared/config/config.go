@@ -263,7 +263,12 @@ type Limits struct {
 	ServiceConnections int `yaml:"service_connections"`
 	// AgentSubscriptions bounds the subscriptions of one agent connection:
 	// the SDK holds one per call it awaits, up to intake.max_pending_per_agent
-	// and approval.max_pending_per_agent waiting at once, and a few more.
+	// and approval.max_pending_per_agent waiting at once, and a few more
+	// (its watchers' one per event type, the request inboxes). nats-server
+	// bounds subscriptions per connection only, and every one on the same
+	// subject gets its own copy of each message there, so an agent can make
+	// the server hold one event limits.agent_connections times this many
+	// times over (R9 F2): keep it near what the SDK needs.
 	AgentSubscriptions int `yaml:"agent_subscriptions"`
 	// AgentCallsPerMinute and AgentRequestBytesPerMinute are one agent's
 	// budget at the policy's intake: the requests (and reports) it may have
@@ -338,7 +343,7 @@ func Default() Config {
 		HTTP:       HTTP{Addr: "127.0.0.1:8080", PublicURL: "http://127.0.0.1:8080", ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxConnections: 1024},
 		Log:        Log{Level: "info", Format: "text"},
 		Runtime:    Runtime{GCPercent: 400},
-		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32, BusConnections: 4096, AgentConnections: 64, ServiceConnections: 256, AgentSubscriptions: 4096, AgentCallsPerMinute: 600, AgentRequestBytesPerMinute: 64 << 20},
+		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32, BusConnections: 4096, AgentConnections: 64, ServiceConnections: 256, AgentSubscriptions: 512, AgentCallsPerMinute: 600, AgentRequestBytesPerMinute: 64 << 20},
 		Policy:     defaultPolicy(),
 		Approval:   defaultApproval(),
 		Executor:   defaultExecutor(),
@@ -465,6 +470,25 @@ func settingSections() map[string]section {
 // fields, the decision, headers and the seal), with room to spare.
 const EventHeadroom = 16 << 10
 
+// RequestHeadroom is what a request's NATS headers add to its body, which
+// limits.max_request_bytes bounds: the SDKs' requests carry six
+// CloudEvents headers and a content type, under 500 bytes with the longest
+// agent and call ids (natsauth TestAnAgentsLargestRequestIsStored), with
+// room to spare.
+const RequestHeadroom = 4 << 10
+
+// AgentPublishBytes is the largest message an agent's credential may
+// publish (its NATS account's max_payload): the largest request airlock
+// accepts and its headers. Anything larger the policy would refuse for its
+// size, so the server refuses it first and the intake never stores it.
+func (c Config) AgentPublishBytes() int { return c.Limits.MaxRequestBytes + RequestHeadroom }
+
+// IntakeAgentsSharing is how many agents, each with its intake share full
+// of the largest requests (intake.max_pending_per_agent times
+// AgentPublishBytes), fit in intake.max_bytes at least: fewer could fill
+// the intake, and every agent's requests would be refused.
+const IntakeAgentsSharing = 16
+
 // Validate checks settings that would otherwise fail later and obscurely.
 func (c Config) Validate() error {
 	var errs []error
@@ -541,6 +565,10 @@ func (c Config) Validate() error {
 	}
 	if c.Intake.MaxPendingPerAgent < 1 {
 		errs = append(errs, fmt.Errorf("intake.max_pending_per_agent (%d) must be at least 1: it is how many of one agent's requests may wait for the policy service", c.Intake.MaxPendingPerAgent))
+	}
+	if share, most := c.Intake.MaxPendingPerAgent*int64(c.AgentPublishBytes()), c.Intake.MaxBytes/IntakeAgentsSharing; c.Intake.MaxPendingPerAgent >= 1 && share > most {
+		errs = append(errs, fmt.Errorf("intake.max_pending_per_agent (%d) requests of up to %d bytes (limits.max_request_bytes and its headers) let one agent hold %d bytes of the intake, over intake.max_bytes / %d (%d): %d such agents would fill it and every agent's requests would be refused; lower intake.max_pending_per_agent or limits.max_request_bytes, or raise intake.max_bytes",
+			c.Intake.MaxPendingPerAgent, c.AgentPublishBytes(), share, IntakeAgentsSharing, most, c.Intake.MaxBytes/max(share, 1)))
 	}
 	if c.NATS.PingInterval <= 0 {
 		errs = append(errs, fmt.Errorf("nats.ping_interval is %s: set a positive duration such as 2s", c.NATS.PingInterval))

@@ -83,6 +83,8 @@ func TestLoadRefusesMistakes(t *testing.T) {
 		{"sso_issuer_not_a_url", "console:\n  oidc: {issuer: login.example.com, client_id: c, groups: {eng: {roles: [reviewer]}}}\n", nil, "console.oidc.issuer"},
 		{"passwords_off_without_sso", "console:\n  oidc: {disable_passwords: true}\n", nil, "nobody could sign in"},
 		{"tls_cert_without_its_key", "nats:\n  tls: {cert_file: client.crt}\n", nil, "nats.tls.cert_file is set without nats.tls.key_file: give the private key"},
+		{"an_agents_intake_share_over_a_sixteenth", "intake:\n  max_pending_per_agent: 1000\n", nil,
+			"intake.max_pending_per_agent (1000) requests of up to 266240 bytes (limits.max_request_bytes and its headers) let one agent hold 266240000 bytes of the intake, over intake.max_bytes / 16 (67108864): 4 such agents would fill it"},
 		{"no_agent_connection", "limits:\n  agent_connections: 0\n", nil, "limits.agent_connections (0) must be at least 1"},
 		{"no_room_for_one_agent_beside_the_services", "limits:\n  bus_connections: 300\n  agent_connections: 64\n  service_connections: 256\n", nil,
 			"limits.bus_connections (300) must hold limits.service_connections (256) and at least one agent's limits.agent_connections (64)"},
@@ -173,6 +175,23 @@ func TestMaxPreviewBytesIsBoundedSoAPendingRecordFitsOneMessage(t *testing.T) {
 				t.Fatalf("the refusal does not say what to do: %v", err)
 			}
 		})
+	}
+}
+
+// The defaults bound what one agent can make the bus hold: its share of
+// the intake in bytes (intake.max_pending_per_agent of its largest
+// request) is at most a sixteenth of the intake (R9 F0: 1,000 of 1 MiB
+// were 98% of it), and each of its connections holds at most twice the
+// subscriptions the SDK needs to await every call its agent may have
+// waiting (R9 F2: 4,096, each a copy of every message on its subject).
+func TestTheDefaultsBoundAnAgentsShareOfTheBus(t *testing.T) {
+	c := Default()
+	if share := c.Intake.MaxPendingPerAgent * int64(c.AgentPublishBytes()); share > c.Intake.MaxBytes/IntakeAgentsSharing {
+		t.Errorf("one agent's intake share is %d bytes, over intake.max_bytes / %d (%d)", share, IntakeAgentsSharing, c.Intake.MaxBytes/IntakeAgentsSharing)
+	}
+	need := c.Intake.MaxPendingPerAgent + int64(c.Approval.MaxPendingPerAgent)
+	if got := int64(c.Limits.AgentSubscriptions); got < need || got > 2*need {
+		t.Errorf("limits.agent_subscriptions is %d, want between what the SDK needs (%d) and twice that", got, need)
 	}
 }
 

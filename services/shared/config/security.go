@@ -24,15 +24,19 @@ type Intake struct {
 	// behind; past it new requests are refused, old ones are never dropped.
 	MaxBytes int64 `yaml:"max_bytes"`
 	// MaxMsgSize is the largest message the intake stream stores at all;
-	// requests over limits.max_request_bytes but under it get an `invalid`
-	// event saying why.
+	// requests over limits.max_request_bytes but under it, which only a
+	// service can publish (an agent's credential publishes at most
+	// Config.AgentPublishBytes), get an `invalid` event saying why.
 	MaxMsgSize int32 `yaml:"max_msg_size"`
 	// MaxPendingPerAgent is how many of one agent's requests may wait for
 	// the policy service at once; past it the agent's publish is refused
-	// (its other calls, and every other agent, are unaffected).
+	// (its other calls, and every other agent, are unaffected). At the
+	// largest request (Config.AgentPublishBytes) they must fit in
+	// MaxBytes / IntakeAgentsSharing, so that a few agents cannot fill the
+	// intake: the stream bounds each agent's count, not its bytes.
 	MaxPendingPerAgent int64 `yaml:"max_pending_per_agent"`
 }
 
 func defaultIntake() Intake {
-	return Intake{Name: "AIRLOCK_REQUESTS", MaxBytes: 1 << 30, MaxMsgSize: 1 << 20, MaxPendingPerAgent: 1000}
+	return Intake{Name: "AIRLOCK_REQUESTS", MaxBytes: 1 << 30, MaxMsgSize: 1 << 20, MaxPendingPerAgent: 250}
 }

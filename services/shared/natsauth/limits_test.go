@@ -12,7 +12,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/types/known/structpb"
 
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -54,12 +59,15 @@ func awaitErr(t *testing.T, errs <-chan error, want, what string) {
 	}
 }
 
-// An agent holding a real credential publishes messages far larger than
-// anything airlock stores from an agent to the cancel endpoint (which
-// decodes its whole body). The server closes the connection at the
-// publish's size, before any service reads a byte of it; a request of the
-// largest size airlock stores still gets through.
-func TestAnAgentCannotPublishMoreThanTheIntakeStores(t *testing.T) {
+// An agent holding a real credential publishes messages larger than its
+// largest request (limits.max_request_bytes and its headers) to the cancel
+// endpoint (which decodes its whole body): among them one of
+// intake.max_msg_size (1 MiB), which the server once let through, so that
+// one agent could queue a GiB of requests in the intake that the policy
+// would only refuse for their size (R9 F0). The server closes the
+// connection at the publish's size, before any service reads a byte of
+// it; a message of the largest size the account admits still gets through.
+func TestAnAgentCannotPublishMoreThanItsLargestRequest(t *testing.T) {
 	n := testenv.StartSecureNATS(t, "bot")
 	service, _ := n.Connect(natsauth.RoleAdmin)
 	got, err := service.SubscribeSync(subject.AgentCancel("bot"))
@@ -69,18 +77,24 @@ func TestAnAgentCannotPublishMoreThanTheIntakeStores(t *testing.T) {
 	if err := service.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	largest := int(n.Config.Intake.MaxMsgSize)
+	largest := natsauth.AgentLimits(n.Config).MaxPayload
 
-	// The agent's library may already know the limit (the server tells
-	// it) and refuse locally: a hostile agent speaks the protocol itself.
-	raw := testenv.RawAgent(t, n.Server.URL(), n.CredentialFile("bot"))
-	fmt.Fprintf(raw, "PUB %s %d\r\n", subject.AgentCancel("bot"), largest+1)
-	if _, err := raw.Write(append(make([]byte, largest+1), "\r\n"...)); err != nil && !isClosed(err) {
-		t.Fatal(err)
+	for _, size := range []int{int(n.Config.Intake.MaxMsgSize), largest + 1} {
+		// The agent's library may already know the limit (the server
+		// tells it) and refuse locally: a hostile agent speaks the
+		// protocol itself.
+		raw := testenv.RawAgent(t, n.Server.URL(), n.CredentialFile("bot"))
+		fmt.Fprintf(raw, "PUB %s %d\r\n", subject.AgentCancel("bot"), size)
+		if _, err := raw.Write(append(make([]byte, size), "\r\n"...)); err != nil && !isClosed(err) {
+			t.Fatal(err)
+		}
+		answer, _ := io.ReadAll(raw)
+		if !strings.Contains(string(answer), "Maximum Payload Violation") {
+			t.Fatalf("the server answered %q to a %d-byte publish, want it to refuse it (Maximum Payload Violation) and close the connection", answer, size)
+		}
 	}
-	answer, _ := io.ReadAll(raw)
-	if !strings.Contains(string(answer), "Maximum Payload Violation") {
-		t.Fatalf("the server answered %q to a %d-byte publish, want it to refuse it (Maximum Payload Violation) and close the connection", answer, largest+1)
+	if want := n.Config.Limits.MaxRequestBytes + config.RequestHeadroom; largest != want {
+		t.Fatalf("an agent's account admits publishes of %d bytes, want limits.max_request_bytes and its headers (%d)", largest, want)
 	}
 
 	nc, _, err := agentConn(t, n, "bot")
@@ -91,15 +105,78 @@ func TestAnAgentCannotPublishMoreThanTheIntakeStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {
-		t.Fatalf("a publish of intake.max_msg_size (%d bytes) was refused: %v", largest, err)
+		t.Fatalf("a publish of limits.max_request_bytes and its headers (%d bytes) was refused: %v", largest, err)
 	}
 	m, err := got.NextMsg(10 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(m.Data) != largest {
-		t.Fatalf("the service read a %d-byte message first: the server let the agent's %d-byte publish through", len(m.Data), largest+1)
+		t.Fatalf("the service read a %d-byte message first: the server let a larger publish of the agent's through", len(m.Data))
 	}
+}
+
+// The largest request an SDK sends — limits.max_request_bytes of body,
+// with the headers the Go SDK sets (the most any SDK sets) and the
+// longest agent and call ids — fits in the agent's max_payload: the
+// intake stores it from the agent's own credential.
+func TestAnAgentsLargestRequestIsStored(t *testing.T) {
+	agent, call := strings.Repeat("a", ids.MaxLen), strings.Repeat("c", ids.MaxLen)
+	n := testenv.StartSecureNATS(t, agent)
+	limit := n.Config.Limits.MaxRequestBytes
+	msg := largestRequest(t, agent, call, limit)
+	headers := len("NATS/1.0\r\n\r\n")
+	for k, vs := range msg.Header {
+		for _, v := range vs {
+			headers += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	t.Logf("the largest request: %d bytes of body and %d of headers (config.RequestHeadroom: %d)", len(msg.Data), headers, config.RequestHeadroom)
+	if headers > config.RequestHeadroom {
+		t.Fatalf("a request's headers are %d bytes, over config.RequestHeadroom (%d): raise it", headers, config.RequestHeadroom)
+	}
+
+	nc, _, err := agentConn(t, n, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := bus.PublishSync(ctx, js, msg); err != nil {
+		t.Fatalf("the intake refused a request of limits.max_request_bytes (%d bytes of body, %d of headers) from the agent's credential: %v", len(msg.Data), headers, err)
+	}
+}
+
+// largestRequest is the request the SDK encodes for agent's call, its
+// arguments padded until the body is exactly limit bytes.
+func largestRequest(t *testing.T, agent, call string, limit int) *nats.Msg {
+	t.Helper()
+	pad := limit
+	for range 8 {
+		args, err := structpb.NewStruct(map[string]any{"pad": strings.Repeat("x", pad)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := &airlockv1.Event{
+			AgentId: agent, CallId: call, Revision: 1,
+			Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: agent},
+			Body:  &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: &airlockv1.ToolCall{CallId: call, AgentId: agent, Tool: "demo__echo", Revision: 1, Arguments: args}}},
+		}
+		msg, err := bus.EncodeRequest(ev, "agent/"+agent, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msg.Data) == limit {
+			return msg
+		}
+		pad += limit - len(msg.Data)
+	}
+	t.Fatalf("setup: no padding makes a request of exactly %d bytes", limit)
+	return nil
 }
 
 // An agent holding a real credential subscribes to distinct subjects of

@@ -73,8 +73,8 @@ func Accounts(spec Spec) (string, error) {
 	for _, u := range agents {
 		fmt.Fprintf(&b, "  # Agent %s alone: no JetStream, only its own requests and outcomes. Its\n", u.Agent)
 		b.WriteString("  # connections (limits.agent_connections) are its own, so no other agent\n")
-		b.WriteString("  # can take them; each publishes at most intake.max_msg_size and holds at\n")
-		b.WriteString("  # most limits.agent_subscriptions subscriptions.\n")
+		b.WriteString("  # can take them; each publishes at most limits.max_request_bytes and its\n")
+		b.WriteString("  # headers, and holds at most limits.agent_subscriptions subscriptions.\n")
 		fmt.Fprintf(&b, "  %s {\n    limits: { max_connections: %d, max_payload: %d, max_subscriptions: %d }\n    users: [\n",
 			q(AgentAccount(u.Agent)), lim.MaxConnections, lim.MaxPayload, lim.MaxSubscriptions)
 		writeUser(&b, "agent "+u.Agent, u.NKey, Agent(u.Agent, spec.Config))
@@ -235,14 +235,16 @@ type Limits struct {
 }
 
 // AgentLimits sizes every agent's account. The largest publish an agent
-// has a use for is a request the intake stream stores
-// (intake.max_msg_size; the Go SDK refuses one over
-// limits.max_request_bytes before publishing); the server answers anything
-// larger by closing the connection, before any service reads it.
+// has a use for is its largest request, limits.max_request_bytes and its
+// headers (config.AgentPublishBytes; the SDKs refuse a larger request
+// before publishing, saying why); the server answers anything larger by
+// closing the connection, before the intake stores it or any service
+// reads it. It was intake.max_msg_size (1 MiB), so that one agent could
+// queue a GiB of requests the policy would refuse for their size (R9 F0).
 func AgentLimits(cfg config.Config) Limits {
 	return Limits{
 		MaxConnections:   cfg.Limits.AgentConnections,
-		MaxPayload:       int(cfg.Intake.MaxMsgSize),
+		MaxPayload:       cfg.AgentPublishBytes(),
 		MaxSubscriptions: cfg.Limits.AgentSubscriptions,
 	}
 }
