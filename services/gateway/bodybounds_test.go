@@ -72,14 +72,14 @@ func TestArgumentsThatCannotFitAreRefusedBeforeTheyAreDecoded(t *testing.T) {
 	resp.Body.Close()
 	runtime.ReadMemStats(&after)
 
-	if answer := string(raw); !strings.Contains(answer, `"isError":true`) || !strings.Contains(answer, "limits.max_request_bytes") || !strings.Contains(answer, "by reference") {
-		t.Fatalf("the call answered %s %.300s; want an error result naming limits.max_request_bytes and what to do", resp.Status, answer)
-	}
 	t.Logf("one refused call of %d bytes allocated %d bytes", len(body), after.TotalAlloc-before.TotalAlloc)
 	// The body is read, the SDK frames it, the arguments are scanned:
 	// a few copies of it. Decoding it cost over 50 times its size.
 	if alloc, most := after.TotalAlloc-before.TotalAlloc, uint64(10*len(body)); alloc > most {
 		t.Fatalf("one refused call of %d bytes allocated %d bytes; want at most %d (10 times the body)", len(body), alloc, most)
+	}
+	if answer := string(raw); !strings.Contains(answer, `"isError":true`) || !strings.Contains(answer, "limits.max_request_bytes") || !strings.Contains(answer, "by reference") {
+		t.Fatalf("the call answered %s %.300s; want an error result naming limits.max_request_bytes and what to do", resp.Status, answer)
 	}
 
 	// A call in its budget is submitted (and waits: nothing decides it).
