@@ -89,18 +89,22 @@ return [refused, await tools.fs__read_text_file({path: %q})];`, hello, t.Name(),
 		cs := g.connect(t, "coder", clientOpts{version: "2025-11-25"})
 		hello := filepath.Join(g.files, "hello.txt")
 		read := fmt.Sprintf("return await tools.fs__read_text_file({path: %q});", hello)
-		for _, c := range []struct{ name, code string }{
+		for _, c := range []struct{ name, code, status, says string }{
 			// A benign head the audit would keep, and the calls past it.
-			{"padded_past_what_the_audit_keeps", "// notes\n" + strings.Repeat("// nothing to see here\n", 1000) + read},
+			{"padded_past_what_the_audit_keeps", "// notes\n" + strings.Repeat("// nothing to see here\n", 1000) + read, "script_limit", "shorter script"},
 			// Short, but each character is recorded escaped (\u0001).
-			{"short_but_long_once_escaped", "/*" + strings.Repeat("\x01", 4000) + "*/\n" + read},
-			// Nested a million deep: parsing it for the preview would
+			{"short_but_long_once_escaped", "/*" + strings.Repeat("\x01", 4000) + "*/\n" + read, "script_limit", "shorter script"},
+			// Nested 290,000 deep: parsing it for the preview would
 			// overflow the gateway's stack (a fatal error, not a panic).
-			{"nested_a_million_deep", "return " + strings.Repeat("(", 1_000_000) + "1" + strings.Repeat(")", 1_000_000) + ";"},
+			// Arguments that cannot fit limits.max_request_bytes are
+			// refused before anything reads them, the script's too (and
+			// a body past ingress.MaxJSONBody before that): no nesting
+			// that deep reaches run_code.
+			{"nested_290000_deep", "return " + strings.Repeat("(", 290_000) + "1" + strings.Repeat(")", 290_000) + ";", "invalid", "limits.max_request_bytes"},
 		} {
 			res := callTool(t, cs, "run_code", map[string]any{"code": c.code})
-			if !res.IsError || res.Meta["airlock/status"] != "script_limit" || !strings.Contains(text(res), "shorter script") {
-				t.Fatalf("%s: answered isError=%v %v %.300q, want script_limit", c.name, res.IsError, res.Meta["airlock/status"], text(res))
+			if !res.IsError || res.Meta["airlock/status"] != c.status || !strings.Contains(text(res), c.says) {
+				t.Fatalf("%s: answered isError=%v %v %.300q, want %s saying %q", c.name, res.IsError, res.Meta["airlock/status"], text(res), c.status, c.says)
 			}
 			sum := sha256.Sum256([]byte(c.code))
 			for _, call := range g.requested(t, "coder") {

@@ -20,6 +20,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/quota"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -62,12 +63,16 @@ func (a *agentCalls) submit(ctx context.Context, agent, onBehalfOf string, req s
 	if req.OnBehalfOf != "" && req.OnBehalfOf != onBehalfOf {
 		return submitResponse{}, apierr.New(apierr.InvalidRequest, "on_behalf_of comes from the agent token (%q), not the request: leave it out, or ask an admin for a token bound to %q", onBehalfOf, req.OnBehalfOf)
 	}
+	args, err := a.arguments(req.Arguments)
+	if err != nil {
+		return submitResponse{}, err
+	}
 	client, err := a.client(agent)
 	if err != nil {
 		return submitResponse{}, apierr.Wrap(apierr.InvalidRequest, err, "%s", err.Error())
 	}
 	id, err := client.Submit(ctx, airlock.Call{
-		ID: req.CallID, Revision: req.Revision, Server: req.Server, Tool: req.Tool, Args: req.Arguments,
+		ID: req.CallID, Revision: req.Revision, Server: req.Server, Tool: req.Tool, Args: args,
 		Thread: req.ThreadID, OnBehalfOf: onBehalfOf, Reason: req.Reason, IdempotencyKey: req.IdempotencyKey,
 		AgentRuns: req.AgentRuns,
 	})
@@ -75,6 +80,24 @@ func (a *agentCalls) submit(ctx context.Context, agent, onBehalfOf string, req s
 		return submitResponse{}, sdkError(err, "the call could not be stored: try again")
 	}
 	return submitResponse{CallID: id, Status: "submitted", Await: "/api/v1/calls/" + url.PathEscape(id) + "?wait=30s"}, nil
+}
+
+// arguments reads a submitted call's arguments, JSON not yet decoded
+// (absent or null: none). What cannot fit limits.max_request_bytes once
+// encoded is refused before it is decoded: a 512 KiB list of numbers cost
+// 40 MB in maps and protobuf before the SDK's size check (R9 F3).
+func (a *agentCalls) arguments(raw json.RawMessage) (map[string]any, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	if r := ingress.ArgumentsFit(raw, a.cfg.Limits.MaxRequestBytes); r != nil {
+		return nil, apierr.New(apierr.InvalidRequest, "%s", r.Reason)
+	}
+	var args map[string]any
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return nil, apierr.New(apierr.InvalidRequest, "arguments must be a JSON object such as {\"path\": \"/tmp/x\"} (%v): send them as one", err)
+	}
+	return args, nil
 }
 
 // sdkError is err of the SDK as an API error: an invalid request says what

@@ -20,6 +20,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
 )
 
 func validAgent(agent string) error {
@@ -60,15 +61,15 @@ func protoJSONBlob(c echo.Context, status int, m proto.Message) error {
 
 // submitRequest is the body of POST /api/v1/calls.
 type submitRequest struct {
-	CallID         string         `json:"call_id"`
-	Revision       uint32         `json:"revision"`
-	Server         string         `json:"server"`
-	Tool           string         `json:"tool"`
-	Arguments      map[string]any `json:"arguments"`
-	ThreadID       string         `json:"thread_id"`
-	OnBehalfOf     string         `json:"on_behalf_of"`
-	Reason         string         `json:"reason"`
-	IdempotencyKey string         `json:"idempotency_key"`
+	CallID         string          `json:"call_id"`
+	Revision       uint32          `json:"revision"`
+	Server         string          `json:"server"`
+	Tool           string          `json:"tool"`
+	Arguments      json.RawMessage `json:"arguments"` // decoded once its size is known to fit (agentCalls.submit)
+	ThreadID       string          `json:"thread_id"`
+	OnBehalfOf     string          `json:"on_behalf_of"`
+	Reason         string          `json:"reason"`
+	IdempotencyKey string          `json:"idempotency_key"`
 	// AgentRuns: a gate-only call; airlock decides, the agent runs the tool
 	// and reports how it ended (POST /api/v1/calls/{id}/report).
 	AgentRuns bool `json:"agent_runs"`
@@ -86,7 +87,7 @@ type submitResponse struct {
 func (con *Console) apiSubmit(c echo.Context) error {
 	p := principal(c)
 	var req submitRequest
-	if err := readJSON(c, &req, int64(con.cfg.Limits.MaxRequestBytes)*2); err != nil {
+	if err := readJSON(c, &req, ingress.MaxJSONBody(con.cfg.Limits.MaxRequestBytes)); err != nil {
 		return err
 	}
 	resp, err := con.agents.submit(c.Request().Context(), p.AgentID, p.OnBehalfOf, req)
@@ -130,7 +131,7 @@ func (con *Console) apiCancel(c echo.Context) error {
 // (agentCalls.report).
 func (con *Console) apiReport(c echo.Context) error {
 	var req reportRequest
-	id, err := ownCall(c, &req, int64(con.cfg.Limits.MaxRequestBytes)*2)
+	id, err := ownCall(c, &req, ingress.MaxJSONBody(con.cfg.Limits.MaxRequestBytes))
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
 )
 
 // flight is one tools/call on its way through airlock.
@@ -83,7 +84,7 @@ func (ep *endpoint) handler(t *tool) mcp.ToolHandler {
 // client informed while it waits, let the endpoint's person confirm it
 // when the policy allows, and answer with its outcome.
 func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest, t *tool) (*mcp.CallToolResult, error) {
-	args, err := decodeArgs(req.Params.Arguments)
+	args, err := decodeArgs(req.Params.Arguments, ep.maxArgs)
 	if err != nil {
 		return errorResult("invalid", "", err.Error()), nil
 	}
@@ -557,8 +558,10 @@ func (ep *endpoint) withdraw(callID, reason string, within time.Duration) {
 	}
 }
 
-// decodeArgs reads tools/call arguments: a JSON object (absent or null: {}).
-func decodeArgs(raw json.RawMessage) (map[string]any, error) {
+// decodeArgs reads tools/call arguments: a JSON object (absent or null: {}),
+// which must fit maxBytes (limits.max_request_bytes) once encoded: what
+// cannot is refused before it is decoded (ingress.ArgumentsFit).
+func decodeArgs(raw json.RawMessage, maxBytes int) (map[string]any, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return map[string]any{}, nil
@@ -566,11 +569,24 @@ func decodeArgs(raw json.RawMessage) (map[string]any, error) {
 	if raw[0] != '{' {
 		return nil, errors.New("the arguments of a tool call must be a JSON object: call the tool again with its arguments as an object")
 	}
+	if err := argumentsFit(raw, maxBytes); err != nil {
+		return nil, err
+	}
 	var args map[string]any
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return nil, fmt.Errorf("the arguments are not valid JSON (%v): call the tool again with a JSON object", err)
 	}
 	return args, nil
+}
+
+// argumentsFit refuses tools/call arguments (JSON, not decoded) that
+// cannot fit maxBytes (limits.max_request_bytes) once encoded, saying what
+// to do.
+func argumentsFit(raw json.RawMessage, maxBytes int) error {
+	if r := ingress.ArgumentsFit(raw, maxBytes); r != nil {
+		return fmt.Errorf("%s; then call the tool again", r.Reason)
+	}
+	return nil
 }
 
 // sessionOf is the request's MCP session id, and whether it came over stdio.

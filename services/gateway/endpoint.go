@@ -18,6 +18,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -44,8 +45,15 @@ type endpoint struct {
 	recent *recentCalls
 	// sessions bounds the stateful handler's live sessions (sessions.go).
 	sessions *sessionCap
-	// requests holds a token per POST being served (gateway.max_requests).
+	// requests holds a token per POST being served (gateway.max_requests),
+	// taken before its body is read.
 	requests chan struct{}
+	// maxBody bounds a POST's body (ingress.MaxJSONBody of
+	// limits.max_request_bytes): one tools/call and its envelope.
+	maxBody int64
+	// maxArgs is limits.max_request_bytes, which a call's arguments must
+	// fit once encoded (ingress.ArgumentsFit).
+	maxArgs int
 
 	mu     sync.Mutex
 	tools  map[string]*tool // as registered on server
@@ -59,9 +67,6 @@ type endpoint struct {
 	// (streamKey), while that request lasts.
 	answering sync.Map
 }
-
-// maxBody bounds an HTTP request body (the SDK's own default).
-const maxBody = mcp.DefaultMaxRequestBodyBytes
 
 func (g *Gateway) newEndpoint(cfg config.GatewayEndpoint) (*endpoint, error) {
 	token, err := loadToken(cfg)
@@ -82,6 +87,8 @@ func (g *Gateway) newEndpoint(cfg config.GatewayEndpoint) (*endpoint, error) {
 		codeRunning: make(chan struct{}, cfg.RunCode.Running()),
 		sessions:    newSessionCap(g.deps.Config.Gateway.MaxSessions),
 		requests:    make(chan struct{}, g.deps.Config.Gateway.MaxRequests),
+		maxBody:     ingress.MaxJSONBody(g.deps.Config.Limits.MaxRequestBytes),
+		maxArgs:     g.deps.Config.Limits.MaxRequestBytes,
 	}
 	// The SDK logs every session's start and end at INFO, and a 2026-07-28
 	// request is a session of its own: its warnings and errors are enough.
@@ -101,12 +108,12 @@ func (g *Gateway) newEndpoint(cfg config.GatewayEndpoint) (*endpoint, error) {
 	ep.server.AddReceivingMiddleware(ep.waitForTools)
 	timeout := g.deps.Config.Gateway.SessionTimeout
 	get := func(*http.Request) *mcp.Server { return ep.server }
-	ep.stateful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: sdkLog})
+	ep.stateful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: sdkLog, MaxRequestBodyBytes: ep.maxBody})
 	// A 2026-07-28 request is its whole exchange: a client that closes it
 	// gave up (there is no notifications/cancelled to wait for), so its
 	// handler ends, its call is withdrawn and its script's place freed.
-	ep.stateless = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: sdkLog})
-	ep.statelessJSON = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, PropagateRequestCancellation: true, Logger: sdkLog})
+	ep.stateless = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: sdkLog, MaxRequestBodyBytes: ep.maxBody})
+	ep.statelessJSON = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, PropagateRequestCancellation: true, Logger: sdkLog, MaxRequestBodyBytes: ep.maxBody})
 	return ep, nil
 }
 
@@ -249,17 +256,27 @@ func (ep *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(requestHeader)
 	var body []byte
 	if r.Method == http.MethodPost && r.Body != nil {
-		var err error
-		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody)); err != nil {
-			http.Error(w, fmt.Sprintf("request body over %d bytes: send smaller requests", maxBody), http.StatusRequestEntityTooLarge)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		// The slot first: bodies being read are held to
+		// gateway.max_requests of them too, not to the connections.
 		select {
 		case ep.requests <- struct{}{}:
 			defer func() { <-ep.requests }()
 		default:
-			ep.tooManyRequests(w, body)
+			prefix, _ := io.ReadAll(io.LimitReader(r.Body, busyPrefix))
+			ep.tooManyRequests(w, prefix)
+			return
+		}
+		var err error
+		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, ep.maxBody)); err != nil {
+			http.Error(w, fmt.Sprintf("request body over %d bytes (twice limits.max_request_bytes and 64 KiB for the envelope): pass large inputs by reference (a path or URL) instead of inline", ep.maxBody), http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	callID, callTool, callArgs, isCall := toolsCall(body)
+	if isCall {
+		if err := argumentsFit(callArgs, ep.maxArgs); err != nil {
+			refuseArguments(w, callID, err)
 			return
 		}
 	}
@@ -288,7 +305,7 @@ func (ep *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		defer release()
 	}
-	if id, tool, ok := toolsCall(body); ok {
+	if id, tool := callID, callTool; isCall {
 		r.Header.Set(requestHeader, id)
 		// Only a script reads the request that carries its answer
 		// (untilAnswerUnread). MCP wants a request id unique in its
@@ -343,25 +360,41 @@ func (ep *endpoint) untilAnswerUnread(ctx context.Context, req *mcp.CallToolRequ
 // statelessVersion is the first protocol version without sessions.
 const statelessVersion = "2026-07-28"
 
-// toolsCall returns the JSON-RPC id (as its JSON text) and the tool name
-// of a body that is one tools/call request.
-func toolsCall(body []byte) (id, tool string, ok bool) {
+// toolsCall returns the JSON-RPC id (as its JSON text), the tool name and
+// the arguments (JSON, not decoded) of a body that is one tools/call
+// request.
+func toolsCall(body []byte) (id, tool string, args json.RawMessage, ok bool) {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
 	}
 	if len(body) == 0 || body[0] != '{' || json.Unmarshal(body, &m) != nil {
-		return "", "", false
+		return "", "", nil, false
 	}
 	if m.Method != "tools/call" || len(m.ID) == 0 || string(m.ID) == "null" {
-		return "", "", false
+		return "", "", nil, false
 	}
 	var params struct {
-		Name string `json:"name"`
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
 	}
 	_ = json.Unmarshal(m.Params, &params) // params the SDK refuses name no tool
-	return string(m.ID), params.Name, true
+	return string(m.ID), params.Name, params.Arguments, true
+}
+
+// refuseArguments answers the tools/call with JSON-RPC id id, whose
+// arguments cannot fit limits.max_request_bytes, as callTool would (an
+// error result saying why), before the MCP SDK decodes them: it reads a
+// tools/call's arguments whole, into maps, to check its headers.
+func refuseArguments(w http.ResponseWriter, id string, why error) {
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "result": errorResult("invalid", "", why.Error())})
+	if err != nil {
+		http.Error(w, why.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
 }
 
 // atLeast passes on only the records of level or above.

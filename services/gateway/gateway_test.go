@@ -17,13 +17,15 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 )
 
 func testEndpoint(name string) *endpoint {
 	return &endpoint{cfg: config.GatewayEndpoint{Name: name, Agent: "bot", OnBehalfOf: "dana"}, nonce: newNonce(),
 		server: mcp.NewServer(&mcp.Implementation{Name: "test"}, nil), sessions: newSessionCap(config.Default().Gateway.MaxSessions),
-		requests: make(chan struct{}, config.Default().Gateway.MaxRequests)}
+		requests: make(chan struct{}, config.Default().Gateway.MaxRequests),
+		maxBody:  ingress.MaxJSONBody(config.Default().Limits.MaxRequestBytes), maxArgs: config.Default().Limits.MaxRequestBytes}
 }
 
 func TestCallIDs(t *testing.T) {
@@ -128,7 +130,7 @@ func TestToolsCallID(t *testing.T) {
 		{"garbage_gives_none", `{"id":`, "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if id, tool, _ := toolsCall([]byte(c.body)); id != c.want || tool != c.tool {
+			if id, tool, _, _ := toolsCall([]byte(c.body)); id != c.want || tool != c.tool {
 				t.Fatalf("got %q %q, want %q %q", id, tool, c.want, c.tool)
 			}
 		})
@@ -205,9 +207,10 @@ func TestDecodeArgs(t *testing.T) {
 		{"an_array_is_refused", `[1,2]`, false},
 		{"a_string_is_refused", `"x"`, false},
 		{"broken_json_is_refused", `{"a":`, false},
+		{"a_list_past_the_limit_once_encoded_is_refused", `{"a":[` + strings.Repeat("0,", 500) + `0]}`, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			args, err := decodeArgs(json.RawMessage(c.raw))
+			args, err := decodeArgs(json.RawMessage(c.raw), 4096)
 			if (err == nil) != c.ok || (c.ok && args == nil) {
 				t.Fatalf("%v %v", args, err)
 			}

@@ -166,6 +166,8 @@ func (ep *endpoint) codeLimits() codemode.Limits {
 	// A script runs only when the audit can record it whole (what ran is
 	// what an auditor reads, not a benign head of it).
 	lim.MaxScriptBytes = min(lim.MaxScriptBytes, ingress.MaxScriptText)
+	// A call's arguments are a request's (limits.max_request_bytes).
+	lim.MaxArgBytes = min(lim.MaxArgBytes, ep.maxArgs)
 	return lim
 }
 

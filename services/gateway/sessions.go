@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -154,16 +155,9 @@ func (ep *endpoint) tooManyRequests(w http.ResponseWriter, body []byte) {
 }
 
 // refuseBusy answers HTTP 503 with Retry-After and a JSON-RPC error whose
-// id is the request's, if it has one.
+// id is the request's, if body (or the start of it) names one.
 func refuseBusy(w http.ResponseWriter, body []byte, msg string) {
-	var req struct {
-		ID json.RawMessage `json:"id"`
-	}
-	_ = json.Unmarshal(body, &req)
-	if len(req.ID) == 0 {
-		req.ID = json.RawMessage("null")
-	}
-	out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": codeTooManySessions, "message": msg}})
+	out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": requestID(body), "error": map[string]any{"code": codeTooManySessions, "message": msg}})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Retry-After", "5")
 	w.WriteHeader(http.StatusServiceUnavailable)
@@ -173,3 +167,30 @@ func refuseBusy(w http.ResponseWriter, body []byte, msg string) {
 // codeTooManySessions is a JSON-RPC server error (-32000 to -32099 are
 // the implementation's): too many sessions or requests.
 const codeTooManySessions = -32001
+
+// busyPrefix is how much of a refused request's body is read for its id:
+// a request refused for want of a slot is not read whole.
+const busyPrefix = 4 << 10
+
+// requestID is the JSON-RPC id of a request whose body starts with body
+// (it may be cut short), null when it names none before the cut.
+func requestID(body []byte) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return json.RawMessage("null")
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			break
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			break
+		}
+		if key == "id" {
+			return v
+		}
+	}
+	return json.RawMessage("null")
+}

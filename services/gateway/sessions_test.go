@@ -126,20 +126,7 @@ func TestAnEndpointServesAtMostItsMaxRequests(t *testing.T) {
 	ep, url, submitted := startHTTPGatewayWith(t, func(g *config.Gateway) { g.MaxRequests = max })
 	awaitTool(t, ep, "fs__write_file")
 	call := func(i int) *http.Request {
-		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":%q,"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"flood","version":"1"}},"name":"fs__write_file","arguments":{"path":"/tmp/r%d","content":"x"}}}`, i, statelessVersion, i)
-		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+testToken)
-		req.Header.Set("Mcp-Protocol-Version", statelessVersion)
-		req.Header.Set("Mcp-Method", "tools/call")
-		req.Header.Set("Mcp-Name", "fs__write_file")
-		ctx, cancel := context.WithCancel(context.Background())
-		t.Cleanup(cancel)
-		return req.WithContext(ctx)
+		return statelessCall(t, url, strings.NewReader(statelessBody(i, fmt.Sprintf(`{"path":"/tmp/r%d","content":"x"}`, i))))
 	}
 	for i := range max { // each waits for a decision
 		go func() {

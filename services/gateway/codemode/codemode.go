@@ -15,8 +15,9 @@
 //     its awaits), summed; an endless loop ends here (vm.Interrupt, which
 //     no try/catch can catch).
 //   - MaxScriptBytes, MaxCalls (the tool calls of one run), MaxArgBytes
-//     (one call's arguments as JSON), MaxOutputBytes (the returned value as
-//     JSON plus console output).
+//     (one call's arguments as JSON, and as airlock encodes them, which a
+//     list of numbers is 5 times: ingress.ArgumentsFit), MaxOutputBytes
+//     (the returned value as JSON plus console output).
 //   - Memory: goja has no heap limit, so a watchdog samples the process's
 //     heap every millisecond while the script runs JavaScript (never while
 //     it waits for its calls: a wait for a person may last minutes, and a

@@ -349,3 +349,23 @@ func TestArgumentsThatGrowWhenEscapedStillPassFromTheSandbox(t *testing.T) {
 		t.Fatalf("got %s with %d calls, want true with 1", res.Value, len(rec.calls))
 	}
 }
+
+// A script's call whose arguments are under MaxArgBytes as JSON but not
+// once encoded (a list of numbers: 2 bytes of JSON each, 11 encoded) is
+// refused in the sandbox, saying why, before the gateway decodes it (R9
+// F1's shape, through run_code).
+func TestArgumentsThatCannotFitOnceEncodedAreRefusedInTheSandbox(t *testing.T) {
+	for mode, lim := range modes(t) {
+		t.Run(mode, func(t *testing.T) {
+			rec := &recorder{}
+			res, err := Run(context.Background(), `try { await tools.fs__read({a: new Array(100000).fill(0)}); return "sent"; } catch (e) { return e.message; }`, []string{"fs__read"}, rec.call, lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var said string
+			if err := json.Unmarshal(res.Value, &said); err != nil || !strings.Contains(said, "limits.max_request_bytes") || !strings.Contains(said, "by reference") || len(rec.calls) != 0 {
+				t.Fatalf("the script got %s with %d calls made; want a refusal naming limits.max_request_bytes and what to do, and no call", res.Value, len(rec.calls))
+			}
+		})
+	}
+}

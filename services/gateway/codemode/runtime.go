@@ -7,6 +7,8 @@ import (
 
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/parser"
+
+	"github.com/airlock-gate/airlock/services/shared/ingress"
 )
 
 // allocators are the global built-ins that allocate a caller-chosen size
@@ -212,6 +214,12 @@ func (r *run) readArgs(name string, v goja.Value) (map[string]any, error) {
 	text := s.String()
 	if len(text) > r.lim.MaxArgBytes {
 		return nil, fmt.Errorf("the arguments of tools.%s are %d bytes of JSON, over the limit of %d", name, len(text), r.lim.MaxArgBytes)
+	}
+	// The gateway decodes them again, and then encodes them: a list of
+	// numbers costs 40 times its JSON in memory, so what cannot fit is
+	// refused before either.
+	if refusal := ingress.ArgumentsFit([]byte(text), r.lim.MaxArgBytes); refusal != nil {
+		return nil, fmt.Errorf("the arguments of tools.%s: %s", name, refusal.Reason)
 	}
 	var args map[string]any
 	if err := json.Unmarshal([]byte(text), &args); err != nil || args == nil {
