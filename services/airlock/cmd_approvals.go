@@ -28,6 +28,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
+	"github.com/airlock-gate/airlock/services/shared/lookalike"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/preview"
 )
@@ -294,7 +295,7 @@ func printList(w io.Writer, out listReply, now time.Time) {
 			asked = now.Sub(r.GetCreatedAt().AsTime()).Round(time.Second).String() + " ago"
 		}
 		flag := ""
-		warnings := calls.LookAlikeWarnings(r.GetCall(), nil, escape.Terminal)
+		warnings := lookalike.Warnings(r.GetCall(), nil, escape.Terminal)
 		if len(r.GetProblems()) > 0 || len(warnings) > 0 {
 			flag = " (!)"
 		}
@@ -411,7 +412,7 @@ func printRecord(w io.Writer, r *airlockv1.ApprovalRecord) {
 		fmt.Fprintf(w, " on behalf of %s", calls.OnBehalfOfText(c, t))
 	}
 	fmt.Fprintln(w)
-	for _, l := range calls.LookAlikeWarnings(c, nil, t) {
+	for _, l := range lookalike.Warnings(c, nil, t) {
 		fmt.Fprintf(w, "(!)       %s\n", l)
 	}
 	if c.GetThreadId() != "" {

@@ -28,6 +28,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/lookalike"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -647,8 +648,8 @@ func (n *PushNotifier) message(rec *airlockv1.ApprovalRecord, kind string) pushM
 	}
 	// Look-alike letters take the reason's place (the page shows both):
 	// the title's tool may be the name that lies.
-	if found := calls.LookAlikes(c, rec.GetDecision().GetRedact()); len(found) > 0 {
-		body = "⚠ " + calls.LookAlikePrefix + found[0].Summary(func(s string) string { return escape.Push(calls.Shorten(s, 40)) }) +
+	if found := lookalike.InCall(c, rec.GetDecision().GetRedact()); len(found) > 0 {
+		body = "⚠ " + lookalike.Prefix + found[0].Summary(func(s string) string { return escape.Push(calls.Shorten(s, 40)) }) +
 			" — agent " + escape.Push(calls.Shorten(c.GetAgentId(), 40))
 	}
 	path := callPath(c.GetAgentId(), c.GetCallId())

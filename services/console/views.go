@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/grant"
 	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/lookalike"
 	"github.com/airlock-gate/airlock/services/shared/preview"
 )
 
@@ -87,7 +88,7 @@ type callView struct {
 	// non-finite number): the record renders, flagged.
 	Problems []string
 	// LookAlikes warn of names in the agent's words that pass for Latin
-	// ones they are not (calls.LookAlikeWarnings): pаypal.com with a
+	// ones they are not (lookalike.Warnings): pаypal.com with a
 	// Cyrillic а.
 	LookAlikes []string
 	// AgentRuns: a gate-only call (a coding agent's hook): the agent runs
@@ -175,7 +176,7 @@ func newCallView(rec *airlockv1.ApprovalRecord) callView {
 	var whole bool
 	v.Args, v.ArgsCompact, v.Problems, whole = argsText(c.GetArguments(), raw)
 	v.ArgsCut = !whole
-	v.LookAlikes = calls.LookAlikeWarnings(c, nil, func(s string) string { return s }) // html/template escapes them; the page shows the arguments unredacted
+	v.LookAlikes = lookalike.Warnings(c, nil, func(s string) string { return s }) // html/template escapes them; the page shows the arguments unredacted
 	if rec.GetAbridged() && c.GetArguments() == nil {
 		v.Abridged = true
 		v.Args, v.ArgsCompact = rec.GetArgumentsPreview(), compactPreview(rec.GetArgumentsPreview())

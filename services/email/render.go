@@ -12,6 +12,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/lookalike"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/preview"
 )
@@ -152,7 +153,7 @@ func details(b *strings.Builder, rec *airlockv1.ApprovalRecord) {
 		line("On behalf of", calls.OnBehalfOfText(c, escape.MailHeader))
 	}
 	// The agent's words as the lines above show them: one line, links defanged.
-	for _, w := range calls.LookAlikeWarnings(c, d.GetRedact(), func(s string) string { return defang(escape.MailHeader(s)) }) {
+	for _, w := range lookalike.Warnings(c, d.GetRedact(), func(s string) string { return defang(escape.MailHeader(s)) }) {
 		fmt.Fprintf(b, "! %s\n", w)
 	}
 	line("Call", fmt.Sprintf("%s (revision %d)", c.GetCallId(), max(c.GetRevision(), 1)))

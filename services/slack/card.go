@@ -12,6 +12,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/lookalike"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/preview"
 )
@@ -160,7 +161,7 @@ func detailBlocks(rec *airlockv1.ApprovalRecord, args, publicURL string) []slack
 		fields = append(fields, mrkdwn("*Working directory*\n"+escape.Slack(calls.Shorten(cwd, maxCwdChars))))
 	}
 	blocks := []slackgo.Block{slackgo.NewSectionBlock(nil, fields, nil, slackgo.SectionBlockOptionBlockID("airlock_fields"))}
-	if warnings := calls.LookAlikeWarnings(call, d.GetRedact(), escape.Slack); len(warnings) > 0 {
+	if warnings := lookalike.Warnings(call, d.GetRedact(), escape.Slack); len(warnings) > 0 {
 		blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn(":warning: "+strings.Join(warnings, "\n:warning: ")), nil, nil, slackgo.SectionBlockOptionBlockID("airlock_lookalikes")))
 	}
 

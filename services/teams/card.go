@@ -10,6 +10,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/lookalike"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/preview"
 )
@@ -80,7 +81,7 @@ func Render(rec *airlockv1.ApprovalRecord, publicURL string) Card {
 		field("Risk", calls.RiskName(d.GetRisk())),
 		field("Agent", agent),
 	}
-	if warnings := calls.LookAlikeWarnings(call, d.GetRedact(), escape.TeamsLine); len(warnings) > 0 {
+	if warnings := lookalike.Warnings(call, d.GetRedact(), escape.TeamsLine); len(warnings) > 0 {
 		body = append(body, map[string]any{"type": "RichTextBlock", "id": "lookalikes",
 			"inlines": []any{run("⚠ "+strings.Join(warnings, "\n⚠ "), "color", "Warning")}})
 	}

@@ -270,6 +270,10 @@ func visible(s string, oneLine bool) string {
 // drawn as nothing although Go counts it printable (default-ignorable code
 // points such as the combining grapheme joiner, variation selectors and
 // Hangul fillers, and the blank Braille pattern).
+// Hidden reports whether r draws nothing a reader can see (or is not
+// printable): what the look-alike detector treats as a gap in a name.
+func Hidden(r rune) bool { return hidden(r) }
+
 func hidden(r rune) bool {
 	if r == '\n' || r == '\t' {
 		return false

@@ -1,4 +1,4 @@
-package calls
+package lookalike
 
 import (
 	"fmt"
@@ -22,7 +22,7 @@ func TestLookAlikesReadsEverythingAReviewerReads(t *testing.T) {
 	}
 	c := &airlockv1.ToolCall{AgentId: "bοt", Server: "gіthub", Tool: "push", Reason: "see pаypal.com", Arguments: args}
 	var got []string
-	for _, l := range LookAlikes(c, nil) {
+	for _, l := range InCall(c, nil) {
 		got = append(got, l.Text)
 	}
 	// The identity's and arguments' names (argument names, then values,
@@ -34,7 +34,7 @@ func TestLookAlikesReadsEverythingAReviewerReads(t *testing.T) {
 	}
 	// A value the policy redacts is not quoted where the arguments are shown redacted.
 	got = nil
-	for _, l := range LookAlikes(c, []string{"/url", "/nеsted/list/1"}) {
+	for _, l := range InCall(c, []string{"/url", "/nеsted/list/1"}) {
 		got = append(got, l.Text)
 	}
 	if want := []string{"bοt", "gіthub__push", "nеsted", "pаypal.com"}; !slices.Equal(got, want) {
@@ -44,12 +44,12 @@ func TestLookAlikesReadsEverythingAReviewerReads(t *testing.T) {
 
 func TestLookAlikeWarningsAreBounded(t *testing.T) {
 	var words []string
-	for i := range MaxLookAlikeWarnings + 3 {
+	for i := range MaxWarnings + 3 {
 		words = append(words, fmt.Sprintf("pаypal%d", i))
 	}
-	lines := LookAlikeWarnings(&airlockv1.ToolCall{Reason: strings.Join(words, " ")}, nil, func(s string) string { return s })
-	if len(lines) != MaxLookAlikeWarnings+1 {
-		t.Fatalf("%d lines, want %d: %q", len(lines), MaxLookAlikeWarnings+1, lines)
+	lines := Warnings(&airlockv1.ToolCall{Reason: strings.Join(words, " ")}, nil, func(s string) string { return s })
+	if len(lines) != MaxWarnings+1 {
+		t.Fatalf("%d lines, want %d: %q", len(lines), MaxWarnings+1, lines)
 	}
 	if want := "Look-alike letters: the name pаypal0 mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a"; lines[0] != want {
 		t.Errorf("first line %q, want %q", lines[0], want)
@@ -57,13 +57,13 @@ func TestLookAlikeWarningsAreBounded(t *testing.T) {
 	if last := lines[len(lines)-1]; !strings.Contains(last, "3 more names") {
 		t.Errorf("last line %q does not say 3 more names", last)
 	}
-	if lines := LookAlikeWarnings(&airlockv1.ToolCall{Tool: "write_file", Reason: "Удалить отчёт"}, nil, func(s string) string { return s }); lines != nil {
+	if lines := Warnings(&airlockv1.ToolCall{Tool: "write_file", Reason: "Удалить отчёт"}, nil, func(s string) string { return s }); lines != nil {
 		t.Errorf("a call with no look-alike letters has warnings %q", lines)
 	}
 }
 
 // TestDecoysInTheReasonCannotCrowdOutASpoofInTheArguments: the warnings
-// are bounded (MaxLookAlikeWarnings), so look-alike decoys an agent writes
+// are bounded (MaxWarnings), so look-alike decoys an agent writes
 // in its reason (R6), its working directory or paths beside the host it
 // spoofs (R8) must not push the warning about where the call goes out of
 // the lines shown.
@@ -91,7 +91,7 @@ func TestDecoysInTheReasonCannotCrowdOutASpoofInTheArguments(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := &airlockv1.ToolCall{AgentId: "bot", Server: "web", Tool: "fetch", Arguments: args, Cwd: tt.cwd, Reason: tt.reason}
-			lines := LookAlikeWarnings(c, nil, func(s string) string { return s })
+			lines := Warnings(c, nil, func(s string) string { return s })
 			if len(lines) == 0 || !strings.Contains(lines[0], "https://pаypal.com/login") {
 				t.Fatalf("warnings %q: want the first about the argument's address, before the decoys", lines)
 			}

@@ -1,11 +1,11 @@
-package escape_test
+package lookalike_test
 
 import (
 	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/lookalike"
 )
 
 func TestLookAlikesFindsNamesThatPassForLatin(t *testing.T) {
@@ -138,7 +138,7 @@ func TestLookAlikesFindsNamesThatPassForLatin(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []found
-			for _, l := range escape.LookAlikes(tt.in) {
+			for _, l := range lookalike.Find(tt.in) {
 				says := strings.TrimPrefix(l.Summary(func(s string) string { return s }), "the "+l.Kind+" "+l.Text+" ")
 				got = append(got, found{l.Text, l.Kind, says, string(l.Characters)})
 			}
@@ -176,7 +176,7 @@ func TestLookAlikeWarningSaysWhichLetterPassesForWhich(t *testing.T) {
 		{"three_scripts", "gօᏀgle", "the name [gօᏀgle] mixes Latin, Armenian and Cherokee letters: [օ] (U+0585 ARMENIAN SMALL LETTER OH) looks like o; [Ꮐ] (U+13C0 CHEROKEE LETTER NAH) looks like G"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ls := escape.LookAlikes(tt.in)
+			ls := lookalike.Find(tt.in)
 			if len(ls) != 1 {
 				t.Fatalf("LookAlikes(%q) = %+v, want one", tt.in, ls)
 			}
@@ -211,7 +211,7 @@ func TestAHostLongerThanADNSNameHasNoASCIIForm(t *testing.T) {
 		{"the hostile shape", "pа1" + han(20700) + ".com", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			found := escape.LookAlikes("see " + tc.host)
+			found := lookalike.Find("see " + tc.host)
 			if len(found) != 1 || found[0].Text != tc.host {
 				t.Fatalf("found %d names, want the host flagged", len(found))
 			}
@@ -237,6 +237,6 @@ func BenchmarkLookAlikesHostile(b *testing.B) {
 	in := `{"path":"notes.txt","h":["` + strings.Join(hosts, `","`) + `"]}`
 	b.SetBytes(int64(len(in)))
 	for b.Loop() {
-		escape.LookAlikes(in)
+		lookalike.Find(in)
 	}
 }

@@ -1,4 +1,4 @@
-package calls
+package lookalike
 
 import (
 	"cmp"
@@ -7,22 +7,22 @@ import (
 	"slices"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
-	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/calls"
 )
 
-// MaxLookAlikeWarnings bounds the look-alike warnings a surface shows for
+// MaxWarnings bounds the look-alike warnings a surface shows for
 // one call; past it one line says how many more there are, so an agent
 // cannot bury a card or page under them.
-const MaxLookAlikeWarnings = 5
+const MaxWarnings = 5
 
 // maxLookAlikeChars bounds how much of a look-alike name a warning quotes:
 // the value itself is shown in full where it stands.
 const maxLookAlikeChars = 80
 
-// LookAlikePrefix starts every look-alike warning.
-const LookAlikePrefix = "Look-alike letters: "
+// Prefix starts every look-alike warning.
+const Prefix = "Look-alike letters: "
 
-// LookAlikes are the escape.LookAlikes in everything of c a reviewer
+// LookAlikes are the Find in everything of c a reviewer
 // reads — its agent, the person it acts for, server and tool, thread, each
 // argument's name and string value, its working directory and its reason
 // — each name once. What the call does comes first: the names of its
@@ -30,15 +30,15 @@ const LookAlikePrefix = "Look-alike letters: "
 // reason; within each, addresses, hosts and e-mail addresses before paths
 // and other names. So decoys the agent writes in its working directory or
 // reason, or paths beside a spoofed host, cannot take the warnings' places
-// (MaxLookAlikeWarnings, a phone's one line) from a spoofed host in its
+// (MaxWarnings, a phone's one line) from a spoofed host in its
 // arguments. redact is the decision's redact, for a surface that shows
 // the arguments redacted (Redacted): a value it hides is not quoted in a
 // warning either; nil for one that shows them all.
-func LookAlikes(c *airlockv1.ToolCall, redact []string) []escape.LookAlike {
-	texts := []string{c.GetAgentId(), c.GetOnBehalfOf(), ToolName(c.GetServer(), c.GetTool()), c.GetThreadId()}
+func InCall(c *airlockv1.ToolCall, redact []string) []Name {
+	texts := []string{c.GetAgentId(), c.GetOnBehalfOf(), calls.ToolName(c.GetServer(), c.GetTool()), c.GetThreadId()}
 	// Arguments walked with a stack, not recursion: their depth is the
 	// agent's choice.
-	stack := []any{Redacted(c.GetArguments(), redact)}
+	stack := []any{calls.Redacted(c.GetArguments(), redact)}
 	for len(stack) > 0 {
 		v := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -58,14 +58,14 @@ func LookAlikes(c *airlockv1.ToolCall, redact []string) []escape.LookAlike {
 		}
 	}
 	type ranked struct {
-		l           escape.LookAlike
+		l           Name
 		place, kind int
 	}
 	var found []ranked
 	seen := map[string]bool{}
 	for place, group := range [][]string{texts, {c.GetCwd()}, {c.GetReason()}} {
 		for _, t := range group {
-			for _, l := range escape.LookAlikes(t) {
+			for _, l := range Find(t) {
 				if !seen[l.Text] {
 					seen[l.Text] = true
 					found = append(found, ranked{l, place, kindRank(l.Kind)})
@@ -74,7 +74,7 @@ func LookAlikes(c *airlockv1.ToolCall, redact []string) []escape.LookAlike {
 		}
 	}
 	slices.SortStableFunc(found, func(a, b ranked) int { return cmp.Or(cmp.Compare(a.place, b.place), cmp.Compare(a.kind, b.kind)) })
-	out := make([]escape.LookAlike, len(found))
+	out := make([]Name, len(found))
 	for i, r := range found {
 		out[i] = r.l
 	}
@@ -93,24 +93,24 @@ func kindRank(kind string) int {
 	return 2
 }
 
-// LookAlikeWarnings are the lines every surface shows for a call whose
+// Warnings are the lines every surface shows for a call whose
 // words hold look-alike letters (LookAlikes): one per name, "Look-alike
 // letters: the host pаypal.com mixes Latin and Cyrillic letters: а
 // (U+0430 CYRILLIC SMALL LETTER A) looks like a; in ASCII its host is
-// xn--pypal-4ve.com" (escape.LookAlike.Warning), the agent's words shown
+// xn--pypal-4ve.com" (Name.Warning), the agent's words shown
 // by esc, the medium's escape for them (a long name shortened); at most
-// MaxLookAlikeWarnings, then one line saying how many more; none for a
+// MaxWarnings, then one line saying how many more; none for a
 // call with none. redact is as for LookAlikes.
-func LookAlikeWarnings(c *airlockv1.ToolCall, redact []string, esc func(string) string) []string {
-	found := LookAlikes(c, redact)
-	short := func(s string) string { return esc(Shorten(s, maxLookAlikeChars)) }
+func Warnings(c *airlockv1.ToolCall, redact []string, esc func(string) string) []string {
+	found := InCall(c, redact)
+	short := func(s string) string { return esc(calls.Shorten(s, maxLookAlikeChars)) }
 	var lines []string
 	for i, l := range found {
-		if i == MaxLookAlikeWarnings {
-			lines = append(lines, fmt.Sprintf("%s%d more names hold letters or digits that pass for Latin ones.", LookAlikePrefix, len(found)-i))
+		if i == MaxWarnings {
+			lines = append(lines, fmt.Sprintf("%s%d more names hold letters or digits that pass for Latin ones.", Prefix, len(found)-i))
 			break
 		}
-		lines = append(lines, LookAlikePrefix+l.Warning(short))
+		lines = append(lines, Prefix+l.Warning(short))
 	}
 	return lines
 }

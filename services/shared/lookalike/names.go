@@ -1,4 +1,4 @@
-package escape
+package lookalike
 
 import (
 	"fmt"
@@ -9,12 +9,13 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/airlock-gate/airlock/services/shared/escape"
 	"golang.org/x/net/idna"
 	"golang.org/x/net/publicsuffix"
 	"golang.org/x/text/unicode/norm"
 )
 
-// LookAlike is a name in an agent's text (a host, a path, an identifier,
+// Name is a name in an agent's text (a host, a path, an identifier,
 // a word) that may read as a Latin name it is not: a word in it mixes
 // Latin letters with letters of a script whose letters look like Latin
 // ones (pаypal.com with a Cyrillic а), with digits of another script
@@ -24,11 +25,11 @@ import (
 // Cyrillic а is drawn as an a: every surface that shows an agent's words
 // says so beside them (Warning). Text in another script that does not pass
 // for Latin — a Cyrillic or Japanese sentence, пример.рф, отчёт.pdf — is no
-// LookAlike. An address or host, ASCII or not, that reads as leading to a
+// Name. An address or host, ASCII or not, that reads as leading to a
 // domain it does not lead to (https://paypal.com@evil.example/,
 // accounts.google.com.evil.example) is one too: its warning names where
 // it leads.
-type LookAlike struct {
+type Name struct {
 	// Text is the name as the agent wrote it: agent text, escaped for the
 	// medium like any other.
 	Text string
@@ -76,7 +77,7 @@ type LookAlike struct {
 // `the host pаypal.com mixes Latin and Cyrillic letters: а (U+0430
 // CYRILLIC SMALL LETTER A) looks like a; in ASCII its host is
 // xn--pypal-4ve.com`.
-func (l LookAlike) Warning(esc func(string) string) string {
+func (l Name) Warning(esc func(string) string) string {
 	var b strings.Builder
 	b.WriteString(l.Summary(esc))
 	if len(l.Characters) > 0 {
@@ -109,7 +110,7 @@ func (l LookAlike) Warning(esc func(string) string) string {
 // Embedded domain leads: "leads to the host evil.example: paypal.com
 // before the @ is a user name", "leads to the domain evil.example, not
 // google.com".
-func (l LookAlike) leadsTo(esc func(string) string) []string {
+func (l Name) leadsTo(esc func(string) string) []string {
 	var says []string
 	if l.UserInfo != "" {
 		says = append(says, fmt.Sprintf("leads to the host %s: %s before the @ is a user name", esc(l.Host), esc(l.UserInfo)))
@@ -126,7 +127,7 @@ func (l LookAlike) leadsTo(esc func(string) string) []string {
 // that pass for Latin"; for a name with no look-alike character, where it
 // leads: "the address https://accounts.google.com.evil.example/ leads to
 // the domain evil.example, not google.com".
-func (l LookAlike) Summary(esc func(string) string) string {
+func (l Name) Summary(esc func(string) string) string {
 	if leads := l.leadsTo(esc); len(l.Characters) == 0 && len(leads) > 0 {
 		return fmt.Sprintf("the %s %s %s", l.Kind, esc(l.Text), leads[0])
 	}
@@ -156,12 +157,12 @@ func (l LookAlike) Summary(esc func(string) string) string {
 // length does not grow with the agent's text.
 const maxWarningLetters = 3
 
-// LookAlikes finds every LookAlike in s, each name once, in the order
+// LookAlikes finds every Name in s, each name once, in the order
 // they appear. A name is a run of letters, marks, digits, styled letters,
 // runes that do not show as themselves (Visible escapes them) and the
 // characters that join the parts of hosts, paths and identifiers
 // (. - _ / \ : @ ~ + %); its words are its parts between those joiners.
-// A name is a LookAlike when one of its words
+// A name is a Name when one of its words
 //
 //   - mixes Latin letters with letters of a script that passes for Latin
 //     (Cyrillic, Greek, Armenian, Cherokee, Coptic, Lisu, Canadian
@@ -191,22 +192,22 @@ const maxWarningLetters = 3
 //
 // A name with Latin letters that holds punctuation drawn as a path's, an
 // address's or a host's and is not it (https://paypal.com∕login.evil.com,
-// a division slash: the host asked for is not paypal.com) is a LookAlike
+// a division slash: the host asked for is not paypal.com) is a Name
 // too (lookAlikePunctuation).
 //
 // A μ, Ω or ℓ in a quantity's unit (10μm, 4.7kΩ, 10 μF, 2ℓ) is no
 // look-alike: after a number, at most one letter (an SI prefix) before it
 // and two after it (unit).
 //
-// A name in ASCII alone is a LookAlike when it reads as leading to a host
+// A name in ASCII alone is a Name when it reads as leading to a host
 // it does not lead to: an address whose user name before the @ reads as a
 // domain (https://paypal.com@evil.example/login connects to evil.example;
 // userInfo), or a host — of an address, an e-mail address or on its own —
 // whose labels in front of its registrable domain read as a domain of
 // their own (accounts.google.com.evil.example, paypal.com-login.evil.example:
 // embeddedDomain).
-func LookAlikes(s string) []LookAlike {
-	var found []LookAlike
+func Find(s string) []Name {
+	var found []Name
 	seen := map[string]bool{}
 	for name, afterNumber := range names(s) {
 		if seen[name] {
@@ -444,7 +445,7 @@ func names(s string) iter.Seq2[string, bool] {
 			if _, ok := styled(r); ok {
 				return true
 			}
-			return hidden(r) && r != '\n' && r != '\t'
+			return escape.Hidden(r) && r != '\n' && r != '\t'
 		}
 		for i := 0; i < len(s); {
 			start := strings.IndexFunc(s[i:], inName)
@@ -504,7 +505,7 @@ func followsNumber(before string) bool {
 	return before != "" && before[len(before)-1] >= '0' && before[len(before)-1] <= '9'
 }
 
-// ascii reports whether s is all ASCII: a name that cannot be a LookAlike,
+// ascii reports whether s is all ASCII: a name that cannot be a Name,
 // and most of what agents write.
 func ascii(s string) bool {
 	for i := 0; i < len(s); i++ {
@@ -730,12 +731,12 @@ func countWord(w string, unit, plainModifiers bool) wordCount {
 
 // lookAlike judges one name (see LookAlikes); afterNumber is whether it
 // follows a number and a space.
-func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
+func lookAlike(name string, afterNumber bool) (Name, bool) {
 	if ascii(name) {
 		// No look-alike character: only where it leads can deceive.
-		l := LookAlike{Text: name, Kind: nameKind(name)}
+		l := Name{Text: name, Kind: nameKind(name)}
 		if !l.locate() {
-			return LookAlike{}, false
+			return Name{}, false
 		}
 		return l, true
 	}
@@ -754,7 +755,7 @@ func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
 	// letter and digit looks like one, in the shape of a host or identifier.
 	wholly := !latinInName && allPass && hostOrIdentifier(name)
 
-	l := LookAlike{Text: name, Kind: kind}
+	l := Name{Text: name, Kind: kind}
 	// Fullwidth digits after a word's Latin letters or beside Chinese,
 	// Japanese or Korean ones (Windows１１, iPhone１５, 第１回meeting) are
 	// typography, as fullwidth capitals standing alone are: a word of prose
@@ -834,7 +835,7 @@ func lookAlike(name string, afterNumber bool) (LookAlike, bool) {
 		}
 	}
 	if !l.locate() && len(l.Characters) == 0 {
-		return LookAlike{}, false
+		return Name{}, false
 	}
 	if latinInName {
 		scripts = append([]string{"Latin"}, scripts...)
@@ -899,14 +900,14 @@ func dnsSized(host string) bool {
 
 // locate sets l's UserInfo and Host, Embedded and Domain, and reports
 // whether it set any.
-func (l *LookAlike) locate() bool {
+func (l *Name) locate() bool {
 	l.UserInfo, l.Host = userInfo(l.Text, l.Kind)
 	host, bare := hostOf(l.Text, l.Kind)
 	l.Embedded, l.Domain = embeddedDomain(host, bare)
 	return l.UserInfo != "" || l.Embedded != ""
 }
 
-// userInfo is LookAlike.UserInfo and Host of a name of kind: what an
+// userInfo is Name.UserInfo and Host of a name of kind: what an
 // address holds before the @ of its host (without a password after a
 // colon) when that reads as a domain, as paypal.com does and me,
 // oauth2:token and first.last do not (readsAsDomain, under any top-level
@@ -933,7 +934,7 @@ func userInfo(name, kind string) (info, host string) {
 	return info, withoutPort(host)
 }
 
-// embeddedDomain is LookAlike.Embedded and Domain of host: the last
+// embeddedDomain is Name.Embedded and Domain of host: the last
 // domain that the labels in front of host's registrable domain read as
 // when cut at a dot or a hyphen (readsAsDomain: google.com in
 // accounts.google.com.evil.example, paypal.com in
@@ -1035,7 +1036,7 @@ func lowerDotted(host string) string {
 	}, host)
 }
 
-// nameKind is LookAlike.Kind of a name.
+// nameKind is Name.Kind of a name.
 func nameKind(name string) string {
 	switch {
 	case strings.Contains(name, "://"):
@@ -1050,7 +1051,7 @@ func nameKind(name string) string {
 	return "name"
 }
 
-// asciiHost is LookAlike.ASCII of a name of kind: the host of an address
+// asciiHost is Name.ASCII of a name of kind: the host of an address
 // (between :// and the path, without user or port), of an e-mail address
 // (after the @) or the name itself for a host, in the ASCII form IDNA's
 // lookup gives it (what net/http asks a resolver for: ｐａｙｐａｌ．com is
