@@ -57,9 +57,13 @@ func InCall(c *airlockv1.ToolCall, redact []string) []Name {
 			texts = append(texts, v)
 		}
 	}
+	// Within a place, a name with letters that pass for others comes
+	// before one that only leads elsewhere in ASCII: ordinary logs hold
+	// many CDN and hosting names the ASCII rules flag (R10 F2), which must
+	// not take the bounded lines from a spoofed host.
 	type ranked struct {
-		l           Name
-		place, kind int
+		l                  Name
+		place, ascii, kind int
 	}
 	var found []ranked
 	seen := map[string]bool{}
@@ -68,12 +72,18 @@ func InCall(c *airlockv1.ToolCall, redact []string) []Name {
 			for _, l := range Find(t) {
 				if !seen[l.Text] {
 					seen[l.Text] = true
-					found = append(found, ranked{l, place, kindRank(l.Kind)})
+					ascii := 0
+					if len(l.Characters) == 0 {
+						ascii = 1
+					}
+					found = append(found, ranked{l, place, ascii, kindRank(l.Kind)})
 				}
 			}
 		}
 	}
-	slices.SortStableFunc(found, func(a, b ranked) int { return cmp.Or(cmp.Compare(a.place, b.place), cmp.Compare(a.kind, b.kind)) })
+	slices.SortStableFunc(found, func(a, b ranked) int {
+		return cmp.Or(cmp.Compare(a.place, b.place), cmp.Compare(a.ascii, b.ascii), cmp.Compare(a.kind, b.kind))
+	})
 	out := make([]Name, len(found))
 	for i, r := range found {
 		out[i] = r.l

@@ -84,6 +84,7 @@ func TestDecoysInTheReasonCannotCrowdOutASpoofInTheArguments(t *testing.T) {
 		{"in_the_reason", map[string]any{"url": "https://pаypal.com/login"}, "", "checking аa1 аa2 аa3 аa4 аa5 аa6 аa7"},
 		{"in_the_working_directory", map[string]any{"url": "https://pаypal.com/login"}, "/srv/аa1 /srv/аa2 /srv/аa3 /srv/аa4 /srv/аa5 /srv/аa6", ""},
 		{"paths_in_earlier_arguments", map[string]any{"a_files": decoys("/tmp/rеport%d"), "url": "https://pаypal.com/login"}, "", ""},
+		{"hosting_names_in_a_log_before_it", map[string]any{"a_log": decoys("GET https://www%d.example.com.edgekey.net/ 200"), "url": "https://pаypal.com/login"}, "", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			args, err := structpb.NewStruct(tt.args)
