@@ -125,7 +125,7 @@ func TestAgentTextNeverSteersATerminalOrAPage(t *testing.T) {
 		dev.Agent(t, "hookbot")
 		ch := startHook(t, hooks.Claude, shell(t, hooks.Claude, "make deploy", "toolu_hostile"),
 			"--creds", dev.Creds("hookbot"), "--nats", dev.NATSURL, "--state-dir", t.TempDir(), "--wait", "60s")
-		rec := pendingOf(t, dev.API(t), "hookbot", "claude__Bash")
+		rec := pendingOf(t, dev.API(t), "hookbot", "claude__Bash", "make deploy")
 		reason := escapetest.Corpus[0].Text + " " + "invoice\u202efdp.sh"
 		if r := cli(t, dev, "approvals", "reject", "hookbot/"+rec.GetCall().GetCallId(), "--reason", reason, "--token-file", tokenFile); r.Code != 0 {
 			t.Fatalf("reject the hook's call: %+v", r)

@@ -501,7 +501,7 @@ func (g *gatewayEnv) stdioGatewayWith(t *testing.T, endpoint, config string) (*m
 	t.Cleanup(func() {
 		_ = cs.Close()
 		if t.Failed() {
-			t.Logf("airlock gateway --stdio stderr:\n%s", stderr.String())
+			testenv.LogTail(t, "airlock gateway --stdio stderr", stderr.String())
 		}
 	})
 	return cs, cmd

@@ -541,7 +541,7 @@ func startTSClient(t *testing.T, g *gatewayEnv, endpoint, tool, args string) *ts
 		_ = stdin.Close()
 		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("TypeScript SDK client stderr:\n%s", stderr.String())
+			testenv.LogTail(t, "TypeScript SDK client stderr", stderr.String())
 		}
 	})
 	select {

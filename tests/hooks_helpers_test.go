@@ -178,12 +178,21 @@ func shell(t *testing.T, agent hooks.Agent, command, toolUseID string) []byte {
 	return payload(t, agent, hooks.SampleName(agent), set)
 }
 
-// pendingOf waits for one pending call of agent whose tool is tool, whose
-// turn in its thread's queue has come (a queued call is not decidable yet),
-// and returns it.
-func pendingOf(t *testing.T, api *approvalapi.Client, agent, tool string) *airlockv1.ApprovalRecord {
+// pendingOf waits for the pending call of agent whose tool is tool and
+// whose arguments hold arg (the command, the file), whose turn in its
+// thread's queue has come (a queued call is not decidable yet), and returns
+// it. Named by an argument, not by the tool alone: a call of the same tool
+// an earlier step left (a hook that gave up withdraws its call a moment
+// later, and the list follows the store a moment late) is not this one.
+func pendingOf(t *testing.T, api *approvalapi.Client, agent, tool, arg string) *airlockv1.ApprovalRecord {
 	t.Helper()
-	return pendingWhere(t, api, agent, tool, "whose turn came", func(r *airlockv1.ApprovalRecord) bool { return !r.GetQueued() })
+	return pendingWhere(t, api, agent, tool, fmt.Sprintf("on %q whose turn came", arg), func(r *airlockv1.ApprovalRecord) bool {
+		if r.GetQueued() {
+			return false
+		}
+		args, err := json.Marshal(r.GetCall().GetArguments().AsMap())
+		return err == nil && strings.Contains(string(args), arg)
+	})
 }
 
 // pendingWhere waits for a pending call of agent whose tool is tool and

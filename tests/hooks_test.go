@@ -123,7 +123,7 @@ func TestCodingAgentsAreGatedThroughTheirHooks(t *testing.T) {
 			})
 			t.Run("a_person_approves_in_the_console_while_the_hook_waits", func(t *testing.T) {
 				ch := startHook(t, agent, shell(t, agent, "make build", id("approve")), append(hook, "--wait", "60s")...)
-				rec := pendingOf(t, api, "laptop", shellTool)
+				rec := pendingOf(t, api, "laptop", shellTool, "make build")
 				if !rec.GetCall().GetAgentRuns() || rec.GetCall().GetOnBehalfOf() != "admin" || !rec.GetCall().GetOnBehalfOfVerified() {
 					t.Fatalf("pending call %v: want a gate-only call acting for admin", rec.GetCall())
 				}
@@ -138,7 +138,7 @@ func TestCodingAgentsAreGatedThroughTheirHooks(t *testing.T) {
 			})
 			t.Run("a_reviewers_rejection_reaches_the_model", func(t *testing.T) {
 				ch := startHook(t, agent, shell(t, agent, "make deploy", id("reject")), append(hook, "--wait", "60s")...)
-				rec := pendingOf(t, api, "laptop", shellTool)
+				rec := pendingOf(t, api, "laptop", shellTool, "make deploy")
 				if _, err := decideAs(t, api, "bob", rec, airlockv1.DecisionKind_DECISION_KIND_REJECT, "deploys go through CI"); err != nil {
 					t.Fatal(err)
 				}
@@ -200,7 +200,7 @@ func TestCodingAgentsAreGatedThroughTheirHooks(t *testing.T) {
 		ch := startHook(t, hooks.Claude, payload(t, hooks.Claude, "PreToolUse-Edit", map[string]any{
 			"tool_name": "Write", "tool_use_id": "toolu_self1", "tool_input": map[string]any{"file_path": "/home/dev/shop/x.go", "content": "package x"}}),
 			withNATS("--wait", "60s")...)
-		rec := pendingOf(t, api, "laptop", "claude__Write")
+		rec := pendingOf(t, api, "laptop", "claude__Write", "/home/dev/shop/x.go")
 		if _, err := decideAs(t, api, "bob", rec, airlockv1.DecisionKind_DECISION_KIND_APPROVE, ""); err == nil {
 			t.Fatal("bob, a reviewer but not the requester, confirmed a call only its requester may")
 		}

@@ -151,7 +151,7 @@ func StartAirlock(t testing.TB, httpAddr string, env []string, args ...string) *
 			}
 		}
 		if t.Failed() {
-			t.Logf("airlock %s output:\n%s", strings.Join(args, " "), p.Output())
+			LogTail(t, "airlock "+strings.Join(args, " ")+" output", p.Output())
 		}
 	})
 	deadline := time.Now().Add(60 * time.Second)
@@ -214,4 +214,31 @@ func (p *Process) Kill() {
 	case <-time.After(10 * time.Second):
 		p.t.Fatal("the process did not die within 10s of SIGKILL")
 	}
+}
+
+// tailLines is how many last lines of a failed test's process output
+// LogTail puts in the test's log.
+const tailLines = 30
+
+// LogTail logs the last lines of what (a process's output) and keeps the
+// whole of it in a file whose path it logs. The failure that matters is
+// logged above the dump, and a CI log shown by its last lines then shows
+// the failure, not only a thousand lines of a process's log.
+func LogTail(t testing.TB, what, output string) {
+	t.Helper()
+	lines := strings.SplitAfter(strings.TrimRight(output, "\n"), "\n")
+	where := "not kept"
+	if f, err := os.CreateTemp("", "airlock-test-output-*.log"); err != nil {
+		where = fmt.Sprintf("not kept: %v", err)
+	} else {
+		_, werr := f.WriteString(output)
+		if cerr := f.Close(); werr == nil && cerr == nil {
+			where = f.Name()
+		}
+	}
+	if len(lines) <= tailLines {
+		t.Logf("%s (whole: %s):\n%s", what, where, output)
+		return
+	}
+	t.Logf("%s, last %d of %d lines (whole: %s):\n%s", what, tailLines, len(lines), where, strings.Join(lines[len(lines)-tailLines:], ""))
 }
