@@ -40,6 +40,9 @@ type agentCalls struct {
 	now       func() time.Time
 	// waits bounds the open long-polls per agent.
 	waits *quota.PerAgent
+	// bodies bounds the submits and reports per agent being read and
+	// handled at once (maxBodiesPerAgent).
+	bodies *quota.PerAgent
 	// tools says whether a call waiting for a person can run at all.
 	tools *registry
 	// overBudget are the policy's over-budget notices this console heard,
@@ -54,6 +57,15 @@ type agentCalls struct {
 func (a *agentCalls) client(agent string) (*airlock.Client, error) {
 	return airlock.New(a.nc, agent, airlock.WithStream(a.cfg.Stream.Name), airlock.WithMaxRequestBytes(a.cfg.Limits.MaxRequestBytes),
 		airlock.WithRequestSeal(func(m *nats.Msg) { a.frontend.Request(m, Frontend, a.now()) }), airlock.WithOverBudgetNotices(a.overBudget))
+}
+
+// holdBody takes one of agent's body slots (maxBodiesPerAgent) before a
+// submit or report reads its body, and returns what gives it back.
+func (a *agentCalls) holdBody(agent string) (release func(), err error) {
+	if !a.bodies.Take(agent) {
+		return nil, apierr.New(apierr.Unavailable, "agent %s already has %d submits or reports being handled on this console: wait for one to be answered, then send this one again", agent, maxBodiesPerAgent)
+	}
+	return func() { a.bodies.Give(agent) }, nil
 }
 
 // submit publishes a call as the agent, through the SDK (the same checks

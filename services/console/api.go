@@ -86,6 +86,11 @@ type submitResponse struct {
 // Whom the call acts for comes from the token, never the body.
 func (con *Console) apiSubmit(c echo.Context) error {
 	p := principal(c)
+	release, err := con.agents.holdBody(p.AgentID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	var req submitRequest
 	if err := readJSON(c, &req, ingress.MaxJSONBody(con.cfg.Limits.MaxRequestBytes)); err != nil {
 		return err
@@ -130,6 +135,11 @@ func (con *Console) apiCancel(c echo.Context) error {
 // apiReport records how the token's agent's gate-only call ended
 // (agentCalls.report).
 func (con *Console) apiReport(c echo.Context) error {
+	release, err := con.agents.holdBody(principal(c).AgentID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	var req reportRequest
 	id, err := ownCall(c, &req, ingress.MaxJSONBody(con.cfg.Limits.MaxRequestBytes))
 	if err != nil {

@@ -4,3 +4,13 @@ package console
 // agent holds open on a console process at once: each holds a subscription
 // and a goroutine, and one agent's token must not be able to exhaust them.
 const maxWaitsPerAgent = 64
+
+// maxBodiesPerAgent bounds the submits and reports (POST /api/v1/calls,
+// .../report) one agent's token has being read and handled on a console
+// process at once. Each holds a body of up to twice limits.max_request_bytes
+// and its copies while it is read, framed and published: without a bound,
+// one token sending slowly on many connections held as many bodies. A
+// request over the bound is refused before its body is read. Sixteen leave
+// room for an agent whose workers submit in parallel (each submit is
+// answered in milliseconds) and bound a token at about 34 MiB of bodies.
+const maxBodiesPerAgent = 16
