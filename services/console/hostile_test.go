@@ -174,6 +174,42 @@ func TestSignInIsLimited(t *testing.T) {
 	}
 }
 
+// TestSignInFailuresFromOneIPv6NetworkCountTogether: an IPv6 client holds
+// a whole /64, so each of its addresses counted alone gave it a fresh
+// failures_per_address at every address. Failures are now counted per /64
+// (an IPv4 address alone), through a trusted proxy's X-Forwarded-For as
+// from the connection.
+func TestSignInFailuresFromOneIPv6NetworkCountTogether(t *testing.T) {
+	e := newEnvWith(t, func(c *config.Config) {
+		c.Console.SignIn = config.SignInLimit{FailuresPerUser: 100, FailuresPerAddress: 3, Window: time.Hour}
+		c.Console.TrustedProxies = []string{"127.0.0.1", "::1"}
+	})
+	try := func(from, user string) page {
+		b := e.browser()
+		tok := b.csrf("/login")
+		req, _ := http.NewRequest(http.MethodPost, b.base+"/login", strings.NewReader(url.Values{"_csrf": {tok}, "user": {user}, "password": {"guess"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Forwarded-For", from)
+		return b.do(req)
+	}
+	for _, s := range []struct {
+		name, from string
+		want       int
+	}{
+		{"a_first_address_of_a_network", "2001:db8:1:2::1", http.StatusUnauthorized},
+		{"another_address_of_the_network", "2001:db8:1:2:aaaa::7", http.StatusUnauthorized},
+		{"a_third_reaches_the_networks_limit", "2001:db8:1:2:ffff:ffff:ffff:ffff", http.StatusUnauthorized},
+		{"then_any_address_of_the_network_waits", "2001:db8:1:2:1234:5678:9abc:def0", http.StatusTooManyRequests},
+		{"another_network_is_counted_apart", "2001:db8:1:3::1", http.StatusUnauthorized},
+		{"an_ipv4_address_is_counted_alone", "192.0.2.1", http.StatusUnauthorized},
+		{"so_is_the_next_ipv4_address", "192.0.2.2", http.StatusUnauthorized},
+	} {
+		if p := try(s.from, "user-"+s.name); p.Status != s.want {
+			t.Fatalf("%s: status %d, want %d\n%s", s.name, p.Status, s.want, p.Body)
+		}
+	}
+}
+
 // TestTheNextRedirectStaysOnTheConsole: whatever next= says, a sign-in
 // redirects to a path of this site.
 func TestTheNextRedirectStaysOnTheConsole(t *testing.T) {

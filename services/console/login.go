@@ -59,7 +59,7 @@ func (con *Console) login(c echo.Context) error {
 	if err != nil || ck.Value == "" || c.FormValue(csrfField) != ck.Value {
 		return apierr.New(apierr.NotAuthorized, "the sign-in form expired or came from another site: open the sign-in page again")
 	}
-	name, addr := strings.TrimSpace(c.FormValue("user")), con.clientAddr(c)
+	name, addr := strings.TrimSpace(c.FormValue("user")), limitedAddr(con.clientAddr(c))
 	if wait, err := con.logins.blocked(ctx, name, addr); err != nil {
 		return err
 	} else if wait > 0 {
@@ -151,6 +151,26 @@ func (con *Console) clientAddr(c echo.Context) string {
 		}
 	}
 	return host
+}
+
+// limitedAddr is what sign-in limits count an address as (loginLimiter):
+// an IPv4 address itself, an IPv6 address's /64 network. One IPv6 client
+// holds a whole /64 (a home or cloud host gets one, SLAAC and privacy
+// addresses rotate within it), so counted address by address it had 2^64
+// fresh starts: console.sign_in's failures_per_address did not bound its
+// guesses, and every address it used left counters in the console bucket.
+// Anything that is not an address (a proxy's odd X-Forwarded-For) is
+// counted as written, at most 64 bytes of it.
+func limitedAddr(addr string) string {
+	ip := net.ParseIP(addr)
+	switch {
+	case ip == nil:
+		return addr[:min(len(addr), 64)]
+	case ip.To4() != nil:
+		return ip.To4().String()
+	default:
+		return (&net.IPNet{IP: ip.Mask(net.CIDRMask(64, 128)), Mask: net.CIDRMask(64, 128)}).String()
+	}
 }
 
 func (con *Console) trusted(addr string) bool {

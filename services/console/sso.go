@@ -148,7 +148,7 @@ func (con *Console) ssoStartPage(c echo.Context) error {
 		return apierr.New(apierr.NotFound, "single sign-on is not configured: sign in with your user name and password")
 	}
 	// Each start stores a pending sign-in: an address may start only so many.
-	if wait, err := con.logins.started(c.Request().Context(), con.clientAddr(c)); err != nil {
+	if wait, err := con.logins.started(c.Request().Context(), limitedAddr(con.clientAddr(c))); err != nil {
 		return err
 	} else if wait > 0 {
 		return con.loginAgain(c, http.StatusTooManyRequests, fmt.Sprintf("Too many sign-ins were started from this address: try again in %s.", wait.Round(time.Second)))

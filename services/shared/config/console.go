@@ -66,7 +66,7 @@ func (w WebPush) Enabled() bool { return w.VAPIDPrivateKeyFile != "" }
 // further attempts are refused until the window has passed, whether or not
 // the user exists. StartsPerAddress bounds single sign-ons started from one
 // client address within Window (each stores a pending sign-in); 0 means
-// no bound.
+// no bound. An IPv6 client's address counts as its /64 network.
 type SignInLimit struct {
 	FailuresPerUser    int           `yaml:"failures_per_user"`
 	FailuresPerAddress int           `yaml:"failures_per_address"`
