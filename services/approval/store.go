@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
@@ -28,10 +27,10 @@ const maxCASAttempts = 200
 // airlock.v1.ApprovalRecord.
 type records struct {
 	kv jetstream.KeyValue
-	// js and subject (the bucket's key prefix, "$KV.<bucket>.") write an
-	// ended record with a TTL, which jetstream.KeyValue.Update cannot.
-	js      jetstream.JetStream
-	subject string
+	// js and bucket write an ended record with a TTL (bus.UpdateTTL),
+	// which jetstream.KeyValue.Update cannot.
+	js     jetstream.JetStream
+	bucket string
 	// endedTTL is approval.ended_retention; 0 when the bucket takes no
 	// per-key TTL (provisioned before it did): ended records then stay.
 	endedTTL time.Duration
@@ -48,7 +47,7 @@ func openRecords(ctx context.Context, js jetstream.JetStream, bucket string, ret
 	if err != nil {
 		return records{}, fmt.Errorf("status: %w", err)
 	}
-	r := records{kv: kv, js: js, subject: "$KV." + bucket + "."}
+	r := records{kv: kv, js: js, bucket: bucket}
 	if bus.TakesKeyTTLs(st) {
 		r.endedTTL = retention
 	}
@@ -64,9 +63,7 @@ func (s records) update(ctx context.Context, key string, data []byte, kvrev uint
 		_, err := s.kv.Update(ctx, key, data, kvrev)
 		return err
 	}
-	_, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: s.subject + key, Data: data},
-		jetstream.WithExpectLastSequencePerSubject(kvrev), jetstream.WithMsgTTL(s.endedTTL))
-	return err
+	return bus.UpdateTTL(ctx, s.js, s.bucket, key, data, kvrev, s.endedTTL)
 }
 
 func (s records) get(ctx context.Context, key string) (*airlockv1.ApprovalRecord, uint64, error) {

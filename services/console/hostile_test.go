@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -13,14 +14,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/console"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/svc"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // routes are every path a link or form of the console may point at; an
@@ -208,6 +212,48 @@ func TestSignInFailuresFromOneIPv6NetworkCountTogether(t *testing.T) {
 			t.Fatalf("%s: status %d, want %d\n%s", s.name, p.Status, s.want, p.Body)
 		}
 	}
+}
+
+// TestSignInCountersLeaveNothingBehind: every user name and network a
+// client tries a password from makes a counter in the console bucket, and
+// no sign-in is needed to make them. The sweep deleted a counter once its
+// window passed, and a KV delete leaves its marker in the bucket for ever:
+// a client cycling names grew the bucket for good. A counter now expires
+// with its window, a cleared one with its marker, leaving nothing.
+func TestSignInCountersLeaveNothingBehind(t *testing.T) {
+	e := newEnvWith(t, func(c *config.Config) {
+		c.Console.SignIn = config.SignInLimit{FailuresPerUser: 100, FailuresPerAddress: 100, Window: 2 * time.Second}
+	})
+	_, srv := e.startConsoleWith(console.Options{SweepEvery: 300 * time.Millisecond})
+	b := &browser{t: t, base: srv.URL, c: e.browser().c}
+	for i := range 5 {
+		tok := b.csrf("/login")
+		if p := b.post("/login", url.Values{"_csrf": {tok}, "user": {fmt.Sprintf("guess-%d", i)}, "password": {"wrong"}}); p.Status != http.StatusUnauthorized {
+			t.Fatalf("a wrong password: %d", p.Status)
+		}
+	}
+	// alice fails, then signs in: her counter is cleared at once.
+	tok := b.csrf("/login")
+	b.post("/login", url.Values{"_csrf": {tok}, "user": {"alice"}, "password": {"wrong"}})
+	b.signIn("alice")
+
+	bucket := e.deps.Config.Buckets.Console
+	filter := "$KV." + bucket + ".logins.>"
+	stream, err := e.deps.JS.Stream(context.Background(), "KV_"+bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := func() int {
+		info, err := stream.Info(context.Background(), jetstream.WithSubjectFilter(filter))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(info.State.Subjects)
+	}
+	if n := held(); n == 0 {
+		t.Fatal("the failed sign-ins left no counter to count them")
+	}
+	testenv.Eventually(t, 20*time.Second, "the sign-in counters and their markers gone from the console bucket", func() bool { return held() == 0 })
 }
 
 // TestTheNextRedirectStaysOnTheConsole: whatever next= says, a sign-in

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 )
 
@@ -208,17 +209,43 @@ func parseProxies(list []string) ([]*net.IPNet, error) {
 // and single sign-ons started per client address in the console bucket
 // (logins.user.<name>, logins.addr.<address>, logins.sso.<address>), with
 // compare-and-set so that replicas count together.
+//
+// A counter is written with its window's end as its TTL, and cleared with a
+// purge whose marker expires too, where the bucket takes per-key TTLs
+// (bus.TakesKeyTTLs): an unauthenticated client makes counters (each new
+// user name it tries, each network it tries from), and a counter the sweep
+// only deleted left its marker in the bucket for ever. A bucket provisioned
+// before it took TTLs (js nil) keeps the sweep's deletes.
 type loginLimiter struct {
-	kv    jetstream.KeyValue
-	limit config.SignInLimit
-	now   func() time.Time
+	kv     jetstream.KeyValue
+	js     jetstream.JetStream
+	bucket string
+	limit  config.SignInLimit
+	now    func() time.Time
 }
 
-func newLoginLimiter(kv jetstream.KeyValue, limit config.SignInLimit, now func() time.Time) *loginLimiter {
+func newLoginLimiter(ctx context.Context, kv jetstream.KeyValue, js jetstream.JetStream, limit config.SignInLimit, now func() time.Time) (*loginLimiter, error) {
 	if limit.Window <= 0 {
 		limit.Window = 15 * time.Minute
 	}
-	return &loginLimiter{kv: kv, limit: limit, now: now}
+	l := &loginLimiter{kv: kv, limit: limit, now: now}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("console bucket status: %w", err)
+	}
+	if bus.TakesKeyTTLs(st) {
+		l.js, l.bucket = js, st.Bucket()
+	}
+	return l, nil
+}
+
+// remove clears a counter: a purge whose marker expires, where the bucket
+// takes per-key TTLs; a delete otherwise.
+func (l *loginLimiter) remove(ctx context.Context, key string) error {
+	if l.js != nil {
+		return l.kv.Purge(ctx, key, jetstream.PurgeTTL(bus.KeyMarkerTTL))
+	}
+	return l.kv.Delete(ctx, key)
 }
 
 // failures is one counter: failures since the window began.
@@ -291,15 +318,22 @@ func (l *loginLimiter) bump(ctx context.Context, key string) error {
 		}
 		f.Count++
 		data, _ := json.Marshal(f)
-		if rev == 0 {
+		// Kept until its window ends, and a second for the clock.
+		ttl := f.Since.Add(l.limit.Window).Sub(l.now()) + time.Second
+		switch {
+		case rev == 0 && l.js != nil:
+			_, err = l.kv.Create(ctx, key, data, jetstream.KeyTTL(max(ttl, time.Second)))
+		case rev == 0:
 			_, err = l.kv.Create(ctx, key, data)
-		} else {
+		case l.js != nil:
+			err = bus.UpdateTTL(ctx, l.js, l.bucket, key, data, rev, ttl)
+		default:
 			_, err = l.kv.Update(ctx, key, data, rev)
 		}
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		if !bus.Conflict(err) {
 			return apierr.Wrap(apierr.Unavailable, err, "sign-in is unavailable for a moment: try again")
 		}
 	}
@@ -326,7 +360,7 @@ func (l *loginLimiter) started(ctx context.Context, addr string) (time.Duration,
 // succeeded clears the user's failures (not the address's: a correct
 // password for one account says nothing about guesses at others).
 func (l *loginLimiter) succeeded(ctx context.Context, name string) error {
-	if err := l.kv.Delete(ctx, limiterKey("user", name)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if err := l.remove(ctx, limiterKey("user", name)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return apierr.Wrap(apierr.Unavailable, err, "sign-in is unavailable for a moment: try again")
 	}
 	return nil
@@ -343,7 +377,7 @@ func (l *loginLimiter) sweep(ctx context.Context) error {
 	}
 	for key := range keys.Keys() {
 		if f, _, err := l.read(ctx, key); err == nil && f.Count == 0 {
-			_ = l.kv.Delete(ctx, key)
+			_ = l.remove(ctx, key)
 		}
 	}
 	return nil

@@ -101,7 +101,7 @@ func BucketConfigs(all config.Config) []jetstream.KeyValueConfig {
 		withTTL(mk(cfg.Executions, "liveness of long-running executions, one record per call revision"), ExecutionsTTL),
 		mk(cfg.Policy, "policy rules and data edited at run time"),
 		mk(cfg.Grants, "standing grants (always allow)"),
-		mk(cfg.Console, "console users, sessions and API tokens"),
+		keyTTLs(mk(cfg.Console, "console users, sessions and API tokens")), // sign-in counters expire (console login.go)
 		slackSeen(mk(cfg.SlackSeen, "Slack interactions already handled and cards already posted")),
 		clientWaitsBucket(mk(cfg.ClientWaits, "MCP gateway calls a client was told to call again, and whether a client waits for each"), cfg.ClientWaitsMaxBytes),
 		withTTL(mk(cfg.TeamsSeen, "Teams activities already handled and cards already posted"), TeamsSeenTTL),
