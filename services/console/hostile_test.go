@@ -218,8 +218,9 @@ func TestSignInFailuresFromOneIPv6NetworkCountTogether(t *testing.T) {
 // client tries a password from makes a counter in the console bucket, and
 // no sign-in is needed to make them. The sweep deleted a counter once its
 // window passed, and a KV delete leaves its marker in the bucket for ever:
-// a client cycling names grew the bucket for good. A counter now expires
-// with its window, a cleared one with its marker, leaving nothing.
+// a client cycling names grew the bucket for good (and every session
+// signed out of left one). A counter now expires with its window, and what
+// is removed leaves a marker that expires: nothing stays.
 func TestSignInCountersLeaveNothingBehind(t *testing.T) {
 	e := newEnvWith(t, func(c *config.Config) {
 		c.Console.SignIn = config.SignInLimit{FailuresPerUser: 100, FailuresPerAddress: 100, Window: 2 * time.Second}
@@ -232,28 +233,35 @@ func TestSignInCountersLeaveNothingBehind(t *testing.T) {
 			t.Fatalf("a wrong password: %d", p.Status)
 		}
 	}
-	// alice fails, then signs in: her counter is cleared at once.
+	// alice fails, then signs in (her counter is cleared at once), and
+	// signs out (her session is removed).
 	tok := b.csrf("/login")
 	b.post("/login", url.Values{"_csrf": {tok}, "user": {"alice"}, "password": {"wrong"}})
 	b.signIn("alice")
+	if p := b.submit("/logout", nil); p.Status != http.StatusSeeOther {
+		t.Fatalf("sign out: %d", p.Status)
+	}
 
 	bucket := e.deps.Config.Buckets.Console
-	filter := "$KV." + bucket + ".logins.>"
 	stream, err := e.deps.JS.Stream(context.Background(), "KV_"+bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	held := func() int {
-		info, err := stream.Info(context.Background(), jetstream.WithSubjectFilter(filter))
-		if err != nil {
-			t.Fatal(err)
+		n := 0
+		for _, kind := range []string{"logins", "sessions"} {
+			info, err := stream.Info(context.Background(), jetstream.WithSubjectFilter("$KV."+bucket+"."+kind+".>"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += len(info.State.Subjects)
 		}
-		return len(info.State.Subjects)
+		return n
 	}
 	if n := held(); n == 0 {
 		t.Fatal("the failed sign-ins left no counter to count them")
 	}
-	testenv.Eventually(t, 20*time.Second, "the sign-in counters and their markers gone from the console bucket", func() bool { return held() == 0 })
+	testenv.Eventually(t, 20*time.Second, "the sign-in counters, the session and their markers gone from the console bucket", func() bool { return held() == 0 })
 }
 
 // TestTheNextRedirectStaysOnTheConsole: whatever next= says, a sign-in

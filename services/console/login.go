@@ -215,37 +215,20 @@ func parseProxies(list []string) ([]*net.IPNet, error) {
 // (bus.TakesKeyTTLs): an unauthenticated client makes counters (each new
 // user name it tries, each network it tries from), and a counter the sweep
 // only deleted left its marker in the bucket for ever. A bucket provisioned
-// before it took TTLs (js nil) keeps the sweep's deletes.
+// before it took TTLs (store.keyTTLs false) keeps the sweep's purges.
 type loginLimiter struct {
-	kv     jetstream.KeyValue
+	store  *store
 	js     jetstream.JetStream
 	bucket string
 	limit  config.SignInLimit
 	now    func() time.Time
 }
 
-func newLoginLimiter(ctx context.Context, kv jetstream.KeyValue, js jetstream.JetStream, limit config.SignInLimit, now func() time.Time) (*loginLimiter, error) {
+func newLoginLimiter(st *store, js jetstream.JetStream, limit config.SignInLimit, now func() time.Time) *loginLimiter {
 	if limit.Window <= 0 {
 		limit.Window = 15 * time.Minute
 	}
-	l := &loginLimiter{kv: kv, limit: limit, now: now}
-	st, err := kv.Status(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("console bucket status: %w", err)
-	}
-	if bus.TakesKeyTTLs(st) {
-		l.js, l.bucket = js, st.Bucket()
-	}
-	return l, nil
-}
-
-// remove clears a counter: a purge whose marker expires, where the bucket
-// takes per-key TTLs; a delete otherwise.
-func (l *loginLimiter) remove(ctx context.Context, key string) error {
-	if l.js != nil {
-		return l.kv.Purge(ctx, key, jetstream.PurgeTTL(bus.KeyMarkerTTL))
-	}
-	return l.kv.Delete(ctx, key)
+	return &loginLimiter{store: st, js: js, bucket: st.kv.Bucket(), limit: limit, now: now}
 }
 
 // failures is one counter: failures since the window began.
@@ -259,7 +242,7 @@ func limiterKey(kind, s string) string {
 }
 
 func (l *loginLimiter) read(ctx context.Context, key string) (failures, uint64, error) {
-	e, err := l.kv.Get(ctx, key)
+	e, err := l.store.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return failures{}, 0, nil
 	}
@@ -321,14 +304,14 @@ func (l *loginLimiter) bump(ctx context.Context, key string) error {
 		// Kept until its window ends, and a second for the clock.
 		ttl := f.Since.Add(l.limit.Window).Sub(l.now()) + time.Second
 		switch {
-		case rev == 0 && l.js != nil:
-			_, err = l.kv.Create(ctx, key, data, jetstream.KeyTTL(max(ttl, time.Second)))
+		case rev == 0 && l.store.keyTTLs:
+			_, err = l.store.kv.Create(ctx, key, data, jetstream.KeyTTL(max(ttl, time.Second)))
 		case rev == 0:
-			_, err = l.kv.Create(ctx, key, data)
-		case l.js != nil:
+			_, err = l.store.kv.Create(ctx, key, data)
+		case l.store.keyTTLs:
 			err = bus.UpdateTTL(ctx, l.js, l.bucket, key, data, rev, ttl)
 		default:
-			_, err = l.kv.Update(ctx, key, data, rev)
+			_, err = l.store.kv.Update(ctx, key, data, rev)
 		}
 		if err == nil {
 			return nil
@@ -360,7 +343,7 @@ func (l *loginLimiter) started(ctx context.Context, addr string) (time.Duration,
 // succeeded clears the user's failures (not the address's: a correct
 // password for one account says nothing about guesses at others).
 func (l *loginLimiter) succeeded(ctx context.Context, name string) error {
-	if err := l.remove(ctx, limiterKey("user", name)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if err := l.store.remove(ctx, limiterKey("user", name)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return apierr.Wrap(apierr.Unavailable, err, "sign-in is unavailable for a moment: try again")
 	}
 	return nil
@@ -368,7 +351,7 @@ func (l *loginLimiter) succeeded(ctx context.Context, name string) error {
 
 // sweep deletes counters whose window has passed.
 func (l *loginLimiter) sweep(ctx context.Context) error {
-	keys, err := l.kv.ListKeysFiltered(ctx, "logins.>")
+	keys, err := l.store.kv.ListKeysFiltered(ctx, "logins.>")
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNoKeysFound) {
 			return nil
@@ -377,7 +360,7 @@ func (l *loginLimiter) sweep(ctx context.Context) error {
 	}
 	for key := range keys.Keys() {
 		if f, _, err := l.read(ctx, key); err == nil && f.Count == 0 {
-			_ = l.remove(ctx, key)
+			_ = l.store.remove(ctx, key)
 		}
 	}
 	return nil

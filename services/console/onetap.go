@@ -230,7 +230,7 @@ func (con *Console) recordOneTapRefused(c echo.Context, p Principal, tok onetap.
 // sweepOneTap deletes the use records of links that have expired: an
 // expired link is refused for its expiry alone.
 func (s *store) sweepOneTap(ctx context.Context) error {
-	return purgeStale(ctx, s.kv, "onetap.>", "used one-tap links", func(value []byte) bool {
+	return s.purgeStale(ctx, "onetap.>", "used one-tap links", func(value []byte) bool {
 		var u oneTapUse
 		return json.Unmarshal(value, &u) != nil || s.now().After(u.Expires)
 	})

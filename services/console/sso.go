@@ -161,7 +161,13 @@ func (con *Console) ssoStartPage(c echo.Context) error {
 	rec := pendingLogin{Browser: hashSecret(browser), Nonce: randomSecret(32), Verifier: oauth2.GenerateVerifier(),
 		Next: safeNext(c.QueryParam("next")), Created: con.sso.now().UTC()}
 	data, _ := json.Marshal(rec)
-	if _, err := con.sso.kv.Create(c.Request().Context(), pendingKey(state), data); err != nil {
+	// Kept as long as it may be finished, where the bucket takes TTLs: the
+	// sweep is then only for sign-ins started before it did.
+	var ttl []jetstream.KVCreateOpt
+	if con.store.keyTTLs {
+		ttl = append(ttl, jetstream.KeyTTL(pendingTTL+time.Minute))
+	}
+	if _, err := con.sso.kv.Create(c.Request().Context(), pendingKey(state), data, ttl...); err != nil {
 		return apierr.Wrap(apierr.Unavailable, err, "sign-in is unavailable for a moment: try again")
 	}
 	con.setCookie(c, ssoCookie, browser, pendingTTL)
@@ -335,7 +341,7 @@ func (s *sso) take(ctx context.Context, state string) (pendingLogin, error) {
 	if err != nil {
 		return pendingLogin{}, apierr.Wrap(apierr.Unavailable, err, "sign-in is unavailable for a moment: try again")
 	}
-	if err := s.kv.Purge(ctx, pendingKey(state), jetstream.LastRevision(e.Revision())); err != nil {
+	if err := s.store.remove(ctx, pendingKey(state), jetstream.LastRevision(e.Revision())); err != nil {
 		return pendingLogin{}, used
 	}
 	var p pendingLogin
@@ -480,7 +486,7 @@ func (con *Console) VouchedGroups(ctx context.Context, name string) ([]string, e
 
 // sweepPending purges sign-ins that were started and never finished.
 func (s *sso) sweepPending(ctx context.Context) error {
-	return purgeStale(ctx, s.kv, "sso.pending.*", "pending sign-ins", func(value []byte) bool {
+	return s.store.purgeStale(ctx, "sso.pending.*", "pending sign-ins", func(value []byte) bool {
 		var p pendingLogin
 		return json.Unmarshal(value, &p) != nil || s.now().Sub(p.Created) > pendingTTL
 	})

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 )
@@ -31,11 +32,15 @@ import (
 //	sso.pending.<sha256(state)> pendingLogin (a single sign-on under way, sso.go)
 //	onetap.<agent>.<call>.<rev>.<hash of approver> oneTapUse (a mail's one-tap link used, onetap.go)
 type store struct {
-	kv     jetstream.KeyValue
-	users  map[string]config.User // from configuration; they win over the bucket
-	cfg    config.Console
-	now    func() time.Time
-	dummyH []byte // a bcrypt hash compared against when the user is unknown, so timing does not reveal names
+	kv jetstream.KeyValue
+	// keyTTLs: the bucket takes per-key TTLs (bus.TakesKeyTTLs), so what
+	// is removed leaves a marker that expires (remove), and sign-in
+	// counters and pending single sign-ons expire on their own.
+	keyTTLs bool
+	users   map[string]config.User // from configuration; they win over the bucket
+	cfg     config.Console
+	now     func() time.Time
+	dummyH  []byte // a bcrypt hash compared against when the user is unknown, so timing does not reveal names
 }
 
 type userRecord struct {
@@ -90,7 +95,29 @@ func openStore(ctx context.Context, deps svc.Deps, now func() time.Time) (*store
 	if err != nil {
 		return nil, fmt.Errorf("console bucket %s: %w (is the bus provisioned?)", deps.Config.Buckets.Console, err)
 	}
-	return newStore(kv, deps.Config.Console, now)
+	st, err := newStore(kv, deps.Config.Console, now)
+	if err != nil {
+		return nil, err
+	}
+	status, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("console bucket %s: %w", deps.Config.Buckets.Console, err)
+	}
+	st.keyTTLs = bus.TakesKeyTTLs(status)
+	return st, nil
+}
+
+// remove purges key, its past values with it (compare-and-set with
+// jetstream.LastRevision in opts). A purge leaves a marker in the bucket
+// for ever; where the bucket takes per-key TTLs the marker expires a
+// moment later, so what clients make and the console removes (sessions,
+// sign-in counters, pending single sign-ons, used links) leaves nothing
+// behind.
+func (s *store) remove(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
+	if s.keyTTLs {
+		opts = append(opts, jetstream.PurgeTTL(bus.KeyMarkerTTL))
+	}
+	return s.kv.Purge(ctx, key, opts...)
 }
 
 func newStore(kv jetstream.KeyValue, cfg config.Console, now func() time.Time) (*store, error) {
@@ -241,7 +268,7 @@ func (s *store) session(ctx context.Context, secret string) (sessionRecord, erro
 	}
 	now := s.now()
 	if now.Sub(rec.LastSeen) > s.cfg.SessionTTL || now.Sub(rec.CreatedAt) > s.cfg.SessionMaxAge {
-		_ = s.kv.Delete(ctx, key)
+		_ = s.remove(ctx, key)
 		return sessionRecord{}, apierr.New(apierr.Unauthenticated, "your session expired: sign in again")
 	}
 	if now.Sub(rec.LastSeen) > time.Minute {
@@ -257,7 +284,7 @@ func (s *store) endSession(ctx context.Context, secret string) error {
 	if secret == "" {
 		return nil
 	}
-	if err := s.kv.Delete(ctx, "sessions."+hashSecret(secret)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if err := s.remove(ctx, "sessions."+hashSecret(secret)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("end session: %w", err)
 	}
 	return nil
@@ -382,7 +409,7 @@ func (s *store) sweepSessions(ctx context.Context) (int, error) {
 		}
 		var rec sessionRecord
 		if json.Unmarshal(e.Value(), &rec) != nil || now.Sub(rec.LastSeen) > s.cfg.SessionTTL || now.Sub(rec.CreatedAt) > s.cfg.SessionMaxAge {
-			if err := s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision())); err == nil {
+			if err := s.remove(ctx, key, jetstream.LastRevision(e.Revision())); err == nil {
 				n++
 			}
 		}
@@ -406,8 +433,8 @@ func (s *store) runtimeUsers(ctx context.Context) (int, error) {
 // purgeStale purges every key of kv under filter whose value stale says
 // has served its time; what names them in errors. A key changed since it
 // was read is kept (the purge is compare-and-set), one gone is skipped.
-func purgeStale(ctx context.Context, kv jetstream.KeyValue, filter, what string, stale func(value []byte) bool) error {
-	keys, err := kv.ListKeysFiltered(ctx, filter)
+func (s *store) purgeStale(ctx context.Context, filter, what string, stale func(value []byte) bool) error {
+	keys, err := s.kv.ListKeysFiltered(ctx, filter)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNoKeysFound) {
 			return nil
@@ -415,12 +442,12 @@ func purgeStale(ctx context.Context, kv jetstream.KeyValue, filter, what string,
 		return fmt.Errorf("list %s: %w", what, err)
 	}
 	for key := range keys.Keys() {
-		e, err := kv.Get(ctx, key)
+		e, err := s.kv.Get(ctx, key)
 		if err != nil {
 			continue // taken meanwhile
 		}
 		if stale(e.Value()) {
-			_ = kv.Purge(ctx, key, jetstream.LastRevision(e.Revision()))
+			_ = s.remove(ctx, key, jetstream.LastRevision(e.Revision()))
 		}
 	}
 	return nil
