@@ -12,5 +12,6 @@ const maxWaitsPerAgent = 64
 // one token sending slowly on many connections held as many bodies. A
 // request over the bound is refused before its body is read. Sixteen leave
 // room for an agent whose workers submit in parallel (each submit is
-// answered in milliseconds) and bound a token at about 34 MiB of bodies.
+// answered in milliseconds) and bound a token at about 9 MiB of bodies at
+// the default limits.max_request_bytes (16 x 576 KiB).
 const maxBodiesPerAgent = 16
