@@ -463,9 +463,10 @@ func TestHookInstallMergesIntoAnExistingSettingsFile(t *testing.T) {
 
 // R9 F4. The post-tool hook of an auto-allowed Read recorded the file's
 // contents (tool_response) as the call's outcome, so every auditor read
-// the secrets in it in `airlock audit export`. What must hold: by default
-// the trail keeps the result's size and SHA-256 only; an operator who
-// opts in with --record-results keeps the text.
+// the secrets in it in `airlock audit export`; a failed tool's error text
+// was kept whole. What must hold: by default the trail keeps the result's
+// or the error's size and SHA-256 only; an operator who opts in with
+// --record-results keeps the text.
 func TestTheHookRecordsAResultsDigestNotItsTextUnlessTold(t *testing.T) {
 	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+hookDevConfig(t))
 	dev.Agent(t, "laptop")
@@ -476,14 +477,20 @@ func TestTheHookRecordsAResultsDigestNotItsTextUnlessTold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(responseJSON)
+	resultSum := sha256.Sum256(responseJSON)
+	// A failed tool's error text holds what it printed too.
+	failure := "Error: could not connect with " + secret
+	errorSum := sha256.Sum256([]byte(failure))
 	for _, tt := range []struct {
 		name       string
 		flags      []string
+		failed     bool
 		wantSecret bool
 	}{
-		{"by_default_the_size_and_digest", nil, false},
-		{"with_record_results_the_text", []string{"--record-results"}, true},
+		{"by_default_the_size_and_digest", nil, false, false},
+		{"with_record_results_the_text", []string{"--record-results"}, false, true},
+		{"a_failed_tools_error_by_default_its_size_and_digest", nil, true, false},
+		{"a_failed_tools_error_with_record_results_its_text", []string{"--record-results"}, true, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			id := "toolu_r9read_" + tt.name
@@ -492,20 +499,26 @@ func TestTheHookRecordsAResultsDigestNotItsTextUnlessTold(t *testing.T) {
 			if r := runHook(t, hooks.Claude, payload(t, hooks.Claude, "PreToolUse-Edit", read), hook...); !allowed(t, hooks.Claude, r) {
 				t.Fatalf("pre-tool Read: %+v", r)
 			}
-			read["tool_response"] = response
+			ended, sum := `"completed"`, resultSum
+			if tt.failed {
+				read["hook_event_name"], read["error"] = "PostToolUseFailure", failure
+				ended, sum = `"failed"`, errorSum
+			} else {
+				read["tool_response"] = response
+			}
 			if r := runHook(t, hooks.Claude, payload(t, hooks.Claude, "PostToolUse-Bash", read), hook...); r.exit != 0 || r.stderr != "" {
 				t.Fatalf("post-tool Read: %+v", r)
 			}
 			var export cliRun
-			testenv.Eventually(t, 20*time.Second, "the completed event of "+id+" in the export", func() bool {
+			testenv.Eventually(t, 20*time.Second, "the end event of "+id+" in the export", func() bool {
 				export = cli(t, dev, "audit", "export", "--format", "jsonl", "--call", id)
-				return export.Code == 0 && strings.Contains(export.Stdout, `"completed"`)
+				return export.Code == 0 && strings.Contains(export.Stdout, ended)
 			})
 			if got := strings.Contains(export.Stdout, "hunter2-prod"); got != tt.wantSecret {
-				t.Fatalf("the export holds the file's text: %v, want %v\n%s", got, tt.wantSecret, export.Stdout)
+				t.Fatalf("the export holds the tool's text: %v, want %v\n%s", got, tt.wantSecret, export.Stdout)
 			}
 			if !tt.wantSecret && !strings.Contains(export.Stdout, hex.EncodeToString(sum[:])) {
-				t.Fatalf("the export lacks the result's SHA-256 %x:\n%s", sum, export.Stdout)
+				t.Fatalf("the export lacks the SHA-256 %x:\n%s", sum, export.Stdout)
 			}
 		})
 	}

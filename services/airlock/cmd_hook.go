@@ -47,7 +47,7 @@ func (o *hookOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.event, "event", "", "the hook event, for agents whose payload does not name it (GitHub Copilot CLI)")
 	f.DurationVar(&o.wait, "wait", defaultHookWait, "how long to wait for a person's decision before denying the call")
 	f.StringVar(&o.onTimeout, "on-timeout", "deny", "what to answer when nobody decided within --wait: deny, or ask (let the agent ask its user, where it can; the airlock call is withdrawn)")
-	f.BoolVar(&o.recordResults, "record-results", false, "record each tool's result text (file contents, command output) in the call's outcome, for every auditor to read; by default only its size and SHA-256 are recorded")
+	f.BoolVar(&o.recordResults, "record-results", false, "record each tool's result and error text (file contents, command output) in the call's outcome, for every auditor to read; by default only their size and SHA-256 are recorded")
 	f.StringVar(&o.stateDir, "state-dir", "", "where to remember the call of a tool use between the pre-tool and post-tool hooks of agents that give tool uses no id (default $XDG_STATE_HOME/airlock/hooks)")
 }
 
@@ -63,7 +63,8 @@ allowed or approved → allow; denied, rejected, expired or no decision within
 treats as blocking. Anything that goes wrong (airlock unreachable, a payload
 that does not parse) is a deny too: airlock fails closed. A post-tool hook
 reports the tool's result, which becomes the call's outcome: its size and
-SHA-256 only, unless --record-results keeps the text.
+SHA-256 only (a failed tool's error text too), unless --record-results keeps
+the text.
 
 Install it with ` + "`airlock hook install AGENT`" + `; try it with ` + "`airlock hook test AGENT`" + `.
 
@@ -73,8 +74,8 @@ Flags:
   --on-timeout deny|ask   the answer when nobody decided in time (default deny)
   --event NAME        the hook event, when the payload does not name it
   --state-dir DIR     where tool uses without an id are remembered between hooks
-  --record-results    keep each tool's result text (file contents, command
-                      output) in the audit trail; by default a result is
+  --record-results    keep each tool's result and error text (file contents,
+                      command output) in the audit trail; by default each is
                       recorded as its size and SHA-256 only
   --nats URL          NATS URL (default the credential's)`,
 		// Flags are parsed by runHook itself: a flag this binary does not
@@ -352,11 +353,11 @@ func (o *hookOptions) report(ctx context.Context, ev hooks.Event) string {
 	defer client.Close()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	result := ev.Result
+	result, errText := ev.Result, ev.Error
 	if !o.recordResults {
-		result = hooks.ResultDigest(result)
+		result, errText = hooks.ResultDigest(result), hooks.ErrorDigest(errText)
 	}
-	r := airlock.Report{Failed: ev.Failed, Result: result, Error: ev.Error, Args: ev.Args}
+	r := airlock.Report{Failed: ev.Failed, Result: result, Error: errText, Args: ev.Args}
 	problem := ""
 	if store, err := o.snapshots(); err == nil {
 		if snap, ok, err := store.After(ctx, client.Agent(), id); err != nil {

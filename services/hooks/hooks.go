@@ -130,6 +130,21 @@ func ResultDigest(result json.RawMessage) json.RawMessage {
 	})
 }
 
+// ErrorDigest is how a post-tool hook records a failed tool's error text
+// unless the operator keeps results: its size and SHA-256, never the text,
+// as ResultDigest does for a result. A failed command's error text holds
+// what it printed (a failing `cat .env | grep`, a stack trace with a
+// connection string), which the shared audit trail would otherwise keep.
+// "" for no text.
+func ErrorDigest(text string) string {
+	if text == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(text))
+	return fmt.Sprintf("the tool failed; its error text (%d bytes, SHA-256 %s) is withheld: the agent's hook records an error's size and digest only (airlock hook --record-results keeps the text)",
+		len(text), hex.EncodeToString(sum[:]))
+}
+
 // Thread is the airlock thread of the event's session: the session id when
 // it is already made of [A-Za-z0-9_-] (and short enough), else a digest of
 // it, so that every session is its own thread. Empty without a session.
