@@ -303,3 +303,17 @@ func BenchmarkLookAlikesManyCutASCIIHosts(b *testing.B) {
 		lookalike.Find(in)
 	}
 }
+
+// BenchmarkLookAlikesRepeatedASCIIHost: one unflagged host as long as a
+// DNS name may be, of many cuts, repeated to ~250 KB: judged once.
+func BenchmarkLookAlikesRepeatedASCIIHost(b *testing.B) {
+	host := "h"
+	for len(host) < 240 {
+		host += ".com-a"
+	}
+	in := strings.Repeat(host+".example.com ", 250_000/(len(host)+13))
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		lookalike.Find(in)
+	}
+}
