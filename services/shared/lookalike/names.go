@@ -1163,24 +1163,18 @@ var regionLabels = map[string]bool{
 
 // embeddedReadsAsDomain is the domain the cut h[:i] of a host reads as
 // (readsAsDomain), and whether it reads as one in front of another: under
-// a generic top-level domain or a suffix of two labels (co.uk), a
-// two-letter country code no region is named by (ghcr.io.evil.com), or
-// any suffix with a label in front of the domain and a dot after it
-// (pkg.go.dev.evil.com). api.dev.example.com's dev is an environment,
-// tenant.us.auth0.com's us a region.
+// a generic top-level domain, a suffix of two labels (co.uk) or a
+// two-letter country code no region is named by (ghcr.io.evil.com). A
+// word domain there is as often an environment or a service of the site
+// (api.dev.example.com, api.staging.app.example.com) as a domain
+// (pkg.go.dev.evil.com), and tenant.us.auth0.com's us is a region.
 func embeddedReadsAsDomain(h string, i int) (string, bool) {
 	d, ok := readsAsDomain(h[:i], true)
 	if !ok {
 		return "", false
 	}
 	suffix := d[strings.IndexByte(d, '.')+1:]
-	switch {
-	case genericTLDs[suffix] || strings.Contains(suffix, "."):
-		return d, true
-	case len(suffix) == 2 && !regionLabels[suffix]:
-		return d, true
-	}
-	return d, h[i] == '.' && strings.Count(h[:i], ".") >= 2
+	return d, genericTLDs[suffix] || strings.Contains(suffix, ".") || len(suffix) == 2 && !regionLabels[suffix]
 }
 
 // tldShaped reports whether label may be a top-level domain: 2 to 63
