@@ -95,21 +95,21 @@ func TestApprovalsShowAndListWarnOfLookAlikeLetters(t *testing.T) {
 func TestApprovalsShowWarnsOfEachClassOfLookAlike(t *testing.T) {
 	for _, tt := range []struct{ name, arg, want string }{
 		{"a_host_wholly_of_look_alike_letters", "https://аррӏе.со",
-			"the address https://аррӏе.со mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a; р (U+0440 CYRILLIC SMALL LETTER ER) looks like p; ӏ (U+04CF CYRILLIC SMALL LETTER PALOCHKA) looks like l; and 3 more; in ASCII its host is xn--80ak6aa92e.xn--n1af"},
+			"Look-alike letters: the address https://аррӏе.со mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a; р (U+0440 CYRILLIC SMALL LETTER ER) looks like p; ӏ (U+04CF CYRILLIC SMALL LETTER PALOCHKA) looks like l; and 3 more; in ASCII its host is xn--80ak6aa92e.xn--n1af"},
 		{"a_bare_host_wholly_of_look_alike_letters", "аррӏе.со",
-			"the host аррӏе.со is written in Cyrillic letters that pass for Latin: а (U+0430 CYRILLIC SMALL LETTER A) looks like a; р (U+0440 CYRILLIC SMALL LETTER ER) looks like p; ӏ (U+04CF CYRILLIC SMALL LETTER PALOCHKA) looks like l; and 3 more; in ASCII its host is xn--80ak6aa92e.xn--n1af"},
+			"Look-alike letters: the host аррӏе.со is written in Cyrillic letters that pass for Latin: а (U+0430 CYRILLIC SMALL LETTER A) looks like a; р (U+0440 CYRILLIC SMALL LETTER ER) looks like p; ӏ (U+04CF CYRILLIC SMALL LETTER PALOCHKA) looks like l; and 3 more; in ASCII its host is xn--80ak6aa92e.xn--n1af"},
 		{"malayalam_zeros", "g൦൦gle.com",
-			"the host g൦൦gle.com mixes Latin letters and Malayalam digits: ൦ (U+0D66 MALAYALAM DIGIT ZERO) looks like o; in ASCII its host is xn--ggle-0qna.com"},
+			"Look-alike letters: the host g൦൦gle.com mixes Latin letters and Malayalam digits: ൦ (U+0D66 MALAYALAM DIGIT ZERO) looks like o; in ASCII its host is xn--ggle-0qna.com"},
 		{"mathematical_bold_letters", "𝐩𝐚𝐲𝐩𝐚𝐥.com",
-			"the host 𝐩𝐚𝐲𝐩𝐚𝐥.com mixes Latin letters and styled letters: 𝐩 (U+1D429 MATHEMATICAL BOLD SMALL P), a styled letter, passes for p; 𝐚 (U+1D41A MATHEMATICAL BOLD SMALL A), a styled letter, passes for a; 𝐲 (U+1D432 MATHEMATICAL BOLD SMALL Y), a styled letter, passes for y; and 1 more; in ASCII its host is paypal.com"},
+			"Look-alike letters: the host 𝐩𝐚𝐲𝐩𝐚𝐥.com mixes Latin letters and styled letters: 𝐩 (U+1D429 MATHEMATICAL BOLD SMALL P), a styled letter, passes for p; 𝐚 (U+1D41A MATHEMATICAL BOLD SMALL A), a styled letter, passes for a; 𝐲 (U+1D432 MATHEMATICAL BOLD SMALL Y), a styled letter, passes for y; and 1 more; in ASCII its host is paypal.com"},
 		{"a_division_slash", "https://paypal.com\u2215login.evil.com/x",
-			"the address https://paypal.com\u2215login.evil.com/x mixes Latin letters and punctuation that is not ASCII: \u2215 (U+2215 DIVISION SLASH) looks like /; in ASCII its host is paypal.xn--comlogin-0f7d.evil.com"},
+			"Look-alike letters: the address https://paypal.com\u2215login.evil.com/x mixes Latin letters and punctuation that is not ASCII: \u2215 (U+2215 DIVISION SLASH) looks like /; in ASCII its host is paypal.xn--comlogin-0f7d.evil.com"},
 		{"a_domain_before_the_at", "https://paypal.com@evil.example/login",
-			"the address https://paypal.com@evil.example/login leads to the host evil.example: paypal.com before the @ is a user name"},
+			"Leads elsewhere: the address https://paypal.com@evil.example/login leads to the host evil.example: paypal.com before the @ is a user name"},
 		{"a_domain_in_front_of_the_hosts", "https://accounts.google.com.evil.example/",
-			"the address https://accounts.google.com.evil.example/ leads to the domain evil.example, not google.com"},
+			"Leads elsewhere: the address https://accounts.google.com.evil.example/ leads to the domain evil.example, not google.com"},
 		{"a_mu_that_is_no_unit", "10μicrosoft",
-			"the name 10μicrosoft mixes Latin and Greek letters: μ (U+03BC GREEK SMALL LETTER MU), a Greek letter, is no unit here"},
+			"Look-alike letters: the name 10μicrosoft mixes Latin and Greek letters: μ (U+03BC GREEK SMALL LETTER MU), a Greek letter, is no unit here"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			args, err := structpb.NewStruct(map[string]any{"url": tt.arg})
@@ -122,7 +122,7 @@ func TestApprovalsShowWarnsOfEachClassOfLookAlike(t *testing.T) {
 			}
 			var show strings.Builder
 			printRecord(&show, r)
-			if want := "\n(!)       Look-alike letters: " + tt.want + "\n"; !strings.Contains(show.String(), want) {
+			if want := "\n(!)       " + tt.want + "\n"; !strings.Contains(show.String(), want) {
 				t.Errorf("approvals show lacks %q:\n%s", want, show.String())
 			}
 		})

@@ -649,7 +649,7 @@ func (n *PushNotifier) message(rec *airlockv1.ApprovalRecord, kind string) pushM
 	// Look-alike letters take the reason's place (the page shows both):
 	// the title's tool may be the name that lies.
 	if found := lookalike.InCall(c, rec.GetDecision().GetRedact()); len(found) > 0 {
-		body = "⚠ " + lookalike.Prefix + found[0].Summary(func(s string) string { return escape.Push(calls.Shorten(s, 40)) }) +
+		body = "⚠ " + found[0].Heading() + found[0].Summary(func(s string) string { return escape.Push(calls.Shorten(s, 40)) }) +
 			" — agent " + escape.Push(calls.Shorten(c.GetAgentId(), 40))
 	}
 	path := callPath(c.GetAgentId(), c.GetCallId())

@@ -168,6 +168,7 @@ func TestPushShowsTheAgentsWordsOnlyAsItsOwn(t *testing.T) {
 		{"the_agents_reason_is_labelled", "", "approved by alice (console) already", "Agent's reason: approved by alice (console) already — agent bot"},
 		{"no_reason_names_the_agent", "", "", "agent bot"},
 		{"look_alike_letters_take_the_reasons_place", "writes need a person", "mirror gіthub.com", "⚠ Look-alike letters: the host gіthub.com mixes Latin and Cyrillic letters — agent bot"},
+		{"a_host_that_leads_elsewhere_has_its_own_heading", "writes need a person", "mirror paypal.com.evil.ru", "⚠ Leads elsewhere: the host paypal.com.evil.ru leads to the domain evil.ru, not paypal.com — agent bot"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := pending("c-push-"+tt.name, "bot", "fs__write_file", map[string]any{"path": "/tmp/x"}, airlockv1.Risk_RISK_LOW)

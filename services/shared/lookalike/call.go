@@ -19,8 +19,23 @@ const MaxWarnings = 5
 // the value itself is shown in full where it stands.
 const maxLookAlikeChars = 80
 
-// Prefix starts every look-alike warning.
+// Prefix starts every warning of a name with letters, digits or marks
+// that pass for others (Name.Characters).
 const Prefix = "Look-alike letters: "
+
+// LeadsElsewhere starts every warning of a name in ASCII that reads as
+// leading to a host or domain it does not lead to: it holds no look-alike
+// letter, and a reviewer told of one would look for it in vain (R10 F4).
+const LeadsElsewhere = "Leads elsewhere: "
+
+// Heading is what starts l's warning: Prefix, or LeadsElsewhere for a
+// name with no look-alike character.
+func (l Name) Heading() string {
+	if len(l.Characters) == 0 {
+		return LeadsElsewhere
+	}
+	return Prefix
+}
 
 // LookAlikes are the Find in everything of c a reviewer
 // reads — its agent, the person it acts for, server and tool, thread, each
@@ -103,11 +118,32 @@ func kindRank(kind string) int {
 	return 2
 }
 
+// moreLine is the last warning line, for the names past MaxWarnings.
+func moreLine(rest []Name) string {
+	letters, leads := 0, 0
+	for _, l := range rest {
+		if len(l.Characters) > 0 {
+			letters++
+		} else {
+			leads++
+		}
+	}
+	switch {
+	case leads == 0:
+		return fmt.Sprintf("%s%d more names hold letters or digits that pass for Latin ones.", Prefix, letters)
+	case letters == 0:
+		return fmt.Sprintf("%s%d more names lead to hosts or domains other than they read as.", LeadsElsewhere, leads)
+	}
+	return fmt.Sprintf("%s%d more names hold letters or digits that pass for Latin ones, and %d lead to hosts or domains other than they read as.", Prefix, letters, leads)
+}
+
 // Warnings are the lines every surface shows for a call whose
-// words hold look-alike letters (LookAlikes): one per name, "Look-alike
-// letters: the host pаypal.com mixes Latin and Cyrillic letters: а
-// (U+0430 CYRILLIC SMALL LETTER A) looks like a; in ASCII its host is
-// xn--pypal-4ve.com" (Name.Warning), the agent's words shown
+// words hold look-alike letters or lead elsewhere (InCall): one per name,
+// "Look-alike letters: the host pаypal.com mixes Latin and Cyrillic
+// letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a; in ASCII its
+// host is xn--pypal-4ve.com", "Leads elsewhere: the address
+// https://paypal.com@evil.example/ leads to the host evil.example: …"
+// (Name.Heading, Name.Warning), the agent's words shown
 // by esc, the medium's escape for them (a long name shortened); at most
 // MaxWarnings, then one line saying how many more; none for a
 // call with none. redact is as for LookAlikes.
@@ -117,10 +153,10 @@ func Warnings(c *airlockv1.ToolCall, redact []string, esc func(string) string) [
 	var lines []string
 	for i, l := range found {
 		if i == MaxWarnings {
-			lines = append(lines, fmt.Sprintf("%s%d more names hold letters or digits that pass for Latin ones.", Prefix, len(found)-i))
+			lines = append(lines, moreLine(found[i:]))
 			break
 		}
-		lines = append(lines, Prefix+l.Warning(short))
+		lines = append(lines, l.Heading()+l.Warning(short))
 	}
 	return lines
 }

@@ -99,3 +99,24 @@ func TestDecoysInTheReasonCannotCrowdOutASpoofInTheArguments(t *testing.T) {
 		})
 	}
 }
+
+// An ASCII name that leads elsewhere holds no look-alike letter: its
+// warning says where it leads under a heading of its own (R10 F4), and so
+// does the line for the names past MaxWarnings.
+func TestAWarningOfWhereANameLeadsHasItsOwnHeading(t *testing.T) {
+	var spoofs []string
+	for i := range MaxWarnings + 2 {
+		spoofs = append(spoofs, fmt.Sprintf("https://paypal.com@evil%d.example/", i))
+	}
+	lines := Warnings(&airlockv1.ToolCall{Reason: "see pаypal.com " + strings.Join(spoofs, " ")}, nil, func(s string) string { return s })
+	want := []string{
+		"Look-alike letters: the host pаypal.com mixes Latin and Cyrillic letters: а (U+0430 CYRILLIC SMALL LETTER A) looks like a; in ASCII its host is xn--pypal-4ve.com",
+		"Leads elsewhere: the address https://paypal.com@evil0.example/ leads to the host evil0.example: paypal.com before the @ is a user name",
+	}
+	if len(lines) != MaxWarnings+1 || lines[0] != want[0] || lines[1] != want[1] {
+		t.Fatalf("lines %q, want %d starting %q", lines, MaxWarnings+1, want)
+	}
+	if want := "Leads elsewhere: 3 more names lead to hosts or domains other than they read as."; lines[MaxWarnings] != want {
+		t.Errorf("last line %q, want %q", lines[MaxWarnings], want)
+	}
+}

@@ -200,21 +200,28 @@ const maxWarningLetters = 3
 // and two after it (unit).
 //
 // A name in ASCII alone is a Name when it reads as leading to a host
-// it does not lead to: an address whose user name before the @ reads as a
-// domain (https://paypal.com@evil.example/login connects to evil.example;
-// userInfo), or a host — of an address, an e-mail address or on its own —
-// whose labels in front of its registrable domain read as a domain of
-// their own (accounts.google.com.evil.example, paypal.com-login.evil.example:
-// embeddedDomain).
+// it does not lead to: an address whose user-info before its last @ holds
+// a domain, whatever punctuation surrounds it
+// (https://paypal.com@evil.example/login and
+// https://paypal.com&x@evil.example/ connect to evil.example; also
+// without a scheme, paypal.com@evil.example/login; userInfo), or a host —
+// of an address, an e-mail address or on its own — whose labels in front
+// of its registrable domain read as a domain of their own
+// (accounts.google.com.evil.example, paypal.com-login.ru,
+// ghcr.io.evil.com, paypal.com%2eevil.ru: embeddedDomain). Its warning
+// has a heading of its own (Name.Heading).
 func Find(s string) []Name {
 	var found []Name
 	seen := map[string]bool{}
 	for name, afterNumber := range names(s) {
+		// Every name judged is remembered, flagged or not: an agent's text
+		// may repeat a name thousands of times, and the ASCII rules ask the
+		// public suffix list (R10 F5).
 		if seen[name] {
 			continue
 		}
+		seen[name] = true
 		if l, ok := lookAlike(name, afterNumber); ok {
-			seen[name] = true
 			found = append(found, l)
 		}
 	}
@@ -420,7 +427,10 @@ var lookAlikePunctuation = map[rune]struct{ name, like string }{
 // lookAlikeDot reports whether r is drawn as a full stop, or is one that
 // browsers read as the dot between a host's labels (IDNA maps the
 // ideographic and fullwidth full stops to "."): аррӏе．com is one host.
-func lookAlikeDot(r rune) bool { return strings.ContainsRune(lookAlikeDots, r) }
+func lookAlikeDot(r rune) bool {
+	// No ASCII rune is among them, and most runes judged are ASCII.
+	return r >= utf8.RuneSelf && strings.ContainsRune(lookAlikeDots, r)
+}
 
 // lookAlikeDots: the ideographic, fullwidth, halfwidth ideographic and
 // one-dot-leader full stops, and the marks drawn as a full stop or a raised
@@ -459,6 +469,7 @@ func names(s string) iter.Seq2[string, bool] {
 			} else {
 				end += start
 			}
+			end = addressEnd(s, start, end, inName)
 			i = end
 			for k, part := range splitAtCJKStops(s[start:end]) {
 				name := strings.TrimRight(part, ".:")
@@ -470,6 +481,41 @@ func names(s string) iter.Seq2[string, bool] {
 				}
 			}
 		}
+	}
+}
+
+// userInfoPunctuation are the characters a URL's user name may hold
+// (RFC 3986's sub-delims, and the brackets of an IPv6 host after it) that
+// end a name in prose.
+const userInfoPunctuation = "!$&*,;=[]"
+
+// addressEnd is where the name s[start:end] ends when it is an address
+// whose authority runs on through userInfoPunctuation to an @: a client
+// connects to the host after that @, so the name is the whole address
+// (https://paypal.com&login@evil.ru/, https://paypal.com@[2001:db8::1]/;
+// R10 F1). Else end.
+func addressEnd(s string, start, end int, inName func(rune) bool) int {
+	scheme := strings.Index(s[start:end], "://")
+	if scheme < 0 || end >= len(s) || strings.IndexByte(userInfoPunctuation, s[end]) < 0 ||
+		strings.ContainsAny(s[start+scheme+3:end], "/?#") {
+		return end
+	}
+	j := end
+	for j < len(s) {
+		r, size := utf8.DecodeRuneInString(s[j:])
+		if r == '/' || !(inName(r) || strings.ContainsRune(userInfoPunctuation, r)) {
+			break
+		}
+		j += size
+	}
+	if !strings.Contains(s[start+scheme+3:j], "@") {
+		return end
+	}
+	// The path after the host is the name's as before.
+	if rest := strings.IndexFunc(s[j:], func(r rune) bool { return !inName(r) }); rest < 0 {
+		return len(s)
+	} else {
+		return j + rest
 	}
 }
 
@@ -907,52 +953,150 @@ func (l *Name) locate() bool {
 	return l.UserInfo != "" || l.Embedded != ""
 }
 
-// userInfo is Name.UserInfo and Host of a name of kind: what an
-// address holds before the @ of its host (without a password after a
-// colon) when that reads as a domain, as paypal.com does and me,
-// oauth2:token and first.last do not (readsAsDomain, under any top-level
-// domain: no one names a user after a domain but to deceive).
+// userInfo is Name.UserInfo and Host of a name of kind: a domain that an
+// address's user-info (all before the last @ of its authority, any
+// punctuation around it: paypal.com&login, paypal.com., paypal.com@,
+// paypal.com%2F, paypal.com\) holds, and the host after that @ the client
+// connects to. A path whose first segment is user@host before a / is an
+// address without its scheme (curl paypal.com@evil.ru/login); an e-mail
+// address on its own is no URL and is not judged. Me, oauth2:token and
+// first.last hold no domain (readsAsDomain, under any top-level domain:
+// no one names a user after a domain but to deceive).
 func userInfo(name, kind string) (info, host string) {
-	if kind != "address" {
+	var authority string
+	switch kind {
+	case "address":
+		authority = authorityOf(name)
+	case "path":
+		first, _, ok := strings.Cut(name, "/")
+		if !ok || !strings.Contains(first, "@") {
+			return "", ""
+		}
+		authority = first
+	default:
 		return "", ""
 	}
-	authority := authorityOf(name)
 	at := strings.LastIndex(authority, "@")
 	if at < 0 {
 		return "", ""
 	}
-	info, host = authority[:at], authority[at+1:]
-	if c := strings.Index(info, ":"); c >= 0 {
-		info = info[:c]
-	}
-	if !dnsSized(info) || host == "" {
+	host = hostAfterAt(authority[at+1:])
+	if host == "" || kind == "path" && !realHost(host) {
 		return "", ""
 	}
-	if _, ok := readsAsDomain(lowerDotted(info), true); !ok {
+	if info = domainIn(authority[:at]); info == "" {
 		return "", ""
 	}
-	return info, withoutPort(host)
+	return info, host
 }
 
-// embeddedDomain is Name.Embedded and Domain of host: the last
-// domain that the labels in front of host's registrable domain read as
-// when cut at a dot or a hyphen (readsAsDomain: google.com in
-// accounts.google.com.evil.example, paypal.com in
-// paypal.com-login.evil.example), and that registrable domain (under
-// ICANN's suffixes, icannSuffix: evil.example; github.io for
-// paypal.com.github.io). Labels within the registrable domain are none
-// (www.net-a-porter.com is Net-a-Porter's). bare is whether host is a
-// dotted name on its own, which is a host only when it ends in a real
-// top-level domain (example.com.conf is a file name). Bounded: a host
-// longer than a DNS name has no domain, and each of its at most 253
-// cuts costs a public-suffix lookup.
+// domainIn is the first dotted name in a URL's user-info, percent-decoded
+// and cut at ASCII punctuation other than . and -, that reads as a domain
+// (readsAsDomain), as written; else "".
+func domainIn(userInfo string) string {
+	if !dnsSized(userInfo) {
+		return ""
+	}
+	decoded := percentDecoded(userInfo)
+	for _, run := range strings.FieldsFunc(decoded, func(r rune) bool {
+		return r < utf8.RuneSelf && !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-')
+	}) {
+		run = strings.Trim(run, ".-")
+		if _, ok := readsAsDomain(lowerDotted(run), true); ok {
+			return run
+		}
+	}
+	return ""
+}
+
+// hostAfterAt is the host of what follows an authority's last @: without
+// a port, a trailing dot, or what follows a backslash (https://a\@b/ is
+// b's to curl and Python, a's to browsers).
+func hostAfterAt(rest string) string {
+	if i := strings.IndexByte(rest, '\\'); i >= 0 {
+		rest = rest[:i]
+	}
+	return strings.TrimSuffix(withoutPort(rest), ".")
+}
+
+// realHost reports whether host is a dotted name under a real top-level
+// domain of ICANN's or an IP address: what a scheme-less argument must
+// name to be taken for an address (github.com:org is a git remote's).
+func realHost(host string) bool {
+	h := lowerDotted(host)
+	if _, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
+		return true
+	}
+	dot := strings.LastIndex(h, ".")
+	if dot < 0 {
+		return false
+	}
+	tld := h[dot+1:]
+	s, icann := icannSuffix(tld)
+	return icann && s == tld
+}
+
+// percentDecoded is s with its %XX escapes decoded (paypal.com%2eevil.ru
+// is paypal.com.evil.ru to a browser's host parser); invalid ones stay.
+func percentDecoded(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	unhex := func(c byte) (byte, bool) {
+		switch {
+		case c >= '0' && c <= '9':
+			return c - '0', true
+		case c >= 'a' && c <= 'f':
+			return c - 'a' + 10, true
+		case c >= 'A' && c <= 'F':
+			return c - 'A' + 10, true
+		}
+		return 0, false
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			hi, ok1 := unhex(s[i+1])
+			lo, ok2 := unhex(s[i+2])
+			if ok1 && ok2 {
+				b.WriteByte(hi<<4 | lo)
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// embeddedDomain is Name.Embedded and Domain of host: the last domain
+// that the labels in front of host's registrable domain read as when cut
+// at a dot or a hyphen (readsAsDomain, embeddedReadsAsDomain: google.com
+// in accounts.google.com.evil.example, paypal.com in
+// paypal.com-login.evil.example and paypal.com-login.ru, ghcr.io in
+// ghcr.io.evil.com), and the registrable domain whose owner owns the host
+// (under every public suffix, the hosting companies' too: evil.example,
+// com.github.io for paypal.com.github.io, whose tenant is "com"). The
+// host is read as a browser reads it: %2e is a dot, a trailing dot none.
+// bare is whether host is a dotted name on its own, which is a host only
+// when it ends in a real top-level domain (example.com.conf is a file
+// name). Bounded: a host longer than a DNS name has no domain, and each
+// of its at most 253 cuts costs a public-suffix lookup.
 func embeddedDomain(host string, bare bool) (embedded, domain string) {
-	if host == "" || !dnsSized(host) {
+	if host == "" {
 		return "", ""
 	}
-	h := lowerDotted(host)
-	if _, err := netip.ParseAddr(h); err == nil {
+	h := strings.TrimSuffix(lowerDotted(percentDecoded(host)), ".")
+	// Cheap before the public suffix list: a domain in front of another
+	// takes two dots.
+	if strings.Count(h, ".") < 2 || !dnsSized(h) {
 		return "", ""
+	}
+	// An IP address ends in a digit (IPv4) or holds a colon (IPv6).
+	if last := h[len(h)-1]; last >= '0' && last <= '9' || strings.Contains(h, ":") {
+		if _, err := netip.ParseAddr(h); err == nil {
+			return "", ""
+		}
 	}
 	suffix, _ := icannSuffix(h)
 	front, ok := strings.CutSuffix(h, "."+suffix)
@@ -969,19 +1113,85 @@ func embeddedDomain(host string, bare bool) (embedded, domain string) {
 	if lastDot < 0 {
 		return "", "" // nothing in front of the registrable domain
 	}
-	domain = h[lastDot+1:]
-	for i := 0; i <= lastDot; i++ {
+	registered := h[lastDot+1:]
+	for i, label := 0, 0; i < len(front); i++ {
 		if front[i] != '.' && front[i] != '-' {
 			continue
 		}
-		if d, ok := readsAsDomain(h[:i], false); ok && d != domain {
+		// Only a top-level domain's shape before the cut sends it to the
+		// public suffix list: most cuts of an agent's names end in no such
+		// label, and each lookup costs.
+		tld := tldShaped(front[label:i])
+		if front[i] == '.' {
+			label = i + 1
+		}
+		if !tld {
+			continue
+		}
+		// A hyphen within the registered label joins a domain to it
+		// (paypal.com-login.ru) unless what stands before is a host's
+		// service label (www.net-a-porter.com is Net-a-Porter's).
+		if i > lastDot && (front[i] != '-' || serviceLabels[front[strings.LastIndex(front[:lastDot], ".")+1:lastDot]]) {
+			continue
+		}
+		if d, ok := embeddedReadsAsDomain(h, i); ok && d != registered {
 			embedded = d
 		}
 	}
 	if embedded == "" {
 		return "", ""
 	}
+	if domain, _ = publicsuffix.EffectiveTLDPlusOne(h); domain == "" {
+		domain = registered
+	}
 	return embedded, domain
+}
+
+// serviceLabels name a service of a site, not a domain, before the label
+// that follows them: www.net-a-porter.com is not net's.
+var serviceLabels = map[string]bool{"www": true, "m": true, "mail": true, "web": true, "api": true, "app": true, "my": true, "shop": true, "blog": true}
+
+// regionLabels are two-letter labels that name a region or country of a
+// site in front of its domain (tenant.us.auth0.com, ingest.de.sentry.io,
+// ec2.eu-west-1.amazonaws.com), not a country's domain.
+var regionLabels = map[string]bool{
+	"us": true, "eu": true, "uk": true, "gb": true, "de": true, "fr": true, "jp": true, "au": true, "in": true,
+	"br": true, "ca": true, "sg": true, "kr": true, "cn": true, "hk": true, "tw": true, "ch": true, "se": true,
+	"nl": true, "it": true, "es": true, "ie": true, "me": true, "sa": true, "za": true, "af": true, "il": true,
+	"no": true, "dk": true, "fi": true, "pl": true, "at": true, "be": true, "nz": true, "mx": true, "ae": true,
+}
+
+// embeddedReadsAsDomain is the domain the cut h[:i] of a host reads as
+// (readsAsDomain), and whether it reads as one in front of another: under
+// a generic top-level domain, a suffix of two labels (co.uk) or a
+// two-letter country code no region is named by (ghcr.io.evil.com). A
+// word domain there is as often an environment or a service of the site
+// (api.dev.example.com, api.staging.app.example.com) as a domain
+// (pkg.go.dev.evil.com), and tenant.us.auth0.com's us is a region.
+func embeddedReadsAsDomain(h string, i int) (string, bool) {
+	d, ok := readsAsDomain(h[:i], true)
+	if !ok {
+		return "", false
+	}
+	suffix := d[strings.IndexByte(d, '.')+1:]
+	return d, genericTLDs[suffix] || strings.Contains(suffix, ".") || len(suffix) == 2 && !regionLabels[suffix]
+}
+
+// tldShaped reports whether label may be a top-level domain: 2 to 63
+// letters, or an IDNA label (xn--).
+func tldShaped(label string) bool {
+	if len(label) < 2 || len(label) > 63 {
+		return false
+	}
+	if strings.HasPrefix(label, "xn--") {
+		return true
+	}
+	for i := 0; i < len(label); i++ {
+		if label[i] < 'a' || label[i] > 'z' {
+			return false
+		}
+	}
+	return true
 }
 
 // icannSuffix is name's public suffix under ICANN's rules of Go's list
@@ -1084,9 +1294,9 @@ func hostOf(name, kind string) (host string, bare bool) {
 	switch kind {
 	case "address":
 		authority := authorityOf(name)
-		return withoutPort(authority[strings.LastIndex(authority, "@")+1:]), false
+		return hostAfterAt(authority[strings.LastIndex(authority, "@")+1:]), false
 	case "e-mail address":
-		return withoutPort(name[strings.LastIndex(name, "@")+1:]), false
+		return hostAfterAt(name[strings.LastIndex(name, "@")+1:]), false
 	case "host":
 		return withoutPort(name), true
 	case "path":
@@ -1100,10 +1310,11 @@ func hostOf(name, kind string) (host string, bare bool) {
 }
 
 // authorityOf is what an address holds between :// and its path, query
-// or fragment: its user, host and port.
+// or fragment: its user, host and port. A backslash before an @ is the
+// user's to curl and Python (hostAfterAt), so it ends nothing here.
 func authorityOf(address string) string {
 	authority := address[strings.Index(address, "://")+len("://"):]
-	if i := strings.IndexAny(authority, `/\?#`); i >= 0 {
+	if i := strings.IndexAny(authority, `/?#`); i >= 0 {
 		authority = authority[:i]
 	}
 	return authority

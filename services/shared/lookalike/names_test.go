@@ -1,6 +1,7 @@
 package lookalike_test
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -122,10 +123,39 @@ func TestLookAlikesFindsNamesThatPassForLatin(t *testing.T) {
 		{"a_domain_cut_by_a_hyphen", "paypal.com-login.evil.net", []found{{"paypal.com-login.evil.net", "host", "leads to the domain evil.net, not paypal.com", ""}}},
 		{"a_country_domain_in_an_e_mail_address", "me@paypal.co.uk.evil.example", []found{{"me@paypal.co.uk.evil.example", "e-mail address", "leads to the domain evil.example, not paypal.co.uk", ""}}},
 		{"an_address_without_its_scheme", "accounts.google.com.evil.net/login", []found{{"accounts.google.com.evil.net/login", "path", "leads to the domain evil.net, not google.com", ""}}},
-		{"a_domain_under_a_hosting_suffix", "PayPal.com.github.io", []found{{"PayPal.com.github.io", "host", "leads to the domain github.io, not paypal.com", ""}}},
+		{"a_domain_under_a_hosting_suffix_names_its_tenant", "PayPal.com.github.io evil.paypal.com.netlify.app", []found{{"PayPal.com.github.io", "host", "leads to the domain com.github.io, not paypal.com", ""}, {"evil.paypal.com.netlify.app", "host", "leads to the domain com.netlify.app, not paypal.com", ""}}},
 		{"hosts_with_no_domain_in_front_of_theirs", "www.example.com.au foo.co.uk s3.amazonaws.com bucket.s3.amazonaws.com a.b.example.com mail.google.com www.net-a-porter.com 10.0.0.1 127.0.0.1:8080 localhost https://localhost:3000/ https://[::1]:80/x", nil},
 		{"regions_and_environments_in_front_of_a_domain", "tenant.us.auth0.com ingest.de.sentry.io api.dev.example.com ec2.eu-west-1.amazonaws.com", nil},
 		{"file_names_under_no_top_level_domain", "example.com.conf www.example.com.conf.bak paypal.com.evil.example notes.txt archive.tar.gz v1.2.3 docs.python.org/3/library github.com/foo/bar", nil},
+		// User-info spoofs clients follow, whatever punctuation surrounds
+		// the domain before the last @ (R10 F1).
+		{"punctuation_in_the_user_info", "https://paypal.com&login@evil.ru/ https://paypal.com;x@evil.ru/a https://paypal.com!@evil.ru https://paypal.com,x@evil.ru/ https://paypal.com=x@evil.ru/ https://paypal.com%2F@evil.ru/", []found{
+			{"https://paypal.com&login@evil.ru/", "address", "leads to the host evil.ru: paypal.com before the @ is a user name", ""},
+			{"https://paypal.com;x@evil.ru/a", "address", "leads to the host evil.ru: paypal.com before the @ is a user name", ""},
+			{"https://paypal.com!@evil.ru", "address", "leads to the host evil.ru: paypal.com before the @ is a user name", ""},
+			{"https://paypal.com,x@evil.ru/", "address", "leads to the host evil.ru: paypal.com before the @ is a user name", ""},
+			{"https://paypal.com=x@evil.ru/", "address", "leads to the host evil.ru: paypal.com before the @ is a user name", ""},
+			{"https://paypal.com%2F@evil.ru/", "address", "leads to the host evil.ru: paypal.com before the @ is a user name", ""},
+		}},
+		{"a_trailing_dot_or_a_second_at_in_the_user_info", "https://paypal.com.@evil.ru/ https://paypal.com@@evil.ru", []found{
+			{"https://paypal.com.@evil.ru/", "address", "leads to the host evil.ru: paypal.com before the @ is a user name", ""},
+			{"https://paypal.com@@evil.ru", "address", "leads to the host evil.ru: paypal.com before the @ is a user name", ""},
+		}},
+		{"an_ipv6_host_after_the_at", "open https://paypal.com@[2001:db8::1]/login", []found{{"https://paypal.com@[2001:db8::1]/login", "address", "leads to the host [2001:db8::1]: paypal.com before the @ is a user name", ""}}},
+		{"a_backslash_before_the_at", `https://paypal.com\@evil.ru/`, []found{{`https://paypal.com\@evil.ru/`, "address", "leads to the host evil.ru: paypal.com before the @ is a user name", ""}}},
+		{"an_address_without_its_scheme_with_a_user", "curl paypal.com@evil.ru/login", []found{{"paypal.com@evil.ru/login", "path", "leads to the host evil.ru: paypal.com before the @ is a user name", ""}}},
+		{"a_trailing_dot_on_the_host_is_no_part_of_its_name", "https://paypal.com@evil.ru./x", []found{{"https://paypal.com@evil.ru./x", "address", "leads to the host evil.ru: paypal.com before the @ is a user name", ""}}},
+		{"addresses_and_users_that_are_no_spoof", "git@github.com:org/repo.git ssh user@localhost bob@example.com wrote support.team@example.com https://a.com, b@c.com https://user:pa$$@example.com/x", nil},
+		// Domains in front shapes the subdomain rule missed (R10 F3).
+		{"a_hyphen_joins_a_domain_to_the_registered_label", "paypal.com-login.ru", []found{{"paypal.com-login.ru", "host", "leads to the domain com-login.ru, not paypal.com", ""}}},
+		{"a_country_code_domain_in_front", "https://ghcr.io.evil.com/v2/", []found{{"https://ghcr.io.evil.com/v2/", "address", "leads to the domain evil.com, not ghcr.io", ""}}},
+		{"environments_and_services_in_front_of_a_domain", "api.staging.app.example.com x.tenant.us.auth0.com web.api.dev.example.com", nil},
+		{"an_encoded_dot", "paypal.com%2eevil.ru https://paypal.com%2Eevil.ru/", []found{
+			{"paypal.com%2eevil.ru", "host", "leads to the domain evil.ru, not paypal.com", ""},
+			{"https://paypal.com%2Eevil.ru/", "address", "leads to the domain evil.ru, not paypal.com", ""},
+		}},
+		{"a_trailing_dot_names_the_domain_without_it", "https://accounts.google.com.evil.ru./", []found{{"https://accounts.google.com.evil.ru./", "address", "leads to the domain evil.ru, not google.com", ""}}},
+		{"package_cluster_and_cloud_names_are_no_spoof", "github.com/x/y go.dev/doc my-svc.my-ns.svc.cluster.local mybucket.s3.us-east-1.amazonaws.com s3.dualstack.eu-west-1.amazonaws.com mybucket.storage.googleapis.com acct.blob.core.windows.net www.net-a-porter.com v1.2.3 1.2.3.4 cdn.jsdelivr.net/npm/x@1.2.3/dist", nil},
 		{"pure_latin", "rm -rf /tmp/build && curl https://paypal.com/ café naïve", nil},
 		{"a_cyrillic_sentence", "Привет, мир! Удалить файл отчёт.pdf?", nil},
 		{"a_cyrillic_host", "пример.рф", nil},
@@ -235,6 +265,53 @@ func BenchmarkLookAlikesHostile(b *testing.B) {
 		hosts = append(hosts, s.String()+".com")
 	}
 	in := `{"path":"notes.txt","h":["` + strings.Join(hosts, `","`) + `"]}`
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		lookalike.Find(in)
+	}
+}
+
+// BenchmarkLookAlikesDistinctASCIIHosts is R10 F5's shape: ~250 KB of
+// distinct dotted ASCII names, each a host the ASCII rules must judge
+// (labels in front of a registrable domain, an address with a user).
+func BenchmarkLookAlikesDistinctASCIIHosts(b *testing.B) {
+	var s strings.Builder
+	for i := 0; s.Len() < 250_000; i++ {
+		fmt.Fprintf(&s, "api%d.svc%d.example%d.com https://u%d.co@h%d.example.org/x ", i, i, i, i, i)
+	}
+	in := s.String()
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		lookalike.Find(in)
+	}
+}
+
+// BenchmarkLookAlikesManyCutASCIIHosts: ~250 KB of distinct hosts as long
+// as a DNS name may be, each label a cut the domain-in-front rule judges.
+func BenchmarkLookAlikesManyCutASCIIHosts(b *testing.B) {
+	var s strings.Builder
+	for i := 0; s.Len() < 250_000; i++ {
+		host := fmt.Sprintf("h%d", i)
+		for len(host) < 240 {
+			host += ".com-a"
+		}
+		s.WriteString(host + ".evil.com https://" + host[:200] + "@x.com/ ")
+	}
+	in := s.String()
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		lookalike.Find(in)
+	}
+}
+
+// BenchmarkLookAlikesRepeatedASCIIHost: one unflagged host as long as a
+// DNS name may be, of many cuts, repeated to ~250 KB: judged once.
+func BenchmarkLookAlikesRepeatedASCIIHost(b *testing.B) {
+	host := "h"
+	for len(host) < 240 {
+		host += ".com-a"
+	}
+	in := strings.Repeat(host+".example.com ", 250_000/(len(host)+13))
 	b.SetBytes(int64(len(in)))
 	for b.Loop() {
 		lookalike.Find(in)
