@@ -148,7 +148,7 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 		cfg: deps.Config, log: deps.Log, nc: deps.NC, js: deps.JS, frontend: fk,
 		use:    &useCases{approvals: approvalapi.New(deps.NC, fk, Frontend), store: st, cfg: deps.Config, now: opts.Now},
 		policy: policyapi.New(deps.NC, fk, Frontend), store: st, dir: calls.DirectoryOf(deps.Config), pages: pages, opts: opts, proxies: proxies,
-		logins: newLoginLimiter(st, deps.JS, deps.Config.Console.SignIn, opts.Now),
+		logins: newLoginLimiter(st, deps.Config.Console.SignIn, opts.Now),
 		pub:    deps.Publisher("console"),
 		agents: &agentCalls{nc: deps.NC, js: deps.JS, cfg: deps.Config, frontend: fk, approvals: approvalapi.New(deps.NC, fk, Frontend),
 			now: opts.Now, waits: quota.New(maxWaitsPerAgent), bodies: quota.New(maxBodiesPerAgent), tools: tools, overBudget: airlock.NewOverBudgetNotices(opts.Now)},

@@ -217,18 +217,16 @@ func parseProxies(list []string) ([]*net.IPNet, error) {
 // only deleted left its marker in the bucket for ever. A bucket provisioned
 // before it took TTLs (store.keyTTLs false) keeps the sweep's purges.
 type loginLimiter struct {
-	store  *store
-	js     jetstream.JetStream
-	bucket string
-	limit  config.SignInLimit
-	now    func() time.Time
+	store *store
+	limit config.SignInLimit
+	now   func() time.Time
 }
 
-func newLoginLimiter(st *store, js jetstream.JetStream, limit config.SignInLimit, now func() time.Time) *loginLimiter {
+func newLoginLimiter(st *store, limit config.SignInLimit, now func() time.Time) *loginLimiter {
 	if limit.Window <= 0 {
 		limit.Window = 15 * time.Minute
 	}
-	return &loginLimiter{store: st, js: js, bucket: st.kv.Bucket(), limit: limit, now: now}
+	return &loginLimiter{store: st, limit: limit, now: now}
 }
 
 // failures is one counter: failures since the window began.
@@ -302,17 +300,7 @@ func (l *loginLimiter) bump(ctx context.Context, key string) error {
 		f.Count++
 		data, _ := json.Marshal(f)
 		// Kept until its window ends, and a second for the clock.
-		ttl := f.Since.Add(l.limit.Window).Sub(l.now()) + time.Second
-		switch {
-		case rev == 0 && l.store.keyTTLs:
-			_, err = l.store.kv.Create(ctx, key, data, jetstream.KeyTTL(max(ttl, time.Second)))
-		case rev == 0:
-			_, err = l.store.kv.Create(ctx, key, data)
-		case l.store.keyTTLs:
-			err = bus.UpdateTTL(ctx, l.js, l.bucket, key, data, rev, ttl)
-		default:
-			_, err = l.store.kv.Update(ctx, key, data, rev)
-		}
+		err = l.store.write(ctx, key, data, rev, f.Since.Add(l.limit.Window).Sub(l.now())+time.Second)
 		if err == nil {
 			return nil
 		}

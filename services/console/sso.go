@@ -161,13 +161,9 @@ func (con *Console) ssoStartPage(c echo.Context) error {
 	rec := pendingLogin{Browser: hashSecret(browser), Nonce: randomSecret(32), Verifier: oauth2.GenerateVerifier(),
 		Next: safeNext(c.QueryParam("next")), Created: con.sso.now().UTC()}
 	data, _ := json.Marshal(rec)
-	// Kept as long as it may be finished, where the bucket takes TTLs: the
-	// sweep is then only for sign-ins started before it did.
-	var ttl []jetstream.KVCreateOpt
-	if con.store.keyTTLs {
-		ttl = append(ttl, jetstream.KeyTTL(pendingTTL+time.Minute))
-	}
-	if _, err := con.sso.kv.Create(c.Request().Context(), pendingKey(state), data, ttl...); err != nil {
+	// Kept as long as it may be finished (where the bucket takes TTLs, the
+	// sweep is only for sign-ins started before it did).
+	if err := con.store.write(c.Request().Context(), pendingKey(state), data, 0, pendingTTL+time.Minute); err != nil {
 		return apierr.Wrap(apierr.Unavailable, err, "sign-in is unavailable for a moment: try again")
 	}
 	con.setCookie(c, ssoCookie, browser, pendingTTL)

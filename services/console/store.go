@@ -33,6 +33,8 @@ import (
 //	onetap.<agent>.<call>.<rev>.<hash of approver> oneTapUse (a mail's one-tap link used, onetap.go)
 type store struct {
 	kv jetstream.KeyValue
+	// js writes with a TTL what the KV API cannot (bus.UpdateTTL).
+	js jetstream.JetStream
 	// keyTTLs: the bucket takes per-key TTLs (bus.TakesKeyTTLs), so what
 	// is removed leaves a marker that expires (remove), and sign-in
 	// counters and pending single sign-ons expire on their own.
@@ -103,8 +105,26 @@ func openStore(ctx context.Context, deps svc.Deps, now func() time.Time) (*store
 	if err != nil {
 		return nil, fmt.Errorf("console bucket %s: %w", deps.Config.Buckets.Console, err)
 	}
-	st.keyTTLs = bus.TakesKeyTTLs(status)
+	st.js, st.keyTTLs = deps.JS, bus.TakesKeyTTLs(status)
 	return st, nil
+}
+
+// write stores data at key: a new key when rev is 0, else compare-and-set
+// on rev. Where the bucket takes per-key TTLs the server removes the key
+// after ttl (at least a second); a bucket provisioned before keeps it.
+func (s *store) write(ctx context.Context, key string, data []byte, rev uint64, ttl time.Duration) error {
+	var err error
+	switch {
+	case rev == 0 && s.keyTTLs:
+		_, err = s.kv.Create(ctx, key, data, jetstream.KeyTTL(max(ttl, time.Second)))
+	case rev == 0:
+		_, err = s.kv.Create(ctx, key, data)
+	case s.keyTTLs:
+		err = bus.UpdateTTL(ctx, s.js, s.kv.Bucket(), key, data, rev, ttl)
+	default:
+		_, err = s.kv.Update(ctx, key, data, rev)
+	}
+	return err
 }
 
 // remove purges key, its past values with it (compare-and-set with

@@ -270,10 +270,6 @@ func visible(s string, oneLine bool) string {
 // drawn as nothing although Go counts it printable (default-ignorable code
 // points such as the combining grapheme joiner, variation selectors and
 // Hangul fillers, and the blank Braille pattern).
-// Hidden reports whether r draws nothing a reader can see (or is not
-// printable): what the look-alike detector treats as a gap in a name.
-func Hidden(r rune) bool { return hidden(r) }
-
 func hidden(r rune) bool {
 	if r == '\n' || r == '\t' {
 		return false
@@ -281,3 +277,7 @@ func hidden(r rune) bool {
 	return !strconv.IsPrint(r) || r == '\u2800' ||
 		unicode.Is(unicode.Variation_Selector, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r)
 }
+
+// Hidden reports whether r draws nothing a reader can see (or is not
+// printable): what the look-alike detector treats as a gap in a name.
+func Hidden(r rune) bool { return hidden(r) }

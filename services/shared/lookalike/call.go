@@ -37,18 +37,18 @@ func (l Name) Heading() string {
 	return Prefix
 }
 
-// LookAlikes are the Find in everything of c a reviewer
-// reads — its agent, the person it acts for, server and tool, thread, each
-// argument's name and string value, its working directory and its reason
-// — each name once. What the call does comes first: the names of its
-// identity and arguments, then of its working directory, then of its
-// reason; within each, addresses, hosts and e-mail addresses before paths
-// and other names. So decoys the agent writes in its working directory or
-// reason, or paths beside a spoofed host, cannot take the warnings' places
-// (MaxWarnings, a phone's one line) from a spoofed host in its
-// arguments. redact is the decision's redact, for a surface that shows
-// the arguments redacted (Redacted): a value it hides is not quoted in a
-// warning either; nil for one that shows them all.
+// InCall is Find over everything of c a reviewer reads — its agent, the
+// person it acts for, server and tool, thread, each argument's name and
+// string value, its working directory and its reason — each name once.
+// What the call does comes first: the names of its identity and
+// arguments, then of its working directory, then of its reason; within
+// each, addresses, hosts and e-mail addresses before paths and other
+// names. So decoys the agent writes in its working directory or reason,
+// or paths beside a spoofed host, cannot take the warnings' places
+// (MaxWarnings, a phone's one line) from a spoofed host in its arguments.
+// redact is the decision's redact, for a surface that shows the arguments
+// redacted (calls.Redacted): a value it hides is not quoted in a warning
+// either; nil for one that shows them all.
 func InCall(c *airlockv1.ToolCall, redact []string) []Name {
 	texts := []string{c.GetAgentId(), c.GetOnBehalfOf(), calls.ToolName(c.GetServer(), c.GetTool()), c.GetThreadId()}
 	// Arguments walked with a stack, not recursion: their depth is the
@@ -146,7 +146,7 @@ func moreLine(rest []Name) string {
 // (Name.Heading, Name.Warning), the agent's words shown
 // by esc, the medium's escape for them (a long name shortened); at most
 // MaxWarnings, then one line saying how many more; none for a
-// call with none. redact is as for LookAlikes.
+// call with none. redact is as for InCall.
 func Warnings(c *airlockv1.ToolCall, redact []string, esc func(string) string) []string {
 	found := InCall(c, redact)
 	short := func(s string) string { return esc(calls.Shorten(s, maxLookAlikeChars)) }
