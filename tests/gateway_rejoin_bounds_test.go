@@ -190,7 +190,7 @@ func (g *gatewayEnv) entriesNamingCall(t *testing.T, agent, call string) map[str
 func (g *gatewayEnv) putBack(t *testing.T, entries map[string][]byte, prefixes []string) {
 	t.Helper()
 	kv := g.clientWaits
-	put, last := 0, uint64(0) // last: the latest write the gateway's watch (r.>, a.>) sees
+	put, last := 0, uint64(0) // last: the latest write the gateway's watch (r.>) sees
 	for k, v := range entries {
 		for _, prefix := range prefixes {
 			if strings.HasPrefix(k, prefix) {
@@ -199,7 +199,7 @@ func (g *gatewayEnv) putBack(t *testing.T, entries map[string][]byte, prefixes [
 					t.Fatal(err)
 				}
 				put++
-				if !strings.HasPrefix(k, "c.") {
+				if strings.HasPrefix(k, clientwait.RejoinPrefix) {
 					last = max(last, rev)
 				}
 			}
@@ -213,11 +213,11 @@ func (g *gatewayEnv) putBack(t *testing.T, entries map[string][]byte, prefixes [
 	if err != nil {
 		t.Fatal(err)
 	}
-	rejoins := "$KV." + bucket + ".r.>"
+	rejoins := "$KV." + bucket + "." + clientwait.RejoinPrefix + ">"
 	testenv.Eventually(t, 30*time.Second, "the gateway's watch of the rejoin entries to be handed what was put back", func() bool {
 		watches := 0
 		for c := range stream.ListConsumers(context.Background()).Info() {
-			if slices.Contains(c.Config.FilterSubjects, rejoins) {
+			if c.Config.FilterSubject == rejoins || slices.Contains(c.Config.FilterSubjects, rejoins) {
 				if c.Delivered.Stream < last {
 					return false
 				}

@@ -40,7 +40,7 @@ func (ep *endpoint) rejoinKey(session, tool, digest string) string {
 		return ""
 	}
 	// Length-prefixed parts: moving text between them moves the key.
-	return "r." + hashID("", "rejoin/v1", ep.cfg.Name, ep.cfg.Agent, session, tool, digest)
+	return clientwait.RejoinPrefix + hashID("", "rejoin/v1", ep.cfg.Name, ep.cfg.Agent, session, tool, digest)
 }
 
 // offerKey is where an identical call made in another session of the
@@ -52,7 +52,7 @@ func (ep *endpoint) offerKey(rejoinKey, tool, digest string) string {
 	if rejoinKey == "" {
 		return ""
 	}
-	return "a." + hashID("", "offer/v2", ep.cfg.Name, ep.cfg.Agent, ep.cfg.OnBehalfOf, ep.cfg.Profile, tool, digest)
+	return clientwait.OfferPrefix + hashID("", "offer/v2", ep.cfg.Name, ep.cfg.Agent, ep.cfg.OnBehalfOf, ep.cfg.Profile, tool, digest)
 }
 
 // newSessionID is the id of an MCP session this replica starts: its mark,
@@ -114,18 +114,18 @@ func (ep *endpoint) offer(ctx context.Context, f *flight, rev uint32) error {
 	case f.offered != nil:
 		var replaced bool
 		var r clientwait.Rejoin
-		if r, replaced, err = ep.g.rejoins.Update(ctx, f.offerKey, *f.offered, next); err == nil {
+		if r, replaced, err = ep.g.waits.Update(ctx, f.offerKey, *f.offered, next); err == nil {
 			f.offered, f.offerGone = &r, !replaced
 		}
 	default:
 		if f.offerFailed { // it may have been stored, and displaced since
-			if r, ok, ferr := ep.g.rejoins.FindShared(ctx, f.offerKey); ferr == nil && ok && r.Call != f.call.ID {
+			if r, ok, ferr := ep.g.waits.Find(ctx, f.offerKey); ferr == nil && ok && r.Call != f.call.ID {
 				f.offerGone = true
 				return nil
 			}
 		}
 		var r clientwait.Rejoin
-		if r, err = ep.g.rejoins.Join(ctx, f.offerKey, next); err == nil {
+		if r, err = ep.g.waits.Join(ctx, f.offerKey, next); err == nil {
 			f.offered = &r
 		}
 	}
@@ -155,12 +155,12 @@ func (ep *endpoint) unoffer(ctx context.Context, f *flight) {
 	if offered == nil { // written by another request (this session's first), or in doubt
 		var r clientwait.Rejoin
 		var ok bool
-		if r, ok, err = ep.g.rejoins.FindShared(ctx, f.offerKey); err == nil && ok && r.Call == f.call.ID {
+		if r, ok, err = ep.g.waits.Find(ctx, f.offerKey); err == nil && ok && r.Call == f.call.ID {
 			offered = &r
 		}
 	}
 	if offered != nil {
-		_, err = ep.g.rejoins.Deliver(ctx, f.offerKey, *offered)
+		_, err = ep.g.waits.Deliver(ctx, f.offerKey, *offered)
 	}
 	if err != nil {
 		ep.log.Warn("a call's offer to the endpoint's other sessions was not taken back; the same call from a new session may return its outcome again", "call", f.call.ID, "err", err)
@@ -177,7 +177,7 @@ func (ep *endpoint) adopt(ctx context.Context, key, offer string, t *tool) (*fli
 	if offer == "" {
 		return nil, nil
 	}
-	r, ok, err := ep.g.rejoins.FindShared(ctx, offer)
+	r, ok, err := ep.g.waits.Find(ctx, offer)
 	if err != nil {
 		ep.log.Warn("an offered call could not be looked up; the call is submitted as a new call", "err", err)
 		return nil, nil
@@ -197,7 +197,7 @@ func (ep *endpoint) adopt(ctx context.Context, key, offer string, t *tool) (*fli
 	}
 	// The call's own client may have given up meanwhile, taking the offer
 	// back: the call is joined only if the bucket still offers it as read.
-	still, ok, err := ep.g.rejoins.Get(ctx, offer)
+	still, ok, err := ep.g.waits.Find(ctx, offer)
 	switch {
 	case ctx.Err() != nil:
 		return nil, ctx.Err()

@@ -41,6 +41,13 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 )
 
+// The key prefixes of rejoin entries and offers: the gateway names its keys
+// with them, and the Rejoins view holds rejoin entries alone.
+const (
+	RejoinPrefix = "r."
+	OfferPrefix  = "a."
+)
+
 // Store is the bucket. Its zero value is unusable; build it with Open.
 type Store struct {
 	kv jetstream.KeyValue
@@ -95,6 +102,38 @@ func (s *Store) remember(ctx context.Context, key string, r Rejoin) (uint64, err
 		return 0, fmt.Errorf("remember call %s for a repeated call: %w", r.Call, err)
 	}
 	return rev, nil
+}
+
+// Join stores the entry r for key (a rejoin entry, or an offer), replacing
+// one left by a call whose outcome was never fetched, and returns it as
+// stored: the Deliver that ends it deletes that revision.
+func (s *Store) Join(ctx context.Context, key string, r Rejoin) (Rejoin, error) {
+	rev, err := s.remember(ctx, key, r)
+	if err != nil {
+		return Rejoin{}, err
+	}
+	r.entryRev = rev
+	return r, nil
+}
+
+// Update replaces the entry old (as Join or Find returned it) with r, if
+// the key still holds old: replaced is false when something else wrote or
+// deleted the key since (an identical call made since offered itself, or
+// the call's outcome was delivered), which then stays.
+func (s *Store) Update(ctx context.Context, key string, old, r Rejoin) (_ Rejoin, replaced bool, err error) {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return Rejoin{}, false, err
+	}
+	rev, err := s.kv.Update(ctx, key, raw, old.entryRev)
+	switch {
+	case bus.Conflict(err):
+		return Rejoin{}, false, nil
+	case err != nil:
+		return Rejoin{}, false, fmt.Errorf("update the entry of call %s: %w", r.Call, err)
+	}
+	r.entryRev = rev
+	return r, true, nil
 }
 
 // Find returns the rejoin entry for key; ok is false when there is none.
@@ -508,7 +547,7 @@ type Entry struct {
 // written before entries named their endpoint are not listed).
 func (s *Store) Entries(ctx context.Context, endpoint string) ([]Entry, error) {
 	var out []Entry
-	for _, filter := range []string{"r.>", "a.>"} {
+	for _, filter := range []string{RejoinPrefix + ">", OfferPrefix + ">"} {
 		err := bus.ReadAll(ctx, s.kv, filter, func(e jetstream.KeyValueEntry) {
 			var r Rejoin
 			if json.Unmarshal(e.Value(), &r) != nil || r.Endpoint != endpoint {

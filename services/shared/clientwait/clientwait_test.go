@@ -171,23 +171,22 @@ func TestAnOfferIsRevisedOnlyWhileItIsTheCallsOwn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s := openStore(ctx, t)
-	v := s.Rejoins()
-	const key = "a.offer"
-	first, err := v.Join(ctx, key, clientwait.Rejoin{Call: "old", Revision: 1})
+	const key = clientwait.OfferPrefix + "offer"
+	first, err := s.Join(ctx, key, clientwait.Rejoin{Call: "old", Revision: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	revised, replaced, err := v.Update(ctx, key, first, clientwait.Rejoin{Call: "old", Revision: 2})
+	revised, replaced, err := s.Update(ctx, key, first, clientwait.Rejoin{Call: "old", Revision: 2})
 	if err != nil || !replaced {
 		t.Fatalf("the call's own offer was not revised: %v %v", replaced, err)
 	}
-	if _, err := v.Join(ctx, key, clientwait.Rejoin{Call: "newer", Revision: 1}); err != nil {
+	if _, err := s.Join(ctx, key, clientwait.Rejoin{Call: "newer", Revision: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, replaced, err := v.Update(ctx, key, revised, clientwait.Rejoin{Call: "old", Revision: 3}); err != nil || replaced {
+	if _, replaced, err := s.Update(ctx, key, revised, clientwait.Rejoin{Call: "old", Revision: 3}); err != nil || replaced {
 		t.Fatalf("a revision displaced an identical call's offer made since: %v %v", replaced, err)
 	}
-	if r, ok, err := v.FindShared(ctx, key); err != nil || !ok || r.Call != "newer" {
+	if r, ok, err := s.Find(ctx, key); err != nil || !ok || r.Call != "newer" {
 		t.Fatalf("the key offers %+v (%v, %v), want the newer call", r, ok, err)
 	}
 }

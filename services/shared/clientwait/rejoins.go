@@ -3,39 +3,43 @@ package clientwait
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/airlock-gate/airlock/services/shared/bus"
 )
 
-// Rejoins is one gateway replica's view of the rejoin entries, so that a
-// tools/call, which must look its key up, does not wait for the bucket:
-// every call of a session looks, and almost none finds anything.
+// Rejoins is one gateway replica's view of the rejoin entries (keys
+// "r.<hash>"), so that a tools/call, which must look its key up, does not
+// wait for the bucket: every call of a session looks, and almost none finds
+// anything.
 //
 // The bucket stays the source of truth. The view answers only for keys the
 // caller owns: the key's session was started by this replica, which alone
 // serves it and so alone writes its entries — each stored, and in the
 // view, before its client is told to call again. What this replica writes
-// (Join, Update, Deliver) enters the view as the write succeeds; a watch of the
+// (Join, Deliver) enters the view as the write succeeds; a watch of the
 // bucket's rejoin keys (Follow) brings in whatever else changes them (an
 // operator's delete, a write this replica was not told the fate of).
 // Every other lookup is a Get: an entry another replica wrote may not have
 // reached the watch yet, or may be delivered already, and the outcome must
 // be returned once. So is a key whose write is in doubt (it failed, or lost
 // a race).
+//
+// Offers (keys "a.<hash>", which every replica may write) are not in the
+// view: they are read and written through the Store. A view of them could
+// answer "none" for an offer another replica stored seconds before, while
+// this replica's watch is stalled (a NATS server that hosted its consumer
+// died, and the watch resumes only once its heartbeats are missed): the
+// client of a call whose replica was killed then made it again instead of
+// rejoining it (chaos, seed 17).
 type Rejoins struct {
 	s *Store
 
 	mu    sync.Mutex
 	known map[string]view
-	// loaded: the watch has read what the bucket held when it started, so
-	// a key the view lacks is missing from the bucket too (FindShared).
-	loaded bool
 }
 
 // view is what the replica knows of one key at revision rev (the bucket's
@@ -64,6 +68,9 @@ func (s *Store) Rejoins() *Rejoins { return &Rejoins{s: s, known: map[string]vie
 // Find returns the rejoin entry for key; ok is false when there is none.
 // mine says the caller owns the key (see Rejoins): the view answers.
 func (v *Rejoins) Find(ctx context.Context, key string, mine bool) (r Rejoin, ok bool, err error) {
+	if !viewed(key) {
+		return v.s.Find(ctx, key)
+	}
 	v.mu.Lock()
 	k, seen := v.known[key]
 	v.mu.Unlock()
@@ -76,66 +83,20 @@ func (v *Rejoins) Find(ctx context.Context, key string, mine bool) (r Rejoin, ok
 	return v.s.Find(ctx, key)
 }
 
-// Get reads key's entry from the bucket, never from the view: what a
-// decision that must not act on a stale entry reads (adopt's second look).
-func (v *Rejoins) Get(ctx context.Context, key string) (r Rejoin, ok bool, err error) {
-	return v.s.Find(ctx, key)
-}
-
-// FindShared is Find for a key every replica may write (an offer, key
-// "a.<hash>"): a miss is answered by the view once it has loaded the
-// bucket, so the lookup every session call makes costs no round trip; a hit
-// is read from the bucket, since another replica may have changed it since.
-// An entry written by another replica a moment ago may not be in the view
-// yet: such a lookup misses it.
-func (v *Rejoins) FindShared(ctx context.Context, key string) (r Rejoin, ok bool, err error) {
-	v.mu.Lock()
-	k, seen := v.known[key]
-	loaded := v.loaded
-	v.mu.Unlock()
-	if loaded && !k.doubt && (!seen || !k.present || v.expired(k, time.Now())) {
-		return Rejoin{}, false, nil
-	}
-	return v.s.Find(ctx, key)
-}
-
-// Join stores the rejoin entry (or offer) r for key, replacing one left
-// by a call whose outcome was never fetched, and returns it as stored: the
-// Deliver that ends it deletes that revision. The entry is in the view
-// once stored. A write that failed may still have been stored: the key is
-// then looked up in the bucket until this replica writes it again.
+// Join is Store.Join, and the entry is in the view once stored. A write
+// that failed may still have been stored: the key is then looked up in the
+// bucket until this replica writes it again.
 func (v *Rejoins) Join(ctx context.Context, key string, r Rejoin) (Rejoin, error) {
-	rev, err := v.s.remember(ctx, key, r)
+	r, err := v.s.Join(ctx, key, r)
+	if !viewed(key) {
+		return r, err
+	}
 	if err != nil {
 		v.distrust(key)
 		return Rejoin{}, err
 	}
-	r.entryRev = rev
-	v.wrote(key, view{r: r, present: true, rev: rev, at: time.Now()})
+	v.wrote(key, view{r: r, present: true, rev: r.entryRev, at: time.Now()})
 	return r, nil
-}
-
-// Update replaces the entry old (as Join or Find returned it) with r, if
-// the key still holds old: replaced is false when something else wrote or
-// deleted the key since (an identical call made since offered itself, or
-// the call's outcome was delivered), which then stays.
-func (v *Rejoins) Update(ctx context.Context, key string, old, r Rejoin) (_ Rejoin, replaced bool, err error) {
-	raw, err := json.Marshal(r)
-	if err != nil {
-		return Rejoin{}, false, err
-	}
-	rev, err := v.s.kv.Update(ctx, key, raw, old.entryRev)
-	switch {
-	case bus.Conflict(err):
-		v.outdated(key, old.entryRev)
-		return Rejoin{}, false, nil
-	case err != nil:
-		v.distrust(key)
-		return Rejoin{}, false, fmt.Errorf("update the offer of call %s: %w", r.Call, err)
-	}
-	r.entryRev = rev
-	v.wrote(key, view{r: r, present: true, rev: rev, at: time.Now()})
-	return r, true, nil
 }
 
 // Deliver is Store.Deliver, and the entry leaves the view once deleted.
@@ -145,6 +106,7 @@ func (v *Rejoins) Update(ctx context.Context, key string, old, r Rejoin) (_ Rejo
 func (v *Rejoins) Deliver(ctx context.Context, key string, r Rejoin) (won bool, err error) {
 	won, err = v.s.Deliver(ctx, key, r)
 	switch {
+	case !viewed(key):
 	case err != nil:
 		v.distrust(key)
 	case !won:
@@ -155,19 +117,18 @@ func (v *Rejoins) Deliver(ctx context.Context, key string, r Rejoin) (won bool, 
 	return won, err
 }
 
-// Follow keeps the view in step with the bucket's rejoin entries and
-// offers until ctx ends; a watch that ends (a reconnect) is started again,
+// Follow keeps the view in step with the bucket's rejoin entries until ctx
+// ends; a watch that ends (a reconnect) is started again,
 // and what it replays is applied by revision, so nothing older overwrites
 // the view.
 func (v *Rejoins) Follow(ctx context.Context, log *slog.Logger) {
 	for ctx.Err() == nil {
-		w, err := v.s.kv.WatchFiltered(ctx, []string{"r.>", "a.>"})
+		w, err := v.s.kv.Watch(ctx, RejoinPrefix+">")
 		if err != nil {
 			log.Warn("watching the rejoin entries failed; a repeated call is looked up in the bucket meanwhile", "err", err)
 		} else {
 			v.follow(ctx, w)
 			_ = w.Stop()
-			v.setLoaded(false) // what changed meanwhile is known once the next watch has replayed it
 		}
 		select {
 		case <-ctx.Done():
@@ -194,7 +155,6 @@ func (v *Rejoins) follow(ctx context.Context, w jetstream.KeyWatcher) {
 				return
 			}
 			if e == nil { // what was stored has been read
-				v.setLoaded(true)
 				continue
 			}
 			k := view{rev: e.Revision(), at: e.Created()}
@@ -265,11 +225,9 @@ func (v *Rejoins) outdated(key string, rev uint64) {
 	}
 }
 
-func (v *Rejoins) setLoaded(loaded bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.loaded = loaded
-}
+// viewed reports whether the view holds key: rejoin entries, not offers
+// (see Rejoins).
+func viewed(key string) bool { return strings.HasPrefix(key, RejoinPrefix) }
 
 // expired reports whether the bucket has forgotten what k records.
 func (v *Rejoins) expired(k view, now time.Time) bool {

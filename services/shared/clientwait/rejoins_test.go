@@ -266,54 +266,62 @@ func TestRejoinsViewForgetsWhatTheBucketLetExpire(t *testing.T) {
 	})
 }
 
-// TestOffersAcrossReplicas: an offer (a key every replica may write) is
-// found by another replica as soon as its view has it; a miss costs no
-// round trip once the view has loaded the bucket, and a hit is read from
-// the bucket, so an offer another replica took back is not found.
-func TestOffersAcrossReplicas(t *testing.T) {
+// stalledKV is a bucket whose watches read what is stored and then hear
+// nothing more, as a watch whose consumer was on a NATS server that died:
+// the client library starts it again only once two heartbeats are missed.
+type stalledKV struct{ jetstream.KeyValue }
+
+func (k stalledKV) Watch(ctx context.Context, keys string, _ ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	return k.WatchFiltered(ctx, []string{keys})
+}
+
+func (k stalledKV) WatchFiltered(ctx context.Context, _ []string, _ ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	updates := make(chan jetstream.KeyValueEntry, 1)
+	updates <- nil // what was stored has been read: nothing
+	return stalledWatcher{updates}, nil
+}
+
+type stalledWatcher struct{ updates chan jetstream.KeyValueEntry }
+
+func (w stalledWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.updates }
+func (w stalledWatcher) Stop() error                             { return nil }
+
+// TestOffersAreFoundWhileTheWatchIsStalled: an offer (a key every replica
+// may write) that another replica stored is found at once, even by a
+// replica whose watch has stopped hearing the bucket — after a NATS node
+// was lost, a view of offers answered "none" for seconds, and a killed
+// replica's waiting call was made again instead of rejoined (chaos, seed
+// 17). An offer taken back is not found, and the view keeps no offers.
+func TestOffersAreFoundWhileTheWatchIsStalled(t *testing.T) {
 	n := testenv.StartNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	replica := func(follow bool) (*Rejoins, *countingKV) {
-		v, kv := newReplica(ctx, t, deps.JS, deps.Config.Buckets.ClientWaits, follow)
-		if follow {
-			testenv.Eventually(t, 10*time.Second, "the view to load the bucket", func() bool {
-				v.mu.Lock()
-				defer v.mu.Unlock()
-				return v.loaded
-			})
-		}
-		return v, kv
-	}
-	a, _ := replica(true)
-	b, bkv := replica(true)
-	unloaded, ukv := replica(false)
+	a, _ := newReplica(ctx, t, deps.JS, deps.Config.Buckets.ClientWaits, true)
+	b, _ := newReplica(ctx, t, deps.JS, deps.Config.Buckets.ClientWaits, false)
+	b.s.kv = stalledKV{b.s.kv}
+	go b.Follow(ctx, slog.New(slog.DiscardHandler))
 
-	before := bkv.gets.Load()
-	if _, ok, err := b.FindShared(ctx, "a.none"); err != nil || ok {
-		t.Fatalf("an offer never made: found=%v err=%v", ok, err)
-	}
-	if got := bkv.gets.Load() - before; got != 0 {
-		t.Fatalf("a miss asked the bucket %d times, want none", got)
-	}
-	if _, err := a.Join(ctx, "a.offer", Rejoin{Call: "c1", Revision: 1}); err != nil {
+	const offer = OfferPrefix + "offer"
+	if _, err := a.Join(ctx, offer, Rejoin{Call: "c1", Revision: 1}); err != nil {
 		t.Fatal(err)
 	}
-	// A view that has not loaded the bucket asks it.
-	if r, ok, err := unloaded.FindShared(ctx, "a.offer"); err != nil || !ok || r.Call != "c1" || ukv.gets.Load() == 0 {
-		t.Fatalf("a view not yet loaded found %+v found=%v err=%v with %d Gets", r, ok, err, ukv.gets.Load())
+	r, ok, err := b.Find(ctx, offer, true)
+	if err != nil || !ok || r.Call != "c1" {
+		t.Fatalf("a replica whose watch is stalled found %+v (found=%v, err=%v), want the offer of c1", r, ok, err)
 	}
-	var r Rejoin
-	testenv.Eventually(t, 10*time.Second, "the other replica to find the offer", func() bool {
-		var ok bool
-		r, ok, _ = b.FindShared(ctx, "a.offer")
-		return ok && r.Call == "c1"
-	})
-	if won, err := b.Deliver(ctx, "a.offer", r); err != nil || !won {
+	if won, err := b.Deliver(ctx, offer, r); err != nil || !won {
 		t.Fatalf("take the offer back: won=%v err=%v", won, err)
 	}
-	if _, ok, err := a.FindShared(ctx, "a.offer"); err != nil || ok {
+	if _, ok, err := a.Find(ctx, offer, true); err != nil || ok {
 		t.Fatalf("an offer another replica took back is found: found=%v err=%v", ok, err)
+	}
+	for name, v := range map[string]*Rejoins{"a": a, "b": b} {
+		v.mu.Lock()
+		held := len(v.known)
+		v.mu.Unlock()
+		if held != 0 {
+			t.Errorf("replica %s's view holds %d keys after writing and taking back an offer, want none", name, held)
+		}
 	}
 }
