@@ -758,19 +758,5 @@ func (c *Client) AwaitResolution(ctx context.Context, callID string, rev uint32)
 // The subscription is in place when it returns, so stored events read
 // afterwards miss nothing in between.
 func (c *Client) subscribeCall(ctx context.Context, callID string, buf int) (live chan *nats.Msg, stop func(), err error) {
-	live = make(chan *nats.Msg, buf)
-	sub, err := c.nc.ChanSubscribe(subject.OutOfCall(c.agent, callID), live)
-	if err != nil {
-		return nil, nil, err
-	}
-	stop = func() { _ = sub.Unsubscribe() }
-	// FlushWithContext needs a deadline; ctx may have none.
-	fctx, fcancel := context.WithTimeout(ctx, requestTimeout)
-	err = c.nc.FlushWithContext(fctx)
-	fcancel()
-	if err != nil && ctx.Err() == nil {
-		stop()
-		return nil, nil, err
-	}
-	return live, stop, nil
+	return c.follows.follow(ctx, c.agent, callID, buf)
 }

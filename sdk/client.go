@@ -68,6 +68,9 @@ type Client struct {
 	notices      *OverBudgetNotices
 	noticesMu    sync.Mutex
 	noticesHeard bool
+	// follows hands the followed calls' events over one subscription
+	// (Follows); its own unless WithFollows shares one.
+	follows *Follows
 }
 
 // Option adjusts a Client.
@@ -93,7 +96,9 @@ func WithTLS(t config.TLS) Option { return func(c *Client) { c.tls = &t } }
 
 // New returns a client that acts as agentID over nc. The connection must be
 // the agent's own (its credentials decide what it may do); see Connect.
-// At its first Submit the client subscribes to the agent's over-budget
+// The calls it awaits share one subscription to the agent's events
+// (Follows), held while any is awaited. At its first Submit the client
+// subscribes to the agent's over-budget
 // notices, for as long as nc lasts (OverBudgetNotices): make one client
 // per agent and connection, not one per call, or use
 // WithOverBudgetNotices.
@@ -109,6 +114,9 @@ func New(nc *nats.Conn, agentID string, opts ...Option) (*Client, error) {
 	c := &Client{agent: agentID, js: js, nc: nc, stream: def.Stream.Name, maxBytes: def.Limits.MaxRequestBytes, notices: NewOverBudgetNotices(nil)}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.follows == nil {
+		c.follows = NewFollows(nc)
 	}
 	return c, nil
 }

@@ -1,6 +1,11 @@
 package airlock
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
 
 // WithLiveOnly makes Await read a call's stored events once, when it
 // begins, and then follow the call only live (the periodic re-read waits a
@@ -18,4 +23,9 @@ func (h *OverBudgetNotices) AgentsKept() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.agents)
+}
+
+// Follow is Follows.follow, for the tests of its routing.
+func (f *Follows) Follow(ctx context.Context, agent, call string, buf int) (chan *nats.Msg, func(), error) {
+	return f.follow(ctx, agent, call, buf)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -146,4 +147,64 @@ func TestAnAgentsUseOfTheBusIsBoundedUnderAirlockDev(t *testing.T) {
 		t.Fatalf("with bot at its bound, the gateway's service user was refused a connection: %v", err)
 	}
 	nc.Close()
+
+	// One connection awaits more calls waiting for a person than it may
+	// hold subscriptions: the SDK follows them all over one (R9 F2: with a
+	// subscription per awaited call, limits.agent_subscriptions had to be
+	// 512, and the awaits past it heard nothing).
+	admin := adminToken(t, dev)
+	waiting := def.Limits.AgentSubscriptions + 8
+	dctx, dcancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer dcancel()
+	cred, err := natsauth.ReadCredential(dev.Creds("victim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vnc, err := airlock.Dial(dctx, cred, dev.NATSURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vnc.Close()
+	// A subscription past the bound is refused with an error on the
+	// connection; the SDK's periodic re-read would still end the call.
+	refused := make(chan error, 1)
+	vnc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		select {
+		case refused <- err:
+		default:
+		}
+	})
+	victim, err = airlock.New(vnc, "victim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan string, waiting)
+	for i := range waiting {
+		id := fmt.Sprintf("many-%d", i)
+		go func() {
+			out, err := victim.Do(dctx, airlock.Call{ID: id, Tool: "demo__write_file", Args: map[string]any{"path": id + ".txt", "content": "x"}})
+			if err != nil || out.Status != airlock.StatusCompleted {
+				ended <- fmt.Sprintf("%s: %+v, %v", id, out, err)
+				return
+			}
+			ended <- ""
+		}()
+	}
+	for i := range waiting {
+		id := fmt.Sprintf("many-%d", i)
+		testenv.Eventually(t, 30*time.Second, "victim's call "+id+" approved", func() bool {
+			status, _ := apiPost(t, dev.HTTPURL+"/api/v1/approvals/victim/"+id+"/approve", admin, `{"revision":1}`)
+			return status == http.StatusOK
+		})
+	}
+	for range waiting {
+		if failed := <-ended; failed != "" {
+			t.Errorf("victim awaits %d calls on one connection (limits.agent_subscriptions %d); a call approved did not complete: %s", waiting, def.Limits.AgentSubscriptions, failed)
+		}
+	}
+	select {
+	case err := <-refused:
+		t.Errorf("victim awaiting %d calls on one connection was refused by the server: %v; want the SDK within limits.agent_subscriptions (%d)", waiting, err, def.Limits.AgentSubscriptions)
+	default:
+	}
 }

@@ -51,6 +51,7 @@ func TestTypeScriptClient(t *testing.T) {
 		"AIRLOCK_CREDENTIAL="+dev.Creds("bot"), "AIRLOCK_TEST_NATS_AGENT=bot", "AIRLOCK_TEST_ADMIN_TOKEN="+admin,
 		"AIRLOCK_TEST_OTHER_CREDENTIAL="+dev.Creds("tsevil"),
 		"AIRLOCK_TEST_FULL_CREDENTIAL="+dev.Creds("tsfull"), "AIRLOCK_TEST_AGENT_CONNECTIONS="+strconv.Itoa(config.Default().Limits.AgentConnections),
+		"AIRLOCK_TEST_AGENT_SUBSCRIPTIONS="+strconv.Itoa(config.Default().Limits.AgentSubscriptions),
 		// The SDK's copy of the default bound must equal the server's.
 		"AIRLOCK_TEST_MAX_REQUEST_BYTES="+strconv.Itoa(config.Default().Limits.MaxRequestBytes))
 	cmd.Env = append(cmd.Env, tlsNATSForTypeScript(t)...)

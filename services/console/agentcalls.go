@@ -49,6 +49,10 @@ type agentCalls struct {
 	// for every agent: an agent on the REST API submits, then asks, and
 	// the notice may come in between.
 	overBudget *airlock.OverBudgetNotices
+	// follows hands every REST wait its call's events over one
+	// subscription per agent on the console's connection, shared by the
+	// client each request makes.
+	follows *airlock.Follows
 }
 
 // client submits as agent, sealing each request as the console: the
@@ -56,7 +60,7 @@ type agentCalls struct {
 // token binds its calls to.
 func (a *agentCalls) client(agent string) (*airlock.Client, error) {
 	return airlock.New(a.nc, agent, airlock.WithStream(a.cfg.Stream.Name), airlock.WithMaxRequestBytes(a.cfg.Limits.MaxRequestBytes),
-		airlock.WithRequestSeal(func(m *nats.Msg) { a.frontend.Request(m, Frontend, a.now()) }), airlock.WithOverBudgetNotices(a.overBudget))
+		airlock.WithRequestSeal(func(m *nats.Msg) { a.frontend.Request(m, Frontend, a.now()) }), airlock.WithOverBudgetNotices(a.overBudget), airlock.WithFollows(a.follows))
 }
 
 // holdBody takes one of agent's body slots (maxBodiesPerAgent) before a

@@ -151,7 +151,7 @@ func New(ctx context.Context, deps svc.Deps, opts Options) (*Console, error) {
 		logins: newLoginLimiter(st, deps.Config.Console.SignIn, opts.Now),
 		pub:    deps.Publisher("console"),
 		agents: &agentCalls{nc: deps.NC, js: deps.JS, cfg: deps.Config, frontend: fk, approvals: approvalapi.New(deps.NC, fk, Frontend),
-			now: opts.Now, waits: quota.New(maxWaitsPerAgent), bodies: quota.New(maxBodiesPerAgent), tools: tools, overBudget: airlock.NewOverBudgetNotices(opts.Now)},
+			now: opts.Now, waits: quota.New(maxWaitsPerAgent), bodies: quota.New(maxBodiesPerAgent), tools: tools, overBudget: airlock.NewOverBudgetNotices(opts.Now), follows: airlock.NewFollows(deps.NC)},
 		clients: clients, tools: tools,
 	}
 	if deps.Config.Email.OneTap.Enabled {

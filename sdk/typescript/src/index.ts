@@ -7,7 +7,7 @@ import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { connect as tcpConnect } from "node:net";
 import { randomUUID } from "node:crypto";
-import { connect, createInbox, nkeyAuthenticator, headers, type NatsConnection, type Msg, type MsgHdrs } from "@nats-io/transport-node";
+import { connect, createInbox, nkeyAuthenticator, headers, type NatsConnection, type Msg, type MsgHdrs, type Subscription } from "@nats-io/transport-node";
 import { natsSubject } from "./natsmsg.js";
 
 /** How a call ended (or "pending" when a wait ended first). */
@@ -440,6 +440,34 @@ interface Ack {
  */
 const tickMs = 250, storedAfterMs = 1000, ackTimeoutMs = 10_000;
 
+/** One await's live messages of its call, in order, until end (see NatsTransport.follow). */
+class CallFollow {
+  private readonly queue: Msg[] = [];
+  private wake: (() => void) | undefined;
+  private ended = false;
+  constructor(readonly end: () => void) {}
+  push(m: Msg): void {
+    this.queue.push(m);
+    this.wake?.();
+  }
+  stop(): void {
+    this.ended = true;
+    this.wake?.();
+  }
+  async *[Symbol.asyncIterator](): AsyncIterator<Msg> {
+    for (;;) {
+      const m = this.queue.shift();
+      if (m) {
+        yield m;
+        continue;
+      }
+      if (this.ended) return;
+      await new Promise<void>((resolve) => (this.wake = resolve));
+      this.wake = undefined;
+    }
+  }
+}
+
 class NatsTransport implements Transport {
   private readonly json = encodedOnce("Content-Type", "application/json");
   /** Times the connection came back: events published meanwhile were not received. */
@@ -459,6 +487,16 @@ class NatsTransport implements Transport {
   private readonly acks = new Map<string, Ack>();
   private ackInbox = "";
   private ackSeq = 0;
+  /**
+   * The awaits following their calls live, by call id, over one
+   * subscription to the agent's republished events held while any follows
+   * (follow): a subscription per awaited call made an agent awaiting its
+   * waiting calls hold hundreds, each a copy of every message on its
+   * subject on the server (R9 F2), and limits.agent_subscriptions had to
+   * allow them.
+   */
+  private readonly follows = new Map<string, Set<CallFollow>>();
+  private followSub: Subscription | undefined;
   /** The one timer of every waiting call and submit (see tick); undefined while none waits. */
   private ticker: ReturnType<typeof setInterval> | undefined;
   constructor(private readonly nc: NatsConnection, private readonly agent: string, private readonly maxRequestBytes: number) {
@@ -644,10 +682,37 @@ class NatsTransport implements Transport {
     this.tickWhileWaiting();
   }
 
+  /**
+   * Follows the call's republished events live until the follow's end; the
+   * agent's subscription is sent before anything this client sends after,
+   * so a stored event read afterwards and the live ones miss nothing.
+   */
+  private follow(callId: string): CallFollow {
+    let followers = this.follows.get(callId);
+    if (!followers) this.follows.set(callId, (followers = new Set()));
+    const f: CallFollow = new CallFollow(() => {
+      f.stop();
+      followers.delete(f);
+      if (followers.size === 0 && this.follows.get(callId) === followers) this.follows.delete(callId);
+      if (this.follows.size === 0 && this.followSub) {
+        this.followSub.unsubscribe();
+        this.followSub = undefined;
+      }
+    });
+    followers.add(f);
+    this.followSub ??= this.nc.subscribe(`airlock.out.${this.agent}.>`, {
+      callback: (err, m) => {
+        if (err) return;
+        for (const g of this.follows.get(m.subject.split(".")[3]) ?? []) g.push(m);
+      },
+    });
+    return f;
+  }
+
   async await(callId: string, timeoutMs?: number, revision = 0): Promise<Outcome> {
-    // Subscribe first, then read what is stored: no end falls in between.
-    const sub = this.nc.subscribe(`airlock.out.${this.agent}.${callId}.>`);
-    const timer = timeoutMs === undefined ? undefined : setTimeout(() => sub.unsubscribe(), timeoutMs);
+    // Follow first, then read what is stored: no end falls in between.
+    const sub = this.follow(callId);
+    const timer = timeoutMs === undefined ? undefined : setTimeout(() => sub.stop(), timeoutMs);
     const counts = (out: Outcome) => endsWait(out, revision);
     // A notice ends the wait only when it is about the revision awaited
     // and that revision is not recorded (read only when a notice came).
@@ -672,7 +737,7 @@ class NatsTransport implements Transport {
       return { callId, revision: 0, status: "pending" };
     } finally {
       if (timer) clearTimeout(timer);
-      sub.unsubscribe();
+      sub.end();
     }
   }
 

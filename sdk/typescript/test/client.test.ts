@@ -86,6 +86,22 @@ for (const [name, agentVar, open] of transports) {
       }
     });
 
+    it("awaits more calls waiting for a person at once than a connection may hold subscriptions", async () => {
+      // R9 F2: await subscribed once per call, so limits.agent_subscriptions
+      // had to be 512; the awaits past it heard nothing (over NATS; over
+      // REST the console follows them, on its connection, for the agent).
+      const waiting = Number(env("AIRLOCK_TEST_AGENT_SUBSCRIPTIONS")) + 8;
+      const calls: string[] = []; // one at a time: a REST agent has at most 16 submits read at once
+      for (let i = 0; i < waiting; i++) {
+        calls.push(await client.submit({ callId: id(), tool: "demo__write_file", arguments: { path: `ts-${name}-many-${i}.txt`, content: "x" } }));
+      }
+      const outs = calls.map((callId) => client.await(callId, 60_000));
+      for (const callId of calls) await decide(agent, callId, "approve", { reason: "fine" });
+      for (const out of await Promise.all(outs)) {
+        assert.equal(out.status, "completed", `one of ${waiting} calls awaited at once: ${JSON.stringify(out)}; want completed`);
+      }
+    });
+
     it("a refused repeat of a pending call (other content) ends no wait: the call's own end does", async () => {
       // R7 F1: the refusal was stored as invalid naming the recorded
       // revision, which await took for its end while the call went on (a

@@ -261,14 +261,14 @@ type Limits struct {
 	// the services' connections (each replica's), the operator CLI's and
 	// the MCP gateways' (`airlock gateway --stdio` holds one per client).
 	ServiceConnections int `yaml:"service_connections"`
-	// AgentSubscriptions bounds the subscriptions of one agent connection:
-	// the SDK holds one per call it awaits, up to intake.max_pending_per_agent
-	// and approval.max_pending_per_agent waiting at once, and a few more
-	// (its watchers' one per event type, the request inboxes). nats-server
-	// bounds subscriptions per connection only, and every one on the same
+	// AgentSubscriptions bounds the subscriptions of one agent connection.
+	// The SDKs hold at most SDKSubscriptions on one: the calls they await
+	// share one subscription (the Go SDK's Follows, the TypeScript
+	// client's follow), a Watcher one per event type. nats-server bounds
+	// subscriptions per connection only, and every one on the same
 	// subject gets its own copy of each message there, so an agent can make
 	// the server hold one event limits.agent_connections times this many
-	// times over (R9 F2): keep it near what the SDK needs.
+	// times over (R9 F2): keep it near what the SDKs need.
 	AgentSubscriptions int `yaml:"agent_subscriptions"`
 	// AgentCallsPerMinute and AgentRequestBytesPerMinute are one agent's
 	// budget at the policy's intake: the requests (and reports) it may have
@@ -343,7 +343,7 @@ func Default() Config {
 		HTTP:       HTTP{Addr: "127.0.0.1:8080", PublicURL: "http://127.0.0.1:8080", ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxConnections: 1024},
 		Log:        Log{Level: "info", Format: "text"},
 		Runtime:    Runtime{GCPercent: 400},
-		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32, BusConnections: 4096, AgentConnections: 64, ServiceConnections: 256, AgentSubscriptions: 512, AgentCallsPerMinute: 600, AgentRequestBytesPerMinute: 64 << 20},
+		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32, BusConnections: 4096, AgentConnections: 64, ServiceConnections: 256, AgentSubscriptions: 2 * SDKSubscriptions, AgentCallsPerMinute: 600, AgentRequestBytesPerMinute: 64 << 20},
 		Policy:     defaultPolicy(),
 		Approval:   defaultApproval(),
 		Executor:   defaultExecutor(),
@@ -483,6 +483,13 @@ const RequestHeadroom = 4 << 10
 // size, so the server refuses it first and the intake never stores it.
 func (c Config) AgentPublishBytes() int { return c.Limits.MaxRequestBytes + RequestHeadroom }
 
+// SDKSubscriptions is the most subscriptions the Go and TypeScript SDKs
+// hold on one agent connection, with room: the request inbox, the
+// over-budget notices, one for every call they follow, and a Watcher's
+// (the TypeScript client's do) one per event that ends a call — 12 — and
+// a watcher's WatchAlso types. limits.agent_subscriptions is at least this.
+const SDKSubscriptions = 16
+
 // IntakeAgentsSharing is how many agents, each with its intake share full
 // of the largest requests (intake.max_pending_per_agent times
 // AgentPublishBytes), fit in intake.max_bytes at least: fewer could fill
@@ -560,8 +567,8 @@ func (c Config) Validate() error {
 	if c.Limits.AgentConnections >= 1 && c.Limits.ServiceConnections >= 1 && c.Limits.AgentConnections+c.Limits.ServiceConnections > c.Limits.BusConnections {
 		errs = append(errs, fmt.Errorf("limits.bus_connections (%d) must hold limits.service_connections (%d) and at least one agent's limits.agent_connections (%d): raise it or lower those", c.Limits.BusConnections, c.Limits.ServiceConnections, c.Limits.AgentConnections))
 	}
-	if need := c.Intake.MaxPendingPerAgent + int64(c.Approval.MaxPendingPerAgent); int64(c.Limits.AgentSubscriptions) < need {
-		errs = append(errs, fmt.Errorf("limits.agent_subscriptions (%d) must be at least intake.max_pending_per_agent plus approval.max_pending_per_agent (%d): an agent awaits each of its waiting calls with a subscription", c.Limits.AgentSubscriptions, need))
+	if c.Limits.AgentSubscriptions < SDKSubscriptions {
+		errs = append(errs, fmt.Errorf("limits.agent_subscriptions (%d) must be at least %d: that many subscriptions is what the SDKs hold on one connection (the calls they await share one, a watcher holds one per event type)", c.Limits.AgentSubscriptions, SDKSubscriptions))
 	}
 	if c.Intake.MaxPendingPerAgent < 1 {
 		errs = append(errs, fmt.Errorf("intake.max_pending_per_agent (%d) must be at least 1: it is how many of one agent's requests may wait for the policy service", c.Intake.MaxPendingPerAgent))

@@ -86,6 +86,7 @@ func TestLoadRefusesMistakes(t *testing.T) {
 		{"an_agents_intake_share_over_a_sixteenth", "intake:\n  max_pending_per_agent: 1000\n", nil,
 			"intake.max_pending_per_agent (1000) requests of up to 266240 bytes (limits.max_request_bytes and its headers) let one agent hold 266240000 bytes of the intake, over intake.max_bytes / 16 (67108864): 4 such agents would fill it"},
 		{"no_agent_connection", "limits:\n  agent_connections: 0\n", nil, "limits.agent_connections (0) must be at least 1"},
+		{"fewer_agent_subscriptions_than_the_sdks_hold", "limits:\n  agent_subscriptions: 8\n", nil, "limits.agent_subscriptions (8) must be at least 16"},
 		{"no_room_for_one_agent_beside_the_services", "limits:\n  bus_connections: 300\n  agent_connections: 64\n  service_connections: 256\n", nil,
 			"limits.bus_connections (300) must hold limits.service_connections (256) and at least one agent's limits.agent_connections (64)"},
 		{"no_agent_call_budget", "limits:\n  agent_calls_per_minute: 0\n", nil, "limits.agent_calls_per_minute (0) must be at least 1"},
@@ -182,16 +183,15 @@ func TestMaxPreviewBytesIsBoundedSoAPendingRecordFitsOneMessage(t *testing.T) {
 // the intake in bytes (intake.max_pending_per_agent of its largest
 // request) is at most a sixteenth of the intake (R9 F0: 1,000 of 1 MiB
 // were 98% of it), and each of its connections holds at most twice the
-// subscriptions the SDK needs to await every call its agent may have
-// waiting (R9 F2: 4,096, each a copy of every message on its subject).
+// subscriptions the SDKs need (R9 F2: 512, each a copy of every message on
+// its subject, when the SDKs held one per awaited call).
 func TestTheDefaultsBoundAnAgentsShareOfTheBus(t *testing.T) {
 	c := Default()
 	if share := c.Intake.MaxPendingPerAgent * int64(c.AgentPublishBytes()); share > c.Intake.MaxBytes/IntakeAgentsSharing {
 		t.Errorf("one agent's intake share is %d bytes, over intake.max_bytes / %d (%d)", share, IntakeAgentsSharing, c.Intake.MaxBytes/IntakeAgentsSharing)
 	}
-	need := c.Intake.MaxPendingPerAgent + int64(c.Approval.MaxPendingPerAgent)
-	if got := int64(c.Limits.AgentSubscriptions); got < need || got > 2*need {
-		t.Errorf("limits.agent_subscriptions is %d, want between what the SDK needs (%d) and twice that", got, need)
+	if got := c.Limits.AgentSubscriptions; got < SDKSubscriptions || got > 2*SDKSubscriptions {
+		t.Errorf("limits.agent_subscriptions is %d, want between what the SDKs need (%d) and twice that", got, SDKSubscriptions)
 	}
 }
 

@@ -258,6 +258,9 @@ func Out(eventSubject string) string {
 // OutOfCall matches the republished events of one call.
 func OutOfCall(agent, call string) string { return OutPrefix + "." + agent + "." + call + ".>" }
 
+// OutOfAgent matches the republished events of every call of one agent.
+func OutOfAgent(agent string) string { return OutPrefix + "." + agent + ".>" }
+
 // OutOfAgentType matches the republished events of one type of every call of one agent.
 func OutOfAgentType(agent, typ string) string { return OutPrefix + "." + agent + ".*." + suffix(typ) }
 
