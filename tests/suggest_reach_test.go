@@ -55,7 +55,7 @@ func TestALearnedGrantReachesNoPathNobodyApprovedAnythingLike(t *testing.T) {
 			t.Fatalf("submit %s: %d %s", path, status, out)
 		}
 		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
-			status, out := bearerGet(t, dev.HTTPURL+"/api/v1/calls/"+id+"?wait=2s", alice)
+			status, out := bearerGet(t, dev.HTTPURL+"/api/v1/calls/"+id+"?wait=250ms", alice)
 			var got struct {
 				Status     string `json:"status"`
 				WaitingFor string `json:"waiting_for"`

@@ -53,7 +53,7 @@ func TestThoseWhoDecideAreToldOfACallThatCannotRun(t *testing.T) {
 				if time.Now().After(deadline) {
 					t.Fatalf("call %s never came to wait for a person (with the registry's warning: %v): %+v", tc.id, tc.warned, pending)
 				}
-				status, body := bearerGet(t, dev.HTTPURL+"/api/v1/calls/"+tc.id+"?wait=1s", agent)
+				status, body := bearerGet(t, dev.HTTPURL+"/api/v1/calls/"+tc.id+"?wait=250ms", agent)
 				if status != http.StatusOK || json.Unmarshal([]byte(body), &pending) != nil {
 					t.Fatalf("await: %d %s", status, body)
 				}
