@@ -373,13 +373,18 @@ func (o *hookOptions) report(ctx context.Context, ev hooks.Event) string {
 	return problem
 }
 
-// snapshots is where the hook keeps its snapshots: under its state dir.
+// snapshots is where the hook keeps its snapshots: under its state dir,
+// bounded by hooks.snapshots.
 func (o *hookOptions) snapshots() (snapshot.Store, error) {
 	dir, err := o.stateDirectory()
 	if err != nil {
 		return snapshot.Store{}, err
 	}
-	return snapshot.Store{Dir: filepath.Join(dir, "snapshots"), Limits: snapshot.DefaultLimits}, nil
+	cfg, err := config.Load(o.configFile, os.Environ())
+	if err != nil {
+		return snapshot.Store{}, err
+	}
+	return snapshot.Store{Dir: filepath.Join(dir, "snapshots"), Limits: snapshot.LimitsOf(cfg.Hooks.Snapshots)}, nil
 }
 
 // snapshot saves what an allowed call may change before the agent runs

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestHookInstallFindsTheCredentialFromTheUsersOwnProject: installing the
@@ -60,5 +61,42 @@ func TestHookInstallFindsTheCredentialFromTheUsersOwnProject(t *testing.T) {
 				t.Fatalf("the hook configuration lacks %q: %v\n%s", tc.wantInCfg, err, cfg)
 			}
 		})
+	}
+}
+
+// TestTheHookBoundsItsSnapshotsAsConfigured: hooks.snapshots in the hook's
+// --config sets what it keeps for undo (the 1 GiB in all had no setting:
+// a large repository's snapshots were pruned to it whatever the machine).
+func TestTheHookBoundsItsSnapshotsAsConfigured(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, yaml   string
+		bytes, total int64
+		keep         time.Duration
+	}{
+		{"defaults", "", 64 << 20, 1 << 30, 7 * 24 * time.Hour},
+		{"configured", "hooks:\n  snapshots:\n    max_bytes: 1048576\n    max_total_bytes: 8388608\n    keep: 24h\n", 1 << 20, 8 << 20, 24 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := filepath.Join(dir, tc.name+".yaml")
+			if err := os.WriteFile(cfg, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			o := hookOptions{configFile: cfg, stateDir: dir}
+			store, err := o.snapshots()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l := store.Limits; l.MaxBytes != tc.bytes || l.MaxTotalBytes != tc.total || l.MaxAge != tc.keep {
+				t.Fatalf("snapshot limits %+v, want max_bytes %d, max_total_bytes %d, keep %s", l, tc.bytes, tc.total, tc.keep)
+			}
+		})
+	}
+	o := hookOptions{configFile: filepath.Join(dir, "bad.yaml"), stateDir: dir}
+	if err := os.WriteFile(o.configFile, []byte("hooks:\n  snapshots:\n    max_total_bytes: 10\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.snapshots(); err == nil || !strings.Contains(err.Error(), "hooks.snapshots") {
+		t.Fatalf("a hooks.snapshots that cannot keep one snapshot: %v; want it refused naming the setting", err)
 	}
 }

@@ -44,6 +44,7 @@ type Config struct {
 	PagerDuty  PagerDuty  `yaml:"pagerduty"`
 	Gateway    Gateway    `yaml:"gateway"`
 	Runtime    Runtime    `yaml:"runtime"`
+	Hooks      Hooks      `yaml:"hooks"`
 }
 
 // NATS is how services reach the bus.
@@ -215,6 +216,27 @@ type Log struct {
 	Format string `yaml:"format"`
 }
 
+// Hooks are the coding-agent hooks' settings (`airlock hook`, `airlock
+// undo`), read from the hook's --config.
+type Hooks struct {
+	Snapshots HookSnapshots `yaml:"snapshots"`
+}
+
+// HookSnapshots bound what the hook saves before an allowed call that may
+// change files, for `airlock undo`, on the machine the agent runs on.
+type HookSnapshots struct {
+	// MaxBytes bounds the bytes one snapshot copies outside git (and the
+	// untracked files a whole-tree git snapshot adds); files past it are
+	// left out, and the snapshot says so.
+	MaxBytes int64 `yaml:"max_bytes"`
+	// MaxTotalBytes bounds the snapshots on disk: when the next one is
+	// taken, the oldest are removed until the rest fit.
+	MaxTotalBytes int64 `yaml:"max_total_bytes"`
+	// Keep is how long a snapshot is kept: older ones are removed when the
+	// next is taken.
+	Keep time.Duration `yaml:"keep"`
+}
+
 // Runtime tunes the Go runtime of a process that runs airlock's services.
 type Runtime struct {
 	// GCPercent is the garbage collector's target (Go's GOGC) in a process
@@ -343,6 +365,7 @@ func Default() Config {
 		HTTP:       HTTP{Addr: "127.0.0.1:8080", PublicURL: "http://127.0.0.1:8080", ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxConnections: 1024},
 		Log:        Log{Level: "info", Format: "text"},
 		Runtime:    Runtime{GCPercent: 400},
+		Hooks:      Hooks{Snapshots: HookSnapshots{MaxBytes: 64 << 20, MaxTotalBytes: 1 << 30, Keep: 7 * 24 * time.Hour}},
 		Limits:     Limits{MaxRequestBytes: 256 << 10, MaxArgumentDepth: 32, BusConnections: 4096, AgentConnections: 64, ServiceConnections: 256, AgentSubscriptions: 2 * SDKSubscriptions, AgentCallsPerMinute: 600, AgentRequestBytesPerMinute: 64 << 20},
 		Policy:     defaultPolicy(),
 		Approval:   defaultApproval(),
@@ -566,6 +589,9 @@ func (c Config) Validate() error {
 	}
 	if c.Limits.AgentConnections >= 1 && c.Limits.ServiceConnections >= 1 && c.Limits.AgentConnections+c.Limits.ServiceConnections > c.Limits.BusConnections {
 		errs = append(errs, fmt.Errorf("limits.bus_connections (%d) must hold limits.service_connections (%d) and at least one agent's limits.agent_connections (%d): raise it or lower those", c.Limits.BusConnections, c.Limits.ServiceConnections, c.Limits.AgentConnections))
+	}
+	if sn := c.Hooks.Snapshots; sn.MaxBytes < 1 || sn.MaxTotalBytes < sn.MaxBytes || sn.Keep < time.Minute {
+		errs = append(errs, fmt.Errorf("hooks.snapshots (max_bytes %d, max_total_bytes %d, keep %s) must keep at least one snapshot: max_bytes at least 1, max_total_bytes at least max_bytes, keep at least 1m", sn.MaxBytes, sn.MaxTotalBytes, sn.Keep))
 	}
 	if c.Limits.AgentSubscriptions < SDKSubscriptions {
 		errs = append(errs, fmt.Errorf("limits.agent_subscriptions (%d) must be at least %d: that many subscriptions is what the SDKs hold on one connection (the calls they await share one, a watcher holds one per event type)", c.Limits.AgentSubscriptions, SDKSubscriptions))

@@ -86,6 +86,8 @@ func TestLoadRefusesMistakes(t *testing.T) {
 		{"an_agents_intake_share_over_a_sixteenth", "intake:\n  max_pending_per_agent: 1000\n", nil,
 			"intake.max_pending_per_agent (1000) requests of up to 266240 bytes (limits.max_request_bytes and its headers) let one agent hold 266240000 bytes of the intake, over intake.max_bytes / 16 (67108864): 4 such agents would fill it"},
 		{"no_agent_connection", "limits:\n  agent_connections: 0\n", nil, "limits.agent_connections (0) must be at least 1"},
+		{"hook_snapshots_that_cannot_keep_one", "hooks:\n  snapshots:\n    max_bytes: 1048576\n    max_total_bytes: 1024\n", nil,
+			"hooks.snapshots (max_bytes 1048576, max_total_bytes 1024, keep 168h0m0s) must keep at least one snapshot"},
 		{"fewer_agent_subscriptions_than_the_sdks_hold", "limits:\n  agent_subscriptions: 8\n", nil, "limits.agent_subscriptions (8) must be at least 16"},
 		{"no_room_for_one_agent_beside_the_services", "limits:\n  bus_connections: 300\n  agent_connections: 64\n  service_connections: 256\n", nil,
 			"limits.bus_connections (300) must hold limits.service_connections (256) and at least one agent's limits.agent_connections (64)"},

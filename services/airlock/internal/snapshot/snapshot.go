@@ -36,6 +36,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 )
 
@@ -63,9 +64,15 @@ type Limits struct {
 	MaxTotalBytes int64
 }
 
-// DefaultLimits are the hook's: 64 MiB, 1,000 paths, 20 s, kept 7 days and
-// 1 GiB in all.
-var DefaultLimits = Limits{MaxBytes: 64 << 20, MaxPaths: 1000, Timeout: 20 * time.Second, MaxAge: 7 * 24 * time.Hour, MaxTotalBytes: 1 << 30}
+// DefaultLimits are the hook's with airlock's default configuration
+// (hooks.snapshots: 64 MiB, kept 7 days and 1 GiB in all), 1,000 paths
+// and 20 s.
+var DefaultLimits = LimitsOf(config.Default().Hooks.Snapshots)
+
+// LimitsOf are the limits hooks.snapshots sets, with 1,000 paths and 20 s.
+func LimitsOf(c config.HookSnapshots) Limits {
+	return Limits{MaxBytes: c.MaxBytes, MaxPaths: 1000, Timeout: 20 * time.Second, MaxAge: c.Keep, MaxTotalBytes: c.MaxTotalBytes}
+}
 
 // maxListed bounds the paths a Snapshot record lists (the rest are counted).
 const maxListed = 50
