@@ -247,14 +247,17 @@ func (l *loginLimiter) read(ctx context.Context, key string) (failures, uint64, 
 	if err != nil {
 		return failures{}, 0, apierr.Wrap(apierr.Unavailable, err, "sign-in is unavailable for a moment: try again")
 	}
+	return l.current(e.Value()), e.Revision(), nil
+}
+
+// current is the counter stored as value: none once its window has
+// passed, nor when it does not decode (a damaged counter starts again).
+func (l *loginLimiter) current(value []byte) failures {
 	var f failures
-	if err := json.Unmarshal(e.Value(), &f); err != nil {
-		return failures{}, e.Revision(), nil // a damaged counter starts again
+	if json.Unmarshal(value, &f) != nil || l.now().Sub(f.Since) >= l.limit.Window {
+		return failures{}
 	}
-	if l.now().Sub(f.Since) >= l.limit.Window {
-		f = failures{}
-	}
-	return f, e.Revision(), nil
+	return f
 }
 
 // blocked says how long until name or addr may try again (0: now).
@@ -337,19 +340,8 @@ func (l *loginLimiter) succeeded(ctx context.Context, name string) error {
 	return nil
 }
 
-// sweep deletes counters whose window has passed.
+// sweep removes counters whose window has passed (store.purgeStale: one
+// bumped since it was read is kept).
 func (l *loginLimiter) sweep(ctx context.Context) error {
-	keys, err := l.store.kv.ListKeysFiltered(ctx, "logins.>")
-	if err != nil {
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return nil
-		}
-		return fmt.Errorf("list sign-in counters: %w", err)
-	}
-	for key := range keys.Keys() {
-		if f, _, err := l.read(ctx, key); err == nil && f.Count == 0 {
-			_ = l.store.remove(ctx, key)
-		}
-	}
-	return nil
+	return l.store.purgeStale(ctx, "logins.>", "sign-in counters", func(value []byte) bool { return l.current(value).Count == 0 })
 }
