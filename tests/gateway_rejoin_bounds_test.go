@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -171,11 +172,11 @@ func (g *gatewayEnv) entriesNamingCall(t *testing.T, agent, call string) map[str
 		out[e.Key()] = e.Value()
 	}
 	for _, prefix := range []string{"r.", "a."} {
-		keys, err := kv.ListKeysFiltered(context.Background(), prefix+">")
+		keys, err := bus.Keys(context.Background(), kv, prefix+">")
 		if err != nil {
 			t.Fatal(err)
 		}
-		for k := range keys.Keys() {
+		for _, k := range keys {
 			if e, err := kv.Get(context.Background(), k); err == nil && strings.Contains(string(e.Value()), `"`+call+`"`) {
 				out[k] = e.Value()
 			}

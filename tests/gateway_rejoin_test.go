@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -387,13 +388,13 @@ func (g *gatewayEnv) leaseWrites(t *testing.T, agent, call string) <-chan jetstr
 func (g *gatewayEnv) writesNaming(t *testing.T, prefix, call string) int {
 	t.Helper()
 	kv := g.clientWaits
-	keys, err := kv.ListKeysFiltered(context.Background(), prefix+">")
+	keys, err := bus.Keys(context.Background(), kv, prefix+">")
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
-	for k := range keys.Keys() {
-		history, err := kv.History(context.Background(), k)
+	for _, k := range keys {
+		history, err := bus.History(context.Background(), kv, k)
 		if err != nil {
 			continue // deleted meanwhile
 		}
@@ -447,12 +448,12 @@ func (g *gatewayEnv) waitForEntries(t *testing.T, prefix, call string, n int) {
 func (g *gatewayEnv) entriesNaming(t *testing.T, prefix, call string) int {
 	t.Helper()
 	kv := g.clientWaits
-	keys, err := kv.ListKeysFiltered(context.Background(), prefix+">")
+	keys, err := bus.Keys(context.Background(), kv, prefix+">")
 	if err != nil {
 		return 0
 	}
 	found := 0
-	for k := range keys.Keys() {
+	for _, k := range keys {
 		if e, err := kv.Get(context.Background(), k); err == nil && strings.Contains(string(e.Value()), `"`+call+`"`) {
 			found++
 		}

@@ -142,10 +142,12 @@ func TestTrustBoundaryUnderTheShippedPermissions(t *testing.T) {
 			}
 		}
 		kv, _ := adminJS.KeyValue(context.Background(), p.nats.Config.Buckets.Grants)
-		if keys, _ := kv.ListKeys(context.Background()); keys != nil {
-			for k := range keys.Keys() {
-				t.Errorf("grant %s exists", k)
-			}
+		keys, err := bus.Keys(context.Background(), kv, ">")
+		if err != nil {
+			t.Errorf("list the grants: %v", err)
+		}
+		for _, k := range keys {
+			t.Errorf("grant %s exists", k)
 		}
 		if n := streamMsgs(t, adminJS, eventsStream); n != before {
 			t.Errorf("the events stream went from %d to %d messages", before, n)

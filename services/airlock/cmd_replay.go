@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/replay"
 	"github.com/airlock-gate/airlock/services/policy/decide"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/grant"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
@@ -191,13 +192,13 @@ func grantsInForce(ctx context.Context, js jetstream.JetStream, bucket string, n
 	if err != nil {
 		return nil, fmt.Errorf("grants bucket %s: %w", bucket, err)
 	}
-	keys, err := kv.ListKeys(ctx)
+	keys, err := bus.Keys(ctx, kv, ">")
 	if err != nil {
 		return nil, fmt.Errorf("list the grants in bucket %s: %w", bucket, err)
 	}
 	var gs []*airlockv1.StandingGrant
 	ids := map[*airlockv1.StandingGrant]string{}
-	for key := range keys.Keys() {
+	for _, key := range keys {
 		en, err := kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue // deleted meanwhile

@@ -73,13 +73,13 @@ func (s *Service) CreateGrant(ctx context.Context, req *airlockv1.CreateGrantReq
 // ListGrants lists grants (endpoint "grants.list"): the active ones, or all
 // with include_inactive (revoked, expired, used up).
 func (s *Service) ListGrants(ctx context.Context, req *airlockv1.ListGrantsRequest) (*airlockv1.ListGrantsResponse, error) {
-	lister, err := s.grants.ListKeys(ctx)
+	keys, err := bus.Keys(ctx, s.grants, ">")
 	if err != nil {
 		return nil, apierr.Wrap(apierr.Unavailable, err, "grants could not be listed; try again")
 	}
 	now := s.now()
 	resp := &airlockv1.ListGrantsResponse{}
-	for key := range lister.Keys() {
+	for _, key := range keys {
 		g, _, err := s.grant(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
@@ -175,15 +175,13 @@ func (s *Service) sweepGrants(ctx context.Context) {
 		return
 	}
 	s.grantSwept = now
-	lister, err := s.grants.ListKeys(ctx)
+	keys, err := bus.Keys(ctx, s.grants, ">")
 	if err != nil {
-		if !errors.Is(err, jetstream.ErrNoKeysFound) {
-			s.deps.Log.Warn("cannot list grants to record expiries; will retry", "err", err)
-		}
+		s.deps.Log.Warn("cannot list grants to record expiries; will retry", "err", err)
 		return
 	}
 	var stream jetstream.Stream
-	for key := range lister.Keys() {
+	for _, key := range keys {
 		if s.expiryRecorded[key] {
 			continue
 		}

@@ -15,6 +15,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 )
 
@@ -88,7 +89,7 @@ func newIndex(log *slog.Logger, reconnects func() uint64) *index {
 func (ix *index) watch(ctx context.Context, kv jetstream.KeyValue, ready chan<- struct{}) error {
 	loaded := false
 	for {
-		w, err := kv.WatchAll(ctx)
+		w, err := bus.Watch(ctx, kv, ">")
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

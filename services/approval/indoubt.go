@@ -80,12 +80,12 @@ func (s *Service) callOf(ctx context.Context, ref callref.Ref) *airlockv1.ToolCa
 func (s *Service) getInDoubt(ctx context.Context, ref callref.Ref, newest bool) (*airlockv1.InDoubtTask, uint64, error) {
 	key := ref.Key()
 	if newest {
-		lister, err := s.inDoubt.ListKeysFiltered(ctx, ref.CallKey()+".*")
+		keys, err := bus.Keys(ctx, s.inDoubt, ref.CallKey()+".*")
 		if err != nil {
 			return nil, 0, err
 		}
 		var best uint32
-		for k := range lister.Keys() {
+		for _, k := range keys {
 			if r, err := callref.ParseKey(k); err == nil && r.Rev > best {
 				best, key = r.Rev, k
 			}

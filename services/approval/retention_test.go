@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -90,12 +91,12 @@ func TestThreadQueueLocksLeaveTheBucketWithTheirThreadsLastCall(t *testing.T) {
 	ctx := context.Background()
 	kv, _ := approvalsBucket(t, w)
 	locks := func() int {
-		keys, err := kv.ListKeys(ctx)
+		keys, err := bus.Keys(ctx, kv, ">")
 		if err != nil {
 			t.Fatal(err)
 		}
 		n := 0
-		for k := range keys.Keys() {
+		for _, k := range keys {
 			if strings.HasPrefix(k, "_queue.") {
 				n++
 			}

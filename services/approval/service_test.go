@@ -17,6 +17,7 @@ import (
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/embedded"
@@ -500,7 +501,7 @@ func TestTwoReplicasExpireACallOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hist, err := kv.History(context.Background(), "bot.x1.1")
+	hist, err := bus.History(context.Background(), kv, "bot.x1.1")
 	if err != nil {
 		t.Fatal(err)
 	}

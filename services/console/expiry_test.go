@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlock-gate/airlock/services/console"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -57,15 +58,8 @@ func TestSessionsAndTokensExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, "expired sessions swept from the bucket", func() bool {
-		lister, err := kv.ListKeysFiltered(context.Background(), "sessions.*")
-		if err != nil {
-			return false
-		}
-		n := 0
-		for range lister.Keys() {
-			n++
-		}
-		return n == 0
+		keys, err := bus.Keys(context.Background(), kv, "sessions.*")
+		return err == nil && len(keys) == 0
 	})
 }
 

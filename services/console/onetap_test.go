@@ -11,6 +11,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/console"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/onetap"
 	"github.com/airlock-gate/airlock/services/shared/seal"
@@ -119,15 +120,11 @@ func TestAUsedOneTapLinkIsRefusedAgainAndSweptOnceItExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	used := func() int {
-		lister, err := kv.ListKeysFiltered(context.Background(), "onetap.>")
+		keys, err := bus.Keys(context.Background(), kv, "onetap.>")
 		if err != nil {
 			return 0
 		}
-		n := 0
-		for range lister.Keys() {
-			n++
-		}
-		return n
+		return len(keys)
 	}
 	if n := used(); n != 1 {
 		t.Fatalf("%d use records in the bucket, want 1", n)

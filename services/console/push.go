@@ -293,12 +293,12 @@ func (ps *pushStore) add(ctx context.Context, sub pushSubscription) (pushSubscri
 // list returns owner's subscriptions (the notifier reads everyone's from
 // its view, pushView).
 func (ps *pushStore) list(ctx context.Context, owner string) ([]pushSubscription, error) {
-	lister, err := ps.kv.ListKeysFiltered(ctx, pushPrefix(owner)+".*")
+	keys, err := bus.Keys(ctx, ps.kv, pushPrefix(owner)+".*")
 	if err != nil {
 		return nil, apierr.Wrap(apierr.Unavailable, err, "list devices")
 	}
 	var out []pushSubscription
-	for key := range lister.Keys() {
+	for _, key := range keys {
 		e, err := ps.kv.Get(ctx, key)
 		if err != nil {
 			continue // deleted meanwhile
@@ -354,7 +354,7 @@ type pushView struct {
 // context it was started with whenever it falls behind, so that must not
 // end; the watch ends with its connection.
 func watchPush(ctx context.Context, kv jetstream.KeyValue) (*pushView, error) {
-	w, err := kv.Watch(context.WithoutCancel(ctx), "push.>")
+	w, err := bus.Watch(context.WithoutCancel(ctx), kv, "push.>")
 	if err != nil {
 		return nil, fmt.Errorf("watch the devices with notifications on: %w", err)
 	}

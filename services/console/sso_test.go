@@ -22,6 +22,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -518,7 +519,7 @@ func TestStartingSingleSignOnsIsBoundedAndLeavesNothingBehind(t *testing.T) {
 		if p := b.visit(e.srv.URL + back.RequestURI()); p.Status != http.StatusSeeOther {
 			t.Fatalf("callback: %d\n%s", p.Status, p.Body)
 		}
-		history, err := kv.History(ctx, key)
+		history, err := bus.History(ctx, kv, key)
 		if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 			t.Fatalf("history of %s: %v", key, err)
 		}
@@ -530,7 +531,7 @@ func TestStartingSingleSignOnsIsBoundedAndLeavesNothingBehind(t *testing.T) {
 		// Nor its marker, a moment later (it expires: an unauthenticated
 		// client starts sign-ins, and each marker stayed for ever).
 		testenv.Eventually(t, 10*time.Second, "the used pending sign-in's marker gone", func() bool {
-			_, err := kv.History(ctx, key)
+			_, err := bus.History(ctx, kv, key)
 			return errors.Is(err, jetstream.ErrKeyNotFound)
 		})
 	})

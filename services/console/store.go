@@ -367,12 +367,12 @@ func (s *store) token(ctx context.Context, secret string) (tokenRecord, error) {
 
 // tokens lists token records; owner "" lists everyone's.
 func (s *store) tokens(ctx context.Context, owner string) ([]tokenRecord, error) {
-	lister, err := s.kv.ListKeysFiltered(ctx, "tokens.*")
+	keys, err := bus.Keys(ctx, s.kv, "tokens.*")
 	if err != nil {
 		return nil, apierr.Wrap(apierr.Unavailable, err, "list tokens")
 	}
 	var out []tokenRecord
-	for key := range lister.Keys() {
+	for _, key := range keys {
 		e, err := s.kv.Get(ctx, key)
 		if err != nil {
 			continue // deleted meanwhile
@@ -417,12 +417,12 @@ func (s *store) revokeToken(ctx context.Context, id string, by Principal) (token
 // bucket does not grow forever. Replicas may sweep at the same time: a
 // delete of a deleted key is harmless.
 func (s *store) sweepSessions(ctx context.Context) (int, error) {
-	lister, err := s.kv.ListKeysFiltered(ctx, "sessions.*")
+	keys, err := bus.Keys(ctx, s.kv, "sessions.*")
 	if err != nil {
 		return 0, fmt.Errorf("list sessions: %w", err)
 	}
 	now, n := s.now(), 0
-	for key := range lister.Keys() {
+	for _, key := range keys {
 		e, err := s.kv.Get(ctx, key)
 		if err != nil {
 			continue // deleted meanwhile
@@ -439,29 +439,19 @@ func (s *store) sweepSessions(ctx context.Context) (int, error) {
 
 // runtimeUsers counts the users stored in the bucket.
 func (s *store) runtimeUsers(ctx context.Context) (int, error) {
-	lister, err := s.kv.ListKeysFiltered(ctx, "users.*")
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for range lister.Keys() {
-		n++
-	}
-	return n, nil
+	keys, err := bus.Keys(ctx, s.kv, "users.*")
+	return len(keys), err
 }
 
 // purgeStale purges every key of kv under filter whose value stale says
 // has served its time; what names them in errors. A key changed since it
 // was read is kept (the purge is compare-and-set), one gone is skipped.
 func (s *store) purgeStale(ctx context.Context, filter, what string, stale func(value []byte) bool) error {
-	keys, err := s.kv.ListKeysFiltered(ctx, filter)
+	keys, err := bus.Keys(ctx, s.kv, filter)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return nil
-		}
 		return fmt.Errorf("list %s: %w", what, err)
 	}
-	for key := range keys.Keys() {
+	for _, key := range keys {
 		e, err := s.kv.Get(ctx, key)
 		if err != nil {
 			continue // taken meanwhile

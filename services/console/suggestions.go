@@ -15,6 +15,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 )
 
@@ -102,14 +103,11 @@ type Dismissal struct {
 // Dismissals reads every remembered dismissal from the console bucket kv.
 func Dismissals(ctx context.Context, kv jetstream.KeyValue) (map[string]Dismissal, error) {
 	out := map[string]Dismissal{}
-	lister, err := kv.ListKeysFiltered(ctx, DismissedKeyPrefix+"*")
+	keys, err := bus.Keys(ctx, kv, DismissedKeyPrefix+"*")
 	if err != nil {
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return out, nil
-		}
 		return nil, fmt.Errorf("list dismissed suggestions: %w", err)
 	}
-	for key := range lister.Keys() {
+	for _, key := range keys {
 		e, err := kv.Get(ctx, key)
 		if err != nil {
 			continue // deleted meanwhile

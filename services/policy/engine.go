@@ -397,17 +397,17 @@ const grantBurst = 64
 // policy_changed; a refused one publishes policy_changed with refused=true
 // and leaves the evaluator in force.
 func (e *Engine) run(ctx context.Context, ready func()) error {
-	rw, err := e.rules.Watch(ctx, RulePrefix+">")
+	rw, err := bus.Watch(ctx, e.rules, RulePrefix+">")
 	if err != nil {
 		return fmt.Errorf("watch rules: %w", err)
 	}
 	defer func() { _ = rw.Stop() }()
-	gw, err := e.grants.WatchAll(ctx)
+	gw, err := bus.Watch(ctx, e.grants, ">")
 	if err != nil {
 		return fmt.Errorf("watch grants: %w", err)
 	}
 	defer func() { _ = gw.Stop() }()
-	sw, err := e.rules.Watch(ctx, ShadowKey)
+	sw, err := bus.Watch(ctx, e.rules, ShadowKey)
 	if err != nil {
 		return fmt.Errorf("watch the shadow state: %w", err)
 	}

@@ -363,7 +363,7 @@ func (s *Store) Release(ctx context.Context, agent, call, waiter, endpoint strin
 // lease renewed or a waiter added meanwhile means a client waits, and the
 // entry deleted that the call was delivered or withdrawn (both false).
 func (s *Store) Unattended(ctx context.Context, agent, call, endpoint string, recent time.Duration) (bool, error) {
-	w, err := s.kv.Watch(ctx, presenceKey(agent, call))
+	w, err := bus.Watch(ctx, s.kv, presenceKey(agent, call))
 	if err != nil {
 		return false, fmt.Errorf("watch whether a client waits for call %s: %w", call, err)
 	}
@@ -622,7 +622,7 @@ func (s *Store) Follow(ctx context.Context, log *slog.Logger, changed func(agent
 	known := map[string]bool{}
 	loaded := false
 	for ctx.Err() == nil {
-		w, err := s.kv.Watch(ctx, "c.>")
+		w, err := bus.Watch(ctx, s.kv, "c.>")
 		if err != nil {
 			log.Warn("watching whether clients wait failed; retrying", "err", err)
 		} else {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/airlock-gate/airlock/services/shared/bus"
 )
 
 // Rejoins is one gateway replica's view of the rejoin entries (keys
@@ -123,7 +125,7 @@ func (v *Rejoins) Deliver(ctx context.Context, key string, r Rejoin) (won bool, 
 // the view.
 func (v *Rejoins) Follow(ctx context.Context, log *slog.Logger) {
 	for ctx.Err() == nil {
-		w, err := v.s.kv.Watch(ctx, RejoinPrefix+">")
+		w, err := bus.Watch(ctx, v.s.kv, RejoinPrefix+">")
 		if err != nil {
 			log.Warn("watching the rejoin entries failed; a repeated call is looked up in the bucket meanwhile", "err", err)
 		} else {

@@ -16,6 +16,7 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/store"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -236,12 +237,12 @@ func (l *layout) readApprovalsOnce(ctx context.Context) ([]*airlockv1.ApprovalRe
 	if err != nil {
 		return nil, fmt.Errorf("approvals bucket: %w", err)
 	}
-	keys, err := kv.ListKeys(ctx)
+	keys, err := bus.Keys(ctx, kv, ">")
 	if err != nil {
 		return nil, fmt.Errorf("approvals bucket: %w", err)
 	}
 	var out []*airlockv1.ApprovalRecord
-	for k := range keys.Keys() {
+	for _, k := range keys {
 		e, err := kv.Get(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
