@@ -131,7 +131,7 @@ func TestARESTWaitSaysTheAgentIsOverItsBudget(t *testing.T) {
 	go func() {
 		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/api/v1/calls/rest_over?wait=20s", nil)
 		req.Header.Set("Authorization", "Bearer "+agentTok)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := apiClient.Do(req)
 		if err != nil {
 			answered <- answer{0, err.Error(), ""}
 			return

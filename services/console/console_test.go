@@ -681,7 +681,7 @@ func TestRESTAPI(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/api/v1/approvals/bot/call_1/approve", strings.NewReader(`{"arguments":{"path":"/tmp/z"},"reason":"narrowed"}`))
 		req.Header.Set("Authorization", "Bearer "+tok)
 		req.Header.Set("X-Airlock-Channel", "cli")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := apiClient.Do(req)
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("%v %v", resp, err)
 		}

@@ -102,6 +102,11 @@ func (e *env) startConsoleWith(opts console.Options) (*console.Console, *httptes
 	return con, srv
 }
 
+// apiClient is the tests' client of the REST API: a request the console
+// never answers fails its test within a minute, naming it, instead of
+// holding the package until go test's timeout.
+var apiClient = &http.Client{Timeout: time.Minute}
+
 // browser is an HTTP client with a cookie jar that does not follow redirects.
 type browser struct {
 	t    *testing.T
@@ -192,7 +197,7 @@ func apiCall(t *testing.T, base, token, method, path, body string) page {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
