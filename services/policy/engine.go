@@ -401,7 +401,7 @@ func (e *Engine) run(ctx context.Context, ready func()) error {
 	if err != nil {
 		return fmt.Errorf("watch rules: %w", err)
 	}
-	defer func() { _ = rw.Stop() }()
+	defer func() { _ = rw.Stop() }() // the watch in use at the end: see rewatch
 	gw, err := bus.Watch(ctx, e.grants, ">")
 	if err != nil {
 		return fmt.Errorf("watch grants: %w", err)
@@ -428,19 +428,29 @@ func (e *Engine) run(ctx context.Context, ready func()) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case en := <-rw.Updates():
-			if en == nil {
+		case en, open := <-rw.Updates():
+			switch {
+			case !open: // its replay is not news: live again after it
+				rw, live = e.rewatch(ctx, e.rules, RulePrefix+">"), false
+			case en == nil:
 				live = true
-				continue
+			default:
+				e.onRule(ctx, en, live)
 			}
-			e.onRule(ctx, en, live)
-		case en := <-sw.Updates():
-			if en == nil {
+		case en, open := <-sw.Updates():
+			switch {
+			case !open:
+				sw, shadowLive = e.rewatch(ctx, e.rules, ShadowKey), false
+			case en == nil:
 				shadowLive = true
+			default:
+				e.onShadow(ctx, en, shadowLive)
+			}
+		case en, open := <-gw.Updates():
+			if !open {
+				gw = e.rewatch(ctx, e.grants, ">")
 				continue
 			}
-			e.onShadow(ctx, en, shadowLive)
-		case en := <-gw.Updates():
 			if en != nil {
 				e.applyGrant(en)
 				unpublished++
@@ -456,6 +466,34 @@ func (e *Engine) run(ctx context.Context, ready func()) error {
 		}
 	}
 }
+
+// rewatch starts a watch of filter again after one ended (its connection
+// closed, or it could not be started again: bus.Watch), trying every
+// second until it starts or ctx ends; a watch that ended was read as
+// nothing but nil for ever. After ctx it returns a watch whose updates
+// never come.
+func (e *Engine) rewatch(ctx context.Context, kv jetstream.KeyValue, filter string) jetstream.KeyWatcher {
+	for {
+		if ctx.Err() != nil {
+			return idleWatch{}
+		}
+		w, err := bus.Watch(ctx, kv, filter)
+		if err == nil {
+			return w
+		}
+		e.log.Warn("a watch of the policy's buckets ended and could not be started again; retrying", "bucket", kv.Bucket(), "filter", filter, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// idleWatch is a watch that hands out nothing.
+type idleWatch struct{}
+
+func (idleWatch) Updates() <-chan jetstream.KeyValueEntry { return nil }
+func (idleWatch) Stop() error                             { return nil }
 
 func (e *Engine) onRule(ctx context.Context, en jetstream.KeyValueEntry, live bool) {
 	e.mu.Lock()

@@ -1,6 +1,10 @@
 package policy
 
-import "context"
+import (
+	"context"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
 
 // AsksWaitingForGrants is how many asks wait now for the grants in force
 // to catch up with the grants bucket: a test starts the watch only once an
@@ -10,3 +14,6 @@ func AsksWaitingForGrants(e *Engine) int { return len(e.grantWaiters) }
 // RunEngine follows the buckets and the policy directory as the service
 // does, for a test that drives an engine without the service around it.
 func RunEngine(ctx context.Context, e *Engine) error { return e.run(ctx, func() {}) }
+
+// UseGrantsBucket makes the engine read its grants from kv.
+func UseGrantsBucket(e *Engine, kv jetstream.KeyValue) { e.grants = kv }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -640,19 +641,7 @@ func TestAGrantStoredAMomentBeforeACallAnswersIt(t *testing.T) {
 // force only while the ask waits for them — without that wait the call is
 // asked of a person.
 func TestAnAskWaitsForAGrantTheWatchHasNotYetBrought(t *testing.T) {
-	n := testenv.StartNATS(t)
-	cfg := testenv.Config(n.URL())
-	deps := testenv.Deps(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	e, err := policy.NewEngine(ctx, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	grants, err := deps.JS.KeyValue(ctx, cfg.Buckets.Grants)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, e, grants := engineAndGrants(t)
 	b, _ := proto.Marshal(&airlockv1.StandingGrant{Id: "late", AgentId: "bot", Server: "demo", Tool: "write_file", RuleId: "write",
 		ArgumentGlobs: map[string]string{"/path": "/tmp/late"}, CreatedBy: &airlockv1.Actor{Id: "alice"}})
 	if _, err := grants.Put(ctx, "late", b); err != nil {
@@ -679,5 +668,71 @@ func TestAnAskWaitsForAGrantTheWatchHasNotYetBrought(t *testing.T) {
 	defer func() { stop(); <-done }()
 	if d := <-decided; d.Action != airlockv1.Action_ACTION_ALLOW || d.GrantId != "late" {
 		t.Fatalf("decided %v by grant %q (%s), want allowed by the grant stored before the call", d.Action, d.GrantId, d.Reason)
+	}
+}
+
+// endingKV is a bucket whose first watch ends at once, as a watch does
+// when its connection closes or it cannot be started again.
+type endingKV struct {
+	jetstream.KeyValue
+	watches atomic.Int32
+}
+
+func (k *endingKV) Watch(ctx context.Context, keys string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	if k.watches.Add(1) > 1 {
+		return k.KeyValue.Watch(ctx, keys, opts...)
+	}
+	ended := make(chan jetstream.KeyValueEntry)
+	close(ended)
+	return endedWatcher{ended}, nil
+}
+
+type endedWatcher struct{ updates chan jetstream.KeyValueEntry }
+
+func (w endedWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.updates }
+func (w endedWatcher) Stop() error                             { return nil }
+
+// engineAndGrants is an engine on a bus of its own, not running, with its
+// grants bucket and a context the test's deadline ends.
+func engineAndGrants(t *testing.T) (context.Context, *policy.Engine, jetstream.KeyValue) {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(n.URL())
+	deps := testenv.Deps(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	e, err := policy.NewEngine(ctx, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grants, err := deps.JS.KeyValue(ctx, cfg.Buckets.Grants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, e, grants
+}
+
+// TestAGrantsWatchThatEndsIsStartedAgain: the engine starts its watch of
+// the grants bucket again when it ends, and a grant made afterwards answers
+// an ask — a watch that ended was read as an endless run of nothing, and
+// no grant came in again.
+func TestAGrantsWatchThatEndsIsStartedAgain(t *testing.T) {
+	ctx, e, grants := engineAndGrants(t)
+	ending := &endingKV{KeyValue: grants}
+	policy.UseGrantsBucket(e, ending)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- policy.RunEngine(runCtx, e) }()
+	defer func() { stop(); <-done }()
+	testenv.Eventually(t, 10*time.Second, "the grants watch started again", func() bool { return ending.watches.Load() >= 2 })
+	b, _ := proto.Marshal(&airlockv1.StandingGrant{Id: "after", AgentId: "bot", Server: "demo", Tool: "write_file", RuleId: "write",
+		ArgumentGlobs: map[string]string{"/path": "/tmp/after"}, CreatedBy: &airlockv1.Actor{Id: "alice"}})
+	if _, err := grants.Put(ctx, "after", b); err != nil {
+		t.Fatal(err)
+	}
+	call := &airlockv1.ToolCall{AgentId: "bot", CallId: "after", Revision: 1, Server: "demo", Tool: "write_file",
+		Arguments: mustStruct(t, map[string]any{"path": "/tmp/after", "content": "x"})}
+	if d := e.Decide(ctx, call); d.Action != airlockv1.Action_ACTION_ALLOW || d.GrantId != "after" {
+		t.Fatalf("decided %v by grant %q (%s), want allowed by the grant made after the watch ended", d.Action, d.GrantId, d.Reason)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -109,6 +110,8 @@ func readInitial(ctx context.Context, kv jetstream.KeyValue, filter string, each
 		select {
 		case e, open := <-w.Updates():
 			switch {
+			case !open && ctx.Err() != nil:
+				return ctx.Err()
 			case !open:
 				return errors.New("the watch ended before its initial values did")
 			case e == nil: // the watch's initial values are done
@@ -136,15 +139,23 @@ const (
 // Watch is kv.Watch(ctx, filter, opts...) whose initial values end even
 // when the watch stalls (see initialStall): it is started again, and what
 // it hands out again (an entry at a revision handed out before) is left out.
-// Use it for every watch that waits for its initial values' end.
+// Use it for every watch that waits for its initial values' end; not with
+// jetstream.UpdatesOnly, whose watch has no initial values and would be
+// started again every wait (call kv.Watch for that).
 func Watch(ctx context.Context, kv jetstream.KeyValue, filter string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
 	w, err := kv.Watch(ctx, filter, opts...)
 	if err != nil {
 		return nil, err
 	}
-	sw := &steadyWatcher{updates: make(chan jetstream.KeyValueEntry, 64), stop: make(chan struct{}), stopped: make(chan struct{})}
+	sw := &steadyWatcher{updates: make(chan jetstream.KeyValueEntry, 64), stop: make(chan struct{})}
 	go sw.pump(ctx, kv, filter, opts, w)
 	return sw, nil
+}
+
+// transient says whether a failed start of a watch may succeed if tried
+// again: the server did not answer in time, or no server answered.
+func transient(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)
 }
 
 // steadyWatcher is Watch's watcher: pump hands its updates out.
@@ -152,21 +163,21 @@ type steadyWatcher struct {
 	updates chan jetstream.KeyValueEntry
 	stop    chan struct{} // closed by Stop
 	once    sync.Once
-	stopped chan struct{} // closed when pump has stopped its watch
 }
 
 func (s *steadyWatcher) Updates() <-chan jetstream.KeyValueEntry { return s.updates }
 
+// Stop ends the watch. It does not wait for pump to stop its consumer: with
+// the server away that takes as long as a request's timeout, twice over
+// while a new start is being made.
 func (s *steadyWatcher) Stop() error {
 	s.once.Do(func() { close(s.stop) })
-	<-s.stopped
 	return nil
 }
 
 // pump hands out w's updates until it ends, ctx does or Stop is called,
 // starting the watch again while its initial values stall.
 func (s *steadyWatcher) pump(ctx context.Context, kv jetstream.KeyValue, filter string, opts []jetstream.WatchOpt, w jetstream.KeyWatcher) {
-	defer close(s.stopped)
 	defer close(s.updates)
 	defer func() {
 		if w != nil {
@@ -224,11 +235,18 @@ func (s *steadyWatcher) pump(ctx context.Context, kv jetstream.KeyValue, filter 
 				_ = w.Stop() // its updates end: not read again
 			}
 			w, updates = nil, nil
-			// A start that fails (the server is away) is tried again
-			// after the next wait.
-			if nw, err := kv.Watch(ctx, filter, opts...); err == nil {
+			nw, err := kv.Watch(ctx, filter, opts...)
+			switch {
+			case err == nil:
 				w, updates = nw, nw.Updates()
+			case !transient(err):
+				// The connection closed, the bucket is gone, or this user may
+				// not read it: the updates end, as the library's own watch's
+				// do when its connection closes, and the caller sees it.
+				return
 			}
+			// A start that timed out (the server is away) is tried again
+			// after the next wait.
 			stall = min(2*stall, maxInitialStall)
 			quiet.Reset(stall)
 		case <-s.stop:

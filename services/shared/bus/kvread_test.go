@@ -220,3 +220,39 @@ func TestAWatchWhoseInitialValuesStallGoesOnLive(t *testing.T) {
 		t.Fatalf("%d watches, want 2", n)
 	}
 }
+
+// TestAStalledReadEndsWhenItsConnectionCloses: a read whose watch stalled
+// and whose connection then closed ends with an error (its new start
+// cannot succeed), instead of trying again for ever under a context with
+// no deadline.
+func TestAStalledReadEndsWhenItsConnectionCloses(t *testing.T) {
+	n := testenv.StartNATS(t)
+	nc, js := testenv.Connect(t, n.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bucket, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "stalls"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bucket.PutString(ctx, "a.1", "v"); err != nil {
+		t.Fatal(err)
+	}
+	kv := &stallingKV{KeyValue: bucket}
+	ended := make(chan error, 1)
+	go func() {
+		_, err := bus.Keys(context.Background(), kv, "a.>")
+		ended <- err
+	}()
+	for kv.watches.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	nc.Close()
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Fatal("the read ended without an error after its connection closed")
+		}
+	case <-ctx.Done():
+		t.Fatal("the read went on after its connection closed")
+	}
+}
