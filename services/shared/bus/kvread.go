@@ -105,7 +105,7 @@ func readInitial(ctx context.Context, kv jetstream.KeyValue, filter string, each
 		return err
 	}
 	defer func() { _ = w.Stop() }()
-	handed := map[string]bool{}
+	handed := map[string]bool{} // byKey: the keys handed out
 	for {
 		select {
 		case e, open := <-w.Updates():
@@ -118,8 +118,9 @@ func readInitial(ctx context.Context, kv jetstream.KeyValue, filter string, each
 				return nil
 			case each == byKey && handed[e.Key()]:
 				continue
+			case each == byKey:
+				handed[e.Key()] = true
 			}
-			handed[e.Key()] = true
 			fn(e)
 		case <-ctx.Done():
 			return ctx.Err()

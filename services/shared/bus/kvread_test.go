@@ -243,9 +243,7 @@ func TestAStalledReadEndsWhenItsConnectionCloses(t *testing.T) {
 		_, err := bus.Keys(context.Background(), kv, "a.>")
 		ended <- err
 	}()
-	for kv.watches.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "the read's first watch", func() bool { return kv.watches.Load() > 0 })
 	nc.Close()
 	select {
 	case err := <-ended:
