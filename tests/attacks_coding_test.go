@@ -445,6 +445,7 @@ func TestAnMCPServerNamedLikeTheAgentIsNotTheAgent(t *testing.T) {
 // or the shell, however the path is written, and any tool that reaches the
 // network, are put to a person; ordinary reads stay allowed.
 func TestTheCodingProfileLetsNoSecretOutUnasked(t *testing.T) {
+	t.Parallel() // it mostly waits out its hooks' --wait, beside the others that wait
 	project := filepath.Join(t.TempDir(), "shop")
 	dev := startDev(t, filepath.Join(project, ".airlock"), 0, "")
 	token := adminToken(t, dev) // the secret: it exists, and a Read of it returns it
@@ -626,6 +627,7 @@ type hookRead struct {
 }
 
 func TestGitHistoryAndPatternReadsLetNoSecretOutUnasked(t *testing.T) {
+	t.Parallel() // it mostly waits out its hooks' --wait
 	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+hookDevConfig(t))
 	api := dev.API(t)
 	_, js := dev.Admin(t)
@@ -755,6 +757,7 @@ func TestGitHistoryAndPatternReadsLetNoSecretOutUnasked(t *testing.T) {
 // character) still asks, and a session without a usable cwd gets no
 // rewriting at all.
 func TestAnAbsolutePathInsideTheWorkspaceIsTheRelativePathItIs(t *testing.T) {
+	t.Parallel() // it mostly waits out its hooks' --wait
 	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+hookDevConfig(t))
 	api := dev.API(t)
 	_, js := dev.Admin(t)

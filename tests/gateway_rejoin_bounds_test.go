@@ -229,67 +229,27 @@ func (g *gatewayEnv) putBack(t *testing.T, entries map[string][]byte, prefixes [
 	})
 }
 
-// A request beyond the leases one call may have (clientwait.MaxWaiters)
-// shares the call and its outcome like the others, without a lease of its
-// own: its client asked for the call, not for an error to call again on.
-func TestGatewayRejoinBeyondTheLeaseBound(t *testing.T) {
+// Requests beyond the leases one call may have (clientwait.MaxWaiters)
+// share the call and its outcome like the others, without a lease of
+// their own: their client asked for the call, not for an error to call
+// again on.
+//
+// Such requests each read the call's presence at every renewal (every half
+// heartbeat) to ask for a lease: many identical requests multiplied the
+// bucket's reads. One without a lease asks again when a request of its
+// gateway ends its lease on the call, or every leaselessRetry renewals: the
+// reads of the presence over as many lease writes grow by a fraction of
+// one a request without a lease per renewal round, not by one each.
+//
+// One test, one call: making the call waits out the endpoint's
+// answer_within (60s, so that the leased requests outlast the measurement).
+func TestGatewayRequestsBeyondTheLeaseBound(t *testing.T) {
 	t.Parallel()
 	g := startGatewayEnv(t)
 	path := filepath.Join(g.files, "crowded.txt")
 	args := map[string]any{"path": path, "content": "crowded"}
 	lastWaits := make(chan struct{}, 1)
 	cs := g.connect(t, "crowd", clientOpts{version: "2025-11-25", progress: waitingFor("last", lastWaits)})
-	id, _, answers := g.everyLeaseTaken(t, cs, args)
-	// One more: told it waits for approval once its lease was asked for
-	// (and refused), unless it was answered at once.
-	last := callAsyncToken(cs, "last", "fs__write_file", args)
-	answers = append(answers, last)
-	select {
-	case <-lastWaits:
-	case res := <-last:
-		t.Fatalf("request %d for call %s was answered at once %v %q, want it to wait for the call like the others", clientwait.MaxWaiters+1, id, res.Meta, text(res))
-	case <-time.After(30 * time.Second):
-		t.Fatalf("request %d was not told within 30s that it waits for approval", clientwait.MaxWaiters+1)
-	}
-	if p, ok, err := clientWaitsStore(t, g).PresenceOf(context.Background(), "crowdbot", id); err != nil || !ok || len(p.Waiters) > clientwait.MaxWaiters {
-		t.Fatalf("call %s's presence %+v (found %v, %v), want at most %d leases", id, p, ok, err, clientwait.MaxWaiters)
-	}
-	g.rejectAllPending(t, "crowdbot", path)
-	for i, done := range answers {
-		select {
-		case res := <-done:
-			if got, _ := res.Meta["airlock/call_id"].(string); got != id || !strings.Contains(text(res), "alice rejected") && res.Meta["airlock/status"] != "pending" {
-				t.Fatalf("request %d for call %s was answered %v %q, want the call's rejection (or that it still waits)", i+1, id, res.Meta, text(res))
-			}
-		case <-time.After(60 * time.Second):
-			t.Fatalf("request %d got no answer within 60s", i+1)
-		}
-	}
-}
-
-// clientWaitsStore is the client-waits bucket as clientwait reads it.
-func clientWaitsStore(t *testing.T, g *gatewayEnv) *clientwait.Store {
-	t.Helper()
-	st, err := clientwait.Open(context.Background(), g.admin, g.clientWaits.Bucket())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-// Requests beyond the leases one call may have waited without a lease, and
-// each read the call's presence at every renewal (every half heartbeat)
-// to ask for one: many identical requests multiplied the bucket's reads.
-// One without a lease asks again when a request of its gateway ends its
-// lease on the call, or every leaselessRetry renewals: the reads of the
-// presence over as many lease writes grow by a fraction of one a request
-// without a lease per renewal round, not by one each.
-func TestGatewayRequestsWithoutALeaseDoNotReadThePresenceAtEveryRenewal(t *testing.T) {
-	t.Parallel()
-	g := startGatewayEnv(t)
-	path := filepath.Join(g.files, "crowded-reads.txt")
-	args := map[string]any{"path": path, "content": "crowded"}
-	cs := g.connect(t, "crowd", clientOpts{version: "2025-11-25"})
 	id, leases, answers := g.everyLeaseTaken(t, cs, args)
 	var reads atomic.Int64
 	key := "$KV." + g.clientWaits.Bucket() + ".c.crowdbot." + id
@@ -317,12 +277,27 @@ func TestGatewayRequestsWithoutALeaseDoNotReadThePresenceAtEveryRenewal(t *testi
 		return reads.Load() - before
 	}
 	leased := readsOver() // the leased requests' own (after a conflicting write)
+
+	// One more: told it waits for approval once its lease was asked for
+	// (and refused), unless it was answered at once.
+	last := callAsyncToken(cs, "last", "fs__write_file", args)
+	answers = append(answers, last)
+	select {
+	case <-lastWaits:
+	case res := <-last:
+		t.Fatalf("request %d for call %s was answered at once %v %q, want it to wait for the call like the others", clientwait.MaxWaiters+1, id, res.Meta, text(res))
+	case <-time.After(30 * time.Second):
+		t.Fatalf("request %d was not told within 30s that it waits for approval", clientwait.MaxWaiters+1)
+	}
 	const leaseless = 4 * clientwait.MaxWaiters
-	for range leaseless {
+	for range leaseless - 1 {
 		answers = append(answers, callAsync(cs, "fs__write_file", args))
 	}
 	for range 4 * clientwait.MaxWaiters { // each asked once, refused
 		<-leases
+	}
+	if p, ok, err := clientWaitsStore(t, g).PresenceOf(context.Background(), "crowdbot", id); err != nil || !ok || len(p.Waiters) > clientwait.MaxWaiters {
+		t.Fatalf("call %s's presence %+v (found %v, %v), want at most %d leases", id, p, ok, err, clientwait.MaxWaiters)
 	}
 	crowded := readsOver()
 	t.Logf("%d reads of the presence over %d lease writes, %d with %d more requests waiting without a lease", leased, rounds*clientwait.MaxWaiters, crowded, leaseless)
@@ -338,11 +313,24 @@ func TestGatewayRequestsWithoutALeaseDoNotReadThePresenceAtEveryRenewal(t *testi
 	g.rejectAllPending(t, "crowdbot", path)
 	for i, done := range answers {
 		select {
-		case <-done:
+		case res := <-done:
+			if got, _ := res.Meta["airlock/call_id"].(string); got != id || !strings.Contains(text(res), "alice rejected") && res.Meta["airlock/status"] != "pending" {
+				t.Fatalf("request %d for call %s was answered %v %q, want the call's rejection (or that it still waits)", i+1, id, res.Meta, text(res))
+			}
 		case <-time.After(60 * time.Second):
 			t.Fatalf("request %d got no answer within 60s", i+1)
 		}
 	}
+}
+
+// clientWaitsStore is the client-waits bucket as clientwait reads it.
+func clientWaitsStore(t *testing.T, g *gatewayEnv) *clientwait.Store {
+	t.Helper()
+	st, err := clientwait.Open(context.Background(), g.admin, g.clientWaits.Bucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // everyLeaseTaken makes a call of crowdbot's that waits for a person, then

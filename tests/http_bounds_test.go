@@ -21,6 +21,7 @@ import (
 // http.max_connections, are cut off in turn, and leave the console
 // serving again; so do connections that ask for answers and never read them.
 func TestAClientCannotHoldTheHTTPPortForEver(t *testing.T) {
+	t.Parallel() // it mostly waits out the server's timeouts
 	const readTimeout, writeTimeout = 3 * time.Second, 2 * time.Second
 	const maxConns = 32
 	cfg := filepath.Join(t.TempDir(), "airlock.yaml")

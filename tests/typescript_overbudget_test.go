@@ -18,14 +18,9 @@ func TestTypeScriptClientOverBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, tsc := sdkNode(t, dir), filepath.Join(dir, "node_modules", ".bin", "tsc")
+	node := builtTypeScriptSDK(t, dir)
 	dev := startDev(t, filepath.Join(t.TempDir(), "data"), 0, "", "AIRLOCK_CONFIG="+oneCallAMinute(t))
 	dev.Agent(t, "bot")
-	build := exec.Command(node, tsc, "-p", "tsconfig.json")
-	build.Dir = dir
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("tsc: %v\n%s", err, out)
-	}
 	cmd := exec.Command(node, "--test", "--test-reporter=spec", "dist/test/overbudget.js")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "AIRLOCK_CREDENTIAL="+dev.Creds("bot"), "AIRLOCK_TEST_NATS_AGENT=bot")
