@@ -83,65 +83,29 @@ func newIndex(log *slog.Logger, reconnects func() uint64) *index {
 		announcing: map[string]string{}}
 }
 
-// watch follows the bucket until ctx ends. ready is closed once the bucket's
-// current content is loaded. If the watch breaks off, it is started again:
-// replaying the bucket over the index is harmless.
+// watch follows the bucket until ctx ends (bus.Follow: its watch is started
+// again when it ends or the connection reconnects, and replaying the bucket
+// over the index is harmless). ready is closed once the bucket's current
+// content is loaded.
 func (ix *index) watch(ctx context.Context, kv jetstream.KeyValue, ready chan<- struct{}) error {
+	changes, err := bus.Follow(ctx, kv, ">", "the approvals bucket", ix.log, ix.reconnects)
+	if err != nil {
+		return err
+	}
 	loaded := false
-	for {
-		w, err := bus.Watch(ctx, kv, ">")
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if !loaded {
-				return fmt.Errorf("watch approvals bucket %s: %w", kv.Bucket(), err)
-			}
-			ix.log.Warn("watching the approvals bucket failed; retrying", "err", err)
-		} else {
-			loaded = ix.follow(ctx, w, ready, loaded)
-			_ = w.Stop()
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(100 * time.Millisecond):
+	for c := range changes {
+		switch {
+		case c.Entry != nil:
+			ix.apply(c.Entry)
+		case !loaded:
+			loaded = true
+			close(ready)
 		}
 	}
-}
-
-// follow applies updates until the watcher ends or ctx does; it returns
-// whether the initial content has been loaded.
-func (ix *index) follow(ctx context.Context, w jetstream.KeyWatcher, ready chan<- struct{}, loaded bool) bool {
-	seen := ix.reconnects()
-	check := time.NewTicker(250 * time.Millisecond)
-	defer check.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return loaded
-		case <-check.C:
-			if n := ix.reconnects(); n != seen {
-				ix.log.Info("reconnected to NATS; reloading the approvals index")
-				return loaded
-			}
-		case e, ok := <-w.Updates():
-			if !ok {
-				if ctx.Err() == nil {
-					ix.log.Warn("the approvals bucket watch ended; restarting it")
-				}
-				return loaded
-			}
-			if e == nil {
-				if !loaded {
-					loaded = true
-					close(ready)
-				}
-				continue
-			}
-			ix.apply(e)
-		}
+	if ctx.Err() == nil {
+		return fmt.Errorf("follow the approvals bucket %s: the connection closed", kv.Bucket())
 	}
+	return nil
 }
 
 func (ix *index) apply(e jetstream.KeyValueEntry) {

@@ -397,21 +397,20 @@ const grantBurst = 64
 // policy_changed; a refused one publishes policy_changed with refused=true
 // and leaves the evaluator in force.
 func (e *Engine) run(ctx context.Context, ready func()) error {
-	rw, err := bus.Watch(ctx, e.rules, RulePrefix+">")
+	// Each watch is started again when it ends (bus.Follow); what a start
+	// replays is not news: a replayed rule is not announced as a change.
+	rules, err := bus.Follow(ctx, e.rules, RulePrefix+">", "the run-time rules", e.log, nil)
 	if err != nil {
-		return fmt.Errorf("watch rules: %w", err)
+		return err
 	}
-	defer func() { _ = rw.Stop() }() // the watch in use at the end: see rewatch
-	gw, err := bus.Watch(ctx, e.grants, ">")
+	grants, err := bus.Follow(ctx, e.grants, ">", "the standing grants", e.log, nil)
 	if err != nil {
-		return fmt.Errorf("watch grants: %w", err)
+		return err
 	}
-	defer func() { _ = gw.Stop() }()
-	sw, err := bus.Watch(ctx, e.rules, ShadowKey)
+	shadow, err := bus.Follow(ctx, e.rules, ShadowKey, "the shadow candidate's state", e.log, nil)
 	if err != nil {
-		return fmt.Errorf("watch the shadow state: %w", err)
+		return err
 	}
-	defer func() { _ = sw.Stop() }()
 	ready()
 	shadowDone := make(chan struct{})
 	go func() { defer close(shadowDone); _ = e.shadow.Run(ctx) }()
@@ -422,42 +421,36 @@ func (e *Engine) run(ctx context.Context, ready func()) error {
 		defer t.Stop()
 		tick = t.C
 	}
-	live, shadowLive := false, false
 	unpublished := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case en, open := <-rw.Updates():
-			switch {
-			case !open: // its replay is not news: live again after it
-				rw, live = e.rewatch(ctx, e.rules, RulePrefix+">"), false
-			case en == nil:
-				live = true
-			default:
-				e.onRule(ctx, en, live)
-			}
-		case en, open := <-sw.Updates():
-			switch {
-			case !open:
-				sw, shadowLive = e.rewatch(ctx, e.rules, ShadowKey), false
-			case en == nil:
-				shadowLive = true
-			default:
-				e.onShadow(ctx, en, shadowLive)
-			}
-		case en, open := <-gw.Updates():
+		case c, open := <-rules:
 			if !open {
-				gw = e.rewatch(ctx, e.grants, ">")
-				continue
+				return nil // ctx ended, or the connection closed
 			}
-			if en != nil {
-				e.applyGrant(en)
+			if c.Entry != nil {
+				e.onRule(ctx, c.Entry, !c.Replayed)
+			}
+		case c, open := <-shadow:
+			if !open {
+				return nil
+			}
+			if c.Entry != nil {
+				e.onShadow(ctx, c.Entry, !c.Replayed)
+			}
+		case c, open := <-grants:
+			if !open {
+				return nil
+			}
+			if c.Entry != nil {
+				e.applyGrant(c.Entry)
 				unpublished++
 			}
-			// One snapshot per burst of changes (the initial replay is one),
-			// not one copy of every grant per change.
-			if unpublished > 0 && (en == nil || len(gw.Updates()) == 0 || unpublished >= grantBurst) {
+			// One snapshot per burst of changes (a replay is one, ended by
+			// its mark), not one copy of every grant per change.
+			if unpublished > 0 && (c.Entry == nil || !c.Replayed && (len(grants) == 0 || unpublished >= grantBurst)) {
 				e.publishGrants()
 				unpublished = 0
 			}
@@ -466,34 +459,6 @@ func (e *Engine) run(ctx context.Context, ready func()) error {
 		}
 	}
 }
-
-// rewatch starts a watch of filter again after one ended (its connection
-// closed, or it could not be started again: bus.Watch), trying every
-// second until it starts or ctx ends; a watch that ended was read as
-// nothing but nil for ever. After ctx it returns a watch whose updates
-// never come.
-func (e *Engine) rewatch(ctx context.Context, kv jetstream.KeyValue, filter string) jetstream.KeyWatcher {
-	for {
-		if ctx.Err() != nil {
-			return idleWatch{}
-		}
-		w, err := bus.Watch(ctx, kv, filter)
-		if err == nil {
-			return w
-		}
-		e.log.Warn("a watch of the policy's buckets ended and could not be started again; retrying", "bucket", kv.Bucket(), "filter", filter, "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-// idleWatch is a watch that hands out nothing.
-type idleWatch struct{}
-
-func (idleWatch) Updates() <-chan jetstream.KeyValueEntry { return nil }
-func (idleWatch) Stop() error                             { return nil }
 
 func (e *Engine) onRule(ctx context.Context, en jetstream.KeyValueEntry, live bool) {
 	e.mu.Lock()

@@ -615,61 +615,41 @@ func (s *Store) LineOf(ctx context.Context, agent, call string, now time.Time) (
 // Follow calls changed whenever whether a client waits for a call changes
 // (a client started waiting, stopped, or came back), until ctx ends. What
 // the bucket holds when Follow starts is taken as known; a watch that ends
-// (a reconnect) is started again, and what changed meanwhile is reported.
-// A lease that runs out without a write (its gateway stopped) is reported
-// at the next write about that call.
+// (a reconnect) is started again (bus.Follow), and what changed meanwhile
+// is reported. A lease that runs out without a write (its gateway stopped)
+// is reported at the next write about that call.
 func (s *Store) Follow(ctx context.Context, log *slog.Logger, changed func(agent, call string, waiting bool)) {
+	changes, err := bus.Follow(ctx, s.kv, "c.>", "whether clients wait", log, nil)
+	if err != nil {
+		log.Error("whether clients wait cannot be watched: a card is not redrawn when its client starts or stops waiting", "err", err)
+		return
+	}
 	known := map[string]bool{}
 	loaded := false
-	for ctx.Err() == nil {
-		w, err := bus.Watch(ctx, s.kv, "c.>")
-		if err != nil {
-			log.Warn("watching whether clients wait failed; retrying", "err", err)
-		} else {
-			loaded = follow(ctx, w, known, loaded, changed)
-			_ = w.Stop()
+	for c := range changes {
+		e := c.Entry
+		if e == nil {
+			loaded = true
+			continue
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
+		agent, call, ok := strings.Cut(strings.TrimPrefix(e.Key(), "c."), ".")
+		if !ok {
+			continue
 		}
-	}
-}
-
-// follow applies a watch's entries to known until it ends; it returns
-// whether the bucket's first content has been loaded.
-func follow(ctx context.Context, w jetstream.KeyWatcher, known map[string]bool, loaded bool, changed func(agent, call string, waiting bool)) bool {
-	for {
-		select {
-		case <-ctx.Done():
-			return loaded
-		case e, ok := <-w.Updates():
-			if !ok {
-				return loaded
-			}
-			if e == nil {
-				loaded = true
-				continue
-			}
-			agent, call, ok := strings.Cut(strings.TrimPrefix(e.Key(), "c."), ".")
-			if !ok {
-				continue
-			}
-			if e.Operation() != jetstream.KeyValuePut {
-				delete(known, e.Key())
-				continue
-			}
-			var p Presence
-			if json.Unmarshal(e.Value(), &p) != nil {
-				continue
-			}
-			waiting := p.Waiting(time.Now())
-			was, seen := known[e.Key()]
-			known[e.Key()] = waiting
-			if loaded || seen {
-				if !seen || was != waiting {
-					changed(agent, call, waiting)
-				}
+		if e.Operation() != jetstream.KeyValuePut {
+			delete(known, e.Key())
+			continue
+		}
+		var p Presence
+		if json.Unmarshal(e.Value(), &p) != nil {
+			continue
+		}
+		waiting := p.Waiting(time.Now())
+		was, seen := known[e.Key()]
+		known[e.Key()] = waiting
+		if loaded || seen {
+			if !seen || was != waiting {
+				changed(agent, call, waiting)
 			}
 		}
 	}

@@ -120,26 +120,15 @@ func (v *Rejoins) Deliver(ctx context.Context, key string, r Rejoin) (won bool, 
 }
 
 // Follow keeps the view in step with the bucket's rejoin entries until ctx
-// ends; a watch that ends (a reconnect) is started again,
-// and what it replays is applied by revision, so nothing older overwrites
-// the view.
+// ends (bus.Follow: a watch that ends, a reconnect, is started again); what
+// a start replays is applied by revision, so nothing older overwrites the
+// view. A view that cannot watch holds only this replica's own writes.
 func (v *Rejoins) Follow(ctx context.Context, log *slog.Logger) {
-	for ctx.Err() == nil {
-		w, err := bus.Watch(ctx, v.s.kv, RejoinPrefix+">")
-		if err != nil {
-			log.Warn("watching the rejoin entries failed; a repeated call is looked up in the bucket meanwhile", "err", err)
-		} else {
-			v.follow(ctx, w)
-			_ = w.Stop()
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
+	changes, err := bus.Follow(ctx, v.s.kv, RejoinPrefix+">", "the rejoin entries", log, nil)
+	if err != nil {
+		log.Error("the rejoin entries cannot be watched: this replica sees only its own writes of them", "err", err)
+		return
 	}
-}
-
-func (v *Rejoins) follow(ctx context.Context, w jetstream.KeyWatcher) {
 	var sweep <-chan time.Time
 	if v.s.ttl > 0 {
 		t := time.NewTicker(min(v.s.ttl, time.Hour))
@@ -148,14 +137,13 @@ func (v *Rejoins) follow(ctx context.Context, w jetstream.KeyWatcher) {
 	}
 	for {
 		select {
-		case <-ctx.Done():
-			return
 		case now := <-sweep:
 			v.forget(now)
-		case e, ok := <-w.Updates():
-			if !ok {
+		case c, open := <-changes:
+			if !open {
 				return
 			}
+			e := c.Entry
 			if e == nil { // what was stored has been read
 				continue
 			}

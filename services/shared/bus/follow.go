@@ -1,0 +1,155 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Followed is what Follow hands out: an entry of the bucket, or (Entry nil)
+// the mark that a start of the watch has handed out everything stored when
+// it started.
+type Followed struct {
+	Entry jetstream.KeyValueEntry
+	// Replayed: the entry was stored when this start of the watch began (an
+	// earlier start may have handed it out already); false for a change
+	// made since, and for the mark.
+	Replayed bool
+}
+
+// Follow bounds the wait between starts of a watch that ended: it doubles
+// from followRetry with each start that fails, up to followRetryMax.
+const (
+	followRetry    = 100 * time.Millisecond
+	followRetryMax = 5 * time.Second
+)
+
+// Follow watches kv's keys under filter until ctx ends, as a read model
+// that must stay in step with its bucket does: the watch (Watch) is started
+// again whenever it ends (its connection closed, or it could not be started
+// again after a stall) and, given reconnects (the connection's count of
+// reconnects; nil: not checked), after the connection reconnected, because
+// an ordered consumer on a restarted server can take many seconds to notice
+// it is gone. Each start hands out what is stored (Replayed), then its mark,
+// then what changes: a start may hand out again an entry handed out
+// before, so apply entries by revision.
+//
+// A start that fails is logged (what names the bucket's contents) and tried
+// again, except a first start that cannot succeed if tried again (the bucket
+// is gone, this user may not read it, the connection closed): Follow then
+// returns its failure, having started nothing. The channel closes once ctx
+// has ended, or when the connection has closed.
+func Follow(ctx context.Context, kv jetstream.KeyValue, filter, what string, log *slog.Logger, reconnects func() uint64) (<-chan Followed, error) {
+	f := &follower{kv: kv, filter: filter, what: what, log: log, reconnects: reconnects}
+	w, err := Watch(ctx, kv, filter)
+	for retry := followRetry; err != nil; retry = min(2*retry, followRetryMax) {
+		if !transient(err) || ctx.Err() != nil {
+			return nil, fmt.Errorf("watch %s (bucket %s): %w", what, kv.Bucket(), err)
+		}
+		f.failed(err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("watch %s (bucket %s): %w", what, kv.Bucket(), ctx.Err())
+		case <-time.After(retry):
+		}
+		w, err = Watch(ctx, kv, filter)
+	}
+	// Buffered, so that a reader can tell a burst (len > 0) from its end.
+	changes := make(chan Followed, 64)
+	f.changes = changes
+	go f.run(ctx, w)
+	return changes, nil
+}
+
+func (f *follower) failed(err error) {
+	f.log.Warn("watching "+f.what+" failed; retrying", "bucket", f.kv.Bucket(), "err", err)
+}
+
+type follower struct {
+	kv           jetstream.KeyValue
+	filter, what string
+	log          *slog.Logger
+	reconnects   func() uint64
+	changes      chan<- Followed
+}
+
+// run hands out w's changes, and those of each start after it, until ctx
+// ends.
+func (f *follower) run(ctx context.Context, w jetstream.KeyWatcher) {
+	defer close(f.changes)
+	retry := followRetry
+	for {
+		if w != nil {
+			if f.follow(ctx, w) {
+				retry = followRetry
+			} else { // it ended before its mark: not at once again
+				retry = min(2*retry, followRetryMax)
+			}
+			_ = w.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retry):
+		}
+		var err error
+		if w, err = Watch(ctx, f.kv, f.filter); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, nats.ErrConnectionClosed) {
+				// Nothing more can come: the channel closes, as a watch's does.
+				f.log.Warn("the watch of "+f.what+" ended with its connection", "bucket", f.kv.Bucket())
+				return
+			}
+			f.failed(err)
+			w, retry = nil, min(2*retry, followRetryMax)
+		}
+	}
+}
+
+// follow hands out w's changes until it ends, ctx does, or the connection
+// reconnected; it reports whether w handed out its mark.
+func (f *follower) follow(ctx context.Context, w jetstream.KeyWatcher) (marked bool) {
+	var check <-chan time.Time
+	var seen uint64
+	if f.reconnects != nil {
+		seen = f.reconnects()
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		check = t.C
+	}
+	replaying := true
+	for {
+		select {
+		case <-ctx.Done():
+			return !replaying
+		case <-check:
+			if f.reconnects() != seen {
+				f.log.Info("reconnected to NATS; watching " + f.what + " again")
+				return !replaying
+			}
+		case e, open := <-w.Updates():
+			if !open {
+				if ctx.Err() == nil {
+					f.log.Warn("the watch of "+f.what+" ended; starting it again", "bucket", f.kv.Bucket())
+				}
+				return !replaying
+			}
+			c := Followed{Entry: e, Replayed: replaying && e != nil}
+			if e == nil {
+				replaying = false
+			}
+			select {
+			case f.changes <- c:
+			case <-ctx.Done():
+				return !replaying
+			}
+		}
+	}
+}
