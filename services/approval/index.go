@@ -88,7 +88,7 @@ func newIndex(log *slog.Logger, reconnects func() uint64) *index {
 // over the index is harmless). ready is closed once the bucket's current
 // content is loaded.
 func (ix *index) watch(ctx context.Context, kv jetstream.KeyValue, ready chan<- struct{}) error {
-	changes, err := bus.Follow(ctx, kv, ">", "the approvals bucket", ix.log, ix.reconnects)
+	changes, err := bus.Follow(ctx, kv, ">", bus.FollowOptions{What: "the approvals bucket", Log: ix.log, Reconnects: ix.reconnects})
 	if err != nil {
 		return err
 	}

@@ -397,24 +397,27 @@ const grantBurst = 64
 // policy_changed; a refused one publishes policy_changed with refused=true
 // and leaves the evaluator in force.
 func (e *Engine) run(ctx context.Context, ready func()) error {
+	// The watches end with run, whichever way it returns.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	// Each watch is started again when it ends (bus.Follow); what a start
 	// replays is not news: a replayed rule is not announced as a change.
-	rules, err := bus.Follow(ctx, e.rules, RulePrefix+">", "the run-time rules", e.log, nil)
+	rules, err := bus.Follow(ctx, e.rules, RulePrefix+">", bus.FollowOptions{What: "the run-time rules", Log: e.log})
 	if err != nil {
 		return err
 	}
-	grants, err := bus.Follow(ctx, e.grants, ">", "the standing grants", e.log, nil)
+	grants, err := bus.Follow(ctx, e.grants, ">", bus.FollowOptions{What: "the standing grants", Log: e.log})
 	if err != nil {
 		return err
 	}
-	shadow, err := bus.Follow(ctx, e.rules, ShadowKey, "the shadow candidate's state", e.log, nil)
+	shadow, err := bus.Follow(ctx, e.rules, ShadowKey, bus.FollowOptions{What: "the shadow candidate's state", Log: e.log})
 	if err != nil {
 		return err
 	}
 	ready()
 	shadowDone := make(chan struct{})
 	go func() { defer close(shadowDone); _ = e.shadow.Run(ctx) }()
-	defer func() { <-shadowDone }()
+	defer func() { cancel(); <-shadowDone }()
 	var tick <-chan time.Time
 	if e.dir != "" {
 		t := time.NewTicker(e.deps.Config.Policy.ReloadInterval)
@@ -428,29 +431,30 @@ func (e *Engine) run(ctx context.Context, ready func()) error {
 			return nil
 		case c, open := <-rules:
 			if !open {
-				return nil // ctx ended, or the connection closed
+				return e.followEnded(ctx, "the run-time rules")
 			}
 			if c.Entry != nil {
 				e.onRule(ctx, c.Entry, !c.Replayed)
 			}
 		case c, open := <-shadow:
 			if !open {
-				return nil
+				return e.followEnded(ctx, "the shadow candidate's state")
 			}
 			if c.Entry != nil {
 				e.onShadow(ctx, c.Entry, !c.Replayed)
 			}
 		case c, open := <-grants:
 			if !open {
-				return nil
+				return e.followEnded(ctx, "the standing grants")
 			}
 			if c.Entry != nil {
 				e.applyGrant(c.Entry)
 				unpublished++
 			}
 			// One snapshot per burst of changes (a replay is one, ended by
-			// its mark), not one copy of every grant per change.
-			if unpublished > 0 && (c.Entry == nil || !c.Replayed && (len(grants) == 0 || unpublished >= grantBurst)) {
+			// its mark; one cut short is put in force once drained), not one
+			// copy of every grant per change.
+			if unpublished > 0 && (c.Entry == nil || len(grants) == 0 || unpublished >= grantBurst) {
 				e.publishGrants()
 				unpublished = 0
 			}
@@ -458,6 +462,16 @@ func (e *Engine) run(ctx context.Context, ready func()) error {
 			e.reloadDir(ctx)
 		}
 	}
+}
+
+// followEnded is run's end when a watch's changes ended: nothing, once ctx
+// has; else the connection closed, and the engine can no longer follow
+// what is in force.
+func (e *Engine) followEnded(ctx context.Context, what string) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("follow %s: the connection to NATS closed", what)
 }
 
 func (e *Engine) onRule(ctx context.Context, en jetstream.KeyValueEntry, live bool) {

@@ -736,3 +736,55 @@ func TestAGrantsWatchThatEndsIsStartedAgain(t *testing.T) {
 		t.Fatalf("decided %v by grant %q (%s), want allowed by the grant made after the watch ended", d.Action, d.GrantId, d.Reason)
 	}
 }
+
+// unmarkedKV is a bucket each of whose watches ends just before the end of
+// its stored values: a watch cut short over and over (a connection that
+// keeps dropping).
+type unmarkedKV struct{ jetstream.KeyValue }
+
+func (k unmarkedKV) Watch(ctx context.Context, keys string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	w, err := k.KeyValue.Watch(ctx, keys, opts...)
+	if err != nil {
+		return nil, err
+	}
+	cut := make(chan jetstream.KeyValueEntry)
+	go func() {
+		defer close(cut)
+		defer func() { _ = w.Stop() }()
+		for e := range w.Updates() {
+			if e == nil {
+				return
+			}
+			select {
+			case cut <- e:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return endedWatcher{cut}, nil
+}
+
+// TestAGrantReplayedByAWatchCutShortIsInForce: a grant a watch handed out
+// is put in force once the changes drain, whether or not that start of the
+// watch reached the end of what is stored — only at that end, it waited
+// for a start that got there.
+func TestAGrantReplayedByAWatchCutShortIsInForce(t *testing.T) {
+	ctx, e, grants := engineAndGrants(t)
+	b, _ := proto.Marshal(&airlockv1.StandingGrant{Id: "cut", AgentId: "bot", Server: "demo", Tool: "write_file", RuleId: "write",
+		ArgumentGlobs: map[string]string{"/path": "/tmp/cut"}, CreatedBy: &airlockv1.Actor{Id: "alice"}})
+	if _, err := grants.Put(ctx, "cut", b); err != nil {
+		t.Fatal(err)
+	}
+	policy.UseGrantsBucket(e, unmarkedKV{grants})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- policy.RunEngine(runCtx, e) }()
+	defer func() { stop(); <-done }()
+	call := &airlockv1.ToolCall{AgentId: "bot", CallId: "cut", Revision: 1, Server: "demo", Tool: "write_file",
+		Arguments: mustStruct(t, map[string]any{"path": "/tmp/cut", "content": "x"})}
+	testenv.Eventually(t, 10*time.Second, "the grant handed out by watches cut short in force", func() bool {
+		d := e.Decide(ctx, call)
+		return d.Action == airlockv1.Action_ACTION_ALLOW && d.GrantId == "cut"
+	})
+}

@@ -29,32 +29,45 @@ const (
 	followRetryMax = 5 * time.Second
 )
 
+// FollowOptions says how Follow reports and what it does on failure.
+type FollowOptions struct {
+	// What names the bucket's contents in log lines and errors.
+	What string
+	Log  *slog.Logger
+	// Reconnects is the connection's count of reconnects: the watch is
+	// started again once it moves. Nil: not checked.
+	Reconnects func() uint64
+	// Persist: a first start that fails for good is logged and tried
+	// again like any other, instead of returned — for a read model a
+	// running service can do without for a while.
+	Persist bool
+}
+
 // Follow watches kv's keys under filter until ctx ends, as a read model
 // that must stay in step with its bucket does: the watch (Watch) is started
 // again whenever it ends (its connection closed, or it could not be started
-// again after a stall) and, given reconnects (the connection's count of
-// reconnects; nil: not checked), after the connection reconnected, because
-// an ordered consumer on a restarted server can take many seconds to notice
-// it is gone. Each start hands out what is stored (Replayed), then its mark,
-// then what changes: a start may hand out again an entry handed out
-// before, so apply entries by revision.
+// again after a stall) and, given o.Reconnects, after the connection
+// reconnected, because an ordered consumer on a restarted server can take
+// many seconds to notice it is gone. Each start hands out what is stored
+// (Replayed), then its mark, then what changes: a start may hand out again
+// an entry handed out before, so apply entries by revision.
 //
-// A start that fails is logged (what names the bucket's contents) and tried
-// again, except a first start that cannot succeed if tried again (the bucket
-// is gone, this user may not read it, the connection closed): Follow then
-// returns its failure, having started nothing. The channel closes once ctx
-// has ended, or when the connection has closed.
-func Follow(ctx context.Context, kv jetstream.KeyValue, filter, what string, log *slog.Logger, reconnects func() uint64) (<-chan Followed, error) {
-	f := &follower{kv: kv, filter: filter, what: what, log: log, reconnects: reconnects}
+// A start that fails is logged and tried again, except, unless o.Persist, a
+// first start that cannot succeed if tried again (the bucket is gone, this
+// user may not read it, the connection closed): Follow then returns its
+// failure, having started nothing. The channel closes once ctx has ended,
+// or when the connection has closed.
+func Follow(ctx context.Context, kv jetstream.KeyValue, filter string, o FollowOptions) (<-chan Followed, error) {
+	f := &follower{kv: kv, filter: filter, FollowOptions: o}
 	w, err := Watch(ctx, kv, filter)
 	for retry := followRetry; err != nil; retry = min(2*retry, followRetryMax) {
-		if !transient(err) || ctx.Err() != nil {
-			return nil, fmt.Errorf("watch %s (bucket %s): %w", what, kv.Bucket(), err)
+		if errors.Is(err, nats.ErrConnectionClosed) || !transient(err) && !o.Persist || ctx.Err() != nil {
+			return nil, fmt.Errorf("watch %s (bucket %s): %w", o.What, kv.Bucket(), err)
 		}
 		f.failed(err)
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("watch %s (bucket %s): %w", what, kv.Bucket(), ctx.Err())
+			return nil, fmt.Errorf("watch %s (bucket %s): %w", o.What, kv.Bucket(), ctx.Err())
 		case <-time.After(retry):
 		}
 		w, err = Watch(ctx, kv, filter)
@@ -67,15 +80,14 @@ func Follow(ctx context.Context, kv jetstream.KeyValue, filter, what string, log
 }
 
 func (f *follower) failed(err error) {
-	f.log.Warn("watching "+f.what+" failed; retrying", "bucket", f.kv.Bucket(), "err", err)
+	f.Log.Warn("watching "+f.What+" failed; retrying", "bucket", f.kv.Bucket(), "err", err)
 }
 
 type follower struct {
-	kv           jetstream.KeyValue
-	filter, what string
-	log          *slog.Logger
-	reconnects   func() uint64
-	changes      chan<- Followed
+	FollowOptions
+	kv      jetstream.KeyValue
+	filter  string
+	changes chan<- Followed
 }
 
 // run hands out w's changes, and those of each start after it, until ctx
@@ -104,7 +116,7 @@ func (f *follower) run(ctx context.Context, w jetstream.KeyWatcher) {
 			}
 			if errors.Is(err, nats.ErrConnectionClosed) {
 				// Nothing more can come: the channel closes, as a watch's does.
-				f.log.Warn("the watch of "+f.what+" ended with its connection", "bucket", f.kv.Bucket())
+				f.Log.Warn("the watch of "+f.What+" ended with its connection", "bucket", f.kv.Bucket())
 				return
 			}
 			f.failed(err)
@@ -118,8 +130,8 @@ func (f *follower) run(ctx context.Context, w jetstream.KeyWatcher) {
 func (f *follower) follow(ctx context.Context, w jetstream.KeyWatcher) (marked bool) {
 	var check <-chan time.Time
 	var seen uint64
-	if f.reconnects != nil {
-		seen = f.reconnects()
+	if f.Reconnects != nil {
+		seen = f.Reconnects()
 		t := time.NewTicker(250 * time.Millisecond)
 		defer t.Stop()
 		check = t.C
@@ -130,14 +142,14 @@ func (f *follower) follow(ctx context.Context, w jetstream.KeyWatcher) (marked b
 		case <-ctx.Done():
 			return !replaying
 		case <-check:
-			if f.reconnects() != seen {
-				f.log.Info("reconnected to NATS; watching " + f.what + " again")
+			if f.Reconnects() != seen {
+				f.Log.Info("reconnected to NATS; watching " + f.What + " again")
 				return !replaying
 			}
 		case e, open := <-w.Updates():
 			if !open {
 				if ctx.Err() == nil {
-					f.log.Warn("the watch of "+f.what+" ended; starting it again", "bucket", f.kv.Bucket())
+					f.Log.Warn("the watch of "+f.What+" ended; starting it again", "bucket", f.kv.Bucket())
 				}
 				return !replaying
 			}

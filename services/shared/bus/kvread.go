@@ -154,9 +154,23 @@ func Watch(ctx context.Context, kv jetstream.KeyValue, filter string, opts ...je
 }
 
 // transient says whether a failed start of a watch may succeed if tried
-// again: the server did not answer in time, or no server answered.
+// again: the server did not answer in time, no server answered, or
+// JetStream cannot serve now (jetStreamAway).
 func transient(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) || jetStreamAway(err)
+}
+
+// jetStreamAway says whether err is JetStream's answer that it cannot serve
+// now: "not enabled", which is how the legacy API a watch's consumer is made
+// with reports that no JetStream server answered, or "temporarily
+// unavailable", a cluster without a leader yet.
+func jetStreamAway(err error) bool {
+	var legacy *nats.APIError
+	if errors.As(err, &legacy) {
+		return legacy.ErrorCode == nats.JSErrCodeJetStreamNotEnabled || legacy.ErrorCode == nats.JSErrCodeJetStreamNotAvailable
+	}
+	var api *jetstream.APIError
+	return errors.As(err, &api) && (api.ErrorCode == jetstream.JSErrCodeJetStreamNotEnabled || api.ErrorCode == jetstream.ErrorCode(nats.JSErrCodeJetStreamNotAvailable))
 }
 
 // steadyWatcher is Watch's watcher: pump hands its updates out.

@@ -619,9 +619,11 @@ func (s *Store) LineOf(ctx context.Context, agent, call string, now time.Time) (
 // is reported. A lease that runs out without a write (its gateway stopped)
 // is reported at the next write about that call.
 func (s *Store) Follow(ctx context.Context, log *slog.Logger, changed func(agent, call string, waiting bool)) {
-	changes, err := bus.Follow(ctx, s.kv, "c.>", "whether clients wait", log, nil)
+	changes, err := bus.Follow(ctx, s.kv, "c.>", bus.FollowOptions{What: "whether clients wait", Log: log, Persist: true})
 	if err != nil {
-		log.Error("whether clients wait cannot be watched: a card is not redrawn when its client starts or stops waiting", "err", err)
+		if ctx.Err() == nil { // the connection closed
+			log.Error("whether clients wait cannot be watched: a card is not redrawn when its client starts or stops waiting", "err", err)
+		}
 		return
 	}
 	known := map[string]bool{}

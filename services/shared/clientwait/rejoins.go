@@ -122,11 +122,14 @@ func (v *Rejoins) Deliver(ctx context.Context, key string, r Rejoin) (won bool, 
 // Follow keeps the view in step with the bucket's rejoin entries until ctx
 // ends (bus.Follow: a watch that ends, a reconnect, is started again); what
 // a start replays is applied by revision, so nothing older overwrites the
-// view. A view that cannot watch holds only this replica's own writes.
+// view; a start that fails is tried again for as long as the connection
+// lasts.
 func (v *Rejoins) Follow(ctx context.Context, log *slog.Logger) {
-	changes, err := bus.Follow(ctx, v.s.kv, RejoinPrefix+">", "the rejoin entries", log, nil)
+	changes, err := bus.Follow(ctx, v.s.kv, RejoinPrefix+">", bus.FollowOptions{What: "the rejoin entries", Log: log, Persist: true})
 	if err != nil {
-		log.Error("the rejoin entries cannot be watched: this replica sees only its own writes of them", "err", err)
+		if ctx.Err() == nil { // the connection closed
+			log.Error("the rejoin entries cannot be watched: this replica sees only its own writes of them", "err", err)
+		}
 		return
 	}
 	var sweep <-chan time.Time
