@@ -17,3 +17,7 @@ func RunEngine(ctx context.Context, e *Engine) error { return e.run(ctx, func() 
 
 // UseGrantsBucket makes the engine read its grants from kv.
 func UseGrantsBucket(e *Engine, kv jetstream.KeyValue) { e.grants = kv }
+
+// RunEngineReady is RunEngine calling ready once the engine's watches have
+// started.
+func RunEngineReady(ctx context.Context, e *Engine, ready func()) error { return e.run(ctx, ready) }

@@ -788,3 +788,34 @@ func TestAGrantReplayedByAWatchCutShortIsInForce(t *testing.T) {
 		return d.Action == airlockv1.Action_ACTION_ALLOW && d.GrantId == "cut"
 	})
 }
+
+// TestTheEngineSaysSoWhenItCanNoLongerFollowItsBuckets: once its connection
+// closes the engine's run returns an error — it used to return nil, and the
+// service went on deciding with rules and grants nobody followed.
+func TestTheEngineSaysSoWhenItCanNoLongerFollowItsBuckets(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := policy.NewEngine(ctx, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	started := make(chan struct{})
+	go func() { done <- policy.RunEngineReady(ctx, e, func() { close(started) }) }()
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("the engine's run ended before its watches started: %v", err)
+	}
+	deps.NC.Close()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "connection to NATS closed") {
+			t.Fatalf("the engine's run returned %v, want that the connection closed", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the engine's run went on after its connection closed")
+	}
+}
