@@ -139,14 +139,9 @@ func TestGatewayRejoin(t *testing.T) {
 		if res.IsError || !strings.Contains(text(res), "Successfully wrote") || readFileString(t, path) != "rejoined" {
 			t.Fatalf("the repeat after the approval was answered isError=%v %q", res.IsError, text(res))
 		}
-		list, err := g.api.List(context.Background(), &airlockv1.ListRequest{AgentId: "patientbot", Tool: "write_file",
-			States: []airlockv1.ApprovalState{airlockv1.ApprovalState_APPROVAL_STATE_PENDING}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range list.GetRecords() {
-			g.decide(t, r, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "cleanup")
-		}
+		// Its own calls only: the subtests beside it share the endpoint
+		// (rejecting every pending call once rejected another's mid-test).
+		g.rejectAllPending(t, "patientbot", path)
 	})
 
 	t.Run("a_call_whose_replica_died_is_rejoined_from_a_new_session_and_runs_once", func(t *testing.T) {
