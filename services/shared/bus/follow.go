@@ -79,15 +79,16 @@ func Follow(ctx context.Context, kv jetstream.KeyValue, filter string, o FollowO
 	return changes, nil
 }
 
-func (f *follower) failed(err error) {
-	f.Log.Warn("watching "+f.What+" failed; retrying", "bucket", f.kv.Bucket(), "err", err)
-}
-
 type follower struct {
 	FollowOptions
 	kv      jetstream.KeyValue
 	filter  string
 	changes chan<- Followed
+}
+
+// failed logs a start of the watch that failed, to be tried again.
+func (f *follower) failed(err error) {
+	f.Log.Warn("watching "+f.What+" failed; retrying", "bucket", f.kv.Bucket(), "err", err)
 }
 
 // run hands out w's changes, and those of each start after it, until ctx

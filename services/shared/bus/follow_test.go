@@ -214,7 +214,7 @@ func TestFollowEnds(t *testing.T) {
 				return
 			}
 		case <-ctx.Done():
-			t.Fatal(errors.New("the changes went on after the connection closed"))
+			t.Fatal("the changes went on after the connection closed")
 		}
 	}
 }
