@@ -25,6 +25,7 @@ import (
 // 10,000 refusals (SPEC §10) becomes a bounded number of events whose
 // counts add up to the 10,000.
 func TestAnAgentsAttacksOnTheBusAreRefusedAndRecordedUnderItsCredential(t *testing.T) {
+	t.Parallel() // it mostly waits for the audit trail to catch up
 	dev, _ := startDevWithLocalClickHouse(t)
 	dev.Agent(t, "victim")
 	cred, err := natsauth.ReadCredential(dev.Creds("bot"))

@@ -108,6 +108,7 @@ func TestAnUnverifiedOnBehalfOfIsShownAsTheAgentsClaim(t *testing.T) {
 // `airlock approvals` and `airlock policy` against `airlock dev`, one case
 // per thing a reviewer or an agent's developer ran into.
 func TestTheCLIDoesWhatAReviewerNeeds(t *testing.T) {
+	t.Parallel() // it mostly waits out the CLI's --wait
 	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_EXECUTOR_SANDBOX="+t.TempDir())
 	dev.Agent(t, "bot")
 	tokenFile := filepath.Join(dev.DataDir, "admin.token")
@@ -233,6 +234,7 @@ func runCLISteps(t *testing.T, dev *devProcess, steps []cliStep) {
 // rule matches → ask, scenario H), but `call` and `await` say while it
 // waits that it cannot run even approved, and what to do.
 func TestAwaitAndCallSayWhatIsTrueOfTheCall(t *testing.T) {
+	t.Parallel() // it mostly waits out the CLI's --wait
 	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_EXECUTOR_SANDBOX="+t.TempDir())
 	dev.Agent(t, "bot")
 	call := func(tool, id, args, wait string) []string {

@@ -64,6 +64,7 @@ func denied(t *testing.T, agent hooks.Agent, r hookResult, reason string) bool {
 // The acceptance of issue 16: each agent's documented hook payloads,
 // through the real `airlock hook`, against the real `airlock dev`.
 func TestCodingAgentsAreGatedThroughTheirHooks(t *testing.T) {
+	t.Parallel() // it mostly waits out its hooks' --wait and a person's decision
 	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_CONFIG="+hookDevConfig(t))
 	laptop := dev.Agent(t, "laptop") // acts for admin (policy.on_behalf_of)
 	creds := dev.Creds("laptop")

@@ -33,6 +33,7 @@ import (
 // puts in a file does not count (code mentioning a password stays
 // answered).
 func TestALearnedGrantReachesNoPathNobodyApprovedAnythingLike(t *testing.T) {
+	t.Parallel() // it mostly waits for decisions and the suggestions they teach
 	dev := startDev(t, t.TempDir(), 0, "", "AIRLOCK_POLICY_SUGGEST_MIN_APPROVERS=1")
 	dev.Agent(t, "alice")
 	admin := adminToken(t, dev)
