@@ -77,6 +77,11 @@ exits; starting again keeps all data.`,
 	return cmd
 }
 
+// devStartWait is how long airlock dev keeps building a service whose
+// JetStream requests go unanswered (buildServices): its own server answers
+// at once unless the machine is very busy.
+const devStartWait = 30 * time.Second
+
 func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 	log, err := g.logger(cfg)
 	if err != nil {
@@ -229,7 +234,7 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		return err
 	}
 	names := serviceNames()
-	services, err := buildServices(ctx, deps, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "gateway" }))
+	services, err := buildServices(ctx, deps, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "gateway" }), devStartWait)
 	if err != nil {
 		ln.Close()
 		return err
@@ -243,7 +248,7 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		return err
 	}
 	defer func() { _ = bus.Drain(gwDeps.NC, cfg.NATS.DrainTimeout) }()
-	gw, err := buildServices(ctx, gwDeps, []string{"gateway"})
+	gw, err := buildServices(ctx, gwDeps, []string{"gateway"}, devStartWait)
 	if err != nil {
 		ln.Close()
 		return err

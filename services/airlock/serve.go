@@ -46,7 +46,7 @@ streams: run ` + "`airlock provision`" + ` once with administrator credentials f
 		},
 	}
 	cmd.Flags().StringVar(&httpAddr, "http", "127.0.0.1:8080", "address for /healthz and /metrics (and the console if served)")
-	cmd.Flags().DurationVar(&connectWait, "connect-wait", 30*time.Second, "how long to keep trying to reach NATS before giving up")
+	cmd.Flags().DurationVar(&connectWait, "connect-wait", 30*time.Second, "how long to keep trying to reach NATS, and its JetStream to answer, before giving up")
 	return cmd
 }
 
@@ -54,7 +54,8 @@ streams: run ` + "`airlock provision`" + ` once with administrator credentials f
 // server (health, metrics, and whatever the services serve) on
 // cfg.HTTP.Addr, until ctx ends, then drains. ready is told the address
 // once the services are built. It connects as d, saying so on stderr, and
-// gives up after connectWait.
+// gives up after connectWait, as it does building a service while
+// JetStream does not answer (buildServices).
 func serveServices(ctx context.Context, g *globals, cfg config.Config, names []string, connectWait time.Duration, stderr io.Writer, d dialer, ready func(log *slog.Logger, addr string)) error {
 	log, err := g.logger(cfg)
 	if err != nil {
@@ -69,7 +70,7 @@ func serveServices(ctx context.Context, g *globals, cfg config.Config, names []s
 		ln.Close()
 		return err
 	}
-	services, err := buildServices(ctx, deps, names)
+	services, err := buildServices(ctx, deps, names, connectWait)
 	if err != nil {
 		ln.Close()
 		return err

@@ -57,7 +57,16 @@ func serviceNames() []string {
 	return names
 }
 
-func buildServices(ctx context.Context, deps svc.Deps, names []string) ([]svc.Service, error) {
+// buildServices builds the named services. A service whose build fails in
+// a way the bus may yet get over — a JetStream request unanswered in time,
+// no JetStream answering, a cluster without a leader yet (bus.Transient) —
+// is built again until startWait has passed since the first try: started
+// beside a cluster still electing its leaders, or on a machine too busy to
+// answer within a request's timeout, a service starts once the bus answers
+// instead of exiting (a replica of the production layout once exited so,
+// its console bucket's lookup timed out). A bus that is not provisioned
+// fails at once: no wait helps it.
+func buildServices(ctx context.Context, deps svc.Deps, names []string, startWait time.Duration) ([]svc.Service, error) {
 	all := constructors()
 	var out []svc.Service
 	for _, n := range names {
@@ -65,13 +74,40 @@ func buildServices(ctx context.Context, deps svc.Deps, names []string) ([]svc.Se
 		if !ok {
 			return nil, fmt.Errorf("unknown service %q: choose from %s", n, strings.Join(serviceNames(), ", "))
 		}
-		s, err := mk(ctx, deps)
+		s, err := buildTrying(ctx, deps, n, mk, startWait)
 		if err != nil {
-			return nil, fmt.Errorf("start %s: %w", n, err)
+			return nil, err
 		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// buildTrying builds service name with mk, again after a transient failure
+// (waiting 100 ms, doubling to 2 s) until startWait has passed.
+func buildTrying(ctx context.Context, deps svc.Deps, name string, mk func(context.Context, svc.Deps) (svc.Service, error), startWait time.Duration) (svc.Service, error) {
+	first := time.Now()
+	pause := 100 * time.Millisecond
+	for {
+		s, err := mk(ctx, deps)
+		if err == nil {
+			return s, nil
+		}
+		waited := time.Since(first)
+		if !bus.Transient(err) || ctx.Err() != nil {
+			return nil, fmt.Errorf("start %s: %w", name, err)
+		}
+		if waited+pause > startWait {
+			return nil, fmt.Errorf("start %s: NATS JetStream did not answer within %s (%w): check that the NATS servers run and, in a cluster, that its streams have leaders (`nats server report jetstream`), then start it again", name, startWait, err)
+		}
+		deps.Log.Warn("start "+name+": NATS JetStream did not answer; trying again", "err", err, "waited", waited.Round(time.Millisecond), "gives_up_after", startWait)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("start %s: %w", name, ctx.Err())
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
 }
 
 // newHTTP builds the process's HTTP server: /healthz (503 until every

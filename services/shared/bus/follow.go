@@ -61,7 +61,7 @@ func Follow(ctx context.Context, kv jetstream.KeyValue, filter string, o FollowO
 	f := &follower{kv: kv, filter: filter, FollowOptions: o}
 	w, err := Watch(ctx, kv, filter)
 	for retry := followRetry; err != nil; retry = min(2*retry, followRetryMax) {
-		if errors.Is(err, nats.ErrConnectionClosed) || !transient(err) && !o.Persist || ctx.Err() != nil {
+		if errors.Is(err, nats.ErrConnectionClosed) || !Transient(err) && !o.Persist || ctx.Err() != nil {
 			return nil, fmt.Errorf("watch %s (bucket %s): %w", o.What, kv.Bucket(), err)
 		}
 		f.failed(err)

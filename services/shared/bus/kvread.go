@@ -153,10 +153,11 @@ func Watch(ctx context.Context, kv jetstream.KeyValue, filter string, opts ...je
 	return sw, nil
 }
 
-// transient says whether a failed start of a watch may succeed if tried
-// again: the server did not answer in time, no server answered, or
-// JetStream cannot serve now (jetStreamAway).
-func transient(err error) bool {
+// Transient says whether a failed request to JetStream (a watch's start,
+// a bucket's lookup) may succeed if tried again: the server did not answer
+// in time, no server answered, or JetStream cannot serve now
+// (jetStreamAway). A bucket or stream that does not exist is not transient.
+func Transient(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) || jetStreamAway(err)
 }
 
@@ -254,7 +255,7 @@ func (s *steadyWatcher) pump(ctx context.Context, kv jetstream.KeyValue, filter 
 			switch {
 			case err == nil:
 				w, updates = nw, nw.Updates()
-			case !transient(err):
+			case !Transient(err):
 				// The connection closed, the bucket is gone, or this user may
 				// not read it: the updates end, as the library's own watch's
 				// do when its connection closes, and the caller sees it.
