@@ -127,7 +127,7 @@ recorded decision redacted are seen by the candidate as "[REDACTED]".`,
 				fmt.Fprintln(cmd.OutOrStdout(), string(b))
 				return nil
 			}
-			printReplay(cmd.OutOrStdout(), dir, ev.Code().Hash, len(rules), len(inForce), rd.Source(), rep)
+			printReplay(cmd.OutOrStdout(), dir, ev.Code().Hash, ruleIDs(rules), len(inForce), rd.Source(), rep)
 			return nil
 		},
 	}
@@ -144,9 +144,27 @@ recorded decision redacted are seen by the candidate as "[REDACTED]".`,
 // printReplay reports r for a person. The candidate is named by its digest
 // (decide.Code.Hash), the id `policy shadow` starts it under and lists its
 // divergences by, so the two reports can be matched.
-func printReplay(out io.Writer, dir, digest string, runtimeRules, grants int, source string, r replay.Report) {
-	fmt.Fprintf(out, "replayed %d recorded decision(s) from %s with candidate %s (the policy in %s), %d run-time rule(s) and %d standing grant(s) in force now\n", r.Replayed, source, digest, escape.Terminal(dir), runtimeRules, grants)
+//
+// The run-time rules in force now decide with the candidate, so a change can
+// be theirs rather than the candidate's (a rule added since the call was
+// decided): a rule of theirs is marked "run-time", and a report with changes
+// says how to replay the candidate alone.
+func printReplay(out io.Writer, dir, digest string, runtimeRules []string, grants int, source string, r replay.Report) {
+	fmt.Fprintf(out, "replayed %d recorded decision(s) from %s with candidate %s (the policy in %s), %d run-time rule(s) and %d standing grant(s) in force now\n", r.Replayed, source, digest, escape.Terminal(dir), len(runtimeRules), grants)
 	fmt.Fprintf(out, "  would change: %d   unchanged: %d (%d decided by another rule)\n", r.Changed, r.Unchanged, r.RuleChanged)
+	if r.Changed > 0 && len(runtimeRules) > 0 {
+		fmt.Fprintln(out, "  a rule marked run-time is the running airlock's, not the candidate's: `--runtime-rules none` replays the candidate alone")
+	}
+	runtime := map[string]bool{}
+	for _, id := range runtimeRules {
+		runtime[id] = true
+	}
+	rule := func(id string) string {
+		if runtime[id] {
+			return escape.Terminal(id) + ", run-time"
+		}
+		return escape.Terminal(dash(id))
+	}
 	if r.Granted > 0 || r.GrantAllowed > 0 || r.Redacted > 0 || r.Errors > 0 {
 		fmt.Fprintf(out, "  allowed by a standing grant: then %d, now %d   with redacted arguments: %d   policy errors: %d\n", r.Granted, r.GrantAllowed, r.Redacted, r.Errors)
 	}
@@ -156,7 +174,7 @@ func printReplay(out io.Writer, dir, digest string, runtimeRules, grants int, so
 			e := escape.Terminal // the recorded calls are what agents wrote
 			fmt.Fprintf(out, "  %s rev %d  %s  agent %s  at %s\n    was %s (rule %s%s: %s)\n    now %s (rule %s%s: %s)\n",
 				e(c.Call), c.Revision, e(c.Tool), e(c.Agent), c.At.UTC().Format(time.RFC3339),
-				e(c.Before), e(dash(c.BeforeRule)), byGrant(c.BeforeGrant), e(c.BeforeReason), e(c.After), e(dash(c.AfterRule)), byGrant(c.AfterGrant), e(c.AfterReason))
+				e(c.Before), rule(c.BeforeRule), byGrant(c.BeforeGrant), e(c.BeforeReason), e(c.After), rule(c.AfterRule), byGrant(c.AfterGrant), e(c.AfterReason))
 			if c.Error != "" {
 				fmt.Fprintf(out, "    policy error: %s\n", e(c.Error))
 			}
@@ -165,6 +183,15 @@ func printReplay(out io.Writer, dir, digest string, runtimeRules, grants int, so
 	if r.Changed == 0 {
 		fmt.Fprintln(out, "\nno decision would change")
 	}
+}
+
+// ruleIDs are the ids of rules.
+func ruleIDs(rules []*airlockv1.PolicyRule) []string {
+	ids := make([]string, 0, len(rules))
+	for _, r := range rules {
+		ids = append(ids, r.GetId())
+	}
+	return ids
 }
 
 func dash(s string) string {

@@ -225,3 +225,40 @@ func mustCode(t *testing.T) *decide.Code {
 	}
 	return c
 }
+
+// TestAReplayMarksTheChangesOfRunTimeRules: a change decided now by one of
+// the running airlock's run-time rules (one added after the call was
+// decided, say) is marked as that, not taken for the candidate's, and the
+// report says how to replay the candidate alone.
+func TestAReplayMarksTheChangesOfRunTimeRules(t *testing.T) {
+	change := replay.Change{Call: "c1", Revision: 1, Tool: "demo__write_file", Agent: "bot",
+		Before: "ask", BeforeRule: "write-ask", After: "allow", AfterRule: "trust-demo-writes"}
+	rep := replay.Report{Replayed: 5, Changed: 1, Unchanged: 4,
+		Transitions: []replay.Transition{{From: "ask", To: "allow", Count: 1, Examples: []replay.Change{change}}}}
+	for _, tc := range []struct {
+		name    string
+		runtime []string
+		want    []string
+		notWant []string
+	}{
+		{"a_run_time_rule_decides_it_now", []string{"trust-demo-writes"},
+			[]string{"1 run-time rule(s)", "now allow (rule trust-demo-writes, run-time", "was ask (rule write-ask:", "`--runtime-rules none` replays the candidate alone"}, nil},
+		{"the_candidates_rule_decides_it_now", nil,
+			[]string{"0 run-time rule(s)", "now allow (rule trust-demo-writes:"}, []string{"run-time:", ", run-time", "replays the candidate alone"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out strings.Builder
+			printReplay(&out, "candidate", "3f9c0a1b2d4e", tc.runtime, 0, "ClickHouse", rep)
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("the report does not say %q:\n%s", w, out.String())
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(out.String(), w) {
+					t.Errorf("the report says %q:\n%s", w, out.String())
+				}
+			}
+		})
+	}
+}
