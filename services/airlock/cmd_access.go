@@ -114,7 +114,7 @@ accounts with ` + "`airlock nats config`" + ` instead.`,
 			}
 			fmt.Printf("agent %s created; its credential is %s (keep it secret)\n", args[0], file)
 			if running {
-				err = awaitAccepted(cmd.Context(), cred, cfg.Stream.Name)
+				err = awaitAccepted(cmd.Context(), d, cred, cfg.Stream.Name)
 			}
 			switch {
 			case !running || errors.Is(err, errDevNotRunning):
@@ -312,6 +312,33 @@ func agentCredential(dataDir, agent, creds string, dataFlag bool) (string, error
 	return file, nil
 }
 
+// loadedWait bounds how long awaitLoaded waits for dev to record that it
+// loaded a credential: it looks every second, and a dev that stopped
+// without removing its record never will.
+const loadedWait = 5 * time.Second
+
+// awaitLoaded returns once the running dev records that its server loaded
+// cred, when it records what it loaded, or after loadedWait or ctx; then
+// connecting tells the rest.
+func awaitLoaded(ctx context.Context, d natsauth.Dev, cred natsauth.Credential) {
+	pub, err := cred.PublicKey()
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, loadedWait)
+	defer cancel()
+	for {
+		if loaded, marked := d.Loaded(pub); loaded || !marked {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // errDevNotRunning: nothing listens at the credential's NATS address.
 var errDevNotRunning = errors.New("airlock dev is not running")
 
@@ -323,10 +350,13 @@ const acceptWait = 15 * time.Second
 // it and its account's imports answer (a Direct Get on events, the stream
 // of that name, finds a responder), so that a call made right after
 // `airlock agents add` is not refused; errDevNotRunning when no server
-// answers there at all.
-func awaitAccepted(ctx context.Context, cred natsauth.Credential, events string) error {
+// answers there at all. It connects only once the server has loaded the
+// credential, as far as dev records it (natsauth.Dev.LoadedFile), so that
+// no attempt is refused and logged as an authentication error.
+func awaitAccepted(ctx context.Context, d natsauth.Dev, cred natsauth.Credential, events string) error {
 	ctx, cancel := context.WithTimeout(ctx, acceptWait)
 	defer cancel()
+	awaitLoaded(ctx, d, cred)
 	for {
 		actx, stop := context.WithTimeout(ctx, 2*time.Second)
 		nc, err := airlock.Dial(actx, cred, cred.URL)

@@ -129,6 +129,10 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		return err
 	}
 	defer ns.Stop()
+	if err := markLoaded(creds); err != nil {
+		return err
+	}
+	defer os.Remove(creds.LoadedFile())
 	// The embedded server listens on loopback without TLS: nats.tls (for
 	// an external server, as `airlock serve` and the CLI reach it) would
 	// make every connection to it fail.
@@ -303,8 +307,22 @@ func followAgents(ctx context.Context, creds natsauth.Dev, cfg config.Config, ns
 			log.Error("reloading the NATS accounts failed", "err", err)
 			continue
 		}
+		if err := markLoaded(creds); err != nil {
+			log.Error("the agents were reloaded, but not recorded: `airlock agents add` may be refused a few times before it is accepted", "err", err)
+		}
 		log.Info("agents reloaded", "dir", creds.AgentsDir())
 	}
+}
+
+// markLoaded records the accounts configuration the server has just loaded
+// (only followAgents writes it while dev runs, so what is there now is what
+// was loaded).
+func markLoaded(creds natsauth.Dev) error {
+	conf, err := os.ReadFile(creds.ConfigFile())
+	if err != nil {
+		return fmt.Errorf("read the NATS accounts loaded: %w", err)
+	}
+	return creds.MarkLoaded(conf)
 }
 
 // connectDeps connects, provisions and returns what services are built from.

@@ -66,6 +66,37 @@ func (d Dev) LockFile() string { return filepath.Join(d.DataDir, "dev.lock") }
 // ConfigFile is the embedded server's accounts configuration.
 func (d Dev) ConfigFile() string { return filepath.Join(d.DataDir, "nats-accounts.conf") }
 
+// LoadedFile is a copy of ConfigFile as the running embedded server last
+// loaded it (at its start and after each reload): `airlock agents add`
+// waits until it names a new agent before connecting as that agent, so that
+// no connection is refused (and logged as an authentication error, which
+// reads like an attack) while the server still runs on the accounts before.
+func (d Dev) LoadedFile() string { return filepath.Join(d.DataDir, "nats-accounts.loaded") }
+
+// MarkLoaded records conf, the accounts configuration the server has just
+// loaded, in LoadedFile.
+func (d Dev) MarkLoaded(conf []byte) error {
+	tmp := d.LoadedFile() + ".tmp"
+	if err := os.WriteFile(tmp, conf, 0o600); err != nil {
+		return fmt.Errorf("record the accounts loaded: %w", err)
+	}
+	if err := os.Rename(tmp, d.LoadedFile()); err != nil {
+		return fmt.Errorf("record the accounts loaded: %w", err)
+	}
+	return nil
+}
+
+// Loaded says whether the running server has loaded the user whose public
+// nkey is pub; marked is false when no server recorded what it loaded (an
+// airlock dev from before LoadedFile, or none running).
+func (d Dev) Loaded(pub string) (loaded, marked bool) {
+	conf, err := os.ReadFile(d.LoadedFile())
+	if err != nil {
+		return false, false
+	}
+	return bytes.Contains(conf, []byte(pub)), true
+}
+
 // Ensure creates what is missing: service seeds, seal keys and, the first
 // time (no agents dir yet), a credential for FirstAgent that connects to
 // url. It then renders ConfigFile.
