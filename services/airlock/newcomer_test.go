@@ -323,7 +323,7 @@ func TestReviewerCommandsSayWhereTheTokenIsLookedFor(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "elsewhere")
 	t.Setenv("AIRLOCK_DEV_DATA_DIR", data)
 	_, err := runCLI(context.Background(), t, "approvals", "list")
-	want := "no API token at " + filepath.Join(data, "admin.token") + ": run this in the directory where `airlock dev` was started, name its data dir with AIRLOCK_DEV_DATA_DIR=DIR, or pass --token-file FILE"
+	want := "no API token at " + filepath.Join(data, "admin.token") + ": run this in the directory where `airlock dev` was started, name its data dir with --data DIR (or AIRLOCK_DEV_DATA_DIR=DIR), or pass --token-file FILE"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v, want it to say %q", err, want)
 	}
