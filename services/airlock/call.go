@@ -148,6 +148,14 @@ for and prints its outcome. Use it when ` + "`airlock call`" + `'s --wait ran ou
 				return usageErr(cmd, "name the call as AGENT/CALL_ID, e.g. bot/call_3f9c..., as `airlock call` printed it")
 			}
 			cfg, client, err := g.agentClient(cmd.Context(), agent, creds)
+			d := natsauth.Dev{DataDir: cfg.Dev.DataDir}
+			if errors.Is(err, errNoCredential) && creds == "" && fileExists(d.SeedFile(natsauth.RoleAdmin)) {
+				// Beside a dev, whose agents all have their credential
+				// here, an agent without one is no agent of it: its call
+				// is unknown, as a mistyped call id's is.
+				fmt.Fprintln(cmd.ErrOrStderr(), unknownAgentText(agent, id, d))
+				return exitError{exitUsage}
+			}
 			if err != nil {
 				return err
 			}
@@ -216,6 +224,23 @@ func unknownCallText(name, agent, id string, cfg config.Config) string {
 		"A call older than the events stream keeps (stream.max_age, %s) is not known any more, "+
 		"and one submitted just now is known once airlock's policy service has read it (is airlock running?).",
 		escape.Terminal(name), escape.Terminal(id), escape.Terminal(agent), dataArg(cfg.Dev.DataDir), days(cfg.Stream.MaxAge))
+}
+
+// unknownAgentText says that the dev of d knows no agent, so no call of
+// it, and what to check.
+func unknownAgentText(agent, id string, d natsauth.Dev) string {
+	known := "it has none"
+	if creds, err := natsauth.AgentCredentials(d.AgentsDir()); err == nil && len(creds) > 0 {
+		names := make([]string, 0, len(creds))
+		for _, c := range creds {
+			names = append(names, c.Agent)
+		}
+		known = "its agents are " + strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("no call %s/%s is known: the airlock dev on the data dir %s has no agent %s (no credential at %s; %s). "+
+		"Check the agent and the call id: name the call AGENT/CALL_ID as `airlock call` printed it "+
+		"(`airlock approvals list%s` lists the calls waiting for a person), or name another data dir with --data DIR.",
+		escape.Terminal(agent), escape.Terminal(id), d.DataDir, escape.Terminal(agent), escape.Terminal(d.CredentialFile(agent)), escape.Terminal(known), dataArg(d.DataDir))
 }
 
 // days is a retention in days when it is whole days (90 days, not 2160h0m0s).

@@ -303,14 +303,18 @@ func agentCredential(dataDir, agent, creds string, dataFlag bool) (string, error
 			file = abs
 		}
 		how := "AIRLOCK_DEV_DATA_DIR=DIR"
+
 		if dataFlag {
 			how = "--data DIR (or AIRLOCK_DEV_DATA_DIR=DIR)"
 		}
-		return "", fmt.Errorf("no credential for agent %s at %s: name airlock's data directory (where `airlock dev` keeps agents/) with %s, "+
-			"pass the credential with --creds FILE, or create one with `airlock agents add %s%s`", agent, file, how, agent, dataArg(dataDir))
+		return "", fmt.Errorf("%w for agent %s at %s: name airlock's data directory (where `airlock dev` keeps agents/) with %s, "+
+			"pass the credential with --creds FILE, or create one with `airlock agents add %s%s`", errNoCredential, agent, file, how, agent, dataArg(dataDir))
 	}
 	return file, nil
 }
+
+// errNoCredential: the data dir has no credential of the agent named.
+var errNoCredential = errors.New("no credential")
 
 // errDevNotRunning: nothing listens at the credential's NATS address.
 var errDevNotRunning = errors.New("airlock dev is not running")
