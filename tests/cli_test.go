@@ -328,6 +328,14 @@ func TestAwaitAndCallSayWhatIsTrueOfTheCall(t *testing.T) {
 		{"a_call_to_a_tool_the_registry_lacks_says_so_while_it_waits", call("demo__nope", "u1", `{}`, "2s"), exitStillWaiting, nil,
 			[]string{"waiting for a person: no rule matches demo__nope", noTool, "cancel it (airlock approvals cancel bot/u1 --reason \"no such tool\" --data " + dev.DataDir + ")", "executor.tools_file"}, nil},
 		{"await_of_that_call_says_so_too", []string{"await", "bot/u1", "--wait", "1s"}, exitStillWaiting, nil, []string{noTool}, nil},
+		{"a_call_is_sent_back", call("demo__write_file", "s1", `{"path":"s.txt","content":"x"}`, "2s"), exitStillWaiting, nil, nil, nil},
+		{"a_person_asks_for_changes", []string{"approvals", "changes", "bot/s1", "--feedback", "use t.txt", "--token-file", filepath.Join(dev.DataDir, "admin.token")}, 0, nil, nil, nil},
+		{"call_of_the_revision_sent_back_says_to_submit_the_next", append(call("demo__write_file", "s1", `{"path":"s.txt","content":"x"}`, "2s"), "--revision", "1"), 1, nil,
+			[]string{"nothing was submitted", "a reviewer asked for changes: use t.txt", "airlock call --agent bot --data " + dev.DataDir + " --call-id s1 --revision 2"}, nil},
+		{"revision_2_waits_for_a_person", append(call("demo__write_file", "s1", `{"path":"t.txt","content":"x"}`, "2s"), "--revision", "2"), exitStillWaiting, nil, nil, nil},
+		{"a_person_cancels_revision_2", []string{"approvals", "cancel", "bot/s1", "--reason", "not needed", "--token-file", filepath.Join(dev.DataDir, "admin.token")}, 0, nil, nil, nil},
+		{"call_of_a_canceled_revision_does_not_say_to_submit_another", append(call("demo__write_file", "s1", `{"path":"t.txt","content":"x"}`, "2s"), "--revision", "2"), 1, nil,
+			[]string{"canceled by admin: not needed", "nothing was submitted", "Leave out --call-id for a new call"}, []string{"--revision 3", "asked for changes"}},
 	})
 }
 

@@ -86,8 +86,11 @@ the same call: --call-id ID --revision 2.
 				// may be submitted again, corrected (the policy accepts it).
 				if out, ended, err := client.Ended(cmd.Context(), c.ID, max(c.Revision, 1)); err == nil && ended && out.Status != airlock.StatusInvalid {
 					stderr := cmd.ErrOrStderr()
-					fmt.Fprintf(stderr, "%s\n  nothing was submitted: a call id names one call, and this one has ended. Leave out --call-id for a new call (after a reviewer asked for changes, submit --revision %d).\n",
-						endedText(client.Agent()+"/"+c.ID, out, time.Now()), out.Revision+1)
+					// Only changes requested let a next revision be submitted:
+					// printOutcome says how then, and after any other end a
+					// next revision would be refused as invalid.
+					fmt.Fprintf(stderr, "%s\n  nothing was submitted: a call id names one call, and this one has ended. Leave out --call-id for a new call.\n",
+						endedText(client.Agent()+"/"+c.ID, out, time.Now()))
 					return printOutcome(os.Stdout, stderr, agentArgs(client.Agent(), cfg.Dev.DataDir), c.ID, out)
 				}
 			}
