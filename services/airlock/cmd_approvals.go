@@ -48,7 +48,9 @@ type apiFlags struct {
 }
 
 // apiFlagHelp is the help of --api wherever a command sends an API token.
-const apiFlagHelp = "URL of the console / REST API (env AIRLOCK_API; default the console of the data dir's running `airlock dev`, from <data dir>/console.url)"
+// Its one backticked word is the value's name in the help (pflag's
+// UnquoteUsage): "airlock dev" in backticks showed as `--api airlock dev`.
+const apiFlagHelp = "`URL` of the console / REST API (env AIRLOCK_API; default the console of the data dir's running airlock dev, from <data dir>/console.url)"
 
 func (f *apiFlags) client(g *globals) (*apiClient, error) {
 	base := f.api

@@ -116,11 +116,15 @@ func TestHookHelpShowsTheHelp(t *testing.T) {
 func TestEveryFlagsValueNameIsOneWord(t *testing.T) {
 	var walk func(*cobra.Command)
 	walk = func(c *cobra.Command) {
-		c.Flags().VisitAll(func(f *pflag.Flag) {
+		check := func(f *pflag.Flag) {
 			if name, _ := pflag.UnquoteUsage(f); strings.ContainsAny(name, " \t") {
 				t.Errorf("%s --%s shows its value as %q: quote only the value's name in its usage, or nothing", c.CommandPath(), f.Name, name)
 			}
-		})
+		}
+		// A group's persistent flags (approvals' --api) are in its
+		// subcommands' help too, and not in Flags() until it runs.
+		c.Flags().VisitAll(check)
+		c.PersistentFlags().VisitAll(check)
 		for _, sub := range c.Commands() {
 			walk(sub)
 		}
