@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-gate/airlock/services/approval"
-	"github.com/airlock-gate/airlock/services/policy"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -41,17 +39,7 @@ func TestAHistoryPastItsAgentsBudgetSaysSo(t *testing.T) {
 	cfg.Limits.AgentCallsPerMinute = 5
 	cfg.Approval.Groups = map[string][]string{"reviewers": {"alice"}}
 	deps := testenv.Deps(t, cfg)
-	ctx := context.Background()
-	pol, err := policy.NewFromConfig(ctx, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RunService(t, pol)
-	appr, err := approval.NewFromConfig(ctx, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RunService(t, appr)
+	runDeciders(t, deps)
 	fk, err := deps.FrontendKey()
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +49,7 @@ func TestAHistoryPastItsAgentsBudgetSaysSo(t *testing.T) {
 	t.Cleanup(gen.stop)
 	reads := historyMix()[len(historyMix())-1:] // writer-bot's reads, which the policy allows
 	start := time.Now()
-	st, err := gen.run(ctx, reads, 20)
+	st, err := gen.run(context.Background(), reads, 20)
 	took := time.Since(start)
 	switch {
 	case err == nil:
