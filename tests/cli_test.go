@@ -74,6 +74,74 @@ func TestReviewerCommandsReachTheConsoleWhereDevListens(t *testing.T) {
 	}
 }
 
+// TestTheHintsOfADevOnAnotherDataDirWorkAsPrinted: a second `airlock dev`
+// (its own --data, --nats-port and --http) prints hints that act on it when
+// pasted as they are, in a shell with no AIRLOCK_* variables and no
+// .airlock: its banner's `approvals list` and `agents add`, and the
+// `call` that `agents add` suggests. They acted on ./.airlock.
+func TestTheHintsOfADevOnAnotherDataDirWorkAsPrinted(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "")
+	elsewhere := t.TempDir() // the shell's directory: no .airlock there
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AIRLOCK_") {
+			env = append(env, kv)
+		}
+	}
+	// paste runs a printed `airlock ...` line as a shell reads it.
+	paste := func(line string) (string, error) {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", `exec "$BIN"`+strings.TrimPrefix(line, "airlock"))
+		cmd.Dir, cmd.Env = elsewhere, append(env, "BIN="+airlockBinary(t))
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	hint := func(out, re string) string {
+		t.Helper()
+		m := regexp.MustCompile(re).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no hint matching %s in:\n%s", re, out)
+		}
+		return m[1]
+	}
+	for _, tc := range []struct {
+		name, re, want string
+		run            func(line string) string // what the printed command is run as
+	}{
+		{"approvals_list", `\((airlock approvals list[^)]*)\)`, "airlock approvals list --data " + dev.DataDir, nil},
+		{"agents_add", `add an agent: (airlock agents add NAME[^ ]*(?: --data \S+)?)`, "airlock agents add NAME --data " + dev.DataDir,
+			func(line string) string { return strings.Replace(line, "NAME", "zed", 1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			line := hint(dev.Output(), tc.re)
+			if line != tc.want {
+				t.Fatalf("dev on %s prints %q, want %q", dev.DataDir, line, tc.want)
+			}
+			if tc.run != nil {
+				line = tc.run(line)
+			}
+			out, err := paste(line)
+			if err != nil {
+				t.Fatalf("%s, as printed: %v\n%s", line, err, out)
+			}
+			if tc.name != "agents_add" {
+				return
+			}
+			try := hint(out, `try it: +(airlock call .*)`)
+			if want := "airlock call --agent zed --data " + dev.DataDir + " --tool demo__echo"; !strings.HasPrefix(try, want) {
+				t.Fatalf("agents add suggests %q, want it to start %q", try, want)
+			}
+			if out, err := paste(try); err != nil || !strings.Contains(out, `"status": "completed"`) {
+				t.Fatalf("%s, as printed: %v, want the call completed\n%s", try, err, out)
+			}
+		})
+	}
+	// An operator's command finds the dev's NATS (another port) by --data too.
+	if out, err := paste("airlock policy rules list --data " + dev.DataDir); err != nil {
+		t.Fatalf("policy rules list --data %s: %v\n%s", dev.DataDir, err, out)
+	}
+}
+
 // An agent's on_behalf_of is its claim until airlock verifies it: `airlock
 // call --agent evil --on-behalf-of admin` must not read as fact. The
 // console's call page and `airlock approvals show` say the claim is not
@@ -256,9 +324,20 @@ func TestAwaitAndCallSayWhatIsTrueOfTheCall(t *testing.T) {
 			[]string{`"status": "rejected"`}, []string{"call bot/r1 revision 1 already ended at ", "rejected by admin: not today"}, []string{"waiting for a person"}},
 		{"await_of_a_call_nobody_made_says_no_such_call_is_known_and_what_to_check", []string{"await", "bot/no-such-call", "--wait", "60s"}, 2, nil,
 			[]string{"no call bot/no-such-call is known", "Check the call id and the agent", "airlock approvals list"}, []string{"may still be decided"}},
+		{"await_of_a_call_of_a_mistyped_agent_says_no_such_call_is_known_and_what_to_check", []string{"await", "nobody/call_x", "--wait", "60s"}, 2, nil,
+			[]string{"no call nobody/call_x is known", "has no agent nobody", "its agents are bot", "Check the agent and the call id", "airlock approvals list --data " + dev.DataDir},
+			[]string{"agents add nobody"}},
 		{"a_call_to_a_tool_the_registry_lacks_says_so_while_it_waits", call("demo__nope", "u1", `{}`, "2s"), exitStillWaiting, nil,
-			[]string{"waiting for a person: no rule matches demo__nope", noTool, "cancel it (airlock approvals cancel bot/u1 --reason \"no such tool\")", "executor.tools_file"}, nil},
+			[]string{"waiting for a person: no rule matches demo__nope", noTool, "cancel it (airlock approvals cancel bot/u1 --reason \"no such tool\" --data " + dev.DataDir + ")", "executor.tools_file"}, nil},
 		{"await_of_that_call_says_so_too", []string{"await", "bot/u1", "--wait", "1s"}, exitStillWaiting, nil, []string{noTool}, nil},
+		{"a_call_is_sent_back", call("demo__write_file", "s1", `{"path":"s.txt","content":"x"}`, "2s"), exitStillWaiting, nil, nil, nil},
+		{"a_person_asks_for_changes", []string{"approvals", "changes", "bot/s1", "--feedback", "use t.txt", "--token-file", filepath.Join(dev.DataDir, "admin.token")}, 0, nil, nil, nil},
+		{"call_of_the_revision_sent_back_says_to_submit_the_next", append(call("demo__write_file", "s1", `{"path":"s.txt","content":"x"}`, "2s"), "--revision", "1"), 1, nil,
+			[]string{"nothing was submitted", "a reviewer asked for changes: use t.txt", "airlock call --agent bot --data " + dev.DataDir + " --call-id s1 --revision 2"}, nil},
+		{"revision_2_waits_for_a_person", append(call("demo__write_file", "s1", `{"path":"t.txt","content":"x"}`, "2s"), "--revision", "2"), exitStillWaiting, nil, nil, nil},
+		{"a_person_cancels_revision_2", []string{"approvals", "cancel", "bot/s1", "--reason", "not needed", "--token-file", filepath.Join(dev.DataDir, "admin.token")}, 0, nil, nil, nil},
+		{"call_of_a_canceled_revision_does_not_say_to_submit_another", append(call("demo__write_file", "s1", `{"path":"t.txt","content":"x"}`, "2s"), "--revision", "2"), 1, nil,
+			[]string{"canceled by admin: not needed", "nothing was submitted", "Leave out --call-id for a new call"}, []string{"--revision 3", "asked for changes"}},
 	})
 }
 

@@ -17,6 +17,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/hooks"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/escape"
@@ -85,9 +86,12 @@ the same call: --call-id ID --revision 2.
 				// may be submitted again, corrected (the policy accepts it).
 				if out, ended, err := client.Ended(cmd.Context(), c.ID, max(c.Revision, 1)); err == nil && ended && out.Status != airlock.StatusInvalid {
 					stderr := cmd.ErrOrStderr()
-					fmt.Fprintf(stderr, "%s\n  nothing was submitted: a call id names one call, and this one has ended. Leave out --call-id for a new call (after a reviewer asked for changes, submit --revision %d).\n",
-						endedText(client.Agent()+"/"+c.ID, out, time.Now()), out.Revision+1)
-					return printOutcome(os.Stdout, stderr, c.ID, out)
+					// Only changes requested let a next revision be submitted:
+					// printOutcome says how then, and after any other end a
+					// next revision would be refused as invalid.
+					fmt.Fprintf(stderr, "%s\n  nothing was submitted: a call id names one call, and this one has ended. Leave out --call-id for a new call.\n",
+						endedText(client.Agent()+"/"+c.ID, out, time.Now()))
+					return printOutcome(os.Stdout, stderr, agentArgs(client.Agent(), cfg.Dev.DataDir), c.ID, out)
 				}
 			}
 			id, err := client.Submit(cmd.Context(), c)
@@ -102,7 +106,7 @@ the same call: --call-id ID --revision 2.
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&agent, "agent", "bot", "`NAME` of the agent to act as: its credential is <data dir>/agents/NAME.creds.json, <data dir> being AIRLOCK_DEV_DATA_DIR, else .airlock (airlock agents add NAME makes one)")
+	f.StringVar(&agent, "agent", "bot", "`NAME` of the agent to act as: its credential is <data dir>/agents/NAME.creds.json (airlock agents add NAME makes one)")
 	f.StringVar(&creds, "creds", "", "agent credential file to act with (overrides --agent)")
 	f.Uint32Var(&c.Revision, "revision", 0, "revision to submit: 2 or more after a reviewer requested changes (with --call-id)")
 	f.StringVar(&c.Tool, "tool", "", "tool to call, as server__tool (e.g. demo__echo)")
@@ -112,6 +116,7 @@ the same call: --call-id ID --revision 2.
 	f.StringVar(&c.OnBehalfOf, "on-behalf-of", "", "principal the agent acts for")
 	f.StringVar(&c.ID, "call-id", "", "call id (generated when empty)")
 	f.DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for the outcome")
+	g.dataFlag(cmd)
 	return cmd
 }
 
@@ -146,6 +151,14 @@ for and prints its outcome. Use it when ` + "`airlock call`" + `'s --wait ran ou
 				return usageErr(cmd, "name the call as AGENT/CALL_ID, e.g. bot/call_3f9c..., as `airlock call` printed it")
 			}
 			cfg, client, err := g.agentClient(cmd.Context(), agent, creds)
+			d := natsauth.Dev{DataDir: cfg.Dev.DataDir}
+			if errors.Is(err, errNoCredential) && creds == "" && fileExists(d.SeedFile(natsauth.RoleAdmin)) {
+				// Beside a dev, whose agents all have their credential
+				// here, an agent without one is no agent of it: its call
+				// is unknown, as a mistyped call id's is.
+				fmt.Fprintln(cmd.ErrOrStderr(), unknownAgentText(agent, id, d))
+				return exitError{exitUsage}
+			}
 			if err != nil {
 				return err
 			}
@@ -155,22 +168,23 @@ for and prints its outcome. Use it when ` + "`airlock call`" + `'s --wait ran ou
 			out, ended, err := client.EndedWithin(cmd.Context(), id, revision, min(wait, unknownCallGrace))
 			switch {
 			case errors.Is(err, airlock.ErrUnknownCall):
-				fmt.Fprintln(stderr, unknownCallText(name, client.Agent(), id, cfg.Stream.MaxAge))
+				fmt.Fprintln(stderr, unknownCallText(name, client.Agent(), id, cfg))
 				return exitError{exitUsage}
 			case err != nil:
 				fmt.Fprintf(stderr, "call %s: %s\n", name, escape.Terminal(err.Error()))
 				return exitError{exitUsage}
 			case ended:
 				fmt.Fprintln(stderr, endedText(name, out, time.Now()))
-				return printOutcome(os.Stdout, stderr, id, out)
+				return printOutcome(os.Stdout, stderr, agentArgs(client.Agent(), cfg.Dev.DataDir), id, out)
 			}
 			fmt.Fprintf(stderr, "following call %s for up to %s\n", name, wait)
 			return follow(cmd.Context(), os.Stdout, stderr, cfg, client, id, revision, wait, g.registryCheck(cfg))
 		},
 	}
-	cmd.Flags().StringVar(&creds, "creds", "", "agent credential file (default <data dir>/agents/AGENT.creds.json; <data dir> is AIRLOCK_DEV_DATA_DIR, else .airlock)")
+	cmd.Flags().StringVar(&creds, "creds", "", "agent credential file (default <data dir>/agents/AGENT.creds.json)")
 	cmd.Flags().Uint32Var(&revision, "revision", 0, "revision to follow (default the newest)")
 	cmd.Flags().DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for the outcome")
+	g.dataFlag(cmd)
 	return cmd
 }
 
@@ -180,7 +194,7 @@ func (g *globals) agentClient(ctx context.Context, agent, creds string) (config.
 	if err != nil {
 		return cfg, nil, err
 	}
-	file, err := agentCredential(cfg.Dev.DataDir, agent, creds, false)
+	file, err := agentCredential(cfg.Dev.DataDir, agent, creds, true)
 	if err != nil {
 		return cfg, nil, err
 	}
@@ -206,13 +220,30 @@ func (g *globals) agentClient(ctx context.Context, agent, creds string) (config.
 const unknownCallGrace = 3 * time.Second
 
 // unknownCallText says that airlock knows no call name, and what to check.
-func unknownCallText(name, agent, id string, keep time.Duration) string {
+func unknownCallText(name, agent, id string, cfg config.Config) string {
 	return fmt.Sprintf("no call %s is known: airlock has recorded no request, decision or outcome of a call %s of agent %s. "+
 		"Check the call id and the agent: name the call AGENT/CALL_ID as `airlock call` printed it "+
-		"(`airlock approvals list` lists the calls waiting for a person). "+
+		"(`airlock approvals list%s` lists the calls waiting for a person). "+
 		"A call older than the events stream keeps (stream.max_age, %s) is not known any more, "+
 		"and one submitted just now is known once airlock's policy service has read it (is airlock running?).",
-		escape.Terminal(name), escape.Terminal(id), escape.Terminal(agent), days(keep))
+		escape.Terminal(name), escape.Terminal(id), escape.Terminal(agent), dataArg(cfg.Dev.DataDir), days(cfg.Stream.MaxAge))
+}
+
+// unknownAgentText says that the dev of d knows no agent, so no call of
+// it, and what to check.
+func unknownAgentText(agent, id string, d natsauth.Dev) string {
+	known := "it has none"
+	if creds, err := natsauth.AgentCredentials(d.AgentsDir()); err == nil && len(creds) > 0 {
+		names := make([]string, 0, len(creds))
+		for _, c := range creds {
+			names = append(names, c.Agent)
+		}
+		known = "its agents are " + strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("no call %s/%s is known: the airlock dev on the data dir %s has no agent %s (no credential at %s; %s). "+
+		"Check the agent and the call id: name the call AGENT/CALL_ID as `airlock call` printed it "+
+		"(`airlock approvals list%s` lists the calls waiting for a person), or name another data dir with --data DIR.",
+		escape.Terminal(agent), escape.Terminal(id), d.DataDir, escape.Terminal(agent), escape.Terminal(d.CredentialFile(agent)), escape.Terminal(known), dataArg(d.DataDir))
 }
 
 // days is a retention in days when it is whole days (90 days, not 2160h0m0s).
@@ -280,13 +311,13 @@ func follow(ctx context.Context, out, log io.Writer, cfg config.Config, client *
 	teller.stop(res.Status != "")
 	if err != nil && res.Status == "" {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			fmt.Fprintf(log, "no outcome for call %s within %s: it may still be decided. Follow it with:\n  airlock await %s --wait 10m\n", name, wait, name)
+			fmt.Fprintf(log, "no outcome for call %s within %s: it may still be decided. Follow it with:\n  airlock await %s --wait 10m%s\n", name, wait, name, dataArg(cfg.Dev.DataDir))
 			return exitError{exitStillWaiting}
 		}
 		fmt.Fprintf(log, "call %s: %s\n", name, escape.Terminal(err.Error()))
 		return exitError{exitUsage}
 	}
-	return printOutcome(out, log, id, res)
+	return printOutcome(out, log, agentArgs(client.Agent(), cfg.Dev.DataDir), id, res)
 }
 
 // toolCheck says what stops call from running even approved (a tool the
@@ -341,7 +372,7 @@ func (t *progressTeller) progress(p airlock.Progress) {
 		if !p.Deadline.IsZero() {
 			until = " before " + p.Deadline.UTC().Format("15:04:05 UTC")
 		}
-		fmt.Fprintf(t.log, "  %s%s may decide%s:\n    %s\n    airlock approvals show %s   (then approve, reject or changes)\n", who, quorum, until, consoleLink(t.cfg, t.agent, t.id, p.Revision), name)
+		fmt.Fprintf(t.log, "  %s%s may decide%s:\n    %s\n    airlock approvals show %s%s   (then approve, reject or changes)\n", who, quorum, until, consoleLink(t.cfg, t.agent, t.id, p.Revision), name, dataArg(t.cfg.Dev.DataDir))
 		if p.Call != nil && t.missing != nil {
 			t.checks.Add(1)
 			go t.check(p.Call)
@@ -367,7 +398,7 @@ func (t *progressTeller) check(call *airlockv1.ToolCall) {
 	if text == "" || t.asking.Err() != nil {
 		return
 	}
-	fmt.Fprintf(t.log, "%s\n  cancel it (airlock approvals cancel %s/%s --reason \"no such tool\") and call a tool the registry has, or add this one to the tools file (executor.tools_file)\n", text, t.agent, t.id)
+	fmt.Fprintf(t.log, "%s\n  cancel it (airlock approvals cancel %s/%s --reason \"no such tool\"%s) and call a tool the registry has, or add this one to the tools file (executor.tools_file)\n", text, t.agent, t.id, dataArg(t.cfg.Dev.DataDir))
 }
 
 // stop returns once nothing more is told: at once when the call has ended
@@ -382,8 +413,9 @@ func (t *progressTeller) stop(ended bool) {
 }
 
 // printOutcome prints a call's outcome as JSON on out, says on log what to
-// do after changes were requested, and is the exit status it means.
-func printOutcome(out, log io.Writer, id string, res airlock.Outcome) error {
+// do after changes were requested (the command it prints names the agent
+// and its dev with again, from agentArgs), and is the exit status it means.
+func printOutcome(out, log io.Writer, again, id string, res airlock.Outcome) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
@@ -396,12 +428,19 @@ func printOutcome(out, log io.Writer, id string, res airlock.Outcome) error {
 		return fmt.Errorf("print the outcome: %w", err)
 	}
 	if res.Status == airlock.StatusChangesRequested {
-		fmt.Fprintf(log, "a reviewer asked for changes: %s\n  submit the revised call with: airlock call --call-id %s --revision %d --tool ... --args ...\n", escape.Terminal(res.Feedback), id, res.Revision+1)
+		fmt.Fprintf(log, "a reviewer asked for changes: %s\n  submit the revised call with: airlock call%s --call-id %s --revision %d --tool ... --args ...\n", escape.Terminal(res.Feedback), again, id, res.Revision+1)
 	}
 	if !res.Completed() {
 		return exitError{exitNotCompleted}
 	}
 	return nil
+}
+
+// agentArgs are the flags of a printed `airlock call` that act as agent on
+// the dev of dataDir again: --agent always (a revision submitted as
+// another agent is another agent's call), --data when not the default.
+func agentArgs(agent, dataDir string) string {
+	return " --agent " + hooks.ShellQuote(agent) + dataArg(dataDir)
 }
 
 // consoleLink is the console page of a call revision.

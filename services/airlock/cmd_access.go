@@ -124,7 +124,7 @@ accounts with ` + "`airlock nats config`" + ` instead.`,
 			default:
 				fmt.Printf("airlock dev at %s accepts it now\n", cred.URL)
 			}
-			fmt.Printf("  try it:   airlock call --agent %s --tool demo__echo --args '{\"text\":\"hi\"}'\n", args[0])
+			fmt.Printf("  try it:   airlock call --agent %s%s --tool demo__echo --args '{\"text\":\"hi\"}'\n", args[0], dataArg(dataDir))
 			fmt.Printf("  from Go:  airlock.Connect(ctx, %q, \"\")\n", file)
 			return nil
 		},
@@ -144,7 +144,7 @@ accounts with ` + "`airlock nats config`" + ` instead.`,
 				return err
 			}
 			if len(creds) == 0 {
-				fmt.Printf("no agents under %s: start `airlock dev` once, or run `airlock agents add NAME`\n", d.AgentsDir())
+				fmt.Printf("no agents under %s: start `airlock dev` once, or run `airlock agents add NAME%s`\n", d.AgentsDir(), dataArg(dataDir))
 			}
 			for _, c := range creds {
 				fmt.Printf("%s\t%s\n", c.Agent, d.CredentialFile(c.Agent))
@@ -303,11 +303,12 @@ func agentCredential(dataDir, agent, creds string, dataFlag bool) (string, error
 			file = abs
 		}
 		how := "AIRLOCK_DEV_DATA_DIR=DIR"
+
 		if dataFlag {
 			how = "--data DIR (or AIRLOCK_DEV_DATA_DIR=DIR)"
 		}
-		return "", fmt.Errorf("no credential for agent %s at %s: name airlock's data directory (where `airlock dev` keeps agents/) with %s, "+
-			"pass the credential with --creds FILE, or create one with `airlock agents add %s`", agent, file, how, agent)
+		return "", fmt.Errorf("%w for agent %s at %s: name airlock's data directory (where `airlock dev` keeps agents/) with %s, "+
+			"pass the credential with --creds FILE, or create one with `airlock agents add %s%s`", errNoCredential, agent, file, how, agent, dataArg(dataDir))
 	}
 	return file, nil
 }
@@ -338,6 +339,9 @@ func awaitLoaded(ctx context.Context, d natsauth.Dev, cred natsauth.Credential) 
 		}
 	}
 }
+
+// errNoCredential: the data dir has no credential of the agent named.
+var errNoCredential = errors.New("no credential")
 
 // errDevNotRunning: nothing listens at the credential's NATS address.
 var errDevNotRunning = errors.New("airlock dev is not running")

@@ -48,7 +48,9 @@ type apiFlags struct {
 }
 
 // apiFlagHelp is the help of --api wherever a command sends an API token.
-const apiFlagHelp = "URL of the console / REST API (env AIRLOCK_API; default the console of the data dir's running `airlock dev`, from <data dir>/console.url)"
+// Its one backticked word is the value's name in the help (pflag's
+// UnquoteUsage): "airlock dev" in backticks showed as `--api airlock dev`.
+const apiFlagHelp = "`URL` of the console / REST API (env AIRLOCK_API; default the console of the data dir's running airlock dev, from <data dir>/console.url)"
 
 func (f *apiFlags) client(g *globals) (*apiClient, error) {
 	base := f.api
@@ -69,7 +71,7 @@ func (f *apiFlags) client(g *globals) (*apiClient, error) {
 	}
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) && f.tokenFile == "" {
-		return nil, fmt.Errorf("no API token at %s: run this in the directory where `airlock dev` was started, name its data dir with AIRLOCK_DEV_DATA_DIR=DIR, "+
+		return nil, fmt.Errorf("no API token at %s: run this in the directory where `airlock dev` was started, name its data dir with --data DIR (or AIRLOCK_DEV_DATA_DIR=DIR), "+
 			"or pass --token-file FILE with a personal token made in the console (Tokens)", path)
 	}
 	if err != nil {
@@ -96,7 +98,7 @@ func devConsoleURL(dataDir string) (string, error) {
 	u := strings.TrimSpace(string(raw))
 	if u == "" {
 		return "", fmt.Errorf("no console address: %s is not there, so no `airlock dev` runs on the data dir %s. "+
-			"Start `airlock dev` there, name the right data dir with AIRLOCK_DEV_DATA_DIR=DIR, "+
+			"Start `airlock dev` there, name the right data dir with --data DIR (or AIRLOCK_DEV_DATA_DIR=DIR), "+
 			"or pass --api URL (or set AIRLOCK_API) naming the console the API token belongs to", file, dataDir)
 	}
 	return u, nil
@@ -203,8 +205,9 @@ could not be reached; the decide commands say more in their help.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.api, "api", "", apiFlagHelp)
-	pf.StringVar(&f.tokenFile, "token-file", "", "file holding an API token (default <data dir>/admin.token; <data dir> is AIRLOCK_DEV_DATA_DIR, else .airlock)")
+	pf.StringVar(&f.tokenFile, "token-file", "", "file holding an API token (default <data dir>/admin.token)")
 	pf.BoolVar(&f.json, "json", false, "print the API's JSON")
+	g.dataFlag(cmd)
 	cmd.AddCommand(
 		approvalsListCmd(g, f), approvalsShowCmd(g, f),
 		approvalsDecideCmd(g, f, "approve", "Approve a pending call"),

@@ -285,7 +285,8 @@ policy service over NATS.`,
 	api := &apiFlags{}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&api.api, "api", "", apiFlagHelp)
-	pf.StringVar(&api.tokenFile, "token-file", "", "file holding an admin's API token (default <data dir>/admin.token; <data dir> is AIRLOCK_DEV_DATA_DIR, else .airlock)")
+	pf.StringVar(&api.tokenFile, "token-file", "", "file holding an admin's API token (default <data dir>/admin.token)")
+	g.dataFlag(cmd)
 	client := func(cmd *cobra.Command) (*policyapi.Client, func(), error) {
 		cfg, err := g.load()
 		if err != nil {

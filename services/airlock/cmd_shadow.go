@@ -40,7 +40,8 @@ Commands go through the console's REST API as the owner of the API token
 	api := &apiFlags{}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&api.api, "api", "", apiFlagHelp)
-	pf.StringVar(&api.tokenFile, "token-file", "", "file holding an API token (default <data dir>/admin.token; <data dir> is AIRLOCK_DEV_DATA_DIR, else .airlock)")
+	pf.StringVar(&api.tokenFile, "token-file", "", "file holding an API token (default <data dir>/admin.token)")
+	g.dataFlag(cmd)
 
 	// call sends one request to the shadow endpoint and reads the state back.
 	call := func(cmd *cobra.Command, method string, body any) (*airlockv1.ShadowStatusResponse, error) {

@@ -33,8 +33,8 @@ func newPolicySuggestBenchCmd() *cobra.Command {
 		Use:   "suggest-bench [--calls 3000]",
 		Short: "Record a realistic history in a scratch airlock, then measure the asks its proven suggestions remove",
 		Long: `Starts a scratch airlock in this process (embedded NATS in a temporary
-directory, the real policy and approval services, the built-in policy), and
-records --calls calls as agents and reviewers make them: routine
+directory, the real policy and approval services, the built-in policy, an
+agent's budget raised to hold every call it records), and records --calls calls as agents and reviewers make them: routine
 documentation writes and team reports people always approve, writes to /etc
 and mail to strangers they reject or send back, risky shell commands and
 deletes, and reads the policy allows. It then proposes suggestions from
@@ -71,6 +71,14 @@ func suggestBench(ctx context.Context, out io.Writer, calls, after int, seed uin
 	cfg.NATS.URL = ns.URL()
 	cfg.Security.DecisionKey, cfg.Security.FrontendKey = seal.NewKey().Hex(), seal.NewKey().Hex()
 	cfg.Approval.Groups = map[string][]string{"reviewers": {"alice", "bob", "carol"}}
+	// The history is recorded as fast as the scratch airlock decides it,
+	// thousands of calls a minute, far past an agent's budget
+	// (limits.agent_calls_per_minute), which would refuse the rest: the
+	// scratch airlock's budget holds every call the bench records, so that
+	// the history is the one asked for at any --calls. Its requests are a
+	// few hundred bytes, charged twice: 4 KiB a call holds them too.
+	cfg.Limits.AgentCallsPerMinute = max(cfg.Limits.AgentCallsPerMinute, calls+after)
+	cfg.Limits.AgentRequestBytesPerMinute = max(cfg.Limits.AgentRequestBytesPerMinute, (calls+after)<<12)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	deps, err := svc.Connect(ctx, cfg, log, "suggest-bench", true)
 	if err != nil {

@@ -40,7 +40,9 @@ func bootstrapConsole(ctx context.Context, deps *svc.Deps, dataDir, httpAddr str
 	}
 	deps.Config.Approval.Groups = groups
 	text := fmt.Sprintf("  console   http://%s   %s\n", httpAddr, signInText(admin))
-	text += fmt.Sprintf("  API token %s   (airlock approvals list --token-file %s)\n", admin.TokenFile, admin.TokenFile)
+	// The command names the data dir, not only the token: the CLI finds
+	// the console it belongs to there (console.url).
+	text += fmt.Sprintf("  API token %s   (airlock approvals list%s)\n", admin.TokenFile, dataArg(dataDir))
 	return text, nil
 }
 

@@ -273,10 +273,10 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
   HTTP      http://%s   (/healthz readiness, /livez liveness, /metrics)
   services  %s
   data      %s
-%s%s%s            add an agent: airlock agents add NAME   (its credential lands in %s)
+%s%s%s            add an agent: airlock agents add NAME%s   (its credential lands in %s)
 %sPress Ctrl-C to stop.
 `, ns.URL(), filepath.Join(cfg.Dev.DataDir, "nats"), config.SyncText(cfg.Dev.Sync), ln.Addr(), strings.Join(names, ", "), cfg.Dev.DataDir,
-		auditText, consoleText, agentLines.String(), creds.AgentsDir(), gatewayText(cfg, ln.Addr().String()))
+		auditText, consoleText, agentLines.String(), dataArg(cfg.Dev.DataDir), creds.AgentsDir(), gatewayText(cfg, ln.Addr().String()))
 	go followAgents(ctx, creds, cfg, ns, log)
 	err = run(ctx, deps, services, e, ln)
 	fmt.Fprintln(os.Stdout, "airlock dev stopped")

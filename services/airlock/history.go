@@ -2,16 +2,21 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -101,6 +106,22 @@ type historyGen struct {
 	// the policy's outcome).
 	decisions jetstream.MessagesContext
 	outcomes  map[string]string
+	// notices hears the policy's over-budget notices (core NATS, never
+	// stored): a call dropped over its agent's budget has no event at all,
+	// and its wait would otherwise end only at its timeout, saying nothing
+	// of why.
+	notices *nats.Subscription
+	// mu guards refusals, waiting and interrupt, which the notices'
+	// handler touches from its own goroutine.
+	mu sync.Mutex
+	// refusals holds why the policy decided nothing of a call
+	// ("<agent>/<call>" → the sentence): its `invalid` event's reason, or
+	// an over-budget notice's.
+	refusals map[string]string
+	// waiting is the call outcome waits for, and interrupt ends that wait
+	// when a notice about it is heard.
+	waiting   string
+	interrupt context.CancelFunc
 }
 
 // run records n calls of mix (chosen by weight), extra calls first.
@@ -110,6 +131,12 @@ func (h *historyGen) run(ctx context.Context, mix []historyKind, n int) (history
 		total += k.weight
 	}
 	var st historyStats
+	if h.decisions == nil {
+		// Before the first submit, so that no notice about it is missed.
+		if err := h.follow(ctx); err != nil {
+			return st, err
+		}
+	}
 	const batch = 50 // submitted together, then decided in order
 	for done := 0; done < n; done += batch {
 		type sent struct {
@@ -166,48 +193,116 @@ func (h *historyGen) submit(ctx context.Context, agent, server, tool string, arg
 // those of other calls for when they are asked for.
 func (h *historyGen) outcome(ctx context.Context, c *airlockv1.ToolCall) (string, error) {
 	if h.decisions == nil {
-		filters := make([]string, 0, len(subject.PolicyOutcomes))
-		for _, typ := range subject.PolicyOutcomes {
-			filters = append(filters, subject.OfType(typ))
+		if err := h.follow(ctx); err != nil {
+			return "", err
 		}
-		// From the stream's first decision: a call may have been decided
-		// before the first question (one submitted through the console's
-		// REST API, say), and every decision stored is read exactly once.
-		cons, err := h.js.OrderedConsumer(ctx, h.stream, jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy})
-		if err != nil {
-			return "", fmt.Errorf("history: read the policy's decisions: %w", err)
-		}
-		if h.decisions, err = cons.Messages(); err != nil {
-			return "", fmt.Errorf("history: read the policy's decisions: %w", err)
-		}
-		h.outcomes = map[string]string{}
 	}
 	key := c.AgentId + "/" + c.CallId
 	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
+	h.mu.Lock()
+	h.waiting, h.interrupt = key, cancel
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.waiting, h.interrupt = "", nil
+		h.mu.Unlock()
+	}()
 	for h.outcomes[key] == "" {
+		// A refused call is never decided: say why rather than wait.
+		if why := h.refusal(key); why != "" {
+			return "", fmt.Errorf("history: the policy service did not decide call %s of %s: %s", c.CallId, c.AgentId, why)
+		}
 		m, err := h.decisions.Next(jetstream.NextContext(wctx))
 		switch {
 		case ctx.Err() != nil:
 			return "", ctx.Err()
+		case wctx.Err() != nil && h.refusal(key) != "":
+			continue // interrupted by a notice about this call
 		case wctx.Err() != nil:
 			return "", fmt.Errorf("history: the policy service did not decide call %s within 15s: is it running?", c.CallId)
 		case err != nil:
 			return "", fmt.Errorf("history: read the decision of %s: %w", c.CallId, err)
 		}
-		if p, err := subject.Parse(m.Subject()); err == nil {
-			h.outcomes[p.Agent+"/"+p.Call] = p.Type
+		p, err := subject.Parse(m.Subject())
+		if err != nil {
+			continue
 		}
+		if p.Type == subject.Invalid {
+			reason := "it refused the request as invalid"
+			if ev, err := envelope.Decode(m.Data(), m.Headers()); err == nil && ev.GetInvalid().GetReason() != "" {
+				reason = ev.GetInvalid().GetReason()
+			}
+			h.refuse(p.Agent+"/"+p.Call, reason)
+			continue
+		}
+		h.outcomes[p.Agent+"/"+p.Call] = p.Type
 	}
 	typ := h.outcomes[key]
 	delete(h.outcomes, key)
 	return typ, nil
 }
 
-// stop ends the reading of the policy's decisions.
+// follow starts reading the policy's decisions, its refusals (`invalid`)
+// and its over-budget notices.
+func (h *historyGen) follow(ctx context.Context) error {
+	filters := make([]string, 0, len(subject.PolicyOutcomes)+1)
+	for _, typ := range append([]string{subject.Invalid}, subject.PolicyOutcomes...) {
+		filters = append(filters, subject.OfType(typ))
+	}
+	h.refusals = map[string]string{}
+	notices, err := h.js.Conn().Subscribe(subject.OverBudgetNotice("*", "*"), func(m *nats.Msg) {
+		var n ingress.OverBudget
+		if json.Unmarshal(m.Data, &n) == nil && n.Reason != "" {
+			h.refuse(n.AgentID+"/"+n.CallID, n.Reason)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("history: hear the policy's over-budget notices: %w", err)
+	}
+	h.notices = notices
+	// From the stream's first decision: a call may have been decided
+	// before the first question (one submitted through the console's
+	// REST API, say), and every decision stored is read exactly once.
+	cons, err := h.js.OrderedConsumer(ctx, h.stream, jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		return fmt.Errorf("history: read the policy's decisions: %w", err)
+	}
+	if h.decisions, err = cons.Messages(); err != nil {
+		return fmt.Errorf("history: read the policy's decisions: %w", err)
+	}
+	h.outcomes = map[string]string{}
+	return nil
+}
+
+// refuse notes why the policy decided nothing of key's call, and ends a
+// wait for it.
+func (h *historyGen) refuse(key, why string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.refusals[key] == "" {
+		h.refusals[key] = why
+	}
+	if h.waiting == key && h.interrupt != nil {
+		h.interrupt()
+	}
+}
+
+// refusal is why the policy decided nothing of key's call ("" when it was
+// not refused).
+func (h *historyGen) refusal(key string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.refusals[key]
+}
+
+// stop ends the reading of the policy's decisions and notices.
 func (h *historyGen) stop() {
 	if h.decisions != nil {
 		h.decisions.Stop()
+	}
+	if h.notices != nil {
+		_ = h.notices.Unsubscribe()
 	}
 }
 

@@ -106,7 +106,7 @@ func TestJSONCommandsPrintHiddenCharactersAsJSONEscapes(t *testing.T) {
 		{"call_and_await_outcome", func(t *testing.T) string {
 			var out bytes.Buffer
 			result, _ := json.Marshal(map[string]string{"text": hiddenText}) // what the tool answered
-			if err := printOutcome(&out, io.Discard, "c1", airlock.Outcome{CallID: "c1", Revision: 1, Status: airlock.StatusCompleted, Result: result}); err != nil {
+			if err := printOutcome(&out, io.Discard, "", "c1", airlock.Outcome{CallID: "c1", Revision: 1, Status: airlock.StatusCompleted, Result: result}); err != nil {
 				t.Fatal(err)
 			}
 			return out.String()

@@ -116,11 +116,15 @@ func TestHookHelpShowsTheHelp(t *testing.T) {
 func TestEveryFlagsValueNameIsOneWord(t *testing.T) {
 	var walk func(*cobra.Command)
 	walk = func(c *cobra.Command) {
-		c.Flags().VisitAll(func(f *pflag.Flag) {
+		check := func(f *pflag.Flag) {
 			if name, _ := pflag.UnquoteUsage(f); strings.ContainsAny(name, " \t") {
 				t.Errorf("%s --%s shows its value as %q: quote only the value's name in its usage, or nothing", c.CommandPath(), f.Name, name)
 			}
-		})
+		}
+		// A group's persistent flags (approvals' --api) are in its
+		// subcommands' help too, and not in Flags() until it runs.
+		c.Flags().VisitAll(check)
+		c.PersistentFlags().VisitAll(check)
 		for _, sub := range c.Commands() {
 			walk(sub)
 		}
@@ -323,7 +327,7 @@ func TestReviewerCommandsSayWhereTheTokenIsLookedFor(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "elsewhere")
 	t.Setenv("AIRLOCK_DEV_DATA_DIR", data)
 	_, err := runCLI(context.Background(), t, "approvals", "list")
-	want := "no API token at " + filepath.Join(data, "admin.token") + ": run this in the directory where `airlock dev` was started, name its data dir with AIRLOCK_DEV_DATA_DIR=DIR, or pass --token-file FILE"
+	want := "no API token at " + filepath.Join(data, "admin.token") + ": run this in the directory where `airlock dev` was started, name its data dir with --data DIR (or AIRLOCK_DEV_DATA_DIR=DIR), or pass --token-file FILE"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v, want it to say %q", err, want)
 	}

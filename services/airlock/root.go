@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-gate/airlock/services/airlock/internal/bench"
+	"github.com/airlock-gate/airlock/services/hooks"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
@@ -31,6 +32,27 @@ type globals struct {
 	configFile string
 	natsURL    string
 	logLevel   string
+	// dataDir is --data of the commands that act on a running `airlock
+	// dev` (call, await, approvals, policy rules, policy shadow): its data
+	// dir, over dev.data_dir and AIRLOCK_DEV_DATA_DIR.
+	dataDir string
+}
+
+// dataFlag gives a command that finds `airlock dev` by its data dir the
+// --data flag `airlock dev` and `airlock agents` take, so that a second dev
+// (`airlock dev --data /tmp/d3`) is named the same way everywhere; a
+// group's subcommands take it too.
+func (g *globals) dataFlag(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&g.dataDir, "data", "", "data `DIR` of the airlock dev to act on (default dev.data_dir / AIRLOCK_DEV_DATA_DIR, .airlock)")
+}
+
+// dataArg is what a printed command adds to act on the dev of dataDir: ""
+// for the default data dir, else a --data flag as a shell reads it.
+func dataArg(dataDir string) string {
+	if dataDir == "" || dataDir == config.Default().Dev.DataDir {
+		return ""
+	}
+	return " --data " + hooks.ShellQuote(dataDir)
 }
 
 func newRootCmd() *cobra.Command {
@@ -142,6 +164,9 @@ func (g *globals) load() (config.Config, error) {
 	if g.logLevel != "" {
 		cfg.Log.Level = g.logLevel
 	}
+	if g.dataDir != "" {
+		cfg.Dev.DataDir = g.dataDir
+	}
 	return cfg, nil
 }
 
@@ -157,9 +182,15 @@ func (g *globals) connect(ctx context.Context, cfg config.Config) (*nats.Conn, j
 		return nil, nil, err
 	}
 	if cfg.NATS.NkeySeedFile == "" && cfg.NATS.Credentials == "" {
-		// Next to `airlock dev`, act as its operator without being told.
-		if seed := (natsauth.Dev{DataDir: cfg.Dev.DataDir}).SeedFile(natsauth.RoleAdmin); fileExists(seed) {
+		// Next to `airlock dev`, act as its operator without being told,
+		// where it listens (a dev on another --nats-port is found by its
+		// --data alone) unless a NATS URL was given.
+		d := natsauth.Dev{DataDir: cfg.Dev.DataDir}
+		if seed := d.SeedFile(natsauth.RoleAdmin); fileExists(seed) {
 			cfg.NATS.NkeySeedFile = seed
+			if raw, err := os.ReadFile(d.URLFile()); err == nil && strings.TrimSpace(string(raw)) != "" && g.natsURL == "" && cfg.NATS.URL == config.Default().NATS.URL {
+				cfg.NATS.URL = strings.TrimSpace(string(raw))
+			}
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -76,16 +76,7 @@ func newLearnWorldWith(t *testing.T, opts console.Options) *learnWorld {
 	}
 	deps := testenv.Deps(t, cfg)
 	ctx := context.Background()
-	pol, err := policy.NewFromConfig(ctx, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RunService(t, pol)
-	appr, err := approval.NewFromConfig(ctx, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RunService(t, appr)
+	runDeciders(t, deps)
 	a := newConsoleAudit(deps)
 	sug, replays, mostAtOnce, waits, hold := newConsoleSuggest(a), &atomic.Int64{}, &atomic.Int64{}, &atomic.Int64{}, &atomic.Pointer[chan struct{}]{}
 	sug.waiting = func() { waits.Add(1) }
@@ -118,6 +109,22 @@ func newLearnWorldWith(t *testing.T, opts console.Options) *learnWorld {
 	gen := &historyGen{js: deps.JS, stream: cfg.Stream.Name, approvals: api, reviewers: []string{"alice", "bob", "carol"}, rng: rand.New(rand.NewPCG(25, 1)), prefix: "h"}
 	t.Cleanup(gen.stop)
 	return &learnWorld{t: t, cfg: cfg, deps: deps, api: api, base: srv.URL, replays: replays, mostAtOnce: mostAtOnce, waits: waits, hold: hold, gen: gen}
+}
+
+// runDeciders runs the policy and approval services on deps for the test:
+// what a history needs to be decided.
+func runDeciders(t *testing.T, deps svc.Deps) {
+	t.Helper()
+	pol, err := policy.NewFromConfig(context.Background(), deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunService(t, pol)
+	appr, err := approval.NewFromConfig(context.Background(), deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunService(t, appr)
 }
 
 func (w *learnWorld) record(mix []historyKind, n int) historyStats {
