@@ -264,10 +264,11 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		ln.Close()
 		return err
 	}
-	var agentLines strings.Builder
+	var agentNames []string
 	for _, a := range agents {
-		fmt.Fprintf(&agentLines, "  agent     %-10s %s\n", a.Agent, creds.CredentialFile(a.Agent))
+		agentNames = append(agentNames, a.Agent)
 	}
+	agentLines := agentBannerLines(agentNames, creds.CredentialFile)
 	fmt.Fprintf(os.Stdout, `airlock dev is running
   NATS      %s   (JetStream store %s, fsync %s; credentials required)
   HTTP      http://%s   (/healthz readiness, /livez liveness, /metrics)
@@ -276,7 +277,7 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 %s%s%s            add an agent: airlock agents add NAME%s   (its credential lands in %s)
 %sPress Ctrl-C to stop.
 `, ns.URL(), filepath.Join(cfg.Dev.DataDir, "nats"), config.SyncText(cfg.Dev.Sync), ln.Addr(), strings.Join(names, ", "), cfg.Dev.DataDir,
-		auditText, consoleText, agentLines.String(), dataArg(cfg.Dev.DataDir), creds.AgentsDir(), gatewayText(cfg, ln.Addr().String()))
+		auditText, consoleText, agentLines, dataArg(cfg.Dev.DataDir), creds.AgentsDir(), gatewayText(cfg, ln.Addr().String()))
 	go followAgents(ctx, creds, cfg, ns, log)
 	err = run(ctx, deps, services, e, ln)
 	fmt.Fprintln(os.Stdout, "airlock dev stopped")
@@ -312,6 +313,20 @@ func followAgents(ctx context.Context, creds natsauth.Dev, cfg config.Config, ns
 		}
 		log.Info("agents reloaded", "dir", creds.AgentsDir())
 	}
+}
+
+// agentBannerLines are the banner's lines naming each agent and its
+// credential file, the files lined up however long a name is.
+func agentBannerLines(agents []string, credentialFile func(string) string) string {
+	width := 10
+	for _, a := range agents {
+		width = max(width, len(a))
+	}
+	var b strings.Builder
+	for _, a := range agents {
+		fmt.Fprintf(&b, "  agent     %-*s %s\n", width, a, credentialFile(a))
+	}
+	return b.String()
 }
 
 // markLoaded records the accounts configuration the server has just loaded

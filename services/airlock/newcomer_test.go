@@ -590,3 +590,30 @@ func TestNATSConfigRendersAnAccountPerAgentNamed(t *testing.T) {
 		})
 	}
 }
+
+// TestTheBannersAgentsLineUp: the credential files of dev's banner start in
+// one column however long an agent's name is (a name over ten characters
+// pushed its file out of line).
+func TestTheBannersAgentsLineUp(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		agents []string
+	}{
+		{"short_names", []string{"bot", "ci"}},
+		{"a_long_name", []string{"bot", "research-bot-for-the-team"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			text := agentBannerLines(tc.agents, func(a string) string { return ".airlock/agents/" + a + ".creds.json" })
+			lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+			if len(lines) != len(tc.agents) {
+				t.Fatalf("%d lines for %d agents:\n%s", len(lines), len(tc.agents), text)
+			}
+			column := strings.Index(lines[0], ".airlock/")
+			for _, l := range lines {
+				if strings.Index(l, ".airlock/") != column || !strings.HasPrefix(l, "  agent     ") {
+					t.Fatalf("the credential files do not line up:\n%s", text)
+				}
+			}
+		})
+	}
+}
