@@ -1,8 +1,13 @@
 package tests
 
 import (
+	"bufio"
 	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,8 +23,7 @@ import (
 // airlock_console: context deadline exceeded") — keeps building its
 // services and starts once the cluster answers, instead of exiting at the
 // first request that timed out. A bus that is not provisioned still fails
-// at once (TestServeAndTheHTTPGatewaySayWhereTheyConnectAndWhatToDo's
-// neighbours in services/airlock).
+// at once (services/airlock TestABuildJetStreamDidNotAnswerIsTriedAgain).
 func TestServeStartsOnceTheClusterAnswers(t *testing.T) {
 	t.Parallel() // it mostly waits for the cluster to come back
 	servers, err := embedded.StartCluster(t.TempDir(), 3)
@@ -50,31 +54,78 @@ func TestServeStartsOnceTheClusterAnswers(t *testing.T) {
 		stopped[i] = true
 	}
 
-	// They come back a while after serve started trying: long enough for
-	// its first requests to time out (a JetStream request waits 5 s).
-	back := make(chan error, 1)
-	go func() {
-		time.Sleep(8 * time.Second)
-		for i, o := range restart {
-			s, err := startAgain(o)
-			if err != nil {
-				back <- fmt.Errorf("start node %s again: %w", o.Name, err)
-				return
-			}
-			servers[i+1] = s
-			stopped[i+1] = false
-		}
-		back <- nil
-	}()
-	t.Cleanup(func() { <-back }) // before the nodes are stopped (cleanups run last first)
-
+	// They come back once serve has said that a build's request went
+	// unanswered and it tries again (a JetStream request waits 5 s).
 	env := []string{"AIRLOCK_SECURITY_DECISION_KEY=" + cfg.Security.DecisionKey, "AIRLOCK_SECURITY_FRONTEND_KEY=" + cfg.Security.FrontendKey,
 		"AIRLOCK_STREAM_REPLICAS=3", "AIRLOCK_BUCKETS_REPLICAS=3"}
-	// Ready (/healthz 200) means every service it runs is built and serving.
-	p := startServe(t, servers[0].URL(), env, "policy", "approval", "console", "--connect-wait", "60s")
-	if out := p.Output(); !strings.Contains(out, "JetStream did not answer; trying again") {
-		t.Fatalf("airlock serve became ready without saying it waited for the cluster to answer; its output:\n%s", out)
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	serve := exec.Command(airlockBinary(t), "serve", "policy", "approval", "console", "--connect-wait", "60s",
+		"--nats", servers[0].URL(), "--http", httpAddr)
+	serve.Env = append(os.Environ(), env...)
+	stdout, err := serve.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
+	serve.Stderr = serve.Stdout
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var output strings.Builder
+	retried, exited := make(chan struct{}), make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		once := sync.Once{}
+		for sc.Scan() {
+			mu.Lock()
+			output.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+			if strings.Contains(sc.Text(), "JetStream did not answer; trying again") {
+				once.Do(func() { close(retried) })
+			}
+		}
+		exited <- serve.Wait()
+	}()
+	said := func() string { mu.Lock(); defer mu.Unlock(); return output.String() }
+	t.Cleanup(func() {
+		_ = serve.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = serve.Process.Kill()
+		}
+	})
+	select {
+	case <-retried:
+	case err := <-exited:
+		exited <- err
+		t.Fatalf("airlock serve exited (%v) instead of waiting for the cluster to answer:\n%s", err, said())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("airlock serve did not say within 60s that it waits for JetStream to answer:\n%s", said())
+	}
+	for i, o := range restart {
+		s, err := startAgain(o)
+		if err != nil {
+			t.Fatalf("start node %s again: %v", o.Name, err)
+		}
+		servers[i+1], stopped[i+1] = s, false
+	}
+
+	// Ready (/healthz 200) means every service it runs is built and serving.
+	testenv.Eventually(t, 60*time.Second, "airlock serve ready once the cluster answers", func() bool {
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("airlock serve exited (%v):\n%s", err, said())
+		default:
+		}
+		resp, err := http.Get("http://" + httpAddr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }
 
 // startAgain starts a stopped node with its options, once its ports are
