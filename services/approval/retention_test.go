@@ -23,7 +23,9 @@ import (
 // arguments grew the bucket by 52 MB, for ever); a reader of a removed call
 // is told where its history is.
 func TestEndedApprovalsLeaveTheBucketAfterTheirRetention(t *testing.T) {
-	w := newWorld(t, func(c *config.Config) { c.Approval.EndedRetention = 2 * time.Second })
+	// The retention outlasts the loop below on a loaded machine: an ended
+	// record (and its lock) read after it passed is gone.
+	w := newWorld(t, func(c *config.Config) { c.Approval.EndedRetention = 5 * time.Second })
 	w.start()
 	ctx := context.Background()
 	kv, bytesHeld := approvalsBucket(t, w)
@@ -33,10 +35,15 @@ func TestEndedApprovalsLeaveTheBucketAfterTheirRetention(t *testing.T) {
 		id := "c" + string(rune('a'+i))
 		args, _ := structpb.NewStruct(map[string]any{"path": "/tmp/x", "pad": pad})
 		w.pending(&airlockv1.ToolCall{CallId: id, Arguments: args}, nil)
-		if _, err := w.decide(id, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "no"); err != nil {
+		// Ended by the decision's own write: its answer, not a later read,
+		// says so (a read after the retention finds no record).
+		resp, err := w.decide(id, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "no")
+		if err != nil {
 			t.Fatal(err)
 		}
-		w.waitState(id, 1, airlockv1.ApprovalState_APPROVAL_STATE_REJECTED)
+		if !resp.GetChanged() || resp.GetRecord().GetState() != airlockv1.ApprovalState_APPROVAL_STATE_REJECTED {
+			t.Fatalf("rejecting %s answered %v %v %q, want it rejected", id, resp.GetChanged(), resp.GetRecord().GetState(), resp.GetMessage())
+		}
 	}
 	if b := bytesHeld(); b < calls*200<<10 {
 		t.Fatalf("the bucket holds %d bytes after %d calls of 200 KiB: the records were not written", b, calls)
@@ -86,7 +93,9 @@ func TestACallRefusedPastItsAgentsShareLeavesTheBucketAfterTheRetention(t *testi
 // for ever. (While a call of the thread waits, its lock stays:
 // TestAThreadsTurnOutlastsTheRetentionWhileItsCallWaits.)
 func TestThreadQueueLocksLeaveTheBucketWithTheirThreadsLastCall(t *testing.T) {
-	w := newWorld(t, func(c *config.Config) { c.Approval.EndedRetention = 2 * time.Second })
+	// The retention outlasts the loop below on a loaded machine: an ended
+	// record (and its lock) read after it passed is gone.
+	w := newWorld(t, func(c *config.Config) { c.Approval.EndedRetention = 5 * time.Second })
 	w.start()
 	ctx := context.Background()
 	kv, _ := approvalsBucket(t, w)
@@ -107,10 +116,15 @@ func TestThreadQueueLocksLeaveTheBucketWithTheirThreadsLastCall(t *testing.T) {
 	for i := range calls {
 		id := "q" + string(rune('a'+i))
 		w.pending(&airlockv1.ToolCall{CallId: id, ThreadId: "thread-" + id}, &airlockv1.Decision{Approvers: []string{"group:reviewers"}, QueuePerThread: true})
-		if _, err := w.decide(id, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "no"); err != nil {
+		// Ended by the decision's own write: its answer, not a later read,
+		// says so (a read after the retention finds no record).
+		resp, err := w.decide(id, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "no")
+		if err != nil {
 			t.Fatal(err)
 		}
-		w.waitState(id, 1, airlockv1.ApprovalState_APPROVAL_STATE_REJECTED)
+		if !resp.GetChanged() || resp.GetRecord().GetState() != airlockv1.ApprovalState_APPROVAL_STATE_REJECTED {
+			t.Fatalf("rejecting %s answered %v %v %q, want it rejected", id, resp.GetChanged(), resp.GetRecord().GetState(), resp.GetMessage())
+		}
 	}
 	if n := locks(); n == 0 {
 		t.Fatalf("no thread lock in the bucket after %d queued calls on threads of their own: the test no longer exercises the locks", calls)
