@@ -1,14 +1,15 @@
 // airlock for TypeScript: gate an agent's tool calls through airlock, over
-// NATS (the agent's credential file; the wire is the README's "Any language
-// over NATS" JSON protocol) or over REST (an agent token). Every way a call
+// NATS (the agent's credential file; requests in protobuf, airlock's
+// canonical encoding, see pb.ts) or over REST (an agent token). Every way a call
 // can end is a typed outcome; do() throws the typed error of a call that did
 // not complete, whose message is a sentence that says what to do.
 import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { connect as tcpConnect } from "node:net";
 import { randomUUID } from "node:crypto";
-import { connect, createInbox, nkeyAuthenticator, headers, type NatsConnection, type Msg, type MsgHdrs, type Subscription } from "@nats-io/transport-node";
-import { natsSubject } from "./natsmsg.js";
+import { connect, createInbox, nkeyAuthenticator, type NatsConnection, type Msg, type Subscription } from "@nats-io/transport-node";
+import { isJSON, natsSubject } from "./natsmsg.js";
+import { decodeEvent, encodeRequested } from "./pb.js";
 
 /** How a call ended (or "pending" when a wait ended first). */
 export type Status =
@@ -146,11 +147,13 @@ export const defaultMaxRequestBytes = 262144;
  */
 function encodeRequest(body: unknown, maxBytes: number): string | ApiError {
   const text = JSON.stringify(body);
-  const size = Buffer.byteLength(text, "utf8");
-  if (size > maxBytes) {
-    return new ApiError(`request is ${size} bytes, over the ${maxBytes}-byte limit: pass large inputs by reference`, 0, "invalid_request");
-  }
-  return text;
+  return overLimit(Buffer.byteLength(text, "utf8"), maxBytes) ?? text;
+}
+
+/** The ApiError refusing a request of size bytes when that is over maxBytes, in the Go SDK's words. */
+function overLimit(size: number, maxBytes: number): ApiError | undefined {
+  if (size <= maxBytes) return undefined;
+  return new ApiError(`request is ${size} bytes, over the ${maxBytes}-byte limit: pass large inputs by reference`, 0, "invalid_request");
 }
 
 /** An agent's client. Build it with connectNats or connectRest. */
@@ -469,7 +472,6 @@ class CallFollow {
 }
 
 class NatsTransport implements Transport {
-  private readonly json = encodedOnce("Content-Type", "application/json");
   /** Times the connection came back: events published meanwhile were not received. */
   private reconnects = 0;
   /** do's calls waiting for their end, by call id. */
@@ -646,18 +648,19 @@ class NatsTransport implements Transport {
    * here, unsent.
    */
   private send(call: Call & { callId: string }, done: (err: Error | undefined) => void): void {
-    const body = {
-      requested: {
-        call: {
-          call_id: call.callId, tool: call.tool, arguments: call.arguments ?? {},
-          ...(call.reason ? { reason: call.reason } : {}), ...(call.threadId ? { thread_id: call.threadId } : {}),
-          ...(call.revision ? { revision: call.revision } : {}),
-        },
-      },
-    };
-    const data = encodeRequest(body, this.maxRequestBytes);
-    if (data instanceof ApiError) {
-      done(data);
+    let data: Uint8Array;
+    try {
+      data = encodeRequested({
+        call_id: call.callId, tool: call.tool, arguments: call.arguments ?? {},
+        reason: call.reason, thread_id: call.threadId, revision: call.revision,
+      });
+    } catch (err) {
+      done(new ApiError(`the call cannot be sent: ${(err as Error).message}`, 0, "invalid_request"));
+      return;
+    }
+    const over = overLimit(data.length, this.maxRequestBytes);
+    if (over) {
+      done(over);
       return;
     }
     this.hearNotices();
@@ -676,7 +679,7 @@ class NatsTransport implements Transport {
       });
     }
     const token = String(++this.ackSeq);
-    this.nc.publish(`airlock.req.${this.agent}.${call.callId}`, data, { headers: this.json, reply: `${this.ackInbox}.${token}` });
+    this.nc.publish(`airlock.req.${this.agent}.${call.callId}`, data, { reply: `${this.ackInbox}.${token}` });
     // Its answer is read after this returns: waited for only once published.
     this.acks.set(token, { since: performance.now(), done });
     this.tickWhileWaiting();
@@ -783,7 +786,7 @@ class NatsTransport implements Transport {
     if (natsSubject(m) !== `airlock.evt.${this.agent}.${callId}.${type}`) return undefined;
     let ev: any;
     try {
-      ev = m.json<any>();
+      ev = isJSON(m) ? m.json<any>() : decodeEvent(m.data);
     } catch {
       return undefined;
     }
@@ -881,19 +884,7 @@ function ackError(m: Msg): Error | undefined {
   return undefined;
 }
 
-/**
- * A headers object whose encoding is made once: nats.js encodes a message's
- * headers again on every publish.
- */
-function encodedOnce(key: string, value: string): MsgHdrs {
-  const h = headers() as MsgHdrs & { encode(): Uint8Array };
-  h.set(key, value);
-  const bytes = h.encode();
-  h.encode = () => bytes;
-  return h;
-}
-
-/** An end event (protojson, .proto field names) as an Outcome. */
+/** An end event (as JSON.parse gives protojson, .proto field names; decodeEvent gives protobuf so) as an Outcome. */
 function outcomeOf(callId: string, status: Status, ev: any): Outcome {
   const body = ev[status] ?? {};
   const out: Outcome = { callId: ev.call_id ?? callId, revision: ev.revision ?? 0, status };

@@ -4,16 +4,17 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { headers, type Msg, type MsgHdrs } from "@nats-io/transport-node";
-import { natsSubject } from "../src/natsmsg.js";
+import { isJSON, natsSubject } from "../src/natsmsg.js";
 
 const stored = "airlock.evt.bot.c1.exec.completed";
 
-/** Headers with Nats-Subject (when given) among others, as a stream sends them. */
-function hdrs(subject?: string): MsgHdrs {
+/** Headers with Nats-Subject and Content-Type (when given) among others, as a stream sends them. */
+function hdrs(subject?: string, contentType?: string): MsgHdrs {
   const h = headers();
   h.set("Nats-Stream", "AIRLOCK_EVENTS");
   if (subject !== undefined) h.set("Nats-Subject", subject);
   h.set("Nats-Sequence", "7");
+  if (contentType !== undefined) h.set("Content-Type", contentType);
   return h;
 }
 
@@ -41,5 +42,20 @@ describe("natsSubject", () => {
     },
   ]) {
     it(tc.name, () => assert.equal(natsSubject(tc.msg), tc.want));
+  }
+});
+
+// isJSON tells a protojson event (airlock writes Content-Type on it alone)
+// from a protobuf one, as the Go SDK's envelope.IsJSON does.
+describe("isJSON", () => {
+  for (const tc of [
+    { name: "is true for application/json", msg: asReceived(hdrs(stored, "application/json")), want: true },
+    { name: "is true with parameters and another case", msg: asReceived(hdrs(stored, "Application/JSON; charset=utf-8")), want: true },
+    { name: "is false without the header (protobuf)", msg: asReceived(hdrs(stored)), want: false },
+    { name: "is false for the protobuf content type", msg: asReceived(hdrs(stored, "application/protobuf")), want: false },
+    { name: "is false for a message without headers", msg: asReceived(undefined), want: false },
+    { name: "takes the parsed headers without the internals", msg: { headers: hdrs(stored, "application/json") } as unknown as Msg, want: true },
+  ]) {
+    it(tc.name, () => assert.equal(isJSON(tc.msg), tc.want));
   }
 });

@@ -27,6 +27,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/canon"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/pbjson"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -130,7 +131,7 @@ type Arena struct {
 	key      []byte
 	// Scratch of one build: the last timestamp, the call's fields as the
 	// payload's transcoder read them.
-	seconds    secondsText
+	seconds    pbjson.SecondsCache
 	call       callFields
 	transcoder transcoder
 	// floats holds the rows' latencies, many to an allocation instead of
@@ -717,9 +718,9 @@ func withhold(v *structpb.Value) *structpb.Value {
 }
 
 // canonicalJSON renders ev as compact, deterministic JSON in the
-// protojson mapping (see appendJSON).
+// protojson mapping (see pbjson.Append).
 func canonicalJSON(ev *airlockv1.Event) string {
-	return string(appendJSON(make([]byte, 0, 512), ev.ProtoReflect()))
+	return string(pbjson.Append(make([]byte, 0, 512), ev.ProtoReflect()))
 }
 
 // Canonicalize re-encodes JSON text with sorted keys and no whitespace,

@@ -15,16 +15,17 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/canon"
+	"github.com/airlock-gate/airlock/services/shared/pbjson"
 	"github.com/airlock-gate/airlock/services/shared/pbwire"
 )
 
 // This file renders an event's payload JSON straight from its protobuf wire
-// bytes, with the same output as appendJSON over the decoded and redacted
+// bytes, with the same output as pbjson.Append over the decoded and redacted
 // event (a test keeps them equal). It exists because rendering through
 // protoreflect was the sink's largest cost. It handles what Go's encoder
 // writes — fields in ascending number order, each singular field once,
 // repeated fields together — and gives up (ok=false) on anything else, so
-// the caller falls back to appendJSON: the output is the same either way.
+// the caller falls back to pbjson.Append: the output is the same either way.
 
 // argMode says how arguments found at a place in the event are rendered.
 type argMode struct {
@@ -155,7 +156,7 @@ func buildWireMsg(md protoreflect.MessageDescriptor) *wireMsg {
 
 func newWireField(fd protoreflect.FieldDescriptor) *wireField {
 	f := &wireField{fd: fd, kind: fd.Kind(), list: fd.IsList(), presence: fd.HasPresence(),
-		key: append(appendString(nil, string(fd.Name())), ':')}
+		key: append(pbjson.AppendString(nil, string(fd.Name())), ':')}
 	switch f.kind {
 	case protoreflect.StringKind, protoreflect.BytesKind, protoreflect.MessageKind:
 		f.wire = protowire.BytesType
@@ -180,7 +181,7 @@ func newWireField(fd protoreflect.FieldDescriptor) *wireField {
 					f.enumJSON = append(f.enumJSON, nil)
 				}
 				if f.enumJSON[n] == nil { // an alias keeps the first name, as ByNumber does
-					f.enumJSON[n] = appendString(nil, string(vs.Get(i).Name()))
+					f.enumJSON[n] = pbjson.AppendString(nil, string(vs.Get(i).Name()))
 				}
 			}
 		}
@@ -207,7 +208,7 @@ func wirePayload(b []byte, data []byte, modes *argModes) ([]byte, bool) {
 // wirePayloadWith is wirePayload writing timestamps through ts (nil:
 // none) and keeping the fields of the body's call (its field 1, when a
 // ToolCall) in call (nil: not kept), so the columns need not read them again.
-func wirePayloadWith(b []byte, data []byte, modes *argModes, ts *secondsText, call *callFields) ([]byte, bool) {
+func wirePayloadWith(b []byte, data []byte, modes *argModes, ts *pbjson.SecondsCache, call *callFields) ([]byte, bool) {
 	t := transcoder{modes: modes, ts: ts, call: call}
 	out, ok := t.message(b, data, eventWire(), 0)
 	return out, ok
@@ -217,7 +218,7 @@ func wirePayloadWith(b []byte, data []byte, modes *argModes, ts *secondsText, ca
 // transcoder.event), with t's scratch (nil: a new transcoder's): an
 // arena's transcoder is used again rather than a new one zeroed, steps
 // and all, for every event.
-func eventPayload(t *transcoder, b, time []byte, hasTime bool, tail []byte, modes *argModes, ts *secondsText, call *callFields) ([]byte, bool) {
+func eventPayload(t *transcoder, b, time []byte, hasTime bool, tail []byte, modes *argModes, ts *pbjson.SecondsCache, call *callFields) ([]byte, bool) {
 	if t == nil {
 		t = &transcoder{}
 	}
@@ -227,7 +228,7 @@ func eventPayload(t *transcoder, b, time []byte, hasTime bool, tail []byte, mode
 
 type transcoder struct {
 	modes *argModes
-	ts    *secondsText // the last timestamp's seconds, or nil
+	ts    *pbjson.SecondsCache // the last timestamp's seconds, or nil
 	call  *callFields
 	path  argPlace // body field, its field, that field's field
 	steps [32]step // backing array of the path below the arguments: scratch, written before it is read
@@ -431,13 +432,13 @@ func (t *transcoder) value(b []byte, f *wireField, val []byte, depth int) ([]byt
 		if !ok {
 			return nil, false
 		}
-		return appendFloat(b, float64(math.Float32frombits(v)), 32), true
+		return pbjson.AppendFloat(b, float64(math.Float32frombits(v)), 32), true
 	case protoreflect.DoubleKind:
 		v, ok := pbwire.Fixed64(f.wire, val)
 		if !ok {
 			return nil, false
 		}
-		return appendFloat(b, math.Float64frombits(v), 64), true
+		return pbjson.AppendFloat(b, math.Float64frombits(v), 64), true
 	case protoreflect.Sfixed32Kind, protoreflect.Fixed32Kind, protoreflect.Sfixed64Kind, protoreflect.Fixed64Kind:
 		return nil, false // not used by these messages
 	}
@@ -471,7 +472,7 @@ func (t *transcoder) value(b []byte, f *wireField, val []byte, depth int) ([]byt
 			return append(b, f.enumJSON[int32(v)]...), true
 		}
 		if ev := f.fd.Enum().Values().ByNumber(protoreflect.EnumNumber(int32(v))); ev != nil {
-			return appendString(b, string(ev.Name())), true
+			return pbjson.AppendString(b, string(ev.Name())), true
 		}
 		return strconv.AppendInt(b, int64(int32(v)), 10), true
 	}
@@ -525,7 +526,7 @@ func (t *transcoder) mapField(b []byte, f *wireField, entries [][]byte) ([]byte,
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, it.key)
+		b = pbjson.AppendString(b, it.key)
 		b = append(b, ':')
 		vf := f.mapVal
 		if !it.has {
@@ -561,9 +562,9 @@ func (t *transcoder) timeLike(b, data []byte, timestamp bool) ([]byte, bool) {
 		last, data = num, rest
 	}
 	if timestamp {
-		return appendTimestampCached(b, secs, nanos, t.ts), true
+		return pbjson.AppendTimestamp(b, secs, nanos, t.ts), true
 	}
-	return appendDurationOf(b, secs, nanos), true
+	return pbjson.AppendDuration(b, secs, nanos), true
 }
 
 // structWith renders a google.protobuf.Struct. path is where it sits below
@@ -655,11 +656,11 @@ func (t *transcoder) structValue(b, data []byte, mode argMode, path []step) ([]b
 			return nil, false
 		}
 		// Written over from b's end on, keeping the room the render grew.
-		return appendString(rendered[:len(b)], Mask), true
+		return pbjson.AppendString(rendered[:len(b)], Mask), true
 	}
 	if len(data) == 0 {
 		if mode.withhold {
-			return appendString(b, Withheld), true
+			return pbjson.AppendString(b, Withheld), true
 		}
 		return append(b, "null"...), true
 	}
@@ -678,7 +679,7 @@ func (t *transcoder) structValue(b, data []byte, mode argMode, path []step) ([]b
 		return t.list(b, val, mode, path)
 	}
 	if mode.withhold {
-		return appendString(b, Withheld), true
+		return pbjson.AppendString(b, Withheld), true
 	}
 	switch num {
 	case 1:
@@ -688,7 +689,7 @@ func (t *transcoder) structValue(b, data []byte, mode argMode, path []step) ([]b
 		if !ok {
 			return nil, false
 		}
-		return appendFloat(b, math.Float64frombits(v), 64), true
+		return pbjson.AppendFloat(b, math.Float64frombits(v), 64), true
 	case 3:
 		if typ != protowire.BytesType {
 			return nil, false

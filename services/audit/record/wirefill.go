@@ -13,6 +13,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/canon"
+	"github.com/airlock-gate/airlock/services/shared/pbjson"
 	"github.com/airlock-gate/airlock/services/shared/pbwire"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
@@ -157,7 +158,7 @@ func buildWire(r *Row, subj string, data []byte, a *Arena) bool {
 		modes = a.modes(env.bodyNum, redact, false, false)
 	}
 	var buf, scratch *[]byte
-	var ts *secondsText
+	var ts *pbjson.SecondsCache
 	if a != nil {
 		ts = &a.seconds
 	} else {

@@ -17,7 +17,7 @@ import (
 
 // checkWireRow fails t when the wire path accepts m's bytes and its row is
 // not the row of the decoded event: the generic path's columns, and the
-// payload rendered from the decoded and redacted event (appendJSON, which
+// payload rendered from the decoded and redacted event (pbjson.Append, which
 // neither transcoder uses). It also holds the generic path's own payload
 // (the table transcoder where it accepts the bytes) to that, and the
 // arena's row to the plain one.

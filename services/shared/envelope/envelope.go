@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/shared/pbjson"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -266,10 +267,18 @@ func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgI
 	return Message{Subject: subj, Data: data, Header: hb.m, Type: typ}, nil
 }
 
-// JSONForm is how events are written in JSON: protojson with the field
-// names of the .proto files (call_id, approval_requested, ...), which is
-// also what agents may publish.
-var JSONForm = protojson.MarshalOptions{UseProtoNames: true}
+// JSONForm is how airlock writes a message in JSON (events of a call
+// requested in JSON, stored rules, API bodies): protojson's mapping with
+// the field names of the .proto files (call_id, approval_requested, ...),
+// which is also what agents may publish. pbjson writes it: protojson's own
+// encoder was a large part of what a call requested in JSON cost.
+var JSONForm jsonForm
+
+type jsonForm struct{}
+
+// Marshal writes m as protojson.MarshalOptions{UseProtoNames: true} would
+// (pbjson.Marshal), refusing what it refuses.
+func (jsonForm) Marshal(m proto.Message) ([]byte, error) { return pbjson.Marshal(m) }
 
 // JSONRead is how airlock reads protojson that others wrote (requests,
 // API bodies, stored rules): either field naming, and fields it does not
