@@ -260,27 +260,61 @@ func TestDigitsAreZeroPaddedDecimal(t *testing.T) {
 	}
 }
 
-// BenchmarkMarshalAllowed writes an auto-allowed call's decision event, as
-// the policy stores it for an agent that speaks JSON, with Marshal and with
-// protojson.
-func BenchmarkMarshalAllowed(b *testing.B) {
+// allowedEvent is an auto-allowed call's decision event, as the policy
+// stores it for an agent that speaks JSON.
+func allowedEvent() *airlockv1.Event {
 	args, _ := structpb.NewStruct(map[string]any{"text": "hello from the bench"})
 	now := timestamppb.New(time.Now())
-	ev := &airlockv1.Event{Json: true, Time: now, Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: "policy"},
+	return &airlockv1.Event{Json: true, Time: now, Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: "policy"},
 		EventId: "evt_0123456789abcdef01234567", AgentId: "bot", CallId: "call_1abcdefabcdef", Revision: 1,
 		Body: &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{
 			Call: &airlockv1.ToolCall{CallId: "call_1abcdefabcdef", AgentId: "bot", Server: "demo", Tool: "echo", Arguments: args, Revision: 1, CreatedAt: now, JsonEvents: true},
 			Decision: &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW, Reason: "read-only tools run at once", RuleId: "allow-read-only", Risk: airlockv1.Risk_RISK_LOW,
 				PolicyRevision: "sha256:abcdef0123456789", DecisionId: "dec_0123456789abcdef", DecidedAt: now, Timeout: durationpb.New(time.Hour)}}},
 	}
+}
+
+// BenchmarkMarshalAllowed writes allowedEvent with Marshal, with protojson
+// and, for scale, as protobuf.
+func BenchmarkMarshalAllowed(b *testing.B) {
+	ev := allowedEvent()
 	for _, enc := range []struct {
 		name    string
 		marshal func(proto.Message) ([]byte, error)
-	}{{"pbjson", Marshal}, {"protojson", protojsonForm.Marshal}} {
+	}{{"pbjson", Marshal}, {"protojson", protojsonForm.Marshal}, {"protobuf", proto.Marshal}} {
 		b.Run(enc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := enc.marshal(ev); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkReadAllowed reads allowedEvent back as the executor does, from
+// its JSON (protojson: what a call requested in JSON costs every reader of
+// its events) and, for scale, from its protobuf.
+func BenchmarkReadAllowed(b *testing.B) {
+	ev := allowedEvent()
+	js, err := Marshal(ev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pb, err := proto.Marshal(ev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, dec := range []struct {
+		name      string
+		data      []byte
+		unmarshal func([]byte, proto.Message) error
+	}{{"protojson", js, protojson.Unmarshal}, {"protobuf", pb, proto.Unmarshal}} {
+		b.Run(dec.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := dec.unmarshal(dec.data, &airlockv1.Event{}); err != nil {
 					b.Fatal(err)
 				}
 			}
