@@ -104,7 +104,7 @@ func TestServeStartsOnceTheClusterAnswers(t *testing.T) {
 		t.Fatalf("airlock serve did not say within 60s that it waits for JetStream to answer:\n%s", said())
 	}
 	for i, o := range restart {
-		s, err := startAgain(o)
+		s, err := embedded.Restart(o)
 		if err != nil {
 			t.Fatalf("start node %s again: %v", o.Name, err)
 		}
@@ -126,18 +126,4 @@ func TestServeStartsOnceTheClusterAnswers(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-}
-
-// startAgain starts a stopped node with its options, once its ports are
-// free again.
-func startAgain(o embedded.Options) (*embedded.Server, error) {
-	var err error
-	for range 50 {
-		var s *embedded.Server
-		if s, err = embedded.Start(o); err == nil {
-			return s, nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return nil, err
 }

@@ -92,6 +92,25 @@ func Start(o Options) (*Server, error) {
 	return &Server{Server: s, opts: o}, nil
 }
 
+// restartWait is how long Restart tries: a stopped server's listeners can
+// take a moment to close.
+const restartWait = 5 * time.Second
+
+// Restart starts again a server that was stopped, with its options (o is
+// its Options()): the same ports and store, so its clients reconnect to it
+// and it keeps its data. It tries for up to 5 s while its ports are not
+// free yet.
+func Restart(o Options) (*Server, error) {
+	deadline := time.Now().Add(restartWait)
+	for {
+		s, err := Start(o)
+		if err == nil || time.Now().After(deadline) {
+			return s, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // portFree says at once, in a sentence, that the port is taken: the server
 // itself would only fail to become ready, 30 seconds later, its reason
 // unlogged.

@@ -1,9 +1,15 @@
 package embedded
 
 import (
+	"context"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestStartSaysAtOnceThatThePortIsTaken: a port something else listens on
@@ -75,5 +81,73 @@ func TestConnectionsFitTheOpenFileLimit(t *testing.T) {
 				t.Fatalf("fitConnections(%d, %d) = %d, want %d", c.maxConn, c.fdLimit, got, c.want)
 			}
 		})
+	}
+}
+
+// TestRestartWaitsForItsPortAndKeepsItsData: a server restarted with the
+// options of one that stopped listens on the same port with the same
+// store (a message stored before is there), once whatever held its port
+// lets go of it; a port held for good is the error Start gives.
+func TestRestartWaitsForItsPortAndKeepsItsData(t *testing.T) {
+	s, err := Start(Options{Port: -1, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := nats.Connect(s.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "KEPT", Subjects: []string{"kept"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "kept", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	o := s.Options()
+	s.Stop()
+	// Something takes the port for a moment, as a stopped server's
+	// listener can still hold it.
+	l, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := time.AfterFunc(500*time.Millisecond, func() { l.Close() })
+	defer released.Stop()
+	again, err := Restart(o)
+	if err != nil {
+		t.Fatalf("restart once the port is free: %v", err)
+	}
+	defer again.Stop()
+	if again.URL() != s.URL() {
+		t.Fatalf("restarted at %s, was %s", again.URL(), s.URL())
+	}
+	for nc.Status() != nats.CONNECTED {
+		if ctx.Err() != nil {
+			t.Fatal("the client did not reconnect to the restarted server")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	st, err := js.Stream(ctx, "KEPT")
+	if err != nil || st.CachedInfo().State.Msgs != 1 {
+		t.Fatalf("the stream stored before the restart: %v, %+v", err, st)
+	}
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	o.Port = held.Addr().(*net.TCPAddr).Port
+	if s, err := Restart(o); err == nil || !strings.Contains(err.Error(), "something already listens there") {
+		if s != nil {
+			s.Stop()
+		}
+		t.Fatalf("restart on a port held for good: %v, want Start's error", err)
 	}
 }

@@ -56,15 +56,11 @@ func (n *NATS) URL() string { return n.Server.URL() }
 func (n *NATS) Restart() {
 	n.t.Helper()
 	n.Server.Stop()
-	var err error
-	for i := 0; i < 50; i++ { // the port can take a moment to be free again
-		n.Server, err = embedded.Start(embedded.Options{Port: n.port, StoreDir: n.Dir})
-		if err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+	s, err := embedded.Restart(embedded.Options{Port: n.port, StoreDir: n.Dir})
+	if err != nil {
+		n.t.Fatalf("restart NATS: %v", err)
 	}
-	n.t.Fatalf("restart NATS: %v", err)
+	n.Server = s
 }
 
 // Config returns the default configuration pointed at url, with a short
