@@ -1,0 +1,54 @@
+// The client requests in protobuf, and reads the events of calls another
+// client of the same agent requested in JSON (stored as protojson) as it
+// reads its own: a raw NATS connection with the agent's credential
+// requests in JSON, as README's "Any language over NATS" agent does, and
+// the client awaits those calls. Environment as client.test.ts.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
+import { randomUUID } from "node:crypto";
+import { connect, headers, nkeyAuthenticator } from "@nats-io/transport-node";
+import * as airlock from "../src/index.js";
+
+const env = (name: string): string => {
+  const v = process.env[name];
+  if (!v) throw new Error(`set ${name}: go test -run TestTypeScriptClient ./tests/ starts airlock dev and sets it`);
+  return v;
+};
+
+describe("over nats, a call requested in JSON", () => {
+  it("is awaited as one requested in protobuf: completed with its result, denied with the policy's reason", async () => {
+    const client = await airlock.connectNats({ credentialFile: env("AIRLOCK_CREDENTIAL") });
+    const cred = JSON.parse(await readFile(env("AIRLOCK_CREDENTIAL"), "utf8"));
+    const raw = await connect({ servers: cred.url, authenticator: nkeyAuthenticator(new TextEncoder().encode(cred.seed)), inboxPrefix: `_INBOX_${cred.agent}` });
+    const json = headers();
+    json.set("Content-Type", "application/json");
+    const request = async (call: { call_id: string; tool: string; arguments: object }) => {
+      const ack = await raw.request(`airlock.req.${cred.agent}.${call.call_id}`, JSON.stringify({ requested: { call } }), { headers: json, timeout: 10_000 });
+      assert.equal(ack.json<any>().error, undefined, `the intake refused ${call.call_id}: ${ack.string()}`);
+    };
+    try {
+      const echoed = `ts-json-${randomUUID().slice(0, 8)}`, denied = `ts-json-${randomUUID().slice(0, 8)}`;
+      await request({ call_id: echoed, tool: "demo__echo", arguments: { text: "hello in JSON" } });
+      await request({ call_id: denied, tool: "demo__write_file", arguments: { path: "secret/key.txt", content: "x" } });
+      const out = await client.await(echoed, 30_000);
+      assert.equal(out.status, "completed", JSON.stringify(out));
+      assert.match(JSON.stringify(out.result), /hello in JSON/);
+      const refused = await client.await(denied, 30_000);
+      assert.equal(refused.status, "denied", JSON.stringify(refused));
+      assert.equal(refused.reason, "secrets stay put");
+      // The stored events are protojson indeed: the Direct Get of the
+      // completion says so in its Content-Type.
+      const stored = await raw.request(`$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.${cred.agent}.${echoed}.exec.completed`, "", { timeout: 10_000 });
+      assert.equal(stored.headers?.get("Content-Type"), "application/json");
+      // And the client's own call, requested in protobuf, is stored as protobuf.
+      const own = await client.do({ tool: "demo__echo", arguments: { text: "hello in protobuf" } });
+      const mine = await raw.request(`$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.${cred.agent}.${own.callId}.exec.completed`, "", { timeout: 10_000 });
+      assert.equal(mine.headers?.get("Content-Type") ?? "", "", "the client's own call was stored as protojson: it requested in JSON");
+      assert.ok(mine.data.length > 0 && mine.data[0] !== "{".charCodeAt(0));
+    } finally {
+      await raw.close();
+      await client.close();
+    }
+  });
+});
