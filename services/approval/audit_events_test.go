@@ -152,11 +152,7 @@ func TestAStandingGrantsLifeIsRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	short, err := w.api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromAgentId: "bot", FromCallId: "gl1", By: human("bob"),
-		Grant: &airlockv1.StandingGrant{ExpiresAt: timestamppb.New(time.Now().Add(300 * time.Millisecond))}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	short := createExpiringGrant(t, w, "gl1", "bob", 300*time.Millisecond)
 	if _, err := w.api.RevokeGrant(ctx, &airlockv1.RevokeGrantRequest{GrantId: g.GetId(), By: human("bob")}); err != nil {
 		t.Fatal(err)
 	}
@@ -191,11 +187,7 @@ func TestAStandingGrantsLifeIsRecorded(t *testing.T) {
 		testenv.Subscribed(t, nc)
 		w.stopAll()
 		w.start() // it must find the expiry in the stream, not record it again
-		later, err := w.api.CreateGrant(ctx, &airlockv1.CreateGrantRequest{FromAgentId: "bot", FromCallId: "gl1", By: human("bob"),
-			Grant: &airlockv1.StandingGrant{ExpiresAt: timestamppb.New(time.Now().Add(100 * time.Millisecond))}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		later := createExpiringGrant(t, w, "gl1", "bob", 100*time.Millisecond)
 		// The restarted replica's first sweep looks at every grant, and a
 		// sweep goes through them in the order they were last written: the
 		// earlier grant's expiry, published again, would come before the
@@ -214,4 +206,24 @@ func TestAStandingGrantsLifeIsRecorded(t *testing.T) {
 			}
 		}
 	})
+}
+
+// createExpiringGrant creates a grant from call that expires lead after
+// it is asked for. The service refuses an expiry already past when the
+// request reaches it, which a loaded machine can make take longer than
+// lead: it is asked again with twice the lead, up to 10 s.
+func createExpiringGrant(t *testing.T, w *world, call, by string, lead time.Duration) *airlockv1.StandingGrant {
+	t.Helper()
+	for {
+		g, err := w.api.CreateGrant(context.Background(), &airlockv1.CreateGrantRequest{FromAgentId: "bot", FromCallId: call, By: human(by),
+			Grant: &airlockv1.StandingGrant{ExpiresAt: timestamppb.New(time.Now().Add(lead))}})
+		if err == nil {
+			return g
+		}
+		if !strings.Contains(err.Error(), "is in the past") || lead >= 10*time.Second {
+			t.Fatalf("creating a grant that expires %s after it is asked for: %v", lead, err)
+		}
+		t.Logf("the grant's expiry %s after it was asked for had passed when the service read it: asking with twice the lead", lead)
+		lead *= 2
+	}
 }

@@ -202,6 +202,25 @@ func (w *world) pending(call *airlockv1.ToolCall, d *airlockv1.Decision) *airloc
 	return w.waitAgentState(call.AgentId, call.CallId, call.Revision, airlockv1.ApprovalState_APPROVAL_STATE_PENDING)
 }
 
+// recorded asks for call and waits until its record is stored, in any
+// state: for a call with a short deadline, which a loaded machine's first
+// read of the record can find already expired (pending would wait for a
+// state the call no longer has).
+func (w *world) recorded(call *airlockv1.ToolCall, d *airlockv1.Decision) *airlockv1.ApprovalRecord {
+	w.t.Helper()
+	w.ask(call, d)
+	var rec *airlockv1.ApprovalRecord
+	testenv.Eventually(w.t, 10*time.Second, "call "+call.AgentId+"/"+call.CallId+" to be recorded", func() bool {
+		r, err := w.api.Get(context.Background(), call.AgentId, call.CallId, 0)
+		if err != nil || r.GetCall().GetRevision() != call.Revision {
+			return false
+		}
+		rec = r
+		return true
+	})
+	return rec
+}
+
 func (w *world) waitState(callID string, rev uint32, st airlockv1.ApprovalState) *airlockv1.ApprovalRecord {
 	w.t.Helper()
 	return w.waitAgentState("bot", callID, rev, st)

@@ -35,6 +35,13 @@ func TestEndedApprovalsLeaveTheBucketAfterTheirRetention(t *testing.T) {
 		id := "c" + string(rune('a'+i))
 		args, _ := structpb.NewStruct(map[string]any{"path": "/tmp/x", "pad": pad})
 		w.pending(&airlockv1.ToolCall{CallId: id, Arguments: args}, nil)
+		// Written: pending, with no TTL yet, the record holds its 200 KiB.
+		// Measured now, not once every call ended: a loaded machine can
+		// take longer than the retention over the loop, and the first
+		// records are gone by then.
+		if b := bytesHeld(); b < 200<<10 {
+			t.Fatalf("the bucket holds %d bytes with %s pending: its record of 200 KiB was not written", b, id)
+		}
 		// Ended by the decision's own write: its answer, not a later read,
 		// says so (a read after the retention finds no record).
 		resp, err := w.decide(id, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "no")
@@ -44,9 +51,6 @@ func TestEndedApprovalsLeaveTheBucketAfterTheirRetention(t *testing.T) {
 		if !resp.GetChanged() || resp.GetRecord().GetState() != airlockv1.ApprovalState_APPROVAL_STATE_REJECTED {
 			t.Fatalf("rejecting %s answered %v %v %q, want it rejected", id, resp.GetChanged(), resp.GetRecord().GetState(), resp.GetMessage())
 		}
-	}
-	if b := bytesHeld(); b < calls*200<<10 {
-		t.Fatalf("the bucket holds %d bytes after %d calls of 200 KiB: the records were not written", b, calls)
 	}
 	testenv.Eventually(t, 30*time.Second, "ended records to leave the bucket", func() bool {
 		for i := range calls {
@@ -79,7 +83,11 @@ func TestACallRefusedPastItsAgentsShareLeavesTheBucketAfterTheRetention(t *testi
 	}
 	w.pending(&airlockv1.ToolCall{CallId: "first"}, nil)
 	w.ask(&airlockv1.ToolCall{CallId: "past"}, nil)
-	w.waitState("past", 1, airlockv1.ApprovalState_APPROVAL_STATE_CANCELED)
+	// The refusal's canceled event, published once its ended record was
+	// stored, says it was recorded: a read of the record itself may come
+	// after the 2 s retention removed it (a loaded machine), and then
+	// waits for a state no record has any more.
+	testenv.WaitForEvent(t, w.js, "airlock.evt.bot.past.>", "canceled", 10*time.Second)
 	testenv.Eventually(t, 30*time.Second, "the refused call's record to leave the bucket", func() bool {
 		_, err := kv.Get(ctx, "bot.past.1")
 		return errors.Is(err, jetstream.ErrKeyNotFound)
@@ -253,23 +261,41 @@ func newCallTakesARetiredTurn(t *testing.T, retention time.Duration, gone bool) 
 		return string(m.Data), m.Header.Get(jetstream.MsgTTLHeader)
 	}
 
+	// Every write of the lock, seen as its writer makes it: the retiring
+	// write is taken from there, not read from the bucket, where a 2 s
+	// retention can remove it before a read comes (a loaded machine).
+	lockWrites, err := w.deps.NC.SubscribeSync("$KV." + w.cfg.Buckets.Approvals + "." + lockKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lockWrites.Unsubscribe() }()
+	testenv.Subscribed(t, w.deps.NC)
+
 	w.pending(&airlockv1.ToolCall{CallId: "first", ThreadId: "t"}, queue())
 	testenv.Eventually(t, 10*time.Second, "first to be released", func() bool { return rec.has("announce:first") })
 	if _, err := w.decide("first", "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "no"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 10*time.Second, "the thread's lock to be retired", func() bool {
-		v, _ := lock()
-		return strings.HasPrefix(v, "_retired.")
-	})
-	if v, ttl := lock(); v != "_retired.bot.first.1" || ttl != retention.String() {
-		t.Fatalf("the retired lock is %q with TTL %q; want _retired.bot.first.1 with TTL %s", v, ttl, retention)
+	var retiredAs, retiredTTL string
+	for !strings.HasPrefix(retiredAs, "_retired.") {
+		m, err := lockWrites.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("waiting for the thread's lock to be retired: %v", err)
+		}
+		retiredAs, retiredTTL = string(m.Data), m.Header.Get(jetstream.MsgTTLHeader)
+	}
+	if retiredAs != "_retired.bot.first.1" || retiredTTL != retention.String() {
+		t.Fatalf("the lock was retired as %q with TTL %q; want _retired.bot.first.1 with TTL %s", retiredAs, retiredTTL, retention)
 	}
 	if gone {
+		// It leaves the bucket only if it was stored with its TTL.
 		testenv.Eventually(t, 30*time.Second, "the retired lock to leave the bucket", func() bool {
 			_, err := kv.Get(ctx, lockKey)
 			return errors.Is(err, jetstream.ErrKeyNotFound)
 		})
+	} else if v, ttl := lock(); v != "_retired.bot.first.1" || ttl != retention.String() {
+		// Kept an hour, the retiring write is what the bucket holds.
+		t.Fatalf("the retired lock is %q with TTL %q; want _retired.bot.first.1 with TTL %s", v, ttl, retention)
 	}
 
 	w.pending(&airlockv1.ToolCall{CallId: "second", ThreadId: "t"}, queue())

@@ -304,7 +304,9 @@ func TestRestartWhilePendingKeepsDecisionsAndDeadlines(t *testing.T) {
 	w := newWorld(t)
 	w.start()
 	w.pending(&airlockv1.ToolCall{CallId: "l1"}, nil)
-	w.pending(&airlockv1.ToolCall{CallId: "l2"}, &airlockv1.Decision{Timeout: seconds(3)})
+	// Recorded, not waited for as pending: a loaded machine's first read
+	// can come after its 3 s deadline.
+	w.recorded(&airlockv1.ToolCall{CallId: "l2"}, &airlockv1.Decision{Timeout: seconds(3)})
 	w.stopAll()
 
 	w.start()

@@ -444,17 +444,28 @@ func TestEscalationAnnouncesToEscalationChannels(t *testing.T) {
 }
 
 func TestReminderThenEscalationWidensApprovers(t *testing.T) {
-	w := newWorld(t)
+	// The test runs each sweep (SweepForTest): dave's first try must come
+	// before the escalation, which a sweeper of its own could make, on a
+	// loaded machine, before that try (1.5 s after the call was asked).
+	w := newWorld(t, func(c *config.Config) { c.Approval.SweepInterval = time.Hour })
 	ch := &recorder{name: "rec"}
 	w.start(ch)
+	ctx := context.Background()
 	w.pending(&airlockv1.ToolCall{CallId: "r1"}, &airlockv1.Decision{
 		Timeout: seconds(30), RemindAfter: seconds(0.2), EscalateAfter: seconds(1.5), EscalateTo: []string{"group:oncall"},
 	})
 	_, err := w.approve("r1", "dave")
 	mustCode(t, err, apierr.NotAuthorized)
-	testenv.Eventually(t, 10*time.Second, "a reminder", func() bool { return ch.has("remind:r1") })
+	// A sweep fires one timer: the escalation first if both are due (a
+	// loaded machine's first sweep past 1.5 s), the reminder at the next.
+	testenv.Eventually(t, 10*time.Second, "a reminder", func() bool {
+		w.service.SweepForTest(ctx)
+		rec, err := w.api.Get(ctx, "bot", "r1", 0)
+		return err == nil && rec.GetReminded() && ch.has("remind:r1")
+	})
 	testenv.Eventually(t, 10*time.Second, "the escalation", func() bool {
-		rec, err := w.api.Get(context.Background(), "bot", "r1", 0)
+		w.service.SweepForTest(ctx)
+		rec, err := w.api.Get(ctx, "bot", "r1", 0)
 		return err == nil && rec.GetEscalated()
 	})
 	resp, err := w.approve("r1", "dave")
@@ -689,7 +700,9 @@ func TestServiceKeepsWorkingAcrossANATSRestart(t *testing.T) {
 	w.pending(&airlockv1.ToolCall{CallId: "before"}, nil)
 	w.nats.Restart()
 	w.waitServing()
-	w.pending(&airlockv1.ToolCall{CallId: "after"}, &airlockv1.Decision{Timeout: seconds(3)})
+	// Recorded (the consumer resumed), not waited for as pending: a
+	// loaded machine's first read can come after its 3 s deadline.
+	w.recorded(&airlockv1.ToolCall{CallId: "after"}, &airlockv1.Decision{Timeout: seconds(3)})
 	if _, err := w.approve("before", "alice"); err != nil {
 		t.Fatal(err)
 	}

@@ -95,7 +95,8 @@ type attempt struct {
 }
 
 // Back-off between failed attempts to open a session: doubled per failure.
-const (
+// Variables only so that a test can lengthen them (SetOpenBackoffForTest).
+var (
 	openBackoffMin = 250 * time.Millisecond
 	openBackoffMax = 30 * time.Second
 )

@@ -93,6 +93,8 @@ type Engine struct {
 	// waiting at once.
 	grantRead    *grantRead
 	grantWaiters chan struct{}
+	// waitGrants is grantWait (a test may lengthen it: SetGrantWait).
+	waitGrants time.Duration
 }
 
 // grantSnapshot is the standing grants in force; callers must not modify it.
@@ -128,7 +130,7 @@ func (e *Engine) grantsCaughtUp(ctx context.Context, rev uint64) bool {
 	default:
 		return false
 	}
-	wctx, cancel := context.WithTimeout(ctx, grantWait)
+	wctx, cancel := context.WithTimeout(ctx, e.waitGrants)
 	defer cancel()
 	last, err := e.grantLastSeq(wctx)
 	if err != nil {
@@ -207,7 +209,7 @@ func (e *Engine) readGrantLastSeq(r *grantRead) {
 	e.grantMu.Lock()
 	r.started = true
 	e.grantMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), grantWait)
+	ctx, cancel := context.WithTimeout(context.Background(), e.waitGrants)
 	defer cancel()
 	st, err := e.grants.Status(ctx)
 	if err == nil {
@@ -247,7 +249,7 @@ func (e *Engine) Revision() string { return e.cur.Load().Revision() }
 func NewEngine(ctx context.Context, deps svc.Deps) (*Engine, error) {
 	e := &Engine{
 		deps: deps, log: deps.Log.With("service", "policy"), pub: deps.Publisher("policy"),
-		dir: deps.Config.Policy.Dir, kvRules: map[string]*airlockv1.PolicyRule{}, ruleSeen: make(chan struct{}), grantWork: map[string]*airlockv1.StandingGrant{}, grantSeen: make(chan struct{}), grantWaiters: make(chan struct{}, grantWaitersMax),
+		dir: deps.Config.Policy.Dir, kvRules: map[string]*airlockv1.PolicyRule{}, ruleSeen: make(chan struct{}), grantWork: map[string]*airlockv1.StandingGrant{}, grantSeen: make(chan struct{}), grantWaiters: make(chan struct{}, grantWaitersMax), waitGrants: grantWait,
 	}
 	e.shadow = shadow.New(e.log, e.recordDivergence, shadow.Options{})
 	var err error

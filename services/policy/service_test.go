@@ -642,6 +642,10 @@ func TestAGrantStoredAMomentBeforeACallAnswersIt(t *testing.T) {
 // asked of a person.
 func TestAnAskWaitsForAGrantTheWatchHasNotYetBrought(t *testing.T) {
 	ctx, e, grants := engineAndGrants(t)
+	// The ask waits for the watch started below for as long as the test
+	// runs, not grantWait's 2 s, which a loaded machine can take to start
+	// it and bring the grant.
+	policy.SetGrantWait(e, 30*time.Second)
 	b, _ := proto.Marshal(&airlockv1.StandingGrant{Id: "late", AgentId: "bot", Server: "demo", Tool: "write_file", RuleId: "write",
 		ArgumentGlobs: map[string]string{"/path": "/tmp/late"}, CreatedBy: &airlockv1.Actor{Id: "alice"}})
 	if _, err := grants.Put(ctx, "late", b); err != nil {

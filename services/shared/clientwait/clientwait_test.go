@@ -147,8 +147,18 @@ func TestAClaimLivesAsLongAsItIsKept(t *testing.T) {
 	if won, err := s.Claim(ctx, "agent", "kept", "r.first", keep); err != nil || !won {
 		t.Fatalf("the first claim = %v, %v; want won", won, err)
 	}
-	if won, err := s.Claim(ctx, "agent", "kept", "r.second", keep); err != nil || won {
-		t.Fatalf("another session's claim while the first is kept = %v, %v; want lost", won, err)
+	// The first claim is kept until keep after before at the earliest: a
+	// second claim answered before then must have lost. One answered later
+	// (a loaded machine can take that long between the two) may have come
+	// after the first ran out, and shows nothing.
+	won, err := s.Claim(ctx, "agent", "kept", "r.second", keep)
+	switch answered := time.Since(before); {
+	case err != nil:
+		t.Fatalf("another session's claim while the first is kept: %v", err)
+	case won && answered < keep:
+		t.Fatalf("another session's claim %s after the first, kept %s, won it", answered, keep)
+	case won:
+		t.Logf("another session's claim was answered %s after the first, kept %s: it may have come after the first ran out, and won", answered, keep)
 	}
 	testenv.Eventually(t, 30*time.Second, "the claim to run out", func() bool {
 		claimed, err := s.Claimed(ctx, "agent", "kept")
