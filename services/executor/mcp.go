@@ -36,6 +36,10 @@ type MCPOptions struct {
 	// executor's workers): over HTTP, as many idle connections are kept
 	// for the next calls. Zero means executor.workers' default.
 	Conns int
+	// OpenBackoff is how long the server is not started again after a
+	// failed start, doubled per failure up to 30 s (or OpenBackoff, when
+	// longer); calls meanwhile fail at once. Zero means 250 ms.
+	OpenBackoff time.Duration
 }
 
 // MCP runs the tools of one MCP server, over stdio (a child process) or
@@ -57,6 +61,8 @@ type MCP struct {
 	name    string
 	cfg     MCPConfig
 	timeout time.Duration
+	// backoff is the first wait after a failed start (MCPOptions.OpenBackoff).
+	backoff time.Duration
 	log     *slog.Logger
 	// http is the connection pool of a server over HTTP (nil for stdio),
 	// its own so that the executor's concurrent calls keep their
@@ -94,9 +100,9 @@ type attempt struct {
 	err  error
 }
 
-// Back-off between failed attempts to open a session: doubled per failure.
-// Variables only so that a test can lengthen them (SetOpenBackoffForTest).
-var (
+// Back-off between failed attempts to open a session (MCPOptions.OpenBackoff's
+// default): doubled per failure up to openBackoffMax.
+const (
 	openBackoffMin = 250 * time.Millisecond
 	openBackoffMax = 30 * time.Second
 )
@@ -113,7 +119,10 @@ func NewMCP(name string, cfg MCPConfig, o MCPOptions) *MCP {
 	if o.Conns <= 0 {
 		o.Conns = config.Default().Executor.Workers
 	}
-	m := &MCP{name: name, cfg: cfg, timeout: o.Timeout, log: o.Log.With("mcp_server", name)}
+	if o.OpenBackoff <= 0 {
+		o.OpenBackoff = openBackoffMin
+	}
+	m := &MCP{name: name, cfg: cfg, timeout: o.Timeout, backoff: o.OpenBackoff, log: o.Log.With("mcp_server", name)}
 	if cfg.URL != "" {
 		m.http = http.DefaultTransport.(*http.Transport).Clone()
 		m.http.MaxIdleConnsPerHost = o.Conns
@@ -355,7 +364,7 @@ func (m *MCP) open(a *attempt) {
 	switch {
 	case err != nil:
 		m.failures++
-		backoff := min(openBackoffMin<<min(m.failures-1, 16), openBackoffMax)
+		backoff := min(m.backoff<<min(m.failures-1, 16), max(openBackoffMax, m.backoff))
 		m.retryAt, m.lastErr = time.Now().Add(backoff), err
 		a.err = &UpstreamError{Server: m.name, Op: "open", Err: fmt.Errorf("cannot start MCP server %s (%s): %w", m.name, m.where(), err)}
 		m.log.Warn("MCP server unavailable: its calls fail until it starts", "where", m.where(), "err", err, "retry_in", backoff)

@@ -190,6 +190,9 @@ type RegistryOptions struct {
 	Getenv func(string) string
 	// Log receives upstream restarts and failures; nil discards them.
 	Log *slog.Logger
+	// OpenBackoff is each MCP server's MCPOptions.OpenBackoff (zero: its
+	// default).
+	OpenBackoff time.Duration
 }
 
 // NewRegistry builds the adapters of f. MCP servers are connected lazily,
@@ -213,7 +216,7 @@ func NewRegistry(f RegistryFile, o RegistryOptions) (*Registry, error) {
 		var a Adapter
 		switch {
 		case s.MCP != nil:
-			a = NewMCP(name, *s.MCP, MCPOptions{Timeout: o.Config.UpstreamTimeout, Log: o.Log, Conns: o.Config.Workers})
+			a = NewMCP(name, *s.MCP, MCPOptions{Timeout: o.Config.UpstreamTimeout, Log: o.Log, Conns: o.Config.Workers, OpenBackoff: o.OpenBackoff})
 		case s.Webhook != nil:
 			secret := s.Webhook.Secret
 			if s.Webhook.SecretEnv != "" {

@@ -158,7 +158,7 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 
 // registryWith builds a registry of the filesystem server (an ordinary,
 // healthy upstream) plus extra servers, every upstream bounded by timeout.
-func registryWith(t *testing.T, timeout time.Duration, extra map[string]executor.MCPConfig) (*executor.Registry, string) {
+func registryWith(t *testing.T, timeout time.Duration, extra map[string]executor.MCPConfig, opts ...func(*executor.RegistryOptions)) (*executor.Registry, string) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("hello from disk"), 0o600); err != nil {
@@ -170,7 +170,11 @@ func registryWith(t *testing.T, timeout time.Duration, extra map[string]executor
 	for name, cfg := range extra {
 		f.Servers[name] = executor.ServerEntry{MCP: &cfg}
 	}
-	reg, err := executor.NewRegistry(f, executor.RegistryOptions{Sandbox: t.TempDir(), Config: withUpstreamTimeout(timeout)})
+	o := executor.RegistryOptions{Sandbox: t.TempDir(), Config: withUpstreamTimeout(timeout)}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	reg, err := executor.NewRegistry(f, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,9 +212,8 @@ func TestAHangingUpstreamFailsItsOwnCallsWhileOthersFlow(t *testing.T) {
 	// The failed start is not tried again for a minute, not 250 ms: the
 	// call made within the back-off, at the end, comes after the checks
 	// between, which a loaded machine can make take longer than 250 ms.
-	executor.SetOpenBackoffForTest(t, time.Minute)
 	silent, starts := fakeServer(t, "silent")
-	reg, hello := registryWith(t, timeout, map[string]executor.MCPConfig{"hang": silent})
+	reg, hello := registryWith(t, timeout, map[string]executor.MCPConfig{"hang": silent}, func(o *executor.RegistryOptions) { o.OpenBackoff = time.Minute })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := readFile(ctx, reg, hello); err != nil { // the healthy server is up before the hanging one is asked
