@@ -24,9 +24,9 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/policy/decide"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/escape"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
+	"github.com/airlock-gate/airlock/services/shared/pbjson"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 )
@@ -449,7 +449,7 @@ matching deny rule always wins. Or give the whole rule with --json.`,
 // printProtoJSON prints m as indented protojson with stable spacing (protojson
 // varies its whitespace on purpose; scripts and people want the same text).
 func printProtoJSON(w io.Writer, m proto.Message) error {
-	data, err := envelope.JSONForm.Marshal(m)
+	data, err := pbjson.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode the answer as JSON: %w", err)
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/airlock-gate/airlock/services/policy"
 	"github.com/airlock-gate/airlock/services/policy/decide"
 	"github.com/airlock-gate/airlock/services/shared/bus"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/pbjson"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -135,7 +135,7 @@ func TestPolicyReplayReportsTheCallsAChangedRuleWouldFlip(t *testing.T) {
 	// show up as changed — unless replay is told to leave run-time rules out.
 	t.Run("the candidate decides with the run-time rules in force", func(t *testing.T) {
 		trust := &airlockv1.PolicyRule{Id: "trust-w", Priority: 5, Server: "fs", Tool: "write_file", Args: map[string]string{"/path": "/w"}, Effect: "allow", Reason: "a run-time rule"}
-		raw, err := envelope.JSONForm.Marshal(trust)
+		raw, err := pbjson.Marshal(trust)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,10 +17,10 @@ import (
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/calls"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
+	"github.com/airlock-gate/airlock/services/shared/pbjson"
 )
 
 func validAgent(agent string) error {
@@ -50,7 +50,7 @@ func readJSON(c echo.Context, v any, limit int64) error {
 }
 
 func protoJSONBlob(c echo.Context, status int, m proto.Message) error {
-	data, err := envelope.JSONForm.Marshal(m)
+	data, err := pbjson.Marshal(m)
 	if err != nil {
 		return err
 	}
@@ -254,7 +254,7 @@ func (con *Console) apiList(c echo.Context) error {
 	}{Records: []json.RawMessage{}}
 	for _, rec := range recs {
 		shown := calls.Showable(rec)
-		data, err := envelope.JSONForm.Marshal(shown)
+		data, err := pbjson.Marshal(shown)
 		ref := listProblem{AgentID: rec.GetCall().GetAgentId(), CallID: rec.GetCall().GetCallId(), Revision: max(rec.GetCall().GetRevision(), 1)}
 		if err != nil {
 			ref.Problem = "the record cannot be encoded as JSON and is left out: " + err.Error()

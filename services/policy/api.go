@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
+	"github.com/airlock-gate/airlock/services/shared/pbjson"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -225,7 +226,7 @@ func (e *Engine) tryRule(ctx context.Context, r *airlockv1.PolicyRule) error {
 }
 
 func (e *Engine) store(ctx context.Context, r *airlockv1.PolicyRule) (uint64, error) {
-	b, err := envelope.JSONForm.Marshal(r)
+	b, err := pbjson.Marshal(r)
 	if err != nil {
 		return 0, fmt.Errorf("encode rule %s: %w", r.Id, err)
 	}

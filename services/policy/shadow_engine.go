@@ -25,8 +25,8 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/grant"
+	"github.com/airlock-gate/airlock/services/shared/pbjson"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -266,7 +266,7 @@ func (e *Engine) stopShadow(ctx context.Context, req *airlockv1.ShadowStopReques
 }
 
 func (e *Engine) putShadow(ctx context.Context, st *airlockv1.ShadowState) (uint64, error) {
-	b, err := envelope.JSONForm.Marshal(st)
+	b, err := pbjson.Marshal(st)
 	if err != nil {
 		return 0, fmt.Errorf("encode the shadow state: %w", err)
 	}

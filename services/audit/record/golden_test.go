@@ -21,6 +21,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/pbjson"
 )
 
 // updateGolden rewrites testdata/rows.golden.json from the build as it is.
@@ -168,7 +169,7 @@ func goldenCorpus(t testing.TB) []goldenMsg {
 		}
 		subj := "airlock.evt." + ev.GetAgentId() + "." + ev.GetCallId() + "." + envelope.TypeOf(ev)
 		add(name, subj, data, map[string][]string{envelope.HeaderContentType: {envelope.ContentProtobuf}, envelope.HeaderCEID: {ev.GetEventId()}})
-		js, err := envelope.JSONForm.Marshal(ev)
+		js, err := pbjson.Marshal(ev)
 		if err != nil {
 			return // protojson has no form for non-finite numbers: the event is refused at ingress
 		}

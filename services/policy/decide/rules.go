@@ -13,11 +13,12 @@ import (
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/pbjson"
 )
 
 // RuleDoc is the data form of a rule in data.airlock.rules.
 func RuleDoc(r *airlockv1.PolicyRule) (map[string]any, error) {
-	b, err := envelope.JSONForm.Marshal(stripMeta(r))
+	b, err := pbjson.Marshal(stripMeta(r))
 	if err != nil {
 		return nil, fmt.Errorf("encode rule %s: %w", r.GetId(), err)
 	}

@@ -267,19 +267,6 @@ func encode(ev *airlockv1.Event, subj, typ, source, parentTrace string, withMsgI
 	return Message{Subject: subj, Data: data, Header: hb.m, Type: typ}, nil
 }
 
-// JSONForm is how airlock writes a message in JSON (events of a call
-// requested in JSON, stored rules, API bodies): protojson's mapping with
-// the field names of the .proto files (call_id, approval_requested, ...),
-// which is also what agents may publish. pbjson writes it: protojson's own
-// encoder was a large part of what a call requested in JSON cost.
-var JSONForm jsonForm
-
-type jsonForm struct{}
-
-// Marshal writes m as protojson.MarshalOptions{UseProtoNames: true} would
-// (pbjson.Marshal), refusing what it refuses.
-func (jsonForm) Marshal(m proto.Message) ([]byte, error) { return pbjson.Marshal(m) }
-
 // JSONRead is how airlock reads protojson that others wrote (requests,
 // API bodies, stored rules): either field naming, and fields it does not
 // know ignored, so a newer writer does not break an older reader.
@@ -288,7 +275,7 @@ var JSONRead = protojson.UnmarshalOptions{DiscardUnknown: true}
 // marshal encodes ev as protobuf, or as protojson when ev.Json is set.
 func marshal(ev *airlockv1.Event) (string, []byte, error) {
 	if ev.GetJson() {
-		data, err := JSONForm.Marshal(ev)
+		data, err := pbjson.Marshal(ev)
 		return ContentJSON, data, err
 	}
 	data, err := proto.Marshal(ev)

@@ -8,11 +8,13 @@
 //
 // It exists because protojson's generic encoder is slow: it was half of the
 // audit sink's CPU time, and on a call whose agent speaks JSON (whose every
-// event is stored as protojson) its encodes were most of what the call cost
-// beyond a protobuf one. The audit sink writes its payloads with Append
-// (lenient: what protojson would refuse is written as best it can be, since
-// the trail must record whatever was stored); the envelope writes events
-// with Marshal, which refuses what protojson refuses.
+// event is stored as protojson) protojson's writes and reads were most of
+// what the call cost beyond a protobuf one (this writes; reading stays
+// protojson's, whose strictness the intake relies on). The audit sink
+// writes its payloads with Append (lenient: what protojson would refuse is
+// written as best it can be, since the trail must record whatever was
+// stored); everything else airlock writes in JSON — events, stored rules,
+// API bodies — goes through Marshal, which refuses what protojson refuses.
 package pbjson
 
 import (
@@ -21,7 +23,6 @@ import (
 	"math"
 	"sort"
 	"strconv"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -86,10 +87,18 @@ func (e *encoder) message(b []byte, m protoreflect.Message) []byte {
 	}
 	b = append(b, '{')
 	first := true
-	for _, sl := range planOf(m.Descriptor()) {
-		fd := sl.field
-		if sl.oneof != nil {
-			if fd = m.WhichOneof(sl.oneof); fd == nil {
+	fields := m.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		// A oneof is asked once, where its first member is declared (its
+		// members are declared together, so that is where protojson
+		// writes the one set): asking Has of each member (an event's body
+		// has thirty) was a third of the time.
+		fd := fields.Get(i)
+		if od := fd.ContainingOneof(); od != nil {
+			if od.Fields().Get(0) != fd {
+				continue
+			}
+			if fd = m.WhichOneof(od); fd == nil {
 				continue
 			}
 		} else if !m.Has(fd) {
@@ -120,40 +129,6 @@ func (e *encoder) message(b []byte, m protoreflect.Message) []byte {
 		}
 	}
 	return append(b, '}')
-}
-
-// slot is one place in a message's JSON: a field, or a oneof (whichever
-// member is set) where its first member is declared.
-type slot struct {
-	field protoreflect.FieldDescriptor
-	oneof protoreflect.OneofDescriptor
-}
-
-// plans are each message type's slots (planOf), made once: asking Has of
-// every member of a oneof (an event's body has thirty) was a third of
-// the time.
-var plans sync.Map // protoreflect.MessageDescriptor → []slot
-
-// planOf is md's slots in declaration order, as protojson writes fields: a
-// oneof's members are declared together, so its place is its first's.
-func planOf(md protoreflect.MessageDescriptor) []slot {
-	if p, ok := plans.Load(md); ok {
-		return p.([]slot)
-	}
-	var p []slot
-	fields := md.Fields()
-	for i := 0; i < fields.Len(); i++ {
-		fd := fields.Get(i)
-		od := fd.ContainingOneof()
-		switch {
-		case od == nil:
-			p = append(p, slot{field: fd})
-		case od.Fields().Get(0) == fd:
-			p = append(p, slot{oneof: od})
-		}
-	}
-	plans.Store(md, p)
-	return p
 }
 
 func (e *encoder) mapOf(b []byte, fd protoreflect.FieldDescriptor, mp protoreflect.Map) []byte {
