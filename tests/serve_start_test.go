@@ -1,13 +1,8 @@
 package tests
 
 import (
-	"bufio"
 	"fmt"
-	"net/http"
-	"os"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -59,50 +54,9 @@ func TestServeStartsOnceTheClusterAnswers(t *testing.T) {
 	env := []string{"AIRLOCK_SECURITY_DECISION_KEY=" + cfg.Security.DecisionKey, "AIRLOCK_SECURITY_FRONTEND_KEY=" + cfg.Security.FrontendKey,
 		"AIRLOCK_STREAM_REPLICAS=3", "AIRLOCK_BUCKETS_REPLICAS=3"}
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	serve := exec.Command(airlockBinary(t), "serve", "policy", "approval", "console", "--connect-wait", "60s",
+	serve := testenv.LaunchAirlock(t, httpAddr, env, "serve", "policy", "approval", "console", "--connect-wait", "60s",
 		"--nats", servers[0].URL(), "--http", httpAddr)
-	serve.Env = append(os.Environ(), env...)
-	stdout, err := serve.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	serve.Stderr = serve.Stdout
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var output strings.Builder
-	retried, exited := make(chan struct{}), make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		once := sync.Once{}
-		for sc.Scan() {
-			mu.Lock()
-			output.WriteString(sc.Text() + "\n")
-			mu.Unlock()
-			if strings.Contains(sc.Text(), "JetStream did not answer; trying again") {
-				once.Do(func() { close(retried) })
-			}
-		}
-		exited <- serve.Wait()
-	}()
-	said := func() string { mu.Lock(); defer mu.Unlock(); return output.String() }
-	t.Cleanup(func() {
-		_ = serve.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = serve.Process.Kill()
-		}
-	})
-	select {
-	case <-retried:
-	case err := <-exited:
-		exited <- err
-		t.Fatalf("airlock serve exited (%v) instead of waiting for the cluster to answer:\n%s", err, said())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("airlock serve did not say within 60s that it waits for JetStream to answer:\n%s", said())
-	}
+	serve.WaitForOutput("JetStream did not answer; trying again", 60*time.Second)
 	for i, o := range restart {
 		s, err := embedded.Restart(o)
 		if err != nil {
@@ -110,20 +64,6 @@ func TestServeStartsOnceTheClusterAnswers(t *testing.T) {
 		}
 		servers[i+1], stopped[i+1] = s, false
 	}
-
 	// Ready (/healthz 200) means every service it runs is built and serving.
-	testenv.Eventually(t, 60*time.Second, "airlock serve ready once the cluster answers", func() bool {
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("airlock serve exited (%v):\n%s", err, said())
-		default:
-		}
-		resp, err := http.Get("http://" + httpAddr + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	serve.WaitReady(60 * time.Second)
 }

@@ -105,21 +105,34 @@ func alive(pid int) bool {
 
 // Process is a running airlock command.
 type Process struct {
-	t      testing.TB
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	out    strings.Builder
-	exited chan error
-	done   bool
+	t    testing.TB
+	cmd  *exec.Cmd
+	args []string
+	mu   sync.Mutex
+	out  strings.Builder
+	// printed is closed (and replaced) each time the process prints a line.
+	printed chan struct{}
+	exited  chan error
+	done    bool
 	// HTTPURL is the process's HTTP base, e.g. http://127.0.0.1:34567.
 	HTTPURL string
 }
 
 // StartAirlock runs the airlock binary with args and extra environment, and
-// waits until http://httpAddr/healthz answers 200. When the test ends a
-// process still running is interrupted (killed after 15s); its output is
-// logged if the test failed.
+// waits until http://httpAddr/healthz answers 200 (LaunchAirlock, then
+// WaitReady within 60 s).
 func StartAirlock(t testing.TB, httpAddr string, env []string, args ...string) *Process {
+	t.Helper()
+	p := LaunchAirlock(t, httpAddr, env, args...)
+	p.WaitReady(60 * time.Second)
+	return p
+}
+
+// LaunchAirlock runs the airlock binary with args and extra environment
+// and returns at once; httpAddr is where it serves HTTP. When the test ends
+// a process still running is interrupted (killed after 15s); its output is
+// logged if the test failed.
+func LaunchAirlock(t testing.TB, httpAddr string, env []string, args ...string) *Process {
 	t.Helper()
 	cmd := exec.Command(AirlockBinary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -128,7 +141,7 @@ func StartAirlock(t testing.TB, httpAddr string, env []string, args ...string) *
 		t.Fatal(err)
 	}
 	cmd.Stderr = cmd.Stdout
-	p := &Process{t: t, cmd: cmd, exited: make(chan error, 1), HTTPURL: "http://" + httpAddr}
+	p := &Process{t: t, cmd: cmd, args: args, printed: make(chan struct{}), exited: make(chan error, 1), HTTPURL: "http://" + httpAddr}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +150,8 @@ func StartAirlock(t testing.TB, httpAddr string, env []string, args ...string) *
 		for sc.Scan() {
 			p.mu.Lock()
 			p.out.WriteString(sc.Text() + "\n")
+			close(p.printed)
+			p.printed = make(chan struct{})
 			p.mu.Unlock()
 		}
 		p.exited <- cmd.Wait()
@@ -154,24 +169,56 @@ func StartAirlock(t testing.TB, httpAddr string, env []string, args ...string) *
 			LogTail(t, "airlock "+strings.Join(args, " ")+" output", p.Output())
 		}
 	})
-	deadline := time.Now().Add(60 * time.Second)
+	return p
+}
+
+// WaitReady waits until the process's /healthz answers 200, failing the
+// test if it exits first or is not ready within the given time.
+func (p *Process) WaitReady(within time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		if resp, err := http.Get(p.HTTPURL + "/healthz"); err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return p
+				return
 			}
 		}
 		select {
 		case err := <-p.exited:
 			p.done = true
-			t.Fatalf("airlock %s exited early (%v):\n%s", args[0], err, p.Output())
+			p.t.Fatalf("airlock %s exited early (%v):\n%s", p.args[0], err, p.Output())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	t.Fatalf("airlock %s did not answer /healthz within 60s:\n%s", args[0], p.Output())
-	return nil
+	p.t.Fatalf("airlock %s did not answer /healthz within %s:\n%s", p.args[0], within, p.Output())
+}
+
+// WaitForOutput waits until the process has printed text, failing the test
+// if it exits first or has not printed it within the given time.
+func (p *Process) WaitForOutput(text string, within time.Duration) {
+	p.t.Helper()
+	timeout := time.After(within)
+	for {
+		p.mu.Lock()
+		found, printed := strings.Contains(p.out.String(), text), p.printed
+		p.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-printed:
+		case err := <-p.exited:
+			p.done = true
+			if strings.Contains(p.Output(), text) { // its last words: read before it exited
+				return
+			}
+			p.t.Fatalf("airlock %s exited (%v) before it said %q:\n%s", p.args[0], err, text, p.Output())
+		case <-timeout:
+			p.t.Fatalf("airlock %s did not say %q within %s:\n%s", p.args[0], text, within, p.Output())
+		}
+	}
 }
 
 // Pid is the process id of the running command.
