@@ -247,6 +247,20 @@ func (w *world) decide(callID, who string, kind airlockv1.DecisionKind, reason s
 	})
 }
 
+// rejected rejects the pending call as alice and fails the test unless
+// the decision's own answer says it was rejected: a later read can come
+// after a short ended_retention removed the record, and find none.
+func (w *world) rejected(callID string) {
+	w.t.Helper()
+	resp, err := w.decide(callID, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "no")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if !resp.GetChanged() || resp.GetRecord().GetState() != airlockv1.ApprovalState_APPROVAL_STATE_REJECTED {
+		w.t.Fatalf("rejecting %s answered %v %v %q, want it rejected", callID, resp.GetChanged(), resp.GetRecord().GetState(), resp.GetMessage())
+	}
+}
+
 func (w *world) approve(callID, who string) (*airlockv1.DecideResponse, error) {
 	return w.decide(callID, who, airlockv1.DecisionKind_DECISION_KIND_APPROVE, "")
 }

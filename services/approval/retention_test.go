@@ -42,15 +42,7 @@ func TestEndedApprovalsLeaveTheBucketAfterTheirRetention(t *testing.T) {
 		if b := bytesHeld(); b < 200<<10 {
 			t.Fatalf("the bucket holds %d bytes with %s pending: its record of 200 KiB was not written", b, id)
 		}
-		// Ended by the decision's own write: its answer, not a later read,
-		// says so (a read after the retention finds no record).
-		resp, err := w.decide(id, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "no")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !resp.GetChanged() || resp.GetRecord().GetState() != airlockv1.ApprovalState_APPROVAL_STATE_REJECTED {
-			t.Fatalf("rejecting %s answered %v %v %q, want it rejected", id, resp.GetChanged(), resp.GetRecord().GetState(), resp.GetMessage())
-		}
+		w.rejected(id) // its own answer says so, not a later read
 	}
 	testenv.Eventually(t, 30*time.Second, "ended records to leave the bucket", func() bool {
 		for i := range calls {
@@ -124,15 +116,7 @@ func TestThreadQueueLocksLeaveTheBucketWithTheirThreadsLastCall(t *testing.T) {
 	for i := range calls {
 		id := "q" + string(rune('a'+i))
 		w.pending(&airlockv1.ToolCall{CallId: id, ThreadId: "thread-" + id}, &airlockv1.Decision{Approvers: []string{"group:reviewers"}, QueuePerThread: true})
-		// Ended by the decision's own write: its answer, not a later read,
-		// says so (a read after the retention finds no record).
-		resp, err := w.decide(id, "alice", airlockv1.DecisionKind_DECISION_KIND_REJECT, "no")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !resp.GetChanged() || resp.GetRecord().GetState() != airlockv1.ApprovalState_APPROVAL_STATE_REJECTED {
-			t.Fatalf("rejecting %s answered %v %v %q, want it rejected", id, resp.GetChanged(), resp.GetRecord().GetState(), resp.GetMessage())
-		}
+		w.rejected(id) // its own answer says so, not a later read
 	}
 	if n := locks(); n == 0 {
 		t.Fatalf("no thread lock in the bucket after %d queued calls on threads of their own: the test no longer exercises the locks", calls)
