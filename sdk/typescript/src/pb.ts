@@ -9,8 +9,11 @@
 
 /** A growing byte buffer the encoder writes into. */
 class Out {
-  buf = new Uint8Array(256);
+  buf: Uint8Array;
   len = 0;
+  constructor(size: number) {
+    this.buf = new Uint8Array(size);
+  }
   private reserve(n: number): void {
     if (this.len + n <= this.buf.length) return;
     const next = new Uint8Array(Math.max(this.buf.length * 2, this.len + n));
@@ -66,7 +69,7 @@ function str(o: Out, field: number, s: string | undefined, always = false): void
 
 /** A message field, written by write into a buffer of its own. */
 function sub(o: Out, field: number, write: (o: Out) => void): void {
-  const inner = new Out();
+  const inner = new Out(64); // most are an argument's key and value
   write(inner);
   tag(o, field, LEN);
   o.varint(inner.len);
@@ -163,7 +166,7 @@ export function encodeRequested(call: RequestCall): Uint8Array {
   if (rev !== undefined && !(Number.isInteger(rev) && rev >= 0 && rev <= 0xffffffff)) {
     throw new RangeError(`revision ${rev} is not a whole number from 1 to 4294967295`);
   }
-  const o = new Out();
+  const o = new Out(256);
   sub(o, 10, (req) => sub(req, 1, (c) => { // Event.requested, Requested.call
     str(c, 1, call.call_id);
     str(c, 3, call.thread_id);
