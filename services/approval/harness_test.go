@@ -147,6 +147,24 @@ func (w *world) gauge(name string) float64 {
 	return gaugeOf(w.t, w.replica, name)
 }
 
+// counter sums a counter's series in the metrics of the replica started last.
+func (w *world) counter(name string) float64 {
+	w.t.Helper()
+	fams, err := w.replica.Metrics.Registry.Gather()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range fams {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
 // gaugeOf reads a gauge from the metrics of the replica built from deps.
 func gaugeOf(t testing.TB, deps svc.Deps, name string) float64 {
 	t.Helper()

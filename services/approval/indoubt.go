@@ -29,10 +29,32 @@ const defaultInDoubtLimit = 200
 
 // inDoubtOpened creates the "did it happen?" task of a call revision that
 // ended failed with outcome indeterminate. Create-if-absent: a redelivered
-// failure finds the task and changes nothing.
+// failure finds the task and changes nothing. An agent can end calls in
+// doubt at will (a webhook answering 5xx to its arguments), and only a
+// person closes a task, so an agent with approval.max_in_doubt_per_agent
+// open tasks gets no new one, and neither does any call once the bucket
+// holds buckets.in_doubt_max_bytes: the call's failed event still says
+// indeterminate; the miss is logged and counted, and the message is
+// acknowledged (asking again would find the same).
 func (s *Service) inDoubtOpened(ctx context.Context, ev *airlockv1.Event) error {
 	f := ev.GetFailed()
 	ref := callref.OfEvent(ev)
+	key := ref.Key()
+	s.inDoubtMu.Lock()
+	defer s.inDoubtMu.Unlock()
+	open, exists, err := s.openInDoubt(ctx, ref.Agent, key)
+	if err != nil {
+		return fmt.Errorf("count the in-doubt tasks of agent %s: %w", ref.Agent, err)
+	}
+	if exists {
+		return nil
+	}
+	if most := s.cfg.MaxInDoubtPerAgent; open >= most {
+		s.untracked.WithLabelValues("agent_share").Inc()
+		s.deps.Log.Warn("a call ended in doubt and gets no task asking whether it happened: its agent has approval.max_in_doubt_per_agent tasks open; "+
+			"answer them (console In doubt page, `airlock approvals in-doubt`) or raise the setting", "call", ref.String(), "open", open, "max", most)
+		return nil
+	}
 	t := &airlockv1.InDoubtTask{AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev, ThreadId: ev.GetThreadId(),
 		Reason: f.GetReason(), Message: calls.Cut(f.GetMessage(), ingress.MaxReasonLen), FailedAt: ev.GetTime()}
 	if call := s.callOf(ctx, ref); call != nil {
@@ -45,10 +67,36 @@ func (s *Service) inDoubtOpened(ctx context.Context, ev *airlockv1.Event) error 
 	if err != nil {
 		return err
 	}
-	if _, err := s.inDoubt.Create(ctx, ref.Key(), data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	if _, err := s.inDoubt.kv.Create(ctx, key, data); err != nil {
+		switch {
+		case errors.Is(err, jetstream.ErrKeyExists):
+			return nil
+		case bus.Full(err):
+			s.untracked.WithLabelValues("bucket_full").Inc()
+			s.deps.Log.Error("a call ended in doubt and gets no task asking whether it happened: the in-doubt bucket holds buckets.in_doubt_max_bytes; "+
+				"answer open tasks (answered ones leave after approval.ended_retention), or raise the setting and run `airlock provision`", "call", ref.String(), "err", err)
+			return nil
+		}
 		return fmt.Errorf("record the in-doubt task of %s: %w", ref, err)
 	}
 	return nil
+}
+
+// openInDoubt counts agent's open tasks, and says whether key (a task of
+// agent's) is stored already, open or answered. It reads the agent's
+// tasks: at most max_in_doubt_per_agent open ones, and the answered ones
+// people closed within approval.ended_retention.
+func (s *Service) openInDoubt(ctx context.Context, agent, key string) (open int, exists bool, err error) {
+	err = bus.ReadAll(ctx, s.inDoubt.kv, agent+".*.*", func(e jetstream.KeyValueEntry) {
+		if e.Key() == key {
+			exists = true
+		}
+		t := &airlockv1.InDoubtTask{}
+		if proto.Unmarshal(e.Value(), t) != nil || !t.GetResolved() {
+			open++ // a task that does not decode cannot be answered either
+		}
+	})
+	return open, exists, err
 }
 
 // callOf is the call a revision ran: from its approval record, or from the
@@ -80,7 +128,7 @@ func (s *Service) callOf(ctx context.Context, ref callref.Ref) *airlockv1.ToolCa
 func (s *Service) getInDoubt(ctx context.Context, ref callref.Ref, newest bool) (*airlockv1.InDoubtTask, uint64, error) {
 	key := ref.Key()
 	if newest {
-		keys, err := bus.Keys(ctx, s.inDoubt, ref.CallKey()+".*")
+		keys, err := bus.Keys(ctx, s.inDoubt.kv, ref.CallKey()+".*")
 		if err != nil {
 			return nil, 0, err
 		}
@@ -91,12 +139,12 @@ func (s *Service) getInDoubt(ctx context.Context, ref callref.Ref, newest bool) 
 			}
 		}
 		if best == 0 {
-			return nil, 0, apierr.New(apierr.NotFound, "call %s/%s did not end in doubt: there is nothing to resolve", ref.Agent, ref.Call)
+			return nil, 0, apierr.New(apierr.NotFound, "call %s/%s has no in-doubt task: it did not end in doubt, or its task was answered more than approval.ended_retention ago (the answer is in its trail)", ref.Agent, ref.Call)
 		}
 	}
-	e, err := s.inDoubt.Get(ctx, key)
+	e, err := s.inDoubt.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, apierr.New(apierr.NotFound, "call %s did not end in doubt: there is nothing to resolve", ref)
+		return nil, 0, apierr.New(apierr.NotFound, "call %s has no in-doubt task: it did not end in doubt, or its task was answered more than approval.ended_retention ago (the answer is in its trail)", ref)
 	}
 	if err != nil {
 		return nil, 0, err
@@ -116,7 +164,7 @@ func (s *Service) ListInDoubt(ctx context.Context, req *airlockv1.ListInDoubtReq
 		limit = defaultInDoubtLimit
 	}
 	var open, done []*airlockv1.InDoubtTask
-	err := bus.ReadAll(ctx, s.inDoubt, ">", func(e jetstream.KeyValueEntry) {
+	err := bus.ReadAll(ctx, s.inDoubt.kv, ">", func(e jetstream.KeyValueEntry) {
 		t := &airlockv1.InDoubtTask{}
 		if err := proto.Unmarshal(e.Value(), t); err != nil {
 			s.deps.Log.Error("an in-doubt task does not decode; it is left out of the list", "key", e.Key(), "err", err)
@@ -197,8 +245,10 @@ func (s *Service) ResolveInDoubt(ctx context.Context, req *airlockv1.ResolveInDo
 			return nil, err
 		}
 		key, _ := callref.New(t.GetAgentId(), t.GetCallId(), t.GetRevision())
-		if _, err := s.inDoubt.Update(ctx, key.Key(), data, rev); err != nil {
-			if errors.Is(err, jetstream.ErrKeyExists) {
+		// Answered, the task leaves after the retention (its answer is in
+		// the trail): what is left counts toward no agent's share.
+		if err := s.inDoubt.update(ctx, key.Key(), data, rev, true); err != nil {
+			if bus.Conflict(err) {
 				continue // resolved meanwhile: look again
 			}
 			return nil, fmt.Errorf("resolve %s: %w", key, err)

@@ -2,11 +2,14 @@ package approval_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
@@ -91,4 +94,145 @@ func TestACallThatEndedInDoubtAsksAPersonWhetherItHappened(t *testing.T) {
 	if out, _ := w.api.ListInDoubt(ctx, &airlockv1.ListInDoubtRequest{IncludeResolved: true}); len(out.GetTasks()) != 1 {
 		t.Errorf("tasks with the resolved ones: %v", out.GetTasks())
 	}
+}
+
+// An agent can end calls in doubt at will (a webhook that answers 5xx to
+// its arguments), and only a person closes a task: it keeps at most
+// approval.max_in_doubt_per_agent open ones, past which its calls that end
+// in doubt get none (counted), while another agent's still do. An answer
+// frees the place at once, and the answered task leaves the bucket after
+// approval.ended_retention.
+func TestAnAgentKeepsOnlyItsShareOfOpenInDoubtTasks(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) {
+		c.Approval.MaxInDoubtPerAgent = 2
+		c.Approval.EndedRetention = time.Second
+	})
+	w.start()
+	ctx := context.Background()
+	exec := w.deps.Publisher("executor")
+	failInDoubt := func(agent, call string) {
+		t.Helper()
+		ev := &airlockv1.Event{EventId: agent + "." + call + ".1.failed", AgentId: agent, CallId: call, Revision: 1,
+			Body: &airlockv1.Event_Failed{Failed: &airlockv1.Failed{Reason: "tool_error", Outcome: "indeterminate", Message: "webhook answered 502"}}}
+		if _, err := exec.Publish(ctx, ev, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tasks := func(resolved bool) map[string]bool {
+		out, err := w.api.ListInDoubt(ctx, &airlockv1.ListInDoubtRequest{IncludeResolved: resolved})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, task := range out.GetTasks() {
+			got[task.GetAgentId()+"/"+task.GetCallId()] = true
+		}
+		return got
+	}
+	for _, c := range []string{"m1", "m2", "m3", "m4"} {
+		failInDoubt("mallory", c)
+	}
+	failInDoubt("bot", "b1")
+	testenv.Eventually(t, 10*time.Second, "bot's task, and two of mallory's calls counted untracked", func() bool {
+		return tasks(false)["bot/b1"] && w.counter("airlock_in_doubt_untracked_total") == 2
+	})
+	// The consumer handles failures side by side: which two of mallory's
+	// got a task is the order they were handled in.
+	got := tasks(false)
+	var hers []string
+	for _, c := range []string{"m1", "m2", "m3", "m4"} {
+		if got["mallory/"+c] {
+			hers = append(hers, c)
+		}
+	}
+	if len(got) != 3 || len(hers) != 2 {
+		t.Fatalf("open tasks %v: want two of mallory's and bot's", got)
+	}
+	answered := hers[0]
+	if _, err := w.api.ResolveInDoubt(ctx, &airlockv1.ResolveInDoubtRequest{AgentId: "mallory", CallId: answered, Happened: false,
+		Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "bob"}}); err != nil {
+		t.Fatal(err)
+	}
+	failInDoubt("mallory", "m5")
+	testenv.Eventually(t, 10*time.Second, "mallory's next call in doubt to get a task once one of hers is answered", func() bool {
+		return tasks(false)["mallory/m5"]
+	})
+	testenv.Eventually(t, 10*time.Second, "the answered task to leave the bucket after the retention", func() bool {
+		return !tasks(true)["mallory/"+answered]
+	})
+	if _, err := w.api.GetInDoubt(ctx, "mallory", answered, 0); apierr.CodeOf(err) != apierr.NotFound {
+		t.Errorf("the answered task after the retention: %v, want not_found", err)
+	}
+	if n := w.counter("airlock_in_doubt_untracked_total"); n != 2 {
+		t.Errorf("untracked %v, want 2", n)
+	}
+}
+
+// Every agent's tasks together stop at buckets.in_doubt_max_bytes: a call
+// that ends in doubt then gets no task (counted bucket_full) and its
+// failure is not handled again and again; once there is room, the next one
+// gets its task.
+func TestAFullInDoubtBucketLeavesTheCallUntrackedAndGoesOn(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) { c.Buckets.InDoubtMaxBytes = config.MinInDoubtMaxBytes })
+	w.start()
+	ctx := context.Background()
+	exec := w.deps.Publisher("executor")
+	long := strings.Repeat("x", 4000) // a message as long as a failure's may be: ~260 tasks fill 1 MiB
+	const agents, each = 26, 12       // within each agent's share (256)
+	for a := range agents {
+		for c := range each {
+			agent, call := fmt.Sprintf("a%02d", a), fmt.Sprintf("c%02d", c)
+			ev := &airlockv1.Event{EventId: agent + "." + call + ".1.failed", AgentId: agent, CallId: call, Revision: 1,
+				Body: &airlockv1.Event_Failed{Failed: &airlockv1.Failed{Reason: "tool_error", Outcome: "indeterminate", Message: long}}}
+			if _, err := exec.Publish(ctx, ev, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, "every failure handled: a task each until the bucket is full, the rest counted", func() bool {
+		untracked := w.counter("airlock_in_doubt_untracked_total")
+		return untracked > 0 && float64(countTasks(t, w))+untracked == agents*each
+	})
+	n := countTasks(t, w)
+	if n < 200 || n >= agents*each {
+		t.Fatalf("%d tasks stored of %d calls in doubt: want the bucket to have filled near its 1 MiB", n, agents*each)
+	}
+	// Room again (a task purged, as an answered one leaves): the next call
+	// in doubt gets its task.
+	kv, err := w.js.KeyValue(ctx, w.cfg.Buckets.InDoubt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c := range 4 {
+		if err := kv.Purge(ctx, fmt.Sprintf("a00.c%02d.1", c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev := &airlockv1.Event{EventId: "late.l1.1.failed", AgentId: "late", CallId: "l1", Revision: 1,
+		Body: &airlockv1.Event_Failed{Failed: &airlockv1.Failed{Reason: "tool_error", Outcome: "indeterminate", Message: "short"}}}
+	if _, err := exec.Publish(ctx, ev, ""); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "a task for a call in doubt once the bucket has room", func() bool {
+		_, err := kv.Get(ctx, "late.l1.1")
+		return err == nil
+	})
+}
+
+// countTasks counts the tasks in the in-doubt bucket.
+func countTasks(t *testing.T, w *world) int {
+	t.Helper()
+	kv, err := w.js.KeyValue(context.Background(), w.cfg.Buckets.InDoubt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for range keys.Keys() {
+		n++
+	}
+	return n
 }

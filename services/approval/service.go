@@ -58,10 +58,18 @@ type Service struct {
 	store    records
 	grants   jetstream.KeyValue
 	clients  *clientwait.Store // nil: cards are not redrawn when an MCP client comes or goes
-	// inDoubt holds the "did it happen?" tasks of calls that ended in doubt.
-	inDoubt jetstream.KeyValue
-	index   *index
-	fan     *fanout
+	// inDoubt holds the "did it happen?" tasks of calls that ended in doubt
+	// (airlock.v1.InDoubtTask, not approval records: only its kv and
+	// update are used).
+	inDoubt records
+	// inDoubtMu makes one task at a time, so that the count of an agent's
+	// open tasks is not read by two handlings at once (replicas may still
+	// each admit one past it).
+	inDoubtMu sync.Mutex
+	// untracked is airlock_in_doubt_untracked_total.
+	untracked *prometheus.CounterVec
+	index     *index
+	fan       *fanout
 	// instance is this replica's id, its micro service's: what a record
 	// it announces names as its announcer (takeOver).
 	instance string
@@ -118,7 +126,9 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 	if err != nil {
 		return nil, fmt.Errorf("approval: open bucket %s: %w (run `airlock provision` with administrator credentials, or `airlock dev`)", cfg.Buckets.Grants, err)
 	}
-	dkv, err := deps.JS.KeyValue(ctx, cfg.Buckets.InDoubt)
+	// An answered task leaves after the retention, as an ended call's
+	// record does; an open one stays until a person answers it.
+	dkv, err := openRecords(ctx, deps.JS, cfg.Buckets.InDoubt, cfg.Approval.EndedRetention)
 	if err != nil {
 		return nil, fmt.Errorf("approval: open bucket %s: %w (run `airlock provision` with administrator credentials, or `airlock dev`)", cfg.Buckets.InDoubt, err)
 	}
@@ -155,6 +165,7 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		life:       context.Background(),
 		pending:    pendingGauge(deps.Metrics.Registry),
 		bucketFill: bucketFillGauge(deps.Metrics.Registry),
+		untracked:  untrackedCounter(deps.Metrics.Registry),
 		decisions:  dk,
 		frontend:   fk,
 

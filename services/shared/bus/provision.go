@@ -105,7 +105,7 @@ func BucketConfigs(all config.Config) []jetstream.KeyValueConfig {
 		slackSeen(mk(cfg.SlackSeen, "Slack interactions already handled and cards already posted")),
 		clientWaitsBucket(mk(cfg.ClientWaits, "MCP gateway calls a client was told to call again, and whether a client waits for each"), cfg.ClientWaitsMaxBytes),
 		withTTL(mk(cfg.TeamsSeen, "Teams activities already handled and cards already posted"), TeamsSeenTTL),
-		mk(cfg.InDoubt, "calls that ended in doubt (failed, indeterminate) and whether a person says they happened"),
+		inDoubtBucket(mk(cfg.InDoubt, "calls that ended in doubt (failed, indeterminate) and whether a person says they happened"), cfg.InDoubtMaxBytes),
 	}
 }
 
@@ -203,6 +203,8 @@ func bucketBoundOf(cfg config.Config, bucket string) bucketBound {
 			drain:   "let ended records leave the bucket first (approval.ended_retention)"}
 	case cfg.Buckets.ClientWaits:
 		return bucketBound{setting: "buckets.client_waits_max_bytes", soft: true}
+	case cfg.Buckets.InDoubt:
+		return bucketBound{setting: "buckets.in_doubt_max_bytes", soft: true}
 	}
 	return bucketBound{}
 }
@@ -475,6 +477,18 @@ const ClientWaitsTTL = 30 * 24 * time.Hour
 func clientWaitsBucket(kvc jetstream.KeyValueConfig, maxBytes int64) jetstream.KeyValueConfig {
 	kvc.MaxBytes = maxBytes
 	return keyTTLs(withTTL(kvc, ClientWaitsTTL))
+}
+
+// inDoubtBucket is the in-doubt bucket: one value per key (an answered
+// task's TTL, approval.ended_retention, must remove the key, not uncover
+// the open task before it; the events stream holds the answer), writes
+// that carry their own TTL, and a byte bound (maxBytes,
+// buckets.in_doubt_max_bytes) beside each agent's count of tasks
+// (approval.max_in_doubt_per_agent), since an agent can end calls in doubt
+// at will.
+func inDoubtBucket(kvc jetstream.KeyValueConfig, maxBytes int64) jetstream.KeyValueConfig {
+	kvc.History, kvc.MaxBytes = 1, maxBytes
+	return keyTTLs(kvc)
 }
 
 // KeyMarkerTTL is how long a bucket that takes per-key TTLs keeps the

@@ -48,9 +48,9 @@ func TestProvisionIsIdempotentAndAppliesChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The approvals bucket keeps one value per key whatever buckets.history says.
-	if len(third) != everything-1 {
-		t.Fatalf("changed max age (both streams) and history (every bucket but approvals) should update %d things, did %v", everything-1, third)
+	// The approvals and in-doubt buckets keep one value per key whatever buckets.history says.
+	if len(third) != everything-2 {
+		t.Fatalf("changed max age (both streams) and history (every bucket but approvals and in-doubt) should update %d things, did %v", everything-2, third)
 	}
 	s, err := js.Stream(ctx, cfg.Stream.Name)
 	if err != nil {
@@ -70,9 +70,9 @@ func TestProvisionIsIdempotentAndAppliesChanges(t *testing.T) {
 }
 
 // A bucket provisioned before its entries took their own TTL (and, for
-// approvals, before it kept one value per key, R5 F2, and before its bytes
-// were bounded by approval.max_bytes) is brought to the current settings
-// in place.
+// approvals and in-doubt tasks, before it kept one value per key, R5 F2,
+// and before its bytes were bounded by approval.max_bytes or
+// buckets.in_doubt_max_bytes) is brought to the current settings in place.
 func TestProvisionLetsAnOlderBucketTakeKeyTTLs(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -85,6 +85,7 @@ func TestProvisionLetsAnOlderBucketTakeKeyTTLs(t *testing.T) {
 	}{
 		{"client waits", func(b config.Buckets) string { return b.ClientWaits }, 0, func(c config.Config) int64 { return c.Buckets.ClientWaitsMaxBytes }, false},
 		{"approvals", func(b config.Buckets) string { return b.Approvals }, 1, func(c config.Config) int64 { return c.Approval.MaxBytes }, false},
+		{"in doubt", func(b config.Buckets) string { return b.InDoubt }, 1, func(c config.Config) int64 { return c.Buckets.InDoubtMaxBytes }, false},
 		{"approvals with no byte bound", func(b config.Buckets) string { return b.Approvals }, 1, func(c config.Config) int64 { return c.Approval.MaxBytes }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -149,9 +149,14 @@ type Buckets struct {
 	TeamsSeen           string `yaml:"teams_seen"`
 	// InDoubt: calls that ended in doubt (failed, outcome indeterminate)
 	// and whether a person says they happened.
-	InDoubt  string `yaml:"in_doubt"`
-	Storage  string `yaml:"storage"`
-	Replicas int    `yaml:"replicas"`
+	InDoubt string `yaml:"in_doubt"`
+	// InDoubtMaxBytes bounds the in-doubt bucket (default 64 MiB,
+	// DefaultInDoubtMaxBytes). Each agent keeps at most
+	// approval.max_in_doubt_per_agent tasks there, and answered tasks leave
+	// after approval.ended_retention.
+	InDoubtMaxBytes int64  `yaml:"in_doubt_max_bytes"`
+	Storage         string `yaml:"storage"`
+	Replicas        int    `yaml:"replicas"`
 	// History kept per key (1–64); more helps forensics, costs space.
 	History uint8 `yaml:"history"`
 }
@@ -168,6 +173,16 @@ const DefaultClientWaitsMaxBytes = 128 << 20
 
 // MinClientWaitsMaxBytes is the least Buckets.ClientWaitsMaxBytes.
 const MinClientWaitsMaxBytes = 1 << 20
+
+// DefaultInDoubtMaxBytes is Buckets.InDoubtMaxBytes by default: a task is
+// under 1 KB unless its failure message is long (at most 4 KiB, and a
+// person's note as much again), so 64 MiB holds every agent of a
+// deployment of a few hundred at its approval.max_in_doubt_per_agent
+// (256) of typical tasks, or 16 at that many of the largest.
+const DefaultInDoubtMaxBytes = 64 << 20
+
+// MinInDoubtMaxBytes is the least Buckets.InDoubtMaxBytes.
+const MinInDoubtMaxBytes = 1 << 20
 
 // Dev configures the embedded NATS server that `airlock dev` starts.
 type Dev struct {
@@ -351,6 +366,7 @@ func Default() Config {
 			ClientWaitsMaxBytes: DefaultClientWaitsMaxBytes,
 			TeamsSeen:           "airlock_teams_seen",
 			InDoubt:             "airlock_in_doubt",
+			InDoubtMaxBytes:     DefaultInDoubtMaxBytes,
 			Storage:             "file",
 			Replicas:            1,
 			History:             5,
@@ -543,6 +559,9 @@ func (c Config) Validate() error {
 	if c.Buckets.ClientWaitsMaxBytes < MinClientWaitsMaxBytes {
 		errs = append(errs, fmt.Errorf("buckets.client_waits_max_bytes (%d) must be at least %d (1 MiB): it bounds what the MCP gateway keeps about calls waiting for a person (128 MiB by default)", c.Buckets.ClientWaitsMaxBytes, MinClientWaitsMaxBytes))
 	}
+	if c.Buckets.InDoubtMaxBytes < MinInDoubtMaxBytes {
+		errs = append(errs, fmt.Errorf("buckets.in_doubt_max_bytes (%d) must be at least %d (1 MiB): it bounds the \"did it happen?\" tasks of calls that ended in doubt (64 MiB by default)", c.Buckets.InDoubtMaxBytes, MinInDoubtMaxBytes))
+	}
 	if c.Intake.MaxMsgSize < int32(c.Limits.MaxRequestBytes) {
 		errs = append(errs, fmt.Errorf("intake.max_msg_size (%d) must be at least limits.max_request_bytes (%d), so that an oversized request is told why", c.Intake.MaxMsgSize, c.Limits.MaxRequestBytes))
 	}
@@ -559,6 +578,9 @@ func (c Config) Validate() error {
 	}
 	if c.Approval.MaxPendingPerAgent < 1 {
 		errs = append(errs, fmt.Errorf("approval.max_pending_per_agent (%d) must be at least 1: it is how many of one agent's calls may wait for a person", c.Approval.MaxPendingPerAgent))
+	}
+	if c.Approval.MaxInDoubtPerAgent < 1 {
+		errs = append(errs, fmt.Errorf("approval.max_in_doubt_per_agent (%d) must be at least 1: it is how many \"did it happen?\" tasks of one agent's calls the in-doubt bucket keeps (open, or answered within approval.ended_retention)", c.Approval.MaxInDoubtPerAgent))
 	}
 	if c.Approval.NotifyBurst < 1 {
 		errs = append(errs, fmt.Errorf("approval.notify_burst (%d) must be at least 1: it is how many of one agent's calls a channel announces one by one before coalescing the rest into a digest", c.Approval.NotifyBurst))
