@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,13 +36,26 @@ func TestBenchAuditJSONPrintsFloorSinkAndRatio(t *testing.T) {
 	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &got); err != nil {
 		t.Fatalf("--json printed %q: %v", out, err)
 	}
-	for _, k := range []string{"floor_events_per_sec", "sink_events_per_sec", "ratio", "floor_cpu_us_per_event", "sink_cpu_us_per_event", "cpu_ratio"} {
+	for _, k := range []string{"floor_events_per_sec", "sink_events_per_sec", "ratio", "floor_cpu_us_per_event", "sink_cpu_us_per_event", "cpu_ratio",
+		"build_alone_cpu_us_per_event", "seal_alone_cpu_us_per_event", "room_cpu_us_per_event"} {
 		if v, ok := got[k].(float64); !ok || !(v > 0) {
 			t.Fatalf("%s is %v in %s", k, got[k], out)
 		}
 	}
 	if got["ratio"].(float64) != got["sink_events_per_sec"].(float64)/got["floor_events_per_sec"].(float64) {
 		t.Errorf("ratio %v is not sink/floor in %s", got["ratio"], out)
+	}
+	// The room is the dearest floor round's CPU × (1/goal − 1), and out of
+	// reach is said only of a missed goal whose keyed hash alone exceeds it.
+	var dearest float64
+	for _, c := range got["floor_cpu_rounds_us_per_event"].([]any) {
+		dearest = max(dearest, c.(float64))
+	}
+	if room := got["room_cpu_us_per_event"].(float64); math.Abs(room-dearest*(1/0.9-1)) > 1e-9 {
+		t.Errorf("room %v µs, want the dearest floor round %v × (1/0.9 − 1) in %s", room, dearest, out)
+	}
+	if want := got["meets_goal"] == false && got["seal_alone_cpu_us_per_event"].(float64) > got["room_cpu_us_per_event"].(float64); got["out_of_reach"] != want {
+		t.Errorf("out_of_reach %v, want %v in %s", got["out_of_reach"], want, out)
 	}
 	if order := fmt.Sprint(got["round_order"]); order != "[sink,floor floor,sink]" {
 		t.Errorf("round_order %s, want the sink first in round 1 and last in round 2", order)
