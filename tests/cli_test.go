@@ -25,9 +25,15 @@ type cliRun struct {
 // its admin's API token, the console reachable at dev's address.
 func cli(t *testing.T, dev *devProcess, args ...string) cliRun {
 	t.Helper()
+	return cliIn(t, "", append(os.Environ(), "AIRLOCK_DEV_DATA_DIR="+dev.DataDir, "AIRLOCK_NATS_URL="+dev.NATSURL,
+		"AIRLOCK_API="+dev.HTTPURL, "AIRLOCK_HTTP_PUBLIC_URL="+dev.HTTPURL), args...)
+}
+
+// cliIn runs the airlock binary in dir ("": the test's) with env.
+func cliIn(t *testing.T, dir string, env []string, args ...string) cliRun {
+	t.Helper()
 	cmd := exec.Command(airlockBinary(t), args...)
-	cmd.Env = append(os.Environ(), "AIRLOCK_DEV_DATA_DIR="+dev.DataDir, "AIRLOCK_NATS_URL="+dev.NATSURL,
-		"AIRLOCK_API="+dev.HTTPURL, "AIRLOCK_HTTP_PUBLIC_URL="+dev.HTTPURL)
+	cmd.Dir, cmd.Env = dir, env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -386,5 +392,37 @@ func TestAgentsAddSaysWhenDevIsNotRunning(t *testing.T) {
 	out, err := runAirlock(t, "agents", "add", "later", "--data", t.TempDir())
 	if err != nil || !strings.Contains(out, "airlock dev is not running") {
 		t.Fatalf("agents add without a running dev: %v\n%s", err, out)
+	}
+}
+
+// Every operator command that reads airlock's NATS takes --data, as call,
+// await and approvals do, so that a dev whose data dir is elsewhere is
+// named the same way everywhere (its NATS URL too: dev writes where it
+// listens there). Run away from it without --data, a command says that it
+// has no credentials and how to name the dev, not "is the server running?"
+// of a server that answered.
+func TestOperatorCommandsFindADevByItsDataDir(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "")
+	away := t.TempDir()
+	run := func(args ...string) cliRun { return cliIn(t, away, os.Environ(), args...) }
+	for _, tc := range []struct {
+		args     []string
+		answered string // what the command says once it reached the dev
+	}{
+		{[]string{"audit", "query"}, "event(s) from stream"},
+		{[]string{"audit", "stats"}, "time to decide"},
+		{[]string{"audit", "export", "--format", "jsonl"}, "exported 0 event(s) from stream"},
+		{[]string{"undo", "bot/none"}, "the audit trail holds no call bot/none"},
+		{[]string{"policy", "suggest"}, "decided call(s) read from the stream"},
+	} {
+		name := strings.Join(tc.args, " ")
+		r := run(append(tc.args, "--data", dev.DataDir)...)
+		if strings.Contains(r.Stderr, "connect to NATS") || !strings.Contains(r.Stdout+r.Stderr, tc.answered) {
+			t.Errorf("%s --data %s: exit %d, want it to reach the dev and say %q\n%s%s", name, dev.DataDir, r.Code, tc.answered, r.Stdout, r.Stderr)
+		}
+		r = run(append(tc.args, "--nats", dev.NATSURL)...)
+		if r.Code == 0 || !strings.Contains(r.Stderr, "name its data dir with --data DIR") || strings.Contains(r.Stderr, "is the server running") {
+			t.Errorf("%s away from the dev without --data: exit %d, want it to say how to name the dev's data dir\n%s%s", name, r.Code, r.Stdout, r.Stderr)
+		}
 	}
 }

@@ -33,6 +33,11 @@ const (
 	exitStillWaiting = 3 // no outcome within --wait: the call may still be decided
 )
 
+// unsent is an error that kept a call from being submitted or followed
+// (no credential, NATS not reached, the request refused unsent): exit
+// status exitUsage, as callExitStatuses says, not that of an outcome.
+func unsent(err error) error { return usageError{err.Error()} }
+
 const callExitStatuses = `Exit status 0 means the tool ran and completed; 1 means any other outcome
 (denied, rejected, changes requested, failed, expired, ...); 2 means the
 command was used wrongly, no such call is known, or the call could not be
@@ -76,7 +81,7 @@ the same call: --call-id ID --revision 2.
 			}
 			cfg, client, err := g.agentClient(cmd.Context(), agent, creds)
 			if err != nil {
-				return err
+				return unsent(err)
 			}
 			defer client.Close()
 			if c.ID != "" {
@@ -96,7 +101,7 @@ the same call: --call-id ID --revision 2.
 			}
 			id, err := client.Submit(cmd.Context(), c)
 			if err != nil {
-				return fmt.Errorf("submit: %w", err)
+				return unsent(fmt.Errorf("submit: %w", err))
 			}
 			name := client.Agent() + "/" + id
 			stderr := cmd.ErrOrStderr()
@@ -160,7 +165,7 @@ for and prints its outcome. Use it when ` + "`airlock call`" + `'s --wait ran ou
 				return exitError{exitUsage}
 			}
 			if err != nil {
-				return err
+				return unsent(err)
 			}
 			defer client.Close()
 			stderr := cmd.ErrOrStderr()

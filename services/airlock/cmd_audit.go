@@ -94,7 +94,7 @@ func (a *auditFlags) open(ctx context.Context, g *globals) (rd store.Reader, clo
 	}
 	nc, js, err := g.connect(ctx, cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("no ClickHouse configured, so the audit trail is read from the events stream, but NATS is not reachable: %w (pass --clickhouse DSN, or start airlock)", err)
+		return nil, nil, fmt.Errorf("no ClickHouse configured, so the audit trail is read from the events stream, but connecting to NATS failed: %w (if airlock is not running, start it; or pass --clickhouse DSN)", err)
 	}
 	fmt.Fprintln(os.Stderr, "(no ClickHouse configured: reading the audit trail from the events stream)")
 	// The key only adds the hashes the sink would store: reading goes on without it.
@@ -235,6 +235,7 @@ stderr with --json). --since narrows to recent events; --limit 0 lists all.`,
 	cmd.Flags().IntVar(&a.limit, "limit", 100, "at most this many rows, oldest first (0: all)")
 	cmd.Flags().Uint64Var(&a.after, "after", 0, "only events after this sequence number (SEQ): the next page")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
+	g.dataFlag(cmd)
 	return cmd
 }
 
@@ -331,7 +332,7 @@ stream's last event are each named. Exit status 1 when anything is wrong.`,
 			if !noStream {
 				nc, js, err := g.connect(ctx, cfg)
 				if err != nil {
-					return fmt.Errorf("verify compares ClickHouse with the events stream, but NATS is not reachable: %w (start airlock, or pass --no-stream to check the chain alone)", err)
+					return fmt.Errorf("verify compares ClickHouse with the events stream, but connecting to NATS failed: %w (if airlock is not running, start it; or pass --no-stream to check the chain alone)", err)
 				}
 				defer nc.Close()
 				opt.JS = js
@@ -355,6 +356,7 @@ stream's last event are each named. Exit status 1 when anything is wrong.`,
 	a.addStoreDSN(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	cmd.Flags().BoolVar(&noStream, "no-stream", false, "check the keyed chain only, without comparing with the events stream")
+	g.dataFlag(cmd)
 	return cmd
 }
 
@@ -449,7 +451,7 @@ retention (stream.max_age).`,
 			}
 			nc, js, err := g.connect(ctx, cfg)
 			if err != nil {
-				return fmt.Errorf("the drop is recorded as an event first, but NATS is not reachable: %w (start airlock, then run it again)", err)
+				return fmt.Errorf("the drop is recorded as an event first, but connecting to NATS failed: %w (then run it again; nothing was dropped)", err)
 			}
 			defer nc.Close()
 			if by == "" {
@@ -475,6 +477,7 @@ retention (stream.max_age).`,
 	a.addStoreDSN(cmd)
 	cmd.Flags().BoolVar(&yes, "yes", false, "drop (without it, only print the plan)")
 	cmd.Flags().StringVar(&by, "by", "", "operator recorded as the actor (default $USER)")
+	g.dataFlag(cmd)
 	return cmd
 }
 
@@ -519,6 +522,7 @@ func newAuditExportCmd(g *globals) *cobra.Command {
 	a.addFilters(cmd)
 	cmd.Flags().StringVar(&format, "format", "csv", "csv, json (one array) or jsonl (one object per line)")
 	cmd.Flags().StringVarP(&out, "out", "o", "", "write to this file instead of stdout")
+	g.dataFlag(cmd)
 	return cmd
 }
 
@@ -564,6 +568,7 @@ func newAuditStatsCmd(g *globals) *cobra.Command {
 	cmd.Flags().DurationVar(&opt.FastApproval, "fast", 5*time.Second, "an approval quicker than this counts as fast (default audit.fast_approval)")
 	cmd.Flags().IntVar(&opt.MinDecisions, "min-decisions", 3, "decisions a reviewer needs before being judged a rubber-stamper")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	g.dataFlag(cmd)
 	return cmd
 }
 

@@ -193,6 +193,7 @@ used and nothing is published.`,
 	f.StringVar(&dir, "dir", "", "policy directory (default policy.dir, else the built-in policy)")
 	f.BoolVar(&live, "live", false, "ask the running policy service, or fail")
 	f.BoolVar(&offline, "offline", false, "evaluate here only, without the run-time rules of a running airlock")
+	g.dataFlag(cmd)
 	return cmd
 }
 

@@ -138,6 +138,7 @@ recorded decision redacted are seen by the candidate as "[REDACTED]".`,
 	cmd.Flags().StringVar(&runtime, "runtime-rules", "now", "run-time rules the candidate decides with: now (those of the running airlock) or none")
 	cmd.Flags().StringVar(&grants, "grants", "now", "standing grants that answer the candidate's asks: now (those in force, none spent) or none")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	g.dataFlag(cmd)
 	return cmd
 }
 

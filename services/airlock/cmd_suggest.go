@@ -168,6 +168,7 @@ adopted: an admin adopts on the console's Suggestions page. Dismissed suggestion
 	f.IntVar(&minDir, "min-paths-per-directory", 0, "distinct approved paths a directory must directly hold before its other files are proposed (default policy.suggest.min_paths_per_directory, else 3)")
 	f.StringArrayVar(&risks, "allow-risk", nil, "also propose for this risk: high or critical (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	g.dataFlag(cmd)
 	return cmd
 }
 

@@ -80,7 +80,7 @@ with who ran it (--by, default $USER); airlock must be reachable.`,
 			ctx := cmd.Context()
 			nc, js, err := g.connect(ctx, cfg)
 			if err != nil {
-				return fmt.Errorf("an undo is recorded in the audit trail, but airlock's NATS is not reachable: %w (start airlock, then run it again; nothing was restored)", err)
+				return fmt.Errorf("an undo is recorded in the audit trail, but connecting to airlock's NATS failed: %w (then run it again; nothing was restored)", err)
 			}
 			defer nc.Close()
 			rec, err := recordedCall(ctx, nc, cfg.Stream.Name, ref.Agent, ref.Call, cfg.Stream.MaxAge)
@@ -126,6 +126,7 @@ with who ran it (--by, default $USER); airlock must be reachable.`,
 	cmd.Flags().BoolVar(&force, "force", false, "put the files back even when they changed after the call (those changes are lost)")
 	cmd.Flags().StringVar(&opts.stateDir, "state-dir", "", "the hook's state `DIR`, where its snapshots are (default as airlock hook's: $XDG_STATE_HOME/airlock/hooks)")
 	cmd.Flags().StringVar(&by, "by", "", "who is undoing it, recorded as the actor (default $USER)")
+	g.dataFlag(cmd)
 	return cmd
 }
 

@@ -358,6 +358,31 @@ func TestAWrongArgumentIsAUsageError(t *testing.T) {
 	}
 }
 
+// TestACallThatCannotBeSubmittedIsExitStatus2: `airlock call` and `await`
+// say 1 only of an outcome other than completed; a call that could not be
+// submitted or followed (no credential for the agent, none at --creds) is
+// 2, as their help says, so that a script does not take it for a denial.
+func TestACallThatCannotBeSubmittedIsExitStatus2(t *testing.T) {
+	t.Setenv("AIRLOCK_DEV_DATA_DIR", t.TempDir())
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"call_as_an_agent_with_no_credential", []string{"call", "--agent", "nobody", "--tool", "demo__echo"}, "no credential for agent nobody"},
+		{"call_with_a_credential_file_that_is_not_there", []string{"call", "--creds", "/nonexistent/bot.creds.json", "--tool", "demo__echo"}, "/nonexistent/bot.creds.json"},
+		{"await_with_a_credential_file_that_is_not_there", []string{"await", "bot/x", "--creds", "/nonexistent/bot.creds.json"}, "/nonexistent/bot.creds.json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runCLI(context.Background(), t, tc.args...)
+			var usage usageError
+			if !errors.As(err, &usage) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want exit status 2 (a usage error) saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
 // TestAgentsAddUsesTheDataDirTheOtherCommandsUse: without --data, `airlock
 // agents add` writes where `airlock call` and `approvals` look
 // (AIRLOCK_DEV_DATA_DIR), not always into ./.airlock.

@@ -181,12 +181,17 @@ func (g *globals) connect(ctx context.Context, cfg config.Config) (*nats.Conn, j
 	if err != nil {
 		return nil, nil, err
 	}
+	// noDevCredentials: no credentials were configured, and none of
+	// `airlock dev` were found in the data dir.
+	noDevCredentials := false
 	if cfg.NATS.NkeySeedFile == "" && cfg.NATS.Credentials == "" {
 		// Next to `airlock dev`, act as its operator without being told,
 		// where it listens (a dev on another --nats-port is found by its
 		// --data alone) unless a NATS URL was given.
 		d := natsauth.Dev{DataDir: cfg.Dev.DataDir}
+		noDevCredentials = true
 		if seed := d.SeedFile(natsauth.RoleAdmin); fileExists(seed) {
+			noDevCredentials = false
 			cfg.NATS.NkeySeedFile = seed
 			if raw, err := os.ReadFile(d.URLFile()); err == nil && strings.TrimSpace(string(raw)) != "" && g.natsURL == "" && cfg.NATS.URL == config.Default().NATS.URL {
 				cfg.NATS.URL = strings.TrimSpace(string(raw))
@@ -196,6 +201,11 @@ func (g *globals) connect(ctx context.Context, cfg config.Config) (*nats.Conn, j
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	nc, err := bus.Connect(cctx, cfg.NATS, "airlock-cli", log)
+	if err != nil && noDevCredentials && errors.Is(err, nats.ErrAuthorization) {
+		return nil, nil, fmt.Errorf("connect to NATS at %s: %w: this command has no credentials, and `airlock dev` keeps none in %s: "+
+			"run it in the directory where `airlock dev` was started, name its data dir with --data DIR (or AIRLOCK_DEV_DATA_DIR=DIR), "+
+			"or give the server's credentials (nats.credentials)", bus.Redact(cfg.NATS.URL), nats.ErrAuthorization, cfg.Dev.DataDir)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

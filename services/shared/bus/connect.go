@@ -77,10 +77,20 @@ func Connect(ctx context.Context, cfg config.NATS, name string, log *slog.Logger
 		lastErr = err
 		select {
 		case <-ctx.Done():
+			if Refused(lastErr) {
+				return nil, fmt.Errorf("connect to NATS at %s: %w (the server answered and refused the connection's credentials: give credentials it accepts, nats.credentials or nats.nkey_seed_file)", Redact(cfg.URL), lastErr)
+			}
 			return nil, fmt.Errorf("connect to NATS at %s: %w (is the server running? `airlock dev` starts one)", Redact(cfg.URL), lastErr)
 		case <-time.After(cfg.ReconnectWait):
 		}
 	}
+}
+
+// Refused reports whether a NATS server answered a connection and refused
+// its credentials (none, wrong, expired or revoked), where trying again
+// with the same ones cannot help.
+func Refused(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked)
 }
 
 // Redact hides any password in a NATS URL list, for logs and messages.
