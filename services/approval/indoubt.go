@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -55,6 +56,22 @@ func (s *Service) inDoubtOpened(ctx context.Context, ev *airlockv1.Event) error 
 			"answer them (console In doubt page, `airlock approvals in-doubt`) or raise the setting", "call", ref.String(), "open", open, "max", most)
 		return nil
 	}
+	// Past the mark the rest is kept for answers, which grow a task (a
+	// full bucket refuses them too, and answering is how it empties).
+	if held, bound, err := s.inDoubt.fill(ctx); err != nil {
+		return fmt.Errorf("record the in-doubt task of %s: %w", ref, err)
+	} else if bound > 0 && float64(held) >= config.InDoubtRefusalMark*float64(bound) {
+		return s.bucketFull(ref, fmt.Errorf("it holds %d of its %d bytes", held, bound))
+	}
+	// A call people answered already is not asked about again: its task
+	// may have left (an answered one does after the retention) when the
+	// failure is handled again (the consumer made anew reads the stream
+	// from its start).
+	if answered, err := s.answeredInDoubt(ctx, ref); err != nil {
+		return fmt.Errorf("record the in-doubt task of %s: %w", ref, err)
+	} else if answered {
+		return nil
+	}
 	t := &airlockv1.InDoubtTask{AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev, ThreadId: ev.GetThreadId(),
 		Reason: f.GetReason(), Message: calls.Cut(f.GetMessage(), ingress.MaxReasonLen), FailedAt: ev.GetTime()}
 	if call := s.callOf(ctx, ref); call != nil {
@@ -72,14 +89,80 @@ func (s *Service) inDoubtOpened(ctx context.Context, ev *airlockv1.Event) error 
 		case errors.Is(err, jetstream.ErrKeyExists):
 			return nil
 		case bus.Full(err):
-			s.untracked.WithLabelValues("bucket_full").Inc()
-			s.deps.Log.Error("a call ended in doubt and gets no task asking whether it happened: the in-doubt bucket holds buckets.in_doubt_max_bytes; "+
-				"answer open tasks (answered ones leave after approval.ended_retention), or raise the setting and run `airlock provision`", "call", ref.String(), "err", err)
-			return nil
+			return s.bucketFull(ref, err)
 		}
 		return fmt.Errorf("record the in-doubt task of %s: %w", ref, err)
 	}
 	return nil
+}
+
+// inDoubtSweepEvery is how many sweeps pass between looks for answered
+// in-doubt tasks past the retention (every 10 minutes at the default
+// sweep_interval of 1 s, and at a replica's first sweep).
+const inDoubtSweepEvery = 600
+
+// sweepInDoubt removes answered tasks older than the retention that carry
+// no TTL of their own: those answered before the bucket took per-key TTLs
+// (an upgraded data dir), which would otherwise stay for ever. An answer
+// written since leaves by its own TTL; the remover's purge is a
+// compare-and-set, so a task changed meanwhile stays.
+func (s *Service) sweepInDoubt(ctx context.Context) {
+	now := s.now()
+	if !s.inDoubtSwept.IsZero() && now.Sub(s.inDoubtSwept) < inDoubtSweepEvery*s.cfg.SweepInterval {
+		return
+	}
+	s.inDoubtSwept = now
+	type answered struct {
+		key string
+		rev uint64
+	}
+	var past []answered
+	err := bus.ReadAll(ctx, s.inDoubt.kv, ">", func(e jetstream.KeyValueEntry) {
+		t := &airlockv1.InDoubtTask{}
+		if proto.Unmarshal(e.Value(), t) == nil && t.GetResolved() && now.Sub(t.GetResolvedAt().AsTime()) >= s.cfg.EndedRetention {
+			past = append(past, answered{e.Key(), e.Revision()})
+		}
+	})
+	if err != nil {
+		s.deps.Log.Warn("cannot read the in-doubt tasks to remove answered ones past approval.ended_retention; will retry", "err", err)
+		return
+	}
+	for _, a := range past {
+		opts := []jetstream.KVDeleteOpt{jetstream.LastRevision(a.rev)}
+		if s.inDoubt.endedTTL > 0 {
+			opts = append(opts, jetstream.PurgeTTL(bus.KeyMarkerTTL)) // the marker leaves too
+		}
+		if err := s.inDoubt.kv.Purge(ctx, a.key, opts...); err != nil && !bus.Conflict(err) {
+			s.deps.Log.Warn("removing an answered in-doubt task past approval.ended_retention failed; will retry", "key", a.key, "err", err)
+		}
+	}
+}
+
+// bucketFull records that ref's call gets no task because the in-doubt
+// bucket is full (or past its mark), and lets its message be acknowledged.
+func (s *Service) bucketFull(ref callref.Ref, why error) error {
+	s.untracked.WithLabelValues("bucket_full").Inc()
+	s.deps.Log.Error("a call ended in doubt and gets no task asking whether it happened: the in-doubt bucket is full (buckets.in_doubt_max_bytes, the rest kept for answers); "+
+		"answer open tasks (answered ones leave after approval.ended_retention), or raise the setting and run `airlock provision`", "call", ref.String(), "err", why)
+	return nil
+}
+
+// answeredInDoubt reports whether the trail holds a person's answer about
+// ref (its call's last outcome_resolved is ref's revision's).
+func (s *Service) answeredInDoubt(ctx context.Context, ref callref.Ref) (bool, error) {
+	subj, err := subject.Event(ref.Agent, ref.Call, subject.OutcomeResolved)
+	if err != nil {
+		return false, err
+	}
+	m, err := bus.LastStored(ctx, s.deps.NC, s.deps.Config.Stream.Name, subj)
+	if err != nil || m == nil {
+		return false, err
+	}
+	ev, err := envelope.Decode(m.Data, m.Header)
+	if err != nil {
+		return false, fmt.Errorf("the answer stored on %s: %w", subj, err)
+	}
+	return ev.GetRevision() == ref.Rev, nil
 }
 
 // openInDoubt counts agent's open tasks, and says whether key (a task of
@@ -139,12 +222,12 @@ func (s *Service) getInDoubt(ctx context.Context, ref callref.Ref, newest bool) 
 			}
 		}
 		if best == 0 {
-			return nil, 0, apierr.New(apierr.NotFound, "call %s/%s has no in-doubt task: it did not end in doubt, or its task was answered more than approval.ended_retention ago (the answer is in its trail)", ref.Agent, ref.Call)
+			return nil, 0, s.noTask(ctx, ref, "call "+ref.Agent+"/"+ref.Call)
 		}
 	}
 	e, err := s.inDoubt.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, apierr.New(apierr.NotFound, "call %s has no in-doubt task: it did not end in doubt, or its task was answered more than approval.ended_retention ago (the answer is in its trail)", ref)
+		return nil, 0, s.noTask(ctx, ref, "call "+ref.String())
 	}
 	if err != nil {
 		return nil, 0, err
@@ -156,8 +239,40 @@ func (s *Service) getInDoubt(ctx context.Context, ref callref.Ref, newest bool) 
 	return t, e.Revision(), nil
 }
 
+// noTask is the not_found answer about a call (named name) that has no
+// in-doubt task, saying from its trail why: answered (the task left after
+// the retention), ended in doubt and given none (past its agent's share or
+// a full bucket), or not in doubt at all. ref.Rev 0: the call's newest.
+func (s *Service) noTask(ctx context.Context, ref callref.Ref, name string) error {
+	last := func(typ string) *airlockv1.Event {
+		subj, err := subject.Event(ref.Agent, ref.Call, typ)
+		if err != nil {
+			return nil
+		}
+		m, err := bus.LastStored(ctx, s.deps.NC, s.deps.Config.Stream.Name, subj)
+		if err != nil || m == nil {
+			return nil
+		}
+		ev, err := envelope.Decode(m.Data, m.Header)
+		if err != nil || ref.Rev != 0 && ev.GetRevision() != ref.Rev {
+			return nil
+		}
+		return ev
+	}
+	if ev := last(subject.OutcomeResolved); ev != nil {
+		return apierr.New(apierr.NotFound, "%s was answered already by %s (%s): its task left after approval.ended_retention, and the answer is in its trail",
+			name, ev.GetActor().GetId(), calls.Happened(ev.GetOutcomeResolved().GetHappened()))
+	}
+	if ev := last(subject.Failed); ev != nil && ev.GetFailed().GetOutcome() == calls.FailureIndeterminate {
+		return apierr.New(apierr.NotFound, "%s ended in doubt but no one was asked about it: its agent had approval.max_in_doubt_per_agent tasks open, "+
+			"or the in-doubt bucket was full (airlock_in_doubt_untracked_total counts such calls). Check whether it happened where the tool acts; its trail keeps the failure", name)
+	}
+	return apierr.New(apierr.NotFound, "%s did not end in doubt: there is nothing to resolve", name)
+}
+
 // ListInDoubt returns the tasks (endpoint "in_doubt.list"): open ones
-// oldest first, then (include_resolved) resolved ones newest first.
+// oldest first, agents taking turns (takingTurns), then (include_resolved)
+// resolved ones newest first.
 func (s *Service) ListInDoubt(ctx context.Context, req *airlockv1.ListInDoubtRequest) (*airlockv1.ListInDoubtResponse, error) {
 	limit := int(req.GetLimit())
 	if limit <= 0 || limit > defaultInDoubtLimit {
@@ -179,9 +294,7 @@ func (s *Service) ListInDoubt(ctx context.Context, req *airlockv1.ListInDoubtReq
 	if err != nil {
 		return nil, fmt.Errorf("list in-doubt tasks: %w", err)
 	}
-	slices.SortFunc(open, func(a, b *airlockv1.InDoubtTask) int {
-		return a.GetFailedAt().AsTime().Compare(b.GetFailedAt().AsTime())
-	})
+	open = takingTurns(open)
 	slices.SortFunc(done, func(a, b *airlockv1.InDoubtTask) int {
 		return b.GetResolvedAt().AsTime().Compare(a.GetResolvedAt().AsTime())
 	})
@@ -191,6 +304,34 @@ func (s *Service) ListInDoubt(ctx context.Context, req *airlockv1.ListInDoubtReq
 		resp.Tasks, resp.Truncated = all[:limit], true
 	}
 	return resp, nil
+}
+
+// takingTurns orders open tasks oldest first within each agent, the agents
+// taking turns (each one's oldest, then each one's second, ...; agents in
+// the order of their oldest task), so that one agent at its share of open
+// tasks cannot push another's off the page a list shows.
+func takingTurns(open []*airlockv1.InDoubtTask) []*airlockv1.InDoubtTask {
+	older := func(a, b *airlockv1.InDoubtTask) int {
+		return a.GetFailedAt().AsTime().Compare(b.GetFailedAt().AsTime())
+	}
+	slices.SortStableFunc(open, older)
+	var agents []string
+	byAgent := map[string][]*airlockv1.InDoubtTask{}
+	for _, t := range open {
+		if _, seen := byAgent[t.GetAgentId()]; !seen {
+			agents = append(agents, t.GetAgentId())
+		}
+		byAgent[t.GetAgentId()] = append(byAgent[t.GetAgentId()], t)
+	}
+	out := make([]*airlockv1.InDoubtTask, 0, len(open))
+	for turn := 0; len(out) < len(open); turn++ {
+		for _, a := range agents {
+			if tasks := byAgent[a]; turn < len(tasks) {
+				out = append(out, tasks[turn])
+			}
+		}
+	}
+	return out
 }
 
 // GetInDoubt returns one task (endpoint "in_doubt.get").

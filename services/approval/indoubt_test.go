@@ -168,12 +168,16 @@ func TestAnAgentKeepsOnlyItsShareOfOpenInDoubtTasks(t *testing.T) {
 	}
 }
 
-// Every agent's tasks together stop at buckets.in_doubt_max_bytes: a call
-// that ends in doubt then gets no task (counted bucket_full) and its
-// failure is not handled again and again; once there is room, the next one
-// gets its task.
+// Every agent's tasks together stop at config.InDoubtRefusalMark of
+// buckets.in_doubt_max_bytes: a call that ends in doubt then gets no task
+// (counted bucket_full) and its failure is not handled again and again;
+// the rest takes people's answers, and once answered tasks have left, the
+// next call in doubt gets its task.
 func TestAFullInDoubtBucketLeavesTheCallUntrackedAndGoesOn(t *testing.T) {
-	w := newWorld(t, func(c *config.Config) { c.Buckets.InDoubtMaxBytes = config.MinInDoubtMaxBytes })
+	w := newWorld(t, func(c *config.Config) {
+		c.Buckets.InDoubtMaxBytes = config.MinInDoubtMaxBytes
+		c.Approval.EndedRetention = time.Second
+	})
 	w.start()
 	ctx := context.Background()
 	exec := w.deps.Publisher("executor")
@@ -197,24 +201,29 @@ func TestAFullInDoubtBucketLeavesTheCallUntrackedAndGoesOn(t *testing.T) {
 	if n < 200 || n >= agents*each {
 		t.Fatalf("%d tasks stored of %d calls in doubt: want the bucket to have filled near its 1 MiB", n, agents*each)
 	}
-	// Room again (a task purged, as an answered one leaves): the next call
-	// in doubt gets its task.
-	kv, err := w.js.KeyValue(ctx, w.cfg.Buckets.InDoubt)
-	if err != nil {
-		t.Fatal(err)
+	// The rest past the mark is kept for answers: answering a task in the
+	// full bucket is how it empties without an operator. Answered, it
+	// leaves after the retention, and the next call in doubt gets a task.
+	out, err := w.api.ListInDoubt(ctx, &airlockv1.ListInDoubtRequest{})
+	if err != nil || len(out.GetTasks()) == 0 {
+		t.Fatalf("list: %v %v", out, err)
 	}
-	for c := range 4 {
-		if err := kv.Purge(ctx, fmt.Sprintf("a00.c%02d.1", c)); err != nil {
-			t.Fatal(err)
+	for _, task := range out.GetTasks()[:4] {
+		if _, err := w.api.ResolveInDoubt(ctx, &airlockv1.ResolveInDoubtRequest{AgentId: task.GetAgentId(), CallId: task.GetCallId(), Happened: false,
+			Note: strings.Repeat("n", 4000), Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "bob"}}); err != nil {
+			t.Fatalf("answering %s/%s in the full bucket: %v", task.GetAgentId(), task.GetCallId(), err)
 		}
 	}
+	testenv.Eventually(t, 10*time.Second, "the answered tasks to leave after the retention", func() bool {
+		return countTasks(t, w) == n-4
+	})
 	ev := &airlockv1.Event{EventId: "late.l1.1.failed", AgentId: "late", CallId: "l1", Revision: 1,
 		Body: &airlockv1.Event_Failed{Failed: &airlockv1.Failed{Reason: "tool_error", Outcome: "indeterminate", Message: "short"}}}
 	if _, err := exec.Publish(ctx, ev, ""); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, "a task for a call in doubt once the bucket has room", func() bool {
-		_, err := kv.Get(ctx, "late.l1.1")
+		_, err := w.api.GetInDoubt(ctx, "late", "l1", 0)
 		return err == nil
 	})
 }

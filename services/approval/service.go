@@ -101,6 +101,7 @@ type Service struct {
 
 	// Touched by the sweeper's goroutine only.
 	grantSwept     time.Time
+	inDoubtSwept   time.Time
 	expiryRecorded map[string]bool // grants whose expiry is known to be in the stream
 	// silentSince is when a replica named an announcer was first found off
 	// the bus, by its id (takeOver); forgotten once it answers.

@@ -123,11 +123,12 @@ func (s records) create(ctx context.Context, rec *airlockv1.ApprovalRecord) (uin
 }
 
 // fill is how full the bucket is: the bytes it holds and its bound
-// (approval.max_bytes; 0 when it has none, provisioned before it had).
+// (approval.max_bytes, buckets.in_doubt_max_bytes; 0 when it has none,
+// provisioned before it had).
 func (s records) fill(ctx context.Context) (held uint64, bound int64, err error) {
 	st, err := s.kv.Status(ctx)
 	if err != nil {
-		return 0, 0, fmt.Errorf("status of the approvals bucket: %w", err)
+		return 0, 0, fmt.Errorf("status of bucket %s: %w", s.kv.Bucket(), err)
 	}
 	kst, ok := st.(*jetstream.KeyValueBucketStatus)
 	if !ok {

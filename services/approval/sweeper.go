@@ -71,6 +71,7 @@ func (s *Service) sweepOnce(ctx context.Context) {
 	s.takeOver(ctx)
 	s.settle(ctx)
 	s.sweepGrants(ctx)
+	s.sweepInDoubt(ctx)
 }
 
 // fireTimer marks the due reminder or escalation done with CAS and, if this

@@ -181,6 +181,11 @@ const MinClientWaitsMaxBytes = 1 << 20
 // (256) of typical tasks, or 16 at that many of the largest.
 const DefaultInDoubtMaxBytes = 64 << 20
 
+// InDoubtRefusalMark is the share of buckets.in_doubt_max_bytes past which
+// no new in-doubt task is made: the rest is kept for people's answers,
+// which grow a task (a full bucket refuses them too).
+const InDoubtRefusalMark = 0.9
+
 // MinInDoubtMaxBytes is the least Buckets.InDoubtMaxBytes.
 const MinInDoubtMaxBytes = 1 << 20
 
