@@ -41,8 +41,23 @@ func (s *Service) inDoubtOpened(ctx context.Context, ev *airlockv1.Event) error 
 	f := ev.GetFailed()
 	ref := callref.OfEvent(ev)
 	key := ref.Key()
+	t := &airlockv1.InDoubtTask{AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev, ThreadId: ev.GetThreadId(),
+		Reason: f.GetReason(), Message: calls.Cut(f.GetMessage(), ingress.MaxReasonLen), FailedAt: ev.GetTime()}
+	if call := s.callOf(ctx, ref); call != nil { // outside the lock: it may wait for the stream
+		t.Server, t.Tool = call.GetServer(), call.GetTool()
+		if t.ThreadId == "" {
+			t.ThreadId = call.GetThreadId()
+		}
+	}
 	s.inDoubtMu.Lock()
 	defer s.inDoubtMu.Unlock()
+	if at, ok := s.inDoubtFull[ref.Agent]; ok && s.now().Sub(at) < inDoubtShareMemo {
+		// Found at its share a moment ago: only people's answers lower
+		// that, so its flood costs no read of its tasks each.
+		s.untracked.WithLabelValues("agent_share").Inc()
+		return nil
+	}
+	delete(s.inDoubtFull, ref.Agent)
 	open, exists, err := s.openInDoubt(ctx, ref.Agent, key)
 	if err != nil {
 		return fmt.Errorf("count the in-doubt tasks of agent %s: %w", ref.Agent, err)
@@ -51,6 +66,7 @@ func (s *Service) inDoubtOpened(ctx context.Context, ev *airlockv1.Event) error 
 		return nil
 	}
 	if most := s.cfg.MaxInDoubtPerAgent; open >= most {
+		s.inDoubtFull[ref.Agent] = s.now()
 		s.untracked.WithLabelValues("agent_share").Inc()
 		s.deps.Log.Warn("a call ended in doubt and gets no task asking whether it happened: its agent has approval.max_in_doubt_per_agent tasks open; "+
 			"answer them (console In doubt page, `airlock approvals in-doubt`) or raise the setting", "call", ref.String(), "open", open, "max", most)
@@ -71,14 +87,6 @@ func (s *Service) inDoubtOpened(ctx context.Context, ev *airlockv1.Event) error 
 		return fmt.Errorf("record the in-doubt task of %s: %w", ref, err)
 	} else if answered {
 		return nil
-	}
-	t := &airlockv1.InDoubtTask{AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev, ThreadId: ev.GetThreadId(),
-		Reason: f.GetReason(), Message: calls.Cut(f.GetMessage(), ingress.MaxReasonLen), FailedAt: ev.GetTime()}
-	if call := s.callOf(ctx, ref); call != nil {
-		t.Server, t.Tool = call.GetServer(), call.GetTool()
-		if t.ThreadId == "" {
-			t.ThreadId = call.GetThreadId()
-		}
 	}
 	data, err := proto.Marshal(t)
 	if err != nil {
@@ -103,9 +111,10 @@ const inDoubtSweepEvery = 600
 
 // sweepInDoubt removes answered tasks older than the retention that carry
 // no TTL of their own: those answered before the bucket took per-key TTLs
-// (an upgraded data dir), which would otherwise stay for ever. An answer
-// written since leaves by its own TTL; the remover's purge is a
-// compare-and-set, so a task changed meanwhile stays.
+// (an upgraded data dir), or whose TTL was not set after the answer
+// (answeredLeaves), which would otherwise stay for ever. An answer not yet
+// in the trail is recorded there first. The purge is a compare-and-set,
+// so a task changed meanwhile stays.
 func (s *Service) sweepInDoubt(ctx context.Context) {
 	now := s.now()
 	if !s.inDoubtSwept.IsZero() && now.Sub(s.inDoubtSwept) < inDoubtSweepEvery*s.cfg.SweepInterval {
@@ -113,14 +122,15 @@ func (s *Service) sweepInDoubt(ctx context.Context) {
 	}
 	s.inDoubtSwept = now
 	type answered struct {
-		key string
-		rev uint64
+		key  string
+		rev  uint64
+		task *airlockv1.InDoubtTask
 	}
 	var past []answered
 	err := bus.ReadAll(ctx, s.inDoubt.kv, ">", func(e jetstream.KeyValueEntry) {
 		t := &airlockv1.InDoubtTask{}
 		if proto.Unmarshal(e.Value(), t) == nil && t.GetResolved() && now.Sub(t.GetResolvedAt().AsTime()) >= s.cfg.EndedRetention {
-			past = append(past, answered{e.Key(), e.Revision()})
+			past = append(past, answered{e.Key(), e.Revision(), t})
 		}
 	})
 	if err != nil {
@@ -128,6 +138,19 @@ func (s *Service) sweepInDoubt(ctx context.Context) {
 		return
 	}
 	for _, a := range past {
+		ref, err := callref.ParseKey(a.key)
+		if err != nil {
+			continue
+		}
+		if inTrail, err := s.answeredInDoubt(ctx, ref); err != nil || !inTrail {
+			if err == nil {
+				err = s.publishResolved(ctx, a.task)
+			}
+			if err != nil {
+				s.deps.Log.Warn("an answered in-doubt task past approval.ended_retention stays until its answer is in the trail; will retry", "key", a.key, "err", err)
+				continue
+			}
+		}
 		opts := []jetstream.KVDeleteOpt{jetstream.LastRevision(a.rev)}
 		if s.inDoubt.endedTTL > 0 {
 			opts = append(opts, jetstream.PurgeTTL(bus.KeyMarkerTTL)) // the marker leaves too
@@ -164,6 +187,12 @@ func (s *Service) answeredInDoubt(ctx context.Context, ref callref.Ref) (bool, e
 	}
 	return ev.GetRevision() == ref.Rev, nil
 }
+
+// inDoubtShareMemo is how long an agent found at its share of open tasks
+// is taken to be still there without reading its tasks again (an answer
+// given through this replica ends it at once; one through another replica
+// frees the place for this one's calls after it).
+const inDoubtShareMemo = 2 * time.Second
 
 // openInDoubt counts agent's open tasks, and says whether key (a task of
 // agent's) is stored already, open or answered. It reads the agent's
@@ -386,15 +415,27 @@ func (s *Service) ResolveInDoubt(ctx context.Context, req *airlockv1.ResolveInDo
 			return nil, err
 		}
 		key, _ := callref.New(t.GetAgentId(), t.GetCallId(), t.GetRevision())
-		// Answered, the task leaves after the retention (its answer is in
-		// the trail): what is left counts toward no agent's share.
-		if err := s.inDoubt.update(ctx, key.Key(), data, rev, true); err != nil {
+		// The answer is kept without a TTL until the trail holds it: a lost
+		// publish is repaired by the same answer again or by the sweeper
+		// (sweepInDoubt), never lost with a task that left.
+		answered, err := s.inDoubt.kv.Update(ctx, key.Key(), data, rev)
+		if err != nil {
 			if bus.Conflict(err) {
 				continue // resolved meanwhile: look again
 			}
+			if bus.Full(err) {
+				return nil, apierr.Wrap(apierr.Unavailable, err, "the in-doubt bucket is full (buckets.in_doubt_max_bytes): raise it and run `airlock provision`, then answer again")
+			}
 			return nil, fmt.Errorf("resolve %s: %w", key, err)
 		}
-		return &airlockv1.ResolveInDoubtResponse{Task: t, Changed: true}, s.publishResolved(ctx, t)
+		s.inDoubtMu.Lock()
+		delete(s.inDoubtFull, t.GetAgentId()) // a place freed: look again at the next
+		s.inDoubtMu.Unlock()
+		if err := s.publishResolved(ctx, t); err != nil {
+			return nil, err
+		}
+		s.answeredLeaves(ctx, key.Key(), data, answered)
+		return &airlockv1.ResolveInDoubtResponse{Task: t, Changed: true}, nil
 	}
 	return nil, apierr.New(apierr.Conflict, "call %s kept changing while it was resolved: try again", ref)
 }
@@ -421,6 +462,18 @@ func (s *Service) mayResolve(ctx context.Context, t *airlockv1.InDoubtTask, acto
 		return s.domainErr(ctx, rec, actor, refusal)
 	}
 	return nil
+}
+
+// answeredLeaves gives an answered task, stored at revision rev, the
+// retention as its TTL once its answer is in the trail. A failure leaves
+// it for the sweeper, which removes answered tasks past the retention.
+func (s *Service) answeredLeaves(ctx context.Context, key string, data []byte, rev uint64) {
+	if s.inDoubt.endedTTL <= 0 {
+		return
+	}
+	if err := bus.UpdateTTL(ctx, s.inDoubt.js, s.inDoubt.bucket, key, data, rev, s.inDoubt.endedTTL); err != nil && !bus.Conflict(err) {
+		s.deps.Log.Warn("an answered in-doubt task keeps no TTL; the sweeper removes it after approval.ended_retention", "key", key, "err", err)
+	}
 }
 
 // publishResolved records a resolution in the trail, where the agent sees it.

@@ -66,6 +66,9 @@ type Service struct {
 	// open tasks is not read by two handlings at once (replicas may still
 	// each admit one past it).
 	inDoubtMu sync.Mutex
+	// inDoubtFull is when each agent was last found at its share of open
+	// tasks (inDoubtShareMemo), under inDoubtMu.
+	inDoubtFull map[string]time.Time
 	// untracked is airlock_in_doubt_untracked_total.
 	untracked *prometheus.CounterVec
 	index     *index
@@ -170,6 +173,7 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		decisions:  dk,
 		frontend:   fk,
 
+		inDoubtFull:    map[string]time.Time{},
 		expiryRecorded: map[string]bool{},
 		silentSince:    map[string]time.Time{},
 	}

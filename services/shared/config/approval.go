@@ -59,13 +59,15 @@ type Approval struct {
 	// agent's new calls are refused, so one agent cannot bring the bucket
 	// to its refusal mark for every other. 0: Config.ApprovalBytesPerAgent.
 	MaxBytesPerAgent int64 `yaml:"max_bytes_per_agent"`
-	// MaxInDoubtPerAgent is how many "did it happen?" tasks of one agent's
-	// calls the in-doubt bucket keeps: open ones, and answered ones until
-	// they leave after EndedRetention. An agent can end calls in doubt at
-	// will (a webhook that answers 5xx to its arguments), so past it the
-	// agent's next call that ends in doubt gets no task: its failed event
-	// still says indeterminate, and the approval service logs and counts it
-	// (airlock_in_doubt_untracked_total).
+	// MaxInDoubtPerAgent is how many open "did it happen?" tasks of one
+	// agent's calls the in-doubt bucket keeps. An agent can end calls in
+	// doubt at will (a webhook that answers 5xx to its arguments), and only
+	// a person closes a task, so past it the agent's next call that ends in
+	// doubt gets no task: its failed event still says indeterminate, and
+	// the approval service logs and counts it
+	// (airlock_in_doubt_untracked_total). Answered tasks count toward no
+	// share: they grow only as people answer, and leave after
+	// EndedRetention.
 	MaxInDoubtPerAgent int `yaml:"max_in_doubt_per_agent"`
 	// TakeoverAfter is how long the replica a pending call's record names
 	// its announcer must stay off the bus (every ping of it answered "no

@@ -174,11 +174,12 @@ const DefaultClientWaitsMaxBytes = 128 << 20
 // MinClientWaitsMaxBytes is the least Buckets.ClientWaitsMaxBytes.
 const MinClientWaitsMaxBytes = 1 << 20
 
-// DefaultInDoubtMaxBytes is Buckets.InDoubtMaxBytes by default: a task is
-// under 1 KB unless its failure message is long (at most 4 KiB, and a
-// person's note as much again), so 64 MiB holds every agent of a
-// deployment of a few hundred at its approval.max_in_doubt_per_agent
-// (256) of typical tasks, or 16 at that many of the largest.
+// DefaultInDoubtMaxBytes is Buckets.InDoubtMaxBytes by default: an open
+// task is under 1 KB unless its failure message is long (at most 4 KiB;
+// an answer adds a person's note, as much again), so the 90% of 64 MiB
+// open tasks may take holds about 230 agents at their
+// approval.max_in_doubt_per_agent (256) of typical tasks, or about 50 at
+// that many of the longest.
 const DefaultInDoubtMaxBytes = 64 << 20
 
 // InDoubtRefusalMark is the share of buckets.in_doubt_max_bytes past which
@@ -585,7 +586,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("approval.max_pending_per_agent (%d) must be at least 1: it is how many of one agent's calls may wait for a person", c.Approval.MaxPendingPerAgent))
 	}
 	if c.Approval.MaxInDoubtPerAgent < 1 {
-		errs = append(errs, fmt.Errorf("approval.max_in_doubt_per_agent (%d) must be at least 1: it is how many \"did it happen?\" tasks of one agent's calls the in-doubt bucket keeps (open, or answered within approval.ended_retention)", c.Approval.MaxInDoubtPerAgent))
+		errs = append(errs, fmt.Errorf("approval.max_in_doubt_per_agent (%d) must be at least 1: it is how many open \"did it happen?\" tasks of one agent's calls the in-doubt bucket keeps", c.Approval.MaxInDoubtPerAgent))
 	}
 	if c.Approval.NotifyBurst < 1 {
 		errs = append(errs, fmt.Errorf("approval.notify_burst (%d) must be at least 1: it is how many of one agent's calls a channel announces one by one before coalescing the rest into a digest", c.Approval.NotifyBurst))
