@@ -34,9 +34,11 @@ const defaultInDoubtLimit = 200
 // doubt at will (a webhook answering 5xx to its arguments), and only a
 // person closes a task, so an agent with approval.max_in_doubt_per_agent
 // open tasks gets no new one, and neither does any call once the bucket
-// holds buckets.in_doubt_max_bytes: the call's failed event still says
-// indeterminate; the miss is logged and counted, and the message is
-// acknowledged (asking again would find the same).
+// holds config.InDoubtRefusalMark of buckets.in_doubt_max_bytes: the
+// call's failed event still says indeterminate; the miss is logged and
+// counted, and the message is acknowledged (asking again would find the
+// same). A failure handled again while its agent is taken to be at its
+// share (inDoubtShareMemo) is counted again, though its task may exist.
 func (s *Service) inDoubtOpened(ctx context.Context, ev *airlockv1.Event) error {
 	f := ev.GetFailed()
 	ref := callref.OfEvent(ev)
