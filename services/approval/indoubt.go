@@ -179,7 +179,9 @@ func (s *Service) answeredInDoubt(ctx context.Context, ref callref.Ref) (bool, e
 	if err != nil {
 		return false, err
 	}
-	m, err := bus.LastStored(ctx, s.deps.NC, s.deps.Config.Stream.Name, subj)
+	gctx, cancel := context.WithTimeout(ctx, 2*time.Second) // a stream without a leader: the failure is handled again
+	defer cancel()
+	m, err := bus.LastStored(gctx, s.deps.NC, s.deps.Config.Stream.Name, subj)
 	if err != nil || m == nil {
 		return false, err
 	}
@@ -280,7 +282,9 @@ func (s *Service) noTask(ctx context.Context, ref callref.Ref, name string) erro
 		if err != nil {
 			return nil
 		}
-		m, err := bus.LastStored(ctx, s.deps.NC, s.deps.Config.Stream.Name, subj)
+		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		m, err := bus.LastStored(gctx, s.deps.NC, s.deps.Config.Stream.Name, subj)
 		if err != nil || m == nil {
 			return nil
 		}

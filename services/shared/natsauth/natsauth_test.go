@@ -79,7 +79,9 @@ func TestShippedConfigLoadsInNATSServer(t *testing.T) {
 // own user, the last stored event of the subjects that service's code reads:
 // from the stream's leader, the executor's ledger (before a claim after a
 // redelivery or take-over) and the policy service's sequencing of revisions;
-// with Direct Get, the approval service's decision events (its sweeper's check). A refused read
+// with Direct Get, the approval service's decision events (its sweeper's
+// check) and those of a call in doubt (its call, its answer, its failure:
+// services/approval/indoubt.go). A refused read
 // is a permissions violation; an allowed one finds nothing (404).
 func TestServicesMayReadTheLastEventsTheirCodeReads(t *testing.T) {
 	n := testenv.StartSecureNATS(t)
@@ -102,6 +104,9 @@ func TestServicesMayReadTheLastEventsTheirCodeReads(t *testing.T) {
 		{"approval_reads_a_changes_requested_event", natsauth.RoleApproval, event(subject.ChangesRequested), false},
 		{"approval_reads_an_expired_event", natsauth.RoleApproval, event(subject.Expired), false},
 		{"approval_reads_a_canceled_event", natsauth.RoleApproval, event(subject.Canceled), false},
+		{"approval_reads_an_allowed_event", natsauth.RoleApproval, event(subject.Allowed), false},
+		{"approval_reads_an_outcome_resolved_event", natsauth.RoleApproval, event(subject.OutcomeResolved), false},
+		{"approval_reads_a_failed_event", natsauth.RoleApproval, event(subject.Failed), false},
 		{"policy_reads_the_last_event_of_a_call", natsauth.RolePolicy, subject.OfCall("bot", "c1"), true},
 		{"policy_reads_a_changes_requested_event", natsauth.RolePolicy, event(subject.ChangesRequested), true},
 	}
