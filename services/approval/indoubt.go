@@ -175,21 +175,8 @@ func (s *Service) bucketFull(ref callref.Ref, why error) error {
 // answeredInDoubt reports whether the trail holds a person's answer about
 // ref (its call's last outcome_resolved is ref's revision's).
 func (s *Service) answeredInDoubt(ctx context.Context, ref callref.Ref) (bool, error) {
-	subj, err := subject.Event(ref.Agent, ref.Call, subject.OutcomeResolved)
-	if err != nil {
-		return false, err
-	}
-	gctx, cancel := context.WithTimeout(ctx, 2*time.Second) // a stream without a leader: the failure is handled again
-	defer cancel()
-	m, err := bus.LastStored(gctx, s.deps.NC, s.deps.Config.Stream.Name, subj)
-	if err != nil || m == nil {
-		return false, err
-	}
-	ev, err := envelope.Decode(m.Data, m.Header)
-	if err != nil {
-		return false, fmt.Errorf("the answer stored on %s: %w", subj, err)
-	}
-	return ev.GetRevision() == ref.Rev, nil
+	ev, err := s.lastEventOf(ctx, ref, subject.OutcomeResolved)
+	return ev != nil, err
 }
 
 // inDoubtShareMemo is how long an agent found at its share of open tasks
@@ -222,21 +209,33 @@ func (s *Service) callOf(ctx context.Context, ref callref.Ref) *airlockv1.ToolCa
 	if rec, _, err := s.store.get(ctx, ref.Key()); err == nil {
 		return rec.GetCall()
 	}
-	subj, err := subject.Event(ref.Agent, ref.Call, subject.Allowed)
+	ev, _ := s.lastEventOf(ctx, ref, subject.Allowed)
+	return ev.GetAllowed().GetCall()
+}
+
+// lastEventOf is the last stored event of type typ of ref's call, when it
+// is of ref's revision (of any with ref.Rev 0); nil when there is none. A
+// read waits at most 2 s: on a stream without a leader the caller goes on
+// without it, or its message is handled again.
+func (s *Service) lastEventOf(ctx context.Context, ref callref.Ref, typ string) (*airlockv1.Event, error) {
+	subj, err := subject.Event(ref.Agent, ref.Call, typ)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	m, err := bus.LastStored(gctx, s.deps.NC, s.deps.Config.Stream.Name, subj)
 	if err != nil || m == nil {
-		return nil
+		return nil, err
 	}
 	ev, err := envelope.Decode(m.Data, m.Header)
-	if err != nil || ev.GetRevision() != ref.Rev {
-		return nil
+	if err != nil {
+		return nil, fmt.Errorf("the event stored on %s: %w", subj, err)
 	}
-	return ev.GetAllowed().GetCall()
+	if ref.Rev != 0 && ev.GetRevision() != ref.Rev {
+		return nil, nil
+	}
+	return ev, nil
 }
 
 // getInDoubt reads one task with its KV revision; revision 0 of ref means
@@ -278,20 +277,7 @@ func (s *Service) getInDoubt(ctx context.Context, ref callref.Ref, newest bool) 
 // a full bucket), or not in doubt at all. ref.Rev 0: the call's newest.
 func (s *Service) noTask(ctx context.Context, ref callref.Ref, name string) error {
 	last := func(typ string) *airlockv1.Event {
-		subj, err := subject.Event(ref.Agent, ref.Call, typ)
-		if err != nil {
-			return nil
-		}
-		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		m, err := bus.LastStored(gctx, s.deps.NC, s.deps.Config.Stream.Name, subj)
-		if err != nil || m == nil {
-			return nil
-		}
-		ev, err := envelope.Decode(m.Data, m.Header)
-		if err != nil || ref.Rev != 0 && ev.GetRevision() != ref.Rev {
-			return nil
-		}
+		ev, _ := s.lastEventOf(ctx, ref, typ) // unread, the answer is the last one below
 		return ev
 	}
 	if ev := last(subject.OutcomeResolved); ev != nil {
@@ -475,9 +461,9 @@ func (s *Service) mayResolve(ctx context.Context, t *airlockv1.InDoubtTask, acto
 // it for the sweeper, which removes answered tasks past the retention.
 func (s *Service) answeredLeaves(ctx context.Context, key string, data []byte, rev uint64) {
 	if s.inDoubt.endedTTL <= 0 {
-		return
+		return // a bucket without per-key TTLs: the sweeper removes it
 	}
-	if err := bus.UpdateTTL(ctx, s.inDoubt.js, s.inDoubt.bucket, key, data, rev, s.inDoubt.endedTTL); err != nil && !bus.Conflict(err) {
+	if err := s.inDoubt.update(ctx, key, data, rev, true); err != nil && !bus.Conflict(err) {
 		s.deps.Log.Warn("an answered in-doubt task keeps no TTL; the sweeper removes it after approval.ended_retention", "key", key, "err", err)
 	}
 }

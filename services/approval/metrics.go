@@ -23,7 +23,8 @@ func bucketFillGauge(reg *prometheus.Registry) prometheus.Gauge {
 // untrackedCounter is airlock_in_doubt_untracked_total: calls that ended
 // in doubt and got no "did it happen?" task, by why: agent_share (the agent
 // had approval.max_in_doubt_per_agent open tasks) or bucket_full (the
-// in-doubt bucket held buckets.in_doubt_max_bytes).
+// in-doubt bucket held config.InDoubtRefusalMark of
+// buckets.in_doubt_max_bytes, or all of it).
 func untrackedCounter(reg *prometheus.Registry) *prometheus.CounterVec {
 	return registered(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "airlock_in_doubt_untracked_total",
 		Help: "Calls that ended in doubt and got no task asking a person whether they happened, by why (agent_share, bucket_full)."}, []string{"why"}))

@@ -59,8 +59,8 @@ type Service struct {
 	grants   jetstream.KeyValue
 	clients  *clientwait.Store // nil: cards are not redrawn when an MCP client comes or goes
 	// inDoubt holds the "did it happen?" tasks of calls that ended in doubt
-	// (airlock.v1.InDoubtTask, not approval records: only its kv and
-	// update are used).
+	// (airlock.v1.InDoubtTask, not approval records: its kv, update with
+	// the retention's TTL and fill are used, not what reads records).
 	inDoubt records
 	// inDoubtMu makes one task at a time, so that the count of an agent's
 	// open tasks is not read by two handlings at once (replicas may still
