@@ -7,12 +7,8 @@ import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import * as airlock from "../src/index.js";
+import { env } from "./env.js";
 
-const env = (name: string): string => {
-  const v = process.env[name];
-  if (!v) throw new Error(`set ${name}: go test -run TestTypeScriptClient ./tests/ starts airlock dev and sets it`);
-  return v;
-};
 
 async function admin(method: string, path: string, body?: unknown): Promise<any> {
   const resp = await fetch(env("AIRLOCK_URL") + path, {

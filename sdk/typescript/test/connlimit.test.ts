@@ -5,12 +5,8 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as airlock from "../src/index.js";
+import { env } from "./env.js";
 
-const env = (name: string): string => {
-  const v = process.env[name];
-  if (!v) throw new Error(`set ${name}: go test -run TestTypeScriptClient ./tests/ starts airlock dev and sets it`);
-  return v;
-};
 
 describe("an agent at its connection bound", () => {
   it("is told to close a connection or have limits.agent_connections raised", async () => {

@@ -5,26 +5,20 @@
 // the client awaits those calls. Environment as client.test.ts.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { readFile } from "node:fs/promises";
 import { randomUUID } from "node:crypto";
-import { connect, headers, nkeyAuthenticator } from "@nats-io/transport-node";
+import { headers } from "@nats-io/transport-node";
 import * as airlock from "../src/index.js";
+import { env, rawConnect } from "./env.js";
 
-const env = (name: string): string => {
-  const v = process.env[name];
-  if (!v) throw new Error(`set ${name}: go test -run TestTypeScriptClient ./tests/ starts airlock dev and sets it`);
-  return v;
-};
 
 describe("over nats, a call requested in JSON", () => {
   it("is awaited as one requested in protobuf: completed with its result, denied with the policy's reason", async () => {
     const client = await airlock.connectNats({ credentialFile: env("AIRLOCK_CREDENTIAL") });
-    const cred = JSON.parse(await readFile(env("AIRLOCK_CREDENTIAL"), "utf8"));
-    const raw = await connect({ servers: cred.url, authenticator: nkeyAuthenticator(new TextEncoder().encode(cred.seed)), inboxPrefix: `_INBOX_${cred.agent}` });
+    const { nc: raw, agent: rawAgent } = await rawConnect(env("AIRLOCK_CREDENTIAL"));
     const json = headers();
     json.set("Content-Type", "application/json");
     const request = async (call: { call_id: string; tool: string; arguments: object }) => {
-      const ack = await raw.request(`airlock.req.${cred.agent}.${call.call_id}`, JSON.stringify({ requested: { call } }), { headers: json, timeout: 10_000 });
+      const ack = await raw.request(`airlock.req.${rawAgent}.${call.call_id}`, JSON.stringify({ requested: { call } }), { headers: json, timeout: 10_000 });
       assert.equal(ack.json<any>().error, undefined, `the intake refused ${call.call_id}: ${ack.string()}`);
     };
     try {
@@ -39,11 +33,11 @@ describe("over nats, a call requested in JSON", () => {
       assert.equal(refused.reason, "secrets stay put");
       // The stored events are protojson indeed: the Direct Get of the
       // completion says so in its Content-Type.
-      const stored = await raw.request(`$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.${cred.agent}.${echoed}.exec.completed`, "", { timeout: 10_000 });
+      const stored = await raw.request(`$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.${rawAgent}.${echoed}.exec.completed`, "", { timeout: 10_000 });
       assert.equal(stored.headers?.get("Content-Type"), "application/json");
       // And the client's own call, requested in protobuf, is stored as protobuf.
       const own = await client.do({ tool: "demo__echo", arguments: { text: "hello in protobuf" } });
-      const mine = await raw.request(`$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.${cred.agent}.${own.callId}.exec.completed`, "", { timeout: 10_000 });
+      const mine = await raw.request(`$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.${rawAgent}.${own.callId}.exec.completed`, "", { timeout: 10_000 });
       assert.equal(mine.headers?.get("Content-Type") ?? "", "", "the client's own call was stored as protojson: it requested in JSON");
       assert.ok(mine.data.length > 0 && mine.data[0] !== "{".charCodeAt(0));
     } finally {

@@ -4,23 +4,16 @@
 // call's event, which the client refuses. Environment as client.test.ts.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { readFile } from "node:fs/promises";
 import { randomUUID } from "node:crypto";
-import { connect, nkeyAuthenticator } from "@nats-io/transport-node";
 import * as airlock from "../src/index.js";
+import { env, rawConnect } from "./env.js";
 
-const env = (name: string): string => {
-  const v = process.env[name];
-  if (!v) throw new Error(`set ${name}: go test -run TestTypeScriptClient ./tests/ starts airlock dev and sets it`);
-  return v;
-};
 
 describe("over nats, another agent's events", () => {
   it("never become this agent's outcome", async () => {
     const victim = await airlock.connectNats({ credentialFile: env("AIRLOCK_CREDENTIAL") });
     const evil = await airlock.connectNats({ credentialFile: env("AIRLOCK_TEST_OTHER_CREDENTIAL") });
-    const cred = JSON.parse(await readFile(env("AIRLOCK_TEST_OTHER_CREDENTIAL"), "utf8"));
-    const raw = await connect({ servers: cred.url, authenticator: nkeyAuthenticator(new TextEncoder().encode(cred.seed)), inboxPrefix: `_INBOX_${cred.agent}` });
+    const { nc: raw, agent: rawAgent } = await rawConnect(env("AIRLOCK_TEST_OTHER_CREDENTIAL"));
     const agent = env("AIRLOCK_TEST_NATS_AGENT");
     try {
       // The evil agent's own completed call, whose stored event it can read.
@@ -29,7 +22,7 @@ describe("over nats, another agent's events", () => {
       // The victim's call waits for a person.
       const callId = await victim.submit({ callId: `ts-forged-${randomUUID().slice(0, 8)}`, tool: "demo__write_file", arguments: { path: "ts-forged.txt", content: "x" } });
       const waiting = victim.await(callId, 4000);
-      const ownEvent = `airlock.evt.${cred.agent}.${own.callId}.exec.completed`;
+      const ownEvent = `airlock.evt.${rawAgent}.${own.callId}.exec.completed`;
       for (let i = 0; i < 10; i++) {
         raw.publish(`$JS.API.DIRECT.GET.AIRLOCK_EVENTS.${ownEvent}`, "", { reply: `airlock.out.${agent}.${callId}.exec.completed` });
         await new Promise((r) => setTimeout(r, 100));

@@ -7,15 +7,11 @@
 // AIRLOCK_TEST_NATS_AGENT.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { readFile } from "node:fs/promises";
-import { connect, nkeyAuthenticator, type Subscription } from "@nats-io/transport-node";
+import { type Subscription } from "@nats-io/transport-node";
 import * as airlock from "../src/index.js";
+import { env as envOf, rawConnect } from "./env.js";
 
-const env = (name: string): string => {
-  const v = process.env[name];
-  if (!v) throw new Error(`set ${name}: go test -run TestTypeScriptClientOverBudget ./tests/ starts airlock dev and sets it`);
-  return v;
-};
+const env = (name: string): string => envOf(name, "go test -run TestTypeScriptClientOverBudget ./tests/ starts airlock dev and sets it");
 
 describe("over nats, an agent over its budget", () => {
   it("is told so at once, with when to retry", async () => {
@@ -25,8 +21,7 @@ describe("over nats, an agent over its budget", () => {
     const call = (callId: string) => ({ callId, tool: "fs__delete_file", arguments: { path: "/etc/passwd" } });
     // A second connection of the agent's hears its events and notices: a
     // step waits for one before it goes on, so it has passed by then.
-    const cred = JSON.parse(await readFile(env("AIRLOCK_CREDENTIAL"), "utf8"));
-    const watch = await connect({ servers: cred.url, authenticator: nkeyAuthenticator(new TextEncoder().encode(cred.seed)), inboxPrefix: `_INBOX_${agent}` });
+    const { nc: watch } = await rawConnect(env("AIRLOCK_CREDENTIAL"));
     const passed = async (sub: Subscription) => { for await (const _ of sub) return; };
     try {
       // The minute's one call, within the budget: a write, which waits for a person.

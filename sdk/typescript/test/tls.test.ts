@@ -8,12 +8,9 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import * as airlock from "../src/index.js";
+import { env as envOf } from "./env.js";
 
-const env = (name: string): string => {
-  const v = process.env[name];
-  if (!v) throw new Error(`set ${name}: go test -run TestTypeScriptClient ./tests/ starts a TLS NATS server and sets it`);
-  return v;
-};
+const env = (name: string): string => envOf(name, "go test -run TestTypeScriptClient ./tests/ starts a TLS NATS server and sets it");
 
 /** Submits a call (stored in the intake stream over the TLS link) and reads its outcome back. */
 async function submitOver(client: airlock.Client): Promise<void> {
