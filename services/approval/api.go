@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -570,16 +571,11 @@ func (s *Service) agentCancel(r micro.Request) {
 		fail(apierr.New(apierr.InvalidRequest, "cancel request is not JSON like {\"call_id\":\"...\",\"reason\":\"...\"}: %v", err))
 		return
 	}
-	ref, err := s.newest(ctx, agent, req.CallID)
-	if err != nil {
-		fail(err)
-		return
-	}
 	reason := req.Reason
 	if reason == "" {
 		reason = "canceled by agent " + agent
 	}
-	rec, changed, err := s.cancelRef(ctx, ref, &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: agent}, reason)
+	rec, changed, err := s.withdraw(ctx, agent, req.CallID, reason)
 	if err != nil {
 		fail(err)
 		return
@@ -592,4 +588,95 @@ func (s *Service) agentCancel(r micro.Request) {
 	if err := r.Respond(data); err != nil {
 		s.deps.Log.Warn("reply failed", "subject", r.Subject(), "err", err)
 	}
+}
+
+// withdraw cancels the newest revision of an agent's call for the agent.
+// That revision may be put to people but not recorded yet: this service's
+// consumer is behind (a flood, slow previews), and the policy's
+// approval_requested waits in the stream. A hook that gave up waiting
+// withdraws its call at once (airlock hook --wait), and such a call,
+// recorded pending a moment later, would wait for its deadline, holding
+// its thread's queue, while the agent was told no. So the trail is read
+// too, and a revision it asks about that has no record yet is recorded
+// canceled from it: the request delivered later finds it ended.
+func (s *Service) withdraw(ctx context.Context, agent, callID, reason string) (*airlockv1.ApprovalRecord, bool, error) {
+	by := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: agent}
+	ref, err := s.newest(ctx, agent, callID)
+	if err != nil && apierr.CodeOf(err) != apierr.NotFound {
+		return nil, false, err
+	}
+	asked, seq, rerr := s.lastEventOf(ctx, callref.Ref{Agent: agent, Call: callID}, subject.ApprovalRequested)
+	if rerr != nil {
+		s.deps.Log.Warn("reading whether a call the agent withdraws was put to people failed; only its record is canceled", "agent", agent, "call", callID, "err", rerr)
+	}
+	if asked != nil && (err != nil || asked.GetRevision() > ref.Rev) {
+		return s.withdrawUnrecorded(ctx, asked, seq, by, reason)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return s.cancelRef(ctx, ref, by, reason)
+}
+
+// withdrawUnrecorded records the revision asked about (the policy's
+// approval_requested, stored at seq) already canceled by by, as the
+// consumer would record it and by then cancel it, and publishes its
+// event. Where the consumer would write no record (its agent holds its
+// share of the bucket's bytes, or the bucket is past its refusal mark)
+// nothing is written: the consumer refuses it, and the agent is told to
+// try again. A record stored meanwhile is canceled as any other.
+func (s *Service) withdrawUnrecorded(ctx context.Context, asked *airlockv1.Event, seq uint64, by *airlockv1.Actor, reason string) (*airlockv1.ApprovalRecord, bool, error) {
+	if err := checkReason(reason); err != nil {
+		return nil, false, err
+	}
+	rec, err := domain.NewRecord(asked, s.settings, s.now())
+	if err != nil {
+		return nil, false, apierr.Wrap(apierr.Internal, err, "the call's approval_requested event cannot be read")
+	}
+	rec.RequestedSeq, rec.Queued = seq, domain.InQueue(rec)
+	ref := domain.RefOf(rec)
+	key := ref.Key()
+	notYet := func(why string) error {
+		return apierr.New(apierr.Unavailable, "call %s is put to people but not recorded yet, and cannot be recorded withdrawn now (%s): try again in a moment", ref, why)
+	}
+	v := s.index.admit(key, rec.GetCall().GetAgentId(), s.deps.Config.Approval.MaxPendingPerAgent, s.deps.Config.ApprovalBytesPerAgent(), proto.Size(rec))
+	switch {
+	case v.known:
+		return s.cancelRef(ctx, ref, by, reason)
+	case v.overBytes:
+		return nil, false, notYet("its agent holds its share of the approvals bucket")
+	}
+	full, err := s.pastRefusalMark(ctx)
+	if err != nil || full != "" {
+		if v.admitted {
+			s.index.forget(key)
+		}
+		if err != nil {
+			return nil, false, apierr.Wrap(apierr.Unavailable, err, "withdraw %s", ref)
+		}
+		return nil, false, notYet("the approvals bucket " + full)
+	}
+	out, err := domain.Cancel(rec, by, reason, s.dir, s.now())
+	if err != nil {
+		s.index.forget(key)
+		return nil, false, s.domainErr(ctx, rec, by, err)
+	}
+	rec = out.Record
+	_, err = s.store.create(ctx, rec)
+	s.index.forget(key) // counted until created; the watch counts it ended
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists):
+		// Recorded meanwhile by the consumer: canceled as any other.
+		return s.cancelRef(ctx, ref, by, reason)
+	case err != nil:
+		return nil, false, apierr.Wrap(apierr.Unavailable, err, "withdraw %s: its record could not be stored; try again", ref)
+	}
+	s.deps.Log.Info("call withdrawn by its agent before it was recorded", "key", key)
+	if err := s.publishDecision(ctx, rec); err != nil {
+		s.deps.Log.Error("cancellation stored but its event is not published yet; the sweeper will retry", "key", key, "err", err)
+	}
+	if err := s.supersede(ctx, rec); err != nil {
+		s.deps.Log.Warn("superseding the earlier revisions of a withdrawn call failed; they wait until decided or expired", "key", key, "err", err)
+	}
+	return rec, true, nil
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
-	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
@@ -175,7 +174,7 @@ func (s *Service) bucketFull(ref callref.Ref, why error) error {
 // answeredInDoubt reports whether the trail holds a person's answer about
 // ref (its call's last outcome_resolved is ref's revision's).
 func (s *Service) answeredInDoubt(ctx context.Context, ref callref.Ref) (bool, error) {
-	ev, err := s.lastEventOf(ctx, ref, subject.OutcomeResolved)
+	ev, _, err := s.lastEventOf(ctx, ref, subject.OutcomeResolved)
 	return ev != nil, err
 }
 
@@ -209,33 +208,8 @@ func (s *Service) callOf(ctx context.Context, ref callref.Ref) *airlockv1.ToolCa
 	if rec, _, err := s.store.get(ctx, ref.Key()); err == nil {
 		return rec.GetCall()
 	}
-	ev, _ := s.lastEventOf(ctx, ref, subject.Allowed)
+	ev, _, _ := s.lastEventOf(ctx, ref, subject.Allowed)
 	return ev.GetAllowed().GetCall()
-}
-
-// lastEventOf is the last stored event of type typ of ref's call, when it
-// is of ref's revision (of any with ref.Rev 0); nil when there is none. A
-// read waits at most 2 s: on a stream without a leader the caller goes on
-// without it, or its message is handled again.
-func (s *Service) lastEventOf(ctx context.Context, ref callref.Ref, typ string) (*airlockv1.Event, error) {
-	subj, err := subject.Event(ref.Agent, ref.Call, typ)
-	if err != nil {
-		return nil, err
-	}
-	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	m, err := bus.LastStored(gctx, s.deps.NC, s.deps.Config.Stream.Name, subj)
-	if err != nil || m == nil {
-		return nil, err
-	}
-	ev, err := envelope.Decode(m.Data, m.Header)
-	if err != nil {
-		return nil, fmt.Errorf("the event stored on %s: %w", subj, err)
-	}
-	if ref.Rev != 0 && ev.GetRevision() != ref.Rev {
-		return nil, nil
-	}
-	return ev, nil
 }
 
 // getInDoubt reads one task with its KV revision; revision 0 of ref means
@@ -277,7 +251,7 @@ func (s *Service) getInDoubt(ctx context.Context, ref callref.Ref, newest bool) 
 // a full bucket), or not in doubt at all. ref.Rev 0: the call's newest.
 func (s *Service) noTask(ctx context.Context, ref callref.Ref, name string) error {
 	last := func(typ string) *airlockv1.Event {
-		ev, _ := s.lastEventOf(ctx, ref, typ) // unread, the answer is the last one below
+		ev, _, _ := s.lastEventOf(ctx, ref, typ) // unread, the answer is the last one below
 		return ev
 	}
 	if ev := last(subject.OutcomeResolved); ev != nil {

@@ -20,6 +20,13 @@ import (
 // servePreview stands in for the executor's preview endpoint, answering p.
 func (w *world) servePreview(p *airlockv1.Preview) {
 	w.t.Helper()
+	w.servePreviewBy(func(context.Context) *airlockv1.Preview { return p })
+}
+
+// servePreviewBy stands in for the executor's preview endpoint, answering
+// each request with what answer returns.
+func (w *world) servePreviewBy(answer func(context.Context) *airlockv1.Preview) {
+	w.t.Helper()
 	nc, _ := testenv.Connect(w.t, w.nats.URL())
 	srv, err := micro.AddService(nc, micro.Config{Name: executorapi.Service, Version: "0.0.1"})
 	if err != nil {
@@ -27,8 +34,8 @@ func (w *world) servePreview(p *airlockv1.Preview) {
 	}
 	w.t.Cleanup(func() { _ = srv.Stop() })
 	h := rpc.Handle(slog.Default(), func() *airlockv1.PreviewRequest { return &airlockv1.PreviewRequest{} },
-		func(context.Context, *airlockv1.PreviewRequest) (*airlockv1.PreviewResponse, error) {
-			return &airlockv1.PreviewResponse{Preview: p}, nil
+		func(ctx context.Context, _ *airlockv1.PreviewRequest) (*airlockv1.PreviewResponse, error) {
+			return &airlockv1.PreviewResponse{Preview: answer(ctx)}, nil
 		})
 	if err := srv.AddEndpoint(executorapi.EndpointPreview, h, micro.WithEndpointSubject(executorapi.Preview)); err != nil {
 		w.t.Fatal(err)

@@ -371,3 +371,28 @@ type apiServer struct {
 
 // stop drains the endpoint subscriptions: requests already received are answered.
 func (a apiServer) stop() { _ = a.svc.Stop() }
+
+// lastEventOf is the last stored event of type typ of ref's call and its
+// stream sequence, when it is of ref's revision (of any with ref.Rev 0);
+// nil when there is none. A read waits at most 2 s: on a stream without a
+// leader the caller goes on without it, or its message is handled again.
+func (s *Service) lastEventOf(ctx context.Context, ref callref.Ref, typ string) (*airlockv1.Event, uint64, error) {
+	subj, err := subject.Event(ref.Agent, ref.Call, typ)
+	if err != nil {
+		return nil, 0, err
+	}
+	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	m, err := bus.LastStored(gctx, s.deps.NC, s.deps.Config.Stream.Name, subj)
+	if err != nil || m == nil {
+		return nil, 0, err
+	}
+	ev, err := envelope.Decode(m.Data, m.Header)
+	if err != nil {
+		return nil, 0, fmt.Errorf("the event stored on %s: %w", subj, err)
+	}
+	if ref.Rev != 0 && ev.GetRevision() != ref.Rev {
+		return nil, 0, nil
+	}
+	return ev, bus.StoredSeq(m), nil
+}

@@ -81,7 +81,8 @@ func TestShippedConfigLoadsInNATSServer(t *testing.T) {
 // redelivery or take-over) and the policy service's sequencing of revisions;
 // with Direct Get, the approval service's decision events (its sweeper's
 // check) and those of a call in doubt (its call, its answer, its failure:
-// services/approval/indoubt.go). A refused read
+// services/approval/indoubt.go), and the approval_requested of a call its
+// agent withdraws before it was recorded (api.go withdraw). A refused read
 // is a permissions violation; an allowed one finds nothing (404).
 func TestServicesMayReadTheLastEventsTheirCodeReads(t *testing.T) {
 	n := testenv.StartSecureNATS(t)
@@ -107,6 +108,7 @@ func TestServicesMayReadTheLastEventsTheirCodeReads(t *testing.T) {
 		{"approval_reads_an_allowed_event", natsauth.RoleApproval, event(subject.Allowed), false},
 		{"approval_reads_an_outcome_resolved_event", natsauth.RoleApproval, event(subject.OutcomeResolved), false},
 		{"approval_reads_a_failed_event", natsauth.RoleApproval, event(subject.Failed), false},
+		{"approval_reads_an_approval_requested_event", natsauth.RoleApproval, event(subject.ApprovalRequested), false},
 		{"policy_reads_the_last_event_of_a_call", natsauth.RolePolicy, subject.OfCall("bot", "c1"), true},
 		{"policy_reads_a_changes_requested_event", natsauth.RolePolicy, event(subject.ChangesRequested), true},
 	}

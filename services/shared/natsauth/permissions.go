@@ -276,8 +276,9 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				// the sweeper checks that a stored decision reached the stream
 				directGet(n.events, subject.Approved, subject.Rejected, subject.ChangesRequested, subject.Expired, subject.Canceled),
 				// the call of a run that ended in doubt, for its in-doubt task;
-				// whether people answered it already, and why a call has none
-				directGet(n.events, subject.Allowed, subject.OutcomeResolved, subject.Failed),
+				// whether people answered it already, and why a call has none;
+				// the call an agent withdraws before it was recorded
+				directGet(n.events, subject.Allowed, subject.OutcomeResolved, subject.Failed, subject.ApprovalRequested),
 				bucket(n.approvals), bucket(n.grants), bucket(n.inDoubt), bucket(n.slackSeen), bucket(n.teamsSeen), consolePush(n.console),
 				clientPresence(n.clientWaits),
 				[]string{subject.API("policy", "eval")},
