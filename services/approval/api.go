@@ -21,6 +21,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
 	"github.com/airlock-gate/airlock/services/shared/rpc"
@@ -605,17 +606,44 @@ func (s *Service) withdraw(ctx context.Context, agent, callID, reason string) (*
 	if err != nil && apierr.CodeOf(err) != apierr.NotFound {
 		return nil, false, err
 	}
-	asked, seq, rerr := s.lastEventOf(ctx, callref.Ref{Agent: agent, Call: callID}, subject.ApprovalRequested)
+	revAsked, seq, rerr := s.lastEventOf(ctx, callref.Ref{Agent: agent, Call: callID}, subject.ApprovalRequested)
 	if rerr != nil {
 		s.deps.Log.Warn("reading whether a call the agent withdraws was put to people failed; only its record is canceled", "agent", agent, "call", callID, "err", rerr)
 	}
-	if asked != nil && (err != nil || asked.GetRevision() > ref.Rev) {
-		return s.withdrawUnrecorded(ctx, asked, seq, by, reason)
+	if revAsked != nil && (err != nil || revAsked.GetRevision() > ref.Rev) {
+		asked := callref.Ref{Agent: agent, Call: callID, Rev: revAsked.GetRevision()}
+		ended, eerr := s.endedInTrail(ctx, asked)
+		switch {
+		case eerr != nil:
+			return nil, false, apierr.Wrap(apierr.Unavailable, eerr, "withdraw %s: whether it ended could not be read; try again", asked)
+		case ended != nil && err != nil:
+			// Ended, its record gone (approval.ended_retention) or never
+			// written (refused past a bound): nothing waits to withdraw.
+			return nil, false, apierr.New(apierr.NotFound, "call %s waits for nobody: it ended %s (`airlock audit query --call %s` shows its history)", asked, strings.ReplaceAll(envelope.TypeOf(ended), "_", " "), callID)
+		}
+		if ended == nil {
+			return s.withdrawUnrecorded(ctx, revAsked, seq, by, reason)
+		}
 	}
 	if err != nil {
 		return nil, false, err
 	}
 	return s.cancelRef(ctx, ref, by, reason)
+}
+
+// endedInTrail is the event that ended ref's wait for people (approved,
+// rejected, changes requested, expired, canceled), nil when the trail has
+// none: an ended call's record leaves the bucket after
+// approval.ended_retention, and a call refused past a bound never had one,
+// so no record does not mean nothing was decided.
+func (s *Service) endedInTrail(ctx context.Context, ref callref.Ref) (*airlockv1.Event, error) {
+	for _, typ := range subject.ApprovalOutcomes {
+		ev, _, err := s.lastEventOf(ctx, ref, typ)
+		if err != nil || ev != nil {
+			return ev, err
+		}
+	}
+	return nil, nil
 }
 
 // withdrawUnrecorded records the revision asked about (the policy's

@@ -2,9 +2,9 @@ package approval_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
-
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
@@ -112,4 +112,38 @@ func (w *world) serveSlowPreview(asked chan<- struct{}, release <-chan struct{})
 		}
 		return &airlockv1.Preview{Unavailable: "a test's slow preview"}
 	})
+}
+
+// An ended call's record leaves the bucket after approval.ended_retention,
+// and the trail still asks about it: its agent's cancel then finds no
+// record and must not take it for one not recorded yet — a canceled event
+// after an approval would say a call that ran never did.
+func TestACancelOfACallWhoseRecordLeftChangesNothing(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) { c.Approval.EndedRetention = time.Second })
+	w.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w.pending(&airlockv1.ToolCall{CallId: "done", AgentRuns: true}, nil)
+	if _, err := w.approve("done", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, "the approved call's record to leave the bucket", func() bool {
+		_, err := w.api.Get(ctx, "bot", "done", 0)
+		return err != nil
+	})
+	nc, _ := testenv.Connect(t, w.nats.URL())
+	bot, err := airlock.New(nc, "bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = bot.Cancel(ctx, "done", "too late")
+	if err == nil || !strings.Contains(err.Error(), "waits for nobody: it ended approved") {
+		t.Fatalf("canceling a call approved and gone from the bucket answered %v", err)
+	}
+	if n := len(w.events("bot", "done", subject.Canceled)); n != 0 {
+		t.Fatalf("the approved call got %d canceled events", n)
+	}
+	if _, err := w.api.Get(ctx, "bot", "done", 0); err == nil {
+		t.Fatal("the cancel wrote a record for the approved call")
+	}
 }
