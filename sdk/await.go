@@ -722,7 +722,9 @@ func resolutionOf(ev *airlockv1.Event, rev uint32) *Resolution {
 // of a call that ended in doubt (Outcome.FailureOutcome "indeterminate"):
 // whether it happened, asked of reviewers in the console and CLI. It reads
 // what is stored, then follows the call live; it returns when ctx ends
-// without an answer.
+// without an answer. A call that ended in doubt past a bound
+// (approval.max_in_doubt_per_agent, a full in-doubt bucket) is not listed
+// for reviewers, though one may still answer it: bound ctx.
 func (c *Client) AwaitResolution(ctx context.Context, callID string, rev uint32) (Resolution, error) {
 	if err := ids.Validate("call id", callID); err != nil {
 		return Resolution{}, fmt.Errorf("await resolution: %w", err)

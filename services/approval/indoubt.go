@@ -39,17 +39,9 @@ const defaultInDoubtLimit = 200
 // same). A failure handled again while its agent is taken to be at its
 // share (inDoubtShareMemo) is counted again, though its task may exist.
 func (s *Service) inDoubtOpened(ctx context.Context, ev *airlockv1.Event) error {
-	f := ev.GetFailed()
 	ref := callref.OfEvent(ev)
 	key := ref.Key()
-	t := &airlockv1.InDoubtTask{AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev, ThreadId: ev.GetThreadId(),
-		Reason: f.GetReason(), Message: calls.Cut(f.GetMessage(), ingress.MaxReasonLen), FailedAt: ev.GetTime()}
-	if call := s.callOf(ctx, ref); call != nil { // outside the lock: it may wait for the stream
-		t.Server, t.Tool = call.GetServer(), call.GetTool()
-		if t.ThreadId == "" {
-			t.ThreadId = call.GetThreadId()
-		}
-	}
+	t := s.taskOf(ctx, ev) // outside the lock: it may wait for the stream
 	s.inDoubtMu.Lock()
 	defer s.inDoubtMu.Unlock()
 	if at, ok := s.inDoubtFull[ref.Agent]; ok && s.now().Sub(at) < inDoubtShareMemo {
@@ -103,6 +95,23 @@ func (s *Service) inDoubtOpened(ctx context.Context, ev *airlockv1.Event) error 
 		return fmt.Errorf("record the in-doubt task of %s: %w", ref, err)
 	}
 	return nil
+}
+
+// taskOf is the "did it happen?" task of ev, a call's failed event with
+// outcome indeterminate: the failure, and the tool from the call's
+// record or its allowed event.
+func (s *Service) taskOf(ctx context.Context, ev *airlockv1.Event) *airlockv1.InDoubtTask {
+	f := ev.GetFailed()
+	ref := callref.OfEvent(ev)
+	t := &airlockv1.InDoubtTask{AgentId: ref.Agent, CallId: ref.Call, Revision: ref.Rev, ThreadId: ev.GetThreadId(),
+		Reason: f.GetReason(), Message: calls.Cut(f.GetMessage(), ingress.MaxReasonLen), FailedAt: ev.GetTime()}
+	if call := s.callOf(ctx, ref); call != nil {
+		t.Server, t.Tool = call.GetServer(), call.GetTool()
+		if t.ThreadId == "" {
+			t.ThreadId = call.GetThreadId()
+		}
+	}
+	return t
 }
 
 // inDoubtSweepEvery is how many sweeps pass between looks for answered
@@ -228,12 +237,12 @@ func (s *Service) getInDoubt(ctx context.Context, ref callref.Ref, newest bool) 
 			}
 		}
 		if best == 0 {
-			return nil, 0, s.noTask(ctx, ref, "call "+ref.Agent+"/"+ref.Call)
+			return s.untrackedTask(ctx, ref, "call "+ref.Agent+"/"+ref.Call)
 		}
 	}
 	e, err := s.inDoubt.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, s.noTask(ctx, ref, "call "+ref.String())
+		return s.untrackedTask(ctx, ref, "call "+ref.String())
 	}
 	if err != nil {
 		return nil, 0, err
@@ -245,10 +254,35 @@ func (s *Service) getInDoubt(ctx context.Context, ref callref.Ref, newest bool) 
 	return t, e.Revision(), nil
 }
 
+// untrackedTask is the task of a call (named name) that has none stored:
+// one that ended in doubt past a bound (its agent's share of open tasks,
+// a full bucket) and was never answered, made from its trail, with KV
+// revision 0 (not stored: an answer creates it, ResolveInDoubt). So a
+// reviewer who learns of such a call (its page, its failed event, the
+// airlock_in_doubt_untracked_total count) can still answer it, and its
+// agent's AwaitResolution gets that answer. Otherwise the not_found
+// answer of noTask. ref.Rev 0: the call's newest.
+func (s *Service) untrackedTask(ctx context.Context, ref callref.Ref, name string) (*airlockv1.InDoubtTask, uint64, error) {
+	failed, _, err := s.lastEventOf(ctx, ref, subject.Failed)
+	if err != nil {
+		return nil, 0, apierr.Wrap(apierr.Unavailable, err, "whether %s ended in doubt could not be read; try again", name)
+	}
+	if failed == nil || failed.GetFailed().GetOutcome() != calls.FailureIndeterminate {
+		return nil, 0, s.noTask(ctx, ref, name)
+	}
+	revision := callref.OfEvent(failed)
+	if answered, err := s.answeredInDoubt(ctx, revision); err != nil {
+		return nil, 0, apierr.Wrap(apierr.Unavailable, err, "whether %s was answered could not be read; try again", name)
+	} else if answered {
+		return nil, 0, s.noTask(ctx, revision, name)
+	}
+	return s.taskOf(ctx, failed), 0, nil
+}
+
 // noTask is the not_found answer about a call (named name) that has no
-// in-doubt task, saying from its trail why: answered (the task left after
-// the retention), ended in doubt and given none (past its agent's share or
-// a full bucket), or not in doubt at all. ref.Rev 0: the call's newest.
+// in-doubt task and none to make, saying from its trail why: answered (the
+// task left after the retention), or not in doubt at all. ref.Rev 0: the
+// call's newest.
 func (s *Service) noTask(ctx context.Context, ref callref.Ref, name string) error {
 	last := func(typ string) *airlockv1.Event {
 		ev, _, _ := s.lastEventOf(ctx, ref, typ) // unread, the answer is the last one below
@@ -257,10 +291,6 @@ func (s *Service) noTask(ctx context.Context, ref callref.Ref, name string) erro
 	if ev := last(subject.OutcomeResolved); ev != nil {
 		return apierr.New(apierr.NotFound, "%s was answered already by %s (%s): its task left after approval.ended_retention, and the answer is in its trail",
 			name, ev.GetActor().GetId(), calls.Happened(ev.GetOutcomeResolved().GetHappened()))
-	}
-	if ev := last(subject.Failed); ev != nil && ev.GetFailed().GetOutcome() == calls.FailureIndeterminate {
-		return apierr.New(apierr.NotFound, "%s ended in doubt but no one was asked about it: its agent had approval.max_in_doubt_per_agent tasks open, "+
-			"or the in-doubt bucket was full (airlock_in_doubt_untracked_total counts such calls). Check whether it happened where the tool acts; its trail keeps the failure", name)
 	}
 	return apierr.New(apierr.NotFound, "%s did not end in doubt: there is nothing to resolve", name)
 }
@@ -383,11 +413,18 @@ func (s *Service) ResolveInDoubt(ctx context.Context, req *airlockv1.ResolveInDo
 		key, _ := callref.New(t.GetAgentId(), t.GetCallId(), t.GetRevision())
 		// The answer is kept without a TTL until the trail holds it: a lost
 		// publish is repaired by the same answer again or by the sweeper
-		// (sweepInDoubt), never lost with a task that left.
-		answered, err := s.inDoubt.kv.Update(ctx, key.Key(), data, rev)
+		// (sweepInDoubt), never lost with a task that left. A task of a call
+		// past a bound, never stored (rev 0), is stored answered: a person
+		// chose to answer it, so no agent's share applies.
+		var answered uint64
+		if rev == 0 {
+			answered, err = s.inDoubt.kv.Create(ctx, key.Key(), data)
+		} else {
+			answered, err = s.inDoubt.kv.Update(ctx, key.Key(), data, rev)
+		}
 		if err != nil {
-			if bus.Conflict(err) {
-				continue // resolved meanwhile: look again
+			if bus.Conflict(err) || errors.Is(err, jetstream.ErrKeyExists) {
+				continue // made or resolved meanwhile: look again
 			}
 			if bus.Full(err) {
 				return nil, apierr.Wrap(apierr.Unavailable, err, "the in-doubt bucket is full (buckets.in_doubt_max_bytes): raise it and run `airlock provision`, then answer again")

@@ -15,10 +15,12 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/approval"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -66,13 +68,17 @@ func TestOneAgentAtItsShareDoesNotHideAnothersTaskFromTheList(t *testing.T) {
 		len(out.GetTasks()), out.GetTruncated(), most)
 }
 
-// A call that ended in doubt past its agent's share gets no task. Asked
-// about it, the service must not say that it did not end in doubt: it
-// says, from the trail, that no one was asked.
-func TestACallInDoubtWithNoTaskIsNotSaidNotToHaveEndedInDoubt(t *testing.T) {
+// A call that ended in doubt past its agent's share gets no task, and its
+// agent's AwaitResolution waited for an answer no one could give: the
+// service said "no one was asked" and refused every answer. Asked about
+// such a call it now shows a task made from the trail, which a reviewer
+// answers like any other (stored answered; no agent's share applies to a
+// person's answer), and the agent hears the answer.
+func TestACallInDoubtPastABoundCanStillBeAnsweredAndItsAgentHearsIt(t *testing.T) {
 	w := newWorld(t, func(c *config.Config) { c.Approval.MaxInDoubtPerAgent = 1 })
 	w.start()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	exec := w.deps.Publisher("executor")
 	for _, c := range []string{"m1", "m2"} {
 		if _, err := exec.Publish(ctx, failInDoubtEv("mallory", c, "webhook answered 502"), ""); err != nil {
@@ -83,20 +89,56 @@ func TestACallInDoubtWithNoTaskIsNotSaidNotToHaveEndedInDoubt(t *testing.T) {
 		return countTasks(t, w) == 1 && w.counter("airlock_in_doubt_untracked_total") == 1
 	})
 	untracked := "m2"
-	if _, err := w.api.GetInDoubt(ctx, "mallory", "m1", 0); err != nil {
+	if open, err := w.api.ListInDoubt(ctx, &airlockv1.ListInDoubtRequest{}); err == nil && len(open.GetTasks()) == 1 && open.GetTasks()[0].GetCallId() == "m2" {
 		untracked = "m1"
 	}
-	_, err := w.api.GetInDoubt(ctx, "mallory", untracked, 0)
-	if apierr.CodeOf(err) != apierr.NotFound {
-		t.Fatalf("the untracked call's task: %v, want not_found", err)
+	got, err := w.api.GetInDoubt(ctx, "mallory", untracked, 0)
+	if err != nil {
+		t.Fatalf("asked about mallory/%s, which ended in doubt past approval.max_in_doubt_per_agent: %v, want its task", untracked, err)
 	}
-	if strings.Contains(err.Error(), "did not end in doubt") {
-		t.Errorf("asked about mallory/%s, which ended in doubt past approval.max_in_doubt_per_agent, the service says: %v", untracked, err)
+	if got.GetResolved() || got.GetRevision() != 1 || got.GetMessage() != "webhook answered 502" {
+		t.Fatalf("the task shown for mallory/%s: %v", untracked, got)
 	}
-	_, err = w.api.ResolveInDoubt(ctx, &airlockv1.ResolveInDoubtRequest{AgentId: "mallory", CallId: untracked, Happened: false,
-		Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "bob"}})
-	if err == nil || strings.Contains(err.Error(), "did not end in doubt") {
-		t.Errorf("answering mallory/%s, which ended in doubt past approval.max_in_doubt_per_agent: %v", untracked, err)
+	if n := countTasks(t, w); n != 1 {
+		t.Fatalf("showing the task stored it: %d tasks", n)
+	}
+
+	nc, _ := testenv.Connect(t, w.nats.URL())
+	mallory, err := airlock.New(nc, "mallory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	heard := make(chan airlock.Resolution, 1)
+	go func() {
+		r, err := mallory.AwaitResolution(ctx, untracked, 0)
+		if err != nil {
+			t.Errorf("the agent's AwaitResolution: %v", err)
+		}
+		heard <- r
+	}()
+	bob := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "bob"}
+	resp, err := w.api.ResolveInDoubt(ctx, &airlockv1.ResolveInDoubtRequest{AgentId: "mallory", CallId: untracked, Happened: false, Note: "nothing in the target", Principal: bob})
+	if err != nil || !resp.GetChanged() {
+		t.Fatalf("answering mallory/%s: changed=%v, %v", untracked, resp.GetChanged(), err)
+	}
+	if r := <-heard; r.Happened || r.By != "bob" || r.Note != "nothing in the target" {
+		t.Fatalf("the agent heard %+v, want bob's no", r)
+	}
+	if n := countTasks(t, w); n != 2 {
+		t.Fatalf("%d tasks after the answer, want the answered one stored beside the open one", n)
+	}
+	if resp, err := w.api.ResolveInDoubt(ctx, &airlockv1.ResolveInDoubtRequest{AgentId: "mallory", CallId: untracked, Happened: false, Note: "nothing in the target", Principal: bob}); err != nil || resp.GetChanged() {
+		t.Fatalf("bob repeating his answer: changed=%v, %v", resp.GetChanged(), err)
+	}
+	carol := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "carol"}
+	if _, err := w.api.ResolveInDoubt(ctx, &airlockv1.ResolveInDoubtRequest{AgentId: "mallory", CallId: untracked, Happened: true, Principal: carol}); apierr.CodeOf(err) != apierr.AlreadyDecided {
+		t.Fatalf("carol answering otherwise after bob: %v, want already_decided", err)
+	}
+	if n := len(w.events("mallory", untracked, subject.OutcomeResolved)); n != 1 {
+		t.Fatalf("%d outcome_resolved events, want 1", n)
+	}
+	if _, err := w.api.GetInDoubt(ctx, "mallory", "never-failed", 0); apierr.CodeOf(err) != apierr.NotFound || !strings.Contains(err.Error(), "did not end in doubt") {
+		t.Fatalf("a call that never ended in doubt: %v", err)
 	}
 }
 
