@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -91,16 +92,28 @@ func TestAnAgentEndingCallsInDoubtAtWillKeepsOnlyItsShareOfTasks(t *testing.T) {
 	if mine != 3 {
 		t.Fatalf("mallory has %d open in-doubt tasks after %d calls ended in doubt, want her share of 3", mine, calls)
 	}
-	// A person answers one of hers: her next call in doubt gets a task.
-	var first string
+	// A call of hers past the share is not listed, but a person can still
+	// answer it, and she hears the answer.
+	_, _, listed := open()
+	var unlisted, first string
 	for i := range calls {
-		if r := cli(t, dev, "approvals", "resolve", fmt.Sprintf("mallory/m%d", i), "--happened", "no", "--note", "checked"); r.Code == 0 {
-			first = fmt.Sprintf("m%d", i)
-			break
+		id := fmt.Sprintf("m%d", i)
+		if listed["mallory/"+id] {
+			first = cmp.Or(first, id)
+		} else {
+			unlisted = cmp.Or(unlisted, id)
 		}
 	}
-	if first == "" {
-		t.Fatal("none of mallory's calls could be answered")
+	if r := cli(t, dev, "approvals", "resolve", "mallory/"+unlisted, "--happened", "no", "--note", "checked the ledger"); r.Code != 0 {
+		t.Fatalf("answering mallory/%s, in doubt past her share: exit %d\n%s%s", unlisted, r.Code, r.Stdout, r.Stderr)
+	}
+	if r, err := mallory.AwaitResolution(ctx, unlisted, 0); err != nil || r.Happened || r.Note != "checked the ledger" {
+		t.Fatalf("mallory awaiting the answer about %s: %+v %v", unlisted, r, err)
+	}
+	// A person answers one of her listed tasks: her next call in doubt
+	// gets a task.
+	if r := cli(t, dev, "approvals", "resolve", "mallory/"+first, "--happened", "no", "--note", "checked"); r.Code != 0 {
+		t.Fatalf("answering mallory/%s: exit %d\n%s%s", first, r.Code, r.Stdout, r.Stderr)
 	}
 	inDoubt(mallory, "m-after")
 	testenv.Eventually(t, 30*time.Second, "mallory's call after the answer to be listed", func() bool {
