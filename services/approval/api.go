@@ -545,12 +545,7 @@ type agentCancelReply struct {
 func (s *Service) agentCancel(r micro.Request) {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
-	fail := func(err error) {
-		code := apierr.CodeOf(err)
-		if rerr := r.Error(string(code), apierr.MessageOf(err), nil); rerr != nil {
-			s.deps.Log.Warn("error reply failed", "subject", r.Subject(), "err", rerr)
-		}
-	}
+	fail := func(err error) { s.answerErr(r, err) }
 	tokens := strings.Split(r.Subject(), ".")
 	if len(tokens) != 4 {
 		fail(apierr.New(apierr.InvalidRequest, "cancel on %q: use airlock.agent.<agent>.cancel", r.Subject()))
@@ -572,6 +567,48 @@ func (s *Service) agentCancel(r micro.Request) {
 		fail(apierr.New(apierr.InvalidRequest, "cancel request is not JSON like {\"call_id\":\"...\",\"reason\":\"...\"}: %v", err))
 		return
 	}
+	// Handled on a goroutine of its own: the endpoint's requests arrive one
+	// at a time, and a cancel may wait on the trail (withdraw), so one
+	// agent's burst would hold every other agent's cancel behind it.
+	if !s.cancelsOf.Take(agent) {
+		fail(apierr.New(apierr.Unavailable, "agent %s has %d cancels being handled at once: wait for their answers, then cancel again", agent, maxCancelsPerAgent))
+		return
+	}
+	select {
+	case s.cancelSlots <- struct{}{}:
+	case <-ctx.Done():
+		s.cancelsOf.Give(agent)
+		fail(apierr.New(apierr.Unavailable, "the approval service is handling %d cancels at once: cancel again in a moment", cancelWorkers))
+		return
+	}
+	s.bg.Add(1)
+	go rpc.Recover(s.deps.Log, func(r micro.Request) {
+		defer s.bg.Done()
+		defer func() { <-s.cancelSlots }()
+		defer s.cancelsOf.Give(agent)
+		s.answerAgentCancel(r, agent, req)
+	})(r)
+}
+
+// answerErr answers r with err's code and message.
+func (s *Service) answerErr(r micro.Request, err error) {
+	if rerr := r.Error(string(apierr.CodeOf(err)), apierr.MessageOf(err), nil); rerr != nil {
+		s.deps.Log.Warn("error reply failed", "subject", r.Subject(), "err", rerr)
+	}
+}
+
+// maxCancelsPerAgent and cancelWorkers bound the agents' cancels a replica
+// handles at once: each agent's, and all of them.
+const (
+	maxCancelsPerAgent = 4
+	cancelWorkers      = 32
+)
+
+// answerAgentCancel withdraws the call req names for agent and answers r.
+func (s *Service) answerAgentCancel(r micro.Request, agent string, req agentCancelRequest) {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	fail := func(err error) { s.answerErr(r, err) }
 	reason := req.Reason
 	if reason == "" {
 		reason = "canceled by agent " + agent
@@ -608,6 +645,10 @@ func (s *Service) withdraw(ctx context.Context, agent, callID, reason string) (*
 	}
 	revAsked, seq, rerr := s.lastEventOf(ctx, callref.Ref{Agent: agent, Call: callID}, subject.ApprovalRequested)
 	if rerr != nil {
+		if err != nil {
+			// Not "no such call": it may wait in the stream, to be put to people.
+			return nil, false, apierr.Wrap(apierr.Unavailable, rerr, "call %s/%s has no record, and whether it was put to people could not be read; try again", agent, callID)
+		}
 		s.deps.Log.Warn("reading whether a call the agent withdraws was put to people failed; only its record is canceled", "agent", agent, "call", callID, "err", rerr)
 	}
 	if revAsked != nil && (err != nil || revAsked.GetRevision() > ref.Rev) {
@@ -616,14 +657,13 @@ func (s *Service) withdraw(ctx context.Context, agent, callID, reason string) (*
 		switch {
 		case eerr != nil:
 			return nil, false, apierr.Wrap(apierr.Unavailable, eerr, "withdraw %s: whether it ended could not be read; try again", asked)
-		case ended != nil && err != nil:
-			// Ended, its record gone (approval.ended_retention) or never
-			// written (refused past a bound): nothing waits to withdraw.
+		case ended != nil:
+			// Ended with no record: gone (approval.ended_retention) or never
+			// written (refused past a bound). An older revision's record is
+			// not the call the agent withdraws.
 			return nil, false, apierr.New(apierr.NotFound, "call %s waits for nobody: it ended %s (`airlock audit query --call %s` shows its history)", asked, strings.ReplaceAll(envelope.TypeOf(ended), "_", " "), callID)
 		}
-		if ended == nil {
-			return s.withdrawUnrecorded(ctx, revAsked, seq, by, reason)
-		}
+		return s.withdrawUnrecorded(ctx, revAsked, seq, by, reason)
 	}
 	if err != nil {
 		return nil, false, err
@@ -632,15 +672,20 @@ func (s *Service) withdraw(ctx context.Context, agent, callID, reason string) (*
 }
 
 // endedInTrail is the event that ended ref's wait for people (approved,
-// rejected, changes requested, expired, canceled), nil when the trail has
-// none: an ended call's record leaves the bucket after
-// approval.ended_retention, and a call refused past a bound never had one,
-// so no record does not mean nothing was decided.
+// rejected, changes requested, expired, canceled) or a later revision's,
+// which ended it too; nil when the trail has none: an ended call's record
+// leaves the bucket after approval.ended_retention, and a call refused
+// past a bound never had one, so no record does not mean nothing was
+// decided.
 func (s *Service) endedInTrail(ctx context.Context, ref callref.Ref) (*airlockv1.Event, error) {
+	anyRev := callref.Ref{Agent: ref.Agent, Call: ref.Call}
 	for _, typ := range subject.ApprovalOutcomes {
-		ev, _, err := s.lastEventOf(ctx, ref, typ)
-		if err != nil || ev != nil {
-			return ev, err
+		ev, _, err := s.lastEventOf(ctx, anyRev, typ)
+		if err != nil {
+			return nil, err
+		}
+		if ev != nil && ev.GetRevision() >= ref.Rev {
+			return ev, nil
 		}
 	}
 	return nil, nil
@@ -664,15 +709,15 @@ func (s *Service) withdrawUnrecorded(ctx context.Context, asked *airlockv1.Event
 	rec.RequestedSeq, rec.Queued = seq, domain.InQueue(rec)
 	ref := domain.RefOf(rec)
 	key := ref.Key()
-	notYet := func(why string) error {
-		return apierr.New(apierr.Unavailable, "call %s is put to people but not recorded yet, and cannot be recorded withdrawn now (%s): try again in a moment", ref, why)
+	refused := func(why string) error {
+		return apierr.New(apierr.Unavailable, "call %s is put to people but not recorded yet, and %s, so the approval service will refuse it without a record when it reaches it: nobody will be asked (cancel again to read its end)", ref, why)
 	}
 	v := s.index.admit(key, rec.GetCall().GetAgentId(), s.deps.Config.Approval.MaxPendingPerAgent, s.deps.Config.ApprovalBytesPerAgent(), proto.Size(rec))
 	switch {
 	case v.known:
 		return s.cancelRef(ctx, ref, by, reason)
 	case v.overBytes:
-		return nil, false, notYet("its agent holds its share of the approvals bucket")
+		return nil, false, refused(fmt.Sprintf("its agent holds its share of the approvals bucket (approval.max_bytes_per_agent, %d bytes)", s.deps.Config.ApprovalBytesPerAgent()))
 	}
 	full, err := s.pastRefusalMark(ctx)
 	if err != nil || full != "" {
@@ -682,7 +727,7 @@ func (s *Service) withdrawUnrecorded(ctx context.Context, asked *airlockv1.Event
 		if err != nil {
 			return nil, false, apierr.Wrap(apierr.Unavailable, err, "withdraw %s", ref)
 		}
-		return nil, false, notYet("the approvals bucket " + full)
+		return nil, false, refused("the approvals bucket " + full + ", past its refusal mark")
 	}
 	out, err := domain.Cancel(rec, by, reason, s.dir, s.now())
 	if err != nil {

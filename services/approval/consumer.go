@@ -46,8 +46,12 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 			return consume.Permanent(fmt.Errorf("%s: the call in the event is %s of agent %s", m.Subject(), c.GetCallId(), c.GetAgentId()))
 		}
 		var seq uint64
+		stored := s.now()
 		if meta, err := m.Metadata(); err == nil {
-			seq = meta.Sequence.Stream
+			seq, stored = meta.Sequence.Stream, meta.Timestamp
+		}
+		if ended, err := s.endedWhileBehind(ctx, ev, stored); err != nil || ended {
+			return err
 		}
 		return s.requested(ctx, ev, seq)
 	case *airlockv1.Event_Allowed:
@@ -69,6 +73,30 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 		return err
 	}
 	return nil
+}
+
+// endedWhileBehind reports whether ev, an approval_requested stored at
+// stored, ended while this consumer was behind and its record has left
+// the bucket since (approval.ended_retention): withdrawn by its agent
+// (withdraw records it canceled before the consumer reaches it), decided,
+// or refused, then read again by a consumer made anew. Recorded again it
+// would be put to people after its end. Only a request stored longer ago
+// than half the retention is looked up (its record can have left only
+// after the whole retention): the trail is read for no fresh request.
+func (s *Service) endedWhileBehind(ctx context.Context, ev *airlockv1.Event, stored time.Time) (bool, error) {
+	keep := s.cfg.EndedRetention
+	if keep <= 0 || s.now().Sub(stored) < keep/2 {
+		return false, nil
+	}
+	ref := callref.OfEvent(ev)
+	ended, err := s.endedInTrail(ctx, ref)
+	if err != nil {
+		return false, fmt.Errorf("whether %s, asked about %s ago, ended meanwhile: %w", ref, s.now().Sub(stored).Round(time.Second), err)
+	}
+	if ended != nil {
+		s.deps.Log.Info("a call asked about long ago ended meanwhile and is not put to people again", "key", ref.Key(), "ended", envelope.TypeOf(ended), "revision", ended.GetRevision())
+	}
+	return ended != nil, nil
 }
 
 // requested creates the pending record, naming this replica its

@@ -39,6 +39,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
+	"github.com/airlock-gate/airlock/services/shared/quota"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/svc"
@@ -89,7 +90,12 @@ type Service struct {
 	// come from a front-end that authenticated the person.
 	decisions, frontend seal.Key
 
-	bg sync.WaitGroup // notifier deliveries running after their cause was answered
+	bg sync.WaitGroup // notifier deliveries and agents' cancels running after their cause was answered
+	// cancelsOf and cancelSlots bound the agents' cancels handled at once:
+	// each agent's (maxCancelsPerAgent) and all (cancelWorkers), so one
+	// agent's burst never holds another's cancel behind it.
+	cancelsOf   *quota.PerAgent
+	cancelSlots chan struct{}
 	// life ends when Run is told to stop: announcements, which outlive the
 	// request or message that began them, run with it.
 	life context.Context
@@ -172,6 +178,9 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 		untracked:  untrackedCounter(deps.Metrics.Registry),
 		decisions:  dk,
 		frontend:   fk,
+
+		cancelsOf:   quota.New(maxCancelsPerAgent),
+		cancelSlots: make(chan struct{}, cancelWorkers),
 
 		inDoubtFull:    map[string]time.Time{},
 		expiryRecorded: map[string]bool{},

@@ -2,13 +2,19 @@ package approval_test
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/approval"
+	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -23,25 +29,13 @@ import (
 // thread's next call behind it. Here a slow preview of another agent's
 // call holds the service's only worker while bot withdraws its call.
 func TestACallWithdrawnBeforeItIsRecordedIsNeverPutToPeople(t *testing.T) {
-	w := newWorld(t, func(c *config.Config) {
-		c.Approval.Workers = 1
-		c.Approval.PreviewTimeout = time.Minute
-	})
-	asked, release := make(chan struct{}, 1), make(chan struct{})
-	w.serveSlowPreview(asked, release)
 	rec := &recorder{name: "rec"}
-	w.start(rec)
+	w, hold, release := heldWorld(t, rec)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// Revision 1 of "two" is recorded before the consumer falls behind.
 	w.pending(&airlockv1.ToolCall{CallId: "two", AgentRuns: true}, nil)
-
-	w.ask(&airlockv1.ToolCall{AgentId: "other", CallId: "slow"}, nil)
-	select {
-	case <-asked:
-	case <-ctx.Done():
-		t.Fatal("the executor was never asked for the slow call's preview")
-	}
+	hold()
 	thread := func() *airlockv1.Decision {
 		return &airlockv1.Decision{Approvers: []string{"group:reviewers"}, QueuePerThread: true}
 	}
@@ -73,7 +67,7 @@ func TestACallWithdrawnBeforeItIsRecordedIsNeverPutToPeople(t *testing.T) {
 		t.Fatalf("revision 2 after its agent withdrew it: %v, %v", r.GetState(), err)
 	}
 
-	close(release) // the consumer catches up with the requests behind the slow one
+	release() // the consumer catches up with the requests behind the slow one
 	testenv.Eventually(t, 20*time.Second, "the thread's next call to get its turn and be announced", func() bool {
 		return rec.has("announce:next")
 	})
@@ -97,21 +91,48 @@ func TestACallWithdrawnBeforeItIsRecordedIsNeverPutToPeople(t *testing.T) {
 	}
 }
 
-// serveSlowPreview stands in for the executor's preview endpoint: each
-// request is signalled on asked and answered once release is closed.
-func (w *world) serveSlowPreview(asked chan<- struct{}, release <-chan struct{}) {
-	w.t.Helper()
+// heldWorld is a world whose approval service has one worker and whose
+// executor answers previews only once release is called (at the test's
+// end at the latest): hold asks a call of agent "blocker" that needs a
+// preview and waits until its preview is asked for, so that every call
+// asked after it waits in the stream, unrecorded, until release. rec, if
+// not nil, is the service's channel.
+func heldWorld(t *testing.T, rec *recorder, tweak ...func(*config.Config)) (w *world, hold, release func()) {
+	t.Helper()
+	w = newWorld(t, append([]func(*config.Config){func(c *config.Config) {
+		c.Approval.Workers = 1
+		c.Approval.PreviewTimeout = time.Minute
+	}}, tweak...)...)
+	asked, released := make(chan struct{}, 1), make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(released) }) }
+	t.Cleanup(release)
 	w.servePreviewBy(func(ctx context.Context) *airlockv1.Preview {
 		select {
 		case asked <- struct{}{}:
 		default:
 		}
 		select {
-		case <-release:
+		case <-released:
 		case <-ctx.Done():
 		}
 		return &airlockv1.Preview{Unavailable: "a test's slow preview"}
 	})
+	if rec != nil {
+		w.start(rec)
+	} else {
+		w.start()
+	}
+	hold = func() {
+		t.Helper()
+		w.ask(&airlockv1.ToolCall{AgentId: "blocker", CallId: "slow"}, nil)
+		select {
+		case <-asked:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the executor was never asked for the slow call's preview")
+		}
+	}
+	return w, hold, release
 }
 
 // An ended call's record leaves the bucket after approval.ended_retention,
@@ -145,5 +166,258 @@ func TestACancelOfACallWhoseRecordLeftChangesNothing(t *testing.T) {
 	}
 	if _, err := w.api.Get(ctx, "bot", "done", 0); err == nil {
 		t.Fatal("the cancel wrote a record for the approved call")
+	}
+}
+
+// stallTrailReads turns Direct Get off on the events stream and takes
+// every Direct Get of approval_requested without answering, as a NATS
+// configuration rendered before the approval user could read them does
+// (refused, the request times out): each such read waits its 2 s.
+func (w *world) stallTrailReads(ctx context.Context) {
+	w.t.Helper()
+	s, err := w.js.Stream(ctx, w.cfg.Stream.Name)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	sc := s.CachedInfo().Config
+	sc.AllowDirect = false
+	if _, err := w.js.UpdateStream(ctx, sc); err != nil {
+		w.t.Fatal(err)
+	}
+	nc, _ := testenv.Connect(w.t, w.nats.URL())
+	if _, err := nc.Subscribe(subject.DirectGet(w.cfg.Stream.Name, subject.OfType(subject.ApprovalRequested)), func(*nats.Msg) {}); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// The agents' cancel endpoint answered one request at a time, for every
+// agent, and a cancel now reads the trail: while its reads stall (2 s
+// each), one agent's burst of cancels held another agent's cancel of its
+// pending call behind all of them (40 × 2 s here). An agent has at most
+// maxCancelsPerAgent handled at once; the rest are told so at once.
+func TestOneAgentsBurstOfCancelsDoesNotHoldAnothersCancel(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	w.pending(&airlockv1.ToolCall{CallId: "mine"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w.stallTrailReads(ctx)
+
+	nc, _ := testenv.Connect(t, w.nats.URL())
+	const burst = 40
+	answers := make(chan *nats.Msg, burst)
+	sub, err := nc.ChanSubscribe(nats.NewInbox(), answers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	for i := range burst {
+		body := fmt.Sprintf(`{"call_id":"never-%d","reason":"again"}`, i)
+		if err := nc.PublishRequest(subject.AgentCancel("mallory"), sub.Subject, []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	bot, err := airlock.New(nc, "bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bot.Cancel(ctx, "mine", "the MCP client canceled the request"); err != nil {
+		t.Fatalf("bot's cancel of its pending call behind mallory's burst of %d: %v", burst, err)
+	}
+	if r, err := w.api.Get(ctx, "bot", "mine", 0); err != nil || r.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_CANCELED {
+		t.Fatalf("bot's call after its cancel: %v, %v", r.GetState(), err)
+	}
+	busy := 0
+	for range burst {
+		select {
+		case m := <-answers:
+			if strings.Contains(m.Header.Get("Nats-Service-Error"), "cancels being handled at once") {
+				busy++
+			}
+		case <-ctx.Done():
+			t.Fatal("mallory's burst was not answered in full")
+		}
+	}
+	if want := burst - 4; busy < want {
+		t.Fatalf("%d of mallory's %d cancels were told she has too many at once, want at least %d", busy, burst, want)
+	}
+}
+
+// The record a withdraw writes before the consumer reaches the request is
+// created ended, so it leaves the bucket after approval.ended_retention. A
+// consumer behind by longer then created the record afresh, pending: the
+// call its agent had been told was canceled was put to reviewers and could
+// be approved after its canceled event (helper-181's F1).
+func TestAWithdrawnCallIsNotPutToPeopleAfterItsRecordLeftTheBucket(t *testing.T) {
+	rec := &recorder{name: "rec"}
+	w, hold, release := heldWorld(t, rec, func(c *config.Config) { c.Approval.EndedRetention = time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	hold()
+	w.ask(&airlockv1.ToolCall{CallId: "gave-up"}, nil)
+	nc, _ := testenv.Connect(t, w.nats.URL())
+	bot, err := airlock.New(nc, "bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bot.Cancel(ctx, "gave-up", "the MCP client canceled the request"); err != nil {
+		t.Fatalf("withdrawing a call put to people but not recorded yet: %v", err)
+	}
+	testenv.Eventually(t, 20*time.Second, "the withdrawn call's record to leave the bucket (ended_retention 1s)", func() bool {
+		_, err := w.api.Get(ctx, "bot", "gave-up", 0)
+		return err != nil
+	})
+	release() // the consumer reaches the withdrawn call's request
+	testenv.Settled(t, w.js, w.cfg.Stream.Name, approval.Durable, 20*time.Second)
+	if r, err := w.api.Get(ctx, "bot", "gave-up", 0); err == nil {
+		t.Fatalf("the call its agent withdrew was recorded again after its record left the bucket: %v (announced: %v)", r.GetState(), rec.has("announce:gave-up"))
+	}
+	if n := len(w.events("bot", "gave-up", subject.Canceled)); n != 1 {
+		t.Fatalf("%d canceled events, want 1", n)
+	}
+}
+
+// While the trail cannot be read, a call with no record may still wait in
+// the stream to be put to people: its cancel says to try again, not that
+// there is no such call (helper-181's F3).
+func TestAWithdrawWhoseTrailCannotBeReadSaysToTryAgain(t *testing.T) {
+	w, hold, _ := heldWorld(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hold()
+	w.ask(&airlockv1.ToolCall{CallId: "gave-up"}, nil)
+	w.stallTrailReads(ctx)
+	nc, _ := testenv.Connect(t, w.nats.URL())
+	bot, err := airlock.New(nc, "bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bot.Cancel(ctx, "gave-up", "gave up"); apierr.CodeOf(err) != apierr.Unavailable {
+		t.Fatalf("the cancel of a call with no record whose trail could not be read answered %v, want unavailable (try again)", err)
+	}
+}
+
+// A call whose newest revision ended without a record (refused past its
+// agent's byte share) beside an older revision's record: the cancel
+// answered success about the older revision, which the agent did not mean
+// (helper-181's F5). It says the newest ended.
+func TestACancelOfARevisionThatEndedUnrecordedNamesThatRevision(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) { c.Approval.MaxBytesPerAgent = 1 })
+	w.start()
+	w.pending(&airlockv1.ToolCall{CallId: "c"}, nil)
+	if _, err := w.decide("c", "alice", airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES, "use /tmp/b"); err != nil {
+		t.Fatal(err)
+	}
+	w.waitState("c", 1, airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED)
+	w.ask(&airlockv1.ToolCall{CallId: "c", Revision: 2}, nil)
+	testenv.Eventually(t, 10*time.Second, "revision 2 to be refused without a record", func() bool {
+		for _, ev := range w.events("bot", "c", subject.Canceled) {
+			if ev.GetRevision() == 2 {
+				return true
+			}
+		}
+		return false
+	})
+	nc, _ := testenv.Connect(t, w.nats.URL())
+	bot, err := airlock.New(nc, "bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = bot.Cancel(context.Background(), "c", "gave up")
+	if apierr.CodeOf(err) != apierr.NotFound || !strings.Contains(err.Error(), "bot/c rev 2 waits for nobody: it ended canceled") {
+		t.Fatalf("the cancel of call c, whose revision 2 ended canceled without a record, answered %v", err)
+	}
+}
+
+// The consumer's create and the withdraw's
+// create of the same key, at random moments, on two replicas: each call
+// ends canceled by its agent, with one canceled event that says so
+// (helper-181's probe).
+func TestWithdrawRacesTheConsumersCreate(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) { c.Approval.Workers = 4 })
+	w.servePreviewBy(func(ctx context.Context) *airlockv1.Preview {
+		time.Sleep(time.Duration(rand.IntN(60)) * time.Millisecond)
+		return &airlockv1.Preview{Unavailable: "slow"}
+	})
+	w.start()
+	w.start()
+	nc, _ := testenv.Connect(t, w.nats.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const n = 40
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		agent := fmt.Sprintf("a%02d", i)
+		w.ask(&airlockv1.ToolCall{AgentId: agent, CallId: "c", ThreadId: "t"}, &airlockv1.Decision{QueuePerThread: i%2 == 0})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(rand.IntN(80)) * time.Millisecond)
+			c, err := airlock.New(nc, agent)
+			if err != nil {
+				errs <- err
+				return
+			}
+			for {
+				err = c.Cancel(ctx, "c", "withdrawn by "+agent)
+				if err == nil || ctx.Err() != nil {
+					break
+				}
+				t.Logf("%s: %v", agent, err)
+				time.Sleep(20 * time.Millisecond)
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	testenv.Settled(t, w.js, w.cfg.Stream.Name, approval.Durable, 20*time.Second)
+	for i := range n {
+		agent := fmt.Sprintf("a%02d", i)
+		r, err := w.api.Get(ctx, agent, "c", 0)
+		if err != nil || r.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_CANCELED || r.GetDecidedBy().GetId() != agent {
+			t.Errorf("%s: record %v by %v, %v", agent, r.GetState(), r.GetDecidedBy().GetId(), err)
+		}
+		evs := w.events(agent, "c", subject.Canceled)
+		if len(evs) != 1 || evs[0].GetActor().GetId() != agent || evs[0].GetCanceled().GetReason() != "withdrawn by "+agent {
+			t.Errorf("%s: %d canceled events %v", agent, len(evs), evs)
+		}
+	}
+}
+
+// An agent names only its own calls: another agent's call
+// put to people and not recorded yet, and call ids with subject tokens or
+// wildcards, are refused without a record or an event (helper-181's probe).
+func TestAWithdrawReachesNoOtherAgentsCall(t *testing.T) {
+	w, hold, release := heldWorld(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hold()
+	w.ask(&airlockv1.ToolCall{AgentId: "other", CallId: "theirs"}, nil)
+	nc, _ := testenv.Connect(t, w.nats.URL())
+	bot, _ := airlock.New(nc, "bot")
+	for _, id := range []string{"theirs", "other.theirs", "*", ">", "other.theirs.1", "theirs.approval_requested", ""} {
+		err := bot.Cancel(ctx, id, "mine?")
+		t.Logf("%q: %v", id, err)
+		if err == nil {
+			t.Errorf("bot's cancel of %q landed", id)
+		}
+	}
+	release()
+	w.waitAgentState("other", "theirs", 1, airlockv1.ApprovalState_APPROVAL_STATE_PENDING)
+	if n := len(w.events("other", "theirs", subject.Canceled)); n != 0 {
+		t.Fatalf("other's call got %d canceled events", n)
 	}
 }
