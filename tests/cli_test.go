@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
 )
 
 // cliRun is one run of the airlock command.
@@ -424,5 +426,29 @@ func TestOperatorCommandsFindADevByItsDataDir(t *testing.T) {
 		if r.Code == 0 || !strings.Contains(r.Stderr, "name its data dir with --data DIR") || strings.Contains(r.Stderr, "is the server running") {
 			t.Errorf("%s away from the dev without --data: exit %d, want it to say how to name the dev's data dir\n%s%s", name, r.Code, r.Stdout, r.Stderr)
 		}
+	}
+}
+
+// A dev started again on another NATS port (the first choice taken, or
+// --nats-port changed) left each agent's credential naming the port of the
+// start that wrote it: `airlock call --data` as that agent dialed the old
+// port, reaching nothing ("no servers available") or another airlock
+// listening there ("Authorization Violation"). A start points them at
+// where its NATS listens.
+func TestAgentCredentialsFollowADevStartedOnAnotherPort(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	first := startDev(t, dir, 0, "")
+	first.Interrupt(30 * time.Second)
+	second := startDev(t, dir, 0, "")
+	if first.NATSURL == second.NATSURL {
+		t.Fatalf("both starts listen on %s: the test needs two ports", first.NATSURL)
+	}
+	r := cliIn(t, t.TempDir(), os.Environ(), "call", "--data", dir, "--agent", "bot", "--tool", "demo__echo", "--args", `{"text":"hi"}`, "--wait", "30s")
+	if r.Code != 0 || !strings.Contains(r.Stdout+r.Stderr, "completed") {
+		t.Fatalf("airlock call --data as bot after dev moved from %s to %s: exit %d\n%s%s", first.NATSURL, second.NATSURL, r.Code, r.Stdout, r.Stderr)
+	}
+	cred, err := natsauth.ReadCredential(second.Creds("bot"))
+	if err != nil || cred.URL != second.NATSURL {
+		t.Fatalf("bot's credential names %q (%v), want %s", cred.URL, err, second.NATSURL)
 	}
 }

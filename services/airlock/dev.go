@@ -141,6 +141,11 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		return fmt.Errorf("write %s: %w", creds.URLFile(), err)
 	}
 	defer os.Remove(creds.URLFile())
+	if moved, err := creds.PointAgentsAt(ns.URL()); err != nil {
+		return fmt.Errorf("point the agents' credentials under %s at %s: %w", creds.AgentsDir(), ns.URL(), err)
+	} else if len(moved) > 0 {
+		log.Info("agent credentials now name where this dev's NATS listens", "agents", moved, "url", ns.URL())
+	}
 	creds.Apply(&cfg, natsauth.RoleDev)
 	if err := devGatewayEndpoint(&cfg, creds); err != nil {
 		return err

@@ -2,6 +2,7 @@ package natsauth
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -118,6 +119,45 @@ func (d Dev) Ensure(cfg config.Config, url string) error {
 	}
 	_, err := d.Render(cfg)
 	return err
+}
+
+// PointAgentsAt makes every agent credential under AgentsDir name url,
+// where this dev's NATS listens now, and returns the agents whose file
+// named another (rewritten in place, mode 0600). A credential records
+// the URL of the start that wrote it: after a start on another port
+// (--nats-port, or a start that failed because the port was taken), the
+// SDK, `airlock call` and the hooks would dial the old one, reaching
+// nothing or another airlock.
+func (d Dev) PointAgentsAt(url string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(d.AgentsDir(), "*"+CredentialSuffix))
+	if err != nil {
+		return nil, err
+	}
+	var moved []string
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return moved, fmt.Errorf("read agent credential: %w", err)
+		}
+		var c Credential // as stored: ReadCredential resolves its TLS paths
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return moved, fmt.Errorf("agent credential %s is not JSON like {\"agent\",\"url\",\"seed\"}: %w", file, err)
+		}
+		if c.URL == url {
+			continue
+		}
+		c.URL = url
+		data, _ := json.MarshalIndent(c, "", "  ")
+		tmp := file + ".new"
+		if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+			return moved, fmt.Errorf("rewrite agent credential %s: %w", file, err)
+		}
+		if err := os.Rename(tmp, file); err != nil {
+			return moved, fmt.Errorf("rewrite agent credential %s: %w", file, err)
+		}
+		moved = append(moved, c.Agent)
+	}
+	return moved, nil
 }
 
 // Render writes ConfigFile from the seeds and the agent credentials present
