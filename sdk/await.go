@@ -695,7 +695,17 @@ type Resolution struct {
 
 // storedResolution reads the answer about revision rev, nil when none.
 func (c *Client) storedResolution(ctx context.Context, callID string, rev uint32) (*Resolution, error) {
-	subj, err := subject.Event(c.agent, callID, subject.OutcomeResolved)
+	ev, err := c.lastEventOf(ctx, callID, subject.OutcomeResolved)
+	if err != nil || ev == nil {
+		return nil, err
+	}
+	return resolutionOf(ev, rev), nil
+}
+
+// lastEventOf is the last stored event of type typ of call callID, nil
+// when there is none.
+func (c *Client) lastEventOf(ctx context.Context, callID, typ string) (*airlockv1.Event, error) {
+	subj, err := subject.Event(c.agent, callID, typ)
 	if err != nil {
 		return nil, err
 	}
@@ -707,7 +717,26 @@ func (c *Client) storedResolution(ctx context.Context, callID string, rev uint32
 	if !ok {
 		return nil, nil
 	}
-	return resolutionOf(ev, rev), nil
+	return ev, nil
+}
+
+// Recorded is the newest revision of call callID that airlock recorded
+// (its requested event's call, as the policy stored it), nil when none
+// is. A call id names one call: a front-end that lets its clients choose
+// ids reads it to refuse, with a sentence, a call submitted again under
+// an id recorded with other content, which the policy service refuses
+// without a word to the agent (an unauthorized_attempt on the trail), so
+// that a wait for it would end with the recorded call's outcome.
+func (c *Client) Recorded(ctx context.Context, callID string) (*airlockv1.ToolCall, error) {
+	ev, err := c.lastEventOf(ctx, callID, subject.Requested)
+	if err != nil || ev == nil {
+		return nil, err
+	}
+	call := ev.GetRequested().GetCall()
+	if call != nil {
+		call.Revision = max(call.GetRevision(), 1)
+	}
+	return call, nil
 }
 
 func resolutionOf(ev *airlockv1.Event, rev uint32) *Resolution {

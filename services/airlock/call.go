@@ -377,7 +377,12 @@ func (t *progressTeller) progress(p airlock.Progress) {
 		if !p.Deadline.IsZero() {
 			until = " before " + p.Deadline.UTC().Format("15:04:05 UTC")
 		}
-		fmt.Fprintf(t.log, "  %s%s may decide%s:\n    %s\n    airlock approvals show %s%s   (then approve, reject or changes)\n", who, quorum, until, consoleLink(t.cfg, t.agent, t.id, p.Revision), name, dataArg(t.cfg.Dev.DataDir))
+		// Once a call has several revisions, deciding names the one reviewed.
+		decide := "(then approve, reject or changes)"
+		if p.Revision > 1 {
+			decide = fmt.Sprintf("(then approve, reject or changes with --revision %d)", p.Revision)
+		}
+		fmt.Fprintf(t.log, "  %s%s may decide%s:\n    %s\n    airlock approvals show %s%s   %s\n", who, quorum, until, consoleLink(t.cfg, t.agent, t.id, p.Revision), name, dataArg(t.cfg.Dev.DataDir), decide)
 		if p.Call != nil && t.missing != nil {
 			t.checks.Add(1)
 			go t.check(p.Call)

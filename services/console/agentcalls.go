@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
@@ -87,15 +89,55 @@ func (a *agentCalls) submit(ctx context.Context, agent, onBehalfOf string, req s
 	if err != nil {
 		return submitResponse{}, apierr.Wrap(apierr.InvalidRequest, err, "%s", err.Error())
 	}
-	id, err := client.Submit(ctx, airlock.Call{
+	call := airlock.Call{
 		ID: req.CallID, Revision: req.Revision, Server: req.Server, Tool: req.Tool, Args: args,
 		Thread: req.ThreadID, OnBehalfOf: onBehalfOf, Reason: req.Reason, IdempotencyKey: req.IdempotencyKey,
 		AgentRuns: req.AgentRuns,
-	})
+	}
+	if err := idStillFree(ctx, client, call); err != nil {
+		return submitResponse{}, err
+	}
+	id, err := client.Submit(ctx, call)
 	if err != nil {
 		return submitResponse{}, sdkError(err, "the call could not be stored: try again")
 	}
 	return submitResponse{CallID: id, Status: "submitted", Await: "/api/v1/calls/" + url.PathEscape(id) + "?wait=30s"}, nil
+}
+
+// idStillFree refuses a call submitted under a call id whose revision is
+// recorded with other content (another tool, other arguments), or whose
+// newer revision is: the policy service would refuse it without a word to
+// the agent, and the client's wait would end with the recorded call's
+// outcome as if it were this one's. The same call submitted again passes:
+// that is harmless, and how a client that lost the answer retries.
+func idStillFree(ctx context.Context, client *airlock.Client, call airlock.Call) error {
+	if call.ID == "" {
+		return nil
+	}
+	rec, err := client.Recorded(ctx, call.ID)
+	if err != nil || rec == nil {
+		return nil // the policy service decides: this is only a kinder answer
+	}
+	rev := max(call.Revision, 1)
+	newest := rec.GetRevision()
+	switch {
+	case rev < newest:
+		return apierr.New(apierr.Conflict, "call %s is at revision %d: revision %d cannot be submitted again. Submit revision %d after a reviewer requests changes, or leave call_id out for a new call", call.ID, newest, rev, newest+1)
+	case rev == newest && !sameCall(rec, call):
+		return apierr.New(apierr.Conflict, "call_id %s names another call: its revision %d was submitted as %s with other arguments. A call id names one call: leave call_id out for a new call, or submit revision %d after a reviewer requests changes", call.ID, rev, calls.QualifiedTool(rec), rev+1)
+	}
+	return nil
+}
+
+// sameCall reports whether call asks for what rec, a recorded call, asked:
+// the same tool, arguments and who runs it.
+func sameCall(rec *airlockv1.ToolCall, call airlock.Call) bool {
+	args, err := structpb.NewStruct(call.Args)
+	if err != nil {
+		return false
+	}
+	return calls.QualifiedTool(rec) == calls.ToolName(call.Server, call.Tool) && rec.GetAgentRuns() == call.AgentRuns &&
+		proto.Equal(rec.GetArguments(), args)
 }
 
 // arguments reads a submitted call's arguments, JSON not yet decoded
