@@ -453,3 +453,17 @@ func TestAgentCredentialsFollowADevStartedOnAnotherPort(t *testing.T) {
 		t.Fatalf("bot's credential names %q (%v), want %s", cred.URL, err, second.NATSURL)
 	}
 }
+
+// `--http :PORT` reads like a port, and opens the console to every
+// network interface: dev says so, and its links name this machine's
+// loopback, not "http://[::]:PORT", which no browser opens (a newcomer's
+// walkthrough, helper-182).
+func TestADevListeningOnEveryInterfaceSaysSo(t *testing.T) {
+	port := freePort(t)
+	dev := startDev(t, filepath.Join(t.TempDir(), "data"), 0, fmt.Sprintf(":%d", port))
+	dev.WaitForOutput("the console listens on every network interface", 30*time.Second)
+	raw, err := os.ReadFile(filepath.Join(dev.DataDir, "console.url"))
+	if want := fmt.Sprintf("http://127.0.0.1:%d", port); err != nil || strings.TrimSpace(string(raw)) != want {
+		t.Fatalf("console.url holds %q (%v), want %s", raw, err, want)
+	}
+}

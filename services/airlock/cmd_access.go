@@ -144,7 +144,7 @@ accounts with ` + "`airlock nats config`" + ` instead.`,
 				return err
 			}
 			if len(creds) == 0 {
-				fmt.Printf("no agents under %s: start `airlock dev` once, or run `airlock agents add NAME%s`\n", d.AgentsDir(), dataArg(dataDir))
+				fmt.Printf("no agents under %s: if airlock dev runs elsewhere, name its data dir with --data DIR; else start `airlock dev` once (it makes agent bot), or run `airlock agents add NAME%s`\n", d.AgentsDir(), dataArg(dataDir))
 			}
 			for _, c := range creds {
 				fmt.Printf("%s\t%s\n", c.Agent, d.CredentialFile(c.Agent))
@@ -308,7 +308,7 @@ func agentCredential(dataDir, agent, creds string, dataFlag bool) (string, error
 			how = "--data DIR (or AIRLOCK_DEV_DATA_DIR=DIR)"
 		}
 		return "", fmt.Errorf("%w for agent %s at %s: name airlock's data directory (where `airlock dev` keeps agents/) with %s, "+
-			"pass the credential with --creds FILE, or create one with `airlock agents add %s%s`", errNoCredential, agent, file, how, agent, dataArg(dataDir))
+			"pass the credential with --creds FILE, or create one with `airlock agents add %s%s` (airlock dev, `go tool task up`, makes agent bot the first time it starts)", errNoCredential, agent, file, how, agent, dataArg(dataDir))
 	}
 	return file, nil
 }

@@ -430,6 +430,9 @@ retention (stream.max_age).`,
 			if err != nil {
 				return usageErr(cmd, "month %q: write it as YYYY-MM, e.g. 2026-01", args[0])
 			}
+			if by, err = operatorName(by); err != nil {
+				return usageErr(cmd, "%v", err)
+			}
 			st, cfg, err := a.writer(ctx, g, "drop-before drops months of the trail stored in ClickHouse",
 				"and there is nothing stored to drop (the stream keeps its own retention, stream.max_age)")
 			if err != nil {
@@ -454,9 +457,6 @@ retention (stream.max_age).`,
 				return fmt.Errorf("the drop is recorded as an event first, but connecting to NATS failed: %w (then run it again; nothing was dropped)", err)
 			}
 			defer nc.Close()
-			if by == "" {
-				by = os.Getenv("USER")
-			}
 			ev := &airlockv1.Event{
 				EventId: callref.System{Kind: callref.SystemRetention, ID: fmt.Sprintf("%s-%d", before.Format("200601"), plan.FirstKept)}.EventID(subject.AuditPruned),
 				AgentId: subject.SystemAgent, CallId: subject.AuditCall,
@@ -476,7 +476,7 @@ retention (stream.max_age).`,
 	}
 	a.addStoreDSN(cmd)
 	cmd.Flags().BoolVar(&yes, "yes", false, "drop (without it, only print the plan)")
-	cmd.Flags().StringVar(&by, "by", "", "operator recorded as the actor (default $USER)")
+	cmd.Flags().StringVar(&by, "by", "", "operator recorded as the actor (default $USER, else the account this runs as)")
 	g.dataFlag(cmd)
 	return cmd
 }

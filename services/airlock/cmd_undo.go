@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -57,7 +56,9 @@ wider than it has now. A call whose request recorded no working directory is
 undone only with --force, in the work tree the snapshot names.
 
 The undo is recorded in the audit trail as an "undone" event on the call,
-with who ran it (--by, default $USER); airlock must be reachable.`,
+with who ran it (--by, default $USER, else the account this runs as);
+airlock must be reachable: run it where airlock dev runs, or name its data
+dir with --data.`,
 		Args: exactArgs(1, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			agent, call, ok := strings.Cut(args[0], "/")
@@ -66,6 +67,9 @@ with who ran it (--by, default $USER); airlock must be reachable.`,
 			}
 			ref, err := callref.New(agent, call, 1)
 			if err != nil {
+				return usageErr(cmd, "%v", err)
+			}
+			if by, err = operatorName(by); err != nil {
 				return usageErr(cmd, "%v", err)
 			}
 			store, err := opts.snapshots()
@@ -93,9 +97,6 @@ with who ran it (--by, default $USER); airlock must be reachable.`,
 					return fmt.Errorf("nothing was restored: %s", escape.Terminal(err.Error()))
 				}
 				return errors.New(escape.Terminal(err.Error()))
-			}
-			if by == "" {
-				by = os.Getenv("USER")
 			}
 			body := &airlockv1.Undone{Ref: res.Ref, Forced: res.Forced, Paths: res.Paths}
 			if len(body.Paths) > maxUndoneListed {
@@ -125,7 +126,7 @@ with who ran it (--by, default $USER); airlock must be reachable.`,
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "put the files back even when they changed after the call (those changes are lost)")
 	cmd.Flags().StringVar(&opts.stateDir, "state-dir", "", "the hook's state `DIR`, where its snapshots are (default as airlock hook's: $XDG_STATE_HOME/airlock/hooks)")
-	cmd.Flags().StringVar(&by, "by", "", "who is undoing it, recorded as the actor (default $USER)")
+	cmd.Flags().StringVar(&by, "by", "", "who is undoing it, recorded as the actor (default $USER, else the account this runs as)")
 	g.dataFlag(cmd)
 	return cmd
 }

@@ -210,10 +210,20 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 	if err != nil {
 		return httpListenError(cfg.HTTP.Addr, err)
 	}
+	listening := ln.Addr().(*net.TCPAddr)
+	if listening.IP.IsUnspecified() {
+		// "--http :8181" reads like a port; it opens the console to the network.
+		log.Warn("the console listens on every network interface: anyone who can reach this machine reaches its sign-in page, REST API and MCP endpoints; give --http 127.0.0.1:PORT to keep it to this machine", "addr", ln.Addr().String())
+	}
 	if cfg.HTTP.PublicURL == config.Default().HTTP.PublicURL {
 		// Links to the console (the gateway's URL elicitations, Slack cards)
-		// point where this process listens.
-		cfg.HTTP.PublicURL = "http://" + ln.Addr().String()
+		// point where this process listens (this machine's loopback when it
+		// listens on every interface: [::] is no address to open).
+		host := listening.IP.String()
+		if listening.IP.IsUnspecified() {
+			host = "127.0.0.1"
+		}
+		cfg.HTTP.PublicURL = "http://" + net.JoinHostPort(host, strconv.Itoa(listening.Port))
 	}
 	if err := os.WriteFile(creds.ConsoleURLFile(), []byte(cfg.HTTP.PublicURL+"\n"), 0o600); err != nil {
 		ln.Close()

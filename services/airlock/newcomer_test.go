@@ -460,6 +460,8 @@ func TestAgentsListWithDataReadsNoConfiguration(t *testing.T) {
 	}{
 		{"with_data", []string{"--config", broken, "agents", "list", "--data", data}, "lister\t" + file, ""},
 		{"without_data", []string{"--config", broken, "agents", "list"}, "", broken},
+		// Run away from its dev, an empty list says how to name the dev.
+		{"an_empty_data_dir_says_to_name_the_devs", []string{"--config", broken, "agents", "list", "--data", t.TempDir()}, "if airlock dev runs elsewhere, name its data dir with --data DIR", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := runCLI(context.Background(), t, tc.args...)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/user"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -289,4 +290,21 @@ func exactArgs(n int, textFlag string) cobra.PositionalArgs {
 		}
 		return usageErr(cmd, "missing argument: %s", cmd.Use)
 	}
+}
+
+// operatorName is who an operator command records as its actor: by (its
+// --by), else the login name ($USER, else the account the process runs
+// as). An action recorded with no actor would say nobody did it, so a
+// name is required.
+func operatorName(by string) (string, error) {
+	if by = strings.TrimSpace(by); by != "" {
+		return by, nil
+	}
+	if name := strings.TrimSpace(os.Getenv("USER")); name != "" {
+		return name, nil
+	}
+	if u, err := user.Current(); err == nil && strings.TrimSpace(u.Username) != "" {
+		return strings.TrimSpace(u.Username), nil
+	}
+	return "", errors.New("say who you are with --by NAME: it is recorded as who did it, and neither $USER nor the account this runs as names anyone")
 }

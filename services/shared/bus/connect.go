@@ -75,6 +75,11 @@ func Connect(ctx context.Context, cfg config.NATS, name string, log *slog.Logger
 			return nil, fmt.Errorf("connect to NATS at %s: %w", Redact(cfg.URL), tlsErr)
 		}
 		lastErr = err
+		if Refused(err) && cfg.Credentials == "" && cfg.NkeySeedFile == "" {
+			// A server that requires credentials refuses a connection
+			// without any every time: trying again only fills its log.
+			return nil, fmt.Errorf("connect to NATS at %s: %w (the server answered and requires credentials, and none were given: nats.credentials or nats.nkey_seed_file)", Redact(cfg.URL), err)
+		}
 		select {
 		case <-ctx.Done():
 			if Refused(lastErr) {
