@@ -180,6 +180,9 @@ func printReplay(out io.Writer, dir, digest string, runtimeRules []string, grant
 				fmt.Fprintf(out, "    policy error: %s\n", e(c.Error))
 			}
 		}
+		if more := t.Count - len(t.Examples); more > 0 {
+			fmt.Fprintf(out, "  … and %d more (--examples N shows more)\n", more)
+		}
 	}
 	if r.Changed == 0 {
 		fmt.Fprintln(out, "\nno decision would change")

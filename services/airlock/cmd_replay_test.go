@@ -112,8 +112,12 @@ func TestPolicyReplayReportsTheCallsAChangedRuleWouldFlip(t *testing.T) {
 			t.Errorf("example %s (%s) should not have changed", ex.Call, ex.Tool)
 		}
 	}
-	if text := run("--runtime-rules", "none"); !strings.Contains(text, "would change: 4") || !strings.Contains(text, "allow → ask: 4 call(s)") {
+	if text := run("--runtime-rules", "none"); !strings.Contains(text, "would change: 4") || !strings.Contains(text, "allow → ask: 4 call(s)") || strings.Contains(text, "more (--examples N") {
 		t.Fatalf("text report:\n%s", text)
+	}
+	// Fewer examples than calls: the report says how many it left out.
+	if text := run("--runtime-rules", "none", "--examples", "1"); !strings.Contains(text, "allow → ask: 4 call(s)") || !strings.Contains(text, "… and 3 more (--examples N shows more)") {
+		t.Fatalf("text report with one example:\n%s", text)
 	}
 
 	t.Run("the shipped policy itself changes nothing", func(t *testing.T) {

@@ -86,6 +86,9 @@ type Service struct {
 	// crossings are logged once each way).
 	bucketFill prometheus.Gauge
 	refusing   atomic.Bool
+	// fillMisses counts the sweeps in a row that could not read how full
+	// the approvals bucket is.
+	fillMisses atomic.Int32
 	// decisions seals `approved` events; frontend checks that decisions
 	// come from a front-end that authenticated the person.
 	decisions, frontend seal.Key

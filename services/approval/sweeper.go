@@ -47,7 +47,14 @@ func (s *Service) sweepOnce(ctx context.Context) {
 	now := s.now()
 	s.pending.Set(float64(s.index.pendingCount()))
 	if _, err := s.pastRefusalMark(ctx); err != nil && ctx.Err() == nil {
-		s.deps.Log.Warn("reading how full the approvals bucket is failed; will retry", "err", err)
+		// One miss is a server still starting (its first sweep can come
+		// before JetStream answers: "no responders"); a second in a row is
+		// worth an operator's look.
+		if s.fillMisses.Add(1) > 1 {
+			s.deps.Log.Warn("reading how full the approvals bucket is failed; will retry", "err", err, "misses_in_a_row", s.fillMisses.Load())
+		}
+	} else {
+		s.fillMisses.Store(0)
 	}
 	for _, rec := range s.index.dueRecords(now) {
 		if ctx.Err() != nil {

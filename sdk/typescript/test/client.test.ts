@@ -104,7 +104,17 @@ for (const [name, agentVar, open] of transports) {
       // policy now records it as an unauthorized_attempt).
       const call = { callId: id(), tool: "demo__write_file", arguments: { path: `ts-${name}-repeated.txt`, content: "first" } };
       await client.submit(call);
-      await client.submit({ ...call, arguments: { ...call.arguments, content: "other" } });
+      const repeat = client.submit({ ...call, arguments: { ...call.arguments, content: "other" } });
+      if (name === "rest") {
+        // The REST API refuses it at once (409), saying the id names another call.
+        await assert.rejects(repeat, (err: unknown) => {
+          assert.ok(err instanceof airlock.ApiError && err.status === 409, `the repeat with other content: ${err}`);
+          assert.match(err.message, /names another call/);
+          return true;
+        });
+      } else {
+        await repeat; // stored; the policy records it as an unauthorized_attempt
+      }
       await decide(agent, call.callId, "approve", { reason: "fine" });
       const out = await client.await(call.callId, 30_000);
       assert.equal(out.status, "completed", `await after a refused repeat and the approval: ${JSON.stringify(out)}; want completed`);
