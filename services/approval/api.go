@@ -409,15 +409,24 @@ func (s *Service) Cancel(ctx context.Context, req *airlockv1.CancelRequest) (*ai
 // newest is the newest revision of a call: cancelling withdraws whatever
 // of the call is still pending.
 func (s *Service) newest(ctx context.Context, agent, callID string) (callref.Ref, error) {
+	rec, err := s.newestRecord(ctx, agent, callID)
+	if err != nil {
+		return callref.Ref{}, err
+	}
+	return domain.RefOf(rec), nil
+}
+
+// newestRecord is the record of the newest revision of a call.
+func (s *Service) newestRecord(ctx context.Context, agent, callID string) (*airlockv1.ApprovalRecord, error) {
 	ref, err := callref.New(agent, callID, 0)
 	if err != nil {
-		return callref.Ref{}, apierr.New(apierr.InvalidRequest, "name the call by agent_id and call_id: %v", err)
+		return nil, apierr.New(apierr.InvalidRequest, "name the call by agent_id and call_id: %v", err)
 	}
 	rec, _, err := s.store.latest(ctx, s.index.latestRevision(ref))
 	if err != nil {
-		return callref.Ref{}, s.storeErr(ref, err)
+		return nil, s.storeErr(ref, err)
 	}
-	return domain.RefOf(rec), nil
+	return rec, nil
 }
 
 func (s *Service) cancelRef(ctx context.Context, ref callref.Ref, by *airlockv1.Actor, reason string) (*airlockv1.ApprovalRecord, bool, error) {
@@ -639,9 +648,15 @@ func (s *Service) answerAgentCancel(r micro.Request, agent string, req agentCanc
 // canceled from it: the request delivered later finds it ended.
 func (s *Service) withdraw(ctx context.Context, agent, callID, reason string) (*airlockv1.ApprovalRecord, bool, error) {
 	by := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: agent}
-	ref, err := s.newest(ctx, agent, callID)
+	rec, err := s.newestRecord(ctx, agent, callID)
 	if err != nil && apierr.CodeOf(err) != apierr.NotFound {
 		return nil, false, err
+	}
+	ref := domain.RefOf(rec)
+	if err == nil && rec.GetState() == domain.Pending {
+		// No newer revision can wait behind a pending one (a revision
+		// follows only a request for changes): the trail is not read.
+		return s.cancelRef(ctx, ref, by, reason)
 	}
 	revAsked, seq, rerr := s.lastEventOf(ctx, callref.Ref{Agent: agent, Call: callID}, subject.ApprovalRequested)
 	if rerr != nil {

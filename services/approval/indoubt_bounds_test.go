@@ -51,10 +51,7 @@ func TestOneAgentAtItsShareDoesNotHideAnothersTaskFromTheList(t *testing.T) {
 	if _, err := exec.Publish(ctx, failInDoubtEv("bot", "b1", "webhook answered 502"), ""); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 20*time.Second, "bot's task", func() bool {
-		_, err := w.api.GetInDoubt(ctx, "bot", "b1", 0)
-		return err == nil
-	})
+	testenv.Eventually(t, 20*time.Second, "bot's task", func() bool { return storedTask(t, w, "bot", "b1") })
 	out, err := w.api.ListInDoubt(ctx, &airlockv1.ListInDoubtRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -238,10 +235,7 @@ func TestAReplayedFailureDoesNotAskAgainAboutAnAnsweredCall(t *testing.T) {
 	if _, err := exec.Publish(ctx, failInDoubtEv("bot", "c1", "webhook answered 502"), ""); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 10*time.Second, "bot/c1's task", func() bool {
-		_, err := w.api.GetInDoubt(ctx, "bot", "c1", 0)
-		return err == nil
-	})
+	testenv.Eventually(t, 10*time.Second, "bot/c1's task", func() bool { return storedTask(t, w, "bot", "c1") })
 	if _, err := w.api.ResolveInDoubt(ctx, &airlockv1.ResolveInDoubtRequest{AgentId: "bot", CallId: "c1", Happened: false, Note: "not in the ledger",
 		Principal: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "bob"}}); err != nil {
 		t.Fatal(err)

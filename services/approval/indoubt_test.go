@@ -223,9 +223,21 @@ func TestAFullInDoubtBucketLeavesTheCallUntrackedAndGoesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, "a task for a call in doubt once the bucket has room", func() bool {
-		_, err := w.api.GetInDoubt(ctx, "late", "l1", 0)
-		return err == nil
+		return storedTask(t, w, "late", "l1")
 	})
+}
+
+// storedTask reports whether the in-doubt bucket holds the task of
+// revision 1 of agent's call: GetInDoubt also answers, from the trail, for
+// a call in doubt whose task is not stored.
+func storedTask(t *testing.T, w *world, agent, call string) bool {
+	t.Helper()
+	kv, err := w.js.KeyValue(context.Background(), w.cfg.Buckets.InDoubt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kv.Get(context.Background(), agent+"."+call+".1")
+	return err == nil
 }
 
 // countTasks counts the tasks in the in-doubt bucket.
