@@ -440,10 +440,11 @@ func TestAgentCredentialsFollowADevStartedOnAnotherPort(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	first := startDev(t, dir, 0, "")
 	first.Interrupt(30 * time.Second)
-	second := startDev(t, dir, 0, "")
-	if first.NATSURL == second.NATSURL {
-		t.Fatalf("both starts listen on %s: the test needs two ports", first.NATSURL)
+	port := freePort(t)
+	for port == first.natsPort {
+		port = freePort(t)
 	}
+	second := startDev(t, dir, port, "")
 	r := cliIn(t, t.TempDir(), os.Environ(), "call", "--data", dir, "--agent", "bot", "--tool", "demo__echo", "--args", `{"text":"hi"}`, "--wait", "30s")
 	if r.Code != 0 || !strings.Contains(r.Stdout+r.Stderr, "completed") {
 		t.Fatalf("airlock call --data as bot after dev moved from %s to %s: exit %d\n%s%s", first.NATSURL, second.NATSURL, r.Code, r.Stdout, r.Stderr)

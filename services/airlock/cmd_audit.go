@@ -430,9 +430,6 @@ retention (stream.max_age).`,
 			if err != nil {
 				return usageErr(cmd, "month %q: write it as YYYY-MM, e.g. 2026-01", args[0])
 			}
-			if by, err = operatorName(by); err != nil {
-				return usageErr(cmd, "%v", err)
-			}
 			st, cfg, err := a.writer(ctx, g, "drop-before drops months of the trail stored in ClickHouse",
 				"and there is nothing stored to drop (the stream keeps its own retention, stream.max_age)")
 			if err != nil {
@@ -451,6 +448,9 @@ retention (stream.max_age).`,
 			if !yes {
 				fmt.Println("(a plan only: add --yes to drop them)")
 				return nil
+			}
+			if by, err = operatorName(by); err != nil {
+				return usageErr(cmd, "%v (nothing was dropped)", err)
 			}
 			nc, js, err := g.connect(ctx, cfg)
 			if err != nil {

@@ -141,10 +141,12 @@ func runDev(ctx context.Context, g *globals, cfg config.Config) error {
 		return fmt.Errorf("write %s: %w", creds.URLFile(), err)
 	}
 	defer os.Remove(creds.URLFile())
-	if moved, err := creds.PointAgentsAt(ns.URL()); err != nil {
-		return fmt.Errorf("point the agents' credentials under %s at %s: %w", creds.AgentsDir(), ns.URL(), err)
-	} else if len(moved) > 0 {
+	moved, skipped := creds.PointAgentsAt(ns.URL())
+	if len(moved) > 0 {
 		log.Info("agent credentials now name where this dev's NATS listens", "agents", moved, "url", ns.URL())
+	}
+	for _, err := range skipped {
+		log.Warn("an agent credential could not be pointed at where this dev's NATS listens; fix the file, or give its agent --nats", "err", err, "url", ns.URL())
 	}
 	creds.Apply(&cfg, natsauth.RoleDev)
 	if err := devGatewayEndpoint(&cfg, creds); err != nil {

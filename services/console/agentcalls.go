@@ -94,7 +94,7 @@ func (a *agentCalls) submit(ctx context.Context, agent, onBehalfOf string, req s
 		Thread: req.ThreadID, OnBehalfOf: onBehalfOf, Reason: req.Reason, IdempotencyKey: req.IdempotencyKey,
 		AgentRuns: req.AgentRuns,
 	}
-	if err := idStillFree(ctx, client, call); err != nil {
+	if err := idStillFree(ctx, client, call, a.cfg.Policy.OnBehalfOf[agent] != ""); err != nil {
 		return submitResponse{}, err
 	}
 	id, err := client.Submit(ctx, call)
@@ -110,7 +110,7 @@ func (a *agentCalls) submit(ctx context.Context, agent, onBehalfOf string, req s
 // the agent, and the client's wait would end with the recorded call's
 // outcome as if it were this one's. The same call submitted again passes:
 // that is harmless, and how a client that lost the answer retries.
-func idStillFree(ctx context.Context, client *airlock.Client, call airlock.Call) error {
+func idStillFree(ctx context.Context, client *airlock.Client, call airlock.Call, boundPerson bool) error {
 	if call.ID == "" {
 		return nil
 	}
@@ -123,21 +123,38 @@ func idStillFree(ctx context.Context, client *airlock.Client, call airlock.Call)
 	switch {
 	case rev < newest:
 		return apierr.New(apierr.Conflict, "call %s is at revision %d: revision %d cannot be submitted again. Submit revision %d after a reviewer requests changes, or leave call_id out for a new call", call.ID, newest, rev, newest+1)
-	case rev == newest && !sameCall(rec, call):
-		return apierr.New(apierr.Conflict, "call_id %s names another call: its revision %d was submitted as %s with other arguments. A call id names one call: leave call_id out for a new call, or submit revision %d after a reviewer requests changes", call.ID, rev, calls.QualifiedTool(rec), rev+1)
+	case rev == newest:
+		if differs := callDiffers(rec, call, boundPerson); differs != "" {
+			return apierr.New(apierr.Conflict, "call_id %s names another call: its revision %d (%s) was submitted with a different %s. A call id names one call: leave call_id out for a new call, or submit revision %d after a reviewer requests changes", call.ID, rev, calls.QualifiedTool(rec), differs, rev+1)
+		}
 	}
 	return nil
 }
 
-// sameCall reports whether call asks for what rec, a recorded call, asked:
-// the same tool, arguments and who runs it.
-func sameCall(rec *airlockv1.ToolCall, call airlock.Call) bool {
+// callDiffers names what of call differs from rec, a recorded call, among
+// what a REST body sets ("" when nothing does), as the policy compares a
+// request with the recorded one (services/policy sameRequest). The person
+// is left out when the policy binds the agent to one (policy.on_behalf_of),
+// which replaces it in both.
+func callDiffers(rec *airlockv1.ToolCall, call airlock.Call, boundPerson bool) string {
 	args, err := structpb.NewStruct(call.Args)
-	if err != nil {
-		return false
+	switch {
+	case calls.QualifiedTool(rec) != calls.ToolName(call.Server, call.Tool):
+		return "tool"
+	case err != nil || !proto.Equal(rec.GetArguments(), args):
+		return "arguments"
+	case rec.GetAgentRuns() != call.AgentRuns:
+		return "agent_runs"
+	case rec.GetThreadId() != call.Thread:
+		return "thread_id"
+	case rec.GetReason() != call.Reason:
+		return "reason"
+	case rec.GetIdempotencyKey() != call.IdempotencyKey:
+		return "idempotency_key"
+	case !boundPerson && rec.GetOnBehalfOf() != call.OnBehalfOf:
+		return "person it acts for (the agent token's)"
 	}
-	return calls.QualifiedTool(rec) == calls.ToolName(call.Server, call.Tool) && rec.GetAgentRuns() == call.AgentRuns &&
-		proto.Equal(rec.GetArguments(), args)
+	return ""
 }
 
 // arguments reads a submitted call's arguments, JSON not yet decoded

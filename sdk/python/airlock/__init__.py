@@ -207,7 +207,8 @@ class Client:
                revision: int = 0, thread_id: str = "", reason: str = "", idempotency_key: str = "", agent_runs: bool = False) -> str:
         """Submit a call of ``tool`` ("server__tool", or ``server`` and ``tool``) and return its call id.
 
-        Submitting the same call id again is harmless. ``agent_runs`` makes it a
+        Submitting the same call again under its call id is harmless; another
+        call under a used call id raises APIError (409). ``agent_runs`` makes it a
         gate-only call: airlock decides, your code runs the tool and reports.
         A call over ``max_request_bytes`` (as sent) raises APIError with
         status 0, unsent.

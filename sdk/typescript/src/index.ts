@@ -35,7 +35,7 @@ export interface Outcome {
 
 /** A tool call to submit. */
 export interface Call {
-  /** [A-Za-z0-9_-]{1,64}; generated when absent. Submitting the same id again is harmless. */
+  /** [A-Za-z0-9_-]{1,64}; generated when absent. Submitting the same call again under its id is harmless; another call under a used id is refused (409 over REST). */
   callId?: string;
   /** "server__tool". */
   tool: string;

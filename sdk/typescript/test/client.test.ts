@@ -20,18 +20,21 @@ async function admin(method: string, path: string, body?: unknown): Promise<any>
   return text ? JSON.parse(text) : {};
 }
 
-/** Waits until agent's call is pending and decides it. */
-async function decide(agent: string, callId: string, verb: "approve" | "reject" | "changes", body: object): Promise<void> {
+/** Waits until agent's call is pending for a person. */
+async function pending(agent: string, callId: string): Promise<void> {
   const deadline = Date.now() + 30_000;
   while (Date.now() < deadline) {
     const list = await admin("GET", `/api/v1/approvals?agent=${agent}`);
-    if (list.records.some((r: any) => r.call.call_id === callId)) {
-      await admin("POST", `/api/v1/approvals/${agent}/${callId}/${verb}`, body);
-      return;
-    }
+    if (list.records.some((r: any) => r.call.call_id === callId)) return;
     await new Promise((r) => setTimeout(r, 50));
   }
   assert.fail(`call ${agent}/${callId} was not pending within 30s`);
+}
+
+/** Waits until agent's call is pending and decides it. */
+async function decide(agent: string, callId: string, verb: "approve" | "reject" | "changes", body: object): Promise<void> {
+  await pending(agent, callId);
+  await admin("POST", `/api/v1/approvals/${agent}/${callId}/${verb}`, body);
 }
 
 const transports: Array<[string, string, () => Promise<airlock.Client>]> = [
@@ -104,6 +107,9 @@ for (const [name, agentVar, open] of transports) {
       // policy now records it as an unauthorized_attempt).
       const call = { callId: id(), tool: "demo__write_file", arguments: { path: `ts-${name}-repeated.txt`, content: "first" } };
       await client.submit(call);
+      // Recorded first: a repeat that comes before the policy recorded the
+      // call is stored, and refused by the policy, over REST too.
+      await pending(agent, call.callId);
       const repeat = client.submit({ ...call, arguments: { ...call.arguments, content: "other" } });
       if (name === "rest") {
         // The REST API refuses it at once (409), saying the id names another call.

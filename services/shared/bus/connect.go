@@ -75,7 +75,7 @@ func Connect(ctx context.Context, cfg config.NATS, name string, log *slog.Logger
 			return nil, fmt.Errorf("connect to NATS at %s: %w", Redact(cfg.URL), tlsErr)
 		}
 		lastErr = err
-		if Refused(err) && cfg.Credentials == "" && cfg.NkeySeedFile == "" {
+		if Refused(err) && cfg.Credentials == "" && cfg.NkeySeedFile == "" && !carriesCredentials(cfg.URL) {
 			// A server that requires credentials refuses a connection
 			// without any every time: trying again only fills its log.
 			return nil, fmt.Errorf("connect to NATS at %s: %w (the server answered and requires credentials, and none were given: nats.credentials or nats.nkey_seed_file)", Redact(cfg.URL), err)
@@ -112,6 +112,17 @@ func Redact(urls string) string {
 		parts[i] = u.String()
 	}
 	return strings.Join(parts, ",")
+}
+
+// carriesCredentials reports whether any of urls names a user or token
+// (nats://user:pass@host, nats://token@host), which nats.go sends.
+func carriesCredentials(urls string) bool {
+	for _, p := range strings.Split(urls, ",") {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Drain lets in-flight messages finish, flushes publishes and closes nc,

@@ -31,3 +31,18 @@ func TestAConnectionWithoutCredentialsRefusedIsNotTriedAgain(t *testing.T) {
 		t.Fatalf("Connect without credentials answered %v (context ended: %v), want at once that the server requires credentials", err, ctx.Err())
 	}
 }
+
+// Credentials in the URL (nats://user:pass@host) are credentials: a
+// refusal may end once the server loads the user (a reload), so Connect
+// goes on trying until its context ends (helper-183).
+func TestCredentialsInTheURLAreTriedUntilTheContextEnds(t *testing.T) {
+	n := testenv.StartSecureNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	cfg := config.Default().NATS
+	cfg.URL = strings.Replace(n.Server.URL(), "nats://", "nats://svc:pw@", 1)
+	_, err := bus.Connect(ctx, cfg, "url-credentials", slog.Default())
+	if err == nil || ctx.Err() == nil || strings.Contains(err.Error(), "none were given") {
+		t.Fatalf("Connect with credentials in the URL answered %v (context ended: %v), want it to try until its context ends", err, ctx.Err())
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 
@@ -121,43 +123,92 @@ func (d Dev) Ensure(cfg config.Config, url string) error {
 	return err
 }
 
-// PointAgentsAt makes every agent credential under AgentsDir name url,
-// where this dev's NATS listens now, and returns the agents whose file
-// named another (rewritten in place, mode 0600). A credential records
-// the URL of the start that wrote it: after a start on another port
+// PointAgentsAt makes every agent credential under AgentsDir that names
+// another port of this machine's loopback name url, where this dev's NATS
+// listens now, and returns the agents rewritten. A credential records the
+// URL of the start that wrote it: after a start on another port
 // (--nats-port, or a start that failed because the port was taken), the
 // SDK, `airlock call` and the hooks would dial the old one, reaching
-// nothing or another airlock.
-func (d Dev) PointAgentsAt(url string) ([]string, error) {
+// nothing or another airlock. A credential naming another host (set by
+// hand: an agent in a container dials host.docker.internal) is left as
+// it is, and so is anything but a regular file (a link is the operator's,
+// and what it points at is not this dev's to write); each is replaced in
+// one rename, keeping its mode and every field but url. What cannot be
+// read or written is returned in skipped, for a warning: a credential
+// dev cannot point is no reason not to start.
+func (d Dev) PointAgentsAt(url string) (moved []string, skipped []error) {
 	files, err := filepath.Glob(filepath.Join(d.AgentsDir(), "*"+CredentialSuffix))
 	if err != nil {
-		return nil, err
+		return nil, []error{err}
 	}
-	var moved []string
 	for _, file := range files {
-		raw, err := os.ReadFile(file)
-		if err != nil {
-			return moved, fmt.Errorf("read agent credential: %w", err)
+		agent, err := pointAt(file, url)
+		switch {
+		case err != nil:
+			skipped = append(skipped, err)
+		case agent != "":
+			moved = append(moved, agent)
 		}
-		var c Credential // as stored: ReadCredential resolves its TLS paths
-		if err := json.Unmarshal(raw, &c); err != nil {
-			return moved, fmt.Errorf("agent credential %s is not JSON like {\"agent\",\"url\",\"seed\"}: %w", file, err)
-		}
-		if c.URL == url {
-			continue
-		}
-		c.URL = url
-		data, _ := json.MarshalIndent(c, "", "  ")
-		tmp := file + ".new"
-		if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
-			return moved, fmt.Errorf("rewrite agent credential %s: %w", file, err)
-		}
-		if err := os.Rename(tmp, file); err != nil {
-			return moved, fmt.Errorf("rewrite agent credential %s: %w", file, err)
-		}
-		moved = append(moved, c.Agent)
 	}
-	return moved, nil
+	return moved, skipped
+}
+
+// pointAt rewrites the credential file to name url when it names another
+// loopback port; it returns the agent when it did.
+func pointAt(file, url string) (string, error) {
+	fi, err := os.Lstat(file)
+	if err != nil || !fi.Mode().IsRegular() {
+		return "", err
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read agent credential: %w", err)
+	}
+	var fields map[string]json.RawMessage // every field kept as stored
+	var c Credential
+	if err := json.Unmarshal(raw, &fields); err != nil || json.Unmarshal(raw, &c) != nil {
+		return "", fmt.Errorf("agent credential %s is not JSON like {\"agent\",\"url\",\"seed\"}", file)
+	}
+	if c.URL == url || !onLoopback(c.URL) {
+		return "", nil
+	}
+	fields["url"], _ = json.Marshal(url)
+	data, _ := json.MarshalIndent(fields, "", "  ")
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".point-*")
+	if err != nil {
+		return "", fmt.Errorf("rewrite agent credential %s: %w", file, err)
+	}
+	defer os.Remove(tmp.Name()) // after the rename, nothing is there
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("rewrite agent credential %s: %w", file, err)
+	}
+	if err := tmp.Chmod(fi.Mode().Perm()); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("rewrite agent credential %s: %w", file, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", fmt.Errorf("rewrite agent credential %s: %w", file, err)
+	}
+	if err := os.Rename(tmp.Name(), file); err != nil {
+		return "", fmt.Errorf("rewrite agent credential %s: %w", file, err)
+	}
+	return c.Agent, nil
+}
+
+// onLoopback reports whether u names this machine's loopback (or no
+// host), where airlock dev's NATS listens.
+func onLoopback(u string) bool {
+	parsed, err := neturl.Parse(u)
+	if err != nil {
+		return false
+	}
+	host := parsed.Hostname()
+	if host == "" || host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Render writes ConfigFile from the seeds and the agent credentials present
