@@ -3,6 +3,7 @@ package codemode
 import (
 	"context"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 // what runs it — this process, or its child, whose CPU-time limit is its
 // busy time and a second — must stay idle: a watchdog ticking through the
 // wait burns CPU and, under RLIMIT_CPU, kills a script that only waited.
-// The CPU used across two windows of half a second of its wait is measured
+// The CPU used across four windows of half a second of its wait is measured
 // (rusage of this process, the scheduler's figures of the child) and the
 // lesser must be a small share of its window; the script then completes
 // when the call is answered.
@@ -46,7 +47,12 @@ func TestAScriptWaitingForAPersonUsesNoCPU(t *testing.T) {
 				done <- outcome{res, err}
 			}()
 			<-asked
-			used := quietest(processCPU(t, lim.Isolate != ""), wait, 2)
+			// Four windows, the least counted: a collection of what earlier
+			// tests left, or a moment of the runtime's background work, lands
+			// in one (8.8 ms in the lesser of two once, in a fresh-clone CI on
+			// a loaded machine); a ticker runs in every one.
+			runtime.GC()
+			used := quietest(processCPU(t, lim.Isolate != ""), wait, 4)
 			close(answer)
 			o := <-done
 			if o.err != nil || string(o.res.Value) != `["approved","done"]` {
