@@ -427,6 +427,13 @@ func printRecord(w io.Writer, r *airlockv1.ApprovalRecord) {
 	fmt.Fprintf(w, "state     %s\nrisk      %s\npolicy    %s (rule %s)\nagent's reason %s\nvotes     %d of %d\n",
 		calls.StateText(r.GetState()), calls.RiskName(r.GetDecision().GetRisk()), t(r.GetDecision().GetReason()), t(dash(r.GetDecision().GetRuleId())),
 		t(dash(c.GetReason())), len(r.GetVotes()), max(r.GetDecision().GetQuorum(), 1))
+	// Who may decide and until when, as `airlock call` and the console say.
+	if a := r.GetDecision().GetApprovers(); len(a) > 0 {
+		fmt.Fprintf(w, "approvers %s\n", t(strings.Join(a, ", ")))
+	}
+	if d := r.GetDeadline(); d != nil && r.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING {
+		fmt.Fprintf(w, "deadline  %s\n", d.AsTime().UTC().Format("2006-01-02 15:04:05 UTC"))
+	}
 	if r.GetEditedArguments() != nil {
 		fmt.Fprintf(w, "arguments as the agent asked (not run)\n          %s\n", indentJSON(c.GetArguments(), c))
 		fmt.Fprintf(w, "arguments as edited by a reviewer (these run)\n          %s\n", indentJSON(r.GetEditedArguments(), c))
