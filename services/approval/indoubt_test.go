@@ -9,6 +9,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -236,7 +237,7 @@ func storedTask(t *testing.T, w *world, agent, call string) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = kv.Get(context.Background(), agent+"."+call+".1")
+	_, err = kv.Get(context.Background(), callref.Ref{Agent: agent, Call: call, Rev: 1}.Key())
 	return err == nil
 }
 
