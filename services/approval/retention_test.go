@@ -116,6 +116,12 @@ func TestThreadQueueLocksLeaveTheBucketWithTheirThreadsLastCall(t *testing.T) {
 	for i := range calls {
 		id := "q" + string(rune('a'+i))
 		w.pending(&airlockv1.ToolCall{CallId: id, ThreadId: "thread-" + id}, &airlockv1.Decision{Approvers: []string{"group:reviewers"}, QueuePerThread: true})
+		// Recorded queued, it is released a moment later: a decision before
+		// its turn changes nothing (a fresh-clone CI once rejected it first).
+		testenv.Eventually(t, 10*time.Second, id+" to have its thread's turn", func() bool {
+			r, err := w.api.Get(ctx, "bot", id, 0)
+			return err == nil && !r.GetQueued()
+		})
 		w.rejected(id) // its own answer says so, not a later read
 	}
 	if n := locks(); n == 0 {
