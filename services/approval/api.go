@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,16 +10,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	"github.com/airlock-gate/airlock/services/approval/internal/domain"
 	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
@@ -680,10 +684,126 @@ func (s *Service) withdraw(ctx context.Context, agent, callID, reason string) (*
 		}
 		return s.withdrawUnrecorded(ctx, revAsked, seq, by, reason)
 	}
-	if err != nil {
-		return nil, false, err
+	if err != nil || rec.GetState() == domain.ChangesRequested {
+		// Nothing put to people: the call, or the revision that follows
+		// the one sent back, may wait in the intake for the policy.
+		out, changed, werr := s.withdrawUndecided(ctx, agent, callID, by, reason)
+		switch {
+		case !errors.Is(werr, errNothingWaits):
+			return out, changed, werr
+		case err != nil:
+			return nil, false, err
+		}
 	}
 	return s.cancelRef(ctx, ref, by, reason)
+}
+
+// errNothingWaits: the agent has no request waiting for the policy, so the
+// call it withdraws is not one (a mistyped id, or a call sent back whose
+// next revision was not submitted).
+var errNothingWaits = errors.New("the agent has no request waiting for the policy")
+
+// withdrawUndecided withdraws a call the policy has not decided yet: its
+// request waits in the intake (the policy is behind), so there is neither a
+// record nor an approval_requested, and a call allowed later would run
+// after its agent (an MCP client that gave up, a hook that told its agent
+// no) withdrew it. A `canceled` event is appended to the call's events
+// after the last one read (compare-and-append), for the revision the
+// policy would record next; the policy, reaching the request, finds it and
+// decides nothing (policy's sequence). It is written only while the agent
+// has requests waiting in the intake (stored under the agent alone, so the
+// call may be one of them: reading them all for its id would let one agent
+// make every cancel cost a thousand reads), else errNothingWaits; and, as
+// it is an event in the trail whether or not the call was submitted, an
+// agent makes at most limits.agent_calls_per_minute of them a minute (per
+// replica), as many as the calls it may submit.
+func (s *Service) withdrawUndecided(ctx context.Context, agent, callID string, by *airlockv1.Actor, reason string) (*airlockv1.ApprovalRecord, bool, error) {
+	if err := checkReason(reason); err != nil {
+		return nil, false, err
+	}
+	if err := ids.Validate("call id", callID); err != nil {
+		return nil, false, apierr.New(apierr.InvalidRequest, "%v", err)
+	}
+	callSubjects := subject.OfCall(agent, callID)
+	for range maxWithdrawAttempts {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		m, err := bus.LastStoredLeader(rctx, s.deps.NC, s.deps.Config.Stream.Name, callSubjects)
+		cancel()
+		if err != nil {
+			return nil, false, apierr.Wrap(apierr.Unavailable, err, "call %s/%s has no record, and whether the policy decided it could not be read; try again", agent, callID)
+		}
+		ref, seq := callref.Ref{Agent: agent, Call: callID, Rev: 1}, uint64(0)
+		if m != nil {
+			last, err := envelope.Decode(m.Data, m.Header)
+			if err != nil {
+				return nil, false, apierr.Wrap(apierr.Internal, err, "the last event of call %s/%s cannot be read", agent, callID)
+			}
+			ref.Rev, seq = max(last.GetRevision(), 1), bus.StoredSeq(m)
+			switch typ := envelope.TypeOf(last); typ {
+			case subject.Canceled:
+				return withdrawnRecord(last), false, nil
+			case subject.ChangesRequested:
+				ref.Rev++ // the revision its agent would submit next
+			case subject.Requested:
+				return nil, false, apierr.New(apierr.NotFound, "call %s is being decided by the policy: cancel again in a moment", ref)
+			default:
+				return nil, false, apierr.New(apierr.AlreadyDecided, "call %s waits for nobody: its last event is %s (`airlock audit query --call %s` shows its history)", ref, strings.ReplaceAll(typ, "_", " "), callID)
+			}
+		}
+		waiting, err := s.waitingRequest(ctx, agent)
+		if err != nil || waiting == nil {
+			return nil, false, cmp.Or(err, errNothingWaits)
+		}
+		if !s.withdrawals.Take(agent, s.now()) {
+			return nil, false, apierr.New(apierr.Unavailable, "agent %s withdrew %d calls the policy had not decided in the last minute (limits.agent_calls_per_minute): cancel again in a minute", agent, s.deps.Config.Limits.AgentCallsPerMinute)
+		}
+		// In the encoding the agent's requests are in (its events follow
+		// them): the waiting one is the best guess there is.
+		ev := envelope.ForCall(&airlockv1.ToolCall{AgentId: agent, CallId: callID, Revision: ref.Rev, JsonEvents: envelope.IsJSON(waiting.Header)}, by)
+		ev.EventId, ev.Time = ref.EventID(subject.Canceled), timestamppb.New(s.now())
+		ev.Body = &airlockv1.Event_Canceled{Canceled: &airlockv1.Canceled{Reason: reason}}
+		if err := s.decisions.SealDecision(ev); err != nil {
+			return nil, false, apierr.Wrap(apierr.Internal, err, "withdraw %s", ref)
+		}
+		_, err = s.pub.PublishAfter(ctx, ev, "", callSubjects, seq)
+		switch {
+		case err == nil:
+			s.deps.Log.Info("call withdrawn by its agent before the policy decided it", "call", ref.String())
+			return withdrawnRecord(ev), true, nil
+		case !errors.Is(err, bus.ErrConflict):
+			return nil, false, apierr.Wrap(apierr.Unavailable, err, "withdraw %s: its cancellation could not be stored; try again", ref)
+		}
+		// Another event of the call was stored meanwhile: read again.
+	}
+	return nil, false, apierr.New(apierr.Unavailable, "call %s/%s kept changing while it was withdrawn: cancel again", agent, callID)
+}
+
+// waitingRequest is the last of agent's requests waiting in the intake for
+// the policy, nil when none waits.
+func (s *Service) waitingRequest(ctx context.Context, agent string) (*nats.Msg, error) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := bus.LastStoredLeader(rctx, s.deps.NC, s.deps.Config.Intake.Name, subject.AgentRequests(agent))
+	if err != nil {
+		return nil, apierr.Wrap(apierr.Unavailable, err, "whether agent %s has requests waiting for the policy could not be read; try again", agent)
+	}
+	return m, nil
+}
+
+// maxWithdrawAttempts bounds withdrawUndecided's compare-and-append
+// retries; each conflict means another event of the call was stored.
+const maxWithdrawAttempts = 5
+
+// withdrawnRecord is what a cancel answers about a call withdrawn before
+// the policy decided it, from its `canceled` event: no record is stored.
+func withdrawnRecord(ev *airlockv1.Event) *airlockv1.ApprovalRecord {
+	return &airlockv1.ApprovalRecord{
+		Call:      &airlockv1.ToolCall{AgentId: ev.GetAgentId(), CallId: ev.GetCallId(), Revision: max(ev.GetRevision(), 1)},
+		State:     domain.Canceled,
+		Reason:    ev.GetCanceled().GetReason(),
+		DecidedBy: ev.GetActor(),
+		UpdatedAt: ev.GetTime(),
+	}
 }
 
 // endedInTrail is the event that ended ref's wait for people (approved,

@@ -99,6 +99,9 @@ type Service struct {
 	// agent's burst never holds another's cancel behind it.
 	cancelsOf   *quota.PerAgent
 	cancelSlots chan struct{}
+	// withdrawals bounds each agent's withdrawals of calls the policy has
+	// not decided (withdrawUndecided): each writes an event.
+	withdrawals *quota.Keyed
 	// life ends when Run is told to stop: announcements, which outlive the
 	// request or message that began them, run with it.
 	life context.Context
@@ -184,6 +187,7 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 
 		cancelsOf:   quota.New(maxCancelsPerAgent),
 		cancelSlots: make(chan struct{}, cancelWorkers),
+		withdrawals: quota.NewKeyed(quota.Rate{Capacity: float64(deps.Config.Limits.AgentCallsPerMinute), Refill: time.Minute}),
 
 		inDoubtFull:    map[string]time.Time{},
 		expiryRecorded: map[string]bool{},

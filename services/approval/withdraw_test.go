@@ -425,3 +425,100 @@ func TestAWithdrawReachesNoOtherAgentsCall(t *testing.T) {
 		t.Fatalf("other's call got %d canceled events", n)
 	}
 }
+
+// An agent may withdraw a call whose request still waits in the intake, the
+// policy behind (MCP clients cancel requests they gave up on, hooks give up
+// after --wait): there is neither a record nor an approval_requested yet,
+// and the cancel answered "no approval for call …" while the call, allowed
+// a moment later, ran after its agent was told it would not. The cancel now
+// stores a `canceled` event of the revision the policy would record next,
+// which the agent's wait reads; the policy, reaching the request, decides
+// nothing (services/policy TestEachRevisionIsRecordedOnce). Here no policy
+// runs, so bot's requests wait in the intake.
+func TestACallThePolicyHasNotDecidedCanBeWithdrawn(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) { c.Limits.AgentCallsPerMinute = 4 })
+	w.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, _ := testenv.Connect(t, w.nats.URL())
+	client := func(agent string) *airlock.Client {
+		c, err := airlock.New(nc, agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	bot, idle := client("bot"), client("idle")
+	if _, err := bot.Submit(ctx, airlock.Call{ID: "undecided", Server: "demo", Tool: "echo", Args: map[string]any{"text": "hi"}}); err != nil {
+		t.Fatal(err)
+	}
+	const reason = "the MCP client gave up on the request"
+	if err := bot.Cancel(ctx, "undecided", reason); err != nil {
+		t.Fatalf("withdrawing a call the policy has not decided: %v", err)
+	}
+	if out := await(t, w, "bot", "undecided"); out.Status != airlock.StatusCanceled || out.Reason != reason {
+		t.Fatalf("the agent read %s (%q), want canceled with its reason", out.Status, out.Reason)
+	}
+	if err := bot.Cancel(ctx, "undecided", "again"); err != nil {
+		t.Fatalf("withdrawing it again: %v", err)
+	}
+	evs := w.events("bot", "undecided", subject.Canceled)
+	if len(evs) != 1 || evs[0].GetActor().GetId() != "bot" || evs[0].GetCanceled().GetReason() != reason || evs[0].GetRevision() != 1 {
+		t.Fatalf("canceled events of the withdrawn call: %v, want one of revision 1 by bot with its reason", evs)
+	}
+
+	// An agent with nothing waiting for the policy withdraws nothing: a
+	// mistyped id is told so, as before, and nothing is written.
+	err := idle.Cancel(ctx, "undecided", reason)
+	mustCode(t, err, apierr.NotFound)
+	if n := len(w.events("idle", "undecided", subject.Canceled)); n != 0 {
+		t.Fatalf("an agent with no request waiting stored %d canceled events", n)
+	}
+
+	// A call the policy is deciding, or decided, is not withdrawn this way.
+	publish := func(call string, typ string) {
+		t.Helper()
+		ev := &airlockv1.Event{EventId: "bot." + call + ".1." + typ, AgentId: "bot", CallId: call, Revision: 1}
+		switch typ {
+		case subject.Requested:
+			ev.Body = &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: &airlockv1.ToolCall{AgentId: "bot", CallId: call, Revision: 1, Server: "demo", Tool: "echo"}}}
+		case subject.Allowed:
+			ev.Body = &airlockv1.Event_Allowed{Allowed: &airlockv1.Allowed{Decision: &airlockv1.Decision{Action: airlockv1.Action_ACTION_ALLOW}}}
+		}
+		if _, err := w.policy.Publish(ctx, ev, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("deciding", subject.Requested)
+	err = bot.Cancel(ctx, "deciding", reason)
+	if mustCode(t, err, apierr.NotFound); !strings.Contains(err.Error(), "being decided") {
+		t.Fatalf("a cancel of a call being decided: %v, want it to say so", err)
+	}
+	publish("allowed", subject.Requested)
+	publish("allowed", subject.Allowed)
+	err = bot.Cancel(ctx, "allowed", reason)
+	if mustCode(t, err, apierr.AlreadyDecided); !strings.Contains(err.Error(), "allowed") {
+		t.Fatalf("a cancel of an allowed call: %v, want it to name its last event", err)
+	}
+	for _, call := range []string{"deciding", "allowed"} {
+		if n := len(w.events("bot", call, subject.Canceled)); n != 0 {
+			t.Fatalf("%s: %d canceled events, want none", call, n)
+		}
+	}
+
+	// Each such withdrawal is an event in the trail, stored whether or not
+	// the call was submitted while the agent has requests waiting: an agent
+	// makes at most limits.agent_calls_per_minute of them a minute.
+	for i := range 3 { // the fourth of the minute: "undecided" took one
+		if err := bot.Cancel(ctx, fmt.Sprintf("flood-%d", i), reason); err != nil {
+			t.Fatalf("withdrawal %d of the minute: %v", i+2, err)
+		}
+	}
+	err = bot.Cancel(ctx, "flood-3", reason)
+	if mustCode(t, err, apierr.Unavailable); !strings.Contains(err.Error(), "limits.agent_calls_per_minute") {
+		t.Fatalf("the fifth withdrawal of the minute: %v, want it refused naming limits.agent_calls_per_minute", err)
+	}
+	if n := len(w.events("bot", "flood-3", subject.Canceled)); n != 0 {
+		t.Fatalf("a withdrawal past the agent's bound stored %d canceled events", n)
+	}
+}

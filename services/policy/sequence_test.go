@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +136,53 @@ func eachRevisionIsRecordedOnce(t *testing.T, cfg config.Config) {
 		publishRequest(t, deps.JS, call("changes", 2, "/tmp/b"))
 		publishRequest(t, deps.JS, call("changes", 2, "/tmp/b"))
 		settle("changes", "requested", "approval_requested", "changes_requested", "requested", "approval_requested")
+	})
+	// An agent that withdraws a call whose request still waits in the
+	// intake (the policy behind) gets a `canceled` event of the revision
+	// the policy would record next, appended by the approval service
+	// (withdrawUndecided). The policy, reaching the request, records and
+	// decides nothing: an allowed call would have run after its agent, an
+	// MCP client that gave up or a hook that told its agent no, withdrew it.
+	withdraw := func(id string, rev uint32) {
+		t.Helper()
+		ev := &airlockv1.Event{EventId: fmt.Sprintf("bot.%s.%d.canceled", id, rev), AgentId: "bot", CallId: id, Revision: rev,
+			Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: "bot"},
+			Body:  &airlockv1.Event_Canceled{Canceled: &airlockv1.Canceled{Reason: "the client gave up"}}}
+		last, err := bus.LastStoredLeader(context.Background(), deps.NC, cfg.Stream.Name, subject.OfCall("bot", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var after uint64
+		if last != nil {
+			after = bus.StoredSeq(last)
+		}
+		if _, err := bus.NewPublisher(deps.JS, "airlock/approval").PublishAfter(context.Background(), ev, "", subject.OfCall("bot", id), after); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("an_allowed_call_withdrawn_before_the_policy_reached_it_is_not_decided", func(t *testing.T) {
+		withdraw("gone-echo", 1)
+		for range 2 {
+			publishRequest(t, deps.JS, echo("gone-echo", "hi"))
+		}
+		settle("gone-echo", "canceled")
+	})
+	t.Run("a_call_withdrawn_before_the_policy_reached_it_is_not_put_to_people", func(t *testing.T) {
+		withdraw("gone", 1)
+		publishRequest(t, deps.JS, call("gone", 1, "/tmp/a"))
+		settle("gone", "canceled")
+	})
+	t.Run("a_revision_withdrawn_before_the_policy_reached_it_is_not_decided", func(t *testing.T) {
+		publishRequest(t, deps.JS, call("gone2", 1, "/tmp/a"))
+		waitTypes("gone2", "requested", "approval_requested")
+		requestChanges("gone2")
+		withdraw("gone2", 2)
+		publishRequest(t, deps.JS, call("gone2", 2, "/tmp/b"))
+		settle("gone2", "requested", "approval_requested", "changes_requested", "canceled")
+	})
+	t.Run("a_withdrawal_of_another_revision_does_not_stop_this_one", func(t *testing.T) {
+		withdraw("other-rev", 2)
+		publishRequest(t, deps.JS, echo("other-rev", "hi"))
+		settle("other-rev", "canceled", "requested", "allowed")
 	})
 }

@@ -347,6 +347,12 @@ func (s *Service) decide(ctx context.Context, m jetstream.Msg, in intake) (strin
 		return ref.Call, s.refuse(ctx, in, ref.Rev, m.Data(), &ingress.Refusal{Reason: why, Call: ref.Call})
 	case v == rewrites:
 		return ref.Call, s.refuseRewrite(ctx, in, ref, why)
+	case v == withdrawn:
+		s.deps.Log.Info("a request its agent withdrew before it was decided is dropped", "call", ref.String())
+		if s.deps.Metrics != nil {
+			s.deps.Metrics.Handled.WithLabelValues("policy", "withdrawn").Inc()
+		}
+		return ref.Call, nil
 	case v == repeated:
 		decided, err := s.decided(ctx, ref)
 		if err != nil || decided {
@@ -459,10 +465,11 @@ func (s *Service) publishRefusal(ctx context.Context, in intake, rev uint32, dat
 type verdict int
 
 const (
-	accepted verdict = iota + 1 // the request starts its revision: recorded now
-	repeated                    // the same request was recorded before (a redelivery, a retried publish)
-	refused                     // it may not start this revision; why says so
-	rewrites                    // it names a revision already recorded, with other content: changes nothing of it
+	accepted  verdict = iota + 1 // the request starts its revision: recorded now
+	repeated                     // the same request was recorded before (a redelivery, a retried publish)
+	refused                      // it may not start this revision; why says so
+	rewrites                     // it names a revision already recorded, with other content: changes nothing of it
+	withdrawn                    // its agent withdrew the revision before it was recorded: nothing is decided
 )
 
 // maxAcceptAttempts bounds the compare-and-append retries of accept; each
@@ -526,7 +533,7 @@ func (s *Service) sequence(ctx context.Context, ref callref.Ref, in intake, req 
 		if ref.Rev != 1 {
 			return refused, fmt.Sprintf("call %s has no revision 1: submit revision 1 first (revisions follow a request for changes)", ref.Call), 0, nil
 		}
-		return accepted, "", last, nil
+		return s.unlessWithdrawn(ctx, ref, last)
 	}
 	prev := newest.ev.GetRequested()
 	prevRev := max(newest.ev.GetRevision(), 1)
@@ -544,11 +551,40 @@ func (s *Service) sequence(ctx context.Context, ref callref.Ref, in intake, req 
 		if cr == nil || max(cr.ev.GetRevision(), 1) != prevRev {
 			return refused, fmt.Sprintf("revision %d of call %s can follow only a request for changes to revision %d, and none was made: use a new call id for a new call", ref.Rev, ref.Call, prevRev), 0, nil
 		}
-		return accepted, "", last, nil
+		return s.unlessWithdrawn(ctx, ref, last)
 	case ref.Rev < prevRev:
 		return rewrites, fmt.Sprintf("revision %d of call %s is older than its newest revision %d: submit revision %d after a reviewer requests changes", ref.Rev, ref.Call, prevRev, prevRev+1), 0, nil
 	}
 	return refused, fmt.Sprintf("revision %d of call %s skips revisions: the newest is %d", ref.Rev, ref.Call, prevRev), 0, nil
+}
+
+// unlessWithdrawn accepts ref's revision, not recorded yet, after the
+// call's last event (at last), unless its agent withdrew it while its
+// request waited in the intake: the approval service then stored a
+// `canceled` event of that revision (withdrawUndecided), which tells the
+// agent, and nothing is to be decided. A new call has no events, so the
+// read is made only when it has some; it is the leader's, as the last
+// sequence is: a replica behind could miss an event stored before it.
+func (s *Service) unlessWithdrawn(ctx context.Context, ref callref.Ref, last uint64) (verdict, string, uint64, error) {
+	if last == 0 {
+		return accepted, "", 0, nil
+	}
+	subj, err := subject.Event(ref.Agent, ref.Call, subject.Canceled)
+	if err != nil {
+		return 0, "", 0, err
+	}
+	m, err := s.lastMsg(ctx, subj)
+	if err != nil || m == nil {
+		return accepted, "", last, err
+	}
+	c, err := envelope.Decode(m.Data, m.Header)
+	if err != nil {
+		return 0, "", 0, fmt.Errorf("the event stored on %s: %w", subj, err)
+	}
+	if max(c.GetRevision(), 1) == ref.Rev {
+		return withdrawn, "", 0, nil
+	}
+	return accepted, "", last, nil
 }
 
 // sameRequest reports whether two requests ask for the same thing (the

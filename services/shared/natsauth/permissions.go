@@ -279,6 +279,13 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				// whether people answered it already, and why a call has none;
 				// the call an agent withdraws before it was recorded
 				directGet(n.events, subject.Allowed, subject.OutcomeResolved, subject.Failed, subject.ApprovalRequested),
+				// a call's last event, answered by the stream's leader, after
+				// which an agent's withdrawal of a call the policy has not
+				// decided is compare-and-appended (bus.LastStoredLeader)
+				[]string{"$JS.API.STREAM.MSG.GET." + n.events},
+				// whether the agent has requests waiting for the policy: only
+				// then is such a withdrawal written
+				[]string{"$JS.API.STREAM.MSG.GET." + n.intake},
 				bucket(n.approvals), bucket(n.grants), bucket(n.inDoubt), bucket(n.slackSeen), bucket(n.teamsSeen), consolePush(n.console),
 				clientPresence(n.clientWaits),
 				[]string{subject.API("policy", "eval")},

@@ -3,6 +3,7 @@ package quota
 import (
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestEachAgentHoldsAtMostTheLimitAndGetsBackWhatItGives(t *testing.T) {
@@ -57,5 +58,29 @@ func TestConcurrentTakesNeverExceedTheLimit(t *testing.T) {
 	}
 	if len(q.held) != 0 {
 		t.Fatalf("an agent that gave back everything still holds %v", q.held)
+	}
+}
+
+func TestKeyedBoundsEachKeyAlone(t *testing.T) {
+	start := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	k := NewKeyed(Rate{Capacity: 3, Refill: time.Minute})
+	tests := []struct {
+		name string
+		key  string
+		at   time.Duration
+		want bool
+	}{
+		{"first", "bot", 0, true},
+		{"second", "bot", 0, true},
+		{"third", "bot", 0, true},
+		{"past the burst", "bot", 0, false},
+		{"another key has its own", "other", 0, true},
+		{"one earned back after a third of the refill", "bot", 20 * time.Second, true},
+		{"and only one", "bot", 20 * time.Second, false},
+	}
+	for _, tt := range tests {
+		if got := k.Take(tt.key, start.Add(tt.at)); got != tt.want {
+			t.Fatalf("%s: Take(%q) = %v, want %v", tt.name, tt.key, got, tt.want)
+		}
 	}
 }
