@@ -174,26 +174,38 @@ func pointAt(file, url string) (string, error) {
 	}
 	fields["url"], _ = json.Marshal(url)
 	data, _ := json.MarshalIndent(fields, "", "  ")
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".point-*")
-	if err != nil {
-		return "", fmt.Errorf("rewrite agent credential %s: %w", file, err)
-	}
-	defer os.Remove(tmp.Name()) // after the rename, nothing is there
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("rewrite agent credential %s: %w", file, err)
-	}
-	if err := tmp.Chmod(fi.Mode().Perm()); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("rewrite agent credential %s: %w", file, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("rewrite agent credential %s: %w", file, err)
-	}
-	if err := os.Rename(tmp.Name(), file); err != nil {
+	if err := writeWhole(file, append(data, '\n'), fi.Mode().Perm(), true); err != nil {
 		return "", fmt.Errorf("rewrite agent credential %s: %w", file, err)
 	}
 	return c.Agent, nil
+}
+
+// writeWhole puts data at file with mode perm as one step: it is written
+// beside file under a name of its own, then renamed over file (replace) or
+// linked to it, which fails when file exists. A reader (a dev rendering
+// its accounts from every credential) sees the old file or the whole new
+// one, never a part; a link planted at a fixed name is never followed.
+func writeWhole(file string, data []byte, perm os.FileMode, replace bool) error {
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".write-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after a rename nothing is there; after a link, the second name
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if replace {
+		return os.Rename(tmp.Name(), file)
+	}
+	return os.Link(tmp.Name(), file)
 }
 
 // onLoopback reports whether u names this machine's loopback (or no

@@ -2,9 +2,12 @@ package natsauth_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
@@ -92,4 +95,58 @@ func TestDevPointsOnlyItsOwnAgentCredentialsAtItsNATS(t *testing.T) {
 func containsField(raw []byte, name string) bool {
 	var f map[string]any
 	return json.Unmarshal(raw, &f) == nil && f[name] != nil
+}
+
+// A credential is written whole or not at all: `airlock agents add` writes
+// one while a running dev renders its accounts from every credential in the
+// directory (each start, each change it sees), and a file read between its
+// creation and its write was empty ("not JSON like {\"agent\",\"url\",
+// \"seed\"}"), which stopped the render. Readers here list the directory
+// without pause while agents are added; none may see a credential that is
+// not whole, and nothing but the credentials is left behind.
+func TestACredentialIsNeverSeenHalfWritten(t *testing.T) {
+	dir := t.TempDir()
+	const agents = 1000
+	done := make(chan struct{})
+	var bad []string
+	var mu sync.Mutex
+	var readers sync.WaitGroup
+	for range 2 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if _, err := natsauth.AgentCredentials(dir); err != nil {
+					mu.Lock()
+					bad = append(bad, err.Error())
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range agents {
+		if _, err := natsauth.NewCredential(filepath.Join(dir, fmt.Sprintf("a%d", i)+natsauth.CredentialSuffix), fmt.Sprintf("a%d", i), "nats://127.0.0.1:4222"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	readers.Wait()
+	if len(bad) > 0 {
+		t.Fatalf("%d reads saw a credential not whole, the first: %s", len(bad), bad[0])
+	}
+	if _, err := natsauth.NewCredential(filepath.Join(dir, "a0"+natsauth.CredentialSuffix), "a0", ""); err == nil || !strings.Contains(err.Error(), "already has a credential") {
+		t.Fatalf("a second credential for a0: %v, want it refused", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != agents {
+		t.Fatalf("%d files in the directory, want the %d credentials alone", len(entries), agents)
+	}
 }

@@ -127,15 +127,12 @@ func NewCredential(file, agent, url string) (Credential, error) {
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return Credential{}, fmt.Errorf("create %s: %w", filepath.Dir(file), err)
 	}
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	// Whole or not at all: a dev renders its accounts from every credential
+	// it finds, and one read half-written was taken as empty.
+	if err := writeWhole(file, append(data, '\n'), 0o600, false); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return Credential{}, fmt.Errorf("agent %s already has a credential at %s", agent, file)
 		}
-		return Credential{}, fmt.Errorf("write agent credential: %w", err)
-	}
-	defer f.Close()
-	if _, err := f.Write(append(data, '\n')); err != nil {
 		return Credential{}, fmt.Errorf("write agent credential: %w", err)
 	}
 	return c, nil
