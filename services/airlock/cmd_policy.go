@@ -402,7 +402,11 @@ matching deny rule always wins. Or give the whole rule with --json.`,
 			if err := c.do(cmd.Context(), http.MethodPost, "/api/v1/rules", protoBody{rule}, &resp); err != nil {
 				return fmt.Errorf("add rule %s: %w", rule.GetId(), err)
 			}
-			fmt.Printf("rule %s stored (bucket revision %d); every policy replica applies it within moments\n", resp.GetRule().GetId(), resp.GetKvRevision())
+			stored := "stored"
+			if resp.GetReplaced() {
+				stored = "replaced the rule with that id" // the operator may have meant a new id
+			}
+			fmt.Printf("rule %s %s (bucket revision %d); every policy replica applies it within moments\n", resp.GetRule().GetId(), stored, resp.GetKvRevision())
 			return nil
 		},
 	}

@@ -57,5 +57,6 @@ func signInText(admin console.FirstAdmin) string {
 		return fmt.Sprintf("sign in as %s with the password console.users gives it", admin.User)
 	}
 	return fmt.Sprintf("sign in as %s (password printed at the first start)\n"+
-		"            (lost it? configure an admin of your own in console.users, its hash from `airlock users hash-password`, and start again)", admin.User)
+		"            (lost it? configure an admin of your own in console.users of a config file, its hash from `airlock users hash-password`,\n"+
+		"            and start again with it: airlock dev --config FILE, or go tool task up -- --config FILE)", admin.User)
 }

@@ -303,7 +303,7 @@ func TestDevSaysHowToSignIn(t *testing.T) {
 		want  []string
 	}{
 		{"the_first_start_shows_the_password_once", console.FirstAdmin{User: "admin", Password: "pw123"}, []string{"sign in as admin with password pw123", "shown only now: write it down"}},
-		{"a_later_start_says_how_to_do_without_a_lost_password", console.FirstAdmin{User: "admin"}, []string{"password printed at the first start", "lost it? configure an admin of your own in console.users", "airlock users hash-password"}},
+		{"a_later_start_says_how_to_do_without_a_lost_password", console.FirstAdmin{User: "admin"}, []string{"password printed at the first start", "lost it? configure an admin of your own in console.users", "airlock users hash-password", "go tool task up -- --config FILE"}},
 		{"a_configured_admin_signs_in_with_its_configured_password", console.FirstAdmin{User: "dana", Configured: true}, []string{"sign in as dana with the password console.users gives it"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

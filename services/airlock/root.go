@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/airlock-gate/airlock/services/airlock/internal/bench"
 	"github.com/airlock-gate/airlock/services/hooks"
@@ -74,7 +75,7 @@ through them.`,
 	root.PersistentFlags().StringVar(&g.configFile, "config", os.Getenv("AIRLOCK_CONFIG"), "YAML config file (env AIRLOCK_CONFIG); every setting has a default")
 	root.PersistentFlags().StringVar(&g.natsURL, "nats", "", "NATS URL (default the config's nats.url; nats://127.0.0.1:4222 for airlock dev)")
 	// A mistyped flag is a usage error like any other: exit status 2.
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageErr(cmd, "%v", err) })
+	root.SetFlagErrorFunc(flagErr)
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "", "debug, info, warn or error")
 	root.AddCommand(
 		newDevCmd(g),
@@ -271,6 +272,21 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 // usageErr is a usage mistake, with where to read the command's help.
+// flagErr is a flag the command does not take, as a usage error naming the
+// flag a typo was likely meant for (--wiat: did you mean --wait?).
+func flagErr(cmd *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return usageErr(cmd, "%v", err)
+	}
+	var known []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { known = append(known, f.Name) })
+	if best := config.Nearest(name, known, 2); best != "" {
+		return usageErr(cmd, "%v: did you mean --%s?", err, best)
+	}
+	return usageErr(cmd, "%v", err)
+}
+
 func usageErr(cmd *cobra.Command, format string, args ...any) error {
 	return usageError{fmt.Sprintf("%s (see `%s --help`)", fmt.Sprintf(format, args...), cmd.CommandPath())}
 }

@@ -164,12 +164,13 @@ func (e *Engine) putRule(ctx context.Context, req *airlockv1.RulePutRequest) (*a
 	if err := e.tryRule(ctx, r); err != nil {
 		return nil, apierr.Wrap(apierr.PolicyError, err, "rule %s would break the policy, so it was not stored", r.Id)
 	}
+	replaced := e.hasRule(r.Id)
 	rev, err := e.store(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	e.waitRule(ctx, rev)
-	return &airlockv1.RulePutResponse{Rule: r, KvRevision: rev}, nil
+	return &airlockv1.RulePutResponse{Rule: r, KvRevision: rev, Replaced: replaced}, nil
 }
 
 // deleteRule stores a tombstone naming who deleted the rule, so the change

@@ -501,7 +501,9 @@ type RulePutResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Rule  *PolicyRule            `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
 	// KV revision of the write.
-	KvRevision    uint64 `protobuf:"varint,2,opt,name=kv_revision,json=kvRevision,proto3" json:"kv_revision,omitempty"`
+	KvRevision uint64 `protobuf:"varint,2,opt,name=kv_revision,json=kvRevision,proto3" json:"kv_revision,omitempty"`
+	// A rule with this id was in force and this one replaced it.
+	Replaced      bool `protobuf:"varint,3,opt,name=replaced,proto3" json:"replaced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -548,6 +550,13 @@ func (x *RulePutResponse) GetKvRevision() uint64 {
 		return x.KvRevision
 	}
 	return 0
+}
+
+func (x *RulePutResponse) GetReplaced() bool {
+	if x != nil {
+		return x.Replaced
+	}
+	return false
 }
 
 // RuleDeleteRequest: endpoint "rules.delete".
@@ -1159,11 +1168,12 @@ const file_airlock_v1_policy_api_proto_rawDesc = "" +
 	"\bfallback\x183 \x01(\tR\bfallback\"_\n" +
 	"\x0eRulePutRequest\x12*\n" +
 	"\x04rule\x18\x01 \x01(\v2\x16.airlock.v1.PolicyRuleR\x04rule\x12!\n" +
-	"\x02by\x18\x02 \x01(\v2\x11.airlock.v1.ActorR\x02by\"^\n" +
+	"\x02by\x18\x02 \x01(\v2\x11.airlock.v1.ActorR\x02by\"z\n" +
 	"\x0fRulePutResponse\x12*\n" +
 	"\x04rule\x18\x01 \x01(\v2\x16.airlock.v1.PolicyRuleR\x04rule\x12\x1f\n" +
 	"\vkv_revision\x18\x02 \x01(\x04R\n" +
-	"kvRevision\"F\n" +
+	"kvRevision\x12\x1a\n" +
+	"\breplaced\x18\x03 \x01(\bR\breplaced\"F\n" +
 	"\x11RuleDeleteRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\x02by\x18\x02 \x01(\v2\x11.airlock.v1.ActorR\x02by\".\n" +

@@ -47,13 +47,7 @@ func nearMisses(vars map[string]string) error {
 		if set[name] {
 			continue
 		}
-		best, dist := "", 3
-		for _, n := range known {
-			if d := editDistance(name, n, dist); d < dist {
-				best, dist = n, d
-			}
-		}
-		if best != "" {
+		if best := Nearest(name, known, 2); best != "" {
 			errs = append(errs, fmt.Errorf("environment %s is not a setting airlock knows: did you mean %s? Correct the name or unset it", name, best))
 		}
 	}
@@ -96,6 +90,18 @@ func envName(prefix string, f reflect.StructField) (string, bool) {
 // nested reports a section of settings rather than a setting.
 func nested(t reflect.Type) bool {
 	return t.Kind() == reflect.Struct && t != reflect.TypeOf(time.Time{})
+}
+
+// Nearest is the name of known closest to name within edits edits (a typo
+// of it: did you mean …?), "" when none is.
+func Nearest(name string, known []string, edits int) string {
+	best, dist := "", edits+1
+	for _, n := range known {
+		if d := editDistance(name, n, dist); d < dist {
+			best, dist = n, d
+		}
+	}
+	return best
 }
 
 // editDistance is the optimal string alignment distance between a and b
