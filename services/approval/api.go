@@ -734,20 +734,13 @@ func (s *Service) withdrawUndecided(ctx context.Context, agent, callID string, b
 		}
 		ref, seq := callref.Ref{Agent: agent, Call: callID, Rev: 1}, uint64(0)
 		if m != nil {
-			last, err := envelope.Decode(m.Data, m.Header)
-			if err != nil {
-				return nil, false, apierr.Wrap(apierr.Internal, err, "the last event of call %s/%s cannot be read", agent, callID)
-			}
-			ref.Rev, seq = max(last.GetRevision(), 1), bus.StoredSeq(m)
-			switch typ := envelope.TypeOf(last); typ {
-			case subject.Canceled:
-				return withdrawnRecord(last), false, nil
-			case subject.ChangesRequested:
-				ref.Rev++ // the revision its agent would submit next
-			case subject.Requested:
-				return nil, false, apierr.New(apierr.NotFound, "call %s is being decided by the policy: cancel again in a moment", ref)
-			default:
-				return nil, false, apierr.New(apierr.AlreadyDecided, "call %s waits for nobody: its last event is %s (`airlock audit query --call %s` shows its history)", ref, strings.ReplaceAll(typ, "_", " "), callID)
+			seq = bus.StoredSeq(m)
+			var withdrawn *airlockv1.Event
+			if ref.Rev, withdrawn, err = s.undecidedRevision(ctx, agent, callID); err != nil || withdrawn != nil {
+				if err != nil {
+					return nil, false, err
+				}
+				return withdrawnRecord(withdrawn), false, nil
 			}
 		}
 		waiting, err := s.waitingRequest(ctx, agent)
@@ -776,6 +769,75 @@ func (s *Service) withdrawUndecided(ctx context.Context, agent, callID string, b
 		// Another event of the call was stored meanwhile: read again.
 	}
 	return nil, false, apierr.New(apierr.Unavailable, "call %s/%s kept changing while it was withdrawn: cancel again", agent, callID)
+}
+
+// undecidedRevision is the revision of agent's call (one with events) that
+// the policy would record next, when the revision before it is not being
+// decided: revision 1 when none is recorded, or the one after a revision
+// sent back for changes. withdrawn is the `canceled` event of that
+// revision when it was withdrawn already. A revision being decided (its
+// decision not stored yet) is NotFound, "cancel again"; one decided is
+// AlreadyDecided. Each read is the stream's leader's, made after the
+// call's last sequence was read: anything stored since makes the
+// compare-and-append after that sequence fail, so no read here can be
+// older than what the append follows (a replica behind could miss a
+// revision the policy recorded, and the withdrawal would name it).
+func (s *Service) undecidedRevision(ctx context.Context, agent, callID string) (rev uint32, withdrawn *airlockv1.Event, err error) {
+	last := func(typ string) (*airlockv1.Event, error) {
+		subj, err := subject.Event(agent, callID, typ)
+		if err != nil {
+			return nil, apierr.New(apierr.InvalidRequest, "%v", err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		m, err := bus.LastStoredLeader(rctx, s.deps.NC, s.deps.Config.Stream.Name, subj)
+		if err != nil {
+			return nil, apierr.Wrap(apierr.Unavailable, err, "whether the policy decided call %s/%s could not be read; try again", agent, callID)
+		}
+		if m == nil {
+			return nil, nil
+		}
+		ev, err := envelope.Decode(m.Data, m.Header)
+		if err != nil {
+			return nil, apierr.Wrap(apierr.Internal, err, "the %s event of call %s/%s cannot be read", typ, agent, callID)
+		}
+		return ev, nil
+	}
+	revOf := func(ev *airlockv1.Event) uint32 {
+		if ev == nil {
+			return 0
+		}
+		return max(ev.GetRevision(), 1)
+	}
+	req, err := last(subject.Requested)
+	if err != nil {
+		return 0, nil, err
+	}
+	recorded := revOf(req) // 0: none
+	c, err := last(subject.Canceled)
+	if err != nil {
+		return 0, nil, err
+	}
+	if revOf(c) > recorded {
+		return revOf(c), c, nil // withdrawn before the policy recorded it
+	}
+	if recorded == 0 {
+		return 1, nil, nil // only refusals so far
+	}
+	ref := callref.Ref{Agent: agent, Call: callID, Rev: recorded}
+	if cr, err := last(subject.ChangesRequested); err != nil || revOf(cr) == recorded {
+		return recorded + 1, nil, err
+	}
+	for _, typ := range []string{subject.Allowed, subject.Denied} {
+		d, err := last(typ)
+		if err != nil {
+			return 0, nil, err
+		}
+		if revOf(d) == recorded {
+			return 0, nil, apierr.New(apierr.AlreadyDecided, "call %s waits for nobody: the policy %s it (`airlock audit query --call %s` shows its history)", ref, typ, callID)
+		}
+	}
+	return 0, nil, apierr.New(apierr.NotFound, "call %s is being decided: cancel again in a moment", ref)
 }
 
 // waitingRequest is the last of agent's requests waiting in the intake for

@@ -467,15 +467,7 @@ func TestACallThePolicyHasNotDecidedCanBeWithdrawn(t *testing.T) {
 		t.Fatalf("canceled events of the withdrawn call: %v, want one of revision 1 by bot with its reason", evs)
 	}
 
-	// An agent with nothing waiting for the policy withdraws nothing: a
-	// mistyped id is told so, as before, and nothing is written.
-	err := idle.Cancel(ctx, "undecided", reason)
-	mustCode(t, err, apierr.NotFound)
-	if n := len(w.events("idle", "undecided", subject.Canceled)); n != 0 {
-		t.Fatalf("an agent with no request waiting stored %d canceled events", n)
-	}
-
-	// A call the policy is deciding, or decided, is not withdrawn this way.
+	// publish stores an event of revision 1 of bot's call as the policy does.
 	publish := func(call string, typ string) {
 		t.Helper()
 		ev := &airlockv1.Event{EventId: "bot." + call + ".1." + typ, AgentId: "bot", CallId: call, Revision: 1}
@@ -489,6 +481,40 @@ func TestACallThePolicyHasNotDecidedCanBeWithdrawn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A revision that follows one sent back for changes, waiting for the
+	// policy, is withdrawn as revision 2, whatever event came last (here a
+	// reviewer's refused attempt on revision 1).
+	publish("sent-back", subject.Requested)
+	w.pending(&airlockv1.ToolCall{CallId: "sent-back", Server: "demo", Tool: "echo"}, nil)
+	if _, err := w.decide("sent-back", "alice", airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES, "smaller"); err != nil {
+		t.Fatal(err)
+	}
+	w.waitState("sent-back", 1, airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED)
+	if _, err := bot.Submit(ctx, airlock.Call{ID: "sent-back", Revision: 2, Server: "demo", Tool: "echo", Args: map[string]any{"text": "smaller"}}); err != nil {
+		t.Fatal(err)
+	}
+	attempt := &airlockv1.Event{EventId: "bot.sent-back.1.unauthorized_attempt", AgentId: "bot", CallId: "sent-back", Revision: 1,
+		Actor: &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "mallory"},
+		Body:  &airlockv1.Event_UnauthorizedAttempt{UnauthorizedAttempt: &airlockv1.UnauthorizedAttempt{Action: "approve", Why: "not an approver"}}}
+	if _, err := w.policy.Publish(ctx, attempt, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := bot.Cancel(ctx, "sent-back", reason); err != nil {
+		t.Fatalf("withdrawing revision 2, waiting for the policy: %v", err)
+	}
+	if evs := w.events("bot", "sent-back", subject.Canceled); len(evs) != 1 || evs[0].GetRevision() != 2 {
+		t.Fatalf("canceled events of the call sent back: %v, want one of revision 2", evs)
+	}
+
+	// An agent with nothing waiting for the policy withdraws nothing: a
+	// mistyped id is told so, as before, and nothing is written.
+	err := idle.Cancel(ctx, "undecided", reason)
+	mustCode(t, err, apierr.NotFound)
+	if n := len(w.events("idle", "undecided", subject.Canceled)); n != 0 {
+		t.Fatalf("an agent with no request waiting stored %d canceled events", n)
+	}
+
+	// A call the policy is deciding, or decided, is not withdrawn this way.
 	publish("deciding", subject.Requested)
 	err = bot.Cancel(ctx, "deciding", reason)
 	if mustCode(t, err, apierr.NotFound); !strings.Contains(err.Error(), "being decided") {
@@ -509,16 +535,16 @@ func TestACallThePolicyHasNotDecidedCanBeWithdrawn(t *testing.T) {
 	// Each such withdrawal is an event in the trail, stored whether or not
 	// the call was submitted while the agent has requests waiting: an agent
 	// makes at most limits.agent_calls_per_minute of them a minute.
-	for i := range 3 { // the fourth of the minute: "undecided" took one
+	for i := range 2 { // "undecided" and "sent-back" took two of the minute's four
 		if err := bot.Cancel(ctx, fmt.Sprintf("flood-%d", i), reason); err != nil {
 			t.Fatalf("withdrawal %d of the minute: %v", i+2, err)
 		}
 	}
-	err = bot.Cancel(ctx, "flood-3", reason)
+	err = bot.Cancel(ctx, "flood-2", reason)
 	if mustCode(t, err, apierr.Unavailable); !strings.Contains(err.Error(), "limits.agent_calls_per_minute") {
 		t.Fatalf("the fifth withdrawal of the minute: %v, want it refused naming limits.agent_calls_per_minute", err)
 	}
-	if n := len(w.events("bot", "flood-3", subject.Canceled)); n != 0 {
+	if n := len(w.events("bot", "flood-2", subject.Canceled)); n != 0 {
 		t.Fatalf("a withdrawal past the agent's bound stored %d canceled events", n)
 	}
 }
