@@ -316,20 +316,42 @@ func cutJSON(raw []byte) string {
 	}
 }
 
-// Cancel withdraws a pending call. Only the agent that submitted it can.
+// Cancel withdraws a call waiting for a person, or for the policy (its
+// request not decided yet: it then never runs). Only the agent that
+// submitted it can.
 func (c *Client) Cancel(ctx context.Context, callID, reason string) error {
+	_, err := c.Withdraw(ctx, callID, reason)
+	return err
+}
+
+// Withdrawal is what a cancel did: the call's revision it is about, its
+// state after the cancel ("canceled", or how a call decided already
+// stands), whether the cancel changed it, and, when not, why.
+type Withdrawal struct {
+	Revision uint32 `json:"revision"`
+	State    string `json:"state"`
+	Changed  bool   `json:"changed"`
+	Message  string `json:"message,omitempty"`
+}
+
+// Withdraw is Cancel, answering what the cancel did.
+func (c *Client) Withdraw(ctx context.Context, callID, reason string) (Withdrawal, error) {
 	body, _ := json.Marshal(map[string]string{"call_id": callID, "reason": reason})
 	msg, err := c.nc.RequestWithContext(ctx, subject.AgentCancel(c.agent), body)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return fmt.Errorf("cancel call %s: no approval service is running to take the request", callID)
+		return Withdrawal{}, fmt.Errorf("cancel call %s: no approval service is running to take the request", callID)
 	}
 	if err != nil {
-		return fmt.Errorf("cancel call %s: %w", callID, err)
+		return Withdrawal{}, fmt.Errorf("cancel call %s: %w", callID, err)
 	}
 	if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" && code != "200" {
-		return fmt.Errorf("cancel call %s: %w", callID, apierr.FromCode(code, msg.Header.Get("Nats-Service-Error")))
+		return Withdrawal{}, fmt.Errorf("cancel call %s: %w", callID, apierr.FromCode(code, msg.Header.Get("Nats-Service-Error")))
 	}
-	return nil
+	var w Withdrawal
+	if err := json.Unmarshal(msg.Data, &w); err != nil {
+		return Withdrawal{}, fmt.Errorf("cancel call %s: the answer is not the approval service's: %w", callID, err)
+	}
+	return w, nil
 }
 
 // Do submits call and awaits the outcome of the revision it submitted.

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -78,6 +79,19 @@ func TestTrustBoundaryUnderTheShippedPermissions(t *testing.T) {
 	// run, or take over; it must end exactly as its reviewer decides.
 	victim := bot.mustSubmit(airlock.Call{ID: "victim", Tool: writeTool, Args: map[string]any{"path": "victim.txt", "content": "bot's"}})
 	waitApproval(t, api, "bot", victim, 1, pendingState)
+	// What the channels record follows the record a moment later (the
+	// victim's announcement, the canceled call's update): counted before
+	// the attacks, not taken for one of them (a fresh-clone CI saw the
+	// events stream grow by one).
+	notified := func(call string, n int) {
+		t.Helper()
+		subj, _ := subject.Event("bot", call, subject.Notified)
+		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("%d notified events of %s", n, call), func() bool {
+			return len(testenv.Events(t, adminJS, subj)) >= n
+		})
+	}
+	notified(victim, 1)
+	notified("legit-cancel", 2)
 	before := streamMsgs(t, adminJS, eventsStream)
 
 	t.Run("an_agent_reaches_no_jetstream_api_no_service_and_no_other_agent", func(t *testing.T) {

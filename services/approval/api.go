@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -651,6 +650,18 @@ func (s *Service) answerAgentCancel(r micro.Request, agent string, req agentCanc
 // too, and a revision it asks about that has no record yet is recorded
 // canceled from it: the request delivered later finds it ended.
 func (s *Service) withdraw(ctx context.Context, agent, callID, reason string) (*airlockv1.ApprovalRecord, bool, error) {
+	// A call the policy puts to people while it is withdrawn as one it has
+	// not decided is withdrawn again from the top, as one put to people.
+	for range 2 {
+		rec, changed, err := s.withdrawOnce(ctx, agent, callID, reason)
+		if !errors.Is(err, errPutToPeople) {
+			return rec, changed, err
+		}
+	}
+	return nil, false, apierr.New(apierr.NotFound, "call %s/%s is being put to people: cancel again in a moment", agent, callID)
+}
+
+func (s *Service) withdrawOnce(ctx context.Context, agent, callID, reason string) (*airlockv1.ApprovalRecord, bool, error) {
 	by := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: agent}
 	rec, err := s.newestRecord(ctx, agent, callID)
 	if err != nil && apierr.CodeOf(err) != apierr.NotFound {
@@ -670,38 +681,50 @@ func (s *Service) withdraw(ctx context.Context, agent, callID, reason string) (*
 		}
 		s.deps.Log.Warn("reading whether a call the agent withdraws was put to people failed; only its record is canceled", "agent", agent, "call", callID, "err", rerr)
 	}
+	sentBack := err == nil && rec.GetState() == domain.ChangesRequested
 	if revAsked != nil && (err != nil || revAsked.GetRevision() > ref.Rev) {
 		asked := callref.Ref{Agent: agent, Call: callID, Rev: revAsked.GetRevision()}
 		ended, eerr := s.endedInTrail(ctx, asked)
 		switch {
 		case eerr != nil:
 			return nil, false, apierr.Wrap(apierr.Unavailable, eerr, "withdraw %s: whether it ended could not be read; try again", asked)
+		case ended != nil && envelope.TypeOf(ended) == subject.ChangesRequested:
+			// Sent back, its record gone (approval.ended_retention): the
+			// next revision may wait for the policy.
+			sentBack = true
 		case ended != nil:
 			// Ended with no record: gone (approval.ended_retention) or never
 			// written (refused past a bound). An older revision's record is
 			// not the call the agent withdraws.
 			return nil, false, apierr.New(apierr.NotFound, "call %s waits for nobody: it ended %s (`airlock audit query --call %s` shows its history)", asked, strings.ReplaceAll(envelope.TypeOf(ended), "_", " "), callID)
+		default:
+			return s.withdrawUnrecorded(ctx, revAsked, seq, by, reason)
 		}
-		return s.withdrawUnrecorded(ctx, revAsked, seq, by, reason)
 	}
-	if err != nil || rec.GetState() == domain.ChangesRequested {
+	if err != nil || sentBack {
 		// Nothing put to people: the call, or the revision that follows
 		// the one sent back, may wait in the intake for the policy.
 		out, changed, werr := s.withdrawUndecided(ctx, agent, callID, by, reason)
 		switch {
-		case !errors.Is(werr, errNothingWaits):
+		case !errors.Is(werr, errNotUndecided):
 			return out, changed, werr
-		case err != nil:
-			return nil, false, err
+		case rec == nil:
+			return nil, false, cmp.Or(err, werr)
 		}
 	}
 	return s.cancelRef(ctx, ref, by, reason)
 }
 
-// errNothingWaits: the agent has no request waiting for the policy, so the
-// call it withdraws is not one (a mistyped id, or a call sent back whose
-// next revision was not submitted).
-var errNothingWaits = errors.New("the agent has no request waiting for the policy")
+// errPutToPeople: the policy put the call to people while it was withdrawn
+// as one it had not decided.
+var errPutToPeople = errors.New("the call was put to people meanwhile")
+
+// errNotUndecided: the call the agent withdraws is not one the policy has
+// yet to decide: it decided it (allowed or denied), or the agent has no
+// request waiting for it (a mistyped id, or a call sent back whose next
+// revision was not submitted). The cancel answers as for any call with no
+// pending record.
+var errNotUndecided = errors.New("not a call the policy has yet to decide")
 
 // withdrawUndecided withdraws a call the policy has not decided yet: its
 // request waits in the intake (the policy is behind), so there is neither a
@@ -713,7 +736,7 @@ var errNothingWaits = errors.New("the agent has no request waiting for the polic
 // decides nothing (policy's sequence). It is written only while the agent
 // has requests waiting in the intake (stored under the agent alone, so the
 // call may be one of them: reading them all for its id would let one agent
-// make every cancel cost a thousand reads), else errNothingWaits; and, as
+// make every cancel cost a thousand reads), else errNotUndecided; and, as
 // it is an event in the trail whether or not the call was submitted, an
 // agent makes at most limits.agent_calls_per_minute of them a minute (per
 // replica), as many as the calls it may submit.
@@ -732,27 +755,26 @@ func (s *Service) withdrawUndecided(ctx context.Context, agent, callID string, b
 		if err != nil {
 			return nil, false, apierr.Wrap(apierr.Unavailable, err, "call %s/%s has no record, and whether the policy decided it could not be read; try again", agent, callID)
 		}
-		ref, seq := callref.Ref{Agent: agent, Call: callID, Rev: 1}, uint64(0)
-		if m != nil {
+		ref, seq, jsonEvents := callref.Ref{Agent: agent, Call: callID, Rev: 1}, uint64(0), false
+		if m == nil {
+			jsonEvents = s.agentReadsJSON(ctx, agent)
+		} else {
 			seq = bus.StoredSeq(m)
 			var withdrawn *airlockv1.Event
-			if ref.Rev, withdrawn, err = s.undecidedRevision(ctx, agent, callID); err != nil || withdrawn != nil {
+			if ref.Rev, jsonEvents, withdrawn, err = s.undecidedRevision(ctx, agent, callID); err != nil || withdrawn != nil {
 				if err != nil {
 					return nil, false, err
 				}
 				return withdrawnRecord(withdrawn), false, nil
 			}
 		}
-		waiting, err := s.waitingRequest(ctx, agent)
-		if err != nil || waiting == nil {
-			return nil, false, cmp.Or(err, errNothingWaits)
+		if waits, err := s.requestsWait(ctx, agent); err != nil || !waits {
+			return nil, false, cmp.Or(err, errNotUndecided)
 		}
 		if !s.withdrawals.Take(agent, s.now()) {
 			return nil, false, apierr.New(apierr.Unavailable, "agent %s withdrew %d calls the policy had not decided in the last minute (limits.agent_calls_per_minute): cancel again in a minute", agent, s.deps.Config.Limits.AgentCallsPerMinute)
 		}
-		// In the encoding the agent's requests are in (its events follow
-		// them): the waiting one is the best guess there is.
-		ev := envelope.ForCall(&airlockv1.ToolCall{AgentId: agent, CallId: callID, Revision: ref.Rev, JsonEvents: envelope.IsJSON(waiting.Header)}, by)
+		ev := envelope.ForCall(&airlockv1.ToolCall{AgentId: agent, CallId: callID, Revision: ref.Rev, JsonEvents: jsonEvents}, by)
 		ev.EventId, ev.Time = ref.EventID(subject.Canceled), timestamppb.New(s.now())
 		ev.Body = &airlockv1.Event_Canceled{Canceled: &airlockv1.Canceled{Reason: reason}}
 		if err := s.decisions.SealDecision(ev); err != nil {
@@ -776,13 +798,16 @@ func (s *Service) withdrawUndecided(ctx context.Context, agent, callID string, b
 // decided: revision 1 when none is recorded, or the one after a revision
 // sent back for changes. withdrawn is the `canceled` event of that
 // revision when it was withdrawn already. A revision being decided (its
-// decision not stored yet) is NotFound, "cancel again"; one decided is
-// AlreadyDecided. Each read is the stream's leader's, made after the
+// decision not stored yet) is NotFound, "cancel again"; one the policy
+// allowed or denied errNotUndecided, and one it put to people
+// errPutToPeople. Each read is the stream's leader's, made after the
 // call's last sequence was read: anything stored since makes the
 // compare-and-append after that sequence fail, so no read here can be
 // older than what the append follows (a replica behind could miss a
-// revision the policy recorded, and the withdrawal would name it).
-func (s *Service) undecidedRevision(ctx context.Context, agent, callID string) (rev uint32, withdrawn *airlockv1.Event, err error) {
+// revision the policy recorded, and the withdrawal would name it). jsonEvents is
+// whether the revision's events are protojson, as the recorded revision's,
+// or, for a revision 1, as the agent's newest event (agentReadsJSON).
+func (s *Service) undecidedRevision(ctx context.Context, agent, callID string) (rev uint32, jsonEvents bool, withdrawn *airlockv1.Event, err error) {
 	last := func(typ string) (*airlockv1.Event, error) {
 		subj, err := subject.Event(agent, callID, typ)
 		if err != nil {
@@ -811,45 +836,64 @@ func (s *Service) undecidedRevision(ctx context.Context, agent, callID string) (
 	}
 	req, err := last(subject.Requested)
 	if err != nil {
-		return 0, nil, err
+		return 0, false, nil, err
 	}
 	recorded := revOf(req) // 0: none
 	c, err := last(subject.Canceled)
 	if err != nil {
-		return 0, nil, err
+		return 0, false, nil, err
 	}
 	if revOf(c) > recorded {
-		return revOf(c), c, nil // withdrawn before the policy recorded it
+		return revOf(c), false, c, nil // withdrawn before the policy recorded it
 	}
 	if recorded == 0 {
-		return 1, nil, nil // only refusals so far
+		return 1, s.agentReadsJSON(ctx, agent), nil, nil // only refusals so far
 	}
 	ref := callref.Ref{Agent: agent, Call: callID, Rev: recorded}
 	if cr, err := last(subject.ChangesRequested); err != nil || revOf(cr) == recorded {
-		return recorded + 1, nil, err
+		// The next revision's events follow the encoding of this one's.
+		return recorded + 1, req.GetRequested().GetCall().GetJsonEvents(), nil, err
 	}
-	for _, typ := range []string{subject.Allowed, subject.Denied} {
+	for _, typ := range subject.PolicyOutcomes {
 		d, err := last(typ)
-		if err != nil {
-			return 0, nil, err
-		}
-		if revOf(d) == recorded {
-			return 0, nil, apierr.New(apierr.AlreadyDecided, "call %s waits for nobody: the policy %s it (`airlock audit query --call %s` shows its history)", ref, typ, callID)
+		switch {
+		case err != nil:
+			return 0, false, nil, err
+		case revOf(d) != recorded:
+		case typ == subject.ApprovalRequested:
+			return 0, false, nil, errPutToPeople
+		default:
+			return 0, false, nil, errNotUndecided // allowed or denied
 		}
 	}
-	return 0, nil, apierr.New(apierr.NotFound, "call %s is being decided: cancel again in a moment", ref)
+	return 0, false, nil, apierr.New(apierr.NotFound, "call %s is being decided: cancel again in a moment", ref)
 }
 
-// waitingRequest is the last of agent's requests waiting in the intake for
-// the policy, nil when none waits.
-func (s *Service) waitingRequest(ctx context.Context, agent string) (*nats.Msg, error) {
+// agentReadsJSON reports whether agent's newest event, of any call, is
+// protojson: what a revision 1 the policy never recorded is written in
+// (its request, in the intake, is not read). An agent with no event, or
+// one that cannot be read, gets protobuf, the canonical encoding.
+func (s *Service) agentReadsJSON(ctx context.Context, agent string) bool {
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	m, err := bus.LastStoredLeader(rctx, s.deps.NC, s.deps.Config.Stream.Name, subject.OfAgent(agent))
+	if err != nil || m == nil {
+		return false
+	}
+	return envelope.IsJSON(m.Header)
+}
+
+// requestsWait reports whether agent has requests waiting in the intake
+// for the policy: the stream's count of them (its info, filtered to the
+// agent's subject), so no request's content is read.
+func (s *Service) requestsWait(ctx context.Context, agent string) (bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	m, err := bus.LastStoredLeader(rctx, s.deps.NC, s.deps.Config.Intake.Name, subject.AgentRequests(agent))
+	n, err := bus.StoredOn(rctx, s.deps.NC, s.deps.Config.Intake.Name, subject.AgentRequests(agent))
 	if err != nil {
-		return nil, apierr.Wrap(apierr.Unavailable, err, "whether agent %s has requests waiting for the policy could not be read; try again", agent)
+		return false, apierr.Wrap(apierr.Unavailable, err, "whether agent %s has requests waiting for the policy could not be read; try again", agent)
 	}
-	return m, nil
+	return n > 0, nil
 }
 
 // maxWithdrawAttempts bounds withdrawUndecided's compare-and-append

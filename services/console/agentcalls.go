@@ -114,11 +114,14 @@ func idStillFree(ctx context.Context, client *airlock.Client, call airlock.Call,
 	if call.ID == "" {
 		return nil
 	}
+	rev := max(call.Revision, 1)
+	if withdrawn, err := client.WithdrawnUnrecorded(ctx, call.ID); err == nil && withdrawn == rev {
+		return apierr.New(apierr.Conflict, "call %s revision %d was withdrawn by its agent before it was decided: the policy will not decide it. Leave call_id out for a new call", call.ID, rev)
+	}
 	rec, err := client.Recorded(ctx, call.ID)
 	if err != nil || rec == nil {
 		return nil // the policy service decides: this is only a kinder answer
 	}
-	rev := max(call.Revision, 1)
 	newest := rec.GetRevision()
 	switch {
 	case rev < newest:
@@ -199,17 +202,17 @@ func (a *agentCalls) cancel(ctx context.Context, agent, id, reason string) (stri
 	if err != nil {
 		return "", err
 	}
-	if err := client.Cancel(ctx, id, reason); err != nil {
+	// The cancel's own answer: a call withdrawn while it waited for the
+	// policy has no approval record to read afterwards, and a revision 2
+	// withdrawn so is not its revision 1's record.
+	w, err := client.Withdraw(ctx, id, reason)
+	if err != nil {
 		if apierr.CodeOf(err) == apierr.Internal {
 			return "", apierr.Wrap(apierr.Unavailable, err, "call %s could not be canceled: try again", id)
 		}
 		return "", err
 	}
-	rec, err := a.approvals.Get(ctx, agent, id, 0)
-	if err != nil {
-		return "", apierr.Wrap(apierr.Unavailable, err, "call %s: read its state after the cancel", id)
-	}
-	return calls.StateName(rec.GetState()), nil
+	return w.State, nil
 }
 
 // report records how the agent's gate-only call ended (the SDK's Report):
@@ -322,7 +325,10 @@ func (a *agentCalls) exists(ctx context.Context, agent, id string) error {
 	if err != nil {
 		return apierr.New(apierr.InvalidRequest, "%s", err.Error())
 	}
-	for _, w := range []struct{ stream, subject string }{{a.cfg.Stream.Name, recorded}, {a.cfg.Intake.Name, subject.AgentRequests(agent)}} {
+	// A call withdrawn while its request waited for the policy has only
+	// its `canceled` event, which its wait reads.
+	withdrawn, _ := subject.Event(agent, id, subject.Canceled)
+	for _, w := range []struct{ stream, subject string }{{a.cfg.Stream.Name, recorded}, {a.cfg.Intake.Name, subject.AgentRequests(agent)}, {a.cfg.Stream.Name, withdrawn}} {
 		if found, err := a.stored(ctx, w.stream, w.subject); found || err != nil {
 			return err
 		}

@@ -203,3 +203,34 @@ func LastEvent(ctx context.Context, nc *nats.Conn, stream, subj string) (*airloc
 	}
 	return ev, StoredSeq(m), nil
 }
+
+// StoredOn is how many messages stream holds on subj (which may hold
+// wildcards): its info, filtered to subj, so that a user allowed the
+// stream's info, not its messages, can count them.
+func StoredOn(ctx context.Context, nc *nats.Conn, stream, subj string) (uint64, error) {
+	req, _ := json.Marshal(map[string]string{"subjects_filter": subj})
+	resp, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.INFO."+stream, req)
+	if err != nil {
+		return 0, fmt.Errorf("count the messages of %s on %s: %w", stream, subj, err)
+	}
+	var out struct {
+		State struct {
+			Subjects map[string]uint64 `json:"subjects"`
+		} `json:"state"`
+		Error *struct {
+			Code        int    `json:"code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &out); err != nil {
+		return 0, fmt.Errorf("count the messages of %s on %s: %w", stream, subj, err)
+	}
+	if out.Error != nil {
+		return 0, fmt.Errorf("count the messages of %s on %s: %d %s", stream, subj, out.Error.Code, out.Error.Description)
+	}
+	var n uint64
+	for _, c := range out.State.Subjects {
+		n += c
+	}
+	return n, nil
+}

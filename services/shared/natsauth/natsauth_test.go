@@ -109,7 +109,13 @@ func TestServicesMayReadTheLastEventsTheirCodeReads(t *testing.T) {
 		{"approval_reads_an_outcome_resolved_event", natsauth.RoleApproval, event(subject.OutcomeResolved), false},
 		{"approval_reads_a_failed_event", natsauth.RoleApproval, event(subject.Failed), false},
 		{"approval_reads_an_approval_requested_event", natsauth.RoleApproval, event(subject.ApprovalRequested), false},
+		{"approval_reads_the_last_event_of_a_call_from_the_leader", natsauth.RoleApproval, subject.OfCall("bot", "c1"), true},
+		{"approval_reads_a_requested_event_from_the_leader", natsauth.RoleApproval, event(subject.Requested), true},
+		{"approval_reads_a_canceled_event_from_the_leader", natsauth.RoleApproval, event(subject.Canceled), true},
+		{"approval_reads_a_denied_event_from_the_leader", natsauth.RoleApproval, event(subject.Denied), true},
+		{"approval_reads_an_agents_newest_event_from_the_leader", natsauth.RoleApproval, subject.OfAgent("bot"), true},
 		{"policy_reads_the_last_event_of_a_call", natsauth.RolePolicy, subject.OfCall("bot", "c1"), true},
+		{"policy_reads_a_canceled_event_from_the_leader", natsauth.RolePolicy, event(subject.Canceled), true},
 		{"policy_reads_a_changes_requested_event", natsauth.RolePolicy, event(subject.ChangesRequested), true},
 	}
 	for _, tt := range tests {
@@ -126,6 +132,31 @@ func TestServicesMayReadTheLastEventsTheirCodeReads(t *testing.T) {
 				t.Fatalf("%s reading the last event on %s: %v %v (want nothing stored, no error)", tt.role, tt.subject, m, err)
 			}
 		})
+	}
+}
+
+// The approval service withdraws a call its policy has not decided only
+// while its agent has requests waiting in the intake: it counts them (the
+// stream's info) and may not read them, every agent's raw arguments
+// (helper-184, F4: it was first given the intake's plain message get,
+// which reads any message by sequence).
+func TestTheApprovalServiceCountsAnAgentsWaitingRequestsWithoutReadingThem(t *testing.T) {
+	n := testenv.StartSecureNATS(t)
+	_, js := n.Connect(natsauth.RoleAdmin)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: "airlock.req.victim.c1", Data: []byte(`{"secret":"s3cr3t"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := n.Connect(natsauth.RoleApproval)
+	if count, err := bus.StoredOn(ctx, nc, n.Config.Intake.Name, subject.AgentRequests("victim")); err != nil || count != 1 {
+		t.Fatalf("the approval service counting victim's waiting requests: %d, %v; want 1", count, err)
+	}
+	req, _ := json.Marshal(map[string]uint64{"seq": ack.Sequence})
+	resp, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+n.Config.Intake.Name, req)
+	if err == nil && strings.Contains(string(resp.Data), `"message"`) {
+		t.Fatalf("the approval service read message %d of the intake: %s", ack.Sequence, resp.Data)
 	}
 }
 

@@ -283,9 +283,10 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				// which an agent's withdrawal of a call the policy has not
 				// decided is compare-and-appended (bus.LastStoredLeader)
 				[]string{"$JS.API.STREAM.MSG.GET." + n.events},
-				// whether the agent has requests waiting for the policy: only
-				// then is such a withdrawal written
-				[]string{"$JS.API.STREAM.MSG.GET." + n.intake},
+				// how many requests the agent has waiting for the policy (the
+				// intake's info, not its messages): only while some wait is
+				// such a withdrawal written
+				[]string{"$JS.API.STREAM.INFO." + n.intake},
 				bucket(n.approvals), bucket(n.grants), bucket(n.inDoubt), bucket(n.slackSeen), bucket(n.teamsSeen), consolePush(n.console),
 				clientPresence(n.clientWaits),
 				[]string{subject.API("policy", "eval")},

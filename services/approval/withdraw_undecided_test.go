@@ -1,0 +1,228 @@
+package approval_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/approval"
+	"github.com/airlock-gate/airlock/services/policy"
+	"github.com/airlock-gate/airlock/services/shared/apierr"
+	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/envelope"
+	"github.com/airlock-gate/airlock/services/shared/subject"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
+)
+
+// On a replicated events stream the policy records an allowed call's
+// request and decision as one atomic batch. An agent withdraws each of
+// many calls right after submitting it, two policy replicas and two
+// approval replicas running (helper-184's probe): whoever wins each race,
+// a revision has one end, and a withdrawal answered is followed by no
+// decision, nor one not answered stored.
+func TestCancelsRacingThePolicysBatchOnR3LeaveOneEndEach(t *testing.T) {
+	c := testenv.StartCluster(t, 3)
+	cfg := c.Config
+	for range 2 {
+		deps := testenv.Deps(t, cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		e, err := policy.NewEngine(ctx, deps)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := policy.New(deps, e, e.Serve)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testenv.RunService(t, s)
+		a, err := approval.NewFromConfig(context.Background(), testenv.Deps(t, cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		testenv.RunService(t, a)
+	}
+	nc, js := testenv.Connect(t, cfg.NATS.URL)
+	bot, err := airlock.New(nc, "bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const n = 150
+	acked := make([]bool, n)
+	codes := map[string]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			id := fmt.Sprintf("r3-%d", i)
+			if _, err := bot.Submit(ctx, airlock.Call{ID: id, Server: "demo", Tool: "echo", Args: map[string]any{"text": id}}); err != nil {
+				t.Error(err)
+				return
+			}
+			var err error
+			for range 20 {
+				if err = bot.Cancel(ctx, id, "gave up"); apierr.CodeOf(err) != apierr.NotFound {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			acked[i] = err == nil
+			k := "ok"
+			if err != nil {
+				k = string(apierr.CodeOf(err))
+				if k != string(apierr.AlreadyDecided) {
+					t.Logf("%s: %v", id, err)
+				}
+			}
+			codes[k]++
+		}()
+	}
+	wg.Wait()
+	testenv.Settled(t, js, cfg.Intake.Name, policy.Durable, 60*time.Second)
+	t.Logf("cancel answers: %v", codes)
+	for i := range n {
+		id := fmt.Sprintf("r3-%d", i)
+		types := testenv.SubjectTypes(t, js, subject.OfCall("bot", id))
+		joined := " " + strings.Join(types, " ") + " "
+		ends := strings.Count(joined, " allowed ") + strings.Count(joined, " canceled ") + strings.Count(joined, " denied ")
+		if ends != 1 {
+			t.Errorf("%s: %d ends: %s", id, ends, joined)
+		}
+		if acked[i] && strings.Contains(joined, " allowed ") {
+			t.Errorf("%s: withdrawn (answered), yet allowed: %s", id, joined)
+		}
+		if !acked[i] && types[0] == subject.Canceled {
+			t.Errorf("%s: withdrawn though the cancel was not answered so: %s", id, joined)
+		}
+	}
+}
+
+// requestedRev1 records revision 1 of bot's call id as the policy does
+// before it asks people (the world's ask publishes only approval_requested).
+func (w *world) requestedRev1(id string) {
+	w.t.Helper()
+	ev := &airlockv1.Event{EventId: "bot." + id + ".1.requested", AgentId: "bot", CallId: id, Revision: 1,
+		Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: &airlockv1.ToolCall{AgentId: "bot", CallId: id, Revision: 1, Server: "fs", Tool: "write_file"}}}}
+	if _, err := w.policy.Publish(context.Background(), ev, ""); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// Revision 2 of a call sent back for changes, waiting for the policy, is
+// withdrawn as revision 2 whatever was stored after the changes_requested,
+// and after revision 1's record left the bucket (helper-184, F1): the
+// cancel read the call's last event of any type and answered "waits for
+// nobody: its last event is decision refused / unauthorized attempt", or,
+// with the record gone, "it ended changes requested".
+func TestARevisionAfterOneSentBackIsWithdrawnWhateverCameLast(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		retention time.Duration
+		after     func(t *testing.T, w *world)
+	}{
+		{"a_late_approve_by_another_reviewer", 0, func(t *testing.T, w *world) {
+			if _, err := w.approve("r2", "bob"); err != nil {
+				t.Fatal(err)
+			}
+			testenv.WaitForEvent(t, w.js, subject.OfCall("bot", "r2"), subject.DecisionRefused, 10*time.Second)
+		}},
+		{"an_approve_by_someone_who_may_not", 0, func(t *testing.T, w *world) {
+			_, err := w.approve("r2", "mallory")
+			mustCode(t, err, apierr.NotAuthorized)
+			testenv.WaitForEvent(t, w.js, subject.OfCall("bot", "r2"), subject.UnauthorizedAttempt, 10*time.Second)
+		}},
+		{"revision_1s_record_gone", time.Second, func(t *testing.T, w *world) {
+			testenv.Eventually(t, 20*time.Second, "the record of r2 to leave the bucket", func() bool {
+				_, err := w.api.Get(context.Background(), "bot", "r2", 0)
+				return apierr.CodeOf(err) == apierr.NotFound
+			})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, func(c *config.Config) {
+				if tc.retention > 0 {
+					c.Approval.EndedRetention = tc.retention
+				}
+			})
+			w.start()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			w.requestedRev1("r2")
+			w.pending(&airlockv1.ToolCall{CallId: "r2"}, nil)
+			if _, err := w.decide("r2", "alice", airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES, "smaller"); err != nil {
+				t.Fatal(err)
+			}
+			w.waitState("r2", 1, airlockv1.ApprovalState_APPROVAL_STATE_CHANGES_REQUESTED)
+			tc.after(t, w)
+			nc, _ := testenv.Connect(t, w.nats.URL())
+			bot, err := airlock.New(nc, "bot")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := bot.Submit(ctx, airlock.Call{ID: "r2", Revision: 2, Server: "fs", Tool: "write_file", Args: map[string]any{"path": "/tmp/y"}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := bot.Cancel(ctx, "r2", "the MCP client gave up"); err != nil {
+				t.Fatalf("withdrawing revision 2, waiting for the policy: %v", err)
+			}
+			if evs := w.events("bot", "r2", subject.Canceled); len(evs) != 1 || evs[0].GetRevision() != 2 {
+				t.Fatalf("canceled events: %v, want one of revision 2", evs)
+			}
+		})
+	}
+}
+
+// A withdrawal stored for a revision 1 the policy never recorded is in the
+// encoding of the agent's own events (its request, in the intake, is not
+// read): a JSON agent's wait must be able to read it.
+func TestAWithdrawalIsInTheEncodingOfTheAgentsEvents(t *testing.T) {
+	w := newWorld(t)
+	w.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// jbot's earlier call was recorded in protojson, as its requests are.
+	earlier := &airlockv1.Event{EventId: "jbot.earlier.1.requested", AgentId: "jbot", CallId: "earlier", Revision: 1, Json: true,
+		Body: &airlockv1.Event_Requested{Requested: &airlockv1.Requested{Call: &airlockv1.ToolCall{AgentId: "jbot", CallId: "earlier", Revision: 1, Server: "demo", Tool: "echo", JsonEvents: true}}}}
+	if _, err := w.policy.Publish(ctx, earlier, ""); err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := testenv.Connect(t, w.nats.URL())
+	for _, tc := range []struct {
+		agent string
+		json  bool
+	}{{"jbot", true}, {"bot", false}} {
+		c, err := airlock.New(nc, tc.agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Submit(ctx, airlock.Call{ID: "late", Server: "demo", Tool: "echo", Args: map[string]any{"text": "hi"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Cancel(ctx, "late", "gave up"); err != nil {
+			t.Fatal(err)
+		}
+		subj, _ := subject.Event(tc.agent, "late", subject.Canceled)
+		m, err := bus.LastStored(ctx, nc, w.cfg.Stream.Name, subj)
+		if err != nil || m == nil {
+			t.Fatalf("%s's withdrawal: %v %v", tc.agent, m, err)
+		}
+		if got := envelope.IsJSON(m.Header); got != tc.json {
+			t.Fatalf("%s's withdrawal is protojson: %v, want %v", tc.agent, got, tc.json)
+		}
+	}
+}
