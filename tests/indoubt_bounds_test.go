@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,8 +93,17 @@ func TestAnAgentEndingCallsInDoubtAtWillKeepsOnlyItsShareOfTasks(t *testing.T) {
 	if mine != 3 {
 		t.Fatalf("mallory has %d open in-doubt tasks after %d calls ended in doubt, want her share of 3", mine, calls)
 	}
-	// A call of hers past the share is not listed, but a person can still
-	// answer it, and she hears the answer.
+	// A call of hers past the share is not listed, and the list says so,
+	// and where they are; a person can still answer one, and she hears the
+	// answer.
+	if r := cli(t, dev, "approvals", "in-doubt"); r.Code != 0 || !strings.Contains(r.Stdout, "agent mallory holds its 3 open tasks (approval.max_in_doubt_per_agent): its further calls that end in doubt are not listed") ||
+		!strings.Contains(r.Stdout, "airlock audit query --agent mallory --type failed") || strings.Contains(r.Stdout, "agent bot holds") {
+		t.Fatalf("airlock approvals in-doubt does not say mallory's further calls are not listed, and where they are: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if status, page := bearerGet(t, dev.HTTPURL+"/in-doubt", adminToken(t, dev)); status != http.StatusOK ||
+		!strings.Contains(page, "Agent <strong>mallory</strong> holds its 3 open tasks") || strings.Contains(page, "Agent <strong>bot</strong>") {
+		t.Fatalf("the console's In doubt page does not say mallory's further calls are not listed: %d\n%s", status, page)
+	}
 	_, _, listed := open()
 	var unlisted, first string
 	for i := range calls {

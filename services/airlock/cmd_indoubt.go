@@ -39,6 +39,7 @@ func approvalsInDoubtCmd(g *globals, f *apiFlags) *cobra.Command {
 				printJSON(&out)
 				return nil
 			}
+			defer printUnlisted(&out)
 			if len(out.GetTasks()) == 0 {
 				fmt.Println("no call is in doubt")
 				return nil
@@ -66,6 +67,22 @@ func approvalsInDoubtCmd(g *globals, f *apiFlags) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "include the calls a person already answered")
 	return cmd
+}
+
+// printUnlisted says which calls in doubt the list cannot show: those of
+// an agent at its share of open tasks, or of any agent once the bucket is
+// past its mark, get no task; the trail has them, and each can still be
+// answered.
+func printUnlisted(out *airlockv1.ListInDoubtResponse) {
+	for _, agent := range out.GetAgentsAtShare() {
+		fmt.Printf("agent %s holds its %d open tasks (approval.max_in_doubt_per_agent): its further calls that end in doubt are not listed;\n"+
+			"  `airlock audit query --agent %s --type failed` shows them, `airlock approvals resolve %s/CALL_ID --happened yes|no` answers one\n",
+			escape.Terminal(agent), out.GetMaxPerAgent(), escape.Terminal(agent), escape.Terminal(agent))
+	}
+	if out.GetBucketPastMark() {
+		fmt.Println("the in-doubt bucket is full (buckets.in_doubt_max_bytes): calls that end in doubt now get no task and are not listed;\n" +
+			"  `airlock audit query --type failed` shows them; answer open tasks (answered ones leave after approval.ended_retention) or raise the setting")
+	}
 }
 
 // approvalsResolveCmd is `airlock approvals resolve AGENT/CALL_ID

@@ -304,6 +304,7 @@ func (s *Service) ListInDoubt(ctx context.Context, req *airlockv1.ListInDoubtReq
 		limit = defaultInDoubtLimit
 	}
 	var open, done []*airlockv1.InDoubtTask
+	openOf := map[string]int{}
 	err := bus.ReadAll(ctx, s.inDoubt.kv, ">", func(e jetstream.KeyValueEntry) {
 		t := &airlockv1.InDoubtTask{}
 		if err := proto.Unmarshal(e.Value(), t); err != nil {
@@ -312,6 +313,7 @@ func (s *Service) ListInDoubt(ctx context.Context, req *airlockv1.ListInDoubtReq
 		}
 		if !t.GetResolved() {
 			open = append(open, t)
+			openOf[t.GetAgentId()]++
 		} else if req.GetIncludeResolved() {
 			done = append(done, t)
 		}
@@ -319,12 +321,24 @@ func (s *Service) ListInDoubt(ctx context.Context, req *airlockv1.ListInDoubtReq
 	if err != nil {
 		return nil, fmt.Errorf("list in-doubt tasks: %w", err)
 	}
+	resp := &airlockv1.ListInDoubtResponse{MaxPerAgent: uint32(s.cfg.MaxInDoubtPerAgent)}
+	// What the list cannot show: the calls that ended in doubt and got no
+	// task (inDoubtOpened), so that a reviewer knows to look in the trail.
+	for agent, n := range openOf {
+		if n >= s.cfg.MaxInDoubtPerAgent {
+			resp.AgentsAtShare = append(resp.AgentsAtShare, agent)
+		}
+	}
+	slices.Sort(resp.AgentsAtShare)
+	if held, bound, err := s.inDoubt.fill(ctx); err == nil && bound > 0 {
+		resp.BucketPastMark = float64(held) >= config.InDoubtRefusalMark*float64(bound)
+	}
 	open = takingTurns(open)
 	slices.SortFunc(done, func(a, b *airlockv1.InDoubtTask) int {
 		return b.GetResolvedAt().AsTime().Compare(a.GetResolvedAt().AsTime())
 	})
 	all := append(open, done...)
-	resp := &airlockv1.ListInDoubtResponse{Tasks: all}
+	resp.Tasks = all
 	if len(all) > limit {
 		resp.Tasks, resp.Truncated = all[:limit], true
 	}

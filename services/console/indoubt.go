@@ -71,6 +71,11 @@ type inDoubtPageView struct {
 	All       bool
 	Tasks     []inDoubtView
 	Truncated bool
+	// What the list cannot show (ListInDoubtResponse): agents at their
+	// share of open tasks, and a bucket past its mark.
+	AgentsAtShare  []string
+	MaxPerAgent    uint32
+	BucketPastMark bool
 }
 
 func (con *Console) inDoubtPage(c echo.Context) error {
@@ -79,7 +84,8 @@ func (con *Console) inDoubtPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := &inDoubtPageView{layout: layout{Title: "In doubt"}, All: all, Truncated: out.GetTruncated()}
+	v := &inDoubtPageView{layout: layout{Title: "In doubt"}, All: all, Truncated: out.GetTruncated(),
+		AgentsAtShare: out.GetAgentsAtShare(), MaxPerAgent: out.GetMaxPerAgent(), BucketPastMark: out.GetBucketPastMark()}
 	for _, t := range out.GetTasks() {
 		row := newInDoubtView(t)
 		row.CSRF = principal(c).CSRF

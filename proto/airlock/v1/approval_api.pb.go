@@ -1462,9 +1462,17 @@ type ListInDoubtResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Tasks []*InDoubtTask         `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	// More tasks matched than the limit.
-	Truncated     bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Truncated bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// Agents holding approval.max_in_doubt_per_agent open tasks: their
+	// further calls that end in doubt get no task and are not listed (the
+	// trail has them; each can still be answered).
+	AgentsAtShare []string `protobuf:"bytes,3,rep,name=agents_at_share,json=agentsAtShare,proto3" json:"agents_at_share,omitempty"`
+	MaxPerAgent   uint32   `protobuf:"varint,4,opt,name=max_per_agent,json=maxPerAgent,proto3" json:"max_per_agent,omitempty"`
+	// The bucket is past its refusal mark: no call that ends in doubt gets a
+	// task until answered ones leave.
+	BucketPastMark bool `protobuf:"varint,5,opt,name=bucket_past_mark,json=bucketPastMark,proto3" json:"bucket_past_mark,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListInDoubtResponse) Reset() {
@@ -1507,6 +1515,27 @@ func (x *ListInDoubtResponse) GetTasks() []*InDoubtTask {
 func (x *ListInDoubtResponse) GetTruncated() bool {
 	if x != nil {
 		return x.Truncated
+	}
+	return false
+}
+
+func (x *ListInDoubtResponse) GetAgentsAtShare() []string {
+	if x != nil {
+		return x.AgentsAtShare
+	}
+	return nil
+}
+
+func (x *ListInDoubtResponse) GetMaxPerAgent() uint32 {
+	if x != nil {
+		return x.MaxPerAgent
+	}
+	return 0
+}
+
+func (x *ListInDoubtResponse) GetBucketPastMark() bool {
+	if x != nil {
+		return x.BucketPastMark
 	}
 	return false
 }
@@ -1866,10 +1895,13 @@ const file_airlock_v1_approval_api_proto_rawDesc = "" +
 	"resolvedAt\"U\n" +
 	"\x12ListInDoubtRequest\x12)\n" +
 	"\x10include_resolved\x18\x01 \x01(\bR\x0fincludeResolved\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\rR\x05limit\"b\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"\xd8\x01\n" +
 	"\x13ListInDoubtResponse\x12-\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x17.airlock.v1.InDoubtTaskR\x05tasks\x12\x1c\n" +
-	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"c\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\x12&\n" +
+	"\x0fagents_at_share\x18\x03 \x03(\tR\ragentsAtShare\x12\"\n" +
+	"\rmax_per_agent\x18\x04 \x01(\rR\vmaxPerAgent\x12(\n" +
+	"\x10bucket_past_mark\x18\x05 \x01(\bR\x0ebucketPastMark\"c\n" +
 	"\x11GetInDoubtRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1a\n" +
