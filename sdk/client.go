@@ -316,11 +316,13 @@ func cutJSON(raw []byte) string {
 	}
 }
 
-// Cancel withdraws a call waiting for a person, or for the policy (its
-// request not decided yet: it then never runs). Only the agent that
-// submitted it can.
+// Cancel withdraws a call waiting for a person, or its first revision
+// while it waits for the policy (its request not decided yet: it then
+// never runs). Only the agent that submitted it can. An answer of
+// apierr.Unavailable ("cancel again in a moment": the policy is deciding
+// the call) is worth trying again.
 func (c *Client) Cancel(ctx context.Context, callID, reason string) error {
-	_, err := c.Withdraw(ctx, callID, reason)
+	_, err := c.Withdraw(ctx, callID, 0, reason)
 	return err
 }
 
@@ -334,9 +336,36 @@ type Withdrawal struct {
 	Message  string `json:"message,omitempty"`
 }
 
-// Withdraw is Cancel, answering what the cancel did.
-func (c *Client) Withdraw(ctx context.Context, callID, reason string) (Withdrawal, error) {
-	body, _ := json.Marshal(map[string]string{"call_id": callID, "reason": reason})
+// Withdraw is Cancel of the revision the agent submitted (0: its first),
+// answering what the cancel did. A call waiting for a person is withdrawn
+// whatever revision is named; one waiting for the policy only when it is
+// that revision, so that a cancel of a call sent back for changes never
+// withdraws a revision it did not name.
+//
+// A cancel answered "cancel again in a moment" (apierr.Unavailable: the
+// policy is deciding the call, or the approval service is busy) is sent
+// again for up to withdrawRetryFor, so that a call the policy is putting
+// to people as it is withdrawn does not stay waiting for them.
+func (c *Client) Withdraw(ctx context.Context, callID string, revision uint32, reason string) (Withdrawal, error) {
+	w, err := c.withdrawOnce(ctx, callID, revision, reason)
+	deadline := time.Now().Add(withdrawRetryFor)
+	for wait := 20 * time.Millisecond; apierr.CodeOf(err) == apierr.Unavailable && time.Now().Add(wait).Before(deadline); wait = min(2*wait, 500*time.Millisecond) {
+		select {
+		case <-ctx.Done():
+			return w, err
+		case <-time.After(wait):
+		}
+		w, err = c.withdrawOnce(ctx, callID, revision, reason)
+	}
+	return w, err
+}
+
+// withdrawRetryFor is how long Withdraw sends a cancel again while it is
+// answered "cancel again in a moment".
+const withdrawRetryFor = 3 * time.Second
+
+func (c *Client) withdrawOnce(ctx context.Context, callID string, revision uint32, reason string) (Withdrawal, error) {
+	body, _ := json.Marshal(map[string]any{"call_id": callID, "reason": reason, "revision": revision})
 	msg, err := c.nc.RequestWithContext(ctx, subject.AgentCancel(c.agent), body)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return Withdrawal{}, fmt.Errorf("cancel call %s: no approval service is running to take the request", callID)

@@ -157,7 +157,7 @@ func TestARevisionWithdrawnAfterChangesWereRequestedNeverRuns(t *testing.T) {
 		if _, err := bot.Submit(ctx, airlock.Call{ID: id, Revision: 2, Server: "demo", Tool: "echo", Args: map[string]any{"text": "revised"}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := bot.Cancel(ctx, id, "the agent gave up on revision 2"); err != nil {
+		if _, err := bot.Withdraw(ctx, id, 2, "the agent gave up on revision 2"); err != nil {
 			t.Fatalf("%s: withdrawing revision 2 while it waits for the policy: %v", id, err)
 		}
 	}
@@ -252,5 +252,73 @@ func TestCancelsRacingThePolicyLeaveNoCallRunOrWaiting(t *testing.T) {
 		case !withdrawn && !strings.Contains(got, " allowed "):
 			t.Errorf("%s: not withdrawn (%v), and not allowed either:%s", id, answers[i], got)
 		}
+	}
+}
+
+// A cancel of a call sent back for changes, naming no revision, while
+// another request of the agent waits for the policy, stored a withdrawal of
+// revision 2, which nobody had submitted: the revision 2 the agent then
+// submitted with the changes asked for was dropped by the policy
+// (helper-185, F1). Unnamed, revision 2 is left free.
+func TestACancelOfACallSentBackLeavesItsNextRevisionFree(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "")
+	_, js := dev.Admin(t)
+	api := dev.API(t)
+	bot := dev.Agent(t, "bot")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const id = "sent-back"
+	if _, err := bot.Submit(ctx, airlock.Call{ID: id, Server: "demo", Tool: "write_file", Args: map[string]any{"path": "a.txt", "content": "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	apprWaitPending(t, api, id)
+	if _, err := api.Decide(ctx, &airlockv1.DecideRequest{AgentId: "bot", CallId: id, Revision: 1, Kind: airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES,
+		Reason: "write b.txt instead", Principal: apprReviewer("admin")}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitForEvent(t, js, subject.OfCall("bot", id), subject.ChangesRequested, 10*time.Second)
+	resume := pausePolicy(t, js)
+	if _, err := bot.Submit(ctx, airlock.Call{ID: "busy", Server: "demo", Tool: "echo", Args: map[string]any{"text": "busy"}}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := bot.Withdraw(ctx, id, 0, "the client gave up")
+	resume()
+	if err != nil || w.Changed || w.Revision == 2 {
+		t.Fatalf("the cancel of a call sent back, no revision 2 submitted, answered %+v, %v; want its record as it stands (changes requested, unchanged)", w, err)
+	}
+	if _, err := bot.Submit(ctx, airlock.Call{ID: id, Revision: 2, Server: "demo", Tool: "write_file", Args: map[string]any{"path": "b.txt", "content": "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := apprWaitPending(t, api, id); rec.GetCall().GetRevision() != 2 {
+		t.Fatalf("the pending record is of revision %d, want the revision 2 submitted after the cancel", rec.GetCall().GetRevision())
+	}
+}
+
+// An agent that speaks JSON over NATS (README's protocol: every event of a
+// call it requested in JSON is protojson) withdraws its first call while
+// the policy is behind. The approval service does not read the request,
+// and the agent had no event yet: the withdrawal was stored in protobuf,
+// which the agent cannot read (helper-185, F3). Its cancel says it reads
+// JSON (json_events).
+func TestAJSONAgentsFirstCallWithdrawnIsToldInJSON(t *testing.T) {
+	dev := startDev(t, t.TempDir(), 0, "")
+	_, js := dev.Admin(t)
+	dev.Agent(t, "json-bot")
+	a := dialJSONAgent(t, dev.Creds("json-bot"), dev.NATSURL)
+	resume := pausePolicy(t, js)
+	defer resume()
+	ch := a.follow("jw-1")
+	a.submit("jw-1", `{"requested":{"call":{"call_id":"jw-1","tool":"demo__echo","arguments":{"text":"late"}}}}`)
+	reply, err := a.nc.Request("airlock.agent.json-bot.cancel", []byte(`{"call_id":"jw-1","reason":"the client gave up","json_events":true}`), 10*time.Second)
+	if err != nil || !strings.Contains(string(reply.Data), `"canceled"`) {
+		t.Fatalf("the cancel of the JSON agent's call: %v %v; want canceled", reply, err)
+	}
+	select {
+	case ev := <-ch:
+		if !strings.HasSuffix(ev.Subject, ".canceled") {
+			t.Fatalf("the JSON agent read %s, want its call's canceled event", ev.Subject)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the JSON agent read no end of its withdrawn call in JSON (its follower reads only JSON)")
 	}
 }

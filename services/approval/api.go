@@ -534,6 +534,16 @@ func (s *Service) ApproveThread(ctx context.Context, req *airlockv1.ApproveThrea
 type agentCancelRequest struct {
 	CallID string `json:"call_id"`
 	Reason string `json:"reason"`
+	// Revision is the revision the agent submitted and withdraws (0: its
+	// first). A call waiting for a person is withdrawn whatever it says;
+	// one still waiting for the policy only when it names the revision
+	// the policy would record next, so that a cancel of a call sent back
+	// for changes never withdraws a revision 2 not submitted.
+	Revision uint32 `json:"revision,omitempty"`
+	// JSONEvents: the agent reads its events in protojson. A withdrawal
+	// of a call the policy never recorded is written in it (nothing else
+	// says how the call's request was encoded).
+	JSONEvents bool `json:"json_events,omitempty"`
 }
 
 // maxAgentCancelBytes bounds an agentCancelRequest: a call id and a reason
@@ -625,7 +635,7 @@ func (s *Service) answerAgentCancel(r micro.Request, agent string, req agentCanc
 	if reason == "" {
 		reason = "canceled by agent " + agent
 	}
-	rec, changed, err := s.withdraw(ctx, agent, req.CallID, reason)
+	rec, changed, err := s.withdraw(ctx, agent, req, reason)
 	if err != nil {
 		fail(err)
 		return
@@ -649,19 +659,20 @@ func (s *Service) answerAgentCancel(r micro.Request, agent string, req agentCanc
 // its thread's queue, while the agent was told no. So the trail is read
 // too, and a revision it asks about that has no record yet is recorded
 // canceled from it: the request delivered later finds it ended.
-func (s *Service) withdraw(ctx context.Context, agent, callID, reason string) (*airlockv1.ApprovalRecord, bool, error) {
+func (s *Service) withdraw(ctx context.Context, agent string, req agentCancelRequest, reason string) (*airlockv1.ApprovalRecord, bool, error) {
 	// A call the policy puts to people while it is withdrawn as one it has
 	// not decided is withdrawn again from the top, as one put to people.
 	for range 2 {
-		rec, changed, err := s.withdrawOnce(ctx, agent, callID, reason)
+		rec, changed, err := s.withdrawOnce(ctx, agent, req, reason)
 		if !errors.Is(err, errPutToPeople) {
 			return rec, changed, err
 		}
 	}
-	return nil, false, apierr.New(apierr.NotFound, "call %s/%s is being put to people: cancel again in a moment", agent, callID)
+	return nil, false, apierr.New(apierr.Unavailable, "call %s/%s is being put to people: cancel again in a moment", agent, req.CallID)
 }
 
-func (s *Service) withdrawOnce(ctx context.Context, agent, callID, reason string) (*airlockv1.ApprovalRecord, bool, error) {
+func (s *Service) withdrawOnce(ctx context.Context, agent string, req agentCancelRequest, reason string) (*airlockv1.ApprovalRecord, bool, error) {
+	callID := req.CallID
 	by := &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_AGENT, Id: agent}
 	rec, err := s.newestRecord(ctx, agent, callID)
 	if err != nil && apierr.CodeOf(err) != apierr.NotFound {
@@ -704,7 +715,7 @@ func (s *Service) withdrawOnce(ctx context.Context, agent, callID, reason string
 	if err != nil || sentBack {
 		// Nothing put to people: the call, or the revision that follows
 		// the one sent back, may wait in the intake for the policy.
-		out, changed, werr := s.withdrawUndecided(ctx, agent, callID, by, reason)
+		out, changed, werr := s.withdrawUndecided(ctx, agent, req, by, reason)
 		switch {
 		case !errors.Is(werr, errNotUndecided):
 			return out, changed, werr
@@ -740,7 +751,8 @@ var errNotUndecided = errors.New("not a call the policy has yet to decide")
 // it is an event in the trail whether or not the call was submitted, an
 // agent makes at most limits.agent_calls_per_minute of them a minute (per
 // replica), as many as the calls it may submit.
-func (s *Service) withdrawUndecided(ctx context.Context, agent, callID string, by *airlockv1.Actor, reason string) (*airlockv1.ApprovalRecord, bool, error) {
+func (s *Service) withdrawUndecided(ctx context.Context, agent string, req agentCancelRequest, by *airlockv1.Actor, reason string) (*airlockv1.ApprovalRecord, bool, error) {
+	callID := req.CallID
 	if err := checkReason(reason); err != nil {
 		return nil, false, err
 	}
@@ -748,6 +760,7 @@ func (s *Service) withdrawUndecided(ctx context.Context, agent, callID string, b
 		return nil, false, apierr.New(apierr.InvalidRequest, "%v", err)
 	}
 	callSubjects := subject.OfCall(agent, callID)
+	took := false // one of the agent's withdrawals a minute, whatever the conflicts
 	for range maxWithdrawAttempts {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		m, err := bus.LastStoredLeader(rctx, s.deps.NC, s.deps.Config.Stream.Name, callSubjects)
@@ -755,24 +768,34 @@ func (s *Service) withdrawUndecided(ctx context.Context, agent, callID string, b
 		if err != nil {
 			return nil, false, apierr.Wrap(apierr.Unavailable, err, "call %s/%s has no record, and whether the policy decided it could not be read; try again", agent, callID)
 		}
-		ref, seq, jsonEvents := callref.Ref{Agent: agent, Call: callID, Rev: 1}, uint64(0), false
-		if m == nil {
-			jsonEvents = s.agentReadsJSON(ctx, agent)
-		} else {
+		ref, seq, jsonEvents := callref.Ref{Agent: agent, Call: callID, Rev: 1}, uint64(0), req.JSONEvents || s.agentReadsJSON(ctx, agent)
+		if m != nil {
 			seq = bus.StoredSeq(m)
 			var withdrawn *airlockv1.Event
-			if ref.Rev, jsonEvents, withdrawn, err = s.undecidedRevision(ctx, agent, callID); err != nil || withdrawn != nil {
+			var recordedJSON bool
+			if ref.Rev, recordedJSON, withdrawn, err = s.undecidedRevision(ctx, agent, callID); err != nil || withdrawn != nil {
 				if err != nil {
 					return nil, false, err
 				}
 				return withdrawnRecord(withdrawn), false, nil
 			}
+			if ref.Rev > 1 {
+				jsonEvents = recordedJSON
+			}
+		}
+		if ref.Rev != max(req.Revision, 1) {
+			// Not the revision the agent submitted: a cancel of a call sent
+			// back for changes withdraws no revision 2 it did not name.
+			return nil, false, errNotUndecided
 		}
 		if waits, err := s.requestsWait(ctx, agent); err != nil || !waits {
 			return nil, false, cmp.Or(err, errNotUndecided)
 		}
-		if !s.withdrawals.Take(agent, s.now()) {
-			return nil, false, apierr.New(apierr.Unavailable, "agent %s withdrew %d calls the policy had not decided in the last minute (limits.agent_calls_per_minute): cancel again in a minute", agent, s.deps.Config.Limits.AgentCallsPerMinute)
+		if !took {
+			if !s.withdrawals.Take(agent, s.now()) {
+				return nil, false, apierr.New(apierr.Unavailable, "agent %s withdrew %d calls the policy had not decided in the last minute (limits.agent_calls_per_minute): cancel again in a minute", agent, s.deps.Config.Limits.AgentCallsPerMinute)
+			}
+			took = true
 		}
 		ev := envelope.ForCall(&airlockv1.ToolCall{AgentId: agent, CallId: callID, Revision: ref.Rev, JsonEvents: jsonEvents}, by)
 		ev.EventId, ev.Time = ref.EventID(subject.Canceled), timestamppb.New(s.now())
@@ -798,15 +821,15 @@ func (s *Service) withdrawUndecided(ctx context.Context, agent, callID string, b
 // decided: revision 1 when none is recorded, or the one after a revision
 // sent back for changes. withdrawn is the `canceled` event of that
 // revision when it was withdrawn already. A revision being decided (its
-// decision not stored yet) is NotFound, "cancel again"; one the policy
-// allowed or denied errNotUndecided, and one it put to people
-// errPutToPeople. Each read is the stream's leader's, made after the
+// decision not stored yet) is Unavailable, "cancel again"; one the policy
+// allowed or denied, or a call refused as invalid, errNotUndecided; one it
+// put to people errPutToPeople. Each read is the stream's leader's, made after the
 // call's last sequence was read: anything stored since makes the
 // compare-and-append after that sequence fail, so no read here can be
 // older than what the append follows (a replica behind could miss a
-// revision the policy recorded, and the withdrawal would name it). jsonEvents is
-// whether the revision's events are protojson, as the recorded revision's,
-// or, for a revision 1, as the agent's newest event (agentReadsJSON).
+// revision the policy recorded, and the withdrawal would name it).
+// jsonEvents, for a revision after the first, is whether its events are
+// protojson, as the recorded revision's are.
 func (s *Service) undecidedRevision(ctx context.Context, agent, callID string) (rev uint32, jsonEvents bool, withdrawn *airlockv1.Event, err error) {
 	last := func(typ string) (*airlockv1.Event, error) {
 		subj, err := subject.Event(agent, callID, typ)
@@ -847,7 +870,12 @@ func (s *Service) undecidedRevision(ctx context.Context, agent, callID string) (
 		return revOf(c), false, c, nil // withdrawn before the policy recorded it
 	}
 	if recorded == 0 {
-		return 1, s.agentReadsJSON(ctx, agent), nil, nil // only refusals so far
+		// Only refusals so far: a request refused as invalid ended the
+		// call (its agent was told); anything else refused it unread.
+		if inv, err := last(subject.Invalid); err != nil || inv != nil {
+			return 0, false, nil, cmp.Or(err, errNotUndecided)
+		}
+		return 1, false, nil, nil
 	}
 	ref := callref.Ref{Agent: agent, Call: callID, Rev: recorded}
 	if cr, err := last(subject.ChangesRequested); err != nil || revOf(cr) == recorded {
@@ -866,7 +894,7 @@ func (s *Service) undecidedRevision(ctx context.Context, agent, callID string) (
 			return 0, false, nil, errNotUndecided // allowed or denied
 		}
 	}
-	return 0, false, nil, apierr.New(apierr.NotFound, "call %s is being decided: cancel again in a moment", ref)
+	return 0, false, nil, apierr.New(apierr.Unavailable, "call %s is being decided: cancel again in a moment", ref)
 }
 
 // agentReadsJSON reports whether agent's newest event, of any call, is

@@ -197,7 +197,7 @@ func overBudgetError(err error) error {
 // cancel withdraws the agent's own call while it waits for a decision (the
 // agent's cancel, as over NATS) and returns the call's state after it:
 // "canceled", or how a call decided already stands (left as is).
-func (a *agentCalls) cancel(ctx context.Context, agent, id, reason string) (string, error) {
+func (a *agentCalls) cancel(ctx context.Context, agent, id string, revision uint32, reason string) (string, error) {
 	client, err := a.client(agent)
 	if err != nil {
 		return "", err
@@ -205,7 +205,7 @@ func (a *agentCalls) cancel(ctx context.Context, agent, id, reason string) (stri
 	// The cancel's own answer: a call withdrawn while it waited for the
 	// policy has no approval record to read afterwards, and a revision 2
 	// withdrawn so is not its revision 1's record.
-	w, err := client.Withdraw(ctx, id, reason)
+	w, err := client.Withdraw(ctx, id, revision, reason)
 	if err != nil {
 		if apierr.CodeOf(err) == apierr.Internal {
 			return "", apierr.Wrap(apierr.Unavailable, err, "call %s could not be canceled: try again", id)

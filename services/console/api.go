@@ -115,6 +115,9 @@ func ownCall(c echo.Context, body any, limit int64) (string, error) {
 // cancelRequest is the body of POST /api/v1/calls/{id}/cancel.
 type cancelRequest struct {
 	Reason string `json:"reason"`
+	// Revision the agent submitted (0: its first): a revision after the
+	// first is withdrawn while it waits for the policy only when named.
+	Revision uint32 `json:"revision"`
 }
 
 // apiCancel withdraws the token's agent's own call (agentCalls.cancel) and
@@ -125,7 +128,7 @@ func (con *Console) apiCancel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	state, err := con.agents.cancel(c.Request().Context(), principal(c).AgentID, id, req.Reason)
+	state, err := con.agents.cancel(c.Request().Context(), principal(c).AgentID, id, req.Revision, req.Reason)
 	if err != nil {
 		return err
 	}

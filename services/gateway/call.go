@@ -15,6 +15,7 @@ import (
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
 	airlock "github.com/airlock-gate/airlock/sdk"
+	"github.com/airlock-gate/airlock/services/shared/apierr"
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/clientwait"
 	"github.com/airlock-gate/airlock/services/shared/config"
@@ -553,7 +554,10 @@ func (ep *endpoint) mayConfirm(ar *airlockv1.ApprovalRequested) bool {
 func (ep *endpoint) withdraw(callID, reason string, within time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	if err := untilRecorded(ctx, func() error { return ep.client.Cancel(ctx, callID, reason) }); err != nil {
+	// Tried again while not recorded yet (not_found) and while the policy
+	// is deciding it (unavailable: "cancel again in a moment").
+	err := retryWhile(ctx, func() error { return ep.client.Cancel(ctx, callID, reason) }, apierr.NotFound, apierr.Unavailable)
+	if err != nil {
 		ep.log.Info("a call was not withdrawn", "call", callID, "reason", reason, "err", err)
 	}
 }

@@ -169,8 +169,14 @@ func (ep *endpoint) answer(ctx context.Context, f *flight, rev uint32, res *mcp.
 // person (or the gateway) may act on an approval_requested event before the
 // approval service has stored the record that event creates.
 func untilRecorded(ctx context.Context, fn func() error) error {
+	return retryWhile(ctx, fn, apierr.NotFound)
+}
+
+// retryWhile runs fn until it answers other than with one of codes, or ctx
+// ends, waiting longer each time (up to a second).
+func retryWhile(ctx context.Context, fn func() error, codes ...apierr.Code) error {
 	err := fn()
-	for wait := 20 * time.Millisecond; apierr.CodeOf(err) == apierr.NotFound; wait = min(2*wait, time.Second) {
+	for wait := 20 * time.Millisecond; err != nil && slices.Contains(codes, apierr.CodeOf(err)); wait = min(2*wait, time.Second) {
 		select {
 		case <-ctx.Done():
 			return err

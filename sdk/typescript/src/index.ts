@@ -191,9 +191,23 @@ export class Client {
     return check(await this.await(id, timeoutMs, call.revision ?? 1), call.tool);
   }
 
-  /** Withdraws a call still waiting for a decision. */
+  /**
+   * Withdraws a call still waiting for a decision (a person's, or the
+   * policy's: it then never runs). A cancel answered "cancel again in a
+   * moment" (code "unavailable": the policy is deciding the call) is sent
+   * again for up to 3 s.
+   */
   async cancel(callId: string, reason = ""): Promise<void> {
-    return this.transport.cancel(callIdOf(callId), reason);
+    const id = callIdOf(callId);
+    const deadline = Date.now() + 3_000;
+    for (let wait = 20; ; wait = Math.min(2 * wait, 500)) {
+      try {
+        return await this.transport.cancel(id, reason);
+      } catch (e) {
+        if (!(e instanceof ApiError) || e.code !== "unavailable" || Date.now() + wait > deadline) throw e;
+      }
+      await new Promise((r) => setTimeout(r, wait));
+    }
   }
 
   close(): Promise<void> {
