@@ -135,15 +135,7 @@ func TestARevisionWithdrawnAfterChangesWereRequestedNeverRuns(t *testing.T) {
 	defer cancel()
 	ids := []string{"notified", "clicked"}
 	for _, id := range ids {
-		if _, err := bot.Submit(ctx, airlock.Call{ID: id, Server: "demo", Tool: "write_file", Args: map[string]any{"path": id + ".txt", "content": "x"}}); err != nil {
-			t.Fatal(err)
-		}
-		apprWaitPending(t, api, id)
-		if _, err := api.Decide(ctx, &airlockv1.DecideRequest{AgentId: "bot", CallId: id, Revision: 1, Kind: airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES,
-			Reason: "just echo it", Principal: apprReviewer("admin")}); err != nil {
-			t.Fatal(err)
-		}
-		testenv.WaitForEvent(t, js, subject.OfCall("bot", id), subject.ChangesRequested, 10*time.Second)
+		sendBack(ctx, t, dev, bot, id)
 	}
 	// Someone who may not decide clicks approve on "clicked": refused, and
 	// recorded on the call after its changes_requested.
@@ -268,15 +260,7 @@ func TestACancelOfACallSentBackLeavesItsNextRevisionFree(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const id = "sent-back"
-	if _, err := bot.Submit(ctx, airlock.Call{ID: id, Server: "demo", Tool: "write_file", Args: map[string]any{"path": "a.txt", "content": "x"}}); err != nil {
-		t.Fatal(err)
-	}
-	apprWaitPending(t, api, id)
-	if _, err := api.Decide(ctx, &airlockv1.DecideRequest{AgentId: "bot", CallId: id, Revision: 1, Kind: airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES,
-		Reason: "write b.txt instead", Principal: apprReviewer("admin")}); err != nil {
-		t.Fatal(err)
-	}
-	testenv.WaitForEvent(t, js, subject.OfCall("bot", id), subject.ChangesRequested, 10*time.Second)
+	sendBack(ctx, t, dev, bot, id)
 	resume := pausePolicy(t, js)
 	if _, err := bot.Submit(ctx, airlock.Call{ID: "busy", Server: "demo", Tool: "echo", Args: map[string]any{"text": "busy"}}); err != nil {
 		t.Fatal(err)
@@ -321,4 +305,21 @@ func TestAJSONAgentsFirstCallWithdrawnIsToldInJSON(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the JSON agent read no end of its withdrawn call in JSON (its follower reads only JSON)")
 	}
+}
+
+// sendBack submits bot's write of id.txt, and has admin request changes
+// to it once it waits for a person.
+func sendBack(ctx context.Context, t *testing.T, dev *devProcess, bot *airlock.Client, id string) {
+	t.Helper()
+	api := dev.API(t)
+	_, js := dev.Admin(t)
+	if _, err := bot.Submit(ctx, airlock.Call{ID: id, Server: "demo", Tool: "write_file", Args: map[string]any{"path": id + ".txt", "content": "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	apprWaitPending(t, api, id)
+	if _, err := api.Decide(ctx, &airlockv1.DecideRequest{AgentId: "bot", CallId: id, Revision: 1, Kind: airlockv1.DecisionKind_DECISION_KIND_REQUEST_CHANGES,
+		Reason: "write it elsewhere", Principal: apprReviewer("admin")}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitForEvent(t, js, subject.OfCall("bot", id), subject.ChangesRequested, 10*time.Second)
 }

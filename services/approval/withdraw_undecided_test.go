@@ -243,11 +243,7 @@ func TestACancelThatMeetsACallBeingDecidedLandsOnceItIsAsked(t *testing.T) {
 	w.start()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nc, _ := testenv.Connect(t, w.nats.URL())
-	bot, err := airlock.New(nc, "bot")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bot := w.agent("bot")
 	if _, err := bot.Submit(ctx, airlock.Call{ID: "deciding", Server: "fs", Tool: "write_file", Args: map[string]any{"path": "/tmp/x"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -274,11 +270,7 @@ func TestACancelOfACallRefusedAsInvalidStoresNoSecondEnd(t *testing.T) {
 	w.start()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nc, _ := testenv.Connect(t, w.nats.URL())
-	bot, err := airlock.New(nc, "bot")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bot := w.agent("bot")
 	inv := ingress.InvalidEvent(subject.AgentRequests("bot"), 7, 1, []byte(`{}`), &ingress.Refusal{Call: "refused", Reason: "agent bot is over its budget"})
 	if _, err := w.policy.Publish(ctx, inv, ""); err != nil {
 		t.Fatal(err)
@@ -286,9 +278,20 @@ func TestACancelOfACallRefusedAsInvalidStoresNoSecondEnd(t *testing.T) {
 	if _, err := bot.Submit(ctx, airlock.Call{ID: "busy", Server: "demo", Tool: "echo", Args: map[string]any{"text": "x"}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = bot.Withdraw(ctx, "refused", 0, "the client gave up")
+	_, err := bot.Withdraw(ctx, "refused", 0, "the client gave up")
 	mustCode(t, err, apierr.NotFound)
 	if evs := w.events("bot", "refused", subject.Canceled); len(evs) != 0 {
 		t.Fatalf("a call refused as invalid got %d canceled events; want none", len(evs))
 	}
+}
+
+// agent is an SDK client of agent on a connection of its own.
+func (w *world) agent(agent string) *airlock.Client {
+	w.t.Helper()
+	nc, _ := testenv.Connect(w.t, w.nats.URL())
+	c, err := airlock.New(nc, agent)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return c
 }
