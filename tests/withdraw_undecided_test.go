@@ -251,7 +251,9 @@ func TestCancelsRacingThePolicyLeaveNoCallRunOrWaiting(t *testing.T) {
 // another request of the agent waits for the policy, stored a withdrawal of
 // revision 2, which nobody had submitted: the revision 2 the agent then
 // submitted with the changes asked for was dropped by the policy
-// (helper-185, F1). Unnamed, revision 2 is left free.
+// (helper-185, F1). Unnamed, revision 2 is left free, and the cancel says
+// to name it (helper-186: answered "nothing changed", it let a revision 2
+// that did wait go on to be decided).
 func TestACancelOfACallSentBackLeavesItsNextRevisionFree(t *testing.T) {
 	dev := startDev(t, t.TempDir(), 0, "")
 	_, js := dev.Admin(t)
@@ -267,8 +269,8 @@ func TestACancelOfACallSentBackLeavesItsNextRevisionFree(t *testing.T) {
 	}
 	w, err := bot.Withdraw(ctx, id, 0, "the client gave up")
 	resume()
-	if err != nil || w.Changed || w.Revision == 2 {
-		t.Fatalf("the cancel of a call sent back, no revision 2 submitted, answered %+v, %v; want its record as it stands (changes requested, unchanged)", w, err)
+	if apierr.CodeOf(err) != apierr.Conflict || !strings.Contains(err.Error(), "name the revision you submitted") {
+		t.Fatalf("the cancel of a call sent back, naming no revision, answered %+v, %v; want a conflict saying to name the revision", w, err)
 	}
 	if _, err := bot.Submit(ctx, airlock.Call{ID: id, Revision: 2, Server: "demo", Tool: "write_file", Args: map[string]any{"path": "b.txt", "content": "x"}}); err != nil {
 		t.Fatal(err)

@@ -783,13 +783,20 @@ func (s *Service) withdrawUndecided(ctx context.Context, agent string, req agent
 				jsonEvents = recordedJSON
 			}
 		}
-		if ref.Rev != max(req.Revision, 1) {
-			// Not the revision the agent submitted: a cancel of a call sent
-			// back for changes withdraws no revision 2 it did not name.
-			return nil, false, errNotUndecided
+		named := max(req.Revision, 1)
+		if ref.Rev < named {
+			return nil, false, errNotUndecided // a revision not submitted yet
 		}
-		if waits, err := s.requestsWait(ctx, agent); err != nil || !waits {
+		waits, err := s.requestsWait(ctx, agent)
+		if err != nil || !waits {
 			return nil, false, cmp.Or(err, errNotUndecided)
+		}
+		if ref.Rev != named {
+			// The call was sent back for changes, and its next revision may
+			// wait for the policy: withdrawn only when named, so that a
+			// cancel of the revision sent back never withdraws one not
+			// submitted, nor answers "nothing changed" while one runs later.
+			return nil, false, apierr.New(apierr.Conflict, "call %s/%s was sent back for changes and revision %d may wait for the policy: name the revision you submitted (revision %d) to withdraw it", agent, callID, ref.Rev, ref.Rev)
 		}
 		if !took {
 			if !s.withdrawals.Take(agent, s.now()) {
@@ -822,8 +829,7 @@ func (s *Service) withdrawUndecided(ctx context.Context, agent string, req agent
 // sent back for changes. withdrawn is the `canceled` event of that
 // revision when it was withdrawn already. A revision being decided (its
 // decision not stored yet) is Unavailable, "cancel again"; one the policy
-// allowed or denied, or a call refused as invalid, errNotUndecided; one it
-// put to people errPutToPeople. Each read is the stream's leader's, made after the
+// allowed or denied errNotUndecided; one it put to people errPutToPeople. Each read is the stream's leader's, made after the
 // call's last sequence was read: anything stored since makes the
 // compare-and-append after that sequence fail, so no read here can be
 // older than what the append follows (a replica behind could miss a
@@ -870,11 +876,8 @@ func (s *Service) undecidedRevision(ctx context.Context, agent, callID string) (
 		return revOf(c), false, c, nil // withdrawn before the policy recorded it
 	}
 	if recorded == 0 {
-		// Only refusals so far: a request refused as invalid ended the
-		// call (its agent was told); anything else refused it unread.
-		if inv, err := last(subject.Invalid); err != nil || inv != nil {
-			return 0, false, nil, cmp.Or(err, errNotUndecided)
-		}
+		// Only refusals so far (an `invalid` ends no call: a request
+		// refused over its agent's budget is submitted again, same id).
 		return 1, false, nil, nil
 	}
 	ref := callref.Ref{Agent: agent, Call: callID, Rev: recorded}

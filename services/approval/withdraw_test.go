@@ -501,10 +501,12 @@ func TestACallThePolicyHasNotDecidedCanBeWithdrawn(t *testing.T) {
 	}
 	// Not named, revision 2 is not withdrawn (helper-185: a cancel of a
 	// call sent back withdrew a revision 2 nobody had submitted, and the
-	// one submitted after it was dropped): the record is answered as it
-	// stands.
-	if got, err := bot.Withdraw(ctx, "sent-back", 0, reason); err != nil || got.Changed || got.State != "changes_requested" {
-		t.Fatalf("a cancel of the call sent back naming no revision: %+v, %v; want its record as it stands", got, err)
+	// one submitted after it was dropped), nor is the cancel answered as
+	// done while revision 2 goes on to be decided (helper-186): it says to
+	// name the revision.
+	_, err := bot.Withdraw(ctx, "sent-back", 0, reason)
+	if mustCode(t, err, apierr.Conflict); !strings.Contains(err.Error(), "name the revision you submitted (revision 2)") {
+		t.Fatalf("a cancel of the call sent back naming no revision: %v; want it to say to name revision 2", err)
 	}
 	if n := len(w.events("bot", "sent-back", subject.Canceled)); n != 0 {
 		t.Fatalf("a cancel naming no revision withdrew revision 2 (%d canceled events)", n)
@@ -518,7 +520,7 @@ func TestACallThePolicyHasNotDecidedCanBeWithdrawn(t *testing.T) {
 
 	// An agent with nothing waiting for the policy withdraws nothing: a
 	// mistyped id is told so, as before, and nothing is written.
-	err := idle.Cancel(ctx, "undecided", reason)
+	err = idle.Cancel(ctx, "undecided", reason)
 	mustCode(t, err, apierr.NotFound)
 	if n := len(w.events("idle", "undecided", subject.Canceled)); n != 0 {
 		t.Fatalf("an agent with no request waiting stored %d canceled events", n)

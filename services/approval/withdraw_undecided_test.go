@@ -261,27 +261,41 @@ func TestACancelThatMeetsACallBeingDecidedLandsOnceItIsAsked(t *testing.T) {
 	w.waitState("deciding", 1, airlockv1.ApprovalState_APPROVAL_STATE_CANCELED)
 }
 
-// A cancel of a call refused as invalid (no `requested`; over its agent's
-// budget, malformed) while another request of the agent waits stored a
-// second end after the `invalid` (helper-185): the call ended, and the
-// cancel is answered as before, no approval.
-func TestACancelOfACallRefusedAsInvalidStoresNoSecondEnd(t *testing.T) {
+// An `invalid` ends no call: a request refused over its agent's budget is
+// submitted again, same id, and the policy records it then. Its withdrawal
+// while it waits for the policy was answered "no approval" (a check added
+// after helper-185 took `invalid` for the call's end), and the call then
+// ran (helper-186, F1).
+func TestACallSubmittedAgainAfterARefusalCanBeWithdrawn(t *testing.T) {
 	w := newWorld(t)
 	w.start()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	bot := w.agent("bot")
-	inv := ingress.InvalidEvent(subject.AgentRequests("bot"), 7, 1, []byte(`{}`), &ingress.Refusal{Call: "refused", Reason: "agent bot is over its budget"})
+	inv := ingress.InvalidEvent(subject.AgentRequests("bot"), 7, 1, nil, &ingress.Refusal{Call: "again", Reason: "agent bot is over its budget of 1 calls a minute: submit it again later"})
 	if _, err := w.policy.Publish(ctx, inv, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bot.Submit(ctx, airlock.Call{ID: "busy", Server: "demo", Tool: "echo", Args: map[string]any{"text": "x"}}); err != nil {
+	// Submitted again, as it was told; no policy runs yet.
+	if _, err := bot.Submit(ctx, airlock.Call{ID: "again", Server: "demo", Tool: "echo", Args: map[string]any{"text": "x"}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := bot.Withdraw(ctx, "refused", 0, "the client gave up")
-	mustCode(t, err, apierr.NotFound)
-	if evs := w.events("bot", "refused", subject.Canceled); len(evs) != 0 {
-		t.Fatalf("a call refused as invalid got %d canceled events; want none", len(evs))
+	if _, err := bot.Withdraw(ctx, "again", 1, "the MCP client gave up"); err != nil {
+		t.Fatalf("withdrawing a call submitted again after a refusal, waiting for the policy: %v", err)
+	}
+	deps := testenv.Deps(t, w.cfg)
+	e, err := policy.NewEngine(ctx, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.New(deps, e, e.Serve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunService(t, p)
+	testenv.Settled(t, w.js, w.cfg.Intake.Name, policy.Durable, 30*time.Second)
+	if got := strings.Join(testenv.SubjectTypes(t, w.js, subject.OfCall("bot", "again")), " "); got != "invalid canceled" {
+		t.Fatalf("the call's events: %s; want its refusal and its withdrawal, nothing decided", got)
 	}
 }
 

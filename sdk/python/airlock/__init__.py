@@ -251,15 +251,19 @@ class Client:
         call_id = self.submit(tool, arguments, **submit_options)
         return self.wait(call_id, timeout, max(int(submit_options.get("revision") or 0), 1)).raise_for_status(tool)
 
-    def cancel(self, call_id: str, reason: str = "") -> str:
+    def cancel(self, call_id: str, reason: str = "", revision: int = 0) -> str:
         """Withdraw a call still waiting for a decision; return its state then.
 
-        "canceled" when it was withdrawn (now or before); a call a person
-        decided already is left as it is, and its state ("approved",
-        "completed", "rejected" ...) is returned. A call the policy decided
-        at once has nothing to cancel: APIError with status 404.
+        "canceled" when it was withdrawn (now or before), including a call
+        still waiting for the policy, which then never runs (name its
+        revision when it is not the first); a call a person decided already
+        is left as it is, and its state ("approved", "completed",
+        "rejected" ...) is returned. A call the policy decided at once has
+        nothing to cancel: APIError with status 404; status 503 says to
+        cancel again in a moment (the policy is deciding the call).
         """
-        body = self._request("POST", "/api/v1/calls/" + urllib.parse.quote(call_id, safe="") + "/cancel", {"reason": reason})
+        body = self._request("POST", "/api/v1/calls/" + urllib.parse.quote(call_id, safe="") + "/cancel",
+                             {"reason": reason, "revision": revision})
         return body.get("state", "")
 
     def report(self, call_id: str, *, result: Any = None, error: str = "", failed: bool = False, revision: int = 0, latency_ms: int = 0) -> None:

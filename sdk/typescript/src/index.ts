@@ -114,7 +114,7 @@ export interface Transport {
   /** The outcome of revision (0: the newest), or status "pending" once timeoutMs passed. */
   await(callId: string, timeoutMs?: number, revision?: number): Promise<Outcome>;
   /** Withdraws a pending call; a call decided already is left as it is. */
-  cancel(callId: string, reason?: string): Promise<void>;
+  cancel(callId: string, reason?: string, revision?: number): Promise<void>;
   close(): Promise<void>;
   /** Submits and awaits in one go, when the transport has a faster way than submit then await. */
   do?(call: Call & { callId: string }, timeoutMs?: number): Promise<Outcome>;
@@ -197,12 +197,12 @@ export class Client {
    * moment" (code "unavailable": the policy is deciding the call) is sent
    * again for up to 3 s.
    */
-  async cancel(callId: string, reason = ""): Promise<void> {
+  async cancel(callId: string, reason = "", revision = 0): Promise<void> {
     const id = callIdOf(callId);
     const deadline = Date.now() + 3_000;
     for (let wait = 20; ; wait = Math.min(2 * wait, 500)) {
       try {
-        return await this.transport.cancel(id, reason);
+        return await this.transport.cancel(id, reason, revision);
       } catch (e) {
         if (!(e instanceof ApiError) || e.code !== "unavailable" || Date.now() + wait > deadline) throw e;
       }
@@ -282,8 +282,8 @@ class RestTransport implements Transport {
     }
   }
 
-  async cancel(callId: string, reason = ""): Promise<void> {
-    await this.request("POST", `/api/v1/calls/${encodeURIComponent(callId)}/cancel`, { reason });
+  async cancel(callId: string, reason = "", revision = 0): Promise<void> {
+    await this.request("POST", `/api/v1/calls/${encodeURIComponent(callId)}/cancel`, { reason, revision });
   }
 
   async close(): Promise<void> {}
@@ -808,8 +808,8 @@ class NatsTransport implements Transport {
     return ev;
   }
 
-  async cancel(callId: string, reason = ""): Promise<void> {
-    const m = await this.nc.request(`airlock.agent.${this.agent}.cancel`, JSON.stringify({ call_id: callId, reason }), { timeout: 10_000 });
+  async cancel(callId: string, reason = "", revision = 0): Promise<void> {
+    const m = await this.nc.request(`airlock.agent.${this.agent}.cancel`, JSON.stringify({ call_id: callId, reason, revision }), { timeout: 10_000 });
     const code = m.headers?.get("Nats-Service-Error-Code");
     if (code && code !== "200") {
       throw new ApiError(m.headers?.get("Nats-Service-Error") || `cancel of call ${callId} refused (${code})`, 0, code);
