@@ -768,19 +768,15 @@ func (s *Service) withdrawUndecided(ctx context.Context, agent string, req agent
 		if err != nil {
 			return nil, false, apierr.Wrap(apierr.Unavailable, err, "call %s/%s has no record, and whether the policy decided it could not be read; try again", agent, callID)
 		}
-		ref, seq, jsonEvents := callref.Ref{Agent: agent, Call: callID, Rev: 1}, uint64(0), req.JSONEvents || s.agentReadsJSON(ctx, agent)
+		ref, seq, recordedJSON := callref.Ref{Agent: agent, Call: callID, Rev: 1}, uint64(0), false
 		if m != nil {
 			seq = bus.StoredSeq(m)
 			var withdrawn *airlockv1.Event
-			var recordedJSON bool
 			if ref.Rev, recordedJSON, withdrawn, err = s.undecidedRevision(ctx, agent, callID); err != nil || withdrawn != nil {
 				if err != nil {
 					return nil, false, err
 				}
 				return withdrawnRecord(withdrawn), false, nil
-			}
-			if ref.Rev > 1 {
-				jsonEvents = recordedJSON
 			}
 		}
 		named := max(req.Revision, 1)
@@ -804,6 +800,9 @@ func (s *Service) withdrawUndecided(ctx context.Context, agent string, req agent
 			}
 			took = true
 		}
+		// The encoding of the agent's events: as it says, as the revision
+		// sent back was recorded, else as its newest event.
+		jsonEvents := req.JSONEvents || recordedJSON || ref.Rev == 1 && s.agentReadsJSON(ctx, agent)
 		ev := envelope.ForCall(&airlockv1.ToolCall{AgentId: agent, CallId: callID, Revision: ref.Rev, JsonEvents: jsonEvents}, by)
 		ev.EventId, ev.Time = ref.EventID(subject.Canceled), timestamppb.New(s.now())
 		ev.Body = &airlockv1.Event_Canceled{Canceled: &airlockv1.Canceled{Reason: reason}}
@@ -829,11 +828,12 @@ func (s *Service) withdrawUndecided(ctx context.Context, agent string, req agent
 // sent back for changes. withdrawn is the `canceled` event of that
 // revision when it was withdrawn already. A revision being decided (its
 // decision not stored yet) is Unavailable, "cancel again"; one the policy
-// allowed or denied errNotUndecided; one it put to people errPutToPeople. Each read is the stream's leader's, made after the
-// call's last sequence was read: anything stored since makes the
-// compare-and-append after that sequence fail, so no read here can be
-// older than what the append follows (a replica behind could miss a
-// revision the policy recorded, and the withdrawal would name it).
+// allowed or denied errNotUndecided; one it put to people errPutToPeople.
+// Each read is the stream's leader's, made after the call's last sequence
+// was read: anything stored since makes the compare-and-append after that
+// sequence fail, so no read here can be older than what the append
+// follows (a replica behind could miss a revision the policy recorded, and
+// the withdrawal would name it).
 // jsonEvents, for a revision after the first, is whether its events are
 // protojson, as the recorded revision's are.
 func (s *Service) undecidedRevision(ctx context.Context, agent, callID string) (rev uint32, jsonEvents bool, withdrawn *airlockv1.Event, err error) {
