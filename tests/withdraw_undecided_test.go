@@ -48,6 +48,7 @@ func pausePolicy(t *testing.T, js jetstream.JetStream) (resume func()) {
 // services' own permissions: the cancel lands, the agent reads it, and the
 // policy, resumed, decides nothing and the executor runs nothing.
 func TestACallWithdrawnBeforeThePolicyDecidedItNeverRuns(t *testing.T) {
+	t.Parallel() // an airlock dev of its own
 	dev := startDev(t, t.TempDir(), 0, "")
 	_, js := dev.Admin(t)
 	bot := dev.Agent(t, "bot")
@@ -88,6 +89,7 @@ func TestACallWithdrawnBeforeThePolicyDecidedItNeverRuns(t *testing.T) {
 // call", and a call submitted again under the id was answered 202 while
 // the policy dropped it as withdrawn.
 func TestARESTCallWithdrawnBeforeThePolicyDecidedItIsCanceled(t *testing.T) {
+	t.Parallel() // an airlock dev of its own
 	dev := startDev(t, t.TempDir(), 0, "")
 	_, js := dev.Admin(t)
 	bot := agentToken(t, dev, adminToken(t, dev), "bot")
@@ -127,6 +129,7 @@ func TestARESTCallWithdrawnBeforeThePolicyDecidedItIsCanceled(t *testing.T) {
 // event is …" and revision 2 ran once the policy caught up (helper-184,
 // F1).
 func TestARevisionWithdrawnAfterChangesWereRequestedNeverRuns(t *testing.T) {
+	t.Parallel() // an airlock dev of its own
 	dev := startDev(t, t.TempDir(), 0, "")
 	_, js := dev.Admin(t)
 	api := dev.API(t)
@@ -175,6 +178,7 @@ func TestARevisionWithdrawnAfterChangesWereRequestedNeverRuns(t *testing.T) {
 // people meanwhile, and the call waited for a reviewer after its client
 // gave up).
 func TestCancelsRacingThePolicyLeaveNoCallRunOrWaiting(t *testing.T) {
+	t.Parallel() // an airlock dev of its own
 	dev := startDev(t, t.TempDir(), 0, "")
 	_, js := dev.Admin(t)
 	bot := dev.Agent(t, "bot")
@@ -255,6 +259,7 @@ func TestCancelsRacingThePolicyLeaveNoCallRunOrWaiting(t *testing.T) {
 // to name it (helper-186: answered "nothing changed", it let a revision 2
 // that did wait go on to be decided).
 func TestACancelOfACallSentBackLeavesItsNextRevisionFree(t *testing.T) {
+	t.Parallel() // an airlock dev of its own
 	dev := startDev(t, t.TempDir(), 0, "")
 	_, js := dev.Admin(t)
 	api := dev.API(t)
@@ -287,6 +292,7 @@ func TestACancelOfACallSentBackLeavesItsNextRevisionFree(t *testing.T) {
 // which the agent cannot read (helper-185, F3). Its cancel says it reads
 // JSON (json_events).
 func TestAJSONAgentsFirstCallWithdrawnIsToldInJSON(t *testing.T) {
+	t.Parallel() // an airlock dev of its own
 	dev := startDev(t, t.TempDir(), 0, "")
 	_, js := dev.Admin(t)
 	dev.Agent(t, "json-bot")
