@@ -229,8 +229,8 @@ func TestOneAgentsFloodNeitherFillsTheIntakeNorHoldsUpAnotherAgent(t *testing.T)
 	_, adminJS := p.nats.Connect(natsauth.RoleAdmin)
 	share := uint64(p.nats.Config.Intake.MaxPendingPerAgent)
 
-	// An ack the flood's connection dropped (a slow consumer of its own
-	// replies) ends after a timeout: without one, PublishAsyncComplete
+	// An ack that never arrives (thousands of publishes in flight on one
+	// connection) ends after a timeout: without one, PublishAsyncComplete
 	// waited for it for ever (a fresh-clone CI hung here for 13 minutes).
 	js, err := jetstream.New(evil.nc, jetstream.WithPublishAsyncMaxPending(4000), jetstream.WithPublishAsyncTimeout(5*time.Second))
 	if err != nil {
