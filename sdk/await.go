@@ -739,24 +739,17 @@ func (c *Client) Recorded(ctx context.Context, callID string) (*airlockv1.ToolCa
 	return call, nil
 }
 
-// WithdrawnUnrecorded is the revision of call callID that its agent
-// withdrew while its request waited for the policy (a `canceled` event of
-// a revision never recorded: the policy drops such a request), 0 when
-// there is none. A front-end that lets its clients choose ids reads it to
-// refuse, with a sentence, a call submitted again under such an id.
-func (c *Client) WithdrawnUnrecorded(ctx context.Context, callID string) (uint32, error) {
-	canceled, err := c.lastEventOf(ctx, callID, subject.Canceled)
-	if err != nil || canceled == nil {
+// Withdrawn is the newest revision of call callID that was canceled (its
+// `canceled` event), 0 when none was. One newer than Recorded's was
+// withdrawn by its agent while its request waited for the policy, which
+// drops such a request: a front-end that lets its clients choose ids
+// reads both to refuse, with a sentence, a call submitted again under it.
+func (c *Client) Withdrawn(ctx context.Context, callID string) (uint32, error) {
+	ev, err := c.lastEventOf(ctx, callID, subject.Canceled)
+	if err != nil || ev == nil {
 		return 0, err
 	}
-	recorded, err := c.Recorded(ctx, callID)
-	if err != nil {
-		return 0, err
-	}
-	if rev := max(canceled.GetRevision(), 1); rev > recorded.GetRevision() {
-		return rev, nil
-	}
-	return 0, nil
+	return max(ev.GetRevision(), 1), nil
 }
 
 func resolutionOf(ev *airlockv1.Event, rev uint32) *Resolution {

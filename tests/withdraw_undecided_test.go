@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -54,10 +53,7 @@ func TestACallWithdrawnBeforeThePolicyDecidedItNeverRuns(t *testing.T) {
 	bot := dev.Agent(t, "bot")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// A first call, to know the policy serves before it is paused.
-	if out, err := bot.Do(ctx, airlock.Call{Server: "demo", Tool: "echo", Args: map[string]any{"text": "warm"}}); err != nil || out.Status != airlock.StatusCompleted {
-		t.Fatalf("a first echo: %+v %v", out, err)
-	}
+	echoCompletes(ctx, t, bot) // the policy serves before it is paused
 	resume := pausePolicy(t, js)
 	if _, err := bot.Submit(ctx, airlock.Call{ID: "gave-up", Server: "demo", Tool: "echo", Args: map[string]any{"text": "late"}}); err != nil {
 		t.Fatal(err)
@@ -75,9 +71,7 @@ func TestACallWithdrawnBeforeThePolicyDecidedItNeverRuns(t *testing.T) {
 
 	resume()
 	// The next call is decided and run: the policy did reach the request.
-	if out, err := bot.Do(ctx, airlock.Call{Server: "demo", Tool: "echo", Args: map[string]any{"text": "after"}}); err != nil || out.Status != airlock.StatusCompleted {
-		t.Fatalf("a call after the policy resumed: %+v %v", out, err)
-	}
+	echoCompletes(ctx, t, bot)
 	if got := strings.Join(testenv.SubjectTypes(t, js, subject.OfCall("bot", "gave-up")), " "); got != subject.Canceled {
 		t.Fatalf("the withdrawn call's events: %s; want only canceled (nothing decided, nothing run)", got)
 	}
@@ -184,37 +178,26 @@ func TestCancelsRacingThePolicyLeaveNoCallRunOrWaiting(t *testing.T) {
 	bot := dev.Agent(t, "bot")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if out, err := bot.Do(ctx, airlock.Call{Server: "demo", Tool: "echo", Args: map[string]any{"text": "warm"}}); err != nil || out.Status != airlock.StatusCompleted {
-		t.Fatalf("a first echo: %+v %v", out, err)
-	}
+	echoCompletes(ctx, t, bot) // the policy serves
 	const n = 120
 	answers := make([]error, n)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 3)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			id := fmt.Sprintf("race-%d", i)
-			tool, args := "echo", map[string]any{"text": id}
-			if i%2 == 1 {
-				tool, args = "write_file", map[string]any{"path": id + ".txt", "content": "x"}
-			}
-			if _, err := bot.Submit(ctx, airlock.Call{ID: id, Server: "demo", Tool: tool, Args: args}); err != nil {
-				answers[i] = err
-				return
-			}
-			err := bot.Cancel(ctx, id, "gave up")
-			for try := 0; apierr.CodeOf(err) == apierr.NotFound && try < 50; try++ {
-				time.Sleep(20 * time.Millisecond)
-				err = bot.Cancel(ctx, id, "gave up")
-			}
+	testenv.Concurrently(n, 3, func(i int) {
+		id := fmt.Sprintf("race-%d", i)
+		tool, args := "echo", map[string]any{"text": id}
+		if i%2 == 1 {
+			tool, args = "write_file", map[string]any{"path": id + ".txt", "content": "x"}
+		}
+		if _, err := bot.Submit(ctx, airlock.Call{ID: id, Server: "demo", Tool: tool, Args: args}); err != nil {
 			answers[i] = err
-		}()
-	}
-	wg.Wait()
+			return
+		}
+		err := bot.Cancel(ctx, id, "gave up")
+		for try := 0; apierr.CodeOf(err) == apierr.NotFound && try < 50; try++ {
+			time.Sleep(20 * time.Millisecond)
+			err = bot.Cancel(ctx, id, "gave up")
+		}
+		answers[i] = err
+	})
 	testenv.Settled(t, js, config.Default().Intake.Name, "policy", 60*time.Second)
 	for i := range n {
 		id := fmt.Sprintf("race-%d", i)
@@ -330,4 +313,13 @@ func sendBack(ctx context.Context, t *testing.T, dev *devProcess, bot *airlock.C
 		t.Fatal(err)
 	}
 	testenv.WaitForEvent(t, js, subject.OfCall("bot", id), subject.ChangesRequested, 10*time.Second)
+}
+
+// echoCompletes runs an auto-allowed call through bot and fails the test
+// unless it completes.
+func echoCompletes(ctx context.Context, t *testing.T, bot *airlock.Client) {
+	t.Helper()
+	if out, err := bot.Do(ctx, airlock.Call{Server: "demo", Tool: "echo", Args: map[string]any{"text": "hi"}}); err != nil || out.Status != airlock.StatusCompleted {
+		t.Fatalf("an echo: %+v %v; want it completed", out, err)
+	}
 }

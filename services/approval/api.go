@@ -658,7 +658,9 @@ func (s *Service) answerAgentCancel(r micro.Request, agent string, req agentCanc
 // recorded pending a moment later, would wait for its deadline, holding
 // its thread's queue, while the agent was told no. So the trail is read
 // too, and a revision it asks about that has no record yet is recorded
-// canceled from it: the request delivered later finds it ended.
+// canceled from it: the request delivered later finds it ended. A call
+// the policy has not decided yet (its request in the intake) is withdrawn
+// by a `canceled` event the policy finds (withdrawUndecided).
 func (s *Service) withdraw(ctx context.Context, agent string, req agentCancelRequest, reason string) (*airlockv1.ApprovalRecord, bool, error) {
 	// A call the policy puts to people while it is withdrawn as one it has
 	// not decided is withdrawn again from the top, as one put to people.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,18 +30,7 @@ func TestCancelsRacingThePolicysBatchOnR3LeaveOneEndEach(t *testing.T) {
 	c := testenv.StartCluster(t, 3)
 	cfg := c.Config
 	for range 2 {
-		deps := testenv.Deps(t, cfg)
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		e, err := policy.NewEngine(ctx, deps)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := policy.New(deps, e, e.Serve)
-		if err != nil {
-			t.Fatal(err)
-		}
-		testenv.RunService(t, s)
+		startPolicy(t, cfg)
 		a, err := approval.NewFromConfig(context.Background(), testenv.Deps(t, cfg))
 		if err != nil {
 			t.Fatal(err)
@@ -61,37 +49,28 @@ func TestCancelsRacingThePolicysBatchOnR3LeaveOneEndEach(t *testing.T) {
 	// (helper-185's probe).
 	const n = 150
 	answers := make([]error, n)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 4)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			id := fmt.Sprintf("r3-%d", i)
-			tool, args := "echo", map[string]any{"text": id}
-			if i%2 == 1 {
-				tool, args = "write_file", map[string]any{"path": id + ".txt", "content": "x"}
-			}
-			if _, err := bot.Submit(ctx, airlock.Call{ID: id, Server: "demo", Tool: tool, Args: args}); err != nil {
-				answers[i] = err
-				return
-			}
-			if i%3 == 0 {
-				time.Sleep(time.Duration(i%7) * time.Millisecond)
-			}
-			// As the gateway does: not recorded yet is tried again (the SDK
-			// itself sends "cancel again in a moment" again).
-			err := bot.Cancel(ctx, id, "gave up")
-			for try := 0; apierr.CodeOf(err) == apierr.NotFound && try < 50; try++ {
-				time.Sleep(10 * time.Millisecond)
-				err = bot.Cancel(ctx, id, "gave up")
-			}
+	testenv.Concurrently(n, 4, func(i int) {
+		id := fmt.Sprintf("r3-%d", i)
+		tool, args := "echo", map[string]any{"text": id}
+		if i%2 == 1 {
+			tool, args = "write_file", map[string]any{"path": id + ".txt", "content": "x"}
+		}
+		if _, err := bot.Submit(ctx, airlock.Call{ID: id, Server: "demo", Tool: tool, Args: args}); err != nil {
 			answers[i] = err
-		}()
-	}
-	wg.Wait()
+			return
+		}
+		if i%3 == 0 {
+			time.Sleep(time.Duration(i%7) * time.Millisecond) // cancels at varied moments of the policy's work
+		}
+		// As the gateway does: not recorded yet is tried again (the SDK
+		// itself sends "cancel again in a moment" again).
+		err := bot.Cancel(ctx, id, "gave up")
+		for try := 0; apierr.CodeOf(err) == apierr.NotFound && try < 50; try++ {
+			time.Sleep(10 * time.Millisecond)
+			err = bot.Cancel(ctx, id, "gave up")
+		}
+		answers[i] = err
+	})
 	testenv.Settled(t, js, cfg.Intake.Name, policy.Durable, 60*time.Second)
 	for i := range n {
 		id := fmt.Sprintf("r3-%d", i)
@@ -248,12 +227,26 @@ func TestACancelThatMeetsACallBeingDecidedLandsOnceItIsAsked(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.requestedRev1("deciding") // the policy recorded it; its ask follows
+	// The cancels bot sends, seen as they are sent: a second one means the
+	// first was answered "being decided".
+	nc, _ := testenv.Connect(t, w.nats.URL())
+	sent, err := nc.SubscribeSync(subject.AgentCancel("bot"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	answered := make(chan error, 1)
 	go func() {
 		_, err := bot.Withdraw(ctx, "deciding", 0, "the REST client gave up")
 		answered <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // the cancel meets the call being decided
+	for range 2 {
+		if _, err := sent.NextMsgWithContext(ctx); err != nil {
+			t.Fatalf("waiting for bot's cancel to be sent again: %v", err)
+		}
+	}
 	w.ask(&airlockv1.ToolCall{CallId: "deciding"}, nil)
 	if err := <-answered; err != nil {
 		t.Fatalf("a cancel that met the call being decided: %v; want it withdrawn once asked", err)
@@ -283,16 +276,7 @@ func TestACallSubmittedAgainAfterARefusalCanBeWithdrawn(t *testing.T) {
 	if _, err := bot.Withdraw(ctx, "again", 1, "the MCP client gave up"); err != nil {
 		t.Fatalf("withdrawing a call submitted again after a refusal, waiting for the policy: %v", err)
 	}
-	deps := testenv.Deps(t, w.cfg)
-	e, err := policy.NewEngine(ctx, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := policy.New(deps, e, e.Serve)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RunService(t, p)
+	startPolicy(t, w.cfg)
 	testenv.Settled(t, w.js, w.cfg.Intake.Name, policy.Durable, 30*time.Second)
 	if got := strings.Join(testenv.SubjectTypes(t, w.js, subject.OfCall("bot", "again")), " "); got != "invalid canceled" {
 		t.Fatalf("the call's events: %s; want its refusal and its withdrawal, nothing decided", got)
@@ -308,4 +292,21 @@ func (w *world) agent(agent string) *airlock.Client {
 		w.t.Fatal(err)
 	}
 	return c
+}
+
+// startPolicy runs a policy service replica on cfg.
+func startPolicy(t *testing.T, cfg config.Config) {
+	t.Helper()
+	deps := testenv.Deps(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e, err := policy.NewEngine(ctx, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := policy.New(deps, e, e.Serve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunService(t, s)
 }

@@ -115,14 +115,18 @@ func idStillFree(ctx context.Context, client *airlock.Client, call airlock.Call,
 		return nil
 	}
 	rev := max(call.Revision, 1)
-	if withdrawn, err := client.WithdrawnUnrecorded(ctx, call.ID); err == nil && withdrawn == rev {
-		return apierr.New(apierr.Conflict, "call %s revision %d was withdrawn by its agent before it was decided: the policy will not decide it. Leave call_id out for a new call", call.ID, rev)
-	}
 	rec, err := client.Recorded(ctx, call.ID)
-	if err != nil || rec == nil {
+	if err != nil {
 		return nil // the policy service decides: this is only a kinder answer
 	}
-	newest := rec.GetRevision()
+	newest := rec.GetRevision() // 0: none recorded
+	if rev > newest {
+		// Not recorded: withdrawn while its request waited for the policy?
+		if withdrawn, err := client.Withdrawn(ctx, call.ID); err == nil && withdrawn == rev {
+			return apierr.New(apierr.Conflict, "call %s revision %d was withdrawn by its agent before it was decided: the policy will not decide it. Leave call_id out for a new call", call.ID, rev)
+		}
+		return nil
+	}
 	switch {
 	case rev < newest:
 		return apierr.New(apierr.Conflict, "call %s is at revision %d: revision %d cannot be submitted again. Submit revision %d after a reviewer requests changes, or leave call_id out for a new call", call.ID, newest, rev, newest+1)

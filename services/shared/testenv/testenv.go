@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,4 +175,22 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("timed out after %s waiting for %s", timeout, what)
+}
+
+// Concurrently runs fn(0) … fn(n-1), at most at of them at once, and
+// returns when all have: a test's many agents, or many calls of one,
+// racing the services.
+func Concurrently(n, at int, fn func(i int)) {
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, max(at, 1))
+	for i := range n {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
 }
