@@ -298,21 +298,29 @@ type timelineJSON struct {
 	Detail   string    `json:"detail,omitempty"`
 }
 
-// apiEvents returns every event of the call from the events stream, in order.
+// apiEvents returns the call's events from the events stream, in order:
+// the first and the last timelineEnds, and when there are more, how many
+// are left out between them (omitted) and the command that lists them all
+// (all_events).
 func (con *Console) apiEvents(c echo.Context) error {
 	rec, err := con.use.readable(c.Request().Context(), principal(c), c.Param("agent"), c.Param("id"), 0)
 	if err != nil {
 		return err
 	}
-	entries, err := con.timeline(c.Request().Context(), rec.GetCall().GetAgentId(), rec.GetCall().GetCallId())
+	agent, call := rec.GetCall().GetAgentId(), rec.GetCall().GetCallId()
+	t, err := con.timeline(c.Request().Context(), agent, call)
 	if err != nil {
 		return err
 	}
-	out := make([]timelineJSON, 0, len(entries))
-	for _, e := range entries {
+	out := make([]timelineJSON, 0, len(t.Head)+len(t.Tail))
+	for _, e := range t.All() {
 		out = append(out, timelineJSON(e))
 	}
-	return c.JSON(http.StatusOK, map[string]any{"events": out})
+	body := map[string]any{"events": out}
+	if t.Omitted > 0 {
+		body["omitted"], body["all_events"] = t.Omitted, auditQueryOfCall(agent, call)
+	}
+	return c.JSON(http.StatusOK, body)
 }
 
 // decideBody is the body of the approve, reject and changes endpoints.

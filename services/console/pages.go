@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -178,25 +179,97 @@ func writeSSE(w http.ResponseWriter, event, data string) {
 
 // --- call page and decisions ---
 
-// timeline reads every event of the call from the stream, in order. An
-// event that cannot be decoded is shown as such; the others still show.
-func (con *Console) timeline(ctx context.Context, agent, call string) ([]timelineEntry, error) {
+// timelineEnds is how many of a call's first and of its last events the
+// call page and the events API show. An agent makes a call's events as
+// many as it likes (each refused report is one), and a page of every one of
+// them grew without bound (4,000 made it 1.3 MB); the events between are
+// counted and left to the audit trail, which pages.
+const timelineEnds = 100
+
+// callTimeline is what the call page and the events API show of a call's
+// events: the first timelineEnds (Head), the last (Tail), and how many
+// between them are not shown (Omitted).
+type callTimeline struct {
+	Head, Tail []timelineEntry
+	Omitted    int
+}
+
+// All is the events shown, in order.
+func (t callTimeline) All() []timelineEntry { return append(slices.Clip(t.Head), t.Tail...) }
+
+// timeline reads the call's events from the stream, in order, keeping the
+// first and the last timelineEnds (callTimeline). Only those are decoded:
+// the rest are counted as they pass. An event that cannot be decoded is
+// shown as such; the others still show.
+func (con *Console) timeline(ctx context.Context, agent, call string) (callTimeline, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	var out []timelineEntry
+	kept := ends[jetstream.Msg]{n: timelineEnds}
 	err := bus.ReadStored(ctx, con.js, con.cfg.Stream.Name, []string{subject.OfCall(agent, call)}, func(m jetstream.Msg) bool {
-		ev, err := envelope.Decode(m.Data(), m.Headers())
-		if err != nil {
-			out = append(out, timelineEntry{Type: m.Subject()[strings.LastIndex(m.Subject(), ".")+1:], Detail: "undecodable: " + err.Error()})
-			return true
-		}
-		out = append(out, newTimelineEntry(ev))
+		kept.add(m)
 		return true
 	})
-	if err != nil {
-		return out, apierr.Wrap(apierr.Unavailable, err, "read the events of call %s", call)
+	head, tail, omitted := kept.result()
+	t := callTimeline{Omitted: omitted}
+	for _, m := range head {
+		t.Head = append(t.Head, timelineEntryOf(m))
 	}
-	return out, nil
+	for _, m := range tail {
+		t.Tail = append(t.Tail, timelineEntryOf(m))
+	}
+	if err != nil {
+		return t, apierr.Wrap(apierr.Unavailable, err, "read the events of call %s", call)
+	}
+	return t, nil
+}
+
+// ends keeps the first n and the last n of what it is given, in order,
+// and counts the rest, in memory bounded by n however many pass.
+type ends[T any] struct {
+	n    int
+	head []T
+	last []T // a ring of the newest after the head
+	past int // how many came after the head
+}
+
+func (e *ends[T]) add(v T) {
+	switch {
+	case len(e.head) < e.n:
+		e.head = append(e.head, v)
+		return
+	case len(e.last) < e.n:
+		e.last = append(e.last, v)
+	default:
+		e.last[e.past%e.n] = v
+	}
+	e.past++
+}
+
+// result is the first n, the last n after them, and how many between
+// the two were left out.
+func (e *ends[T]) result() (head, tail []T, omitted int) {
+	oldest := 0 // where the ring's oldest is
+	if e.past > e.n {
+		oldest = e.past % e.n
+	}
+	for i := range len(e.last) {
+		tail = append(tail, e.last[(oldest+i)%len(e.last)])
+	}
+	return e.head, tail, e.past - len(e.last)
+}
+
+// auditQueryOfCall is the command that lists every event of a call.
+func auditQueryOfCall(agent, call string) string {
+	return "airlock audit query --agent " + agent + " --call " + call
+}
+
+// timelineEntryOf is the call page's line of one stored event.
+func timelineEntryOf(m jetstream.Msg) timelineEntry {
+	ev, err := envelope.Decode(m.Data(), m.Headers())
+	if err != nil {
+		return timelineEntry{Type: m.Subject()[strings.LastIndex(m.Subject(), ".")+1:], Detail: "undecodable: " + err.Error()}
+	}
+	return newTimelineEntry(ev)
 }
 
 func (con *Console) callPage(c echo.Context) error {
@@ -231,6 +304,7 @@ func (con *Console) callPage(c echo.Context) error {
 	if v.Events, err = con.timeline(ctx, v.Call.Agent, v.Call.ID); err != nil {
 		return err
 	}
+	v.AuditQuery = auditQueryOfCall(v.Call.Agent, v.Call.ID)
 	if v.Call.Pending {
 		v.ClientWait = con.clientWait(ctx, v.Call.Agent, v.Call.ID)
 	}

@@ -486,8 +486,11 @@ type threadPreview struct {
 type callPageView struct {
 	layout
 	Call   callView
-	Events []timelineEntry
-	Thread *threadPreview
+	Events callTimeline
+	// AuditQuery is the command that lists every event of the call, for
+	// those the page does not show.
+	AuditQuery string
+	Thread     *threadPreview
 	// ClientWait says whether the MCP client of a pending gateway call
 	// still waits for its outcome ("": not a call a gateway client waited
 	// for past a heartbeat).
