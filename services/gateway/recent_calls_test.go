@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// TestRefusedToolCallsLeaveNothingRemembered (h-bounds review): every
+// TestRefusedToolCallsLeaveNothingRemembered: every
 // tools/call of a session with a request id derives a call id, and the
 // endpoint remembers it (recentCalls.add, before the call is submitted)
 // for two hours, whatever became of the call. A client whose calls the
@@ -87,5 +87,52 @@ func TestRefusedToolCallsLeaveNothingRemembered(t *testing.T) {
 		int64(after.HeapAlloc)-int64(before.HeapAlloc), float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/calls)
 	if n > 64 {
 		t.Fatalf("%d tools/calls refused before anything was submitted left %d call ids remembered for %s", calls+1, n, recentFor)
+	}
+}
+
+// TestRecentCallsStayBounded: the ids remembered are at most recentMax,
+// the least recently seen forgotten first, and none past recentFor.
+func TestRecentCallsStayBounded(t *testing.T) {
+	now := time.Now()
+	tests := []struct {
+		name      string
+		fill      func(r *recentCalls)
+		id        string
+		seen      bool
+		remaining int
+	}{
+		{"the oldest goes first once the cap is reached", func(r *recentCalls) {
+			for i := range recentMax + 1 {
+				r.add(fmt.Sprint(i), now)
+			}
+		}, "0", false, recentMax},
+		{"an id seen again is kept over older ones", func(r *recentCalls) {
+			for i := range recentMax {
+				r.add(fmt.Sprint(i), now)
+			}
+			r.add("0", now)
+			r.add("new", now)
+		}, "0", true, recentMax},
+		{"an id older than recentFor is forgotten", func(r *recentCalls) {
+			r.add("old", now.Add(-recentFor-time.Second))
+			r.add("new", now)
+		}, "old", false, 1},
+		{"a refused call's id is taken back", func(r *recentCalls) {
+			r.add("refused", now)
+			r.forget("refused")
+		}, "refused", false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRecentCalls()
+			tt.fill(r)
+			r.mu.Lock()
+			_, seen := r.seen[tt.id]
+			remaining := len(r.seen)
+			r.mu.Unlock()
+			if seen != tt.seen || remaining != tt.remaining {
+				t.Fatalf("id %q remembered: %v (want %v), %d ids remembered (want %d)", tt.id, seen, tt.seen, remaining, tt.remaining)
+			}
+		})
 	}
 }

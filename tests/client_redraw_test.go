@@ -21,7 +21,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
-// TestAnMCPClientComingAndGoingTellsNoReviewerAnOutcome (h-bounds review):
+// TestAnMCPClientComingAndGoingTellsNoReviewerAnOutcome:
 // an MCP client (the endpoint's bearer token: an agent credential) whose
 // call waits for a person calls the tool again, as the gateway's "pending"
 // answer tells it to, or calls and cancels over and over. Each time its

@@ -22,7 +22,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
-// TestAReplayedConfirmationStateWritesNoEventPerReplay (h-bounds review):
+// TestAReplayedConfirmationStateWritesNoEventPerReplay:
 // a 2026-07-28 MCP client asked to confirm a call gets a sealed
 // requestState, valid for 24 hours and not single-use. Each tools/call
 // that carries it back makes the gateway decide the call as the endpoint's
