@@ -107,8 +107,8 @@ const recentFor = 2 * time.Hour
 
 // recentMax bounds how many derived call ids an endpoint remembers
 // (about 200 bytes each): however fast its clients call, the memory stays
-// a few MB. An id forgotten early only makes its repeat fresh: the submit
-// is idempotent, and its outcome is then awaited as a new call's.
+// a few MB. An id forgotten early is followed as a new call's when it
+// comes again, as one older than recentFor is.
 const recentMax = 32 << 10
 
 func newRecentCalls() *recentCalls {
