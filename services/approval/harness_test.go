@@ -344,6 +344,7 @@ func (r *recorder) Update(_ context.Context, rec *airlockv1.ApprovalRecord, _ st
 	r.add("update:" + rec.GetCall().GetCallId() + ":" + rec.GetState().String())
 	return nil
 }
+
 // redrawer is a recorder whose messages show more than the call (a chat
 // card): it implements notify.Redrawer, recording "redraw:<call>:<state>".
 type redrawer struct{ *recorder }
